@@ -1,0 +1,222 @@
+/*
+ * strata_abi.h - the shared-memory ABI between traced processes, the consumer
+ * daemon and the kernel module.  Version STRATA_ABI_MAJOR.STRATA_ABI_MINOR.
+ *
+ * This is the one place where the layout of a trace buffer is defined.  It is
+ * read by processes of any bitness and by the kernel, so it uses only
+ * fixed-width types, offsets instead of pointers, and static size checks.
+ * The consumer treats every byte of it as hostile: it validates the header,
+ * bounds every offset, and never follows anything it has not checked.
+ *
+ * Design and glossary: docs/ring-buffer.md.  In short:
+ *
+ *   buffer     one memfd mapping, for one (process, session slot).  A header,
+ *              an event-descriptor table, lane control blocks, lane data.
+ *   lane       one ring of n_subbuf sub-buffers.  A thread claims a lane on
+ *              its first event and keeps it; with more threads than lanes,
+ *              threads share lanes (the write algorithm is multi-writer safe).
+ *   sub-buffer one CTF 1.8 packet: packet header + events + padding.
+ *   position   a lane's 64-bit byte counter that only grows; the sub-buffer
+ *              of position p is (p / subbuf_size) % n_subbuf and its "lap" is
+ *              p / (subbuf_size * n_subbuf).
+ *
+ * Lane state machine (write position `head`):
+ *
+ *   head % subbuf_size == 0   "between packets": no packet is open.  The
+ *                             next writer opens the packet at head (discard
+ *                             mode: only if the consumer has released it).
+ *   otherwise                 a packet is open; writers reserve inside it
+ *                             with compare-and-swap on head.
+ *
+ *   open:   CAS head  p -> p + HDR + event   (writes the packet header)
+ *   close:  CAS head  p -> roundup(p, S)     (writes content_size etc.,
+ *                                             then commits the padding)
+ *   A sub-buffer of lap w is complete when commit[idx] == (w + 1) * S.
+ */
+#ifndef STRATA_ABI_H
+#define STRATA_ABI_H
+
+#ifdef __KERNEL__
+#include <linux/types.h>
+typedef __u8 strata_u8;
+typedef __u16 strata_u16;
+typedef __u32 strata_u32;
+typedef __u64 strata_u64;
+typedef __s64 strata_s64;
+#else
+#include <stdint.h>
+typedef uint8_t strata_u8;
+typedef uint16_t strata_u16;
+typedef uint32_t strata_u32;
+typedef uint64_t strata_u64;
+typedef int64_t strata_s64;
+#endif
+
+#define STRATA_ABI_MAGIC 0x53545241u /* "STRA" */
+#define STRATA_ABI_MAJOR 1u
+#define STRATA_ABI_MINOR 0u
+
+/* ---- CTF packet and event layout (little-endian) -------------------------
+ * Every sub-buffer is a complete CTF 1.8 packet.  Offsets from packet start. */
+#define STRATA_CTF_MAGIC 0xC1FC1FC1u
+
+struct strata_packet_header {
+	strata_u32 magic;              /*  0: STRATA_CTF_MAGIC */
+	strata_u8 uuid[16];            /*  4: trace uuid */
+	strata_u32 stream_id;          /* 20: stream class (channel) id */
+	strata_u64 stream_instance_id; /* 24: lane index */
+	/* packet context */
+	strata_u64 timestamp_begin;    /* 32 */
+	strata_u64 timestamp_end;      /* 40 */
+	strata_u64 content_size;       /* 48: bits, headers included */
+	strata_u64 packet_size;        /* 56: bits */
+	strata_u64 packet_seq_num;     /* 64: head / subbuf_size */
+	strata_u64 events_discarded;   /* 72: cumulative for the lane */
+	strata_u32 lane_id;            /* 80 */
+	strata_u32 reserved;           /* 84: keeps events 8-byte aligned */
+};
+#define STRATA_PACKET_HEADER_SIZE 88u
+
+/*
+ * Event record: header { id u16 (align 8 bytes), timestamp u64 (align 2) },
+ * context { tid u32 (align 2), cpu u16 (align 2) }, then the payload, each
+ * field at its natural alignment measured from the packet start.  Records
+ * start 8-byte aligned; the writer pads between records.
+ */
+#define STRATA_EVENT_HEADER_SIZE 16u
+#define STRATA_EVENT_ALIGN 8u
+#define STRATA_EVENT_ID_OFF 0u
+#define STRATA_EVENT_TS_OFF 2u
+#define STRATA_EVENT_TID_OFF 10u
+#define STRATA_EVENT_CPU_OFF 14u
+
+/* ---- Buffer header (offset 0 of the mapping) ---------------------------- */
+enum strata_channel_mode {
+	STRATA_MODE_DISCARD = 0,   /* full: new events dropped and counted */
+	STRATA_MODE_OVERWRITE = 1, /* full: oldest sub-buffer reused (flight recorder) */
+};
+
+#define STRATA_MAX_LANES 256u
+#define STRATA_MAX_SUBBUF 64u
+#define STRATA_MIN_SUBBUF_SIZE 4096u
+#define STRATA_MAX_SUBBUF_SIZE (64u << 20)
+#define STRATA_NAME_MAX 64u
+
+struct strata_buffer_header {
+	strata_u32 magic;          /* STRATA_ABI_MAGIC */
+	strata_u16 abi_major;      /* incompatible changes */
+	strata_u16 abi_minor;      /* compatible additions */
+	strata_u32 header_size;    /* sizeof(struct strata_buffer_header) */
+	strata_u32 endian_check;   /* 0x01020304 as written by the producer */
+	strata_u64 total_size;     /* bytes of the whole mapping */
+
+	strata_u32 pid;            /* producer's pid (in its own namespace) */
+	strata_u32 uid;
+	char comm[STRATA_NAME_MAX];   /* producer's process name */
+	char channel[STRATA_NAME_MAX];/* channel name, NUL-terminated */
+	strata_u8 trace_uuid[16];  /* also in every packet header */
+	strata_u32 stream_id;      /* CTF stream class id of this channel */
+	strata_u32 mode;           /* enum strata_channel_mode */
+
+	strata_u32 n_lanes;        /* 1..STRATA_MAX_LANES */
+	strata_u32 n_subbuf;       /* 2..STRATA_MAX_SUBBUF, power of two */
+	strata_u64 subbuf_size;    /* STRATA_MIN..MAX_SUBBUF_SIZE, power of two */
+
+	strata_u64 desc_offset;    /* event-descriptor table */
+	strata_u64 desc_capacity;  /* bytes reserved for it */
+	strata_u64 lanes_offset;   /* array of n_lanes struct strata_lane_ctl */
+	strata_u64 data_offset;    /* lane i data at data_offset + i*lane_stride */
+	strata_u64 lane_stride;    /* n_subbuf * subbuf_size */
+
+	/* Written by the producer (release) after appending descriptors; read
+	 * by the consumer (acquire).  Bytes of valid records in the table. */
+	strata_u64 desc_used;
+	/* Bumped by writers (release) whenever a packet is closed; the consumer
+	 * may FUTEX_WAIT on its low 32 bits when `consumer_waiting` is set. */
+	strata_u32 wake_seq;
+	strata_u32 consumer_waiting;
+	/* Producer flags, see STRATA_BUF_* */
+	strata_u32 flags;
+	strata_u32 clock_id;       /* enum strata_clock_id: which clock stamped */
+	strata_u64 lanes_claimed;  /* informational: lanes handed out so far */
+	strata_u64 reserved[8];
+};
+
+#define STRATA_BUF_PRODUCER_EXITED 0x1u /* set by the producer's destructor */
+
+enum strata_clock_id {
+	STRATA_CLOCK_MONOTONIC = 0, /* CLOCK_MONOTONIC via the vDSO */
+	STRATA_CLOCK_PAGE = 1,      /* TSC through the kernel module's clock page */
+};
+
+/* One per lane, 64-byte aligned.  Written by writers except `consumed`. */
+struct strata_lane_ctl {
+	strata_u64 head;             /* write position; writers CAS it */
+	strata_u64 events_discarded; /* cumulative; writers add */
+	strata_u64 owner_tid;        /* informational: last claiming thread */
+	strata_u64 pad0[5];
+	strata_u64 consumed;         /* consumer: next position to read */
+	strata_u64 pad1[7];
+	strata_u64 commit[STRATA_MAX_SUBBUF]; /* cumulative committed bytes */
+};
+
+/* ---- Event descriptor table ---------------------------------------------
+ * An append-only sequence of records, each starting 8-byte aligned:
+ *   struct strata_desc_event, then n_fields struct strata_desc_field,
+ *   then a string pool (names, enum labels) referenced by offsets from the
+ *   start of the record.  The consumer validates every size and offset. */
+enum strata_field_type {
+	STRATA_FT_INTEGER = 1,  /* size 8/16/32/64, signed flag, base */
+	STRATA_FT_FLOAT = 2,    /* size 32/64 */
+	STRATA_FT_ENUM = 3,     /* integer container + n_labels mappings */
+	STRATA_FT_STRING = 4,   /* NUL-terminated UTF-8 */
+	STRATA_FT_ARRAY = 5,    /* fixed length of integer elements */
+	STRATA_FT_SEQUENCE = 6, /* u32 length, then integer elements */
+};
+
+struct strata_desc_field {
+	strata_u32 name_off;    /* from record start */
+	strata_u8 type;         /* enum strata_field_type */
+	strata_u8 elem_bits;    /* integer/element size in bits */
+	strata_u8 is_signed;
+	strata_u8 base;         /* 2, 8, 10, 16 */
+	strata_u32 length;      /* ARRAY: element count */
+	strata_u32 n_labels;    /* ENUM: entries at labels_off */
+	strata_u32 labels_off;  /* ENUM: n_labels struct strata_desc_enum_label */
+	strata_u32 reserved;
+};
+
+struct strata_desc_enum_label {
+	strata_s64 value;
+	strata_u32 label_off;   /* from record start */
+	strata_u32 reserved;
+};
+
+struct strata_desc_event {
+	strata_u32 record_size; /* whole record, multiple of 8 */
+	strata_u32 id;          /* event id in this buffer's stream class */
+	strata_u32 loglevel;    /* enum strata_loglevel (include/strata) */
+	strata_u32 n_fields;
+	strata_u32 provider_off;/* from record start */
+	strata_u32 name_off;    /* from record start */
+};
+
+#define STRATA_DESC_MAX_FIELDS 64u
+#define STRATA_DESC_MAX_RECORD 65536u
+
+#ifndef __KERNEL__
+#ifdef __cplusplus
+#define STRATA_ABI_ASSERT(c, m) static_assert(c, m)
+#else
+#define STRATA_ABI_ASSERT(c, m) _Static_assert(c, m)
+#endif
+STRATA_ABI_ASSERT(sizeof(struct strata_packet_header) == STRATA_PACKET_HEADER_SIZE,
+		  "packet header size is ABI");
+STRATA_ABI_ASSERT(sizeof(struct strata_buffer_header) == 336, "buffer header size is ABI");
+STRATA_ABI_ASSERT(sizeof(struct strata_lane_ctl) == 128 + 8 * STRATA_MAX_SUBBUF,
+		  "lane control size is ABI");
+STRATA_ABI_ASSERT(sizeof(struct strata_desc_field) == 24, "field descriptor size is ABI");
+STRATA_ABI_ASSERT(sizeof(struct strata_desc_event) == 24, "event descriptor size is ABI");
+#endif
+
+#endif /* STRATA_ABI_H */

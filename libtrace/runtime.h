@@ -1,0 +1,92 @@
+/*
+ * runtime.h - internal contract between the tracing runtime (libtrace: the
+ * registry, buffers and writer) and the control plane (the state query client,
+ * tp-sync, tp-async).  Not installed.  Everything here is hidden visibility.
+ *
+ * Roles:
+ *   - module constructors/destructors call strata_register_tracepoints /
+ *     strata_unregister_tracepoints (include/strata/tracepoint.h);
+ *   - the control plane (tp-sync's constructor, tp-async's signal handler)
+ *     opens session slots, sets their rules, and acknowledges;
+ *   - application threads only run strata_reserve/strata_commit.
+ *
+ * Signal safety: every function below marked [AS-safe] may be called from a
+ * signal handler that interrupted any application code, including a
+ * tracepoint in progress and including another control-plane call on the
+ * same thread (the runtime serialises control-plane calls with a try-lock
+ * and reports STRATA_RT_EBUSY rather than deadlock).  They neither allocate
+ * nor take blocking locks; they may make system calls.
+ */
+#ifndef STRATA_LIBTRACE_RUNTIME_H
+#define STRATA_LIBTRACE_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "abi/strata_abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STRATA_RT_EBUSY (-16)
+
+/* Per-channel buffer geometry, as the controller asked for it. */
+struct strata_channel_config {
+	char name[STRATA_NAME_MAX];  /* "channel0" by default */
+	uint32_t stream_id;          /* CTF stream class id */
+	uint32_t mode;               /* enum strata_channel_mode */
+	uint32_t n_lanes;            /* 0: default (2 x online CPUs, at least 4) */
+	uint32_t n_subbuf;           /* 0: default (8) */
+	uint64_t subbuf_size;        /* 0: default (128 KiB) */
+};
+
+/* One enablement rule of a session, as matched in the process. */
+#define STRATA_PATTERN_MAX 128
+#define STRATA_FILTER_MAX 256
+struct strata_rule {
+	char pattern[STRATA_PATTERN_MAX]; /* "provider:event" glob with '*' */
+	int32_t loglevel_max;              /* -1: any; else enabled if loglevel <= this */
+	uint32_t enable;                   /* 1: enable matches, 0: disable matches */
+	char filter[STRATA_FILTER_MAX];    /* field filter expression, "" for none */
+};
+#define STRATA_MAX_RULES 32
+
+/*
+ * [AS-safe] Create the shared-memory buffer of a session slot (memfd,
+ * sized and initialised per strata_abi.h, the current event descriptors
+ * written in).  Returns the memfd (kept open by the runtime until
+ * strata_rt_slot_close) or a negative errno.  `trace_uuid` identifies the
+ * sub-trace this process writes in that session.
+ */
+int strata_rt_slot_open(unsigned slot, const struct strata_channel_config *cfg,
+			const uint8_t trace_uuid[16]);
+
+/* [AS-safe] Disarm the slot's tracepoints, mark the buffer producer-done,
+ * unmap and close it.  Events already committed stay readable by whoever
+ * holds the fd. */
+void strata_rt_slot_close(unsigned slot);
+
+/* [AS-safe] Replace the slot's rules (later rules win over earlier ones)
+ * and re-arm every registered tracepoint accordingly; modules registered
+ * later are armed by the same rules.  Returns 0 or a negative errno. */
+int strata_rt_slot_set_rules(unsigned slot, const struct strata_rule *rules, size_t n);
+
+/* [AS-safe] Make every thread of the process observe the tracepoint states
+ * just written (membarrier, or a fallback), so that an acknowledgement sent
+ * after it is truthful. */
+void strata_rt_quiesce(void);
+
+/* Number of events registered (ids 0..n-1), for `strata list`. */
+uint32_t strata_rt_event_count(void);
+/* Copy "provider:event" of event `id` into buf; 0 or -ENOENT. */
+int strata_rt_event_name(uint32_t id, char *buf, size_t len, uint32_t *loglevel);
+
+/* Which clock stamps events (enum strata_clock_id), and read it (ns). */
+uint32_t strata_rt_clock_id(void);
+uint64_t strata_rt_clock_now(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
