@@ -1,0 +1,223 @@
+// metadata.cpp - TSDL generation; see metadata.h.
+#include "metadata.h"
+
+#include <time.h>
+
+#include <cctype>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "abi/strata_abi.h"
+
+namespace strata {
+namespace {
+
+std::string quote(const std::string &s)
+{
+	std::string out = "\"";
+	for (unsigned char c : s) {
+		if (c == '"' || c == '\\') {
+			out += '\\';
+			out += static_cast<char>(c);
+		} else if (c < 0x20 || c == 0x7f) {
+			char buf[8];
+			std::snprintf(buf, sizeof buf, "\\x%02x", c);
+			out += buf;
+		} else {
+			out += static_cast<char>(c);
+		}
+	}
+	return out + "\"";
+}
+
+// Field names are prefixed with '_' (readers strip one), so a field called
+// "event" or "struct" cannot collide with a TSDL keyword.
+std::string ident(const std::string &name)
+{
+	std::string out = "_";
+	for (char c : name)
+		out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+	return out;
+}
+
+std::string integer_type(unsigned bits, bool is_signed, unsigned base)
+{
+	std::ostringstream o;
+	o << "integer { size = " << bits << "; align = " << bits << "; signed = "
+	  << (is_signed ? "true" : "false") << "; base = " << (base ? base : 10) << "; }";
+	return o.str();
+}
+
+void field_decl(std::ostringstream &o, const FieldInfo &f)
+{
+	const std::string n = ident(f.name);
+	switch (f.type) {
+	case STRATA_FT_INTEGER:
+		o << "\t\t" << integer_type(f.elem_bits, f.is_signed, f.base) << " " << n << ";\n";
+		break;
+	case STRATA_FT_FLOAT:
+		if (f.elem_bits == 32)
+			o << "\t\tfloating_point { exp_dig = 8; mant_dig = 24; byte_order = le; align = 32; } ";
+		else
+			o << "\t\tfloating_point { exp_dig = 11; mant_dig = 53; byte_order = le; align = 64; } ";
+		o << n << ";\n";
+		break;
+	case STRATA_FT_ENUM: {
+		o << "\t\tenum : " << integer_type(f.elem_bits, f.is_signed, 10) << " {";
+		bool first = true;
+		for (const EnumLabel &l : f.labels) {
+			o << (first ? " " : ", ") << quote(l.label) << " = " << l.first;
+			if (l.last != l.first)
+				o << " ... " << l.last;
+			first = false;
+		}
+		o << " } " << n << ";\n";
+		break;
+	}
+	case STRATA_FT_STRING:
+		o << "\t\tstring { encoding = UTF8; } " << n << ";\n";
+		break;
+	case STRATA_FT_ARRAY:
+		o << "\t\t" << integer_type(f.elem_bits, f.is_signed, f.base) << " " << n << "["
+		  << f.length << "];\n";
+		break;
+	case STRATA_FT_SEQUENCE: {
+		const std::string len = "_" + n + "_length";
+		o << "\t\tinteger { size = 32; align = 32; signed = false; } " << len << ";\n";
+		o << "\t\t" << integer_type(f.elem_bits, f.is_signed, f.base) << " " << n << "[ " << len
+		  << " ];\n";
+		break;
+	}
+	default:
+		// The reader validated types; an unknown one cannot get here.
+		break;
+	}
+}
+
+} // namespace
+
+std::string uuid_to_string(const uint8_t u[16])
+{
+	char buf[37];
+	std::snprintf(buf, sizeof buf,
+		      "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+		      u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+		      u[15]);
+	return buf;
+}
+
+std::string ctf_metadata_events(uint32_t stream_id, const std::vector<EventInfo> &events)
+{
+	std::ostringstream o;
+	for (const EventInfo &e : events) {
+		o << "\nevent {\n\tname = " << quote(e.provider + ":" + e.name) << ";\n\tid = " << e.id
+		  << ";\n\tstream_id = " << stream_id << ";\n\tloglevel = " << e.loglevel
+		  << ";\n\tfields := struct {\n";
+		for (const FieldInfo &f : e.fields)
+			field_decl(o, f);
+		o << "\t};\n};\n";
+	}
+	return o.str();
+}
+
+std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const TraceEnv &env,
+			 uint32_t stream_id, const std::vector<EventInfo> &events)
+{
+	std::ostringstream o;
+	// Must be the very first bytes (notes/ctf.md).
+	o << "/* CTF 1.8 */\n\n";
+	o << "typealias integer { size = 8; align = 8; signed = false; } := uint8_t;\n"
+	     "typealias integer { size = 16; align = 8; signed = false; } := uint16_t;\n"
+	     "typealias integer { size = 32; align = 8; signed = false; } := uint32_t;\n"
+	     "typealias integer { size = 64; align = 8; signed = false; } := uint64_t;\n\n";
+	o << "trace {\n\tmajor = 1;\n\tminor = 8;\n\tuuid = \"" << uuid_to_string(uuid)
+	  << "\";\n\tbyte_order = le;\n"
+	     "\tpacket.header := struct {\n"
+	     "\t\tuint32_t magic;\n"
+	     "\t\tuint8_t uuid[16];\n"
+	     "\t\tuint32_t stream_id;\n"
+	     "\t\tuint64_t stream_instance_id;\n"
+	     "\t};\n};\n\n";
+	o << "env {\n\tdomain = " << quote(env.domain) << ";\n\ttracer_name = " << quote(env.tracer_name)
+	  << ";\n\ttracer_major = 0;\n\ttracer_minor = 1;\n";
+	if (!env.procname.empty())
+		o << "\tprocname = " << quote(env.procname) << ";\n";
+	if (env.pid)
+		o << "\tvpid = " << env.pid << ";\n";
+	if (!env.hostname.empty())
+		o << "\thostname = " << quote(env.hostname) << ";\n";
+	o << "};\n\n";
+	o << "clock {\n\tname = \"" << clock.name << "\";\n";
+	if (!clock.uuid.empty())
+		o << "\tuuid = \"" << clock.uuid << "\";\n";
+	o << "\tdescription = " << quote(clock.description)
+	  << ";\n\tfreq = 1000000000;\n\tprecision = 1;\n\toffset_s = " << clock.offset_s
+	  << ";\n\toffset = " << clock.offset_ns << ";\n\tabsolute = true;\n};\n\n";
+	o << "typealias integer { size = 64; align = 8; signed = false; map = clock." << clock.name
+	  << ".value; } := uint64_clock_t;\n\n";
+	// Packet context: offsets 32..84 of struct strata_packet_header.  The
+	// reserved word at 84 is not named: the event header's 64-bit
+	// alignment skips it.
+	o << "struct packet_context {\n"
+	     "\tuint64_clock_t timestamp_begin;\n"
+	     "\tuint64_clock_t timestamp_end;\n"
+	     "\tuint64_t content_size;\n"
+	     "\tuint64_t packet_size;\n"
+	     "\tuint64_t packet_seq_num;\n"
+	     "\tuint64_t events_discarded;\n"
+	     "\tuint32_t lane_id;\n"
+	     "};\n\n";
+	// Record header: id at 0 (records start 8-byte aligned), timestamp at 2.
+	o << "struct event_header {\n"
+	     "\tinteger { size = 16; align = 64; signed = false; } id;\n"
+	     "\tinteger { size = 64; align = 16; signed = false; map = clock."
+	  << clock.name
+	  << ".value; } timestamp;\n"
+	     "};\n\n";
+	o << "stream {\n\tid = " << stream_id
+	  << ";\n"
+	     "\tpacket.context := struct packet_context;\n"
+	     "\tevent.header := struct event_header;\n"
+	     "\tevent.context := struct {\n"
+	     "\t\tinteger { size = 32; align = 16; signed = true; } _vtid;\n"
+	     "\t\tinteger { size = 16; align = 16; signed = false; } _cpu_id;\n"
+	     "\t};\n};\n";
+	o << ctf_metadata_events(stream_id, events);
+	return o.str();
+}
+
+ClockInfo measure_session_clock()
+{
+	ClockInfo c;
+	std::ifstream f("/proc/sys/kernel/random/boot_id");
+	std::getline(f, c.uuid);
+	if (c.uuid.size() != 36)
+		c.uuid.clear();
+	// Bracket a REALTIME read between two MONOTONIC reads and keep the
+	// tightest bracket of a few tries.
+	int64_t best_gap = INT64_MAX, best_off = 0;
+	for (int i = 0; i < 16; i++) {
+		struct timespec m0, r, m1;
+		clock_gettime(CLOCK_MONOTONIC, &m0);
+		clock_gettime(CLOCK_REALTIME, &r);
+		clock_gettime(CLOCK_MONOTONIC, &m1);
+		const int64_t a = m0.tv_sec * 1000000000LL + m0.tv_nsec;
+		const int64_t b = m1.tv_sec * 1000000000LL + m1.tv_nsec;
+		const int64_t rt = r.tv_sec * 1000000000LL + r.tv_nsec;
+		if (b - a < best_gap) {
+			best_gap = b - a;
+			best_off = rt - (a + (b - a) / 2);
+		}
+	}
+	c.offset_s = best_off / 1000000000LL;
+	c.offset_ns = best_off % 1000000000LL;
+	if (c.offset_ns < 0) {
+		c.offset_ns += 1000000000LL;
+		c.offset_s -= 1;
+	}
+	return c;
+}
+
+} // namespace strata

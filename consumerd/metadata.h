@@ -1,0 +1,52 @@
+/*
+ * metadata.h - CTF 1.8 metadata (TSDL text) for one Strata sub-trace.
+ *
+ * The layout described here is the one fixed by libtrace/abi/strata_abi.h:
+ * the 88-byte packet header/context, the 16-byte record header
+ * (id u16 at 0, timestamp u64 at 2, tid u32 at 10, cpu u16 at 14) and
+ * payload fields at natural alignment.  Every sub-trace of a session gets the
+ * same clock block (offset measured once per session), so babeltrace2 merges
+ * them without drift (../shared/notes/ctf.md, "Clocks").
+ */
+#ifndef STRATA_CONSUMERD_METADATA_H
+#define STRATA_CONSUMERD_METADATA_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "event_info.h"
+
+namespace strata {
+
+struct ClockInfo {
+	std::string name = "monotonic";
+	std::string uuid;       // boot id, 8-4-4-4-12
+	int64_t offset_s = 0;   // REALTIME - MONOTONIC, seconds part
+	int64_t offset_ns = 0;  // and nanoseconds part, 0 <= offset_ns < 1e9
+	std::string description = "Monotonic Clock";
+};
+
+struct TraceEnv {
+	std::string domain = "ust";
+	std::string procname;
+	int64_t pid = 0;
+	std::string hostname;
+	std::string tracer_name = "strata";
+};
+
+// Whole metadata for a new sub-trace (one stream class `stream_id`).
+std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const TraceEnv &env,
+			 uint32_t stream_id, const std::vector<EventInfo> &events);
+
+// Event blocks to append to an existing metadata file when descriptors grow.
+std::string ctf_metadata_events(uint32_t stream_id, const std::vector<EventInfo> &events);
+
+// Boot id and REALTIME - MONOTONIC, measured now (call once per session).
+ClockInfo measure_session_clock();
+
+// "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+std::string uuid_to_string(const uint8_t uuid[16]);
+
+} // namespace strata
+#endif
