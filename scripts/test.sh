@@ -8,22 +8,38 @@ cd "$(dirname "$0")/.."
 source scripts/deps.sh
 strata_install_deps
 jobs=$(nproc)
-status=0
+status=0 passed=0 failed=0
 run_suite() { # name, cmake args, ctest args
-  local name=$1 cmake_args=$2 ctest_args=$3
+  local name=$1 cmake_args=$2 ctest_args=$3 dir="build-test-$1"
   echo "==== $name: configure + build"
-  cmake -S . -B "build-test-$name" $cmake_args >/dev/null
-  cmake --build "build-test-$name" -j"$jobs" 2>&1 | grep -E "error|warning: " || true
-  [ "${PIPESTATUS[0]}" = 0 ] || { echo "==== $name: BUILD FAILED"; status=1; return; }
+  if ! { cmake -S . -B "$dir" $cmake_args >"$dir.log" 2>&1 &&
+         cmake --build "$dir" -j"$jobs" >>"$dir.log" 2>&1; }; then
+    grep -E "error|Error" "$dir.log" | head -n 40
+    echo "==== $name: BUILD FAILED (full log: $dir.log)"
+    status=1 failed=$((failed + 1))
+    return
+  fi
   echo "==== $name: ctest"
-  (cd "build-test-$name" && ctest --output-on-failure -j"$jobs" $ctest_args) || status=1
+  (cd "$dir" && ctest --output-on-failure -j"$jobs" $ctest_args) 2>&1 | tee "$dir.ctest.log" || true
+  local line p t
+  line=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$dir.ctest.log" | tail -n 1 || true)
+  if [ -z "$line" ]; then
+    echo "==== $name: ctest did not finish"
+    status=1 failed=$((failed + 1))
+    return
+  fi
+  t=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
+  p=$(sed -E 's/.*tests passed, ([0-9]+) tests? failed.*/\1/' <<<"$line")
+  passed=$((passed + t - p)) failed=$((failed + p))
+  [ "$p" = 0 ] || status=1
 }
 run_suite normal "-DCMAKE_BUILD_TYPE=RelWithDebInfo" ""
 # Sanitizer builds: the kernel VM, packaging and benchmark smoke tests add
-# nothing under a sanitizer and are left to the normal build.
+# nothing under a sanitizer and carry the label no-sanitizer.
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 run_suite asan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=address" "-LE no-sanitizer"
 run_suite tsan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=thread" "-LE no-sanitizer"
-echo "==== test suite: $([ $status = 0 ] && echo PASSED || echo FAILED)"
+echo "==== test suite (normal, asan+ubsan, tsan):"
+echo "$passed passed, $failed failed"
 exit $status
