@@ -1,0 +1,712 @@
+// cmd_view.cpp - `strata view [DIR]`: pretty-print a trace, one line per
+// event, through libbabeltrace2:
+//
+//   source.ctf.fs (one per directory holding a `metadata` file)
+//     -> filter.utils.muxer (merges all streams by time)
+//     -> a simple sink (this file) that formats each message.
+//
+// Single-threaded; the graph calls our consume function from bt_graph_run().
+#include <babeltrace2/babeltrace.h>
+
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#if __has_include("commands.h")
+#include "commands.h"
+#else
+int strata_cmd_view(int argc, char **argv);
+#endif
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+void view_usage_short()
+{
+	std::fputs("usage: strata view [-n N] [DIR]   (strata view --help for details)\n", stderr);
+}
+
+void view_usage(FILE *f)
+{
+	std::fputs(
+		"usage: strata view [-n N] [DIR]\n"
+		"\n"
+		"Print the events of the trace(s) under DIR (default: the current directory),\n"
+		"merged by time, one line per event:\n"
+		"\n"
+		"  [HH:MM:SS.nnnnnnnnn] PROCNAME[PID] tid=TID cpu=CPU PROVIDER:EVENT: { FIELD = VALUE, ... }\n"
+		"\n"
+		"Times are absolute, in local time (set TZ=UTC for UTC).  Enumerations print as\n"
+		"'label (value)', strings quoted, arrays and sequences in [ ].  Lost data prints as\n"
+		"'*** N events discarded ...' and '*** N packets discarded ...' lines.\n"
+		"Every directory under DIR that holds a CTF 'metadata' file is read.\n"
+		"\n"
+		"options:\n"
+		"  -n, --limit N   stop after N events\n"
+		"  -h, --help      this help\n"
+		"\n"
+		"exit status: 0 ok, 1 the trace cannot be read (the reason is printed), 2 usage error\n",
+		f);
+}
+
+// ---- formatting helpers --------------------------------------------------
+
+void append_time(std::string &out, int64_t ns_from_origin)
+{
+	int64_t sec = ns_from_origin / 1000000000;
+	int64_t ns = ns_from_origin % 1000000000;
+	if (ns < 0) {
+		ns += 1000000000;
+		sec -= 1;
+	}
+	const time_t t = static_cast<time_t>(sec);
+	struct tm tm;
+	char buf[48];
+	if (localtime_r(&t, &tm))
+		std::snprintf(buf, sizeof buf, "[%02d:%02d:%02d.%09" PRId64 "]", tm.tm_hour, tm.tm_min,
+			      tm.tm_sec, ns);
+	else
+		std::snprintf(buf, sizeof buf, "[%" PRId64 ".%09" PRId64 "]", sec, ns);
+	out += buf;
+}
+
+void append_quoted(std::string &out, const char *s)
+{
+	out += '"';
+	for (const unsigned char *p = reinterpret_cast<const unsigned char *>(s); *p; p++) {
+		if (*p == '"' || *p == '\\') {
+			out += '\\';
+			out += static_cast<char>(*p);
+		} else if (*p == '\n') {
+			out += "\\n";
+		} else if (*p == '\t') {
+			out += "\\t";
+		} else if (*p < 0x20 || *p == 0x7f) {
+			char buf[8];
+			std::snprintf(buf, sizeof buf, "\\x%02x", *p);
+			out += buf;
+		} else {
+			out += static_cast<char>(*p);
+		}
+	}
+	out += '"';
+}
+
+void append_unsigned(std::string &out, uint64_t v, bt_field_class_integer_preferred_display_base base)
+{
+	char buf[80];
+	switch (base) {
+	case BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_HEXADECIMAL:
+		std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+		break;
+	case BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_OCTAL:
+		std::snprintf(buf, sizeof buf, "0%" PRIo64, v);
+		break;
+	case BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_BINARY: {
+		char *p = buf;
+		*p++ = '0';
+		*p++ = 'b';
+		int top = 63;
+		while (top > 0 && !((v >> top) & 1))
+			top--;
+		for (int b = top; b >= 0; b--)
+			*p++ = ((v >> b) & 1) ? '1' : '0';
+		*p = '\0';
+		break;
+	}
+	default:
+		std::snprintf(buf, sizeof buf, "%" PRIu64, v);
+		break;
+	}
+	out += buf;
+}
+
+template <typename T> void append_real(std::string &out, T v)
+{
+	char buf[64];
+	auto r = std::to_chars(buf, buf + sizeof buf, v); // shortest round-trip form
+	out.append(buf, r.ptr);
+}
+
+void append_field(std::string &out, const bt_field *field, bool is_root = false);
+
+// A sequence's length is its own member of the payload (CTF 1.8); it is
+// shown as the length of the [ ] list, so hide the member itself.
+void hide_length_members(const bt_field_class *st, std::vector<bool> &hide)
+{
+	const uint64_t n = bt_field_class_structure_get_member_count(st);
+	for (uint64_t i = 0; i < n; i++) {
+		const bt_field_class *m = bt_field_class_structure_member_borrow_field_class_const(
+			bt_field_class_structure_borrow_member_by_index_const(st, i));
+		if (bt_field_class_get_type(m) != BT_FIELD_CLASS_TYPE_DYNAMIC_ARRAY_WITH_LENGTH_FIELD)
+			continue;
+		const bt_field_path *path =
+			bt_field_class_array_dynamic_with_length_field_borrow_length_field_path_const(m);
+		if (!path || bt_field_path_get_root_scope(path) != BT_FIELD_PATH_SCOPE_EVENT_PAYLOAD ||
+		    bt_field_path_get_item_count(path) != 1)
+			continue;
+		const bt_field_path_item *item = bt_field_path_borrow_item_by_index_const(path, 0);
+		if (bt_field_path_item_get_type(item) != BT_FIELD_PATH_ITEM_TYPE_INDEX)
+			continue;
+		const uint64_t idx = bt_field_path_item_index_get_index(item);
+		if (idx < n)
+			hide[idx] = true;
+	}
+}
+
+void append_enum_labels(std::string &out, const bt_field *field, bool is_signed)
+{
+	bt_field_class_enumeration_mapping_label_array labels = nullptr;
+	uint64_t count = 0;
+	const auto st = is_signed ? bt_field_enumeration_signed_get_mapping_labels(field, &labels, &count)
+				  : bt_field_enumeration_unsigned_get_mapping_labels(field, &labels, &count);
+	if (st != BT_FIELD_ENUMERATION_GET_MAPPING_LABELS_STATUS_OK || count == 0) {
+		out += "<unknown>";
+		return;
+	}
+	for (uint64_t i = 0; i < count; i++) {
+		if (i)
+			out += '|';
+		out += labels[i];
+	}
+}
+
+void append_field(std::string &out, const bt_field *field, bool is_root)
+{
+	const bt_field_class *fc = bt_field_borrow_class_const(field);
+	const bt_field_class_type type = bt_field_get_class_type(field);
+
+	if (bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_INTEGER)) {
+		const bool is_signed = bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_SIGNED_INTEGER);
+		const bool is_enum = bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_ENUMERATION);
+		if (is_enum) {
+			append_enum_labels(out, field, is_signed);
+			out += " (";
+		}
+		if (is_signed) {
+			const int64_t v = bt_field_integer_signed_get_value(field);
+			const auto base = bt_field_class_integer_get_preferred_display_base(fc);
+			if (base == BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_DECIMAL || is_enum)
+				out += std::to_string(v);
+			else
+				append_unsigned(out, static_cast<uint64_t>(v), base);
+		} else {
+			append_unsigned(out, bt_field_integer_unsigned_get_value(field),
+					is_enum ? BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_DECIMAL
+						: bt_field_class_integer_get_preferred_display_base(fc));
+		}
+		if (is_enum)
+			out += ')';
+	} else if (type == BT_FIELD_CLASS_TYPE_SINGLE_PRECISION_REAL) {
+		append_real(out, bt_field_real_single_precision_get_value(field));
+	} else if (type == BT_FIELD_CLASS_TYPE_DOUBLE_PRECISION_REAL) {
+		append_real(out, bt_field_real_double_precision_get_value(field));
+	} else if (type == BT_FIELD_CLASS_TYPE_STRING) {
+		const char *s = bt_field_string_get_value(field);
+		append_quoted(out, s ? s : "");
+	} else if (type == BT_FIELD_CLASS_TYPE_BOOL) {
+		out += bt_field_bool_get_value(field) ? "true" : "false";
+	} else if (type == BT_FIELD_CLASS_TYPE_BIT_ARRAY) {
+		append_unsigned(out, bt_field_bit_array_get_value_as_integer(field),
+				BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_HEXADECIMAL);
+	} else if (type == BT_FIELD_CLASS_TYPE_STRUCTURE) {
+		const uint64_t n = bt_field_class_structure_get_member_count(fc);
+		std::vector<bool> hide(n, false);
+		if (is_root)
+			hide_length_members(fc, hide);
+		out += "{ ";
+		bool first = true;
+		for (uint64_t i = 0; i < n; i++) {
+			const bt_field_class_structure_member *m =
+				bt_field_class_structure_borrow_member_by_index_const(fc, i);
+			if (hide[i])
+				continue;
+			if (!first)
+				out += ", ";
+			first = false;
+			out += bt_field_class_structure_member_get_name(m);
+			out += " = ";
+			append_field(out, bt_field_structure_borrow_member_field_by_index_const(field, i));
+		}
+		out += n ? " }" : "}";
+	} else if (bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_ARRAY)) {
+		const uint64_t n = bt_field_array_get_length(field);
+		out += "[ ";
+		for (uint64_t i = 0; i < n; i++) {
+			if (i)
+				out += ", ";
+			append_field(out, bt_field_array_borrow_element_field_by_index_const(field, i));
+		}
+		out += n ? " ]" : "]";
+	} else if (bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_OPTION)) {
+		const bt_field *inner = bt_field_option_borrow_field_const(field);
+		if (inner)
+			append_field(out, inner);
+		else
+			out += "none";
+	} else if (bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_VARIANT)) {
+		append_field(out, bt_field_variant_borrow_selected_option_field_const(field));
+	} else {
+		out += "<?>";
+	}
+}
+
+// A member of a structure by name, or null.
+const bt_field *member(const bt_field *st, const char *name)
+{
+	if (!st || bt_field_get_class_type(st) != BT_FIELD_CLASS_TYPE_STRUCTURE)
+		return nullptr;
+	return bt_field_structure_borrow_member_field_by_name_const(st, name);
+}
+
+bool integer_value(const bt_field *f, int64_t *v)
+{
+	if (!f)
+		return false;
+	const bt_field_class_type type = bt_field_get_class_type(f);
+	if (bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_SIGNED_INTEGER))
+		*v = bt_field_integer_signed_get_value(f);
+	else if (bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER))
+		*v = static_cast<int64_t>(bt_field_integer_unsigned_get_value(f));
+	else
+		return false;
+	return true;
+}
+
+// ---- the sink ------------------------------------------------------------
+
+struct ViewSink {
+	bt_message_iterator *iter = nullptr;
+	uint64_t limit = UINT64_MAX;
+	uint64_t events = 0;
+	std::map<const bt_trace *, std::string> who; // trace -> "procname[pid]"
+	std::string line;
+	bool write_failed = false;
+};
+
+const std::string &trace_who(ViewSink &s, const bt_trace *trace)
+{
+	auto it = s.who.find(trace);
+	if (it != s.who.end())
+		return it->second;
+	std::string name = "?", pid = "?";
+	const bt_value *v = bt_trace_borrow_environment_entry_value_by_name_const(trace, "procname");
+	if (v && bt_value_get_type(v) == BT_VALUE_TYPE_STRING)
+		name = bt_value_string_get(v);
+	v = bt_trace_borrow_environment_entry_value_by_name_const(trace, "vpid");
+	if (v && bt_value_get_type(v) == BT_VALUE_TYPE_SIGNED_INTEGER)
+		pid = std::to_string(bt_value_integer_signed_get(v));
+	else if (v && bt_value_get_type(v) == BT_VALUE_TYPE_UNSIGNED_INTEGER)
+		pid = std::to_string(bt_value_integer_unsigned_get(v));
+	if (name == "?") {
+		v = bt_trace_borrow_environment_entry_value_by_name_const(trace, "domain");
+		if (v && bt_value_get_type(v) == BT_VALUE_TYPE_STRING)
+			name = bt_value_string_get(v);
+	}
+	return s.who.emplace(trace, name + "[" + pid + "]").first->second;
+}
+
+void format_event(ViewSink &s, const bt_message *msg)
+{
+	const bt_event *ev = bt_message_event_borrow_event_const(msg);
+	const bt_event_class *ec = bt_event_borrow_class_const(ev);
+	const bt_stream *stream = bt_event_borrow_stream_const(ev);
+	std::string &out = s.line;
+
+	if (bt_message_event_borrow_stream_class_default_clock_class_const(msg)) {
+		int64_t ns = 0;
+		const bt_clock_snapshot *cs = bt_message_event_borrow_default_clock_snapshot_const(msg);
+		if (bt_clock_snapshot_get_ns_from_origin(cs, &ns) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
+			append_time(out, ns);
+		else
+			out += "[overflow]";
+	} else {
+		out += "[no clock]";
+	}
+	out += ' ';
+	out += trace_who(s, bt_stream_borrow_trace_const(stream));
+
+	const bt_field *ctx = bt_event_borrow_common_context_field_const(ev);
+	int64_t v = 0;
+	out += " tid=";
+	if (integer_value(member(ctx, "vtid"), &v) || integer_value(member(ctx, "tid"), &v))
+		out += std::to_string(v);
+	else
+		out += '?';
+	out += " cpu=";
+	if (integer_value(member(ctx, "cpu_id"), &v) || integer_value(member(ctx, "cpu"), &v))
+		out += std::to_string(v);
+	else
+		out += '?';
+	out += ' ';
+	const char *name = bt_event_class_get_name(ec);
+	out += name ? name : "<unnamed>";
+	const bt_field *payload = bt_event_borrow_payload_field_const(ev);
+	if (payload && bt_field_class_structure_get_member_count(bt_field_borrow_class_const(payload))) {
+		out += ": ";
+		append_field(out, payload, true);
+	}
+	out += '\n';
+}
+
+void format_discarded(ViewSink &s, const bt_message *msg, bool events)
+{
+	const bt_stream *stream = events ? bt_message_discarded_events_borrow_stream_const(msg)
+					 : bt_message_discarded_packets_borrow_stream_const(msg);
+	const bt_stream_class *sc = bt_stream_borrow_class_const(stream);
+	uint64_t count = 0;
+	const bool known = events ? bt_message_discarded_events_get_count(msg, &count) == BT_PROPERTY_AVAILABILITY_AVAILABLE
+				  : bt_message_discarded_packets_get_count(msg, &count) == BT_PROPERTY_AVAILABILITY_AVAILABLE;
+	std::string &out = s.line;
+	const bool has_times = events ? bt_stream_class_discarded_events_have_default_clock_snapshots(sc)
+				      : bt_stream_class_discarded_packets_have_default_clock_snapshots(sc);
+	int64_t b = 0, e = 0;
+	bool times = false;
+	if (has_times) {
+		const bt_clock_snapshot *cb =
+			events ? bt_message_discarded_events_borrow_beginning_default_clock_snapshot_const(msg)
+			       : bt_message_discarded_packets_borrow_beginning_default_clock_snapshot_const(msg);
+		const bt_clock_snapshot *ce =
+			events ? bt_message_discarded_events_borrow_end_default_clock_snapshot_const(msg)
+			       : bt_message_discarded_packets_borrow_end_default_clock_snapshot_const(msg);
+		times = bt_clock_snapshot_get_ns_from_origin(cb, &b) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK &&
+			bt_clock_snapshot_get_ns_from_origin(ce, &e) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK;
+	}
+	if (times)
+		append_time(out, e);
+	else
+		out += "[--:--:--.---------]";
+	out += " *** ";
+	out += known ? std::to_string(count) : std::string("some");
+	out += events ? " events discarded in " : " packets discarded in ";
+	out += trace_who(s, bt_stream_borrow_trace_const(stream));
+	out += " stream ";
+	out += std::to_string(bt_stream_get_id(stream));
+	if (times) {
+		out += " between ";
+		append_time(out, b);
+		out += " and ";
+		append_time(out, e);
+	}
+	out += '\n';
+}
+
+bool flush_line(ViewSink &s)
+{
+	if (!s.line.empty() && std::fwrite(s.line.data(), 1, s.line.size(), stdout) != s.line.size())
+		s.write_failed = true;
+	s.line.clear();
+	return !s.write_failed;
+}
+
+bt_graph_simple_sink_component_initialize_func_status sink_init(bt_message_iterator *iter, void *data)
+{
+	static_cast<ViewSink *>(data)->iter = iter;
+	return BT_GRAPH_SIMPLE_SINK_COMPONENT_INITIALIZE_FUNC_STATUS_OK;
+}
+
+bt_graph_simple_sink_component_consume_func_status sink_consume(bt_message_iterator *, void *data)
+{
+	ViewSink &s = *static_cast<ViewSink *>(data);
+	bt_message_array_const msgs;
+	uint64_t count = 0;
+
+	switch (bt_message_iterator_next(s.iter, &msgs, &count)) {
+	case BT_MESSAGE_ITERATOR_NEXT_STATUS_OK:
+		break;
+	case BT_MESSAGE_ITERATOR_NEXT_STATUS_END:
+		return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_END;
+	case BT_MESSAGE_ITERATOR_NEXT_STATUS_AGAIN:
+		return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_AGAIN;
+	case BT_MESSAGE_ITERATOR_NEXT_STATUS_MEMORY_ERROR:
+		return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_MEMORY_ERROR;
+	default:
+		return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_ERROR;
+	}
+
+	bool done = false;
+	for (uint64_t i = 0; i < count; i++) {
+		const bt_message *msg = msgs[i];
+		if (!done) {
+			switch (bt_message_get_type(msg)) {
+			case BT_MESSAGE_TYPE_EVENT:
+				format_event(s, msg);
+				if (++s.events >= s.limit)
+					done = true;
+				break;
+			case BT_MESSAGE_TYPE_DISCARDED_EVENTS:
+				format_discarded(s, msg, true);
+				break;
+			case BT_MESSAGE_TYPE_DISCARDED_PACKETS:
+				format_discarded(s, msg, false);
+				break;
+			default:
+				break;
+			}
+			if (s.line.size() > (1u << 16) && !flush_line(s))
+				done = true;
+		}
+		bt_message_put_ref(msg);
+	}
+	if (!flush_line(s))
+		done = true;
+	return done ? BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_END
+		    : BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_OK;
+}
+
+void sink_finalize(void *) {}
+
+// ---- graph set-up --------------------------------------------------------
+
+// Print and clear the library's error causes (most specific last).
+void report_bt_error(const char *what)
+{
+	std::fprintf(stderr, "strata view: %s\n", what);
+	const bt_error *err = bt_current_thread_take_error();
+	if (!err)
+		return;
+	const uint64_t n = bt_error_get_cause_count(err);
+	for (uint64_t i = 0; i < n; i++) {
+		const bt_error_cause *c = bt_error_borrow_cause_by_index(err, i);
+		// The library's own causes repeat the component's in internal terms.
+		if (bt_error_cause_get_actor_type(c) == BT_ERROR_CAUSE_ACTOR_TYPE_UNKNOWN)
+			continue;
+		std::fprintf(stderr, "  %s: %s\n", bt_error_cause_get_module_name(c),
+			     bt_error_cause_get_message(c));
+	}
+	bt_error_release(err);
+}
+
+// Every directory at or under root that holds a regular file `metadata`.
+// A trace directory's own sub-directories are not searched (CTF: a trace
+// is one directory; babeltrace2 ignores sub-directories of a trace too).
+bool find_traces(const fs::path &root, std::vector<std::string> &out, std::string &why)
+{
+	std::error_code ec;
+	if (!fs::is_directory(root, ec)) {
+		why = "'" + root.string() + "': " + (ec ? ec.message() : std::string("not a directory"));
+		return false;
+	}
+	std::vector<fs::path> todo{root};
+	while (!todo.empty()) {
+		fs::path dir = todo.back();
+		todo.pop_back();
+		if (fs::is_regular_file(dir / "metadata", ec)) {
+			out.push_back(dir.string());
+			continue;
+		}
+		fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+		if (ec) {
+			why = "'" + dir.string() + "': " + ec.message();
+			return false;
+		}
+		std::vector<fs::path> subs;
+		for (; it != fs::directory_iterator(); it.increment(ec)) {
+			if (ec)
+				break;
+			if (it->is_directory(ec) && !it->is_symlink(ec))
+				subs.push_back(it->path());
+		}
+		// Keep a stable order (the muxer orders by time anyway).
+		std::sort(subs.rbegin(), subs.rend());
+		for (auto &p : subs)
+			todo.push_back(p);
+	}
+	std::sort(out.begin(), out.end());
+	if (out.empty()) {
+		why = "no CTF trace under '" + root.string() + "' (no directory holds a 'metadata' file)";
+		return false;
+	}
+	return true;
+}
+
+// Owns the graph and plugins; releases them on every path.
+struct Graph {
+	bt_graph *graph = nullptr;
+	const bt_plugin *ctf = nullptr;
+	const bt_plugin *utils = nullptr;
+	~Graph()
+	{
+		bt_graph_put_ref(graph);
+		bt_plugin_put_ref(ctf);
+		bt_plugin_put_ref(utils);
+	}
+};
+
+int run_view(const std::string &dir, ViewSink &sink)
+{
+	std::vector<std::string> traces;
+	std::string why;
+	if (!find_traces(dir, traces, why)) {
+		std::fprintf(stderr, "strata view: cannot read the trace: %s\n", why.c_str());
+		return kExitFailure;
+	}
+
+	Graph g;
+	if (bt_plugin_find("ctf", BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE, BT_FALSE, &g.ctf) !=
+		    BT_PLUGIN_FIND_STATUS_OK ||
+	    bt_plugin_find("utils", BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE, BT_FALSE, &g.utils) !=
+		    BT_PLUGIN_FIND_STATUS_OK) {
+		report_bt_error("cannot load the babeltrace2 'ctf' and 'utils' plugins (is babeltrace2 installed?)");
+		return kExitFailure;
+	}
+	const bt_component_class_source *src_cls =
+		bt_plugin_borrow_source_component_class_by_name_const(g.ctf, "fs");
+	const bt_component_class_filter *mux_cls =
+		bt_plugin_borrow_filter_component_class_by_name_const(g.utils, "muxer");
+	if (!src_cls || !mux_cls) {
+		std::fprintf(stderr, "strata view: babeltrace2 lacks source.ctf.fs or filter.utils.muxer\n");
+		return kExitFailure;
+	}
+
+	g.graph = bt_graph_create(0);
+	if (!g.graph) {
+		report_bt_error("out of memory");
+		return kExitFailure;
+	}
+	const bt_component_filter *mux = nullptr;
+	if (bt_graph_add_filter_component(g.graph, mux_cls, "muxer", nullptr, BT_LOGGING_LEVEL_NONE,
+					  &mux) != BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
+		report_bt_error("cannot create the muxer");
+		return kExitFailure;
+	}
+
+	for (size_t i = 0; i < traces.size(); i++) {
+		bt_value *params = bt_value_map_create();
+		bt_value *inputs = nullptr;
+		bool ok = params && bt_value_map_insert_empty_array_entry(params, "inputs", &inputs) ==
+						    BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK &&
+			  bt_value_array_append_string_element(inputs, traces[i].c_str()) ==
+				  BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK;
+		const bt_component_source *src = nullptr;
+		const std::string name = "source-" + std::to_string(i);
+		ok = ok && bt_graph_add_source_component(g.graph, src_cls, name.c_str(), params,
+							 BT_LOGGING_LEVEL_NONE,
+							 &src) == BT_GRAPH_ADD_COMPONENT_STATUS_OK;
+		bt_value_put_ref(params);
+		if (!ok) {
+			const std::string what = "cannot read the trace in '" + traces[i] + "'";
+			report_bt_error(what.c_str());
+			return kExitFailure;
+		}
+		const uint64_t n_out = bt_component_source_get_output_port_count(src);
+		for (uint64_t p = 0; p < n_out; p++) {
+			// The muxer always keeps one free input port, the last one.
+			const uint64_t n_in = bt_component_filter_get_input_port_count(mux);
+			const bt_port_input *in = n_in ? bt_component_filter_borrow_input_port_by_index_const(mux, n_in - 1)
+						       : nullptr;
+			if (!in || bt_graph_connect_ports(g.graph,
+							  bt_component_source_borrow_output_port_by_index_const(src, p),
+							  in, nullptr) != BT_GRAPH_CONNECT_PORTS_STATUS_OK) {
+				report_bt_error("cannot connect a trace stream to the muxer");
+				return kExitFailure;
+			}
+		}
+	}
+
+	const bt_component_sink *out = nullptr;
+	if (bt_graph_add_simple_sink_component(g.graph, "view", sink_init, sink_consume, sink_finalize,
+					       &sink, &out) != BT_GRAPH_ADD_COMPONENT_STATUS_OK ||
+	    bt_graph_connect_ports(g.graph, bt_component_filter_borrow_output_port_by_name_const(mux, "out"),
+				   bt_component_sink_borrow_input_port_by_name_const(out, "in"),
+				   nullptr) != BT_GRAPH_CONNECT_PORTS_STATUS_OK) {
+		report_bt_error("cannot set up the printing sink");
+		return kExitFailure;
+	}
+
+	for (;;) {
+		const bt_graph_run_status st = bt_graph_run(g.graph);
+		if (st == BT_GRAPH_RUN_STATUS_AGAIN)
+			continue;
+		if (st != BT_GRAPH_RUN_STATUS_OK) {
+			flush_line(sink);
+			std::fflush(stdout);
+			report_bt_error("cannot read the trace");
+			return kExitFailure;
+		}
+		break;
+	}
+	if (std::fflush(stdout) != 0 || sink.write_failed) {
+		std::fprintf(stderr, "strata view: cannot write the output: %s\n", std::strerror(errno));
+		return kExitFailure;
+	}
+	return kExitOk;
+}
+
+bool parse_limit(const char *s, uint64_t *out)
+{
+	if (!s || !*s || *s == '-')
+		return false;
+	char *end = nullptr;
+	errno = 0;
+	const unsigned long long v = std::strtoull(s, &end, 10);
+	if (errno || *end)
+		return false;
+	*out = v;
+	return true;
+}
+
+} // namespace
+} // namespace strata
+
+int strata_cmd_view(int argc, char **argv)
+{
+	using namespace strata;
+	ViewSink sink;
+	const char *dir = nullptr;
+	bool options_done = false;
+
+	// argv[0] is "view".
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!options_done && (!std::strcmp(a, "-h") || !std::strcmp(a, "--help"))) {
+			view_usage(stdout);
+			return kExitOk;
+		} else if (!options_done && (!std::strcmp(a, "-n") || !std::strcmp(a, "--limit"))) {
+			if (i + 1 >= argc || !parse_limit(argv[i + 1], &sink.limit)) {
+				std::fprintf(stderr, "strata view: %s needs a number of events\n", a);
+				view_usage_short();
+				return kExitUsage;
+			}
+			i++;
+		} else if (!options_done && !std::strncmp(a, "--limit=", 8)) {
+			if (!parse_limit(a + 8, &sink.limit)) {
+				std::fprintf(stderr, "strata view: --limit needs a number of events\n");
+				view_usage_short();
+				return kExitUsage;
+			}
+		} else if (!options_done && !std::strcmp(a, "--")) {
+			options_done = true;
+		} else if (!options_done && a[0] == '-' && a[1]) {
+			std::fprintf(stderr, "strata view: unknown option '%s'\n", a);
+			view_usage_short();
+			return kExitUsage;
+		} else if (!dir) {
+			dir = a;
+		} else {
+			std::fprintf(stderr, "strata view: one trace directory only ('%s' and '%s')\n", dir, a);
+			view_usage_short();
+			return kExitUsage;
+		}
+	}
+	if (sink.limit == 0)
+		return kExitOk;
+	return run_view(dir ? dir : ".", sink);
+}
