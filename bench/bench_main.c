@@ -1,0 +1,317 @@
+/*
+ * bench_main.c - the one workload program of the benchmark suite, built three
+ * times from this same source so that both tracers run the very same loops:
+ *
+ *   strata-bench        BENCH_STRATA: Strata tracepoints, libstrata + tp-sync
+ *   strata-bench-lttng  BENCH_LTTNG:  LTTng-UST tracepoints (bench_tp_lttng.h)
+ *   strata-bench-plain  neither: no tracepoint at all (start-up baseline and
+ *                       the fork/exec timing loop)
+ *
+ * Modes (argv[1]); every result is printed as "key=value" lines on stdout
+ * for bench/run.py:
+ *   loop W T N      T threads each emit N events of workload W (ints, str,
+ *                   mixed) after a common barrier; prints the mean per-thread
+ *                   ns per loop iteration.  Without a session this is the
+ *                   disabled-tracepoint cost.
+ *   rate W R MS     one thread emits workload W at R events/s (bursts of
+ *                   R/1000 events at each millisecond; R = 0: unthrottled)
+ *                   for MS milliseconds.
+ *   tick US MS      emits bench:tick(CLOCK_MONOTONIC now, seq) every US
+ *                   microseconds for MS milliseconds (enablement latency).
+ *   hold T N        T threads each emit N "ints" events, then stay alive;
+ *                   prints "ready=1" and waits for EOF on stdin (memory).
+ *   noop            returns at once (start-up cost).
+ *   spawn N PROG..  runs PROG N times (posix_spawn + waitpid) and prints the
+ *                   median and mean wall time per run in microseconds.
+ *
+ * No concurrency beyond the benchmark threads themselves: they share only
+ * the start/stop barriers and write their own slot of `elapsed_ns`, read by
+ * main after pthread_join (which orders it).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(BENCH_STRATA)
+#define STRATA_DEFINE_PROVIDERS
+#include "bench_tp_strata.h"
+#define EMIT_INTS(a, b) strata_tracepoint(bench, ints, a, b)
+#define EMIT_STR(s) strata_tracepoint(bench, str, s)
+#define EMIT_MIXED(a, b, c, d, e, f, g, h) strata_tracepoint(bench, mixed, a, b, c, d, e, f, g, h)
+#define EMIT_TICK(t, s) strata_tracepoint(bench, tick, t, s)
+#define BENCH_SIDE "strata"
+#elif defined(BENCH_LTTNG)
+#include "bench_tp_lttng.h"
+#define EMIT_INTS(a, b) tracepoint(bench, ints, a, b)
+#define EMIT_STR(s) tracepoint(bench, str, s)
+#define EMIT_MIXED(a, b, c, d, e, f, g, h) tracepoint(bench, mixed, a, b, c, d, e, f, g, h)
+#define EMIT_TICK(t, s) tracepoint(bench, tick, t, s)
+#define BENCH_SIDE "lttng"
+#else
+/* No tracepoint: keep the arguments alive so the loops stay comparable. */
+#define BENCH_SINK(x) __asm__ volatile("" : : "g"(x) : "memory")
+#define EMIT_INTS(a, b) do { BENCH_SINK(a); BENCH_SINK(b); } while (0)
+#define EMIT_STR(s) BENCH_SINK(s)
+#define EMIT_MIXED(a, b, c, d, e, f, g, h) do { BENCH_SINK(a); BENCH_SINK(h); } while (0)
+#define EMIT_TICK(t, s) do { BENCH_SINK(t); BENCH_SINK(s); } while (0)
+#define BENCH_SIDE "plain"
+#endif
+
+#define BENCH_MAX_THREADS 256
+
+/* 64 characters, NUL not counted. */
+static const char bench_str64[] =
+	"0123456789abcdef0123456789ABCDEF0123456789abcdef0123456789ABCDEF";
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The three loops: noinline so callgrind can count exactly these functions
+ * (--toggle-collect=bench_loop_*). */
+__attribute__((noinline)) void bench_loop_ints(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		EMIT_INTS((uint32_t)i, i * 3);
+}
+
+__attribute__((noinline)) void bench_loop_str(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		EMIT_STR(bench_str64);
+}
+
+__attribute__((noinline)) void bench_loop_mixed(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		EMIT_MIXED((uint8_t)i, (int16_t)-(int16_t)i, (uint32_t)i, (int64_t)i * 7,
+			   (uint16_t)(i ^ 0x5a5a), (double)i * 0.5, "short", (int32_t)-1);
+}
+
+typedef void (*bench_loop_fn)(uint64_t);
+
+static bench_loop_fn loop_by_name(const char *w)
+{
+	if (!strcmp(w, "ints"))
+		return bench_loop_ints;
+	if (!strcmp(w, "str"))
+		return bench_loop_str;
+	if (!strcmp(w, "mixed"))
+		return bench_loop_mixed;
+	fprintf(stderr, "unknown workload '%s' (ints, str, mixed)\n", w);
+	exit(2);
+}
+
+struct worker {
+	pthread_t thread;
+	bench_loop_fn fn;
+	uint64_t n;
+	uint64_t elapsed_ns;
+	pthread_barrier_t *start;
+	pthread_barrier_t *hold; /* hold mode: stay alive until main arrives */
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	pthread_barrier_wait(w->start);
+	uint64_t t0 = now_ns();
+	w->fn(w->n);
+	/* release: pairs with main's acquire poll in hold mode (pthread_join
+	 * orders it otherwise) */
+	__atomic_store_n(&w->elapsed_ns, now_ns() - t0, __ATOMIC_RELEASE);
+	if (w->hold)
+		pthread_barrier_wait(w->hold);
+	return NULL;
+}
+
+static int run_threads(bench_loop_fn fn, unsigned nthreads, uint64_t n, int hold)
+{
+	static struct worker workers[BENCH_MAX_THREADS];
+	pthread_barrier_t start, hold_b;
+	pthread_barrier_init(&start, NULL, nthreads);
+	if (hold)
+		pthread_barrier_init(&hold_b, NULL, nthreads + 1);
+	uint64_t t0 = now_ns();
+	for (unsigned i = 0; i < nthreads; i++) {
+		workers[i] = (struct worker){ 0, fn, n, 0, &start, hold ? &hold_b : NULL };
+		int err = pthread_create(&workers[i].thread, NULL, worker_main, &workers[i]);
+		if (err) {
+			fprintf(stderr, "pthread_create: %s\n", strerror(err));
+			exit(1);
+		}
+	}
+	if (hold) {
+		/* Wait until every worker has emitted (each then blocks in the
+		 * hold barrier), then say so and wait for EOF on stdin. */
+		uint64_t deadline = now_ns() + 60ull * 1000000000u;
+		for (;;) {
+			unsigned done = 0;
+			for (unsigned i = 0; i < nthreads; i++)
+				/* acquire: pairs with the worker's release store */
+				done += __atomic_load_n(&workers[i].elapsed_ns, __ATOMIC_ACQUIRE) != 0;
+			if (done == nthreads || now_ns() > deadline)
+				break;
+			usleep(1000); /* polling a condition, with a deadline */
+		}
+		printf("ready=1\npid=%d\n", (int)getpid());
+		fflush(stdout);
+		char buf[64];
+		while (read(0, buf, sizeof buf) > 0)
+			;
+		pthread_barrier_wait(&hold_b);
+	}
+	double sum = 0;
+	for (unsigned i = 0; i < nthreads; i++) {
+		pthread_join(workers[i].thread, NULL);
+		sum += (double)workers[i].elapsed_ns / (double)(n ? n : 1);
+	}
+	uint64_t wall = now_ns() - t0;
+	printf("side=%s\nthreads=%u\nemitted=%llu\nns_per_event=%.3f\nwall_ms=%.1f\n", BENCH_SIDE,
+	       nthreads, (unsigned long long)(n * nthreads), sum / nthreads, (double)wall / 1e6);
+	return 0;
+}
+
+static int run_rate(bench_loop_fn fn, uint64_t rate, uint64_t ms)
+{
+	uint64_t emitted = 0, t0 = now_ns(), end = t0 + ms * 1000000u;
+	if (rate == 0) {
+		while (now_ns() < end) {
+			fn(1000);
+			emitted += 1000;
+		}
+	} else {
+		/* Burst of rate/1000 events at every millisecond boundary; the
+		 * remainder carried so the average rate is exact. */
+		uint64_t tick = t0, carry = 0;
+		while (tick < end) {
+			uint64_t n = (rate + carry) / 1000;
+			carry = (rate + carry) % 1000;
+			fn(n);
+			emitted += n;
+			tick += 1000000u;
+			struct timespec ts = { (time_t)(tick / 1000000000u), (long)(tick % 1000000000u) };
+			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+				;
+		}
+	}
+	uint64_t wall = now_ns() - t0;
+	printf("side=%s\nemitted=%llu\nwall_ms=%.1f\nachieved_rate=%.0f\n", BENCH_SIDE,
+	       (unsigned long long)emitted, (double)wall / 1e6, (double)emitted * 1e9 / (double)wall);
+	return 0;
+}
+
+static int run_tick(uint64_t period_us, uint64_t ms)
+{
+	uint64_t seq = 0, t0 = now_ns(), end = t0 + ms * 1000000u;
+	printf("ready=1\n");
+	fflush(stdout);
+	for (uint64_t t = t0; t < end; t = now_ns()) {
+		EMIT_TICK(t, seq);
+		seq++;
+		struct timespec ts = { 0, (long)(period_us * 1000u) };
+		nanosleep(&ts, NULL);
+	}
+	printf("emitted=%llu\n", (unsigned long long)seq);
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+extern char **environ;
+
+static int run_spawn(unsigned n, char **argv)
+{
+	uint64_t *t = calloc(n, sizeof *t);
+	if (!t)
+		return 1;
+	double sum = 0;
+	for (unsigned i = 0; i < n; i++) {
+		pid_t pid;
+		int status;
+		uint64_t t0 = now_ns();
+		int err = posix_spawn(&pid, argv[0], NULL, NULL, argv, environ);
+		if (err) {
+			fprintf(stderr, "posix_spawn %s: %s\n", argv[0], strerror(err));
+			return 1;
+		}
+		if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+			fprintf(stderr, "%s failed (status %d)\n", argv[0], status);
+			return 1;
+		}
+		t[i] = now_ns() - t0;
+		sum += (double)t[i];
+	}
+	qsort(t, n, sizeof *t, cmp_u64);
+	printf("runs=%u\nmedian_us=%.1f\nmean_us=%.1f\nmin_us=%.1f\n", n, (double)t[n / 2] / 1e3,
+	       sum / n / 1e3, (double)t[0] / 1e3);
+	free(t);
+	return 0;
+}
+
+static uint64_t arg_u64(const char *s)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || *end || end == s) {
+		fprintf(stderr, "bad number '%s'\n", s);
+		exit(2);
+	}
+	return v;
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: strata-bench{,-lttng,-plain} MODE ...\n"
+			"  loop W T N | rate W R MS | tick US MS | hold T N | noop | spawn N PROG [ARGS]\n"
+			"  W: ints, str, mixed\n");
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return usage();
+	const char *mode = argv[1];
+	if (!strcmp(mode, "noop"))
+		return 0;
+	if (!strcmp(mode, "loop") && argc == 5) {
+		uint64_t t = arg_u64(argv[3]);
+		if (t < 1 || t > BENCH_MAX_THREADS)
+			return usage();
+		return run_threads(loop_by_name(argv[2]), (unsigned)t, arg_u64(argv[4]), 0);
+	}
+	if (!strcmp(mode, "hold") && argc == 4) {
+		uint64_t t = arg_u64(argv[2]);
+		if (t < 1 || t > BENCH_MAX_THREADS)
+			return usage();
+		return run_threads(bench_loop_ints, (unsigned)t, arg_u64(argv[3]), 1);
+	}
+	if (!strcmp(mode, "rate") && argc == 5)
+		return run_rate(loop_by_name(argv[2]), arg_u64(argv[3]), arg_u64(argv[4]));
+	if (!strcmp(mode, "tick") && argc == 4)
+		return run_tick(arg_u64(argv[2]), arg_u64(argv[3]));
+	if (!strcmp(mode, "spawn") && argc >= 4) {
+		uint64_t n = arg_u64(argv[2]);
+		if (n < 1)
+			return usage();
+		return run_spawn((unsigned)n, argv + 3);
+	}
+	return usage();
+}

@@ -1,0 +1,637 @@
+#!/usr/bin/python3
+"""bench/run.py - Strata side by side with LTTng-UST (driven by bench/run.sh).
+
+Runs the programs bench/CMakeLists.txt built (strata-bench, strata-bench-lttng,
+strata-bench-plain: one source, the same loops and event shapes), checks that
+every enabled run recorded what it emitted, and prints one table:
+
+    workload | Strata | LTTng-UST | ratio | target | met?
+
+Process roles: this script starts at most one lttng-sessiond (in the
+foreground, so it knows its pid) and stops it by that pid before it exits;
+Strata runs go through `strata record`, which starts and stops its own private
+consumer daemon.  Nothing is left running.
+
+Exit status: 0 when every run completed and every trace satisfies
+recorded + discarded == emitted (losses are reported, not fatal: the table
+says so); 1 otherwise.  Missing targets never fail the run: they are data.
+"""
+import argparse
+import glob
+import os
+import re
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+WORKLOADS = ("ints", "str", "mixed")
+CTF_MAGIC = 0xC1FC1FC1
+
+
+class BenchError(Exception):
+    pass
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def parse_kv(text):
+    out = {}
+    for line in text.splitlines():
+        m = re.fullmatch(r"([a-z_]+)=(\S+)", line.strip())
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def run(cmd, env=None, check=True, timeout=600):
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise BenchError("%s failed (%d): %s" % (" ".join(cmd), p.returncode, p.stderr.strip()[-2000:]))
+    return p
+
+
+# ---- trace accounting ------------------------------------------------------
+
+def count_events(trace_dir):
+    """Events babeltrace2 decodes in trace_dir (all sub-traces)."""
+    p = run(["babeltrace2", trace_dir, "-c", "sink.utils.counter", "--params=step=+0"])
+    m = re.search(r"(\d+) Event messages", p.stdout)
+    if not m:
+        raise BenchError("babeltrace2 counter output not understood: " + p.stdout[:200])
+    return int(m.group(1))
+
+
+def count_discarded(trace_dir):
+    """Sum over stream files of the last packet's cumulative events_discarded
+    (offset 72; packet_size in bits at 56: the layout both tracers write)."""
+    total = 0
+    for path in glob.glob(os.path.join(trace_dir, "**"), recursive=True):
+        base = os.path.basename(path)
+        if (not os.path.isfile(path) or base == "metadata" or base.startswith(".")
+                or os.sep + "index" + os.sep in path):
+            continue
+        last = 0
+        with open(path, "rb") as f:
+            data = f.read()
+        off = 0
+        while off + 88 <= len(data):
+            magic, = struct.unpack_from("<I", data, off)
+            if magic != CTF_MAGIC:
+                raise BenchError("%s: bad packet magic at %d" % (path, off))
+            psize, = struct.unpack_from("<Q", data, off + 56)
+            last, = struct.unpack_from("<Q", data, off + 72)
+            if psize < 88 * 8 or psize % 8:
+                raise BenchError("%s: bad packet size at %d" % (path, off))
+            off += psize // 8
+        total += last
+    return total
+
+
+def account(trace_dir, emitted):
+    rec = count_events(trace_dir)
+    disc = count_discarded(trace_dir)
+    return {"emitted": emitted, "recorded": rec, "discarded": disc,
+            "consistent": rec + disc == emitted, "lossless": rec == emitted and disc == 0}
+
+
+# ---- LTTng -----------------------------------------------------------------
+
+class Lttng:
+    def __init__(self, work):
+        self.work = work
+        self.proc = None
+        self.n = 0
+
+    def daemon_up(self):
+        return run(["lttng", "list"], check=False).returncode == 0
+
+    def start_daemon(self):
+        if self.daemon_up():
+            log("lttng: using the session daemon already running")
+            return
+        logf = open(os.path.join(self.work, "lttng-sessiond.log"), "w")
+        self.proc = subprocess.Popen(["lttng-sessiond", "--no-kernel"], stdout=logf, stderr=logf)
+        deadline = time.monotonic() + 20
+        while not self.daemon_up():  # poll the condition, with a deadline
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise BenchError("lttng-sessiond did not come up (see lttng-sessiond.log)")
+            time.sleep(0.05)
+
+    def stop_daemon(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def create(self, out, subbuf=None, nsub=None, start=True):
+        self.n += 1
+        name = "strata-bench-%d-%d" % (os.getpid(), self.n)
+        run(["lttng", "create", name, "--output", out])
+        if subbuf:
+            run(["lttng", "enable-channel", "-s", name, "-u", "--subbuf-size=%s" % subbuf,
+                 "--num-subbuf=%d" % nsub, "ch"])
+            run(["lttng", "enable-event", "-s", name, "-u", "-c", "ch", "bench:*"])
+        else:
+            run(["lttng", "enable-event", "-s", name, "-u", "bench:*"])
+        if start:
+            run(["lttng", "start", name])
+        return name
+
+    def destroy(self, name):
+        run(["lttng", "stop", name], check=False)
+        run(["lttng", "destroy", name])
+
+
+# ---- the benchmark ---------------------------------------------------------
+
+class Bench:
+    def __init__(self, build, smoke, work):
+        self.smoke = smoke
+        self.work = work
+        bdir = os.path.join(build, "bench")
+        self.plain = os.path.join(bdir, "strata-bench-plain")
+        self.sbench = os.path.join(bdir, "strata-bench")
+        self.lbench = os.path.join(bdir, "strata-bench-lttng")
+        self.strata = os.path.join(build, "cli", "strata")
+        if not os.access(self.plain, os.X_OK):
+            raise BenchError("%s not built" % self.plain)
+        self.have_strata = os.access(self.sbench, os.X_OK) and os.access(self.strata, os.X_OK)
+        self.have_lttng = os.access(self.lbench, os.X_OK) and shutil.which("lttng-sessiond")
+        self.lttng = Lttng(work)
+        self.results = {}
+        self.notes = []
+        self.failures = []
+        self.n = 0
+        # Strata: never pick up a consumer daemon that happens to run here.
+        self.env_nodaemon = dict(os.environ)
+        self.env_nodaemon.pop("XDG_RUNTIME_DIR", None)
+        self.env_nodaemon["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "no-daemon.sock")
+        if smoke:
+            self.p = dict(n_enabled=20000, reps=1, n_disabled=2000000, rate_ms=200, steps=1,
+                          lat_reps=1, spawn=20, mem_threads=(1, 4), mem_events=2000, callgrind=False)
+        else:
+            self.p = dict(n_enabled=2000000, reps=3, n_disabled=100000000, rate_ms=1000, steps=4,
+                          lat_reps=3, spawn=200, mem_threads=(1, 64), mem_events=20000,
+                          callgrind=shutil.which("valgrind") is not None)
+
+    def tmpdir(self, tag):
+        self.n += 1
+        d = os.path.join(self.work, "%02d-%s" % (self.n, tag))
+        os.makedirs(d)
+        return d
+
+    def check(self, what, acc):
+        line = "%s: emitted %d, recorded %d, discarded %d" % (
+            what, acc["emitted"], acc["recorded"], acc["discarded"])
+        if not acc["consistent"]:
+            self.failures.append(line + " (recorded + discarded != emitted)")
+        elif not acc["lossless"]:
+            self.notes.append(line + " (LOSS)")
+        log("  " + line)
+
+    # One enabled or rate run under tracing; returns (program kv, accounting).
+    def traced(self, side, args, subbuf, nsub, tag):
+        out = self.tmpdir(tag)
+        if side == "lttng":
+            name = self.lttng.create(out, subbuf, nsub)
+            try:
+                kv = parse_kv(run([self.lbench] + args).stdout)
+            finally:
+                self.lttng.destroy(name)
+        else:
+            p = run([self.strata, "record", "-o", out, "-e", "bench:*", "--mode", "discard",
+                     "--subbuf-size", str(subbuf_bytes(subbuf)), "--subbuf-count", str(nsub),
+                     "--", self.sbench] + args, env=self.env_nodaemon)
+            kv = parse_kv(p.stdout)
+        if "emitted" not in kv:
+            raise BenchError("%s %s: no result" % (side, args))
+        acc = account(out, int(kv["emitted"]))
+        shutil.rmtree(out, ignore_errors=True)
+        return kv, acc
+
+    def sides(self):
+        s = []
+        if self.have_strata:
+            s.append("strata")
+        if self.have_lttng:
+            s.append("lttng")
+        return s
+
+    # 1. enabled cost, 1 and 2 threads
+    def enabled(self):
+        for side in self.sides():
+            for w in WORKLOADS:
+                for t in (1, 2):
+                    vals = []
+                    for _ in range(self.p["reps"]):
+                        kv, acc = self.traced(side, ["loop", w, str(t), str(self.p["n_enabled"])],
+                                              "1M", 8, "en-%s-%s-%d" % (side, w, t))
+                        self.check("enabled %s %s %dT" % (side, w, t), acc)
+                        vals.append(float(kv["ns_per_event"]))
+                    self.results[("enabled", w, t, side)] = statistics.median(vals)
+                    log("enabled %s %s %dT: %s ns/event" % (side, w, t, vals))
+
+    # 2. disabled cost (no session; lttng: no session daemon at all)
+    def disabled(self):
+        for side, prog in (("strata", self.sbench), ("lttng", self.lbench), ("plain", self.plain)):
+            if side != "plain" and side not in self.sides():
+                continue
+            for w in WORKLOADS:
+                vals = []
+                for _ in range(self.p["reps"]):
+                    kv = parse_kv(run([prog, "loop", w, "1", str(self.p["n_disabled"])],
+                                      env=self.env_nodaemon).stdout)
+                    vals.append(float(kv["ns_per_event"]))
+                self.results[("disabled", w, side)] = min(vals)
+                log("disabled %s %s: %s ns/iteration" % (side, w, vals))
+
+    # 3. zero-loss throughput, 4 x 256 KiB per CPU (LTTng) / per lane (Strata)
+    def throughput(self):
+        for side in self.sides():
+            def trial(rate):
+                kv, acc = self.traced(side, ["rate", "ints", str(int(rate)), str(self.p["rate_ms"])],
+                                      "256K", 4, "tp-%s" % side)
+                self.check("throughput %s rate %d" % (side, rate), acc)
+                return float(kv["achieved_rate"]), acc["lossless"]
+            achieved, ok = trial(0)
+            if ok:
+                self.results[("tput", side)] = (achieved, ">=")
+                log("throughput %s: unthrottled %.0f ev/s lossless" % (side, achieved))
+                continue
+            hi, lo, guess = achieved, None, achieved / 2
+            for _ in range(self.p["steps"]):
+                got, ok = trial(guess)
+                if ok:
+                    lo = got
+                    guess = (guess + hi) / 2
+                else:
+                    hi = guess
+                    guess = (lo + hi) / 2 if lo else guess / 2
+            self.results[("tput", side)] = (lo, "") if lo else (0.0, "<")
+            log("throughput %s: zero-loss %s ev/s" % (side, lo))
+
+    # 4. enablement latency on a running process
+    def latency(self):
+        if self.have_lttng:
+            acks, firsts = [], []
+            for _ in range(self.p["lat_reps"]):
+                out = self.tmpdir("lat-lttng")
+                name = self.lttng.create(out, "1M", 8, start=False)
+                proc = subprocess.Popen([self.lbench, "tick", "20", "1500"],
+                                        stdout=subprocess.PIPE, text=True)
+                try:
+                    if proc.stdout.readline().strip() != "ready=1":
+                        raise BenchError("tick program did not start")
+                    t0 = time.monotonic_ns()
+                    run(["lttng", "start", name])
+                    t1 = time.monotonic_ns()
+                    proc.stdout.read()
+                    proc.wait(timeout=30)
+                finally:
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
+                    self.lttng.destroy(name)
+                first = first_tick(out)
+                if first is None:
+                    raise BenchError("lttng latency: no tick recorded")
+                acks.append((t1 - t0) / 1e6)
+                firsts.append((first - t0) / 1e6)
+                shutil.rmtree(out, ignore_errors=True)
+            self.results[("lat_ack", "lttng")] = statistics.median(acks)
+            self.results[("lat_first", "lttng")] = statistics.median(firsts)
+            log("latency lttng: ack %s ms, first event %s ms" % (acks, firsts))
+        if self.have_strata:
+            h = run([self.strata, "start", "--help"], check=False)
+            if "--wait" not in h.stdout + h.stderr:
+                self.notes.append("Strata enablement latency: n/a (not implemented: "
+                                  "`strata start --wait`, issue 3)")
+
+    # 5. start-up cost: fork/exec of `noop`, instrumented vs plain
+    def spawn(self, prog, env):
+        kv = parse_kv(run([self.plain, "spawn", str(self.p["spawn"]), prog, "noop"], env=env).stdout)
+        return float(kv["median_us"])
+
+    def startup_nodaemon(self):
+        base = self.spawn(self.plain, self.env_nodaemon)
+        self.results[("start_base",)] = base
+        for side, prog in (("strata", self.sbench), ("lttng", self.lbench)):
+            if side in self.sides():
+                self.results[("start_nod", side)] = self.spawn(prog, self.env_nodaemon) - base
+        log("start-up, no daemon: plain %.0f us, %s" % (base, self.results))
+
+    def startup_daemon(self):
+        base = self.spawn(self.plain, self.env_nodaemon)
+        if self.have_lttng:
+            out = self.tmpdir("st-lttng")
+            name = self.lttng.create(out, None, None)
+            try:
+                self.results[("start_d", "lttng")] = self.spawn(self.lbench, None) - base
+            finally:
+                self.lttng.destroy(name)
+            shutil.rmtree(out, ignore_errors=True)
+        if self.have_strata:
+            out = self.tmpdir("st-strata")
+            p = run([self.strata, "record", "-o", out, "-e", "bench:*", "--", self.plain, "spawn",
+                     str(self.p["spawn"]), self.sbench, "noop"], env=self.env_nodaemon)
+            self.results[("start_d", "strata")] = float(parse_kv(p.stdout)["median_us"]) - base
+            shutil.rmtree(out, ignore_errors=True)
+
+    # 6. buffer memory while tracing, default settings
+    def memory(self):
+        for t in self.p["mem_threads"]:
+            args = ["hold", str(t), str(self.p["mem_events"])]
+            if self.have_lttng:
+                out = self.tmpdir("mem-lttng")
+                name = self.lttng.create(out, None, None)
+                try:
+                    self.results[("mem", t, "lttng")] = hold_and_measure([self.lbench] + args, None)
+                finally:
+                    self.lttng.destroy(name)
+                shutil.rmtree(out, ignore_errors=True)
+            if self.have_strata:
+                out = self.tmpdir("mem-strata")
+                cmd = [self.strata, "record", "-o", out, "-e", "bench:*", "--", self.sbench] + args
+                self.results[("mem", t, "strata")] = hold_and_measure(cmd, self.env_nodaemon)
+                shutil.rmtree(out, ignore_errors=True)
+
+    # instructions per event (callgrind: stable on a noisy machine)
+    def callgrind(self):
+        n_en, n_dis = 100000, 1000000
+        for side in self.sides():
+            prog = self.sbench if side == "strata" else self.lbench
+            for w in WORKLOADS:
+                self.results[("ir_dis", w, side)] = self.ir(side, prog, w, n_dis, traced=False) / n_dis
+                self.results[("ir_en", w, side)] = self.ir(side, prog, w, n_en, traced=True) / n_en
+                log("callgrind %s %s: %.1f Ir/event enabled, %.2f disabled" % (
+                    side, w, self.results[("ir_en", w, side)], self.results[("ir_dis", w, side)]))
+
+    def ir(self, side, prog, w, n, traced):
+        cg = os.path.join(self.work, "callgrind.out")
+        vg = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + cg,
+              "--toggle-collect=bench_loop_" + w, prog, "loop", w, "1", str(n)]
+        if not traced:
+            run(vg, env=self.env_nodaemon)
+        elif side == "lttng":
+            out = self.tmpdir("cg")
+            name = self.lttng.create(out, "1M", 8)
+            try:
+                run(vg)
+            finally:
+                self.lttng.destroy(name)
+            self.check("callgrind lttng %s" % w, account(out, n))
+        else:
+            out = self.tmpdir("cg")
+            run([self.strata, "record", "-o", out, "-e", "bench:*", "--subbuf-size", str(1 << 20),
+                 "--subbuf-count", "8", "--"] + vg, env=self.env_nodaemon)
+            self.check("callgrind strata %s" % w, account(out, n))
+        with open(cg) as f:
+            m = re.search(r"^(?:totals|summary): (\d+)", f.read(), re.M)
+        if not m:
+            raise BenchError("no callgrind totals")
+        return int(m.group(1))
+
+    def all(self):
+        steps_nodaemon = [self.disabled, self.startup_nodaemon]
+        steps_daemon = [self.enabled, self.throughput, self.latency, self.startup_daemon,
+                        self.memory]
+        if self.p["callgrind"]:
+            steps_daemon.append(self.callgrind)
+        for s in steps_nodaemon:
+            self.step(s)
+        if self.have_lttng:
+            if self.lttng.daemon_up():
+                self.notes.append("an lttng-sessiond was already running: LTTng 'no daemon' "
+                                  "figures were measured with it")
+            self.lttng.start_daemon()
+        try:
+            for s in steps_daemon:
+                self.step(s)
+        finally:
+            self.lttng.stop_daemon()
+
+    def step(self, fn):
+        log("== %s (%s UTC)" % (fn.__name__, time.strftime("%H:%M:%S", time.gmtime())))
+        try:
+            fn()
+        except (BenchError, subprocess.TimeoutExpired, OSError, KeyError, ValueError) as e:
+            self.failures.append("%s: %s" % (fn.__name__, e))
+            log("  FAILED: %s" % e)
+
+
+def subbuf_bytes(s):
+    return int(s[:-1]) << {"K": 10, "M": 20}[s[-1]] if s[-1] in "KM" else int(s)
+
+
+def first_tick(trace_dir):
+    """Smallest now_ns field of bench:tick in the trace (the emitter's clock)."""
+    p = run(["babeltrace2", trace_dir])
+    vals = [int(m.group(1)) for m in re.finditer(r"now_ns = (\d+)", p.stdout)]
+    return min(vals) if vals else None
+
+
+def hold_and_measure(cmd, env):
+    """Start a `hold` run, sum Rss/Pss (KiB) of its shared mappings once every
+    thread has emitted, then let it finish."""
+    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        kv = {}
+        for line in proc.stdout:
+            kv.update(parse_kv(line))
+            if "pid" in kv:
+                break
+        if "pid" not in kv:
+            raise BenchError("hold program did not get ready: %s" % cmd)
+        maps = smaps_shared(int(kv["pid"]))
+        proc.stdin.close()
+        proc.stdout.read()
+        if proc.wait(timeout=60) != 0:
+            raise BenchError("hold run failed: %s" % cmd)
+        return maps
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def smaps_shared(pid):
+    """{mapping name: [Rss KiB, Pss KiB]} over the shared mappings of pid."""
+    out = {}
+    cur = None
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            m = re.match(r"^[0-9a-f]+-[0-9a-f]+ (\S+) \S+ \S+ \S+\s*(.*)$", line)
+            if m:
+                cur = None
+                if m.group(1)[3] == "s":
+                    cur = out.setdefault(m.group(2).strip() or "[anon shared]", [0, 0])
+                continue
+            if cur is not None and line.startswith("Rss:"):
+                cur[0] += int(line.split()[1])
+            elif cur is not None and line.startswith("Pss:"):
+                cur[1] += int(line.split()[1])
+    return out
+
+
+# Which shared mappings are trace buffers (the rest, e.g. LTTng's wait and
+# error-accounting pages, is listed in the details only).
+BUFFER_MAPPING = {"lttng": re.compile(r"shm-ust-consumer"), "strata": re.compile(r"strata")}
+
+
+def buffer_kib(side, maps):
+    sel = [v for k, v in maps.items() if BUFFER_MAPPING[side].search(k)]
+    return sum(v[0] for v in sel), sum(v[1] for v in sel)
+
+
+# ---- the table ---------------------------------------------------------------
+
+def fmt(v, unit=""):
+    if v is None:
+        return "n/a"
+    if isinstance(v, str):
+        return v
+    if abs(v) >= 100:
+        return "%.0f%s" % (v, unit)
+    if abs(v) >= 1:
+        return "%.1f%s" % (v, unit)
+    return "%.2f%s" % (v, unit)
+
+
+def table(b):
+    r = b.results
+    rows = []
+
+    def row(name, s, l, target=None, cmp=None, ratio=None, sfmt="", strata_only=False):
+        if ratio is None and s is not None and l:
+            ratio = s / l
+        met = ""
+        if target is not None:
+            x = s if strata_only else ratio
+            met = "n/a" if x is None else ("yes" if cmp(x) else "NO")
+        rows.append((name, fmt(s, sfmt), fmt(l, sfmt), fmt(ratio) if ratio is not None else "",
+                     target or "", met))
+
+    for w in WORKLOADS:
+        row("enabled %s, 1 thread (ns/event)" % w, r.get(("enabled", w, 1, "strata")),
+            r.get(("enabled", w, 1, "lttng")), "<= 0.5 (0.35)", lambda x: x <= 0.5)
+    for w in WORKLOADS:
+        row("enabled %s, 2 threads (ns/event/thread)" % w, r.get(("enabled", w, 2, "strata")),
+            r.get(("enabled", w, 2, "lttng")), "<= 0.5", lambda x: x <= 0.5)
+    for w in WORKLOADS:
+        s1, s2 = r.get(("enabled", w, 1, "strata")), r.get(("enabled", w, 2, "strata"))
+        l1, l2 = r.get(("enabled", w, 1, "lttng")), r.get(("enabled", w, 2, "lttng"))
+        s = s2 / s1 if s1 and s2 else None
+        l = l2 / l1 if l1 and l2 else None
+        row("2-thread/1-thread cost, %s" % w, s, l, "Strata <= 1.15", lambda x: x <= 1.15,
+            strata_only=True)
+    for w in WORKLOADS:
+        if ("ir_en", w, "lttng") in r or ("ir_en", w, "strata") in r:
+            row("instructions/event enabled, %s (callgrind)" % w, r.get(("ir_en", w, "strata")),
+                r.get(("ir_en", w, "lttng")), "<= 0.5", lambda x: x <= 0.5)
+    for w in WORKLOADS:
+        row("disabled %s (ns/iteration; plain loop %s)" % (w, fmt(r.get(("disabled", w, "plain")))),
+            r.get(("disabled", w, "strata")), r.get(("disabled", w, "lttng")), "<= 1.0",
+            lambda x: x <= 1.0)
+    for w in WORKLOADS:
+        if ("ir_dis", w, "lttng") in r or ("ir_dis", w, "strata") in r:
+            row("instructions/iteration disabled, %s" % w, r.get(("ir_dis", w, "strata")),
+                r.get(("ir_dis", w, "lttng")), "<= 1.0", lambda x: x <= 1.0)
+    ts, tl = r.get(("tput", "strata")), r.get(("tput", "lttng"))
+    tsv = ts[0] if ts else None
+    tlv = tl[0] if tl else None
+    row("zero-loss throughput, ints, 4x256KiB/lane (Mev/s)",
+        (ts[1] + fmt(tsv / 1e6)) if ts else None, (tl[1] + fmt(tlv / 1e6)) if tl else None,
+        ">= 2", lambda x: x >= 2, ratio=(tsv / tlv) if tsv and tlv else None)
+    row("enablement: command to ack (ms)", r.get(("lat_ack", "strata")), r.get(("lat_ack", "lttng")),
+        "<= 1/3", lambda x: x <= 1 / 3)
+    row("enablement: command to first event (ms)", r.get(("lat_first", "strata")),
+        r.get(("lat_first", "lttng")), "<= 1/3", lambda x: x <= 1 / 3)
+    base = r.get(("start_base",))
+    row("start-up overhead, no daemon (ms; plain exec %s ms)" % fmt(base / 1e3 if base else None),
+        ms(r.get(("start_nod", "strata"))), ms(r.get(("start_nod", "lttng"))), "Strata < 1 ms",
+        lambda x: x < 1, strata_only=True)
+    row("start-up overhead, daemon + session active (ms)", ms(r.get(("start_d", "strata"))),
+        ms(r.get(("start_d", "lttng"))), "Strata < 1 ms", lambda x: x < 1, strata_only=True)
+    for t in b.p["mem_threads"]:
+        s, l = r.get(("mem", t, "strata")), r.get(("mem", t, "lttng"))
+        s = buffer_kib("strata", s) if s is not None else None
+        l = buffer_kib("lttng", l) if l is not None else None
+        row("buffer memory, %d thread(s), Rss (KiB)" % t, s[0] if s else None, l[0] if l else None)
+        row("buffer memory, %d thread(s), Pss (KiB)" % t, s[1] if s else None, l[1] if l else None)
+    return rows
+
+
+def ms(us):
+    return None if us is None else us / 1e3
+
+
+def print_table(rows, f):
+    head = ("workload", "Strata", "LTTng-UST", "ratio", "target", "met?")
+    print("| " + " | ".join(head) + " |", file=f)
+    print("|" + "|".join("---" for _ in head) + "|", file=f)
+    for r in rows:
+        print("| " + " | ".join(r) + " |", file=f)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--smoke", action="store_true", help="tiny counts (< 60 s), for CI")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--only", help="comma-separated steps: disabled,startup_nodaemon,enabled,"
+                    "throughput,latency,startup_daemon,memory,callgrind")
+    ap.add_argument("build", help="the CMake build directory")
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="strata-bench-")
+    try:
+        b = Bench(os.path.abspath(a.build), a.smoke, work)
+    except BenchError as e:
+        log("bench: %s" % e)
+        return 1
+    if not b.have_strata:
+        b.notes.append("Strata side not built or `strata` CLI missing: Strata columns n/a")
+    if not b.have_lttng:
+        b.notes.append("LTTng side not built or lttng-sessiond missing: LTTng columns n/a")
+    t0 = time.monotonic()
+    try:
+        if a.only:
+            names = a.only.split(",")
+            need_daemon = any(n not in ("disabled", "startup_nodaemon") for n in names)
+            if need_daemon and b.have_lttng:
+                b.lttng.start_daemon()
+            try:
+                for n in names:
+                    b.step(getattr(b, n))
+            finally:
+                b.lttng.stop_daemon()
+        else:
+            b.all()
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print("Strata vs LTTng-UST (%s run, %.0f s, %s)" % ("smoke" if a.smoke else "full",
+          time.monotonic() - t0, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
+    print_table(table(b), sys.stdout)
+    for k, maps in sorted(b.results.items()):
+        if k[0] == "mem":
+            print("memory %s %d thread(s), shared mappings (Rss/Pss KiB): %s" % (k[2], k[1], "; ".join(
+                "%s %d/%d" % (n, v[0], v[1]) for n, v in sorted(maps.items()))))
+    for n in b.notes:
+        print("note: " + n)
+    for f in b.failures:
+        print("FAILED: " + f)
+    return 1 if b.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
