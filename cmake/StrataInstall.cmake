@@ -1,0 +1,42 @@
+# StrataInstall.cmake - package files around the StrataTargets export set:
+# the CMake package (find_package(Strata)) and pkg-config's strata.pc.
+# Included once, at the end of the top-level CMakeLists.txt, after every
+# folder has added its install(TARGETS ... EXPORT StrataTargets) lines.
+include_guard(GLOBAL)
+include(CMakePackageConfigHelpers)
+
+if(NOT TARGET strata)
+  message(STATUS "StrataInstall: no libstrata target (libtrace not configured): no package files")
+  return()
+endif()
+
+set(STRATA_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Strata)
+
+install(EXPORT StrataTargets
+        NAMESPACE Strata::
+        FILE StrataTargets.cmake
+        DESTINATION ${STRATA_CMAKE_INSTALL_DIR})
+
+configure_package_config_file(
+  ${CMAKE_CURRENT_LIST_DIR}/StrataConfig.cmake.in
+  ${CMAKE_BINARY_DIR}/cmake/StrataConfig.cmake
+  INSTALL_DESTINATION ${STRATA_CMAKE_INSTALL_DIR}
+  PATH_VARS CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_BINDIR)
+# 0.x: a new minor version may break the API.
+write_basic_package_version_file(
+  ${CMAKE_BINARY_DIR}/cmake/StrataConfigVersion.cmake
+  VERSION ${PROJECT_VERSION}
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/cmake/StrataConfig.cmake
+              ${CMAKE_BINARY_DIR}/cmake/StrataConfigVersion.cmake
+        DESTINATION ${STRATA_CMAKE_INSTALL_DIR})
+
+# Where install(TARGETS tp_sync OBJECTS DESTINATION <libdir>/strata) puts
+# the object (CMake's layout: objects-<config>/<target>/<source>.o).
+set(_strata_config ${CMAKE_BUILD_TYPE})
+if(NOT _strata_config)
+  set(_strata_config NoConfig)
+endif()
+set(STRATA_PC_TP_SYNC "\${libdir}/strata/objects-${_strata_config}/tp_sync/tp_sync.c.o")
+configure_file(${CMAKE_CURRENT_LIST_DIR}/strata.pc.in ${CMAKE_BINARY_DIR}/cmake/strata.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/cmake/strata.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
