@@ -86,6 +86,26 @@ int strata_rt_event_name(uint32_t id, char *buf, size_t len, uint32_t *loglevel)
 uint32_t strata_rt_clock_id(void);
 uint64_t strata_rt_clock_now(void);
 
+/*
+ * fork(): in the child the runtime forgets every slot of the parent (its
+ * mappings are replaced by private memory, its fds closed, tracepoints
+ * disarmed, cached thread ids refreshed), then calls this hook so that the
+ * control plane can register the child and re-query its sessions.  One hook;
+ * NULL removes it.  The hook runs in the child's pthread_atfork handler.
+ */
+typedef void (*strata_rt_fork_hook)(void);
+void strata_rt_set_fork_child_hook(strata_rt_fork_hook hook);
+
+/* Counters of the runtime's own health (for `strata status` and tests):
+ * broken invariants met (each one also warned once on stderr) and
+ * tracepoints rejected at registration (bad magic, version or fields). */
+struct strata_rt_stats {
+	uint64_t invariant_errors;
+	uint64_t rejected_tracepoints;
+	uint64_t descriptor_table_full;
+};
+void strata_rt_get_stats(struct strata_rt_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

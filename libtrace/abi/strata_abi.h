@@ -54,7 +54,7 @@ typedef int64_t strata_s64;
 
 #define STRATA_ABI_MAGIC 0x53545241u /* "STRA" */
 #define STRATA_ABI_MAJOR 1u
-#define STRATA_ABI_MINOR 0u
+#define STRATA_ABI_MINOR 1u /* 1: enum ranges (strata_desc_enum_label.flags) */
 
 /* ---- CTF packet and event layout (little-endian) -------------------------
  * Every sub-buffer is a complete CTF 1.8 packet.  Offsets from packet start. */
@@ -186,11 +186,22 @@ struct strata_desc_field {
 	strata_u32 reserved;
 };
 
+/*
+ * Enum mappings (ABI 1.1): n_labels counts entries.  An entry with flags 0
+ * maps label_off to the single value `value`.  An entry with
+ * STRATA_DESC_LABEL_RANGE_END has no label (label_off 0): it extends the
+ * previous entry to the range [previous value, value] (STRATA_ENUM_RANGE).
+ * Readers of ABI 1.0 saw flags as `reserved` (always 0 for single values).
+ */
 struct strata_desc_enum_label {
 	strata_s64 value;
 	strata_u32 label_off;   /* from record start */
-	strata_u32 reserved;
+	union {
+		strata_u32 reserved;
+		strata_u32 flags;   /* STRATA_DESC_LABEL_* */
+	};
 };
+#define STRATA_DESC_LABEL_RANGE_END 0x1u
 
 struct strata_desc_event {
 	strata_u32 record_size; /* whole record, multiple of 8 */
@@ -217,6 +228,7 @@ STRATA_ABI_ASSERT(sizeof(struct strata_lane_ctl) == 128 + 8 * STRATA_MAX_SUBBUF,
 		  "lane control size is ABI");
 STRATA_ABI_ASSERT(sizeof(struct strata_desc_field) == 24, "field descriptor size is ABI");
 STRATA_ABI_ASSERT(sizeof(struct strata_desc_event) == 24, "event descriptor size is ABI");
+STRATA_ABI_ASSERT(sizeof(struct strata_desc_enum_label) == 16, "enum label size is ABI");
 #endif
 
 #endif /* STRATA_ABI_H */

@@ -1,0 +1,486 @@
+/*
+ * registry.cpp - registered tracepoints, event ids, enablement rules and
+ * the encoding of event descriptors into a buffer's descriptor table.
+ *
+ * Contract: everything here runs under the control lock (rt_internal.h).
+ * Roles: module constructors/destructors (register/unregister, may
+ * allocate), the control plane (rules, slot open/close: AS-safe, so they
+ * only walk what register built), application threads (never read the
+ * registry: they only load their tracepoint's `state`, which this file
+ * writes with release stores).
+ *
+ * Why no RCU for unregister (dlclose): the fast path never follows a
+ * registry pointer, it gets its tracepoint from the call site, which is in
+ * the module being unloaded and so cannot run during or after its own
+ * destructor.  The only other reader of the registry is the control plane,
+ * which holds the same lock as unregister.  Unregister disarms (state = 0)
+ * before unlinking so no later rule change can re-arm a removed tracepoint.
+ */
+#include <errno.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "desc_rules.h"
+#include "rt_internal.h"
+
+namespace strata {
+namespace {
+
+struct Entry {
+	strata_tracepoint *tp;
+	uint32_t id;
+	bool valid;          // magic, version and description checked
+	uint16_t described;  // bit s: descriptor written into slot s's table
+};
+
+struct Module {
+	strata_tracepoint *const *start;
+	Module *next;
+	size_t n;
+	Entry entries[1];    // n entries (allocated with the module)
+};
+
+struct SlotRules {
+	size_t n;
+	strata_rule rules[STRATA_MAX_RULES];
+};
+
+Module *g_modules;                   // under the control lock
+std::atomic<uint32_t> g_next_id{0};  // ids in registration order, never reused
+SlotRules g_rules[STRATA_MAX_SLOTS]; // under the control lock
+
+bool valid_description(const strata_event_desc *d)
+{
+	if (d->api_version != STRATA_API_VERSION || !d->provider || !d->name ||
+	    !valid_identifier(d->provider) || !valid_identifier(d->name) ||
+	    d->n_fields > STRATA_DESC_MAX_FIELDS || (d->n_fields && !d->fields))
+		return false;
+	for (uint32_t i = 0; i < d->n_fields; i++) {
+		const strata_field_desc &f = d->fields[i];
+		if (!f.name || !valid_identifier(f.name))
+			return false;
+		bool int_size = f.size == 1 || f.size == 2 || f.size == 4 || f.size == 8;
+		switch (f.kind) {
+		case STRATA_FIELD_INTEGER:
+		case STRATA_FIELD_SEQUENCE:
+			if (!int_size || !valid_base(f.base))
+				return false;
+			break;
+		case STRATA_FIELD_ARRAY:
+			if (!int_size || !valid_base(f.base) || f.length == 0 ||
+			    f.length > kMaxArrayLength)
+				return false;
+			break;
+		case STRATA_FIELD_FLOAT:
+			if (f.size != 4 && f.size != 8)
+				return false;
+			break;
+		case STRATA_FIELD_STRING:
+			break;
+		case STRATA_FIELD_ENUM: {
+			const strata_enum_desc *e = f.enum_desc;
+			if (!int_size || !e || e->n_labels == 0 || !e->labels)
+				return false;
+			for (uint32_t l = 0; l < e->n_labels; l++)
+				if (!e->labels[l].label || !valid_label(e->labels[l].label) ||
+				    e->labels[l].first > e->labels[l].last)
+					return false;
+			break;
+		}
+		default:
+			return false;
+		}
+	}
+	return encode_descriptor(d, 0, nullptr, STRATA_DESC_MAX_RECORD) != 0;
+}
+
+uint8_t field_type(uint8_t kind)
+{
+	switch (kind) {
+	case STRATA_FIELD_INTEGER: return STRATA_FT_INTEGER;
+	case STRATA_FIELD_FLOAT: return STRATA_FT_FLOAT;
+	case STRATA_FIELD_ENUM: return STRATA_FT_ENUM;
+	case STRATA_FIELD_STRING: return STRATA_FT_STRING;
+	case STRATA_FIELD_ARRAY: return STRATA_FT_ARRAY;
+	default: return STRATA_FT_SEQUENCE;
+	}
+}
+
+bool already_registered(const strata_tracepoint *tp)
+{
+	for (Module *m = g_modules; m; m = m->next)
+		for (size_t i = 0; i < m->n; i++)
+			if (m->entries[i].tp == tp && m->entries[i].valid)
+				return true;
+	return false;
+}
+
+bool rules_enable(unsigned slot, const strata_event_desc *d)
+{
+	char full[2 * kMaxNameLen + 2];
+	size_t lp = strlen(d->provider), ln = strlen(d->name);
+	memcpy(full, d->provider, lp);
+	full[lp] = ':';
+	memcpy(full + lp + 1, d->name, ln + 1);
+	bool on = false;
+	const SlotRules &sr = g_rules[slot];
+	for (size_t i = 0; i < sr.n; i++) {
+		const strata_rule &r = sr.rules[i];
+		if ((r.loglevel_max < 0 || d->loglevel <= (uint32_t)r.loglevel_max) &&
+		    glob_match(r.pattern, full))
+			on = r.enable != 0; // the last matching rule wins
+	}
+	return on;
+}
+
+void arm_entry(Entry &e, unsigned slot)
+{
+	uint32_t bit = 1u << slot;
+	bool on = e.valid && (e.described & bit) &&
+		  g_slots[slot].load(std::memory_order_relaxed) && rules_enable(slot, e.tp->desc);
+	// Release: the event's id and its descriptor (published before with
+	// desc_used) are written before a call site can see the bit.  Call
+	// sites load `state` relaxed; strata_rt_quiesce makes the change
+	// visible to every thread before the control plane acknowledges.
+	if (on)
+		__atomic_fetch_or(&e.tp->state, bit, __ATOMIC_RELEASE);
+	else
+		__atomic_fetch_and(&e.tp->state, ~bit, __ATOMIC_RELEASE);
+}
+
+void describe_entry(Channel *ch, Entry &e)
+{
+	size_t n = encode_descriptor(e.tp->desc, e.id, ch->desc + ch->desc_used,
+				     ch->desc_capacity - ch->desc_used);
+	if (n == 0) {
+		// Relaxed: a statistic.
+		g_descriptor_table_full.fetch_add(1, std::memory_order_relaxed);
+		warn("descriptor table full: event not recorded in this session");
+		return;
+	}
+	ch->desc_used += n;
+	e.described = (uint16_t)(e.described | (1u << ch->slot));
+}
+
+void publish_descriptors(Channel *ch)
+{
+	// Release: the records appended above are complete before the consumer
+	// sees them counted; pairs with Reader::read_new_events' acquire load.
+	__atomic_store_n(&ch->hdr->desc_used, ch->desc_used, __ATOMIC_RELEASE);
+}
+
+size_t copy_str(char *dst, size_t off, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	if (dst)
+		memcpy(dst + off, s, n);
+	return n;
+}
+
+} // namespace
+
+bool glob_match(const char *p, const char *t)
+{
+	// Iterative: remember the last '*' and the text position it stood for.
+	const char *star = nullptr, *retry = nullptr;
+	while (*t) {
+		if (*p == '*') {
+			star = p++;
+			retry = t;
+		} else if (*p == *t) {
+			p++;
+			t++;
+		} else if (star) {
+			p = star + 1;
+			t = ++retry;
+		} else {
+			return false;
+		}
+	}
+	while (*p == '*')
+		p++;
+	return *p == 0;
+}
+
+size_t encode_descriptor(const strata_event_desc *d, uint32_t id, char *out, size_t cap)
+{
+	const uint32_t nf = d->n_fields;
+	size_t off = sizeof(strata_desc_event) + nf * sizeof(strata_desc_field);
+	size_t n_label_entries = 0;
+	size_t strings = strlen(d->provider) + strlen(d->name) + 2;
+	for (uint32_t i = 0; i < nf; i++) {
+		const strata_field_desc &f = d->fields[i];
+		strings += strlen(f.name) + 1;
+		if (f.kind != STRATA_FIELD_ENUM)
+			continue;
+		for (uint32_t l = 0; l < f.enum_desc->n_labels; l++) {
+			const strata_enum_label &lab = f.enum_desc->labels[l];
+			n_label_entries += lab.first == lab.last ? 1 : 2;
+			strings += strlen(lab.label) + 1;
+		}
+	}
+	size_t labels_at = off;
+	size_t pool = labels_at + n_label_entries * sizeof(strata_desc_enum_label);
+	size_t total = (pool + strings + 7) & ~(size_t)7;
+	if (total > STRATA_DESC_MAX_RECORD || total > cap)
+		return 0;
+	if (!out)
+		return total;
+
+	memset(out, 0, total);
+	strata_desc_event ev{};
+	ev.record_size = (uint32_t)total;
+	ev.id = id;
+	ev.loglevel = d->loglevel;
+	ev.n_fields = nf;
+	ev.provider_off = (uint32_t)pool;
+	pool += copy_str(out, pool, d->provider);
+	ev.name_off = (uint32_t)pool;
+	pool += copy_str(out, pool, d->name);
+	memcpy(out, &ev, sizeof ev);
+	for (uint32_t i = 0; i < nf; i++) {
+		const strata_field_desc &f = d->fields[i];
+		strata_desc_field df{};
+		df.name_off = (uint32_t)pool;
+		pool += copy_str(out, pool, f.name);
+		df.type = field_type(f.kind);
+		df.elem_bits = (uint8_t)(f.size * 8);
+		df.is_signed = f.is_signed ? 1 : 0;
+		df.base = f.kind == STRATA_FIELD_FLOAT || f.kind == STRATA_FIELD_STRING ||
+				  f.kind == STRATA_FIELD_ENUM ? 10 : f.base;
+		if (f.kind == STRATA_FIELD_STRING)
+			df.elem_bits = 8, df.is_signed = 0;
+		if (f.kind == STRATA_FIELD_ARRAY)
+			df.length = f.length;
+		if (f.kind == STRATA_FIELD_ENUM) {
+			df.labels_off = (uint32_t)labels_at;
+			for (uint32_t l = 0; l < f.enum_desc->n_labels; l++) {
+				const strata_enum_label &lab = f.enum_desc->labels[l];
+				strata_desc_enum_label el{};
+				el.value = lab.first;
+				el.label_off = (uint32_t)pool;
+				pool += copy_str(out, pool, lab.label);
+				memcpy(out + labels_at, &el, sizeof el);
+				labels_at += sizeof el;
+				df.n_labels++;
+				if (lab.first != lab.last) {
+					strata_desc_enum_label end{};
+					end.value = lab.last;
+					end.flags = STRATA_DESC_LABEL_RANGE_END;
+					memcpy(out + labels_at, &end, sizeof end);
+					labels_at += sizeof end;
+					df.n_labels++;
+				}
+			}
+		}
+		memcpy(out + sizeof ev + i * sizeof df, &df, sizeof df);
+	}
+	return total;
+}
+
+void registry_describe_all(Channel *ch)
+{
+	for (Module *m = g_modules; m; m = m->next)
+		for (size_t i = 0; i < m->n; i++)
+			if (m->entries[i].valid)
+				describe_entry(ch, m->entries[i]);
+	publish_descriptors(ch);
+}
+
+void registry_arm_slot(unsigned slot)
+{
+	for (Module *m = g_modules; m; m = m->next)
+		for (size_t i = 0; i < m->n; i++)
+			arm_entry(m->entries[i], slot);
+}
+
+void registry_disarm_slot(unsigned slot)
+{
+	for (Module *m = g_modules; m; m = m->next)
+		for (size_t i = 0; i < m->n; i++)
+			if (m->entries[i].valid) // Release: see arm_entry.
+				__atomic_fetch_and(&m->entries[i].tp->state, ~(1u << slot),
+						   __ATOMIC_RELEASE);
+}
+
+void registry_forget_slot(unsigned slot)
+{
+	for (Module *m = g_modules; m; m = m->next)
+		for (size_t i = 0; i < m->n; i++)
+			m->entries[i].described = (uint16_t)(m->entries[i].described & ~(1u << slot));
+	g_rules[slot].n = 0;
+}
+
+void registry_disarm_all_in_child()
+{
+	for (Module *m = g_modules; m; m = m->next)
+		for (size_t i = 0; i < m->n; i++) {
+			m->entries[i].described = 0;
+			if (m->entries[i].valid) // Release: see arm_entry.
+				__atomic_store_n(&m->entries[i].tp->state, 0, __ATOMIC_RELEASE);
+		}
+	for (unsigned s = 0; s < STRATA_MAX_SLOTS; s++)
+		g_rules[s].n = 0;
+}
+
+int registry_store_rules(unsigned slot, const strata_rule *rules, size_t n)
+{
+	if (n > STRATA_MAX_RULES || (n && !rules))
+		return -E2BIG;
+	for (size_t i = 0; i < n; i++)
+		if (!memchr(rules[i].pattern, 0, sizeof rules[i].pattern) ||
+		    !memchr(rules[i].filter, 0, sizeof rules[i].filter))
+			return -EINVAL;
+	memcpy(g_rules[slot].rules, rules, n * sizeof *rules);
+	g_rules[slot].n = n;
+	return 0;
+}
+
+uint64_t registry_encoded_size()
+{
+	uint64_t total = 0;
+	for (Module *m = g_modules; m; m = m->next)
+		for (size_t i = 0; i < m->n; i++)
+			if (m->entries[i].valid)
+				total += encode_descriptor(m->entries[i].tp->desc, 0, nullptr,
+							   STRATA_DESC_MAX_RECORD);
+	return total;
+}
+
+} // namespace strata
+
+using namespace strata;
+
+extern "C" STRATA_EXPORT void strata_register_tracepoints(struct strata_tracepoint *const *start,
+							  struct strata_tracepoint *const *stop)
+{
+	if (!start || !stop || stop <= start)
+		return;
+	if (control_lock() != 0) {
+		count_invariant_error("tracepoints registered from inside a control call: ignored");
+		return;
+	}
+	for (Module *m = g_modules; m; m = m->next)
+		if (m->start == start) { // the same section registered again
+			control_unlock();
+			return;
+		}
+	size_t n = (size_t)(stop - start);
+	auto *m = (Module *)calloc(1, sizeof(Module) + n * sizeof(Entry));
+	if (!m) {
+		control_unlock();
+		count_invariant_error("out of memory registering tracepoints");
+		return;
+	}
+	m->start = start;
+	m->n = n;
+	for (size_t i = 0; i < n; i++) {
+		Entry &e = m->entries[i];
+		e.tp = start[i];
+		if (!e.tp || already_registered(e.tp))
+			continue; // a null slot, or listed by another section too
+		if (e.tp->magic != STRATA_TP_MAGIC || !e.tp->desc || !valid_description(e.tp->desc)) {
+			// Relaxed: a statistic.
+			g_rejected_tracepoints.fetch_add(1, std::memory_order_relaxed);
+			warn("tracepoint rejected: bad magic, API version or description");
+			continue;
+		}
+		// Relaxed: ids only need to be unique; the lock orders the rest.
+		uint32_t id = g_next_id.fetch_add(1, std::memory_order_relaxed);
+		if (id > kMaxEventId) {
+			g_rejected_tracepoints.fetch_add(1, std::memory_order_relaxed);
+			warn("more than 65535 events registered: tracepoint rejected");
+			continue;
+		}
+		e.id = id;
+		e.tp->id = id; // published to call sites by arm_entry's release
+		e.valid = true;
+	}
+	m->next = g_modules;
+	g_modules = m;
+	for (unsigned s = 0; s < STRATA_MAX_SLOTS; s++) {
+		Channel *ch = g_slots[s].load(std::memory_order_relaxed);
+		if (!ch)
+			continue;
+		for (size_t i = 0; i < n; i++)
+			if (m->entries[i].valid)
+				describe_entry(ch, m->entries[i]);
+		publish_descriptors(ch);
+		for (size_t i = 0; i < n; i++)
+			arm_entry(m->entries[i], s);
+	}
+	control_unlock();
+}
+
+extern "C" STRATA_EXPORT void strata_unregister_tracepoints(struct strata_tracepoint *const *start,
+							    struct strata_tracepoint *const *)
+{
+	if (!start || control_lock() != 0)
+		return;
+	for (Module **pm = &g_modules; *pm; pm = &(*pm)->next) {
+		Module *m = *pm;
+		if (m->start != start)
+			continue;
+		for (size_t i = 0; i < m->n; i++)
+			if (m->entries[i].valid) // Release: see arm_entry.
+				__atomic_store_n(&m->entries[i].tp->state, 0, __ATOMIC_RELEASE);
+		*pm = m->next;
+		free(m);
+		break;
+	}
+	control_unlock();
+}
+
+extern "C" STRATA_EXPORT int strata_rt_slot_set_rules(unsigned slot, const struct strata_rule *rules,
+						      size_t n)
+{
+	if (slot >= STRATA_MAX_SLOTS)
+		return -EINVAL;
+	int rc = control_lock();
+	if (rc)
+		return rc;
+	rc = registry_store_rules(slot, rules, n);
+	if (rc == 0)
+		registry_arm_slot(slot);
+	control_unlock();
+	return rc;
+}
+
+extern "C" STRATA_EXPORT uint32_t strata_rt_event_count(void)
+{
+	// Relaxed: a count for listing; ids below it may have been unregistered.
+	uint32_t n = g_next_id.load(std::memory_order_relaxed);
+	return n > kMaxEventId + 1 ? kMaxEventId + 1 : n;
+}
+
+extern "C" STRATA_EXPORT int strata_rt_event_name(uint32_t id, char *buf, size_t len,
+						  uint32_t *loglevel)
+{
+	if (!buf || len == 0)
+		return -EINVAL;
+	int rc = control_lock();
+	if (rc)
+		return rc;
+	rc = -ENOENT;
+	for (Module *m = g_modules; m && rc; m = m->next)
+		for (size_t i = 0; i < m->n; i++) {
+			const Entry &e = m->entries[i];
+			if (!e.valid || e.id != id)
+				continue;
+			size_t k = 0;
+			for (const char *p = e.tp->desc->provider; *p && k + 1 < len; p++)
+				buf[k++] = *p;
+			if (k + 1 < len)
+				buf[k++] = ':';
+			for (const char *p = e.tp->desc->name; *p && k + 1 < len; p++)
+				buf[k++] = *p;
+			buf[k] = 0;
+			if (loglevel)
+				*loglevel = e.tp->desc->loglevel;
+			rc = 0;
+			break;
+		}
+	control_unlock();
+	return rc;
+}

@@ -1,0 +1,109 @@
+/*
+ * rt_internal.h - what the runtime's own files share (writer.cpp, slots.cpp,
+ * registry.cpp, clock.cpp).  Not installed, not seen by the control plane.
+ *
+ * Contract of the runtime (docs/ring-buffer.md has the long form):
+ *   - application threads (and signal handlers interrupting them, nested up
+ *     to kMaxDepth) run strata_reserve/strata_commit: lock-free, no
+ *     allocation, a system call only when a sub-buffer completes (futex
+ *     wake) or on a thread's first event in a slot (gettid);
+ *   - the control plane (slot open/close, rules, registration) is serialised
+ *     by ControlLock, a try-lock that reports re-entry from a signal handler
+ *     as STRATA_RT_EBUSY instead of deadlocking;
+ *   - the fast path never reads the registry: it gets its tracepoint from
+ *     the call site and its buffer from g_slots (one acquire load).
+ * Everything the writer uses to compute addresses lives in a private
+ * Channel, never in shared memory, so a hostile consumer cannot steer the
+ * writer out of its mapping.
+ */
+#ifndef STRATA_LIBTRACE_RT_INTERNAL_H
+#define STRATA_LIBTRACE_RT_INTERNAL_H
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include <strata/tracepoint.h>
+
+#include "abi/strata_abi.h"
+#include "runtime.h"
+
+#define STRATA_EXPORT __attribute__((visibility("default")))
+
+namespace strata {
+
+constexpr unsigned kMaxDepth = 4;        // nested reservations per thread
+constexpr uint32_t kMaxEventId = 0xfffe; // event ids are u16 in records
+
+/*
+ * One open slot buffer, as the writer sees it.  Lives in its own private
+ * anonymous mapping which is never unmapped: a thread that loaded the
+ * pointer just before strata_rt_slot_close keeps reading valid geometry,
+ * and a pointer identifies one open of a slot for the thread's lane cache.
+ */
+struct Channel {
+	unsigned slot;
+	int fd;
+	char *base;            // the shared mapping
+	uint64_t total_size;
+	strata_buffer_header *hdr;
+	strata_lane_ctl *lanes;
+	char *data;
+	uint64_t subbuf_size;  // S, power of two
+	uint64_t n_subbuf;     // N, power of two
+	uint64_t lane_stride;  // N * S
+	unsigned subbuf_shift; // log2(S)
+	unsigned ring_shift;   // log2(N * S)
+	uint32_t n_lanes;
+	uint32_t mode;
+	uint32_t stream_id;
+	uint8_t uuid[16];
+	char *desc;            // descriptor table in the mapping
+	uint64_t desc_capacity;
+	uint64_t desc_used;    // private copy: the shared one is only published
+	// Exclusive lane claims: bit i set = lane i owned by one thread.
+	std::atomic<uint64_t> lane_bits[STRATA_MAX_LANES / 64];
+	std::atomic<uint32_t> shared_rr; // next lane handed out when all are owned
+};
+
+// Current channel of each slot; nullptr when closed.  Stored with release
+// by slots.cpp after the Channel and the buffer header are complete; loaded
+// with acquire by the writer (pairs with that store).
+extern std::atomic<Channel *> g_slots[STRATA_MAX_SLOTS];
+
+// Serialises the control plane.  lock() returns 0, or STRATA_RT_EBUSY when
+// the calling thread already holds it (a signal handler interrupted a
+// control-plane call); another holder is waited for with sched_yield.
+int control_lock();
+void control_unlock();
+void control_lock_reset_in_child();
+
+// Registry (registry.cpp), all under the control lock.
+void registry_describe_all(Channel *ch);  // append every descriptor to a new slot
+void registry_arm_slot(unsigned slot);     // re-evaluate the slot's rules
+void registry_disarm_slot(unsigned slot);  // slot closing: clear its bits
+void registry_forget_slot(unsigned slot);  // descriptors of the slot forgotten
+void registry_disarm_all_in_child();
+int registry_store_rules(unsigned slot, const strata_rule *rules, size_t n);
+uint64_t registry_encoded_size();          // bytes of all current descriptors
+// Encode one descriptor record; returns its size (multiple of 8) or 0 if
+// it does not fit in cap or the description is invalid.
+size_t encode_descriptor(const strata_event_desc *d, uint32_t id, char *out, size_t cap);
+bool glob_match(const char *pattern, const char *text);
+
+// Writer (writer.cpp).
+void writer_forget_thread_state_in_child();
+void wake_consumer(strata_buffer_header *hdr);
+uint32_t current_tid();
+
+// Clock (clock.cpp).
+uint64_t clock_now();
+
+// Health counters and a rate-limited stderr warning (AS-safe: write(2)).
+void warn(const char *msg);
+void count_invariant_error(const char *msg);
+extern std::atomic<uint64_t> g_rejected_tracepoints;
+extern std::atomic<uint64_t> g_descriptor_table_full;
+
+} // namespace strata
+#endif

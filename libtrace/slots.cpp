@@ -1,0 +1,326 @@
+/*
+ * slots.cpp - session slot buffers: creation (memfd + layout + header),
+ * closing, fork and process exit, the control lock and quiescence.
+ *
+ * Contract: every entry point here is async-signal-safe (runtime.h): only
+ * system calls, no malloc, no stdio; the control lock is a try-lock that
+ * reports re-entry on the same thread as STRATA_RT_EBUSY.
+ *
+ * A closed slot's mapping is not unmapped: a writer that loaded the slot's
+ * Channel just before the close may still be writing into it.  Instead the
+ * shared pages are replaced in place (MAP_FIXED) by private anonymous
+ * memory that costs nothing until such a late writer touches it; the
+ * Channel itself lives in a private page that is never freed.  What this
+ * costs: address space only (one mapping per slot open), no RAM, and no
+ * read-side synchronisation on the fast path at all.
+ */
+#include <errno.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <new>
+
+#include "rt_internal.h"
+
+namespace strata {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kDefaultSubbufSize = 128 * 1024;
+constexpr uint32_t kDefaultSubbufs = 8;
+constexpr uint64_t kMinDescCapacity = 1 << 20;
+
+std::atomic<uint32_t> g_lock_owner{0}; // tid holding the control lock, 0: free
+std::atomic<strata_rt_fork_hook> g_fork_hook{nullptr};
+bool g_membarrier_private;
+bool g_fork_locked; // the atfork prepare handler took the lock
+
+uint64_t round_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+bool pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+unsigned log2_of(uint64_t v)
+{
+	return (unsigned)__builtin_ctzll(v);
+}
+
+uint32_t default_lanes()
+{
+	cpu_set_t set;
+	uint32_t ncpu = 1;
+	if (sched_getaffinity(0, sizeof set, &set) == 0)
+		ncpu = (uint32_t)CPU_COUNT(&set);
+	uint32_t n = 2 * ncpu < 4 ? 4 : 2 * ncpu;
+	return n > STRATA_MAX_LANES ? STRATA_MAX_LANES : n;
+}
+
+struct Geometry {
+	uint32_t n_lanes, n_subbuf, mode;
+	uint64_t subbuf_size, desc_capacity;
+	uint64_t desc_offset, lanes_offset, data_offset, total;
+};
+
+int compute_geometry(const strata_channel_config *cfg, Geometry *g)
+{
+	g->n_lanes = cfg->n_lanes ? cfg->n_lanes : default_lanes();
+	g->n_subbuf = cfg->n_subbuf ? cfg->n_subbuf : kDefaultSubbufs;
+	g->subbuf_size = cfg->subbuf_size ? cfg->subbuf_size : kDefaultSubbufSize;
+	g->mode = cfg->mode;
+	if (g->n_lanes > STRATA_MAX_LANES || !pow2(g->n_subbuf) || g->n_subbuf < 2 ||
+	    g->n_subbuf > STRATA_MAX_SUBBUF || !pow2(g->subbuf_size) ||
+	    g->subbuf_size < STRATA_MIN_SUBBUF_SIZE || g->subbuf_size > STRATA_MAX_SUBBUF_SIZE ||
+	    (g->mode != STRATA_MODE_DISCARD && g->mode != STRATA_MODE_OVERWRITE) ||
+	    !memchr(cfg->name, 0, sizeof cfg->name))
+		return -EINVAL;
+	uint64_t want = 2 * registry_encoded_size();
+	g->desc_capacity = round_up(want > kMinDescCapacity ? want : kMinDescCapacity, kPage);
+	g->desc_offset = kPage;
+	g->lanes_offset = g->desc_offset + g->desc_capacity;
+	g->data_offset = round_up(g->lanes_offset + g->n_lanes * sizeof(strata_lane_ctl), kPage);
+	// At most 256 lanes x 64 x 64 MiB = 2^40: no overflow in 64 bits.
+	g->total = g->data_offset + (uint64_t)g->n_lanes * g->n_subbuf * g->subbuf_size;
+	return 0;
+}
+
+void fill_header(strata_buffer_header *h, const strata_channel_config *cfg, const Geometry &g,
+		 const uint8_t uuid[16])
+{
+	h->magic = STRATA_ABI_MAGIC;
+	h->abi_major = STRATA_ABI_MAJOR;
+	h->abi_minor = STRATA_ABI_MINOR;
+	h->header_size = sizeof *h;
+	h->endian_check = 0x01020304u;
+	h->total_size = g.total;
+	h->pid = (uint32_t)getpid();
+	h->uid = (uint32_t)getuid();
+	char comm[17] = {0};
+	prctl(PR_GET_NAME, comm, 0, 0, 0);
+	memcpy(h->comm, comm, sizeof comm);
+	const char *name = cfg->name[0] ? cfg->name : "channel0";
+	memcpy(h->channel, name, strlen(name) + 1);
+	memcpy(h->trace_uuid, uuid, 16);
+	h->stream_id = cfg->stream_id;
+	h->mode = g.mode;
+	h->n_lanes = g.n_lanes;
+	h->n_subbuf = g.n_subbuf;
+	h->subbuf_size = g.subbuf_size;
+	h->desc_offset = g.desc_offset;
+	h->desc_capacity = g.desc_capacity;
+	h->lanes_offset = g.lanes_offset;
+	h->data_offset = g.data_offset;
+	h->lane_stride = (uint64_t)g.n_subbuf * g.subbuf_size;
+	h->clock_id = strata_rt_clock_id();
+}
+
+// Replace the shared pages by private zero pages (see the file comment).
+void retire_mapping(Channel *ch)
+{
+	void *p = mmap(ch->base, ch->total_size, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		count_invariant_error("could not retire a closed buffer mapping");
+	close(ch->fd);
+}
+
+void mark_exited(Channel *ch)
+{
+	// Release: everything the producer wrote is visible to a consumer that
+	// sees the flag (pairs with Reader::producer_exited's acquire load).
+	__atomic_fetch_or(&ch->hdr->flags, STRATA_BUF_PRODUCER_EXITED, __ATOMIC_RELEASE);
+	wake_consumer(ch->hdr);
+}
+
+void atfork_prepare()
+{
+	g_fork_locked = control_lock() == 0;
+}
+
+void atfork_parent()
+{
+	if (g_fork_locked)
+		control_unlock();
+}
+
+void atfork_child()
+{
+	control_lock_reset_in_child();
+	writer_forget_thread_state_in_child();
+	for (unsigned s = 0; s < STRATA_MAX_SLOTS; s++) {
+		Channel *ch = g_slots[s].load(std::memory_order_relaxed);
+		if (!ch)
+			continue;
+		g_slots[s].store(nullptr, std::memory_order_relaxed); // one thread in the child
+		retire_mapping(ch); // the child must never write the parent's buffers
+	}
+	registry_disarm_all_in_child();
+	// Acquire: pairs with the release store in strata_rt_set_fork_child_hook.
+	strata_rt_fork_hook hook = g_fork_hook.load(std::memory_order_acquire);
+	if (hook)
+		hook();
+}
+
+__attribute__((constructor)) void slots_init()
+{
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	g_membarrier_private =
+		syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+// Normal exit: tell consumers no more events will come.  Open packets are
+// closed by the consumer (Reader::flush), not here: a destructor may run
+// while other threads still write.
+__attribute__((destructor)) void slots_fini()
+{
+	for (unsigned s = 0; s < STRATA_MAX_SLOTS; s++) {
+		// Acquire: pairs with strata_rt_slot_open's release store.
+		Channel *ch = g_slots[s].load(std::memory_order_acquire);
+		if (ch)
+			mark_exited(ch);
+	}
+}
+
+} // namespace
+
+int control_lock()
+{
+	uint32_t me = current_tid();
+	uint32_t expected = 0;
+	// Acquire on success: pairs with control_unlock's release store, so the
+	// previous holder's registry, rule and slot updates are visible.
+	while (!g_lock_owner.compare_exchange_weak(expected, me, std::memory_order_acquire,
+						    std::memory_order_relaxed)) {
+		if (expected == me)
+			return STRATA_RT_EBUSY; // a signal handler interrupted our own call
+		if (expected != 0)
+			sched_yield();
+		expected = 0;
+	}
+	return 0;
+}
+
+void control_unlock()
+{
+	g_lock_owner.store(0, std::memory_order_release); // pairs with control_lock
+}
+
+void control_lock_reset_in_child()
+{
+	g_lock_owner.store(0, std::memory_order_relaxed); // the child has one thread
+}
+
+} // namespace strata
+
+using namespace strata;
+
+extern "C" STRATA_EXPORT int strata_rt_slot_open(unsigned slot,
+						 const struct strata_channel_config *cfg,
+						 const uint8_t trace_uuid[16])
+{
+	if (slot >= STRATA_MAX_SLOTS || !cfg || !trace_uuid)
+		return -EINVAL;
+	int rc = control_lock();
+	if (rc)
+		return rc;
+	Geometry g;
+	if (g_slots[slot].load(std::memory_order_relaxed)) {
+		rc = -EEXIST;
+	} else if ((rc = compute_geometry(cfg, &g)) == 0) {
+		char name[] = "strata-slot-00";
+		name[12] = (char)('0' + slot / 10);
+		name[13] = (char)('0' + slot % 10);
+		int fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC);
+		void *base = MAP_FAILED, *priv = MAP_FAILED;
+		if (fd < 0 || ftruncate(fd, (off_t)g.total) != 0 ||
+		    (base = mmap(nullptr, g.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
+			    MAP_FAILED ||
+		    (priv = mmap(nullptr, round_up(sizeof(Channel), kPage), PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)) == MAP_FAILED) {
+			rc = -errno;
+			if (base != MAP_FAILED)
+				munmap(base, g.total);
+			if (fd >= 0)
+				close(fd);
+		} else {
+			auto *ch = new (priv) Channel();
+			ch->slot = slot;
+			ch->fd = fd;
+			ch->base = (char *)base;
+			ch->total_size = g.total;
+			ch->hdr = (strata_buffer_header *)base;
+			ch->lanes = (strata_lane_ctl *)(ch->base + g.lanes_offset);
+			ch->data = ch->base + g.data_offset;
+			ch->subbuf_size = g.subbuf_size;
+			ch->n_subbuf = g.n_subbuf;
+			ch->lane_stride = (uint64_t)g.n_subbuf * g.subbuf_size;
+			ch->subbuf_shift = log2_of(g.subbuf_size);
+			ch->ring_shift = log2_of(ch->lane_stride);
+			ch->n_lanes = g.n_lanes;
+			ch->mode = g.mode;
+			ch->stream_id = cfg->stream_id;
+			memcpy(ch->uuid, trace_uuid, 16);
+			ch->desc = ch->base + g.desc_offset;
+			ch->desc_capacity = g.desc_capacity;
+			ch->desc_used = 0;
+			fill_header(ch->hdr, cfg, g, trace_uuid);
+			registry_describe_all(ch);
+			// Release: the Channel, header and descriptors are complete
+			// before a writer can load the pointer (pairs with the
+			// acquire load in strata_reserve).
+			g_slots[slot].store(ch, std::memory_order_release);
+			registry_arm_slot(slot);
+			rc = fd;
+		}
+	}
+	control_unlock();
+	return rc;
+}
+
+extern "C" STRATA_EXPORT void strata_rt_slot_close(unsigned slot)
+{
+	if (slot >= STRATA_MAX_SLOTS)
+		return;
+	if (control_lock() != 0) {
+		count_invariant_error("strata_rt_slot_close re-entered from a signal handler: ignored");
+		return;
+	}
+	Channel *ch = g_slots[slot].load(std::memory_order_relaxed);
+	if (ch) {
+		registry_disarm_slot(slot);
+		// Relaxed: writers that still load the old pointer are harmless
+		// (retire_mapping), and the lock orders later control calls.
+		g_slots[slot].store(nullptr, std::memory_order_relaxed);
+		registry_forget_slot(slot);
+		mark_exited(ch);
+		retire_mapping(ch);
+	}
+	control_unlock();
+}
+
+extern "C" STRATA_EXPORT void strata_rt_quiesce(void)
+{
+	if (g_membarrier_private &&
+	    syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+		return;
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0)
+		return;
+	// No membarrier: the stores were already release; this is the best we
+	// can do, and call sites see the change within a few instructions.
+	std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+extern "C" STRATA_EXPORT void strata_rt_set_fork_child_hook(strata_rt_fork_hook hook)
+{
+	g_fork_hook.store(hook, std::memory_order_release); // pairs with atfork_child
+}

@@ -1,0 +1,371 @@
+/*
+ * writer.cpp - strata_reserve / strata_commit: the per-event fast path.
+ *
+ * Concurrency contract.  Roles: writers (application threads, and signal
+ * handlers that interrupt them, up to kMaxDepth nested reservations per
+ * thread), one consumer per buffer (another process: reads complete
+ * sub-buffers, releases them through `consumed`, and may close an open
+ * packet itself with the same CAS as a writer), the control plane (opens
+ * and closes slots, never touches a lane).  Any writer may be interrupted
+ * by any other writer of the same lane (other threads sharing the lane,
+ * signal handlers on its own thread) between any two instructions: every
+ * state change of a lane is one CAS on `head`, and everything else a writer
+ * does happens inside space that CAS gave it alone.  Who touches what:
+ *   head              writers and the consumer's flush (CAS only)
+ *   commit[i]         writers and the consumer's flush (atomic add only)
+ *   events_discarded  writers (atomic add)
+ *   consumed          the consumer (store); writers load it
+ *   packet header     the opener writes magic..timestamp_begin, seq, lane;
+ *                     the closer writes timestamp_end, sizes, discarded:
+ *                     disjoint fields, so opener and closer never race.
+ * The state machine and every ordering pair: docs/ring-buffer.md.
+ */
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+
+#include "rt_internal.h"
+
+extern "C" {
+// glibc >= 2.35 registers an rseq area per thread; weak so that an older
+// glibc still loads us (then sched_getcpu() is used).
+extern const ptrdiff_t __rseq_offset __attribute__((weak));
+extern const unsigned int __rseq_size __attribute__((weak));
+}
+
+namespace strata {
+
+std::atomic<Channel *> g_slots[STRATA_MAX_SLOTS];
+
+namespace {
+
+// What strata_commit needs, one per nesting depth: a nested reservation
+// (signal handler) always commits before the one it interrupted resumes,
+// so the contexts form a stack indexed by depth.
+struct CommitCtx {
+	Channel *ch;
+	strata_u64 *commit;
+};
+
+struct ThreadState {
+	uint32_t tid;      // 0: not yet read (or reset in a fork child)
+	uint32_t depth;    // reservations in progress on this thread
+	bool key_set;      // thread-exit destructor registered
+	uint16_t exclusive;// bit s: lane[s] is owned (released at thread exit)
+	uint16_t lane[STRATA_MAX_SLOTS];
+	Channel *ch[STRATA_MAX_SLOTS]; // channel the lane cache belongs to
+	CommitCtx ctx[kMaxDepth];
+};
+
+// initial-exec: one %fs-relative access, no __tls_get_addr call, no lazy
+// allocation (which would not be async-signal-safe).
+__thread ThreadState t_state __attribute__((tls_model("initial-exec")));
+
+pthread_key_t g_exit_key;
+bool g_exit_key_ok;
+bool g_rseq_ok;
+
+inline uint32_t tid_of(ThreadState &t)
+{
+	if (__builtin_expect(t.tid == 0, 0))
+		t.tid = (uint32_t)syscall(SYS_gettid);
+	return t.tid;
+}
+
+inline uint16_t current_cpu()
+{
+	if (__builtin_expect(g_rseq_ok, 1)) {
+		// struct rseq: cpu_id_start u32 at 0, cpu_id u32 at 4, written by
+		// the kernel on this thread's every migration.
+		const volatile uint32_t *cpu = (const volatile uint32_t *)(
+			(char *)__builtin_thread_pointer() + __rseq_offset + 4);
+		int32_t c = (int32_t)*cpu;
+		if (c >= 0)
+			return (uint16_t)c;
+	}
+	int c = sched_getcpu();
+	return c < 0 ? 0 : (uint16_t)c;
+}
+
+inline void discard(strata_lane_ctl *lc)
+{
+	// Relaxed: a counter; its exact final value is read by the consumer
+	// after the producer stopped (flush), per-location coherence suffices.
+	__atomic_fetch_add(&lc->events_discarded, 1, __ATOMIC_RELAXED);
+}
+
+inline void commit_bytes(Channel *ch, strata_u64 *commit, uint64_t n)
+{
+	// Release: orders the bytes written in the reserved space (record,
+	// packet header fields, closing fields) before the count that makes
+	// the sub-buffer complete; pairs with the reader's acquire load of
+	// commit[idx] (Reader::next_packet) and the overwrite-mode opener's
+	// acquire load in subbuf_free().
+	uint64_t v = __atomic_add_fetch(commit, n, __ATOMIC_RELEASE);
+	if ((v & (ch->subbuf_size - 1)) == 0)
+		wake_consumer(ch->hdr);
+}
+
+inline uint64_t ring_off(const Channel *ch, uint64_t pos)
+{
+	return pos & (ch->lane_stride - 1);
+}
+
+inline strata_u64 *commit_of(const Channel *ch, strata_lane_ctl *lc, uint64_t pos)
+{
+	return &lc->commit[(pos >> ch->subbuf_shift) & (ch->n_subbuf - 1)];
+}
+
+// May the sub-buffer at `head` (a boundary) be opened?
+inline bool subbuf_free(const Channel *ch, strata_lane_ctl *lc, uint64_t head)
+{
+	if (ch->mode == STRATA_MODE_DISCARD) {
+		// Acquire: pairs with the reader's release store of `consumed`
+		// after it copied the sub-buffer out; we must not overwrite bytes
+		// it may still be reading.  Unsigned: a `consumed` ahead of head
+		// (a scribbling consumer) reads as "full", never as free.
+		uint64_t consumed = __atomic_load_n(&lc->consumed, __ATOMIC_ACQUIRE);
+		return head - consumed < ch->lane_stride;
+	}
+	// Overwrite: reuse only when every writer of the previous lap has
+	// committed (else a slow writer would still be writing into it).
+	// Acquire: pairs with commit_bytes' release.
+	uint64_t lap_bytes = (head >> ch->ring_shift) << ch->subbuf_shift;
+	return __atomic_load_n(commit_of(ch, lc, head), __ATOMIC_ACQUIRE) == lap_bytes;
+}
+
+void open_packet(Channel *ch, strata_lane_ctl *lc, uint32_t lane, char *lane_data,
+		 uint64_t head, uint64_t now)
+{
+	auto *ph = (strata_packet_header *)(lane_data + ring_off(ch, head));
+	ph->magic = STRATA_CTF_MAGIC;
+	memcpy(ph->uuid, ch->uuid, sizeof ph->uuid);
+	ph->stream_id = ch->stream_id;
+	ph->stream_instance_id = lane;
+	ph->timestamp_begin = now;
+	ph->packet_seq_num = head >> ch->subbuf_shift;
+	ph->lane_id = lane;
+	ph->reserved = 0;
+	commit_bytes(ch, commit_of(ch, lc, head), STRATA_PACKET_HEADER_SIZE);
+}
+
+void close_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uint64_t start,
+		  uint64_t content, uint64_t now)
+{
+	auto *ph = (strata_packet_header *)(lane_data + ring_off(ch, start));
+	ph->timestamp_end = now;
+	ph->content_size = content * 8;
+	ph->packet_size = ch->subbuf_size * 8;
+	// Relaxed: see discard().
+	ph->events_discarded = __atomic_load_n(&lc->events_discarded, __ATOMIC_RELAXED);
+	commit_bytes(ch, commit_of(ch, lc, start), ch->subbuf_size - content);
+}
+
+void claim_lane(Channel *ch, unsigned slot, ThreadState &t)
+{
+	uint32_t lane = UINT32_MAX;
+	for (uint32_t w = 0; w * 64 < ch->n_lanes && lane == UINT32_MAX; w++) {
+		uint32_t nbits = ch->n_lanes - w * 64 < 64 ? ch->n_lanes - w * 64 : 64;
+		uint64_t valid = nbits == 64 ? ~0ull : (1ull << nbits) - 1;
+		// Relaxed: the bitmap only hands out indexes; the lane's data is
+		// protected by its own CAS protocol whoever owns it.
+		uint64_t v = ch->lane_bits[w].load(std::memory_order_relaxed);
+		while ((~v & valid) != 0) {
+			unsigned b = (unsigned)__builtin_ctzll(~v & valid);
+			if (ch->lane_bits[w].compare_exchange_weak(v, v | (1ull << b),
+								   std::memory_order_relaxed)) {
+				lane = w * 64 + b;
+				break;
+			}
+		}
+	}
+	bool exclusive = lane != UINT32_MAX;
+	if (!exclusive) // every lane owned: share one (writers are multi-writer safe)
+		lane = ch->shared_rr.fetch_add(1, std::memory_order_relaxed) % ch->n_lanes;
+	t.lane[slot] = (uint16_t)lane;
+	t.ch[slot] = ch;
+	if (exclusive)
+		t.exclusive = (uint16_t)(t.exclusive | (1u << slot));
+	else
+		t.exclusive = (uint16_t)(t.exclusive & ~(1u << slot));
+	// Relaxed: informational fields for the consumer, no ordering implied.
+	__atomic_store_n(&ch->lanes[lane].owner_tid, tid_of(t), __ATOMIC_RELAXED);
+	__atomic_fetch_add(&ch->hdr->lanes_claimed, 1, __ATOMIC_RELAXED);
+	if (!t.key_set && g_exit_key_ok) {
+		t.key_set = true;
+		pthread_setspecific(g_exit_key, &t);
+	}
+}
+
+// Thread exit: hand our exclusive lanes back.  Channels are never freed,
+// so a stale pointer (slot closed since) is still safe to touch.
+void thread_exit(void *)
+{
+	ThreadState &t = t_state;
+	for (unsigned s = 0; s < STRATA_MAX_SLOTS; s++) {
+		if (!(t.exclusive & (1u << s)) || !t.ch[s])
+			continue;
+		uint32_t lane = t.lane[s];
+		// Relaxed: see claim_lane().
+		t.ch[s]->lane_bits[lane / 64].fetch_and(~(1ull << (lane % 64)),
+							std::memory_order_relaxed);
+		t.ch[s] = nullptr;
+	}
+	t.exclusive = 0;
+	t.key_set = false;
+}
+
+__attribute__((constructor)) void writer_init()
+{
+	g_exit_key_ok = pthread_key_create(&g_exit_key, thread_exit) == 0;
+	g_rseq_ok = &__rseq_size != nullptr && &__rseq_offset != nullptr && __rseq_size >= 8;
+}
+
+} // namespace
+
+uint32_t current_tid()
+{
+	return tid_of(t_state);
+}
+
+void wake_consumer(strata_buffer_header *hdr)
+{
+	// Seq_cst RMW then seq_cst load, against the consumer's seq_cst store
+	// of consumer_waiting then seq_cst re-check of wake_seq (Dekker): either
+	// the consumer sees our new wake_seq, or we see it waiting and wake it.
+	__atomic_add_fetch(&hdr->wake_seq, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&hdr->consumer_waiting, __ATOMIC_SEQ_CST))
+		syscall(SYS_futex, &hdr->wake_seq, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+void writer_forget_thread_state_in_child()
+{
+	ThreadState &t = t_state;
+	t.tid = 0;
+	t.exclusive = 0;
+	for (unsigned s = 0; s < STRATA_MAX_SLOTS; s++)
+		t.ch[s] = nullptr;
+}
+
+} // namespace strata
+
+using namespace strata;
+
+extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
+					    struct strata_tracepoint *tp, unsigned slot,
+					    size_t size)
+{
+	if (__builtin_expect(slot >= STRATA_MAX_SLOTS, 0))
+		return 0;
+	// Acquire: pairs with the release store in strata_rt_slot_open; the
+	// Channel and the buffer header are complete before we see the pointer.
+	Channel *ch = g_slots[slot].load(std::memory_order_acquire);
+	if (__builtin_expect(ch == nullptr, 0))
+		return 0;
+	ThreadState &t = t_state;
+	if (__builtin_expect(t.ch[slot] != ch, 0))
+		claim_lane(ch, slot, t);
+	const uint32_t lane = t.lane[slot];
+	strata_lane_ctl *lc = &ch->lanes[lane];
+	if (__builtin_expect(t.depth >= kMaxDepth, 0)) {
+		discard(lc);
+		return 0;
+	}
+	const uint32_t depth = t.depth++;
+	// Compiler-only: a signal handler on this thread sees depth+1 before we
+	// touch the lane.
+	std::atomic_signal_fence(std::memory_order_seq_cst);
+
+	const uint64_t S = ch->subbuf_size;
+	const uint64_t rsize = (size + (STRATA_EVENT_ALIGN - 1)) & ~(uint64_t)(STRATA_EVENT_ALIGN - 1);
+	// A record must leave room for the packet header and at least one
+	// byte of padding (a packet is only ever finished by a close).
+	if (__builtin_expect(size < STRATA_EVENT_HEADER_SIZE ||
+			     rsize >= S - STRATA_PACKET_HEADER_SIZE, 0)) {
+		discard(lc);
+		t.depth = depth;
+		return 0;
+	}
+	char *lane_data = ch->data + (uint64_t)lane * ch->lane_stride;
+	// Acquire (here and on CAS failure): the clock read below then comes
+	// after every clock read of writers whose reservation we observed, so
+	// timestamps follow positions within the lane.  Pairs with the acq_rel
+	// CAS of those writers.
+	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
+	uint64_t pos, now;
+	for (;;) {
+		now = clock_now();
+		const uint64_t off = head & (S - 1);
+		if (off != 0) {
+			if (off + rsize < S) {
+				if (__atomic_compare_exchange_n(&lc->head, &head, head + rsize, true,
+								__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+					pos = head;
+					break;
+				}
+				continue;
+			}
+			const uint64_t end = head - off + S;
+			if (__atomic_compare_exchange_n(&lc->head, &head, end, true,
+							__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+				close_packet(ch, lc, lane_data, head - off, off, now);
+				head = end;
+			}
+			continue;
+		}
+		if (!subbuf_free(ch, lc, head)) {
+			discard(lc);
+			t.depth = depth;
+			return 0;
+		}
+		if (__atomic_compare_exchange_n(&lc->head, &head,
+						head + STRATA_PACKET_HEADER_SIZE + rsize, true,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			// Release fence: the head CAS is ordered before every byte we
+			// write into the space; pairs with the acquire fence of the
+			// overwrite-mode collector, which copies bytes then re-reads
+			// head to detect that we lapped its copy (seqlock).
+			std::atomic_thread_fence(std::memory_order_release);
+			open_packet(ch, lc, lane, lane_data, head, now);
+			pos = head + STRATA_PACKET_HEADER_SIZE;
+			break;
+		}
+	}
+	std::atomic_thread_fence(std::memory_order_release); // same pairing as above
+	char *rec = lane_data + ring_off(ch, pos);
+	const uint16_t id = (uint16_t)tp->id;
+	const uint32_t tid = tid_of(t);
+	const uint16_t cpu = current_cpu();
+	memcpy(rec + STRATA_EVENT_ID_OFF, &id, sizeof id);
+	memcpy(rec + STRATA_EVENT_TS_OFF, &now, sizeof now);
+	memcpy(rec + STRATA_EVENT_TID_OFF, &tid, sizeof tid);
+	memcpy(rec + STRATA_EVENT_CPU_OFF, &cpu, sizeof cpu);
+	CommitCtx &c = t.ctx[depth];
+	c.ch = ch;
+	c.commit = commit_of(ch, lc, pos);
+	r->rec = rec;
+	r->lane = &c;
+	r->size = rsize;
+	return 1;
+}
+
+extern "C" STRATA_EXPORT void strata_commit(struct strata_reservation *r)
+{
+	const CommitCtx *c = (const CommitCtx *)r->lane;
+	commit_bytes(c->ch, c->commit, r->size);
+	std::atomic_signal_fence(std::memory_order_seq_cst); // compiler-only, see reserve
+	t_state.depth--;
+}
+
+// Field filters are stored with the rules but not evaluated yet (a later
+// issue): STRATA_TP_FILTERED is never set, so this is not even called.
+extern "C" STRATA_EXPORT int strata_filter_pass(struct strata_tracepoint *, unsigned,
+						const void *const *)
+{
+	return 1;
+}
