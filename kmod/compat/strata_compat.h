@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * strata_compat.h - kernel-version differences, each #if naming the version
+ * that changed the interface.  Built and tested on Debian 12's 6.1.
+ */
+#ifndef STRATA_COMPAT_H
+#define STRATA_COMPAT_H
+
+#include <linux/version.h>
+#include <linux/mm.h>
+
+/* 6.3: vma->vm_flags became read-only; vm_flags_set()/vm_flags_clear(). */
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 3, 0)
+static inline void strata_vm_flags_set(struct vm_area_struct *vma, unsigned long f)
+{
+	vma->vm_flags |= f;
+}
+
+static inline void strata_vm_flags_clear(struct vm_area_struct *vma, unsigned long f)
+{
+	vma->vm_flags &= ~f;
+}
+#else
+#define strata_vm_flags_set vm_flags_set
+#define strata_vm_flags_clear vm_flags_clear
+#endif
+
+/* 5.18: sched_switch gained prev_state (before next); the probe takes it. */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(5, 18, 0)
+#define STRATA_SCHED_SWITCH_ARGS(preempt, prev, next, prev_state) \
+	bool preempt, struct task_struct *prev, struct task_struct *next, \
+	unsigned int prev_state
+#define STRATA_SCHED_SWITCH_PREV_STATE(prev, prev_state) (prev_state)
+#else
+#define STRATA_SCHED_SWITCH_ARGS(preempt, prev, next, prev_state) \
+	bool preempt, struct task_struct *prev, struct task_struct *next
+#define STRATA_SCHED_SWITCH_PREV_STATE(prev, prev_state) (READ_ONCE((prev)->__state))
+#endif
+
+#endif /* STRATA_COMPAT_H */

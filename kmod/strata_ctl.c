@@ -1,0 +1,670 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * strata_ctl.c - rule distribution: registered processes, session slots,
+ * generations.
+ *
+ * Contract:
+ *   - Everything here runs in process context (ioctl, release).  One mutex,
+ *     strata_ctl_lock, guards the process list, the slots and the
+ *     generation counter; nothing is copied to or from user space while it
+ *     is held (a fault under it could stall every controller).
+ *   - A registration (struct strata_proc) belongs to one open file and
+ *     lives until that file is released: close, or the exit of the last
+ *     process holding it.  A registration whose thread group is gone (the fd
+ *     was inherited) is treated as absent by SET_RULES and WAIT.
+ *   - The generation counter only grows.  SET_RULES bumps it and stamps
+ *     every registered process it targets (before or after the change) with
+ *     target_gen; ACK raises acked_gen; WAIT(G) is satisfied when no
+ *     controllable live process has target_gen >= G > acked_gen.
+ *   - Permissions: a controller reaches processes whose effective uid is its
+ *     own; with CAP_SYS_ADMIN it reaches every process.  A slot belongs to
+ *     the uid that set it until cleared; a non-admin slot only ever targets
+ *     processes of that uid.
+ */
+#define pr_fmt(fmt) "strata: " fmt
+
+#include <linux/capability.h>
+#include <linux/cred.h>
+#include <linux/mm.h>
+#include <linux/mutex.h>
+#include <linux/pid.h>
+#include <linux/sched.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/wait.h>
+
+#include "strata_internal.h"
+
+#define STRATA_ARG_MAX_SIZE PAGE_SIZE
+#define STRATA_WAIT_MAX_MS (10u * 60u * 1000u)
+#define STRATA_WAIT_MAX_MISSING 4096u
+
+struct strata_proc {
+	struct list_head node;
+	struct pid *tgid;       /* reference held */
+	int signo;
+	u64 acked_gen;
+	u64 target_gen;
+};
+
+struct strata_slot {
+	bool used;
+	bool owner_admin;
+	kuid_t owner;
+	u32 kind;
+	bool uid_any;
+	kuid_t uid;
+	u32 n_targets;
+	struct pid **pids;      /* PIDS: n_targets references (NULL: gone) */
+	char (*comms)[STRATA_KABI_COMM_MAX];
+	u32 n_rules;
+	struct strata_kabi_rule *rules;
+	u64 gen;
+};
+
+/* Who a process is, as matched against slots (computed fresh each time). */
+struct strata_ident {
+	struct pid *tgid;
+	kuid_t euid;
+	char comm[STRATA_KABI_COMM_MAX];
+};
+
+static DEFINE_MUTEX(strata_ctl_lock);
+static LIST_HEAD(strata_procs);           /* guarded by strata_ctl_lock */
+static struct strata_slot strata_slots[STRATA_KABI_MAX_SLOTS]; /* idem */
+static u64 strata_generation;             /* idem */
+static u64 strata_procs_live;             /* idem */
+static u64 strata_procs_total;            /* idem */
+static u64 strata_signals_sent;           /* idem */
+/* Bumped (under the lock) on every ACK and unregistration; WAIT sleeps on
+ * strata_ack_wq until it changes. */
+static unsigned long strata_ack_seq;
+static DECLARE_WAIT_QUEUE_HEAD(strata_ack_wq);
+
+static void *strata_alloc(size_t size)
+{
+	void *p = kvzalloc(size, GFP_KERNEL_ACCOUNT);
+
+	if (p)
+		atomic_long_inc(&strata_nr_objects);
+	return p;
+}
+
+static void strata_free(void *p)
+{
+	if (!p)
+		return;
+	kvfree(p);
+	atomic_long_dec(&strata_nr_objects);
+}
+
+/* Fill *id from the live thread group of pid; false if it is gone. */
+static bool strata_ident_of(struct pid *pid, struct strata_ident *id)
+{
+	struct task_struct *task = get_pid_task(pid, PIDTYPE_TGID);
+
+	if (!task)
+		return false;
+	id->tgid = pid;
+	id->euid = task_euid(task);
+	get_task_comm(id->comm, task);
+	put_task_struct(task);
+	return true;
+}
+
+static bool strata_slot_matches(const struct strata_slot *s,
+				const struct strata_ident *id)
+{
+	u32 i;
+
+	if (!s->used)
+		return false;
+	if (!s->owner_admin && !uid_eq(s->owner, id->euid))
+		return false;
+	switch (s->kind) {
+	case STRATA_KABI_TARGET_UID:
+		return s->uid_any || uid_eq(s->uid, id->euid);
+	case STRATA_KABI_TARGET_PIDS:
+		for (i = 0; i < s->n_targets; i++)
+			if (s->pids[i] == id->tgid)
+				return true;
+		return false;
+	case STRATA_KABI_TARGET_COMMS:
+		for (i = 0; i < s->n_targets; i++)
+			if (!strncmp(s->comms[i], id->comm, STRATA_KABI_COMM_MAX))
+				return true;
+		return false;
+	}
+	return false;
+}
+
+static void strata_slot_free(struct strata_slot *s)
+{
+	u32 i;
+
+	if (s->pids) {
+		for (i = 0; i < s->n_targets; i++)
+			put_pid(s->pids[i]);
+	}
+	strata_free(s->pids);
+	strata_free(s->comms);
+	strata_free(s->rules);
+	memset(s, 0, sizeof(*s));
+}
+
+static bool strata_may_control(const struct strata_ident *id)
+{
+	return capable(CAP_SYS_ADMIN) || uid_eq(current_euid(), id->euid);
+}
+
+/* Copy an argument struct in: size negotiation as in strata_kabi.h. */
+static int strata_arg_in(void *karg, size_t ksize, size_t min_size,
+			 const void __user *uarg, u32 *usize)
+{
+	u32 size;
+
+	if (get_user(size, (const u32 __user *)uarg))
+		return -EFAULT;
+	if (size < min_size || size > STRATA_ARG_MAX_SIZE)
+		return -EINVAL;
+	*usize = size;
+	return copy_struct_from_user(karg, ksize, uarg, size);
+}
+
+static int strata_arg_out(void __user *uarg, const void *karg, size_t ksize,
+			  u32 usize)
+{
+	/* `size` stays what user space wrote. */
+	if (copy_to_user(uarg, karg, min_t(size_t, ksize, usize)))
+		return -EFAULT;
+	return 0;
+}
+
+static int strata_register(struct file *file, void __user *uarg)
+{
+	struct strata_kabi_register a;
+	struct strata_proc *p, *old;
+	u32 usize;
+	int ret;
+
+	ret = strata_arg_in(&a, sizeof(a), STRATA_KABI_REGISTER_SIZE_V1, uarg, &usize);
+	if (ret)
+		return ret;
+	if (a.signo > _NSIG || a.signo == SIGKILL || a.signo == SIGSTOP ||
+	    a.reserved)
+		return -EINVAL;
+
+	p = strata_alloc(sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->tgid = get_pid(task_tgid(current));
+	p->signo = a.signo;
+
+	mutex_lock(&strata_ctl_lock);
+	old = file->private_data;
+	if (old) {
+		/* Re-registering updates the signal; another group may not
+		 * take over an inherited registration. */
+		if (old->tgid != p->tgid) {
+			ret = -EBUSY;
+		} else {
+			old->signo = a.signo;
+			a.generation = strata_generation;
+		}
+		mutex_unlock(&strata_ctl_lock);
+		put_pid(p->tgid);
+		strata_free(p);
+		if (ret)
+			return ret;
+	} else {
+		/* Nothing is owed for changes made before registering: the
+		 * process queries after this call. */
+		p->acked_gen = strata_generation;
+		p->target_gen = strata_generation;
+		list_add_tail(&p->node, &strata_procs);
+		strata_procs_live++;
+		strata_procs_total++;
+		a.generation = strata_generation;
+		file->private_data = p;
+		mutex_unlock(&strata_ctl_lock);
+	}
+	a.kabi_version = STRATA_KABI_VERSION;
+	return strata_arg_out(uarg, &a, sizeof(a), usize);
+}
+
+void strata_ctl_release(struct file *file)
+{
+	struct strata_proc *p;
+
+	mutex_lock(&strata_ctl_lock);
+	p = file->private_data;
+	if (p) {
+		list_del(&p->node);
+		strata_procs_live--;
+		file->private_data = NULL;
+		strata_ack_seq++;
+	}
+	mutex_unlock(&strata_ctl_lock);
+	if (p) {
+		wake_up_all(&strata_ack_wq);
+		put_pid(p->tgid);
+		strata_free(p);
+	}
+}
+
+static size_t strata_entry_size(u32 n_rules)
+{
+	return sizeof(struct strata_kabi_slot_rules) +
+	       (size_t)n_rules * sizeof(struct strata_kabi_rule);
+}
+
+static int strata_query(struct file *file, void __user *uarg)
+{
+	const size_t max_bytes = STRATA_KABI_MAX_SLOTS *
+		strata_entry_size(STRATA_KABI_MAX_RULES);
+	struct strata_kabi_query a;
+	struct strata_ident id;
+	size_t needed = 0;
+	char *buf;
+	u32 usize, i;
+	int ret;
+
+	ret = strata_arg_in(&a, sizeof(a), STRATA_KABI_QUERY_SIZE_V1, uarg, &usize);
+	if (ret)
+		return ret;
+	if (a.reserved || a.n_entries)
+		return -EINVAL;
+	if (!strata_ident_of(task_tgid(current), &id))
+		return -ESRCH;
+	buf = strata_alloc(max_bytes);
+	if (!buf)
+		return -ENOMEM;
+
+	mutex_lock(&strata_ctl_lock);
+	a.generation = strata_generation;
+	for (i = 0; i < STRATA_KABI_MAX_SLOTS; i++) {
+		const struct strata_slot *s = &strata_slots[i];
+		struct strata_kabi_slot_rules h = {
+			.slot = i, .n_rules = s->n_rules, .generation = s->gen,
+		};
+
+		if (!strata_slot_matches(s, &id))
+			continue;
+		memcpy(buf + needed, &h, sizeof(h));
+		memcpy(buf + needed + sizeof(h), s->rules,
+		       (size_t)s->n_rules * sizeof(*s->rules));
+		needed += strata_entry_size(s->n_rules);
+		a.n_entries++;
+	}
+	mutex_unlock(&strata_ctl_lock);
+
+	if (needed > a.buf_size) {
+		ret = -EMSGSIZE;
+	} else if (needed && copy_to_user(u64_to_user_ptr(a.buf_ptr), buf, needed)) {
+		ret = -EFAULT;
+	}
+	a.buf_size = needed;
+	strata_free(buf);
+	if (ret == -EFAULT)
+		return ret;
+	if (strata_arg_out(uarg, &a, sizeof(a), usize))
+		return -EFAULT;
+	return ret;
+}
+
+static int strata_ack(struct file *file, void __user *uarg)
+{
+	struct strata_kabi_ack a;
+	struct strata_proc *p;
+	u32 usize;
+	int ret;
+
+	ret = strata_arg_in(&a, sizeof(a), STRATA_KABI_ACK_SIZE_V1, uarg, &usize);
+	if (ret)
+		return ret;
+	if (a.reserved)
+		return -EINVAL;
+	mutex_lock(&strata_ctl_lock);
+	p = file->private_data;
+	if (!p || p->tgid != task_tgid(current)) {
+		ret = -ENOENT;
+	} else if (a.generation > strata_generation) {
+		ret = -EINVAL;
+	} else {
+		if (a.generation > p->acked_gen)
+			p->acked_gen = a.generation;
+		strata_ack_seq++;
+	}
+	mutex_unlock(&strata_ctl_lock);
+	if (!ret)
+		wake_up_all(&strata_ack_wq);
+	return ret;
+}
+
+static int strata_rules_valid(const struct strata_kabi_rule *r, u32 n)
+{
+	u32 i;
+
+	for (i = 0; i < n; i++) {
+		if (!memchr(r[i].pattern, 0, sizeof(r[i].pattern)) ||
+		    !memchr(r[i].filter, 0, sizeof(r[i].filter)) ||
+		    !r[i].pattern[0] || r[i].enable > 1 ||
+		    r[i].loglevel_max < -1)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* Build the new slot content from user memory (no lock held). */
+static int strata_slot_build(const struct strata_kabi_set_rules *a,
+			     struct strata_slot *s)
+{
+	u32 i;
+	int ret = -EINVAL;
+
+	memset(s, 0, sizeof(*s));
+	if (!a->n_rules)
+		return 0;       /* clearing */
+	if (a->n_rules > STRATA_KABI_MAX_RULES)
+		return -EINVAL;
+	s->used = true;
+	s->owner = current_euid();
+	s->owner_admin = capable(CAP_SYS_ADMIN);
+	s->kind = a->target_kind;
+	s->n_rules = a->n_rules;
+	s->rules = strata_alloc((size_t)a->n_rules * sizeof(*s->rules));
+	if (!s->rules)
+		return -ENOMEM;
+	if (copy_from_user(s->rules, u64_to_user_ptr(a->rules_ptr),
+			   (size_t)a->n_rules * sizeof(*s->rules))) {
+		ret = -EFAULT;
+		goto err;
+	}
+	if (strata_rules_valid(s->rules, s->n_rules))
+		goto err;
+
+	switch (a->target_kind) {
+	case STRATA_KABI_TARGET_UID:
+		if (a->n_targets || a->targets_ptr)
+			goto err;
+		if (a->target_uid == STRATA_KABI_UID_ANY) {
+			s->uid_any = true;
+		} else {
+			s->uid = make_kuid(current_user_ns(), a->target_uid);
+			if (!uid_valid(s->uid))
+				goto err;
+		}
+		if (!s->owner_admin && (s->uid_any || !uid_eq(s->uid, s->owner))) {
+			ret = -EPERM;
+			goto err;
+		}
+		return 0;
+	case STRATA_KABI_TARGET_PIDS: {
+		u32 *nrs;
+
+		if (!a->n_targets || a->n_targets > STRATA_KABI_MAX_TARGETS)
+			goto err;
+		nrs = strata_alloc(a->n_targets * sizeof(*nrs));
+		s->pids = strata_alloc(a->n_targets * sizeof(*s->pids));
+		if (!nrs || !s->pids) {
+			strata_free(nrs);
+			ret = -ENOMEM;
+			goto err;
+		}
+		if (copy_from_user(nrs, u64_to_user_ptr(a->targets_ptr),
+				   a->n_targets * sizeof(*nrs))) {
+			strata_free(nrs);
+			ret = -EFAULT;
+			goto err;
+		}
+		s->n_targets = a->n_targets;
+		for (i = 0; i < a->n_targets; i++)
+			s->pids[i] = nrs[i] && nrs[i] <= PID_MAX_LIMIT ?
+				find_get_pid(nrs[i]) : NULL;
+		strata_free(nrs);
+		return 0;
+	}
+	case STRATA_KABI_TARGET_COMMS:
+		if (!a->n_targets || a->n_targets > STRATA_KABI_MAX_TARGETS)
+			goto err;
+		s->comms = strata_alloc(a->n_targets * sizeof(*s->comms));
+		if (!s->comms) {
+			ret = -ENOMEM;
+			goto err;
+		}
+		if (copy_from_user(s->comms, u64_to_user_ptr(a->targets_ptr),
+				   a->n_targets * sizeof(*s->comms))) {
+			ret = -EFAULT;
+			goto err;
+		}
+		s->n_targets = a->n_targets;
+		for (i = 0; i < a->n_targets; i++) {
+			if (!memchr(s->comms[i], 0, STRATA_KABI_COMM_MAX) ||
+			    !s->comms[i][0])
+				goto err;
+		}
+		return 0;
+	}
+err:
+	strata_slot_free(s);
+	return ret;
+}
+
+/* The kernel:<tracepoint> rules of every slot go to strata_kbuf.c. */
+static void strata_push_kernel_rules(void)
+{
+	const struct strata_kabi_rule *rules[STRATA_KABI_MAX_SLOTS];
+	u32 n[STRATA_KABI_MAX_SLOTS];
+	u32 i;
+
+	lockdep_assert_held(&strata_ctl_lock);
+	for (i = 0; i < STRATA_KABI_MAX_SLOTS; i++) {
+		rules[i] = strata_slots[i].rules;
+		n[i] = strata_slots[i].used ? strata_slots[i].n_rules : 0;
+	}
+	strata_kbuf_apply_rules(rules, n, STRATA_KABI_MAX_SLOTS);
+}
+
+static int strata_set_rules(void __user *uarg)
+{
+	struct strata_kabi_set_rules a;
+	struct strata_slot new_slot, old_slot;
+	struct strata_proc *p;
+	struct strata_slot *s;
+	u32 usize;
+	int ret;
+
+	ret = strata_arg_in(&a, sizeof(a), STRATA_KABI_SET_RULES_SIZE_V1, uarg, &usize);
+	if (ret)
+		return ret;
+	if (a.slot >= STRATA_KABI_MAX_SLOTS || a.reserved || a.n_signalled ||
+	    a.generation)
+		return -EINVAL;
+	ret = strata_slot_build(&a, &new_slot);
+	if (ret)
+		return ret;
+
+	mutex_lock(&strata_ctl_lock);
+	s = &strata_slots[a.slot];
+	if (s->used && !capable(CAP_SYS_ADMIN) &&
+	    (s->owner_admin || !uid_eq(s->owner, current_euid()))) {
+		mutex_unlock(&strata_ctl_lock);
+		strata_slot_free(&new_slot);
+		return -EPERM;
+	}
+	old_slot = *s;
+	*s = new_slot;
+	s->gen = ++strata_generation;
+	a.generation = s->gen;
+	list_for_each_entry(p, &strata_procs, node) {
+		struct strata_ident id;
+
+		if (!strata_ident_of(p->tgid, &id))
+			continue;
+		if (!strata_slot_matches(&old_slot, &id) &&
+		    !strata_slot_matches(s, &id))
+			continue;
+		p->target_gen = a.generation;
+		if (p->signo && !kill_pid(p->tgid, p->signo, 1)) {
+			a.n_signalled++;
+			strata_signals_sent++;
+		}
+	}
+	strata_push_kernel_rules();
+	mutex_unlock(&strata_ctl_lock);
+	strata_slot_free(&old_slot);
+	return strata_arg_out(uarg, &a, sizeof(a), usize);
+}
+
+/* Under the lock: count (and list up to cap) the missing processes. */
+static u32 strata_missing(u64 gen, u32 *pids, u32 cap)
+{
+	struct strata_proc *p;
+	u32 n = 0;
+
+	lockdep_assert_held(&strata_ctl_lock);
+	list_for_each_entry(p, &strata_procs, node) {
+		struct strata_ident id;
+
+		if (p->target_gen < gen || p->acked_gen >= gen)
+			continue;
+		if (!strata_ident_of(p->tgid, &id) || !strata_may_control(&id))
+			continue;
+		if (pids && n < cap)
+			pids[n] = pid_vnr(p->tgid);
+		n++;
+	}
+	return n;
+}
+
+static int strata_wait(void __user *uarg)
+{
+	struct strata_kabi_wait a;
+	unsigned long deadline, seq;
+	u32 *pids = NULL;
+	u32 usize, cap;
+	int ret;
+
+	ret = strata_arg_in(&a, sizeof(a), STRATA_KABI_WAIT_SIZE_V1, uarg, &usize);
+	if (ret)
+		return ret;
+	if (a.timeout_ms > STRATA_WAIT_MAX_MS || a.n_missing ||
+	    (a.missing_cap && !a.missing_ptr))
+		return -EINVAL;
+	cap = min_t(u32, a.missing_cap, STRATA_WAIT_MAX_MISSING);
+	if (cap) {
+		pids = strata_alloc(cap * sizeof(*pids));
+		if (!pids)
+			return -ENOMEM;
+	}
+	deadline = jiffies + msecs_to_jiffies(a.timeout_ms);
+	for (;;) {
+		long left;
+
+		mutex_lock(&strata_ctl_lock);
+		if (a.generation > strata_generation) {
+			mutex_unlock(&strata_ctl_lock);
+			ret = -EINVAL;
+			break;
+		}
+		seq = strata_ack_seq;
+		a.n_missing = strata_missing(a.generation, NULL, 0);
+		if (a.n_missing && time_after_eq(jiffies, deadline))
+			strata_missing(a.generation, pids, cap);
+		mutex_unlock(&strata_ctl_lock);
+		if (!a.n_missing) {
+			ret = 0;
+			break;
+		}
+		if (time_after_eq(jiffies, deadline)) {
+			ret = -ETIMEDOUT;
+			break;
+		}
+		/* Processes that die holding an inherited fd do not bump
+		 * strata_ack_seq: re-check at least every 100 ms. */
+		left = min_t(long, deadline - jiffies, HZ / 10 + 1);
+		left = wait_event_interruptible_timeout(strata_ack_wq,
+				READ_ONCE(strata_ack_seq) != seq, left);
+		if (left < 0) {
+			ret = -EINTR;
+			break;
+		}
+	}
+	if (ret == -ETIMEDOUT && cap &&
+	    copy_to_user(u64_to_user_ptr(a.missing_ptr), pids,
+			 min(cap, a.n_missing) * sizeof(*pids)))
+		ret = -EFAULT;
+	strata_free(pids);
+	if (ret == -EFAULT || ret == -EINVAL || ret == -EINTR)
+		return ret;
+	if (strata_arg_out(uarg, &a, sizeof(a), usize))
+		return -EFAULT;
+	return ret;
+}
+
+static int strata_stats(void __user *uarg)
+{
+	struct strata_kabi_stats a;
+	u32 usize, i;
+	int ret;
+
+	ret = strata_arg_in(&a, sizeof(a), STRATA_KABI_STATS_SIZE_V1, uarg, &usize);
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	mutex_lock(&strata_ctl_lock);
+	a.procs_live = strata_procs_live;
+	a.procs_total = strata_procs_total;
+	a.generation = strata_generation;
+	a.signals_sent = strata_signals_sent;
+	for (i = 0; i < STRATA_KABI_MAX_SLOTS; i++)
+		a.slots_used += strata_slots[i].used;
+	mutex_unlock(&strata_ctl_lock);
+	strata_kbuf_stats(&a.kevents_written, &a.kevents_lost);
+	a.size = usize;
+	return strata_arg_out(uarg, &a, sizeof(a), usize);
+}
+
+long strata_ctl_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	void __user *uarg = (void __user *)arg;
+
+	/* Dispatch on type and number: the struct's size field negotiates. */
+	if (_IOC_TYPE(cmd) != STRATA_KABI_IOC_MAGIC)
+		return -ENOTTY;
+	switch (_IOC_NR(cmd)) {
+	case _IOC_NR(STRATA_IOC_REGISTER):
+		return strata_register(file, uarg);
+	case _IOC_NR(STRATA_IOC_QUERY):
+		return strata_query(file, uarg);
+	case _IOC_NR(STRATA_IOC_ACK):
+		return strata_ack(file, uarg);
+	case _IOC_NR(STRATA_IOC_SET_RULES):
+		return strata_set_rules(uarg);
+	case _IOC_NR(STRATA_IOC_WAIT):
+		return strata_wait(uarg);
+	case _IOC_NR(STRATA_IOC_STATS):
+		return strata_stats(uarg);
+	}
+	return -ENOTTY;
+}
+
+int strata_ctl_init(void)
+{
+	return 0;
+}
+
+void strata_ctl_exit(void)
+{
+	u32 i;
+
+	/* No file is open (the module is pinned while one is): only slots. */
+	mutex_lock(&strata_ctl_lock);
+	for (i = 0; i < STRATA_KABI_MAX_SLOTS; i++)
+		strata_slot_free(&strata_slots[i]);
+	strata_push_kernel_rules();
+	mutex_unlock(&strata_ctl_lock);
+	if (!list_empty(&strata_procs))
+		pr_err("leak: registrations left at exit\n");
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * strata_internal.h - what the parts of strata.ko share.
+ *
+ *   strata_main.c   module init/exit, the /dev/strata misc device, mmap
+ *   strata_ctl.c    registration, rules, generations (the ioctls)
+ *   strata_clock.c  the clock page
+ *   strata_kbuf.c   kernel event buffers fed by kernel tracepoints
+ */
+#ifndef STRATA_INTERNAL_H
+#define STRATA_INTERNAL_H
+
+#include <linux/fs.h>
+#include <linux/mm_types.h>
+#include <linux/types.h>
+
+#include "strata_kabi.h"
+
+struct strata_kabi_rule;
+
+/* strata_ctl.c */
+int strata_ctl_init(void);
+void strata_ctl_exit(void);
+long strata_ctl_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
+void strata_ctl_release(struct file *file);
+
+/* strata_clock.c */
+int strata_clock_init(void);
+void strata_clock_exit(void);
+int strata_clock_mmap(struct vm_area_struct *vma);
+
+/* strata_kbuf.c */
+int strata_kbuf_init(void);
+void strata_kbuf_exit(void);
+int strata_kbuf_mmap(struct vm_area_struct *vma, unsigned long off);
+/* Called by strata_ctl.c (under its lock) whenever slot rules change: the
+ * union of every slot's kernel:<tracepoint> rules decides what is armed. */
+void strata_kbuf_apply_rules(const struct strata_kabi_rule *const *rules,
+			     const u32 *n_rules, unsigned int n_slots);
+void strata_kbuf_stats(u64 *written, u64 *lost);
+
+/* Objects allocated by the module, for the leak check at unload. */
+extern atomic_long_t strata_nr_objects;
+
+#endif /* STRATA_INTERNAL_H */

@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * strata_kabi.h - the user-space ABI of the Strata kernel module (/dev/strata).
+ * Version STRATA_KABI_VERSION.  Used by the kernel (with __KERNEL__) and by
+ * user space (C11 and C++17).  Fixed-width types only; pointers travel as
+ * __u64.
+ *
+ * Roles:
+ *   traced process  REGISTER (with the signal it wants on a rule change),
+ *                   QUERY its rules, ACK the generation it has applied.
+ *                   Closing the fd (or exiting) unregisters.
+ *   controller      SET_RULES of a session slot for a set of targets, then
+ *                   WAIT until every targeted process acknowledged.
+ *                   Without CAP_SYS_ADMIN a controller only reaches
+ *                   processes of its own effective uid.
+ *
+ * Size negotiation: every argument struct starts with `size`, which user
+ * space sets to sizeof() of the struct it was compiled with.  The kernel
+ * accepts any size from the first version's size (STRATA_KABI_*_SIZE_V1) to
+ * a page; bytes beyond what it knows must be zero (else -E2BIG); it copies
+ * back only min(size, its own size) bytes.  The ioctl number encodes the
+ * version-1 size, but the kernel dispatches on type and number only: `size`
+ * is authoritative.
+ *
+ * Errors: -EFAULT bad pointer, -EINVAL bad size or field, -ENOTTY unknown
+ * command, -EPERM not allowed, -EMSGSIZE output buffer too small (the needed
+ * size is written back), -ETIMEDOUT WAIT expired (missing pids written back).
+ *
+ * mmap of the device (read-only, MAP_SHARED):
+ *   offset 0                              the clock page (struct strata_kclock)
+ *   offset STRATA_KABI_MMAP_KBUF_OFFSET   the kernel event buffer (an
+ *                                         strata_abi.h buffer, one lane per CPU)
+ */
+#ifndef STRATA_KABI_H
+#define STRATA_KABI_H
+
+#ifdef __KERNEL__
+#include <linux/types.h>
+#include <linux/ioctl.h>
+#else
+#include <stdint.h>
+#include <sys/ioctl.h>
+#include <linux/types.h>
+#endif
+
+#define STRATA_KABI_VERSION 1u
+#define STRATA_KABI_DEVICE "/dev/strata"
+
+#define STRATA_KABI_MAX_SLOTS 16u
+#define STRATA_KABI_MAX_RULES 32u     /* = STRATA_MAX_RULES of libtrace/runtime.h */
+#define STRATA_KABI_MAX_TARGETS 64u
+#define STRATA_KABI_PATTERN_MAX 128u  /* = STRATA_PATTERN_MAX */
+#define STRATA_KABI_FILTER_MAX 256u   /* = STRATA_FILTER_MAX */
+#define STRATA_KABI_COMM_MAX 16u      /* = TASK_COMM_LEN */
+
+/* Same layout as struct strata_rule of libtrace/runtime.h (checked by the
+ * user-space tests). */
+struct strata_kabi_rule {
+	char pattern[STRATA_KABI_PATTERN_MAX];
+	__s32 loglevel_max;
+	__u32 enable;
+	char filter[STRATA_KABI_FILTER_MAX];
+};
+
+/* REGISTER: the calling process (thread group) asks to be told of changes.
+ * signo: 1..64 except SIGKILL/SIGSTOP; 0 = never signal (poll QUERY). */
+struct strata_kabi_register {
+	__u32 size;
+	__u32 signo;
+	__u64 generation;   /* out: current global generation */
+	__u32 kabi_version; /* out: STRATA_KABI_VERSION */
+	__u32 reserved;
+};
+
+/* QUERY: the rules of every slot that targets the caller.  The buffer at
+ * buf_ptr receives n_entries records, each a struct strata_kabi_slot_rules
+ * followed by n_rules struct strata_kabi_rule. */
+struct strata_kabi_slot_rules {
+	__u32 slot;
+	__u32 n_rules;
+	__u64 generation;   /* generation at which this slot's rules were set */
+};
+
+struct strata_kabi_query {
+	__u32 size;
+	__u32 buf_size;     /* in: bytes at buf_ptr; out: bytes needed */
+	__u64 buf_ptr;
+	__u64 generation;   /* out: the caller's generation (ACK this) */
+	__u32 n_entries;    /* out */
+	__u32 reserved;
+};
+
+/* ACK: the caller has applied everything up to `generation`. */
+struct strata_kabi_ack {
+	__u32 size;
+	__u32 reserved;
+	__u64 generation;
+};
+
+enum strata_kabi_target_kind {
+	STRATA_KABI_TARGET_UID = 1,   /* every process of uid target_uid */
+	STRATA_KABI_TARGET_PIDS = 2,  /* n_targets __u32 pids (caller's namespace) */
+	STRATA_KABI_TARGET_COMMS = 3, /* n_targets char[16] process names */
+};
+#define STRATA_KABI_UID_ANY 0xffffffffu /* TARGET_UID: every uid (admin only) */
+
+/* SET_RULES: replace slot's rules.  n_rules == 0 clears the slot.  Every
+ * registered process targeted before or after the change is signalled. */
+struct strata_kabi_set_rules {
+	__u32 size;
+	__u32 slot;
+	__u32 n_rules;
+	__u32 target_kind;  /* enum strata_kabi_target_kind */
+	__u64 rules_ptr;    /* n_rules struct strata_kabi_rule */
+	__u64 targets_ptr;  /* PIDS / COMMS */
+	__u32 n_targets;    /* 1..STRATA_KABI_MAX_TARGETS for PIDS/COMMS */
+	__u32 target_uid;   /* UID: without CAP_SYS_ADMIN, the caller's euid */
+	__u64 generation;   /* out: the generation of this change */
+	__u32 n_signalled;  /* out: processes signalled */
+	__u32 reserved;
+};
+
+/* WAIT: until every registered process that the caller may control and
+ * that was targeted at `generation` or later acknowledged `generation`. */
+struct strata_kabi_wait {
+	__u32 size;
+	__u32 timeout_ms;
+	__u64 generation;
+	__u64 missing_ptr;  /* out: up to missing_cap __u32 pids */
+	__u32 missing_cap;
+	__u32 n_missing;    /* out: how many are missing (may exceed cap) */
+};
+
+/* STATS: object counts, for leak tests and `strata status`. */
+struct strata_kabi_stats {
+	__u32 size;
+	__u32 reserved;
+	__u64 procs_live;       /* registered processes now */
+	__u64 procs_total;      /* registrations ever */
+	__u64 slots_used;
+	__u64 generation;
+	__u64 signals_sent;
+	__u64 kevents_written;  /* kernel events recorded */
+	__u64 kevents_lost;     /* kernel events discarded (buffer full) */
+};
+
+#define STRATA_KABI_REGISTER_SIZE_V1 24u
+#define STRATA_KABI_QUERY_SIZE_V1 32u
+#define STRATA_KABI_ACK_SIZE_V1 16u
+#define STRATA_KABI_SET_RULES_SIZE_V1 56u
+#define STRATA_KABI_WAIT_SIZE_V1 32u
+#define STRATA_KABI_STATS_SIZE_V1 64u
+
+#define STRATA_KABI_IOC_MAGIC 0xB7
+#define STRATA_IOC_REGISTER _IOWR(STRATA_KABI_IOC_MAGIC, 1, struct strata_kabi_register)
+#define STRATA_IOC_QUERY _IOWR(STRATA_KABI_IOC_MAGIC, 2, struct strata_kabi_query)
+#define STRATA_IOC_ACK _IOW(STRATA_KABI_IOC_MAGIC, 3, struct strata_kabi_ack)
+#define STRATA_IOC_SET_RULES _IOWR(STRATA_KABI_IOC_MAGIC, 4, struct strata_kabi_set_rules)
+#define STRATA_IOC_WAIT _IOWR(STRATA_KABI_IOC_MAGIC, 5, struct strata_kabi_wait)
+#define STRATA_IOC_STATS _IOWR(STRATA_KABI_IOC_MAGIC, 6, struct strata_kabi_stats)
+
+/* ---- The clock page (mmap offset 0, read-only) -------------------------
+ * A copy of the kernel's CLOCK_MONOTONIC parameters for the TSC, refreshed
+ * on every timekeeping update (pvclock notifier) under `seq` (odd while
+ * being written).  CLOCK_MONOTONIC ns at TSC value c:
+ *     base_ns + ((((c - cycle_last) & mask) * mult + xtime_nsec) >> shift)
+ * computed in 128 bits; a c below cycle_last counts as cycle_last.  Valid
+ * only when flags has STRATA_KCLOCK_VALID (the clock source is the TSC);
+ * otherwise use clock_gettime().  kmod/user/strata_kclock.h reads it. */
+#define STRATA_KCLOCK_MAGIC 0x4b434c4bu /* "KCLK" */
+#define STRATA_KCLOCK_VALID 0x1u
+
+struct strata_kclock {
+	__u32 magic;
+	__u32 version;      /* 1 */
+	__u32 seq;          /* even: stable; odd: being written */
+	__u32 flags;
+	__u64 cycle_last;
+	__u64 mask;
+	__u64 xtime_nsec;   /* shifted ns */
+	__u64 base_ns;
+	__u32 mult;
+	__u32 shift;
+	__u64 updates;      /* informational: refresh count */
+};
+
+#define STRATA_KABI_MMAP_KBUF_OFFSET (1ull << 20)
+
+#endif /* STRATA_KABI_H */

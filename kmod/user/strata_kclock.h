@@ -1,0 +1,107 @@
+/*
+ * strata_kclock.h - read CLOCK_MONOTONIC from the Strata module's clock page
+ * (header-only C11/C++17, x86-64).  Usage:
+ *
+ *   int fd = open(STRATA_KABI_DEVICE, O_RDONLY | O_CLOEXEC);
+ *   const struct strata_kclock *k = strata_kclock_map(fd);   // NULL: no page
+ *   uint64_t ns;
+ *   if (k && strata_kclock_now(k, &ns) == 0) ...              // else fallback
+ *
+ * Contract: the page has one writer, the kernel (seqcount, strata_clock.c);
+ * readers are any threads, also in signal handlers (no allocation, no lock,
+ * no system call).  strata_kclock_now() returns -1 when the page is not
+ * valid (clock source not the TSC) or stays busy; then use clock_gettime.
+ */
+#ifndef STRATA_KCLOCK_H
+#define STRATA_KCLOCK_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/mman.h>
+
+#include "../uapi/strata_kabi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+static inline const struct strata_kclock *strata_kclock_map(int fd)
+{
+	void *p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+	const struct strata_kclock *k = (const struct strata_kclock *)p;
+
+	if (p == MAP_FAILED)
+		return NULL;
+	if (k->magic != STRATA_KCLOCK_MAGIC || k->version != 1) {
+		munmap(p, 4096);
+		return NULL;
+	}
+	return k;
+}
+
+static inline uint64_t strata_kclock_rdtsc(void)
+{
+#if defined(__x86_64__)
+	uint32_t lo, hi;
+
+	/* lfence: the TSC is read after the loads before it (the seq load),
+	 * as the vDSO's rdtsc_ordered() does. */
+	__asm__ __volatile__("lfence; rdtsc" : "=a"(lo), "=d"(hi) : : "memory");
+	return ((uint64_t)hi << 32) | lo;
+#else
+	return 0;
+#endif
+}
+
+/* TSC value -> CLOCK_MONOTONIC ns with the parameters of one snapshot. */
+static inline uint64_t strata_kclock_convert(uint64_t tsc, uint64_t cycle_last,
+					     uint64_t mask, uint64_t xtime_nsec,
+					     uint64_t base_ns, uint32_t mult,
+					     uint32_t shift)
+{
+	uint64_t delta = (int64_t)(tsc - cycle_last) > 0 ? (tsc - cycle_last) & mask : 0;
+	unsigned __int128 v = (unsigned __int128)delta * mult + xtime_nsec;
+
+	return base_ns + (uint64_t)(v >> shift);
+}
+
+static inline int strata_kclock_now(const struct strata_kclock *k, uint64_t *ns)
+{
+#if defined(__x86_64__)
+	for (int tries = 0; tries < 1000; tries++) {
+		/* Acquire: pairs with the kernel's smp_wmb before the final
+		 * (even) seq store; the fields below are at least as new. */
+		uint32_t seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
+
+		if (seq & 1)
+			continue;
+		uint32_t flags = __atomic_load_n(&k->flags, __ATOMIC_RELAXED);
+		uint64_t last = __atomic_load_n(&k->cycle_last, __ATOMIC_RELAXED);
+		uint64_t mask = __atomic_load_n(&k->mask, __ATOMIC_RELAXED);
+		uint64_t xn = __atomic_load_n(&k->xtime_nsec, __ATOMIC_RELAXED);
+		uint64_t base = __atomic_load_n(&k->base_ns, __ATOMIC_RELAXED);
+		uint32_t mult = __atomic_load_n(&k->mult, __ATOMIC_RELAXED);
+		uint32_t shift = __atomic_load_n(&k->shift, __ATOMIC_RELAXED);
+		uint64_t tsc = strata_kclock_rdtsc();
+
+		/* Acquire fence: the loads above complete before the re-check;
+		 * pairs with the kernel's smp_wmb after the odd seq store. */
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&k->seq, __ATOMIC_RELAXED) != seq)
+			continue;
+		if (!(flags & STRATA_KCLOCK_VALID) || shift > 63)
+			return -1;
+		*ns = strata_kclock_convert(tsc, last, mask, xn, base, mult, shift);
+		return 0;
+	}
+#else
+	(void)k;
+	(void)ns;
+#endif
+	return -1;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STRATA_KCLOCK_H */

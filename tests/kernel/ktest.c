@@ -1,0 +1,877 @@
+/*
+ * ktest.c - in-guest tests of strata.ko (run inside the qemu guest by
+ * run-vm.sh; needs the module loaded and root to start with).
+ *
+ *   strata-ktest [--cycles N] [--fuzz-iters N] TEST...   (TEST or "all")
+ *
+ * Prints one line per test: "PASS name[: figures]" or "FAIL name: why";
+ * exits 1 if any test failed.  Oracles are exact: errno values, rule
+ * contents read back, pids reported missing, object counts back to their
+ * start value, kernel clock within the two clock_gettime() around it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime.h"
+#include "strata_kabi.h"
+#include "strata_kclock.h"
+#include "ktest.h"
+
+#define SIG_UPDATE (SIGRTMIN + 3)
+
+static unsigned long g_cycles = 10000;
+static unsigned long g_fuzz_iters = 200000;
+static char g_why[512];
+
+void kt_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(g_why, sizeof(g_why), fmt, ap);
+	va_end(ap);
+}
+
+#define CHECK(cond, ...)                     \
+	do {                                 \
+		if (!(cond)) {               \
+			kt_fail(__VA_ARGS__); \
+			goto out;            \
+		}                            \
+	} while (0)
+
+int kt_open(void)
+{
+	return open(STRATA_KABI_DEVICE, O_RDWR | O_CLOEXEC);
+}
+
+int kt_register(int fd, int signo)
+{
+	struct strata_kabi_register r = { .size = sizeof(r), .signo = (uint32_t)signo };
+
+	return ioctl(fd, STRATA_IOC_REGISTER, &r) ? -errno : 0;
+}
+
+int kt_set_rules_uid(int fd, unsigned slot, uint32_t uid, const char *pattern,
+		     uint64_t *gen, uint32_t *n_signalled)
+{
+	struct strata_kabi_rule rule;
+	struct strata_kabi_set_rules a = {
+		.size = sizeof(a), .slot = slot, .n_rules = pattern ? 1 : 0,
+		.target_kind = STRATA_KABI_TARGET_UID, .target_uid = uid,
+		.rules_ptr = (uintptr_t)&rule,
+	};
+
+	memset(&rule, 0, sizeof(rule));
+	if (pattern)
+		snprintf(rule.pattern, sizeof(rule.pattern), "%s", pattern);
+	rule.loglevel_max = -1;
+	rule.enable = 1;
+	if (ioctl(fd, STRATA_IOC_SET_RULES, &a))
+		return -errno;
+	if (gen)
+		*gen = a.generation;
+	if (n_signalled)
+		*n_signalled = a.n_signalled;
+	return 0;
+}
+
+static int set_rules_targets(int fd, unsigned slot, uint32_t kind, const void *targets,
+			     uint32_t n, const char *pattern, uint64_t *gen,
+			     uint32_t *n_signalled)
+{
+	struct strata_kabi_rule rule;
+	struct strata_kabi_set_rules a = {
+		.size = sizeof(a), .slot = slot, .n_rules = 1, .target_kind = kind,
+		.rules_ptr = (uintptr_t)&rule, .targets_ptr = (uintptr_t)targets,
+		.n_targets = n,
+	};
+
+	memset(&rule, 0, sizeof(rule));
+	snprintf(rule.pattern, sizeof(rule.pattern), "%s", pattern);
+	rule.loglevel_max = -1;
+	rule.enable = 1;
+	if (ioctl(fd, STRATA_IOC_SET_RULES, &a))
+		return -errno;
+	*gen = a.generation;
+	*n_signalled = a.n_signalled;
+	return 0;
+}
+
+int kt_stats(int fd, struct strata_kabi_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->size = sizeof(*st);
+	return ioctl(fd, STRATA_IOC_STATS, st) ? -errno : 0;
+}
+
+static int ack(int fd, uint64_t gen)
+{
+	struct strata_kabi_ack a = { .size = sizeof(a), .generation = gen };
+
+	return ioctl(fd, STRATA_IOC_ACK, &a) ? -errno : 0;
+}
+
+static int wait_gen(int fd, uint64_t gen, uint32_t timeout_ms, uint32_t *missing,
+		    uint32_t cap, uint32_t *n_missing)
+{
+	struct strata_kabi_wait w = {
+		.size = sizeof(w), .timeout_ms = timeout_ms, .generation = gen,
+		.missing_ptr = (uintptr_t)missing, .missing_cap = cap,
+	};
+	int ret = ioctl(fd, STRATA_IOC_WAIT, &w) ? -errno : 0;
+
+	if (n_missing)
+		*n_missing = w.n_missing;
+	return ret;
+}
+
+/* QUERY into buf; returns n_entries or -errno; *gen = generation. */
+static int query(int fd, void *buf, uint32_t *size, uint64_t *gen)
+{
+	struct strata_kabi_query q = { .size = sizeof(q), .buf_size = *size,
+				       .buf_ptr = (uintptr_t)buf };
+	int ret = ioctl(fd, STRATA_IOC_QUERY, &q) ? -errno : 0;
+
+	*size = q.buf_size;
+	*gen = q.generation;
+	return ret ? ret : (int)q.n_entries;
+}
+
+/* Wait for SIG_UPDATE (blocked by the caller) for up to ms; 1 if received. */
+static int got_signal(int ms)
+{
+	sigset_t set;
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	sigemptyset(&set);
+	sigaddset(&set, SIG_UPDATE);
+	return sigtimedwait(&set, NULL, &ts) == SIG_UPDATE;
+}
+
+static void block_update_signal(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIG_UPDATE);
+	sigaddset(&set, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+}
+
+/* 's' once SIG_UPDATE arrives; 'n' if SIGUSR1 (the parent's "done")
+ * comes while SIG_UPDATE is not pending; 't' after 10 s. */
+static char got_signal_or_end(void)
+{
+	sigset_t set, pend;
+	struct timespec ts = { 10, 0 };
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIG_UPDATE);
+	sigaddset(&set, SIGUSR1);
+	sig = sigtimedwait(&set, NULL, &ts);
+	if (sig == SIG_UPDATE)
+		return 's';
+	if (sig != SIGUSR1)
+		return 't';
+	sigpending(&pend);
+	return sigismember(&pend, SIG_UPDATE) ? 's' : 'n';
+}
+
+/* ---- abi: the uapi layout is what user space and runtime.h expect ---- */
+static int t_abi(void)
+{
+	CHECK(sizeof(struct strata_kabi_rule) == sizeof(struct strata_rule) &&
+	      offsetof(struct strata_kabi_rule, filter) == offsetof(struct strata_rule, filter) &&
+	      offsetof(struct strata_kabi_rule, enable) == offsetof(struct strata_rule, enable),
+	      "struct strata_kabi_rule differs from struct strata_rule");
+	CHECK(STRATA_KABI_MAX_RULES == STRATA_MAX_RULES, "rule count differs");
+	CHECK(sizeof(struct strata_kabi_register) == STRATA_KABI_REGISTER_SIZE_V1 &&
+	      sizeof(struct strata_kabi_query) == STRATA_KABI_QUERY_SIZE_V1 &&
+	      sizeof(struct strata_kabi_ack) == STRATA_KABI_ACK_SIZE_V1 &&
+	      sizeof(struct strata_kabi_set_rules) == STRATA_KABI_SET_RULES_SIZE_V1 &&
+	      sizeof(struct strata_kabi_wait) == STRATA_KABI_WAIT_SIZE_V1 &&
+	      sizeof(struct strata_kabi_stats) == STRATA_KABI_STATS_SIZE_V1,
+	      "argument struct sizes differ from the V1 sizes");
+	return 0;
+out:
+	return -1;
+}
+
+/* ---- control: register, set rules, signal, query, ack, wait ---------- */
+static int t_control(void)
+{
+	int fd = kt_open(), ctl = kt_open(), ret = -1, n;
+	uint64_t gen, qgen;
+	uint32_t nsig, size, missing[4], n_missing;
+	char buf[8192];
+	struct strata_kabi_slot_rules *h = (void *)buf;
+	struct strata_kabi_rule *r = (void *)(h + 1);
+
+	block_update_signal();
+	CHECK(fd >= 0 && ctl >= 0, "open %s: %s", STRATA_KABI_DEVICE, strerror(errno));
+	CHECK(kt_register(fd, SIG_UPDATE) == 0, "register: %s", strerror(errno));
+	size = sizeof(buf);
+	n = query(fd, buf, &size, &qgen);
+	CHECK(n == 0 && size == 0, "query before any rule: n=%d size=%u", n, size);
+
+	CHECK(kt_set_rules_uid(ctl, 3, getuid(), "app:*", &gen, &nsig) == 0,
+	      "set_rules: %s", strerror(errno));
+	CHECK(nsig == 1, "n_signalled %u, want 1", nsig);
+	CHECK(got_signal(2000), "no signal after set_rules");
+	CHECK(gen > qgen, "generation did not grow (%llu after %llu)",
+	      (unsigned long long)gen, (unsigned long long)qgen);
+
+	/* Not acknowledged yet: WAIT with timeout 0 names us. */
+	n = wait_gen(ctl, gen, 0, missing, 4, &n_missing);
+	CHECK(n == -ETIMEDOUT && n_missing == 1 && missing[0] == (uint32_t)getpid(),
+	      "wait before ack: ret %d n_missing %u pid %u", n, n_missing, missing[0]);
+
+	/* Too small a buffer: -EMSGSIZE and the needed size. */
+	size = 8;
+	n = query(fd, buf, &size, &qgen);
+	CHECK(n == -EMSGSIZE && size == sizeof(*h) + sizeof(*r),
+	      "small query: ret %d size %u", n, size);
+	size = sizeof(buf);
+	n = query(fd, buf, &size, &qgen);
+	CHECK(n == 1 && size == sizeof(*h) + sizeof(*r) && h->slot == 3 && h->n_rules == 1 &&
+	      h->generation == gen && !strcmp(r->pattern, "app:*") && r->enable == 1 &&
+	      r->loglevel_max == -1 && qgen == gen,
+	      "query read back: n=%d size=%u slot=%u n_rules=%u pattern=%.20s", n, size,
+	      h->slot, h->n_rules, r->pattern);
+	CHECK(ack(fd, gen + 1000) == -EINVAL, "ack of a future generation accepted");
+	CHECK(ack(ctl, gen) == -ENOENT, "ack on an unregistered fd accepted");
+	CHECK(ack(fd, gen) == 0, "ack: %s", strerror(errno));
+	n = wait_gen(ctl, gen, 1000, missing, 4, &n_missing);
+	CHECK(n == 0 && n_missing == 0, "wait after ack: ret %d n_missing %u", n, n_missing);
+
+	/* A WAIT that a later ACK releases (from another process). */
+	CHECK(kt_set_rules_uid(ctl, 3, getuid(), "app:other", &gen, &nsig) == 0 && nsig == 1,
+	      "second set_rules");
+	pid_t child = fork();
+	if (child == 0) {
+		_exit(ack(fd, gen) == 0 ? 0 : 1);
+	}
+	/* The child shares fd but is another thread group: its ACK must fail
+	 * (-ENOENT), so the parent's WAIT times out naming the parent. */
+	n = wait_gen(ctl, gen, 300, missing, 4, &n_missing);
+	int st;
+	waitpid(child, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1, "inherited fd could ack");
+	CHECK(n == -ETIMEDOUT && n_missing == 1, "wait: ret %d n_missing %u", n, n_missing);
+	CHECK(got_signal(1000), "no second signal");
+	CHECK(ack(fd, gen) == 0, "second ack");
+	CHECK(wait_gen(ctl, gen, 1000, NULL, 0, &n_missing) == 0, "second wait");
+
+	/* Clearing the slot signals the process it targeted. */
+	CHECK(kt_set_rules_uid(ctl, 3, 0, NULL, &gen, &nsig) == 0 && nsig == 1,
+	      "clear slot: n_signalled %u", nsig);
+	CHECK(got_signal(1000), "no signal on clear");
+	size = sizeof(buf);
+	CHECK(query(fd, buf, &size, &qgen) == 0 && qgen == gen, "query after clear");
+	ret = 0;
+out:
+	close(fd);
+	close(ctl);
+	return ret;
+}
+
+/* ---- errors: every ioctl validates its input ------------------------- */
+static int t_errors(void)
+{
+	int fd = kt_open(), ret = -1, n;
+	unsigned char big[256];
+	struct strata_kabi_stats *st = (void *)big;
+	void *bad = (void *)16;
+
+	CHECK(fd >= 0, "open");
+	CHECK(ioctl(fd, _IO(STRATA_KABI_IOC_MAGIC, 99), big) < 0 && errno == ENOTTY,
+	      "unknown nr: errno %d", errno);
+	CHECK(ioctl(fd, _IO('T', 1), big) < 0 && errno == ENOTTY, "foreign magic: errno %d", errno);
+	CHECK(ioctl(fd, STRATA_IOC_STATS, bad) < 0 && errno == EFAULT, "bad pointer: errno %d", errno);
+	CHECK(ioctl(fd, STRATA_IOC_STATS, NULL) < 0 && errno == EFAULT, "NULL: errno %d", errno);
+	memset(big, 0, sizeof(big));
+	st->size = 8;
+	CHECK(ioctl(fd, STRATA_IOC_STATS, st) < 0 && errno == EINVAL, "small size: errno %d", errno);
+	st->size = 1 << 20;
+	CHECK(ioctl(fd, STRATA_IOC_STATS, st) < 0 && errno == EINVAL, "huge size: errno %d", errno);
+	/* A newer, bigger struct: zero tail accepted, non-zero tail refused. */
+	st->size = sizeof(big);
+	CHECK(ioctl(fd, STRATA_IOC_STATS, st) == 0, "bigger zero-tail size: errno %d", errno);
+	CHECK(st->size == sizeof(big), "size field changed");
+	big[200] = 1;
+	st->size = sizeof(big);
+	CHECK(ioctl(fd, STRATA_IOC_STATS, st) < 0 && errno == E2BIG, "non-zero tail: errno %d", errno);
+	/* Struct straddling the end of a mapping. */
+	char *page = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(page != MAP_FAILED, "mmap");
+	munmap(page + 4096, 4096);
+	struct strata_kabi_stats *edge = (void *)(page + 4096 - 8);
+	edge->size = sizeof(*edge);
+	CHECK(ioctl(fd, STRATA_IOC_STATS, edge) < 0 && errno == EFAULT, "straddling: errno %d", errno);
+	munmap(page, 4096);
+
+	struct strata_kabi_register r = { .size = sizeof(r), .signo = SIGKILL };
+	CHECK(ioctl(fd, STRATA_IOC_REGISTER, &r) < 0 && errno == EINVAL, "SIGKILL accepted");
+	r.signo = 65;
+	CHECK(ioctl(fd, STRATA_IOC_REGISTER, &r) < 0 && errno == EINVAL, "signal 65 accepted");
+
+	struct strata_kabi_rule rule;
+	memset(&rule, 'x', sizeof(rule)); /* no terminating NUL */
+	struct strata_kabi_set_rules s = { .size = sizeof(s), .slot = 0, .n_rules = 1,
+		.target_kind = STRATA_KABI_TARGET_UID, .rules_ptr = (uintptr_t)&rule };
+	CHECK(ioctl(fd, STRATA_IOC_SET_RULES, &s) < 0 && errno == EINVAL, "unterminated pattern");
+	s.rules_ptr = (uintptr_t)bad;
+	CHECK(ioctl(fd, STRATA_IOC_SET_RULES, &s) < 0 && errno == EFAULT, "bad rules_ptr");
+	s.slot = STRATA_KABI_MAX_SLOTS;
+	CHECK(ioctl(fd, STRATA_IOC_SET_RULES, &s) < 0 && errno == EINVAL, "bad slot");
+	s.slot = 0;
+	s.n_rules = STRATA_KABI_MAX_RULES + 1;
+	CHECK(ioctl(fd, STRATA_IOC_SET_RULES, &s) < 0 && errno == EINVAL, "too many rules");
+	memset(&rule, 0, sizeof(rule));
+	strcpy(rule.pattern, "a:b");
+	s.n_rules = 1;
+	s.rules_ptr = (uintptr_t)&rule;
+	s.target_kind = 42;
+	CHECK(ioctl(fd, STRATA_IOC_SET_RULES, &s) < 0 && errno == EINVAL, "bad target kind");
+	s.target_kind = STRATA_KABI_TARGET_PIDS;
+	s.n_targets = 0;
+	CHECK(ioctl(fd, STRATA_IOC_SET_RULES, &s) < 0 && errno == EINVAL, "no pids");
+	s.n_targets = 1;
+	s.targets_ptr = (uintptr_t)bad;
+	CHECK(ioctl(fd, STRATA_IOC_SET_RULES, &s) < 0 && errno == EFAULT, "bad targets_ptr");
+
+	struct strata_kabi_query q = { .size = sizeof(q), .buf_size = 1 << 20,
+				       .buf_ptr = (uintptr_t)bad };
+	n = kt_set_rules_uid(fd, 0, getuid(), "q:q", NULL, NULL);
+	CHECK(n == 0, "set_rules for query: %d", n);
+	CHECK(ioctl(fd, STRATA_IOC_QUERY, &q) < 0 && errno == EFAULT, "bad query buffer");
+	CHECK(kt_set_rules_uid(fd, 0, 0, NULL, NULL, NULL) == 0, "clear");
+
+	struct strata_kabi_wait w = { .size = sizeof(w), .generation = ~0ull };
+	CHECK(ioctl(fd, STRATA_IOC_WAIT, &w) < 0 && errno == EINVAL, "future generation");
+	w.generation = 0;
+	w.timeout_ms = 0xffffffffu;
+	CHECK(ioctl(fd, STRATA_IOC_WAIT, &w) < 0 && errno == EINVAL, "huge timeout");
+	ret = 0;
+out:
+	close(fd);
+	return ret;
+}
+
+/* ---- targets: by pid list and by process name ------------------------ */
+static pid_t spawn_waiter(const char *comm, int *pipe_rd)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		int fd = kt_open();
+		char c = 'r';
+
+		prctl(PR_SET_NAME, comm);
+		close(p[0]);
+		if (fd < 0 || kt_register(fd, SIG_UPDATE))
+			c = 'e';
+		if (write(p[1], &c, 1) != 1)
+			_exit(3);
+		c = got_signal_or_end();
+		if (write(p[1], &c, 1) != 1)
+			_exit(3);
+		_exit(0);
+	}
+	close(p[1]);
+	*pipe_rd = p[0];
+	return pid;
+}
+
+static char read_char(int fd)
+{
+	char c = '?';
+
+	if (read(fd, &c, 1) != 1)
+		return '?';
+	return c;
+}
+
+static int t_targets(void)
+{
+	int ctl = kt_open(), ret = -1, rd[3] = { -1, -1, -1 };
+	pid_t pids[3] = { 0, 0, 0 };
+	uint64_t gen;
+	uint32_t nsig;
+	char comms[1][16] = { "kt-named" };
+	uint32_t pidv[1];
+
+	block_update_signal();
+	CHECK(ctl >= 0, "open");
+	pids[0] = spawn_waiter("kt-plain", &rd[0]);
+	pids[1] = spawn_waiter("kt-named", &rd[1]);
+	pids[2] = spawn_waiter("kt-plain", &rd[2]);
+	for (int i = 0; i < 3; i++)
+		CHECK(read_char(rd[i]) == 'r', "waiter %d did not register", i);
+	pidv[0] = (uint32_t)pids[2];
+	CHECK(set_rules_targets(ctl, 5, STRATA_KABI_TARGET_PIDS, pidv, 1, "p:*", &gen, &nsig) == 0,
+	      "set pids: %s", strerror(errno));
+	CHECK(nsig == 1, "pids: signalled %u, want 1", nsig);
+	CHECK(set_rules_targets(ctl, 6, STRATA_KABI_TARGET_COMMS, comms, 1, "c:*", &gen, &nsig) == 0,
+	      "set comms");
+	CHECK(nsig == 1, "comms: signalled %u, want 1", nsig);
+	CHECK(read_char(rd[1]) == 's' && read_char(rd[2]) == 's', "targeted waiters not signalled");
+	/* The signals are sent before SET_RULES returns: now tell the
+	 * untargeted waiter to report whether one is pending. */
+	kill(pids[0], SIGUSR1);
+	CHECK(read_char(rd[0]) == 'n', "untargeted waiter signalled");
+	CHECK(kt_set_rules_uid(ctl, 5, 0, NULL, NULL, NULL) == 0 &&
+	      kt_set_rules_uid(ctl, 6, 0, NULL, NULL, NULL) == 0, "clear");
+	ret = 0;
+out:
+	for (int i = 0; i < 3; i++) {
+		if (pids[i] > 0)
+			waitpid(pids[i], NULL, 0);
+		if (rd[i] >= 0)
+			close(rd[i]);
+	}
+	close(ctl);
+	return ret;
+}
+
+/* ---- perm: two unprivileged uids ------------------------------------- */
+static void drop_to(uid_t uid)
+{
+	if (setresgid(uid, uid, uid) || setresuid(uid, uid, uid))
+		_exit(90);
+}
+
+static int t_perm(void)
+{
+	const uid_t ua = 40001, ub = 40002;
+	int ret = -1, rd = -1, p[2] = { -1, -1 };
+	pid_t a = -1, b = -1;
+	int st;
+
+	block_update_signal();
+	/* A: uid ua, registered, reports whether it was signalled. */
+	CHECK(pipe(p) == 0, "pipe");
+	a = fork();
+	if (a == 0) {
+		char c = 'r';
+		int fd;
+
+		drop_to(ua);
+		fd = kt_open();
+		close(p[0]);
+		if (fd < 0 || kt_register(fd, SIG_UPDATE))
+			c = 'e';
+		if (write(p[1], &c, 1) != 1)
+			_exit(3);
+		/* Signalled once: by the ua controller, not by ub's. */
+		c = got_signal(3000) ? 's' : 'n';
+		if (write(p[1], &c, 1) != 1)
+			_exit(3);
+		_exit(0);
+	}
+	close(p[1]);
+	rd = p[0];
+	CHECK(read_char(rd) == 'r', "A did not register");
+
+	/* B: uid ub may not reach A in any way. */
+	b = fork();
+	if (b == 0) {
+		int fd, n;
+		uint64_t gen;
+		uint32_t nsig, pid = (uint32_t)a, missing[2], n_missing;
+
+		drop_to(ub);
+		fd = kt_open();
+		if (fd < 0)
+			_exit(10);
+		if (kt_set_rules_uid(fd, 7, ua, "x:*", NULL, NULL) != -EPERM)
+			_exit(11);
+		if (kt_set_rules_uid(fd, 7, STRATA_KABI_UID_ANY, "x:*", NULL, NULL) != -EPERM)
+			_exit(12);
+		if (kt_set_rules_uid(fd, 7, ub, "x:*", NULL, &nsig) || nsig != 0)
+			_exit(13);
+		if (set_rules_targets(fd, 8, STRATA_KABI_TARGET_PIDS, &pid, 1, "x:*", &gen, &nsig) ||
+		    nsig != 0)
+			_exit(14);
+		/* A's missing ack is not B's business. */
+		n = wait_gen(fd, gen, 0, missing, 2, &n_missing);
+		if (n != 0 || n_missing != 0)
+			_exit(15);
+		_exit(0);
+	}
+	waitpid(b, &st, 0);
+	b = -1;
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "controller B (other uid): step %d failed",
+	      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+
+	/* A ua controller may not take B's slot 7, but reaches A. */
+	b = fork();
+	if (b == 0) {
+		int fd;
+		uint32_t nsig;
+
+		drop_to(ua);
+		fd = kt_open();
+		if (fd < 0)
+			_exit(20);
+		if (kt_set_rules_uid(fd, 7, ua, "y:*", NULL, NULL) != -EPERM)
+			_exit(21);
+		if (kt_set_rules_uid(fd, 9, ua, "y:*", NULL, &nsig) || nsig != 1)
+			_exit(22);
+		if (kt_set_rules_uid(fd, 9, 0, NULL, NULL, NULL))
+			_exit(23);
+		_exit(0);
+	}
+	waitpid(b, &st, 0);
+	b = -1;
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "controller A' (same uid): step %d failed",
+	      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	CHECK(read_char(rd) == 's', "A was not signalled by its own uid");
+
+	/* Root (CAP_SYS_ADMIN) may clear anyone's slot. */
+	int fd = kt_open();
+	CHECK(fd >= 0, "open");
+	CHECK(kt_set_rules_uid(fd, 7, 0, NULL, NULL, NULL) == 0 &&
+	      kt_set_rules_uid(fd, 8, 0, NULL, NULL, NULL) == 0, "root could not clear");
+	close(fd);
+	ret = 0;
+out:
+	if (a > 0)
+		waitpid(a, NULL, 0);
+	if (b > 0)
+		waitpid(b, NULL, 0);
+	if (rd >= 0)
+		close(rd);
+	return ret;
+}
+
+/* ---- leak: register/exit cycles leave nothing behind ----------------- */
+static __attribute__((noinline)) int register_exit_cycle(void)
+{
+	int st;
+	pid_t c = vfork();
+
+	if (c == 0) {
+		/* Exit with the fd still open: exit must unregister. */
+		int cfd = open(STRATA_KABI_DEVICE, O_RDWR);
+
+		_exit(cfd < 0 || kt_register(cfd, SIGUSR2) ? 1 : 0);
+	}
+	return c > 0 && waitpid(c, &st, 0) == c && WIFEXITED(st) && !WEXITSTATUS(st) ? 0 : -1;
+}
+
+static int t_leak(void)
+{
+	int fd = kt_open(), ret = -1;
+	struct strata_kabi_stats s0, s1;
+	unsigned long i;
+
+	CHECK(fd >= 0 && kt_stats(fd, &s0) == 0, "stats");
+	for (i = 0; i < g_cycles; i++)
+		CHECK(register_exit_cycle() == 0, "cycle %lu failed", i);
+	for (i = 0; i < g_cycles; i++) {
+		int cfd = kt_open();
+
+		CHECK(cfd >= 0 && kt_register(cfd, SIGUSR2) == 0, "open/register %lu", i);
+		close(cfd);
+	}
+	CHECK(kt_stats(fd, &s1) == 0, "stats");
+	CHECK(s1.procs_live == s0.procs_live, "procs_live %llu, was %llu",
+	      (unsigned long long)s1.procs_live, (unsigned long long)s0.procs_live);
+	CHECK(s1.procs_total == s0.procs_total + 2 * g_cycles, "procs_total grew by %llu",
+	      (unsigned long long)(s1.procs_total - s0.procs_total));
+	printf("info leak: %lu exit cycles + %lu close cycles, procs_live %llu\n", g_cycles,
+	       g_cycles, (unsigned long long)s1.procs_live);
+	ret = 0;
+out:
+	close(fd);
+	return ret;
+}
+
+/* ---- clock: the clock page against clock_gettime ----------------------- */
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int t_clock(void)
+{
+	int fd = kt_open(), ret = -1;
+	const struct strata_kclock *k = NULL;
+	uint64_t prev = 0, max_dev = 0, max_below = 0, max_above = 0;
+	char cs[64] = "?";
+	FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+
+	if (f) {
+		if (fscanf(f, "%63s", cs) != 1)
+			strcpy(cs, "?");
+		fclose(f);
+	}
+	CHECK(fd >= 0, "open");
+	CHECK(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED &&
+	      errno == EPERM, "writable mapping allowed");
+	CHECK(mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED, "two-page mapping allowed");
+	k = strata_kclock_map(fd);
+	CHECK(k != NULL, "no clock page: %s", strerror(errno));
+	CHECK(mprotect((void *)k, 4096, PROT_READ | PROT_WRITE) != 0, "mprotect to writable allowed");
+	CHECK(k->flags & STRATA_KCLOCK_VALID, "clock page not valid (clock source %s)", cs);
+	for (int i = 0; i < 200000; i++) {
+		uint64_t t1 = mono_ns(), kn = 0, t2;
+
+		CHECK(strata_kclock_now(k, &kn) == 0, "read failed at %d", i);
+		t2 = mono_ns();
+		CHECK(kn >= prev, "not monotonic: %llu after %llu", (unsigned long long)kn,
+		      (unsigned long long)prev);
+		prev = kn;
+		if (kn < t1 && t1 - kn > max_below)
+			max_below = t1 - kn;
+		if (kn > t2 && kn - t2 > max_above)
+			max_above = kn - t2;
+		uint64_t mid = t1 / 2 + t2 / 2;
+		uint64_t dev = kn > mid ? kn - mid : mid - kn;
+		if (dev > max_dev)
+			max_dev = dev;
+	}
+	/* Same parameters as the vDSO: the page's value lies between the two
+	 * clock_gettime() calls around it. */
+	CHECK(max_below == 0 && max_above == 0,
+	      "outside [clock_gettime before, after]: below by %llu ns, above by %llu ns",
+	      (unsigned long long)max_below, (unsigned long long)max_above);
+	printf("info clock: clocksource %s, 200000 reads, max |page - clock_gettime midpoint| %llu ns, "
+	       "%llu updates\n", cs, (unsigned long long)max_dev, (unsigned long long)k->updates);
+	ret = 0;
+out:
+	if (k)
+		munmap((void *)k, 4096);
+	close(fd);
+	return ret;
+}
+
+/* ---- fuzz: random ioctls from concurrent threads ---------------------- */
+struct fuzz_arg {
+	int fd;
+	unsigned seed;
+	unsigned long iters;
+};
+
+static void *fuzz_thread(void *p)
+{
+	struct fuzz_arg *fa = p;
+	unsigned char buf[4096];
+	unsigned s = fa->seed;
+	static const unsigned cmds[] = { STRATA_IOC_REGISTER, STRATA_IOC_QUERY, STRATA_IOC_ACK,
+					 STRATA_IOC_SET_RULES, STRATA_IOC_WAIT, STRATA_IOC_STATS };
+
+	for (unsigned long i = 0; i < fa->iters; i++) {
+		unsigned r = rand_r(&s);
+		unsigned cmd = cmds[r % 6];
+		void *arg = buf;
+		uint32_t *u = (uint32_t *)buf;
+
+		if (r % 97 == 0)
+			cmd = (unsigned)rand_r(&s); /* any command */
+		else if (r % 89 == 0)
+			cmd = _IOC(_IOC_READ | _IOC_WRITE, STRATA_KABI_IOC_MAGIC, rand_r(&s) % 16,
+				   rand_r(&s) % 512);
+		for (size_t j = 0; j < 128; j++)
+			u[j] = rand_r(&s) % 5 == 0 ? (uint32_t)rand_r(&s) : (uint32_t)rand_r(&s) % 4;
+		/* Sizes: mostly plausible, sometimes anything. */
+		u[0] = r % 3 ? 16u + 8u * ((uint32_t)rand_r(&s) % 8) : (uint32_t)rand_r(&s) % 8192;
+		/* Pointers inside: NULL, this buffer, unmapped, kernel-half. */
+		for (size_t j = 1; j < 8; j++) {
+			unsigned k = rand_r(&s) % 6;
+			uint64_t v = k == 0 ? 0 : k == 1 ? (uintptr_t)(buf + 512) :
+				     k == 2 ? 0x1000 : k == 3 ? 0xffff888000000000ull :
+				     k == 4 ? (uintptr_t)(buf + 4090) : (uint64_t)rand_r(&s);
+			if (rand_r(&s) % 3 == 0)
+				memcpy(buf + 8 * j, &v, 8);
+		}
+		if (cmd == STRATA_IOC_WAIT)
+			((struct strata_kabi_wait *)buf)->timeout_ms = rand_r(&s) % 3;
+		switch (rand_r(&s) % 20) {
+		case 0: arg = NULL; break;
+		case 1: arg = (void *)0x10; break;
+		case 2: arg = (void *)0xffffffffff600000ull; break;
+		case 3: arg = buf + 4096 - 4; break;
+		}
+		ioctl(fa->fd, cmd, arg);
+	}
+	return NULL;
+}
+
+static int t_fuzz_body(void)
+{
+	enum { NT = 4 };
+	pthread_t th[NT];
+	struct fuzz_arg fa[NT];
+	int fd = kt_open(), ret = -1, sfd = -1;
+	struct strata_kabi_stats s0, s1;
+
+	CHECK(fd >= 0, "open");
+	sfd = kt_open();
+	CHECK(kt_stats(sfd, &s0) == 0, "stats");
+	/* Threads share one fd (register/ack races) and two have their own. */
+	for (int i = 0; i < NT; i++) {
+		fa[i].fd = i < 2 ? fd : kt_open();
+		fa[i].seed = 12345u + (unsigned)i;
+		fa[i].iters = g_fuzz_iters / NT;
+		CHECK(pthread_create(&th[i], NULL, fuzz_thread, &fa[i]) == 0, "thread");
+	}
+	/* Meanwhile processes come and go mid-fuzz holding registrations. */
+	for (int i = 0; i < 200; i++) {
+		pid_t c = fork();
+		if (c == 0) {
+			struct fuzz_arg f = { kt_open(), 777u + (unsigned)i, 200 };
+			fuzz_thread(&f);
+			_exit(0);
+		}
+		waitpid(c, NULL, 0);
+	}
+	for (int i = 0; i < NT; i++) {
+		pthread_join(th[i], NULL);
+		if (i >= 2)
+			close(fa[i].fd);
+	}
+	close(fd);
+	fd = -1;
+	/* Clear whatever slots the fuzzer set (root may). */
+	for (unsigned sl = 0; sl < STRATA_KABI_MAX_SLOTS; sl++)
+		CHECK(kt_set_rules_uid(sfd, sl, 0, NULL, NULL, NULL) == 0, "clear slot %u", sl);
+	CHECK(kt_stats(sfd, &s1) == 0, "stats");
+	CHECK(s1.procs_live == s0.procs_live && s1.slots_used == 0,
+	      "after fuzz: procs_live %llu (was %llu), slots_used %llu",
+	      (unsigned long long)s1.procs_live, (unsigned long long)s0.procs_live,
+	      (unsigned long long)s1.slots_used);
+	printf("info fuzz: %lu ioctls in %d threads + 200 processes, %llu registrations, generation %llu\n",
+	       g_fuzz_iters, NT, (unsigned long long)(s1.procs_total - s0.procs_total),
+	       (unsigned long long)s1.generation);
+	ret = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (sfd >= 0)
+		close(sfd);
+	return ret;
+}
+
+/* The fuzzer registers with random signals and sets rules for its own
+ * uid: run it in a child that ignores them all. */
+static int t_fuzz(void)
+{
+	int p[2], st, ret = -1;
+	char why[512];
+	pid_t c;
+
+	CHECK(pipe(p) == 0, "pipe");
+	fflush(stdout);
+	c = fork();
+	if (c == 0) {
+		struct sigaction sa;
+		int r;
+
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = SIG_IGN;
+		for (int sig = 1; sig < NSIG; sig++)
+			if (sig != SIGCHLD && sig != SIGKILL && sig != SIGSTOP)
+				sigaction(sig, &sa, NULL);
+		close(p[0]);
+		r = t_fuzz_body();
+		if (r && write(p[1], g_why, strlen(g_why)) < 0)
+			_exit(2);
+		fflush(stdout);
+		_exit(r ? 1 : 0);
+	}
+	close(p[1]);
+	ssize_t n = read(p[0], why, sizeof(why) - 1);
+	why[n > 0 ? n : 0] = 0;
+	close(p[0]);
+	CHECK(c > 0 && waitpid(c, &st, 0) == c, "fork/wait");
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fuzz child: status 0x%x: %s", st, why);
+	ret = 0;
+out:
+	return ret;
+}
+
+struct kt_test {
+	const char *name;
+	int (*fn)(void);
+};
+
+static const struct kt_test tests[] = {
+	{ "abi", t_abi },         { "errors", t_errors }, { "control", t_control },
+	{ "targets", t_targets }, { "perm", t_perm },     { "leak", t_leak },
+	{ "clock", t_clock },     { "fuzz", t_fuzz },     { "kevents", kt_kevents },
+};
+
+static int run(const struct kt_test *t)
+{
+	struct timespec a, b;
+	int r;
+
+	g_why[0] = 0;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	r = t->fn();
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	if (r == 0)
+		printf("PASS %s (%.2f s)\n", t->name,
+		       (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9);
+	else
+		printf("FAIL %s: %s\n", t->name, g_why);
+	fflush(stdout);
+	return r;
+}
+
+int main(int argc, char **argv)
+{
+	int failed = 0, i = 1;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (; i < argc && argv[i][0] == '-'; i += 2) {
+		if (i + 1 >= argc)
+			return 2;
+		if (!strcmp(argv[i], "--cycles"))
+			g_cycles = strtoul(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "--fuzz-iters"))
+			g_fuzz_iters = strtoul(argv[i + 1], NULL, 0);
+		else
+			return 2;
+	}
+	for (; i < argc; i++) {
+		int found = 0;
+
+		for (size_t j = 0; j < sizeof(tests) / sizeof(tests[0]); j++) {
+			if (strcmp(argv[i], "all") && strcmp(argv[i], tests[j].name))
+				continue;
+			found = 1;
+			failed |= run(&tests[j]) != 0;
+		}
+		if (!found) {
+			printf("FAIL %s: no such test\n", argv[i]);
+			failed = 1;
+		}
+	}
+	return failed;
+}

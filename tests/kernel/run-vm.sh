@@ -1,0 +1,178 @@
+#!/bin/bash
+# run-vm.sh - boot the installed Debian kernel under qemu (TCG), load the
+# Strata module and run one command inside the guest, chrooted into the host's
+# root file system (shared read-only over 9p).  Facts this relies on:
+# /work/shared/notes/kernel-vm.md.
+#
+#   run-vm.sh --out DIR [--module KO | --build-module] [--kver KVER]
+#             [--timeout SECONDS] [--append "kernel args"] -- COMMAND...
+#
+# DIR (created, emptied of previous results) is shared read-write with the
+# guest and appears there at the same absolute path.  After the run it holds:
+#   guest.log   stdout+stderr of COMMAND      guest.rc   its exit status
+#   insmod.log  insmod output                 insmod.rc  its exit status
+#   rmmod.rc    status of unloading the module at the end (leak checks)
+#   dmesg.txt   the guest kernel log          console.log  qemu's serial console
+# Exit status: 0 when COMMAND succeeded, the module loaded and unloaded, and
+# dmesg shows no oops/BUG/WARNING/KASAN; 77 when qemu or an installed kernel
+# image/headers are missing (the caller reports SKIP); 1 otherwise.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+src_root=$(cd "$here/../.." && pwd)
+out="" module="" build_module=0 kver="" tmo=600 append=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--out) out=$2; shift 2 ;;
+	--module) module=$2; shift 2 ;;
+	--build-module) build_module=1; shift ;;
+	--kver) kver=$2; shift 2 ;;
+	--timeout) tmo=$2; shift 2 ;;
+	--append) append=$2; shift 2 ;;
+	--) shift; break ;;
+	*) echo "run-vm.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+[ -n "$out" ] || { echo "run-vm.sh: --out DIR is required" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "run-vm.sh: no command given" >&2; exit 2; }
+
+skip() { echo "SKIP: $*"; mkdir -p "$out" && echo "$*" > "$out/SKIPPED"; exit 77; }
+
+# ---- what is installed (never the running kernel: we cannot load into it)
+qemu=$(command -v qemu-system-x86_64) || skip "qemu-system-x86_64 not installed (apt-get install qemu-system-x86)"
+busybox=/bin/busybox
+[ -x "$busybox" ] && "$busybox" --list >/dev/null 2>&1 || skip "static busybox not installed (apt-get install busybox-static)"
+file -L "$busybox" 2>/dev/null | grep -q 'statically linked' || \
+	skip "$busybox is not statically linked (apt-get install busybox-static)"
+command -v cpio >/dev/null || skip "cpio not installed"
+if [ -z "$kver" ]; then
+	kver=$("$src_root/kmod/kver.sh") || skip "no installed kernel image + headers (apt-get install linux-image-amd64 linux-headers-amd64)"
+fi
+kernel=/boot/vmlinuz-$kver
+moddir=/lib/modules/$kver
+[ -r "$kernel" ] && [ -d "$moddir/kernel" ] || skip "kernel $kver not installed"
+
+rm -rf "$out" && mkdir -p "$out" || exit 1
+out=$(cd "$out" && pwd)
+
+if [ "$build_module" = 1 ]; then
+	"$src_root/kmod/build.sh" "$kver" "$out/kbuild" > "$out/kbuild.log" 2>&1 || {
+		cat "$out/kbuild.log"; echo "FAIL: module build"; exit 1; }
+	module=$out/kbuild/strata.ko
+fi
+if [ -n "$module" ]; then
+	module=$(cd "$(dirname "$module")" && pwd)/$(basename "$module")
+	[ -r "$module" ] || { echo "FAIL: no module at $module"; exit 1; }
+fi
+
+# ---- initramfs: static busybox, the 9p-over-virtio modules, /init
+root=$out/initramfs
+mkdir -p "$root/bin" "$root/mod" "$root/proc" "$root/sys" "$root/dev" "$root/mnt" || exit 1
+cp "$busybox" "$root/bin/busybox" || exit 1
+
+# Load order from modules.dep: dependencies first, each module once.
+declare -A seen
+order=()
+add_mod() {
+	local rel=$1 line deps d
+	[ -n "${seen[$rel]:-}" ] && return
+	seen[$rel]=1
+	line=$(grep -m1 "^$rel:" "$moddir/modules.dep") || { echo "FAIL: $rel not in modules.dep"; exit 1; }
+	deps=${line#*:}
+	for d in $deps; do add_mod "$d"; done
+	order+=("$rel")
+}
+for want in virtio_pci 9pnet_virtio 9p; do
+	rel=$(grep -m1 -E "/$want\.ko(\.[a-z]+)?:" "$moddir/modules.dep" | cut -d: -f1)
+	[ -n "$rel" ] || skip "module $want not found for kernel $kver"
+	add_mod "$rel"
+done
+: > "$root/modules.list"
+for rel in "${order[@]}"; do
+	name=$(basename "$rel")
+	case "$name" in
+	*.ko) cp "$moddir/$rel" "$root/mod/$name" ;;
+	*.ko.xz) xz -dc "$moddir/$rel" > "$root/mod/${name%.xz}"; name=${name%.xz} ;;
+	*.ko.zst) zstd -qdc "$moddir/$rel" > "$root/mod/${name%.zst}"; name=${name%.zst} ;;
+	*.ko.gz) gzip -dc "$moddir/$rel" > "$root/mod/${name%.gz}"; name=${name%.gz} ;;
+	esac
+	echo "$name" >> "$root/modules.list"
+done
+
+# The command runs inside the chroot with the same paths as on the host.
+{
+	echo '#!/bin/sh'
+	echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp LC_ALL=C.UTF-8'
+	printf 'cd %q || exit 1\n' "$(pwd)"
+	printf '%q ' "$@"; echo
+} > "$out/cmd.sh"
+
+cat > "$root/init" <<INIT
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+for m in \$(cat /modules.list); do insmod /mod/\$m || echo "init: insmod \$m failed"; done
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 hostroot /mnt || { echo "init: no hostroot"; poweroff -f; }
+mount -t proc proc /mnt/proc
+mount -t sysfs sys /mnt/sys
+mount -t devtmpfs dev /mnt/dev
+mkdir -p /mnt/dev/shm /mnt/dev/pts
+mount -t tmpfs shm /mnt/dev/shm
+mount -t devpts devpts /mnt/dev/pts
+mount -t tmpfs tmp /mnt/tmp
+mount -t tmpfs run /mnt/run
+mount -t tracefs tracefs /mnt/sys/kernel/tracing 2>/dev/null
+mount -t debugfs debugfs /mnt/sys/kernel/debug 2>/dev/null
+mkdir -p /mnt$out
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 out /mnt$out || { echo "init: no out"; poweroff -f; }
+O=/mnt$out
+if [ -n "$module" ]; then
+	insmod /mnt$module > \$O/insmod.log 2>&1; echo \$? > \$O/insmod.rc
+fi
+chroot /mnt /bin/sh $out/cmd.sh > \$O/guest.log 2>&1
+echo \$? > \$O/guest.rc
+if [ -n "$module" ]; then
+	rmmod strata > \$O/rmmod.log 2>&1; echo \$? > \$O/rmmod.rc
+fi
+dmesg > \$O/dmesg.txt
+sync
+umount \$O
+poweroff -f
+INIT
+chmod +x "$root/init"
+(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) > "$out/initramfs.gz" || exit 1
+rm -rf "$root"
+
+start=$(date +%s)
+timeout --kill-after=10 "$tmo" "$qemu" -accel tcg -smp 2 -m 2048 -nographic -no-reboot \
+	-kernel "$kernel" -initrd "$out/initramfs.gz" \
+	-append "console=ttyS0 quiet panic=-1 $append" \
+	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+	-virtfs local,path="$out",mount_tag=out,security_model=none \
+	< /dev/null > "$out/console.log" 2>&1
+qrc=$?
+echo "vm: qemu exit $qrc after $(( $(date +%s) - start )) s (kernel $kver)"
+
+fail=0
+if [ ! -f "$out/guest.rc" ]; then
+	echo "FAIL: the guest did not finish (timeout ${tmo}s or crash); console tail:"
+	tail -n 40 "$out/console.log"
+	exit 1
+fi
+if [ -n "$module" ] && [ "$(cat "$out/insmod.rc")" != 0 ]; then
+	echo "FAIL: insmod: $(cat "$out/insmod.log")"; fail=1
+fi
+if [ -n "$module" ] && [ "$(cat "$out/rmmod.rc" 2>/dev/null)" != 0 ]; then
+	echo "FAIL: rmmod: $(cat "$out/rmmod.log" 2>/dev/null)"; fail=1
+fi
+bad='Oops|BUG:|WARNING:|KASAN|general protection fault|kernel BUG|Kernel panic|UBSAN|refcount_t:|list_add corruption|list_del corruption|strata: .*(leak|disabled)'
+if grep -E "$bad" "$out/dmesg.txt" > "$out/dmesg-bad.txt"; then
+	echo "FAIL: the kernel log shows a problem:"; cat "$out/dmesg-bad.txt"; fail=1
+fi
+grc=$(cat "$out/guest.rc")
+[ "$grc" = 0 ] || { echo "FAIL: guest command exited $grc"; fail=1; }
+cat "$out/guest.log"
+exit $fail
