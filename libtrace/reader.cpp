@@ -1,0 +1,615 @@
+/*
+ * reader.cpp - the validating consumer side of a trace buffer.  Contract in
+ * reader.h; the ordering pairs with the writer are named at each atomic and
+ * listed in docs/ring-buffer.md.
+ */
+#include "reader.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "desc_rules.h"
+
+namespace strata {
+namespace {
+
+constexpr uint64_t kHdr = STRATA_PACKET_HEADER_SIZE;
+constexpr int kMaxCloseAttempts = 1000; // CAS retries against racing writers
+
+bool pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+// [off, off + len) lies inside [0, size) with 8-byte alignment, no overflow.
+bool region_ok(uint64_t off, uint64_t len, uint64_t size)
+{
+	return off % 8 == 0 && off <= size && len <= size - off;
+}
+
+bool disjoint(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
+{
+	return a + alen <= b || b + blen <= a; // sums bounded by size (region_ok)
+}
+
+std::string cstr(const char *s, size_t n)
+{
+	return std::string(s, strnlen(s, n));
+}
+
+const char *check_header(const strata_buffer_header &h, uint64_t size)
+{
+	if (h.magic != STRATA_ABI_MAGIC)
+		return "bad magic (not a strata buffer)";
+	if (h.endian_check != 0x01020304u)
+		return "endianness mismatch";
+	if (h.abi_major != STRATA_ABI_MAJOR)
+		return "unsupported ABI major version";
+	if (h.header_size < sizeof(strata_buffer_header) || h.header_size > size)
+		return "bad header_size";
+	if (h.total_size != size)
+		return "total_size does not match the file size";
+	if (h.n_lanes == 0 || h.n_lanes > STRATA_MAX_LANES)
+		return "bad n_lanes";
+	if (!pow2(h.n_subbuf) || h.n_subbuf < 2 || h.n_subbuf > STRATA_MAX_SUBBUF)
+		return "bad n_subbuf";
+	if (!pow2(h.subbuf_size) || h.subbuf_size < STRATA_MIN_SUBBUF_SIZE ||
+	    h.subbuf_size > STRATA_MAX_SUBBUF_SIZE)
+		return "bad subbuf_size";
+	if (h.mode != STRATA_MODE_DISCARD && h.mode != STRATA_MODE_OVERWRITE)
+		return "bad mode";
+	if (h.lane_stride != (uint64_t)h.n_subbuf * h.subbuf_size)
+		return "lane_stride != n_subbuf * subbuf_size";
+	uint64_t lanes_len = (uint64_t)h.n_lanes * sizeof(strata_lane_ctl);
+	uint64_t data_len = (uint64_t)h.n_lanes * h.lane_stride; // <= 2^40
+	if (!region_ok(h.desc_offset, h.desc_capacity, size))
+		return "descriptor table outside the buffer";
+	if (!region_ok(h.lanes_offset, lanes_len, size))
+		return "lane control blocks outside the buffer";
+	if (!region_ok(h.data_offset, data_len, size))
+		return "lane data outside the buffer";
+	if (!disjoint(0, h.header_size, h.desc_offset, h.desc_capacity) ||
+	    !disjoint(0, h.header_size, h.lanes_offset, lanes_len) ||
+	    !disjoint(0, h.header_size, h.data_offset, data_len) ||
+	    !disjoint(h.desc_offset, h.desc_capacity, h.lanes_offset, lanes_len) ||
+	    !disjoint(h.desc_offset, h.desc_capacity, h.data_offset, data_len) ||
+	    !disjoint(h.lanes_offset, lanes_len, h.data_offset, data_len))
+		return "buffer regions overlap";
+	if (!memchr(h.comm, 0, sizeof h.comm) || !memchr(h.channel, 0, sizeof h.channel))
+		return "comm or channel not NUL-terminated";
+	return nullptr;
+}
+
+uint64_t monotonic_now()
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+// A string of the record at `off`, NUL-terminated inside the record.
+const char *record_str(const uint8_t *rec, uint32_t size, uint32_t off)
+{
+	if (off >= size || !memchr(rec + off, 0, size - off))
+		return nullptr;
+	return (const char *)rec + off;
+}
+
+} // namespace
+
+std::unique_ptr<Reader> Reader::attach(int fd, std::string *err)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		*err = std::string("fstat: ") + strerror(errno);
+		return nullptr;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(strata_buffer_header)) {
+		*err = "not a strata buffer (too small or not a regular file)";
+		return nullptr;
+	}
+	uint64_t size = (uint64_t)st.st_size;
+	void *p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		*err = std::string("mmap: ") + strerror(errno);
+		return nullptr;
+	}
+	strata_buffer_header h;
+	memcpy(&h, p, sizeof h); // validate a private copy, never the live header
+	if (const char *why = check_header(h, size)) {
+		munmap(p, size);
+		*err = why;
+		return nullptr;
+	}
+	std::unique_ptr<Reader> r(new Reader());
+	r->base_ = (uint8_t *)p;
+	r->map_size_ = size;
+	BufferInfo &i = r->info_;
+	i.abi_major = h.abi_major;
+	i.abi_minor = h.abi_minor;
+	i.total_size = size;
+	i.pid = h.pid;
+	i.uid = h.uid;
+	i.comm = cstr(h.comm, sizeof h.comm);
+	i.channel = cstr(h.channel, sizeof h.channel);
+	memcpy(i.uuid, h.trace_uuid, 16);
+	i.stream_id = h.stream_id;
+	i.mode = h.mode;
+	i.n_lanes = h.n_lanes;
+	i.n_subbuf = h.n_subbuf;
+	i.subbuf_size = h.subbuf_size;
+	i.clock_id = h.clock_id;
+	i.desc_offset = h.desc_offset;
+	i.desc_capacity = h.desc_capacity;
+	i.lanes_offset = h.lanes_offset;
+	i.data_offset = h.data_offset;
+	i.lane_stride = h.lane_stride;
+	r->lanes_.resize(h.n_lanes);
+	for (uint32_t l = 0; l < h.n_lanes; l++) {
+		// Relaxed: a starting point only (a re-attaching consumer); the
+		// positions are validated against the commit counters anyway.
+		uint64_t c = __atomic_load_n(&r->lane_ctl(l)->consumed, __ATOMIC_RELAXED);
+		uint64_t hd = __atomic_load_n(&r->lane_ctl(l)->head, __ATOMIC_RELAXED);
+		c = std::min(c, hd) & ~(h.subbuf_size - 1);
+		r->lanes_[l].rpos = c;
+		r->lanes_[l].next_seq = c / h.subbuf_size;
+	}
+	return r;
+}
+
+Reader::~Reader()
+{
+	if (base_)
+		munmap(base_, map_size_);
+}
+
+strata_lane_ctl *Reader::lane_ctl(uint32_t lane) const
+{
+	return (strata_lane_ctl *)(base_ + info_.lanes_offset + (uint64_t)lane * sizeof(strata_lane_ctl));
+}
+
+const uint8_t *Reader::subbuf_at(uint32_t lane, uint64_t pos) const
+{
+	return base_ + info_.data_offset + (uint64_t)lane * info_.lane_stride +
+	       (pos & (info_.lane_stride - 1) & ~(info_.subbuf_size - 1));
+}
+
+uint64_t Reader::now() const
+{
+	return clock_ ? clock_() : monotonic_now();
+}
+
+uint64_t Reader::lane_discarded(uint32_t lane) const
+{
+	if (lane >= info_.n_lanes)
+		return 0;
+	// Acquire: pairs with nothing stronger than the writers' relaxed adds;
+	// read after the producer stopped, coherence gives the final value.
+	return __atomic_load_n(&lane_ctl(lane)->events_discarded, __ATOMIC_ACQUIRE);
+}
+
+bool Reader::producer_exited() const
+{
+	auto *h = (strata_buffer_header *)base_;
+	// Acquire: pairs with the producer's release fetch_or in mark_exited.
+	return __atomic_load_n(&h->flags, __ATOMIC_ACQUIRE) & STRATA_BUF_PRODUCER_EXITED;
+}
+
+uint32_t Reader::prepare_wait()
+{
+	auto *h = (strata_buffer_header *)base_;
+	// Seq_cst store then seq_cst load: the Dekker pair with the writer's
+	// seq_cst wake_seq increment then consumer_waiting load (wake_consumer).
+	__atomic_store_n(&h->consumer_waiting, 1u, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&h->wake_seq, __ATOMIC_SEQ_CST);
+}
+
+void Reader::wait(uint32_t seq, int timeout_ms)
+{
+	auto *h = (strata_buffer_header *)base_;
+	struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000};
+	// Shared futex (no FUTEX_PRIVATE_FLAG): the writers are another process.
+	syscall(SYS_futex, &h->wake_seq, FUTEX_WAIT, seq, &ts, nullptr, 0);
+}
+
+void Reader::end_wait()
+{
+	auto *h = (strata_buffer_header *)base_;
+	__atomic_store_n(&h->consumer_waiting, 0u, __ATOMIC_RELAXED); // a hint only
+}
+
+bool Reader::validate_packet(uint32_t lane, uint64_t pos, std::vector<uint8_t> *pkt,
+			     std::string *err)
+{
+	const LaneState &ls = lanes_[lane];
+	const uint64_t S = info_.subbuf_size;
+	strata_packet_header ph;
+	memcpy(&ph, pkt->data(), sizeof ph);
+	const char *why = nullptr;
+	if (ph.magic != STRATA_CTF_MAGIC)
+		why = "bad packet magic";
+	else if (memcmp(ph.uuid, info_.uuid, 16) != 0)
+		why = "packet uuid differs from the buffer's";
+	else if (ph.stream_id != info_.stream_id)
+		why = "bad stream_id";
+	else if (ph.stream_instance_id != lane || ph.lane_id != lane)
+		why = "packet of another lane";
+	else if (ph.packet_size != S * 8)
+		why = "bad packet_size";
+	else if (ph.content_size % 64 != 0 || ph.content_size < kHdr * 8 ||
+		 ph.content_size > ph.packet_size)
+		why = "bad content_size";
+	else if (ph.packet_seq_num != pos / S)
+		why = "bad packet_seq_num";
+	else if (ph.timestamp_end < ph.timestamp_begin)
+		why = "timestamp_end before timestamp_begin";
+	else if (ls.have_packet && ph.timestamp_begin < ls.last_ts_end)
+		why = "timestamps go backwards from the previous packet";
+	else if (ph.events_discarded < ls.last_discarded)
+		why = "events_discarded went backwards";
+	if (why) {
+		*err = "lane " + std::to_string(lane) + " packet " + std::to_string(pos / S) + ": " + why;
+		stats_.corrupt_packets++;
+		return false;
+	}
+	// Only the content goes to the file: the packet ends where it ends.
+	ph.packet_size = ph.content_size;
+	memcpy(pkt->data(), &ph, sizeof ph);
+	pkt->resize(ph.content_size / 8);
+	return true;
+}
+
+void Reader::accept_packet(LaneState &ls, const std::vector<uint8_t> &pkt)
+{
+	strata_packet_header ph;
+	memcpy(&ph, pkt.data(), sizeof ph);
+	ls.last_ts_end = ph.timestamp_end;
+	ls.last_discarded = ph.events_discarded;
+	ls.next_seq = ph.packet_seq_num + 1;
+	ls.have_packet = true;
+	stats_.packets++;
+}
+
+ReadStatus Reader::next_packet(uint32_t lane, std::vector<uint8_t> *out, std::string *err)
+{
+	if (lane >= info_.n_lanes) {
+		*err = "no such lane";
+		return ReadStatus::kEmpty;
+	}
+	LaneState &ls = lanes_[lane];
+	strata_lane_ctl *lc = lane_ctl(lane);
+	const uint64_t S = info_.subbuf_size, stride = info_.lane_stride;
+	// Acquire: orders our later reads after the writer's closing CAS.
+	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
+	if (head < ls.rpos + S)
+		return ReadStatus::kEmpty; // the packet at rpos is open or not started
+	ReadStatus skipped = ReadStatus::kSkipped;
+	if (head - ls.rpos > stride) {
+		// Discard-mode writers never get further than one ring ahead of
+		// `consumed`: someone scribbled head (or the buffer is overwrite).
+		*err = "lane " + std::to_string(lane) + ": writer more than a ring ahead; resynchronised";
+		stats_.corrupt_packets++;
+		ls.rpos = (head & ~(S - 1)) - stride + S;
+		ls.next_seq = ls.rpos / S;
+	} else {
+		const uint64_t expected = (ls.rpos / stride + 1) * S;
+		strata_u64 *commit = &lc->commit[(ls.rpos / S) & (info_.n_subbuf - 1)];
+		// Acquire: pairs with the writers' release add in commit_bytes: a
+		// complete count means every byte of the sub-buffer is written.
+		uint64_t c = __atomic_load_n(commit, __ATOMIC_ACQUIRE);
+		if (c < expected && !ls.producer_dead)
+			return ReadStatus::kEmpty; // a commit is still in flight
+		out->assign(subbuf_at(lane, ls.rpos), subbuf_at(lane, ls.rpos) + S);
+		if (c < expected) {
+			*err = "lane " + std::to_string(lane) + " packet " + std::to_string(ls.rpos / S) +
+			       ": never completed by the dead producer (killed between reserve and commit); dropped";
+			stats_.incomplete_dropped++;
+		} else if (c > expected) {
+			*err = "lane " + std::to_string(lane) + ": commit counter beyond its sub-buffer; skipped";
+			stats_.corrupt_packets++;
+		} else if (validate_packet(lane, ls.rpos, out, err)) {
+			accept_packet(ls, *out);
+			skipped = ReadStatus::kPacket;
+		}
+		ls.rpos += S;
+	}
+	// Release: our copy of the sub-buffer is complete before a writer may
+	// reuse it; pairs with the writer's acquire load in subbuf_free().
+	__atomic_store_n(&lc->consumed, ls.rpos, __ATOMIC_RELEASE);
+	if (skipped != ReadStatus::kPacket)
+		out->clear();
+	return skipped;
+}
+
+FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std::string *msg)
+{
+	if (lane >= info_.n_lanes) {
+		*msg = "no such lane";
+		return FlushStatus::kDone;
+	}
+	LaneState &ls = lanes_[lane];
+	ls.producer_dead = ls.producer_dead || producer_dead;
+	strata_lane_ctl *lc = lane_ctl(lane);
+	const uint64_t S = info_.subbuf_size, stride = info_.lane_stride;
+	// Acquire (and on CAS failure): pairs with the writers' acq_rel CAS; our
+	// clock read below then follows every reservation we observed.
+	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
+	bool closed = false;
+	for (int i = 0; i < kMaxCloseAttempts && !closed; i++) {
+		uint64_t off = head & (S - 1);
+		if (off == 0)
+			break;
+		uint64_t start = head - off;
+		if (__atomic_compare_exchange_n(&lc->head, &head, start + S, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
+			// We are this packet's closer: the closing fields are ours.
+			auto *ph = (strata_packet_header *)subbuf_at(lane, start);
+			uint64_t ts = now(), content = off * 8, psize = S * 8;
+			uint64_t disc = __atomic_load_n(&lc->events_discarded, __ATOMIC_RELAXED);
+			memcpy(&ph->timestamp_end, &ts, 8);
+			memcpy(&ph->content_size, &content, 8);
+			memcpy(&ph->packet_size, &psize, 8);
+			memcpy(&ph->events_discarded, &disc, 8);
+			// Release: the closing fields before the padding's commit;
+			// pairs with next_packet's acquire load of commit.
+			__atomic_add_fetch(&lc->commit[(start / S) & (info_.n_subbuf - 1)], S - off,
+					   __ATOMIC_RELEASE);
+			head = start + S;
+			closed = true;
+		}
+	}
+	if ((head & (S - 1)) != 0) {
+		*msg = "lane " + std::to_string(lane) + ": writers kept the packet open; not closed";
+		return FlushStatus::kPending;
+	}
+	// Wait (bounded) until every closed packet from rpos to head is complete.
+	uint64_t from = head - ls.rpos > stride ? head - stride : ls.rpos;
+	uint64_t deadline = monotonic_now() + (uint64_t)std::max(timeout_ms, 0) * 1000000u;
+	for (;;) {
+		bool all = true;
+		for (uint64_t p = from; p < head && all; p += S) {
+			uint64_t expected = (p / stride + 1) * S;
+			// Acquire: as in next_packet.
+			all = __atomic_load_n(&lc->commit[(p / S) & (info_.n_subbuf - 1)],
+					      __ATOMIC_ACQUIRE) >= expected;
+		}
+		if (all)
+			return FlushStatus::kDone;
+		if (monotonic_now() >= deadline)
+			break;
+		struct timespec ts = {0, 200000}; // polling an external process, with a deadline
+		nanosleep(&ts, nullptr);
+	}
+	if (ls.producer_dead) {
+		*msg = "lane " + std::to_string(lane) +
+		       ": a packet never completed (producer killed between reserve and commit); it is dropped";
+		return FlushStatus::kDropped;
+	}
+	*msg = "lane " + std::to_string(lane) + ": commits still in flight at the deadline";
+	return FlushStatus::kPending;
+}
+
+bool Reader::trailing_loss_packet(uint32_t lane, std::vector<uint8_t> *out)
+{
+	if (lane >= info_.n_lanes)
+		return false;
+	LaneState &ls = lanes_[lane];
+	uint64_t d = lane_discarded(lane);
+	if (d <= ls.last_discarded)
+		return false;
+	strata_packet_header ph{};
+	ph.magic = STRATA_CTF_MAGIC;
+	memcpy(ph.uuid, info_.uuid, 16);
+	ph.stream_id = info_.stream_id;
+	ph.stream_instance_id = lane;
+	ph.timestamp_begin = ph.timestamp_end = ls.have_packet ? ls.last_ts_end : now();
+	ph.content_size = ph.packet_size = kHdr * 8;
+	ph.packet_seq_num = ls.next_seq;
+	ph.events_discarded = d;
+	ph.lane_id = lane;
+	out->resize(kHdr);
+	memcpy(out->data(), &ph, kHdr);
+	accept_packet(ls, *out);
+	return true;
+}
+
+size_t Reader::collect_overwrite(uint32_t lane, int timeout_ms,
+				 std::vector<std::vector<uint8_t>> *out, std::string *msg)
+{
+	if (lane >= info_.n_lanes)
+		return 0;
+	flush(lane, false, timeout_ms, msg);
+	LaneState &ls = lanes_[lane];
+	strata_lane_ctl *lc = lane_ctl(lane);
+	const uint64_t S = info_.subbuf_size, stride = info_.lane_stride;
+	// Acquire: pairs with the writers' acq_rel CAS on head.
+	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
+	uint64_t end = head & ~(S - 1); // a packet still open at `end` is not taken
+	uint64_t from = end >= stride ? end - stride : 0;
+	from = std::max(from, ls.rpos);
+	size_t n = 0;
+	std::vector<uint8_t> pkt;
+	for (uint64_t p = from; p < end; p += S) { // at most n_subbuf iterations
+		const uint64_t expected = (p / stride + 1) * S;
+		strata_u64 *commit = &lc->commit[(p / S) & (info_.n_subbuf - 1)];
+		// Acquire: as in next_packet (complete for p's lap, bytes visible).
+		if (__atomic_load_n(commit, __ATOMIC_ACQUIRE) != expected) {
+			stats_.lapped_packets++;
+			continue;
+		}
+		pkt.assign(subbuf_at(lane, p), subbuf_at(lane, p) + S);
+		// Seqlock check.  Acquire fence: pairs with the writer's release
+		// fence after its head CAS; if our copy saw any byte of a writer's
+		// next lap, this head load sees that writer's CAS.
+		std::atomic_thread_fence(std::memory_order_acquire);
+		if (__atomic_load_n(&lc->head, __ATOMIC_RELAXED) > p + stride) {
+			stats_.lapped_packets++;
+			continue;
+		}
+		std::string err;
+		if (!validate_packet(lane, p, &pkt, &err)) {
+			if (msg->empty())
+				*msg = err;
+			continue;
+		}
+		accept_packet(ls, pkt);
+		out->push_back(pkt);
+		n++;
+	}
+	ls.rpos = std::max(ls.rpos, end);
+	// Release: informational for overwrite mode (writers do not read it).
+	__atomic_store_n(&lc->consumed, ls.rpos, __ATOMIC_RELEASE);
+	return n;
+}
+
+bool Reader::parse_descriptor(const uint8_t *rec, uint32_t size, EventInfo *ev, std::string *err)
+{
+	strata_desc_event de;
+	memcpy(&de, rec, sizeof de);
+	const char *prov = record_str(rec, size, de.provider_off);
+	const char *name = record_str(rec, size, de.name_off);
+	if (!prov || !name || !valid_identifier(prov, size - de.provider_off) ||
+	    !valid_identifier(name, size - de.name_off)) {
+		*err = "bad provider or event name";
+		return false;
+	}
+	std::string where = std::string(prov) + ":" + name + ": ";
+	if (de.id > 0xfffe || std::find(seen_ids_.begin(), seen_ids_.end(), de.id) != seen_ids_.end()) {
+		*err = where + "bad or duplicate event id " + std::to_string(de.id);
+		return false;
+	}
+	if (de.loglevel > 15 || de.n_fields > STRATA_DESC_MAX_FIELDS ||
+	    sizeof de + (uint64_t)de.n_fields * sizeof(strata_desc_field) > size) {
+		*err = where + "bad loglevel or field count";
+		return false;
+	}
+	ev->id = de.id;
+	ev->provider = prov;
+	ev->name = name;
+	ev->loglevel = de.loglevel;
+	ev->fields.clear();
+	for (uint32_t i = 0; i < de.n_fields; i++) {
+		strata_desc_field df;
+		memcpy(&df, rec + sizeof de + i * sizeof df, sizeof df);
+		const char *fname = record_str(rec, size, df.name_off);
+		if (!fname || !valid_identifier(fname, size - df.name_off)) {
+			*err = where + "bad field name";
+			return false;
+		}
+		FieldInfo f;
+		f.name = fname;
+		f.type = df.type;
+		f.elem_bits = df.elem_bits;
+		f.is_signed = df.is_signed != 0;
+		f.base = df.base;
+		const std::string fw = where + "field " + f.name + ": ";
+		for (const FieldInfo &g : ev->fields)
+			if (g.name == f.name) {
+				*err = fw + "duplicate field name";
+				return false;
+			}
+		bool ints = valid_int_bits(df.elem_bits) && df.is_signed <= 1;
+		bool ok;
+		switch (df.type) {
+		case STRATA_FT_INTEGER:
+		case STRATA_FT_SEQUENCE:
+			ok = ints && valid_base(df.base);
+			break;
+		case STRATA_FT_ARRAY:
+			ok = ints && valid_base(df.base) && df.length >= 1 && df.length <= kMaxArrayLength;
+			f.length = df.length;
+			break;
+		case STRATA_FT_FLOAT:
+			ok = df.elem_bits == 32 || df.elem_bits == 64;
+			break;
+		case STRATA_FT_STRING:
+			ok = df.elem_bits == 8;
+			break;
+		case STRATA_FT_ENUM: {
+			ok = ints && df.n_labels >= 1 && df.labels_off % 8 == 0 &&
+			     df.n_labels <= size / sizeof(strata_desc_enum_label) &&
+			     df.labels_off <= size &&
+			     (uint64_t)df.n_labels * sizeof(strata_desc_enum_label) <= size - df.labels_off;
+			for (uint32_t l = 0; ok && l < df.n_labels; l++) {
+				strata_desc_enum_label el;
+				memcpy(&el, rec + df.labels_off + l * sizeof el, sizeof el);
+				if (el.flags == STRATA_DESC_LABEL_RANGE_END) {
+					ok = !f.labels.empty() && f.labels.back().first == f.labels.back().last &&
+					     el.value > f.labels.back().first;
+					if (ok)
+						f.labels.back().last = el.value;
+					continue;
+				}
+				const char *lab = record_str(rec, size, el.label_off);
+				ok = el.flags == 0 && lab && valid_label(lab, size - el.label_off);
+				if (ok)
+					f.labels.push_back(EnumLabel{lab, el.value, el.value});
+			}
+			break;
+		}
+		default:
+			ok = false;
+		}
+		if (!ok) {
+			*err = fw + "bad type description (type " + std::to_string(df.type) + ")";
+			return false;
+		}
+		ev->fields.push_back(std::move(f));
+	}
+	seen_ids_.push_back(de.id);
+	return true;
+}
+
+bool Reader::read_new_events(std::vector<EventInfo> *out, std::vector<std::string> *errors)
+{
+	if (desc_broken_)
+		return false;
+	auto *h = (strata_buffer_header *)base_;
+	// Acquire: pairs with the producer's release store of desc_used after
+	// it appended the records (publish_descriptors).
+	uint64_t used = __atomic_load_n(&h->desc_used, __ATOMIC_ACQUIRE);
+	const uint8_t *table = base_ + info_.desc_offset;
+	auto broken = [&](const std::string &why) {
+		desc_broken_ = true;
+		stats_.descriptor_errors++;
+		errors->push_back("descriptor table at byte " + std::to_string(desc_read_) + ": " + why +
+				  "; no further events of this buffer can be described");
+		return false;
+	};
+	if (used > info_.desc_capacity || used < desc_read_ || used % 8 != 0)
+		return broken("bad desc_used " + std::to_string(used));
+	std::vector<uint8_t> rec;
+	while (desc_read_ < used) { // each round advances by >= 24 bytes, or stops
+		uint64_t left = used - desc_read_;
+		uint32_t size;
+		if (left < sizeof(strata_desc_event))
+			return broken("truncated record");
+		memcpy(&size, table + desc_read_, sizeof size);
+		if (size < sizeof(strata_desc_event) || size % 8 != 0 || size > STRATA_DESC_MAX_RECORD ||
+		    size > left)
+			return broken("bad record_size " + std::to_string(size));
+		rec.assign(table + desc_read_, table + desc_read_ + size); // copy, then validate
+		memcpy(&rec[0], &size, sizeof size); // the size we bounded, whatever changed since
+		EventInfo ev;
+		std::string err;
+		if (parse_descriptor(rec.data(), size, &ev, &err)) {
+			out->push_back(std::move(ev));
+		} else {
+			stats_.descriptor_errors++;
+			errors->push_back("descriptor at byte " + std::to_string(desc_read_) + ": " + err);
+		}
+		desc_read_ += size;
+	}
+	return true;
+}
+
+} // namespace strata

@@ -1,0 +1,166 @@
+/*
+ * reader.h - the consumer side of a trace buffer (strata_abi.h): attach to a
+ * buffer's memfd, read its event descriptors, copy complete packets out of
+ * its lanes, close packets the producer left open, account for loss.
+ *
+ * The mapping is HOSTILE: the producer (or anything else holding the fd)
+ * may write any byte at any time.  The reader validates a private copy of
+ * the header once at attach and never re-reads geometry from shared memory;
+ * every packet and descriptor is copied out before it is validated; every
+ * offset is bounded with overflow-safe arithmetic; every loop is bounded.
+ * A bad packet or descriptor is skipped and reported, never trusted.
+ *
+ * Threading: one Reader per buffer, used by one thread at a time (the
+ * consumer's drain thread).  Writers in the producer run concurrently.
+ *
+ * Usage (discard mode, streaming):
+ *     auto r = strata::Reader::attach(fd, &err);
+ *     loop: r->read_new_events(&events, &errors)  (before packets: a packet
+ *           may use an event id first described in the same round)
+ *           for each lane: while (r->next_packet(lane, &pkt, &err) != kEmpty) ...
+ *           r->wait(seq, timeout) with seq = r->prepare_wait() taken before
+ *           the round's last check
+ *     stop / producer exit: for each lane: r->flush(lane, dead, timeout),
+ *           drain as above, r->trailing_loss_packet(lane, &pkt)
+ * Overwrite mode (flight recorder): at stop, r->collect_overwrite(lane, ...)
+ * then r->trailing_loss_packet(lane, &pkt).
+ */
+#ifndef STRATA_LIBTRACE_READER_H
+#define STRATA_LIBTRACE_READER_H
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "abi/strata_abi.h"
+#include "event_info.h"
+
+namespace strata {
+
+// The validated geometry and identity of a buffer (a private copy).
+struct BufferInfo {
+	uint32_t abi_major = 0, abi_minor = 0;
+	uint64_t total_size = 0;
+	uint32_t pid = 0, uid = 0;
+	std::string comm;
+	std::string channel;
+	uint8_t uuid[16] = {};
+	uint32_t stream_id = 0;
+	uint32_t mode = 0;       // enum strata_channel_mode
+	uint32_t n_lanes = 0;
+	uint32_t n_subbuf = 0;
+	uint64_t subbuf_size = 0;
+	uint32_t clock_id = 0;   // enum strata_clock_id
+	uint64_t desc_offset = 0, desc_capacity = 0;
+	uint64_t lanes_offset = 0, data_offset = 0, lane_stride = 0;
+};
+
+enum class ReadStatus {
+	kPacket,  // *out holds one validated packet, ready to append to the stream file
+	kEmpty,   // nothing complete right now
+	kSkipped, // a packet was dropped (corrupt, or incomplete after its producer died); see err
+};
+
+enum class FlushStatus {
+	kDone,     // nothing open, or closed and every commit arrived
+	kPending,  // producer alive, some commit still in flight at the deadline
+	kDropped,  // producer dead, an incomplete packet will be skipped (reported)
+};
+
+struct ReaderStats {
+	uint64_t packets = 0;           // returned as kPacket (synthesized ones included)
+	uint64_t corrupt_packets = 0;   // failed validation, skipped
+	uint64_t incomplete_dropped = 0;// never completed by a dead producer, skipped
+	uint64_t lapped_packets = 0;    // overwrite mode: overwritten while being copied
+	uint64_t descriptor_errors = 0; // bad descriptor records
+};
+
+class Reader {
+public:
+	// Maps the buffer (the fd may be closed afterwards).  nullptr and *err
+	// on a buffer that is not a valid strata buffer of this ABI major.
+	static std::unique_ptr<Reader> attach(int fd, std::string *err);
+	~Reader();
+	Reader(const Reader &) = delete;
+	Reader &operator=(const Reader &) = delete;
+
+	const BufferInfo &info() const { return info_; }
+
+	// Descriptors appended since the last call, validated.  A bad record is
+	// skipped with a message in *errors; a record whose size is unusable
+	// stops the table for good (it cannot be resynchronised).  Returns
+	// false if the table is broken.
+	bool read_new_events(std::vector<EventInfo> *out, std::vector<std::string> *errors);
+
+	// Copy the next complete packet of `lane` (discard mode streaming),
+	// validate it, shrink packet_size to the content, release the
+	// sub-buffer to the writers.
+	ReadStatus next_packet(uint32_t lane, std::vector<uint8_t> *out, std::string *err);
+
+	// Consumer-side close of the lane's open packet (stop, producer exit),
+	// then wait up to timeout_ms for in-flight commits.  With
+	// producer_dead, packets that never complete are dropped by the next
+	// next_packet calls (counted, reported).
+	FlushStatus flush(uint32_t lane, bool producer_dead, int timeout_ms, std::string *msg);
+
+	// If events were discarded after the last packet returned for `lane`,
+	// a header-only packet carrying the final cumulative count (so that
+	// recorded + discarded == emitted holds in babeltrace2).  Call last.
+	bool trailing_loss_packet(uint32_t lane, std::vector<uint8_t> *out);
+
+	// Overwrite mode: close the open packet, then copy the newest complete
+	// sub-buffers of the lane, oldest first, dropping any the writers lap
+	// while they are being copied.  Returns the number appended to *out.
+	size_t collect_overwrite(uint32_t lane, int timeout_ms,
+				 std::vector<std::vector<uint8_t>> *out, std::string *msg);
+
+	// Cumulative events the writers discarded in `lane` (shared counter).
+	uint64_t lane_discarded(uint32_t lane) const;
+	bool producer_exited() const;
+
+	// Waiting for data without polling: call prepare_wait() (sets
+	// consumer_waiting, returns the current wake_seq), re-check every lane,
+	// then wait(seq, timeout_ms) sleeps until a writer completes a
+	// sub-buffer or the timeout; end_wait() clears consumer_waiting.
+	uint32_t prepare_wait();
+	void wait(uint32_t seq, int timeout_ms);
+	void end_wait();
+
+	const ReaderStats &stats() const { return stats_; }
+
+	// Clock used to stamp timestamp_end of packets the consumer closes and
+	// of synthesized packets; CLOCK_MONOTONIC unless set.
+	void set_clock(uint64_t (*now)()) { clock_ = now; }
+
+private:
+	struct LaneState {
+		uint64_t rpos = 0;           // next position to read (private copy)
+		uint64_t last_ts_end = 0;
+		uint64_t last_discarded = 0; // events_discarded of the last packet returned
+		uint64_t next_seq = 0;       // seq of the next packet to return
+		bool have_packet = false;
+		bool producer_dead = false;
+	};
+
+	Reader() = default;
+	bool validate_packet(uint32_t lane, uint64_t pos, std::vector<uint8_t> *pkt, std::string *err);
+	void accept_packet(LaneState &ls, const std::vector<uint8_t> &pkt);
+	bool parse_descriptor(const uint8_t *rec, uint32_t size, EventInfo *ev, std::string *err);
+	strata_lane_ctl *lane_ctl(uint32_t lane) const;
+	const uint8_t *subbuf_at(uint32_t lane, uint64_t pos) const;
+	uint64_t now() const;
+
+	uint8_t *base_ = nullptr;
+	uint64_t map_size_ = 0;
+	BufferInfo info_;
+	std::vector<LaneState> lanes_;
+	uint64_t desc_read_ = 0;
+	bool desc_broken_ = false;
+	std::vector<uint32_t> seen_ids_;
+	ReaderStats stats_;
+	uint64_t (*clock_)() = nullptr;
+};
+
+} // namespace strata
+#endif
