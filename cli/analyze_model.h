@@ -1,0 +1,153 @@
+/*
+ * analyze_model.h - `strata analyze mutex`: the lock-contention model.
+ *
+ * Input: the `pthread` provider's events (preload/pthread_tp.h) decoded from
+ * a trace (analyze_reader.cpp), in time order.  Output: one row per lock
+ * (per process and address) with acquisitions, contention, wait and hold
+ * statistics, top call sites, and the per-thread wait/hold intervals the
+ * HTML report draws.  Pure computation: no I/O, so tests feed it events
+ * directly.
+ *
+ * Definitions (docs/pthread.md):
+ *   acquisition  a successful mutex_lock/_timedlock/_trylock or rwlock
+ *                rdlock/wrlock/tryrdlock/trywrlock (ret 0, or EOWNERDEAD);
+ *                a condvar wait's re-acquisition is not one.
+ *   contended    the call found the lock taken and blocked (field
+ *                `contended`, set by the wrapper's try-first).
+ *   wait         `wait_ns` of an acquisition (0 when uncontended); mean and
+ *                p99 (nearest rank) are over all acquisitions of the lock.
+ *   hold         from an acquisition's timestamp to the same thread's next
+ *                unlock of that lock (LIFO per thread and lock, so recursive
+ *                mutexes and read locks pair correctly); a cond wait ends the
+ *                hold wait_ns before its event and starts a new one at it.
+ */
+#ifndef STRATA_CLI_ANALYZE_MODEL_H
+#define STRATA_CLI_ANALYZE_MODEL_H
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace strata {
+namespace analyze {
+
+enum class Op {
+	MutexLock,
+	MutexTimedlock,
+	MutexTrylock,
+	MutexUnlock,
+	RwRdlock,
+	RwWrlock,
+	RwTryrdlock,
+	RwTrywrlock,
+	RwUnlock,
+	CondWait,
+	CondTimedwait,
+	CondSignal,
+	CondBroadcast,
+};
+
+// Event name without the provider ("mutex_lock") -> Op; false if unknown.
+bool op_from_name(const std::string &name, Op *op);
+
+struct Event {
+	int64_t ts = 0;          // ns from the clock's origin
+	uint32_t proc = 0;       // index into Input::procs
+	int64_t tid = 0;
+	Op op = Op::MutexLock;
+	uint64_t lock = 0;       // mutex or rwlock (cond events: the mutex, if any)
+	uint64_t cond = 0;
+	int32_t ret = 0;
+	bool contended = false;
+	uint64_t wait_ns = 0;
+	uint64_t caller = 0;
+	std::vector<uint64_t> stack;
+};
+
+struct Mapping {
+	uint32_t proc = 0;
+	uint64_t start = 0, end = 0, offset = 0;
+	std::string path;
+};
+
+struct Process {
+	std::string name;        // procname
+	int64_t pid = 0;
+	std::string trace_dir;
+};
+
+struct Input {
+	std::vector<Process> procs;
+	std::vector<Event> events;   // time order
+	std::vector<Mapping> maps;
+	uint64_t discarded = 0;      // events the tracer reported lost
+	uint64_t other_events = 0;   // events of other providers (ignored)
+};
+
+// Symbolization of an address of a process: "func+0x1a", "file.c:42".
+struct Symbol {
+	std::string function;  // "" when unknown
+	std::string location;  // "" when no line info
+	std::string object;    // mapped file
+};
+using Symbolizer = std::function<Symbol(uint32_t proc, uint64_t addr, bool is_code)>;
+
+struct Site {
+	uint64_t caller = 0;
+	Symbol sym;
+	uint64_t acquisitions = 0, contended = 0;
+	uint64_t wait_total = 0, wait_max = 0;
+	std::vector<uint64_t> stack;   // of its longest wait
+	std::vector<Symbol> stack_syms;
+};
+
+struct LockStats {
+	uint32_t proc = 0;
+	uint64_t addr = 0;
+	std::string kind;           // "mutex" or "rwlock"
+	Symbol name;                // data symbol of the lock, when known
+	uint64_t acquisitions = 0, contended = 0;
+	uint64_t wait_total = 0, wait_max = 0, wait_p99 = 0;
+	double wait_mean = 0;
+	uint64_t holds = 0, hold_total = 0, hold_max = 0;
+	uint64_t failed = 0;        // trylock EBUSY, timedlock ETIMEDOUT, errors
+	uint64_t cond_waits = 0;    // condvar waits that released this mutex
+	std::vector<uint64_t> waits;  // contended waits (histogram)
+	std::vector<Site> sites;    // by wait_total, then acquisitions, descending
+};
+
+struct Interval {
+	int64_t tid = 0;
+	uint32_t proc = 0;
+	size_t lock_index = 0;      // into Report::locks
+	int64_t start = 0, end = 0;
+	bool wait = false;          // wait (true) or hold (false)
+};
+
+struct Report {
+	std::vector<Process> procs;
+	std::vector<LockStats> locks;      // by wait_total, then acquisitions, descending
+	std::vector<Interval> timeline;    // waits and holds of the top locks
+	uint64_t events = 0, discarded = 0, other_events = 0;
+	uint64_t unmatched_unlocks = 0;    // unlock without a traced acquisition
+	uint64_t cond_waits = 0, cond_signals = 0;
+	int64_t first_ts = 0, last_ts = 0;
+};
+
+struct Options {
+	size_t top = 10;                 // locks in the text/HTML report
+	size_t sites = 5;                // call sites per lock
+	size_t timeline_locks = 5;       // locks drawn in the timeline
+	size_t timeline_max = 20000;     // intervals kept for the timeline
+};
+
+Report analyze(const Input &in, const Options &opt, const Symbolizer &sym);
+
+// Nearest-rank percentile (p in 0..100) of unsorted values; 0 if empty.
+uint64_t percentile(std::vector<uint64_t> v, double p);
+
+} // namespace analyze
+} // namespace strata
+#endif

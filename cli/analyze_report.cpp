@@ -1,0 +1,363 @@
+// analyze_report.cpp - see analyze_report.h.
+#include "analyze_report.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+
+namespace strata {
+namespace analyze {
+namespace {
+
+std::string hex(uint64_t v)
+{
+	char b[32];
+	std::snprintf(b, sizeof b, "0x%" PRIx64, v);
+	return b;
+}
+
+std::string json_str(const std::string &s)
+{
+	std::string o = "\"";
+	for (unsigned char c : s) {
+		if (c == '"' || c == '\\') {
+			o += '\\';
+			o += static_cast<char>(c);
+		} else if (c < 0x20) {
+			char b[8];
+			std::snprintf(b, sizeof b, "\\u%04x", c);
+			o += b;
+		} else {
+			o += static_cast<char>(c);
+		}
+	}
+	return o + "\"";
+}
+
+std::string html_esc(const std::string &s)
+{
+	std::string o;
+	for (char c : s) {
+		switch (c) {
+		case '<': o += "&lt;"; break;
+		case '>': o += "&gt;"; break;
+		case '&': o += "&amp;"; break;
+		case '"': o += "&quot;"; break;
+		default: o += c;
+		}
+	}
+	return o;
+}
+
+std::string proc_label(const Report &r, uint32_t p)
+{
+	if (p >= r.procs.size())
+		return "?";
+	const Process &pr = r.procs[p];
+	std::string n = pr.name.empty() ? "process" : pr.name;
+	return pr.pid ? n + "[" + std::to_string(pr.pid) + "]" : n;
+}
+
+std::string lock_label(const LockStats &l)
+{
+	std::string s = hex(l.addr);
+	if (!l.name.function.empty())
+		s += " (" + l.name.function + ")";
+	return s;
+}
+
+std::string site_label(const Site &s)
+{
+	std::string o = s.sym.function.empty() ? hex(s.caller) : s.sym.function;
+	if (!s.sym.location.empty())
+		o += " at " + s.sym.location;
+	return o;
+}
+
+double share(uint64_t a, uint64_t b) { return b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 0.0; }
+
+} // namespace
+
+std::string format_ns(double ns)
+{
+	char b[64];
+	if (ns < 1e3)
+		std::snprintf(b, sizeof b, "%.0f ns", ns);
+	else if (ns < 1e6)
+		std::snprintf(b, sizeof b, "%.1f us", ns / 1e3);
+	else if (ns < 1e9)
+		std::snprintf(b, sizeof b, "%.2f ms", ns / 1e6);
+	else
+		std::snprintf(b, sizeof b, "%.3f s", ns / 1e9);
+	return b;
+}
+
+void write_text(std::ostream &o, const Report &r, const Options &opt)
+{
+	o << "Lock contention: " << r.locks.size() << " locks, " << r.events << " lock events, "
+	  << r.procs.size() << " process(es)";
+	if (r.discarded)
+		o << ", " << r.discarded << " events LOST (figures are lower bounds)";
+	o << "\n";
+	if (r.unmatched_unlocks)
+		o << "(" << r.unmatched_unlocks << " unlocks without a traced acquisition)\n";
+	char line[512];
+	std::snprintf(line, sizeof line, "\n%-4s %-34s %-6s %10s %10s %6s %11s %11s %11s %11s %11s\n", "#",
+		      "lock", "kind", "acquired", "contended", "share", "wait total", "wait mean",
+		      "wait p99", "wait max", "hold max");
+	o << line;
+	for (size_t i = 0; i < r.locks.size() && i < opt.top; i++) {
+		const LockStats &l = r.locks[i];
+		std::string name = lock_label(l);
+		if (r.procs.size() > 1)
+			name = proc_label(r, l.proc) + " " + name;
+		if (name.size() > 34)
+			name = name.substr(0, 31) + "...";
+		std::snprintf(line, sizeof line, "%-4zu %-34s %-6s %10" PRIu64 " %10" PRIu64 " %5.1f%% %11s %11s %11s %11s %11s\n",
+			      i + 1, name.c_str(), l.kind.c_str(), l.acquisitions, l.contended,
+			      share(l.contended, l.acquisitions), format_ns(static_cast<double>(l.wait_total)).c_str(),
+			      format_ns(l.wait_mean).c_str(), format_ns(static_cast<double>(l.wait_p99)).c_str(),
+			      format_ns(static_cast<double>(l.wait_max)).c_str(),
+			      format_ns(static_cast<double>(l.hold_max)).c_str());
+		o << line;
+	}
+	for (size_t i = 0; i < r.locks.size() && i < opt.top; i++) {
+		const LockStats &l = r.locks[i];
+		if (!l.contended)
+			continue;
+		o << "\n#" << i + 1 << " " << proc_label(r, l.proc) << " " << lock_label(l)
+		  << ": top waiting call sites\n";
+		for (const Site &s : l.sites) {
+			if (!s.contended)
+				continue;
+			std::snprintf(line, sizeof line, "  %11s in %6" PRIu64 " waits  ",
+				      format_ns(static_cast<double>(s.wait_total)).c_str(), s.contended);
+			o << line << site_label(s) << "\n";
+			for (size_t k = 1; k < s.stack_syms.size(); k++) {
+				const Symbol &f = s.stack_syms[k];
+				o << "        from " << (f.function.empty() ? hex(s.stack[k]) : f.function);
+				if (!f.location.empty())
+					o << " at " << f.location;
+				o << "\n";
+			}
+		}
+	}
+}
+
+void write_json(std::ostream &o, const Report &r, const Options &opt)
+{
+	o << "{\n  \"events\": " << r.events << ",\n  \"discarded\": " << r.discarded
+	  << ",\n  \"unmatched_unlocks\": " << r.unmatched_unlocks << ",\n  \"cond_waits\": " << r.cond_waits
+	  << ",\n  \"cond_signals\": " << r.cond_signals << ",\n  \"processes\": [";
+	for (size_t i = 0; i < r.procs.size(); i++)
+		o << (i ? ", " : "") << "{\"index\": " << i << ", \"name\": " << json_str(r.procs[i].name)
+		  << ", \"pid\": " << r.procs[i].pid << "}";
+	o << "],\n  \"locks\": [";
+	for (size_t i = 0; i < r.locks.size(); i++) {
+		const LockStats &l = r.locks[i];
+		o << (i ? "," : "") << "\n    {\"process\": " << l.proc << ", \"address\": " << json_str(hex(l.addr))
+		  << ", \"symbol\": " << json_str(l.name.function) << ", \"kind\": " << json_str(l.kind)
+		  << ", \"acquisitions\": " << l.acquisitions << ", \"contended\": " << l.contended
+		  << ", \"contended_share\": " << share(l.contended, l.acquisitions) / 100.0
+		  << ", \"failed\": " << l.failed << ", \"wait_total_ns\": " << l.wait_total
+		  << ", \"wait_mean_ns\": " << static_cast<uint64_t>(std::llround(l.wait_mean))
+		  << ", \"wait_p99_ns\": " << l.wait_p99 << ", \"wait_max_ns\": " << l.wait_max
+		  << ", \"holds\": " << l.holds << ", \"hold_total_ns\": " << l.hold_total
+		  << ", \"hold_max_ns\": " << l.hold_max << ", \"cond_waits\": " << l.cond_waits
+		  << ",\n     \"sites\": [";
+		for (size_t k = 0; k < l.sites.size(); k++) {
+			const Site &s = l.sites[k];
+			o << (k ? ", " : "") << "{\"caller\": " << json_str(hex(s.caller))
+			  << ", \"function\": " << json_str(s.sym.function) << ", \"location\": "
+			  << json_str(s.sym.location) << ", \"acquisitions\": " << s.acquisitions
+			  << ", \"contended\": " << s.contended << ", \"wait_total_ns\": " << s.wait_total
+			  << ", \"wait_max_ns\": " << s.wait_max << ", \"stack\": [";
+			for (size_t f = 0; f < s.stack.size(); f++) {
+				o << (f ? ", " : "") << "{\"address\": " << json_str(hex(s.stack[f]));
+				if (f < s.stack_syms.size())
+					o << ", \"function\": " << json_str(s.stack_syms[f].function)
+					  << ", \"location\": " << json_str(s.stack_syms[f].location);
+				o << "}";
+			}
+			o << "]}";
+		}
+		o << "]}";
+	}
+	o << "\n  ]\n}\n";
+	(void)opt;
+}
+
+namespace {
+
+const char *const palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b",
+			       "#e377c2", "#17becf", "#bcbd22", "#7f7f7f", "#d62728"};
+
+// Histogram of contended waits on log2 buckets from 1 us.
+void svg_histogram(std::ostream &o, const LockStats &l, const char *color)
+{
+	const int nb = 24; // [0,1us), [1,2us), ... up to ~8 s
+	std::vector<uint64_t> b(nb, 0);
+	for (uint64_t w : l.waits) {
+		int k = 0;
+		uint64_t us = w / 1000;
+		while (us && k < nb - 1) {
+			us >>= 1;
+			k++;
+		}
+		b[static_cast<size_t>(k)]++;
+	}
+	int lo = nb, hi = 0;
+	for (int k = 0; k < nb; k++)
+		if (b[static_cast<size_t>(k)]) {
+			lo = std::min(lo, k);
+			hi = std::max(hi, k);
+		}
+	if (lo > hi) {
+		o << "<p class=note>No contended acquisition.</p>\n";
+		return;
+	}
+	uint64_t mx = *std::max_element(b.begin(), b.end());
+	const int W = 560, H = 180, left = 50, bottom = 40;
+	int n = hi - lo + 1, bw = std::max(8, (W - left - 10) / n);
+	o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << left + bw * n + 10 << "' height='" << H + bottom
+	  << "' role='img'><title>wait distribution</title>\n";
+	o << "<line x1='" << left << "' y1='" << H << "' x2='" << left + bw * n << "' y2='" << H
+	  << "' stroke='#333'/>\n";
+	o << "<text x='4' y='14' font-size='11'>" << mx << "</text><text x='4' y='" << H
+	  << "' font-size='11'>0</text>\n";
+	for (int k = lo; k <= hi; k++) {
+		uint64_t c = b[static_cast<size_t>(k)];
+		int h = static_cast<int>(static_cast<double>(H - 10) * static_cast<double>(c) / static_cast<double>(mx));
+		int x = left + (k - lo) * bw;
+		double lo_ns = k ? 1000.0 * std::ldexp(1.0, k - 1) : 0.0;
+		o << "<rect x='" << x + 1 << "' y='" << H - h << "' width='" << bw - 2 << "' height='" << h
+		  << "' fill='" << color << "'><title>" << c << " waits &gt;= " << format_ns(lo_ns)
+		  << "</title></rect>\n";
+		if ((k - lo) % std::max(1, n / 8) == 0)
+			o << "<text x='" << x << "' y='" << H + 14 << "' font-size='10'>" << format_ns(lo_ns)
+			  << "</text>\n";
+	}
+	o << "<text x='" << left << "' y='" << H + 32 << "' font-size='11'>wait time (log2 buckets), "
+	  << l.waits.size() << " contended acquisitions</text></svg>\n";
+}
+
+void svg_timeline(std::ostream &o, const Report &r, const Options &opt)
+{
+	if (r.timeline.empty()) {
+		o << "<p class=note>No interval to draw.</p>\n";
+		return;
+	}
+	std::map<std::pair<uint32_t, int64_t>, int> rows;
+	int64_t t0 = r.timeline.front().start, t1 = r.timeline.front().end;
+	for (const Interval &iv : r.timeline) {
+		rows.emplace(std::make_pair(iv.proc, iv.tid), 0);
+		t0 = std::min(t0, iv.start);
+		t1 = std::max(t1, iv.end);
+	}
+	int idx = 0;
+	for (auto &kv : rows)
+		kv.second = idx++;
+	const int left = 170, W = 1000, rowh = 22, top = 20;
+	const double span = static_cast<double>(std::max<int64_t>(1, t1 - t0));
+	int H = top + rowh * static_cast<int>(rows.size()) + 30;
+	o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << left + W + 10 << "' height='" << H
+	  << "' role='img'><title>per-thread timeline</title>\n"
+	  << "<defs><pattern id='hatch' width='4' height='4' patternUnits='userSpaceOnUse'>"
+	     "<path d='M0,4 L4,0' stroke='#d62728' stroke-width='1.2'/></pattern></defs>\n";
+	for (auto &kv : rows) {
+		int y = top + kv.second * rowh;
+		o << "<text x='4' y='" << y + 15 << "' font-size='11'>" << html_esc(proc_label(r, kv.first.first))
+		  << " tid " << kv.first.second << "</text>\n<rect x='" << left << "' y='" << y + 2 << "' width='" << W
+		  << "' height='" << rowh - 4 << "' fill='#f4f4f4'/>\n";
+	}
+	for (const Interval &iv : r.timeline) {
+		int y = top + rows[std::make_pair(iv.proc, iv.tid)] * rowh;
+		double x = left + W * static_cast<double>(iv.start - t0) / span;
+		double w = std::max(0.6, W * static_cast<double>(iv.end - iv.start) / span);
+		const char *c = palette[iv.lock_index % (sizeof palette / sizeof *palette)];
+		char b[160];
+		if (iv.wait)
+			std::snprintf(b, sizeof b, "<rect x='%.1f' y='%d' width='%.1f' height='%d' fill='url(#hatch)' stroke='%s' stroke-width='0.5'>",
+				      x, y + 3, w, rowh - 6, c);
+		else
+			std::snprintf(b, sizeof b, "<rect x='%.1f' y='%d' width='%.1f' height='%d' fill='%s' fill-opacity='0.85'>",
+				      x, y + 6, w, rowh - 12, c);
+		o << b << "<title>" << (iv.wait ? "wait " : "hold ") << "lock #" << iv.lock_index + 1 << ": "
+		  << format_ns(static_cast<double>(iv.end - iv.start)) << "</title></rect>\n";
+	}
+	int ya = top + rowh * static_cast<int>(rows.size()) + 16;
+	for (int k = 0; k <= 4; k++) {
+		double x = left + W * k / 4.0;
+		o << "<text x='" << x - (k == 4 ? 40 : 0) << "' y='" << ya << "' font-size='10'>+"
+		  << format_ns(span * k / 4.0) << "</text>\n";
+	}
+	o << "</svg>\n<p class=note>Solid bars: lock held; hatched bars: waiting for the lock. Colors: ";
+	for (size_t i = 0; i < r.locks.size() && i < opt.timeline_locks; i++)
+		o << "<span style='color:" << palette[i % (sizeof palette / sizeof *palette)] << "'>&#9632; #" << i + 1
+		  << "</span> ";
+	if (r.timeline.size() >= opt.timeline_max)
+		o << " (first " << opt.timeline_max << " intervals only)";
+	o << "</p>\n";
+}
+
+} // namespace
+
+void write_html(std::ostream &o, const Report &r, const Options &opt)
+{
+	o << "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>strata: lock contention</title>\n"
+	     "<style>body{font-family:sans-serif;margin:20px;color:#222}table{border-collapse:collapse}"
+	     "td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}td.n{text-align:right}"
+	     "th{background:#eee}.note{color:#666;font-size:12px}code{font-size:12px}</style></head><body>\n";
+	o << "<h1>Lock contention</h1>\n<p>" << r.locks.size() << " locks, " << r.events << " lock events, "
+	  << r.procs.size() << " process(es), " << format_ns(static_cast<double>(r.last_ts - r.first_ts))
+	  << " traced.";
+	if (r.discarded)
+		o << " <b>" << r.discarded << " events were lost: figures are lower bounds.</b>";
+	o << "</p>\n<table><tr><th>#</th><th>process</th><th>lock</th><th>kind</th><th>acquired</th>"
+	     "<th>contended</th><th>share</th><th>wait total</th><th>mean</th><th>p99</th><th>max</th>"
+	     "<th>hold max</th></tr>\n";
+	for (size_t i = 0; i < r.locks.size() && i < opt.top; i++) {
+		const LockStats &l = r.locks[i];
+		char sh[32];
+		std::snprintf(sh, sizeof sh, "%.1f%%", share(l.contended, l.acquisitions));
+		o << "<tr><td style='color:" << palette[i % (sizeof palette / sizeof *palette)] << "'>" << i + 1
+		  << "</td><td>" << html_esc(proc_label(r, l.proc)) << "</td><td><code>"
+		  << html_esc(lock_label(l)) << "</code></td><td>" << l.kind << "</td><td class=n>"
+		  << l.acquisitions << "</td><td class=n>" << l.contended << "</td><td class=n>" << sh
+		  << "</td><td class=n>" << format_ns(static_cast<double>(l.wait_total)) << "</td><td class=n>"
+		  << format_ns(l.wait_mean) << "</td><td class=n>" << format_ns(static_cast<double>(l.wait_p99))
+		  << "</td><td class=n>" << format_ns(static_cast<double>(l.wait_max)) << "</td><td class=n>"
+		  << format_ns(static_cast<double>(l.hold_max)) << "</td></tr>\n";
+	}
+	o << "</table>\n<h2>Per-thread timeline of the top " << std::min(opt.timeline_locks, r.locks.size())
+	  << " locks</h2>\n";
+	svg_timeline(o, r, opt);
+	for (size_t i = 0; i < r.locks.size() && i < opt.timeline_locks; i++) {
+		const LockStats &l = r.locks[i];
+		o << "<h2>#" << i + 1 << " " << html_esc(proc_label(r, l.proc)) << " <code>" << html_esc(lock_label(l))
+		  << "</code></h2>\n<h3>Wait-time distribution</h3>\n";
+		svg_histogram(o, l, palette[i % (sizeof palette / sizeof *palette)]);
+		o << "<h3>Call sites</h3>\n<table><tr><th>site</th><th>acquired</th><th>contended</th>"
+		     "<th>wait total</th><th>wait max</th><th>stack of the longest wait</th></tr>\n";
+		for (const Site &s : l.sites) {
+			o << "<tr><td><code>" << html_esc(site_label(s)) << "</code></td><td class=n>" << s.acquisitions
+			  << "</td><td class=n>" << s.contended << "</td><td class=n>"
+			  << format_ns(static_cast<double>(s.wait_total)) << "</td><td class=n>"
+			  << format_ns(static_cast<double>(s.wait_max)) << "</td><td><code>";
+			for (size_t k = 1; k < s.stack_syms.size(); k++)
+				o << html_esc(s.stack_syms[k].function.empty() ? hex(s.stack[k]) : s.stack_syms[k].function)
+				  << (s.stack_syms[k].location.empty() ? "" : " at " + html_esc(s.stack_syms[k].location))
+				  << "<br>";
+			o << "</code></td></tr>\n";
+		}
+		o << "</table>\n";
+	}
+	o << "<p class=note>Generated by <code>strata analyze mutex</code>. Wait: time blocked in the lock call "
+	     "(0 when the lock was free); hold: from acquisition to the same thread's unlock.</p>\n</body></html>\n";
+}
+
+} // namespace analyze
+} // namespace strata

@@ -1,0 +1,248 @@
+// analyze_symbols.cpp - see analyze_symbols.h.
+#include "analyze_symbols.h"
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <elf.h>
+#include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <type_traits>
+
+namespace strata {
+namespace analyze {
+namespace {
+
+// The libdw entry points we use, resolved from libdw.so.1 at run time.
+struct Dw {
+	void *handle = nullptr;
+	decltype(&dwfl_begin) begin = nullptr;
+	decltype(&dwfl_end) end = nullptr;
+	decltype(&dwfl_report_begin) report_begin = nullptr;
+	decltype(&dwfl_report_elf) report_elf = nullptr;
+	decltype(&dwfl_report_end) report_end = nullptr;
+	decltype(&dwfl_module_getelf) getelf = nullptr;
+	decltype(&dwfl_module_addrinfo) addrinfo = nullptr;
+	decltype(&dwfl_module_getsrc) getsrc = nullptr;
+	decltype(&dwfl_lineinfo) lineinfo = nullptr;
+	Dwfl_Callbacks cb{};
+	char *debuginfo_path = nullptr;
+
+	bool load()
+	{
+		handle = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
+		if (!handle)
+			return false;
+		bool ok = true;
+		auto get = [&](auto *fp, const char *name) {
+			void *p = dlsym(handle, name);
+			ok = ok && p;
+			*fp = reinterpret_cast<std::remove_pointer_t<decltype(fp)>>(p);
+		};
+		get(&begin, "dwfl_begin");
+		get(&end, "dwfl_end");
+		get(&report_begin, "dwfl_report_begin");
+		get(&report_elf, "dwfl_report_elf");
+		get(&report_end, "dwfl_report_end");
+		get(&getelf, "dwfl_module_getelf");
+		get(&addrinfo, "dwfl_module_addrinfo");
+		get(&getsrc, "dwfl_module_getsrc");
+		get(&lineinfo, "dwfl_lineinfo");
+		get(&cb.find_elf, "dwfl_build_id_find_elf");
+		get(&cb.find_debuginfo, "dwfl_standard_find_debuginfo");
+		get(&cb.section_address, "dwfl_offline_section_address");
+		cb.debuginfo_path = &debuginfo_path;
+		if (!ok) {
+			dlclose(handle);
+			handle = nullptr;
+		}
+		return ok;
+	}
+};
+
+struct Segment {
+	uint64_t vaddr, memsz, offset, filesz;
+};
+
+// One ELF file: its PT_LOAD segments (read with plain <elf.h>) and a libdw
+// module reported at base 0 (module address = ELF vaddr + dwbias).
+struct Object {
+	std::string path;
+	bool ok = false;
+	std::vector<Segment> loads;
+	Dwfl *dwfl = nullptr;
+	Dwfl_Module *mod = nullptr;
+	GElf_Addr dwbias = 0;
+
+	bool vaddr_of_offset(uint64_t off, uint64_t *vaddr) const
+	{
+		for (const Segment &s : loads)
+			if (off >= s.offset && off - s.offset < s.filesz) {
+				*vaddr = s.vaddr + (off - s.offset);
+				return true;
+			}
+		return false;
+	}
+	bool contains_vaddr(uint64_t v) const
+	{
+		for (const Segment &s : loads)
+			if (v >= s.vaddr && v - s.vaddr < s.memsz)
+				return true;
+		return false;
+	}
+};
+
+bool read_loads(const std::string &path, std::vector<Segment> *out)
+{
+	int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	Elf64_Ehdr eh;
+	bool ok = pread(fd, &eh, sizeof eh, 0) == static_cast<ssize_t>(sizeof eh) &&
+		  std::equal(eh.e_ident, eh.e_ident + SELFMAG, ELFMAG) && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+		  eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 512;
+	for (unsigned i = 0; ok && i < eh.e_phnum; i++) {
+		Elf64_Phdr ph;
+		if (pread(fd, &ph, sizeof ph, static_cast<off_t>(eh.e_phoff + i * sizeof ph)) !=
+		    static_cast<ssize_t>(sizeof ph)) {
+			ok = false;
+			break;
+		}
+		if (ph.p_type == PT_LOAD)
+			out->push_back({ph.p_vaddr, ph.p_memsz, ph.p_offset, ph.p_filesz});
+	}
+	close(fd);
+	return ok && !out->empty();
+}
+
+std::string demangle(const char *name)
+{
+	int st = 0;
+	char *d = abi::__cxa_demangle(name, nullptr, nullptr, &st);
+	std::string out = (st == 0 && d) ? d : name;
+	std::free(d);
+	return out;
+}
+
+std::string hex(uint64_t v)
+{
+	char b[32];
+	std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+	return b;
+}
+
+} // namespace
+
+struct SymbolTable::Impl {
+	Dw dw;
+	bool dw_tried = false, dw_ok = false;
+	std::map<std::string, Object> objects;
+	// Per process: (object, runtime bias = runtime address - ELF vaddr).
+	std::map<uint32_t, std::vector<std::pair<Object *, uint64_t>>> procs;
+	// Mappings kept for "object+offset" when nothing else is known.
+	std::vector<Mapping> maps;
+
+	Object *object(const std::string &path)
+	{
+		auto it = objects.find(path);
+		if (it != objects.end())
+			return &it->second;
+		Object &o = objects[path];
+		o.path = path;
+		o.ok = read_loads(path, &o.loads);
+		return &o;
+	}
+
+	void open_dw(Object *o)
+	{
+		if (o->dwfl || !o->ok)
+			return;
+		if (!dw_tried) {
+			dw_tried = true;
+			dw_ok = dw.load();
+		}
+		if (!dw_ok)
+			return;
+		o->dwfl = dw.begin(&dw.cb);
+		if (!o->dwfl)
+			return;
+		dw.report_begin(o->dwfl);
+		o->mod = dw.report_elf(o->dwfl, o->path.c_str(), o->path.c_str(), -1, 0, false);
+		dw.report_end(o->dwfl, nullptr, nullptr);
+		if (o->mod)
+			dw.getelf(o->mod, &o->dwbias);
+	}
+};
+
+SymbolTable::SymbolTable(const std::vector<Mapping> &maps) : impl_(new Impl)
+{
+	impl_->maps = maps;
+	for (const Mapping &m : maps) {
+		Object *o = impl_->object(m.path);
+		uint64_t v = 0;
+		if (!o->ok || !o->vaddr_of_offset(m.offset, &v))
+			continue;
+		auto &list = impl_->procs[m.proc];
+		bool seen = false;
+		for (auto &e : list)
+			seen = seen || e.first == o;
+		if (!seen)
+			list.push_back({o, m.start - v});
+	}
+}
+
+SymbolTable::~SymbolTable()
+{
+	for (auto &kv : impl_->objects)
+		if (kv.second.dwfl)
+			impl_->dw.end(kv.second.dwfl);
+	if (impl_->dw.handle)
+		dlclose(impl_->dw.handle);
+}
+
+bool SymbolTable::have_libdw() const { return impl_->dw_ok; }
+
+Symbol SymbolTable::lookup(uint32_t proc, uint64_t addr, bool is_code)
+{
+	Symbol s;
+	auto pit = impl_->procs.find(proc);
+	if (pit == impl_->procs.end())
+		return s;
+	for (auto &e : pit->second) {
+		Object *o = e.first;
+		uint64_t v = addr - e.second;
+		if (!o->contains_vaddr(v))
+			continue;
+		s.object = o->path;
+		impl_->open_dw(o);
+		if (!o->mod) {
+			s.function = o->path.substr(o->path.rfind('/') + 1) + "+" + hex(v);
+			return s;
+		}
+		GElf_Addr a = v + o->dwbias, off = 0;
+		GElf_Sym sym;
+		const char *name = impl_->dw.addrinfo(o->mod, a, &off, &sym, nullptr, nullptr, nullptr);
+		if (name)
+			s.function = demangle(name) + (off ? "+" + hex(off) : std::string());
+		else
+			s.function = o->path.substr(o->path.rfind('/') + 1) + "+" + hex(v);
+		if (is_code) {
+			Dwfl_Line *line = impl_->dw.getsrc(o->mod, a - 1);
+			int lineno = 0;
+			const char *file = line ? impl_->dw.lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)
+						: nullptr;
+			if (file)
+				s.location = std::string(file) + ":" + std::to_string(lineno);
+		}
+		return s;
+	}
+	return s;
+}
+
+} // namespace analyze
+} // namespace strata

@@ -1,0 +1,128 @@
+// cmd_analyze.cpp - `strata analyze mutex TRACE_DIR [--format=text|json]
+// [--report=FILE.html] [--top N]`: lock contention from the pthread
+// preload library's events (docs/pthread.md).
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#if __has_include("commands.h")
+#include "commands.h"
+#else
+int strata_cmd_analyze(int argc, char **argv);
+#endif
+
+#include "analyze_model.h"
+#include "analyze_reader.h"
+#include "analyze_report.h"
+#include "analyze_symbols.h"
+
+namespace {
+
+const char usage[] =
+	"usage: strata analyze mutex TRACE_DIR [--format=text|json] [--report=FILE.html] [--top N]\n"
+	"\n"
+	"Lock contention of a trace recorded with the pthread preload library\n"
+	"(strata record --preload pthread -- PROG): one row per lock, sorted by total\n"
+	"wait time: acquisitions, contended acquisitions and their share, total, mean,\n"
+	"p99 and max wait, max hold time, and the call sites that waited most\n"
+	"(function+offset, file:line when debug info exists).\n"
+	"\n"
+	"  --format=text|json   output on stdout (default text)\n"
+	"  --report=FILE.html   also write a self-contained HTML report (wait-time\n"
+	"                       distributions and a per-thread timeline of waits and holds)\n"
+	"  --top N              locks shown in text and HTML (default 10; JSON lists all)\n"
+	"\n"
+	"Environment for the traced program: STRATA_PTHREAD_STACK_DEPTH=N records N\n"
+	"caller frames per acquisition (default 0).\n"
+	"Exit status: 0 ok, 1 the trace could not be read, 2 usage error.\n";
+
+int usage_error(const std::string &msg)
+{
+	std::cerr << "strata analyze: " << msg << "\n" << usage;
+	return 2;
+}
+
+} // namespace
+
+int strata_cmd_analyze(int argc, char **argv)
+{
+	using namespace strata::analyze;
+	// argv[0] is "analyze" (main passes argc - 1, argv + 1); tolerate a
+	// caller that passes the arguments after it.
+	int i = (argc > 0 && !std::strcmp(argv[0], "mutex")) ? 0 : 1;
+	if (i < argc && (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h"))) {
+		std::cout << usage;
+		return 0;
+	}
+	if (i >= argc)
+		return usage_error("missing analysis name");
+	std::string what = argv[i++];
+	if (what != "mutex")
+		return usage_error("unknown analysis '" + what + "' (available: mutex)");
+	std::string dir, format = "text", report;
+	Options opt;
+	for (; i < argc; i++) {
+		std::string a = argv[i];
+		if (a == "--help" || a == "-h") {
+			std::cout << usage;
+			return 0;
+		} else if (a.rfind("--format=", 0) == 0) {
+			format = a.substr(9);
+		} else if (a == "--format" && i + 1 < argc) {
+			format = argv[++i];
+		} else if (a.rfind("--report=", 0) == 0) {
+			report = a.substr(9);
+		} else if (a == "--report" && i + 1 < argc) {
+			report = argv[++i];
+		} else if (a == "--top" || a.rfind("--top=", 0) == 0) {
+			std::string v = a == "--top" ? (i + 1 < argc ? argv[++i] : "") : a.substr(6);
+			char *end = nullptr;
+			long n = std::strtol(v.c_str(), &end, 10);
+			if (v.empty() || *end || n < 1 || n > 100000)
+				return usage_error("--top needs a positive number");
+			opt.top = static_cast<size_t>(n);
+		} else if (!a.empty() && a[0] == '-') {
+			return usage_error("unknown option " + a);
+		} else if (dir.empty()) {
+			dir = a;
+		} else {
+			return usage_error("more than one trace directory");
+		}
+	}
+	if (dir.empty())
+		return usage_error("missing TRACE_DIR");
+	if (format != "text" && format != "json")
+		return usage_error("--format must be text or json");
+
+	Input in;
+	std::string err;
+	if (!read_trace(dir, &in, &err)) {
+		std::cerr << "strata analyze: " << err << "\n";
+		return 1;
+	}
+	SymbolTable syms(in.maps);
+	Report rep = analyze(in, opt, [&](uint32_t proc, uint64_t addr, bool code) {
+		return syms.lookup(proc, addr, code);
+	});
+	if (format == "json")
+		write_json(std::cout, rep, opt);
+	else
+		write_text(std::cout, rep, opt);
+	if (in.events.empty())
+		std::cerr << "strata analyze: no pthread events in " << dir
+			  << " (was the program run with --preload pthread?)\n";
+	if (!report.empty()) {
+		std::ofstream f(report);
+		write_html(f, rep, opt);
+		f.close();
+		if (!f) {
+			std::cerr << "strata analyze: cannot write " << report << "\n";
+			return 1;
+		}
+		if (format == "text")
+			std::cout << "\nHTML report: " << report << "\n";
+	}
+	return 0;
+}

@@ -1,0 +1,70 @@
+/*
+ * pthread_tp.h - the `pthread` tracepoint provider written by
+ * libstrata-pthread.so (LD_PRELOAD wrappers of pthread mutexes, condition
+ * variables and read-write locks).  The field names below are read by
+ * `strata analyze mutex` (cli/analyze_*.cpp): change both together.
+ *
+ * Common fields:
+ *   lock       address of the pthread_mutex_t / pthread_rwlock_t
+ *   cond       address of the pthread_cond_t
+ *   ret        return value of the real function (0, EBUSY, ETIMEDOUT, ...)
+ *   contended  1 when the lock was not free at the call (the wrapper's
+ *              try-first failed and the call blocked), else 0
+ *   wait_ns    CLOCK_MONOTONIC ns spent blocked in the real call (0 when
+ *              uncontended: no clock is read then)
+ *   caller     return address of the wrapped call (inside the caller)
+ *   stack      return addresses of the caller's frames, innermost first;
+ *              empty unless STRATA_PTHREAD_STACK_DEPTH > 0
+ *
+ * Blocking calls emit ONE event when they return (its timestamp is the
+ * acquisition time; the wait started wait_ns before).  Hold times are
+ * derived by the analysis from an acquisition and the next unlock of the
+ * same lock by the same thread.
+ *
+ * pthread:mapping describes one executable mapping of a loaded object (from
+ * /proc/self/maps), so that caller addresses can be symbolized off-line.
+ * It is emitted before the first lock event of a session that enables it,
+ * again after fork in the child, and when a caller address falls outside
+ * every mapping seen so far (dlopen).
+ */
+#include <strata/tracepoint.h>
+
+#ifndef STRATA_PRELOAD_PTHREAD_TP_H
+#define STRATA_PRELOAD_PTHREAD_TP_H
+
+#define STRATA_PTHREAD_ACQ_FIELDS(what) \
+	strata_hex(uint64_t, what), strata_int(int32_t, ret), strata_int(uint8_t, contended), \
+	strata_int(uint64_t, wait_ns), strata_hex(uint64_t, caller), strata_sequence(uint64_t, stack)
+#define STRATA_PTHREAD_TRY_FIELDS(what) \
+	strata_hex(uint64_t, what), strata_int(int32_t, ret), strata_hex(uint64_t, caller), \
+	strata_sequence(uint64_t, stack)
+#define STRATA_PTHREAD_SIMPLE_FIELDS(what) \
+	strata_hex(uint64_t, what), strata_int(int32_t, ret), strata_hex(uint64_t, caller)
+
+STRATA_EVENT(pthread, mutex_lock, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_ACQ_FIELDS(lock))
+STRATA_EVENT(pthread, mutex_timedlock, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_ACQ_FIELDS(lock))
+STRATA_EVENT(pthread, mutex_trylock, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_TRY_FIELDS(lock))
+STRATA_EVENT(pthread, mutex_unlock, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_SIMPLE_FIELDS(lock))
+
+STRATA_EVENT(pthread, rwlock_rdlock, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_ACQ_FIELDS(lock))
+STRATA_EVENT(pthread, rwlock_wrlock, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_ACQ_FIELDS(lock))
+STRATA_EVENT(pthread, rwlock_tryrdlock, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_TRY_FIELDS(lock))
+STRATA_EVENT(pthread, rwlock_trywrlock, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_TRY_FIELDS(lock))
+STRATA_EVENT(pthread, rwlock_unlock, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_SIMPLE_FIELDS(lock))
+
+/* cond_wait/_timedwait: emitted on return, with the mutex re-acquired.  The
+ * mutex was released wait_ns before the event. */
+STRATA_EVENT(pthread, cond_wait, STRATA_LOGLEVEL_DEBUG,
+	     strata_hex(uint64_t, cond), strata_hex(uint64_t, lock), strata_int(int32_t, ret),
+	     strata_int(uint64_t, wait_ns), strata_hex(uint64_t, caller), strata_sequence(uint64_t, stack))
+STRATA_EVENT(pthread, cond_timedwait, STRATA_LOGLEVEL_DEBUG,
+	     strata_hex(uint64_t, cond), strata_hex(uint64_t, lock), strata_int(int32_t, ret),
+	     strata_int(uint64_t, wait_ns), strata_hex(uint64_t, caller), strata_sequence(uint64_t, stack))
+STRATA_EVENT(pthread, cond_signal, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_SIMPLE_FIELDS(cond))
+STRATA_EVENT(pthread, cond_broadcast, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_SIMPLE_FIELDS(cond))
+
+STRATA_EVENT(pthread, mapping, STRATA_LOGLEVEL_DEBUG,
+	     strata_hex(uint64_t, start), strata_hex(uint64_t, end), strata_hex(uint64_t, offset),
+	     strata_string(path))
+
+#endif

@@ -1,0 +1,571 @@
+/*
+ * pthread_wrap.c - LD_PRELOAD wrappers of pthread mutexes, condition
+ * variables and read-write locks, writing the `pthread` provider
+ * (pthread_tp.h).  Build: libstrata-pthread.so; use:
+ *     LD_PRELOAD=libstrata-pthread.so PROG       (or strata record --preload pthread)
+ *
+ * Contract (who runs here, who may interrupt whom):
+ *   - Any application thread, at any time: before main (other libraries'
+ *     constructors run before ours), inside a signal handler that
+ *     interrupted another wrapper, in a fork child, after dlopen.
+ *   - Real functions are resolved lazily with dlsym(RTLD_NEXT) by whichever
+ *     thread first needs them.  dlsym may itself allocate or lock (a
+ *     replaced malloc may call pthread_mutex_lock): the thread-local
+ *     `strata_pt_busy` flag marks "this thread is inside our own code"; a
+ *     wrapper entered with it set calls the real function directly (during
+ *     resolution: glibc's exported __pthread_* aliases) and traces nothing,
+ *     so it can neither recurse nor deadlock.
+ *   - The flag is set only around our own work (resolution, stack capture,
+ *     maps scan, event emission), NOT around the real blocking call, so a
+ *     signal handler that runs while a thread is blocked in a lock is traced.
+ *   - Tracing off: one relaxed load of the tracepoint state and a branch
+ *     beside the real call (strata_tracepoint_enabled).  Tracing on,
+ *     uncontended: one real trylock, no clock read; contended: two
+ *     CLOCK_MONOTONIC reads (vDSO) around the real blocking call.
+ *   - The /proc/self/maps scan uses open/read/close only (async-signal-safe)
+ *     and one static buffer owned by whoever wins `maps_busy` (CAS); losers
+ *     skip it.
+ * Nothing here allocates, takes a lock of its own or calls stdio.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#define STRATA_DEFINE_PROVIDERS
+#include "pthread_tp.h"
+
+#define STRATA_PT_EXPORT __attribute__((visibility("default")))
+#define STRATA_PT_TLS __thread __attribute__((tls_model("initial-exec")))
+#define STRATA_PT_MAX_DEPTH 32
+
+/* ---- real functions ----------------------------------------------------- */
+
+/*
+ * glibc >= 2.34 still exports its own implementation under the compat names
+ * __pthread_*@GLIBC_2.2.5.  They are the initial targets of the mutex and
+ * rwlock calls, so that calls before our constructor (other libraries'
+ * constructors) and calls re-entered from dlsym need no resolution at all.
+ * The constructor then switches to dlsym(RTLD_NEXT) results, which keeps a
+ * chain of interposers working.
+ */
+#define STRATA_PT_COMPAT(ret, name, ...) \
+	extern ret strata_pt_glibc_##name(__VA_ARGS__); \
+	__asm__(".symver strata_pt_glibc_" #name ", __pthread_" #name "@GLIBC_2.2.5");
+STRATA_PT_COMPAT(int, mutex_lock, pthread_mutex_t *)
+STRATA_PT_COMPAT(int, mutex_trylock, pthread_mutex_t *)
+STRATA_PT_COMPAT(int, mutex_unlock, pthread_mutex_t *)
+STRATA_PT_COMPAT(int, rwlock_rdlock, pthread_rwlock_t *)
+STRATA_PT_COMPAT(int, rwlock_wrlock, pthread_rwlock_t *)
+STRATA_PT_COMPAT(int, rwlock_tryrdlock, pthread_rwlock_t *)
+STRATA_PT_COMPAT(int, rwlock_trywrlock, pthread_rwlock_t *)
+STRATA_PT_COMPAT(int, rwlock_unlock, pthread_rwlock_t *)
+
+static int strata_pt_busy_get(void);
+static void strata_pt_resolve(void);
+
+/* Functions without a compat alias start at a trampoline that resolves.
+ * Re-entered from dlsym itself (busy), they cannot know the real function:
+ * nothing in dlsym waits on a condvar, so they fail with EINVAL (waits) or
+ * do nothing (signal/broadcast: nobody can be waiting yet). */
+#define STRATA_PT_BOOT(name, fail, proto, args) \
+	static int strata_pt_boot_##name proto \
+	{ \
+		if (strata_pt_busy_get()) \
+			return fail; \
+		strata_pt_resolve(); \
+		if (real.name == strata_pt_boot_##name) \
+			return fail; \
+		return real.name args; \
+	}
+
+struct strata_pt_real {
+	int (*mutex_lock)(pthread_mutex_t *);
+	int (*mutex_trylock)(pthread_mutex_t *);
+	int (*mutex_timedlock)(pthread_mutex_t *, const struct timespec *);
+	int (*mutex_unlock)(pthread_mutex_t *);
+	int (*cond_wait)(pthread_cond_t *, pthread_mutex_t *);
+	int (*cond_timedwait)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
+	int (*cond_signal)(pthread_cond_t *);
+	int (*cond_broadcast)(pthread_cond_t *);
+	int (*rwlock_rdlock)(pthread_rwlock_t *);
+	int (*rwlock_wrlock)(pthread_rwlock_t *);
+	int (*rwlock_tryrdlock)(pthread_rwlock_t *);
+	int (*rwlock_trywrlock)(pthread_rwlock_t *);
+	int (*rwlock_unlock)(pthread_rwlock_t *);
+};
+static struct strata_pt_real real;
+
+STRATA_PT_BOOT(mutex_timedlock, EINVAL, (pthread_mutex_t *m, const struct timespec *t), (m, t))
+STRATA_PT_BOOT(cond_wait, EINVAL, (pthread_cond_t *c, pthread_mutex_t *m), (c, m))
+STRATA_PT_BOOT(cond_timedwait, EINVAL, (pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t),
+	       (c, m, t))
+STRATA_PT_BOOT(cond_signal, 0, (pthread_cond_t *c), (c))
+STRATA_PT_BOOT(cond_broadcast, 0, (pthread_cond_t *c), (c))
+
+/*
+ * Every entry is always callable: a compat alias, a trampoline, or the
+ * dlsym(RTLD_NEXT) result.  Entries are code addresses with no data
+ * published through them, so they are stored and loaded relaxed (REAL).
+ */
+static struct strata_pt_real real = {
+	.mutex_lock = strata_pt_glibc_mutex_lock,
+	.mutex_trylock = strata_pt_glibc_mutex_trylock,
+	.mutex_timedlock = strata_pt_boot_mutex_timedlock,
+	.mutex_unlock = strata_pt_glibc_mutex_unlock,
+	.cond_wait = strata_pt_boot_cond_wait,
+	.cond_timedwait = strata_pt_boot_cond_timedwait,
+	.cond_signal = strata_pt_boot_cond_signal,
+	.cond_broadcast = strata_pt_boot_cond_broadcast,
+	.rwlock_rdlock = strata_pt_glibc_rwlock_rdlock,
+	.rwlock_wrlock = strata_pt_glibc_rwlock_wrlock,
+	.rwlock_tryrdlock = strata_pt_glibc_rwlock_tryrdlock,
+	.rwlock_trywrlock = strata_pt_glibc_rwlock_trywrlock,
+	.rwlock_unlock = strata_pt_glibc_rwlock_unlock,
+};
+#define REAL(f) (__atomic_load_n(&real.f, __ATOMIC_RELAXED))
+
+static STRATA_PT_TLS int strata_pt_busy;
+static int strata_pt_busy_get(void) { return strata_pt_busy; }
+static int strata_pt_depth;   /* STRATA_PTHREAD_STACK_DEPTH, 0..32 */
+static int strata_pt_resolved;
+
+/* Fork child: re-emit the mappings into the child's own sub-trace. */
+static uint32_t maps_emitted_state;
+static void strata_pt_atfork_child(void)
+{
+	/* relaxed: the child has one thread at this point. */
+	__atomic_store_n(&maps_emitted_state, 0, __ATOMIC_RELAXED);
+}
+
+static void *strata_pt_sym(const char *name, const char *version)
+{
+	void *p = version ? dlvsym(RTLD_NEXT, name, version) : NULL;
+	return p ? p : dlsym(RTLD_NEXT, name);
+}
+
+/*
+ * Resolve every real function.  Idempotent: threads racing here store the
+ * same values.  Runs with strata_pt_busy set, so anything dlsym calls back
+ * into (a replaced malloc -> pthread_mutex_lock) takes the direct path.
+ */
+static __attribute__((noinline)) void strata_pt_resolve(void)
+{
+	/* relaxed: only avoids repeated work, correctness does not depend on it. */
+	if (__atomic_load_n(&strata_pt_resolved, __ATOMIC_RELAXED))
+		return;
+	int was_busy = strata_pt_busy;
+	strata_pt_busy = 1;
+	void *p;
+#define R(field, name, ver) \
+	if ((p = strata_pt_sym(name, ver)) != NULL) \
+		__atomic_store_n((void **)&real.field, p, __ATOMIC_RELAXED)
+	/* The condvar ABI of glibc 2.3.2 is the one current programs link. */
+	R(cond_wait, "pthread_cond_wait", "GLIBC_2.3.2");
+	R(cond_timedwait, "pthread_cond_timedwait", "GLIBC_2.3.2");
+	R(cond_signal, "pthread_cond_signal", "GLIBC_2.3.2");
+	R(cond_broadcast, "pthread_cond_broadcast", "GLIBC_2.3.2");
+	R(mutex_lock, "pthread_mutex_lock", NULL);
+	R(mutex_trylock, "pthread_mutex_trylock", NULL);
+	R(mutex_timedlock, "pthread_mutex_timedlock", NULL);
+	R(mutex_unlock, "pthread_mutex_unlock", NULL);
+	R(rwlock_rdlock, "pthread_rwlock_rdlock", NULL);
+	R(rwlock_wrlock, "pthread_rwlock_wrlock", NULL);
+	R(rwlock_tryrdlock, "pthread_rwlock_tryrdlock", NULL);
+	R(rwlock_trywrlock, "pthread_rwlock_trywrlock", NULL);
+	R(rwlock_unlock, "pthread_rwlock_unlock", NULL);
+#undef R
+	const char *d = getenv("STRATA_PTHREAD_STACK_DEPTH");
+	int depth = d ? atoi(d) : 0;
+	if (depth < 0)
+		depth = 0;
+	if (depth > STRATA_PT_MAX_DEPTH)
+		depth = STRATA_PT_MAX_DEPTH;
+	__atomic_store_n(&strata_pt_depth, depth, __ATOMIC_RELAXED);
+	__atomic_store_n(&strata_pt_resolved, 1, __ATOMIC_RELAXED);
+	strata_pt_busy = was_busy;
+}
+
+static void __attribute__((constructor(102))) strata_pt_ctor(void)
+{
+	strata_pt_resolve();
+	pthread_atfork(NULL, NULL, strata_pt_atfork_child);
+}
+
+/* ---- time, caller mappings, stacks --------------------------------------- */
+
+static inline uint64_t strata_pt_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#define STRATA_PT_MAX_RANGES 512
+#define STRATA_PT_MAX_RESCANS 64
+/* Executable ranges seen by the last scan.  Written only by the maps_busy
+ * owner; read racily by callers (a torn pair only causes a spare rescan). */
+static uint64_t ranges[STRATA_PT_MAX_RANGES][2];
+static uint32_t n_ranges;
+static uint32_t n_rescans;
+static int maps_busy;
+static char maps_buf[4096];
+static char maps_line[4096 + 64];
+static STRATA_PT_TLS uint64_t last_range[2];
+
+static uint64_t strata_pt_hex(const char **p)
+{
+	uint64_t v = 0;
+	for (;;) {
+		char c = **p;
+		unsigned d;
+		if (c >= '0' && c <= '9')
+			d = (unsigned)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			d = (unsigned)(c - 'a' + 10);
+		else
+			return v;
+		v = v << 4 | d;
+		(*p)++;
+	}
+}
+
+/* One line of /proc/self/maps: "start-end perms offset dev inode   path". */
+static void strata_pt_maps_line(const char *l, uint32_t *n)
+{
+	const char *p = l;
+	uint64_t start = strata_pt_hex(&p), end, off;
+	if (*p++ != '-')
+		return;
+	end = strata_pt_hex(&p);
+	if (*p++ != ' ' || strlen(p) < 5 || p[2] != 'x')
+		return;
+	p += 5;
+	off = strata_pt_hex(&p);
+	for (int fields = 0; fields < 2 && *p; fields++) { /* dev, inode */
+		while (*p == ' ')
+			p++;
+		while (*p && *p != ' ')
+			p++;
+	}
+	while (*p == ' ')
+		p++;
+	if (*p != '/' && *p != '[')
+		return;
+	if (*n < STRATA_PT_MAX_RANGES) {
+		ranges[*n][0] = start;
+		ranges[*n][1] = end;
+		(*n)++;
+	}
+	if (*p == '/')
+		strata_tracepoint(pthread, mapping, start, end, off, p);
+}
+
+static __attribute__((noinline)) void strata_pt_emit_maps(uint32_t state)
+{
+	int expected = 0;
+	/* acquire: take ownership of the static buffers; pairs with the release
+	 * below of the previous owner. */
+	if (!__atomic_compare_exchange_n(&maps_busy, &expected, 1, 0, __ATOMIC_ACQUIRE,
+					 __ATOMIC_RELAXED))
+		return;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		size_t used = 0;
+		uint32_t n = 0;
+		ssize_t got;
+		while ((got = read(fd, maps_buf, sizeof(maps_buf))) > 0) {
+			for (ssize_t i = 0; i < got; i++) {
+				char c = maps_buf[i];
+				if (c == '\n') {
+					maps_line[used] = 0;
+					strata_pt_maps_line(maps_line, &n);
+					used = 0;
+				} else if (used < sizeof(maps_line) - 1) {
+					maps_line[used++] = c;
+				}
+			}
+		}
+		close(fd);
+		/* relaxed: readers tolerate stale counts (see `ranges`). */
+		__atomic_store_n(&n_ranges, n, __ATOMIC_RELAXED);
+		__atomic_store_n(&maps_emitted_state, state, __ATOMIC_RELAXED);
+	}
+	/* release: pairs with the acquire CAS of the next owner. */
+	__atomic_store_n(&maps_busy, 0, __ATOMIC_RELEASE);
+}
+
+/* Make sure the mappings reached every session that records pthread:mapping
+ * and that `caller` lies in a mapping already described. */
+static inline void strata_pt_check_maps(uint64_t caller)
+{
+	/* relaxed: a stale state only delays the (idempotent) emission. */
+	uint32_t st = __atomic_load_n(&STRATA__TP(pthread, mapping).state, __ATOMIC_RELAXED);
+	if (!st)
+		return;
+	if (__builtin_expect(st != __atomic_load_n(&maps_emitted_state, __ATOMIC_RELAXED), 0)) {
+		strata_pt_emit_maps(st);
+		return;
+	}
+	if (caller >= last_range[0] && caller < last_range[1])
+		return;
+	uint32_t n = __atomic_load_n(&n_ranges, __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < n && i < STRATA_PT_MAX_RANGES; i++) {
+		if (caller >= ranges[i][0] && caller < ranges[i][1]) {
+			last_range[0] = ranges[i][0];
+			last_range[1] = ranges[i][1];
+			return;
+		}
+	}
+	/* Unknown code (dlopen since the last scan?): rescan, a bounded number
+	 * of times per process (JIT code would otherwise rescan forever). */
+	if (__atomic_fetch_add(&n_rescans, 1, __ATOMIC_RELAXED) < STRATA_PT_MAX_RESCANS)
+		strata_pt_emit_maps(st);
+}
+
+/* Caller's stack (innermost first), starting at `caller`. */
+static size_t strata_pt_stack(uint64_t *out, uint64_t caller)
+{
+	int depth = __atomic_load_n(&strata_pt_depth, __ATOMIC_RELAXED);
+	void *frames[STRATA_PT_MAX_DEPTH + 4];
+	if (depth <= 0)
+		return 0;
+	int n = unw_backtrace(frames, depth + 4);
+	int first = 0;
+	for (int i = 0; i < n; i++) {
+		if ((uint64_t)(uintptr_t)frames[i] == caller) {
+			first = i;
+			break;
+		}
+	}
+	size_t k = 0;
+	for (int i = first; i < n && k < (size_t)depth; i++)
+		out[k++] = (uint64_t)(uintptr_t)frames[i];
+	return k;
+}
+
+/* ---- emission (out of line: the wrappers' fast path stays small) --------- */
+
+enum strata_pt_kind {
+	PT_MUTEX_LOCK, PT_MUTEX_TIMEDLOCK, PT_RW_RDLOCK, PT_RW_WRLOCK,
+};
+
+static __attribute__((noinline)) void strata_pt_emit_acq(enum strata_pt_kind k, const void *lock,
+							  int ret, int contended, uint64_t wait,
+							  uint64_t caller)
+{
+	uint64_t stack[STRATA_PT_MAX_DEPTH];
+	strata_pt_busy = 1;
+	strata_pt_check_maps(caller);
+	size_t n = strata_pt_stack(stack, caller);
+	uint64_t a = (uint64_t)(uintptr_t)lock;
+	uint8_t c = (uint8_t)contended;
+	switch (k) {
+	case PT_MUTEX_LOCK:
+		strata_tracepoint(pthread, mutex_lock, a, ret, c, wait, caller, stack, n);
+		break;
+	case PT_MUTEX_TIMEDLOCK:
+		strata_tracepoint(pthread, mutex_timedlock, a, ret, c, wait, caller, stack, n);
+		break;
+	case PT_RW_RDLOCK:
+		strata_tracepoint(pthread, rwlock_rdlock, a, ret, c, wait, caller, stack, n);
+		break;
+	case PT_RW_WRLOCK:
+		strata_tracepoint(pthread, rwlock_wrlock, a, ret, c, wait, caller, stack, n);
+		break;
+	}
+	strata_pt_busy = 0;
+}
+
+/* Enabled and not re-entered: the condition for the traced path. */
+#define TRACED(ev) (strata_tracepoint_enabled(pthread, ev) && !strata_pt_busy)
+#define CALLER() ((uint64_t)(uintptr_t)__builtin_return_address(0))
+
+/*
+ * Blocking acquisition, traced: try first (uncontended: no clock read), then
+ * block and time the wait.  For every mutex type trylock-then-lock returns
+ * what lock alone returns (errorcheck owner: EBUSY then EDEADLK; recursive
+ * owner: trylock succeeds as lock would; robust: EOWNERDEAD from either).
+ */
+#define TIMED_ACQ(kind, tryfn, blockcall, obj) \
+	do { \
+		uint64_t caller_ = CALLER(), wait_ = 0; \
+		int contended_ = 0; \
+		int ret_ = REAL(tryfn)(obj); \
+		if (ret_ == EBUSY) { \
+			uint64_t t0_ = strata_pt_now(); \
+			ret_ = blockcall; \
+			wait_ = strata_pt_now() - t0_; \
+			contended_ = 1; \
+		} \
+		strata_pt_emit_acq(kind, obj, ret_, contended_, wait_, caller_); \
+		return ret_; \
+	} while (0)
+
+/* ---- wrappers ------------------------------------------------------------ */
+
+STRATA_PT_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
+{
+	if (!TRACED(mutex_lock))
+		return REAL(mutex_lock)(m);
+	TIMED_ACQ(PT_MUTEX_LOCK, mutex_trylock, REAL(mutex_lock)(m), m);
+}
+
+STRATA_PT_EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *t)
+{
+	if (!TRACED(mutex_timedlock))
+		return REAL(mutex_timedlock)(m, t);
+	TIMED_ACQ(PT_MUTEX_TIMEDLOCK, mutex_trylock, REAL(mutex_timedlock)(m, t), m);
+}
+
+STRATA_PT_EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
+{
+	if (!TRACED(mutex_trylock))
+		return REAL(mutex_trylock)(m);
+	uint64_t caller = CALLER(), stack[STRATA_PT_MAX_DEPTH];
+	int ret = REAL(mutex_trylock)(m);
+	strata_pt_busy = 1;
+	strata_pt_check_maps(caller);
+	size_t n = strata_pt_stack(stack, caller);
+	strata_tracepoint(pthread, mutex_trylock, (uint64_t)(uintptr_t)m, ret, caller, stack, n);
+	strata_pt_busy = 0;
+	return ret;
+}
+
+STRATA_PT_EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
+{
+	if (!TRACED(mutex_unlock))
+		return REAL(mutex_unlock)(m);
+	uint64_t caller = CALLER();
+	int ret = REAL(mutex_unlock)(m);
+	strata_pt_busy = 1;
+	strata_tracepoint(pthread, mutex_unlock, (uint64_t)(uintptr_t)m, ret, caller);
+	strata_pt_busy = 0;
+	return ret;
+}
+
+static __attribute__((noinline)) void strata_pt_emit_cond(int timed, const void *c, const void *m,
+							   int ret, uint64_t wait, uint64_t caller)
+{
+	uint64_t stack[STRATA_PT_MAX_DEPTH];
+	strata_pt_busy = 1;
+	strata_pt_check_maps(caller);
+	size_t n = strata_pt_stack(stack, caller);
+	uint64_t ca = (uint64_t)(uintptr_t)c, ma = (uint64_t)(uintptr_t)m;
+	if (timed)
+		strata_tracepoint(pthread, cond_timedwait, ca, ma, ret, wait, caller, stack, n);
+	else
+		strata_tracepoint(pthread, cond_wait, ca, ma, ret, wait, caller, stack, n);
+	strata_pt_busy = 0;
+}
+
+STRATA_PT_EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
+{
+	int (*f)(pthread_cond_t *, pthread_mutex_t *) = REAL(cond_wait);
+	if (!TRACED(cond_wait))
+		return f(c, m);
+	uint64_t caller = CALLER(), t0 = strata_pt_now();
+	int ret = f(c, m);
+	strata_pt_emit_cond(0, c, m, ret, strata_pt_now() - t0, caller);
+	return ret;
+}
+
+STRATA_PT_EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
+					    const struct timespec *t)
+{
+	int (*f)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *) = REAL(cond_timedwait);
+	if (!TRACED(cond_timedwait))
+		return f(c, m, t);
+	uint64_t caller = CALLER(), t0 = strata_pt_now();
+	int ret = f(c, m, t);
+	strata_pt_emit_cond(1, c, m, ret, strata_pt_now() - t0, caller);
+	return ret;
+}
+
+STRATA_PT_EXPORT int pthread_cond_signal(pthread_cond_t *c)
+{
+	int (*f)(pthread_cond_t *) = REAL(cond_signal);
+	int ret = f(c);
+	if (TRACED(cond_signal)) {
+		strata_pt_busy = 1;
+		strata_tracepoint(pthread, cond_signal, (uint64_t)(uintptr_t)c, ret, CALLER());
+		strata_pt_busy = 0;
+	}
+	return ret;
+}
+
+STRATA_PT_EXPORT int pthread_cond_broadcast(pthread_cond_t *c)
+{
+	int (*f)(pthread_cond_t *) = REAL(cond_broadcast);
+	int ret = f(c);
+	if (TRACED(cond_broadcast)) {
+		strata_pt_busy = 1;
+		strata_tracepoint(pthread, cond_broadcast, (uint64_t)(uintptr_t)c, ret, CALLER());
+		strata_pt_busy = 0;
+	}
+	return ret;
+}
+
+STRATA_PT_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *l)
+{
+	if (!TRACED(rwlock_rdlock))
+		return REAL(rwlock_rdlock)(l);
+	TIMED_ACQ(PT_RW_RDLOCK, rwlock_tryrdlock, REAL(rwlock_rdlock)(l), l);
+}
+
+STRATA_PT_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *l)
+{
+	if (!TRACED(rwlock_wrlock))
+		return REAL(rwlock_wrlock)(l);
+	TIMED_ACQ(PT_RW_WRLOCK, rwlock_trywrlock, REAL(rwlock_wrlock)(l), l);
+}
+
+static __attribute__((noinline)) int strata_pt_rw_try(int wr, pthread_rwlock_t *l, uint64_t caller)
+{
+	uint64_t stack[STRATA_PT_MAX_DEPTH];
+	int ret = wr ? REAL(rwlock_trywrlock)(l) : REAL(rwlock_tryrdlock)(l);
+	strata_pt_busy = 1;
+	strata_pt_check_maps(caller);
+	size_t n = strata_pt_stack(stack, caller);
+	if (wr)
+		strata_tracepoint(pthread, rwlock_trywrlock, (uint64_t)(uintptr_t)l, ret, caller, stack, n);
+	else
+		strata_tracepoint(pthread, rwlock_tryrdlock, (uint64_t)(uintptr_t)l, ret, caller, stack, n);
+	strata_pt_busy = 0;
+	return ret;
+}
+
+STRATA_PT_EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t *l)
+{
+	if (!TRACED(rwlock_tryrdlock))
+		return REAL(rwlock_tryrdlock)(l);
+	return strata_pt_rw_try(0, l, CALLER());
+}
+
+STRATA_PT_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t *l)
+{
+	if (!TRACED(rwlock_trywrlock))
+		return REAL(rwlock_trywrlock)(l);
+	return strata_pt_rw_try(1, l, CALLER());
+}
+
+STRATA_PT_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *l)
+{
+	if (!TRACED(rwlock_unlock))
+		return REAL(rwlock_unlock)(l);
+	uint64_t caller = CALLER();
+	int ret = REAL(rwlock_unlock)(l);
+	strata_pt_busy = 1;
+	strata_tracepoint(pthread, rwlock_unlock, (uint64_t)(uintptr_t)l, ret, caller);
+	strata_pt_busy = 0;
+	return ret;
+}

@@ -1,0 +1,155 @@
+// analyze_model_test.cpp - the lock analysis on hand-made event streams,
+// with exact expected figures (no trace, no babeltrace2).
+#include <cerrno>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "analyze_model.h"
+#include "analyze_report.h"
+
+using namespace strata::analyze;
+
+namespace {
+
+Event ev(int64_t ts, int64_t tid, Op op, uint64_t lock, int32_t ret = 0, bool contended = false,
+	 uint64_t wait = 0, uint64_t caller = 0x1000)
+{
+	Event e;
+	e.ts = ts;
+	e.tid = tid;
+	e.op = op;
+	e.lock = lock;
+	e.ret = ret;
+	e.contended = contended;
+	e.wait_ns = wait;
+	e.caller = caller;
+	return e;
+}
+
+const LockStats *find(const Report &r, uint64_t addr, uint32_t proc = 0)
+{
+	for (const LockStats &l : r.locks)
+		if (l.addr == addr && l.proc == proc)
+			return &l;
+	return nullptr;
+}
+
+} // namespace
+
+TEST(AnalyzeModel, TwoThreadsOneContendedLock)
+{
+	Input in;
+	in.procs.push_back({"prog", 42, ""});
+	const uint64_t A = 0xa000, B = 0xb000;
+	// t1 holds A 100..400; t2 waits 150..400, holds 400..450; B uncontended.
+	in.events = {
+		ev(100, 1, Op::MutexLock, A, 0, false, 0, 0x111),
+		ev(400, 1, Op::MutexUnlock, A),
+		ev(400, 2, Op::MutexLock, A, 0, true, 250, 0x222),
+		ev(450, 2, Op::MutexUnlock, A),
+		ev(500, 1, Op::MutexTrylock, B),
+		ev(510, 1, Op::MutexUnlock, B),
+		ev(520, 2, Op::MutexTrylock, B, EBUSY),
+	};
+	Report r = analyze(in, Options(), nullptr);
+	ASSERT_EQ(r.locks.size(), 2u);
+	EXPECT_EQ(r.locks[0].addr, A); // sorted by total wait
+	const LockStats *a = find(r, A), *b = find(r, B);
+	ASSERT_TRUE(a && b);
+	EXPECT_EQ(a->acquisitions, 2u);
+	EXPECT_EQ(a->contended, 1u);
+	EXPECT_EQ(a->wait_total, 250u);
+	EXPECT_EQ(a->wait_max, 250u);
+	EXPECT_EQ(a->wait_p99, 250u);
+	EXPECT_DOUBLE_EQ(a->wait_mean, 125.0);
+	EXPECT_EQ(a->holds, 2u);
+	EXPECT_EQ(a->hold_max, 300u);
+	EXPECT_EQ(a->hold_total, 350u);
+	ASSERT_EQ(a->sites.size(), 2u);
+	EXPECT_EQ(a->sites[0].caller, 0x222u);
+	EXPECT_EQ(a->sites[0].wait_total, 250u);
+	EXPECT_EQ(b->acquisitions, 1u);
+	EXPECT_EQ(b->failed, 1u);
+	EXPECT_EQ(b->hold_max, 10u);
+	EXPECT_EQ(r.unmatched_unlocks, 0u);
+	// Timeline: A's wait of t2 and both holds, B's hold.
+	size_t waits = 0, holds = 0;
+	for (const Interval &iv : r.timeline)
+		(iv.wait ? waits : holds)++;
+	EXPECT_EQ(waits, 1u);
+	EXPECT_EQ(holds, 3u);
+}
+
+TEST(AnalyzeModel, RecursiveAndCondWaitAndProcesses)
+{
+	Input in;
+	in.procs.push_back({"parent", 10, ""});
+	in.procs.push_back({"child", 11, ""});
+	const uint64_t M = 0x5000;
+	Event c = ev(0, 1, Op::CondWait, M, 0, false, 100);
+	in.events = {
+		ev(10, 1, Op::MutexLock, M),    // outer
+		ev(20, 1, Op::MutexLock, M),    // recursive
+		ev(30, 1, Op::MutexUnlock, M),  // inner hold 10
+		ev(40, 1, Op::MutexUnlock, M),  // outer hold 30
+		ev(50, 1, Op::MutexUnlock, M),  // unmatched
+		ev(100, 1, Op::MutexLock, M),
+	};
+	c.ts = 300; // released at 200 (hold 100), re-acquired at 300
+	c.lock = M;
+	in.events.push_back(c);
+	in.events.push_back(ev(350, 1, Op::MutexUnlock, M)); // hold 50
+	Event other = ev(360, 7, Op::MutexLock, M);
+	other.proc = 1; // same address, other process: another lock
+	in.events.push_back(other);
+	Report r = analyze(in, Options(), nullptr);
+	const LockStats *p = find(r, M, 0), *ch = find(r, M, 1);
+	ASSERT_TRUE(p && ch);
+	EXPECT_EQ(p->acquisitions, 3u);
+	EXPECT_EQ(p->holds, 4u);
+	EXPECT_EQ(p->hold_max, 100u);
+	EXPECT_EQ(p->hold_total, 10u + 30u + 100u + 50u);
+	EXPECT_EQ(p->cond_waits, 1u);
+	EXPECT_EQ(r.unmatched_unlocks, 1u);
+	EXPECT_EQ(ch->acquisitions, 1u);
+	EXPECT_EQ(r.cond_waits, 1u);
+}
+
+TEST(AnalyzeModel, PercentileNearestRank)
+{
+	std::vector<uint64_t> v;
+	for (uint64_t i = 1; i <= 100; i++)
+		v.push_back(i);
+	EXPECT_EQ(percentile(v, 99), 99u);
+	EXPECT_EQ(percentile(v, 100), 100u);
+	v.push_back(1000);
+	EXPECT_EQ(percentile(v, 99), 100u); // ceil(0.99 * 101) = 100th value
+	EXPECT_EQ(percentile({}, 99), 0u);
+	EXPECT_EQ(percentile({7}, 99), 7u);
+}
+
+TEST(AnalyzeModel, ReportsRenderAndEscape)
+{
+	Input in;
+	in.procs.push_back({"we\"ird<name>", 1, ""});
+	in.events = {ev(1, 1, Op::RwWrlock, 0x10, 0, true, 5000), ev(9000, 1, Op::RwUnlock, 0x10)};
+	Report r = analyze(in, Options(), [](uint32_t, uint64_t a, bool code) {
+		Symbol s;
+		s.function = code ? "f<int>\"" : "g_lock";
+		s.location = code ? "x.c:1" : "";
+		(void)a;
+		return s;
+	});
+	std::ostringstream j, h, t;
+	write_json(j, r, Options());
+	write_html(h, r, Options());
+	write_text(t, r, Options());
+	EXPECT_NE(j.str().find("\"kind\": \"rwlock\""), std::string::npos);
+	EXPECT_NE(j.str().find("\"name\": \"we\\\"ird<name>\""), std::string::npos);
+	EXPECT_NE(j.str().find("\"symbol\": \"g_lock\""), std::string::npos);
+	EXPECT_EQ(h.str().find("<name>"), std::string::npos);
+	EXPECT_NE(h.str().find("we&quot;ird&lt;name&gt;"), std::string::npos);
+	EXPECT_NE(h.str().find("<svg"), std::string::npos);
+	EXPECT_NE(t.str().find("g_lock"), std::string::npos);
+}

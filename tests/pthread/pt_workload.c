@@ -1,0 +1,369 @@
+/*
+ * pt_workload.c - an unmodified pthread program (no Strata code in it) for
+ * the LD_PRELOAD tests.  Each mode exercises one situation and writes what it
+ * did (lock addresses, exact counts, its own measure of waits) as JSON to the
+ * file named by the second argument, for check_pthread.py to compare with
+ * `strata analyze mutex`.  Every mode checks return codes itself and exits 1
+ * on a wrong one, so it is also the wrappers' correctness test without a
+ * daemon.
+ *
+ *   pt_workload contend OUT [threads iters hold_us]
+ *   pt_workload basic OUT
+ *   pt_workload fork OUT
+ *   pt_workload dlopen OUT LIB
+ *   pt_workload signal OUT
+ *   pt_workload ctor OUT
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Exported on purpose: the analysis names locks by their data symbol. */
+pthread_mutex_t strata_hot_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t strata_cold_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_rwlock_t strata_rw_lock = PTHREAD_RWLOCK_INITIALIZER;
+pthread_mutex_t strata_fork_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t strata_sig_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t strata_ctor_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define CHECK(expr, want) \
+	do { \
+		int r_ = (expr); \
+		if (r_ != (want)) { \
+			fprintf(stderr, "%s:%d: %s returned %d (%s), expected %d\n", __FILE__, __LINE__, #expr, r_, \
+				strerror(r_), (want)); \
+			exit(1); \
+		} \
+	} while (0)
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void spin_ns(uint64_t ns)
+{
+	uint64_t end = now_ns() + ns;
+	while (now_ns() < end)
+		;
+}
+
+/* Locks taken in a constructor, before main and before our own constructor
+ * of libstrata-pthread.so may have run. */
+static int ctor_acquisitions;
+static void __attribute__((constructor)) early_locks(void)
+{
+	for (int i = 0; i < 5; i++) {
+		CHECK(pthread_mutex_lock(&strata_ctor_lock), 0);
+		ctor_acquisitions++;
+		CHECK(pthread_mutex_unlock(&strata_ctor_lock), 0);
+	}
+}
+
+/* ---- contend ---------------------------------------------------------- */
+static int n_iters;
+static uint64_t hold_ns;
+static _Atomic uint64_t self_wait_hot;
+
+static void *contender(void *arg)
+{
+	(void)arg;
+	uint64_t waited = 0;
+	for (int i = 0; i < n_iters; i++) {
+		uint64_t t0 = now_ns();
+		CHECK(pthread_mutex_lock(&strata_hot_lock), 0);
+		waited += now_ns() - t0;
+		spin_ns(hold_ns);
+		CHECK(pthread_mutex_unlock(&strata_hot_lock), 0);
+		CHECK(pthread_mutex_lock(&strata_cold_lock), 0);
+		CHECK(pthread_mutex_unlock(&strata_cold_lock), 0);
+		spin_ns(hold_ns / 4); /* outside any lock: let the others in */
+	}
+	for (int i = 0; i < 10; i++) {
+		CHECK(pthread_rwlock_rdlock(&strata_rw_lock), 0);
+		CHECK(pthread_rwlock_unlock(&strata_rw_lock), 0);
+	}
+	for (int i = 0; i < 5; i++) {
+		CHECK(pthread_rwlock_wrlock(&strata_rw_lock), 0);
+		CHECK(pthread_rwlock_unlock(&strata_rw_lock), 0);
+	}
+	atomic_fetch_add(&self_wait_hot, waited);
+	return NULL;
+}
+
+static int mode_contend(FILE *out, int threads, int iters, int hold_us)
+{
+	pthread_t t[64];
+	n_iters = iters;
+	hold_ns = (uint64_t)hold_us * 1000u;
+	if (threads < 1 || threads > 64)
+		return 2;
+	for (int i = 0; i < threads; i++)
+		CHECK(pthread_create(&t[i], NULL, contender, NULL), 0);
+	for (int i = 0; i < threads; i++)
+		CHECK(pthread_join(t[i], NULL), 0);
+	fprintf(out,
+		"{\"pid\": %d, \"hot\": \"%p\", \"cold\": \"%p\", \"rw\": \"%p\", \"threads\": %d, \"iters\": %d,"
+		" \"hot_acq\": %d, \"cold_acq\": %d, \"rw_acq\": %d, \"hold_ns\": %" PRIu64
+		", \"self_wait_hot_ns\": %" PRIu64 "}\n",
+		(int)getpid(), (void *)&strata_hot_lock, (void *)&strata_cold_lock, (void *)&strata_rw_lock, threads,
+		iters, threads * iters, threads * iters, threads * 15, hold_ns, atomic_load(&self_wait_hot));
+	return 0;
+}
+
+/* ---- basic: every wrapped call's return codes ------------------------- */
+static pthread_mutex_t held_by_other = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t cv_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int cv_flag;
+static _Atomic int other_ready, other_release;
+
+static void *holder(void *arg)
+{
+	(void)arg;
+	CHECK(pthread_mutex_lock(&held_by_other), 0);
+	atomic_store(&other_ready, 1);
+	while (!atomic_load(&other_release))
+		sched_yield();
+	CHECK(pthread_mutex_unlock(&held_by_other), 0);
+	return NULL;
+}
+
+static void *signaller(void *arg)
+{
+	(void)arg;
+	CHECK(pthread_mutex_lock(&cv_mutex), 0);
+	cv_flag = 1;
+	CHECK(pthread_cond_signal(&cv), 0);
+	CHECK(pthread_mutex_unlock(&cv_mutex), 0);
+	return NULL;
+}
+
+static int mode_basic(FILE *out)
+{
+	pthread_mutexattr_t a;
+	pthread_mutex_t ec, rec;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
+	pthread_mutex_init(&ec, &a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&rec, &a);
+
+	CHECK(pthread_mutex_lock(&ec), 0);
+	CHECK(pthread_mutex_lock(&ec), EDEADLK);
+	CHECK(pthread_mutex_trylock(&ec), EBUSY);
+	CHECK(pthread_mutex_unlock(&ec), 0);
+	CHECK(pthread_mutex_unlock(&ec), EPERM);
+	CHECK(pthread_mutex_trylock(&ec), 0);
+	CHECK(pthread_mutex_unlock(&ec), 0);
+
+	for (int i = 0; i < 3; i++)
+		CHECK(pthread_mutex_lock(&rec), 0);
+	CHECK(pthread_mutex_trylock(&rec), 0);
+	for (int i = 0; i < 4; i++)
+		CHECK(pthread_mutex_unlock(&rec), 0);
+
+	struct timespec soon;
+	clock_gettime(CLOCK_REALTIME, &soon);
+	soon.tv_nsec += 20 * 1000 * 1000;
+	if (soon.tv_nsec >= 1000000000) {
+		soon.tv_sec++;
+		soon.tv_nsec -= 1000000000;
+	}
+	pthread_t h;
+	CHECK(pthread_create(&h, NULL, holder, NULL), 0);
+	while (!atomic_load(&other_ready))
+		sched_yield();
+	CHECK(pthread_mutex_trylock(&held_by_other), EBUSY);
+	CHECK(pthread_mutex_timedlock(&held_by_other, &soon), ETIMEDOUT);
+	atomic_store(&other_release, 1);
+	CHECK(pthread_join(h, NULL), 0);
+	clock_gettime(CLOCK_REALTIME, &soon);
+	soon.tv_sec += 5;
+	CHECK(pthread_mutex_timedlock(&held_by_other, &soon), 0);
+	CHECK(pthread_mutex_unlock(&held_by_other), 0);
+
+	/* condvar: a timed wait that times out, then a signalled wait */
+	CHECK(pthread_mutex_lock(&cv_mutex), 0);
+	clock_gettime(CLOCK_REALTIME, &soon);
+	CHECK(pthread_cond_timedwait(&cv, &cv_mutex, &soon), ETIMEDOUT);
+	pthread_t s;
+	CHECK(pthread_create(&s, NULL, signaller, NULL), 0);
+	while (!cv_flag)
+		CHECK(pthread_cond_wait(&cv, &cv_mutex), 0);
+	CHECK(pthread_mutex_unlock(&cv_mutex), 0);
+	CHECK(pthread_join(s, NULL), 0);
+	CHECK(pthread_cond_broadcast(&cv), 0);
+
+	/* rwlock */
+	pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+	CHECK(pthread_rwlock_rdlock(&rw), 0);
+	CHECK(pthread_rwlock_tryrdlock(&rw), 0);
+	CHECK(pthread_rwlock_trywrlock(&rw), EBUSY);
+	CHECK(pthread_rwlock_unlock(&rw), 0);
+	CHECK(pthread_rwlock_unlock(&rw), 0);
+	CHECK(pthread_rwlock_wrlock(&rw), 0);
+	CHECK(pthread_rwlock_tryrdlock(&rw), EBUSY);
+	CHECK(pthread_rwlock_unlock(&rw), 0);
+	CHECK(pthread_rwlock_trywrlock(&rw), 0);
+	CHECK(pthread_rwlock_unlock(&rw), 0);
+	/* ec: lock, trylock, unlock; rec: 3 locks + 1 trylock; held_by_other: 1
+	 * timedlock (the holder's lock is in another thread). */
+	fprintf(out, "{\"pid\": %d, \"ec\": \"%p\", \"rec\": \"%p\", \"ec_acq\": 2, \"rec_acq\": 4}\n", (int)getpid(),
+		(void *)&ec, (void *)&rec);
+	/* The mutexes live on this stack: print before they go. */
+	fflush(out);
+	return 0;
+}
+
+/* ---- fork: the child locks too ------------------------------------------ */
+static int mode_fork(FILE *out)
+{
+	for (int i = 0; i < 10; i++) {
+		CHECK(pthread_mutex_lock(&strata_fork_lock), 0);
+		CHECK(pthread_mutex_unlock(&strata_fork_lock), 0);
+	}
+	fflush(out);
+	pid_t child = fork();
+	if (child < 0)
+		return 1;
+	if (child == 0) {
+		for (int i = 0; i < 20; i++) {
+			CHECK(pthread_mutex_lock(&strata_fork_lock), 0);
+			CHECK(pthread_mutex_unlock(&strata_fork_lock), 0);
+		}
+		_exit(0);
+	}
+	int st = 0;
+	if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return 1;
+	for (int i = 0; i < 5; i++) {
+		CHECK(pthread_mutex_lock(&strata_fork_lock), 0);
+		CHECK(pthread_mutex_unlock(&strata_fork_lock), 0);
+	}
+	fprintf(out, "{\"pid\": %d, \"child\": %d, \"lock\": \"%p\", \"parent_acq\": 15, \"child_acq\": 20}\n",
+		(int)getpid(), (int)child, (void *)&strata_fork_lock);
+	return 0;
+}
+
+/* ---- dlopen: a library that locks --------------------------------------- */
+static int mode_dlopen(FILE *out, const char *lib)
+{
+	void *h = dlopen(lib, RTLD_NOW);
+	if (!h) {
+		fprintf(stderr, "dlopen: %s\n", dlerror());
+		return 1;
+	}
+	int (*work)(int) = (int (*)(int))dlsym(h, "strata_test_dl_work");
+	void *(*lock_addr)(void) = (void *(*)(void))dlsym(h, "strata_test_dl_lock");
+	if (!work || !lock_addr)
+		return 1;
+	if (work(30) != 30)
+		return 1;
+	fprintf(out, "{\"pid\": %d, \"lock\": \"%p\", \"acq\": 30}\n", (int)getpid(), lock_addr());
+	return 0;
+}
+
+/* ---- signal: lock in a handler ------------------------------------------ */
+static _Atomic int handled;
+static void on_usr1(int sig)
+{
+	(void)sig;
+	/* Not async-signal-safe by POSIX, but what real programs do; the lock
+	 * is never held by the code the signal interrupts. */
+	if (pthread_mutex_lock(&strata_sig_lock) == 0)
+		pthread_mutex_unlock(&strata_sig_lock);
+	atomic_fetch_add(&handled, 1);
+}
+
+static void *blocked_waiter(void *arg)
+{
+	(void)arg;
+	/* Blocks on the hot lock held by main; the signal interrupts the wait. */
+	CHECK(pthread_mutex_lock(&strata_hot_lock), 0);
+	CHECK(pthread_mutex_unlock(&strata_hot_lock), 0);
+	return NULL;
+}
+
+static int mode_signal(FILE *out)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_usr1;
+	sigaction(SIGUSR1, &sa, NULL);
+	for (int i = 0; i < 25; i++)
+		raise(SIGUSR1);
+	CHECK(pthread_mutex_lock(&strata_hot_lock), 0);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, blocked_waiter, NULL), 0);
+	pthread_kill(t, SIGUSR1);
+	uint64_t deadline = now_ns() + 10ull * 1000000000u;
+	while (atomic_load(&handled) < 26 && now_ns() < deadline)
+		sched_yield();
+	CHECK(pthread_mutex_unlock(&strata_hot_lock), 0);
+	CHECK(pthread_join(t, NULL), 0);
+	if (atomic_load(&handled) != 26)
+		return 1;
+	fprintf(out, "{\"pid\": %d, \"lock\": \"%p\", \"acq\": 26}\n", (int)getpid(), (void *)&strata_sig_lock);
+	return 0;
+}
+
+/* With STRATA_PT_EXPECT_PRELOAD set, fail unless pthread_mutex_lock really
+ * is the preloaded wrapper (a wrong LD_PRELOAD path only warns). */
+static int preload_ok(void)
+{
+	Dl_info di;
+	if (!getenv("STRATA_PT_EXPECT_PRELOAD"))
+		return 1;
+	void *f = dlsym(RTLD_DEFAULT, "pthread_mutex_lock");
+	if (f && dladdr(f, &di) && di.dli_fname && strstr(di.dli_fname, "libstrata-pthread"))
+		return 1;
+	fprintf(stderr, "pthread_mutex_lock is not libstrata-pthread's (LD_PRELOAD not applied)\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (!preload_ok())
+		return 3;
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s contend|basic|fork|dlopen|signal|ctor OUT [args]\n", argv[0]);
+		return 2;
+	}
+	FILE *out = strcmp(argv[2], "-") ? fopen(argv[2], "w") : stdout;
+	if (!out)
+		return 2;
+	int rc = 2;
+	const char *m = argv[1];
+	if (!strcmp(m, "contend"))
+		rc = mode_contend(out, argc > 3 ? atoi(argv[3]) : 4, argc > 4 ? atoi(argv[4]) : 200,
+				  argc > 5 ? atoi(argv[5]) : 200);
+	else if (!strcmp(m, "basic"))
+		rc = mode_basic(out);
+	else if (!strcmp(m, "fork"))
+		rc = mode_fork(out);
+	else if (!strcmp(m, "dlopen") && argc > 3)
+		rc = mode_dlopen(out, argv[3]);
+	else if (!strcmp(m, "signal"))
+		rc = mode_signal(out);
+	else if (!strcmp(m, "ctor")) {
+		fprintf(out, "{\"pid\": %d, \"lock\": \"%p\", \"acq\": %d}\n", (int)getpid(), (void *)&strata_ctor_lock,
+			ctor_acquisitions);
+		rc = ctor_acquisitions == 5 ? 0 : 1;
+	}
+	if (out != stdout)
+		fclose(out);
+	return rc;
+}
