@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""End-to-end check of the pthread preload library and `strata analyze mutex`.
+
+Records an unmodified program with `strata record --preload pthread`, analyses
+the trace, and compares with what the program reports it did (pt_workload /
+pt_cxx write JSON: lock addresses, exact acquisition counts, own wait measure).
+
+usage: check_pthread.py SCENARIO --strata S --workload W --cxx C --dllib L --work DIR
+SCENARIO: contend basic fork dlopen signal ctor cxx stack
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+FAILS = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        FAILS.append(what)
+    return cond
+
+
+def run(cmd, env=None, timeout=90):
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def lock_of(report, pid, addr):
+    """The row of lock `addr` (int) in process `pid`."""
+    procs = [p["index"] for p in report["processes"] if p["pid"] == pid]
+    for lk in report["locks"]:
+        if lk["process"] in procs and int(lk["address"], 16) == addr:
+            return lk
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("scenario")
+    ap.add_argument("--strata", required=True)
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--cxx", required=True)
+    ap.add_argument("--dllib", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+
+    shutil.rmtree(a.work, ignore_errors=True)
+    os.makedirs(a.work)
+    trace = os.path.join(a.work, "trace")
+    out = os.path.join(a.work, "program.json")
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    # A private consumerd: never a system-wide one a developer runs.
+    env["STRATA_CONSUMERD_SOCKET"] = os.path.join(a.work, "no-daemon.sock")
+    sc = a.scenario
+    if sc == "cxx":
+        prog = [a.cxx, out]
+    elif sc == "dlopen":
+        prog = [a.workload, "dlopen", out, a.dllib]
+    elif sc in ("contend", "stack"):
+        prog = [a.workload, "contend", out, "4", "100" if sc == "contend" else "20", "200"]
+    else:
+        prog = [a.workload, sc, out]
+    if sc == "stack":
+        env["STRATA_PTHREAD_STACK_DEPTH"] = "6"
+
+    rc, so, se = run([a.strata, "record", "-o", trace, "--preload", "pthread", "--"] + prog, env=env)
+    if not check(rc == 0, "strata record exits 0 (got %d)" % rc):
+        print(so, se, file=sys.stderr)
+        return 1
+    with open(out) as f:
+        prog_out = json.load(f)
+    pid = prog_out["pid"]
+
+    html = os.path.join(a.work, "report.html")
+    rc, so, se = run([a.strata, "analyze", "mutex", trace, "--format=json", "--report=" + html])
+    if not check(rc == 0, "strata analyze exits 0 (got %d)" % rc):
+        print(so, se, file=sys.stderr)
+        return 1
+    rep = json.loads(so)
+    check(rep["discarded"] == 0, "no event lost (discarded %d)" % rep["discarded"])
+    check(any(p["pid"] == pid for p in rep["processes"]), "the program's process %d is in the trace" % pid)
+    with open(html) as f:
+        page = f.read()
+    check("<svg" in page and "</html>" in page and "http://" not in page.replace(
+        "http://www.w3.org/2000/svg", ""), "HTML report is self-contained with inline SVG")
+
+    def expect(name, key_addr, count, p=pid):
+        lk = lock_of(rep, p, int(prog_out[key_addr], 16))
+        if check(lk is not None, "%s: lock %s of pid %d analysed" % (name, prog_out[key_addr], p)):
+            check(lk["acquisitions"] == count,
+                  "%s: acquisitions %d == %d" % (name, lk["acquisitions"], count))
+        return lk
+
+    if sc in ("contend", "stack"):
+        hot = expect("hot", "hot", prog_out["hot_acq"])
+        cold = expect("cold", "cold", prog_out["cold_acq"])
+        rw = expect("rw", "rw", prog_out["rw_acq"])
+        if hot and cold:
+            mine = [lk for lk in rep["locks"] if lk["process"] == hot["process"]]
+            check(mine[0] is hot, "hot lock ranks first by total wait")
+            check(hot["symbol"] == "strata_hot_lock", "hot lock named by its symbol (%r)" % hot["symbol"])
+            check(hot["contended"] > 0, "hot lock contended %d times" % hot["contended"])
+            check(hot["hold_max_ns"] >= prog_out["hold_ns"],
+                  "hold max %d >= the program's hold %d" % (hot["hold_max_ns"], prog_out["hold_ns"]))
+            check(hot["holds"] == hot["acquisitions"], "every hot acquisition paired with its unlock")
+            # Stated tolerance: the analysis's total wait (time blocked inside
+            # the lock call) is at most the program's own measure around the
+            # call (+1 ms) and at least 70% of it minus 5 ms (preemption
+            # between the program's clock reads and the call is not a wait).
+            sw, aw = prog_out["self_wait_hot_ns"], hot["wait_total_ns"]
+            check(aw <= sw + 1000000 and aw >= 0.7 * sw - 5000000,
+                  "hot wait total %d ns within tolerance of the program's %d ns" % (aw, sw))
+            site = hot["sites"][0] if hot["sites"] else {}
+            check("contender" in site.get("function", ""), "top site is contender() (%r)" % site.get("function"))
+            check("pt_workload.c" in site.get("location", ""), "top site has file:line (%r)" % site.get("location"))
+            if sc == "stack":
+                st = site.get("stack", [])
+                check(len(st) >= 2 and int(st[0]["address"], 16) == int(site["caller"], 16),
+                      "stack recorded from the caller (%d frames)" % len(st))
+                check(any("start_thread" in f.get("function", "") for f in st),
+                      "stack reaches start_thread")
+        check(rw is None or rw["kind"] == "rwlock", "rwlock kind")
+    elif sc == "basic":
+        expect("errorcheck", "ec", prog_out["ec_acq"])
+        expect("recursive", "rec", prog_out["rec_acq"])
+    elif sc == "fork":
+        expect("parent", "lock", prog_out["parent_acq"])
+        expect("child", "lock", prog_out["child_acq"], p=prog_out["child"])
+    elif sc == "dlopen":
+        lk = expect("dlopen'd library", "lock", prog_out["acq"])
+        if lk and lk["sites"]:
+            check("strata_test_dl_work" in lk["sites"][0]["function"],
+                  "site in the dlopen'd library symbolized (%r)" % lk["sites"][0]["function"])
+    elif sc in ("signal", "ctor"):
+        expect(sc, "lock", prog_out["acq"])
+    elif sc == "cxx":
+        expect("std::mutex", "mutex", prog_out["mutex_acq"])
+        expect("std::shared_mutex", "shared", prog_out["shared_acq"])
+    else:
+        check(False, "unknown scenario " + sc)
+
+    rc, so, se = run([a.strata, "analyze", "mutex", trace, "--top", "3"])
+    check(rc == 0 and "Lock contention" in so, "text report")
+    print("%d failure(s)" % len(FAILS))
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
