@@ -353,12 +353,21 @@ static size_t strata_pt_stack(uint64_t *out, uint64_t caller)
 	return k;
 }
 
-/* ---- emission (out of line: the wrappers' fast path stays small) --------- */
+/* ---- traced paths (out of line: the wrappers' fast path stays a load, a
+ * branch and a tail call) ------------------------------------------------ */
+
+/* Enabled and not re-entered: the condition for the traced path. */
+#define TRACED(ev) (strata_tracepoint_enabled(pthread, ev) && !strata_pt_busy)
+#define CALLER() ((uint64_t)(uintptr_t)__builtin_return_address(0))
+#define U64(p) ((uint64_t)(uintptr_t)(p))
 
 enum strata_pt_kind {
-	PT_MUTEX_LOCK, PT_MUTEX_TIMEDLOCK, PT_RW_RDLOCK, PT_RW_WRLOCK,
+	PT_MUTEX_LOCK, PT_MUTEX_TIMEDLOCK, PT_MUTEX_TRYLOCK,
+	PT_RW_RDLOCK, PT_RW_WRLOCK, PT_RW_TRYRDLOCK, PT_RW_TRYWRLOCK,
 };
 
+/* Emit an acquisition event of kind `k` (the busy flag covers the maps
+ * scan, the unwinder and the runtime, which may call back into us). */
 static __attribute__((noinline)) void strata_pt_emit_acq(enum strata_pt_kind k, const void *lock,
 							  int ret, int contended, uint64_t wait,
 							  uint64_t caller)
@@ -367,7 +376,7 @@ static __attribute__((noinline)) void strata_pt_emit_acq(enum strata_pt_kind k, 
 	strata_pt_busy = 1;
 	strata_pt_check_maps(caller);
 	size_t n = strata_pt_stack(stack, caller);
-	uint64_t a = (uint64_t)(uintptr_t)lock;
+	uint64_t a = U64(lock);
 	uint8_t c = (uint8_t)contended;
 	switch (k) {
 	case PT_MUTEX_LOCK:
@@ -376,196 +385,208 @@ static __attribute__((noinline)) void strata_pt_emit_acq(enum strata_pt_kind k, 
 	case PT_MUTEX_TIMEDLOCK:
 		strata_tracepoint(pthread, mutex_timedlock, a, ret, c, wait, caller, stack, n);
 		break;
+	case PT_MUTEX_TRYLOCK:
+		strata_tracepoint(pthread, mutex_trylock, a, ret, caller, stack, n);
+		break;
 	case PT_RW_RDLOCK:
 		strata_tracepoint(pthread, rwlock_rdlock, a, ret, c, wait, caller, stack, n);
 		break;
 	case PT_RW_WRLOCK:
 		strata_tracepoint(pthread, rwlock_wrlock, a, ret, c, wait, caller, stack, n);
 		break;
+	case PT_RW_TRYRDLOCK:
+		strata_tracepoint(pthread, rwlock_tryrdlock, a, ret, caller, stack, n);
+		break;
+	case PT_RW_TRYWRLOCK:
+		strata_tracepoint(pthread, rwlock_trywrlock, a, ret, caller, stack, n);
+		break;
 	}
 	strata_pt_busy = 0;
 }
 
-/* Enabled and not re-entered: the condition for the traced path. */
-#define TRACED(ev) (strata_tracepoint_enabled(pthread, ev) && !strata_pt_busy)
-#define CALLER() ((uint64_t)(uintptr_t)__builtin_return_address(0))
-
 /*
- * Blocking acquisition, traced: try first (uncontended: no clock read), then
- * block and time the wait.  For every mutex type trylock-then-lock returns
- * what lock alone returns (errorcheck owner: EBUSY then EDEADLK; recursive
- * owner: trylock succeeds as lock would; robust: EOWNERDEAD from either).
+ * A traced acquisition: try first (uncontended: no clock read), then block
+ * and time the wait.  For every mutex type trylock-then-lock returns what
+ * lock alone returns (errorcheck owner: EBUSY then EDEADLK; recursive owner:
+ * trylock succeeds as lock would; robust: EOWNERDEAD from either).  The try
+ * kinds only try.
  */
-#define TIMED_ACQ(kind, tryfn, blockcall, obj) \
-	do { \
-		uint64_t caller_ = CALLER(), wait_ = 0; \
-		int contended_ = 0; \
-		int ret_ = REAL(tryfn)(obj); \
-		if (ret_ == EBUSY) { \
-			uint64_t t0_ = strata_pt_now(); \
-			ret_ = blockcall; \
-			wait_ = strata_pt_now() - t0_; \
-			contended_ = 1; \
-		} \
-		strata_pt_emit_acq(kind, obj, ret_, contended_, wait_, caller_); \
-		return ret_; \
-	} while (0)
+static __attribute__((noinline)) int strata_pt_acquire(enum strata_pt_kind k, void *lock,
+						       const struct timespec *abstime, uint64_t caller)
+{
+	pthread_mutex_t *m = lock;
+	pthread_rwlock_t *l = lock;
+	int ret, contended = 0;
+	uint64_t wait = 0;
+	switch (k) {
+	case PT_MUTEX_LOCK:
+	case PT_MUTEX_TIMEDLOCK:
+	case PT_MUTEX_TRYLOCK:
+		ret = REAL(mutex_trylock)(m);
+		break;
+	case PT_RW_RDLOCK:
+	case PT_RW_TRYRDLOCK:
+		ret = REAL(rwlock_tryrdlock)(l);
+		break;
+	default:
+		ret = REAL(rwlock_trywrlock)(l);
+		break;
+	}
+	if (ret == EBUSY && k != PT_MUTEX_TRYLOCK && k != PT_RW_TRYRDLOCK && k != PT_RW_TRYWRLOCK) {
+		uint64_t t0 = strata_pt_now();
+		switch (k) {
+		case PT_MUTEX_LOCK:
+			ret = REAL(mutex_lock)(m);
+			break;
+		case PT_MUTEX_TIMEDLOCK:
+			ret = REAL(mutex_timedlock)(m, abstime);
+			break;
+		case PT_RW_RDLOCK:
+			ret = REAL(rwlock_rdlock)(l);
+			break;
+		default:
+			ret = REAL(rwlock_wrlock)(l);
+			break;
+		}
+		wait = strata_pt_now() - t0;
+		contended = 1;
+	}
+	strata_pt_emit_acq(k, lock, ret, contended, wait, caller);
+	return ret;
+}
 
-/* ---- wrappers ------------------------------------------------------------ */
+static __attribute__((noinline)) int strata_pt_unlock(int rw, void *lock, uint64_t caller)
+{
+	int ret = rw ? REAL(rwlock_unlock)(lock) : REAL(mutex_unlock)(lock);
+	strata_pt_busy = 1;
+	if (rw)
+		strata_tracepoint(pthread, rwlock_unlock, U64(lock), ret, caller);
+	else
+		strata_tracepoint(pthread, mutex_unlock, U64(lock), ret, caller);
+	strata_pt_busy = 0;
+	return ret;
+}
+
+static __attribute__((noinline)) int strata_pt_cond_wait(int timed, pthread_cond_t *c, pthread_mutex_t *m,
+							 const struct timespec *abstime, uint64_t caller)
+{
+	uint64_t stack[STRATA_PT_MAX_DEPTH];
+	uint64_t t0 = strata_pt_now();
+	int ret = timed ? REAL(cond_timedwait)(c, m, abstime) : REAL(cond_wait)(c, m);
+	uint64_t wait = strata_pt_now() - t0;
+	strata_pt_busy = 1;
+	strata_pt_check_maps(caller);
+	size_t n = strata_pt_stack(stack, caller);
+	if (timed)
+		strata_tracepoint(pthread, cond_timedwait, U64(c), U64(m), ret, wait, caller, stack, n);
+	else
+		strata_tracepoint(pthread, cond_wait, U64(c), U64(m), ret, wait, caller, stack, n);
+	strata_pt_busy = 0;
+	return ret;
+}
+
+static __attribute__((noinline)) int strata_pt_cond_wake(int all, pthread_cond_t *c, uint64_t caller)
+{
+	int ret = all ? REAL(cond_broadcast)(c) : REAL(cond_signal)(c);
+	strata_pt_busy = 1;
+	if (all)
+		strata_tracepoint(pthread, cond_broadcast, U64(c), ret, caller);
+	else
+		strata_tracepoint(pthread, cond_signal, U64(c), ret, caller);
+	strata_pt_busy = 0;
+	return ret;
+}
+
+/* ---- wrappers: tracing off costs one relaxed load and a branch ----------- */
 
 STRATA_PT_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
 {
-	if (!TRACED(mutex_lock))
+	if (__builtin_expect(!TRACED(mutex_lock), 1))
 		return REAL(mutex_lock)(m);
-	TIMED_ACQ(PT_MUTEX_LOCK, mutex_trylock, REAL(mutex_lock)(m), m);
+	return strata_pt_acquire(PT_MUTEX_LOCK, m, NULL, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *t)
 {
-	if (!TRACED(mutex_timedlock))
+	if (__builtin_expect(!TRACED(mutex_timedlock), 1))
 		return REAL(mutex_timedlock)(m, t);
-	TIMED_ACQ(PT_MUTEX_TIMEDLOCK, mutex_trylock, REAL(mutex_timedlock)(m, t), m);
+	return strata_pt_acquire(PT_MUTEX_TIMEDLOCK, m, t, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
 {
-	if (!TRACED(mutex_trylock))
+	if (__builtin_expect(!TRACED(mutex_trylock), 1))
 		return REAL(mutex_trylock)(m);
-	uint64_t caller = CALLER(), stack[STRATA_PT_MAX_DEPTH];
-	int ret = REAL(mutex_trylock)(m);
-	strata_pt_busy = 1;
-	strata_pt_check_maps(caller);
-	size_t n = strata_pt_stack(stack, caller);
-	strata_tracepoint(pthread, mutex_trylock, (uint64_t)(uintptr_t)m, ret, caller, stack, n);
-	strata_pt_busy = 0;
-	return ret;
+	return strata_pt_acquire(PT_MUTEX_TRYLOCK, m, NULL, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
 {
-	if (!TRACED(mutex_unlock))
+	if (__builtin_expect(!TRACED(mutex_unlock), 1))
 		return REAL(mutex_unlock)(m);
-	uint64_t caller = CALLER();
-	int ret = REAL(mutex_unlock)(m);
-	strata_pt_busy = 1;
-	strata_tracepoint(pthread, mutex_unlock, (uint64_t)(uintptr_t)m, ret, caller);
-	strata_pt_busy = 0;
-	return ret;
-}
-
-static __attribute__((noinline)) void strata_pt_emit_cond(int timed, const void *c, const void *m,
-							   int ret, uint64_t wait, uint64_t caller)
-{
-	uint64_t stack[STRATA_PT_MAX_DEPTH];
-	strata_pt_busy = 1;
-	strata_pt_check_maps(caller);
-	size_t n = strata_pt_stack(stack, caller);
-	uint64_t ca = (uint64_t)(uintptr_t)c, ma = (uint64_t)(uintptr_t)m;
-	if (timed)
-		strata_tracepoint(pthread, cond_timedwait, ca, ma, ret, wait, caller, stack, n);
-	else
-		strata_tracepoint(pthread, cond_wait, ca, ma, ret, wait, caller, stack, n);
-	strata_pt_busy = 0;
+	return strata_pt_unlock(0, m, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 {
-	int (*f)(pthread_cond_t *, pthread_mutex_t *) = REAL(cond_wait);
-	if (!TRACED(cond_wait))
-		return f(c, m);
-	uint64_t caller = CALLER(), t0 = strata_pt_now();
-	int ret = f(c, m);
-	strata_pt_emit_cond(0, c, m, ret, strata_pt_now() - t0, caller);
-	return ret;
+	if (__builtin_expect(!TRACED(cond_wait), 1))
+		return REAL(cond_wait)(c, m);
+	return strata_pt_cond_wait(0, c, m, NULL, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
 					    const struct timespec *t)
 {
-	int (*f)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *) = REAL(cond_timedwait);
-	if (!TRACED(cond_timedwait))
-		return f(c, m, t);
-	uint64_t caller = CALLER(), t0 = strata_pt_now();
-	int ret = f(c, m, t);
-	strata_pt_emit_cond(1, c, m, ret, strata_pt_now() - t0, caller);
-	return ret;
+	if (__builtin_expect(!TRACED(cond_timedwait), 1))
+		return REAL(cond_timedwait)(c, m, t);
+	return strata_pt_cond_wait(1, c, m, t, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_cond_signal(pthread_cond_t *c)
 {
-	int (*f)(pthread_cond_t *) = REAL(cond_signal);
-	int ret = f(c);
-	if (TRACED(cond_signal)) {
-		strata_pt_busy = 1;
-		strata_tracepoint(pthread, cond_signal, (uint64_t)(uintptr_t)c, ret, CALLER());
-		strata_pt_busy = 0;
-	}
-	return ret;
+	if (__builtin_expect(!TRACED(cond_signal), 1))
+		return REAL(cond_signal)(c);
+	return strata_pt_cond_wake(0, c, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_cond_broadcast(pthread_cond_t *c)
 {
-	int (*f)(pthread_cond_t *) = REAL(cond_broadcast);
-	int ret = f(c);
-	if (TRACED(cond_broadcast)) {
-		strata_pt_busy = 1;
-		strata_tracepoint(pthread, cond_broadcast, (uint64_t)(uintptr_t)c, ret, CALLER());
-		strata_pt_busy = 0;
-	}
-	return ret;
+	if (__builtin_expect(!TRACED(cond_broadcast), 1))
+		return REAL(cond_broadcast)(c);
+	return strata_pt_cond_wake(1, c, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *l)
 {
-	if (!TRACED(rwlock_rdlock))
+	if (__builtin_expect(!TRACED(rwlock_rdlock), 1))
 		return REAL(rwlock_rdlock)(l);
-	TIMED_ACQ(PT_RW_RDLOCK, rwlock_tryrdlock, REAL(rwlock_rdlock)(l), l);
+	return strata_pt_acquire(PT_RW_RDLOCK, l, NULL, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *l)
 {
-	if (!TRACED(rwlock_wrlock))
+	if (__builtin_expect(!TRACED(rwlock_wrlock), 1))
 		return REAL(rwlock_wrlock)(l);
-	TIMED_ACQ(PT_RW_WRLOCK, rwlock_trywrlock, REAL(rwlock_wrlock)(l), l);
-}
-
-static __attribute__((noinline)) int strata_pt_rw_try(int wr, pthread_rwlock_t *l, uint64_t caller)
-{
-	uint64_t stack[STRATA_PT_MAX_DEPTH];
-	int ret = wr ? REAL(rwlock_trywrlock)(l) : REAL(rwlock_tryrdlock)(l);
-	strata_pt_busy = 1;
-	strata_pt_check_maps(caller);
-	size_t n = strata_pt_stack(stack, caller);
-	if (wr)
-		strata_tracepoint(pthread, rwlock_trywrlock, (uint64_t)(uintptr_t)l, ret, caller, stack, n);
-	else
-		strata_tracepoint(pthread, rwlock_tryrdlock, (uint64_t)(uintptr_t)l, ret, caller, stack, n);
-	strata_pt_busy = 0;
-	return ret;
+	return strata_pt_acquire(PT_RW_WRLOCK, l, NULL, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t *l)
 {
-	if (!TRACED(rwlock_tryrdlock))
+	if (__builtin_expect(!TRACED(rwlock_tryrdlock), 1))
 		return REAL(rwlock_tryrdlock)(l);
-	return strata_pt_rw_try(0, l, CALLER());
+	return strata_pt_acquire(PT_RW_TRYRDLOCK, l, NULL, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t *l)
 {
-	if (!TRACED(rwlock_trywrlock))
+	if (__builtin_expect(!TRACED(rwlock_trywrlock), 1))
 		return REAL(rwlock_trywrlock)(l);
-	return strata_pt_rw_try(1, l, CALLER());
+	return strata_pt_acquire(PT_RW_TRYWRLOCK, l, NULL, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *l)
 {
-	if (!TRACED(rwlock_unlock))
+	if (__builtin_expect(!TRACED(rwlock_unlock), 1))
 		return REAL(rwlock_unlock)(l);
-	uint64_t caller = CALLER();
-	int ret = REAL(rwlock_unlock)(l);
-	strata_pt_busy = 1;
-	strata_tracepoint(pthread, rwlock_unlock, (uint64_t)(uintptr_t)l, ret, caller);
-	strata_pt_busy = 0;
-	return ret;
+	return strata_pt_unlock(1, l, CALLER());
 }
