@@ -1,0 +1,328 @@
+/*
+ * Ring buffer under concurrency: the real writer (libstrata) against the
+ * real reader (strata_reader), with exact oracles:
+ *   written == read + discarded, per (slot, thread) sequences strictly
+ *   increasing, timestamps non-decreasing per lane, every checksum right,
+ *   every record decodable with the descriptors the reader parsed.
+ */
+#define STRATA_DEFINE_PROVIDERS
+#include "test_tp.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <thread>
+
+#include "rb_test_util.h"
+
+using namespace rbtest;
+
+namespace {
+
+using Packets = std::vector<std::vector<uint8_t>>;
+
+// Drains every lane of some slots in a thread, like a consumer would.
+class Drainer {
+public:
+	explicit Drainer(std::vector<Slot *> slots) : slots_(std::move(slots))
+	{
+		for (Slot *s : slots_)
+			packets_.emplace_back(s->reader->info().n_lanes);
+		thread_ = std::thread([this] { run(); });
+	}
+	// Writers are done: final flush, drain, trailing-loss packets.
+	void finish()
+	{
+		stop_.store(true, std::memory_order_release); // pairs with run()'s acquire load
+		thread_.join();
+	}
+	const Packets &lane(size_t slot, uint32_t lane) const { return packets_[slot][lane]; }
+	const std::vector<std::string> &errors() const { return errors_; }
+
+private:
+	bool drain_once()
+	{
+		bool any = false;
+		for (size_t s = 0; s < slots_.size(); s++) {
+			strata::Reader &r = *slots_[s]->reader;
+			for (uint32_t l = 0; l < r.info().n_lanes; l++) {
+				std::vector<uint8_t> pkt;
+				std::string err;
+				strata::ReadStatus st;
+				while ((st = r.next_packet(l, &pkt, &err)) != strata::ReadStatus::kEmpty) {
+					any = true;
+					if (st == strata::ReadStatus::kPacket)
+						packets_[s][l].push_back(pkt);
+					else
+						errors_.push_back(err);
+				}
+			}
+		}
+		return any;
+	}
+	void run()
+	{
+		for (;;) {
+			bool done = stop_.load(std::memory_order_acquire);
+			if (drain_once())
+				continue;
+			if (done)
+				break;
+			strata::Reader &r0 = *slots_[0]->reader;
+			uint32_t seq = r0.prepare_wait();
+			if (!drain_once())
+				r0.wait(seq, 2); // woken by a completed sub-buffer; 2 ms safety net
+			r0.end_wait();
+		}
+		for (size_t s = 0; s < slots_.size(); s++) {
+			strata::Reader &r = *slots_[s]->reader;
+			for (uint32_t l = 0; l < r.info().n_lanes; l++) {
+				std::string msg;
+				if (r.flush(l, false, 5000, &msg) != strata::FlushStatus::kDone)
+					errors_.push_back("flush: " + msg);
+			}
+		}
+		drain_once();
+		for (size_t s = 0; s < slots_.size(); s++) {
+			strata::Reader &r = *slots_[s]->reader;
+			for (uint32_t l = 0; l < r.info().n_lanes; l++) {
+				std::vector<uint8_t> pkt;
+				if (r.trailing_loss_packet(l, &pkt))
+					packets_[s][l].push_back(pkt);
+			}
+		}
+	}
+
+	std::vector<Slot *> slots_;
+	std::vector<std::vector<Packets>> packets_;
+	std::vector<std::string> errors_;
+	std::atomic<bool> stop_{false};
+	std::thread thread_;
+};
+
+struct Tally {
+	uint64_t records = 0;
+	uint64_t discarded = 0;
+	uint64_t packets = 0;
+	std::map<std::pair<std::string, uint32_t>, std::vector<uint64_t>> seqs; // (event, thread)
+};
+
+// Checks one slot's packets lane by lane and counts what it holds.
+void check_lanes(const Slot &slot, const std::function<const Packets &(uint32_t)> &lane_packets,
+		 bool consecutive_seq, Tally *t)
+{
+	const strata::Reader &r = *slot.reader;
+	for (uint32_t l = 0; l < r.info().n_lanes; l++) {
+		const Packets &pk = lane_packets(l);
+		uint64_t last_ts = 0, last_disc = 0;
+		bool first = true;
+		uint64_t prev_seq = 0;
+		for (const auto &p : pk) {
+			strata_packet_header ph = packet_header(p);
+			ASSERT_EQ(ph.magic, STRATA_CTF_MAGIC);
+			ASSERT_EQ(ph.lane_id, l);
+			ASSERT_EQ(ph.packet_size, ph.content_size);
+			ASSERT_EQ(p.size() * 8, ph.content_size);
+			ASSERT_GE(ph.timestamp_begin, last_ts) << "lane " << l;
+			ASSERT_LE(ph.timestamp_begin, ph.timestamp_end);
+			ASSERT_GE(ph.events_discarded, last_disc);
+			if (!first) {
+				ASSERT_GT(ph.packet_seq_num, prev_seq);
+				if (consecutive_seq) {
+					ASSERT_EQ(ph.packet_seq_num, prev_seq + 1);
+				}
+			}
+			first = false;
+			prev_seq = ph.packet_seq_num;
+			std::vector<Record> recs;
+			std::string err;
+			ASSERT_TRUE(decode_packet(p, slot.events, &recs, &err)) << err;
+			uint64_t ts = ph.timestamp_begin;
+			for (const Record &rec : recs) {
+				ASSERT_GE(rec.ts, ts) << "timestamps go backwards in lane " << l;
+				ASSERT_LE(rec.ts, ph.timestamp_end);
+				ts = rec.ts;
+				uint32_t thread = (uint32_t)rec.fields.at(0).u;
+				uint64_t seq = rec.fields.at(1).u;
+				ASSERT_EQ(rec.fields.at(2).u, checksum(thread, seq)) << rec.name;
+				t->seqs[{rec.name, thread}].push_back(seq);
+			}
+			last_ts = ph.timestamp_end;
+			last_disc = ph.events_discarded;
+			t->records += recs.size();
+			t->packets++;
+		}
+		t->discarded += last_disc;
+		EXPECT_EQ(last_disc, r.lane_discarded(l)) << "lane " << l;
+	}
+	for (auto &kv : t->seqs)
+		for (size_t i = 1; i < kv.second.size(); i++)
+			ASSERT_GT(kv.second[i], kv.second[i - 1])
+				<< kv.first.first << " thread " << kv.first.second;
+}
+
+void emit_records(uint32_t thread, uint64_t n)
+{
+	for (uint64_t s = 0; s < n; s++)
+		strata_tracepoint(rbtest, rec, thread, s, checksum(thread, s));
+}
+
+} // namespace
+
+TEST(RingBuffer, ConcurrentWritersSeveralSlotsSharedLanes)
+{
+	constexpr uint32_t kThreads = 4;
+	constexpr uint64_t kEvents = 50000;
+	// Slot 0: 2 lanes for 4 threads (shared lanes), tiny ring (discards).
+	// Slot 1: 8 lanes (one per thread), a bit more room.
+	Slot s0(0, config(STRATA_MODE_DISCARD, 2, 4, 4096), {rule("rbtest:rec")});
+	Slot s1(1, config(STRATA_MODE_DISCARD, 8, 8, 4096), {rule("rbtest:r*")});
+	ASSERT_TRUE(s0.reader && s1.reader);
+	Drainer d({&s0, &s1});
+	std::vector<std::thread> w;
+	for (uint32_t t = 0; t < kThreads; t++)
+		w.emplace_back(emit_records, t, kEvents);
+	for (auto &th : w)
+		th.join();
+	d.finish();
+	for (const auto &e : d.errors())
+		ADD_FAILURE() << e;
+	Slot *slots[] = {&s0, &s1};
+	for (size_t s = 0; s < 2; s++) {
+		Tally t;
+		check_lanes(*slots[s], [&](uint32_t l) -> const Packets & { return d.lane(s, l); },
+			    false, &t);
+		EXPECT_EQ(t.records + t.discarded, kThreads * kEvents) << "slot " << s;
+		EXPECT_GT(t.records, 0u);
+		std::printf("slot %zu: %llu read, %llu discarded, %llu packets\n", s,
+			    (unsigned long long)t.records, (unsigned long long)t.discarded,
+			    (unsigned long long)t.packets);
+	}
+}
+
+TEST(RingBuffer, WrapAroundManyLaps)
+{
+	constexpr uint64_t kEvents = 300000;
+	Slot s(0, config(STRATA_MODE_DISCARD, 1, 2, 4096), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	Drainer d({&s});
+	std::thread w(emit_records, 7, kEvents);
+	w.join();
+	d.finish();
+	for (const auto &e : d.errors())
+		ADD_FAILURE() << e;
+	Tally t;
+	check_lanes(s, [&](uint32_t l) -> const Packets & { return d.lane(0, l); }, true, &t);
+	EXPECT_EQ(t.records + t.discarded, kEvents);
+	std::printf("%llu read, %llu discarded, %llu packets\n", (unsigned long long)t.records,
+		    (unsigned long long)t.discarded, (unsigned long long)t.packets);
+	// 2 sub-buffers of 4 KiB: more than a hundred laps of the ring.
+	EXPECT_GT(t.packets / 2, 100u);
+}
+
+TEST(RingBuffer, OverwriteKeepsTheNewest)
+{
+	constexpr uint64_t kEvents = 10000;
+	constexpr uint32_t kSub = 4;
+	Slot s(0, config(STRATA_MODE_OVERWRITE, 1, kSub, 4096), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	emit_records(3, kEvents);
+	Packets pk;
+	std::string msg;
+	ASSERT_EQ(kSub, s.reader->collect_overwrite(0, 1000, &pk, &msg)) << msg;
+	std::vector<uint8_t> trailing;
+	EXPECT_FALSE(s.reader->trailing_loss_packet(0, &trailing)); // nothing discarded
+	Tally t;
+	check_lanes(s, [&](uint32_t) -> const Packets & { return pk; }, true, &t);
+	auto &seqs = t.seqs[{"rbtest:rec", 3}];
+	ASSERT_FALSE(seqs.empty());
+	EXPECT_EQ(seqs.back(), kEvents - 1); // the newest event is kept
+	for (size_t i = 1; i < seqs.size(); i++)
+		ASSERT_EQ(seqs[i], seqs[i - 1] + 1); // and nothing in between is lost
+	EXPECT_EQ(t.discarded, 0u);
+	EXPECT_GT(packet_header(pk[0]).packet_seq_num, 0u); // older packets were overwritten
+}
+
+TEST(RingBuffer, OverwriteSharedLaneThenCollect)
+{
+	constexpr uint64_t kEvents = 20000;
+	Slot s(0, config(STRATA_MODE_OVERWRITE, 1, 8, 4096), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	std::thread a(emit_records, 1, kEvents), b(emit_records, 2, kEvents);
+	a.join();
+	b.join();
+	Packets pk;
+	std::string msg;
+	size_t n = s.reader->collect_overwrite(0, 1000, &pk, &msg);
+	EXPECT_EQ(n, 8u) << msg;
+	Tally t;
+	check_lanes(s, [&](uint32_t) -> const Packets & { return pk; }, true, &t);
+	uint64_t newest = 0;
+	for (auto &kv : t.seqs)
+		newest = std::max(newest, kv.second.back());
+	EXPECT_EQ(newest, kEvents - 1); // the thread that finished last has its last event kept
+	// Discards happen only when a sub-buffer's previous lap is still being
+	// written; whatever happened, the shared counter and packets agree.
+	EXPECT_EQ(t.discarded, s.reader->lane_discarded(0));
+}
+
+namespace {
+std::atomic<uint64_t> g_sig_count[2];
+pthread_t g_victim;
+
+void on_signal(int signo)
+{
+	int k = signo == SIGALRM ? 0 : 1;
+	// Relaxed: the handler of one signal is not re-entered (its signal is
+	// blocked while it runs), this only numbers its events.
+	uint64_t seq = g_sig_count[k].load(std::memory_order_relaxed);
+	strata_tracepoint(rbtest, sig, (uint32_t)signo, seq, checksum((uint32_t)signo, seq));
+	g_sig_count[k].store(seq + 1, std::memory_order_relaxed);
+}
+} // namespace
+
+TEST(RingBuffer, SignalHandlersNestInsideWriters)
+{
+	constexpr uint64_t kEvents = 100000;
+	Slot s(0, config(STRATA_MODE_DISCARD, 1, 8, 4096), {rule("rbtest:*")});
+	ASSERT_TRUE(s.reader);
+	struct sigaction sa {};
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask); // SIGUSR1 may interrupt the SIGALRM handler: depth 3
+	ASSERT_EQ(0, sigaction(SIGALRM, &sa, nullptr));
+	ASSERT_EQ(0, sigaction(SIGUSR1, &sa, nullptr));
+	Drainer d({&s});
+	std::atomic<bool> done{false};
+	uint64_t emitted = 0;
+	std::thread w([&] {
+		// At least kEvents, and on until many handlers ran inside it
+		// (bounded: a machine that delivers no signal fails the test).
+		for (uint64_t seq = 0; seq < 50 * kEvents; seq++) {
+			if (seq >= kEvents && g_sig_count[0].load(std::memory_order_relaxed) +
+						      g_sig_count[1].load(std::memory_order_relaxed) >= 1000)
+				break;
+			strata_tracepoint(rbtest, rec, 0u, seq, checksum(0, seq));
+			emitted = seq + 1;
+		}
+		done.store(true, std::memory_order_release); // pairs with the hammer's acquire
+	});
+	g_victim = w.native_handle();
+	while (!done.load(std::memory_order_acquire)) {
+		pthread_kill(g_victim, SIGALRM);
+		pthread_kill(g_victim, SIGUSR1);
+	}
+	w.join();
+	signal(SIGALRM, SIG_IGN);
+	signal(SIGUSR1, SIG_IGN);
+	d.finish();
+	for (const auto &e : d.errors())
+		ADD_FAILURE() << e;
+	Tally t;
+	check_lanes(s, [&](uint32_t l) -> const Packets & { return d.lane(0, l); }, true, &t);
+	uint64_t handled = g_sig_count[0].load() + g_sig_count[1].load();
+	EXPECT_GE(handled, 100u); // signals did interrupt the writer
+	EXPECT_EQ(t.records + t.discarded, emitted + handled);
+	std::printf("%llu signal events, %llu read, %llu discarded\n", (unsigned long long)handled,
+		    (unsigned long long)t.records, (unsigned long long)t.discarded);
+}

@@ -1,0 +1,214 @@
+/*
+ * rb_test_util.h - helpers of the libtrace unit tests: open a slot and
+ * attach the real reader to it, decode the records of a packet with the
+ * event descriptions the reader parsed (an independent decoder of the
+ * writer's layout: natural alignment from the packet start, max 8).
+ */
+#ifndef STRATA_TESTS_RB_TEST_UTIL_H
+#define STRATA_TESTS_RB_TEST_UTIL_H
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "reader.h"
+#include "runtime.h"
+
+namespace rbtest {
+
+inline uint64_t checksum(uint32_t thread, uint64_t seq)
+{
+	uint64_t x = ((uint64_t)thread << 40) ^ seq ^ 0x9e3779b97f4a7c15ull;
+	x ^= x >> 31;
+	x *= 0xbf58476d1ce4e5b9ull;
+	return x ^ (x >> 29);
+}
+
+inline strata_channel_config config(uint32_t mode, uint32_t lanes, uint32_t nsub, uint64_t size)
+{
+	strata_channel_config c{};
+	strcpy(c.name, "channel0");
+	c.stream_id = 0;
+	c.mode = mode;
+	c.n_lanes = lanes;
+	c.n_subbuf = nsub;
+	c.subbuf_size = size;
+	return c;
+}
+
+inline strata_rule rule(const char *pattern, bool enable = true, int loglevel_max = -1)
+{
+	strata_rule r{};
+	strncpy(r.pattern, pattern, sizeof r.pattern - 1);
+	r.enable = enable;
+	r.loglevel_max = loglevel_max;
+	return r;
+}
+
+inline const uint8_t *test_uuid()
+{
+	static const uint8_t u[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+	return u;
+}
+
+// Opens `slot`, sets the rules, attaches a reader.  Closes the slot at end.
+struct Slot {
+	unsigned slot;
+	int fd = -1;
+	std::unique_ptr<strata::Reader> reader;
+	std::map<uint32_t, strata::EventInfo> events;
+
+	Slot(unsigned s, const strata_channel_config &cfg, std::vector<strata_rule> rules) : slot(s)
+	{
+		fd = strata_rt_slot_open(slot, &cfg, test_uuid());
+		EXPECT_GE(fd, 0) << "slot_open: " << fd;
+		if (fd < 0)
+			return;
+		EXPECT_EQ(0, strata_rt_slot_set_rules(slot, rules.data(), rules.size()));
+		std::string err;
+		reader = strata::Reader::attach(fd, &err);
+		EXPECT_TRUE(reader) << err;
+		refresh_events();
+	}
+	~Slot()
+	{
+		if (fd >= 0)
+			strata_rt_slot_close(slot);
+	}
+	void refresh_events()
+	{
+		std::vector<strata::EventInfo> evs;
+		std::vector<std::string> errs;
+		EXPECT_TRUE(reader->read_new_events(&evs, &errs));
+		EXPECT_TRUE(errs.empty()) << errs[0];
+		for (auto &e : evs)
+			events[e.id] = e;
+	}
+};
+
+struct Value {
+	uint64_t u = 0;
+	double f = 0;
+	std::string s;
+	std::vector<uint64_t> elems;
+};
+
+struct Record {
+	uint16_t id;
+	uint64_t ts;
+	uint32_t tid;
+	uint16_t cpu;
+	std::string name; // provider:event
+	std::vector<Value> fields;
+};
+
+inline uint64_t load_le(const uint8_t *p, unsigned bytes)
+{
+	uint64_t v = 0;
+	memcpy(&v, p, bytes);
+	return v;
+}
+
+// Decodes every record of a validated packet; false (with *err) on any
+// inconsistency: unknown id, a field running past content_size.
+inline bool decode_packet(const std::vector<uint8_t> &pkt,
+			  const std::map<uint32_t, strata::EventInfo> &events,
+			  std::vector<Record> *out, std::string *err)
+{
+	strata_packet_header ph;
+	memcpy(&ph, pkt.data(), sizeof ph);
+	size_t end = ph.content_size / 8, o = STRATA_PACKET_HEADER_SIZE;
+	if (end > pkt.size()) {
+		*err = "content beyond the packet";
+		return false;
+	}
+	auto align = [&](size_t a) { a = a > 8 ? 8 : a; o = (o + a - 1) & ~(a - 1); };
+	while (o + STRATA_EVENT_HEADER_SIZE <= end) {
+		Record r;
+		r.id = (uint16_t)load_le(&pkt[o], 2);
+		r.ts = load_le(&pkt[o + 2], 8);
+		r.tid = (uint32_t)load_le(&pkt[o + 10], 4);
+		r.cpu = (uint16_t)load_le(&pkt[o + 14], 2);
+		auto it = events.find(r.id);
+		if (it == events.end()) {
+			*err = "unknown event id " + std::to_string(r.id) + " at " + std::to_string(o);
+			return false;
+		}
+		r.name = it->second.provider + ":" + it->second.name;
+		o += STRATA_EVENT_HEADER_SIZE;
+		for (const auto &f : it->second.fields) {
+			Value v;
+			unsigned b = f.elem_bits / 8;
+			switch (f.type) {
+			case STRATA_FT_INTEGER:
+			case STRATA_FT_ENUM:
+			case STRATA_FT_FLOAT:
+				align(b);
+				if (o + b > end)
+					goto overrun;
+				v.u = load_le(&pkt[o], b);
+				if (f.type == STRATA_FT_FLOAT) {
+					if (b == 4) {
+						float x;
+						memcpy(&x, &pkt[o], 4);
+						v.f = x;
+					} else {
+						memcpy(&v.f, &pkt[o], 8);
+					}
+				}
+				o += b;
+				break;
+			case STRATA_FT_STRING: {
+				const void *nul = memchr(&pkt[o], 0, end - o);
+				if (!nul)
+					goto overrun;
+				v.s = std::string((const char *)&pkt[o]);
+				o += v.s.size() + 1;
+				break;
+			}
+			case STRATA_FT_ARRAY:
+			case STRATA_FT_SEQUENCE: {
+				uint64_t n = f.length;
+				if (f.type == STRATA_FT_SEQUENCE) {
+					align(4);
+					if (o + 4 > end)
+						goto overrun;
+					n = load_le(&pkt[o], 4);
+					o += 4;
+				}
+				align(b);
+				if (o + n * b > end)
+					goto overrun;
+				for (uint64_t k = 0; k < n; k++, o += b)
+					v.elems.push_back(load_le(&pkt[o], b));
+				break;
+			}
+			}
+			r.fields.push_back(v);
+		}
+		align(8);
+		out->push_back(std::move(r));
+	}
+	if (o != end) {
+		*err = "records do not end at content_size";
+		return false;
+	}
+	return true;
+overrun:
+	*err = "field runs past content_size";
+	return false;
+}
+
+inline strata_packet_header packet_header(const std::vector<uint8_t> &pkt)
+{
+	strata_packet_header ph;
+	memcpy(&ph, pkt.data(), sizeof ph);
+	return ph;
+}
+
+} // namespace rbtest
+#endif
