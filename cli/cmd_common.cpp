@@ -1,0 +1,190 @@
+/*
+ * cmd_common.cpp - helpers shared by the control subcommands (commands.h).
+ */
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <strings.h>
+#include <unistd.h>
+
+#include "abi/strata_abi.h"
+#include "commands.h"
+#include "control/ctl_client.h"
+
+namespace strata {
+namespace cli {
+
+int usage_error(const char *cmd, const std::string &msg)
+{
+	fprintf(stderr, "strata %s: %s\nTry 'strata %s --help'.\n", cmd, msg.c_str(), cmd);
+	return kUsage;
+}
+
+bool is_help(const char *a)
+{
+	return !strcmp(a, "-h") || !strcmp(a, "--help");
+}
+
+bool parse_size(const char *s, uint64_t &out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (end == s || errno || *s == '-')
+		return false;
+	uint64_t mul = 1;
+	if (*end == 'k' || *end == 'K')
+		mul = 1024, end++;
+	else if (*end == 'm' || *end == 'M')
+		mul = 1024 * 1024, end++;
+	if (*end == 'i' && (end[1] == 'B' || end[1] == 'b'))
+		end += 2;
+	if (*end || v > UINT64_MAX / mul)
+		return false;
+	out = v * mul;
+	return true;
+}
+
+bool parse_u32(const char *s, uint32_t &out)
+{
+	uint64_t v;
+	char *end;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (end == s || *end || errno || *s == '-' || v > UINT32_MAX)
+		return false;
+	out = static_cast<uint32_t>(v);
+	return true;
+}
+
+static const char *const kLevels[] = {"emerg", "alert", "crit", "err", "warning", "notice", "info", "debug"};
+
+bool parse_loglevel(const char *s, int32_t &out)
+{
+	for (int i = 0; i < 8; i++)
+		if (!strcasecmp(s, kLevels[i])) {
+			out = i;
+			return true;
+		}
+	uint32_t v;
+	if (parse_u32(s, v) && v <= 15) {
+		out = static_cast<int32_t>(v);
+		return true;
+	}
+	return false;
+}
+
+const char *loglevel_name(uint32_t ll)
+{
+	return ll < 8 ? kLevels[ll] : "debug+";
+}
+
+std::string human_bytes(uint64_t n)
+{
+	char buf[64];
+	if (n >= (1ull << 30))
+		snprintf(buf, sizeof(buf), "%.1f GiB", n / double(1ull << 30));
+	else if (n >= (1ull << 20))
+		snprintf(buf, sizeof(buf), "%.1f MiB", n / double(1ull << 20));
+	else if (n >= 1024)
+		snprintf(buf, sizeof(buf), "%.1f KiB", n / 1024.0);
+	else
+		snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(n));
+	return buf;
+}
+
+std::string absolute_path(const std::string &p)
+{
+	if (!p.empty() && p[0] == '/')
+		return p;
+	char cwd[4096];
+	if (!getcwd(cwd, sizeof(cwd)))
+		return p;
+	return std::string(cwd) + "/" + p;
+}
+
+const char *const kChannelHelp =
+	"  --mode discard|overwrite  when the buffer is full: drop new events and count\n"
+	"                            them (discard, default) or reuse the oldest\n"
+	"                            sub-buffer (overwrite, flight recorder)\n"
+	"  --subbuf-size N           bytes per sub-buffer, power of two, 4k..64M\n"
+	"                            (default 128k; suffixes k and M)\n"
+	"  --subbuf-count N          sub-buffers per lane, power of two, 2..64 (default 8)\n"
+	"  --lanes N                 lanes per process (default 2 x CPUs, at least 4)\n";
+
+int parse_channel_option(const char *cmd, int argc, char **argv, int &i, proto::ChannelConfig &c)
+{
+	const std::string a = argv[i];
+	if (a != "--mode" && a != "--subbuf-size" && a != "--subbuf-count" && a != "--lanes")
+		return 0;
+	if (i + 1 >= argc) {
+		usage_error(cmd, a + " needs a value");
+		return -1;
+	}
+	const char *v = argv[++i];
+	uint64_t n = 0;
+	uint32_t u = 0;
+	if (a == "--mode") {
+		if (!strcmp(v, "discard"))
+			c.mode = STRATA_MODE_DISCARD;
+		else if (!strcmp(v, "overwrite"))
+			c.mode = STRATA_MODE_OVERWRITE;
+		else
+			return usage_error(cmd, std::string("--mode must be discard or overwrite, not '") + v + "'"), -1;
+	} else if (a == "--subbuf-size") {
+		if (!parse_size(v, n))
+			return usage_error(cmd, std::string("bad size '") + v + "'"), -1;
+		c.subbuf_size = n;
+	} else if (a == "--subbuf-count") {
+		if (!parse_u32(v, u))
+			return usage_error(cmd, std::string("bad count '") + v + "'"), -1;
+		c.n_subbuf = u;
+	} else {
+		if (!parse_u32(v, u) || u == 0)
+			return usage_error(cmd, std::string("bad lane count '") + v + "'"), -1;
+		c.n_lanes = u;
+	}
+	std::string why;
+	if (!proto::valid_channel(c, why))
+		return usage_error(cmd, why), -1;
+	return 1;
+}
+
+int simple_command(const char *cmd, proto::Body body, bool print_text)
+{
+	CtlClient cl;
+	std::string err;
+	if (cl.open("", err) < 0) {
+		fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
+		return kFail;
+	}
+	int r = cl.command(std::move(body), err);
+	if (r < 0) {
+		fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
+		return kFail;
+	}
+	if (print_text && !err.empty())
+		printf("%s\n", err.c_str());
+	return kOk;
+}
+
+int query(const char *cmd, CtlClient &cl, proto::Body body, proto::Type expected, proto::Message &ans)
+{
+	std::string err;
+	if (cl.open("", err) < 0 || cl.call(std::move(body), ans, err) < 0) {
+		fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
+		return kFail;
+	}
+	if (ans.type() != expected) {
+		fprintf(stderr, "strata %s: %s\n", cmd,
+			ans.type() == proto::Type::Reply ? std::get<proto::Reply>(ans.body).text.c_str() :
+							  "unexpected answer");
+		return kFail;
+	}
+	return kOk;
+}
+
+} // namespace cli
+} // namespace strata

@@ -1,0 +1,55 @@
+/*
+ * cmd_create.cpp - `strata create SESSION [-o DIR] [channel options]`.
+ */
+#include <cstdio>
+#include <cstring>
+
+#include "commands.h"
+#include "control/names.h"
+
+using namespace strata;
+
+int strata_cmd_create(int argc, char **argv)
+{
+	const char *cmd = "create";
+	proto::Create m;
+	for (int i = 1; i < argc; i++) {
+		if (cli::is_help(argv[i])) {
+			printf("Usage: strata create SESSION [-o DIR] [OPTIONS]\n\n"
+			       "Create a tracing session.  Enable events, then start it.\n\n"
+			       "  -o, --output DIR          trace directory (default:\n"
+			       "                            ./strata-SESSION-YYYYMMDD-HHMMSS)\n"
+			       "%s\nExit status: 0 ok, 1 runtime failure, 2 usage error.\n",
+			       cli::kChannelHelp);
+			return cli::kOk;
+		}
+		int r = cli::parse_channel_option(cmd, argc, argv, i, m.channel);
+		if (r < 0)
+			return cli::kUsage;
+		if (r > 0)
+			continue;
+		if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) {
+			if (++i >= argc)
+				return cli::usage_error(cmd, "-o needs a directory");
+			m.output_dir = cli::absolute_path(argv[i]);
+		} else if (argv[i][0] == '-') {
+			return cli::usage_error(cmd, std::string("unknown option '") + argv[i] + "'");
+		} else if (m.session.empty()) {
+			m.session = argv[i];
+		} else {
+			return cli::usage_error(cmd, "one session name only");
+		}
+	}
+	if (m.session.empty())
+		return cli::usage_error(cmd, "missing session name");
+	if (!proto::valid_session_name(m.session))
+		return cli::usage_error(cmd, "a session name is 1 to 63 of [A-Za-z0-9._-]");
+	if (m.output_dir.empty())
+		m.output_dir = cli::absolute_path("strata-" + m.session + "-" + local_timestamp());
+	if (m.output_dir.size() > proto::kMaxPath)
+		return cli::usage_error(cmd, "output path too long");
+	int r = cli::simple_command(cmd, m, false);
+	if (r == cli::kOk)
+		printf("Session %s created; trace directory %s\n", m.session.c_str(), m.output_dir.c_str());
+	return r;
+}

@@ -1,0 +1,343 @@
+/*
+ * cmd_record.cpp - `strata record [OPTIONS] -- CMD [ARGS]`: trace one
+ * command with nothing started by hand.
+ *
+ *   1. a daemon answers on the usual socket: use it; otherwise start a
+ *      private strata-consumerd on a private socket and wait until it says
+ *      it listens (a pipe it writes "ready" to: no sleeping);
+ *   2. create a session, enable the rules, start it;
+ *   3. run CMD with STRATA_CONSUMERD_SOCKET pointing at that daemon, so its
+ *      tp-sync constructor joins the session before main();
+ *   4. when CMD ends: stop (the daemon flushes and completes the trace),
+ *      destroy, stop the private daemon;
+ *   5. exit with CMD's status (128 + signal if it was killed).
+ */
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+#include "commands.h"
+#include "control/names.h"
+#include "control/ctl_client.h"
+#include "proto/sock.h"
+
+using namespace strata;
+
+namespace {
+
+volatile sig_atomic_t g_child = 0;
+
+void forward_signal(int sig)
+{
+	if (g_child > 0)
+		kill(g_child, sig);
+}
+
+std::string self_dir()
+{
+	char buf[4096];
+	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return ".";
+	buf[n] = 0;
+	std::string s(buf);
+	return s.substr(0, s.rfind('/'));
+}
+
+bool executable(const std::string &p)
+{
+	return access(p.c_str(), X_OK) == 0;
+}
+
+// $STRATA_CONSUMERD, next to strata, the build tree's consumerd/, or PATH.
+std::string find_consumerd()
+{
+	const char *env = getenv("STRATA_CONSUMERD");
+	if (env && *env)
+		return env;
+	std::string d = self_dir();
+	for (const std::string &p : {d + "/strata-consumerd", d + "/../consumerd/strata-consumerd"})
+		if (executable(p))
+			return p;
+	const char *path = getenv("PATH");
+	std::string ps = path ? path : "/usr/local/bin:/usr/bin:/bin";
+	size_t b = 0;
+	while (b <= ps.size()) {
+		size_t e = ps.find(':', b);
+		if (e == std::string::npos)
+			e = ps.size();
+		std::string p = ps.substr(b, e - b) + "/strata-consumerd";
+		if (e > b && executable(p))
+			return p;
+		b = e + 1;
+	}
+	return "";
+}
+
+// libstrata-pthread.so next to strata, in ../lib, or in the build tree.
+std::string find_preload(const std::string &name)
+{
+	std::string d = self_dir();
+	std::string file = "libstrata-" + name + ".so";
+	for (const std::string &p : {d + "/" + file, d + "/../lib/" + file, d + "/../lib/strata/" + file,
+				     d + "/../preload/" + file})
+		if (access(p.c_str(), R_OK) == 0)
+			return p;
+	return "";
+}
+
+struct PrivateDaemon {
+	pid_t pid = -1;
+	std::string dir, socket;
+
+	// Start it and wait (bounded) until it listens.  0 or an error text.
+	std::string start()
+	{
+		std::string exe = find_consumerd();
+		if (exe.empty())
+			return "no strata-consumerd running, and none found next to strata or in PATH";
+		const char *rt = getenv("XDG_RUNTIME_DIR");
+		std::string tmpl = std::string(rt && *rt == '/' ? rt : "/tmp") + "/strata-record-XXXXXX";
+		std::vector<char> t(tmpl.begin(), tmpl.end());
+		t.push_back(0);
+		if (!mkdtemp(t.data()))
+			return std::string("mkdtemp: ") + strerror(errno);
+		dir = t.data();
+		socket = dir + "/consumerd.sock";
+		int p[2];
+		if (pipe2(p, O_CLOEXEC) < 0)
+			return std::string("pipe: ") + strerror(errno);
+		pid = fork();
+		if (pid < 0)
+			return std::string("fork: ") + strerror(errno);
+		if (pid == 0) {
+			close(p[0]);
+			int w = fcntl(p[1], F_DUPFD, 3); // without close-on-exec
+			std::string fd = std::to_string(w);
+			setpgid(0, 0); // the terminal's ^C is for CMD, not the daemon
+			execl(exe.c_str(), exe.c_str(), "--socket", socket.c_str(), "--ready-fd", fd.c_str(),
+			      "--quiet", static_cast<char *>(nullptr));
+			fprintf(stderr, "strata record: cannot run %s: %s\n", exe.c_str(), strerror(errno));
+			_exit(127);
+		}
+		close(p[1]);
+		// The daemon writes "ready\n" once listening; EOF means it died.
+		char buf[16];
+		size_t got = 0;
+		int64_t deadline = proto::now_ms() + 10000;
+		while (got < 6) {
+			struct pollfd pf = {p[0], POLLIN, 0};
+			int64_t left = deadline - proto::now_ms();
+			if (left <= 0 || poll(&pf, 1, static_cast<int>(left)) == 0) {
+				close(p[0]);
+				return "strata-consumerd did not become ready within 10 s";
+			}
+			ssize_t n = read(p[0], buf + got, sizeof(buf) - got);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				close(p[0]);
+				return "strata-consumerd exited during start-up (see its messages above)";
+			}
+			got += static_cast<size_t>(n);
+		}
+		close(p[0]);
+		return "";
+	}
+
+	void stop()
+	{
+		if (pid > 0) {
+			kill(pid, SIGTERM);
+			int st;
+			while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+			}
+			pid = -1;
+		}
+		if (!socket.empty())
+			unlink(socket.c_str());
+		if (!dir.empty())
+			rmdir(dir.c_str());
+	}
+	~PrivateDaemon() { stop(); }
+};
+
+void help()
+{
+	printf("Usage: strata record [-o DIR] [-e PATTERN]... [OPTIONS] -- CMD [ARGS]\n\n"
+	       "Run CMD and record its tracepoints.  Uses the running strata-consumerd if one\n"
+	       "answers, else starts a private one for the duration of CMD.  CMD must link\n"
+	       "libstrata and tp-sync (Strata::tp_sync).\n\n"
+	       "  -o, --output DIR          trace directory (default ./strata-record-YYYYMMDD-HHMMSS)\n"
+	       "  -e, --event PATTERN       enable \"provider:event\" globs (default: \"*\");\n"
+	       "                            repeatable\n"
+	       "  --loglevel LEVEL          with -e: only LEVEL or more severe\n"
+	       "  --preload NAME            LD_PRELOAD libstrata-NAME.so (e.g. pthread)\n"
+	       "%s"
+	       "\nThe trace directory is printed on stderr when CMD ends.\n"
+	       "Exit status: CMD's (128+N if killed by signal N); 1 if recording failed\n"
+	       "before CMD ran; 2 usage error.\n",
+	       cli::kChannelHelp);
+}
+
+} // namespace
+
+int strata_cmd_record(int argc, char **argv)
+{
+	const char *cmd = "record";
+	proto::Create create;
+	std::vector<std::string> patterns;
+	std::vector<std::string> preloads;
+	int32_t loglevel = -1;
+	int i = 1;
+	for (; i < argc; i++) {
+		if (!strcmp(argv[i], "--")) {
+			i++;
+			break;
+		}
+		if (cli::is_help(argv[i])) {
+			help();
+			return cli::kOk;
+		}
+		int r = cli::parse_channel_option(cmd, argc, argv, i, create.channel);
+		if (r < 0)
+			return cli::kUsage;
+		if (r > 0)
+			continue;
+		std::string a = argv[i];
+		if (a == "-o" || a == "--output" || a == "-e" || a == "--event" || a == "--loglevel" ||
+		    a == "--preload") {
+			if (i + 1 >= argc)
+				return cli::usage_error(cmd, a + " needs a value");
+			const char *v = argv[++i];
+			if (a == "-o" || a == "--output") {
+				create.output_dir = cli::absolute_path(v);
+			} else if (a == "--loglevel") {
+				if (!cli::parse_loglevel(v, loglevel))
+					return cli::usage_error(cmd, std::string("bad log level '") + v + "'");
+			} else if (a == "--preload") {
+				preloads.push_back(v);
+			} else {
+				if (!*v || strlen(v) > proto::kMaxPattern)
+					return cli::usage_error(cmd, "a pattern is 1 to 127 bytes");
+				patterns.push_back(v);
+			}
+		} else if (a[0] == '-') {
+			return cli::usage_error(cmd, "unknown option '" + a + "'");
+		} else {
+			break; // CMD without "--"
+		}
+	}
+	if (i >= argc)
+		return cli::usage_error(cmd, "missing command to run (strata record -- CMD [ARGS])");
+	if (patterns.size() > proto::kMaxRules)
+		return cli::usage_error(cmd, "at most 32 patterns");
+	if (patterns.empty())
+		patterns.push_back("*");
+	std::string preload_env;
+	for (const std::string &p : preloads) {
+		std::string lib = find_preload(p);
+		if (lib.empty()) {
+			fprintf(stderr, "strata record: libstrata-%s.so not found next to strata or in ../lib\n",
+				p.c_str());
+			return cli::kFail;
+		}
+		preload_env += (preload_env.empty() ? "" : ":") + lib;
+	}
+	if (create.output_dir.empty())
+		create.output_dir = cli::absolute_path("strata-record-" + local_timestamp());
+	create.session = "record-" + std::to_string(getpid());
+
+	// 1. a daemon: the running one, or our own.
+	PrivateDaemon priv;
+	CtlClient cl;
+	std::string err;
+	if (cl.open("", err) < 0) {
+		std::string e = priv.start();
+		if (!e.empty()) {
+			fprintf(stderr, "strata record: %s\n", e.c_str());
+			return cli::kFail;
+		}
+		if (cl.open(priv.socket, err) < 0) {
+			fprintf(stderr, "strata record: %s\n", err.c_str());
+			return cli::kFail;
+		}
+	}
+
+	// 2. session.
+	int r = cl.command(create, err);
+	for (size_t k = 0; r == 0 && k < patterns.size(); k++) {
+		proto::Rule rule;
+		rule.pattern = patterns[k];
+		rule.loglevel_max = loglevel;
+		r = cl.command(proto::EnableEvent{create.session, rule}, err);
+	}
+	if (r == 0)
+		r = cl.command(proto::Start{create.session}, err);
+	if (r < 0) {
+		fprintf(stderr, "strata record: %s\n", err.c_str());
+		cl.command(proto::Destroy{create.session}, err);
+		return cli::kFail;
+	}
+
+	// 3. CMD.  While it runs, ^C and kill go to it; we finish the trace.
+	struct sigaction sa = {}, old_int, old_term, old_quit, old_hup;
+	sa.sa_handler = forward_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	sigaction(SIGQUIT, &sa, &old_quit);
+	sigaction(SIGHUP, &sa, &old_hup);
+	const std::string sock = cl.path();
+	pid_t child = fork();
+	if (child == 0) {
+		sigaction(SIGINT, &old_int, nullptr);
+		sigaction(SIGTERM, &old_term, nullptr);
+		sigaction(SIGQUIT, &old_quit, nullptr);
+		sigaction(SIGHUP, &old_hup, nullptr);
+		setenv("STRATA_CONSUMERD_SOCKET", sock.c_str(), 1);
+		if (!preload_env.empty()) {
+			const char *old = getenv("LD_PRELOAD");
+			std::string v = preload_env + (old && *old ? std::string(":") + old : "");
+			setenv("LD_PRELOAD", v.c_str(), 1);
+		}
+		execvp(argv[i], argv + i);
+		fprintf(stderr, "strata record: cannot run %s: %s\n", argv[i], strerror(errno));
+		_exit(127);
+	}
+	int status = 0, exit_code = cli::kFail;
+	if (child < 0) {
+		fprintf(stderr, "strata record: fork: %s\n", strerror(errno));
+	} else {
+		g_child = child;
+		while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+		}
+		g_child = 0;
+		exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	}
+	sigaction(SIGINT, &old_int, nullptr);
+	sigaction(SIGTERM, &old_term, nullptr);
+	sigaction(SIGQUIT, &old_quit, nullptr);
+	sigaction(SIGHUP, &old_hup, nullptr);
+
+	// 4. complete the trace.
+	r = cl.command(proto::Stop{create.session}, err);
+	if (r < 0)
+		fprintf(stderr, "strata record: stop: %s\n", err.c_str());
+	int r2 = cl.command(proto::Destroy{create.session}, err);
+	if (r2 < 0)
+		fprintf(stderr, "strata record: destroy: %s\n", err.c_str());
+	priv.stop();
+	if (r < 0 && exit_code == 0)
+		exit_code = cli::kFail;
+	fprintf(stderr, "strata record: trace written to %s\n", create.output_dir.c_str());
+	return exit_code;
+}

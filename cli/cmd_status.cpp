@@ -1,0 +1,73 @@
+/*
+ * cmd_status.cpp - `strata status [SESSION]`.
+ */
+#include <cstdio>
+
+#include "abi/strata_abi.h"
+#include "commands.h"
+#include "control/ctl_client.h"
+
+using namespace strata;
+
+namespace {
+
+const char *state_name(uint32_t s)
+{
+	switch (static_cast<proto::SessionState>(s)) {
+	case proto::SessionState::Created: return "created";
+	case proto::SessionState::Active: return "active";
+	case proto::SessionState::Stopped: return "stopped";
+	}
+	return "?";
+}
+
+void print_session(const proto::SessionStatus &s)
+{
+	const proto::ChannelConfig &c = s.channel;
+	printf("Session %s [%s], slot %u, owner uid %u\n", s.name.c_str(), state_name(s.state), s.slot, s.uid);
+	printf("  output:   %s\n", s.output_dir.c_str());
+	printf("  channel:  %s, %s mode, %s x %s sub-buffers, %s lanes\n", c.name.c_str(),
+	       c.mode == STRATA_MODE_OVERWRITE ? "overwrite" : "discard",
+	       c.n_subbuf ? std::to_string(c.n_subbuf).c_str() : "8",
+	       c.subbuf_size ? cli::human_bytes(c.subbuf_size).c_str() : "128.0 KiB",
+	       c.n_lanes ? std::to_string(c.n_lanes).c_str() : "default");
+	printf("  rules:   ");
+	if (s.rules.empty())
+		printf(" (none: nothing is recorded)");
+	for (const proto::Rule &r : s.rules) {
+		printf(" %s %s", r.enable ? "+" : "-", r.pattern.c_str());
+		if (r.loglevel_max >= 0)
+			printf("(<=%s)", cli::loglevel_name(static_cast<uint32_t>(r.loglevel_max)));
+	}
+	printf("\n  recorded: %u buffer(s), %llu packet(s), %s, %llu rejected packet(s)\n", s.n_buffers,
+	       static_cast<unsigned long long>(s.packets), cli::human_bytes(s.bytes).c_str(),
+	       static_cast<unsigned long long>(s.errors));
+}
+
+} // namespace
+
+int strata_cmd_status(int argc, char **argv)
+{
+	const char *cmd = "status";
+	proto::Status m;
+	for (int i = 1; i < argc; i++) {
+		if (cli::is_help(argv[i])) {
+			printf("Usage: strata status [SESSION]\n\n"
+			       "Show your sessions (every session for root), or one.\n\n"
+			       "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n");
+			return cli::kOk;
+		}
+		if (argv[i][0] == '-' || !m.session.empty())
+			return cli::usage_error(cmd, std::string("unexpected argument '") + argv[i] + "'");
+		m.session = argv[i];
+	}
+	CtlClient cl;
+	proto::Message ans;
+	if (cli::query(cmd, cl, m, proto::Type::StatusReply, ans) != cli::kOk)
+		return cli::kFail;
+	const auto &ss = std::get<proto::StatusReply>(ans.body).sessions;
+	printf("strata-consumerd at %s: %zu session(s)\n", cl.path().c_str(), ss.size());
+	for (const proto::SessionStatus &s : ss)
+		print_session(s);
+	return cli::kOk;
+}

@@ -1,0 +1,64 @@
+/*
+ * commands.h - the `strata` command's subcommands, one file each
+ * (cli/cmd_<name>.cpp), dispatched by main.cpp.  Each takes argv with
+ * argv[0] = the subcommand name and returns the process exit status:
+ *   0 ok, 1 runtime failure, 2 usage error.
+ */
+#ifndef STRATA_CLI_COMMANDS_H
+#define STRATA_CLI_COMMANDS_H
+
+#include <cstdint>
+#include <string>
+
+#include "proto/proto.h"
+
+int strata_cmd_create(int argc, char **argv);
+int strata_cmd_enable_event(int argc, char **argv);
+int strata_cmd_disable_event(int argc, char **argv);
+int strata_cmd_start(int argc, char **argv);
+int strata_cmd_stop(int argc, char **argv);
+int strata_cmd_destroy(int argc, char **argv);
+int strata_cmd_list(int argc, char **argv);
+int strata_cmd_status(int argc, char **argv);
+int strata_cmd_record(int argc, char **argv);
+int strata_cmd_view(int argc, char **argv);    // cli/cmd_view.cpp ("tools")
+int strata_cmd_analyze(int argc, char **argv); // cli/cmd_analyze*.cpp ("pthread")
+
+// ---- shared helpers (cli/cmd_common.cpp) -----------------------------------
+namespace strata {
+class CtlClient;
+namespace cli {
+
+constexpr int kOk = 0, kFail = 1, kUsage = 2;
+
+// "strata CMD: msg" + a hint to --help on stderr; returns kUsage.
+int usage_error(const char *cmd, const std::string &msg);
+bool is_help(const char *arg);
+// 4096, 64k, 1M, 2m...
+bool parse_size(const char *s, uint64_t &out);
+bool parse_u32(const char *s, uint32_t &out);
+// emerg..debug or 0..7: the least severe level to record.
+bool parse_loglevel(const char *s, int32_t &out);
+const char *loglevel_name(uint32_t ll);
+std::string human_bytes(uint64_t n);
+std::string absolute_path(const std::string &p);
+
+// Parses one of the channel options shared by `create` and `record` at
+// argv[i] (advancing i over its value).  1 consumed, 0 not a channel
+// option, -1 usage error (already reported).
+int parse_channel_option(const char *cmd, int argc, char **argv, int &i, proto::ChannelConfig &c);
+extern const char *const kChannelHelp;
+
+// Send a request answered by REPLY over a fresh controller connection (or
+// `path` when not empty); print the daemon's text (stdout on success, stderr
+// on error).  Returns kOk or kFail.
+int simple_command(const char *cmd, proto::Body body, bool print_text = true);
+
+// Send a request whose answer is of type `expected` (LIST, STATUS) over a
+// fresh connection `cl`; on any error print it and return kFail.
+int query(const char *cmd, CtlClient &cl, proto::Body body, proto::Type expected, proto::Message &ans);
+
+} // namespace cli
+} // namespace strata
+
+#endif

@@ -1,0 +1,73 @@
+/*
+ * main.cpp - the `strata` command: dispatch to one subcommand per file.
+ */
+#include <cstdio>
+#include <cstring>
+
+#include "commands.h"
+
+namespace {
+
+struct Subcommand {
+	const char *name;
+	int (*fn)(int, char **);
+	const char *summary;
+};
+
+const Subcommand kCommands[] = {
+	{"record", strata_cmd_record, "run a command and record its trace (no setup needed)"},
+	{"create", strata_cmd_create, "create a tracing session"},
+	{"enable-event", strata_cmd_enable_event, "enable tracepoints in a session (glob patterns)"},
+	{"disable-event", strata_cmd_disable_event, "disable tracepoints in a session"},
+	{"start", strata_cmd_start, "start recording a session"},
+	{"stop", strata_cmd_stop, "stop recording and flush a session's trace"},
+	{"destroy", strata_cmd_destroy, "stop and forget a session (the trace stays on disk)"},
+	{"list", strata_cmd_list, "list the tracepoints of registered traced processes"},
+	{"status", strata_cmd_status, "show sessions and what they recorded"},
+	{"view", strata_cmd_view, "print a trace"},
+	{"analyze", strata_cmd_analyze, "analyse a trace (e.g. mutex contention)"},
+};
+
+void usage(FILE *f)
+{
+	fputs("Usage: strata COMMAND [OPTIONS]\n\nCommands:\n", f);
+	for (const Subcommand &c : kCommands)
+		fprintf(f, "  %-14s %s\n", c.name, c.summary);
+	fputs("\n'strata COMMAND --help' describes a command.\n"
+	      "The daemon's socket: $STRATA_CONSUMERD_SOCKET, else\n"
+	      "$XDG_RUNTIME_DIR/strata/consumerd.sock, else /run/strata/consumerd.sock (root).\n"
+	      "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n",
+	      f);
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		if (argc > 2 && strcmp(argv[1], "help") == 0) {
+			for (const Subcommand &c : kCommands)
+				if (!strcmp(argv[2], c.name)) {
+					char help[] = "--help";
+					char *av[] = {argv[2], help, nullptr};
+					return c.fn(2, av);
+				}
+		}
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("strata 0.1.0\n");
+		return 0;
+	}
+	for (const Subcommand &c : kCommands)
+		if (!strcmp(argv[1], c.name))
+			return c.fn(argc - 1, argv + 1);
+	fprintf(stderr, "strata: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

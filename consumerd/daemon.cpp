@@ -1,0 +1,800 @@
+/*
+ * daemon.cpp - see daemon.h for the threading contract.
+ *
+ * Objects, all owned by the main thread:
+ *   Session  a named recording: slot 0..15, owner uid, output directory,
+ *            one channel configuration, rules, state, clock (measured once
+ *            at CREATE and written identically into every sub-trace), and
+ *            the drains of the buffers attached to it.
+ *   Proc     a registered traced process: peer pid/uid (SO_PEERCRED), comm,
+ *            tracepoint names (for LIST), pidfd (exit detection: the
+ *            process does not keep its socket open).
+ *   Conn     a connected socket: role after HELLO, partial input, received
+ *            fds, and for a process the slots granted to it.
+ */
+#include "daemon.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <map>
+#include <memory>
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "abi/strata_abi.h"
+#include "control/names.h"
+#include "drain.h"
+#include "metadata.h"
+#include "proto/proto.h"
+#include "proto/sock.h"
+#include "repair.h"
+
+namespace strata {
+namespace {
+
+bool g_verbose = false;
+
+void logf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void logf(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "strata-consumerd: %s\n", buf);
+}
+#define VLOG(...) do { if (g_verbose) logf(__VA_ARGS__); } while (0)
+bool g_quiet = false;
+#define INFO(...) do { if (!g_quiet) logf(__VA_ARGS__); } while (0)
+
+constexpr size_t kMaxConns = 1024;
+constexpr size_t kMaxQueuedFds = 16;
+constexpr int64_t kReplyTimeoutMs = 2000;
+
+std::string hostname()
+{
+	char buf[256] = {};
+	gethostname(buf, sizeof(buf) - 1);
+	return buf;
+}
+
+struct Session {
+	uint64_t id = 0;
+	std::string name;
+	uint32_t slot = 0;
+	uid_t uid = 0;
+	std::string out;
+	proto::ChannelConfig channel;
+	std::vector<proto::Rule> rules;
+	proto::SessionState state = proto::SessionState::Created;
+	ClockInfo clock;
+	std::vector<std::unique_ptr<Drain>> drains;
+};
+
+struct Proc {
+	pid_t pid = 0;
+	uid_t uid = 0;
+	std::string comm;
+	std::string date;
+	std::vector<proto::EventName> events;
+	int pidfd = -1;
+	std::vector<Drain *> drains;
+};
+
+struct Grant {
+	uint64_t session_id = 0;
+	uint8_t uuid[16] = {};
+};
+
+struct Conn {
+	int fd = -1;
+	struct ucred cred = {};
+	bool hello = false;
+	proto::Role role = proto::Role::Process;
+	std::vector<uint8_t> in;
+	std::deque<int> fds;
+	bool registered = false;
+	std::map<uint32_t, Grant> grants;
+	~Conn()
+	{
+		for (int f : fds)
+			close(f);
+		if (fd >= 0)
+			close(fd);
+	}
+};
+
+class Daemon {
+public:
+	int run(const DaemonOptions &opt);
+
+private:
+	int listen_on(const std::string &path);
+	void accept_conns();
+	void on_readable(Conn &c);
+	bool handle(Conn &c, const proto::Message &m);
+	void send(Conn &c, uint32_t seq, proto::Body body);
+	void reply(Conn &c, uint32_t seq, int status, const std::string &text);
+	void drop(int fd);
+	void on_exit(int pidfd);
+
+	bool visible(const Conn &c, const Session &s) const { return c.cred.uid == 0 || c.cred.uid == s.uid; }
+	Session *find(const Conn &c, const std::string &name, uint32_t seq, bool &answered);
+	void stop_session(Session &s);
+
+	void do_hello(Conn &c, uint32_t seq, const proto::Hello &m);
+	void do_register(Conn &c, uint32_t seq, const proto::Register &m);
+	void do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m);
+	void do_create(Conn &c, uint32_t seq, const proto::Create &m);
+	void do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule r);
+	void do_status(Conn &c, uint32_t seq, const proto::Status &m);
+	void do_list(Conn &c, uint32_t seq);
+
+	int epfd_ = -1, lfd_ = -1, sigfd_ = -1;
+	std::string path_;
+	std::map<int, std::unique_ptr<Conn>> conns_;
+	std::map<int, Proc> procs_;  // by pidfd
+	std::map<pid_t, int> pid_to_pidfd_;
+	std::vector<std::unique_ptr<Session>> sessions_;
+	uint64_t next_session_id_ = 1;
+	std::string hostname_;
+	bool quit_ = false;
+};
+
+int Daemon::listen_on(const std::string &path)
+{
+	struct sockaddr_un sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	if (path.size() >= sizeof(sa.sun_path)) {
+		logf("socket path too long: %s", path.c_str());
+		return -ENAMETOOLONG;
+	}
+	// The directory holding the socket: private (0700) when we create it.
+	size_t slash = path.rfind('/');
+	if (slash != std::string::npos && slash > 0) {
+		std::string dir = path.substr(0, slash);
+		int r = make_dirs(dir, 0700);
+		if (r < 0) {
+			logf("cannot create %s: %s", dir.c_str(), strerror(-r));
+			return r;
+		}
+	}
+	// A socket file already there: refuse if a daemon answers, else stale.
+	struct stat st;
+	if (lstat(path.c_str(), &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			logf("%s exists and is not a socket", path.c_str());
+			return -EEXIST;
+		}
+		int fd = proto::connect_unix(path, proto::now_ms() + 500);
+		if (fd >= 0) {
+			close(fd);
+			logf("another strata-consumerd already listens on %s", path.c_str());
+			return -EADDRINUSE;
+		}
+		unlink(path.c_str());
+	}
+	memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	mode_t old = umask(0077);
+	int r = bind(fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof(sa));
+	umask(old);
+	if (r < 0 || listen(fd, 128) < 0) {
+		int e = errno;
+		logf("cannot listen on %s: %s", path.c_str(), strerror(e));
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+void Daemon::send(Conn &c, uint32_t seq, proto::Body body)
+{
+	proto::Message m;
+	m.seq = seq;
+	m.body = std::move(body);
+	int r = proto::send_message(c.fd, m, -1, proto::now_ms() + kReplyTimeoutMs);
+	if (r < 0)
+		VLOG("send to pid %d failed: %s", c.cred.pid, strerror(-r));
+}
+
+void Daemon::reply(Conn &c, uint32_t seq, int status, const std::string &text)
+{
+	proto::Reply r;
+	r.status = status;
+	r.text = text.size() > proto::kMaxText ? text.substr(0, proto::kMaxText) : text;
+	send(c, seq, r);
+}
+
+void Daemon::drop(int fd)
+{
+	epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+	conns_.erase(fd);
+}
+
+void Daemon::accept_conns()
+{
+	for (;;) {
+		int fd = accept4(lfd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				logf("accept: %s", strerror(errno));
+			return;
+		}
+		if (conns_.size() >= kMaxConns) {
+			close(fd);
+			logf("too many connections, refusing one");
+			continue;
+		}
+		auto c = std::make_unique<Conn>();
+		c->fd = fd;
+		socklen_t l = sizeof(c->cred);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &l) < 0) {
+			close(fd);
+			c->fd = -1;
+			continue;
+		}
+		struct epoll_event ev = {};
+		ev.events = EPOLLIN | EPOLLRDHUP;
+		ev.data.fd = fd;
+		epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev);
+		conns_[fd] = std::move(c);
+	}
+}
+
+void Daemon::on_readable(Conn &c)
+{
+	const int fd = c.fd;
+	uint8_t buf[65536];
+	std::vector<int> fds;
+	for (;;) {
+		fds.clear();
+		long r = proto::recv_some(fd, buf, sizeof(buf), &fds);
+		if (r == -EAGAIN || r == -EWOULDBLOCK)
+			break;
+		for (int got : fds) {
+			if (c.fds.size() < kMaxQueuedFds)
+				c.fds.push_back(got);
+			else
+				close(got);
+		}
+		if (r <= 0) { // EOF or error: the peer is gone
+			drop(fd);
+			return;
+		}
+		c.in.insert(c.in.end(), buf, buf + r);
+		// Frame and handle every complete message.
+		size_t off = 0;
+		while (c.in.size() - off >= proto::kHeaderSize) {
+			proto::Header h;
+			proto::DecodeResult d = proto::decode_header(c.in.data() + off, proto::kHeaderSize, h);
+			if (!d) {
+				logf("pid %d: %s; closing its connection", c.cred.pid, d.text.c_str());
+				reply(c, h.seq, -EPROTO, d.text);
+				drop(fd);
+				return;
+			}
+			if (c.in.size() - off - proto::kHeaderSize < h.length)
+				break;
+			proto::Message m;
+			d = proto::decode(c.in.data() + off, proto::kHeaderSize + h.length, m);
+			off += proto::kHeaderSize + h.length;
+			if (!d) {
+				logf("pid %d: bad message: %s; closing its connection", c.cred.pid, d.text.c_str());
+				reply(c, h.seq, -EPROTO, d.text);
+				drop(fd);
+				return;
+			}
+			if (!handle(c, m)) {
+				drop(fd);
+				return;
+			}
+		}
+		c.in.erase(c.in.begin(), c.in.begin() + static_cast<long>(off));
+	}
+}
+
+Session *Daemon::find(const Conn &c, const std::string &name, uint32_t seq, bool &answered)
+{
+	answered = false;
+	for (auto &s : sessions_) {
+		if (s->name != name)
+			continue;
+		if (visible(c, *s))
+			return s.get();
+		reply(const_cast<Conn &>(c), seq, -EPERM, "session '" + name + "' belongs to another user");
+		answered = true;
+		return nullptr;
+	}
+	reply(const_cast<Conn &>(c), seq, -ENOENT, "no session named '" + name + "'");
+	answered = true;
+	return nullptr;
+}
+
+// Returns false to close the connection.
+bool Daemon::handle(Conn &c, const proto::Message &m)
+{
+	using proto::Type;
+	const uint32_t seq = m.seq;
+	if (!c.hello) {
+		if (m.type() != Type::Hello) {
+			reply(c, seq, -EPROTO, "HELLO expected first");
+			return false;
+		}
+		do_hello(c, seq, std::get<proto::Hello>(m.body));
+		return c.hello;
+	}
+	const bool ctl = c.role == proto::Role::Controller;
+	bool found;
+	switch (m.type()) {
+	case Type::Register:
+		if (ctl || c.registered)
+			break;
+		do_register(c, seq, std::get<proto::Register>(m.body));
+		return true;
+	case Type::Buffer:
+		if (ctl || !c.registered)
+			break;
+		do_buffer(c, seq, std::get<proto::Buffer>(m.body));
+		return true;
+	case Type::Create:
+		if (!ctl)
+			break;
+		do_create(c, seq, std::get<proto::Create>(m.body));
+		return true;
+	case Type::EnableEvent:
+		if (!ctl)
+			break;
+		do_rule(c, seq, std::get<proto::EnableEvent>(m.body).session, std::get<proto::EnableEvent>(m.body).rule);
+		return true;
+	case Type::DisableEvent:
+		if (!ctl)
+			break;
+		{
+			proto::Rule r = std::get<proto::DisableEvent>(m.body).rule;
+			r.enable = 0;
+			do_rule(c, seq, std::get<proto::DisableEvent>(m.body).session, r);
+		}
+		return true;
+	case Type::Start:
+		if (!ctl)
+			break;
+		if (Session *s = find(c, std::get<proto::Start>(m.body).session, seq, found)) {
+			if (s->state == proto::SessionState::Active) {
+				reply(c, seq, -EALREADY, "session '" + s->name + "' is already started");
+			} else {
+				s->state = proto::SessionState::Active;
+				INFO("session %s started (slot %u)", s->name.c_str(), s->slot);
+				reply(c, seq, 0, "session '" + s->name + "' started");
+			}
+		}
+		return true;
+	case Type::Stop:
+		if (!ctl)
+			break;
+		if (Session *s = find(c, std::get<proto::Stop>(m.body).session, seq, found)) {
+			if (s->state != proto::SessionState::Active) {
+				reply(c, seq, -EALREADY, "session '" + s->name + "' is not started");
+			} else {
+				stop_session(*s);
+				reply(c, seq, 0, "session '" + s->name + "' stopped; trace in " + s->out);
+			}
+		}
+		return true;
+	case Type::Destroy:
+		if (!ctl)
+			break;
+		if (Session *s = find(c, std::get<proto::Destroy>(m.body).session, seq, found)) {
+			stop_session(*s);
+			std::string out = s->out, name = s->name;
+			for (auto &p : procs_) { // the session's drains die with it
+				auto &v = p.second.drains;
+				v.erase(std::remove_if(v.begin(), v.end(),
+						       [&](Drain *d) {
+							       for (auto &x : s->drains)
+								       if (x.get() == d)
+									       return true;
+							       return false;
+						       }),
+					v.end());
+			}
+			sessions_.erase(std::find_if(sessions_.begin(), sessions_.end(),
+						     [&](const std::unique_ptr<Session> &x) { return x.get() == s; }));
+			INFO("session %s destroyed", name.c_str());
+			reply(c, seq, 0, "session '" + name + "' destroyed; trace in " + out);
+		}
+		return true;
+	case Type::List:
+		if (!ctl)
+			break;
+		do_list(c, seq);
+		return true;
+	case Type::Status:
+		if (!ctl)
+			break;
+		do_status(c, seq, std::get<proto::Status>(m.body));
+		return true;
+	default:
+		break;
+	}
+	reply(c, seq, -EPERM, "message type " + std::to_string(static_cast<int>(m.type())) +
+				      " not allowed here for this role");
+	return true;
+}
+
+void Daemon::do_hello(Conn &c, uint32_t seq, const proto::Hello &m)
+{
+	if (m.max_version < proto::kMinVersion || m.min_version > proto::kVersion) {
+		reply(c, seq, -EPROTONOSUPPORT,
+		      "no common protocol version: client speaks " + std::to_string(m.min_version) + ".." +
+			      std::to_string(m.max_version) + ", daemon " + std::to_string(proto::kMinVersion) +
+			      ".." + std::to_string(proto::kVersion));
+		return;
+	}
+	c.hello = true;
+	c.role = static_cast<proto::Role>(m.role);
+	proto::HelloReply r;
+	r.version = std::min<uint16_t>(m.max_version, proto::kVersion);
+	r.server_pid = static_cast<uint32_t>(getpid());
+	send(c, seq, r);
+}
+
+void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
+{
+	if (m.abi_major != STRATA_ABI_MAJOR) {
+		reply(c, seq, -EPROTONOSUPPORT,
+		      "buffer ABI " + std::to_string(m.abi_major) + " not supported (daemon: " +
+			      std::to_string(STRATA_ABI_MAJOR) + ")");
+		return;
+	}
+	c.registered = true;
+	const pid_t pid = c.cred.pid;
+	// The peer's credentials, not the payload's, decide (the payload's pid
+	// is in the process's own pid namespace and is only informational).
+	auto it = pid_to_pidfd_.find(pid);
+	Proc *p = nullptr;
+	if (it != pid_to_pidfd_.end()) {
+		p = &procs_[it->second];
+	} else {
+		int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+		if (pidfd < 0) {
+			// Without exit detection the drain still ends at STOP.
+			logf("pid %d: pidfd_open: %s (exit detection off)", pid, strerror(errno));
+			static int fake = -2;
+			pidfd = fake--;
+		} else {
+			struct epoll_event ev = {};
+			ev.events = EPOLLIN;
+			ev.data.fd = pidfd;
+			epoll_ctl(epfd_, EPOLL_CTL_ADD, pidfd, &ev);
+		}
+		p = &procs_[pidfd];
+		p->pidfd = pidfd;
+		pid_to_pidfd_[pid] = pidfd;
+	}
+	p->pid = pid;
+	p->uid = c.cred.uid;
+	p->comm = m.comm;
+	p->date = local_timestamp();
+	p->events = m.events;
+	VLOG("pid %d (%s) registered, %zu tracepoints", pid, m.comm.c_str(), m.events.size());
+
+	proto::RegisterReply rr;
+	for (auto &s : sessions_) {
+		if (s->state != proto::SessionState::Active || !(s->uid == 0 || s->uid == c.cred.uid))
+			continue;
+		proto::SessionGrant g;
+		g.slot = s->slot;
+		g.channel = s->channel;
+		g.rules = s->rules;
+		if (getrandom(g.trace_uuid, sizeof(g.trace_uuid), 0) != sizeof(g.trace_uuid))
+			for (auto &b : g.trace_uuid)
+				b = static_cast<uint8_t>(rand());
+		g.trace_uuid[6] = static_cast<uint8_t>((g.trace_uuid[6] & 0x0f) | 0x40); // v4
+		g.trace_uuid[8] = static_cast<uint8_t>((g.trace_uuid[8] & 0x3f) | 0x80);
+		Grant &gr = c.grants[s->slot];
+		gr.session_id = s->id;
+		memcpy(gr.uuid, g.trace_uuid, 16);
+		rr.sessions.push_back(std::move(g));
+	}
+	send(c, seq, rr);
+}
+
+void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
+{
+	int fd = -1;
+	if (m.status == 0) {
+		if (c.fds.empty()) {
+			reply(c, seq, -EBADF, "BUFFER without its file descriptor");
+			return;
+		}
+		fd = c.fds.front();
+		c.fds.pop_front();
+	}
+	auto g = c.grants.find(m.slot);
+	if (g == c.grants.end()) {
+		if (fd >= 0)
+			close(fd);
+		reply(c, seq, -EINVAL, "slot " + std::to_string(m.slot) + " was not granted");
+		return;
+	}
+	const Grant grant = g->second;
+	c.grants.erase(g);
+	if (m.status != 0) {
+		logf("pid %d could not open its buffer for slot %u: %s", c.cred.pid, m.slot, strerror(-m.status));
+		reply(c, seq, 0, "noted");
+		return;
+	}
+	Session *s = nullptr;
+	for (auto &x : sessions_)
+		if (x->id == grant.session_id)
+			s = x.get();
+	if (!s || s->state != proto::SessionState::Active) {
+		close(fd);
+		reply(c, seq, -ESTALE, "the session is no longer active");
+		return;
+	}
+	auto pit = pid_to_pidfd_.find(c.cred.pid);
+	Proc &p = procs_[pit->second];
+	std::string dir = s->out + "/ust/pid/" + file_safe(p.comm) + "-" + std::to_string(p.pid) + "-" + p.date;
+	for (int n = 1; access(dir.c_str(), F_OK) == 0; n++)
+		dir = s->out + "/ust/pid/" + file_safe(p.comm) + "-" + std::to_string(p.pid) + "-" + p.date +
+		      "." + std::to_string(n);
+	TraceEnv env;
+	env.procname = p.comm;
+	env.pid = p.pid;
+	env.hostname = hostname_;
+	std::string err;
+	std::unique_ptr<Drain> d = Drain::create(fd, grant.uuid, dir, s->clock, env, err);
+	if (!d) {
+		logf("pid %d slot %u: buffer rejected: %s", c.cred.pid, m.slot, err.c_str());
+		reply(c, seq, -EINVAL, "buffer rejected: " + err);
+		return;
+	}
+	d->start();
+	p.drains.push_back(d.get());
+	s->drains.push_back(std::move(d));
+	VLOG("pid %d: draining slot %u into %s", p.pid, m.slot, dir.c_str());
+	reply(c, seq, 0, "ok");
+}
+
+void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
+{
+	for (auto &s : sessions_)
+		if (s->name == m.session) {
+			reply(c, seq, -EEXIST, "a session named '" + m.session + "' already exists");
+			return;
+		}
+	uint32_t used = 0;
+	for (auto &s : sessions_)
+		used |= 1u << s->slot;
+	uint32_t slot = 0;
+	while (slot < proto::kMaxSlots && (used & (1u << slot)))
+		slot++;
+	if (slot == proto::kMaxSlots) {
+		reply(c, seq, -ENOSPC, "all 16 session slots are in use");
+		return;
+	}
+	struct stat st;
+	bool existed = stat(m.output_dir.c_str(), &st) == 0;
+	int r = make_dirs(m.output_dir, 0750);
+	if (r < 0) {
+		reply(c, seq, r, "cannot create " + m.output_dir + ": " + strerror(-r));
+		return;
+	}
+	if (c.cred.uid != 0 && geteuid() == 0 && !existed)
+		if (chown(m.output_dir.c_str(), c.cred.uid, c.cred.gid) < 0)
+			logf("chown %s: %s", m.output_dir.c_str(), strerror(errno));
+	if (existed) {
+		RepairStats rs = repair_tree(m.output_dir);
+		if (rs.repaired)
+			INFO("repaired %llu torn stream file(s) under %s", static_cast<unsigned long long>(rs.repaired),
+			     m.output_dir.c_str());
+	}
+	auto s = std::make_unique<Session>();
+	s->id = next_session_id_++;
+	s->name = m.session;
+	s->slot = slot;
+	s->uid = c.cred.uid;
+	s->out = m.output_dir;
+	s->channel = m.channel;
+	s->clock = measure_session_clock();
+	INFO("session %s created (slot %u, %s mode) -> %s", s->name.c_str(), slot,
+	     m.channel.mode == STRATA_MODE_OVERWRITE ? "overwrite" : "discard", s->out.c_str());
+	sessions_.push_back(std::move(s));
+	reply(c, seq, 0, m.output_dir);
+}
+
+void Daemon::do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule r)
+{
+	bool found;
+	Session *s = find(c, name, seq, found);
+	if (!s)
+		return;
+	if (s->rules.size() >= proto::kMaxRules) {
+		reply(c, seq, -ENOSPC, "session '" + name + "' already has " + std::to_string(proto::kMaxRules) + " rules");
+		return;
+	}
+	s->rules.push_back(r);
+	std::string text = std::string(r.enable ? "enabled " : "disabled ") + r.pattern + " in session '" + name + "'";
+	if (s->state == proto::SessionState::Active)
+		text += " (applies to processes that start from now on)";
+	reply(c, seq, 0, text);
+}
+
+void Daemon::do_status(Conn &c, uint32_t seq, const proto::Status &m)
+{
+	proto::StatusReply sr;
+	for (auto &s : sessions_) {
+		if (!visible(c, *s) || (!m.session.empty() && m.session != s->name))
+			continue;
+		proto::SessionStatus st;
+		st.name = s->name;
+		st.slot = s->slot;
+		st.state = static_cast<uint32_t>(s->state);
+		st.uid = s->uid;
+		st.output_dir = s->out;
+		st.channel = s->channel;
+		st.rules = s->rules;
+		st.n_buffers = static_cast<uint32_t>(s->drains.size());
+		for (auto &d : s->drains) {
+			st.packets += d->counters().packets.load(std::memory_order_relaxed);
+			st.bytes += d->counters().bytes.load(std::memory_order_relaxed);
+			st.errors += d->counters().errors.load(std::memory_order_relaxed);
+		}
+		sr.sessions.push_back(std::move(st));
+	}
+	if (!m.session.empty() && sr.sessions.empty()) {
+		bool found;
+		find(c, m.session, seq, found); // answers ENOENT or EPERM
+		return;
+	}
+	send(c, seq, sr);
+}
+
+void Daemon::do_list(Conn &c, uint32_t seq)
+{
+	proto::ListReply lr;
+	for (auto &kv : procs_) {
+		const Proc &p = kv.second;
+		if (c.cred.uid != 0 && p.uid != c.cred.uid)
+			continue;
+		for (const auto &e : p.events)
+			lr.entries.push_back({static_cast<uint32_t>(p.pid), p.comm, e.name, e.loglevel});
+	}
+	send(c, seq, lr);
+}
+
+void Daemon::stop_session(Session &s)
+{
+	if (s.state != proto::SessionState::Active)
+		return;
+	for (auto &d : s.drains)
+		d->finish(false);
+	for (auto &d : s.drains)
+		d->join();
+	s.state = proto::SessionState::Stopped;
+	uint64_t packets = 0;
+	for (auto &d : s.drains)
+		packets += d->counters().packets.load(std::memory_order_relaxed);
+	INFO("session %s stopped: %zu buffer(s), %llu packet(s) written", s.name.c_str(), s.drains.size(),
+	     static_cast<unsigned long long>(packets));
+}
+
+void Daemon::on_exit(int pidfd)
+{
+	auto it = procs_.find(pidfd);
+	if (it == procs_.end())
+		return;
+	VLOG("pid %d (%s) exited", it->second.pid, it->second.comm.c_str());
+	for (Drain *d : it->second.drains)
+		d->finish(true); // the drain flushes and closes on its own thread
+	pid_to_pidfd_.erase(it->second.pid);
+	epoll_ctl(epfd_, EPOLL_CTL_DEL, pidfd, nullptr);
+	close(pidfd);
+	procs_.erase(it);
+}
+
+int Daemon::run(const DaemonOptions &opt)
+{
+	g_verbose = opt.verbose;
+	g_quiet = opt.quiet;
+	hostname_ = hostname();
+	path_ = opt.socket_path.empty() ? proto::server_socket_path() : opt.socket_path;
+
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	// Blocked before any drain thread exists, so they all inherit it.
+	pthread_sigmask(SIG_BLOCK, &set, nullptr);
+	signal(SIGPIPE, SIG_IGN);
+	sigfd_ = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	epfd_ = epoll_create1(EPOLL_CLOEXEC);
+	lfd_ = listen_on(path_);
+	if (lfd_ < 0 || sigfd_ < 0 || epfd_ < 0)
+		return 1;
+	struct epoll_event ev = {};
+	ev.events = EPOLLIN;
+	ev.data.fd = lfd_;
+	epoll_ctl(epfd_, EPOLL_CTL_ADD, lfd_, &ev);
+	ev.data.fd = sigfd_;
+	epoll_ctl(epfd_, EPOLL_CTL_ADD, sigfd_, &ev);
+	INFO("listening on %s (protocol %u, buffer ABI %u.%u)", path_.c_str(), proto::kVersion, STRATA_ABI_MAJOR,
+	     STRATA_ABI_MINOR);
+	if (opt.ready_fd >= 0) {
+		ssize_t w = write(opt.ready_fd, "ready\n", 6);
+		(void)w;
+		close(opt.ready_fd);
+	}
+
+	while (!quit_) {
+		struct epoll_event evs[32];
+		int n = epoll_wait(epfd_, evs, 32, -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			logf("epoll_wait: %s", strerror(errno));
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			int fd = evs[i].data.fd;
+			if (fd == lfd_) {
+				accept_conns();
+			} else if (fd == sigfd_) {
+				struct signalfd_siginfo si;
+				while (read(sigfd_, &si, sizeof(si)) == sizeof(si)) {
+					INFO("signal %u: flushing and exiting", si.ssi_signo);
+					quit_ = true;
+				}
+			} else if (procs_.count(fd)) {
+				on_exit(fd);
+			} else {
+				auto it = conns_.find(fd);
+				if (it != conns_.end())
+					on_readable(*it->second);
+			}
+		}
+	}
+	for (auto &s : sessions_)
+		stop_session(*s);
+	sessions_.clear();
+	conns_.clear();
+	for (auto &kv : procs_)
+		if (kv.first >= 0)
+			close(kv.first);
+	unlink(path_.c_str());
+	close(lfd_);
+	close(sigfd_);
+	close(epfd_);
+	INFO("exited cleanly");
+	return 0;
+}
+
+} // namespace
+
+int run_daemon(const DaemonOptions &opt)
+{
+	Daemon d;
+	return d.run(opt);
+}
+
+} // namespace strata

@@ -1,0 +1,32 @@
+/*
+ * daemon.h - strata-consumerd's control loop.
+ *
+ * Contract:
+ *   - one main thread owns every socket, session, process record and the
+ *     epoll set; it alone mutates them, so they need no lock;
+ *   - one drain thread per attached buffer (drain.h) touches only its
+ *     buffer, its files and its counters;
+ *   - signals (SIGTERM, SIGINT) arrive through a signalfd in the epoll set:
+ *     nothing runs in signal context;
+ *   - every byte from a socket goes through the protocol decoder; a peer
+ *     that sends garbage is answered with an error REPLY and dropped.
+ */
+#ifndef STRATA_CONSUMERD_DAEMON_H
+#define STRATA_CONSUMERD_DAEMON_H
+
+#include <string>
+
+namespace strata {
+
+struct DaemonOptions {
+	std::string socket_path;  // empty: proto::server_socket_path()
+	int ready_fd = -1;        // written "ready\n" and closed once listening
+	bool verbose = false;
+	bool quiet = false;        // warnings and errors only
+};
+
+// Runs until SIGTERM/SIGINT; returns the process exit code.
+int run_daemon(const DaemonOptions &opt);
+
+} // namespace strata
+#endif

@@ -1,0 +1,280 @@
+/*
+ * drain.cpp - see drain.h for the contract.
+ *
+ * Files of one sub-trace (dir = <out>/ust/pid/<comm>-<pid>-<date>):
+ *   metadata            TSDL text: written whole at attach, then one event
+ *                       block appended (one write) per new descriptor batch
+ *   <channel>_<lane>    stream files, created on their first packet; each
+ *                       packet appended with ONE write, and a short write
+ *                       is cut back, so a file always ends on a packet
+ *                       boundary while we run (repair.h covers a killed
+ *                       consumer).
+ * Events are described before any packet that may use them: every round
+ * reads new descriptors first, then packets.
+ */
+#include "drain.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "control/names.h"
+#include "reader.h"
+
+namespace strata {
+
+namespace {
+constexpr int kWaitMs = 50;          // futex safety net; also bounds stop latency
+constexpr int kFlushTimeoutMs = 500; // in-flight commits of a live producer
+constexpr unsigned kPacketsPerRound = 64;
+
+void warn(const std::string &dir, const std::string &what)
+{
+	fprintf(stderr, "strata-consumerd: %s: %s\n", dir.c_str(), what.c_str());
+}
+
+bool write_all(int fd, const void *p, size_t n)
+{
+	const char *c = static_cast<const char *>(p);
+	while (n) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		c += w;
+		n -= static_cast<size_t>(w);
+	}
+	return true;
+}
+} // namespace
+
+int make_dirs(const std::string &path, unsigned mode)
+{
+	size_t pos = 0;
+	while (pos != std::string::npos) {
+		pos = path.find('/', pos + 1);
+		std::string cur = path.substr(0, pos);
+		if (!cur.empty() && mkdir(cur.c_str(), mode) < 0 && errno != EEXIST)
+			return -errno;
+	}
+	struct stat st;
+	if (stat(path.c_str(), &st) < 0)
+		return -errno;
+	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const std::string &dir,
+				     const ClockInfo &clock, const TraceEnv &env, std::string &err)
+{
+	std::unique_ptr<Drain> d(new Drain());
+	d->reader_ = Reader::attach(memfd, &err);
+	close(memfd);
+	if (!d->reader_)
+		return nullptr;
+	const BufferInfo &info = d->reader_->info();
+	if (memcmp(info.uuid, uuid, 16) != 0) {
+		err = "the buffer's trace uuid is not the one granted to it";
+		return nullptr;
+	}
+	d->dir_ = dir;
+	d->channel_ = file_safe(info.channel.empty() ? "channel0" : info.channel);
+	d->stream_id_ = info.stream_id;
+	d->overwrite_ = info.mode == STRATA_MODE_OVERWRITE;
+	d->lane_fds_.assign(info.n_lanes, -1);
+	d->lane_sizes_.assign(info.n_lanes, 0);
+	int r = make_dirs(dir, 0750);
+	if (r < 0) {
+		err = "cannot create " + dir + ": " + strerror(-r);
+		return nullptr;
+	}
+	d->metadata_fd_ = open((dir + "/metadata").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
+	if (d->metadata_fd_ < 0) {
+		err = "cannot create " + dir + "/metadata: " + strerror(errno);
+		return nullptr;
+	}
+	std::vector<EventInfo> events;
+	std::vector<std::string> errors;
+	d->reader_->read_new_events(&events, &errors);
+	for (const std::string &e : errors)
+		warn(dir, "descriptor rejected: " + e);
+	std::string text = ctf_metadata(info.uuid, clock, env, info.stream_id, events);
+	if (!write_all(d->metadata_fd_, text.data(), text.size())) {
+		err = "cannot write " + dir + "/metadata: " + strerror(errno);
+		return nullptr;
+	}
+	return d;
+}
+
+Drain::~Drain()
+{
+	if (thread_.joinable()) {
+		finish(false);
+		join();
+	}
+	close_files();
+}
+
+void Drain::start()
+{
+	thread_ = std::thread([this] { run(); });
+}
+
+void Drain::finish(bool producer_dead)
+{
+	// Only the main thread calls this; the first reason wins.
+	if (finish_.load(std::memory_order_relaxed))
+		return;
+	producer_dead_.store(producer_dead, std::memory_order_relaxed);
+	// Release: orders producer_dead_ before finish_; pairs with the
+	// acquire load in run().
+	finish_.store(true, std::memory_order_release);
+}
+
+void Drain::join()
+{
+	if (thread_.joinable())
+		thread_.join();
+}
+
+void Drain::update_metadata()
+{
+	std::vector<EventInfo> events;
+	std::vector<std::string> errors;
+	reader_->read_new_events(&events, &errors);
+	for (const std::string &e : errors)
+		warn(dir_, "descriptor rejected: " + e);
+	if (events.empty())
+		return;
+	std::string text = ctf_metadata_events(stream_id_, events);
+	if (!write_all(metadata_fd_, text.data(), text.size())) {
+		counters_.errors.fetch_add(1, std::memory_order_relaxed);
+		warn(dir_, std::string("cannot append to metadata: ") + strerror(errno));
+	}
+}
+
+void Drain::write_packet(uint32_t lane, const std::vector<uint8_t> &pkt)
+{
+	if (lane >= lane_fds_.size())
+		return;
+	int &fd = lane_fds_[lane];
+	if (fd < 0) {
+		std::string path = dir_ + "/" + channel_ + "_" + std::to_string(lane);
+		fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+		if (fd < 0) {
+			counters_.errors.fetch_add(1, std::memory_order_relaxed);
+			warn(dir_, "cannot create " + path + ": " + strerror(errno));
+			return;
+		}
+	}
+	ssize_t w;
+	do
+		w = write(fd, pkt.data(), pkt.size());
+	while (w < 0 && errno == EINTR);
+	if (w == static_cast<ssize_t>(pkt.size())) {
+		lane_sizes_[lane] += pkt.size();
+		counters_.packets.fetch_add(1, std::memory_order_relaxed);
+		counters_.bytes.fetch_add(pkt.size(), std::memory_order_relaxed);
+		return;
+	}
+	// Short write (disk full...): cut the torn packet off again.
+	int e = errno;
+	if (ftruncate(fd, static_cast<off_t>(lane_sizes_[lane])) < 0)
+		warn(dir_, std::string("cannot cut a torn packet: ") + strerror(errno));
+	counters_.errors.fetch_add(1, std::memory_order_relaxed);
+	warn(dir_, std::string("packet lost, write failed: ") + (w < 0 ? strerror(e) : "short write"));
+}
+
+// One round over every lane.  True if anything was written.
+bool Drain::drain_once()
+{
+	update_metadata();
+	if (overwrite_)
+		return false; // the ring is collected at the end
+	bool any = false;
+	std::vector<uint8_t> pkt;
+	std::string err;
+	for (uint32_t lane = 0; lane < lane_fds_.size(); lane++) {
+		for (unsigned k = 0; k < kPacketsPerRound; k++) {
+			ReadStatus st = reader_->next_packet(lane, &pkt, &err);
+			if (st == ReadStatus::kEmpty)
+				break;
+			any = true;
+			if (st == ReadStatus::kPacket) {
+				write_packet(lane, pkt);
+			} else {
+				counters_.errors.fetch_add(1, std::memory_order_relaxed);
+				warn(dir_, "lane " + std::to_string(lane) + ": packet skipped: " + err);
+			}
+		}
+	}
+	return any;
+}
+
+void Drain::final_drain()
+{
+	const bool dead = producer_dead_.load(std::memory_order_relaxed);
+	std::string msg;
+	update_metadata();
+	if (overwrite_) {
+		std::vector<std::vector<uint8_t>> pkts;
+		for (uint32_t lane = 0; lane < lane_fds_.size(); lane++) {
+			pkts.clear();
+			reader_->collect_overwrite(lane, kFlushTimeoutMs, &pkts, &msg);
+			if (!msg.empty())
+				warn(dir_, "lane " + std::to_string(lane) + ": " + msg);
+			for (const auto &p : pkts)
+				write_packet(lane, p);
+		}
+	} else {
+		for (uint32_t lane = 0; lane < lane_fds_.size(); lane++) {
+			msg.clear();
+			FlushStatus fs = reader_->flush(lane, dead, kFlushTimeoutMs, &msg);
+			if (fs != FlushStatus::kDone && !msg.empty())
+				warn(dir_, "lane " + std::to_string(lane) + ": " + msg);
+		}
+		// Everything is closed now: drain to the end (bounded: at most
+		// n_subbuf packets per lane can be complete, plus what a live
+		// producer adds meanwhile, which we do not chase forever).
+		for (int round = 0; round < 64 && drain_once(); round++) {
+		}
+	}
+	std::vector<uint8_t> pkt;
+	for (uint32_t lane = 0; lane < lane_fds_.size(); lane++)
+		if (reader_->trailing_loss_packet(lane, &pkt))
+			write_packet(lane, pkt);
+}
+
+void Drain::run()
+{
+	// Acquire: pairs with the release store in finish().
+	while (!finish_.load(std::memory_order_acquire)) {
+		uint32_t seq = reader_->prepare_wait();
+		if (drain_once())
+			continue;
+		reader_->wait(seq, kWaitMs);
+	}
+	reader_->end_wait();
+	final_drain();
+	close_files();
+	// Release: every file is closed before finished() reports it.
+	done_.store(true, std::memory_order_release);
+}
+
+void Drain::close_files()
+{
+	for (int &fd : lane_fds_)
+		if (fd >= 0) {
+			close(fd);
+			fd = -1;
+		}
+	if (metadata_fd_ >= 0) {
+		close(metadata_fd_);
+		metadata_fd_ = -1;
+	}
+}
+
+} // namespace strata

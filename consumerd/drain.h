@@ -1,0 +1,91 @@
+/*
+ * drain.h - one traced buffer (one process in one session) and the thread
+ * that copies its packets to disk.
+ *
+ * Contract:
+ *   - roles: the producer process writes the buffer (shared memory, hostile
+ *     to us); one drain thread per buffer is its only consumer-side reader
+ *     and the only writer of its sub-trace directory; the daemon's main
+ *     thread only calls start/finish/join and reads the counters.
+ *   - the drain thread never blocks a producer: it waits on the buffer's
+ *     wake_seq futex (with a timeout as safety net), never the other way.
+ *   - finish() may be called any number of times from the main thread (stop,
+ *     process exit, shutdown); the thread then flushes open packets
+ *     (reader's consumer-side close), drains, appends the trailing-loss
+ *     packet, closes the files and exits.  join() waits for that.
+ */
+#ifndef STRATA_CONSUMERD_DRAIN_H
+#define STRATA_CONSUMERD_DRAIN_H
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "metadata.h"
+
+namespace strata {
+
+class Reader;
+
+// mkdir -p with `mode` for the directories it creates.  0 or -errno.
+int make_dirs(const std::string &path, unsigned mode);
+
+
+struct DrainCounters {
+	// Relaxed: statistics only, read by the main thread for STATUS.
+	std::atomic<uint64_t> packets{0};
+	std::atomic<uint64_t> bytes{0};
+	std::atomic<uint64_t> errors{0};
+};
+
+class Drain {
+public:
+	// Attach to `memfd` (ownership taken, closed on failure too), check the
+	// buffer's trace uuid against the one granted, create `dir` and write
+	// the metadata.  nullptr with `err` on failure.
+	static std::unique_ptr<Drain> create(int memfd, const uint8_t uuid[16], const std::string &dir,
+					     const ClockInfo &clock, const TraceEnv &env, std::string &err);
+	~Drain();
+
+	void start();
+	// producer_dead: the process exited (its in-flight commits will never
+	// complete); otherwise a stop while it keeps running.
+	void finish(bool producer_dead);
+	void join();
+	bool finished() const { return done_.load(std::memory_order_acquire); }
+
+	const std::string &dir() const { return dir_; }
+	const DrainCounters &counters() const { return counters_; }
+
+private:
+	Drain() = default;
+	void run();
+	bool drain_once();
+	void final_drain();
+	void write_packet(uint32_t lane, const std::vector<uint8_t> &pkt);
+	void update_metadata();
+	void close_files();
+
+	std::unique_ptr<Reader> reader_;
+	std::string dir_;
+	int metadata_fd_ = -1;
+	std::string channel_;
+	std::vector<int> lane_fds_;
+	std::vector<uint64_t> lane_sizes_;
+	uint32_t stream_id_ = 0;
+	bool overwrite_ = false;
+	std::thread thread_;
+	// finish_: main thread sets (release), drain thread reads (acquire) and
+	// then performs the final flush.  done_: set by the drain thread when
+	// every file is closed (release), read by finished() (acquire).
+	std::atomic<bool> finish_{false};
+	std::atomic<bool> producer_dead_{false}; // written before finish_ (release)
+	std::atomic<bool> done_{false};
+	DrainCounters counters_;
+};
+
+} // namespace strata
+#endif

@@ -1,0 +1,86 @@
+/*
+ * main.cpp - strata-consumerd: the consumer daemon.  Options below; the
+ * protocol is docs/control-protocol.md.
+ */
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "daemon.h"
+#include "repair.h"
+
+namespace {
+
+void usage(FILE *f)
+{
+	fputs("Usage: strata-consumerd [--socket PATH] [--ready-fd N] [-q] [-v]\n"
+	      "       strata-consumerd --repair DIR\n"
+	      "\n"
+	      "Receives traced processes' buffers and writes CTF traces.\n"
+	      "\n"
+	      "  --socket PATH   listen there (default: $STRATA_CONSUMERD_SOCKET, else\n"
+	      "                  $XDG_RUNTIME_DIR/strata/consumerd.sock, else\n"
+	      "                  /run/strata/consumerd.sock for root,\n"
+	      "                  /tmp/strata-UID/consumerd.sock otherwise)\n"
+	      "  --ready-fd N    write \"ready\" to fd N and close it once listening\n"
+	      "  --repair DIR    truncate every torn stream file under DIR to its last\n"
+	      "                  whole packet, then exit\n"
+	      "  -q, --quiet     log warnings and errors only\n"
+	      "  -v, --verbose   log registrations and attachments\n"
+	      "\n"
+	      "SIGTERM or SIGINT: flush every session and exit.\n"
+	      "Exit status: 0 ok, 1 failure, 2 usage error.\n",
+	      f);
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	strata::DaemonOptions opt;
+	std::string repair;
+	for (int i = 1; i < argc; i++) {
+		std::string a = argv[i];
+		auto value = [&](const char *name) -> const char * {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "strata-consumerd: %s needs a value\n", name);
+				exit(2);
+			}
+			return argv[++i];
+		};
+		if (a == "-h" || a == "--help") {
+			usage(stdout);
+			return 0;
+		} else if (a == "--socket") {
+			opt.socket_path = value("--socket");
+		} else if (a == "--ready-fd") {
+			char *end;
+			const char *v = value("--ready-fd");
+			long fd = strtol(v, &end, 10);
+			if (*end || fd < 0 || fd > 65535) {
+				fprintf(stderr, "strata-consumerd: bad --ready-fd '%s'\n", v);
+				return 2;
+			}
+			opt.ready_fd = static_cast<int>(fd);
+		} else if (a == "--repair") {
+			repair = value("--repair");
+		} else if (a == "-q" || a == "--quiet") {
+			opt.quiet = true;
+		} else if (a == "-v" || a == "--verbose") {
+			opt.verbose = true;
+		} else {
+			fprintf(stderr, "strata-consumerd: unknown argument '%s'\n", a.c_str());
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!repair.empty()) {
+		strata::RepairStats s = strata::repair_tree(repair);
+		printf("%llu stream file(s) examined, %llu repaired, %llu byte(s) cut, %llu error(s)\n",
+		       static_cast<unsigned long long>(s.files), static_cast<unsigned long long>(s.repaired),
+		       static_cast<unsigned long long>(s.bytes_cut), static_cast<unsigned long long>(s.errors));
+		return s.errors ? 1 : 0;
+	}
+	return strata::run_daemon(opt);
+}

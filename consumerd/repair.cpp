@@ -1,0 +1,123 @@
+/*
+ * repair.cpp - see repair.h.  The file is read, never trusted: a header that
+ * is not a Strata packet header ends the walk like a torn tail does.
+ */
+#include "repair.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "abi/strata_abi.h"
+
+namespace strata {
+
+int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string &why)
+{
+	bytes_cut = 0;
+	int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	const uint64_t size = static_cast<uint64_t>(st.st_size);
+	uint64_t off = 0;
+	why.clear();
+	while (off < size) {
+		struct strata_packet_header h;
+		if (size - off < sizeof(h)) {
+			why = "packet header cut short";
+			break;
+		}
+		if (pread(fd, &h, sizeof(h), static_cast<off_t>(off)) != static_cast<ssize_t>(sizeof(h))) {
+			why = "read error";
+			break;
+		}
+		const uint64_t bits = h.packet_size;
+		if (h.magic != STRATA_CTF_MAGIC) {
+			why = "bad packet magic";
+			break;
+		}
+		if (bits % 8 || bits < 8ull * STRATA_PACKET_HEADER_SIZE ||
+		    bits > 8ull * STRATA_MAX_SUBBUF_SIZE || h.content_size > bits ||
+		    h.content_size < 8ull * STRATA_PACKET_HEADER_SIZE) {
+			why = "bad packet size";
+			break;
+		}
+		if (size - off < bits / 8) {
+			why = "last packet torn";
+			break;
+		}
+		off += bits / 8;
+	}
+	int ret = 0;
+	if (off < size) {
+		if (ftruncate(fd, static_cast<off_t>(off)) < 0) {
+			ret = -errno;
+		} else {
+			bytes_cut = size - off;
+			ret = 1;
+		}
+	}
+	close(fd);
+	return ret;
+}
+
+namespace {
+void walk(const std::string &dir, RepairStats &s, int depth)
+{
+	if (depth > 16)
+		return;
+	DIR *d = opendir(dir.c_str());
+	if (!d) {
+		fprintf(stderr, "strata-consumerd: repair: cannot open %s: %s\n", dir.c_str(), strerror(errno));
+		s.errors++;
+		return;
+	}
+	bool is_trace = faccessat(dirfd(d), "metadata", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+	while (struct dirent *e = readdir(d)) {
+		std::string name = e->d_name;
+		if (name == "." || name == "..")
+			continue;
+		std::string p = dir + "/" + name;
+		struct stat st;
+		if (lstat(p.c_str(), &st) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			walk(p, s, depth + 1);
+		} else if (S_ISREG(st.st_mode) && is_trace && name != "metadata" && name[0] != '.') {
+			s.files++;
+			uint64_t cut = 0;
+			std::string why;
+			int r = repair_stream_file(p, cut, why);
+			if (r < 0) {
+				s.errors++;
+				fprintf(stderr, "strata-consumerd: repair: %s: %s\n", p.c_str(), strerror(-r));
+			} else if (r > 0) {
+				s.repaired++;
+				s.bytes_cut += cut;
+				fprintf(stderr, "strata-consumerd: repaired %s: %s, cut %llu bytes\n", p.c_str(),
+					why.c_str(), static_cast<unsigned long long>(cut));
+			}
+		}
+	}
+	closedir(d);
+}
+} // namespace
+
+RepairStats repair_tree(const std::string &dir)
+{
+	RepairStats s;
+	walk(dir, s, 0);
+	return s;
+}
+
+} // namespace strata

@@ -1,0 +1,35 @@
+/*
+ * repair.h - make stream files end on a packet boundary again.
+ *
+ * The consumer appends each packet with one write(2), but a consumer killed
+ * in the middle of a write, or a full disk, can leave a stream file that
+ * ends inside a packet; babeltrace2 then refuses the WHOLE trace.  Repair
+ * walks the packets of every stream file (packet_size from each CTF packet
+ * header, validated) and truncates the file after the last whole packet.
+ */
+#ifndef STRATA_CONSUMERD_REPAIR_H
+#define STRATA_CONSUMERD_REPAIR_H
+
+#include <cstdint>
+#include <string>
+
+namespace strata {
+
+struct RepairStats {
+	uint64_t files = 0;      // stream files examined
+	uint64_t repaired = 0;   // files truncated
+	uint64_t bytes_cut = 0;
+	uint64_t errors = 0;     // files that could not be read or truncated
+};
+
+// Repair one stream file.  Returns 1 if it was truncated, 0 if it was whole,
+// -errno on failure.  `why` tells what was cut.
+int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string &why);
+
+// Repair every stream file under `dir` (recursively; a directory holding a
+// `metadata` file is a trace, its other regular files are streams).  Logs
+// each repair to stderr.
+RepairStats repair_tree(const std::string &dir);
+
+} // namespace strata
+#endif

@@ -1,0 +1,20 @@
+# control.cmake - the control plane's part of libtrace, included by
+# libtrace/CMakeLists.txt once the `strata` target exists.
+#
+#  - into libstrata (PRIVATE, hidden): the process-side state query client
+#    (strata_ctl_sync_query, the only symbol it exports) and the protocol;
+#  - strata_control (STATIC, PIC): the protocol plus the controller client,
+#    for strata-consumerd, the `strata` command and the tests.
+set(_strata_ctl_dir ${CMAKE_CURRENT_LIST_DIR})
+set(_strata_proto_sources
+    ${_strata_ctl_dir}/../proto/proto.cpp
+    ${_strata_ctl_dir}/../proto/sock.cpp)
+
+target_sources(strata PRIVATE ${_strata_ctl_dir}/sync_query.cpp ${_strata_proto_sources})
+target_include_directories(strata PRIVATE ${_strata_ctl_dir}/..)
+
+add_library(strata_control STATIC ${_strata_proto_sources} ${_strata_ctl_dir}/ctl_client.cpp
+    ${_strata_ctl_dir}/names.cpp)
+add_library(Strata::control ALIAS strata_control)
+set_target_properties(strata_control PROPERTIES POSITION_INDEPENDENT_CODE ON)
+target_include_directories(strata_control PUBLIC ${_strata_ctl_dir}/.. ${STRATA_INCLUDE_DIR})

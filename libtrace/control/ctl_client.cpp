@@ -1,0 +1,88 @@
+/*
+ * ctl_client.cpp - see ctl_client.h.
+ */
+#include "ctl_client.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+
+#include "proto/sock.h"
+
+namespace strata {
+
+CtlClient::~CtlClient()
+{
+	if (fd_ >= 0)
+		close(fd_);
+}
+
+int CtlClient::open(const std::string &path, std::string &err)
+{
+	const char *t = getenv("STRATA_CTL_TIMEOUT_MS");
+	if (t && *t && atoi(t) > 0)
+		timeout_ms = atoi(t);
+	std::vector<std::string> paths;
+	if (path.empty())
+		paths = proto::client_socket_paths();
+	else
+		paths.push_back(path);
+	int r = -ENOENT;
+	for (const std::string &p : paths) {
+		r = proto::connect_unix(p, proto::now_ms() + timeout_ms);
+		if (r < 0) {
+			err = "cannot connect to " + p + ": " + strerror(-r);
+			continue;
+		}
+		fd_ = r;
+		path_ = p;
+		proto::Hello h;
+		h.role = static_cast<uint32_t>(proto::Role::Controller);
+		h.client = "strata";
+		proto::Message ans;
+		r = call(h, ans, err);
+		if (r == 0 && ans.type() != proto::Type::HelloReply) {
+			err = ans.type() == proto::Type::Reply ? std::get<proto::Reply>(ans.body).text :
+								 "unexpected answer to HELLO";
+			r = -EPROTO;
+		}
+		if (r == 0)
+			return 0;
+		err = p + ": " + err;
+		close(fd_);
+		fd_ = -1;
+	}
+	if (paths.size() > 1 && r == -ENOENT)
+		err = "no strata-consumerd is running (tried " + paths[0] + " and " + paths[1] + ")";
+	return r;
+}
+
+int CtlClient::call(proto::Body body, proto::Message &answer, std::string &err)
+{
+	if (fd_ < 0) {
+		err = "not connected";
+		return -ENOTCONN;
+	}
+	proto::Message m;
+	m.seq = seq_++;
+	m.body = std::move(body);
+	return proto::request(fd_, m, answer, proto::now_ms() + timeout_ms, err);
+}
+
+int CtlClient::command(proto::Body body, std::string &text)
+{
+	proto::Message ans;
+	int r = call(std::move(body), ans, text);
+	if (r < 0)
+		return r;
+	if (ans.type() != proto::Type::Reply) {
+		text = "unexpected answer type " + std::to_string(static_cast<int>(ans.type()));
+		return -EPROTO;
+	}
+	const proto::Reply &rep = std::get<proto::Reply>(ans.body);
+	text = rep.text;
+	return rep.status;
+}
+
+} // namespace strata

@@ -1,0 +1,219 @@
+/*
+ * proto.h - the control protocol spoken over strata-consumerd's Unix stream
+ * socket, by traced processes (REGISTER, BUFFER) and by controllers (the
+ * `strata` command).  Specification: docs/control-protocol.md.
+ *
+ * Every message is a 16-byte header { magic u32, version u16, type u16,
+ * length u32 (payload bytes), seq u32 } followed by `length` bytes of
+ * payload: fixed-width little-endian integers and length-prefixed strings
+ * (u32 length, bytes, no NUL).  Nothing else.
+ *
+ * The decoder is the daemon's first line of defence: whatever bytes arrive,
+ * it returns either a fully validated message or an error code with a text,
+ * never reads outside the input and never allocates more than the input
+ * justifies (every count is bounded by the bytes left).
+ *
+ * Internal to Strata (namespace strata::proto); compiled into libstrata
+ * (hidden) for the process side and into strata_control for the rest.
+ */
+#ifndef STRATA_PROTO_PROTO_H
+#define STRATA_PROTO_PROTO_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace strata {
+namespace proto {
+
+constexpr uint32_t kMagic = 0x4c435453u;   // "STCL" little-endian
+constexpr uint16_t kVersion = 1;           // the only version spoken so far
+constexpr uint16_t kMinVersion = 1;
+constexpr size_t kHeaderSize = 16;
+constexpr size_t kMaxPayload = 1u << 20;   // 1 MiB: far above any real message
+constexpr size_t kMaxName = 63;            // session, channel, comm names
+constexpr size_t kMaxPath = 4095;
+constexpr size_t kMaxPattern = 127;        // STRATA_PATTERN_MAX - 1
+constexpr size_t kMaxFilter = 255;         // STRATA_FILTER_MAX - 1
+constexpr size_t kMaxText = 65535;
+constexpr uint32_t kMaxSlots = 16;         // STRATA_MAX_SLOTS
+constexpr uint32_t kMaxRules = 32;         // STRATA_MAX_RULES
+constexpr uint32_t kMaxEvents = 65536;
+
+enum class Type : uint16_t {
+	Hello = 1,
+	HelloReply = 2,
+	Register = 3,
+	RegisterReply = 4,
+	Buffer = 5,
+	Create = 6,
+	EnableEvent = 7,
+	DisableEvent = 8,
+	Start = 9,
+	Stop = 10,
+	Destroy = 11,
+	List = 12,
+	ListReply = 13,
+	Status = 14,
+	StatusReply = 15,
+	Reply = 16,
+};
+constexpr uint16_t kTypeMax = 16;
+
+enum class Error : int {
+	None = 0,
+	BadMagic,
+	BadVersion,
+	BadType,
+	Truncated,
+	Oversized,
+	TrailingGarbage,
+	OutOfRange,
+};
+const char *error_name(Error e);
+
+enum class Role : uint32_t { Process = 1, Controller = 2 };
+
+struct Header {
+	uint32_t magic = kMagic;
+	uint16_t version = kVersion;
+	uint16_t type = 0;
+	uint32_t length = 0;
+	uint32_t seq = 0;
+};
+
+struct ChannelConfig {
+	std::string name = "channel0";
+	uint32_t stream_id = 0;
+	uint32_t mode = 0;        // enum strata_channel_mode
+	uint32_t n_lanes = 0;     // 0: default
+	uint32_t n_subbuf = 0;    // 0: default; else power of two 2..64
+	uint64_t subbuf_size = 0; // 0: default; else power of two 4 KiB..64 MiB
+};
+
+struct Rule {
+	std::string pattern;      // "provider:event" glob with '*'
+	int32_t loglevel_max = -1;
+	uint32_t enable = 1;
+	std::string filter;
+};
+
+struct EventName {
+	std::string name;         // "provider:event"
+	uint32_t loglevel = 0;
+};
+
+// ---- messages ------------------------------------------------------------
+// HELLO's payload layout is frozen across versions, and a HELLO is accepted
+// whatever version its header carries: that is what makes negotiation work.
+struct Hello {
+	uint16_t min_version = kMinVersion;
+	uint16_t max_version = kVersion;
+	uint32_t role = 0;        // enum Role
+	std::string client;       // free text for logs
+};
+struct HelloReply {
+	uint16_t version = kVersion;
+	uint32_t server_pid = 0;
+};
+struct Register {
+	uint32_t pid = 0, uid = 0;
+	uint32_t abi_major = 0, abi_minor = 0;
+	std::string comm;
+	std::vector<EventName> events; // tracepoints registered so far (for LIST)
+};
+struct SessionGrant {
+	uint32_t slot = 0;
+	ChannelConfig channel;
+	uint8_t trace_uuid[16] = {};
+	std::vector<Rule> rules;
+};
+struct RegisterReply {
+	std::vector<SessionGrant> sessions;
+};
+// Sent by the process per granted slot; when status == 0 the memfd travels
+// with it as SCM_RIGHTS ancillary data.  Answered by a Reply.
+struct Buffer {
+	uint32_t slot = 0;
+	int32_t status = 0;       // 0 or the negative errno of strata_rt_slot_open
+};
+struct Create {
+	std::string session;
+	std::string output_dir;   // absolute
+	ChannelConfig channel;
+};
+struct EnableEvent {
+	std::string session;
+	Rule rule;
+};
+struct DisableEvent {
+	std::string session;
+	Rule rule;
+};
+struct Start { std::string session; };
+struct Stop { std::string session; };
+struct Destroy { std::string session; };
+struct List {};
+struct ListEntry {
+	uint32_t pid = 0;
+	std::string comm;
+	std::string event;
+	uint32_t loglevel = 0;
+};
+struct ListReply { std::vector<ListEntry> entries; };
+struct Status { std::string session; }; // "" = all visible sessions
+enum class SessionState : uint32_t { Created = 0, Active = 1, Stopped = 2 };
+struct SessionStatus {
+	std::string name;
+	uint32_t slot = 0;
+	uint32_t state = 0;       // enum SessionState
+	uint32_t uid = 0;
+	std::string output_dir;
+	ChannelConfig channel;
+	std::vector<Rule> rules;
+	uint32_t n_buffers = 0;   // traced buffers attached so far
+	uint64_t packets = 0;     // packets written
+	uint64_t bytes = 0;
+	uint64_t errors = 0;      // packets rejected by the reader
+};
+struct StatusReply { std::vector<SessionStatus> sessions; };
+struct Reply {
+	int32_t status = 0;       // 0 ok, else a negative errno
+	std::string text;
+};
+
+using Body = std::variant<std::monostate, Hello, HelloReply, Register, RegisterReply, Buffer,
+			  Create, EnableEvent, DisableEvent, Start, Stop, Destroy, List, ListReply,
+			  Status, StatusReply, Reply>;
+// The variant index is the Type value (index 0 is "no message").
+static_assert(std::variant_size<Body>::value == kTypeMax + 1, "one alternative per type");
+
+struct Message {
+	uint32_t seq = 0;
+	Body body;
+	Type type() const { return static_cast<Type>(body.index()); }
+};
+
+struct DecodeResult {
+	Error error = Error::None;
+	std::string text;
+	explicit operator bool() const { return error == Error::None; }
+};
+
+// Encode header + payload.  Throws nothing; an empty body encodes nothing.
+std::vector<uint8_t> encode(const Message &m);
+
+// Check a 16-byte header: magic, version (any for HELLO), type, length.
+DecodeResult decode_header(const uint8_t *p, size_t n, Header &h);
+// Decode one complete message (header + exactly `length` payload bytes).
+DecodeResult decode(const uint8_t *p, size_t n, Message &out);
+
+// Range checks shared by encoder users and the daemon.
+bool valid_channel(const ChannelConfig &c, std::string &why);
+bool valid_session_name(const std::string &s);
+
+} // namespace proto
+} // namespace strata
+#endif

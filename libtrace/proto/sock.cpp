@@ -1,0 +1,256 @@
+/*
+ * sock.cpp - see sock.h.  Single-threaded per fd: one caller owns a socket.
+ */
+#include "sock.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+namespace strata {
+namespace proto {
+
+int64_t now_ms()
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+std::string server_socket_path()
+{
+	const char *env = getenv("STRATA_CONSUMERD_SOCKET");
+	if (env && *env)
+		return env;
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	if (xdg && *xdg == '/')
+		return std::string(xdg) + "/strata/consumerd.sock";
+	if (geteuid() == 0)
+		return "/run/strata/consumerd.sock";
+	return "/tmp/strata-" + std::to_string(geteuid()) + "/consumerd.sock";
+}
+
+std::vector<std::string> client_socket_paths()
+{
+	std::vector<std::string> v{server_socket_path()};
+	const char *env = getenv("STRATA_CONSUMERD_SOCKET");
+	if (!(env && *env) && geteuid() != 0)
+		v.push_back("/run/strata/consumerd.sock");
+	return v;
+}
+
+namespace {
+// Wait for `events` on fd until the deadline: 1 ready, 0 timeout, -errno.
+int wait_fd(int fd, short events, int64_t deadline_ms)
+{
+	for (;;) {
+		int64_t left = deadline_ms - now_ms();
+		if (left < 0)
+			return 0;
+		struct pollfd p = {fd, events, 0};
+		int r = poll(&p, 1, static_cast<int>(left > 60000 ? 60000 : left));
+		if (r > 0)
+			return 1;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+} // namespace
+
+int connect_unix(const std::string &path, int64_t deadline_ms)
+{
+	struct sockaddr_un sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	if (path.empty() || path.size() >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		if (connect(fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof(sa)) == 0)
+			return fd;
+		int e = errno;
+		if (e == EINTR)
+			continue;
+		if (e == EAGAIN || e == EINPROGRESS) {
+			// Backlog full (AF_UNIX) or in progress: wait, bounded.
+			int w = wait_fd(fd, POLLOUT, deadline_ms);
+			if (w == 1) {
+				int soerr = 0;
+				socklen_t l = sizeof(soerr);
+				if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &l) == 0 && soerr == 0)
+					return fd;
+				if (e == EAGAIN && soerr == 0)
+					continue;
+				close(fd);
+				return -(soerr ? soerr : ECONNREFUSED);
+			}
+			close(fd);
+			return w == 0 ? -ETIMEDOUT : w;
+		}
+		close(fd);
+		return -e;
+	}
+}
+
+int send_message(int fd, const Message &m, int pass_fd, int64_t deadline_ms)
+{
+	std::vector<uint8_t> bytes = encode(m);
+	size_t off = 0;
+	bool fd_sent = pass_fd < 0;
+	while (off < bytes.size()) {
+		struct iovec iov = {bytes.data() + off, bytes.size() - off};
+		struct msghdr mh;
+		memset(&mh, 0, sizeof(mh));
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
+		if (!fd_sent) {
+			memset(cbuf, 0, sizeof(cbuf));
+			mh.msg_control = cbuf;
+			mh.msg_controllen = sizeof(cbuf);
+			struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+		}
+		ssize_t r = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (r > 0) {
+			off += static_cast<size_t>(r);
+			fd_sent = true;
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			int w = wait_fd(fd, POLLOUT, deadline_ms);
+			if (w == 1)
+				continue;
+			return w == 0 ? -ETIMEDOUT : w;
+		}
+		return r < 0 ? -errno : -EIO;
+	}
+	return 0;
+}
+
+long recv_some(int fd, void *buf, size_t len, std::vector<int> *fds)
+{
+	struct iovec iov = {buf, len};
+	struct msghdr mh;
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	alignas(struct cmsghdr) char cbuf[CMSG_SPACE(8 * sizeof(int))];
+	mh.msg_control = cbuf;
+	mh.msg_controllen = sizeof(cbuf);
+	ssize_t r;
+	do
+		r = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return -errno;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int got;
+			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			fds->push_back(got);
+		}
+	}
+	return r;
+}
+
+namespace {
+// Read exactly n bytes, keeping the first received fd.
+int read_full(int fd, uint8_t *buf, size_t n, int *pass_fd, int64_t deadline_ms)
+{
+	size_t off = 0;
+	std::vector<int> fds;
+	while (off < n) {
+		fds.clear();
+		long r = recv_some(fd, buf + off, n - off, &fds);
+		for (int got : fds) {
+			if (pass_fd && *pass_fd < 0)
+				*pass_fd = got;
+			else
+				close(got);
+		}
+		if (r == -EAGAIN || r == -EWOULDBLOCK) {
+			int w = wait_fd(fd, POLLIN, deadline_ms);
+			if (w == 1)
+				continue;
+			return w == 0 ? -ETIMEDOUT : w;
+		}
+		if (r < 0)
+			return static_cast<int>(r);
+		if (r == 0)
+			return -ECONNRESET;
+		off += static_cast<size_t>(r);
+	}
+	return 0;
+}
+} // namespace
+
+int recv_message(int fd, Message &m, int *pass_fd, int64_t deadline_ms, std::string &err)
+{
+	if (pass_fd)
+		*pass_fd = -1;
+	std::vector<uint8_t> buf(kHeaderSize);
+	int r = read_full(fd, buf.data(), kHeaderSize, pass_fd, deadline_ms);
+	Header h;
+	if (r == 0) {
+		DecodeResult d = decode_header(buf.data(), buf.size(), h);
+		if (!d) {
+			err = d.text;
+			r = -EPROTO;
+		}
+	}
+	if (r == 0) {
+		buf.resize(kHeaderSize + h.length);
+		r = read_full(fd, buf.data() + kHeaderSize, h.length, pass_fd, deadline_ms);
+	}
+	if (r == 0) {
+		DecodeResult d = decode(buf.data(), buf.size(), m);
+		if (!d) {
+			err = d.text;
+			r = -EPROTO;
+		}
+	}
+	if (r < 0 && pass_fd && *pass_fd >= 0) {
+		close(*pass_fd);
+		*pass_fd = -1;
+	}
+	if (r < 0 && r != -EPROTO)
+		err = r == -ETIMEDOUT ? "timed out waiting for the daemon" :
+		      r == -ECONNRESET ? "connection closed by the peer" : strerror(-r);
+	return r;
+}
+
+int request(int fd, const Message &req, Message &reply, int64_t deadline_ms, std::string &err)
+{
+	int r = send_message(fd, req, -1, deadline_ms);
+	if (r < 0) {
+		err = std::string("send: ") + strerror(-r);
+		return r;
+	}
+	r = recv_message(fd, reply, nullptr, deadline_ms, err);
+	if (r == 0 && reply.seq != req.seq) {
+		err = "reply out of sequence";
+		return -EPROTO;
+	}
+	return r;
+}
+
+} // namespace proto
+} // namespace strata

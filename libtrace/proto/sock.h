@@ -1,0 +1,58 @@
+/*
+ * sock.h - blocking-with-deadline message I/O over a Unix stream socket, and
+ * where the consumer daemon's socket lives.  Used by the process-side client
+ * (inside libstrata), the `strata` command and the tests.  The daemon itself
+ * reads non-blocking (consumerd/daemon.cpp) but frames with the same decoder.
+ *
+ * Every call takes an absolute deadline (CLOCK_MONOTONIC ms): nothing here
+ * can wait longer than its caller allowed, which is what keeps a traced
+ * process from ever hanging on a stuck daemon.
+ */
+#ifndef STRATA_PROTO_SOCK_H
+#define STRATA_PROTO_SOCK_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "proto.h"
+
+namespace strata {
+namespace proto {
+
+int64_t now_ms();
+
+// Where a daemon listens: $STRATA_CONSUMERD_SOCKET, else
+// $XDG_RUNTIME_DIR/strata/consumerd.sock, else /run/strata/consumerd.sock
+// for root and /tmp/strata-<uid>/consumerd.sock for anyone else.
+std::string server_socket_path();
+// Where a client looks, in order: the environment variable alone when set;
+// otherwise server_socket_path() and then, for non-root users, root's
+// daemon at /run/strata/consumerd.sock.
+std::vector<std::string> client_socket_paths();
+
+// Non-blocking connect bounded by deadline.  Returns a non-blocking,
+// close-on-exec socket fd, or a negative errno (-ENOENT, -ECONNREFUSED: no
+// daemon; -ETIMEDOUT).
+int connect_unix(const std::string &path, int64_t deadline_ms);
+
+// One non-blocking recvmsg: bytes read (0 at EOF) or -errno (-EAGAIN when
+// nothing is there).  File descriptors that came with the bytes (SCM_RIGHTS,
+// made close-on-exec) are appended to *fds; the caller owns them.
+long recv_some(int fd, void *buf, size_t len, std::vector<int> *fds);
+
+// Send one message, with `pass_fd` as SCM_RIGHTS when >= 0.  0 or -errno.
+int send_message(int fd, const Message &m, int pass_fd, int64_t deadline_ms);
+
+// Receive one whole message.  A file descriptor received with it is stored
+// in *pass_fd (close-on-exec; -1 if none; extra ones are closed).  Returns 0,
+// a negative errno (-ETIMEDOUT, -ECONNRESET on EOF), or -EPROTO with `err`
+// set by the decoder.
+int recv_message(int fd, Message &m, int *pass_fd, int64_t deadline_ms, std::string &err);
+
+// Send a request and wait for the answer with the same seq.
+int request(int fd, const Message &req, Message &reply, int64_t deadline_ms, std::string &err);
+
+} // namespace proto
+} // namespace strata
+#endif

@@ -1,0 +1,327 @@
+/*
+ * test_daemon.cpp - strata-consumerd over a real socket: session
+ * lifecycle and its errors, ownership by uid, hostile peers (garbage,
+ * wrong role, fake buffers), the 16-slot limit, clean SIGTERM shutdown, and
+ * the torn-file repair (--repair).
+ */
+#include "daemon_fixture.h"
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include "abi/strata_abi.h"
+
+using namespace strata;
+using strata_test::Daemon;
+
+namespace {
+
+int cmd(CtlClient &c, proto::Body b, std::string *text = nullptr)
+{
+	std::string t;
+	int r = c.command(std::move(b), t);
+	if (text)
+		*text = t;
+	return r;
+}
+
+proto::Create create_msg(const Daemon &d, const std::string &name)
+{
+	proto::Create c;
+	c.session = name;
+	c.output_dir = d.dir + "/out-" + name;
+	return c;
+}
+
+std::vector<proto::SessionStatus> status(CtlClient &c)
+{
+	proto::Message ans;
+	std::string err;
+	if (c.call(proto::Status{""}, ans, err) < 0 || ans.type() != proto::Type::StatusReply)
+		return {};
+	return std::get<proto::StatusReply>(ans.body).sessions;
+}
+
+} // namespace
+
+TEST(Daemon, SessionLifecycle)
+{
+	Daemon d;
+	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE));
+	CtlClient c;
+	std::string err;
+	ASSERT_EQ(c.open("", err), 0) << err;
+	std::string text;
+	ASSERT_EQ(cmd(c, create_msg(d, "s1"), &text), 0) << text;
+	EXPECT_EQ(text, d.dir + "/out-s1");
+	struct stat st;
+	EXPECT_EQ(stat((d.dir + "/out-s1").c_str(), &st), 0);
+	EXPECT_EQ(cmd(c, create_msg(d, "s1")), -EEXIST);
+	EXPECT_EQ(cmd(c, proto::EnableEvent{"s1", {"demo:*", -1, 1, ""}}), 0);
+	EXPECT_EQ(cmd(c, proto::DisableEvent{"s1", {"demo:noisy", -1, 1, ""}}), 0);
+	EXPECT_EQ(cmd(c, proto::EnableEvent{"nope", {"*", -1, 1, ""}}), -ENOENT);
+
+	auto ss = status(c);
+	ASSERT_EQ(ss.size(), 1u);
+	EXPECT_EQ(ss[0].name, "s1");
+	EXPECT_EQ(ss[0].slot, 0u);
+	EXPECT_EQ(ss[0].state, static_cast<uint32_t>(proto::SessionState::Created));
+	ASSERT_EQ(ss[0].rules.size(), 2u);
+	EXPECT_EQ(ss[0].rules[1].pattern, "demo:noisy");
+	EXPECT_EQ(ss[0].rules[1].enable, 0u); // DISABLE_EVENT forces enable = 0
+
+	EXPECT_EQ(cmd(c, proto::Stop{"s1"}), -EALREADY);
+	EXPECT_EQ(cmd(c, proto::Start{"s1"}), 0);
+	EXPECT_EQ(cmd(c, proto::Start{"s1"}), -EALREADY);
+	EXPECT_EQ(status(c)[0].state, static_cast<uint32_t>(proto::SessionState::Active));
+	EXPECT_EQ(cmd(c, proto::Stop{"s1"}), 0);
+	EXPECT_EQ(status(c)[0].state, static_cast<uint32_t>(proto::SessionState::Stopped));
+	EXPECT_EQ(cmd(c, proto::Start{"s1"}), 0); // restart after stop
+
+	// A second session takes the next slot; destroying frees the first.
+	ASSERT_EQ(cmd(c, create_msg(d, "s2")), 0);
+	ss = status(c);
+	ASSERT_EQ(ss.size(), 2u);
+	EXPECT_EQ(ss[1].slot, 1u);
+	EXPECT_EQ(cmd(c, proto::Destroy{"s1"}), 0); // stops it first
+	EXPECT_EQ(cmd(c, proto::Destroy{"s1"}), -ENOENT);
+	ASSERT_EQ(cmd(c, create_msg(d, "s3")), 0);
+	ss = status(c);
+	ASSERT_EQ(ss.size(), 2u);
+	EXPECT_EQ(ss[1].name, "s3");
+	EXPECT_EQ(ss[1].slot, 0u);
+
+	proto::Message ans;
+	ASSERT_EQ(c.call(proto::Status{"nope"}, ans, err), 0);
+	ASSERT_EQ(ans.type(), proto::Type::Reply);
+	EXPECT_EQ(std::get<proto::Reply>(ans.body).status, -ENOENT);
+	EXPECT_EQ(d.stop(), 0);
+}
+
+TEST(Daemon, SixteenSlotsAtMost)
+{
+	Daemon d;
+	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE));
+	CtlClient c;
+	std::string err;
+	ASSERT_EQ(c.open("", err), 0) << err;
+	for (int i = 0; i < 16; i++)
+		ASSERT_EQ(cmd(c, create_msg(d, "s" + std::to_string(i))), 0) << i;
+	EXPECT_EQ(cmd(c, create_msg(d, "s16")), -ENOSPC);
+	EXPECT_EQ(cmd(c, proto::Destroy{"s7"}), 0);
+	ASSERT_EQ(cmd(c, create_msg(d, "s16")), 0);
+	for (auto &s : status(c)) {
+		if (s.name == "s16") {
+			EXPECT_EQ(s.slot, 7u);
+		}
+	}
+}
+
+TEST(Daemon, OtherUsersSessionsAreOffLimits)
+{
+	if (geteuid() != 0)
+		GTEST_SKIP() << "needs root to act as another uid";
+	Daemon d;
+	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE));
+	chmod(d.dir.c_str(), 0755);
+	chmod(d.socket.c_str(), 0777);
+	CtlClient c;
+	std::string err;
+	ASSERT_EQ(c.open("", err), 0) << err;
+	ASSERT_EQ(cmd(c, create_msg(d, "roots")), 0);
+
+	int p[2];
+	ASSERT_EQ(pipe(p), 0);
+	pid_t child = fork();
+	if (child == 0) {
+		// As nobody: root's session is invisible and untouchable.
+		int fail = 0;
+		if (setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(100);
+		CtlClient u;
+		std::string e;
+		if (u.open("", e) < 0)
+			_exit(101);
+		fail |= (cmd(u, proto::Stop{"roots"}) != -EPERM) << 0;
+		fail |= (cmd(u, proto::Destroy{"roots"}) != -EPERM) << 1;
+		fail |= (cmd(u, proto::EnableEvent{"roots", {"*", -1, 1, ""}}) != -EPERM) << 2;
+		fail |= (!status(u).empty()) << 3;
+		fail |= (cmd(u, proto::Create{"roots", "/tmp/x", {}}) != -EEXIST) << 4;
+		_exit(fail);
+	}
+	close(p[0]);
+	close(p[1]);
+	EXPECT_EQ(strata_test::wait_child(child, 20000), 0);
+	EXPECT_EQ(status(c).size(), 1u);
+}
+
+TEST(Daemon, HostilePeersAreAnsweredAndDropped)
+{
+	Daemon d;
+	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE));
+	std::string err;
+	// 1. garbage instead of a header: an error reply, then EOF.
+	{
+		int fd = proto::connect_unix(d.socket, proto::now_ms() + 2000);
+		ASSERT_GE(fd, 0);
+		const char junk[] = "GET / HTTP/1.0\r\n\r\n";
+		ASSERT_EQ(write(fd, junk, sizeof(junk)), static_cast<ssize_t>(sizeof(junk)));
+		proto::Message m;
+		ASSERT_EQ(proto::recv_message(fd, m, nullptr, proto::now_ms() + 2000, err), 0) << err;
+		ASSERT_EQ(m.type(), proto::Type::Reply);
+		EXPECT_EQ(std::get<proto::Reply>(m.body).status, -EPROTO);
+		EXPECT_EQ(proto::recv_message(fd, m, nullptr, proto::now_ms() + 2000, err), -ECONNRESET);
+		close(fd);
+	}
+	// 2. a command before HELLO.
+	{
+		int fd = proto::connect_unix(d.socket, proto::now_ms() + 2000);
+		ASSERT_GE(fd, 0);
+		proto::Message req{1, proto::Start{"x"}}, ans;
+		ASSERT_EQ(proto::request(fd, req, ans, proto::now_ms() + 2000, err), 0) << err;
+		EXPECT_EQ(std::get<proto::Reply>(ans.body).status, -EPROTO);
+		close(fd);
+	}
+	// 3. no common version.
+	{
+		int fd = proto::connect_unix(d.socket, proto::now_ms() + 2000);
+		ASSERT_GE(fd, 0);
+		proto::Message req{1, proto::Hello{7, 9, 2, "future"}}, ans;
+		ASSERT_EQ(proto::request(fd, req, ans, proto::now_ms() + 2000, err), 0) << err;
+		EXPECT_EQ(std::get<proto::Reply>(ans.body).status, -EPROTONOSUPPORT);
+		close(fd);
+	}
+	// 4. a process: controller messages refused; BUFFER without fd, for a
+	//    slot not granted, and with a memfd that is not a strata buffer.
+	CtlClient ctl;
+	ASSERT_EQ(ctl.open(d.socket, err), 0) << err;
+	ASSERT_EQ(cmd(ctl, create_msg(d, "s")), 0);
+	ASSERT_EQ(cmd(ctl, proto::Start{"s"}), 0);
+	{
+		int fd = proto::connect_unix(d.socket, proto::now_ms() + 2000);
+		ASSERT_GE(fd, 0);
+		int64_t dl = proto::now_ms() + 5000;
+		proto::Message ans;
+		ASSERT_EQ(proto::request(fd, {1, proto::Hello{1, 1, 1, "fake"}}, ans, dl, err), 0) << err;
+		EXPECT_EQ(ans.type(), proto::Type::HelloReply);
+		ASSERT_EQ(proto::request(fd, {2, proto::Create{"x", "/tmp/x", {}}}, ans, dl, err), 0);
+		EXPECT_EQ(std::get<proto::Reply>(ans.body).status, -EPERM);
+		proto::Register reg;
+		reg.abi_major = STRATA_ABI_MAJOR;
+		reg.comm = "fake";
+		reg.events = {{"fake:one", 6}};
+		ASSERT_EQ(proto::request(fd, {3, reg}, ans, dl, err), 0) << err;
+		ASSERT_EQ(ans.type(), proto::Type::RegisterReply);
+		const auto &grants = std::get<proto::RegisterReply>(ans.body).sessions;
+		ASSERT_EQ(grants.size(), 1u);
+		EXPECT_EQ(grants[0].slot, 0u);
+		ASSERT_EQ(proto::request(fd, {4, proto::Buffer{0, 0}}, ans, dl, err), 0);
+		EXPECT_EQ(std::get<proto::Reply>(ans.body).status, -EBADF);
+		// The grant is still there: now a memfd full of garbage.
+		int mfd = memfd_create("garbage", MFD_CLOEXEC);
+		ASSERT_GE(mfd, 0);
+		ASSERT_EQ(ftruncate(mfd, 1 << 20), 0);
+		ASSERT_EQ(proto::send_message(fd, {5, proto::Buffer{0, 0}}, mfd, dl), 0);
+		ASSERT_EQ(proto::recv_message(fd, ans, nullptr, dl, err), 0) << err;
+		EXPECT_EQ(std::get<proto::Reply>(ans.body).status, -EINVAL);
+		EXPECT_NE(std::get<proto::Reply>(ans.body).text.find("rejected"), std::string::npos);
+		// The grant is used up.
+		ASSERT_EQ(proto::send_message(fd, {6, proto::Buffer{0, 0}}, mfd, dl), 0);
+		ASSERT_EQ(proto::recv_message(fd, ans, nullptr, dl, err), 0) << err;
+		EXPECT_EQ(std::get<proto::Reply>(ans.body).status, -EINVAL);
+		close(mfd);
+
+		// While its connection is open, LIST shows the fake process.
+		proto::Message lst;
+		ASSERT_EQ(ctl.call(proto::List{}, lst, err), 0);
+		const auto &e = std::get<proto::ListReply>(lst.body).entries;
+		ASSERT_EQ(e.size(), 1u);
+		EXPECT_EQ(e[0].event, "fake:one");
+		EXPECT_EQ(e[0].pid, static_cast<uint32_t>(getpid()));
+		close(fd);
+	}
+	// The daemon survived all of it.
+	EXPECT_EQ(status(ctl).size(), 1u);
+	EXPECT_TRUE(d.alive());
+	EXPECT_EQ(d.stop(), 0);
+	struct stat st;
+	EXPECT_NE(stat(d.socket.c_str(), &st), 0) << "socket left behind";
+}
+
+TEST(Daemon, RefusesASecondDaemonOnTheSameSocket)
+{
+	Daemon d;
+	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE));
+	pid_t child = fork();
+	if (child == 0) {
+		int devnull = open("/dev/null", O_WRONLY);
+		dup2(devnull, 2);
+		execl(STRATA_CONSUMERD_EXE, STRATA_CONSUMERD_EXE, "--socket", d.socket.c_str(),
+		      static_cast<char *>(nullptr));
+		_exit(127);
+	}
+	EXPECT_EQ(strata_test::wait_child(child, 20000), 1);
+	EXPECT_TRUE(d.alive());
+}
+
+namespace {
+void put_packet(std::string &file, uint32_t bytes, uint32_t content_bytes)
+{
+	std::string pkt(bytes, '\0');
+	strata_packet_header h = {};
+	h.magic = STRATA_CTF_MAGIC;
+	h.packet_size = 8ull * bytes;
+	h.content_size = 8ull * content_bytes;
+	memcpy(&pkt[0], &h, sizeof(h));
+	file += pkt;
+}
+size_t file_size(const std::string &p)
+{
+	struct stat st;
+	return stat(p.c_str(), &st) == 0 ? static_cast<size_t>(st.st_size) : 0;
+}
+} // namespace
+
+TEST(Daemon, RepairCutsTornStreamFiles)
+{
+	std::string dir = strata_test::make_temp_dir("repair");
+	std::string trace = dir + "/ust/pid/x-1-20260101-000000";
+	ASSERT_EQ(system(("mkdir -p " + trace).c_str()), 0);
+	auto write_file = [](const std::string &p, const std::string &data) {
+		FILE *f = fopen(p.c_str(), "w");
+		fwrite(data.data(), 1, data.size(), f);
+		fclose(f);
+	};
+	write_file(trace + "/metadata", "/* CTF 1.8 */\n");
+	std::string whole, torn, badmagic, tiny;
+	put_packet(whole, 4096, 200);
+	put_packet(whole, 512, 512);
+	torn = whole;
+	put_packet(torn, 4096, 100);
+	torn.resize(torn.size() - 1000); // killed mid-write
+	badmagic = whole;
+	badmagic += std::string(200, 'x');
+	tiny = whole + std::string(40, '\0'); // shorter than a header
+	write_file(trace + "/channel0_0", whole);
+	write_file(trace + "/channel0_1", torn);
+	write_file(trace + "/channel0_2", badmagic);
+	write_file(trace + "/channel0_3", tiny);
+	write_file(dir + "/not_in_a_trace", "garbage");
+
+	pid_t child = fork();
+	if (child == 0) {
+		int devnull = open("/dev/null", O_WRONLY);
+		dup2(devnull, 1);
+		dup2(devnull, 2);
+		execl(STRATA_CONSUMERD_EXE, STRATA_CONSUMERD_EXE, "--repair", dir.c_str(), static_cast<char *>(nullptr));
+		_exit(127);
+	}
+	ASSERT_EQ(strata_test::wait_child(child, 20000), 0);
+	EXPECT_EQ(file_size(trace + "/channel0_0"), 4096u + 512u);
+	EXPECT_EQ(file_size(trace + "/channel0_1"), 4096u + 512u);
+	EXPECT_EQ(file_size(trace + "/channel0_2"), 4096u + 512u);
+	EXPECT_EQ(file_size(trace + "/channel0_3"), 4096u + 512u);
+	EXPECT_EQ(file_size(trace + "/metadata"), 14u);
+	EXPECT_EQ(file_size(dir + "/not_in_a_trace"), 7u); // not a stream: untouched
+	strata_test::remove_tree(dir);
+}

@@ -1,0 +1,315 @@
+/*
+ * test_proto.cpp - the control protocol's decoder against hostile input:
+ * round trips of every message type, each class of malformed message with
+ * its exact error code, every truncation of valid messages, and a fuzz loop
+ * (random bytes and mutations of valid messages) whose oracle is: the
+ * decoder either rejects the input, or accepts it and re-encoding the
+ * result gives back exactly the input bytes (the encoding is canonical).
+ */
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "proto/proto.h"
+
+using namespace strata::proto;
+
+namespace {
+
+std::vector<Message> samples()
+{
+	std::vector<Message> v;
+	auto add = [&](Body b) {
+		Message m;
+		m.seq = static_cast<uint32_t>(v.size() + 7);
+		m.body = std::move(b);
+		v.push_back(std::move(m));
+	};
+	add(Hello{1, 1, 2, "strata"});
+	add(HelloReply{1, 4242});
+	Register reg;
+	reg.pid = 99;
+	reg.uid = 1000;
+	reg.abi_major = 1;
+	reg.comm = "demo";
+	reg.events = {{"demo:hello", 6}, {"demo:bye", 7}};
+	add(reg);
+	RegisterReply rr;
+	SessionGrant g;
+	g.slot = 3;
+	g.channel.mode = 1;
+	g.channel.n_subbuf = 4;
+	g.channel.subbuf_size = 8192;
+	for (int i = 0; i < 16; i++)
+		g.trace_uuid[i] = static_cast<uint8_t>(i * 17);
+	g.rules = {{"demo:*", -1, 1, ""}, {"demo:bye", 3, 0, "x > 1"}};
+	rr.sessions = {g, g};
+	rr.sessions[1].slot = 15;
+	add(rr);
+	add(Buffer{2, 0});
+	add(Buffer{2, -12});
+	Create c;
+	c.session = "s1";
+	c.output_dir = "/tmp/x";
+	c.channel.n_lanes = 4;
+	add(c);
+	add(EnableEvent{"s1", {"*", -1, 1, ""}});
+	add(DisableEvent{"s1", {"p:e", 5, 0, ""}});
+	add(Start{"s1"});
+	add(Stop{"s1"});
+	add(Destroy{"s1"});
+	add(List{});
+	ListReply lr;
+	lr.entries = {{1, "a", "p:e", 3}, {2, "b", "p:f", 7}};
+	add(lr);
+	add(Status{""});
+	StatusReply sr;
+	SessionStatus ss;
+	ss.name = "s1";
+	ss.slot = 1;
+	ss.state = 1;
+	ss.output_dir = "/tmp/x";
+	ss.rules = {{"*", -1, 1, ""}};
+	ss.packets = 1ull << 40;
+	sr.sessions = {ss};
+	add(sr);
+	add(Reply{-2, "no such session"});
+	return v;
+}
+
+// Header helpers for hand-made messages.
+std::vector<uint8_t> header(uint32_t magic, uint16_t ver, uint16_t type, uint32_t len, uint32_t seq = 1)
+{
+	std::vector<uint8_t> b(16);
+	memcpy(&b[0], &magic, 4);
+	memcpy(&b[4], &ver, 2);
+	memcpy(&b[6], &type, 2);
+	memcpy(&b[8], &len, 4);
+	memcpy(&b[12], &seq, 4);
+	return b;
+}
+
+Error decode_err(const std::vector<uint8_t> &b)
+{
+	Message m;
+	return decode(b.data(), b.size(), m).error;
+}
+
+void set_len(std::vector<uint8_t> &b)
+{
+	uint32_t len = static_cast<uint32_t>(b.size() - kHeaderSize);
+	memcpy(&b[8], &len, 4);
+}
+
+} // namespace
+
+TEST(Proto, EveryTypeRoundTrips)
+{
+	std::vector<Message> v = samples();
+	ASSERT_EQ(v.size(), 17u);
+	std::vector<bool> seen(kTypeMax + 1);
+	for (const Message &m : v) {
+		std::vector<uint8_t> b = encode(m);
+		Message d;
+		DecodeResult r = decode(b.data(), b.size(), d);
+		ASSERT_TRUE(r) << r.text << " for type " << static_cast<int>(m.type());
+		EXPECT_EQ(d.type(), m.type());
+		EXPECT_EQ(d.seq, m.seq);
+		EXPECT_EQ(encode(d), b);
+		seen[static_cast<size_t>(m.type())] = true;
+	}
+	for (uint16_t t = 1; t <= kTypeMax; t++)
+		EXPECT_TRUE(seen[t]) << "type " << t << " not covered";
+	// Field values, for a deep message.
+	std::vector<uint8_t> b = encode(v[3]);
+	Message d;
+	ASSERT_TRUE(decode(b.data(), b.size(), d));
+	const RegisterReply &rr = std::get<RegisterReply>(d.body);
+	ASSERT_EQ(rr.sessions.size(), 2u);
+	EXPECT_EQ(rr.sessions[0].slot, 3u);
+	EXPECT_EQ(rr.sessions[1].slot, 15u);
+	EXPECT_EQ(rr.sessions[0].channel.subbuf_size, 8192u);
+	EXPECT_EQ(rr.sessions[0].trace_uuid[15], 255);
+	ASSERT_EQ(rr.sessions[0].rules.size(), 2u);
+	EXPECT_EQ(rr.sessions[0].rules[1].pattern, "demo:bye");
+	EXPECT_EQ(rr.sessions[0].rules[1].loglevel_max, 3);
+	EXPECT_EQ(rr.sessions[0].rules[1].filter, "x > 1");
+}
+
+TEST(Proto, HeaderErrors)
+{
+	std::vector<uint8_t> ok = encode(Message{5, Start{"s"}});
+	ASSERT_EQ(decode_err(ok), Error::None);
+
+	std::vector<uint8_t> b = ok;
+	b[0] ^= 1;
+	EXPECT_EQ(decode_err(b), Error::BadMagic);
+
+	b = ok;
+	b[4] = 2; // version 2 of a non-HELLO message
+	EXPECT_EQ(decode_err(b), Error::BadVersion);
+	b[4] = 0;
+	EXPECT_EQ(decode_err(b), Error::BadVersion);
+
+	for (uint16_t t : {0, 17, 255, 65535}) {
+		b = ok;
+		memcpy(&b[6], &t, 2);
+		EXPECT_EQ(decode_err(b), Error::BadType) << t;
+	}
+
+	b = header(kMagic, 1, static_cast<uint16_t>(Type::Reply), kMaxPayload + 1);
+	Header h;
+	EXPECT_EQ(decode_header(b.data(), b.size(), h).error, Error::Oversized);
+	b = header(kMagic, 1, static_cast<uint16_t>(Type::Reply), 0xffffffffu);
+	EXPECT_EQ(decode_err(b), Error::Oversized);
+
+	b = ok;
+	b.push_back(0);
+	EXPECT_EQ(decode_err(b), Error::TrailingGarbage); // beyond the header's length
+	set_len(b);
+	EXPECT_EQ(decode_err(b), Error::TrailingGarbage); // inside the length, after the fields
+
+	// A HELLO from a future version still decodes: that is negotiation.
+	std::vector<uint8_t> hello = encode(Message{1, Hello{1, 9, 1, "x"}});
+	hello[4] = 9;
+	EXPECT_EQ(decode_err(hello), Error::None);
+}
+
+TEST(Proto, EveryTruncationIsAnError)
+{
+	for (const Message &m : samples()) {
+		std::vector<uint8_t> b = encode(m);
+		for (size_t n = 0; n < b.size(); n++) {
+			Message d;
+			DecodeResult r = decode(b.data(), n, d);
+			EXPECT_EQ(r.error, Error::Truncated) << "type " << static_cast<int>(m.type()) << " cut at " << n;
+			// Truncated payload but header length adjusted: the fields are cut.
+			if (n >= kHeaderSize && n < b.size()) {
+				std::vector<uint8_t> c(b.begin(), b.begin() + static_cast<long>(n));
+				set_len(c);
+				DecodeResult r2 = decode(c.data(), c.size(), d);
+				EXPECT_FALSE(r2) << "type " << static_cast<int>(m.type()) << " shortened to " << n;
+			}
+		}
+	}
+}
+
+TEST(Proto, OutOfRangeFields)
+{
+	auto err_of = [](Body body) {
+		std::vector<uint8_t> b = encode(Message{1, std::move(body)});
+		return decode_err(b);
+	};
+	EXPECT_EQ(err_of(Buffer{16, 0}), Error::OutOfRange);
+	EXPECT_EQ(err_of(Buffer{0, 1}), Error::OutOfRange);
+	EXPECT_EQ(err_of(Hello{2, 1, 1, ""}), Error::OutOfRange);
+	EXPECT_EQ(err_of(Hello{1, 1, 3, ""}), Error::OutOfRange);
+	EXPECT_EQ(err_of(Start{std::string(64, 'a')}), Error::OutOfRange);
+	EXPECT_EQ(err_of(Start{std::string("a\0b", 3)}), Error::OutOfRange);
+	EXPECT_EQ(err_of(Reply{1, ""}), Error::OutOfRange);
+	EXPECT_EQ(err_of(EnableEvent{"s", {"", -1, 1, ""}}), Error::OutOfRange);
+	EXPECT_EQ(err_of(EnableEvent{"s", {"p", -2, 1, ""}}), Error::OutOfRange);
+	EXPECT_EQ(err_of(EnableEvent{"s", {"p", -1, 2, ""}}), Error::OutOfRange);
+	EXPECT_EQ(err_of(EnableEvent{"s", {std::string(128, 'p'), -1, 1, ""}}), Error::OutOfRange);
+
+	Create c;
+	c.session = "s";
+	c.output_dir = "relative/dir";
+	EXPECT_EQ(err_of(c), Error::OutOfRange);
+	c.output_dir = "/abs";
+	c.session = "../evil";
+	EXPECT_EQ(err_of(c), Error::OutOfRange);
+	c.session = "ok";
+	EXPECT_EQ(err_of(c), Error::None);
+	for (auto bad : {std::make_pair(0, 2), std::make_pair(1, 3), std::make_pair(1, 128), std::make_pair(2, 4095),
+			 std::make_pair(2, 1 << 27), std::make_pair(3, 257)}) {
+		Create x = c;
+		if (bad.first == 0)
+			x.channel.mode = static_cast<uint32_t>(bad.second);
+		else if (bad.first == 1)
+			x.channel.n_subbuf = static_cast<uint32_t>(bad.second);
+		else if (bad.first == 2)
+			x.channel.subbuf_size = static_cast<uint64_t>(bad.second);
+		else
+			x.channel.n_lanes = static_cast<uint32_t>(bad.second);
+		EXPECT_EQ(err_of(x), Error::OutOfRange) << bad.first << " " << bad.second;
+	}
+	c.channel.name = "../x";
+	EXPECT_EQ(err_of(c), Error::OutOfRange);
+
+	// Counts larger than the protocol allows, or than the bytes left.
+	RegisterReply rr;
+	rr.sessions.resize(17);
+	EXPECT_EQ(err_of(rr), Error::OutOfRange);
+	std::vector<uint8_t> b = header(kMagic, 1, static_cast<uint16_t>(Type::ListReply), 4);
+	uint32_t huge = 1000000;
+	b.resize(20);
+	memcpy(&b[16], &huge, 4);
+	EXPECT_EQ(decode_err(b), Error::Truncated); // a count the payload cannot hold
+	huge = 0xffffffffu;
+	memcpy(&b[16], &huge, 4);
+	EXPECT_EQ(decode_err(b), Error::OutOfRange);
+	// A string length beyond the payload.
+	b = header(kMagic, 1, static_cast<uint16_t>(Type::Start), 8);
+	uint32_t slen = 60;
+	b.resize(24);
+	memcpy(&b[16], &slen, 4);
+	EXPECT_EQ(decode_err(b), Error::Truncated);
+}
+
+TEST(Proto, FuzzNeverCrashesAndAcceptsOnlyCanonicalInput)
+{
+	std::mt19937_64 rng(12345);
+	std::vector<std::vector<uint8_t>> seeds;
+	for (const Message &m : samples())
+		seeds.push_back(encode(m));
+	const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+	uint64_t runs = 0, accepted = 0;
+	while (std::chrono::steady_clock::now() < end) {
+		for (int k = 0; k < 1000; k++, runs++) {
+			std::vector<uint8_t> b;
+			int mode = static_cast<int>(rng() % 4);
+			if (mode == 0) { // random bytes behind a plausible header
+				b = header(kMagic, 1, static_cast<uint16_t>(1 + rng() % kTypeMax), 0);
+				size_t n = rng() % 200;
+				for (size_t i = 0; i < n; i++)
+					b.push_back(static_cast<uint8_t>(rng()));
+				set_len(b);
+			} else if (mode == 1) { // pure random
+				size_t n = rng() % 64;
+				for (size_t i = 0; i < n; i++)
+					b.push_back(static_cast<uint8_t>(rng()));
+			} else { // mutate a valid message
+				b = seeds[rng() % seeds.size()];
+				int flips = 1 + static_cast<int>(rng() % 4);
+				for (int f = 0; f < flips; f++) {
+					size_t at = rng() % b.size();
+					if (mode == 2)
+						b[at] ^= static_cast<uint8_t>(1u << (rng() % 8));
+					else
+						b[at] = static_cast<uint8_t>(rng());
+				}
+				if (rng() % 3 == 0)
+					b.resize(rng() % (b.size() + 8));
+			}
+			Message d;
+			DecodeResult r = decode(b.data(), b.size(), d);
+			if (!r) {
+				ASSERT_NE(r.error, Error::None);
+				ASSERT_FALSE(r.text.empty());
+				continue;
+			}
+			accepted++;
+			std::vector<uint8_t> again = encode(d);
+			if (d.type() == Type::Hello)
+				again[4] = b[4], again[5] = b[5]; // HELLO keeps any header version
+			ASSERT_EQ(again, b) << "accepted a non-canonical message of type " << static_cast<int>(d.type());
+		}
+	}
+	RecordProperty("runs", static_cast<int>(runs));
+	printf("fuzz: %llu inputs, %llu accepted (all canonical)\n", static_cast<unsigned long long>(runs),
+	       static_cast<unsigned long long>(accepted));
+	EXPECT_GT(runs, 10000u);
+}

@@ -1,0 +1,399 @@
+/*
+ * test_traced.cpp - traced processes end to end through strata-consumerd:
+ * registration before main() (tp-sync), buffers handed over, packets
+ * drained to CTF stream files; exit, SIGKILL, rules, no daemon, LIST, and
+ * `strata record`.
+ *
+ * Oracle: the stream files are parsed here, independently of the reader:
+ * every packet header valid, every record ctltest:tick (32 bytes: 16-byte
+ * header, thread u64, seq u64), timestamps non-decreasing per stream file,
+ * each (thread, seq) recorded at most once, per-thread seq strictly
+ * increasing within a stream, and recorded + discarded == emitted exactly
+ * (discarded = the last packet's cumulative events_discarded per stream).
+ */
+#include "daemon_fixture.h"
+
+#include <dirent.h>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "abi/strata_abi.h"
+
+using namespace strata;
+using strata_test::Daemon;
+
+namespace {
+
+struct Scan {
+	uint64_t records = 0, discarded = 0, packets = 0;
+	size_t subtraces = 0, streams = 0;
+	std::map<uint64_t, std::set<uint64_t>> seqs; // thread -> seqs
+	std::vector<std::string> errors;
+	bool metadata_ok = true;
+};
+
+void scan_stream(const std::string &path, Scan &s)
+{
+	std::ifstream f(path, std::ios::binary);
+	std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+	s.streams++;
+	size_t off = 0;
+	uint64_t last_ts = 0, last_disc = 0;
+	std::map<uint64_t, uint64_t> last_seq;
+	while (off < data.size()) {
+		strata_packet_header h;
+		if (data.size() - off < sizeof(h)) {
+			s.errors.push_back(path + ": torn header");
+			return;
+		}
+		memcpy(&h, data.data() + off, sizeof(h));
+		if (h.magic != STRATA_CTF_MAGIC || h.packet_size % 8 || h.content_size > h.packet_size ||
+		    h.content_size < 8 * STRATA_PACKET_HEADER_SIZE || data.size() - off < h.packet_size / 8) {
+			s.errors.push_back(path + ": bad packet header at " + std::to_string(off));
+			return;
+		}
+		const size_t content = h.content_size / 8;
+		if ((content - STRATA_PACKET_HEADER_SIZE) % 32) {
+			s.errors.push_back(path + ": content not a whole number of records");
+			return;
+		}
+		if (h.timestamp_begin < last_ts && s.packets)
+			s.errors.push_back(path + ": packet begins before the previous one ended");
+		for (size_t r = off + STRATA_PACKET_HEADER_SIZE; r < off + content; r += 32) {
+			uint16_t id;
+			uint64_t ts, thread, seq;
+			memcpy(&id, data.data() + r, 2);
+			memcpy(&ts, data.data() + r + 2, 8);
+			memcpy(&thread, data.data() + r + 16, 8);
+			memcpy(&seq, data.data() + r + 24, 8);
+			if (id != 0)
+				s.errors.push_back(path + ": unexpected event id " + std::to_string(id));
+			if (ts < last_ts)
+				s.errors.push_back(path + ": timestamp goes backwards");
+			last_ts = ts;
+			auto ls = last_seq.find(thread);
+			if (ls != last_seq.end() && seq <= ls->second)
+				s.errors.push_back(path + ": seq not increasing for thread " + std::to_string(thread));
+			last_seq[thread] = seq;
+			if (!s.seqs[thread].insert(seq).second)
+				s.errors.push_back(path + ": duplicate record");
+			s.records++;
+		}
+		if (h.events_discarded < last_disc)
+			s.errors.push_back(path + ": events_discarded decreases");
+		last_disc = h.events_discarded;
+		s.packets++;
+		off += h.packet_size / 8;
+	}
+	s.discarded += last_disc;
+}
+
+void scan_dir(const std::string &dir, Scan &s, int depth = 0)
+{
+	DIR *d = opendir(dir.c_str());
+	if (!d || depth > 8)
+		return;
+	std::vector<std::string> files, dirs;
+	bool trace = false;
+	while (struct dirent *e = readdir(d)) {
+		std::string n = e->d_name;
+		if (n == "." || n == "..")
+			continue;
+		if (e->d_type == DT_DIR)
+			dirs.push_back(dir + "/" + n);
+		else if (n == "metadata")
+			trace = true;
+		else
+			files.push_back(dir + "/" + n);
+	}
+	closedir(d);
+	if (trace) {
+		s.subtraces++;
+		std::ifstream m(dir + "/metadata");
+		std::string first;
+		std::getline(m, first);
+		if (first != "/* CTF 1.8 */")
+			s.metadata_ok = false;
+		for (const auto &f : files)
+			scan_stream(f, s);
+	}
+	for (const auto &x : dirs)
+		scan_dir(x, s, depth + 1);
+}
+
+// Run the traced app; returns its exit status (128+sig if killed).
+int run_app(const std::vector<std::string> &args, int stdin_fd = -1, pid_t *out_pid = nullptr)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (stdin_fd >= 0)
+			dup2(stdin_fd, 0);
+		std::vector<char *> av;
+		av.push_back(const_cast<char *>(STRATA_TRACED_APP));
+		for (auto &a : args)
+			av.push_back(const_cast<char *>(a.c_str()));
+		av.push_back(nullptr);
+		execv(av[0], av.data());
+		_exit(127);
+	}
+	if (out_pid) {
+		*out_pid = pid;
+		return 0;
+	}
+	return strata_test::wait_child(pid, 60000);
+}
+
+void session(CtlClient &c, const std::string &name, const std::string &out, proto::ChannelConfig ch = {},
+	     std::vector<proto::Rule> rules = {{"*", -1, 1, ""}})
+{
+	std::string t;
+	ASSERT_EQ(c.command(proto::Create{name, out, ch}, t), 0) << t;
+	for (auto &r : rules) {
+		if (r.enable)
+			ASSERT_EQ(c.command(proto::EnableEvent{name, r}, t), 0) << t;
+		else
+			ASSERT_EQ(c.command(proto::DisableEvent{name, r}, t), 0) << t;
+	}
+	ASSERT_EQ(c.command(proto::Start{name}, t), 0) << t;
+}
+
+void expect_exact(const Scan &s, uint64_t threads, uint64_t events)
+{
+	for (auto &e : s.errors)
+		ADD_FAILURE() << e;
+	EXPECT_TRUE(s.metadata_ok);
+	EXPECT_EQ(s.records + s.discarded, threads * events)
+		<< "recorded " << s.records << " discarded " << s.discarded;
+	for (auto &kv : s.seqs) {
+		EXPECT_LT(kv.first, threads);
+		EXPECT_LT(*kv.second.rbegin(), events);
+	}
+}
+
+} // namespace
+
+class Traced : public ::testing::Test {
+protected:
+	Daemon d;
+	CtlClient c;
+	std::string out, t;
+
+	void SetUp() override
+	{
+		ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE));
+		std::string err;
+		ASSERT_EQ(c.open("", err), 0) << err;
+		out = d.dir + "/out";
+	}
+	Scan stop_and_scan()
+	{
+		EXPECT_EQ(c.command(proto::Stop{"s"}, t), 0) << t;
+		Scan s;
+		scan_dir(out, s);
+		return s;
+	}
+};
+
+TEST_F(Traced, EventsOfARegisteredProcessAreDrainedExactly)
+{
+	session(c, "s", out);
+	ASSERT_EQ(run_app({"4", "20000"}), 0);
+	Scan s = stop_and_scan();
+	EXPECT_EQ(s.subtraces, 1u);
+	EXPECT_GT(s.records, 0u);
+	expect_exact(s, 4, 20000);
+	printf("recorded %llu, discarded %llu, %llu packets in %zu streams\n",
+	       static_cast<unsigned long long>(s.records), static_cast<unsigned long long>(s.discarded),
+	       static_cast<unsigned long long>(s.packets), s.streams);
+}
+
+TEST_F(Traced, DisabledEventsAreNotRecorded)
+{
+	session(c, "s", out, {}, {{"*", -1, 1, ""}, {"ctltest:tick", -1, 0, ""}});
+	ASSERT_EQ(run_app({"2", "1000"}), 0);
+	Scan s = stop_and_scan();
+	EXPECT_EQ(s.subtraces, 1u); // joined, metadata written, nothing recorded
+	EXPECT_EQ(s.records + s.discarded, 0u);
+	EXPECT_TRUE(s.errors.empty());
+}
+
+TEST_F(Traced, KilledProcessKeepsItsCommittedEvents)
+{
+	session(c, "s", out);
+	ASSERT_EQ(run_app({"3", "30000", "kill"}), 128 + SIGKILL);
+	Scan s = stop_and_scan();
+	EXPECT_GT(s.records, 0u);
+	expect_exact(s, 3, 30000); // every event was committed before the kill
+}
+
+TEST(NoDaemon, NoDelay)
+{
+	setenv("STRATA_CONSUMERD_SOCKET", "/tmp/strata-no-such-dir/consumerd.sock", 1);
+	int64_t t0 = proto::now_ms();
+	EXPECT_EQ(run_app({"2", "1000"}), 0);
+	int64_t ms = proto::now_ms() - t0;
+	unsetenv("STRATA_CONSUMERD_SOCKET");
+	EXPECT_LT(ms, 1000) << "a program without a daemon was slowed down";
+}
+
+TEST_F(Traced, ListShowsRunningRegisteredProcesses)
+{
+	std::string err;
+	int p[2];
+	ASSERT_EQ(pipe2(p, O_CLOEXEC), 0); // the app must not hold the write end
+	pid_t pid;
+	run_app({"1", "10", "wait"}, p[0], &pid);
+	close(p[0]);
+	bool seen = false;
+	for (int64_t end = proto::now_ms() + 10000; !seen && proto::now_ms() < end;) {
+		proto::Message m;
+		ASSERT_EQ(c.call(proto::List{}, m, err), 0) << err;
+		for (auto &e : std::get<proto::ListReply>(m.body).entries)
+			if (e.pid == static_cast<uint32_t>(pid) && e.event == "ctltest:tick" && e.loglevel == 6)
+				seen = true;
+		if (!seen) {
+			struct pollfd none;
+			poll(&none, 0, 10);
+		}
+	}
+	EXPECT_TRUE(seen);
+	close(p[1]);
+	EXPECT_EQ(strata_test::wait_child(pid, 20000), 0);
+	// Once it exited, the daemon forgets it.
+	bool gone = false;
+	for (int64_t end = proto::now_ms() + 10000; !gone && proto::now_ms() < end;) {
+		proto::Message m;
+		ASSERT_EQ(c.call(proto::List{}, m, err), 0) << err;
+		gone = std::get<proto::ListReply>(m.body).entries.empty();
+		if (!gone) {
+			struct pollfd none;
+			poll(&none, 0, 10);
+		}
+	}
+	EXPECT_TRUE(gone);
+}
+
+TEST_F(Traced, OverwriteModeKeepsTheNewest)
+{
+	proto::ChannelConfig ch;
+	ch.mode = STRATA_MODE_OVERWRITE;
+	ch.n_subbuf = 4;
+	ch.subbuf_size = 4096;
+	session(c, "s", out, ch);
+	ASSERT_EQ(run_app({"1", "50000"}), 0);
+	Scan s = stop_and_scan();
+	for (auto &e : s.errors)
+		ADD_FAILURE() << e;
+	ASSERT_EQ(s.seqs.size(), 1u);
+	const auto &seqs = s.seqs.begin()->second;
+	EXPECT_EQ(*seqs.rbegin(), 49999u) << "the newest event is missing";
+	EXPECT_LT(s.records, 50000u);
+	EXPECT_LE(s.records, 4u * (4096 - 88) / 32);
+	// What is kept is a contiguous tail.
+	EXPECT_EQ(*seqs.rbegin() - *seqs.begin() + 1, seqs.size());
+}
+
+#ifdef STRATA_CLI_EXE
+namespace {
+int run_cli(const std::vector<std::string> &args)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		std::vector<char *> av;
+		av.push_back(const_cast<char *>(STRATA_CLI_EXE));
+		for (auto &a : args)
+			av.push_back(const_cast<char *>(a.c_str()));
+		av.push_back(nullptr);
+		execv(av[0], av.data());
+		_exit(127);
+	}
+	return strata_test::wait_child(pid, 60000);
+}
+} // namespace
+
+TEST(Record, PrivateDaemonRecordsAndPropagatesTheExitStatus)
+{
+	// No daemon anywhere the CLI looks: it must start its own.
+	std::string dir = strata_test::make_temp_dir("rec");
+	setenv("STRATA_CONSUMERD_SOCKET", (dir + "/none.sock").c_str(), 1);
+	setenv("STRATA_CONSUMERD", STRATA_CONSUMERD_EXE, 1);
+	EXPECT_EQ(run_cli({"record", "-o", dir + "/t1", "--", STRATA_TRACED_APP, "2", "10000"}), 0);
+	Scan s;
+	scan_dir(dir + "/t1", s);
+	EXPECT_EQ(s.subtraces, 1u);
+	EXPECT_GT(s.records, 0u);
+	expect_exact(s, 2, 10000);
+
+	EXPECT_EQ(run_cli({"record", "-o", dir + "/t2", "-e", "ctltest:*", "--", STRATA_TRACED_APP, "1", "100", "exit3"}), 3);
+	Scan s2;
+	scan_dir(dir + "/t2", s2);
+	expect_exact(s2, 1, 100);
+	EXPECT_EQ(run_cli({"record", "-o", dir + "/t3", "--", STRATA_TRACED_APP, "1", "100", "kill"}), 128 + SIGKILL);
+	Scan s3;
+	scan_dir(dir + "/t3", s3);
+	expect_exact(s3, 1, 100);
+	EXPECT_EQ(run_cli({"record", "-e", "nothing:here", "-o", dir + "/t4", "--", STRATA_TRACED_APP, "1", "100"}), 0);
+	Scan s4;
+	scan_dir(dir + "/t4", s4);
+	EXPECT_EQ(s4.records, 0u);
+	// Usage errors.
+	EXPECT_EQ(run_cli({"record"}), 2);
+	EXPECT_EQ(run_cli({"record", "--mode", "sideways", "--", "true"}), 2);
+	EXPECT_EQ(run_cli({"record", "--subbuf-size", "1000", "--", "true"}), 2);
+	EXPECT_EQ(run_cli({"nonsense"}), 2);
+	// The private daemon is gone: nothing listens, no socket left.
+	struct stat st;
+	EXPECT_NE(stat((dir + "/none.sock").c_str(), &st), 0);
+	unsetenv("STRATA_CONSUMERD_SOCKET");
+	unsetenv("STRATA_CONSUMERD");
+	strata_test::remove_tree(dir);
+}
+
+TEST(Record, UsesARunningDaemon)
+{
+	Daemon d;
+	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE));
+	unsetenv("STRATA_CONSUMERD"); // must not need to start one
+	setenv("STRATA_CONSUMERD", "/nonexistent/strata-consumerd", 1);
+	EXPECT_EQ(run_cli({"record", "-o", d.dir + "/t", "--", STRATA_TRACED_APP, "2", "1000"}), 0);
+	unsetenv("STRATA_CONSUMERD");
+	Scan s;
+	scan_dir(d.dir + "/t", s);
+	expect_exact(s, 2, 1000);
+	// Its session was destroyed afterwards.
+	CtlClient c;
+	std::string err;
+	ASSERT_EQ(c.open("", err), 0) << err;
+	proto::Message m;
+	ASSERT_EQ(c.call(proto::Status{""}, m, err), 0);
+	EXPECT_TRUE(std::get<proto::StatusReply>(m.body).sessions.empty());
+}
+
+TEST(Record, ControlCommandsWork)
+{
+	Daemon d;
+	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE));
+	EXPECT_EQ(run_cli({"create", "cli", "-o", d.dir + "/cli", "--mode", "discard", "--subbuf-size", "64k"}), 0);
+	EXPECT_EQ(run_cli({"enable-event", "cli", "ctltest:*", "--loglevel", "info"}), 0);
+	EXPECT_EQ(run_cli({"disable-event", "cli", "other:*"}), 0);
+	EXPECT_EQ(run_cli({"start", "cli"}), 0);
+	EXPECT_EQ(run_cli({"start", "cli"}), 1); // already started: runtime failure
+	EXPECT_EQ(run_app({"1", "500"}), 0);
+	EXPECT_EQ(run_cli({"status"}), 0);
+	EXPECT_EQ(run_cli({"list"}), 0);
+	EXPECT_EQ(run_cli({"stop", "cli"}), 0);
+	EXPECT_EQ(run_cli({"destroy", "cli"}), 0);
+	EXPECT_EQ(run_cli({"destroy", "cli"}), 1);
+	EXPECT_EQ(run_cli({"start"}), 2);
+	EXPECT_EQ(run_cli({"enable-event", "cli"}), 2);
+	EXPECT_EQ(run_cli({"create", "bad/name"}), 2);
+	for (const char *sub : {"create", "enable-event", "disable-event", "start", "stop", "destroy", "list",
+				"status", "record"})
+		EXPECT_EQ(run_cli({sub, "--help"}), 0) << sub;
+	Scan s;
+	scan_dir(d.dir + "/cli", s);
+	expect_exact(s, 1, 500);
+}
+#endif

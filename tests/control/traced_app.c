@@ -1,0 +1,59 @@
+/*
+ * traced_app.c - the traced program of the control tests: THREADS threads
+ * each emit EVENTS events ctltest:tick {thread, seq}, seq = 0..EVENTS-1.
+ * Linked with tp-sync, so it joins active sessions before main().
+ * Then, by MODE: "exit" (status 0), "exit3" (status 3), "kill" (SIGKILL
+ * itself: no destructor, no flush by the process), "wait" (block until
+ * stdin reaches EOF, then exit 0).
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define STRATA_DEFINE_PROVIDERS
+#include <strata/tracepoint.h>
+
+STRATA_EVENT(ctltest, tick, STRATA_LOGLEVEL_INFO,
+	     strata_int(uint64_t, thread),
+	     strata_int(uint64_t, seq))
+
+static unsigned long g_events;
+
+static void *worker(void *arg)
+{
+	uint64_t t = (uint64_t)(uintptr_t)arg;
+	for (uint64_t i = 0; i < g_events; i++)
+		strata_tracepoint(ctltest, tick, t, i);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s THREADS EVENTS [exit|exit3|kill|wait]\n", argv[0]);
+		return 2;
+	}
+	unsigned long n = strtoul(argv[1], NULL, 10);
+	g_events = strtoul(argv[2], NULL, 10);
+	const char *mode = argc > 3 ? argv[3] : "exit";
+	pthread_t th[64];
+	if (n > 64)
+		n = 64;
+	for (unsigned long i = 0; i < n; i++)
+		pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)i);
+	for (unsigned long i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	if (!strcmp(mode, "kill"))
+		raise(SIGKILL);
+	if (!strcmp(mode, "exit3"))
+		return 3;
+	if (!strcmp(mode, "wait")) {
+		char buf[64];
+		while (read(0, buf, sizeof(buf)) > 0) {
+		}
+	}
+	return 0;
+}
