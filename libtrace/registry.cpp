@@ -136,8 +136,10 @@ bool rules_enable(unsigned slot, const strata_event_desc *d)
 
 void arm_entry(Entry &e, unsigned slot)
 {
+	if (!e.valid)
+		return; // never written: it may not even be a tracepoint
 	uint32_t bit = 1u << slot;
-	bool on = e.valid && (e.described & bit) &&
+	bool on = (e.described & bit) &&
 		  g_slots[slot].load(std::memory_order_relaxed) && rules_enable(slot, e.tp->desc);
 	// Release: the event's id and its descriptor (published before with
 	// desc_used) are written before a call site can see the bit.  Call

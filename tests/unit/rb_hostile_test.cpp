@@ -1,0 +1,370 @@
+/*
+ * The reader against hostile buffers: descriptor tables round-tripped, then
+ * fuzzed and truncated; buffer headers with every field wrong and with
+ * random bytes; packets scribbled on.  The oracle is "a clean error, never
+ * a crash or a read outside the mapping" (run under ASan by the suite), and
+ * exact expectations wherever the damage is known.
+ */
+#define STRATA_DEFINE_PROVIDERS
+#include "test_tp.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "desc_rules.h"
+#include "rb_test_util.h"
+
+using namespace rbtest;
+
+namespace {
+
+// The test's own view of a slot's shared memory, to scribble on.
+struct Scribbler {
+	uint8_t *base = nullptr;
+	size_t size = 0;
+	explicit Scribbler(int fd)
+	{
+		size = (size_t)lseek(fd, 0, SEEK_END);
+		base = (uint8_t *)mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		EXPECT_NE(base, MAP_FAILED);
+	}
+	~Scribbler() { munmap(base, size); }
+	strata_buffer_header *hdr() { return (strata_buffer_header *)base; }
+	uint8_t *desc() { return base + hdr()->desc_offset; }
+	strata_lane_ctl *lane(uint32_t l)
+	{
+		return (strata_lane_ctl *)(base + hdr()->lanes_offset) + l;
+	}
+};
+
+const strata::EventInfo *find(const std::map<uint32_t, strata::EventInfo> &evs, const char *name)
+{
+	for (auto &kv : evs)
+		if (kv.second.name == name)
+			return &kv.second;
+	return nullptr;
+}
+
+} // namespace
+
+TEST(Descriptors, RoundTripEveryFieldKind)
+{
+	Slot s(0, config(STRATA_MODE_DISCARD, 1, 4, 4096), {rule("*")});
+	ASSERT_TRUE(s.reader);
+	const strata::EventInfo *all = find(s.events, "all");
+	ASSERT_TRUE(all);
+	EXPECT_EQ(all->provider, "rbtest");
+	EXPECT_EQ(all->loglevel, (uint32_t)STRATA_LOGLEVEL_WARNING);
+	struct Want {
+		const char *name;
+		uint8_t type, bits;
+		bool sign;
+		uint8_t base;
+		uint32_t length;
+	} want[] = {
+		{"a", STRATA_FT_INTEGER, 8, true, 10, 0},   {"b", STRATA_FT_INTEGER, 16, false, 16, 0},
+		{"c", STRATA_FT_INTEGER, 64, true, 8, 0},   {"d", STRATA_FT_FLOAT, 64, true, 10, 0},
+		{"e", STRATA_FT_FLOAT, 32, true, 10, 0},    {"f", STRATA_FT_ENUM, 32, true, 10, 0},
+		{"g", STRATA_FT_STRING, 8, false, 10, 0},   {"h", STRATA_FT_ARRAY, 16, true, 10, 3},
+		{"i", STRATA_FT_SEQUENCE, 32, false, 10, 0}, {"j", STRATA_FT_SEQUENCE, 8, false, 16, 0},
+	};
+	ASSERT_EQ(all->fields.size(), sizeof want / sizeof want[0]);
+	for (size_t i = 0; i < all->fields.size(); i++) {
+		const strata::FieldInfo &f = all->fields[i];
+		EXPECT_EQ(f.name, want[i].name);
+		EXPECT_EQ(f.type, want[i].type) << f.name;
+		EXPECT_EQ(f.elem_bits, want[i].bits) << f.name;
+		EXPECT_EQ(f.is_signed, want[i].sign) << f.name;
+		EXPECT_EQ(f.base, want[i].base) << f.name;
+		EXPECT_EQ(f.length, want[i].length) << f.name;
+	}
+	const auto &labels = all->fields[5].labels;
+	ASSERT_EQ(labels.size(), 3u);
+	EXPECT_EQ(labels[0].label, "red");
+	EXPECT_EQ(labels[0].first, 0);
+	EXPECT_EQ(labels[0].last, 0);
+	EXPECT_EQ(labels[1].label, "warm");
+	EXPECT_EQ(labels[1].first, 1);
+	EXPECT_EQ(labels[1].last, 5);
+	EXPECT_EQ(labels[2].label, "minus one");
+	EXPECT_EQ(labels[2].first, -1);
+	const strata::EventInfo *noargs = find(s.events, "noargs");
+	ASSERT_TRUE(noargs);
+	EXPECT_TRUE(noargs->fields.empty());
+	EXPECT_EQ(noargs->loglevel, (uint32_t)STRATA_LOGLEVEL_ERR);
+
+	// Values written by the generated code read back through the descriptors.
+	const int16_t h[3] = {1, -2, 3};
+	const uint32_t seq[4] = {7, 8, 9, 10};
+	const uint8_t bytes[2] = {0xde, 0xad};
+	strata_tracepoint(rbtest, all, -5, 0xbeef, -123456789, 2.5, -1.25f, 3, "hello", h, seq, 4,
+			  bytes, 2);
+	strata_tracepoint(rbtest, all, 0, 0, 0, 0.0, 0.0f, 0, NULL, h, seq, 0, bytes, 0);
+	strata_tracepoint(rbtest, noargs);
+	std::string msg;
+	ASSERT_EQ(strata::FlushStatus::kDone, s.reader->flush(0, false, 1000, &msg)) << msg;
+	std::vector<uint8_t> pkt;
+	ASSERT_EQ(strata::ReadStatus::kPacket, s.reader->next_packet(0, &pkt, &msg)) << msg;
+	std::vector<Record> recs;
+	ASSERT_TRUE(decode_packet(pkt, s.events, &recs, &msg)) << msg;
+	ASSERT_EQ(recs.size(), 3u);
+	const auto &v = recs[0].fields;
+	EXPECT_EQ((int8_t)v[0].u, -5);
+	EXPECT_EQ(v[1].u, 0xbeefu);
+	EXPECT_EQ((int64_t)v[2].u, -123456789);
+	EXPECT_EQ(v[3].f, 2.5);
+	EXPECT_EQ(v[4].f, -1.25);
+	EXPECT_EQ((int32_t)v[5].u, 3);
+	EXPECT_EQ(v[6].s, "hello");
+	EXPECT_EQ(v[7].elems, (std::vector<uint64_t>{1, 0xfffe, 3}));
+	EXPECT_EQ(v[8].elems, (std::vector<uint64_t>{7, 8, 9, 10}));
+	EXPECT_EQ(v[9].elems, (std::vector<uint64_t>{0xde, 0xad}));
+	EXPECT_EQ(recs[1].fields[6].s, "(null)");
+	EXPECT_TRUE(recs[1].fields[8].elems.empty());
+	EXPECT_EQ(recs[2].name, "rbtest:noargs");
+	EXPECT_EQ(recs[2].tid, (uint32_t)gettid());
+}
+
+TEST(Descriptors, TruncatedTablesStopCleanly)
+{
+	Slot s(0, config(STRATA_MODE_DISCARD, 1, 4, 4096), {rule("*")});
+	ASSERT_TRUE(s.reader);
+	Scribbler sc(s.fd);
+	const uint64_t used = sc.hdr()->desc_used;
+	// Record boundaries, from the record sizes.
+	std::vector<uint64_t> bounds{0};
+	while (bounds.back() < used) {
+		uint32_t size;
+		memcpy(&size, sc.desc() + bounds.back(), 4);
+		bounds.push_back(bounds.back() + size);
+	}
+	ASSERT_EQ(bounds.back(), used);
+	for (uint64_t k = 0; k <= used; k += 8) {
+		sc.hdr()->desc_used = k;
+		std::string err;
+		auto r = strata::Reader::attach(s.fd, &err);
+		ASSERT_TRUE(r) << err;
+		std::vector<strata::EventInfo> evs;
+		std::vector<std::string> errors;
+		bool ok = r->read_new_events(&evs, &errors);
+		size_t whole = std::upper_bound(bounds.begin(), bounds.end(), k) - bounds.begin() - 1;
+		EXPECT_EQ(evs.size(), whole) << "desc_used " << k;
+		bool on_boundary = std::binary_search(bounds.begin(), bounds.end(), k);
+		EXPECT_EQ(ok, on_boundary) << "desc_used " << k;
+		EXPECT_EQ(errors.empty(), on_boundary) << "desc_used " << k;
+	}
+	sc.hdr()->desc_used = used;
+}
+
+TEST(Descriptors, FuzzedTablesAlwaysCleanErrors)
+{
+	Slot s(0, config(STRATA_MODE_DISCARD, 1, 4, 4096), {rule("*")});
+	ASSERT_TRUE(s.reader);
+	Scribbler sc(s.fd);
+	const uint64_t used = sc.hdr()->desc_used, cap = sc.hdr()->desc_capacity;
+	const std::vector<uint8_t> orig(sc.desc(), sc.desc() + used);
+	std::mt19937_64 rng(12345);
+	size_t errors_seen = 0, events_seen = 0;
+	for (int iter = 0; iter < 3000; iter++) {
+		memcpy(sc.desc(), orig.data(), used);
+		sc.hdr()->desc_used = used;
+		int kind = iter % 4;
+		if (kind == 0) { // a few random bytes anywhere in the records
+			for (int n = 1 + (int)(rng() % 4); n > 0; n--)
+				sc.desc()[rng() % used] = (uint8_t)rng();
+		} else if (kind == 1) { // a random desc_used
+			sc.hdr()->desc_used = rng() % 3 == 0 ? rng() : rng() % (cap + 64);
+		} else if (kind == 2) { // a random field of a random record header
+			uint64_t at = (rng() % (used / 8)) * 8;
+			uint32_t v = (uint32_t)rng();
+			memcpy(sc.desc() + at + 4 * (rng() % 6), &v, 4);
+		} else { // all random
+			for (uint64_t i = 0; i < used; i++)
+				sc.desc()[i] = (uint8_t)rng();
+		}
+		std::string err;
+		auto r = strata::Reader::attach(s.fd, &err);
+		ASSERT_TRUE(r) << err; // the header was not touched
+		std::vector<strata::EventInfo> evs;
+		std::vector<std::string> errors;
+		bool ok = r->read_new_events(&evs, &errors);
+		if (kind == 3) {
+			EXPECT_TRUE(!ok || !errors.empty()) << "random bytes accepted";
+		}
+		// Whatever was accepted is safe to put in TSDL.
+		for (const auto &e : evs) {
+			ASSERT_TRUE(strata::valid_identifier(e.provider.c_str()));
+			ASSERT_TRUE(strata::valid_identifier(e.name.c_str()));
+			for (const auto &f : e.fields) {
+				ASSERT_TRUE(strata::valid_identifier(f.name.c_str()));
+				ASSERT_TRUE(f.type >= STRATA_FT_INTEGER && f.type <= STRATA_FT_SEQUENCE);
+				for (const auto &l : f.labels) {
+					ASSERT_TRUE(strata::valid_label(l.label.c_str()));
+					ASSERT_LE(l.first, l.last);
+				}
+			}
+		}
+		errors_seen += errors.size();
+		events_seen += evs.size();
+	}
+	memcpy(sc.desc(), orig.data(), used);
+	sc.hdr()->desc_used = used;
+	EXPECT_GT(errors_seen, 1000u);
+	EXPECT_GT(events_seen, 1000u);
+}
+
+TEST(BufferHeader, EveryBadFieldIsRejected)
+{
+	Slot s(0, config(STRATA_MODE_DISCARD, 2, 4, 4096), {});
+	ASSERT_TRUE(s.reader);
+	Scribbler sc(s.fd);
+	const strata_buffer_header good = *sc.hdr();
+	using H = strata_buffer_header;
+	std::vector<std::pair<const char *, std::function<void(H &)>>> cases = {
+		{"magic", [](H &h) { h.magic ^= 1; }},
+		{"endian", [](H &h) { h.endian_check = 0x04030201; }},
+		{"abi_major", [](H &h) { h.abi_major = 2; }},
+		{"header_size small", [](H &h) { h.header_size = 8; }},
+		{"header_size huge", [](H &h) { h.header_size = 0xffffffff; }},
+		{"total_size", [](H &h) { h.total_size += 4096; }},
+		{"n_lanes 0", [](H &h) { h.n_lanes = 0; }},
+		{"n_lanes big", [](H &h) { h.n_lanes = STRATA_MAX_LANES + 1; }},
+		{"n_subbuf 3", [](H &h) { h.n_subbuf = 3; }},
+		{"n_subbuf 1", [](H &h) { h.n_subbuf = 1; }},
+		{"n_subbuf 128", [](H &h) { h.n_subbuf = 128; }},
+		{"subbuf_size odd", [](H &h) { h.subbuf_size = 4097; }},
+		{"subbuf_size huge", [](H &h) { h.subbuf_size = 1ull << 40; }},
+		{"mode", [](H &h) { h.mode = 9; }},
+		{"lane_stride", [](H &h) { h.lane_stride *= 2; }},
+		{"desc_offset huge", [](H &h) { h.desc_offset = 1ull << 63; }},
+		{"desc wraps", [](H &h) { h.desc_capacity = ~0ull - 7; }},
+		{"desc unaligned", [](H &h) { h.desc_offset += 4; }},
+		{"lanes past end", [](H &h) { h.lanes_offset = h.total_size - 64; }},
+		{"data past end", [](H &h) { h.data_offset += 4096; }},
+		{"data over lanes", [](H &h) { h.data_offset = h.lanes_offset; }},
+		{"desc over header", [](H &h) { h.desc_offset = 0; }},
+		{"more lanes than data", [](H &h) { h.n_lanes = 3; }},
+		{"comm unterminated", [](H &h) { memset(h.comm, 'x', sizeof h.comm); }},
+		{"channel unterminated", [](H &h) { memset(h.channel, 'x', sizeof h.channel); }},
+	};
+	for (auto &c : cases) {
+		*sc.hdr() = good;
+		c.second(*sc.hdr());
+		std::string err;
+		EXPECT_FALSE(strata::Reader::attach(s.fd, &err)) << c.first;
+		EXPECT_FALSE(err.empty()) << c.first;
+	}
+	*sc.hdr() = good;
+	std::string err;
+	EXPECT_TRUE(strata::Reader::attach(s.fd, &err)) << err;
+}
+
+TEST(BufferHeader, RandomHeadersAndFilesNeverCrash)
+{
+	Slot s(0, config(STRATA_MODE_DISCARD, 2, 4, 4096), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	for (uint64_t i = 0; i < 500; i++)
+		strata_tracepoint(rbtest, rec, 1u, i, checksum(1, i));
+	Scribbler sc(s.fd);
+	const strata_buffer_header good = *sc.hdr();
+	std::mt19937_64 rng(777);
+	int accepted = 0;
+	for (int iter = 0; iter < 2000; iter++) {
+		*sc.hdr() = good;
+		auto *bytes = (uint8_t *)sc.hdr();
+		for (int n = 1 + (int)(rng() % 3); n > 0; n--)
+			bytes[rng() % sizeof good] = (uint8_t)rng();
+		std::string err;
+		auto r = strata::Reader::attach(s.fd, &err);
+		if (!r) {
+			EXPECT_FALSE(err.empty());
+			continue;
+		}
+		accepted++;
+		// Whatever geometry was accepted, reading stays inside the mapping.
+		std::vector<strata::EventInfo> evs;
+		std::vector<std::string> errors;
+		r->read_new_events(&evs, &errors);
+		for (uint32_t l = 0; l < r->info().n_lanes; l++) {
+			std::vector<uint8_t> pkt;
+			for (int k = 0; k < 8 && r->next_packet(l, &pkt, &err) != strata::ReadStatus::kEmpty; k++) {
+			}
+		}
+	}
+	*sc.hdr() = good;
+	EXPECT_GT(accepted, 0); // bytes like the pid or comm do not matter
+
+	// Not a buffer at all: random bytes, a truncated file, a pipe.
+	int fd = memfd_create("junk", MFD_CLOEXEC);
+	std::vector<uint8_t> junk(65536);
+	for (auto &b : junk)
+		b = (uint8_t)rng();
+	ASSERT_EQ((ssize_t)junk.size(), write(fd, junk.data(), junk.size()));
+	std::string err;
+	EXPECT_FALSE(strata::Reader::attach(fd, &err));
+	ASSERT_EQ(0, ftruncate(fd, 100));
+	EXPECT_FALSE(strata::Reader::attach(fd, &err));
+	close(fd);
+	int p[2];
+	ASSERT_EQ(0, pipe(p));
+	EXPECT_FALSE(strata::Reader::attach(p[0], &err));
+	close(p[0]);
+	close(p[1]);
+}
+
+TEST(Packets, ScribbledPacketsAreSkippedAndReported)
+{
+	Slot s(0, config(STRATA_MODE_DISCARD, 1, 8, 4096), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	// 40-byte records, ~100 per 4 KiB packet: 6 packets and an open one.
+	for (uint64_t i = 0; i < 650; i++)
+		strata_tracepoint(rbtest, rec, 1u, i, checksum(1, i));
+	Scribbler sc(s.fd);
+	const auto &h = *sc.hdr();
+	auto pkt_at = [&](int n) {
+		return (strata_packet_header *)(sc.base + h.data_offset + (uint64_t)n * h.subbuf_size);
+	};
+	pkt_at(0)->magic = 0;
+	pkt_at(1)->content_size = pkt_at(1)->packet_size * 2;
+	pkt_at(2)->packet_seq_num = 99;
+	pkt_at(3)->timestamp_end = pkt_at(3)->timestamp_begin - 1;
+	sc.lane(0)->commit[4] += 8; // committed more than the sub-buffer holds
+	std::vector<strata::ReadStatus> got;
+	std::vector<std::string> errs;
+	for (int k = 0; k < 10; k++) {
+		std::vector<uint8_t> pkt;
+		std::string err;
+		auto st = s.reader->next_packet(0, &pkt, &err);
+		if (st == strata::ReadStatus::kEmpty)
+			break;
+		got.push_back(st);
+		errs.push_back(err);
+	}
+	using RS = strata::ReadStatus;
+	ASSERT_EQ(got, (std::vector<RS>{RS::kSkipped, RS::kSkipped, RS::kSkipped, RS::kSkipped,
+					RS::kSkipped, RS::kPacket}));
+	EXPECT_NE(errs[0].find("magic"), std::string::npos) << errs[0];
+	EXPECT_NE(errs[1].find("content_size"), std::string::npos) << errs[1];
+	EXPECT_NE(errs[2].find("seq"), std::string::npos) << errs[2];
+	EXPECT_NE(errs[3].find("timestamp"), std::string::npos) << errs[3];
+	EXPECT_NE(errs[4].find("commit"), std::string::npos) << errs[4];
+	EXPECT_EQ(s.reader->stats().corrupt_packets, 5u);
+
+	// A head thrown far ahead: one resynchronisation, no endless loop, and
+	// the writer keeps writing inside its ring whatever head says.
+	sc.lane(0)->head = 0x00dead00beef1234ull;
+	std::vector<uint8_t> pkt;
+	std::string err;
+	EXPECT_EQ(RS::kSkipped, s.reader->next_packet(0, &pkt, &err));
+	for (uint64_t i = 0; i < 2000; i++)
+		strata_tracepoint(rbtest, rec, 1u, i, checksum(1, i));
+	for (int k = 0; k < 100 && s.reader->next_packet(0, &pkt, &err) != RS::kEmpty; k++) {
+	}
+	sc.lane(0)->consumed = ~0ull; // "consumed ahead of head" reads as full: discards
+	uint64_t before = s.reader->lane_discarded(0);
+	for (uint64_t i = 0; i < 2000; i++)
+		strata_tracepoint(rbtest, rec, 1u, i, checksum(1, i));
+	EXPECT_GT(s.reader->lane_discarded(0), before);
+}

@@ -1,0 +1,344 @@
+/*
+ * The runtime's control side and edge cases: slot geometry validation,
+ * rules (globs, loglevels, last rule wins), registration (dedup, late
+ * modules, unregister, rejected tracepoints), nesting depth overflow,
+ * oversized records, flush with an in-flight or dead writer, trailing loss,
+ * fork.
+ */
+#define STRATA_DEFINE_PROVIDERS
+#include "test_tp.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "rb_test_util.h"
+
+using namespace rbtest;
+
+namespace {
+
+uint32_t state_of(const strata_tracepoint &tp)
+{
+	return __atomic_load_n(&tp.state, __ATOMIC_RELAXED);
+}
+
+#define TP(ev) strata__tp__rbtest__##ev
+
+uint32_t armed(unsigned slot, std::vector<strata_rule> rules)
+{
+	// Bit per event: rec 1, sig 2, all 4, noargs 8.
+	EXPECT_EQ(0, strata_rt_slot_set_rules(slot, rules.data(), rules.size()));
+	uint32_t bit = 1u << slot, m = 0;
+	if (state_of(TP(rec)) & bit)
+		m |= 1;
+	if (state_of(TP(sig)) & bit)
+		m |= 2;
+	if (state_of(TP(all)) & bit)
+		m |= 4;
+	if (state_of(TP(noargs)) & bit)
+		m |= 8;
+	return m;
+}
+
+std::vector<uint8_t> one_packet(Slot &s, uint32_t lane = 0)
+{
+	std::string msg;
+	EXPECT_EQ(strata::FlushStatus::kDone, s.reader->flush(lane, false, 1000, &msg)) << msg;
+	std::vector<uint8_t> pkt;
+	EXPECT_EQ(strata::ReadStatus::kPacket, s.reader->next_packet(lane, &pkt, &msg)) << msg;
+	return pkt;
+}
+
+size_t count_records(Slot &s, const std::vector<uint8_t> &pkt)
+{
+	std::vector<Record> recs;
+	std::string err;
+	EXPECT_TRUE(decode_packet(pkt, s.events, &recs, &err)) << err;
+	return recs.size();
+}
+
+} // namespace
+
+TEST(Slots, GeometryIsValidated)
+{
+	const uint8_t *u = test_uuid();
+	auto bad = [&](strata_channel_config c) { return strata_rt_slot_open(3, &c, u); };
+	EXPECT_EQ(-EINVAL, bad(config(STRATA_MODE_DISCARD, 0, 3, 0)));
+	EXPECT_EQ(-EINVAL, bad(config(STRATA_MODE_DISCARD, 0, 1, 0)));
+	EXPECT_EQ(-EINVAL, bad(config(STRATA_MODE_DISCARD, 0, 128, 0)));
+	EXPECT_EQ(-EINVAL, bad(config(STRATA_MODE_DISCARD, 0, 0, 1000)));
+	EXPECT_EQ(-EINVAL, bad(config(STRATA_MODE_DISCARD, 0, 0, 2048)));
+	EXPECT_EQ(-EINVAL, bad(config(STRATA_MODE_DISCARD, 0, 0, 128ull << 20)));
+	EXPECT_EQ(-EINVAL, bad(config(STRATA_MODE_DISCARD, 257, 0, 0)));
+	EXPECT_EQ(-EINVAL, bad(config(5, 0, 0, 0)));
+	strata_channel_config c = config(STRATA_MODE_DISCARD, 0, 0, 0);
+	EXPECT_EQ(-EINVAL, strata_rt_slot_open(STRATA_MAX_SLOTS, &c, u));
+	memset(c.name, 'x', sizeof c.name);
+	EXPECT_EQ(-EINVAL, strata_rt_slot_open(3, &c, u));
+
+	// Defaults.
+	Slot s(3, config(STRATA_MODE_OVERWRITE, 0, 0, 0), {});
+	ASSERT_TRUE(s.reader);
+	const strata::BufferInfo &i = s.reader->info();
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	EXPECT_EQ(i.n_lanes, (uint32_t)std::min<long>(std::max<long>(4, 2 * ncpu), STRATA_MAX_LANES));
+	EXPECT_EQ(i.n_subbuf, 8u);
+	EXPECT_EQ(i.subbuf_size, 128u * 1024);
+	EXPECT_EQ(i.mode, (uint32_t)STRATA_MODE_OVERWRITE);
+	EXPECT_EQ(i.pid, (uint32_t)getpid());
+	EXPECT_EQ(i.channel, "channel0");
+	EXPECT_EQ(0, memcmp(i.uuid, test_uuid(), 16));
+	EXPECT_EQ(s.events.size(), 4u);
+	EXPECT_EQ(-EEXIST, strata_rt_slot_open(3, &c, u));
+}
+
+TEST(Rules, GlobsLoglevelsAndLastRuleWins)
+{
+	Slot s(2, config(STRATA_MODE_DISCARD, 1, 2, 4096), {});
+	ASSERT_TRUE(s.reader);
+	EXPECT_EQ(armed(2, {}), 0u);
+	EXPECT_EQ(armed(2, {rule("rbtest:*")}), 15u);
+	EXPECT_EQ(armed(2, {rule("*")}), 15u);
+	EXPECT_EQ(armed(2, {rule("rbtest:rec")}), 1u);
+	EXPECT_EQ(armed(2, {rule("rbtest:re")}), 0u);
+	EXPECT_EQ(armed(2, {rule("rb*:a*l")}), 4u);
+	EXPECT_EQ(armed(2, {rule("*s")}), 8u);
+	EXPECT_EQ(armed(2, {rule("*:*i*")}), 2u);
+	EXPECT_EQ(armed(2, {rule("other:*")}), 0u);
+	EXPECT_EQ(armed(2, {rule("*"), rule("rbtest:sig", false)}), 13u);
+	EXPECT_EQ(armed(2, {rule("rbtest:sig", false), rule("*")}), 15u);
+	// loglevels: rec INFO(6), sig DEBUG(7), all WARNING(4), noargs ERR(3)
+	EXPECT_EQ(armed(2, {rule("*", true, 4)}), 12u);
+	EXPECT_EQ(armed(2, {rule("*", true, 6)}), 13u);
+	EXPECT_EQ(armed(2, {rule("*"), rule("*", false, 3)}), 7u);
+	// Only slot 2's bit moves.
+	EXPECT_EQ(state_of(TP(rec)) & ~(1u << 2), 0u);
+	// Field filters are stored but not evaluated yet: enabled, never FILTERED.
+	strata_rule f = rule("rbtest:rec");
+	strcpy(f.filter, "seq > 3");
+	EXPECT_EQ(armed(2, {f}), 1u);
+	EXPECT_EQ(state_of(TP(rec)) & STRATA_TP_FILTERED, 0u);
+	// Bad rule sets are refused and change nothing.
+	std::vector<strata_rule> many(STRATA_MAX_RULES + 1, rule("*"));
+	EXPECT_EQ(-E2BIG, strata_rt_slot_set_rules(2, many.data(), many.size()));
+	strata_rule unterminated = rule("*");
+	memset(unterminated.pattern, '*', sizeof unterminated.pattern);
+	EXPECT_EQ(-EINVAL, strata_rt_slot_set_rules(2, &unterminated, 1));
+	EXPECT_EQ(state_of(TP(rec)), 1u << 2);
+	// Closing the slot disarms it.
+	strata_rt_slot_close(2);
+	s.fd = -1;
+	EXPECT_EQ(state_of(TP(rec)), 0u);
+	EXPECT_TRUE(s.reader->producer_exited());
+}
+
+TEST(Registry, NamesIdsDedupLateModulesUnregister)
+{
+	char name[64];
+	uint32_t ll = 99;
+	uint32_t n = strata_rt_event_count();
+	ASSERT_GE(n, 4u);
+	EXPECT_EQ(0, strata_rt_event_name(TP(rec).id, name, sizeof name, &ll));
+	EXPECT_STREQ(name, "rbtest:rec");
+	EXPECT_EQ(ll, (uint32_t)STRATA_LOGLEVEL_INFO);
+	EXPECT_EQ(0, strata_rt_event_name(TP(noargs).id, name, 8, nullptr));
+	EXPECT_STREQ(name, "rbtest:"); // truncated, terminated
+	EXPECT_EQ(-ENOENT, strata_rt_event_name(n + 100, name, sizeof name, nullptr));
+
+	Slot s(4, config(STRATA_MODE_DISCARD, 1, 2, 4096), {rule("late:*")});
+	ASSERT_TRUE(s.reader);
+	// A "module" registered late (as by dlopen): described in the open
+	// slot, armed by the slot's current rules.
+	static const strata_field_desc fields[] = {
+		{"x", STRATA_FIELD_INTEGER, 4, 0, 10, 0, nullptr}};
+	static const strata_event_desc good = {STRATA_API_VERSION, 6, "late", "ev", 1, fields};
+	static const strata_event_desc bad_name = {STRATA_API_VERSION, 6, "late", "bad name", 1, fields};
+	static const strata_event_desc bad_version = {99, 6, "late", "v", 1, fields};
+	static strata_tracepoint tp_good = {0, STRATA_TP_MAGIC, &good, 0, 0};
+	static strata_tracepoint tp_bad_magic = {0, 0x1234, &good, 0, 0};
+	static strata_tracepoint tp_bad_name = {0, STRATA_TP_MAGIC, &bad_name, 0, 0};
+	static strata_tracepoint tp_bad_version = {0, STRATA_TP_MAGIC, &bad_version, 0, 0};
+	static strata_tracepoint *const section[] = {&tp_good, &tp_bad_magic, &tp_bad_name,
+						     &tp_bad_version, nullptr};
+	strata_rt_stats before, after;
+	strata_rt_get_stats(&before);
+	strata_register_tracepoints(section, section + 5);
+	strata_rt_get_stats(&after);
+	EXPECT_EQ(after.rejected_tracepoints - before.rejected_tracepoints, 3u);
+	EXPECT_EQ(tp_good.id, n); // ids in registration order
+	EXPECT_EQ(strata_rt_event_count(), n + 1);
+	EXPECT_EQ(state_of(tp_good), 1u << 4);
+	EXPECT_EQ(state_of(tp_bad_magic), 0u);
+	std::vector<strata::EventInfo> evs;
+	std::vector<std::string> errs;
+	ASSERT_TRUE(s.reader->read_new_events(&evs, &errs));
+	ASSERT_EQ(evs.size(), 1u);
+	EXPECT_EQ(evs[0].provider + ":" + evs[0].name, "late:ev");
+	EXPECT_EQ(evs[0].id, n);
+	// The same section again: ignored.
+	strata_register_tracepoints(section, section + 5);
+	evs.clear();
+	ASSERT_TRUE(s.reader->read_new_events(&evs, &errs));
+	EXPECT_TRUE(evs.empty());
+	EXPECT_EQ(strata_rt_event_count(), n + 1);
+	// Unregister (dlclose): disarmed, forgotten; a new registration gets a new id.
+	strata_unregister_tracepoints(section, section + 5);
+	EXPECT_EQ(state_of(tp_good), 0u);
+	EXPECT_EQ(-ENOENT, strata_rt_event_name(n, name, sizeof name, nullptr));
+	strata_register_tracepoints(section, section + 5);
+	EXPECT_EQ(tp_good.id, n + 1); // ids are never reused
+	EXPECT_EQ(state_of(tp_good), 1u << 4);
+	strata_unregister_tracepoints(section, section + 5);
+}
+
+TEST(Writer, NestingDepthIsBoundedAndCounted)
+{
+	Slot s(5, config(STRATA_MODE_DISCARD, 1, 2, 4096), {rule("*")});
+	ASSERT_TRUE(s.reader);
+	strata_reservation r[5];
+	for (int d = 0; d < 4; d++)
+		ASSERT_EQ(1, strata_reserve(&r[d], &TP(noargs), 5, 16)) << "depth " << d;
+	EXPECT_EQ(0, strata_reserve(&r[4], &TP(noargs), 5, 16)); // a 5th level: refused
+	EXPECT_EQ(s.reader->lane_discarded(0), 1u);
+	for (int d = 3; d >= 0; d--)
+		strata_commit(&r[d]);
+	ASSERT_EQ(1, strata_reserve(&r[0], &TP(noargs), 5, 16)); // depth is back to 0
+	strata_commit(&r[0]);
+	std::vector<uint8_t> pkt = one_packet(s);
+	EXPECT_EQ(count_records(s, pkt), 5u);
+	EXPECT_EQ(packet_header(pkt).events_discarded, 1u);
+}
+
+TEST(Writer, RecordsTooLargeForASubBufferAreDiscarded)
+{
+	const uint64_t S = 4096;
+	Slot s(5, config(STRATA_MODE_DISCARD, 1, 2, S), {rule("*")});
+	ASSERT_TRUE(s.reader);
+	strata_reservation r;
+	const uint64_t max = S - STRATA_PACKET_HEADER_SIZE - 8;
+	EXPECT_EQ(0, strata_reserve(&r, &TP(noargs), 5, max + 1)); // rounds up past the limit
+	EXPECT_EQ(0, strata_reserve(&r, &TP(noargs), 5, 1 << 20));
+	EXPECT_EQ(0, strata_reserve(&r, &TP(noargs), 5, 8)); // smaller than a record header
+	EXPECT_EQ(s.reader->lane_discarded(0), 3u);
+	ASSERT_EQ(1, strata_reserve(&r, &TP(noargs), 5, max));
+	memset(r.rec + 16, 0, max - 16);
+	strata_commit(&r);
+	std::vector<uint8_t> big(5000, 0x5a);
+	const uint32_t none[1] = {0};
+	strata_tracepoint(rbtest, all, 0, 0, 0, 0.0, 0.0f, 0, "", (const int16_t *)big.data(),
+			  none, 0, big.data(), big.size());
+	EXPECT_EQ(s.reader->lane_discarded(0), 4u);
+	std::vector<uint8_t> pkt = one_packet(s);
+	strata_packet_header ph = packet_header(pkt);
+	EXPECT_EQ(ph.content_size / 8, STRATA_PACKET_HEADER_SIZE + max);
+	EXPECT_EQ(ph.events_discarded, 4u);
+}
+
+TEST(Reader, FlushWaitsForInFlightCommitsAndDropsWhatADeadWriterLeft)
+{
+	Slot s(6, config(STRATA_MODE_DISCARD, 1, 4, 4096), {rule("*")});
+	ASSERT_TRUE(s.reader);
+	strata_tracepoint(rbtest, noargs);
+	strata_reservation r;
+	ASSERT_EQ(1, strata_reserve(&r, &TP(noargs), 6, 16)); // a writer between reserve and commit
+	std::string msg;
+	EXPECT_EQ(strata::FlushStatus::kPending, s.reader->flush(0, false, 20, &msg));
+	std::vector<uint8_t> pkt;
+	EXPECT_EQ(strata::ReadStatus::kEmpty, s.reader->next_packet(0, &pkt, &msg));
+	strata_commit(&r); // it finishes: the packet completes
+	EXPECT_EQ(strata::FlushStatus::kDone, s.reader->flush(0, false, 1000, &msg)) << msg;
+	ASSERT_EQ(strata::ReadStatus::kPacket, s.reader->next_packet(0, &pkt, &msg)) << msg;
+	EXPECT_EQ(count_records(s, pkt), 2u);
+
+	// Now it never commits and the producer is declared dead.
+	strata_tracepoint(rbtest, noargs);
+	ASSERT_EQ(1, strata_reserve(&r, &TP(noargs), 6, 16));
+	EXPECT_EQ(strata::FlushStatus::kDropped, s.reader->flush(0, true, 20, &msg));
+	EXPECT_EQ(strata::ReadStatus::kSkipped, s.reader->next_packet(0, &pkt, &msg));
+	EXPECT_NE(msg.find("never completed"), std::string::npos) << msg;
+	EXPECT_EQ(s.reader->stats().incomplete_dropped, 1u);
+	EXPECT_EQ(strata::ReadStatus::kEmpty, s.reader->next_packet(0, &pkt, &msg));
+	strata_commit(&r); // (restores this thread's nesting depth)
+}
+
+TEST(Reader, TrailingLossPacketCarriesTheFinalCount)
+{
+	Slot s(7, config(STRATA_MODE_DISCARD, 1, 2, 4096), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	// Nobody drains: two sub-buffers fill, the rest is discarded.
+	const uint64_t n = 1000;
+	for (uint64_t i = 0; i < n; i++)
+		strata_tracepoint(rbtest, rec, 1u, i, checksum(1, i));
+	std::vector<uint8_t> pkt;
+	std::string msg;
+	uint64_t recorded = 0, last_seq = 0, last_ts = 0;
+	while (s.reader->next_packet(0, &pkt, &msg) == strata::ReadStatus::kPacket) {
+		recorded += count_records(s, pkt);
+		last_seq = packet_header(pkt).packet_seq_num;
+		last_ts = packet_header(pkt).timestamp_end;
+	}
+	EXPECT_EQ(strata::FlushStatus::kDone, s.reader->flush(0, false, 1000, &msg)) << msg;
+	while (s.reader->next_packet(0, &pkt, &msg) == strata::ReadStatus::kPacket) {
+		recorded += count_records(s, pkt);
+		last_seq = packet_header(pkt).packet_seq_num;
+		last_ts = packet_header(pkt).timestamp_end;
+	}
+	ASSERT_TRUE(s.reader->trailing_loss_packet(0, &pkt));
+	strata_packet_header ph = packet_header(pkt);
+	EXPECT_EQ(pkt.size(), STRATA_PACKET_HEADER_SIZE);
+	EXPECT_EQ(ph.content_size, STRATA_PACKET_HEADER_SIZE * 8);
+	EXPECT_EQ(ph.packet_size, STRATA_PACKET_HEADER_SIZE * 8);
+	EXPECT_EQ(ph.packet_seq_num, last_seq + 1);
+	EXPECT_EQ(ph.timestamp_begin, last_ts);
+	EXPECT_EQ(recorded + ph.events_discarded, n);
+	EXPECT_GT(ph.events_discarded, 0u);
+	EXPECT_FALSE(s.reader->trailing_loss_packet(0, &pkt)); // once
+}
+
+namespace {
+std::atomic<int> g_hook_calls{0};
+void fork_hook()
+{
+	g_hook_calls.fetch_add(1, std::memory_order_relaxed); // a counter, no ordering
+}
+} // namespace
+
+TEST(Fork, TheChildNeverWritesIntoTheParentsBuffers)
+{
+	Slot s(8, config(STRATA_MODE_DISCARD, 1, 4, 4096), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	strata_tracepoint(rbtest, rec, 1u, 0u, checksum(1, 0));
+	strata_rt_set_fork_child_hook(fork_hook);
+	std::string err;
+	std::unique_ptr<strata::Reader> view = strata::Reader::attach(s.fd, &err);
+	ASSERT_TRUE(view);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int bad = 0;
+		if (g_hook_calls.load() != 1)
+			bad |= 1;
+		if (state_of(TP(rec)) != 0)
+			bad |= 2;
+		strata_reservation r;
+		if (strata_reserve(&r, &TP(rec), 8, 40))
+			bad |= 4;
+		for (uint64_t i = 0; i < 1000; i++) // disarmed: nothing happens
+			strata_tracepoint(rbtest, rec, 2u, i, checksum(2, i));
+		// The child can open its own slot (as its control plane would).
+		strata_channel_config c = config(STRATA_MODE_DISCARD, 1, 2, 4096);
+		int fd = strata_rt_slot_open(8, &c, test_uuid());
+		if (fd < 0)
+			bad |= 8;
+		_exit(bad);
+	}
+	ASSERT_GT(pid, 0);
+	int status = 0;
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(WEXITSTATUS(status), 0) << "bits: 1 hook, 2 state, 4 reserve, 8 own slot";
+	strata_rt_set_fork_child_hook(nullptr);
+	// The parent's buffer holds exactly its own single event.
+	std::vector<uint8_t> pkt = one_packet(s);
+	EXPECT_EQ(count_records(s, pkt), 1u);
+	EXPECT_NE(state_of(TP(rec)), 0u); // and the parent still traces
+}
