@@ -11,7 +11,8 @@
  * for bench/run.py:
  *   loop W T N      T threads each emit N events of workload W (ints, str,
  *                   mixed) after a common barrier; prints the mean per-thread
- *                   ns per loop iteration.  Without a session this is the
+ *                   ns per loop iteration, in wall time and in thread CPU
+ *                   time.  Without a session this is the
  *                   disabled-tracepoint cost.
  *   rate W R MS     one thread emits workload W at R events/s (bursts of
  *                   R/1000 events at each millisecond; R = 0: unthrottled)
@@ -21,8 +22,9 @@
  *   hold T N        T threads each emit N "ints" events, then stay alive;
  *                   prints "ready=1" and waits for EOF on stdin (memory).
  *   noop            returns at once (start-up cost).
- *   spawn N PROG..  runs PROG N times (posix_spawn + waitpid) and prints the
- *                   median and mean wall time per run in microseconds.
+ *   spawn N PROG..  runs each PROG N times with the argument "noop"
+ *                   (posix_spawn + waitpid, programs interleaved) and prints
+ *                   the median and minimum wall time of each in microseconds.
  *
  * No concurrency beyond the benchmark threads themselves: they share only
  * the start/stop barriers and write their own slot of `elapsed_ns`, read by
@@ -78,6 +80,15 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* CPU time of the calling thread: less disturbed by other processes on a
+ * shared machine than wall time (a descheduled thread is not charged). */
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* The three loops: noinline so callgrind can count exactly these functions
  * (--toggle-collect=bench_loop_*). */
 __attribute__((noinline)) void bench_loop_ints(uint64_t n)
@@ -118,6 +129,7 @@ struct worker {
 	bench_loop_fn fn;
 	uint64_t n;
 	uint64_t elapsed_ns;
+	uint64_t cpu_ns;
 	pthread_barrier_t *start;
 	pthread_barrier_t *hold; /* hold mode: stay alive until main arrives */
 };
@@ -126,8 +138,9 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	pthread_barrier_wait(w->start);
-	uint64_t t0 = now_ns();
+	uint64_t c0 = cpu_ns(), t0 = now_ns();
 	w->fn(w->n);
+	w->cpu_ns = cpu_ns() - c0;
 	/* release: pairs with main's acquire poll in hold mode (pthread_join
 	 * orders it otherwise) */
 	__atomic_store_n(&w->elapsed_ns, now_ns() - t0, __ATOMIC_RELEASE);
@@ -145,7 +158,7 @@ static int run_threads(bench_loop_fn fn, unsigned nthreads, uint64_t n, int hold
 		pthread_barrier_init(&hold_b, NULL, nthreads + 1);
 	uint64_t t0 = now_ns();
 	for (unsigned i = 0; i < nthreads; i++) {
-		workers[i] = (struct worker){ 0, fn, n, 0, &start, hold ? &hold_b : NULL };
+		workers[i] = (struct worker){ 0, fn, n, 0, 0, &start, hold ? &hold_b : NULL };
 		int err = pthread_create(&workers[i].thread, NULL, worker_main, &workers[i]);
 		if (err) {
 			fprintf(stderr, "pthread_create: %s\n", strerror(err));
@@ -172,14 +185,16 @@ static int run_threads(bench_loop_fn fn, unsigned nthreads, uint64_t n, int hold
 			;
 		pthread_barrier_wait(&hold_b);
 	}
-	double sum = 0;
+	double sum = 0, cpu = 0;
 	for (unsigned i = 0; i < nthreads; i++) {
 		pthread_join(workers[i].thread, NULL);
 		sum += (double)workers[i].elapsed_ns / (double)(n ? n : 1);
+		cpu += (double)workers[i].cpu_ns / (double)(n ? n : 1);
 	}
 	uint64_t wall = now_ns() - t0;
-	printf("side=%s\nthreads=%u\nemitted=%llu\nns_per_event=%.3f\nwall_ms=%.1f\n", BENCH_SIDE,
-	       nthreads, (unsigned long long)(n * nthreads), sum / nthreads, (double)wall / 1e6);
+	printf("side=%s\nthreads=%u\nemitted=%llu\nns_per_event=%.3f\ncpu_ns_per_event=%.3f\n"
+	       "wall_ms=%.1f\n", BENCH_SIDE, nthreads, (unsigned long long)(n * nthreads),
+	       sum / nthreads, cpu / nthreads, (double)wall / 1e6);
 	return 0;
 }
 
@@ -235,31 +250,39 @@ static int cmp_u64(const void *a, const void *b)
 
 extern char **environ;
 
-static int run_spawn(unsigned n, char **argv)
+/* Runs each program of progs[0..nprog) with the argument "noop", n rounds,
+ * interleaved (A B C A B C ...) so that load on a shared machine hits all of
+ * them alike; prints the median and minimum wall time of each. */
+static int run_spawn(unsigned n, char **progs, unsigned nprog)
 {
-	uint64_t *t = calloc(n, sizeof *t);
+	uint64_t *t = calloc((size_t)n * nprog, sizeof *t);
 	if (!t)
 		return 1;
-	double sum = 0;
 	for (unsigned i = 0; i < n; i++) {
-		pid_t pid;
-		int status;
-		uint64_t t0 = now_ns();
-		int err = posix_spawn(&pid, argv[0], NULL, NULL, argv, environ);
-		if (err) {
-			fprintf(stderr, "posix_spawn %s: %s\n", argv[0], strerror(err));
-			return 1;
+		for (unsigned p = 0; p < nprog; p++) {
+			char *argv[] = { progs[p], (char *)"noop", NULL };
+			pid_t pid;
+			int status;
+			uint64_t t0 = now_ns();
+			int err = posix_spawn(&pid, progs[p], NULL, NULL, argv, environ);
+			if (err) {
+				fprintf(stderr, "posix_spawn %s: %s\n", progs[p], strerror(err));
+				return 1;
+			}
+			if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+				fprintf(stderr, "%s failed (status %d)\n", progs[p], status);
+				return 1;
+			}
+			t[(size_t)p * n + i] = now_ns() - t0;
 		}
-		if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
-			fprintf(stderr, "%s failed (status %d)\n", argv[0], status);
-			return 1;
-		}
-		t[i] = now_ns() - t0;
-		sum += (double)t[i];
 	}
-	qsort(t, n, sizeof *t, cmp_u64);
-	printf("runs=%u\nmedian_us=%.1f\nmean_us=%.1f\nmin_us=%.1f\n", n, (double)t[n / 2] / 1e3,
-	       sum / n / 1e3, (double)t[0] / 1e3);
+	printf("runs=%u\n", n);
+	for (unsigned p = 0; p < nprog; p++) {
+		uint64_t *tp = t + (size_t)p * n;
+		qsort(tp, n, sizeof *tp, cmp_u64);
+		printf("median_us_%u=%.1f\nmin_us_%u=%.1f\n", p, (double)tp[n / 2] / 1e3, p,
+		       (double)tp[0] / 1e3);
+	}
 	free(t);
 	return 0;
 }
@@ -279,7 +302,7 @@ static uint64_t arg_u64(const char *s)
 static int usage(void)
 {
 	fprintf(stderr, "usage: strata-bench{,-lttng,-plain} MODE ...\n"
-			"  loop W T N | rate W R MS | tick US MS | hold T N | noop | spawn N PROG [ARGS]\n"
+			"  loop W T N | rate W R MS | tick US MS | hold T N | noop | spawn N PROG...\n"
 			"  W: ints, str, mixed\n");
 	return 2;
 }
@@ -311,7 +334,7 @@ int main(int argc, char **argv)
 		uint64_t n = arg_u64(argv[2]);
 		if (n < 1)
 			return usage();
-		return run_spawn((unsigned)n, argv + 3);
+		return run_spawn((unsigned)n, argv + 3, (unsigned)(argc - 3));
 	}
 	return usage();
 }
