@@ -334,7 +334,8 @@ int registry_store_rules(unsigned slot, const strata_rule *rules, size_t n)
 		if (!memchr(rules[i].pattern, 0, sizeof rules[i].pattern) ||
 		    !memchr(rules[i].filter, 0, sizeof rules[i].filter))
 			return -EINVAL;
-	memcpy(g_rules[slot].rules, rules, n * sizeof *rules);
+	if (n)
+		memcpy(g_rules[slot].rules, rules, n * sizeof *rules);
 	g_rules[slot].n = n;
 	return 0;
 }
