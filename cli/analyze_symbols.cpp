@@ -4,6 +4,8 @@
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <elf.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -30,6 +32,15 @@ struct Dw {
 	decltype(&dwfl_module_addrinfo) addrinfo = nullptr;
 	decltype(&dwfl_module_getsrc) getsrc = nullptr;
 	decltype(&dwfl_lineinfo) lineinfo = nullptr;
+	decltype(&dwfl_module_addrdie) addrdie = nullptr;
+	decltype(&dwarf_child) child = nullptr;
+	decltype(&dwarf_siblingof) siblingof = nullptr;
+	decltype(&dwarf_haspc) haspc = nullptr;
+	decltype(&dwarf_tag) tag = nullptr;
+	decltype(&dwarf_attr) attr = nullptr;
+	decltype(&dwarf_formudata) formudata = nullptr;
+	decltype(&dwarf_getsrcfiles) getsrcfiles = nullptr;
+	decltype(&dwarf_filesrc) filesrc = nullptr;
 	Dwfl_Callbacks cb{};
 	char *debuginfo_path = nullptr;
 
@@ -53,6 +64,15 @@ struct Dw {
 		get(&addrinfo, "dwfl_module_addrinfo");
 		get(&getsrc, "dwfl_module_getsrc");
 		get(&lineinfo, "dwfl_lineinfo");
+		get(&addrdie, "dwfl_module_addrdie");
+		get(&child, "dwarf_child");
+		get(&siblingof, "dwarf_siblingof");
+		get(&haspc, "dwarf_haspc");
+		get(&tag, "dwarf_tag");
+		get(&attr, "dwarf_attr");
+		get(&formudata, "dwarf_formudata");
+		get(&getsrcfiles, "dwarf_getsrcfiles");
+		get(&filesrc, "dwarf_filesrc");
 		get(&cb.find_elf, "dwfl_build_id_find_elf");
 		get(&cb.find_debuginfo, "dwfl_standard_find_debuginfo");
 		get(&cb.section_address, "dwfl_offline_section_address");
@@ -120,6 +140,13 @@ bool read_loads(const std::string &path, std::vector<Segment> *out)
 	return ok && !out->empty();
 }
 
+// System headers (libstdc++'s std::mutex, gthr...) are not where a user
+// looks for their lock: prefer the first location outside them.
+bool system_file(const std::string &f)
+{
+	return f.rfind("/usr/include/", 0) == 0 || f.rfind("/usr/lib/gcc/", 0) == 0;
+}
+
 std::string demangle(const char *name)
 {
 	int st = 0;
@@ -156,6 +183,70 @@ struct SymbolTable::Impl {
 		o.path = path;
 		o.ok = read_loads(path, &o.loads);
 		return &o;
+	}
+
+	// The DIEs whose ranges contain pc, outermost first (subprogram,
+	// lexical blocks, inlined subroutines), looking through namespaces
+	// and classes.  dwarf_getscopes gives only the innermost inline.
+	bool scopes_at(Dwarf_Die *parent, Dwarf_Addr pc, std::vector<Dwarf_Die> *path, int depth)
+	{
+		Dwarf_Die c;
+		if (depth > 64 || dw.child(parent, &c) != 0)
+			return false;
+		do {
+			int t = dw.tag(&c);
+			if (dw.haspc(&c, pc) > 0) {
+				path->push_back(c);
+				scopes_at(&c, pc, path, depth + 1);
+				return true;
+			}
+			if ((t == DW_TAG_namespace || t == DW_TAG_class_type || t == DW_TAG_structure_type ||
+			     t == DW_TAG_union_type) && scopes_at(&c, pc, path, depth + 1))
+				return true;
+		} while (dw.siblingof(&c, &c) == 0);
+		return false;
+	}
+
+	/*
+	 * file:line of a code address.  When the line table points into a
+	 * system header (code inlined from std::mutex::lock...), walk the
+	 * inlined-subroutine scopes outwards and take the first call site
+	 * outside system headers: that is the user's line.
+	 */
+	std::string location(Dwfl_Module *mod, GElf_Addr a)
+	{
+		Dwfl_Line *line = dw.getsrc(mod, a);
+		int lineno = 0;
+		const char *file = line ? dw.lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr) : nullptr;
+		if (!file)
+			return "";
+		std::string first = std::string(file) + ":" + std::to_string(lineno);
+		if (!system_file(file))
+			return first;
+		Dwarf_Addr bias = 0;
+		Dwarf_Die *cu = dw.addrdie(mod, a, &bias);
+		Dwarf_Files *files = nullptr;
+		size_t nfiles = 0;
+		if (!cu || dw.getsrcfiles(cu, &files, &nfiles) != 0)
+			return first;
+		std::vector<Dwarf_Die> path; // outermost first
+		scopes_at(cu, a - bias, &path, 0);
+		std::string out = first;
+		for (size_t i = path.size(); i-- > 0;) {
+			if (dw.tag(&path[i]) != DW_TAG_inlined_subroutine)
+				continue;
+			Dwarf_Attribute am;
+			Dwarf_Word fi = 0, li = 0;
+			if (dw.formudata(dw.attr(&path[i], DW_AT_call_file, &am), &fi) != 0 ||
+			    dw.formudata(dw.attr(&path[i], DW_AT_call_line, &am), &li) != 0 || fi >= nfiles)
+				continue;
+			const char *f = dw.filesrc(files, fi, nullptr, nullptr);
+			if (f && !system_file(f)) {
+				out = std::string(f) + ":" + std::to_string(li) + " (via " + first + ")";
+				break;
+			}
+		}
+		return out;
 	}
 
 	void open_dw(Object *o)
@@ -231,14 +322,8 @@ Symbol SymbolTable::lookup(uint32_t proc, uint64_t addr, bool is_code)
 			s.function = demangle(name) + (off ? "+" + hex(off) : std::string());
 		else
 			s.function = o->path.substr(o->path.rfind('/') + 1) + "+" + hex(v);
-		if (is_code) {
-			Dwfl_Line *line = impl_->dw.getsrc(o->mod, a - 1);
-			int lineno = 0;
-			const char *file = line ? impl_->dw.lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)
-						: nullptr;
-			if (file)
-				s.location = std::string(file) + ":" + std::to_string(lineno);
-		}
+		if (is_code)
+			s.location = impl_->location(o->mod, a - 1);
 		return s;
 	}
 	return s;

@@ -141,7 +141,13 @@ def main():
     elif sc in ("signal", "ctor"):
         expect(sc, "lock", prog_out["acq"])
     elif sc == "cxx":
-        expect("std::mutex", "mutex", prog_out["mutex_acq"])
+        lk = expect("std::mutex", "mutex", prog_out["mutex_acq"])
+        if lk and lk["sites"]:
+            # std::mutex::lock is inlined from libstdc++ headers: the site must
+            # still name the user's line, not gthr-default.h.
+            check(lk["sites"][0]["location"].startswith(os.path.join(os.path.dirname(
+                os.path.abspath(__file__)), "pt_cxx.cpp:")),
+                "std::mutex site at the user's line (%r)" % lk["sites"][0]["location"])
         expect("std::shared_mutex", "shared", prog_out["shared_acq"])
     else:
         check(False, "unknown scenario " + sc)
