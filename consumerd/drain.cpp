@@ -260,6 +260,9 @@ void Drain::run()
 	reader_->end_wait();
 	final_drain();
 	close_files();
+	// Unmap now: a session that outlives many short processes must not
+	// keep their (memfd-backed, resident) buffers alive.
+	reader_.reset();
 	// Release: every file is closed before finished() reports it.
 	done_.store(true, std::memory_order_release);
 }
