@@ -105,6 +105,13 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 	}
 
 	std::map<LockKey, Work> locks;
+	std::map<LockKey, CondStats> conds;
+	auto cond_of = [&](const Event &e) -> CondStats & {
+		CondStats &c = conds[LockKey{e.proc, e.cond}];
+		c.proc = e.proc;
+		c.addr = e.cond;
+		return c;
+	};
 	// Open holds per (process, thread, lock): acquisition timestamps, LIFO.
 	std::map<ThreadKey, std::vector<int64_t>> open;
 	struct RawInterval {
@@ -177,6 +184,12 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 				rep.unmatched_unlocks++;
 		} else if (e.op == Op::CondWait || e.op == Op::CondTimedwait) {
 			rep.cond_waits++;
+			CondStats &cs = cond_of(e);
+			cs.waits++;
+			cs.timeouts += e.ret == ETIMEDOUT;
+			cs.wait_total += e.wait_ns;
+			cs.wait_max = std::max(cs.wait_max, e.wait_ns);
+			cs.mutex = e.lock;
 			if (!e.lock)
 				continue;
 			Work &w = work_of(e.proc, e.lock, Op::MutexLock);
@@ -187,6 +200,8 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 			open[tk].push_back(e.ts);
 		} else {
 			rep.cond_signals++;
+			CondStats &cs = cond_of(e);
+			(e.op == Op::CondBroadcast ? cs.broadcasts : cs.signals)++;
 		}
 	}
 
@@ -209,6 +224,14 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 		return std::tie(a.wait_total, a.acquisitions, b.proc, b.addr) >
 		       std::tie(b.wait_total, b.acquisitions, a.proc, a.addr);
 	});
+
+	for (auto &kv : conds)
+		rep.conds.push_back(kv.second);
+	std::sort(rep.conds.begin(), rep.conds.end(), [](const CondStats &a, const CondStats &b) {
+		return std::tie(a.wait_total, a.waits, b.proc, b.addr) > std::tie(b.wait_total, b.waits, a.proc, a.addr);
+	});
+	for (size_t i = 0; sym && i < rep.conds.size() && i < opt.top; i++)
+		rep.conds[i].name = sym(rep.conds[i].proc, rep.conds[i].addr, false);
 
 	// Symbolize what the reports show: lock names and the top sites.
 	for (size_t i = 0; i < rep.locks.size(); i++) {

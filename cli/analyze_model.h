@@ -118,6 +118,17 @@ struct LockStats {
 	std::vector<Site> sites;    // by wait_total, then acquisitions, descending
 };
 
+// A condition variable: how long threads waited on it (not lock contention:
+// a thread waiting for work is not slowed by a lock).
+struct CondStats {
+	uint32_t proc = 0;
+	uint64_t addr = 0;
+	Symbol name;
+	uint64_t waits = 0, timeouts = 0, signals = 0, broadcasts = 0;
+	uint64_t wait_total = 0, wait_max = 0;
+	uint64_t mutex = 0;          // the mutex of its last wait
+};
+
 struct Interval {
 	int64_t tid = 0;
 	uint32_t proc = 0;
@@ -129,6 +140,7 @@ struct Interval {
 struct Report {
 	std::vector<Process> procs;
 	std::vector<LockStats> locks;      // by wait_total, then acquisitions, descending
+	std::vector<CondStats> conds;      // by wait_total descending
 	std::vector<Interval> timeline;    // waits and holds of the top locks
 	uint64_t events = 0, discarded = 0, other_events = 0;
 	uint64_t unmatched_unlocks = 0;    // unlock without a traced acquisition

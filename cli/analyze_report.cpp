@@ -124,6 +124,24 @@ void write_text(std::ostream &o, const Report &r, const Options &opt)
 			      format_ns(static_cast<double>(l.hold_max)).c_str());
 		o << line;
 	}
+	if (!r.conds.empty()) {
+		std::snprintf(line, sizeof line, "\n%-4s %-34s %8s %8s %8s %11s %11s\n", "#", "condition variable",
+			      "waits", "timeouts", "wakeups", "wait total", "wait max");
+		o << line;
+	}
+	for (size_t i = 0; i < r.conds.size() && i < opt.top; i++) {
+		const CondStats &c = r.conds[i];
+		std::string name = hex(c.addr) + (c.name.function.empty() ? "" : " (" + c.name.function + ")");
+		if (r.procs.size() > 1)
+			name = proc_label(r, c.proc) + " " + name;
+		if (name.size() > 34)
+			name = name.substr(0, 31) + "...";
+		std::snprintf(line, sizeof line, "%-4zu %-34s %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %11s %11s\n", i + 1,
+			      name.c_str(), c.waits, c.timeouts, c.signals + c.broadcasts,
+			      format_ns(static_cast<double>(c.wait_total)).c_str(),
+			      format_ns(static_cast<double>(c.wait_max)).c_str());
+		o << line;
+	}
 	for (size_t i = 0; i < r.locks.size() && i < opt.top; i++) {
 		const LockStats &l = r.locks[i];
 		if (!l.contended)
@@ -185,6 +203,15 @@ void write_json(std::ostream &o, const Report &r, const Options &opt)
 			o << "]}";
 		}
 		o << "]}";
+	}
+	o << "\n  ],\n  \"conds\": [";
+	for (size_t i = 0; i < r.conds.size(); i++) {
+		const CondStats &c = r.conds[i];
+		o << (i ? "," : "") << "\n    {\"process\": " << c.proc << ", \"address\": " << json_str(hex(c.addr))
+		  << ", \"symbol\": " << json_str(c.name.function) << ", \"mutex\": " << json_str(hex(c.mutex))
+		  << ", \"waits\": " << c.waits << ", \"timeouts\": " << c.timeouts << ", \"signals\": " << c.signals
+		  << ", \"broadcasts\": " << c.broadcasts << ", \"wait_total_ns\": " << c.wait_total
+		  << ", \"wait_max_ns\": " << c.wait_max << "}";
 	}
 	o << "\n  ]\n}\n";
 	(void)opt;
@@ -332,7 +359,24 @@ void write_html(std::ostream &o, const Report &r, const Options &opt)
 		  << "</td><td class=n>" << format_ns(static_cast<double>(l.wait_max)) << "</td><td class=n>"
 		  << format_ns(static_cast<double>(l.hold_max)) << "</td></tr>\n";
 	}
-	o << "</table>\n<h2>Per-thread timeline of the top " << std::min(opt.timeline_locks, r.locks.size())
+	o << "</table>\n";
+	if (!r.conds.empty()) {
+		o << "<h2>Condition variables</h2>\n<p class=note>Time threads spent waiting for a condition "
+		     "(waiting for work, not slowed by a lock).</p>\n<table><tr><th>process</th><th>condition "
+		     "variable</th><th>mutex</th><th>waits</th><th>timeouts</th><th>signals</th><th>broadcasts</th>"
+		     "<th>wait total</th><th>wait max</th></tr>\n";
+		for (size_t i = 0; i < r.conds.size() && i < opt.top; i++) {
+			const CondStats &c = r.conds[i];
+			o << "<tr><td>" << html_esc(proc_label(r, c.proc)) << "</td><td><code>" << hex(c.addr)
+			  << (c.name.function.empty() ? "" : " (" + html_esc(c.name.function) + ")") << "</code></td><td><code>"
+			  << hex(c.mutex) << "</code></td><td class=n>" << c.waits << "</td><td class=n>" << c.timeouts
+			  << "</td><td class=n>" << c.signals << "</td><td class=n>" << c.broadcasts << "</td><td class=n>"
+			  << format_ns(static_cast<double>(c.wait_total)) << "</td><td class=n>"
+			  << format_ns(static_cast<double>(c.wait_max)) << "</td></tr>\n";
+		}
+		o << "</table>\n";
+	}
+	o << "<h2>Per-thread timeline of the top " << std::min(opt.timeline_locks, r.locks.size())
 	  << " locks</h2>\n";
 	svg_timeline(o, r, opt);
 	for (size_t i = 0; i < r.locks.size() && i < opt.timeline_locks; i++) {

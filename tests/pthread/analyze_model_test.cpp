@@ -98,6 +98,7 @@ TEST(AnalyzeModel, RecursiveAndCondWaitAndProcesses)
 	};
 	c.ts = 300; // released at 200 (hold 100), re-acquired at 300
 	c.lock = M;
+	c.cond = 0xc0;
 	in.events.push_back(c);
 	in.events.push_back(ev(350, 1, Op::MutexUnlock, M)); // hold 50
 	Event other = ev(360, 7, Op::MutexLock, M);
@@ -114,6 +115,11 @@ TEST(AnalyzeModel, RecursiveAndCondWaitAndProcesses)
 	EXPECT_EQ(r.unmatched_unlocks, 1u);
 	EXPECT_EQ(ch->acquisitions, 1u);
 	EXPECT_EQ(r.cond_waits, 1u);
+	ASSERT_EQ(r.conds.size(), 1u);
+	EXPECT_EQ(r.conds[0].addr, 0xc0u);
+	EXPECT_EQ(r.conds[0].waits, 1u);
+	EXPECT_EQ(r.conds[0].wait_total, 100u);
+	EXPECT_EQ(r.conds[0].mutex, M);
 }
 
 TEST(AnalyzeModel, PercentileNearestRank)
