@@ -299,6 +299,7 @@ struct ViewSink {
 	std::map<const bt_trace *, std::string> who; // trace -> "procname[pid]"
 	std::string line;
 	bool write_failed = false;
+	bool warned = false; // a stray library error was reported
 };
 
 const std::string &trace_who(ViewSink &s, const bt_trace *trace)
@@ -422,13 +423,38 @@ bt_graph_simple_sink_component_initialize_func_status sink_init(bt_message_itera
 	return BT_GRAPH_SIMPLE_SINK_COMPONENT_INITIALIZE_FUNC_STATUS_OK;
 }
 
+// babeltrace2 2.0's CTF reader can leave an error on the thread and still
+// return a status of success (seen with a packet whose content_size covers
+// trailing padding).  Any later library call would then abort the process,
+// so take such an error, warn once with its causes, and go on.
+void take_stray_error(ViewSink &s)
+{
+	const bt_error *err = bt_current_thread_take_error();
+	if (!err)
+		return;
+	if (!s.warned) {
+		s.warned = true;
+		std::fprintf(stderr, "strata view: warning: babeltrace2 reported a problem in the trace:\n");
+		const uint64_t n = bt_error_get_cause_count(err);
+		for (uint64_t i = 0; i < n; i++) {
+			const bt_error_cause *c = bt_error_borrow_cause_by_index(err, i);
+			std::fprintf(stderr, "  %s: %s\n", bt_error_cause_get_module_name(c),
+				     bt_error_cause_get_message(c));
+		}
+	}
+	bt_error_release(err);
+}
+
 bt_graph_simple_sink_component_consume_func_status sink_consume(bt_message_iterator *, void *data)
 {
 	ViewSink &s = *static_cast<ViewSink *>(data);
 	bt_message_array_const msgs;
 	uint64_t count = 0;
 
-	switch (bt_message_iterator_next(s.iter, &msgs, &count)) {
+	const bt_message_iterator_next_status next = bt_message_iterator_next(s.iter, &msgs, &count);
+	if (next == BT_MESSAGE_ITERATOR_NEXT_STATUS_OK || next == BT_MESSAGE_ITERATOR_NEXT_STATUS_END)
+		take_stray_error(s);
+	switch (next) {
 	case BT_MESSAGE_ITERATOR_NEXT_STATUS_OK:
 		break;
 	case BT_MESSAGE_ITERATOR_NEXT_STATUS_END:
