@@ -139,12 +139,16 @@ static int strata_pt_busy_get(void) { return strata_pt_busy; }
 static int strata_pt_depth;   /* STRATA_PTHREAD_STACK_DEPTH, 0..32 */
 static int strata_pt_resolved;
 
-/* Fork child: re-emit the mappings into the child's own sub-trace. */
+/* Fork child: re-emit the mappings into the child's own sub-trace.  A
+ * parent thread may have owned the maps scan when fork() ran: it does not
+ * exist in the child, so the ownership is dropped. */
 static uint32_t maps_emitted_state;
+static int maps_busy;
 static void strata_pt_atfork_child(void)
 {
 	/* relaxed: the child has one thread at this point. */
 	__atomic_store_n(&maps_emitted_state, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&maps_busy, 0, __ATOMIC_RELAXED);
 }
 
 static void *strata_pt_sym(const char *name, const char *version)
@@ -217,7 +221,6 @@ static inline uint64_t strata_pt_now(void)
 static uint64_t ranges[STRATA_PT_MAX_RANGES][2];
 static uint32_t n_ranges;
 static uint32_t n_rescans;
-static int maps_busy;
 static char maps_buf[4096];
 static char maps_line[4096 + 64];
 static STRATA_PT_TLS uint64_t last_range[2];
