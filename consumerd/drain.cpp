@@ -86,27 +86,36 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 	d->overwrite_ = info.mode == STRATA_MODE_OVERWRITE;
 	d->lane_fds_.assign(info.n_lanes, -1);
 	d->lane_sizes_.assign(info.n_lanes, 0);
-	int r = make_dirs(dir, 0750);
+	d->clock_ = clock;
+	d->env_ = env;
+	return d;
+}
+
+// On the drain thread, so that the process waiting for its BUFFER answer
+// does not wait for the file system.
+bool Drain::open_trace(std::string &err)
+{
+	int r = make_dirs(dir_, 0750);
 	if (r < 0) {
-		err = "cannot create " + dir + ": " + strerror(-r);
-		return nullptr;
+		err = "cannot create " + dir_ + ": " + strerror(-r);
+		return false;
 	}
-	d->metadata_fd_ = open((dir + "/metadata").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
-	if (d->metadata_fd_ < 0) {
-		err = "cannot create " + dir + "/metadata: " + strerror(errno);
-		return nullptr;
+	metadata_fd_ = open((dir_ + "/metadata").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
+	if (metadata_fd_ < 0) {
+		err = "cannot create " + dir_ + "/metadata: " + strerror(errno);
+		return false;
 	}
 	std::vector<EventInfo> events;
 	std::vector<std::string> errors;
-	d->reader_->read_new_events(&events, &errors);
+	reader_->read_new_events(&events, &errors);
 	for (const std::string &e : errors)
-		warn(dir, "descriptor rejected: " + e);
-	std::string text = ctf_metadata(info.uuid, clock, env, info.stream_id, events);
-	if (!write_all(d->metadata_fd_, text.data(), text.size())) {
-		err = "cannot write " + dir + "/metadata: " + strerror(errno);
-		return nullptr;
+		warn(dir_, "descriptor rejected: " + e);
+	std::string text = ctf_metadata(reader_->info().uuid, clock_, env_, stream_id_, events);
+	if (!write_all(metadata_fd_, text.data(), text.size())) {
+		err = "cannot write " + dir_ + "/metadata: " + strerror(errno);
+		return false;
 	}
-	return d;
+	return true;
 }
 
 Drain::~Drain()
@@ -250,6 +259,17 @@ void Drain::final_drain()
 
 void Drain::run()
 {
+	std::string err;
+	if (!open_trace(err)) {
+		// Nothing can be written: leave the buffer to its writers (they
+		// count what they cannot store) and say so.
+		counters_.errors.fetch_add(1, std::memory_order_relaxed);
+		warn(dir_, err + "; this buffer is not recorded");
+		close_files();
+		reader_.reset();
+		done_.store(true, std::memory_order_release);
+		return;
+	}
 	// Acquire: pairs with the release store in finish().
 	while (!finish_.load(std::memory_order_acquire)) {
 		uint32_t seq = reader_->prepare_wait();

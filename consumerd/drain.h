@@ -43,9 +43,9 @@ struct DrainCounters {
 
 class Drain {
 public:
-	// Attach to `memfd` (ownership taken, closed on failure too), check the
-	// buffer's trace uuid against the one granted, create `dir` and write
-	// the metadata.  nullptr with `err` on failure.
+	// Attach to `memfd` (ownership taken, closed on failure too) and check
+	// the buffer's trace uuid against the one granted.  nullptr with `err`
+	// on failure.  The drain thread creates `dir` and its metadata.
 	static std::unique_ptr<Drain> create(int memfd, const uint8_t uuid[16], const std::string &dir,
 					     const ClockInfo &clock, const TraceEnv &env, std::string &err);
 	~Drain();
@@ -63,6 +63,7 @@ public:
 private:
 	Drain() = default;
 	void run();
+	bool open_trace(std::string &err);
 	bool drain_once();
 	void final_drain();
 	void write_packet(uint32_t lane, const std::vector<uint8_t> &pkt);
@@ -71,6 +72,8 @@ private:
 
 	std::unique_ptr<Reader> reader_;
 	std::string dir_;
+	ClockInfo clock_;
+	TraceEnv env_;
 	int metadata_fd_ = -1;
 	std::string channel_;
 	std::vector<int> lane_fds_;

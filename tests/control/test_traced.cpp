@@ -29,7 +29,7 @@ namespace {
 struct Scan {
 	uint64_t records = 0, discarded = 0, packets = 0;
 	size_t subtraces = 0, streams = 0;
-	std::map<uint64_t, std::set<uint64_t>> seqs; // thread -> seqs
+	std::map<std::pair<size_t, uint64_t>, std::set<uint64_t>> seqs; // (sub-trace, thread) -> seqs
 	std::vector<std::string> errors;
 	bool metadata_ok = true;
 };
@@ -77,7 +77,7 @@ void scan_stream(const std::string &path, Scan &s)
 			if (ls != last_seq.end() && seq <= ls->second)
 				s.errors.push_back(path + ": seq not increasing for thread " + std::to_string(thread));
 			last_seq[thread] = seq;
-			if (!s.seqs[thread].insert(seq).second)
+			if (!s.seqs[{s.subtraces, thread}].insert(seq).second)
 				s.errors.push_back(path + ": duplicate record");
 			s.records++;
 		}
@@ -167,7 +167,7 @@ void expect_exact(const Scan &s, uint64_t threads, uint64_t events)
 	EXPECT_EQ(s.records + s.discarded, threads * events)
 		<< "recorded " << s.records << " discarded " << s.discarded;
 	for (auto &kv : s.seqs) {
-		EXPECT_LT(kv.first, threads);
+		EXPECT_LT(kv.first.second, threads);
 		EXPECT_LT(*kv.second.rbegin(), events);
 	}
 }
@@ -226,6 +226,18 @@ TEST_F(Traced, KilledProcessKeepsItsCommittedEvents)
 	Scan s = stop_and_scan();
 	EXPECT_GT(s.records, 0u);
 	expect_exact(s, 3, 30000); // every event was committed before the kill
+}
+
+TEST_F(Traced, ForkedChildRecordsIntoItsOwnSubTrace)
+{
+	session(c, "s", out);
+	ASSERT_EQ(run_app({"2", "5000", "fork"}), 0);
+	Scan s = stop_and_scan();
+	EXPECT_EQ(s.subtraces, 2u); // parent and child, one sub-trace each
+	for (auto &e : s.errors)
+		ADD_FAILURE() << e;
+	// Each process emitted 2 x 5000: thread t's seqs appear in both.
+	EXPECT_EQ(s.records + s.discarded, 2u * 2 * 5000);
 }
 
 TEST(NoDaemon, NoDelay)

@@ -4,13 +4,15 @@
  * Linked with tp-sync, so it joins active sessions before main().
  * Then, by MODE: "exit" (status 0), "exit3" (status 3), "kill" (SIGKILL
  * itself: no destructor, no flush by the process), "wait" (block until
- * stdin reaches EOF, then exit 0).
+ * stdin reaches EOF, then exit 0), "fork" (fork first: parent and child,
+ * without exec, each emit THREADS x EVENTS into buffers of their own).
  */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define STRATA_DEFINE_PROVIDERS
@@ -33,7 +35,7 @@ static void *worker(void *arg)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s THREADS EVENTS [exit|exit3|kill|wait]\n", argv[0]);
+		fprintf(stderr, "usage: %s THREADS EVENTS [exit|exit3|kill|wait|fork]\n", argv[0]);
 		return 2;
 	}
 	unsigned long n = strtoul(argv[1], NULL, 10);
@@ -42,10 +44,18 @@ int main(int argc, char **argv)
 	pthread_t th[64];
 	if (n > 64)
 		n = 64;
+	pid_t child = -1;
+	if (!strcmp(mode, "fork"))
+		child = fork();
 	for (unsigned long i = 0; i < n; i++)
 		pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)i);
 	for (unsigned long i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
+	if (child > 0) {
+		int st;
+		waitpid(child, &st, 0);
+		return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+	}
 	if (!strcmp(mode, "kill"))
 		raise(SIGKILL);
 	if (!strcmp(mode, "exit3"))
