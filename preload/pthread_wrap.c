@@ -15,9 +15,12 @@
  *     wrapper entered with it set calls the real function directly (during
  *     resolution: glibc's exported __pthread_* aliases) and traces nothing,
  *     so it can neither recurse nor deadlock.
- *   - The flag is set only around our own work (resolution, stack capture,
- *     maps scan, event emission), NOT around the real blocking call, so a
- *     signal handler that runs while a thread is blocked in a lock is traced.
+ *   - The flag is set only around our own code that may call pthread
+ *     functions (dlsym during resolution, unw_backtrace), NOT around the
+ *     real blocking call nor the runtime's emission, so a
+ *     signal handler that runs while a thread is blocked in a lock, or while
+ *     it emits an event (the runtime nests), is traced.  Only a handler
+ *     that interrupts resolution or libunwind goes untraced.
  *   - Tracing off: one relaxed load of the tracepoint state and a branch
  *     beside the real call (strata_tracepoint_enabled).  Tracing on,
  *     uncontended: one real trylock, no clock read; contended: two
@@ -342,7 +345,10 @@ static size_t strata_pt_stack(uint64_t *out, uint64_t caller)
 	void *frames[STRATA_PT_MAX_DEPTH + 4];
 	if (depth <= 0)
 		return 0;
+	/* libunwind may lock (its caches): those calls must not trace. */
+	strata_pt_busy = 1;
 	int n = unw_backtrace(frames, depth + 4);
+	strata_pt_busy = 0;
 	int first = 0;
 	for (int i = 0; i < n; i++) {
 		if ((uint64_t)(uintptr_t)frames[i] == caller) {
@@ -369,14 +375,14 @@ enum strata_pt_kind {
 	PT_RW_RDLOCK, PT_RW_WRLOCK, PT_RW_TRYRDLOCK, PT_RW_TRYWRLOCK,
 };
 
-/* Emit an acquisition event of kind `k` (the busy flag covers the maps
- * scan, the unwinder and the runtime, which may call back into us). */
+/* Emit an acquisition event of kind `k`.  The runtime's reserve/commit
+ * calls no pthread function and nests (signal handlers), so only the
+ * unwinder runs with the busy flag. */
 static __attribute__((noinline)) void strata_pt_emit_acq(enum strata_pt_kind k, const void *lock,
 							  int ret, int contended, uint64_t wait,
 							  uint64_t caller)
 {
 	uint64_t stack[STRATA_PT_MAX_DEPTH];
-	strata_pt_busy = 1;
 	strata_pt_check_maps(caller);
 	size_t n = strata_pt_stack(stack, caller);
 	uint64_t a = U64(lock);
@@ -404,7 +410,6 @@ static __attribute__((noinline)) void strata_pt_emit_acq(enum strata_pt_kind k, 
 		strata_tracepoint(pthread, rwlock_trywrlock, a, ret, caller, stack, n);
 		break;
 	}
-	strata_pt_busy = 0;
 }
 
 /*
@@ -461,12 +466,10 @@ static __attribute__((noinline)) int strata_pt_acquire(enum strata_pt_kind k, vo
 static __attribute__((noinline)) int strata_pt_unlock(int rw, void *lock, uint64_t caller)
 {
 	int ret = rw ? REAL(rwlock_unlock)(lock) : REAL(mutex_unlock)(lock);
-	strata_pt_busy = 1;
 	if (rw)
 		strata_tracepoint(pthread, rwlock_unlock, U64(lock), ret, caller);
 	else
 		strata_tracepoint(pthread, mutex_unlock, U64(lock), ret, caller);
-	strata_pt_busy = 0;
 	return ret;
 }
 
@@ -477,26 +480,22 @@ static __attribute__((noinline)) int strata_pt_cond_wait(int timed, pthread_cond
 	uint64_t t0 = strata_pt_now();
 	int ret = timed ? REAL(cond_timedwait)(c, m, abstime) : REAL(cond_wait)(c, m);
 	uint64_t wait = strata_pt_now() - t0;
-	strata_pt_busy = 1;
 	strata_pt_check_maps(caller);
 	size_t n = strata_pt_stack(stack, caller);
 	if (timed)
 		strata_tracepoint(pthread, cond_timedwait, U64(c), U64(m), ret, wait, caller, stack, n);
 	else
 		strata_tracepoint(pthread, cond_wait, U64(c), U64(m), ret, wait, caller, stack, n);
-	strata_pt_busy = 0;
 	return ret;
 }
 
 static __attribute__((noinline)) int strata_pt_cond_wake(int all, pthread_cond_t *c, uint64_t caller)
 {
 	int ret = all ? REAL(cond_broadcast)(c) : REAL(cond_signal)(c);
-	strata_pt_busy = 1;
 	if (all)
 		strata_tracepoint(pthread, cond_broadcast, U64(c), ret, caller);
 	else
 		strata_tracepoint(pthread, cond_signal, U64(c), ret, caller);
-	strata_pt_busy = 0;
 	return ret;
 }
 

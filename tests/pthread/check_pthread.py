@@ -6,7 +6,7 @@ the trace, and compares with what the program reports it did (pt_workload /
 pt_cxx write JSON: lock addresses, exact acquisition counts, own wait measure).
 
 usage: check_pthread.py SCENARIO --strata S --workload W --cxx C --dllib L --work DIR
-SCENARIO: contend basic fork dlopen signal ctor cxx stack
+SCENARIO: contend basic fork dlopen signal sigstorm ctor cxx stack
 """
 import argparse
 import json
@@ -65,6 +65,8 @@ def main():
         prog = [a.workload, "dlopen", out, a.dllib]
     elif sc in ("contend", "stack"):
         prog = [a.workload, "contend", out, "4", "100" if sc == "contend" else "20", "200"]
+    elif sc == "sigstorm":
+        prog = [a.workload, "sigstorm", out, "4", "4000"]
     else:
         prog = [a.workload, sc, out]
     if sc == "stack":
@@ -140,6 +142,12 @@ def main():
                   "site in the dlopen'd library symbolized (%r)" % lk["sites"][0]["function"])
     elif sc in ("signal", "ctor"):
         expect(sc, "lock", prog_out["acq"])
+    elif sc == "sigstorm":
+        # Handlers interrupt lock calls, the tracer's emission and blocking
+        # waits: every handler's acquisition and every worker's is recorded.
+        check(prog_out["acq"] > 0, "handlers ran (%d of %d signals)" % (prog_out["acq"], prog_out["sent"]))
+        expect("handlers' lock", "lock", prog_out["acq"])
+        expect("workers' lock", "hot", prog_out["hot_acq"])
     elif sc == "cxx":
         lk = expect("std::mutex", "mutex", prog_out["mutex_acq"])
         if lk and lk["sites"]:

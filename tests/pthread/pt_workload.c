@@ -12,6 +12,7 @@
  *   pt_workload fork OUT
  *   pt_workload dlopen OUT LIB
  *   pt_workload signal OUT
+ *   pt_workload sigstorm OUT [threads iters]
  *   pt_workload ctor OUT
  */
 #define _GNU_SOURCE
@@ -334,12 +335,62 @@ static int preload_ok(void)
 	return 0;
 }
 
+/* ---- sigstorm: handlers lock while workers lock and trace ---------------- */
+static _Atomic int storm_running;
+static int storm_iters;
+
+static void *storm_worker(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < storm_iters; i++) {
+		CHECK(pthread_mutex_lock(&strata_hot_lock), 0);
+		spin_ns(5000);
+		CHECK(pthread_mutex_unlock(&strata_hot_lock), 0);
+	}
+	atomic_fetch_sub(&storm_running, 1);
+	return NULL;
+}
+
+static int mode_sigstorm(FILE *out, int threads, int iters)
+{
+	pthread_t t[16];
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_usr1;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR1, &sa, NULL);
+	if (threads < 1 || threads > 16)
+		return 2;
+	storm_iters = iters;
+	atomic_store(&storm_running, threads);
+	for (int i = 0; i < threads; i++)
+		CHECK(pthread_create(&t[i], NULL, storm_worker, NULL), 0);
+	/* Signals land anywhere: in the workers' lock calls, in the tracer's
+	 * emission, in the real blocking call.  Paced (a pending signal is not
+	 * queued twice) until every worker is done. */
+	int sent = 0;
+	while (atomic_load(&storm_running) == threads) {
+		for (int i = 0; i < threads; i++)
+			if (pthread_kill(t[i], SIGUSR1) == 0)
+				sent++;
+		spin_ns(30000);
+	}
+	for (int i = 0; i < threads; i++)
+		CHECK(pthread_join(t[i], NULL), 0);
+	/* Every handler run counted itself; pending signals of exited threads
+	 * are simply lost, which the count reflects. */
+	fprintf(out, "{\"pid\": %d, \"hot\": \"%p\", \"hot_acq\": %d, \"lock\": \"%p\", \"acq\": %d, \"sent\": %d}\n",
+		(int)getpid(), (void *)&strata_hot_lock, threads * iters, (void *)&strata_sig_lock,
+		atomic_load(&handled), sent);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (!preload_ok())
 		return 3;
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s contend|basic|fork|dlopen|signal|ctor OUT [args]\n", argv[0]);
+		fprintf(stderr, "usage: %s contend|basic|fork|dlopen|signal|sigstorm|ctor OUT [args]\n", argv[0]);
 		return 2;
 	}
 	FILE *out = strcmp(argv[2], "-") ? fopen(argv[2], "w") : stdout;
@@ -358,6 +409,8 @@ int main(int argc, char **argv)
 		rc = mode_dlopen(out, argv[3]);
 	else if (!strcmp(m, "signal"))
 		rc = mode_signal(out);
+	else if (!strcmp(m, "sigstorm"))
+		rc = mode_sigstorm(out, argc > 3 ? atoi(argv[3]) : 4, argc > 4 ? atoi(argv[4]) : 2000);
 	else if (!strcmp(m, "ctor")) {
 		fprintf(out, "{\"pid\": %d, \"lock\": \"%p\", \"acq\": %d}\n", (int)getpid(), (void *)&strata_ctor_lock,
 			ctor_acquisitions);
