@@ -329,6 +329,12 @@ int strata_cmd_record(int argc, char **argv)
 	sigaction(SIGHUP, &old_hup, nullptr);
 
 	// 4. complete the trace.
+	proto::Message st;
+	if (cl.call(proto::Status{create.session}, st, err) == 0 && st.type() == proto::Type::StatusReply &&
+	    !std::get<proto::StatusReply>(st.body).sessions.empty() &&
+	    std::get<proto::StatusReply>(st.body).sessions[0].n_buffers == 0)
+		fprintf(stderr, "strata record: %s did not join the session: nothing recorded "
+				"(does it link libstrata and Strata::tp_sync?)\n", argv[i]);
 	r = cl.command(proto::Stop{create.session}, err);
 	if (r < 0)
 		fprintf(stderr, "strata record: stop: %s\n", err.c_str());

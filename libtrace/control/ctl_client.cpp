@@ -31,6 +31,11 @@ int CtlClient::open(const std::string &path, std::string &err)
 	int r = -ENOENT;
 	for (const std::string &p : paths) {
 		r = proto::connect_unix(p, proto::now_ms() + timeout_ms);
+		if (r == -ENOENT || r == -ECONNREFUSED) {
+			err = "no strata-consumerd listens on " + p +
+			      " (start one, or let 'strata record' start its own)";
+			continue;
+		}
 		if (r < 0) {
 			err = "cannot connect to " + p + ": " + strerror(-r);
 			continue;
