@@ -6,6 +6,7 @@
  */
 #include "daemon_fixture.h"
 
+#include <random>
 #include <sys/mman.h>
 #include <sys/socket.h>
 
@@ -246,6 +247,64 @@ TEST(Daemon, HostilePeersAreAnsweredAndDropped)
 	EXPECT_EQ(d.stop(), 0);
 	struct stat st;
 	EXPECT_NE(stat(d.socket.c_str(), &st), 0) << "socket left behind";
+}
+
+TEST(Daemon, SurvivesFuzzedConnections)
+{
+	// For two seconds: connections that say HELLO (either role) and then
+	// send valid messages with random bytes flipped, truncated messages and
+	// random bytes.  Oracle: the daemon is alive afterwards, answers a
+	// fresh STATUS, and its own session is intact.
+	Daemon d;
+	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE));
+	CtlClient ctl;
+	std::string err;
+	ASSERT_EQ(ctl.open("", err), 0) << err;
+	ASSERT_EQ(cmd(ctl, create_msg(d, "keep")), 0);
+	std::vector<std::vector<uint8_t>> seeds;
+	for (proto::Body b : std::vector<proto::Body>{
+		     proto::Start{"keep"}, proto::Stop{"keep"}, proto::Status{""}, proto::List{},
+		     proto::EnableEvent{"keep", {"*", -1, 1, ""}}, proto::Buffer{0, 0}, proto::Register{},
+		     proto::Create{"fz", d.dir + "/fz", {}}})
+		seeds.push_back(proto::encode(proto::Message{9, b}));
+	std::mt19937_64 rng(777);
+	int conns = 0;
+	for (int64_t end = proto::now_ms() + 2000; proto::now_ms() < end; conns++) {
+		int fd = proto::connect_unix(d.socket, proto::now_ms() + 2000);
+		ASSERT_GE(fd, 0) << "the daemon stopped accepting after " << conns << " connections";
+		proto::Message hello{1, proto::Hello{1, 1, 1 + static_cast<uint32_t>(rng() % 2), "fuzz"}};
+		std::vector<uint8_t> bytes = proto::encode(hello);
+		for (int k = 0; k < 4; k++) {
+			std::vector<uint8_t> m = seeds[rng() % seeds.size()];
+			int mode = static_cast<int>(rng() % 3);
+			if (mode == 0)
+				m[rng() % m.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+			else if (mode == 1)
+				m.resize(rng() % m.size());
+			else
+				for (auto &x : m)
+					x = static_cast<uint8_t>(rng());
+			bytes.insert(bytes.end(), m.begin(), m.end());
+		}
+		ssize_t w = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+		(void)w;
+		if (rng() % 2) { // read whatever comes back, bounded
+			proto::Message ans;
+			for (int k = 0; k < 5; k++)
+				if (proto::recv_message(fd, ans, nullptr, proto::now_ms() + 50, err) < 0)
+					break;
+		}
+		close(fd);
+	}
+	EXPECT_TRUE(d.alive());
+	bool keep = false;
+	CtlClient fresh;
+	ASSERT_EQ(fresh.open("", err), 0) << err;
+	for (auto &s : status(fresh))
+		keep |= s.name == "keep";
+	EXPECT_TRUE(keep);
+	printf("%d fuzzed connections\n", conns);
+	EXPECT_EQ(d.stop(), 0);
 }
 
 TEST(Daemon, RefusesASecondDaemonOnTheSameSocket)

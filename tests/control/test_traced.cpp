@@ -240,6 +240,65 @@ TEST_F(Traced, ForkedChildRecordsIntoItsOwnSubTrace)
 	EXPECT_EQ(s.records + s.discarded, 2u * 2 * 5000);
 }
 
+TEST_F(Traced, SigtermFlushesARunningProcess)
+{
+	session(c, "s", out);
+	int p[2];
+	ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+	pid_t pid;
+	run_app({"2", "3000", "wait"}, p[0], &pid); // emits, then stays alive
+	close(p[0]);
+	// Wait until its buffer is attached (STATUS), then stop the daemon.
+	uint32_t buffers = 0;
+	for (int64_t end = proto::now_ms() + 10000; buffers == 0 && proto::now_ms() < end;) {
+		proto::Message m;
+		std::string err;
+		ASSERT_EQ(c.call(proto::Status{"s"}, m, err), 0) << err;
+		buffers = std::get<proto::StatusReply>(m.body).sessions.at(0).n_buffers;
+		if (!buffers) {
+			struct pollfd none;
+			poll(&none, 0, 5);
+		}
+	}
+	ASSERT_EQ(buffers, 1u);
+	EXPECT_EQ(d.stop(), 0); // SIGTERM: flush the live process's open packets
+	close(p[1]);
+	EXPECT_EQ(strata_test::wait_child(pid, 20000), 0);
+	Scan s;
+	scan_dir(out, s);
+	expect_exact(s, 2, 3000);
+	EXPECT_EQ(s.records, 2u * 3000) << "nothing may be lost on a clean shutdown";
+}
+
+TEST_F(Traced, CreateRepairsAnExistingTornTrace)
+{
+	session(c, "s", out);
+	ASSERT_EQ(run_app({"1", "5000"}), 0);
+	Scan before = stop_and_scan();
+	ASSERT_TRUE(before.errors.empty());
+	ASSERT_EQ(c.command(proto::Destroy{"s"}, t), 0) << t;
+	// Tear one stream file as a killed consumer would, then reuse the dir.
+	std::string stream;
+	{
+		std::string cmd = "find " + out + " -name 'channel0_*' -size +0 | head -n 1";
+		FILE *f = popen(cmd.c_str(), "r");
+		char buf[4096] = {};
+		ASSERT_TRUE(fgets(buf, sizeof(buf), f));
+		pclose(f);
+		stream = buf;
+		stream.pop_back();
+	}
+	struct stat st;
+	ASSERT_EQ(stat(stream.c_str(), &st), 0);
+	ASSERT_EQ(truncate(stream.c_str(), st.st_size - 100), 0);
+	ASSERT_EQ(c.command(proto::Create{"s2", out, {}}, t), 0) << t;
+	Scan after;
+	scan_dir(out, after);
+	EXPECT_TRUE(after.errors.empty()) << after.errors.at(0);
+	EXPECT_LT(after.records, before.records); // the torn packet is gone, the rest stays
+	EXPECT_GT(after.records, 0u);
+}
+
 TEST(NoDaemon, NoDelay)
 {
 	setenv("STRATA_CONSUMERD_SOCKET", "/tmp/strata-no-such-dir/consumerd.sock", 1);
