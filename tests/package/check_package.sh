@@ -59,8 +59,18 @@ check_trace() { # name binary n
 # 4. pkg-config.
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 flags=$(pkg-config --cflags --libs strata 2>&1)
-[ "$flags" = "-I$prefix/include -L$prefix/lib -lstrata" ] \
-	&& ok "pkg-config --cflags --libs strata: $flags" || fail "pkg-config --cflags --libs strata: '$flags'"
+echo "pkg-config --cflags --libs strata: $flags"
+want="-I$(realpath "$prefix/include") -L$(realpath "$prefix/lib") -lstrata"
+got=""
+for f in $flags; do
+	case $f in
+	-I*) got="$got -I$(realpath "${f#-I}")" ;;
+	-L*) got="$got -L$(realpath "${f#-L}")" ;;
+	*) got="$got $f" ;;
+	esac
+done
+[ "${got# }" = "$want" ] && ok "pkg-config --cflags --libs strata resolves to the prefix" \
+	|| fail "pkg-config flags: got '${got# }', want '$want'"
 tp_sync=$(pkg-config --variable=tp_sync strata)
 [ -f "$tp_sync" ] && ok "pkg-config --variable=tp_sync names an installed file" || fail "tp_sync object '$tp_sync' exists"
 if run cc -std=c11 -Wall -Wextra -Werror -o "$work/outside-pc" "$src/examples/outside/main.c" "$tp_sync" \
