@@ -68,10 +68,12 @@ def count_events(trace_dir):
     return int(m.group(1))
 
 
-def count_discarded(trace_dir):
-    """Sum over stream files of the last packet's cumulative events_discarded
-    (offset 72; packet_size in bits at 56: the layout both tracers write)."""
-    total = 0
+def walk_packets(trace_dir):
+    """(discarded, content bytes) of a trace: the sum over stream files of
+    the last packet's cumulative events_discarded (offset 72) and of every
+    packet's content_size (offset 48, bits; packet_size at 56): the layout
+    both tracers write."""
+    total = content = 0
     for path in glob.glob(os.path.join(trace_dir, "**"), recursive=True):
         base = os.path.basename(path)
         if (not os.path.isfile(path) or base == "metadata" or base.startswith(".")
@@ -85,19 +87,20 @@ def count_discarded(trace_dir):
             magic, = struct.unpack_from("<I", data, off)
             if magic != CTF_MAGIC:
                 raise BenchError("%s: bad packet magic at %d" % (path, off))
-            psize, = struct.unpack_from("<Q", data, off + 56)
+            csize, psize = struct.unpack_from("<QQ", data, off + 48)
             last, = struct.unpack_from("<Q", data, off + 72)
-            if psize < 88 * 8 or psize % 8:
+            if psize < 88 * 8 or psize % 8 or csize > psize:
                 raise BenchError("%s: bad packet size at %d" % (path, off))
+            content += csize // 8
             off += psize // 8
         total += last
-    return total
+    return total, content
 
 
 def account(trace_dir, emitted):
     """Loss accounting of one run.  A trace babeltrace2 cannot read is a
     failure of the run, but the timing figures of that run are kept."""
-    disc = count_discarded(trace_dir)
+    disc, content = walk_packets(trace_dir)
     try:
         rec = count_events(trace_dir)
     except BenchError as e:
@@ -106,7 +109,8 @@ def account(trace_dir, emitted):
                 "lossless": False, "error": "babeltrace2 cannot read the trace: " +
                 (why[-1] if why else str(e)[-300:])}
     return {"emitted": emitted, "recorded": rec, "discarded": disc,
-            "consistent": rec + disc == emitted, "lossless": rec == emitted and disc == 0}
+            "consistent": rec + disc == emitted, "lossless": rec == emitted and disc == 0,
+            "bytes_per_event": content / rec if rec else None}
 
 
 # ---- LTTng -----------------------------------------------------------------
@@ -257,6 +261,8 @@ class Bench:
                                               "1M", 8, "en-%s-%s-%d" % (side, w, t))
                         self.check("enabled %s %s %dT" % (side, w, t), acc)
                         cpu.setdefault((w, t, side), []).append(float(kv["cpu_ns_per_event"]))
+                        if acc.get("bytes_per_event"):
+                            self.results[("bytes", w, side)] = acc["bytes_per_event"]
                         wall.setdefault((w, t, side), []).append(float(kv["ns_per_event"]))
         for k, v in cpu.items():
             self.results[("enabled",) + k] = statistics.median(v)
@@ -636,12 +642,20 @@ def table(b):
         if ("ir_dis", w, "lttng") in r or ("ir_dis", w, "strata") in r:
             row("instructions/iteration disabled, %s" % w, r.get(("ir_dis", w, "strata")),
                 r.get(("ir_dis", w, "lttng")), "<= 1.0", lambda x: x <= 1.001)
+    for w in WORKLOADS:
+        if ("bytes", w, "strata") in r or ("bytes", w, "lttng") in r:
+            row("trace bytes per event, %s (packet headers included)" % w,
+                r.get(("bytes", w, "strata")), r.get(("bytes", w, "lttng")))
     ts, tl = r.get(("tput", "strata")), r.get(("tput", "lttng"))
     tsv = ts[0] if ts else None
     tlv = tl[0] if tl else None
     row("zero-loss throughput, ints, 4x256KiB/lane (Mev/s)",
         (ts[1] + fmt(tsv / 1e6)) if ts else None, (tl[1] + fmt(tlv / 1e6)) if tl else None,
         ">= 2", lambda x: x >= 2, ratio=(tsv / tlv) if tsv and tlv else None)
+    bs, bl = r.get(("bytes", "ints", "strata")), r.get(("bytes", "ints", "lttng"))
+    if (tsv and bs) or (tlv and bl):
+        row("  the same in MB/s of trace (x bytes/event)", tsv * bs / 1e6 if tsv and bs else None,
+            tlv * bl / 1e6 if tlv and bl else None)
     row("enablement: command to ack (ms)", r.get(("lat_ack", "strata")), r.get(("lat_ack", "lttng")),
         "<= 1/3", lambda x: x <= 1 / 3)
     row("enablement: command to first event (ms)", r.get(("lat_first", "strata")),
