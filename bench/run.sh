@@ -7,8 +7,14 @@
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
 build=
+skip=
 for a in "$@"; do
+	if [ -n "$skip" ]; then
+		skip=
+		continue
+	fi
 	case "$a" in
+	--only) skip=1 ;;
 	-*) ;;
 	*) build=$a ;;
 	esac
