@@ -216,9 +216,10 @@ def scenario_overwrite(strata, demo, work):
 
 def scenario_sigkill(strata, demo, work):
     threads, kill_at = 4, 100000
-    subbuf_size, subbuf_count = 65536, 4
     out = os.path.join(work, "trace")
-    r = record(strata, demo, out, ["--subbuf-size", str(subbuf_size), "--subbuf-count", str(subbuf_count)],
+    # --lanes 8: every thread gets a lane of its own, so a lane's loss count
+    # is its thread's.
+    r = record(strata, demo, out, ["--lanes", "8", "--subbuf-size", "65536", "--subbuf-count", "4"],
                ["--threads", str(threads), "--events", "100000000", "--sigkill-at", str(kill_at)],
                expect_ok=False)
     check(r.returncode != 0, "strata record reports the killed command's failure (got %d)" % r.returncode)
@@ -249,12 +250,19 @@ def scenario_sigkill(strata, demo, work):
         seqs = tr.by_thread.get(t, [])
         check(bool(seqs) and seqs[0] == 0, "thread %d: its first event is kept" % t)
     s0 = tr.by_thread.get(0, [])
-    # Records are at least 64 bytes, so one lane holds at most this many:
-    lane_capacity = subbuf_size * subbuf_count // 64
     check(bool(s0) and s0[-1] <= kill_at, "thread 0 emitted nothing after its kill point")
-    check(bool(s0) and s0[-1] >= kill_at - lane_capacity,
-          "thread 0: events of completed sub-buffers kept (last seq %s, kill at %d, lane holds <= %d)" %
-          (s0[-1] if s0 else None, kill_at, lane_capacity))
+    # Thread 0 emitted exactly kill_at + 1 events before the SIGKILL, each
+    # committed: its lane must hold each of them or count it as discarded
+    # (the consumer closes the packet the dead process left open).
+    lanes0 = [k for k, items in tr.streams.items() if any(it[0] == "e" and it[1] == 0 for it in items)]
+    if check(len(lanes0) == 1, "thread 0's events are in one stream (%d)" % len(lanes0)):
+        items = tr.streams[lanes0[0]]
+        others = sum(1 for it in items if it[0] == "e" and it[1] != 0)
+        lost = sum(it[1] for it in items if it[0] == "d")
+        if check(others == 0, "thread 0 has its lane to itself (%d events of others)" % others):
+            check(len(s0) + lost == kill_at + 1,
+                  "thread 0: recorded + discarded == emitted before the kill: %d + %d == %d" %
+                  (len(s0), lost, kill_at + 1))
 
 
 def scenario_view(strata, demo, work):
