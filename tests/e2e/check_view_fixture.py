@@ -23,6 +23,9 @@ EXPECTED = [
     "[00:00:01.000000200] and [00:00:02.000000000]",
     "[00:00:02.000000000] fixture[4242] tid=103 cpu=1 demo:ints: { thread = 2, seq = 4, s8 = -4, "
     "u8 = 6, s16 = -4, u16 = 12, s32 = -6, u32 = 30, s64 = -4000014, x64 = 0xdead000200000004 }",
+    "[00:00:03.000000000] *** 2 packets discarded in fixture[4242] stream 0 between "
+    "[00:00:02.000000000] and [00:00:03.000000000]",
+    "[00:00:03.000000000] fixture[4242] tid=100 cpu=0 demo:start",
 ]
 
 failures = []

@@ -10,6 +10,8 @@ Events (clock offset 0, so times are seconds after the epoch, TZ=UTC):
   1.000000200 demo:mix   thread 1, seq 1 (values of demo_oracle.mix(1, 1))
   then a second packet that reports 5 discarded events, with one demo:ints
   2.000000000 demo:ints  thread 2, seq 4
+  then packet_seq_num jumps from 1 to 4 (packets 2 and 3 lost), one demo:start
+  3.000000000 demo:start
 """
 import os
 import struct
@@ -220,9 +222,13 @@ def main():
     def p2(r):
         ints_event(r, 2 * s, 103, 1, 2, 4)
 
+    def p3(r):
+        start_event(r, 3 * s, 100, 0)
+
     with open(os.path.join(out, "channel0_0"), "wb") as f:
         f.write(packet(p1, s, s + 200, 0, 0))
         f.write(packet(p2, 2 * s, 2 * s, 1, 5))
+        f.write(packet(p3, 3 * s, 3 * s, 4, 5))
 
 
 if __name__ == "__main__":
