@@ -21,8 +21,8 @@ extern "C" {
 
 /* Returns the number of sessions joined (0: none active or no daemon), or a
  * negative errno on a protocol or buffer failure (tracing then stays off
- * for the sessions concerned; a warning goes to stderr when
- * STRATA_DEBUG is set). */
+ * for the sessions concerned, with one warning on stderr).  With
+ * STRATA_DEBUG=1 it reports on stderr how long it took. */
 __attribute__((visibility("default"))) int strata_ctl_sync_query(void);
 
 #ifdef __cplusplus

@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <time.h>
 #include <unistd.h>
 
 #include "proto/proto.h"
@@ -196,10 +197,20 @@ int query()
 
 extern "C" int strata_ctl_sync_query(void)
 {
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int r;
 	try {
-		return strata::query();
+		r = strata::query();
 	} catch (...) {
 		// std::bad_alloc at worst: never let it escape into the host.
-		return -ENOMEM;
+		r = -ENOMEM;
 	}
+	const char *dbg = getenv("STRATA_DEBUG");
+	if (dbg && *dbg && *dbg != '0') {
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		long us = (t1.tv_sec - t0.tv_sec) * 1000000L + (t1.tv_nsec - t0.tv_nsec) / 1000;
+		fprintf(stderr, "strata: state query: %d session(s) joined in %ld us\n", r, us);
+	}
+	return r;
 }
