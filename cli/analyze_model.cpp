@@ -154,6 +154,7 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 			Work &w = work_of(e.proc, e.lock, e.op);
 			if (!succeeded(e.ret)) {
 				w.st.failed++;
+				w.st.failed_wait += e.wait_ns;
 				continue;
 			}
 			w.st.acquisitions++;

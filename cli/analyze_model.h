@@ -113,6 +113,7 @@ struct LockStats {
 	double wait_mean = 0;
 	uint64_t holds = 0, hold_total = 0, hold_max = 0;
 	uint64_t failed = 0;        // trylock EBUSY, timedlock ETIMEDOUT, errors
+	uint64_t failed_wait = 0;   // ns blocked in calls that did not acquire (timeouts)
 	uint64_t cond_waits = 0;    // condvar waits that released this mutex
 	std::vector<uint64_t> waits;  // contended waits (histogram)
 	std::vector<Site> sites;    // by wait_total, then acquisitions, descending

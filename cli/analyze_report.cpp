@@ -105,15 +105,22 @@ void write_text(std::ostream &o, const Report &r, const Options &opt)
 	if (r.unmatched_unlocks)
 		o << "(" << r.unmatched_unlocks << " unlocks without a traced acquisition)\n";
 	char line[512];
-	std::snprintf(line, sizeof line, "\n%-4s %-34s %-6s %10s %10s %6s %11s %11s %11s %11s %11s\n", "#",
-		      "lock", "kind", "acquired", "contended", "share", "wait total", "wait mean",
-		      "wait p99", "wait max", "hold max");
-	o << line;
+	// Several processes: a process column (lock addresses repeat across a fork).
+	const bool multi = r.procs.size() > 1;
+	auto pcol = [&](const std::string &label) {
+		if (!multi)
+			return std::string();
+		char b[64];
+		std::snprintf(b, sizeof b, "%-24s ", label.substr(0, 24).c_str());
+		return std::string(b);
+	};
+	std::snprintf(line, sizeof line, "%-4s %-34s %-6s %10s %10s %6s %11s %11s %11s %11s %11s\n", "#", "lock",
+		      "kind", "acquired", "contended", "share", "wait total", "wait mean", "wait p99", "wait max",
+		      "hold max");
+	o << "\n" << pcol("process") << line;
 	for (size_t i = 0; i < r.locks.size() && i < opt.top; i++) {
 		const LockStats &l = r.locks[i];
 		std::string name = lock_label(l);
-		if (r.procs.size() > 1)
-			name = proc_label(r, l.proc) + " " + name;
 		if (name.size() > 34)
 			name = name.substr(0, 31) + "...";
 		std::snprintf(line, sizeof line, "%-4zu %-34s %-6s %10" PRIu64 " %10" PRIu64 " %5.1f%% %11s %11s %11s %11s %11s\n",
@@ -122,25 +129,23 @@ void write_text(std::ostream &o, const Report &r, const Options &opt)
 			      format_ns(l.wait_mean).c_str(), format_ns(static_cast<double>(l.wait_p99)).c_str(),
 			      format_ns(static_cast<double>(l.wait_max)).c_str(),
 			      format_ns(static_cast<double>(l.hold_max)).c_str());
-		o << line;
+		o << pcol(proc_label(r, l.proc)) << line;
 	}
 	if (!r.conds.empty()) {
-		std::snprintf(line, sizeof line, "\n%-4s %-34s %8s %8s %8s %11s %11s\n", "#", "condition variable",
+		std::snprintf(line, sizeof line, "%-4s %-34s %8s %8s %8s %11s %11s\n", "#", "condition variable",
 			      "waits", "timeouts", "wakeups", "wait total", "wait max");
-		o << line;
+		o << "\n" << pcol("process") << line;
 	}
 	for (size_t i = 0; i < r.conds.size() && i < opt.top; i++) {
 		const CondStats &c = r.conds[i];
 		std::string name = hex(c.addr) + (c.name.function.empty() ? "" : " (" + c.name.function + ")");
-		if (r.procs.size() > 1)
-			name = proc_label(r, c.proc) + " " + name;
 		if (name.size() > 34)
 			name = name.substr(0, 31) + "...";
 		std::snprintf(line, sizeof line, "%-4zu %-34s %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %11s %11s\n", i + 1,
 			      name.c_str(), c.waits, c.timeouts, c.signals + c.broadcasts,
 			      format_ns(static_cast<double>(c.wait_total)).c_str(),
 			      format_ns(static_cast<double>(c.wait_max)).c_str());
-		o << line;
+		o << pcol(proc_label(r, c.proc)) << line;
 	}
 	for (size_t i = 0; i < r.locks.size() && i < opt.top; i++) {
 		const LockStats &l = r.locks[i];
@@ -180,7 +185,8 @@ void write_json(std::ostream &o, const Report &r, const Options &opt)
 		  << ", \"symbol\": " << json_str(l.name.function) << ", \"kind\": " << json_str(l.kind)
 		  << ", \"acquisitions\": " << l.acquisitions << ", \"contended\": " << l.contended
 		  << ", \"contended_share\": " << share(l.contended, l.acquisitions) / 100.0
-		  << ", \"failed\": " << l.failed << ", \"wait_total_ns\": " << l.wait_total
+		  << ", \"failed\": " << l.failed << ", \"failed_wait_ns\": " << l.failed_wait
+		  << ", \"wait_total_ns\": " << l.wait_total
 		  << ", \"wait_mean_ns\": " << static_cast<uint64_t>(std::llround(l.wait_mean))
 		  << ", \"wait_p99_ns\": " << l.wait_p99 << ", \"wait_max_ns\": " << l.wait_max
 		  << ", \"holds\": " << l.holds << ", \"hold_total_ns\": " << l.hold_total

@@ -51,6 +51,7 @@ TEST(AnalyzeModel, TwoThreadsOneContendedLock)
 		ev(500, 1, Op::MutexTrylock, B),
 		ev(510, 1, Op::MutexUnlock, B),
 		ev(520, 2, Op::MutexTrylock, B, EBUSY),
+		ev(900, 2, Op::MutexTimedlock, B, ETIMEDOUT, true, 300),
 	};
 	Report r = analyze(in, Options(), nullptr);
 	ASSERT_EQ(r.locks.size(), 2u);
@@ -70,7 +71,9 @@ TEST(AnalyzeModel, TwoThreadsOneContendedLock)
 	EXPECT_EQ(a->sites[0].caller, 0x222u);
 	EXPECT_EQ(a->sites[0].wait_total, 250u);
 	EXPECT_EQ(b->acquisitions, 1u);
-	EXPECT_EQ(b->failed, 1u);
+	EXPECT_EQ(b->failed, 2u);
+	EXPECT_EQ(b->failed_wait, 300u);
+	EXPECT_EQ(b->wait_total, 0u);
 	EXPECT_EQ(b->hold_max, 10u);
 	EXPECT_EQ(r.unmatched_unlocks, 0u);
 	// Timeline: A's wait of t2 and both holds, B's hold.

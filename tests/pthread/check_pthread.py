@@ -132,6 +132,12 @@ def main():
     elif sc == "basic":
         expect("errorcheck", "ec", prog_out["ec_acq"])
         expect("recursive", "rec", prog_out["rec_acq"])
+        # The 20 ms timedlock that timed out is a failed wait, not an acquisition.
+        held = [lk for lk in rep["locks"] if lk["symbol"] == "held_by_other"]
+        if check(len(held) == 1, "held_by_other analysed"):
+            check(held[0]["failed"] == 2 and held[0]["failed_wait_ns"] >= 1000000,
+                  "timed-out wait counted as failed (%d calls, %d ns)" % (held[0]["failed"],
+                                                                         held[0]["failed_wait_ns"]))
     elif sc == "fork":
         expect("parent", "lock", prog_out["parent_acq"])
         expect("child", "lock", prog_out["child_acq"], p=prog_out["child"])

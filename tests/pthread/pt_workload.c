@@ -177,17 +177,17 @@ static int mode_basic(FILE *out)
 		CHECK(pthread_mutex_unlock(&rec), 0);
 
 	struct timespec soon;
+	pthread_t h;
+	CHECK(pthread_create(&h, NULL, holder, NULL), 0);
+	while (!atomic_load(&other_ready))
+		sched_yield();
+	CHECK(pthread_mutex_trylock(&held_by_other), EBUSY);
 	clock_gettime(CLOCK_REALTIME, &soon);
 	soon.tv_nsec += 20 * 1000 * 1000;
 	if (soon.tv_nsec >= 1000000000) {
 		soon.tv_sec++;
 		soon.tv_nsec -= 1000000000;
 	}
-	pthread_t h;
-	CHECK(pthread_create(&h, NULL, holder, NULL), 0);
-	while (!atomic_load(&other_ready))
-		sched_yield();
-	CHECK(pthread_mutex_trylock(&held_by_other), EBUSY);
 	CHECK(pthread_mutex_timedlock(&held_by_other, &soon), ETIMEDOUT);
 	atomic_store(&other_release, 1);
 	CHECK(pthread_join(h, NULL), 0);
