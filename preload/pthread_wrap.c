@@ -105,6 +105,11 @@ struct strata_pt_real {
 	int (*rwlock_tryrdlock)(pthread_rwlock_t *);
 	int (*rwlock_trywrlock)(pthread_rwlock_t *);
 	int (*rwlock_unlock)(pthread_rwlock_t *);
+	/* glibc 2.30 clock variants (std::timed_mutex, condition_variable::wait_for) */
+	int (*mutex_clocklock)(pthread_mutex_t *, clockid_t, const struct timespec *);
+	int (*cond_clockwait)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *);
+	int (*rwlock_clockrdlock)(pthread_rwlock_t *, clockid_t, const struct timespec *);
+	int (*rwlock_clockwrlock)(pthread_rwlock_t *, clockid_t, const struct timespec *);
 };
 static struct strata_pt_real real;
 
@@ -112,6 +117,13 @@ STRATA_PT_BOOT(mutex_timedlock, EINVAL, (pthread_mutex_t *m, const struct timesp
 STRATA_PT_BOOT(cond_wait, EINVAL, (pthread_cond_t *c, pthread_mutex_t *m), (c, m))
 STRATA_PT_BOOT(cond_timedwait, EINVAL, (pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t),
 	       (c, m, t))
+STRATA_PT_BOOT(mutex_clocklock, EINVAL, (pthread_mutex_t *m, clockid_t k, const struct timespec *t), (m, k, t))
+STRATA_PT_BOOT(cond_clockwait, EINVAL,
+	       (pthread_cond_t *c, pthread_mutex_t *m, clockid_t k, const struct timespec *t), (c, m, k, t))
+STRATA_PT_BOOT(rwlock_clockrdlock, EINVAL, (pthread_rwlock_t *l, clockid_t k, const struct timespec *t),
+	       (l, k, t))
+STRATA_PT_BOOT(rwlock_clockwrlock, EINVAL, (pthread_rwlock_t *l, clockid_t k, const struct timespec *t),
+	       (l, k, t))
 STRATA_PT_BOOT(cond_signal, 0, (pthread_cond_t *c), (c))
 STRATA_PT_BOOT(cond_broadcast, 0, (pthread_cond_t *c), (c))
 
@@ -134,6 +146,10 @@ static struct strata_pt_real real = {
 	.rwlock_tryrdlock = strata_pt_glibc_rwlock_tryrdlock,
 	.rwlock_trywrlock = strata_pt_glibc_rwlock_trywrlock,
 	.rwlock_unlock = strata_pt_glibc_rwlock_unlock,
+	.mutex_clocklock = strata_pt_boot_mutex_clocklock,
+	.cond_clockwait = strata_pt_boot_cond_clockwait,
+	.rwlock_clockrdlock = strata_pt_boot_rwlock_clockrdlock,
+	.rwlock_clockwrlock = strata_pt_boot_rwlock_clockwrlock,
 };
 #define REAL(f) (__atomic_load_n(&real.f, __ATOMIC_RELAXED))
 
@@ -190,6 +206,10 @@ static __attribute__((noinline)) void strata_pt_resolve(void)
 	R(rwlock_tryrdlock, "pthread_rwlock_tryrdlock", NULL);
 	R(rwlock_trywrlock, "pthread_rwlock_trywrlock", NULL);
 	R(rwlock_unlock, "pthread_rwlock_unlock", NULL);
+	R(mutex_clocklock, "pthread_mutex_clocklock", NULL);
+	R(cond_clockwait, "pthread_cond_clockwait", NULL);
+	R(rwlock_clockrdlock, "pthread_rwlock_clockrdlock", NULL);
+	R(rwlock_clockwrlock, "pthread_rwlock_clockwrlock", NULL);
 #undef R
 	const char *d = getenv("STRATA_PTHREAD_STACK_DEPTH");
 	int depth = d ? atoi(d) : 0;
@@ -371,8 +391,8 @@ static size_t strata_pt_stack(uint64_t *out, uint64_t caller)
 #define U64(p) ((uint64_t)(uintptr_t)(p))
 
 enum strata_pt_kind {
-	PT_MUTEX_LOCK, PT_MUTEX_TIMEDLOCK, PT_MUTEX_TRYLOCK,
-	PT_RW_RDLOCK, PT_RW_WRLOCK, PT_RW_TRYRDLOCK, PT_RW_TRYWRLOCK,
+	PT_MUTEX_LOCK, PT_MUTEX_TIMEDLOCK, PT_MUTEX_CLOCKLOCK, PT_MUTEX_TRYLOCK,
+	PT_RW_RDLOCK, PT_RW_WRLOCK, PT_RW_CLOCKRDLOCK, PT_RW_CLOCKWRLOCK, PT_RW_TRYRDLOCK, PT_RW_TRYWRLOCK,
 };
 
 /* Emit an acquisition event of kind `k`.  The runtime's reserve/commit
@@ -392,15 +412,18 @@ static __attribute__((noinline)) void strata_pt_emit_acq(enum strata_pt_kind k, 
 		strata_tracepoint(pthread, mutex_lock, a, ret, c, wait, caller, stack, n);
 		break;
 	case PT_MUTEX_TIMEDLOCK:
+	case PT_MUTEX_CLOCKLOCK:
 		strata_tracepoint(pthread, mutex_timedlock, a, ret, c, wait, caller, stack, n);
 		break;
 	case PT_MUTEX_TRYLOCK:
 		strata_tracepoint(pthread, mutex_trylock, a, ret, caller, stack, n);
 		break;
 	case PT_RW_RDLOCK:
+	case PT_RW_CLOCKRDLOCK:
 		strata_tracepoint(pthread, rwlock_rdlock, a, ret, c, wait, caller, stack, n);
 		break;
 	case PT_RW_WRLOCK:
+	case PT_RW_CLOCKWRLOCK:
 		strata_tracepoint(pthread, rwlock_wrlock, a, ret, c, wait, caller, stack, n);
 		break;
 	case PT_RW_TRYRDLOCK:
@@ -419,7 +442,7 @@ static __attribute__((noinline)) void strata_pt_emit_acq(enum strata_pt_kind k, 
  * trylock succeeds as lock would; robust: EOWNERDEAD from either).  The try
  * kinds only try.
  */
-static __attribute__((noinline)) int strata_pt_acquire(enum strata_pt_kind k, void *lock,
+static __attribute__((noinline)) int strata_pt_acquire(enum strata_pt_kind k, void *lock, clockid_t clk,
 						       const struct timespec *abstime, uint64_t caller)
 {
 	pthread_mutex_t *m = lock;
@@ -429,10 +452,12 @@ static __attribute__((noinline)) int strata_pt_acquire(enum strata_pt_kind k, vo
 	switch (k) {
 	case PT_MUTEX_LOCK:
 	case PT_MUTEX_TIMEDLOCK:
+	case PT_MUTEX_CLOCKLOCK:
 	case PT_MUTEX_TRYLOCK:
 		ret = REAL(mutex_trylock)(m);
 		break;
 	case PT_RW_RDLOCK:
+	case PT_RW_CLOCKRDLOCK:
 	case PT_RW_TRYRDLOCK:
 		ret = REAL(rwlock_tryrdlock)(l);
 		break;
@@ -449,8 +474,17 @@ static __attribute__((noinline)) int strata_pt_acquire(enum strata_pt_kind k, vo
 		case PT_MUTEX_TIMEDLOCK:
 			ret = REAL(mutex_timedlock)(m, abstime);
 			break;
+		case PT_MUTEX_CLOCKLOCK:
+			ret = REAL(mutex_clocklock)(m, clk, abstime);
+			break;
 		case PT_RW_RDLOCK:
 			ret = REAL(rwlock_rdlock)(l);
+			break;
+		case PT_RW_CLOCKRDLOCK:
+			ret = REAL(rwlock_clockrdlock)(l, clk, abstime);
+			break;
+		case PT_RW_CLOCKWRLOCK:
+			ret = REAL(rwlock_clockwrlock)(l, clk, abstime);
 			break;
 		default:
 			ret = REAL(rwlock_wrlock)(l);
@@ -473,12 +507,15 @@ static __attribute__((noinline)) int strata_pt_unlock(int rw, void *lock, uint64
 	return ret;
 }
 
+/* timed: 0 cond_wait, 1 cond_timedwait, 2 cond_clockwait (traced as timedwait) */
 static __attribute__((noinline)) int strata_pt_cond_wait(int timed, pthread_cond_t *c, pthread_mutex_t *m,
-							 const struct timespec *abstime, uint64_t caller)
+							 clockid_t clk, const struct timespec *abstime,
+							 uint64_t caller)
 {
 	uint64_t stack[STRATA_PT_MAX_DEPTH];
 	uint64_t t0 = strata_pt_now();
-	int ret = timed ? REAL(cond_timedwait)(c, m, abstime) : REAL(cond_wait)(c, m);
+	int ret = timed == 2 ? REAL(cond_clockwait)(c, m, clk, abstime)
+		: timed ? REAL(cond_timedwait)(c, m, abstime) : REAL(cond_wait)(c, m);
 	uint64_t wait = strata_pt_now() - t0;
 	strata_pt_check_maps(caller);
 	size_t n = strata_pt_stack(stack, caller);
@@ -505,21 +542,21 @@ STRATA_PT_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
 {
 	if (__builtin_expect(!TRACED(mutex_lock), 1))
 		return REAL(mutex_lock)(m);
-	return strata_pt_acquire(PT_MUTEX_LOCK, m, NULL, CALLER());
+	return strata_pt_acquire(PT_MUTEX_LOCK, m, 0, NULL, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *t)
 {
 	if (__builtin_expect(!TRACED(mutex_timedlock), 1))
 		return REAL(mutex_timedlock)(m, t);
-	return strata_pt_acquire(PT_MUTEX_TIMEDLOCK, m, t, CALLER());
+	return strata_pt_acquire(PT_MUTEX_TIMEDLOCK, m, 0, t, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
 {
 	if (__builtin_expect(!TRACED(mutex_trylock), 1))
 		return REAL(mutex_trylock)(m);
-	return strata_pt_acquire(PT_MUTEX_TRYLOCK, m, NULL, CALLER());
+	return strata_pt_acquire(PT_MUTEX_TRYLOCK, m, 0, NULL, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
@@ -533,7 +570,7 @@ STRATA_PT_EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 {
 	if (__builtin_expect(!TRACED(cond_wait), 1))
 		return REAL(cond_wait)(c, m);
-	return strata_pt_cond_wait(0, c, m, NULL, CALLER());
+	return strata_pt_cond_wait(0, c, m, 0, NULL, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
@@ -541,7 +578,7 @@ STRATA_PT_EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *
 {
 	if (__builtin_expect(!TRACED(cond_timedwait), 1))
 		return REAL(cond_timedwait)(c, m, t);
-	return strata_pt_cond_wait(1, c, m, t, CALLER());
+	return strata_pt_cond_wait(1, c, m, 0, t, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_cond_signal(pthread_cond_t *c)
@@ -562,28 +599,28 @@ STRATA_PT_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *l)
 {
 	if (__builtin_expect(!TRACED(rwlock_rdlock), 1))
 		return REAL(rwlock_rdlock)(l);
-	return strata_pt_acquire(PT_RW_RDLOCK, l, NULL, CALLER());
+	return strata_pt_acquire(PT_RW_RDLOCK, l, 0, NULL, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *l)
 {
 	if (__builtin_expect(!TRACED(rwlock_wrlock), 1))
 		return REAL(rwlock_wrlock)(l);
-	return strata_pt_acquire(PT_RW_WRLOCK, l, NULL, CALLER());
+	return strata_pt_acquire(PT_RW_WRLOCK, l, 0, NULL, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t *l)
 {
 	if (__builtin_expect(!TRACED(rwlock_tryrdlock), 1))
 		return REAL(rwlock_tryrdlock)(l);
-	return strata_pt_acquire(PT_RW_TRYRDLOCK, l, NULL, CALLER());
+	return strata_pt_acquire(PT_RW_TRYRDLOCK, l, 0, NULL, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t *l)
 {
 	if (__builtin_expect(!TRACED(rwlock_trywrlock), 1))
 		return REAL(rwlock_trywrlock)(l);
-	return strata_pt_acquire(PT_RW_TRYWRLOCK, l, NULL, CALLER());
+	return strata_pt_acquire(PT_RW_TRYWRLOCK, l, 0, NULL, CALLER());
 }
 
 STRATA_PT_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *l)
@@ -591,4 +628,33 @@ STRATA_PT_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *l)
 	if (__builtin_expect(!TRACED(rwlock_unlock), 1))
 		return REAL(rwlock_unlock)(l);
 	return strata_pt_unlock(1, l, CALLER());
+}
+
+STRATA_PT_EXPORT int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t k, const struct timespec *t)
+{
+	if (__builtin_expect(!TRACED(mutex_timedlock), 1))
+		return REAL(mutex_clocklock)(m, k, t);
+	return strata_pt_acquire(PT_MUTEX_CLOCKLOCK, m, k, t, CALLER());
+}
+
+STRATA_PT_EXPORT int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t k,
+					    const struct timespec *t)
+{
+	if (__builtin_expect(!TRACED(cond_timedwait), 1))
+		return REAL(cond_clockwait)(c, m, k, t);
+	return strata_pt_cond_wait(2, c, m, k, t, CALLER());
+}
+
+STRATA_PT_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t k, const struct timespec *t)
+{
+	if (__builtin_expect(!TRACED(rwlock_rdlock), 1))
+		return REAL(rwlock_clockrdlock)(l, k, t);
+	return strata_pt_acquire(PT_RW_CLOCKRDLOCK, l, k, t, CALLER());
+}
+
+STRATA_PT_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t k, const struct timespec *t)
+{
+	if (__builtin_expect(!TRACED(rwlock_wrlock), 1))
+		return REAL(rwlock_clockwrlock)(l, k, t);
+	return strata_pt_acquire(PT_RW_CLOCKWRLOCK, l, k, t, CALLER());
 }

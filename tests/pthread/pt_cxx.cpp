@@ -1,6 +1,7 @@
 // pt_cxx.cpp - a C++ program using std::mutex, std::condition_variable and
 // std::shared_mutex (all on pthread underneath), for the LD_PRELOAD tests.
 // Checks its own results; writes what it did as JSON to argv[1].
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,11 @@
 
 std::mutex strata_cxx_mutex;
 std::shared_mutex strata_cxx_shared;
+// The clock variants: pthread_mutex_clocklock, pthread_cond_clockwait,
+// pthread_rwlock_clock{rd,wr}lock underneath.
+std::timed_mutex strata_cxx_timed;
+std::shared_timed_mutex strata_cxx_stm;
+std::condition_variable strata_cxx_cv;
 static long counter;
 
 int main(int argc, char **argv)
@@ -80,13 +86,38 @@ int main(int argc, char **argv)
 		t.join();
 	if (sum != 30)
 		return 1;
+
+	using namespace std::chrono_literals;
+	for (int i = 0; i < 50; i++) {
+		if (!strata_cxx_timed.try_lock_for(5s))
+			return 1;
+		strata_cxx_timed.unlock();
+	}
+	for (int i = 0; i < 20; i++) {
+		if (!strata_cxx_stm.try_lock_shared_for(5s))
+			return 1;
+		strata_cxx_stm.unlock_shared();
+		if (!strata_cxx_stm.try_lock_for(5s))
+			return 1;
+		strata_cxx_stm.unlock();
+	}
+	{
+		std::mutex cm;
+		std::unique_lock<std::mutex> l(cm);
+		for (int i = 0; i < 10; i++)
+			if (strata_cxx_cv.wait_for(l, 1ms) != std::cv_status::timeout)
+				return 1;
+	}
 	if (argc > 1) {
 		FILE *f = std::fopen(argv[1], "w");
 		if (!f)
 			return 2;
-		std::fprintf(f, "{\"pid\": %d, \"mutex\": \"%p\", \"mutex_acq\": %d, \"shared\": \"%p\", \"shared_acq\": 300}\n",
+		std::fprintf(f, "{\"pid\": %d, \"mutex\": \"%p\", \"mutex_acq\": %d, \"shared\": \"%p\", \"shared_acq\": 300,"
+			     " \"timed\": \"%p\", \"timed_acq\": 50, \"stm\": \"%p\", \"stm_acq\": 40,"
+			     " \"cv\": \"%p\", \"cv_timeouts\": 10}\n",
 			     static_cast<int>(getpid()), static_cast<void *>(&strata_cxx_mutex), threads * iters,
-			     static_cast<void *>(&strata_cxx_shared));
+			     static_cast<void *>(&strata_cxx_shared), static_cast<void *>(&strata_cxx_timed),
+			     static_cast<void *>(&strata_cxx_stm), static_cast<void *>(&strata_cxx_cv));
 		std::fclose(f);
 	}
 	return 0;
