@@ -29,6 +29,9 @@ import tempfile
 import time
 
 WORKLOADS = ("ints", "str", "mixed")
+# Enabled-cost buffers: 8 x 4 MiB per CPU (LTTng) / per lane (Strata), so that
+# 1 M events per thread fit with little help from the consumer.
+EN_SUBBUF, EN_NSUB = "4M", 8
 CTF_MAGIC = 0xC1FC1FC1
 
 
@@ -197,7 +200,7 @@ class Bench:
             self.p = dict(n_enabled=20000, reps=1, n_disabled=2000000, rate_ms=200, steps=1,
                           lat_reps=1, spawn=20, mem_threads=(1, 4), mem_events=2000, callgrind=False)
         else:
-            self.p = dict(n_enabled=2000000, reps=3, n_disabled=100000000, rate_ms=1000, steps=4,
+            self.p = dict(n_enabled=1000000, reps=3, n_disabled=100000000, rate_ms=1000, steps=4,
                           lat_reps=3, spawn=200, mem_threads=(1, 64), mem_events=20000,
                           callgrind=shutil.which("valgrind") is not None)
 
@@ -258,7 +261,7 @@ class Bench:
                 for t in (1, 2):
                     for side in self.sides():
                         kv, acc = self.traced(side, ["loop", w, str(t), str(self.p["n_enabled"])],
-                                              "1M", 8, "en-%s-%s-%d" % (side, w, t))
+                                              EN_SUBBUF, EN_NSUB, "en-%s-%s-%d" % (side, w, t))
                         self.check("enabled %s %s %dT" % (side, w, t), acc)
                         cpu.setdefault((w, t, side), []).append(float(kv["cpu_ns_per_event"]))
                         if acc.get("bytes_per_event"):
