@@ -86,9 +86,9 @@ static void strata_pt_resolve(void);
 		if (strata_pt_busy_get()) \
 			return fail; \
 		strata_pt_resolve(); \
-		if (real.name == strata_pt_boot_##name) \
+		if (REAL(name) == strata_pt_boot_##name) \
 			return fail; \
-		return real.name args; \
+		return REAL(name) args; \
 	}
 
 struct strata_pt_real {
@@ -112,6 +112,8 @@ struct strata_pt_real {
 	int (*rwlock_clockwrlock)(pthread_rwlock_t *, clockid_t, const struct timespec *);
 };
 static struct strata_pt_real real;
+/* Entries are code addresses with no data published through them: relaxed. */
+#define REAL(f) (__atomic_load_n(&real.f, __ATOMIC_RELAXED))
 
 STRATA_PT_BOOT(mutex_timedlock, EINVAL, (pthread_mutex_t *m, const struct timespec *t), (m, t))
 STRATA_PT_BOOT(cond_wait, EINVAL, (pthread_cond_t *c, pthread_mutex_t *m), (c, m))
@@ -151,7 +153,6 @@ static struct strata_pt_real real = {
 	.rwlock_clockrdlock = strata_pt_boot_rwlock_clockrdlock,
 	.rwlock_clockwrlock = strata_pt_boot_rwlock_clockwrlock,
 };
-#define REAL(f) (__atomic_load_n(&real.f, __ATOMIC_RELAXED))
 
 static STRATA_PT_TLS int strata_pt_busy;
 static int strata_pt_busy_get(void) { return strata_pt_busy; }
@@ -170,10 +171,12 @@ static void strata_pt_atfork_child(void)
 	__atomic_store_n(&maps_busy, 0, __ATOMIC_RELAXED);
 }
 
-static void *strata_pt_sym(const char *name, const char *version)
+/* The default version of each symbol (for condvars GLIBC_2.3.2, the ABI
+ * current programs link): asking for a version explicitly would skip an
+ * interposer between us and glibc that does not version it (TSan's). */
+static void *strata_pt_sym(const char *name)
 {
-	void *p = version ? dlvsym(RTLD_NEXT, name, version) : NULL;
-	return p ? p : dlsym(RTLD_NEXT, name);
+	return dlsym(RTLD_NEXT, name);
 }
 
 /*
@@ -189,27 +192,26 @@ static __attribute__((noinline)) void strata_pt_resolve(void)
 	int was_busy = strata_pt_busy;
 	strata_pt_busy = 1;
 	void *p;
-#define R(field, name, ver) \
-	if ((p = strata_pt_sym(name, ver)) != NULL) \
+#define R(field, name) \
+	if ((p = strata_pt_sym(name)) != NULL) \
 		__atomic_store_n((void **)&real.field, p, __ATOMIC_RELAXED)
-	/* The condvar ABI of glibc 2.3.2 is the one current programs link. */
-	R(cond_wait, "pthread_cond_wait", "GLIBC_2.3.2");
-	R(cond_timedwait, "pthread_cond_timedwait", "GLIBC_2.3.2");
-	R(cond_signal, "pthread_cond_signal", "GLIBC_2.3.2");
-	R(cond_broadcast, "pthread_cond_broadcast", "GLIBC_2.3.2");
-	R(mutex_lock, "pthread_mutex_lock", NULL);
-	R(mutex_trylock, "pthread_mutex_trylock", NULL);
-	R(mutex_timedlock, "pthread_mutex_timedlock", NULL);
-	R(mutex_unlock, "pthread_mutex_unlock", NULL);
-	R(rwlock_rdlock, "pthread_rwlock_rdlock", NULL);
-	R(rwlock_wrlock, "pthread_rwlock_wrlock", NULL);
-	R(rwlock_tryrdlock, "pthread_rwlock_tryrdlock", NULL);
-	R(rwlock_trywrlock, "pthread_rwlock_trywrlock", NULL);
-	R(rwlock_unlock, "pthread_rwlock_unlock", NULL);
-	R(mutex_clocklock, "pthread_mutex_clocklock", NULL);
-	R(cond_clockwait, "pthread_cond_clockwait", NULL);
-	R(rwlock_clockrdlock, "pthread_rwlock_clockrdlock", NULL);
-	R(rwlock_clockwrlock, "pthread_rwlock_clockwrlock", NULL);
+	R(cond_wait, "pthread_cond_wait");
+	R(cond_timedwait, "pthread_cond_timedwait");
+	R(cond_signal, "pthread_cond_signal");
+	R(cond_broadcast, "pthread_cond_broadcast");
+	R(mutex_lock, "pthread_mutex_lock");
+	R(mutex_trylock, "pthread_mutex_trylock");
+	R(mutex_timedlock, "pthread_mutex_timedlock");
+	R(mutex_unlock, "pthread_mutex_unlock");
+	R(rwlock_rdlock, "pthread_rwlock_rdlock");
+	R(rwlock_wrlock, "pthread_rwlock_wrlock");
+	R(rwlock_tryrdlock, "pthread_rwlock_tryrdlock");
+	R(rwlock_trywrlock, "pthread_rwlock_trywrlock");
+	R(rwlock_unlock, "pthread_rwlock_unlock");
+	R(mutex_clocklock, "pthread_mutex_clocklock");
+	R(cond_clockwait, "pthread_cond_clockwait");
+	R(rwlock_clockrdlock, "pthread_rwlock_clockrdlock");
+	R(rwlock_clockwrlock, "pthread_rwlock_clockwrlock");
 #undef R
 	const char *d = getenv("STRATA_PTHREAD_STACK_DEPTH");
 	int depth = d ? atoi(d) : 0;
@@ -240,7 +242,9 @@ static inline uint64_t strata_pt_now(void)
 #define STRATA_PT_MAX_RANGES 512
 #define STRATA_PT_MAX_RESCANS 64
 /* Executable ranges seen by the last scan.  Written only by the maps_busy
- * owner; read racily by callers (a torn pair only causes a spare rescan). */
+ * owner, read by every tracing thread, all relaxed: a reader that sees a
+ * pair being rewritten at worst rescans once more, or skips a rescan for a
+ * range that was described a moment ago. */
 static uint64_t ranges[STRATA_PT_MAX_RANGES][2];
 static uint32_t n_ranges;
 static uint32_t n_rescans;
@@ -288,8 +292,9 @@ static void strata_pt_maps_line(const char *l, uint32_t *n)
 	if (*p != '/' && *p != '[')
 		return;
 	if (*n < STRATA_PT_MAX_RANGES) {
-		ranges[*n][0] = start;
-		ranges[*n][1] = end;
+		/* relaxed: see `ranges`. */
+		__atomic_store_n(&ranges[*n][0], start, __ATOMIC_RELAXED);
+		__atomic_store_n(&ranges[*n][1], end, __ATOMIC_RELAXED);
 		(*n)++;
 	}
 	if (*p == '/')
@@ -346,9 +351,12 @@ static inline void strata_pt_check_maps(uint64_t caller)
 		return;
 	uint32_t n = __atomic_load_n(&n_ranges, __ATOMIC_RELAXED);
 	for (uint32_t i = 0; i < n && i < STRATA_PT_MAX_RANGES; i++) {
-		if (caller >= ranges[i][0] && caller < ranges[i][1]) {
-			last_range[0] = ranges[i][0];
-			last_range[1] = ranges[i][1];
+		/* relaxed: see `ranges`. */
+		uint64_t lo = __atomic_load_n(&ranges[i][0], __ATOMIC_RELAXED);
+		uint64_t hi = __atomic_load_n(&ranges[i][1], __ATOMIC_RELAXED);
+		if (caller >= lo && caller < hi) {
+			last_range[0] = lo;
+			last_range[1] = hi;
 			return;
 		}
 	}
