@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <type_traits>
 
@@ -149,6 +150,9 @@ bool system_file(const std::string &f)
 
 std::string demangle(const char *name)
 {
+	// Only mangled names: "m" alone would demangle as the type "unsigned long".
+	if (std::strncmp(name, "_Z", 2) != 0)
+		return name;
 	int st = 0;
 	char *d = abi::__cxa_demangle(name, nullptr, nullptr, &st);
 	std::string out = (st == 0 && d) ? d : name;

@@ -132,6 +132,9 @@ def main():
     elif sc == "basic":
         expect("errorcheck", "ec", prog_out["ec_acq"])
         expect("recursive", "rec", prog_out["rec_acq"])
+        lk = expect("one-letter global", "m", 1)
+        check(lk is not None and lk["symbol"] == "m", "lock named m (not demangled as a type): %r"
+              % (lk and lk["symbol"]))
         # The 20 ms timedlock that timed out is a failed wait, not an acquisition.
         held = [lk for lk in rep["locks"] if lk["symbol"] == "held_by_other"]
         if check(len(held) == 1, "held_by_other analysed"):

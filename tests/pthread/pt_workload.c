@@ -36,6 +36,9 @@ pthread_rwlock_t strata_rw_lock = PTHREAD_RWLOCK_INITIALIZER;
 pthread_mutex_t strata_fork_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t strata_sig_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t strata_ctor_lock = PTHREAD_MUTEX_INITIALIZER;
+/* A one-letter name: "m" is also the mangled code of `unsigned long`, and
+ * must be reported as the variable it is. */
+pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 
 #define CHECK(expr, want) \
 	do { \
@@ -224,10 +227,12 @@ static int mode_basic(FILE *out)
 	CHECK(pthread_rwlock_unlock(&rw), 0);
 	CHECK(pthread_rwlock_trywrlock(&rw), 0);
 	CHECK(pthread_rwlock_unlock(&rw), 0);
+	CHECK(pthread_mutex_lock(&m), 0);
+	CHECK(pthread_mutex_unlock(&m), 0);
 	/* ec: lock, trylock, unlock; rec: 3 locks + 1 trylock; held_by_other: 1
 	 * timedlock (the holder's lock is in another thread). */
-	fprintf(out, "{\"pid\": %d, \"ec\": \"%p\", \"rec\": \"%p\", \"ec_acq\": 2, \"rec_acq\": 4}\n", (int)getpid(),
-		(void *)&ec, (void *)&rec);
+	fprintf(out, "{\"pid\": %d, \"ec\": \"%p\", \"rec\": \"%p\", \"ec_acq\": 2, \"rec_acq\": 4, \"m\": \"%p\"}\n",
+		(int)getpid(), (void *)&ec, (void *)&rec, (void *)&m);
 	/* The mutexes live on this stack: print before they go. */
 	fflush(out);
 	return 0;
