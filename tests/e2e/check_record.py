@@ -58,9 +58,14 @@ def record(strata, demo, out, record_opts, demo_opts, expect_ok=True):
 
 
 def babeltrace2_clean(out):
+    """`babeltrace2 DIR` exits 0 and its stderr holds nothing but the loss
+    reports (WARNING: Tracer discarded N events/packets ...)."""
     r = subprocess.run(["babeltrace2", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                        text=True, timeout=600)
     check(r.returncode == 0, "babeltrace2 exits 0 (got %d)" % r.returncode)
+    other = [ln for ln in r.stderr.splitlines() if not ln.startswith("WARNING: Tracer discarded ")]
+    check(not other, "babeltrace2 stderr has only loss reports (%d other lines: %r)" %
+          (len(other), "\n".join(other[:5])))
     return r
 
 
@@ -223,8 +228,7 @@ def scenario_sigkill(strata, demo, work):
                ["--threads", str(threads), "--events", "100000000", "--sigkill-at", str(kill_at)],
                expect_ok=False)
     check(r.returncode != 0, "strata record reports the killed command's failure (got %d)" % r.returncode)
-    b = babeltrace2_clean(out)
-    check("error" not in b.stderr.lower(), "babeltrace2 reads the trace without error (%r)" % b.stderr[:2000])
+    babeltrace2_clean(out)
     tr = Trace(out)
     print("recorded %d events, discarded %d events, %d packets" %
           (tr.events, tr.discarded_events, tr.discarded_packets))
