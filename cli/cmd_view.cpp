@@ -390,8 +390,10 @@ void format_discarded(ViewSink &s, const bt_message *msg, bool events)
 		times = bt_clock_snapshot_get_ns_from_origin(cb, &b) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK &&
 			bt_clock_snapshot_get_ns_from_origin(ce, &e) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK;
 	}
+	// The muxer orders a loss by its beginning; show that time first so the
+	// output stays sorted.
 	if (times)
-		append_time(out, e);
+		append_time(out, b);
 	else
 		out += "[--:--:--.---------]";
 	out += " *** ";

@@ -19,11 +19,11 @@ EXPECTED = [
     "[00:00:01.000000200] fixture[4242] tid=102 cpu=0 demo:mix: { thread = 1, seq = 1, f32 = 0.5, "
     "f64 = 1.25, state = busy (1), msg = \"t1-1\", arr = [ 1, 1, 7, 65535 ], vals = [ 1 ], "
     "blob = [ 0x1 ] }",
-    "[00:00:02.000000000] *** 5 events discarded in fixture[4242] stream 0 between "
+    "[00:00:01.000000200] *** 5 events discarded in fixture[4242] stream 0 between "
     "[00:00:01.000000200] and [00:00:02.000000000]",
     "[00:00:02.000000000] fixture[4242] tid=103 cpu=1 demo:ints: { thread = 2, seq = 4, s8 = -4, "
     "u8 = 6, s16 = -4, u16 = 12, s32 = -6, u32 = 30, s64 = -4000014, x64 = 0xdead000200000004 }",
-    "[00:00:03.000000000] *** 2 packets discarded in fixture[4242] stream 0 between "
+    "[00:00:02.000000000] *** 2 packets discarded in fixture[4242] stream 0 between "
     "[00:00:02.000000000] and [00:00:03.000000000]",
     "[00:00:03.000000000] fixture[4242] tid=100 cpu=0 demo:start",
 ]
@@ -54,6 +54,16 @@ def main():
     got = r.stdout.splitlines()
     check(got == EXPECTED, "view output is exactly the expected lines:\n%s" % "\n".join(got))
     check(r.stderr == "", "view prints nothing on stderr (got %r)" % r.stderr)
+
+    # A second process's sub-trace beside the first: both read, merged by time.
+    both = os.path.join(work, "two-processes")
+    shutil.copytree(trace, both)
+    subprocess.run([sys.executable, os.path.join(HERE, "make_fixture_trace.py"),
+                    os.path.join(both, "ust", "pid", "other-4343"), "--other"], check=True)
+    r = run([strata, "view", both])
+    merged = EXPECTED[:4] + ["[00:00:01.500000000] other[4343] tid=200 cpu=1 demo:start"] + EXPECTED[4:]
+    check(r.returncode == 0 and r.stdout.splitlines() == merged,
+          "two sub-traces are merged by time:\n%s%s" % (r.stdout, r.stderr))
 
     r = run([strata, "view", "-n", "2", trace])
     check(r.returncode == 0 and r.stdout.splitlines() == EXPECTED[:2],

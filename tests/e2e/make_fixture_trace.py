@@ -3,7 +3,9 @@
 (libtrace/abi/strata_abi.h packet header, consumerd/metadata.cpp TSDL), so
 that `strata view` can be checked line by line without a tracing session.
 
-usage: make_fixture_trace.py OUTDIR
+usage: make_fixture_trace.py OUTDIR [--other]
+--other writes instead a second process's sub-trace (procname "other",
+vpid 4343, another trace uuid) holding one demo:start at 1.500000000.
 Events (clock offset 0, so times are seconds after the epoch, TZ=UTC):
   1.000000000 demo:start
   1.000000100 demo:ints  thread 0, seq 0 (values of demo_oracle.ints(0, 0))
@@ -22,6 +24,8 @@ import demo_oracle  # noqa: E402
 
 UUID = bytes(range(16))
 UUID_STR = "00010203-0405-0607-0809-0a0b0c0d0e0f"
+OTHER_UUID = bytes(range(16, 32))
+OTHER_UUID_STR = "10111213-1415-1617-1819-1a1b1c1d1e1f"
 
 METADATA = """/* CTF 1.8 */
 
@@ -33,7 +37,7 @@ typealias integer { size = 64; align = 8; signed = false; } := uint64_t;
 trace {
 	major = 1;
 	minor = 8;
-	uuid = "%s";
+	uuid = "%(uuid)s";
 	byte_order = le;
 	packet.header := struct {
 		uint32_t magic;
@@ -48,8 +52,8 @@ env {
 	tracer_name = "strata";
 	tracer_major = 0;
 	tracer_minor = 1;
-	procname = "fixture";
-	vpid = 4242;
+	procname = "%(procname)s";
+	vpid = %(vpid)d;
 };
 
 clock {
@@ -136,7 +140,7 @@ event {
 	fields := struct {
 	};
 };
-""" % UUID_STR
+"""
 
 
 class Rec:
@@ -195,24 +199,35 @@ def start_event(r, ts, tid, cpu):
     header(r, 2, ts, tid, cpu)
 
 
-def packet(events_fn, ts_begin, ts_end, seq, discarded, lane=0):
+def packet(events_fn, ts_begin, ts_end, seq, discarded, lane=0, uuid=UUID):
     r = Rec()
     r.b += bytes(88)
     events_fn(r)
     content = len(r.b)
     r.pad(8)
     size = len(r.b)
-    struct.pack_into("<I16sIQQQQQQQII", r.b, 0, 0xC1FC1FC1, UUID, 0, lane, ts_begin, ts_end,
+    struct.pack_into("<I16sIQQQQQQQII", r.b, 0, 0xC1FC1FC1, uuid, 0, lane, ts_begin, ts_end,
                      content * 8, size * 8, seq, discarded, lane, 0)
     return bytes(r.b)
 
 
 def main():
     out = sys.argv[1]
+    other = "--other" in sys.argv[2:]
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "metadata"), "w") as f:
-        f.write(METADATA)
+        f.write(METADATA % {"uuid": OTHER_UUID_STR if other else UUID_STR,
+                            "procname": "other" if other else "fixture",
+                            "vpid": 4343 if other else 4242})
     s = 1000000000
+
+    if other:
+        def p0(r):
+            start_event(r, s + s // 2, 200, 1)
+
+        with open(os.path.join(out, "channel0_0"), "wb") as f:
+            f.write(packet(p0, s + s // 2, s + s // 2, 0, 0, uuid=OTHER_UUID))
+        return
 
     def p1(r):
         start_event(r, s, 100, 0)
