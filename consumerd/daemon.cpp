@@ -74,6 +74,7 @@ std::string hostname()
 
 struct Session {
 	uint64_t id = 0;
+	uint64_t run_id = 0; // new at each START: what grants name (SessionGrant.session_id)
 	std::string name;
 	uint32_t slot = 0;
 	uid_t uid = 0;
@@ -92,7 +93,20 @@ struct Proc {
 	std::string date;
 	std::vector<proto::EventName> events;
 	int pidfd = -1;
+	int signo = 0;        // asynchronous enablement: signal it on changes
 	std::vector<Drain *> drains;
+};
+
+// A controller's answer held back until the processes signalled about a
+// change have re-queried (or exited), or until its deadline.
+struct PendingReply {
+	uint64_t conn_id = 0;
+	uint32_t seq = 0;
+	std::string text;
+	uint64_t change = 0;          // acknowledgements must come from queries after it
+	std::vector<pid_t> waiting;
+	size_t signalled = 0;
+	int64_t deadline = 0;
 };
 
 struct Grant {
@@ -101,6 +115,8 @@ struct Grant {
 };
 
 struct Conn {
+	uint64_t id = 0;
+	uint64_t registered_at = 0; // change counter when it sent REGISTER
 	int fd = -1;
 	struct ucred cred = {};
 	bool hello = false;
@@ -131,6 +147,12 @@ private:
 	void reply(Conn &c, uint32_t seq, int status, const std::string &text);
 	void drop(int fd);
 	void on_exit(int pidfd);
+	// Asynchronous enablement: signal the processes a change of `s`
+	// concerns, answer `c` once they acknowledged (or at the deadline).
+	void notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std::string &text);
+	void acknowledge(pid_t pid, uint64_t registered_at);
+	void answer_pending(bool all);
+	int pending_timeout_ms() const;
 
 	bool visible(const Conn &c, const Session &s) const { return c.cred.uid == 0 || c.cred.uid == s.uid; }
 	Session *find(const Conn &c, const std::string &name, uint32_t seq, bool &answered);
@@ -151,6 +173,10 @@ private:
 	std::map<pid_t, int> pid_to_pidfd_;
 	std::vector<std::unique_ptr<Session>> sessions_;
 	uint64_t next_session_id_ = 1;
+	uint64_t next_run_id_ = 1;
+	uint64_t next_conn_id_ = 1;
+	uint64_t change_ = 0; // counts notified changes
+	std::vector<PendingReply> pending_;
 	std::string hostname_;
 	bool quit_ = false;
 };
@@ -226,7 +252,78 @@ void Daemon::reply(Conn &c, uint32_t seq, int status, const std::string &text)
 void Daemon::drop(int fd)
 {
 	epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
-	conns_.erase(fd);
+	auto it = conns_.find(fd);
+	if (it == conns_.end())
+		return;
+	// A process closes its connection after applying what it was granted
+	// (and quiescing): that is its acknowledgement.
+	if (it->second->registered)
+		acknowledge(it->second->cred.pid, it->second->registered_at);
+	conns_.erase(it);
+}
+
+void Daemon::notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std::string &text)
+{
+	PendingReply p;
+	p.conn_id = c.id;
+	p.seq = seq;
+	p.text = text;
+	p.change = ++change_;
+	p.deadline = proto::now_ms() + 1000;
+	for (auto &kv : procs_) {
+		const Proc &pr = kv.second;
+		if (!pr.signo || kv.first < 0 || !(s.uid == 0 || s.uid == pr.uid))
+			continue;
+		if (syscall(SYS_pidfd_send_signal, kv.first, pr.signo, nullptr, 0) == 0)
+			p.waiting.push_back(pr.pid);
+		else
+			VLOG("pid %d: cannot signal: %s", pr.pid, strerror(errno));
+	}
+	p.signalled = p.waiting.size();
+	if (p.waiting.empty()) {
+		reply(c, seq, 0, text);
+		return;
+	}
+	pending_.push_back(std::move(p));
+}
+
+void Daemon::acknowledge(pid_t pid, uint64_t registered_at)
+{
+	for (PendingReply &p : pending_)
+		if (registered_at >= p.change)
+			p.waiting.erase(std::remove(p.waiting.begin(), p.waiting.end(), pid), p.waiting.end());
+}
+
+void Daemon::answer_pending(bool all)
+{
+	const int64_t now = proto::now_ms();
+	for (size_t i = 0; i < pending_.size();) {
+		PendingReply &p = pending_[i];
+		if (!all && !p.waiting.empty() && now < p.deadline) {
+			i++;
+			continue;
+		}
+		for (auto &kv : conns_)
+			if (kv.second->id == p.conn_id) {
+				size_t acked = p.signalled - p.waiting.size();
+				reply(*kv.second, p.seq, 0,
+				      p.text + " (" + std::to_string(acked) + " of " + std::to_string(p.signalled) +
+					      " running process(es) applied it)");
+				break;
+			}
+		pending_.erase(pending_.begin() + static_cast<long>(i));
+	}
+}
+
+int Daemon::pending_timeout_ms() const
+{
+	if (pending_.empty())
+		return -1;
+	int64_t first = pending_[0].deadline;
+	for (const PendingReply &p : pending_)
+		first = std::min(first, p.deadline);
+	int64_t left = first - proto::now_ms();
+	return left < 0 ? 0 : static_cast<int>(left);
 }
 
 void Daemon::accept_conns()
@@ -245,6 +342,7 @@ void Daemon::accept_conns()
 		}
 		auto c = std::make_unique<Conn>();
 		c->fd = fd;
+		c->id = next_conn_id_++;
 		socklen_t l = sizeof(c->cred);
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &l) < 0) {
 			close(fd);
@@ -381,8 +479,9 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 				reply(c, seq, -EALREADY, "session '" + s->name + "' is already started");
 			} else {
 				s->state = proto::SessionState::Active;
+				s->run_id = next_run_id_++;
 				INFO("session %s started (slot %u)", s->name.c_str(), s->slot);
-				reply(c, seq, 0, "session '" + s->name + "' started");
+				notify_and_reply(c, seq, *s, "session '" + s->name + "' started");
 			}
 		}
 		return true;
@@ -394,7 +493,7 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 				reply(c, seq, -EALREADY, "session '" + s->name + "' is not started");
 			} else {
 				stop_session(*s);
-				reply(c, seq, 0, "session '" + s->name + "' stopped; trace in " + s->out);
+				notify_and_reply(c, seq, *s, "session '" + s->name + "' stopped; trace in " + s->out);
 			}
 		}
 		return true;
@@ -402,6 +501,8 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 		if (!ctl)
 			break;
 		if (Session *s = find(c, std::get<proto::Destroy>(m.body).session, seq, found)) {
+			const bool was_active = s->state == proto::SessionState::Active;
+			const uid_t owner = s->uid;
 			stop_session(*s);
 			std::string out = s->out, name = s->name;
 			for (auto &p : procs_) { // the session's drains die with it
@@ -418,7 +519,14 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 			sessions_.erase(std::find_if(sessions_.begin(), sessions_.end(),
 						     [&](const std::unique_ptr<Session> &x) { return x.get() == s; }));
 			INFO("session %s destroyed", name.c_str());
-			reply(c, seq, 0, "session '" + name + "' destroyed; trace in " + out);
+			const std::string text = "session '" + name + "' destroyed; trace in " + out;
+			if (was_active) { // its processes close their slot
+				Session gone;
+				gone.uid = owner;
+				notify_and_reply(c, seq, gone, text);
+			} else {
+				reply(c, seq, 0, text);
+			}
 		}
 		return true;
 	case Type::List:
@@ -492,8 +600,12 @@ void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
 	p->pid = pid;
 	p->uid = c.cred.uid;
 	p->comm = m.comm;
-	p->date = local_timestamp();
-	p->events = m.events;
+	if (p->date.empty())
+		p->date = local_timestamp();
+	if (!m.events.empty() || p->events.empty()) // a re-query from a signal handler lists none
+		p->events = m.events;
+	p->signo = (m.flags & proto::kRegisterAsync) ? static_cast<int>(m.signo) : 0;
+	c.registered_at = change_;
 	VLOG("pid %d (%s) registered, %zu tracepoints", pid, m.comm.c_str(), m.events.size());
 
 	proto::RegisterReply rr;
@@ -502,6 +614,7 @@ void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
 			continue;
 		proto::SessionGrant g;
 		g.slot = s->slot;
+		g.session_id = s->run_id;
 		g.channel = s->channel;
 		g.rules = s->rules;
 		if (getrandom(g.trace_uuid, sizeof(g.trace_uuid), 0) != sizeof(g.trace_uuid))
@@ -510,7 +623,7 @@ void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
 		g.trace_uuid[6] = static_cast<uint8_t>((g.trace_uuid[6] & 0x0f) | 0x40); // v4
 		g.trace_uuid[8] = static_cast<uint8_t>((g.trace_uuid[8] & 0x3f) | 0x80);
 		Grant &gr = c.grants[s->slot];
-		gr.session_id = s->id;
+		gr.session_id = s->run_id;
 		memcpy(gr.uuid, g.trace_uuid, 16);
 		rr.sessions.push_back(std::move(g));
 	}
@@ -544,7 +657,7 @@ void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 	}
 	Session *s = nullptr;
 	for (auto &x : sessions_)
-		if (x->id == grant.session_id)
+		if (x->run_id == grant.session_id)
 			s = x.get();
 	if (!s || s->state != proto::SessionState::Active) {
 		close(fd);
@@ -635,8 +748,9 @@ void Daemon::do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule
 	s->rules.push_back(r);
 	std::string text = std::string(r.enable ? "enabled " : "disabled ") + r.pattern + " in session '" + name + "'";
 	if (s->state == proto::SessionState::Active)
-		text += " (applies to processes that start from now on)";
-	reply(c, seq, 0, text);
+		notify_and_reply(c, seq, *s, text);
+	else
+		reply(c, seq, 0, text);
 }
 
 void Daemon::do_status(Conn &c, uint32_t seq, const proto::Status &m)
@@ -704,6 +818,7 @@ void Daemon::on_exit(int pidfd)
 	if (it == procs_.end())
 		return;
 	VLOG("pid %d (%s) exited", it->second.pid, it->second.comm.c_str());
+	acknowledge(it->second.pid, UINT64_MAX); // nothing left to apply
 	for (Drain *d : it->second.drains)
 		d->finish(true); // the drain flushes and closes on its own thread
 	pid_to_pidfd_.erase(it->second.pid);
@@ -748,7 +863,7 @@ int Daemon::run(const DaemonOptions &opt)
 
 	while (!quit_) {
 		struct epoll_event evs[32];
-		int n = epoll_wait(epfd_, evs, 32, -1);
+		int n = epoll_wait(epfd_, evs, 32, pending_timeout_ms());
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -773,7 +888,9 @@ int Daemon::run(const DaemonOptions &opt)
 					on_readable(*it->second);
 			}
 		}
+		answer_pending(false);
 	}
+	answer_pending(true);
 	for (auto &s : sessions_)
 		stop_session(*s);
 	sessions_.clear();

@@ -1,10 +1,30 @@
 /*
- * tp_async.c - placeholder for issue 3: asynchronous enablement (a running
- * process joins a session started after it, on a signal from the daemon).
- * For now the constructor does nothing; link Strata::tp_sync to trace
- * sessions that are active when the program starts.
+ * tp_async.c - asynchronous enablement (issue 3): link this object instead
+ * of tp-sync (Strata::tp_async) and the program also joins sessions that
+ * start after it, leaves those that stop, and follows rule changes.
+ *
+ * The constructor installs a handler for one real-time signal
+ * ($STRATA_ASYNC_SIGNAL, default SIGRTMAX-3; a signal the program already
+ * handles is left alone and async enablement is off) and registers like
+ * tp-sync, announcing that signal.  When a session changes, the daemon
+ * sends it; the handler re-runs the state query (async-signal-safe: no
+ * allocation, no locks), makes the change visible to every thread
+ * (membarrier), and only then closes its connection, which is the
+ * acknowledgement the daemon waits for before answering the controller.
+ * No thread is added to the program and no descriptor stays open.
  */
+extern int strata_ctl_async_init(int signo);
+extern int strata_ctl_fork_child(void);
+typedef void (*strata_rt_fork_hook)(void);
+extern void strata_rt_set_fork_child_hook(strata_rt_fork_hook hook);
+
+static void strata__tp_async_fork_child(void)
+{
+	(void)strata_ctl_fork_child();
+}
+
 static void __attribute__((constructor(110), used)) strata__tp_async_ctor(void)
 {
-	/* issue 3 */
+	strata_rt_set_fork_child_hook(strata__tp_async_fork_child);
+	(void)strata_ctl_async_init(0);
 }

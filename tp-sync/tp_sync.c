@@ -14,12 +14,13 @@
  * process of its own and records into buffers of its own.
  */
 extern int strata_ctl_sync_query(void);
+extern int strata_ctl_fork_child(void);
 typedef void (*strata_rt_fork_hook)(void);
 extern void strata_rt_set_fork_child_hook(strata_rt_fork_hook hook);
 
 static void strata__tp_sync_fork_child(void)
 {
-	(void)strata_ctl_sync_query();
+	(void)strata_ctl_fork_child();
 }
 
 static void __attribute__((constructor(110), used)) strata__tp_sync_ctor(void)

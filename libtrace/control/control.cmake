@@ -2,12 +2,14 @@
 # libtrace/CMakeLists.txt once the `strata` target exists.
 #
 #  - into libstrata (PRIVATE, hidden): the process-side state query client
-#    (strata_ctl_sync_query, the only symbol it exports) and the protocol;
+#    (strata_ctl_sync_query, strata_ctl_async_init, strata_ctl_fork_child:
+#    the only symbols it exports) and the protocol;
 #  - strata_control (STATIC, PIC): the protocol plus the controller client,
 #    for strata-consumerd, the `strata` command and the tests.
 set(_strata_ctl_dir ${CMAKE_CURRENT_LIST_DIR})
 set(_strata_proto_sources
     ${_strata_ctl_dir}/../proto/proto.cpp
+    ${_strata_ctl_dir}/../proto/proc_codec.cpp
     ${_strata_ctl_dir}/../proto/sock.cpp)
 
 target_sources(strata PRIVATE ${_strata_ctl_dir}/sync_query.cpp ${_strata_proto_sources})

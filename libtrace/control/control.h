@@ -25,6 +25,18 @@ extern "C" {
  * STRATA_DEBUG=1 it reports on stderr how long it took. */
 __attribute__((visibility("default"))) int strata_ctl_sync_query(void);
 
+/* tp-async: install the handler of `signo` (0: $STRATA_ASYNC_SIGNAL, else
+ * SIGRTMAX-3; left alone if the program handles that signal), then query
+ * like strata_ctl_sync_query, announcing the signal.  From then on the
+ * daemon signals this process when a session starts or stops or its rules
+ * change, and the handler re-queries (async-signal-safe) before
+ * acknowledging by closing its connection. */
+__attribute__((visibility("default"))) int strata_ctl_async_init(int signo);
+
+/* For the runtime's fork-child hook: forget the parent's sessions, then
+ * query as the new process. */
+__attribute__((visibility("default"))) int strata_ctl_fork_child(void);
+
 #ifdef __cplusplus
 }
 #endif

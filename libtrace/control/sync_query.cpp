@@ -1,5 +1,7 @@
 /*
- * sync_query.cpp - strata_ctl_sync_query(), see control.h.
+ * sync_query.cpp - the process side of the control plane: the state query
+ * (strata_ctl_sync_query, control.h) and asynchronous enablement
+ * (strata_ctl_async_init).
  *
  * Exchange (docs/control-protocol.md, "Registration"):
  *
@@ -7,205 +9,305 @@
  *     HELLO(role=process)   ---->
  *                           <----   HELLO_REPLY
  *     REGISTER(pid,uid,comm,
- *              abi, events) ---->   (opens a pidfd on the peer)
+ *       flags,signo,events) ---->   (opens a pidfd on the peer)
  *                           <----   REGISTER_REPLY(active sessions)
- *     per session: slot_open, set_rules
- *     BUFFER(slot) + memfd  ---->
+ *     per granted session not joined yet: slot_open, set_rules,
+ *       BUFFER(slot) + memfd ---->
  *                           <----   REPLY(status)  (nonzero: slot closed again)
- *     close(socket)
+ *     per session already joined: set_rules (rules may have changed)
+ *     per joined slot no longer granted: slot_close (session stopped)
+ *     quiesce; close(socket)        (the close is the acknowledgement)
  *
- * The daemon's answers are validated by the decoder like anything else; a
- * daemon that lies can at worst make this process trace into a buffer nobody
- * reads, which costs memory bounded by the channel configuration.
+ * Contract:
+ *   - roles: the constructor (tp-sync, tp-async) and the runtime's
+ *     fork-child hook call the query in thread context; with tp-async the
+ *     daemon's signal runs the same query from a signal handler on whatever
+ *     thread it lands on;
+ *   - so everything on the query path is async-signal-safe: the codec
+ *     writes into static buffers (proc_codec.h), I/O is raw system calls
+ *     with deadlines (sock.h), warnings are write(2);
+ *   - one query at a time: g_busy is taken with an atomic exchange; a
+ *     signal that finds it taken sets g_again and returns, and the running
+ *     query goes round once more.  The static State is touched only by the
+ *     holder of g_busy.
+ * The daemon's answers are validated like anything else; a daemon that lies
+ * can at worst make this process trace into a buffer nobody reads, which
+ * costs memory bounded by the channel configuration.
  */
 #include "control.h"
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <time.h>
 #include <unistd.h>
 
-#include "proto/proto.h"
+#include "proto/proc_codec.h"
 #include "proto/sock.h"
 #include "runtime.h"
 
 namespace strata {
 namespace {
 
-void warn(const std::string &what)
+using proto::pc::Grants;
+using proto::pc::Writer;
+
+constexpr size_t kPathMax = 108;
+constexpr size_t kInCap = 256 * 1024; // REGISTER_REPLY at its largest is ~210 KiB
+constexpr size_t kOutCap = 64 * 1024;
+
+struct State {
+	char paths[2][kPathMax];
+	int n_paths;
+	char comm[64];
+	int signo;                      // asynchronous enablement signal, 0: none
+	int64_t timeout_ms;
+	uint64_t joined[proto::kMaxSlots]; // session id of each open slot, 0: closed
+	uint32_t seq;
+	uint8_t in[proto::kHeaderSize + kInCap];
+	uint8_t out[kOutCap];
+	Grants grants;
+};
+State g_state;
+// Acquire on take, release on give: the State written by one query is
+// visible to the next one, on whatever thread it runs.
+std::atomic<int> g_busy{0};
+// A signal that came while busy (relaxed: read after the exchange on g_busy).
+std::atomic<int> g_again{0};
+std::atomic<int> g_ready{0}; // g_state's paths and comm are filled in
+
+void say(const char *a, const char *b = "", const char *c = "")
 {
-	fprintf(stderr, "strata: tracing disabled for this session: %s\n", what.c_str());
+	char buf[512];
+	size_t n = 0;
+	for (const char *s : {"strata: tracing disabled for this session: ", a, b, c, "\n"})
+		for (; *s && n < sizeof(buf); s++)
+			buf[n++] = *s;
+	ssize_t w = write(2, buf, n);
+	(void)w;
 }
 
-std::string own_comm()
+// "errno N" without strerror (locale lookups are not async-signal-safe).
+const char *err_text(int e)
 {
-	char buf[64] = {};
+	static char buf[24]; // under g_busy
+	char digits[12];
+	int n = 0;
+	unsigned v = static_cast<unsigned>(e < 0 ? -e : e);
+	do
+		digits[n++] = static_cast<char>('0' + v % 10);
+	while ((v /= 10) && n < 11);
+	memcpy(buf, "errno ", 6);
+	int k = 6;
+	while (n)
+		buf[k++] = digits[--n];
+	buf[k] = 0;
+	return buf;
+}
+
+// Thread context only (getenv, fopen): fills what the handler reads.
+void init()
+{
+	State &s = g_state;
+	s.n_paths = 0;
+	for (const std::string &p : proto::client_socket_paths()) {
+		if (s.n_paths == 2 || p.size() >= kPathMax)
+			continue;
+		memcpy(s.paths[s.n_paths++], p.c_str(), p.size() + 1);
+	}
 	FILE *f = fopen("/proc/self/comm", "re");
+	s.comm[0] = 0;
 	if (f) {
-		if (!fgets(buf, sizeof(buf), f))
-			buf[0] = 0;
+		if (!fgets(s.comm, sizeof(s.comm), f))
+			s.comm[0] = 0;
 		fclose(f);
 	}
-	std::string s(buf);
-	while (!s.empty() && (s.back() == '\n' || s.back() == '\0'))
-		s.pop_back();
-	return s.empty() ? "unknown" : s;
-}
-
-int64_t timeout_ms()
-{
+	size_t n = strlen(s.comm);
+	while (n && s.comm[n - 1] == '\n')
+		s.comm[--n] = 0;
+	if (!n)
+		memcpy(s.comm, "unknown", 8);
+	s.timeout_ms = 1000;
 	const char *e = getenv("STRATA_REGISTER_TIMEOUT_MS");
 	if (e && *e) {
 		long v = strtol(e, nullptr, 10);
 		if (v >= 0 && v <= 60000)
-			return v;
+			s.timeout_ms = v;
 	}
-	return 1000;
+	g_ready.store(1, std::memory_order_release);
 }
 
-// One session: open the slot, arm it, hand the buffer over.  0 if traced.
-int join(int fd, const proto::SessionGrant &g, uint32_t seq, int64_t deadline)
+// Send the message in s.out (w.len bytes), receive the answer into s.in.
+// Returns the answer's type (>0) with its payload length, or -errno; a
+// REPLY with a negative status where another type was expected returns
+// that status with its text in `text`.
+int exchange(int fd, const Writer &w, int pass_fd, proto::Type expect, int64_t dl, size_t *len, char *text,
+	     size_t cap)
 {
-	struct strata_channel_config cfg;
-	memset(&cfg, 0, sizeof(cfg));
-	snprintf(cfg.name, sizeof(cfg.name), "%s", g.channel.name.c_str());
-	cfg.stream_id = g.channel.stream_id;
-	cfg.mode = g.channel.mode;
-	cfg.n_lanes = g.channel.n_lanes;
-	cfg.n_subbuf = g.channel.n_subbuf;
-	cfg.subbuf_size = g.channel.subbuf_size;
+	State &s = g_state;
+	text[0] = 0;
+	int r = proto::send_all(fd, s.out, w.len, pass_fd, dl);
+	if (r < 0)
+		return r;
+	r = proto::recv_all(fd, s.in, proto::kHeaderSize, nullptr, dl);
+	if (r < 0)
+		return r;
+	proto::Header h;
+	if (!proto::pc::parse_header(s.in, kInCap, &h) || h.seq != s.seq)
+		return -EPROTO;
+	r = proto::recv_all(fd, s.in + proto::kHeaderSize, h.length, nullptr, dl);
+	if (r < 0)
+		return r;
+	*len = h.length;
+	if (h.type == static_cast<uint16_t>(proto::Type::Reply) && expect != proto::Type::Reply) {
+		int32_t st;
+		if (!proto::pc::parse_reply(s.in + proto::kHeaderSize, h.length, &st, text, cap) || st == 0)
+			return -EPROTO;
+		return st;
+	}
+	return h.type == static_cast<uint16_t>(expect) ? h.type : -EPROTO;
+}
 
-	proto::Message m;
-	m.seq = seq;
-	proto::Buffer b;
-	b.slot = g.slot;
-	int memfd = strata_rt_slot_open(g.slot, &cfg, g.trace_uuid);
+// Open one granted slot and hand its buffer over.  0 if joined.
+int join(int fd, const proto::pc::Grant &g, int64_t dl)
+{
+	State &s = g_state;
+	int memfd = strata_rt_slot_open(g.slot, &g.cfg, g.uuid);
 	if (memfd >= 0) {
-		struct strata_rule rules[STRATA_MAX_RULES];
-		size_t n = 0;
-		for (const proto::Rule &r : g.rules) {
-			if (n == STRATA_MAX_RULES)
-				break;
-			memset(&rules[n], 0, sizeof(rules[n]));
-			snprintf(rules[n].pattern, sizeof(rules[n].pattern), "%s", r.pattern.c_str());
-			snprintf(rules[n].filter, sizeof(rules[n].filter), "%s", r.filter.c_str());
-			rules[n].loglevel_max = r.loglevel_max;
-			rules[n].enable = r.enable;
-			n++;
-		}
-		int r = strata_rt_slot_set_rules(g.slot, rules, n);
+		int r = strata_rt_slot_set_rules(g.slot, g.rules, g.n_rules);
 		if (r < 0) {
 			strata_rt_slot_close(g.slot);
 			memfd = r;
 		}
 	}
-	b.status = memfd < 0 ? memfd : 0;
-	m.body = b;
-	int r = proto::send_message(fd, m, memfd, deadline);
-	proto::Message reply;
-	std::string err;
-	if (r == 0)
-		r = proto::recv_message(fd, reply, nullptr, deadline, err);
-	else
-		err = strerror(-r);
-	if (r == 0 && reply.type() != proto::Type::Reply) {
+	Writer w(s.out, sizeof(s.out));
+	proto::pc::encode_buffer(w, ++s.seq, g.slot, memfd < 0 ? memfd : 0);
+	char text[256];
+	size_t len = 0;
+	int r = exchange(fd, w, memfd, proto::Type::Reply, dl, &len, text, sizeof(text));
+	int32_t st = 0;
+	if (r > 0 && !proto::pc::parse_reply(s.in + proto::kHeaderSize, len, &st, text, sizeof(text)))
 		r = -EPROTO;
-		err = "unexpected answer to BUFFER";
+	if (r > 0 && st < 0)
+		r = st;
+	if (memfd < 0) {
+		say("cannot open a buffer: ", err_text(memfd));
+		return memfd;
 	}
-	if (r == 0 && std::get<proto::Reply>(reply.body).status != 0) {
-		r = std::get<proto::Reply>(reply.body).status;
-		err = std::get<proto::Reply>(reply.body).text;
-	}
-	if (memfd >= 0 && r < 0)
+	if (r < 0) {
 		strata_rt_slot_close(g.slot);
-	if (r < 0 || memfd < 0)
-		warn("slot " + std::to_string(g.slot) + ": " +
-		     (memfd < 0 ? std::string("cannot open buffer: ") + strerror(-memfd) : err));
-	return r < 0 ? r : memfd < 0 ? memfd : 0;
+		say("buffer refused: ", text[0] ? text : err_text(r));
+		return r;
+	}
+	s.joined[g.slot] = g.session_id;
+	return 0;
 }
 
-int query()
+// One query; the caller holds g_busy.
+int query_once(bool list_events)
 {
-	const int64_t deadline = proto::now_ms() + timeout_ms();
+	State &s = g_state;
+	const int64_t dl = proto::now_ms() + s.timeout_ms;
 	int fd = -1;
-	for (const std::string &path : proto::client_socket_paths()) {
-		fd = proto::connect_unix(path, deadline);
-		if (fd >= 0)
-			break;
-	}
+	for (int i = 0; i < s.n_paths && fd < 0; i++)
+		fd = proto::connect_unix(s.paths[i], dl);
 	if (fd < 0)
 		return 0; // no daemon: tracing stays off, silently
 
-	std::string err;
-	proto::Message req, reply;
-	uint32_t seq = 1;
-	req.seq = seq++;
-	proto::Hello hello;
-	hello.role = static_cast<uint32_t>(proto::Role::Process);
-	hello.client = "libstrata";
-	req.body = hello;
-	int r = proto::request(fd, req, reply, deadline, err);
-	if (r == 0 && reply.type() != proto::Type::HelloReply) {
+	char text[256];
+	size_t len = 0;
+	Writer w(s.out, sizeof(s.out));
+	proto::pc::encode_hello(w, ++s.seq);
+	int r = exchange(fd, w, -1, proto::Type::HelloReply, dl, &len, text, sizeof(text));
+	uint16_t version = 0;
+	if (r > 0 && !proto::pc::parse_hello_reply(s.in + proto::kHeaderSize, len, &version))
 		r = -EPROTO;
-		err = reply.type() == proto::Type::Reply ? std::get<proto::Reply>(reply.body).text :
-							   "unexpected answer to HELLO";
-	}
-
-	if (r == 0) {
-		proto::Register reg;
-		reg.pid = static_cast<uint32_t>(getpid());
-		reg.uid = static_cast<uint32_t>(getuid());
-		reg.abi_major = STRATA_ABI_MAJOR;
-		reg.abi_minor = STRATA_ABI_MINOR;
-		reg.comm = own_comm();
-		uint32_t n = strata_rt_event_count();
-		for (uint32_t id = 0; id < n && id < proto::kMaxEvents; id++) {
-			char name[2 * proto::kMaxName + 2];
-			uint32_t ll = 0;
-			if (strata_rt_event_name(id, name, sizeof(name), &ll) == 0)
-				reg.events.push_back({name, ll});
-		}
-		req.seq = seq++;
-		req.body = std::move(reg);
-		r = proto::request(fd, req, reply, deadline, err);
-		if (r == 0 && reply.type() != proto::Type::RegisterReply) {
+	if (r > 0) {
+		const uint32_t flags = s.signo ? proto::kRegisterAsync : 0;
+		proto::pc::encode_register(w, ++s.seq, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getuid()),
+					   flags, static_cast<uint32_t>(s.signo), s.comm, strata_rt_event_name,
+					   list_events ? strata_rt_event_count() : 0);
+		r = w.ok ? exchange(fd, w, -1, proto::Type::RegisterReply, dl, &len, text, sizeof(text)) : -EMSGSIZE;
+		if (r > 0 && !proto::pc::parse_register_reply(s.in + proto::kHeaderSize, len, &s.grants))
 			r = -EPROTO;
-			err = reply.type() == proto::Type::Reply ?
-				      std::get<proto::Reply>(reply.body).text :
-				      "unexpected answer to REGISTER";
-		}
+	}
+	if (r < 0) {
+		say("state query failed: ", text[0] ? text : err_text(r));
+		close(fd);
+		return r;
 	}
 	int joined = 0;
-	if (r == 0) {
-		for (const proto::SessionGrant &g : std::get<proto::RegisterReply>(reply.body).sessions)
-			if (join(fd, g, seq++, deadline) == 0)
+	bool changed = false, granted[proto::kMaxSlots] = {};
+	for (uint32_t i = 0; i < s.grants.n; i++) {
+		const proto::pc::Grant &g = s.grants.g[i];
+		granted[g.slot] = true;
+		if (s.joined[g.slot] == g.session_id) { // already in: the rules may have changed
+			if (strata_rt_slot_set_rules(g.slot, g.rules, g.n_rules) == 0)
 				joined++;
-		if (joined)
-			strata_rt_quiesce();
-	} else {
-		warn(err);
+			changed = true;
+			continue;
+		}
+		if (s.joined[g.slot]) { // the slot now belongs to another session
+			strata_rt_slot_close(g.slot);
+			s.joined[g.slot] = 0;
+		}
+		if (join(fd, g, dl) == 0)
+			joined++;
+		changed = true;
 	}
+	for (unsigned slot = 0; slot < proto::kMaxSlots; slot++)
+		if (s.joined[slot] && !granted[slot]) { // its session stopped
+			strata_rt_slot_close(slot);
+			s.joined[slot] = 0;
+			changed = true;
+		}
+	if (changed)
+		strata_rt_quiesce(); // before the close that acknowledges
 	close(fd);
-	return r < 0 ? r : joined;
+	return joined;
 }
 
-} // namespace
-} // namespace strata
+// Run queries while signals keep asking for one.  Returns the first's result.
+int run_queries(bool list_events)
+{
+	if (g_busy.exchange(1, std::memory_order_acquire)) {
+		g_again.store(1, std::memory_order_relaxed);
+		return -EBUSY;
+	}
+	int first = 0;
+	for (bool once = true;; once = false) {
+		g_again.store(0, std::memory_order_relaxed);
+		int r = query_once(list_events);
+		if (once)
+			first = r;
+		list_events = false;
+		if (g_again.load(std::memory_order_relaxed))
+			continue;
+		g_busy.store(0, std::memory_order_release);
+		// A signal between the check and the release found us busy:
+		// take the token back and serve it.
+		if (!g_again.load(std::memory_order_relaxed) || g_busy.exchange(1, std::memory_order_acquire))
+			break;
+	}
+	return first;
+}
 
-extern "C" int strata_ctl_sync_query(void)
+void on_signal(int)
+{
+	const int saved = errno;
+	if (g_ready.load(std::memory_order_acquire))
+		run_queries(false);
+	errno = saved;
+}
+
+int timed(bool list_events)
 {
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	int r;
-	try {
-		r = strata::query();
-	} catch (...) {
-		// std::bad_alloc at worst: never let it escape into the host.
-		r = -ENOMEM;
-	}
+	int r = run_queries(list_events);
 	const char *dbg = getenv("STRATA_DEBUG");
 	if (dbg && *dbg && *dbg != '0') {
 		clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -213,4 +315,52 @@ extern "C" int strata_ctl_sync_query(void)
 		fprintf(stderr, "strata: state query: %d session(s) joined in %ld us\n", r, us);
 	}
 	return r;
+}
+
+} // namespace
+} // namespace strata
+
+extern "C" int strata_ctl_sync_query(void)
+{
+	if (!strata::g_ready.load(std::memory_order_acquire))
+		strata::init();
+	return strata::timed(true);
+}
+
+extern "C" int strata_ctl_fork_child(void)
+{
+	using namespace strata;
+	// The runtime has forgotten the parent's slots; so do we.  A query the
+	// parent was running on another thread does not exist in the child.
+	memset(g_state.joined, 0, sizeof(g_state.joined));
+	g_busy.store(0, std::memory_order_relaxed);
+	g_again.store(0, std::memory_order_relaxed);
+	return strata_ctl_sync_query();
+}
+
+extern "C" int strata_ctl_async_init(int signo)
+{
+	using namespace strata;
+	if (!g_ready.load(std::memory_order_acquire))
+		init();
+	if (signo == 0) {
+		const char *e = getenv("STRATA_ASYNC_SIGNAL");
+		signo = e && *e ? atoi(e) : SIGRTMAX - 3;
+	}
+	if (signo >= 1 && signo <= 64 && signo != SIGKILL && signo != SIGSTOP) {
+		struct sigaction old;
+		if (sigaction(signo, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+			struct sigaction sa;
+			memset(&sa, 0, sizeof(sa));
+			sa.sa_handler = on_signal;
+			sa.sa_flags = SA_RESTART;
+			sigfillset(&sa.sa_mask); // one query at a time per thread, no nesting
+			if (sigaction(signo, &sa, nullptr) == 0)
+				g_state.signo = signo;
+		} else {
+			fprintf(stderr, "strata: signal %d is in use by the program: "
+					"sessions started later will not reach it\n", signo);
+		}
+	}
+	return timed(true);
 }

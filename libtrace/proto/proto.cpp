@@ -91,9 +91,7 @@ public:
 			fail(Error::Truncated, std::string("truncated at ") + what);
 			return 0;
 		}
-		uint64_t v = 0;
-		for (int i = 0; i < k; i++)
-			v |= static_cast<uint64_t>(p[off + i]) << (8 * i);
+		uint64_t v = load_le(p + off, k);
 		off += k;
 		return v;
 	}
@@ -197,6 +195,10 @@ template <class A> void io(A &a, Register &m)
 	a.u32(m.uid);
 	a.u32(m.abi_major);
 	a.u32(m.abi_minor);
+	a.u32(m.flags);
+	a.u32(m.signo);
+	a.check(m.flags <= kRegisterAsync, "register: unknown flags");
+	a.check(m.flags ? (m.signo >= 1 && m.signo <= 64) : m.signo == 0, "register: bad signal number");
 	a.str(m.comm, kMaxName);
 	a.vec(m.events, kMaxEvents, 8, [&](EventName &e) {
 		a.str(e.name, 2 * kMaxName + 1);
@@ -205,9 +207,10 @@ template <class A> void io(A &a, Register &m)
 }
 template <class A> void io(A &a, RegisterReply &m)
 {
-	a.vec(m.sessions, kMaxSlots, 4 + 32 + 16 + 4, [&](SessionGrant &g) {
+	a.vec(m.sessions, kMaxSlots, 4 + 8 + 32 + 16 + 4, [&](SessionGrant &g) {
 		a.u32(g.slot);
 		a.check(g.slot < kMaxSlots, "grant: slot out of range");
+		a.u64(g.session_id);
 		io(a, g.channel);
 		a.bytes(g.trace_uuid, 16);
 		a.vec(g.rules, kMaxRules, 16, [&](Rule &r) { io(a, r); });

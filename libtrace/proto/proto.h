@@ -76,6 +76,15 @@ const char *error_name(Error e);
 
 enum class Role : uint32_t { Process = 1, Controller = 2 };
 
+// Little-endian load of k <= 8 bytes (both codecs; async-signal-safe).
+inline uint64_t load_le(const uint8_t *p, int k)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < k; i++)
+		v |= static_cast<uint64_t>(p[i]) << (8 * i);
+	return v;
+}
+
 struct Header {
 	uint32_t magic = kMagic;
 	uint16_t version = kVersion;
@@ -118,14 +127,19 @@ struct HelloReply {
 	uint16_t version = kVersion;
 	uint32_t server_pid = 0;
 };
+constexpr uint32_t kRegisterAsync = 1; // Register.flags: signal me on changes
 struct Register {
 	uint32_t pid = 0, uid = 0;
 	uint32_t abi_major = 0, abi_minor = 0;
+	uint32_t flags = 0;       // kRegisterAsync
+	uint32_t signo = 0;       // with kRegisterAsync: the signal to send, 1..64
 	std::string comm;
 	std::vector<EventName> events; // tracepoints registered so far (for LIST)
 };
 struct SessionGrant {
 	uint32_t slot = 0;
+	uint64_t session_id = 0;  // unique per daemon run: tells a re-grant of a
+				  // slot the process already joined from a new session
 	ChannelConfig channel;
 	uint8_t trace_uuid[16] = {};
 	std::vector<Rule> rules;

@@ -65,12 +65,18 @@ int wait_fd(int fd, short events, int64_t deadline_ms)
 
 int connect_unix(const std::string &path, int64_t deadline_ms)
 {
+	return connect_unix(path.c_str(), deadline_ms);
+}
+
+int connect_unix(const char *path, int64_t deadline_ms)
+{
 	struct sockaddr_un sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sun_family = AF_UNIX;
-	if (path.empty() || path.size() >= sizeof(sa.sun_path))
+	const size_t len = strlen(path);
+	if (len == 0 || len >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
-	memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+	memcpy(sa.sun_path, path, len + 1);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
@@ -101,13 +107,13 @@ int connect_unix(const std::string &path, int64_t deadline_ms)
 	}
 }
 
-int send_message(int fd, const Message &m, int pass_fd, int64_t deadline_ms)
+int send_all(int fd, const void *data, size_t n, int pass_fd, int64_t deadline_ms)
 {
-	std::vector<uint8_t> bytes = encode(m);
+	const uint8_t *bytes = static_cast<const uint8_t *>(data);
 	size_t off = 0;
 	bool fd_sent = pass_fd < 0;
-	while (off < bytes.size()) {
-		struct iovec iov = {bytes.data() + off, bytes.size() - off};
+	while (off < n) {
+		struct iovec iov = {const_cast<uint8_t *>(bytes) + off, n - off};
 		struct msghdr mh;
 		memset(&mh, 0, sizeof(mh));
 		mh.msg_iov = &iov;
@@ -142,14 +148,30 @@ int send_message(int fd, const Message &m, int pass_fd, int64_t deadline_ms)
 	return 0;
 }
 
+int send_message(int fd, const Message &m, int pass_fd, int64_t deadline_ms)
+{
+	std::vector<uint8_t> bytes = encode(m);
+	return send_all(fd, bytes.data(), bytes.size(), pass_fd, deadline_ms);
+}
+
 long recv_some(int fd, void *buf, size_t len, std::vector<int> *fds)
 {
+	int got[kMaxFdsPerRecv];
+	size_t n = 0;
+	long r = recv_some(fd, buf, len, got, &n);
+	fds->insert(fds->end(), got, got + n);
+	return r;
+}
+
+long recv_some(int fd, void *buf, size_t len, int fds[kMaxFdsPerRecv], size_t *n_fds)
+{
+	*n_fds = 0;
 	struct iovec iov = {buf, len};
 	struct msghdr mh;
 	memset(&mh, 0, sizeof(mh));
 	mh.msg_iov = &iov;
 	mh.msg_iovlen = 1;
-	alignas(struct cmsghdr) char cbuf[CMSG_SPACE(8 * sizeof(int))];
+	alignas(struct cmsghdr) char cbuf[CMSG_SPACE(kMaxFdsPerRecv * sizeof(int))];
 	mh.msg_control = cbuf;
 	mh.msg_controllen = sizeof(cbuf);
 	ssize_t r;
@@ -165,26 +187,28 @@ long recv_some(int fd, void *buf, size_t len, std::vector<int> *fds)
 		for (size_t i = 0; i < k; i++) {
 			int got;
 			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			fds->push_back(got);
+			if (*n_fds < kMaxFdsPerRecv)
+				fds[(*n_fds)++] = got;
+			else
+				close(got);
 		}
 	}
 	return r;
 }
 
-namespace {
-// Read exactly n bytes, keeping the first received fd.
-int read_full(int fd, uint8_t *buf, size_t n, int *pass_fd, int64_t deadline_ms)
+int recv_all(int fd, void *data, size_t n, int *pass_fd, int64_t deadline_ms)
 {
+	uint8_t *buf = static_cast<uint8_t *>(data);
 	size_t off = 0;
-	std::vector<int> fds;
 	while (off < n) {
-		fds.clear();
-		long r = recv_some(fd, buf + off, n - off, &fds);
-		for (int got : fds) {
+		int fds[kMaxFdsPerRecv];
+		size_t nfds = 0;
+		long r = recv_some(fd, buf + off, n - off, fds, &nfds);
+		for (size_t i = 0; i < nfds; i++) {
 			if (pass_fd && *pass_fd < 0)
-				*pass_fd = got;
+				*pass_fd = fds[i];
 			else
-				close(got);
+				close(fds[i]);
 		}
 		if (r == -EAGAIN || r == -EWOULDBLOCK) {
 			int w = wait_fd(fd, POLLIN, deadline_ms);
@@ -200,14 +224,13 @@ int read_full(int fd, uint8_t *buf, size_t n, int *pass_fd, int64_t deadline_ms)
 	}
 	return 0;
 }
-} // namespace
 
 int recv_message(int fd, Message &m, int *pass_fd, int64_t deadline_ms, std::string &err)
 {
 	if (pass_fd)
 		*pass_fd = -1;
 	std::vector<uint8_t> buf(kHeaderSize);
-	int r = read_full(fd, buf.data(), kHeaderSize, pass_fd, deadline_ms);
+	int r = recv_all(fd, buf.data(), kHeaderSize, pass_fd, deadline_ms);
 	Header h;
 	if (r == 0) {
 		DecodeResult d = decode_header(buf.data(), buf.size(), h);
@@ -218,7 +241,7 @@ int recv_message(int fd, Message &m, int *pass_fd, int64_t deadline_ms, std::str
 	}
 	if (r == 0) {
 		buf.resize(kHeaderSize + h.length);
-		r = read_full(fd, buf.data() + kHeaderSize, h.length, pass_fd, deadline_ms);
+		r = recv_all(fd, buf.data() + kHeaderSize, h.length, pass_fd, deadline_ms);
 	}
 	if (r == 0) {
 		DecodeResult d = decode(buf.data(), buf.size(), m);

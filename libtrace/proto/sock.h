@@ -20,7 +20,7 @@
 namespace strata {
 namespace proto {
 
-int64_t now_ms();
+int64_t now_ms(); // async-signal-safe
 
 // Where a daemon listens: $STRATA_CONSUMERD_SOCKET, else
 // $XDG_RUNTIME_DIR/strata/consumerd.sock, else /run/strata/consumerd.sock
@@ -35,6 +35,20 @@ std::vector<std::string> client_socket_paths();
 // close-on-exec socket fd, or a negative errno (-ENOENT, -ECONNREFUSED: no
 // daemon; -ETIMEDOUT).
 int connect_unix(const std::string &path, int64_t deadline_ms);
+
+// ---- async-signal-safe primitives (no allocation, no locks) ----------------
+// The functions in this block use only system calls and plain memory
+// operations: the process-side client calls them from a signal handler.
+int connect_unix(const char *path, int64_t deadline_ms);
+// Send n bytes, with pass_fd as SCM_RIGHTS on the first byte when >= 0.
+int send_all(int fd, const void *data, size_t n, int pass_fd, int64_t deadline_ms);
+// Receive exactly n bytes; the first descriptor that comes with them goes
+// to *pass_fd if it is -1 (others are closed).  0, -ETIMEDOUT, -ECONNRESET
+// at EOF, or -errno.
+int recv_all(int fd, void *data, size_t n, int *pass_fd, int64_t deadline_ms);
+constexpr size_t kMaxFdsPerRecv = 8;
+long recv_some(int fd, void *buf, size_t len, int fds[kMaxFdsPerRecv], size_t *n_fds);
+// -----------------------------------------------------------------------------
 
 // One non-blocking recvmsg: bytes read (0 at EOF) or -errno (-EAGAIN when
 // nothing is there).  File descriptors that came with the bytes (SCM_RIGHTS,

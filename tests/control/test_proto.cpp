@@ -1,10 +1,12 @@
 /*
- * test_proto.cpp - the control protocol's decoder against hostile input:
+ * test_proto.cpp - the control protocol's decoders against hostile input:
  * round trips of every message type, each class of malformed message with
  * its exact error code, every truncation of valid messages, and a fuzz loop
  * (random bytes and mutations of valid messages) whose oracle is: the
  * decoder either rejects the input, or accepts it and re-encoding the
  * result gives back exactly the input bytes (the encoding is canonical).
+ * The process side's allocation-free codec (proc_codec.h) is checked
+ * against the full one in both directions, and fuzzed.
  */
 #include <gtest/gtest.h>
 
@@ -12,6 +14,7 @@
 #include <cstring>
 #include <random>
 
+#include "proto/proc_codec.h"
 #include "proto/proto.h"
 
 using namespace strata::proto;
@@ -312,4 +315,132 @@ TEST(Proto, FuzzNeverCrashesAndAcceptsOnlyCanonicalInput)
 	printf("fuzz: %llu inputs, %llu accepted (all canonical)\n", static_cast<unsigned long long>(runs),
 	       static_cast<unsigned long long>(accepted));
 	EXPECT_GT(runs, 10000u);
+}
+
+// ---- the process-side, allocation-free codec against the full one ---------
+
+TEST(ProcCodec, ReadsWhatTheDaemonWrites)
+{
+	RegisterReply rr = std::get<RegisterReply>(samples()[3].body);
+	rr.sessions[0].session_id = 0x0102030405060708ull;
+	rr.sessions[1].rules.clear();
+	rr.sessions[1].channel.name = std::string(63, 'c');
+	std::vector<uint8_t> b = encode(Message{4, rr});
+	Header h;
+	ASSERT_TRUE(pc::parse_header(b.data(), kMaxPayload, &h));
+	EXPECT_EQ(h.type, static_cast<uint16_t>(Type::RegisterReply));
+	static pc::Grants g; // large: static, as in libstrata
+	ASSERT_TRUE(pc::parse_register_reply(b.data() + kHeaderSize, h.length, &g));
+	ASSERT_EQ(g.n, 2u);
+	EXPECT_EQ(g.g[0].slot, 3u);
+	EXPECT_EQ(g.g[0].session_id, 0x0102030405060708ull);
+	EXPECT_EQ(g.g[0].cfg.mode, 1u);
+	EXPECT_EQ(g.g[0].cfg.n_subbuf, 4u);
+	EXPECT_EQ(g.g[0].cfg.subbuf_size, 8192u);
+	EXPECT_STREQ(g.g[0].cfg.name, "channel0");
+	EXPECT_EQ(0, memcmp(g.g[0].uuid, rr.sessions[0].trace_uuid, 16));
+	ASSERT_EQ(g.g[0].n_rules, 2u);
+	EXPECT_STREQ(g.g[0].rules[1].pattern, "demo:bye");
+	EXPECT_EQ(g.g[0].rules[1].loglevel_max, 3);
+	EXPECT_EQ(g.g[0].rules[1].enable, 0u);
+	EXPECT_STREQ(g.g[0].rules[1].filter, "x > 1");
+	EXPECT_EQ(g.g[1].slot, 15u);
+	EXPECT_EQ(g.g[1].n_rules, 0u);
+	EXPECT_EQ(std::string(g.g[1].cfg.name), rr.sessions[1].channel.name);
+
+	std::vector<uint8_t> r = encode(Message{5, Reply{-17, "exists"}});
+	int32_t st = 0;
+	char text[4];
+	ASSERT_TRUE(pc::parse_reply(r.data() + kHeaderSize, r.size() - kHeaderSize, &st, text, sizeof(text)));
+	EXPECT_EQ(st, -17);
+	EXPECT_STREQ(text, "exi"); // truncated to the caller's buffer
+	std::vector<uint8_t> hr = encode(Message{6, HelloReply{1, 77}});
+	uint16_t v = 0;
+	ASSERT_TRUE(pc::parse_hello_reply(hr.data() + kHeaderSize, hr.size() - kHeaderSize, &v));
+	EXPECT_EQ(v, 1);
+}
+
+namespace {
+int two_events(uint32_t id, char *buf, size_t len, uint32_t *ll)
+{
+	if (id >= 2)
+		return -2;
+	snprintf(buf, len, "prov:ev%u", id);
+	*ll = 4 + id;
+	return 0;
+}
+} // namespace
+
+TEST(ProcCodec, WritesWhatTheDaemonReads)
+{
+	uint8_t buf[4096];
+	pc::Writer w(buf, sizeof(buf));
+	ASSERT_TRUE(pc::encode_register(w, 9, 123, 1000, kRegisterAsync, 61, "myprog", two_events, 5));
+	Message m;
+	DecodeResult r = decode(buf, w.len, m);
+	ASSERT_TRUE(r) << r.text;
+	EXPECT_EQ(m.seq, 9u);
+	const Register &reg = std::get<Register>(m.body);
+	EXPECT_EQ(reg.pid, 123u);
+	EXPECT_EQ(reg.uid, 1000u);
+	EXPECT_EQ(reg.flags, kRegisterAsync);
+	EXPECT_EQ(reg.signo, 61u);
+	EXPECT_EQ(reg.comm, "myprog");
+	ASSERT_EQ(reg.events.size(), 2u);
+	EXPECT_EQ(reg.events[1].name, "prov:ev1");
+	EXPECT_EQ(reg.events[1].loglevel, 5u);
+
+	// A buffer too small for every event: as many as fit, still valid.
+	uint8_t small[80];
+	pc::Writer ws(small, sizeof(small));
+	ASSERT_TRUE(pc::encode_register(ws, 1, 1, 1, 0, 0, "p", two_events, 2));
+	ASSERT_TRUE(decode(small, ws.len, m));
+	EXPECT_EQ(std::get<Register>(m.body).events.size(), 1u);
+
+	ASSERT_TRUE(pc::encode_hello(w, 2));
+	ASSERT_TRUE(decode(buf, w.len, m));
+	EXPECT_EQ(std::get<Hello>(m.body).role, static_cast<uint32_t>(Role::Process));
+	ASSERT_TRUE(pc::encode_buffer(w, 3, 7, -24));
+	ASSERT_TRUE(decode(buf, w.len, m));
+	EXPECT_EQ(std::get<Buffer>(m.body).slot, 7u);
+	EXPECT_EQ(std::get<Buffer>(m.body).status, -24);
+	// Overflow is reported, never written past the buffer.
+	pc::Writer tiny(small, 10);
+	EXPECT_FALSE(pc::encode_hello(tiny, 1));
+}
+
+TEST(ProcCodec, FuzzedRepliesNeverCrashAndAreNoLooserThanTheDaemon)
+{
+	RegisterReply rr = std::get<RegisterReply>(samples()[3].body);
+	std::vector<uint8_t> seed = encode(Message{1, rr});
+	std::mt19937_64 rng(99);
+	static pc::Grants g;
+	uint64_t accepted = 0;
+	for (int k = 0; k < 200000; k++) {
+		std::vector<uint8_t> b = seed;
+		int flips = 1 + static_cast<int>(rng() % 3);
+		for (int f = 0; f < flips; f++)
+			b[kHeaderSize + rng() % (b.size() - kHeaderSize)] = static_cast<uint8_t>(rng());
+		if (rng() % 4 == 0)
+			b.resize(kHeaderSize + rng() % (b.size() - kHeaderSize));
+		const bool pc_ok = pc::parse_register_reply(b.data() + kHeaderSize, b.size() - kHeaderSize, &g);
+		// The full decoder's verdict on the same payload.
+		uint32_t len = static_cast<uint32_t>(b.size() - kHeaderSize);
+		memcpy(&b[8], &len, 4);
+		Message m;
+		const bool full_ok = static_cast<bool>(decode(b.data(), b.size(), m));
+		if (pc_ok) {
+			accepted++;
+			ASSERT_LE(g.n, kMaxSlots);
+			for (uint32_t i = 0; i < g.n; i++) {
+				ASSERT_LT(g.g[i].slot, kMaxSlots);
+				ASSERT_LE(g.g[i].n_rules, static_cast<uint32_t>(STRATA_MAX_RULES));
+				ASSERT_TRUE(memchr(g.g[i].cfg.name, 0, sizeof(g.g[i].cfg.name)));
+			}
+		}
+		if (full_ok) {
+			ASSERT_TRUE(pc_ok) << "the process rejects what the daemon accepts";
+		}
+	}
+	printf("%llu of 200000 mutated replies accepted\n", static_cast<unsigned long long>(accepted));
 }

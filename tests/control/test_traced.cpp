@@ -299,6 +299,114 @@ TEST_F(Traced, CreateRepairsAnExistingTornTrace)
 	EXPECT_GT(after.records, 0u);
 }
 
+namespace {
+// The async app in "serve" mode: one batch of events per line we write.
+struct ServeApp {
+	pid_t pid = -1;
+	int to = -1, from = -1;
+
+	bool start(const char *exe, const char *threads, const char *events)
+	{
+		int in[2], out[2];
+		if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+			return false;
+		pid = fork();
+		if (pid == 0) {
+			dup2(in[0], 0);
+			dup2(out[1], 1);
+			execl(exe, exe, threads, events, "serve", static_cast<char *>(nullptr));
+			_exit(127);
+		}
+		close(in[0]);
+		close(out[1]);
+		to = in[1];
+		from = out[0];
+		return pid > 0;
+	}
+	// Emit one batch and wait for the app to say it is done.
+	bool batch()
+	{
+		if (write(to, "go\n", 3) != 3)
+			return false;
+		char buf[3];
+		size_t got = 0;
+		int64_t end = proto::now_ms() + 20000;
+		while (got < 3 && proto::now_ms() < end) {
+			struct pollfd pf = {from, POLLIN, 0};
+			if (poll(&pf, 1, 1000) == 1) {
+				ssize_t n = read(from, buf + got, 3 - got);
+				if (n <= 0)
+					return false;
+				got += static_cast<size_t>(n);
+			}
+		}
+		return got == 3 && !memcmp(buf, "ok\n", 3);
+	}
+	int finish()
+	{
+		close(to);
+		close(from);
+		return strata_test::wait_child(pid, 20000);
+	}
+};
+} // namespace
+
+TEST_F(Traced, AsyncProcessFollowsStartStopAndRuleChanges)
+{
+	ServeApp app;
+	ASSERT_TRUE(app.start(STRATA_ASYNC_APP, "2", "1000"));
+	// Registered with no session: wait until the daemon knows it.
+	bool known = false;
+	for (int64_t end = proto::now_ms() + 10000; !known && proto::now_ms() < end;) {
+		proto::Message m;
+		std::string err;
+		ASSERT_EQ(c.call(proto::List{}, m, err), 0) << err;
+		for (auto &e : std::get<proto::ListReply>(m.body).entries)
+			known |= e.pid == static_cast<uint32_t>(app.pid);
+		if (!known) {
+			struct pollfd none;
+			poll(&none, 0, 5);
+		}
+	}
+	ASSERT_TRUE(known);
+	ASSERT_TRUE(app.batch()); // batch 0: no session, not recorded
+
+	// START reaches the running process, and the answer says it applied it.
+	ASSERT_EQ(c.command(proto::Create{"s", out, {}}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::EnableEvent{"s", {"ctltest:*", -1, 1, ""}}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::Start{"s"}, t), 0) << t;
+	EXPECT_NE(t.find("(1 of 1 running process(es) applied it)"), std::string::npos) << t;
+	ASSERT_TRUE(app.batch()); // batch 1: recorded
+
+	// A rule change while active: acknowledged, then nothing recorded.
+	ASSERT_EQ(c.command(proto::DisableEvent{"s", {"ctltest:tick", -1, 0, ""}}, t), 0) << t;
+	EXPECT_NE(t.find("(1 of 1"), std::string::npos) << t;
+	ASSERT_TRUE(app.batch()); // batch 2: disabled
+	ASSERT_EQ(c.command(proto::EnableEvent{"s", {"ctltest:tick", -1, 1, ""}}, t), 0) << t;
+	ASSERT_TRUE(app.batch()); // batch 3: recorded again
+
+	// STOP: the process leaves the session (closes its slot).
+	ASSERT_EQ(c.command(proto::Stop{"s"}, t), 0) << t;
+	EXPECT_NE(t.find("(1 of 1"), std::string::npos) << t;
+	ASSERT_TRUE(app.batch()); // batch 4: stopped
+
+	// START again: a new buffer, a new sub-trace.
+	ASSERT_EQ(c.command(proto::Start{"s"}, t), 0) << t;
+	ASSERT_TRUE(app.batch()); // batch 5: recorded
+	Scan s = stop_and_scan();
+	EXPECT_EQ(app.finish(), 0);
+	for (auto &e : s.errors)
+		ADD_FAILURE() << e;
+	EXPECT_EQ(s.subtraces, 2u);
+	EXPECT_EQ(s.records + s.discarded, 3u * 2 * 1000);
+	// Exactly batches 1, 3 and 5 (seq ranges 1000.., 3000.., 5000..).
+	for (auto &kv : s.seqs)
+		for (uint64_t seq : kv.second) {
+			uint64_t b = seq / 1000;
+			EXPECT_TRUE(b == 1 || b == 3 || b == 5) << "seq " << seq << " of batch " << b;
+		}
+}
+
 TEST(NoDaemon, NoDelay)
 {
 	setenv("STRATA_CONSUMERD_SOCKET", "/tmp/strata-no-such-dir/consumerd.sock", 1);

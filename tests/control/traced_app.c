@@ -5,7 +5,11 @@
  * Then, by MODE: "exit" (status 0), "exit3" (status 3), "kill" (SIGKILL
  * itself: no destructor, no flush by the process), "wait" (block until
  * stdin reaches EOF, then exit 0), "fork" (fork first: parent and child,
- * without exec, each emit THREADS x EVENTS into buffers of their own).
+ * without exec, each emit THREADS x EVENTS into buffers of their own),
+ * "serve" (emit nothing at first; for each line read on stdin emit
+ * THREADS x EVENTS, seq continuing, then write "ok\n" on stdout; exit 0 at
+ * EOF).  Built twice: with tp-sync (control_traced_app) and with tp-async
+ * (control_async_app).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -23,34 +27,50 @@ STRATA_EVENT(ctltest, tick, STRATA_LOGLEVEL_INFO,
 	     strata_int(uint64_t, seq))
 
 static unsigned long g_events;
+static uint64_t g_base; /* first seq of the current batch */
 
 static void *worker(void *arg)
 {
 	uint64_t t = (uint64_t)(uintptr_t)arg;
 	for (uint64_t i = 0; i < g_events; i++)
-		strata_tracepoint(ctltest, tick, t, i);
+		strata_tracepoint(ctltest, tick, t, g_base + i);
 	return NULL;
+}
+
+static void batch(unsigned long n)
+{
+	pthread_t th[64];
+	for (unsigned long i = 0; i < n; i++)
+		pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)i);
+	for (unsigned long i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	g_base += g_events;
 }
 
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s THREADS EVENTS [exit|exit3|kill|wait|fork]\n", argv[0]);
+		fprintf(stderr, "usage: %s THREADS EVENTS [exit|exit3|kill|wait|fork|serve]\n", argv[0]);
 		return 2;
 	}
 	unsigned long n = strtoul(argv[1], NULL, 10);
 	g_events = strtoul(argv[2], NULL, 10);
 	const char *mode = argc > 3 ? argv[3] : "exit";
-	pthread_t th[64];
 	if (n > 64)
 		n = 64;
+	if (!strcmp(mode, "serve")) {
+		char line[64];
+		while (fgets(line, sizeof(line), stdin)) {
+			batch(n);
+			fputs("ok\n", stdout);
+			fflush(stdout);
+		}
+		return 0;
+	}
 	pid_t child = -1;
 	if (!strcmp(mode, "fork"))
 		child = fork();
-	for (unsigned long i = 0; i < n; i++)
-		pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)i);
-	for (unsigned long i = 0; i < n; i++)
-		pthread_join(th[i], NULL);
+	batch(n);
 	if (child > 0) {
 		int st;
 		waitpid(child, &st, 0);

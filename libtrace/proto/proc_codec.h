@@ -1,0 +1,76 @@
+/*
+ * proc_codec.h - the process side of the control protocol, without
+ * allocation: encode HELLO, REGISTER and BUFFER into a caller's buffer and
+ * decode HELLO_REPLY, REGISTER_REPLY and REPLY into fixed-size structures.
+ *
+ * Why a second codec: the traced process re-queries its sessions from a
+ * signal handler (asynchronous enablement, tp-async), where malloc, stdio
+ * and locks are forbidden.  Everything here is async-signal-safe.  The wire
+ * format is the one of proto.h (docs/control-protocol.md); tests check both
+ * codecs against each other on the messages they share.
+ */
+#ifndef STRATA_PROTO_PROC_CODEC_H
+#define STRATA_PROTO_PROC_CODEC_H
+
+#include <cstddef>
+#include <cstdint>
+
+#include "proto.h"
+#include "runtime.h"
+
+namespace strata {
+namespace proto {
+namespace pc {
+
+// Appends little-endian fields; `ok` turns false (and stays) on overflow.
+struct Writer {
+	uint8_t *p;
+	size_t cap;
+	size_t len = 0;
+	bool ok = true;
+
+	Writer(uint8_t *buf, size_t c) : p(buf), cap(c) {}
+	void put(uint64_t v, int n);
+	void u16(uint16_t v) { put(v, 2); }
+	void u32(uint32_t v) { put(v, 4); }
+	void i32(int32_t v) { put(static_cast<uint32_t>(v), 4); }
+	void u64(uint64_t v) { put(v, 8); }
+	void str(const char *s); // strlen(s) bytes
+	// Start a message (header with length 0); end() patches the length.
+	void begin(Type t, uint32_t seq);
+	bool end();
+};
+
+// HELLO as a process, protocol version 1 only.
+bool encode_hello(Writer &w, uint32_t seq);
+// REGISTER.  Events 0..n_events-1 are read through event_name (the
+// signature of strata_rt_event_name); as many as fit are sent.
+bool encode_register(Writer &w, uint32_t seq, uint32_t pid, uint32_t uid, uint32_t flags, uint32_t signo,
+		     const char *comm, int (*event_name)(uint32_t, char *, size_t, uint32_t *),
+		     uint32_t n_events);
+bool encode_buffer(Writer &w, uint32_t seq, uint32_t slot, int32_t status);
+
+// A checked header: magic, version 1, type 1..16, length <= max_payload.
+bool parse_header(const uint8_t h[kHeaderSize], size_t max_payload, Header *out);
+
+struct Grant {
+	uint32_t slot;
+	uint64_t session_id;
+	struct strata_channel_config cfg;
+	uint8_t uuid[16];
+	uint32_t n_rules;
+	struct strata_rule rules[STRATA_MAX_RULES];
+};
+struct Grants {
+	uint32_t n;
+	Grant g[kMaxSlots];
+};
+// Payload decoders: true only if the payload is valid and fully consumed.
+bool parse_register_reply(const uint8_t *payload, size_t n, Grants *out);
+bool parse_reply(const uint8_t *payload, size_t n, int32_t *status, char *text, size_t cap);
+bool parse_hello_reply(const uint8_t *payload, size_t n, uint16_t *version);
+
+} // namespace pc
+} // namespace proto
+} // namespace strata
+#endif
