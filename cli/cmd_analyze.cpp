@@ -7,11 +7,7 @@
 #include <iostream>
 #include <string>
 
-#if __has_include("commands.h")
 #include "commands.h"
-#else
-int strata_cmd_analyze(int argc, char **argv);
-#endif
 
 #include "analyze_model.h"
 #include "analyze_reader.h"
@@ -21,7 +17,7 @@ int strata_cmd_analyze(int argc, char **argv);
 namespace {
 
 const char usage[] =
-	"usage: strata analyze mutex TRACE_DIR [--format=text|json] [--report=FILE.html] [--top N]\n"
+	"Usage: strata analyze mutex TRACE_DIR [--format=text|json] [--report=FILE.html] [--top N]\n"
 	"\n"
 	"Lock contention of a trace recorded with the pthread preload library\n"
 	"(strata record --preload pthread -- PROG): one row per lock, sorted by total\n"
@@ -40,8 +36,7 @@ const char usage[] =
 
 int usage_error(const std::string &msg)
 {
-	std::cerr << "strata analyze: " << msg << "\n" << usage;
-	return 2;
+	return strata::cli::usage_error("analyze", msg);
 }
 
 } // namespace
@@ -52,7 +47,7 @@ int strata_cmd_analyze(int argc, char **argv)
 	// argv[0] is "analyze" (main passes argc - 1, argv + 1); tolerate a
 	// caller that passes the arguments after it.
 	int i = (argc > 0 && !std::strcmp(argv[0], "mutex")) ? 0 : 1;
-	if (i < argc && (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h"))) {
+	if (i < argc && strata::cli::is_help(argv[i])) {
 		std::cout << usage;
 		return 0;
 	}
@@ -65,7 +60,7 @@ int strata_cmd_analyze(int argc, char **argv)
 	Options opt;
 	for (; i < argc; i++) {
 		std::string a = argv[i];
-		if (a == "--help" || a == "-h") {
+		if (strata::cli::is_help(argv[i])) {
 			std::cout << usage;
 			return 0;
 		} else if (a.rfind("--format=", 0) == 0) {
@@ -100,7 +95,7 @@ int strata_cmd_analyze(int argc, char **argv)
 	std::string err;
 	if (!read_trace(dir, &in, &err)) {
 		std::cerr << "strata analyze: " << err << "\n";
-		return 1;
+		return strata::cli::kFail;
 	}
 	SymbolTable syms(in.maps);
 	Report rep = analyze(in, opt, [&](uint32_t proc, uint64_t addr, bool code) {
