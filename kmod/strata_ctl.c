@@ -25,6 +25,7 @@
 
 #include <linux/capability.h>
 #include <linux/cred.h>
+#include <linux/file.h>
 #include <linux/mm.h>
 #include <linux/mutex.h>
 #include <linux/pid.h>
@@ -451,21 +452,6 @@ err:
 	return ret;
 }
 
-/* The kernel:<tracepoint> rules of every slot go to strata_kbuf.c. */
-static void strata_push_kernel_rules(void)
-{
-	const struct strata_kabi_rule *rules[STRATA_KABI_MAX_SLOTS];
-	u32 n[STRATA_KABI_MAX_SLOTS];
-	u32 i;
-
-	lockdep_assert_held(&strata_ctl_lock);
-	for (i = 0; i < STRATA_KABI_MAX_SLOTS; i++) {
-		rules[i] = strata_slots[i].rules;
-		n[i] = strata_slots[i].used ? strata_slots[i].n_rules : 0;
-	}
-	strata_kbuf_apply_rules(rules, n, STRATA_KABI_MAX_SLOTS);
-}
-
 static int strata_set_rules(void __user *uarg)
 {
 	struct strata_kabi_set_rules a;
@@ -511,7 +497,7 @@ static int strata_set_rules(void __user *uarg)
 			strata_signals_sent++;
 		}
 	}
-	strata_push_kernel_rules();
+	strata_kbuf_apply_rules(a.slot, s->rules, s->used ? s->n_rules : 0, s->owner_admin);
 	mutex_unlock(&strata_ctl_lock);
 	strata_slot_free(&old_slot);
 	return strata_arg_out(uarg, &a, sizeof(a), usize);
@@ -626,6 +612,40 @@ static int strata_stats(void __user *uarg)
 	return strata_arg_out(uarg, &a, sizeof(a), usize);
 }
 
+static int strata_kbuf_open(void __user *uarg)
+{
+	struct strata_kabi_kbuf_open a;
+	struct file *file;
+	u32 usize;
+	int fd, ret;
+
+	ret = strata_arg_in(&a, sizeof(a), STRATA_KABI_KBUF_OPEN_SIZE_V1, uarg, &usize);
+	if (ret)
+		return ret;
+	if (a.slot >= STRATA_KABI_MAX_SLOTS || a.reserved || a.total_size || a.n_lanes)
+		return -EINVAL;
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	fd = get_unused_fd_flags(O_CLOEXEC);
+	if (fd < 0)
+		return fd;
+	mutex_lock(&strata_ctl_lock);
+	file = strata_kbuf_open_file(a.slot, &a.total_size, &a.n_lanes);
+	mutex_unlock(&strata_ctl_lock);
+	if (IS_ERR(file)) {
+		put_unused_fd(fd);
+		return PTR_ERR(file);
+	}
+	/* Install only once the caller has its answer: no fd leaks on -EFAULT. */
+	if (strata_arg_out(uarg, &a, sizeof(a), usize)) {
+		fput(file);
+		put_unused_fd(fd);
+		return -EFAULT;
+	}
+	fd_install(fd, file);
+	return fd;
+}
+
 long strata_ctl_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
 	void __user *uarg = (void __user *)arg;
@@ -646,6 +666,8 @@ long strata_ctl_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return strata_wait(uarg);
 	case _IOC_NR(STRATA_IOC_STATS):
 		return strata_stats(uarg);
+	case _IOC_NR(STRATA_IOC_KBUF_OPEN):
+		return strata_kbuf_open(uarg);
 	}
 	return -ENOTTY;
 }
@@ -661,9 +683,10 @@ void strata_ctl_exit(void)
 
 	/* No file is open (the module is pinned while one is): only slots. */
 	mutex_lock(&strata_ctl_lock);
-	for (i = 0; i < STRATA_KABI_MAX_SLOTS; i++)
+	for (i = 0; i < STRATA_KABI_MAX_SLOTS; i++) {
+		strata_kbuf_apply_rules(i, NULL, 0, false);
 		strata_slot_free(&strata_slots[i]);
-	strata_push_kernel_rules();
+	}
 	mutex_unlock(&strata_ctl_lock);
 	if (!list_empty(&strata_procs))
 		pr_err("leak: registrations left at exit\n");

@@ -32,11 +32,13 @@ int strata_clock_mmap(struct vm_area_struct *vma);
 /* strata_kbuf.c */
 int strata_kbuf_init(void);
 void strata_kbuf_exit(void);
-int strata_kbuf_mmap(struct vm_area_struct *vma, unsigned long off);
-/* Called by strata_ctl.c (under its lock) whenever slot rules change: the
- * union of every slot's kernel:<tracepoint> rules decides what is armed. */
-void strata_kbuf_apply_rules(const struct strata_kabi_rule *const *rules,
-			     const u32 *n_rules, unsigned int n_slots);
+/* Called by strata_ctl.c, under its mutex, whenever a slot's rules change
+ * (n_rules 0: cleared): arms, disarms, allocates or frees the slot's
+ * kernel buffer.  admin: the slot was set with CAP_SYS_ADMIN. */
+void strata_kbuf_apply_rules(unsigned int slot, const struct strata_kabi_rule *rules,
+			     u32 n_rules, bool admin);
+/* Under the ctl mutex: a new file for the slot's kernel buffer, or ERR_PTR. */
+struct file *strata_kbuf_open_file(unsigned int slot, u64 *total_size, u32 *n_lanes);
 void strata_kbuf_stats(u64 *written, u64 *lost);
 
 /* Objects allocated by the module, for the leak check at unload. */

@@ -1,28 +1,808 @@
 // SPDX-License-Identifier: GPL-2.0
-/* strata_kbuf.c - kernel event buffers (stub). */
+/*
+ * strata_kbuf.c - kernel event buffers.
+ *
+ * One buffer per session slot whose rules (set by a CAP_SYS_ADMIN
+ * controller) enable at least one kernel:<tracepoint> event.  The buffer is
+ * an ordinary strata_abi.h buffer: header, descriptor table (written once,
+ * here), one lane per CPU, each a ring of CTF packets.  The consumer maps it
+ * read-write through the fd of STRATA_IOC_KBUF_OPEN and reads it with the
+ * same code as user buffers (libtrace's Reader).
+ *
+ * Contract:
+ *   - Writers: the tracepoint probes, on any CPU, in any context the
+ *     tracepoints fire in (process, softirq and hardirq for sched_wakeup),
+ *     with preemption disabled.  A probe writes to lane cpu % n_lanes; a
+ *     probe may interrupt another probe on the same lane.  Every change of
+ *     lane state is one cmpxchg on `head` (the lane protocol of
+ *     strata_abi.h, as libtrace/writer.cpp): a writer owns the bytes its
+ *     cmpxchg gave it, then adds their count to commit[] (release).
+ *   - The consumer (user space, another CPU) may store `consumed`, close an
+ *     open packet with the same cmpxchg, and write anything anywhere: the
+ *     mapping is HOSTILE to us.  We never read geometry back from it (a
+ *     private copy is kept), every position is masked into the ring, every
+ *     retry loop is bounded; a hostile consumer can only lose its own
+ *     events.
+ *   - Control (strata_ctl.c, under its mutex): strata_kbuf_apply_rules()
+ *     allocates, publishes (RCU) and unpublishes buffers and sets which
+ *     slots each event goes to.  A buffer is freed after an RCU grace
+ *     period (probes run inside the tracepoint's RCU-sched read side) and
+ *     once the last fd is closed (kref).
+ *   - Arming: a probe is registered when some slot first wants its event,
+ *     and unregistered by strata_disarm_work only after no slot has wanted
+ *     it for STRATA_DISARM_DELAY.  Flipping tracepoints on every rule
+ *     change patches kernel text each time (static keys, and for sys_enter
+ *     a walk over every thread): a controller flipping rules in a loop
+ *     livelocked a TCG guest that way.  strata_arm_lock guards `armed`.
+ */
+#define pr_fmt(fmt) "strata: " fmt
+
+#include <linux/anon_inodes.h>
+#include <linux/binfmts.h>
+#include <linux/file.h>
+#include <linux/glob.h>
+#include <linux/kref.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/percpu.h>
+#include <linux/ptrace.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/timekeeping.h>
+#include <linux/tracepoint.h>
+#include <linux/uuid.h>
+#include <linux/vmalloc.h>
+#include <linux/workqueue.h>
+#include <asm/syscall.h>
+#include <asm/unaligned.h>
+
+#include "strata_abi.h"
 #include "strata_internal.h"
+#include "strata_compat.h"
+
+static unsigned int kbuf_subbuf_size = 64 * 1024;
+module_param(kbuf_subbuf_size, uint, 0444);
+MODULE_PARM_DESC(kbuf_subbuf_size, "kernel buffer sub-buffer bytes (power of two, 4 KiB..64 MiB)");
+static unsigned int kbuf_n_subbuf = 8;
+module_param(kbuf_n_subbuf, uint, 0444);
+MODULE_PARM_DESC(kbuf_n_subbuf, "kernel buffer sub-buffers per CPU (power of two, 2..64)");
+
+#define STRATA_KSTR_MAX 256u    /* strings are cut at this many bytes */
+#define STRATA_KMAX_FIELDS 8u
+#define STRATA_KCAS_TRIES 16
+#define STRATA_DESC_CAPACITY (16u * 1024u)
+#define STRATA_KLOGLEVEL 6u     /* STRATA_LOGLEVEL_INFO */
+#define STRATA_DISARM_DELAY (2 * HZ)
+
+struct strata_kbuf {
+	struct kref ref;
+	struct rcu_work put_work;       /* the slot's reference, after a GP */
+	unsigned int slot;
+	void *mem;                      /* vmalloc_user, mapped by consumers */
+	u64 total_size;
+	/* Private geometry: never read back from the mapping. */
+	u32 n_lanes, n_subbuf;
+	u64 subbuf_size, lane_stride;
+	u8 uuid[16];
+	struct strata_buffer_header *hdr;
+	struct strata_lane_ctl *lanes;
+	u8 *data;
+};
+
+/* ---- Events: descriptor table and serialisation share one definition -- */
+struct strata_kfield {
+	const char *name;
+	u8 type;        /* enum strata_field_type */
+	u8 bits;
+	u8 is_signed;
+	u8 base;
+	u32 length;     /* STRATA_FT_ARRAY */
+};
+
+union strata_kval {
+	u64 u;
+	const char *s;
+	const u64 *arr;
+};
+
+#define KF_INT(n, b, s) { .name = n, .type = STRATA_FT_INTEGER, .bits = b, .is_signed = s, .base = 10 }
+#define KF_HEX(n, b) { .name = n, .type = STRATA_FT_INTEGER, .bits = b, .base = 16 }
+#define KF_STR(n) { .name = n, .type = STRATA_FT_STRING, .bits = 8, .base = 10 }
+
+enum {
+	KEV_SCHED_SWITCH, KEV_SCHED_WAKEUP, KEV_PROCESS_FORK, KEV_PROCESS_EXEC,
+	KEV_PROCESS_EXIT, KEV_SYS_ENTER, KEV_SYS_EXIT, KEV_COUNT
+};
+
+struct strata_kevent {
+	const char *name;       /* tracepoint name = event name */
+	const struct strata_kfield *fields;
+	u32 n_fields;
+	void *probe;
+	struct tracepoint *tp;  /* found by name at init */
+	u32 slots;              /* bit s: slot s records it (READ_ONCE in probes) */
+	bool armed;             /* under strata_arm_lock */
+};
+
+static const struct strata_kfield kf_switch[] = {
+	KF_STR("prev_comm"), KF_INT("prev_tid", 32, 1), KF_INT("prev_prio", 32, 1),
+	KF_INT("prev_state", 64, 1), KF_STR("next_comm"), KF_INT("next_tid", 32, 1),
+	KF_INT("next_prio", 32, 1),
+};
+static const struct strata_kfield kf_wakeup[] = {
+	KF_STR("comm"), KF_INT("tid", 32, 1), KF_INT("prio", 32, 1), KF_INT("target_cpu", 32, 1),
+};
+static const struct strata_kfield kf_fork[] = {
+	KF_STR("parent_comm"), KF_INT("parent_tid", 32, 1),
+	KF_STR("child_comm"), KF_INT("child_tid", 32, 1),
+};
+static const struct strata_kfield kf_exec[] = {
+	KF_STR("filename"), KF_INT("tid", 32, 1), KF_INT("old_tid", 32, 1),
+};
+static const struct strata_kfield kf_exit[] = {
+	KF_STR("comm"), KF_INT("tid", 32, 1), KF_INT("prio", 32, 1),
+};
+static const struct strata_kfield kf_sys_enter[] = {
+	KF_INT("id", 64, 1),
+	{ .name = "args", .type = STRATA_FT_ARRAY, .bits = 64, .base = 16, .length = 6 },
+};
+static const struct strata_kfield kf_sys_exit[] = {
+	KF_INT("id", 64, 1), KF_INT("ret", 64, 1),
+};
+
+static void strata_probe_switch(void *d, STRATA_SCHED_SWITCH_ARGS(preempt, prev, next, prev_state));
+static void strata_probe_wakeup(void *d, struct task_struct *p);
+static void strata_probe_fork(void *d, struct task_struct *parent, struct task_struct *child);
+static void strata_probe_exec(void *d, struct task_struct *p, pid_t old_pid,
+			      struct linux_binprm *bprm);
+static void strata_probe_exit(void *d, struct task_struct *p);
+static void strata_probe_sys_enter(void *d, struct pt_regs *regs, long id);
+static void strata_probe_sys_exit(void *d, struct pt_regs *regs, long ret);
+
+#define KEV(id, n, f, p) [id] = { .name = n, .fields = f, .n_fields = ARRAY_SIZE(f), .probe = p }
+static struct strata_kevent strata_kevents[KEV_COUNT] = {
+	KEV(KEV_SCHED_SWITCH, "sched_switch", kf_switch, strata_probe_switch),
+	KEV(KEV_SCHED_WAKEUP, "sched_wakeup", kf_wakeup, strata_probe_wakeup),
+	KEV(KEV_PROCESS_FORK, "sched_process_fork", kf_fork, strata_probe_fork),
+	KEV(KEV_PROCESS_EXEC, "sched_process_exec", kf_exec, strata_probe_exec),
+	KEV(KEV_PROCESS_EXIT, "sched_process_exit", kf_exit, strata_probe_exit),
+	KEV(KEV_SYS_ENTER, "sys_enter", kf_sys_enter, strata_probe_sys_enter),
+	KEV(KEV_SYS_EXIT, "sys_exit", kf_sys_exit, strata_probe_sys_exit),
+};
+
+static struct strata_kbuf __rcu *strata_kbufs[STRATA_KABI_MAX_SLOTS];
+static DEFINE_MUTEX(strata_arm_lock);
+static struct workqueue_struct *strata_wq;
+static void strata_disarm_fn(struct work_struct *work);
+static DECLARE_DELAYED_WORK(strata_disarm_work, strata_disarm_fn);
+static DEFINE_PER_CPU(u64, strata_kwritten);
+static DEFINE_PER_CPU(u64, strata_klost);
+static bool strata_kbuf_broken; /* a broken invariant disabled recording */
+
+/* ---- Serialisation ------------------------------------------------------ */
+
+/* Bytes of the record, header included, WITHOUT padding after it; with
+ * rec, write it.  Records start 8-byte aligned in packets that start
+ * S-aligned, so alignment from the record start is alignment from the
+ * packet start.  The padding that keeps records 8-byte aligned goes BEFORE
+ * a record (strata_reserve): a packet's content then ends exactly where its
+ * last record ends, which babeltrace2 needs (with trailing padding inside
+ * content_size it decodes a phantom event from the padding). */
+static u32 strata_kser(u8 *rec, const struct strata_kevent *ev,
+		       const union strata_kval *v, const u32 *slen)
+{
+	u32 off = STRATA_EVENT_HEADER_SIZE, i, j, a;
+
+	for (i = 0; i < ev->n_fields; i++) {
+		const struct strata_kfield *f = &ev->fields[i];
+
+		switch (f->type) {
+		case STRATA_FT_INTEGER:
+			a = f->bits / 8;
+			off = ALIGN(off, a);
+			if (rec) {
+				if (a == 8)
+					put_unaligned_le64(v[i].u, rec + off);
+				else
+					put_unaligned_le32((u32)v[i].u, rec + off);
+			}
+			off += a;
+			break;
+		case STRATA_FT_STRING:
+			if (rec) {
+				memcpy(rec + off, v[i].s, slen[i]);
+				rec[off + slen[i]] = 0;
+			}
+			off += slen[i] + 1;
+			break;
+		case STRATA_FT_ARRAY:
+			off = ALIGN(off, 8);
+			for (j = 0; j < f->length; j++, off += 8)
+				if (rec)
+					put_unaligned_le64(v[i].arr[j], rec + off);
+			break;
+		}
+	}
+	return off;
+}
+
+/* ---- The lane protocol (strata_abi.h) ------------------------------------ */
+
+static u64 *strata_commit_of(struct strata_kbuf *kb, struct strata_lane_ctl *lc, u64 pos)
+{
+	return &lc->commit[(pos / kb->subbuf_size) & (kb->n_subbuf - 1)];
+}
+
+static u8 *strata_at(struct strata_kbuf *kb, u32 lane, u64 pos)
+{
+	return kb->data + (u64)lane * kb->lane_stride + (pos & (kb->lane_stride - 1));
+}
+
+static void strata_commit_bytes(struct strata_kbuf *kb, u64 *commit, u64 n)
+{
+	/* Release (atomic64_add_return_release): the bytes written in the
+	 * reserved space come before the count that completes the
+	 * sub-buffer; pairs with the consumer's acquire load of commit[]. */
+	u64 v = atomic64_add_return_release(n, (atomic64_t *)commit);
+
+	if (!(v & (kb->subbuf_size - 1))) {
+		/* The consumer polls (no futex wake from probe context): the
+		 * count only tells it something completed.  Relaxed. */
+		atomic_inc((atomic_t *)&kb->hdr->wake_seq);
+	}
+}
+
+static void strata_open_packet(struct strata_kbuf *kb, u32 lane, struct strata_lane_ctl *lc,
+			       u64 head, u64 now)
+{
+	struct strata_packet_header *ph = (void *)strata_at(kb, lane, head);
+
+	ph->magic = STRATA_CTF_MAGIC;
+	memcpy(ph->uuid, kb->uuid, sizeof(ph->uuid));
+	ph->stream_id = 0;
+	ph->stream_instance_id = lane;
+	ph->timestamp_begin = now;
+	ph->packet_seq_num = head / kb->subbuf_size;
+	ph->lane_id = lane;
+	ph->reserved = 0;
+	strata_commit_bytes(kb, strata_commit_of(kb, lc, head), STRATA_PACKET_HEADER_SIZE);
+}
+
+static void strata_close_packet(struct strata_kbuf *kb, u32 lane, struct strata_lane_ctl *lc,
+				u64 start, u64 content, u64 now)
+{
+	struct strata_packet_header *ph = (void *)strata_at(kb, lane, start);
+
+	ph->timestamp_end = now;
+	ph->content_size = content * 8;
+	ph->packet_size = kb->subbuf_size * 8;
+	/* Relaxed: a counter, read exactly by the consumer after a flush. */
+	ph->events_discarded = atomic64_read((atomic64_t *)&lc->events_discarded);
+	strata_commit_bytes(kb, strata_commit_of(kb, lc, start), kb->subbuf_size - content);
+}
+
+/* Reserve rsize bytes in lane, 8-byte aligned; returns the position or
+ * U64_MAX (lost), *span = bytes to commit (alignment padding before the
+ * record included).  The timestamp is read before each attempt: a writer
+ * that interrupts us between the read and our cmpxchg makes it fail, so
+ * timestamps follow positions in a lane. */
+static u64 strata_reserve(struct strata_kbuf *kb, u32 lane, u32 rsize, u64 *now, u64 *span)
+{
+	struct strata_lane_ctl *lc = &kb->lanes[lane];
+	const u64 S = kb->subbuf_size;
+	/* Acquire: pairs with the release of a concurrent writer's or the
+	 * consumer's cmpxchg (fully ordered) so the packet state we act on is
+	 * the one that head describes. */
+	u64 head = smp_load_acquire(&lc->head);
+	int tries;
+
+	for (tries = 0; tries < STRATA_KCAS_TRIES; tries++) {
+		u64 off = head & (S - 1), consumed;
+
+		*now = ktime_get_mono_fast_ns();
+		if (off) {
+			u64 pad = ALIGN(off, STRATA_EVENT_ALIGN) - off;
+
+			if (off + pad + rsize <= S) {
+				/* Fully ordered cmpxchg: also orders our later
+				 * record stores after it. */
+				if (try_cmpxchg64(&lc->head, &head, head + pad + rsize)) {
+					*span = pad + rsize;
+					return head + pad;
+				}
+				continue;
+			}
+			if (try_cmpxchg64(&lc->head, &head, head - off + S)) {
+				strata_close_packet(kb, lane, lc, head - off, off, *now);
+				head = head - off + S;
+			}
+			continue;
+		}
+		/* Discard mode: the sub-buffer at head must be released.
+		 * Acquire: pairs with the consumer's release store of
+		 * `consumed` after its copy.  A consumed ahead of head reads
+		 * as full (unsigned). */
+		consumed = smp_load_acquire(&lc->consumed);
+		if (head - consumed >= kb->lane_stride)
+			break;
+		if (try_cmpxchg64(&lc->head, &head, head + STRATA_PACKET_HEADER_SIZE + rsize)) {
+			strata_open_packet(kb, lane, lc, head, *now);
+			*span = rsize;
+			return head + STRATA_PACKET_HEADER_SIZE;
+		}
+	}
+	/* Relaxed: see strata_close_packet. */
+	atomic64_inc((atomic64_t *)&lc->events_discarded);
+	this_cpu_inc(strata_klost);
+	return U64_MAX;
+}
+
+static void strata_write_one(struct strata_kbuf *kb, u16 id, u32 rsize,
+			     const struct strata_kevent *ev, const union strata_kval *v,
+			     const u32 *slen)
+{
+	unsigned int cpu = smp_processor_id();
+	u32 lane = cpu % kb->n_lanes;
+	u64 now, span, pos = strata_reserve(kb, lane, rsize, &now, &span);
+	u8 *rec;
+
+	if (pos == U64_MAX)
+		return;
+	rec = strata_at(kb, lane, pos);
+	memset(rec - (span - rsize), 0, span);
+	put_unaligned_le16(id, rec + STRATA_EVENT_ID_OFF);
+	put_unaligned_le64(now, rec + STRATA_EVENT_TS_OFF);
+	put_unaligned_le32(current->pid, rec + STRATA_EVENT_TID_OFF);
+	put_unaligned_le16(cpu, rec + STRATA_EVENT_CPU_OFF);
+	strata_kser(rec, ev, v, slen);
+	strata_commit_bytes(kb, strata_commit_of(kb, &kb->lanes[lane], pos), span);
+	this_cpu_inc(strata_kwritten);
+}
+
+/* Called by every probe with preemption disabled (tracepoint context). */
+static void strata_emit(unsigned int id, const union strata_kval *v)
+{
+	const struct strata_kevent *ev = &strata_kevents[id];
+	u32 slots = READ_ONCE(strata_kevents[id].slots);
+	u32 slen[STRATA_KMAX_FIELDS] = { 0 };
+	u32 i, rsize;
+
+	if (!slots || READ_ONCE(strata_kbuf_broken))
+		return;
+	for (i = 0; i < ev->n_fields; i++)
+		if (ev->fields[i].type == STRATA_FT_STRING)
+			slen[i] = strnlen(v[i].s, STRATA_KSTR_MAX - 1);
+	rsize = strata_kser(NULL, ev, v, slen);
+	while (slots) {
+		unsigned int s = __ffs(slots);
+		struct strata_kbuf *kb;
+
+		slots &= slots - 1;
+		/* Probes run inside the tracepoint's RCU-sched read side. */
+		kb = rcu_dereference_sched(strata_kbufs[s]);
+		if (!kb)
+			continue;
+		if (WARN_ON_ONCE(rsize + STRATA_EVENT_ALIGN >
+				 kb->subbuf_size - STRATA_PACKET_HEADER_SIZE)) {
+			WRITE_ONCE(strata_kbuf_broken, true);
+			return;
+		}
+		strata_write_one(kb, id, rsize, ev, v, slen);
+	}
+}
+
+/* ---- Probes --------------------------------------------------------------- */
+
+static void strata_probe_switch(void *d, STRATA_SCHED_SWITCH_ARGS(preempt, prev, next, prev_state))
+{
+	char pc[TASK_COMM_LEN], nc[TASK_COMM_LEN];
+	union strata_kval v[7];
+
+	/* Another CPU may be renaming the task: copy, then terminate. */
+	memcpy(pc, prev->comm, TASK_COMM_LEN);
+	memcpy(nc, next->comm, TASK_COMM_LEN);
+	pc[TASK_COMM_LEN - 1] = 0;
+	nc[TASK_COMM_LEN - 1] = 0;
+	v[0].s = pc;
+	v[1].u = (u32)prev->pid;
+	v[2].u = (u32)prev->prio;
+	v[3].u = STRATA_SCHED_SWITCH_PREV_STATE(prev, prev_state);
+	v[4].s = nc;
+	v[5].u = (u32)next->pid;
+	v[6].u = (u32)next->prio;
+	strata_emit(KEV_SCHED_SWITCH, v);
+}
+
+static void strata_probe_wakeup(void *d, struct task_struct *p)
+{
+	char c[TASK_COMM_LEN];
+	union strata_kval v[4];
+
+	memcpy(c, p->comm, TASK_COMM_LEN);
+	c[TASK_COMM_LEN - 1] = 0;
+	v[0].s = c;
+	v[1].u = (u32)p->pid;
+	v[2].u = (u32)p->prio;
+	v[3].u = (u32)task_cpu(p);
+	strata_emit(KEV_SCHED_WAKEUP, v);
+}
+
+static void strata_probe_fork(void *d, struct task_struct *parent, struct task_struct *child)
+{
+	char pc[TASK_COMM_LEN], cc[TASK_COMM_LEN];
+	union strata_kval v[4];
+
+	memcpy(pc, parent->comm, TASK_COMM_LEN);
+	memcpy(cc, child->comm, TASK_COMM_LEN);
+	pc[TASK_COMM_LEN - 1] = 0;
+	cc[TASK_COMM_LEN - 1] = 0;
+	v[0].s = pc;
+	v[1].u = (u32)parent->pid;
+	v[2].s = cc;
+	v[3].u = (u32)child->pid;
+	strata_emit(KEV_PROCESS_FORK, v);
+}
+
+static void strata_probe_exec(void *d, struct task_struct *p, pid_t old_pid,
+			      struct linux_binprm *bprm)
+{
+	union strata_kval v[3];
+
+	v[0].s = bprm->filename ? bprm->filename : "";
+	v[1].u = (u32)p->pid;
+	v[2].u = (u32)old_pid;
+	strata_emit(KEV_PROCESS_EXEC, v);
+}
+
+static void strata_probe_exit(void *d, struct task_struct *p)
+{
+	char c[TASK_COMM_LEN];
+	union strata_kval v[3];
+
+	memcpy(c, p->comm, TASK_COMM_LEN);
+	c[TASK_COMM_LEN - 1] = 0;
+	v[0].s = c;
+	v[1].u = (u32)p->pid;
+	v[2].u = (u32)p->prio;
+	strata_emit(KEV_PROCESS_EXIT, v);
+}
+
+static void strata_probe_sys_enter(void *d, struct pt_regs *regs, long id)
+{
+	unsigned long args[6];
+	u64 a[6];
+	union strata_kval v[2];
+	int i;
+
+	syscall_get_arguments(current, regs, args);
+	for (i = 0; i < 6; i++)
+		a[i] = args[i];
+	v[0].u = (u64)id;
+	v[1].arr = a;
+	strata_emit(KEV_SYS_ENTER, v);
+}
+
+static void strata_probe_sys_exit(void *d, struct pt_regs *regs, long ret)
+{
+	union strata_kval v[2];
+
+	v[0].u = (u64)(long)syscall_get_nr(current, regs);
+	v[1].u = (u64)ret;
+	strata_emit(KEV_SYS_EXIT, v);
+}
+
+/* ---- Buffers -------------------------------------------------------------- */
+
+/* Append one descriptor record; returns its size or 0 if it does not fit. */
+static u32 strata_put_desc(u8 *table, u32 used, u32 cap, u32 id,
+			   const struct strata_kevent *ev)
+{
+	struct strata_desc_event *de = (void *)(table + used);
+	struct strata_desc_field *df = (void *)(de + 1);
+	u32 pool = sizeof(*de) + ev->n_fields * sizeof(*df);
+	u32 need = pool + sizeof("kernel") + strlen(ev->name) + 1, i;
+	char *rec = (char *)de;
+
+	for (i = 0; i < ev->n_fields; i++)
+		need += strlen(ev->fields[i].name) + 1;
+	need = ALIGN(need, 8);
+	if (used + need > cap)
+		return 0;
+	de->record_size = need;
+	de->id = id;
+	de->loglevel = STRATA_KLOGLEVEL;
+	de->n_fields = ev->n_fields;
+	de->provider_off = pool;
+	pool += sprintf(rec + pool, "kernel") + 1;
+	de->name_off = pool;
+	pool += sprintf(rec + pool, "%s", ev->name) + 1;
+	for (i = 0; i < ev->n_fields; i++) {
+		const struct strata_kfield *f = &ev->fields[i];
+
+		df[i].name_off = pool;
+		pool += sprintf(rec + pool, "%s", f->name) + 1;
+		df[i].type = f->type;
+		df[i].elem_bits = f->bits;
+		df[i].is_signed = f->is_signed;
+		df[i].base = f->base;
+		df[i].length = f->length;
+	}
+	return need;
+}
+
+static struct strata_kbuf *strata_kbuf_alloc(unsigned int slot)
+{
+	struct strata_kbuf *kb;
+	u64 lanes_off, data_off, desc_used = 0;
+	u32 i, n;
+
+	kb = kzalloc(sizeof(*kb), GFP_KERNEL);
+	if (!kb)
+		return NULL;
+	kref_init(&kb->ref);
+	kb->slot = slot;
+	kb->n_lanes = min_t(u32, nr_cpu_ids, STRATA_MAX_LANES);
+	kb->n_subbuf = kbuf_n_subbuf;
+	kb->subbuf_size = kbuf_subbuf_size;
+	kb->lane_stride = (u64)kb->n_subbuf * kb->subbuf_size;
+	lanes_off = PAGE_ALIGN(sizeof(struct strata_buffer_header)) + STRATA_DESC_CAPACITY;
+	data_off = PAGE_ALIGN(lanes_off + kb->n_lanes * sizeof(struct strata_lane_ctl));
+	kb->total_size = data_off + kb->n_lanes * kb->lane_stride;
+	kb->mem = vmalloc_user(kb->total_size);
+	if (!kb->mem) {
+		kfree(kb);
+		return NULL;
+	}
+	atomic_long_inc(&strata_nr_objects);
+	generate_random_uuid(kb->uuid);
+	kb->hdr = kb->mem;
+	kb->lanes = kb->mem + lanes_off;
+	kb->data = kb->mem + data_off;
+
+	for (i = 0; i < KEV_COUNT; i++) {
+		n = strata_put_desc(kb->mem + PAGE_ALIGN(sizeof(*kb->hdr)), desc_used,
+				    STRATA_DESC_CAPACITY, i, &strata_kevents[i]);
+		WARN_ON_ONCE(!n);
+		desc_used += n;
+	}
+	kb->hdr->magic = STRATA_ABI_MAGIC;
+	kb->hdr->abi_major = STRATA_ABI_MAJOR;
+	kb->hdr->abi_minor = STRATA_ABI_MINOR;
+	kb->hdr->header_size = sizeof(*kb->hdr);
+	kb->hdr->endian_check = 0x01020304;
+	kb->hdr->total_size = kb->total_size;
+	kb->hdr->pid = 0;
+	kb->hdr->uid = 0;
+	strscpy(kb->hdr->comm, "kernel", sizeof(kb->hdr->comm));
+	strscpy(kb->hdr->channel, "kernel", sizeof(kb->hdr->channel));
+	memcpy(kb->hdr->trace_uuid, kb->uuid, 16);
+	kb->hdr->stream_id = 0;
+	kb->hdr->mode = STRATA_MODE_DISCARD;
+	kb->hdr->n_lanes = kb->n_lanes;
+	kb->hdr->n_subbuf = kb->n_subbuf;
+	kb->hdr->subbuf_size = kb->subbuf_size;
+	kb->hdr->desc_offset = PAGE_ALIGN(sizeof(*kb->hdr));
+	kb->hdr->desc_capacity = STRATA_DESC_CAPACITY;
+	kb->hdr->lanes_offset = lanes_off;
+	kb->hdr->data_offset = data_off;
+	kb->hdr->lane_stride = kb->lane_stride;
+	kb->hdr->clock_id = STRATA_CLOCK_MONOTONIC;
+	kb->hdr->lanes_claimed = kb->n_lanes;
+	/* Release: the table is complete before a consumer sees its size;
+	 * pairs with the consumer's acquire load of desc_used. */
+	smp_store_release(&kb->hdr->desc_used, desc_used);
+	return kb;
+}
+
+static void strata_kbuf_free(struct kref *ref)
+{
+	struct strata_kbuf *kb = container_of(ref, struct strata_kbuf, ref);
+
+	vfree(kb->mem);
+	kfree(kb);
+	atomic_long_dec(&strata_nr_objects);
+}
+
+static void strata_kbuf_put_fn(struct work_struct *work)
+{
+	struct strata_kbuf *kb = container_of(to_rcu_work(work), struct strata_kbuf, put_work);
+
+	kref_put(&kb->ref, strata_kbuf_free);
+}
+
+static int strata_kbuf_fd_release(struct inode *inode, struct file *file)
+{
+	struct strata_kbuf *kb = file->private_data;
+
+	kref_put(&kb->ref, strata_kbuf_free);
+	return 0;
+}
+
+static int strata_kbuf_fd_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct strata_kbuf *kb = file->private_data;
+	unsigned long len = vma->vm_end - vma->vm_start;
+
+	if (!(vma->vm_flags & VM_SHARED) || (vma->vm_flags & VM_EXEC))
+		return -EINVAL;
+	if (vma->vm_pgoff || len > PAGE_ALIGN(kb->total_size))
+		return -EINVAL;
+	strata_vm_flags_clear(vma, VM_MAYEXEC);
+	return remap_vmalloc_range(vma, kb->mem, 0);
+}
+
+static const struct file_operations strata_kbuf_fops = {
+	.owner = THIS_MODULE,
+	.release = strata_kbuf_fd_release,
+	.mmap = strata_kbuf_fd_mmap,
+	.llseek = noop_llseek,
+};
+
+struct file *strata_kbuf_open_file(unsigned int slot, u64 *total_size, u32 *n_lanes)
+{
+	struct strata_kbuf *kb;
+	struct file *file;
+
+	if (slot >= STRATA_KABI_MAX_SLOTS)
+		return ERR_PTR(-EINVAL);
+	/* Under the ctl mutex (the caller's): the slot's buffer stays. */
+	kb = rcu_dereference_protected(strata_kbufs[slot], 1);
+	if (!kb)
+		return ERR_PTR(-ENOENT);
+	kref_get(&kb->ref);
+	file = anon_inode_getfile("[strata-kbuf]", &strata_kbuf_fops, kb, O_RDWR);
+	if (IS_ERR(file)) {
+		kref_put(&kb->ref, strata_kbuf_free);
+		return file;
+	}
+	*total_size = kb->total_size;
+	*n_lanes = kb->n_lanes;
+	return file;
+}
+
+/* ---- Rules ---------------------------------------------------------------- */
+
+/* Does the slot's rule list (later rules win) enable kernel event `name`? */
+static bool strata_rules_enable(const struct strata_kabi_rule *rules, u32 n, const char *name)
+{
+	char full[64];
+	bool on = false;
+	u32 i;
+
+	snprintf(full, sizeof(full), "kernel:%s", name);
+	for (i = 0; i < n; i++) {
+		const struct strata_kabi_rule *r = &rules[i];
+
+		if (strncmp(r->pattern, "kernel:", 7))
+			continue;
+		if (r->loglevel_max >= 0 && STRATA_KLOGLEVEL > (u32)r->loglevel_max)
+			continue;
+		if (glob_match(r->pattern, full))
+			on = r->enable;
+	}
+	return on;
+}
+
+static void strata_arm(struct strata_kevent *ev, bool want)
+{
+	int ret;
+
+	lockdep_assert_held(&strata_arm_lock);
+	if (want == ev->armed || !ev->tp)
+		return;
+	if (want)
+		ret = tracepoint_probe_register(ev->tp, ev->probe, NULL);
+	else
+		ret = tracepoint_probe_unregister(ev->tp, ev->probe, NULL);
+	if (ret)
+		pr_warn("%s %s: %d\n", want ? "arming" : "disarming", ev->name, ret);
+	else
+		ev->armed = want;
+}
+
+void strata_kbuf_apply_rules(unsigned int slot, const struct strata_kabi_rule *rules,
+			     u32 n_rules, bool admin)
+{
+	struct strata_kbuf *kb = rcu_dereference_protected(strata_kbufs[slot], 1);
+	bool any = false, on[KEV_COUNT];
+	u32 i;
+
+	/* Kernel events show every process: CAP_SYS_ADMIN slots only. */
+	for (i = 0; i < KEV_COUNT; i++) {
+		on[i] = admin && strata_kevents[i].tp &&
+			strata_rules_enable(rules, n_rules, strata_kevents[i].name);
+		any |= on[i];
+	}
+	if (any && !kb) {
+		kb = strata_kbuf_alloc(slot);
+		if (!kb) {
+			pr_warn("slot %u: no memory for the kernel buffer\n", slot);
+			return;
+		}
+		/* Release: the buffer is initialised before probes see it;
+		 * pairs with rcu_dereference_sched in strata_emit. */
+		rcu_assign_pointer(strata_kbufs[slot], kb);
+	}
+	mutex_lock(&strata_arm_lock);
+	for (i = 0; i < KEV_COUNT; i++) {
+		struct strata_kevent *ev = &strata_kevents[i];
+		u32 m = on[i] ? ev->slots | BIT(slot) : ev->slots & ~BIT(slot);
+
+		WRITE_ONCE(ev->slots, m);
+		if (m)
+			strata_arm(ev, true);
+		else if (ev->armed)
+			mod_delayed_work(strata_wq, &strata_disarm_work, STRATA_DISARM_DELAY);
+	}
+	mutex_unlock(&strata_arm_lock);
+	if (!any && kb) {
+		RCU_INIT_POINTER(strata_kbufs[slot], NULL);
+		/* Probes still inside it finish within a grace period. */
+		INIT_RCU_WORK(&kb->put_work, strata_kbuf_put_fn);
+		queue_rcu_work(strata_wq, &kb->put_work);
+	}
+}
+
+static void strata_disarm_fn(struct work_struct *work)
+{
+	u32 i;
+
+	mutex_lock(&strata_arm_lock);
+	for (i = 0; i < KEV_COUNT; i++)
+		if (!READ_ONCE(strata_kevents[i].slots))
+			strata_arm(&strata_kevents[i], false);
+	mutex_unlock(&strata_arm_lock);
+}
+
+void strata_kbuf_stats(u64 *written, u64 *lost)
+{
+	int cpu;
+
+	*written = 0;
+	*lost = 0;
+	for_each_possible_cpu(cpu) {
+		*written += per_cpu(strata_kwritten, cpu);
+		*lost += per_cpu(strata_klost, cpu);
+	}
+}
+
+static void strata_find_tp(struct tracepoint *tp, void *priv)
+{
+	u32 i;
+
+	for (i = 0; i < KEV_COUNT; i++)
+		if (!strcmp(tp->name, strata_kevents[i].name))
+			strata_kevents[i].tp = tp;
+}
 
 int strata_kbuf_init(void)
 {
+	u32 i;
+
+	if (!is_power_of_2(kbuf_subbuf_size) || kbuf_subbuf_size < STRATA_MIN_SUBBUF_SIZE ||
+	    kbuf_subbuf_size > STRATA_MAX_SUBBUF_SIZE || !is_power_of_2(kbuf_n_subbuf) ||
+	    kbuf_n_subbuf < 2 || kbuf_n_subbuf > STRATA_MAX_SUBBUF) {
+		pr_err("bad kbuf_subbuf_size/kbuf_n_subbuf\n");
+		return -EINVAL;
+	}
+	strata_wq = alloc_workqueue("strata", 0, 0);
+	if (!strata_wq)
+		return -ENOMEM;
+	for_each_kernel_tracepoint(strata_find_tp, NULL);
+	for (i = 0; i < KEV_COUNT; i++)
+		if (!strata_kevents[i].tp)
+			pr_info("tracepoint %s not found: kernel:%s unavailable\n",
+				strata_kevents[i].name, strata_kevents[i].name);
 	return 0;
 }
 
 void strata_kbuf_exit(void)
 {
-}
-
-int strata_kbuf_mmap(struct vm_area_struct *vma, unsigned long off)
-{
-	return -ENODEV;
-}
-
-void strata_kbuf_apply_rules(const struct strata_kabi_rule *const *rules,
-			     const u32 *n_rules, unsigned int n_slots)
-{
-}
-
-void strata_kbuf_stats(u64 *written, u64 *lost)
-{
-	*written = 0;
-	*lost = 0;
+	/* strata_ctl_exit cleared every slot: no event has a slot left. */
+	cancel_delayed_work_sync(&strata_disarm_work);
+	strata_disarm_fn(NULL);
+	/* No probe runs after this; then the buffers' queued puts run. */
+	tracepoint_synchronize_unregister();
+	rcu_barrier();
+	destroy_workqueue(strata_wq);
 }

@@ -3,9 +3,9 @@
  * strata_main.c - the Strata companion module: /dev/strata.
  *
  * The device is a misc device anyone may open (mode 0666): what a caller
- * may do is decided per ioctl (strata_ctl.c).  mmap gives read-only views:
- * the clock page at offset 0, the kernel event buffer at
- * STRATA_KABI_MMAP_KBUF_OFFSET.
+ * may do is decided per ioctl (strata_ctl.c).  mmap gives the read-only
+ * clock page at offset 0; kernel buffers have fds of their own
+ * (STRATA_IOC_KBUF_OPEN, strata_kbuf.c).
  */
 #define pr_fmt(fmt) "strata: " fmt
 
@@ -31,19 +31,15 @@ static int strata_release(struct inode *inode, struct file *file)
 
 static int strata_mmap(struct file *file, struct vm_area_struct *vma)
 {
-	unsigned long off = vma->vm_pgoff << PAGE_SHIFT;
-
 	/* Every mapping is read-only, and may never become writable. */
 	if (vma->vm_flags & (VM_WRITE | VM_EXEC))
 		return -EPERM;
 	if (!(vma->vm_flags & VM_SHARED))
 		return -EINVAL;
 	strata_vm_flags_clear(vma, VM_MAYWRITE | VM_MAYEXEC);
-	if (vma->vm_pgoff == 0)
-		return strata_clock_mmap(vma);
-	if (off >= STRATA_KABI_MMAP_KBUF_OFFSET)
-		return strata_kbuf_mmap(vma, off - STRATA_KABI_MMAP_KBUF_OFFSET);
-	return -EINVAL;
+	if (vma->vm_pgoff)
+		return -EINVAL;
+	return strata_clock_mmap(vma);
 }
 
 static const struct file_operations strata_fops = {
@@ -67,27 +63,27 @@ static int __init strata_init(void)
 {
 	int ret;
 
-	ret = strata_ctl_init();
-	if (ret)
-		return ret;
 	ret = strata_clock_init();
 	if (ret)
-		goto err_ctl;
+		return ret;
 	ret = strata_kbuf_init();
 	if (ret)
 		goto err_clock;
-	ret = misc_register(&strata_miscdev);
+	ret = strata_ctl_init();
 	if (ret)
 		goto err_kbuf;
+	ret = misc_register(&strata_miscdev);
+	if (ret)
+		goto err_ctl;
 	pr_info("loaded, kabi %u\n", STRATA_KABI_VERSION);
 	return 0;
 
+err_ctl:
+	strata_ctl_exit();
 err_kbuf:
 	strata_kbuf_exit();
 err_clock:
 	strata_clock_exit();
-err_ctl:
-	strata_ctl_exit();
 	return ret;
 }
 
@@ -96,9 +92,9 @@ static void __exit strata_exit(void)
 	long left;
 
 	misc_deregister(&strata_miscdev);
+	strata_ctl_exit();      /* clears the slots: disarms, frees buffers */
 	strata_kbuf_exit();
 	strata_clock_exit();
-	strata_ctl_exit();
 	left = atomic_long_read(&strata_nr_objects);
 	if (left)
 		pr_err("leak: %ld objects not freed\n", left);

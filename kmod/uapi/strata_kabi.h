@@ -26,10 +26,19 @@
  * command, -EPERM not allowed, -EMSGSIZE output buffer too small (the needed
  * size is written back), -ETIMEDOUT WAIT expired (missing pids written back).
  *
- * mmap of the device (read-only, MAP_SHARED):
- *   offset 0                              the clock page (struct strata_kclock)
- *   offset STRATA_KABI_MMAP_KBUF_OFFSET   the kernel event buffer (an
- *                                         strata_abi.h buffer, one lane per CPU)
+ * mmap of the device (read-only, MAP_SHARED, one page at offset 0): the
+ * clock page (struct strata_kclock).
+ *
+ * Kernel events: a slot set by a CAP_SYS_ADMIN controller whose rules enable
+ * "kernel:<tracepoint>" patterns (provider literally "kernel", glob on the
+ * tracepoint; later rules win; loglevel INFO; filters are not applied) gets
+ * a kernel buffer: KBUF_OPEN returns an fd whose mmap (offset 0, read-write,
+ * MAP_SHARED) is an ordinary libtrace/abi/strata_abi.h buffer, one lane per
+ * CPU, discard mode, CLOCK_MONOTONIC, its event descriptors in its table.
+ * The consumer reads it like a user buffer, except that no futex wake comes
+ * from the kernel: poll it.  Events: sched_switch, sched_wakeup,
+ * sched_process_fork, sched_process_exec, sched_process_exit, sys_enter,
+ * sys_exit.
  */
 #ifndef STRATA_KABI_H
 #define STRATA_KABI_H
@@ -144,12 +153,24 @@ struct strata_kabi_stats {
 	__u64 kevents_lost;     /* kernel events discarded (buffer full) */
 };
 
+/* KBUF_OPEN (CAP_SYS_ADMIN): returns a new fd (the ioctl's value) for the
+ * kernel buffer of `slot`; -ENOENT when the slot has no kernel event
+ * enabled. */
+struct strata_kabi_kbuf_open {
+	__u32 size;
+	__u32 slot;
+	__u64 total_size;   /* out: bytes to mmap */
+	__u32 n_lanes;      /* out */
+	__u32 reserved;
+};
+
 #define STRATA_KABI_REGISTER_SIZE_V1 24u
 #define STRATA_KABI_QUERY_SIZE_V1 32u
 #define STRATA_KABI_ACK_SIZE_V1 16u
 #define STRATA_KABI_SET_RULES_SIZE_V1 56u
 #define STRATA_KABI_WAIT_SIZE_V1 32u
 #define STRATA_KABI_STATS_SIZE_V1 64u
+#define STRATA_KABI_KBUF_OPEN_SIZE_V1 24u
 
 #define STRATA_KABI_IOC_MAGIC 0xB7
 #define STRATA_IOC_REGISTER _IOWR(STRATA_KABI_IOC_MAGIC, 1, struct strata_kabi_register)
@@ -158,6 +179,7 @@ struct strata_kabi_stats {
 #define STRATA_IOC_SET_RULES _IOWR(STRATA_KABI_IOC_MAGIC, 4, struct strata_kabi_set_rules)
 #define STRATA_IOC_WAIT _IOWR(STRATA_KABI_IOC_MAGIC, 5, struct strata_kabi_wait)
 #define STRATA_IOC_STATS _IOWR(STRATA_KABI_IOC_MAGIC, 6, struct strata_kabi_stats)
+#define STRATA_IOC_KBUF_OPEN _IOWR(STRATA_KABI_IOC_MAGIC, 7, struct strata_kabi_kbuf_open)
 
 /* ---- The clock page (mmap offset 0, read-only) -------------------------
  * A copy of the kernel's CLOCK_MONOTONIC parameters for the TSC, refreshed
@@ -183,7 +205,5 @@ struct strata_kclock {
 	__u32 shift;
 	__u64 updates;      /* informational: refresh count */
 };
-
-#define STRATA_KABI_MMAP_KBUF_OFFSET (1ull << 20)
 
 #endif /* STRATA_KABI_H */

@@ -680,8 +680,16 @@ struct fuzz_arg {
 static void *fuzz_thread(void *p)
 {
 	struct fuzz_arg *fa = p;
-	unsigned char buf[4096];
+	/* The kernel writes where the random arguments say (QUERY up to
+	 * ~200 KiB at buf_ptr, argument structs past the end of buf): keep
+	 * every pointer we hand out inside one big private area. */
+	enum { AREA = 1 << 20 };
+	unsigned char *buf = mmap(NULL, AREA, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	unsigned s = fa->seed;
+
+	if (buf == MAP_FAILED)
+		return NULL;
 	static const unsigned cmds[] = { STRATA_IOC_REGISTER, STRATA_IOC_QUERY, STRATA_IOC_ACK,
 					 STRATA_IOC_SET_RULES, STRATA_IOC_WAIT, STRATA_IOC_STATS };
 
@@ -697,7 +705,8 @@ static void *fuzz_thread(void *p)
 			cmd = _IOC(_IOC_READ | _IOC_WRITE, STRATA_KABI_IOC_MAGIC, rand_r(&s) % 16,
 				   rand_r(&s) % 512);
 		for (size_t j = 0; j < 128; j++)
-			u[j] = rand_r(&s) % 5 == 0 ? (uint32_t)rand_r(&s) : (uint32_t)rand_r(&s) % 4;
+			u[j] = rand_r(&s) % 5 == 0 ? (uint32_t)rand_r(&s) :
+			       rand_r(&s) % 2 ? 0 : (uint32_t)rand_r(&s) % 4;
 		/* Sizes: mostly plausible, sometimes anything. */
 		u[0] = r % 3 ? 16u + 8u * ((uint32_t)rand_r(&s) % 8) : (uint32_t)rand_r(&s) % 8192;
 		/* Pointers inside: NULL, this buffer, unmapped, kernel-half. */
@@ -711,6 +720,33 @@ static void *fuzz_thread(void *p)
 		}
 		if (cmd == STRATA_IOC_WAIT)
 			((struct strata_kabi_wait *)buf)->timeout_ms = rand_r(&s) % 3;
+		if (r % 7 == 0) {
+			/* Well-formed calls too, so that state changes: kernel
+			 * rules (buffers allocated, probes armed and disarmed
+			 * under load), buffer fds mapped and dropped. */
+			static const char *const pats[] = { "kernel:sched_*", "kernel:sys_e*",
+							    "kernel:*", "app:*" };
+			unsigned sl = (unsigned)rand_r(&s) % 4;
+
+			if (rand_r(&s) % 3)
+				kt_set_rules_uid(fa->fd, sl, STRATA_KABI_UID_ANY,
+						 pats[rand_r(&s) % 4], NULL, NULL);
+			else
+				kt_set_rules_uid(fa->fd, sl, 0, NULL, NULL, NULL);
+			struct strata_kabi_kbuf_open ko = { .size = sizeof(ko), .slot = sl };
+			int kfd = ioctl(fa->fd, STRATA_IOC_KBUF_OPEN, &ko);
+			if (kfd >= 0) {
+				void *m = mmap(NULL, ko.total_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+					       kfd, 0);
+				close(kfd);
+				if (m != MAP_FAILED) {
+					/* A hostile consumer: scribble on the lanes. */
+					memset((char *)m + 4096 * 5, rand_r(&s) & 0xff, 4096);
+					munmap(m, ko.total_size);
+				}
+			}
+			continue;
+		}
 		switch (rand_r(&s) % 20) {
 		case 0: arg = NULL; break;
 		case 1: arg = (void *)0x10; break;
@@ -719,6 +755,7 @@ static void *fuzz_thread(void *p)
 		}
 		ioctl(fa->fd, cmd, arg);
 	}
+	munmap(buf, AREA);
 	return NULL;
 }
 

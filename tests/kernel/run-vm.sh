@@ -13,6 +13,7 @@
 #   insmod.log  insmod output                 insmod.rc  its exit status
 #   rmmod.rc    status of unloading the module at the end (leak checks)
 #   dmesg.txt   the guest kernel log          console.log  qemu's serial console
+# COMMAND finds DIR in $STRATA_VM_OUT (for files worth keeping).
 # Exit status: 0 when COMMAND succeeded, the module loaded and unloaded, and
 # dmesg shows no oops/BUG/WARNING/KASAN; 77 when qemu or an installed kernel
 # image/headers are missing (the caller reports SKIP); 1 otherwise.
@@ -103,6 +104,7 @@ done
 {
 	echo '#!/bin/sh'
 	echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp LC_ALL=C.UTF-8'
+	printf 'export STRATA_VM_OUT=%q\n' "$out"
 	printf 'cd %q || exit 1\n' "$(pwd)"
 	printf '%q ' "$@"; echo
 } > "$out/cmd.sh"
@@ -149,7 +151,7 @@ rm -rf "$root"
 start=$(date +%s)
 timeout --kill-after=10 "$tmo" "$qemu" -accel tcg -smp 2 -m 2048 -nographic -no-reboot \
 	-kernel "$kernel" -initrd "$out/initramfs.gz" \
-	-append "console=ttyS0 quiet panic=-1 $append" \
+	-append "console=ttyS0 quiet panic=-1 softlockup_panic=1 $append" \
 	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 	-virtfs local,path="$out",mount_tag=out,security_model=none \
 	< /dev/null > "$out/console.log" 2>&1
