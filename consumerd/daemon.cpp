@@ -262,6 +262,25 @@ void Daemon::drop(int fd)
 	conns_.erase(it);
 }
 
+// Does `pid` catch `signo` right now?  A process that exec'd since it
+// registered has its handlers reset, and a real-time signal's default
+// action would kill it: never send one it does not catch.
+static bool catches(pid_t pid, int signo)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/status", static_cast<int>(pid));
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	char line[256];
+	unsigned long long mask = 0;
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "SigCgt: %llx", &mask) == 1;
+	fclose(f);
+	return found && signo >= 1 && signo <= 64 && (mask >> (signo - 1)) & 1;
+}
+
 void Daemon::notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std::string &text)
 {
 	PendingReply p;
@@ -274,6 +293,10 @@ void Daemon::notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std
 		const Proc &pr = kv.second;
 		if (!pr.signo || kv.first < 0 || !(s.uid == 0 || s.uid == pr.uid))
 			continue;
+		if (!catches(pr.pid, pr.signo)) {
+			VLOG("pid %d no longer catches signal %d (exec?): not signalled", pr.pid, pr.signo);
+			continue;
+		}
 		if (syscall(SYS_pidfd_send_signal, kv.first, pr.signo, nullptr, 0) == 0)
 			p.waiting.push_back(pr.pid);
 		else

@@ -407,6 +407,36 @@ TEST_F(Traced, AsyncProcessFollowsStartStopAndRuleChanges)
 		}
 }
 
+TEST_F(Traced, AsyncProcessThatExecdIsNotSignalled)
+{
+	// Registered with a signal, then exec'd cat: the real-time signal's
+	// default action would kill cat, so the daemon must not send it.
+	int in[2];
+	ASSERT_EQ(pipe2(in, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(in[0], 0);
+		execl(STRATA_ASYNC_APP, STRATA_ASYNC_APP, "1", "1", "exec", static_cast<char *>(nullptr));
+		_exit(127);
+	}
+	close(in[0]);
+	bool is_cat = false;
+	for (int64_t end = proto::now_ms() + 10000; !is_cat && proto::now_ms() < end;) {
+		std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
+		std::string comm;
+		std::getline(f, comm);
+		is_cat = comm == "cat";
+		if (!is_cat) {
+			struct pollfd none;
+			poll(&none, 0, 5);
+		}
+	}
+	ASSERT_TRUE(is_cat);
+	session(c, "s", out);
+	close(in[1]);
+	EXPECT_EQ(strata_test::wait_child(pid, 20000), 0) << "cat was killed by the daemon's signal";
+}
+
 TEST(NoDaemon, NoDelay)
 {
 	setenv("STRATA_CONSUMERD_SOCKET", "/tmp/strata-no-such-dir/consumerd.sock", 1);

@@ -8,7 +8,7 @@
  * without exec, each emit THREADS x EVENTS into buffers of their own),
  * "serve" (emit nothing at first; for each line read on stdin emit
  * THREADS x EVENTS, seq continuing, then write "ok\n" on stdout; exit 0 at
- * EOF).  Built twice: with tp-sync (control_traced_app) and with tp-async
+ * EOF), "exec" (exec cat, which is not traced).  Built twice: with tp-sync (control_traced_app) and with tp-async
  * (control_async_app).
  */
 #include <pthread.h>
@@ -50,7 +50,7 @@ static void batch(unsigned long n)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s THREADS EVENTS [exit|exit3|kill|wait|fork|serve]\n", argv[0]);
+		fprintf(stderr, "usage: %s THREADS EVENTS [exit|exit3|kill|wait|fork|serve|exec]\n", argv[0]);
 		return 2;
 	}
 	unsigned long n = strtoul(argv[1], NULL, 10);
@@ -58,6 +58,10 @@ int main(int argc, char **argv)
 	const char *mode = argc > 3 ? argv[3] : "exit";
 	if (n > 64)
 		n = 64;
+	if (!strcmp(mode, "exec")) { /* become an untraced program: cat */
+		execlp("cat", "cat", (char *)NULL);
+		return 127;
+	}
 	if (!strcmp(mode, "serve")) {
 		char line[64];
 		while (fgets(line, sizeof(line), stdin)) {
