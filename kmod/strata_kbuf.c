@@ -393,16 +393,20 @@ static void strata_emit(unsigned int id, const union strata_kval *v)
 
 /* ---- Probes --------------------------------------------------------------- */
 
+/* Another CPU may be renaming the task: copy, then terminate. */
+static void strata_comm(char *dst, const struct task_struct *t)
+{
+	memcpy(dst, t->comm, TASK_COMM_LEN);
+	dst[TASK_COMM_LEN - 1] = 0;
+}
+
 static void strata_probe_switch(void *d, STRATA_SCHED_SWITCH_ARGS(preempt, prev, next, prev_state))
 {
 	char pc[TASK_COMM_LEN], nc[TASK_COMM_LEN];
 	union strata_kval v[7];
 
-	/* Another CPU may be renaming the task: copy, then terminate. */
-	memcpy(pc, prev->comm, TASK_COMM_LEN);
-	memcpy(nc, next->comm, TASK_COMM_LEN);
-	pc[TASK_COMM_LEN - 1] = 0;
-	nc[TASK_COMM_LEN - 1] = 0;
+	strata_comm(pc, prev);
+	strata_comm(nc, next);
 	v[0].s = pc;
 	v[1].u = (u32)prev->pid;
 	v[2].u = (u32)prev->prio;
@@ -418,8 +422,7 @@ static void strata_probe_wakeup(void *d, struct task_struct *p)
 	char c[TASK_COMM_LEN];
 	union strata_kval v[4];
 
-	memcpy(c, p->comm, TASK_COMM_LEN);
-	c[TASK_COMM_LEN - 1] = 0;
+	strata_comm(c, p);
 	v[0].s = c;
 	v[1].u = (u32)p->pid;
 	v[2].u = (u32)p->prio;
@@ -432,10 +435,8 @@ static void strata_probe_fork(void *d, struct task_struct *parent, struct task_s
 	char pc[TASK_COMM_LEN], cc[TASK_COMM_LEN];
 	union strata_kval v[4];
 
-	memcpy(pc, parent->comm, TASK_COMM_LEN);
-	memcpy(cc, child->comm, TASK_COMM_LEN);
-	pc[TASK_COMM_LEN - 1] = 0;
-	cc[TASK_COMM_LEN - 1] = 0;
+	strata_comm(pc, parent);
+	strata_comm(cc, child);
 	v[0].s = pc;
 	v[1].u = (u32)parent->pid;
 	v[2].s = cc;
@@ -459,8 +460,7 @@ static void strata_probe_exit(void *d, struct task_struct *p)
 	char c[TASK_COMM_LEN];
 	union strata_kval v[3];
 
-	memcpy(c, p->comm, TASK_COMM_LEN);
-	c[TASK_COMM_LEN - 1] = 0;
+	strata_comm(c, p);
 	v[0].s = c;
 	v[1].u = (u32)p->pid;
 	v[2].u = (u32)p->prio;

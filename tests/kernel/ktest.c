@@ -720,7 +720,7 @@ static void *fuzz_thread(void *p)
 		}
 		if (cmd == STRATA_IOC_WAIT)
 			((struct strata_kabi_wait *)buf)->timeout_ms = rand_r(&s) % 3;
-		if (r % 7 == 0) {
+		if (r % 37 == 0) {
 			/* Well-formed calls too, so that state changes: kernel
 			 * rules (buffers allocated, probes armed and disarmed
 			 * under load), buffer fds mapped and dropped. */
