@@ -9,8 +9,10 @@
  *
  * Modes (argv[1]); every result is printed as "key=value" lines on stdout
  * for bench/run.py:
- *   loop W T N      T threads each emit N events of workload W (ints, str,
- *                   mixed) after a common barrier; prints the mean per-thread
+ *   loop W T N [WU] T threads each emit WU warm-up events (default 0: the
+ *                   first lap of fresh buffers costs page faults), then N
+ *                   events of workload W (ints, str, mixed) after a common
+ *                   barrier; prints the mean per-thread
  *                   ns per loop iteration, in wall time and in thread CPU
  *                   time.  Without a session this is the
  *                   disabled-tracepoint cost.
@@ -128,6 +130,7 @@ struct worker {
 	pthread_t thread;
 	bench_loop_fn fn;
 	uint64_t n;
+	uint64_t warmup;
 	uint64_t elapsed_ns;
 	uint64_t cpu_ns;
 	pthread_barrier_t *start;
@@ -137,6 +140,7 @@ struct worker {
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
+	w->fn(w->warmup);
 	pthread_barrier_wait(w->start);
 	uint64_t c0 = cpu_ns(), t0 = now_ns();
 	w->fn(w->n);
@@ -149,7 +153,7 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static int run_threads(bench_loop_fn fn, unsigned nthreads, uint64_t n, int hold)
+static int run_threads(bench_loop_fn fn, unsigned nthreads, uint64_t n, uint64_t warmup, int hold)
 {
 	static struct worker workers[BENCH_MAX_THREADS];
 	pthread_barrier_t start, hold_b;
@@ -158,7 +162,7 @@ static int run_threads(bench_loop_fn fn, unsigned nthreads, uint64_t n, int hold
 		pthread_barrier_init(&hold_b, NULL, nthreads + 1);
 	uint64_t t0 = now_ns();
 	for (unsigned i = 0; i < nthreads; i++) {
-		workers[i] = (struct worker){ 0, fn, n, 0, 0, &start, hold ? &hold_b : NULL };
+		workers[i] = (struct worker){ 0, fn, n, warmup, 0, 0, &start, hold ? &hold_b : NULL };
 		int err = pthread_create(&workers[i].thread, NULL, worker_main, &workers[i]);
 		if (err) {
 			fprintf(stderr, "pthread_create: %s\n", strerror(err));
@@ -193,7 +197,7 @@ static int run_threads(bench_loop_fn fn, unsigned nthreads, uint64_t n, int hold
 	}
 	uint64_t wall = now_ns() - t0;
 	printf("side=%s\nthreads=%u\nemitted=%llu\nns_per_event=%.3f\ncpu_ns_per_event=%.3f\n"
-	       "wall_ms=%.1f\n", BENCH_SIDE, nthreads, (unsigned long long)(n * nthreads),
+	       "wall_ms=%.1f\n", BENCH_SIDE, nthreads, (unsigned long long)((n + warmup) * nthreads),
 	       sum / nthreads, cpu / nthreads, (double)wall / 1e6);
 	return 0;
 }
@@ -302,7 +306,7 @@ static uint64_t arg_u64(const char *s)
 static int usage(void)
 {
 	fprintf(stderr, "usage: strata-bench{,-lttng,-plain} MODE ...\n"
-			"  loop W T N | rate W R MS | tick US MS | hold T N | noop | spawn N PROG...\n"
+			"  loop W T N [WU] | rate W R MS | tick US MS | hold T N | noop | spawn N PROG...\n"
 			"  W: ints, str, mixed\n");
 	return 2;
 }
@@ -314,17 +318,18 @@ int main(int argc, char **argv)
 	const char *mode = argv[1];
 	if (!strcmp(mode, "noop"))
 		return 0;
-	if (!strcmp(mode, "loop") && argc == 5) {
+	if (!strcmp(mode, "loop") && (argc == 5 || argc == 6)) {
 		uint64_t t = arg_u64(argv[3]);
 		if (t < 1 || t > BENCH_MAX_THREADS)
 			return usage();
-		return run_threads(loop_by_name(argv[2]), (unsigned)t, arg_u64(argv[4]), 0);
+		return run_threads(loop_by_name(argv[2]), (unsigned)t, arg_u64(argv[4]),
+				   argc == 6 ? arg_u64(argv[5]) : 0, 0);
 	}
 	if (!strcmp(mode, "hold") && argc == 4) {
 		uint64_t t = arg_u64(argv[2]);
 		if (t < 1 || t > BENCH_MAX_THREADS)
 			return usage();
-		return run_threads(bench_loop_ints, (unsigned)t, arg_u64(argv[3]), 1);
+		return run_threads(bench_loop_ints, (unsigned)t, arg_u64(argv[3]), 0, 1);
 	}
 	if (!strcmp(mode, "rate") && argc == 5)
 		return run_rate(loop_by_name(argv[2]), arg_u64(argv[3]), arg_u64(argv[4]));

@@ -29,9 +29,11 @@ import tempfile
 import time
 
 WORKLOADS = ("ints", "str", "mixed")
-# Enabled-cost buffers: 8 x 4 MiB per CPU (LTTng) / per lane (Strata), so that
-# 1 M events per thread fit with little help from the consumer.
-EN_SUBBUF, EN_NSUB = "4M", 8
+# Enabled-cost buffers: 8 x 1 MiB per CPU (LTTng) / per lane (Strata), after
+# a warm-up that laps the ring once (steady state: the pages are resident).
+# The cold figure: 8 x 4 MiB, no warm-up, one lap of fresh pages.
+EN_SUBBUF, EN_NSUB = "1M", 8
+COLD_SUBBUF, COLD_NSUB = "4M", 8
 CTF_MAGIC = 0xC1FC1FC1
 
 
@@ -178,6 +180,7 @@ class Bench:
         self.plain = os.path.join(bdir, "strata-bench-plain")
         self.plaincxx = os.path.join(bdir, "strata-bench-plain-cxx")
         self.sbench = os.path.join(bdir, "strata-bench")
+        self.sasync = os.path.join(bdir, "strata-bench-async")
         self.lbench = os.path.join(bdir, "strata-bench-lttng")
         self.strata = os.path.join(build, "cli", "strata")
         if not os.access(self.plain, os.X_OK):
@@ -197,10 +200,10 @@ class Bench:
         self.env_nodaemon.pop("XDG_RUNTIME_DIR", None)
         self.env_nodaemon["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "no-daemon.sock")
         if smoke:
-            self.p = dict(n_enabled=20000, reps=1, n_disabled=2000000, rate_ms=200, steps=1,
+            self.p = dict(n_enabled=20000, warmup=0, n_cold=20000, reps=1, n_disabled=2000000, rate_ms=200, steps=1,
                           lat_reps=1, spawn=20, mem_threads=(1, 4), mem_events=2000, callgrind=False)
         else:
-            self.p = dict(n_enabled=1000000, reps=3, n_disabled=100000000, rate_ms=1000, steps=4,
+            self.p = dict(n_enabled=2000000, warmup=300000, n_cold=1000000, reps=3, n_disabled=100000000, rate_ms=1000, steps=4,
                           lat_reps=3, spawn=200, mem_threads=(1, 64), mem_events=20000,
                           callgrind=shutil.which("valgrind") is not None)
 
@@ -260,13 +263,21 @@ class Bench:
             for w in WORKLOADS:
                 for t in (1, 2):
                     for side in self.sides():
-                        kv, acc = self.traced(side, ["loop", w, str(t), str(self.p["n_enabled"])],
+                        kv, acc = self.traced(side, ["loop", w, str(t), str(self.p["n_enabled"]),
+                                                     str(self.p["warmup"])],
                                               EN_SUBBUF, EN_NSUB, "en-%s-%s-%d" % (side, w, t))
                         self.check("enabled %s %s %dT" % (side, w, t), acc)
                         cpu.setdefault((w, t, side), []).append(float(kv["cpu_ns_per_event"]))
                         if acc.get("bytes_per_event"):
                             self.results[("bytes", w, side)] = acc["bytes_per_event"]
                         wall.setdefault((w, t, side), []).append(float(kv["ns_per_event"]))
+            # cold: the first lap of fresh buffers (page faults included)
+            for side in self.sides():
+                kv, acc = self.traced(side, ["loop", "ints", "1", str(self.p["n_cold"])],
+                                      COLD_SUBBUF, COLD_NSUB, "cold-%s" % side)
+                self.check("enabled cold %s ints 1T" % side, acc)
+                cpu.setdefault(("cold", 1, side), []).append(float(kv["cpu_ns_per_event"]))
+                wall.setdefault(("cold", 1, side), []).append(float(kv["ns_per_event"]))
         for k, v in cpu.items():
             self.results[("enabled",) + k] = statistics.median(v)
             self.results[("enabled_wall",) + k] = statistics.median(wall[k])
@@ -355,10 +366,9 @@ class Bench:
             self.results[("lat_first", "lttng")] = statistics.median(firsts)
             log("latency lttng: ack %s ms, first event %s ms" % (acks, firsts))
         if self.have_strata:
-            h = run([self.strata, "start", "--help"], check=False)
-            if "--wait" not in h.stdout + h.stderr:
-                self.notes.append("Strata enablement latency: n/a (not implemented: "
-                                  "`strata start --wait`, issue 3)")
+            if not os.access(self.sasync, os.X_OK):
+                self.notes.append("Strata enablement latency: n/a (strata-bench-async not built: "
+                                  "needs tp-async, issue 3)")
             else:
                 acks, firsts = [], []
                 for _ in range(self.p["lat_reps"]):
@@ -371,7 +381,8 @@ class Bench:
 
     def strata_latency(self):
         """A private strata-consumerd, a session enabled but not started, the
-        tick program running; then `strata start --wait`."""
+        tick program (tp-async) running; then `strata start`, which answers
+        once every signalled process acknowledged (issue 3)."""
         out = self.tmpdir("lat-strata")
         env = dict(self.env_nodaemon)
         env["STRATA_CONSUMERD_SOCKET"] = os.path.join(out, "cd.sock")
@@ -388,13 +399,14 @@ class Bench:
                 time.sleep(0.02)  # polling a condition, with a deadline
             run([self.strata, "create", "lat", "-o", os.path.join(out, "trace")], env=env)
             run([self.strata, "enable-event", "lat", "bench:*"], env=env)
-            proc = subprocess.Popen([self.sbench, "tick", "20", "1500"], env=env,
+            proc = subprocess.Popen([self.sasync, "tick", "20", "1500"], env=env,
                                     stdout=subprocess.PIPE, text=True)
             if proc.stdout.readline().strip() != "ready=1":
                 raise BenchError("tick program did not start")
             t0 = time.monotonic_ns()
-            run([self.strata, "start", "lat", "--wait"], env=env)
+            st = run([self.strata, "start", "lat"], env=env)
             t1 = time.monotonic_ns()
+            log("  strata start: " + (st.stdout + st.stderr).strip().replace("\n", " | "))
             proc.stdout.read()
             proc.wait(timeout=30)
             run([self.strata, "stop", "lat"], env=env)
@@ -632,6 +644,8 @@ def table(b):
     for w in WORKLOADS:
         row("enabled %s, 1 thread (CPU ns/event)" % w, r.get(("enabled", w, 1, "strata")),
             r.get(("enabled", w, 1, "lttng")), "<= 0.5 (0.35)", lambda x: x <= 0.5)
+    row("enabled ints, 1 thread, first lap of fresh 8x4MiB buffers (CPU ns/event)",
+        r.get(("enabled", "cold", 1, "strata")), r.get(("enabled", "cold", 1, "lttng")))
     for w in WORKLOADS:
         row("enabled %s, 2 threads (CPU ns/event/thread)" % w, r.get(("enabled", w, 2, "strata")),
             r.get(("enabled", w, 2, "lttng")), "<= 0.5", lambda x: x <= 0.5)
