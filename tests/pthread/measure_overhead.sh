@@ -17,20 +17,22 @@ ROUNDS=5
 best() { sed -n 's/.*best \([0-9.]*\) ns.*/\1/p'; }
 median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 
-lttng create strata-pt-overhead --output="$W/lttng-trace" >/dev/null
-lttng enable-channel -u ch --subbuf-size 1M --num-subbuf 8 >/dev/null
-lttng enable-event -u -c ch 'lttng_ust_pthread:*' >/dev/null
+# Every command names the session: others may change ~/.lttngrc's current one.
+S=strata-pt-overhead-$$
+lttng create "$S" --output="$W/lttng-trace" >/dev/null
+lttng enable-channel -s "$S" -u ch --subbuf-size 1M --num-subbuf 8 >/dev/null
+lttng enable-event -s "$S" -u -c ch 'lttng_ust_pthread:*' >/dev/null
 for i in $(seq "$N"); do
 	"$LOOP" $PAIRS $ROUNDS | best >>"$W/bare"
 	STRATA_CONSUMERD_SOCKET="$W/none.sock" LD_PRELOAD="$LIB" "$LOOP" $PAIRS $ROUNDS | best >>"$W/off"
 	STRATA_CONSUMERD_SOCKET="$W/priv.sock" "$B/cli/strata" record -o "$W/strata-$i" --preload pthread \
 		--subbuf-size 1M --subbuf-count 8 -- "$LOOP" $PAIRS $ROUNDS 2>/dev/null | best >>"$W/on"
-	lttng start >/dev/null
+	lttng start "$S" >/dev/null
 	LD_PRELOAD="$LTTNG_WRAP" "$LOOP" $PAIRS $ROUNDS | best >>"$W/lttng"
-	lttng stop >/dev/null
+	lttng stop "$S" >/dev/null
 	rm -rf "$W/strata-$i"
 done
-lttng destroy >/dev/null
+lttng destroy "$S" >/dev/null
 for k in bare off on lttng; do
 	printf '%-6s median of best ns/pair over %s runs: %s   (runs: %s)\n' "$k" "$N" \
 		"$(median <"$W/$k")" "$(tr '\n' ' ' <"$W/$k")"
