@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * strata_clock.c - the clock page: the kernel's CLOCK_MONOTONIC parameters
+ * The clock page: the kernel's CLOCK_MONOTONIC parameters
  * for the TSC, so that user space turns a TSC value into CLOCK_MONOTONIC ns
  * without a system call (formula in strata_kabi.h).
  *
@@ -39,9 +39,10 @@ static int strata_clock_notify(struct notifier_block *nb, unsigned long was_set,
 	/* Open: readers that saw the old even value will retry.  The store
 	 * of the odd value is ordered before the field stores (smp_wmb);
 	 * pairs with the reader's acquire load of seq and its fence before
-	 * the re-check (strata_kclock.h). */
+	 * the re-check (strata_kclock.h).
+	 */
 	WRITE_ONCE(k->seq, k->seq + 1);
-	smp_wmb();
+	smp_wmb(); /* odd seq before the fields; pairs with the reader's fence */
 	WRITE_ONCE(k->flags, tsc ? STRATA_KCLOCK_VALID : 0);
 	WRITE_ONCE(k->cycle_last, tkr->cycle_last);
 	WRITE_ONCE(k->mask, tkr->mask);
@@ -51,7 +52,8 @@ static int strata_clock_notify(struct notifier_block *nb, unsigned long was_set,
 	WRITE_ONCE(k->shift, tkr->shift);
 	WRITE_ONCE(k->updates, k->updates + 1);
 	/* Close: the fields are visible before the even value (smp_wmb);
-	 * pairs with the reader's final seq load. */
+	 * pairs with the reader's final seq load.
+	 */
 	smp_wmb();
 	WRITE_ONCE(k->seq, k->seq + 1);
 	return NOTIFY_OK;

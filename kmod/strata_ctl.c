@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * strata_ctl.c - rule distribution: registered processes, session slots,
+ * Rule distribution: registered processes, session slots,
  * generations.
  *
  * Contract:
@@ -79,7 +79,8 @@ static u64 strata_procs_live;             /* idem */
 static u64 strata_procs_total;            /* idem */
 static u64 strata_signals_sent;           /* idem */
 /* Bumped (under the lock) on every ACK and unregistration; WAIT sleeps on
- * strata_ack_wq until it changes. */
+ * strata_ack_wq until it changes.
+ */
 static unsigned long strata_ack_seq;
 static DECLARE_WAIT_QUEUE_HEAD(strata_ack_wq);
 
@@ -206,7 +207,8 @@ static int strata_register(struct file *file, void __user *uarg)
 	old = file->private_data;
 	if (old) {
 		/* Re-registering updates the signal; another group may not
-		 * take over an inherited registration. */
+		 * take over an inherited registration.
+		 */
 		if (old->tgid != p->tgid) {
 			ret = -EBUSY;
 		} else {
@@ -220,7 +222,8 @@ static int strata_register(struct file *file, void __user *uarg)
 			return ret;
 	} else {
 		/* Nothing is owed for changes made before registering: the
-		 * process queries after this call. */
+		 * process queries after this call.
+		 */
 		p->acked_gen = strata_generation;
 		p->target_gen = strata_generation;
 		list_add_tail(&p->node, &strata_procs);
@@ -300,11 +303,10 @@ static int strata_query(struct file *file, void __user *uarg)
 	}
 	mutex_unlock(&strata_ctl_lock);
 
-	if (needed > a.buf_size) {
+	if (needed > a.buf_size)
 		ret = -EMSGSIZE;
-	} else if (needed && copy_to_user(u64_to_user_ptr(a.buf_ptr), buf, needed)) {
+	else if (needed && copy_to_user(u64_to_user_ptr(a.buf_ptr), buf, needed))
 		ret = -EFAULT;
-	}
 	a.buf_size = needed;
 	strata_free(buf);
 	if (ret == -EFAULT)
@@ -568,7 +570,8 @@ static int strata_wait(void __user *uarg)
 			break;
 		}
 		/* Processes that die holding an inherited fd do not bump
-		 * strata_ack_seq: re-check at least every 100 ms. */
+		 * strata_ack_seq: re-check at least every 100 ms.
+		 */
 		left = min_t(long, deadline - jiffies, HZ / 10 + 1);
 		left = wait_event_interruptible_timeout(strata_ack_wq,
 				READ_ONCE(strata_ack_seq) != seq, left);

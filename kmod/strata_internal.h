@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * strata_internal.h - what the parts of strata.ko share.
+ * What the parts of strata.ko share.
  *
  *   strata_main.c   module init/exit, the /dev/strata misc device, mmap
  *   strata_ctl.c    registration, rules, generations (the ioctls)
@@ -34,10 +34,11 @@ int strata_kbuf_init(void);
 void strata_kbuf_exit(void);
 /* Called by strata_ctl.c, under its mutex, whenever a slot's rules change
  * (n_rules 0: cleared): arms, disarms, allocates or frees the slot's
- * kernel buffer.  admin: the slot was set with CAP_SYS_ADMIN. */
+ * kernel buffer.  admin: the slot was set with CAP_SYS_ADMIN.
+ */
 void strata_kbuf_apply_rules(unsigned int slot, const struct strata_kabi_rule *rules,
 			     u32 n_rules, bool admin);
-/* Under the ctl mutex: a new file for the slot's kernel buffer, or ERR_PTR. */
+/* Under the ctl mutex: a reference to the slot's buffer file, or ERR_PTR. */
 struct file *strata_kbuf_open_file(unsigned int slot, u64 *total_size, u32 *n_lanes);
 void strata_kbuf_stats(u64 *written, u64 *lost);
 

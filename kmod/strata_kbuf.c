@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * strata_kbuf.c - kernel event buffers.
+ * Kernel event buffers.
  *
  * One buffer per session slot whose rules (set by a CAP_SYS_ADMIN
  * controller) enable at least one kernel:<tracepoint> event.  The buffer is
  * an ordinary strata_abi.h buffer: header, descriptor table (written once,
  * here), one lane per CPU, each a ring of CTF packets.  The consumer maps it
  * read-write through the fd of STRATA_IOC_KBUF_OPEN and reads it with the
- * same code as user buffers (libtrace's Reader).
+ * same code as user buffers (libtrace's Reader).  The buffer is a shmem file
+ * (a regular file, like the memfd of a user buffer) whose pages the module
+ * pins and maps contiguously with vmap().
  *
  * Contract:
  *   - Writers: the tracepoint probes, on any CPU, in any context the
@@ -26,8 +28,9 @@
  *   - Control (strata_ctl.c, under its mutex): strata_kbuf_apply_rules()
  *     allocates, publishes (RCU) and unpublishes buffers and sets which
  *     slots each event goes to.  A buffer is freed after an RCU grace
- *     period (probes run inside the tracepoint's RCU-sched read side) and
- *     once the last fd is closed (kref).
+ *     period (probes run inside the tracepoint's RCU-sched read side); the
+ *     file and its pages live on while a consumer holds an fd or mapping.
+ *     A consumer that truncates the file only orphans pages we still pin.
  *   - Arming: a probe is registered when some slot first wants its event,
  *     and unregistered by strata_disarm_work only after no slot has wanted
  *     it for STRATA_DISARM_DELAY.  Flipping tracepoints on every rule
@@ -37,11 +40,9 @@
  */
 #define pr_fmt(fmt) "strata: " fmt
 
-#include <linux/anon_inodes.h>
 #include <linux/binfmts.h>
 #include <linux/file.h>
 #include <linux/glob.h>
-#include <linux/kref.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/percpu.h>
@@ -51,6 +52,7 @@
 #include <linux/timekeeping.h>
 #include <linux/tracepoint.h>
 #include <linux/uuid.h>
+#include <linux/shmem_fs.h>
 #include <linux/vmalloc.h>
 #include <linux/workqueue.h>
 #include <asm/syscall.h>
@@ -75,10 +77,12 @@ MODULE_PARM_DESC(kbuf_n_subbuf, "kernel buffer sub-buffers per CPU (power of two
 #define STRATA_DISARM_DELAY (2 * HZ)
 
 struct strata_kbuf {
-	struct kref ref;
-	struct rcu_work put_work;       /* the slot's reference, after a GP */
+	struct rcu_work free_work;      /* freed after a grace period */
 	unsigned int slot;
-	void *mem;                      /* vmalloc_user, mapped by consumers */
+	struct file *file;              /* shmem; consumers get fds of it */
+	struct page **pages;            /* pinned (one reference each) */
+	u64 n_pages;
+	void *mem;                      /* vmap of pages */
 	u64 total_size;
 	/* Private geometry: never read back from the mapping. */
 	u32 n_lanes, n_subbuf;
@@ -159,7 +163,8 @@ static void strata_probe_exit(void *d, struct task_struct *p);
 static void strata_probe_sys_enter(void *d, struct pt_regs *regs, long id);
 static void strata_probe_sys_exit(void *d, struct pt_regs *regs, long ret);
 
-#define KEV(id, n, f, p) [id] = { .name = n, .fields = f, .n_fields = ARRAY_SIZE(f), .probe = p }
+#define KEV(id, n, f, p) \
+	[id] = { .name = n, .fields = f, .n_fields = ARRAY_SIZE(f), .probe = p }
 static struct strata_kevent strata_kevents[KEV_COUNT] = {
 	KEV(KEV_SCHED_SWITCH, "sched_switch", kf_switch, strata_probe_switch),
 	KEV(KEV_SCHED_WAKEUP, "sched_wakeup", kf_wakeup, strata_probe_wakeup),
@@ -187,7 +192,8 @@ static bool strata_kbuf_broken; /* a broken invariant disabled recording */
  * packet start.  The padding that keeps records 8-byte aligned goes BEFORE
  * a record (strata_reserve): a packet's content then ends exactly where its
  * last record ends, which babeltrace2 needs (with trailing padding inside
- * content_size it decodes a phantom event from the padding). */
+ * content_size it decodes a phantom event from the padding).
+ */
 static u32 strata_kser(u8 *rec, const struct strata_kevent *ev,
 		       const union strata_kval *v, const u32 *slen)
 {
@@ -242,12 +248,14 @@ static void strata_commit_bytes(struct strata_kbuf *kb, u64 *commit, u64 n)
 {
 	/* Release (atomic64_add_return_release): the bytes written in the
 	 * reserved space come before the count that completes the
-	 * sub-buffer; pairs with the consumer's acquire load of commit[]. */
+	 * sub-buffer; pairs with the consumer's acquire load of commit[].
+	 */
 	u64 v = atomic64_add_return_release(n, (atomic64_t *)commit);
 
 	if (!(v & (kb->subbuf_size - 1))) {
 		/* The consumer polls (no futex wake from probe context): the
-		 * count only tells it something completed.  Relaxed. */
+		 * count only tells it something completed.  Relaxed.
+		 */
 		atomic_inc((atomic_t *)&kb->hdr->wake_seq);
 	}
 }
@@ -285,14 +293,16 @@ static void strata_close_packet(struct strata_kbuf *kb, u32 lane, struct strata_
  * U64_MAX (lost), *span = bytes to commit (alignment padding before the
  * record included).  The timestamp is read before each attempt: a writer
  * that interrupts us between the read and our cmpxchg makes it fail, so
- * timestamps follow positions in a lane. */
+ * timestamps follow positions in a lane.
+ */
 static u64 strata_reserve(struct strata_kbuf *kb, u32 lane, u32 rsize, u64 *now, u64 *span)
 {
 	struct strata_lane_ctl *lc = &kb->lanes[lane];
 	const u64 S = kb->subbuf_size;
 	/* Acquire: pairs with the release of a concurrent writer's or the
 	 * consumer's cmpxchg (fully ordered) so the packet state we act on is
-	 * the one that head describes. */
+	 * the one that head describes.
+	 */
 	u64 head = smp_load_acquire(&lc->head);
 	int tries;
 
@@ -305,7 +315,8 @@ static u64 strata_reserve(struct strata_kbuf *kb, u32 lane, u32 rsize, u64 *now,
 
 			if (off + pad + rsize <= S) {
 				/* Fully ordered cmpxchg: also orders our later
-				 * record stores after it. */
+				 * record stores after it.
+				 */
 				if (try_cmpxchg64(&lc->head, &head, head + pad + rsize)) {
 					*span = pad + rsize;
 					return head + pad;
@@ -321,7 +332,8 @@ static u64 strata_reserve(struct strata_kbuf *kb, u32 lane, u32 rsize, u64 *now,
 		/* Discard mode: the sub-buffer at head must be released.
 		 * Acquire: pairs with the consumer's release store of
 		 * `consumed` after its copy.  A consumed ahead of head reads
-		 * as full (unsigned). */
+		 * as full (unsigned).
+		 */
 		consumed = smp_load_acquire(&lc->consumed);
 		if (head - consumed >= kb->lane_stride)
 			break;
@@ -530,6 +542,51 @@ static u32 strata_put_desc(u8 *table, u32 used, u32 cap, u32 id,
 	return need;
 }
 
+/* The shmem file, its pages pinned and unevictable, one kernel mapping. */
+static int strata_kbuf_map(struct strata_kbuf *kb)
+{
+	struct address_space *mapping;
+	u64 i;
+
+	kb->file = shmem_file_setup("strata-kbuf", kb->total_size, VM_NORESERVE);
+	if (IS_ERR(kb->file)) {
+		kb->file = NULL;
+		return -ENOMEM;
+	}
+	mapping = kb->file->f_mapping;
+	mapping_set_unevictable(mapping);
+	kb->n_pages = kb->total_size >> PAGE_SHIFT;
+	kb->pages = kvcalloc(kb->n_pages, sizeof(*kb->pages), GFP_KERNEL);
+	if (!kb->pages)
+		return -ENOMEM;
+	for (i = 0; i < kb->n_pages; i++) {
+		struct page *page = shmem_read_mapping_page_gfp(mapping, i, GFP_KERNEL);
+
+		if (IS_ERR(page))
+			return PTR_ERR(page);
+		kb->pages[i] = page;
+	}
+	kb->mem = vmap(kb->pages, kb->n_pages, VM_MAP, PAGE_KERNEL);
+	return kb->mem ? 0 : -ENOMEM;
+}
+
+static void strata_kbuf_unmap(struct strata_kbuf *kb)
+{
+	u64 i;
+
+	if (kb->mem)
+		vunmap(kb->mem);
+	for (i = 0; kb->pages && i < kb->n_pages && kb->pages[i]; i++) {
+		set_page_dirty_lock(kb->pages[i]);
+		put_page(kb->pages[i]);
+	}
+	kvfree(kb->pages);
+	if (kb->file) {
+		mapping_clear_unevictable(kb->file->f_mapping);
+		fput(kb->file);
+	}
+}
+
 static struct strata_kbuf *strata_kbuf_alloc(unsigned int slot)
 {
 	struct strata_kbuf *kb;
@@ -539,7 +596,6 @@ static struct strata_kbuf *strata_kbuf_alloc(unsigned int slot)
 	kb = kzalloc(sizeof(*kb), GFP_KERNEL);
 	if (!kb)
 		return NULL;
-	kref_init(&kb->ref);
 	kb->slot = slot;
 	kb->n_lanes = min_t(u32, nr_cpu_ids, STRATA_MAX_LANES);
 	kb->n_subbuf = kbuf_n_subbuf;
@@ -548,8 +604,8 @@ static struct strata_kbuf *strata_kbuf_alloc(unsigned int slot)
 	lanes_off = PAGE_ALIGN(sizeof(struct strata_buffer_header)) + STRATA_DESC_CAPACITY;
 	data_off = PAGE_ALIGN(lanes_off + kb->n_lanes * sizeof(struct strata_lane_ctl));
 	kb->total_size = data_off + kb->n_lanes * kb->lane_stride;
-	kb->mem = vmalloc_user(kb->total_size);
-	if (!kb->mem) {
+	if (strata_kbuf_map(kb)) {
+		strata_kbuf_unmap(kb);
 		kfree(kb);
 		return NULL;
 	}
@@ -589,59 +645,24 @@ static struct strata_kbuf *strata_kbuf_alloc(unsigned int slot)
 	kb->hdr->clock_id = STRATA_CLOCK_MONOTONIC;
 	kb->hdr->lanes_claimed = kb->n_lanes;
 	/* Release: the table is complete before a consumer sees its size;
-	 * pairs with the consumer's acquire load of desc_used. */
+	 * pairs with the consumer's acquire load of desc_used.
+	 */
 	smp_store_release(&kb->hdr->desc_used, desc_used);
 	return kb;
 }
 
-static void strata_kbuf_free(struct kref *ref)
+static void strata_kbuf_free_fn(struct work_struct *work)
 {
-	struct strata_kbuf *kb = container_of(ref, struct strata_kbuf, ref);
+	struct strata_kbuf *kb = container_of(to_rcu_work(work), struct strata_kbuf, free_work);
 
-	vfree(kb->mem);
+	strata_kbuf_unmap(kb);
 	kfree(kb);
 	atomic_long_dec(&strata_nr_objects);
 }
 
-static void strata_kbuf_put_fn(struct work_struct *work)
-{
-	struct strata_kbuf *kb = container_of(to_rcu_work(work), struct strata_kbuf, put_work);
-
-	kref_put(&kb->ref, strata_kbuf_free);
-}
-
-static int strata_kbuf_fd_release(struct inode *inode, struct file *file)
-{
-	struct strata_kbuf *kb = file->private_data;
-
-	kref_put(&kb->ref, strata_kbuf_free);
-	return 0;
-}
-
-static int strata_kbuf_fd_mmap(struct file *file, struct vm_area_struct *vma)
-{
-	struct strata_kbuf *kb = file->private_data;
-	unsigned long len = vma->vm_end - vma->vm_start;
-
-	if (!(vma->vm_flags & VM_SHARED) || (vma->vm_flags & VM_EXEC))
-		return -EINVAL;
-	if (vma->vm_pgoff || len > PAGE_ALIGN(kb->total_size))
-		return -EINVAL;
-	strata_vm_flags_clear(vma, VM_MAYEXEC);
-	return remap_vmalloc_range(vma, kb->mem, 0);
-}
-
-static const struct file_operations strata_kbuf_fops = {
-	.owner = THIS_MODULE,
-	.release = strata_kbuf_fd_release,
-	.mmap = strata_kbuf_fd_mmap,
-	.llseek = noop_llseek,
-};
-
 struct file *strata_kbuf_open_file(unsigned int slot, u64 *total_size, u32 *n_lanes)
 {
 	struct strata_kbuf *kb;
-	struct file *file;
 
 	if (slot >= STRATA_KABI_MAX_SLOTS)
 		return ERR_PTR(-EINVAL);
@@ -649,15 +670,9 @@ struct file *strata_kbuf_open_file(unsigned int slot, u64 *total_size, u32 *n_la
 	kb = rcu_dereference_protected(strata_kbufs[slot], 1);
 	if (!kb)
 		return ERR_PTR(-ENOENT);
-	kref_get(&kb->ref);
-	file = anon_inode_getfile("[strata-kbuf]", &strata_kbuf_fops, kb, O_RDWR);
-	if (IS_ERR(file)) {
-		kref_put(&kb->ref, strata_kbuf_free);
-		return file;
-	}
 	*total_size = kb->total_size;
 	*n_lanes = kb->n_lanes;
-	return file;
+	return get_file(kb->file);
 }
 
 /* ---- Rules ---------------------------------------------------------------- */
@@ -720,7 +735,8 @@ void strata_kbuf_apply_rules(unsigned int slot, const struct strata_kabi_rule *r
 			return;
 		}
 		/* Release: the buffer is initialised before probes see it;
-		 * pairs with rcu_dereference_sched in strata_emit. */
+		 * pairs with rcu_dereference_sched in strata_emit.
+		 */
 		rcu_assign_pointer(strata_kbufs[slot], kb);
 	}
 	mutex_lock(&strata_arm_lock);
@@ -738,8 +754,8 @@ void strata_kbuf_apply_rules(unsigned int slot, const struct strata_kabi_rule *r
 	if (!any && kb) {
 		RCU_INIT_POINTER(strata_kbufs[slot], NULL);
 		/* Probes still inside it finish within a grace period. */
-		INIT_RCU_WORK(&kb->put_work, strata_kbuf_put_fn);
-		queue_rcu_work(strata_wq, &kb->put_work);
+		INIT_RCU_WORK(&kb->free_work, strata_kbuf_free_fn);
+		queue_rcu_work(strata_wq, &kb->free_work);
 	}
 }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * strata_main.c - the Strata companion module: /dev/strata.
+ * The Strata companion module: /dev/strata.
  *
  * The device is a misc device anyone may open (mode 0666): what a caller
  * may do is decided per ioctl (strata_ctl.c).  mmap gives the read-only

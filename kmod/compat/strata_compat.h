@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * strata_compat.h - kernel-version differences, each #if naming the version
+ * Kernel-version differences, each #if naming the version
  * that changed the interface.  Built and tested on Debian 12's 6.1.
  */
 #ifndef STRATA_COMPAT_H

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
 /*
- * strata_kabi.h - the user-space ABI of the Strata kernel module (/dev/strata).
+ * The user-space ABI of the Strata kernel module (/dev/strata).
  * Version STRATA_KABI_VERSION.  Used by the kernel (with __KERNEL__) and by
  * user space (C11 and C++17).  Fixed-width types only; pointers travel as
  * __u64.
@@ -32,9 +32,11 @@
  * Kernel events: a slot set by a CAP_SYS_ADMIN controller whose rules enable
  * "kernel:<tracepoint>" patterns (provider literally "kernel", glob on the
  * tracepoint; later rules win; loglevel INFO; filters are not applied) gets
- * a kernel buffer: KBUF_OPEN returns an fd whose mmap (offset 0, read-write,
- * MAP_SHARED) is an ordinary libtrace/abi/strata_abi.h buffer, one lane per
- * CPU, discard mode, CLOCK_MONOTONIC, its event descriptors in its table.
+ * a kernel buffer: KBUF_OPEN returns an fd of a regular (shmem) file of
+ * total_size bytes, like a user buffer's memfd, whose mmap (offset 0,
+ * read-write, MAP_SHARED) is an ordinary libtrace/abi/strata_abi.h buffer,
+ * one lane per CPU, discard mode, CLOCK_MONOTONIC, its event descriptors in
+ * its table.
  * The consumer reads it like a user buffer, except that no futex wake comes
  * from the kernel: poll it.  Events: sched_switch, sched_wakeup,
  * sched_process_fork, sched_process_exec, sched_process_exit, sys_enter,
@@ -63,7 +65,8 @@
 #define STRATA_KABI_COMM_MAX 16u      /* = TASK_COMM_LEN */
 
 /* Same layout as struct strata_rule of libtrace/runtime.h (checked by the
- * user-space tests). */
+ * user-space tests).
+ */
 struct strata_kabi_rule {
 	char pattern[STRATA_KABI_PATTERN_MAX];
 	__s32 loglevel_max;
@@ -72,7 +75,8 @@ struct strata_kabi_rule {
 };
 
 /* REGISTER: the calling process (thread group) asks to be told of changes.
- * signo: 1..64 except SIGKILL/SIGSTOP; 0 = never signal (poll QUERY). */
+ * signo: 1..64 except SIGKILL/SIGSTOP; 0 = never signal (poll QUERY).
+ */
 struct strata_kabi_register {
 	__u32 size;
 	__u32 signo;
@@ -83,7 +87,8 @@ struct strata_kabi_register {
 
 /* QUERY: the rules of every slot that targets the caller.  The buffer at
  * buf_ptr receives n_entries records, each a struct strata_kabi_slot_rules
- * followed by n_rules struct strata_kabi_rule. */
+ * followed by n_rules struct strata_kabi_rule.
+ */
 struct strata_kabi_slot_rules {
 	__u32 slot;
 	__u32 n_rules;
@@ -114,7 +119,8 @@ enum strata_kabi_target_kind {
 #define STRATA_KABI_UID_ANY 0xffffffffu /* TARGET_UID: every uid (admin only) */
 
 /* SET_RULES: replace slot's rules.  n_rules == 0 clears the slot.  Every
- * registered process targeted before or after the change is signalled. */
+ * registered process targeted before or after the change is signalled.
+ */
 struct strata_kabi_set_rules {
 	__u32 size;
 	__u32 slot;
@@ -130,7 +136,8 @@ struct strata_kabi_set_rules {
 };
 
 /* WAIT: until every registered process that the caller may control and
- * that was targeted at `generation` or later acknowledged `generation`. */
+ * that was targeted at `generation` or later acknowledged `generation`.
+ */
 struct strata_kabi_wait {
 	__u32 size;
 	__u32 timeout_ms;
@@ -155,7 +162,8 @@ struct strata_kabi_stats {
 
 /* KBUF_OPEN (CAP_SYS_ADMIN): returns a new fd (the ioctl's value) for the
  * kernel buffer of `slot`; -ENOENT when the slot has no kernel event
- * enabled. */
+ * enabled.
+ */
 struct strata_kabi_kbuf_open {
 	__u32 size;
 	__u32 slot;
@@ -188,7 +196,8 @@ struct strata_kabi_kbuf_open {
  *     base_ns + ((((c - cycle_last) & mask) * mult + xtime_nsec) >> shift)
  * computed in 128 bits; a c below cycle_last counts as cycle_last.  Valid
  * only when flags has STRATA_KCLOCK_VALID (the clock source is the TSC);
- * otherwise use clock_gettime().  kmod/user/strata_kclock.h reads it. */
+ * otherwise use clock_gettime().  kmod/user/strata_kclock.h reads it.
+ */
 #define STRATA_KCLOCK_MAGIC 0x4b434c4bu /* "KCLK" */
 #define STRATA_KCLOCK_VALID 0x1u
 

@@ -1,10 +1,11 @@
 /*
  * ktest_kevents.cpp - in-guest test of the kernel event buffers: enable
  * kernel:sched_switch, kernel:sched_process_* and kernel:sys_* in a slot, run
- * a known workload, disable, then read the buffer with the strata_abi.h
- * lane protocol (consumer-side close, complete packets only, `consumed`),
- * check what the workload must have produced, and convert it to a CTF trace
- * (consumerd's metadata writer) that babeltrace2 must read back whole.
+ * a known workload, disable, then read the buffer with the consumer's own
+ * strata::Reader (libtrace/reader.h: the kernel buffer is an ordinary
+ * strata_abi.h buffer), check what the workload must have produced, and
+ * convert it to a CTF trace (consumerd's metadata writer) that babeltrace2
+ * must read back whole.
  *
  * Oracles: events read == STATS.kevents_written delta; nothing lost; per
  * lane timestamps non-decreasing and inside their packet; the fork, exec,
@@ -31,6 +32,7 @@
 
 #include "abi/strata_abi.h"
 #include "metadata.h"
+#include "reader.h"
 
 extern "C" {
 #include "ktest.h"
@@ -61,50 +63,6 @@ template <class T> T rd(const uint8_t *p)
 	T v;
 	memcpy(&v, p, sizeof v);
 	return v;
-}
-
-// The descriptor table, validated (the test trusts nothing either).
-std::vector<strata::EventInfo> parse_descriptors(const uint8_t *base, uint64_t map_size,
-						 const strata_buffer_header &h)
-{
-	std::vector<strata::EventInfo> evs;
-	uint64_t used = __atomic_load_n(&((const strata_buffer_header *)base)->desc_used,
-					__ATOMIC_ACQUIRE); // pairs with the module's release
-	if (h.desc_offset > map_size || used > h.desc_capacity ||
-	    h.desc_offset + h.desc_capacity > map_size)
-		fail("descriptor table out of bounds");
-	const uint8_t *t = base + h.desc_offset;
-	for (uint64_t off = 0; off < used;) {
-		auto de = rd<strata_desc_event>(t + off);
-		if (de.record_size < sizeof de || de.record_size % 8 || off + de.record_size > used ||
-		    de.n_fields > STRATA_DESC_MAX_FIELDS)
-			fail("bad descriptor record");
-		const uint8_t *rec = t + off;
-		auto str = [&](uint32_t o) {
-			if (o >= de.record_size || !memchr(rec + o, 0, de.record_size - o))
-				fail("bad descriptor string");
-			return std::string((const char *)rec + o);
-		};
-		strata::EventInfo ei;
-		ei.id = de.id;
-		ei.loglevel = de.loglevel;
-		ei.provider = str(de.provider_off);
-		ei.name = str(de.name_off);
-		for (uint32_t i = 0; i < de.n_fields; i++) {
-			auto df = rd<strata_desc_field>(rec + sizeof de + i * sizeof(strata_desc_field));
-			strata::FieldInfo fi;
-			fi.name = str(df.name_off);
-			fi.type = df.type;
-			fi.elem_bits = df.elem_bits;
-			fi.is_signed = df.is_signed;
-			fi.base = df.base;
-			fi.length = df.length;
-			ei.fields.push_back(fi);
-		}
-		evs.push_back(ei);
-		off += de.record_size;
-	}
-	return evs;
 }
 
 // Parse one packet's records (layout of strata_abi.h).
@@ -209,10 +167,11 @@ void run()
 	int kfd = ioctl(dev, STRATA_IOC_KBUF_OPEN, &ko);
 	if (kfd < 0)
 		fail(std::string("KBUF_OPEN: ") + strerror(errno));
-	uint64_t map_size = ko.total_size;
-	auto *base = (uint8_t *)mmap(nullptr, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, kfd, 0);
-	if (base == MAP_FAILED)
-		fail(std::string("mmap kernel buffer: ") + strerror(errno));
+	// A regular file, like a user buffer's memfd: the consumer's Reader
+	// attaches to it unchanged.
+	struct stat kst;
+	if (fstat(kfd, &kst) || !S_ISREG(kst.st_mode) || (uint64_t)kst.st_size != ko.total_size)
+		fail("kernel buffer fd is not a regular file of total_size bytes");
 
 	// ---- the workload
 	const pid_t me = getpid();
@@ -234,62 +193,47 @@ void run()
 	if (kt_stats(dev, &s1))
 		fail("stats");
 
-	// ---- read (validated private copy of the geometry)
-	auto h = rd<strata_buffer_header>(base);
-	if (h.magic != STRATA_ABI_MAGIC || h.abi_major != STRATA_ABI_MAJOR ||
-	    h.total_size != map_size || h.n_lanes != ko.n_lanes || h.n_lanes == 0 ||
-	    h.n_lanes > STRATA_MAX_LANES || h.subbuf_size < STRATA_MIN_SUBBUF_SIZE ||
-	    (h.subbuf_size & (h.subbuf_size - 1)) || h.n_subbuf < 2 ||
-	    h.n_subbuf > STRATA_MAX_SUBBUF || h.lane_stride != h.n_subbuf * h.subbuf_size ||
-	    h.lanes_offset + h.n_lanes * sizeof(strata_lane_ctl) > h.data_offset ||
-	    h.data_offset + h.n_lanes * h.lane_stride > map_size || strcmp(h.channel, "kernel"))
-		fail("bad kernel buffer header");
-	auto descs = parse_descriptors(base, map_size, h);
+	// ---- read with the consumer's Reader (libtrace/reader.h)
+	std::string err;
+	auto reader = strata::Reader::attach(kfd, &err);
+	if (!reader)
+		fail("Reader::attach: " + err);
+	const strata::BufferInfo &info = reader->info();
+	if (info.n_lanes != ko.n_lanes || info.channel != "kernel" || info.pid != 0 ||
+	    info.mode != STRATA_MODE_DISCARD || info.clock_id != STRATA_CLOCK_MONOTONIC)
+		fail("unexpected kernel buffer header");
+	std::vector<strata::EventInfo> descs;
+	std::vector<std::string> errors;
+	if (!reader->read_new_events(&descs, &errors) || !errors.empty())
+		fail("descriptors: " + (errors.empty() ? std::string("table broken") : errors[0]));
 	if (descs.size() != 7 || descs[0].provider != "kernel" || descs[0].name != "sched_switch")
 		fail("unexpected descriptors");
+	for (uint32_t i = 0; i < descs.size(); i++)
+		if (descs[i].id != i)
+			fail("descriptor ids not 0..6 in order");
 
-	const uint64_t S = h.subbuf_size;
 	std::vector<Event> events;
-	std::vector<std::vector<uint8_t>> streams(h.n_lanes);
+	std::vector<std::vector<uint8_t>> streams(info.n_lanes);
 	uint64_t discarded = 0;
-	for (uint32_t lane = 0; lane < h.n_lanes; lane++) {
-		auto *lc = (strata_lane_ctl *)(base + h.lanes_offset) + lane;
-		uint8_t *data = base + h.data_offset + lane * h.lane_stride;
-		// Consumer-side close of the open packet (no writer is left).
-		uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
-		if (head % S) {
-			uint64_t start = head - head % S;
-			if (!__atomic_compare_exchange_n(&lc->head, &head, start + S, false,
-							 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-				fail("head moved after disarming");
-			auto *ph = (strata_packet_header *)(data + (start & (h.lane_stride - 1)));
-			ph->content_size = (head - start) * 8;
-			ph->packet_size = S * 8;
-			// Our clock is the module's (CLOCK_MONOTONIC): after every event.
-			struct timespec now;
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			ph->timestamp_end = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-			ph->events_discarded = __atomic_load_n(&lc->events_discarded, __ATOMIC_RELAXED);
-			// Release: the closing fields before the count that completes it.
-			__atomic_add_fetch(&lc->commit[(start / S) % h.n_subbuf], S - (head - start),
-					   __ATOMIC_RELEASE);
-			head = start + S;
-		}
+	for (uint32_t lane = 0; lane < info.n_lanes; lane++) {
+		// The slot is cleared: no writer is left, the producer is "dead".
+		std::string msg;
+		if (reader->flush(lane, true, 2000, &msg) != strata::FlushStatus::kDone)
+			fail("flush lane " + std::to_string(lane) + ": " + msg);
 		uint64_t last_ts = 0;
-		for (uint64_t pos = __atomic_load_n(&lc->consumed, __ATOMIC_RELAXED); pos < head; pos += S) {
-			uint64_t lap = pos / h.lane_stride;
-			// Acquire: pairs with the module's release add on commit.
-			uint64_t c = __atomic_load_n(&lc->commit[(pos / S) % h.n_subbuf], __ATOMIC_ACQUIRE);
-			if (c != (lap + 1) * S)
-				fail("sub-buffer incomplete after disarming (lane " + std::to_string(lane) + ")");
-			std::vector<uint8_t> pkt(data + (pos & (h.lane_stride - 1)),
-						 data + (pos & (h.lane_stride - 1)) + S);
+		std::vector<uint8_t> pkt;
+		for (;;) {
+			strata::ReadStatus rs = reader->next_packet(lane, &pkt, &err);
+			if (rs == strata::ReadStatus::kEmpty)
+				break;
+			if (rs == strata::ReadStatus::kSkipped)
+				fail("Reader skipped a packet: " + err);
 			parse_packet(pkt, lane, descs, &events, &last_ts);
 			streams[lane].insert(streams[lane].end(), pkt.begin(), pkt.end());
-			// Release: our copy is done before the writers may reuse it.
-			__atomic_store_n(&lc->consumed, pos + S, __ATOMIC_RELEASE);
 		}
-		discarded += __atomic_load_n(&lc->events_discarded, __ATOMIC_RELAXED);
+		if (reader->trailing_loss_packet(lane, &pkt))
+			streams[lane].insert(streams[lane].end(), pkt.begin(), pkt.end());
+		discarded += reader->lane_discarded(lane);
 	}
 
 	// ---- oracles
@@ -338,10 +282,10 @@ void run()
 	strata::TraceEnv env;
 	env.domain = "kernel";
 	env.procname = "kernel";
-	std::string md = strata::ctf_metadata(h.trace_uuid, strata::measure_session_clock(), env,
-					      h.stream_id, descs);
+	std::string md = strata::ctf_metadata(info.uuid, strata::measure_session_clock(), env,
+					      info.stream_id, descs);
 	std::ofstream(std::string(dir) + "/metadata") << md;
-	for (uint32_t lane = 0; lane < h.n_lanes; lane++) {
+	for (uint32_t lane = 0; lane < info.n_lanes; lane++) {
 		std::ofstream f(std::string(dir) + "/kernel_" + std::to_string(lane), std::ios::binary);
 		f.write((const char *)streams[lane].data(), (std::streamsize)streams[lane].size());
 	}
@@ -369,8 +313,8 @@ void run()
 		     std::to_string(events.size()) + " events (" + std::to_string(want_switch) +
 		     "): " + first_err);
 	printf("info kevents: %zu events (%zu sched_switch) over %u lanes, 0 lost; babeltrace2 read "
-	       "them all (%s)\n", events.size(), want_switch, h.n_lanes, dir);
-	munmap(base, map_size);
+	       "them all (%s)\n", events.size(), want_switch, info.n_lanes, dir);
+	reader.reset();
 	close(kfd);
 	close(dev);
 }
