@@ -250,18 +250,28 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 		}
 	}
 
-	// Timeline: intervals of the top locks, earliest first, bounded.
+	// Timeline: intervals of the top locks.  Over the bound, keep the
+	// longest ones (waits first: they are what the page is about), then
+	// restore time order.
 	std::map<LockKey, size_t> top;
 	for (size_t i = 0; i < rep.locks.size() && i < opt.timeline_locks; i++)
 		top[LockKey{rep.locks[i].proc, rep.locks[i].addr}] = i;
 	for (const RawInterval &r : raw) {
 		auto it = top.find(r.key);
-		if (it == top.end())
-			continue;
-		if (rep.timeline.size() >= opt.timeline_max)
-			break;
-		rep.timeline.push_back({r.tid, r.key.proc, it->second, r.start, r.end, r.wait});
+		if (it != top.end())
+			rep.timeline.push_back({r.tid, r.key.proc, it->second, r.start, r.end, r.wait});
 	}
+	if (rep.timeline.size() > opt.timeline_max) {
+		auto longer = [](const Interval &a, const Interval &b) {
+			return std::make_tuple(a.wait, a.end - a.start) > std::make_tuple(b.wait, b.end - b.start);
+		};
+		std::nth_element(rep.timeline.begin(), rep.timeline.begin() + static_cast<long>(opt.timeline_max),
+				 rep.timeline.end(), longer);
+		rep.timeline.resize(opt.timeline_max);
+		rep.timeline_truncated = true;
+	}
+	std::sort(rep.timeline.begin(), rep.timeline.end(),
+		  [](const Interval &a, const Interval &b) { return a.start < b.start; });
 	return rep;
 }
 

@@ -142,7 +142,8 @@ struct Report {
 	std::vector<Process> procs;
 	std::vector<LockStats> locks;      // by wait_total, then acquisitions, descending
 	std::vector<CondStats> conds;      // by wait_total descending
-	std::vector<Interval> timeline;    // waits and holds of the top locks
+	std::vector<Interval> timeline;    // waits and holds of the top locks, by start
+	bool timeline_truncated = false;   // more than Options::timeline_max: longest kept
 	uint64_t events = 0, discarded = 0, other_events = 0;
 	uint64_t unmatched_unlocks = 0;    // unlock without a traced acquisition
 	uint64_t cond_waits = 0, cond_signals = 0;

@@ -331,8 +331,8 @@ void svg_timeline(std::ostream &o, const Report &r, const Options &opt)
 	for (size_t i = 0; i < r.locks.size() && i < opt.timeline_locks; i++)
 		o << "<span style='color:" << palette[i % (sizeof palette / sizeof *palette)] << "'>&#9632; #" << i + 1
 		  << "</span> ";
-	if (r.timeline.size() >= opt.timeline_max)
-		o << " (first " << opt.timeline_max << " intervals only)";
+	if (r.timeline_truncated)
+		o << " (the " << opt.timeline_max << " longest intervals only, waits first)";
 	o << "</p>\n";
 }
 

@@ -162,3 +162,30 @@ TEST(AnalyzeModel, ReportsRenderAndEscape)
 	EXPECT_NE(h.str().find("<svg"), std::string::npos);
 	EXPECT_NE(t.str().find("g_lock"), std::string::npos);
 }
+
+TEST(AnalyzeModel, TimelineKeepsLongestWaitsWhenBounded)
+{
+	Input in;
+	in.procs.push_back({"p", 1, ""});
+	const uint64_t L = 0x40;
+	int64_t t = 0;
+	// 10 short uncontended holds, then one long wait + hold, then 10 more.
+	for (int i = 0; i < 21; i++) {
+		bool big = i == 10;
+		in.events.push_back(ev(t + (big ? 1000 : 10), 1, Op::MutexLock, L, 0, big, big ? 990 : 0));
+		in.events.push_back(ev(t + (big ? 1500 : 20), 1, Op::MutexUnlock, L));
+		t += 2000;
+	}
+	Options opt;
+	opt.timeline_max = 3;
+	Report r = analyze(in, opt, nullptr);
+	ASSERT_EQ(r.timeline.size(), 3u);
+	EXPECT_TRUE(r.timeline_truncated);
+	EXPECT_TRUE(r.timeline[0].wait || r.timeline[1].wait || r.timeline[2].wait);
+	bool long_hold = false;
+	for (const Interval &iv : r.timeline)
+		long_hold = long_hold || (!iv.wait && iv.end - iv.start == 500);
+	EXPECT_TRUE(long_hold);
+	for (size_t i = 1; i < r.timeline.size(); i++)
+		EXPECT_LE(r.timeline[i - 1].start, r.timeline[i].start);
+}
