@@ -192,6 +192,7 @@ static __attribute__((noinline)) void strata_pt_resolve(void)
 	int was_busy = strata_pt_busy;
 	strata_pt_busy = 1;
 	void *p;
+	/* relaxed stores: see REAL. */
 #define R(field, name) \
 	if ((p = strata_pt_sym(name)) != NULL) \
 		__atomic_store_n((void **)&real.field, p, __ATOMIC_RELAXED)
@@ -219,6 +220,8 @@ static __attribute__((noinline)) void strata_pt_resolve(void)
 		depth = 0;
 	if (depth > STRATA_PT_MAX_DEPTH)
 		depth = STRATA_PT_MAX_DEPTH;
+	/* relaxed: both are plain settings, every racing resolver stores the
+	 * same values, and a reader that misses them only repeats the work. */
 	__atomic_store_n(&strata_pt_depth, depth, __ATOMIC_RELAXED);
 	__atomic_store_n(&strata_pt_resolved, 1, __ATOMIC_RELAXED);
 	strata_pt_busy = was_busy;
@@ -327,7 +330,8 @@ static __attribute__((noinline)) void strata_pt_emit_maps(uint32_t state)
 			}
 		}
 		close(fd);
-		/* relaxed: readers tolerate stale counts (see `ranges`). */
+		/* relaxed: readers tolerate stale values (see `ranges`; a stale
+		 * emitted state only repeats the idempotent emission). */
 		__atomic_store_n(&n_ranges, n, __ATOMIC_RELAXED);
 		__atomic_store_n(&maps_emitted_state, state, __ATOMIC_RELAXED);
 	}
@@ -369,7 +373,7 @@ static inline void strata_pt_check_maps(uint64_t caller)
 /* Caller's stack (innermost first), starting at `caller`. */
 static size_t strata_pt_stack(uint64_t *out, uint64_t caller)
 {
-	int depth = __atomic_load_n(&strata_pt_depth, __ATOMIC_RELAXED);
+	int depth = __atomic_load_n(&strata_pt_depth, __ATOMIC_RELAXED); /* a setting: relaxed */
 	void *frames[STRATA_PT_MAX_DEPTH + 4];
 	if (depth <= 0)
 		return 0;
