@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <atomic>
 #include <cstring>
 
@@ -197,6 +198,14 @@ uint64_t Reader::lane_discarded(uint32_t lane) const
 	return __atomic_load_n(&lane_ctl(lane)->events_discarded, __ATOMIC_ACQUIRE);
 }
 
+uint64_t Reader::lane_position(uint32_t lane) const
+{
+	if (lane >= info_.n_lanes)
+		return 0;
+	// Relaxed: a statistic, orders nothing.
+	return __atomic_load_n(&lane_ctl(lane)->head, __ATOMIC_RELAXED);
+}
+
 bool Reader::producer_exited() const
 {
 	auto *h = (strata_buffer_header *)base_;
@@ -245,7 +254,7 @@ bool Reader::validate_packet(uint32_t lane, uint64_t pos, std::vector<uint8_t> *
 		why = "packet of another lane";
 	else if (ph.packet_size != S * 8)
 		why = "bad packet_size";
-	else if (ph.content_size % 64 != 0 || ph.content_size < kHdr * 8 ||
+	else if (ph.content_size % 8 != 0 || ph.content_size < kHdr * 8 ||
 		 ph.content_size > ph.packet_size)
 		why = "bad content_size";
 	else if (ph.packet_seq_num != pos / S)
@@ -412,7 +421,12 @@ bool Reader::trailing_loss_packet(uint32_t lane, std::vector<uint8_t> *out)
 	ph.stream_id = info_.stream_id;
 	ph.stream_instance_id = lane;
 	ph.timestamp_begin = ph.timestamp_end = ls.have_packet ? ls.last_ts_end : now();
-	ph.content_size = ph.packet_size = kHdr * 8;
+	// The content ends after lane_id, the last field the CTF metadata
+	// declares (consumerd/metadata.cpp leaves the reserved word at 84
+	// unnamed): a content_size of 88 bytes would make babeltrace2 look for
+	// an event header in the 4 padding bytes and fail the whole trace.
+	ph.content_size = offsetof(strata_packet_header, reserved) * 8;
+	ph.packet_size = kHdr * 8;
 	ph.packet_seq_num = ls.next_seq;
 	ph.events_discarded = d;
 	ph.lane_id = lane;

@@ -105,8 +105,10 @@ public:
 	FlushStatus flush(uint32_t lane, bool producer_dead, int timeout_ms, std::string *msg);
 
 	// If events were discarded after the last packet returned for `lane`,
-	// a header-only packet carrying the final cumulative count (so that
-	// recorded + discarded == emitted holds in babeltrace2).  Call last.
+	// a header-only packet (88 bytes; content_size 84*8: it ends after
+	// lane_id, the last field the metadata declares) carrying the final
+	// cumulative count, so that recorded + discarded == emitted holds in
+	// babeltrace2.  Call last.
 	bool trailing_loss_packet(uint32_t lane, std::vector<uint8_t> *out);
 
 	// Overwrite mode: close the open packet, then copy the newest complete
@@ -117,6 +119,9 @@ public:
 
 	// Cumulative events the writers discarded in `lane` (shared counter).
 	uint64_t lane_discarded(uint32_t lane) const;
+	// The lane's write position (`head`, shared, unvalidated): statistics.
+	// Safe to call from another thread than the one reading packets.
+	uint64_t lane_position(uint32_t lane) const;
 	bool producer_exited() const;
 
 	// Waiting for data without polling: call prepare_wait() (sets

@@ -282,30 +282,35 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 	std::atomic_signal_fence(std::memory_order_seq_cst);
 
 	const uint64_t S = ch->subbuf_size;
-	const uint64_t rsize = (size + (STRATA_EVENT_ALIGN - 1)) & ~(uint64_t)(STRATA_EVENT_ALIGN - 1);
-	// A record must leave room for the packet header and at least one
-	// byte of padding (a packet is only ever finished by a close).
+	// A record must fit in an empty packet with room to spare: a packet is
+	// only ever finished by a close, never filled to its last byte.
 	if (__builtin_expect(size < STRATA_EVENT_HEADER_SIZE ||
-			     rsize >= S - STRATA_PACKET_HEADER_SIZE, 0)) {
+			     size > S - STRATA_PACKET_HEADER_SIZE - STRATA_EVENT_ALIGN, 0)) {
 		discard(lc);
 		t.depth = depth;
 		return 0;
 	}
 	char *lane_data = ch->data + (uint64_t)lane * ch->lane_stride;
+	// `head` is the exact end of the last record (content_size must not
+	// include trailing padding: CTF readers would take it for another
+	// event); each record aligns its own start and commits that padding.
 	// Acquire (here and on CAS failure): the clock read below then comes
 	// after every clock read of writers whose reservation we observed, so
 	// timestamps follow positions within the lane.  Pairs with the acq_rel
 	// CAS of those writers.
 	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
-	uint64_t pos, now;
+	uint64_t pos, now, taken;
 	for (;;) {
 		now = clock_now();
 		const uint64_t off = head & (S - 1);
 		if (off != 0) {
-			if (off + rsize < S) {
-				if (__atomic_compare_exchange_n(&lc->head, &head, head + rsize, true,
+			const uint64_t pad = (STRATA_EVENT_ALIGN - (off & (STRATA_EVENT_ALIGN - 1))) &
+					     (STRATA_EVENT_ALIGN - 1);
+			if (off + pad + size < S) {
+				if (__atomic_compare_exchange_n(&lc->head, &head, head + pad + size, true,
 								__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-					pos = head;
+					pos = head + pad;
+					taken = pad + size;
 					break;
 				}
 				continue;
@@ -324,7 +329,7 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 			return 0;
 		}
 		if (__atomic_compare_exchange_n(&lc->head, &head,
-						head + STRATA_PACKET_HEADER_SIZE + rsize, true,
+						head + STRATA_PACKET_HEADER_SIZE + size, true,
 						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 			// Release fence: the head CAS is ordered before every byte we
 			// write into the space; pairs with the acquire fence of the
@@ -333,6 +338,7 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 			std::atomic_thread_fence(std::memory_order_release);
 			open_packet(ch, lc, lane, lane_data, head, now);
 			pos = head + STRATA_PACKET_HEADER_SIZE;
+			taken = size;
 			break;
 		}
 	}
@@ -350,7 +356,7 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 	c.commit = commit_of(ch, lc, pos);
 	r->rec = rec;
 	r->lane = &c;
-	r->size = rsize;
+	r->size = taken; // leading alignment padding + record: what commit adds
 	return 1;
 }
 

@@ -122,12 +122,21 @@ inline bool decode_packet(const std::vector<uint8_t> &pkt,
 	strata_packet_header ph;
 	memcpy(&ph, pkt.data(), sizeof ph);
 	size_t end = ph.content_size / 8, o = STRATA_PACKET_HEADER_SIZE;
+	if (ph.packet_size == STRATA_PACKET_HEADER_SIZE * 8 && end == 84)
+		return true; // a trailing-loss packet: ends after lane_id, no records
 	if (end > pkt.size()) {
 		*err = "content beyond the packet";
 		return false;
 	}
 	auto align = [&](size_t a) { a = a > 8 ? 8 : a; o = (o + a - 1) & ~(a - 1); };
-	while (o + STRATA_EVENT_HEADER_SIZE <= end) {
+	// As a CTF reader does: the packet ends exactly after its last record
+	// (no trailing padding); each record starts 8-byte aligned.
+	while (o < end) {
+		align(8);
+		if (o + STRATA_EVENT_HEADER_SIZE > end) {
+			*err = "padding or a partial record header at the end of the content";
+			return false;
+		}
 		Record r;
 		r.id = (uint16_t)load_le(&pkt[o], 2);
 		r.ts = load_le(&pkt[o + 2], 8);
@@ -190,7 +199,6 @@ inline bool decode_packet(const std::vector<uint8_t> &pkt,
 			}
 			r.fields.push_back(v);
 		}
-		align(8);
 		out->push_back(std::move(r));
 	}
 	if (o != end) {
