@@ -93,6 +93,21 @@ def main():
     check("<svg" in page and "</html>" in page and "http://" not in page.replace(
         "http://www.w3.org/2000/svg", ""), "HTML report is self-contained with inline SVG")
 
+    chromium = shutil.which("chromium")
+    if sc == "contend" and chromium:
+        # The page must render in a real browser (headless Chromium, no
+        # network): a blank or failed render leaves no or a tiny PNG.
+        png = os.path.join(a.work, "report.png")
+        try:
+            subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                            "--user-data-dir=" + os.path.join(a.work, "chromium"),
+                            "--window-size=1300,1200", "--screenshot=" + png, "file://" + html],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+        size = os.path.getsize(png) if os.path.exists(png) else 0
+        check(size > 20000, "headless Chromium renders the HTML report (%d bytes of PNG)" % size)
+
     def expect(name, key_addr, count, p=pid):
         lk = lock_of(rep, p, int(prog_out[key_addr], 16))
         if check(lk is not None, "%s: lock %s of pid %d analysed" % (name, prog_out[key_addr], p)):
