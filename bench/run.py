@@ -127,7 +127,7 @@ class Lttng:
         self.n = 0
 
     def daemon_up(self):
-        return run(["lttng", "list"], check=False).returncode == 0
+        return run(["lttng", "--no-sessiond", "list"], check=False).returncode == 0
 
     def start_daemon(self):
         if self.daemon_up():
@@ -154,20 +154,20 @@ class Lttng:
     def create(self, out, subbuf=None, nsub=None, start=True):
         self.n += 1
         name = "strata-bench-%d-%d" % (os.getpid(), self.n)
-        run(["lttng", "create", name, "--output", out])
+        run(["lttng", "--no-sessiond", "create", name, "--output", out])
         if subbuf:
-            run(["lttng", "enable-channel", "-s", name, "-u", "--subbuf-size=%s" % subbuf,
+            run(["lttng", "--no-sessiond", "enable-channel", "-s", name, "-u", "--subbuf-size=%s" % subbuf,
                  "--num-subbuf=%d" % nsub, "ch"])
-            run(["lttng", "enable-event", "-s", name, "-u", "-c", "ch", "bench:*"])
+            run(["lttng", "--no-sessiond", "enable-event", "-s", name, "-u", "-c", "ch", "bench:*"])
         else:
-            run(["lttng", "enable-event", "-s", name, "-u", "bench:*"])
+            run(["lttng", "--no-sessiond", "enable-event", "-s", name, "-u", "bench:*"])
         if start:
-            run(["lttng", "start", name])
+            run(["lttng", "--no-sessiond", "start", name])
         return name
 
     def destroy(self, name):
-        run(["lttng", "stop", name], check=False)
-        run(["lttng", "destroy", name])
+        run(["lttng", "--no-sessiond", "stop", name], check=False)
+        run(["lttng", "--no-sessiond", "destroy", name])
 
 
 # ---- the benchmark ---------------------------------------------------------
@@ -347,7 +347,7 @@ class Bench:
                     if proc.stdout.readline().strip() != "ready=1":
                         raise BenchError("tick program did not start")
                     t0 = time.monotonic_ns()
-                    run(["lttng", "start", name])
+                    run(["lttng", "--no-sessiond", "start", name])
                     t1 = time.monotonic_ns()
                     proc.stdout.read()
                     proc.wait(timeout=30)
