@@ -313,7 +313,11 @@ static u64 strata_reserve(struct strata_kbuf *kb, u32 lane, u32 rsize, u64 *now,
 		if (off) {
 			u64 pad = ALIGN(off, STRATA_EVENT_ALIGN) - off;
 
-			if (off + pad + rsize <= S) {
+			/* Strictly less: a packet is only ever finished by a
+			 * close (which writes its sizes), never filled to its
+			 * last byte by a record.
+			 */
+			if (off + pad + rsize < S) {
 				/* Fully ordered cmpxchg: also orders our later
 				 * record stores after it.
 				 */

@@ -141,6 +141,129 @@ int set_kernel_rules(int dev, unsigned slot, const std::vector<std::string> &pat
 	return ioctl(dev, STRATA_IOC_SET_RULES, &a) ? -errno : 0;
 }
 
+// KBUF_OPEN of `slot`, checked to be a regular file of total_size bytes
+// (like a user buffer's memfd: the consumer's Reader attaches unchanged).
+int open_kbuf(int dev, unsigned slot, strata_kabi_kbuf_open *ko)
+{
+	*ko = {};
+	ko->size = sizeof *ko;
+	ko->slot = slot;
+	int kfd = ioctl(dev, STRATA_IOC_KBUF_OPEN, ko);
+	if (kfd < 0)
+		fail(std::string("KBUF_OPEN: ") + strerror(errno));
+	struct stat kst;
+	if (fstat(kfd, &kst) || !S_ISREG(kst.st_mode) || (uint64_t)kst.st_size != ko->total_size)
+		fail("kernel buffer fd is not a regular file of total_size bytes");
+	return kfd;
+}
+
+struct Drained {
+	strata::BufferInfo info;
+	std::vector<strata::EventInfo> descs;
+	std::vector<Event> events;
+	std::vector<std::vector<uint8_t>> streams; // per lane, whole packets
+	uint64_t discarded = 0;                     // sum of the lanes' counters
+};
+
+// Read everything with the consumer's Reader (libtrace/reader.h), once the
+// slot is cleared (no writer left: the producer counts as dead).
+Drained drain(int kfd, const strata_kabi_kbuf_open &ko)
+{
+	Drained d;
+	std::string err;
+	auto reader = strata::Reader::attach(kfd, &err);
+	if (!reader)
+		fail("Reader::attach: " + err);
+	d.info = reader->info();
+	if (d.info.n_lanes != ko.n_lanes || d.info.channel != "kernel" || d.info.pid != 0 ||
+	    d.info.mode != STRATA_MODE_DISCARD || d.info.clock_id != STRATA_CLOCK_MONOTONIC)
+		fail("unexpected kernel buffer header");
+	std::vector<std::string> errors;
+	if (!reader->read_new_events(&d.descs, &errors) || !errors.empty())
+		fail("descriptors: " + (errors.empty() ? std::string("table broken") : errors[0]));
+	if (d.descs.size() != 7 || d.descs[0].provider != "kernel" || d.descs[0].name != "sched_switch")
+		fail("unexpected descriptors");
+	for (uint32_t i = 0; i < d.descs.size(); i++)
+		if (d.descs[i].id != i)
+			fail("descriptor ids not 0..6 in order");
+	d.streams.resize(d.info.n_lanes);
+	for (uint32_t lane = 0; lane < d.info.n_lanes; lane++) {
+		std::string msg;
+		if (reader->flush(lane, true, 2000, &msg) != strata::FlushStatus::kDone)
+			fail("flush lane " + std::to_string(lane) + ": " + msg);
+		uint64_t last_ts = 0;
+		std::vector<uint8_t> pkt;
+		for (;;) {
+			strata::ReadStatus rs = reader->next_packet(lane, &pkt, &err);
+			if (rs == strata::ReadStatus::kEmpty)
+				break;
+			if (rs == strata::ReadStatus::kSkipped)
+				fail("Reader skipped a packet: " + err);
+			parse_packet(pkt, lane, d.descs, &d.events, &last_ts);
+			d.streams[lane].insert(d.streams[lane].end(), pkt.begin(), pkt.end());
+		}
+		if (reader->trailing_loss_packet(lane, &pkt))
+			d.streams[lane].insert(d.streams[lane].end(), pkt.begin(), pkt.end());
+		d.discarded += reader->lane_discarded(lane);
+	}
+	return d;
+}
+
+struct BtResult {
+	std::string dir;
+	int rc = -1;
+	size_t lines = 0, switches = 0;
+	uint64_t discarded = 0; // sum of babeltrace2's "discarded N events" warnings
+	std::string first_err;
+};
+
+// Write the CTF trace (consumerd's metadata writer) and read it back.
+BtResult babeltrace(const Drained &d)
+{
+	BtResult b;
+	// Kept in the VM's output folder when there is one (for inspection).
+	const char *keep = getenv("STRATA_VM_OUT");
+	std::string dir_s = std::string(keep ? keep : "/tmp") + "/kevents-ctf-XXXXXX";
+	std::vector<char> dirv(dir_s.begin(), dir_s.end());
+	dirv.push_back(0);
+	if (!mkdtemp(dirv.data()))
+		fail("mkdtemp " + dir_s);
+	b.dir = dirv.data();
+	strata::TraceEnv env;
+	env.domain = "kernel";
+	env.procname = "kernel";
+	std::ofstream(b.dir + "/metadata")
+		<< strata::ctf_metadata(d.info.uuid, strata::measure_session_clock(), env,
+					d.info.stream_id, d.descs);
+	for (uint32_t lane = 0; lane < d.info.n_lanes; lane++) {
+		std::ofstream f(b.dir + "/kernel_" + std::to_string(lane), std::ios::binary);
+		f.write((const char *)d.streams[lane].data(), (std::streamsize)d.streams[lane].size());
+	}
+	// stderr (warnings) beside the trace, not in it: a stray file there
+	// would be decoded as a stream.
+	std::string errf = b.dir + ".stderr";
+	std::string cmd = "babeltrace2 " + b.dir + " 2>" + errf;
+	FILE *p = popen(cmd.c_str(), "r");
+	if (!p)
+		fail("popen babeltrace2");
+	char line[4096];
+	while (fgets(line, sizeof line, p)) {
+		b.lines++;
+		if (strstr(line, "kernel:sched_switch:") && strstr(line, "next_tid = "))
+			b.switches++;
+	}
+	b.rc = pclose(p);
+	std::ifstream ef(errf);
+	for (std::string l; std::getline(ef, l);) {
+		size_t at = l.find("discarded ");
+		if (at != std::string::npos && l.find(" event", at) != std::string::npos)
+			b.discarded += strtoull(l.c_str() + at + 10, nullptr, 10);
+		else if (b.first_err.empty() && l.find("ERROR") != std::string::npos)
+			b.first_err = l;
+	}
+	return b;
+}
+
 void run()
 {
 	const unsigned slot = 1;
@@ -161,17 +284,7 @@ void run()
 	if (set_kernel_rules(dev, slot, { "kernel:sched_switch", "kernel:sched_process_*",
 					  "kernel:sys_e*" }))
 		fail(std::string("set kernel rules: ") + strerror(errno));
-	ko = {};
-	ko.size = sizeof ko;
-	ko.slot = slot;
-	int kfd = ioctl(dev, STRATA_IOC_KBUF_OPEN, &ko);
-	if (kfd < 0)
-		fail(std::string("KBUF_OPEN: ") + strerror(errno));
-	// A regular file, like a user buffer's memfd: the consumer's Reader
-	// attaches to it unchanged.
-	struct stat kst;
-	if (fstat(kfd, &kst) || !S_ISREG(kst.st_mode) || (uint64_t)kst.st_size != ko.total_size)
-		fail("kernel buffer fd is not a regular file of total_size bytes");
+	int kfd = open_kbuf(dev, slot, &ko);
 
 	// ---- the workload
 	const pid_t me = getpid();
@@ -187,65 +300,25 @@ void run()
 		ppid = syscall(SYS_getppid);
 	usleep(2000); // a context switch of ours with prev_state != 0 (not a sync)
 
-	// ---- stop recording: clearing the slot disarms (and synchronises)
+	// ---- stop recording: clearing the slot stops the writers
 	if (set_kernel_rules(dev, slot, {}))
 		fail("clear slot");
 	if (kt_stats(dev, &s1))
 		fail("stats");
-
-	// ---- read with the consumer's Reader (libtrace/reader.h)
-	std::string err;
-	auto reader = strata::Reader::attach(kfd, &err);
-	if (!reader)
-		fail("Reader::attach: " + err);
-	const strata::BufferInfo &info = reader->info();
-	if (info.n_lanes != ko.n_lanes || info.channel != "kernel" || info.pid != 0 ||
-	    info.mode != STRATA_MODE_DISCARD || info.clock_id != STRATA_CLOCK_MONOTONIC)
-		fail("unexpected kernel buffer header");
-	std::vector<strata::EventInfo> descs;
-	std::vector<std::string> errors;
-	if (!reader->read_new_events(&descs, &errors) || !errors.empty())
-		fail("descriptors: " + (errors.empty() ? std::string("table broken") : errors[0]));
-	if (descs.size() != 7 || descs[0].provider != "kernel" || descs[0].name != "sched_switch")
-		fail("unexpected descriptors");
-	for (uint32_t i = 0; i < descs.size(); i++)
-		if (descs[i].id != i)
-			fail("descriptor ids not 0..6 in order");
-
-	std::vector<Event> events;
-	std::vector<std::vector<uint8_t>> streams(info.n_lanes);
-	uint64_t discarded = 0;
-	for (uint32_t lane = 0; lane < info.n_lanes; lane++) {
-		// The slot is cleared: no writer is left, the producer is "dead".
-		std::string msg;
-		if (reader->flush(lane, true, 2000, &msg) != strata::FlushStatus::kDone)
-			fail("flush lane " + std::to_string(lane) + ": " + msg);
-		uint64_t last_ts = 0;
-		std::vector<uint8_t> pkt;
-		for (;;) {
-			strata::ReadStatus rs = reader->next_packet(lane, &pkt, &err);
-			if (rs == strata::ReadStatus::kEmpty)
-				break;
-			if (rs == strata::ReadStatus::kSkipped)
-				fail("Reader skipped a packet: " + err);
-			parse_packet(pkt, lane, descs, &events, &last_ts);
-			streams[lane].insert(streams[lane].end(), pkt.begin(), pkt.end());
-		}
-		if (reader->trailing_loss_packet(lane, &pkt))
-			streams[lane].insert(streams[lane].end(), pkt.begin(), pkt.end());
-		discarded += reader->lane_discarded(lane);
-	}
+	Drained d = drain(kfd, ko);
 
 	// ---- oracles
 	uint64_t written = s1.kevents_written - s0.kevents_written;
-	if (events.size() != written)
-		fail("read " + std::to_string(events.size()) + " events, module wrote " +
+	if (d.events.size() != written)
+		fail("read " + std::to_string(d.events.size()) + " events, module wrote " +
 		     std::to_string(written));
-	if (discarded || s1.kevents_lost != s0.kevents_lost)
-		fail("events lost: " + std::to_string(discarded));
+	if (d.discarded || s1.kevents_lost != s0.kevents_lost)
+		fail("events lost: " + std::to_string(d.discarded));
 	bool fork_ok = false, exec_ok = false, exit_ok = false, switch_ok = false;
 	int getppid_enter = 0, getppid_exit = 0;
-	for (const auto &e : events) {
+	size_t want_switch = 0;
+	for (const auto &e : d.events) {
+		want_switch += e.name == "sched_switch";
 		if (e.name == "sched_process_fork" && e.ints.at("child_tid") == child &&
 		    e.ints.at("parent_tid") == me)
 			fork_ok = true;
@@ -270,61 +343,65 @@ void run()
 		fail("getppid: " + std::to_string(getppid_enter) + " enters, " +
 		     std::to_string(getppid_exit) + " exits with the right value");
 
-	// ---- CTF trace, read back by babeltrace2
-	// Kept in the VM's output folder when there is one (for inspection).
-	const char *keep = getenv("STRATA_VM_OUT");
-	std::string dir_s = std::string(keep ? keep : "/tmp") + "/kevents-ctf-XXXXXX";
-	std::vector<char> dirv(dir_s.begin(), dir_s.end());
-	dirv.push_back(0);
-	char *dir = dirv.data();
-	if (!mkdtemp(dir))
-		fail("mkdtemp " + dir_s);
-	strata::TraceEnv env;
-	env.domain = "kernel";
-	env.procname = "kernel";
-	std::string md = strata::ctf_metadata(info.uuid, strata::measure_session_clock(), env,
-					      info.stream_id, descs);
-	std::ofstream(std::string(dir) + "/metadata") << md;
-	for (uint32_t lane = 0; lane < info.n_lanes; lane++) {
-		std::ofstream f(std::string(dir) + "/kernel_" + std::to_string(lane), std::ios::binary);
-		f.write((const char *)streams[lane].data(), (std::streamsize)streams[lane].size());
-	}
-	std::string cmd = std::string("babeltrace2 ") + dir + " 2>&1";
-	FILE *p = popen(cmd.c_str(), "r");
-	if (!p)
-		fail("popen babeltrace2");
-	char line[4096];
-	size_t n_lines = 0, n_switch = 0;
-	std::string first_err;
-	while (fgets(line, sizeof line, p)) {
-		n_lines++;
-		if (strstr(line, "kernel:sched_switch:") && strstr(line, "next_tid = "))
-			n_switch++;
-		if (first_err.empty() && strstr(line, "ERROR"))
-			first_err = line;
-	}
-	int brc = pclose(p);
-	size_t want_switch = 0;
-	for (const auto &e : events)
-		want_switch += e.name == "sched_switch";
-	if (brc != 0 || n_lines != events.size() || n_switch != want_switch)
-		fail("babeltrace2 (rc " + std::to_string(brc) + ") printed " + std::to_string(n_lines) +
-		     " lines (" + std::to_string(n_switch) + " sched_switch) for " +
-		     std::to_string(events.size()) + " events (" + std::to_string(want_switch) +
-		     "): " + first_err);
+	BtResult b = babeltrace(d);
+	if (b.rc != 0 || b.lines != d.events.size() || b.switches != want_switch || b.discarded)
+		fail("babeltrace2 (rc " + std::to_string(b.rc) + ") printed " + std::to_string(b.lines) +
+		     " events (" + std::to_string(b.switches) + " sched_switch) for " +
+		     std::to_string(d.events.size()) + " (" + std::to_string(want_switch) + "): " +
+		     b.first_err);
 	printf("info kevents: %zu events (%zu sched_switch) over %u lanes, 0 lost; babeltrace2 read "
-	       "them all (%s)\n", events.size(), want_switch, info.n_lanes, dir);
-	reader.reset();
+	       "them all (%s)\n", d.events.size(), want_switch, d.info.n_lanes, b.dir.c_str());
+	close(kfd);
+	close(dev);
+}
+
+// A lane overflows (nobody consumes): recorded + discarded == emitted, and
+// the loss reaches babeltrace2 through the packets' events_discarded.
+void run_loss()
+{
+	const unsigned slot = 2;
+	int dev = kt_open();
+	if (dev < 0)
+		fail("open device");
+	strata_kabi_stats s0, s1;
+	if (set_kernel_rules(dev, slot, {}) || kt_stats(dev, &s0))
+		fail("clear slot / stats");
+	if (set_kernel_rules(dev, slot, { "kernel:sys_enter" }))
+		fail(std::string("set kernel rules: ") + strerror(errno));
+	strata_kabi_kbuf_open ko;
+	int kfd = open_kbuf(dev, slot, &ko);
+	// More sys_enter records (>= 24 bytes each) than every lane holds.
+	const uint64_t calls = ko.total_size / 24 + 1000;
+	for (uint64_t i = 0; i < calls; i++)
+		syscall(SYS_getppid);
+	if (set_kernel_rules(dev, slot, {}) || kt_stats(dev, &s1))
+		fail("clear slot / stats");
+	Drained d = drain(kfd, ko);
+	uint64_t written = s1.kevents_written - s0.kevents_written;
+	uint64_t lost = s1.kevents_lost - s0.kevents_lost;
+	if (d.events.size() != written || d.discarded != lost || lost == 0 || written + lost < calls)
+		fail("read " + std::to_string(d.events.size()) + " / written " + std::to_string(written) +
+		     ", discarded " + std::to_string(d.discarded) + " / lost " + std::to_string(lost) +
+		     " for " + std::to_string(calls) + " calls");
+	BtResult b = babeltrace(d);
+	if (b.rc != 0 || b.lines != d.events.size() || b.discarded != lost)
+		fail("babeltrace2 (rc " + std::to_string(b.rc) + ") printed " + std::to_string(b.lines) +
+		     " events for " + std::to_string(d.events.size()) + ", reported " +
+		     std::to_string(b.discarded) + " discarded for " + std::to_string(lost) + ": " +
+		     b.first_err);
+	printf("info kevents_loss: %llu getppid calls: %zu recorded + %llu discarded == %llu emitted; "
+	       "babeltrace2 reports the same loss\n", (unsigned long long)calls, d.events.size(),
+	       (unsigned long long)lost, (unsigned long long)(written + lost));
 	close(kfd);
 	close(dev);
 }
 
 } // namespace
 
-extern "C" int kt_kevents(void)
+static int guarded(void (*fn)())
 {
 	try {
-		run();
+		fn();
 		return 0;
 	} catch (const Fail &f) {
 		kt_fail("%s", f.why.c_str());
@@ -332,4 +409,14 @@ extern "C" int kt_kevents(void)
 		kt_fail("exception: %s", e.what());
 	}
 	return -1;
+}
+
+extern "C" int kt_kevents(void)
+{
+	return guarded(run);
+}
+
+extern "C" int kt_kevents_loss(void)
+{
+	return guarded(run_loss);
 }

@@ -170,8 +170,7 @@ fi
 if [ -n "$module" ] && [ "$(cat "$out/rmmod.rc" 2>/dev/null)" != 0 ]; then
 	echo "FAIL: rmmod: $(cat "$out/rmmod.log" 2>/dev/null)"; fail=1
 fi
-bad='Oops|BUG:|WARNING:|KASAN|general protection fault|kernel BUG|Kernel panic|UBSAN|refcount_t:|list_add corruption|list_del corruption|strata: .*(leak|disabled)'
-if grep -E "$bad" "$out/dmesg.txt" > "$out/dmesg-bad.txt"; then
+if ! "$here/check-dmesg.sh" "$out/dmesg.txt" > "$out/dmesg-bad.txt"; then
 	echo "FAIL: the kernel log shows a problem:"; cat "$out/dmesg-bad.txt"; fail=1
 fi
 grc=$(cat "$out/guest.rc")
