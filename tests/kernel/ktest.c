@@ -29,6 +29,7 @@
 #include "runtime.h"
 #include "strata_kabi.h"
 #include "strata_kclock.h"
+#include "strata_kmod.h"
 #include "ktest.h"
 
 #define SIG_UPDATE (SIGRTMIN + 3)
@@ -56,38 +57,31 @@ void kt_fail(const char *fmt, ...)
 
 int kt_open(void)
 {
-	return open(STRATA_KABI_DEVICE, O_RDWR | O_CLOEXEC);
+	return strata_kmod_open();
 }
 
 int kt_register(int fd, int signo)
 {
-	struct strata_kabi_register r = { .size = sizeof(r), .signo = (uint32_t)signo };
+	return strata_kmod_register(fd, signo, NULL);
+}
 
-	return ioctl(fd, STRATA_IOC_REGISTER, &r) ? -errno : 0;
+static void one_rule(struct strata_kabi_rule *rule, const char *pattern)
+{
+	memset(rule, 0, sizeof(*rule));
+	if (pattern)
+		snprintf(rule->pattern, sizeof(rule->pattern), "%s", pattern);
+	rule->loglevel_max = -1;
+	rule->enable = 1;
 }
 
 int kt_set_rules_uid(int fd, unsigned slot, uint32_t uid, const char *pattern,
 		     uint64_t *gen, uint32_t *n_signalled)
 {
 	struct strata_kabi_rule rule;
-	struct strata_kabi_set_rules a = {
-		.size = sizeof(a), .slot = slot, .n_rules = pattern ? 1 : 0,
-		.target_kind = STRATA_KABI_TARGET_UID, .target_uid = uid,
-		.rules_ptr = (uintptr_t)&rule,
-	};
 
-	memset(&rule, 0, sizeof(rule));
-	if (pattern)
-		snprintf(rule.pattern, sizeof(rule.pattern), "%s", pattern);
-	rule.loglevel_max = -1;
-	rule.enable = 1;
-	if (ioctl(fd, STRATA_IOC_SET_RULES, &a))
-		return -errno;
-	if (gen)
-		*gen = a.generation;
-	if (n_signalled)
-		*n_signalled = a.n_signalled;
-	return 0;
+	one_rule(&rule, pattern);
+	return strata_kmod_set_rules(fd, slot, &rule, pattern ? 1 : 0, STRATA_KABI_TARGET_UID, uid,
+				     NULL, 0, gen, n_signalled);
 }
 
 static int set_rules_targets(int fd, unsigned slot, uint32_t kind, const void *targets,
@@ -95,61 +89,23 @@ static int set_rules_targets(int fd, unsigned slot, uint32_t kind, const void *t
 			     uint32_t *n_signalled)
 {
 	struct strata_kabi_rule rule;
-	struct strata_kabi_set_rules a = {
-		.size = sizeof(a), .slot = slot, .n_rules = 1, .target_kind = kind,
-		.rules_ptr = (uintptr_t)&rule, .targets_ptr = (uintptr_t)targets,
-		.n_targets = n,
-	};
 
-	memset(&rule, 0, sizeof(rule));
-	snprintf(rule.pattern, sizeof(rule.pattern), "%s", pattern);
-	rule.loglevel_max = -1;
-	rule.enable = 1;
-	if (ioctl(fd, STRATA_IOC_SET_RULES, &a))
-		return -errno;
-	*gen = a.generation;
-	*n_signalled = a.n_signalled;
-	return 0;
+	one_rule(&rule, pattern);
+	return strata_kmod_set_rules(fd, slot, &rule, 1, kind, 0, targets, n, gen, n_signalled);
 }
 
 int kt_stats(int fd, struct strata_kabi_stats *st)
 {
-	memset(st, 0, sizeof(*st));
-	st->size = sizeof(*st);
-	return ioctl(fd, STRATA_IOC_STATS, st) ? -errno : 0;
-}
-
-static int ack(int fd, uint64_t gen)
-{
-	struct strata_kabi_ack a = { .size = sizeof(a), .generation = gen };
-
-	return ioctl(fd, STRATA_IOC_ACK, &a) ? -errno : 0;
-}
-
-static int wait_gen(int fd, uint64_t gen, uint32_t timeout_ms, uint32_t *missing,
-		    uint32_t cap, uint32_t *n_missing)
-{
-	struct strata_kabi_wait w = {
-		.size = sizeof(w), .timeout_ms = timeout_ms, .generation = gen,
-		.missing_ptr = (uintptr_t)missing, .missing_cap = cap,
-	};
-	int ret = ioctl(fd, STRATA_IOC_WAIT, &w) ? -errno : 0;
-
-	if (n_missing)
-		*n_missing = w.n_missing;
-	return ret;
+	return strata_kmod_stats(fd, st);
 }
 
 /* QUERY into buf; returns n_entries or -errno; *gen = generation. */
 static int query(int fd, void *buf, uint32_t *size, uint64_t *gen)
 {
-	struct strata_kabi_query q = { .size = sizeof(q), .buf_size = *size,
-				       .buf_ptr = (uintptr_t)buf };
-	int ret = ioctl(fd, STRATA_IOC_QUERY, &q) ? -errno : 0;
+	uint32_t n = 0;
+	int ret = strata_kmod_query(fd, buf, size, gen, &n);
 
-	*size = q.buf_size;
-	*gen = q.generation;
-	return ret ? ret : (int)q.n_entries;
+	return ret ? ret : (int)n;
 }
 
 /* Wait for SIG_UPDATE (blocked by the caller) for up to ms; 1 if received. */
@@ -218,7 +174,7 @@ static int t_control(void)
 {
 	int fd = kt_open(), ctl = kt_open(), ret = -1, n;
 	uint64_t gen, qgen;
-	uint32_t nsig, size, missing[4], n_missing;
+	uint32_t nsig, size, missing[4], n_missing = 0;
 	char buf[8192];
 	struct strata_kabi_slot_rules *h = (void *)buf;
 	struct strata_kabi_rule *r = (void *)(h + 1);
@@ -238,7 +194,7 @@ static int t_control(void)
 	      (unsigned long long)gen, (unsigned long long)qgen);
 
 	/* Not acknowledged yet: WAIT with timeout 0 names us. */
-	n = wait_gen(ctl, gen, 0, missing, 4, &n_missing);
+	n = strata_kmod_wait(ctl, gen, 0, missing, 4, &n_missing);
 	CHECK(n == -ETIMEDOUT && n_missing == 1 && missing[0] == (uint32_t)getpid(),
 	      "wait before ack: ret %d n_missing %u pid %u", n, n_missing, missing[0]);
 
@@ -254,10 +210,10 @@ static int t_control(void)
 	      r->loglevel_max == -1 && qgen == gen,
 	      "query read back: n=%d size=%u slot=%u n_rules=%u pattern=%.20s", n, size,
 	      h->slot, h->n_rules, r->pattern);
-	CHECK(ack(fd, gen + 1000) == -EINVAL, "ack of a future generation accepted");
-	CHECK(ack(ctl, gen) == -ENOENT, "ack on an unregistered fd accepted");
-	CHECK(ack(fd, gen) == 0, "ack: %s", strerror(errno));
-	n = wait_gen(ctl, gen, 1000, missing, 4, &n_missing);
+	CHECK(strata_kmod_ack(fd, gen + 1000) == -EINVAL, "ack of a future generation accepted");
+	CHECK(strata_kmod_ack(ctl, gen) == -ENOENT, "ack on an unregistered fd accepted");
+	CHECK(strata_kmod_ack(fd, gen) == 0, "ack: %s", strerror(errno));
+	n = strata_kmod_wait(ctl, gen, 1000, missing, 4, &n_missing);
 	CHECK(n == 0 && n_missing == 0, "wait after ack: ret %d n_missing %u", n, n_missing);
 
 	/* A WAIT that a later ACK releases (from another process). */
@@ -265,18 +221,18 @@ static int t_control(void)
 	      "second set_rules");
 	pid_t child = fork();
 	if (child == 0) {
-		_exit(ack(fd, gen) == 0 ? 0 : 1);
+		_exit(strata_kmod_ack(fd, gen) == 0 ? 0 : 1);
 	}
 	/* The child shares fd but is another thread group: its ACK must fail
 	 * (-ENOENT), so the parent's WAIT times out naming the parent. */
-	n = wait_gen(ctl, gen, 300, missing, 4, &n_missing);
+	n = strata_kmod_wait(ctl, gen, 300, missing, 4, &n_missing);
 	int st;
 	waitpid(child, &st, 0);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1, "inherited fd could ack");
 	CHECK(n == -ETIMEDOUT && n_missing == 1, "wait: ret %d n_missing %u", n, n_missing);
 	CHECK(got_signal(1000), "no second signal");
-	CHECK(ack(fd, gen) == 0, "second ack");
-	CHECK(wait_gen(ctl, gen, 1000, NULL, 0, &n_missing) == 0, "second wait");
+	CHECK(strata_kmod_ack(fd, gen) == 0, "second ack");
+	CHECK(strata_kmod_wait(ctl, gen, 1000, NULL, 0, &n_missing) == 0, "second wait");
 
 	/* Clearing the slot signals the process it targeted. */
 	CHECK(kt_set_rules_uid(ctl, 3, 0, NULL, &gen, &nsig) == 0 && nsig == 1,
@@ -514,7 +470,7 @@ static int t_perm(void)
 		    nsig != 0)
 			_exit(14);
 		/* A's missing ack is not B's business. */
-		n = wait_gen(fd, gen, 0, missing, 2, &n_missing);
+		n = strata_kmod_wait(fd, gen, 0, missing, 2, &n_missing);
 		if (n != 0 || n_missing != 0)
 			_exit(15);
 		_exit(0);

@@ -33,6 +33,7 @@
 #include "abi/strata_abi.h"
 #include "metadata.h"
 #include "reader.h"
+#include "strata_kmod.h"
 
 extern "C" {
 #include "ktest.h"
@@ -131,26 +132,24 @@ int set_kernel_rules(int dev, unsigned slot, const std::vector<std::string> &pat
 		rules[i].loglevel_max = -1;
 		rules[i].enable = 1;
 	}
-	strata_kabi_set_rules a = {};
-	a.size = sizeof a;
-	a.slot = slot;
-	a.n_rules = (uint32_t)rules.size();
-	a.target_kind = STRATA_KABI_TARGET_UID;
-	a.target_uid = STRATA_KABI_UID_ANY;
-	a.rules_ptr = (uintptr_t)rules.data();
-	return ioctl(dev, STRATA_IOC_SET_RULES, &a) ? -errno : 0;
+	return strata_kmod_set_rules(dev, slot, rules.data(), (uint32_t)rules.size(),
+				     STRATA_KABI_TARGET_UID, STRATA_KABI_UID_ANY, nullptr, 0, nullptr,
+				     nullptr);
 }
 
 // KBUF_OPEN of `slot`, checked to be a regular file of total_size bytes
 // (like a user buffer's memfd: the consumer's Reader attaches unchanged).
 int open_kbuf(int dev, unsigned slot, strata_kabi_kbuf_open *ko)
 {
-	*ko = {};
-	ko->size = sizeof *ko;
-	ko->slot = slot;
-	int kfd = ioctl(dev, STRATA_IOC_KBUF_OPEN, ko);
+	uint64_t total = 0;
+	uint32_t lanes = 0;
+	int kfd = strata_kmod_kbuf_open(dev, slot, &total, &lanes);
 	if (kfd < 0)
-		fail(std::string("KBUF_OPEN: ") + strerror(errno));
+		fail(std::string("KBUF_OPEN: ") + strerror(-kfd));
+	*ko = {};
+	ko->slot = slot;
+	ko->total_size = total;
+	ko->n_lanes = lanes;
 	struct stat kst;
 	if (fstat(kfd, &kst) || !S_ISREG(kst.st_mode) || (uint64_t)kst.st_size != ko->total_size)
 		fail("kernel buffer fd is not a regular file of total_size bytes");
@@ -275,11 +274,9 @@ void run()
 		fail("stats");
 
 	strata_kabi_kbuf_open ko = {};
-	ko.size = sizeof ko;
-	ko.slot = slot;
 	if (set_kernel_rules(dev, slot, {}))
 		fail("clear slot before the test");
-	if (ioctl(dev, STRATA_IOC_KBUF_OPEN, &ko) >= 0 || errno != ENOENT)
+	if (strata_kmod_kbuf_open(dev, slot, nullptr, nullptr) != -ENOENT)
 		fail("KBUF_OPEN of a slot without kernel rules did not fail with ENOENT");
 	if (set_kernel_rules(dev, slot, { "kernel:sched_switch", "kernel:sched_process_*",
 					  "kernel:sys_e*" }))
