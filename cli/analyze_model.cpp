@@ -74,11 +74,62 @@ struct LockKey {
 	bool operator<(const LockKey &o) const { return std::tie(proc, addr) < std::tie(o.proc, o.addr); }
 };
 
+struct Hold {
+	int64_t ts;
+	uint64_t caller;
+	bool exclusive;    // mutex or write lock
+};
+
 struct Work {
 	LockStats st;
 	std::vector<uint64_t> all_waits;
 	std::map<uint64_t, Site> sites;
+	std::map<int64_t, std::vector<Hold>> open;   // per thread, LIFO
+	std::map<int64_t, uint64_t> closed_early;    // per thread: holds ended by a handoff
+	struct Span {
+		int64_t start, end;
+		int64_t tid;
+		uint64_t caller;   // holds: the acquisition's site
+		uint64_t wait;     // waits: wait_ns
+	};
+	std::vector<Span> holds, waits;              // completed holds, contended waits
 };
+
+// Blockers: each contended wait's time is shared among the other threads'
+// holds it overlapped, by overlap, and credited to where those holds were
+// taken.  Holds are sorted by start; a hold overlapping [ws, we) starts
+// after ws - (longest hold), which bounds the scan for overlapping read holds.
+void blame(Work &w)
+{
+	std::sort(w.holds.begin(), w.holds.end(),
+		  [](const Work::Span &a, const Work::Span &b) { return a.start < b.start; });
+	std::map<uint64_t, Site> by_site;
+	const int64_t longest = static_cast<int64_t>(w.st.hold_max);
+	for (const Work::Span &wt : w.waits) {
+		auto it = std::lower_bound(w.holds.begin(), w.holds.end(), wt.start - longest,
+					   [](const Work::Span &h, int64_t v) { return h.start < v; });
+		std::map<uint64_t, uint64_t> share_of;
+		for (; it != w.holds.end() && it->start < wt.end; ++it) {
+			if (it->tid == wt.tid)
+				continue;
+			int64_t lo = std::max(it->start, wt.start), hi = std::min(it->end, wt.end);
+			if (hi > lo)
+				share_of[it->caller] += static_cast<uint64_t>(hi - lo);
+		}
+		for (auto &kv : share_of) {
+			Site &b = by_site[kv.first];
+			b.caller = kv.first;
+			b.contended++;
+			b.wait_total += kv.second;
+			b.wait_max = std::max(b.wait_max, kv.second);
+		}
+	}
+	for (auto &kv : by_site)
+		w.st.blockers.push_back(kv.second);
+	std::sort(w.st.blockers.begin(), w.st.blockers.end(), [](const Site &a, const Site &b) {
+		return std::tie(a.wait_total, b.caller) > std::tie(b.wait_total, a.caller);
+	});
+}
 
 struct ThreadKey {
 	uint32_t proc;
@@ -112,8 +163,6 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 		c.addr = e.cond;
 		return c;
 	};
-	// Open holds per (process, thread, lock): acquisition timestamps, LIFO.
-	std::map<ThreadKey, std::vector<int64_t>> open;
 	struct RawInterval {
 		LockKey key;
 		int64_t tid, start, end;
@@ -130,17 +179,48 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 		}
 		return w;
 	};
-	auto end_hold = [&](Work &w, const ThreadKey &tk, int64_t at) -> bool {
-		auto it = open.find(tk);
-		if (it == open.end() || it->second.empty())
-			return false;
-		int64_t start = it->second.back();
-		it->second.pop_back();
-		uint64_t hold = at > start ? static_cast<uint64_t>(at - start) : 0;
+	auto close_hold = [&](Work &w, int64_t tid, const Hold &h, int64_t at) {
+		uint64_t hold = at > h.ts ? static_cast<uint64_t>(at - h.ts) : 0;
 		w.st.holds++;
 		w.st.hold_total += hold;
 		w.st.hold_max = std::max(w.st.hold_max, hold);
-		raw.push_back({LockKey{tk.proc, tk.lock}, tk.tid, start, at, false});
+		raw.push_back({LockKey{w.st.proc, w.st.addr}, tid, h.ts, at, false});
+		w.holds.push_back({h.ts, at, tid, h.caller, 0});
+	};
+	/*
+	 * An acquisition proves that conflicting holds of other threads have
+	 * ended: their unlock event can be stamped late (the thread was
+	 * preempted between the real unlock and its event), so end them here;
+	 * their unlock events are then consumed without a hold.
+	 */
+	auto handoff = [&](Work &w, int64_t tid, bool exclusive, int64_t at) {
+		for (auto &th : w.open) {
+			if (th.first == tid)
+				continue;
+			std::vector<Hold> keep;
+			for (const Hold &h : th.second) {
+				if (exclusive || h.exclusive) {
+					close_hold(w, th.first, h, at);
+					w.closed_early[th.first]++;
+				} else {
+					keep.push_back(h);
+				}
+			}
+			th.second.swap(keep);
+		}
+	};
+	auto end_hold = [&](Work &w, const ThreadKey &tk, int64_t at) -> bool {
+		auto it = w.open.find(tk.tid);
+		if (it == w.open.end() || it->second.empty()) {
+			auto ce = w.closed_early.find(tk.tid);
+			if (ce == w.closed_early.end() || ce->second == 0)
+				return false;
+			ce->second--;
+			return true;
+		}
+		Hold h = it->second.back();
+		it->second.pop_back();
+		close_hold(w, tk.tid, h, at);
 		return true;
 	};
 
@@ -169,6 +249,7 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 				w.st.contended++;
 				w.st.waits.push_back(e.wait_ns);
 				s.contended++;
+				w.waits.push_back({e.ts - static_cast<int64_t>(e.wait_ns), e.ts, e.tid, e.caller, e.wait_ns});
 				int64_t ws = e.ts - static_cast<int64_t>(e.wait_ns);
 				raw.push_back({LockKey{e.proc, e.lock}, e.tid, ws, e.ts, true});
 			}
@@ -176,7 +257,9 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 				s.wait_max = std::max(s.wait_max, e.wait_ns);
 				s.stack = e.stack;
 			}
-			open[tk].push_back(e.ts);
+			const bool excl = e.op != Op::RwRdlock && e.op != Op::RwTryrdlock;
+			handoff(w, e.tid, excl, e.ts);
+			w.open[e.tid].push_back({e.ts, e.caller, excl});
 		} else if (e.op == Op::MutexUnlock || e.op == Op::RwUnlock) {
 			if (!succeeded(e.ret))
 				continue;
@@ -198,7 +281,8 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 			int64_t released = e.ts - static_cast<int64_t>(e.wait_ns);
 			end_hold(w, tk, released);
 			// The wait returns with the mutex held (also on ETIMEDOUT).
-			open[tk].push_back(e.ts);
+			handoff(w, e.tid, true, e.ts);
+			w.open[e.tid].push_back({e.ts, e.caller, true});
 		} else {
 			rep.cond_signals++;
 			CondStats &cs = cond_of(e);
@@ -215,6 +299,7 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 		st.wait_p99 = percentile(w.all_waits, 99.0);
 		for (auto &sv : w.sites)
 			st.sites.push_back(sv.second);
+		blame(w);
 		std::sort(st.sites.begin(), st.sites.end(), [](const Site &a, const Site &b) {
 			return std::tie(a.wait_total, a.acquisitions, b.caller) >
 			       std::tie(b.wait_total, b.acquisitions, a.caller);
@@ -241,6 +326,8 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 			st.name = sym(st.proc, st.addr, false);
 		if (st.sites.size() > opt.sites)
 			st.sites.resize(opt.sites);
+		if (st.blockers.size() > opt.sites)
+			st.blockers.resize(opt.sites);
 		if (!sym || i >= std::max(opt.top, opt.timeline_locks))
 			continue;
 		for (Site &s : st.sites) {
@@ -248,6 +335,8 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 			for (uint64_t a : s.stack)
 				s.stack_syms.push_back(sym(st.proc, a, true));
 		}
+		for (Site &b : st.blockers)
+			b.sym = sym(st.proc, b.caller, true);
 	}
 
 	// Timeline: intervals of the top locks.  Over the bound, keep the

@@ -16,6 +16,8 @@
  *                `contended`, set by the wrapper's try-first).
  *   wait         `wait_ns` of an acquisition (0 when uncontended); mean and
  *                p99 (nearest rank) are over all acquisitions of the lock.
+ *   blocker      the hold a contended acquisition waited behind (see
+ *                LockStats::blockers)
  *   hold         from an acquisition's timestamp to the same thread's next
  *                unlock of that lock (LIFO per thread and lock, so recursive
  *                mutexes and read locks pair correctly); a cond wait ends the
@@ -117,6 +119,10 @@ struct LockStats {
 	uint64_t cond_waits = 0;    // condvar waits that released this mutex
 	std::vector<uint64_t> waits;  // contended waits (histogram)
 	std::vector<Site> sites;    // by wait_total, then acquisitions, descending
+	// Where the holds that others waited behind were taken: each contended
+	// wait's time is split among the other threads' holds it overlapped;
+	// contended = waits a site's holds delayed, wait_total = the time.
+	std::vector<Site> blockers;
 };
 
 // A condition variable: how long threads waited on it (not lock contention:

@@ -70,6 +70,11 @@ TEST(AnalyzeModel, TwoThreadsOneContendedLock)
 	ASSERT_EQ(a->sites.size(), 2u);
 	EXPECT_EQ(a->sites[0].caller, 0x222u);
 	EXPECT_EQ(a->sites[0].wait_total, 250u);
+	// t2 waited behind t1's hold, taken at 0x111.
+	ASSERT_EQ(a->blockers.size(), 1u);
+	EXPECT_EQ(a->blockers[0].caller, 0x111u);
+	EXPECT_EQ(a->blockers[0].contended, 1u);
+	EXPECT_EQ(a->blockers[0].wait_total, 250u);
 	EXPECT_EQ(b->acquisitions, 1u);
 	EXPECT_EQ(b->failed, 2u);
 	EXPECT_EQ(b->failed_wait, 300u);
@@ -188,4 +193,65 @@ TEST(AnalyzeModel, TimelineKeepsLongestWaitsWhenBounded)
 	EXPECT_TRUE(long_hold);
 	for (size_t i = 1; i < r.timeline.size(); i++)
 		EXPECT_LE(r.timeline[i - 1].start, r.timeline[i].start);
+}
+
+TEST(AnalyzeModel, BlockersShareWaitsByOverlap)
+{
+	// t1 holds [0,100) (site A); t2 waits [10,100) then holds [100,130)
+	// (site B); t3 waits [20,130) then holds [130,140) (site C).
+	Input in;
+	in.procs.push_back({"p", 1, ""});
+	const uint64_t L = 0x50, A = 0xa, B = 0xb, C = 0xc;
+	in.events = {
+		ev(0, 1, Op::MutexLock, L, 0, false, 0, A),
+		ev(100, 1, Op::MutexUnlock, L),
+		ev(100, 2, Op::MutexLock, L, 0, true, 90, B),
+		ev(130, 2, Op::MutexUnlock, L),
+		ev(130, 3, Op::MutexLock, L, 0, true, 110, C),
+		ev(140, 3, Op::MutexUnlock, L),
+	};
+	Report r = analyze(in, Options(), nullptr);
+	ASSERT_EQ(r.locks.size(), 1u);
+	const LockStats &l = r.locks[0];
+	ASSERT_EQ(l.blockers.size(), 2u);
+	EXPECT_EQ(l.blockers[0].caller, A); // 90 (t2) + 80 (t3)
+	EXPECT_EQ(l.blockers[0].contended, 2u);
+	EXPECT_EQ(l.blockers[0].wait_total, 170u);
+	EXPECT_EQ(l.blockers[0].wait_max, 90u);
+	EXPECT_EQ(l.blockers[1].caller, B); // 30 of t3's wait
+	EXPECT_EQ(l.blockers[1].contended, 1u);
+	EXPECT_EQ(l.blockers[1].wait_total, 30u);
+}
+
+TEST(AnalyzeModel, LateUnlockEventIsCappedByTheNextAcquisition)
+{
+	// t1's unlock event is stamped at 150 (preempted after the real unlock),
+	// but t2 owned the mutex from 100: t1's hold ends at 100.
+	Input in;
+	in.procs.push_back({"p", 1, ""});
+	const uint64_t L = 0x60;
+	in.events = {
+		ev(0, 1, Op::MutexLock, L, 0, false, 0, 0xa),
+		ev(100, 2, Op::MutexLock, L, 0, true, 90, 0xb),
+		ev(150, 1, Op::MutexUnlock, L),
+		ev(200, 2, Op::MutexUnlock, L),
+		// Read holds may overlap: a second reader does not end the first.
+		ev(300, 1, Op::RwRdlock, 0x70),
+		ev(310, 2, Op::RwRdlock, 0x70),
+		ev(320, 1, Op::RwUnlock, 0x70),
+		ev(330, 2, Op::RwUnlock, 0x70),
+	};
+	Report r = analyze(in, Options(), nullptr);
+	ASSERT_EQ(r.locks.size(), 2u);
+	const LockStats &m = r.locks[0];
+	EXPECT_EQ(m.addr, L);
+	EXPECT_EQ(m.holds, 2u);
+	EXPECT_EQ(m.hold_max, 100u);
+	EXPECT_EQ(m.hold_total, 200u);
+	EXPECT_EQ(r.unmatched_unlocks, 0u);
+	ASSERT_EQ(m.blockers.size(), 1u);
+	EXPECT_EQ(m.blockers[0].wait_total, 90u);
+	const LockStats &rw = r.locks[1];
+	EXPECT_EQ(rw.holds, 2u);
+	EXPECT_EQ(rw.hold_max, 20u);
 }

@@ -6,7 +6,7 @@ the trace, and compares with what the program reports it did (pt_workload /
 pt_cxx write JSON: lock addresses, exact acquisition counts, own wait measure).
 
 usage: check_pthread.py SCENARIO --strata S --workload W --cxx C --dllib L --work DIR
-SCENARIO: contend basic fork dlopen signal sigstorm ctor cxx stack
+SCENARIO: contend basic fork dlopen signal sigstorm blocker ctor cxx stack
 """
 import argparse
 import json
@@ -67,6 +67,8 @@ def main():
         prog = [a.workload, "contend", out, "4", "100" if sc == "contend" else "20", "200"]
     elif sc == "sigstorm":
         prog = [a.workload, "sigstorm", out, "4", "4000"]
+    elif sc == "blocker":
+        prog = [a.workload, "blocker", out, "10"]
     else:
         prog = [a.workload, sc, out]
     if sc == "stack":
@@ -135,7 +137,8 @@ def main():
             check(aw <= sw + 1000000 and aw >= 0.7 * sw - 5000000,
                   "hot wait total %d ns within tolerance of the program's %d ns" % (aw, sw))
             site = hot["sites"][0] if hot["sites"] else {}
-            check("contender" in site.get("function", ""), "top site is contender() (%r)" % site.get("function"))
+            check(site.get("function", "").startswith("take_hot+"),
+                  "top waiting site is take_hot() (%r)" % site.get("function"))
             check("pt_workload.c" in site.get("location", ""), "top site has file:line (%r)" % site.get("location"))
             if sc == "stack":
                 st = site.get("stack", [])
@@ -166,6 +169,17 @@ def main():
                   "site in the dlopen'd library symbolized (%r)" % lk["sites"][0]["function"])
     elif sc in ("signal", "ctor"):
         expect(sc, "lock", prog_out["acq"])
+    elif sc == "blocker":
+        # Every wait is the worker's in ask_briefly(), behind main's hold
+        # taken in hold_long(): the blockers must say exactly that.
+        hot = expect("handed-over lock", "hot", prog_out["hot_acq"])
+        if hot and check(hot["contended"] > 0, "the worker waited (%d times)" % hot["contended"]):
+            check(len(hot["blockers"]) == 1 and hot["blockers"][0]["function"].startswith("hold_long"),
+                  "only hold_long() holds made others wait (%r)" % [b["function"] for b in hot["blockers"]])
+            check(hot["sites"][0]["function"].startswith("ask_briefly"), "the waiting site is ask_briefly()")
+            bt = hot["blockers"][0]["wait_total_ns"] if hot["blockers"] else 0
+            check(0.5 * hot["wait_total_ns"] <= bt <= hot["wait_total_ns"] * 1.01 + 100000,
+                  "blocked time %d ns accounts for the waits' %d ns" % (bt, hot["wait_total_ns"]))
     elif sc == "sigstorm":
         # Handlers interrupt lock calls, the tracer's emission and blocking
         # waits: every handler's acquisition and every worker's is recorded.

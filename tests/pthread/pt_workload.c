@@ -13,6 +13,7 @@
  *   pt_workload dlopen OUT LIB
  *   pt_workload signal OUT
  *   pt_workload sigstorm OUT [threads iters]
+ *   pt_workload blocker OUT [rounds]
  *   pt_workload ctor OUT
  */
 #define _GNU_SOURCE
@@ -81,16 +82,22 @@ static int n_iters;
 static uint64_t hold_ns;
 static _Atomic uint64_t self_wait_hot;
 
+static __attribute__((noinline)) uint64_t take_hot(uint64_t hold)
+{
+	uint64_t t0 = now_ns();
+	CHECK(pthread_mutex_lock(&strata_hot_lock), 0);
+	uint64_t waited = now_ns() - t0;
+	spin_ns(hold);
+	CHECK(pthread_mutex_unlock(&strata_hot_lock), 0);
+	return waited;
+}
+
 static void *contender(void *arg)
 {
 	(void)arg;
 	uint64_t waited = 0;
 	for (int i = 0; i < n_iters; i++) {
-		uint64_t t0 = now_ns();
-		CHECK(pthread_mutex_lock(&strata_hot_lock), 0);
-		waited += now_ns() - t0;
-		spin_ns(hold_ns);
-		CHECK(pthread_mutex_unlock(&strata_hot_lock), 0);
+		waited += take_hot(hold_ns);
 		CHECK(pthread_mutex_lock(&strata_cold_lock), 0);
 		CHECK(pthread_mutex_unlock(&strata_cold_lock), 0);
 		spin_ns(hold_ns / 4); /* outside any lock: let the others in */
@@ -124,6 +131,53 @@ static int mode_contend(FILE *out, int threads, int iters, int hold_us)
 		", \"self_wait_hot_ns\": %" PRIu64 "}\n",
 		(int)getpid(), (void *)&strata_hot_lock, (void *)&strata_cold_lock, (void *)&strata_rw_lock, threads,
 		iters, threads * iters, threads * iters, threads * 15, hold_ns, atomic_load(&self_wait_hot));
+	return 0;
+}
+
+/* ---- blocker: who made others wait ------------------------------------ */
+/* main holds the lock in hold_long() while the worker asks for it in
+ * ask_briefly(); main takes it again only after the worker let it go, so
+ * every wait is the worker's, behind a hold taken in hold_long(). */
+static _Atomic int round_go, round_done;
+
+static __attribute__((noinline)) void ask_briefly(void)
+{
+	CHECK(pthread_mutex_lock(&strata_hot_lock), 0);
+	CHECK(pthread_mutex_unlock(&strata_hot_lock), 0);
+}
+
+static __attribute__((noinline)) void hold_long(uint64_t ns)
+{
+	CHECK(pthread_mutex_lock(&strata_hot_lock), 0);
+	atomic_fetch_add(&round_go, 1);
+	spin_ns(ns);
+	CHECK(pthread_mutex_unlock(&strata_hot_lock), 0);
+}
+
+static void *blocked_worker(void *arg)
+{
+	int rounds = (int)(intptr_t)arg;
+	for (int r = 1; r <= rounds; r++) {
+		while (atomic_load(&round_go) < r)
+			sched_yield();
+		ask_briefly();
+		atomic_store(&round_done, r);
+	}
+	return NULL;
+}
+
+static int mode_blocker(FILE *out, int rounds)
+{
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, blocked_worker, (void *)(intptr_t)rounds), 0);
+	for (int r = 1; r <= rounds; r++) {
+		hold_long(5u * 1000 * 1000);
+		while (atomic_load(&round_done) < r)
+			sched_yield();
+	}
+	CHECK(pthread_join(t, NULL), 0);
+	fprintf(out, "{\"pid\": %d, \"hot\": \"%p\", \"hot_acq\": %d}\n", (int)getpid(), (void *)&strata_hot_lock,
+		2 * rounds);
 	return 0;
 }
 
@@ -399,7 +453,7 @@ int main(int argc, char **argv)
 	if (!preload_ok())
 		return 3;
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s contend|basic|fork|dlopen|signal|sigstorm|ctor OUT [args]\n", argv[0]);
+		fprintf(stderr, "usage: %s contend|basic|fork|dlopen|signal|sigstorm|blocker|ctor OUT [args]\n", argv[0]);
 		return 2;
 	}
 	FILE *out = strcmp(argv[2], "-") ? fopen(argv[2], "w") : stdout;
@@ -418,6 +472,8 @@ int main(int argc, char **argv)
 		rc = mode_dlopen(out, argv[3]);
 	else if (!strcmp(m, "signal"))
 		rc = mode_signal(out);
+	else if (!strcmp(m, "blocker"))
+		rc = mode_blocker(out, argc > 3 ? atoi(argv[3]) : 10);
 	else if (!strcmp(m, "sigstorm"))
 		rc = mode_sigstorm(out, argc > 3 ? atoi(argv[3]) : 4, argc > 4 ? atoi(argv[4]) : 2000);
 	else if (!strcmp(m, "ctor")) {
