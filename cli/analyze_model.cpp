@@ -85,7 +85,9 @@ struct Work {
 	std::vector<uint64_t> all_waits;
 	std::map<uint64_t, Site> sites;
 	std::map<int64_t, std::vector<Hold>> open;   // per thread, LIFO
-	std::map<int64_t, uint64_t> closed_early;    // per thread: holds ended by a handoff
+	// Per thread: indices in `holds` of holds ended by a handoff, whose
+	// unlock (or cond wait) event has not come yet; LIFO like `open`.
+	std::map<int64_t, std::vector<size_t>> closed_early;
 	struct Span {
 		int64_t start, end;
 		int64_t tid;
@@ -179,13 +181,10 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 		}
 		return w;
 	};
+	// Holds are counted once every event is seen (a handoff's end may still
+	// move earlier, see end_hold).
 	auto close_hold = [&](Work &w, int64_t tid, const Hold &h, int64_t at) {
-		uint64_t hold = at > h.ts ? static_cast<uint64_t>(at - h.ts) : 0;
-		w.st.holds++;
-		w.st.hold_total += hold;
-		w.st.hold_max = std::max(w.st.hold_max, hold);
-		raw.push_back({LockKey{w.st.proc, w.st.addr}, tid, h.ts, at, false});
-		w.holds.push_back({h.ts, at, tid, h.caller, 0});
+		w.holds.push_back({h.ts, std::max(at, h.ts), tid, h.caller, 0});
 	};
 	/*
 	 * An acquisition proves that conflicting holds of other threads have
@@ -201,7 +200,7 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 			for (const Hold &h : th.second) {
 				if (exclusive || h.exclusive) {
 					close_hold(w, th.first, h, at);
-					w.closed_early[th.first]++;
+					w.closed_early[th.first].push_back(w.holds.size() - 1);
 				} else {
 					keep.push_back(h);
 				}
@@ -212,10 +211,16 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 	auto end_hold = [&](Work &w, const ThreadKey &tk, int64_t at) -> bool {
 		auto it = w.open.find(tk.tid);
 		if (it == w.open.end() || it->second.empty()) {
+			// The hold was ended by another thread's acquisition; its
+			// own release came no later than that and may be earlier (a
+			// cond wait's release, seen only when the wait returns).
 			auto ce = w.closed_early.find(tk.tid);
-			if (ce == w.closed_early.end() || ce->second == 0)
+			if (ce == w.closed_early.end() || ce->second.empty())
 				return false;
-			ce->second--;
+			Work::Span &h = w.holds[ce->second.back()];
+			ce->second.pop_back();
+			if (at < h.end)
+				h.end = std::max(at, h.start);
 			return true;
 		}
 		Hold h = it->second.back();
@@ -299,6 +304,13 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 		st.wait_p99 = percentile(w.all_waits, 99.0);
 		for (auto &sv : w.sites)
 			st.sites.push_back(sv.second);
+		for (const Work::Span &h : w.holds) {
+			uint64_t hold = static_cast<uint64_t>(h.end - h.start);
+			st.holds++;
+			st.hold_total += hold;
+			st.hold_max = std::max(st.hold_max, hold);
+			raw.push_back({LockKey{st.proc, st.addr}, h.tid, h.start, h.end, false});
+		}
 		blame(w);
 		std::sort(st.sites.begin(), st.sites.end(), [](const Site &a, const Site &b) {
 			return std::tie(a.wait_total, a.acquisitions, b.caller) >

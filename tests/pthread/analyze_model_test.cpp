@@ -255,3 +255,27 @@ TEST(AnalyzeModel, LateUnlockEventIsCappedByTheNextAcquisition)
 	EXPECT_EQ(rw.holds, 2u);
 	EXPECT_EQ(rw.hold_max, 20u);
 }
+
+TEST(AnalyzeModel, CondWaitReleaseSeenAfterAHandoff)
+{
+	// A waits on a condvar from 100 to 500 (its event comes at 500); B takes
+	// the mutex meanwhile at 200.  A's first hold ends at 100, not at 200.
+	Input in;
+	in.procs.push_back({"p", 1, ""});
+	const uint64_t M = 0x80;
+	Event cw = ev(500, 1, Op::CondWait, M, 0, false, 400);
+	cw.cond = 0xc8;
+	in.events = {
+		ev(0, 1, Op::MutexLock, M),
+		ev(200, 2, Op::MutexLock, M),
+		ev(250, 2, Op::MutexUnlock, M),
+		cw,
+		ev(530, 1, Op::MutexUnlock, M),
+	};
+	Report r = analyze(in, Options(), nullptr);
+	ASSERT_EQ(r.locks.size(), 1u);
+	EXPECT_EQ(r.locks[0].holds, 3u);
+	EXPECT_EQ(r.locks[0].hold_max, 100u);
+	EXPECT_EQ(r.locks[0].hold_total, 100u + 50u + 30u);
+	EXPECT_EQ(r.unmatched_unlocks, 0u);
+}
