@@ -206,12 +206,18 @@ static int strata_register(struct file *file, void __user *uarg)
 	mutex_lock(&strata_ctl_lock);
 	old = file->private_data;
 	if (old) {
-		/* Re-registering updates the signal; another group may not
-		 * take over an inherited registration.
+		/* Re-registering updates the signal.  Another group may take
+		 * over an inherited registration only once the group that made
+		 * it is gone; it then owes nothing for earlier changes.
 		 */
-		if (old->tgid != p->tgid) {
+		if (old->tgid != p->tgid && pid_has_task(old->tgid, PIDTYPE_TGID)) {
 			ret = -EBUSY;
 		} else {
+			if (old->tgid != p->tgid) {
+				swap(old->tgid, p->tgid);
+				old->acked_gen = strata_generation;
+				old->target_gen = strata_generation;
+			}
 			old->signo = a.signo;
 			a.generation = strata_generation;
 		}

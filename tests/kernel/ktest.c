@@ -149,6 +149,8 @@ static char got_signal_or_end(void)
 	return sigismember(&pend, SIG_UPDATE) ? 's' : 'n';
 }
 
+static char read_char(int fd);
+
 /* ---- abi: the uapi layout is what user space and runtime.h expect ---- */
 static int t_abi(void)
 {
@@ -233,6 +235,36 @@ static int t_control(void)
 	CHECK(got_signal(1000), "no second signal");
 	CHECK(strata_kmod_ack(fd, gen) == 0, "second ack");
 	CHECK(strata_kmod_wait(ctl, gen, 1000, NULL, 0, &n_missing) == 0, "second wait");
+
+	/* An inherited registration: busy while its group lives, taken over
+	 * once the group is gone.
+	 */
+	{
+		int fd2 = kt_open(), go[2], done[2];
+
+		CHECK(fd2 >= 0 && pipe(go) == 0 && pipe(done) == 0, "open/pipe");
+		pid_t x = fork();
+		if (x == 0) {
+			char w = kt_register(fd2, SIGUSR2) == 0 ? 'r' : 'e';
+
+			close(go[0]);
+			close(done[1]);
+			if (write(go[1], &w, 1) != 1 || read(done[0], &w, 1) != 0)
+				_exit(1);
+			_exit(0);
+		}
+		close(go[1]);
+		close(done[0]);
+		CHECK(read_char(go[0]) == 'r', "child could not register");
+		CHECK(kt_register(fd2, SIG_UPDATE) == -EBUSY, "took over a live group's registration");
+		close(done[1]);
+		waitpid(x, &st, 0);
+		close(go[0]);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed");
+		CHECK(kt_register(fd2, SIG_UPDATE) == 0, "could not take over a dead group's registration");
+		CHECK(strata_kmod_ack(fd2, gen) == 0, "ack after takeover");
+		close(fd2);
+	}
 
 	/* Clearing the slot signals the process it targeted. */
 	CHECK(kt_set_rules_uid(ctl, 3, 0, NULL, &gen, &nsig) == 0 && nsig == 1,
