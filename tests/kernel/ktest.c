@@ -472,7 +472,7 @@ static int t_perm(void)
 		if (write(p[1], &c, 1) != 1)
 			_exit(3);
 		/* Signalled once: by the ua controller, not by ub's. */
-		c = got_signal(3000) ? 's' : 'n';
+		c = got_signal(30000) ? 's' : 'n';
 		if (write(p[1], &c, 1) != 1)
 			_exit(3);
 		_exit(0);
