@@ -121,22 +121,26 @@ inline strata_u64 *commit_of(const Channel *ch, strata_lane_ctl *lc, uint64_t po
 	return &lc->commit[(pos >> ch->subbuf_shift) & (ch->n_subbuf - 1)];
 }
 
-// May the sub-buffer at `head` (a boundary) be opened?
+// May the sub-buffer at `head` (a boundary) be opened?  Both modes: only
+// when every writer of its previous lap has committed (else a slow writer
+// would still be writing into it).  Acquire: pairs with commit_bytes'
+// release adds of those writers, so their bytes happen before ours (this
+// is also the edge a race detector can see: the consumer's own edge below
+// goes through another mapping of the same pages).
 inline bool subbuf_free(const Channel *ch, strata_lane_ctl *lc, uint64_t head)
 {
-	if (ch->mode == STRATA_MODE_DISCARD) {
-		// Acquire: pairs with the reader's release store of `consumed`
-		// after it copied the sub-buffer out; we must not overwrite bytes
-		// it may still be reading.  Unsigned: a `consumed` ahead of head
-		// (a scribbling consumer) reads as "full", never as free.
-		uint64_t consumed = __atomic_load_n(&lc->consumed, __ATOMIC_ACQUIRE);
-		return head - consumed < ch->lane_stride;
-	}
-	// Overwrite: reuse only when every writer of the previous lap has
-	// committed (else a slow writer would still be writing into it).
-	// Acquire: pairs with commit_bytes' release.
 	uint64_t lap_bytes = (head >> ch->ring_shift) << ch->subbuf_shift;
-	return __atomic_load_n(commit_of(ch, lc, head), __ATOMIC_ACQUIRE) == lap_bytes;
+	if (__atomic_load_n(commit_of(ch, lc, head), __ATOMIC_ACQUIRE) != lap_bytes)
+		return false;
+	if (ch->mode == STRATA_MODE_OVERWRITE)
+		return true;
+	// Discard mode: and only once the consumer released it.  Acquire:
+	// pairs with the reader's release store of `consumed` after it copied
+	// the sub-buffer out; we must not overwrite bytes it may still read.
+	// Unsigned: a `consumed` ahead of head (a scribbling consumer) reads as
+	// "full", never as free.
+	uint64_t consumed = __atomic_load_n(&lc->consumed, __ATOMIC_ACQUIRE);
+	return head - consumed < ch->lane_stride;
 }
 
 void open_packet(Channel *ch, strata_lane_ctl *lc, uint32_t lane, char *lane_data,
