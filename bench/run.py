@@ -200,8 +200,8 @@ class Bench:
         self.env_nodaemon.pop("XDG_RUNTIME_DIR", None)
         self.env_nodaemon["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "no-daemon.sock")
         if smoke:
-            self.p = dict(n_enabled=20000, warmup=0, n_cold=20000, reps=1, n_disabled=2000000, rate_ms=200, steps=1,
-                          lat_reps=1, spawn=20, mem_threads=(1, 4), mem_events=2000, callgrind=False)
+            self.p = dict(n_enabled=20000, warmup=0, n_cold=20000, reps=1, n_disabled=200000, rate_ms=200, steps=1,
+                          lat_reps=1, spawn=10, mem_threads=(1, 4), mem_events=2000, callgrind=False)
         else:
             self.p = dict(n_enabled=2000000, warmup=300000, n_cold=1000000, reps=3, n_disabled=100000000, rate_ms=1000, steps=4,
                           lat_reps=3, spawn=200, mem_threads=(1, 64), mem_events=20000,
