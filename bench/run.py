@@ -156,8 +156,8 @@ class Lttng:
         name = "strata-bench-%d-%d" % (os.getpid(), self.n)
         run(["lttng", "--no-sessiond", "create", name, "--output", out])
         if subbuf:
-            run(["lttng", "--no-sessiond", "enable-channel", "-s", name, "-u", "--subbuf-size=%s" % subbuf,
-                 "--num-subbuf=%d" % nsub, "ch"])
+            run(["lttng", "--no-sessiond", "enable-channel", "-s", name, "-u",
+                 "--subbuf-size=%s" % subbuf, "--num-subbuf=%d" % nsub, "ch"])
             run(["lttng", "--no-sessiond", "enable-event", "-s", name, "-u", "-c", "ch", "bench:*"])
         else:
             run(["lttng", "--no-sessiond", "enable-event", "-s", name, "-u", "bench:*"])
@@ -200,11 +200,13 @@ class Bench:
         self.env_nodaemon.pop("XDG_RUNTIME_DIR", None)
         self.env_nodaemon["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "no-daemon.sock")
         if smoke:
-            self.p = dict(n_enabled=20000, warmup=0, n_cold=20000, reps=1, n_disabled=200000, rate_ms=200, steps=1,
-                          lat_reps=1, spawn=10, mem_threads=(1, 4), mem_events=2000, callgrind=False)
+            self.p = dict(n_enabled=20000, warmup=0, n_cold=20000, reps=1, n_disabled=200000,
+                          rate_ms=200, steps=1, lat_reps=1, spawn=10, mem_threads=(1, 4),
+                          mem_events=2000, callgrind=False)
         else:
-            self.p = dict(n_enabled=2000000, warmup=300000, n_cold=1000000, reps=3, n_disabled=100000000, rate_ms=1000, steps=4,
-                          lat_reps=3, spawn=200, mem_threads=(1, 64), mem_events=20000,
+            self.p = dict(n_enabled=2000000, warmup=300000, n_cold=1000000, reps=3,
+                          n_disabled=100000000, rate_ms=1000, steps=4, lat_reps=3, spawn=200,
+                          mem_threads=(1, 64), mem_events=20000,
                           callgrind=shutil.which("valgrind") is not None)
 
     def tmpdir(self, tag):
@@ -727,7 +729,8 @@ def print_table(rows, f):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="tiny counts (< 60 s), for CI")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--only", help="comma-separated steps: disabled,startup_nodaemon,enabled,"
