@@ -24,6 +24,9 @@
  *   hold T N        T threads each emit N "ints" events, then stay alive;
  *                   prints "ready=1" and waits for EOF on stdin (memory).
  *   noop            returns at once (start-up cost).
+ *   costs           CPU ns of the fast path's building blocks on this
+ *                   machine: rdtsc, rdtscp, clock_gettime(CLOCK_MONOTONIC),
+ *                   an uncontended lock cmpxchg and lock xadd.
  *   spawn N PROG..  runs each PROG N times with the argument "noop"
  *                   (posix_spawn + waitpid, programs interleaved) and prints
  *                   the median and minimum wall time of each in microseconds.
@@ -246,6 +249,48 @@ static int run_tick(uint64_t period_us, uint64_t ms)
 	return 0;
 }
 
+static int run_costs(void)
+{
+	const int n = 10000000;
+	volatile uint64_t sink = 0;
+	uint64_t word = 0;
+	unsigned aux;
+	struct timespec ts;
+	double t[6];
+	t[0] = (double)cpu_ns();
+#if defined(__x86_64__) || defined(__i386__)
+	for (int i = 0; i < n; i++)
+		sink += __builtin_ia32_rdtsc();
+	t[1] = (double)cpu_ns();
+	for (int i = 0; i < n; i++)
+		sink += __builtin_ia32_rdtscp(&aux);
+#else
+	(void)aux;
+	t[1] = t[0];
+#endif
+	t[2] = (double)cpu_ns();
+	for (int i = 0; i < n; i++) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		sink += (uint64_t)ts.tv_nsec;
+	}
+	t[3] = (double)cpu_ns();
+	/* Single thread: the orders only make the instructions the fast path
+	 * uses (lock cmpxchg, lock xadd); nothing pairs with them. */
+	for (int i = 0; i < n; i++) {
+		uint64_t expected = word;
+		__atomic_compare_exchange_n(&word, &expected, expected + 1, 0, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED);
+	}
+	t[4] = (double)cpu_ns();
+	for (int i = 0; i < n; i++)
+		__atomic_fetch_add(&word, 1, __ATOMIC_RELEASE);
+	t[5] = (double)cpu_ns();
+	printf("rdtsc_ns=%.1f\nrdtscp_ns=%.1f\nclock_gettime_ns=%.1f\nlock_cmpxchg_ns=%.1f\n"
+	       "lock_xadd_ns=%.1f\n", (t[1] - t[0]) / n, (t[2] - t[1]) / n, (t[3] - t[2]) / n,
+	       (t[4] - t[3]) / n, (t[5] - t[4]) / n);
+	return sink == 42; /* never: keeps `sink` alive */
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -306,7 +351,8 @@ static uint64_t arg_u64(const char *s)
 static int usage(void)
 {
 	fprintf(stderr, "usage: strata-bench{,-lttng,-plain} MODE ...\n"
-			"  loop W T N [WU] | rate W R MS | tick US MS | hold T N | noop | spawn N PROG...\n"
+			"  loop W T N [WU] | rate W R MS | tick US MS | hold T N | noop | costs |\n"
+			"  spawn N PROG...\n"
 			"  W: ints, str, mixed\n");
 	return 2;
 }
@@ -318,6 +364,8 @@ int main(int argc, char **argv)
 	const char *mode = argv[1];
 	if (!strcmp(mode, "noop"))
 		return 0;
+	if (!strcmp(mode, "costs"))
+		return run_costs();
 	if (!strcmp(mode, "loop") && (argc == 5 || argc == 6)) {
 		uint64_t t = arg_u64(argv[3]);
 		if (t < 1 || t > BENCH_MAX_THREADS)

@@ -435,6 +435,10 @@ class Bench:
                           env=env).stdout)
         return [float(kv["median_us_%d" % i]) for i in range(len(progs))]
 
+    # the building blocks of a fast path on this machine (CPU ns each)
+    def costs(self):
+        self.results[("costs",)] = parse_kv(run([self.plain, "costs"]).stdout)
+
     def startup_nodaemon(self):
         progs = [self.plain]
         if os.access(self.plaincxx, os.X_OK):
@@ -524,7 +528,7 @@ class Bench:
         return int(m.group(1))
 
     def all(self):
-        steps_nodaemon = [self.disabled, self.startup_nodaemon]
+        steps_nodaemon = [self.costs, self.disabled, self.startup_nodaemon]
         steps_daemon = [self.enabled, self.throughput, self.latency, self.startup_daemon,
                         self.memory]
         if self.p["callgrind"]:
@@ -733,7 +737,7 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="tiny counts (< 60 s), for CI")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
-    ap.add_argument("--only", help="comma-separated steps: disabled,startup_nodaemon,enabled,"
+    ap.add_argument("--only", help="comma-separated steps: costs,disabled,startup_nodaemon,enabled,"
                     "throughput,latency,startup_daemon,memory,callgrind")
     ap.add_argument("build", help="the CMake build directory")
     a = ap.parse_args()
@@ -751,7 +755,7 @@ def main():
     try:
         if a.only:
             names = a.only.split(",")
-            need_daemon = any(n not in ("disabled", "startup_nodaemon") for n in names)
+            need_daemon = any(n not in ("costs", "disabled", "startup_nodaemon") for n in names)
             if need_daemon and b.have_lttng:
                 b.lttng.start_daemon()
             try:
@@ -767,6 +771,9 @@ def main():
     print("Strata vs LTTng-UST (%s run, %.0f s, %s)" % ("smoke" if a.smoke else "full",
           time.monotonic() - t0, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
     print_table(table(b), sys.stdout)
+    if ("costs",) in b.results:
+        print("building blocks (CPU ns each): " + ", ".join(
+            "%s %s" % (k[:-3], v) for k, v in b.results[("costs",)].items()))
     for k, v in sorted(b.results.items()):
         if k[0] == "enabled_wall":
             print("wall time: enabled %s %s, %d thread(s): %.1f ns/event/thread" % (k[3], k[1], k[2], v))
