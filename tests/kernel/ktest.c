@@ -920,7 +920,7 @@ static const struct kt_test tests[] = {
 	{ "abi", t_abi },         { "errors", t_errors }, { "control", t_control },
 	{ "targets", t_targets }, { "perm", t_perm },     { "leak", t_leak },
 	{ "clock", t_clock },     { "fuzz", t_fuzz },     { "kevents", kt_kevents },
-	{ "kevents_loss", kt_kevents_loss },
+	{ "kevents_loss", kt_kevents_loss }, { "kevents_stream", kt_kevents_stream },
 };
 
 static int run(const struct kt_test *t)

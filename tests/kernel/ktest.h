@@ -17,5 +17,6 @@ int kt_set_rules_uid(int fd, unsigned slot, uint32_t uid, const char *pattern,
 /* ktest_kevents.c */
 int kt_kevents(void);
 int kt_kevents_loss(void);
+int kt_kevents_stream(void);
 
 #endif
