@@ -5,6 +5,7 @@
 #include "repair.h"
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
@@ -46,9 +47,11 @@ int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string
 			why = "bad packet magic";
 			break;
 		}
-		if (bits % 8 || bits < 8ull * STRATA_PACKET_HEADER_SIZE ||
-		    bits > 8ull * STRATA_MAX_SUBBUF_SIZE || h.content_size > bits ||
-		    h.content_size < 8ull * STRATA_PACKET_HEADER_SIZE) {
+		// The smallest packet is a header-only one (the trailing-loss packet):
+		// its content ends with the declared context, before `reserved`.
+		const uint64_t min_bits = 8ull * offsetof(struct strata_packet_header, reserved);
+		if (bits % 8 || bits < min_bits || bits > 8ull * STRATA_MAX_SUBBUF_SIZE || h.content_size > bits ||
+		    h.content_size < min_bits) {
 			why = "bad packet size";
 			break;
 		}

@@ -355,6 +355,7 @@ TEST(Daemon, RepairCutsTornStreamFiles)
 	std::string whole, torn, badmagic, tiny;
 	put_packet(whole, 4096, 200);
 	put_packet(whole, 512, 512);
+	put_packet(whole, 88, 84); // header-only trailing-loss packet: kept
 	torn = whole;
 	put_packet(torn, 4096, 100);
 	torn.resize(torn.size() - 1000); // killed mid-write
@@ -376,10 +377,10 @@ TEST(Daemon, RepairCutsTornStreamFiles)
 		_exit(127);
 	}
 	ASSERT_EQ(strata_test::wait_child(child, 20000), 0);
-	EXPECT_EQ(file_size(trace + "/channel0_0"), 4096u + 512u);
-	EXPECT_EQ(file_size(trace + "/channel0_1"), 4096u + 512u);
-	EXPECT_EQ(file_size(trace + "/channel0_2"), 4096u + 512u);
-	EXPECT_EQ(file_size(trace + "/channel0_3"), 4096u + 512u);
+	EXPECT_EQ(file_size(trace + "/channel0_0"), 4096u + 512u + 88u);
+	EXPECT_EQ(file_size(trace + "/channel0_1"), 4096u + 512u + 88u);
+	EXPECT_EQ(file_size(trace + "/channel0_2"), 4096u + 512u + 88u);
+	EXPECT_EQ(file_size(trace + "/channel0_3"), 4096u + 512u + 88u);
 	EXPECT_EQ(file_size(trace + "/metadata"), 14u);
 	EXPECT_EQ(file_size(dir + "/not_in_a_trace"), 7u); // not a stream: untouched
 	strata_test::remove_tree(dir);

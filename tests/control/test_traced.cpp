@@ -13,6 +13,8 @@
  */
 #include "daemon_fixture.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <dirent.h>
 #include <fstream>
 #include <map>
@@ -49,12 +51,13 @@ void scan_stream(const std::string &path, Scan &s)
 			return;
 		}
 		memcpy(&h, data.data() + off, sizeof(h));
+		const uint64_t min_bits = 8 * offsetof(strata_packet_header, reserved); // trailing-loss packet
 		if (h.magic != STRATA_CTF_MAGIC || h.packet_size % 8 || h.content_size > h.packet_size ||
-		    h.content_size < 8 * STRATA_PACKET_HEADER_SIZE || data.size() - off < h.packet_size / 8) {
+		    h.content_size < min_bits || data.size() - off < h.packet_size / 8) {
 			s.errors.push_back(path + ": bad packet header at " + std::to_string(off));
 			return;
 		}
-		const size_t content = h.content_size / 8;
+		const size_t content = std::max<size_t>(h.content_size / 8, STRATA_PACKET_HEADER_SIZE);
 		if ((content - STRATA_PACKET_HEADER_SIZE) % 32) {
 			s.errors.push_back(path + ": content not a whole number of records");
 			return;
@@ -174,6 +177,56 @@ void expect_exact(const Scan &s, uint64_t threads, uint64_t events)
 
 } // namespace
 
+// The app in "serve" mode: one batch of events per line we write.
+struct ServeApp {
+	pid_t pid = -1;
+	int to = -1, from = -1;
+
+	bool start(const char *exe, const char *threads, const char *events)
+	{
+		int in[2], out[2];
+		if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+			return false;
+		pid = fork();
+		if (pid == 0) {
+			dup2(in[0], 0);
+			dup2(out[1], 1);
+			execl(exe, exe, threads, events, "serve", static_cast<char *>(nullptr));
+			_exit(127);
+		}
+		close(in[0]);
+		close(out[1]);
+		to = in[1];
+		from = out[0];
+		return pid > 0;
+	}
+	// Emit one batch and wait for the app to say it is done.
+	bool batch()
+	{
+		if (write(to, "go\n", 3) != 3)
+			return false;
+		char buf[3];
+		size_t got = 0;
+		int64_t end = proto::now_ms() + 20000;
+		while (got < 3 && proto::now_ms() < end) {
+			struct pollfd pf = {from, POLLIN, 0};
+			if (poll(&pf, 1, 1000) == 1) {
+				ssize_t n = read(from, buf + got, 3 - got);
+				if (n <= 0)
+					return false;
+				got += static_cast<size_t>(n);
+			}
+		}
+		return got == 3 && !memcmp(buf, "ok\n", 3);
+	}
+	int finish()
+	{
+		close(to);
+		close(from);
+		return strata_test::wait_child(pid, 20000);
+	}
+};
+
 class Traced : public ::testing::Test {
 protected:
 	Daemon d;
@@ -243,27 +296,11 @@ TEST_F(Traced, ForkedChildRecordsIntoItsOwnSubTrace)
 TEST_F(Traced, SigtermFlushesARunningProcess)
 {
 	session(c, "s", out);
-	int p[2];
-	ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
-	pid_t pid;
-	run_app({"2", "3000", "wait"}, p[0], &pid); // emits, then stays alive
-	close(p[0]);
-	// Wait until its buffer is attached (STATUS), then stop the daemon.
-	uint32_t buffers = 0;
-	for (int64_t end = proto::now_ms() + 10000; buffers == 0 && proto::now_ms() < end;) {
-		proto::Message m;
-		std::string err;
-		ASSERT_EQ(c.call(proto::Status{"s"}, m, err), 0) << err;
-		buffers = std::get<proto::StatusReply>(m.body).sessions.at(0).n_buffers;
-		if (!buffers) {
-			struct pollfd none;
-			poll(&none, 0, 5);
-		}
-	}
-	ASSERT_EQ(buffers, 1u);
-	EXPECT_EQ(d.stop(), 0); // SIGTERM: flush the live process's open packets
-	close(p[1]);
-	EXPECT_EQ(strata_test::wait_child(pid, 20000), 0);
+	ServeApp app;
+	ASSERT_TRUE(app.start(STRATA_TRACED_APP, "2", "3000"));
+	ASSERT_TRUE(app.batch()); // emitted; the process stays alive
+	EXPECT_EQ(d.stop(), 0);   // SIGTERM: flush the live process's open packets
+	EXPECT_EQ(app.finish(), 0);
 	Scan s;
 	scan_dir(out, s);
 	expect_exact(s, 2, 3000);
@@ -298,58 +335,6 @@ TEST_F(Traced, CreateRepairsAnExistingTornTrace)
 	EXPECT_LT(after.records, before.records); // the torn packet is gone, the rest stays
 	EXPECT_GT(after.records, 0u);
 }
-
-namespace {
-// The async app in "serve" mode: one batch of events per line we write.
-struct ServeApp {
-	pid_t pid = -1;
-	int to = -1, from = -1;
-
-	bool start(const char *exe, const char *threads, const char *events)
-	{
-		int in[2], out[2];
-		if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
-			return false;
-		pid = fork();
-		if (pid == 0) {
-			dup2(in[0], 0);
-			dup2(out[1], 1);
-			execl(exe, exe, threads, events, "serve", static_cast<char *>(nullptr));
-			_exit(127);
-		}
-		close(in[0]);
-		close(out[1]);
-		to = in[1];
-		from = out[0];
-		return pid > 0;
-	}
-	// Emit one batch and wait for the app to say it is done.
-	bool batch()
-	{
-		if (write(to, "go\n", 3) != 3)
-			return false;
-		char buf[3];
-		size_t got = 0;
-		int64_t end = proto::now_ms() + 20000;
-		while (got < 3 && proto::now_ms() < end) {
-			struct pollfd pf = {from, POLLIN, 0};
-			if (poll(&pf, 1, 1000) == 1) {
-				ssize_t n = read(from, buf + got, 3 - got);
-				if (n <= 0)
-					return false;
-				got += static_cast<size_t>(n);
-			}
-		}
-		return got == 3 && !memcmp(buf, "ok\n", 3);
-	}
-	int finish()
-	{
-		close(to);
-		close(from);
-		return strata_test::wait_child(pid, 20000);
-	}
-};
-} // namespace
 
 TEST_F(Traced, AsyncProcessFollowsStartStopAndRuleChanges)
 {
