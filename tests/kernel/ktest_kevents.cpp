@@ -380,6 +380,41 @@ void run()
 	close(dev);
 }
 
+// Clear `slot`, take the counters, enable `patterns` in it.
+void start_slot(int dev, unsigned slot, const std::vector<std::string> &patterns,
+		strata_kabi_stats *s0)
+{
+	if (set_kernel_rules(dev, slot, {}) || kt_stats(dev, s0))
+		fail("clear slot / stats");
+	if (set_kernel_rules(dev, slot, patterns))
+		fail(std::string("set kernel rules: ") + strerror(errno));
+}
+
+// Clear `slot` (the writers stop), then: read == written, discarded ==
+// lost, at least `min_emitted` events emitted, and babeltrace2 prints every
+// event read and reports exactly the loss.  Returns the loss.
+uint64_t stop_and_account(int dev, unsigned slot, const strata_kabi_stats &s0, Drained *d,
+			  uint64_t min_emitted)
+{
+	strata_kabi_stats s1;
+	if (set_kernel_rules(dev, slot, {}) || kt_stats(dev, &s1))
+		fail("clear slot / stats");
+	finish(d);
+	uint64_t written = s1.kevents_written - s0.kevents_written;
+	uint64_t lost = s1.kevents_lost - s0.kevents_lost;
+	if (d->events.size() != written || d->discarded != lost || written + lost < min_emitted)
+		fail("read " + std::to_string(d->events.size()) + " / written " + std::to_string(written) +
+		     ", discarded " + std::to_string(d->discarded) + " / lost " + std::to_string(lost) +
+		     ", " + std::to_string(min_emitted) + " at least emitted");
+	BtResult b = babeltrace(*d);
+	if (b.rc != 0 || b.lines != d->events.size() || b.discarded != lost)
+		fail("babeltrace2 (rc " + std::to_string(b.rc) + ") printed " + std::to_string(b.lines) +
+		     " events for " + std::to_string(d->events.size()) + ", reported " +
+		     std::to_string(b.discarded) + " discarded for " + std::to_string(lost) + ": " +
+		     b.first_err);
+	return lost;
+}
+
 // A lane overflows (nobody consumes): recorded + discarded == emitted, and
 // the loss reaches babeltrace2 through the packets' events_discarded.
 void run_loss()
@@ -388,40 +423,25 @@ void run_loss()
 	int dev = kt_open();
 	if (dev < 0)
 		fail("open device");
-	strata_kabi_stats s0, s1;
-	if (set_kernel_rules(dev, slot, {}) || kt_stats(dev, &s0))
-		fail("clear slot / stats");
-	if (set_kernel_rules(dev, slot, { "kernel:sys_enter" }))
-		fail(std::string("set kernel rules: ") + strerror(errno));
+	strata_kabi_stats s0;
+	start_slot(dev, slot, { "kernel:sys_enter" }, &s0);
 	strata_kabi_kbuf_open ko;
 	int kfd = open_kbuf(dev, slot, &ko);
+	Drained d;
+	attach(&d, kfd, ko);
 	// More sys_enter records (>= 24 bytes each) than every lane holds.
 	const uint64_t calls = ko.total_size / 24 + 1000;
 	for (uint64_t i = 0; i < calls; i++)
 		syscall(SYS_getppid);
-	if (set_kernel_rules(dev, slot, {}) || kt_stats(dev, &s1))
-		fail("clear slot / stats");
-	Drained d = drain(kfd, ko);
-	uint64_t written = s1.kevents_written - s0.kevents_written;
-	uint64_t lost = s1.kevents_lost - s0.kevents_lost;
-	if (d.events.size() != written || d.discarded != lost || lost == 0 || written + lost < calls)
-		fail("read " + std::to_string(d.events.size()) + " / written " + std::to_string(written) +
-		     ", discarded " + std::to_string(d.discarded) + " / lost " + std::to_string(lost) +
-		     " for " + std::to_string(calls) + " calls");
-	BtResult b = babeltrace(d);
-	if (b.rc != 0 || b.lines != d.events.size() || b.discarded != lost)
-		fail("babeltrace2 (rc " + std::to_string(b.rc) + ") printed " + std::to_string(b.lines) +
-		     " events for " + std::to_string(d.events.size()) + ", reported " +
-		     std::to_string(b.discarded) + " discarded for " + std::to_string(lost) + ": " +
-		     b.first_err);
-	printf("info kevents_loss: %llu getppid calls: %zu recorded + %llu discarded == %llu emitted; "
+	uint64_t lost = stop_and_account(dev, slot, s0, &d, calls);
+	if (lost == 0)
+		fail("nothing lost: the lanes did not overflow");
+	printf("info kevents_loss: %llu getppid calls: %zu recorded + %llu discarded == emitted; "
 	       "babeltrace2 reports the same loss\n", (unsigned long long)calls, d.events.size(),
-	       (unsigned long long)lost, (unsigned long long)(written + lost));
+	       (unsigned long long)lost);
 	close(kfd);
 	close(dev);
 }
-
-} // namespace
 
 // Read while the module writes: sub-buffers are released and reused (laps
 // beyond the first), the consumer closes open packets while writers run.
@@ -431,11 +451,8 @@ void run_stream()
 	int dev = kt_open();
 	if (dev < 0)
 		fail("open device");
-	strata_kabi_stats s0, s1;
-	if (set_kernel_rules(dev, slot, {}) || kt_stats(dev, &s0))
-		fail("clear slot / stats");
-	if (set_kernel_rules(dev, slot, { "kernel:sys_e*" }))
-		fail(std::string("set kernel rules: ") + strerror(errno));
+	strata_kabi_stats s0;
+	start_slot(dev, slot, { "kernel:sys_e*" }, &s0);
 	strata_kabi_kbuf_open ko;
 	int kfd = open_kbuf(dev, slot, &ko);
 	Drained d;
@@ -469,24 +486,10 @@ void run_stream()
 		if (d.packets == before)
 			usleep(1000); // polling cadence (kernel buffers have no wakeup)
 	}
-	if (set_kernel_rules(dev, slot, {}) || kt_stats(dev, &s1))
-		fail("clear slot / stats");
-	finish(&d);
-	uint64_t written = s1.kevents_written - s0.kevents_written;
-	uint64_t lost = s1.kevents_lost - s0.kevents_lost;
-	if (d.events.size() != written || d.discarded != lost || written + lost < 2 * calls)
-		fail("read " + std::to_string(d.events.size()) + " / written " + std::to_string(written) +
-		     ", discarded " + std::to_string(d.discarded) + " / lost " + std::to_string(lost) +
-		     " for " + std::to_string(calls) + " calls");
+	uint64_t lost = stop_and_account(dev, slot, s0, &d, 2 * calls);
 	const uint64_t ring_packets = (uint64_t)d.info.n_lanes * d.info.n_subbuf;
 	if (d.packets <= ring_packets)
 		fail("only " + std::to_string(d.packets) + " packets: the rings never wrapped");
-	BtResult b = babeltrace(d);
-	if (b.rc != 0 || b.lines != d.events.size() || b.discarded != lost)
-		fail("babeltrace2 (rc " + std::to_string(b.rc) + ") printed " + std::to_string(b.lines) +
-		     " events for " + std::to_string(d.events.size()) + ", reported " +
-		     std::to_string(b.discarded) + " discarded for " + std::to_string(lost) + ": " +
-		     b.first_err);
 	printf("info kevents_stream: %llu getppid calls read live: %zu events in %llu packets "
 	       "(%llu-packet rings), %llu discarded, all accounted and read back by babeltrace2\n",
 	       (unsigned long long)calls, d.events.size(), (unsigned long long)d.packets,
@@ -494,6 +497,9 @@ void run_stream()
 	close(kfd);
 	close(dev);
 }
+
+} // namespace
+
 
 static int guarded(void (*fn)())
 {
