@@ -398,9 +398,14 @@ static void strata_emit(unsigned int id, const union strata_kval *v)
 		kb = rcu_dereference_sched(strata_kbufs[s]);
 		if (!kb)
 			continue;
+		/* A record that cannot fit an empty packet is our bug (the
+		 * minimum sub-buffer is 4 KiB, strings are capped): stop
+		 * recording kernel events for good, say so once.
+		 */
 		if (WARN_ON_ONCE(rsize + STRATA_EVENT_ALIGN >
 				 kb->subbuf_size - STRATA_PACKET_HEADER_SIZE)) {
 			WRITE_ONCE(strata_kbuf_broken, true);
+			pr_err("kernel events disabled: %u-byte %s record\n", rsize, ev->name);
 			return;
 		}
 		strata_write_one(kb, id, rsize, ev, v, slen);
