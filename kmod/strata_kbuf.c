@@ -400,12 +400,15 @@ static void strata_emit(unsigned int id, const union strata_kval *v)
 			continue;
 		/* A record that cannot fit an empty packet is our bug (the
 		 * minimum sub-buffer is 4 KiB, strings are capped): stop
-		 * recording kernel events for good, say so once.
+		 * recording kernel events for good, say so once.  Deferred
+		 * printk: we may be inside the scheduler (rq lock held); the
+		 * WARN comes from process context (strata_kbuf_apply_rules).
 		 */
-		if (WARN_ON_ONCE(rsize + STRATA_EVENT_ALIGN >
-				 kb->subbuf_size - STRATA_PACKET_HEADER_SIZE)) {
-			WRITE_ONCE(strata_kbuf_broken, true);
-			pr_err("kernel events disabled: %u-byte %s record\n", rsize, ev->name);
+		if (unlikely(rsize + STRATA_EVENT_ALIGN >
+			     kb->subbuf_size - STRATA_PACKET_HEADER_SIZE)) {
+			if (!xchg(&strata_kbuf_broken, true))
+				printk_deferred(KERN_ERR "strata: kernel events disabled: %u-byte %s record\n",
+						rsize, ev->name);
 			return;
 		}
 		strata_write_one(kb, id, rsize, ev, v, slen);
@@ -730,6 +733,8 @@ void strata_kbuf_apply_rules(unsigned int slot, const struct strata_kabi_rule *r
 	struct strata_kbuf *kb = rcu_dereference_protected(strata_kbufs[slot], 1);
 	bool any = false, on[KEV_COUNT];
 	u32 i;
+
+	WARN_ONCE(READ_ONCE(strata_kbuf_broken), "strata: kernel events were disabled");
 
 	/* Kernel events show every process: CAP_SYS_ADMIN slots only. */
 	for (i = 0; i < KEV_COUNT; i++) {
