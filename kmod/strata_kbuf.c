@@ -400,15 +400,13 @@ static void strata_emit(unsigned int id, const union strata_kval *v)
 			continue;
 		/* A record that cannot fit an empty packet is our bug (the
 		 * minimum sub-buffer is 4 KiB, strings are capped): stop
-		 * recording kernel events for good, say so once.  Deferred
-		 * printk: we may be inside the scheduler (rq lock held); the
-		 * WARN comes from process context (strata_kbuf_apply_rules).
+		 * recording kernel events for good.  No printk here (we may be
+		 * inside the scheduler, rq lock held): the WARN comes from
+		 * process context (strata_kbuf_apply_rules, strata_kbuf_stats).
 		 */
 		if (unlikely(rsize + STRATA_EVENT_ALIGN >
 			     kb->subbuf_size - STRATA_PACKET_HEADER_SIZE)) {
-			if (!xchg(&strata_kbuf_broken, true))
-				printk_deferred(KERN_ERR "strata: kernel events disabled: %u-byte %s record\n",
-						rsize, ev->name);
+			WRITE_ONCE(strata_kbuf_broken, true);
 			return;
 		}
 		strata_write_one(kb, id, rsize, ev, v, slen);
@@ -734,7 +732,8 @@ void strata_kbuf_apply_rules(unsigned int slot, const struct strata_kabi_rule *r
 	bool any = false, on[KEV_COUNT];
 	u32 i;
 
-	WARN_ONCE(READ_ONCE(strata_kbuf_broken), "strata: kernel events were disabled");
+	WARN_ONCE(READ_ONCE(strata_kbuf_broken),
+		  "strata: kernel events disabled: a record did not fit an empty packet");
 
 	/* Kernel events show every process: CAP_SYS_ADMIN slots only. */
 	for (i = 0; i < KEV_COUNT; i++) {
@@ -787,6 +786,9 @@ static void strata_disarm_fn(struct work_struct *work)
 void strata_kbuf_stats(u64 *written, u64 *lost)
 {
 	int cpu;
+
+	WARN_ONCE(READ_ONCE(strata_kbuf_broken),
+		  "strata: kernel events disabled: a record did not fit an empty packet");
 
 	*written = 0;
 	*lost = 0;
