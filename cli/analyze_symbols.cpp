@@ -8,6 +8,7 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -120,9 +121,16 @@ struct Object {
 
 bool read_loads(const std::string &path, std::vector<Segment> *out)
 {
-	int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+	// Paths come from the trace: open nothing but a regular file, and never
+	// block on one (a FIFO named by a hostile trace).
+	int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return false;
+	struct stat sb;
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+		close(fd);
+		return false;
+	}
 	Elf64_Ehdr eh;
 	bool ok = pread(fd, &eh, sizeof eh, 0) == static_cast<ssize_t>(sizeof eh) &&
 		  std::equal(eh.e_ident, eh.e_ident + SELFMAG, ELFMAG) && eh.e_ident[EI_CLASS] == ELFCLASS64 &&

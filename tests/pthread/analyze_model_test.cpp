@@ -1,12 +1,16 @@
 // analyze_model_test.cpp - the lock analysis on hand-made event streams,
 // with exact expected figures (no trace, no babeltrace2).
 #include <cerrno>
+#include <cstdio>
 #include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include "analyze_model.h"
 #include "analyze_report.h"
+#include "analyze_symbols.h"
 
 using namespace strata::analyze;
 
@@ -278,4 +282,67 @@ TEST(AnalyzeModel, CondWaitReleaseSeenAfterAHandoff)
 	EXPECT_EQ(r.locks[0].hold_max, 100u);
 	EXPECT_EQ(r.locks[0].hold_total, 100u + 50u + 30u);
 	EXPECT_EQ(r.unmatched_unlocks, 0u);
+}
+
+// ---- symbolizer ------------------------------------------------------------
+
+extern "C" __attribute__((noinline, used)) int strata_test_symbolized_function(int x)
+{
+	return x * 3 + 1;
+}
+int strata_test_symbolized_data = 42;
+
+namespace {
+
+// This process's file-backed mappings, as the preload library records them.
+std::vector<Mapping> own_maps()
+{
+	std::vector<Mapping> out;
+	FILE *f = std::fopen("/proc/self/maps", "r");
+	char line[4096];
+	while (f && std::fgets(line, sizeof line, f)) {
+		unsigned long long s = 0, e = 0, off = 0;
+		char perms[8] = {}, path[3000] = {};
+		if (std::sscanf(line, "%llx-%llx %7s %llx %*s %*s %2999s", &s, &e, perms, &off, path) == 5 &&
+		    path[0] == '/' && perms[2] == 'x')
+			out.push_back({0, s, e, off, path});
+	}
+	if (f)
+		std::fclose(f);
+	return out;
+}
+
+} // namespace
+
+TEST(AnalyzeSymbols, OwnFunctionDataAndLine)
+{
+	SymbolTable t(own_maps());
+	uint64_t fn = reinterpret_cast<uint64_t>(&strata_test_symbolized_function);
+	Symbol s = t.lookup(0, fn + 1, true);
+	EXPECT_EQ(s.function, "strata_test_symbolized_function+0x1");
+	EXPECT_NE(s.location.find("analyze_model_test.cpp:"), std::string::npos) << s.location;
+	Symbol d = t.lookup(0, reinterpret_cast<uint64_t>(&strata_test_symbolized_data), false);
+	EXPECT_EQ(d.function, "strata_test_symbolized_data");
+	EXPECT_EQ(t.lookup(1, fn, true).function, ""); // unknown process
+}
+
+TEST(AnalyzeSymbols, HostilePathsAreNotOpenedForReading)
+{
+	// A trace may name any path: a FIFO must not block, a directory or a
+	// non-ELF file must not be taken for an object.
+	char dir[] = "/tmp/strata-pt-symXXXXXX";
+	ASSERT_TRUE(mkdtemp(dir));
+	std::string fifo = std::string(dir) + "/fifo", text = std::string(dir) + "/text";
+	ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+	FILE *f = std::fopen(text.c_str(), "w");
+	ASSERT_TRUE(f);
+	std::fputs("not an ELF file\n", f);
+	std::fclose(f);
+	SymbolTable t({{0, 0x1000, 0x2000, 0, fifo}, {0, 0x3000, 0x4000, 0, dir}, {0, 0x5000, 0x6000, 0, text}});
+	EXPECT_EQ(t.lookup(0, 0x1800, true).function, "");
+	EXPECT_EQ(t.lookup(0, 0x3800, true).function, "");
+	EXPECT_EQ(t.lookup(0, 0x5800, true).function, "");
+	unlink(fifo.c_str());
+	unlink(text.c_str());
+	rmdir(dir);
 }
