@@ -7,7 +7,7 @@
  *      it listens (a pipe it writes "ready" to: no sleeping);
  *   2. create a session, enable the rules, start it;
  *   3. run CMD with STRATA_CONSUMERD_SOCKET pointing at that daemon, so its
- *      tp-sync constructor joins the session before main();
+ *      tp-sync (or tp-async) constructor joins the session before main();
  *   4. when CMD ends: stop (the daemon flushes and completes the trace),
  *      destroy, stop the private daemon;
  *   5. exit with CMD's status (128 + signal if it was killed).
@@ -175,7 +175,7 @@ void help()
 	printf("Usage: strata record [-o DIR] [-e PATTERN]... [OPTIONS] -- CMD [ARGS]\n\n"
 	       "Run CMD and record its tracepoints.  Uses the running strata-consumerd if one\n"
 	       "answers, else starts a private one for the duration of CMD.  CMD must link\n"
-	       "libstrata and tp-sync (Strata::tp_sync).\n\n"
+	       "libstrata and tp-sync or tp-async (Strata::tp_sync, Strata::tp_async).\n\n"
 	       "  -o, --output DIR          trace directory (default ./strata-record-YYYYMMDD-HHMMSS)\n"
 	       "  -e, --event PATTERN       enable \"provider:event\" globs (default: \"*\");\n"
 	       "                            repeatable\n"

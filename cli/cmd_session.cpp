@@ -38,15 +38,17 @@ int session_command(int argc, char **argv, const char *what)
 int strata_cmd_start(int argc, char **argv)
 {
 	return session_command<proto::Start>(argc, argv,
-		"Start recording: processes that start from now on join the session\n"
-		"(they must link tp-sync, or be run by 'strata record').");
+		"Start recording: processes that start from now on join the session (they\n"
+		"link tp-sync or tp-async), and running processes that link tp-async join\n"
+		"it before this command returns (it reports how many did).");
 }
 
 int strata_cmd_stop(int argc, char **argv)
 {
 	return session_command<proto::Stop>(argc, argv,
 		"Stop recording: flush every buffer of the session and complete its trace.\n"
-		"Returns once the trace on disk is complete.");
+		"Returns once the trace on disk is complete (and tp-async processes have\n"
+		"left the session).");
 }
 
 int strata_cmd_destroy(int argc, char **argv)

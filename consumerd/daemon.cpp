@@ -855,6 +855,11 @@ int Daemon::run(const DaemonOptions &opt)
 	g_verbose = opt.verbose;
 	g_quiet = opt.quiet;
 	hostname_ = hostname();
+	// Run ids name a session's run to the processes; a process outliving
+	// this daemon must not mistake a new daemon's run for its old one.
+	if (getrandom(&next_run_id_, sizeof(next_run_id_), 0) != sizeof(next_run_id_))
+		next_run_id_ = static_cast<uint64_t>(time(nullptr)) << 20;
+	next_run_id_ = (next_run_id_ >> 16 << 16) | 1; // never 0 ("not joined")
 	path_ = opt.socket_path.empty() ? proto::server_socket_path() : opt.socket_path;
 
 	sigset_t set;
