@@ -83,6 +83,7 @@ struct Session {
 	std::vector<proto::Rule> rules;
 	proto::SessionState state = proto::SessionState::Created;
 	ClockInfo clock;
+	Owner owner;         // set when a root daemon works for another user
 	std::vector<std::unique_ptr<Drain>> drains;
 };
 
@@ -698,7 +699,7 @@ void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 	env.pid = p.pid;
 	env.hostname = hostname_;
 	std::string err;
-	std::unique_ptr<Drain> d = Drain::create(fd, grant.uuid, dir, s->clock, env, err);
+	std::unique_ptr<Drain> d = Drain::create(fd, grant.uuid, dir, s->clock, env, s->owner, err);
 	if (!d) {
 		logf("pid %d slot %u: buffer rejected: %s", c.cred.pid, m.slot, err.c_str());
 		reply(c, seq, -EINVAL, "buffer rejected: " + err);
@@ -730,14 +731,25 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 	}
 	struct stat st;
 	bool existed = stat(m.output_dir.c_str(), &st) == 0;
-	int r = make_dirs(m.output_dir, 0750);
+	Owner owner;
+	if (c.cred.uid != 0 && geteuid() == 0) {
+		// A root daemon writes for a user only where that user could:
+		// under a directory the user owns.
+		std::string anc = m.output_dir;
+		while (anc.size() > 1 && lstat(anc.c_str(), &st) != 0)
+			anc = anc.substr(0, std::max<size_t>(anc.rfind('/'), 1));
+		if (lstat(anc.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != c.cred.uid) {
+			reply(c, seq, -EACCES, "the output directory must be inside a directory you own (" + anc + " is not)");
+			return;
+		}
+		owner.uid = c.cred.uid;
+		owner.gid = c.cred.gid;
+	}
+	int r = make_dirs(m.output_dir, 0750, owner);
 	if (r < 0) {
 		reply(c, seq, r, "cannot create " + m.output_dir + ": " + strerror(-r));
 		return;
 	}
-	if (c.cred.uid != 0 && geteuid() == 0 && !existed)
-		if (chown(m.output_dir.c_str(), c.cred.uid, c.cred.gid) < 0)
-			logf("chown %s: %s", m.output_dir.c_str(), strerror(errno));
 	if (existed) {
 		RepairStats rs = repair_tree(m.output_dir);
 		if (rs.repaired)
@@ -752,6 +764,7 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 	s->out = m.output_dir;
 	s->channel = m.channel;
 	s->clock = measure_session_clock();
+	s->owner = owner;
 	INFO("session %s created (slot %u, %s mode) -> %s", s->name.c_str(), slot,
 	     m.channel.mode == STRATA_MODE_OVERWRITE ? "overwrite" : "discard", s->out.c_str());
 	sessions_.push_back(std::move(s));

@@ -52,13 +52,29 @@ bool write_all(int fd, const void *p, size_t n)
 }
 } // namespace
 
-int make_dirs(const std::string &path, unsigned mode)
+void Owner::apply(int fd) const
+{
+	if (uid >= 0 && fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) < 0)
+		fprintf(stderr, "strata-consumerd: fchown: %s\n", strerror(errno));
+}
+
+void Owner::apply(const std::string &path) const
+{
+	if (uid >= 0 && lchown(path.c_str(), static_cast<uid_t>(uid), static_cast<gid_t>(gid)) < 0)
+		fprintf(stderr, "strata-consumerd: chown %s: %s\n", path.c_str(), strerror(errno));
+}
+
+int make_dirs(const std::string &path, unsigned mode, const Owner &owner)
 {
 	size_t pos = 0;
 	while (pos != std::string::npos) {
 		pos = path.find('/', pos + 1);
 		std::string cur = path.substr(0, pos);
-		if (!cur.empty() && mkdir(cur.c_str(), mode) < 0 && errno != EEXIST)
+		if (cur.empty())
+			continue;
+		if (mkdir(cur.c_str(), mode) == 0)
+			owner.apply(cur);
+		else if (errno != EEXIST)
 			return -errno;
 	}
 	struct stat st;
@@ -68,7 +84,8 @@ int make_dirs(const std::string &path, unsigned mode)
 }
 
 std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const std::string &dir,
-				     const ClockInfo &clock, const TraceEnv &env, std::string &err)
+				     const ClockInfo &clock, const TraceEnv &env, const Owner &owner,
+				     std::string &err)
 {
 	std::unique_ptr<Drain> d(new Drain());
 	d->reader_ = Reader::attach(memfd, &err);
@@ -88,6 +105,7 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 	d->lane_sizes_.assign(info.n_lanes, 0);
 	d->clock_ = clock;
 	d->env_ = env;
+	d->owner_ = owner;
 	return d;
 }
 
@@ -95,7 +113,7 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 // does not wait for the file system.
 bool Drain::open_trace(std::string &err)
 {
-	int r = make_dirs(dir_, 0750);
+	int r = make_dirs(dir_, 0750, owner_);
 	if (r < 0) {
 		err = "cannot create " + dir_ + ": " + strerror(-r);
 		return false;
@@ -105,6 +123,7 @@ bool Drain::open_trace(std::string &err)
 		err = "cannot create " + dir_ + "/metadata: " + strerror(errno);
 		return false;
 	}
+	owner_.apply(metadata_fd_);
 	std::vector<EventInfo> events;
 	std::vector<std::string> errors;
 	reader_->read_new_events(&events, &errors);
@@ -178,6 +197,7 @@ void Drain::write_packet(uint32_t lane, const std::vector<uint8_t> &pkt)
 			warn(dir_, "cannot create " + path + ": " + strerror(errno));
 			return;
 		}
+		owner_.apply(fd);
 	}
 	ssize_t w;
 	do

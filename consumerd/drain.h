@@ -30,8 +30,17 @@ namespace strata {
 
 class Reader;
 
-// mkdir -p with `mode` for the directories it creates.  0 or -errno.
-int make_dirs(const std::string &path, unsigned mode);
+// Who owns what a drain creates: a root daemon working for another user
+// hands that user the directories and files (uid -1: leave as created).
+struct Owner {
+	int64_t uid = -1, gid = -1;
+	void apply(int fd) const;
+	void apply(const std::string &path) const;
+};
+
+// mkdir -p with `mode` for the directories it creates, given to `owner`.
+// 0 or -errno.
+int make_dirs(const std::string &path, unsigned mode, const Owner &owner = Owner());
 
 
 struct DrainCounters {
@@ -47,7 +56,8 @@ public:
 	// the buffer's trace uuid against the one granted.  nullptr with `err`
 	// on failure.  The drain thread creates `dir` and its metadata.
 	static std::unique_ptr<Drain> create(int memfd, const uint8_t uuid[16], const std::string &dir,
-					     const ClockInfo &clock, const TraceEnv &env, std::string &err);
+					     const ClockInfo &clock, const TraceEnv &env, const Owner &owner,
+					     std::string &err);
 	~Drain();
 
 	void start();
@@ -74,6 +84,7 @@ private:
 	std::string dir_;
 	ClockInfo clock_;
 	TraceEnv env_;
+	Owner owner_;
 	int metadata_fd_ = -1;
 	std::string channel_;
 	std::vector<int> lane_fds_;

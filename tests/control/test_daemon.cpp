@@ -130,6 +130,9 @@ TEST(Daemon, OtherUsersSessionsAreOffLimits)
 	std::string err;
 	ASSERT_EQ(c.open("", err), 0) << err;
 	ASSERT_EQ(cmd(c, create_msg(d, "roots")), 0);
+	const std::string mine = d.dir + "/nobody";
+	ASSERT_EQ(mkdir(mine.c_str(), 0755), 0);
+	ASSERT_EQ(chown(mine.c_str(), 65534, 65534), 0);
 
 	int p[2];
 	ASSERT_EQ(pipe(p), 0);
@@ -148,12 +151,22 @@ TEST(Daemon, OtherUsersSessionsAreOffLimits)
 		fail |= (cmd(u, proto::EnableEvent{"roots", {"*", -1, 1, ""}}) != -EPERM) << 2;
 		fail |= (!status(u).empty()) << 3;
 		fail |= (cmd(u, proto::Create{"roots", "/tmp/x", {}}) != -EEXIST) << 4;
+		// The root daemon creates for nobody only under nobody's own dirs.
+		fail |= (cmd(u, proto::Create{"nob1", d.dir + "/not-mine", {}}) != -EACCES) << 5;
+		fail |= (cmd(u, proto::Create{"nob2", "/etc/strata-evil", {}}) != -EACCES) << 6;
+		fail |= (cmd(u, proto::Create{"nob3", mine + "/a/trace", {}}) != 0) << 7;
 		_exit(fail);
 	}
 	close(p[0]);
 	close(p[1]);
 	EXPECT_EQ(strata_test::wait_child(child, 20000), 0);
-	EXPECT_EQ(status(c).size(), 1u);
+	EXPECT_EQ(status(c).size(), 2u); // roots and nob3
+	struct stat st;
+	ASSERT_EQ(stat((mine + "/a/trace").c_str(), &st), 0);
+	EXPECT_EQ(st.st_uid, 65534u) << "directories created for nobody belong to nobody";
+	ASSERT_EQ(stat((mine + "/a").c_str(), &st), 0);
+	EXPECT_EQ(st.st_uid, 65534u);
+	EXPECT_NE(stat((d.dir + "/not-mine").c_str(), &st), 0);
 }
 
 TEST(Daemon, HostilePeersAreAnsweredAndDropped)
