@@ -23,11 +23,7 @@
 #include <system_error>
 #include <vector>
 
-#if __has_include("commands.h")
 #include "commands.h"
-#else
-int strata_cmd_view(int argc, char **argv);
-#endif
 
 namespace strata {
 namespace {
