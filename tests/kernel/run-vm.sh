@@ -5,7 +5,8 @@
 # /work/shared/notes/kernel-vm.md.
 #
 #   run-vm.sh --out DIR [--module KO | --build-module] [--kver KVER]
-#             [--timeout SECONDS] [--append "kernel args"] -- COMMAND...
+#             [--timeout SECONDS] [--append "kernel args"] [--build-root DIR]
+#             -- COMMAND...
 #
 # DIR (created, emptied of previous results) is shared read-write with the
 # guest and appears there at the same absolute path.  After the run it holds:
@@ -21,7 +22,7 @@ set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 src_root=$(cd "$here/../.." && pwd)
-out="" module="" build_module=0 kver="" tmo=600 append=""
+out="" module="" build_module=0 kver="" tmo=600 append="" build_root_opt=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=$2; shift 2 ;;
@@ -30,6 +31,7 @@ while [ $# -gt 0 ]; do
 	--kver) kver=$2; shift 2 ;;
 	--timeout) tmo=$2; shift 2 ;;
 	--append) append=$2; shift 2 ;;
+	--build-root) build_root_opt=$2; shift 2 ;;
 	--) shift; break ;;
 	*) echo "run-vm.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -55,6 +57,8 @@ moddir=/lib/modules/$kver
 
 rm -rf "$out" && mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
+# The build tree (--build-root, else the current directory).
+build_root=$(cd "${build_root_opt:-.}" && pwd)
 
 if [ "$build_module" = 1 ]; then
 	"$src_root/kmod/build.sh" "$kver" "$out/kbuild" > "$out/kbuild.log" 2>&1 || {
@@ -128,6 +132,12 @@ mount -t tmpfs tmp /mnt/tmp
 mount -t tmpfs run /mnt/run
 mount -t tracefs tracefs /mnt/sys/kernel/tracing 2>/dev/null
 mount -t debugfs debugfs /mnt/sys/kernel/debug 2>/dev/null
+# The source and build trees are exported on their own, so that they are seen
+# at their host paths even when they live under /tmp or /run, which the tmpfs
+# mounts above hide (a CI clone may well be under /tmp).
+mkdir -p /mnt$src_root /mnt$build_root
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 src /mnt$src_root || { echo "init: no src"; poweroff -f; }
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 bld /mnt$build_root || { echo "init: no bld"; poweroff -f; }
 mkdir -p /mnt$out
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 out /mnt$out || { echo "init: no out"; poweroff -f; }
 O=/mnt$out
@@ -153,6 +163,8 @@ timeout --kill-after=10 "$tmo" "$qemu" -accel tcg -smp 2 -m 2048 -nographic -no-
 	-kernel "$kernel" -initrd "$out/initramfs.gz" \
 	-append "console=ttyS0 quiet panic=-1 softlockup_panic=1 $append" \
 	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+	-virtfs local,path="$src_root",mount_tag=src,security_model=none,readonly=on,multidevs=remap \
+	-virtfs local,path="$build_root",mount_tag=bld,security_model=none,multidevs=remap \
 	-virtfs local,path="$out",mount_tag=out,security_model=none \
 	< /dev/null > "$out/console.log" 2>&1
 qrc=$?
