@@ -250,9 +250,12 @@ def scenario_sigkill(strata, demo, work):
                     print("gap without reported loss: stream %s thread %d: %d -> %d" % (key, t, last[t][0], s))
             last[t] = (s, epoch)
     check(breaks == 0, "per-thread sequences contiguous within each packet run (%d gaps)" % breaks)
+    # A lane starts empty, so a thread's first event always fits.  (Another
+    # thread may not have been scheduled at all before the kill on a busy
+    # machine: only thread 0 must have events.)
     for t in range(threads):
         seqs = tr.by_thread.get(t, [])
-        check(bool(seqs) and seqs[0] == 0, "thread %d: its first event is kept" % t)
+        check(seqs[:1] == [0] or (t != 0 and not seqs), "thread %d: its first event is kept" % t)
     s0 = tr.by_thread.get(0, [])
     check(bool(s0) and s0[-1] <= kill_at, "thread 0 emitted nothing after its kill point")
     # Thread 0 emitted exactly kill_at + 1 events before the SIGKILL, each
