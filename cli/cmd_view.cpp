@@ -1,34 +1,25 @@
 // cmd_view.cpp - `strata view [DIR]`: pretty-print a trace, one line per
-// event, through libbabeltrace2:
-//
-//   source.ctf.fs (one per directory holding a `metadata` file)
-//     -> filter.utils.muxer (merges all streams by time)
-//     -> a simple sink (this file) that formats each message.
-//
-// Single-threaded; the graph calls our consume function from bt_graph_run().
+// event.  view_graph.cpp reads the traces through libbabeltrace2 and hands
+// the messages, merged by time, to on_message() here.  Single-threaded.
 #include <babeltrace2/babeltrace.h>
 
 #include <time.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include "commands.h"
+#include "view_graph.h"
 
 namespace strata {
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
@@ -289,13 +280,11 @@ bool integer_value(const bt_field *f, int64_t *v)
 // ---- the sink ------------------------------------------------------------
 
 struct ViewSink {
-	bt_message_iterator *iter = nullptr;
 	uint64_t limit = UINT64_MAX;
 	uint64_t events = 0;
 	std::map<const bt_trace *, std::string> who; // trace -> "procname[pid]"
 	std::string line;
 	bool write_failed = false;
-	bool warned = false; // a stray library error was reported
 };
 
 const std::string &trace_who(ViewSink &s, const bt_trace *trace)
@@ -415,259 +404,43 @@ bool flush_line(ViewSink &s)
 	return !s.write_failed;
 }
 
-bt_graph_simple_sink_component_initialize_func_status sink_init(bt_message_iterator *iter, void *data)
+// One message; false to stop (limit reached or output failed).
+bool on_message(ViewSink &s, const bt_message *msg)
 {
-	static_cast<ViewSink *>(data)->iter = iter;
-	return BT_GRAPH_SIMPLE_SINK_COMPONENT_INITIALIZE_FUNC_STATUS_OK;
-}
-
-// babeltrace2 2.0's CTF reader can leave an error on the thread and still
-// return a status of success (seen with a packet whose content_size covers
-// trailing padding).  Any later library call would then abort the process,
-// so take such an error, warn once with its causes, and go on.
-void take_stray_error(ViewSink &s)
-{
-	const bt_error *err = bt_current_thread_take_error();
-	if (!err)
-		return;
-	if (!s.warned) {
-		s.warned = true;
-		std::fprintf(stderr, "strata view: warning: babeltrace2 reported a problem in the trace:\n");
-		const uint64_t n = bt_error_get_cause_count(err);
-		for (uint64_t i = 0; i < n; i++) {
-			const bt_error_cause *c = bt_error_borrow_cause_by_index(err, i);
-			std::fprintf(stderr, "  %s: %s\n", bt_error_cause_get_module_name(c),
-				     bt_error_cause_get_message(c));
-		}
-	}
-	bt_error_release(err);
-}
-
-bt_graph_simple_sink_component_consume_func_status sink_consume(bt_message_iterator *, void *data)
-{
-	ViewSink &s = *static_cast<ViewSink *>(data);
-	bt_message_array_const msgs;
-	uint64_t count = 0;
-
-	const bt_message_iterator_next_status next = bt_message_iterator_next(s.iter, &msgs, &count);
-	if (next == BT_MESSAGE_ITERATOR_NEXT_STATUS_OK || next == BT_MESSAGE_ITERATOR_NEXT_STATUS_END)
-		take_stray_error(s);
-	switch (next) {
-	case BT_MESSAGE_ITERATOR_NEXT_STATUS_OK:
+	bool more = true;
+	switch (bt_message_get_type(msg)) {
+	case BT_MESSAGE_TYPE_EVENT:
+		format_event(s, msg);
+		more = ++s.events < s.limit;
 		break;
-	case BT_MESSAGE_ITERATOR_NEXT_STATUS_END:
-		return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_END;
-	case BT_MESSAGE_ITERATOR_NEXT_STATUS_AGAIN:
-		return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_AGAIN;
-	case BT_MESSAGE_ITERATOR_NEXT_STATUS_MEMORY_ERROR:
-		return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_MEMORY_ERROR;
+	case BT_MESSAGE_TYPE_DISCARDED_EVENTS:
+		format_discarded(s, msg, true);
+		break;
+	case BT_MESSAGE_TYPE_DISCARDED_PACKETS:
+		format_discarded(s, msg, false);
+		break;
 	default:
-		return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_ERROR;
+		break;
 	}
-
-	bool done = false;
-	for (uint64_t i = 0; i < count; i++) {
-		const bt_message *msg = msgs[i];
-		if (!done) {
-			switch (bt_message_get_type(msg)) {
-			case BT_MESSAGE_TYPE_EVENT:
-				format_event(s, msg);
-				if (++s.events >= s.limit)
-					done = true;
-				break;
-			case BT_MESSAGE_TYPE_DISCARDED_EVENTS:
-				format_discarded(s, msg, true);
-				break;
-			case BT_MESSAGE_TYPE_DISCARDED_PACKETS:
-				format_discarded(s, msg, false);
-				break;
-			default:
-				break;
-			}
-			if (s.line.size() > (1u << 16) && !flush_line(s))
-				done = true;
-		}
-		bt_message_put_ref(msg);
-	}
-	if (!flush_line(s))
-		done = true;
-	return done ? BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_END
-		    : BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_OK;
+	if ((s.line.size() > (1u << 16) || !more) && !flush_line(s))
+		more = false;
+	return more;
 }
-
-void sink_finalize(void *) {}
-
-// ---- graph set-up --------------------------------------------------------
-
-// Print and clear the library's error causes (most specific last).
-void report_bt_error(const char *what)
-{
-	std::fprintf(stderr, "strata view: %s\n", what);
-	const bt_error *err = bt_current_thread_take_error();
-	if (!err)
-		return;
-	const uint64_t n = bt_error_get_cause_count(err);
-	for (uint64_t i = 0; i < n; i++) {
-		const bt_error_cause *c = bt_error_borrow_cause_by_index(err, i);
-		// The library's own causes repeat the component's in internal terms.
-		if (bt_error_cause_get_actor_type(c) == BT_ERROR_CAUSE_ACTOR_TYPE_UNKNOWN)
-			continue;
-		std::fprintf(stderr, "  %s: %s\n", bt_error_cause_get_module_name(c),
-			     bt_error_cause_get_message(c));
-	}
-	bt_error_release(err);
-}
-
-// Every directory at or under root that holds a regular file `metadata`.
-// A trace directory's own sub-directories are not searched (CTF: a trace
-// is one directory; babeltrace2 ignores sub-directories of a trace too).
-bool find_traces(const fs::path &root, std::vector<std::string> &out, std::string &why)
-{
-	std::error_code ec;
-	if (!fs::is_directory(root, ec)) {
-		why = "'" + root.string() + "': " + (ec ? ec.message() : std::string("not a directory"));
-		return false;
-	}
-	std::vector<fs::path> todo{root};
-	while (!todo.empty()) {
-		fs::path dir = todo.back();
-		todo.pop_back();
-		if (fs::is_regular_file(dir / "metadata", ec)) {
-			out.push_back(dir.string());
-			continue;
-		}
-		fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
-		if (ec) {
-			why = "'" + dir.string() + "': " + ec.message();
-			return false;
-		}
-		std::vector<fs::path> subs;
-		for (; it != fs::directory_iterator(); it.increment(ec)) {
-			if (ec)
-				break;
-			if (it->is_directory(ec) && !it->is_symlink(ec))
-				subs.push_back(it->path());
-		}
-		// Keep a stable order (the muxer orders by time anyway).
-		std::sort(subs.rbegin(), subs.rend());
-		for (auto &p : subs)
-			todo.push_back(p);
-	}
-	std::sort(out.begin(), out.end());
-	if (out.empty()) {
-		why = "no CTF trace under '" + root.string() + "' (no directory holds a 'metadata' file)";
-		return false;
-	}
-	return true;
-}
-
-// Owns the graph and plugins; releases them on every path.
-struct Graph {
-	bt_graph *graph = nullptr;
-	const bt_plugin *ctf = nullptr;
-	const bt_plugin *utils = nullptr;
-	~Graph()
-	{
-		bt_graph_put_ref(graph);
-		bt_plugin_put_ref(ctf);
-		bt_plugin_put_ref(utils);
-	}
-};
 
 int run_view(const std::string &dir, ViewSink &sink)
 {
-	std::vector<std::string> traces;
-	std::string why;
-	if (!find_traces(dir, traces, why)) {
-		std::fprintf(stderr, "strata view: cannot read the trace: %s\n", why.c_str());
+	std::string why, warnings;
+	const bool ok = read_ctf_traces(
+		dir, [&sink](const bt_message *msg) { return on_message(sink, msg); }, &why, &warnings);
+	flush_line(sink);
+	const bool flushed = std::fflush(stdout) == 0;
+	if (!warnings.empty())
+		std::fprintf(stderr, "strata view: warning: %s", warnings.c_str());
+	if (!ok) {
+		std::fprintf(stderr, "strata view: %s\n", why.c_str());
 		return kExitFailure;
 	}
-
-	Graph g;
-	if (bt_plugin_find("ctf", BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE, BT_FALSE, &g.ctf) !=
-		    BT_PLUGIN_FIND_STATUS_OK ||
-	    bt_plugin_find("utils", BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE, BT_FALSE, &g.utils) !=
-		    BT_PLUGIN_FIND_STATUS_OK) {
-		report_bt_error("cannot load the babeltrace2 'ctf' and 'utils' plugins (is babeltrace2 installed?)");
-		return kExitFailure;
-	}
-	const bt_component_class_source *src_cls =
-		bt_plugin_borrow_source_component_class_by_name_const(g.ctf, "fs");
-	const bt_component_class_filter *mux_cls =
-		bt_plugin_borrow_filter_component_class_by_name_const(g.utils, "muxer");
-	if (!src_cls || !mux_cls) {
-		std::fprintf(stderr, "strata view: babeltrace2 lacks source.ctf.fs or filter.utils.muxer\n");
-		return kExitFailure;
-	}
-
-	g.graph = bt_graph_create(0);
-	if (!g.graph) {
-		report_bt_error("out of memory");
-		return kExitFailure;
-	}
-	const bt_component_filter *mux = nullptr;
-	if (bt_graph_add_filter_component(g.graph, mux_cls, "muxer", nullptr, BT_LOGGING_LEVEL_NONE,
-					  &mux) != BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
-		report_bt_error("cannot create the muxer");
-		return kExitFailure;
-	}
-
-	for (size_t i = 0; i < traces.size(); i++) {
-		bt_value *params = bt_value_map_create();
-		bt_value *inputs = nullptr;
-		bool ok = params && bt_value_map_insert_empty_array_entry(params, "inputs", &inputs) ==
-						    BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK &&
-			  bt_value_array_append_string_element(inputs, traces[i].c_str()) ==
-				  BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK;
-		const bt_component_source *src = nullptr;
-		const std::string name = "source-" + std::to_string(i);
-		ok = ok && bt_graph_add_source_component(g.graph, src_cls, name.c_str(), params,
-							 BT_LOGGING_LEVEL_NONE,
-							 &src) == BT_GRAPH_ADD_COMPONENT_STATUS_OK;
-		bt_value_put_ref(params);
-		if (!ok) {
-			const std::string what = "cannot read the trace in '" + traces[i] + "'";
-			report_bt_error(what.c_str());
-			return kExitFailure;
-		}
-		const uint64_t n_out = bt_component_source_get_output_port_count(src);
-		for (uint64_t p = 0; p < n_out; p++) {
-			// The muxer always keeps one free input port, the last one.
-			const uint64_t n_in = bt_component_filter_get_input_port_count(mux);
-			const bt_port_input *in = n_in ? bt_component_filter_borrow_input_port_by_index_const(mux, n_in - 1)
-						       : nullptr;
-			if (!in || bt_graph_connect_ports(g.graph,
-							  bt_component_source_borrow_output_port_by_index_const(src, p),
-							  in, nullptr) != BT_GRAPH_CONNECT_PORTS_STATUS_OK) {
-				report_bt_error("cannot connect a trace stream to the muxer");
-				return kExitFailure;
-			}
-		}
-	}
-
-	const bt_component_sink *out = nullptr;
-	if (bt_graph_add_simple_sink_component(g.graph, "view", sink_init, sink_consume, sink_finalize,
-					       &sink, &out) != BT_GRAPH_ADD_COMPONENT_STATUS_OK ||
-	    bt_graph_connect_ports(g.graph, bt_component_filter_borrow_output_port_by_name_const(mux, "out"),
-				   bt_component_sink_borrow_input_port_by_name_const(out, "in"),
-				   nullptr) != BT_GRAPH_CONNECT_PORTS_STATUS_OK) {
-		report_bt_error("cannot set up the printing sink");
-		return kExitFailure;
-	}
-
-	for (;;) {
-		const bt_graph_run_status st = bt_graph_run(g.graph);
-		if (st == BT_GRAPH_RUN_STATUS_AGAIN)
-			continue;
-		if (st != BT_GRAPH_RUN_STATUS_OK) {
-			flush_line(sink);
-			std::fflush(stdout);
-			report_bt_error("cannot read the trace");
-			return kExitFailure;
-		}
-		break;
-	}
-	if (std::fflush(stdout) != 0 || sink.write_failed) {
+	if (!flushed || sink.write_failed) {
 		std::fprintf(stderr, "strata view: cannot write the output: %s\n", std::strerror(errno));
 		return kExitFailure;
 	}

@@ -1,0 +1,42 @@
+// view_graph.h - read every CTF trace under a directory, merged by time,
+// through libbabeltrace2:
+//
+//   source.ctf.fs (one per directory holding a `metadata` file)
+//     -> filter.utils.muxer (merges all streams by time)
+//     -> a simple sink that hands each message to the caller.
+//
+// For the CLI's trace readers (`strata view`; usable by `strata analyze`).
+// Single-threaded: the callback runs on the calling thread, inside
+// read_ctf_traces().
+#ifndef STRATA_CLI_VIEW_GRAPH_H
+#define STRATA_CLI_VIEW_GRAPH_H
+
+#include <babeltrace2/babeltrace.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+// Every directory at or under `root` that holds a regular file `metadata`
+// (a trace directory's own sub-directories are not searched, as in
+// babeltrace2), sorted.  False with *why when there is none or `root` is
+// not a readable directory.
+bool find_ctf_traces(const std::string &root, std::vector<std::string> *out, std::string *why);
+
+// Called for each message in time order; the message is borrowed for the
+// duration of the call.  Return false to stop reading (not an error).
+using TraceMessageFn = std::function<bool(const bt_message *)>;
+
+// Read the traces under `root`.  True when the end (or a stop) was reached.
+// False with *why (babeltrace2's error causes included) when the traces
+// cannot be read.  babeltrace2 2.0 sometimes leaves an error on the thread
+// while reporting success (e.g. a packet whose content_size covers trailing
+// padding); such an error is taken, so that later calls do not abort, and
+// the causes of the first one are left in *warnings.
+bool read_ctf_traces(const std::string &root, const TraceMessageFn &fn, std::string *why,
+		     std::string *warnings);
+
+} // namespace strata
+#endif
