@@ -1,13 +1,31 @@
 /*
  * clock.cpp - the clock that stamps events, and the runtime's health
- * counters.  The clock is a switch on a process-wide id so that the kernel
- * module's clock page (STRATA_CLOCK_PAGE) can slot in without touching the
- * writer; today only CLOCK_MONOTONIC through the vDSO exists.
+ * counters.  The clock is a switch on a process-wide id:
+ *   STRATA_CLOCK_PAGE       the kernel module's clock page (TSC converted
+ *                           with the kernel's own CLOCK_MONOTONIC parameters,
+ *                           kmod/user/strata_kclock.h): no system call;
+ *   STRATA_CLOCK_MONOTONIC  clock_gettime(CLOCK_MONOTONIC) through the vDSO.
+ * Both give CLOCK_MONOTONIC ns, so the CTF metadata is the same for both.
+ *
+ * Contract of the choice: made once, on the first strata_rt_clock_id()
+ * call (slot open writes it into the buffer header, so it is decided before
+ * any event of the process is stamped) and never changed afterwards.  It
+ * may run in a signal handler (tp-async opens slots there): open + mmap +
+ * close only.  Environment STRATA_CLOCK=monotonic forces clock_gettime,
+ * STRATA_CLOCK=page asks for the page (warns when there is none); unset:
+ * the page when /dev/strata offers a valid one.  If the page later turns
+ * invalid (the kernel switched clock source) a read falls back to
+ * clock_gettime, which is the same clock.
  */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "rt_internal.h"
+#include "../kmod/user/strata_kclock.h"
 
 namespace strata {
 
@@ -18,13 +36,62 @@ static std::atomic<uint32_t> g_warnings{0};
 
 // Which clock stamps events (enum strata_clock_id).  Chosen once, before
 // any slot is open (a session's timestamps must come from one clock).
-static std::atomic<uint32_t> g_clock_id{STRATA_CLOCK_MONOTONIC};
+constexpr uint32_t kClockUndecided = 0xffffffffu;
+static std::atomic<uint32_t> g_clock_id{kClockUndecided};
+// The mapped clock page, set (at most once) before g_clock_id becomes
+// STRATA_CLOCK_PAGE; never unmapped once published.
+static std::atomic<const strata_kclock *> g_kclock{nullptr};
+
+static bool env_is(const char *value)
+{
+	const char *e = getenv("STRATA_CLOCK"); // read-only walk of environ
+	return e && strcmp(e, value) == 0;
+}
+
+// Map the page if /dev/strata has a valid one.  AS-safe (open, mmap, close).
+static uint32_t choose_clock()
+{
+	if (env_is("monotonic"))
+		return STRATA_CLOCK_MONOTONIC;
+	// Acquire: pairs with the release CAS below (another thread's choice).
+	if (g_kclock.load(std::memory_order_acquire))
+		return STRATA_CLOCK_PAGE;
+	int fd = open(STRATA_KABI_DEVICE, O_RDONLY | O_CLOEXEC);
+	const strata_kclock *k = fd >= 0 ? strata_kclock_map(fd) : nullptr;
+	if (fd >= 0)
+		close(fd); // the mapping outlives the fd
+	uint64_t ns;
+	if (k && strata_kclock_now(k, &ns) != 0) { // not the TSC clock source
+		munmap(const_cast<strata_kclock *>(k), 4096);
+		k = nullptr;
+	}
+	if (!k) {
+		if (env_is("page"))
+			warn("STRATA_CLOCK=page but /dev/strata has no valid clock page; using CLOCK_MONOTONIC");
+		return STRATA_CLOCK_MONOTONIC;
+	}
+	const strata_kclock *expected = nullptr;
+	// Release: the page's mapping is complete before a reader sees the
+	// pointer; pairs with the acquire loads above and in clock_now()'s
+	// chain (g_clock_id acquire in strata_rt_clock_id, then g_slots).
+	if (!g_kclock.compare_exchange_strong(expected, k, std::memory_order_release,
+					      std::memory_order_acquire))
+		munmap(const_cast<strata_kclock *>(k), 4096); // another thread won
+	return STRATA_CLOCK_PAGE;
+}
 
 uint64_t clock_now()
 {
-	// Relaxed: the id never changes while slots are open.
+	// Relaxed: the id never changes once a slot is open, and slot open
+	// decided it before publishing the slot (writers acquire g_slots).
 	switch (g_clock_id.load(std::memory_order_relaxed)) {
-	case STRATA_CLOCK_PAGE: // the kernel module's clock page: a later issue
+	case STRATA_CLOCK_PAGE: {
+		uint64_t ns;
+		// Relaxed: stored before the id (see choose_clock).
+		if (strata_kclock_now(g_kclock.load(std::memory_order_relaxed), &ns) == 0)
+			return ns;
+		[[fallthrough]]; // page no longer valid: the vDSO has the same clock
+	}
 	case STRATA_CLOCK_MONOTONIC:
 	default: {
 		struct timespec ts;
@@ -63,11 +130,23 @@ void count_invariant_error(const char *msg)
 
 extern "C" STRATA_EXPORT uint32_t strata_rt_clock_id(void)
 {
-	return strata::g_clock_id.load(std::memory_order_relaxed); // see clock_now
+	using namespace strata;
+	// Acquire: pairs with the release CAS below, so g_kclock is visible.
+	uint32_t id = g_clock_id.load(std::memory_order_acquire);
+	if (id != kClockUndecided)
+		return id;
+	uint32_t chosen = choose_clock();
+	// Release: publishes g_kclock with the id; on failure another thread
+	// decided first and its choice stands (acquire: pairs with its CAS).
+	if (g_clock_id.compare_exchange_strong(id, chosen, std::memory_order_acq_rel,
+					       std::memory_order_acquire))
+		return chosen;
+	return id;
 }
 
 extern "C" STRATA_EXPORT uint64_t strata_rt_clock_now(void)
 {
+	strata_rt_clock_id(); // decide the clock first if nobody has yet
 	return strata::clock_now();
 }
 
