@@ -37,6 +37,7 @@
 #include "abi/strata_abi.h"
 #include "control/names.h"
 #include "drain.h"
+#include "kernel_source.h"
 #include "metadata.h"
 #include "proto/proto.h"
 #include "proto/sock.h"
@@ -505,6 +506,7 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 				s->state = proto::SessionState::Active;
 				s->run_id = next_run_id_++;
 				INFO("session %s started (slot %u)", s->name.c_str(), s->slot);
+				kernel_apply(s->slot, s->uid, s->rules, s->out, s->clock, s->owner, hostname_, s->drains);
 				notify_and_reply(c, seq, *s, "session '" + s->name + "' started");
 			}
 		}
@@ -784,6 +786,8 @@ void Daemon::do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule
 	s->rules.push_back(r);
 	std::string text = std::string(r.enable ? "enabled " : "disabled ") + r.pattern + " in session '" + name + "'";
 	if (s->state == proto::SessionState::Active)
+		kernel_apply(s->slot, s->uid, s->rules, s->out, s->clock, s->owner, hostname_, s->drains);
+	if (s->state == proto::SessionState::Active)
 		notify_and_reply(c, seq, *s, text);
 	else
 		reply(c, seq, 0, text);
@@ -836,6 +840,7 @@ void Daemon::stop_session(Session &s)
 {
 	if (s.state != proto::SessionState::Active)
 		return;
+	kernel_stop(s.slot); // kernel probes stop before the drains flush
 	for (auto &d : s.drains)
 		d->finish(false);
 	for (auto &d : s.drains)

@@ -1,0 +1,161 @@
+/*
+ * kernel_source.cpp - see kernel_source.h for the contract.
+ *
+ * Per-slot state (main thread only): whether the module's slot was set by
+ * us, and the trace uuid of the kernel buffer we drain, so that a new
+ * buffer (the module frees a slot's buffer when its rules stop wanting
+ * kernel events, and makes a new one when they want them again) gets its
+ * own drain and directory while an unchanged one is not opened twice.
+ */
+#include "kernel_source.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <unistd.h>
+
+#include "../kmod/user/strata_kmod.h"
+#include "abi/strata_abi.h"
+
+namespace strata {
+
+namespace {
+
+struct SlotState {
+	bool set = false;        // the module's slot holds our rules
+	bool draining = false;   // a drain reads the buffer `uuid`
+	uint8_t uuid[16] = {};
+	bool warned = false;     // "no kernel events" said once per start
+};
+
+int g_dev = -1;              // /dev/strata, opened on first use, kept
+SlotState g_slots[proto::kMaxSlots];
+
+void say(uint32_t slot, const std::string &what)
+{
+	fprintf(stderr, "strata-consumerd: slot %u: kernel events: %s\n", slot, what.c_str());
+}
+
+// The session records user events only: say why, once per start.
+void not_recorded(SlotState &st, uint32_t slot, const std::string &what, int err)
+{
+	if (!st.warned)
+		say(slot, "not recorded: " + what + ": " + strerror(-err) +
+				  (err == -EPERM ? " (kernel events need CAP_SYS_ADMIN)" : ""));
+	st.warned = true;
+}
+
+bool wants_kernel(const std::vector<proto::Rule> &rules)
+{
+	for (const proto::Rule &r : rules)
+		if (r.enable && r.pattern.compare(0, 7, "kernel:") == 0)
+			return true;
+	return false;
+}
+
+int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules)
+{
+	strata_kabi_rule kr[STRATA_KABI_MAX_RULES];
+	uint32_t n = 0;
+	for (const proto::Rule &r : rules) {
+		if (n == STRATA_KABI_MAX_RULES || r.pattern.size() >= sizeof kr[0].pattern ||
+		    r.filter.size() >= sizeof kr[0].filter)
+			continue; // the daemon bounds these already; never overflow
+		memset(&kr[n], 0, sizeof kr[n]);
+		memcpy(kr[n].pattern, r.pattern.data(), r.pattern.size());
+		memcpy(kr[n].filter, r.filter.data(), r.filter.size());
+		kr[n].loglevel_max = r.loglevel_max;
+		kr[n].enable = r.enable;
+		n++;
+	}
+	const uint32_t target_uid = uid == 0 ? STRATA_KABI_UID_ANY : static_cast<uint32_t>(uid);
+	return strata_kmod_set_rules(g_dev, slot, kr, n, STRATA_KABI_TARGET_UID, target_uid, nullptr, 0,
+				     nullptr, nullptr);
+}
+
+std::string unique_dir(const std::string &base)
+{
+	std::string dir = base;
+	for (int n = 1; access(dir.c_str(), F_OK) == 0; n++)
+		dir = base + "." + std::to_string(n);
+	return dir;
+}
+
+} // namespace
+
+void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules, const std::string &out,
+		  const ClockInfo &clock, const Owner &owner, const std::string &hostname,
+		  std::vector<std::unique_ptr<Drain>> &drains)
+{
+	if (slot >= proto::kMaxSlots)
+		return;
+	SlotState &st = g_slots[slot];
+	const bool want = wants_kernel(rules);
+	if (!want && !st.set)
+		return;
+	if (g_dev < 0) {
+		g_dev = strata_kmod_open();
+		if (g_dev < 0) {
+			not_recorded(st, slot, STRATA_KABI_DEVICE, g_dev);
+			g_dev = -1;
+			return;
+		}
+	}
+	int r = set_slot(slot, uid, rules);
+	if (r < 0) {
+		not_recorded(st, slot, "SET_RULES", r);
+		return;
+	}
+	st.set = true;
+	if (!want)
+		return;
+	uint64_t size = 0;
+	int kfd = strata_kmod_kbuf_open(g_dev, slot, &size, nullptr);
+	if (kfd < 0) {
+		not_recorded(st, slot, "KBUF_OPEN", kfd);
+		return;
+	}
+	// The uuid only decides whether this buffer is new to us; Drain::create
+	// validates the whole header (hostile memory) and checks it again.
+	strata_buffer_header h;
+	if (pread(kfd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) {
+		say(slot, "cannot read the kernel buffer's header");
+		close(kfd);
+		return;
+	}
+	if (st.draining && memcmp(st.uuid, h.trace_uuid, 16) == 0) {
+		close(kfd); // already drained
+		return;
+	}
+	TraceEnv env;
+	env.domain = "kernel";
+	env.procname = "kernel";
+	env.hostname = hostname;
+	std::string err;
+	std::string dir = unique_dir(out + "/kernel");
+	std::unique_ptr<Drain> d = Drain::create(kfd, h.trace_uuid, dir, clock, env, owner, err);
+	if (!d) {
+		say(slot, "kernel buffer rejected: " + err);
+		return;
+	}
+	memcpy(st.uuid, h.trace_uuid, 16);
+	st.draining = true;
+	d->start();
+	drains.push_back(std::move(d));
+}
+
+void kernel_stop(uint32_t slot)
+{
+	if (slot >= proto::kMaxSlots)
+		return;
+	SlotState &st = g_slots[slot];
+	if (st.set && g_dev >= 0) {
+		int r = strata_kmod_set_rules(g_dev, slot, nullptr, 0, STRATA_KABI_TARGET_UID, STRATA_KABI_UID_ANY,
+					      nullptr, 0, nullptr, nullptr);
+		if (r < 0)
+			say(slot, std::string("cannot clear the module's slot: ") + strerror(-r));
+	}
+	st = SlotState();
+}
+
+} // namespace strata
