@@ -87,8 +87,13 @@ std::string find_preload(const std::string &name)
 {
 	std::string d = self_dir();
 	std::string file = "libstrata-" + name + ".so";
+#ifndef STRATA_LIBDIR
+#define STRATA_LIBDIR "/usr/local/lib"
+#endif
+	// The build tree, an install's lib/ next to bin/, and the configured
+	// libdir (lib/x86_64-linux-gnu with prefix /usr).
 	for (const std::string &p : {d + "/" + file, d + "/../lib/" + file, d + "/../lib/strata/" + file,
-				     d + "/../preload/" + file})
+				     d + "/../preload/" + file, std::string(STRATA_LIBDIR) + "/" + file})
 		if (access(p.c_str(), R_OK) == 0)
 			return p;
 	return "";
@@ -246,7 +251,7 @@ int strata_cmd_record(int argc, char **argv)
 	for (const std::string &p : preloads) {
 		std::string lib = find_preload(p);
 		if (lib.empty()) {
-			fprintf(stderr, "strata record: libstrata-%s.so not found next to strata or in ../lib\n",
+			fprintf(stderr, "strata record: libstrata-%s.so not found next to strata, in ../lib or in " STRATA_LIBDIR "\n",
 				p.c_str());
 			return cli::kFail;
 		}
