@@ -15,13 +15,29 @@
  * destructor.  The only other reader of the registry is the control plane,
  * which holds the same lock as unregister.  Unregister disarms (state = 0)
  * before unlinking so no later rule change can re-arm a removed tracepoint.
+ *
+ * Field filters (docs/filters.md).  Roles: the control plane compiles each
+ * rule's filter when rules are set and publishes, per slot, the programs
+ * and a mask of filtering rules per event id; application threads (and
+ * signal handlers interrupting them) read both in strata_filter_pass.  The
+ * publication is a per-slot seqlock: the control plane (one writer, under
+ * the control lock) makes `seq` odd, stores program words and masks with
+ * relaxed atomic stores, makes `seq` even again; a reader copies what it
+ * needs with relaxed atomic loads, evaluates its private copy and keeps the
+ * answer only if `seq` was even and unchanged around the copy.  A reader
+ * that interrupted the writer (signal handler on the writer's thread) or
+ * keeps losing the race drops the event after a few tries: it never waits.
+ * The evaluator bounds-checks everything, so even a torn copy cannot make
+ * it read outside the copy, the event's descriptor or its arguments.
  */
 #include <errno.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 
 #include "desc_rules.h"
+#include "filter.h"
 #include "rt_internal.h"
 
 namespace strata {
@@ -44,11 +60,82 @@ struct Module {
 struct SlotRules {
 	size_t n;
 	strata_rule rules[STRATA_MAX_RULES];
+	FilterProgram progs[STRATA_MAX_RULES]; // compiled filters (control plane's copy)
+	bool prog_ok[STRATA_MAX_RULES];        // false: the filter did not compile
+};
+
+constexpr size_t kProgWords = sizeof(FilterProgram) / 8;
+constexpr size_t kOpsWord = offsetof(FilterProgram, ops) / 8;
+constexpr size_t kPoolWord = offsetof(FilterProgram, pool) / 8;
+static_assert(offsetof(FilterProgram, ops) % 8 == 0 && offsetof(FilterProgram, pool) % 8 == 0,
+	      "program parts are word-aligned");
+
+// What readers of a slot's filters see (see the contract above).
+struct SlotFilters {
+	std::atomic<uint32_t> seq;                        // odd while the control plane rewrites
+	uint64_t words[STRATA_MAX_RULES][kProgWords];     // FilterProgram per rule, atomic words
+	std::atomic<uint32_t> mask[kMaxEventId + 1];      // per event id: rules whose filter applies
 };
 
 Module *g_modules;                   // under the control lock
 std::atomic<uint32_t> g_next_id{0};  // ids in registration order, never reused
 SlotRules g_rules[STRATA_MAX_SLOTS]; // under the control lock
+SlotFilters g_filters[STRATA_MAX_SLOTS];
+unsigned g_filter_write_depth[STRATA_MAX_SLOTS]; // under the control lock
+
+// Seqlock write side (control plane only, nestable).
+void filters_write_begin(unsigned slot)
+{
+	if (g_filter_write_depth[slot]++)
+		return;
+	SlotFilters &f = g_filters[slot];
+	// Relaxed store then release fence: the odd value is ordered before the
+	// data stores that follow; pairs with the reader's acquire fence.
+	f.seq.store(f.seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+	std::atomic_thread_fence(std::memory_order_release);
+}
+
+void filters_write_end(unsigned slot)
+{
+	if (--g_filter_write_depth[slot])
+		return;
+	SlotFilters &f = g_filters[slot];
+	// Release: the data stores are complete before the even value; pairs
+	// with the reader's first (acquire) load of seq.
+	f.seq.store(f.seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+void publish_program(unsigned slot, size_t rule, const FilterProgram &p)
+{
+	uint64_t w[kProgWords];
+	memcpy(w, &p, sizeof w);
+	for (size_t i = 0; i < kProgWords; i++) // Relaxed: inside the seqlock write.
+		__atomic_store_n(&g_filters[slot].words[rule][i], w[i], __ATOMIC_RELAXED);
+}
+
+// Copy rule r's published program into *out (relaxed word loads, only the
+// used part); the caller validates the seqlock afterwards.
+void load_program(const SlotFilters &f, unsigned r, FilterProgram *out)
+{
+	const uint64_t *src = f.words[r];
+	char *dst = (char *)out;
+	// Relaxed: inside the seqlock read (see strata_filter_pass).
+	uint64_t w = __atomic_load_n(&src[0], __ATOMIC_RELAXED);
+	memcpy(dst, &w, 8);
+	if (out->n_ops > kFilterMaxOps || out->pool_len > kFilterPoolMax) {
+		out->n_ops = kFilterMaxOps + 1; // torn: filter_eval rejects it
+		return;
+	}
+	size_t op_words = out->n_ops * sizeof(FilterOp) / 8, pool_words = (out->pool_len + 7) / 8;
+	for (size_t i = 0; i < op_words; i++) {
+		w = __atomic_load_n(&src[kOpsWord + i], __ATOMIC_RELAXED);
+		memcpy(dst + (kOpsWord + i) * 8, &w, 8);
+	}
+	for (size_t i = 0; i < pool_words; i++) {
+		w = __atomic_load_n(&src[kPoolWord + i], __ATOMIC_RELAXED);
+		memcpy(dst + (kPoolWord + i) * 8, &w, 8);
+	}
+}
 
 bool valid_description(const strata_event_desc *d)
 {
@@ -116,39 +203,82 @@ bool already_registered(const strata_tracepoint *tp)
 	return false;
 }
 
-bool rules_enable(unsigned slot, const strata_event_desc *d)
+// Whether the slot's rules enable d, and in *filter_mask the rules whose
+// filter decides (0: recorded unconditionally).  The last matching disable
+// rule cancels everything before it; enable rules after it add up: an event
+// is recorded when one of them has no filter or any of their filters pass.
+// A rule whose filter does not compile or does not bind to d (a field d
+// lacks, or of another type) does not match d.
+bool rules_enable(unsigned slot, const strata_event_desc *d, uint32_t *filter_mask)
 {
 	char full[2 * kMaxNameLen + 2];
 	size_t lp = strlen(d->provider), ln = strlen(d->name);
 	memcpy(full, d->provider, lp);
 	full[lp] = ':';
 	memcpy(full + lp + 1, d->name, ln + 1);
-	bool on = false;
+	bool on = false, unconditional = false;
+	uint32_t mask = 0;
 	const SlotRules &sr = g_rules[slot];
 	for (size_t i = 0; i < sr.n; i++) {
 		const strata_rule &r = sr.rules[i];
-		if ((r.loglevel_max < 0 || d->loglevel <= (uint32_t)r.loglevel_max) &&
-		    glob_match(r.pattern, full))
-			on = r.enable != 0; // the last matching rule wins
+		if ((r.loglevel_max >= 0 && d->loglevel > (uint32_t)r.loglevel_max) ||
+		    !glob_match(r.pattern, full))
+			continue;
+		bool filtered = r.filter[0] != 0;
+		if (filtered && (!sr.prog_ok[i] || !filter_bind(sr.progs[i], d)))
+			continue;
+		if (!r.enable) { // the last matching disable wins over what came before
+			on = unconditional = false;
+			mask = 0;
+		} else if (!filtered) {
+			on = unconditional = true;
+			mask = 0;
+		} else {
+			on = true;
+			if (!unconditional)
+				mask |= 1u << i;
+		}
 	}
+	*filter_mask = on ? mask : 0;
 	return on;
+}
+
+// The state word a tracepoint should have: its slot bits, and FILTERED
+// when any slot recording it has a filter mask for it.
+uint32_t with_filtered_bit(uint32_t state, uint32_t id)
+{
+	uint32_t slots = state & STRATA_TP_SLOTS_MASK, filtered = 0;
+	for (unsigned t = 0; t < STRATA_MAX_SLOTS; t++)
+		// Relaxed: written only by the control plane, which is us.
+		if ((slots & (1u << t)) && id <= kMaxEventId &&
+		    g_filters[t].mask[id].load(std::memory_order_relaxed))
+			filtered = STRATA_TP_FILTERED;
+	return slots | filtered;
+}
+
+void set_state(strata_tracepoint *tp, uint32_t state)
+{
+	// Release: the event's id and its descriptor (published before with
+	// desc_used), and its filter masks and programs, are written before a
+	// call site can see the bits.  Call sites load `state` relaxed;
+	// strata_rt_quiesce makes the change visible to every thread before the
+	// control plane acknowledges.  Only the control plane writes `state`.
+	__atomic_store_n(&tp->state, state, __ATOMIC_RELEASE);
 }
 
 void arm_entry(Entry &e, unsigned slot)
 {
 	if (!e.valid)
 		return; // never written: it may not even be a tracepoint
-	uint32_t bit = 1u << slot;
+	uint32_t bit = 1u << slot, mask = 0;
 	bool on = (e.described & bit) &&
-		  g_slots[slot].load(std::memory_order_relaxed) && rules_enable(slot, e.tp->desc);
-	// Release: the event's id and its descriptor (published before with
-	// desc_used) are written before a call site can see the bit.  Call
-	// sites load `state` relaxed; strata_rt_quiesce makes the change
-	// visible to every thread before the control plane acknowledges.
-	if (on)
-		__atomic_fetch_or(&e.tp->state, bit, __ATOMIC_RELEASE);
-	else
-		__atomic_fetch_and(&e.tp->state, ~bit, __ATOMIC_RELEASE);
+		  g_slots[slot].load(std::memory_order_relaxed) && rules_enable(slot, e.tp->desc, &mask);
+	filters_write_begin(slot);
+	// Relaxed: inside the seqlock write; readers validate with seq.
+	g_filters[slot].mask[e.id].store(on ? mask : 0, std::memory_order_relaxed);
+	filters_write_end(slot);
+	uint32_t st = __atomic_load_n(&e.tp->state, __ATOMIC_RELAXED); // only we write it
+	set_state(e.tp, with_filtered_bit(on ? st | bit : st & ~bit, e.id));
 }
 
 void describe_entry(Channel *ch, Entry &e)
@@ -301,9 +431,11 @@ void registry_disarm_slot(unsigned slot)
 {
 	for (Module *m = g_modules; m; m = m->next)
 		for (size_t i = 0; i < m->n; i++)
-			if (m->entries[i].valid) // Release: see arm_entry.
-				__atomic_fetch_and(&m->entries[i].tp->state, ~(1u << slot),
-						   __ATOMIC_RELEASE);
+			if (m->entries[i].valid) {
+				const Entry &e = m->entries[i];
+				uint32_t st = __atomic_load_n(&e.tp->state, __ATOMIC_RELAXED);
+				set_state(e.tp, with_filtered_bit(st & ~(1u << slot), e.id));
+			}
 }
 
 void registry_forget_slot(unsigned slot)
@@ -322,8 +454,14 @@ void registry_disarm_all_in_child()
 			if (m->entries[i].valid) // Release: see arm_entry.
 				__atomic_store_n(&m->entries[i].tp->state, 0, __ATOMIC_RELEASE);
 		}
-	for (unsigned s = 0; s < STRATA_MAX_SLOTS; s++)
+	for (unsigned s = 0; s < STRATA_MAX_SLOTS; s++) {
 		g_rules[s].n = 0;
+		g_filter_write_depth[s] = 0;
+		// Relaxed: the child has one thread; a fork in the middle of a
+		// rewrite (impossible under the control lock) would leave seq odd.
+		uint32_t q = g_filters[s].seq.load(std::memory_order_relaxed);
+		g_filters[s].seq.store((q + 1) & ~1u, std::memory_order_relaxed);
+	}
 }
 
 int registry_store_rules(unsigned slot, const strata_rule *rules, size_t n)
@@ -334,9 +472,19 @@ int registry_store_rules(unsigned slot, const strata_rule *rules, size_t n)
 		if (!memchr(rules[i].pattern, 0, sizeof rules[i].pattern) ||
 		    !memchr(rules[i].filter, 0, sizeof rules[i].filter))
 			return -EINVAL;
+	SlotRules &sr = g_rules[slot];
 	if (n)
-		memcpy(g_rules[slot].rules, rules, n * sizeof *rules);
-	g_rules[slot].n = n;
+		memcpy(sr.rules, rules, n * sizeof *rules);
+	sr.n = n;
+	filters_write_begin(slot);
+	for (size_t i = 0; i < n; i++) {
+		FilterError err;
+		sr.prog_ok[i] = filter_compile(sr.rules[i].filter, &sr.progs[i], &err);
+		if (!sr.prog_ok[i])
+			warn("a rule's field filter does not compile: the rule matches nothing");
+		publish_program(slot, i, sr.progs[i]);
+	}
+	filters_write_end(slot);
 	return 0;
 }
 
@@ -443,9 +591,11 @@ extern "C" STRATA_EXPORT int strata_rt_slot_set_rules(unsigned slot, const struc
 	int rc = control_lock();
 	if (rc)
 		return rc;
+	filters_write_begin(slot); // programs and masks change together
 	rc = registry_store_rules(slot, rules, n);
 	if (rc == 0)
 		registry_arm_slot(slot);
+	filters_write_end(slot);
 	control_unlock();
 	return rc;
 }
@@ -486,4 +636,35 @@ extern "C" STRATA_EXPORT int strata_rt_event_name(uint32_t id, char *buf, size_t
 		}
 	control_unlock();
 	return rc;
+}
+
+extern "C" STRATA_EXPORT int strata_filter_pass(struct strata_tracepoint *tp, unsigned slot,
+						const void *const *argv)
+{
+	if (!tp || slot >= STRATA_MAX_SLOTS || !tp->desc || tp->id > kMaxEventId)
+		return 0;
+	const SlotFilters &f = g_filters[slot];
+	for (int attempt = 0; attempt < 4; attempt++) {
+		// Acquire: pairs with filters_write_end's release store, so the
+		// words and masks read below are at least that rewrite's.
+		uint32_t s1 = f.seq.load(std::memory_order_acquire);
+		if (s1 & 1)
+			continue; // a rewrite in progress (or we interrupted it)
+		// Relaxed: validated by the seq re-check below.
+		uint32_t mask = f.mask[tp->id].load(std::memory_order_relaxed);
+		int pass = mask == 0; // no filter for this slot: record
+		while (mask && !pass) {
+			FilterProgram p;
+			unsigned r = (unsigned)__builtin_ctz(mask);
+			mask &= mask - 1;
+			load_program(f, r, &p);
+			pass = filter_eval(p, tp->desc, argv);
+		}
+		// Acquire fence: the loads above happen before the re-check; pairs
+		// with filters_write_begin's release fence.
+		std::atomic_thread_fence(std::memory_order_acquire);
+		if (f.seq.load(std::memory_order_relaxed) == s1)
+			return pass;
+	}
+	return 0; // rules are changing under us: drop rather than wait
 }

@@ -372,10 +372,5 @@ extern "C" STRATA_EXPORT void strata_commit(struct strata_reservation *r)
 	t_state.depth--;
 }
 
-// Field filters are stored with the rules but not evaluated yet (a later
-// issue): STRATA_TP_FILTERED is never set, so this is not even called.
-extern "C" STRATA_EXPORT int strata_filter_pass(struct strata_tracepoint *, unsigned,
-						const void *const *)
-{
-	return 1;
-}
+// strata_filter_pass (field filters) lives in registry.cpp, next to the
+// programs and masks it reads.

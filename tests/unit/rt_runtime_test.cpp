@@ -113,18 +113,18 @@ TEST(Rules, GlobsLoglevelsAndLastRuleWins)
 	EXPECT_EQ(armed(2, {rule("*"), rule("*", false, 3)}), 7u);
 	// Only slot 2's bit moves.
 	EXPECT_EQ(state_of(TP(rec)) & ~(1u << 2), 0u);
-	// Field filters are stored but not evaluated yet: enabled, never FILTERED.
+	// A field filter arms the event with FILTERED (tests/unit/filter_test.cpp).
 	strata_rule f = rule("rbtest:rec");
 	strcpy(f.filter, "seq > 3");
 	EXPECT_EQ(armed(2, {f}), 1u);
-	EXPECT_EQ(state_of(TP(rec)) & STRATA_TP_FILTERED, 0u);
+	EXPECT_EQ(state_of(TP(rec)) & STRATA_TP_FILTERED, STRATA_TP_FILTERED);
 	// Bad rule sets are refused and change nothing.
 	std::vector<strata_rule> many(STRATA_MAX_RULES + 1, rule("*"));
 	EXPECT_EQ(-E2BIG, strata_rt_slot_set_rules(2, many.data(), many.size()));
 	strata_rule unterminated = rule("*");
 	memset(unterminated.pattern, '*', sizeof unterminated.pattern);
 	EXPECT_EQ(-EINVAL, strata_rt_slot_set_rules(2, &unterminated, 1));
-	EXPECT_EQ(state_of(TP(rec)), 1u << 2);
+	EXPECT_EQ(state_of(TP(rec)), (1u << 2) | STRATA_TP_FILTERED);
 	// Closing the slot disarms it.
 	strata_rt_slot_close(2);
 	s.fd = -1;
