@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../kmod/user/strata_kmod.h"
@@ -117,12 +118,16 @@ void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rule
 	}
 	// The uuid only decides whether this buffer is new to us; Drain::create
 	// validates the whole header (hostile memory) and checks it again.
+	// (The module's file is not readable with read(2): map its header.)
 	strata_buffer_header h;
-	if (pread(kfd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) {
-		say(slot, "cannot read the kernel buffer's header");
+	void *m = size >= sizeof h ? mmap(nullptr, sizeof h, PROT_READ, MAP_SHARED, kfd, 0) : MAP_FAILED;
+	if (m == MAP_FAILED) {
+		say(slot, std::string("cannot map the kernel buffer's header: ") + strerror(errno));
 		close(kfd);
 		return;
 	}
+	memcpy(&h, m, sizeof h);
+	munmap(m, sizeof h);
 	if (st.draining && memcmp(st.uuid, h.trace_uuid, 16) == 0) {
 		close(kfd); // already drained
 		return;

@@ -34,7 +34,10 @@ static int strata_mmap(struct file *file, struct vm_area_struct *vma)
 	/* Every mapping is read-only, and may never become writable. */
 	if (vma->vm_flags & (VM_WRITE | VM_EXEC))
 		return -EPERM;
-	if (!(vma->vm_flags & VM_SHARED))
+	/* VM_MAYSHARE, not VM_SHARED: mmap clears VM_SHARED for a MAP_SHARED
+	 * mapping of a file opened read-only (nothing could write through it),
+	 * and an O_RDONLY open is what a clock reader does. */
+	if (!(vma->vm_flags & VM_MAYSHARE))
 		return -EINVAL;
 	strata_vm_flags_clear(vma, VM_MAYWRITE | VM_MAYEXEC);
 	if (vma->vm_pgoff)

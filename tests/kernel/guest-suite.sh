@@ -1,7 +1,15 @@
 #!/bin/sh
-# guest-suite.sh KTEST [ARGS] - the in-guest part of the kernel test set,
-# run by run-vm.sh inside the chroot with strata.ko loaded.
+# guest-suite.sh [--kinteg STRATA DEMO CAUSAL] KTEST [ARGS] - the in-guest
+# part of the kernel test set, run by run-vm.sh inside the chroot with
+# strata.ko loaded.  --kinteg: also record the integration traces
+# (guest-kinteg.sh) after KTEST's tests.
 set -u
+here=$(cd "$(dirname "$0")" && pwd)
+kinteg=""
+if [ "${1:-}" = --kinteg ]; then
+	kinteg="$2 $3 $4"
+	shift 4
+fi
 ktest=$1
 shift
 echo "guest: kernel $(uname -r), clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
@@ -9,4 +17,6 @@ echo "guest: kernel $(uname -r), clocksource $(cat /sys/devices/system/clocksour
 # Per-test verdicts are the PASS/FAIL lines (kernel.<name> in CTest); the
 # VM run itself fails only on infrastructure or kernel-health problems.
 "$ktest" "$@" || echo "guest: some tests failed (exit $?)"
+# shellcheck disable=SC2086 # three paths without blanks (build tree)
+[ -z "$kinteg" ] || "$here/guest-kinteg.sh" $kinteg || echo "guest: kinteg recording failed"
 exit 0

@@ -680,6 +680,14 @@ static int t_clock(void)
 	CHECK(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED &&
 	      errno == EPERM, "writable mapping allowed");
 	CHECK(mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED, "two-page mapping allowed");
+	{ /* a read-only open maps the page too (the runtime opens it so) */
+		int ro = open(STRATA_KABI_DEVICE, O_RDONLY | O_CLOEXEC);
+		const struct strata_kclock *kro = ro >= 0 ? strata_kclock_map(ro) : NULL;
+
+		CHECK(kro != NULL, "no clock page through an O_RDONLY fd: %s", strerror(errno));
+		munmap((void *)kro, 4096);
+		close(ro);
+	}
 	k = strata_kclock_map(fd);
 	CHECK(k != NULL, "no clock page: %s", strerror(errno));
 	CHECK(mprotect((void *)k, 4096, PROT_READ | PROT_WRITE) != 0, "mprotect to writable allowed");
