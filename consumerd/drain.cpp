@@ -105,6 +105,10 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 	d->lane_sizes_.assign(info.n_lanes, 0);
 	d->clock_ = clock;
 	d->env_ = env;
+	// Which clock the producer stamped with (both give CLOCK_MONOTONIC ns).
+	d->env_.clock_source = info.clock_id == STRATA_CLOCK_PAGE	    ? "kclock-page"
+			       : info.clock_id == STRATA_CLOCK_MONOTONIC ? "monotonic"
+									 : "unknown";
 	d->owner_ = owner;
 	return d;
 }

@@ -148,6 +148,8 @@ std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const T
 		o << "\tvpid = " << env.pid << ";\n";
 	if (!env.hostname.empty())
 		o << "\thostname = " << quote(env.hostname) << ";\n";
+	if (!env.clock_source.empty())
+		o << "\tclock = " << quote(env.clock_source) << ";\n";
 	o << "};\n\n";
 	o << "clock {\n\tname = \"" << clock.name << "\";\n";
 	if (!clock.uuid.empty())
