@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "filter.h"
 
 using namespace strata;
 
@@ -31,7 +32,9 @@ int event_command(int argc, char **argv, bool enable)
 			       "%s"
 			       "\nExit status: 0 ok, 1 runtime failure, 2 usage error.\n",
 			       cmd, enable ? " [--filter EXPR]" : "", enable ? "Enable" : "Disable",
-			       enable ? "  --filter EXPR      field filter (stored; evaluated by a later version)\n" : "");
+			       enable ? "  --filter EXPR      record only events whose fields satisfy EXPR, e.g.\n"
+					"                     'size > 4096 && path == \"/tmp/*\"' (docs/filters.md);\n"
+					"                     an event lacking a named field does not match\n" : "");
 			return cli::kOk;
 		}
 		if (!strcmp(argv[i], "--loglevel")) {
@@ -43,6 +46,13 @@ int event_command(int argc, char **argv, bool enable)
 			filter = argv[i];
 			if (filter.size() > proto::kMaxFilter)
 				return cli::usage_error(cmd, "filter longer than 255 bytes");
+			strata::FilterProgram prog;
+			strata::FilterError fe;
+			if (!strata::filter_compile(filter.c_str(), &prog, &fe)) {
+				fprintf(stderr, "strata %s: bad --filter at column %u: %s\n  %s\n  %*s^\n",
+					cmd, fe.column, fe.msg, filter.c_str(), (int)fe.column - 1, "");
+				return cli::kUsage;
+			}
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			return cli::usage_error(cmd, std::string("unknown option '") + argv[i] + "'");
 		} else if (session.empty()) {
