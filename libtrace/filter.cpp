@@ -195,7 +195,7 @@ struct Parser {
 		op.name_len = (uint16_t)(pos - name_at);
 		skip_space();
 		size_t op_at = pos;
-		char c = text[pos], d = text[pos + 1];
+		char c = text[pos], d = c ? text[pos + 1] : 0;
 		if (c == '=' && d == '=')
 			op.cmp = kCmpEq, pos += 2;
 		else if (c == '!' && d == '=')
@@ -378,7 +378,12 @@ int find_field(const FilterProgram &p, const FilterOp &op, const strata_event_de
 	uint32_t nf = d->n_fields;
 	for (uint32_t i = 0; i < nf && i < 64; i++) {
 		const char *fn = d->fields[i].name;
-		if (fn && strncmp(fn, name, op.name_len) == 0 && fn[op.name_len] == 0)
+		if (!fn)
+			continue;
+		uint32_t k = 0; // never reads fn past its NUL, nor name past name_len
+		while (k < op.name_len && fn[k] && fn[k] == name[k])
+			k++;
+		if (k == op.name_len && fn[k] == 0)
 			return (int)i;
 	}
 	return -1;
