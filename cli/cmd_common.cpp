@@ -170,6 +170,78 @@ int simple_command(const char *cmd, proto::Body body, bool print_text)
 	return kOk;
 }
 
+int change_command(const char *cmd, const std::vector<proto::Body> &bodies, uint32_t wait_ms)
+{
+	CtlClient cl;
+	std::string err;
+	if (cl.open("", err) < 0) {
+		fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
+		return kFail;
+	}
+	for (const proto::Body &b : bodies) {
+		int r = cl.command(b, err);
+		if (r < 0) {
+			fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
+			return kFail;
+		}
+		if (!err.empty())
+			printf("%s\n", err.c_str());
+	}
+	if (!wait_ms)
+		return kOk;
+	if (cl.version() < 2) { // a version 1 daemon held its answers itself
+		fprintf(stderr, "strata %s: the daemon speaks protocol 1: --wait is its 1 s hold\n", cmd);
+		return kOk;
+	}
+	cl.timeout_ms = static_cast<int>(wait_ms) + 5000;
+	int r = cl.command(proto::Wait{wait_ms}, err);
+	if (r < 0) {
+		fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
+		return kFail;
+	}
+	if (!err.empty())
+		printf("%s\n", err.c_str());
+	return kOk;
+}
+
+int parse_wait_option(const char *cmd, const char *arg, uint32_t &wait_ms)
+{
+	if (strncmp(arg, "--wait", 6) || (arg[6] && arg[6] != '='))
+		return 0;
+	if (!arg[6]) {
+		wait_ms = 10000;
+		return 1;
+	}
+	const char *v = arg + 7;
+	char *end;
+	errno = 0;
+	double t = strtod(v, &end);
+	if (end == v || errno || t <= 0)
+		return usage_error(cmd, std::string("bad --wait timeout '") + v + "'"), -1;
+	if (!strcmp(end, "ms"))
+		t /= 1000;
+	else if (*end && strcmp(end, "s"))
+		return usage_error(cmd, std::string("bad --wait timeout '") + v + "' (seconds, or <n>ms)"), -1;
+	if (t * 1000 < 1 || t * 1000 > proto::kMaxWaitMs)
+		return usage_error(cmd, "--wait timeout must be 1 ms .. 600 s"), -1;
+	wait_ms = static_cast<uint32_t>(t * 1000);
+	return 1;
+}
+
+std::string implicit_session(const char *cmd)
+{
+	CtlClient cl;
+	proto::Message ans;
+	if (query(cmd, cl, proto::Status{""}, proto::Type::StatusReply, ans) != kOk)
+		return "";
+	const auto &v = std::get<proto::StatusReply>(ans.body).sessions;
+	if (v.size() == 1)
+		return v[0].name;
+	fprintf(stderr, "strata %s: %s: name the session\n", cmd,
+		v.empty() ? "there is no session" : "there are several sessions");
+	return "";
+}
+
 int query(const char *cmd, CtlClient &cl, proto::Body body, proto::Type expected, proto::Message &ans)
 {
 	std::string err;

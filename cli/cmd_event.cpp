@@ -21,14 +21,44 @@ int event_command(int argc, char **argv, bool enable)
 	std::vector<std::string> patterns;
 	int32_t loglevel = -1;
 	std::string filter;
+	std::vector<uint32_t> pids;
+	std::vector<std::string> names;
+	uint32_t wait_ms = 0;
 	for (int i = 1; i < argc; i++) {
+		int w = cli::parse_wait_option(cmd, argv[i], wait_ms);
+		if (w < 0)
+			return cli::kUsage;
+		if (w > 0)
+			continue;
+		if (!strcmp(argv[i], "--pid") || !strcmp(argv[i], "--name")) {
+			const bool pid = argv[i][2] == 'p';
+			uint32_t v = 0;
+			if (++i >= argc || (pid && (!cli::parse_u32(argv[i], v) || !v)) ||
+			    (!pid && (!*argv[i] || strlen(argv[i]) > proto::kMaxName)))
+				return cli::usage_error(cmd, pid ? "--pid needs a process id" : "--name needs a process name");
+			if (pid)
+				pids.push_back(v);
+			else
+				names.push_back(argv[i]);
+			if (pids.size() > proto::kMaxTargetPids || names.size() > proto::kMaxTargetNames)
+				return cli::usage_error(cmd, "at most 64 --pid and 16 --name");
+			continue;
+		}
 		if (cli::is_help(argv[i])) {
-			printf("Usage: strata %s SESSION PATTERN... [--loglevel LEVEL]%s\n\n"
+			printf("Usage: strata %s [SESSION] PATTERN... [--loglevel LEVEL] [--pid PID]...\n"
+			       "       [--name COMM]... [--wait[=TIMEOUT]]%s\n\n"
 			       "%s the tracepoints matching PATTERN (\"provider:event\", '*' matches\n"
-			       "any run of characters; \"*\" matches every event) in SESSION.\n"
-			       "Rules apply to processes that start after the session is started.\n\n"
+			       "any run of characters; \"*\" matches every event) in SESSION (default:\n"
+			       "the only session). Running tp-async processes follow at once; tp-sync\n"
+			       "processes see the rules of started sessions when they start.\n\n"
 			       "  --loglevel LEVEL   only events at LEVEL or more severe: emerg, alert,\n"
 			       "                     crit, err, warning, notice, info, debug, or 0..15\n"
+			       "  --pid PID          only in process PID (repeatable)\n"
+			       "  --name COMM        only in processes named COMM (repeatable); with\n"
+			       "                     neither, every process of your user\n"
+			       "  --wait[=TIMEOUT]   return once every running process concerned applied\n"
+			       "                     the change (TIMEOUT seconds or <n>ms, default 10);\n"
+			       "                     on timeout exit 1 naming the processes that did not\n"
 			       "%s"
 			       "\nExit status: 0 ok, 1 runtime failure, 2 usage error.\n",
 			       cmd, enable ? " [--filter EXPR]" : "", enable ? "Enable" : "Disable",
@@ -55,7 +85,7 @@ int event_command(int argc, char **argv, bool enable)
 			}
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			return cli::usage_error(cmd, std::string("unknown option '") + argv[i] + "'");
-		} else if (session.empty()) {
+		} else if (session.empty() && proto::valid_session_name(argv[i])) {
 			session = argv[i];
 		} else {
 			if (!*argv[i] || strlen(argv[i]) > proto::kMaxPattern)
@@ -63,25 +93,29 @@ int event_command(int argc, char **argv, bool enable)
 			patterns.push_back(argv[i]);
 		}
 	}
-	if (session.empty())
-		return cli::usage_error(cmd, "missing session name");
+	if (patterns.empty() && !session.empty()) { // "strata enable-event ev": ev is the pattern
+		patterns.push_back(session);
+		session.clear();
+	}
 	if (patterns.empty())
 		return cli::usage_error(cmd, "missing event pattern (\"*\" for every event)");
+	if (session.empty() && (session = cli::implicit_session(cmd)).empty())
+		return cli::kFail;
+	std::vector<proto::Body> bodies;
 	for (const std::string &p : patterns) {
 		proto::Rule r;
 		r.pattern = p;
 		r.loglevel_max = loglevel;
 		r.filter = filter;
 		r.enable = enable;
-		int st;
-		if (enable)
-			st = cli::simple_command(cmd, proto::EnableEvent{session, r});
+		if (!pids.empty() || !names.empty())
+			bodies.push_back(proto::TargetRule{session, r, pids, names});
+		else if (enable)
+			bodies.push_back(proto::EnableEvent{session, r});
 		else
-			st = cli::simple_command(cmd, proto::DisableEvent{session, r});
-		if (st != cli::kOk)
-			return st;
+			bodies.push_back(proto::DisableEvent{session, r});
 	}
-	return cli::kOk;
+	return cli::change_command(cmd, bodies, wait_ms);
 }
 
 } // namespace

@@ -2,6 +2,7 @@
  * cmd_session.cpp - `strata start|stop|destroy SESSION`.
  */
 #include <cstdio>
+#include <type_traits>
 
 #include "commands.h"
 
@@ -14,23 +15,33 @@ int session_command(int argc, char **argv, const char *what)
 {
 	const char *cmd = argv[0];
 	std::string session;
+	uint32_t wait_ms = 0;
+	const bool waits = std::is_same<Msg, proto::Start>::value || std::is_same<Msg, proto::Stop>::value;
 	for (int i = 1; i < argc; i++) {
 		if (cli::is_help(argv[i])) {
-			printf("Usage: strata %s SESSION\n\n%s\n\nExit status: 0 ok, 1 runtime failure, 2 usage error.\n",
-			       cmd, what);
+			printf("Usage: strata %s [SESSION]%s\n\n%s\n%s\nExit status: 0 ok, 1 runtime failure, 2 usage error.\n",
+			       cmd, waits ? " [--wait[=TIMEOUT]]" : "", what,
+			       waits ? "\n  --wait[=TIMEOUT]  return once every running tp-async process concerned\n"
+				       "                    applied it (TIMEOUT seconds or <n>ms, default 10);\n"
+				       "                    on timeout exit 1 naming those that did not\n" : "");
 			return cli::kOk;
 		}
+		int w = waits ? cli::parse_wait_option(cmd, argv[i], wait_ms) : 0;
+		if (w < 0)
+			return cli::kUsage;
+		if (w > 0)
+			continue;
 		if (argv[i][0] == '-')
 			return cli::usage_error(cmd, std::string("unknown option '") + argv[i] + "'");
 		if (!session.empty())
 			return cli::usage_error(cmd, "one session name only");
 		session = argv[i];
 	}
-	if (session.empty())
-		return cli::usage_error(cmd, "missing session name");
+	if (session.empty() && (session = cli::implicit_session(cmd)).empty())
+		return cli::kFail;
 	Msg m;
 	m.session = session;
-	return cli::simple_command(cmd, m);
+	return cli::change_command(cmd, {m}, wait_ms);
 }
 
 } // namespace
@@ -40,15 +51,15 @@ int strata_cmd_start(int argc, char **argv)
 	return session_command<proto::Start>(argc, argv,
 		"Start recording: processes that start from now on join the session (they\n"
 		"link tp-sync or tp-async), and running processes that link tp-async join\n"
-		"it before this command returns (it reports how many did).");
+		"it (at once; --wait returns when they all have).");
 }
 
 int strata_cmd_stop(int argc, char **argv)
 {
 	return session_command<proto::Stop>(argc, argv,
 		"Stop recording: flush every buffer of the session and complete its trace.\n"
-		"Returns once the trace on disk is complete (and tp-async processes have\n"
-		"left the session).");
+		"Returns once the trace on disk is complete (with --wait, also once the\n"
+		"running tp-async processes have left the session).");
 }
 
 int strata_cmd_destroy(int argc, char **argv)

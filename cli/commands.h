@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "proto/proto.h"
 
@@ -53,6 +54,17 @@ extern const char *const kChannelHelp;
 // `path` when not empty); print the daemon's text (stdout on success, stderr
 // on error).  Returns kOk or kFail.
 int simple_command(const char *cmd, proto::Body body, bool print_text = true);
+
+// A change (ENABLE/DISABLE_EVENT, TARGET_RULE, START, STOP) followed, when
+// wait_ms > 0, by a WAIT on the same connection: returns once every process
+// the change signalled acknowledged it; kFail naming those that did not.
+int change_command(const char *cmd, const std::vector<proto::Body> &bodies, uint32_t wait_ms);
+// "--wait" or "--wait=T" (T: seconds, or "<n>ms", "<n>s"): 1 consumed
+// (wait_ms set; default 10 s), 0 not that option, -1 usage error.
+int parse_wait_option(const char *cmd, const char *arg, uint32_t &wait_ms);
+// The only session this user can see, for commands whose SESSION is left
+// out; "" (and a message on stderr) when there is none or several.
+std::string implicit_session(const char *cmd);
 
 // Send a request whose answer is of type `expected` (LIST, STATUS) over a
 // fresh connection `cl`; on any error print it and return kFail.

@@ -11,6 +11,11 @@
  *            process does not keep its socket open).
  *   Conn     a connected socket: role after HELLO, partial input, received
  *            fds, and for a process the slots granted to it.
+ *
+ * Generations (docs/control-protocol.md, "Acknowledged changes"): every
+ * change that reaches running processes bumps change_; a process's state
+ * query stamps its connection with the generation current at REGISTER, and
+ * that connection's close acknowledges every generation up to the stamp.
  */
 #include "daemon.h"
 
@@ -73,6 +78,13 @@ std::string hostname()
 	return buf;
 }
 
+// Which processes a rule applies to: everyone of the session's user when
+// both lists are empty, else the listed pids and process names (comm).
+struct Target {
+	std::vector<uint32_t> pids;
+	std::vector<std::string> names;
+};
+
 struct Session {
 	uint64_t id = 0;
 	uint64_t run_id = 0; // new at each START: what grants name (SessionGrant.session_id)
@@ -82,6 +94,7 @@ struct Session {
 	std::string out;
 	proto::ChannelConfig channel;
 	std::vector<proto::Rule> rules;
+	std::vector<Target> targets; // one per rule
 	proto::SessionState state = proto::SessionState::Created;
 	ClockInfo clock;
 	Owner owner;         // set when a root daemon works for another user
@@ -96,17 +109,21 @@ struct Proc {
 	std::vector<proto::EventName> events;
 	int pidfd = -1;
 	int signo = 0;        // asynchronous enablement: signal it on changes
+	uint64_t acked = 0;   // highest generation it acknowledged
 	std::vector<Drain *> drains;
 };
 
 // A controller's answer held back until the processes signalled about a
-// change have re-queried (or exited), or until its deadline.
+// change have re-queried (or exited), or until its deadline.  Version 1:
+// the answer to the change itself (1 s hold); version 2: the answer to WAIT.
 struct PendingReply {
 	uint64_t conn_id = 0;
 	uint32_t seq = 0;
 	std::string text;
-	uint64_t change = 0;          // acknowledgements must come from queries after it
-	std::vector<pid_t> waiting;
+	bool wait = false;            // a WAIT: -ETIMEDOUT at the deadline
+	// (pid, generation it must acknowledge): acknowledgements must come
+	// from queries that registered at or after that generation
+	std::vector<std::pair<pid_t, uint64_t>> waiting;
 	size_t signalled = 0;
 	int64_t deadline = 0;
 };
@@ -119,6 +136,10 @@ struct Grant {
 struct Conn {
 	uint64_t id = 0;
 	uint64_t registered_at = 0; // change counter when it sent REGISTER
+	uint16_t version = proto::kProcessVersion; // negotiated at HELLO
+	// Version 2 controller: processes signalled about this connection's
+	// changes since its last WAIT, with the generation each must ack.
+	std::map<pid_t, uint64_t> unacked;
 	int fd = -1;
 	struct ucred cred = {};
 	bool hello = false;
@@ -151,7 +172,12 @@ private:
 	void on_exit(int pidfd);
 	// Asynchronous enablement: signal the processes a change of `s`
 	// concerns, answer `c` once they acknowledged (or at the deadline).
-	void notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std::string &text);
+	// `rule` >= 0: only the processes that rule targets, else those any
+	// rule of `s` targets.
+	void notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std::string &text, int rule = -1);
+	void do_wait(Conn &c, uint32_t seq, const proto::Wait &m);
+	static bool targets(const Session &s, size_t rule, const Proc &p);
+	static std::vector<proto::Rule> rules_for(const Session &s, const Proc &p);
 	void acknowledge(pid_t pid, uint64_t registered_at);
 	void answer_pending(bool all);
 	int pending_timeout_ms() const;
@@ -164,7 +190,7 @@ private:
 	void do_register(Conn &c, uint32_t seq, const proto::Register &m);
 	void do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m);
 	void do_create(Conn &c, uint32_t seq, const proto::Create &m);
-	void do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule r);
+	void do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule r, Target t = {});
 	void do_status(Conn &c, uint32_t seq, const proto::Status &m);
 	void do_list(Conn &c, uint32_t seq);
 
@@ -238,6 +264,7 @@ void Daemon::send(Conn &c, uint32_t seq, proto::Body body)
 	proto::Message m;
 	m.seq = seq;
 	m.body = std::move(body);
+	m.version = c.version;
 	int r = proto::send_message(c.fd, m, -1, proto::now_ms() + kReplyTimeoutMs);
 	if (r < 0)
 		VLOG("send to pid %d failed: %s", c.cred.pid, strerror(-r));
@@ -259,8 +286,14 @@ void Daemon::drop(int fd)
 		return;
 	// A process closes its connection after applying what it was granted
 	// (and quiescing): that is its acknowledgement.
-	if (it->second->registered)
+	if (it->second->registered) {
+		auto p = pid_to_pidfd_.find(it->second->cred.pid);
+		if (p != pid_to_pidfd_.end()) {
+			Proc &pr = procs_[p->second];
+			pr.acked = std::max(pr.acked, it->second->registered_at);
+		}
 		acknowledge(it->second->cred.pid, it->second->registered_at);
+	}
 	conns_.erase(it);
 }
 
@@ -283,28 +316,73 @@ static bool catches(pid_t pid, int signo)
 	return found && signo >= 1 && signo <= 64 && (mask >> (signo - 1)) & 1;
 }
 
-void Daemon::notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std::string &text)
+bool Daemon::targets(const Session &s, size_t rule, const Proc &p)
+{
+	if (!(s.uid == 0 || s.uid == p.uid))
+		return false;
+	if (rule >= s.targets.size())
+		return true;
+	const Target &t = s.targets[rule];
+	if (t.pids.empty() && t.names.empty())
+		return true;
+	for (uint32_t pid : t.pids)
+		if (static_cast<pid_t>(pid) == p.pid)
+			return true;
+	for (const std::string &n : t.names) // comm is cut at 15 bytes
+		if (n == p.comm || (n.size() > 15 && p.comm.size() == 15 && n.compare(0, 15, p.comm) == 0))
+			return true;
+	return false;
+}
+
+std::vector<proto::Rule> Daemon::rules_for(const Session &s, const Proc &p)
+{
+	std::vector<proto::Rule> v;
+	for (size_t i = 0; i < s.rules.size(); i++)
+		if (targets(s, i, p))
+			v.push_back(s.rules[i]);
+	return v;
+}
+
+void Daemon::notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std::string &text, int rule)
 {
 	PendingReply p;
 	p.conn_id = c.id;
 	p.seq = seq;
 	p.text = text;
-	p.change = ++change_;
+	const uint64_t gen = ++change_;
 	p.deadline = proto::now_ms() + 1000;
 	for (auto &kv : procs_) {
 		const Proc &pr = kv.second;
-		if (!pr.signo || kv.first < 0 || !(s.uid == 0 || s.uid == pr.uid))
+		if (!pr.signo || kv.first < 0)
+			continue;
+		bool concerned = false;
+		if (rule >= 0)
+			concerned = targets(s, static_cast<size_t>(rule), pr);
+		else if (s.rules.empty()) // a grant without rules: every process of the uid
+			concerned = s.uid == 0 || s.uid == pr.uid;
+		else
+			for (size_t i = 0; i < s.rules.size() && !concerned; i++)
+				concerned = targets(s, i, pr);
+		if (!concerned)
 			continue;
 		if (!catches(pr.pid, pr.signo)) {
 			VLOG("pid %d no longer catches signal %d (exec?): not signalled", pr.pid, pr.signo);
 			continue;
 		}
 		if (syscall(SYS_pidfd_send_signal, kv.first, pr.signo, nullptr, 0) == 0)
-			p.waiting.push_back(pr.pid);
+			p.waiting.emplace_back(pr.pid, gen);
 		else
 			VLOG("pid %d: cannot signal: %s", pr.pid, strerror(errno));
 	}
 	p.signalled = p.waiting.size();
+	if (c.version >= 2) { // answered now; WAIT asks for the acknowledgements
+		for (auto &w : p.waiting)
+			c.unacked[w.first] = gen;
+		reply(c, seq, 0,
+		      text + " (generation " + std::to_string(gen) + ", " + std::to_string(p.signalled) +
+			      " running process(es) signalled)");
+		return;
+	}
 	if (p.waiting.empty()) {
 		reply(c, seq, 0, text);
 		return;
@@ -312,11 +390,34 @@ void Daemon::notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std
 	pending_.push_back(std::move(p));
 }
 
+void Daemon::do_wait(Conn &c, uint32_t seq, const proto::Wait &m)
+{
+	PendingReply p;
+	p.conn_id = c.id;
+	p.seq = seq;
+	p.wait = true;
+	p.deadline = proto::now_ms() + m.timeout_ms;
+	for (auto &u : c.unacked) {
+		auto it = pid_to_pidfd_.find(u.first);
+		if (it == pid_to_pidfd_.end()) // exited: nothing left to apply
+			continue;
+		if (procs_[it->second].acked < u.second)
+			p.waiting.push_back(u);
+	}
+	p.signalled = c.unacked.size();
+	c.unacked.clear();
+	pending_.push_back(std::move(p));
+	answer_pending(false);
+}
+
 void Daemon::acknowledge(pid_t pid, uint64_t registered_at)
 {
 	for (PendingReply &p : pending_)
-		if (registered_at >= p.change)
-			p.waiting.erase(std::remove(p.waiting.begin(), p.waiting.end(), pid), p.waiting.end());
+		p.waiting.erase(std::remove_if(p.waiting.begin(), p.waiting.end(),
+					       [&](const std::pair<pid_t, uint64_t> &w) {
+						       return w.first == pid && registered_at >= w.second;
+					       }),
+				p.waiting.end());
 }
 
 void Daemon::answer_pending(bool all)
@@ -328,14 +429,29 @@ void Daemon::answer_pending(bool all)
 			i++;
 			continue;
 		}
-		for (auto &kv : conns_)
-			if (kv.second->id == p.conn_id) {
-				size_t acked = p.signalled - p.waiting.size();
+		for (auto &kv : conns_) {
+			if (kv.second->id != p.conn_id)
+				continue;
+			size_t acked = p.signalled - p.waiting.size();
+			if (!p.wait) {
 				reply(*kv.second, p.seq, 0,
 				      p.text + " (" + std::to_string(acked) + " of " + std::to_string(p.signalled) +
 					      " running process(es) applied it)");
-				break;
+			} else if (p.waiting.empty()) {
+				reply(*kv.second, p.seq, 0,
+				      "acknowledged by " + std::to_string(acked) + " process(es)");
+			} else {
+				std::string t = "not acknowledged in time by " + std::to_string(p.waiting.size()) + " of " +
+						std::to_string(p.signalled) + " process(es):";
+				for (auto &w : p.waiting) {
+					auto it = pid_to_pidfd_.find(w.first);
+					t += " " + std::to_string(w.first) + " (" +
+					     (it != pid_to_pidfd_.end() ? procs_[it->second].comm : std::string("?")) + ")";
+				}
+				reply(*kv.second, p.seq, -ETIMEDOUT, t);
 			}
+			break;
+		}
 		pending_.erase(pending_.begin() + static_cast<long>(i));
 	}
 }
@@ -528,7 +644,10 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 			break;
 		if (Session *s = find(c, std::get<proto::Destroy>(m.body).session, seq, found)) {
 			const bool was_active = s->state == proto::SessionState::Active;
-			const uid_t owner = s->uid;
+			Session gone; // who to signal: the processes its rules targeted
+			gone.uid = s->uid;
+			gone.rules = s->rules;
+			gone.targets = s->targets;
 			stop_session(*s);
 			std::string out = s->out, name = s->name;
 			for (auto &p : procs_) { // the session's drains die with it
@@ -547,8 +666,6 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 			INFO("session %s destroyed", name.c_str());
 			const std::string text = "session '" + name + "' destroyed; trace in " + out;
 			if (was_active) { // its processes close their slot
-				Session gone;
-				gone.uid = owner;
 				notify_and_reply(c, seq, gone, text);
 			} else {
 				reply(c, seq, 0, text);
@@ -559,6 +676,19 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 		if (!ctl)
 			break;
 		do_list(c, seq);
+		return true;
+	case Type::Wait:
+		if (!ctl)
+			break;
+		do_wait(c, seq, std::get<proto::Wait>(m.body));
+		return true;
+	case Type::TargetRule:
+		if (!ctl)
+			break;
+		{
+			const proto::TargetRule &t = std::get<proto::TargetRule>(m.body);
+			do_rule(c, seq, t.session, t.rule, Target{t.pids, t.names});
+		}
 		return true;
 	case Type::Status:
 		if (!ctl)
@@ -586,6 +716,7 @@ void Daemon::do_hello(Conn &c, uint32_t seq, const proto::Hello &m)
 	c.role = static_cast<proto::Role>(m.role);
 	proto::HelloReply r;
 	r.version = std::min<uint16_t>(m.max_version, proto::kVersion);
+	c.version = r.version; // this answer and everything after it
 	r.server_pid = static_cast<uint32_t>(getpid());
 	send(c, seq, r);
 }
@@ -638,11 +769,16 @@ void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
 	for (auto &s : sessions_) {
 		if (s->state != proto::SessionState::Active || !(s->uid == 0 || s->uid == c.cred.uid))
 			continue;
+		// Only the rules that target this process; none (in a session
+		// that has rules): no buffer.
+		std::vector<proto::Rule> rules = rules_for(*s, *p);
+		if (rules.empty() && !s->rules.empty())
+			continue;
 		proto::SessionGrant g;
 		g.slot = s->slot;
 		g.session_id = s->run_id;
 		g.channel = s->channel;
-		g.rules = s->rules;
+		g.rules = std::move(rules);
 		if (getrandom(g.trace_uuid, sizeof(g.trace_uuid), 0) != sizeof(g.trace_uuid))
 			for (auto &b : g.trace_uuid)
 				b = static_cast<uint8_t>(rand());
@@ -773,7 +909,7 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 	reply(c, seq, 0, m.output_dir);
 }
 
-void Daemon::do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule r)
+void Daemon::do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule r, Target t)
 {
 	bool found;
 	Session *s = find(c, name, seq, found);
@@ -784,11 +920,15 @@ void Daemon::do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule
 		return;
 	}
 	s->rules.push_back(r);
+	const bool all = t.pids.empty() && t.names.empty();
+	s->targets.push_back(std::move(t));
 	std::string text = std::string(r.enable ? "enabled " : "disabled ") + r.pattern + " in session '" + name + "'";
+	if (!all)
+		text += " for the chosen processes";
 	if (s->state == proto::SessionState::Active)
 		kernel_apply(s->slot, s->uid, s->rules, s->out, s->clock, s->owner, hostname_, s->drains);
 	if (s->state == proto::SessionState::Active)
-		notify_and_reply(c, seq, *s, text);
+		notify_and_reply(c, seq, *s, text, static_cast<int>(s->rules.size() - 1));
 	else
 		reply(c, seq, 0, text);
 }

@@ -52,6 +52,13 @@ int CtlClient::open(const std::string &path, std::string &err)
 								 "unexpected answer to HELLO";
 			r = -EPROTO;
 		}
+		if (r == 0) {
+			version_ = std::get<proto::HelloReply>(ans.body).version;
+			if (version_ < proto::kMinVersion || version_ > proto::kVersion) {
+				err = "the daemon chose protocol version " + std::to_string(version_);
+				r = -EPROTO;
+			}
+		}
 		if (r == 0)
 			return 0;
 		err = p + ": " + err;
@@ -72,6 +79,7 @@ int CtlClient::call(proto::Body body, proto::Message &answer, std::string &err)
 	proto::Message m;
 	m.seq = seq_++;
 	m.body = std::move(body);
+	m.version = version_;
 	return proto::request(fd_, m, answer, proto::now_ms() + timeout_ms, err);
 }
 

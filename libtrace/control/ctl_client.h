@@ -32,12 +32,17 @@ public:
 	// errno from the daemon) and its text; transport errors likewise.
 	int command(proto::Body body, std::string &text);
 
+	// The protocol version agreed at HELLO (2: WAIT and TARGET_RULE exist,
+	// changes are answered at once).
+	uint16_t version() const { return version_; }
+
 	// Per-request deadline (default 30 s, $STRATA_CTL_TIMEOUT_MS).
 	int timeout_ms = 30000;
 
 private:
 	int fd_ = -1;
 	uint32_t seq_ = 1;
+	uint16_t version_ = proto::kVersion;
 	std::string path_;
 };
 

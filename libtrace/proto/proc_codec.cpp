@@ -37,7 +37,7 @@ void Writer::begin(Type t, uint32_t seq)
 	len = 0;
 	ok = true;
 	u32(kMagic);
-	u16(kVersion);
+	u16(kProcessVersion);
 	u16(static_cast<uint16_t>(t));
 	u32(0);
 	u32(seq);
@@ -56,8 +56,8 @@ bool Writer::end()
 bool encode_hello(Writer &w, uint32_t seq)
 {
 	w.begin(Type::Hello, seq);
-	w.u16(kVersion);
-	w.u16(kVersion);
+	w.u16(kProcessVersion); // libstrata needs nothing of version 2
+	w.u16(kProcessVersion);
 	w.u32(static_cast<uint32_t>(Role::Process));
 	w.str("libstrata");
 	return w.end();
@@ -182,7 +182,7 @@ bool parse_header(const uint8_t h[kHeaderSize], size_t max_payload, Header *out)
 	out->type = static_cast<uint16_t>(r.get(2));
 	out->length = r.u32();
 	out->seq = r.u32();
-	return r.ok && out->magic == kMagic && out->version == kVersion && out->type >= 1 && out->type <= kTypeMax &&
+	return r.ok && out->magic == kMagic && out->version == kProcessVersion && out->type >= 1 && out->type <= kTypeMaxV1 &&
 	       out->length <= max_payload && out->length <= kMaxPayload;
 }
 

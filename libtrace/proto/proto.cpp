@@ -279,6 +279,24 @@ template <class A> void io(A &a, Reply &m)
 	a.str(m.text, kMaxText);
 	a.check(m.status <= 0, "reply: positive status");
 }
+template <class A> void io(A &a, Wait &m)
+{
+	a.u32(m.timeout_ms);
+	a.check(m.timeout_ms >= 1 && m.timeout_ms <= kMaxWaitMs, "wait: timeout out of range");
+}
+template <class A> void io(A &a, TargetRule &m)
+{
+	a.str(m.session, kMaxName);
+	io(a, m.rule);
+	a.vec(m.pids, kMaxTargetPids, 4, [&](uint32_t &p) {
+		a.u32(p);
+		a.check(p != 0, "target: pid 0");
+	});
+	a.vec(m.names, kMaxTargetNames, 4, [&](std::string &n) {
+		a.str(n, kMaxName);
+		a.check(!n.empty(), "target: empty process name");
+	});
+}
 
 void put_header(std::vector<uint8_t> &out, const Header &h)
 {
@@ -330,6 +348,7 @@ std::vector<uint8_t> encode(const Message &m)
 	h.type = static_cast<uint16_t>(m.body.index());
 	h.length = static_cast<uint32_t>(e.out.size());
 	h.seq = m.seq;
+	h.version = m.version;
 	put_header(e.out, h);
 	return std::move(e.out);
 }
@@ -357,6 +376,9 @@ DecodeResult decode_header(const uint8_t *p, size_t n, Header &h)
 		r.error = Error::BadVersion;
 		r.text = "protocol version " + std::to_string(h.version) + " not supported (speak " +
 			 std::to_string(kMinVersion) + ".." + std::to_string(kVersion) + ")";
+	} else if (h.type > kTypeMaxV1 && h.version < 2) {
+		r.error = Error::BadType;
+		r.text = "message type " + std::to_string(h.type) + " needs protocol version 2";
 	} else if (h.length > kMaxPayload) {
 		r.error = Error::Oversized;
 		r.text = "payload of " + std::to_string(h.length) + " bytes exceeds " +
@@ -394,6 +416,7 @@ DecodeResult decode(const uint8_t *p, size_t n, Message &out)
 		return r;
 	}
 	out.seq = h.seq;
+	out.version = h.version;
 	emplace_index<0>(out.body, h.type);
 	Decoder d(p + kHeaderSize, h.length);
 	std::visit([&](auto &b) { io(d, b); }, out.body);

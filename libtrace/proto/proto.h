@@ -29,8 +29,12 @@ namespace strata {
 namespace proto {
 
 constexpr uint32_t kMagic = 0x4c435453u;   // "STCL" little-endian
-constexpr uint16_t kVersion = 1;           // the only version spoken so far
+// Version 2 adds WAIT and TARGET_RULE (types 17, 18, valid only in version
+// 2 headers) and answers changes at once on a version 2 connection (the
+// controller WAITs explicitly); version 1 peers keep version 1 behaviour.
+constexpr uint16_t kVersion = 2;
 constexpr uint16_t kMinVersion = 1;
+constexpr uint16_t kProcessVersion = 1;    // what libstrata speaks (proc_codec)
 constexpr size_t kHeaderSize = 16;
 constexpr size_t kMaxPayload = 1u << 20;   // 1 MiB: far above any real message
 constexpr size_t kMaxName = 63;            // session, channel, comm names
@@ -59,8 +63,14 @@ enum class Type : uint16_t {
 	Status = 14,
 	StatusReply = 15,
 	Reply = 16,
+	Wait = 17,        // version 2
+	TargetRule = 18,  // version 2
 };
-constexpr uint16_t kTypeMax = 16;
+constexpr uint16_t kTypeMax = 18;
+constexpr uint16_t kTypeMaxV1 = 16;
+constexpr uint32_t kMaxTargetPids = 64;
+constexpr uint32_t kMaxTargetNames = 16;
+constexpr uint32_t kMaxWaitMs = 600000;
 
 enum class Error : int {
 	None = 0,
@@ -197,16 +207,32 @@ struct Reply {
 	int32_t status = 0;       // 0 ok, else a negative errno
 	std::string text;
 };
+// Version 2: answer once every process signalled about the changes this
+// connection made since its previous WAIT has acknowledged them (REPLY 0),
+// or after timeout_ms (REPLY -ETIMEDOUT naming the processes that did not).
+struct Wait {
+	uint32_t timeout_ms = 1000; // 1..kMaxWaitMs
+};
+// Version 2: ENABLE_EVENT/DISABLE_EVENT (rule.enable) for chosen processes:
+// the rule applies to processes whose pid is in `pids` or whose comm is in
+// `names` (both empty: every process of the session's user).
+struct TargetRule {
+	std::string session;
+	Rule rule;
+	std::vector<uint32_t> pids;
+	std::vector<std::string> names;
+};
 
 using Body = std::variant<std::monostate, Hello, HelloReply, Register, RegisterReply, Buffer,
 			  Create, EnableEvent, DisableEvent, Start, Stop, Destroy, List, ListReply,
-			  Status, StatusReply, Reply>;
+			  Status, StatusReply, Reply, Wait, TargetRule>;
 // The variant index is the Type value (index 0 is "no message").
 static_assert(std::variant_size<Body>::value == kTypeMax + 1, "one alternative per type");
 
 struct Message {
 	uint32_t seq = 0;
 	Body body;
+	uint16_t version = kVersion; // of the header: the connection's negotiated one
 	Type type() const { return static_cast<Type>(body.index()); }
 };
 

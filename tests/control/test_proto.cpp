@@ -79,6 +79,8 @@ std::vector<Message> samples()
 	sr.sessions = {ss};
 	add(sr);
 	add(Reply{-2, "no such session"});
+	add(Wait{250});
+	add(TargetRule{"s1", {"mutex:*", -1, 1, ""}, {42, 7}, {"svc", "worker"}});
 	return v;
 }
 
@@ -111,7 +113,7 @@ void set_len(std::vector<uint8_t> &b)
 TEST(Proto, EveryTypeRoundTrips)
 {
 	std::vector<Message> v = samples();
-	ASSERT_EQ(v.size(), 17u);
+	ASSERT_EQ(v.size(), 19u);
 	std::vector<bool> seen(kTypeMax + 1);
 	for (const Message &m : v) {
 		std::vector<uint8_t> b = encode(m);
@@ -151,16 +153,28 @@ TEST(Proto, HeaderErrors)
 	EXPECT_EQ(decode_err(b), Error::BadMagic);
 
 	b = ok;
-	b[4] = 2; // version 2 of a non-HELLO message
+	b[4] = 3; // version 3 of a non-HELLO message
 	EXPECT_EQ(decode_err(b), Error::BadVersion);
+	b[4] = 1; // version 1 is still spoken
+	EXPECT_EQ(decode_err(b), Error::None);
 	b[4] = 0;
 	EXPECT_EQ(decode_err(b), Error::BadVersion);
 
-	for (uint16_t t : {0, 17, 255, 65535}) {
+	for (uint16_t t : {0, 19, 255, 65535}) {
 		b = ok;
 		memcpy(&b[6], &t, 2);
 		EXPECT_EQ(decode_err(b), Error::BadType) << t;
 	}
+	// WAIT and TARGET_RULE exist only from version 2 on.
+	for (Body body : {Body{Wait{5}}, Body{TargetRule{"s", {"*", -1, 1, ""}, {1}, {}}}}) {
+		b = encode(Message{1, body});
+		EXPECT_EQ(decode_err(b), Error::None);
+		b[4] = 1;
+		EXPECT_EQ(decode_err(b), Error::BadType);
+	}
+	EXPECT_EQ(decode_err(encode(Message{1, Wait{0}})), Error::OutOfRange);
+	EXPECT_EQ(decode_err(encode(Message{1, TargetRule{"s", {"*", -1, 1, ""}, {0}, {}}})), Error::OutOfRange);
+	EXPECT_EQ(decode_err(encode(Message{1, TargetRule{"s", {"*", -1, 1, ""}, {}, {""}}})), Error::OutOfRange);
 
 	b = header(kMagic, 1, static_cast<uint16_t>(Type::Reply), kMaxPayload + 1);
 	Header h;
@@ -325,7 +339,7 @@ TEST(ProcCodec, ReadsWhatTheDaemonWrites)
 	rr.sessions[0].session_id = 0x0102030405060708ull;
 	rr.sessions[1].rules.clear();
 	rr.sessions[1].channel.name = std::string(63, 'c');
-	std::vector<uint8_t> b = encode(Message{4, rr});
+	std::vector<uint8_t> b = encode(Message{4, rr, kProcessVersion}); // what a process is sent
 	Header h;
 	ASSERT_TRUE(pc::parse_header(b.data(), kMaxPayload, &h));
 	EXPECT_EQ(h.type, static_cast<uint16_t>(Type::RegisterReply));
