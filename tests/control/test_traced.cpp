@@ -495,6 +495,245 @@ TEST_F(Traced, OverwriteModeKeepsTheNewest)
 	EXPECT_EQ(*seqs.rbegin() - *seqs.begin() + 1, seqs.size());
 }
 
+// ---- issue 3: acknowledged changes, targets, several sessions ----------------
+
+namespace {
+
+// Block until the daemon lists `pid` (it registered), with a deadline.
+bool wait_registered(CtlClient &c, pid_t pid)
+{
+	for (int64_t end = proto::now_ms() + 10000; proto::now_ms() < end;) {
+		proto::Message m;
+		std::string err;
+		if (c.call(proto::List{}, m, err) != 0 || m.type() != proto::Type::ListReply)
+			return false;
+		for (auto &e : std::get<proto::ListReply>(m.body).entries)
+			if (e.pid == static_cast<uint32_t>(pid))
+				return true;
+		struct pollfd none;
+		poll(&none, 0, 5); // polling a condition with a deadline
+	}
+	return false;
+}
+
+// One Scan per traced process: sub-traces are <comm>-<pid>-<date>[.n].
+std::map<pid_t, Scan> scan_by_pid(const std::string &out)
+{
+	std::map<pid_t, Scan> m;
+	std::string dir = out + "/ust/pid";
+	DIR *d = opendir(dir.c_str());
+	if (!d)
+		return m;
+	while (struct dirent *e = readdir(d)) {
+		std::string n = e->d_name;
+		if (n == "." || n == "..")
+			continue;
+		// comm may hold '-': the pid is the field before the date's.
+		size_t date = n.rfind('-', n.rfind('-') - 1);
+		size_t pid_at = n.rfind('-', date - 1);
+		if (date == std::string::npos || pid_at == std::string::npos)
+			continue;
+		pid_t pid = static_cast<pid_t>(atoi(n.substr(pid_at + 1, date - pid_at - 1).c_str()));
+		scan_dir(dir + "/" + n, m[pid]);
+	}
+	closedir(d);
+	return m;
+}
+
+// Records of batch b (seqs b*E .. b*E+E-1), over every thread and sub-trace.
+uint64_t batch_records(const Scan &s, uint64_t b, uint64_t events)
+{
+	uint64_t n = 0;
+	for (auto &kv : s.seqs)
+		for (uint64_t seq : kv.second)
+			n += seq / events == b;
+	return n;
+}
+
+// The async app under another name (comm comes from the executable's name).
+std::string named_app(const std::string &dir, const std::string &name)
+{
+	std::string p = dir + "/" + name;
+	if (symlink(STRATA_ASYNC_APP, p.c_str()) != 0 && errno != EEXIST)
+		return "";
+	return p;
+}
+
+void wait_ok(CtlClient &c, std::string &t, const std::string &expect)
+{
+	ASSERT_EQ(c.command(proto::Wait{10000}, t), 0) << t;
+	EXPECT_EQ(t, expect);
+}
+
+} // namespace
+
+TEST_F(Traced, AsyncTogglesTenTimesWithExactAccountingAroundEachAcknowledgement)
+{
+	const uint64_t kEvents = 300, kThreads = 2;
+	ServeApp app;
+	ASSERT_TRUE(app.start(STRATA_ASYNC_APP, "2", "300"));
+	ASSERT_TRUE(wait_registered(c, app.pid));
+	ASSERT_EQ(c.command(proto::Create{"s", out, {}}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::EnableEvent{"s", {"ctltest:*", -1, 1, ""}}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::Start{"s"}, t), 0) << t;
+	wait_ok(c, t, "acknowledged by 1 process(es)");
+	for (int i = 0; i < 10; i++) {
+		ASSERT_TRUE(app.batch()); // batch 2i: enabled
+		ASSERT_EQ(c.command(proto::DisableEvent{"s", {"ctltest:*", -1, 0, ""}}, t), 0) << t;
+		wait_ok(c, t, "acknowledged by 1 process(es)");
+		ASSERT_TRUE(app.batch()); // batch 2i+1: disabled
+		ASSERT_EQ(c.command(proto::EnableEvent{"s", {"ctltest:*", -1, 1, ""}}, t), 0) << t;
+		wait_ok(c, t, "acknowledged by 1 process(es)");
+	}
+	Scan s = stop_and_scan();
+	EXPECT_EQ(app.finish(), 0);
+	for (auto &e : s.errors)
+		ADD_FAILURE() << e;
+	EXPECT_EQ(s.discarded, 0u);
+	for (uint64_t b = 0; b < 20; b++)
+		EXPECT_EQ(batch_records(s, b, kEvents), b % 2 ? 0 : kThreads * kEvents) << "batch " << b;
+	EXPECT_EQ(s.records, 10 * kThreads * kEvents);
+}
+
+TEST_F(Traced, SyncProcessKeepsTheStateItStartedWith)
+{
+	session(c, "s", out, {}, {{"ctltest:*", -1, 1, ""}});
+	ServeApp app;
+	ASSERT_TRUE(app.start(STRATA_TRACED_APP, "1", "200"));
+	ASSERT_TRUE(wait_registered(c, app.pid));
+	ASSERT_TRUE(app.batch()); // batch 0: recorded
+	ASSERT_EQ(c.command(proto::DisableEvent{"s", {"ctltest:*", -1, 0, ""}}, t), 0) << t;
+	EXPECT_NE(t.find("0 running process(es) signalled"), std::string::npos) << t;
+	wait_ok(c, t, "acknowledged by 0 process(es)");
+	ASSERT_TRUE(app.batch()); // batch 1: still recorded (tp-sync)
+	Scan s = stop_and_scan();
+	EXPECT_EQ(app.finish(), 0);
+	expect_exact(s, 1, 400);
+	EXPECT_EQ(s.records, 400u);
+}
+
+TEST_F(Traced, OnlyProcessesTargetedByPidOrNameRecord)
+{
+	ServeApp a, b, other;
+	ASSERT_TRUE(a.start(named_app(d.dir, "tgt_a").c_str(), "1", "100"));
+	ASSERT_TRUE(b.start(named_app(d.dir, "tgt_b").c_str(), "1", "100"));
+	ASSERT_TRUE(other.start(named_app(d.dir, "tgt_other").c_str(), "1", "100"));
+	for (pid_t p : {a.pid, b.pid, other.pid})
+		ASSERT_TRUE(wait_registered(c, p));
+	ASSERT_EQ(c.command(proto::Create{"s", out, {}}, t), 0) << t;
+	proto::TargetRule by_pid{"s", {"ctltest:*", -1, 1, ""}, {static_cast<uint32_t>(a.pid)}, {}};
+	ASSERT_EQ(c.command(by_pid, t), 0) << t;
+	ASSERT_EQ(c.command(proto::Start{"s"}, t), 0) << t;
+	wait_ok(c, t, "acknowledged by 1 process(es)"); // only a is signalled
+	// A rule change while active signals only the process it targets.
+	proto::TargetRule by_name{"s", {"ctltest:*", -1, 1, ""}, {}, {"tgt_b"}};
+	ASSERT_EQ(c.command(by_name, t), 0) << t;
+	EXPECT_NE(t.find("1 running process(es) signalled"), std::string::npos) << t;
+	wait_ok(c, t, "acknowledged by 1 process(es)");
+	for (ServeApp *x : {&a, &b, &other})
+		ASSERT_TRUE(x->batch());
+	Scan all = stop_and_scan();
+	for (ServeApp *x : {&a, &b, &other})
+		EXPECT_EQ(x->finish(), 0);
+	std::map<pid_t, Scan> per = scan_by_pid(out);
+	EXPECT_EQ(per.size(), 2u);
+	expect_exact(per[a.pid], 1, 100);
+	expect_exact(per[b.pid], 1, 100);
+	EXPECT_EQ(per.count(other.pid), 0u) << "an untargeted process got a buffer";
+	EXPECT_EQ(all.records, 200u);
+}
+
+TEST_F(Traced, TwoSessionsWithDifferentRulesOnOneProcess)
+{
+	ServeApp app;
+	ASSERT_TRUE(app.start(STRATA_ASYNC_APP, "2", "100"));
+	ASSERT_TRUE(wait_registered(c, app.pid));
+	const std::string out2 = d.dir + "/out2";
+	for (auto x : {std::make_pair("s", out), std::make_pair("s2", out2)}) {
+		ASSERT_EQ(c.command(proto::Create{x.first, x.second, {}}, t), 0) << t;
+		ASSERT_EQ(c.command(proto::EnableEvent{x.first, {"ctltest:*", -1, 1, ""}}, t), 0) << t;
+		ASSERT_EQ(c.command(proto::Start{x.first}, t), 0) << t;
+	}
+	wait_ok(c, t, "acknowledged by 1 process(es)");
+	ASSERT_TRUE(app.batch()); // batch 0: both
+	ASSERT_EQ(c.command(proto::DisableEvent{"s2", {"ctltest:tick", -1, 0, ""}}, t), 0) << t;
+	wait_ok(c, t, "acknowledged by 1 process(es)");
+	ASSERT_TRUE(app.batch()); // batch 1: s only
+	ASSERT_EQ(c.command(proto::Stop{"s2"}, t), 0) << t;
+	Scan s = stop_and_scan();
+	EXPECT_EQ(app.finish(), 0);
+	Scan s2;
+	scan_dir(out2, s2);
+	for (auto &e : s.errors)
+		ADD_FAILURE() << e;
+	for (auto &e : s2.errors)
+		ADD_FAILURE() << e;
+	EXPECT_EQ(s.discarded + s2.discarded, 0u);
+	EXPECT_EQ(batch_records(s, 0, 100), 200u);
+	EXPECT_EQ(batch_records(s, 1, 100), 200u);
+	EXPECT_EQ(batch_records(s2, 0, 100), 200u);
+	EXPECT_EQ(batch_records(s2, 1, 100), 0u);
+}
+
+TEST_F(Traced, WaitTimeoutNamesTheProcessThatCannotAcknowledge)
+{
+	ServeApp live, stopped;
+	ASSERT_TRUE(live.start(STRATA_ASYNC_APP, "1", "10"));
+	ASSERT_TRUE(stopped.start(named_app(d.dir, "frozen").c_str(), "1", "10"));
+	ASSERT_TRUE(wait_registered(c, live.pid));
+	ASSERT_TRUE(wait_registered(c, stopped.pid));
+	ASSERT_EQ(kill(stopped.pid, SIGSTOP), 0);
+	ASSERT_EQ(c.command(proto::Create{"s", out, {}}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::EnableEvent{"s", {"ctltest:*", -1, 1, ""}}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::Start{"s"}, t), 0) << t;
+	const int64_t t0 = proto::now_ms();
+	EXPECT_EQ(c.command(proto::Wait{300}, t), -ETIMEDOUT) << t;
+	EXPECT_GE(proto::now_ms() - t0, 300);
+	EXPECT_EQ(t, "not acknowledged in time by 1 of 2 process(es): " + std::to_string(stopped.pid) + " (frozen)");
+	ASSERT_EQ(kill(stopped.pid, SIGCONT), 0);
+	ASSERT_TRUE(live.batch());
+	ASSERT_TRUE(stopped.batch()); // it applied the change once continued
+	Scan s = stop_and_scan();
+	EXPECT_EQ(live.finish(), 0);
+	EXPECT_EQ(stopped.finish(), 0);
+	expect_exact(s, 1, 20);
+}
+
+TEST_F(Traced, ProcessThatClosedAllItsDescriptorsStillFollowsChanges)
+{
+	const std::string in = d.dir + "/in", outp = d.dir + "/outp";
+	ASSERT_EQ(mkfifo(in.c_str(), 0600), 0);
+	ASSERT_EQ(mkfifo(outp.c_str(), 0600), 0);
+	ServeApp app;
+	app.to = open(in.c_str(), O_RDWR | O_CLOEXEC);
+	app.from = open(outp.c_str(), O_RDWR | O_CLOEXEC);
+	ASSERT_GE(app.to, 0);
+	ASSERT_GE(app.from, 0);
+	app.pid = fork();
+	if (app.pid == 0) {
+		execl(STRATA_ASYNC_APP, STRATA_ASYNC_APP, "1", "100", "closefds", in.c_str(), outp.c_str(),
+		      static_cast<char *>(nullptr));
+		_exit(127);
+	}
+	ASSERT_TRUE(wait_registered(c, app.pid));
+	ASSERT_TRUE(app.batch()); // batch 0: no session (and its descriptors are closed now)
+	ASSERT_EQ(c.command(proto::Create{"s", out, {}}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::EnableEvent{"s", {"ctltest:*", -1, 1, ""}}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::Start{"s"}, t), 0) << t;
+	wait_ok(c, t, "acknowledged by 1 process(es)");
+	ASSERT_TRUE(app.batch()); // batch 1: recorded
+	ASSERT_EQ(c.command(proto::DisableEvent{"s", {"ctltest:*", -1, 0, ""}}, t), 0) << t;
+	wait_ok(c, t, "acknowledged by 1 process(es)");
+	ASSERT_TRUE(app.batch()); // batch 2: not
+	Scan s = stop_and_scan();
+	EXPECT_EQ(app.finish(), 0);
+	for (auto &e : s.errors)
+		ADD_FAILURE() << e;
+	EXPECT_EQ(s.discarded, 0u);
+	EXPECT_EQ(batch_records(s, 1, 100), 100u);
+	EXPECT_EQ(s.records, 100u);
+}
+
 #ifdef STRATA_CLI_EXE
 namespace {
 int run_cli(const std::vector<std::string> &args)

@@ -8,9 +8,12 @@
  * without exec, each emit THREADS x EVENTS into buffers of their own),
  * "serve" (emit nothing at first; for each line read on stdin emit
  * THREADS x EVENTS, seq continuing, then write "ok\n" on stdout; exit 0 at
- * EOF), "exec" (exec cat, which is not traced).  Built twice: with tp-sync (control_traced_app) and with tp-async
+ * EOF), "exec" (exec cat, which is not traced), "closefds IN OUT" (like a
+ * daemon: close every descriptor, then serve with the FIFOs IN and OUT as
+ * stdin and stdout).  Built twice: with tp-sync (control_traced_app) and with tp-async
  * (control_async_app).
  */
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -62,6 +65,15 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "exec")) { /* become an untraced program: cat */
 		execlp("cat", "cat", (char *)NULL);
 		return 127;
+	}
+	if (!strcmp(mode, "closefds")) {
+		if (argc < 6)
+			return 2;
+		for (int fd = 0; fd < 1024; fd++)
+			close(fd);
+		if (open(argv[4], O_RDONLY) != 0 || open(argv[5], O_WRONLY) != 1)
+			return 1;
+		mode = "serve";
 	}
 	if (!strcmp(mode, "serve")) {
 		/* poll(2) then read(2), not stdio: ThreadSanitizer delivers
