@@ -20,6 +20,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <sys/mman.h>
 
 #include "abi/strata_abi.h"
 
@@ -837,4 +838,152 @@ TEST(Record, ControlCommandsWork)
 	scan_dir(d.dir + "/cli", s);
 	expect_exact(s, 1, 500);
 }
+
+#ifdef STRATA_SVC_EXE
+namespace {
+// strata-svc with its request counter in a shared file; stdout on a pipe.
+struct Svc {
+	pid_t pid = -1;
+	int out = -1;
+	volatile uint64_t *served = nullptr;
+
+	bool start(const std::string &counter, const char *interval_us)
+	{
+		int fd = open(counter.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0 || ftruncate(fd, 4096) < 0)
+			return false;
+		void *p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		close(fd);
+		if (p == MAP_FAILED)
+			return false;
+		served = static_cast<volatile uint64_t *>(p);
+		int pp[2];
+		if (pipe2(pp, O_CLOEXEC) < 0)
+			return false;
+		pid = fork();
+		if (pid == 0) {
+			dup2(pp[1], 1);
+			execl(STRATA_SVC_EXE, STRATA_SVC_EXE, "--interval-us", interval_us, "--counter", counter.c_str(),
+			      static_cast<char *>(nullptr));
+			_exit(127);
+		}
+		close(pp[1]);
+		out = pp[0];
+		return pid > 0;
+	}
+	uint64_t count() const { return __atomic_load_n(served, __ATOMIC_ACQUIRE); }
+	// Poll the counter (deadline 20 s) until it reaches n.
+	bool reach(uint64_t n) const
+	{
+		for (int64_t end = proto::now_ms() + 20000; proto::now_ms() < end;) {
+			if (count() >= n)
+				return true;
+			struct pollfd none;
+			poll(&none, 0, 2);
+		}
+		return false;
+	}
+	// SIGTERM; its exit status, and its last line in `last`.
+	int finish(std::string &last)
+	{
+		kill(pid, SIGTERM);
+		int st = strata_test::wait_child(pid, 20000);
+		char buf[4096];
+		ssize_t n;
+		std::string all;
+		while ((n = read(out, buf, sizeof(buf))) > 0)
+			all.append(buf, static_cast<size_t>(n));
+		close(out);
+		last = all;
+		munmap(const_cast<uint64_t *>(served), 4096);
+		return st;
+	}
+};
+
+// svc:request ids in a trace, read by babeltrace2.
+std::vector<uint64_t> svc_ids(const std::string &dir)
+{
+	std::vector<uint64_t> ids;
+	std::string cmd = "babeltrace2 '" + dir + "' 2>/dev/null";
+	FILE *f = popen(cmd.c_str(), "r");
+	if (!f)
+		return ids;
+	char line[1024];
+	while (fgets(line, sizeof(line), f)) {
+		const char *p = strstr(line, "svc:request");
+		const char *q = p ? strstr(p, "{ id = ") : nullptr;
+		if (q)
+			ids.push_back(strtoull(q + 7, nullptr, 10));
+	}
+	pclose(f);
+	return ids;
+}
+} // namespace
+
+TEST(Svc, RunsNormallyWithoutADaemon)
+{
+	std::string dir = strata_test::make_temp_dir("svc");
+	setenv("STRATA_CONSUMERD_SOCKET", (dir + "/none.sock").c_str(), 1);
+	Svc svc;
+	ASSERT_TRUE(svc.start(dir + "/counter", "100"));
+	EXPECT_TRUE(svc.reach(100));
+	std::string text;
+	EXPECT_EQ(svc.finish(text), 0);
+	EXPECT_EQ(text.rfind("svc: ready\n", 0), 0u) << text;
+	EXPECT_NE(text.find("requests served"), std::string::npos) << text;
+	unsetenv("STRATA_CONSUMERD_SOCKET");
+	strata_test::remove_tree(dir);
+}
+
+// Issue 3's "done when": a running service, turned on and off by the CLI.
+TEST(Svc, EnableStartDisableWithWaitOnARunningService)
+{
+	Daemon d;
+	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE));
+	Svc svc;
+	ASSERT_TRUE(svc.start(d.dir + "/counter", "200"));
+	ASSERT_TRUE(svc.reach(10)); // running (and registered: it registers before main)
+	const std::string out = d.dir + "/t";
+	ASSERT_EQ(run_cli({"create", "s", "-o", out, "--subbuf-size", "4k"}), 0);
+	ASSERT_EQ(run_cli({"enable-event", "svc:*", "--wait"}), 0);
+	ASSERT_EQ(run_cli({"start", "s", "--wait"}), 0);
+	const uint64_t c0 = svc.count(); // every id >= c0 is recorded ...
+	ASSERT_TRUE(svc.reach(c0 + 300));
+	const uint64_t c1 = svc.count(); // ... up to here at least
+	ASSERT_EQ(run_cli({"disable-event", "svc:*", "--wait=5"}), 0);
+	const uint64_t c2 = svc.count(); // and none from here on
+	ASSERT_TRUE(svc.reach(c2 + 300));
+	ASSERT_EQ(run_cli({"stop", "s"}), 0);
+	std::string text;
+	EXPECT_EQ(svc.finish(text), 0) << text;
+	std::vector<uint64_t> ids = svc_ids(out);
+	std::set<uint64_t> seen(ids.begin(), ids.end());
+	EXPECT_EQ(seen.size(), ids.size()) << "an id recorded twice";
+	for (uint64_t id = c0; id < c1; id++)
+		EXPECT_TRUE(seen.count(id)) << "id " << id << " emitted while enabled, not recorded";
+	ASSERT_FALSE(seen.empty());
+	EXPECT_LT(*seen.rbegin(), c2) << "recorded after the disable was acknowledged";
+	printf("recorded ids %llu..%llu; enabled window [%llu, %llu), disabled from %llu\n",
+	       static_cast<unsigned long long>(*seen.begin()), static_cast<unsigned long long>(*seen.rbegin()),
+	       static_cast<unsigned long long>(c0), static_cast<unsigned long long>(c1),
+	       static_cast<unsigned long long>(c2));
+}
+
+TEST(Svc, WaitTimeoutExitsOneNamingTheProcess)
+{
+	Daemon d;
+	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE));
+	Svc svc;
+	ASSERT_TRUE(svc.start(d.dir + "/counter", "1000"));
+	ASSERT_TRUE(svc.reach(2));
+	ASSERT_EQ(run_cli({"create", "s", "-o", d.dir + "/t"}), 0);
+	ASSERT_EQ(run_cli({"enable-event", "s", "svc:*", "--name", "strata-svc"}), 0);
+	kill(svc.pid, SIGSTOP);
+	EXPECT_EQ(run_cli({"start", "s", "--wait=200ms"}), 1);
+	kill(svc.pid, SIGCONT);
+	EXPECT_EQ(run_cli({"stop", "s", "--wait"}), 0);
+	std::string text;
+	EXPECT_EQ(svc.finish(text), 0) << text;
+}
+#endif
 #endif
