@@ -27,6 +27,7 @@ import bt2
 
 SYS_GETPPID = 110  # x86-64
 EXPECTED_CLOCK_ID = {"page": 1, "monotonic": 0}  # enum strata_clock_id
+ENV_CLOCK = {"page": "kclock-page", "monotonic": "monotonic"}  # env.clock of the sub-trace
 failures = []
 
 
@@ -143,10 +144,12 @@ def check_causal(d, clock):
     babeltrace2_silent_ok = subprocess.run(["babeltrace2", tr], stdout=subprocess.DEVNULL,
                                            stderr=subprocess.DEVNULL).returncode == 0
     check(babeltrace2_silent_ok, "babeltrace2 reads the trace")
-    user, kern, lost = {}, [], 0
+    user, kern, lost, env_clock = {}, [], 0, {}
     for msg in bt2.TraceCollectionMessageIterator(tr):
         if type(msg) is bt2._EventMessageConst:
             ev = msg.event
+            env = ev.stream.trace.environment
+            env_clock.setdefault(str(env["domain"]), set()).add(str(env["clock"]) if "clock" in env else None)
             ts = msg.default_clock_snapshot.value
             tid = int(ev.common_context_field["vtid"])
             if ev.name == "kcausal:before":
@@ -155,6 +158,8 @@ def check_causal(d, clock):
                 kern.append((tid, int(ev.payload_field["args"][0]), ts))
         elif type(msg) is bt2._DiscardedEventsMessageConst:
             lost += msg.count or 0
+    check(env_clock == {"ust": {ENV_CLOCK[clock]}, "kernel": {"monotonic"}},
+          "trace env names the clock of each sub-trace (%s)" % env_clock)
     margins = sorted(ts - user[(tid, seq)] for tid, seq, ts in kern if (tid, seq) in user)
     print("info: %d user events, %d getppid sys_enter, %d matched, %d discarded" %
           (len(user), len(kern), len(margins), lost))
