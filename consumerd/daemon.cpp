@@ -915,6 +915,19 @@ void Daemon::do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule
 	Session *s = find(c, name, seq, found);
 	if (!s)
 		return;
+	// An earlier rule that matches exactly what this one matches (same
+	// pattern, level, filter and targets) can never decide anything: later
+	// rules win.  Dropping it keeps enable/disable toggles from filling
+	// the 32 rules.
+	for (size_t i = s->rules.size(); i-- > 0;) {
+		const proto::Rule &o = s->rules[i];
+		const Target &ot = s->targets[i];
+		if (o.pattern == r.pattern && o.loglevel_max == r.loglevel_max && o.filter == r.filter &&
+		    ot.pids == t.pids && ot.names == t.names) {
+			s->rules.erase(s->rules.begin() + static_cast<long>(i));
+			s->targets.erase(s->targets.begin() + static_cast<long>(i));
+		}
+	}
 	if (s->rules.size() >= proto::kMaxRules) {
 		reply(c, seq, -ENOSPC, "session '" + name + "' already has " + std::to_string(proto::kMaxRules) + " rules");
 		return;

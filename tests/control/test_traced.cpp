@@ -586,6 +586,11 @@ TEST_F(Traced, AsyncTogglesTenTimesWithExactAccountingAroundEachAcknowledgement)
 		ASSERT_EQ(c.command(proto::EnableEvent{"s", {"ctltest:*", -1, 1, ""}}, t), 0) << t;
 		wait_ok(c, t, "acknowledged by 1 process(es)");
 	}
+	// Each toggle superseded the identical rule before it: one is left.
+	proto::Message m;
+	ASSERT_EQ(c.call(proto::Status{"s"}, m, t), 0) << t;
+	ASSERT_EQ(m.type(), proto::Type::StatusReply);
+	EXPECT_EQ(std::get<proto::StatusReply>(m.body).sessions.at(0).rules.size(), 1u);
 	Scan s = stop_and_scan();
 	EXPECT_EQ(app.finish(), 0);
 	for (auto &e : s.errors)
