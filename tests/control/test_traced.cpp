@@ -183,7 +183,8 @@ struct ServeApp {
 	pid_t pid = -1;
 	int to = -1, from = -1;
 
-	bool start(const char *exe, const char *threads, const char *events)
+	bool start(const char *exe, const char *threads, const char *events, const char *mode = "serve",
+		   const char *arg = nullptr)
 	{
 		int in[2], out[2];
 		if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
@@ -192,7 +193,7 @@ struct ServeApp {
 		if (pid == 0) {
 			dup2(in[0], 0);
 			dup2(out[1], 1);
-			execl(exe, exe, threads, events, "serve", static_cast<char *>(nullptr));
+			execl(exe, exe, threads, events, mode, arg, static_cast<char *>(nullptr));
 			_exit(127);
 		}
 		close(in[0]);
@@ -202,9 +203,11 @@ struct ServeApp {
 		return pid > 0;
 	}
 	// Emit one batch and wait for the app to say it is done.
-	bool batch()
+	bool batch() { return send("go\n"); }
+	// Send a command line, wait for its "ok".
+	bool send(const char *line)
 	{
-		if (write(to, "go\n", 3) != 3)
+		if (write(to, line, strlen(line)) != static_cast<ssize_t>(strlen(line)))
 			return false;
 		char buf[3];
 		size_t got = 0;
@@ -500,6 +503,26 @@ TEST_F(Traced, OverwriteModeKeepsTheNewest)
 
 namespace {
 
+// The first payload field of every `event` in a trace, read by babeltrace2.
+std::vector<uint64_t> bt_first_field(const std::string &dir, const char *event)
+{
+	std::vector<uint64_t> v;
+	std::string cmd = "babeltrace2 '" + dir + "' 2>/dev/null";
+	FILE *f = popen(cmd.c_str(), "r");
+	if (!f)
+		return v;
+	char line[1024];
+	while (fgets(line, sizeof(line), f)) {
+		const char *p = strstr(line, event);
+		const char *q = p ? strrchr(p, '{') : nullptr; // the payload is the last {...}
+		const char *e = q ? strstr(q, " = ") : nullptr;
+		if (e)
+			v.push_back(strtoull(e + 3, nullptr, 10));
+	}
+	pclose(f);
+	return v;
+}
+
 // Block until the daemon lists `pid` (it registered), with a deadline.
 bool wait_registered(CtlClient &c, pid_t pid)
 {
@@ -740,6 +763,47 @@ TEST_F(Traced, ProcessThatClosedAllItsDescriptorsStillFollowsChanges)
 	EXPECT_EQ(s.records, 100u);
 }
 
+TEST_F(Traced, ExecdImageRegistersAgainAndFollowsChanges)
+{
+	session(c, "s", out);
+	ServeApp app; // batch 0 in the first image, then exec: later batches in the second
+	ASSERT_TRUE(app.start(STRATA_ASYNC_APP, "2", "100", "execserve"));
+	ASSERT_TRUE(app.batch()); // answered by the new image: seqs 0..99 again
+	ASSERT_EQ(c.command(proto::DisableEvent{"s", {"ctltest:*", -1, 0, ""}}, t), 0) << t;
+	wait_ok(c, t, "acknowledged by 1 process(es)"); // the new image's handler
+	ASSERT_TRUE(app.batch()); // disabled
+	Scan s = stop_and_scan();
+	EXPECT_EQ(app.finish(), 0);
+	for (auto &e : s.errors)
+		ADD_FAILURE() << e;
+	EXPECT_EQ(s.subtraces, 2u); // one per image
+	EXPECT_EQ(s.discarded, 0u);
+	EXPECT_EQ(s.records, 2u * 2 * 100);
+}
+
+TEST_F(Traced, DlopenedProviderIsRecordedAndDlcloseWhileEnabledIsSafe)
+{
+	session(c, "s", out);
+	ServeApp app;
+	ASSERT_TRUE(app.start(STRATA_ASYNC_APP, "1", "50", "dlserve", STRATA_DL_PROVIDER));
+	ASSERT_TRUE(wait_registered(c, app.pid));
+	for (int round = 0; round < 2; round++) { // load, emit, unload, twice
+		ASSERT_TRUE(app.send("o\n"));
+		ASSERT_TRUE(app.send("e\n"));
+		ASSERT_TRUE(app.send("c\n"));
+	}
+	// Unloaded while enabled: the process still follows changes.
+	ASSERT_EQ(c.command(proto::DisableEvent{"s", {"*", -1, 0, ""}}, t), 0) << t;
+	wait_ok(c, t, "acknowledged by 1 process(es)");
+	ASSERT_EQ(c.command(proto::Stop{"s"}, t), 0) << t;
+	EXPECT_EQ(app.finish(), 0);
+	std::vector<uint64_t> seqs = bt_first_field(out, "ctllib:ev");
+	std::sort(seqs.begin(), seqs.end());
+	ASSERT_EQ(seqs.size(), 100u);
+	for (uint64_t i = 0; i < 100; i++)
+		EXPECT_EQ(seqs[i], i);
+}
+
 #ifdef STRATA_CLI_EXE
 namespace {
 int run_cli(const std::vector<std::string> &args)
@@ -905,23 +969,9 @@ struct Svc {
 	}
 };
 
-// svc:request ids in a trace, read by babeltrace2.
 std::vector<uint64_t> svc_ids(const std::string &dir)
 {
-	std::vector<uint64_t> ids;
-	std::string cmd = "babeltrace2 '" + dir + "' 2>/dev/null";
-	FILE *f = popen(cmd.c_str(), "r");
-	if (!f)
-		return ids;
-	char line[1024];
-	while (fgets(line, sizeof(line), f)) {
-		const char *p = strstr(line, "svc:request");
-		const char *q = p ? strstr(p, "{ id = ") : nullptr;
-		if (q)
-			ids.push_back(strtoull(q + 7, nullptr, 10));
-	}
-	pclose(f);
-	return ids;
+	return bt_first_field(dir, "svc:request");
 }
 } // namespace
 

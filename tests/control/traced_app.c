@@ -10,9 +10,13 @@
  * THREADS x EVENTS, seq continuing, then write "ok\n" on stdout; exit 0 at
  * EOF), "exec" (exec cat, which is not traced), "closefds IN OUT" (like a
  * daemon: close every descriptor, then serve with the FIFOs IN and OUT as
- * stdin and stdout).  Built twice: with tp-sync (control_traced_app) and with tp-async
+ * stdin and stdout), "execserve" (emit one batch, then exec itself in
+ * "serve" mode: the new image registers again), "dlserve LIB" (serve, and
+ * a line "o" dlopens LIB, "e" emits EVENTS ctllib:ev through it, "c"
+ * dlcloses it).  Built twice: with tp-sync (control_traced_app) and with tp-async
  * (control_async_app).
  */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -75,6 +79,20 @@ int main(int argc, char **argv)
 			return 1;
 		mode = "serve";
 	}
+	if (!strcmp(mode, "execserve")) {
+		batch(n);
+		execl("/proc/self/exe", argv[0], argv[1], argv[2], "serve", (char *)NULL);
+		return 127;
+	}
+	void *lib = NULL;
+	uint64_t lib_base = 0;
+	const char *lib_path = NULL;
+	if (!strcmp(mode, "dlserve")) {
+		if (argc < 5)
+			return 2;
+		lib_path = argv[4];
+		mode = "serve";
+	}
 	if (!strcmp(mode, "serve")) {
 		/* poll(2) then read(2), not stdio: ThreadSanitizer delivers
 		 * signals at once only inside blocking calls it knows (poll). */
@@ -86,9 +104,32 @@ int main(int argc, char **argv)
 			ssize_t r = read(0, &c, 1);
 			if (r == 0)
 				break;
-			if (r < 0 || c != '\n')
+			if (r < 0)
 				continue;
-			batch(n);
+			if (lib_path && c == 'o') {
+				lib = dlopen(lib_path, RTLD_NOW);
+				if (!lib)
+					return 5;
+			} else if (lib_path && c == 'e') {
+				void (*emit)(uint64_t, uint64_t) =
+					lib ? (void (*)(uint64_t, uint64_t))dlsym(lib, "ctllib_emit") : NULL;
+				if (!emit)
+					return 6;
+				emit(g_events, lib_base);
+				lib_base += g_events;
+			} else if (lib_path && c == 'c') {
+				if (!lib || dlclose(lib) != 0)
+					return 7;
+				lib = NULL;
+			} else if (c == '\n' && lib_path) {
+				/* a bare line in dlserve mode: just answer */
+			} else if (c == '\n') {
+				batch(n);
+			} else {
+				continue;
+			}
+			if (lib_path && c != '\n')
+				continue;
 			if (write(1, "ok\n", 3) != 3)
 				return 1;
 		}
