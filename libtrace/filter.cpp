@@ -118,35 +118,24 @@ struct Parser {
 		return off;
 	}
 
-	bool parse_or()
+	// left ( OP left )*, OP being "||" or "&&": postfix left, right, OP.
+	bool parse_binary(char sym, uint8_t code, bool (Parser::*operand)())
 	{
-		if (!parse_and())
+		if (!(this->*operand)())
 			return false;
 		for (;;) {
 			skip_space();
-			if (text[pos] != '|' || text[pos + 1] != '|')
+			if (text[pos] != sym || text[pos + 1] != sym)
 				return true;
 			size_t at = pos;
 			pos += 2;
-			if (!parse_and() || !emit_code(kFilterOr, at))
+			if (!(this->*operand)() || !emit_code(code, at))
 				return false;
 		}
 	}
 
-	bool parse_and()
-	{
-		if (!parse_unary())
-			return false;
-		for (;;) {
-			skip_space();
-			if (text[pos] != '&' || text[pos + 1] != '&')
-				return true;
-			size_t at = pos;
-			pos += 2;
-			if (!parse_unary() || !emit_code(kFilterAnd, at))
-				return false;
-		}
-	}
+	bool parse_or() { return parse_binary('|', kFilterOr, &Parser::parse_and); }
+	bool parse_and() { return parse_binary('&', kFilterAnd, &Parser::parse_unary); }
 
 	bool parse_unary()
 	{
