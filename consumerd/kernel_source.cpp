@@ -92,19 +92,24 @@ void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rule
 		return;
 	SlotState &st = g_slots[slot];
 	const bool want = wants_kernel(rules);
-	if (!want && !st.set)
-		return;
 	if (g_dev < 0) {
 		g_dev = strata_kmod_open();
 		if (g_dev < 0) {
-			not_recorded(st, slot, STRATA_KABI_DEVICE, g_dev);
+			if (want) // no module: silent unless kernel events were asked for
+				not_recorded(st, slot, STRATA_KABI_DEVICE, g_dev);
 			g_dev = -1;
 			return;
 		}
 	}
+	// Every session is mirrored (kmod_link.h: the module signals the
+	// tp-async processes it targets, and they acknowledge to it).
 	int r = set_slot(slot, uid, rules);
 	if (r < 0) {
-		not_recorded(st, slot, "SET_RULES", r);
+		if (want)
+			not_recorded(st, slot, "SET_RULES", r);
+		else if (!st.warned)
+			say(slot, std::string("cannot mirror the session's rules into the module: ") + strerror(-r));
+		st.warned = true;
 		return;
 	}
 	st.set = true;

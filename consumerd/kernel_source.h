@@ -11,10 +11,12 @@
  *   - the module never wakes a consumer (its probes run inside the
  *     scheduler), so the drain's futex wait always times out: the kernel
  *     buffer is polled every kWaitMs of drain.cpp (50 ms);
- *   - a session whose rules name `kernel:<tracepoint>` gets its rules
- *     mirrored into the module's slot of the same number (the module
- *     ignores every pattern whose provider is not "kernel"); the kernel
- *     buffer is drained into <out>/kernel/ (stream files kernel_<cpu>)
+ *   - when /dev/strata exists, every active session's rules are mirrored
+ *     into the module's slot of the same number: the module signals the
+ *     tp-async processes registered with it, which acknowledge to it
+ *     (libtrace/control/kmod_link.h); for a session whose rules name
+ *     `kernel:<tracepoint>` (the module ignores every other provider) the
+ *     slot also gets a kernel buffer, drained into <out>/kernel/ (stream files kernel_<cpu>)
  *     with the session's ClockInfo, so babeltrace2 merges it with the user
  *     sub-traces;
  *   - without /dev/strata, or without CAP_SYS_ADMIN, the session records
@@ -38,8 +40,8 @@ namespace strata {
 // The session `slot` started, or its rules changed while it is active:
 // set the module's slot to `rules` (targets: processes of `uid`, every uid
 // for root) and, when the slot has a kernel buffer that no drain reads yet,
-// start a drain for it and append it to `drains`.  No-op when no rule names
-// the kernel provider and the module's slot was never set.
+// start a drain for it and append it to `drains`.  No-op without the
+// module (with one warning if kernel events were asked for).
 void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules, const std::string &out,
 		  const ClockInfo &clock, const Owner &owner, const std::string &hostname,
 		  std::vector<std::unique_ptr<Drain>> &drains);

@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kmod_link.h"
 #include "proto/proc_codec.h"
 #include "proto/sock.h"
 #include "runtime.h"
@@ -280,7 +281,11 @@ int run_queries(bool list_events)
 	int first = 0;
 	for (bool once = true;; once = false) {
 		g_again.store(0, std::memory_order_relaxed);
+		uint64_t kgen = 0; // the module's generation before the query (kmod_link.h)
+		const bool kmod = kmod_link_generation(&kgen);
 		int r = query_once(list_events);
+		if (kmod && r >= 0)
+			kmod_link_ack(kgen);
 		if (once)
 			first = r;
 		list_events = false;
@@ -335,6 +340,7 @@ extern "C" int strata_ctl_fork_child(void)
 	memset(g_state.joined, 0, sizeof(g_state.joined));
 	g_busy.store(0, std::memory_order_relaxed);
 	g_again.store(0, std::memory_order_relaxed);
+	kmod_link_fork_child();
 	return strata_ctl_sync_query();
 }
 
@@ -355,8 +361,10 @@ extern "C" int strata_ctl_async_init(int signo)
 			sa.sa_handler = on_signal;
 			sa.sa_flags = SA_RESTART;
 			sigfillset(&sa.sa_mask); // one query at a time per thread, no nesting
-			if (sigaction(signo, &sa, nullptr) == 0)
+			if (sigaction(signo, &sa, nullptr) == 0) {
 				g_state.signo = signo;
+				kmod_link_register(signo); // when /dev/strata exists
+			}
 		} else {
 			fprintf(stderr, "strata: signal %d is in use by the program: "
 					"sessions started later will not reach it\n", signo);

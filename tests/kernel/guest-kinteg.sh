@@ -1,11 +1,12 @@
 #!/bin/sh
-# guest-kinteg.sh STRATA DEMO CAUSAL - the in-guest half of the kernel
-# integration tests (kernel.kinteg_*): record with `strata record` while
-# strata.ko is loaded; the traces land in $STRATA_VM_OUT/kinteg and are
-# checked on the host, after the VM, by check_kinteg.py (bt2 under TCG
-# emulation would cost minutes).
+# guest-kinteg.sh STRATA DEMO CAUSAL CONSUMERD ASYNC_APP KWAIT - the
+# in-guest half of the kernel integration tests (kernel.kinteg_*): record
+# with `strata record` while strata.ko is loaded; the traces land in
+# $STRATA_VM_OUT/kinteg and are checked on the host, after the VM, by
+# check_kinteg.py (bt2 under TCG emulation would cost minutes).  The
+# acknowledgement test (kinteg_ack) is decided here (PASS/FAIL line).
 set -u
-strata=$1 demo=$2 causal=$3
+strata=$1 demo=$2 causal=$3 consumerd=$4 async_app=$5 kwait=$6
 o=$STRATA_VM_OUT/kinteg
 rm -rf "$o" && mkdir -p "$o" || exit 1
 
@@ -21,6 +22,38 @@ for c in page monotonic; do
 		--subbuf-size 1M -- "$causal" 100000 > "$o/causal_$c.out" 2> "$o/causal_$c.err"
 	echo $? > "$o/causal_$c.rc"
 done
+# (c) rule changes through the module: a tp-async process registers with
+# /dev/strata; the daemon mirrors the session's rules into the module; after
+# an enable-event the module's WAIT returns once the process acknowledged.
+ack() {
+	sock=/tmp/kinteg-ack.sock
+	export STRATA_CONSUMERD_SOCKET=$sock
+	mkfifo /tmp/kinteg-ack.ready /tmp/kinteg-ack.in || return 1
+	"$consumerd" --socket "$sock" --ready-fd 3 3> /tmp/kinteg-ack.ready 2> "$o/ack-consumerd.err" &
+	dpid=$!
+	read -r _ < /tmp/kinteg-ack.ready || { echo "daemon did not start"; return 1; }
+	"$strata" create ack -o "$o/ack" > /dev/null && "$strata" enable-event ack 'ctltest:*' > /dev/null &&
+		"$strata" start ack > /dev/null || { echo "session setup failed"; return 1; }
+	"$async_app" 1 1 serve < /tmp/kinteg-ack.in > /dev/null 2> "$o/ack-app.err" &
+	apid=$!
+	exec 4> /tmp/kinteg-ack.in # keep the app's stdin open until we are done
+	"$kwait" live 1 20000 || return 1
+	g0=$("$kwait" gen)
+	"$strata" disable-event ack 'ctltest:*' > /dev/null || { echo "disable-event failed"; return 1; }
+	"$kwait" wait "$g0" 20000
+	r=$?
+	exec 4>&-
+	wait $apid
+	"$strata" destroy ack > /dev/null
+	kill $dpid; wait $dpid
+	return $r
+}
+if out=$(ack 2>&1); then
+	echo "PASS kinteg_ack: $out"
+else
+	echo "FAIL kinteg_ack: $out"
+fi
+
 cat /sys/module/strata/parameters/* > "$o/kmod-params.txt" 2>/dev/null
 echo "info kinteg: traces in $o (checked on the host)"
 exit 0

@@ -1,0 +1,82 @@
+/*
+ * kmod_link.cpp - see kmod_link.h for the contract.
+ */
+#include "kmod_link.h"
+
+#include <atomic>
+#include <cerrno>
+#include <initializer_list>
+#include <unistd.h>
+
+#include "../../kmod/user/strata_kmod.h"
+
+namespace strata {
+namespace {
+
+// The registered fd, -1 when none.  Written in thread context before the
+// signal handler can run a query that reads it (release; the handler's
+// acquire loads pair with it); the signal number likewise.
+std::atomic<int> g_fd{-1};
+std::atomic<int> g_signo{0};
+
+void say(const char *what, int err)
+{
+	char buf[160];
+	size_t n = 0;
+	for (const char *s : {"strata: /dev/strata: ", what, err == -EBUSY ? " (busy)" : "", "\n"})
+		for (; *s && n < sizeof(buf); s++)
+			buf[n++] = *s;
+	ssize_t w = write(2, buf, n);
+	(void)w;
+}
+
+} // namespace
+
+void kmod_link_register(int signo)
+{
+	if (signo <= 0 || g_fd.load(std::memory_order_acquire) >= 0)
+		return;
+	int fd = strata_kmod_open();
+	if (fd < 0)
+		return; // no module: the daemon's signal alone
+	int r = strata_kmod_register(fd, signo, nullptr);
+	if (r < 0) {
+		say("REGISTER failed; rule changes reach this process through the daemon only", r);
+		close(fd);
+		return;
+	}
+	g_signo.store(signo, std::memory_order_relaxed);
+	// Release: the registration is complete before a query uses the fd.
+	g_fd.store(fd, std::memory_order_release);
+}
+
+void kmod_link_fork_child()
+{
+	int fd = g_fd.exchange(-1, std::memory_order_acq_rel);
+	if (fd < 0)
+		return;
+	close(fd); // the parent's registration stays the parent's
+	kmod_link_register(g_signo.load(std::memory_order_relaxed));
+}
+
+bool kmod_link_generation(uint64_t *gen)
+{
+	// Acquire: pairs with the release store in kmod_link_register.
+	int fd = g_fd.load(std::memory_order_acquire);
+	if (fd < 0)
+		return false;
+	// Only the generation is wanted: an empty buffer gets -EMSGSIZE (or 0
+	// when no slot targets us), and the generation either way.
+	uint32_t size = 0;
+	int r = strata_kmod_query(fd, nullptr, &size, gen, nullptr);
+	return r == 0 || r == -EMSGSIZE;
+}
+
+void kmod_link_ack(uint64_t gen)
+{
+	int fd = g_fd.load(std::memory_order_acquire); // pairs with kmod_link_register
+	if (fd >= 0)
+		strata_kmod_ack(fd, gen);
+}
+
+} // namespace strata
