@@ -781,6 +781,39 @@ TEST_F(Traced, ExecdImageRegistersAgainAndFollowsChanges)
 	EXPECT_EQ(s.records, 2u * 2 * 100);
 }
 
+TEST_F(Traced, AsyncForkedChildIsAProcessOfItsOwnAndFollowsChanges)
+{
+	session(c, "s", out, {}, {{"ctltest:*", -1, 1, ""}});
+	ServeApp app; // forks; parent and child emit one batch at stdin's EOF
+	ASSERT_TRUE(app.start(STRATA_ASYNC_APP, "1", "100", "forkwait"));
+	std::set<uint32_t> pids;
+	for (int64_t end = proto::now_ms() + 10000; pids.size() < 2 && proto::now_ms() < end;) {
+		proto::Message m;
+		ASSERT_EQ(c.call(proto::List{}, m, t), 0) << t;
+		pids.clear();
+		for (auto &e : std::get<proto::ListReply>(m.body).entries)
+			pids.insert(e.pid);
+		struct pollfd none;
+		poll(&none, 0, 5); // polling a condition with a deadline
+	}
+	ASSERT_EQ(pids.size(), 2u); // the child registered as a process of its own
+	EXPECT_TRUE(pids.count(static_cast<uint32_t>(app.pid)));
+	ASSERT_EQ(c.command(proto::DisableEvent{"s", {"ctltest:*", -1, 0, ""}}, t), 0) << t;
+	wait_ok(c, t, "acknowledged by 2 process(es)");
+	ASSERT_EQ(c.command(proto::EnableEvent{"s", {"ctltest:*", -1, 1, ""}}, t), 0) << t;
+	wait_ok(c, t, "acknowledged by 2 process(es)");
+	close(app.to);
+	app.to = -1;
+	EXPECT_EQ(strata_test::wait_child(app.pid, 20000), 0);
+	close(app.from);
+	Scan s = stop_and_scan();
+	for (auto &e : s.errors)
+		ADD_FAILURE() << e;
+	EXPECT_EQ(s.subtraces, 2u);
+	EXPECT_EQ(s.discarded, 0u);
+	EXPECT_EQ(s.records, 2u * 100);
+}
+
 TEST_F(Traced, DlopenedProviderIsRecordedAndDlcloseWhileEnabledIsSafe)
 {
 	session(c, "s", out);

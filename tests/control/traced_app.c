@@ -13,7 +13,9 @@
  * stdin and stdout), "execserve" (emit one batch, then exec itself in
  * "serve" mode: the new image registers again), "dlserve LIB" (serve, and
  * a line "o" dlopens LIB, "e" emits EVENTS ctllib:ev through it, "c"
- * dlcloses it).  Built twice: with tp-sync (control_traced_app) and with tp-async
+ * dlcloses it), "forkwait" (fork without exec, then parent and child
+ * each wait for stdin's EOF and emit one batch; the parent waits for the
+ * child).  Built twice: with tp-sync (control_traced_app) and with tp-async
  * (control_async_app).
  */
 #include <dlfcn.h>
@@ -78,6 +80,24 @@ int main(int argc, char **argv)
 		if (open(argv[4], O_RDONLY) != 0 || open(argv[5], O_WRONLY) != 1)
 			return 1;
 		mode = "serve";
+	}
+	if (!strcmp(mode, "forkwait")) {
+		pid_t kid = fork();
+		char c;
+		struct pollfd pf = {0, POLLIN, 0};
+		for (;;) { /* EINTR (our signal) and data: keep waiting for EOF */
+			if (poll(&pf, 1, -1) < 0)
+				continue;
+			if (read(0, &c, 1) == 0)
+				break;
+		}
+		batch(n);
+		if (kid > 0) {
+			int st;
+			waitpid(kid, &st, 0);
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+		}
+		return kid == 0 ? 0 : 1;
 	}
 	if (!strcmp(mode, "execserve")) {
 		batch(n);
