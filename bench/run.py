@@ -383,8 +383,8 @@ class Bench:
 
     def strata_latency(self):
         """A private strata-consumerd, a session enabled but not started, the
-        tick program (tp-async) running; then `strata start`, which answers
-        once every signalled process acknowledged (issue 3)."""
+        tick program (tp-async) running; then `strata start --wait`, which
+        answers once every signalled process acknowledged (issue 3)."""
         out = self.tmpdir("lat-strata")
         env = dict(self.env_nodaemon)
         env["STRATA_CONSUMERD_SOCKET"] = os.path.join(out, "cd.sock")
@@ -405,8 +405,12 @@ class Bench:
                                     stdout=subprocess.PIPE, text=True)
             if proc.stdout.readline().strip() != "ready=1":
                 raise BenchError("tick program did not start")
+            # `strata start` waited for the acknowledgements until protocol
+            # 2; since then `--wait` asks for them.
+            h = run([self.strata, "start", "--help"], env=env, check=False)
+            wait = ["--wait"] if "--wait" in h.stdout + h.stderr else []
             t0 = time.monotonic_ns()
-            st = run([self.strata, "start", "lat"], env=env)
+            st = run([self.strata, "start", "lat"] + wait, env=env)
             t1 = time.monotonic_ns()
             log("  strata start: " + (st.stdout + st.stderr).strip().replace("\n", " | "))
             proc.stdout.read()
