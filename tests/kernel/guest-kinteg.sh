@@ -54,6 +54,19 @@ else
 	echo "FAIL kinteg_ack: $out"
 fi
 
+# (c) the control-plane tests (tests/control, built beside ASYNC_APP) with
+# the module loaded: tp-async processes register with it, every daemon
+# mirrors its sessions into it, and the tests' oracles must still hold.
+for t in control_daemon_test control_traced_test; do
+	bin=$(dirname "$async_app")/$t
+	[ -x "$bin" ] || { echo "FAIL kinteg_$t: $bin not built"; continue; }
+	if timeout 300 "$bin" > "$o/$t.log" 2>&1; then
+		echo "PASS kinteg_$t: $(grep -E '^\[  PASSED  \]' "$o/$t.log")"
+	else
+		echo "FAIL kinteg_$t: $(grep -E '^\[  FAILED  \]|Failure' "$o/$t.log" | head -5)"
+	fi
+done
+
 cat /sys/module/strata/parameters/* > "$o/kmod-params.txt" 2>/dev/null
 echo "info kinteg: traces in $o (checked on the host)"
 exit 0
