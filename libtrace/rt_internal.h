@@ -64,6 +64,10 @@ struct Channel {
 	// Exclusive lane claims: bit i set = lane i owned by one thread.
 	std::atomic<uint64_t> lane_bits[STRATA_MAX_LANES / 64];
 	std::atomic<uint32_t> shared_rr; // next lane handed out when all are owned
+	// Where the next exclusive claim starts looking: claims rotate, so the
+	// lane a thread released at exit is reused last and, in overwrite mode,
+	// keeps that thread's newest events as long as possible.
+	std::atomic<uint32_t> claim_next;
 };
 
 // Current channel of each slot; nullptr when closed.  Stored with release

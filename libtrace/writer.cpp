@@ -173,17 +173,17 @@ void close_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uint64_t st
 void claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 {
 	uint32_t lane = UINT32_MAX;
-	for (uint32_t w = 0; w * 64 < ch->n_lanes && lane == UINT32_MAX; w++) {
-		uint32_t nbits = ch->n_lanes - w * 64 < 64 ? ch->n_lanes - w * 64 : 64;
-		uint64_t valid = nbits == 64 ? ~0ull : (1ull << nbits) - 1;
-		// Relaxed: the bitmap only hands out indexes; the lane's data is
-		// protected by its own CAS protocol whoever owns it.
-		uint64_t v = ch->lane_bits[w].load(std::memory_order_relaxed);
-		while ((~v & valid) != 0) {
-			unsigned b = (unsigned)__builtin_ctzll(~v & valid);
-			if (ch->lane_bits[w].compare_exchange_weak(v, v | (1ull << b),
-								   std::memory_order_relaxed)) {
-				lane = w * 64 + b;
+	// Relaxed, here and on the bitmap: they only hand out indexes; a lane's
+	// data is protected by its own CAS protocol whoever owns it.
+	const uint32_t start = ch->claim_next.fetch_add(1, std::memory_order_relaxed) % ch->n_lanes;
+	for (uint32_t k = 0; k < ch->n_lanes && lane == UINT32_MAX; k++) {
+		const uint32_t i = (start + k) % ch->n_lanes;
+		const uint64_t bit = 1ull << (i % 64);
+		uint64_t v = ch->lane_bits[i / 64].load(std::memory_order_relaxed);
+		while (!(v & bit)) {
+			if (ch->lane_bits[i / 64].compare_exchange_weak(v, v | bit,
+									std::memory_order_relaxed)) {
+				lane = i;
 				break;
 			}
 		}

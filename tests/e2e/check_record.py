@@ -203,7 +203,12 @@ def scenario_discard(strata, demo, work):
 def scenario_overwrite(strata, demo, work):
     threads, n = 4, 50000
     out = os.path.join(work, "trace")
-    record(strata, demo, out, ["--mode", "overwrite", "--subbuf-size", "4096", "--subbuf-count", "4"],
+    # --lanes 8: every thread (and main, which emits demo:start) gets a lane
+    # of its own.  With shared lanes a thread that finishes first has its
+    # tail overwritten by its lane-mate, which a flight recorder must do, but
+    # then "each thread's last event is kept" would not hold.
+    record(strata, demo, out, ["--mode", "overwrite", "--subbuf-size", "4096", "--subbuf-count", "4",
+                               "--lanes", "8"],
            ["--threads", str(threads), "--events", str(n)])
     tr = Trace(out)
     print("kept %d events; discarded packets reported: %d" % (tr.events, tr.discarded_packets))
