@@ -920,6 +920,10 @@ TEST(Record, ControlCommandsWork)
 	EXPECT_EQ(run_cli({"create", "cli", "-o", d.dir + "/cli", "--mode", "discard", "--subbuf-size", "64k"}), 0);
 	EXPECT_EQ(run_cli({"enable-event", "cli", "ctltest:*", "--loglevel", "info"}), 0);
 	EXPECT_EQ(run_cli({"disable-event", "cli", "other:*"}), 0);
+	EXPECT_EQ(run_cli({"disable-event", "other:*", "--pid", "1", "--name", "x", "--wait=1"}), 0); // implicit session
+	EXPECT_EQ(run_cli({"enable-event", "cli", "other:*", "--pid", "0"}), 2);
+	EXPECT_EQ(run_cli({"enable-event", "cli", "other:*", "--name"}), 2);
+	EXPECT_EQ(run_cli({"enable-event", "cli", "other:*", "--wait=0"}), 2);
 	EXPECT_EQ(run_cli({"start", "cli"}), 0);
 	EXPECT_EQ(run_cli({"start", "cli"}), 1); // already started: runtime failure
 	EXPECT_EQ(run_app({"1", "500"}), 0);
