@@ -27,6 +27,7 @@
 #include <cstring>
 #include <ctime>
 #include <deque>
+#include <dirent.h>
 #include <map>
 #include <memory>
 #include <fcntl.h>
@@ -189,6 +190,8 @@ private:
 	void do_hello(Conn &c, uint32_t seq, const proto::Hello &m);
 	void do_register(Conn &c, uint32_t seq, const proto::Register &m);
 	void do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m);
+	Proc &proc_for(pid_t pid, uid_t uid);
+	void adopt_early(Session &s);
 	void do_create(Conn &c, uint32_t seq, const proto::Create &m);
 	void do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule r, Target t = {});
 	void do_status(Conn &c, uint32_t seq, const proto::Status &m);
@@ -623,6 +626,7 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 				s->run_id = next_run_id_++;
 				INFO("session %s started (slot %u)", s->name.c_str(), s->slot);
 				kernel_apply(s->slot, s->uid, s->rules, s->out, s->clock, s->owner, hostname_, s->drains);
+				adopt_early(*s);
 				notify_and_reply(c, seq, *s, "session '" + s->name + "' started");
 			}
 		}
@@ -733,29 +737,7 @@ void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
 	const pid_t pid = c.cred.pid;
 	// The peer's credentials, not the payload's, decide (the payload's pid
 	// is in the process's own pid namespace and is only informational).
-	auto it = pid_to_pidfd_.find(pid);
-	Proc *p = nullptr;
-	if (it != pid_to_pidfd_.end()) {
-		p = &procs_[it->second];
-	} else {
-		int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-		if (pidfd < 0) {
-			// Without exit detection the drain still ends at STOP.
-			logf("pid %d: pidfd_open: %s (exit detection off)", pid, strerror(errno));
-			static int fake = -2;
-			pidfd = fake--;
-		} else {
-			struct epoll_event ev = {};
-			ev.events = EPOLLIN;
-			ev.data.fd = pidfd;
-			epoll_ctl(epfd_, EPOLL_CTL_ADD, pidfd, &ev);
-		}
-		p = &procs_[pidfd];
-		p->pidfd = pidfd;
-		pid_to_pidfd_[pid] = pidfd;
-	}
-	p->pid = pid;
-	p->uid = c.cred.uid;
+	Proc *p = &proc_for(pid, c.cred.uid);
 	p->comm = m.comm;
 	if (p->date.empty())
 		p->date = local_timestamp();
@@ -790,6 +772,113 @@ void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
 		rr.sessions.push_back(std::move(g));
 	}
 	send(c, seq, rr);
+}
+
+// The process record of `pid`, made (with a pidfd for exit detection) on
+// first sight.
+Proc &Daemon::proc_for(pid_t pid, uid_t uid)
+{
+	auto it = pid_to_pidfd_.find(pid);
+	Proc *p = nullptr;
+	if (it != pid_to_pidfd_.end()) {
+		p = &procs_[it->second];
+	} else {
+		int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+		if (pidfd < 0) {
+			// Without exit detection the drain still ends at STOP.
+			logf("pid %d: pidfd_open: %s (exit detection off)", pid, strerror(errno));
+			static int fake = -2;
+			pidfd = fake--;
+		} else {
+			struct epoll_event ev = {};
+			ev.events = EPOLLIN;
+			ev.data.fd = pidfd;
+			epoll_ctl(epfd_, EPOLL_CTL_ADD, pidfd, &ev);
+		}
+		p = &procs_[pidfd];
+		p->pidfd = pidfd;
+		pid_to_pidfd_[pid] = pidfd;
+	}
+	p->pid = pid;
+	p->uid = uid;
+	return *p;
+}
+
+// Early buffers: a process that found no daemon at start and had
+// STRATA_EARLY set records into a buffer of its own (slot 15, memfd
+// "strata-slot-15", see libtrace/control/sync_query.cpp).  A session that
+// starts adopts the early buffers of the processes it may trace (its owner's,
+// or all for root) that no drain reads yet: the buffer is opened through
+// /proc/PID/fd and drained like any other, from its first event.  The
+// buffer is hostile like any other: Drain validates it.
+void Daemon::adopt_early(Session &s)
+{
+	DIR *proc = opendir("/proc");
+	if (!proc)
+		return;
+	while (struct dirent *de = readdir(proc)) {
+		char *end = nullptr;
+		const long pid = strtol(de->d_name, &end, 10);
+		if (pid <= 0 || *end || pid == getpid())
+			continue;
+		const std::string base = std::string("/proc/") + de->d_name;
+		struct stat st;
+		if (stat(base.c_str(), &st) != 0 || !(s.uid == 0 || st.st_uid == s.uid))
+			continue;
+		auto known = pid_to_pidfd_.find(static_cast<pid_t>(pid));
+		if (known != pid_to_pidfd_.end() && !procs_[known->second].drains.empty())
+			continue; // already drained by a session of ours
+		DIR *fds = opendir((base + "/fd").c_str());
+		if (!fds)
+			continue;
+		int buf = -1;
+		while (struct dirent *fe = readdir(fds)) {
+			char target[128];
+			const std::string link = base + "/fd/" + fe->d_name;
+			ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
+			if (n <= 0)
+				continue;
+			target[n] = 0;
+			if (strncmp(target, "/memfd:strata-slot-15", 21) != 0)
+				continue;
+			buf = open(link.c_str(), O_RDWR | O_CLOEXEC);
+			break;
+		}
+		closedir(fds);
+		if (buf < 0)
+			continue;
+		strata_buffer_header hdr;
+		if (pread(buf, &hdr, sizeof hdr, 0) != static_cast<ssize_t>(sizeof hdr) ||
+		    hdr.magic != STRATA_ABI_MAGIC) {
+			close(buf);
+			continue;
+		}
+		std::string comm(hdr.comm, strnlen(hdr.comm, sizeof hdr.comm));
+		Proc &p = proc_for(static_cast<pid_t>(pid), st.st_uid);
+		if (p.comm.empty())
+			p.comm = comm.empty() ? std::string("pid") : comm;
+		if (p.date.empty())
+			p.date = local_timestamp();
+		std::string dir = s.out + "/ust/pid/" + file_safe(p.comm) + "-" + std::to_string(p.pid) + "-" + p.date;
+		for (int k = 1; access(dir.c_str(), F_OK) == 0; k++)
+			dir = s.out + "/ust/pid/" + file_safe(p.comm) + "-" + std::to_string(p.pid) + "-" + p.date + "." +
+			      std::to_string(k);
+		TraceEnv env;
+		env.procname = p.comm;
+		env.pid = p.pid;
+		env.hostname = hostname_;
+		std::string err;
+		std::unique_ptr<Drain> d = Drain::create(buf, hdr.trace_uuid, dir, s.clock, env, s.owner, err);
+		if (!d) {
+			logf("pid %ld: early buffer rejected: %s", pid, err.c_str());
+			continue;
+		}
+		d->start();
+		p.drains.push_back(d.get());
+		s.drains.push_back(std::move(d));
+		INFO("pid %ld (%s): adopted its early buffer into session %s", pid, p.comm.c_str(), s.name.c_str());
+	}
+	closedir(proc);
 }
 
 void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)

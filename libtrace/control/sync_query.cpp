@@ -42,6 +42,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -207,6 +208,61 @@ int join(int fd, const proto::pc::Grant &g, int64_t dl)
 	return 0;
 }
 
+// The last query found no daemon at all.
+bool g_no_daemon;
+
+// Early tracing: with no daemon at start and STRATA_EARLY set to a
+// comma-separated list of "provider:event" globs, the process records into a
+// buffer of its own in slot 15 (memfd "strata-slot-15"; memfd needs no
+// /dev/shm), STRATA_EARLY_MODE=overwrite for a flight recorder (default:
+// discard, which keeps the first events).  The first session a daemon starts
+// later adopts the buffer through /proc/PID/fd and drains it from its first
+// event (consumerd/daemon.cpp, adopt_early).  Thread context only (the
+// constructor): never from a signal handler.
+constexpr unsigned kEarlySlot = 15;
+void early_open()
+{
+	const char *pat = getenv("STRATA_EARLY");
+	if (!pat || !*pat)
+		return;
+	struct strata_channel_config cfg;
+	memset(&cfg, 0, sizeof cfg);
+	memcpy(cfg.name, "channel0", 9);
+	const char *mode = getenv("STRATA_EARLY_MODE");
+	cfg.mode = (mode && !strcmp(mode, "overwrite")) ? STRATA_MODE_OVERWRITE : STRATA_MODE_DISCARD;
+	uint8_t uuid[16];
+	if (getrandom(uuid, sizeof uuid, 0) != (ssize_t)sizeof uuid)
+		return;
+	uuid[6] = static_cast<uint8_t>((uuid[6] & 0x0f) | 0x40);
+	uuid[8] = static_cast<uint8_t>((uuid[8] & 0x3f) | 0x80);
+	static struct strata_rule rules[STRATA_MAX_RULES];
+	size_t n = 0;
+	for (const char *p = pat; *p && n < STRATA_MAX_RULES;) {
+		const char *e = strchr(p, ',');
+		size_t len = e ? static_cast<size_t>(e - p) : strlen(p);
+		if (len > 0 && len < STRATA_PATTERN_MAX) {
+			memset(&rules[n], 0, sizeof rules[n]);
+			memcpy(rules[n].pattern, p, len);
+			rules[n].loglevel_max = -1;
+			rules[n].enable = 1;
+			n++;
+		}
+		p += len + (e ? 1 : 0);
+	}
+	if (n == 0)
+		return;
+	int fd = strata_rt_slot_open(kEarlySlot, &cfg, uuid);
+	if (fd < 0) {
+		say("early tracing: cannot open a buffer: ", err_text(fd));
+		return;
+	}
+	if (strata_rt_slot_set_rules(kEarlySlot, rules, n) < 0) {
+		strata_rt_slot_close(kEarlySlot);
+		return;
+	}
+	strata_rt_quiesce();
+}
+
 // One query; the caller holds g_busy.
 int query_once(bool list_events)
 {
@@ -215,8 +271,9 @@ int query_once(bool list_events)
 	int fd = -1;
 	for (int i = 0; i < s.n_paths && fd < 0; i++)
 		fd = proto::connect_unix(s.paths[i], dl);
+	g_no_daemon = fd < 0;
 	if (fd < 0)
-		return 0; // no daemon: tracing stays off, silently
+		return 0; // no daemon: tracing stays off, silently (or early, below)
 
 	char text[256];
 	size_t len = 0;
@@ -329,7 +386,10 @@ extern "C" int strata_ctl_sync_query(void)
 {
 	if (!strata::g_ready.load(std::memory_order_acquire))
 		strata::init();
-	return strata::timed(true);
+	int r = strata::timed(true);
+	if (strata::g_no_daemon)
+		strata::early_open();
+	return r;
 }
 
 extern "C" int strata_ctl_fork_child(void)
@@ -370,5 +430,8 @@ extern "C" int strata_ctl_async_init(int signo)
 					"sessions started later will not reach it\n", signo);
 		}
 	}
-	return timed(true);
+	int r = timed(true);
+	if (g_no_daemon)
+		early_open();
+	return r;
 }

@@ -1,0 +1,107 @@
+#!/usr/bin/python3
+"""Early tracing: a process that starts with no daemon and STRATA_EARLY set
+records into a buffer of its own; the first session a daemon starts later
+adopts it and drains it from its first event.
+
+Oracle: the request ids recorded are exactly 0..k with no gap and nothing
+discarded, id 0 (emitted before any daemon existed) included, k + 1 at least
+the requests served before `strata stop` was issued and at most those served
+after it returned; babeltrace2 reads the trace with nothing on stderr.
+"""
+import argparse
+import mmap
+import os
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import bt2
+
+
+def counter(path):
+    with open(path, "rb") as f:
+        b = f.read(8)
+    return struct.unpack("<Q", b)[0] if len(b) == 8 else 0
+
+
+def wait_for(cond, what, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            sys.exit("FAIL: timed out waiting for " + what)
+        time.sleep(0.01)  # polling an external condition with a deadline
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--svc", required=True)
+    ap.add_argument("--consumerd", required=True)
+    ap.add_argument("--strata", required=True)
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="strata-early-")
+    env = dict(os.environ)
+    env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "consumerd.sock")
+    env.pop("STRATA_EARLY", None)
+    cnt = os.path.join(work, "counter")
+    svc_env = dict(env, STRATA_EARLY="svc:*")
+    svc = subprocess.Popen([a.svc, "--interval-us", "500", "--counter", cnt], env=svc_env,
+                           stdout=subprocess.DEVNULL)
+    failures = 0
+    try:
+        # 1. no daemon: the service runs and records into its early buffer
+        wait_for(lambda: os.path.exists(cnt) and counter(cnt) >= 100, "100 requests with no daemon")
+        links = [os.readlink("/proc/%d/fd/%s" % (svc.pid, fd)) for fd in os.listdir("/proc/%d/fd" % svc.pid)]
+        if not any(l.startswith("/memfd:strata-slot-15") for l in links):
+            print("FAIL: the service holds no early buffer: %s" % links)
+            failures += 1
+        # 2. a daemon appears; a session starts and adopts the buffer
+        r, w = os.pipe()
+        d = subprocess.Popen([a.consumerd, "--socket", env["STRATA_CONSUMERD_SOCKET"], "--ready-fd", str(w), "-q"],
+                             env=env, pass_fds=(w,))
+        os.close(w)
+        with os.fdopen(r) as rf:
+            if rf.readline().strip() != "ready":
+                sys.exit("FAIL: the daemon did not get ready")
+        out = os.path.join(work, "trace")
+        subprocess.run([a.strata, "create", "s", "-o", out], env=env, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([a.strata, "start", "s"], env=env, check=True, stdout=subprocess.DEVNULL)
+        c0 = counter(cnt)
+        wait_for(lambda: counter(cnt) >= c0 + 100, "100 more requests once adopted")
+        before = counter(cnt)
+        subprocess.run([a.strata, "stop", "s"], env=env, check=True, stdout=subprocess.DEVNULL)
+        after = counter(cnt)
+        subprocess.run([a.strata, "destroy", "s"], env=env, check=True, stdout=subprocess.DEVNULL)
+        d.send_signal(signal.SIGTERM)
+        d.wait(timeout=30)
+    finally:
+        svc.send_signal(signal.SIGTERM)
+        svc.wait(timeout=30)
+
+    ids, discarded = [], 0
+    for m in bt2.TraceCollectionMessageIterator(out):
+        if type(m) is bt2._EventMessageConst and m.event.name == "svc:request":
+            ids.append(int(m.event.payload_field["id"]))
+        elif type(m) is bt2._DiscardedEventsMessageConst and m.count:
+            discarded += m.count
+
+    def check(ok, what):
+        nonlocal failures
+        print(("ok   " if ok else "FAIL ") + what)
+        failures += 0 if ok else 1
+
+    check(bool(ids) and ids[0] == 0, "the first request (id 0, before any daemon) is recorded")
+    check(ids == list(range(len(ids))), "ids are 0..%d with no gap (%d events)" % (len(ids) - 1, len(ids)))
+    check(discarded == 0, "nothing discarded (%d)" % discarded)
+    check(before <= len(ids) <= after, "recorded %d within [%d served before stop, %d after]" %
+          (len(ids), before, after))
+    p = subprocess.run(["babeltrace2", out], capture_output=True, text=True)
+    check(p.returncode == 0 and p.stderr == "", "babeltrace2 reads it with nothing on stderr")
+    print("%d failure(s)" % failures)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
