@@ -409,13 +409,26 @@ extern "C" int strata_ctl_async_init(int signo)
 	using namespace strata;
 	if (!g_ready.load(std::memory_order_acquire))
 		init();
-	if (signo == 0) {
+	// Once per process: the handler and the runtime are process-wide, and a
+	// module that initialises later (a shared library with tp-async-lib, a
+	// dlopen) is armed by the registry when it registers its tracepoints.
+	static std::atomic<int> once{0};
+	if (once.exchange(1, std::memory_order_acq_rel))
+		return 0;
+	bool forced = signo != 0;
+	if (!forced) {
 		const char *e = getenv("STRATA_ASYNC_SIGNAL");
-		signo = e && *e ? atoi(e) : SIGRTMAX - 3;
+		forced = e && *e;
+		signo = forced ? atoi(e) : SIGRTMAX - 3;
 	}
-	if (signo >= 1 && signo <= 64 && signo != SIGKILL && signo != SIGSTOP) {
+	// A signal the program already handles is never taken over.  The
+	// default one in use: take the next free real-time signal below it (the
+	// daemon learns which at registration).  A signal forced by the caller
+	// or STRATA_ASYNC_SIGNAL and in use: asynchronous enablement stays off.
+	for (; signo >= 1 && signo <= 64 && signo != SIGKILL && signo != SIGSTOP; signo--) {
 		struct sigaction old;
-		if (sigaction(signo, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+		if (sigaction(signo, nullptr, &old) == 0 && old.sa_handler == SIG_DFL &&
+		    !(old.sa_flags & SA_SIGINFO)) {
 			struct sigaction sa;
 			memset(&sa, 0, sizeof(sa));
 			sa.sa_handler = on_signal;
@@ -425,9 +438,12 @@ extern "C" int strata_ctl_async_init(int signo)
 				g_state.signo = signo;
 				kmod_link_register(signo); // when /dev/strata exists
 			}
-		} else {
+			break;
+		}
+		if (forced || signo <= SIGRTMIN + 1) {
 			fprintf(stderr, "strata: signal %d is in use by the program: "
 					"sessions started later will not reach it\n", signo);
+			break;
 		}
 	}
 	int r = timed(true);

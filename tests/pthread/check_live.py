@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+"""A running, unmodified program under LD_PRELOAD=libstrata-pthread.so is
+switched on and off through the control plane (tp-async-lib inside the
+preload library installs the update handler, since the program did not link
+tp-async).
+
+Oracle, from the program's own count of completed lock/unlock pairs in shared
+memory: every pair completed between `start --wait` returning and `stop`
+being issued is recorded, and no more pairs than were completed between
+`start` being issued and `stop --wait` returning; lock and unlock events of
+the lock pair up exactly; the lock is named; babeltrace2 is silent.
+"""
+import argparse
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--strata", required=True)
+    ap.add_argument("--consumerd", required=True)
+    ap.add_argument("--preload", required=True)
+    ap.add_argument("--prog", required=True)
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="strata-live-")
+    env = dict(os.environ)
+    env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "sock")
+    cnt = os.path.join(work, "counter")
+
+    def pairs():
+        with open(cnt, "rb") as f:
+            b = f.read(8)
+        return struct.unpack("<Q", b)[0] if len(b) == 8 else 0
+
+    def wait_for(cond, what, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() > deadline:
+                sys.exit("FAIL: timed out waiting for " + what)
+            time.sleep(0.01)  # polling an external condition with a deadline
+
+    def strata(*args):
+        subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
+
+    r, w = os.pipe()
+    d = subprocess.Popen([a.consumerd, "--socket", env["STRATA_CONSUMERD_SOCKET"], "--ready-fd", str(w), "-q"],
+                         env=env, pass_fds=(w,))
+    os.close(w)
+    with os.fdopen(r) as rf:
+        if rf.readline().strip() != "ready":
+            sys.exit("FAIL: the daemon did not get ready")
+    prog = subprocess.Popen([a.prog, cnt, "100000000", "200"], env=dict(env, LD_PRELOAD=a.preload))
+    out = os.path.join(work, "trace")
+    try:
+        wait_for(lambda: os.path.exists(cnt) and pairs() >= 200, "the program to run untraced")
+        strata("create", "s", "-o", out)
+        strata("enable-event", "s", "pthread:*")
+        c0 = pairs()
+        strata("start", "s", "--wait=20")
+        c1 = pairs()
+        wait_for(lambda: pairs() >= c1 + 500, "500 pairs while traced")
+        c2 = pairs()
+        strata("stop", "s", "--wait=20")
+        c3 = pairs()
+        strata("destroy", "s")
+    finally:
+        with open(cnt, "r+b") as f:  # ask the program to end
+            f.seek(8)
+            f.write(struct.pack("<Q", 1))
+        prog.wait(timeout=30)
+        d.send_signal(signal.SIGTERM)
+        d.wait(timeout=30)
+    failures = 0
+
+    def check(ok, what):
+        nonlocal failures
+        print(("ok   " if ok else "FAIL ") + what)
+        failures += 0 if ok else 1
+
+    check(prog.returncode == 0, "the program ran to its end under the preload (status %s)" % prog.returncode)
+    res = subprocess.run([a.strata, "analyze", "mutex", out, "--format=json"], capture_output=True, text=True)
+    check(res.returncode == 0, "strata analyze exits 0 (%s)" % res.stderr.strip()[:200])
+    locks = json.loads(res.stdout).get("locks", []) if res.returncode == 0 else []
+    live = [l for l in locks if "live_lock" in json.dumps(l)]
+    check(len(live) == 1, "the lock is named live_lock")
+    n = live[0].get("acquisitions", -1) if live else -1
+    check(c2 - c1 <= n <= c3 - c0,
+          "acquisitions %d within [%d pairs after start's ack, %d pairs from start to stop's ack]" %
+          (n, c2 - c1, c3 - c0))
+    bt = subprocess.run(["babeltrace2", out], capture_output=True, text=True)
+    locks_ev = bt.stdout.count("pthread:mutex_lock:")
+    unlocks_ev = bt.stdout.count("pthread:mutex_unlock:")
+    check(bt.returncode == 0 and bt.stderr == "", "babeltrace2 reads the trace with nothing on stderr")
+    check(locks_ev == unlocks_ev == n, "lock events %d == unlock events %d == acquisitions" % (locks_ev, unlocks_ev))
+    print("%d failure(s)" % failures)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
