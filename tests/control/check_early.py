@@ -9,30 +9,16 @@ the requests served before `strata stop` was issued and at most those served
 after it returned; babeltrace2 reads the trace with nothing on stderr.
 """
 import argparse
-import mmap
 import os
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
-import time
 
 import bt2
 
-
-def counter(path):
-    with open(path, "rb") as f:
-        b = f.read(8)
-    return struct.unpack("<Q", b)[0] if len(b) == 8 else 0
-
-
-def wait_for(cond, what, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            sys.exit("FAIL: timed out waiting for " + what)
-        time.sleep(0.01)  # polling an external condition with a deadline
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from strata_testlib import counter, start_daemon, wait_for  # noqa: E402
 
 
 def main():
@@ -58,13 +44,7 @@ def main():
             print("FAIL: the service holds no early buffer: %s" % links)
             failures += 1
         # 2. a daemon appears; a session starts and adopts the buffer
-        r, w = os.pipe()
-        d = subprocess.Popen([a.consumerd, "--socket", env["STRATA_CONSUMERD_SOCKET"], "--ready-fd", str(w), "-q"],
-                             env=env, pass_fds=(w,))
-        os.close(w)
-        with os.fdopen(r) as rf:
-            if rf.readline().strip() != "ready":
-                sys.exit("FAIL: the daemon did not get ready")
+        d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
         out = os.path.join(work, "trace")
         subprocess.run([a.strata, "create", "s", "-o", out], env=env, check=True, stdout=subprocess.DEVNULL)
         subprocess.run([a.strata, "start", "s"], env=env, check=True, stdout=subprocess.DEVNULL)

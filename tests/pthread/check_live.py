@@ -18,7 +18,9 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from strata_testlib import counter, start_daemon, wait_for  # noqa: E402
 
 
 def main():
@@ -34,27 +36,12 @@ def main():
     cnt = os.path.join(work, "counter")
 
     def pairs():
-        with open(cnt, "rb") as f:
-            b = f.read(8)
-        return struct.unpack("<Q", b)[0] if len(b) == 8 else 0
-
-    def wait_for(cond, what, timeout=30.0):
-        deadline = time.monotonic() + timeout
-        while not cond():
-            if time.monotonic() > deadline:
-                sys.exit("FAIL: timed out waiting for " + what)
-            time.sleep(0.01)  # polling an external condition with a deadline
+        return counter(cnt)
 
     def strata(*args):
         subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
 
-    r, w = os.pipe()
-    d = subprocess.Popen([a.consumerd, "--socket", env["STRATA_CONSUMERD_SOCKET"], "--ready-fd", str(w), "-q"],
-                         env=env, pass_fds=(w,))
-    os.close(w)
-    with os.fdopen(r) as rf:
-        if rf.readline().strip() != "ready":
-            sys.exit("FAIL: the daemon did not get ready")
+    d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
     prog = subprocess.Popen([a.prog, cnt, "100000000", "200"], env=dict(env, LD_PRELOAD=a.preload))
     out = os.path.join(work, "trace")
     try:

@@ -1,0 +1,34 @@
+"""Helpers shared by the Python end-to-end checks (tests/*/check_*.py)."""
+import os
+import struct
+import subprocess
+import sys
+import time
+
+
+def counter(path, word=0):
+    """The little-endian u64 at `word` of a program's shared counter file."""
+    with open(path, "rb") as f:
+        f.seek(8 * word)
+        b = f.read(8)
+    return struct.unpack("<Q", b)[0] if len(b) == 8 else 0
+
+
+def wait_for(cond, what, timeout=30.0):
+    """Poll an external condition with a deadline (never a bare sleep)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            sys.exit("FAIL: timed out waiting for " + what)
+        time.sleep(0.01)
+
+
+def start_daemon(consumerd, socket, env):
+    """strata-consumerd on `socket`, returned once it says it listens."""
+    r, w = os.pipe()
+    d = subprocess.Popen([consumerd, "--socket", socket, "--ready-fd", str(w), "-q"], env=env, pass_fds=(w,))
+    os.close(w)
+    with os.fdopen(r) as rf:
+        if rf.readline().strip() != "ready":
+            sys.exit("FAIL: the daemon did not get ready")
+    return d
