@@ -460,6 +460,45 @@ err:
 	return ret;
 }
 
+/*
+ * Whether `signo` can be sent to thread group `tgid` without killing it:
+ * false only when its action is the default one (fatal for the real-time
+ * signals) and some thread does not block it.  An exec resets the handlers
+ * but the registration (a close-on-exec fd) is released only when execve
+ * returns (the last fput runs as task work): a signal sent in between
+ * would kill the new image.  A process that blocks the signal and reads it
+ * with sigtimedwait or a signalfd keeps receiving it.  The daemon makes
+ * the same check (SigCgt) before its own signals.
+ */
+static bool strata_may_signal(struct pid *tgid, int signo)
+{
+	struct sighand_struct *sh;
+	struct task_struct *t, *it;
+	bool ok = false;
+
+	/* Lockless (lock_task_sighand is not exported): sighand_struct is
+	 * SLAB_TYPESAFE_BY_RCU and the thread list is RCU-safe, so the reads
+	 * are memory-safe; a handler or mask changing meanwhile races with
+	 * the signal anyway, as with the daemon's SigCgt check. */
+	rcu_read_lock();
+	t = pid_task(tgid, PIDTYPE_TGID);
+	sh = t ? rcu_dereference(t->sighand) : NULL;
+	if (sh) {
+		ok = READ_ONCE(sh->action[signo - 1].sa.sa_handler) != SIG_DFL;
+		if (!ok) {
+			ok = true;
+			/* real_blocked: the mask of a thread inside
+			 * sigtimedwait, which unblocks what it waits for. */
+			for_each_thread(t, it)
+				if (!sigismember(&it->blocked, signo) &&
+				    !sigismember(&it->real_blocked, signo))
+					ok = false;
+		}
+	}
+	rcu_read_unlock();
+	return ok;
+}
+
 static int strata_set_rules(void __user *uarg)
 {
 	struct strata_kabi_set_rules a;
@@ -500,7 +539,8 @@ static int strata_set_rules(void __user *uarg)
 		    !strata_slot_matches(s, &id))
 			continue;
 		p->target_gen = a.generation;
-		if (p->signo && !kill_pid(p->tgid, p->signo, 1)) {
+		if (p->signo && strata_may_signal(p->tgid, p->signo) &&
+		    !kill_pid(p->tgid, p->signo, 1)) {
 			a.n_signalled++;
 			strata_signals_sent++;
 		}

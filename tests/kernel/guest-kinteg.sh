@@ -49,9 +49,9 @@ ack() {
 	return $r
 }
 if out=$(ack 2>&1); then
-	echo "PASS kinteg_ack: $out"
+	echo "PASS kinteg_ack $out"
 else
-	echo "FAIL kinteg_ack: $out"
+	echo "FAIL kinteg_ack $out"
 fi
 
 # (c) the control-plane tests (tests/control, built beside ASYNC_APP) with
@@ -59,11 +59,11 @@ fi
 # mirrors its sessions into it, and the tests' oracles must still hold.
 for t in control_daemon_test control_traced_test; do
 	bin=$(dirname "$async_app")/$t
-	[ -x "$bin" ] || { echo "FAIL kinteg_$t: $bin not built"; continue; }
+	[ -x "$bin" ] || { echo "FAIL kinteg_$t $bin not built"; continue; }
 	if timeout 300 "$bin" > "$o/$t.log" 2>&1; then
-		echo "PASS kinteg_$t: $(grep -E '^\[  PASSED  \]' "$o/$t.log")"
+		echo "PASS kinteg_$t $(grep -E '^\[  PASSED  \]' "$o/$t.log")"
 	else
-		echo "FAIL kinteg_$t: $(grep -E '^\[  FAILED  \]|Failure' "$o/$t.log" | head -5)"
+		echo "FAIL kinteg_$t $(grep -E '^\[  FAILED  \]|Failure' "$o/$t.log" | head -5)"
 	fi
 done
 
