@@ -347,8 +347,25 @@ int strata_cmd_record(int argc, char **argv)
 	if (r2 < 0)
 		fprintf(stderr, "strata record: destroy: %s\n", err.c_str());
 	priv.stop();
-	if (r < 0 && exit_code == 0)
-		exit_code = cli::kFail;
+	if (r < 0) {
+		// The daemon is gone (killed?): a write it was in may have left a
+		// stream file ending inside a packet, which babeltrace2 refuses
+		// whole.  Cut every stream file back to its last whole packet.
+		std::string exe = find_consumerd();
+		pid_t rp = exe.empty() ? -1 : fork();
+		if (rp == 0) {
+			execl(exe.c_str(), exe.c_str(), "--repair", create.output_dir.c_str(), (char *)nullptr);
+			_exit(127);
+		}
+		int rst = 0;
+		while (rp > 0 && waitpid(rp, &rst, 0) < 0 && errno == EINTR) {
+		}
+		fprintf(stderr, "strata record: the daemon did not answer STOP; %s\n",
+			rp > 0 && WIFEXITED(rst) && WEXITSTATUS(rst) == 0 ? "trace repaired (torn packets cut)"
+									  : "could not repair the trace");
+		if (exit_code == 0)
+			exit_code = cli::kFail;
+	}
 	fprintf(stderr, "strata record: trace written to %s\n", create.output_dir.c_str());
 	return exit_code;
 }
