@@ -192,6 +192,8 @@ private:
 	void do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m);
 	Proc &proc_for(pid_t pid, uid_t uid);
 	void adopt_early(Session &s);
+	void save_active();
+	void repair_after_crash();
 	void do_create(Conn &c, uint32_t seq, const proto::Create &m);
 	void do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule r, Target t = {});
 	void do_status(Conn &c, uint32_t seq, const proto::Status &m);
@@ -627,6 +629,7 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 				INFO("session %s started (slot %u)", s->name.c_str(), s->slot);
 				kernel_apply(s->slot, s->uid, s->rules, s->out, s->clock, s->owner, hostname_, s->drains);
 				adopt_early(*s);
+				save_active();
 				notify_and_reply(c, seq, *s, "session '" + s->name + "' started");
 			}
 		}
@@ -1078,6 +1081,53 @@ void Daemon::do_list(Conn &c, uint32_t seq)
 	send(c, seq, lr);
 }
 
+// The output directories of the active sessions, one per line, in
+// "<socket>.active" (written whole, then renamed).  A daemon killed while
+// sessions were active leaves the file behind; the next daemon on the same
+// socket repairs those directories before anything else
+// (repair_after_crash): a stream file cut inside a packet by the kill is
+// trimmed to its last whole packet, so babeltrace2 reads the trace again.
+void Daemon::save_active()
+{
+	const std::string file = path_ + ".active", tmp = file + ".tmp";
+	std::string text;
+	for (auto &x : sessions_)
+		if (x->state == proto::SessionState::Active)
+			text += x->out + "\n";
+	if (text.empty()) {
+		unlink(file.c_str());
+		return;
+	}
+	int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+	close(fd);
+	if (!ok || rename(tmp.c_str(), file.c_str()) != 0)
+		unlink(tmp.c_str());
+}
+
+void Daemon::repair_after_crash()
+{
+	const std::string file = path_ + ".active";
+	FILE *f = fopen(file.c_str(), "re");
+	if (!f)
+		return;
+	char line[4200];
+	while (fgets(line, sizeof line, f)) {
+		line[strcspn(line, "\n")] = 0;
+		struct stat st;
+		if (line[0] != '/' || stat(line, &st) != 0 || !S_ISDIR(st.st_mode))
+			continue;
+		RepairStats rs = repair_tree(line);
+		INFO("previous daemon ended with session output %s active: %llu stream file(s) examined, %llu "
+		     "repaired", line, static_cast<unsigned long long>(rs.files),
+		     static_cast<unsigned long long>(rs.repaired));
+	}
+	fclose(f);
+	unlink(file.c_str());
+}
+
 void Daemon::stop_session(Session &s)
 {
 	if (s.state != proto::SessionState::Active)
@@ -1088,6 +1138,7 @@ void Daemon::stop_session(Session &s)
 	for (auto &d : s.drains)
 		d->join();
 	s.state = proto::SessionState::Stopped;
+	save_active();
 	uint64_t packets = 0;
 	for (auto &d : s.drains)
 		packets += d->counters().packets.load(std::memory_order_relaxed);
@@ -1143,6 +1194,7 @@ int Daemon::run(const DaemonOptions &opt)
 	epoll_ctl(epfd_, EPOLL_CTL_ADD, sigfd_, &ev);
 	INFO("listening on %s (protocol %u, buffer ABI %u.%u)", path_.c_str(), proto::kVersion, STRATA_ABI_MAJOR,
 	     STRATA_ABI_MINOR);
+	repair_after_crash();
 	if (opt.ready_fd >= 0) {
 		ssize_t w = write(opt.ready_fd, "ready\n", 6);
 		(void)w;
