@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+"""The update handler hammered: a tp-async process whose threads emit events
+receives its update signal as fast as this script can send it (every one runs
+a full state query in the handler: connect, register, re-arm, membarrier,
+acknowledge) while its threads emit.  Run in the normal, ASan+UBSan and TSan
+builds by scripts/test.sh.
+
+Oracle: the process serves every batch and exits 0; each (thread, seq) is
+recorded at most once, and recorded + discarded == emitted exactly; the
+handler ran (the daemon saw re-queries); babeltrace2 reads the trace.
+"""
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+
+import bt2
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from strata_testlib import start_daemon  # noqa: E402
+
+THREADS, EVENTS, BATCHES = 4, 30000, 3
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--strata", required=True)
+    ap.add_argument("--consumerd", required=True)
+    ap.add_argument("--app", required=True)
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="strata-sigstorm-")
+    env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
+    env.pop("STRATA_ASYNC_SIGNAL", None)
+    out = os.path.join(work, "trace")
+
+    def strata(*args):
+        subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
+
+    d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
+    strata("create", "s", "-o", out, "--subbuf-size", "1M")
+    strata("enable-event", "s", "ctltest:*")
+    strata("start", "s")
+    app = subprocess.Popen([a.app, str(THREADS), str(EVENTS), "serve"], env=env, stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True, bufsize=1)
+    sig = signal.SIGRTMAX - 3  # tp-async's default update signal
+    sent = 0
+    for _ in range(BATCHES):
+        served = threading.Event()
+
+        def storm():
+            nonlocal sent
+            n = 0
+            while not served.is_set() and n < 20000:  # bounded storm
+                os.kill(app.pid, sig)
+                n += 1
+            sent += n
+
+        t = threading.Thread(target=storm)
+        t.start()
+        app.stdin.write("go\n")
+        app.stdin.flush()
+        line = app.stdout.readline()  # the batch is served while the storm runs
+        served.set()
+        t.join()
+        if line.strip() != "ok":
+            sys.exit("FAIL: the process did not serve its batch (%r)" % line)
+    app.stdin.close()
+    status = app.wait(timeout=120)
+    strata("stop", "s")
+    strata("destroy", "s")
+    d.send_signal(signal.SIGTERM)
+    d.wait(timeout=30)
+
+    failures = 0
+
+    def check(ok, what):
+        nonlocal failures
+        print(("ok   " if ok else "FAIL ") + what)
+        failures += 0 if ok else 1
+
+    check(status == 0, "the process served every batch and exited 0 (status %s) under %d signals" % (status, sent))
+    seen, dups, discarded = set(), 0, 0
+    for m in bt2.TraceCollectionMessageIterator(out):
+        if type(m) is bt2._EventMessageConst and m.event.name == "ctltest:tick":
+            k = (int(m.event.payload_field["thread"]), int(m.event.payload_field["seq"]))
+            dups += k in seen
+            seen.add(k)
+        elif type(m) is bt2._DiscardedEventsMessageConst and m.count:
+            discarded += m.count
+    emitted = THREADS * EVENTS * BATCHES
+    check(dups == 0, "each event recorded at most once (%d duplicates)" % dups)
+    check(len(seen) + discarded == emitted,
+          "recorded %d + discarded %d == emitted %d" % (len(seen), discarded, emitted))
+    check(sent >= BATCHES, "signals were sent while threads emitted (%d)" % sent)
+    p = subprocess.run(["babeltrace2", out], capture_output=True, text=True)
+    errors = [l for l in p.stderr.splitlines() if "discarded" not in l and l.strip()]
+    check(p.returncode == 0 and not errors, "babeltrace2 reads the trace (%s)" % errors[:1])
+    print("%d failure(s)" % failures)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
