@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import start_daemon  # noqa: E402
+from strata_testlib import Checks, start_daemon  # noqa: E402
 
 
 def bt_events(path):
@@ -52,12 +52,8 @@ def main():
     strata("start", "s")
     d.send_signal(signal.SIGKILL)
     d.wait()
-    failures = 0
+    check = Checks()
 
-    def check(ok, what):
-        nonlocal failures
-        print(("ok   " if ok else "FAIL ") + what)
-        failures += 0 if ok else 1
 
     rc, before, _ = bt_events(out)
     check(rc == 0 and before > 0, "the trace reads before the tear (%d events)" % before)
@@ -81,8 +77,7 @@ def main():
           (rc, errors[:1]))
     check(after == before, "the same %d events as before the tear (%d)" % (before, after))
     check(not os.path.exists(env["STRATA_CONSUMERD_SOCKET"] + ".active"), "the active-sessions note is gone")
-    print("%d failure(s)" % failures)
-    sys.exit(1 if failures else 0)
+    check.finish()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import tempfile
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import counter, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, counter, start_daemon, wait_for  # noqa: E402
 
 
 def main():
@@ -35,14 +35,13 @@ def main():
     svc_env = dict(env, STRATA_EARLY="svc:*")
     svc = subprocess.Popen([a.svc, "--interval-us", "500", "--counter", cnt], env=svc_env,
                            stdout=subprocess.DEVNULL)
-    failures = 0
+    check = Checks()
     try:
         # 1. no daemon: the service runs and records into its early buffer
         wait_for(lambda: os.path.exists(cnt) and counter(cnt) >= 100, "100 requests with no daemon")
         links = [os.readlink("/proc/%d/fd/%s" % (svc.pid, fd)) for fd in os.listdir("/proc/%d/fd" % svc.pid)]
-        if not any(l.startswith("/memfd:strata-slot-15") for l in links):
-            print("FAIL: the service holds no early buffer: %s" % links)
-            failures += 1
+        check(any(l.startswith("/memfd:strata-slot-15") for l in links),
+              "with no daemon, the service holds an early buffer (%d descriptors)" % len(links))
         # 2. a daemon appears; a session starts and adopts the buffer
         d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
         out = os.path.join(work, "trace")
@@ -67,10 +66,6 @@ def main():
         elif type(m) is bt2._DiscardedEventsMessageConst and m.count:
             discarded += m.count
 
-    def check(ok, what):
-        nonlocal failures
-        print(("ok   " if ok else "FAIL ") + what)
-        failures += 0 if ok else 1
 
     check(bool(ids) and ids[0] == 0, "the first request (id 0, before any daemon) is recorded")
     check(ids == list(range(len(ids))), "ids are 0..%d with no gap (%d events)" % (len(ids) - 1, len(ids)))
@@ -79,8 +74,7 @@ def main():
           (len(ids), before, after))
     p = subprocess.run(["babeltrace2", out], capture_output=True, text=True)
     check(p.returncode == 0 and p.stderr == "", "babeltrace2 reads it with nothing on stderr")
-    print("%d failure(s)" % failures)
-    sys.exit(1 if failures else 0)
+    check.finish()
 
 
 if __name__ == "__main__":

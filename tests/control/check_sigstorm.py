@@ -20,7 +20,7 @@ import threading
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import start_daemon  # noqa: E402
+from strata_testlib import Checks, start_daemon, wait_for  # noqa: E402
 
 THREADS, EVENTS, BATCHES = 4, 30000, 3
 
@@ -45,42 +45,53 @@ def main():
     strata("start", "s")
     app = subprocess.Popen([a.app, str(THREADS), str(EVENTS), "serve"], env=env, stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, text=True, bufsize=1)
-    sig = signal.SIGRTMAX - 3  # tp-async's default update signal
-    sent = 0
-    for _ in range(BATCHES):
-        served = threading.Event()
+    try:
+        sig = signal.SIGRTMAX - 3  # tp-async's default update signal
 
-        def storm():
-            nonlocal sent
-            n = 0
-            while not served.is_set() and n < 20000:  # bounded storm
-                os.kill(app.pid, sig)
-                n += 1
-            sent += n
+        def handler_installed():
+            # Before tp-async's constructor ran, the signal's default action
+            # would kill the process (the daemon only signals registered ones).
+            with open("/proc/%d/status" % app.pid) as f:
+                cgt = [l for l in f if l.startswith("SigCgt:")][0].split()[1]
+            return (int(cgt, 16) >> (sig - 1)) & 1 == 1
 
-        t = threading.Thread(target=storm)
-        t.start()
-        app.stdin.write("go\n")
-        app.stdin.flush()
-        line = app.stdout.readline()  # the batch is served while the storm runs
-        served.set()
-        t.join()
-        if line.strip() != "ok":
-            sys.exit("FAIL: the process did not serve its batch (%r)" % line)
-    app.stdin.close()
-    status = app.wait(timeout=120)
+        wait_for(handler_installed, "tp-async's handler in the process")
+        sent = 0
+        for _ in range(BATCHES):
+            served = threading.Event()
+
+            def storm():
+                nonlocal sent
+                n = 0
+                while not served.is_set() and n < 20000:  # bounded storm
+                    os.kill(app.pid, sig)
+                    n += 1
+                sent += n
+
+            t = threading.Thread(target=storm)
+            t.start()
+            app.stdin.write("go\n")
+            app.stdin.flush()
+            line = app.stdout.readline()  # the batch is served while the storm runs
+            served.set()
+            t.join()
+            if line.strip() != "ok":
+                raise SystemExit("FAIL: the process did not serve its batch (%r)" % line)
+        app.stdin.close()
+        status = app.wait(timeout=120)
+    except BaseException:
+        # Never leave the app or the daemon behind: ctest would wait for
+        # them (they hold its output pipe) until the timeout.
+        if app.poll() is None:
+            app.kill()
+        d.kill()
+        raise
     strata("stop", "s")
     strata("destroy", "s")
     d.send_signal(signal.SIGTERM)
     d.wait(timeout=30)
 
-    failures = 0
-
-    def check(ok, what):
-        nonlocal failures
-        print(("ok   " if ok else "FAIL ") + what)
-        failures += 0 if ok else 1
-
+    check = Checks()
     check(status == 0, "the process served every batch and exited 0 (status %s) under %d signals" % (status, sent))
     seen, dups, discarded = set(), 0, 0
     for m in bt2.TraceCollectionMessageIterator(out):
@@ -98,8 +109,7 @@ def main():
     p = subprocess.run(["babeltrace2", out], capture_output=True, text=True)
     errors = [l for l in p.stderr.splitlines() if "discarded" not in l and l.strip()]
     check(p.returncode == 0 and not errors, "babeltrace2 reads the trace (%s)" % errors[:1])
-    print("%d failure(s)" % failures)
-    sys.exit(1 if failures else 0)
+    check.finish()
 
 
 if __name__ == "__main__":

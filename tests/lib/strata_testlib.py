@@ -32,3 +32,19 @@ def start_daemon(consumerd, socket, env):
         if rf.readline().strip() != "ready":
             sys.exit("FAIL: the daemon did not get ready")
     return d
+
+
+class Checks:
+    """Named checks: `check(ok, what)` prints ok/FAIL lines; `finish()` exits
+    1 if any failed."""
+
+    def __init__(self):
+        self.failures = 0
+
+    def __call__(self, ok, what):
+        print(("ok   " if ok else "FAIL ") + what)
+        self.failures += 0 if ok else 1
+
+    def finish(self):
+        print("%d failure(s)" % self.failures)
+        sys.exit(1 if self.failures else 0)

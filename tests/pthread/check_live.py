@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import counter, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, counter, start_daemon, wait_for  # noqa: E402
 
 
 def main():
@@ -63,12 +63,8 @@ def main():
         prog.wait(timeout=30)
         d.send_signal(signal.SIGTERM)
         d.wait(timeout=30)
-    failures = 0
+    check = Checks()
 
-    def check(ok, what):
-        nonlocal failures
-        print(("ok   " if ok else "FAIL ") + what)
-        failures += 0 if ok else 1
 
     check(prog.returncode == 0, "the program ran to its end under the preload (status %s)" % prog.returncode)
     res = subprocess.run([a.strata, "analyze", "mutex", out, "--format=json"], capture_output=True, text=True)
@@ -85,8 +81,7 @@ def main():
     unlocks_ev = bt.stdout.count("pthread:mutex_unlock:")
     check(bt.returncode == 0 and bt.stderr == "", "babeltrace2 reads the trace with nothing on stderr")
     check(locks_ev == unlocks_ev == n, "lock events %d == unlock events %d == acquisitions" % (locks_ev, unlocks_ev))
-    print("%d failure(s)" % failures)
-    sys.exit(1 if failures else 0)
+    check.finish()
 
 
 if __name__ == "__main__":
