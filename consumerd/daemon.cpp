@@ -211,6 +211,7 @@ private:
 	uint64_t change_ = 0; // counts notified changes
 	std::vector<PendingReply> pending_;
 	std::string hostname_;
+	bool adopt_early_ = false; // DaemonOptions::adopt_early
 	bool quit_ = false;
 };
 
@@ -628,7 +629,8 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 				s->run_id = next_run_id_++;
 				INFO("session %s started (slot %u)", s->name.c_str(), s->slot);
 				kernel_apply(s->slot, s->uid, s->rules, s->out, s->clock, s->owner, hostname_, s->drains);
-				adopt_early(*s);
+				if (adopt_early_)
+					adopt_early(*s);
 				save_active();
 				notify_and_reply(c, seq, *s, "session '" + s->name + "' started");
 			}
@@ -809,9 +811,10 @@ Proc &Daemon::proc_for(pid_t pid, uid_t uid)
 
 // Early buffers: a process that found no daemon at start and had
 // STRATA_EARLY set records into a buffer of its own (slot 15, memfd
-// "strata-slot-15", see libtrace/control/sync_query.cpp).  A session that
-// starts adopts the early buffers of the processes it may trace (its owner's,
-// or all for root) that no drain reads yet: the buffer is opened through
+// "strata-slot-15", see libtrace/control/sync_query.cpp).  With
+// --adopt-early, a session that starts adopts the early buffers of the
+// processes it may trace (its owner's, or all for root) that no drain reads
+// yet: the buffer is opened through
 // /proc/PID/fd and drained like any other, from its first event.  The
 // buffer is hostile like any other: Drain validates it.
 void Daemon::adopt_early(Session &s)
@@ -1166,6 +1169,7 @@ int Daemon::run(const DaemonOptions &opt)
 	g_verbose = opt.verbose;
 	g_quiet = opt.quiet;
 	hostname_ = hostname();
+	adopt_early_ = opt.adopt_early;
 	// Run ids name a session's run to the processes; a process outliving
 	// this daemon must not mistake a new daemon's run for its old one.
 	if (getrandom(&next_run_id_, sizeof(next_run_id_), 0) != sizeof(next_run_id_))

@@ -23,6 +23,10 @@ struct DaemonOptions {
 	int ready_fd = -1;        // written "ready\n" and closed once listening
 	bool verbose = false;
 	bool quiet = false;        // warnings and errors only
+	// Sessions that START adopt the early buffers (STRATA_EARLY) of processes
+	// they may trace.  Off by default: a private daemon (strata record) must
+	// record only its own command.
+	bool adopt_early = false;
 };
 
 // Runs until SIGTERM/SIGINT; returns the process exit code.

@@ -14,7 +14,7 @@ namespace {
 
 void usage(FILE *f)
 {
-	fputs("Usage: strata-consumerd [--socket PATH] [--ready-fd N] [-q] [-v]\n"
+	fputs("Usage: strata-consumerd [--socket PATH] [--ready-fd N] [--adopt-early] [-q] [-v]\n"
 	      "       strata-consumerd --repair DIR\n"
 	      "\n"
 	      "Receives traced processes' buffers and writes CTF traces.\n"
@@ -24,6 +24,9 @@ void usage(FILE *f)
 	      "                  /run/strata/consumerd.sock for root,\n"
 	      "                  /tmp/strata-UID/consumerd.sock otherwise)\n"
 	      "  --ready-fd N    write \"ready\" to fd N and close it once listening\n"
+	      "  --adopt-early   a session that starts also records the processes that\n"
+	      "                  began tracing with no daemon (STRATA_EARLY), from their\n"
+	      "                  first event (e.g. the system daemon after early boot)\n"
 	      "  --repair DIR    truncate every torn stream file under DIR to its last\n"
 	      "                  whole packet, then exit\n"
 	      "  -q, --quiet     log warnings and errors only\n"
@@ -63,6 +66,8 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			opt.ready_fd = static_cast<int>(fd);
+		} else if (a == "--adopt-early") {
+			opt.adopt_early = true;
 		} else if (a == "--repair") {
 			repair = value("--repair");
 		} else if (a == "-q" || a == "--quiet") {

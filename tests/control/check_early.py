@@ -43,7 +43,7 @@ def main():
         check(any(l.startswith("/memfd:strata-slot-15") for l in links),
               "with no daemon, the service holds an early buffer (%d descriptors)" % len(links))
         # 2. a daemon appears; a session starts and adopts the buffer
-        d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
+        d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env, ["--adopt-early"])
         out = os.path.join(work, "trace")
         subprocess.run([a.strata, "create", "s", "-o", out], env=env, check=True, stdout=subprocess.DEVNULL)
         subprocess.run([a.strata, "start", "s"], env=env, check=True, stdout=subprocess.DEVNULL)

@@ -23,10 +23,11 @@ def wait_for(cond, what, timeout=30.0):
         time.sleep(0.01)
 
 
-def start_daemon(consumerd, socket, env):
+def start_daemon(consumerd, socket, env, extra=()):
     """strata-consumerd on `socket`, returned once it says it listens."""
     r, w = os.pipe()
-    d = subprocess.Popen([consumerd, "--socket", socket, "--ready-fd", str(w), "-q"], env=env, pass_fds=(w,))
+    d = subprocess.Popen([consumerd, "--socket", socket, "--ready-fd", str(w), "-q"] + list(extra), env=env,
+                         pass_fds=(w,))
     os.close(w)
     with os.fdopen(r) as rf:
         if rf.readline().strip() != "ready":
