@@ -5,7 +5,7 @@
  * quiesced and closed its connection), with 1, 10 and 100 running tp-async
  * processes.  Not a test: it prints p50/p99/max over the toggles.
  *
- *   control_ack_latency [TOGGLES (default 200)] [COUNTS... (default 1 10 100)]
+ *   strata-bench-ack-latency [TOGGLES (default 200)] [COUNTS... (default 1 10 100)]
  */
 #include "daemon_fixture.h"
 
