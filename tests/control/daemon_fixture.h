@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <string>
+#include <vector>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -110,6 +111,36 @@ inline int wait_child(pid_t pid, int timeout_ms)
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);
 	return -1;
+}
+
+// Run exe with args in a child: stdin from stdin_fd when >= 0, stderr to
+// /dev/null when quiet.  With out_pid, returns 0 at once and stores the
+// child's pid; otherwise waits (60 s deadline) and returns its exit status
+// (128+sig if killed, -1 on timeout).
+inline int run_exe(const char *exe, const std::vector<std::string> &args, int stdin_fd = -1,
+		   pid_t *out_pid = nullptr, bool quiet = false)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (stdin_fd >= 0)
+			dup2(stdin_fd, 0);
+		if (quiet) {
+			int null = open("/dev/null", O_WRONLY);
+			dup2(null, 2);
+		}
+		std::vector<char *> av;
+		av.push_back(const_cast<char *>(exe));
+		for (auto &a : args)
+			av.push_back(const_cast<char *>(a.c_str()));
+		av.push_back(nullptr);
+		execv(av[0], av.data());
+		_exit(127);
+	}
+	if (out_pid) {
+		*out_pid = pid;
+		return 0;
+	}
+	return wait_child(pid, 60000);
 }
 
 } // namespace strata_test

@@ -27,21 +27,7 @@ namespace {
 
 int run(const char *exe, const std::vector<std::string> &args, bool quiet = false)
 {
-	pid_t pid = fork();
-	if (pid == 0) {
-		if (quiet) {
-			int null = open("/dev/null", O_WRONLY);
-			dup2(null, 2);
-		}
-		std::vector<char *> av;
-		av.push_back(const_cast<char *>(exe));
-		for (auto &a : args)
-			av.push_back(const_cast<char *>(a.c_str()));
-		av.push_back(nullptr);
-		execv(av[0], av.data());
-		_exit(127);
-	}
-	return strata_test::wait_child(pid, 60000);
+	return strata_test::run_exe(exe, args, -1, nullptr, quiet);
 }
 
 // (thread, seq) -> how many times babeltrace2 printed it; -1 on failure.

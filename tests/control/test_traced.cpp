@@ -130,23 +130,7 @@ void scan_dir(const std::string &dir, Scan &s, int depth = 0)
 // Run the traced app; returns its exit status (128+sig if killed).
 int run_app(const std::vector<std::string> &args, int stdin_fd = -1, pid_t *out_pid = nullptr)
 {
-	pid_t pid = fork();
-	if (pid == 0) {
-		if (stdin_fd >= 0)
-			dup2(stdin_fd, 0);
-		std::vector<char *> av;
-		av.push_back(const_cast<char *>(STRATA_TRACED_APP));
-		for (auto &a : args)
-			av.push_back(const_cast<char *>(a.c_str()));
-		av.push_back(nullptr);
-		execv(av[0], av.data());
-		_exit(127);
-	}
-	if (out_pid) {
-		*out_pid = pid;
-		return 0;
-	}
-	return strata_test::wait_child(pid, 60000);
+	return strata_test::run_exe(STRATA_TRACED_APP, args, stdin_fd, out_pid);
 }
 
 void session(CtlClient &c, const std::string &name, const std::string &out, proto::ChannelConfig ch = {},
