@@ -26,7 +26,8 @@
  * needs with relaxed atomic loads, evaluates its private copy and keeps the
  * answer only if `seq` was even and unchanged around the copy.  A reader
  * that interrupted the writer (signal handler on the writer's thread) or
- * keeps losing the race drops the event after a few tries: it never waits.
+ * keeps losing the race drops the event after a few tries, counted as
+ * discarded in its lane: it never waits.
  * The evaluator bounds-checks everything, so even a torn copy cannot make
  * it read outside the copy, the event's descriptor or its arguments.
  */
@@ -667,5 +668,8 @@ extern "C" STRATA_EXPORT int strata_filter_pass(struct strata_tracepoint *tp, un
 		if (f.seq.load(std::memory_order_relaxed) == s1)
 			return pass;
 	}
-	return 0; // rules are changing under us: drop rather than wait
+	// Rules are changing under us (or we interrupted the rewrite): drop
+	// rather than wait, and count the drop like any other discard.
+	writer_count_discarded(slot);
+	return 0;
 }

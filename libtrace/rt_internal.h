@@ -98,6 +98,7 @@ bool glob_match(const char *pattern, const char *text);
 // Writer (writer.cpp).
 void writer_forget_thread_state_in_child();
 void wake_consumer(strata_buffer_header *hdr);
+void writer_count_discarded(unsigned slot); // a filtered event dropped unseen
 uint32_t current_tid();
 
 // Clock (clock.cpp).

@@ -372,5 +372,26 @@ extern "C" STRATA_EXPORT void strata_commit(struct strata_reservation *r)
 	t_state.depth--;
 }
 
+namespace strata {
+// An event dropped before it reached strata_reserve (strata_filter_pass
+// kept losing the race with a rule rewrite): counted as discarded in this
+// thread's lane of the slot, so that recorded + discarded == emitted still
+// holds.  Same context and the same slot-pointer contract as strata_reserve.
+void writer_count_discarded(unsigned slot)
+{
+	if (slot >= STRATA_MAX_SLOTS)
+		return;
+	// Acquire: pairs with the release store in strata_rt_slot_open (as in
+	// strata_reserve).
+	Channel *ch = g_slots[slot].load(std::memory_order_acquire);
+	if (ch == nullptr)
+		return;
+	ThreadState &t = t_state;
+	if (t.ch[slot] != ch)
+		claim_lane(ch, slot, t);
+	discard(&ch->lanes[t.lane[slot]]);
+}
+} // namespace strata
+
 // strata_filter_pass (field filters) lives in registry.cpp, next to the
 // programs and masks it reads.
