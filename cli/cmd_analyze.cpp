@@ -95,6 +95,7 @@ int strata_cmd_analyze(int argc, char **argv)
 	std::string err;
 	if (!read_trace(dir, &in, &err)) {
 		std::cerr << "strata analyze: " << err << "\n";
+		strata::cli::hint_torn("analyze", dir);
 		return strata::cli::kFail;
 	}
 	SymbolTable syms(in.maps);

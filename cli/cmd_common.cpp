@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fcntl.h>
 #include <strings.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "abi/strata_abi.h"
@@ -256,6 +258,73 @@ int query(const char *cmd, CtlClient &cl, proto::Body body, proto::Type expected
 		return kFail;
 	}
 	return kOk;
+}
+
+
+std::string self_dir()
+{
+	char buf[4096];
+	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return ".";
+	buf[n] = 0;
+	std::string s(buf);
+	return s.substr(0, s.rfind('/'));
+}
+
+std::string find_consumerd()
+{
+	const char *env = getenv("STRATA_CONSUMERD");
+	if (env && *env)
+		return env;
+	std::string d = self_dir();
+	for (const std::string &p : {d + "/strata-consumerd", d + "/../consumerd/strata-consumerd"})
+		if (access(p.c_str(), X_OK) == 0)
+			return p;
+	const char *path = getenv("PATH");
+	std::string ps = path ? path : "/usr/local/bin:/usr/bin:/bin";
+	size_t b = 0;
+	while (b <= ps.size()) {
+		size_t e = ps.find(':', b);
+		if (e == std::string::npos)
+			e = ps.size();
+		std::string p = ps.substr(b, e - b) + "/strata-consumerd";
+		if (e > b && access(p.c_str(), X_OK) == 0)
+			return p;
+		b = e + 1;
+	}
+	return "";
+}
+
+int run_consumerd_repair(const std::string &dir, bool check_only)
+{
+	const std::string exe = find_consumerd();
+	if (exe.empty())
+		return -1;
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (check_only) { // only the list of torn files (stderr) is wanted
+			int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+			if (null >= 0)
+				dup2(null, 1);
+		}
+		execl(exe.c_str(), exe.c_str(), check_only ? "--check" : "--repair", dir.c_str(), (char *)nullptr);
+		_exit(127);
+	}
+	int st = 0;
+	while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+	}
+	return pid > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+void hint_torn(const char *cmd, const std::string &dir)
+{
+	if (run_consumerd_repair(dir, true) == 3)
+		fprintf(stderr,
+			"strata %s: stream files above end inside a packet (a consumer daemon killed while writing?); "
+			"'strata view --repair %s' cuts them back to their last whole packet and shows the rest\n",
+			cmd, dir.c_str());
 }
 
 } // namespace cli

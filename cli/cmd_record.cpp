@@ -41,51 +41,10 @@ void forward_signal(int sig)
 		kill(g_child, sig);
 }
 
-std::string self_dir()
-{
-	char buf[4096];
-	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-	if (n <= 0)
-		return ".";
-	buf[n] = 0;
-	std::string s(buf);
-	return s.substr(0, s.rfind('/'));
-}
-
-bool executable(const std::string &p)
-{
-	return access(p.c_str(), X_OK) == 0;
-}
-
-// $STRATA_CONSUMERD, next to strata, the build tree's consumerd/, or PATH.
-std::string find_consumerd()
-{
-	const char *env = getenv("STRATA_CONSUMERD");
-	if (env && *env)
-		return env;
-	std::string d = self_dir();
-	for (const std::string &p : {d + "/strata-consumerd", d + "/../consumerd/strata-consumerd"})
-		if (executable(p))
-			return p;
-	const char *path = getenv("PATH");
-	std::string ps = path ? path : "/usr/local/bin:/usr/bin:/bin";
-	size_t b = 0;
-	while (b <= ps.size()) {
-		size_t e = ps.find(':', b);
-		if (e == std::string::npos)
-			e = ps.size();
-		std::string p = ps.substr(b, e - b) + "/strata-consumerd";
-		if (e > b && executable(p))
-			return p;
-		b = e + 1;
-	}
-	return "";
-}
-
 // libstrata-pthread.so next to strata, in ../lib, or in the build tree.
 std::string find_preload(const std::string &name)
 {
-	std::string d = self_dir();
+	std::string d = cli::self_dir();
 	std::string file = "libstrata-" + name + ".so";
 #ifndef STRATA_LIBDIR
 #define STRATA_LIBDIR "/usr/local/lib"
@@ -106,7 +65,7 @@ struct PrivateDaemon {
 	// Start it and wait (bounded) until it listens.  0 or an error text.
 	std::string start()
 	{
-		std::string exe = find_consumerd();
+		std::string exe = cli::find_consumerd();
 		if (exe.empty())
 			return "no strata-consumerd running, and none found next to strata or in PATH";
 		const char *rt = getenv("XDG_RUNTIME_DIR");
@@ -351,18 +310,9 @@ int strata_cmd_record(int argc, char **argv)
 		// The daemon is gone (killed?): a write it was in may have left a
 		// stream file ending inside a packet, which babeltrace2 refuses
 		// whole.  Cut every stream file back to its last whole packet.
-		std::string exe = find_consumerd();
-		pid_t rp = exe.empty() ? -1 : fork();
-		if (rp == 0) {
-			execl(exe.c_str(), exe.c_str(), "--repair", create.output_dir.c_str(), (char *)nullptr);
-			_exit(127);
-		}
-		int rst = 0;
-		while (rp > 0 && waitpid(rp, &rst, 0) < 0 && errno == EINTR) {
-		}
 		fprintf(stderr, "strata record: the daemon did not answer STOP; %s\n",
-			rp > 0 && WIFEXITED(rst) && WEXITSTATUS(rst) == 0 ? "trace repaired (torn packets cut)"
-									  : "could not repair the trace");
+			cli::run_consumerd_repair(create.output_dir, false) == 0 ? "trace repaired (torn packets cut)"
+										 : "could not repair the trace");
 		if (exit_code == 0)
 			exit_code = cli::kFail;
 	}

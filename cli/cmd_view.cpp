@@ -27,13 +27,13 @@ constexpr int kExitUsage = 2;
 
 void view_usage_short()
 {
-	std::fputs("usage: strata view [-n N] [DIR]   (strata view --help for details)\n", stderr);
+	std::fputs("usage: strata view [-n N] [--repair] [DIR]   (strata view --help for details)\n", stderr);
 }
 
 void view_usage(FILE *f)
 {
 	std::fputs(
-		"usage: strata view [-n N] [DIR]\n"
+		"usage: strata view [-n N] [--repair] [DIR]\n"
 		"\n"
 		"Print the events of the trace(s) under DIR (default: the current directory),\n"
 		"merged by time, one line per event:\n"
@@ -47,6 +47,9 @@ void view_usage(FILE *f)
 		"\n"
 		"options:\n"
 		"  -n, --limit N   stop after N events\n"
+		"  --repair        first cut every stream file that ends inside a packet (a\n"
+		"                  consumer daemon killed while writing) back to its last\n"
+		"                  whole packet (strata-consumerd --repair); changes DIR\n"
 		"  -h, --help      this help\n"
 		"\n"
 		"exit status: 0 ok, 1 the trace cannot be read (the reason is printed), 2 usage error\n",
@@ -438,6 +441,7 @@ int run_view(const std::string &dir, ViewSink &sink)
 		std::fprintf(stderr, "strata view: warning: %s", warnings.c_str());
 	if (!ok) {
 		std::fprintf(stderr, "strata view: %s\n", why.c_str());
+		cli::hint_torn("view", dir);
 		return kExitFailure;
 	}
 	if (!flushed || sink.write_failed) {
@@ -468,7 +472,7 @@ int strata_cmd_view(int argc, char **argv)
 	using namespace strata;
 	ViewSink sink;
 	const char *dir = nullptr;
-	bool options_done = false;
+	bool options_done = false, repair = false;
 
 	// argv[0] is "view".
 	for (int i = 1; i < argc; i++) {
@@ -489,6 +493,8 @@ int strata_cmd_view(int argc, char **argv)
 				view_usage_short();
 				return kExitUsage;
 			}
+		} else if (!options_done && !std::strcmp(a, "--repair")) {
+			repair = true;
 		} else if (!options_done && !std::strcmp(a, "--")) {
 			options_done = true;
 		} else if (!options_done && a[0] == '-' && a[1]) {
@@ -505,5 +511,9 @@ int strata_cmd_view(int argc, char **argv)
 	}
 	if (sink.limit == 0)
 		return kExitOk;
+	if (repair && cli::run_consumerd_repair(dir ? dir : ".", false) != 0) {
+		std::fprintf(stderr, "strata view: could not repair '%s'\n", dir ? dir : ".");
+		return kExitFailure;
+	}
 	return run_view(dir ? dir : ".", sink);
 }

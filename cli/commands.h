@@ -44,6 +44,18 @@ const char *loglevel_name(uint32_t ll);
 std::string human_bytes(uint64_t n);
 std::string absolute_path(const std::string &p);
 
+// The directory of the running strata executable.
+std::string self_dir();
+// strata-consumerd: $STRATA_CONSUMERD, next to strata, the build tree's
+// consumerd/, or PATH; "" if none.
+std::string find_consumerd();
+// `strata-consumerd --repair DIR` (check_only: --check DIR, which changes
+// nothing and exits 3 when a stream file is torn).  The exit status, or -1.
+int run_consumerd_repair(const std::string &dir, bool check_only);
+// After a trace could not be read: if stream files under dir end inside a
+// packet (a consumer killed while writing), say so and how to repair.
+void hint_torn(const char *cmd, const std::string &dir);
+
 // Parses one of the channel options shared by `create` and `record` at
 // argv[i] (advancing i over its value).  1 consumed, 0 not a channel
 // option, -1 usage error (already reported).

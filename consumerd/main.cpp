@@ -15,7 +15,7 @@ namespace {
 void usage(FILE *f)
 {
 	fputs("Usage: strata-consumerd [--socket PATH] [--ready-fd N] [--adopt-early] [-q] [-v]\n"
-	      "       strata-consumerd --repair DIR\n"
+	      "       strata-consumerd --repair DIR | --check DIR\n"
 	      "\n"
 	      "Receives traced processes' buffers and writes CTF traces.\n"
 	      "\n"
@@ -29,11 +29,13 @@ void usage(FILE *f)
 	      "                  first event (e.g. the system daemon after early boot)\n"
 	      "  --repair DIR    truncate every torn stream file under DIR to its last\n"
 	      "                  whole packet, then exit\n"
+	      "  --check DIR     list the torn stream files under DIR, change nothing;\n"
+	      "                  exit 3 if there is one\n"
 	      "  -q, --quiet     log warnings and errors only\n"
 	      "  -v, --verbose   log registrations and attachments\n"
 	      "\n"
 	      "SIGTERM or SIGINT: flush every session and exit.\n"
-	      "Exit status: 0 ok, 1 failure, 2 usage error.\n",
+	      "Exit status: 0 ok, 1 failure, 2 usage error, 3 torn files (--check).\n",
 	      f);
 }
 
@@ -43,6 +45,7 @@ int main(int argc, char **argv)
 {
 	strata::DaemonOptions opt;
 	std::string repair;
+	bool check_only = false;
 	for (int i = 1; i < argc; i++) {
 		std::string a = argv[i];
 		auto value = [&](const char *name) -> const char * {
@@ -70,6 +73,9 @@ int main(int argc, char **argv)
 			opt.adopt_early = true;
 		} else if (a == "--repair") {
 			repair = value("--repair");
+		} else if (a == "--check") {
+			repair = value("--check");
+			check_only = true;
 		} else if (a == "-q" || a == "--quiet") {
 			opt.quiet = true;
 		} else if (a == "-v" || a == "--verbose") {
@@ -81,11 +87,14 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!repair.empty()) {
-		strata::RepairStats s = strata::repair_tree(repair);
-		printf("%llu stream file(s) examined, %llu repaired, %llu byte(s) cut, %llu error(s)\n",
+		strata::RepairStats s = strata::repair_tree(repair, check_only);
+		printf("%llu stream file(s) examined, %llu %s, %llu byte(s) %s, %llu error(s)\n",
 		       static_cast<unsigned long long>(s.files), static_cast<unsigned long long>(s.repaired),
-		       static_cast<unsigned long long>(s.bytes_cut), static_cast<unsigned long long>(s.errors));
-		return s.errors ? 1 : 0;
+		       check_only ? "torn" : "repaired", static_cast<unsigned long long>(s.bytes_cut),
+		       check_only ? "to cut" : "cut", static_cast<unsigned long long>(s.errors));
+		if (s.errors)
+			return 1;
+		return check_only && s.repaired ? 3 : 0;
 	}
 	return strata::run_daemon(opt);
 }

@@ -17,10 +17,10 @@
 
 namespace strata {
 
-int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string &why)
+int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string &why, bool check_only)
 {
 	bytes_cut = 0;
-	int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	int fd = open(path.c_str(), (check_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return -errno;
 	struct stat st;
@@ -62,7 +62,10 @@ int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string
 		off += bits / 8;
 	}
 	int ret = 0;
-	if (off < size) {
+	if (off < size && check_only) {
+		bytes_cut = size - off;
+		ret = 1;
+	} else if (off < size) {
 		if (ftruncate(fd, static_cast<off_t>(off)) < 0) {
 			ret = -errno;
 		} else {
@@ -75,7 +78,7 @@ int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string
 }
 
 namespace {
-void walk(const std::string &dir, RepairStats &s, int depth)
+void walk(const std::string &dir, RepairStats &s, int depth, bool check_only)
 {
 	if (depth > 16)
 		return;
@@ -95,20 +98,21 @@ void walk(const std::string &dir, RepairStats &s, int depth)
 		if (lstat(p.c_str(), &st) < 0)
 			continue;
 		if (S_ISDIR(st.st_mode)) {
-			walk(p, s, depth + 1);
+			walk(p, s, depth + 1, check_only);
 		} else if (S_ISREG(st.st_mode) && is_trace && name != "metadata" && name[0] != '.') {
 			s.files++;
 			uint64_t cut = 0;
 			std::string why;
-			int r = repair_stream_file(p, cut, why);
+			int r = repair_stream_file(p, cut, why, check_only);
 			if (r < 0) {
 				s.errors++;
 				fprintf(stderr, "strata-consumerd: repair: %s: %s\n", p.c_str(), strerror(-r));
 			} else if (r > 0) {
 				s.repaired++;
 				s.bytes_cut += cut;
-				fprintf(stderr, "strata-consumerd: repaired %s: %s, cut %llu bytes\n", p.c_str(),
-					why.c_str(), static_cast<unsigned long long>(cut));
+				fprintf(stderr, "strata-consumerd: %s %s: %s, %llu bytes %s\n",
+					check_only ? "torn" : "repaired", p.c_str(), why.c_str(),
+					static_cast<unsigned long long>(cut), check_only ? "to cut" : "cut");
 			}
 		}
 	}
@@ -116,10 +120,10 @@ void walk(const std::string &dir, RepairStats &s, int depth)
 }
 } // namespace
 
-RepairStats repair_tree(const std::string &dir)
+RepairStats repair_tree(const std::string &dir, bool check_only)
 {
 	RepairStats s;
-	walk(dir, s, 0);
+	walk(dir, s, 0, check_only);
 	return s;
 }
 

@@ -20,6 +20,10 @@ Scenarios:
              (a break only where the stream reports discarded events or
              packets), thread 0 stops exactly at its kill point.
   view       `strata view` of a small run: one line per event, known lines.
+  torn       a stream file cut inside a packet (what a consumer killed while
+             writing leaves): `strata view` fails naming the torn file and
+             the repair; `strata view --repair` then prints exactly the
+             lines of the same trace cut cleanly at that packet boundary.
 """
 import os
 import re
@@ -306,6 +310,63 @@ def scenario_view(strata, demo, work):
     check(not bad, "every line has time, process[pid], tid, cpu, event (%d do not: %r)" % (len(bad), bad[:3]))
     r = subprocess.run([strata, "view", "-n", "10", out], capture_output=True, text=True, timeout=60)
     check(r.returncode == 0 and len(r.stdout.splitlines()) == 10, "view -n 10 prints 10 lines")
+
+
+def packet_offsets(path):
+    """Start offsets of the packets of a stream file (packet_size at 56)."""
+    offs, off, size = [], 0, os.path.getsize(path)
+    with open(path, "rb") as f:
+        while off < size:
+            f.seek(off + 56)
+            bits = int.from_bytes(f.read(8), "little")
+            if bits == 0 or bits % 8:
+                break
+            offs.append(off)
+            off += bits // 8
+    return offs
+
+
+def scenario_torn(strata, demo, work):
+    threads, n = 2, 3000
+    whole = os.path.join(work, "whole")
+    # Small sub-buffers: every stream file holds several packets.
+    record(strata, demo, whole, ["--subbuf-size", "8192", "--subbuf-count", "8"],
+           ["--threads", str(threads), "--events", str(n)])
+    streams = sorted(os.path.join(d, f) for d, _, fs in os.walk(whole) for f in fs
+                     if f.startswith("channel0_"))
+    files = [(len(packet_offsets(p)), p) for p in streams]
+    check(files and max(files)[0] >= 3, "a stream file with 3 packets or more (%r)" % files[:4])
+    if not files or max(files)[0] < 3:
+        return
+    k, victim = max(files)
+    rel = os.path.relpath(victim, whole)
+    # Cut 100 bytes into the last packet longer than 200 bytes (a trailing
+    # header-only packet is shorter): everything after it is gone, as when
+    # the consumer died writing it.
+    offs = packet_offsets(victim) + [os.path.getsize(victim)]
+    cut = [offs[i] for i in range(k) if offs[i + 1] - offs[i] > 200][-1]
+    clean, torn = os.path.join(work, "clean"), os.path.join(work, "torn")
+    for d in (clean, torn):
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(whole, d)
+    os.truncate(os.path.join(clean, rel), cut)        # ends on a packet boundary
+    os.truncate(os.path.join(torn, rel), cut + 100)   # ends 100 bytes into a packet
+    env = dict(os.environ, TZ="UTC")
+    r = subprocess.run([strata, "view", torn], capture_output=True, text=True, timeout=120, env=env)
+    check(r.returncode == 1, "strata view of a torn trace exits 1 (got %d)" % r.returncode)
+    check(os.path.basename(victim) in r.stderr and "strata view --repair" in r.stderr,
+          "the error names the torn file and the repair (%r)" % r.stderr[-600:])
+    check(os.path.getsize(os.path.join(torn, rel)) == cut + 100, "strata view alone changes nothing")
+    want = subprocess.run([strata, "view", clean], capture_output=True, text=True, timeout=120, env=env)
+    check(want.returncode == 0 and want.stdout.count("\n") > 0, "the cleanly cut trace reads")
+    r = subprocess.run([strata, "view", "--repair", torn], capture_output=True, text=True, timeout=120,
+                       env=env)
+    check(r.returncode == 0, "strata view --repair exits 0 (got %d: %s)" % (r.returncode, r.stderr[-400:]))
+    got = [ln for ln in r.stdout.splitlines() if ln.startswith("[")]
+    check(got == want.stdout.splitlines(),
+          "after --repair: exactly the lines of the cleanly cut trace (%d vs %d lines)" %
+          (len(got), want.stdout.count("\n")))
+    check(os.path.getsize(os.path.join(torn, rel)) == cut, "the torn file was cut to %d bytes" % cut)
 
 
 def main():
