@@ -444,13 +444,17 @@ bool Reader::finish_close(uint32_t lane, bool give_up, std::string *msg)
 		return true;
 	}
 	auto *ph = (strata_packet_header *)subbuf_at(lane, start);
-	std::vector<uint8_t> copy(subbuf_at(lane, start), subbuf_at(lane, start) + off); // off < S
-	uint64_t ts;
-	memcpy(&ts, copy.data() + offsetof(strata_packet_header, timestamp_begin), sizeof ts);
-	absorb_descriptors(); // events described since the caller's last read_new_events
-	if (c != want || !max_record_ts(copy.data(), off, &ts)) {
-		// Corrupt (or abandoned by a live producer as we detach): the
-		// packet cannot be read back anyway; keep CTF's ordering as far
+	uint64_t ts = 0;
+	bool walked = false;
+	if (c == want) { // nobody writes [start, start + off) any more: copy it
+		std::vector<uint8_t> copy(subbuf_at(lane, start), subbuf_at(lane, start) + off); // off < S
+		memcpy(&ts, copy.data() + offsetof(strata_packet_header, timestamp_begin), sizeof ts);
+		absorb_descriptors(); // events described since the caller's last read_new_events
+		walked = max_record_ts(copy.data(), off, &ts);
+	}
+	if (!walked) {
+		// Corrupt, or abandoned by a live producer as we detach (its
+		// packet is not read back by us): keep CTF's ordering as far
 		// as our clock allows, and say so.
 		ts = std::max(ts, now());
 		stats_.close_ts_fallbacks++;
