@@ -680,6 +680,29 @@ void run_load()
 	if (set_kernel_rules(dev, slot, { "kernel:sys_enter" }, 3 * 4096, 8) != -EINVAL ||
 	    set_kernel_rules(dev, slot, { "kernel:sys_enter" }, 0, 3) != -EINVAL)
 		fail("SET_RULES V2 accepted a kernel buffer geometry that is not a power of two");
+	// KBUF_OPEN V2: unknown flags and a non-zero wait_fd on input are
+	// refused; a V1-sized call gets no wait fd.
+	if (set_kernel_rules(dev, slot, { "kernel:sys_enter" }))
+		fail("set kernel rules");
+	strata_kabi_kbuf_open ko = {};
+	ko.size = sizeof ko;
+	ko.slot = slot;
+	ko.flags = 0x2;
+	int r1 = strata_kmod_ioctl(dev, STRATA_IOC_KBUF_OPEN, &ko);
+	ko.flags = STRATA_KABI_KBUF_WAIT_FD;
+	ko.wait_fd = 3;
+	int r2 = strata_kmod_ioctl(dev, STRATA_IOC_KBUF_OPEN, &ko);
+	ko = {};
+	ko.size = STRATA_KABI_KBUF_OPEN_SIZE_V1;
+	ko.slot = slot;
+	ko.wait_fd = 12345; // beyond the V1 size: neither read nor written
+	int kfd = strata_kmod_ioctl(dev, STRATA_IOC_KBUF_OPEN, &ko);
+	if (r1 != -EINVAL || r2 != -EINVAL || kfd < 0 || ko.wait_fd != 12345)
+		fail("KBUF_OPEN V2 flags/wait_fd: " + std::to_string(r1) + " " + std::to_string(r2) + " " +
+		     std::to_string(kfd));
+	close(kfd);
+	if (set_kernel_rules(dev, slot, {}))
+		fail("clear slot");
 	struct Mode {
 		const char *name;
 		bool wait;
