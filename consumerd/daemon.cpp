@@ -628,7 +628,7 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 				s->state = proto::SessionState::Active;
 				s->run_id = next_run_id_++;
 				INFO("session %s started (slot %u)", s->name.c_str(), s->slot);
-				kernel_apply(s->slot, s->uid, s->rules, s->out, s->clock, s->owner, hostname_, s->drains);
+				kernel_apply(s->slot, s->uid, s->rules, s->channel, s->out, s->clock, s->owner, hostname_, s->drains);
 				if (adopt_early_)
 					adopt_early(*s);
 				save_active();
@@ -1034,7 +1034,7 @@ void Daemon::do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule
 	if (!all)
 		text += " for the chosen processes";
 	if (s->state == proto::SessionState::Active)
-		kernel_apply(s->slot, s->uid, s->rules, s->out, s->clock, s->owner, hostname_, s->drains);
+		kernel_apply(s->slot, s->uid, s->rules, s->channel, s->out, s->clock, s->owner, hostname_, s->drains);
 	if (s->state == proto::SessionState::Active)
 		notify_and_reply(c, seq, *s, text, static_cast<int>(s->rules.size() - 1));
 	else

@@ -311,6 +311,11 @@ void Drain::run()
 	done_.store(true, std::memory_order_release);
 }
 
+void Drain::set_wait_fd(int fd)
+{
+	reader_->set_wait_fd(fd);
+}
+
 void Drain::close_files()
 {
 	for (int &fd : lane_fds_)

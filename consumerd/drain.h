@@ -60,6 +60,9 @@ public:
 					     std::string &err);
 	~Drain();
 
+	// Before start(): wait on this fd (poll) instead of the futex; see
+	// Reader::set_wait_fd.  Takes ownership.
+	void set_wait_fd(int fd);
 	void start();
 	// producer_dead: the process exited (its in-flight commits will never
 	// complete); otherwise a stop while it keeps running.

@@ -54,7 +54,10 @@ bool wants_kernel(const std::vector<proto::Rule> &rules)
 	return false;
 }
 
-int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules)
+// channel: the session's sub-buffer size and count, for the kernel buffer
+// this SET_RULES may create (0: the module's defaults; it bounds them).
+int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
+	     const proto::ChannelConfig &channel)
 {
 	strata_kabi_rule kr[STRATA_KABI_MAX_RULES];
 	uint32_t n = 0;
@@ -70,8 +73,47 @@ int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules)
 		n++;
 	}
 	const uint32_t target_uid = uid == 0 ? STRATA_KABI_UID_ANY : static_cast<uint32_t>(uid);
+	if (wants_kernel(rules) && (channel.subbuf_size || channel.n_subbuf) &&
+	    channel.subbuf_size <= UINT32_MAX) {
+		// SET_RULES V2 (its tail: the kernel buffer's geometry).  A
+		// module of V1 refuses the longer struct: then the defaults.
+		strata_kabi_set_rules a;
+		memset(&a, 0, sizeof a);
+		a.size = sizeof a;
+		a.slot = slot;
+		a.n_rules = n;
+		a.target_kind = STRATA_KABI_TARGET_UID;
+		a.target_uid = target_uid;
+		a.rules_ptr = reinterpret_cast<uintptr_t>(kr);
+		a.kbuf_subbuf_size = static_cast<uint32_t>(channel.subbuf_size);
+		a.kbuf_n_subbuf = channel.n_subbuf;
+		int r = strata_kmod_ioctl(g_dev, STRATA_IOC_SET_RULES, &a);
+		if (r != -E2BIG)
+			return r;
+	}
 	return strata_kmod_set_rules(g_dev, slot, kr, n, STRATA_KABI_TARGET_UID, target_uid, nullptr, 0,
 				     nullptr, nullptr);
+}
+
+// KBUF_OPEN asking for a wait fd too (*wait_fd, -1 without one): a module
+// of KBUF_OPEN V1 refuses the longer struct (-E2BIG), then open without;
+// the drain then polls on its timeout.
+int kbuf_open(uint32_t slot, uint64_t *size, int *wait_fd)
+{
+	strata_kabi_kbuf_open a;
+	memset(&a, 0, sizeof a);
+	a.size = sizeof a;
+	a.slot = slot;
+	a.flags = STRATA_KABI_KBUF_WAIT_FD;
+	*wait_fd = -1;
+	int kfd = strata_kmod_ioctl(g_dev, STRATA_IOC_KBUF_OPEN, &a);
+	if (kfd == -E2BIG || kfd == -EINVAL)
+		return strata_kmod_kbuf_open(g_dev, slot, size, nullptr);
+	if (kfd >= 0) {
+		*size = a.total_size;
+		*wait_fd = a.wait_fd;
+	}
+	return kfd;
 }
 
 std::string unique_dir(const std::string &base)
@@ -84,7 +126,8 @@ std::string unique_dir(const std::string &base)
 
 } // namespace
 
-void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules, const std::string &out,
+void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
+		  const proto::ChannelConfig &channel, const std::string &out,
 		  const ClockInfo &clock, const Owner &owner, const std::string &hostname,
 		  std::vector<std::unique_ptr<Drain>> &drains)
 {
@@ -103,7 +146,7 @@ void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rule
 	}
 	// Every session is mirrored (kmod_link.h: the module signals the
 	// tp-async processes it targets, and they acknowledge to it).
-	int r = set_slot(slot, uid, rules);
+	int r = set_slot(slot, uid, rules, channel);
 	if (r < 0) {
 		if (want)
 			not_recorded(st, slot, "SET_RULES", r);
@@ -116,7 +159,8 @@ void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rule
 	if (!want)
 		return;
 	uint64_t size = 0;
-	int kfd = strata_kmod_kbuf_open(g_dev, slot, &size, nullptr);
+	int wait_fd = -1;
+	int kfd = kbuf_open(slot, &size, &wait_fd);
 	if (kfd < 0) {
 		not_recorded(st, slot, "KBUF_OPEN", kfd);
 		return;
@@ -129,12 +173,16 @@ void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rule
 	if (m == MAP_FAILED) {
 		say(slot, std::string("cannot map the kernel buffer's header: ") + strerror(errno));
 		close(kfd);
+		if (wait_fd >= 0)
+			close(wait_fd);
 		return;
 	}
 	memcpy(&h, m, sizeof h);
 	munmap(m, sizeof h);
 	if (st.draining && memcmp(st.uuid, h.trace_uuid, 16) == 0) {
 		close(kfd); // already drained
+		if (wait_fd >= 0)
+			close(wait_fd);
 		return;
 	}
 	TraceEnv env;
@@ -146,10 +194,14 @@ void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rule
 	std::unique_ptr<Drain> d = Drain::create(kfd, h.trace_uuid, dir, clock, env, owner, err);
 	if (!d) {
 		say(slot, "kernel buffer rejected: " + err);
+		if (wait_fd >= 0)
+			close(wait_fd);
 		return;
 	}
 	memcpy(st.uuid, h.trace_uuid, 16);
 	st.draining = true;
+	if (wait_fd >= 0)
+		d->set_wait_fd(wait_fd); // woken at sub-buffer completions
 	d->start();
 	drains.push_back(std::move(d));
 }

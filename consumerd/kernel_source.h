@@ -8,9 +8,11 @@
  *     ordinary Drain (drain.h) on its own thread, like a process's buffer:
  *     the module's probes are its producers (hostile shared memory, as
  *     always), the drain its only reader;
- *   - the module never wakes a consumer (its probes run inside the
- *     scheduler), so the drain's futex wait always times out: the kernel
- *     buffer is polled every kWaitMs of drain.cpp (50 ms);
+ *   - the module never does a futex wake (its probes run inside the
+ *     scheduler); it wakes the wait fd of KBUF_OPEN from irq_work when a
+ *     sub-buffer completes, and the drain waits in poll() on it, with
+ *     drain.cpp's kWaitMs (50 ms) as the safety net (and the cadence with
+ *     a module too old to give a wait fd);
  *   - when /dev/strata exists, every active session's rules are mirrored
  *     into the module's slot of the same number: the module signals the
  *     tp-async processes registered with it, which acknowledge to it
@@ -40,9 +42,12 @@ namespace strata {
 // The session `slot` started, or its rules changed while it is active:
 // set the module's slot to `rules` (targets: processes of `uid`, every uid
 // for root) and, when the slot has a kernel buffer that no drain reads yet,
-// start a drain for it and append it to `drains`.  No-op without the
-// module (with one warning if kernel events were asked for).
-void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules, const std::string &out,
+// start a drain for it and append it to `drains`.  A kernel buffer created
+// here takes the session channel's sub-buffer size and count (0: the
+// module's defaults; the module bounds them).  No-op without the module
+// (with one warning if kernel events were asked for).
+void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
+		  const proto::ChannelConfig &channel, const std::string &out,
 		  const ClockInfo &clock, const Owner &owner, const std::string &hostname,
 		  std::vector<std::unique_ptr<Drain>> &drains);
 

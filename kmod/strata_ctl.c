@@ -512,7 +512,7 @@ static int strata_set_rules(void __user *uarg)
 	if (ret)
 		return ret;
 	if (a.slot >= STRATA_KABI_MAX_SLOTS || a.reserved || a.n_signalled ||
-	    a.generation)
+	    a.generation || !strata_kbuf_geometry_ok(a.kbuf_subbuf_size, a.kbuf_n_subbuf))
 		return -EINVAL;
 	ret = strata_slot_build(&a, &new_slot);
 	if (ret)
@@ -545,7 +545,8 @@ static int strata_set_rules(void __user *uarg)
 			strata_signals_sent++;
 		}
 	}
-	strata_kbuf_apply_rules(a.slot, s->rules, s->used ? s->n_rules : 0, s->owner_admin);
+	strata_kbuf_apply_rules(a.slot, s->rules, s->used ? s->n_rules : 0, s->owner_admin,
+				a.kbuf_subbuf_size, a.kbuf_n_subbuf);
 	mutex_unlock(&strata_ctl_lock);
 	strata_slot_free(&old_slot);
 	return strata_arg_out(uarg, &a, sizeof(a), usize);
@@ -664,34 +665,58 @@ static int strata_stats(void __user *uarg)
 static int strata_kbuf_open(void __user *uarg)
 {
 	struct strata_kabi_kbuf_open a;
-	struct file *file;
+	struct file *file, *wfile = NULL;
 	u32 usize;
-	int fd, ret;
+	int fd, wfd = -1, ret;
 
 	ret = strata_arg_in(&a, sizeof(a), STRATA_KABI_KBUF_OPEN_SIZE_V1, uarg, &usize);
 	if (ret)
 		return ret;
-	if (a.slot >= STRATA_KABI_MAX_SLOTS || a.reserved || a.total_size || a.n_lanes)
+	if (a.slot >= STRATA_KABI_MAX_SLOTS || a.reserved || a.total_size || a.n_lanes ||
+	    (a.flags & ~STRATA_KABI_KBUF_WAIT_FD) || a.wait_fd)
 		return -EINVAL;
 	if (!capable(CAP_SYS_ADMIN))
 		return -EPERM;
 	fd = get_unused_fd_flags(O_CLOEXEC);
 	if (fd < 0)
 		return fd;
+	if (a.flags & STRATA_KABI_KBUF_WAIT_FD) {
+		wfd = get_unused_fd_flags(O_CLOEXEC);
+		if (wfd < 0) {
+			put_unused_fd(fd);
+			return wfd;
+		}
+	}
 	mutex_lock(&strata_ctl_lock);
 	file = strata_kbuf_open_file(a.slot, &a.total_size, &a.n_lanes);
+	if (!IS_ERR(file) && wfd >= 0) {
+		wfile = strata_kbuf_wait_file(a.slot);
+		if (IS_ERR(wfile)) {
+			fput(file);
+			file = wfile;
+		}
+	}
 	mutex_unlock(&strata_ctl_lock);
 	if (IS_ERR(file)) {
+		if (wfd >= 0)
+			put_unused_fd(wfd);
 		put_unused_fd(fd);
 		return PTR_ERR(file);
 	}
+	a.wait_fd = wfd;
 	/* Install only once the caller has its answer: no fd leaks on -EFAULT. */
 	if (strata_arg_out(uarg, &a, sizeof(a), usize)) {
 		fput(file);
 		put_unused_fd(fd);
+		if (wfile) {
+			fput(wfile);
+			put_unused_fd(wfd);
+		}
 		return -EFAULT;
 	}
 	fd_install(fd, file);
+	if (wfile)
+		fd_install(wfd, wfile);
 	return fd;
 }
 
@@ -733,7 +758,7 @@ void strata_ctl_exit(void)
 	/* No file is open (the module is pinned while one is): only slots. */
 	mutex_lock(&strata_ctl_lock);
 	for (i = 0; i < STRATA_KABI_MAX_SLOTS; i++) {
-		strata_kbuf_apply_rules(i, NULL, 0, false);
+		strata_kbuf_apply_rules(i, NULL, 0, false, 0, 0);
 		strata_slot_free(&strata_slots[i]);
 	}
 	mutex_unlock(&strata_ctl_lock);

@@ -34,12 +34,17 @@ int strata_kbuf_init(void);
 void strata_kbuf_exit(void);
 /* Called by strata_ctl.c, under its mutex, whenever a slot's rules change
  * (n_rules 0: cleared): arms, disarms, allocates or frees the slot's
- * kernel buffer.  admin: the slot was set with CAP_SYS_ADMIN.
+ * kernel buffer.  admin: the slot was set with CAP_SYS_ADMIN.  subbuf_size,
+ * n_subbuf: geometry of a buffer this call allocates (0: defaults),
+ * checked first with strata_kbuf_geometry_ok.
  */
 void strata_kbuf_apply_rules(unsigned int slot, const struct strata_kabi_rule *rules,
-			     u32 n_rules, bool admin);
+			     u32 n_rules, bool admin, u32 subbuf_size, u32 n_subbuf);
+bool strata_kbuf_geometry_ok(u32 subbuf_size, u32 n_subbuf);
 /* Under the ctl mutex: a reference to the slot's buffer file, or ERR_PTR. */
 struct file *strata_kbuf_open_file(unsigned int slot, u64 *total_size, u32 *n_lanes);
+/* Under the ctl mutex: a new wait file (poll) of the slot's buffer, or ERR_PTR. */
+struct file *strata_kbuf_wait_file(unsigned int slot);
 void strata_kbuf_stats(u64 *written, u64 *lost);
 
 /* Objects allocated by the module, for the leak check at unload. */

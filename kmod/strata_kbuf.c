@@ -37,15 +37,28 @@
  *     change patches kernel text each time (static keys, and for sys_enter
  *     a walk over every thread): a controller flipping rules in a loop
  *     livelocked a TCG guest that way.  strata_arm_lock guards `armed`.
+ *   - Wakeups: a probe never wakes anybody itself (sched_switch and
+ *     sched_wakeup run with a runqueue lock held: wake_up there could
+ *     deadlock).  The writer whose commit completes a sub-buffer queues the
+ *     buffer's irq_work (NMI-safe); its handler runs once interrupts are
+ *     enabled again and wakes the wait queue of the buffer's strata_kwait.
+ *     A consumer polls the wait fd of KBUF_OPEN (STRATA_KABI_KBUF_WAIT_FD):
+ *     readable while some lane's sub-buffer at `consumed` is complete.  The
+ *     strata_kwait outlives the buffer while wait fds hold it (kref); its
+ *     lock guards its pointer to the buffer, cleared before the free.
  */
 #define pr_fmt(fmt) "strata: " fmt
 
+#include <linux/anon_inodes.h>
 #include <linux/binfmts.h>
 #include <linux/file.h>
 #include <linux/glob.h>
+#include <linux/irq_work.h>
+#include <linux/kref.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/percpu.h>
+#include <linux/poll.h>
 #include <linux/ptrace.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
@@ -68,6 +81,10 @@ MODULE_PARM_DESC(kbuf_subbuf_size, "kernel buffer sub-buffer bytes (power of two
 static unsigned int kbuf_n_subbuf = 8;
 module_param(kbuf_n_subbuf, uint, 0444);
 MODULE_PARM_DESC(kbuf_n_subbuf, "kernel buffer sub-buffers per CPU (power of two, 2..64)");
+static unsigned int kbuf_max_lane_size = 32 << 20;
+module_param(kbuf_max_lane_size, uint, 0444);
+MODULE_PARM_DESC(kbuf_max_lane_size,
+		 "bound on kernel buffer bytes per CPU a session may ask for (>= 8 KiB)");
 
 #define STRATA_KSTR_MAX 256u    /* strings are cut at this many bytes */
 #define STRATA_KMAX_FIELDS 8u
@@ -76,8 +93,18 @@ MODULE_PARM_DESC(kbuf_n_subbuf, "kernel buffer sub-buffers per CPU (power of two
 #define STRATA_KLOGLEVEL 6u     /* STRATA_LOGLEVEL_INFO */
 #define STRATA_DISARM_DELAY (2 * HZ)
 
+/* What a consumer waits on; outlives its buffer while wait fds hold it. */
+struct strata_kwait {
+	struct kref ref;                /* the buffer's, one per wait fd */
+	wait_queue_head_t wq;
+	spinlock_t lock;                /* guards kb */
+	struct strata_kbuf *kb;         /* NULL once the buffer is freed */
+};
+
 struct strata_kbuf {
 	struct rcu_work free_work;      /* freed after a grace period */
+	struct irq_work wake_work;      /* queued by probes: wakes kw->wq */
+	struct strata_kwait *kw;
 	unsigned int slot;
 	struct file *file;              /* shmem; consumers get fds of it */
 	struct page **pages;            /* pinned (one reference each) */
@@ -253,10 +280,14 @@ static void strata_commit_bytes(struct strata_kbuf *kb, u64 *commit, u64 n)
 	u64 v = atomic64_add_return_release(n, (atomic64_t *)commit);
 
 	if (!(v & (kb->subbuf_size - 1))) {
-		/* The consumer polls (no futex wake from probe context): the
-		 * count only tells it something completed.  Relaxed.
+		/* No futex wake from probe context: the count only tells a
+		 * consumer that something completed.  Relaxed.  The wakeup
+		 * goes through irq_work (see the contract); its queueing is
+		 * fully ordered after our release add, and the consumer's
+		 * poll re-reads commit[] after joining the wait queue.
 		 */
 		atomic_inc((atomic_t *)&kb->hdr->wake_seq);
+		irq_work_queue(&kb->wake_work);
 	}
 }
 
@@ -552,6 +583,98 @@ static u32 strata_put_desc(u8 *table, u32 used, u32 cap, u32 id,
 	return need;
 }
 
+/* ---- Consumer wakeups ----------------------------------------------------- */
+
+static void strata_kwait_free(struct kref *ref)
+{
+	kfree(container_of(ref, struct strata_kwait, ref));
+	atomic_long_dec(&strata_nr_objects);
+}
+
+/* irq_work: interrupts enabled again, no runqueue lock of ours held. */
+static void strata_kbuf_wake(struct irq_work *work)
+{
+	struct strata_kbuf *kb = container_of(work, struct strata_kbuf, wake_work);
+
+	wake_up_interruptible(&kb->kw->wq);
+}
+
+/* Some lane's sub-buffer at the consumer's position is complete.  Shared
+ * memory: `consumed` is masked into the ring, the answer is only a hint.
+ */
+static bool strata_kbuf_ready(struct strata_kbuf *kb)
+{
+	const u64 S = kb->subbuf_size;
+	u32 lane;
+
+	for (lane = 0; lane < kb->n_lanes; lane++) {
+		struct strata_lane_ctl *lc = &kb->lanes[lane];
+		u64 pos = READ_ONCE(lc->consumed) & ~(S - 1);
+
+		/* Acquire: the same pairing as the consumer's own check. */
+		if (smp_load_acquire(strata_commit_of(kb, lc, pos)) >=
+		    (pos / kb->lane_stride + 1) * S)
+			return true;
+	}
+	return false;
+}
+
+static __poll_t strata_kwait_poll(struct file *file, poll_table *pt)
+{
+	struct strata_kwait *kw = file->private_data;
+	__poll_t mask = 0;
+
+	/* Join the queue first, then look: a completion after our look
+	 * queues a wakeup that finds us on the queue.
+	 */
+	poll_wait(file, &kw->wq, pt);
+	spin_lock(&kw->lock);
+	if (kw->kb && strata_kbuf_ready(kw->kb))
+		mask = EPOLLIN | EPOLLRDNORM;
+	spin_unlock(&kw->lock);
+	return mask;
+}
+
+static int strata_kwait_release(struct inode *inode, struct file *file)
+{
+	struct strata_kwait *kw = file->private_data;
+
+	kref_put(&kw->ref, strata_kwait_free);
+	return 0;
+}
+
+static const struct file_operations strata_kwait_fops = {
+	.owner = THIS_MODULE,
+	.poll = strata_kwait_poll,
+	.release = strata_kwait_release,
+	.llseek = noop_llseek,
+};
+
+/* Under the ctl mutex (the caller's): the slot's buffer stays. */
+static struct strata_kbuf *strata_kbuf_of_slot(unsigned int slot)
+{
+	struct strata_kbuf *kb;
+
+	if (slot >= STRATA_KABI_MAX_SLOTS)
+		return ERR_PTR(-EINVAL);
+	kb = rcu_dereference_protected(strata_kbufs[slot], 1);
+	return kb ? kb : ERR_PTR(-ENOENT);
+}
+
+struct file *strata_kbuf_wait_file(unsigned int slot)
+{
+	struct strata_kbuf *kb = strata_kbuf_of_slot(slot);
+	struct file *file;
+
+	if (IS_ERR(kb))
+		return ERR_CAST(kb);
+	kref_get(&kb->kw->ref);
+	file = anon_inode_getfile("strata-kwait", &strata_kwait_fops, kb->kw, O_RDONLY);
+	if (IS_ERR(file))
+		kref_put(&kb->kw->ref, strata_kwait_free);
+	return file;
+}
+
 /* The shmem file, its pages pinned and unevictable, one kernel mapping. */
 static int strata_kbuf_map(struct strata_kbuf *kb)
 {
@@ -597,7 +720,22 @@ static void strata_kbuf_unmap(struct strata_kbuf *kb)
 	}
 }
 
-static struct strata_kbuf *strata_kbuf_alloc(unsigned int slot)
+static bool strata_geometry_valid(u64 subbuf_size, u32 n_subbuf)
+{
+	return is_power_of_2(subbuf_size) && subbuf_size >= STRATA_MIN_SUBBUF_SIZE &&
+	       subbuf_size <= STRATA_MAX_SUBBUF_SIZE && is_power_of_2(n_subbuf) &&
+	       n_subbuf >= 2 && n_subbuf <= STRATA_MAX_SUBBUF;
+}
+
+/* A session's geometry (SET_RULES V2): 0 for either means the defaults. */
+bool strata_kbuf_geometry_ok(u32 subbuf_size, u32 n_subbuf)
+{
+	return (!subbuf_size && !n_subbuf) || strata_geometry_valid(subbuf_size, n_subbuf) ||
+	       (!subbuf_size && strata_geometry_valid(kbuf_subbuf_size, n_subbuf)) ||
+	       (!n_subbuf && strata_geometry_valid(subbuf_size, kbuf_n_subbuf));
+}
+
+static struct strata_kbuf *strata_kbuf_alloc(unsigned int slot, u32 subbuf_size, u32 n_subbuf)
 {
 	struct strata_kbuf *kb;
 	u64 lanes_off, data_off, desc_used = 0;
@@ -606,16 +744,35 @@ static struct strata_kbuf *strata_kbuf_alloc(unsigned int slot)
 	kb = kzalloc(sizeof(*kb), GFP_KERNEL);
 	if (!kb)
 		return NULL;
+	kb->kw = kzalloc(sizeof(*kb->kw), GFP_KERNEL);
+	if (!kb->kw) {
+		kfree(kb);
+		return NULL;
+	}
+	atomic_long_inc(&strata_nr_objects);
+	kref_init(&kb->kw->ref);
+	init_waitqueue_head(&kb->kw->wq);
+	spin_lock_init(&kb->kw->lock);
+	init_irq_work(&kb->wake_work, strata_kbuf_wake);
 	kb->slot = slot;
 	kb->n_lanes = min_t(u32, nr_cpu_ids, STRATA_MAX_LANES);
-	kb->n_subbuf = kbuf_n_subbuf;
-	kb->subbuf_size = kbuf_subbuf_size;
+	kb->n_subbuf = n_subbuf ? n_subbuf : kbuf_n_subbuf;
+	kb->subbuf_size = subbuf_size ? subbuf_size : kbuf_subbuf_size;
+	/* The module's bound on pinned bytes per CPU: fewer sub-buffers
+	 * first, then smaller ones (never below the ABI's minimums).
+	 */
+	while ((u64)kb->n_subbuf * kb->subbuf_size > kbuf_max_lane_size && kb->n_subbuf > 2)
+		kb->n_subbuf /= 2;
+	while ((u64)kb->n_subbuf * kb->subbuf_size > kbuf_max_lane_size &&
+	       kb->subbuf_size > STRATA_MIN_SUBBUF_SIZE)
+		kb->subbuf_size /= 2;
 	kb->lane_stride = (u64)kb->n_subbuf * kb->subbuf_size;
 	lanes_off = PAGE_ALIGN(sizeof(struct strata_buffer_header)) + STRATA_DESC_CAPACITY;
 	data_off = PAGE_ALIGN(lanes_off + kb->n_lanes * sizeof(struct strata_lane_ctl));
 	kb->total_size = data_off + kb->n_lanes * kb->lane_stride;
 	if (strata_kbuf_map(kb)) {
 		strata_kbuf_unmap(kb);
+		kref_put(&kb->kw->ref, strata_kwait_free);
 		kfree(kb);
 		return NULL;
 	}
@@ -658,6 +815,7 @@ static struct strata_kbuf *strata_kbuf_alloc(unsigned int slot)
 	 * pairs with the consumer's acquire load of desc_used.
 	 */
 	smp_store_release(&kb->hdr->desc_used, desc_used);
+	kb->kw->kb = kb; /* published to pollers with the buffer (ctl mutex) */
 	return kb;
 }
 
@@ -665,6 +823,12 @@ static void strata_kbuf_free_fn(struct work_struct *work)
 {
 	struct strata_kbuf *kb = container_of(to_rcu_work(work), struct strata_kbuf, free_work);
 
+	/* No probe uses kb any more (grace period): no new irq_work. */
+	irq_work_sync(&kb->wake_work);
+	spin_lock(&kb->kw->lock);
+	kb->kw->kb = NULL;
+	spin_unlock(&kb->kw->lock);
+	kref_put(&kb->kw->ref, strata_kwait_free);
 	strata_kbuf_unmap(kb);
 	kfree(kb);
 	atomic_long_dec(&strata_nr_objects);
@@ -672,14 +836,10 @@ static void strata_kbuf_free_fn(struct work_struct *work)
 
 struct file *strata_kbuf_open_file(unsigned int slot, u64 *total_size, u32 *n_lanes)
 {
-	struct strata_kbuf *kb;
+	struct strata_kbuf *kb = strata_kbuf_of_slot(slot);
 
-	if (slot >= STRATA_KABI_MAX_SLOTS)
-		return ERR_PTR(-EINVAL);
-	/* Under the ctl mutex (the caller's): the slot's buffer stays. */
-	kb = rcu_dereference_protected(strata_kbufs[slot], 1);
-	if (!kb)
-		return ERR_PTR(-ENOENT);
+	if (IS_ERR(kb))
+		return ERR_CAST(kb);
 	*total_size = kb->total_size;
 	*n_lanes = kb->n_lanes;
 	return get_file(kb->file);
@@ -726,7 +886,7 @@ static void strata_arm(struct strata_kevent *ev, bool want)
 }
 
 void strata_kbuf_apply_rules(unsigned int slot, const struct strata_kabi_rule *rules,
-			     u32 n_rules, bool admin)
+			     u32 n_rules, bool admin, u32 subbuf_size, u32 n_subbuf)
 {
 	struct strata_kbuf *kb = rcu_dereference_protected(strata_kbufs[slot], 1);
 	bool any = false, on[KEV_COUNT];
@@ -742,7 +902,7 @@ void strata_kbuf_apply_rules(unsigned int slot, const struct strata_kabi_rule *r
 		any |= on[i];
 	}
 	if (any && !kb) {
-		kb = strata_kbuf_alloc(slot);
+		kb = strata_kbuf_alloc(slot, subbuf_size, n_subbuf);
 		if (!kb) {
 			pr_warn("slot %u: no memory for the kernel buffer\n", slot);
 			return;
@@ -811,10 +971,9 @@ int strata_kbuf_init(void)
 {
 	u32 i;
 
-	if (!is_power_of_2(kbuf_subbuf_size) || kbuf_subbuf_size < STRATA_MIN_SUBBUF_SIZE ||
-	    kbuf_subbuf_size > STRATA_MAX_SUBBUF_SIZE || !is_power_of_2(kbuf_n_subbuf) ||
-	    kbuf_n_subbuf < 2 || kbuf_n_subbuf > STRATA_MAX_SUBBUF) {
-		pr_err("bad kbuf_subbuf_size/kbuf_n_subbuf\n");
+	if (!strata_geometry_valid(kbuf_subbuf_size, kbuf_n_subbuf) ||
+	    kbuf_max_lane_size < 2 * STRATA_MIN_SUBBUF_SIZE) {
+		pr_err("bad kbuf_subbuf_size/kbuf_n_subbuf/kbuf_max_lane_size\n");
 		return -EINVAL;
 	}
 	strata_wq = alloc_workqueue("strata", 0, 0);

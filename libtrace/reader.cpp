@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -169,8 +170,15 @@ std::unique_ptr<Reader> Reader::attach(int fd, std::string *err)
 
 Reader::~Reader()
 {
+	// A close still waiting for a live writer is completed now: in
+	// overwrite mode the writers could not reuse its sub-buffer otherwise.
+	std::string msg;
+	for (uint32_t l = 0; base_ && l < lanes_.size(); l++)
+		finish_close(l, true, &msg);
 	if (base_)
 		munmap(base_, map_size_);
+	if (wait_fd_ >= 0)
+		close(wait_fd_);
 }
 
 strata_lane_ctl *Reader::lane_ctl(uint32_t lane) const
@@ -222,8 +230,23 @@ uint32_t Reader::prepare_wait()
 	return __atomic_load_n(&h->wake_seq, __ATOMIC_SEQ_CST);
 }
 
+void Reader::set_wait_fd(int fd)
+{
+	if (wait_fd_ >= 0)
+		close(wait_fd_);
+	wait_fd_ = fd;
+}
+
 void Reader::wait(uint32_t seq, int timeout_ms)
 {
+	if (wait_fd_ >= 0) {
+		// The module's readiness is its own look at the lanes (no seq):
+		// a sub-buffer completed after our last check keeps the fd
+		// readable, so no wakeup is lost between the check and here.
+		struct pollfd pfd = {wait_fd_, POLLIN, 0};
+		poll(&pfd, 1, timeout_ms);
+		return;
+	}
 	auto *h = (strata_buffer_header *)base_;
 	struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000};
 	// Shared futex (no FUTEX_PRIVATE_FLAG): the writers are another process.
@@ -297,6 +320,8 @@ ReadStatus Reader::next_packet(uint32_t lane, std::vector<uint8_t> *out, std::st
 	LaneState &ls = lanes_[lane];
 	strata_lane_ctl *lc = lane_ctl(lane);
 	const uint64_t S = info_.subbuf_size, stride = info_.lane_stride;
+	std::string close_msg;
+	finish_close(lane, ls.producer_dead, &close_msg); // a flush that timed out
 	// Acquire: orders our later reads after the writer's closing CAS.
 	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
 	if (head < ls.rpos + S)
@@ -339,6 +364,115 @@ ReadStatus Reader::next_packet(uint32_t lane, std::vector<uint8_t> *out, std::st
 	return skipped;
 }
 
+// The largest record timestamp of a packet's content [0, end) (a private
+// copy), starting from *ts (the packet's timestamp_begin).  The records are
+// walked with the descriptors, as a CTF reader decodes them (each record
+// 8-byte aligned, fields at natural alignment from the packet start, at
+// most 8): false if they do not decode exactly up to `end`.
+bool Reader::max_record_ts(const uint8_t *pkt, uint64_t end, uint64_t *ts) const
+{
+	uint64_t o = kHdr;
+	auto align = [&o](uint64_t a) { o = (o + a - 1) & ~(a - 1); }; // a in 1, 2, 4, 8
+	while (o < end) { // each round advances by >= 16 bytes or returns
+		align(STRATA_EVENT_ALIGN);
+		if (o > end || end - o < STRATA_EVENT_HEADER_SIZE)
+			return false;
+		uint16_t id;
+		uint64_t t;
+		memcpy(&id, pkt + o + STRATA_EVENT_ID_OFF, sizeof id);
+		memcpy(&t, pkt + o + STRATA_EVENT_TS_OFF, sizeof t);
+		if (id >= by_id_.size() || by_id_[id] < 0)
+			return false;
+		o += STRATA_EVENT_HEADER_SIZE;
+		for (const FieldInfo &f : known_[(size_t)by_id_[id]].fields) {
+			const uint64_t b = std::min<uint64_t>(f.elem_bits / 8, 8); // >= 1 (validated)
+			uint64_t n = f.type == STRATA_FT_ARRAY ? f.length : 1;
+			if (f.type == STRATA_FT_STRING) {
+				const void *nul = o < end ? memchr(pkt + o, 0, end - o) : nullptr;
+				if (!nul)
+					return false;
+				o = (uint64_t)((const uint8_t *)nul - pkt) + 1;
+				continue;
+			}
+			if (f.type == STRATA_FT_SEQUENCE) {
+				uint32_t len;
+				align(4);
+				if (o > end || end - o < 4)
+					return false;
+				memcpy(&len, pkt + o, 4);
+				o += 4;
+				n = len;
+			}
+			align(b);
+			if (o > end || n > (end - o) / b)
+				return false;
+			o += n * b;
+		}
+		*ts = std::max(*ts, t);
+	}
+	return o == end;
+}
+
+// Completes the lane's pending consumer-side close once every writer that
+// reserved in the packet has committed: timestamp_end = the packet's
+// largest record timestamp, then the closing fields, then our commit of
+// the rest of the sub-buffer.  True when nothing is pending any more.
+// give_up (dead producer, or we detach): complete it now, or abandon it
+// if its writers never will.
+bool Reader::finish_close(uint32_t lane, bool give_up, std::string *msg)
+{
+	LaneState &ls = lanes_[lane];
+	if (!ls.close_pending)
+		return true;
+	const uint64_t S = info_.subbuf_size, start = ls.close_start, off = ls.close_off;
+	if (ls.rpos > start) { // dropped meanwhile (its dead producer never completed it)
+		ls.close_pending = false;
+		return true;
+	}
+	strata_lane_ctl *lc = lane_ctl(lane);
+	strata_u64 *commit = &lc->commit[(start / S) & (info_.n_subbuf - 1)];
+	// Every byte before `off` was reserved by a writer before our close
+	// CAS: the sub-buffer's count reaches lap * S + off when all of them
+	// committed.  Acquire: pairs with their release adds (commit_bytes):
+	// the records we walk below are complete.
+	const uint64_t want = start / info_.lane_stride * S + off;
+	uint64_t c = __atomic_load_n(commit, __ATOMIC_ACQUIRE);
+	if (c < want && !give_up)
+		return false;
+	if (c < want && ls.producer_dead) {
+		ls.close_pending = false; // never completes: next_packet drops it, reported
+		return true;
+	}
+	auto *ph = (strata_packet_header *)subbuf_at(lane, start);
+	uint64_t ts = 0;
+	bool walked = false;
+	if (c == want) { // nobody writes [start, start + off) any more: copy it
+		std::vector<uint8_t> copy(subbuf_at(lane, start), subbuf_at(lane, start) + off); // off < S
+		memcpy(&ts, copy.data() + offsetof(strata_packet_header, timestamp_begin), sizeof ts);
+		absorb_descriptors(); // events described since the caller's last read_new_events
+		walked = max_record_ts(copy.data(), off, &ts);
+	}
+	if (!walked) {
+		// Corrupt, or abandoned by a live producer as we detach (its
+		// packet is not read back by us): keep CTF's ordering as far
+		// as our clock allows, and say so.
+		ts = std::max(ts, now());
+		stats_.close_ts_fallbacks++;
+		*msg = "lane " + std::to_string(lane) + " packet " + std::to_string(start / S) +
+		       ": records do not decode; closed with the consumer's clock";
+	}
+	uint64_t content = off * 8, psize = S * 8, disc = ls.close_disc;
+	memcpy(&ph->timestamp_end, &ts, 8);
+	memcpy(&ph->content_size, &content, 8);
+	memcpy(&ph->packet_size, &psize, 8);
+	memcpy(&ph->events_discarded, &disc, 8);
+	// Release: the closing fields before the padding's commit, which
+	// completes the sub-buffer; pairs with next_packet's acquire load.
+	__atomic_add_fetch(commit, S - off, __ATOMIC_RELEASE);
+	ls.close_pending = false;
+	return true;
+}
+
 FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std::string *msg)
 {
 	if (lane >= info_.n_lanes) {
@@ -349,42 +483,55 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 	ls.producer_dead = ls.producer_dead || producer_dead;
 	strata_lane_ctl *lc = lane_ctl(lane);
 	const uint64_t S = info_.subbuf_size, stride = info_.lane_stride;
-	// Acquire (and on CAS failure): pairs with the writers' acq_rel CAS; our
-	// clock read below then follows every reservation we observed.
+	const uint64_t deadline = monotonic_now() + (uint64_t)std::max(timeout_ms, 0) * 1000000u;
+	auto pause = [] {
+		struct timespec ts = {0, 200000}; // polling an external process, with a deadline
+		nanosleep(&ts, nullptr);
+	};
+	// An earlier close of ours still waiting for its writers comes first:
+	// one pending close per lane.
+	while (!finish_close(lane, ls.producer_dead, msg)) {
+		if (monotonic_now() >= deadline) {
+			*msg = "lane " + std::to_string(lane) + ": an earlier close still waits for commits";
+			return FlushStatus::kPending;
+		}
+		pause();
+	}
+	// Acquire (and on CAS failure): pairs with the writers' acq_rel CAS.
+	// Our close takes no clock: finish_close stamps it with the packet's
+	// own last timestamp.  A writer that reserves after it loaded the
+	// head our CAS stored, and read its clock after that load (writer.cpp,
+	// kmod/strata_kbuf.c), so its timestamp is >= that of every record
+	// reserved before our CAS: packets stay ordered.
 	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
-	bool closed = false;
-	for (int i = 0; i < kMaxCloseAttempts && !closed; i++) {
+	for (int i = 0; i < kMaxCloseAttempts; i++) {
 		uint64_t off = head & (S - 1);
 		if (off == 0)
 			break;
 		uint64_t start = head - off;
 		if (__atomic_compare_exchange_n(&lc->head, &head, start + S, false, __ATOMIC_ACQ_REL,
 						__ATOMIC_ACQUIRE)) {
-			// We are this packet's closer: the closing fields are ours.
-			auto *ph = (strata_packet_header *)subbuf_at(lane, start);
-			uint64_t ts = now(), content = off * 8, psize = S * 8;
-			uint64_t disc = __atomic_load_n(&lc->events_discarded, __ATOMIC_RELAXED);
-			memcpy(&ph->timestamp_end, &ts, 8);
-			memcpy(&ph->content_size, &content, 8);
-			memcpy(&ph->packet_size, &psize, 8);
-			memcpy(&ph->events_discarded, &disc, 8);
-			// Release: the closing fields before the padding's commit;
-			// pairs with next_packet's acquire load of commit.
-			__atomic_add_fetch(&lc->commit[(start / S) & (info_.n_subbuf - 1)], S - off,
-					   __ATOMIC_RELEASE);
+			// We are this packet's closer: the closing fields are ours,
+			// written once its writers have committed.
+			ls.close_pending = true;
+			ls.close_start = start;
+			ls.close_off = off;
+			// Relaxed, read after our CAS: the count of any later
+			// close (ordered after it through head) is not smaller.
+			ls.close_disc = __atomic_load_n(&lc->events_discarded, __ATOMIC_RELAXED);
 			head = start + S;
-			closed = true;
+			break;
 		}
 	}
 	if ((head & (S - 1)) != 0) {
 		*msg = "lane " + std::to_string(lane) + ": writers kept the packet open; not closed";
 		return FlushStatus::kPending;
 	}
-	// Wait (bounded) until every closed packet from rpos to head is complete.
+	// Wait (bounded) until our close is done and every closed packet from
+	// rpos to head is complete.
 	uint64_t from = head - ls.rpos > stride ? head - stride : ls.rpos;
-	uint64_t deadline = monotonic_now() + (uint64_t)std::max(timeout_ms, 0) * 1000000u;
 	for (;;) {
-		bool all = true;
+		bool all = finish_close(lane, false, msg);
 		for (uint64_t p = from; p < head && all; p += S) {
 			uint64_t expected = (p / stride + 1) * S;
 			// Acquire: as in next_packet.
@@ -395,10 +542,10 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 			return FlushStatus::kDone;
 		if (monotonic_now() >= deadline)
 			break;
-		struct timespec ts = {0, 200000}; // polling an external process, with a deadline
-		nanosleep(&ts, nullptr);
+		pause();
 	}
 	if (ls.producer_dead) {
+		finish_close(lane, true, msg);
 		*msg = "lane " + std::to_string(lane) +
 		       ": a packet never completed (producer killed between reserve and commit); it is dropped";
 		return FlushStatus::kDropped;
@@ -583,7 +730,9 @@ bool Reader::parse_descriptor(const uint8_t *rec, uint32_t size, EventInfo *ev, 
 	return true;
 }
 
-bool Reader::read_new_events(std::vector<EventInfo> *out, std::vector<std::string> *errors)
+// Parses the records appended to the table since the last call into
+// known_ (errors kept for the caller).  False once the table is broken.
+bool Reader::absorb_descriptors()
 {
 	if (desc_broken_)
 		return false;
@@ -595,8 +744,8 @@ bool Reader::read_new_events(std::vector<EventInfo> *out, std::vector<std::strin
 	auto broken = [&](const std::string &why) {
 		desc_broken_ = true;
 		stats_.descriptor_errors++;
-		errors->push_back("descriptor table at byte " + std::to_string(desc_read_) + ": " + why +
-				  "; no further events of this buffer can be described");
+		desc_errors_.push_back("descriptor table at byte " + std::to_string(desc_read_) + ": " + why +
+				       "; no further events of this buffer can be described");
 		return false;
 	};
 	if (used > info_.desc_capacity || used < desc_read_ || used % 8 != 0)
@@ -616,14 +765,27 @@ bool Reader::read_new_events(std::vector<EventInfo> *out, std::vector<std::strin
 		EventInfo ev;
 		std::string err;
 		if (parse_descriptor(rec.data(), size, &ev, &err)) {
-			out->push_back(std::move(ev));
+			if (by_id_.size() <= ev.id) // ids are <= 0xfffe (parse_descriptor)
+				by_id_.resize(ev.id + 1, -1);
+			by_id_[ev.id] = (int32_t)known_.size();
+			known_.push_back(std::move(ev));
 		} else {
 			stats_.descriptor_errors++;
-			errors->push_back("descriptor at byte " + std::to_string(desc_read_) + ": " + err);
+			desc_errors_.push_back("descriptor at byte " + std::to_string(desc_read_) + ": " + err);
 		}
 		desc_read_ += size;
 	}
 	return true;
+}
+
+bool Reader::read_new_events(std::vector<EventInfo> *out, std::vector<std::string> *errors)
+{
+	bool ok = absorb_descriptors();
+	out->insert(out->end(), known_.begin() + (ptrdiff_t)known_returned_, known_.end());
+	known_returned_ = known_.size();
+	errors->insert(errors->end(), desc_errors_.begin(), desc_errors_.end());
+	desc_errors_.clear();
+	return ok;
 }
 
 } // namespace strata

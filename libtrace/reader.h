@@ -74,6 +74,8 @@ struct ReaderStats {
 	uint64_t incomplete_dropped = 0;// never completed by a dead producer, skipped
 	uint64_t lapped_packets = 0;    // overwrite mode: overwritten while being copied
 	uint64_t descriptor_errors = 0; // bad descriptor records
+	uint64_t close_ts_fallbacks = 0;// consumer closes whose records did not decode:
+					// timestamp_end from the consumer's clock (reported)
 };
 
 class Reader {
@@ -102,6 +104,13 @@ public:
 	// then wait up to timeout_ms for in-flight commits.  With
 	// producer_dead, packets that never complete are dropped by the next
 	// next_packet calls (counted, reported).
+	// The close's timestamp_end comes from the producers' side, never from
+	// our clock: the largest record timestamp of the packet, found by
+	// walking its records with the descriptors once every writer that
+	// reserved in it has committed (the close's own commit waits for that,
+	// here or in a later next_packet/flush).  So timestamp_begin <=
+	// timestamp_end <= the next packet's timestamp_begin whatever the
+	// offset between the producers' clock and ours (docs/ring-buffer.md).
 	FlushStatus flush(uint32_t lane, bool producer_dead, int timeout_ms, std::string *msg);
 
 	// If events were discarded after the last packet returned for `lane`,
@@ -131,11 +140,17 @@ public:
 	uint32_t prepare_wait();
 	void wait(uint32_t seq, int timeout_ms);
 	void end_wait();
+	// Buffers whose producers cannot FUTEX_WAKE (the kernel module's):
+	// wait() then polls `fd` for POLLIN instead (the wait fd of
+	// STRATA_IOC_KBUF_OPEN, readable while some lane has a complete
+	// sub-buffer at its consumed position).  Takes ownership of fd.
+	void set_wait_fd(int fd);
 
 	const ReaderStats &stats() const { return stats_; }
 
-	// Clock used to stamp timestamp_end of packets the consumer closes and
-	// of synthesized packets; CLOCK_MONOTONIC unless set.
+	// Clock used to stamp synthesized packets (a trailing-loss packet of a
+	// lane that returned none) and, as a reported fallback, a consumer
+	// close whose records do not decode; CLOCK_MONOTONIC unless set.
 	void set_clock(uint64_t (*now)()) { clock_ = now; }
 
 private:
@@ -146,12 +161,22 @@ private:
 		uint64_t next_seq = 0;       // seq of the next packet to return
 		bool have_packet = false;
 		bool producer_dead = false;
+		// A consumer-side close whose closing fields and commit wait for
+		// the writers' commits (finish_close): packet at close_start,
+		// close_off bytes reserved, the lane's events_discarded at the
+		// close (a later close reads a count at least as large).  One at
+		// a time per lane.
+		bool close_pending = false;
+		uint64_t close_start = 0, close_off = 0, close_disc = 0;
 	};
 
 	Reader() = default;
 	bool validate_packet(uint32_t lane, uint64_t pos, std::vector<uint8_t> *pkt, std::string *err);
 	void accept_packet(LaneState &ls, const std::vector<uint8_t> &pkt);
 	bool parse_descriptor(const uint8_t *rec, uint32_t size, EventInfo *ev, std::string *err);
+	bool absorb_descriptors();
+	bool finish_close(uint32_t lane, bool give_up, std::string *msg);
+	bool max_record_ts(const uint8_t *pkt, uint64_t end, uint64_t *ts) const;
 	strata_lane_ctl *lane_ctl(uint32_t lane) const;
 	const uint8_t *subbuf_at(uint32_t lane, uint64_t pos) const;
 	uint64_t now() const;
@@ -163,8 +188,16 @@ private:
 	uint64_t desc_read_ = 0;
 	bool desc_broken_ = false;
 	std::vector<uint32_t> seen_ids_;
+	// Every valid descriptor read so far (the close walks records with
+	// them), by_id_[id] its index or -1; the caller has seen known_[0,
+	// known_returned_) and not yet desc_errors_.
+	std::vector<EventInfo> known_;
+	std::vector<int32_t> by_id_;
+	size_t known_returned_ = 0;
+	std::vector<std::string> desc_errors_;
 	ReaderStats stats_;
 	uint64_t (*clock_)() = nullptr;
+	int wait_fd_ = -1;
 };
 
 } // namespace strata

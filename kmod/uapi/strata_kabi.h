@@ -38,7 +38,7 @@
  * one lane per CPU, discard mode, CLOCK_MONOTONIC, its event descriptors in
  * its table.
  * The consumer reads it like a user buffer, except that no futex wake comes
- * from the kernel: poll it.  Events: sched_switch, sched_wakeup,
+ * from the kernel: poll() its wait fd (KBUF_OPEN below).  Events: sched_switch, sched_wakeup,
  * sched_process_fork, sched_process_exec, sched_process_exit, sys_enter,
  * sys_exit.
  */
@@ -133,6 +133,15 @@ struct strata_kabi_set_rules {
 	__u64 generation;   /* out: the generation of this change */
 	__u32 n_signalled;  /* out: processes signalled */
 	__u32 reserved;
+	/* V2: geometry of the slot's kernel buffer when this call creates it
+	 * (an existing buffer keeps its own); 0: the module's defaults.
+	 * Powers of two, kbuf_subbuf_size 4 KiB..64 MiB, kbuf_n_subbuf 2..64
+	 * (else -EINVAL); the module lowers both, in that order, to its bound
+	 * on bytes per CPU (parameter kbuf_max_lane_size).  The buffer header
+	 * says what was used.
+	 */
+	__u32 kbuf_subbuf_size;
+	__u32 kbuf_n_subbuf;
 };
 
 /* WAIT: until every registered process that the caller may control and
@@ -162,23 +171,35 @@ struct strata_kabi_stats {
 
 /* KBUF_OPEN (CAP_SYS_ADMIN): returns a new fd (the ioctl's value) for the
  * kernel buffer of `slot`; -ENOENT when the slot has no kernel event
- * enabled.
+ * enabled.  With STRATA_KABI_KBUF_WAIT_FD in flags (size >= V2), also a
+ * wait fd (O_CLOEXEC) in wait_fd: poll() reports it readable (POLLIN)
+ * while some lane's sub-buffer at the lane's `consumed` position is
+ * complete; the module wakes it when a probe completes a sub-buffer (from
+ * irq_work, never from inside the scheduler).  Once the slot's buffer is
+ * freed it is never readable again (poll with a timeout).
  */
+#define STRATA_KABI_KBUF_WAIT_FD 0x1u
+
 struct strata_kabi_kbuf_open {
 	__u32 size;
 	__u32 slot;
 	__u64 total_size;   /* out: bytes to mmap */
 	__u32 n_lanes;      /* out */
 	__u32 reserved;
+	/* V2 */
+	__u32 flags;        /* in: STRATA_KABI_KBUF_WAIT_FD */
+	__s32 wait_fd;      /* out: the wait fd with KBUF_WAIT_FD, else -1 */
 };
 
 #define STRATA_KABI_REGISTER_SIZE_V1 24u
 #define STRATA_KABI_QUERY_SIZE_V1 32u
 #define STRATA_KABI_ACK_SIZE_V1 16u
 #define STRATA_KABI_SET_RULES_SIZE_V1 56u
+#define STRATA_KABI_SET_RULES_SIZE_V2 64u
 #define STRATA_KABI_WAIT_SIZE_V1 32u
 #define STRATA_KABI_STATS_SIZE_V1 64u
 #define STRATA_KABI_KBUF_OPEN_SIZE_V1 24u
+#define STRATA_KABI_KBUF_OPEN_SIZE_V2 32u
 
 #define STRATA_KABI_IOC_MAGIC 0xB7
 #define STRATA_IOC_REGISTER _IOWR(STRATA_KABI_IOC_MAGIC, 1, struct strata_kabi_register)

@@ -10,8 +10,9 @@ strata=$1 demo=$2 causal=$3 consumerd=$4 async_app=$5 kwait=$6
 o=$STRATA_VM_OUT/kinteg
 rm -rf "$o" && mkdir -p "$o" || exit 1
 
-# (a) user and kernel events of one command in one session directory.
-"$strata" record -o "$o/record" -e 'kernel:*' -e 'demo:*' -- "$demo" --threads 2 --events 200 \
+# (a) user and kernel events of one command in one session directory; the
+# kernel buffer takes the session's sub-buffer count (SET_RULES V2).
+"$strata" record -o "$o/record" --subbuf-count 16 -e 'kernel:*' -e 'demo:*' -- "$demo" --threads 2 --events 200 \
 	> "$o/record.out" 2> "$o/record.err"
 echo $? > "$o/record.rc"
 

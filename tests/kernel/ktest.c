@@ -162,10 +162,16 @@ static int t_abi(void)
 	CHECK(sizeof(struct strata_kabi_register) == STRATA_KABI_REGISTER_SIZE_V1 &&
 	      sizeof(struct strata_kabi_query) == STRATA_KABI_QUERY_SIZE_V1 &&
 	      sizeof(struct strata_kabi_ack) == STRATA_KABI_ACK_SIZE_V1 &&
-	      sizeof(struct strata_kabi_set_rules) == STRATA_KABI_SET_RULES_SIZE_V1 &&
 	      sizeof(struct strata_kabi_wait) == STRATA_KABI_WAIT_SIZE_V1 &&
 	      sizeof(struct strata_kabi_stats) == STRATA_KABI_STATS_SIZE_V1,
 	      "argument struct sizes differ from the V1 sizes");
+	/* V2 structs: the V1 part unchanged, the tail after it. */
+	CHECK(sizeof(struct strata_kabi_set_rules) == STRATA_KABI_SET_RULES_SIZE_V2 &&
+	      offsetof(struct strata_kabi_set_rules, kbuf_subbuf_size) ==
+		      STRATA_KABI_SET_RULES_SIZE_V1 &&
+	      sizeof(struct strata_kabi_kbuf_open) == STRATA_KABI_KBUF_OPEN_SIZE_V2 &&
+	      offsetof(struct strata_kabi_kbuf_open, flags) == STRATA_KABI_KBUF_OPEN_SIZE_V1,
+	      "V2 argument structs differ from their V1 part + tail");
 	return 0;
 out:
 	return -1;
@@ -929,6 +935,7 @@ static const struct kt_test tests[] = {
 	{ "targets", t_targets }, { "perm", t_perm },     { "leak", t_leak },
 	{ "clock", t_clock },     { "fuzz", t_fuzz },     { "kevents", kt_kevents },
 	{ "kevents_loss", kt_kevents_loss }, { "kevents_stream", kt_kevents_stream },
+	{ "kevents_load", kt_kevents_load },
 };
 
 static int run(const struct kt_test *t)

@@ -18,5 +18,6 @@ int kt_set_rules_uid(int fd, unsigned slot, uint32_t uid, const char *pattern,
 int kt_kevents(void);
 int kt_kevents_loss(void);
 int kt_kevents_stream(void);
+int kt_kevents_load(void);
 
 #endif

@@ -7,12 +7,18 @@
  * convert it to a CTF trace (consumerd's metadata writer) that babeltrace2
  * must read back whole.
  *
+ * Also: kevents_loss (a lane overflows), kevents_stream (read live with
+ * consumer-side closes and poll() wakeups), kevents_load (loss under a
+ * fixed load, with and without wakeups).
+ *
  * Oracles: events read == STATS.kevents_written delta; nothing lost; per
  * lane timestamps non-decreasing and inside their packet; the fork, exec,
  * exit of our child and our getppid() calls (id and return value) are
  * there; babeltrace2 prints exactly as many events as were read.
  */
 #include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -26,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -124,7 +131,10 @@ void parse_packet(const std::vector<uint8_t> &pkt, uint32_t lane,
 	}
 }
 
-int set_kernel_rules(int dev, unsigned slot, const std::vector<std::string> &patterns)
+// subbuf_size, n_subbuf: SET_RULES V2 (the geometry of a kernel buffer it
+// creates); both 0: V1.  0 or -errno.
+int set_kernel_rules(int dev, unsigned slot, const std::vector<std::string> &patterns,
+		     uint32_t subbuf_size = 0, uint32_t n_subbuf = 0)
 {
 	std::vector<strata_kabi_rule> rules(patterns.size());
 	for (size_t i = 0; i < patterns.size(); i++) {
@@ -133,6 +143,18 @@ int set_kernel_rules(int dev, unsigned slot, const std::vector<std::string> &pat
 		rules[i].loglevel_max = -1;
 		rules[i].enable = 1;
 	}
+	if (subbuf_size || n_subbuf) {
+		strata_kabi_set_rules a = {};
+		a.size = sizeof a;
+		a.slot = slot;
+		a.n_rules = (uint32_t)rules.size();
+		a.target_kind = STRATA_KABI_TARGET_UID;
+		a.target_uid = STRATA_KABI_UID_ANY;
+		a.rules_ptr = (uint64_t)(uintptr_t)rules.data();
+		a.kbuf_subbuf_size = subbuf_size;
+		a.kbuf_n_subbuf = n_subbuf;
+		return strata_kmod_ioctl(dev, STRATA_IOC_SET_RULES, &a);
+	}
 	return strata_kmod_set_rules(dev, slot, rules.data(), (uint32_t)rules.size(),
 				     STRATA_KABI_TARGET_UID, STRATA_KABI_UID_ANY, nullptr, 0, nullptr,
 				     nullptr);
@@ -140,11 +162,26 @@ int set_kernel_rules(int dev, unsigned slot, const std::vector<std::string> &pat
 
 // KBUF_OPEN of `slot`, checked to be a regular file of total_size bytes
 // (like a user buffer's memfd: the consumer's Reader attaches unchanged).
-int open_kbuf(int dev, unsigned slot, strata_kabi_kbuf_open *ko)
+// With wait_fd: KBUF_OPEN V2 asking for the wait fd too (poll()).
+int open_kbuf(int dev, unsigned slot, strata_kabi_kbuf_open *ko, int *wait_fd = nullptr)
 {
 	uint64_t total = 0;
 	uint32_t lanes = 0;
-	int kfd = strata_kmod_kbuf_open(dev, slot, &total, &lanes);
+	int kfd;
+	if (wait_fd) {
+		strata_kabi_kbuf_open a = {};
+		a.size = sizeof a;
+		a.slot = slot;
+		a.flags = STRATA_KABI_KBUF_WAIT_FD;
+		kfd = strata_kmod_ioctl(dev, STRATA_IOC_KBUF_OPEN, &a);
+		total = a.total_size;
+		lanes = a.n_lanes;
+		*wait_fd = a.wait_fd;
+		if (kfd >= 0 && a.wait_fd < 0)
+			fail("KBUF_OPEN with KBUF_WAIT_FD gave no wait fd");
+	} else {
+		kfd = strata_kmod_kbuf_open(dev, slot, &total, &lanes);
+	}
 	if (kfd < 0)
 		fail(std::string("KBUF_OPEN: ") + strerror(-kfd));
 	*ko = {};
@@ -164,6 +201,8 @@ struct Drained {
 	std::vector<Event> events;
 	std::vector<std::vector<uint8_t>> streams; // per lane, whole packets
 	std::vector<uint64_t> last_ts;             // per lane
+	std::vector<std::vector<std::vector<uint8_t>>> unparsed; // per lane (parse_later)
+	bool parse_later = false;                  // keep the consumer fast: parse in finish()
 	uint64_t packets = 0;
 	uint64_t discarded = 0;                    // sum of the lanes' counters
 };
@@ -189,6 +228,7 @@ void attach(Drained *d, int kfd, const strata_kabi_kbuf_open &ko)
 		if (d->descs[i].id != i)
 			fail("descriptor ids not 0..6 in order");
 	d->streams.resize(d->info.n_lanes);
+	d->unparsed.resize(d->info.n_lanes);
 	d->last_ts.assign(d->info.n_lanes, 0);
 }
 
@@ -204,9 +244,13 @@ void read_available(Drained *d)
 				break;
 			if (rs == strata::ReadStatus::kSkipped)
 				fail("Reader skipped a packet: " + err);
+			d->packets++;
+			if (d->parse_later) {
+				d->unparsed[lane].push_back(pkt);
+				continue;
+			}
 			parse_packet(pkt, lane, d->descs, &d->events, &d->last_ts[lane]);
 			d->streams[lane].insert(d->streams[lane].end(), pkt.begin(), pkt.end());
-			d->packets++;
 		}
 	}
 }
@@ -220,6 +264,13 @@ void finish(Drained *d)
 			fail("flush lane " + std::to_string(lane) + ": " + msg);
 	}
 	read_available(d);
+	for (uint32_t lane = 0; lane < d->info.n_lanes; lane++) {
+		for (const auto &p : d->unparsed[lane]) {
+			parse_packet(p, lane, d->descs, &d->events, &d->last_ts[lane]);
+			d->streams[lane].insert(d->streams[lane].end(), p.begin(), p.end());
+		}
+		d->unparsed[lane].clear();
+	}
 	std::vector<uint8_t> pkt;
 	for (uint32_t lane = 0; lane < d->info.n_lanes; lane++) {
 		if (d->reader->trailing_loss_packet(lane, &pkt))
@@ -234,6 +285,44 @@ Drained drain(int kfd, const strata_kabi_kbuf_open &ko)
 	attach(&d, kfd, ko);
 	finish(&d);
 	return d;
+}
+
+struct LoopStats {
+	uint64_t rounds = 0, woken = 0, closes = 0;
+};
+
+// Reads while `running()`, as strata-consumerd's drain thread does: a
+// round of reading, then a wait of at most 50 ms (drain.cpp's kWaitMs): in
+// poll() on wait_fd, or (wait_fd < 0: the consumer before wakeups existed)
+// a plain 50 ms sleep.  close_every > 0: every close_every rounds, close
+// every lane's open packet from the consumer side while the writers run.
+void consume_while(Drained *d, int wait_fd, const std::function<bool()> &running, int close_every,
+		   LoopStats *ls)
+{
+	while (running()) {
+		uint64_t before = d->packets;
+		read_available(d);
+		ls->rounds++;
+		if (close_every > 0 && ls->rounds % close_every == 0) {
+			for (uint32_t lane = 0; lane < d->info.n_lanes; lane++) {
+				std::string msg;
+				// kPending (a writer still between reserve and commit) is
+				// fine: the close completes in a later next_packet.
+				if (d->reader->flush(lane, false, 100, &msg) == strata::FlushStatus::kDropped)
+					fail("mid-run flush dropped a packet: " + msg);
+			}
+			ls->closes++;
+		}
+		if (d->packets != before)
+			continue;
+		if (wait_fd >= 0) {
+			struct pollfd pfd = { wait_fd, POLLIN, 0 };
+			if (poll(&pfd, 1, 50) > 0)
+				ls->woken++;
+		} else {
+			usleep(50000); // the cadence of the daemon's futex timeout
+		}
+	}
 }
 
 struct BtResult {
@@ -380,14 +469,16 @@ void run()
 	close(dev);
 }
 
-// Clear `slot`, take the counters, enable `patterns` in it.
+// Clear `slot`, take the counters, enable `patterns` in it (with the
+// kernel buffer geometry n_subbuf x subbuf_size; 0: the defaults).
 void start_slot(int dev, unsigned slot, const std::vector<std::string> &patterns,
-		strata_kabi_stats *s0)
+		strata_kabi_stats *s0, uint32_t subbuf_size = 0, uint32_t n_subbuf = 0)
 {
 	if (set_kernel_rules(dev, slot, {}) || kt_stats(dev, s0))
 		fail("clear slot / stats");
-	if (set_kernel_rules(dev, slot, patterns))
-		fail(std::string("set kernel rules: ") + strerror(errno));
+	int r = set_kernel_rules(dev, slot, patterns, subbuf_size, n_subbuf);
+	if (r)
+		fail(std::string("set kernel rules: ") + strerror(-r));
 }
 
 // Clear `slot` (the writers stop), then: read == written, discarded ==
@@ -444,7 +535,10 @@ void run_loss()
 }
 
 // Read while the module writes: sub-buffers are released and reused (laps
-// beyond the first).
+// beyond the first), the consumer waits in poll() on the wait fd, and it
+// closes packets itself while the writers run (issue 4: such a close is
+// stamped with the packet's last record, so the packet after it, begun
+// by a probe on the module's clock, is never refused).
 void run_stream()
 {
 	const unsigned slot = 3;
@@ -454,7 +548,8 @@ void run_stream()
 	strata_kabi_stats s0;
 	start_slot(dev, slot, { "kernel:sys_e*" }, &s0);
 	strata_kabi_kbuf_open ko;
-	int kfd = open_kbuf(dev, slot, &ko);
+	int wfd = -1;
+	int kfd = open_kbuf(dev, slot, &ko, &wfd);
 	Drained d;
 	attach(&d, kfd, ko);
 	// The workload: a child making system calls (two 72-byte records
@@ -472,32 +567,157 @@ void run_stream()
 		_exit(0);
 	}
 	int st = 0;
-	// Known bug (issue 4, session note): a consumer-side close while kernel
-	// writers run stamps timestamp_end with the consumer's CLOCK_MONOTONIC,
-	// which can be a little ahead of the module's ktime_get_mono_fast_ns();
-	// the next packet then begins "before" the previous one ended and the
-	// Reader (rightly) refuses it.  The fix is a close timestamp taken from
-	// the packet's last record.  Until then this test closes packets only
-	// once the writers stopped (as strata-consumerd does for kernel buffers)
-	// and checks the reuse of released sub-buffers while streaming.
-	for (;;) {
-		read_available(&d);
-		if (waitpid(child, &st, WNOHANG) == child)
-			break;
-		uint64_t before = d.packets;
-		read_available(&d);
-		if (d.packets == before)
-			usleep(1000); // polling cadence (kernel buffers have no wakeup)
-	}
+	LoopStats ls;
+	consume_while(&d, wfd, [&] { return waitpid(child, &st, WNOHANG) != child; }, 2, &ls);
 	uint64_t lost = stop_and_account(dev, slot, s0, &d, 2 * calls);
 	const uint64_t ring_packets = (uint64_t)d.info.n_lanes * d.info.n_subbuf;
 	if (d.packets <= ring_packets)
 		fail("only " + std::to_string(d.packets) + " packets: the rings never wrapped");
+	if (ls.closes == 0 || ls.woken == 0)
+		fail("no consumer-side close while the writers ran, or poll() never woke");
+	if (d.reader->stats().close_ts_fallbacks)
+		fail("a consumer close could not walk its packet's records");
 	printf("info kevents_stream: %llu getppid calls read live: %zu events in %llu packets "
-	       "(%llu-packet rings), %llu discarded, all accounted and read back by babeltrace2\n",
+	       "(%llu-packet rings), %llu discarded, %llu consumer closes mid-run, %llu poll wakeups; "
+	       "all accounted and read back by babeltrace2\n",
 	       (unsigned long long)calls, d.events.size(), (unsigned long long)d.packets,
-	       (unsigned long long)ring_packets, (unsigned long long)lost);
+	       (unsigned long long)ring_packets, (unsigned long long)lost,
+	       (unsigned long long)ls.closes, (unsigned long long)ls.woken);
+	close(wfd);
 	close(kfd);
+	close(dev);
+}
+
+// The fixed workload of kevents_load: two processes, each making `calls`
+// system calls as fast as it can (getppid), yielding the CPU every 64
+// calls (context switches): more than the default rings hold in 50 ms.
+void busy(uint64_t calls, pid_t *a, pid_t *b)
+{
+	for (pid_t *p : { a, b }) {
+		*p = fork();
+		if (*p == 0) {
+			for (uint64_t i = 0; i < calls; i++) {
+				syscall(SYS_getppid);
+				if (i % 64 == 63)
+					sched_yield();
+			}
+			_exit(0);
+		}
+		if (*p < 0)
+			fail("fork");
+	}
+}
+
+// One recording of the fixed workload, every kernel event enabled, read as
+// the daemon reads (waiting in poll() on the wait fd, or, with_wait false,
+// sleeping 50 ms as it did before wakeups), in a buffer of n_subbuf
+// sub-buffers per CPU (0: the module's default, 8 x 64 KiB).  Exact
+// accounting; adds to *emitted and *lost.
+void load_once(int dev, unsigned slot, bool with_wait, uint32_t n_subbuf, uint64_t calls,
+	       uint64_t *emitted, uint64_t *lost_sum)
+{
+	strata_kabi_stats s0;
+	start_slot(dev, slot, { "kernel:*" }, &s0, 0, n_subbuf);
+	strata_kabi_kbuf_open ko;
+	int wfd = -1;
+	int kfd = open_kbuf(dev, slot, &ko, with_wait ? &wfd : nullptr);
+	Drained d;
+	d.parse_later = true;
+	attach(&d, kfd, ko);
+	if (n_subbuf && d.info.n_subbuf != n_subbuf)
+		fail("SET_RULES V2 asked for " + std::to_string(n_subbuf) + " sub-buffers, the buffer has " +
+		     std::to_string(d.info.n_subbuf));
+	pid_t a, b;
+	busy(calls, &a, &b);
+	bool a_done = false, b_done = false;
+	int st;
+	LoopStats ls;
+	consume_while(&d, wfd, [&] {
+		a_done = a_done || waitpid(a, &st, WNOHANG) == a;
+		b_done = b_done || waitpid(b, &st, WNOHANG) == b;
+		return !a_done || !b_done;
+	}, 0, &ls);
+	strata_kabi_stats s1;
+	if (set_kernel_rules(dev, slot, {}) || kt_stats(dev, &s1))
+		fail("clear slot / stats");
+	finish(&d);
+	uint64_t written = s1.kevents_written - s0.kevents_written;
+	uint64_t lost = s1.kevents_lost - s0.kevents_lost;
+	if (d.events.size() != written || d.discarded != lost || written + lost < 4 * calls)
+		fail("load: read " + std::to_string(d.events.size()) + " / written " +
+		     std::to_string(written) + ", discarded " + std::to_string(d.discarded) + " / lost " +
+		     std::to_string(lost));
+	if (with_wait && ls.woken == 0)
+		fail("load: poll() on the wait fd never woke");
+	*emitted += written + lost;
+	*lost_sum += lost;
+	printf("info kevents_load: %s, %u x %llu KiB per CPU: %llu events emitted, %llu lost "
+	       "(%.2f%%), %llu packets, %llu poll wakeups\n",
+	       with_wait ? "poll() on the wait fd" : "50 ms sleeps", d.info.n_subbuf,
+	       (unsigned long long)d.info.subbuf_size / 1024, (unsigned long long)(written + lost),
+	       (unsigned long long)lost, 100.0 * (double)lost / (double)(written + lost),
+	       (unsigned long long)d.packets, (unsigned long long)ls.woken);
+	if (with_wait)
+		close(wfd);
+	close(kfd);
+}
+
+// Loss under load: the same fixed workload (busy) read three ways, each twice,
+// interleaved (the VM shares a loaded host: runs differ): 50 ms sleeps
+// (the daemon before wakeups), poll() on the wait fd, and poll() with a
+// session-chosen 32-sub-buffer ring (SET_RULES V2).  The oracle is the
+// exact accounting of every run, and the geometry asked for; the loss
+// figures are printed (emulated time: a comparison, not a hardware
+// figure).  Also: SET_RULES V2 refuses a geometry that is not a power of
+// two.
+void run_load()
+{
+	const unsigned slot = 4;
+	const uint64_t calls = 20000;
+	int dev = kt_open();
+	if (dev < 0)
+		fail("open device");
+	if (set_kernel_rules(dev, slot, { "kernel:sys_enter" }, 3 * 4096, 8) != -EINVAL ||
+	    set_kernel_rules(dev, slot, { "kernel:sys_enter" }, 0, 3) != -EINVAL)
+		fail("SET_RULES V2 accepted a kernel buffer geometry that is not a power of two");
+	// KBUF_OPEN V2: unknown flags and a non-zero wait_fd on input are
+	// refused; a V1-sized call gets no wait fd.
+	if (set_kernel_rules(dev, slot, { "kernel:sys_enter" }))
+		fail("set kernel rules");
+	strata_kabi_kbuf_open ko = {};
+	ko.size = sizeof ko;
+	ko.slot = slot;
+	ko.flags = 0x2;
+	int r1 = strata_kmod_ioctl(dev, STRATA_IOC_KBUF_OPEN, &ko);
+	ko.flags = STRATA_KABI_KBUF_WAIT_FD;
+	ko.wait_fd = 3;
+	int r2 = strata_kmod_ioctl(dev, STRATA_IOC_KBUF_OPEN, &ko);
+	ko = {};
+	ko.size = STRATA_KABI_KBUF_OPEN_SIZE_V1;
+	ko.slot = slot;
+	ko.wait_fd = 12345; // beyond the V1 size: neither read nor written
+	int kfd = strata_kmod_ioctl(dev, STRATA_IOC_KBUF_OPEN, &ko);
+	if (r1 != -EINVAL || r2 != -EINVAL || kfd < 0 || ko.wait_fd != 12345)
+		fail("KBUF_OPEN V2 flags/wait_fd: " + std::to_string(r1) + " " + std::to_string(r2) + " " +
+		     std::to_string(kfd));
+	close(kfd);
+	if (set_kernel_rules(dev, slot, {}))
+		fail("clear slot");
+	struct Mode {
+		const char *name;
+		bool wait;
+		uint32_t n_subbuf;
+		uint64_t emitted, lost;
+	} modes[] = { { "50 ms sleeps", false, 0, 0, 0 },
+		      { "poll() wakeups", true, 0, 0, 0 },
+		      { "poll() wakeups, 32 sub-buffers", true, 32, 0, 0 } };
+	for (int rep = 0; rep < 2; rep++)
+		for (Mode &m : modes)
+			load_once(dev, slot, m.wait, m.n_subbuf, calls, &m.emitted, &m.lost);
+	for (const Mode &m : modes)
+		printf("info kevents_load: 2 runs x 2 processes x %llu getppid, %s: %llu of %llu events lost "
+		       "(%.2f%%)\n", (unsigned long long)calls, m.name, (unsigned long long)m.lost,
+		       (unsigned long long)m.emitted, 100.0 * (double)m.lost / (double)m.emitted);
 	close(dev);
 }
 
@@ -530,4 +750,9 @@ extern "C" int kt_kevents_loss(void)
 extern "C" int kt_kevents_stream(void)
 {
 	return guarded(run_stream);
+}
+
+extern "C" int kt_kevents_load(void)
+{
+	return guarded(run_load);
 }
