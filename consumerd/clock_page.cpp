@@ -232,6 +232,10 @@ std::unique_ptr<ClockPage> ClockPage::create(std::string *why)
 
 ClockPage::~ClockPage()
 {
+	// Processes keep reading the page after we exit: leave it on the
+	// measured rate, without the slew of the current period.
+	if (page_)
+		refresh(true);
 	// The page stays mapped: drain threads may still read it through
 	// consumer_page_now() until the process exits.
 	if (ro_fd_ >= 0)
@@ -259,7 +263,7 @@ void ClockPage::publish_first(const TscMapping &m)
 	g_page.store(k, std::memory_order_release);
 }
 
-void ClockPage::refresh()
+void ClockPage::refresh(bool last)
 {
 #if defined(__x86_64__)
 	const TscSample s = sample();
@@ -273,7 +277,8 @@ void ClockPage::refresh()
 	const long double r = static_cast<long double>(s.ns - a.ns) / static_cast<long double>(s.tsc - a.tsc);
 	anchors_[n_anchors_ % 16] = s;
 	n_anchors_++;
-	const uint64_t period_cycles = static_cast<uint64_t>(static_cast<long double>(period_ns_) / r);
+	// The last refresh does not slew: the page may outlive us in processes.
+	const uint64_t period_cycles = last ? 0 : static_cast<uint64_t>(static_cast<long double>(period_ns_) / r);
 
 	// The next rate (and whether to step forward) from the error now; the
 	// switch itself, below, is a few integer operations, so that readers

@@ -97,7 +97,8 @@ public:
 	// shrink or grow (seals).
 	int fd() const { return ro_fd_; }
 	// Measure again and publish the next mapping (main thread only).
-	void refresh();
+	// `last`: no slew (the daemon exits; processes keep the page).
+	void refresh(bool last = false);
 	uint64_t refreshes() const { return refreshes_; }
 	// Nanoseconds to the next refresh: STRATA_CLOCK_REFRESH_MS (1..60000),
 	// default 1000; the first comes after 100 ms.
