@@ -27,7 +27,8 @@
  * that finds it busy waits for the daemon to finish (it may have been
  * preempted mid-update); one that finds it invalid, or busy for 50 ms (the
  * daemon died while writing), falls back to clock_gettime and counts an
- * invariant error, because that fallback may step back by up to that error.
+ * invariant error, because that fallback may step back by up to that error;
+ * after one such wait, reads no longer wait (a dead writer costs 50 ms once).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -69,6 +70,7 @@ static ino_t g_upage_ino;
 // How long a read waits for strata-consumerd to finish writing its page
 // (preempted in the middle: the next time slice) before it falls back.
 constexpr uint64_t kUserPageMaxWaitNs = 50000000;
+static std::atomic<bool> g_upage_stuck{false};
 
 static bool env_is(const char *value)
 {
@@ -151,10 +153,15 @@ uint64_t clock_now()
 			return ns;
 		return monotonic_now(); // page no longer valid: the vDSO has the same clock
 	case STRATA_CLOCK_CONSUMER_PAGE:
-		// Relaxed: stored before the id (see choose_consumer_page).
+		// Relaxed: stored before the id (see choose_consumer_page); g_upage_stuck
+		// is a hint only (once the page stayed busy that long, never wait again).
 		if (__builtin_expect(strata_kclock_now_patient(g_upage.load(std::memory_order_relaxed), &ns,
-								kUserPageMaxWaitNs) == 0, 1))
+								g_upage_stuck.load(std::memory_order_relaxed)
+									? 0
+									: kUserPageMaxWaitNs) == 0,
+				     1))
 			return ns;
+		g_upage_stuck.store(true, std::memory_order_relaxed);
 		count_invariant_error("the consumer's clock page is invalid or stuck; using CLOCK_MONOTONIC");
 		return monotonic_now();
 	case STRATA_CLOCK_MONOTONIC:
