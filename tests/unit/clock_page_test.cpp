@@ -18,8 +18,10 @@
 #include <unistd.h>
 #include <vector>
 
+#include "abi/strata_abi.h"
 #include "clock_page.h"
 #include "kmod/user/strata_kclock.h"
+#include "runtime.h"
 
 namespace strata {
 namespace {
@@ -225,6 +227,67 @@ TEST(ClockPageLive, MonotonicAcrossThreadsWhileRefreshed)
 	EXPECT_GE(n, 3000u);
 	EXPECT_GE(reads.load(), 1000000u);
 	EXPECT_EQ(bad.load(), 0u);
+}
+
+// A memfd holding a page-sized strata_kclock (fields from `k`), sealed
+// against shrinking when `seal`.
+int fake_page(const strata_kclock &k, off_t size, bool seal)
+{
+	int fd = memfd_create("fake-clock", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0 || ftruncate(fd, size) < 0 || pwrite(fd, &k, sizeof k, 0) != static_cast<ssize_t>(sizeof k))
+		return -1;
+	if (seal && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0)
+		return -1;
+	return fd;
+}
+
+// The process side (libtrace/clock.cpp): a page from the daemon is hostile.
+// One test, in order: the clock is chosen once per process.
+TEST(ClockOffer, ValidatesThenChoosesTheConsumerPage)
+{
+	if (access("/dev/strata", F_OK) == 0 || getenv("STRATA_CLOCK"))
+		GTEST_SKIP() << "the module's page or STRATA_CLOCK would decide";
+	std::string why;
+	std::unique_ptr<ClockPage> p = ClockPage::create(&why);
+	if (!p)
+		GTEST_SKIP() << "no clock page here: " << why;
+	strata_kclock good = *strata_kclock_map(p->fd()); // a consistent copy
+	good.seq = 0;
+
+	int pfd[2];
+	ASSERT_EQ(pipe(pfd), 0);
+	EXPECT_EQ(strata_rt_clock_offer(pfd[0]), -EINVAL); // not a regular file
+	close(pfd[0]);
+	close(pfd[1]);
+	struct {
+		const char *what;
+		int fd;
+		int expect;
+	} bad[] = {
+		{"unsealed", fake_page(good, 4096, false), -EPERM},
+		{"too small", fake_page(good, 64, true), -EINVAL},
+		{"bad magic", [&] { strata_kclock k = good; k.magic ^= 1; return fake_page(k, 4096, true); }(), -EINVAL},
+		{"bad version", [&] { strata_kclock k = good; k.version = 2; return fake_page(k, 4096, true); }(), -EINVAL},
+		{"not user-calibrated", [&] { strata_kclock k = good; k.flags = STRATA_KCLOCK_VALID; return fake_page(k, 4096, true); }(), -EINVAL},
+		{"not valid", [&] { strata_kclock k = good; k.flags = STRATA_KCLOCK_USER; return fake_page(k, 4096, true); }(), -EINVAL},
+		{"shift out of range", [&] { strata_kclock k = good; k.shift = 64; return fake_page(k, 4096, true); }(), -EINVAL},
+		{"always busy", [&] { strata_kclock k = good; k.seq = 1; return fake_page(k, 4096, true); }(), -EINVAL},
+	};
+	for (auto &b : bad) {
+		ASSERT_GE(b.fd, 0) << b.what;
+		EXPECT_EQ(strata_rt_clock_offer(b.fd), b.expect) << b.what;
+		close(b.fd);
+	}
+	// The real page is kept, and chosen by the first clock query.
+	ASSERT_EQ(strata_rt_clock_offer(p->fd()), 0);
+	EXPECT_EQ(strata_rt_clock_offer(p->fd()), 0); // the same file again: nothing new mapped
+	EXPECT_EQ(strata_rt_clock_id(), static_cast<uint32_t>(STRATA_CLOCK_CONSUMER_PAGE));
+	const uint64_t before = mono_ns();
+	const uint64_t v = strata_rt_clock_now();
+	const uint64_t after = mono_ns();
+	EXPECT_GE(v + 20000, before);
+	EXPECT_LE(v, after + 20000);
+	EXPECT_EQ(strata_rt_clock_offer(p->fd()), -EALREADY); // chosen for the process's life
 }
 
 } // namespace
