@@ -195,6 +195,7 @@ class Bench:
         self.notes = []
         self.failures = []
         self.n = 0
+        self.clocks = set()  # env.clock of the Strata traces (what stamped events)
         # Strata: never pick up a consumer daemon that happens to run here.
         self.env_nodaemon = dict(os.environ)
         self.env_nodaemon.pop("XDG_RUNTIME_DIR", None)
@@ -242,6 +243,8 @@ class Bench:
             kv = parse_kv(p.stdout)
         if "emitted" not in kv:
             raise BenchError("%s %s: no result" % (side, args))
+        if side == "strata":
+            self.clocks |= trace_clocks(out)
         acc = account(out, int(kv["emitted"]))
         shutil.rmtree(out, ignore_errors=True)
         return kv, acc
@@ -618,6 +621,16 @@ def smaps_shared(pid):
 BUFFER_MAPPING = {"lttng": re.compile(r"shm-ust-consumer"), "strata": re.compile(r"strata")}
 
 
+def trace_clocks(out):
+    """The env.clock values of every metadata file under a Strata trace."""
+    found = set()
+    for d, _, files in os.walk(out):
+        if "metadata" in files:
+            with open(os.path.join(d, "metadata"), errors="replace") as f:
+                found |= set(re.findall(r'\bclock = "([^"]*)";', f.read()))
+    return found
+
+
 def buffer_kib(side, maps):
     sel = [v for k, v in maps.items() if BUFFER_MAPPING[side].search(k)]
     return sum(v[0] for v in sel), sum(v[1] for v in sel)
@@ -785,6 +798,9 @@ def main():
         if k[0] == "mem":
             print("memory %s %d thread(s), shared mappings (Rss/Pss KiB): %s" % (k[2], k[1], "; ".join(
                 "%s %d/%d" % (n, v[0], v[1]) for n, v in sorted(maps.items()))))
+    if b.clocks:
+        print("Strata events stamped with: %s (env.clock; STRATA_CLOCK=%s)" % (
+            ", ".join(sorted(b.clocks)), os.environ.get("STRATA_CLOCK", "unset")))
     for n in b.notes:
         print("note: " + n)
     for f in b.failures:

@@ -37,10 +37,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "abi/strata_abi.h"
+#include "clock_page.h"
 #include "control/names.h"
 #include "drain.h"
 #include "kernel_source.h"
@@ -167,7 +169,7 @@ private:
 	void accept_conns();
 	void on_readable(Conn &c);
 	bool handle(Conn &c, const proto::Message &m);
-	void send(Conn &c, uint32_t seq, proto::Body body);
+	void send(Conn &c, uint32_t seq, proto::Body body, int pass_fd = -1);
 	void reply(Conn &c, uint32_t seq, int status, const std::string &text);
 	void drop(int fd);
 	void on_exit(int pidfd);
@@ -182,6 +184,7 @@ private:
 	void acknowledge(pid_t pid, uint64_t registered_at);
 	void answer_pending(bool all);
 	int pending_timeout_ms() const;
+	void start_clock_page();
 
 	bool visible(const Conn &c, const Session &s) const { return c.cred.uid == 0 || c.cred.uid == s.uid; }
 	Session *find(const Conn &c, const std::string &name, uint32_t seq, bool &answered);
@@ -213,6 +216,8 @@ private:
 	std::string hostname_;
 	bool adopt_early_ = false; // DaemonOptions::adopt_early
 	bool quit_ = false;
+	std::unique_ptr<ClockPage> clock_page_; // null: TSC unusable
+	int clock_tfd_ = -1;                    // its refresh timer
 };
 
 int Daemon::listen_on(const std::string &path)
@@ -265,13 +270,13 @@ int Daemon::listen_on(const std::string &path)
 	return fd;
 }
 
-void Daemon::send(Conn &c, uint32_t seq, proto::Body body)
+void Daemon::send(Conn &c, uint32_t seq, proto::Body body, int pass_fd)
 {
 	proto::Message m;
 	m.seq = seq;
 	m.body = std::move(body);
 	m.version = c.version;
-	int r = proto::send_message(c.fd, m, -1, proto::now_ms() + kReplyTimeoutMs);
+	int r = proto::send_message(c.fd, m, pass_fd, proto::now_ms() + kReplyTimeoutMs);
 	if (r < 0)
 		VLOG("send to pid %d failed: %s", c.cred.pid, strerror(-r));
 }
@@ -776,7 +781,8 @@ void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
 		memcpy(gr.uuid, g.trace_uuid, 16);
 		rr.sessions.push_back(std::move(g));
 	}
-	send(c, seq, rr);
+	// The clock page travels with the answer (SCM_RIGHTS), read-only.
+	send(c, seq, rr, clock_page_ ? clock_page_->fd() : -1);
 }
 
 // The process record of `pid`, made (with a pidfd for exit detection) on
@@ -1164,6 +1170,31 @@ void Daemon::on_exit(int pidfd)
 	procs_.erase(it);
 }
 
+// The clock page (clock_page.h) and its refresh timer: first after 100 ms,
+// then every period.  Without a usable TSC processes keep clock_gettime.
+void Daemon::start_clock_page()
+{
+	std::string why;
+	clock_page_ = ClockPage::create(&why);
+	if (!clock_page_) {
+		VLOG("no clock page: %s", why.c_str());
+		return;
+	}
+	clock_tfd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	const uint64_t p = clock_page_->period_ns();
+	struct itimerspec its = {};
+	its.it_value.tv_nsec = std::min<uint64_t>(p, 100000000);
+	its.it_interval.tv_sec = static_cast<time_t>(p / 1000000000u);
+	its.it_interval.tv_nsec = static_cast<long>(p % 1000000000u);
+	struct epoll_event ev = {};
+	ev.events = EPOLLIN;
+	ev.data.fd = clock_tfd_;
+	if (clock_tfd_ < 0 || timerfd_settime(clock_tfd_, 0, &its, nullptr) < 0 ||
+	    epoll_ctl(epfd_, EPOLL_CTL_ADD, clock_tfd_, &ev) < 0)
+		logf("clock page refresh timer: %s (the page drifts)", strerror(errno));
+	VLOG("clock page published (refresh every %llu ms)", static_cast<unsigned long long>(p / 1000000));
+}
+
 int Daemon::run(const DaemonOptions &opt)
 {
 	g_verbose = opt.verbose;
@@ -1196,6 +1227,7 @@ int Daemon::run(const DaemonOptions &opt)
 	epoll_ctl(epfd_, EPOLL_CTL_ADD, lfd_, &ev);
 	ev.data.fd = sigfd_;
 	epoll_ctl(epfd_, EPOLL_CTL_ADD, sigfd_, &ev);
+	start_clock_page();
 	INFO("listening on %s (protocol %u, buffer ABI %u.%u)", path_.c_str(), proto::kVersion, STRATA_ABI_MAJOR,
 	     STRATA_ABI_MINOR);
 	repair_after_crash();
@@ -1224,6 +1256,10 @@ int Daemon::run(const DaemonOptions &opt)
 					INFO("signal %u: flushing and exiting", si.ssi_signo);
 					quit_ = true;
 				}
+			} else if (fd == clock_tfd_) {
+				uint64_t ticks;
+				if (read(clock_tfd_, &ticks, sizeof ticks) == sizeof ticks)
+					clock_page_->refresh();
 			} else if (procs_.count(fd)) {
 				on_exit(fd);
 			} else {
@@ -1245,6 +1281,8 @@ int Daemon::run(const DaemonOptions &opt)
 	unlink(path_.c_str());
 	close(lfd_);
 	close(sigfd_);
+	if (clock_tfd_ >= 0)
+		close(clock_tfd_);
 	close(epfd_);
 	INFO("exited cleanly");
 	return 0;

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock_page.h"
 #include "control/names.h"
 #include "reader.h"
 
@@ -105,10 +106,14 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 	d->lane_sizes_.assign(info.n_lanes, 0);
 	d->clock_ = clock;
 	d->env_ = env;
-	// Which clock the producer stamped with (both give CLOCK_MONOTONIC ns).
+	// Which clock the producer stamped with (all give CLOCK_MONOTONIC ns).
 	d->env_.clock_source = info.clock_id == STRATA_CLOCK_PAGE	    ? "kclock-page"
 			       : info.clock_id == STRATA_CLOCK_MONOTONIC ? "monotonic"
+			       : info.clock_id == STRATA_CLOCK_CONSUMER_PAGE ? "consumer-page"
 									 : "unknown";
+	// Packets this side closes are stamped on the producer's clock.
+	if (info.clock_id == STRATA_CLOCK_CONSUMER_PAGE)
+		d->reader_->set_clock(consumer_page_now);
 	d->owner_ = owner;
 	return d;
 }

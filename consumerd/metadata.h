@@ -32,7 +32,7 @@ struct TraceEnv {
 	std::string procname;
 	int64_t pid = 0;
 	std::string hostname;
-	std::string clock_source; // env.clock: "kclock-page", "monotonic" ("" : not written)
+	std::string clock_source; // env.clock: "kclock-page", "consumer-page", "monotonic" ("" : not written)
 	std::string tracer_name = "strata";
 };
 

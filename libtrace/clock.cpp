@@ -4,23 +4,38 @@
  *   STRATA_CLOCK_PAGE       the kernel module's clock page (TSC converted
  *                           with the kernel's own CLOCK_MONOTONIC parameters,
  *                           kmod/user/strata_kclock.h): no system call;
+ *   STRATA_CLOCK_CONSUMER_PAGE  strata-consumerd's page (same layout and
+ *                           reader; TSC calibrated in user space against
+ *                           CLOCK_MONOTONIC, consumerd/clock_page.h);
  *   STRATA_CLOCK_MONOTONIC  clock_gettime(CLOCK_MONOTONIC) through the vDSO.
- * Both give CLOCK_MONOTONIC ns, so the CTF metadata is the same for both.
+ * All give CLOCK_MONOTONIC ns, so the CTF metadata is the same for all.
  *
  * Contract of the choice: made once, on the first strata_rt_clock_id()
  * call (slot open writes it into the buffer header, so it is decided before
- * any event of the process is stamped) and never changed afterwards.  It
- * may run in a signal handler (tp-async opens slots there): open + mmap +
- * close only.  Environment STRATA_CLOCK=monotonic forces clock_gettime,
- * STRATA_CLOCK=page asks for the page (warns when there is none); unset:
- * the page when /dev/strata offers a valid one.  If the page later turns
- * invalid (the kernel switched clock source) a read falls back to
- * clock_gettime, which is the same clock.
+ * any event of the process is stamped) and never changed afterwards: every
+ * buffer of a process has one clock (an early buffer opened with no daemon
+ * keeps the clock it started with, and so do later sessions).  It may run
+ * in a signal handler (tp-async opens slots there): open + mmap + close
+ * only.  Precedence: the module's page, else a consumer page offered
+ * (strata_rt_clock_offer, from REGISTER_REPLY) before the choice, else
+ * clock_gettime.  STRATA_CLOCK=monotonic forces clock_gettime,
+ * STRATA_CLOCK=consumer-page the consumer's page, STRATA_CLOCK=page asks
+ * for a page (all warn when there is none).  If the module's page later
+ * turns invalid (the kernel switched clock source) a read falls back to
+ * clock_gettime, which is the same clock.  The consumer's page differs from
+ * clock_gettime by its calibration error (bounded, docs/design.md): a read
+ * that finds it busy waits for the daemon to finish (it may have been
+ * preempted mid-update); one that finds it invalid, or busy for 50 ms (the
+ * daemon died while writing), falls back to clock_gettime and counts an
+ * invariant error, because that fallback may step back by up to that error;
+ * after one such wait, reads no longer wait (a dead writer costs 50 ms once).
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +56,21 @@ static std::atomic<uint32_t> g_clock_id{kClockUndecided};
 // The mapped clock page, set (at most once) before g_clock_id becomes
 // STRATA_CLOCK_PAGE; never unmapped once published.
 static std::atomic<const strata_kclock *> g_kclock{nullptr};
+// Consumer pages: the latest one offered while the clock was undecided
+// (replaced by a later offer from another daemon; the old mapping stays:
+// a concurrent choice may be reading it), and the one chosen, set at most
+// once (CAS from null) before g_clock_id becomes STRATA_CLOCK_CONSUMER_PAGE.
+static std::atomic<const strata_kclock *> g_upage_offered{nullptr};
+static std::atomic<const strata_kclock *> g_upage{nullptr};
+// The file of the offered page (an unchanged daemon offers the same one at
+// every query): offers are serialised by the caller (the state query).
+static dev_t g_upage_dev;
+static ino_t g_upage_ino;
+
+// How long a read waits for strata-consumerd to finish writing its page
+// (preempted in the middle: the next time slice) before it falls back.
+constexpr uint64_t kUserPageMaxWaitNs = 50000000;
+static std::atomic<bool> g_upage_stuck{false};
 
 static bool env_is(const char *value)
 {
@@ -48,11 +78,33 @@ static bool env_is(const char *value)
 	return e && strcmp(e, value) == 0;
 }
 
+// The consumer page offered, if it is valid; fixed (g_upage) by the
+// first call that uses it.
+static uint32_t choose_consumer_page()
+{
+	// Acquire: pairs with the release store in strata_rt_clock_offer.
+	const strata_kclock *u = g_upage_offered.load(std::memory_order_acquire);
+	uint64_t ns;
+	if (!u || strata_kclock_now(u, &ns) != 0)
+		return STRATA_CLOCK_MONOTONIC;
+	const strata_kclock *expected = nullptr;
+	// Release: pairs with the acquire loads in clock_now()'s chain, as for
+	// g_kclock; a failed CAS means another thread fixed a page first.
+	g_upage.compare_exchange_strong(expected, u, std::memory_order_release, std::memory_order_acquire);
+	return STRATA_CLOCK_CONSUMER_PAGE;
+}
+
 // Map the page if /dev/strata has a valid one.  AS-safe (open, mmap, close).
 static uint32_t choose_clock()
 {
 	if (env_is("monotonic"))
 		return STRATA_CLOCK_MONOTONIC;
+	if (env_is("consumer-page")) {
+		uint32_t id = choose_consumer_page();
+		if (id == STRATA_CLOCK_MONOTONIC)
+			warn("STRATA_CLOCK=consumer-page but the consumer offered no valid clock page; using CLOCK_MONOTONIC");
+		return id;
+	}
 	// Acquire: pairs with the release CAS below (another thread's choice).
 	if (g_kclock.load(std::memory_order_acquire))
 		return STRATA_CLOCK_PAGE;
@@ -66,8 +118,10 @@ static uint32_t choose_clock()
 		k = nullptr;
 	}
 	if (!k) {
+		if (choose_consumer_page() == STRATA_CLOCK_CONSUMER_PAGE)
+			return STRATA_CLOCK_CONSUMER_PAGE;
 		if (env_is("page"))
-			warn("STRATA_CLOCK=page but /dev/strata has no valid clock page; using CLOCK_MONOTONIC");
+			warn("STRATA_CLOCK=page but there is no valid clock page; using CLOCK_MONOTONIC");
 		return STRATA_CLOCK_MONOTONIC;
 	}
 	const strata_kclock *expected = nullptr;
@@ -80,24 +134,39 @@ static uint32_t choose_clock()
 	return STRATA_CLOCK_PAGE;
 }
 
+static uint64_t monotonic_now()
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 uint64_t clock_now()
 {
+	uint64_t ns;
 	// Relaxed: the id never changes once a slot is open, and slot open
 	// decided it before publishing the slot (writers acquire g_slots).
 	switch (g_clock_id.load(std::memory_order_relaxed)) {
-	case STRATA_CLOCK_PAGE: {
-		uint64_t ns;
+	case STRATA_CLOCK_PAGE:
 		// Relaxed: stored before the id (see choose_clock).
 		if (strata_kclock_now(g_kclock.load(std::memory_order_relaxed), &ns) == 0)
 			return ns;
-		[[fallthrough]]; // page no longer valid: the vDSO has the same clock
-	}
+		return monotonic_now(); // page no longer valid: the vDSO has the same clock
+	case STRATA_CLOCK_CONSUMER_PAGE:
+		// Relaxed: stored before the id (see choose_consumer_page); g_upage_stuck
+		// is a hint only (once the page stayed busy that long, never wait again).
+		if (__builtin_expect(strata_kclock_now_patient(g_upage.load(std::memory_order_relaxed), &ns,
+								g_upage_stuck.load(std::memory_order_relaxed)
+									? 0
+									: kUserPageMaxWaitNs) == 0,
+				     1))
+			return ns;
+		g_upage_stuck.store(true, std::memory_order_relaxed);
+		count_invariant_error("the consumer's clock page is invalid or stuck; using CLOCK_MONOTONIC");
+		return monotonic_now();
 	case STRATA_CLOCK_MONOTONIC:
-	default: {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-	}
+	default:
+		return monotonic_now();
 	}
 }
 
@@ -142,6 +211,41 @@ extern "C" STRATA_EXPORT uint32_t strata_rt_clock_id(void)
 					       std::memory_order_acquire))
 		return chosen;
 	return id;
+}
+
+extern "C" STRATA_EXPORT int strata_rt_clock_offer(int fd)
+{
+	using namespace strata;
+	// Acquire: pairs with the CAS in strata_rt_clock_id.
+	if (g_clock_id.load(std::memory_order_acquire) != kClockUndecided)
+		return -EALREADY; // the choice is made for the process's lifetime
+	// The page is hostile: a regular file (memfd) of at least one page that
+	// cannot shrink (a truncated mapping would SIGBUS us), mapped
+	// read-only, with the consumer page's magic, version and flags.
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < 4096)
+		return -EINVAL;
+	if (g_upage_offered.load(std::memory_order_relaxed) && st.st_dev == g_upage_dev &&
+	    st.st_ino == g_upage_ino)
+		return 0; // the same daemon's page, already mapped
+	const int seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK))
+		return -EPERM;
+	const strata_kclock *k = strata_kclock_map(fd);
+	if (!k)
+		return -EINVAL;
+	const uint32_t want = STRATA_KCLOCK_VALID | STRATA_KCLOCK_USER;
+	uint64_t ns;
+	if ((__atomic_load_n(&k->flags, __ATOMIC_RELAXED) & want) != want || strata_kclock_now(k, &ns) != 0) {
+		munmap(const_cast<strata_kclock *>(k), 4096);
+		return -EINVAL;
+	}
+	g_upage_dev = st.st_dev;
+	g_upage_ino = st.st_ino;
+	// Release: the mapping is complete before a choice reads the pointer
+	// (pairs with the acquire load in choose_consumer_page).
+	g_upage_offered.store(k, std::memory_order_release);
+	return 0;
 }
 
 extern "C" STRATA_EXPORT uint64_t strata_rt_clock_now(void)

@@ -85,6 +85,11 @@ int strata_rt_event_name(uint32_t id, char *buf, size_t len, uint32_t *loglevel)
 /* Which clock stamps events (enum strata_clock_id), and read it (ns). */
 uint32_t strata_rt_clock_id(void);
 uint64_t strata_rt_clock_now(void);
+/* A clock page from strata-consumerd (received with REGISTER_REPLY): kept
+ * (mapped read-only) if it is valid and the clock is not decided yet, for
+ * the choice the first slot open makes.  The caller keeps and closes fd.
+ * 0 if kept, else -errno.  Async-signal-safe. */
+int strata_rt_clock_offer(int fd);
 
 /*
  * fork(): in the child the runtime forgets every slot of the parent (its

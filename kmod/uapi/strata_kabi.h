@@ -221,6 +221,7 @@ struct strata_kabi_kbuf_open {
  */
 #define STRATA_KCLOCK_MAGIC 0x4b434c4bu /* "KCLK" */
 #define STRATA_KCLOCK_VALID 0x1u
+#define STRATA_KCLOCK_USER 0x2u  /* published by strata-consumerd, calibrated in user space */
 
 struct strata_kclock {
 	__u32 magic;

@@ -17,7 +17,9 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "../uapi/strata_kabi.h"
 
@@ -99,6 +101,37 @@ static inline int strata_kclock_now(const struct strata_kclock *k, uint64_t *ns)
 	(void)ns;
 #endif
 	return -1;
+}
+
+/*
+ * For a page written by a user-space process (strata-consumerd, flag
+ * STRATA_KCLOCK_USER), which can be preempted while its seq is odd: wait
+ * for it (sched_yield) up to max_wait_ns instead of giving up after 1000
+ * tries, since clock_gettime is not the same clock to the ns.  -1 when the
+ * page is not valid or the writer stayed busy that long (it died while
+ * writing); max_wait_ns 0: no wait beyond the 1000 tries.
+ * Async-signal-safe; a system call only while the page is busy.
+ */
+static inline int strata_kclock_now_patient(const struct strata_kclock *k, uint64_t *ns,
+					    uint64_t max_wait_ns)
+{
+	struct timespec t;
+	uint64_t deadline = 0;
+
+	for (;;) {
+		if (strata_kclock_now(k, ns) == 0)
+			return 0;
+		if (!max_wait_ns || !(__atomic_load_n(&k->flags, __ATOMIC_RELAXED) & STRATA_KCLOCK_VALID))
+			return -1;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		uint64_t now = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+
+		if (!deadline)
+			deadline = now + max_wait_ns;
+		else if (now > deadline)
+			return -1;
+		sched_yield();
+	}
 }
 
 #ifdef __cplusplus

@@ -147,6 +147,7 @@ struct strata_buffer_header {
 enum strata_clock_id {
 	STRATA_CLOCK_MONOTONIC = 0, /* CLOCK_MONOTONIC via the vDSO */
 	STRATA_CLOCK_PAGE = 1,      /* TSC through the kernel module's clock page */
+	STRATA_CLOCK_CONSUMER_PAGE = 2, /* TSC through strata-consumerd's clock page */
 };
 
 /* One per lane, 64-byte aligned.  Written by writers except `consumed`. */

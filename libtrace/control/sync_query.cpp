@@ -145,16 +145,17 @@ void init()
 // Send the message in s.out (w.len bytes), receive the answer into s.in.
 // Returns the answer's type (>0) with its payload length, or -errno; a
 // REPLY with a negative status where another type was expected returns
-// that status with its text in `text`.
+// that status with its text in `text`.  A descriptor that comes with the
+// answer goes to *got_fd (when given; the caller closes it), else is closed.
 int exchange(int fd, const Writer &w, int pass_fd, proto::Type expect, int64_t dl, size_t *len, char *text,
-	     size_t cap)
+	     size_t cap, int *got_fd = nullptr)
 {
 	State &s = g_state;
 	text[0] = 0;
 	int r = proto::send_all(fd, s.out, w.len, pass_fd, dl);
 	if (r < 0)
 		return r;
-	r = proto::recv_all(fd, s.in, proto::kHeaderSize, nullptr, dl);
+	r = proto::recv_all(fd, s.in, proto::kHeaderSize, got_fd, dl);
 	if (r < 0)
 		return r;
 	proto::Header h;
@@ -288,9 +289,16 @@ int query_once(bool list_events)
 		proto::pc::encode_register(w, ++s.seq, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getuid()),
 					   flags, static_cast<uint32_t>(s.signo), s.comm, strata_rt_event_name,
 					   list_events ? strata_rt_event_count() : 0);
-		r = w.ok ? exchange(fd, w, -1, proto::Type::RegisterReply, dl, &len, text, sizeof(text)) : -EMSGSIZE;
+		int page_fd = -1; // the daemon's clock page (control-protocol.md)
+		r = w.ok ? exchange(fd, w, -1, proto::Type::RegisterReply, dl, &len, text, sizeof(text), &page_fd)
+			 : -EMSGSIZE;
 		if (r > 0 && !proto::pc::parse_register_reply(s.in + proto::kHeaderSize, len, &s.grants))
 			r = -EPROTO;
+		if (page_fd >= 0) {
+			if (r > 0)
+				strata_rt_clock_offer(page_fd); // before join() opens a slot
+			close(page_fd);
+		}
 	}
 	if (r < 0) {
 		say("state query failed: ", text[0] ? text : err_text(r));

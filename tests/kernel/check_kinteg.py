@@ -2,7 +2,7 @@
 """Host-side oracles of the kernel integration tests (kernel.kinteg_*), run
 on the traces guest-kinteg.sh recorded inside the VM.
 
-usage: check_kinteg.py record|causal_page|causal_monotonic VMOUT
+usage: check_kinteg.py record|causal_page|causal_monotonic|causal_consumer VMOUT
 
 record            `strata record -e 'kernel:*' -e 'demo:*' -- strata-demo`:
                   one session directory with a ust and a kernel sub-trace,
@@ -14,7 +14,8 @@ record            `strata record -e 'kernel:*' -e 'demo:*' -- strata-demo`:
                   switched out (states followed in babeltrace2's merged order).
 causal_CLOCK      100,000 times kcausal:before then getppid(seq) on one
                   thread, user events stamped with CLOCK (page: the module's
-                  clock page, monotonic: clock_gettime): each user event is
+                  clock page, monotonic: clock_gettime, consumer: the
+                  consumer daemon's clock page): each user event is
                   stamped no later than the sys_enter of its own getppid
                   (matched exactly through args[0] == seq); prints the worst
                   and median margin.  Kernel events may be lost (counted).
@@ -26,8 +27,9 @@ import sys
 import bt2
 
 SYS_GETPPID = 110  # x86-64
-EXPECTED_CLOCK_ID = {"page": 1, "monotonic": 0}  # enum strata_clock_id
-ENV_CLOCK = {"page": "kclock-page", "monotonic": "monotonic"}  # env.clock of the sub-trace
+EXPECTED_CLOCK_ID = {"page": 1, "monotonic": 0, "consumer": 2}  # enum strata_clock_id
+ENV_CLOCK = {"page": "kclock-page", "monotonic": "monotonic",
+             "consumer": "consumer-page"}  # env.clock of the sub-trace
 failures = []
 
 
@@ -133,6 +135,12 @@ def check_record(d):
 
 def check_causal(d, clock):
     tr = os.path.join(d, "causal_" + clock)
+    if clock == "consumer":
+        words = read_file(os.path.join(d, "tsc.txt")).split()
+        if not ("constant_tsc" in words and "nonstop_tsc" in words and words[-1:] == ["tsc"]):
+            print("SKIP: the guest's TSC cannot back a consumer clock page (%s)" %
+                  " ".join(w for w in words if "tsc" in w))
+            sys.exit(77)
     out = read_file(os.path.join(d, "causal_%s.out" % clock))
     check(read_file(os.path.join(d, "causal_%s.rc" % clock)).strip() == "0",
           "strata record exits 0 (stderr: %r)" % read_file(os.path.join(d, "causal_%s.err" % clock))[-300:])

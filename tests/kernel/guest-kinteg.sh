@@ -17,9 +17,17 @@ rm -rf "$o" && mkdir -p "$o" || exit 1
 echo $? > "$o/record.rc"
 
 # (b) causality: each kcausal:before precedes its getppid's sys_enter, with
-# the clock page and with clock_gettime stamping the user events.
-for c in page monotonic; do
-	STRATA_CLOCK=$c "$strata" record -o "$o/causal_$c" -e 'kernel:sys_enter' -e 'kcausal:*' \
+# the module's clock page, clock_gettime and the consumer's clock page
+# (STRATA_CLOCK=consumer-page: the module's page would win) stamping the
+# user events.
+# Whether strata-consumerd can publish a page in this guest (its conditions,
+# consumerd/clock_page.cpp): checked on the host, which skips otherwise.
+{ grep -m1 '^flags' /proc/cpuinfo; cat /sys/devices/system/clocksource/clocksource0/current_clocksource; } \
+	> "$o/tsc.txt" 2>/dev/null
+for c in page monotonic consumer; do
+	sc=$c
+	[ "$c" = consumer ] && sc=consumer-page
+	STRATA_CLOCK=$sc "$strata" record -o "$o/causal_$c" -e 'kernel:sys_enter' -e 'kcausal:*' \
 		--subbuf-size 1M -- "$causal" 100000 > "$o/causal_$c.out" 2> "$o/causal_$c.err"
 	echo $? > "$o/causal_$c.rc"
 done
