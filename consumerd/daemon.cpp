@@ -938,11 +938,15 @@ void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 		reply(c, seq, -EINVAL, "buffer rejected: " + err);
 		return;
 	}
+	// Validated and mapped: answer now, the process is waiting in its
+	// constructor.  The thread start and all file work (directories,
+	// metadata) come after; a failure there is logged by the drain thread
+	// and costs the process only its bounded buffer.
+	reply(c, seq, 0, "ok");
 	d->start();
 	p.drains.push_back(d.get());
 	s->drains.push_back(std::move(d));
 	VLOG("pid %d: draining slot %u into %s", p.pid, m.slot, dir.c_str());
-	reply(c, seq, 0, "ok");
 }
 
 void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
