@@ -8,6 +8,7 @@
 #include <string>
 
 #include "daemon.h"
+#include "drain.h"
 #include "repair.h"
 
 namespace {
@@ -87,5 +88,6 @@ int main(int argc, char **argv)
 		       static_cast<unsigned long long>(s.bytes_cut), static_cast<unsigned long long>(s.errors));
 		return s.errors ? 1 : 0;
 	}
+	strata::short_slice(); // the control thread: answers registrations sooner under load
 	return strata::run_daemon(opt);
 }
