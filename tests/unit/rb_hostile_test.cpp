@@ -39,6 +39,13 @@ struct Scribbler {
 	}
 };
 
+// n records of rbtest:rec (40 bytes each, 100 per 4 KiB packet).
+void emit_recs(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		strata_tracepoint(rbtest, rec, 1u, i, checksum(1, i));
+}
+
 const strata::EventInfo *find(const std::map<uint32_t, strata::EventInfo> &evs, const char *name)
 {
 	for (auto &kv : evs)
@@ -376,13 +383,11 @@ TEST(Packets, PeekedPacketsStayTheReadersUntilReleased)
 {
 	Slot s(0, config(STRATA_MODE_DISCARD, 1, 4, 4096), {rule("rbtest:rec")});
 	ASSERT_TRUE(s.reader);
-	// 40-byte records, 100 per 4 KiB packet: 3 complete packets, one open.
-	for (uint64_t i = 0; i < 350; i++)
-		strata_tracepoint(rbtest, rec, 1u, i, checksum(1, i));
-	Scribbler sc(s.fd);
-	const auto &h = *sc.hdr();
+	emit_recs(350); // 3 complete packets, one open
 	using RS = strata::ReadStatus;
 	strata_packet_header ph[3];
+	Scribbler sc(s.fd);
+	const auto &h = *sc.hdr();
 	std::string err;
 	for (int n = 0; n < 3; n++) {
 		const uint8_t *body = nullptr;
@@ -405,15 +410,13 @@ TEST(Packets, PeekedPacketsStayTheReadersUntilReleased)
 	EXPECT_EQ(RS::kEmpty, s.reader->peek_packet(0, &spare, &body, &len, &err)); // 4th still open
 	// Not released: the writer finishes the 4th sub-buffer, then discards.
 	EXPECT_EQ(0u, s.reader->lane_discarded(0));
-	for (uint64_t i = 0; i < 200; i++)
-		strata_tracepoint(rbtest, rec, 1u, i, checksum(1, i));
+	emit_recs(200);
 	const uint64_t lost = s.reader->lane_discarded(0);
 	EXPECT_GT(lost, 0u);
 	EXPECT_LT(lost, 200u);
 	// Released: the three sub-buffers are the writers' again.
 	s.reader->release(0);
-	for (uint64_t i = 0; i < 150; i++)
-		strata_tracepoint(rbtest, rec, 1u, i, checksum(1, i));
+	emit_recs(150);
 	EXPECT_EQ(lost, s.reader->lane_discarded(0));
 	// And the stream goes on with the 4th packet, validated and whole.
 	std::vector<uint8_t> pkt;
