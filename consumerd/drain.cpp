@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/stat.h>
@@ -190,7 +191,15 @@ Drain::~Drain()
 
 void Drain::start()
 {
-	thread_ = std::thread([this] { run(); });
+	try {
+		thread_ = std::thread([this] { run(); });
+	} catch (const std::system_error &e) {
+		// The process was told "ok" already: it keeps its bounded buffer.
+		counters_.errors.fetch_add(1, std::memory_order_relaxed);
+		warn(dir_, std::string("cannot start a drain thread: ") + e.what() + "; this buffer is not recorded");
+		reader_.reset();
+		done_.store(true, std::memory_order_release); // pairs with finished()
+	}
 }
 
 void Drain::finish(bool producer_dead)
