@@ -365,7 +365,6 @@ void Drain::final_drain()
 
 void Drain::run()
 {
-	short_slice();
 	std::string err;
 	if (!open_trace(err)) {
 		// Nothing can be written: leave the buffer to its writers (they
@@ -377,6 +376,9 @@ void Drain::run()
 		done_.store(true, std::memory_order_release);
 		return;
 	}
+	// Streaming from here on: latency matters (the file work above may
+	// take its time without preempting anyone).
+	short_slice();
 	// Acquire: pairs with the release store in finish().
 	while (!finish_.load(std::memory_order_acquire)) {
 		uint32_t seq = reader_->prepare_wait();
