@@ -376,14 +376,19 @@ void Drain::run()
 		done_.store(true, std::memory_order_release);
 		return;
 	}
-	// Streaming from here on: latency matters (the file work above may
-	// take its time without preempting anyone).
-	short_slice();
+	bool streaming = false;
 	// Acquire: pairs with the release store in finish().
 	while (!finish_.load(std::memory_order_acquire)) {
 		uint32_t seq = reader_->prepare_wait();
-		if (drain_once())
+		if (drain_once()) {
+			// Latency matters once packets flow; the file work above and
+			// the drains of processes that never fill a packet (most
+			// short-lived ones) keep the default slice and preempt nobody.
+			if (!streaming)
+				short_slice();
+			streaming = true;
 			continue;
+		}
 		reader_->wait(seq, kWaitMs);
 	}
 	reader_->end_wait();
