@@ -206,7 +206,7 @@ class Bench:
                           mem_events=2000, callgrind=False)
         else:
             self.p = dict(n_enabled=2000000, warmup=300000, n_cold=1000000, reps=3,
-                          n_disabled=100000000, rate_ms=1000, steps=4, lat_reps=3, spawn=200,
+                          n_disabled=100000000, rate_ms=1000, steps=6, lat_reps=3, spawn=200,
                           mem_threads=(1, 64), mem_events=20000,
                           callgrind=shutil.which("valgrind") is not None)
 
@@ -327,12 +327,13 @@ class Bench:
                     hi = guess
                     guess = (lo + hi) / 2 if lo else guess / 2
             # Confirm: the best lossless rate must be lossless twice (the
-            # machine's load moves); else step down.
+            # machine's load moves); else step down by 20 % (halving was too
+            # coarse to tell two consumers apart).
             for _ in range(3 if lo else 0):
                 got, ok = trial(lo)
                 if ok:
                     break
-                hi, lo = lo, lo / 2
+                hi, lo = lo, lo * 0.8
             else:
                 lo = None if not ok else lo
             # No lossless rate found: the figure is below the lowest rate tried.

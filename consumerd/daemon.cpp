@@ -148,6 +148,11 @@ struct Conn {
 	bool hello = false;
 	proto::Role role = proto::Role::Process;
 	std::vector<uint8_t> in;
+	// While the messages of one read are handled, their answers collect
+	// here and leave in one send (flush_out): a process that sent HELLO and
+	// REGISTER together wakes once for both answers.
+	std::vector<uint8_t> out;
+	bool corked = false;
 	std::deque<int> fds;
 	bool registered = false;
 	std::map<uint32_t, Grant> grants;
@@ -171,6 +176,7 @@ private:
 	bool handle(Conn &c, const proto::Message &m);
 	void send(Conn &c, uint32_t seq, proto::Body body, int pass_fd = -1);
 	void reply(Conn &c, uint32_t seq, int status, const std::string &text);
+	void flush_out(Conn &c);
 	void drop(int fd);
 	void on_exit(int pidfd);
 	// Asynchronous enablement: signal the processes a change of `s`
@@ -276,7 +282,34 @@ void Daemon::send(Conn &c, uint32_t seq, proto::Body body, int pass_fd)
 	m.seq = seq;
 	m.body = std::move(body);
 	m.version = c.version;
+	if (c.corked) {
+		if (pass_fd < 0) {
+			const std::vector<uint8_t> b = proto::encode(m);
+			c.out.insert(c.out.end(), b.begin(), b.end());
+			return;
+		}
+		// A descriptor travels with its own message's bytes (the
+		// process receives it with that message): what is queued
+		// leaves first.
+		if (!c.out.empty()) {
+			int q = proto::send_all(c.fd, c.out.data(), c.out.size(), -1, proto::now_ms() + kReplyTimeoutMs);
+			c.out.clear();
+			if (q < 0)
+				VLOG("send to pid %d failed: %s", c.cred.pid, strerror(-q));
+		}
+	}
 	int r = proto::send_message(c.fd, m, pass_fd, proto::now_ms() + kReplyTimeoutMs);
+	if (r < 0)
+		VLOG("send to pid %d failed: %s", c.cred.pid, strerror(-r));
+}
+
+void Daemon::flush_out(Conn &c)
+{
+	c.corked = false;
+	if (c.out.empty())
+		return;
+	int r = proto::send_all(c.fd, c.out.data(), c.out.size(), -1, proto::now_ms() + kReplyTimeoutMs);
+	c.out.clear();
 	if (r < 0)
 		VLOG("send to pid %d failed: %s", c.cred.pid, strerror(-r));
 }
@@ -295,6 +328,7 @@ void Daemon::drop(int fd)
 	auto it = conns_.find(fd);
 	if (it == conns_.end())
 		return;
+	flush_out(*it->second); // an error answer goes out before the close
 	// A process closes its connection after applying what it was granted
 	// (and quiescing): that is its acknowledgement.
 	if (it->second->registered) {
@@ -531,6 +565,7 @@ void Daemon::on_readable(Conn &c)
 		}
 		c.in.insert(c.in.end(), buf, buf + r);
 		// Frame and handle every complete message.
+		c.corked = true;
 		size_t off = 0;
 		while (c.in.size() - off >= proto::kHeaderSize) {
 			proto::Header h;
@@ -557,6 +592,7 @@ void Daemon::on_readable(Conn &c)
 				return;
 			}
 		}
+		flush_out(c);
 		c.in.erase(c.in.begin(), c.in.begin() + static_cast<long>(off));
 	}
 }
@@ -944,11 +980,15 @@ void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 		reply(c, seq, -EINVAL, "buffer rejected: " + err);
 		return;
 	}
+	// Validated and mapped: answer now, the process is waiting in its
+	// constructor.  The thread start and all file work (directories,
+	// metadata) come after; a failure there is logged by the drain thread
+	// and costs the process only its bounded buffer.
+	reply(c, seq, 0, "ok");
 	d->start();
 	p.drains.push_back(d.get());
 	s->drains.push_back(std::move(d));
 	VLOG("pid %d: draining slot %u into %s", p.pid, m.slot, dir.c_str());
-	reply(c, seq, 0, "ok");
 }
 
 void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)

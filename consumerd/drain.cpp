@@ -4,11 +4,13 @@
  * Files of one sub-trace (dir = <out>/ust/pid/<comm>-<pid>-<date>):
  *   metadata            TSDL text: written whole at attach, then one event
  *                       block appended (one write) per new descriptor batch
- *   <channel>_<lane>    stream files, created on their first packet; each
- *                       packet appended with ONE write, and a short write
- *                       is cut back, so a file always ends on a packet
- *                       boundary while we run (repair.h covers a killed
- *                       consumer).
+ *   <channel>_<lane>    stream files, created on their first packet;
+ *                       packets appended whole, several per writev straight
+ *                       from the mapping (validated header copies, bodies
+ *                       from the ring), and a short write is cut back to
+ *                       the last whole packet, so a file always ends on a
+ *                       packet boundary while we run (repair.h covers a
+ *                       killed consumer).
  * Events are described before any packet that may use them: every round
  * reads new descriptors first, then packets.
  */
@@ -16,9 +18,14 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <system_error>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "clock_page.h"
@@ -31,6 +38,9 @@ namespace {
 constexpr int kWaitMs = 50;          // futex safety net; also bounds stop latency
 constexpr int kFlushTimeoutMs = 500; // in-flight commits of a live producer
 constexpr unsigned kPacketsPerRound = 64;
+constexpr unsigned kBatch = 16; // packets per writev
+// Scheduler slice asked for the daemon's threads (short_slice).
+constexpr long kSliceUs = 100;
 
 void warn(const std::string &dir, const std::string &what)
 {
@@ -52,6 +62,35 @@ bool write_all(int fd, const void *p, size_t n)
 	return true;
 }
 } // namespace
+
+// struct sched_attr of sched_setattr(2), declared here: <linux/sched/types.h>
+// clashes with glibc's <sched.h>.
+struct SchedAttr {
+	uint32_t size, sched_policy;
+	uint64_t sched_flags;
+	int32_t sched_nice;
+	uint32_t sched_priority;
+	uint64_t sched_runtime, sched_deadline, sched_period;
+	uint32_t sched_util_min, sched_util_max;
+};
+
+void short_slice()
+{
+	static const long us = [] {
+		const char *e = getenv("STRATA_CONSUMERD_SLICE_US");
+		long v = e && *e ? strtol(e, nullptr, 10) : kSliceUs;
+		return v < 0 ? 0 : v;
+	}();
+	SchedAttr a;
+	memset(&a, 0, sizeof a);
+	if (us == 0 || syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0 || a.sched_policy != SCHED_OTHER)
+		return; // off, or a policy someone chose for us: left alone
+	a.size = sizeof a;
+	a.sched_flags = 0;
+	a.sched_runtime = static_cast<uint64_t>(us) * 1000; // the slice; nice and weight unchanged
+	// Best effort: kernels before 6.12 have no per-task slice.
+	(void)syscall(SYS_sched_setattr, 0, &a, 0);
+}
 
 void Owner::apply(int fd) const
 {
@@ -157,7 +196,15 @@ Drain::~Drain()
 
 void Drain::start()
 {
-	thread_ = std::thread([this] { run(); });
+	try {
+		thread_ = std::thread([this] { run(); });
+	} catch (const std::system_error &e) {
+		// The process was told "ok" already: it keeps its bounded buffer.
+		counters_.errors.fetch_add(1, std::memory_order_relaxed);
+		warn(dir_, std::string("cannot start a drain thread: ") + e.what() + "; this buffer is not recorded");
+		reader_.reset();
+		done_.store(true, std::memory_order_release); // pairs with finished()
+	}
 }
 
 void Drain::finish(bool producer_dead)
@@ -193,16 +240,20 @@ void Drain::update_metadata()
 	}
 }
 
-void Drain::write_packet(uint32_t lane, const std::vector<uint8_t> &pkt)
+// Appends whole packets to the lane's file with one writev: iov holds
+// each packet's pieces in order, ends[i] is the end of packet i counted from
+// the first byte.  A short write (disk full...) is cut back to the last
+// whole packet: the file always ends on a packet boundary.
+void Drain::write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends, size_t n_pkts)
 {
-	if (lane >= lane_fds_.size())
+	if (lane >= lane_fds_.size() || n_pkts == 0)
 		return;
 	int &fd = lane_fds_[lane];
 	if (fd < 0) {
 		std::string path = dir_ + "/" + channel_ + "_" + std::to_string(lane);
 		fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
 		if (fd < 0) {
-			counters_.errors.fetch_add(1, std::memory_order_relaxed);
+			counters_.errors.fetch_add(n_pkts, std::memory_order_relaxed);
 			warn(dir_, "cannot create " + path + ": " + strerror(errno));
 			return;
 		}
@@ -210,43 +261,74 @@ void Drain::write_packet(uint32_t lane, const std::vector<uint8_t> &pkt)
 	}
 	ssize_t w;
 	do
-		w = write(fd, pkt.data(), pkt.size());
+		w = writev(fd, iov, n_iov);
 	while (w < 0 && errno == EINTR);
-	if (w == static_cast<ssize_t>(pkt.size())) {
-		lane_sizes_[lane] += pkt.size();
-		counters_.packets.fetch_add(1, std::memory_order_relaxed);
-		counters_.bytes.fetch_add(pkt.size(), std::memory_order_relaxed);
+	const int e = errno;
+	size_t done = 0, whole = 0; // bytes and packets written whole
+	while (whole < n_pkts && w >= 0 && ends[whole] <= static_cast<size_t>(w))
+		done = ends[whole++];
+	lane_sizes_[lane] += done;
+	counters_.packets.fetch_add(whole, std::memory_order_relaxed);
+	counters_.bytes.fetch_add(done, std::memory_order_relaxed);
+	if (whole == n_pkts)
 		return;
-	}
-	// Short write (disk full...): cut the torn packet off again.
-	int e = errno;
-	if (ftruncate(fd, static_cast<off_t>(lane_sizes_[lane])) < 0)
+	// Cut the torn packet off again.
+	if (w > 0 && static_cast<size_t>(w) > done &&
+	    ftruncate(fd, static_cast<off_t>(lane_sizes_[lane])) < 0)
 		warn(dir_, std::string("cannot cut a torn packet: ") + strerror(errno));
-	counters_.errors.fetch_add(1, std::memory_order_relaxed);
-	warn(dir_, std::string("packet lost, write failed: ") + (w < 0 ? strerror(e) : "short write"));
+	counters_.errors.fetch_add(n_pkts - whole, std::memory_order_relaxed);
+	warn(dir_, std::to_string(n_pkts - whole) + " packet(s) lost, write failed: " +
+			   (w < 0 ? strerror(e) : "short write"));
 }
 
-// One round over every lane.  True if anything was written.
+void Drain::write_packet(uint32_t lane, const std::vector<uint8_t> &pkt)
+{
+	struct iovec iov = {const_cast<uint8_t *>(pkt.data()), pkt.size()};
+	const size_t end = pkt.size();
+	write_packets(lane, &iov, 1, &end, 1);
+}
+
+// One round over every lane.  True if anything was written.  Packets go
+// from the mapping to the file without a copy of ours: up to kBatch
+// validated headers (private copies) and bodies (in the mapping) per
+// writev, then the batch's sub-buffers are released to the writers.
 bool Drain::drain_once()
 {
 	update_metadata();
 	if (overwrite_)
 		return false; // the ring is collected at the end
 	bool any = false;
-	std::vector<uint8_t> pkt;
 	std::string err;
+	strata_packet_header hdrs[kBatch];
+	struct iovec iov[2 * kBatch];
+	size_t ends[kBatch];
 	for (uint32_t lane = 0; lane < lane_fds_.size(); lane++) {
-		for (unsigned k = 0; k < kPacketsPerRound; k++) {
-			ReadStatus st = reader_->next_packet(lane, &pkt, &err);
-			if (st == ReadStatus::kEmpty)
-				break;
-			any = true;
-			if (st == ReadStatus::kPacket) {
-				write_packet(lane, pkt);
-			} else {
-				counters_.errors.fetch_add(1, std::memory_order_relaxed);
-				warn(dir_, "lane " + std::to_string(lane) + ": packet skipped: " + err);
+		for (unsigned k = 0; k < kPacketsPerRound;) {
+			size_t n = 0, bytes = 0;
+			bool more = true;
+			for (; n < kBatch && k < kPacketsPerRound; k++) {
+				const uint8_t *body = nullptr;
+				size_t len = 0;
+				ReadStatus st = reader_->peek_packet(lane, &hdrs[n], &body, &len, &err);
+				if (st == ReadStatus::kEmpty) {
+					more = false;
+					break;
+				}
+				any = true;
+				if (st != ReadStatus::kPacket) {
+					counters_.errors.fetch_add(1, std::memory_order_relaxed);
+					warn(dir_, "lane " + std::to_string(lane) + ": packet skipped: " + err);
+					continue;
+				}
+				iov[2 * n] = {&hdrs[n], sizeof hdrs[n]};
+				iov[2 * n + 1] = {const_cast<uint8_t *>(body), len};
+				bytes += sizeof hdrs[n] + len;
+				ends[n++] = bytes;
 			}
+			write_packets(lane, iov, static_cast<int>(2 * n), ends, n);
+			reader_->release(lane); // after the writev: it read the mapping
+			if (!more)
+				break;
 		}
 	}
 	return any;
@@ -299,11 +381,19 @@ void Drain::run()
 		done_.store(true, std::memory_order_release);
 		return;
 	}
+	bool streaming = false;
 	// Acquire: pairs with the release store in finish().
 	while (!finish_.load(std::memory_order_acquire)) {
 		uint32_t seq = reader_->prepare_wait();
-		if (drain_once())
+		if (drain_once()) {
+			// Latency matters once packets flow; the file work above and
+			// the drains of processes that never fill a packet (most
+			// short-lived ones) keep the default slice and preempt nobody.
+			if (!streaming)
+				short_slice();
+			streaming = true;
 			continue;
+		}
 		reader_->wait(seq, kWaitMs);
 	}
 	reader_->end_wait();

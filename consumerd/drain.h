@@ -24,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+struct iovec;
+
 #include "metadata.h"
 
 namespace strata {
@@ -42,6 +44,13 @@ struct Owner {
 // 0 or -errno.
 int make_dirs(const std::string &path, unsigned mode, const Owner &owner = Owner());
 
+
+// Ask the scheduler for a short time slice (EEVDF, Linux >= 6.12) for the
+// calling thread: a woken drain or control thread then preempts CPU-bound
+// tasks sooner, without a larger CPU share (weight and nice unchanged).
+// STRATA_CONSUMERD_SLICE_US overrides the 100 us default, 0 turns it off;
+// a thread whose policy is not SCHED_OTHER is left alone.
+void short_slice();
 
 struct DrainCounters {
 	// Relaxed: statistics only, read by the main thread for STATUS.
@@ -79,6 +88,7 @@ private:
 	bool open_trace(std::string &err);
 	bool drain_once();
 	void final_drain();
+	void write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends, size_t n_pkts);
 	void write_packet(uint32_t lane, const std::vector<uint8_t> &pkt);
 	void update_metadata();
 	void close_files();

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "daemon.h"
+#include "drain.h"
 #include "repair.h"
 
 namespace {
@@ -96,5 +97,6 @@ int main(int argc, char **argv)
 			return 1;
 		return check_only && s.repaired ? 3 : 0;
 	}
+	strata::short_slice(); // the control thread: answers registrations sooner under load
 	return strata::run_daemon(opt);
 }

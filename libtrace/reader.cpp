@@ -259,13 +259,14 @@ void Reader::end_wait()
 	__atomic_store_n(&h->consumer_waiting, 0u, __ATOMIC_RELAXED); // a hint only
 }
 
-bool Reader::validate_packet(uint32_t lane, uint64_t pos, std::vector<uint8_t> *pkt,
-			     std::string *err)
+// Checks the private copy *hdr of the header of the packet at `pos`; on
+// success shrinks its packet_size to the content: only the content goes to
+// the file, the packet ends where it ends.
+bool Reader::validate_header(uint32_t lane, uint64_t pos, strata_packet_header *hdr, std::string *err)
 {
 	const LaneState &ls = lanes_[lane];
 	const uint64_t S = info_.subbuf_size;
-	strata_packet_header ph;
-	memcpy(&ph, pkt->data(), sizeof ph);
+	const strata_packet_header &ph = *hdr;
 	const char *why = nullptr;
 	if (ph.magic != STRATA_CTF_MAGIC)
 		why = "bad packet magic";
@@ -293,17 +294,25 @@ bool Reader::validate_packet(uint32_t lane, uint64_t pos, std::vector<uint8_t> *
 		stats_.corrupt_packets++;
 		return false;
 	}
-	// Only the content goes to the file: the packet ends where it ends.
-	ph.packet_size = ph.content_size;
+	hdr->packet_size = hdr->content_size;
+	return true;
+}
+
+// validate_header on a copied packet, which is then cut to its content.
+bool Reader::validate_packet(uint32_t lane, uint64_t pos, std::vector<uint8_t> *pkt,
+			     std::string *err)
+{
+	strata_packet_header ph;
+	memcpy(&ph, pkt->data(), sizeof ph);
+	if (!validate_header(lane, pos, &ph, err))
+		return false;
 	memcpy(pkt->data(), &ph, sizeof ph);
 	pkt->resize(ph.content_size / 8);
 	return true;
 }
 
-void Reader::accept_packet(LaneState &ls, const std::vector<uint8_t> &pkt)
+void Reader::accept_packet(LaneState &ls, const strata_packet_header &ph)
 {
-	strata_packet_header ph;
-	memcpy(&ph, pkt.data(), sizeof ph);
 	ls.last_ts_end = ph.timestamp_end;
 	ls.last_discarded = ph.events_discarded;
 	ls.next_seq = ph.packet_seq_num + 1;
@@ -312,6 +321,24 @@ void Reader::accept_packet(LaneState &ls, const std::vector<uint8_t> &pkt)
 }
 
 ReadStatus Reader::next_packet(uint32_t lane, std::vector<uint8_t> *out, std::string *err)
+{
+	strata_packet_header ph;
+	const uint8_t *body = nullptr;
+	size_t n = 0;
+	ReadStatus st = peek_packet(lane, &ph, &body, &n, err);
+	out->clear();
+	if (st == ReadStatus::kPacket) {
+		out->resize(sizeof ph + n);
+		memcpy(out->data(), &ph, sizeof ph);
+		memcpy(out->data() + sizeof ph, body, n);
+	}
+	if (st != ReadStatus::kEmpty)
+		release(lane);
+	return st;
+}
+
+ReadStatus Reader::peek_packet(uint32_t lane, strata_packet_header *hdr, const uint8_t **body,
+			       size_t *body_len, std::string *err)
 {
 	if (lane >= info_.n_lanes) {
 		*err = "no such lane";
@@ -326,7 +353,7 @@ ReadStatus Reader::next_packet(uint32_t lane, std::vector<uint8_t> *out, std::st
 	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
 	if (head < ls.rpos + S)
 		return ReadStatus::kEmpty; // the packet at rpos is open or not started
-	ReadStatus skipped = ReadStatus::kSkipped;
+	ReadStatus st = ReadStatus::kSkipped;
 	if (head - ls.rpos > stride) {
 		// Discard-mode writers never get further than one ring ahead of
 		// `consumed`: someone scribbled head (or the buffer is overwrite).
@@ -334,34 +361,45 @@ ReadStatus Reader::next_packet(uint32_t lane, std::vector<uint8_t> *out, std::st
 		stats_.corrupt_packets++;
 		ls.rpos = (head & ~(S - 1)) - stride + S;
 		ls.next_seq = ls.rpos / S;
-	} else {
-		const uint64_t expected = (ls.rpos / stride + 1) * S;
-		strata_u64 *commit = &lc->commit[(ls.rpos / S) & (info_.n_subbuf - 1)];
-		// Acquire: pairs with the writers' release add in commit_bytes: a
-		// complete count means every byte of the sub-buffer is written.
-		uint64_t c = __atomic_load_n(commit, __ATOMIC_ACQUIRE);
-		if (c < expected && !ls.producer_dead)
-			return ReadStatus::kEmpty; // a commit is still in flight
-		out->assign(subbuf_at(lane, ls.rpos), subbuf_at(lane, ls.rpos) + S);
-		if (c < expected) {
-			*err = "lane " + std::to_string(lane) + " packet " + std::to_string(ls.rpos / S) +
-			       ": never completed by the dead producer (killed between reserve and commit); dropped";
-			stats_.incomplete_dropped++;
-		} else if (c > expected) {
-			*err = "lane " + std::to_string(lane) + ": commit counter beyond its sub-buffer; skipped";
-			stats_.corrupt_packets++;
-		} else if (validate_packet(lane, ls.rpos, out, err)) {
-			accept_packet(ls, *out);
-			skipped = ReadStatus::kPacket;
-		}
-		ls.rpos += S;
+		return st;
 	}
-	// Release: our copy of the sub-buffer is complete before a writer may
-	// reuse it; pairs with the writer's acquire load in subbuf_free().
-	__atomic_store_n(&lc->consumed, ls.rpos, __ATOMIC_RELEASE);
-	if (skipped != ReadStatus::kPacket)
-		out->clear();
-	return skipped;
+	const uint64_t expected = (ls.rpos / stride + 1) * S;
+	strata_u64 *commit = &lc->commit[(ls.rpos / S) & (info_.n_subbuf - 1)];
+	// Acquire: pairs with the writers' release add in commit_bytes: a
+	// complete count means every byte of the sub-buffer is written.
+	uint64_t c = __atomic_load_n(commit, __ATOMIC_ACQUIRE);
+	if (c < expected && !ls.producer_dead)
+		return ReadStatus::kEmpty; // a commit is still in flight
+	const uint8_t *sb = subbuf_at(lane, ls.rpos);
+	if (c < expected) {
+		*err = "lane " + std::to_string(lane) + " packet " + std::to_string(ls.rpos / S) +
+		       ": never completed by the dead producer (killed between reserve and commit); dropped";
+		stats_.incomplete_dropped++;
+	} else if (c > expected) {
+		*err = "lane " + std::to_string(lane) + ": commit counter beyond its sub-buffer; skipped";
+		stats_.corrupt_packets++;
+	} else {
+		memcpy(hdr, sb, sizeof *hdr); // validate a private copy, never the live header
+		if (validate_header(lane, ls.rpos, hdr, err)) {
+			accept_packet(ls, *hdr);
+			// content_size is bounded by the sub-buffer (validate_header).
+			*body = sb + sizeof *hdr;
+			*body_len = hdr->content_size / 8 - sizeof *hdr;
+			st = ReadStatus::kPacket;
+		}
+	}
+	ls.rpos += S;
+	return st;
+}
+
+void Reader::release(uint32_t lane)
+{
+	if (lane >= info_.n_lanes)
+		return;
+	// Release: everything we read of the sub-buffers up to rpos (copies,
+	// write(2) from the mapping) is done before a writer may reuse them;
+	// pairs with the writer's acquire load in subbuf_free().
+	__atomic_store_n(&lane_ctl(lane)->consumed, lanes_[lane].rpos, __ATOMIC_RELEASE);
 }
 
 // The largest record timestamp of a packet's content [0, end) (a private
@@ -579,7 +617,7 @@ bool Reader::trailing_loss_packet(uint32_t lane, std::vector<uint8_t> *out)
 	ph.lane_id = lane;
 	out->resize(kHdr);
 	memcpy(out->data(), &ph, kHdr);
-	accept_packet(ls, *out);
+	accept_packet(ls, ph);
 	return true;
 }
 
@@ -622,7 +660,9 @@ size_t Reader::collect_overwrite(uint32_t lane, int timeout_ms,
 				*msg = err;
 			continue;
 		}
-		accept_packet(ls, pkt);
+		strata_packet_header ph;
+		memcpy(&ph, pkt.data(), sizeof ph);
+		accept_packet(ls, ph);
 		out->push_back(pkt);
 		n++;
 	}

@@ -100,6 +100,17 @@ public:
 	// sub-buffer to the writers.
 	ReadStatus next_packet(uint32_t lane, std::vector<uint8_t> *out, std::string *err);
 
+	// The same without the copy: *hdr receives the validated header (a
+	// private copy, packet_size shrunk to the content) and *body points at
+	// the rest of the content IN THE MAPPING (hostile bytes, like the
+	// records of a copied packet).  The sub-buffer stays unavailable to the
+	// writers until release(lane): write the body out before.  Successive
+	// calls return successive packets; release(lane) frees them all, the
+	// skipped ones too.
+	ReadStatus peek_packet(uint32_t lane, strata_packet_header *hdr, const uint8_t **body,
+			       size_t *body_len, std::string *err);
+	void release(uint32_t lane);
+
 	// Consumer-side close of the lane's open packet (stop, producer exit),
 	// then wait up to timeout_ms for in-flight commits.  With
 	// producer_dead, packets that never complete are dropped by the next
@@ -171,8 +182,9 @@ private:
 	};
 
 	Reader() = default;
+	bool validate_header(uint32_t lane, uint64_t pos, strata_packet_header *ph, std::string *err);
 	bool validate_packet(uint32_t lane, uint64_t pos, std::vector<uint8_t> *pkt, std::string *err);
-	void accept_packet(LaneState &ls, const std::vector<uint8_t> &pkt);
+	void accept_packet(LaneState &ls, const strata_packet_header &ph);
 	bool parse_descriptor(const uint8_t *rec, uint32_t size, EventInfo *ev, std::string *err);
 	bool absorb_descriptors();
 	bool finish_close(uint32_t lane, bool give_up, std::string *msg);

@@ -7,9 +7,9 @@
  *
  *   process                         strata-consumerd
  *     HELLO(role=process)   ---->
- *                           <----   HELLO_REPLY
- *     REGISTER(pid,uid,comm,
+ *     REGISTER(pid,uid,comm,        (sent with HELLO, without waiting)
  *       flags,signo,events) ---->   (opens a pidfd on the peer)
+ *                           <----   HELLO_REPLY
  *                           <----   REGISTER_REPLY(active sessions)
  *     per granted session not joined yet: slot_open, set_rules,
  *       BUFFER(slot) + memfd ---->
@@ -278,20 +278,30 @@ int query_once(bool list_events)
 
 	char text[256];
 	size_t len = 0;
+	// HELLO and REGISTER leave in one send: the daemon answers in order, so
+	// start-up waits for one round trip less (a HELLO it refuses is
+	// answered with an error and the connection closed, REGISTER unread).
 	Writer w(s.out, sizeof(s.out));
 	proto::pc::encode_hello(w, ++s.seq);
+	const uint32_t hello_seq = s.seq;
+	Writer rw(s.out + w.len, sizeof(s.out) - w.len);
+	const uint32_t flags = s.signo ? proto::kRegisterAsync : 0;
+	proto::pc::encode_register(rw, ++s.seq, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getuid()), flags,
+				   static_cast<uint32_t>(s.signo), s.comm, strata_rt_event_name,
+				   list_events ? strata_rt_event_count() : 0);
+	const uint32_t register_seq = s.seq;
+	w.len += rw.ok ? rw.len : 0;
+	s.seq = hello_seq; // the first answer is HELLO's
 	int r = exchange(fd, w, -1, proto::Type::HelloReply, dl, &len, text, sizeof(text));
 	uint16_t version = 0;
 	if (r > 0 && !proto::pc::parse_hello_reply(s.in + proto::kHeaderSize, len, &version))
 		r = -EPROTO;
+	s.seq = register_seq;
 	if (r > 0) {
-		const uint32_t flags = s.signo ? proto::kRegisterAsync : 0;
-		proto::pc::encode_register(w, ++s.seq, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getuid()),
-					   flags, static_cast<uint32_t>(s.signo), s.comm, strata_rt_event_name,
-					   list_events ? strata_rt_event_count() : 0);
+		w.len = 0; // sent already: only receive
 		int page_fd = -1; // the daemon's clock page (control-protocol.md)
-		r = w.ok ? exchange(fd, w, -1, proto::Type::RegisterReply, dl, &len, text, sizeof(text), &page_fd)
-			 : -EMSGSIZE;
+		r = rw.ok ? exchange(fd, w, -1, proto::Type::RegisterReply, dl, &len, text, sizeof(text), &page_fd)
+			  : -EMSGSIZE;
 		if (r > 0 && !proto::pc::parse_register_reply(s.in + proto::kHeaderSize, len, &s.grants))
 			r = -EPROTO;
 		if (page_fd >= 0) {
