@@ -125,8 +125,17 @@ int make_dirs(const std::string &path, unsigned mode, const Owner &owner)
 
 std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const std::string &dir,
 				     const ClockInfo &clock, const TraceEnv &env, const Owner &owner,
-				     std::string &err)
+				     std::string &err, bool from_kernel)
 {
+	if (!from_kernel) {
+		const int seals = fcntl(memfd, F_GET_SEALS);
+		if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+			close(memfd);
+			err = "the buffer is not sealed against shrinking (F_SEAL_SHRINK): refused, "
+			      "a truncation under our mapping would crash the consumer";
+			return nullptr;
+		}
+	}
 	std::unique_ptr<Drain> d(new Drain());
 	d->reader_ = Reader::attach(memfd, &err);
 	close(memfd);

@@ -64,9 +64,13 @@ public:
 	// Attach to `memfd` (ownership taken, closed on failure too) and check
 	// the buffer's trace uuid against the one granted.  nullptr with `err`
 	// on failure.  The drain thread creates `dir` and its metadata.
+	// A process's buffer must be sealed against shrinking (F_SEAL_SHRINK):
+	// a producer that truncated it under our mapping would SIGBUS the
+	// daemon.  The kernel module's buffers (from_kernel) cannot be resized
+	// by anyone but us.
 	static std::unique_ptr<Drain> create(int memfd, const uint8_t uuid[16], const std::string &dir,
 					     const ClockInfo &clock, const TraceEnv &env, const Owner &owner,
-					     std::string &err);
+					     std::string &err, bool from_kernel = false);
 	~Drain();
 
 	// Before start(): wait on this fd (poll) instead of the futex; see

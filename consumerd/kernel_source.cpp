@@ -191,7 +191,7 @@ void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rule
 	env.hostname = hostname;
 	std::string err;
 	std::string dir = unique_dir(out + "/kernel");
-	std::unique_ptr<Drain> d = Drain::create(kfd, h.trace_uuid, dir, clock, env, owner, err);
+	std::unique_ptr<Drain> d = Drain::create(kfd, h.trace_uuid, dir, clock, env, owner, err, true);
 	if (!d) {
 		say(slot, "kernel buffer rejected: " + err);
 		if (wait_fd >= 0)

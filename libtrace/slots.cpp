@@ -15,6 +15,7 @@
  * read-side synchronisation on the fast path at all.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
@@ -240,9 +241,13 @@ extern "C" STRATA_EXPORT int strata_rt_slot_open(unsigned slot,
 		char name[] = "strata-slot-00";
 		name[12] = (char)('0' + slot / 10);
 		name[13] = (char)('0' + slot % 10);
-		int fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC);
+		int fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 		void *base = MAP_FAILED, *priv = MAP_FAILED;
+		// Sealed at its size: the consumer maps it too, and a buffer that
+		// could shrink under its mapping would SIGBUS it (it refuses an
+		// unsealed buffer).
 		if (fd < 0 || ftruncate(fd, (off_t)g.total) != 0 ||
+		    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
 		    (base = mmap(nullptr, g.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
 			    MAP_FAILED ||
 		    (priv = mmap(nullptr, round_up(sizeof(Channel), kPage), PROT_READ | PROT_WRITE,

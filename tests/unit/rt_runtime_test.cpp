@@ -8,6 +8,7 @@
 #define STRATA_DEFINE_PROVIDERS
 #include "test_tp.h"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -90,6 +91,13 @@ TEST(Slots, GeometryIsValidated)
 	EXPECT_EQ(0, memcmp(i.uuid, test_uuid(), 16));
 	EXPECT_EQ(s.events.size(), 4u);
 	EXPECT_EQ(-EEXIST, strata_rt_slot_open(3, &c, u));
+	// Sealed at its size: the consumer maps it, and neither side can
+	// shrink it under the other's mapping.
+	const int seals = fcntl(s.fd, F_GET_SEALS);
+	EXPECT_EQ(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	EXPECT_NE(0, ftruncate(s.fd, 4096));
+	EXPECT_EQ(errno, EPERM);
+	EXPECT_EQ(i.total_size, (uint64_t)lseek(s.fd, 0, SEEK_END));
 }
 
 TEST(Rules, GlobsLoglevelsAndLastRuleWins)
