@@ -15,9 +15,10 @@ namespace {
 
 // The registered fd, -1 when none.  Written in thread context before the
 // signal handler can run a query that reads it (release; the handler's
-// acquire loads pair with it); the signal number likewise.
+// acquire loads pair with it); the signal number and kabi version likewise.
 std::atomic<int> g_fd{-1};
 std::atomic<int> g_signo{0};
+std::atomic<int> g_kabi{0};
 
 void say(const char *what, int err)
 {
@@ -34,18 +35,26 @@ void say(const char *what, int err)
 
 void kmod_link_register(int signo)
 {
-	if (signo <= 0 || g_fd.load(std::memory_order_acquire) >= 0)
+	if (signo < 0)
 		return;
-	int fd = strata_kmod_open();
+	int fd = g_fd.load(std::memory_order_acquire);
+	if (fd >= 0) { // tp-sync's constructor registered first: set the signal
+		int r = strata_kmod_register_v(fd, signo, nullptr);
+		if (r >= 0)
+			g_signo.store(signo, std::memory_order_relaxed);
+		return;
+	}
+	fd = strata_kmod_open();
 	if (fd < 0)
-		return; // no module: the daemon's signal alone
-	int r = strata_kmod_register(fd, signo, nullptr);
+		return; // no module: the daemon answers alone
+	int r = strata_kmod_register_v(fd, signo, nullptr);
 	if (r < 0) {
-		say("REGISTER failed; rule changes reach this process through the daemon only", r);
+		say("REGISTER failed; the daemon answers this process's state queries", r);
 		close(fd);
 		return;
 	}
 	g_signo.store(signo, std::memory_order_relaxed);
+	g_kabi.store(r, std::memory_order_relaxed);
 	// Release: the registration is complete before a query uses the fd.
 	g_fd.store(fd, std::memory_order_release);
 }
@@ -57,6 +66,21 @@ void kmod_link_fork_child()
 		return;
 	close(fd); // the parent's registration stays the parent's
 	kmod_link_register(g_signo.load(std::memory_order_relaxed));
+}
+
+bool kmod_link_grants()
+{
+	// Acquire: pairs with the release store in kmod_link_register (g_kabi
+	// was stored before it).
+	return g_fd.load(std::memory_order_acquire) >= 0 && g_kabi.load(std::memory_order_relaxed) >= 2;
+}
+
+int kmod_link_query(void *buf, uint32_t *size, uint64_t *gen, uint32_t *n_entries)
+{
+	int fd = g_fd.load(std::memory_order_acquire); // pairs with kmod_link_register
+	if (fd < 0)
+		return -ENODEV;
+	return strata_kmod_query_grants(fd, buf, size, gen, n_entries);
 }
 
 bool kmod_link_generation(uint64_t *gen)
