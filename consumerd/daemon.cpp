@@ -402,7 +402,7 @@ void Daemon::notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std
 	const uint64_t gen = ++change_;
 	p.deadline = proto::now_ms() + 1000;
 	for (auto &kv : procs_) {
-		const Proc &pr = kv.second;
+		Proc &pr = kv.second;
 		if (!pr.signo || kv.first < 0)
 			continue;
 		bool concerned = false;
@@ -415,6 +415,12 @@ void Daemon::notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std
 				concerned = targets(s, i, pr);
 		if (!concerned)
 			continue;
+		if (pr.kmod && !kernel_registered(pr.pid)) {
+			// It closed its registration: the module cannot reach it, it
+			// falls back to our query (kmod_link.h), so we signal it.
+			VLOG("pid %d no longer holds /dev/strata: signalled by us", pr.pid);
+			pr.kmod = false;
+		}
 		if (pr.kmod) { // the module signalled it (kernel_apply/kernel_stop)
 			if (kgen_)
 				p.waiting.emplace_back(pr.pid, gen);

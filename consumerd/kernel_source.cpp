@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <dirent.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -242,6 +243,23 @@ uint32_t kernel_busy_slots()
 		if (g_slots[i].set)
 			mine |= 1u << i;
 	return static_cast<uint32_t>(st.slots_busy) & ~mine;
+}
+
+bool kernel_registered(pid_t pid)
+{
+	const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+	DIR *d = opendir(dir.c_str());
+	if (!d)
+		return false;
+	bool found = false;
+	while (struct dirent *e = found ? nullptr : readdir(d)) {
+		char target[sizeof STRATA_KABI_DEVICE + 1];
+		ssize_t n = readlink((dir + "/" + e->d_name).c_str(), target, sizeof target);
+		found = n == static_cast<ssize_t>(sizeof STRATA_KABI_DEVICE - 1) &&
+			memcmp(target, STRATA_KABI_DEVICE, static_cast<size_t>(n)) == 0;
+	}
+	closedir(d);
+	return found;
 }
 
 int kernel_wait(uint64_t gen, uint32_t timeout_ms, std::vector<uint32_t> &missing)

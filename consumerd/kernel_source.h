@@ -75,6 +75,9 @@ uint64_t kernel_stop(uint32_t slot);
 bool kernel_grants(uint32_t slot);
 // Module slots set by someone else (another daemon): bit n = slot n.
 uint32_t kernel_busy_slots();
+// Whether `pid` still holds /dev/strata open (its registration): a program
+// that closed all its descriptors lost it, and the module cannot reach it.
+bool kernel_registered(pid_t pid);
 // WAIT on the module until every process it signalled for `gen` or later
 // acknowledged, at most timeout_ms: 0, or -ETIMEDOUT with the missing pids
 // (up to 4096), or another -errno.  Callable from any thread.

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <initializer_list>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../../kmod/user/strata_kmod.h"
@@ -19,6 +20,11 @@ namespace {
 std::atomic<int> g_fd{-1};
 std::atomic<int> g_signo{0};
 std::atomic<int> g_kabi{0};
+// The device file behind g_fd, to notice a program that closed it (a
+// daemon-style "close every descriptor"): written before the release store
+// of g_fd, read after its acquire load.
+dev_t g_rdev;
+ino_t g_ino;
 
 void say(const char *what, int err)
 {
@@ -53,6 +59,13 @@ void kmod_link_register(int signo)
 		close(fd);
 		return;
 	}
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		close(fd);
+		return;
+	}
+	g_rdev = st.st_rdev;
+	g_ino = st.st_ino;
 	g_signo.store(signo, std::memory_order_relaxed);
 	g_kabi.store(r, std::memory_order_relaxed);
 	// Release: the registration is complete before a query uses the fd.
@@ -70,9 +83,21 @@ void kmod_link_fork_child()
 
 bool kmod_link_grants()
 {
-	// Acquire: pairs with the release store in kmod_link_register (g_kabi
-	// was stored before it).
-	return g_fd.load(std::memory_order_acquire) >= 0 && g_kabi.load(std::memory_order_relaxed) >= 2;
+	// Acquire: pairs with the release store in kmod_link_register (g_kabi,
+	// g_rdev, g_ino were stored before it).
+	int fd = g_fd.load(std::memory_order_acquire);
+	if (fd < 0 || g_kabi.load(std::memory_order_relaxed) < 2)
+		return false;
+	// The program closed our descriptor (the number may be another file's
+	// now: never touch it again): the registration is gone with it, the
+	// module no longer signals us, and the daemon, seeing no /dev/strata
+	// among our descriptors, signals us itself.  The daemon's query from now on.
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISCHR(st.st_mode) || st.st_rdev != g_rdev || st.st_ino != g_ino) {
+		g_fd.store(-1, std::memory_order_relaxed);
+		return false;
+	}
+	return true;
 }
 
 int kmod_link_query(void *buf, uint32_t *size, uint64_t *gen, uint32_t *n_entries)

@@ -2,7 +2,7 @@
 """Host-side oracles of the kernel integration tests (kernel.kinteg_*), run
 on the traces guest-kinteg.sh recorded inside the VM.
 
-usage: check_kinteg.py record|causal_page|causal_monotonic VMOUT
+usage: check_kinteg.py record|causal_page|causal_monotonic|kquery_trace VMOUT
 
 record            `strata record -e 'kernel:*' -e 'demo:*' -- strata-demo`:
                   one session directory with a ust and a kernel sub-trace,
@@ -18,6 +18,9 @@ causal_CLOCK      100,000 times kcausal:before then getppid(seq) on one
                   stamped no later than the sys_enter of its own getppid
                   (matched exactly through args[0] == seq); prints the worst
                   and median margin.  Kernel events may be lost (counted).
+kquery_trace      (kinteg_kquery) a tp-async process answered by the module
+                  across 10 rule changes: exactly the batches emitted while
+                  enabled (seq 0-9, 20-29, ..., 80-89), none lost.
 """
 import os
 import subprocess
@@ -180,6 +183,19 @@ def check_causal(d, clock):
           (late, margins[0]))
 
 
+def check_kquery(d):
+    path = os.path.join(d, "kq")
+    if not check(os.path.isdir(path), "kinteg_kquery recorded %s" % path):
+        return
+    evs, lost = events(path)
+    seqs = sorted(int(p["seq"]) for (n, _, _, p) in evs if n == "ctltest:tick")
+    want = [b * 10 + k for b in range(0, 10, 2) for k in range(10)]
+    check(seqs == want, "ticks recorded: exactly the 5 enabled batches (%d events, want %d)"
+          % (len(seqs), len(want)))
+    check(len(evs) == len(seqs) and lost == 0, "nothing else, nothing lost (%d lost)" % lost)
+    babeltrace2_silent(path)
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -194,6 +210,8 @@ def main():
         return 1
     if what == "record":
         check_record(d)
+    elif what == "kquery_trace":
+        check_kquery(d)
     elif what.startswith("causal_") and what[7:] in EXPECTED_CLOCK_ID:
         check_causal(d, what[7:])
     else:
