@@ -106,7 +106,12 @@ fi
 # the module loaded: tp-async processes register with it, every daemon
 # mirrors its sessions into it, and the tests' oracles must still hold.
 # NoDaemon.* is left out: it bounds wall time without any daemon or module
-# (1 s), which TCG emulation exceeds.
+# (1 s), which TCG emulation exceeds.  For the same reason the processes get
+# 10 s instead of 1 s for their state query and hand-off: under TCG on a
+# loaded host a daemon's BUFFER answer (creating the sub-trace) can take
+# over 1 s, and a process that gives up records nothing (seen as flaky
+# Record.* and closefds failures).
+export STRATA_REGISTER_TIMEOUT_MS=10000
 for t in control_daemon_test control_traced_test; do
 	bin=$(dirname "$async_app")/$t
 	[ -x "$bin" ] || { echo "FAIL kinteg_$t $bin not built"; continue; }
