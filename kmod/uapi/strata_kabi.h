@@ -7,12 +7,15 @@
  *
  * Roles:
  *   traced process  REGISTER (with the signal it wants on a rule change),
- *                   QUERY its rules, ACK the generation it has applied.
+ *                   QUERY its rules (kabi 2: its grants, what it needs to
+ *                   join each session), ACK the generation it has applied.
  *                   Closing the fd (or exiting) unregisters.
- *   controller      SET_RULES of a session slot for a set of targets, then
- *                   WAIT until every targeted process acknowledged.
- *                   Without CAP_SYS_ADMIN a controller only reaches
- *                   processes of its own effective uid.
+ *   controller      SET_RULES of a session slot for a set of targets (kabi
+ *                   2: with the session's grant and per-rule targets), then
+ *                   WAIT until every signalled process acknowledged.  The
+ *                   open file that sets a slot owns it until it clears it
+ *                   or is released.  Without CAP_SYS_ADMIN a controller
+ *                   only reaches processes of its own effective uid.
  *
  * Size negotiation: every argument struct starts with `size`, which user
  * space sets to sizeof() of the struct it was compiled with.  The kernel
@@ -201,8 +204,10 @@ struct strata_kabi_set_rules {
 	struct strata_kabi_channel channel;
 	char sock_path[STRATA_KABI_SOCK_MAX]; /* absolute, terminated; "" without session */
 	__u32 reserved2;
-	__u64 rule_targets_ptr; /* 0 (every rule targets the slot's processes) or
-				 * n_rules struct strata_kabi_rule_target */
+	/* 0 (every rule targets the slot's processes) or n_rules
+	 * struct strata_kabi_rule_target
+	 */
+	__u64 rule_targets_ptr;
 };
 
 /* WAIT: until every registered process that the caller may control and
