@@ -20,7 +20,9 @@ causal_CLOCK      100,000 times kcausal:before then getppid(seq) on one
                   and median margin.  Kernel events may be lost (counted).
 kquery_trace      (kinteg_kquery) a tp-async process answered by the module
                   across 10 rule changes: exactly the batches emitted while
-                  enabled (seq 0-9, 20-29, ..., 80-89), none lost.
+                  enabled (seq 0-9, 20-29, ..., 80-89), none lost; a
+                  `strata record` (second daemon) run meanwhile recorded its
+                  command through another module slot, without that process.
 """
 import os
 import subprocess
@@ -194,6 +196,16 @@ def check_kquery(d):
           % (len(seqs), len(want)))
     check(len(evs) == len(seqs) and lost == 0, "nothing else, nothing lost (%d lost)" % lost)
     babeltrace2_silent(path)
+    # strata record beside it (a second daemon, module slot 0 taken).
+    rec = os.path.join(d, "kq-rec")
+    evs, lost = events(rec) if os.path.isdir(rec) else ([], 0)
+    demo = [e for e in evs if e[0].startswith("demo:")]
+    check(len(demo) == 1 * 10 + 1 and lost == 0,
+          "second daemon's session (another module slot) recorded its command: %d demo events, want 11"
+          % len(demo))
+    pids = os.listdir(os.path.join(rec, "ust", "pid")) if os.path.isdir(os.path.join(rec, "ust", "pid")) else []
+    check(not [p for p in pids if p.startswith("control_async")],
+          "the running process did not join the other daemon's session (%s)" % pids)
 
 
 def main():

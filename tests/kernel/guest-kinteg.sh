@@ -88,6 +88,13 @@ kquery() {
 		done
 		i=$((i + 1))
 	done
+	# A second daemon (strata record's private one) while session kq holds
+	# module slot 0: its session takes a slot free in the module, its
+	# command records through it, and our process, signalled by the module
+	# for that session too, does not join it (not one of its daemons).
+	(unset STRATA_CONSUMERD_SOCKET
+	 "$strata" record -o "$o/kq-rec" -e 'demo:*' -- "$demo" --threads 1 --events 10 \
+		> "$o/kq-rec.out" 2> "$o/kq-rec.err") || { echo "record beside kq failed"; return 1; }
 	"$strata" stop kq > /dev/null && "$strata" destroy kq > /dev/null || { echo "stop failed"; return 1; }
 	exec 6>&- 7<&-
 	wait $apid
