@@ -16,10 +16,20 @@
  * change that reaches running processes bumps change_; a process's state
  * query stamps its connection with the generation current at REGISTER, and
  * that connection's close acknowledges every generation up to the stamp.
+ *
+ * With the kernel module answering (kabi 2, kernel_source.h): a process
+ * that registered with it (Proc::kmod, REGISTER flag kRegisterModule) is
+ * signalled by the module, not by us, and acknowledges to the module; its
+ * connections here only announce events or hand a buffer over.  A WAIT or
+ * a version-1 answer that waits for such processes runs the module's WAIT
+ * on a thread of its own (KWait): the thread only calls kernel_wait and
+ * hands its result to the main thread through kwait_done_ (mutex) and an
+ * eventfd; everything else stays on the main thread.
  */
 #include "daemon.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdarg>
@@ -31,7 +41,11 @@
 #include <map>
 #include <memory>
 #include <fcntl.h>
+#include <mutex>
+#include <set>
+#include <thread>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -112,6 +126,7 @@ struct Proc {
 	std::vector<proto::EventName> events;
 	int pidfd = -1;
 	int signo = 0;        // asynchronous enablement: signal it on changes
+	bool kmod = false;    // signalled by the module, acknowledges to it
 	uint64_t acked = 0;   // highest generation it acknowledged
 	std::vector<Drain *> drains;
 };
@@ -129,6 +144,17 @@ struct PendingReply {
 	std::vector<std::pair<pid_t, uint64_t>> waiting;
 	size_t signalled = 0;
 	int64_t deadline = 0;
+	// Module generations to WAIT for (the changes' kernel_apply/kernel_stop)
+	// and whether that WAIT still runs (kwait_id != 0: answer after it).
+	std::vector<uint64_t> kgens;
+	uint64_t kwait_id = 0;
+};
+
+// A module WAIT's result, from its thread to the main thread.
+struct KWaitDone {
+	uint64_t id = 0;
+	int status = 0;                 // 0 or -errno of the last WAIT
+	std::vector<uint32_t> missing;  // with -ETIMEDOUT
 };
 
 struct Grant {
@@ -155,6 +181,8 @@ struct Conn {
 	bool corked = false;
 	std::deque<int> fds;
 	bool registered = false;
+	bool kmod = false;             // REGISTER with kRegisterModule
+	std::vector<uint64_t> kgens;   // module generations of this controller's changes since its WAIT
 	std::map<uint32_t, Grant> grants;
 	~Conn()
 	{
@@ -188,6 +216,8 @@ private:
 	static bool targets(const Session &s, size_t rule, const Proc &p);
 	static std::vector<proto::Rule> rules_for(const Session &s, const Proc &p);
 	void acknowledge(pid_t pid, uint64_t registered_at);
+	void start_kwait(PendingReply &p);
+	void on_kwait_done();
 	void answer_pending(bool all);
 	int pending_timeout_ms() const;
 	void start_clock_page();
@@ -199,6 +229,9 @@ private:
 	void do_hello(Conn &c, uint32_t seq, const proto::Hello &m);
 	void do_register(Conn &c, uint32_t seq, const proto::Register &m);
 	void do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m);
+	bool module_grant(const Conn &c, uint32_t slot, int fd, Grant &grant);
+	KmodGrant grant_of(const Session &s) const;
+	void move_off_busy_slot(Session &s);
 	Proc &proc_for(pid_t pid, uid_t uid);
 	void adopt_early(Session &s);
 	void save_active();
@@ -218,7 +251,18 @@ private:
 	uint64_t next_run_id_ = 1;
 	uint64_t next_conn_id_ = 1;
 	uint64_t change_ = 0; // counts notified changes
+	uint64_t kgen_ = 0;   // the module generation of the change being notified (0: none)
 	std::vector<PendingReply> pending_;
+	// Module WAITs (see the file comment).
+	int kwait_efd_ = -1;
+	uint64_t next_kwait_ = 1;
+	std::map<uint64_t, std::thread> kwaiters_; // by KWaitDone::id
+	std::mutex kwait_mu_;
+	std::vector<KWaitDone> kwait_done_; // guarded by kwait_mu_
+	std::atomic<bool> kwait_quit_{false};
+	// State queries answered here (REGISTER without kRegisterModule), and
+	// module processes' hand-offs and announcements: logged at exit.
+	uint64_t n_queries_ = 0, n_handoffs_ = 0;
 	std::string hostname_;
 	bool adopt_early_ = false; // DaemonOptions::adopt_early
 	bool quit_ = false;
@@ -331,7 +375,7 @@ void Daemon::drop(int fd)
 	flush_out(*it->second); // an error answer goes out before the close
 	// A process closes its connection after applying what it was granted
 	// (and quiescing): that is its acknowledgement.
-	if (it->second->registered) {
+	if (it->second->registered && !it->second->kmod) { // a module process acknowledges to the module
 		auto p = pid_to_pidfd_.find(it->second->cred.pid);
 		if (p != pid_to_pidfd_.end()) {
 			Proc &pr = procs_[p->second];
@@ -397,7 +441,7 @@ void Daemon::notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std
 	const uint64_t gen = ++change_;
 	p.deadline = proto::now_ms() + 1000;
 	for (auto &kv : procs_) {
-		const Proc &pr = kv.second;
+		Proc &pr = kv.second;
 		if (!pr.signo || kv.first < 0)
 			continue;
 		bool concerned = false;
@@ -410,6 +454,17 @@ void Daemon::notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std
 				concerned = targets(s, i, pr);
 		if (!concerned)
 			continue;
+		if (pr.kmod && !kernel_registered(pr.pid)) {
+			// It closed its registration: the module cannot reach it, it
+			// falls back to our query (kmod_link.h), so we signal it.
+			VLOG("pid %d no longer holds /dev/strata: signalled by us", pr.pid);
+			pr.kmod = false;
+		}
+		if (pr.kmod) { // the module signalled it (kernel_apply/kernel_stop)
+			if (kgen_)
+				p.waiting.emplace_back(pr.pid, gen);
+			continue;
+		}
 		if (!catches(pr.pid, pr.signo)) {
 			VLOG("pid %d no longer catches signal %d (exec?): not signalled", pr.pid, pr.signo);
 			continue;
@@ -420,9 +475,13 @@ void Daemon::notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std
 			VLOG("pid %d: cannot signal: %s", pr.pid, strerror(errno));
 	}
 	p.signalled = p.waiting.size();
+	if (kgen_)
+		p.kgens.push_back(kgen_);
+	kgen_ = 0;
 	if (c.version >= 2) { // answered now; WAIT asks for the acknowledgements
 		for (auto &w : p.waiting)
 			c.unacked[w.first] = gen;
+		c.kgens.insert(c.kgens.end(), p.kgens.begin(), p.kgens.end());
 		reply(c, seq, 0,
 		      text + " (generation " + std::to_string(gen) + ", " + std::to_string(p.signalled) +
 			      " running process(es) signalled)");
@@ -432,6 +491,7 @@ void Daemon::notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std
 		reply(c, seq, 0, text);
 		return;
 	}
+	start_kwait(p);
 	pending_.push_back(std::move(p));
 }
 
@@ -446,13 +506,100 @@ void Daemon::do_wait(Conn &c, uint32_t seq, const proto::Wait &m)
 		auto it = pid_to_pidfd_.find(u.first);
 		if (it == pid_to_pidfd_.end()) // exited: nothing left to apply
 			continue;
-		if (procs_[it->second].acked < u.second)
+		const Proc &pr = procs_[it->second];
+		if (pr.kmod || pr.acked < u.second) // the module knows whether it acknowledged
 			p.waiting.push_back(u);
 	}
 	p.signalled = c.unacked.size();
 	c.unacked.clear();
+	p.kgens.swap(c.kgens);
+	start_kwait(p);
 	pending_.push_back(std::move(p));
 	answer_pending(false);
+}
+
+// If `p` waits for processes the module signalled: WAIT on the module, on a
+// thread of its own (the event loop goes on), until p's deadline.
+void Daemon::start_kwait(PendingReply &p)
+{
+	bool kmod = false;
+	for (auto &w : p.waiting) {
+		auto it = pid_to_pidfd_.find(w.first);
+		kmod = kmod || (it != pid_to_pidfd_.end() && procs_[it->second].kmod);
+	}
+	if (!kmod || p.kgens.empty() || kwait_efd_ < 0)
+		return;
+	std::vector<uint64_t> gens = p.kgens;
+	std::sort(gens.begin(), gens.end());
+	gens.erase(std::unique(gens.begin(), gens.end()), gens.end());
+	const int64_t end = p.deadline;
+	const uint64_t id = p.kwait_id = next_kwait_++;
+	kwaiters_.emplace(id, std::thread([this, id, gens, end] {
+		KWaitDone d;
+		d.id = id;
+		std::vector<uint32_t> missing;
+		for (uint64_t g : gens) {
+			int r;
+			// In slices, so that the daemon's exit never waits long.
+			for (;;) {
+				const int64_t left = std::max<int64_t>(0, end - proto::now_ms());
+				r = kernel_wait(g, static_cast<uint32_t>(std::min<int64_t>(left, 200)), missing);
+				if (r != -ETIMEDOUT || left <= 200 || kwait_quit_.load(std::memory_order_relaxed))
+					break;
+			}
+			if (r == 0)
+				continue;
+			if (d.status == 0 || d.status == -ETIMEDOUT)
+				d.status = r;
+			d.missing.insert(d.missing.end(), missing.begin(), missing.end());
+			if (r != -ETIMEDOUT)
+				break;
+		}
+		{
+			std::lock_guard<std::mutex> lk(kwait_mu_);
+			kwait_done_.push_back(std::move(d));
+		}
+		const uint64_t one = 1;
+		ssize_t w = write(kwait_efd_, &one, sizeof one); // wakes the event loop
+		(void)w;
+	}));
+}
+
+// Main thread: module WAITs that finished.  Their processes not reported
+// missing acknowledged.
+void Daemon::on_kwait_done()
+{
+	uint64_t n;
+	ssize_t r = read(kwait_efd_, &n, sizeof n);
+	(void)r;
+	std::vector<KWaitDone> done;
+	{
+		std::lock_guard<std::mutex> lk(kwait_mu_);
+		done.swap(kwait_done_);
+	}
+	for (KWaitDone &d : done) {
+		auto t = kwaiters_.find(d.id);
+		if (t != kwaiters_.end()) { // it has finished but for returning
+			t->second.join();
+			kwaiters_.erase(t);
+		}
+		const std::set<uint32_t> missing(d.missing.begin(), d.missing.end());
+		for (PendingReply &p : pending_) {
+			if (p.kwait_id != d.id)
+				continue;
+			p.kwait_id = 0;
+			if (d.status != 0 && d.status != -ETIMEDOUT)
+				continue; // the module could not tell: nobody counts as acknowledged
+			p.waiting.erase(std::remove_if(p.waiting.begin(), p.waiting.end(),
+						       [&](const std::pair<pid_t, uint64_t> &w) {
+							       auto it = pid_to_pidfd_.find(w.first);
+							       return it != pid_to_pidfd_.end() &&
+								      procs_[it->second].kmod &&
+								      !missing.count(static_cast<uint32_t>(w.first));
+						       }),
+					p.waiting.end());
+		}
+	}
 }
 
 void Daemon::acknowledge(pid_t pid, uint64_t registered_at)
@@ -470,7 +617,7 @@ void Daemon::answer_pending(bool all)
 	const int64_t now = proto::now_ms();
 	for (size_t i = 0; i < pending_.size();) {
 		PendingReply &p = pending_[i];
-		if (!all && !p.waiting.empty() && now < p.deadline) {
+		if (!all && !p.waiting.empty() && (now < p.deadline || p.kwait_id)) {
 			i++;
 			continue;
 		}
@@ -505,9 +652,12 @@ int Daemon::pending_timeout_ms() const
 {
 	if (pending_.empty())
 		return -1;
-	int64_t first = pending_[0].deadline;
+	int64_t first = INT64_MAX;
 	for (const PendingReply &p : pending_)
-		first = std::min(first, p.deadline);
+		if (!p.kwait_id) // those are answered when their module WAIT ends
+			first = std::min(first, p.deadline);
+	if (first == INT64_MAX)
+		return -1;
 	int64_t left = first - proto::now_ms();
 	return left < 0 ? 0 : static_cast<int>(left);
 }
@@ -629,6 +779,7 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 	}
 	const bool ctl = c.role == proto::Role::Controller;
 	bool found;
+	kgen_ = 0; // set by the change being handled, if the module took it
 	switch (m.type()) {
 	case Type::Register:
 		if (ctl || c.registered)
@@ -668,8 +819,11 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 			} else {
 				s->state = proto::SessionState::Active;
 				s->run_id = next_run_id_++;
+				move_off_busy_slot(*s);
 				INFO("session %s started (slot %u)", s->name.c_str(), s->slot);
-				kernel_apply(s->slot, s->uid, s->rules, s->channel, s->out, s->clock, s->owner, hostname_, s->drains);
+				const KmodGrant g = grant_of(*s);
+				kernel_apply(s->slot, s->uid, s->rules, s->channel, s->out, s->clock, s->owner, hostname_, s->drains, &g,
+					     &kgen_);
 				if (adopt_early_)
 					adopt_early(*s);
 				save_active();
@@ -790,8 +944,17 @@ void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
 	if (!m.events.empty() || p->events.empty()) // a re-query from a signal handler lists none
 		p->events = m.events;
 	p->signo = (m.flags & proto::kRegisterAsync) ? static_cast<int>(m.signo) : 0;
+	p->kmod = (m.flags & proto::kRegisterModule) != 0;
 	c.registered_at = change_;
-	VLOG("pid %d (%s) registered, %zu tracepoints", pid, m.comm.c_str(), m.events.size());
+	VLOG("pid %d (%s) registered, %zu tracepoints%s", pid, m.comm.c_str(), m.events.size(),
+	     p->kmod ? " (the module answers its state queries)" : "");
+	if (p->kmod) { // an announcement or a hand-off: no grant from us
+		c.kmod = true;
+		n_handoffs_++;
+		send(c, seq, proto::RegisterReply{});
+		return;
+	}
+	n_queries_++;
 
 	proto::RegisterReply rr;
 	for (auto &s : sessions_) {
@@ -940,15 +1103,25 @@ void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 		fd = c.fds.front();
 		c.fds.pop_front();
 	}
-	auto g = c.grants.find(m.slot);
-	if (g == c.grants.end()) {
-		if (fd >= 0)
-			close(fd);
-		reply(c, seq, -EINVAL, "slot " + std::to_string(m.slot) + " was not granted");
-		return;
+	Grant grant;
+	if (c.kmod) { // granted by the module: our session in that slot, the buffer's own uuid
+		if (!module_grant(c, m.slot, fd, grant)) {
+			if (fd >= 0)
+				close(fd);
+			reply(c, seq, -ESTALE, "no session of yours is active in slot " + std::to_string(m.slot));
+			return;
+		}
+	} else {
+		auto g = c.grants.find(m.slot);
+		if (g == c.grants.end()) {
+			if (fd >= 0)
+				close(fd);
+			reply(c, seq, -EINVAL, "slot " + std::to_string(m.slot) + " was not granted");
+			return;
+		}
+		grant = g->second;
+		c.grants.erase(g);
 	}
-	const Grant grant = g->second;
-	c.grants.erase(g);
 	if (m.status != 0) {
 		logf("pid %d could not open its buffer for slot %u: %s", c.cred.pid, m.slot, strerror(-m.status));
 		reply(c, seq, 0, "noted");
@@ -991,6 +1164,61 @@ void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 	VLOG("pid %d: draining slot %u into %s", p.pid, m.slot, dir.c_str());
 }
 
+// A BUFFER from a process the module answers: the session is ours in that
+// slot, active, visible to the peer and set in the module with its grant;
+// the trace uuid is the buffer's own (each process draws its own, so that
+// babeltrace2 never merges two processes' sub-traces).  The buffer header
+// is hostile: Drain::create validates all of it.
+bool Daemon::module_grant(const Conn &c, uint32_t slot, int fd, Grant &grant)
+{
+	for (auto &x : sessions_) {
+		if (x->slot != slot || x->state != proto::SessionState::Active || !(x->uid == 0 || x->uid == c.cred.uid) ||
+		    !kernel_grants(slot))
+			continue;
+		grant.session_id = x->run_id;
+		strata_buffer_header h;
+		if (fd >= 0) {
+			if (pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h))
+				return false;
+			memcpy(grant.uuid, h.trace_uuid, 16);
+		}
+		return true;
+	}
+	return false;
+}
+
+// What the module hands a process with the session's rules (kernel_source.h).
+KmodGrant Daemon::grant_of(const Session &s) const
+{
+	KmodGrant g;
+	g.session_id = s.run_id;
+	g.channel = s.channel;
+	g.sock_path = path_;
+	for (const Target &t : s.targets)
+		g.targets.emplace_back(t.pids, t.names);
+	return g;
+}
+
+// START: a slot another daemon set in the module meanwhile would collide
+// (-EBUSY): take one free in both.
+void Daemon::move_off_busy_slot(Session &s)
+{
+	const uint32_t busy = kernel_busy_slots();
+	if (!(busy & (1u << s.slot)))
+		return;
+	uint32_t used = busy;
+	for (auto &x : sessions_)
+		if (x.get() != &s)
+			used |= 1u << x->slot;
+	for (uint32_t slot = 0; slot < proto::kMaxSlots; slot++)
+		if (!(used & (1u << slot))) {
+			INFO("session %s: slot %u is taken in the kernel module, using slot %u", s.name.c_str(), s.slot,
+			     slot);
+			s.slot = slot;
+			return;
+		}
+}
+
 void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 {
 	for (auto &s : sessions_)
@@ -998,7 +1226,7 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 			reply(c, seq, -EEXIST, "a session named '" + m.session + "' already exists");
 			return;
 		}
-	uint32_t used = 0;
+	uint32_t used = kernel_busy_slots(); // another daemon's sessions in the module
 	for (auto &s : sessions_)
 		used |= 1u << s->slot;
 	uint32_t slot = 0;
@@ -1079,8 +1307,10 @@ void Daemon::do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule
 	std::string text = std::string(r.enable ? "enabled " : "disabled ") + r.pattern + " in session '" + name + "'";
 	if (!all)
 		text += " for the chosen processes";
-	if (s->state == proto::SessionState::Active)
-		kernel_apply(s->slot, s->uid, s->rules, s->channel, s->out, s->clock, s->owner, hostname_, s->drains);
+	if (s->state == proto::SessionState::Active) {
+		const KmodGrant g = grant_of(*s);
+		kernel_apply(s->slot, s->uid, s->rules, s->channel, s->out, s->clock, s->owner, hostname_, s->drains, &g, &kgen_);
+	}
 	if (s->state == proto::SessionState::Active)
 		notify_and_reply(c, seq, *s, text, static_cast<int>(s->rules.size() - 1));
 	else
@@ -1181,7 +1411,7 @@ void Daemon::stop_session(Session &s)
 {
 	if (s.state != proto::SessionState::Active)
 		return;
-	kernel_stop(s.slot); // kernel probes stop before the drains flush
+	kgen_ = kernel_stop(s.slot); // kernel probes stop before the drains flush
 	for (auto &d : s.drains)
 		d->finish(false);
 	for (auto &d : s.drains)
@@ -1268,6 +1498,11 @@ int Daemon::run(const DaemonOptions &opt)
 	ev.data.fd = sigfd_;
 	epoll_ctl(epfd_, EPOLL_CTL_ADD, sigfd_, &ev);
 	start_clock_page();
+	kwait_efd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (kwait_efd_ >= 0) {
+		ev.data.fd = kwait_efd_;
+		epoll_ctl(epfd_, EPOLL_CTL_ADD, kwait_efd_, &ev);
+	}
 	INFO("listening on %s (protocol %u, buffer ABI %u.%u)", path_.c_str(), proto::kVersion, STRATA_ABI_MAJOR,
 	     STRATA_ABI_MINOR);
 	repair_after_crash();
@@ -1290,6 +1525,8 @@ int Daemon::run(const DaemonOptions &opt)
 			int fd = evs[i].data.fd;
 			if (fd == lfd_) {
 				accept_conns();
+			} else if (fd == kwait_efd_) {
+				on_kwait_done();
 			} else if (fd == sigfd_) {
 				struct signalfd_siginfo si;
 				while (read(sigfd_, &si, sizeof(si)) == sizeof(si)) {
@@ -1310,6 +1547,10 @@ int Daemon::run(const DaemonOptions &opt)
 		}
 		answer_pending(false);
 	}
+	kwait_quit_.store(true, std::memory_order_relaxed); // their next slice ends them
+	for (auto &t : kwaiters_)
+		t.second.join();
+	kwaiters_.clear();
 	answer_pending(true);
 	for (auto &s : sessions_)
 		stop_session(*s);
@@ -1324,6 +1565,10 @@ int Daemon::run(const DaemonOptions &opt)
 	if (clock_tfd_ >= 0)
 		close(clock_tfd_);
 	close(epfd_);
+	if (kwait_efd_ >= 0)
+		close(kwait_efd_);
+	INFO("served %llu state queries; %llu hand-offs and announcements from processes the kernel module answers",
+	     static_cast<unsigned long long>(n_queries_), static_cast<unsigned long long>(n_handoffs_));
 	INFO("exited cleanly");
 	return 0;
 }

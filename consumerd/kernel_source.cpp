@@ -9,9 +9,11 @@
  */
 #include "kernel_source.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <dirent.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -24,12 +26,14 @@ namespace {
 
 struct SlotState {
 	bool set = false;        // the module's slot holds our rules
+	bool grants = false;     // ... with a session: the module answers QUERY
 	bool draining = false;   // a drain reads the buffer `uuid`
 	uint8_t uuid[16] = {};
 	bool warned = false;     // "no kernel events" said once per start
 };
 
 int g_dev = -1;              // /dev/strata, opened on first use, kept
+int g_kabi = 0;              // the module's kabi version (REGISTER's answer)
 SlotState g_slots[proto::kMaxSlots];
 
 void say(uint32_t slot, const std::string &what)
@@ -57,7 +61,7 @@ bool wants_kernel(const std::vector<proto::Rule> &rules)
 // channel: the session's sub-buffer size and count, for the kernel buffer
 // this SET_RULES may create (0: the module's defaults; it bounds them).
 int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
-	     const proto::ChannelConfig &channel)
+	     const proto::ChannelConfig &channel, const KmodGrant *grant, uint64_t *gen)
 {
 	strata_kabi_rule kr[STRATA_KABI_MAX_RULES];
 	uint32_t n = 0;
@@ -73,26 +77,68 @@ int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
 		n++;
 	}
 	const uint32_t target_uid = uid == 0 ? STRATA_KABI_UID_ANY : static_cast<uint32_t>(uid);
-	if (wants_kernel(rules) && (channel.subbuf_size || channel.n_subbuf) &&
-	    channel.subbuf_size <= UINT32_MAX) {
-		// SET_RULES V2 (its tail: the kernel buffer's geometry).  A
-		// module of V1 refuses the longer struct: then the defaults.
-		strata_kabi_set_rules a;
-		memset(&a, 0, sizeof a);
-		a.size = sizeof a;
-		a.slot = slot;
-		a.n_rules = n;
-		a.target_kind = STRATA_KABI_TARGET_UID;
-		a.target_uid = target_uid;
-		a.rules_ptr = reinterpret_cast<uintptr_t>(kr);
-		a.kbuf_subbuf_size = static_cast<uint32_t>(channel.subbuf_size);
-		a.kbuf_n_subbuf = channel.n_subbuf;
-		int r = strata_kmod_ioctl(g_dev, STRATA_IOC_SET_RULES, &a);
-		if (r != -E2BIG)
-			return r;
+	// The kernel buffer this SET_RULES may create takes the session's
+	// geometry when kernel events are wanted (0: the module's defaults).
+	const bool geom = wants_kernel(rules) && (channel.subbuf_size || channel.n_subbuf) &&
+			  channel.subbuf_size <= UINT32_MAX;
+	if (!grant || g_kabi < 2 || grant->sock_path.empty() || grant->sock_path[0] != '/' ||
+	    grant->sock_path.size() >= STRATA_KABI_SOCK_MAX || grant->channel.name.empty() ||
+	    grant->channel.name.size() >= STRATA_KABI_NAME_MAX || n != rules.size()) {
+		if (geom) {
+			// SET_RULES with its V3 tail (the kernel buffer's geometry).
+			// A module without it refuses the longer struct: then the
+			// defaults.
+			strata_kabi_set_rules a;
+			memset(&a, 0, sizeof a);
+			a.size = sizeof a;
+			a.slot = slot;
+			a.n_rules = n;
+			a.target_kind = STRATA_KABI_TARGET_UID;
+			a.target_uid = target_uid;
+			a.rules_ptr = reinterpret_cast<uintptr_t>(kr);
+			a.kbuf_subbuf_size = static_cast<uint32_t>(channel.subbuf_size);
+			a.kbuf_n_subbuf = channel.n_subbuf;
+			int r = strata_kmod_ioctl(g_dev, STRATA_IOC_SET_RULES, &a);
+			if (r == 0 && gen)
+				*gen = a.generation;
+			if (r != -E2BIG)
+				return r;
+		}
+		return strata_kmod_set_rules(g_dev, slot, kr, n, STRATA_KABI_TARGET_UID, target_uid, nullptr, 0,
+					     gen, nullptr);
 	}
-	return strata_kmod_set_rules(g_dev, slot, kr, n, STRATA_KABI_TARGET_UID, target_uid, nullptr, 0,
-				     nullptr, nullptr);
+	static strata_kabi_rule_target tg[STRATA_KABI_MAX_RULES]; // main thread only
+	memset(tg, 0, sizeof tg);
+	bool any = false;
+	for (uint32_t i = 0; i < n && i < grant->targets.size(); i++) {
+		const auto &t = grant->targets[i];
+		for (uint32_t pid : t.first)
+			if (pid && tg[i].n_pids < STRATA_KABI_RULE_PIDS)
+				tg[i].pids[tg[i].n_pids++] = pid;
+		for (const std::string &name : t.second) {
+			// A process name longer than 15 bytes matches its first 15 (comm).
+			size_t len = std::min<size_t>(name.size(), STRATA_KABI_COMM_MAX - 1);
+			if (len && tg[i].n_comms < STRATA_KABI_RULE_COMMS)
+				memcpy(tg[i].comms[tg[i].n_comms++], name.data(), len);
+		}
+		any = any || tg[i].n_pids || tg[i].n_comms;
+	}
+	strata_kmod_session ks;
+	memset(&ks, 0, sizeof ks);
+	ks.session_id = grant->session_id;
+	memcpy(ks.channel.name, grant->channel.name.data(), grant->channel.name.size());
+	ks.channel.stream_id = grant->channel.stream_id;
+	ks.channel.mode = grant->channel.mode;
+	ks.channel.n_lanes = grant->channel.n_lanes;
+	ks.channel.n_subbuf = grant->channel.n_subbuf;
+	ks.channel.subbuf_size = grant->channel.subbuf_size;
+	memcpy(ks.sock_path, grant->sock_path.data(), grant->sock_path.size());
+	ks.rule_targets = any && n ? tg : nullptr;
+	if (geom) {
+		ks.kbuf_subbuf_size = static_cast<uint32_t>(channel.subbuf_size);
+		ks.kbuf_n_subbuf = channel.n_subbuf;
+	}
+	return strata_kmod_set_session(g_dev, slot, &ks, kr, n, target_uid, gen, nullptr);
 }
 
 // KBUF_OPEN asking for a wait fd too (*wait_fd, -1 without one): a module
@@ -126,36 +172,56 @@ std::string unique_dir(const std::string &base)
 
 } // namespace
 
+// Open /dev/strata once; learn whether it speaks kabi 2 (a version-1
+// module refuses QUERY's format field, a non-zero tail, with -E2BIG).
+bool open_dev()
+{
+	if (g_dev >= 0)
+		return true;
+	g_dev = strata_kmod_open();
+	if (g_dev < 0) {
+		g_dev = -1;
+		return false;
+	}
+	uint32_t size = 0;
+	int r = strata_kmod_query_grants(g_dev, nullptr, &size, nullptr, nullptr);
+	g_kabi = r == 0 || r == -EMSGSIZE ? 2 : 1;
+	return true;
+}
+
 void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
 		  const proto::ChannelConfig &channel, const std::string &out,
 		  const ClockInfo &clock, const Owner &owner, const std::string &hostname,
-		  std::vector<std::unique_ptr<Drain>> &drains)
+		  std::vector<std::unique_ptr<Drain>> &drains, const KmodGrant *grant, uint64_t *gen_out)
 {
+	uint64_t gen = 0, dummy;
+	uint64_t &kgen = gen_out ? *gen_out : dummy;
+	kgen = 0;
 	if (slot >= proto::kMaxSlots)
 		return;
 	SlotState &st = g_slots[slot];
 	const bool want = wants_kernel(rules);
-	if (g_dev < 0) {
-		g_dev = strata_kmod_open();
-		if (g_dev < 0) {
-			if (want) // no module: silent unless kernel events were asked for
-				not_recorded(st, slot, STRATA_KABI_DEVICE, g_dev);
-			g_dev = -1;
-			return;
-		}
+	if (!open_dev()) {
+		if (want) // no module: silent unless kernel events were asked for
+			not_recorded(st, slot, STRATA_KABI_DEVICE, -errno);
+		return;
 	}
 	// Every session is mirrored (kmod_link.h: the module signals the
-	// tp-async processes it targets, and they acknowledge to it).
-	int r = set_slot(slot, uid, rules, channel);
+	// processes it targets, and they acknowledge to it; with a grant it
+	// also answers their state queries).
+	int r = set_slot(slot, uid, rules, channel, grant, &gen);
 	if (r < 0) {
 		if (want)
 			not_recorded(st, slot, "SET_RULES", r);
 		else if (!st.warned)
 			say(slot, std::string("cannot mirror the session's rules into the module: ") + strerror(-r));
 		st.warned = true;
+		st.grants = false;
 		return;
 	}
 	st.set = true;
+	st.grants = grant && g_kabi >= 2;
+	kgen = gen;
 	if (!want)
 		return;
 	uint64_t size = 0;
@@ -206,18 +272,66 @@ void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rule
 	drains.push_back(std::move(d));
 }
 
-void kernel_stop(uint32_t slot)
+uint64_t kernel_stop(uint32_t slot)
 {
 	if (slot >= proto::kMaxSlots)
-		return;
+		return 0;
 	SlotState &st = g_slots[slot];
+	uint64_t gen = 0;
 	if (st.set && g_dev >= 0) {
 		int r = strata_kmod_set_rules(g_dev, slot, nullptr, 0, STRATA_KABI_TARGET_UID, STRATA_KABI_UID_ANY,
-					      nullptr, 0, nullptr, nullptr);
+					      nullptr, 0, &gen, nullptr);
 		if (r < 0)
 			say(slot, std::string("cannot clear the module's slot: ") + strerror(-r));
 	}
 	st = SlotState();
+	return gen;
+}
+
+bool kernel_grants(uint32_t slot)
+{
+	return slot < proto::kMaxSlots && g_slots[slot].grants;
+}
+
+uint32_t kernel_busy_slots()
+{
+	if (!open_dev() || g_kabi < 2)
+		return 0;
+	strata_kabi_stats st;
+	if (strata_kmod_stats(g_dev, &st) < 0)
+		return 0;
+	uint32_t mine = 0;
+	for (uint32_t i = 0; i < proto::kMaxSlots; i++)
+		if (g_slots[i].set)
+			mine |= 1u << i;
+	return static_cast<uint32_t>(st.slots_busy) & ~mine;
+}
+
+bool kernel_registered(pid_t pid)
+{
+	const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+	DIR *d = opendir(dir.c_str());
+	if (!d)
+		return false;
+	bool found = false;
+	while (struct dirent *e = found ? nullptr : readdir(d)) {
+		char target[sizeof STRATA_KABI_DEVICE + 1];
+		ssize_t n = readlink((dir + "/" + e->d_name).c_str(), target, sizeof target);
+		found = n == static_cast<ssize_t>(sizeof STRATA_KABI_DEVICE - 1) &&
+			memcmp(target, STRATA_KABI_DEVICE, static_cast<size_t>(n)) == 0;
+	}
+	closedir(d);
+	return found;
+}
+
+int kernel_wait(uint64_t gen, uint32_t timeout_ms, std::vector<uint32_t> &missing)
+{
+	uint32_t buf[4096], n = 0;
+	missing.clear();
+	int r = strata_kmod_wait(g_dev, gen, timeout_ms, buf, 4096, &n);
+	if (r == -ETIMEDOUT)
+		missing.assign(buf, buf + std::min<uint32_t>(n, 4096));
+	return r;
 }
 
 } // namespace strata

@@ -22,7 +22,13 @@
  *     with the session's ClockInfo, so babeltrace2 merges it with the user
  *     sub-traces;
  *   - without /dev/strata, or without CAP_SYS_ADMIN, the session records
- *     user events only and the daemon says so once per session start.
+ *     user events only and the daemon says so once per session start;
+ *   - with a kabi 2 module the mirror carries a KmodGrant (session id,
+ *     channel, our socket, per-rule targets): the module then answers the
+ *     processes' state queries (docs/control-protocol.md, "The module
+ *     answers the state query"); the module slot is owned by our open fd
+ *     (our exit clears it); kernel_wait is the one function another thread
+ *     may call (one ioctl on the fd opened before that thread started).
  */
 #ifndef STRATA_CONSUMERD_KERNEL_SOURCE_H
 #define STRATA_CONSUMERD_KERNEL_SOURCE_H
@@ -39,21 +45,48 @@
 
 namespace strata {
 
+// What a process needs to join the session through the module's QUERY.
+struct KmodGrant {
+	uint64_t session_id = 0;  // the run id the daemon's grants name
+	proto::ChannelConfig channel;
+	std::string sock_path;    // absolute: the daemon's socket
+	// Per rule (same order as the rules): pids and process names, both
+	// empty for "every process of the session's user".
+	std::vector<std::pair<std::vector<uint32_t>, std::vector<std::string>>> targets;
+};
+
 // The session `slot` started, or its rules changed while it is active:
 // set the module's slot to `rules` (targets: processes of `uid`, every uid
-// for root) and, when the slot has a kernel buffer that no drain reads yet,
+// for root; with `grant`, the session processes join through the module)
+// and, when the slot has a kernel buffer that no drain reads yet,
 // start a drain for it and append it to `drains`.  A kernel buffer created
 // here takes the session channel's sub-buffer size and count (0: the
 // module's defaults; the module bounds them).  No-op without the module
-// (with one warning if kernel events were asked for).
+// (with one warning if kernel events were asked for).  *gen: the module's
+// generation of the change, 0 when the module was not set.
 void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
 		  const proto::ChannelConfig &channel, const std::string &out,
 		  const ClockInfo &clock, const Owner &owner, const std::string &hostname,
-		  std::vector<std::unique_ptr<Drain>> &drains);
+		  std::vector<std::unique_ptr<Drain>> &drains, const KmodGrant *grant = nullptr,
+		  uint64_t *gen = nullptr);
 
 // The session stops or is destroyed: clear the module's slot (the probes
-// stop writing) before the session's drains flush and finish.
-void kernel_stop(uint32_t slot);
+// stop writing) before the session's drains flush and finish.  Returns the
+// module's generation of the change, 0 when there was nothing to clear.
+uint64_t kernel_stop(uint32_t slot);
+
+// Whether the module answers the state query for `slot` (kabi 2, our
+// session with its grant is set there).
+bool kernel_grants(uint32_t slot);
+// Module slots set by someone else (another daemon): bit n = slot n.
+uint32_t kernel_busy_slots();
+// Whether `pid` still holds /dev/strata open (its registration): a program
+// that closed all its descriptors lost it, and the module cannot reach it.
+bool kernel_registered(pid_t pid);
+// WAIT on the module until every process it signalled for `gen` or later
+// acknowledged, at most timeout_ms: 0, or -ETIMEDOUT with the missing pids
+// (up to 4096), or another -errno.  Callable from any thread.
+int kernel_wait(uint64_t gen, uint32_t timeout_ms, std::vector<uint32_t> &missing);
 
 } // namespace strata
 #endif

@@ -20,6 +20,13 @@
  *     own; with CAP_SYS_ADMIN it reaches every process.  A slot belongs to
  *     the uid that set it until cleared; a non-admin slot only ever targets
  *     processes of that uid.
+ *   - Ownership: a slot is owned by the open file that set it (owner_file,
+ *     compared, never dereferenced); another file gets -EBUSY.  The owner's
+ *     release clears its slots (strata_ctl_release, before the file is
+ *     freed), signalling their processes as SET_RULES would.
+ *   - A process's answer for a slot (its grant) is the slot's session and
+ *     the rules whose per-rule targets include it; SET_RULES signals, and
+ *     stamps, exactly the registrations whose answer changed.
  */
 #define pr_fmt(fmt) "strata: " fmt
 
@@ -49,8 +56,17 @@ struct strata_proc {
 	u64 target_gen;
 };
 
+/* Per-rule targets, resolved: pids as references (NULL: gone). */
+struct strata_rtarget {
+	u32 n_pids;
+	u32 n_comms;
+	struct pid *pids[STRATA_KABI_RULE_PIDS];
+	char comms[STRATA_KABI_RULE_COMMS][STRATA_KABI_COMM_MAX];
+};
+
 struct strata_slot {
 	bool used;
+	const struct file *owner_file; /* compared only, see the contract */
 	bool owner_admin;
 	kuid_t owner;
 	u32 kind;
@@ -61,6 +77,10 @@ struct strata_slot {
 	char (*comms)[STRATA_KABI_COMM_MAX];
 	u32 n_rules;
 	struct strata_kabi_rule *rules;
+	struct strata_rtarget *rtargets; /* NULL or n_rules */
+	u64 session_id;
+	struct strata_kabi_channel channel;
+	char sock_path[STRATA_KABI_SOCK_MAX];
 	u64 gen;
 };
 
@@ -141,17 +161,97 @@ static bool strata_slot_matches(const struct strata_slot *s,
 	return false;
 }
 
-static void strata_slot_free(struct strata_slot *s)
+/* Does rule i of s apply to id (s already matches id)? */
+static bool strata_rule_targets(const struct strata_slot *s, u32 i,
+				const struct strata_ident *id)
+{
+	const struct strata_rtarget *t;
+	u32 k;
+
+	if (!s->rtargets)
+		return true;
+	t = &s->rtargets[i];
+	if (!t->n_pids && !t->n_comms)
+		return true;
+	for (k = 0; k < t->n_pids; k++)
+		if (t->pids[k] == id->tgid)
+			return true;
+	for (k = 0; k < t->n_comms; k++)
+		if (!strncmp(t->comms[k], id->comm, STRATA_KABI_COMM_MAX))
+			return true;
+	return false;
+}
+
+/* Is id granted slot s: targeted, and some rule (if any) applies to it? */
+static bool strata_slot_grants(const struct strata_slot *s,
+			       const struct strata_ident *id)
 {
 	u32 i;
+
+	if (!strata_slot_matches(s, id))
+		return false;
+	if (!s->n_rules)
+		return true;
+	for (i = 0; i < s->n_rules; i++)
+		if (strata_rule_targets(s, i, id))
+			return true;
+	return false;
+}
+
+/* Index of the next rule of s at or after i that applies to id. */
+static u32 strata_next_rule(const struct strata_slot *s, u32 i,
+			    const struct strata_ident *id)
+{
+	while (i < s->n_rules && !strata_rule_targets(s, i, id))
+		i++;
+	return i;
+}
+
+/* Would id's QUERY answer for the slot be the same under a and b? */
+static bool strata_answer_same(const struct strata_slot *a,
+			       const struct strata_slot *b,
+			       const struct strata_ident *id)
+{
+	bool ga = strata_slot_grants(a, id), gb = strata_slot_grants(b, id);
+	u32 i = 0, j = 0;
+
+	if (ga != gb)
+		return false;
+	if (!ga)
+		return true;
+	if (a->session_id != b->session_id ||
+	    memcmp(&a->channel, &b->channel, sizeof(a->channel)) ||
+	    memcmp(a->sock_path, b->sock_path, sizeof(a->sock_path)))
+		return false;
+	for (;;) {
+		i = strata_next_rule(a, i, id);
+		j = strata_next_rule(b, j, id);
+		if (i == a->n_rules || j == b->n_rules)
+			return i == a->n_rules && j == b->n_rules;
+		if (memcmp(&a->rules[i], &b->rules[j], sizeof(a->rules[i])))
+			return false;
+		i++;
+		j++;
+	}
+}
+
+static void strata_slot_free(struct strata_slot *s)
+{
+	u32 i, k;
 
 	if (s->pids) {
 		for (i = 0; i < s->n_targets; i++)
 			put_pid(s->pids[i]);
 	}
+	if (s->rtargets) {
+		for (i = 0; i < s->n_rules; i++)
+			for (k = 0; k < s->rtargets[i].n_pids; k++)
+				put_pid(s->rtargets[i].pids[k]);
+	}
 	strata_free(s->pids);
 	strata_free(s->comms);
 	strata_free(s->rules);
+	strata_free(s->rtargets);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -243,9 +343,16 @@ static int strata_register(struct file *file, void __user *uarg)
 	return strata_arg_out(uarg, &a, sizeof(a), usize);
 }
 
+static u32 strata_slot_replace(u32 slot, struct strata_slot *new_slot,
+				struct strata_slot *old_slot, u64 *gen,
+				u32 kbuf_subbuf_size, u32 kbuf_n_subbuf);
+
 void strata_ctl_release(struct file *file)
 {
+	struct strata_slot empty, old;
 	struct strata_proc *p;
+	u64 gen;
+	u32 i;
 
 	mutex_lock(&strata_ctl_lock);
 	p = file->private_data;
@@ -261,18 +368,67 @@ void strata_ctl_release(struct file *file)
 		put_pid(p->tgid);
 		strata_free(p);
 	}
+	/* The slots this file owns die with it: their processes are told. */
+	for (i = 0; i < STRATA_KABI_MAX_SLOTS; i++) {
+		mutex_lock(&strata_ctl_lock);
+		if (strata_slots[i].used && strata_slots[i].owner_file == file) {
+			memset(&empty, 0, sizeof(empty));
+			strata_slot_replace(i, &empty, &old, &gen, 0, 0);
+		} else {
+			memset(&old, 0, sizeof(old));
+		}
+		mutex_unlock(&strata_ctl_lock);
+		strata_slot_free(&old);
+	}
 }
 
-static size_t strata_entry_size(u32 n_rules)
+static size_t strata_entry_size(u32 format, u32 n_rules)
 {
-	return sizeof(struct strata_kabi_slot_rules) +
+	return (format == STRATA_KABI_QUERY_GRANTS ? sizeof(struct strata_kabi_grant) :
+		sizeof(struct strata_kabi_slot_rules)) +
 	       (size_t)n_rules * sizeof(struct strata_kabi_rule);
+}
+
+/* Under the lock: write id's answer for slot i at buf; returns its size. */
+static size_t strata_entry(char *buf, u32 format, u32 i,
+			   const struct strata_ident *id)
+{
+	const struct strata_slot *s = &strata_slots[i];
+	struct strata_kabi_rule *out;
+	u32 r, n = 0;
+
+	if (format == STRATA_KABI_QUERY_GRANTS) {
+		struct strata_kabi_grant *g = (void *)buf;
+
+		memset(g, 0, sizeof(*g));
+		g->slot = i;
+		g->generation = s->gen;
+		g->session_id = s->session_id;
+		g->channel = s->channel;
+		memcpy(g->sock_path, s->sock_path, sizeof(g->sock_path));
+		out = (void *)(g + 1);
+	} else {
+		struct strata_kabi_slot_rules *h = (void *)buf;
+
+		memset(h, 0, sizeof(*h));
+		h->slot = i;
+		h->generation = s->gen;
+		out = (void *)(h + 1);
+	}
+	for (r = 0; r < s->n_rules; r++)
+		if (strata_rule_targets(s, r, id))
+			out[n++] = s->rules[r];
+	if (format == STRATA_KABI_QUERY_GRANTS)
+		((struct strata_kabi_grant *)buf)->n_rules = n;
+	else
+		((struct strata_kabi_slot_rules *)buf)->n_rules = n;
+	return strata_entry_size(format, n);
 }
 
 static int strata_query(struct file *file, void __user *uarg)
 {
 	const size_t max_bytes = STRATA_KABI_MAX_SLOTS *
-		strata_entry_size(STRATA_KABI_MAX_RULES);
+		strata_entry_size(STRATA_KABI_QUERY_GRANTS, STRATA_KABI_MAX_RULES);
 	struct strata_kabi_query a;
 	struct strata_ident id;
 	size_t needed = 0;
@@ -283,7 +439,8 @@ static int strata_query(struct file *file, void __user *uarg)
 	ret = strata_arg_in(&a, sizeof(a), STRATA_KABI_QUERY_SIZE_V1, uarg, &usize);
 	if (ret)
 		return ret;
-	if (a.reserved || a.n_entries)
+	if (a.reserved || a.n_entries || a.reserved2 ||
+	    (a.format != STRATA_KABI_QUERY_RULES && a.format != STRATA_KABI_QUERY_GRANTS))
 		return -EINVAL;
 	if (!strata_ident_of(task_tgid(current), &id))
 		return -ESRCH;
@@ -294,17 +451,9 @@ static int strata_query(struct file *file, void __user *uarg)
 	mutex_lock(&strata_ctl_lock);
 	a.generation = strata_generation;
 	for (i = 0; i < STRATA_KABI_MAX_SLOTS; i++) {
-		const struct strata_slot *s = &strata_slots[i];
-		struct strata_kabi_slot_rules h = {
-			.slot = i, .n_rules = s->n_rules, .generation = s->gen,
-		};
-
-		if (!strata_slot_matches(s, &id))
+		if (!strata_slot_grants(&strata_slots[i], &id))
 			continue;
-		memcpy(buf + needed, &h, sizeof(h));
-		memcpy(buf + needed + sizeof(h), s->rules,
-		       (size_t)s->n_rules * sizeof(*s->rules));
-		needed += strata_entry_size(s->n_rules);
+		needed += strata_entry(buf + needed, a.format, i, &id);
 		a.n_entries++;
 	}
 	mutex_unlock(&strata_ctl_lock);
@@ -365,6 +514,87 @@ static int strata_rules_valid(const struct strata_kabi_rule *r, u32 n)
 	return 0;
 }
 
+static bool strata_pow2_or_0(u64 v)
+{
+	return (v & (v - 1)) == 0;
+}
+
+/* The V2 session fields: all zero without a session. */
+static int strata_session_valid(const struct strata_kabi_set_rules *a)
+{
+	const struct strata_kabi_channel *c = &a->channel;
+
+	if (a->reserved2)
+		return -EINVAL;
+	if (!a->session_id) {
+		if (memchr_inv(c, 0, sizeof(*c)) ||
+		    memchr_inv(a->sock_path, 0, sizeof(a->sock_path)))
+			return -EINVAL;
+		return 0;
+	}
+	if (!memchr(c->name, 0, sizeof(c->name)) || !c->name[0] || c->mode > 1 ||
+	    c->n_lanes > 4096 || !strata_pow2_or_0(c->n_subbuf) ||
+	    !strata_pow2_or_0(c->subbuf_size) ||
+	    !memchr(a->sock_path, 0, sizeof(a->sock_path)) || a->sock_path[0] != '/')
+		return -EINVAL;
+	return 0;
+}
+
+/* Copy and resolve the per-rule targets (no lock held). */
+static int strata_rtargets_build(const struct strata_kabi_set_rules *a,
+				 struct strata_slot *s)
+{
+	struct strata_kabi_rule_target *u;
+	u32 i, k;
+	int ret = -EINVAL;
+
+	if (!a->rule_targets_ptr)
+		return 0;
+	u = strata_alloc((size_t)a->n_rules * sizeof(*u));
+	s->rtargets = strata_alloc((size_t)a->n_rules * sizeof(*s->rtargets));
+	if (!u || !s->rtargets) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (copy_from_user(u, u64_to_user_ptr(a->rule_targets_ptr),
+			   (size_t)a->n_rules * sizeof(*u))) {
+		ret = -EFAULT;
+		goto out;
+	}
+	for (i = 0; i < a->n_rules; i++) {
+		const struct strata_kabi_rule_target *t = &u[i];
+
+		if (t->n_pids > STRATA_KABI_RULE_PIDS || t->n_comms > STRATA_KABI_RULE_COMMS)
+			goto out;
+		for (k = 0; k < STRATA_KABI_RULE_PIDS; k++)
+			if ((k < t->n_pids) != (t->pids[k] != 0) ||
+			    t->pids[k] > PID_MAX_LIMIT)
+				goto out;
+		for (k = 0; k < STRATA_KABI_RULE_COMMS; k++) {
+			if (k >= t->n_comms) {
+				if (memchr_inv(t->comms[k], 0, STRATA_KABI_COMM_MAX))
+					goto out;
+			} else if (!t->comms[k][0] ||
+				   !memchr(t->comms[k], 0, STRATA_KABI_COMM_MAX)) {
+				goto out;
+			}
+		}
+	}
+	for (i = 0; i < a->n_rules; i++) {
+		struct strata_rtarget *t = &s->rtargets[i];
+
+		t->n_comms = u[i].n_comms;
+		memcpy(t->comms, u[i].comms, sizeof(t->comms));
+		for (k = 0; k < u[i].n_pids; k++)
+			t->pids[k] = find_get_pid(u[i].pids[k]);
+		t->n_pids = u[i].n_pids; /* references held: freed with the slot */
+	}
+	ret = 0;
+out:
+	strata_free(u);
+	return ret;
+}
+
 /* Build the new slot content from user memory (no lock held). */
 static int strata_slot_build(const struct strata_kabi_set_rules *a,
 			     struct strata_slot *s)
@@ -373,16 +603,23 @@ static int strata_slot_build(const struct strata_kabi_set_rules *a,
 	int ret = -EINVAL;
 
 	memset(s, 0, sizeof(*s));
-	if (!a->n_rules)
-		return 0;       /* clearing */
+	ret = strata_session_valid(a);
+	if (ret)
+		return ret;
+	ret = -EINVAL;
+	if (!a->n_rules && !a->session_id)
+		return a->rule_targets_ptr ? -EINVAL : 0;       /* clearing */
 	if (a->n_rules > STRATA_KABI_MAX_RULES)
 		return -EINVAL;
 	s->used = true;
+	s->session_id = a->session_id;
+	s->channel = a->channel;
+	memcpy(s->sock_path, a->sock_path, sizeof(s->sock_path));
 	s->owner = current_euid();
 	s->owner_admin = capable(CAP_SYS_ADMIN);
 	s->kind = a->target_kind;
 	s->n_rules = a->n_rules;
-	s->rules = strata_alloc((size_t)a->n_rules * sizeof(*s->rules));
+	s->rules = strata_alloc((size_t)max(a->n_rules, 1u) * sizeof(*s->rules));
 	if (!s->rules)
 		return -ENOMEM;
 	if (copy_from_user(s->rules, u64_to_user_ptr(a->rules_ptr),
@@ -392,6 +629,10 @@ static int strata_slot_build(const struct strata_kabi_set_rules *a,
 	}
 	if (strata_rules_valid(s->rules, s->n_rules))
 		goto err;
+	ret = a->n_rules ? strata_rtargets_build(a, s) : (a->rule_targets_ptr ? -EINVAL : 0);
+	if (ret)
+		goto err;
+	ret = -EINVAL;
 
 	switch (a->target_kind) {
 	case STRATA_KABI_TARGET_UID:
@@ -499,12 +740,50 @@ static bool strata_may_signal(struct pid *tgid, int signo)
 	return ok;
 }
 
-static int strata_set_rules(void __user *uarg)
+/*
+ * Under the lock: install new_slot as slot `slot`, moving the previous
+ * content to *old_slot (the caller frees it after unlocking); bump the
+ * generation, signal and stamp every registration whose answer changed.
+ * Returns how many were signalled.
+ */
+static u32 strata_slot_replace(u32 slot, struct strata_slot *new_slot,
+			       struct strata_slot *old_slot, u64 *gen,
+			       u32 kbuf_subbuf_size, u32 kbuf_n_subbuf)
+{
+	struct strata_slot *s = &strata_slots[slot];
+	struct strata_proc *p;
+	u32 n = 0;
+
+	lockdep_assert_held(&strata_ctl_lock);
+	*old_slot = *s;
+	*s = *new_slot;
+	s->gen = ++strata_generation;
+	*gen = s->gen;
+	list_for_each_entry(p, &strata_procs, node) {
+		struct strata_ident id;
+
+		if (!p->signo || !strata_ident_of(p->tgid, &id) ||
+		    strata_answer_same(old_slot, s, &id))
+			continue;
+		/* Only a signalled process owes an ACK for this change. */
+		if (strata_may_signal(p->tgid, p->signo) &&
+		    !kill_pid(p->tgid, p->signo, 1)) {
+			p->target_gen = *gen;
+			n++;
+			strata_signals_sent++;
+		}
+	}
+	strata_kbuf_apply_rules(slot, s->rules, s->used ? s->n_rules : 0, s->owner_admin,
+				kbuf_subbuf_size, kbuf_n_subbuf);
+	return n;
+}
+
+static int strata_set_rules(struct file *file, void __user *uarg)
 {
 	struct strata_kabi_set_rules a;
 	struct strata_slot new_slot, old_slot;
-	struct strata_proc *p;
 	struct strata_slot *s;
+	bool admin = capable(CAP_SYS_ADMIN);
 	u32 usize;
 	int ret;
 
@@ -517,36 +796,23 @@ static int strata_set_rules(void __user *uarg)
 	ret = strata_slot_build(&a, &new_slot);
 	if (ret)
 		return ret;
+	if (new_slot.used)
+		new_slot.owner_file = file;
 
 	mutex_lock(&strata_ctl_lock);
 	s = &strata_slots[a.slot];
-	if (s->used && !capable(CAP_SYS_ADMIN) &&
-	    (s->owner_admin || !uid_eq(s->owner, current_euid()))) {
+	if (s->used && !admin &&
+	    (s->owner_admin || !uid_eq(s->owner, current_euid())))
+		ret = -EPERM;
+	else if (s->used && s->owner_file != file && (new_slot.used || !admin))
+		ret = -EBUSY;
+	if (ret) {
 		mutex_unlock(&strata_ctl_lock);
 		strata_slot_free(&new_slot);
-		return -EPERM;
+		return ret;
 	}
-	old_slot = *s;
-	*s = new_slot;
-	s->gen = ++strata_generation;
-	a.generation = s->gen;
-	list_for_each_entry(p, &strata_procs, node) {
-		struct strata_ident id;
-
-		if (!strata_ident_of(p->tgid, &id))
-			continue;
-		if (!strata_slot_matches(&old_slot, &id) &&
-		    !strata_slot_matches(s, &id))
-			continue;
-		p->target_gen = a.generation;
-		if (p->signo && strata_may_signal(p->tgid, p->signo) &&
-		    !kill_pid(p->tgid, p->signo, 1)) {
-			a.n_signalled++;
-			strata_signals_sent++;
-		}
-	}
-	strata_kbuf_apply_rules(a.slot, s->rules, s->used ? s->n_rules : 0, s->owner_admin,
-				a.kbuf_subbuf_size, a.kbuf_n_subbuf);
+	a.n_signalled = strata_slot_replace(a.slot, &new_slot, &old_slot, &a.generation,
+					    a.kbuf_subbuf_size, a.kbuf_n_subbuf);
 	mutex_unlock(&strata_ctl_lock);
 	strata_slot_free(&old_slot);
 	return strata_arg_out(uarg, &a, sizeof(a), usize);
@@ -654,8 +920,11 @@ static int strata_stats(void __user *uarg)
 	a.procs_total = strata_procs_total;
 	a.generation = strata_generation;
 	a.signals_sent = strata_signals_sent;
-	for (i = 0; i < STRATA_KABI_MAX_SLOTS; i++)
+	for (i = 0; i < STRATA_KABI_MAX_SLOTS; i++) {
 		a.slots_used += strata_slots[i].used;
+		if (strata_slots[i].used)
+			a.slots_busy |= 1ull << i;
+	}
 	mutex_unlock(&strata_ctl_lock);
 	strata_kbuf_stats(&a.kevents_written, &a.kevents_lost);
 	a.size = usize;
@@ -735,7 +1004,7 @@ long strata_ctl_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case _IOC_NR(STRATA_IOC_ACK):
 		return strata_ack(file, uarg);
 	case _IOC_NR(STRATA_IOC_SET_RULES):
-		return strata_set_rules(uarg);
+		return strata_set_rules(file, uarg);
 	case _IOC_NR(STRATA_IOC_WAIT):
 		return strata_wait(uarg);
 	case _IOC_NR(STRATA_IOC_STATS):

@@ -7,12 +7,15 @@
  *
  * Roles:
  *   traced process  REGISTER (with the signal it wants on a rule change),
- *                   QUERY its rules, ACK the generation it has applied.
+ *                   QUERY its rules (kabi 2: its grants, what it needs to
+ *                   join each session), ACK the generation it has applied.
  *                   Closing the fd (or exiting) unregisters.
- *   controller      SET_RULES of a session slot for a set of targets, then
- *                   WAIT until every targeted process acknowledged.
- *                   Without CAP_SYS_ADMIN a controller only reaches
- *                   processes of its own effective uid.
+ *   controller      SET_RULES of a session slot for a set of targets (kabi
+ *                   2: with the session's grant and per-rule targets), then
+ *                   WAIT until every signalled process acknowledged.  The
+ *                   open file that sets a slot owns it until it clears it
+ *                   or is released.  Without CAP_SYS_ADMIN a controller
+ *                   only reaches processes of its own effective uid.
  *
  * Size negotiation: every argument struct starts with `size`, which user
  * space sets to sizeof() of the struct it was compiled with.  The kernel
@@ -54,7 +57,12 @@
 #include <linux/types.h>
 #endif
 
-#define STRATA_KABI_VERSION 1u
+/* 2: SET_RULES carries what a process needs to join (session id, channel,
+ * daemon socket, per-rule targets), QUERY can answer with grants, a slot is
+ * owned by the fd that set it, STATS has slots_busy.  Version-1 callers
+ * (smaller structs) keep version 1's behaviour, except ownership.
+ */
+#define STRATA_KABI_VERSION 2u
 #define STRATA_KABI_DEVICE "/dev/strata"
 
 #define STRATA_KABI_MAX_SLOTS 16u
@@ -63,6 +71,10 @@
 #define STRATA_KABI_PATTERN_MAX 128u  /* = STRATA_PATTERN_MAX */
 #define STRATA_KABI_FILTER_MAX 256u   /* = STRATA_FILTER_MAX */
 #define STRATA_KABI_COMM_MAX 16u      /* = TASK_COMM_LEN */
+#define STRATA_KABI_NAME_MAX 64u      /* = STRATA_NAME_MAX of libtrace/abi */
+#define STRATA_KABI_SOCK_MAX 108u     /* = sizeof(sockaddr_un.sun_path) */
+#define STRATA_KABI_RULE_PIDS 64u     /* per-rule pid targets */
+#define STRATA_KABI_RULE_COMMS 16u    /* per-rule name targets */
 
 /* Same layout as struct strata_rule of libtrace/runtime.h (checked by the
  * user-space tests).
@@ -72,6 +84,30 @@ struct strata_kabi_rule {
 	__s32 loglevel_max;
 	__u32 enable;
 	char filter[STRATA_KABI_FILTER_MAX];
+};
+
+/* Same layout as struct strata_channel_config of libtrace/runtime.h
+ * (static_assert in libtrace/control).  Zero counts mean "the runtime's
+ * default"; the module checks mode <= 1, powers of two, a terminated name.
+ */
+struct strata_kabi_channel {
+	char name[STRATA_KABI_NAME_MAX];
+	__u32 stream_id;
+	__u32 mode;         /* 0 discard, 1 overwrite */
+	__u32 n_lanes;
+	__u32 n_subbuf;
+	__u64 subbuf_size;
+};
+
+/* The processes one rule applies to, inside those its slot targets: every
+ * one when both counts are 0, else the listed pids (controller's namespace,
+ * not 0) and names (terminated, not empty).  Unused entries must be zero.
+ */
+struct strata_kabi_rule_target {
+	__u32 n_pids;
+	__u32 n_comms;
+	__u32 pids[STRATA_KABI_RULE_PIDS];
+	char comms[STRATA_KABI_RULE_COMMS][STRATA_KABI_COMM_MAX];
 };
 
 /* REGISTER: the calling process (thread group) asks to be told of changes.
@@ -95,6 +131,25 @@ struct strata_kabi_slot_rules {
 	__u64 generation;   /* generation at which this slot's rules were set */
 };
 
+/* QUERY with format STRATA_KABI_QUERY_GRANTS: each entry is a grant, what
+ * a process needs to join the slot's session, followed by the n_rules rules
+ * that target the caller (rules whose targets leave it out are not sent; a
+ * slot with rules none of which targets the caller is not sent at all).
+ * session_id 0: the slot was set without session (a version-1 controller).
+ */
+struct strata_kabi_grant {
+	__u32 slot;
+	__u32 n_rules;
+	__u64 generation;
+	__u64 session_id;
+	struct strata_kabi_channel channel;
+	char sock_path[STRATA_KABI_SOCK_MAX]; /* the daemon taking the buffer */
+	__u32 reserved;
+};
+
+#define STRATA_KABI_QUERY_RULES 0u   /* entries: strata_kabi_slot_rules (V1) */
+#define STRATA_KABI_QUERY_GRANTS 2u  /* entries: strata_kabi_grant */
+
 struct strata_kabi_query {
 	__u32 size;
 	__u32 buf_size;     /* in: bytes at buf_ptr; out: bytes needed */
@@ -102,6 +157,9 @@ struct strata_kabi_query {
 	__u64 generation;   /* out: the caller's generation (ACK this) */
 	__u32 n_entries;    /* out */
 	__u32 reserved;
+	/* V2 */
+	__u32 format;       /* STRATA_KABI_QUERY_RULES or _GRANTS */
+	__u32 reserved2;
 };
 
 /* ACK: the caller has applied everything up to `generation`. */
@@ -118,8 +176,16 @@ enum strata_kabi_target_kind {
 };
 #define STRATA_KABI_UID_ANY 0xffffffffu /* TARGET_UID: every uid (admin only) */
 
-/* SET_RULES: replace slot's rules.  n_rules == 0 clears the slot.  Every
- * registered process targeted before or after the change is signalled.
+/* SET_RULES: replace slot's rules.  n_rules == 0 and session_id == 0 clears
+ * the slot.  Every registered process whose QUERY answer for the slot
+ * changes is signalled (and owes an ACK to WAIT); a process registered
+ * with signo 0 is neither signalled nor waited for.
+ * Ownership: the open file that sets a slot owns it until it clears it or
+ * is released (closed by its last holder); then the module clears the slot
+ * and signals its processes.  SET_RULES on a slot another open file owns:
+ * -EBUSY (a CAP_SYS_ADMIN caller may still clear it).
+ * V2 fields (size >= STRATA_KABI_SET_RULES_SIZE_V2): the session a process
+ * joins through QUERY's grants.
  */
 struct strata_kabi_set_rules {
 	__u32 size;
@@ -133,7 +199,16 @@ struct strata_kabi_set_rules {
 	__u64 generation;   /* out: the generation of this change */
 	__u32 n_signalled;  /* out: processes signalled */
 	__u32 reserved;
-	/* V2: geometry of the slot's kernel buffer when this call creates it
+	/* V2 */
+	__u64 session_id;   /* 0: none (grants then name no session) */
+	struct strata_kabi_channel channel;
+	char sock_path[STRATA_KABI_SOCK_MAX]; /* absolute, terminated; "" without session */
+	__u32 reserved2;
+	/* 0 (every rule targets the slot's processes) or n_rules
+	 * struct strata_kabi_rule_target
+	 */
+	__u64 rule_targets_ptr;
+	/* V3: geometry of the slot's kernel buffer when this call creates it
 	 * (an existing buffer keeps its own); 0: the module's defaults.
 	 * Powers of two, kbuf_subbuf_size 4 KiB..64 MiB, kbuf_n_subbuf 2..64
 	 * (else -EINVAL); the module lowers both, in that order, to its bound
@@ -167,6 +242,8 @@ struct strata_kabi_stats {
 	__u64 signals_sent;
 	__u64 kevents_written;  /* kernel events recorded */
 	__u64 kevents_lost;     /* kernel events discarded (buffer full) */
+	/* V2 */
+	__u64 slots_busy;       /* bit n: slot n is set (by anyone) */
 };
 
 /* KBUF_OPEN (CAP_SYS_ADMIN): returns a new fd (the ioctl's value) for the
@@ -195,11 +272,16 @@ struct strata_kabi_kbuf_open {
 #define STRATA_KABI_QUERY_SIZE_V1 32u
 #define STRATA_KABI_ACK_SIZE_V1 16u
 #define STRATA_KABI_SET_RULES_SIZE_V1 56u
-#define STRATA_KABI_SET_RULES_SIZE_V2 64u
 #define STRATA_KABI_WAIT_SIZE_V1 32u
 #define STRATA_KABI_STATS_SIZE_V1 64u
 #define STRATA_KABI_KBUF_OPEN_SIZE_V1 24u
 #define STRATA_KABI_KBUF_OPEN_SIZE_V2 32u
+#define STRATA_KABI_QUERY_SIZE_V2 40u
+#define STRATA_KABI_SET_RULES_SIZE_V2 272u /* + session, channel, socket, rule targets */
+#define STRATA_KABI_SET_RULES_SIZE_V3 280u /* + kernel buffer geometry */
+#define STRATA_KABI_STATS_SIZE_V2 72u
+#define STRATA_KABI_GRANT_SIZE 224u
+#define STRATA_KABI_RULE_TARGET_SIZE 520u
 
 #define STRATA_KABI_IOC_MAGIC 0xB7
 #define STRATA_IOC_REGISTER _IOWR(STRATA_KABI_IOC_MAGIC, 1, struct strata_kabi_register)

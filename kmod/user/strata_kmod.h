@@ -8,7 +8,9 @@
  * Traced process:   fd = strata_kmod_open(); strata_kmod_register(fd, SIGRTMIN + n);
  *                   on the signal: strata_kmod_query(fd, buf, &size, &gen, &n)
  *                   (grow buf and retry on -EMSGSIZE), apply, strata_kmod_ack(fd, gen)
- * Controller:       strata_kmod_set_rules_uid/_pids/_comms(fd, slot, rules, n, ..., &gen)
+ *                   or, with grants (kabi 2): strata_kmod_query_grants(fd, buf, &size, &gen, &n)
+ * Controller:       strata_kmod_set_rules(fd, slot, rules, n, kind, uid, targets, n, &gen, &nsig)
+ *                   or, with a session (kabi 2): strata_kmod_set_session(fd, slot, &session, ...)
  *                   strata_kmod_wait(fd, gen, timeout_ms, missing, cap, &n_missing)
  * Consumer:         kfd = strata_kmod_kbuf_open(fd, slot, &size)   (CAP_SYS_ADMIN)
  *                   then strata::Reader::attach(kfd) (libtrace/reader.h)
@@ -58,17 +60,16 @@ static inline int strata_kmod_register(int fd, int signo, uint64_t *generation)
 	return r;
 }
 
-/* buf receives *n_entries records: struct strata_kabi_slot_rules then its
- * n_rules struct strata_kabi_rule.  *size: in, bytes at buf; out, bytes
- * used or (with -EMSGSIZE) needed. */
-static inline int strata_kmod_query(int fd, void *buf, uint32_t *size, uint64_t *generation,
-				    uint32_t *n_entries)
+static inline int strata_kmod_query_fmt(int fd, uint32_t format, void *buf, uint32_t *size,
+					uint64_t *generation, uint32_t *n_entries)
 {
 	struct strata_kabi_query a;
 	int r;
 
 	memset(&a, 0, sizeof(a));
-	a.size = sizeof(a);
+	/* The V1 size for the V1 format: works with a version-1 module. */
+	a.size = format ? sizeof(a) : STRATA_KABI_QUERY_SIZE_V1;
+	a.format = format;
 	a.buf_size = *size;
 	a.buf_ptr = (uint64_t)(uintptr_t)buf;
 	r = strata_kmod_ioctl(fd, STRATA_IOC_QUERY, &a);
@@ -80,6 +81,39 @@ static inline int strata_kmod_query(int fd, void *buf, uint32_t *size, uint64_t 
 			*n_entries = a.n_entries;
 	}
 	return r;
+}
+
+/* buf receives *n_entries records: struct strata_kabi_slot_rules then its
+ * n_rules struct strata_kabi_rule.  *size: in, bytes at buf; out, bytes
+ * used or (with -EMSGSIZE) needed. */
+static inline int strata_kmod_query(int fd, void *buf, uint32_t *size, uint64_t *generation,
+				    uint32_t *n_entries)
+{
+	return strata_kmod_query_fmt(fd, STRATA_KABI_QUERY_RULES, buf, size, generation, n_entries);
+}
+
+/* As strata_kmod_query, the records being struct strata_kabi_grant then
+ * n_rules rules (kabi 2; a version-1 module answers -EINVAL).  The records
+ * come from the kernel: check each against *size before use. */
+static inline int strata_kmod_query_grants(int fd, void *buf, uint32_t *size, uint64_t *generation,
+					   uint32_t *n_entries)
+{
+	return strata_kmod_query_fmt(fd, STRATA_KABI_QUERY_GRANTS, buf, size, generation, n_entries);
+}
+
+/* The kabi version the module speaks (REGISTER answers it), or -errno. */
+static inline int strata_kmod_register_v(int fd, int signo, uint64_t *generation)
+{
+	struct strata_kabi_register a;
+	int r;
+
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.signo = (uint32_t)signo;
+	r = strata_kmod_ioctl(fd, STRATA_IOC_REGISTER, &a);
+	if (r == 0 && generation)
+		*generation = a.generation;
+	return r == 0 ? (int)a.kabi_version : r;
 }
 
 static inline int strata_kmod_ack(int fd, uint64_t generation)
@@ -111,6 +145,47 @@ static inline int strata_kmod_set_rules(int fd, unsigned slot, const struct stra
 	a.rules_ptr = (uint64_t)(uintptr_t)rules;
 	a.targets_ptr = (uint64_t)(uintptr_t)targets;
 	a.n_targets = n_targets;
+	r = strata_kmod_ioctl(fd, STRATA_IOC_SET_RULES, &a);
+	if (r == 0) {
+		if (generation)
+			*generation = a.generation;
+		if (n_signalled)
+			*n_signalled = a.n_signalled;
+	}
+	return r;
+}
+
+/* A session's slot (kabi 2): what QUERY's grants carry.  rule_targets:
+ * NULL or n_rules entries. */
+struct strata_kmod_session {
+	uint64_t session_id;
+	struct strata_kabi_channel channel;
+	char sock_path[STRATA_KABI_SOCK_MAX];
+	const struct strata_kabi_rule_target *rule_targets;
+	uint32_t kbuf_subbuf_size; /* kernel buffer geometry (0: defaults) */
+	uint32_t kbuf_n_subbuf;
+};
+
+static inline int strata_kmod_set_session(int fd, unsigned slot, const struct strata_kmod_session *sess,
+					  const struct strata_kabi_rule *rules, uint32_t n_rules,
+					  uint32_t uid, uint64_t *generation, uint32_t *n_signalled)
+{
+	struct strata_kabi_set_rules a;
+	int r;
+
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.slot = slot;
+	a.n_rules = n_rules;
+	a.target_kind = STRATA_KABI_TARGET_UID;
+	a.target_uid = uid;
+	a.rules_ptr = (uint64_t)(uintptr_t)rules;
+	a.session_id = sess->session_id;
+	a.channel = sess->channel;
+	memcpy(a.sock_path, sess->sock_path, sizeof(a.sock_path));
+	a.rule_targets_ptr = (uint64_t)(uintptr_t)sess->rule_targets;
+	a.kbuf_subbuf_size = sess->kbuf_subbuf_size;
+	a.kbuf_n_subbuf = sess->kbuf_n_subbuf;
 	r = strata_kmod_ioctl(fd, STRATA_IOC_SET_RULES, &a);
 	if (r == 0) {
 		if (generation)

@@ -18,6 +18,20 @@
  *     per joined slot no longer granted: slot_close (session stopped)
  *     quiesce; close(socket)        (the close is the acknowledgement)
  *
+ * With /dev/strata speaking kabi 2 (kmod_link.h), the module answers
+ * instead (docs/control-protocol.md, "The module answers the state query"):
+ *
+ *   process                    strata.ko                strata-consumerd
+ *     QUERY(grants)     ---->  sessions + rules for me
+ *     per grant of one of my daemons not joined yet: slot_open, set_rules,
+ *       HELLO, REGISTER(kRegisterModule, events) ---------->  (no grants back)
+ *       BUFFER(slot) + memfd ------------------------------>  drain
+ *     per joined grant: set_rules (no daemon contact)
+ *     per joined slot not granted any more: slot_close
+ *     quiesce; ACK(generation of the QUERY) ---->
+ *   The constructor's query announces the events to the daemon (REGISTER
+ *   with kRegisterModule, for LIST) when it joined nothing.
+ *
  * Contract:
  *   - roles: the constructor (tp-sync, tp-async) and the runtime's
  *     fork-child hook call the query in thread context; with tp-async the
@@ -41,11 +55,14 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstddef>
 #include <cstring>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../../kmod/user/strata_kmod.h"
 #include "kmod_link.h"
 #include "proto/proc_codec.h"
 #include "proto/sock.h"
@@ -174,10 +191,43 @@ int exchange(int fd, const Writer &w, int pass_fd, proto::Type expect, int64_t d
 	return h.type == static_cast<uint16_t>(expect) ? h.type : -EPROTO;
 }
 
+// BUFFER(slot) with the memfd (memfd < 0: its error), and the daemon's
+// REPLY: >= 0, or -errno with the daemon's text in `text`.
+int send_buffer(int fd, uint32_t slot, int memfd, int64_t dl, char *text, size_t cap)
+{
+	State &s = g_state;
+	Writer w(s.out, sizeof(s.out));
+	proto::pc::encode_buffer(w, ++s.seq, slot, memfd < 0 ? memfd : 0);
+	size_t len = 0;
+	int r = exchange(fd, w, memfd, proto::Type::Reply, dl, &len, text, cap);
+	int32_t st = 0;
+	if (r > 0 && !proto::pc::parse_reply(s.in + proto::kHeaderSize, len, &st, text, cap))
+		r = -EPROTO;
+	if (r > 0 && st < 0)
+		r = st;
+	return r;
+}
+
+// After a hand-off (r: send_buffer's answer): the slot is joined, or closed
+// again with one warning.  0 if joined.
+int joined_or_not(unsigned slot, uint64_t session_id, int memfd, int r, const char *text)
+{
+	if (memfd < 0) {
+		say("cannot open a buffer: ", err_text(memfd));
+		return memfd;
+	}
+	if (r < 0) {
+		strata_rt_slot_close(slot);
+		say("buffer refused: ", text[0] ? text : err_text(r));
+		return r;
+	}
+	g_state.joined[slot] = session_id;
+	return 0;
+}
+
 // Open one granted slot and hand its buffer over.  0 if joined.
 int join(int fd, const proto::pc::Grant &g, int64_t dl)
 {
-	State &s = g_state;
 	int memfd = strata_rt_slot_open(g.slot, &g.cfg, g.uuid);
 	if (memfd >= 0) {
 		int r = strata_rt_slot_set_rules(g.slot, g.rules, g.n_rules);
@@ -186,27 +236,9 @@ int join(int fd, const proto::pc::Grant &g, int64_t dl)
 			memfd = r;
 		}
 	}
-	Writer w(s.out, sizeof(s.out));
-	proto::pc::encode_buffer(w, ++s.seq, g.slot, memfd < 0 ? memfd : 0);
 	char text[256];
-	size_t len = 0;
-	int r = exchange(fd, w, memfd, proto::Type::Reply, dl, &len, text, sizeof(text));
-	int32_t st = 0;
-	if (r > 0 && !proto::pc::parse_reply(s.in + proto::kHeaderSize, len, &st, text, sizeof(text)))
-		r = -EPROTO;
-	if (r > 0 && st < 0)
-		r = st;
-	if (memfd < 0) {
-		say("cannot open a buffer: ", err_text(memfd));
-		return memfd;
-	}
-	if (r < 0) {
-		strata_rt_slot_close(g.slot);
-		say("buffer refused: ", text[0] ? text : err_text(r));
-		return r;
-	}
-	s.joined[g.slot] = g.session_id;
-	return 0;
+	int r = send_buffer(fd, g.slot, memfd, dl, text, sizeof(text));
+	return joined_or_not(g.slot, g.session_id, memfd, r, text);
 }
 
 // The last query found no daemon at all.
@@ -262,6 +294,20 @@ void early_open()
 		return;
 	}
 	strata_rt_quiesce();
+}
+
+// Close every joined slot not granted any more (its session stopped).
+// True if one was.
+bool close_ungranted(const bool granted[proto::kMaxSlots])
+{
+	bool changed = false;
+	for (unsigned slot = 0; slot < proto::kMaxSlots; slot++)
+		if (g_state.joined[slot] && !granted[slot]) {
+			strata_rt_slot_close(slot);
+			g_state.joined[slot] = 0;
+			changed = true;
+		}
+	return changed;
 }
 
 // One query; the caller holds g_busy.
@@ -334,15 +380,167 @@ int query_once(bool list_events)
 			joined++;
 		changed = true;
 	}
-	for (unsigned slot = 0; slot < proto::kMaxSlots; slot++)
-		if (s.joined[slot] && !granted[slot]) { // its session stopped
-			strata_rt_slot_close(slot);
-			s.joined[slot] = 0;
-			changed = true;
-		}
+	changed |= close_ungranted(granted);
 	if (changed)
 		strata_rt_quiesce(); // before the close that acknowledges
 	close(fd);
+	return joined;
+}
+
+// ---- The module answers the state query (kabi 2, kmod_link.h) ----------
+
+// The module's records are copied straight into the runtime's types.
+static_assert(sizeof(strata_kabi_rule) == sizeof(strata_rule) &&
+		      offsetof(strata_kabi_rule, loglevel_max) == offsetof(strata_rule, loglevel_max) &&
+		      offsetof(strata_kabi_rule, enable) == offsetof(strata_rule, enable) &&
+		      offsetof(strata_kabi_rule, filter) == offsetof(strata_rule, filter),
+	      "struct strata_kabi_rule must be struct strata_rule");
+static_assert(sizeof(strata_kabi_channel) == sizeof(strata_channel_config) &&
+		      offsetof(strata_kabi_channel, stream_id) == offsetof(strata_channel_config, stream_id) &&
+		      offsetof(strata_kabi_channel, mode) == offsetof(strata_channel_config, mode) &&
+		      offsetof(strata_kabi_channel, n_lanes) == offsetof(strata_channel_config, n_lanes) &&
+		      offsetof(strata_kabi_channel, n_subbuf) == offsetof(strata_channel_config, n_subbuf) &&
+		      offsetof(strata_kabi_channel, subbuf_size) == offsetof(strata_channel_config, subbuf_size),
+	      "struct strata_kabi_channel must be struct strata_channel_config");
+
+constexpr size_t kGrantsCap =
+	proto::kMaxSlots * (sizeof(strata_kabi_grant) + STRATA_KABI_MAX_RULES * sizeof(strata_kabi_rule));
+alignas(8) uint8_t g_kbuf[kGrantsCap]; // under g_busy
+
+// A grant is ours when it names a daemon this process would ask itself
+// (what the daemon path does: a private `strata record` daemon's session
+// must not capture every process of the user).
+bool our_daemon(const char *sock)
+{
+	for (int i = 0; i < g_state.n_paths; i++)
+		if (!strcmp(g_state.paths[i], sock))
+			return true;
+	return false;
+}
+
+void new_uuid(uint8_t uuid[16])
+{
+	// getrandom(2) is a plain system call (async-signal-safe); if the pool
+	// is not ready, mix clock and pid: the uuid only needs to differ per buffer.
+	if (syscall(SYS_getrandom, uuid, 16, GRND_NONBLOCK) != 16) {
+		static uint64_t n; // under g_busy
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t a = static_cast<uint64_t>(ts.tv_nsec) ^ (static_cast<uint64_t>(ts.tv_sec) << 30);
+		uint64_t b = (static_cast<uint64_t>(getpid()) << 32) ^ ++n;
+		memcpy(uuid, &a, 8);
+		memcpy(uuid + 8, &b, 8);
+	}
+	uuid[6] = static_cast<uint8_t>((uuid[6] & 0x0f) | 0x40);
+	uuid[8] = static_cast<uint8_t>((uuid[8] & 0x3f) | 0x80);
+}
+
+// One connection to the daemon at `path`: HELLO, REGISTER(kRegisterModule),
+// and with slot >= 0 a BUFFER (memfd < 0: its error).  0, or -errno with the
+// daemon's text in `text`.
+int to_daemon(const char *path, bool list_events, int slot, int memfd, int64_t dl, char *text, size_t cap)
+{
+	State &s = g_state;
+	text[0] = 0;
+	int fd = proto::connect_unix(path, dl);
+	if (fd < 0)
+		return fd;
+	size_t len = 0;
+	Writer w(s.out, sizeof(s.out));
+	proto::pc::encode_hello(w, ++s.seq);
+	int r = exchange(fd, w, -1, proto::Type::HelloReply, dl, &len, text, cap);
+	uint16_t version = 0;
+	if (r > 0 && !proto::pc::parse_hello_reply(s.in + proto::kHeaderSize, len, &version))
+		r = -EPROTO;
+	if (r > 0) {
+		const uint32_t flags = proto::kRegisterModule | (s.signo ? proto::kRegisterAsync : 0);
+		proto::pc::encode_register(w, ++s.seq, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getuid()),
+					   flags, static_cast<uint32_t>(s.signo), s.comm, strata_rt_event_name,
+					   list_events ? strata_rt_event_count() : 0);
+		r = w.ok ? exchange(fd, w, -1, proto::Type::RegisterReply, dl, &len, text, cap) : -EMSGSIZE;
+	}
+	if (r > 0 && slot >= 0)
+		r = send_buffer(fd, static_cast<uint32_t>(slot), memfd, dl, text, cap);
+	close(fd);
+	return r < 0 ? r : 0;
+}
+
+// Open a granted slot and hand its buffer to the grant's daemon.  0 if joined.
+int join_granted(const strata_kabi_grant &g, const strata_rule *rules, bool list_events, int64_t dl)
+{
+	struct strata_channel_config cfg;
+	memcpy(&cfg, &g.channel, sizeof cfg);
+	uint8_t uuid[16];
+	new_uuid(uuid);
+	int memfd = strata_rt_slot_open(g.slot, &cfg, uuid);
+	if (memfd >= 0) {
+		int r = strata_rt_slot_set_rules(g.slot, rules, g.n_rules);
+		if (r < 0) {
+			strata_rt_slot_close(g.slot);
+			memfd = r;
+		}
+	}
+	char text[256];
+	int r = to_daemon(g.sock_path, list_events, static_cast<int>(g.slot), memfd, dl, text, sizeof(text));
+	return joined_or_not(g.slot, g.session_id, memfd, r, text);
+}
+
+// One query answered by the module; the caller holds g_busy.  The module's
+// records are checked against the size it reported before use.
+int kmod_query_once(bool list_events)
+{
+	State &s = g_state;
+	const int64_t dl = proto::now_ms() + s.timeout_ms;
+	uint32_t size = sizeof(g_kbuf), n = 0;
+	uint64_t gen = 0;
+	int r = kmod_link_query(g_kbuf, &size, &gen, &n);
+	if (r < 0) {
+		say("the module's state query failed: ", err_text(r));
+		return r;
+	}
+	int joined = 0;
+	bool changed = false, contacted = false, granted[proto::kMaxSlots] = {};
+	size_t off = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		strata_kabi_grant g;
+		if (size - off < sizeof g)
+			break;
+		memcpy(&g, g_kbuf + off, sizeof g);
+		off += sizeof g;
+		if (g.n_rules > STRATA_KABI_MAX_RULES || (size - off) / sizeof(strata_kabi_rule) < g.n_rules)
+			break;
+		const strata_rule *rules = reinterpret_cast<const strata_rule *>(g_kbuf + off);
+		off += g.n_rules * sizeof(strata_kabi_rule);
+		if (g.slot >= proto::kMaxSlots || !g.session_id || !memchr(g.sock_path, 0, sizeof(g.sock_path)) ||
+		    !memchr(g.channel.name, 0, sizeof(g.channel.name)) || !our_daemon(g.sock_path))
+			continue;
+		granted[g.slot] = true;
+		changed = true;
+		if (s.joined[g.slot] == g.session_id) { // already in: the rules may have changed
+			if (strata_rt_slot_set_rules(g.slot, rules, g.n_rules) == 0)
+				joined++;
+			continue;
+		}
+		if (s.joined[g.slot]) { // the slot now belongs to another session
+			strata_rt_slot_close(g.slot);
+			s.joined[g.slot] = 0;
+		}
+		contacted = true;
+		if (join_granted(g, rules, list_events, dl) == 0)
+			joined++;
+	}
+	changed |= close_ungranted(granted);
+	if (changed)
+		strata_rt_quiesce(); // before the acknowledgement
+	kmod_link_ack(gen);
+	g_no_daemon = false;
+	if (list_events && !contacted) { // tell a daemon our events (LIST)
+		char text[256];
+		int a = -ENOENT;
+		for (int i = 0; i < s.n_paths && (a == -ENOENT || a == -ECONNREFUSED); i++)
+			a = to_daemon(s.paths[i], true, -1, -1, dl, text, sizeof(text));
+		g_no_daemon = a == -ENOENT || a == -ECONNREFUSED;
+	}
 	return joined;
 }
 
@@ -356,9 +554,10 @@ int run_queries(bool list_events)
 	int first = 0;
 	for (bool once = true;; once = false) {
 		g_again.store(0, std::memory_order_relaxed);
-		uint64_t kgen = 0; // the module's generation before the query (kmod_link.h)
-		const bool kmod = kmod_link_generation(&kgen);
-		int r = query_once(list_events);
+		uint64_t kgen = 0; // kabi 1: the module's generation before the query (kmod_link.h)
+		const bool grants = kmod_link_grants();
+		const bool kmod = !grants && kmod_link_generation(&kgen);
+		int r = grants ? kmod_query_once(list_events) : query_once(list_events);
 		if (kmod && r >= 0)
 			kmod_link_ack(kgen);
 		if (once)
@@ -404,6 +603,8 @@ extern "C" int strata_ctl_sync_query(void)
 {
 	if (!strata::g_ready.load(std::memory_order_acquire))
 		strata::init();
+	if (!strata::g_state.signo) // tp-sync: registered, never signalled
+		strata::kmod_link_register(0);
 	int r = strata::timed(true);
 	if (strata::g_no_daemon)
 		strata::early_open();

@@ -197,8 +197,9 @@ template <class A> void io(A &a, Register &m)
 	a.u32(m.abi_minor);
 	a.u32(m.flags);
 	a.u32(m.signo);
-	a.check(m.flags <= kRegisterAsync, "register: unknown flags");
-	a.check(m.flags ? (m.signo >= 1 && m.signo <= 64) : m.signo == 0, "register: bad signal number");
+	a.check(m.flags <= (kRegisterAsync | kRegisterModule), "register: unknown flags");
+	a.check((m.flags & kRegisterAsync) ? (m.signo >= 1 && m.signo <= 64) : m.signo == 0,
+		"register: bad signal number");
 	a.str(m.comm, kMaxName);
 	a.vec(m.events, kMaxEvents, 8, [&](EventName &e) {
 		a.str(e.name, 2 * kMaxName + 1);

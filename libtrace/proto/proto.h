@@ -138,10 +138,14 @@ struct HelloReply {
 	uint32_t server_pid = 0;
 };
 constexpr uint32_t kRegisterAsync = 1; // Register.flags: signal me on changes
+// Register.flags: my state comes from the kernel module's QUERY (its grants);
+// this connection only announces my events or hands over BUFFERs, and its
+// REGISTER_REPLY carries no grant (docs/control-protocol.md, "The module answers").
+constexpr uint32_t kRegisterModule = 2;
 struct Register {
 	uint32_t pid = 0, uid = 0;
 	uint32_t abi_major = 0, abi_minor = 0;
-	uint32_t flags = 0;       // kRegisterAsync
+	uint32_t flags = 0;       // kRegisterAsync | kRegisterModule
 	uint32_t signo = 0;       // with kRegisterAsync: the signal to send, 1..64
 	std::string comm;
 	std::vector<EventName> events; // tracepoints registered so far (for LIST)

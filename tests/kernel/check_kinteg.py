@@ -2,7 +2,7 @@
 """Host-side oracles of the kernel integration tests (kernel.kinteg_*), run
 on the traces guest-kinteg.sh recorded inside the VM.
 
-usage: check_kinteg.py record|causal_page|causal_monotonic|causal_consumer VMOUT
+usage: check_kinteg.py record|causal_page|causal_monotonic|causal_consumer|kquery_trace VMOUT
 
 record            `strata record -e 'kernel:*' -e 'demo:*' -- strata-demo`:
                   one session directory with a ust and a kernel sub-trace,
@@ -19,6 +19,11 @@ causal_CLOCK      100,000 times kcausal:before then getppid(seq) on one
                   stamped no later than the sys_enter of its own getppid
                   (matched exactly through args[0] == seq); prints the worst
                   and median margin.  Kernel events may be lost (counted).
+kquery_trace      (kinteg_kquery) a tp-async process answered by the module
+                  across 10 rule changes: exactly the batches emitted while
+                  enabled (seq 0-9, 20-29, ..., 80-89), none lost; a
+                  `strata record` (second daemon) run meanwhile recorded its
+                  command through another module slot, without that process.
 """
 import os
 import subprocess
@@ -188,6 +193,29 @@ def check_causal(d, clock):
           (late, margins[0]))
 
 
+def check_kquery(d):
+    path = os.path.join(d, "kq")
+    if not check(os.path.isdir(path), "kinteg_kquery recorded %s" % path):
+        return
+    evs, lost = events(path)
+    seqs = sorted(int(p["seq"]) for (n, _, _, p) in evs if n == "ctltest:tick")
+    want = [b * 10 + k for b in range(0, 10, 2) for k in range(10)]
+    check(seqs == want, "ticks recorded: exactly the 5 enabled batches (%d events, want %d)"
+          % (len(seqs), len(want)))
+    check(len(evs) == len(seqs) and lost == 0, "nothing else, nothing lost (%d lost)" % lost)
+    babeltrace2_silent(path)
+    # strata record beside it (a second daemon, module slot 0 taken).
+    rec = os.path.join(d, "kq-rec")
+    evs, lost = events(rec) if os.path.isdir(rec) else ([], 0)
+    demo = [e for e in evs if e[0].startswith("demo:")]
+    check(len(demo) == 1 * 10 + 1 and lost == 0,
+          "second daemon's session (another module slot) recorded its command: %d demo events, want 11"
+          % len(demo))
+    pids = os.listdir(os.path.join(rec, "ust", "pid")) if os.path.isdir(os.path.join(rec, "ust", "pid")) else []
+    check(not [p for p in pids if p.startswith("control_async")],
+          "the running process did not join the other daemon's session (%s)" % pids)
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -202,6 +230,8 @@ def main():
         return 1
     if what == "record":
         check_record(d)
+    elif what == "kquery_trace":
+        check_kquery(d)
     elif what.startswith("causal_") and what[7:] in EXPECTED_CLOCK_ID:
         check_causal(d, what[7:])
     else:

@@ -160,18 +160,28 @@ static int t_abi(void)
 	      "struct strata_kabi_rule differs from struct strata_rule");
 	CHECK(STRATA_KABI_MAX_RULES == STRATA_MAX_RULES, "rule count differs");
 	CHECK(sizeof(struct strata_kabi_register) == STRATA_KABI_REGISTER_SIZE_V1 &&
-	      sizeof(struct strata_kabi_query) == STRATA_KABI_QUERY_SIZE_V1 &&
+	      offsetof(struct strata_kabi_query, format) == STRATA_KABI_QUERY_SIZE_V1 &&
 	      sizeof(struct strata_kabi_ack) == STRATA_KABI_ACK_SIZE_V1 &&
+	      offsetof(struct strata_kabi_set_rules, session_id) == STRATA_KABI_SET_RULES_SIZE_V1 &&
 	      sizeof(struct strata_kabi_wait) == STRATA_KABI_WAIT_SIZE_V1 &&
-	      sizeof(struct strata_kabi_stats) == STRATA_KABI_STATS_SIZE_V1,
-	      "argument struct sizes differ from the V1 sizes");
-	/* V2 structs: the V1 part unchanged, the tail after it. */
-	CHECK(sizeof(struct strata_kabi_set_rules) == STRATA_KABI_SET_RULES_SIZE_V2 &&
-	      offsetof(struct strata_kabi_set_rules, kbuf_subbuf_size) ==
-		      STRATA_KABI_SET_RULES_SIZE_V1 &&
+	      offsetof(struct strata_kabi_stats, slots_busy) == STRATA_KABI_STATS_SIZE_V1,
+	      "V1 parts of the argument structs differ from the V1 sizes");
+	CHECK(sizeof(struct strata_kabi_query) == STRATA_KABI_QUERY_SIZE_V2 &&
+	      sizeof(struct strata_kabi_set_rules) == STRATA_KABI_SET_RULES_SIZE_V3 &&
+	      offsetof(struct strata_kabi_set_rules, kbuf_subbuf_size) == STRATA_KABI_SET_RULES_SIZE_V2 &&
 	      sizeof(struct strata_kabi_kbuf_open) == STRATA_KABI_KBUF_OPEN_SIZE_V2 &&
-	      offsetof(struct strata_kabi_kbuf_open, flags) == STRATA_KABI_KBUF_OPEN_SIZE_V1,
-	      "V2 argument structs differ from their V1 part + tail");
+	      offsetof(struct strata_kabi_kbuf_open, flags) == STRATA_KABI_KBUF_OPEN_SIZE_V1 &&
+	      sizeof(struct strata_kabi_stats) == STRATA_KABI_STATS_SIZE_V2 &&
+	      sizeof(struct strata_kabi_grant) == STRATA_KABI_GRANT_SIZE &&
+	      sizeof(struct strata_kabi_rule_target) == STRATA_KABI_RULE_TARGET_SIZE,
+	      "argument struct sizes differ from the V2/V3 sizes");
+	CHECK(sizeof(struct strata_kabi_channel) == sizeof(struct strata_channel_config) &&
+	      offsetof(struct strata_kabi_channel, stream_id) ==
+		      offsetof(struct strata_channel_config, stream_id) &&
+	      offsetof(struct strata_kabi_channel, subbuf_size) ==
+		      offsetof(struct strata_channel_config, subbuf_size) &&
+	      STRATA_KABI_NAME_MAX == STRATA_NAME_MAX,
+	      "struct strata_kabi_channel differs from struct strata_channel_config");
 	return 0;
 out:
 	return -1;
@@ -282,6 +292,201 @@ static int t_control(void)
 out:
 	close(fd);
 	close(ctl);
+	return ret;
+}
+
+/* ---- session: kabi 2 grants, per-rule targets, ownership ------------- */
+static void a_session(struct strata_kmod_session *ss, uint64_t id)
+{
+	memset(ss, 0, sizeof(*ss));
+	ss->session_id = id;
+	strcpy(ss->channel.name, "channel0");
+	ss->channel.mode = 1;
+	ss->channel.n_subbuf = 4;
+	ss->channel.subbuf_size = 65536;
+	strcpy(ss->sock_path, "/run/strata/test.sock");
+}
+
+static int t_session(void)
+{
+	int fd = kt_open(), ctl = kt_open(), ctl2 = kt_open(), ret = -1, n;
+	static struct strata_kabi_rule_target tg[2];
+	struct strata_kabi_rule rules[2];
+	struct strata_kmod_session ss;
+	struct strata_kabi_stats st;
+	uint64_t gen, qgen;
+	uint32_t nsig, size, n_missing;
+	char buf[8192];
+	struct strata_kabi_grant *g = (void *)buf;
+	struct strata_kabi_rule *r = (void *)(g + 1);
+	uint32_t ne = 0;
+
+	block_update_signal();
+	while (got_signal(0))
+		;
+	CHECK(fd >= 0 && ctl >= 0 && ctl2 >= 0, "open");
+	n = strata_kmod_register_v(fd, SIG_UPDATE, NULL);
+	CHECK(n == STRATA_KABI_VERSION, "register: kabi version %d", n);
+	one_rule(&rules[0], "all:*");
+	one_rule(&rules[1], "mine:*");
+	memset(tg, 0, sizeof(tg));
+	tg[1].n_pids = 1;
+	tg[1].pids[0] = 1; /* init: not us */
+	a_session(&ss, 77);
+	ss.rule_targets = tg;
+	CHECK(strata_kmod_set_session(ctl, 4, &ss, rules, 2, getuid(), &gen, &nsig) == 0,
+	      "set_session: %s", strerror(errno));
+	CHECK(nsig == 1 && got_signal(2000), "set_session: signalled %u", nsig);
+	/* The grant: session, channel, socket, and only the rule that targets us. */
+	size = sizeof(buf);
+	n = strata_kmod_query_grants(fd, buf, &size, &qgen, &ne);
+	CHECK(n == 0 && ne == 1 && size == sizeof(*g) + sizeof(*r) && g->slot == 4 &&
+	      g->n_rules == 1 && g->session_id == 77 && g->generation == gen &&
+	      !strcmp(g->channel.name, "channel0") && g->channel.mode == 1 &&
+	      g->channel.n_subbuf == 4 && g->channel.subbuf_size == 65536 &&
+	      !strcmp(g->sock_path, "/run/strata/test.sock") && !strcmp(r->pattern, "all:*"),
+	      "grant: ret %d n %u size %u slot %u n_rules %u id %llu", n, ne, size, g->slot,
+	      g->n_rules, (unsigned long long)g->session_id);
+	size = sizeof(*g);
+	n = strata_kmod_query_grants(fd, buf, &size, &qgen, &ne);
+	CHECK(n == -EMSGSIZE && size == sizeof(*g) + sizeof(*r), "small grants: %d %u", n, size);
+	CHECK(strata_kmod_ack(fd, qgen) == 0, "ack");
+	/* A change that leaves our answer alone: not signalled, not owed. */
+	tg[1].pids[0] = 2;
+	CHECK(strata_kmod_set_session(ctl, 4, &ss, rules, 2, getuid(), &gen, &nsig) == 0 &&
+	      nsig == 0, "unrelated change signalled %u", nsig);
+	CHECK(strata_kmod_wait(ctl, gen, 0, NULL, 0, &n_missing) == 0, "unrelated change owed");
+	/* The second rule by name: now both rules, in order. */
+	memset(&tg[1], 0, sizeof(tg[1]));
+	tg[1].n_comms = 1;
+	CHECK(prctl(PR_GET_NAME, tg[1].comms[0]) == 0, "comm");
+	CHECK(strata_kmod_set_session(ctl, 4, &ss, rules, 2, getuid(), &gen, &nsig) == 0 &&
+	      nsig == 1 && got_signal(2000), "comm target: signalled %u", nsig);
+	size = sizeof(buf);
+	CHECK(strata_kmod_query_grants(fd, buf, &size, &qgen, &ne) == 0 && ne == 1 &&
+	      g->n_rules == 2 && !strcmp(r[1].pattern, "mine:*"), "comm target: %u rules", g->n_rules);
+	/* The V1 format sees the same (filtered) rules. */
+	size = sizeof(buf);
+	CHECK(query(fd, buf, &size, &qgen) == 1 && ((struct strata_kabi_slot_rules *)buf)->n_rules == 2,
+	      "v1 query after session");
+	CHECK(strata_kmod_ack(fd, qgen) == 0, "ack 2");
+	/* A session without rules grants everyone its slot targets. */
+	ss.rule_targets = NULL;
+	CHECK(strata_kmod_set_session(ctl, 4, &ss, NULL, 0, getuid(), &gen, &nsig) == 0 &&
+	      nsig == 1 && got_signal(2000), "session without rules");
+	size = sizeof(buf);
+	CHECK(strata_kmod_query_grants(fd, buf, &size, &qgen, &ne) == 0 && ne == 1 &&
+	      g->n_rules == 0 && g->session_id == 77, "grant without rules: %u", ne);
+	CHECK(strata_kmod_ack(fd, qgen) == 0, "ack 3");
+
+	/* Ownership: another open file gets -EBUSY, the owner's close clears
+	 * the slot and signals its processes. */
+	ss.rule_targets = tg;
+	CHECK(strata_kmod_set_session(ctl2, 4, &ss, rules, 1, getuid(), NULL, NULL) == -EBUSY,
+	      "another file took an owned slot");
+	CHECK(kt_stats(fd, &st) == 0 && (st.slots_busy & (1u << 4)), "slots_busy 0x%llx",
+	      (unsigned long long)st.slots_busy);
+	close(ctl);
+	ctl = -1;
+	CHECK(got_signal(2000), "no signal when the owner closed");
+	size = sizeof(buf);
+	CHECK(strata_kmod_query_grants(fd, buf, &size, &qgen, &ne) == 0 && ne == 0,
+	      "slot left after the owner closed: %u", ne);
+	CHECK(kt_stats(fd, &st) == 0 && !(st.slots_busy & (1u << 4)), "slots_busy after close");
+	CHECK(strata_kmod_set_session(ctl2, 4, &ss, rules, 1, getuid(), NULL, NULL) == 0,
+	      "free slot not taken: %s", strerror(errno));
+	CHECK(got_signal(2000), "ctl2's set not signalled");
+
+	/* Validation of every V2 field. */
+	{
+		struct strata_kabi_set_rules a;
+		struct strata_kabi_query q;
+
+#define BAD(errv, what, ...)                                                                   \
+	do {                                                                                    \
+		memset(&a, 0, sizeof(a));                                                       \
+		a.size = sizeof(a);                                                             \
+		a.slot = 5;                                                                     \
+		a.n_rules = 1;                                                                  \
+		a.target_kind = STRATA_KABI_TARGET_UID;                                         \
+		a.target_uid = getuid();                                                        \
+		a.rules_ptr = (uintptr_t)rules;                                                 \
+		a.session_id = 9;                                                               \
+		a.channel = ss.channel;                                                         \
+		memcpy(a.sock_path, ss.sock_path, sizeof(a.sock_path));                        \
+		__VA_ARGS__;                                                                    \
+		CHECK(ioctl(ctl2, STRATA_IOC_SET_RULES, &a) < 0 && errno == (errv),             \
+		      "%s: errno %d", what, errno);                                            \
+	} while (0)
+		memset(tg, 0, sizeof(tg));
+		BAD(EINVAL, "mode 2", a.channel.mode = 2);
+		BAD(EINVAL, "n_subbuf 3", a.channel.n_subbuf = 3);
+		BAD(EINVAL, "subbuf_size 1000", a.channel.subbuf_size = 1000);
+		BAD(EINVAL, "empty channel name", a.channel.name[0] = 0);
+		BAD(EINVAL, "unterminated channel name", memset(a.channel.name, 'c', sizeof(a.channel.name)));
+		BAD(EINVAL, "relative socket", strcpy(a.sock_path, "run/x.sock"));
+		BAD(EINVAL, "unterminated socket", memset(a.sock_path, '/', sizeof(a.sock_path)));
+		BAD(EINVAL, "channel without session", a.session_id = 0);
+		BAD(EINVAL, "reserved2", a.reserved2 = 1);
+		BAD(EFAULT, "bad rule_targets_ptr", a.rule_targets_ptr = 16);
+		tg[0].n_pids = STRATA_KABI_RULE_PIDS + 1;
+		BAD(EINVAL, "65 pids", a.rule_targets_ptr = (uintptr_t)tg);
+		tg[0].n_pids = 1;
+		tg[0].pids[0] = 1;
+		tg[0].pids[1] = 2;
+		BAD(EINVAL, "pid past n_pids", a.rule_targets_ptr = (uintptr_t)tg);
+		tg[0].pids[1] = 0;
+		tg[0].pids[0] = 0;
+		BAD(EINVAL, "pid 0", a.rule_targets_ptr = (uintptr_t)tg);
+		memset(tg, 0, sizeof(tg));
+		tg[0].n_comms = 1;
+		BAD(EINVAL, "empty name", a.rule_targets_ptr = (uintptr_t)tg);
+		memset(tg[0].comms[0], 'n', STRATA_KABI_COMM_MAX);
+		BAD(EINVAL, "unterminated name", a.rule_targets_ptr = (uintptr_t)tg);
+		memset(tg, 0, sizeof(tg));
+		tg[0].comms[3][0] = 'x';
+		BAD(EINVAL, "name past n_comms", a.rule_targets_ptr = (uintptr_t)tg);
+		BAD(EINVAL, "targets when clearing", a.session_id = 0; memset(&a.channel, 0, sizeof(a.channel));
+		    memset(a.sock_path, 0, sizeof(a.sock_path)); a.n_rules = 0;
+		    a.rule_targets_ptr = (uintptr_t)tg);
+#undef BAD
+		memset(tg, 0, sizeof(tg));
+		memset(&q, 0, sizeof(q));
+		q.size = sizeof(q);
+		q.format = 1;
+		CHECK(ioctl(fd, STRATA_IOC_QUERY, &q) < 0 && errno == EINVAL, "query format 1");
+		q.format = STRATA_KABI_QUERY_GRANTS;
+		q.reserved2 = 1;
+		CHECK(ioctl(fd, STRATA_IOC_QUERY, &q) < 0 && errno == EINVAL, "query reserved2");
+	}
+	/* A registration with signo 0 (tp-sync) is never signalled nor owed. */
+	{
+		int z = kt_open();
+
+		CHECK(z >= 0 && fd >= 0, "open");
+		close(fd); /* our own registration: out of the count below */
+		fd = -1;
+		CHECK(kt_register(z, 0) == 0, "register signo 0");
+		CHECK(strata_kmod_set_session(ctl2, 4, &ss, rules, 2, getuid(), &gen, &nsig) == 0 &&
+		      nsig == 0, "signo 0 signalled: %u", nsig);
+		CHECK(strata_kmod_wait(ctl2, gen, 0, NULL, 0, &n_missing) == 0,
+		      "signo 0 owed an ack");
+		size = sizeof(buf);
+		CHECK(strata_kmod_query_grants(z, buf, &size, &qgen, &ne) == 0 && ne == 1,
+		      "signo 0 query: %u", ne);
+		close(z);
+	}
+	CHECK(strata_kmod_set_rules(ctl2, 4, NULL, 0, STRATA_KABI_TARGET_UID, 0, NULL, 0, NULL,
+				    NULL) == 0, "clear");
+	ret = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (ctl >= 0)
+		close(ctl);
+	close(ctl2);
+	while (got_signal(0))
+		;
 	return ret;
 }
 
@@ -458,8 +663,9 @@ static void drop_to(uid_t uid)
 static int t_perm(void)
 {
 	const uid_t ua = 40001, ub = 40002;
-	int ret = -1, rd = -1, p[2] = { -1, -1 };
-	pid_t a = -1, b = -1;
+	int ret = -1, rd = -1, p[2] = { -1, -1 }, bp[2] = { -1, -1 }, hold[2] = { -1, -1 };
+	int fd = -1;
+	pid_t a = -1, b = -1, keep = -1;
 	int st;
 
 	block_update_signal();
@@ -487,12 +693,15 @@ static int t_perm(void)
 	rd = p[0];
 	CHECK(read_char(rd) == 'r', "A did not register");
 
-	/* B: uid ub may not reach A in any way. */
+	/* B: uid ub may not reach A in any way.  B stays alive (its fd owns
+	 * slots 7 and 8) until `hold` closes. */
+	CHECK(pipe(bp) == 0 && pipe(hold) == 0, "pipe");
 	b = fork();
 	if (b == 0) {
 		int fd, n;
 		uint64_t gen;
 		uint32_t nsig, pid = (uint32_t)a, missing[2], n_missing;
+		char w;
 
 		drop_to(ub);
 		fd = kt_open();
@@ -511,12 +720,23 @@ static int t_perm(void)
 		n = strata_kmod_wait(fd, gen, 0, missing, 2, &n_missing);
 		if (n != 0 || n_missing != 0)
 			_exit(15);
+		close(bp[0]);
+		close(hold[1]);
+		if (write(bp[1], "k", 1) != 1 || read(hold[0], &w, 1) != 0)
+			_exit(16);
 		_exit(0);
 	}
-	waitpid(b, &st, 0);
+	close(bp[1]);
+	close(hold[0]);
+	bp[1] = hold[0] = -1;
+	if (read_char(bp[0]) != 'k') {
+		waitpid(b, &st, 0);
+		b = -1;
+		CHECK(0, "controller B (other uid): step %d failed",
+		      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	}
+	keep = b;
 	b = -1;
-	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "controller B (other uid): step %d failed",
-	      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 
 	/* A ua controller may not take B's slot 7, but reaches A. */
 	b = fork();
@@ -542,18 +762,44 @@ static int t_perm(void)
 	      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	CHECK(read_char(rd) == 's', "A was not signalled by its own uid");
 
-	/* Root (CAP_SYS_ADMIN) may clear anyone's slot. */
-	int fd = kt_open();
+	/* Root (CAP_SYS_ADMIN) may not set a slot B's open file owns (-EBUSY),
+	 * but may clear it; then the slot is root's file's, and B's release
+	 * (its exit) leaves it alone. */
+	fd = kt_open();
 	CHECK(fd >= 0, "open");
+	CHECK(kt_set_rules_uid(fd, 7, STRATA_KABI_UID_ANY, "z:*", NULL, NULL) == -EBUSY,
+	      "root set a slot owned by another open file");
 	CHECK(kt_set_rules_uid(fd, 7, 0, NULL, NULL, NULL) == 0 &&
 	      kt_set_rules_uid(fd, 8, 0, NULL, NULL, NULL) == 0, "root could not clear");
-	close(fd);
+	CHECK(kt_set_rules_uid(fd, 8, STRATA_KABI_UID_ANY, "z:*", NULL, NULL) == 0, "root set 8");
+	close(hold[1]);
+	hold[1] = -1;
+	waitpid(keep, &st, 0);
+	keep = -1;
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "controller B ended with %d", st);
+	{
+		struct strata_kabi_stats sst;
+
+		CHECK(kt_stats(fd, &sst) == 0 && (sst.slots_busy & (3u << 7)) == (1u << 8),
+		      "slots after B's exit: busy 0x%llx", (unsigned long long)sst.slots_busy);
+	}
+	CHECK(kt_set_rules_uid(fd, 8, 0, NULL, NULL, NULL) == 0, "root clear 8");
 	ret = 0;
 out:
+	if (fd >= 0)
+		close(fd);
+	for (int i = 0; i < 2; i++) {
+		if (bp[i] >= 0)
+			close(bp[i]);
+		if (hold[i] >= 0)
+			close(hold[i]);
+	}
 	if (a > 0)
 		waitpid(a, NULL, 0);
 	if (b > 0)
 		waitpid(b, NULL, 0);
+	if (keep > 0)
+		waitpid(keep, NULL, 0); /* hold closed above: B returns */
 	if (rd >= 0)
 		close(rd);
 	return ret;
@@ -932,6 +1178,7 @@ struct kt_test {
 
 static const struct kt_test tests[] = {
 	{ "abi", t_abi },         { "errors", t_errors }, { "control", t_control },
+	{ "session", t_session },
 	{ "targets", t_targets }, { "perm", t_perm },     { "leak", t_leak },
 	{ "clock", t_clock },     { "fuzz", t_fuzz },     { "kevents", kt_kevents },
 	{ "kevents_loss", kt_kevents_loss }, { "kevents_stream", kt_kevents_stream },
