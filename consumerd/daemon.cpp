@@ -259,6 +259,8 @@ private:
 	std::map<uint64_t, std::thread> kwaiters_; // by KWaitDone::id
 	std::mutex kwait_mu_;
 	std::vector<KWaitDone> kwait_done_; // guarded by kwait_mu_
+	// Set once at exit (relaxed: a stop request polled between WAIT slices;
+	// the join that follows is the synchronisation).
 	std::atomic<bool> kwait_quit_{false};
 	// State queries answered here (REGISTER without kRegisterModule), and
 	// module processes' hand-offs and announcements: logged at exit.

@@ -94,6 +94,8 @@ bool kmod_link_grants()
 	// among our descriptors, signals us itself.  The daemon's query from now on.
 	struct stat st;
 	if (fstat(fd, &st) != 0 || !S_ISCHR(st.st_mode) || st.st_rdev != g_rdev || st.st_ino != g_ino) {
+		// Relaxed: only the holder of the query token (g_busy of
+		// sync_query.cpp, acquire/release) reads g_fd after registration.
 		g_fd.store(-1, std::memory_order_relaxed);
 		return false;
 	}
