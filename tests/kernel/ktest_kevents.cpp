@@ -566,6 +566,12 @@ void run_stream()
 		}
 		_exit(0);
 	}
+	// The wakeup itself, independent of how busy the machine is: the
+	// child fills a sub-buffer long before 30 s, and only a completed
+	// sub-buffer makes the wait fd readable.
+	struct pollfd pfd = { wfd, POLLIN, 0 };
+	if (poll(&pfd, 1, 30000) != 1 || !(pfd.revents & POLLIN))
+		fail("poll() on the wait fd did not report a completed sub-buffer within 30 s");
 	int st = 0;
 	LoopStats ls;
 	consume_while(&d, wfd, [&] { return waitpid(child, &st, WNOHANG) != child; }, 2, &ls);
@@ -573,8 +579,10 @@ void run_stream()
 	const uint64_t ring_packets = (uint64_t)d.info.n_lanes * d.info.n_subbuf;
 	if (d.packets <= ring_packets)
 		fail("only " + std::to_string(d.packets) + " packets: the rings never wrapped");
-	if (ls.closes == 0 || ls.woken == 0)
-		fail("no consumer-side close while the writers ran, or poll() never woke");
+	// (How often a wait was ended by a wakeup rather than the timeout
+	// depends on the machine's load: printed, not checked.)
+	if (ls.closes == 0)
+		fail("no consumer-side close while the writers ran");
 	if (d.reader->stats().close_ts_fallbacks)
 		fail("a consumer close could not walk its packet's records");
 	printf("info kevents_stream: %llu getppid calls read live: %zu events in %llu packets "
@@ -647,8 +655,8 @@ void load_once(int dev, unsigned slot, bool with_wait, uint32_t n_subbuf, uint64
 		fail("load: read " + std::to_string(d.events.size()) + " / written " +
 		     std::to_string(written) + ", discarded " + std::to_string(d.discarded) + " / lost " +
 		     std::to_string(lost));
-	if (with_wait && ls.woken == 0)
-		fail("load: poll() on the wait fd never woke");
+	// ls.woken depends on the load (a consumer that never catches up never
+	// waits): printed below; kevents_stream checks the wakeup itself.
 	*emitted += written + lost;
 	*lost_sum += lost;
 	printf("info kevents_load: %s, %u x %llu KiB per CPU: %llu events emitted, %llu lost "
