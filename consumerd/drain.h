@@ -106,6 +106,7 @@ private:
 	std::string channel_;
 	std::vector<int> lane_fds_;
 	std::vector<uint64_t> lane_sizes_;
+	std::vector<uint8_t> batch_; // packets copied out of the ring, one write's worth
 	uint32_t stream_id_ = 0;
 	bool overwrite_ = false;
 	std::thread thread_;
