@@ -45,8 +45,8 @@ static inline int strata_kmod_ioctl(int fd, unsigned long cmd, void *arg)
 	return r < 0 ? -errno : r;
 }
 
-/* signo 0: never signalled (poll QUERY instead). */
-static inline int strata_kmod_register(int fd, int signo, uint64_t *generation)
+/* The kabi version the module speaks (REGISTER answers it), or -errno. */
+static inline int strata_kmod_register_v(int fd, int signo, uint64_t *generation)
 {
 	struct strata_kabi_register a;
 	int r;
@@ -57,7 +57,15 @@ static inline int strata_kmod_register(int fd, int signo, uint64_t *generation)
 	r = strata_kmod_ioctl(fd, STRATA_IOC_REGISTER, &a);
 	if (r == 0 && generation)
 		*generation = a.generation;
-	return r;
+	return r == 0 ? (int)a.kabi_version : r;
+}
+
+/* signo 0: never signalled (poll QUERY instead). */
+static inline int strata_kmod_register(int fd, int signo, uint64_t *generation)
+{
+	int r = strata_kmod_register_v(fd, signo, generation);
+
+	return r < 0 ? r : 0;
 }
 
 static inline int strata_kmod_query_fmt(int fd, uint32_t format, void *buf, uint32_t *size,
@@ -99,21 +107,6 @@ static inline int strata_kmod_query_grants(int fd, void *buf, uint32_t *size, ui
 					   uint32_t *n_entries)
 {
 	return strata_kmod_query_fmt(fd, STRATA_KABI_QUERY_GRANTS, buf, size, generation, n_entries);
-}
-
-/* The kabi version the module speaks (REGISTER answers it), or -errno. */
-static inline int strata_kmod_register_v(int fd, int signo, uint64_t *generation)
-{
-	struct strata_kabi_register a;
-	int r;
-
-	memset(&a, 0, sizeof(a));
-	a.size = sizeof(a);
-	a.signo = (uint32_t)signo;
-	r = strata_kmod_ioctl(fd, STRATA_IOC_REGISTER, &a);
-	if (r == 0 && generation)
-		*generation = a.generation;
-	return r == 0 ? (int)a.kabi_version : r;
 }
 
 static inline int strata_kmod_ack(int fd, uint64_t generation)
