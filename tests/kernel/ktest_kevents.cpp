@@ -17,6 +17,7 @@
  * there; babeltrace2 prints exactly as many events as were read.
  */
 #include <fcntl.h>
+#include <signal.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/ioctl.h>
@@ -553,19 +554,33 @@ void run_stream()
 	Drained d;
 	attach(&d, kfd, ko);
 	// The workload: a child making system calls (two 72-byte records
-	// each), about two rings' worth, pacing itself so that the consumer
+	// each), at least two rings' worth, pacing itself so that the consumer
 	// (parsing every event, under emulation) mostly keeps up: the point is
-	// the reuse of released sub-buffers, loss is accounted either way.
+	// the reuse of released sub-buffers, loss is accounted either way.  It
+	// keeps going until we have seen what we test (the rings wrapped, two
+	// consumer-side closes while it runs) and tell it to stop, so that a
+	// slow consumer cannot miss the writers (120 s bound).
 	const uint64_t calls = ko.total_size / 64;
+	const uint64_t ring_packets = (uint64_t)d.info.n_lanes * d.info.n_subbuf;
+	int stop_pipe[2];
+	if (pipe(stop_pipe))
+		fail("pipe");
 	pid_t child = fork();
 	if (child == 0) {
-		for (uint64_t i = 0; i < calls; i++) {
+		close(stop_pipe[1]);
+		fcntl(stop_pipe[0], F_SETFL, O_NONBLOCK);
+		for (uint64_t i = 0;; i++) {
 			syscall(SYS_getppid);
-			if (i % 128 == 127)
+			char c;
+			if (i % 128 == 127) {
 				usleep(1000);
+				if (i >= calls && read(stop_pipe[0], &c, 1) == 1)
+					break;
+			}
 		}
 		_exit(0);
 	}
+	close(stop_pipe[0]);
 	// The wakeup itself, independent of how busy the machine is: the
 	// child fills a sub-buffer long before 30 s, and only a completed
 	// sub-buffer makes the wait fd readable.
@@ -574,9 +589,20 @@ void run_stream()
 		fail("poll() on the wait fd did not report a completed sub-buffer within 30 s");
 	int st = 0;
 	LoopStats ls;
-	consume_while(&d, wfd, [&] { return waitpid(child, &st, WNOHANG) != child; }, 2, &ls);
+	bool stop_sent = false;
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	consume_while(&d, wfd, [&] {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (!stop_sent && ((ls.closes >= 2 && d.packets > ring_packets) || now.tv_sec - t0.tv_sec > 120)) {
+			if (write(stop_pipe[1], "x", 1) != 1)
+				kill(child, SIGKILL); // the checks below then say what was missed
+			stop_sent = true;
+		}
+		return waitpid(child, &st, WNOHANG) != child;
+	}, 2, &ls);
+	close(stop_pipe[1]);
 	uint64_t lost = stop_and_account(dev, slot, s0, &d, 2 * calls);
-	const uint64_t ring_packets = (uint64_t)d.info.n_lanes * d.info.n_subbuf;
 	if (d.packets <= ring_packets)
 		fail("only " + std::to_string(d.packets) + " packets: the rings never wrapped");
 	// (How often a wait was ended by a wakeup rather than the timeout
@@ -585,7 +611,7 @@ void run_stream()
 		fail("no consumer-side close while the writers ran");
 	if (d.reader->stats().close_ts_fallbacks)
 		fail("a consumer close could not walk its packet's records");
-	printf("info kevents_stream: %llu getppid calls read live: %zu events in %llu packets "
+	printf("info kevents_stream: at least %llu getppid calls read live: %zu events in %llu packets "
 	       "(%llu-packet rings), %llu discarded, %llu consumer closes mid-run, %llu poll wakeups; "
 	       "all accounted and read back by babeltrace2\n",
 	       (unsigned long long)calls, d.events.size(), (unsigned long long)d.packets,
