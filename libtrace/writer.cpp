@@ -30,6 +30,13 @@
 #include <cstring>
 
 #include "rt_internal.h"
+#include "writer_hooks.h"
+
+#ifdef STRATA_WRITER_HOOKS
+extern "C" {
+STRATA_EXPORT void (*strata_test_writer_hook)(enum strata_writer_step) = nullptr;
+}
+#endif
 
 extern "C" {
 // glibc >= 2.35 registers an rseq area per thread; weak so that an older
@@ -155,6 +162,7 @@ void open_packet(Channel *ch, strata_lane_ctl *lc, uint32_t lane, char *lane_dat
 	ph->packet_seq_num = head >> ch->subbuf_shift;
 	ph->lane_id = lane;
 	ph->reserved = 0;
+	STRATA_WHOOK(STRATA_W_OPEN_WRITTEN);
 	commit_bytes(ch, commit_of(ch, lc, head), STRATA_PACKET_HEADER_SIZE);
 }
 
@@ -167,6 +175,7 @@ void close_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uint64_t st
 	ph->packet_size = ch->subbuf_size * 8;
 	// Relaxed: see discard().
 	ph->events_discarded = __atomic_load_n(&lc->events_discarded, __ATOMIC_RELAXED);
+	STRATA_WHOOK(STRATA_W_CLOSE_WRITTEN);
 	commit_bytes(ch, commit_of(ch, lc, start), ch->subbuf_size - content);
 }
 
@@ -304,13 +313,16 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 	// CAS of those writers.
 	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
 	uint64_t pos, now, taken;
+	STRATA_WHOOK(STRATA_W_HEAD_LOADED);
 	for (;;) {
 		now = clock_now();
+		STRATA_WHOOK(STRATA_W_CLOCK_READ);
 		const uint64_t off = head & (S - 1);
 		if (off != 0) {
 			const uint64_t pad = (STRATA_EVENT_ALIGN - (off & (STRATA_EVENT_ALIGN - 1))) &
 					     (STRATA_EVENT_ALIGN - 1);
 			if (off + pad + size < S) {
+				STRATA_WHOOK(STRATA_W_BEFORE_RESERVE_CAS);
 				if (__atomic_compare_exchange_n(&lc->head, &head, head + pad + size, true,
 								__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 					pos = head + pad;
@@ -320,18 +332,37 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 				continue;
 			}
 			const uint64_t end = head - off + S;
+			STRATA_WHOOK(STRATA_W_BEFORE_CLOSE_CAS);
 			if (__atomic_compare_exchange_n(&lc->head, &head, end, true,
 							__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+				STRATA_WHOOK(STRATA_W_CLOSE_WON);
 				close_packet(ch, lc, lane_data, head - off, off, now);
+				STRATA_WHOOK(STRATA_W_CLOSED);
 				head = end;
 			}
 			continue;
 		}
+		STRATA_WHOOK(STRATA_W_AT_BOUNDARY);
 		if (!subbuf_free(ch, lc, head)) {
+			// Our `head` may be stale: a writer that ran since we loaded
+			// it (a signal handler that interrupted us, another thread of
+			// the lane) may have opened this very sub-buffer, and its
+			// open is what fails the check.  Retry from the new head in
+			// that case; discard only when head has not moved.  Head
+			// only grows, so if it still holds the value we checked
+			// with, it held it throughout the check: at that position
+			// the sub-buffer really was not free.  Acquire: as the other
+			// loads of head (timestamps follow positions).
+			const uint64_t now_head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
+			if (now_head != head) {
+				head = now_head;
+				continue;
+			}
 			discard(lc);
 			t.depth = depth;
 			return 0;
 		}
+		STRATA_WHOOK(STRATA_W_FREE_CHECKED);
 		if (__atomic_compare_exchange_n(&lc->head, &head,
 						head + STRATA_PACKET_HEADER_SIZE + size, true,
 						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
@@ -340,6 +371,7 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 			// overwrite-mode collector, which copies bytes then re-reads
 			// head to detect that we lapped its copy (seqlock).
 			std::atomic_thread_fence(std::memory_order_release);
+			STRATA_WHOOK(STRATA_W_OPEN_WON);
 			open_packet(ch, lc, lane, lane_data, head, now);
 			pos = head + STRATA_PACKET_HEADER_SIZE;
 			taken = size;
@@ -347,6 +379,7 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 		}
 	}
 	std::atomic_thread_fence(std::memory_order_release); // same pairing as above
+	STRATA_WHOOK(STRATA_W_RESERVED);
 	char *rec = lane_data + ring_off(ch, pos);
 	const uint16_t id = (uint16_t)tp->id;
 	const uint32_t tid = tid_of(t);
@@ -367,6 +400,7 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 extern "C" STRATA_EXPORT void strata_commit(struct strata_reservation *r)
 {
 	const CommitCtx *c = (const CommitCtx *)r->lane;
+	STRATA_WHOOK(STRATA_W_BEFORE_COMMIT);
 	commit_bytes(c->ch, c->commit, r->size);
 	std::atomic_signal_fence(std::memory_order_seq_cst); // compiler-only, see reserve
 	t_state.depth--;

@@ -12,9 +12,13 @@ set(_strata_proto_sources
     ${_strata_ctl_dir}/../proto/proc_codec.cpp
     ${_strata_ctl_dir}/../proto/sock.cpp)
 
-target_sources(strata PRIVATE ${_strata_ctl_dir}/sync_query.cpp ${_strata_ctl_dir}/kmod_link.cpp
-    ${_strata_proto_sources})
-target_include_directories(strata PRIVATE ${_strata_ctl_dir}/..)
+foreach(_rt strata strata_hooked)
+  if(TARGET ${_rt})
+    target_sources(${_rt} PRIVATE ${_strata_ctl_dir}/sync_query.cpp ${_strata_ctl_dir}/kmod_link.cpp
+        ${_strata_proto_sources})
+    target_include_directories(${_rt} PRIVATE ${_strata_ctl_dir}/..)
+  endif()
+endforeach()
 
 add_library(strata_control STATIC ${_strata_proto_sources} ${_strata_ctl_dir}/ctl_client.cpp
     ${_strata_ctl_dir}/names.cpp)

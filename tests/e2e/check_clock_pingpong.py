@@ -5,7 +5,7 @@
 usage: check_clock_pingpong.py STRATA PINGPONG WORKDIR [ROUNDS]
 
 `strata record` (a private daemon refreshing its page every 5 ms, so that
-the run crosses many refreshes) of strata-test-pingpong: a parent and its
+the run crosses many refreshes) of strata-test-clock-pingpong: a parent and its
 child take turns through pipes, each emitting event k before handing over
 to the other, who emits k+1.  babeltrace2's time-merged order must be
 exactly k = 0, 1, 2, ..., 2*ROUNDS-1 with strictly increasing timestamps

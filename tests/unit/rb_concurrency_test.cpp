@@ -21,8 +21,6 @@ using namespace rbtest;
 
 namespace {
 
-using Packets = std::vector<std::vector<uint8_t>>;
-
 // Drains every lane of some slots in a thread, like a consumer would.
 class Drainer {
 public:
@@ -101,70 +99,6 @@ private:
 	std::atomic<bool> stop_{false};
 	std::thread thread_;
 };
-
-struct Tally {
-	uint64_t records = 0;
-	uint64_t discarded = 0;
-	uint64_t packets = 0;
-	std::map<std::pair<std::string, uint32_t>, std::vector<uint64_t>> seqs; // (event, thread)
-};
-
-// Checks one slot's packets lane by lane and counts what it holds.
-void check_lanes(const Slot &slot, const std::function<const Packets &(uint32_t)> &lane_packets,
-		 bool consecutive_seq, Tally *t)
-{
-	const strata::Reader &r = *slot.reader;
-	for (uint32_t l = 0; l < r.info().n_lanes; l++) {
-		const Packets &pk = lane_packets(l);
-		uint64_t last_ts = 0, last_disc = 0;
-		bool first = true;
-		uint64_t prev_seq = 0;
-		for (const auto &p : pk) {
-			strata_packet_header ph = packet_header(p);
-			ASSERT_EQ(ph.magic, STRATA_CTF_MAGIC);
-			ASSERT_EQ(ph.lane_id, l);
-			ASSERT_EQ(p.size() * 8, ph.packet_size);
-			if (ph.packet_size == STRATA_PACKET_HEADER_SIZE * 8) // trailing-loss packet
-				ASSERT_EQ(ph.content_size, 84u * 8);
-			else
-				ASSERT_EQ(ph.content_size, ph.packet_size); // shrunk to the content
-			ASSERT_GE(ph.timestamp_begin, last_ts) << "lane " << l;
-			ASSERT_LE(ph.timestamp_begin, ph.timestamp_end);
-			ASSERT_GE(ph.events_discarded, last_disc);
-			if (!first) {
-				ASSERT_GT(ph.packet_seq_num, prev_seq);
-				if (consecutive_seq) {
-					ASSERT_EQ(ph.packet_seq_num, prev_seq + 1);
-				}
-			}
-			first = false;
-			prev_seq = ph.packet_seq_num;
-			std::vector<Record> recs;
-			std::string err;
-			ASSERT_TRUE(decode_packet(p, slot.events, &recs, &err)) << err;
-			uint64_t ts = ph.timestamp_begin;
-			for (const Record &rec : recs) {
-				ASSERT_GE(rec.ts, ts) << "timestamps go backwards in lane " << l;
-				ASSERT_LE(rec.ts, ph.timestamp_end);
-				ts = rec.ts;
-				uint32_t thread = (uint32_t)rec.fields.at(0).u;
-				uint64_t seq = rec.fields.at(1).u;
-				ASSERT_EQ(rec.fields.at(2).u, checksum(thread, seq)) << rec.name;
-				t->seqs[{rec.name, thread}].push_back(seq);
-			}
-			last_ts = ph.timestamp_end;
-			last_disc = ph.events_discarded;
-			t->records += recs.size();
-			t->packets++;
-		}
-		t->discarded += last_disc;
-		EXPECT_EQ(last_disc, r.lane_discarded(l)) << "lane " << l;
-	}
-	for (auto &kv : t->seqs)
-		for (size_t i = 1; i < kv.second.size(); i++)
-			ASSERT_GT(kv.second[i], kv.second[i - 1])
-				<< kv.first.first << " thread " << kv.first.second;
-}
 
 void emit_records(uint32_t thread, uint64_t n)
 {
