@@ -80,8 +80,11 @@ uint32_t tsc_slew(uint32_t mult, uint32_t shift, int64_t err, uint64_t period_cy
 // ---- the page -------------------------------------------------------------------
 
 // Why the TSC cannot back a page (empty: usable).  Reads /proc/cpuinfo and
-// /sys/devices/system/clocksource/clocksource0/current_clocksource.
+// /sys/devices/system/clocksource/clocksource0/current_clocksource (tsc, or
+// kvm-clock over the TSC), and checks that every CPU's TSC is one clock
+// (tsc_cpus_disagree, a few ms).
 std::string tsc_unusable_reason();
+std::string tsc_cpus_disagree();
 
 class ClockPage {
 public:
