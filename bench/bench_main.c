@@ -25,8 +25,13 @@
  *                   prints "ready=1" and waits for EOF on stdin (memory).
  *   noop            returns at once (start-up cost).
  *   costs           CPU ns of the fast path's building blocks on this
- *                   machine: rdtsc, rdtscp, clock_gettime(CLOCK_MONOTONIC),
- *                   an uncontended lock cmpxchg and lock xadd.
+ *                   machine: rdtsc, rdtscp, lfence+rdtsc (an ordered TSC
+ *                   read), clock_gettime(CLOCK_MONOTONIC), an uncontended
+ *                   lock cmpxchg and lock xadd.
+ *   clock N         (strata-bench only) CPU ns of the clock read that stamps
+ *                   Strata's events in this process (strata_rt_clock_now:
+ *                   the module's page, the consumer's page or
+ *                   clock_gettime) and which one it is (clock_id).
  *   spawn N PROG..  runs each PROG N times with the argument "noop"
  *                   (posix_spawn + waitpid, programs interleaved) and prints
  *                   the median and minimum wall time of each in microseconds.
@@ -256,7 +261,7 @@ static int run_costs(void)
 	uint64_t word = 0;
 	unsigned aux;
 	struct timespec ts;
-	double t[6];
+	double t[7];
 	t[0] = (double)cpu_ns();
 #if defined(__x86_64__) || defined(__i386__)
 	for (int i = 0; i < n; i++)
@@ -269,6 +274,14 @@ static int run_costs(void)
 	t[1] = t[0];
 #endif
 	t[2] = (double)cpu_ns();
+#if defined(__x86_64__) || defined(__i386__)
+	for (int i = 0; i < n; i++) {
+		uint32_t lo, hi;
+		__asm__ __volatile__("lfence; rdtsc" : "=a"(lo), "=d"(hi) : : "memory");
+		sink += ((uint64_t)hi << 32) | lo;
+	}
+#endif
+	t[6] = (double)cpu_ns();
 	for (int i = 0; i < n; i++) {
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		sink += (uint64_t)ts.tv_nsec;
@@ -285,11 +298,29 @@ static int run_costs(void)
 	for (int i = 0; i < n; i++)
 		__atomic_fetch_add(&word, 1, __ATOMIC_RELEASE);
 	t[5] = (double)cpu_ns();
-	printf("rdtsc_ns=%.1f\nrdtscp_ns=%.1f\nclock_gettime_ns=%.1f\nlock_cmpxchg_ns=%.1f\n"
-	       "lock_xadd_ns=%.1f\n", (t[1] - t[0]) / n, (t[2] - t[1]) / n, (t[3] - t[2]) / n,
-	       (t[4] - t[3]) / n, (t[5] - t[4]) / n);
+	printf("rdtsc_ns=%.1f\nrdtscp_ns=%.1f\nlfence_rdtsc_ns=%.1f\nclock_gettime_ns=%.1f\n"
+	       "lock_cmpxchg_ns=%.1f\nlock_xadd_ns=%.1f\n", (t[1] - t[0]) / n, (t[2] - t[1]) / n,
+	       (t[6] - t[2]) / n, (t[3] - t[6]) / n, (t[4] - t[3]) / n, (t[5] - t[4]) / n);
 	return sink == 42; /* never: keeps `sink` alive */
 }
+
+#if defined(BENCH_STRATA)
+/* libstrata's clock (libtrace/runtime.h, exported). */
+uint32_t strata_rt_clock_id(void);
+uint64_t strata_rt_clock_now(void);
+
+static int run_clock(uint64_t n)
+{
+	volatile uint64_t sink = 0;
+	uint32_t id = strata_rt_clock_id();
+	double t0 = (double)cpu_ns();
+	for (uint64_t i = 0; i < n; i++)
+		sink += strata_rt_clock_now();
+	double t1 = (double)cpu_ns();
+	printf("strata_clock_ns=%.1f\nclock_id=%u\n", (t1 - t0) / (double)n, id);
+	return sink == 42; /* never: keeps `sink` alive */
+}
+#endif
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -366,6 +397,10 @@ int main(int argc, char **argv)
 		return 0;
 	if (!strcmp(mode, "costs"))
 		return run_costs();
+#if defined(BENCH_STRATA)
+	if (!strcmp(mode, "clock") && argc == 3)
+		return run_clock(arg_u64(argv[2]));
+#endif
 	if (!strcmp(mode, "loop") && (argc == 5 || argc == 6)) {
 		uint64_t t = arg_u64(argv[3]);
 		if (t < 1 || t > BENCH_MAX_THREADS)

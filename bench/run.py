@@ -33,6 +33,7 @@ WORKLOADS = ("ints", "str", "mixed")
 # a warm-up that laps the ring once (steady state: the pages are resident).
 # The cold figure: 8 x 4 MiB, no warm-up, one lap of fresh pages.
 EN_SUBBUF, EN_NSUB = "1M", 8
+SCALE_THREADS = (4, 8)
 COLD_SUBBUF, COLD_NSUB = "4M", 8
 CTF_MAGIC = 0xC1FC1FC1
 
@@ -276,6 +277,17 @@ class Bench:
                         if acc.get("bytes_per_event"):
                             self.results[("bytes", w, side)] = acc["bytes_per_event"]
                         wall.setdefault((w, t, side), []).append(float(kv["ns_per_event"]))
+            # scaling: more threads than CPUs (lanes shared once threads
+            # outnumber them), ints only, the same total work as 2 threads
+            for t in SCALE_THREADS:
+                for side in self.sides():
+                    n = max(self.p["n_enabled"] * 2 // t, 1000)
+                    kv, acc = self.traced(side, ["loop", "ints", str(t), str(n),
+                                                 str(self.p["warmup"])],
+                                          EN_SUBBUF, EN_NSUB, "en-%s-ints-%d" % (side, t))
+                    self.check("enabled %s ints %dT" % (side, t), acc)
+                    cpu.setdefault(("ints", t, side), []).append(float(kv["cpu_ns_per_event"]))
+                    wall.setdefault(("ints", t, side), []).append(float(kv["ns_per_event"]))
             # cold: the first lap of fresh buffers (page faults included)
             for side in self.sides():
                 kv, acc = self.traced(side, ["loop", "ints", "1", str(self.p["n_cold"])],
@@ -444,8 +456,23 @@ class Bench:
         return [float(kv["median_us_%d" % i]) for i in range(len(progs))]
 
     # the building blocks of a fast path on this machine (CPU ns each)
+    # and the clock read that stamps each side's events: Strata's as its
+    # runtime reads it under `strata record` (a page, or clock_gettime);
+    # LTTng-UST's is clock_gettime(CLOCK_MONOTONIC) (its default clock).
     def costs(self):
-        self.results[("costs",)] = parse_kv(run([self.plain, "costs"]).stdout)
+        c = parse_kv(run([self.plain, "costs"]).stdout)
+        self.results[("costs",)] = c
+        if "clock_gettime_ns" in c:
+            self.results[("clock", "lttng")] = float(c["clock_gettime_ns"])
+        if self.have_strata:
+            out = self.tmpdir("clock")
+            kv = parse_kv(run([self.strata, "record", "-o", out, "--", self.sbench, "clock",
+                               str(2000000 if self.smoke else 20000000)],
+                              env=self.env_nodaemon).stdout)
+            shutil.rmtree(out, ignore_errors=True)
+            if "strata_clock_ns" in kv:
+                self.results[("clock", "strata")] = float(kv["strata_clock_ns"])
+                self.results[("clock_id", "strata")] = int(kv.get("clock_id", -1))
 
     def startup_nodaemon(self):
         progs = [self.plain]
@@ -673,6 +700,23 @@ def table(b):
     for w in WORKLOADS:
         row("enabled %s, 2 threads (CPU ns/event/thread)" % w, r.get(("enabled", w, 2, "strata")),
             r.get(("enabled", w, 2, "lttng")), "<= 0.5", lambda x: x <= 0.5)
+    cs, cl = r.get(("clock", "strata")), r.get(("clock", "lttng"))
+    row("clock read alone (CPU ns; Strata: %s, LTTng-UST: clock_gettime)" %
+        CLOCK_NAMES.get(r.get(("clock_id", "strata")), "?"), cs, cl)
+    for w in WORKLOADS:
+        s, l = r.get(("enabled", w, 1, "strata")), r.get(("enabled", w, 1, "lttng"))
+        row("enabled %s minus clock read, 1 thread (CPU ns/event)" % w,
+            s - cs if s is not None and cs is not None else None,
+            l - cl if l is not None and cl is not None else None)
+    for t in SCALE_THREADS:
+        row("enabled ints, %d threads on %d CPUs (CPU ns/event/thread)" % (t, os.cpu_count()),
+            r.get(("enabled", "ints", t, "strata")), r.get(("enabled", "ints", t, "lttng")),
+            "<= 0.5", lambda x: x <= 0.5)
+    for t in SCALE_THREADS:
+        s1, st = r.get(("enabled", "ints", 1, "strata")), r.get(("enabled", "ints", t, "strata"))
+        l1, lt = r.get(("enabled", "ints", 1, "lttng")), r.get(("enabled", "ints", t, "lttng"))
+        row("%d-thread/1-thread cost, ints" % t, st / s1 if s1 and st else None,
+            lt / l1 if l1 and lt else None, "Strata <= 1.3", lambda x: x <= 1.3, strata_only=True)
     for w in WORKLOADS:
         s1, s2 = r.get(("enabled", w, 1, "strata")), r.get(("enabled", w, 2, "strata"))
         l1, l2 = r.get(("enabled", w, 1, "lttng")), r.get(("enabled", w, 2, "lttng"))
@@ -738,6 +782,38 @@ def tput_ratio(ts, tl):
     return ts[0] / tl[0]
 
 
+CLOCK_NAMES = {0: "clock_gettime", 1: "module page", 2: "consumer page"}
+
+
+def clock_source_line():
+    """The machine's clock source and TSC flags: figures hold for this kind."""
+    try:
+        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as f:
+            src = f.read().strip()
+    except OSError:
+        src = "?"
+    flags = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for ln in f:
+                if ln.startswith("flags"):
+                    flags = set(ln.split()[2:])
+                    break
+    except OSError:
+        pass
+    tsc = " ".join(x for x in ("constant_tsc", "nonstop_tsc", "tsc_known_freq") if x in flags)
+    with open("/proc/cmdline") as f:
+        unstable = "tsc=unstable" in f.read()
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    return "machine: %s, %d CPUs; clock source %s%s; TSC flags: %s" % (
+        model or "?", os.cpu_count(), src, " (tsc=unstable)" if unstable else "", tsc or "none")
+
+
 def ms(us):
     return None if us is None else us / 1e3
 
@@ -788,6 +864,7 @@ def main():
             shutil.rmtree(work, ignore_errors=True)
     print("Strata vs LTTng-UST (%s run, %.0f s, %s)" % ("smoke" if a.smoke else "full",
           time.monotonic() - t0, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
+    print(clock_source_line())
     print_table(table(b), sys.stdout)
     if ("costs",) in b.results:
         print("building blocks (CPU ns each): " + ", ".join(
