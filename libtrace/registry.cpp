@@ -505,27 +505,34 @@ uint64_t registry_encoded_size()
 
 using namespace strata;
 
-extern "C" STRATA_EXPORT void strata_register_tracepoints(struct strata_tracepoint *const *start,
-							  struct strata_tracepoint *const *stop)
+namespace strata {
+
+bool registry_valid_description(const strata_event_desc *d)
+{
+	return valid_description(d);
+}
+
+int registry_register(strata_tracepoint *const *start, strata_tracepoint *const *stop)
 {
 	if (!start || !stop || stop <= start)
-		return;
+		return 0;
 	if (control_lock() != 0) {
 		count_invariant_error("tracepoints registered from inside a control call: ignored");
-		return;
+		return -EBUSY;
 	}
 	for (Module *m = g_modules; m; m = m->next)
 		if (m->start == start) { // the same section registered again
 			control_unlock();
-			return;
+			return 0;
 		}
 	size_t n = (size_t)(stop - start);
 	auto *m = (Module *)calloc(1, sizeof(Module) + n * sizeof(Entry));
 	if (!m) {
 		control_unlock();
 		count_invariant_error("out of memory registering tracepoints");
-		return;
+		return -ENOMEM;
 	}
+	int registered = 0;
 	m->start = start;
 	m->n = n;
 	for (size_t i = 0; i < n; i++) {
@@ -549,6 +556,7 @@ extern "C" STRATA_EXPORT void strata_register_tracepoints(struct strata_tracepoi
 		e.id = id;
 		e.tp->id = id; // published to call sites by arm_entry's release
 		e.valid = true;
+		registered++;
 	}
 	m->next = g_modules;
 	g_modules = m;
@@ -564,6 +572,15 @@ extern "C" STRATA_EXPORT void strata_register_tracepoints(struct strata_tracepoi
 			arm_entry(m->entries[i], s);
 	}
 	control_unlock();
+	return registered;
+}
+
+} // namespace strata
+
+extern "C" STRATA_EXPORT void strata_register_tracepoints(struct strata_tracepoint *const *start,
+							  struct strata_tracepoint *const *stop)
+{
+	strata::registry_register(start, stop);
 }
 
 extern "C" STRATA_EXPORT void strata_unregister_tracepoints(struct strata_tracepoint *const *start,

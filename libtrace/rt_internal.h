@@ -89,6 +89,10 @@ void registry_disarm_slot(unsigned slot);  // slot closing: clear its bits
 void registry_forget_slot(unsigned slot);  // descriptors of the slot forgotten
 void registry_disarm_all_in_child();
 int registry_store_rules(unsigned slot, const strata_rule *rules, size_t n);
+bool registry_valid_description(const strata_event_desc *d); // as registration checks it
+// Registers [start, stop) (strata_register_tracepoints): the number of
+// tracepoints accepted, or -EBUSY (inside a control call) / -ENOMEM.
+int registry_register(strata_tracepoint *const *start, strata_tracepoint *const *stop);
 uint64_t registry_encoded_size();          // bytes of all current descriptors
 // Encode one descriptor record; returns its size (multiple of 8) or 0 if
 // it does not fit in cap or the description is invalid.

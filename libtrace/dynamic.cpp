@@ -1,0 +1,359 @@
+/*
+ * dynamic.cpp - events declared at run time (include/strata/dynamic.h).
+ *
+ * A declared event is a heap-allocated tracepoint with its description,
+ * registered as a one-entry "section" through the same registry as a
+ * module's static tracepoints: ids, descriptors in every open slot's
+ * table, rules, filters, listing and acknowledgement are theirs.
+ *
+ * Concurrency contract.  Roles: declarers and releasers (application
+ * threads, never signal handlers: they allocate), serialised by g_lock;
+ * emitters (any thread or signal handler) read only the event's immutable
+ * description and its `state` word, as a static call site does.  An event
+ * is never freed: a release can race an emitter that already read `state`,
+ * and the emitter keeps reading the description; a retired event is kept
+ * on the list and revived by the next declaration of the same name and
+ * shape.  So memory is bounded by the number of distinct events declared.
+ */
+#include <errno.h>
+#include <pthread.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include <strata/dynamic.h>
+
+#include "desc_rules.h"
+#include "rt_internal.h"
+
+namespace strata {
+namespace {
+
+struct DynEvent {
+	strata_tracepoint tp;      // first: the handle is &tp
+	strata_tracepoint *self;   // the one-entry section registered
+	strata_event_desc desc;
+	strata_field_desc fields[STRATA_DESC_MAX_FIELDS];
+	uint32_t refs;             // declarations not yet released (g_lock)
+	DynEvent *next;            // g_events (g_lock)
+	char names[1];             // provider, name, field names: NUL-separated
+};
+
+pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+DynEvent *g_events;
+std::atomic<bool> g_warned_arity{false};
+
+bool same_shape(const DynEvent &e, int loglevel, const strata_dyn_field *f, uint32_t n)
+{
+	if (e.desc.loglevel != (uint32_t)loglevel || e.desc.n_fields != n)
+		return false;
+	for (uint32_t i = 0; i < n; i++) {
+		const strata_field_desc &g = e.fields[i];
+		const uint8_t base = f[i].base ? f[i].base : 10;
+		const bool str = f[i].kind == STRATA_FIELD_STRING;
+		if (strcmp(g.name, f[i].name) != 0 || g.kind != f[i].kind ||
+		    (!str && (g.size != f[i].size || g.is_signed != (f[i].is_signed ? 1 : 0) ||
+			      g.base != base)) ||
+		    (f[i].kind == STRATA_FIELD_ARRAY && g.length != f[i].length))
+			return false;
+	}
+	return true;
+}
+
+// The description of a new event in one allocation; -EINVAL / -E2BIG /
+// -ENOMEM.  The registry's own validation then decides (as for a static
+// tracepoint), so both kinds obey one rule set.
+int build(const char *provider, const char *name, int loglevel, const strata_dyn_field *f,
+	  uint32_t n, DynEvent **out)
+{
+	if (!provider || !name || !valid_identifier(provider) || !valid_identifier(name) ||
+	    loglevel < STRATA_LOGLEVEL_EMERG || loglevel > STRATA_LOGLEVEL_DEBUG || (n && !f))
+		return -EINVAL;
+	if (n > STRATA_DESC_MAX_FIELDS)
+		return -E2BIG;
+	size_t chars = strlen(provider) + strlen(name) + 2;
+	for (uint32_t i = 0; i < n; i++) {
+		if (!f[i].name || !valid_identifier(f[i].name))
+			return -EINVAL;
+		switch (f[i].kind) {
+		case STRATA_FIELD_INTEGER:
+		case STRATA_FIELD_FLOAT:
+		case STRATA_FIELD_STRING:
+		case STRATA_FIELD_ARRAY:
+		case STRATA_FIELD_SEQUENCE:
+			break;
+		default: // enumerations need label tables: static events only
+			return -EINVAL;
+		}
+		chars += strlen(f[i].name) + 1;
+	}
+	auto *e = (DynEvent *)calloc(1, sizeof(DynEvent) + chars);
+	if (!e)
+		return -ENOMEM;
+	char *p = e->names;
+	auto keep = [&p](const char *s) {
+		size_t l = strlen(s) + 1;
+		memcpy(p, s, l);
+		p += l;
+		return p - l;
+	};
+	e->desc.api_version = STRATA_API_VERSION;
+	e->desc.loglevel = (uint32_t)loglevel;
+	e->desc.provider = keep(provider);
+	e->desc.name = keep(name);
+	e->desc.n_fields = n;
+	e->desc.fields = e->fields;
+	for (uint32_t i = 0; i < n; i++) {
+		strata_field_desc &g = e->fields[i];
+		g.name = keep(f[i].name);
+		g.kind = f[i].kind;
+		const bool str = f[i].kind == STRATA_FIELD_STRING;
+		g.size = str ? 1 : f[i].size;
+		g.is_signed = str ? 0 : (f[i].is_signed ? 1 : 0);
+		g.base = str || f[i].kind == STRATA_FIELD_FLOAT ? 10 : (f[i].base ? f[i].base : 10);
+		if (f[i].kind == STRATA_FIELD_FLOAT)
+			g.is_signed = 1;
+		g.length = f[i].kind == STRATA_FIELD_ARRAY ? f[i].length : 0;
+		g.enum_desc = nullptr;
+	}
+	if (!registry_valid_description(&e->desc)) {
+		// Sizes, bases or lengths out of range, or a description larger
+		// than a descriptor record may be.
+		bool big = encode_descriptor(&e->desc, 0, nullptr, STRATA_DESC_MAX_RECORD) == 0;
+		free(e);
+		return big ? -E2BIG : -EINVAL;
+	}
+	e->tp.magic = STRATA_TP_MAGIC;
+	e->tp.desc = &e->desc;
+	e->self = &e->tp;
+	*out = e;
+	return 0;
+}
+
+// Registers e (new or retired): 0, -ENOSPC, -EBUSY or -ENOMEM.
+int arm(DynEvent *e)
+{
+	int rc = registry_register(&e->self, &e->self + 1);
+	return rc == 1 ? 0 : rc < 0 ? rc : -ENOSPC;
+}
+
+} // namespace
+} // namespace strata
+
+using namespace strata;
+
+extern "C" STRATA_EXPORT int strata_dyn_declare(const char *provider, const char *name,
+						int loglevel, const struct strata_dyn_field *fields,
+						uint32_t n_fields, strata_dyn_event **out)
+{
+	if (!out)
+		return -EINVAL;
+	*out = nullptr;
+	if (!provider || !name)
+		return -EINVAL;
+	pthread_mutex_lock(&g_lock);
+	int rc = 0;
+	DynEvent *e = g_events;
+	for (; e; e = e->next)
+		if (strcmp(e->desc.provider, provider) == 0 && strcmp(e->desc.name, name) == 0)
+			break;
+	if (e) {
+		if (!same_shape(*e, loglevel, fields, n_fields))
+			rc = -EEXIST;
+		else if (e->refs == 0)
+			rc = arm(e); // retired: registered again, under a new id
+	} else {
+		rc = build(provider, name, loglevel, fields, n_fields, &e);
+		if (rc == 0 && (rc = arm(e)) == 0) {
+			e->next = g_events;
+			g_events = e;
+		} else if (rc != 0 && e) {
+			free(e); // never registered: nobody can hold it
+		}
+	}
+	if (rc == 0) {
+		e->refs++;
+		*out = &e->tp;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return rc;
+}
+
+extern "C" STRATA_EXPORT void strata_dyn_release(strata_dyn_event *ev)
+{
+	if (!ev)
+		return;
+	auto *e = reinterpret_cast<DynEvent *>(ev);
+	pthread_mutex_lock(&g_lock);
+	if (e->refs > 0 && --e->refs == 0)
+		strata_unregister_tracepoints(&e->self, &e->self + 1); // state = 0, unlisted
+	pthread_mutex_unlock(&g_lock);
+}
+
+extern "C" STRATA_EXPORT const char *strata_dyn_strerror(int err)
+{
+	switch (err) {
+	case 0:
+		return "success";
+	case -EINVAL:
+		return "invalid event declaration: names must be identifiers ([A-Za-z_][A-Za-z0-9_]*, at "
+		       "most 255 characters), log level 0..7, field kinds integer, float, string, array "
+		       "or sequence, integer and element sizes 1, 2, 4 or 8 bytes, float sizes 4 or 8, "
+		       "bases 2, 8, 10 or 16, array lengths 1..65536";
+	case -E2BIG:
+		return "event declaration too large: at most 64 fields, and a description of at most "
+		       "64 KiB";
+	case -EEXIST:
+		return "an event with this provider and name is already declared with another log "
+		       "level or other fields";
+	case -ENOSPC:
+		return "no event id left: a process has at most 65535 events";
+	case -ENOMEM:
+		return "out of memory";
+	case -EBUSY:
+		return "declared from a signal handler that interrupted a Strata control call";
+	default:
+		return "unknown error";
+	}
+}
+
+namespace {
+
+// Natural alignment, at most 8, of record offsets (records start 8-aligned).
+inline size_t align_to(size_t o, size_t a)
+{
+	a = a > 8 ? 8 : a;
+	return (o + a - 1) & ~(a - 1);
+}
+
+inline size_t elem_size(const strata_field_desc &f)
+{
+	return f.size ? f.size : 1;
+}
+
+} // namespace
+
+// The same layout as the STRATA_EVENT emitter (tracepoint.h): integers and
+// floats at their natural alignment, strings unaligned with their NUL,
+// arrays aligned to the element, sequences a u32 length (aligned 4) then
+// the elements.  Sequences hold at most 0xffffff elements, as there.
+extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union strata_dyn_value *v,
+					      uint32_t n)
+{
+	if (!ev)
+		return;
+	const uint32_t st = __atomic_load_n(&ev->state, __ATOMIC_RELAXED);
+	uint32_t m = st & STRATA_TP_SLOTS_MASK;
+	if (!m)
+		return;
+	const strata_event_desc *d = ev->desc;
+	const uint32_t nf = d->n_fields;
+	if (n != nf || (nf && !v)) {
+		// Relaxed: a once-only warning flag.
+		if (!g_warned_arity.exchange(true, std::memory_order_relaxed))
+			warn("strata_dyn_emit: the number of values differs from the event's fields; "
+			     "nothing recorded");
+		return;
+	}
+	// Per field: the bytes to copy and where they come from (scalars are
+	// converted into `scalar` first, so filters see the field's own type).
+	const void *src[STRATA_DESC_MAX_FIELDS];
+	size_t len[STRATA_DESC_MAX_FIELDS];
+	uint64_t scalar[STRATA_DESC_MAX_FIELDS];
+	size_t seq_len[STRATA_DESC_MAX_FIELDS];
+	size_t o = STRATA_EVENT_HEADER_SIZE;
+	for (uint32_t i = 0; i < nf; i++) {
+		const strata_field_desc &f = d->fields[i];
+		switch (f.kind) {
+		case STRATA_FIELD_INTEGER:
+			scalar[i] = v[i].u; // little-endian: the low `size` bytes are the value
+			src[i] = &scalar[i];
+			len[i] = f.size;
+			o = align_to(o, f.size) + f.size;
+			break;
+		case STRATA_FIELD_FLOAT:
+			if (f.size == 4) {
+				float x = (float)v[i].f;
+				scalar[i] = 0;
+				memcpy(&scalar[i], &x, 4);
+			} else {
+				memcpy(&scalar[i], &v[i].f, 8);
+			}
+			src[i] = &scalar[i];
+			len[i] = f.size;
+			o = align_to(o, f.size) + f.size;
+			break;
+		case STRATA_FIELD_STRING: {
+			const char *s = v[i].s ? v[i].s : "(null)";
+			src[i] = s;
+			len[i] = strlen(s) + 1;
+			o += len[i];
+			break;
+		}
+		case STRATA_FIELD_ARRAY:
+			src[i] = v[i].seq.ptr;
+			len[i] = elem_size(f) * f.length;
+			o = align_to(o, elem_size(f)) + len[i];
+			break;
+		default: { // SEQUENCE
+			size_t k = v[i].seq.ptr ? v[i].seq.len : 0;
+			if (k > 0xffffffu)
+				k = 0xffffffu;
+			seq_len[i] = k;
+			src[i] = v[i].seq.ptr;
+			len[i] = elem_size(f) * k;
+			o = align_to(align_to(o, 4) + 4, elem_size(f)) + len[i];
+			break;
+		}
+		}
+	}
+	const size_t size = o;
+	while (m) {
+		const unsigned slot = (unsigned)__builtin_ctz(m);
+		m &= m - 1;
+		if (st & STRATA_TP_FILTERED) {
+			// argv as the static emitter builds it: a pointer per field,
+			// for sequences the pointer then a pointer to the length.
+			const void *argv[2 * STRATA_DESC_MAX_FIELDS + 1];
+			size_t k = 0;
+			for (uint32_t i = 0; i < nf; i++) {
+				argv[k++] = src[i];
+				if (d->fields[i].kind == STRATA_FIELD_SEQUENCE)
+					argv[k++] = &seq_len[i];
+			}
+			argv[k] = nullptr;
+			if (!strata_filter_pass(ev, slot, argv))
+				continue;
+		}
+		strata_reservation r;
+		if (!strata_reserve(&r, ev, slot, size))
+			continue;
+		size_t w = STRATA_EVENT_HEADER_SIZE;
+		auto pad_to = [&](size_t a) {
+			size_t q = align_to(w, a);
+			if (q > w)
+				memset(r.rec + w, 0, q - w);
+			w = q;
+		};
+		for (uint32_t i = 0; i < nf; i++) {
+			const strata_field_desc &f = d->fields[i];
+			if (f.kind == STRATA_FIELD_SEQUENCE) {
+				pad_to(4);
+				const uint32_t l32 = (uint32_t)seq_len[i];
+				memcpy(r.rec + w, &l32, 4);
+				w += 4;
+				pad_to(elem_size(f));
+			} else if (f.kind != STRATA_FIELD_STRING) {
+				pad_to(f.kind == STRATA_FIELD_ARRAY ? elem_size(f) : f.size);
+			}
+			if (len[i]) {
+				if (src[i])
+					memcpy(r.rec + w, src[i], len[i]);
+				else // an array given no data: zeros
+					memset(r.rec + w, 0, len[i]);
+			}
+			w += len[i];
+		}
+		strata_commit(&r);
+	}
+}
