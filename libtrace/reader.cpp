@@ -21,8 +21,14 @@
 
 #include "desc_rules.h"
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 // Linux 5.14 uapi; glibc 2.36 headers lack it
+#endif
+
 namespace strata {
 namespace {
+
+constexpr int kMadvPopulateRead = MADV_POPULATE_READ;
 
 constexpr uint64_t kHdr = STRATA_PACKET_HEADER_SIZE;
 constexpr int kMaxCloseAttempts = 1000; // CAS retries against racing writers
@@ -379,6 +385,11 @@ ReadStatus Reader::peek_packet(uint32_t lane, strata_packet_header *hdr, const u
 		*err = "lane " + std::to_string(lane) + ": commit counter beyond its sub-buffer; skipped";
 		stats_.corrupt_packets++;
 	} else {
+		// The first lap: map the sub-buffer's pages in one system call
+		// rather than a fault per page as the copy touches them (1-11 us
+		// each on a VM; docs/benchmarks.md).  Later laps are mapped.
+		if (ls.rpos < stride)
+			madvise(const_cast<uint8_t *>(sb), S, kMadvPopulateRead);
 		memcpy(hdr, sb, sizeof *hdr); // validate a private copy, never the live header
 		if (validate_header(lane, ls.rpos, hdr, err)) {
 			accept_packet(ls, *hdr);
