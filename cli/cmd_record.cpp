@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
@@ -41,9 +42,12 @@ void forward_signal(int sig)
 		kill(g_child, sig);
 }
 
-// libstrata-pthread.so next to strata, in ../lib, or in the build tree.
+// libstrata-pthread.so next to strata, in ../lib, or in the build tree; a
+// NAME with a '/' is the library's path itself.
 std::string find_preload(const std::string &name)
 {
+	if (name.find('/') != std::string::npos)
+		return access(name.c_str(), R_OK) == 0 ? cli::absolute_path(name) : "";
 	std::string d = cli::self_dir();
 	std::string file = "libstrata-" + name + ".so";
 #ifndef STRATA_LIBDIR
@@ -56,6 +60,47 @@ std::string find_preload(const std::string &name)
 		if (access(p.c_str(), R_OK) == 0)
 			return p;
 	return "";
+}
+
+// Whether the dynamic loader accepts `lib` (and every library it needs): a
+// throwaway child dlopens it.  "" if it loads, else the loader's message.
+// Its constructors run only in that child, pointed at no daemon.
+std::string loader_refuses(const std::string &lib)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return "";
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		setenv("STRATA_CONSUMERD_SOCKET", "/nonexistent/strata-probe.sock", 1);
+		unsetenv("STRATA_EARLY");
+		if (dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL))
+			_exit(0);
+		const char *e = dlerror();
+		ssize_t n = write(fds[1], e ? e : "dlopen failed", e ? strlen(e) : 13);
+		(void)n;
+		_exit(1);
+	}
+	close(fds[1]);
+	std::string msg;
+	char buf[512];
+	ssize_t n;
+	while (pid > 0 && (n = read(fds[0], buf, sizeof buf)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		msg.append(buf, (size_t)n);
+	}
+	close(fds[0]);
+	int st = 0;
+	if (pid > 0)
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+		}
+	if (pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return "";
+	return msg.empty() ? "the loader refused it" : msg;
 }
 
 struct PrivateDaemon {
@@ -144,7 +189,8 @@ void help()
 	       "  -e, --event PATTERN       enable \"provider:event\" globs (default: \"*\");\n"
 	       "                            repeatable\n"
 	       "  --loglevel LEVEL          with -e: only LEVEL or more severe\n"
-	       "  --preload NAME            LD_PRELOAD libstrata-NAME.so (e.g. pthread)\n"
+	       "  --preload NAME            LD_PRELOAD libstrata-NAME.so (e.g. pthread), or the library at\n"
+	       "                            NAME if it has a /; refused up front if the loader refuses it\n"
 	       "%s"
 	       "\nThe trace directory is printed on stderr when CMD ends.\n"
 	       "Exit status: CMD's (128+N if killed by signal N); 1 if recording failed\n"
@@ -214,6 +260,14 @@ int strata_cmd_record(int argc, char **argv)
 				p.c_str());
 			return cli::kFail;
 		}
+		// A library the loader refuses would stop the command before main
+		// (exit 127) with only the loader's line to say why: say it here.
+		std::string why = loader_refuses(lib);
+		if (!why.empty()) {
+			fprintf(stderr, "strata record: the dynamic loader refuses %s: %s\n", lib.c_str(),
+				why.c_str());
+			return cli::kFail;
+		}
 		preload_env += (preload_env.empty() ? "" : ":") + lib;
 	}
 	if (create.output_dir.empty())
@@ -261,6 +315,10 @@ int strata_cmd_record(int argc, char **argv)
 	sigaction(SIGQUIT, &sa, &old_quit);
 	sigaction(SIGHUP, &sa, &old_hup);
 	const std::string sock = cl.path();
+	// exec's errno comes back through this pipe; EOF means exec succeeded.
+	int exec_pipe[2] = {-1, -1};
+	if (pipe2(exec_pipe, O_CLOEXEC) != 0)
+		exec_pipe[0] = exec_pipe[1] = -1;
 	pid_t child = fork();
 	if (child == 0) {
 		sigaction(SIGINT, &old_int, nullptr);
@@ -274,9 +332,26 @@ int strata_cmd_record(int argc, char **argv)
 			setenv("LD_PRELOAD", v.c_str(), 1);
 		}
 		execvp(argv[i], argv + i);
-		fprintf(stderr, "strata record: cannot run %s: %s\n", argv[i], strerror(errno));
+		const int e = errno;
+		if (exec_pipe[1] >= 0) {
+			ssize_t n = write(exec_pipe[1], &e, sizeof e);
+			(void)n;
+		}
 		_exit(127);
 	}
+	int exec_errno = 0;
+	if (exec_pipe[1] >= 0)
+		close(exec_pipe[1]);
+	if (exec_pipe[0] >= 0) {
+		ssize_t n;
+		while ((n = read(exec_pipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+		}
+		if (n != (ssize_t)sizeof exec_errno)
+			exec_errno = 0;
+		close(exec_pipe[0]);
+	}
+	if (exec_errno)
+		fprintf(stderr, "strata record: cannot run %s: %s\n", argv[i], strerror(exec_errno));
 	int status = 0, exit_code = cli::kFail;
 	if (child < 0) {
 		fprintf(stderr, "strata record: fork: %s\n", strerror(errno));
@@ -296,9 +371,17 @@ int strata_cmd_record(int argc, char **argv)
 	proto::Message st;
 	if (cl.call(proto::Status{create.session}, st, err) == 0 && st.type() == proto::Type::StatusReply &&
 	    !std::get<proto::StatusReply>(st.body).sessions.empty() &&
-	    std::get<proto::StatusReply>(st.body).sessions[0].n_buffers == 0)
-		fprintf(stderr, "strata record: %s did not join the session: nothing recorded "
-				"(does it link libstrata and Strata::tp_sync?)\n", argv[i]);
+	    std::get<proto::StatusReply>(st.body).sessions[0].n_buffers == 0) {
+		if (exec_errno)
+			; // said above: it never ran
+		else if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+			fprintf(stderr, "strata record: %s exited with status 127 before it joined the session: "
+					"nothing recorded (the dynamic loader or a shell could not start it: see "
+					"its message above)\n", argv[i]);
+		else
+			fprintf(stderr, "strata record: %s did not join the session: nothing recorded "
+					"(does it link libstrata and Strata::tp_sync?)\n", argv[i]);
+	}
 	r = cl.command(proto::Stop{create.session}, err);
 	if (r < 0)
 		fprintf(stderr, "strata record: stop: %s\n", err.c_str());

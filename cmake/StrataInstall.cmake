@@ -31,13 +31,9 @@ install(FILES ${CMAKE_BINARY_DIR}/cmake/StrataConfig.cmake
               ${CMAKE_BINARY_DIR}/cmake/StrataConfigVersion.cmake
         DESTINATION ${STRATA_CMAKE_INSTALL_DIR})
 
-# Where install(TARGETS tp_sync OBJECTS DESTINATION <libdir>/strata) puts
-# the object (CMake's layout: objects-<config>/<target>/<source>.o).
-set(_strata_config ${CMAKE_BUILD_TYPE})
-if(NOT _strata_config)
-  set(_strata_config NoConfig)
-endif()
-set(STRATA_PC_TP_SYNC "\${libdir}/strata/objects-${_strata_config}/tp_sync/tp_sync.c.o")
+# tp-sync/CMakeLists.txt installs the object as <libdir>/strata/tp_sync.o,
+# a path that does not depend on the build type.
+set(STRATA_PC_TP_SYNC "\${libdir}/strata/tp_sync.o")
 # Relocatable: prefix is found from the .pc file's own directory, so that
 # `cmake --install --prefix P` works for any P chosen at install time.
 if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")

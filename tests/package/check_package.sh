@@ -5,7 +5,13 @@
 #  3. `PREFIX/bin/strata record` the built program; babeltrace2 reads the trace
 #     with every event (outside:step index 0..N-1) and an empty stderr
 #  4. pkg-config --cflags --libs strata; build the same program with them and
-#     the tp_sync object, record it too.
+#     the tp_sync object (a path without the build type), record it too.
+#  5. `PREFIX/bin/strata record --preload pthread` of an unmodified program
+#     (pt_plain.c, no Strata in it): its lock events are recorded.
+#  6. a preload library the loader refuses: strata record says so, with the
+#     loader's message, and runs nothing.
+# Nothing runs ldconfig and LD_LIBRARY_PATH is unset: every installed
+# library and program must find what it needs by itself (RUNPATH).
 # usage: check_package.sh BUILD_DIR SOURCE_DIR WORK_DIR
 set -u
 build=$1 src=$2 work=$3
@@ -16,6 +22,7 @@ fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 run()  { echo "+ $*"; "$@"; }
 
 rm -rf "$work" && mkdir -p "$work"
+unset LD_LIBRARY_PATH LD_PRELOAD
 
 run cmake --install "$build" --prefix "$prefix" > "$work/install.log" 2>&1 \
 	&& ok "cmake --install into $prefix" || { cat "$work/install.log"; fail "cmake --install"; }
@@ -60,12 +67,13 @@ check_trace() { # name binary n
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 flags=$(pkg-config --cflags --libs strata 2>&1)
 echo "pkg-config --cflags --libs strata: $flags"
-want="-I$(realpath "$prefix/include") -L$(realpath "$prefix/lib") -lstrata"
+want="-I$(realpath "$prefix/include") -L$(realpath "$prefix/lib") -Wl,-rpath,$(realpath "$prefix/lib") -lstrata"
 got=""
 for f in $flags; do
 	case $f in
 	-I*) got="$got -I$(realpath "${f#-I}")" ;;
 	-L*) got="$got -L$(realpath "${f#-L}")" ;;
+	-Wl,-rpath,*) got="$got -Wl,-rpath,$(realpath "${f#-Wl,-rpath,}")" ;;
 	*) got="$got $f" ;;
 	esac
 done
@@ -73,13 +81,59 @@ done
 	|| fail "pkg-config flags: got '${got# }', want '$want'"
 tp_sync=$(pkg-config --variable=tp_sync strata)
 [ -f "$tp_sync" ] && ok "pkg-config --variable=tp_sync names an installed file" || fail "tp_sync object '$tp_sync' exists"
+case $tp_sync in
+*objects-*) fail "the tp_sync path depends on the build type: $tp_sync" ;;
+*) ok "the tp_sync path does not depend on the build type ($tp_sync)" ;;
+esac
 if run cc -std=c11 -Wall -Wextra -Werror -o "$work/outside-pc" "$src/examples/outside/main.c" "$tp_sync" \
-	$(pkg-config --cflags --libs strata) -Wl,-rpath,"$prefix/lib" > "$work/pc-build.log" 2>&1; then
+	$(pkg-config --cflags --libs strata) > "$work/pc-build.log" 2>&1; then
 	ok "cc with pkg-config flags builds the example"
 	check_trace pkgconfig "$work/outside-pc" 10
 else
 	cat "$work/pc-build.log"; fail "cc with pkg-config flags builds the example"
 fi
+
+# 5. The pthread preload on an unmodified program, from the prefix alone.
+for f in lib/libstrata-pthread.so bin/strata bin/strata-consumerd; do
+	if readelf -d "$prefix/$f" 2>/dev/null | grep -q 'RUNPATH.*\$ORIGIN'; then
+		ok "$f has an \$ORIGIN RUNPATH"
+	else
+		fail "$f has an \$ORIGIN RUNPATH ($(readelf -d "$prefix/$f" | grep -E 'RPATH|RUNPATH'))"
+	fi
+done
+if run cc -std=c11 -O1 -pthread -o "$work/pt-plain" "$src/tests/package/pt_plain.c" > "$work/pt-build.log" 2>&1; then
+	out=$work/trace-preload
+	if run "$prefix/bin/strata" record --preload pthread -o "$out" -- "$work/pt-plain" 500 \
+		> "$work/preload-record.log" 2>&1; then
+		ok "preload: strata record --preload pthread exits 0"
+	else
+		cat "$work/preload-record.log"; fail "preload: strata record --preload pthread exits 0"
+	fi
+	if grep -q "while loading shared libraries\|did not join\|refuses" "$work/preload-record.log"; then
+		cat "$work/preload-record.log"; fail "preload: no loader error"
+	fi
+	babeltrace2 "$out" > "$work/preload.txt" 2> "$work/preload.err"
+	[ ! -s "$work/preload.err" ] && ok "preload: babeltrace2 stderr empty" || { cat "$work/preload.err"; fail "preload: babeltrace2 stderr empty"; }
+	got=$(grep -c 'pthread:mutex_lock:' "$work/preload.txt")
+	[ "$got" -eq 1000 ] && ok "preload: 1000 pthread:mutex_lock events (2 threads x 500)" \
+		|| fail "preload: 1000 pthread:mutex_lock events (got $got)"
+else
+	cat "$work/pt-build.log"; fail "pt_plain.c builds"
+fi
+
+# 6. A preload library the loader refuses (copied away from the libstrata
+# it needs): refused up front with the loader's message.
+mkdir -p "$work/broken/x"
+cp "$prefix/lib/libstrata-pthread.so" "$work/broken/x/"
+"$prefix/bin/strata" record --preload "$work/broken/x/libstrata-pthread.so" -o "$work/trace-broken" \
+	-- "$work/pt-plain" 10 > "$work/broken.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && ok "broken preload: strata record fails (rc $rc)" || fail "broken preload: strata record fails"
+grep -q "loader refuses .*libstrata.so.0" "$work/broken.log" \
+	&& ok "broken preload: the loader's message names libstrata.so.0" \
+	|| { cat "$work/broken.log"; fail "broken preload: the loader's message names libstrata.so.0"; }
+grep -q "does it link" "$work/broken.log" && fail "broken preload: not blamed on the program" \
+	|| ok "broken preload: not blamed on the program"
 
 echo "$fails check(s) failed"
 [ $fails -eq 0 ]
