@@ -54,6 +54,7 @@ std::atomic<bool> g_dying{false};
 std::mutex g_mode_lock;              // the notification modes below
 bool g_mode[JVMTI_MAX_EVENT_TYPE_VAL + 1];
 int g_stack_depth = 8;               // STRATA_JVM_STACK_DEPTH (0: no stacks)
+bool g_verbose;                      // STRATA_JVM_VERBOSE: say each change of modes
 thread_local uint64_t t_enter_ns;    // monitor contended enter, this thread
 
 const strata_dyn_field kThread[] = {
@@ -396,6 +397,7 @@ void apply_modes()
 	std::lock_guard<std::mutex> g(g_mode_lock);
 	if (!g_live.load(std::memory_order_acquire) || g_dying.load(std::memory_order_acquire))
 		return;
+	bool changed = false;
 	for (const Need &n : kNeeds) {
 		bool want = false;
 		for (int e : n.ev)
@@ -406,9 +408,24 @@ void apply_modes()
 						      nullptr) != JVMTI_ERROR_NONE)
 			continue;
 		g_mode[n.type] = want;
+		changed = true;
 		if (want && (n.type == JVMTI_EVENT_COMPILED_METHOD_LOAD ||
 			     n.type == JVMTI_EVENT_DYNAMIC_CODE_GENERATED))
 			g_jvmti->GenerateEvents(n.type);
+	}
+	if (changed && g_verbose) {
+		// One line naming the events whose notifications are now on
+		// (tests wait for it: tests/jvm/check_live.py).
+		std::string line = "strata-jvm: notifications for:";
+		for (int e = 0; e < kEvents; e++)
+			for (const Need &n : kNeeds)
+				if (g_mode[n.type] && (n.ev[0] == e || n.ev[1] == e)) {
+					line += std::string(" ") + kDecls[e].name;
+					break;
+				}
+		line += "\n";
+		ssize_t w = write(2, line.data(), line.size());
+		(void)w;
 	}
 }
 
@@ -495,6 +512,8 @@ using namespace strata_jvm;
 extern "C" JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *)
 {
 	g_vm = vm;
+	const char *verbose = getenv("STRATA_JVM_VERBOSE");
+	g_verbose = verbose && *verbose && *verbose != '0';
 	const char *d = getenv("STRATA_JVM_STACK_DEPTH");
 	if (d && *d)
 		g_stack_depth = atoi(d);
