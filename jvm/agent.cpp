@@ -55,6 +55,7 @@ std::mutex g_mode_lock;              // the notification modes below
 bool g_mode[JVMTI_MAX_EVENT_TYPE_VAL + 1];
 int g_stack_depth = 8;               // STRATA_JVM_STACK_DEPTH (0: no stacks)
 bool g_verbose;                      // STRATA_JVM_VERBOSE: say each change of modes
+bool g_owner;                        // STRATA_JVM_OWNER=1 or owner=1: a contended enter's owner
 thread_local uint64_t t_enter_ns;    // monitor contended enter, this thread
 
 const strata_dyn_field kThread[] = {
@@ -65,6 +66,7 @@ const strata_dyn_field kThread[] = {
 const strata_dyn_field kMonEnter[] = {
 	{"class", STRATA_FIELD_STRING, 0, 0, 0, 0},
 	{"hash", STRATA_FIELD_INTEGER, 4, 0, 16, 0},
+	{"owner_java_tid", STRATA_FIELD_INTEGER, 8, 1, 10, 0},
 	{"stack", STRATA_FIELD_STRING, 0, 0, 0, 0},
 };
 const strata_dyn_field kMonEntered[] = {
@@ -245,6 +247,36 @@ void stack_of(jthread thread, char *out, size_t cap)
 		out[cap - 1] = 0;
 }
 
+// Thread.getId() of a thread (-1 if unknown).
+jlong java_tid(JNIEnv *jni, jthread thread)
+{
+	jlong id = g_thread_get_id && thread ? jni->CallLongMethod(thread, g_thread_get_id) : -1;
+	if (jni->ExceptionCheck()) {
+		jni->ExceptionClear();
+		id = -1;
+	}
+	return id;
+}
+
+// The Java tid of the thread that owns obj's monitor (-1 if unknown or off).
+// GetObjectMonitorUsage is a VM operation (a safepoint) per call: only with
+// STRATA_JVM_OWNER=1 or the agent option owner=1.
+jlong owner_java_tid(JNIEnv *jni, jobject obj)
+{
+	if (!g_owner || !obj)
+		return -1;
+	jvmtiMonitorUsage u;
+	memset(&u, 0, sizeof u);
+	if (g_jvmti->GetObjectMonitorUsage(obj, &u) != JVMTI_ERROR_NONE)
+		return -1;
+	const jlong id = u.owner ? java_tid(jni, u.owner) : -1;
+	dealloc(u.waiters);
+	dealloc(u.notify_waiters);
+	if (u.owner)
+		jni->DeleteLocalRef(u.owner);
+	return id;
+}
+
 void emit_thread(int ev, jvmtiEnv *jvmti, JNIEnv *jni, jthread thread)
 {
 	if (!on(ev))
@@ -252,11 +284,7 @@ void emit_thread(int ev, jvmtiEnv *jvmti, JNIEnv *jni, jthread thread)
 	jvmtiThreadInfo info;
 	memset(&info, 0, sizeof info);
 	jvmti->GetThreadInfo(thread, &info);
-	jlong jtid = g_thread_get_id ? jni->CallLongMethod(thread, g_thread_get_id) : -1;
-	if (jni->ExceptionCheck()) {
-		jni->ExceptionClear();
-		jtid = -1;
-	}
+	const jlong jtid = java_tid(jni, thread);
 	union strata_dyn_value v[3];
 	v[0].s = info.name ? info.name : "";
 	v[1].i = jtid;
@@ -288,11 +316,12 @@ void JNICALL on_contended_enter(jvmtiEnv *, JNIEnv *jni, jthread thread, jobject
 	jint hash;
 	monitor_of(jni, obj, cls, sizeof cls, &hash);
 	stack_of(thread, stack, sizeof stack);
-	union strata_dyn_value v[3];
+	union strata_dyn_value v[4];
 	v[0].s = cls;
 	v[1].u = (uint32_t)hash;
-	v[2].s = stack;
-	strata_dyn_emit(g_ev[kMonitorContendedEnter], v, 3);
+	v[2].i = owner_java_tid(jni, obj);
+	v[3].s = stack;
+	strata_dyn_emit(g_ev[kMonitorContendedEnter], v, 4);
 }
 
 void JNICALL on_contended_entered(jvmtiEnv *, JNIEnv *jni, jthread, jobject obj)
@@ -514,11 +543,15 @@ extern "C" JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *
 	g_vm = vm;
 	const char *verbose = getenv("STRATA_JVM_VERBOSE");
 	g_verbose = verbose && *verbose && *verbose != '0';
+	const char *owner = getenv("STRATA_JVM_OWNER");
+	g_owner = owner && *owner && *owner != '0';
+	if (options && strstr(options, "owner="))
+		g_owner = atoi(strstr(options, "owner=") + 6) != 0;
 	const char *d = getenv("STRATA_JVM_STACK_DEPTH");
 	if (d && *d)
 		g_stack_depth = atoi(d);
-	if (options && strncmp(options, "stack=", 6) == 0)
-		g_stack_depth = atoi(options + 6);
+	if (options && strstr(options, "stack="))
+		g_stack_depth = atoi(strstr(options, "stack=") + 6);
 	if (vm->GetEnv((void **)&g_jvmti, JVMTI_VERSION_1_2) != JNI_OK || !g_jvmti) {
 		fprintf(stderr, "strata-jvm: no JVMTI 1.2 environment: agent not loaded\n");
 		return JNI_ERR;
@@ -531,6 +564,7 @@ extern "C" JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *
 	caps.can_generate_garbage_collection_events = 1;
 	caps.can_generate_compiled_method_load_events = 1;
 	caps.can_get_line_numbers = 1;
+	caps.can_get_monitor_info = g_owner ? 1 : 0;
 	if (g_jvmti->AddCapabilities(&caps) != JVMTI_ERROR_NONE)
 		fprintf(stderr, "strata-jvm: some JVMTI capabilities are missing; their events stay off\n");
 	jvmtiEventCallbacks cb;

@@ -16,8 +16,13 @@ return, exit, halt or kill; kill: SIGKILL to the JVM once it printed
   jvm:monitor_contended_entered of the same monitor (class, hash);
 - a timed-out monitor_wait/monitor_waited pair on JvmApp$Hot;
 - jvm:gc_start and jvm:gc_finish between japp:mark before_gc and after_gc;
-- jvm:vm_start; jvm:vm_death when the JVM ended by return or exit.
+- jvm:vm_start; jvm:vm_death when the JVM ended by return or exit;
+- `strata analyze monitor`: JvmApp$Hot is the hottest monitor, with the
+  trace's count of contended enters and its total wait, waiters (and, with
+  STRATA_JVM_OWNER=1 in the return run, holders) among the workers, call
+  sites in JvmApp's lambda, and the HTML report names it.
 """
+import json
 import os
 import shutil
 import signal
@@ -40,6 +45,9 @@ def main():
     env.pop("XDG_RUNTIME_DIR", None)
     env.pop("JAVA_TOOL_OPTIONS", None)
     env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "consumerd.sock")
+    owner = mode == "return"  # the owner lookup (a safepoint per enter) in one run
+    if owner:
+        env["STRATA_JVM_OWNER"] = "1"
     check = Checks()
     cmd = [strata, "record", "--jvm", "-e", "jvm:*", "-e", "japp:*", "--subbuf-size", "256K",
            "--subbuf-count", "16", "-o", out, "--", "java", "-Xmx256m", "-cp", cp, "JvmApp", mode,
@@ -124,6 +132,22 @@ def main():
     check("jvm:vm_start" in names, "jvm:vm_start recorded")
     if mode in ("return", "exit"):
         check("jvm:vm_death" in names, "jvm:vm_death recorded")
+    html = os.path.join(work, "monitors.html")
+    an = subprocess.run([strata, "analyze", "monitor", out, "--format=json", "--report=" + html],
+                        capture_output=True, text=True, timeout=120)
+    mons = json.loads(an.stdout)["monitors"] if an.returncode == 0 else []
+    top = mons[0] if mons else {}
+    total = sum(int(p["wait_ns"]) for _, _, p in entered)
+    check(top.get("class") == hot and top.get("contended") == len(enters) and top.get("total_wait_ns") == total,
+          "analyze monitor: hottest %s, %d contended enters, total wait %d (%r)" %
+          (hot, len(enters), total, {k: top.get(k) for k in ("class", "contended", "total_wait_ns")}))
+    workers = {"worker-0", "worker-1"}
+    check(top and set(top.get("waiters", {})) <= workers and set(top.get("holders", {})) <= workers and
+          (bool(top.get("holders")) or not owner) and
+          all(x["site"].startswith("JvmApp.lambda$main$") for x in top.get("sites", [])),
+          "analyze monitor: waiters%s among the workers, sites in JvmApp's lambda (%r, %r)" %
+          (" and holders" if owner else "", top.get("waiters"), top.get("holders")))
+    check(os.path.exists(html) and hot in open(html).read(), "the HTML report names %s" % hot)
     check.finish()
 
 
