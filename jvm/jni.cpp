@@ -94,6 +94,12 @@ JNIEXPORT jobject JNICALL Java_org_strata_Strata_stateBuffer0(JNIEnv *env, jclas
 	return ev ? env->NewDirectByteBuffer(&ev->state, sizeof ev->state) : nullptr;
 }
 
+JNIEXPORT jlong JNICALL Java_org_strata_Strata_stateAddress0(JNIEnv *, jclass, jlong h)
+{
+	auto *ev = (strata_dyn_event *)(uintptr_t)h;
+	return ev ? (jlong)(uintptr_t)&ev->state : 0;
+}
+
 JNIEXPORT void JNICALL Java_org_strata_Strata_emit0(JNIEnv *env, jclass, jlong h, jlongArray nums,
 						      jobjectArray strs)
 {
