@@ -56,8 +56,7 @@ std::string find_preload(const std::string &name)
 	// The build tree, an install's lib/ next to bin/, and the configured
 	// libdir (lib/x86_64-linux-gnu with prefix /usr).
 	for (const std::string &p : {d + "/" + file, d + "/../lib/" + file, d + "/../lib/strata/" + file,
-				     d + "/../preload/" + file, d + "/../jvm/" + file,
-				     std::string(STRATA_LIBDIR) + "/" + file})
+				     d + "/../preload/" + file, std::string(STRATA_LIBDIR) + "/" + file})
 		if (access(p.c_str(), R_OK) == 0)
 			return p;
 	return "";
@@ -190,8 +189,6 @@ void help()
 	       "  -e, --event PATTERN       enable \"provider:event\" globs (default: \"*\");\n"
 	       "                            repeatable\n"
 	       "  --loglevel LEVEL          with -e: only LEVEL or more severe\n"
-	       "  --jvm                     load the JVM agent (libstrata-jvm.so) into every JVM CMD\n"
-	       "                            starts (JAVA_TOOL_OPTIONS): jvm:* events, the Java API\n"
 	       "  --preload NAME            LD_PRELOAD libstrata-NAME.so (e.g. pthread), or the library at\n"
 	       "                            NAME if it has a /; refused up front if the loader refuses it\n"
 	       "%s"
@@ -209,7 +206,6 @@ int strata_cmd_record(int argc, char **argv)
 	proto::Create create;
 	std::vector<std::string> patterns;
 	std::vector<std::string> preloads;
-	bool jvm = false;
 	int32_t loglevel = -1;
 	int i = 1;
 	for (; i < argc; i++) {
@@ -227,10 +223,6 @@ int strata_cmd_record(int argc, char **argv)
 		if (r > 0)
 			continue;
 		std::string a = argv[i];
-		if (a == "--jvm") {
-			jvm = true;
-			continue;
-		}
 		if (a == "-o" || a == "--output" || a == "-e" || a == "--event" || a == "--loglevel" ||
 		    a == "--preload") {
 			if (i + 1 >= argc)
@@ -277,26 +269,6 @@ int strata_cmd_record(int argc, char **argv)
 			return cli::kFail;
 		}
 		preload_env += (preload_env.empty() ? "" : ":") + lib;
-	}
-	// --jvm: every JVM the command starts loads the agent (JAVA_TOOL_OPTIONS
-	// reaches JVMs started by scripts too); the Java API finds the same
-	// library through strata.jvm.library.
-	std::string java_tool_options;
-	if (jvm) {
-		std::string lib = find_preload("jvm");
-		if (lib.empty()) {
-			fprintf(stderr, "strata record: libstrata-jvm.so not found next to strata, in ../lib or in " STRATA_LIBDIR
-					" (built when a JDK 17 is installed)\n");
-			return cli::kFail;
-		}
-		std::string why = loader_refuses(lib);
-		if (!why.empty()) {
-			fprintf(stderr, "strata record: the dynamic loader refuses %s: %s\n", lib.c_str(), why.c_str());
-			return cli::kFail;
-		}
-		const char *old = getenv("JAVA_TOOL_OPTIONS");
-		java_tool_options = "-agentpath:" + lib + " -Dstrata.jvm.library=" + lib +
-				    (old && *old ? std::string(" ") + old : "");
 	}
 	if (create.output_dir.empty())
 		create.output_dir = cli::absolute_path("strata-record-" + local_timestamp());
@@ -354,8 +326,6 @@ int strata_cmd_record(int argc, char **argv)
 		sigaction(SIGQUIT, &old_quit, nullptr);
 		sigaction(SIGHUP, &old_hup, nullptr);
 		setenv("STRATA_CONSUMERD_SOCKET", sock.c_str(), 1);
-		if (!java_tool_options.empty())
-			setenv("JAVA_TOOL_OPTIONS", java_tool_options.c_str(), 1);
 		if (!preload_env.empty()) {
 			const char *old = getenv("LD_PRELOAD");
 			std::string v = preload_env + (old && *old ? std::string(":") + old : "");

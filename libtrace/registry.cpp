@@ -265,10 +265,7 @@ void set_state(strata_tracepoint *tp, uint32_t state)
 	// call site can see the bits.  Call sites load `state` relaxed;
 	// strata_rt_quiesce makes the change visible to every thread before the
 	// control plane acknowledges.  Only the control plane writes `state`.
-	if (__atomic_load_n(&tp->state, __ATOMIC_RELAXED) == state) // only we write it
-		return;
 	__atomic_store_n(&tp->state, state, __ATOMIC_RELEASE);
-	note_state_change();
 }
 
 void arm_entry(Entry &e, unsigned slot)

@@ -79,8 +79,7 @@ extern std::atomic<Channel *> g_slots[STRATA_MAX_SLOTS];
 // the calling thread already holds it (a signal handler interrupted a
 // control-plane call); another holder is waited for with sched_yield.
 int control_lock();
-void control_unlock();       // also signals strata_rt_state_notify_fd if states changed
-void note_state_change();    // under the control lock: a tracepoint's state was written
+void control_unlock();
 void control_lock_reset_in_child();
 
 // Registry (registry.cpp), all under the control lock.

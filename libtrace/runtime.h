@@ -101,18 +101,6 @@ int strata_rt_clock_offer(int fd);
 typedef void (*strata_rt_fork_hook)(void);
 void strata_rt_set_fork_child_hook(strata_rt_fork_hook hook);
 
-/*
- * An eventfd (EFD_NONBLOCK, EFD_CLOEXEC) that becomes readable after a
- * control call changed the state word of any tracepoint (a session
- * started, stopped or changed rules, a slot opened or closed): for code
- * that must act when its events are switched, such as the JVM agent,
- * which turns JVMTI notifications on and off.  Created by the first call
- * (-errno if that failed), the same fd afterwards; read it to clear it.
- * The write happens in the control call, which may be tp-async's signal
- * handler: write(2) to an eventfd is async-signal-safe.
- */
-int strata_rt_state_notify_fd(void);
-
 /* Counters of the runtime's own health (for `strata status` and tests):
  * broken invariants met (each one also warned once on stderr) and
  * tracepoints rejected at registration (bad magic, version or fields). */

@@ -22,7 +22,6 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -212,28 +211,8 @@ int control_lock()
 	return 0;
 }
 
-// strata_rt_state_notify_fd: the eventfd (-1: none asked for) and whether
-// the current control call wrote a state word (under the control lock).
-static std::atomic<int> g_notify_fd{-1};
-static bool g_states_changed;
-
-void note_state_change()
-{
-	g_states_changed = true;
-}
-
 void control_unlock()
 {
-	if (g_states_changed) {
-		g_states_changed = false;
-		// Acquire: pairs with the release CAS in strata_rt_state_notify_fd.
-		const int fd = g_notify_fd.load(std::memory_order_acquire);
-		if (fd >= 0) {
-			const uint64_t one = 1;
-			ssize_t n = write(fd, &one, sizeof one); // AS-safe; EAGAIN: already readable
-			(void)n;
-		}
-	}
 	g_lock_owner.store(0, std::memory_order_release); // pairs with control_lock
 }
 
@@ -349,21 +328,4 @@ extern "C" STRATA_EXPORT void strata_rt_quiesce(void)
 extern "C" STRATA_EXPORT void strata_rt_set_fork_child_hook(strata_rt_fork_hook hook)
 {
 	g_fork_hook.store(hook, std::memory_order_release); // pairs with atfork_child
-}
-
-extern "C" STRATA_EXPORT int strata_rt_state_notify_fd(void)
-{
-	// Acquire: pairs with the release CAS below (another thread's creation).
-	int fd = g_notify_fd.load(std::memory_order_acquire);
-	if (fd >= 0)
-		return fd;
-	const int mine = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (mine < 0)
-		return -errno;
-	// Release: the fd is created before control calls may write to it.
-	if (g_notify_fd.compare_exchange_strong(fd, mine, std::memory_order_acq_rel,
-						std::memory_order_acquire))
-		return mine;
-	close(mine); // another thread created one first
-	return fd;
 }

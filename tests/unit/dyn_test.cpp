@@ -8,13 +8,10 @@
 #include <strata/dynamic.h>
 
 #include <errno.h>
-#include <poll.h>
-#include <unistd.h>
 
 #include <cmath>
 
 #include "rb_test_util.h"
-#include "runtime.h"
 
 using namespace rbtest;
 
@@ -212,38 +209,4 @@ TEST(Dynamic, BadDeclarationsAreRefusedWithAReason)
 	strata_dyn_release(good);
 	for (int e : {0, -EINVAL, -E2BIG, -EEXIST, -ENOSPC, -ENOMEM, -EBUSY, -12345})
 		EXPECT_GT(strlen(strata_dyn_strerror(e)), 5u);
-}
-
-// strata_rt_state_notify_fd: readable after a control call switched a
-// state word, not after one that changed nothing.
-TEST(Dynamic, StateNotifyFdSignalsSwitches)
-{
-	const int fd = strata_rt_state_notify_fd();
-	ASSERT_GE(fd, 0);
-	EXPECT_EQ(fd, strata_rt_state_notify_fd());
-	auto readable = [fd] {
-		struct pollfd p = {fd, POLLIN, 0};
-		if (poll(&p, 1, 0) != 1)
-			return false;
-		uint64_t v;
-		EXPECT_EQ((ssize_t)sizeof v, read(fd, &v, sizeof v));
-		return true;
-	};
-	const strata_dyn_field f[] = {{"n", STRATA_FIELD_INTEGER, 4, 0, 10, 0}};
-	strata_dyn_event *ev = nullptr;
-	ASSERT_EQ(0, strata_dyn_declare("dynnote", "ev", STRATA_LOGLEVEL_INFO, f, 1, &ev));
-	readable(); // whatever the declaration did
-	Slot s(7, config(STRATA_MODE_DISCARD, 1, 4, 65536), {rule("dynnote:*")});
-	ASSERT_TRUE(s.reader);
-	EXPECT_TRUE(strata_dyn_enabled(ev));
-	EXPECT_TRUE(readable()); // switched on
-	EXPECT_FALSE(readable());
-	std::vector<strata_rule> same = {rule("dynnote:*")};
-	EXPECT_EQ(0, strata_rt_slot_set_rules(7, same.data(), same.size()));
-	EXPECT_FALSE(readable()); // rules rewritten, nothing switched
-	std::vector<strata_rule> off = {rule("nothing:*")};
-	EXPECT_EQ(0, strata_rt_slot_set_rules(7, off.data(), off.size()));
-	EXPECT_FALSE(strata_dyn_enabled(ev));
-	EXPECT_TRUE(readable()); // switched off
-	strata_dyn_release(ev);
 }
