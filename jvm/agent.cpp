@@ -398,6 +398,7 @@ void JNICALL on_code_generated(jvmtiEnv *, const char *name, const void *addr, j
 
 bool g_live; // the VM reached VMInit (GenerateEvents is allowed)
 bool g_notif[kNumEv];
+bool g_verbose; // $STRATA_JVM_VERBOSE set: say on stderr when notifications change
 
 void set_mode(jvmtiEvent what, bool want)
 {
@@ -431,9 +432,20 @@ void apply_notifications()
 		g_jvmti->GenerateEvents(JVMTI_EVENT_COMPILED_METHOD_LOAD);
 	if (g_live && want[kCodeGenerated] && !g_notif[kCodeGenerated])
 		g_jvmti->GenerateEvents(JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
+	bool changed = false;
 	// Notifications on from Agent_OnLoad miss nothing: no replay at VMInit.
-	for (int e = 0; e < kNumEv; e++)
+	for (int e = 0; e < kNumEv; e++) {
+		changed |= g_notif[e] != want[e];
 		g_notif[e] = want[e];
+	}
+	if (g_verbose && changed) { // STRATA_JVM_VERBOSE: tests wait for this line
+		char line[512];
+		size_t n = size_t(snprintf(line, sizeof line, "strata-jvm: notifications for:"));
+		for (int e = 0; e < kNumEv && n < sizeof line; e++)
+			if (want[e])
+				n += size_t(snprintf(line + n, sizeof line - n, " %s", kDecl[e].name));
+		fprintf(stderr, "%s\n", line);
+	}
 }
 
 // libstrata's change hook: async-signal-safe, only wakes the agent thread.
@@ -488,6 +500,7 @@ void JNICALL on_vm_death(jvmtiEnv *, JNIEnv *)
 
 void parse_options(const char *opts)
 {
+	g_verbose = getenv("STRATA_JVM_VERBOSE") != nullptr;
 	if (const char *e = getenv("STRATA_JVM_STACK_DEPTH"))
 		g_stack_depth = atoi(e);
 	if (!opts)
