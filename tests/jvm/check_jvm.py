@@ -20,7 +20,6 @@ trace with babeltrace2 as the oracle:
           says disabled), both marks.
 """
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +27,9 @@ import sys
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from strata_testlib import Checks  # noqa: E402
+from jvm_testlib import fresh_work  # noqa: E402
 
 N_STEP, ROUNDS = 3000, 20
 END = {"return": ("return", 0), "exit": ("exit", 3), "halt": ("halt", 4), "kill": ("hang", 128 + 9),
@@ -58,13 +59,7 @@ def run(strata, java, cp, out, scenario, env):
 
 def main():
     scenario, strata, java, cp, work = sys.argv[1:6]
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    out = os.path.join(work, "trace")
-    env = dict(os.environ)
-    env.pop("XDG_RUNTIME_DIR", None)
-    env.pop("JAVA_TOOL_OPTIONS", None)
-    env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "consumerd.sock")
+    out, env = fresh_work(work)
     check = Checks()
     rc, lines, err = run(strata, java, cp, out, scenario, env)
     sys.stderr.write(err)

@@ -14,26 +14,21 @@ exactly those N events and monitor events of Live$MonB only; babeltrace2
 is silent.
 """
 import os
-import shutil
 import signal
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from strata_testlib import Checks, start_daemon  # noqa: E402
+from jvm_testlib import fresh_work  # noqa: E402
 
 N = 2000
 
 
 def main():
     strata, consumerd, java, agent, cp, work = sys.argv[1:7]
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    out = os.path.join(work, "trace")
-    env = dict(os.environ)
-    env.pop("XDG_RUNTIME_DIR", None)
-    env.pop("JAVA_TOOL_OPTIONS", None)
-    env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "consumerd.sock")
+    out, env = fresh_work(work)
     check = Checks()
 
     def strata_cmd(*args):
