@@ -66,7 +66,7 @@ const strata_dyn_field f_vm[] = {INT("pid", 4, 0, 10)};
 const strata_dyn_field f_thread[] = {STR("name"), INT("java_tid", 8, 1, 10), INT("os_tid", 4, 0, 10),
 				     INT("daemon", 1, 0, 10)};
 const strata_dyn_field f_enter[] = {STR("class"), INT("hash", 4, 0, 16), INT("os_tid", 4, 0, 10),
-				    STR("stack")};
+				    INT("owner_java_tid", 8, 1, 10), STR("stack")};
 const strata_dyn_field f_entered[] = {STR("class"), INT("hash", 4, 0, 16), INT("os_tid", 4, 0, 10),
 				      INT("wait_ns", 8, 0, 10)};
 const strata_dyn_field f_wait[] = {STR("class"), INT("hash", 4, 0, 16), INT("os_tid", 4, 0, 10),
@@ -110,6 +110,7 @@ strata_dyn_event *g_ev[kNumEv];
 jvmtiEnv *g_jvmti;
 int g_efd = -1;
 int g_stack_depth = 8; // frames at a contended enter; agent option stack=N (0: none)
+bool g_owner;           // agent option owner=1: the owner's Java tid at a contended enter
 uint32_t g_gc_seq;      // GC callbacks run on one VM thread at a time (a safepoint)
 uint64_t g_gc_t0;
 
@@ -238,21 +239,28 @@ void emit_vm(Ev e)
 	strata_dyn_emit(g_ev[e], v, 1);
 }
 
+// Thread.getId() of a thread (-1 if the call fails).
+jlong java_tid(JNIEnv *jni, jthread thread)
+{
+	jlong id = -1;
+	jclass tc = jni->FindClass("java/lang/Thread");
+	if (tc) {
+		jmethodID getid = jni->GetMethodID(tc, "getId", "()J");
+		if (getid)
+			id = jni->CallLongMethod(thread, getid);
+		jni->DeleteLocalRef(tc);
+	}
+	if (jni->ExceptionCheck())
+		jni->ExceptionClear();
+	return id;
+}
+
 void emit_thread(Ev e, JNIEnv *jni, jthread thread)
 {
 	jvmtiThreadInfo info;
 	memset(&info, 0, sizeof info);
 	g_jvmti->GetThreadInfo(thread, &info);
-	jlong jtid = -1;
-	jclass tc = jni->FindClass("java/lang/Thread");
-	if (tc) {
-		jmethodID getid = jni->GetMethodID(tc, "getId", "()J");
-		if (getid)
-			jtid = jni->CallLongMethod(thread, getid);
-		jni->DeleteLocalRef(tc);
-	}
-	if (jni->ExceptionCheck())
-		jni->ExceptionClear();
+	jlong jtid = java_tid(jni, thread);
 	strata_dyn_value v[4];
 	v[0].s = info.name ? info.name : "";
 	v[1].i = jtid;
@@ -300,6 +308,24 @@ uint64_t since(uint64_t *t0)
 	return d;
 }
 
+// Java tid of the thread that owns obj's monitor, -1 if unknown.  A VM
+// operation (a safepoint) per call: only with the agent option owner=1.
+jlong owner_java_tid(JNIEnv *jni, jobject obj)
+{
+	jvmtiMonitorUsage u;
+	memset(&u, 0, sizeof u);
+	if (g_jvmti->GetObjectMonitorUsage(obj, &u) != JVMTI_ERROR_NONE)
+		return -1;
+	jlong id = -1;
+	if (u.owner)
+		id = java_tid(jni, u.owner);
+	dealloc(u.waiters);
+	dealloc(u.notify_waiters);
+	if (u.owner)
+		jni->DeleteLocalRef(u.owner);
+	return id;
+}
+
 void JNICALL on_contended_enter(jvmtiEnv *, JNIEnv *jni, jthread, jobject obj)
 {
 	t_enter_ns = now_ns();
@@ -307,9 +333,10 @@ void JNICALL on_contended_enter(jvmtiEnv *, JNIEnv *jni, jthread, jobject obj)
 		return;
 	char stack[2048];
 	java_stack(stack, sizeof stack);
-	strata_dyn_value x[1];
-	x[0].s = stack;
-	emit_monitor(kContendedEnter, jni, obj, x, 1);
+	strata_dyn_value x[2];
+	x[0].i = g_owner ? owner_java_tid(jni, obj) : -1;
+	x[1].s = stack;
+	emit_monitor(kContendedEnter, jni, obj, x, 2);
 }
 
 void JNICALL on_contended_entered(jvmtiEnv *, JNIEnv *jni, jthread, jobject obj)
@@ -501,6 +528,8 @@ void JNICALL on_vm_death(jvmtiEnv *, JNIEnv *)
 void parse_options(const char *opts)
 {
 	g_verbose = getenv("STRATA_JVM_VERBOSE") != nullptr;
+	if (const char *e = getenv("STRATA_JVM_OWNER"))
+		g_owner = atoi(e) != 0;
 	if (const char *e = getenv("STRATA_JVM_STACK_DEPTH"))
 		g_stack_depth = atoi(e);
 	if (!opts)
@@ -508,6 +537,9 @@ void parse_options(const char *opts)
 	const char *p = strstr(opts, "stack=");
 	if (p)
 		g_stack_depth = atoi(p + 6);
+	p = strstr(opts, "owner=");
+	if (p)
+		g_owner = atoi(p + 6) != 0;
 	if (g_stack_depth < 0)
 		g_stack_depth = 0;
 	if (g_stack_depth > 64)
@@ -550,6 +582,7 @@ extern "C" JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *
 	caps.can_generate_garbage_collection_events = 1;
 	caps.can_generate_compiled_method_load_events = 1;
 	caps.can_get_line_numbers = 1;
+	caps.can_get_monitor_info = g_owner ? 1 : 0;
 	if (g_jvmti->AddCapabilities(&caps) != JVMTI_ERROR_NONE) {
 		fprintf(stderr, "strata-jvm: the JVM refuses the capabilities the agent needs\n");
 		return JNI_ERR;

@@ -3,7 +3,7 @@
 
 usage: check_jvm.py SCENARIO STRATA JAVA CLASSPATH WORKDIR
 
-Runs tests/jvm/Contend.java (Java API events, two threads contending for
+Runs tests/jvm/Contend.java (agent with STRATA_JVM_OWNER=1) (Java API events, two threads contending for
 Contend$Hot, a timed-out wait on Contend$Cold, System.gc()) and checks the
 trace with babeltrace2 as the oracle:
   return  normal end: exact Java API counts and field values; the thread map
@@ -40,7 +40,7 @@ def run(strata, java, cp, out, scenario, env):
     pats = ["-e", "japp:mark"] if scenario == "off" else ["-e", "jvm:*", "-e", "japp:*"]
     cmd = [strata, "record", "--jvm", "--subbuf-size", "256K", "--subbuf-count", "16"] + pats + \
           ["-o", out, "--", java, "-Xshare:auto", "-cp", cp, "Contend", END[scenario][0], str(N_STEP), str(ROUNDS)]
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(cmd, env=dict(env, STRATA_JVM_OWNER="1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []
     if scenario == "kill":
         pid = None
@@ -126,7 +126,7 @@ def main():
 
     # Monitors: pairs per thread, causal order, the hottest one.
     pending, unpaired, inversions, wait = {}, 0, 0, {}
-    sites = set()
+    sites, owners = set(), set()
     for t, n, vtid, p in evs:
         if n == "jvm:monitor_contended_enter":
             if vtid in pending:
@@ -134,6 +134,7 @@ def main():
             pending[vtid] = (t, str(p["class"]), int(p["hash"]))
             if str(p["class"]) == "Contend$Hot":
                 sites.add(str(p["stack"]).split(";")[0])
+                owners.add(int(p["owner_java_tid"]))
         elif n == "jvm:monitor_contended_entered":
             e = pending.pop(vtid, None)
             if e is None or e[1:] != (str(p["class"]), int(p["hash"])):
@@ -153,6 +154,10 @@ def main():
     check(hottest == "Contend$Hot", "hottest monitor is Contend$Hot (%s; %r)" % (hottest, wait))
     check(sites and all(s.startswith("Contend.contend:") for s in sites),
           "Java call site of the Hot enters is Contend.contend (%r)" % sites)
+    contenders = {threads[n][0] for n in ("contender-a", "contender-b") if n in threads}
+    # -1: the owner had left the monitor by the time the agent asked.
+    known = owners - {-1}
+    check(known and known <= contenders, "Hot's owner at a contended enter is a contender (%r)" % owners)
     waited = [e[3] for e in evs if e[1] == "jvm:monitor_waited" and str(e[3]["class"]) == "Contend$Cold"]
     check(len(waited) == 1 and int(waited[0]["timed_out"]) == 1, "Cold's wait timed out once (%r)" % waited)
 
