@@ -19,6 +19,7 @@ trace with babeltrace2 as the oracle:
   off     only japp:mark enabled: no jvm event, no japp:step (the Java check
           says disabled), both marks.
 """
+import json
 import os
 import signal
 import subprocess
@@ -158,6 +159,23 @@ def main():
     # -1: the owner had left the monitor by the time the agent asked.
     known = owners - {-1}
     check(known and known <= contenders, "Hot's owner at a contended enter is a contender (%r)" % owners)
+    # strata analyze monitor: the same monitor first, the same counts.
+    html = os.path.join(os.path.dirname(out), "monitors.html")
+    an = subprocess.run([strata, "analyze", "monitor", out, "--format=json", "--report=" + html],
+                        capture_output=True, text=True, timeout=120)
+    mons = json.loads(an.stdout)["monitors"] if an.returncode == 0 else []
+    top = mons[0] if mons else {}
+    hot_enters = sum(1 for e in evs if e[1] == "jvm:monitor_contended_enter" and str(e[3]["class"]) == "Contend$Hot")
+    who = {"contender-a", "contender-b"}
+    check(top.get("class") == "Contend$Hot" and top.get("contended") == hot_enters and
+          top.get("total_wait_ns") == wait.get("Contend$Hot"),
+          "analyze monitor: hottest Contend$Hot, %d contended enters, its total wait (%r)" %
+          (hot_enters, {k: top.get(k) for k in ("class", "contended", "total_wait_ns")}))
+    check(set(top.get("waiters", {})) <= who and set(top.get("holders", {})) <= who and top.get("holders") and
+          all(s["site"].startswith("Contend.contend:") for s in top.get("sites", [])),
+          "analyze monitor: waiters and holders are the contenders, sites in Contend.contend (%r, %r)" %
+          (top.get("waiters"), top.get("holders")))
+    check(os.path.exists(html) and "Contend$Hot" in open(html).read(), "the HTML report names Contend$Hot")
     waited = [e[3] for e in evs if e[1] == "jvm:monitor_waited" and str(e[3]["class"]) == "Contend$Cold"]
     check(len(waited) == 1 and int(waited[0]["timed_out"]) == 1, "Cold's wait timed out once (%r)" % waited)
 
