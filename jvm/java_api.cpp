@@ -30,6 +30,7 @@ struct Decl {
 };
 
 constexpr uint32_t kMaxFields = 16;
+constexpr jint kRecordSize = 16384; // Record.SIZE
 
 } // namespace
 
@@ -116,14 +117,23 @@ JNIEXPORT jobject JNICALL Java_strata_Event_buffer0(JNIEnv *jni, jclass, jint si
 	return p ? jni->NewDirectByteBuffer(p, size) : nullptr;
 }
 
-JNIEXPORT void JNICALL Java_strata_Event_emit0(JNIEnv *jni, jclass, jlong h, jobject buf, jint len)
+// Where a record buffer lives, asked once per Record (GetDirectBufferAddress
+// type-checks its argument: too slow for each emit).
+JNIEXPORT jlong JNICALL Java_strata_Event_address0(JNIEnv *jni, jclass, jobject buf)
+{
+	return jni->GetDirectBufferCapacity(buf) >= kRecordSize
+		       ? jlong(reinterpret_cast<uintptr_t>(jni->GetDirectBufferAddress(buf)))
+		       : 0;
+}
+
+// addr: a Record's buffer (address0), len: the bytes Record.java wrote.
+JNIEXPORT void JNICALL Java_strata_Event_emit0(JNIEnv *, jclass, jlong h, jlong addr, jint len)
 {
 	const Decl *d = reinterpret_cast<const Decl *>(uintptr_t(h));
 	if (!d || !strata_dyn_enabled(d->ev))
 		return;
-	const char *b = static_cast<const char *>(jni->GetDirectBufferAddress(buf));
-	jlong cap = jni->GetDirectBufferCapacity(buf);
-	if (!b || len < 0 || len > cap)
+	const char *b = reinterpret_cast<const char *>(uintptr_t(addr));
+	if (!b || len < 0 || len > kRecordSize)
 		return;
 	union strata_dyn_value v[kMaxFields];
 	size_t at = 0, end = size_t(len);

@@ -131,5 +131,7 @@ public final class Event {
 
     static native ByteBuffer buffer0(int size);
 
-    static native void emit0(long handle, ByteBuffer buf, int len);
+    static native long address0(ByteBuffer buf);
+
+    static native void emit0(long handle, long address, int len);
 }

@@ -17,12 +17,14 @@ public final class Record {
 
     private final Event event;
     private final ByteBuffer buf;
+    private final long address; // of buf, for the natives (0 without them)
     private int field;
 
     Record(Event event) {
         this.event = event;
         ByteBuffer b = Event.NATIVE ? Event.buffer0(SIZE) : null;
         this.buf = (b != null ? b : ByteBuffer.allocateDirect(SIZE)).order(ByteOrder.nativeOrder());
+        this.address = b != null ? Event.address0(b) : 0;
     }
 
     void reset() {
@@ -94,7 +96,7 @@ public final class Record {
     public void emit() {
         if (field != event.types.length)
             throw new IllegalStateException(event + ": " + field + " of " + event.types.length + " fields set");
-        if (event.handle != 0)
-            Event.emit0(event.handle, buf, buf.position());
+        if (event.handle != 0 && address != 0)
+            Event.emit0(event.handle, address, buf.position());
     }
 }
