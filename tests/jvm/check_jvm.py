@@ -16,6 +16,7 @@ trace with babeltrace2 as the oracle:
   exit    System.exit(3): the same trace, vm_death included.
   halt    Runtime.halt(4): readable, exact counts (OpenJDK 17 still posts VMDeath).
   kill    SIGKILL once the program says "ready": readable, exact counts, no vm_death.
+  plain   java alone, no agent: runs, every Java check says disabled.
   off     only japp:mark enabled: no jvm event, no japp:step (the Java check
           says disabled), both marks.
 """
@@ -62,6 +63,12 @@ def main():
     scenario, strata, java, cp, work = sys.argv[1:6]
     out, env = fresh_work(work)
     check = Checks()
+    if scenario == "plain":  # no agent, no strata: the Java API is inert
+        r = subprocess.run([java, "-cp", cp, "Contend", "return", str(N_STEP), "2"], env=env,
+                           capture_output=True, text=True, timeout=240)
+        check(r.returncode == 0, "the program runs without the agent (status %d, %r)" % (r.returncode, r.stderr[-300:]))
+        check("step=0" in r.stdout.split(), "every Java check says disabled (%r)" % r.stdout[:200])
+        check.finish()
     rc, lines, err = run(strata, java, cp, out, scenario, env)
     sys.stderr.write(err)
     check(rc == END[scenario][1], "strata record exits with the JVM's status %d (got %d)" % (END[scenario][1], rc))
