@@ -110,6 +110,13 @@ JNIEXPORT jobject JNICALL Java_strata_Event_state0(JNIEnv *jni, jclass, jlong h)
 	return jni->NewDirectByteBuffer(&d->ev->state, sizeof d->ev->state);
 }
 
+// The state word's address, for Event.java's Unsafe read.
+JNIEXPORT jlong JNICALL Java_strata_Event_stateAddress0(JNIEnv *, jclass, jlong h)
+{
+	Decl *d = reinterpret_cast<Decl *>(uintptr_t(h));
+	return jlong(reinterpret_cast<uintptr_t>(&d->ev->state));
+}
+
 // A record buffer in native memory (never freed: one per thread and event).
 JNIEXPORT jobject JNICALL Java_strata_Event_buffer0(JNIEnv *jni, jclass, jint size)
 {

@@ -2,7 +2,10 @@
 """A running JVM follows sessions started and stopped under it (tp-async,
 the agent's change hook and its notification thread; docs/jvm.md).
 
-usage: check_live.py STRATA CONSUMERD JAVA AGENT CLASSPATH WORKDIR
+usage: check_live.py STRATA CONSUMERD JAVA AGENT CLASSPATH WORKDIR [JVM_OPTION]
+
+(JVM_OPTION -Dstrata.no_unsafe=true: the Java check reads the state word
+through its direct ByteBuffer instead of sun.misc.Unsafe.)
 
 The JVM (java -agentpath:AGENT, STRATA_JVM_VERBOSE) starts with no session.
 Phase a runs untraced; then a session enabling jvm:* and japp:* starts
@@ -28,6 +31,7 @@ N = 2000
 
 def main():
     strata, consumerd, java, agent, cp, work = sys.argv[1:7]
+    jopts = sys.argv[7:8]
     out, env = fresh_work(work)
     check = Checks()
 
@@ -36,7 +40,7 @@ def main():
         check(r.returncode == 0, "strata %s (%s)" % (" ".join(args), r.stderr.strip()[:200]))
 
     d = start_daemon(consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
-    jvm = subprocess.Popen([java, "-agentpath:" + agent, "-cp", cp, "Live", str(N)],
+    jvm = subprocess.Popen([java, "-agentpath:" + agent] + jopts + ["-cp", cp, "Live", str(N)],
                            env=dict(env, STRATA_JVM_VERBOSE="1"), stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
     said = {}

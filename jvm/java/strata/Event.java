@@ -42,11 +42,27 @@ public final class Event {
         return new Field(name, type);
     }
 
-    // The state word, read as the C call site reads it: opaque (a relaxed
-    // load the JIT may not hoist out of a loop), no JNI.
+    // The state word, read without JNI in a way the JIT may not hoist out of
+    // a loop: sun.misc.Unsafe's volatile read at its address (on x86 a plain
+    // load, about 0.4 ns) where the JDK offers it without a warning (up to
+    // 22), else an opaque read through a direct ByteBuffer (about 1.5 ns:
+    // bounds and scope checks).
     private static final VarHandle STATE =
             MethodHandles.byteBufferViewVarHandle(int[].class, ByteOrder.nativeOrder());
+    private static final sun.misc.Unsafe UNSAFE = unsafe();
     static final boolean NATIVE = loadNatives();
+
+    private static sun.misc.Unsafe unsafe() {
+        if (Runtime.version().feature() > 22 || Boolean.getBoolean("strata.no_unsafe"))
+            return null;
+        try {
+            java.lang.reflect.Field f = sun.misc.Unsafe.class.getDeclaredField("theUnsafe");
+            f.setAccessible(true);
+            return (sun.misc.Unsafe) f.get(null);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            return null;
+        }
+    }
 
     private static boolean loadNatives() {
         try {
@@ -69,12 +85,14 @@ public final class Event {
     final long handle; // native Decl*, 0 without natives
     final Type[] types;
     private final ByteBuffer state;
+    private final long stateAddress; // 0: read through `state`
     private final String fullName;
     private final ThreadLocal<Record> records;
 
     private Event(long handle, ByteBuffer state, Type[] types, String fullName) {
         this.handle = handle;
         this.state = state;
+        this.stateAddress = handle != 0 && UNSAFE != null ? stateAddress0(handle) : 0;
         this.types = types;
         this.fullName = fullName;
         this.records = ThreadLocal.withInitial(() -> new Record(this));
@@ -106,6 +124,8 @@ public final class Event {
 
     /** Whether some session records the event: one load, no JNI. */
     public boolean enabled() {
+        if (stateAddress != 0)
+            return UNSAFE.getIntVolatile(null, stateAddress) != 0;
         return (int) STATE.getOpaque(state, 0) != 0;
     }
 
@@ -128,6 +148,8 @@ public final class Event {
     static native String strerror0(int err);
 
     static native ByteBuffer state0(long handle);
+
+    static native long stateAddress0(long handle);
 
     static native ByteBuffer buffer0(int size);
 
