@@ -107,6 +107,7 @@ const EvDecl kDecl[kNumEv] = {
 #undef D
 
 strata_dyn_event *g_ev[kNumEv];
+JavaVM *g_vm;
 jvmtiEnv *g_jvmti;
 int g_efd = -1;
 int g_stack_depth = 8; // frames at a contended enter; agent option stack=N (0: none)
@@ -189,6 +190,11 @@ void method_name(jmethodID m, char *out, size_t len, bool with_sig)
 	dealloc(name);
 	dealloc(sig);
 	dealloc(csig);
+	// A stack walk or a GenerateEvents replay names many methods in one
+	// callback: free each class reference at once.
+	JNIEnv *jni = nullptr;
+	if (k && g_vm && g_vm->GetEnv(reinterpret_cast<void **>(&jni), JNI_VERSION_1_8) == JNI_OK && jni)
+		jni->DeleteLocalRef(k);
 }
 
 int line_of(jmethodID m, jlocation loc)
@@ -570,6 +576,7 @@ int declare_jvm_events()
 extern "C" JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *)
 {
 	parse_options(options);
+	g_vm = vm;
 	if (vm->GetEnv(reinterpret_cast<void **>(&g_jvmti), JVMTI_VERSION_1_2) != JNI_OK) {
 		fprintf(stderr, "strata-jvm: no JVMTI 1.2 environment\n");
 		return JNI_ERR;
