@@ -19,6 +19,8 @@ std::string hex(uint64_t v)
 	return b;
 }
 
+} // namespace
+
 std::string json_str(const std::string &s)
 {
 	std::string o = "\"";
@@ -51,6 +53,8 @@ std::string html_esc(const std::string &s)
 	}
 	return o;
 }
+
+namespace {
 
 std::string proc_label(const Report &r, uint32_t p)
 {

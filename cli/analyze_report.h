@@ -17,6 +17,10 @@ void write_html(std::ostream &o, const Report &r, const Options &opt);
 // "12.3 us", "4.56 ms"...
 std::string format_ns(double ns);
 
+// A JSON string literal of s; s with HTML's special characters escaped.
+std::string json_str(const std::string &s);
+std::string html_esc(const std::string &s);
+
 } // namespace analyze
 } // namespace strata
 #endif

@@ -10,6 +10,7 @@
 #include "commands.h"
 
 #include "analyze_model.h"
+#include "analyze_monitor.h"
 #include "analyze_reader.h"
 #include "analyze_report.h"
 #include "analyze_symbols.h"
@@ -18,8 +19,15 @@ namespace {
 
 const char usage[] =
 	"Usage: strata analyze mutex TRACE_DIR [--format=text|json] [--report=FILE.html] [--top N]\n"
+	"       strata analyze monitor TRACE_DIR [same options]\n"
 	"\n"
-	"Lock contention of a trace recorded with the pthread preload library\n"
+	"monitor: Java monitor contention of a trace recorded with strata record --jvm\n"
+	"-e 'jvm:*' (docs/jvm.md): one row per monitor (class@identity hash) sorted by\n"
+	"total wait: contended enters, wait statistics, waiting and holding threads\n"
+	"(holders need STRATA_JVM_OWNER=1), Java call sites.\n"
+	"\n"
+	"mutex: "
+	"lock contention of a trace recorded with the pthread preload library\n"
 	"(strata record --preload pthread -- PROG): one row per lock, sorted by total\n"
 	"wait time: acquisitions, contended acquisitions and their share, total, mean,\n"
 	"p99 and max wait, max hold time, and the call sites that waited most\n"
@@ -46,7 +54,7 @@ int strata_cmd_analyze(int argc, char **argv)
 	using namespace strata::analyze;
 	// argv[0] is "analyze" (main passes argc - 1, argv + 1); tolerate a
 	// caller that passes the arguments after it.
-	int i = (argc > 0 && !std::strcmp(argv[0], "mutex")) ? 0 : 1;
+	int i = (argc > 0 && (!std::strcmp(argv[0], "mutex") || !std::strcmp(argv[0], "monitor"))) ? 0 : 1;
 	if (i < argc && strata::cli::is_help(argv[i])) {
 		std::cout << usage;
 		return 0;
@@ -54,8 +62,8 @@ int strata_cmd_analyze(int argc, char **argv)
 	if (i >= argc)
 		return usage_error("missing analysis name");
 	std::string what = argv[i++];
-	if (what != "mutex")
-		return usage_error("unknown analysis '" + what + "' (available: mutex)");
+	if (what != "mutex" && what != "monitor")
+		return usage_error("unknown analysis '" + what + "' (available: mutex, monitor)");
 	std::string dir, format = "text", report;
 	Options opt;
 	for (; i < argc; i++) {
@@ -90,6 +98,8 @@ int strata_cmd_analyze(int argc, char **argv)
 		return usage_error("missing TRACE_DIR");
 	if (format != "text" && format != "json")
 		return usage_error("--format must be text or json");
+	if (what == "monitor")
+		return analyze_monitor(dir, format, report, opt.top);
 
 	Input in;
 	std::string err;

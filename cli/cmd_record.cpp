@@ -56,7 +56,8 @@ std::string find_preload(const std::string &name)
 	// The build tree, an install's lib/ next to bin/, and the configured
 	// libdir (lib/x86_64-linux-gnu with prefix /usr).
 	for (const std::string &p : {d + "/" + file, d + "/../lib/" + file, d + "/../lib/strata/" + file,
-				     d + "/../preload/" + file, std::string(STRATA_LIBDIR) + "/" + file})
+				     d + "/../preload/" + file, d + "/../jvm/" + file,
+				     std::string(STRATA_LIBDIR) + "/" + file})
 		if (access(p.c_str(), R_OK) == 0)
 			return p;
 	return "";
@@ -191,6 +192,8 @@ void help()
 	       "  --loglevel LEVEL          with -e: only LEVEL or more severe\n"
 	       "  --preload NAME            LD_PRELOAD libstrata-NAME.so (e.g. pthread), or the library at\n"
 	       "                            NAME if it has a /; refused up front if the loader refuses it\n"
+	       "  --jvm                     load libstrata-jvm.so into Java (JAVA_TOOL_OPTIONS\n"
+	       "                            -agentpath): jvm:* events and the Java API\n"
 	       "%s"
 	       "\nThe trace directory is printed on stderr when CMD ends.\n"
 	       "Exit status: CMD's (128+N if killed by signal N); 1 if recording failed\n"
@@ -206,6 +209,7 @@ int strata_cmd_record(int argc, char **argv)
 	proto::Create create;
 	std::vector<std::string> patterns;
 	std::vector<std::string> preloads;
+	bool jvm = false;
 	int32_t loglevel = -1;
 	int i = 1;
 	for (; i < argc; i++) {
@@ -223,6 +227,10 @@ int strata_cmd_record(int argc, char **argv)
 		if (r > 0)
 			continue;
 		std::string a = argv[i];
+		if (a == "--jvm") {
+			jvm = true;
+			continue;
+		}
 		if (a == "-o" || a == "--output" || a == "-e" || a == "--event" || a == "--loglevel" ||
 		    a == "--preload") {
 			if (i + 1 >= argc)
@@ -269,6 +277,19 @@ int strata_cmd_record(int argc, char **argv)
 			return cli::kFail;
 		}
 		preload_env += (preload_env.empty() ? "" : ":") + lib;
+	}
+	std::string jvm_agent = jvm ? find_preload("jvm") : "";
+	if (jvm && jvm_agent.empty()) {
+		fprintf(stderr, "strata record: libstrata-jvm.so not found next to strata, in ../lib or in " STRATA_LIBDIR "\n");
+		return cli::kFail;
+	}
+	if (!jvm_agent.empty()) {
+		std::string why = loader_refuses(jvm_agent);
+		if (!why.empty()) {
+			fprintf(stderr, "strata record: the dynamic loader refuses %s: %s\n", jvm_agent.c_str(),
+				why.c_str());
+			return cli::kFail;
+		}
 	}
 	if (create.output_dir.empty())
 		create.output_dir = cli::absolute_path("strata-record-" + local_timestamp());
@@ -330,6 +351,11 @@ int strata_cmd_record(int argc, char **argv)
 			const char *old = getenv("LD_PRELOAD");
 			std::string v = preload_env + (old && *old ? std::string(":") + old : "");
 			setenv("LD_PRELOAD", v.c_str(), 1);
+		}
+		if (!jvm_agent.empty()) { // every JVM CMD starts loads the agent
+			const char *old = getenv("JAVA_TOOL_OPTIONS");
+			std::string v = "-agentpath:" + jvm_agent + (old && *old ? std::string(" ") + old : "");
+			setenv("JAVA_TOOL_OPTIONS", v.c_str(), 1);
 		}
 		execvp(argv[i], argv + i);
 		const int e = errno;

@@ -313,16 +313,17 @@ extern "C" STRATA_EXPORT void strata_rt_slot_close(unsigned slot)
 	control_unlock();
 }
 
+extern "C" void strata_rt_state_changed(void); // change_hook.cpp
+
 extern "C" STRATA_EXPORT void strata_rt_quiesce(void)
 {
-	if (g_membarrier_private &&
-	    syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
-		return;
-	if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0)
-		return;
-	// No membarrier: the stores were already release; this is the best we
-	// can do, and call sites see the change within a few instructions.
-	std::atomic_thread_fence(std::memory_order_seq_cst);
+	if (!(g_membarrier_private &&
+	      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) &&
+	    syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
+		// No membarrier: the stores were already release; this is the best
+		// we can do, and call sites see the change within a few instructions.
+		std::atomic_thread_fence(std::memory_order_seq_cst);
+	strata_rt_state_changed(); // bindings that follow enablement (JVM agent)
 }
 
 extern "C" STRATA_EXPORT void strata_rt_set_fork_child_hook(strata_rt_fork_hook hook)

@@ -8,6 +8,7 @@ STRATA_PACKAGES=(
   libbabeltrace2-dev babeltrace2 python3-bt2
   libelf-dev libdw-dev chromium
   liblttng-ust-dev lttng-tools
+  openjdk-17-jdk-headless liblttng-ust-java
   qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static cpio kmod file xz-utils
 )
 strata_install_deps() {

@@ -1,0 +1,343 @@
+// analyze_monitor.cpp - see analyze_monitor.h.
+//
+// Definitions (docs/jvm.md):
+//   contended enter  a jvm:monitor_contended_enter; its wait is the wait_ns
+//                    of the same thread's next jvm:monitor_contended_entered
+//                    of that monitor (an enter with no entered, at the end of
+//                    a killed run, counts with no wait).
+//   waiter           the thread (name from jvm:thread_start) that entered.
+//   holder           the thread that owned the monitor at the enter
+//                    (owner_java_tid, recorded with the agent option owner=1).
+//   site             the innermost frame of the enter's Java stack.
+#include "analyze_monitor.h"
+
+#include <babeltrace2/babeltrace.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <vector>
+
+#include "analyze_report.h"
+#include "commands.h"
+#include "view_graph.h"
+
+namespace strata {
+namespace analyze {
+namespace {
+
+struct Site {
+	uint64_t enters = 0, wait_ns = 0, max_wait_ns = 0;
+	std::string stack; // of the longest wait
+};
+
+struct Monitor {
+	std::string proc, cls;
+	uint32_t hash = 0;
+	uint64_t enters = 0, total_ns = 0, max_ns = 0;
+	std::vector<uint64_t> waits;
+	std::map<std::string, uint64_t> waiters, holders;
+	std::map<std::string, Site> sites;
+};
+
+struct Pending {
+	std::string key, site, stack;
+};
+
+struct Model {
+	std::map<std::string, Monitor> mons; // key: proc/class@hash
+	std::map<std::pair<std::string, int64_t>, std::string> by_os_tid, by_java_tid;
+	std::map<std::pair<std::string, int64_t>, Pending> pending; // (proc, tid)
+	uint64_t jvm_events = 0, discarded = 0;
+};
+
+const bt_field *member(const bt_field *st, const char *name)
+{
+	if (!st || bt_field_get_class_type(st) != BT_FIELD_CLASS_TYPE_STRUCTURE)
+		return nullptr;
+	return bt_field_structure_borrow_member_field_by_name_const(st, name);
+}
+
+int64_t as_i64(const bt_field *f)
+{
+	if (!f)
+		return 0;
+	bt_field_class_type t = bt_field_get_class_type(f);
+	if (bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER))
+		return static_cast<int64_t>(bt_field_integer_unsigned_get_value(f));
+	if (bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_SIGNED_INTEGER))
+		return bt_field_integer_signed_get_value(f);
+	return 0;
+}
+
+std::string as_str(const bt_field *f)
+{
+	if (!f || bt_field_get_class_type(f) != BT_FIELD_CLASS_TYPE_STRING)
+		return "";
+	return bt_field_string_get_value(f);
+}
+
+// "java (1234)" from the trace's environment.
+std::string proc_of(const bt_event *ev)
+{
+	const bt_trace *tr = bt_stream_borrow_trace_const(bt_event_borrow_stream_const(ev));
+	const bt_value *n = bt_trace_borrow_environment_entry_value_by_name_const(tr, "procname");
+	const bt_value *p = bt_trace_borrow_environment_entry_value_by_name_const(tr, "vpid");
+	std::string s = n && bt_value_is_string(n) ? bt_value_string_get(n) : "process";
+	if (p && bt_value_is_signed_integer(p))
+		s += " (" + std::to_string(bt_value_integer_signed_get(p)) + ")";
+	else if (p && bt_value_is_unsigned_integer(p))
+		s += " (" + std::to_string(bt_value_integer_unsigned_get(p)) + ")";
+	return s;
+}
+
+std::string thread_name(const std::map<std::pair<std::string, int64_t>, std::string> &map,
+			const std::string &proc, int64_t id, const char *what)
+{
+	auto it = map.find({proc, id});
+	return it != map.end() ? it->second : std::string(what) + " " + std::to_string(id);
+}
+
+void on_event(Model &m, const bt_message *msg)
+{
+	const bt_event *ev = bt_message_event_borrow_event_const(msg);
+	const char *full = bt_event_class_get_name(bt_event_borrow_class_const(ev));
+	std::string name = full ? full : "";
+	if (name.compare(0, 4, "jvm:") != 0)
+		return;
+	m.jvm_events++;
+	name = name.substr(4);
+	const bt_field *pl = bt_event_borrow_payload_field_const(ev);
+	std::string proc = proc_of(ev);
+	int64_t tid = as_i64(member(bt_event_borrow_common_context_field_const(ev), "vtid"));
+	if (name == "thread_start") {
+		std::string n = as_str(member(pl, "name"));
+		m.by_os_tid[{proc, as_i64(member(pl, "os_tid"))}] = n;
+		m.by_java_tid[{proc, as_i64(member(pl, "java_tid"))}] = n;
+		return;
+	}
+	if (name != "monitor_contended_enter" && name != "monitor_contended_entered")
+		return;
+	std::string cls = as_str(member(pl, "class"));
+	uint32_t hash = static_cast<uint32_t>(as_i64(member(pl, "hash")));
+	char hx[16];
+	std::snprintf(hx, sizeof hx, "%08" PRIx32, hash);
+	std::string key = proc + "/" + cls + "@" + hx;
+	Monitor &mon = m.mons[key];
+	mon.proc = proc;
+	mon.cls = cls;
+	mon.hash = hash;
+	if (name == "monitor_contended_enter") {
+		mon.enters++;
+		mon.waiters[thread_name(m.by_os_tid, proc, tid, "tid")]++;
+		int64_t owner = as_i64(member(pl, "owner_java_tid"));
+		if (owner >= 0)
+			mon.holders[thread_name(m.by_java_tid, proc, owner, "java tid")]++;
+		Pending p;
+		p.key = key;
+		p.stack = as_str(member(pl, "stack"));
+		p.site = p.stack.substr(0, p.stack.find(';'));
+		if (p.site.empty())
+			p.site = "(no stack: agent option stack=0)";
+		mon.sites[p.site].enters++;
+		m.pending[{proc, tid}] = p;
+		return;
+	}
+	auto it = m.pending.find({proc, tid});
+	if (it == m.pending.end() || it->second.key != key)
+		return;
+	uint64_t w = static_cast<uint64_t>(as_i64(member(pl, "wait_ns")));
+	mon.total_ns += w;
+	mon.max_ns = std::max(mon.max_ns, w);
+	mon.waits.push_back(w);
+	Site &s = mon.sites[it->second.site];
+	s.wait_ns += w;
+	if (w >= s.max_wait_ns) {
+		s.max_wait_ns = w;
+		s.stack = it->second.stack;
+	}
+	m.pending.erase(it);
+}
+
+uint64_t p99(std::vector<uint64_t> v)
+{
+	if (v.empty())
+		return 0;
+	std::sort(v.begin(), v.end());
+	size_t rank = (v.size() * 99 + 99) / 100; // nearest rank
+	return v[std::min(v.size(), std::max<size_t>(rank, 1)) - 1];
+}
+
+std::vector<const Monitor *> ranked(const Model &m)
+{
+	std::vector<const Monitor *> v;
+	for (const auto &kv : m.mons)
+		v.push_back(&kv.second);
+	std::stable_sort(v.begin(), v.end(), [](const Monitor *a, const Monitor *b) {
+		return a->total_ns != b->total_ns ? a->total_ns > b->total_ns : a->enters > b->enters;
+	});
+	return v;
+}
+
+std::vector<std::pair<std::string, const Site *>> ranked_sites(const Monitor &mon)
+{
+	std::vector<std::pair<std::string, const Site *>> v;
+	for (const auto &kv : mon.sites)
+		v.emplace_back(kv.first, &kv.second);
+	std::stable_sort(v.begin(), v.end(), [](const auto &a, const auto &b) { return a.second->wait_ns > b.second->wait_ns; });
+	return v;
+}
+
+std::string counts(const std::map<std::string, uint64_t> &c)
+{
+	std::string s;
+	for (const auto &kv : c)
+		s += (s.empty() ? "" : ", ") + kv.first + " x" + std::to_string(kv.second);
+	return s.empty() ? "-" : s;
+}
+
+void write_text(std::ostream &o, const Model &m, size_t top)
+{
+	auto mons = ranked(m);
+	uint64_t enters = 0;
+	for (const Monitor *mon : mons)
+		enters += mon->enters;
+	o << "Java monitor contention: " << enters << " contended enters on " << mons.size() << " monitors";
+	if (m.discarded)
+		o << " (" << m.discarded << " events discarded: counts are lower bounds)";
+	o << "\n";
+	size_t shown = 0;
+	for (const Monitor *mon : mons) {
+		if (shown++ >= top)
+			break;
+		char hx[16];
+		std::snprintf(hx, sizeof hx, "%08" PRIx32, mon->hash);
+		o << "\n" << mon->cls << "@" << hx << "  in " << mon->proc << "\n"
+		  << "  contended enters " << mon->enters << ", wait total " << format_ns(double(mon->total_ns))
+		  << ", mean " << format_ns(mon->waits.empty() ? 0.0 : double(mon->total_ns) / double(mon->waits.size()))
+		  << ", p99 " << format_ns(double(p99(mon->waits))) << ", max " << format_ns(double(mon->max_ns)) << "\n"
+		  << "  waiters: " << counts(mon->waiters) << "\n"
+		  << "  holders: " << counts(mon->holders) << "\n";
+		for (const auto &s : ranked_sites(*mon))
+			o << "  site " << s.first << ": " << s.second->enters << " enters, wait "
+			  << format_ns(double(s.second->wait_ns)) << "\n";
+	}
+}
+
+void json_counts(std::ostream &o, const std::map<std::string, uint64_t> &c)
+{
+	o << "{";
+	bool first = true;
+	for (const auto &kv : c) {
+		o << (first ? "" : ", ") << json_str(kv.first) << ": " << kv.second;
+		first = false;
+	}
+	o << "}";
+}
+
+void write_json(std::ostream &o, const Model &m)
+{
+	o << "{\"discarded\": " << m.discarded << ", \"monitors\": [";
+	bool first = true;
+	for (const Monitor *mon : ranked(m)) {
+		o << (first ? "" : ",") << "\n  {\"process\": " << json_str(mon->proc) << ", \"class\": " << json_str(mon->cls)
+		  << ", \"hash\": " << mon->hash << ", \"contended\": " << mon->enters << ", \"total_wait_ns\": " << mon->total_ns
+		  << ", \"p99_wait_ns\": " << p99(mon->waits) << ", \"max_wait_ns\": " << mon->max_ns << ", \"waiters\": ";
+		json_counts(o, mon->waiters);
+		o << ", \"holders\": ";
+		json_counts(o, mon->holders);
+		o << ", \"sites\": [";
+		bool f2 = true;
+		for (const auto &s : ranked_sites(*mon)) {
+			o << (f2 ? "" : ", ") << "{\"site\": " << json_str(s.first) << ", \"enters\": " << s.second->enters
+			  << ", \"wait_ns\": " << s.second->wait_ns << ", \"stack\": " << json_str(s.second->stack) << "}";
+			f2 = false;
+		}
+		o << "]}";
+		first = false;
+	}
+	o << "\n]}\n";
+}
+
+void write_html(std::ostream &o, const Model &m, size_t top)
+{
+	o << "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>Java monitor contention</title>"
+	     "<style>body{font-family:sans-serif}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+	     "padding:3px 6px;vertical-align:top}td.n{text-align:right}code{font-size:90%}</style></head><body>\n"
+	     "<h1>Java monitor contention</h1>\n";
+	if (m.discarded)
+		o << "<p>" << m.discarded << " events discarded: counts are lower bounds.</p>\n";
+	o << "<table><tr><th>monitor</th><th>process</th><th>contended</th><th>total wait</th><th>p99</th>"
+	     "<th>max</th><th>waiters</th><th>holders</th><th>call sites (longest wait's stack)</th></tr>\n";
+	size_t shown = 0;
+	for (const Monitor *mon : ranked(m)) {
+		if (shown++ >= top)
+			break;
+		char hx[16];
+		std::snprintf(hx, sizeof hx, "%08" PRIx32, mon->hash);
+		o << "<tr><td><code>" << html_esc(mon->cls) << "@" << hx << "</code></td><td>" << html_esc(mon->proc)
+		  << "</td><td class=n>" << mon->enters << "</td><td class=n>" << format_ns(double(mon->total_ns))
+		  << "</td><td class=n>" << format_ns(double(p99(mon->waits))) << "</td><td class=n>"
+		  << format_ns(double(mon->max_ns)) << "</td><td>" << html_esc(counts(mon->waiters)) << "</td><td>"
+		  << html_esc(counts(mon->holders)) << "</td><td>";
+		for (const auto &s : ranked_sites(*mon)) {
+			std::string st = s.second->stack;
+			std::replace(st.begin(), st.end(), ';', '\n');
+			o << "<details><summary><code>" << html_esc(s.first) << "</code>: " << s.second->enters << " enters, "
+			  << format_ns(double(s.second->wait_ns)) << "</summary><pre>" << html_esc(st) << "</pre></details>";
+		}
+		o << "</td></tr>\n";
+	}
+	o << "</table></body></html>\n";
+}
+
+} // namespace
+
+int analyze_monitor(const std::string &dir, const std::string &format, const std::string &html, size_t top)
+{
+	Model m;
+	std::string err, warnings;
+	bool ok = read_ctf_traces(
+		dir,
+		[&m](const bt_message *msg) {
+			if (bt_message_get_type(msg) == BT_MESSAGE_TYPE_EVENT) {
+				on_event(m, msg);
+			} else if (bt_message_get_type(msg) == BT_MESSAGE_TYPE_DISCARDED_EVENTS) {
+				uint64_t c = 0;
+				if (bt_message_discarded_events_get_count(msg, &c) == BT_PROPERTY_AVAILABILITY_AVAILABLE)
+					m.discarded += c;
+			}
+			return true;
+		},
+		&err, &warnings);
+	if (!ok) {
+		std::cerr << "strata analyze: " << err << "\n";
+		cli::hint_torn("analyze", dir);
+		return cli::kFail;
+	}
+	if (format == "json")
+		write_json(std::cout, m);
+	else
+		write_text(std::cout, m, top);
+	if (!m.jvm_events)
+		std::cerr << "strata analyze: no jvm events in " << dir
+			  << " (was the program run with strata record --jvm -e 'jvm:*'?)\n";
+	if (!html.empty()) {
+		std::ofstream f(html);
+		write_html(f, m, top);
+		f.close();
+		if (!f) {
+			std::cerr << "strata analyze: cannot write " << html << "\n";
+			return cli::kFail;
+		}
+		if (format == "text")
+			std::cout << "\nHTML report: " << html << "\n";
+	}
+	return 0;
+}
+
+} // namespace analyze
+} // namespace strata

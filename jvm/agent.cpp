@@ -1,0 +1,620 @@
+/*
+ * agent.cpp - libstrata-jvm.so as a JVMTI agent (java -agentpath:...,
+ * strata record --jvm): typed `jvm` events recorded with the runtime-declared
+ * event API (include/strata/dynamic.h) into the same buffers and clock as
+ * every other Strata event.  docs/jvm.md describes the events.
+ *
+ * Concurrency contract:
+ *   - JVMTI callbacks run on any Java thread (GC callbacks on a VM thread,
+ *     where no JNI/JVMTI call but raw monitors is allowed: they only emit).
+ *     Emitting is strata_dyn_emit: lock-free, async-signal-safe.
+ *   - Which JVMTI notifications are on follows which jvm events some session
+ *     enables (apply_notifications).  It runs in Agent_OnLoad, then only on
+ *     the agent thread ("Strata JVM agent", RunAgentThread), which blocks on
+ *     an eventfd.  libstrata's change hook (strata_rt_set_change_hook), run
+ *     after every tp-async update, possibly in its signal handler, only
+ *     writes that eventfd (async-signal-safe).  So a JVM with no session
+ *     enabling jvm events gets no monitor, GC or compiled-code notification
+ *     at all.
+ *   - Per-thread data (contended-enter time, OS tid) is thread_local,
+ *     written and read by its own thread only.
+ */
+#include <jni.h>
+#include <jvmti.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <strata/dynamic.h>
+
+#include "jvm_internal.h"
+
+extern "C" void strata_rt_set_change_hook(void (*hook)(void)); // libtrace/change_hook.cpp
+
+namespace {
+
+// -------------------------------------------------------------- the events
+
+enum Ev {
+	kVmStart,
+	kVmDeath,
+	kThreadStart,
+	kThreadEnd,
+	kContendedEnter,
+	kContendedEntered,
+	kWait,
+	kWaited,
+	kGcStart,
+	kGcFinish,
+	kMethodLoad,
+	kMethodUnload,
+	kCodeGenerated,
+	kNumEv
+};
+
+#define INT(n, sz, sgn, base) {n, STRATA_FIELD_INTEGER, sz, sgn, base, 0}
+#define STR(n) {n, STRATA_FIELD_STRING, 0, 0, 0, 0}
+
+const strata_dyn_field f_vm[] = {INT("pid", 4, 0, 10)};
+const strata_dyn_field f_thread[] = {STR("name"), INT("java_tid", 8, 1, 10), INT("os_tid", 4, 0, 10),
+				     INT("daemon", 1, 0, 10)};
+const strata_dyn_field f_enter[] = {STR("class"), INT("hash", 4, 0, 16), INT("os_tid", 4, 0, 10),
+				    INT("owner_java_tid", 8, 1, 10), STR("stack")};
+const strata_dyn_field f_entered[] = {STR("class"), INT("hash", 4, 0, 16), INT("os_tid", 4, 0, 10),
+				      INT("wait_ns", 8, 0, 10)};
+const strata_dyn_field f_wait[] = {STR("class"), INT("hash", 4, 0, 16), INT("os_tid", 4, 0, 10),
+				   INT("timeout_ms", 8, 1, 10)};
+const strata_dyn_field f_waited[] = {STR("class"), INT("hash", 4, 0, 16), INT("os_tid", 4, 0, 10),
+				     INT("timed_out", 1, 0, 10), INT("wait_ns", 8, 0, 10)};
+const strata_dyn_field f_gc_start[] = {INT("gc", 4, 0, 10)};
+const strata_dyn_field f_gc_finish[] = {INT("gc", 4, 0, 10), INT("duration_ns", 8, 0, 10)};
+const strata_dyn_field f_load[] = {INT("address", 8, 0, 16), INT("size", 4, 0, 10), STR("method")};
+const strata_dyn_field f_unload[] = {INT("address", 8, 0, 16)};
+const strata_dyn_field f_code[] = {INT("address", 8, 0, 16), INT("size", 4, 0, 10), STR("name")};
+
+#undef INT
+#undef STR
+
+struct EvDecl {
+	const char *name;
+	int loglevel;
+	const strata_dyn_field *fields;
+	uint32_t n;
+};
+#define D(name, lvl, f) {name, lvl, f, sizeof(f) / sizeof(f[0])}
+const EvDecl kDecl[kNumEv] = {
+	D("vm_start", STRATA_LOGLEVEL_INFO, f_vm),
+	D("vm_death", STRATA_LOGLEVEL_INFO, f_vm),
+	D("thread_start", STRATA_LOGLEVEL_INFO, f_thread),
+	D("thread_end", STRATA_LOGLEVEL_INFO, f_thread),
+	D("monitor_contended_enter", STRATA_LOGLEVEL_INFO, f_enter),
+	D("monitor_contended_entered", STRATA_LOGLEVEL_INFO, f_entered),
+	D("monitor_wait", STRATA_LOGLEVEL_INFO, f_wait),
+	D("monitor_waited", STRATA_LOGLEVEL_INFO, f_waited),
+	D("gc_start", STRATA_LOGLEVEL_INFO, f_gc_start),
+	D("gc_finish", STRATA_LOGLEVEL_INFO, f_gc_finish),
+	D("method_load", STRATA_LOGLEVEL_DEBUG, f_load),
+	D("method_unload", STRATA_LOGLEVEL_DEBUG, f_unload),
+	D("code_generated", STRATA_LOGLEVEL_DEBUG, f_code),
+};
+#undef D
+
+strata_dyn_event *g_ev[kNumEv];
+JavaVM *g_vm;
+jvmtiEnv *g_jvmti;
+int g_efd = -1;
+int g_stack_depth = 8; // frames at a contended enter; agent option stack=N (0: none)
+bool g_owner;           // agent option owner=1: the owner's Java tid at a contended enter
+uint32_t g_gc_seq;      // GC callbacks run on one VM thread at a time (a safepoint)
+uint64_t g_gc_t0;
+
+bool on(Ev e)
+{
+	return g_ev[e] && strata_dyn_enabled(g_ev[e]);
+}
+
+uint64_t now_ns()
+{
+	timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+}
+
+thread_local uint32_t t_tid;
+thread_local uint64_t t_enter_ns, t_wait_ns;
+
+uint32_t os_tid()
+{
+	if (!t_tid)
+		t_tid = uint32_t(syscall(SYS_gettid));
+	return t_tid;
+}
+
+// "Ljava/lang/String;" -> "java.lang.String"; "[I" stays as it is.
+void class_name(const char *sig, char *out, size_t len)
+{
+	size_t n = 0;
+	const char *p = sig;
+	if (*p == 'L')
+		p++;
+	for (; *p && *p != ';' && n + 1 < len; p++)
+		out[n++] = *p == '/' ? '.' : *p;
+	out[n] = 0;
+}
+
+void dealloc(void *p)
+{
+	if (p)
+		g_jvmti->Deallocate(static_cast<unsigned char *>(p));
+}
+
+void object_class(JNIEnv *jni, jobject obj, char *out, size_t len)
+{
+	snprintf(out, len, "?");
+	jclass k = jni->GetObjectClass(obj);
+	if (!k)
+		return;
+	char *sig = nullptr;
+	if (g_jvmti->GetClassSignature(k, &sig, nullptr) == JVMTI_ERROR_NONE && sig)
+		class_name(sig, out, len);
+	dealloc(sig);
+	jni->DeleteLocalRef(k);
+}
+
+uint32_t object_hash(jobject obj)
+{
+	jint h = 0;
+	g_jvmti->GetObjectHashCode(obj, &h);
+	return uint32_t(h);
+}
+
+// "pkg.Class.method(sig)" of a method.
+void method_name(jmethodID m, char *out, size_t len, bool with_sig)
+{
+	char *name = nullptr, *sig = nullptr, *csig = nullptr;
+	jclass k = nullptr;
+	char cls[256] = "?";
+	if (g_jvmti->GetMethodDeclaringClass(m, &k) == JVMTI_ERROR_NONE &&
+	    g_jvmti->GetClassSignature(k, &csig, nullptr) == JVMTI_ERROR_NONE && csig)
+		class_name(csig, cls, sizeof cls);
+	if (g_jvmti->GetMethodName(m, &name, &sig, nullptr) != JVMTI_ERROR_NONE)
+		name = sig = nullptr;
+	snprintf(out, len, "%s.%s%s", cls, name ? name : "?", with_sig && sig ? sig : "");
+	dealloc(name);
+	dealloc(sig);
+	dealloc(csig);
+	// A stack walk or a GenerateEvents replay names many methods in one
+	// callback: free each class reference at once.
+	JNIEnv *jni = nullptr;
+	if (k && g_vm && g_vm->GetEnv(reinterpret_cast<void **>(&jni), JNI_VERSION_1_8) == JNI_OK && jni)
+		jni->DeleteLocalRef(k);
+}
+
+int line_of(jmethodID m, jlocation loc)
+{
+	jint n = 0;
+	jvmtiLineNumberEntry *t = nullptr;
+	if (g_jvmti->GetLineNumberTable(m, &n, &t) != JVMTI_ERROR_NONE)
+		return -1;
+	int line = -1;
+	for (jint i = 0; i < n; i++)
+		if (t[i].start_location <= loc)
+			line = t[i].line_number;
+	dealloc(t);
+	return line;
+}
+
+// The current thread's Java stack, innermost first: "C.m:line;C.m:line".
+void java_stack(char *out, size_t len)
+{
+	out[0] = 0;
+	if (g_stack_depth <= 0)
+		return;
+	jvmtiFrameInfo frames[64];
+	jint n = 0;
+	int depth = g_stack_depth < 64 ? g_stack_depth : 64;
+	if (g_jvmti->GetStackTrace(nullptr, 0, depth, frames, &n) != JVMTI_ERROR_NONE)
+		return;
+	size_t used = 0;
+	for (jint i = 0; i < n && used + 1 < len; i++) {
+		char m[256];
+		method_name(frames[i].method, m, sizeof m, false);
+		int w = snprintf(out + used, len - used, "%s%s:%d", i ? ";" : "", m,
+				 line_of(frames[i].method, frames[i].location));
+		if (w < 0)
+			break;
+		used += size_t(w);
+	}
+	if (used >= len)
+		out[len - 1] = 0;
+}
+
+// -------------------------------------------------------------- callbacks
+
+void emit_vm(Ev e)
+{
+	strata_dyn_value v[1];
+	v[0].u = uint64_t(getpid());
+	strata_dyn_emit(g_ev[e], v, 1);
+}
+
+// Thread.getId() of a thread (-1 if the call fails).
+jlong java_tid(JNIEnv *jni, jthread thread)
+{
+	jlong id = -1;
+	jclass tc = jni->FindClass("java/lang/Thread");
+	if (tc) {
+		jmethodID getid = jni->GetMethodID(tc, "getId", "()J");
+		if (getid)
+			id = jni->CallLongMethod(thread, getid);
+		jni->DeleteLocalRef(tc);
+	}
+	if (jni->ExceptionCheck())
+		jni->ExceptionClear();
+	return id;
+}
+
+void emit_thread(Ev e, JNIEnv *jni, jthread thread)
+{
+	jvmtiThreadInfo info;
+	memset(&info, 0, sizeof info);
+	g_jvmti->GetThreadInfo(thread, &info);
+	jlong jtid = java_tid(jni, thread);
+	strata_dyn_value v[4];
+	v[0].s = info.name ? info.name : "";
+	v[1].i = jtid;
+	v[2].u = os_tid();
+	v[3].u = info.is_daemon ? 1 : 0;
+	strata_dyn_emit(g_ev[e], v, 4);
+	dealloc(info.name);
+	if (info.thread_group)
+		jni->DeleteLocalRef(info.thread_group);
+	if (info.context_class_loader)
+		jni->DeleteLocalRef(info.context_class_loader);
+}
+
+void JNICALL on_thread_start(jvmtiEnv *, JNIEnv *jni, jthread thread)
+{
+	if (on(kThreadStart))
+		emit_thread(kThreadStart, jni, thread);
+}
+
+void JNICALL on_thread_end(jvmtiEnv *, JNIEnv *jni, jthread thread)
+{
+	if (on(kThreadEnd))
+		emit_thread(kThreadEnd, jni, thread);
+}
+
+// A monitor event: class, identity hash and OS tid, then `extra` fields.
+void emit_monitor(Ev e, JNIEnv *jni, jobject obj, const strata_dyn_value *extra, uint32_t n_extra)
+{
+	char cls[256];
+	object_class(jni, obj, cls, sizeof cls);
+	strata_dyn_value v[5];
+	v[0].s = cls;
+	v[1].u = object_hash(obj);
+	v[2].u = os_tid();
+	for (uint32_t i = 0; i < n_extra && i < 2; i++)
+		v[3 + i] = extra[i];
+	strata_dyn_emit(g_ev[e], v, 3 + n_extra);
+}
+
+// Nanoseconds since *t0 (0 if unknown), and *t0 cleared.
+uint64_t since(uint64_t *t0)
+{
+	uint64_t t = now_ns(), d = *t0 && t >= *t0 ? t - *t0 : 0;
+	*t0 = 0;
+	return d;
+}
+
+// Java tid of the thread that owns obj's monitor, -1 if unknown.  A VM
+// operation (a safepoint) per call: only with the agent option owner=1.
+jlong owner_java_tid(JNIEnv *jni, jobject obj)
+{
+	jvmtiMonitorUsage u;
+	memset(&u, 0, sizeof u);
+	if (g_jvmti->GetObjectMonitorUsage(obj, &u) != JVMTI_ERROR_NONE)
+		return -1;
+	jlong id = -1;
+	if (u.owner)
+		id = java_tid(jni, u.owner);
+	dealloc(u.waiters);
+	dealloc(u.notify_waiters);
+	if (u.owner)
+		jni->DeleteLocalRef(u.owner);
+	return id;
+}
+
+void JNICALL on_contended_enter(jvmtiEnv *, JNIEnv *jni, jthread, jobject obj)
+{
+	t_enter_ns = now_ns();
+	if (!on(kContendedEnter))
+		return;
+	char stack[2048];
+	java_stack(stack, sizeof stack);
+	strata_dyn_value x[2];
+	x[0].i = g_owner ? owner_java_tid(jni, obj) : -1;
+	x[1].s = stack;
+	emit_monitor(kContendedEnter, jni, obj, x, 2);
+}
+
+void JNICALL on_contended_entered(jvmtiEnv *, JNIEnv *jni, jthread, jobject obj)
+{
+	strata_dyn_value x[1];
+	x[0].u = since(&t_enter_ns);
+	if (on(kContendedEntered))
+		emit_monitor(kContendedEntered, jni, obj, x, 1);
+}
+
+void JNICALL on_wait(jvmtiEnv *, JNIEnv *jni, jthread, jobject obj, jlong timeout)
+{
+	t_wait_ns = now_ns();
+	strata_dyn_value x[1];
+	x[0].i = timeout;
+	if (on(kWait))
+		emit_monitor(kWait, jni, obj, x, 1);
+}
+
+void JNICALL on_waited(jvmtiEnv *, JNIEnv *jni, jthread, jobject obj, jboolean timed_out)
+{
+	strata_dyn_value x[2];
+	x[0].u = timed_out ? 1 : 0;
+	x[1].u = since(&t_wait_ns);
+	if (on(kWaited))
+		emit_monitor(kWaited, jni, obj, x, 2);
+}
+
+// GC callbacks: no JNI or JVMTI call allowed here; emitting is enough.
+void JNICALL on_gc_start(jvmtiEnv *)
+{
+	g_gc_seq++;
+	g_gc_t0 = now_ns();
+	if (!on(kGcStart))
+		return;
+	strata_dyn_value v[1];
+	v[0].u = g_gc_seq;
+	strata_dyn_emit(g_ev[kGcStart], v, 1);
+}
+
+void JNICALL on_gc_finish(jvmtiEnv *)
+{
+	strata_dyn_value v[2];
+	v[0].u = g_gc_seq;
+	v[1].u = since(&g_gc_t0);
+	if (!on(kGcFinish))
+		return;
+	strata_dyn_emit(g_ev[kGcFinish], v, 2);
+}
+
+void JNICALL on_method_load(jvmtiEnv *, jmethodID m, jint size, const void *addr, jint,
+			    const jvmtiAddrLocationMap *, const void *)
+{
+	if (!on(kMethodLoad))
+		return;
+	char name[1024];
+	method_name(m, name, sizeof name, true);
+	strata_dyn_value v[3];
+	v[0].u = uint64_t(uintptr_t(addr));
+	v[1].u = uint32_t(size);
+	v[2].s = name;
+	strata_dyn_emit(g_ev[kMethodLoad], v, 3);
+}
+
+void JNICALL on_method_unload(jvmtiEnv *, jmethodID, const void *addr)
+{
+	if (!on(kMethodUnload))
+		return;
+	strata_dyn_value v[1];
+	v[0].u = uint64_t(uintptr_t(addr));
+	strata_dyn_emit(g_ev[kMethodUnload], v, 1);
+}
+
+void JNICALL on_code_generated(jvmtiEnv *, const char *name, const void *addr, jint len)
+{
+	if (!on(kCodeGenerated))
+		return;
+	strata_dyn_value v[3];
+	v[0].u = uint64_t(uintptr_t(addr));
+	v[1].u = uint32_t(len);
+	v[2].s = name;
+	strata_dyn_emit(g_ev[kCodeGenerated], v, 3);
+}
+
+// ------------------------------------------------- notifications follow state
+
+bool g_live; // the VM reached VMInit (GenerateEvents is allowed)
+bool g_notif[kNumEv];
+bool g_verbose; // $STRATA_JVM_VERBOSE set: say on stderr when notifications change
+
+void set_mode(jvmtiEvent what, bool want)
+{
+	g_jvmti->SetEventNotificationMode(want ? JVMTI_ENABLE : JVMTI_DISABLE, what, nullptr);
+}
+
+// Agent_OnLoad, then the agent thread only (see the contract).
+void apply_notifications()
+{
+	bool want[kNumEv];
+	for (int e = 0; e < kNumEv; e++)
+		want[e] = on(Ev(e));
+	// An "entered" (wait time) needs the matching "enter" time.
+	bool contended = want[kContendedEnter] || want[kContendedEntered];
+	bool waits = want[kWait] || want[kWaited];
+	bool gc = want[kGcStart] || want[kGcFinish];
+	set_mode(JVMTI_EVENT_THREAD_START, want[kThreadStart]);
+	set_mode(JVMTI_EVENT_THREAD_END, want[kThreadEnd]);
+	set_mode(JVMTI_EVENT_MONITOR_CONTENDED_ENTER, contended);
+	set_mode(JVMTI_EVENT_MONITOR_CONTENDED_ENTERED, contended);
+	set_mode(JVMTI_EVENT_MONITOR_WAIT, waits);
+	set_mode(JVMTI_EVENT_MONITOR_WAITED, waits);
+	set_mode(JVMTI_EVENT_GARBAGE_COLLECTION_START, gc);
+	set_mode(JVMTI_EVENT_GARBAGE_COLLECTION_FINISH, gc);
+	set_mode(JVMTI_EVENT_COMPILED_METHOD_LOAD, want[kMethodLoad]);
+	set_mode(JVMTI_EVENT_COMPILED_METHOD_UNLOAD, want[kMethodUnload]);
+	set_mode(JVMTI_EVENT_DYNAMIC_CODE_GENERATED, want[kCodeGenerated]);
+	// Code that already exists when a session starts wanting it: replayed,
+	// so that addresses in native stacks can be named from then on.
+	if (g_live && want[kMethodLoad] && !g_notif[kMethodLoad])
+		g_jvmti->GenerateEvents(JVMTI_EVENT_COMPILED_METHOD_LOAD);
+	if (g_live && want[kCodeGenerated] && !g_notif[kCodeGenerated])
+		g_jvmti->GenerateEvents(JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
+	bool changed = false;
+	// Notifications on from Agent_OnLoad miss nothing: no replay at VMInit.
+	for (int e = 0; e < kNumEv; e++) {
+		changed |= g_notif[e] != want[e];
+		g_notif[e] = want[e];
+	}
+	if (g_verbose && changed) { // STRATA_JVM_VERBOSE: tests wait for this line
+		char line[512];
+		size_t n = size_t(snprintf(line, sizeof line, "strata-jvm: notifications for:"));
+		for (int e = 0; e < kNumEv && n < sizeof line; e++)
+			if (want[e])
+				n += size_t(snprintf(line + n, sizeof line - n, " %s", kDecl[e].name));
+		fprintf(stderr, "%s\n", line);
+	}
+}
+
+// libstrata's change hook: async-signal-safe, only wakes the agent thread.
+void on_state_change(void)
+{
+	if (g_efd >= 0) {
+		int saved = errno;
+		uint64_t one = 1;
+		ssize_t r = write(g_efd, &one, sizeof one);
+		(void)r;
+		errno = saved;
+	}
+}
+
+void JNICALL agent_thread(jvmtiEnv *, JNIEnv *, void *)
+{
+	for (;;) {
+		uint64_t n;
+		ssize_t r = read(g_efd, &n, sizeof n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r != sizeof n)
+			return;
+		apply_notifications();
+	}
+}
+
+void JNICALL on_vm_init(jvmtiEnv *jvmti, JNIEnv *jni, jthread)
+{
+	g_live = true;
+	if (on(kVmStart))
+		emit_vm(kVmStart);
+	apply_notifications(); // replays compiled code if wanted
+	jclass tc = jni->FindClass("java/lang/Thread");
+	jmethodID init = tc ? jni->GetMethodID(tc, "<init>", "(Ljava/lang/String;)V") : nullptr;
+	jstring name = jni->NewStringUTF("Strata JVM agent");
+	jthread t = init && name ? jni->NewObject(tc, init, name) : nullptr;
+	if (!t || jvmti->RunAgentThread(t, agent_thread, nullptr, JVMTI_THREAD_NORM_PRIORITY) !=
+			  JVMTI_ERROR_NONE) {
+		if (jni->ExceptionCheck())
+			jni->ExceptionClear();
+		fprintf(stderr, "strata-jvm: cannot start the agent thread: jvm events keep the "
+				"notifications they had at start-up\n");
+	}
+}
+
+void JNICALL on_vm_death(jvmtiEnv *, JNIEnv *)
+{
+	if (on(kVmDeath))
+		emit_vm(kVmDeath);
+}
+
+void parse_options(const char *opts)
+{
+	g_verbose = getenv("STRATA_JVM_VERBOSE") != nullptr;
+	if (const char *e = getenv("STRATA_JVM_OWNER"))
+		g_owner = atoi(e) != 0;
+	if (const char *e = getenv("STRATA_JVM_STACK_DEPTH"))
+		g_stack_depth = atoi(e);
+	if (!opts)
+		return;
+	const char *p = strstr(opts, "stack=");
+	if (p)
+		g_stack_depth = atoi(p + 6);
+	p = strstr(opts, "owner=");
+	if (p)
+		g_owner = atoi(p + 6) != 0;
+	if (g_stack_depth < 0)
+		g_stack_depth = 0;
+	if (g_stack_depth > 64)
+		g_stack_depth = 64;
+}
+
+} // namespace
+
+namespace strata_jvm {
+
+int declare_jvm_events()
+{
+	for (int e = 0; e < kNumEv; e++) {
+		if (g_ev[e])
+			continue;
+		int rc = strata_dyn_declare("jvm", kDecl[e].name, kDecl[e].loglevel, kDecl[e].fields,
+					    kDecl[e].n, &g_ev[e]);
+		if (rc < 0) {
+			fprintf(stderr, "strata-jvm: jvm:%s: %s\n", kDecl[e].name, strata_dyn_strerror(rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+} // namespace strata_jvm
+
+extern "C" JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *)
+{
+	parse_options(options);
+	g_vm = vm;
+	if (vm->GetEnv(reinterpret_cast<void **>(&g_jvmti), JVMTI_VERSION_1_2) != JNI_OK) {
+		fprintf(stderr, "strata-jvm: no JVMTI 1.2 environment\n");
+		return JNI_ERR;
+	}
+	if (strata_jvm::declare_jvm_events() < 0)
+		return JNI_ERR;
+	jvmtiCapabilities caps;
+	memset(&caps, 0, sizeof caps);
+	caps.can_generate_monitor_events = 1;
+	caps.can_generate_garbage_collection_events = 1;
+	caps.can_generate_compiled_method_load_events = 1;
+	caps.can_get_line_numbers = 1;
+	caps.can_get_monitor_info = g_owner ? 1 : 0;
+	if (g_jvmti->AddCapabilities(&caps) != JVMTI_ERROR_NONE) {
+		fprintf(stderr, "strata-jvm: the JVM refuses the capabilities the agent needs\n");
+		return JNI_ERR;
+	}
+	jvmtiEventCallbacks cb;
+	memset(&cb, 0, sizeof cb);
+	cb.VMInit = on_vm_init;
+	cb.VMDeath = on_vm_death;
+	cb.ThreadStart = on_thread_start;
+	cb.ThreadEnd = on_thread_end;
+	cb.MonitorContendedEnter = on_contended_enter;
+	cb.MonitorContendedEntered = on_contended_entered;
+	cb.MonitorWait = on_wait;
+	cb.MonitorWaited = on_waited;
+	cb.GarbageCollectionStart = on_gc_start;
+	cb.GarbageCollectionFinish = on_gc_finish;
+	cb.CompiledMethodLoad = on_method_load;
+	cb.CompiledMethodUnload = on_method_unload;
+	cb.DynamicCodeGenerated = on_code_generated;
+	g_jvmti->SetEventCallbacks(&cb, sizeof cb);
+	g_jvmti->SetEventNotificationMode(JVMTI_ENABLE, JVMTI_EVENT_VM_INIT, nullptr);
+	g_jvmti->SetEventNotificationMode(JVMTI_ENABLE, JVMTI_EVENT_VM_DEATH, nullptr);
+	g_efd = eventfd(0, EFD_CLOEXEC);
+	if (g_efd >= 0)
+		strata_rt_set_change_hook(on_state_change);
+	apply_notifications();
+	return JNI_OK;
+}

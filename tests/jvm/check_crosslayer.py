@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+"""Host-side oracle of jvm.vm_crosslayer: the trace guest-jvm.sh recorded in
+the kernel VM with `-e 'jvm:*' -e 'japp:*' -e 'kernel:*'` around
+Contend.java (two threads contending for Contend$Hot).
+
+usage: check_crosslayer.py VMOUT
+
+- `strata record` exited 0; babeltrace2 reads the session (ust and kernel
+  sub-traces) with an empty stderr; every japp:step (exactly 300) is there.
+- Causal order on one clock, over the whole run: following each Java
+  thread's kernel state in babeltrace2's merged order (sys_enter/sys_exit,
+  sched_switch out/in), no jvm or japp event of a thread is stamped while
+  that thread is inside a system call or switched out: zero inversions
+  (all counted; only events of threads whose state is known are judged).
+- Contended enters of Contend$Hot that waited over 1 ms (the holder sleeps
+  2 ms inside): at least half have the same OS thread's kernel events
+  between enter and entered, and futex calls of the waiting thread show.
+Exit 77 (skip) when the VM run did not happen (no qemu or kernel image).
+"""
+import os
+import subprocess
+import sys
+
+import bt2
+
+SYS_FUTEX = 202  # x86-64
+
+
+def main():
+    vmout = sys.argv[1]
+    d = os.path.join(vmout, "crosslayer")
+    if not os.path.exists(os.path.join(d, "record.rc")):
+        print("SKIP: no cross-layer run in %s (did jvm.vm run?)" % vmout)
+        sys.exit(77)
+    fails = []
+
+    def check(ok, what):
+        print(("ok   " if ok else "FAIL ") + what)
+        if not ok:
+            fails.append(what)
+
+    rc = open(os.path.join(d, "record.rc")).read().strip()
+    check(rc == "0", "strata record --jvm exited 0 in the guest (%s; %s)" %
+          (rc, open(os.path.join(d, "record.err")).read()[-300:]))
+    out = os.path.join(d, "trace")
+    bt = subprocess.run(["babeltrace2", out], capture_output=True, text=True, timeout=600)
+    check(bt.returncode == 0 and bt.stderr.strip() == "", "babeltrace2 reads the session silently (%r)" % bt.stderr[:300])
+    evs, lost = [], 0
+    for msg in bt2.TraceCollectionMessageIterator(out):
+        if type(msg) is bt2._DiscardedEventsMessageConst:
+            lost += msg.count or 0
+            continue
+        if type(msg) is not bt2._EventMessageConst:
+            continue
+        ev = msg.event
+        cc = ev.common_context_field
+        tid = int(cc["vtid"]) if cc is not None and "vtid" in cc else -1
+        evs.append((ev.name, msg.default_clock_snapshot.ns_from_origin, tid, ev.payload_field))
+    steps = sum(1 for e in evs if e[0] == "japp:step")
+    check(steps == 300, "exactly 300 japp:step (%d)" % steps)
+    check(any(e[0].startswith("kernel:") for e in evs), "kernel events in the same session")
+    print("info: %d events, %d discarded" % (len(evs), lost))
+
+    java_tids = {e[2] for e in evs if e[0].startswith(("jvm:", "japp:"))}
+    state = {}      # tid -> ("sys"|"out", since) or absent (running in user space)
+    known = set()   # tids whose state has been seen change at least once
+    inversions, judged = [], 0
+    for name, ts, tid, p in evs:
+        if name == "kernel:sys_enter" and tid in java_tids:
+            state[tid] = ("in a system call", ts)
+            known.add(tid)
+        elif name == "kernel:sys_exit" and tid in java_tids:
+            state.pop(tid, None)
+            known.add(tid)
+        elif name == "kernel:sched_switch":
+            prev, nxt = int(p["prev_tid"]), int(p["next_tid"])
+            if prev in java_tids and prev not in state:
+                state[prev] = ("switched out", ts)
+            if nxt in java_tids and state.get(nxt, ("",))[0] == "switched out":
+                state.pop(nxt, None)
+        elif name.startswith(("jvm:", "japp:")) and tid in known:
+            judged += 1
+            if tid in state:
+                inversions.append("%s of %d at %d: %s since %d" % (name, tid, ts, state[tid][0], state[tid][1]))
+    check(judged > 0 and not inversions, "zero inversions: no Java-side event while its thread is in the kernel "
+          "or switched out (%d judged, %d inversions%s)" % (judged, len(inversions),
+                                                             ": " + "; ".join(inversions[:3]) if inversions else ""))
+
+    # Underneath each contended enter: the same thread's kernel events.  A
+    # contended enter may still be won by spinning (no kernel event), so the
+    # oracle is on the enters that waited more than 1 ms by the trace's own
+    # clock: most have their thread's kernel events in between, and futex
+    # calls show among them (the thread parked).
+    pend, pairs, long_pairs, with_kernel, with_futex = {}, 0, 0, 0, 0
+    for name, ts, tid, p in evs:
+        if name.startswith("kernel:") and tid in pend:
+            pend[tid][1].append((name, p))
+        if name == "jvm:monitor_contended_enter" and str(p["class"]) == "Contend$Hot":
+            pend[tid] = (ts, [])
+        elif name == "jvm:monitor_contended_entered" and tid in pend and str(p["class"]) == "Contend$Hot":
+            t0, ks = pend.pop(tid)
+            pairs += 1
+            if ts - t0 > 1000000:
+                long_pairs += 1
+                with_kernel += 1 if ks else 0
+                if any(n == "kernel:sys_enter" and int(q["id"]) == SYS_FUTEX for n, q in ks):
+                    with_futex += 1
+    print("info: %d contended enters of Contend$Hot, %d waited over 1 ms, %d of those with kernel events of "
+          "their thread in between, %d with a futex call" % (pairs, long_pairs, with_kernel, with_futex))
+    check(long_pairs > 0 and 2 * with_kernel >= long_pairs and with_futex > 0,
+          "contended enters that waited show their thread's kernel events (futex among them) before the entered")
+    print("%d failure(s)" % len(fails))
+    sys.exit(1 if fails else 0)
+
+
+main()
