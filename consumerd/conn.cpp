@@ -309,6 +309,11 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 			do_rule(c, seq, t.session, t.rule, Target{t.pids, t.names});
 		}
 		return true;
+	case Type::Snapshot:
+		if (!ctl)
+			break;
+		do_snapshot(c, seq, std::get<proto::Snapshot>(m.body));
+		return true;
 	case Type::Status:
 		if (!ctl)
 			break;

@@ -247,6 +247,7 @@ private:
 	void do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule r, Target t = {});
 	void do_status(Conn &c, uint32_t seq, const proto::Status &m);
 	void do_list(Conn &c, uint32_t seq);
+	void do_snapshot(Conn &c, uint32_t seq, const proto::Snapshot &m);
 
 	int epfd_ = -1, lfd_ = -1, sigfd_ = -1;
 	std::string path_;

@@ -216,5 +216,73 @@ void Daemon::stop_session(Session &s)
 	     static_cast<unsigned long long>(packets));
 }
 
+// SNAPSHOT: every overwrite-mode buffer of the session, copied as it is
+// now into a new trace directory with the session's layout (one sub-trace
+// per buffer, kernel included).  Synchronous on the main thread: each
+// buffer costs one consumer-side close per lane (bounded by drain.cpp's
+// flush timeout when a writer is stalled mid-record) and a copy of at
+// most the ring's size.  docs/ring-buffer.md, "Snapshots".
+void Daemon::do_snapshot(Conn &c, uint32_t seq, const proto::Snapshot &m)
+{
+	bool found = false;
+	Session *s = find(c, m.session, seq, found);
+	if (!s)
+		return;
+	if (s->state != proto::SessionState::Active) {
+		reply(c, seq, -EALREADY, "session '" + s->name + "' is not started: nothing to snapshot");
+		return;
+	}
+	if (s->channel.mode != STRATA_MODE_OVERWRITE) {
+		reply(c, seq, -EINVAL, "session '" + s->name + "' is not in overwrite mode: its trace is on disk already");
+		return;
+	}
+	std::string root = m.output_dir;
+	if (root.empty()) {
+		char stamp[32];
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		struct tm tm;
+		gmtime_r(&ts.tv_sec, &tm);
+		strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+		root = s->out + "-snapshot-" + stamp;
+		for (int k = 1; access(root.c_str(), F_OK) == 0; k++)
+			root = s->out + "-snapshot-" + stamp + "." + std::to_string(k);
+	} else if (access(root.c_str(), F_OK) == 0) {
+		reply(c, seq, -EEXIST, root + " exists: a snapshot goes to a new directory");
+		return;
+	}
+	while (root.size() > 1 && root.back() == '/')
+		root.pop_back();
+	int r = make_dirs(root, 0750, s->owner);
+	if (r < 0) {
+		reply(c, seq, r, "cannot create " + root + ": " + strerror(-r));
+		return;
+	}
+	size_t n = 0;
+	uint64_t packets = 0;
+	std::string errors;
+	for (auto &d : s->drains) {
+		const std::string &dir = d->dir();
+		std::string sub = dir.compare(0, s->out.size(), s->out) == 0 ? dir.substr(s->out.size()) : "/" + dir;
+		std::string err;
+		uint64_t p = 0;
+		int w = d->snapshot(root + sub, p, err);
+		if (w < 0) {
+			logf("session %s: snapshot of %s: %s", s->name.c_str(), dir.c_str(), err.c_str());
+			errors += (errors.empty() ? "" : "; ") + sub + ": " + err;
+		} else if (w > 0) {
+			n++;
+			packets += p;
+		}
+	}
+	INFO("session %s: snapshot of %zu buffer(s), %llu packet(s) in %s", s->name.c_str(), n,
+	     static_cast<unsigned long long>(packets), root.c_str());
+	if (!errors.empty()) {
+		reply(c, seq, -EIO, "snapshot in " + root + " is incomplete: " + errors);
+		return;
+	}
+	reply(c, seq, 0, root);
+}
+
 } // namespace daemon_impl
 } // namespace strata
