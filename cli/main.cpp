@@ -21,6 +21,7 @@ const Subcommand kCommands[] = {
 	{"disable-event", strata_cmd_disable_event, "disable tracepoints in a session"},
 	{"start", strata_cmd_start, "start recording a session"},
 	{"stop", strata_cmd_stop, "stop recording and flush a session's trace"},
+	{"snapshot", strata_cmd_snapshot, "write a running flight-recorder session's buffers to a new trace"},
 	{"destroy", strata_cmd_destroy, "stop and forget a session (the trace stays on disk)"},
 	{"list", strata_cmd_list, "list the tracepoints of registered traced processes"},
 	{"status", strata_cmd_status, "show sessions and what they recorded"},

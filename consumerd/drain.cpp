@@ -146,6 +146,8 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 	}
 	std::unique_ptr<Drain> d(new Drain());
 	d->reader_ = Reader::attach(memfd, &err);
+	if (d->reader_ && d->reader_->info().mode == STRATA_MODE_OVERWRITE)
+		d->snap_fd_ = fcntl(memfd, F_DUPFD_CLOEXEC, 0); // -1: no snapshots of it
 	close(memfd);
 	if (!d->reader_)
 		return nullptr;
@@ -155,6 +157,8 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 		return nullptr;
 	}
 	d->dir_ = dir;
+	d->from_kernel_ = from_kernel;
+	memcpy(d->uuid_, uuid, 16);
 	d->channel_ = file_safe(info.channel.empty() ? "channel0" : info.channel);
 	d->stream_id_ = info.stream_id;
 	d->overwrite_ = info.mode == STRATA_MODE_OVERWRITE;
@@ -209,6 +213,36 @@ Drain::~Drain()
 		join();
 	}
 	close_files();
+	if (snap_fd_ >= 0)
+		close(snap_fd_);
+}
+
+int Drain::snapshot(const std::string &dir, uint64_t &packets, std::string &err)
+{
+	packets = 0;
+	if (snap_fd_ < 0 || finish_.load(std::memory_order_relaxed))
+		return 0;
+	int fd = fcntl(snap_fd_, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0) {
+		err = std::string("cannot duplicate the buffer's fd: ") + strerror(errno);
+		return -1;
+	}
+	// A Drain of its own, never started: its Reader, files and counters
+	// are this function's; create() validates the buffer again.
+	std::unique_ptr<Drain> d = create(fd, uuid_, dir, clock_, env_, owner_, err, from_kernel_);
+	if (!d)
+		return -1;
+	d->reader_->set_snapshot();
+	if (!d->open_trace(err))
+		return -1;
+	d->final_drain(); // overwrite mode: close, collect, trailing loss
+	d->close_files();
+	packets = d->counters_.packets.load(std::memory_order_relaxed);
+	if (d->counters_.errors.load(std::memory_order_relaxed)) {
+		err = "some packets could not be written (see the log)";
+		return -1;
+	}
+	return 1;
 }
 
 void Drain::start()
@@ -229,6 +263,10 @@ void Drain::finish(bool producer_dead)
 	// Only the main thread calls this; the first reason wins.
 	if (finish_.load(std::memory_order_relaxed))
 		return;
+	if (snap_fd_ >= 0) { // no snapshot once the drain thread collects
+		close(snap_fd_);
+		snap_fd_ = -1;
+	}
 	producer_dead_.store(producer_dead, std::memory_order_relaxed);
 	// Release: orders producer_dead_ before finish_; pairs with the
 	// acquire load in run().

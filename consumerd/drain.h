@@ -83,6 +83,17 @@ public:
 	void join();
 	bool finished() const { return done_.load(std::memory_order_acquire); }
 
+	// Flight-recorder snapshot (main thread only; docs/ring-buffer.md,
+	// "Snapshots"): while the buffer is in overwrite mode and finish() was
+	// not called, attach a second Reader to the same buffer, close its open
+	// packets (consumer-side close, as at stop) and write its newest
+	// complete sub-buffers plus the trailing-loss packets as a new
+	// sub-trace in `dir`.  The drain thread is not disturbed: in overwrite
+	// mode it only reads descriptors until finish().  Returns 1 written,
+	// 0 nothing to snapshot (discard mode, finished), -1 with `err`.
+	int snapshot(const std::string &dir, uint64_t &packets, std::string &err);
+	bool overwrite() const { return overwrite_; }
+
 	const std::string &dir() const { return dir_; }
 	const DrainCounters &counters() const { return counters_; }
 
@@ -109,6 +120,11 @@ private:
 	std::vector<uint8_t> batch_; // packets copied out of the ring, one write's worth
 	uint32_t stream_id_ = 0;
 	bool overwrite_ = false;
+	// Overwrite mode: a duplicate of the buffer's fd for snapshot(); main
+	// thread only (made in create, closed by finish() and the destructor).
+	int snap_fd_ = -1;
+	bool from_kernel_ = false;
+	uint8_t uuid_[16] = {};
 	std::thread thread_;
 	// finish_: main thread sets (release), drain thread reads (acquire) and
 	// then performs the final flush.  done_: set by the drain thread when

@@ -679,8 +679,18 @@ size_t Reader::collect_overwrite(uint32_t lane, int timeout_ms,
 	}
 	ls.rpos = std::max(ls.rpos, end);
 	// Release: informational for overwrite mode (writers do not read it).
-	__atomic_store_n(&lc->consumed, ls.rpos, __ATOMIC_RELEASE);
+	if (!snapshot_)
+		__atomic_store_n(&lc->consumed, ls.rpos, __ATOMIC_RELEASE);
 	return n;
+}
+
+void Reader::set_snapshot()
+{
+	snapshot_ = true;
+	for (LaneState &ls : lanes_) {
+		ls.rpos = 0;
+		ls.next_seq = 0;
+	}
 }
 
 bool Reader::parse_descriptor(const uint8_t *rec, uint32_t size, EventInfo *ev, std::string *err)

@@ -137,6 +137,12 @@ public:
 	size_t collect_overwrite(uint32_t lane, int timeout_ms,
 				 std::vector<std::vector<uint8_t>> *out, std::string *msg);
 
+	// A second reader of an overwrite-mode buffer taking a snapshot (the
+	// drain's reader stays the consumer): collect_overwrite then starts
+	// from the oldest data whatever `consumed` says, and never stores
+	// `consumed`.  Call right after attach.
+	void set_snapshot();
+
 	// Cumulative events the writers discarded in `lane` (shared counter).
 	uint64_t lane_discarded(uint32_t lane) const;
 	// The lane's write position (`head`, shared, unvalidated): statistics.
@@ -188,6 +194,7 @@ private:
 	bool parse_descriptor(const uint8_t *rec, uint32_t size, EventInfo *ev, std::string *err);
 	bool absorb_descriptors();
 	bool finish_close(uint32_t lane, bool give_up, std::string *msg);
+	bool snapshot_ = false; // set_snapshot()
 	bool max_record_ts(const uint8_t *pkt, uint64_t end, uint64_t *ts) const;
 	strata_lane_ctl *lane_ctl(uint32_t lane) const;
 	const uint8_t *subbuf_at(uint32_t lane, uint64_t pos) const;

@@ -285,6 +285,13 @@ template <class A> void io(A &a, Wait &m)
 	a.u32(m.timeout_ms);
 	a.check(m.timeout_ms >= 1 && m.timeout_ms <= kMaxWaitMs, "wait: timeout out of range");
 }
+template <class A> void io(A &a, Snapshot &m)
+{
+	a.str(m.session, kMaxName);
+	a.str(m.output_dir, kMaxPath);
+	a.check(valid_session_name(m.session), "snapshot: invalid session name");
+	a.check(m.output_dir.empty() || m.output_dir[0] == '/', "snapshot: output directory not absolute");
+}
 template <class A> void io(A &a, TargetRule &m)
 {
 	a.str(m.session, kMaxName);

@@ -65,8 +65,9 @@ enum class Type : uint16_t {
 	Reply = 16,
 	Wait = 17,        // version 2
 	TargetRule = 18,  // version 2
+	Snapshot = 19,    // version 2
 };
-constexpr uint16_t kTypeMax = 18;
+constexpr uint16_t kTypeMax = 19;
 constexpr uint16_t kTypeMaxV1 = 16;
 constexpr uint32_t kMaxTargetPids = 64;
 constexpr uint32_t kMaxTargetNames = 16;
@@ -227,9 +228,18 @@ struct TargetRule {
 	std::vector<std::string> names;
 };
 
+// Version 2: write the current content of an overwrite-mode session's
+// buffers to a new trace directory, without stopping anything (REPLY 0 with
+// the directory in its text).  output_dir: absolute, must not exist yet;
+// empty: the daemon names it "<session output>-snapshot-<UTC time>".
+struct Snapshot {
+	std::string session;
+	std::string output_dir;
+};
+
 using Body = std::variant<std::monostate, Hello, HelloReply, Register, RegisterReply, Buffer,
 			  Create, EnableEvent, DisableEvent, Start, Stop, Destroy, List, ListReply,
-			  Status, StatusReply, Reply, Wait, TargetRule>;
+			  Status, StatusReply, Reply, Wait, TargetRule, Snapshot>;
 // The variant index is the Type value (index 0 is "no message").
 static_assert(std::variant_size<Body>::value == kTypeMax + 1, "one alternative per type");
 

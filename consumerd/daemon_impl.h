@@ -1,0 +1,285 @@
+/*
+ * daemon_impl.h - the daemon's parts, internal to strata-consumerd.
+ *
+ * The threading contract is daemon.h's.  The one class Daemon is defined
+ * by role across files, each with its own contract at its top:
+ *   daemon.cpp     the event loop: listening socket, signals, clock page,
+ *                  run() and shutdown;
+ *   conn.cpp       the control connection: accept, read, decode, dispatch
+ *                  (handle), answer (send/reply), drop;
+ *   notify.cpp     acknowledged changes: signalling processes about a
+ *                  change and holding the controller's answer (WAIT);
+ *   kmod_link.cpp  the kernel module link: module WAITs on their threads,
+ *                  grants and slots shared with the module;
+ *   procs.cpp      the process registry: REGISTER, BUFFER hand-over, early
+ *                  adoption, process exit;
+ *   sessions.cpp   sessions and their outputs: CREATE, rules, START/STOP
+ *                  bookkeeping, STATUS/LIST, crash repair.
+ *
+ * Objects, all owned by the main thread:
+ *   Session  a named recording: slot 0..15, owner uid, output directory,
+ *            one channel configuration, rules, state, clock (measured once
+ *            at CREATE and written identically into every sub-trace), and
+ *            the drains of the buffers attached to it.
+ *   Proc     a registered traced process: peer pid/uid (SO_PEERCRED), comm,
+ *            tracepoint names (for LIST), pidfd (exit detection: the
+ *            process does not keep its socket open).
+ *   Conn     a connected socket: role after HELLO, partial input, received
+ *            fds, and for a process the slots granted to it.
+ *
+ * Generations (docs/control-protocol.md, "Acknowledged changes"): every
+ * change that reaches running processes bumps change_; a process's state
+ * query stamps its connection with the generation current at REGISTER, and
+ * that connection's close acknowledges every generation up to the stamp.
+ *
+ * With the kernel module answering (kabi 2, kernel_source.h): a process
+ * that registered with it (Proc::kmod, REGISTER flag kRegisterModule) is
+ * signalled by the module, not by us, and acknowledges to the module; its
+ * connections here only announce events or hand a buffer over.  A WAIT or
+ * a version-1 answer that waits for such processes runs the module's WAIT
+ * on a thread of its own (KWait): the thread only calls kernel_wait and
+ * hands its result to the main thread through kwait_done_ (mutex) and an
+ * eventfd; everything else stays on the main thread.
+ */
+#ifndef STRATA_CONSUMERD_DAEMON_IMPL_H
+#define STRATA_CONSUMERD_DAEMON_IMPL_H
+
+#include "daemon.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <dirent.h>
+#include <map>
+#include <memory>
+#include <fcntl.h>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "abi/strata_abi.h"
+#include "clock_page.h"
+#include "control/names.h"
+#include "drain.h"
+#include "kernel_source.h"
+#include "metadata.h"
+#include "proto/proto.h"
+#include "proto/sock.h"
+#include "repair.h"
+
+
+namespace strata {
+namespace daemon_impl {
+
+
+// Logging (daemon.cpp): verbose and quiet are set once by run() before any
+// other thread exists.
+extern bool g_verbose;
+extern bool g_quiet;
+void logf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define VLOG(...) do { if (g_verbose) logf(__VA_ARGS__); } while (0)
+#define INFO(...) do { if (!g_quiet) logf(__VA_ARGS__); } while (0)
+
+constexpr size_t kMaxConns = 1024;
+constexpr size_t kMaxQueuedFds = 16;
+constexpr int64_t kReplyTimeoutMs = 2000;
+
+std::string hostname();
+
+// Which processes a rule applies to: everyone of the session's user when
+// both lists are empty, else the listed pids and process names (comm).
+struct Target {
+	std::vector<uint32_t> pids;
+	std::vector<std::string> names;
+};
+
+struct Session {
+	uint64_t id = 0;
+	uint64_t run_id = 0; // new at each START: what grants name (SessionGrant.session_id)
+	std::string name;
+	uint32_t slot = 0;
+	uid_t uid = 0;
+	std::string out;
+	proto::ChannelConfig channel;
+	std::vector<proto::Rule> rules;
+	std::vector<Target> targets; // one per rule
+	proto::SessionState state = proto::SessionState::Created;
+	ClockInfo clock;
+	Owner owner;         // set when a root daemon works for another user
+	std::vector<std::unique_ptr<Drain>> drains;
+};
+
+struct Proc {
+	pid_t pid = 0;
+	uid_t uid = 0;
+	std::string comm;
+	std::string date;
+	std::vector<proto::EventName> events;
+	int pidfd = -1;
+	int signo = 0;        // asynchronous enablement: signal it on changes
+	bool kmod = false;    // signalled by the module, acknowledges to it
+	uint64_t acked = 0;   // highest generation it acknowledged
+	std::vector<Drain *> drains;
+};
+
+// A controller's answer held back until the processes signalled about a
+// change have re-queried (or exited), or until its deadline.  Version 1:
+// the answer to the change itself (1 s hold); version 2: the answer to WAIT.
+struct PendingReply {
+	uint64_t conn_id = 0;
+	uint32_t seq = 0;
+	std::string text;
+	bool wait = false;            // a WAIT: -ETIMEDOUT at the deadline
+	// (pid, generation it must acknowledge): acknowledgements must come
+	// from queries that registered at or after that generation
+	std::vector<std::pair<pid_t, uint64_t>> waiting;
+	size_t signalled = 0;
+	int64_t deadline = 0;
+	// Module generations to WAIT for (the changes' kernel_apply/kernel_stop)
+	// and whether that WAIT still runs (kwait_id != 0: answer after it).
+	std::vector<uint64_t> kgens;
+	uint64_t kwait_id = 0;
+};
+
+// A module WAIT's result, from its thread to the main thread.
+struct KWaitDone {
+	uint64_t id = 0;
+	int status = 0;                 // 0 or -errno of the last WAIT
+	std::vector<uint32_t> missing;  // with -ETIMEDOUT
+};
+
+struct Grant {
+	uint64_t session_id = 0;
+	uint8_t uuid[16] = {};
+};
+
+struct Conn {
+	uint64_t id = 0;
+	uint64_t registered_at = 0; // change counter when it sent REGISTER
+	uint16_t version = proto::kProcessVersion; // negotiated at HELLO
+	// Version 2 controller: processes signalled about this connection's
+	// changes since its last WAIT, with the generation each must ack.
+	std::map<pid_t, uint64_t> unacked;
+	int fd = -1;
+	struct ucred cred = {};
+	bool hello = false;
+	proto::Role role = proto::Role::Process;
+	std::vector<uint8_t> in;
+	// While the messages of one read are handled, their answers collect
+	// here and leave in one send (flush_out): a process that sent HELLO and
+	// REGISTER together wakes once for both answers.
+	std::vector<uint8_t> out;
+	bool corked = false;
+	std::deque<int> fds;
+	bool registered = false;
+	bool kmod = false;             // REGISTER with kRegisterModule
+	std::vector<uint64_t> kgens;   // module generations of this controller's changes since its WAIT
+	std::map<uint32_t, Grant> grants;
+	~Conn()
+	{
+		for (int f : fds)
+			close(f);
+		if (fd >= 0)
+			close(fd);
+	}
+};
+
+class Daemon {
+public:
+	int run(const DaemonOptions &opt);
+
+private:
+	int listen_on(const std::string &path);
+	void accept_conns();
+	void on_readable(Conn &c);
+	bool handle(Conn &c, const proto::Message &m);
+	void send(Conn &c, uint32_t seq, proto::Body body, int pass_fd = -1);
+	void reply(Conn &c, uint32_t seq, int status, const std::string &text);
+	void flush_out(Conn &c);
+	void drop(int fd);
+	void on_exit(int pidfd);
+	// Asynchronous enablement: signal the processes a change of `s`
+	// concerns, answer `c` once they acknowledged (or at the deadline).
+	// `rule` >= 0: only the processes that rule targets, else those any
+	// rule of `s` targets.
+	void notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std::string &text, int rule = -1);
+	void do_wait(Conn &c, uint32_t seq, const proto::Wait &m);
+	static bool targets(const Session &s, size_t rule, const Proc &p);
+	static std::vector<proto::Rule> rules_for(const Session &s, const Proc &p);
+	void acknowledge(pid_t pid, uint64_t registered_at);
+	void start_kwait(PendingReply &p);
+	void on_kwait_done();
+	void answer_pending(bool all);
+	int pending_timeout_ms() const;
+	void start_clock_page();
+
+	bool visible(const Conn &c, const Session &s) const { return c.cred.uid == 0 || c.cred.uid == s.uid; }
+	Session *find(const Conn &c, const std::string &name, uint32_t seq, bool &answered);
+	void stop_session(Session &s);
+
+	void do_hello(Conn &c, uint32_t seq, const proto::Hello &m);
+	void do_register(Conn &c, uint32_t seq, const proto::Register &m);
+	void do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m);
+	bool module_grant(const Conn &c, uint32_t slot, int fd, Grant &grant);
+	KmodGrant grant_of(const Session &s) const;
+	void move_off_busy_slot(Session &s);
+	Proc &proc_for(pid_t pid, uid_t uid);
+	void adopt_early(Session &s);
+	void save_active();
+	void repair_after_crash();
+	void do_create(Conn &c, uint32_t seq, const proto::Create &m);
+	void do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule r, Target t = {});
+	void do_status(Conn &c, uint32_t seq, const proto::Status &m);
+	void do_list(Conn &c, uint32_t seq);
+	void do_snapshot(Conn &c, uint32_t seq, const proto::Snapshot &m);
+
+	int epfd_ = -1, lfd_ = -1, sigfd_ = -1;
+	std::string path_;
+	std::map<int, std::unique_ptr<Conn>> conns_;
+	std::map<int, Proc> procs_;  // by pidfd
+	std::map<pid_t, int> pid_to_pidfd_;
+	std::vector<std::unique_ptr<Session>> sessions_;
+	uint64_t next_session_id_ = 1;
+	uint64_t next_run_id_ = 1;
+	uint64_t next_conn_id_ = 1;
+	uint64_t change_ = 0; // counts notified changes
+	uint64_t kgen_ = 0;   // the module generation of the change being notified (0: none)
+	std::vector<PendingReply> pending_;
+	// Module WAITs (see the file comment).
+	int kwait_efd_ = -1;
+	uint64_t next_kwait_ = 1;
+	std::map<uint64_t, std::thread> kwaiters_; // by KWaitDone::id
+	std::mutex kwait_mu_;
+	std::vector<KWaitDone> kwait_done_; // guarded by kwait_mu_
+	// Set once at exit (relaxed: a stop request polled between WAIT slices;
+	// the join that follows is the synchronisation).
+	std::atomic<bool> kwait_quit_{false};
+	// State queries answered here (REGISTER without kRegisterModule), and
+	// module processes' hand-offs and announcements: logged at exit.
+	uint64_t n_queries_ = 0, n_handoffs_ = 0;
+	std::string hostname_;
+	bool adopt_early_ = false; // DaemonOptions::adopt_early
+	bool quit_ = false;
+	std::unique_ptr<ClockPage> clock_page_; // null: TSC unusable
+	int clock_tfd_ = -1;                    // its refresh timer
+};
+
+} // namespace daemon_impl
+} // namespace strata
+#endif
