@@ -8,7 +8,7 @@ STRATA_PACKAGES=(
   libbabeltrace2-dev babeltrace2 python3-bt2
   libelf-dev libdw-dev chromium
   liblttng-ust-dev lttng-tools
-  qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static cpio kmod file xz-utils
+  qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static cpio kmod file xz-utils dkms
 )
 strata_install_deps() {
   local missing=()
