@@ -6,19 +6,20 @@
  *
  *   1. a constructor records boot:ctor before main;
  *   2. main records boot:main, then forks STRATA_BOOT_CHILDREN children, each
- *      records boot:child(i, k) for k < STRATA_BOOT_CHILD_EVENTS and waits
- *      on a pipe (see "children" below);
+ *      records boot:child(i, k) for k < STRATA_BOOT_CHILD_EVENTS and _exits;
+ *      init reaps them all before going on (see "children" below);
  *   3. runs the rest of the boot, /stage2 (busybox sh: modules, mounts,
  *      chroot, the daemon and a session, run-vm.sh), handing it two pipe
  *      ends as fds 5 (stage2 -> init "the session started") and 6 (init ->
  *      stage2 "done");
- *   4. on "started" records STRATA_BOOT_LATER boot:later(k), lets the
- *      children exit, reaps them and answers "done" with the counts
+ *   4. on "started" records STRATA_BOOT_LATER boot:later(k) and answers
+ *      "done" with the counts
  *      (emitted events) on fd 6; then reaps until stage2 exits (poweroff).
  *
- * Children: they stay alive until the session has adopted their early
- * buffers.  A child that _exits before a daemon exists loses its buffer
- * today (its memfd dies with it): keeping those is not done yet (docs/boot.md).
+ * Children: they exit long before any daemon exists.  Their early buffers
+ * survive because the runtime makes each child's memfd at fork and keeps the
+ * parent's descriptor of it (libtrace/slots.cpp, STRATA_EARLY_KEEP); the
+ * daemon adopts them from init's descriptors (docs/boot.md).
  */
 #define STRATA_DEFINE_PROVIDERS
 #include <strata/tracepoint.h>
@@ -55,24 +56,21 @@ int main(void)
 	const unsigned nlater = env_num("STRATA_BOOT_LATER", 100);
 	strata_tracepoint(boot, main, (uint32_t)getpid());
 
-	int release[2];
-	if (pipe(release) != 0)
-		return 1;
 	for (unsigned c = 0; c < nchild; c++) {
 		pid_t p = fork();
 		if (p == 0) {
-			close(release[1]);
 			for (unsigned k = 0; k < nev; k++)
 				strata_tracepoint(boot, child, c, k);
-			char b;
-			while (read(release[0], &b, 1) > 0) {
-			}
 			_exit(0);
 		}
 		if (p < 0)
 			return 1;
 	}
-	close(release[0]);
+	/* Every child has exited before anything else happens: no daemon has
+	 * seen them; their buffers live on in the memfds init keeps. */
+	for (unsigned c = 0; c < nchild; c++)
+		if (wait(NULL) < 0)
+			return 1;
 
 	int go[2], done[2];
 	if (pipe(go) != 0 || pipe(done) != 0)
@@ -85,7 +83,6 @@ int main(void)
 		close(go[1]);
 		close(done[0]);
 		close(done[1]);
-		close(release[1]);
 		if (g < 0 || d < 0 || dup2(g, 5) < 0 || dup2(d, 6) < 0)
 			_exit(127);
 		close(g);
@@ -99,9 +96,6 @@ int main(void)
 	if (read(go[0], &b, 1) == 1) {
 		for (unsigned k = 0; k < nlater; k++)
 			strata_tracepoint(boot, later, k);
-		close(release[1]); /* the children see EOF and exit */
-		for (unsigned c = 0; c < nchild; c++)
-			wait(NULL);
 		dprintf(done[1], "children=%u child_events=%u later=%u\n", nchild, nev, nlater);
 	}
 	close(done[1]);
