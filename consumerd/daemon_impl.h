@@ -241,6 +241,7 @@ private:
 	void move_off_busy_slot(Session &s);
 	Proc &proc_for(pid_t pid, uid_t uid);
 	void adopt_early(Session &s);
+	void adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid, std::set<std::pair<dev_t, ino_t>> &seen);
 	void save_active();
 	void repair_after_crash();
 	void do_create(Conn &c, uint32_t seq, const proto::Create &m);

@@ -112,6 +112,7 @@ void Daemon::adopt_early(Session &s)
 	DIR *proc = opendir("/proc");
 	if (!proc)
 		return;
+	std::set<std::pair<dev_t, ino_t>> seen; // buffers adopted by this call
 	while (struct dirent *de = readdir(proc)) {
 		char *end = nullptr;
 		const long pid = strtol(de->d_name, &end, 10);
@@ -127,7 +128,10 @@ void Daemon::adopt_early(Session &s)
 		DIR *fds = opendir((base + "/fd").c_str());
 		if (!fds)
 			continue;
-		int buf = -1;
+		// Every early buffer the process holds: its own, and those it keeps
+		// for its forked children (libtrace/slots.cpp; the child may have
+		// exited).  The header names the producer; a buffer seen through
+		// several processes (a child inherits its siblings') is adopted once.
 		while (struct dirent *fe = readdir(fds)) {
 			char target[128];
 			const std::string link = base + "/fd/" + fe->d_name;
@@ -137,20 +141,42 @@ void Daemon::adopt_early(Session &s)
 			target[n] = 0;
 			if (strncmp(target, "/memfd:strata-slot-15", 21) != 0)
 				continue;
-			buf = open(link.c_str(), O_RDWR | O_CLOEXEC);
-			break;
+			int buf = open(link.c_str(), O_RDWR | O_CLOEXEC);
+			if (buf < 0)
+				continue;
+			adopt_early_buffer(s, buf, static_cast<pid_t>(pid), st.st_uid, seen);
 		}
 		closedir(fds);
-		if (buf < 0)
-			continue;
+	}
+	closedir(proc);
+}
+
+// One early buffer `buf` (owned here) found in process `holder`.
+void Daemon::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid, std::set<std::pair<dev_t, ino_t>> &seen)
+{
+	struct stat bst;
+	if (fstat(buf, &bst) != 0 || !seen.insert({bst.st_dev, bst.st_ino}).second) {
+		close(buf);
+		return;
+	}
+	{
 		strata_buffer_header hdr;
 		if (pread(buf, &hdr, sizeof hdr, 0) != static_cast<ssize_t>(sizeof hdr) ||
 		    hdr.magic != STRATA_ABI_MAGIC) {
 			close(buf);
-			continue;
+			return; // not made yet (a child that never opened it), or not ours
+		}
+		// The producer: the holder itself, or a child it keeps the buffer of.
+		const long pid = hdr.pid > 0 && static_cast<pid_t>(hdr.pid) != holder ? static_cast<long>(hdr.pid) : holder;
+		if (pid != holder) {
+			auto known = pid_to_pidfd_.find(static_cast<pid_t>(pid));
+			if (known != pid_to_pidfd_.end() && !procs_[known->second].drains.empty()) {
+				close(buf);
+				return; // already drained by a session of ours
+			}
 		}
 		std::string comm(hdr.comm, strnlen(hdr.comm, sizeof hdr.comm));
-		Proc &p = proc_for(static_cast<pid_t>(pid), st.st_uid);
+		Proc &p = proc_for(static_cast<pid_t>(pid), uid);
 		if (p.comm.empty())
 			p.comm = comm.empty() ? std::string("pid") : comm;
 		if (p.date.empty())
@@ -167,14 +193,13 @@ void Daemon::adopt_early(Session &s)
 		std::unique_ptr<Drain> d = Drain::create(buf, hdr.trace_uuid, dir, s.clock, env, s.owner, err);
 		if (!d) {
 			logf("pid %ld: early buffer rejected: %s", pid, err.c_str());
-			continue;
+			return;
 		}
 		d->start();
 		p.drains.push_back(d.get());
 		s.drains.push_back(std::move(d));
 		INFO("pid %ld (%s): adopted its early buffer into session %s", pid, p.comm.c_str(), s.name.c_str());
 	}
-	closedir(proc);
 }
 
 void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)

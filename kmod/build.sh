@@ -8,8 +8,5 @@ out=$2
 src=$(cd "$(dirname "$0")" && pwd)
 kdir=/usr/src/linux-headers-$kver
 [ -d "$kdir" ] || { echo "build.sh: no headers at $kdir" >&2; exit 1; }
-mkdir -p "$out"
-cp -a "$src"/Kbuild "$src"/*.c "$src"/*.h "$out"/
-rm -rf "$out/uapi" "$out/compat" && cp -a "$src/uapi" "$src/compat" "$out"/
-mkdir -p "$out/abi" && cp "$src/../libtrace/abi/strata_abi.h" "$out/abi/"
+"$src/stage.sh" "$out"
 make -C "$kdir" M="$out" modules

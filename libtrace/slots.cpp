@@ -24,6 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -41,6 +42,24 @@ std::atomic<uint32_t> g_lock_owner{0}; // tid holding the control lock, 0: free
 std::atomic<strata_rt_fork_hook> g_fork_hook{nullptr};
 bool g_membarrier_private;
 bool g_fork_locked; // the atfork prepare handler took the lock
+
+// Keeping a forked child's early buffer (docs/boot.md): a process that
+// records into an early buffer (slot 15, no daemon) makes, at fork, the
+// memfd its child's early buffer will live in, and keeps its own descriptor
+// of it.  The buffer then outlives a child that exits before any daemon
+// exists; the daemon finds it among the parent's descriptors
+// (--adopt-early).  At most STRATA_EARLY_KEEP (default 16) per process:
+// bound = that many early buffers (each lanes x sub-buffers, touched pages
+// only).  Fork-handler context only (the control lock held by prepare).
+constexpr unsigned kEarlySlot = 15;
+int g_early_child_fd = -1; // made by prepare; the child's buffer, or -1
+unsigned g_early_kept;     // descriptors kept by this process
+
+unsigned early_keep_max()
+{
+	const char *v = getenv("STRATA_EARLY_KEEP");
+	return v && *v ? (unsigned)strtoul(v, nullptr, 10) : 16;
+}
 
 uint64_t round_up(uint64_t v, uint64_t a)
 {
@@ -146,16 +165,25 @@ void mark_exited(Channel *ch)
 void atfork_prepare()
 {
 	g_fork_locked = control_lock() == 0;
+	g_early_child_fd = -1;
+	if (g_fork_locked && g_slots[kEarlySlot].load(std::memory_order_relaxed) &&
+	    g_early_kept < early_keep_max())
+		g_early_child_fd = (int)syscall(SYS_memfd_create, "strata-slot-15", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 }
 
 void atfork_parent()
 {
+	if (g_early_child_fd >= 0) {
+		g_early_kept++; // kept open: the child's buffer outlives the child
+		g_early_child_fd = -1;
+	}
 	if (g_fork_locked)
 		control_unlock();
 }
 
 void atfork_child()
 {
+	g_early_kept = 0; // the parent's kept descriptors are not the child's to count
 	control_lock_reset_in_child();
 	writer_forget_thread_state_in_child();
 	for (unsigned s = 0; s < STRATA_MAX_SLOTS; s++) {
@@ -241,7 +269,14 @@ extern "C" STRATA_EXPORT int strata_rt_slot_open(unsigned slot,
 		char name[] = "strata-slot-00";
 		name[12] = (char)('0' + slot / 10);
 		name[13] = (char)('0' + slot % 10);
-		int fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		// A forked child's early buffer: the memfd its parent made and keeps.
+		int fd = -1;
+		if (slot == kEarlySlot && g_early_child_fd >= 0) {
+			fd = g_early_child_fd;
+			g_early_child_fd = -1;
+		} else {
+			fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		}
 		void *base = MAP_FAILED, *priv = MAP_FAILED;
 		// Sealed at its size: the consumer maps it too, and a buffer that
 		// could shrink under its mapping would SIGBUS it (it refuses an

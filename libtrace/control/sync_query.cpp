@@ -263,6 +263,14 @@ void early_open()
 	memcpy(cfg.name, "channel0", 9);
 	const char *mode = getenv("STRATA_EARLY_MODE");
 	cfg.mode = (mode && !strcmp(mode, "overwrite")) ? STRATA_MODE_OVERWRITE : STRATA_MODE_DISCARD;
+	// Sizes (from the kernel command line for PID 1, docs/boot.md): powers
+	// of two; a value the runtime refuses leaves tracing off, with a word.
+	if (const char *v = getenv("STRATA_EARLY_SUBBUF_SIZE"))
+		cfg.subbuf_size = strtoull(v, nullptr, 0);
+	if (const char *v = getenv("STRATA_EARLY_SUBBUFS"))
+		cfg.n_subbuf = static_cast<uint32_t>(strtoul(v, nullptr, 0));
+	if (const char *v = getenv("STRATA_EARLY_LANES"))
+		cfg.n_lanes = static_cast<uint32_t>(strtoul(v, nullptr, 0));
 	uint8_t uuid[16];
 	if (getrandom(uuid, sizeof uuid, 0) != (ssize_t)sizeof uuid)
 		return;

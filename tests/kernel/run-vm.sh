@@ -6,7 +6,12 @@
 #
 #   run-vm.sh --out DIR [--module KO | --build-module] [--kver KVER]
 #             [--timeout SECONDS] [--append "kernel args"] [--build-root DIR]
-#             -- COMMAND...
+#             [--init PROGRAM] -- COMMAND...
+#
+# --init PROGRAM: PROGRAM (with its shared libraries, from ldd) is the
+# initramfs's /init, PID 1 started by the kernel; the usual set-up script is
+# /stage2, which PROGRAM runs (busybox sh /stage2) when it wants the rest of
+# the boot (tests/boot/boot_init.c).
 #
 # DIR (created, emptied of previous results) is shared read-write with the
 # guest and appears there at the same absolute path.  After the run it holds:
@@ -22,7 +27,7 @@ set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 src_root=$(cd "$here/../.." && pwd)
-out="" module="" build_module=0 kver="" tmo=600 append="" build_root_opt=""
+out="" module="" build_module=0 kver="" tmo=600 append="" build_root_opt="" init_prog=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=$2; shift 2 ;;
@@ -32,6 +37,7 @@ while [ $# -gt 0 ]; do
 	--timeout) tmo=$2; shift 2 ;;
 	--append) append=$2; shift 2 ;;
 	--build-root) build_root_opt=$2; shift 2 ;;
+	--init) init_prog=$2; shift 2 ;;
 	--) shift; break ;;
 	*) echo "run-vm.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -155,6 +161,14 @@ umount \$O
 poweroff -f
 INIT
 chmod +x "$root/init"
+if [ -n "$init_prog" ]; then
+	mv "$root/init" "$root/stage2"
+	cp "$init_prog" "$root/init" || exit 1
+	# The dynamic loader and libraries, at the paths the program names.
+	for lib in $(ldd "$init_prog" | grep -o '/[^ ]*'); do
+		mkdir -p "$root$(dirname "$lib")" && cp -L "$lib" "$root$lib" || exit 1
+	done
+fi
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) > "$out/initramfs.gz" || exit 1
 rm -rf "$root"
 

@@ -1,0 +1,108 @@
+#!/usr/bin/python3
+"""The VM boot test's oracles, on the host, over what guest-boot.sh left in
+OUT: PID 1 (boot_init.c) was started by the kernel with STRATA_EARLY from the
+kernel command line and no daemon; the session started later adopted its
+early buffer and its children's.
+
+  - boot:ctor (before main) is init's first event, pid 1, the earliest
+    timestamp of its stream; boot:main follows;
+  - every child's boot:child(c, k) for k < N, exactly once, in order;
+  - boot:later(k) for every k, after boot:main;
+  - one clock class in the whole trace; timestamps ordered per stream;
+  - recorded + discarded == emitted; babeltrace2 silent.
+
+With --expect-loss (the boot with deliberately small early buffers,
+STRATA_EARLY_SUBBUF_SIZE/SUBBUFS/LANES on the command line, discard mode):
+the loss is counted (discarded > 0, recorded + discarded == emitted still),
+each child kept exactly its first m events (0..m-1, discard keeps the
+oldest), and the later events recorded are increasing.
+"""
+import os
+import re
+import subprocess
+import sys
+
+import bt2
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from strata_testlib import Checks  # noqa: E402
+
+
+def main():
+    out = sys.argv[1]
+    expect_loss = "--expect-loss" in sys.argv[2:]
+    if os.path.exists(os.path.join(out, "SKIPPED")):
+        print("SKIP: " + open(os.path.join(out, "SKIPPED")).read().strip())
+        sys.exit(77)
+    check = Checks()
+    path = os.path.join(out, "emitted.txt")
+    if not os.path.exists(path):
+        print("FAIL: no emitted.txt (the guest did not finish)")
+        sys.exit(1)
+    em = dict(kv.split("=") for kv in open(path).read().split())
+    nchild, nev, nlater = int(em["children"]), int(em["child_events"]), int(em["later"])
+    trace = os.path.join(out, "trace")
+    init, children, clocks, discarded = [], {}, set(), 0
+    last = {}
+    stray = 0
+    ordered = True
+    for m in bt2.TraceCollectionMessageIterator(trace):
+        if type(m) is bt2._DiscardedEventsMessageConst:
+            discarded += m.count or 0
+        if type(m) is not bt2._EventMessageConst:
+            continue
+        ev = m.event
+        ts = m.default_clock_snapshot.ns_from_origin
+        clocks.add(m.default_clock_snapshot.clock_class.uuid)
+        sid = (int(ev.stream.trace.environment["vpid"]), ev.stream.id)
+        if sid in last and ts < last[sid]:
+            ordered = False
+        last[sid] = ts
+        p = ev.payload_field
+        if ev.name == "boot:child":
+            children.setdefault(int(p["child"]), []).append(int(p["k"]))
+        elif sid[0] != 1:
+            stray += 1
+        else:
+            init.append((ev.name, ts, {k: int(v) for k, v in p.items()}))
+    names = [n for n, _, _ in init]
+    check(bool(init) and init[0][0] == "boot:ctor" and init[0][2]["pid"] == 1,
+          "init's first event is boot:ctor from pid 1 (%s)" % (init[:1],))
+    check(bool(init) and init[0][1] == min(t for _, t, _ in init),
+          "boot:ctor has the earliest timestamp of init's events")
+    check(names[1:2] == ["boot:main"], "boot:main follows the constructor")
+    later = [v["k"] for n, _, v in init if n == "boot:later"]
+    check(sorted(children) == list(range(nchild)), "events of all %d children (%s)" % (nchild, sorted(children)))
+    if expect_loss:
+        check(later == sorted(set(later)) and all(0 <= k < nlater for k in later),
+              "boot:later recorded are increasing (%d of %d)" % (len(later), nlater))
+        check(all(children.get(c) == list(range(len(children.get(c, [])))) for c in range(nchild)),
+              "each child kept exactly its first events (%s of %d)" %
+              ([len(children.get(c, [])) for c in range(nchild)], nev))
+    else:
+        check(later == list(range(nlater)), "boot:later 0..%d all present, in order (%d)" % (nlater - 1, len(later)))
+        check(all(children.get(c) == list(range(nev)) for c in range(nchild)),
+              "each child's boot:child k = 0..%d exactly once, in order" % (nev - 1))
+    emitted = 2 + nlater + nchild * nev
+    recorded = stray + len(init) + sum(len(v) for v in children.values())
+    check(recorded + discarded == emitted,
+          "recorded %d + discarded %d == emitted %d" % (recorded, discarded, emitted))
+    check(stray == 0, "only children record boot:child, only pid 1 the rest (%d stray)" % stray)
+    if expect_loss:
+        check(discarded > 0, "the loss is counted: %d discarded" % discarded)
+    check(len(clocks) == 1, "one clock in the whole trace (%d)" % len(clocks))
+    check(ordered, "timestamps ordered in every stream")
+    p = subprocess.run(["babeltrace2", trace], capture_output=True, text=True)
+    if expect_loss:
+        # Its only words: the discarded-events warnings, summing to the count.
+        lines = [l for l in p.stderr.splitlines() if l.strip()]
+        warned = [re.match(r"WARNING: Tracer discarded (\d+) events ", l) for l in lines]
+        check(p.returncode == 0 and all(warned) and sum(int(w.group(1)) for w in warned) == discarded,
+              "babeltrace2 says only that %d events were discarded (%d lines)" % (discarded, len(lines)))
+    else:
+        check(p.returncode == 0 and p.stderr == "", "babeltrace2 reads it with nothing on stderr")
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()
