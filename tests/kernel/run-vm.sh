@@ -6,12 +6,15 @@
 #
 #   run-vm.sh --out DIR [--module KO | --build-module] [--kver KVER]
 #             [--timeout SECONDS] [--append "kernel args"] [--build-root DIR]
-#             [--init PROGRAM] -- COMMAND...
+#             [--init PROGRAM [--init-lib LIB]...] -- COMMAND...
 #
 # --init PROGRAM: PROGRAM (with its shared libraries, from ldd) is the
 # initramfs's /init, PID 1 started by the kernel; the usual set-up script is
 # /stage2, which PROGRAM runs (busybox sh /stage2) when it wants the rest of
-# the boot (tests/boot/boot_init.c).
+# the boot (tests/boot/boot_init.c).  --init-lib LIB also puts LIB (for
+# example a library named by LD_PRELOAD on the kernel command line) and its
+# libraries into the initramfs at their paths.  /stage2 unsets LD_PRELOAD:
+# it is meant for PID 1, not for the rest of the boot.
 #
 # DIR (created, emptied of previous results) is shared read-write with the
 # guest and appears there at the same absolute path.  After the run it holds:
@@ -27,7 +30,7 @@ set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 src_root=$(cd "$here/../.." && pwd)
-out="" module="" build_module=0 kver="" tmo=600 append="" build_root_opt="" init_prog=""
+out="" module="" build_module=0 kver="" tmo=600 append="" build_root_opt="" init_prog="" init_libs=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=$2; shift 2 ;;
@@ -38,6 +41,7 @@ while [ $# -gt 0 ]; do
 	--append) append=$2; shift 2 ;;
 	--build-root) build_root_opt=$2; shift 2 ;;
 	--init) init_prog=$2; shift 2 ;;
+	--init-lib) init_libs="$init_libs $2"; shift 2 ;;
 	--) shift; break ;;
 	*) echo "run-vm.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -150,6 +154,7 @@ O=/mnt$out
 if [ -n "$module" ]; then
 	insmod /mnt$module > \$O/insmod.log 2>&1; echo \$? > \$O/insmod.rc
 fi
+unset LD_PRELOAD
 chroot /mnt /bin/sh $out/cmd.sh > \$O/guest.log 2>&1
 echo \$? > \$O/guest.rc
 if [ -n "$module" ]; then
@@ -165,7 +170,7 @@ if [ -n "$init_prog" ]; then
 	mv "$root/init" "$root/stage2"
 	cp "$init_prog" "$root/init" || exit 1
 	# The dynamic loader and libraries, at the paths the program names.
-	for lib in $(ldd "$init_prog" | grep -o '/[^ ]*'); do
+	for lib in $(ldd "$init_prog" $init_libs | grep -o '/[^ :]*' | sort -u) $init_libs; do
 		mkdir -p "$root$(dirname "$lib")" && cp -L "$lib" "$root$lib" || exit 1
 	done
 fi
