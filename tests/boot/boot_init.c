@@ -36,6 +36,8 @@ STRATA_EVENT(boot, later, STRATA_LOGLEVEL_INFO, strata_int(uint32_t, k))
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "stage2.h"
+
 /* Priority 200: after the tracepoint registration (101) and tp-sync's query
  * (110), which opens the early buffer. */
 __attribute__((constructor(200))) static void boot_ctor(void)
@@ -72,33 +74,16 @@ int main(void)
 		if (wait(NULL) < 0)
 			return 1;
 
-	int go[2], done[2];
-	if (pipe(go) != 0 || pipe(done) != 0)
+	int go_rd, done_wr;
+	if (start_stage2(&go_rd, &done_wr) != 0)
 		return 1;
-	pid_t stage2 = fork();
-	if (stage2 == 0) {
-		/* Move the ends above 9 first: the pipes may already sit on 5 or 6. */
-		const int g = fcntl(go[1], F_DUPFD, 10), d = fcntl(done[0], F_DUPFD, 10);
-		close(go[0]);
-		close(go[1]);
-		close(done[0]);
-		close(done[1]);
-		if (g < 0 || d < 0 || dup2(g, 5) < 0 || dup2(d, 6) < 0)
-			_exit(127);
-		close(g);
-		close(d);
-		execl("/bin/busybox", "sh", "/stage2", (char *)NULL);
-		_exit(127);
-	}
-	close(go[1]);
-	close(done[0]);
 	char b;
-	if (read(go[0], &b, 1) == 1) {
+	if (read(go_rd, &b, 1) == 1) {
 		for (unsigned k = 0; k < nlater; k++)
 			strata_tracepoint(boot, later, k);
-		dprintf(done[1], "children=%u child_events=%u later=%u\n", nchild, nev, nlater);
+		dprintf(done_wr, "children=%u child_events=%u later=%u\n", nchild, nev, nlater);
 	}
-	close(done[1]);
+	close(done_wr);
 	for (;;)
 		if (wait(NULL) < 0)
 			pause(); /* stage2 powers off */

@@ -25,21 +25,14 @@ import sys
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks  # noqa: E402
+from strata_testlib import Checks, vm_boot_counts  # noqa: E402
 
 
 def main():
     out = sys.argv[1]
     expect_loss = "--expect-loss" in sys.argv[2:]
-    if os.path.exists(os.path.join(out, "SKIPPED")):
-        print("SKIP: " + open(os.path.join(out, "SKIPPED")).read().strip())
-        sys.exit(77)
     check = Checks()
-    path = os.path.join(out, "emitted.txt")
-    if not os.path.exists(path):
-        print("FAIL: no emitted.txt (the guest did not finish)")
-        sys.exit(1)
-    em = dict(kv.split("=") for kv in open(path).read().split())
+    em = vm_boot_counts(out)
     nchild, nev, nlater = int(em["children"]), int(em["child_events"]), int(em["later"])
     trace = os.path.join(out, "trace")
     init, children, clocks, discarded = [], {}, set(), 0

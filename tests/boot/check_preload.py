@@ -21,20 +21,13 @@ import sys
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks  # noqa: E402
+from strata_testlib import Checks, vm_boot_counts  # noqa: E402
 
 
 def main():
     out = sys.argv[1]
-    if os.path.exists(os.path.join(out, "SKIPPED")):
-        print("SKIP: " + open(os.path.join(out, "SKIPPED")).read().strip())
-        sys.exit(77)
     check = Checks()
-    path = os.path.join(out, "emitted.txt")
-    if not os.path.exists(path):
-        print("FAIL: no emitted.txt (the guest did not finish)")
-        sys.exit(1)
-    em = dict(kv.split("=") for kv in open(path).read().split())
+    em = vm_boot_counts(out)
     early, later, mutex = int(em["early"]), int(em["later"]), int(em["mutex"])
     check(int(em["counter"]) == 2 * early + later, "init counted its own lock sections (%s)" % em["counter"])
     trace = os.path.join(out, "trace")

@@ -25,6 +25,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "stage2.h"
+
 static pthread_mutex_t hot = PTHREAD_MUTEX_INITIALIZER;
 static unsigned long shared_counter;
 
@@ -61,33 +63,16 @@ int main(void)
 	for (int i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
 
-	int go[2], done[2];
-	if (pipe(go) != 0 || pipe(done) != 0)
+	int go_rd, done_wr;
+	if (start_stage2(&go_rd, &done_wr) != 0)
 		return 1;
-	pid_t stage2 = fork();
-	if (stage2 == 0) {
-		/* Move the ends above 9 first: the pipes may already sit on 5 or 6. */
-		const int g = fcntl(go[1], F_DUPFD, 10), d = fcntl(done[0], F_DUPFD, 10);
-		close(go[0]);
-		close(go[1]);
-		close(done[0]);
-		close(done[1]);
-		if (g < 0 || d < 0 || dup2(g, 5) < 0 || dup2(d, 6) < 0)
-			_exit(127);
-		close(g);
-		close(d);
-		execl("/bin/busybox", "sh", "/stage2", (char *)NULL);
-		_exit(127);
-	}
-	close(go[1]);
-	close(done[0]);
 	char b;
-	if (read(go[0], &b, 1) == 1) {
+	if (read(go_rd, &b, 1) == 1) {
 		lock_loop(nlater);
-		dprintf(done[1], "early=%u later=%u threads=2 mutex=%lu counter=%lu\n", nearly, nlater,
+		dprintf(done_wr, "early=%u later=%u threads=2 mutex=%lu counter=%lu\n", nearly, nlater,
 			(unsigned long)(uintptr_t)&hot, shared_counter);
 	}
-	close(done[1]);
+	close(done_wr);
 	for (;;)
 		if (wait(NULL) < 0)
 			pause(); /* stage2 powers off */

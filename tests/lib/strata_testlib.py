@@ -49,3 +49,17 @@ class Checks:
     def finish(self):
         print("%d failure(s)" % self.failures)
         sys.exit(1 if self.failures else 0)
+
+
+def vm_boot_counts(out):
+    """The VM boot tests (tests/boot): exit 77 if the boot was skipped, 1 if
+    the guest did not finish, else init's emitted counts (emitted.txt,
+    `key=value` words) as a dict of strings."""
+    if os.path.exists(os.path.join(out, "SKIPPED")):
+        print("SKIP: " + open(os.path.join(out, "SKIPPED")).read().strip())
+        sys.exit(77)
+    path = os.path.join(out, "emitted.txt")
+    if not os.path.exists(path):
+        print("FAIL: no emitted.txt (the guest did not finish)")
+        sys.exit(1)
+    return dict(kv.split("=") for kv in open(path).read().split())
