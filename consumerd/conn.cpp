@@ -166,7 +166,7 @@ Session *Daemon::find(const Conn &c, const std::string &name, uint32_t seq, bool
 {
 	answered = false;
 	for (auto &s : sessions_) {
-		if (s->name != name)
+		if (s->name != name || s->companion_of)
 			continue;
 		if (visible(c, *s))
 			return s.get();
@@ -241,8 +241,11 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 					     &kgen_);
 				if (adopt_early_)
 					adopt_early(*s);
+				std::string text = "session '" + s->name + "' started", err;
+				if (s->trigger && !start_trigger(*s, err))
+					text += "; no snapshots on " + s->trigger->pattern + ": " + err;
 				save_active();
-				notify_and_reply(c, seq, *s, "session '" + s->name + "' started");
+				notify_and_reply(c, seq, *s, text);
 			}
 		}
 		return true;
@@ -254,7 +257,8 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 				reply(c, seq, -EALREADY, "session '" + s->name + "' is not started");
 			} else {
 				stop_session(*s);
-				notify_and_reply(c, seq, *s, "session '" + s->name + "' stopped; trace in " + s->out);
+				notify_and_reply(c, seq, *s,
+						 "session '" + s->name + "' stopped; trace in " + s->out + trigger_summary(*s));
 			}
 		}
 		return true;
@@ -269,17 +273,7 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 			gone.targets = s->targets;
 			stop_session(*s);
 			std::string out = s->out, name = s->name;
-			for (auto &p : procs_) { // the session's drains die with it
-				auto &v = p.second.drains;
-				v.erase(std::remove_if(v.begin(), v.end(),
-						       [&](Drain *d) {
-							       for (auto &x : s->drains)
-								       if (x.get() == d)
-									       return true;
-							       return false;
-						       }),
-					v.end());
-			}
+			forget_drains(*s); // the session's drains die with it
 			sessions_.erase(std::find_if(sessions_.begin(), sessions_.end(),
 						     [&](const std::unique_ptr<Session> &x) { return x.get() == s; }));
 			INFO("session %s destroyed", name.c_str());
@@ -313,6 +307,11 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 		if (!ctl)
 			break;
 		do_snapshot(c, seq, std::get<proto::Snapshot>(m.body));
+		return true;
+	case Type::SnapshotOn:
+		if (!ctl)
+			break;
+		do_snapshot_on(c, seq, std::get<proto::SnapshotOn>(m.body));
 		return true;
 	case Type::Status:
 		if (!ctl)

@@ -102,6 +102,27 @@ int Daemon::listen_on(const std::string &path)
 	return fd;
 }
 
+// A periodic timer in the event loop: first after first_ns (< 1 s), then
+// every period_ns.  Its fd, or -1 with errno.
+int Daemon::add_timer(uint64_t first_ns, uint64_t period_ns)
+{
+	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	struct itimerspec its = {};
+	its.it_value.tv_nsec = static_cast<long>(first_ns);
+	its.it_interval.tv_sec = static_cast<time_t>(period_ns / 1000000000u);
+	its.it_interval.tv_nsec = static_cast<long>(period_ns % 1000000000u);
+	struct epoll_event ev = {};
+	ev.events = EPOLLIN;
+	ev.data.fd = fd;
+	if (fd >= 0 && (timerfd_settime(fd, 0, &its, nullptr) < 0 || epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) < 0)) {
+		const int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
 // The clock page (clock_page.h) and its refresh timer: first after 100 ms,
 // then every period.  Without a usable TSC processes keep clock_gettime.
 void Daemon::start_clock_page()
@@ -112,17 +133,9 @@ void Daemon::start_clock_page()
 		VLOG("no clock page: %s", why.c_str());
 		return;
 	}
-	clock_tfd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	const uint64_t p = clock_page_->period_ns();
-	struct itimerspec its = {};
-	its.it_value.tv_nsec = std::min<uint64_t>(p, 100000000);
-	its.it_interval.tv_sec = static_cast<time_t>(p / 1000000000u);
-	its.it_interval.tv_nsec = static_cast<long>(p % 1000000000u);
-	struct epoll_event ev = {};
-	ev.events = EPOLLIN;
-	ev.data.fd = clock_tfd_;
-	if (clock_tfd_ < 0 || timerfd_settime(clock_tfd_, 0, &its, nullptr) < 0 ||
-	    epoll_ctl(epfd_, EPOLL_CTL_ADD, clock_tfd_, &ev) < 0)
+	clock_tfd_ = add_timer(std::min<uint64_t>(p, 100000000), p);
+	if (clock_tfd_ < 0)
 		logf("clock page refresh timer: %s (the page drifts)", strerror(errno));
 	VLOG("clock page published (refresh every %llu ms)", static_cast<unsigned long long>(p / 1000000));
 }
@@ -195,6 +208,10 @@ int Daemon::run(const DaemonOptions &opt)
 					INFO("signal %u: flushing and exiting", si.ssi_signo);
 					quit_ = true;
 				}
+			} else if (fd == trigger_tfd_) {
+				uint64_t ticks;
+				if (read(trigger_tfd_, &ticks, sizeof ticks) == sizeof ticks)
+					check_triggers();
 			} else if (fd == clock_tfd_) {
 				uint64_t ticks;
 				if (read(clock_tfd_, &ticks, sizeof ticks) == sizeof ticks)
@@ -214,8 +231,10 @@ int Daemon::run(const DaemonOptions &opt)
 		t.second.join();
 	kwaiters_.clear();
 	answer_pending(true);
-	for (auto &s : sessions_)
-		stop_session(*s);
+	// By index: stopping a session erases its trigger's companion, which
+	// always comes after it (trigger.cpp).
+	for (size_t i = 0; i < sessions_.size(); i++)
+		stop_session(*sessions_[i]);
 	sessions_.clear();
 	conns_.clear();
 	for (auto &kv : procs_)
@@ -226,6 +245,8 @@ int Daemon::run(const DaemonOptions &opt)
 	close(sigfd_);
 	if (clock_tfd_ >= 0)
 		close(clock_tfd_);
+	if (trigger_tfd_ >= 0)
+		close(trigger_tfd_);
 	close(epfd_);
 	if (kwait_efd_ >= 0)
 		close(kwait_efd_);

@@ -14,7 +14,9 @@
  *   procs.cpp      the process registry: REGISTER, BUFFER hand-over, early
  *                  adoption, process exit;
  *   sessions.cpp   sessions and their outputs: CREATE, rules, START/STOP
- *                  bookkeeping, STATUS/LIST, crash repair.
+ *                  bookkeeping, STATUS/LIST, crash repair, SNAPSHOT;
+ *   trigger.cpp    snapshots on an event: SNAPSHOT_ON, the companion
+ *                  session, the watch timer.
  *
  * Objects, all owned by the main thread:
  *   Session  a named recording: slot 0..15, owner uid, output directory,
@@ -109,6 +111,18 @@ struct Target {
 	std::vector<std::string> names;
 };
 
+// A session's snapshot trigger (trigger.cpp).
+struct Trigger {
+	std::string pattern;
+	uint32_t holdoff_ms = 0;
+	uint64_t companion = 0;   // its companion session's id while active, else 0
+	uint64_t seen = 0;        // the companion's activity at the last look
+	int64_t last_ms = 0;      // when the last trigger snapshot was taken (0: never)
+	uint64_t taken = 0;       // trigger snapshots written
+	uint64_t held = 0;        // looks that found the trigger fired within the hold-off
+	uint64_t failed = 0;      // trigger snapshots that failed or were incomplete
+};
+
 struct Session {
 	uint64_t id = 0;
 	uint64_t run_id = 0; // new at each START: what grants name (SessionGrant.session_id)
@@ -123,6 +137,11 @@ struct Session {
 	ClockInfo clock;
 	Owner owner;         // set when a root daemon works for another user
 	std::vector<std::unique_ptr<Drain>> drains;
+	// Snapshots on an event (trigger.cpp): set on the session that
+	// snapshots.  companion_of: this session is such a session's hidden
+	// companion (its id), never named by a controller.
+	std::unique_ptr<Trigger> trigger;
+	uint64_t companion_of = 0;
 };
 
 struct Proc {
@@ -228,6 +247,7 @@ private:
 	void answer_pending(bool all);
 	int pending_timeout_ms() const;
 	void start_clock_page();
+	int add_timer(uint64_t first_ns, uint64_t period_ns);
 
 	bool visible(const Conn &c, const Session &s) const { return c.cred.uid == 0 || c.cred.uid == s.uid; }
 	Session *find(const Conn &c, const std::string &name, uint32_t seq, bool &answered);
@@ -249,6 +269,17 @@ private:
 	void do_status(Conn &c, uint32_t seq, const proto::Status &m);
 	void do_list(Conn &c, uint32_t seq);
 	void do_snapshot(Conn &c, uint32_t seq, const proto::Snapshot &m);
+	// A snapshot of `s` into `root` (empty: named by time); 0, or -errno
+	// with `text` saying why; `text` is the directory on success.
+	int take_snapshot(Session &s, std::string root, std::string &text);
+	// The session's drains leave the process registry (before the session
+	// is erased).
+	void forget_drains(const Session &s);
+	void do_snapshot_on(Conn &c, uint32_t seq, const proto::SnapshotOn &m);
+	Session *start_trigger(Session &s, std::string &err);
+	void stop_trigger(Session &s);
+	void check_triggers();
+	std::string trigger_summary(const Session &s) const;
 
 	int epfd_ = -1, lfd_ = -1, sigfd_ = -1;
 	std::string path_;
@@ -279,6 +310,7 @@ private:
 	bool quit_ = false;
 	std::unique_ptr<ClockPage> clock_page_; // null: TSC unusable
 	int clock_tfd_ = -1;                    // its refresh timer
+	int trigger_tfd_ = -1;                  // trigger.cpp's watch timer
 };
 
 } // namespace daemon_impl

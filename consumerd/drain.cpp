@@ -217,6 +217,19 @@ Drain::~Drain()
 		close(snap_fd_);
 }
 
+uint64_t Drain::activity() const
+{
+	// Once finish() was called the drain thread may unmap the buffer at any
+	// moment: the value taken by finish() stands (main thread only, like
+	// finish(), so the relaxed load sees our own store).
+	if (finish_.load(std::memory_order_relaxed) || !reader_)
+		return final_activity_;
+	uint64_t a = 0;
+	for (uint32_t l = 0; l < reader_->info().n_lanes; l++)
+		a += reader_->lane_position(l) + reader_->lane_discarded(l);
+	return a;
+}
+
 int Drain::snapshot(const std::string &dir, uint64_t &packets, std::string &err)
 {
 	packets = 0;
@@ -263,6 +276,7 @@ void Drain::finish(bool producer_dead)
 	// Only the main thread calls this; the first reason wins.
 	if (finish_.load(std::memory_order_relaxed))
 		return;
+	final_activity_ = activity();
 	if (snap_fd_ >= 0) { // no snapshot once the drain thread collects
 		close(snap_fd_);
 		snap_fd_ = -1;
@@ -440,7 +454,8 @@ void Drain::run()
 		counters_.errors.fetch_add(1, std::memory_order_relaxed);
 		warn(dir_, err + "; this buffer is not recorded");
 		close_files();
-		reader_.reset();
+		// reader_ stays mapped until the Drain goes: the main thread may
+		// still read the lanes' positions (activity()).
 		done_.store(true, std::memory_order_release);
 		return;
 	}

@@ -93,6 +93,12 @@ public:
 	// 0 nothing to snapshot (discard mode, finished), -1 with `err`.
 	int snapshot(const std::string &dir, uint64_t &packets, std::string &err);
 	bool overwrite() const { return overwrite_; }
+	// How much the writers have done so far: the sum over lanes of the
+	// write position and of the events discarded (shared, unvalidated
+	// words).  It changes whenever a writer reserves or discards: a
+	// snapshot trigger's buffer is watched through it.  Main thread only;
+	// after finish(), the value at finish().
+	uint64_t activity() const;
 
 	const std::string &dir() const { return dir_; }
 	const DrainCounters &counters() const { return counters_; }
@@ -123,6 +129,7 @@ private:
 	// Overwrite mode: a duplicate of the buffer's fd for snapshot(); main
 	// thread only (made in create, closed by finish() and the destructor).
 	int snap_fd_ = -1;
+	uint64_t final_activity_ = 0; // activity() at finish(); main thread only
 	bool from_kernel_ = false;
 	uint8_t uuid_[16] = {};
 	std::thread thread_;

@@ -112,7 +112,7 @@ void Daemon::do_status(Conn &c, uint32_t seq, const proto::Status &m)
 {
 	proto::StatusReply sr;
 	for (auto &s : sessions_) {
-		if (!visible(c, *s) || (!m.session.empty() && m.session != s->name))
+		if (!visible(c, *s) || s->companion_of || (!m.session.empty() && m.session != s->name))
 			continue;
 		proto::SessionStatus st;
 		st.name = s->name;
@@ -202,6 +202,8 @@ void Daemon::stop_session(Session &s)
 {
 	if (s.state != proto::SessionState::Active)
 		return;
+	if (s.trigger)
+		stop_trigger(s); // its last look may still snapshot this session
 	kgen_ = kernel_stop(s.slot); // kernel probes stop before the drains flush
 	for (auto &d : s.drains)
 		d->finish(false);
@@ -228,15 +230,21 @@ void Daemon::do_snapshot(Conn &c, uint32_t seq, const proto::Snapshot &m)
 	Session *s = find(c, m.session, seq, found);
 	if (!s)
 		return;
-	if (s->state != proto::SessionState::Active) {
-		reply(c, seq, -EALREADY, "session '" + s->name + "' is not started: nothing to snapshot");
-		return;
+	std::string text;
+	const int r = take_snapshot(*s, m.output_dir, text);
+	reply(c, seq, r, text);
+}
+
+int Daemon::take_snapshot(Session &s, std::string root, std::string &text)
+{
+	if (s.state != proto::SessionState::Active) {
+		text = "session '" + s.name + "' is not started: nothing to snapshot";
+		return -EALREADY;
 	}
-	if (s->channel.mode != STRATA_MODE_OVERWRITE) {
-		reply(c, seq, -EINVAL, "session '" + s->name + "' is not in overwrite mode: its trace is on disk already");
-		return;
+	if (s.channel.mode != STRATA_MODE_OVERWRITE) {
+		text = "session '" + s.name + "' is not in overwrite mode: its trace is on disk already";
+		return -EINVAL;
 	}
-	std::string root = m.output_dir;
 	if (root.empty()) {
 		char stamp[32];
 		struct timespec ts;
@@ -244,44 +252,60 @@ void Daemon::do_snapshot(Conn &c, uint32_t seq, const proto::Snapshot &m)
 		struct tm tm;
 		gmtime_r(&ts.tv_sec, &tm);
 		strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
-		root = s->out + "-snapshot-" + stamp;
+		root = s.out + "-snapshot-" + stamp;
 		for (int k = 1; access(root.c_str(), F_OK) == 0; k++)
-			root = s->out + "-snapshot-" + stamp + "." + std::to_string(k);
+			root = s.out + "-snapshot-" + stamp + "." + std::to_string(k);
 	} else if (access(root.c_str(), F_OK) == 0) {
-		reply(c, seq, -EEXIST, root + " exists: a snapshot goes to a new directory");
-		return;
+		text = root + " exists: a snapshot goes to a new directory";
+		return -EEXIST;
 	}
 	while (root.size() > 1 && root.back() == '/')
 		root.pop_back();
-	int r = make_dirs(root, 0750, s->owner);
+	int r = make_dirs(root, 0750, s.owner);
 	if (r < 0) {
-		reply(c, seq, r, "cannot create " + root + ": " + strerror(-r));
-		return;
+		text = "cannot create " + root + ": " + strerror(-r);
+		return r;
 	}
 	size_t n = 0;
 	uint64_t packets = 0;
 	std::string errors;
-	for (auto &d : s->drains) {
+	for (auto &d : s.drains) {
 		const std::string &dir = d->dir();
-		std::string sub = dir.compare(0, s->out.size(), s->out) == 0 ? dir.substr(s->out.size()) : "/" + dir;
+		std::string sub = dir.compare(0, s.out.size(), s.out) == 0 ? dir.substr(s.out.size()) : "/" + dir;
 		std::string err;
 		uint64_t p = 0;
 		int w = d->snapshot(root + sub, p, err);
 		if (w < 0) {
-			logf("session %s: snapshot of %s: %s", s->name.c_str(), dir.c_str(), err.c_str());
+			logf("session %s: snapshot of %s: %s", s.name.c_str(), dir.c_str(), err.c_str());
 			errors += (errors.empty() ? "" : "; ") + sub + ": " + err;
 		} else if (w > 0) {
 			n++;
 			packets += p;
 		}
 	}
-	INFO("session %s: snapshot of %zu buffer(s), %llu packet(s) in %s", s->name.c_str(), n,
+	INFO("session %s: snapshot of %zu buffer(s), %llu packet(s) in %s", s.name.c_str(), n,
 	     static_cast<unsigned long long>(packets), root.c_str());
 	if (!errors.empty()) {
-		reply(c, seq, -EIO, "snapshot in " + root + " is incomplete: " + errors);
-		return;
+		text = "snapshot in " + root + " is incomplete: " + errors;
+		return -EIO;
 	}
-	reply(c, seq, 0, root);
+	text = root;
+	return 0;
+}
+
+void Daemon::forget_drains(const Session &s)
+{
+	for (auto &p : procs_) {
+		auto &v = p.second.drains;
+		v.erase(std::remove_if(v.begin(), v.end(),
+				       [&](Drain *d) {
+					       for (auto &x : s.drains)
+						       if (x.get() == d)
+							       return true;
+					       return false;
+				       }),
+			v.end());
+	}
 }
 
 } // namespace daemon_impl

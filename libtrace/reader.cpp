@@ -216,8 +216,13 @@ uint64_t Reader::lane_position(uint32_t lane) const
 {
 	if (lane >= info_.n_lanes)
 		return 0;
-	// Relaxed: a statistic, orders nothing.
-	return __atomic_load_n(&lane_ctl(lane)->head, __ATOMIC_RELAXED);
+	// Acquire: pairs with the writers' acq_rel CAS of head.  A snapshot
+	// trigger (consumerd/trigger.cpp) relies on it: whatever a writer did
+	// before reserving here (its record of the same event in a lower slot,
+	// committed) happens before what the caller does after seeing the new
+	// position.  Statistics need no more than relaxed; acquire is free on
+	// x86 and harmless elsewhere.
+	return __atomic_load_n(&lane_ctl(lane)->head, __ATOMIC_ACQUIRE);
 }
 
 bool Reader::producer_exited() const

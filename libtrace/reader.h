@@ -145,8 +145,9 @@ public:
 
 	// Cumulative events the writers discarded in `lane` (shared counter).
 	uint64_t lane_discarded(uint32_t lane) const;
-	// The lane's write position (`head`, shared, unvalidated): statistics.
-	// Safe to call from another thread than the one reading packets.
+	// The lane's write position (`head`, shared, unvalidated; acquire, see
+	// reader.cpp): statistics and snapshot triggers.  Safe to call from
+	// another thread than the one reading packets.
 	uint64_t lane_position(uint32_t lane) const;
 	bool producer_exited() const;
 

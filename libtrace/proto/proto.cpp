@@ -292,6 +292,17 @@ template <class A> void io(A &a, Snapshot &m)
 	a.check(valid_session_name(m.session), "snapshot: invalid session name");
 	a.check(m.output_dir.empty() || m.output_dir[0] == '/', "snapshot: output directory not absolute");
 }
+template <class A> void io(A &a, SnapshotOn &m)
+{
+	a.str(m.session, kMaxName);
+	a.str(m.pattern, kMaxPattern);
+	a.u32(m.holdoff_ms);
+	a.u32(m.off);
+	a.check(valid_session_name(m.session), "snapshot-on: invalid session name");
+	a.check(m.off <= 1, "snapshot-on: off flag not 0 or 1");
+	a.check(m.off || !m.pattern.empty(), "snapshot-on: empty event pattern");
+	a.check(m.holdoff_ms <= kMaxHoldoffMs, "snapshot-on: hold-off longer than a day");
+}
 template <class A> void io(A &a, TargetRule &m)
 {
 	a.str(m.session, kMaxName);

@@ -66,8 +66,9 @@ enum class Type : uint16_t {
 	Wait = 17,        // version 2
 	TargetRule = 18,  // version 2
 	Snapshot = 19,    // version 2
+	SnapshotOn = 20,  // version 2
 };
-constexpr uint16_t kTypeMax = 19;
+constexpr uint16_t kTypeMax = 20;
 constexpr uint16_t kTypeMaxV1 = 16;
 constexpr uint32_t kMaxTargetPids = 64;
 constexpr uint32_t kMaxTargetNames = 16;
@@ -237,9 +238,21 @@ struct Snapshot {
 	std::string output_dir;
 };
 
+// Version 2: the session takes a snapshot by itself (as SNAPSHOT with no
+// directory) each time an event matching `pattern` is recorded, at most one
+// per `holdoff_ms`; `off`: no more (pattern ignored).  Overwrite mode only.
+// REPLY 0 says what was set.
+constexpr uint32_t kMaxHoldoffMs = 86400000;
+struct SnapshotOn {
+	std::string session;
+	std::string pattern;      // "provider:event" glob with '*', as Rule
+	uint32_t holdoff_ms = 1000;
+	uint32_t off = 0;
+};
+
 using Body = std::variant<std::monostate, Hello, HelloReply, Register, RegisterReply, Buffer,
 			  Create, EnableEvent, DisableEvent, Start, Stop, Destroy, List, ListReply,
-			  Status, StatusReply, Reply, Wait, TargetRule, Snapshot>;
+			  Status, StatusReply, Reply, Wait, TargetRule, Snapshot, SnapshotOn>;
 // The variant index is the Type value (index 0 is "no message").
 static_assert(std::variant_size<Body>::value == kTypeMax + 1, "one alternative per type");
 

@@ -3,16 +3,19 @@
  * numbered events on command, one thread, and stays alive between batches.
  * Reads lines from stdin: "N" emits the next N events (snap:tick, seq
  * counting from 0) then prints the last seq emitted; "fatal" emits one
- * snap:fatal; EOF exits.
+ * snap:fatal (after = the last tick's seq) and prints "fatal"; EOF exits.
+ * Linked with tp-async: follows rule changes while it runs.
  */
 #define STRATA_DEFINE_PROVIDERS
 #include <strata/tracepoint.h>
 
 STRATA_EVENT(snap, tick, STRATA_LOGLEVEL_INFO, strata_int(uint64_t, seq))
+STRATA_EVENT(snap, fatal, STRATA_LOGLEVEL_ERR, strata_int(uint64_t, after))
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int main(void)
 {
@@ -22,6 +25,11 @@ int main(void)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("ready\n");
 	while (fgets(line, sizeof line, stdin)) {
+		if (!strncmp(line, "fatal", 5)) {
+			strata_tracepoint(snap, fatal, seq - 1);
+			printf("fatal\n");
+			continue;
+		}
 		uint64_t n = strtoull(line, NULL, 10);
 		for (uint64_t i = 0; i < n; i++, seq++)
 			strata_tracepoint(snap, tick, seq);

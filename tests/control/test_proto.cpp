@@ -83,6 +83,8 @@ std::vector<Message> samples()
 	add(TargetRule{"s1", {"mutex:*", -1, 1, ""}, {42, 7}, {"svc", "worker"}});
 	add(Snapshot{"s1", ""});
 	add(Snapshot{"s1", "/tmp/snap"});
+	add(SnapshotOn{"s1", "svc:fatal", 1000, 0});
+	add(SnapshotOn{"s1", "", 0, 1});
 	return v;
 }
 
@@ -115,7 +117,7 @@ void set_len(std::vector<uint8_t> &b)
 TEST(Proto, EveryTypeRoundTrips)
 {
 	std::vector<Message> v = samples();
-	ASSERT_EQ(v.size(), 21u);
+	ASSERT_EQ(v.size(), 23u);
 	std::vector<bool> seen(kTypeMax + 1);
 	for (const Message &m : v) {
 		std::vector<uint8_t> b = encode(m);
@@ -162,13 +164,13 @@ TEST(Proto, HeaderErrors)
 	b[4] = 0;
 	EXPECT_EQ(decode_err(b), Error::BadVersion);
 
-	for (uint16_t t : {0, 20, 255, 65535}) {
+	for (uint16_t t : {0, 21, 255, 65535}) {
 		b = ok;
 		memcpy(&b[6], &t, 2);
 		EXPECT_EQ(decode_err(b), Error::BadType) << t;
 	}
-	// WAIT, TARGET_RULE and SNAPSHOT exist only from version 2 on.
-	for (Body body : {Body{Wait{5}}, Body{TargetRule{"s", {"*", -1, 1, ""}, {1}, {}}}, Body{Snapshot{"s", ""}}}) {
+	// WAIT, TARGET_RULE, SNAPSHOT and SNAPSHOT_ON exist only from version 2 on.
+	for (Body body : {Body{Wait{5}}, Body{TargetRule{"s", {"*", -1, 1, ""}, {1}, {}}}, Body{Snapshot{"s", ""}}, Body{SnapshotOn{"s", "a:b", 0, 0}}}) {
 		b = encode(Message{1, body});
 		EXPECT_EQ(decode_err(b), Error::None);
 		b[4] = 1;
@@ -179,6 +181,9 @@ TEST(Proto, HeaderErrors)
 	EXPECT_EQ(decode_err(encode(Message{1, TargetRule{"s", {"*", -1, 1, ""}, {}, {""}}})), Error::OutOfRange);
 	EXPECT_EQ(decode_err(encode(Message{1, Snapshot{"s", "rel/dir"}})), Error::OutOfRange);
 	EXPECT_EQ(decode_err(encode(Message{1, Snapshot{"", ""}})), Error::OutOfRange);
+	EXPECT_EQ(decode_err(encode(Message{1, SnapshotOn{"s", "", 0, 0}})), Error::OutOfRange);
+	EXPECT_EQ(decode_err(encode(Message{1, SnapshotOn{"s", "a:b", 0, 2}})), Error::OutOfRange);
+	EXPECT_EQ(decode_err(encode(Message{1, SnapshotOn{"s", "a:b", kMaxHoldoffMs + 1, 0}})), Error::OutOfRange);
 
 	b = header(kMagic, 1, static_cast<uint16_t>(Type::Reply), kMaxPayload + 1);
 	Header h;

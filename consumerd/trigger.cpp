@@ -1,0 +1,216 @@
+/*
+ * trigger.cpp - snapshots on an event (SNAPSHOT_ON, `strata snapshot --on`).
+ *
+ * An overwrite-mode session S takes a snapshot by itself (as SNAPSHOT with
+ * no directory: "<out>-snapshot-<UTC time>") when an event matching the
+ * trigger's pattern is recorded, at most one per hold-off.
+ *
+ * How the event is seen: while S is active, a hidden companion session C
+ * records only the trigger's pattern, in overwrite mode with the smallest
+ * buffers (2 x 4 KiB per lane), in a slot above S's.  A writer's record of
+ * C moves a lane's `head` of C's buffer; the main thread looks at the sum
+ * of C's lane positions and discards (Drain::activity) every kLookMs and
+ * takes a snapshot of S when it changed.  Nothing changes in the writers'
+ * fast path and nothing is decoded: any record in C is a trigger.
+ *
+ * Why the snapshot holds the trigger event: the emitter writes an event's
+ * slots in increasing order (tracepoint.h, __builtin_ctz), each reserve,
+ * write and commit finished before the next slot's reserve; C's slot is
+ * above S's.  The writer's acq_rel CAS of C's head comes after its commit
+ * in S's buffer; our acquire load of C's head (Reader::lane_position)
+ * that sees it comes before the snapshot's consumer-side close of S's
+ * lanes, which therefore includes the committed record.  (A process that
+ * joined S's rules but not yet C's, or the reverse, after a START: the
+ * record is in S without a trigger, or triggers a snapshot without it.)
+ *
+ * Contract: main thread only, like the rest of the daemon (daemon_impl.h).
+ * C is a Session in sessions_ (so that processes and the module get its
+ * rules and hand over its buffers like any session's), marked
+ * companion_of, never found by name, never in STATUS; it always comes after
+ * S in sessions_ (made at S's start, erased at S's stop).
+ *
+ * C's own trace (the trigger events themselves) is written when C stops
+ * (S's stop, or the trigger replaced) to "<out>-triggers/<C's id>".
+ */
+#include "daemon_impl.h"
+
+namespace strata {
+namespace daemon_impl {
+
+namespace {
+constexpr int kLookMs = 50;
+} // namespace
+
+void Daemon::do_snapshot_on(Conn &c, uint32_t seq, const proto::SnapshotOn &m)
+{
+	bool found = false;
+	Session *s = find(c, m.session, seq, found);
+	if (!s)
+		return;
+	if (s->channel.mode != STRATA_MODE_OVERWRITE) {
+		reply(c, seq, -EINVAL, "session '" + s->name + "' is not in overwrite mode: its trace is on disk already");
+		return;
+	}
+	const bool active = s->state == proto::SessionState::Active;
+	if (active && s->trigger)
+		stop_trigger(*s);
+	if (m.off) {
+		const bool had = s->trigger != nullptr;
+		s->trigger.reset();
+		reply(c, seq, 0, had ? "session '" + s->name + "' takes no more snapshots on an event"
+				     : "session '" + s->name + "' had no snapshot trigger");
+		return;
+	}
+	s->trigger = std::make_unique<Trigger>();
+	s->trigger->pattern = m.pattern;
+	s->trigger->holdoff_ms = m.holdoff_ms;
+	const std::string text = "session '" + s->name + "' takes a snapshot when " + m.pattern +
+				 " is recorded (at most one per " + std::to_string(m.holdoff_ms) + " ms) in " + s->out +
+				 "-snapshot-<UTC time>";
+	if (!active) {
+		reply(c, seq, 0, text + ", once started");
+		return;
+	}
+	std::string err;
+	Session *comp = start_trigger(*s, err);
+	if (!comp) {
+		s->trigger.reset();
+		reply(c, seq, -ENOSPC, "no snapshots on " + m.pattern + ": " + err);
+		return;
+	}
+	save_active();
+	notify_and_reply(c, seq, *comp, text);
+}
+
+// S is active and has a trigger: its companion, started, or nullptr and err.
+Session *Daemon::start_trigger(Session &s, std::string &err)
+{
+	uint32_t used = kernel_busy_slots();
+	for (auto &o : sessions_)
+		used |= 1u << o->slot;
+	uint32_t slot = s.slot + 1;
+	while (slot < proto::kMaxSlots && (used & (1u << slot)))
+		slot++;
+	if (slot >= proto::kMaxSlots) {
+		err = "no free session slot above the session's (" + std::to_string(s.slot) +
+		      "): the trigger's events must be written after the session's";
+		return nullptr;
+	}
+	auto c = std::make_unique<Session>();
+	c->id = next_session_id_++;
+	c->run_id = next_run_id_++;
+	c->name = s.name + "/trigger";
+	c->slot = slot;
+	c->uid = s.uid;
+	c->out = s.out + "-triggers/" + std::to_string(c->id); // one per companion: never shared
+	c->channel = s.channel;
+	c->channel.mode = STRATA_MODE_OVERWRITE;
+	c->channel.n_subbuf = 2;
+	c->channel.subbuf_size = STRATA_MIN_SUBBUF_SIZE;
+	proto::Rule r;
+	r.pattern = s.trigger->pattern;
+	c->rules.push_back(r);
+	c->targets.emplace_back();
+	c->clock = s.clock;
+	c->owner = s.owner;
+	c->companion_of = s.id;
+	c->state = proto::SessionState::Active;
+	const int md = make_dirs(c->out, 0750, c->owner);
+	if (md < 0) {
+		err = "cannot create " + c->out + ": " + strerror(-md);
+		return nullptr;
+	}
+	const KmodGrant g = grant_of(*c);
+	kernel_apply(c->slot, c->uid, c->rules, c->channel, c->out, c->clock, c->owner, hostname_, c->drains, &g, &kgen_);
+	Trigger &t = *s.trigger;
+	t.companion = c->id;
+	t.seen = 0; // the counts below are this run's (the STOP answer reports them)
+	t.last_ms = 0;
+	t.taken = t.held = t.failed = 0;
+	if (trigger_tfd_ < 0) {
+		trigger_tfd_ = add_timer(kLookMs * 1000000ull, kLookMs * 1000000ull);
+		if (trigger_tfd_ < 0)
+			logf("snapshot trigger timer: %s (triggers are looked at only at stop)", strerror(errno));
+	}
+	INFO("session %s: snapshots on %s (companion slot %u, hold-off %u ms)", s.name.c_str(), t.pattern.c_str(), slot,
+	     t.holdoff_ms);
+	Session *raw = c.get();
+	sessions_.push_back(std::move(c));
+	return raw;
+}
+
+// S stops (or its trigger changes): a last look, so that a trigger event
+// recorded since the previous one still snapshots S, then the companion
+// stops, writes its trace and goes away.
+void Daemon::stop_trigger(Session &s)
+{
+	Trigger &t = *s.trigger;
+	if (!t.companion)
+		return;
+	check_triggers();
+	auto it = std::find_if(sessions_.begin(), sessions_.end(),
+			       [&](const std::unique_ptr<Session> &x) { return x->id == t.companion; });
+	t.companion = 0;
+	if (it == sessions_.end())
+		return;
+	Session &c = **it;
+	stop_session(c);
+	forget_drains(c);
+	sessions_.erase(it);
+}
+
+void Daemon::check_triggers()
+{
+	bool any = false;
+	for (size_t i = 0; i < sessions_.size(); i++) {
+		Session &s = *sessions_[i];
+		if (!s.trigger || !s.trigger->companion || s.state != proto::SessionState::Active)
+			continue;
+		Trigger &t = *s.trigger;
+		any = true;
+		uint64_t a = 0;
+		for (auto &x : sessions_)
+			if (x->id == t.companion)
+				for (auto &d : x->drains)
+					a += d->activity();
+		if (a == t.seen)
+			continue;
+		t.seen = a;
+		const int64_t now = proto::now_ms();
+		if (t.last_ms && now - t.last_ms < static_cast<int64_t>(t.holdoff_ms)) {
+			t.held++;
+			VLOG("session %s: %s recorded within the hold-off: no snapshot", s.name.c_str(), t.pattern.c_str());
+			continue;
+		}
+		t.last_ms = now;
+		std::string text;
+		if (take_snapshot(s, "", text) < 0) {
+			t.failed++;
+			logf("session %s: snapshot on %s: %s", s.name.c_str(), t.pattern.c_str(), text.c_str());
+		} else {
+			t.taken++;
+			INFO("session %s: snapshot on %s in %s", s.name.c_str(), t.pattern.c_str(), text.c_str());
+		}
+	}
+	if (!any && trigger_tfd_ >= 0) { // nothing to watch: the timer goes until the next trigger
+		epoll_ctl(epfd_, EPOLL_CTL_DEL, trigger_tfd_, nullptr);
+		close(trigger_tfd_);
+		trigger_tfd_ = -1;
+	}
+}
+
+std::string Daemon::trigger_summary(const Session &s) const
+{
+	if (!s.trigger)
+		return "";
+	const Trigger &t = *s.trigger;
+	std::string r = "; snapshots on " + t.pattern + ": " + std::to_string(t.taken) + " taken";
+	if (t.held)
+		r += ", " + std::to_string(t.held) + " time(s) within the hold-off (none taken)";
+	if (t.failed)
+		r += ", " + std::to_string(t.failed) + " failed";
+	return r;
+}
+
+} // namespace daemon_impl
+} // namespace strata
