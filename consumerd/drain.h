@@ -101,6 +101,7 @@ public:
 	uint64_t activity() const;
 
 	const std::string &dir() const { return dir_; }
+	const uint8_t *uuid() const { return uuid_; }
 	const DrainCounters &counters() const { return counters_; }
 
 private:

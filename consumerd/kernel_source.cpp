@@ -34,6 +34,8 @@ struct SlotState {
 
 int g_dev = -1;              // /dev/strata, opened on first use, kept
 int g_kabi = 0;              // the module's kabi version (REGISTER's answer)
+// The module's boot slot (kmod/strata_ctl.c, strata_ctl_boot).
+constexpr uint32_t kBootSlot = STRATA_KABI_MAX_SLOTS - 1;
 SlotState g_slots[proto::kMaxSlots];
 
 void say(uint32_t slot, const std::string &what)
@@ -170,6 +172,59 @@ std::string unique_dir(const std::string &base)
 	return dir;
 }
 
+// The kernel buffer of `slot`, as a started drain into a new directory
+// named after `base`.  nullptr with `why` on failure, with `why` empty when
+// the buffer is the one `skip_uuid` names (already drained).
+std::unique_ptr<Drain> kernel_drain(uint32_t slot, const std::string &base, const ClockInfo &clock,
+				    const Owner &owner, const std::string &hostname, const uint8_t *skip_uuid,
+				    std::string &why, const char *want_comm = nullptr)
+{
+	uint64_t size = 0;
+	int wait_fd = -1;
+	int kfd = kbuf_open(slot, &size, &wait_fd);
+	if (kfd < 0) {
+		why = std::string("KBUF_OPEN: ") + strerror(-kfd);
+		return nullptr;
+	}
+	// The uuid only decides whether this buffer is new to us; Drain::create
+	// validates the whole header (hostile memory) and checks it again.
+	// (The module's file is not readable with read(2): map its header.)
+	strata_buffer_header h;
+	void *m = size >= sizeof h ? mmap(nullptr, sizeof h, PROT_READ, MAP_SHARED, kfd, 0) : MAP_FAILED;
+	if (m == MAP_FAILED) {
+		why = std::string("cannot map the kernel buffer's header: ") + strerror(errno);
+		close(kfd);
+		if (wait_fd >= 0)
+			close(wait_fd);
+		return nullptr;
+	}
+	memcpy(&h, m, sizeof h);
+	munmap(m, sizeof h);
+	if ((skip_uuid && memcmp(skip_uuid, h.trace_uuid, 16) == 0) ||
+	    (want_comm && strncmp(h.comm, want_comm, sizeof h.comm) != 0)) {
+		close(kfd); // already drained, or not the buffer we look for
+		if (wait_fd >= 0)
+			close(wait_fd);
+		return nullptr;
+	}
+	TraceEnv env;
+	env.domain = "kernel";
+	env.procname = "kernel";
+	env.hostname = hostname;
+	std::string err;
+	std::unique_ptr<Drain> d = Drain::create(kfd, h.trace_uuid, unique_dir(base), clock, env, owner, err, true);
+	if (!d) {
+		why = "kernel buffer rejected: " + err;
+		if (wait_fd >= 0)
+			close(wait_fd);
+		return nullptr;
+	}
+	if (wait_fd >= 0)
+		d->set_wait_fd(wait_fd); // woken at sub-buffer completions
+	d->start();
+	return d;
+}
+
 } // namespace
 
 // Open /dev/strata once; learn whether it speaks kabi 2 (a version-1
@@ -224,51 +279,40 @@ void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rule
 	kgen = gen;
 	if (!want)
 		return;
-	uint64_t size = 0;
-	int wait_fd = -1;
-	int kfd = kbuf_open(slot, &size, &wait_fd);
-	if (kfd < 0) {
-		not_recorded(st, slot, "KBUF_OPEN", kfd);
-		return;
-	}
-	// The uuid only decides whether this buffer is new to us; Drain::create
-	// validates the whole header (hostile memory) and checks it again.
-	// (The module's file is not readable with read(2): map its header.)
-	strata_buffer_header h;
-	void *m = size >= sizeof h ? mmap(nullptr, sizeof h, PROT_READ, MAP_SHARED, kfd, 0) : MAP_FAILED;
-	if (m == MAP_FAILED) {
-		say(slot, std::string("cannot map the kernel buffer's header: ") + strerror(errno));
-		close(kfd);
-		if (wait_fd >= 0)
-			close(wait_fd);
-		return;
-	}
-	memcpy(&h, m, sizeof h);
-	munmap(m, sizeof h);
-	if (st.draining && memcmp(st.uuid, h.trace_uuid, 16) == 0) {
-		close(kfd); // already drained
-		if (wait_fd >= 0)
-			close(wait_fd);
-		return;
-	}
-	TraceEnv env;
-	env.domain = "kernel";
-	env.procname = "kernel";
-	env.hostname = hostname;
-	std::string err;
-	std::string dir = unique_dir(out + "/kernel");
-	std::unique_ptr<Drain> d = Drain::create(kfd, h.trace_uuid, dir, clock, env, owner, err, true);
+	std::string why;
+	std::unique_ptr<Drain> d = kernel_drain(slot, out + "/kernel", clock, owner, hostname,
+						st.draining ? st.uuid : nullptr, why);
 	if (!d) {
-		say(slot, "kernel buffer rejected: " + err);
-		if (wait_fd >= 0)
-			close(wait_fd);
+		if (!why.empty())
+			say(slot, why);
 		return;
 	}
-	memcpy(st.uuid, h.trace_uuid, 16);
+	memcpy(st.uuid, d->uuid(), 16);
 	st.draining = true;
-	if (wait_fd >= 0)
-		d->set_wait_fd(wait_fd); // woken at sub-buffer completions
-	d->start();
+	drains.push_back(std::move(d));
+}
+
+void kernel_adopt_boot(const std::string &out, const ClockInfo &clock, const Owner &owner,
+		       const std::string &hostname, std::vector<std::unique_ptr<Drain>> &drains)
+{
+	if (!open_dev() || g_kabi < 2)
+		return;
+	if (g_slots[kBootSlot].set)
+		return; // our own session's slot, not the boot recording
+	std::string why;
+	std::unique_ptr<Drain> d =
+		kernel_drain(kBootSlot, out + "/kernel-boot", clock, owner, hostname, nullptr, why, "kernel-boot");
+	if (!d) {
+		if (!why.empty() && why.find(strerror(ENOENT)) == std::string::npos)
+			say(kBootSlot, "kernel events from boot not adopted: " + why);
+		return;
+	}
+	// Stop the boot recording: the buffer stays readable through our file
+	// to its end (kmod/strata_ctl.c, strata_ctl_boot).
+	int r = strata_kmod_set_rules(g_dev, kBootSlot, nullptr, 0, STRATA_KABI_TARGET_UID, STRATA_KABI_UID_ANY,
+				      nullptr, 0, nullptr, nullptr);
+	if (r < 0)
+		say(kBootSlot, std::string("cannot stop the boot recording: ") + strerror(-r));
 	drains.push_back(std::move(d));
 }
 

@@ -70,6 +70,14 @@ void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rule
 		  std::vector<std::unique_ptr<Drain>> &drains, const KmodGrant *grant = nullptr,
 		  uint64_t *gen = nullptr);
 
+// Kernel events from boot (kmod strata.boot_events, docs/boot.md): when the
+// module recorded some into its boot slot before any consumer, drain that
+// buffer into <out>/kernel-boot/ and stop the boot recording.  Quiet when
+// there is none.  Called once, at the first session start of a daemon run
+// with --adopt-early.
+void kernel_adopt_boot(const std::string &out, const ClockInfo &clock, const Owner &owner,
+		       const std::string &hostname, std::vector<std::unique_ptr<Drain>> &drains);
+
 // The session stops or is destroyed: clear the module's slot (the probes
 // stop writing) before the session's drains flush and finish.  Returns the
 // module's generation of the change, 0 when there was nothing to clear.

@@ -109,6 +109,10 @@ Proc &Daemon::proc_for(pid_t pid, uid_t uid)
 // buffer is hostile like any other: Drain validates it.
 void Daemon::adopt_early(Session &s)
 {
+	// The module's kernel events from boot, when it recorded some (root
+	// sessions only: kernel events show every process).
+	if (s.uid == 0)
+		kernel_adopt_boot(s.out, s.clock, s.owner, hostname_, s.drains);
 	DIR *proc = opendir("/proc");
 	if (!proc)
 		return;

@@ -34,11 +34,13 @@
 #include <linux/cred.h>
 #include <linux/file.h>
 #include <linux/mm.h>
+#include <linux/moduleparam.h>
 #include <linux/mutex.h>
 #include <linux/pid.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
+#include <linux/string.h>
 #include <linux/uaccess.h>
 #include <linux/wait.h>
 
@@ -1015,8 +1017,76 @@ long strata_ctl_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	return -ENOTTY;
 }
 
+/*
+ * Kernel events from boot (docs/boot.md).  With boot_events set, on the
+ * kernel command line as strata.boot_events=kernel:sched_process_* (the
+ * initramfs loads the module early), the module records those events from
+ * its load into the kernel buffer of slot STRATA_BOOT_SLOT, in discard mode
+ * (bounded: kbuf_subbuf_size x kbuf_n_subbuf per CPU; what does not fit is
+ * counted), before any consumer exists.  The slot grants no process (PIDS
+ * kind with no pid: user processes never see it) and no file owns it, so
+ * closing files never clears it.  A consumer with CAP_SYS_ADMIN opens its
+ * buffer (KBUF_OPEN) then clears the slot (SET_RULES, no rules), which stops
+ * the recording; the open file keeps the buffer readable to its end.
+ * strata-consumerd --adopt-early does so at its first session start.
+ */
+#define STRATA_BOOT_SLOT (STRATA_KABI_MAX_SLOTS - 1)
+static char *boot_events;
+module_param(boot_events, charp, 0444);
+MODULE_PARM_DESC(boot_events,
+		 "kernel events recorded from load until a consumer adopts them (comma-separated kernel:NAME globs)");
+
+static void strata_ctl_boot(void)
+{
+	struct strata_slot s, old;
+	const char *p = boot_events;
+	u64 gen;
+	u32 n = 0;
+
+	if (!p || !*p)
+		return;
+	memset(&s, 0, sizeof(s));
+	s.rules = strata_alloc(STRATA_KABI_MAX_RULES * sizeof(*s.rules));
+	if (!s.rules) {
+		pr_warn("boot_events: no memory, not recorded\n");
+		return;
+	}
+	while (*p && n < STRATA_KABI_MAX_RULES) {
+		const char *e = strchrnul(p, ',');
+		size_t len = e - p;
+
+		if (len && len < sizeof(s.rules[n].pattern)) {
+			memcpy(s.rules[n].pattern, p, len);
+			s.rules[n].loglevel_max = -1;
+			s.rules[n].enable = 1;
+			n++;
+		} else if (len) {
+			pr_warn("boot_events: pattern too long, ignored\n");
+		}
+		p = *e ? e + 1 : e;
+	}
+	if (!n || strata_rules_valid(s.rules, n)) {
+		pr_warn("boot_events: no usable pattern, not recorded\n");
+		strata_free(s.rules);
+		return;
+	}
+	s.used = true;
+	s.owner = GLOBAL_ROOT_UID;
+	s.owner_admin = true;   /* kernel events need it (strata_kbuf_apply_rules) */
+	s.kind = STRATA_KABI_TARGET_PIDS; /* and no pid: no process is granted it */
+	s.n_rules = n;
+	s.session_id = 0;
+	mutex_lock(&strata_ctl_lock);
+	strata_slot_replace(STRATA_BOOT_SLOT, &s, &old, &gen, 0, 0);
+	strata_kbuf_mark_boot(STRATA_BOOT_SLOT);
+	mutex_unlock(&strata_ctl_lock);
+	strata_slot_free(&old);
+	pr_info("recording kernel events from boot in slot %u: %s\n", STRATA_BOOT_SLOT, boot_events);
+}
+
 int strata_ctl_init(void)
 {
+	strata_ctl_boot();
 	return 0;
 }
 

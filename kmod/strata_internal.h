@@ -42,6 +42,7 @@ void strata_kbuf_apply_rules(unsigned int slot, const struct strata_kabi_rule *r
 			     u32 n_rules, bool admin, u32 subbuf_size, u32 n_subbuf);
 bool strata_kbuf_geometry_ok(u32 subbuf_size, u32 n_subbuf);
 /* Under the ctl mutex: a reference to the slot's buffer file, or ERR_PTR. */
+void strata_kbuf_mark_boot(unsigned int slot);
 struct file *strata_kbuf_open_file(unsigned int slot, u64 *total_size, u32 *n_lanes);
 /* Under the ctl mutex: a new wait file (poll) of the slot's buffer, or ERR_PTR. */
 struct file *strata_kbuf_wait_file(unsigned int slot);

@@ -834,6 +834,17 @@ static void strata_kbuf_free_fn(struct work_struct *work)
 	atomic_long_dec(&strata_nr_objects);
 }
 
+/* The buffer of `slot` records kernel events from boot: its header says so
+ * (comm "kernel-boot"), for the consumer that adopts it (strata_ctl_boot).
+ */
+void strata_kbuf_mark_boot(unsigned int slot)
+{
+	struct strata_kbuf *kb = strata_kbuf_of_slot(slot);
+
+	if (!IS_ERR(kb))
+		strscpy(kb->hdr->comm, "kernel-boot", sizeof(kb->hdr->comm));
+}
+
 struct file *strata_kbuf_open_file(unsigned int slot, u64 *total_size, u32 *n_lanes)
 {
 	struct strata_kbuf *kb = strata_kbuf_of_slot(slot);

@@ -11,6 +11,15 @@ early buffer and its children's.
   - one clock class in the whole trace; timestamps ordered per stream;
   - recorded + discarded == emitted; babeltrace2 silent.
 
+With --kernel (the boot whose initramfs loaded the module with
+strata.boot_events=kernel:sched_process_fork,kernel:sched_process_exit before
+PID 1): the module's boot buffer, adopted into the session (kernel-boot/),
+holds for every child exactly one fork by pid 1 and one exit (and pid 1's
+fork of /stage2, nothing else from pid 1), each child's
+boot:child events between them on the one clock, and the fork of the daemon
+itself, after every child's exit (kernel events from before the daemon
+existed); nothing discarded.
+
 With --expect-loss (the boot with deliberately small early buffers,
 STRATA_EARLY_SUBBUF_SIZE/SUBBUFS/LANES on the command line, discard mode):
 the loss is counted (discarded > 0, recorded + discarded == emitted still),
@@ -31,6 +40,9 @@ from strata_testlib import Checks, vm_boot_counts  # noqa: E402
 def main():
     out = sys.argv[1]
     expect_loss = "--expect-loss" in sys.argv[2:]
+    kernel = "--kernel" in sys.argv[2:]
+    kev = []                 # (name, ts, payload) of the kernel-boot stream
+    child_ts = {}            # child pid -> [ts of its boot:child events]
     check = Checks()
     em = vm_boot_counts(out)
     nchild, nev, nlater = int(em["children"]), int(em["child_events"]), int(em["later"])
@@ -47,6 +59,9 @@ def main():
         ev = m.event
         ts = m.default_clock_snapshot.ns_from_origin
         clocks.add(m.default_clock_snapshot.clock_class.uuid)
+        if ev.stream.trace.environment["domain"] == "kernel":
+            kev.append((ev.name, ts, {k: (str(v) if k.endswith("comm") else int(v)) for k, v in ev.payload_field.items()}))
+            continue
         sid = (int(ev.stream.trace.environment["vpid"]), ev.stream.id)
         if sid in last and ts < last[sid]:
             ordered = False
@@ -54,6 +69,7 @@ def main():
         p = ev.payload_field
         if ev.name == "boot:child":
             children.setdefault(int(p["child"]), []).append(int(p["k"]))
+            child_ts.setdefault(sid[0], []).append(ts)
         elif sid[0] != 1:
             stray += 1
         else:
@@ -83,6 +99,24 @@ def main():
     check(stray == 0, "only children record boot:child, only pid 1 the rest (%d stray)" % stray)
     if expect_loss:
         check(discarded > 0, "the loss is counted: %d discarded" % discarded)
+    if kernel:
+        forks = [(t, v) for n, t, v in kev if n == "kernel:sched_process_fork"]
+        exits = {}
+        for n, t, v in kev:
+            if n == "kernel:sched_process_exit":
+                exits.setdefault(v["tid"], []).append(t)
+        by1 = {v["child_tid"]: t for t, v in forks if v["parent_tid"] == 1}
+        # pid 1 forks its children, then /stage2 (the rest of the boot).
+        check(len(child_ts) == nchild and set(child_ts) <= set(by1) and len(by1) == nchild + 1,
+              "kernel-boot: one fork by pid 1 per child that recorded, and /stage2's (%s vs %s)" %
+              (sorted(by1), sorted(child_ts)))
+        check(all(len(exits.get(c, [])) == 1 and by1[c] < min(child_ts[c]) and max(child_ts[c]) < exits[c][0]
+                  for c in child_ts if c in by1),
+              "each child's events lie between its fork and its exit, on one clock")
+        daemon = int(em.get("daemon", 0))
+        dfork = [t for t, v in forks if v["child_tid"] == daemon]
+        check(len(dfork) == 1 and all(exits[c][0] < dfork[0] for c in child_ts if c in exits),
+              "the daemon's own fork (pid %d) is there, after every child's exit" % daemon)
     check(len(clocks) == 1, "one clock in the whole trace (%d)" % len(clocks))
     check(ordered, "timestamps ordered in every stream")
     p = subprocess.run(["babeltrace2", trace], capture_output=True, text=True)

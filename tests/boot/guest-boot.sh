@@ -20,7 +20,7 @@ read -r line < /run/strata-ready
 "$cli" start boot >/dev/null || exit 1
 echo go >&5
 read -r counts <&6 || { echo "FAIL: init did not answer"; exit 1; }
-echo "$counts" > "$o/emitted.txt"
+echo "$counts daemon=$dpid" > "$o/emitted.txt"
 "$cli" stop boot >/dev/null || exit 1
 "$cli" destroy boot >/dev/null || exit 1
 kill "$dpid"; wait "$dpid"

@@ -6,7 +6,7 @@
 #
 #   run-vm.sh --out DIR [--module KO | --build-module] [--kver KVER]
 #             [--timeout SECONDS] [--append "kernel args"] [--build-root DIR]
-#             [--init PROGRAM [--init-lib LIB]...] -- COMMAND...
+#             [--init PROGRAM [--init-lib LIB]... [--early-module]] -- COMMAND...
 #
 # --init PROGRAM: PROGRAM (with its shared libraries, from ldd) is the
 # initramfs's /init, PID 1 started by the kernel; the usual set-up script is
@@ -14,7 +14,10 @@
 # the boot (tests/boot/boot_init.c).  --init-lib LIB also puts LIB (for
 # example a library named by LD_PRELOAD on the kernel command line) and its
 # libraries into the initramfs at their paths.  /stage2 unsets LD_PRELOAD:
-# it is meant for PID 1, not for the rest of the boot.
+# it is meant for PID 1, not for the rest of the boot.  --early-module
+# (with --module or --build-module): the initramfs loads the module before
+# PID 1's program, with the kernel command line's strata.NAME=VALUE words as
+# its parameters (as modprobe would), then execs PROGRAM as PID 1.
 #
 # DIR (created, emptied of previous results) is shared read-write with the
 # guest and appears there at the same absolute path.  After the run it holds:
@@ -30,7 +33,7 @@ set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 src_root=$(cd "$here/../.." && pwd)
-out="" module="" build_module=0 kver="" tmo=600 append="" build_root_opt="" init_prog="" init_libs=""
+out="" module="" build_module=0 kver="" tmo=600 append="" build_root_opt="" init_prog="" init_libs="" early_module=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=$2; shift 2 ;;
@@ -42,6 +45,7 @@ while [ $# -gt 0 ]; do
 	--build-root) build_root_opt=$2; shift 2 ;;
 	--init) init_prog=$2; shift 2 ;;
 	--init-lib) init_libs="$init_libs $2"; shift 2 ;;
+	--early-module) early_module=1; shift ;;
 	--) shift; break ;;
 	*) echo "run-vm.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -151,7 +155,9 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 bld /mnt$build_root ||
 mkdir -p /mnt$out
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 out /mnt$out || { echo "init: no out"; poweroff -f; }
 O=/mnt$out
-if [ -n "$module" ]; then
+if [ -f /insmod.rc ]; then # loaded before PID 1 (--early-module)
+	cp /insmod.log \$O/insmod.log; cp /insmod.rc \$O/insmod.rc
+elif [ -n "$module" ]; then
 	insmod /mnt$module > \$O/insmod.log 2>&1; echo \$? > \$O/insmod.rc
 fi
 unset LD_PRELOAD
@@ -168,7 +174,28 @@ INIT
 chmod +x "$root/init"
 if [ -n "$init_prog" ]; then
 	mv "$root/init" "$root/stage2"
-	cp "$init_prog" "$root/init" || exit 1
+	if [ "$early_module" = 1 ]; then
+		[ -n "$module" ] || { echo "run-vm.sh: --early-module needs --module or --build-module" >&2; exit 2; }
+		cp "$module" "$root/strata.ko" || exit 1
+		cp "$init_prog" "$root/init.prog" || exit 1
+		cat > "$root/init" <<'EARLY'
+#!/bin/busybox sh
+# The initramfs's part of an early boot: the module first, with the kernel
+# command line's strata.* words (what modprobe does), then PID 1's program.
+/bin/busybox mount -t proc proc /proc
+args=""
+for w in $(/bin/busybox cat /proc/cmdline); do
+	case "$w" in strata.*) args="$args ${w#strata.}" ;; esac
+done
+/bin/busybox umount /proc
+/bin/busybox insmod /strata.ko $args > /insmod.log 2>&1
+echo $? > /insmod.rc
+exec /init.prog
+EARLY
+		chmod +x "$root/init"
+	else
+		cp "$init_prog" "$root/init" || exit 1
+	fi
 	# The dynamic loader and libraries, at the paths the program names.
 	for lib in $(ldd "$init_prog" $init_libs | grep -o '/[^ :]*' | sort -u) $init_libs; do
 		mkdir -p "$root$(dirname "$lib")" && cp -L "$lib" "$root$lib" || exit 1
