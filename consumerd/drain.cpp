@@ -217,6 +217,18 @@ Drain::~Drain()
 		close(snap_fd_);
 }
 
+bool Drain::stream_overwrite(bool producer_dead)
+{
+	if (!overwrite_ || thread_.joinable() || !reader_ || !reader_->stream_overwrite(producer_dead))
+		return false;
+	overwrite_ = false;
+	if (snap_fd_ >= 0) { // a streamed buffer is on disk as it fills: no snapshots
+		close(snap_fd_);
+		snap_fd_ = -1;
+	}
+	return true;
+}
+
 uint64_t Drain::activity() const
 {
 	// Once finish() was called the drain thread may unmap the buffer at any

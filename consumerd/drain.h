@@ -93,6 +93,11 @@ public:
 	// 0 nothing to snapshot (discard mode, finished), -1 with `err`.
 	int snapshot(const std::string &dir, uint64_t &packets, std::string &err);
 	bool overwrite() const { return overwrite_; }
+	// Before start(), on an overwrite-mode buffer: drain it as it fills
+	// from now on, its history first (Reader::stream_overwrite).  False
+	// when the buffer is not overwrite mode or its producer too old.
+	// producer_dead: it exited (the whole ring is history).
+	bool stream_overwrite(bool producer_dead);
 	// How much the writers have done so far: the sum over lanes of the
 	// write position and of the events discarded (shared, unvalidated
 	// words).  It changes whenever a writer reserves or discards: a

@@ -199,10 +199,15 @@ void Daemon::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid, st
 			logf("pid %ld: early buffer rejected: %s", pid, err.c_str());
 			return;
 		}
+		// A flight recorder until now: its history first, then everything
+		// as it comes (docs/ring-buffer.md, "Streaming a flight recorder").
+		const bool dead = kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+		const bool streamed = d->stream_overwrite(dead);
 		d->start();
 		p.drains.push_back(d.get());
 		s.drains.push_back(std::move(d));
-		INFO("pid %ld (%s): adopted its early buffer into session %s", pid, p.comm.c_str(), s.name.c_str());
+		INFO("pid %ld (%s): adopted its early buffer into session %s%s", pid, p.comm.c_str(), s.name.c_str(),
+		     streamed ? " (flight recorder until now)" : "");
 	}
 }
 

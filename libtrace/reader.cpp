@@ -637,6 +637,34 @@ bool Reader::trailing_loss_packet(uint32_t lane, std::vector<uint8_t> *out)
 	return true;
 }
 
+bool Reader::stream_overwrite(bool producer_dead)
+{
+	// A producer of ABI minor < 2 does not know the flag: it would lap us.
+	if (info_.mode != STRATA_MODE_OVERWRITE || info_.abi_minor < 2)
+		return false;
+	auto *h = (strata_buffer_header *)base_;
+	// Seq_cst: before the loads of head and the stores of consumed below;
+	// pairs with the writers' acquire load of flags in subbuf_free.
+	__atomic_fetch_or(&h->flags, STRATA_BUF_STREAMED, __ATOMIC_SEQ_CST);
+	const uint64_t S = info_.subbuf_size, stride = info_.lane_stride;
+	for (uint32_t l = 0; l < info_.n_lanes; l++) {
+		LaneState &ls = lanes_[l];
+		// Acquire: as in peek_packet.  B: the open sub-buffer.  The ring
+		// holds [B - stride + S, B]; its oldest is what the next open
+		// reuses (a writer that loaded the flag before we set it may still
+		// do so), so start one after it, unless the producer is dead.
+		const uint64_t head = __atomic_load_n(&lane_ctl(l)->head, __ATOMIC_ACQUIRE);
+		const uint64_t B = head & ~(S - 1);
+		const uint64_t keep = producer_dead ? stride : stride - S; // nobody can reuse the oldest
+		ls.rpos = B + S > keep ? B + S - keep : 0;
+		ls.next_seq = ls.rpos / S;
+		// Release: pairs with the writers' acquire load of consumed.
+		__atomic_store_n(&lane_ctl(l)->consumed, ls.rpos, __ATOMIC_RELEASE);
+	}
+	info_.mode = STRATA_MODE_DISCARD;
+	return true;
+}
+
 size_t Reader::collect_overwrite(uint32_t lane, int timeout_ms,
 				 std::vector<std::vector<uint8_t>> *out, std::string *msg)
 {

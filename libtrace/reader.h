@@ -143,6 +143,18 @@ public:
 	// `consumed`.  Call right after attach.
 	void set_snapshot();
 
+	// An overwrite-mode buffer from now on drained as it fills, keeping
+	// its history: sets STRATA_BUF_STREAMED (writers then wait for
+	// `consumed` as in discard mode), and starts each lane one sub-buffer
+	// after the oldest still in the ring (that one is the next a writer
+	// unaware of the flag could reuse; with producer_dead, at the oldest:
+	// nobody writes any more); next_packet/peek_packet then read
+	// from there.  What the ring overwrote before is counted by the first
+	// packet's sequence number.  Call once, before reading packets.
+	// False (nothing changed) for a discard-mode buffer, or a producer of
+	// ABI minor < 2, which does not know the flag.
+	bool stream_overwrite(bool producer_dead = false);
+
 	// Cumulative events the writers discarded in `lane` (shared counter).
 	uint64_t lane_discarded(uint32_t lane) const;
 	// The lane's write position (`head`, shared, unvalidated; acquire, see

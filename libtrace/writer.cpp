@@ -146,7 +146,14 @@ inline bool subbuf_free(const Channel *ch, strata_lane_ctl *lc, uint64_t head)
 	uint64_t lap_bytes = (head >> ch->ring_shift) << ch->subbuf_shift;
 	if (__atomic_load_n(commit_of(ch, lc, head), __ATOMIC_ACQUIRE) != lap_bytes)
 		return false;
-	if (ch->mode == STRATA_MODE_OVERWRITE)
+	// Overwrite mode: free, unless the consumer now streams the buffer
+	// (STRATA_BUF_STREAMED, an adopted early buffer): then as discard mode.
+	// Acquire: pairs with the consumer's seq_cst OR of the flag, made
+	// before its store of `consumed` (Reader::stream_overwrite); a writer
+	// that sees the flag with an older `consumed` finds the ring full and
+	// discards (counted).  One load at a boundary only.
+	if (ch->mode == STRATA_MODE_OVERWRITE &&
+	    !(__atomic_load_n(&ch->hdr->flags, __ATOMIC_ACQUIRE) & STRATA_BUF_STREAMED))
 		return true;
 	// Discard mode: and only once the consumer released it.  Acquire:
 	// pairs with the reader's release store of `consumed` after it copied

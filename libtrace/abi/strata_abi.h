@@ -54,7 +54,7 @@ typedef int64_t strata_s64;
 
 #define STRATA_ABI_MAGIC 0x53545241u /* "STRA" */
 #define STRATA_ABI_MAJOR 1u
-#define STRATA_ABI_MINOR 1u /* 1: enum ranges (strata_desc_enum_label.flags) */
+#define STRATA_ABI_MINOR 2u /* 1: enum ranges (strata_desc_enum_label.flags); 2: STRATA_BUF_STREAMED */
 
 /* ---- CTF packet and event layout (little-endian) -------------------------
  * Every sub-buffer is a complete CTF 1.8 packet.  Offsets from packet start. */
@@ -143,6 +143,12 @@ struct strata_buffer_header {
 };
 
 #define STRATA_BUF_PRODUCER_EXITED 0x1u /* set by the producer's destructor */
+/* Set by the consumer (atomic OR) on an overwrite-mode buffer it now drains
+ * as it fills: from then on writers treat the buffer as discard mode (a
+ * sub-buffer is free only once consumed).  An early buffer adopted by a
+ * session keeps its flight-recorder history and loses nothing after
+ * (docs/ring-buffer.md, "Streaming a flight recorder"). */
+#define STRATA_BUF_STREAMED 0x2u
 
 enum strata_clock_id {
 	STRATA_CLOCK_MONOTONIC = 0, /* CLOCK_MONOTONIC via the vDSO */

@@ -247,8 +247,8 @@ bool g_no_daemon;
 // Early tracing: with no daemon at start and STRATA_EARLY set to a
 // comma-separated list of "provider:event" globs, the process records into a
 // buffer of its own in slot 15 (memfd "strata-slot-15"; memfd needs no
-// /dev/shm), STRATA_EARLY_MODE=overwrite for a flight recorder (default:
-// discard, which keeps the first events).  The first session a daemon starts
+// /dev/shm), a flight recorder (overwrite mode: keeps the newest events;
+// STRATA_EARLY_MODE=discard keeps the first instead).  The first session a daemon starts
 // later adopts the buffer through /proc/PID/fd and drains it from its first
 // event (consumerd/daemon.cpp, adopt_early).  Thread context only (the
 // constructor): never from a signal handler.
@@ -262,7 +262,10 @@ void early_open()
 	memset(&cfg, 0, sizeof cfg);
 	memcpy(cfg.name, "channel0", 9);
 	const char *mode = getenv("STRATA_EARLY_MODE");
-	cfg.mode = (mode && !strcmp(mode, "overwrite")) ? STRATA_MODE_OVERWRITE : STRATA_MODE_DISCARD;
+	// A flight recorder unless told otherwise: a process that records long
+	// before any daemon keeps its newest events; the daemon that adopts the
+	// buffer then drains it as it fills (Reader::stream_overwrite).
+	cfg.mode = (mode && !strcmp(mode, "discard")) ? STRATA_MODE_DISCARD : STRATA_MODE_OVERWRITE;
 	// Sizes (from the kernel command line for PID 1, docs/boot.md): powers
 	// of two; a value the runtime refuses leaves tracing off, with a word.
 	if (const char *v = getenv("STRATA_EARLY_SUBBUF_SIZE"))
