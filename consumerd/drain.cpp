@@ -1,16 +1,11 @@
 /*
  * drain.cpp - see drain.h for the contract.
  *
- * Files of one sub-trace (dir = <out>/ust/pid/<comm>-<pid>-<date>):
- *   metadata            TSDL text: written whole at attach, then one event
- *                       block appended (one write) per new descriptor batch
- *   <channel>_<lane>    stream files, created on their first packet;
- *                       packets appended whole, several per write (each
- *                       copied out of the ring, validated header first,
- *                       and its sub-buffer released before the write), and
- *                       a short write is cut back to the last whole
- *                       packet, so a file always ends on a packet boundary
- *                       while we run (repair.h covers a killed consumer).
+ * One sub-trace per drain (dir = <out>/ust/pid/<comm>-<pid>-<date>), written
+ * through its Output (output.h; the disk layout is output_disk.cpp's):
+ * metadata whole at attach, then one event block per new descriptor batch;
+ * packets whole, several per write (each copied out of the ring, validated
+ * header first, and its sub-buffer released before the write).
  * Events are described before any packet that may use them: every round
  * reads new descriptors first, then packets.
  */
@@ -20,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <system_error>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -53,21 +49,6 @@ constexpr long kSliceUs = 100;
 void warn(const std::string &dir, const std::string &what)
 {
 	fprintf(stderr, "strata-consumerd: %s: %s\n", dir.c_str(), what.c_str());
-}
-
-bool write_all(int fd, const void *p, size_t n)
-{
-	const char *c = static_cast<const char *>(p);
-	while (n) {
-		ssize_t w = write(fd, c, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return false;
-		c += w;
-		n -= static_cast<size_t>(w);
-	}
-	return true;
 }
 } // namespace
 
@@ -162,8 +143,7 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 	d->channel_ = file_safe(info.channel.empty() ? "channel0" : info.channel);
 	d->stream_id_ = info.stream_id;
 	d->overwrite_ = info.mode == STRATA_MODE_OVERWRITE;
-	d->lane_fds_.assign(info.n_lanes, -1);
-	d->lane_sizes_.assign(info.n_lanes, 0);
+	d->n_lanes_ = info.n_lanes;
 	d->clock_ = clock;
 	d->env_ = env;
 	// Which clock the producer stamped with (all give CLOCK_MONOTONIC ns).
@@ -182,28 +162,15 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 // does not wait for the file system.
 bool Drain::open_trace(std::string &err)
 {
-	int r = make_dirs(dir_, 0750, owner_);
-	if (r < 0) {
-		err = "cannot create " + dir_ + ": " + strerror(-r);
-		return false;
-	}
-	metadata_fd_ = open((dir_ + "/metadata").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
-	if (metadata_fd_ < 0) {
-		err = "cannot create " + dir_ + "/metadata: " + strerror(errno);
-		return false;
-	}
-	owner_.apply(metadata_fd_);
+	if (!out_)
+		out_ = disk_output(dir_, channel_, n_lanes_, owner_);
 	std::vector<EventInfo> events;
 	std::vector<std::string> errors;
 	reader_->read_new_events(&events, &errors);
 	for (const std::string &e : errors)
 		warn(dir_, "descriptor rejected: " + e);
 	std::string text = ctf_metadata(reader_->info().uuid, clock_, env_, stream_id_, events);
-	if (!write_all(metadata_fd_, text.data(), text.size())) {
-		err = "cannot write " + dir_ + "/metadata: " + strerror(errno);
-		return false;
-	}
-	return true;
+	return out_->open(text, err);
 }
 
 Drain::~Drain()
@@ -289,51 +256,28 @@ void Drain::update_metadata()
 	if (events.empty())
 		return;
 	std::string text = ctf_metadata_events(stream_id_, events);
-	if (!write_all(metadata_fd_, text.data(), text.size())) {
+	std::string err;
+	if (!out_->append_metadata(text, err)) {
 		counters_.errors.fetch_add(1, std::memory_order_relaxed);
-		warn(dir_, std::string("cannot append to metadata: ") + strerror(errno));
+		warn(dir_, err);
 	}
 }
 
-// Appends whole packets to the lane's file with one writev: iov holds
+// Appends whole packets to the lane's output in one call: iov holds
 // each packet's pieces in order, ends[i] is the end of packet i counted from
-// the first byte.  A short write (disk full...) is cut back to the last
-// whole packet: the file always ends on a packet boundary.
+// the first byte.  The output stores a prefix whole; the rest is counted lost.
 void Drain::write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends, size_t n_pkts)
 {
-	if (lane >= lane_fds_.size() || n_pkts == 0)
+	if (lane >= n_lanes_ || n_pkts == 0 || !out_)
 		return;
-	int &fd = lane_fds_[lane];
-	if (fd < 0) {
-		std::string path = dir_ + "/" + channel_ + "_" + std::to_string(lane);
-		fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-		if (fd < 0) {
-			counters_.errors.fetch_add(n_pkts, std::memory_order_relaxed);
-			warn(dir_, "cannot create " + path + ": " + strerror(errno));
-			return;
-		}
-		owner_.apply(fd);
-	}
-	ssize_t w;
-	do
-		w = writev(fd, iov, n_iov);
-	while (w < 0 && errno == EINTR);
-	const int e = errno;
-	size_t done = 0, whole = 0; // bytes and packets written whole
-	while (whole < n_pkts && w >= 0 && ends[whole] <= static_cast<size_t>(w))
-		done = ends[whole++];
-	lane_sizes_[lane] += done;
+	std::string err;
+	const size_t whole = out_->write_packets(lane, iov, n_iov, ends, n_pkts, err);
 	counters_.packets.fetch_add(whole, std::memory_order_relaxed);
-	counters_.bytes.fetch_add(done, std::memory_order_relaxed);
+	counters_.bytes.fetch_add(whole ? ends[whole - 1] : 0, std::memory_order_relaxed);
 	if (whole == n_pkts)
 		return;
-	// Cut the torn packet off again.
-	if (w > 0 && static_cast<size_t>(w) > done &&
-	    ftruncate(fd, static_cast<off_t>(lane_sizes_[lane])) < 0)
-		warn(dir_, std::string("cannot cut a torn packet: ") + strerror(errno));
 	counters_.errors.fetch_add(n_pkts - whole, std::memory_order_relaxed);
-	warn(dir_, std::to_string(n_pkts - whole) + " packet(s) lost, write failed: " +
-			   (w < 0 ? strerror(e) : "short write"));
+	warn(dir_, "lane " + std::to_string(lane) + ": " + std::to_string(n_pkts - whole) + " packet(s) lost, " + err);
 }
 
 void Drain::write_packet(uint32_t lane, const std::vector<uint8_t> &pkt)
@@ -358,7 +302,7 @@ bool Drain::drain_once()
 	bool any = false;
 	std::string err;
 	size_t ends[kBatch];
-	for (uint32_t lane = 0; lane < lane_fds_.size(); lane++) {
+	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
 		for (unsigned k = 0; k < kPacketsPerRound;) {
 			size_t n = 0;
 			bool more = true;
@@ -404,7 +348,7 @@ void Drain::final_drain()
 	update_metadata();
 	if (overwrite_) {
 		std::vector<std::vector<uint8_t>> pkts;
-		for (uint32_t lane = 0; lane < lane_fds_.size(); lane++) {
+		for (uint32_t lane = 0; lane < n_lanes_; lane++) {
 			pkts.clear();
 			reader_->collect_overwrite(lane, kFlushTimeoutMs, &pkts, &msg);
 			if (!msg.empty())
@@ -413,7 +357,7 @@ void Drain::final_drain()
 				write_packet(lane, p);
 		}
 	} else {
-		for (uint32_t lane = 0; lane < lane_fds_.size(); lane++) {
+		for (uint32_t lane = 0; lane < n_lanes_; lane++) {
 			msg.clear();
 			FlushStatus fs = reader_->flush(lane, dead, kFlushTimeoutMs, &msg);
 			if (fs != FlushStatus::kDone && !msg.empty())
@@ -426,7 +370,7 @@ void Drain::final_drain()
 		}
 	}
 	std::vector<uint8_t> pkt;
-	for (uint32_t lane = 0; lane < lane_fds_.size(); lane++)
+	for (uint32_t lane = 0; lane < n_lanes_; lane++)
 		if (reader_->trailing_loss_packet(lane, &pkt))
 			write_packet(lane, pkt);
 }
@@ -467,6 +411,9 @@ void Drain::run()
 			streaming = true;
 			continue;
 		}
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		out_->idle(static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec));
 		reader_->wait(seq, kWaitMs);
 	}
 	reader_->end_wait();
@@ -486,15 +433,8 @@ void Drain::set_wait_fd(int fd)
 
 void Drain::close_files()
 {
-	for (int &fd : lane_fds_)
-		if (fd >= 0) {
-			close(fd);
-			fd = -1;
-		}
-	if (metadata_fd_ >= 0) {
-		close(metadata_fd_);
-		metadata_fd_ = -1;
-	}
+	if (out_)
+		out_->close();
 }
 
 } // namespace strata
