@@ -195,6 +195,7 @@ void Daemon::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid, st
 			logf("pid %ld: early buffer rejected: %s", pid, err.c_str());
 			return;
 		}
+		attach_output(s, *d);
 		d->start();
 		p.drains.push_back(d.get());
 		s.drains.push_back(std::move(d));
@@ -268,6 +269,7 @@ void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 	// metadata) come after; a failure there is logged by the drain thread
 	// and costs the process only its bounded buffer.
 	reply(c, seq, 0, "ok");
+	attach_output(*s, *d);
 	d->start();
 	p.drains.push_back(d.get());
 	s->drains.push_back(std::move(d));
