@@ -46,6 +46,13 @@ constexpr size_t kBatchBytes = 1u << 20;
 // Scheduler slice asked for the daemon's threads (short_slice).
 constexpr long kSliceUs = 100;
 
+uint64_t mono_ns()
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 void warn(const std::string &dir, const std::string &what)
 {
 	fprintf(stderr, "strata-consumerd: %s: %s\n", dir.c_str(), what.c_str());
@@ -152,8 +159,10 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 			       : info.clock_id == STRATA_CLOCK_CONSUMER_PAGE ? "consumer-page"
 									 : "unknown";
 	// Packets this side closes are stamped on the producer's clock.
-	if (info.clock_id == STRATA_CLOCK_CONSUMER_PAGE)
+	if (info.clock_id == STRATA_CLOCK_CONSUMER_PAGE) {
 		d->reader_->set_clock(consumer_page_now);
+		d->producer_now_ = consumer_page_now; // beacons too (live_tick)
+	}
 	d->owner_ = owner;
 	return d;
 }
@@ -272,11 +281,21 @@ void Drain::write_packets(uint32_t lane, const struct iovec *iov, int n_iov, con
 		return;
 	std::string err;
 	const size_t whole = out_->write_packets(lane, iov, n_iov, ends, n_pkts, err);
+	if (lane_sent_.size() != n_lanes_)
+		lane_sent_.assign(n_lanes_, 0);
+	lane_sent_[lane] += whole;
 	counters_.packets.fetch_add(whole, std::memory_order_relaxed);
 	counters_.bytes.fetch_add(whole ? ends[whole - 1] : 0, std::memory_order_relaxed);
 	if (whole == n_pkts)
 		return;
 	counters_.errors.fetch_add(n_pkts - whole, std::memory_order_relaxed);
+	// A lasting failure (a relay gone, a full disk) says so once; the
+	// packets it costs after that are summed up at close.
+	if (err == last_loss_) {
+		quiet_losses_ += n_pkts - whole;
+		return;
+	}
+	last_loss_ = err;
 	warn(dir_, "lane " + std::to_string(lane) + ": " + std::to_string(n_pkts - whole) + " packet(s) lost, " + err);
 }
 
@@ -339,6 +358,32 @@ bool Drain::drain_once()
 		}
 	}
 	return any;
+}
+
+// Live outputs: close every open packet now (the producers go on in the
+// next sub-buffer), send what that completed, and tell the output which
+// lanes had nothing.  The beacon's time is the producers' clock read before
+// the closes, less a margin for a writer that read its clock just before
+// and reserves just after (docs/relay.md, "Live").
+void Drain::live_tick(uint64_t now_ns)
+{
+	if (overwrite_)
+		return; // the ring is collected at the end
+	constexpr uint64_t kBeaconMarginNs = 1000000;
+	constexpr int kLiveFlushMs = 20;
+	if (lane_sent_.size() != n_lanes_)
+		lane_sent_.assign(n_lanes_, 0);
+	std::vector<uint64_t> before = lane_sent_;
+	std::vector<bool> settled(n_lanes_);
+	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
+		std::string msg;
+		settled[lane] = reader_->flush(lane, false, kLiveFlushMs, &msg) == FlushStatus::kDone;
+	}
+	for (int round = 0; round < 64 && drain_once(); round++) {
+	}
+	for (uint32_t lane = 0; lane < n_lanes_; lane++)
+		if (settled[lane] && lane_sent_[lane] == before[lane] && now_ns > kBeaconMarginNs)
+			out_->beacon(lane, now_ns - kBeaconMarginNs);
 }
 
 void Drain::final_drain()
@@ -411,9 +456,14 @@ void Drain::run()
 			streaming = true;
 			continue;
 		}
-		struct timespec now;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		out_->idle(static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec));
+		if (const uint64_t period = out_->live_period_ns()) {
+			const uint64_t now = mono_ns();
+			if (now - last_live_ns_ >= period) {
+				last_live_ns_ = now;
+				live_tick(producer_now_ ? producer_now_() : now);
+				continue;
+			}
+		}
 		reader_->wait(seq, kWaitMs);
 	}
 	reader_->end_wait();
@@ -435,6 +485,10 @@ void Drain::close_files()
 {
 	if (out_)
 		out_->close();
+	if (quiet_losses_) {
+		warn(dir_, std::to_string(quiet_losses_) + " more packet(s) lost, " + last_loss_);
+		quiet_losses_ = 0;
+	}
 }
 
 } // namespace strata

@@ -114,7 +114,12 @@ private:
 	void update_metadata();
 	void close_files();
 
-	uint64_t last_idle_ns_ = 0;
+	void live_tick(uint64_t now_ns);
+	uint64_t last_live_ns_ = 0;
+	uint64_t (*producer_now_)() = nullptr; // the producers' clock when not CLOCK_MONOTONIC
+	std::string last_loss_;     // why the last packets were lost (drain thread)
+	uint64_t quiet_losses_ = 0; // lost since, for the same reason, not logged yet
+	std::vector<uint64_t> lane_sent_; // packets handed to the output, per lane (drain thread)
 	std::unique_ptr<Reader> reader_;
 	std::string dir_;
 	ClockInfo clock_;

@@ -43,10 +43,13 @@ public:
 	// Returns how many were stored whole (a prefix); err says why not all.
 	virtual size_t write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends,
 				     size_t n_pkts, std::string &err) = 0;
-	// Nothing to write this round (called at most every few ms): a live
-	// output may tell its readers that time passed.  now_ns: the trace
-	// clock (CLOCK_MONOTONIC ns).
-	virtual void idle(uint64_t now_ns) { (void)now_ns; }
+	// Live outputs (relay): every live_period_ns() the drain closes the
+	// lanes' open packets (consumer-side close, as lttng's live timer
+	// flushes), sends what that completed, and calls beacon() for each lane
+	// that had nothing: "no event of `lane` before ts_ns" (trace clock,
+	// CLOCK_MONOTONIC ns), so live readers move on.  0: not live.
+	virtual uint64_t live_period_ns() const { return 0; }
+	virtual void beacon(uint32_t lane, uint64_t ts_ns) { (void)lane, (void)ts_ns; }
 	// Last call: flush and release.  Idempotent.
 	virtual void close() = 0;
 };

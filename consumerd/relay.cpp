@@ -39,7 +39,6 @@ enum : uint32_t {
 	kCreateSession = 2,
 	kVersion = 5,
 	kSendMetadata = 6,
-	kCloseStream = 7,
 	kDataPending = 8,
 	kSendIndex = 13,
 	kStreamsSent = 16,
@@ -456,37 +455,31 @@ bool RelayLink::send_beacon(uint64_t id, uint64_t stream_class_id, uint64_t ts, 
 	return true; // an ignored beacon is no loss
 }
 
-bool RelayLink::close_stream(uint64_t id, uint64_t last_seq, std::string &err)
+bool RelayLink::wait_stored(uint64_t id, uint64_t last_seq, std::string &err)
 {
 	std::string p;
 	put64(p, id);
 	put64(p, last_seq);
 	uint8_t r[4];
-	if (last_seq != UINT64_MAX) {
-		// The data connection is not answered: ask until the relay has
-		// stored (data and index) up to last_seq, within a bound.
-		const int64_t deadline = now_ms() + kPendingTimeoutMs;
-		for (;;) {
-			{
-				std::lock_guard<std::mutex> g(mu_);
-				if (!command(kDataPending, p, r, sizeof r, err))
-					return false;
-			}
-			if (get32(r) == 0)
-				break;
-			if (now_ms() >= deadline) {
-				err = "relay still storing stream " + std::to_string(id) + " after " +
-				      std::to_string(kPendingTimeoutMs) + " ms";
-				break; // close anyway: the relay finishes on its own
-			}
-			struct timespec ts = {0, 2000000}; // 2 ms between polls of the relay
-			nanosleep(&ts, nullptr);
+	// The data connection is not answered: ask until the relay has stored
+	// (data and index) up to last_seq, within a bound.
+	const int64_t deadline = now_ms() + kPendingTimeoutMs;
+	for (;;) {
+		{
+			std::lock_guard<std::mutex> g(mu_);
+			if (!command(kDataPending, p, r, sizeof r, err))
+				return false;
 		}
+		if (get32(r) == 0)
+			return true;
+		if (now_ms() >= deadline) {
+			err = "relay still storing stream " + std::to_string(id) + " after " +
+			      std::to_string(kPendingTimeoutMs) + " ms";
+			return false;
+		}
+		struct timespec ts = {0, 2000000}; // 2 ms between polls of the relay
+		nanosleep(&ts, nullptr);
 	}
-	std::lock_guard<std::mutex> g(mu_);
-	if (!command(kCloseStream, p, r, sizeof r, err))
-		return false;
-	return get32(r) == kLttngOk || (err = "relay refused to close stream " + std::to_string(id), false);
 }
 
 namespace {
@@ -496,22 +489,31 @@ public:
 	RelayOutput(std::shared_ptr<RelayLink> link, const std::string &path, const std::string &channel,
 		    uint32_t n_lanes, uint32_t live_timer_us)
 		: link_(std::move(link)), path_(path), channel_(channel), lanes_(n_lanes),
-		  beacon_ns_(static_cast<uint64_t>(live_timer_us) * 1000)
+		  period_ns_(static_cast<uint64_t>(live_timer_us) * 1000)
 	{
 	}
 	~RelayOutput() override { close(); }
 
+	// The relay hears of the sub-trace with its first packet: its
+	// metadata stream and that lane's stream are published together.
+	// (babeltrace2 2.0.4's live reader, given a trace's metadata stream
+	// alone, never reads the data streams published after it.)  Until
+	// then the metadata text waits here; a process that records nothing
+	// leaves nothing on the relay.
 	bool open(const std::string &text, std::string &err) override
 	{
-		if (!link_->add_stream("metadata", path_, meta_id_, err))
-			return false;
-		meta_open_ = true;
-		return link_->streams_sent(err) && link_->send_metadata(meta_id_, text, err);
+		(void)err;
+		pending_meta_ = text;
+		return !link_->broken() || (err = "relay link down: " + link_->why_broken(), false);
 	}
 
 	bool append_metadata(const std::string &text, std::string &err) override
 	{
-		return meta_open_ && link_->send_metadata(meta_id_, text, err);
+		if (!meta_open_) {
+			pending_meta_ += text;
+			return true;
+		}
+		return link_->send_metadata(meta_id_, text, err);
 	}
 
 	size_t write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends, size_t n_pkts,
@@ -520,6 +522,15 @@ public:
 		if (lane >= lanes_.size() || n_pkts == 0)
 			return 0;
 		Lane &l = lanes_[lane];
+		if (!meta_open_) {
+			if (!link_->add_stream("metadata", path_, meta_id_, err))
+				return 0;
+			meta_open_ = true;
+			if (!link_->send_metadata(meta_id_, pending_meta_, err))
+				return 0;
+			pending_meta_.clear();
+			pending_meta_.shrink_to_fit();
+		}
 		if (!l.added) {
 			if (!link_->add_stream(channel_ + "_" + std::to_string(lane), path_, l.id, err) ||
 			    !link_->streams_sent(err))
@@ -560,53 +571,51 @@ public:
 				break;
 			l.next_seq++;
 			l.stream_class = h.stream_id;
-			l.busy = true;
 		}
 		return k;
 	}
 
-	void idle(uint64_t now_ns) override
+	uint64_t live_period_ns() const override { return period_ns_; }
+
+	void beacon(uint32_t lane, uint64_t ts_ns) override
 	{
-		if (beacon_ns_ == 0 || now_ns - last_beacon_ns_ < beacon_ns_ || link_->broken())
+		if (lane >= lanes_.size() || link_->broken())
 			return;
-		last_beacon_ns_ = now_ns;
+		const Lane &l = lanes_[lane];
+		// The relay ignores beacons of streams without packets.
 		std::string err;
-		for (Lane &l : lanes_) {
-			if (l.added && l.next_seq > 0 && !l.busy)
-				link_->send_beacon(l.id, l.stream_class, now_ns, err);
-			l.busy = false;
-		}
+		if (l.added && l.next_seq > 0)
+			link_->send_beacon(l.id, l.stream_class, ts_ns, err);
 	}
 
+	// The streams stay open on the relay until the session's link closes
+	// (DESTROY): lttng-relayd 2.13 drops a closed stream of a pre-2.11
+	// peer from under a live reader that has not read it all.  Here only
+	// wait until the relay stored every packet sent (a stop's promise).
 	void close() override
 	{
 		std::string err;
 		for (Lane &l : lanes_)
-			if (l.added) {
-				l.added = false;
-				if (!link_->close_stream(l.id, l.next_seq ? l.next_seq - 1 : UINT64_MAX, err))
+			if (l.added && l.next_seq > 0 && !link_->broken()) {
+				if (!link_->wait_stored(l.id, l.next_seq - 1, err))
 					fprintf(stderr, "strata-consumerd: relay: %s: %s\n", path_.c_str(), err.c_str());
+				l.added = false;
 			}
-		if (meta_open_) {
-			meta_open_ = false;
-			if (!link_->close_stream(meta_id_, UINT64_MAX, err))
-				fprintf(stderr, "strata-consumerd: relay: %s: %s\n", path_.c_str(), err.c_str());
-		}
 	}
 
 private:
 	struct Lane {
 		bool added = false;
-		bool busy = false; // sent a packet since the last beacon round
 		uint64_t id = 0, next_seq = 0, stream_class = 0;
 	};
 	std::shared_ptr<RelayLink> link_;
 	std::string path_, channel_;
 	std::vector<Lane> lanes_;
 	std::vector<uint8_t> flat_;
+	std::string pending_meta_;
 	uint64_t meta_id_ = 0;
 	bool meta_open_ = false;
-	uint64_t beacon_ns_, last_beacon_ns_ = 0;
+	uint64_t period_ns_;
 };
 
 } // namespace

@@ -76,9 +76,9 @@ public:
 	bool send_packet(uint64_t id, uint64_t seq, const uint8_t *p, size_t n, const RelayIndex &ix, std::string &err);
 	// Live: "nothing new up to ts" for a stream that has sent packets.
 	bool send_beacon(uint64_t id, uint64_t stream_class_id, uint64_t ts, std::string &err);
-	// Wait (bounded) until the relay stored packets up to last_seq, then
-	// close the stream.  last_seq = UINT64_MAX: nothing was sent.
-	bool close_stream(uint64_t id, uint64_t last_seq, std::string &err);
+	// Wait (bounded) until the relay stored packets up to last_seq.
+	// Streams are not closed one by one: closing the link closes them.
+	bool wait_stored(uint64_t id, uint64_t last_seq, std::string &err);
 
 	bool broken() const { return broken_.load(std::memory_order_acquire); }
 	std::string why_broken();
