@@ -254,7 +254,7 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 				reply(c, seq, -EALREADY, "session '" + s->name + "' is not started");
 			} else {
 				stop_session(*s);
-				notify_and_reply(c, seq, *s, "session '" + s->name + "' stopped; trace in " + s->out);
+				notify_and_reply(c, seq, *s, "session '" + s->name + "' stopped; trace in " + trace_place(*s));
 			}
 		}
 		return true;
@@ -268,7 +268,7 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 			gone.rules = s->rules;
 			gone.targets = s->targets;
 			stop_session(*s);
-			std::string out = s->out, name = s->name;
+			std::string out = trace_place(*s), name = s->name;
 			for (auto &p : procs_) { // the session's drains die with it
 				auto &v = p.second.drains;
 				v.erase(std::remove_if(v.begin(), v.end(),

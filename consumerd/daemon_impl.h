@@ -131,6 +131,10 @@ struct Session {
 	std::vector<std::unique_ptr<Drain>> drains;
 };
 
+// Where a session's trace goes, for answers and logs: its directory, or
+// "lttng-relayd HOST:CTRL:DATA, trace HOSTNAME/SESSION-DATE".
+std::string trace_place(const Session &s);
+
 struct Proc {
 	pid_t pid = 0;
 	uid_t uid = 0;

@@ -81,17 +81,24 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 	s->channel = m.channel;
 	s->clock = measure_session_clock();
 	s->owner = owner;
-	std::string where = m.output_dir;
 	if (link) {
-		where = "lttng-relayd " + link->target().host + ":" + std::to_string(link->target().ctrl_port) + ":" +
-			std::to_string(link->target().data_port) + ", trace " + link->base();
 		s->relay = std::move(link);
 		s->live_timer_us = kLiveTimerUs;
 	}
+	const std::string where = trace_place(*s);
 	INFO("session %s created (slot %u, %s mode) -> %s", s->name.c_str(), slot,
 	     m.channel.mode == STRATA_MODE_OVERWRITE ? "overwrite" : "discard", where.c_str());
 	sessions_.push_back(std::move(s));
 	reply(c, seq, 0, where);
+}
+
+std::string trace_place(const Session &s)
+{
+	if (!s.relay)
+		return s.out;
+	const RelayTarget &t = s.relay->target();
+	return "lttng-relayd " + t.host + ":" + std::to_string(t.ctrl_port) + ":" + std::to_string(t.data_port) +
+	       ", trace " + s.relay->base();
 }
 
 // A drain of a relay session sends its sub-trace (the same relative path
