@@ -364,7 +364,9 @@ bool Drain::drain_once()
 // next sub-buffer), send what that completed, and tell the output which
 // lanes had nothing.  The beacon's time is the producers' clock read before
 // the closes, less a margin for a writer that read its clock just before
-// and reserves just after (docs/relay.md, "Live").
+// and reserves just after (docs/relay.md, "Live"), and less the lane's
+// index: babeltrace2 warns when two streams' next messages (here their
+// inactivity times) are equal.
 void Drain::live_tick(uint64_t now_ns)
 {
 	if (overwrite_)
@@ -383,7 +385,7 @@ void Drain::live_tick(uint64_t now_ns)
 	}
 	for (uint32_t lane = 0; lane < n_lanes_; lane++)
 		if (settled[lane] && lane_sent_[lane] == before[lane] && now_ns > kBeaconMarginNs)
-			out_->beacon(lane, now_ns - kBeaconMarginNs);
+			out_->beacon(lane, now_ns - kBeaconMarginNs - lane);
 }
 
 void Drain::final_drain()
@@ -468,7 +470,16 @@ void Drain::run()
 	}
 	reader_->end_wait();
 	final_drain();
+	// Live: nothing more will come from this buffer (its process exited or
+	// the session stopped): say so up to now, so that live readers can
+	// show the other streams' events up to here.  After close: the relay
+	// output's close waits until the relay stored every packet, and the
+	// relay ignores a beacon while a packet of the stream is in flight.
+	const uint64_t end_ns = producer_now_ ? producer_now_() : mono_ns();
 	close_files();
+	if (out_ && out_->live_period_ns())
+		for (uint32_t lane = 0; lane < n_lanes_; lane++)
+			out_->beacon(lane, end_ns - lane); // distinct: see live_tick
 	// Unmap now: a session that outlives many short processes must not
 	// keep their (memfd-backed, resident) buffers alive.
 	reader_.reset();

@@ -50,7 +50,8 @@ public:
 	// CLOCK_MONOTONIC ns), so live readers move on.  0: not live.
 	virtual uint64_t live_period_ns() const { return 0; }
 	virtual void beacon(uint32_t lane, uint64_t ts_ns) { (void)lane, (void)ts_ns; }
-	// Last call: flush and release.  Idempotent.
+	// Flush and release; only beacon() may follow (the end of a live
+	// drain).  Idempotent.
 	virtual void close() = 0;
 };
 

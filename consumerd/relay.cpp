@@ -595,12 +595,12 @@ public:
 	void close() override
 	{
 		std::string err;
+		if (closed_)
+			return;
+		closed_ = true;
 		for (Lane &l : lanes_)
-			if (l.added && l.next_seq > 0 && !link_->broken()) {
-				if (!link_->wait_stored(l.id, l.next_seq - 1, err))
-					fprintf(stderr, "strata-consumerd: relay: %s: %s\n", path_.c_str(), err.c_str());
-				l.added = false;
-			}
+			if (l.added && l.next_seq > 0 && !link_->broken() && !link_->wait_stored(l.id, l.next_seq - 1, err))
+				fprintf(stderr, "strata-consumerd: relay: %s: %s\n", path_.c_str(), err.c_str());
 	}
 
 private:
@@ -615,6 +615,7 @@ private:
 	std::string pending_meta_;
 	uint64_t meta_id_ = 0;
 	bool meta_open_ = false;
+	bool closed_ = false; // close() waited; beacons may still follow (drain.cpp)
 	uint64_t period_ns_;
 };
 

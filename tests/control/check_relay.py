@@ -12,6 +12,9 @@ Oracles:
     packets), a batch of 1000 is read live, in order, while the process is
     still running; after stop/destroy the live reader ends by itself with
     exactly seq first..last in order and nothing on stderr;
+  - session M: strata-demo with 4 threads (4 lanes) followed live: all 8001
+    events shown before stop (quiet and ended lanes do not hold the reader:
+    beacons), no warning or error logged by the reader;
   - session B (`strata record --relay --hostname hostB`) streams 500 events;
   - the relayd's output directory holds hostA/ and hostB/; babeltrace2 reads
     it whole with nothing on stderr, and each host's trace is exactly its
@@ -71,6 +74,7 @@ def main():
     ap.add_argument("--app", required=True)
     ap.add_argument("--babeltrace2", required=True)
     ap.add_argument("--relayd", default="/usr/bin/lttng-relayd")
+    ap.add_argument("--demo", default="")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-relay-")
     env = dict(os.environ)
@@ -166,16 +170,55 @@ def main():
               (first, last, len(s), err[:300]))
         n_a = last + 1
 
+        # 2b. several lanes (threads) followed live: lanes that go quiet
+        # or end must not hold the reader back (beacons), nor make it warn.
+        if a.demo:
+            strata("create", "sm", "--relay", relay, "--hostname", "hostM")
+            strata("enable-event", "sm", "demo:*")
+            strata("start", "sm")
+            m_out = open(os.path.join(work, "live-m.out"), "w+")
+            m_err = open(os.path.join(work, "live-m.err"), "w+")
+            # At log level INFO the reader says when it is attached ("Getting
+            # 0 new streams"): the demo starts after that, so the reader sees
+            # its streams from their start (a reader attaching to existing
+            # streams starts at their newest packets).
+            mreader = subprocess.Popen(["stdbuf", "-oL", "-eL", a.babeltrace2, "-l", "I", "--input-format=lttng-live",
+                                        "net://127.0.0.1:%d/host/hostM/sm" % live], stdout=m_out, stderr=m_err)
+            readers.append(mreader)
+
+            def m_log():
+                with open(m_err.name) as f:
+                    return f.read()
+            wait_for(lambda: "Getting 0 new streams" in m_log(), "M: the live reader attached")
+            r = subprocess.run([a.demo, "--threads", "4", "--events", "2000"], env=env, capture_output=True,
+                               text=True, timeout=60)
+            check(r.returncode == 0, "M: strata-demo with 4 threads ran")
+
+            def m_events():
+                with open(m_out.name) as f:
+                    return sum(1 for line in f if " demo:" in line)
+            wait_for(lambda: m_events() >= 8001, "M: the live reader shows all 8001 demo events", timeout=30)
+            check(m_events() == 8001, "M: 4 lanes read live, 8001 events, before stop (%d)" % m_events())
+            strata("stop", "sm")
+            strata("destroy", "sm")
+            check(mreader.wait(timeout=60) == 0, "M: the live reader ended by itself")
+            bad = [line for line in m_log().splitlines() if re.search(r" [WEF] [A-Z]", line)]
+            check(not bad and m_events() == 8001, "M: no warning or error from the live reader (%r)" % bad[:3])
+
         # 3. session B through strata record
         r = strata("record", "--relay", relay, "--hostname", "hostB", "-e", "snap:*", "--", a.app, input="500\n")
         check("streamed to lttng-relayd" in r.stderr, "B: record says where the trace went")
 
         # 4. what the relayd wrote
         hosts = sorted(os.listdir(out))
-        check(hosts == ["hostA", "hostB"], "one relayd output directory with both hosts (%s)" % hosts)
+        want = ["hostA", "hostB"] + (["hostM"] if a.demo else [])
+        check(hosts == want, "one relayd output directory with every host (%s)" % hosts)
         bt = subprocess.run([a.babeltrace2, out], capture_output=True, text=True, timeout=120)
-        check(bt.returncode == 0 and bt.stderr == "" and bt.stdout.count("snap:tick") == n_a + 500,
-              "babeltrace2 reads the relayd's whole output: %d events, stderr empty (%r)" % (n_a + 500, bt.stderr[:300]))
+        n_m = 8001 if a.demo else 0
+        check(bt.returncode == 0 and bt.stderr == "" and bt.stdout.count("snap:tick") == n_a + 500 and
+              bt.stdout.count(" demo:") == n_m,
+              "babeltrace2 reads the relayd's whole output: %d + %d events, stderr empty (%r)" %
+              (n_a + 500, n_m, bt.stderr[:300]))
         sa, sb = seqs_of(os.path.join(out, "hostA")), seqs_of(os.path.join(out, "hostB"))
         check(sa == list(range(n_a)), "hostA's trace on the relayd: exactly seq 0..%d in order (%d)" % (n_a - 1, len(sa)))
         check(sb == list(range(500)), "hostB's trace on the relayd: exactly seq 0..499 in order (%d)" % len(sb))
