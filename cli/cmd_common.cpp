@@ -154,6 +154,48 @@ int parse_channel_option(const char *cmd, int argc, char **argv, int &i, proto::
 	return 1;
 }
 
+const char *const kRelayHelp =
+	"  --relay HOST[:CTRL[:DATA]] stream to a running lttng-relayd instead of\n"
+	"                            writing a directory (ports 5342:5343 by default;\n"
+	"                            CTRL alone means DATA = CTRL+1); the relay files\n"
+	"                            the trace under HOSTNAME/SESSION-DATE\n"
+	"  --hostname NAME           the hostname given to the relay (default: this\n"
+	"                            machine's)\n";
+
+int parse_relay_option(const char *cmd, int argc, char **argv, int &i, proto::Create &m)
+{
+	const std::string a = argv[i];
+	if (a != "--relay" && a != "--hostname")
+		return 0;
+	if (i + 1 >= argc) {
+		usage_error(cmd, a + " needs a value");
+		return -1;
+	}
+	const char *v = argv[++i];
+	if (a == "--relay") {
+		if (!*v || strlen(v) > proto::kMaxRelay) {
+			usage_error(cmd, "--relay needs HOST[:CTRL_PORT[:DATA_PORT]]");
+			return -1;
+		}
+		m.relay = v;
+	} else {
+		if (!proto::valid_session_name(v)) {
+			usage_error(cmd, "a hostname for the relay is 1 to 63 of [A-Za-z0-9._-]");
+			return -1;
+		}
+		m.hostname = v;
+	}
+	return 1;
+}
+
+std::string relay_unsupported(const proto::Create &m, uint16_t daemon_version)
+{
+	if ((m.relay.empty() && m.hostname.empty()) || daemon_version >= 3)
+		return "";
+	return "the running strata-consumerd speaks protocol " + std::to_string(daemon_version) +
+	       ", streaming to a relay needs 3: restart it from this version";
+}
+
 int simple_command(const char *cmd, proto::Body body, bool print_text)
 {
 	CtlClient cl;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "commands.h"
+#include "control/ctl_client.h"
 #include "control/names.h"
 
 using namespace strata;
@@ -19,11 +20,16 @@ int strata_cmd_create(int argc, char **argv)
 			       "Create a tracing session.  Enable events, then start it.\n\n"
 			       "  -o, --output DIR          trace directory (default:\n"
 			       "                            ./strata-SESSION-YYYYMMDD-HHMMSS)\n"
-			       "%s\nExit status: 0 ok, 1 runtime failure, 2 usage error.\n",
-			       cli::kChannelHelp);
+			       "%s%s\nExit status: 0 ok, 1 runtime failure, 2 usage error.\n",
+			       cli::kChannelHelp, cli::kRelayHelp);
 			return cli::kOk;
 		}
 		int r = cli::parse_channel_option(cmd, argc, argv, i, m.channel);
+		if (r < 0)
+			return cli::kUsage;
+		if (r > 0)
+			continue;
+		r = cli::parse_relay_option(cmd, argc, argv, i, m);
 		if (r < 0)
 			return cli::kUsage;
 		if (r > 0)
@@ -48,8 +54,24 @@ int strata_cmd_create(int argc, char **argv)
 		m.output_dir = cli::absolute_path("strata-" + m.session + "-" + local_timestamp());
 	if (m.output_dir.size() > proto::kMaxPath)
 		return cli::usage_error(cmd, "output path too long");
-	int r = cli::simple_command(cmd, m, false);
-	if (r == cli::kOk)
+	CtlClient cl;
+	std::string err;
+	if (cl.open("", err) < 0) {
+		fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
+		return cli::kFail;
+	}
+	std::string why = cli::relay_unsupported(m, cl.version());
+	if (!why.empty()) {
+		fprintf(stderr, "strata %s: %s\n", cmd, why.c_str());
+		return cli::kFail;
+	}
+	if (cl.command(m, err) < 0) {
+		fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
+		return cli::kFail;
+	}
+	if (m.relay.empty())
 		printf("Session %s created; trace directory %s\n", m.session.c_str(), m.output_dir.c_str());
-	return r;
+	else
+		printf("Session %s created; streaming to %s\n", m.session.c_str(), err.c_str());
+	return cli::kOk;
 }

@@ -194,11 +194,11 @@ void help()
 	       "                            NAME if it has a /; refused up front if the loader refuses it\n"
 	       "  --jvm                     load libstrata-jvm.so into Java (JAVA_TOOL_OPTIONS\n"
 	       "                            -agentpath): jvm:* events and the Java API\n"
-	       "%s"
+	       "%s%s"
 	       "\nThe trace directory is printed on stderr when CMD ends.\n"
 	       "Exit status: CMD's (128+N if killed by signal N); 1 if recording failed\n"
 	       "before CMD ran; 2 usage error.\n",
-	       cli::kChannelHelp);
+	       cli::kChannelHelp, cli::kRelayHelp);
 }
 
 } // namespace
@@ -222,6 +222,11 @@ int strata_cmd_record(int argc, char **argv)
 			return cli::kOk;
 		}
 		int r = cli::parse_channel_option(cmd, argc, argv, i, create.channel);
+		if (r < 0)
+			return cli::kUsage;
+		if (r > 0)
+			continue;
+		r = cli::parse_relay_option(cmd, argc, argv, i, create);
 		if (r < 0)
 			return cli::kUsage;
 		if (r > 0)
@@ -312,6 +317,11 @@ int strata_cmd_record(int argc, char **argv)
 	}
 
 	// 2. session.
+	std::string why = cli::relay_unsupported(create, cl.version());
+	if (!why.empty()) {
+		fprintf(stderr, "strata record: %s\n", why.c_str());
+		return cli::kFail;
+	}
 	int r = cl.command(create, err);
 	for (size_t k = 0; r == 0 && k < patterns.size(); k++) {
 		proto::Rule rule;
@@ -425,6 +435,9 @@ int strata_cmd_record(int argc, char **argv)
 		if (exit_code == 0)
 			exit_code = cli::kFail;
 	}
-	fprintf(stderr, "strata record: trace written to %s\n", create.output_dir.c_str());
+	if (!create.relay.empty())
+		fprintf(stderr, "strata record: trace streamed to lttng-relayd %s\n", create.relay.c_str());
+	else
+		fprintf(stderr, "strata record: trace written to %s\n", create.output_dir.c_str());
 	return exit_code;
 }

@@ -42,6 +42,8 @@ void print_session(const proto::SessionStatus &s)
 	printf("\n  recorded: %u buffer(s), %llu packet(s), %s, %llu rejected packet(s)\n", s.n_buffers,
 	       static_cast<unsigned long long>(s.packets), cli::human_bytes(s.bytes).c_str(),
 	       static_cast<unsigned long long>(s.errors));
+	if (!s.relay.empty())
+		printf("  relay:    %s\n", s.relay.c_str());
 }
 
 } // namespace

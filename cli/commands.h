@@ -62,6 +62,13 @@ void hint_torn(const char *cmd, const std::string &dir);
 // option, -1 usage error (already reported).
 int parse_channel_option(const char *cmd, int argc, char **argv, int &i, proto::ChannelConfig &c);
 extern const char *const kChannelHelp;
+// --relay HOST[:CTRL[:DATA]] and --hostname NAME of create and record
+// (streaming to lttng-relayd, docs/relay.md): 1 consumed (i advanced),
+// 0 not ours, -1 usage error (printed).
+int parse_relay_option(const char *cmd, int argc, char **argv, int &i, proto::Create &m);
+extern const char *const kRelayHelp;
+// A daemon too old for CREATE's relay (protocol < 3) would drop it: "" or why.
+std::string relay_unsupported(const proto::Create &m, uint16_t daemon_version);
 
 // Send a request answered by REPLY over a fresh controller connection (or
 // `path` when not empty); print the daemon's text (stdout on success, stderr

@@ -258,7 +258,7 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 			} else {
 				stop_session(*s);
 				notify_and_reply(c, seq, *s,
-						 "session '" + s->name + "' stopped; trace in " + s->out + trigger_summary(*s));
+						 "session '" + s->name + "' stopped; trace in " + trace_place(*s) + trigger_summary(*s));
 			}
 		}
 		return true;
@@ -272,7 +272,7 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 			gone.rules = s->rules;
 			gone.targets = s->targets;
 			stop_session(*s);
-			std::string out = s->out, name = s->name;
+			std::string out = trace_place(*s), name = s->name;
 			forget_drains(*s); // the session's drains die with it
 			sessions_.erase(std::find_if(sessions_.begin(), sessions_.end(),
 						     [&](const std::unique_ptr<Session> &x) { return x.get() == s; }));

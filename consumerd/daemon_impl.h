@@ -82,6 +82,7 @@
 #include "kernel_source.h"
 #include "metadata.h"
 #include "proto/proto.h"
+#include "relay.h"
 #include "proto/sock.h"
 #include "repair.h"
 
@@ -101,6 +102,7 @@ void logf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 constexpr size_t kMaxConns = 1024;
 constexpr size_t kMaxQueuedFds = 16;
 constexpr int64_t kReplyTimeoutMs = 2000;
+constexpr uint32_t kLiveTimerUs = 1000000; // relay sessions: beacon period of quiet streams (docs/relay.md)
 
 std::string hostname();
 
@@ -136,6 +138,10 @@ struct Session {
 	proto::SessionState state = proto::SessionState::Created;
 	ClockInfo clock;
 	Owner owner;         // set when a root daemon works for another user
+	// Streaming to lttng-relayd (relay.h): the link, shared with the relay
+	// outputs of the drains; null for a disk session.
+	std::shared_ptr<RelayLink> relay;
+	uint32_t live_timer_us = 0;
 	std::vector<std::unique_ptr<Drain>> drains;
 	// Snapshots on an event (trigger.cpp): set on the session that
 	// snapshots.  companion_of: this session is such a session's hidden
@@ -143,6 +149,10 @@ struct Session {
 	std::unique_ptr<Trigger> trigger;
 	uint64_t companion_of = 0;
 };
+
+// Where a session's trace goes, for answers and logs: its directory, or
+// "lttng-relayd HOST:CTRL:DATA, trace HOSTNAME/SESSION-DATE".
+std::string trace_place(const Session &s);
 
 struct Proc {
 	pid_t pid = 0;
@@ -252,6 +262,7 @@ private:
 	bool visible(const Conn &c, const Session &s) const { return c.cred.uid == 0 || c.cred.uid == s.uid; }
 	Session *find(const Conn &c, const std::string &name, uint32_t seq, bool &answered);
 	void stop_session(Session &s);
+	void attach_output(Session &s, Drain &d);
 
 	void do_hello(Conn &c, uint32_t seq, const proto::Hello &m);
 	void do_register(Conn &c, uint32_t seq, const proto::Register &m);

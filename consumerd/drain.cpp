@@ -1,16 +1,11 @@
 /*
  * drain.cpp - see drain.h for the contract.
  *
- * Files of one sub-trace (dir = <out>/ust/pid/<comm>-<pid>-<date>):
- *   metadata            TSDL text: written whole at attach, then one event
- *                       block appended (one write) per new descriptor batch
- *   <channel>_<lane>    stream files, created on their first packet;
- *                       packets appended whole, several per write (each
- *                       copied out of the ring, validated header first,
- *                       and its sub-buffer released before the write), and
- *                       a short write is cut back to the last whole
- *                       packet, so a file always ends on a packet boundary
- *                       while we run (repair.h covers a killed consumer).
+ * One sub-trace per drain (dir = <out>/ust/pid/<comm>-<pid>-<date>), written
+ * through its Output (output.h; the disk layout is output_disk.cpp's):
+ * metadata whole at attach, then one event block per new descriptor batch;
+ * packets whole, several per write (each copied out of the ring, validated
+ * header first, and its sub-buffer released before the write).
  * Events are described before any packet that may use them: every round
  * reads new descriptors first, then packets.
  */
@@ -20,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <system_error>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -50,24 +46,16 @@ constexpr size_t kBatchBytes = 1u << 20;
 // Scheduler slice asked for the daemon's threads (short_slice).
 constexpr long kSliceUs = 100;
 
+uint64_t mono_ns()
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 void warn(const std::string &dir, const std::string &what)
 {
 	fprintf(stderr, "strata-consumerd: %s: %s\n", dir.c_str(), what.c_str());
-}
-
-bool write_all(int fd, const void *p, size_t n)
-{
-	const char *c = static_cast<const char *>(p);
-	while (n) {
-		ssize_t w = write(fd, c, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return false;
-		c += w;
-		n -= static_cast<size_t>(w);
-	}
-	return true;
 }
 } // namespace
 
@@ -162,8 +150,7 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 	d->channel_ = file_safe(info.channel.empty() ? "channel0" : info.channel);
 	d->stream_id_ = info.stream_id;
 	d->overwrite_ = info.mode == STRATA_MODE_OVERWRITE;
-	d->lane_fds_.assign(info.n_lanes, -1);
-	d->lane_sizes_.assign(info.n_lanes, 0);
+	d->n_lanes_ = info.n_lanes;
 	d->clock_ = clock;
 	d->env_ = env;
 	// Which clock the producer stamped with (all give CLOCK_MONOTONIC ns).
@@ -172,8 +159,10 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 			       : info.clock_id == STRATA_CLOCK_CONSUMER_PAGE ? "consumer-page"
 									 : "unknown";
 	// Packets this side closes are stamped on the producer's clock.
-	if (info.clock_id == STRATA_CLOCK_CONSUMER_PAGE)
+	if (info.clock_id == STRATA_CLOCK_CONSUMER_PAGE) {
 		d->reader_->set_clock(consumer_page_now);
+		d->producer_now_ = consumer_page_now; // beacons too (live_tick)
+	}
 	d->owner_ = owner;
 	return d;
 }
@@ -182,28 +171,15 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 // does not wait for the file system.
 bool Drain::open_trace(std::string &err)
 {
-	int r = make_dirs(dir_, 0750, owner_);
-	if (r < 0) {
-		err = "cannot create " + dir_ + ": " + strerror(-r);
-		return false;
-	}
-	metadata_fd_ = open((dir_ + "/metadata").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
-	if (metadata_fd_ < 0) {
-		err = "cannot create " + dir_ + "/metadata: " + strerror(errno);
-		return false;
-	}
-	owner_.apply(metadata_fd_);
+	if (!out_)
+		out_ = disk_output(dir_, channel_, n_lanes_, owner_);
 	std::vector<EventInfo> events;
 	std::vector<std::string> errors;
 	reader_->read_new_events(&events, &errors);
 	for (const std::string &e : errors)
 		warn(dir_, "descriptor rejected: " + e);
 	std::string text = ctf_metadata(reader_->info().uuid, clock_, env_, stream_id_, events);
-	if (!write_all(metadata_fd_, text.data(), text.size())) {
-		err = "cannot write " + dir_ + "/metadata: " + strerror(errno);
-		return false;
-	}
-	return true;
+	return out_->open(text, err);
 }
 
 Drain::~Drain()
@@ -315,51 +291,38 @@ void Drain::update_metadata()
 	if (events.empty())
 		return;
 	std::string text = ctf_metadata_events(stream_id_, events);
-	if (!write_all(metadata_fd_, text.data(), text.size())) {
+	std::string err;
+	if (!out_->append_metadata(text, err)) {
 		counters_.errors.fetch_add(1, std::memory_order_relaxed);
-		warn(dir_, std::string("cannot append to metadata: ") + strerror(errno));
+		warn(dir_, err);
 	}
 }
 
-// Appends whole packets to the lane's file with one writev: iov holds
+// Appends whole packets to the lane's output in one call: iov holds
 // each packet's pieces in order, ends[i] is the end of packet i counted from
-// the first byte.  A short write (disk full...) is cut back to the last
-// whole packet: the file always ends on a packet boundary.
+// the first byte.  The output stores a prefix whole; the rest is counted lost.
 void Drain::write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends, size_t n_pkts)
 {
-	if (lane >= lane_fds_.size() || n_pkts == 0)
+	if (lane >= n_lanes_ || n_pkts == 0 || !out_)
 		return;
-	int &fd = lane_fds_[lane];
-	if (fd < 0) {
-		std::string path = dir_ + "/" + channel_ + "_" + std::to_string(lane);
-		fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-		if (fd < 0) {
-			counters_.errors.fetch_add(n_pkts, std::memory_order_relaxed);
-			warn(dir_, "cannot create " + path + ": " + strerror(errno));
-			return;
-		}
-		owner_.apply(fd);
-	}
-	ssize_t w;
-	do
-		w = writev(fd, iov, n_iov);
-	while (w < 0 && errno == EINTR);
-	const int e = errno;
-	size_t done = 0, whole = 0; // bytes and packets written whole
-	while (whole < n_pkts && w >= 0 && ends[whole] <= static_cast<size_t>(w))
-		done = ends[whole++];
-	lane_sizes_[lane] += done;
+	std::string err;
+	const size_t whole = out_->write_packets(lane, iov, n_iov, ends, n_pkts, err);
+	if (lane_sent_.size() != n_lanes_)
+		lane_sent_.assign(n_lanes_, 0);
+	lane_sent_[lane] += whole;
 	counters_.packets.fetch_add(whole, std::memory_order_relaxed);
-	counters_.bytes.fetch_add(done, std::memory_order_relaxed);
+	counters_.bytes.fetch_add(whole ? ends[whole - 1] : 0, std::memory_order_relaxed);
 	if (whole == n_pkts)
 		return;
-	// Cut the torn packet off again.
-	if (w > 0 && static_cast<size_t>(w) > done &&
-	    ftruncate(fd, static_cast<off_t>(lane_sizes_[lane])) < 0)
-		warn(dir_, std::string("cannot cut a torn packet: ") + strerror(errno));
 	counters_.errors.fetch_add(n_pkts - whole, std::memory_order_relaxed);
-	warn(dir_, std::to_string(n_pkts - whole) + " packet(s) lost, write failed: " +
-			   (w < 0 ? strerror(e) : "short write"));
+	// A lasting failure (a relay gone, a full disk) says so once; the
+	// packets it costs after that are summed up at close.
+	if (err == last_loss_) {
+		quiet_losses_ += n_pkts - whole;
+		return;
+	}
+	last_loss_ = err;
+	warn(dir_, "lane " + std::to_string(lane) + ": " + std::to_string(n_pkts - whole) + " packet(s) lost, " + err);
 }
 
 void Drain::write_packet(uint32_t lane, const std::vector<uint8_t> &pkt)
@@ -384,7 +347,7 @@ bool Drain::drain_once()
 	bool any = false;
 	std::string err;
 	size_t ends[kBatch];
-	for (uint32_t lane = 0; lane < lane_fds_.size(); lane++) {
+	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
 		for (unsigned k = 0; k < kPacketsPerRound;) {
 			size_t n = 0;
 			bool more = true;
@@ -423,6 +386,34 @@ bool Drain::drain_once()
 	return any;
 }
 
+// Live outputs: close every open packet now (the producers go on in the
+// next sub-buffer), send what that completed, and tell the output which
+// lanes had nothing.  The beacon's time is the producers' clock read before
+// the closes, less a margin for a writer that read its clock just before
+// and reserves just after (docs/relay.md, "Live"), and less the lane's
+// index: babeltrace2 warns when two streams' next messages (here their
+// inactivity times) are equal.
+void Drain::live_tick(uint64_t now_ns)
+{
+	if (overwrite_)
+		return; // the ring is collected at the end
+	constexpr uint64_t kBeaconMarginNs = 1000000;
+	constexpr int kLiveFlushMs = 20;
+	if (lane_sent_.size() != n_lanes_)
+		lane_sent_.assign(n_lanes_, 0);
+	std::vector<uint64_t> before = lane_sent_;
+	std::vector<bool> settled(n_lanes_);
+	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
+		std::string msg;
+		settled[lane] = reader_->flush(lane, false, kLiveFlushMs, &msg) == FlushStatus::kDone;
+	}
+	for (int round = 0; round < 64 && drain_once(); round++) {
+	}
+	for (uint32_t lane = 0; lane < n_lanes_; lane++)
+		if (settled[lane] && lane_sent_[lane] == before[lane] && now_ns > kBeaconMarginNs)
+			out_->beacon(lane, now_ns - kBeaconMarginNs - lane);
+}
+
 void Drain::final_drain()
 {
 	const bool dead = producer_dead_.load(std::memory_order_relaxed);
@@ -430,7 +421,7 @@ void Drain::final_drain()
 	update_metadata();
 	if (overwrite_) {
 		std::vector<std::vector<uint8_t>> pkts;
-		for (uint32_t lane = 0; lane < lane_fds_.size(); lane++) {
+		for (uint32_t lane = 0; lane < n_lanes_; lane++) {
 			pkts.clear();
 			reader_->collect_overwrite(lane, kFlushTimeoutMs, &pkts, &msg);
 			if (!msg.empty())
@@ -439,7 +430,7 @@ void Drain::final_drain()
 				write_packet(lane, p);
 		}
 	} else {
-		for (uint32_t lane = 0; lane < lane_fds_.size(); lane++) {
+		for (uint32_t lane = 0; lane < n_lanes_; lane++) {
 			msg.clear();
 			FlushStatus fs = reader_->flush(lane, dead, kFlushTimeoutMs, &msg);
 			if (fs != FlushStatus::kDone && !msg.empty())
@@ -452,7 +443,7 @@ void Drain::final_drain()
 		}
 	}
 	std::vector<uint8_t> pkt;
-	for (uint32_t lane = 0; lane < lane_fds_.size(); lane++)
+	for (uint32_t lane = 0; lane < n_lanes_; lane++)
 		if (reader_->trailing_loss_packet(lane, &pkt))
 			write_packet(lane, pkt);
 }
@@ -494,11 +485,28 @@ void Drain::run()
 			streaming = true;
 			continue;
 		}
+		if (const uint64_t period = out_->live_period_ns()) {
+			const uint64_t now = mono_ns();
+			if (now - last_live_ns_ >= period) {
+				last_live_ns_ = now;
+				live_tick(producer_now_ ? producer_now_() : now);
+				continue;
+			}
+		}
 		reader_->wait(seq, kWaitMs);
 	}
 	reader_->end_wait();
 	final_drain();
+	// Live: nothing more will come from this buffer (its process exited or
+	// the session stopped): say so up to now, so that live readers can
+	// show the other streams' events up to here.  After close: the relay
+	// output's close waits until the relay stored every packet, and the
+	// relay ignores a beacon while a packet of the stream is in flight.
+	const uint64_t end_ns = producer_now_ ? producer_now_() : mono_ns();
 	close_files();
+	if (out_ && out_->live_period_ns())
+		for (uint32_t lane = 0; lane < n_lanes_; lane++)
+			out_->beacon(lane, end_ns - lane); // distinct: see live_tick
 	// Unmap now: a session that outlives many short processes must not
 	// keep their (memfd-backed, resident) buffers alive.
 	reader_.reset();
@@ -513,14 +521,11 @@ void Drain::set_wait_fd(int fd)
 
 void Drain::close_files()
 {
-	for (int &fd : lane_fds_)
-		if (fd >= 0) {
-			close(fd);
-			fd = -1;
-		}
-	if (metadata_fd_ >= 0) {
-		close(metadata_fd_);
-		metadata_fd_ = -1;
+	if (out_)
+		out_->close();
+	if (quiet_losses_) {
+		warn(dir_, std::to_string(quiet_losses_) + " more packet(s) lost, " + last_loss_);
+		quiet_losses_ = 0;
 	}
 }
 

@@ -1,6 +1,6 @@
 /*
  * drain.h - one traced buffer (one process in one session) and the thread
- * that copies its packets to disk.
+ * that copies its packets to its output (output.h: disk or relay).
  *
  * Contract:
  *   - roles: the producer process writes the buffer (shared memory, hostile
@@ -27,6 +27,7 @@
 struct iovec;
 
 #include "metadata.h"
+#include "output.h"
 
 namespace strata {
 
@@ -76,6 +77,11 @@ public:
 	// Before start(): wait on this fd (poll) instead of the futex; see
 	// Reader::set_wait_fd.  Takes ownership.
 	void set_wait_fd(int fd);
+	// Before start(): where the packets go (output.h); without it, the
+	// disk output in dir() (today's layout).
+	void set_output(std::unique_ptr<Output> out) { out_ = std::move(out); }
+	const std::string &channel() const { return channel_; }
+	uint32_t n_lanes() const { return n_lanes_; }
 	void start();
 	// producer_dead: the process exited (its in-flight commits will never
 	// complete); otherwise a stop while it keeps running.
@@ -120,15 +126,20 @@ private:
 	void update_metadata();
 	void close_files();
 
+	void live_tick(uint64_t now_ns);
+	uint64_t last_live_ns_ = 0;
+	uint64_t (*producer_now_)() = nullptr; // the producers' clock when not CLOCK_MONOTONIC
+	std::string last_loss_;     // why the last packets were lost (drain thread)
+	uint64_t quiet_losses_ = 0; // lost since, for the same reason, not logged yet
+	std::vector<uint64_t> lane_sent_; // packets handed to the output, per lane (drain thread)
 	std::unique_ptr<Reader> reader_;
 	std::string dir_;
 	ClockInfo clock_;
 	TraceEnv env_;
 	Owner owner_;
-	int metadata_fd_ = -1;
+	std::unique_ptr<Output> out_;
 	std::string channel_;
-	std::vector<int> lane_fds_;
-	std::vector<uint64_t> lane_sizes_;
+	uint32_t n_lanes_ = 0;
 	std::vector<uint8_t> batch_; // packets copied out of the ring, one write's worth
 	uint32_t stream_id_ = 0;
 	bool overwrite_ = false;

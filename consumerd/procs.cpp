@@ -203,6 +203,7 @@ void Daemon::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid, st
 		// as it comes (docs/ring-buffer.md, "Streaming a flight recorder").
 		const bool dead = kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 		const bool streamed = d->stream_overwrite(dead);
+		attach_output(s, *d);
 		d->start();
 		p.drains.push_back(d.get());
 		s.drains.push_back(std::move(d));
@@ -277,6 +278,7 @@ void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 	// metadata) come after; a failure there is logged by the drain thread
 	// and costs the process only its bounded buffer.
 	reply(c, seq, 0, "ok");
+	attach_output(*s, *d);
 	d->start();
 	p.drains.push_back(d.get());
 	s->drains.push_back(std::move(d));

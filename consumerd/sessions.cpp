@@ -4,6 +4,10 @@
  * Contract: main thread only.  A session owns its drains (one per attached
  * buffer, each with its own thread, drain.h); stop_session finishes them
  * and the session's directories are in "<socket>.active" while active.
+ * A session made with a relay (CREATE version 3) streams instead of
+ * writing its directory: its link to lttng-relayd is opened at CREATE (an
+ * absent relay is CREATE's error) and each drain gets a relay output
+ * (attach_output); docs/relay.md.
  */
 #include "daemon_impl.h"
 
@@ -27,6 +31,20 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 		reply(c, seq, -ENOSPC, "all 16 session slots are in use");
 		return;
 	}
+	std::shared_ptr<RelayLink> link;
+	if (!m.relay.empty()) {
+		RelayTarget t;
+		std::string err;
+		if (!parse_relay_target(m.relay, t, err)) {
+			reply(c, seq, -EINVAL, err);
+			return;
+		}
+		link = RelayLink::open(t, m.session, m.hostname.empty() ? hostname_ : m.hostname, kLiveTimerUs, err);
+		if (!link) {
+			reply(c, seq, -ECONNREFUSED, err);
+			return;
+		}
+	}
 	struct stat st;
 	bool existed = stat(m.output_dir.c_str(), &st) == 0;
 	Owner owner;
@@ -43,12 +61,12 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 		owner.uid = c.cred.uid;
 		owner.gid = c.cred.gid;
 	}
-	int r = make_dirs(m.output_dir, 0750, owner);
+	int r = link ? 0 : make_dirs(m.output_dir, 0750, owner);
 	if (r < 0) {
 		reply(c, seq, r, "cannot create " + m.output_dir + ": " + strerror(-r));
 		return;
 	}
-	if (existed) {
+	if (existed && !link) {
 		RepairStats rs = repair_tree(m.output_dir);
 		if (rs.repaired)
 			INFO("repaired %llu torn stream file(s) under %s", static_cast<unsigned long long>(rs.repaired),
@@ -63,10 +81,35 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 	s->channel = m.channel;
 	s->clock = measure_session_clock();
 	s->owner = owner;
+	if (link) {
+		s->relay = std::move(link);
+		s->live_timer_us = kLiveTimerUs;
+	}
+	const std::string where = trace_place(*s);
 	INFO("session %s created (slot %u, %s mode) -> %s", s->name.c_str(), slot,
-	     m.channel.mode == STRATA_MODE_OVERWRITE ? "overwrite" : "discard", s->out.c_str());
+	     m.channel.mode == STRATA_MODE_OVERWRITE ? "overwrite" : "discard", where.c_str());
 	sessions_.push_back(std::move(s));
-	reply(c, seq, 0, m.output_dir);
+	reply(c, seq, 0, where);
+}
+
+std::string trace_place(const Session &s)
+{
+	if (!s.relay)
+		return s.out;
+	const RelayTarget &t = s.relay->target();
+	return "lttng-relayd " + t.host + ":" + std::to_string(t.ctrl_port) + ":" + std::to_string(t.data_port) +
+	       ", trace " + s.relay->base();
+}
+
+// A drain of a relay session sends its sub-trace (the same relative path
+// as on disk) to the relay instead of writing it.  Before d.start().
+void Daemon::attach_output(Session &s, Drain &d)
+{
+	if (!s.relay)
+		return;
+	const std::string &dir = d.dir();
+	std::string rel = dir.compare(0, s.out.size(), s.out) == 0 ? dir.substr(s.out.size()) : "/" + dir;
+	d.set_output(relay_output(s.relay, rel, d.channel(), d.n_lanes(), s.live_timer_us));
 }
 
 void Daemon::do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule r, Target t)
@@ -123,6 +166,13 @@ void Daemon::do_status(Conn &c, uint32_t seq, const proto::Status &m)
 		st.channel = s->channel;
 		st.rules = s->rules;
 		st.n_buffers = static_cast<uint32_t>(s->drains.size());
+		if (s->relay) {
+			const RelayTarget &t = s->relay->target();
+			st.relay = t.host + ":" + std::to_string(t.ctrl_port) + ":" + std::to_string(t.data_port) + " " +
+				   s->relay->base();
+			if (s->relay->broken())
+				st.relay += " (link down: " + s->relay->why_broken() + ")";
+		}
 		for (auto &d : s->drains) {
 			st.packets += d->counters().packets.load(std::memory_order_relaxed);
 			st.bytes += d->counters().bytes.load(std::memory_order_relaxed);
@@ -216,6 +266,9 @@ void Daemon::stop_session(Session &s)
 		packets += d->counters().packets.load(std::memory_order_relaxed);
 	INFO("session %s stopped: %zu buffer(s), %llu packet(s) written", s.name.c_str(), s.drains.size(),
 	     static_cast<unsigned long long>(packets));
+	if (s.relay && s.relay->broken())
+		logf("session %s: the relay link broke (%s); packets it could not send are counted as errors",
+		     s.name.c_str(), s.relay->why_broken().c_str());
 }
 
 // SNAPSHOT: every overwrite-mode buffer of the session, copied as it is

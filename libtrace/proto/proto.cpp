@@ -40,6 +40,7 @@ class Encoder {
 public:
 	std::vector<uint8_t> out;
 	static constexpr bool decoding = false;
+	uint16_t version = kVersion;
 
 	void put(uint64_t v, int n)
 	{
@@ -74,6 +75,7 @@ public:
 	std::string text;
 	static constexpr bool decoding = true;
 
+	uint16_t version = kVersion; // the header's: fields added later are read only from newer peers
 	Decoder(const uint8_t *p_, size_t n_) : p(p_), n(n_) {}
 	bool ok() const { return error == Error::None; }
 	void fail(Error e, const std::string &t)
@@ -229,6 +231,11 @@ template <class A> void io(A &a, Create &m)
 	a.str(m.session, kMaxName);
 	a.str(m.output_dir, kMaxPath);
 	io(a, m.channel);
+	if (a.version >= 3) {
+		a.str(m.relay, kMaxRelay);
+		a.str(m.hostname, kMaxName);
+		a.check(m.hostname.empty() || valid_session_name(m.hostname), "create: invalid hostname");
+	}
 	a.check(valid_session_name(m.session), "create: invalid session name");
 	a.check(!m.output_dir.empty() && m.output_dir[0] == '/', "create: output dir not absolute");
 }
@@ -270,6 +277,8 @@ template <class A> void io(A &a, StatusReply &m)
 		a.u64(s.packets);
 		a.u64(s.bytes);
 		a.u64(s.errors);
+		if (a.version >= 3)
+			a.str(s.relay, kMaxText);
 		a.check(s.slot < kMaxSlots, "status: slot out of range");
 		a.check(s.state <= 2, "status: unknown state");
 	});
@@ -361,6 +370,7 @@ bool valid_channel(const ChannelConfig &c, std::string &why)
 std::vector<uint8_t> encode(const Message &m)
 {
 	Encoder e;
+	e.version = m.version;
 	Body body = m.body; // the shared io() descriptions take non-const references
 	std::visit([&](auto &b) { io(e, b); }, body);
 	Header h;
@@ -438,6 +448,7 @@ DecodeResult decode(const uint8_t *p, size_t n, Message &out)
 	out.version = h.version;
 	emplace_index<0>(out.body, h.type);
 	Decoder d(p + kHeaderSize, h.length);
+	d.version = h.version;
 	std::visit([&](auto &b) { io(d, b); }, out.body);
 	if (d.ok() && d.off != d.n)
 		d.fail(Error::TrailingGarbage,

@@ -32,7 +32,8 @@ constexpr uint32_t kMagic = 0x4c435453u;   // "STCL" little-endian
 // Version 2 adds WAIT and TARGET_RULE (types 17, 18, valid only in version
 // 2 headers) and answers changes at once on a version 2 connection (the
 // controller WAITs explicitly); version 1 peers keep version 1 behaviour.
-constexpr uint16_t kVersion = 2;
+// Version 3 adds CREATE's relay and hostname (streaming to lttng-relayd).
+constexpr uint16_t kVersion = 3;
 constexpr uint16_t kMinVersion = 1;
 constexpr uint16_t kProcessVersion = 1;    // what libstrata speaks (proc_codec)
 constexpr size_t kHeaderSize = 16;
@@ -42,6 +43,7 @@ constexpr size_t kMaxPath = 4095;
 constexpr size_t kMaxPattern = 127;        // STRATA_PATTERN_MAX - 1
 constexpr size_t kMaxFilter = 255;         // STRATA_FILTER_MAX - 1
 constexpr size_t kMaxText = 65535;
+constexpr size_t kMaxRelay = 300;          // "HOST[:CTRL[:DATA]]"
 constexpr uint32_t kMaxSlots = 16;         // STRATA_MAX_SLOTS
 constexpr uint32_t kMaxRules = 32;         // STRATA_MAX_RULES
 constexpr uint32_t kMaxEvents = 65536;
@@ -173,6 +175,11 @@ struct Create {
 	std::string session;
 	std::string output_dir;   // absolute
 	ChannelConfig channel;
+	// Version 3: "HOST[:CTRL[:DATA]]" of an lttng-relayd to stream to ("":
+	// local disk), and the hostname the relay files the trace under ("":
+	// the daemon's).
+	std::string relay{};
+	std::string hostname{};
 };
 struct EnableEvent {
 	std::string session;
@@ -206,7 +213,10 @@ struct SessionStatus {
 	uint32_t n_buffers = 0;   // traced buffers attached so far
 	uint64_t packets = 0;     // packets written
 	uint64_t bytes = 0;
-	uint64_t errors = 0;      // packets rejected by the reader
+	uint64_t errors = 0;      // packets rejected by the reader, or not stored/sent
+	// Version 3: where a relay session streams and whether its link is
+	// down (why); "" for a disk session.
+	std::string relay{};
 };
 struct StatusReply { std::vector<SessionStatus> sessions; };
 struct Reply {

@@ -157,7 +157,7 @@ TEST(Proto, HeaderErrors)
 	EXPECT_EQ(decode_err(b), Error::BadMagic);
 
 	b = ok;
-	b[4] = 3; // version 3 of a non-HELLO message
+	b[4] = kVersion + 1; // a version beyond ours, on a non-HELLO message
 	EXPECT_EQ(decode_err(b), Error::BadVersion);
 	b[4] = 1; // version 1 is still spoken
 	EXPECT_EQ(decode_err(b), Error::None);
@@ -466,4 +466,58 @@ TEST(ProcCodec, FuzzedRepliesNeverCrashAndAreNoLooserThanTheDaemon)
 		}
 	}
 	printf("%llu of 50000 mutated replies accepted\n", static_cast<unsigned long long>(accepted));
+}
+
+// Version 3: CREATE carries the relay and hostname, STATUS the relay line;
+// a version 2 peer neither writes nor reads them (its messages keep their
+// version 2 layout), and a hostile hostname is refused.
+TEST(Proto, CreateRelayFieldsAreVersion3)
+{
+	Create c;
+	c.session = "s";
+	c.output_dir = "/abs";
+	c.relay = "relay.example:5342:5343";
+	c.hostname = "hostA";
+	Message m{1, c};
+	m.version = 3;
+	std::vector<uint8_t> b = encode(m);
+	Message d;
+	ASSERT_TRUE(decode(b.data(), b.size(), d));
+	EXPECT_EQ(std::get<Create>(d.body).relay, c.relay);
+	EXPECT_EQ(std::get<Create>(d.body).hostname, "hostA");
+
+	m.version = 2;
+	std::vector<uint8_t> b2 = encode(m);
+	EXPECT_EQ(b2.size() + 8 + c.relay.size() + c.hostname.size(), b.size()); // two length-prefixed strings fewer
+	ASSERT_TRUE(decode(b2.data(), b2.size(), d));
+	EXPECT_EQ(d.version, 2);
+	EXPECT_TRUE(std::get<Create>(d.body).relay.empty());
+	// A version 3 payload under a version 2 header: trailing bytes, refused.
+	std::vector<uint8_t> mixed = b;
+	mixed[4] = 2;
+	EXPECT_FALSE(decode(mixed.data(), mixed.size(), d));
+
+	c.hostname = "../etc";
+	Message bad{1, c};
+	bad.version = 3;
+	b = encode(bad);
+	DecodeResult r = decode(b.data(), b.size(), d);
+	EXPECT_EQ(r.error, Error::OutOfRange);
+	c.hostname = "";
+	c.relay = std::string(kMaxRelay + 1, 'h');
+	Message big{1, c};
+	big.version = 3;
+	b = encode(big);
+	EXPECT_EQ(decode(b.data(), b.size(), d).error, Error::OutOfRange);
+
+	StatusReply sr;
+	SessionStatus st;
+	st.name = "s";
+	st.relay = "h:1:2 hostA/s-1 (link down: x)";
+	sr.sessions = {st};
+	Message sm{2, sr};
+	sm.version = 3;
+	b = encode(sm);
+	ASSERT_TRUE(decode(b.data(), b.size(), d));
+	EXPECT_EQ(std::get<StatusReply>(d.body).sessions[0].relay, st.relay);
 }

@@ -1,0 +1,64 @@
+/*
+ * output.h - where one drain's sub-trace goes: the local disk, an
+ * lttng-relayd (relay.h), or a snapshot directory (a disk output of a
+ * Drain that is never started).  docs/relay.md, "Outputs".
+ *
+ * Contract:
+ *   - one Output belongs to one Drain and is called only from the thread
+ *     that drains (the drain thread, or the main thread for a snapshot);
+ *     an implementation shared between drains (RelayLink) locks inside.
+ *   - packets arrive whole and validated (header first); write_packets
+ *     stores a prefix of them whole and says how many: a sub-trace never
+ *     holds a torn packet.  What it could not store the caller counts as
+ *     lost (DrainCounters::errors) and the session reports it.
+ *   - metadata is the TSDL text: open() gets the whole first text,
+ *     append_metadata() later event blocks, always before any packet that
+ *     uses them.
+ *   - no call blocks without bound: the disk blocks as the file system
+ *     does, the relay output bounds every send and answer by a timeout and
+ *     then stops trying (relay.h).
+ */
+#ifndef STRATA_CONSUMERD_OUTPUT_H
+#define STRATA_CONSUMERD_OUTPUT_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+struct iovec;
+
+namespace strata {
+
+struct Owner;
+
+class Output {
+public:
+	virtual ~Output() = default;
+	// Create the sub-trace and store its metadata `text`.
+	virtual bool open(const std::string &text, std::string &err) = 0;
+	virtual bool append_metadata(const std::string &text, std::string &err) = 0;
+	// Append n_pkts whole packets of `lane`: iov holds them in order,
+	// ends[i] is the end of packet i counted from the first byte.
+	// Returns how many were stored whole (a prefix); err says why not all.
+	virtual size_t write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends,
+				     size_t n_pkts, std::string &err) = 0;
+	// Live outputs (relay): every live_period_ns() the drain closes the
+	// lanes' open packets (consumer-side close, as lttng's live timer
+	// flushes), sends what that completed, and calls beacon() for each lane
+	// that had nothing: "no event of `lane` before ts_ns" (trace clock,
+	// CLOCK_MONOTONIC ns), so live readers move on.  0: not live.
+	virtual uint64_t live_period_ns() const { return 0; }
+	virtual void beacon(uint32_t lane, uint64_t ts_ns) { (void)lane, (void)ts_ns; }
+	// Flush and release; only beacon() may follow (the end of a live
+	// drain).  Idempotent.
+	virtual void close() = 0;
+};
+
+// Today's layout: `dir`/metadata and `dir`/<channel>_<lane>, created on the
+// first packet, owned by `owner`.
+std::unique_ptr<Output> disk_output(const std::string &dir, const std::string &channel, uint32_t n_lanes,
+				    const Owner &owner);
+
+} // namespace strata
+#endif

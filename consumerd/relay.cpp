@@ -1,0 +1,631 @@
+/*
+ * relay.cpp - see relay.h for the contract, docs/relay.md for the protocol
+ * subset.
+ *
+ * Control messages: a 24-byte header { circuit_id u64 (0), data_size u64,
+ * cmd u32, cmd_version u32 (0) } then data_size bytes; most commands are
+ * answered with a fixed-size reply, SEND_METADATA with none.  Data
+ * messages: a 32-byte header { circuit_id u64 (0), stream_id u64,
+ * net_seq_num u64, data_size u32, padding_size u32 } then the packet.
+ */
+#include "relay.h"
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <vector>
+#include <endian.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "abi/strata_abi.h"
+
+namespace strata {
+
+namespace {
+
+constexpr int kIoTimeoutMs = 3000;      // any one send or answer
+constexpr int kPendingTimeoutMs = 5000; // the relay storing a stream's last packets
+constexpr uint32_t kMajor = 2, kMinor = 10;
+constexpr uint32_t kLttngOk = 10; // LTTNG_OK in lttng's error codes
+
+enum : uint32_t {
+	kAddStream = 1,
+	kCreateSession = 2,
+	kVersion = 5,
+	kSendMetadata = 6,
+	kDataPending = 8,
+	kSendIndex = 13,
+	kStreamsSent = 16,
+};
+
+// Fixed field sizes of the 2.4 create-session and 2.2 add-stream payloads.
+constexpr size_t kSessionNameLen = 255, kHostNameLen = 64;
+constexpr size_t kChannelNameLen = 264, kPathLen = 4096;
+constexpr size_t kPathMax = 255; // the relay's LTTNG_NAME_MAX bound on 2.2 paths
+
+void put64(std::string &s, uint64_t v)
+{
+	v = htobe64(v);
+	s.append(reinterpret_cast<const char *>(&v), 8);
+}
+void put32(std::string &s, uint32_t v)
+{
+	v = htobe32(v);
+	s.append(reinterpret_cast<const char *>(&v), 4);
+}
+void put_name(std::string &s, const std::string &v, size_t field)
+{
+	std::string f(field, '\0');
+	memcpy(&f[0], v.data(), std::min(v.size(), field - 1));
+	s += f;
+}
+uint64_t get64(const uint8_t *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return be64toh(v);
+}
+uint32_t get32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return be32toh(v);
+}
+
+int64_t now_ms()
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+// A TCP connection to host:port within kIoTimeoutMs, non-blocking after.
+int dial(const std::string &host, uint16_t port, std::string &err)
+{
+	struct addrinfo hints = {}, *res = nullptr;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_family = AF_UNSPEC;
+	int r = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+	if (r != 0) {
+		err = "cannot resolve relay host '" + host + "': " + gai_strerror(r);
+		return -1;
+	}
+	int fd = -1;
+	err = "no address";
+	for (struct addrinfo *a = res; a; a = a->ai_next) {
+		fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+		if (fd < 0) {
+			err = strerror(errno);
+			continue;
+		}
+		int e = 0;
+		if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+			e = errno;
+			if (e == EINPROGRESS) {
+				struct pollfd p = {fd, POLLOUT, 0};
+				int n;
+				do
+					n = poll(&p, 1, kIoTimeoutMs);
+				while (n < 0 && errno == EINTR);
+				socklen_t len = sizeof e;
+				if (n == 0)
+					e = ETIMEDOUT;
+				else if (n < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
+					e = errno;
+			}
+		}
+		if (e == 0) {
+			int one = 1;
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+			break;
+		}
+		err = strerror(e);
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		err = "cannot connect to lttng-relayd at " + host + ":" + std::to_string(port) + ": " + err;
+	return fd;
+}
+
+bool path_safe(const std::string &s)
+{
+	return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos;
+}
+
+} // namespace
+
+bool parse_relay_target(const std::string &text, RelayTarget &t, std::string &err)
+{
+	t = RelayTarget();
+	std::string host = text, rest;
+	if (!host.empty() && host[0] == '[') { // [v6addr]:ports
+		size_t e = host.find(']');
+		if (e == std::string::npos) {
+			err = "relay '" + text + "': missing ']'";
+			return false;
+		}
+		rest = host.substr(e + 1);
+		host = host.substr(1, e - 1);
+		if (!rest.empty() && rest[0] != ':') {
+			err = "relay '" + text + "': expected ':' after ']'";
+			return false;
+		}
+		if (!rest.empty())
+			rest = rest.substr(1);
+	} else {
+		size_t c = host.find(':');
+		if (c != std::string::npos) {
+			rest = host.substr(c + 1);
+			host = host.substr(0, c);
+		}
+	}
+	if (host.empty() || host.size() > 253) {
+		err = "relay '" + text + "': expected HOST[:CTRL_PORT[:DATA_PORT]]";
+		return false;
+	}
+	t.host = host;
+	auto port = [&](const std::string &p, uint16_t &out) {
+		char *end = nullptr;
+		errno = 0;
+		unsigned long v = p.empty() ? 0 : strtoul(p.c_str(), &end, 10);
+		if (p.empty() || *end || errno || v == 0 || v > 65535) {
+			err = "relay '" + text + "': bad port '" + p + "'";
+			return false;
+		}
+		out = static_cast<uint16_t>(v);
+		return true;
+	};
+	if (rest.empty())
+		return true;
+	size_t c = rest.find(':');
+	if (!port(rest.substr(0, c), t.ctrl_port))
+		return false;
+	if (c == std::string::npos) {
+		if (t.ctrl_port == 65535) {
+			err = "relay '" + text + "': no data port after 65535";
+			return false;
+		}
+		t.data_port = static_cast<uint16_t>(t.ctrl_port + 1);
+		return true;
+	}
+	return port(rest.substr(c + 1), t.data_port);
+}
+
+std::shared_ptr<RelayLink> RelayLink::open(const RelayTarget &t, const std::string &session,
+					   const std::string &hostname, uint32_t live_timer_us, std::string &err)
+{
+	if (!path_safe(session) || session.size() >= kSessionNameLen || !path_safe(hostname) ||
+	    hostname.size() >= kHostNameLen) {
+		err = "relay: session name and hostname must be path-safe names (hostname < 64 bytes)";
+		return nullptr;
+	}
+	std::shared_ptr<RelayLink> l(new RelayLink());
+	l->target_ = t;
+	l->ctrl_ = dial(t.host, t.ctrl_port, err);
+	if (l->ctrl_ < 0)
+		return nullptr;
+	l->data_ = dial(t.host, t.data_port, err);
+	if (l->data_ < 0)
+		return nullptr;
+	// Version: each side proposes, both use the lower minor.
+	std::string v;
+	put32(v, kMajor);
+	put32(v, kMinor);
+	uint8_t vr[8];
+	if (!l->command(kVersion, v, vr, sizeof vr, err))
+		return nullptr;
+	if (get32(vr) != kMajor || get32(vr + 4) < 4) {
+		err = "relay speaks protocol " + std::to_string(get32(vr)) + "." + std::to_string(get32(vr + 4)) +
+		      ", Strata needs 2.4 or later";
+		return nullptr;
+	}
+	l->minor_ = std::min(kMinor, get32(vr + 4));
+	std::string cs;
+	put_name(cs, session, kSessionNameLen);
+	put_name(cs, hostname, kHostNameLen);
+	put32(cs, live_timer_us);
+	put32(cs, 0); // not a snapshot session
+	uint8_t cr[12];
+	if (!l->command(kCreateSession, cs, cr, sizeof cr, err))
+		return nullptr;
+	if (get32(cr + 8) != kLttngOk) {
+		err = "lttng-relayd refused to create session '" + session + "' (code " + std::to_string(get32(cr + 8)) + ")";
+		return nullptr;
+	}
+	l->relay_session_ = get64(cr);
+	char stamp[32];
+	time_t now = time(nullptr);
+	struct tm tm;
+	localtime_r(&now, &tm);
+	strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+	l->base_ = hostname + "/" + session + "-" + stamp;
+	return l;
+}
+
+RelayLink::~RelayLink()
+{
+	if (ctrl_ >= 0)
+		close(ctrl_);
+	if (data_ >= 0)
+		close(data_);
+}
+
+std::string RelayLink::why_broken()
+{
+	std::lock_guard<std::mutex> g(mu_);
+	return why_;
+}
+
+bool RelayLink::fail(const std::string &why, std::string &err)
+{
+	if (!broken_.load(std::memory_order_relaxed)) {
+		why_ = why;
+		if (ctrl_ >= 0)
+			close(ctrl_);
+		if (data_ >= 0)
+			close(data_);
+		ctrl_ = data_ = -1;
+		// Release: why_ is set before a reader sees broken().
+		broken_.store(true, std::memory_order_release);
+	}
+	err = "relay link down: " + why_;
+	return false;
+}
+
+bool RelayLink::send_bytes(int fd, const void *p, size_t n, const char *what, std::string &err)
+{
+	const char *c = static_cast<const char *>(p);
+	const int64_t deadline = now_ms() + kIoTimeoutMs;
+	while (n) {
+		ssize_t w = ::send(fd, c, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w > 0) {
+			c += w;
+			n -= static_cast<size_t>(w);
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			return fail(std::string("sending ") + what + ": " + strerror(errno), err);
+		const int64_t left = deadline - now_ms();
+		struct pollfd pf = {fd, POLLOUT, 0};
+		if (left <= 0 || (poll(&pf, 1, static_cast<int>(left)) == 0))
+			return fail(std::string("sending ") + what + ": no progress in " + std::to_string(kIoTimeoutMs) + " ms",
+				    err);
+	}
+	return true;
+}
+
+bool RelayLink::recv_bytes(int fd, void *p, size_t n, const char *what, std::string &err)
+{
+	char *c = static_cast<char *>(p);
+	const int64_t deadline = now_ms() + kIoTimeoutMs;
+	while (n) {
+		ssize_t r = ::recv(fd, c, n, MSG_DONTWAIT);
+		if (r > 0) {
+			c += r;
+			n -= static_cast<size_t>(r);
+			continue;
+		}
+		if (r == 0)
+			return fail(std::string("answer to ") + what + ": the relay closed the connection", err);
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return fail(std::string("answer to ") + what + ": " + strerror(errno), err);
+		const int64_t left = deadline - now_ms();
+		struct pollfd pf = {fd, POLLIN, 0};
+		if (left <= 0 || (poll(&pf, 1, static_cast<int>(left)) == 0))
+			return fail(std::string("no answer to ") + what + " in " + std::to_string(kIoTimeoutMs) + " ms", err);
+	}
+	return true;
+}
+
+// mu_ held by the caller, or the link not shared yet (open).
+bool RelayLink::command(uint32_t cmd, const std::string &payload, void *reply, size_t reply_len, std::string &err)
+{
+	if (broken_.load(std::memory_order_acquire))
+		return fail(why_, err);
+	std::string m;
+	put64(m, 0);
+	put64(m, payload.size());
+	put32(m, cmd);
+	put32(m, 0);
+	m += payload;
+	const std::string what = "command " + std::to_string(cmd);
+	if (!send_bytes(ctrl_, m.data(), m.size(), what.c_str(), err))
+		return false;
+	return reply_len == 0 || recv_bytes(ctrl_, reply, reply_len, what.c_str(), err);
+}
+
+bool RelayLink::add_stream(const std::string &channel, const std::string &path, uint64_t &id, std::string &err)
+{
+	if (path.size() >= kPathMax || channel.size() >= kChannelNameLen) {
+		err = "relay: stream path too long for the relay (" + path + ")";
+		return false;
+	}
+	std::string p;
+	put_name(p, channel, kChannelNameLen);
+	put_name(p, path, kPathLen);
+	put64(p, 0); // no tracefile rotation
+	put64(p, 0);
+	uint8_t r[12];
+	std::lock_guard<std::mutex> g(mu_);
+	if (!command(kAddStream, p, r, sizeof r, err))
+		return false;
+	if (get32(r + 8) != kLttngOk) {
+		err = "relay refused stream " + path + "/" + channel + " (code " + std::to_string(get32(r + 8)) + ")";
+		return false;
+	}
+	id = get64(r);
+	return true;
+}
+
+bool RelayLink::streams_sent(std::string &err)
+{
+	uint8_t r[4];
+	std::lock_guard<std::mutex> g(mu_);
+	if (!command(kStreamsSent, std::string(), r, sizeof r, err))
+		return false;
+	if (get32(r) != kLttngOk) {
+		err = "relay refused STREAMS_SENT (code " + std::to_string(get32(r)) + ")";
+		return false;
+	}
+	return true;
+}
+
+bool RelayLink::send_metadata(uint64_t id, const std::string &text, std::string &err)
+{
+	std::string p;
+	put64(p, id);
+	put32(p, 0); // no padding
+	p += text;
+	std::lock_guard<std::mutex> g(mu_);
+	return command(kSendMetadata, p, nullptr, 0, err); // unanswered
+}
+
+bool RelayLink::send_packet(uint64_t id, uint64_t seq, const uint8_t *pkt, size_t n, const RelayIndex &ix,
+			    std::string &err)
+{
+	if (n > UINT32_MAX) {
+		err = "packet too large for the relay's data header";
+		return false;
+	}
+	std::string h;
+	put64(h, 0);
+	put64(h, id);
+	put64(h, seq);
+	put32(h, static_cast<uint32_t>(n));
+	put32(h, 0); // packets are stored whole: no padding to add
+	std::string x;
+	put64(x, id);
+	put64(x, seq);
+	put64(x, ix.packet_size_bits);
+	put64(x, ix.content_size_bits);
+	put64(x, ix.timestamp_begin);
+	put64(x, ix.timestamp_end);
+	put64(x, ix.events_discarded);
+	put64(x, ix.stream_class_id);
+	if (minor_ >= 8) {
+		put64(x, ix.stream_instance_id);
+		put64(x, ix.packet_seq_num);
+	}
+	uint8_t r[4];
+	std::lock_guard<std::mutex> g(mu_);
+	if (broken_.load(std::memory_order_acquire))
+		return fail(why_, err);
+	if (!send_bytes(data_, h.data(), h.size(), "a data header", err) || !send_bytes(data_, pkt, n, "a packet", err))
+		return false;
+	if (!command(kSendIndex, x, r, sizeof r, err))
+		return false;
+	if (get32(r) != kLttngOk) {
+		err = "relay refused a packet index (code " + std::to_string(get32(r)) + ")";
+		return false;
+	}
+	return true;
+}
+
+bool RelayLink::send_beacon(uint64_t id, uint64_t stream_class_id, uint64_t ts, std::string &err)
+{
+	std::string x;
+	put64(x, id);
+	put64(x, UINT64_MAX); // no packet
+	put64(x, 0);          // packet_size 0: a beacon
+	put64(x, 0);
+	put64(x, 0);
+	put64(x, ts); // timestamp_end: nothing before it is still to come
+	put64(x, 0);
+	put64(x, stream_class_id);
+	if (minor_ >= 8) {
+		put64(x, 0);
+		put64(x, 0);
+	}
+	uint8_t r[4];
+	std::lock_guard<std::mutex> g(mu_);
+	if (!command(kSendIndex, x, r, sizeof r, err))
+		return false;
+	return true; // an ignored beacon is no loss
+}
+
+bool RelayLink::wait_stored(uint64_t id, uint64_t last_seq, std::string &err)
+{
+	std::string p;
+	put64(p, id);
+	put64(p, last_seq);
+	uint8_t r[4];
+	// The data connection is not answered: ask until the relay has stored
+	// (data and index) up to last_seq, within a bound.
+	const int64_t deadline = now_ms() + kPendingTimeoutMs;
+	for (;;) {
+		{
+			std::lock_guard<std::mutex> g(mu_);
+			if (!command(kDataPending, p, r, sizeof r, err))
+				return false;
+		}
+		if (get32(r) == 0)
+			return true;
+		if (now_ms() >= deadline) {
+			err = "relay still storing stream " + std::to_string(id) + " after " +
+			      std::to_string(kPendingTimeoutMs) + " ms";
+			return false;
+		}
+		struct timespec ts = {0, 2000000}; // 2 ms between polls of the relay
+		nanosleep(&ts, nullptr);
+	}
+}
+
+namespace {
+
+class RelayOutput : public Output {
+public:
+	RelayOutput(std::shared_ptr<RelayLink> link, const std::string &path, const std::string &channel,
+		    uint32_t n_lanes, uint32_t live_timer_us)
+		: link_(std::move(link)), path_(path), channel_(channel), lanes_(n_lanes),
+		  period_ns_(static_cast<uint64_t>(live_timer_us) * 1000)
+	{
+	}
+	~RelayOutput() override { close(); }
+
+	// The relay hears of the sub-trace with its first packet: its
+	// metadata stream and that lane's stream are published together.
+	// (babeltrace2 2.0.4's live reader, given a trace's metadata stream
+	// alone, never reads the data streams published after it.)  Until
+	// then the metadata text waits here; a process that records nothing
+	// leaves nothing on the relay.
+	bool open(const std::string &text, std::string &err) override
+	{
+		(void)err;
+		pending_meta_ = text;
+		return !link_->broken() || (err = "relay link down: " + link_->why_broken(), false);
+	}
+
+	bool append_metadata(const std::string &text, std::string &err) override
+	{
+		if (!meta_open_) {
+			pending_meta_ += text;
+			return true;
+		}
+		return link_->send_metadata(meta_id_, text, err);
+	}
+
+	size_t write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends, size_t n_pkts,
+			     std::string &err) override
+	{
+		if (lane >= lanes_.size() || n_pkts == 0)
+			return 0;
+		Lane &l = lanes_[lane];
+		if (!meta_open_) {
+			if (!link_->add_stream("metadata", path_, meta_id_, err))
+				return 0;
+			meta_open_ = true;
+			if (!link_->send_metadata(meta_id_, pending_meta_, err))
+				return 0;
+			pending_meta_.clear();
+			pending_meta_.shrink_to_fit();
+		}
+		if (!l.added) {
+			if (!link_->add_stream(channel_ + "_" + std::to_string(lane), path_, l.id, err) ||
+			    !link_->streams_sent(err))
+				return 0;
+			l.added = true;
+		}
+		// The packets, contiguous (drain.cpp hands one piece today).
+		const uint8_t *base;
+		if (n_iov == 1) {
+			base = static_cast<const uint8_t *>(iov[0].iov_base);
+		} else {
+			flat_.clear();
+			for (int i = 0; i < n_iov; i++)
+				flat_.insert(flat_.end(), static_cast<const uint8_t *>(iov[i].iov_base),
+					     static_cast<const uint8_t *>(iov[i].iov_base) + iov[i].iov_len);
+			base = flat_.data();
+		}
+		size_t at = 0, k = 0;
+		for (; k < n_pkts; at = ends[k++]) {
+			const size_t len = ends[k] - at;
+			strata_packet_header h;
+			if (len < sizeof h) {
+				err = "packet shorter than its header";
+				break;
+			}
+			memcpy(&h, base + at, sizeof h);
+			RelayIndex ix;
+			// The relay's index must match the bytes it stores.
+			ix.packet_size_bits = static_cast<uint64_t>(len) * 8;
+			ix.content_size_bits = std::min<uint64_t>(h.content_size, ix.packet_size_bits);
+			ix.timestamp_begin = h.timestamp_begin;
+			ix.timestamp_end = h.timestamp_end;
+			ix.events_discarded = h.events_discarded;
+			ix.stream_class_id = h.stream_id;
+			ix.stream_instance_id = h.stream_instance_id;
+			ix.packet_seq_num = h.packet_seq_num;
+			if (!link_->send_packet(l.id, l.next_seq, base + at, len, ix, err))
+				break;
+			l.next_seq++;
+			l.stream_class = h.stream_id;
+		}
+		return k;
+	}
+
+	uint64_t live_period_ns() const override { return period_ns_; }
+
+	void beacon(uint32_t lane, uint64_t ts_ns) override
+	{
+		if (lane >= lanes_.size() || link_->broken())
+			return;
+		const Lane &l = lanes_[lane];
+		// The relay ignores beacons of streams without packets.
+		std::string err;
+		if (l.added && l.next_seq > 0)
+			link_->send_beacon(l.id, l.stream_class, ts_ns, err);
+	}
+
+	// The streams stay open on the relay until the session's link closes
+	// (DESTROY): lttng-relayd 2.13 drops a closed stream of a pre-2.11
+	// peer from under a live reader that has not read it all.  Here only
+	// wait until the relay stored every packet sent (a stop's promise).
+	void close() override
+	{
+		std::string err;
+		if (closed_)
+			return;
+		closed_ = true;
+		for (Lane &l : lanes_)
+			if (l.added && l.next_seq > 0 && !link_->broken() && !link_->wait_stored(l.id, l.next_seq - 1, err))
+				fprintf(stderr, "strata-consumerd: relay: %s: %s\n", path_.c_str(), err.c_str());
+	}
+
+private:
+	struct Lane {
+		bool added = false;
+		uint64_t id = 0, next_seq = 0, stream_class = 0;
+	};
+	std::shared_ptr<RelayLink> link_;
+	std::string path_, channel_;
+	std::vector<Lane> lanes_;
+	std::vector<uint8_t> flat_;
+	std::string pending_meta_;
+	uint64_t meta_id_ = 0;
+	bool meta_open_ = false;
+	bool closed_ = false; // close() waited; beacons may still follow (drain.cpp)
+	uint64_t period_ns_;
+};
+
+} // namespace
+
+std::unique_ptr<Output> relay_output(std::shared_ptr<RelayLink> link, const std::string &rel_path,
+				     const std::string &channel, uint32_t n_lanes, uint32_t live_timer_us)
+{
+	std::string path = link->base() + rel_path;
+	return std::make_unique<RelayOutput>(std::move(link), path, channel, n_lanes, live_timer_us);
+}
+
+} // namespace strata

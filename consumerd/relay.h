@@ -1,0 +1,111 @@
+/*
+ * relay.h - streaming a session to a running lttng-relayd (docs/relay.md).
+ *
+ * A RelayLink is one session's pair of TCP connections to the relay:
+ * control (commands and their answers, metadata, packet indexes) and data
+ * (packets, each behind a data header).  It speaks the subset of
+ * lttng-relayd's protocol 2.x that a pre-2.11 peer uses (version 2.10:
+ * streams carry their whole path, no trace chunks), written from reading
+ * lttng-tools' headers; every field is big-endian.
+ *
+ * Contract:
+ *   - made and destroyed on the daemon's main thread (CREATE, DESTROY);
+ *     shared (shared_ptr) by the session and the RelayOutputs of its
+ *     drains, whose threads call it concurrently: one mutex serialises
+ *     every exchange, so a packet's data and its index leave in that order
+ *     and answers are read by the thread that asked.
+ *   - nothing blocks without bound: every send and every answer has a
+ *     deadline (kIoTimeoutMs); a failure or timeout breaks the link for
+ *     good (both sockets closed, the reason kept).  After that every call
+ *     fails at once and the drains count their packets as lost.  No
+ *     reconnection: the relay's stream state (ids, sequence numbers) died
+ *     with the connection.
+ *   - the relay's answers are hostile input: sizes are fixed, codes
+ *     checked, nothing is trusted beyond them.
+ */
+#ifndef STRATA_CONSUMERD_RELAY_H
+#define STRATA_CONSUMERD_RELAY_H
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "output.h"
+
+namespace strata {
+
+struct RelayTarget {
+	std::string host;
+	uint16_t ctrl_port = 5342;
+	uint16_t data_port = 5343;
+};
+
+// "HOST[:CTRL[:DATA]]" (DATA defaults to CTRL+1 when CTRL is given).
+// False with err on a malformed text.
+bool parse_relay_target(const std::string &text, RelayTarget &t, std::string &err);
+
+// The per-packet facts a relay index carries (CTF packet context).
+struct RelayIndex {
+	uint64_t packet_size_bits = 0, content_size_bits = 0;
+	uint64_t timestamp_begin = 0, timestamp_end = 0;
+	uint64_t events_discarded = 0, stream_class_id = 0;
+	uint64_t stream_instance_id = 0, packet_seq_num = 0;
+};
+
+class RelayLink {
+public:
+	// Connect both sockets, negotiate the version, create the relay
+	// session `session` for `hostname` (both path-safe names) with the
+	// live timer `live_timer_us` (> 0: viewers may attach live).
+	static std::shared_ptr<RelayLink> open(const RelayTarget &t, const std::string &session,
+					       const std::string &hostname, uint32_t live_timer_us, std::string &err);
+	~RelayLink();
+
+	// "HOSTNAME/SESSION-YYYYmmdd-HHMMSS": the trace's directory under the
+	// relay's output directory; sub-traces add their relative path to it.
+	const std::string &base() const { return base_; }
+	const RelayTarget &target() const { return target_; }
+
+	bool add_stream(const std::string &channel, const std::string &path, uint64_t &id, std::string &err);
+	bool streams_sent(std::string &err);
+	bool send_metadata(uint64_t id, const std::string &text, std::string &err);
+	// One whole packet on the data connection, then its index on the
+	// control connection.
+	bool send_packet(uint64_t id, uint64_t seq, const uint8_t *p, size_t n, const RelayIndex &ix, std::string &err);
+	// Live: "nothing new up to ts" for a stream that has sent packets.
+	bool send_beacon(uint64_t id, uint64_t stream_class_id, uint64_t ts, std::string &err);
+	// Wait (bounded) until the relay stored packets up to last_seq.
+	// Streams are not closed one by one: closing the link closes them.
+	bool wait_stored(uint64_t id, uint64_t last_seq, std::string &err);
+
+	bool broken() const { return broken_.load(std::memory_order_acquire); }
+	std::string why_broken();
+
+private:
+	RelayLink() = default;
+	bool fail(const std::string &why, std::string &err); // mu_ held
+	bool command(uint32_t cmd, const std::string &payload, void *reply, size_t reply_len, std::string &err);
+	bool send_bytes(int fd, const void *p, size_t n, const char *what, std::string &err);
+	bool recv_bytes(int fd, void *p, size_t n, const char *what, std::string &err);
+
+	RelayTarget target_;
+	std::string base_;
+	uint32_t minor_ = 0;
+	uint64_t relay_session_ = 0;
+	std::mutex mu_;
+	int ctrl_ = -1, data_ = -1; // guarded by mu_
+	std::string why_;           // guarded by mu_
+	// Set under mu_ (release) when the link breaks; read without it
+	// (acquire) so a broken link fails fast.
+	std::atomic<bool> broken_{false};
+};
+
+// The relay output of one sub-trace: its streams ("metadata" and one per
+// lane, added on the lane's first packet) under link->base() + `rel_path`.
+std::unique_ptr<Output> relay_output(std::shared_ptr<RelayLink> link, const std::string &rel_path,
+				     const std::string &channel, uint32_t n_lanes, uint32_t live_timer_us);
+
+} // namespace strata
+#endif

@@ -1,0 +1,274 @@
+"""Streaming to a real lttng-relayd (strata create/record --relay), issue 13.
+
+A relayd is started on free loopback ports with its own output directory.
+The workload is control_snap_app (numbered snap:tick events on command).
+
+Oracles:
+  - no relayd listening: `strata create --relay` exits 1 saying it cannot
+    connect, and no session is left behind;
+  - session A (hostname hostA, small sub-buffers) is followed live by
+    `babeltrace2 --input-format=lttng-live`: once it shows an event (seq
+    `first`: a viewer attaching to a running session starts at its newest
+    packets), a batch of 1000 is read live, in order, while the process is
+    still running; after stop/destroy the live reader ends by itself with
+    exactly seq first..last in order and nothing on stderr;
+  - session M: strata-demo with 4 threads (4 lanes) followed live: all 8001
+    events shown before stop (quiet and ended lanes do not hold the reader:
+    beacons), no warning or error logged by the reader;
+  - session B (`strata record --relay --hostname hostB`) streams 500 events;
+  - the relayd's output directory holds hostA/ and hostB/; babeltrace2 reads
+    it whole with nothing on stderr, and each host's trace is exactly its
+    events in order (3000 and 500);
+  - relayd killed mid-session: the traced process keeps answering and exits
+    normally, `strata stop` returns in bounded time, and `strata status`
+    reports the link down and a non-zero count of packets not sent.
+"""
+import argparse
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import bt2
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from strata_testlib import Checks, start_daemon, wait_for  # noqa: E402
+
+
+def free_ports(n):
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def listening(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def seqs_of(path):
+    seqs = []
+    for msg in bt2.TraceCollectionMessageIterator(path):
+        if type(msg) is bt2._EventMessageConst and msg.event.name == "snap:tick":
+            seqs.append(int(msg.event.payload_field["seq"]))
+    return seqs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--strata", required=True)
+    ap.add_argument("--consumerd", required=True)
+    ap.add_argument("--app", required=True)
+    ap.add_argument("--babeltrace2", required=True)
+    ap.add_argument("--relayd", default="/usr/bin/lttng-relayd")
+    ap.add_argument("--demo", default="")
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="strata-relay-")
+    env = dict(os.environ)
+    env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "consumerd.sock")
+    env.pop("STRATA_EARLY", None)
+    renv = dict(os.environ)
+    renv["LTTNG_HOME"] = work  # the relayd's own sockets stay in our directory
+    check = Checks()
+    d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
+    ctrl, data, live, dead = free_ports(4)
+    out = os.path.join(work, "relayd-out")
+    relayd = None
+    readers = []
+
+    def strata(*args, ok=True, timeout=60, **kw):
+        r = subprocess.run([a.strata] + list(args), env=env, capture_output=True, text=True, timeout=timeout, **kw)
+        if ok and r.returncode != 0:
+            sys.exit("FAIL: strata %s: %s" % (" ".join(args), r.stderr))
+        return r
+
+    try:
+        # 1. nothing listening
+        r = strata("create", "nobody", "--relay", "127.0.0.1:%d:%d" % (dead, dead + 1), ok=False)
+        check(r.returncode == 1 and "cannot connect to lttng-relayd" in r.stderr,
+              "no relayd: create exits 1 with a clear error (%r)" % r.stderr.strip())
+        check("nobody" not in strata("status").stdout, "no relayd: no session left behind")
+        check(strata("create", "bad", "--relay", "127.0.0.1:x", ok=False).returncode == 1,
+              "a malformed relay address is refused")
+
+        relayd = subprocess.Popen([a.relayd, "-C", "tcp://127.0.0.1:%d" % ctrl, "-D", "tcp://127.0.0.1:%d" % data,
+                                   "-L", "tcp://127.0.0.1:%d" % live, "-o", out],
+                                  env=renv, stdout=subprocess.DEVNULL,
+                                  stderr=open(os.path.join(work, "relayd.err"), "w"))
+        wait_for(lambda: listening(ctrl) and listening(live), "lttng-relayd listening")
+        relay = "127.0.0.1:%d:%d" % (ctrl, data)
+
+        # 2. session A, followed live
+        strata("create", "sa", "--relay", relay, "--hostname", "hostA", "--subbuf-size", "4096",
+               "--subbuf-count", "32")
+        strata("enable-event", "sa", "snap:*")
+        strata("start", "sa")
+        live_out = open(os.path.join(work, "live.out"), "w+")
+        live_err = open(os.path.join(work, "live.err"), "w+")
+        # Line-buffered so that what it printed can be polled while it runs.
+        reader = subprocess.Popen(["stdbuf", "-oL", a.babeltrace2, "--input-format=lttng-live",
+                                   "net://127.0.0.1:%d/host/hostA/sa" % live], stdout=live_out, stderr=live_err)
+        readers.append(reader)
+        app = subprocess.Popen([a.app], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        check(app.stdout.readline().strip() == "ready", "A: the process started")
+
+        def live_seqs():
+            with open(live_out.name) as f:
+                return [int(m) for m in re.findall(r"seq = (\d+)", f.read())]
+
+        def emit(n):
+            app.stdin.write("%d\n" % n)
+            app.stdin.flush()
+            return int(app.stdout.readline())
+        # A viewer attaching to a running session starts at its newest
+        # packets (lttng-live "seek last"): emit small batches until the
+        # reader shows one, wherever it started.
+        last = -1
+        for _ in range(120):
+            last = emit(10)
+            deadline = time.monotonic() + 1.5  # one live period (1 s) and margin
+            while not live_seqs() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if live_seqs():
+                break
+        first = live_seqs()[0] if live_seqs() else None
+        check(first is not None, "A: the live reader shows events while the session records (from seq %s)" % first)
+        last = emit(1000)
+        wait_for(lambda: live_seqs() and live_seqs()[-1] == last, "A: the live reader follows to seq %d" % last)
+        check(live_seqs() == list(range(first, last + 1)) and app.poll() is None,
+              "A: seq %d..%d read live, in order, while the process runs" % (first, last))
+        last = emit(2000)
+        app.stdin.close()
+        check(app.wait(timeout=30) == 0, "A: the process exited normally")
+        strata("stop", "sa")
+        # Stopped: every packet is on the relay (stop waits for that) and
+        # the streams are closed; the reader gets them all before the
+        # session goes (babeltrace2 2.0 drops what it has not read yet when
+        # the session closes under it: docs/relay.md).
+        wait_for(lambda: reader.poll() is not None or (live_seqs() and live_seqs()[-1] == last),
+                 "A: the live reader reaches seq %d after stop" % last)
+        strata("destroy", "sa")
+        check(reader.wait(timeout=60) == 0, "A: the live reader ended by itself when the session closed")
+        live_err.seek(0)
+        err = live_err.read()
+        s = live_seqs()
+        check(s == list(range(first, last + 1)) and err == "",
+              "A: live reader got exactly seq %d..%d in order (%d events), stderr empty (%r)" %
+              (first, last, len(s), err[:300]))
+        n_a = last + 1
+
+        # 2b. several lanes (threads) followed live: lanes that go quiet
+        # or end must not hold the reader back (beacons), nor make it warn.
+        if a.demo:
+            strata("create", "sm", "--relay", relay, "--hostname", "hostM")
+            strata("enable-event", "sm", "demo:*")
+            strata("start", "sm")
+            m_out = open(os.path.join(work, "live-m.out"), "w+")
+            m_err = open(os.path.join(work, "live-m.err"), "w+")
+            # At log level INFO the reader says when it is attached ("Getting
+            # 0 new streams"): the demo starts after that, so the reader sees
+            # its streams from their start (a reader attaching to existing
+            # streams starts at their newest packets).
+            mreader = subprocess.Popen(["stdbuf", "-oL", "-eL", a.babeltrace2, "-l", "I", "--input-format=lttng-live",
+                                        "net://127.0.0.1:%d/host/hostM/sm" % live], stdout=m_out, stderr=m_err)
+            readers.append(mreader)
+
+            def m_log():
+                with open(m_err.name) as f:
+                    return f.read()
+            wait_for(lambda: "Getting 0 new streams" in m_log(), "M: the live reader attached")
+            r = subprocess.run([a.demo, "--threads", "4", "--events", "2000"], env=env, capture_output=True,
+                               text=True, timeout=60)
+            check(r.returncode == 0, "M: strata-demo with 4 threads ran")
+
+            def m_events():
+                with open(m_out.name) as f:
+                    return sum(1 for line in f if " demo:" in line)
+            wait_for(lambda: m_events() >= 8001, "M: the live reader shows all 8001 demo events", timeout=30)
+            check(m_events() == 8001, "M: 4 lanes read live, 8001 events, before stop (%d)" % m_events())
+            strata("stop", "sm")
+            strata("destroy", "sm")
+            check(mreader.wait(timeout=60) == 0, "M: the live reader ended by itself")
+            bad = [line for line in m_log().splitlines() if re.search(r" [WEF] [A-Z]", line)]
+            check(not bad and m_events() == 8001, "M: no warning or error from the live reader (%r)" % bad[:3])
+
+        # 3. session B through strata record
+        r = strata("record", "--relay", relay, "--hostname", "hostB", "-e", "snap:*", "--", a.app, input="500\n")
+        check("streamed to lttng-relayd" in r.stderr, "B: record says where the trace went")
+
+        # 4. what the relayd wrote
+        hosts = sorted(os.listdir(out))
+        want = ["hostA", "hostB"] + (["hostM"] if a.demo else [])
+        check(hosts == want, "one relayd output directory with every host (%s)" % hosts)
+        bt = subprocess.run([a.babeltrace2, out], capture_output=True, text=True, timeout=120)
+        n_m = 8001 if a.demo else 0
+        check(bt.returncode == 0 and bt.stderr == "" and bt.stdout.count("snap:tick") == n_a + 500 and
+              bt.stdout.count(" demo:") == n_m,
+              "babeltrace2 reads the relayd's whole output: %d + %d events, stderr empty (%r)" %
+              (n_a + 500, n_m, bt.stderr[:300]))
+        sa, sb = seqs_of(os.path.join(out, "hostA")), seqs_of(os.path.join(out, "hostB"))
+        check(sa == list(range(n_a)), "hostA's trace on the relayd: exactly seq 0..%d in order (%d)" % (n_a - 1, len(sa)))
+        check(sb == list(range(500)), "hostB's trace on the relayd: exactly seq 0..499 in order (%d)" % len(sb))
+
+        # 5. relayd killed mid-session
+        strata("create", "sk", "--relay", relay, "--hostname", "hostK", "--subbuf-size", "4096",
+               "--subbuf-count", "32")
+        strata("enable-event", "sk", "snap:*")
+        strata("start", "sk")
+        app = subprocess.Popen([a.app], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        check(app.stdout.readline().strip() == "ready", "K: the process started")
+        app.stdin.write("2000\n")
+        app.stdin.flush()
+        app.stdout.readline()
+
+        def packets_sent():
+            m = re.search(r"recorded: \d+ buffer\(s\), (\d+) packet", strata("status", "sk").stdout)
+            return int(m.group(1)) if m else 0
+        wait_for(lambda: packets_sent() > 0, "K: packets reach the relay before it dies")
+        relayd.kill()
+        relayd.wait()
+        t0 = time.monotonic()
+        for _ in range(5):  # keeps emitting full packets towards a dead relay
+            app.stdin.write("5000\n")
+            app.stdin.flush()
+            app.stdout.readline()
+        check(time.monotonic() - t0 < 20, "K: the traced process is not slowed down by the dead relay")
+        app.stdin.close()
+        check(app.wait(timeout=30) == 0, "K: the process exited normally")
+        t0 = time.monotonic()
+        strata("stop", "sk", timeout=60)
+        check(time.monotonic() - t0 < 30, "K: stop returned in bounded time (%.1f s)" % (time.monotonic() - t0))
+        st = strata("status", "sk").stdout
+        m = re.search(r"(\d+) rejected packet", st)
+        check(m is not None and int(m.group(1)) > 0 and "link down" in st,
+              "K: status reports the link down and the packets not sent (%s)" %
+              " / ".join(l.strip() for l in st.splitlines() if "recorded" in l or "relay" in l))
+        strata("destroy", "sk")
+    finally:
+        for p in readers:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if relayd and relayd.poll() is None:
+            relayd.kill()
+            relayd.wait()
+        d.send_signal(signal.SIGTERM)
+        d.wait(timeout=30)
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()
