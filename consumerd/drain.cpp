@@ -288,7 +288,7 @@ void Drain::update_metadata()
 		warn(dir_, "descriptor rejected: " + e);
 	if (events.empty())
 		return;
-	std::string text = ctf_metadata_events(stream_id_, events);
+	std::string text = ctf_metadata_events(stream_id_, events, env_);
 	if (!write_all(metadata_fd_, text.data(), text.size())) {
 		counters_.errors.fetch_add(1, std::memory_order_relaxed);
 		warn(dir_, std::string("cannot append to metadata: ") + strerror(errno));

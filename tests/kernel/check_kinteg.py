@@ -59,7 +59,12 @@ def events(path):
     for msg in bt2.TraceCollectionMessageIterator(path):
         if type(msg) is bt2._EventMessageConst:
             ev = msg.event
-            out.append((ev.name, msg.default_clock_snapshot.value,
+            # Kernel events are named as lttng-modules names them (no
+            # provider): tell them apart here by their sub-trace's domain.
+            name = ev.name
+            if str(ev.stream.trace.environment["domain"]) == "kernel":
+                name = "kernel:" + name
+            out.append((name, msg.default_clock_snapshot.value,
                         int(ev.common_context_field["vtid"]), ev.payload_field))
         elif type(msg) is bt2._DiscardedEventsMessageConst:
             lost += msg.count or 0
@@ -167,7 +172,7 @@ def check_causal(d, clock):
             tid = int(ev.common_context_field["vtid"])
             if ev.name == "kcausal:before":
                 user[(tid, int(ev.payload_field["seq"]))] = ts
-            elif ev.name == "kernel:sys_enter" and int(ev.payload_field["id"]) == SYS_GETPPID:
+            elif ev.name == "sys_enter" and str(env["domain"]) == "kernel" and int(ev.payload_field["id"]) == SYS_GETPPID:
                 kern.append((tid, int(ev.payload_field["args"][0]), ts))
         elif type(msg) is bt2._DiscardedEventsMessageConst:
             lost += msg.count or 0

@@ -1,14 +1,23 @@
 #!/bin/sh
-# guest-kinteg.sh STRATA DEMO CAUSAL CONSUMERD ASYNC_APP KWAIT - the
+# guest-kinteg.sh STRATA DEMO CAUSAL CONSUMERD ASYNC_APP KWAIT SYSNAMES - the
 # in-guest half of the kernel integration tests (kernel.kinteg_*): record
 # with `strata record` while strata.ko is loaded; the traces land in
 # $STRATA_VM_OUT/kinteg and are checked on the host, after the VM, by
 # check_kinteg.py (bt2 under TCG emulation would cost minutes).  The
 # acknowledgement test (kinteg_ack) is decided here (PASS/FAIL line).
 set -u
-strata=$1 demo=$2 causal=$3 consumerd=$4 async_app=$5 kwait=$6
+strata=$1 demo=$2 causal=$3 consumerd=$4 async_app=$5 kwait=$6 sysnames=$7
 o=$STRATA_VM_OUT/kinteg
 rm -rf "$o" && mkdir -p "$o" || exit 1
+
+# (s) named syscalls and the other kernel events, as lttng-modules names
+# them: a static workload makes exactly 1000 + 2 openat calls
+# (kinteg_sysnames.c); checked on the host with babeltrace2 and the
+# lttng-analyses scripts (check_kinteg.py sysnames, lttng_analyses).
+"$strata" record -o "$o/sysnames" -e 'kernel:sched_*' -e 'kernel:syscall_*' -e 'kernel:irq_*' \
+	-e 'kernel:softirq_*' -e 'kernel:timer_*' -e 'kernel:block_*' -- "$sysnames" 1000 \
+	> "$o/sysnames.out" 2> "$o/sysnames.err"
+echo $? > "$o/sysnames.rc"
 
 # (a) user and kernel events of one command in one session directory; the
 # kernel buffer takes the session's sub-buffer count (SET_RULES V2).

@@ -366,7 +366,7 @@ BtResult babeltrace(const Drained &d)
 	char line[4096];
 	while (fgets(line, sizeof line, p)) {
 		b.lines++;
-		if (strstr(line, "kernel:sched_switch:") && strstr(line, "next_tid = "))
+		if (strstr(line, " sched_switch:") && strstr(line, "next_tid = "))
 			b.switches++;
 	}
 	b.rc = pclose(p);

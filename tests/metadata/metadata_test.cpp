@@ -129,7 +129,7 @@ TEST(Metadata, HandEncodedPacketReadsBackInBabeltrace2)
 	{
 		std::ofstream m(dir + "/metadata");
 		m << ctf_metadata(uuid, clock, env, 0, {evs[0]});
-		m << ctf_metadata_events(0, {evs[1]}); // appended later, as after a dlopen
+		m << ctf_metadata_events(0, {evs[1]}, env); // appended later, as after a dlopen
 	}
 
 	// Packet: header, then two records and a tick.
