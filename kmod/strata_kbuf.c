@@ -58,9 +58,11 @@
 #include <linux/interrupt.h>
 #include <linux/timer.h>
 #include <linux/compat.h>
+#include <linux/ctype.h>
 #include <linux/file.h>
 #include <linux/glob.h>
 #include <linux/irq_work.h>
+#include <linux/kprobes.h>
 #include <linux/kref.h>
 #include <linux/mm.h>
 #include <linux/module.h>
@@ -121,6 +123,7 @@ struct strata_kbuf {
 	u32 n_lanes, n_subbuf;
 	u64 subbuf_size, lane_stride;
 	u8 uuid[16];
+	u64 desc_used;                  /* private copy; ctl mutex */
 	struct strata_buffer_header *hdr;
 	struct strata_lane_ctl *lanes;
 	u8 *data;
@@ -317,15 +320,49 @@ static u32 strata_ksys_nr_max;
 static u64 strata_desc_capacity;                /* bytes, page-aligned */
 static DEFINE_PER_CPU(struct strata_sysstr, strata_sysstr);
 
+/* Dynamic kernel probes: rule pattern "kernel:kprobe_<symbol>" (no glob
+ * character), CAP_SYS_ADMIN slots only.  An entry is created the first time
+ * a rule names it and lives until unload (its id and descriptor stay); its
+ * kprobe is registered while some slot wants it and unregistered by the
+ * disarm work as tracepoints are.  Event "kprobe_<symbol>", field ip.
+ * Entries are added under the ctl mutex; probes read the table only
+ * through the ids of registered kprobes.
+ */
+#define STRATA_MAX_KPROBES 32u
+#define STRATA_KSYM_MAX 128u
+#define STRATA_KPROBE_PREFIX "kernel:kprobe_"
+
+struct strata_kprobe_ev {
+	struct kprobe kp;
+	struct strata_kevent ev;
+	u32 id;
+	bool registered;                /* under strata_arm_lock */
+	char sym[STRATA_KSYM_MAX];
+	char name[sizeof("kprobe_") + STRATA_KSYM_MAX];
+};
+
+static const struct strata_kfield kf_kprobe[] = { KF_HEX("ip", 64) };
+static struct strata_kprobe_ev strata_kprobes[STRATA_MAX_KPROBES];
+static u32 strata_n_kprobes;    /* entries in use; ctl mutex */
+
+/* Fixed events: tracepoints, then the named syscalls. */
 static u32 strata_n_events(void)
 {
 	return KEV_COUNT + 2 * strata_n_ksys;
+}
+
+/* Every event, kprobes included (ctl mutex). */
+static u32 strata_n_all_events(void)
+{
+	return strata_n_events() + strata_n_kprobes;
 }
 
 static struct strata_kevent *strata_kev(u32 id)
 {
 	if (id < KEV_COUNT)
 		return &strata_kevents[id];
+	if (id >= strata_n_events())
+		return &strata_kprobes[id - strata_n_events()].ev;
 	id -= KEV_COUNT;
 	return id & 1 ? &strata_ksys[id / 2].exit : &strata_ksys[id / 2].entry;
 }
@@ -1180,12 +1217,13 @@ static struct strata_kbuf *strata_kbuf_alloc(unsigned int slot, u32 subbuf_size,
 	kb->lanes = kb->mem + lanes_off;
 	kb->data = kb->mem + data_off;
 
-	for (i = 0; i < strata_n_events(); i++) {
+	for (i = 0; i < strata_n_all_events(); i++) {
 		n = strata_put_desc(kb->mem + PAGE_ALIGN(sizeof(*kb->hdr)), desc_used,
 				    strata_desc_capacity, i, strata_kev(i));
 		WARN_ON_ONCE(!n);
 		desc_used += n;
 	}
+	kb->desc_used = desc_used;
 	kb->hdr->magic = STRATA_ABI_MAGIC;
 	kb->hdr->abi_major = STRATA_ABI_MAJOR;
 	kb->hdr->abi_minor = STRATA_ABI_MINOR;
@@ -1283,6 +1321,102 @@ static void strata_arm(struct strata_kevent *ev, bool want)
 		ev->armed = want;
 }
 
+/* Probe context: preemption (and maybe interrupts) disabled; kprobes
+ * does not re-enter a handler on the CPU it runs on.
+ */
+static int strata_kprobe_handler(struct kprobe *p, struct pt_regs *regs)
+{
+	struct strata_kprobe_ev *k = container_of(p, struct strata_kprobe_ev, kp);
+	union strata_kval v[1] = { { .u = (unsigned long)p->addr } };
+
+	strata_emit(k->id, v);
+	return 0;
+}
+
+static void strata_kprobe_arm(struct strata_kprobe_ev *k, bool want)
+{
+	int ret;
+
+	lockdep_assert_held(&strata_arm_lock);
+	if (want == k->registered)
+		return;
+	if (!want) {
+		unregister_kprobe(&k->kp);
+		k->registered = false;
+		return;
+	}
+	/* A kprobe is registered from a clean struct each time. */
+	memset(&k->kp, 0, sizeof(k->kp));
+	k->kp.symbol_name = k->sym;
+	k->kp.pre_handler = strata_kprobe_handler;
+	ret = register_kprobe(&k->kp);
+	if (ret)
+		pr_warn("kprobe on %s: %d\n", k->sym, ret);
+	else
+		k->registered = true;
+}
+
+static bool strata_ksym_ok(const char *s)
+{
+	size_t i, n = strnlen(s, STRATA_KSYM_MAX);
+
+	if (!n || n >= STRATA_KSYM_MAX)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!isalnum(s[i]) && s[i] != '_' && s[i] != '.')
+			return false;
+	return true;
+}
+
+/* Ctl mutex: an entry for every kprobe an enabled rule names that has
+ * none yet, its descriptor appended to every existing buffer (release:
+ * the record before the size that shows it; pairs with the consumer's
+ * acquire load of desc_used).
+ */
+static void strata_kprobes_add(const struct strata_kabi_rule *rules, u32 n_rules)
+{
+	const size_t plen = strlen(STRATA_KPROBE_PREFIX);
+	u32 r, i, s;
+
+	for (r = 0; r < n_rules; r++) {
+		const char *sym = rules[r].pattern + plen;
+		struct strata_kprobe_ev *k;
+
+		if (!rules[r].enable || strncmp(rules[r].pattern, STRATA_KPROBE_PREFIX, plen) ||
+		    !strata_ksym_ok(sym))
+			continue;
+		for (i = 0; i < strata_n_kprobes; i++)
+			if (!strcmp(strata_kprobes[i].sym, sym))
+				break;
+		if (i < strata_n_kprobes)
+			continue;
+		if (strata_n_kprobes == STRATA_MAX_KPROBES) {
+			pr_warn("kprobe on %s: at most %u kprobes\n", sym, STRATA_MAX_KPROBES);
+			continue;
+		}
+		k = &strata_kprobes[strata_n_kprobes];
+		strscpy(k->sym, sym, sizeof(k->sym));
+		snprintf(k->name, sizeof(k->name), "kprobe_%s", sym);
+		k->ev.name = k->name;
+		k->ev.fields = kf_kprobe;
+		k->ev.n_fields = ARRAY_SIZE(kf_kprobe);
+		k->id = strata_n_events() + strata_n_kprobes;
+		WRITE_ONCE(strata_n_kprobes, strata_n_kprobes + 1);
+		for (s = 0; s < STRATA_KABI_MAX_SLOTS; s++) {
+			struct strata_kbuf *kb = rcu_dereference_protected(strata_kbufs[s], 1);
+			u32 n;
+
+			if (!kb)
+				continue;
+			n = strata_put_desc(kb->mem + PAGE_ALIGN(sizeof(*kb->hdr)), kb->desc_used,
+					    strata_desc_capacity, k->id, &k->ev);
+			WARN_ON_ONCE(!n);
+			kb->desc_used += n;
+			smp_store_release(&kb->hdr->desc_used, kb->desc_used);
+		}
+	}
+}
+
 void strata_kbuf_apply_rules(unsigned int slot, const struct strata_kabi_rule *rules,
 			     u32 n_rules, bool admin, u32 subbuf_size, u32 n_subbuf)
 {
@@ -1294,12 +1428,14 @@ void strata_kbuf_apply_rules(unsigned int slot, const struct strata_kabi_rule *r
 	WARN_ONCE(READ_ONCE(strata_kbuf_broken),
 		  "strata: kernel events disabled: a record did not fit an empty packet");
 
+	if (admin)
+		strata_kprobes_add(rules, n_rules);
 	/* Kernel events show every process: CAP_SYS_ADMIN slots only.  A
 	 * named syscall event needs its carrier's tracepoint.
 	 */
-	for (i = 0; i < strata_n_events(); i++) {
+	for (i = 0; i < strata_n_all_events(); i++) {
 		struct strata_kevent *ev = strata_kev(i);
-		bool has_tp = i < KEV_COUNT ? !!ev->tp :
+		bool has_tp = i < KEV_COUNT ? !!ev->tp : i >= strata_n_events() ||
 			      !!strata_kevents[(i - KEV_COUNT) & 1 ? KEV_SYS_EXIT : KEV_SYS_ENTER].tp;
 
 		ev->want = admin && has_tp && strata_rules_enable(rules, n_rules, ev->name);
@@ -1320,13 +1456,21 @@ void strata_kbuf_apply_rules(unsigned int slot, const struct strata_kabi_rule *r
 	/* The buffer was published above: a probe that sees a slot's bit
 	 * finds it (or skips a slot being cleared).
 	 */
-	for (i = strata_n_events(); i-- > 0;) {
+	for (i = strata_n_all_events(); i-- > 0;) {
 		struct strata_kevent *ev = strata_kev(i);
 		u32 m = ev->want ? ev->slots | BIT(slot) : ev->slots & ~BIT(slot);
 
 		WRITE_ONCE(ev->slots, m);
-		if (i >= KEV_COUNT)
+		if (i >= strata_n_events()) {
+			struct strata_kprobe_ev *k = &strata_kprobes[i - strata_n_events()];
+
+			if (m)
+				strata_kprobe_arm(k, true);
+			else if (k->registered)
+				mod_delayed_work(strata_wq, &strata_disarm_work, STRATA_DISARM_DELAY);
+		} else if (i >= KEV_COUNT) {
 			deps[(i - KEV_COUNT) & 1 ? KEV_SYS_EXIT : KEV_SYS_ENTER] |= m;
+		}
 	}
 	for (i = 0; i < KEV_COUNT; i++) {
 		struct strata_kevent *ev = &strata_kevents[i];
@@ -1354,6 +1498,10 @@ static void strata_disarm_fn(struct work_struct *work)
 	for (i = 0; i < KEV_COUNT; i++)
 		if (!READ_ONCE(strata_kevents[i].slots) && !READ_ONCE(strata_kevents[i].deps))
 			strata_arm(&strata_kevents[i], false);
+	/* strata_n_kprobes only grows; entries below it are complete. */
+	for (i = 0; i < READ_ONCE(strata_n_kprobes) && i < STRATA_MAX_KPROBES; i++)
+		if (!READ_ONCE(strata_kprobes[i].ev.slots))
+			strata_kprobe_arm(&strata_kprobes[i], false);
 	mutex_unlock(&strata_arm_lock);
 }
 
@@ -1520,6 +1668,13 @@ int strata_kbuf_init(void)
 		return ret;
 	for (i = 0; i < strata_n_events(); i++)
 		desc += strata_desc_need(strata_kev(i));
+	/* Room for every kprobe, each with the longest name. */
+	memset(strata_kprobes[0].name, 'k', sizeof(strata_kprobes[0].name) - 1);
+	strata_kprobes[0].ev.name = strata_kprobes[0].name;
+	strata_kprobes[0].ev.fields = kf_kprobe;
+	strata_kprobes[0].ev.n_fields = ARRAY_SIZE(kf_kprobe);
+	desc += STRATA_MAX_KPROBES * strata_desc_need(&strata_kprobes[0].ev);
+	memset(&strata_kprobes[0], 0, sizeof(strata_kprobes[0]));
 	strata_desc_capacity = PAGE_ALIGN(desc);
 	strata_wq = alloc_workqueue("strata", 0, 0);
 	if (!strata_wq) {
