@@ -3,7 +3,7 @@
 on the traces guest-kinteg.sh recorded inside the VM.
 
 usage: check_kinteg.py record|causal_page|causal_monotonic|causal_consumer|kquery_trace|
-       sysnames|lttng_analyses VMOUT
+       sysnames|lttng_analyses|cost VMOUT
 
 record            `strata record -e 'kernel:*' -e 'demo:*' -- strata-demo`:
                   one session directory with a ust and a kernel sub-trace,
@@ -28,7 +28,9 @@ sysnames          `strata record -e 'kernel:sched_*' -e 'kernel:syscall_*' ...
                   "/strata-kinteg/no-such-file", one cut at 255 bytes (a
                   300-byte path across a page boundary), one "(fault)"
                   (unmapped pointer); each followed by its
-                  syscall_exit_openat (ret -2, -2, -14); interrupts,
+                  syscall_exit_openat (ret -2, -2, -14); a kprobe on
+                  do_filp_open hit 1001 times, each inside an openat;
+                  interrupts,
                   softirqs, timers and wakeups recorded.
 lttng_analyses    the same trace read by lttng-analyses (Debian's
                   python3-lttnganalyses, MI output): lttng-syscallstats
@@ -40,6 +42,11 @@ lttng_analyses    the same trace read by lttng-analyses (Debian's
                   holds); each lttng-schedtop row is a wakeup
                   and the switch to that thread found in the trace, its
                   latency their difference.
+cost              200,000 getppid calls not recorded, then recorded with the
+                  named getppid events, the raw sys_enter/sys_exit, every
+                  named syscall event: ns per call printed (TCG: a
+                  comparison, not a hardware figure); recorded getppid
+                  entries + discarded events cover the calls.
 kquery_trace      (kinteg_kquery) a tp-async process answered by the module
                   across 10 rule changes: exactly the batches emitted while
                   enabled (seq 0-9, 20-29, ..., 80-89), none lost; a
@@ -308,6 +315,20 @@ def check_sysnames(d):
     pairs, unpaired = syscall_pairs(mine[1:], tid)
     check(unpaired == 0 and len(pairs.get("openat", [])) == SYSNAMES_N + 2,
           "then every entry followed by its exit (%d unpaired)" % unpaired)
+    # The kprobe on do_filp_open: once per openat that got its path (not
+    # the unmapped one), inside that openat.
+    hits, inside, in_open = 0, 0, False
+    for e in mine[1:]:
+        if e[0] == "syscall_entry_openat":
+            in_open = True
+        elif e[0] == "syscall_exit_openat":
+            in_open = False
+        elif e[0] == "kprobe_do_filp_open":
+            hits += 1
+            inside += in_open and int(e[4]["ip"]) != 0
+    check(hits == SYSNAMES_N + 1 and inside == hits,
+          "kprobe_do_filp_open: %d hits, %d inside an openat with an ip (want %d)" %
+          (hits, inside, SYSNAMES_N + 1))
     for name in ("sched_switch", "sched_waking", "sched_wakeup", "irq_handler_entry",
                  "irq_handler_exit", "softirq_entry", "softirq_exit", "timer_hrtimer_expire_entry"):
         n = sum(1 for e in evs if e[0] == name)
@@ -394,6 +415,37 @@ def check_lttng_analyses(d):
           "trace, latency their difference (%d bad: %s)" % (len(rows), len(bad), bad[:1]))
 
 
+COST_N = 200000  # getppid calls of each cost run (guest-kinteg.sh)
+
+
+def check_cost(d):
+    """Figures, with exact bookkeeping: each run's getppid entries recorded
+    plus events discarded cover the calls made."""
+    def ns(run):
+        m = re.search(r"ns_per_call ([0-9.]+)", read_file(os.path.join(d, "cost-%s.out" % run)))
+        check(read_file(os.path.join(d, "cost-%s.rc" % run)).strip() == "0" and m is not None,
+              "cost run %s completed" % run)
+        return float(m.group(1)) if m else None
+    base = ns("off")
+    for run, name in (("named", "syscall_entry_getppid"), ("raw", "sys_enter"),
+                      ("allnamed", "syscall_entry_getppid")):
+        per = ns(run)
+        kt = os.path.join(d, "cost-" + run, "kernel")
+        if not check(os.path.isfile(os.path.join(kt, "metadata")), "cost run %s: kernel sub-trace" % run):
+            continue
+        evs, lost = kernel_events(kt)
+        tid, t_exec = workload_tid(evs)
+        got = sum(1 for e in evs if e[2] == tid and e[1] > t_exec and e[0] == name and
+                  (name != "sys_enter" or int(e[4]["id"]) == 110))
+        check(got <= COST_N and got + lost >= COST_N,
+              "cost run %s: %d getppid entries recorded + %d events discarded cover %d calls" %
+              (run, got, lost, COST_N))
+        if per is not None and base is not None:
+            print("info: cost %-8s %7.1f ns/call (not recorded: %.1f, +%.1f ns), %d of %d "
+                  "getppid entries recorded, %d events lost (%.1f%%)" %
+                  (run, per, base, per - base, got, COST_N, lost, 100.0 * lost / max(1, got + lost)))
+
+
 def check_kquery(d):
     path = os.path.join(d, "kq")
     if not check(os.path.isdir(path), "kinteg_kquery recorded %s" % path):
@@ -435,6 +487,8 @@ def main():
         check_kquery(d)
     elif what == "sysnames":
         check_sysnames(d)
+    elif what == "cost":
+        check_cost(d)
     elif what == "lttng_analyses":
         if check_lttng_analyses(d) == 77:
             return 77
