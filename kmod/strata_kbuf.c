@@ -12,9 +12,10 @@
  * pins and maps contiguously with vmap().
  *
  * Contract:
- *   - Writers: the tracepoint probes, on any CPU, in any context the
- *     tracepoints fire in (process, softirq and hardirq for sched_wakeup),
- *     with preemption disabled.  A probe writes to lane cpu % n_lanes; a
+ *   - Writers: the tracepoint probes and kprobe handlers, on any CPU, in
+ *     any context the tracepoints fire in (process; softirq and hardirq
+ *     for sched_wakeup, irq_handler_*, softirq_*, timers, block completion)
+ *     or the probed function runs in, with preemption disabled.  A probe writes to lane cpu % n_lanes; a
  *     probe may interrupt another probe on the same lane.  Every change of
  *     lane state is one cmpxchg on `head` (the lane protocol of
  *     strata_abi.h, as libtrace/writer.cpp): a writer owns the bytes its
@@ -54,13 +55,12 @@
 #include <linux/blk-mq.h>
 #include <linux/blkdev.h>
 #include <linux/blktrace_api.h>
-#include <linux/hrtimer.h>
-#include <linux/interrupt.h>
-#include <linux/timer.h>
 #include <linux/compat.h>
 #include <linux/ctype.h>
 #include <linux/file.h>
 #include <linux/glob.h>
+#include <linux/hrtimer.h>
+#include <linux/interrupt.h>
 #include <linux/irq_work.h>
 #include <linux/kprobes.h>
 #include <linux/kref.h>
@@ -72,6 +72,7 @@
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
+#include <linux/timer.h>
 #include <linux/tracepoint.h>
 #include <linux/uuid.h>
 #include <linux/shmem_fs.h>
