@@ -30,6 +30,7 @@ sysnames          `strata record -e 'kernel:sched_*' -e 'kernel:syscall_*' ...
                   (unmapped pointer); each followed by its
                   syscall_exit_openat (ret -2, -2, -14); a kprobe on
                   do_filp_open hit 1001 times, each inside an openat;
+                  one user page fault in each page the workload writes;
                   interrupts,
                   softirqs, timers and wakeups recorded.
 lttng_analyses    the same trace read by lttng-analyses (Debian's
@@ -328,6 +329,17 @@ def check_sysnames(d):
     check(hits == SYSNAMES_N + 1 and inside == hits,
           "kprobe_do_filp_open: %d hits, %d inside an openat with an ip (want %d)" %
           (hits, inside, SYSNAMES_N + 1))
+    # User page faults: the workload maps 3 pages at m, unmaps the third
+    # (munmap(m + 2 pages)), then writes the long path from m + page - 100
+    # on: first touches of pages m and m + page, each one fault there.
+    unmaps = [int(e[4]["addr"]) for e in mine if e[0] == "syscall_entry_munmap"]
+    m = unmaps[-1] - 2 * 4096 if unmaps else None
+    faults = [int(e[4]["address"]) for e in mine if e[0] == "x86_exceptions_page_fault_user"]
+    in_pages = [sum(1 for a in faults if m is not None and m + k * 4096 <= a < m + (k + 1) * 4096)
+                for k in range(3)]
+    check(m is not None and in_pages == [1, 1, 0],
+          "x86_exceptions_page_fault_user: one fault in each written page, none in the unmapped one "
+          "(%s of %d faults)" % (in_pages, len(faults)))
     for name in ("sched_switch", "sched_waking", "sched_wakeup", "irq_handler_entry",
                  "irq_handler_exit", "softirq_entry", "softirq_exit", "timer_hrtimer_expire_entry"):
         n = sum(1 for e in evs if e[0] == name)

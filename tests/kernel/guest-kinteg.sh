@@ -18,6 +18,7 @@ rm -rf "$o" && mkdir -p "$o" || exit 1
 # once; exec's open is before the exec event).
 "$strata" record -o "$o/sysnames" -e 'kernel:sched_*' -e 'kernel:syscall_*' -e 'kernel:irq_*' \
 	-e 'kernel:softirq_*' -e 'kernel:timer_*' -e 'kernel:block_*' -e 'kernel:kprobe_do_filp_open' \
+	-e 'kernel:x86_exceptions_page_fault_user' \
 	-- "$sysnames" 1000 \
 	> "$o/sysnames.out" 2> "$o/sysnames.err"
 echo $? > "$o/sysnames.rc"
