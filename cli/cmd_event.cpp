@@ -51,6 +51,8 @@ int event_command(int argc, char **argv, bool enable)
 			       "any run of characters; \"*\" matches every event) in SESSION (default:\n"
 			       "the only session). Running tp-async processes follow at once; tp-sync\n"
 			       "processes see the rules of started sessions when they start.\n\n"
+			       "  --kprobe SYMBOL    a dynamic probe on kernel function SYMBOL (event\n"
+			       "                     kernel:kprobe_SYMBOL; needs strata.ko and root)\n"
 			       "  --loglevel LEVEL   only events at LEVEL or more severe: emerg, alert,\n"
 			       "                     crit, err, warning, notice, info, debug, or 0..15\n"
 			       "  --pid PID          only in process PID (repeatable)\n"
@@ -66,6 +68,16 @@ int event_command(int argc, char **argv, bool enable)
 					"                     'size > 4096 && path == \"/tmp/*\"' (docs/filters.md);\n"
 					"                     an event lacking a named field does not match\n" : "");
 			return cli::kOk;
+		}
+		if (!strcmp(argv[i], "--kprobe")) {
+			// A dynamic kernel probe on a function: the module's
+			// rule pattern kernel:kprobe_SYMBOL (docs/kernel-module.md).
+			if (++i >= argc || !*argv[i] || strlen(argv[i]) > 127 - strlen("kernel:kprobe_") ||
+			    strspn(argv[i], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") !=
+				    strlen(argv[i]))
+				return cli::usage_error(cmd, "--kprobe needs a kernel symbol ([A-Za-z0-9_.])");
+			patterns.push_back(std::string("kernel:kprobe_") + argv[i]);
+			continue;
 		}
 		if (!strcmp(argv[i], "--loglevel")) {
 			if (++i >= argc || !cli::parse_loglevel(argv[i], loglevel))

@@ -290,7 +290,7 @@ void Drain::update_metadata()
 		warn(dir_, "descriptor rejected: " + e);
 	if (events.empty())
 		return;
-	std::string text = ctf_metadata_events(stream_id_, events);
+	std::string text = ctf_metadata_events(stream_id_, events, env_);
 	std::string err;
 	if (!out_->append_metadata(text, err)) {
 		counters_.errors.fetch_add(1, std::memory_order_relaxed);

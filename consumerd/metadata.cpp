@@ -1,6 +1,7 @@
 // metadata.cpp - TSDL generation; see metadata.h.
 #include "metadata.h"
 
+#include <sys/utsname.h>
 #include <time.h>
 
 #include <cctype>
@@ -108,11 +109,21 @@ std::string uuid_to_string(const uint8_t u[16])
 	return buf;
 }
 
-std::string ctf_metadata_events(uint32_t stream_id, const std::vector<EventInfo> &events)
+bool lttng_kernel_layout(const TraceEnv &env)
 {
+	return env.domain == "kernel";
+}
+
+std::string ctf_metadata_events(uint32_t stream_id, const std::vector<EventInfo> &events,
+				const TraceEnv &env)
+{
+	// Kernel events are named as lttng-modules names them (sched_switch,
+	// syscall_entry_openat): tools match those names exactly.
+	const bool bare = lttng_kernel_layout(env);
 	std::ostringstream o;
 	for (const EventInfo &e : events) {
-		o << "\nevent {\n\tname = " << quote(e.provider + ":" + e.name) << ";\n\tid = " << e.id
+		const std::string name = bare ? e.name : e.provider + ":" + e.name;
+		o << "\nevent {\n\tname = " << quote(name) << ";\n\tid = " << e.id
 		  << ";\n\tstream_id = " << stream_id << ";\n\tloglevel = " << e.loglevel
 		  << ";\n\tfields := struct {\n";
 		for (const FieldInfo &f : e.fields)
@@ -140,8 +151,23 @@ std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const T
 	     "\t\tuint32_t stream_id;\n"
 	     "\t\tuint64_t stream_instance_id;\n"
 	     "\t};\n};\n\n";
-	o << "env {\n\tdomain = " << quote(env.domain) << ";\n\ttracer_name = " << quote(env.tracer_name)
-	  << ";\n\ttracer_major = 0;\n\ttracer_minor = 1;\n";
+	if (lttng_kernel_layout(env)) {
+		// What lttng-modules writes, so that tools choose their LTTng
+		// kernel layout (lttng-analyses reads tracer_major/minor/
+		// patchlevel; the names and fields follow lttng-modules 2.13);
+		// strata_tracer says who really wrote it.
+		struct utsname u {};
+		uname(&u);
+		o << "env {\n\tdomain = \"kernel\";\n\ttracer_name = \"lttng-modules\";\n"
+		     "\ttracer_major = 2;\n\ttracer_minor = 13;\n\ttracer_patchlevel = 0;\n"
+		     "\ttracer_buffering_scheme = \"global\";\n"
+		  << "\tstrata_tracer = " << quote(env.tracer_name) << ";\n\tsysname = " << quote(u.sysname)
+		  << ";\n\tkernel_release = " << quote(u.release) << ";\n\tkernel_version = "
+		  << quote(u.version) << ";\n";
+	} else {
+		o << "env {\n\tdomain = " << quote(env.domain) << ";\n\ttracer_name = "
+		  << quote(env.tracer_name) << ";\n\ttracer_major = 0;\n\ttracer_minor = 1;\n";
+	}
 	if (!env.procname.empty())
 		o << "\tprocname = " << quote(env.procname) << ";\n";
 	if (env.pid)
@@ -186,7 +212,7 @@ std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const T
 	     "\t\tinteger { size = 32; align = 16; signed = true; } _vtid;\n"
 	     "\t\tinteger { size = 16; align = 16; signed = false; } _cpu_id;\n"
 	     "\t};\n};\n";
-	o << ctf_metadata_events(stream_id, events);
+	o << ctf_metadata_events(stream_id, events, env);
 	return o.str();
 }
 

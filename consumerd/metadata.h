@@ -36,12 +36,20 @@ struct TraceEnv {
 	std::string tracer_name = "strata";
 };
 
+// The kernel sub-trace follows lttng-modules' conventions (event names
+// without provider, lttng-modules' env fields) so that tools that know
+// LTTng kernel traces read it: see docs/kernel-module.md, "Reading kernel
+// traces with LTTng tools".
+bool lttng_kernel_layout(const TraceEnv &env);
+
 // Whole metadata for a new sub-trace (one stream class `stream_id`).
 std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const TraceEnv &env,
 			 uint32_t stream_id, const std::vector<EventInfo> &events);
 
 // Event blocks to append to an existing metadata file when descriptors grow.
-std::string ctf_metadata_events(uint32_t stream_id, const std::vector<EventInfo> &events);
+// env: the sub-trace's (event names depend on its domain).
+std::string ctf_metadata_events(uint32_t stream_id, const std::vector<EventInfo> &events,
+				const TraceEnv &env);
 
 // Boot id and REALTIME - MONOTONIC, measured now (call once per session).
 ClockInfo measure_session_clock();

@@ -6,6 +6,7 @@
  *   strata_ctl.c    registration, rules, generations (the ioctls)
  *   strata_clock.c  the clock page
  *   strata_kbuf.c   kernel event buffers fed by kernel tracepoints
+ *   strata_ksys.c   the syscalls' ftrace metadata (named syscall events)
  */
 #ifndef STRATA_INTERNAL_H
 #define STRATA_INTERNAL_H
@@ -47,6 +48,22 @@ struct file *strata_kbuf_open_file(unsigned int slot, u64 *total_size, u32 *n_la
 /* Under the ctl mutex: a new wait file (poll) of the slot's buffer, or ERR_PTR. */
 struct file *strata_kbuf_wait_file(unsigned int slot);
 void strata_kbuf_stats(u64 *written, u64 *lost);
+
+/* strata_ksys.c: one syscall as the kernel's ftrace metadata describes
+ * it (strings owned by the kernel image).
+ */
+#define STRATA_SYS_MAX_ARGS 6
+struct strata_sysinfo {
+	const char *name;               /* "openat" */
+	u32 nr;
+	u32 n_args;
+	const char *types[STRATA_SYS_MAX_ARGS]; /* "const char __user *" */
+	const char *args[STRATA_SYS_MAX_ARGS];  /* "filename" */
+};
+/* Process context: fills up to cap entries, returns how many. */
+u32 strata_ksys_discover(struct strata_sysinfo *out, u32 cap);
+/* Size of the syscall number space the table covers. */
+u32 strata_ksys_max_nr(void);
 
 /* Objects allocated by the module, for the leak check at unload. */
 extern atomic_long_t strata_nr_objects;

@@ -12,9 +12,10 @@
  * pins and maps contiguously with vmap().
  *
  * Contract:
- *   - Writers: the tracepoint probes, on any CPU, in any context the
- *     tracepoints fire in (process, softirq and hardirq for sched_wakeup),
- *     with preemption disabled.  A probe writes to lane cpu % n_lanes; a
+ *   - Writers: the tracepoint probes and kprobe handlers, on any CPU, in
+ *     any context the tracepoints fire in (process; softirq and hardirq
+ *     for sched_wakeup, irq_handler_*, softirq_*, timers, block completion)
+ *     or the probed function runs in, with preemption disabled.  A probe writes to lane cpu % n_lanes; a
  *     probe may interrupt another probe on the same lane.  Every change of
  *     lane state is one cmpxchg on `head` (the lane protocol of
  *     strata_abi.h, as libtrace/writer.cpp): a writer owns the bytes its
@@ -51,9 +52,17 @@
 
 #include <linux/anon_inodes.h>
 #include <linux/binfmts.h>
+#include <linux/blk-mq.h>
+#include <linux/blkdev.h>
+#include <linux/blktrace_api.h>
+#include <linux/compat.h>
+#include <linux/ctype.h>
 #include <linux/file.h>
 #include <linux/glob.h>
+#include <linux/hrtimer.h>
+#include <linux/interrupt.h>
 #include <linux/irq_work.h>
+#include <linux/kprobes.h>
 #include <linux/kref.h>
 #include <linux/mm.h>
 #include <linux/module.h>
@@ -63,6 +72,7 @@
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
+#include <linux/timer.h>
 #include <linux/tracepoint.h>
 #include <linux/uuid.h>
 #include <linux/shmem_fs.h>
@@ -89,7 +99,6 @@ MODULE_PARM_DESC(kbuf_max_lane_size,
 #define STRATA_KSTR_MAX 256u    /* strings are cut at this many bytes */
 #define STRATA_KMAX_FIELDS 8u
 #define STRATA_KCAS_TRIES 16
-#define STRATA_DESC_CAPACITY (16u * 1024u)
 #define STRATA_KLOGLEVEL 6u     /* STRATA_LOGLEVEL_INFO */
 #define STRATA_DISARM_DELAY (2 * HZ)
 
@@ -115,6 +124,7 @@ struct strata_kbuf {
 	u32 n_lanes, n_subbuf;
 	u64 subbuf_size, lane_stride;
 	u8 uuid[16];
+	u64 desc_used;                  /* private copy; ctl mutex */
 	struct strata_buffer_header *hdr;
 	struct strata_lane_ctl *lanes;
 	u8 *data;
@@ -140,19 +150,49 @@ union strata_kval {
 #define KF_HEX(n, b) { .name = n, .type = STRATA_FT_INTEGER, .bits = b, .base = 16 }
 #define KF_STR(n) { .name = n, .type = STRATA_FT_STRING, .bits = 8, .base = 10 }
 
+/* Ids 0..6 are kabi 1's events; later ones are appended (ids are what
+ * the consumer's descriptors say, but tests name them by id too).
+ */
 enum {
 	KEV_SCHED_SWITCH, KEV_SCHED_WAKEUP, KEV_PROCESS_FORK, KEV_PROCESS_EXEC,
-	KEV_PROCESS_EXIT, KEV_SYS_ENTER, KEV_SYS_EXIT, KEV_COUNT
+	KEV_PROCESS_EXIT, KEV_SYS_ENTER, KEV_SYS_EXIT,
+	KEV_IRQ_ENTRY, KEV_IRQ_EXIT, KEV_SOFTIRQ_ENTRY, KEV_SOFTIRQ_EXIT, KEV_SOFTIRQ_RAISE,
+	KEV_SCHED_WAKING, KEV_SCHED_WAKEUP_NEW, KEV_SCHED_MIGRATE, KEV_PROCESS_WAIT,
+	KEV_HRTIMER_ENTRY, KEV_HRTIMER_EXIT, KEV_TIMER_ENTRY, KEV_TIMER_EXIT,
+	KEV_BLOCK_ISSUE, KEV_BLOCK_COMPLETE, KEV_PAGE_FAULT_USER,
+	KEV_COUNT
 };
 
 struct strata_kevent {
-	const char *name;       /* tracepoint name = event name */
+	const char *name;       /* event name (lttng-modules' name) */
+	const char *tp_name;    /* tracepoint name (NULL: = name) */
 	const struct strata_kfield *fields;
 	u32 n_fields;
 	void *probe;
 	struct tracepoint *tp;  /* found by name at init */
 	u32 slots;              /* bit s: slot s records it (READ_ONCE in probes) */
+	u32 deps;               /* sys_enter/exit: slots of the named syscall events it feeds */
+	bool want;              /* strata_kbuf_apply_rules' scratch (ctl mutex) */
 	bool armed;             /* under strata_arm_lock */
+};
+
+/* Named syscall events (lttng-modules' names): syscall_entry_<name> with
+ * the arguments as the kernel's ftrace metadata names and types them,
+ * syscall_exit_<name> with ret.  Fed by the sys_enter/sys_exit probes;
+ * ids KEV_COUNT + 2k (entry) and KEV_COUNT + 2k + 1 (exit) for the k-th
+ * syscall found.  Built at init, read-only afterwards but for `slots`.
+ */
+struct strata_ksys {
+	struct strata_kevent entry, exit;
+	struct strata_kfield fields[STRATA_SYS_MAX_ARGS];
+	u8 str_mask;            /* bit i: argument i is a user string */
+};
+
+/* Per-CPU copies of a syscall's user strings (probes run with preemption
+ * disabled, and sys_enter never nests on one CPU).
+ */
+struct strata_sysstr {
+	char s[STRATA_SYS_MAX_ARGS][STRATA_KSTR_MAX];
 };
 
 static const struct strata_kfield kf_switch[] = {
@@ -166,6 +206,7 @@ static const struct strata_kfield kf_wakeup[] = {
 static const struct strata_kfield kf_fork[] = {
 	KF_STR("parent_comm"), KF_INT("parent_tid", 32, 1),
 	KF_STR("child_comm"), KF_INT("child_tid", 32, 1),
+	KF_INT("parent_pid", 32, 1), KF_INT("child_pid", 32, 1),
 };
 static const struct strata_kfield kf_exec[] = {
 	KF_STR("filename"), KF_INT("tid", 32, 1), KF_INT("old_tid", 32, 1),
@@ -180,6 +221,34 @@ static const struct strata_kfield kf_sys_enter[] = {
 static const struct strata_kfield kf_sys_exit[] = {
 	KF_INT("id", 64, 1), KF_INT("ret", 64, 1),
 };
+static const struct strata_kfield kf_syscall_ret[] = { KF_INT("ret", 64, 1) };
+static const struct strata_kfield kf_irq_entry[] = { KF_INT("irq", 32, 1), KF_STR("name") };
+static const struct strata_kfield kf_irq_exit[] = { KF_INT("irq", 32, 1), KF_INT("ret", 32, 1) };
+static const struct strata_kfield kf_softirq[] = { KF_INT("vec", 32, 0) };
+static const struct strata_kfield kf_migrate[] = {
+	KF_STR("comm"), KF_INT("tid", 32, 1), KF_INT("prio", 32, 1),
+	KF_INT("orig_cpu", 32, 1), KF_INT("dest_cpu", 32, 1),
+};
+static const struct strata_kfield kf_hrtimer_entry[] = {
+	KF_HEX("hrtimer", 64), KF_INT("now", 64, 1), KF_HEX("function", 64),
+};
+static const struct strata_kfield kf_hrtimer_exit[] = { KF_HEX("hrtimer", 64) };
+static const struct strata_kfield kf_timer_entry[] = {
+	KF_HEX("timer", 64), KF_INT("now", 64, 0), KF_HEX("function", 64), KF_INT("baseclk", 64, 0),
+};
+static const struct strata_kfield kf_timer_exit[] = { KF_HEX("timer", 64) };
+/* rwbs: lttng-modules' flag bits (RWBS_FLAG_*), see strata_rwbs. */
+static const struct strata_kfield kf_block_issue[] = {
+	KF_INT("dev", 32, 0), KF_INT("sector", 64, 0), KF_INT("nr_sector", 32, 0),
+	KF_INT("bytes", 32, 0), KF_INT("tid", 32, 1), KF_INT("rwbs", 32, 0), KF_STR("comm"),
+};
+static const struct strata_kfield kf_block_complete[] = {
+	KF_INT("dev", 32, 0), KF_INT("sector", 64, 0), KF_INT("nr_sector", 32, 0),
+	KF_INT("error", 32, 1), KF_INT("rwbs", 32, 0),
+};
+static const struct strata_kfield kf_page_fault[] = {
+	KF_HEX("address", 64), KF_HEX("ip", 64), KF_HEX("error_code", 64),
+};
 
 static void strata_probe_switch(void *d, STRATA_SCHED_SWITCH_ARGS(preempt, prev, next, prev_state));
 static void strata_probe_wakeup(void *d, struct task_struct *p);
@@ -189,9 +258,29 @@ static void strata_probe_exec(void *d, struct task_struct *p, pid_t old_pid,
 static void strata_probe_exit(void *d, struct task_struct *p);
 static void strata_probe_sys_enter(void *d, struct pt_regs *regs, long id);
 static void strata_probe_sys_exit(void *d, struct pt_regs *regs, long ret);
+static void strata_probe_irq_entry(void *d, int irq, struct irqaction *action);
+static void strata_probe_irq_exit(void *d, int irq, struct irqaction *action, int ret);
+static void strata_probe_softirq_entry(void *d, unsigned int vec);
+static void strata_probe_softirq_exit(void *d, unsigned int vec);
+static void strata_probe_softirq_raise(void *d, unsigned int vec);
+static void strata_probe_waking(void *d, struct task_struct *p);
+static void strata_probe_wakeup_new(void *d, struct task_struct *p);
+static void strata_probe_migrate(void *d, struct task_struct *p, int dest_cpu);
+static void strata_probe_wait(void *d, struct pid *pid);
+static void strata_probe_hrtimer_entry(void *d, struct hrtimer *t, ktime_t *now);
+static void strata_probe_hrtimer_exit(void *d, struct hrtimer *t);
+static void strata_probe_timer_entry(void *d, struct timer_list *t, unsigned long baseclk);
+static void strata_probe_timer_exit(void *d, struct timer_list *t);
+static void strata_probe_block_issue(void *d, struct request *rq);
+static void strata_probe_block_complete(void *d, struct request *rq, blk_status_t error,
+					unsigned int nr_bytes);
+static void strata_probe_page_fault(void *d, unsigned long address, struct pt_regs *regs,
+				    unsigned long error_code);
 
 #define KEV(id, n, f, p) \
 	[id] = { .name = n, .fields = f, .n_fields = ARRAY_SIZE(f), .probe = p }
+#define KEV_TP(id, n, tpn, f, p) \
+	[id] = { .name = n, .tp_name = tpn, .fields = f, .n_fields = ARRAY_SIZE(f), .probe = p }
 static struct strata_kevent strata_kevents[KEV_COUNT] = {
 	KEV(KEV_SCHED_SWITCH, "sched_switch", kf_switch, strata_probe_switch),
 	KEV(KEV_SCHED_WAKEUP, "sched_wakeup", kf_wakeup, strata_probe_wakeup),
@@ -200,7 +289,84 @@ static struct strata_kevent strata_kevents[KEV_COUNT] = {
 	KEV(KEV_PROCESS_EXIT, "sched_process_exit", kf_exit, strata_probe_exit),
 	KEV(KEV_SYS_ENTER, "sys_enter", kf_sys_enter, strata_probe_sys_enter),
 	KEV(KEV_SYS_EXIT, "sys_exit", kf_sys_exit, strata_probe_sys_exit),
+	KEV(KEV_IRQ_ENTRY, "irq_handler_entry", kf_irq_entry, strata_probe_irq_entry),
+	KEV(KEV_IRQ_EXIT, "irq_handler_exit", kf_irq_exit, strata_probe_irq_exit),
+	KEV(KEV_SOFTIRQ_ENTRY, "softirq_entry", kf_softirq, strata_probe_softirq_entry),
+	KEV(KEV_SOFTIRQ_EXIT, "softirq_exit", kf_softirq, strata_probe_softirq_exit),
+	KEV(KEV_SOFTIRQ_RAISE, "softirq_raise", kf_softirq, strata_probe_softirq_raise),
+	KEV(KEV_SCHED_WAKING, "sched_waking", kf_wakeup, strata_probe_waking),
+	KEV(KEV_SCHED_WAKEUP_NEW, "sched_wakeup_new", kf_wakeup, strata_probe_wakeup_new),
+	KEV(KEV_SCHED_MIGRATE, "sched_migrate_task", kf_migrate, strata_probe_migrate),
+	KEV(KEV_PROCESS_WAIT, "sched_process_wait", kf_exit, strata_probe_wait),
+	/* lttng-modules' names for the timer tracepoints */
+	KEV_TP(KEV_HRTIMER_ENTRY, "timer_hrtimer_expire_entry", "hrtimer_expire_entry",
+	       kf_hrtimer_entry, strata_probe_hrtimer_entry),
+	KEV_TP(KEV_HRTIMER_EXIT, "timer_hrtimer_expire_exit", "hrtimer_expire_exit",
+	       kf_hrtimer_exit, strata_probe_hrtimer_exit),
+	KEV_TP(KEV_TIMER_ENTRY, "timer_expire_entry", "timer_expire_entry",
+	       kf_timer_entry, strata_probe_timer_entry),
+	KEV_TP(KEV_TIMER_EXIT, "timer_expire_exit", "timer_expire_exit",
+	       kf_timer_exit, strata_probe_timer_exit),
+	KEV(KEV_BLOCK_ISSUE, "block_rq_issue", kf_block_issue, strata_probe_block_issue),
+	KEV(KEV_BLOCK_COMPLETE, "block_rq_complete", kf_block_complete,
+	    strata_probe_block_complete),
+	KEV_TP(KEV_PAGE_FAULT_USER, "x86_exceptions_page_fault_user", "page_fault_user",
+	       kf_page_fault, strata_probe_page_fault),
 };
+
+static struct strata_ksys *strata_ksys;        /* strata_n_ksys entries */
+static u32 strata_n_ksys;
+static u16 *strata_ksys_of_nr;                  /* nr -> index + 1, 0: none */
+static u32 strata_ksys_nr_max;
+static u64 strata_desc_capacity;                /* bytes, page-aligned */
+static DEFINE_PER_CPU(struct strata_sysstr, strata_sysstr);
+
+/* Dynamic kernel probes: rule pattern "kernel:kprobe_<symbol>" (no glob
+ * character), CAP_SYS_ADMIN slots only.  An entry is created the first time
+ * a rule names it and lives until unload (its id and descriptor stay); its
+ * kprobe is registered while some slot wants it and unregistered by the
+ * disarm work as tracepoints are.  Event "kprobe_<symbol>", field ip.
+ * Entries are added under the ctl mutex; probes read the table only
+ * through the ids of registered kprobes.
+ */
+#define STRATA_MAX_KPROBES 32u
+#define STRATA_KSYM_MAX 128u
+#define STRATA_KPROBE_PREFIX "kernel:kprobe_"
+
+struct strata_kprobe_ev {
+	struct kprobe kp;
+	struct strata_kevent ev;
+	u32 id;
+	bool registered;                /* under strata_arm_lock */
+	char sym[STRATA_KSYM_MAX];
+	char name[sizeof("kprobe_") + STRATA_KSYM_MAX];
+};
+
+static const struct strata_kfield kf_kprobe[] = { KF_HEX("ip", 64) };
+static struct strata_kprobe_ev strata_kprobes[STRATA_MAX_KPROBES];
+static u32 strata_n_kprobes;    /* entries in use; ctl mutex */
+
+/* Fixed events: tracepoints, then the named syscalls. */
+static u32 strata_n_events(void)
+{
+	return KEV_COUNT + 2 * strata_n_ksys;
+}
+
+/* Every event, kprobes included (ctl mutex). */
+static u32 strata_n_all_events(void)
+{
+	return strata_n_events() + strata_n_kprobes;
+}
+
+static struct strata_kevent *strata_kev(u32 id)
+{
+	if (id < KEV_COUNT)
+		return &strata_kevents[id];
+	if (id >= strata_n_events())
+		return &strata_kprobes[id - strata_n_events()].ev;
+	id -= KEV_COUNT;
+	return id & 1 ? &strata_ksys[id / 2].exit : &strata_ksys[id / 2].entry;
+}
 
 static struct strata_kbuf __rcu *strata_kbufs[STRATA_KABI_MAX_SLOTS];
 static DEFINE_MUTEX(strata_arm_lock);
@@ -409,8 +575,8 @@ static void strata_write_one(struct strata_kbuf *kb, u16 id, u32 rsize,
 /* Called by every probe with preemption disabled (tracepoint context). */
 static void strata_emit(unsigned int id, const union strata_kval *v)
 {
-	const struct strata_kevent *ev = &strata_kevents[id];
-	u32 slots = READ_ONCE(strata_kevents[id].slots);
+	const struct strata_kevent *ev = strata_kev(id);
+	u32 slots = READ_ONCE(ev->slots);
 	u32 slen[STRATA_KMAX_FIELDS] = { 0 };
 	u32 i, rsize;
 
@@ -470,7 +636,21 @@ static void strata_probe_switch(void *d, STRATA_SCHED_SWITCH_ARGS(preempt, prev,
 	strata_emit(KEV_SCHED_SWITCH, v);
 }
 
-static void strata_probe_wakeup(void *d, struct task_struct *p)
+/* comm, tid, prio: t's name and prio with tid. */
+static void strata_comm_tid_prio(unsigned int id, struct task_struct *t, pid_t tid)
+{
+	char c[TASK_COMM_LEN];
+	union strata_kval v[3];
+
+	strata_comm(c, t);
+	v[0].s = c;
+	v[1].u = (u32)tid;
+	v[2].u = (u32)t->prio;
+	strata_emit(id, v);
+}
+
+/* sched_wakeup, sched_waking, sched_wakeup_new: the same fields. */
+static void strata_wakeup_common(unsigned int id, struct task_struct *p)
 {
 	char c[TASK_COMM_LEN];
 	union strata_kval v[4];
@@ -480,13 +660,18 @@ static void strata_probe_wakeup(void *d, struct task_struct *p)
 	v[1].u = (u32)p->pid;
 	v[2].u = (u32)p->prio;
 	v[3].u = (u32)task_cpu(p);
-	strata_emit(KEV_SCHED_WAKEUP, v);
+	strata_emit(id, v);
+}
+
+static void strata_probe_wakeup(void *d, struct task_struct *p)
+{
+	strata_wakeup_common(KEV_SCHED_WAKEUP, p);
 }
 
 static void strata_probe_fork(void *d, struct task_struct *parent, struct task_struct *child)
 {
 	char pc[TASK_COMM_LEN], cc[TASK_COMM_LEN];
-	union strata_kval v[4];
+	union strata_kval v[6];
 
 	strata_comm(pc, parent);
 	strata_comm(cc, child);
@@ -494,6 +679,8 @@ static void strata_probe_fork(void *d, struct task_struct *parent, struct task_s
 	v[1].u = (u32)parent->pid;
 	v[2].s = cc;
 	v[3].u = (u32)child->pid;
+	v[4].u = (u32)parent->tgid;
+	v[5].u = (u32)child->tgid;
 	strata_emit(KEV_PROCESS_FORK, v);
 }
 
@@ -508,57 +695,306 @@ static void strata_probe_exec(void *d, struct task_struct *p, pid_t old_pid,
 	strata_emit(KEV_PROCESS_EXEC, v);
 }
 
-static void strata_probe_exit(void *d, struct task_struct *p)
+static void strata_probe_waking(void *d, struct task_struct *p)
+{
+	strata_wakeup_common(KEV_SCHED_WAKING, p);
+}
+
+static void strata_probe_wakeup_new(void *d, struct task_struct *p)
+{
+	strata_wakeup_common(KEV_SCHED_WAKEUP_NEW, p);
+}
+
+static void strata_probe_migrate(void *d, struct task_struct *p, int dest_cpu)
 {
 	char c[TASK_COMM_LEN];
-	union strata_kval v[3];
+	union strata_kval v[5];
 
 	strata_comm(c, p);
 	v[0].s = c;
 	v[1].u = (u32)p->pid;
 	v[2].u = (u32)p->prio;
-	strata_emit(KEV_PROCESS_EXIT, v);
+	v[3].u = (u32)task_cpu(p);
+	v[4].u = (u32)dest_cpu;
+	strata_emit(KEV_SCHED_MIGRATE, v);
+}
+
+/* As the kernel's own event: the waiting task's name and prio, the pid
+ * waited for.
+ */
+static void strata_probe_wait(void *d, struct pid *pid)
+{
+	strata_comm_tid_prio(KEV_PROCESS_WAIT, current, pid_nr(pid));
+}
+
+static void strata_probe_irq_entry(void *d, int irq, struct irqaction *action)
+{
+	union strata_kval v[2];
+
+	v[0].u = (u32)irq;
+	v[1].s = action && action->name ? action->name : "";
+	strata_emit(KEV_IRQ_ENTRY, v);
+}
+
+static void strata_probe_irq_exit(void *d, int irq, struct irqaction *action, int ret)
+{
+	union strata_kval v[2];
+
+	v[0].u = (u32)irq;
+	v[1].u = (u32)ret;
+	strata_emit(KEV_IRQ_EXIT, v);
+}
+
+static void strata_probe_softirq_entry(void *d, unsigned int vec)
+{
+	union strata_kval v[1] = { { .u = vec } };
+
+	strata_emit(KEV_SOFTIRQ_ENTRY, v);
+}
+
+static void strata_probe_softirq_exit(void *d, unsigned int vec)
+{
+	union strata_kval v[1] = { { .u = vec } };
+
+	strata_emit(KEV_SOFTIRQ_EXIT, v);
+}
+
+static void strata_probe_softirq_raise(void *d, unsigned int vec)
+{
+	union strata_kval v[1] = { { .u = vec } };
+
+	strata_emit(KEV_SOFTIRQ_RAISE, v);
+}
+
+static void strata_probe_hrtimer_entry(void *d, struct hrtimer *t, ktime_t *now)
+{
+	union strata_kval v[3];
+
+	v[0].u = (unsigned long)t;
+	v[1].u = (u64)ktime_to_ns(*now);
+	v[2].u = (unsigned long)t->function;
+	strata_emit(KEV_HRTIMER_ENTRY, v);
+}
+
+static void strata_probe_hrtimer_exit(void *d, struct hrtimer *t)
+{
+	union strata_kval v[1] = { { .u = (unsigned long)t } };
+
+	strata_emit(KEV_HRTIMER_EXIT, v);
+}
+
+static void strata_probe_timer_entry(void *d, struct timer_list *t, unsigned long baseclk)
+{
+	union strata_kval v[4];
+
+	v[0].u = (unsigned long)t;
+	v[1].u = jiffies;
+	v[2].u = (unsigned long)t->function;
+	v[3].u = baseclk;
+	strata_emit(KEV_TIMER_ENTRY, v);
+}
+
+static void strata_probe_timer_exit(void *d, struct timer_list *t)
+{
+	union strata_kval v[1] = { { .u = (unsigned long)t } };
+
+	strata_emit(KEV_TIMER_EXIT, v);
+}
+
+/* lttng-modules' RWBS_FLAG_* bits of a request. */
+static u32 strata_rwbs(const struct request *rq)
+{
+	u32 f = 0;
+
+	switch (req_op(rq)) {
+	case REQ_OP_WRITE:
+		f |= BIT(0);
+		break;
+	case REQ_OP_DISCARD:
+		f |= BIT(1);
+		break;
+	case REQ_OP_READ:
+		f |= BIT(2);
+		break;
+	case REQ_OP_FLUSH:
+		f |= BIT(8);
+		break;
+	default:
+		break;
+	}
+	if (rq->cmd_flags & REQ_RAHEAD)
+		f |= BIT(3);
+	if (rq->cmd_flags & REQ_SYNC)
+		f |= BIT(5);
+	if (rq->cmd_flags & REQ_META)
+		f |= BIT(6);
+	if (rq->cmd_flags & REQ_FUA)
+		f |= BIT(9);
+	if (rq->cmd_flags & REQ_PREFLUSH)
+		f |= BIT(10);
+	return f;
+}
+
+static u32 strata_rq_dev(const struct request *rq)
+{
+	return rq->q && rq->q->disk ? (u32)disk_devt(rq->q->disk) : 0;
+}
+
+static void strata_probe_block_issue(void *d, struct request *rq)
+{
+	char c[TASK_COMM_LEN];
+	union strata_kval v[7];
+
+	strata_comm(c, current);
+	v[0].u = strata_rq_dev(rq);
+	v[1].u = blk_rq_trace_sector(rq);
+	v[2].u = blk_rq_trace_nr_sectors(rq);
+	v[3].u = blk_rq_bytes(rq);
+	v[4].u = (u32)current->pid;
+	v[5].u = strata_rwbs(rq);
+	v[6].s = c;
+	strata_emit(KEV_BLOCK_ISSUE, v);
+}
+
+static void strata_probe_block_complete(void *d, struct request *rq, blk_status_t error,
+					unsigned int nr_bytes)
+{
+	union strata_kval v[5];
+
+	v[0].u = strata_rq_dev(rq);
+	v[1].u = blk_rq_pos(rq);
+	v[2].u = nr_bytes >> 9;
+	v[3].u = (u32)blk_status_to_errno(error);
+	v[4].u = strata_rwbs(rq);
+	strata_emit(KEV_BLOCK_COMPLETE, v);
+}
+
+static void strata_probe_page_fault(void *d, unsigned long address, struct pt_regs *regs,
+				    unsigned long error_code)
+{
+	union strata_kval v[3];
+
+	v[0].u = address;
+	v[1].u = instruction_pointer(regs);
+	v[2].u = error_code;
+	strata_emit(KEV_PAGE_FAULT_USER, v);
+}
+
+static void strata_probe_exit(void *d, struct task_struct *p)
+{
+	strata_comm_tid_prio(KEV_PROCESS_EXIT, p, p->pid);
+}
+
+/* Copy a user string without faulting (we run with preemption disabled):
+ * page by page, at most STRATA_KSTR_MAX - 1 bytes, so at most two copies.
+ * A string we cannot read at all is recorded as "(fault)", as lttng-modules
+ * does; one cut by an unreadable page keeps what was read.
+ */
+static void strata_copy_ustr(char *dst, unsigned long uaddr)
+{
+	u32 done = 0;
+
+	while (done < STRATA_KSTR_MAX - 1) {
+		unsigned long at = uaddr + done;
+		u32 chunk = min_t(u32, STRATA_KSTR_MAX - 1 - done, PAGE_SIZE - offset_in_page(at));
+
+		if (copy_from_user_nofault(dst + done, (const void __user *)at, chunk))
+			break;
+		if (memchr(dst + done, 0, chunk))
+			return;
+		done += chunk;
+	}
+	if (!done)
+		strscpy(dst, "(fault)", STRATA_KSTR_MAX);
+	else
+		dst[done] = 0;
+}
+
+/* The named syscall event of this task's syscall nr, or NULL: native
+ * 64-bit syscalls only (a compat task's numbers are another table).
+ */
+static struct strata_ksys *strata_ksys_lookup(long nr)
+{
+	u16 k;
+
+	if (!strata_n_ksys || nr < 0 || nr >= strata_ksys_nr_max || in_compat_syscall())
+		return NULL;
+	k = strata_ksys_of_nr[nr];
+	return k ? &strata_ksys[k - 1] : NULL;
 }
 
 static void strata_probe_sys_enter(void *d, struct pt_regs *regs, long id)
 {
 	unsigned long args[6];
+	union strata_kval v[STRATA_SYS_MAX_ARGS];
+	struct strata_ksys *ks = strata_ksys_lookup(id);
 	u64 a[6];
-	union strata_kval v[2];
 	int i;
 
 	syscall_get_arguments(current, regs, args);
-	for (i = 0; i < 6; i++)
-		a[i] = args[i];
-	v[0].u = (u64)id;
-	v[1].arr = a;
-	strata_emit(KEV_SYS_ENTER, v);
+	if (READ_ONCE(strata_kevents[KEV_SYS_ENTER].slots)) {
+		for (i = 0; i < 6; i++)
+			a[i] = args[i];
+		v[0].u = (u64)id;
+		v[1].arr = a;
+		strata_emit(KEV_SYS_ENTER, v);
+	}
+	if (ks && READ_ONCE(ks->entry.slots)) {
+		struct strata_sysstr *ss = this_cpu_ptr(&strata_sysstr);
+
+		for (i = 0; i < ks->entry.n_fields; i++) {
+			if (ks->str_mask & BIT(i)) {
+				strata_copy_ustr(ss->s[i], args[i]);
+				v[i].s = ss->s[i];
+			} else {
+				v[i].u = args[i];
+			}
+		}
+		strata_emit(KEV_COUNT + 2 * (ks - strata_ksys), v);
+	}
 }
 
 static void strata_probe_sys_exit(void *d, struct pt_regs *regs, long ret)
 {
+	long nr = syscall_get_nr(current, regs);
+	struct strata_ksys *ks = strata_ksys_lookup(nr);
 	union strata_kval v[2];
 
-	v[0].u = (u64)(long)syscall_get_nr(current, regs);
-	v[1].u = (u64)ret;
-	strata_emit(KEV_SYS_EXIT, v);
+	if (READ_ONCE(strata_kevents[KEV_SYS_EXIT].slots)) {
+		v[0].u = (u64)nr;
+		v[1].u = (u64)ret;
+		strata_emit(KEV_SYS_EXIT, v);
+	}
+	if (ks && READ_ONCE(ks->exit.slots)) {
+		v[0].u = (u64)ret;
+		strata_emit(KEV_COUNT + 2 * (ks - strata_ksys) + 1, v);
+	}
 }
 
 /* ---- Buffers -------------------------------------------------------------- */
 
+/* Bytes of ev's descriptor record. */
+static u32 strata_desc_need(const struct strata_kevent *ev)
+{
+	u32 need = sizeof(struct strata_desc_event) +
+		   ev->n_fields * sizeof(struct strata_desc_field) +
+		   sizeof("kernel") + strlen(ev->name) + 1, i;
+
+	for (i = 0; i < ev->n_fields; i++)
+		need += strlen(ev->fields[i].name) + 1;
+	return ALIGN(need, 8);
+}
+
 /* Append one descriptor record; returns its size or 0 if it does not fit. */
-static u32 strata_put_desc(u8 *table, u32 used, u32 cap, u32 id,
+static u32 strata_put_desc(u8 *table, u64 used, u64 cap, u32 id,
 			   const struct strata_kevent *ev)
 {
 	struct strata_desc_event *de = (void *)(table + used);
 	struct strata_desc_field *df = (void *)(de + 1);
 	u32 pool = sizeof(*de) + ev->n_fields * sizeof(*df);
-	u32 need = pool + sizeof("kernel") + strlen(ev->name) + 1, i;
+	u32 need = strata_desc_need(ev), i;
 	char *rec = (char *)de;
 
-	for (i = 0; i < ev->n_fields; i++)
-		need += strlen(ev->fields[i].name) + 1;
-	need = ALIGN(need, 8);
 	if (used + need > cap)
 		return 0;
 	de->record_size = need;
@@ -767,7 +1203,7 @@ static struct strata_kbuf *strata_kbuf_alloc(unsigned int slot, u32 subbuf_size,
 	       kb->subbuf_size > STRATA_MIN_SUBBUF_SIZE)
 		kb->subbuf_size /= 2;
 	kb->lane_stride = (u64)kb->n_subbuf * kb->subbuf_size;
-	lanes_off = PAGE_ALIGN(sizeof(struct strata_buffer_header)) + STRATA_DESC_CAPACITY;
+	lanes_off = PAGE_ALIGN(sizeof(struct strata_buffer_header)) + strata_desc_capacity;
 	data_off = PAGE_ALIGN(lanes_off + kb->n_lanes * sizeof(struct strata_lane_ctl));
 	kb->total_size = data_off + kb->n_lanes * kb->lane_stride;
 	if (strata_kbuf_map(kb)) {
@@ -782,12 +1218,13 @@ static struct strata_kbuf *strata_kbuf_alloc(unsigned int slot, u32 subbuf_size,
 	kb->lanes = kb->mem + lanes_off;
 	kb->data = kb->mem + data_off;
 
-	for (i = 0; i < KEV_COUNT; i++) {
+	for (i = 0; i < strata_n_all_events(); i++) {
 		n = strata_put_desc(kb->mem + PAGE_ALIGN(sizeof(*kb->hdr)), desc_used,
-				    STRATA_DESC_CAPACITY, i, &strata_kevents[i]);
+				    strata_desc_capacity, i, strata_kev(i));
 		WARN_ON_ONCE(!n);
 		desc_used += n;
 	}
+	kb->desc_used = desc_used;
 	kb->hdr->magic = STRATA_ABI_MAGIC;
 	kb->hdr->abi_major = STRATA_ABI_MAJOR;
 	kb->hdr->abi_minor = STRATA_ABI_MINOR;
@@ -805,7 +1242,7 @@ static struct strata_kbuf *strata_kbuf_alloc(unsigned int slot, u32 subbuf_size,
 	kb->hdr->n_subbuf = kb->n_subbuf;
 	kb->hdr->subbuf_size = kb->subbuf_size;
 	kb->hdr->desc_offset = PAGE_ALIGN(sizeof(*kb->hdr));
-	kb->hdr->desc_capacity = STRATA_DESC_CAPACITY;
+	kb->hdr->desc_capacity = strata_desc_capacity;
 	kb->hdr->lanes_offset = lanes_off;
 	kb->hdr->data_offset = data_off;
 	kb->hdr->lane_stride = kb->lane_stride;
@@ -861,7 +1298,7 @@ struct file *strata_kbuf_open_file(unsigned int slot, u64 *total_size, u32 *n_la
 /* Does the slot's rule list (later rules win) enable kernel event `name`? */
 static bool strata_rules_enable(const struct strata_kabi_rule *rules, u32 n, const char *name)
 {
-	char full[64];
+	char full[96];
 	bool on = false;
 	u32 i;
 
@@ -884,7 +1321,7 @@ static void strata_arm(struct strata_kevent *ev, bool want)
 	int ret;
 
 	lockdep_assert_held(&strata_arm_lock);
-	if (want == ev->armed || !ev->tp)
+	if (want == ev->armed || !ev->tp || !ev->probe)
 		return;
 	if (want)
 		ret = tracepoint_probe_register(ev->tp, ev->probe, NULL);
@@ -896,21 +1333,125 @@ static void strata_arm(struct strata_kevent *ev, bool want)
 		ev->armed = want;
 }
 
+/* Probe context: preemption (and maybe interrupts) disabled; kprobes
+ * does not re-enter a handler on the CPU it runs on.
+ */
+static int strata_kprobe_handler(struct kprobe *p, struct pt_regs *regs)
+{
+	struct strata_kprobe_ev *k = container_of(p, struct strata_kprobe_ev, kp);
+	union strata_kval v[1] = { { .u = (unsigned long)p->addr } };
+
+	strata_emit(k->id, v);
+	return 0;
+}
+
+static void strata_kprobe_arm(struct strata_kprobe_ev *k, bool want)
+{
+	int ret;
+
+	lockdep_assert_held(&strata_arm_lock);
+	if (want == k->registered)
+		return;
+	if (!want) {
+		unregister_kprobe(&k->kp);
+		k->registered = false;
+		return;
+	}
+	/* A kprobe is registered from a clean struct each time. */
+	memset(&k->kp, 0, sizeof(k->kp));
+	k->kp.symbol_name = k->sym;
+	k->kp.pre_handler = strata_kprobe_handler;
+	ret = register_kprobe(&k->kp);
+	if (ret)
+		pr_warn("kprobe on %s: %d\n", k->sym, ret);
+	else
+		k->registered = true;
+}
+
+static bool strata_ksym_ok(const char *s)
+{
+	size_t i, n = strnlen(s, STRATA_KSYM_MAX);
+
+	if (!n || n >= STRATA_KSYM_MAX)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!isalnum(s[i]) && s[i] != '_' && s[i] != '.')
+			return false;
+	return true;
+}
+
+/* Ctl mutex: an entry for every kprobe an enabled rule names that has
+ * none yet, its descriptor appended to every existing buffer (release:
+ * the record before the size that shows it; pairs with the consumer's
+ * acquire load of desc_used).
+ */
+static void strata_kprobes_add(const struct strata_kabi_rule *rules, u32 n_rules)
+{
+	const size_t plen = strlen(STRATA_KPROBE_PREFIX);
+	u32 r, i, s;
+
+	for (r = 0; r < n_rules; r++) {
+		const char *sym = rules[r].pattern + plen;
+		struct strata_kprobe_ev *k;
+
+		if (!rules[r].enable || strncmp(rules[r].pattern, STRATA_KPROBE_PREFIX, plen) ||
+		    !strata_ksym_ok(sym))
+			continue;
+		for (i = 0; i < strata_n_kprobes; i++)
+			if (!strcmp(strata_kprobes[i].sym, sym))
+				break;
+		if (i < strata_n_kprobes)
+			continue;
+		if (strata_n_kprobes == STRATA_MAX_KPROBES) {
+			pr_warn("kprobe on %s: at most %u kprobes\n", sym, STRATA_MAX_KPROBES);
+			continue;
+		}
+		k = &strata_kprobes[strata_n_kprobes];
+		strscpy(k->sym, sym, sizeof(k->sym));
+		snprintf(k->name, sizeof(k->name), "kprobe_%s", sym);
+		k->ev.name = k->name;
+		k->ev.fields = kf_kprobe;
+		k->ev.n_fields = ARRAY_SIZE(kf_kprobe);
+		k->id = strata_n_events() + strata_n_kprobes;
+		WRITE_ONCE(strata_n_kprobes, strata_n_kprobes + 1);
+		for (s = 0; s < STRATA_KABI_MAX_SLOTS; s++) {
+			struct strata_kbuf *kb = rcu_dereference_protected(strata_kbufs[s], 1);
+			u32 n;
+
+			if (!kb)
+				continue;
+			n = strata_put_desc(kb->mem + PAGE_ALIGN(sizeof(*kb->hdr)), kb->desc_used,
+					    strata_desc_capacity, k->id, &k->ev);
+			WARN_ON_ONCE(!n);
+			kb->desc_used += n;
+			smp_store_release(&kb->hdr->desc_used, kb->desc_used);
+		}
+	}
+}
+
 void strata_kbuf_apply_rules(unsigned int slot, const struct strata_kabi_rule *rules,
 			     u32 n_rules, bool admin, u32 subbuf_size, u32 n_subbuf)
 {
 	struct strata_kbuf *kb = rcu_dereference_protected(strata_kbufs[slot], 1);
-	bool any = false, on[KEV_COUNT];
+	u32 deps[KEV_COUNT] = { 0 };
+	bool any = false;
 	u32 i;
 
 	WARN_ONCE(READ_ONCE(strata_kbuf_broken),
 		  "strata: kernel events disabled: a record did not fit an empty packet");
 
-	/* Kernel events show every process: CAP_SYS_ADMIN slots only. */
-	for (i = 0; i < KEV_COUNT; i++) {
-		on[i] = admin && strata_kevents[i].tp &&
-			strata_rules_enable(rules, n_rules, strata_kevents[i].name);
-		any |= on[i];
+	if (admin)
+		strata_kprobes_add(rules, n_rules);
+	/* Kernel events show every process: CAP_SYS_ADMIN slots only.  A
+	 * named syscall event needs its carrier's tracepoint.
+	 */
+	for (i = 0; i < strata_n_all_events(); i++) {
+		struct strata_kevent *ev = strata_kev(i);
+		bool has_tp = i < KEV_COUNT ? !!ev->tp : i >= strata_n_events() ||
+			      !!strata_kevents[(i - KEV_COUNT) & 1 ? KEV_SYS_EXIT : KEV_SYS_ENTER].tp;
+
+		ev->want = admin && has_tp && strata_rules_enable(rules, n_rules, ev->name);
+		any |= ev->want;
 	}
 	if (any && !kb) {
 		kb = strata_kbuf_alloc(slot, subbuf_size, n_subbuf);
@@ -924,12 +1465,30 @@ void strata_kbuf_apply_rules(unsigned int slot, const struct strata_kabi_rule *r
 		rcu_assign_pointer(strata_kbufs[slot], kb);
 	}
 	mutex_lock(&strata_arm_lock);
-	for (i = 0; i < KEV_COUNT; i++) {
-		struct strata_kevent *ev = &strata_kevents[i];
-		u32 m = on[i] ? ev->slots | BIT(slot) : ev->slots & ~BIT(slot);
+	/* The buffer was published above: a probe that sees a slot's bit
+	 * finds it (or skips a slot being cleared).
+	 */
+	for (i = strata_n_all_events(); i-- > 0;) {
+		struct strata_kevent *ev = strata_kev(i);
+		u32 m = ev->want ? ev->slots | BIT(slot) : ev->slots & ~BIT(slot);
 
 		WRITE_ONCE(ev->slots, m);
-		if (m)
+		if (i >= strata_n_events()) {
+			struct strata_kprobe_ev *k = &strata_kprobes[i - strata_n_events()];
+
+			if (m)
+				strata_kprobe_arm(k, true);
+			else if (k->registered)
+				mod_delayed_work(strata_wq, &strata_disarm_work, STRATA_DISARM_DELAY);
+		} else if (i >= KEV_COUNT) {
+			deps[(i - KEV_COUNT) & 1 ? KEV_SYS_EXIT : KEV_SYS_ENTER] |= m;
+		}
+	}
+	for (i = 0; i < KEV_COUNT; i++) {
+		struct strata_kevent *ev = &strata_kevents[i];
+
+		WRITE_ONCE(ev->deps, deps[i]);
+		if (ev->slots | deps[i])
 			strata_arm(ev, true);
 		else if (ev->armed)
 			mod_delayed_work(strata_wq, &strata_disarm_work, STRATA_DISARM_DELAY);
@@ -949,8 +1508,12 @@ static void strata_disarm_fn(struct work_struct *work)
 
 	mutex_lock(&strata_arm_lock);
 	for (i = 0; i < KEV_COUNT; i++)
-		if (!READ_ONCE(strata_kevents[i].slots))
+		if (!READ_ONCE(strata_kevents[i].slots) && !READ_ONCE(strata_kevents[i].deps))
 			strata_arm(&strata_kevents[i], false);
+	/* strata_n_kprobes only grows; entries below it are complete. */
+	for (i = 0; i < READ_ONCE(strata_n_kprobes) && i < STRATA_MAX_KPROBES; i++)
+		if (!READ_ONCE(strata_kprobes[i].ev.slots))
+			strata_kprobe_arm(&strata_kprobes[i], false);
 	mutex_unlock(&strata_arm_lock);
 }
 
@@ -974,22 +1537,162 @@ static void strata_find_tp(struct tracepoint *tp, void *priv)
 	u32 i;
 
 	for (i = 0; i < KEV_COUNT; i++)
-		if (!strcmp(tp->name, strata_kevents[i].name))
+		if (!strcmp(tp->name, strata_kevents[i].tp_name ?: strata_kevents[i].name))
 			strata_kevents[i].tp = tp;
+}
+
+/* A syscall argument's field, from the type the kernel's metadata gives
+ * it: paths and names (const char __user *, but not the byte buffers that
+ * share that type) as strings, other pointers as hex, integers by width
+ * and sign of their C type (unknown types: unsigned 64).
+ */
+static void strata_sys_field(struct strata_kfield *f, const char *type, const char *name,
+			     bool *is_str)
+{
+	static const char *const s32_types[] = {
+		"int", "pid_t", "key_serial_t", "clockid_t", "timer_t", "mqd_t", "rwf_t",
+		"__s32", "s32",
+	};
+	static const char *const u32_types[] = {
+		"unsigned int", "unsigned", "u32", "__u32", "uid_t", "gid_t", "qid_t",
+		"umode_t", "old_uid_t", "old_gid_t", "key_perm_t",
+	};
+	static const char *const s64_types[] = {
+		"long", "loff_t", "off_t", "ssize_t", "__s64", "s64", "__kernel_old_time_t",
+	};
+	static const char *const not_strings[] = {
+		"buf", "u_msg_ptr", "msg_ptr", "_callout_info",
+	};
+	u32 i;
+
+	*is_str = false;
+	*f = (struct strata_kfield)KF_HEX(name, 64);
+	/* The metadata's types are stringified after macro expansion: __user
+	 * is gone outside sparse builds.
+	 */
+	if (!strcmp(type, "const char *") || !strcmp(type, "const char __user *")) {
+		for (i = 0; i < ARRAY_SIZE(not_strings); i++)
+			if (!strcmp(name, not_strings[i]))
+				return;
+		*f = (struct strata_kfield)KF_STR(name);
+		*is_str = true;
+		return;
+	}
+	if (strchr(type, '*'))
+		return;
+	if (!strncmp(type, "const ", 6))
+		type += 6;
+	for (i = 0; i < ARRAY_SIZE(s32_types); i++)
+		if (!strcmp(type, s32_types[i])) {
+			*f = (struct strata_kfield)KF_INT(name, 32, 1);
+			return;
+		}
+	for (i = 0; i < ARRAY_SIZE(u32_types); i++)
+		if (!strcmp(type, u32_types[i])) {
+			*f = (struct strata_kfield)KF_INT(name, 32, 0);
+			return;
+		}
+	for (i = 0; i < ARRAY_SIZE(s64_types); i++)
+		if (!strcmp(type, s64_types[i])) {
+			*f = (struct strata_kfield)KF_INT(name, 64, 1);
+			return;
+		}
+	*f = (struct strata_kfield)KF_INT(name, 64, 0);
+}
+
+static void strata_ksys_free(void)
+{
+	u32 k;
+
+	for (k = 0; k < strata_n_ksys; k++) {
+		kfree(strata_ksys[k].entry.name);
+		kfree(strata_ksys[k].exit.name);
+	}
+	kvfree(strata_ksys);
+	kfree(strata_ksys_of_nr);
+	strata_ksys = NULL;
+	strata_ksys_of_nr = NULL;
+	strata_n_ksys = 0;
+}
+
+/* The named syscall events, from the kernel's metadata (strata_ksys.c). */
+static int strata_ksys_init(void)
+{
+	u32 max = strata_ksys_max_nr(), n, k, i;
+	struct strata_sysinfo *si;
+
+	if (!max)
+		return 0;
+	si = kvcalloc(max, sizeof(*si), GFP_KERNEL);
+	strata_ksys_of_nr = kcalloc(max, sizeof(*strata_ksys_of_nr), GFP_KERNEL);
+	if (!si || !strata_ksys_of_nr)
+		goto nomem;
+	n = strata_ksys_discover(si, max);
+	/* Event ids are u16: KEV_COUNT + 2n must fit. */
+	n = min_t(u32, n, (U16_MAX - KEV_COUNT) / 2);
+	strata_ksys = kvcalloc(n ? n : 1, sizeof(*strata_ksys), GFP_KERNEL);
+	if (!strata_ksys)
+		goto nomem;
+	strata_ksys_nr_max = max;
+	for (k = 0; k < n; k++) {
+		struct strata_ksys *ks = &strata_ksys[k];
+
+		ks->entry.name = kasprintf(GFP_KERNEL, "syscall_entry_%s", si[k].name);
+		ks->exit.name = kasprintf(GFP_KERNEL, "syscall_exit_%s", si[k].name);
+		strata_n_ksys = k + 1; /* so that strata_ksys_free frees them */
+		if (!ks->entry.name || !ks->exit.name)
+			goto nomem;
+		for (i = 0; i < si[k].n_args; i++) {
+			bool is_str;
+
+			strata_sys_field(&ks->fields[i], si[k].types[i], si[k].args[i], &is_str);
+			if (is_str)
+				ks->str_mask |= BIT(i);
+		}
+		ks->entry.fields = ks->fields;
+		ks->entry.n_fields = si[k].n_args;
+		ks->exit.fields = kf_syscall_ret;
+		ks->exit.n_fields = ARRAY_SIZE(kf_syscall_ret);
+		strata_ksys_of_nr[si[k].nr] = k + 1;
+	}
+	kvfree(si);
+	pr_info("%u syscalls named from the kernel's syscall metadata\n", strata_n_ksys);
+	return 0;
+nomem:
+	kvfree(si);
+	strata_ksys_free();
+	return -ENOMEM;
 }
 
 int strata_kbuf_init(void)
 {
+	u64 desc = 0;
 	u32 i;
+	int ret;
 
 	if (!strata_geometry_valid(kbuf_subbuf_size, kbuf_n_subbuf) ||
 	    kbuf_max_lane_size < 2 * STRATA_MIN_SUBBUF_SIZE) {
 		pr_err("bad kbuf_subbuf_size/kbuf_n_subbuf/kbuf_max_lane_size\n");
 		return -EINVAL;
 	}
+	ret = strata_ksys_init();
+	if (ret)
+		return ret;
+	for (i = 0; i < strata_n_events(); i++)
+		desc += strata_desc_need(strata_kev(i));
+	/* Room for every kprobe, each with the longest name. */
+	memset(strata_kprobes[0].name, 'k', sizeof(strata_kprobes[0].name) - 1);
+	strata_kprobes[0].ev.name = strata_kprobes[0].name;
+	strata_kprobes[0].ev.fields = kf_kprobe;
+	strata_kprobes[0].ev.n_fields = ARRAY_SIZE(kf_kprobe);
+	desc += STRATA_MAX_KPROBES * strata_desc_need(&strata_kprobes[0].ev);
+	memset(&strata_kprobes[0], 0, sizeof(strata_kprobes[0]));
+	strata_desc_capacity = PAGE_ALIGN(desc);
 	strata_wq = alloc_workqueue("strata", 0, 0);
-	if (!strata_wq)
+	if (!strata_wq) {
+		strata_ksys_free();
 		return -ENOMEM;
+	}
 	for_each_kernel_tracepoint(strata_find_tp, NULL);
 	for (i = 0; i < KEV_COUNT; i++)
 		if (!strata_kevents[i].tp)
@@ -1007,4 +1710,5 @@ void strata_kbuf_exit(void)
 	tracepoint_synchronize_unregister();
 	rcu_barrier();
 	destroy_workqueue(strata_wq);
+	strata_ksys_free();
 }

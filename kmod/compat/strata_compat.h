@@ -37,4 +37,18 @@ static inline void strata_vm_flags_clear(struct vm_area_struct *vma, unsigned lo
 #define STRATA_SCHED_SWITCH_PREV_STATE(prev, prev_state) (READ_ONCE((prev)->__state))
 #endif
 
+/* Syscall events by name read the kernel's own ftrace syscall metadata
+ * (struct syscall_metadata, <trace/syscall.h>) through the syscall's trace
+ * event: trace_get_event_file()/trace_put_event_file() are exported since
+ * 5.6.  The number -> entry point table is the kernel's generated
+ * <asm/syscalls_64.h> (x86-64 only here).  Elsewhere: no named syscalls,
+ * sys_enter/sys_exit keep working.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(5, 6, 0) && defined(CONFIG_FTRACE_SYSCALLS) && \
+	defined(CONFIG_X86_64)
+#define STRATA_HAVE_SYSCALL_META 1
+#else
+#define STRATA_HAVE_SYSCALL_META 0
+#endif
+
 #endif /* STRATA_COMPAT_H */

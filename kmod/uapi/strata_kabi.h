@@ -41,9 +41,13 @@
  * one lane per CPU, discard mode, CLOCK_MONOTONIC, its event descriptors in
  * its table.
  * The consumer reads it like a user buffer, except that no futex wake comes
- * from the kernel: poll() its wait fd (KBUF_OPEN below).  Events: sched_switch, sched_wakeup,
- * sched_process_fork, sched_process_exec, sched_process_exit, sys_enter,
- * sys_exit.
+ * from the kernel: poll() its wait fd (KBUF_OPEN below).  Events (ids 0..6
+ * fixed): sched_switch, sched_wakeup, sched_process_fork,
+ * sched_process_exec, sched_process_exit, sys_enter, sys_exit; then
+ * interrupts, softirqs, timers, block requests, wakeups, migration, wait
+ * and user page faults, and syscall_entry_<name>/syscall_exit_<name> for
+ * every syscall the kernel's ftrace metadata describes
+ * (docs/kernel-module.md has the list; the descriptor table is the truth).
  */
 #ifndef STRATA_KABI_H
 #define STRATA_KABI_H

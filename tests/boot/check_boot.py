@@ -133,10 +133,10 @@ def main():
     if expect_loss:
         check(discarded > 0, "the loss is counted: %d discarded" % discarded)
     if kernel:
-        forks = [(t, v) for n, t, v in kev if n == "kernel:sched_process_fork"]
+        forks = [(t, v) for n, t, v in kev if n in ("sched_process_fork", "kernel:sched_process_fork")]
         exits = {}
         for n, t, v in kev:
-            if n == "kernel:sched_process_exit":
+            if n in ("sched_process_exit", "kernel:sched_process_exit"):
                 exits.setdefault(v["tid"], []).append(t)
         by1 = {v["child_tid"]: t for t, v in forks if v["parent_tid"] == 1}
         # pid 1 forks its children, then /stage2 (the rest of the boot).

@@ -55,7 +55,11 @@ def main():
         ev = msg.event
         cc = ev.common_context_field
         tid = int(cc["vtid"]) if cc is not None and "vtid" in cc else -1
-        evs.append((ev.name, msg.default_clock_snapshot.ns_from_origin, tid, ev.payload_field))
+        # Kernel events are named as lttng-modules names them (no provider).
+        name = ev.name
+        if str(ev.stream.trace.environment["domain"]) == "kernel":
+            name = "kernel:" + name
+        evs.append((name, msg.default_clock_snapshot.ns_from_origin, tid, ev.payload_field))
     steps = sum(1 for e in evs if e[0] == "japp:step")
     check(steps == 300, "exactly 300 japp:step (%d)" % steps)
     check(any(e[0].startswith("kernel:") for e in evs), "kernel events in the same session")

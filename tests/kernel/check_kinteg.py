@@ -2,7 +2,8 @@
 """Host-side oracles of the kernel integration tests (kernel.kinteg_*), run
 on the traces guest-kinteg.sh recorded inside the VM.
 
-usage: check_kinteg.py record|causal_page|causal_monotonic|causal_consumer|kquery_trace VMOUT
+usage: check_kinteg.py record|causal_page|causal_monotonic|causal_consumer|kquery_trace|
+       sysnames|lttng_analyses|cost VMOUT
 
 record            `strata record -e 'kernel:*' -e 'demo:*' -- strata-demo`:
                   one session directory with a ust and a kernel sub-trace,
@@ -19,13 +20,43 @@ causal_CLOCK      100,000 times kcausal:before then getppid(seq) on one
                   stamped no later than the sys_enter of its own getppid
                   (matched exactly through args[0] == seq); prints the worst
                   and median margin.  Kernel events may be lost (counted).
+sysnames          `strata record -e 'kernel:sched_*' -e 'kernel:syscall_*' ...
+                  -- strata-kinteg-sysnames 1000`: babeltrace2 silent, nothing
+                  lost; after its exec the workload's thread made exactly
+                  1002 openat calls, recorded as syscall_entry_openat with
+                  typed fields (dfd = -100, flags = 0): 1000 with filename
+                  "/strata-kinteg/no-such-file", one cut at 255 bytes (a
+                  300-byte path across a page boundary), one "(fault)"
+                  (unmapped pointer); each followed by its
+                  syscall_exit_openat (ret -2, -2, -14); a kprobe on
+                  do_filp_open hit 1001 times, each inside an openat;
+                  one user page fault in each page the workload writes;
+                  interrupts,
+                  softirqs, timers and wakeups recorded.
+lttng_analyses    the same trace read by lttng-analyses (Debian's
+                  python3-lttnganalyses, MI output): lttng-syscallstats
+                  gives the workload's thread 1002 openat and, for every
+                  syscall, as many calls as babeltrace2 shows entry/exit
+                  pairs, with the same min and max durations;
+                  lttng-irqstats counts per interrupt and softirq what
+                  babeltrace2 shows; each lttng-schedtop row is a wakeup
+                  and the switch to that thread found in the trace, its
+                  latency their difference.
+cost              200,000 getppid calls not recorded, then recorded with the
+                  named getppid events, the raw sys_enter/sys_exit, every
+                  named syscall event: ns per call printed (TCG: a
+                  comparison, not a hardware figure); recorded getppid
+                  entries + discarded events cover the calls.
 kquery_trace      (kinteg_kquery) a tp-async process answered by the module
                   across 10 rule changes: exactly the batches emitted while
                   enabled (seq 0-9, 20-29, ..., 80-89), none lost; a
                   `strata record` (second daemon) run meanwhile recorded its
                   command through another module slot, without that process.
 """
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 
@@ -59,7 +90,12 @@ def events(path):
     for msg in bt2.TraceCollectionMessageIterator(path):
         if type(msg) is bt2._EventMessageConst:
             ev = msg.event
-            out.append((ev.name, msg.default_clock_snapshot.value,
+            # Kernel events are named as lttng-modules names them (no
+            # provider): tell them apart here by their sub-trace's domain.
+            name = ev.name
+            if str(ev.stream.trace.environment["domain"]) == "kernel":
+                name = "kernel:" + name
+            out.append((name, msg.default_clock_snapshot.value,
                         int(ev.common_context_field["vtid"]), ev.payload_field))
         elif type(msg) is bt2._DiscardedEventsMessageConst:
             lost += msg.count or 0
@@ -167,7 +203,7 @@ def check_causal(d, clock):
             tid = int(ev.common_context_field["vtid"])
             if ev.name == "kcausal:before":
                 user[(tid, int(ev.payload_field["seq"]))] = ts
-            elif ev.name == "kernel:sys_enter" and int(ev.payload_field["id"]) == SYS_GETPPID:
+            elif ev.name == "sys_enter" and str(env["domain"]) == "kernel" and int(ev.payload_field["id"]) == SYS_GETPPID:
                 kern.append((tid, int(ev.payload_field["args"][0]), ts))
         elif type(msg) is bt2._DiscardedEventsMessageConst:
             lost += msg.count or 0
@@ -191,6 +227,233 @@ def check_causal(d, clock):
           (clock, margins[0], margins[len(margins) // 2], margins[-1]))
     check(late == 0, "no user event stamped after its getppid's sys_enter (%d late, worst margin %d ns)" %
           (late, margins[0]))
+
+
+SYSNAMES_N = 1000  # kinteg_sysnames' argument in guest-kinteg.sh
+SYSNAMES_PATH = "/strata-kinteg/no-such-file"
+SYSNAMES_LONG = "/strata-kinteg/" + "a" * 240  # its 300-byte path, cut at 255 bytes
+ENOENT, EFAULT = 2, 14
+
+
+def kernel_events(path):
+    """(name, ns_from_origin, vtid, cpu_id, payload) of a kernel sub-trace, plus loss."""
+    out, lost = [], 0
+    for msg in bt2.TraceCollectionMessageIterator(path):
+        if type(msg) is bt2._EventMessageConst:
+            ev = msg.event
+            out.append((ev.name, msg.default_clock_snapshot.ns_from_origin,
+                        int(ev.common_context_field["vtid"]), int(ev.common_context_field["cpu_id"]),
+                        ev.payload_field))
+        elif type(msg) is bt2._DiscardedEventsMessageConst:
+            lost += msg.count or 0
+    return out, lost
+
+
+def workload_tid(evs):
+    execs = [e for e in evs if e[0] == "sched_process_exec" and
+             str(e[4]["filename"]).endswith("strata-kinteg-sysnames")]
+    return (execs[0][2], execs[0][1]) if len(execs) == 1 else (None, None)
+
+
+def syscall_pairs(evs, tid):
+    """{name: [durations]} of tid's syscall entry/exit pairs, and unpaired events."""
+    pairs, open_, unpaired = {}, None, 0
+    for name, ts, t, _, p in evs:
+        if t != tid:
+            continue
+        if name.startswith("syscall_entry_"):
+            if open_ is not None:
+                unpaired += 1
+            open_ = (name[len("syscall_entry_"):], ts)
+        elif name.startswith("syscall_exit_"):
+            if open_ is None or open_[0] != name[len("syscall_exit_"):]:
+                unpaired += 1
+            else:
+                pairs.setdefault(open_[0], []).append(ts - open_[1])
+            open_ = None
+    return pairs, unpaired
+
+
+def sysnames_trace(d):
+    tr = os.path.join(d, "sysnames")
+    check(read_file(os.path.join(d, "sysnames.rc")).strip() == "0",
+          "strata record exits 0 (stderr: %r)" % read_file(os.path.join(d, "sysnames.err"))[-300:])
+    return os.path.join(tr, "kernel")
+
+
+def check_sysnames(d):
+    kt = sysnames_trace(d)
+    if not check(os.path.isfile(os.path.join(kt, "metadata")), "kernel sub-trace recorded"):
+        return
+    lines = babeltrace2_silent(kt)
+    evs, lost = kernel_events(kt)
+    check(lines == len(evs), "babeltrace2 prints every event bt2 reads (%d == %d)" % (lines, len(evs)))
+    check(lost == 0, "no event discarded (%d)" % lost)
+    tid, t_exec = workload_tid(evs)
+    if not check(tid is not None, "one exec of strata-kinteg-sysnames"):
+        return
+    mine = [e for e in evs if e[2] == tid and e[1] > t_exec]
+    entries = [e for e in mine if e[0] == "syscall_entry_openat"]
+    exits = [e for e in mine if e[0] == "syscall_exit_openat"]
+    check(len(entries) == SYSNAMES_N + 2 and len(exits) == SYSNAMES_N + 2,
+          "tid %d: %d openat entries and %d exits after its exec (want %d)" %
+          (tid, len(entries), len(exits), SYSNAMES_N + 2))
+    names = [str(e[4]["filename"]) for e in entries]
+    check(names.count(SYSNAMES_PATH) == SYSNAMES_N, "%d entries name %s (want %d)" %
+          (names.count(SYSNAMES_PATH), SYSNAMES_PATH, SYSNAMES_N))
+    check(names[-2:] == [SYSNAMES_LONG, "(fault)"],
+          "the 300-byte path across a page boundary cut at 255 bytes, the unmapped one \"(fault)\" (%r)"
+          % [n[:40] + "...(%d)" % len(n) for n in names[-2:]])
+    check(all(int(e[4]["dfd"]) == -100 and int(e[4]["flags"]) == 0 for e in entries),
+          "typed arguments: dfd = AT_FDCWD (-100, signed), flags = 0")
+    rets = [int(e[4]["ret"]) for e in exits]
+    check(rets == [-ENOENT] * (SYSNAMES_N + 1) + [-EFAULT],
+          "returns: %d x -ENOENT then -EFAULT (got %s)" % (SYSNAMES_N + 1, sorted(set(rets))))
+    # The exec event comes from inside execve: its exit comes first.
+    first = [e[0] for e in mine[:1] if e[0].startswith("syscall_")]
+    check(first == ["syscall_exit_execve"], "after the exec, first syscall event: execve's exit (%s)" % first)
+    pairs, unpaired = syscall_pairs(mine[1:], tid)
+    check(unpaired == 0 and len(pairs.get("openat", [])) == SYSNAMES_N + 2,
+          "then every entry followed by its exit (%d unpaired)" % unpaired)
+    # The kprobe on do_filp_open: once per openat that got its path (not
+    # the unmapped one), inside that openat.
+    hits, inside, in_open = 0, 0, False
+    for e in mine[1:]:
+        if e[0] == "syscall_entry_openat":
+            in_open = True
+        elif e[0] == "syscall_exit_openat":
+            in_open = False
+        elif e[0] == "kprobe_do_filp_open":
+            hits += 1
+            inside += in_open and int(e[4]["ip"]) != 0
+    check(hits == SYSNAMES_N + 1 and inside == hits,
+          "kprobe_do_filp_open: %d hits, %d inside an openat with an ip (want %d)" %
+          (hits, inside, SYSNAMES_N + 1))
+    # User page faults: the workload maps 3 pages at m, unmaps the third
+    # (munmap(m + 2 pages)), then writes the long path from m + page - 100
+    # on: first touches of pages m and m + page, each one fault there.
+    unmaps = [int(e[4]["addr"]) for e in mine if e[0] == "syscall_entry_munmap"]
+    m = unmaps[-1] - 2 * 4096 if unmaps else None
+    faults = [int(e[4]["address"]) for e in mine if e[0] == "x86_exceptions_page_fault_user"]
+    in_pages = [sum(1 for a in faults if m is not None and m + k * 4096 <= a < m + (k + 1) * 4096)
+                for k in range(3)]
+    check(m is not None and in_pages == [1, 1, 0],
+          "x86_exceptions_page_fault_user: one fault in each written page, none in the unmapped one "
+          "(%s of %d faults)" % (in_pages, len(faults)))
+    for name in ("sched_switch", "sched_waking", "sched_wakeup", "irq_handler_entry",
+                 "irq_handler_exit", "softirq_entry", "softirq_exit", "timer_hrtimer_expire_entry"):
+        n = sum(1 for e in evs if e[0] == name)
+        check(n > 0, "%s recorded (%d)" % (name, n))
+
+
+def mi(tool, path):
+    # --no-intersection: by default the tools read only the time range
+    # every stream (here: every CPU's lane) covers, and lttng-irqstats
+    # then fails on a softirq_exit whose entry fell outside it.
+    r = subprocess.run([tool, "--no-intersection", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=600)
+    check(r.returncode == 0, "%s exits 0 (stderr: %r)" % (tool, r.stderr[-300:]))
+    try:
+        return json.loads(r.stdout)["results"]
+    except (ValueError, KeyError):
+        check(False, "%s prints its MI JSON (%r)" % (tool, r.stdout[:200]))
+        return []
+
+
+def check_lttng_analyses(d):
+    if not shutil.which("lttng-syscallstats-mi"):
+        print("SKIP: lttng-analyses not installed (apt-get install python3-lttnganalyses)")
+        return 77
+    kt = sysnames_trace(d)
+    if not check(os.path.isfile(os.path.join(kt, "metadata")), "kernel sub-trace recorded"):
+        return
+    evs, _ = kernel_events(kt)
+    tid, _ = workload_tid(evs)
+    if not check(tid is not None, "one exec of strata-kinteg-sysnames"):
+        return
+    # lttng-syscallstats: per thread and syscall, count, min, avg, max.
+    tables = [t for t in mi("lttng-syscallstats-mi", kt)
+              if isinstance(t.get("class"), dict) and
+              re.search(r"TID: %d\)" % tid, t["class"].get("title", ""))]
+    if not check(len(tables) == 1, "lttng-syscallstats has one table for tid %d" % tid):
+        return
+    got = {row[0]["name"]: (row[1]["value"], row[2]["value"], row[4]["value"]) for row in tables[0]["data"]}
+    pairs, _ = syscall_pairs(evs, tid)
+    want = {n: (len(v), min(v), max(v)) for n, v in pairs.items()}
+    check(got.get("openat", (0,))[0] == SYSNAMES_N + 2,
+          "lttng-syscallstats: %s openat calls by the workload (want %d)" %
+          (got.get("openat", (None,))[0], SYSNAMES_N + 2))
+    check(got == want, "lttng-syscallstats: every syscall's count, min and max duration match the "
+          "trace's entry/exit pairs (%d syscalls; differ: %s)" %
+          (len(want), sorted((n, got.get(n), want.get(n)) for n in set(got) | set(want)
+                             if got.get(n) != want.get(n))[:3]))
+    # lttng-irqstats: counts per hard irq and per softirq vector.
+    hard, soft = {}, {}
+    for t in mi("lttng-irqstats-mi", kt):
+        for row in t.get("data", []):
+            (hard if row[0]["hard"] else soft)[row[0]["nr"]] = row[1]["value"]
+    # Softirqs are level-triggered: the tool pairs raise, entry and exit
+    # per CPU and vector (one pending raise at a time, an entry without
+    # raise starts one, an exit without either is ignored); the same rule
+    # applied to the trace here.
+    bt_hard, bt_soft, pending = {}, {}, {}
+    for e in evs:
+        if e[0] == "irq_handler_entry":
+            bt_hard[int(e[4]["irq"])] = bt_hard.get(int(e[4]["irq"]), 0) + 1
+        elif e[0].startswith("softirq_"):
+            vec = int(e[4]["vec"])
+            q = pending.setdefault((e[3], vec), [])
+            if e[0] == "softirq_raise" and (not q or q[0]):
+                q.append(False)
+            elif e[0] == "softirq_entry":
+                if q:
+                    q[0] = True
+                else:
+                    q.append(True)
+            elif e[0] == "softirq_exit" and q:
+                del q[0]
+                bt_soft[vec] = bt_soft.get(vec, 0) + 1
+    check(hard and hard == bt_hard, "lttng-irqstats: hard irq counts %s == the trace's %s" % (hard, bt_hard))
+    check(soft and soft == bt_soft, "lttng-irqstats: softirq counts %s == the trace's %s" % (soft, bt_soft))
+    # lttng-schedtop: each row a wakeup and the switch to that thread.
+    rows = [r for t in mi("lttng-schedtop-mi", kt) for r in t.get("data", [])]
+    wakes = {(e[1], int(e[4]["tid"])) for e in evs if e[0] in ("sched_waking", "sched_wakeup", "sched_wakeup_new")}
+    switches = {(e[1], int(e[4]["next_tid"])) for e in evs if e[0] == "sched_switch"}
+    bad = [r for r in rows if (r[0]["value"], r[5]["tid"]) not in wakes or
+           (r[1]["value"], r[5]["tid"]) not in switches or r[2]["value"] != r[1]["value"] - r[0]["value"]]
+    check(rows and not bad, "lttng-schedtop: %d rows, each a wakeup and the switch to its thread in the "
+          "trace, latency their difference (%d bad: %s)" % (len(rows), len(bad), bad[:1]))
+
+
+COST_N = 200000  # getppid calls of each cost run (guest-kinteg.sh)
+
+
+def check_cost(d):
+    """Figures, with exact bookkeeping: each run's getppid entries recorded
+    plus events discarded cover the calls made."""
+    def ns(run):
+        m = re.search(r"ns_per_call ([0-9.]+)", read_file(os.path.join(d, "cost-%s.out" % run)))
+        check(read_file(os.path.join(d, "cost-%s.rc" % run)).strip() == "0" and m is not None,
+              "cost run %s completed" % run)
+        return float(m.group(1)) if m else None
+    base = ns("off")
+    for run, name in (("named", "syscall_entry_getppid"), ("raw", "sys_enter"),
+                      ("allnamed", "syscall_entry_getppid")):
+        per = ns(run)
+        kt = os.path.join(d, "cost-" + run, "kernel")
+        if not check(os.path.isfile(os.path.join(kt, "metadata")), "cost run %s: kernel sub-trace" % run):
+            continue
+        evs, lost = kernel_events(kt)
+        tid, t_exec = workload_tid(evs)
+        got = sum(1 for e in evs if e[2] == tid and e[1] > t_exec and e[0] == name and
+                  (name != "sys_enter" or int(e[4]["id"]) == 110))
+        check(got <= COST_N and got + lost >= COST_N,
+              "cost run %s: %d getppid entries recorded + %d events discarded cover %d calls" %
+              (run, got, lost, COST_N))
+        if per is not None and base is not None:
+            print("info: cost %-8s %7.1f ns/call (not recorded: %.1f, +%.1f ns), %d of %d "
+                  "getppid entries recorded, %d events lost (%.1f%%)" %
+                  (run, per, base, per - base, got, COST_N, lost, 100.0 * lost / max(1, got + lost)))
 
 
 def check_kquery(d):
@@ -232,6 +495,13 @@ def main():
         check_record(d)
     elif what == "kquery_trace":
         check_kquery(d)
+    elif what == "sysnames":
+        check_sysnames(d)
+    elif what == "cost":
+        check_cost(d)
+    elif what == "lttng_analyses":
+        if check_lttng_analyses(d) == 77:
+            return 77
     elif what.startswith("causal_") and what[7:] in EXPECTED_CLOCK_ID:
         check_causal(d, what[7:])
     else:

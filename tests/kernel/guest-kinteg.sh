@@ -1,14 +1,42 @@
 #!/bin/sh
-# guest-kinteg.sh STRATA DEMO CAUSAL CONSUMERD ASYNC_APP KWAIT - the
+# guest-kinteg.sh STRATA DEMO CAUSAL CONSUMERD ASYNC_APP KWAIT SYSNAMES - the
 # in-guest half of the kernel integration tests (kernel.kinteg_*): record
 # with `strata record` while strata.ko is loaded; the traces land in
 # $STRATA_VM_OUT/kinteg and are checked on the host, after the VM, by
 # check_kinteg.py (bt2 under TCG emulation would cost minutes).  The
 # acknowledgement test (kinteg_ack) is decided here (PASS/FAIL line).
 set -u
-strata=$1 demo=$2 causal=$3 consumerd=$4 async_app=$5 kwait=$6
+strata=$1 demo=$2 causal=$3 consumerd=$4 async_app=$5 kwait=$6 sysnames=$7
 o=$STRATA_VM_OUT/kinteg
 rm -rf "$o" && mkdir -p "$o" || exit 1
+
+# (s) named syscalls and the other kernel events, as lttng-modules names
+# them: a static workload makes exactly 1000 + 2 openat calls
+# (kinteg_sysnames.c); checked on the host with babeltrace2 and the
+# lttng-analyses scripts (check_kinteg.py sysnames, lttng_analyses).
+# With a kprobe on do_filp_open (each openat that got its path calls it
+# once; exec's open is before the exec event).
+"$strata" record -o "$o/sysnames" -e 'kernel:sched_*' -e 'kernel:syscall_*' -e 'kernel:irq_*' \
+	-e 'kernel:softirq_*' -e 'kernel:timer_*' -e 'kernel:block_*' -e 'kernel:kprobe_do_filp_open' \
+	-e 'kernel:x86_exceptions_page_fault_user' \
+	-- "$sysnames" 1000 \
+	> "$o/sysnames.out" 2> "$o/sysnames.err"
+echo $? > "$o/sysnames.rc"
+# Cost: 200,000 getppid calls, not recorded, then recorded three ways:
+# the named getppid events only, the raw sys_enter/sys_exit, every named
+# syscall event.  Figures and loss printed by check_kinteg.py cost.
+"$sysnames" cost 200000 > "$o/cost-off.out" 2>&1
+echo $? > "$o/cost-off.rc"
+for m in named raw allnamed; do
+	case $m in
+	named) ev='kernel:syscall_*_getppid' ;;
+	raw) ev='kernel:sys_e*' ;;
+	allnamed) ev='kernel:syscall_*' ;;
+	esac
+	"$strata" record -o "$o/cost-$m" -e 'kernel:sched_process_exec' -e "$ev" -- "$sysnames" cost 200000 \
+		> "$o/cost-$m.out" 2> "$o/cost-$m.err"
+	echo $? > "$o/cost-$m.rc"
+done
 
 # (a) user and kernel events of one command in one session directory; the
 # kernel buffer takes the session's sub-buffer count (SET_RULES V2).

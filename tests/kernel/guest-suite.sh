@@ -1,5 +1,5 @@
 #!/bin/sh
-# guest-suite.sh [--kinteg STRATA DEMO CAUSAL CONSUMERD ASYNC_APP KWAIT] KTEST [ARGS] - the in-guest
+# guest-suite.sh [--kinteg STRATA DEMO CAUSAL CONSUMERD ASYNC_APP KWAIT SYSNAMES] KTEST [ARGS] - the in-guest
 # part of the kernel test set, run by run-vm.sh inside the chroot with
 # strata.ko loaded.  --kinteg: also record the integration traces
 # (guest-kinteg.sh) after KTEST's tests.
@@ -7,8 +7,8 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 kinteg=""
 if [ "${1:-}" = --kinteg ]; then
-	kinteg="$2 $3 $4 $5 $6 $7"
-	shift 7
+	kinteg="$2 $3 $4 $5 $6 $7 $8"
+	shift 8
 fi
 ktest=$1
 shift
@@ -17,6 +17,6 @@ echo "guest: kernel $(uname -r), clocksource $(cat /sys/devices/system/clocksour
 # Per-test verdicts are the PASS/FAIL lines (kernel.<name> in CTest); the
 # VM run itself fails only on infrastructure or kernel-health problems.
 "$ktest" "$@" || echo "guest: some tests failed (exit $?)"
-# shellcheck disable=SC2086 # six paths without blanks (build tree)
+# shellcheck disable=SC2086 # seven paths without blanks (build tree)
 [ -z "$kinteg" ] || "$here/guest-kinteg.sh" $kinteg || echo "guest: kinteg recording failed"
 exit 0

@@ -222,9 +222,17 @@ void attach(Drained *d, int kfd, const strata_kabi_kbuf_open &ko)
 	std::vector<std::string> errors;
 	if (!d->reader->read_new_events(&d->descs, &errors) || !errors.empty())
 		fail("descriptors: " + (errors.empty() ? std::string("table broken") : errors[0]));
-	if (d->descs.size() != 7 || d->descs[0].provider != "kernel" ||
-	    d->descs[0].name != "sched_switch")
-		fail("unexpected descriptors");
+	// Ids 0..6 are kabi 1's seven events; more follow (other tracepoints,
+	// the named syscalls), every one provider "kernel", ids dense.
+	static const char *const first[] = { "sched_switch", "sched_wakeup", "sched_process_fork",
+					      "sched_process_exec", "sched_process_exit", "sys_enter",
+					      "sys_exit" };
+	if (d->descs.size() < 7)
+		fail("unexpected descriptors: " + std::to_string(d->descs.size()));
+	for (size_t i = 0; i < d->descs.size(); i++)
+		if (d->descs[i].provider != "kernel" || d->descs[i].id != i ||
+		    (i < 7 && d->descs[i].name != first[i]))
+			fail("unexpected descriptor " + std::to_string(i) + ": " + d->descs[i].name);
 	for (uint32_t i = 0; i < d->descs.size(); i++)
 		if (d->descs[i].id != i)
 			fail("descriptor ids not 0..6 in order");
@@ -366,7 +374,7 @@ BtResult babeltrace(const Drained &d)
 	char line[4096];
 	while (fgets(line, sizeof line, p)) {
 		b.lines++;
-		if (strstr(line, "kernel:sched_switch:") && strstr(line, "next_tid = "))
+		if (strstr(line, " sched_switch:") && strstr(line, "next_tid = "))
 			b.switches++;
 	}
 	b.rc = pclose(p);

@@ -129,7 +129,7 @@ TEST(Metadata, HandEncodedPacketReadsBackInBabeltrace2)
 	{
 		std::ofstream m(dir + "/metadata");
 		m << ctf_metadata(uuid, clock, env, 0, {evs[0]});
-		m << ctf_metadata_events(0, {evs[1]}); // appended later, as after a dlopen
+		m << ctf_metadata_events(0, {evs[1]}, env); // appended later, as after a dlopen
 	}
 
 	// Packet: header, then two records and a tick.
@@ -225,4 +225,32 @@ TEST(Metadata, SessionClockIsAbsoluteAndShared)
 	EXPECT_GE(c.offset_ns, 0);
 	EXPECT_LT(c.offset_ns, 1000000000);
 	EXPECT_GT(c.offset_s, 1600000000); // REALTIME - MONOTONIC is a recent epoch
+}
+
+// The kernel sub-trace follows lttng-modules' conventions (docs/kernel-module.md,
+// "Reading kernel traces with LTTng tools"): bare event names, lttng-modules'
+// env; user sub-traces keep provider:event and Strata's env.
+TEST(Metadata, KernelDomainUsesLttngKernelLayout)
+{
+	uint8_t uuid[16] = {1};
+	ClockInfo c = measure_session_clock();
+	EventInfo ev;
+	ev.id = 0;
+	ev.provider = "kernel";
+	ev.name = "syscall_entry_openat";
+	TraceEnv kenv;
+	kenv.domain = "kernel";
+	const std::string k = ctf_metadata(uuid, c, kenv, 0, {ev});
+	EXPECT_NE(k.find("name = \"syscall_entry_openat\";"), std::string::npos) << k;
+	EXPECT_EQ(k.find("kernel:syscall_entry_openat"), std::string::npos);
+	for (const char *f : { "domain = \"kernel\";", "tracer_name = \"lttng-modules\";", "tracer_major = 2;",
+			       "tracer_minor = 13;", "tracer_patchlevel = 0;", "strata_tracer = \"strata\";",
+			       "sysname = \"Linux\";" })
+		EXPECT_NE(k.find(f), std::string::npos) << f;
+	EXPECT_NE(ctf_metadata_events(0, {ev}, kenv).find("name = \"syscall_entry_openat\";"), std::string::npos);
+	TraceEnv uenv;
+	const std::string u = ctf_metadata(uuid, c, uenv, 0, {ev});
+	EXPECT_NE(u.find("name = \"kernel:syscall_entry_openat\";"), std::string::npos);
+	EXPECT_NE(u.find("tracer_name = \"strata\";"), std::string::npos);
+	EXPECT_EQ(u.find("lttng-modules"), std::string::npos);
 }
