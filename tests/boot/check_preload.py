@@ -21,7 +21,7 @@ import sys
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, vm_boot_counts  # noqa: E402
+from strata_testlib import Checks, event_tid, vm_boot_counts  # noqa: E402
 
 
 def main():
@@ -54,7 +54,7 @@ def main():
             continue
         if int(ev.payload_field["lock"]) != mutex:
             continue
-        vtid = int(ev.common_context_field["vtid"])
+        vtid = event_tid(ev)
         op = ev.name.split("_")[-1]
         ops.setdefault(vtid, []).append(op)
         if op == "lock":

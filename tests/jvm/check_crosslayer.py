@@ -23,6 +23,9 @@ import sys
 
 import bt2
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from strata_testlib import event_tid  # noqa: E402
+
 SYS_FUTEX = 202  # x86-64
 
 
@@ -53,8 +56,7 @@ def main():
         if type(msg) is not bt2._EventMessageConst:
             continue
         ev = msg.event
-        cc = ev.common_context_field
-        tid = int(cc["vtid"]) if cc is not None and "vtid" in cc else -1
+        tid = event_tid(ev)
         # Kernel events are named as lttng-modules names them (no provider).
         name = ev.name
         if str(ev.stream.trace.environment["domain"]) == "kernel":

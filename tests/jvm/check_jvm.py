@@ -30,7 +30,7 @@ import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from strata_testlib import Checks  # noqa: E402
+from strata_testlib import Checks, event_tid  # noqa: E402
 from jvm_testlib import fresh_work  # noqa: E402
 
 N_STEP, ROUNDS = 3000, 20
@@ -91,8 +91,7 @@ def main():
             continue
         ev = msg.event
         p = {f: ev.payload_field[f] for f in ev.payload_field}
-        vtid = int(ev.common_context_field["vtid"]) if ev.common_context_field is not None and \
-            "vtid" in ev.common_context_field else -1
+        vtid = event_tid(ev)
         evs.append((msg.default_clock_snapshot.ns_from_origin, ev.name, vtid, p))
     names = [e[1] for e in evs]
     count = {n: names.count(n) for n in set(names)}

@@ -14,6 +14,16 @@ def counter(path, word=0):
     return struct.unpack("<Q", b)[0] if len(b) == 8 else 0
 
 
+def event_tid(ev):
+    """The thread id of a babeltrace2 event: the event's own `vtid` context
+    (kernel events, user events of a lane shared by several threads) or else
+    the packet context's `vtid` (a lane owned by one thread); -1 if neither."""
+    for scope in (ev.common_context_field, ev.packet.context_field if ev.packet else None):
+        if scope is not None and "vtid" in scope:
+            return int(scope["vtid"])
+    return -1
+
+
 def wait_for(cond, what, timeout=30.0):
     """Poll an external condition with a deadline (never a bare sleep)."""
     deadline = time.monotonic() + timeout

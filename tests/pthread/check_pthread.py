@@ -30,6 +30,8 @@ def hold_overlap_ns(trace, lock, pid):
     overlap of the wait ([ts - wait_ns, ts]) with the holds of other threads
     ([lock acquired, unlock])."""
     import bt2
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+    from strata_testlib import event_tid
     acq, holds, open_ = [], [], {}
     for m in bt2.TraceCollectionMessageIterator(trace):
         if type(m) is not bt2._EventMessageConst:
@@ -41,7 +43,7 @@ def hold_overlap_ns(trace, lock, pid):
         if int(p["lock"]) != lock:
             continue
         ts = m.default_clock_snapshot.ns_from_origin
-        tid = int(ev.common_context_field["vtid"])
+        tid = event_tid(ev)
         if ev.name == "pthread:mutex_lock":
             open_[tid] = ts
             if int(p["contended"]):
