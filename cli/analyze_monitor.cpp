@@ -23,6 +23,7 @@
 
 #include "analyze_report.h"
 #include "commands.h"
+#include "bt_fields.h"
 #include "view_graph.h"
 
 namespace strata {
@@ -53,32 +54,6 @@ struct Model {
 	std::map<std::pair<std::string, int64_t>, Pending> pending; // (proc, tid)
 	uint64_t jvm_events = 0, discarded = 0;
 };
-
-const bt_field *member(const bt_field *st, const char *name)
-{
-	if (!st || bt_field_get_class_type(st) != BT_FIELD_CLASS_TYPE_STRUCTURE)
-		return nullptr;
-	return bt_field_structure_borrow_member_field_by_name_const(st, name);
-}
-
-int64_t as_i64(const bt_field *f)
-{
-	if (!f)
-		return 0;
-	bt_field_class_type t = bt_field_get_class_type(f);
-	if (bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER))
-		return static_cast<int64_t>(bt_field_integer_unsigned_get_value(f));
-	if (bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_SIGNED_INTEGER))
-		return bt_field_integer_signed_get_value(f);
-	return 0;
-}
-
-std::string as_str(const bt_field *f)
-{
-	if (!f || bt_field_get_class_type(f) != BT_FIELD_CLASS_TYPE_STRING)
-		return "";
-	return bt_field_string_get_value(f);
-}
 
 // "java (1234)" from the trace's environment.
 std::string proc_of(const bt_event *ev)
@@ -112,7 +87,9 @@ void on_event(Model &m, const bt_message *msg)
 	name = name.substr(4);
 	const bt_field *pl = bt_event_borrow_payload_field_const(ev);
 	std::string proc = proc_of(ev);
-	int64_t tid = as_i64(member(bt_event_borrow_common_context_field_const(ev), "vtid"));
+	int64_t tid = 0;
+	if (!event_tid(ev, &tid))
+		tid = 0;
 	if (name == "thread_start") {
 		std::string n = as_str(member(pl, "name"));
 		m.by_os_tid[{proc, as_i64(member(pl, "os_tid"))}] = n;

@@ -7,6 +7,7 @@
 
 #include <map>
 
+#include "bt_fields.h"
 #include "view_graph.h"
 
 namespace strata {
@@ -17,27 +18,6 @@ struct Sink {
 	Input *in = nullptr;
 	std::map<const bt_trace *, uint32_t> procs;
 };
-
-const bt_field *member(const bt_field *st, const char *name)
-{
-	if (!st || bt_field_get_class_type(st) != BT_FIELD_CLASS_TYPE_STRUCTURE)
-		return nullptr;
-	return bt_field_structure_borrow_member_field_by_name_const(st, name);
-}
-
-uint64_t as_u64(const bt_field *f)
-{
-	if (!f)
-		return 0;
-	bt_field_class_type t = bt_field_get_class_type(f);
-	if (bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER))
-		return bt_field_integer_unsigned_get_value(f);
-	if (bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_SIGNED_INTEGER))
-		return static_cast<uint64_t>(bt_field_integer_signed_get_value(f));
-	return 0;
-}
-
-int64_t as_i64(const bt_field *f) { return static_cast<int64_t>(as_u64(f)); }
 
 uint32_t proc_of(Sink *s, const bt_event *ev)
 {
@@ -99,7 +79,8 @@ void on_event(Sink *s, const bt_message *msg)
 	}
 	e.ts = ts;
 	e.proc = proc;
-	e.tid = as_i64(member(bt_event_borrow_common_context_field_const(ev), "vtid"));
+	int64_t tid = 0;
+	e.tid = event_tid(ev, &tid) ? tid : 0;
 	e.lock = as_u64(member(pl, "lock"));
 	e.cond = as_u64(member(pl, "cond"));
 	e.ret = static_cast<int32_t>(as_i64(member(pl, "ret")));

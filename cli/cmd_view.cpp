@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bt_fields.h"
 #include "commands.h"
 #include "view_graph.h"
 
@@ -258,28 +259,6 @@ void append_field(std::string &out, const bt_field *field, bool is_root)
 	}
 }
 
-// A member of a structure by name, or null.
-const bt_field *member(const bt_field *st, const char *name)
-{
-	if (!st || bt_field_get_class_type(st) != BT_FIELD_CLASS_TYPE_STRUCTURE)
-		return nullptr;
-	return bt_field_structure_borrow_member_field_by_name_const(st, name);
-}
-
-bool integer_value(const bt_field *f, int64_t *v)
-{
-	if (!f)
-		return false;
-	const bt_field_class_type type = bt_field_get_class_type(f);
-	if (bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_SIGNED_INTEGER))
-		*v = bt_field_integer_signed_get_value(f);
-	else if (bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER))
-		*v = static_cast<int64_t>(bt_field_integer_unsigned_get_value(f));
-	else
-		return false;
-	return true;
-}
-
 // ---- the sink ------------------------------------------------------------
 
 struct ViewSink {
@@ -335,15 +314,14 @@ void format_event(ViewSink &s, const bt_message *msg)
 	const bt_field *ctx = bt_event_borrow_common_context_field_const(ev);
 	int64_t v = 0;
 	out += " tid=";
-	if (integer_value(member(ctx, "vtid"), &v) || integer_value(member(ctx, "tid"), &v))
+	if (event_tid(ev, &v))
 		out += std::to_string(v);
 	else
 		out += '?';
-	out += " cpu=";
+	// The CPU where events say it (kernel events); user events do not
+	// carry it (their lanes are per thread: strata_abi.h).
 	if (integer_value(member(ctx, "cpu_id"), &v) || integer_value(member(ctx, "cpu"), &v))
-		out += std::to_string(v);
-	else
-		out += '?';
+		out += " cpu=" + std::to_string(v);
 	out += ' ';
 	const char *name = bt_event_class_get_name(ec);
 	out += name ? name : "<unnamed>";

@@ -153,6 +153,7 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 	d->n_lanes_ = info.n_lanes;
 	d->clock_ = clock;
 	d->env_ = env;
+	d->env_.record_format = info.record_format;
 	// Which clock the producer stamped with (all give CLOCK_MONOTONIC ns).
 	d->env_.clock_source = info.clock_id == STRATA_CLOCK_PAGE	    ? "kclock-page"
 			       : info.clock_id == STRATA_CLOCK_MONOTONIC ? "monotonic"

@@ -43,30 +43,38 @@ std::string ident(const std::string &name)
 	return out;
 }
 
-std::string integer_type(unsigned bits, bool is_signed, unsigned base)
+// Field alignment in bits: natural (WIDE), or none at all (COMPACT: byte-packed).
+unsigned field_align(unsigned bits, bool packed)
+{
+	return packed ? 8 : bits;
+}
+
+std::string integer_type(unsigned bits, bool is_signed, unsigned base, bool packed)
 {
 	std::ostringstream o;
-	o << "integer { size = " << bits << "; align = " << bits << "; signed = "
+	o << "integer { size = " << bits << "; align = " << field_align(bits, packed) << "; signed = "
 	  << (is_signed ? "true" : "false") << "; base = " << (base ? base : 10) << "; }";
 	return o.str();
 }
 
-void field_decl(std::ostringstream &o, const FieldInfo &f)
+void field_decl(std::ostringstream &o, const FieldInfo &f, bool packed)
 {
 	const std::string n = ident(f.name);
 	switch (f.type) {
 	case STRATA_FT_INTEGER:
-		o << "\t\t" << integer_type(f.elem_bits, f.is_signed, f.base) << " " << n << ";\n";
+		o << "\t\t" << integer_type(f.elem_bits, f.is_signed, f.base, packed) << " " << n << ";\n";
 		break;
 	case STRATA_FT_FLOAT:
 		if (f.elem_bits == 32)
-			o << "\t\tfloating_point { exp_dig = 8; mant_dig = 24; byte_order = le; align = 32; } ";
+			o << "\t\tfloating_point { exp_dig = 8; mant_dig = 24; byte_order = le; align = "
+			  << field_align(32, packed) << "; } ";
 		else
-			o << "\t\tfloating_point { exp_dig = 11; mant_dig = 53; byte_order = le; align = 64; } ";
+			o << "\t\tfloating_point { exp_dig = 11; mant_dig = 53; byte_order = le; align = "
+			  << field_align(64, packed) << "; } ";
 		o << n << ";\n";
 		break;
 	case STRATA_FT_ENUM: {
-		o << "\t\tenum : " << integer_type(f.elem_bits, f.is_signed, 10) << " {";
+		o << "\t\tenum : " << integer_type(f.elem_bits, f.is_signed, 10, packed) << " {";
 		bool first = true;
 		for (const EnumLabel &l : f.labels) {
 			o << (first ? " " : ", ") << quote(l.label) << " = " << l.first;
@@ -81,14 +89,15 @@ void field_decl(std::ostringstream &o, const FieldInfo &f)
 		o << "\t\tstring { encoding = UTF8; } " << n << ";\n";
 		break;
 	case STRATA_FT_ARRAY:
-		o << "\t\t" << integer_type(f.elem_bits, f.is_signed, f.base) << " " << n << "["
+		o << "\t\t" << integer_type(f.elem_bits, f.is_signed, f.base, packed) << " " << n << "["
 		  << f.length << "];\n";
 		break;
 	case STRATA_FT_SEQUENCE: {
 		const std::string len = "_" + n + "_length";
-		o << "\t\tinteger { size = 32; align = 32; signed = false; } " << len << ";\n";
-		o << "\t\t" << integer_type(f.elem_bits, f.is_signed, f.base) << " " << n << "[ " << len
-		  << " ];\n";
+		o << "\t\tinteger { size = 32; align = " << field_align(32, packed) << "; signed = false; } "
+		  << len << ";\n";
+		o << "\t\t" << integer_type(f.elem_bits, f.is_signed, f.base, packed) << " " << n << "[ "
+		  << len << " ];\n";
 		break;
 	}
 	default:
@@ -120,15 +129,19 @@ std::string ctf_metadata_events(uint32_t stream_id, const std::vector<EventInfo>
 	// Kernel events are named as lttng-modules names them (sched_switch,
 	// syscall_entry_openat): tools match those names exactly.
 	const bool bare = lttng_kernel_layout(env);
+	const bool packed = env.record_format == STRATA_REC_COMPACT;
 	std::ostringstream o;
-	for (const EventInfo &e : events) {
-		const std::string name = bare ? e.name : e.provider + ":" + e.name;
-		o << "\nevent {\n\tname = " << quote(name) << ";\n\tid = " << e.id
-		  << ";\n\tstream_id = " << stream_id << ";\n\tloglevel = " << e.loglevel
-		  << ";\n\tfields := struct {\n";
-		for (const FieldInfo &f : e.fields)
-			field_decl(o, f);
-		o << "\t};\n};\n";
+	// COMPACT: every event in both stream classes (owned and shared lanes).
+	for (uint32_t sid = stream_id; sid <= stream_id + (packed ? 1u : 0u); sid++) {
+		for (const EventInfo &e : events) {
+			const std::string name = bare ? e.name : e.provider + ":" + e.name;
+			o << "\nevent {\n\tname = " << quote(name) << ";\n\tid = " << e.id
+			  << ";\n\tstream_id = " << sid << ";\n\tloglevel = " << e.loglevel
+			  << ";\n\tfields := struct {\n";
+			for (const FieldInfo &f : e.fields)
+				field_decl(o, f, packed);
+			o << "\t};\n};\n";
+		}
 	}
 	return o.str();
 }
@@ -185,9 +198,10 @@ std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const T
 	  << ";\n\toffset = " << clock.offset_ns << ";\n\tabsolute = true;\n};\n\n";
 	o << "typealias integer { size = 64; align = 8; signed = false; map = clock." << clock.name
 	  << ".value; } := uint64_clock_t;\n\n";
-	// Packet context: offsets 32..84 of struct strata_packet_header.  The
-	// reserved word at 84 is not named: the event header's 64-bit
-	// alignment skips it.
+	// Packet context: offsets 32..88 of struct strata_packet_header.  In
+	// user streams (COMPACT) vtid is the owner of an owned lane's packet (-1
+	// in shared lanes); in the kernel's (WIDE) the word at 84 is not named:
+	// the event header's 64-bit alignment skips it.
 	o << "struct packet_context {\n"
 	     "\tuint64_clock_t timestamp_begin;\n"
 	     "\tuint64_clock_t timestamp_end;\n"
@@ -196,7 +210,38 @@ std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const T
 	     "\tuint64_t packet_seq_num;\n"
 	     "\tuint64_t events_discarded;\n"
 	     "\tuint32_t lane_id;\n"
-	     "};\n\n";
+	  << (env.record_format == STRATA_REC_COMPACT
+		      ? "\tinteger { size = 32; align = 8; signed = true; } vtid;\n"
+		      : "")
+	  << "};\n\n";
+	if (env.record_format == STRATA_REC_COMPACT) {
+		// Record header (strata_abi.h, STRATA_REC_COMPACT): LTTng's
+		// compact header, byte-packed.
+		o << "typealias integer { size = 27; align = 1; signed = false; map = clock." << clock.name
+		  << ".value; } := uint27_clock_t;\n\n"
+		     "struct event_header {\n"
+		     "\tenum : integer { size = 5; align = 1; signed = false; } { compact = 0 ... 30, "
+		     "extended = 31 } id;\n"
+		     "\tvariant <id> {\n"
+		     "\t\tstruct { uint27_clock_t timestamp; } compact;\n"
+		     "\t\tstruct { uint32_t id; uint64_clock_t timestamp; } extended;\n"
+		     "\t} v;\n"
+		     "} align(8);\n\n";
+		o << "stream {\n\tid = " << stream_id
+		  << ";\n"
+		     "\tpacket.context := struct packet_context;\n"
+		     "\tevent.header := struct event_header;\n"
+		     "};\n\n";
+		o << "stream {\n\tid = " << stream_id + 1
+		  << ";\n"
+		     "\tpacket.context := struct packet_context;\n"
+		     "\tevent.header := struct event_header;\n"
+		     "\tevent.context := struct {\n"
+		     "\t\tinteger { size = 32; align = 8; signed = true; } _vtid;\n"
+		     "\t};\n};\n";
+		o << ctf_metadata_events(stream_id, events, env);
+		return o.str();
+	}
 	// Record header: id at 0 (records start 8-byte aligned), timestamp at 2.
 	o << "struct event_header {\n"
 	     "\tinteger { size = 16; align = 64; signed = false; } id;\n"

@@ -48,8 +48,9 @@ int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string
 			break;
 		}
 		// The smallest packet is a header-only one (the trailing-loss packet):
-		// its content ends with the declared context, before `reserved`.
-		const uint64_t min_bits = 8ull * offsetof(struct strata_packet_header, reserved);
+		// its content ends with the declared context, before `vtid` in the
+		// kernel's format, after it in user streams.
+		const uint64_t min_bits = 8ull * offsetof(struct strata_packet_header, vtid);
 		if (bits % 8 || bits < min_bits || bits > 8ull * STRATA_MAX_SUBBUF_SIZE || h.content_size > bits ||
 		    h.content_size < min_bits) {
 			why = "bad packet size";

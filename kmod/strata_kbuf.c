@@ -469,7 +469,7 @@ static void strata_open_packet(struct strata_kbuf *kb, u32 lane, struct strata_l
 	ph->timestamp_begin = now;
 	ph->packet_seq_num = head / kb->subbuf_size;
 	ph->lane_id = lane;
-	ph->reserved = 0;
+	ph->vtid = 0;
 	strata_commit_bytes(kb, strata_commit_of(kb, lc, head), STRATA_PACKET_HEADER_SIZE);
 }
 
@@ -1248,6 +1248,8 @@ static struct strata_kbuf *strata_kbuf_alloc(unsigned int slot, u32 subbuf_size,
 	kb->hdr->lane_stride = kb->lane_stride;
 	kb->hdr->clock_id = STRATA_CLOCK_MONOTONIC;
 	kb->hdr->lanes_claimed = kb->n_lanes;
+	kb->hdr->record_format = STRATA_REC_WIDE; /* one lane per CPU, no sharing */
+	kb->hdr->n_shared_lanes = 0;
 	/* Release: the table is complete before a consumer sees its size;
 	 * pairs with the consumer's acquire load of desc_used.
 	 */

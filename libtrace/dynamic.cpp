@@ -219,13 +219,6 @@ extern "C" STRATA_EXPORT const char *strata_dyn_strerror(int err)
 
 namespace {
 
-// Natural alignment, at most 8, of record offsets (records start 8-aligned).
-inline size_t align_to(size_t o, size_t a)
-{
-	a = a > 8 ? 8 : a;
-	return (o + a - 1) & ~(a - 1);
-}
-
 inline size_t elem_size(const strata_field_desc &f)
 {
 	return f.size ? f.size : 1;
@@ -261,7 +254,9 @@ extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union 
 	size_t len[STRATA_DESC_MAX_FIELDS];
 	uint64_t scalar[STRATA_DESC_MAX_FIELDS];
 	size_t seq_len[STRATA_DESC_MAX_FIELDS];
-	size_t o = STRATA_EVENT_HEADER_SIZE;
+	// Payload bytes: fields byte-packed, as the static emitter lays them
+	// out (strata/tracepoint.h, strata_abi.h STRATA_REC_COMPACT).
+	size_t o = 0;
 	for (uint32_t i = 0; i < nf; i++) {
 		const strata_field_desc &f = d->fields[i];
 		switch (f.kind) {
@@ -269,7 +264,7 @@ extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union 
 			scalar[i] = v[i].u; // little-endian: the low `size` bytes are the value
 			src[i] = &scalar[i];
 			len[i] = f.size;
-			o = align_to(o, f.size) + f.size;
+			o += f.size;
 			break;
 		case STRATA_FIELD_FLOAT:
 			if (f.size == 4) {
@@ -281,7 +276,7 @@ extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union 
 			}
 			src[i] = &scalar[i];
 			len[i] = f.size;
-			o = align_to(o, f.size) + f.size;
+			o += f.size;
 			break;
 		case STRATA_FIELD_STRING: {
 			const char *s = v[i].s ? v[i].s : "(null)";
@@ -293,7 +288,7 @@ extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union 
 		case STRATA_FIELD_ARRAY:
 			src[i] = v[i].seq.ptr;
 			len[i] = elem_size(f) * f.length;
-			o = align_to(o, elem_size(f)) + len[i];
+			o += len[i];
 			break;
 		default: { // SEQUENCE
 			size_t k = v[i].seq.ptr ? v[i].seq.len : 0;
@@ -302,7 +297,7 @@ extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union 
 			seq_len[i] = k;
 			src[i] = v[i].seq.ptr;
 			len[i] = elem_size(f) * k;
-			o = align_to(align_to(o, 4) + 4, elem_size(f)) + len[i];
+			o += 4 + len[i];
 			break;
 		}
 		}
@@ -328,23 +323,13 @@ extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union 
 		strata_reservation r;
 		if (!strata_reserve(&r, ev, slot, size))
 			continue;
-		size_t w = STRATA_EVENT_HEADER_SIZE;
-		auto pad_to = [&](size_t a) {
-			size_t q = align_to(w, a);
-			if (q > w)
-				memset(r.rec + w, 0, q - w);
-			w = q;
-		};
+		size_t w = 0;
 		for (uint32_t i = 0; i < nf; i++) {
 			const strata_field_desc &f = d->fields[i];
 			if (f.kind == STRATA_FIELD_SEQUENCE) {
-				pad_to(4);
 				const uint32_t l32 = (uint32_t)seq_len[i];
 				memcpy(r.rec + w, &l32, 4);
 				w += 4;
-				pad_to(elem_size(f));
-			} else if (f.kind != STRATA_FIELD_STRING) {
-				pad_to(f.kind == STRATA_FIELD_ARRAY ? elem_size(f) : f.size);
 			}
 			if (len[i]) {
 				if (src[i])

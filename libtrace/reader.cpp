@@ -94,6 +94,14 @@ const char *check_header(const strata_buffer_header &h, uint64_t size)
 		return "buffer regions overlap";
 	if (!memchr(h.comm, 0, sizeof h.comm) || !memchr(h.channel, 0, sizeof h.channel))
 		return "comm or channel not NUL-terminated";
+	if (h.record_format == STRATA_REC_COMPACT) {
+		if (h.n_shared_lanes == 0 || h.n_shared_lanes > h.n_lanes)
+			return "bad n_shared_lanes";
+		if (h.stream_id == UINT32_MAX)
+			return "bad stream_id (no room for the shared lanes' class)";
+	} else if (h.record_format != STRATA_REC_WIDE) {
+		return "unknown record_format";
+	}
 	return nullptr;
 }
 
@@ -153,6 +161,8 @@ std::unique_ptr<Reader> Reader::attach(int fd, std::string *err)
 	i.stream_id = h.stream_id;
 	i.mode = h.mode;
 	i.n_lanes = h.n_lanes;
+	i.record_format = h.record_format;
+	i.first_shared = h.record_format == STRATA_REC_COMPACT ? h.n_lanes - h.n_shared_lanes : h.n_lanes;
 	i.n_subbuf = h.n_subbuf;
 	i.subbuf_size = h.subbuf_size;
 	i.clock_id = h.clock_id;
@@ -283,7 +293,7 @@ bool Reader::validate_header(uint32_t lane, uint64_t pos, strata_packet_header *
 		why = "bad packet magic";
 	else if (memcmp(ph.uuid, info_.uuid, 16) != 0)
 		why = "packet uuid differs from the buffer's";
-	else if (ph.stream_id != info_.stream_id)
+	else if (ph.stream_id != info_.lane_stream_id(lane))
 		why = "bad stream_id";
 	else if (ph.stream_instance_id != lane || ph.lane_id != lane)
 		why = "packet of another lane";
@@ -420,24 +430,60 @@ void Reader::release(uint32_t lane)
 
 // The largest record timestamp of a packet's content [0, end) (a private
 // copy), starting from *ts (the packet's timestamp_begin).  The records are
-// walked with the descriptors, as a CTF reader decodes them (each record
-// 8-byte aligned, fields at natural alignment from the packet start, at
-// most 8): false if they do not decode exactly up to `end`.
-bool Reader::max_record_ts(const uint8_t *pkt, uint64_t end, uint64_t *ts) const
+// walked with the descriptors, as a CTF reader decodes them: false if they
+// do not decode exactly up to `end`.
+//   WIDE (kernel): each record 8-byte aligned, a 16-byte header, fields at
+//   natural alignment from the packet start (at most 8).
+//   COMPACT (user): byte-packed; a 4-byte compact or 13-byte extended
+//   header (the compact timestamp rebuilt from the previous one, as a CTF
+//   reader does), the 4-byte thread context in a shared lane, no padding.
+bool Reader::max_record_ts(const uint8_t *pkt, uint64_t end, bool shared, uint64_t *ts) const
 {
+	const bool compact = info_.record_format == STRATA_REC_COMPACT;
 	uint64_t o = kHdr;
-	auto align = [&o](uint64_t a) { o = (o + a - 1) & ~(a - 1); }; // a in 1, 2, 4, 8
-	while (o < end) { // each round advances by >= 16 bytes or returns
-		align(STRATA_EVENT_ALIGN);
-		if (o > end || end - o < STRATA_EVENT_HEADER_SIZE)
-			return false;
-		uint16_t id;
+	auto align = [&o, compact](uint64_t a) { // a in 1, 2, 4, 8
+		if (!compact)
+			o = (o + a - 1) & ~(a - 1);
+	};
+	while (o < end) { // each round advances by >= 4 bytes or returns
+		uint32_t id;
 		uint64_t t;
-		memcpy(&id, pkt + o + STRATA_EVENT_ID_OFF, sizeof id);
-		memcpy(&t, pkt + o + STRATA_EVENT_TS_OFF, sizeof t);
+		if (compact) {
+			if (end - o < STRATA_REC_COMPACT_SIZE)
+				return false;
+			uint32_t w;
+			memcpy(&w, pkt + o, sizeof w);
+			id = w & 31u;
+			if (id == STRATA_REC_EXTENDED_ID) {
+				if (end - o < STRATA_REC_EXTENDED_SIZE)
+					return false;
+				memcpy(&id, pkt + o + 1, sizeof id);
+				memcpy(&t, pkt + o + 5, sizeof t);
+				o += STRATA_REC_EXTENDED_SIZE;
+			} else {
+				const uint64_t mask = (1ull << STRATA_REC_COMPACT_TS_BITS) - 1;
+				t = (*ts & ~mask) | (w >> 5);
+				if (t < *ts)
+					t += mask + 1;
+				o += STRATA_REC_COMPACT_SIZE;
+			}
+			if (shared) {
+				if (end - o < STRATA_REC_SHARED_CTX_SIZE)
+					return false;
+				o += STRATA_REC_SHARED_CTX_SIZE;
+			}
+		} else {
+			align(STRATA_EVENT_ALIGN);
+			if (o > end || end - o < STRATA_EVENT_HEADER_SIZE)
+				return false;
+			uint16_t id16;
+			memcpy(&id16, pkt + o + STRATA_EVENT_ID_OFF, sizeof id16);
+			memcpy(&t, pkt + o + STRATA_EVENT_TS_OFF, sizeof t);
+			id = id16;
+			o += STRATA_EVENT_HEADER_SIZE;
+		}
 		if (id >= by_id_.size() || by_id_[id] < 0)
 			return false;
-		o += STRATA_EVENT_HEADER_SIZE;
 		for (const FieldInfo &f : known_[(size_t)by_id_[id]].fields) {
 			const uint64_t b = std::min<uint64_t>(f.elem_bits / 8, 8); // >= 1 (validated)
 			uint64_t n = f.type == STRATA_FT_ARRAY ? f.length : 1;
@@ -504,7 +550,7 @@ bool Reader::finish_close(uint32_t lane, bool give_up, std::string *msg)
 		std::vector<uint8_t> copy(subbuf_at(lane, start), subbuf_at(lane, start) + off); // off < S
 		memcpy(&ts, copy.data() + offsetof(strata_packet_header, timestamp_begin), sizeof ts);
 		absorb_descriptors(); // events described since the caller's last read_new_events
-		walked = max_record_ts(copy.data(), off, &ts);
+		walked = max_record_ts(copy.data(), off, lane >= info_.first_shared, &ts);
 	}
 	if (!walked) {
 		// Corrupt, or abandoned by a live producer as we detach (its
@@ -619,14 +665,18 @@ bool Reader::trailing_loss_packet(uint32_t lane, std::vector<uint8_t> *out)
 	strata_packet_header ph{};
 	ph.magic = STRATA_CTF_MAGIC;
 	memcpy(ph.uuid, info_.uuid, 16);
-	ph.stream_id = info_.stream_id;
+	ph.stream_id = info_.lane_stream_id(lane);
 	ph.stream_instance_id = lane;
 	ph.timestamp_begin = ph.timestamp_end = ls.have_packet ? ls.last_ts_end : now();
-	// The content ends after lane_id, the last field the CTF metadata
-	// declares (consumerd/metadata.cpp leaves the reserved word at 84
-	// unnamed): a content_size of 88 bytes would make babeltrace2 look for
+	// The content ends after the last field the CTF metadata declares: the
+	// whole header in COMPACT buffers (vtid at 84); in WIDE (kernel) ones
+	// lane_id, since consumerd/metadata.cpp leaves the word at 84 unnamed
+	// there: a content_size of 88 bytes would make babeltrace2 look for
 	// an event header in the 4 padding bytes and fail the whole trace.
-	ph.content_size = offsetof(strata_packet_header, reserved) * 8;
+	ph.vtid = info_.record_format == STRATA_REC_COMPACT && lane < info_.first_shared ? 0 : -1;
+	ph.content_size = info_.record_format == STRATA_REC_COMPACT
+				  ? kHdr * 8
+				  : offsetof(strata_packet_header, vtid) * 8;
 	ph.packet_size = kHdr * 8;
 	ph.packet_seq_num = ls.next_seq;
 	ph.events_discarded = d;

@@ -46,9 +46,17 @@ struct BufferInfo {
 	std::string comm;
 	std::string channel;
 	uint8_t uuid[16] = {};
-	uint32_t stream_id = 0;
+	uint32_t stream_id = 0;  // of owned lanes; shared lanes: stream_id + 1 (COMPACT)
 	uint32_t mode = 0;       // enum strata_channel_mode
 	uint32_t n_lanes = 0;
+	uint32_t record_format = STRATA_REC_WIDE;
+	uint32_t first_shared = 0; // COMPACT: lanes from here on are shared
+	// The CTF stream class of a lane's packets.
+	uint32_t lane_stream_id(uint32_t lane) const
+	{
+		return record_format == STRATA_REC_COMPACT && lane >= first_shared ? stream_id + 1
+										 : stream_id;
+	}
 	uint32_t n_subbuf = 0;
 	uint64_t subbuf_size = 0;
 	uint32_t clock_id = 0;   // enum strata_clock_id
@@ -208,7 +216,7 @@ private:
 	bool absorb_descriptors();
 	bool finish_close(uint32_t lane, bool give_up, std::string *msg);
 	bool snapshot_ = false; // set_snapshot()
-	bool max_record_ts(const uint8_t *pkt, uint64_t end, uint64_t *ts) const;
+	bool max_record_ts(const uint8_t *pkt, uint64_t end, bool shared, uint64_t *ts) const;
 	strata_lane_ctl *lane_ctl(uint32_t lane) const;
 	const uint8_t *subbuf_at(uint32_t lane, uint64_t pos) const;
 	uint64_t now() const;

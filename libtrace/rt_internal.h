@@ -33,7 +33,7 @@
 namespace strata {
 
 constexpr unsigned kMaxDepth = 4;        // nested reservations per thread
-constexpr uint32_t kMaxEventId = 0xfffe; // event ids are u16 in records
+constexpr uint32_t kMaxEventId = 0xfffe; // event ids fit the descriptor tables' u16 masks
 
 /*
  * One open slot buffer, as the writer sees it.  Lives in its own private
@@ -54,7 +54,8 @@ struct Channel {
 	uint64_t lane_stride;  // N * S
 	unsigned subbuf_shift; // log2(S)
 	unsigned ring_shift;   // log2(N * S)
-	uint32_t n_lanes;
+	uint32_t n_lanes;      // owned lanes, then shared ones
+	uint32_t first_shared; // lanes [first_shared, n_lanes) are shared (strata_abi.h)
 	uint32_t mode;
 	uint32_t stream_id;
 	uint8_t uuid[16];

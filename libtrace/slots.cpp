@@ -87,14 +87,24 @@ uint32_t default_lanes()
 }
 
 struct Geometry {
-	uint32_t n_lanes, n_subbuf, mode;
+	uint32_t n_lanes, n_shared, n_subbuf, mode;
 	uint64_t subbuf_size, desc_capacity;
 	uint64_t desc_offset, lanes_offset, data_offset, total;
 };
 
 int compute_geometry(const strata_channel_config *cfg, Geometry *g)
 {
-	g->n_lanes = cfg->n_lanes ? cfg->n_lanes : default_lanes();
+	// cfg->n_lanes lanes a thread can own, plus shared ones for the threads
+	// beyond them (a quarter as many, at least one): records in a shared
+	// lane carry their thread, those of an owned lane do not (strata_abi.h).
+	// Pages of a lane nobody claimed are never touched.
+	const uint32_t owned = cfg->n_lanes ? cfg->n_lanes : default_lanes();
+	g->n_shared = owned / 4 ? owned / 4 : 1;
+	g->n_lanes = owned + g->n_shared;
+	if (owned > STRATA_MAX_LANES)
+		return -EINVAL;
+	if (g->n_lanes > STRATA_MAX_LANES)
+		g->n_lanes = STRATA_MAX_LANES; // fewer owned lanes, never fewer shared
 	g->n_subbuf = cfg->n_subbuf ? cfg->n_subbuf : kDefaultSubbufs;
 	g->subbuf_size = cfg->subbuf_size ? cfg->subbuf_size : kDefaultSubbufSize;
 	g->mode = cfg->mode;
@@ -102,6 +112,8 @@ int compute_geometry(const strata_channel_config *cfg, Geometry *g)
 	    g->n_subbuf > STRATA_MAX_SUBBUF || !pow2(g->subbuf_size) ||
 	    g->subbuf_size < STRATA_MIN_SUBBUF_SIZE || g->subbuf_size > STRATA_MAX_SUBBUF_SIZE ||
 	    (g->mode != STRATA_MODE_DISCARD && g->mode != STRATA_MODE_OVERWRITE) ||
+	    cfg->stream_id == UINT32_MAX || // shared lanes use stream_id + 1
+
 	    !memchr(cfg->name, 0, sizeof cfg->name))
 		return -EINVAL;
 	uint64_t want = 2 * registry_encoded_size();
@@ -142,6 +154,8 @@ void fill_header(strata_buffer_header *h, const strata_channel_config *cfg, cons
 	h->data_offset = g.data_offset;
 	h->lane_stride = (uint64_t)g.n_subbuf * g.subbuf_size;
 	h->clock_id = strata_rt_clock_id();
+	h->record_format = STRATA_REC_COMPACT;
+	h->n_shared_lanes = g.n_shared;
 }
 
 // Replace the shared pages by private zero pages (see the file comment).
@@ -307,6 +321,7 @@ extern "C" STRATA_EXPORT int strata_rt_slot_open(unsigned slot,
 			ch->subbuf_shift = log2_of(g.subbuf_size);
 			ch->ring_shift = log2_of(ch->lane_stride);
 			ch->n_lanes = g.n_lanes;
+			ch->first_shared = g.n_lanes - g.n_shared;
 			ch->mode = g.mode;
 			ch->stream_id = cfg->stream_id;
 			memcpy(ch->uuid, trace_uuid, 16);

@@ -39,12 +39,6 @@ STRATA_EXPORT void (*strata_test_writer_hook)(enum strata_writer_step) = nullptr
 }
 #endif
 
-extern "C" {
-// glibc >= 2.35 registers an rseq area per thread; weak so that an older
-// glibc still loads us (then sched_getcpu() is used).
-extern const ptrdiff_t __rseq_offset __attribute__((weak));
-extern const unsigned int __rseq_size __attribute__((weak));
-}
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 // Linux 5.14 uapi; glibc 2.36 headers lack it
@@ -73,6 +67,14 @@ struct ThreadState {
 	uint16_t exclusive;// bit s: lane[s] is owned (released at thread exit)
 	uint16_t lane[STRATA_MAX_SLOTS];
 	Channel *ch[STRATA_MAX_SLOTS]; // channel the lane cache belongs to
+	// The timestamp of this thread's last record in lane[s] (0 after a
+	// claim): a lower bound of the timestamp of whatever record precedes
+	// a new one in the lane, since timestamps follow positions.  Decides
+	// whether a record may use the compact header (strata_abi.h).  Written
+	// after a reservation, read before one, by this thread and its signal
+	// handlers only (relaxed atomics: a handler may run between any two
+	// instructions; an older value is still a lower bound).
+	uint64_t last_ts[STRATA_MAX_SLOTS];
 	CommitCtx ctx[kMaxDepth];
 };
 
@@ -82,28 +84,12 @@ __thread ThreadState t_state __attribute__((tls_model("initial-exec")));
 
 pthread_key_t g_exit_key;
 bool g_exit_key_ok;
-bool g_rseq_ok;
 
 inline uint32_t tid_of(ThreadState &t)
 {
 	if (__builtin_expect(t.tid == 0, 0))
 		t.tid = (uint32_t)syscall(SYS_gettid);
 	return t.tid;
-}
-
-inline uint16_t current_cpu()
-{
-	if (__builtin_expect(g_rseq_ok, 1)) {
-		// struct rseq: cpu_id_start u32 at 0, cpu_id u32 at 4, written by
-		// the kernel on this thread's every migration.
-		const volatile uint32_t *cpu = (const volatile uint32_t *)(
-			(char *)__builtin_thread_pointer() + __rseq_offset + 4);
-		int32_t c = (int32_t)*cpu;
-		if (c >= 0)
-			return (uint16_t)c;
-	}
-	int c = sched_getcpu();
-	return c < 0 ? 0 : (uint16_t)c;
 }
 
 inline void discard(strata_lane_ctl *lc)
@@ -165,17 +151,17 @@ inline bool subbuf_free(const Channel *ch, strata_lane_ctl *lc, uint64_t head)
 }
 
 void open_packet(Channel *ch, strata_lane_ctl *lc, uint32_t lane, char *lane_data,
-		 uint64_t head, uint64_t now)
+		 uint64_t head, uint64_t now, uint32_t vtid)
 {
 	auto *ph = (strata_packet_header *)(lane_data + ring_off(ch, head));
 	ph->magic = STRATA_CTF_MAGIC;
 	memcpy(ph->uuid, ch->uuid, sizeof ph->uuid);
-	ph->stream_id = ch->stream_id;
+	ph->stream_id = lane >= ch->first_shared ? ch->stream_id + 1 : ch->stream_id;
 	ph->stream_instance_id = lane;
 	ph->timestamp_begin = now;
 	ph->packet_seq_num = head >> ch->subbuf_shift;
 	ph->lane_id = lane;
-	ph->reserved = 0;
+	ph->vtid = lane >= ch->first_shared ? -1 : (int32_t)vtid;
 	STRATA_WHOOK(STRATA_W_OPEN_WRITTEN);
 	commit_bytes(ch, commit_of(ch, lc, head), STRATA_PACKET_HEADER_SIZE);
 }
@@ -207,14 +193,44 @@ void close_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uint64_t st
 	commit_bytes(ch, commit_of(ch, lc, start), ch->subbuf_size - content);
 }
 
+// A thread that claims an owned lane: the packet open there (if any) was
+// opened by the lane's previous owner and names it in its `vtid`; close it
+// so that every packet of an owned lane has one writer.  The previous owner
+// exited (it released the lane at thread exit, after its last commit), so
+// only the consumer may race us: same CAS as a writer's close, one winner.
+// A system call-free path, once per claim.
+void close_foreign_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uint32_t tid)
+{
+	const uint64_t S = ch->subbuf_size;
+	// Acquire: as strata_reserve's loads of head (timestamps follow positions).
+	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
+	while (head & (S - 1)) {
+		const uint64_t off = head & (S - 1);
+		auto *ph = (const strata_packet_header *)(lane_data + ring_off(ch, head - off));
+		// Relaxed read of a field the opener wrote before committing the
+		// header: an old value only costs one packet closed early.
+		if (__atomic_load_n(&ph->vtid, __ATOMIC_RELAXED) == (int32_t)tid)
+			return;
+		const uint64_t now = clock_now();
+		const uint64_t end = head - off + S;
+		// Acq_rel: as the close in strata_reserve.
+		if (__atomic_compare_exchange_n(&lc->head, &head, end, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
+			close_packet(ch, lc, lane_data, head - off, off, now);
+			return;
+		}
+	}
+}
+
 void claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 {
 	uint32_t lane = UINT32_MAX;
 	// Relaxed, here and on the bitmap: they only hand out indexes; a lane's
 	// data is protected by its own CAS protocol whoever owns it.
-	const uint32_t start = ch->claim_next.fetch_add(1, std::memory_order_relaxed) % ch->n_lanes;
-	for (uint32_t k = 0; k < ch->n_lanes && lane == UINT32_MAX; k++) {
-		const uint32_t i = (start + k) % ch->n_lanes;
+	const uint32_t n_owned = ch->first_shared;
+	const uint32_t start = n_owned ? ch->claim_next.fetch_add(1, std::memory_order_relaxed) % n_owned : 0;
+	for (uint32_t k = 0; k < n_owned && lane == UINT32_MAX; k++) {
+		const uint32_t i = (start + k) % n_owned;
 		const uint64_t bit = 1ull << (i % 64);
 		uint64_t v = ch->lane_bits[i / 64].load(std::memory_order_relaxed);
 		while (!(v & bit)) {
@@ -226,10 +242,15 @@ void claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 		}
 	}
 	bool exclusive = lane != UINT32_MAX;
-	if (!exclusive) // every lane owned: share one (writers are multi-writer safe)
-		lane = ch->shared_rr.fetch_add(1, std::memory_order_relaxed) % ch->n_lanes;
+	if (!exclusive) // every owned lane taken: share one of the shared lanes
+		lane = n_owned + ch->shared_rr.fetch_add(1, std::memory_order_relaxed) %
+					 (ch->n_lanes - n_owned);
 	t.lane[slot] = (uint16_t)lane;
 	t.ch[slot] = ch;
+	__atomic_store_n(&t.last_ts[slot], 0, __ATOMIC_RELAXED); // no record of ours there yet
+	if (exclusive)
+		close_foreign_packet(ch, &ch->lanes[lane], ch->data + (uint64_t)lane * ch->lane_stride,
+				     tid_of(t));
 	if (exclusive)
 		t.exclusive = (uint16_t)(t.exclusive | (1u << slot));
 	else
@@ -269,7 +290,6 @@ void thread_exit(void *)
 __attribute__((constructor)) void writer_init()
 {
 	g_exit_key_ok = pthread_key_create(&g_exit_key, thread_exit) == 0;
-	g_rseq_ok = &__rseq_size != nullptr && &__rseq_offset != nullptr && __rseq_size >= 8;
 }
 
 } // namespace
@@ -328,18 +348,27 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 	std::atomic_signal_fence(std::memory_order_seq_cst);
 
 	const uint64_t S = ch->subbuf_size;
+	// `size` is the payload; the record adds a header of 4 (compact) or 13
+	// (extended) bytes and, in a shared lane, the 4-byte thread context.
 	// A record must fit in an empty packet with room to spare: a packet is
 	// only ever finished by a close, never filled to its last byte.
-	if (__builtin_expect(size < STRATA_EVENT_HEADER_SIZE ||
-			     size > S - STRATA_PACKET_HEADER_SIZE - STRATA_EVENT_ALIGN, 0)) {
+	const uint32_t id = tp->id;
+	const bool shared = lane >= ch->first_shared;
+	const uint64_t ctx = shared ? STRATA_REC_SHARED_CTX_SIZE : 0;
+	const uint64_t wide = STRATA_REC_EXTENDED_SIZE + ctx + size;
+	if (__builtin_expect(size > S - STRATA_PACKET_HEADER_SIZE - 1 - STRATA_REC_EXTENDED_SIZE -
+					   STRATA_REC_SHARED_CTX_SIZE, 0)) {
 		discard(lc);
 		t.depth = depth;
 		return 0;
 	}
+	// The compact header when the id fits in 5 bits and the timestamp is
+	// less than 2^27 above the record before ours; the record that opens
+	// a packet follows timestamp_begin == its own timestamp.
+	const uint64_t narrow = id < STRATA_REC_EXTENDED_ID ? STRATA_REC_COMPACT_SIZE + ctx + size : wide;
 	char *lane_data = ch->data + (uint64_t)lane * ch->lane_stride;
-	// `head` is the exact end of the last record (content_size must not
-	// include trailing padding: CTF readers would take it for another
-	// event); each record aligns its own start and commits that padding.
+	// `head` is the exact end of the last record: records are byte-packed
+	// and content_size is where the last one ends.
 	// Acquire (here and on CAS failure): the clock read below then comes
 	// after every clock read of writers whose reservation we observed, so
 	// timestamps follow positions within the lane.  Pairs with the acq_rel
@@ -352,14 +381,14 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 		STRATA_WHOOK(STRATA_W_CLOCK_READ);
 		const uint64_t off = head & (S - 1);
 		if (off != 0) {
-			const uint64_t pad = (STRATA_EVENT_ALIGN - (off & (STRATA_EVENT_ALIGN - 1))) &
-					     (STRATA_EVENT_ALIGN - 1);
-			if (off + pad + size < S) {
+			// Relaxed: our own (or our handler's) last timestamp here.
+			const uint64_t low = __atomic_load_n(&t.last_ts[slot], __ATOMIC_RELAXED);
+			taken = (now - low) >> STRATA_REC_COMPACT_TS_BITS ? wide : narrow;
+			if (off + taken < S) {
 				STRATA_WHOOK(STRATA_W_BEFORE_RESERVE_CAS);
-				if (__atomic_compare_exchange_n(&lc->head, &head, head + pad + size, true,
+				if (__atomic_compare_exchange_n(&lc->head, &head, head + taken, true,
 								__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-					pos = head + pad;
-					taken = pad + size;
+					pos = head;
 					break;
 				}
 				continue;
@@ -397,7 +426,7 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 		}
 		STRATA_WHOOK(STRATA_W_FREE_CHECKED);
 		if (__atomic_compare_exchange_n(&lc->head, &head,
-						head + STRATA_PACKET_HEADER_SIZE + size, true,
+						head + STRATA_PACKET_HEADER_SIZE + narrow, true,
 						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 			// Release fence: the head CAS is ordered before every byte we
 			// write into the space; pairs with the acquire fence of the
@@ -405,30 +434,41 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 			// head to detect that we lapped its copy (seqlock).
 			std::atomic_thread_fence(std::memory_order_release);
 			STRATA_WHOOK(STRATA_W_OPEN_WON);
-			open_packet(ch, lc, lane, lane_data, head, now);
+			open_packet(ch, lc, lane, lane_data, head, now, tid_of(t));
 			if (__builtin_expect(head < ch->lane_stride, 0)) // lap 0: the next one
 				prefault_subbuf(ch, lane_data, head + S);
 			pos = head + STRATA_PACKET_HEADER_SIZE;
-			taken = size;
+			taken = narrow;
 			break;
 		}
 	}
 	std::atomic_thread_fence(std::memory_order_release); // same pairing as above
 	STRATA_WHOOK(STRATA_W_RESERVED);
+	// Relaxed: see ThreadState::last_ts.
+	__atomic_store_n(&t.last_ts[slot], now, __ATOMIC_RELAXED);
 	char *rec = lane_data + ring_off(ch, pos);
-	const uint16_t id = (uint16_t)tp->id;
-	const uint32_t tid = tid_of(t);
-	const uint16_t cpu = current_cpu();
-	memcpy(rec + STRATA_EVENT_ID_OFF, &id, sizeof id);
-	memcpy(rec + STRATA_EVENT_TS_OFF, &now, sizeof now);
-	memcpy(rec + STRATA_EVENT_TID_OFF, &tid, sizeof tid);
-	memcpy(rec + STRATA_EVENT_CPU_OFF, &cpu, sizeof cpu);
+	uint64_t hdr;
+	if (__builtin_expect(taken == wide, 0)) { // also every id >= 31 (narrow == wide)
+		rec[0] = (char)STRATA_REC_EXTENDED_ID;
+		memcpy(rec + 1, &id, sizeof id);
+		memcpy(rec + 5, &now, sizeof now);
+		hdr = STRATA_REC_EXTENDED_SIZE;
+	} else {
+		const uint32_t w = id | (uint32_t)(now << 5);
+		memcpy(rec, &w, sizeof w);
+		hdr = STRATA_REC_COMPACT_SIZE;
+	}
+	if (shared) {
+		const int32_t tid = (int32_t)tid_of(t);
+		memcpy(rec + hdr, &tid, sizeof tid);
+		hdr += STRATA_REC_SHARED_CTX_SIZE;
+	}
 	CommitCtx &c = t.ctx[depth];
 	c.ch = ch;
 	c.commit = commit_of(ch, lc, pos);
-	r->rec = rec;
+	r->rec = rec + hdr;
 	r->lane = &c;
-	r->size = taken; // leading alignment padding + record: what commit adds
+	r->size = taken; // the record's bytes: what commit adds
 	return 1;
 }
 

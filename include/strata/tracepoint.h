@@ -47,7 +47,10 @@
 extern "C" {
 #endif
 
-#define STRATA_API_VERSION 1u
+/* 2: byte-packed payloads, strata_reservation.rec points at the payload.
+ * The runtime refuses descriptions of another version (compiled with an
+ * older header): their emitters would lay records out the old way. */
+#define STRATA_API_VERSION 2u
 
 /* Log levels, as syslog (lower is more severe), plus debug sub-levels. */
 enum strata_loglevel {
@@ -123,7 +126,7 @@ struct strata_tracepoint {
 
 /* What the generated code hands the runtime for one record. */
 struct strata_reservation {
-	char *rec;       /* start of the record; payload at rec + 16 */
+	char *rec;       /* where the payload goes (after the record's header) */
 	void *lane;      /* runtime-private */
 	uint64_t size;   /* bytes reserved */
 };
@@ -195,33 +198,31 @@ void strata_unregister_tracepoints(struct strata_tracepoint *const *start,
 #define STRATA__PARAM_SEQ(n, c, x, i) , const c *n, size_t n##_len
 #define STRATA__PARAM_BYTES(n, c, x, i) , const void *n, size_t n##_len
 
-/* op SIZE: advance `o` (record-relative; records start 8-aligned) */
-#define STRATA__AL(o, a) (((o) + ((a) > 8 ? 8 : (a)) - 1) & ~(size_t)(((a) > 8 ? 8 : (a)) - 1))
+/* op SIZE: advance `o` (payload bytes; fields are byte-packed, no padding) */
 #define STRATA__SIZE(t, i) STRATA__DISPATCH(STRATA__SIZE, t, i)
-#define STRATA__SIZE_INT(n, c, x, i) o_ = STRATA__AL(o_, sizeof(c)) + sizeof(c);
+#define STRATA__SIZE_INT(n, c, x, i) o_ += sizeof(c);
 #define STRATA__SIZE_FLOAT STRATA__SIZE_INT
 #define STRATA__SIZE_ENUM STRATA__SIZE_INT
 #define STRATA__SIZE_STRING(n, c, x, i) \
 	const char *s_##n = (n) ? (n) : "(null)"; size_t l_##n = strlen(s_##n) + 1; o_ += l_##n;
-#define STRATA__SIZE_ARRAY(n, c, x, i) o_ = STRATA__AL(o_, sizeof(c)) + sizeof(c) * (size_t)(x);
+#define STRATA__SIZE_ARRAY(n, c, x, i) o_ += sizeof(c) * (size_t)(x);
 #define STRATA__SIZE_SEQ(n, c, x, i) \
 	size_t l_##n = (n) ? n##_len : 0; if (l_##n > 0xffffffu) l_##n = 0xffffffu; \
-	o_ = STRATA__AL(STRATA__AL(o_, 4) + 4, sizeof(c)) + sizeof(c) * l_##n;
+	o_ += 4 + sizeof(c) * l_##n;
 #define STRATA__SIZE_BYTES STRATA__SIZE_SEQ
 
-/* op WRITE: store at rec + o, zeroing alignment padding */
-#define STRATA__PAD(a) { size_t q_ = STRATA__AL(o_, a); while (o_ < q_) r_.rec[o_++] = 0; }
+/* op WRITE: store at rec + o */
 #define STRATA__WRITE(t, i) STRATA__DISPATCH(STRATA__WRITE, t, i)
 #define STRATA__WRITE_INT(n, c, x, i) \
-	STRATA__PAD(sizeof(c)) { c v_ = (n); memcpy(r_.rec + o_, &v_, sizeof(c)); o_ += sizeof(c); }
+	{ c v_ = (n); memcpy(r_.rec + o_, &v_, sizeof(c)); o_ += sizeof(c); }
 #define STRATA__WRITE_FLOAT STRATA__WRITE_INT
 #define STRATA__WRITE_ENUM STRATA__WRITE_INT
 #define STRATA__WRITE_STRING(n, c, x, i) memcpy(r_.rec + o_, s_##n, l_##n); o_ += l_##n;
 #define STRATA__WRITE_ARRAY(n, c, x, i) \
-	STRATA__PAD(sizeof(c)) memcpy(r_.rec + o_, (n), sizeof(c) * (size_t)(x)); o_ += sizeof(c) * (size_t)(x);
+	memcpy(r_.rec + o_, (n), sizeof(c) * (size_t)(x)); o_ += sizeof(c) * (size_t)(x);
 #define STRATA__WRITE_SEQ(n, c, x, i) \
-	STRATA__PAD(4) { uint32_t len_ = (uint32_t)l_##n; memcpy(r_.rec + o_, &len_, 4); o_ += 4; } \
-	STRATA__PAD(sizeof(c)) if (l_##n) memcpy(r_.rec + o_, (n), sizeof(c) * l_##n); o_ += sizeof(c) * l_##n;
+	{ uint32_t len_ = (uint32_t)l_##n; memcpy(r_.rec + o_, &len_, 4); o_ += 4; } \
+	if (l_##n) { memcpy(r_.rec + o_, (n), sizeof(c) * l_##n); o_ += sizeof(c) * l_##n; }
 #define STRATA__WRITE_BYTES STRATA__WRITE_SEQ
 
 /* op ARGV: pointers to the arguments, for field filters */
@@ -313,7 +314,7 @@ extern "C" {
 	static __attribute__((noinline, unused)) void STRATA__EMIT(prov, ev)( \
 		struct strata_tracepoint *tp_ STRATA__FE(STRATA__PARAM, __VA_ARGS__)) \
 	{ \
-		size_t o_ = 16; \
+		size_t o_ = 0; \
 		uint32_t st_ = __atomic_load_n(&tp_->state, __ATOMIC_RELAXED); \
 		uint32_t m_ = st_ & STRATA_TP_SLOTS_MASK; \
 		STRATA__FE(STRATA__SIZE, __VA_ARGS__) \
@@ -330,7 +331,7 @@ extern "C" {
 				} \
 				if (!strata_reserve(&r_, tp_, slot_, size_)) \
 					continue; \
-				o_ = 16; \
+				o_ = 0; \
 				STRATA__FE(STRATA__WRITE, __VA_ARGS__) \
 				strata_commit(&r_); \
 			} \
@@ -368,7 +369,7 @@ extern "C" {
 			struct strata_reservation r_; \
 			unsigned slot_ = (unsigned)__builtin_ctz(m_); \
 			m_ &= m_ - 1; \
-			if (strata_reserve(&r_, tp_, slot_, 16)) \
+			if (strata_reserve(&r_, tp_, slot_, 0)) \
 				strata_commit(&r_); \
 		} \
 	} \

@@ -42,6 +42,7 @@ typedef __u8 strata_u8;
 typedef __u16 strata_u16;
 typedef __u32 strata_u32;
 typedef __u64 strata_u64;
+typedef __s32 strata_s32;
 typedef __s64 strata_s64;
 #else
 #include <stdint.h>
@@ -49,12 +50,13 @@ typedef uint8_t strata_u8;
 typedef uint16_t strata_u16;
 typedef uint32_t strata_u32;
 typedef uint64_t strata_u64;
+typedef int32_t strata_s32;
 typedef int64_t strata_s64;
 #endif
 
 #define STRATA_ABI_MAGIC 0x53545241u /* "STRA" */
-#define STRATA_ABI_MAJOR 1u
-#define STRATA_ABI_MINOR 2u /* 1: enum ranges (strata_desc_enum_label.flags); 2: STRATA_BUF_STREAMED */
+#define STRATA_ABI_MAJOR 2u /* 2: compact user records (STRATA_REC_COMPACT), owned/shared lanes */
+#define STRATA_ABI_MINOR 0u
 
 /* ---- CTF packet and event layout (little-endian) -------------------------
  * Every sub-buffer is a complete CTF 1.8 packet.  Offsets from packet start. */
@@ -73,15 +75,20 @@ struct strata_packet_header {
 	strata_u64 packet_seq_num;     /* 64: head / subbuf_size */
 	strata_u64 events_discarded;   /* 72: cumulative for the lane */
 	strata_u32 lane_id;            /* 80 */
-	strata_u32 reserved;           /* 84: keeps events 8-byte aligned */
+	/* 84: STRATA_REC_COMPACT buffers: the thread that opened the packet
+	 * (an owned lane's only writer), -1 in a shared lane.  Kernel: 0. */
+	strata_s32 vtid;
 };
 #define STRATA_PACKET_HEADER_SIZE 88u
 
 /*
- * Event record: header { id u16 (align 8 bytes), timestamp u64 (align 2) },
- * context { tid u32 (align 2), cpu u16 (align 2) }, then the payload, each
- * field at its natural alignment measured from the packet start.  Records
- * start 8-byte aligned; the writer pads between records.
+ * Two record formats; the buffer header's `record_format` says which.
+ *
+ * STRATA_REC_WIDE (the kernel module's buffers): header { id u16 (align 8
+ * bytes), timestamp u64 (align 2) }, context { tid u32 (align 2), cpu u16
+ * (align 2) }, then the payload, each field at its natural alignment
+ * measured from the packet start.  Records start 8-byte aligned; the writer
+ * pads between records.
  */
 #define STRATA_EVENT_HEADER_SIZE 16u
 #define STRATA_EVENT_ALIGN 8u
@@ -89,6 +96,39 @@ struct strata_packet_header {
 #define STRATA_EVENT_TS_OFF 2u
 #define STRATA_EVENT_TID_OFF 10u
 #define STRATA_EVENT_CPU_OFF 14u
+
+/*
+ * STRATA_REC_COMPACT (user-space buffers): byte-packed records, no padding
+ * anywhere (a record starts where the previous one ended; fields follow
+ * each other with no alignment, as LTTng-UST lays them out on x86).
+ *
+ *   compact header, 4 bytes: one little-endian u32,
+ *       bits 0..4   event id (0..30)
+ *       bits 5..31  the low 27 bits of the timestamp
+ *   extended header, 13 bytes: byte 0 = 31 (bits 5..7 zero), then
+ *       u32 event id at 1, u64 timestamp at 5.
+ *
+ * A reader rebuilds a compact timestamp from the previous timestamp of the
+ * stream (the previous record, or the packet's timestamp_begin): the one
+ * value >= it whose low 27 bits match.  So a writer may use the compact
+ * form only when the record's timestamp is less than 2^27 above the
+ * previous one; it knows a lower bound of it (its own last timestamp in the
+ * lane: timestamps follow positions in a lane) and uses that.
+ *
+ * Lanes [0, n_lanes - n_shared_lanes) are owned by one thread at a time:
+ * their packets carry the thread in the packet header's `vtid`, records
+ * carry none (stream class `stream_id`).  Lanes from n_lanes -
+ * n_shared_lanes on are shared by the threads that found no free owned
+ * lane: each record has a 4-byte context { s32 vtid } after its header
+ * (stream class `stream_id + 1`).
+ */
+#define STRATA_REC_WIDE 0u
+#define STRATA_REC_COMPACT 1u
+#define STRATA_REC_COMPACT_SIZE 4u
+#define STRATA_REC_EXTENDED_SIZE 13u
+#define STRATA_REC_EXTENDED_ID 31u
+#define STRATA_REC_COMPACT_TS_BITS 27u
+#define STRATA_REC_SHARED_CTX_SIZE 4u
 
 /* ---- Buffer header (offset 0 of the mapping) ---------------------------- */
 enum strata_channel_mode {
@@ -139,7 +179,9 @@ struct strata_buffer_header {
 	strata_u32 flags;
 	strata_u32 clock_id;       /* enum strata_clock_id: which clock stamped */
 	strata_u64 lanes_claimed;  /* informational: lanes handed out so far */
-	strata_u64 reserved[8];
+	strata_u32 record_format;  /* STRATA_REC_WIDE or STRATA_REC_COMPACT */
+	strata_u32 n_shared_lanes; /* COMPACT: the last n lanes are shared, 1..n_lanes */
+	strata_u64 reserved[7];
 };
 
 #define STRATA_BUF_PRODUCER_EXITED 0x1u /* set by the producer's destructor */

@@ -11,8 +11,9 @@ events (snap:tick seq 0, 1, ...) in batches on command, and snap:fatal
      number > 0); babeltrace2 silent.  2000 ticks, fatal again: within the
      hold-off, no snapshot.
   2. Trigger replaced while the session runs, hold-off 0 (the process
-     follows through tp-async): 1000 ticks, fatal -> one new snapshot ending
-     with ticks ..5999 and fatal(after=5999), without the held fatal(4999).
+     follows through tp-async): 3000 ticks (more than the 4 x 4 KiB ring
+     holds), fatal -> one new snapshot ending with ticks ..7999 and
+     fatal(after=7999), without the held fatal(4999).
   3. `strata stop` reports "1 taken"; the companions' traces
      (<out>-triggers) hold the three fatals; exactly two snapshot directories
      exist; bad uses are refused (discard-mode session: exit 1; a pattern
@@ -110,7 +111,7 @@ def main():
         check(r.returncode == 0 and "at most one per 0 ms" in r.stdout, "trigger replaced while running (%r)" %
               r.stdout.strip())
         check(len(snapshots()) == 1, "no snapshot for the fatal within the hold-off (%d)" % len(snapshots()))
-        check(cmd("1000") == "5999", "1000 more ticks")
+        check(cmd("3000") == "7999", "3000 more ticks")
         check(cmd("fatal") == "fatal", "a third fatal")
         snaps = await_snapshot(2)
         check(len(snaps) == 2, "a second snapshot after the third fatal (%d)" % len(snaps))
@@ -123,7 +124,7 @@ def main():
         check(len(snapshots()) == 2, "exactly two snapshots in all (%d)" % len(snapshots()))
         r = strata("snapshot", "--off", "s")
         check("no more snapshots" in r.stdout, "--off (%r)" % r.stdout.strip())
-        for snap, last in zip(snaps, (2999, 5999)):
+        for snap, last in zip(snaps, (2999, 7999)):
             name = os.path.basename(snap)
             bt = subprocess.run([a.babeltrace2, snap], capture_output=True, text=True, timeout=60)
             check(bt.returncode == 0 and bt.stderr == "", "babeltrace2 reads %s with nothing on stderr (%r)" %
@@ -140,7 +141,7 @@ def main():
             check(p0 is not None and p0 > 0 and ticks and ticks[0] > 0,
                   "%s: what the ring overwrote is counted (first packet seq %s)" % (name, p0))
         trig = read_trace(out + "-triggers")
-        check(trig == [("fatal", 2999), ("fatal", 4999), ("fatal", 5999)],
+        check(trig == [("fatal", 2999), ("fatal", 4999), ("fatal", 7999)],
               "the companions' own traces hold every trigger event, the held one too (%s)" % trig)
         strata("destroy", "s")
     finally:

@@ -183,7 +183,7 @@ TEST(RingBuffer, OverwriteKeepsTheNewest)
 	std::vector<uint8_t> trailing;
 	EXPECT_FALSE(s.reader->trailing_loss_packet(0, &trailing)); // nothing discarded
 	Tally t;
-	check_lanes(s, [&](uint32_t) -> const Packets & { return pk; }, true, &t);
+	check_lanes(s, [&](uint32_t l) -> const Packets & { return l == 0 ? pk : kNoPackets; }, true, &t);
 	auto &seqs = t.seqs[{"rbtest:rec", 3}];
 	ASSERT_FALSE(seqs.empty());
 	EXPECT_EQ(seqs.back(), kEvents - 1); // the newest event is kept
@@ -198,22 +198,27 @@ TEST(RingBuffer, OverwriteSharedLaneThenCollect)
 	constexpr uint64_t kEvents = 20000;
 	Slot s(0, config(STRATA_MODE_OVERWRITE, 1, 8, 4096), {rule("rbtest:rec")});
 	ASSERT_TRUE(s.reader);
+	// This thread owns the one owned lane: both writers then share lane 1.
+	strata_tracepoint(rbtest, rec, 0u, 0u, checksum(0, 0));
+	ASSERT_EQ(s.reader->info().first_shared, 1u);
 	std::thread a(emit_records, 1, kEvents), b(emit_records, 2, kEvents);
 	a.join();
 	b.join();
-	Packets pk;
+	Packets pk, own;
 	std::string msg;
-	size_t n = s.reader->collect_overwrite(0, 1000, &pk, &msg);
+	size_t n = s.reader->collect_overwrite(1, 1000, &pk, &msg);
 	EXPECT_EQ(n, 8u) << msg;
+	EXPECT_EQ(s.reader->collect_overwrite(0, 1000, &own, &msg), 1u) << msg;
 	Tally t;
-	check_lanes(s, [&](uint32_t) -> const Packets & { return pk; }, true, &t);
+	check_lanes(s, [&](uint32_t l) -> const Packets & { return l == 1 ? pk : own; }, true, &t);
+	EXPECT_EQ(t.seqs[std::make_pair(std::string("rbtest:rec"), 0u)].size(), 1u);
 	uint64_t newest = 0;
 	for (auto &kv : t.seqs)
 		newest = std::max(newest, kv.second.back());
 	EXPECT_EQ(newest, kEvents - 1); // the thread that finished last has its last event kept
 	// Discards happen only when a sub-buffer's previous lap is still being
 	// written; whatever happened, the shared counter and packets agree.
-	EXPECT_EQ(t.discarded, s.reader->lane_discarded(0));
+	EXPECT_EQ(t.discarded, s.reader->lane_discarded(0) + s.reader->lane_discarded(1));
 }
 
 namespace {
@@ -291,6 +296,10 @@ TEST(RingBuffer, OverwriteCollectWhileWritersRun)
 #endif
 	Slot s(0, config(STRATA_MODE_OVERWRITE, 1, 4, 4096), {rule("rbtest:rec")});
 	ASSERT_TRUE(s.reader);
+	// This thread owns the one owned lane: both writers share lane 1.
+	strata_tracepoint(rbtest, rec, 0u, 0u, checksum(0, 0));
+	constexpr uint32_t kLane = 1;
+	ASSERT_EQ(s.reader->info().first_shared, kLane);
 	std::atomic<bool> stop{false};
 	auto writer = [&](uint32_t thread) {
 		for (uint64_t seq = 0; !stop.load(std::memory_order_relaxed); seq++) // a flag only
@@ -304,31 +313,33 @@ TEST(RingBuffer, OverwriteCollectWhileWritersRun)
 	// must be whole and consistent; torn copies must have been dropped.
 	// Until the writers lapped the ring 100 times while we collected.
 	const uint64_t laps = 100 * s.reader->info().lane_stride;
-	const uint64_t start = s.reader->lane_position(0);
+	const uint64_t start = s.reader->lane_position(kLane);
 	const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
 	uint64_t seen = start;
-	while (rounds < 300 || s.reader->lane_position(0) - start < laps) {
+	while (rounds < 300 || s.reader->lane_position(kLane) - start < laps) {
 		ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "writers made no progress";
-		uint64_t pos = s.reader->lane_position(0);
+		uint64_t pos = s.reader->lane_position(kLane);
 		if (pos - seen < s.reader->info().subbuf_size) {
 			std::this_thread::yield(); // let the writers run (2 cores, 3 threads)
 			continue;
 		}
 		seen = pos;
 		std::string msg;
-		s.reader->collect_overwrite(0, 100, &all, &msg);
+		s.reader->collect_overwrite(kLane, 100, &all, &msg);
 		rounds++;
 	}
 	stop.store(true, std::memory_order_relaxed);
 	a.join();
 	b.join();
 	std::string msg;
-	s.reader->collect_overwrite(0, 1000, &all, &msg);
+	s.reader->collect_overwrite(kLane, 1000, &all, &msg);
 	std::vector<uint8_t> trailing;
-	if (s.reader->trailing_loss_packet(0, &trailing))
+	if (s.reader->trailing_loss_packet(kLane, &trailing))
 		all.push_back(trailing);
+	Packets own;
+	EXPECT_EQ(s.reader->collect_overwrite(0, 1000, &own, &msg), 1u) << msg;
 	Tally t;
-	check_lanes(s, [&](uint32_t) -> const Packets & { return all; }, false, &t);
+	check_lanes(s, [&](uint32_t l) -> const Packets & { return l == kLane ? all : own; }, false, &t);
 	EXPECT_GE(t.packets, rounds / 2); // most rounds bring at least the packet they closed
 	std::printf("%llu packets collected in %zu rounds, %llu lapped during the copy\n",
 		    (unsigned long long)t.packets, rounds,

@@ -139,7 +139,7 @@ void run_plan(const Plan &plan, Outcome *out)
 		if (l >= strata::kMaxDepth)
 			out->too_deep += g_emitted[l];
 	}
-	check_lanes(s, [&](uint32_t) -> const Packets & { return pk; }, true, &out->tally);
+	check_lanes(s, [&](uint32_t l) -> const Packets & { return l == 0 ? pk : kNoPackets; }, true, &out->tally);
 }
 
 std::string step_name(strata_writer_step s)

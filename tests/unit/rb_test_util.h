@@ -2,7 +2,7 @@
  * rb_test_util.h - helpers of the libtrace unit tests: open a slot and
  * attach the real reader to it, decode the records of a packet with the
  * event descriptions the reader parsed (an independent decoder of the
- * writer's layout: natural alignment from the packet start, max 8).
+ * writer's layout: strata_abi.h STRATA_REC_COMPACT, byte-packed).
  */
 #ifndef STRATA_TESTS_RB_TEST_UTIL_H
 #define STRATA_TESTS_RB_TEST_UTIL_H
@@ -99,10 +99,10 @@ struct Value {
 };
 
 struct Record {
-	uint16_t id;
+	uint32_t id;
 	uint64_t ts;
-	uint32_t tid;
-	uint16_t cpu;
+	uint32_t tid; // the packet's vtid (owned lane) or the record's context (shared lane)
+	bool extended; // the 13-byte header
 	std::string name; // provider:event
 	std::vector<Value> fields;
 };
@@ -114,8 +114,11 @@ inline uint64_t load_le(const uint8_t *p, unsigned bytes)
 	return v;
 }
 
-// Decodes every record of a validated packet; false (with *err) on any
-// inconsistency: unknown id, a field running past content_size.
+// Decodes every record of a validated packet (strata_abi.h,
+// STRATA_REC_COMPACT: byte-packed, compact or extended header, the thread
+// context in shared lanes); false (with *err) on any inconsistency: unknown
+// id, a field running past content_size.  Compact timestamps are rebuilt as
+// a CTF reader does, from the previous timestamp (timestamp_begin first).
 inline bool decode_packet(const std::vector<uint8_t> &pkt,
 			  const std::map<uint32_t, strata::EventInfo> &events,
 			  std::vector<Record> *out, std::string *err)
@@ -123,33 +126,60 @@ inline bool decode_packet(const std::vector<uint8_t> &pkt,
 	strata_packet_header ph;
 	memcpy(&ph, pkt.data(), sizeof ph);
 	size_t end = ph.content_size / 8, o = STRATA_PACKET_HEADER_SIZE;
-	if (ph.packet_size == STRATA_PACKET_HEADER_SIZE * 8 && end == 84)
-		return true; // a trailing-loss packet: ends after lane_id, no records
+	if (ph.packet_size == STRATA_PACKET_HEADER_SIZE * 8 && end == STRATA_PACKET_HEADER_SIZE)
+		return true; // a trailing-loss packet: the header alone, no records
 	if (end > pkt.size()) {
 		*err = "content beyond the packet";
 		return false;
 	}
-	auto align = [&](size_t a) { a = a > 8 ? 8 : a; o = (o + a - 1) & ~(a - 1); };
+	const bool shared = ph.vtid < 0;
+	uint64_t cur = ph.timestamp_begin;
 	// As a CTF reader does: the packet ends exactly after its last record
-	// (no trailing padding); each record starts 8-byte aligned.
+	// (no trailing padding); nothing is aligned.
 	while (o < end) {
-		align(8);
-		if (o + STRATA_EVENT_HEADER_SIZE > end) {
-			*err = "padding or a partial record header at the end of the content";
+		Record r;
+		if (o + STRATA_REC_COMPACT_SIZE > end) {
+			*err = "a partial record header at the end of the content";
 			return false;
 		}
-		Record r;
-		r.id = (uint16_t)load_le(&pkt[o], 2);
-		r.ts = load_le(&pkt[o + 2], 8);
-		r.tid = (uint32_t)load_le(&pkt[o + 10], 4);
-		r.cpu = (uint16_t)load_le(&pkt[o + 14], 2);
+		const uint32_t w = (uint32_t)load_le(&pkt[o], 4);
+		r.id = w & 31u;
+		r.extended = r.id == STRATA_REC_EXTENDED_ID;
+		if (r.extended) {
+			if (o + STRATA_REC_EXTENDED_SIZE > end) {
+				*err = "a partial extended header at the end of the content";
+				return false;
+			}
+			if (pkt[o] != STRATA_REC_EXTENDED_ID) {
+				*err = "extended header with bits 5..7 set";
+				return false;
+			}
+			r.id = (uint32_t)load_le(&pkt[o + 1], 4);
+			r.ts = load_le(&pkt[o + 5], 8);
+			o += STRATA_REC_EXTENDED_SIZE;
+		} else {
+			const uint64_t mask = (1ull << STRATA_REC_COMPACT_TS_BITS) - 1;
+			r.ts = (cur & ~mask) | (w >> 5);
+			if (r.ts < cur)
+				r.ts += mask + 1;
+			o += STRATA_REC_COMPACT_SIZE;
+		}
+		cur = r.ts;
+		r.tid = (uint32_t)ph.vtid;
+		if (shared) {
+			if (o + STRATA_REC_SHARED_CTX_SIZE > end) {
+				*err = "a partial thread context at the end of the content";
+				return false;
+			}
+			r.tid = (uint32_t)load_le(&pkt[o], 4);
+			o += STRATA_REC_SHARED_CTX_SIZE;
+		}
 		auto it = events.find(r.id);
 		if (it == events.end()) {
 			*err = "unknown event id " + std::to_string(r.id) + " at " + std::to_string(o);
 			return false;
 		}
 		r.name = it->second.provider + ":" + it->second.name;
-		o += STRATA_EVENT_HEADER_SIZE;
 		for (const auto &f : it->second.fields) {
 			Value v;
 			unsigned b = f.elem_bits / 8;
@@ -157,7 +187,6 @@ inline bool decode_packet(const std::vector<uint8_t> &pkt,
 			case STRATA_FT_INTEGER:
 			case STRATA_FT_ENUM:
 			case STRATA_FT_FLOAT:
-				align(b);
 				if (o + b > end)
 					goto overrun;
 				v.u = load_le(&pkt[o], b);
@@ -184,13 +213,11 @@ inline bool decode_packet(const std::vector<uint8_t> &pkt,
 			case STRATA_FT_SEQUENCE: {
 				uint64_t n = f.length;
 				if (f.type == STRATA_FT_SEQUENCE) {
-					align(4);
 					if (o + 4 > end)
 						goto overrun;
 					n = load_le(&pkt[o], 4);
 					o += 4;
 				}
-				align(b);
 				if (o + n * b > end)
 					goto overrun;
 				for (uint64_t k = 0; k < n; k++, o += b)
@@ -229,6 +256,9 @@ struct Tally {
 	std::map<std::pair<std::string, uint32_t>, std::vector<uint64_t>> seqs; // (event, thread)
 };
 
+// What a lane nobody wrote holds (the other lanes of one-thread tests).
+inline const Packets kNoPackets;
+
 // Checks one slot's packets lane by lane and counts what it holds.
 inline void check_lanes(const Slot &slot, const std::function<const Packets &(uint32_t)> &lane_packets,
 		 bool consecutive_seq, Tally *t)
@@ -245,7 +275,7 @@ inline void check_lanes(const Slot &slot, const std::function<const Packets &(ui
 			ASSERT_EQ(ph.lane_id, l);
 			ASSERT_EQ(p.size() * 8, ph.packet_size);
 			if (ph.packet_size == STRATA_PACKET_HEADER_SIZE * 8) // trailing-loss packet
-				ASSERT_EQ(ph.content_size, 84u * 8);
+				ASSERT_EQ(ph.content_size, STRATA_PACKET_HEADER_SIZE * 8u);
 			else
 				ASSERT_EQ(ph.content_size, ph.packet_size); // shrunk to the content
 			ASSERT_GE(ph.timestamp_begin, last_ts) << "lane " << l;

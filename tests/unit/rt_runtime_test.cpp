@@ -82,7 +82,11 @@ TEST(Slots, GeometryIsValidated)
 	ASSERT_TRUE(s.reader);
 	const strata::BufferInfo &i = s.reader->info();
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	EXPECT_EQ(i.n_lanes, (uint32_t)std::min<long>(std::max<long>(4, 2 * ncpu), STRATA_MAX_LANES));
+	// Owned lanes (2 per CPU, at least 4) and a quarter as many shared ones.
+	const long owned = std::max<long>(4, 2 * ncpu);
+	EXPECT_EQ(i.n_lanes, (uint32_t)std::min<long>(owned + std::max<long>(1, owned / 4), STRATA_MAX_LANES));
+	EXPECT_EQ(i.first_shared, (uint32_t)(i.n_lanes - std::max<long>(1, owned / 4)));
+	EXPECT_EQ(i.record_format, STRATA_REC_COMPACT);
 	EXPECT_EQ(i.n_subbuf, 8u);
 	EXPECT_EQ(i.subbuf_size, 128u * 1024);
 	EXPECT_EQ(i.mode, (uint32_t)STRATA_MODE_OVERWRITE);
@@ -205,12 +209,12 @@ TEST(Writer, NestingDepthIsBoundedAndCounted)
 	ASSERT_TRUE(s.reader);
 	strata_reservation r[5];
 	for (int d = 0; d < 4; d++)
-		ASSERT_EQ(1, strata_reserve(&r[d], &TP(noargs), 5, 16)) << "depth " << d;
-	EXPECT_EQ(0, strata_reserve(&r[4], &TP(noargs), 5, 16)); // a 5th level: refused
+		ASSERT_EQ(1, strata_reserve(&r[d], &TP(noargs), 5, 0)) << "depth " << d;
+	EXPECT_EQ(0, strata_reserve(&r[4], &TP(noargs), 5, 0)); // a 5th level: refused
 	EXPECT_EQ(s.reader->lane_discarded(0), 1u);
 	for (int d = 3; d >= 0; d--)
 		strata_commit(&r[d]);
-	ASSERT_EQ(1, strata_reserve(&r[0], &TP(noargs), 5, 16)); // depth is back to 0
+	ASSERT_EQ(1, strata_reserve(&r[0], &TP(noargs), 5, 0)); // depth is back to 0
 	strata_commit(&r[0]);
 	std::vector<uint8_t> pkt = one_packet(s);
 	EXPECT_EQ(count_records(s, pkt), 5u);
@@ -223,23 +227,26 @@ TEST(Writer, RecordsTooLargeForASubBufferAreDiscarded)
 	Slot s(5, config(STRATA_MODE_DISCARD, 1, 2, S), {rule("*")});
 	ASSERT_TRUE(s.reader);
 	strata_reservation r;
-	const uint64_t max = S - STRATA_PACKET_HEADER_SIZE - 8;
-	EXPECT_EQ(0, strata_reserve(&r, &TP(noargs), 5, max + 1)); // rounds up past the limit
+	// The largest payload: an empty packet holds its header, the widest
+	// record header and context, and one byte to spare.
+	const uint64_t max = S - STRATA_PACKET_HEADER_SIZE - 1 - STRATA_REC_EXTENDED_SIZE -
+			     STRATA_REC_SHARED_CTX_SIZE;
+	EXPECT_EQ(0, strata_reserve(&r, &TP(noargs), 5, max + 1));
 	EXPECT_EQ(0, strata_reserve(&r, &TP(noargs), 5, 1 << 20));
-	EXPECT_EQ(0, strata_reserve(&r, &TP(noargs), 5, 8)); // smaller than a record header
-	EXPECT_EQ(s.reader->lane_discarded(0), 3u);
+	EXPECT_EQ(s.reader->lane_discarded(0), 2u);
 	ASSERT_EQ(1, strata_reserve(&r, &TP(noargs), 5, max));
-	memset(r.rec + 16, 0, max - 16);
+	memset(r.rec, 0, max);
 	strata_commit(&r);
 	std::vector<uint8_t> big(5000, 0x5a);
 	const uint32_t none[1] = {0};
 	strata_tracepoint(rbtest, all, 0, 0, 0, 0.0, 0.0f, 0, "", (const int16_t *)big.data(),
 			  none, 0, big.data(), big.size());
-	EXPECT_EQ(s.reader->lane_discarded(0), 4u);
+	EXPECT_EQ(s.reader->lane_discarded(0), 3u);
 	std::vector<uint8_t> pkt = one_packet(s);
 	strata_packet_header ph = packet_header(pkt);
-	EXPECT_EQ(ph.content_size / 8, STRATA_PACKET_HEADER_SIZE + max);
-	EXPECT_EQ(ph.events_discarded, 4u);
+	// The record opened the packet: the compact header, no context (owned lane).
+	EXPECT_EQ(ph.content_size / 8, STRATA_PACKET_HEADER_SIZE + STRATA_REC_COMPACT_SIZE + max);
+	EXPECT_EQ(ph.events_discarded, 3u);
 }
 
 TEST(Reader, FlushWaitsForInFlightCommitsAndDropsWhatADeadWriterLeft)
@@ -248,7 +255,7 @@ TEST(Reader, FlushWaitsForInFlightCommitsAndDropsWhatADeadWriterLeft)
 	ASSERT_TRUE(s.reader);
 	strata_tracepoint(rbtest, noargs);
 	strata_reservation r;
-	ASSERT_EQ(1, strata_reserve(&r, &TP(noargs), 6, 16)); // a writer between reserve and commit
+	ASSERT_EQ(1, strata_reserve(&r, &TP(noargs), 6, 0)); // a writer between reserve and commit
 	std::string msg;
 	EXPECT_EQ(strata::FlushStatus::kPending, s.reader->flush(0, false, 20, &msg));
 	std::vector<uint8_t> pkt;
@@ -260,7 +267,7 @@ TEST(Reader, FlushWaitsForInFlightCommitsAndDropsWhatADeadWriterLeft)
 
 	// Now it never commits and the producer is declared dead.
 	strata_tracepoint(rbtest, noargs);
-	ASSERT_EQ(1, strata_reserve(&r, &TP(noargs), 6, 16));
+	ASSERT_EQ(1, strata_reserve(&r, &TP(noargs), 6, 0));
 	EXPECT_EQ(strata::FlushStatus::kDropped, s.reader->flush(0, true, 20, &msg));
 	EXPECT_EQ(strata::ReadStatus::kSkipped, s.reader->next_packet(0, &pkt, &msg));
 	EXPECT_NE(msg.find("never completed"), std::string::npos) << msg;
@@ -294,7 +301,7 @@ TEST(Reader, TrailingLossPacketCarriesTheFinalCount)
 	ASSERT_TRUE(s.reader->trailing_loss_packet(0, &pkt));
 	strata_packet_header ph = packet_header(pkt);
 	EXPECT_EQ(pkt.size(), STRATA_PACKET_HEADER_SIZE);
-	EXPECT_EQ(ph.content_size, 84u * 8); // ends after lane_id (see reader.h)
+	EXPECT_EQ(ph.content_size, STRATA_PACKET_HEADER_SIZE * 8u); // the header, vtid included
 	EXPECT_EQ(ph.packet_size, STRATA_PACKET_HEADER_SIZE * 8);
 	EXPECT_EQ(ph.packet_seq_num, last_seq + 1);
 	EXPECT_EQ(ph.timestamp_begin, last_ts);

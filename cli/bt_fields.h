@@ -1,0 +1,66 @@
+// bt_fields.h - reading babeltrace2 fields in the CLI's trace readers
+// (`strata view`, `strata analyze mutex|monitor`): members by name, integer
+// and string values, and an event's thread.
+#ifndef STRATA_CLI_BT_FIELDS_H
+#define STRATA_CLI_BT_FIELDS_H
+
+#include <babeltrace2/babeltrace.h>
+
+#include <cstdint>
+#include <string>
+
+namespace strata {
+
+// A member of a structure by name, or null.
+inline const bt_field *member(const bt_field *st, const char *name)
+{
+	if (!st || bt_field_get_class_type(st) != BT_FIELD_CLASS_TYPE_STRUCTURE)
+		return nullptr;
+	return bt_field_structure_borrow_member_field_by_name_const(st, name);
+}
+
+// An integer field's value (either signedness); false if `f` is not one.
+inline bool integer_value(const bt_field *f, int64_t *v)
+{
+	if (!f)
+		return false;
+	const bt_field_class_type type = bt_field_get_class_type(f);
+	if (bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_SIGNED_INTEGER))
+		*v = bt_field_integer_signed_get_value(f);
+	else if (bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER))
+		*v = static_cast<int64_t>(bt_field_integer_unsigned_get_value(f));
+	else
+		return false;
+	return true;
+}
+
+inline int64_t as_i64(const bt_field *f)
+{
+	int64_t v = 0;
+	return integer_value(f, &v) ? v : 0;
+}
+
+inline uint64_t as_u64(const bt_field *f) { return static_cast<uint64_t>(as_i64(f)); }
+
+inline std::string as_str(const bt_field *f)
+{
+	if (!f || bt_field_get_class_type(f) != BT_FIELD_CLASS_TYPE_STRING)
+		return "";
+	return bt_field_string_get_value(f);
+}
+
+// The thread of an event: its own `vtid` context (kernel events, user events
+// of a shared lane), else its packet's `vtid` (a lane owned by one thread,
+// strata_abi.h); false if neither says.
+inline bool event_tid(const bt_event *ev, int64_t *tid)
+{
+	if (integer_value(member(bt_event_borrow_common_context_field_const(ev), "vtid"), tid) ||
+	    integer_value(member(bt_event_borrow_common_context_field_const(ev), "tid"), tid))
+		return true;
+	const bt_packet *p = bt_event_borrow_packet_const(ev);
+	return p && integer_value(member(bt_packet_borrow_context_field_const(p), "vtid"), tid) &&
+	       *tid >= 0;
+}
+
+} // namespace strata
+#endif
