@@ -33,6 +33,12 @@ public class Contend {
                 emitted++;
             }
         }
+        // Strings longer than the 16 KiB record: truncated, later fields intact.
+        Event big = Event.declare("japp", "big", Event.INFO, Event.field("s", Event.Type.STRING),
+                Event.field("after", Event.Type.INT), Event.field("s2", Event.Type.STRING),
+                Event.field("z", Event.Type.LONG));
+        if (big.enabled())
+            big.record().putString("x".repeat(20000)).putInt(7).putString("y".repeat(20000)).putLong(9).emit();
         System.out.println("pid=" + ProcessHandle.current().pid());
         printThread();
         System.out.println("step=" + emitted);

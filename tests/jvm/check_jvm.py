@@ -116,6 +116,10 @@ def main():
     check(len(steps) == N_STEP, "exactly %d japp:step in the trace (%d)" % (N_STEP, len(steps)))
     check(bad == 0, "every japp:step field as emitted, in order (%d wrong)" % bad)
     check(marks == ["before_gc", "after_gc"], "both japp:mark, in order (%r)" % marks)
+    # Record.java's room: 16384 - 4 - 1 - 8 x 3 later fields for the first
+    # string, what is left (3 bytes) for the second.
+    big = [(len(str(p["s"])), int(p["after"]), str(p["s2"]), int(p["z"])) for _, n, _, p in evs if n == "japp:big"]
+    check(big == [(16355, 7, "yyy", 9)], "strings past the record truncated, later fields intact (%r)" % big)
     check(count.get("jvm:vm_start") == 1 and names.index("jvm:vm_start") < names.index("japp:step"),
           "one jvm:vm_start, before the program's events")
     # Runtime.halt still posts VMDeath on OpenJDK 17 (observed); SIGKILL cannot.
