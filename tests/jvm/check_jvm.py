@@ -6,6 +6,9 @@ usage: check_jvm.py SCENARIO STRATA JAVA CLASSPATH WORKDIR
 Runs tests/jvm/Contend.java (agent with STRATA_JVM_OWNER=1) (Java API events, two threads contending for
 Contend$Hot, a timed-out wait on Contend$Cold, System.gc()) and checks the
 trace with babeltrace2 as the oracle:
+  nojar   as return, with only the program's jar on the class path (a
+          new user's `java -cp app.jar Main`): strata record --jvm puts
+          strata.jar on the boot class path.
   return  normal end: exact Java API counts and field values; the thread map
           (jvm:thread_start name, java_tid, os_tid) equals what each thread
           read from /proc/thread-self, and os_tid is the event's vtid; every
@@ -34,7 +37,7 @@ from strata_testlib import Checks, event_tid  # noqa: E402
 from jvm_testlib import fresh_work  # noqa: E402
 
 N_STEP, ROUNDS = 3000, 20
-END = {"return": ("return", 0), "exit": ("exit", 3), "halt": ("halt", 4), "kill": ("hang", 128 + 9),
+END = {"return": ("return", 0), "nojar": ("return", 0), "exit": ("exit", 3), "halt": ("halt", 4), "kill": ("hang", 128 + 9),
        "off": ("return", 0)}
 
 
