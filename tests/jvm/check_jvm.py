@@ -138,6 +138,15 @@ def main():
               "thread map %s: java_tid, os_tid %r from /proc/thread-self, trace %r" %
               (name, threads.get(name), got))
 
+    # The session was on at VMInit: the agent listed the threads alive then
+    # (thread_exists), among them the JVM's own that started before
+    # ThreadStart is posted, named from /proc comm (docs/jvm.md).
+    exists = {str(e[3]["name"]): int(e[3]["os_tid"]) for e in evs if e[1] == "jvm:thread_exists"}
+    early = ("Reference Handler", "Finalizer", "Signal Dispatcher")
+    check(exists.get("main") == threads.get("main", (0, -1))[1] and all(exists.get(n) for n in early) and
+          len(set(exists.values())) == len(exists),
+          "thread_exists at VMInit: main with its tid, the early JVM threads with distinct tids (%r)" % exists)
+
     # Monitors: pairs per thread, causal order, the hottest one.
     pending, unpaired, inversions, wait = {}, 0, 0, {}
     sites, owners = set(), set()
