@@ -562,6 +562,25 @@ class Bench:
             raise BenchError("no callgrind totals")
         return int(m.group(1))
 
+    def jvm(self):
+        """Java API beside LTTng's Java interface, and the JVM agent's cost
+        (bench/jvm/jvm_bench.py, docs/jvm.md).  Optional: only with --only jvm."""
+        java = shutil.which("java")
+        build = os.path.dirname(os.path.dirname(self.plain))
+        jar = os.path.join(build, "jvm", "strata.jar")
+        agent = os.path.join(build, "jvm", "libstrata-jvm.so")
+        if not java or not os.path.exists(jar) or not os.path.exists(agent) or not self.have_strata:
+            raise BenchError("jvm: java, strata.jar, libstrata-jvm.so or strata not found")
+        here = os.path.dirname(os.path.abspath(__file__))
+        n = 200000 if self.smoke else 2000000
+        p = run(["/usr/bin/python3", os.path.join(here, "jvm", "jvm_bench.py"), self.strata,
+                 os.path.realpath(java), jar, agent, self.tmpdir("jvm"), str(n)], timeout=1200)
+        for line in p.stdout.splitlines():
+            m = re.match(r"(.+?)\s+([0-9.]+|nan) ns/op$", line)
+            if m:
+                self.results[("jvm", m.group(1).strip())] = float(m.group(2))
+                log("  " + line)
+
     def all(self):
         steps_nodaemon = [self.costs, self.disabled, self.startup_nodaemon]
         steps_daemon = [self.enabled, self.throughput, self.latency, self.startup_daemon,
@@ -769,6 +788,14 @@ def table(b):
         l = buffer_kib("lttng", l) if l is not None else None
         row("buffer memory, %d thread(s), Rss (KiB)" % t, s[0] if s else None, l[0] if l else None)
         row("buffer memory, %d thread(s), Pss (KiB)" % t, s[1] if s else None, l[1] if l else None)
+    jv = lambda k: r.get(("jvm", k))
+    if any(k[0] == "jvm" for k in r):
+        row("Java API enabled, string + 2 ints (CPU ns/event)", jv("strata Java API, enabled"),
+            jv("LTTng Java (LTTngUst), enabled"), "<= 0.5", lambda x: x <= 0.5)
+        row("Java API disabled check (CPU ns; LTTng: call, no session)", jv("strata Java API, disabled"),
+            jv("LTTng Java (LTTngUst), no session"), "Strata <= 1 ns", lambda x: x <= 1, strata_only=True)
+        for k in ("no agent", "agent, no session", "agent, -e 'jvm:*'"):
+            row("Java monitor round, %s (wall ns)" % k, jv("monitor round, " + k), None)
     return rows
 
 
@@ -832,7 +859,7 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="tiny counts (< 60 s), for CI")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--only", help="comma-separated steps: costs,disabled,startup_nodaemon,enabled,"
-                    "throughput,latency,startup_daemon,memory,callgrind")
+                    "throughput,latency,startup_daemon,memory,callgrind; and jvm, never run by default")
     ap.add_argument("build", help="the CMake build directory")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-bench-")
@@ -849,7 +876,8 @@ def main():
     try:
         if a.only:
             names = a.only.split(",")
-            need_daemon = any(n not in ("costs", "disabled", "startup_nodaemon") for n in names)
+            # jvm: jvm_bench.py runs its own private lttng-sessiond.
+            need_daemon = any(n not in ("costs", "disabled", "startup_nodaemon", "jvm") for n in names)
             if need_daemon and b.have_lttng:
                 b.lttng.start_daemon()
             try:

@@ -5,7 +5,7 @@
 //                    of the same thread's next jvm:monitor_contended_entered
 //                    of that monitor (an enter with no entered, at the end of
 //                    a killed run, counts with no wait).
-//   waiter           the thread (name from jvm:thread_start) that entered.
+//   waiter           the thread (name from jvm:thread_start or thread_exists) that entered.
 //   holder           the thread that owned the monitor at the enter
 //                    (owner_java_tid, recorded with the agent option owner=1).
 //   site             the innermost frame of the enter's Java stack.
@@ -90,7 +90,7 @@ void on_event(Model &m, const bt_message *msg)
 	int64_t tid = 0;
 	if (!event_tid(ev, &tid))
 		tid = 0;
-	if (name == "thread_start") {
+	if (name == "thread_start" || name == "thread_exists") {
 		std::string n = as_str(member(pl, "name"));
 		m.by_os_tid[{proc, as_i64(member(pl, "os_tid"))}] = n;
 		m.by_java_tid[{proc, as_i64(member(pl, "java_tid"))}] = n;

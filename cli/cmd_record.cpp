@@ -63,6 +63,18 @@ std::string find_preload(const std::string &name)
 	return "";
 }
 
+// strata.jar beside libstrata-jvm.so: the build tree keeps both in jvm/, an
+// install puts the jar in share/java (lib/ or lib/<multiarch>/ beside it).
+std::string find_java_api(const std::string &agent)
+{
+	std::string d = agent.substr(0, agent.rfind('/'));
+	for (const std::string &p : {d + "/strata.jar", d + "/../share/java/strata.jar",
+				     d + "/../../share/java/strata.jar", cli::self_dir() + "/../share/java/strata.jar"})
+		if (access(p.c_str(), R_OK) == 0)
+			return p;
+	return "";
+}
+
 // Whether the dynamic loader accepts `lib` (and every library it needs): a
 // throwaway child dlopens it.  "" if it loads, else the loader's message.
 // Its constructors run only in that child, pointed at no daemon.
@@ -193,7 +205,8 @@ void help()
 	       "  --preload NAME            LD_PRELOAD libstrata-NAME.so (e.g. pthread), or the library at\n"
 	       "                            NAME if it has a /; refused up front if the loader refuses it\n"
 	       "  --jvm                     load libstrata-jvm.so into Java (JAVA_TOOL_OPTIONS\n"
-	       "                            -agentpath): jvm:* events and the Java API\n"
+	       "                            -agentpath, strata.jar on the boot class path):\n"
+	       "                            jvm:* events and the Java API\n"
 	       "%s%s"
 	       "\nThe trace directory is printed on stderr when CMD ends.\n"
 	       "Exit status: CMD's (128+N if killed by signal N); 1 if recording failed\n"
@@ -284,6 +297,7 @@ int strata_cmd_record(int argc, char **argv)
 		preload_env += (preload_env.empty() ? "" : ":") + lib;
 	}
 	std::string jvm_agent = jvm ? find_preload("jvm") : "";
+	std::string java_api = jvm_agent.empty() ? "" : find_java_api(jvm_agent);
 	if (jvm && jvm_agent.empty()) {
 		fprintf(stderr, "strata record: libstrata-jvm.so not found next to strata, in ../lib or in " STRATA_LIBDIR "\n");
 		return cli::kFail;
@@ -363,8 +377,14 @@ int strata_cmd_record(int argc, char **argv)
 			setenv("LD_PRELOAD", v.c_str(), 1);
 		}
 		if (!jvm_agent.empty()) { // every JVM CMD starts loads the agent
+			// and finds the Java API (strata.Event) whatever its class path:
+			// `java -cp app.jar Main` runs a Main compiled against strata.jar.
+			// The boot class path comes after the JDK's own classes and before
+			// the application's; the natives resolve in the agent library.
 			const char *old = getenv("JAVA_TOOL_OPTIONS");
-			std::string v = "-agentpath:" + jvm_agent + (old && *old ? std::string(" ") + old : "");
+			std::string v = "-agentpath:" + jvm_agent +
+					 (java_api.empty() ? "" : " -Xbootclasspath/a:" + java_api) +
+					 (old && *old ? std::string(" ") + old : "");
 			setenv("JAVA_TOOL_OPTIONS", v.c_str(), 1);
 		}
 		execvp(argv[i], argv + i);

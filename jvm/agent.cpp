@@ -8,8 +8,10 @@
  *   - JVMTI callbacks run on any Java thread (GC callbacks on a VM thread,
  *     where no JNI/JVMTI call but raw monitors is allowed: they only emit).
  *     Emitting is strata_dyn_emit: lock-free, async-signal-safe.
- *   - Which JVMTI notifications are on follows which jvm events some session
- *     enables (apply_notifications).  It runs in Agent_OnLoad, then only on
+ *   - ThreadStart is on for the JVM's whole life: each thread stores its OS
+ *     tid in its JVMTI thread-local storage (the thread map, see there).
+ *   - Every other JVMTI notification follows which jvm events some session
+ *     enables (apply_notifications).  It runs in Agent_OnLoad and VMInit, then only on
  *     the agent thread ("Strata JVM agent", RunAgentThread), which blocks on
  *     an eventfd.  libstrata's change hook (strata_rt_set_change_hook), run
  *     after every tp-async update, possibly in its signal handler, only
@@ -22,12 +24,15 @@
 #include <jni.h>
 #include <jvmti.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -47,6 +52,7 @@ enum Ev {
 	kVmDeath,
 	kThreadStart,
 	kThreadEnd,
+	kThreadExists,
 	kContendedEnter,
 	kContendedEntered,
 	kWait,
@@ -94,6 +100,7 @@ const EvDecl kDecl[kNumEv] = {
 	D("vm_death", STRATA_LOGLEVEL_INFO, f_vm),
 	D("thread_start", STRATA_LOGLEVEL_INFO, f_thread),
 	D("thread_end", STRATA_LOGLEVEL_INFO, f_thread),
+	D("thread_exists", STRATA_LOGLEVEL_INFO, f_thread),
 	D("monitor_contended_enter", STRATA_LOGLEVEL_INFO, f_enter),
 	D("monitor_contended_entered", STRATA_LOGLEVEL_INFO, f_entered),
 	D("monitor_wait", STRATA_LOGLEVEL_INFO, f_wait),
@@ -261,7 +268,7 @@ jlong java_tid(JNIEnv *jni, jthread thread)
 	return id;
 }
 
-void emit_thread(Ev e, JNIEnv *jni, jthread thread)
+void emit_thread(Ev e, JNIEnv *jni, jthread thread, uint32_t tid)
 {
 	jvmtiThreadInfo info;
 	memset(&info, 0, sizeof info);
@@ -270,7 +277,7 @@ void emit_thread(Ev e, JNIEnv *jni, jthread thread)
 	strata_dyn_value v[4];
 	v[0].s = info.name ? info.name : "";
 	v[1].i = jtid;
-	v[2].u = os_tid();
+	v[2].u = tid;
 	v[3].u = info.is_daemon ? 1 : 0;
 	strata_dyn_emit(g_ev[e], v, 4);
 	dealloc(info.name);
@@ -280,16 +287,158 @@ void emit_thread(Ev e, JNIEnv *jni, jthread thread)
 		jni->DeleteLocalRef(info.context_class_loader);
 }
 
+// ------------------------------------------------------------ the thread map
+//
+// JVMTI names no thread's OS tid, and a thread can only ask its own
+// (gettid).  So every thread records its tid in its JVMTI thread-local
+// storage as it starts: ThreadStart is on for the JVM's whole life (once per
+// thread, never per event), and the VMInit callback does it for the initial
+// thread.  Threads started before the agent could see them (before the
+// JVM's start phase: Reference Handler, Finalizer, Signal Dispatcher) get
+// theirs at VMInit from /proc/self/task/*/comm, the first 15 bytes of the
+// Java name the JVM gave the native thread, when exactly one task matches;
+// else kTidUnknown.  When a session starts enabling jvm:thread_exists, the
+// agent thread lists the live threads (GetAllThreads) and records one
+// thread_exists each with the tid read back from that storage.
+//
+// Ordering: a starting thread stores its tid, then (seq_cst fence) reads
+// whether thread_start is on; the replay (after the state word was armed,
+// seq_cst fence) reads the tids.  Store-buffer pattern with a fence on each
+// side: a thread either sees thread_start on and records itself, or its tid
+// is visible to the replay.  A thread listed whose storage is still empty is
+// in the middle of its ThreadStart callback, after the arming: it records
+// thread_start itself.
+
+constexpr uintptr_t kTidUnknown = ~uintptr_t(0); // storage of an early thread /proc could not name
+
+// The tid in a thread's storage: 0 none yet, kTidUnknown, else the tid.
+uintptr_t stored_tid(jthread thread)
+{
+	void *p = nullptr;
+	if (g_jvmti->GetThreadLocalStorage(thread, &p) != JVMTI_ERROR_NONE)
+		return 0;
+	return reinterpret_cast<uintptr_t>(p);
+}
+
+void store_tid(jthread thread, uintptr_t tid)
+{
+	g_jvmti->SetThreadLocalStorage(thread, reinterpret_cast<const void *>(tid));
+}
+
+struct Task {
+	uint32_t tid;
+	char comm[16];
+	bool taken;
+};
+
+// /proc/self/task/*: tid and comm of each thread of the process.
+size_t read_tasks(Task *out, size_t cap)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return 0;
+	size_t n = 0;
+	while (dirent *e = readdir(d)) {
+		char *end;
+		unsigned long tid = strtoul(e->d_name, &end, 10);
+		if (*end || !tid || n == cap)
+			continue;
+		char path[64];
+		snprintf(path, sizeof path, "/proc/self/task/%lu/comm", tid);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t r = read(fd, out[n].comm, sizeof out[n].comm - 1);
+		close(fd);
+		if (r <= 0)
+			continue;
+		out[n].comm[r] = 0;
+		if (out[n].comm[r - 1] == '\n')
+			out[n].comm[r - 1] = 0;
+		out[n].tid = uint32_t(tid);
+		out[n].taken = false;
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+// VMInit: tids of the threads that started before ThreadStart was posted,
+// by their native name (see above).  Returns how many stayed unknown.
+int name_early_threads(JNIEnv *jni)
+{
+	jint n = 0;
+	jthread *ts = nullptr;
+	if (g_jvmti->GetAllThreads(&n, &ts) != JVMTI_ERROR_NONE)
+		return 0;
+	static Task tasks[4096];
+	size_t nt = read_tasks(tasks, sizeof tasks / sizeof tasks[0]);
+	for (jint i = 0; i < n; i++) // tids already known are not candidates
+		for (size_t k = 0; k < nt; k++)
+			if (tasks[k].tid == stored_tid(ts[i]))
+				tasks[k].taken = true;
+	int unknown = 0;
+	for (jint i = 0; i < n; i++) {
+		if (stored_tid(ts[i]))
+			continue;
+		jvmtiThreadInfo info;
+		memset(&info, 0, sizeof info);
+		g_jvmti->GetThreadInfo(ts[i], &info);
+		char comm[16];
+		snprintf(comm, sizeof comm, "%s", info.name ? info.name : "");
+		size_t hit = nt, hits = 0;
+		for (size_t k = 0; k < nt; k++)
+			if (!tasks[k].taken && strcmp(tasks[k].comm, comm) == 0)
+				hit = k, hits++;
+		if (hits == 1) {
+			tasks[hit].taken = true;
+			store_tid(ts[i], tasks[hit].tid);
+		} else {
+			store_tid(ts[i], kTidUnknown);
+			unknown++;
+		}
+		dealloc(info.name);
+		if (info.thread_group)
+			jni->DeleteLocalRef(info.thread_group);
+		if (info.context_class_loader)
+			jni->DeleteLocalRef(info.context_class_loader);
+	}
+	for (jint i = 0; i < n; i++)
+		jni->DeleteLocalRef(ts[i]);
+	dealloc(ts);
+	return unknown;
+}
+
+// One jvm:thread_exists per live thread whose tid is stored (see above).
+void replay_threads(JNIEnv *jni)
+{
+	std::atomic_thread_fence(std::memory_order_seq_cst); // pairs with on_thread_start's
+	jint n = 0;
+	jthread *ts = nullptr;
+	if (g_jvmti->GetAllThreads(&n, &ts) != JVMTI_ERROR_NONE)
+		return;
+	for (jint i = 0; i < n; i++) {
+		uintptr_t tid = stored_tid(ts[i]);
+		if (tid) // 0: still in its ThreadStart callback, which records it
+			emit_thread(kThreadExists, jni, ts[i], tid == kTidUnknown ? 0 : uint32_t(tid));
+		jni->DeleteLocalRef(ts[i]);
+	}
+	dealloc(ts);
+}
+
+// On for the JVM's whole life: the thread map (see above).
 void JNICALL on_thread_start(jvmtiEnv *, JNIEnv *jni, jthread thread)
 {
+	store_tid(thread, os_tid());
+	std::atomic_thread_fence(std::memory_order_seq_cst); // pairs with replay_threads'
 	if (on(kThreadStart))
-		emit_thread(kThreadStart, jni, thread);
+		emit_thread(kThreadStart, jni, thread, os_tid());
 }
 
 void JNICALL on_thread_end(jvmtiEnv *, JNIEnv *jni, jthread thread)
 {
 	if (on(kThreadEnd))
-		emit_thread(kThreadEnd, jni, thread);
+		emit_thread(kThreadEnd, jni, thread, os_tid());
 }
 
 // A monitor event: class, identity hash and OS tid, then `extra` fields.
@@ -438,8 +587,11 @@ void set_mode(jvmtiEvent what, bool want)
 	g_jvmti->SetEventNotificationMode(want ? JVMTI_ENABLE : JVMTI_DISABLE, what, nullptr);
 }
 
-// Agent_OnLoad, then the agent thread only (see the contract).
-void apply_notifications()
+uint32_t g_exists_slots; // session slots of jvm:thread_exists at the last replay
+
+// Agent_OnLoad (jni null), VMInit, then the agent thread only (see the
+// contract).
+void apply_notifications(JNIEnv *jni)
 {
 	bool want[kNumEv];
 	for (int e = 0; e < kNumEv; e++)
@@ -448,7 +600,6 @@ void apply_notifications()
 	bool contended = want[kContendedEnter] || want[kContendedEntered];
 	bool waits = want[kWait] || want[kWaited];
 	bool gc = want[kGcStart] || want[kGcFinish];
-	set_mode(JVMTI_EVENT_THREAD_START, want[kThreadStart]);
 	set_mode(JVMTI_EVENT_THREAD_END, want[kThreadEnd]);
 	set_mode(JVMTI_EVENT_MONITOR_CONTENDED_ENTER, contended);
 	set_mode(JVMTI_EVENT_MONITOR_CONTENDED_ENTERED, contended);
@@ -465,6 +616,16 @@ void apply_notifications()
 		g_jvmti->GenerateEvents(JVMTI_EVENT_COMPILED_METHOD_LOAD);
 	if (g_live && want[kCodeGenerated] && !g_notif[kCodeGenerated])
 		g_jvmti->GenerateEvents(JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
+	// A session that starts enabling thread_exists (a slot bit new since
+	// the last look) gets the live threads.  Sessions that already had them
+	// get them again: a thread_exists is a snapshot, a repeat says the same.
+	uint32_t slots = g_ev[kThreadExists]
+				 ? __atomic_load_n(&g_ev[kThreadExists]->state, __ATOMIC_RELAXED) & STRATA_TP_SLOTS_MASK
+				 : 0;
+	if (g_live && jni && (slots & ~g_exists_slots))
+		replay_threads(jni);
+	if (g_live && jni)
+		g_exists_slots = slots;
 	bool changed = false;
 	// Notifications on from Agent_OnLoad miss nothing: no replay at VMInit.
 	for (int e = 0; e < kNumEv; e++) {
@@ -493,7 +654,7 @@ void on_state_change(void)
 	}
 }
 
-void JNICALL agent_thread(jvmtiEnv *, JNIEnv *, void *)
+void JNICALL agent_thread(jvmtiEnv *, JNIEnv *jni, void *)
 {
 	for (;;) {
 		uint64_t n;
@@ -502,16 +663,21 @@ void JNICALL agent_thread(jvmtiEnv *, JNIEnv *, void *)
 			continue;
 		if (r != sizeof n)
 			return;
-		apply_notifications();
+		apply_notifications(jni);
 	}
 }
 
-void JNICALL on_vm_init(jvmtiEnv *jvmti, JNIEnv *jni, jthread)
+void JNICALL on_vm_init(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread)
 {
+	store_tid(thread, os_tid()); // the initial thread had no ThreadStart
+	int unknown = name_early_threads(jni);
+	if (g_verbose && unknown)
+		fprintf(stderr, "strata-jvm: %d early threads with no unique native name: os_tid 0 in thread_exists\n",
+			unknown);
 	g_live = true;
 	if (on(kVmStart))
 		emit_vm(kVmStart);
-	apply_notifications(); // replays compiled code if wanted
+	apply_notifications(jni); // replays compiled code and threads if wanted
 	jclass tc = jni->FindClass("java/lang/Thread");
 	jmethodID init = tc ? jni->GetMethodID(tc, "<init>", "(Ljava/lang/String;)V") : nullptr;
 	jstring name = jni->NewStringUTF("Strata JVM agent");
@@ -615,6 +781,7 @@ extern "C" JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *
 	g_efd = eventfd(0, EFD_CLOEXEC);
 	if (g_efd >= 0)
 		strata_rt_set_change_hook(on_state_change);
-	apply_notifications();
+	g_jvmti->SetEventNotificationMode(JVMTI_ENABLE, JVMTI_EVENT_THREAD_START, nullptr); // the thread map
+	apply_notifications(nullptr);
 	return JNI_OK;
 }

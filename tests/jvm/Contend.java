@@ -15,6 +15,7 @@ public class Contend {
     static final Object HOT = new Hot();
     static final Object COLD = new Cold();
     static volatile boolean holderIn;
+    static final java.util.concurrent.CyclicBarrier START = new java.util.concurrent.CyclicBarrier(2);
 
     public static void main(String[] args) throws Exception {
         String end = args.length > 0 ? args[0] : "return";
@@ -33,13 +34,19 @@ public class Contend {
                 emitted++;
             }
         }
+        // Strings longer than the 16 KiB record: truncated, later fields intact.
+        Event big = Event.declare("japp", "big", Event.INFO, Event.field("s", Event.Type.STRING),
+                Event.field("after", Event.Type.INT), Event.field("s2", Event.Type.STRING),
+                Event.field("z", Event.Type.LONG));
+        if (big.enabled())
+            big.record().putString("x".repeat(20000)).putInt(7).putString("y".repeat(20000)).putLong(9).emit();
         System.out.println("pid=" + ProcessHandle.current().pid());
         printThread();
         System.out.println("step=" + emitted);
 
         // Contention on HOT: the holder sleeps inside it while the other thread enters.
-        Thread a = new Thread(() -> contend(rounds), "contender-a");
-        Thread b = new Thread(() -> contend(rounds), "contender-b");
+        Thread a = new Thread(() -> contend(0, rounds), "contender-a");
+        Thread b = new Thread(() -> contend(1, rounds), "contender-b");
         a.start();
         b.start();
         a.join();
@@ -80,18 +87,35 @@ public class Contend {
     }
 
     // Each round: enter HOT and hold it while sleeping, so the other thread
-    // (which enters right after) contends.
-    static void contend(int rounds) {
+    // (which enters meanwhile) contends; after leaving, wait until the other
+    // has taken HOT before entering again.  HotSpot's monitors let a thread
+    // that just left take the monitor again ahead of a woken waiter: without
+    // the hand-over one thread could run all its rounds while the other
+    // stays blocked in a single contended enter (seen under load).
+    static volatile int holder = -1;
+    static final java.util.concurrent.atomic.AtomicInteger FINISHED = new java.util.concurrent.atomic.AtomicInteger();
+
+    static void contend(int me, int rounds) {
         printThread();
+        try { // both contenders start their rounds together
+            START.await();
+        } catch (Exception e) {
+            throw new RuntimeException(e);
+        }
         for (int r = 0; r < rounds; r++) {
             synchronized (HOT) {
+                holder = me;
                 try {
                     Thread.sleep(2);
                 } catch (InterruptedException e) {
                     return;
                 }
             }
-            Thread.yield();
+            // The hand-over: bounded (a second) in case the other is stuck.
+            long until = System.nanoTime() + 1_000_000_000L;
+            while (holder == me && FINISHED.get() == 0 && System.nanoTime() < until)
+                Thread.yield();
         }
+        FINISHED.incrementAndGet();
     }
 }

@@ -6,6 +6,9 @@ usage: check_jvm.py SCENARIO STRATA JAVA CLASSPATH WORKDIR
 Runs tests/jvm/Contend.java (agent with STRATA_JVM_OWNER=1) (Java API events, two threads contending for
 Contend$Hot, a timed-out wait on Contend$Cold, System.gc()) and checks the
 trace with babeltrace2 as the oracle:
+  nojar   as return, with only the program's jar on the class path (a
+          new user's `java -cp app.jar Main`): strata record --jvm puts
+          strata.jar on the boot class path.
   return  normal end: exact Java API counts and field values; the thread map
           (jvm:thread_start name, java_tid, os_tid) equals what each thread
           read from /proc/thread-self, and os_tid is the event's vtid; every
@@ -34,7 +37,7 @@ from strata_testlib import Checks, event_tid  # noqa: E402
 from jvm_testlib import fresh_work  # noqa: E402
 
 N_STEP, ROUNDS = 3000, 20
-END = {"return": ("return", 0), "exit": ("exit", 3), "halt": ("halt", 4), "kill": ("hang", 128 + 9),
+END = {"return": ("return", 0), "nojar": ("return", 0), "exit": ("exit", 3), "halt": ("halt", 4), "kill": ("hang", 128 + 9),
        "off": ("return", 0)}
 
 
@@ -116,6 +119,10 @@ def main():
     check(len(steps) == N_STEP, "exactly %d japp:step in the trace (%d)" % (N_STEP, len(steps)))
     check(bad == 0, "every japp:step field as emitted, in order (%d wrong)" % bad)
     check(marks == ["before_gc", "after_gc"], "both japp:mark, in order (%r)" % marks)
+    # Record.java's room: 16384 - 4 - 1 - 8 x 3 later fields for the first
+    # string, what is left (3 bytes) for the second.
+    big = [(len(str(p["s"])), int(p["after"]), str(p["s2"]), int(p["z"])) for _, n, _, p in evs if n == "japp:big"]
+    check(big == [(16355, 7, "yyy", 9)], "strings past the record truncated, later fields intact (%r)" % big)
     check(count.get("jvm:vm_start") == 1 and names.index("jvm:vm_start") < names.index("japp:step"),
           "one jvm:vm_start, before the program's events")
     # Runtime.halt still posts VMDeath on OpenJDK 17 (observed); SIGKILL cannot.
@@ -130,6 +137,15 @@ def main():
         check(name in threads and got is not None and got[:2] == threads[name] and got[1] == got[2],
               "thread map %s: java_tid, os_tid %r from /proc/thread-self, trace %r" %
               (name, threads.get(name), got))
+
+    # The session was on at VMInit: the agent listed the threads alive then
+    # (thread_exists), among them the JVM's own that started before
+    # ThreadStart is posted, named from /proc comm (docs/jvm.md).
+    exists = {str(e[3]["name"]): int(e[3]["os_tid"]) for e in evs if e[1] == "jvm:thread_exists"}
+    early = ("Reference Handler", "Finalizer", "Signal Dispatcher")
+    check(exists.get("main") == threads.get("main", (0, -1))[1] and all(exists.get(n) for n in early) and
+          len(set(exists.values())) == len(exists),
+          "thread_exists at VMInit: main with its tid, the early JVM threads with distinct tids (%r)" % exists)
 
     # Monitors: pairs per thread, causal order, the hottest one.
     pending, unpaired, inversions, wait = {}, 0, 0, {}

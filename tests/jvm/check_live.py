@@ -15,11 +15,21 @@ notification is left on, phase c runs.  Oracle: the Java check saw japp:live
 disabled in a and c and enabled in b (exactly N emitted); the trace holds
 exactly those N events and monitor events of Live$MonB only; babeltrace2
 is silent.
+
+The thread map of threads older than the session: main and three workers
+start before it (each prints its tid from /proc/thread-self), and the JVM's
+own threads before VMInit.  The session's jvm:thread_exists events are
+exactly the threads Java lists at phase b plus the agent's own thread, one
+each; the program's threads carry the tids they printed; every other
+thread's os_tid is a task of the JVM whose /proc comm is the first 15 bytes
+of its Java name (read while the JVM runs).
 """
 import os
 import signal
 import subprocess
 import sys
+
+import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -43,14 +53,37 @@ def main():
     jvm = subprocess.Popen([java, "-agentpath:" + agent] + jopts + ["-cp", cp, "Live", str(N)],
                            env=dict(env, STRATA_JVM_VERBOSE="1"), stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
-    said = {}
+    said, printed, listed = {}, {}, []
+
+    def read_until(pred):
+        for line in jvm.stdout:
+            line = line.strip()
+            k, _, v = line.partition("=")
+            if k == "thread":
+                name, jtid, tid = v.split(":")
+                printed[name] = (int(jtid), int(tid))
+            elif k == "live":
+                name, _, jtid = v.rpartition(":")
+                listed.append((name, int(jtid)))
+            if pred(line):
+                return line
+        return ""
 
     def phase(p):
         jvm.stdin.write(p + "\n")
         jvm.stdin.flush()
-        line = jvm.stdout.readline().strip()
-        k, _, v = line.partition("=")
+        k, _, v = read_until(lambda ln: ln.startswith(p + "=")).partition("=")
         said[k] = int(v) if v.isdigit() else -1
+
+    def tasks():  # tid -> comm of the JVM's threads, now
+        d = "/proc/%d/task" % jvm.pid
+        out = {}
+        for t in os.listdir(d):
+            try:
+                out[int(t)] = open(os.path.join(d, t, "comm"), "rb").read().rstrip(b"\n")
+            except OSError:
+                pass
+        return out
 
     def agent_says(pred, what):
         for line in jvm.stderr:  # blocks until the agent prints (the test's timeout bounds it)
@@ -61,7 +94,9 @@ def main():
         check(False, "the agent said " + what)
         return False
 
+    comm = {}
     try:
+        read_until(lambda ln: ln == "started")
         phase("a")
         strata_cmd("create", "s", "-o", out)
         strata_cmd("enable-event", "s", "jvm:*")
@@ -69,6 +104,7 @@ def main():
         strata_cmd("start", "s", "--wait=20")
         agent_says(lambda ev: "monitor_contended_enter" in ev, "monitor notifications are on")
         phase("b")
+        comm = tasks()
         strata_cmd("stop", "s", "--wait=20")
         agent_says(lambda ev: not ev, "every notification is off")
         phase("c")
@@ -90,7 +126,35 @@ def main():
     check(mon and all("Live$MonB" in ln for ln in mon),
           "contended monitor events, of Live$MonB only (%d; others: %r)" %
           (len(mon), [ln for ln in mon if "Live$MonB" not in ln][:2]))
+    check_thread_map(check, out, printed, listed, comm)
     check.finish()
+
+
+def check_thread_map(check, out, printed, listed, comm):
+    ours = ["main"] + ["live-worker-%d" % k for k in range(3)]
+    check(sorted(printed) == sorted(ours), "the program's threads said their tids (%r)" % printed)
+    exists = []  # (name, java_tid, os_tid)
+    for msg in bt2.TraceCollectionMessageIterator(out):
+        if type(msg) is bt2._EventMessageConst and msg.event.name == "jvm:thread_exists":
+            p = msg.event.payload_field
+            exists.append((str(p["name"]), int(p["java_tid"]), int(p["os_tid"])))
+    agent = [e for e in exists if e[0] == "Strata JVM agent"]
+    want = sorted(jt for _, jt in listed) + [e[1] for e in agent]
+    check(len(agent) == 1 and sorted(e[1] for e in exists) == sorted(want),
+          "thread_exists: once each, exactly the %d threads Java lists and the agent's (%d: %r; listed %r)" %
+          (len(listed), len(exists), sorted(exists), sorted(listed)))
+    check(all(n in {e[0] for e in exists} for n in ours), "main and the workers are in the map")
+    bad = []
+    for name, jtid, tid in exists:
+        if name in printed:
+            ok = printed[name] == (jtid, tid)
+        else:
+            ok = comm.get(tid) == name.encode()[:15]
+        if not ok:
+            bad.append((name, jtid, tid, printed.get(name), comm.get(tid)))
+    check(exists and not bad and len({e[2] for e in exists}) == len(exists),
+          "every os_tid is right: the program's as /proc/thread-self said, the JVM's a task whose comm is "
+          "its name; all distinct (%d wrong: %r)" % (len(bad), bad[:4]))
 
 
 main()

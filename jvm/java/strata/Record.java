@@ -5,98 +5,144 @@ import java.nio.ByteOrder;
 
 /**
  * The arguments of one emission of an Event, written in field order into a
- * per-thread direct buffer that the native side decodes (java_api.cpp): one
- * JNI call per emitted event.  Not shared between threads.
+ * per-thread buffer in native memory that the native side decodes
+ * (java_api.cpp): one JNI call per emitted event, no allocation (but for a
+ * non-ASCII string).  Not shared between threads.
  *
  * Encoding: INT, LONG and BOOLEAN as 8-byte native-order integers, DOUBLE as
  * an 8-byte double, STRING as a 4-byte byte count (-1: null), the UTF-8
  * bytes and a NUL.  A string that does not fit the buffer is truncated.
+ *
+ * The bytes are written with sun.misc.Unsafe at the buffer's address where
+ * Event reads the state word that way (no bounds or scope check per byte:
+ * the bounds are checked here, once per field), else with absolute puts on
+ * the direct ByteBuffer.
+ *
+ * Room: with L fields left to write (this one included), pos <= SIZE - 8 L
+ * holds before each field.  A scalar takes 8 bytes; a string's room leaves
+ * 8 bytes for each later field (a string's count and NUL take 5), so the
+ * invariant holds after it too, whatever the later fields are.
  */
 public final class Record {
     static final int SIZE = 16384;
 
+    private static final sun.misc.Unsafe U = Event.UNSAFE;
+
     private final Event event;
+    final Thread owner; // the thread whose record this is (Event.record)
+    private final Event.Type[] types;
     private final ByteBuffer buf;
     private final long address; // of buf, for the natives (0 without them)
+    private final boolean raw;  // write through U at address
+    private int pos;
     private int field;
 
     Record(Event event) {
         this.event = event;
+        this.owner = Thread.currentThread();
+        this.types = event.types;
         ByteBuffer b = Event.NATIVE ? Event.buffer0(SIZE) : null;
         this.buf = (b != null ? b : ByteBuffer.allocateDirect(SIZE)).order(ByteOrder.nativeOrder());
         this.address = b != null ? Event.address0(b) : 0;
+        this.raw = U != null && address != 0;
     }
 
     void reset() {
-        buf.clear();
+        pos = 0;
         field = 0;
     }
 
     private void expect(Event.Type t) {
-        if (field >= event.types.length || event.types[field] != t)
+        if (field >= types.length || types[field] != t)
             throw new IllegalStateException(event + ": field " + field + " is not " + t);
         field++;
     }
 
-    private Record integer(Event.Type t, long v) {
-        expect(t);
-        buf.putLong(v);
-        return this;
+    private void put8(long v) {
+        if (raw)
+            U.putLong(address + pos, v);
+        else
+            buf.putLong(pos, v);
+        pos += 8;
+    }
+
+    private void put1(int at, int v) {
+        if (raw)
+            U.putByte(address + at, (byte) v);
+        else
+            buf.put(at, (byte) v);
     }
 
     public Record putInt(int v) {
-        return integer(Event.Type.INT, v);
+        expect(Event.Type.INT);
+        put8(v);
+        return this;
     }
 
     public Record putLong(long v) {
-        return integer(Event.Type.LONG, v);
+        expect(Event.Type.LONG);
+        put8(v);
+        return this;
     }
 
     public Record putBoolean(boolean v) {
-        return integer(Event.Type.BOOLEAN, v ? 1 : 0);
+        expect(Event.Type.BOOLEAN);
+        put8(v ? 1 : 0);
+        return this;
     }
 
     public Record putDouble(double v) {
         expect(Event.Type.DOUBLE);
-        buf.putDouble(v);
+        put8(Double.doubleToRawLongBits(v));
         return this;
     }
 
     public Record putString(String s) {
         expect(Event.Type.STRING);
+        int at = pos;
         if (s == null) {
-            buf.putInt(-1);
+            put4(at, -1);
+            pos = at + 4;
             return this;
         }
-        int at = buf.position();
-        buf.putInt(0);
-        int room = buf.remaining() - 1 - 64; // leave room for later fields
+        int from = at + 4;
+        int room = SIZE - from - 1 - 8 * (types.length - field); // see "Room" above
+        int len = s.length();
+        int lim = Math.min(len, room);
         int n = 0;
-        for (int i = 0; i < s.length() && n < room; i++) {
-            char c = s.charAt(i);
-            if (c < 0x80) {
-                buf.put((byte) c);
-                n++;
-            } else { // the rare non-ASCII string: encode the rest at once
-                byte[] rest = s.substring(i).getBytes(java.nio.charset.StandardCharsets.UTF_8);
-                int k = Math.min(rest.length, room - n);
-                while (k > 0 && k < rest.length && (rest[k] & 0xC0) == 0x80)
-                    k--; // do not cut a character
-                buf.put(rest, 0, Math.max(k, 0));
-                n += Math.max(k, 0);
+        for (; n < lim; n++) {
+            char c = s.charAt(n);
+            if (c >= 0x80)
                 break;
-            }
+            put1(from + n, c);
         }
-        buf.put((byte) 0);
-        buf.putInt(at, n);
+        if (n < lim) { // the rare non-ASCII string: encode the rest at once
+            byte[] rest = s.substring(n).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            int k = Math.min(rest.length, room - n);
+            while (k > 0 && k < rest.length && (rest[k] & 0xC0) == 0x80)
+                k--; // do not cut a character
+            for (int i = 0; i < k; i++)
+                put1(from + n + i, rest[i]);
+            n += k;
+        }
+        put1(from + n, 0);
+        put4(at, n);
+        pos = from + n + 1;
         return this;
+    }
+
+    private void put4(int at, int v) {
+        if (raw)
+            U.putInt(address + at, v);
+        else
+            buf.putInt(at, v);
     }
 
     /** Records the event (if a session still enables it); every field must be set. */
     public void emit() {
-        if (field != event.types.length)
-            throw new IllegalStateException(event + ": " + field + " of " + event.types.length + " fields set");
-        if (event.handle != 0 && address != 0)
-            Event.emit0(event.handle, address, buf.position());
+        if (field != types.length)
+            throw new IllegalStateException(event + ": " + field + " of " + types.length + " fields set");
+        if (address != 0)
+            Event.emit0(event.handle, address, pos);
     }
 }
