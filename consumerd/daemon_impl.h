@@ -142,6 +142,8 @@ struct Session {
 	// outputs of the drains; null for a disk session.
 	std::shared_ptr<RelayLink> relay;
 	uint32_t live_timer_us = 0;
+	// The sub-trace paths given to the relay (attach_output): each once.
+	std::set<std::string> relay_paths;
 	std::vector<std::unique_ptr<Drain>> drains;
 	// Snapshots on an event (trigger.cpp): set on the session that
 	// snapshots.  companion_of: this session is such a session's hidden

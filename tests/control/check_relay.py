@@ -19,9 +19,18 @@ Oracles:
   - the relayd's output directory holds hostA/ and hostB/; babeltrace2 reads
     it whole with nothing on stderr, and each host's trace is exactly its
     events in order (3000 and 500);
+  - session E (`strata record --relay --hostname hostE -- exe 2 100
+    execserve`, exe a link to control_async_app): one process that execs
+    itself (/proc/self/exe), so its two images have the same comm ("exe"),
+    pid and registration date, i.e. the same sub-trace path: the relay gets two sub-traces (the second with ".1"), 200 events
+    each, read back whole with nothing on stderr;
   - relayd killed mid-session: the traced process keeps answering and exits
     normally, `strata stop` returns in bounded time, and `strata status`
-    reports the link down and a non-zero count of packets not sent.
+    reports the link down and a non-zero count of packets not sent;
+  - relayd restarted on the same ports while that session still records:
+    no reconnection (docs/relay.md): the link stays down, the new relayd
+    receives nothing from the session, and a new session streams to it
+    (exactly 100 events read back).
 """
 import argparse
 import os
@@ -75,6 +84,7 @@ def main():
     ap.add_argument("--babeltrace2", required=True)
     ap.add_argument("--relayd", default="/usr/bin/lttng-relayd")
     ap.add_argument("--demo", default="")
+    ap.add_argument("--async-app", default="")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-relay-")
     env = dict(os.environ)
@@ -209,9 +219,31 @@ def main():
         r = strata("record", "--relay", relay, "--hostname", "hostB", "-e", "snap:*", "--", a.app, input="500\n")
         check("streamed to lttng-relayd" in r.stderr, "B: record says where the trace went")
 
+        # 3b. two sub-traces with the same path: a process and its exec'd
+        # image (same comm, pid and registration date)
+        if a.async_app:
+            # The app re-executes /proc/self/exe, whose image is named "exe":
+            # started through a link of that name, both images are "exe".
+            exe = os.path.join(work, "exe")
+            os.symlink(a.async_app, exe)
+            strata("record", "--relay", relay, "--hostname", "hostE", "-e", "ctltest:*", "--",
+                   exe, "2", "100", "execserve", input="go\n")
+            e_dir = os.path.join(out, "hostE")
+            subs = sorted(os.path.relpath(root, e_dir) for root, _, files in os.walk(e_dir) if "metadata" in files)
+            base = subs[0] if subs else ""
+            check(len(subs) == 2 and subs[1] == base + ".1",
+                  "E: the exec'd image's sub-trace gets its own relay path (%s)" % subs)
+            counts = []
+            for sub in subs:
+                counts.append(sum(1 for msg in bt2.TraceCollectionMessageIterator(os.path.join(e_dir, sub))
+                                  if type(msg) is bt2._EventMessageConst and msg.event.name == "ctltest:tick"))
+            bt = subprocess.run([a.babeltrace2, e_dir], capture_output=True, text=True, timeout=120)
+            check(counts == [200, 200] and bt.returncode == 0 and bt.stderr == "",
+                  "E: each image's 200 events read back, babeltrace2 silent (%s, %r)" % (counts, bt.stderr[:300]))
+
         # 4. what the relayd wrote
         hosts = sorted(os.listdir(out))
-        want = ["hostA", "hostB"] + (["hostM"] if a.demo else [])
+        want = ["hostA", "hostB"] + (["hostE"] if a.async_app else []) + (["hostM"] if a.demo else [])
         check(hosts == want, "one relayd output directory with every host (%s)" % hosts)
         bt = subprocess.run([a.babeltrace2, out], capture_output=True, text=True, timeout=120)
         n_m = 8001 if a.demo else 0
@@ -246,6 +278,18 @@ def main():
             app.stdin.flush()
             app.stdout.readline()
         check(time.monotonic() - t0 < 20, "K: the traced process is not slowed down by the dead relay")
+        # 6. a relayd back on the same ports: no reconnection (docs/relay.md,
+        # "Faults and reconnection"), the session's link stays down.
+        out2 = os.path.join(work, "relayd-out2")
+        relayd = subprocess.Popen([a.relayd, "-C", "tcp://127.0.0.1:%d" % ctrl, "-D", "tcp://127.0.0.1:%d" % data,
+                                   "-L", "tcp://127.0.0.1:%d" % live, "-o", out2],
+                                  env=renv, stdout=subprocess.DEVNULL,
+                                  stderr=open(os.path.join(work, "relayd2.err"), "w"))
+        wait_for(lambda: listening(ctrl) and listening(live), "lttng-relayd listening again")
+        for _ in range(3):  # more full packets, with a relayd there again
+            app.stdin.write("5000\n")
+            app.stdin.flush()
+            app.stdout.readline()
         app.stdin.close()
         check(app.wait(timeout=30) == 0, "K: the process exited normally")
         t0 = time.monotonic()
@@ -257,6 +301,12 @@ def main():
               "K: status reports the link down and the packets not sent (%s)" %
               " / ".join(l.strip() for l in st.splitlines() if "recorded" in l or "relay" in l))
         strata("destroy", "sk")
+        check(not os.path.exists(os.path.join(out2, "hostK")),
+              "K: the restarted relayd received nothing of the session (%s)" %
+              (os.listdir(out2) if os.path.isdir(out2) else "no output"))
+        strata("record", "--relay", relay, "--hostname", "hostR", "-e", "snap:*", "--", a.app, input="100\n")
+        sr = seqs_of(os.path.join(out2, "hostR")) if os.path.isdir(os.path.join(out2, "hostR")) else []
+        check(sr == list(range(100)), "R: a new session streams to the restarted relayd: seq 0..99 (%d)" % len(sr))
     finally:
         for p in readers:
             if p.poll() is None:
