@@ -265,6 +265,7 @@ private:
 	Session *find(const Conn &c, const std::string &name, uint32_t seq, bool &answered);
 	void stop_session(Session &s);
 	void attach_output(Session &s, Drain &d);
+	void apply_kernel(Session &s);
 
 	void do_hello(Conn &c, uint32_t seq, const proto::Hello &m);
 	void do_register(Conn &c, uint32_t seq, const proto::Register &m);

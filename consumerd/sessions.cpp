@@ -150,10 +150,8 @@ void Daemon::do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule
 	std::string text = std::string(r.enable ? "enabled " : "disabled ") + r.pattern + " in session '" + name + "'";
 	if (!all)
 		text += " for the chosen processes";
-	if (s->state == proto::SessionState::Active) {
-		const KmodGrant g = grant_of(*s);
-		kernel_apply(s->slot, s->uid, s->rules, s->channel, s->out, s->clock, s->owner, hostname_, s->drains, &g, &kgen_);
-	}
+	if (s->state == proto::SessionState::Active)
+		apply_kernel(*s);
 	if (s->state == proto::SessionState::Active)
 		notify_and_reply(c, seq, *s, text, static_cast<int>(s->rules.size() - 1));
 	else
