@@ -16,6 +16,12 @@ Oracles:
     events shown before stop (quiet and ended lanes do not hold the reader:
     beacons), no warning or error logged by the reader;
   - session B (`strata record --relay --hostname hostB`) streams 500 events;
+  - session P: control_snap_app emits 10 events and keeps running,
+    strata-demo (1 thread, 101 events) runs and exits, then the first
+    process emits 500 more: the live reader (attached first) shows all of
+    them while the first process still runs (the ended process's streams,
+    still open on the relay, do not hold it back), ends by itself and logs
+    no warning or error;
   - the relayd's output directory holds hostA/ and hostB/; babeltrace2 reads
     it whole with nothing on stderr, and each host's trace is exactly its
     events in order (3000 and 500);
@@ -182,31 +188,41 @@ def main():
 
         # 2b. several lanes (threads) followed live: lanes that go quiet
         # or end must not hold the reader back (beacons), nor make it warn.
+        def attached_reader(host, session, tag):
+            """A live reader of a new session, attached before any stream:
+            (process, its log, count of its output lines holding a text)."""
+            out_f = open(os.path.join(work, "live-%s.out" % tag), "w+")
+            err_f = open(os.path.join(work, "live-%s.err" % tag), "w+")
+            # At log level INFO the reader says when it is attached ("Getting
+            # 0 new streams"): the workload starts after that, so the reader
+            # sees its streams from their start (a reader attaching to
+            # existing streams starts at their newest packets).
+            proc = subprocess.Popen(["stdbuf", "-oL", "-eL", a.babeltrace2, "-l", "I", "--input-format=lttng-live",
+                                     "net://127.0.0.1:%d/host/%s/%s" % (live, host, session)],
+                                    stdout=out_f, stderr=err_f)
+            readers.append(proc)
+
+            def log():
+                with open(err_f.name) as f:
+                    return f.read()
+
+            def count(what):
+                with open(out_f.name) as f:
+                    return sum(1 for line in f if what in line)
+            wait_for(lambda: "Getting 0 new streams" in log(), "%s: the live reader attached" % tag)
+            return proc, log, count
+
         if a.demo:
             strata("create", "sm", "--relay", relay, "--hostname", "hostM")
             strata("enable-event", "sm", "demo:*")
             strata("start", "sm")
-            m_out = open(os.path.join(work, "live-m.out"), "w+")
-            m_err = open(os.path.join(work, "live-m.err"), "w+")
-            # At log level INFO the reader says when it is attached ("Getting
-            # 0 new streams"): the demo starts after that, so the reader sees
-            # its streams from their start (a reader attaching to existing
-            # streams starts at their newest packets).
-            mreader = subprocess.Popen(["stdbuf", "-oL", "-eL", a.babeltrace2, "-l", "I", "--input-format=lttng-live",
-                                        "net://127.0.0.1:%d/host/hostM/sm" % live], stdout=m_out, stderr=m_err)
-            readers.append(mreader)
-
-            def m_log():
-                with open(m_err.name) as f:
-                    return f.read()
-            wait_for(lambda: "Getting 0 new streams" in m_log(), "M: the live reader attached")
+            mreader, m_log, m_count = attached_reader("hostM", "sm", "M")
             r = subprocess.run([a.demo, "--threads", "4", "--events", "2000"], env=env, capture_output=True,
                                text=True, timeout=60)
             check(r.returncode == 0, "M: strata-demo with 4 threads ran")
 
             def m_events():
-                with open(m_out.name) as f:
-                    return sum(1 for line in f if " demo:" in line)
+                return m_count(" demo:")
             wait_for(lambda: m_events() >= 8001, "M: the live reader shows all 8001 demo events", timeout=30)
             check(m_events() == 8001, "M: 4 lanes read live, 8001 events, before stop (%d)" % m_events())
             strata("stop", "sm")
@@ -254,6 +270,43 @@ def main():
         sa, sb = seqs_of(os.path.join(out, "hostA")), seqs_of(os.path.join(out, "hostB"))
         check(sa == list(range(n_a)), "hostA's trace on the relayd: exactly seq 0..%d in order (%d)" % (n_a - 1, len(sa)))
         check(sb == list(range(500)), "hostB's trace on the relayd: exactly seq 0..499 in order (%d)" % len(sb))
+
+        # 4b. one process ends, another records on: the ended one's streams
+        # stay open on the relay and must not hold the live reader back
+        # (their beacons go on: docs/relay.md, "Live").
+        if a.demo:
+            strata("create", "sp", "--relay", relay, "--hostname", "hostP")
+            strata("enable-event", "sp", "demo:*")
+            strata("enable-event", "sp", "snap:*")
+            strata("start", "sp")
+            preader, p_log, p_count = attached_reader("hostP", "sp", "P")
+            app = subprocess.Popen([a.app], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            check(app.stdout.readline().strip() == "ready", "P: the long-running process started")
+            app.stdin.write("10\n")
+            app.stdin.flush()
+            app.stdout.readline()
+            wait_for(lambda: p_count(" snap:tick") >= 10, "P: the live reader shows the first 10 ticks")
+            r = subprocess.run([a.demo, "--threads", "1", "--events", "100"], env=env, capture_output=True,
+                               text=True, timeout=60)
+            check(r.returncode == 0, "P: strata-demo ran and exited")
+            # (lttng-relayd 2.13 tells a reader of new streams only with a
+            # packet of a stream it reads: the demo's streams reach the
+            # reader with the next ticks' packet; docs/relay.md, "Live".)
+            app.stdin.write("500\n")
+            app.stdin.flush()
+            app.stdout.readline()
+            wait_for(lambda: p_count(" snap:tick") >= 510,
+                     "P: the live reader shows the running process's events after the other one ended", timeout=30)
+            check(p_count(" demo:") == 101 and p_count(" snap:tick") == 510 and app.poll() is None,
+                  "P: live, while the process runs: the ended one's 101 events and the running one's 510 "
+                  "(%d, %d)" % (p_count(" demo:"), p_count(" snap:tick")))
+            app.stdin.close()
+            check(app.wait(timeout=30) == 0, "P: the long-running process exited normally")
+            strata("stop", "sp")
+            strata("destroy", "sp")
+            check(preader.wait(timeout=60) == 0, "P: the live reader ended by itself")
+            bad = [line for line in p_log().splitlines() if re.search(r" [WEF] [A-Z]", line)]
+            check(not bad, "P: no warning or error from the live reader (%r)" % bad[:3])
 
         # 5. relayd killed mid-session
         strata("create", "sk", "--relay", relay, "--hostname", "hostK", "--subbuf-size", "4096",
