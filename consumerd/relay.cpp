@@ -469,6 +469,7 @@ void RelayLink::beacon_retired(uint64_t ts, uint64_t period_ns)
 	std::vector<Retired> todo;
 	{
 		std::lock_guard<std::mutex> g(mu_);
+		// Relaxed: under mu_, which fail() holds when it sets broken_.
 		if (broken_.load(std::memory_order_relaxed) || retired_.empty() || ts < retired_at_ + period_ns)
 			return;
 		retired_at_ = ts;
