@@ -236,9 +236,7 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 				s->run_id = next_run_id_++;
 				move_off_busy_slot(*s);
 				INFO("session %s started (slot %u)", s->name.c_str(), s->slot);
-				const KmodGrant g = grant_of(*s);
-				kernel_apply(s->slot, s->uid, s->rules, s->channel, s->out, s->clock, s->owner, hostname_, s->drains, &g,
-					     &kgen_);
+				apply_kernel(*s);
 				if (adopt_early_)
 					adopt_early(*s);
 				std::string text = "session '" + s->name + "' started", err;

@@ -142,6 +142,8 @@ struct Session {
 	// outputs of the drains; null for a disk session.
 	std::shared_ptr<RelayLink> relay;
 	uint32_t live_timer_us = 0;
+	// The sub-trace paths given to the relay (attach_output): each once.
+	std::set<std::string> relay_paths;
 	std::vector<std::unique_ptr<Drain>> drains;
 	// Snapshots on an event (trigger.cpp): set on the session that
 	// snapshots.  companion_of: this session is such a session's hidden
@@ -263,6 +265,7 @@ private:
 	Session *find(const Conn &c, const std::string &name, uint32_t seq, bool &answered);
 	void stop_session(Session &s);
 	void attach_output(Session &s, Drain &d);
+	void apply_kernel(Session &s);
 
 	void do_hello(Conn &c, uint32_t seq, const proto::Hello &m);
 	void do_register(Conn &c, uint32_t seq, const proto::Register &m);

@@ -413,6 +413,8 @@ void Drain::live_tick(uint64_t now_ns)
 	for (uint32_t lane = 0; lane < n_lanes_; lane++)
 		if (settled[lane] && lane_sent_[lane] == before[lane] && now_ns > kBeaconMarginNs)
 			out_->beacon(lane, now_ns - kBeaconMarginNs - lane);
+	if (now_ns > kBeaconMarginNs)
+		out_->tick(now_ns - kBeaconMarginNs);
 }
 
 void Drain::final_drain()

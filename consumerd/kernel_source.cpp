@@ -177,7 +177,7 @@ std::string unique_dir(const std::string &base)
 // the buffer is the one `skip_uuid` names (already drained).
 std::unique_ptr<Drain> kernel_drain(uint32_t slot, const std::string &base, const ClockInfo &clock,
 				    const Owner &owner, const std::string &hostname, const uint8_t *skip_uuid,
-				    std::string &why, const char *want_comm = nullptr)
+				    std::string &why, const char *want_comm, const PrepareDrain &prepare)
 {
 	uint64_t size = 0;
 	int wait_fd = -1;
@@ -221,6 +221,8 @@ std::unique_ptr<Drain> kernel_drain(uint32_t slot, const std::string &base, cons
 	}
 	if (wait_fd >= 0)
 		d->set_wait_fd(wait_fd); // woken at sub-buffer completions
+	if (prepare)
+		prepare(*d); // its output (a relay session's), before the thread runs
 	d->start();
 	return d;
 }
@@ -247,7 +249,8 @@ bool open_dev()
 void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
 		  const proto::ChannelConfig &channel, const std::string &out,
 		  const ClockInfo &clock, const Owner &owner, const std::string &hostname,
-		  std::vector<std::unique_ptr<Drain>> &drains, const KmodGrant *grant, uint64_t *gen_out)
+		  std::vector<std::unique_ptr<Drain>> &drains, const KmodGrant *grant, uint64_t *gen_out,
+		  const PrepareDrain &prepare)
 {
 	uint64_t gen = 0, dummy;
 	uint64_t &kgen = gen_out ? *gen_out : dummy;
@@ -281,7 +284,7 @@ void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rule
 		return;
 	std::string why;
 	std::unique_ptr<Drain> d = kernel_drain(slot, out + "/kernel", clock, owner, hostname,
-						st.draining ? st.uuid : nullptr, why);
+						st.draining ? st.uuid : nullptr, why, nullptr, prepare);
 	if (!d) {
 		if (!why.empty())
 			say(slot, why);
@@ -293,7 +296,8 @@ void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rule
 }
 
 void kernel_adopt_boot(const std::string &out, const ClockInfo &clock, const Owner &owner,
-		       const std::string &hostname, std::vector<std::unique_ptr<Drain>> &drains)
+		       const std::string &hostname, std::vector<std::unique_ptr<Drain>> &drains,
+		       const PrepareDrain &prepare)
 {
 	if (!open_dev() || g_kabi < 2)
 		return;
@@ -301,7 +305,7 @@ void kernel_adopt_boot(const std::string &out, const ClockInfo &clock, const Own
 		return; // our own session's slot, not the boot recording
 	std::string why;
 	std::unique_ptr<Drain> d =
-		kernel_drain(kBootSlot, out + "/kernel-boot", clock, owner, hostname, nullptr, why, "kernel-boot");
+		kernel_drain(kBootSlot, out + "/kernel-boot", clock, owner, hostname, nullptr, why, "kernel-boot", prepare);
 	if (!d) {
 		if (!why.empty() && why.find(strerror(ENOENT)) == std::string::npos)
 			say(kBootSlot, "kernel events from boot not adopted: " + why);

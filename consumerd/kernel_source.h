@@ -20,7 +20,8 @@
  *     `kernel:<tracepoint>` (the module ignores every other provider) the
  *     slot also gets a kernel buffer, drained into <out>/kernel/ (stream files kernel_<cpu>)
  *     with the session's ClockInfo, so babeltrace2 merges it with the user
- *     sub-traces;
+ *     sub-traces; a relay session streams it instead (`prepare` gives the
+ *     drain the session's output before it starts);
  *   - without /dev/strata, or without CAP_SYS_ADMIN, the session records
  *     user events only and the daemon says so once per session start;
  *   - with a kabi 2 module the mirror carries a KmodGrant (session id,
@@ -34,6 +35,7 @@
 #define STRATA_CONSUMERD_KERNEL_SOURCE_H
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,20 +65,24 @@ struct KmodGrant {
 // here takes the session channel's sub-buffer size and count (0: the
 // module's defaults; the module bounds them).  No-op without the module
 // (with one warning if kernel events were asked for).  *gen: the module's
-// generation of the change, 0 when the module was not set.
+// generation of the change, 0 when the module was not set.  `prepare`,
+// when set, is called on a new kernel drain before it starts (the session
+// gives it its output: a relay session streams the kernel sub-trace).
+using PrepareDrain = std::function<void(Drain &)>;
 void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
 		  const proto::ChannelConfig &channel, const std::string &out,
 		  const ClockInfo &clock, const Owner &owner, const std::string &hostname,
 		  std::vector<std::unique_ptr<Drain>> &drains, const KmodGrant *grant = nullptr,
-		  uint64_t *gen = nullptr);
+		  uint64_t *gen = nullptr, const PrepareDrain &prepare = nullptr);
 
 // Kernel events from boot (kmod strata.boot_events, docs/boot.md): when the
 // module recorded some into its boot slot before any consumer, drain that
 // buffer into <out>/kernel-boot/ and stop the boot recording.  Quiet when
 // there is none.  Called once, at the first session start of a daemon run
-// with --adopt-early.
+// with --adopt-early.  `prepare` as for kernel_apply.
 void kernel_adopt_boot(const std::string &out, const ClockInfo &clock, const Owner &owner,
-		       const std::string &hostname, std::vector<std::unique_ptr<Drain>> &drains);
+		       const std::string &hostname, std::vector<std::unique_ptr<Drain>> &drains,
+		       const PrepareDrain &prepare = nullptr);
 
 // The session stops or is destroyed: clear the module's slot (the probes
 // stop writing) before the session's drains flush and finish.  Returns the

@@ -130,6 +130,16 @@ KmodGrant Daemon::grant_of(const Session &s) const
 	return g;
 }
 
+// The session's rules into the module's slot (START, a rule change): a
+// kernel buffer it creates is drained with the session's output (a relay
+// session streams it, attach_output).
+void Daemon::apply_kernel(Session &s)
+{
+	const KmodGrant g = grant_of(s);
+	kernel_apply(s.slot, s.uid, s.rules, s.channel, s.out, s.clock, s.owner, hostname_, s.drains, &g, &kgen_,
+		     [&](Drain &d) { attach_output(s, d); });
+}
+
 // START: a slot another daemon set in the module meanwhile would collide
 // (-EBUSY): take one free in both.
 void Daemon::move_off_busy_slot(Session &s)

@@ -50,6 +50,11 @@ public:
 	// CLOCK_MONOTONIC ns), so live readers move on.  0: not live.
 	virtual uint64_t live_period_ns() const { return 0; }
 	virtual void beacon(uint32_t lane, uint64_t ts_ns) { (void)lane, (void)ts_ns; }
+	// Once per live tick, after beacon(): an output shared with other
+	// drains says "nothing before ts_ns" for what it still carries of the
+	// drains that ended (relay: their streams, which stay open), so that
+	// live readers do not wait for them while this drain goes on.
+	virtual void tick(uint64_t ts_ns) { (void)ts_ns; }
 	// Flush and release; only beacon() may follow (the end of a live
 	// drain).  Idempotent.
 	virtual void close() = 0;

@@ -112,7 +112,8 @@ void Daemon::adopt_early(Session &s)
 	// The module's kernel events from boot, when it recorded some (root
 	// sessions only: kernel events show every process).
 	if (s.uid == 0)
-		kernel_adopt_boot(s.out, s.clock, s.owner, hostname_, s.drains);
+		kernel_adopt_boot(s.out, s.clock, s.owner, hostname_, s.drains,
+				  [&](Drain &d) { attach_output(s, d); });
 	DIR *proc = opendir("/proc");
 	if (!proc)
 		return;

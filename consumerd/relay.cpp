@@ -455,6 +455,40 @@ bool RelayLink::send_beacon(uint64_t id, uint64_t stream_class_id, uint64_t ts, 
 	return true; // an ignored beacon is no loss
 }
 
+void RelayLink::retire(uint64_t id, uint64_t stream_class, uint64_t last_ts)
+{
+	std::lock_guard<std::mutex> g(mu_);
+	retired_.push_back({id, stream_class, last_ts});
+}
+
+void RelayLink::beacon_retired(uint64_t ts, uint64_t period_ns)
+{
+	// Below the lanes' beacons of the same tick (ts - lane), distinct per
+	// stream: babeltrace2 warns when two streams' inactivity times are equal.
+	constexpr uint64_t kRetiredOffsetNs = 1000;
+	std::vector<Retired> todo;
+	{
+		std::lock_guard<std::mutex> g(mu_);
+		// Relaxed: under mu_, which fail() holds when it sets broken_.
+		if (broken_.load(std::memory_order_relaxed) || retired_.empty() || ts < retired_at_ + period_ns)
+			return;
+		retired_at_ = ts;
+		for (size_t i = 0; i < retired_.size(); i++) {
+			const uint64_t t = ts - kRetiredOffsetNs - i;
+			// A stream's beacons only move forward (its last one was its
+			// drain's end; an earlier one would go back in time).
+			if (ts > kRetiredOffsetNs + i && t > retired_[i].last_ts) {
+				retired_[i].last_ts = t;
+				todo.push_back({retired_[i].id, retired_[i].stream_class, t});
+			}
+		}
+	}
+	std::string err;
+	for (const Retired &r : todo)
+		if (!send_beacon(r.id, r.stream_class, r.last_ts, err))
+			return;
+}
+
 bool RelayLink::wait_stored(uint64_t id, uint64_t last_seq, std::string &err)
 {
 	std::string p;
@@ -584,9 +618,16 @@ public:
 		const Lane &l = lanes_[lane];
 		// The relay ignores beacons of streams without packets.
 		std::string err;
-		if (l.added && l.next_seq > 0)
+		if (l.added && l.next_seq > 0) {
 			link_->send_beacon(l.id, l.stream_class, ts_ns, err);
+			// After close(): the drain's last word on this stream; the
+			// session's other drains beacon it from now on.
+			if (closed_)
+				link_->retire(l.id, l.stream_class, ts_ns);
+		}
 	}
+
+	void tick(uint64_t ts_ns) override { link_->beacon_retired(ts_ns, period_ns_); }
 
 	// The streams stay open on the relay until the session's link closes
 	// (DESTROY): lttng-relayd 2.13 drops a closed stream of a pre-2.11

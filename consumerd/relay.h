@@ -31,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "output.h"
 
@@ -80,6 +81,17 @@ public:
 	// Streams are not closed one by one: closing the link closes them.
 	bool wait_stored(uint64_t id, uint64_t last_seq, std::string &err);
 
+	// A stream whose drain ended, after its last beacon at last_ts: it stays
+	// open on the relay (streams close with the link, docs/relay.md), and a
+	// live reader would wait for it forever; beacon_retired() tells readers
+	// it has nothing more.
+	void retire(uint64_t id, uint64_t stream_class, uint64_t last_ts);
+	// A beacon at about ts for every retired stream (ts less a small
+	// per-stream offset, and only above the stream's last beacon), at most
+	// once per period_ns for the whole link: called from every live drain's
+	// tick.
+	void beacon_retired(uint64_t ts, uint64_t period_ns);
+
 	bool broken() const { return broken_.load(std::memory_order_acquire); }
 	std::string why_broken();
 
@@ -97,6 +109,11 @@ private:
 	std::mutex mu_;
 	int ctrl_ = -1, data_ = -1; // guarded by mu_
 	std::string why_;           // guarded by mu_
+	struct Retired {
+		uint64_t id, stream_class, last_ts;
+	};
+	std::vector<Retired> retired_; // guarded by mu_
+	uint64_t retired_at_ = 0;      // guarded by mu_: the last beacon_retired ts
 	// Set under mu_ (release) when the link breaks; read without it
 	// (acquire) so a broken link fails fast.
 	std::atomic<bool> broken_{false};

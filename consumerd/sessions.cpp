@@ -102,14 +102,23 @@ std::string trace_place(const Session &s)
 }
 
 // A drain of a relay session sends its sub-trace (the same relative path
-// as on disk) to the relay instead of writing it.  Before d.start().
+// as on disk: ust/pid/..., kernel) to the relay instead of writing it.
+// Before d.start().  The disk output makes a directory unique by looking
+// at the disk; nothing of a relay session is on our disk, so the session
+// remembers the paths it gave: a second sub-trace with the same path (a
+// process's exec'd image of the same name: one Proc per pid, so the same
+// comm, pid and date; a reused pid within the second; the kernel buffer of
+// a second START) gets ".1", ".2"... as on disk.
 void Daemon::attach_output(Session &s, Drain &d)
 {
 	if (!s.relay)
 		return;
 	const std::string &dir = d.dir();
-	std::string rel = dir.compare(0, s.out.size(), s.out) == 0 ? dir.substr(s.out.size()) : "/" + dir;
-	d.set_output(relay_output(s.relay, rel, d.channel(), d.n_lanes(), s.live_timer_us));
+	const std::string rel = dir.compare(0, s.out.size(), s.out) == 0 ? dir.substr(s.out.size()) : "/" + dir;
+	std::string path = rel;
+	for (int n = 1; !s.relay_paths.insert(path).second; n++)
+		path = rel + "." + std::to_string(n);
+	d.set_output(relay_output(s.relay, path, d.channel(), d.n_lanes(), s.live_timer_us));
 }
 
 void Daemon::do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule r, Target t)
@@ -141,10 +150,8 @@ void Daemon::do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule
 	std::string text = std::string(r.enable ? "enabled " : "disabled ") + r.pattern + " in session '" + name + "'";
 	if (!all)
 		text += " for the chosen processes";
-	if (s->state == proto::SessionState::Active) {
-		const KmodGrant g = grant_of(*s);
-		kernel_apply(s->slot, s->uid, s->rules, s->channel, s->out, s->clock, s->owner, hostname_, s->drains, &g, &kgen_);
-	}
+	if (s->state == proto::SessionState::Active)
+		apply_kernel(*s);
 	if (s->state == proto::SessionState::Active)
 		notify_and_reply(c, seq, *s, text, static_cast<int>(s->rules.size() - 1));
 	else

@@ -120,8 +120,7 @@ Session *Daemon::start_trigger(Session &s, std::string &err)
 		err = "cannot create " + c->out + ": " + strerror(-md);
 		return nullptr;
 	}
-	const KmodGrant g = grant_of(*c);
-	kernel_apply(c->slot, c->uid, c->rules, c->channel, c->out, c->clock, c->owner, hostname_, c->drains, &g, &kgen_);
+	apply_kernel(*c);
 	Trigger &t = *s.trigger;
 	t.companion = c->id;
 	t.seen = 0; // the counts below are this run's (the STOP answer reports them)

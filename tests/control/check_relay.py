@@ -16,12 +16,27 @@ Oracles:
     events shown before stop (quiet and ended lanes do not hold the reader:
     beacons), no warning or error logged by the reader;
   - session B (`strata record --relay --hostname hostB`) streams 500 events;
+  - session P: control_snap_app emits 10 events and keeps running,
+    strata-demo (1 thread, 101 events) runs and exits, then the first
+    process emits 500 more: the live reader (attached first) shows all of
+    them while the first process still runs (the ended process's streams,
+    still open on the relay, do not hold it back), ends by itself and logs
+    no warning or error;
   - the relayd's output directory holds hostA/ and hostB/; babeltrace2 reads
     it whole with nothing on stderr, and each host's trace is exactly its
     events in order (3000 and 500);
+  - session E (`strata record --relay --hostname hostE -- exe 2 100
+    execserve`, exe a link to control_async_app): one process that execs
+    itself (/proc/self/exe), so its two images have the same comm ("exe"),
+    pid and registration date, i.e. the same sub-trace path: the relay gets two sub-traces (the second with ".1"), 200 events
+    each, read back whole with nothing on stderr;
   - relayd killed mid-session: the traced process keeps answering and exits
     normally, `strata stop` returns in bounded time, and `strata status`
-    reports the link down and a non-zero count of packets not sent.
+    reports the link down and a non-zero count of packets not sent;
+  - relayd restarted on the same ports while that session still records:
+    no reconnection (docs/relay.md): the link stays down, the new relayd
+    receives nothing from the session, and a new session streams to it
+    (exactly 100 events read back).
 """
 import argparse
 import os
@@ -75,6 +90,7 @@ def main():
     ap.add_argument("--babeltrace2", required=True)
     ap.add_argument("--relayd", default="/usr/bin/lttng-relayd")
     ap.add_argument("--demo", default="")
+    ap.add_argument("--async-app", default="")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-relay-")
     env = dict(os.environ)
@@ -172,31 +188,41 @@ def main():
 
         # 2b. several lanes (threads) followed live: lanes that go quiet
         # or end must not hold the reader back (beacons), nor make it warn.
+        def attached_reader(host, session, tag):
+            """A live reader of a new session, attached before any stream:
+            (process, its log, count of its output lines holding a text)."""
+            out_f = open(os.path.join(work, "live-%s.out" % tag), "w+")
+            err_f = open(os.path.join(work, "live-%s.err" % tag), "w+")
+            # At log level INFO the reader says when it is attached ("Getting
+            # 0 new streams"): the workload starts after that, so the reader
+            # sees its streams from their start (a reader attaching to
+            # existing streams starts at their newest packets).
+            proc = subprocess.Popen(["stdbuf", "-oL", "-eL", a.babeltrace2, "-l", "I", "--input-format=lttng-live",
+                                     "net://127.0.0.1:%d/host/%s/%s" % (live, host, session)],
+                                    stdout=out_f, stderr=err_f)
+            readers.append(proc)
+
+            def log():
+                with open(err_f.name) as f:
+                    return f.read()
+
+            def count(what):
+                with open(out_f.name) as f:
+                    return sum(1 for line in f if what in line)
+            wait_for(lambda: "Getting 0 new streams" in log(), "%s: the live reader attached" % tag)
+            return proc, log, count
+
         if a.demo:
             strata("create", "sm", "--relay", relay, "--hostname", "hostM")
             strata("enable-event", "sm", "demo:*")
             strata("start", "sm")
-            m_out = open(os.path.join(work, "live-m.out"), "w+")
-            m_err = open(os.path.join(work, "live-m.err"), "w+")
-            # At log level INFO the reader says when it is attached ("Getting
-            # 0 new streams"): the demo starts after that, so the reader sees
-            # its streams from their start (a reader attaching to existing
-            # streams starts at their newest packets).
-            mreader = subprocess.Popen(["stdbuf", "-oL", "-eL", a.babeltrace2, "-l", "I", "--input-format=lttng-live",
-                                        "net://127.0.0.1:%d/host/hostM/sm" % live], stdout=m_out, stderr=m_err)
-            readers.append(mreader)
-
-            def m_log():
-                with open(m_err.name) as f:
-                    return f.read()
-            wait_for(lambda: "Getting 0 new streams" in m_log(), "M: the live reader attached")
+            mreader, m_log, m_count = attached_reader("hostM", "sm", "M")
             r = subprocess.run([a.demo, "--threads", "4", "--events", "2000"], env=env, capture_output=True,
                                text=True, timeout=60)
             check(r.returncode == 0, "M: strata-demo with 4 threads ran")
 
             def m_events():
-                with open(m_out.name) as f:
-                    return sum(1 for line in f if " demo:" in line)
+                return m_count(" demo:")
             wait_for(lambda: m_events() >= 8001, "M: the live reader shows all 8001 demo events", timeout=30)
             check(m_events() == 8001, "M: 4 lanes read live, 8001 events, before stop (%d)" % m_events())
             strata("stop", "sm")
@@ -209,9 +235,31 @@ def main():
         r = strata("record", "--relay", relay, "--hostname", "hostB", "-e", "snap:*", "--", a.app, input="500\n")
         check("streamed to lttng-relayd" in r.stderr, "B: record says where the trace went")
 
+        # 3b. two sub-traces with the same path: a process and its exec'd
+        # image (same comm, pid and registration date)
+        if a.async_app:
+            # The app re-executes /proc/self/exe, whose image is named "exe":
+            # started through a link of that name, both images are "exe".
+            exe = os.path.join(work, "exe")
+            os.symlink(a.async_app, exe)
+            strata("record", "--relay", relay, "--hostname", "hostE", "-e", "ctltest:*", "--",
+                   exe, "2", "100", "execserve", input="go\n")
+            e_dir = os.path.join(out, "hostE")
+            subs = sorted(os.path.relpath(root, e_dir) for root, _, files in os.walk(e_dir) if "metadata" in files)
+            base = subs[0] if subs else ""
+            check(len(subs) == 2 and subs[1] == base + ".1",
+                  "E: the exec'd image's sub-trace gets its own relay path (%s)" % subs)
+            counts = []
+            for sub in subs:
+                counts.append(sum(1 for msg in bt2.TraceCollectionMessageIterator(os.path.join(e_dir, sub))
+                                  if type(msg) is bt2._EventMessageConst and msg.event.name == "ctltest:tick"))
+            bt = subprocess.run([a.babeltrace2, e_dir], capture_output=True, text=True, timeout=120)
+            check(counts == [200, 200] and bt.returncode == 0 and bt.stderr == "",
+                  "E: each image's 200 events read back, babeltrace2 silent (%s, %r)" % (counts, bt.stderr[:300]))
+
         # 4. what the relayd wrote
         hosts = sorted(os.listdir(out))
-        want = ["hostA", "hostB"] + (["hostM"] if a.demo else [])
+        want = ["hostA", "hostB"] + (["hostE"] if a.async_app else []) + (["hostM"] if a.demo else [])
         check(hosts == want, "one relayd output directory with every host (%s)" % hosts)
         bt = subprocess.run([a.babeltrace2, out], capture_output=True, text=True, timeout=120)
         n_m = 8001 if a.demo else 0
@@ -222,6 +270,43 @@ def main():
         sa, sb = seqs_of(os.path.join(out, "hostA")), seqs_of(os.path.join(out, "hostB"))
         check(sa == list(range(n_a)), "hostA's trace on the relayd: exactly seq 0..%d in order (%d)" % (n_a - 1, len(sa)))
         check(sb == list(range(500)), "hostB's trace on the relayd: exactly seq 0..499 in order (%d)" % len(sb))
+
+        # 4b. one process ends, another records on: the ended one's streams
+        # stay open on the relay and must not hold the live reader back
+        # (their beacons go on: docs/relay.md, "Live").
+        if a.demo:
+            strata("create", "sp", "--relay", relay, "--hostname", "hostP")
+            strata("enable-event", "sp", "demo:*")
+            strata("enable-event", "sp", "snap:*")
+            strata("start", "sp")
+            preader, p_log, p_count = attached_reader("hostP", "sp", "P")
+            app = subprocess.Popen([a.app], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            check(app.stdout.readline().strip() == "ready", "P: the long-running process started")
+            app.stdin.write("10\n")
+            app.stdin.flush()
+            app.stdout.readline()
+            wait_for(lambda: p_count(" snap:tick") >= 10, "P: the live reader shows the first 10 ticks")
+            r = subprocess.run([a.demo, "--threads", "1", "--events", "100"], env=env, capture_output=True,
+                               text=True, timeout=60)
+            check(r.returncode == 0, "P: strata-demo ran and exited")
+            # (lttng-relayd 2.13 tells a reader of new streams only with a
+            # packet of a stream it reads: the demo's streams reach the
+            # reader with the next ticks' packet; docs/relay.md, "Live".)
+            app.stdin.write("500\n")
+            app.stdin.flush()
+            app.stdout.readline()
+            wait_for(lambda: p_count(" snap:tick") >= 510,
+                     "P: the live reader shows the running process's events after the other one ended", timeout=30)
+            check(p_count(" demo:") == 101 and p_count(" snap:tick") == 510 and app.poll() is None,
+                  "P: live, while the process runs: the ended one's 101 events and the running one's 510 "
+                  "(%d, %d)" % (p_count(" demo:"), p_count(" snap:tick")))
+            app.stdin.close()
+            check(app.wait(timeout=30) == 0, "P: the long-running process exited normally")
+            strata("stop", "sp")
+            strata("destroy", "sp")
+            check(preader.wait(timeout=60) == 0, "P: the live reader ended by itself")
+            bad = [line for line in p_log().splitlines() if re.search(r" [WEF] [A-Z]", line)]
+            check(not bad, "P: no warning or error from the live reader (%r)" % bad[:3])
 
         # 5. relayd killed mid-session
         strata("create", "sk", "--relay", relay, "--hostname", "hostK", "--subbuf-size", "4096",
@@ -246,6 +331,18 @@ def main():
             app.stdin.flush()
             app.stdout.readline()
         check(time.monotonic() - t0 < 20, "K: the traced process is not slowed down by the dead relay")
+        # 6. a relayd back on the same ports: no reconnection (docs/relay.md,
+        # "Faults and reconnection"), the session's link stays down.
+        out2 = os.path.join(work, "relayd-out2")
+        relayd = subprocess.Popen([a.relayd, "-C", "tcp://127.0.0.1:%d" % ctrl, "-D", "tcp://127.0.0.1:%d" % data,
+                                   "-L", "tcp://127.0.0.1:%d" % live, "-o", out2],
+                                  env=renv, stdout=subprocess.DEVNULL,
+                                  stderr=open(os.path.join(work, "relayd2.err"), "w"))
+        wait_for(lambda: listening(ctrl) and listening(live), "lttng-relayd listening again")
+        for _ in range(3):  # more full packets, with a relayd there again
+            app.stdin.write("5000\n")
+            app.stdin.flush()
+            app.stdout.readline()
         app.stdin.close()
         check(app.wait(timeout=30) == 0, "K: the process exited normally")
         t0 = time.monotonic()
@@ -257,6 +354,12 @@ def main():
               "K: status reports the link down and the packets not sent (%s)" %
               " / ".join(l.strip() for l in st.splitlines() if "recorded" in l or "relay" in l))
         strata("destroy", "sk")
+        check(not os.path.exists(os.path.join(out2, "hostK")),
+              "K: the restarted relayd received nothing of the session (%s)" %
+              (os.listdir(out2) if os.path.isdir(out2) else "no output"))
+        strata("record", "--relay", relay, "--hostname", "hostR", "-e", "snap:*", "--", a.app, input="100\n")
+        sr = seqs_of(os.path.join(out2, "hostR")) if os.path.isdir(os.path.join(out2, "hostR")) else []
+        check(sr == list(range(100)), "R: a new session streams to the restarted relayd: seq 0..99 (%d)" % len(sr))
     finally:
         for p in readers:
             if p.poll() is None:

@@ -3,7 +3,7 @@
 on the traces guest-kinteg.sh recorded inside the VM.
 
 usage: check_kinteg.py record|causal_page|causal_monotonic|causal_consumer|kquery_trace|
-       sysnames|lttng_analyses|cost VMOUT
+       sysnames|lttng_analyses|cost|relay VMOUT
 
 record            `strata record -e 'kernel:*' -e 'demo:*' -- strata-demo`:
                   one session directory with a ust and a kernel sub-trace,
@@ -47,6 +47,18 @@ cost              200,000 getppid calls not recorded, then recorded with the
                   named syscall event: ns per call printed (TCG: a
                   comparison, not a hardware figure); recorded getppid
                   entries + discarded events cover the calls.
+relay             (guest-kinteg.sh relay) a session with --relay to an
+                  lttng-relayd in the guest records kernel:sched_process_exec,
+                  kernel:syscall_*_openat and demo:*; workload strata-demo
+                  (2 threads x 200) then strata-kinteg-sysnames 1000: the
+                  relayd's output holds the kernel and the user sub-traces
+                  of the session, babeltrace2 reads it whole with nothing on
+                  stderr, nothing lost, 401 demo events, and the workload's
+                  thread made exactly 1002 openat (entries and exits) after
+                  its exec; the live reader attached before the workload
+                  showed the 401 demo events and the 1000 openat of the
+                  known path before stop, ended by itself after destroy
+                  (exit 0) and logged no warning or error.
 kquery_trace      (kinteg_kquery) a tp-async process answered by the module
                   across 10 rule changes: exactly the batches emitted while
                   enabled (seq 0-9, 20-29, ..., 80-89), none lost; a
@@ -481,6 +493,65 @@ def check_kquery(d):
           "the running process did not join the other daemon's session (%s)" % pids)
 
 
+def check_relay(d):
+    rc = read_file(os.path.join(d, "relay.rc")).strip()
+    log = read_file(os.path.join(d, "relay.log")).strip()
+    if rc == "77":
+        print("SKIP: " + log)
+        return 77
+    check(rc == "0", "the relay recording ran (rc %s: %r)" % (rc, log[-300:]))
+    out = os.path.join(d, "relay-out")
+    traces = []
+    for root, dirs, files in os.walk(out):
+        if "metadata" in files:
+            traces.append(os.path.relpath(root, out))
+    kern = [t for t in traces if re.fullmatch(r"vmk/kr-\d{8}-\d{6}/kernel", t)]
+    ust = [t for t in traces if re.fullmatch(r"vmk/kr-\d{8}-\d{6}/ust/pid/strata-demo-\d+-[0-9-]+", t)]
+    check(len(kern) == 1 and len(ust) == 1 and len(traces) == 2,
+          "the relayd wrote one kernel and one user sub-trace of the session (%s)" % sorted(traces))
+    if failures:
+        return None
+    lines = babeltrace2_silent(out)
+    n_evs, n_demo, lost = 0, 0, 0  # by name only: a user event's thread id is not read here
+    for msg in bt2.TraceCollectionMessageIterator(out):
+        if type(msg) is bt2._EventMessageConst:
+            n_evs += 1
+            n_demo += msg.event.name.startswith("demo:")
+        elif type(msg) is bt2._DiscardedEventsMessageConst:
+            lost += msg.count or 0
+    check(lines == n_evs, "babeltrace2 prints every event bt2 reads (%d == %d)" % (lines, n_evs))
+    check(lost == 0, "no event discarded (%d)" % lost)
+    check(n_demo == 2 * 200 + 1, "every demo event on the relay (%d == 401)" % n_demo)
+    kevs, _ = kernel_events(os.path.join(out, kern[0]))
+    tid, t_exec = workload_tid(kevs)
+    if check(tid is not None, "one exec of strata-kinteg-sysnames on the relay"):
+        mine = [e for e in kevs if e[2] == tid and e[1] > t_exec]
+        entries = [e for e in mine if e[0] == "syscall_entry_openat"]
+        exits = [e for e in mine if e[0] == "syscall_exit_openat"]
+        names = [str(e[4]["filename"]) for e in entries]
+        check(len(entries) == SYSNAMES_N + 2 and len(exits) == SYSNAMES_N + 2 and
+              names.count(SYSNAMES_PATH) == SYSNAMES_N,
+              "tid %d: %d openat entries (%d of %s) and %d exits after its exec (want %d)" %
+              (tid, len(entries), names.count(SYSNAMES_PATH), SYSNAMES_PATH, len(exits), SYSNAMES_N + 2))
+    before = read_file(os.path.join(d, "relay-live-before-stop.txt")).strip()
+    check(before == "demo 401 openat %d" % SYSNAMES_N,
+          "live: the reader showed 401 demo events and %d openat of the workload before stop (%s)" %
+          (SYSNAMES_N, before))
+    live = read_file(os.path.join(d, "relay-live.out"))
+    n_demo = sum(1 for line in live.splitlines() if " demo:" in line)
+    n_open = sum(1 for line in live.splitlines()
+                 if "syscall_entry_openat" in line and '"%s"' % SYSNAMES_PATH in line)
+    check(n_demo == 401 and n_open == SYSNAMES_N,
+          "live: the reader's whole output has exactly 401 demo events and %d openat (%d, %d)" %
+          (SYSNAMES_N, n_demo, n_open))
+    rc = read_file(os.path.join(d, "relay-live.rc")).strip()
+    bad = [line for line in read_file(os.path.join(d, "relay-live.err")).splitlines()
+           if re.search(r" [WEF] [A-Z]", line)]
+    check(rc == "0" and not bad, "live: the reader ended by itself (rc %s), no warning or error (%r)" %
+          (rc, bad[:3]))
+    return None
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -501,6 +572,9 @@ def main():
         check_sysnames(d)
     elif what == "cost":
         check_cost(d)
+    elif what == "relay":
+        if check_relay(d) == 77:
+            return 77
     elif what == "lttng_analyses":
         if check_lttng_analyses(d) == 77:
             return 77

@@ -146,6 +146,86 @@ else
 	echo "FAIL kinteg_kquery $out"
 fi
 
+# (e) a relay session with kernel events (docs/relay.md, "Kernel
+# buffers"): lttng-relayd runs here on loopback, a session created with
+# --relay records kernel:sched_process_exec, kernel:syscall_*_openat and
+# demo:*, and a live reader (babeltrace2 lttng-live, attached before the
+# workload) follows it; the workload is strata-demo (401 events) then
+# SYSNAMES 1000 (1002 openat).  Here: the live reader's output before stop
+# and its exit; on the host (check_kinteg.py relay): the relayd's trace
+# whole, exact counts, and the live output's counts.
+relay() {
+	command -v lttng-relayd > /dev/null || { echo "no lttng-relayd installed"; return 77; }
+	ip link set lo up 2> /dev/null || ifconfig lo up || { echo "cannot bring loopback up"; return 1; }
+	sock=/tmp/kinteg-relay.sock
+	export STRATA_CONSUMERD_SOCKET=$sock
+	rm -f /tmp/kinteg-relay.ready && mkfifo /tmp/kinteg-relay.ready || return 1
+	LTTNG_HOME=/tmp lttng-relayd -C tcp://127.0.0.1:5342 -D tcp://127.0.0.1:5343 -L tcp://127.0.0.1:5344 \
+		-o "$o/relay-out" > /dev/null 2> "$o/relayd.err" &
+	rpid=$!
+	"$consumerd" --socket "$sock" --ready-fd 3 3> /tmp/kinteg-relay.ready 2> "$o/relay-consumerd.err" &
+	dpid=$!
+	read -r _ < /tmp/kinteg-relay.ready || { echo "daemon did not start"; return 1; }
+	# Listening (state 0A) on the control and live ports (5342 = 0x14DE,
+	# 5344 = 0x14E0): polled, bounded.
+	i=0
+	until [ "$(grep -cE ':(14DE|14E0) 00000000:0000 0A' /proc/net/tcp)" = 2 ]; do
+		i=$((i + 1))
+		[ $i -lt 600 ] || { echo "lttng-relayd not listening after 60 s"; return 1; }
+		sleep 0.1
+	done
+	"$strata" create kr --relay 127.0.0.1:5342:5343 --hostname vmk > /dev/null &&
+		"$strata" enable-event kr 'kernel:sched_process_exec' > /dev/null &&
+		"$strata" enable-event kr 'kernel:syscall_*_openat' > /dev/null &&
+		"$strata" enable-event kr 'demo:*' > /dev/null &&
+		"$strata" start kr > /dev/null || { echo "relay session setup failed"; return 1; }
+	babeltrace2 -l I --input-format=lttng-live net://127.0.0.1:5344/host/vmk/kr \
+		> "$o/relay-live.out" 2> "$o/relay-live.err" &
+	bpid=$!
+	# At log level INFO the reader says when it is attached: the workload
+	# starts after that, so it reads every stream from its start.
+	i=0
+	until grep -q 'Getting 0 new streams' "$o/relay-live.err"; do
+		i=$((i + 1))
+		[ $i -lt 1200 ] || { echo "live reader not attached after 120 s"; return 1; }
+		sleep 0.1
+	done
+	"$demo" --threads 2 --events 200 > /dev/null 2> "$o/relay-demo.err" || { echo "strata-demo failed"; return 1; }
+	"$sysnames" 1000 || { echo "sysnames failed"; return 1; }
+	# Live: everything shown while the session still records.
+	i=0
+	while :; do
+		nd=$(grep -c ' demo:' "$o/relay-live.out")
+		no=$(grep 'syscall_entry_openat' "$o/relay-live.out" | grep -c '"/strata-kinteg/no-such-file"')
+		[ "$nd" -ge 401 ] && [ "$no" -ge 1000 ] && break
+		i=$((i + 1))
+		[ $i -lt 1800 ] || break
+		sleep 0.1
+	done
+	echo "demo $nd openat $no" > "$o/relay-live-before-stop.txt"
+	"$strata" stop kr > /dev/null && "$strata" destroy kr > /dev/null || { echo "stop/destroy failed"; return 1; }
+	i=0
+	while kill -0 $bpid 2> /dev/null; do
+		i=$((i + 1))
+		[ $i -lt 1200 ] || { kill $bpid; echo "live reader did not end after destroy"; break; }
+		sleep 0.1
+	done
+	wait $bpid
+	echo $? > "$o/relay-live.rc"
+	bpid=""
+	kill $dpid; wait $dpid
+	dpid=""
+	kill $rpid; wait $rpid
+	rpid=""
+	echo "live before stop: $(cat "$o/relay-live-before-stop.txt")"
+}
+# In a subshell (its exports stay there); what a failure left running is
+# ended on the way out.
+(bpid="" dpid="" rpid=""
+ trap 'for p in $bpid $dpid $rpid; do kill $p 2> /dev/null; done' EXIT
+ relay) > "$o/relay.log" 2>&1
+echo $? > "$o/relay.rc"
+
 # (c) the control-plane tests (tests/control, built beside ASYNC_APP) with
 # the module loaded: tp-async processes register with it, every daemon
 # mirrors its sessions into it, and the tests' oracles must still hold.
