@@ -39,8 +39,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 t0=$(date +%s)
 phase() { echo "systemd-boot: $1 ($(( $(date +%s) - t0 )) s)"; }
 
-[ "$(id -u)" = 0 ] || skip "needs root (debootstrap, chroot)"
-for c in qemu-system-x86_64:qemu-system-x86 debootstrap:debootstrap mkfs.ext4:e2fsprogs debugfs:e2fsprogs \
+[ "$(id -u)" = 0 ] || skip "needs root (mmdebstrap, chroot)"
+for c in qemu-system-x86_64:qemu-system-x86 mmdebstrap:mmdebstrap mkfs.ext4:e2fsprogs debugfs:e2fsprogs \
 	 systemd-analyze:systemd lsinitramfs:initramfs-tools unmkinitramfs:initramfs-tools depmod:kmod; do
 	command -v "${c%%:*}" >/dev/null || skip "${c%%:*} not installed (apt-get install ${c#*:})"
 done
