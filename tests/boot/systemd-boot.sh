@@ -9,7 +9,8 @@
 #      dkms route itself is test kernel.dkms), the unit checked by
 #      `systemd-analyze verify` and enabled with `systemctl enable`;
 #   3. `update-initramfs -c` run in the root: the installed hook must put
-#      strata.ko and its load line into the initramfs (lsinitramfs, unpacked);
+#      strata.ko and its load line into the initramfs (lsinitramfs, unpacked),
+#      and, run for a kernel without strata.ko, warn and write no load line;
 #   4. booted under qemu (TCG) from an ext4 image with the kernel command
 #      line of docs/boot.md; systemd starts strata-consumerd.service, a
 #      test unit ordered after it notes what the check needs and powers off;
@@ -136,6 +137,13 @@ unmkinitramfs "$initrd" "$out/initramfs" || fail "unmkinitramfs"
 mods=$(find "$out/initramfs" -path '*/conf/modules' | head -n 1)
 [ -n "$mods" ] && grep -qx strata "$mods" || fail "the initramfs's conf/modules does not load strata"
 rm -rf "$out/initramfs"
+# For a kernel without strata.ko the hook warns and writes no load line.
+mkdir -p "$root/tmp/nomod/conf"
+chroot "$root" env version=0.0.0-none DESTDIR=/tmp/nomod verbose=n /usr/share/initramfs-tools/hooks/strata \
+	> "$out/hook-nomodule.log" 2>&1 || { cat "$out/hook-nomodule.log"; fail "the hook failed for a kernel without strata.ko"; }
+grep -q '^W: strata: no strata.ko for kernel 0.0.0-none' "$out/hook-nomodule.log" && [ ! -e "$root/tmp/nomod/conf/modules" ] ||
+	{ cat "$out/hook-nomodule.log"; fail "the hook did not warn, or wrote a load line, for a kernel without strata.ko"; }
+rm -rf "$root/tmp/nomod"
 cp "$initrd" "$out/initrd.img" || exit 1
 phase "initramfs made by update-initramfs: strata.ko and its load line inside"
 
