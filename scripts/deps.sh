@@ -10,6 +10,7 @@ STRATA_PACKAGES=(
   liblttng-ust-dev lttng-tools
   openjdk-17-jdk-headless liblttng-ust-java
   qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static cpio kmod file xz-utils dkms
+  mmdebstrap initramfs-tools systemd e2fsprogs
   python3-lttnganalyses babeltrace
 )
 strata_install_deps() {

@@ -73,3 +73,32 @@ def vm_boot_counts(out):
         print("FAIL: no emitted.txt (the guest did not finish)")
         sys.exit(1)
     return dict(kv.split("=") for kv in open(path).read().split())
+
+
+class TraceScan:
+    """The events of a trace (babeltrace2), as (event message, ns from
+    origin), noting on the way what most checks want: `discarded` (sum of
+    the discarded-events messages), `clocks` (clock class uuids) and
+    `ordered` (timestamps never go back within a stream)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.discarded = 0
+        self.clocks = set()
+        self.ordered = True
+
+    def __iter__(self):
+        import bt2
+        last = {}
+        for m in bt2.TraceCollectionMessageIterator(self.path):
+            if type(m) is bt2._DiscardedEventsMessageConst:
+                self.discarded += m.count or 0
+            if type(m) is not bt2._EventMessageConst:
+                continue
+            ts = m.default_clock_snapshot.ns_from_origin
+            self.clocks.add(m.default_clock_snapshot.clock_class.uuid)
+            stream = m.event.stream.addr
+            if stream in last and ts < last[stream]:
+                self.ordered = False
+            last[stream] = ts
+            yield m, ts
