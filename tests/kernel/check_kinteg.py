@@ -89,6 +89,9 @@ import sys
 
 import bt2
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from strata_testlib import event_tid  # noqa: E402
+
 SYS_GETPPID = 110  # x86-64
 EXPECTED_CLOCK_ID = {"page": 1, "monotonic": 0, "consumer": 2}  # enum strata_clock_id
 ENV_CLOCK = {"page": "kclock-page", "monotonic": "monotonic",
@@ -123,7 +126,7 @@ def events(path):
             if str(ev.stream.trace.environment["domain"]) == "kernel":
                 name = "kernel:" + name
             out.append((name, msg.default_clock_snapshot.value,
-                        int(ev.common_context_field["vtid"]), ev.payload_field))
+                        event_tid(ev), ev.payload_field))
         elif type(msg) is bt2._DiscardedEventsMessageConst:
             lost += msg.count or 0
     return out, lost
@@ -227,7 +230,7 @@ def check_causal(d, clock):
             env = ev.stream.trace.environment
             env_clock.setdefault(str(env["domain"]), set()).add(str(env["clock"]) if "clock" in env else None)
             ts = msg.default_clock_snapshot.value
-            tid = int(ev.common_context_field["vtid"])
+            tid = event_tid(ev)
             if ev.name == "kcausal:before":
                 user[(tid, int(ev.payload_field["seq"]))] = ts
             elif ev.name == "sys_enter" and str(env["domain"]) == "kernel" and int(ev.payload_field["id"]) == SYS_GETPPID:
