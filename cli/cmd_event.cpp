@@ -53,6 +53,8 @@ int event_command(int argc, char **argv, bool enable)
 			       "processes see the rules of started sessions when they start.\n\n"
 			       "  --kprobe SYMBOL    a dynamic probe on kernel function SYMBOL (event\n"
 			       "                     kernel:kprobe_SYMBOL; needs strata.ko and root)\n"
+			       "  --kretprobe SYMBOL a probe on the returns of kernel function SYMBOL\n"
+			       "                     (event kernel:kretprobe_SYMBOL: ip, parent_ip, ret)\n"
 			       "  --loglevel LEVEL   only events at LEVEL or more severe: emerg, alert,\n"
 			       "                     crit, err, warning, notice, info, debug, or 0..15\n"
 			       "  --pid PID          only in process PID (repeatable)\n"
@@ -69,14 +71,17 @@ int event_command(int argc, char **argv, bool enable)
 					"                     an event lacking a named field does not match\n" : "");
 			return cli::kOk;
 		}
-		if (!strcmp(argv[i], "--kprobe")) {
-			// A dynamic kernel probe on a function: the module's
-			// rule pattern kernel:kprobe_SYMBOL (docs/kernel-module.md).
-			if (++i >= argc || !*argv[i] || strlen(argv[i]) > 127 - strlen("kernel:kprobe_") ||
+		if (!strcmp(argv[i], "--kprobe") || !strcmp(argv[i], "--kretprobe")) {
+			// A dynamic kernel probe on a function's calls or returns:
+			// the module's rule pattern kernel:kprobe_SYMBOL or
+			// kernel:kretprobe_SYMBOL (docs/kernel-module.md).
+			const std::string prefix = strcmp(argv[i], "--kretprobe") ? "kernel:kprobe_" : "kernel:kretprobe_";
+			const char* opt = argv[i];
+			if (++i >= argc || !*argv[i] || strlen(argv[i]) > 127 - prefix.size() ||
 			    strspn(argv[i], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") !=
 				    strlen(argv[i]))
-				return cli::usage_error(cmd, "--kprobe needs a kernel symbol ([A-Za-z0-9_.])");
-			patterns.push_back(std::string("kernel:kprobe_") + argv[i]);
+				return cli::usage_error(cmd, std::string(opt) + " needs a kernel symbol ([A-Za-z0-9_.])");
+			patterns.push_back(prefix + argv[i]);
 			continue;
 		}
 		if (!strcmp(argv[i], "--loglevel")) {

@@ -12,14 +12,16 @@
  * pins and maps contiguously with vmap().
  *
  * Contract:
- *   - Writers: the tracepoint probes and kprobe handlers, on any CPU, in
- *     any context the tracepoints fire in (process; softirq and hardirq
- *     for sched_wakeup, irq_handler_*, softirq_*, timers, block completion)
- *     or the probed function runs in, with preemption disabled.  A probe writes to lane cpu % n_lanes; a
- *     probe may interrupt another probe on the same lane.  Every change of
- *     lane state is one cmpxchg on `head` (the lane protocol of
- *     strata_abi.h, as libtrace/writer.cpp): a writer owns the bytes its
- *     cmpxchg gave it, then adds their count to commit[] (release).
+ *   - Writers: the tracepoint probes and the kprobe and kretprobe
+ *     handlers, on any CPU, in any context the tracepoints fire in
+ *     (process; softirq and hardirq for sched_wakeup, irq_handler_*,
+ *     softirq_*, timers, block completion) or the probed function runs
+ *     in (or returns from), with preemption disabled.  A probe writes to
+ *     lane cpu % n_lanes; a probe may interrupt another probe on the same
+ *     lane.  Every change of lane state is one cmpxchg on `head` (the
+ *     lane protocol of strata_abi.h, as libtrace/writer.cpp): a writer
+ *     owns the bytes its cmpxchg gave it, then adds their count to
+ *     commit[] (release).
  *   - The consumer (user space, another CPU) may store `consumed`, close an
  *     open packet with the same cmpxchg, and write anything anywhere: the
  *     mapping is HOSTILE to us.  We never read geometry back from it (a
@@ -321,28 +323,41 @@ static u32 strata_ksys_nr_max;
 static u64 strata_desc_capacity;                /* bytes, page-aligned */
 static DEFINE_PER_CPU(struct strata_sysstr, strata_sysstr);
 
-/* Dynamic kernel probes: rule pattern "kernel:kprobe_<symbol>" (no glob
- * character), CAP_SYS_ADMIN slots only.  An entry is created the first time
- * a rule names it and lives until unload (its id and descriptor stay); its
- * kprobe is registered while some slot wants it and unregistered by the
- * disarm work as tracepoints are.  Event "kprobe_<symbol>", field ip.
- * Entries are added under the ctl mutex; probes read the table only
- * through the ids of registered kprobes.
+/* Dynamic kernel probes: rule pattern "kernel:kprobe_<symbol>" (a call)
+ * or "kernel:kretprobe_<symbol>" (a return), no glob character,
+ * CAP_SYS_ADMIN slots only.  An entry is created the first time a rule
+ * names it and lives until unload (its id and descriptor stay); its probe
+ * is registered while some slot wants it and unregistered by the disarm
+ * work as tracepoints are.  Events "kprobe_<symbol>" (field ip) and
+ * "kretprobe_<symbol>" (ip, parent_ip, ret); both kinds share the table
+ * and its limit.  Entries are added under the ctl mutex; probes read the
+ * table only through the ids of registered probes.
  */
 #define STRATA_MAX_KPROBES 32u
 #define STRATA_KSYM_MAX 128u
 #define STRATA_KPROBE_PREFIX "kernel:kprobe_"
+#define STRATA_KRETPROBE_PREFIX "kernel:kretprobe_"
 
 struct strata_kprobe_ev {
-	struct kprobe kp;
+	union {                         /* which one: is_ret */
+		struct kprobe kp;
+		struct kretprobe rp;
+	};
 	struct strata_kevent ev;
 	u32 id;
+	bool is_ret;
 	bool registered;                /* under strata_arm_lock */
 	char sym[STRATA_KSYM_MAX];
-	char name[sizeof("kprobe_") + STRATA_KSYM_MAX];
+	char name[sizeof("kretprobe_") + STRATA_KSYM_MAX];
 };
 
 static const struct strata_kfield kf_kprobe[] = { KF_HEX("ip", 64) };
+/* ip: the function's address; parent_ip: where it returns to; ret: the
+ * return register, as a signed long (what a syscall returns).
+ */
+static const struct strata_kfield kf_kretprobe[] = {
+	KF_HEX("ip", 64), KF_HEX("parent_ip", 64), KF_INT("ret", 64, 1),
+};
 static struct strata_kprobe_ev strata_kprobes[STRATA_MAX_KPROBES];
 static u32 strata_n_kprobes;    /* entries in use; ctl mutex */
 
@@ -1347,25 +1362,68 @@ static int strata_kprobe_handler(struct kprobe *p, struct pt_regs *regs)
 	return 0;
 }
 
+/* At the probed function's return, from the return trampoline: preemption
+ * disabled (kprobe_busy_begin), the same as a kprobe handler.
+ */
+static int strata_kretprobe_handler(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	struct kretprobe *rp = strata_get_kretprobe(ri);
+	struct strata_kprobe_ev *k;
+	union strata_kval v[3];
+
+	if (!rp)
+		return 0;
+	k = container_of(rp, struct strata_kprobe_ev, rp);
+	v[0].u = (unsigned long)rp->kp.addr;
+	v[1].u = strata_kretprobe_retaddr(ri);
+	v[2].u = (u64)(long)regs_return_value(regs);
+	strata_emit(k->id, v);
+	return 0;
+}
+
 static void strata_kprobe_arm(struct strata_kprobe_ev *k, bool want)
 {
+	const char *what = k->is_ret ? "kretprobe" : "kprobe";
+	unsigned long missed;
 	int ret;
 
 	lockdep_assert_held(&strata_arm_lock);
 	if (want == k->registered)
 		return;
 	if (!want) {
-		unregister_kprobe(&k->kp);
+		if (k->is_ret) {
+			unregister_kretprobe(&k->rp);
+			/* Returns not recorded: no free instance (maxactive)
+			 * or a nested kprobe; kprobes itself counted them.
+			 */
+			missed = k->rp.nmissed + k->rp.kp.nmissed;
+		} else {
+			unregister_kprobe(&k->kp);
+			missed = k->kp.nmissed;
+		}
+		if (missed)
+			pr_warn("%s on %s: %lu hits missed by kprobes\n", what, k->sym, missed);
 		k->registered = false;
 		return;
 	}
-	/* A kprobe is registered from a clean struct each time. */
-	memset(&k->kp, 0, sizeof(k->kp));
-	k->kp.symbol_name = k->sym;
-	k->kp.pre_handler = strata_kprobe_handler;
-	ret = register_kprobe(&k->kp);
+	/* A probe is registered from a clean struct each time. */
+	if (k->is_ret) {
+		memset(&k->rp, 0, sizeof(k->rp));
+		k->rp.kp.symbol_name = k->sym;
+		k->rp.handler = strata_kretprobe_handler;
+		/* Instances: one per task inside the function at once; 0
+		 * lets kprobes choose (a few per possible CPU).
+		 */
+		k->rp.maxactive = 0;
+		ret = register_kretprobe(&k->rp);
+	} else {
+		memset(&k->kp, 0, sizeof(k->kp));
+		k->kp.symbol_name = k->sym;
+		k->kp.pre_handler = strata_kprobe_handler;
+		ret = register_kprobe(&k->kp);
+	}
 	if (ret)
-		pr_warn("kprobe on %s: %d\n", k->sym, ret);
+		pr_warn("%s on %s: %d\n", what, k->sym, ret);
 	else
 		k->registered = true;
 }
@@ -1382,38 +1440,60 @@ static bool strata_ksym_ok(const char *s)
 	return true;
 }
 
-/* Ctl mutex: an entry for every kprobe an enabled rule names that has
+/* The probe an enabled rule names, or NULL: "kernel:kprobe_SYM" or
+ * "kernel:kretprobe_SYM" with a valid symbol; *is_ret says which.
+ */
+static const char *strata_kprobe_rule(const struct strata_kabi_rule *r, bool *is_ret)
+{
+	const size_t kp = strlen(STRATA_KPROBE_PREFIX), krp = strlen(STRATA_KRETPROBE_PREFIX);
+	const char *sym;
+
+	if (!r->enable)
+		return NULL;
+	*is_ret = !strncmp(r->pattern, STRATA_KRETPROBE_PREFIX, krp);
+	if (*is_ret)
+		sym = r->pattern + krp;
+	else if (!strncmp(r->pattern, STRATA_KPROBE_PREFIX, kp))
+		sym = r->pattern + kp;
+	else
+		return NULL;
+	return strata_ksym_ok(sym) ? sym : NULL;
+}
+
+/* Ctl mutex: an entry for every probe an enabled rule names that has
  * none yet, its descriptor appended to every existing buffer (release:
  * the record before the size that shows it; pairs with the consumer's
  * acquire load of desc_used).
  */
 static void strata_kprobes_add(const struct strata_kabi_rule *rules, u32 n_rules)
 {
-	const size_t plen = strlen(STRATA_KPROBE_PREFIX);
 	u32 r, i, s;
 
 	for (r = 0; r < n_rules; r++) {
-		const char *sym = rules[r].pattern + plen;
 		struct strata_kprobe_ev *k;
+		const char *sym;
+		bool is_ret;
 
-		if (!rules[r].enable || strncmp(rules[r].pattern, STRATA_KPROBE_PREFIX, plen) ||
-		    !strata_ksym_ok(sym))
+		sym = strata_kprobe_rule(&rules[r], &is_ret);
+		if (!sym)
 			continue;
 		for (i = 0; i < strata_n_kprobes; i++)
-			if (!strcmp(strata_kprobes[i].sym, sym))
+			if (strata_kprobes[i].is_ret == is_ret && !strcmp(strata_kprobes[i].sym, sym))
 				break;
 		if (i < strata_n_kprobes)
 			continue;
 		if (strata_n_kprobes == STRATA_MAX_KPROBES) {
-			pr_warn("kprobe on %s: at most %u kprobes\n", sym, STRATA_MAX_KPROBES);
+			pr_warn("%s on %s: at most %u kprobes and kretprobes\n",
+				is_ret ? "kretprobe" : "kprobe", sym, STRATA_MAX_KPROBES);
 			continue;
 		}
 		k = &strata_kprobes[strata_n_kprobes];
 		strscpy(k->sym, sym, sizeof(k->sym));
-		snprintf(k->name, sizeof(k->name), "kprobe_%s", sym);
+		k->is_ret = is_ret;
+		snprintf(k->name, sizeof(k->name), "%s_%s", is_ret ? "kretprobe" : "kprobe", sym);
 		k->ev.name = k->name;
-		k->ev.fields = kf_kprobe;
-		k->ev.n_fields = ARRAY_SIZE(kf_kprobe);
+		k->ev.fields = is_ret ? kf_kretprobe : kf_kprobe;
+		k->ev.n_fields = is_ret ? ARRAY_SIZE(kf_kretprobe) : ARRAY_SIZE(kf_kprobe);
 		k->id = strata_n_events() + strata_n_kprobes;
 		WRITE_ONCE(strata_n_kprobes, strata_n_kprobes + 1);
 		for (s = 0; s < STRATA_KABI_MAX_SLOTS; s++) {
@@ -1682,11 +1762,11 @@ int strata_kbuf_init(void)
 		return ret;
 	for (i = 0; i < strata_n_events(); i++)
 		desc += strata_desc_need(strata_kev(i));
-	/* Room for every kprobe, each with the longest name. */
+	/* Room for every kprobe, each with the longest name and fields. */
 	memset(strata_kprobes[0].name, 'k', sizeof(strata_kprobes[0].name) - 1);
 	strata_kprobes[0].ev.name = strata_kprobes[0].name;
-	strata_kprobes[0].ev.fields = kf_kprobe;
-	strata_kprobes[0].ev.n_fields = ARRAY_SIZE(kf_kprobe);
+	strata_kprobes[0].ev.fields = kf_kretprobe;
+	strata_kprobes[0].ev.n_fields = ARRAY_SIZE(kf_kretprobe);
 	desc += STRATA_MAX_KPROBES * strata_desc_need(&strata_kprobes[0].ev);
 	memset(&strata_kprobes[0], 0, sizeof(strata_kprobes[0]));
 	strata_desc_capacity = PAGE_ALIGN(desc);

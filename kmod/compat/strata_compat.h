@@ -7,6 +7,7 @@
 #define STRATA_COMPAT_H
 
 #include <linux/version.h>
+#include <linux/kprobes.h>
 #include <linux/mm.h>
 
 /* 6.3: vma->vm_flags became read-only; vm_flags_set()/vm_flags_clear(). */
@@ -49,6 +50,22 @@ static inline void strata_vm_flags_clear(struct vm_area_struct *vma, unsigned lo
 #define STRATA_HAVE_SYSCALL_META 1
 #else
 #define STRATA_HAVE_SYSCALL_META 0
+#endif
+
+/* A kretprobe instance's probe and return address.  5.11 removed the
+ * kretprobe hash: get_kretprobe() (NULL once the probe is unregistered)
+ * replaced ri->rp; 5.19 moved instances onto rethook and added
+ * get_kretprobe_retaddr() for what was ri->ret_addr.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(5, 11, 0)
+#define strata_get_kretprobe(ri) get_kretprobe(ri)
+#else
+#define strata_get_kretprobe(ri) ((ri)->rp)
+#endif
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(5, 19, 0)
+#define strata_kretprobe_retaddr(ri) get_kretprobe_retaddr(ri)
+#else
+#define strata_kretprobe_retaddr(ri) ((unsigned long)(ri)->ret_addr)
 #endif
 
 #endif /* STRATA_COMPAT_H */

@@ -48,6 +48,10 @@
  * and user page faults, and syscall_entry_<name>/syscall_exit_<name> for
  * every syscall the kernel's ftrace metadata describes
  * (docs/kernel-module.md has the list; the descriptor table is the truth).
+ * A rule "kernel:kprobe_SYM" or "kernel:kretprobe_SYM" (SYM: [A-Za-z0-9_.],
+ * no glob) adds event kprobe_SYM (ip) or kretprobe_SYM (ip, parent_ip,
+ * ret) on kernel function SYM: its descriptor is appended to the table
+ * when first named (at most 32 per module load).
  */
 #ifndef STRATA_KABI_H
 #define STRATA_KABI_H

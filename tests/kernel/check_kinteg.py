@@ -3,7 +3,7 @@
 on the traces guest-kinteg.sh recorded inside the VM.
 
 usage: check_kinteg.py record|causal_page|causal_monotonic|causal_consumer|kquery_trace|
-       sysnames|lttng_analyses|cost|relay VMOUT
+       sysnames|kretprobe|lttng_analyses|lttng_cputop|lttng_iolatencytop|cost|relay VMOUT
 
 record            `strata record -e 'kernel:*' -e 'demo:*' -- strata-demo`:
                   one session directory with a ust and a kernel sub-trace,
@@ -33,6 +33,14 @@ sysnames          `strata record -e 'kernel:sched_*' -e 'kernel:syscall_*' ...
                   one user page fault in each page the workload writes;
                   interrupts,
                   softirqs, timers and wakeups recorded.
+kretprobe         the same trace: a kprobe and a kretprobe on __x64_sys_lseek;
+                  the workload's 202 lseek calls each show, inside its
+                  syscall entry/exit pair, one kprobe hit then one
+                  kretprobe hit whose ret is the syscall's return (3 * i
+                  for i < 200, then -EINVAL, -EBADF: what the workload
+                  checked it got), ip = the kprobe's ip (the function),
+                  one parent_ip; a kretprobe on a missing symbol is
+                  refused in dmesg and records nothing; no hit missed.
 lttng_analyses    the same trace read by lttng-analyses (Debian's
                   python3-lttnganalyses, MI output): lttng-syscallstats
                   gives the workload's thread 1002 openat and, for every
@@ -42,11 +50,30 @@ lttng_analyses    the same trace read by lttng-analyses (Debian's
                   babeltrace2 shows; each lttng-schedtop row is a wakeup
                   and the switch to that thread found in the trace, its
                   latency their difference.
+lttng_cputop      `strata record -e 'kernel:sched_*' -- strata-kinteg-sysnames
+                  spin 500` (a busy loop until the thread used 500 ms of
+                  CPU, between two getppid calls): lttng-cputop's usage of
+                  the workload's thread times its time range equals the
+                  thread's on-CPU intervals between its sched_switch
+                  events; within the loop (from the first getppid's exit
+                  to the second's entry) those intervals add up to the
+                  loop's own CPU time (CLOCK_THREAD_CPUTIME_ID) within 2%.
+lttng_iolatencytop `... -e 'kernel:block_*' -- strata-kinteg-sysnames dio
+                  /dev/vda 64` (64 O_DIRECT reads of 4 KiB, the VM's virtio
+                  disk): exactly 64 block_rq_issue on that disk, at sectors
+                  0, 16, ..., 1008, 8 sectors, each inside one of the
+                  workload's pread64 calls, each followed by
+                  its block_rq_complete (same sector, error 0) before that
+                  pread64 returns; lttng-iolatencytop's read table is the
+                  longest pread64 calls of the trace (durations, sizes,
+                  tid), lttng-iolatencystats counts the 64 requests on the
+                  disk with the trace's min and max latency.
 cost              200,000 getppid calls not recorded, then recorded with the
                   named getppid events, the raw sys_enter/sys_exit, every
-                  named syscall event: ns per call printed (TCG: a
+                  named syscall event, a kprobe, a kretprobe on
+                  __x64_sys_getppid: ns per call printed (TCG: a
                   comparison, not a hardware figure); recorded getppid
-                  entries + discarded events cover the calls.
+                  entries (probe hits) + discarded events cover the calls.
 relay             (guest-kinteg.sh relay) a session with --relay to an
                   lttng-relayd in the guest records kernel:sched_process_exec,
                   kernel:syscall_*_openat and demo:*; workload strata-demo
@@ -288,11 +315,22 @@ def syscall_pairs(evs, tid):
     return pairs, unpaired
 
 
+def record_ok(d, run):
+    """Did guest-kinteg.sh's `strata record` of RUN exit 0?"""
+    return check(read_file(os.path.join(d, run + ".rc")).strip() == "0",
+                 "strata record (%s) exits 0 (stderr: %r)" % (run, read_file(os.path.join(d, run + ".err"))[-300:]))
+
+
 def sysnames_trace(d):
-    tr = os.path.join(d, "sysnames")
-    check(read_file(os.path.join(d, "sysnames.rc")).strip() == "0",
-          "strata record exits 0 (stderr: %r)" % read_file(os.path.join(d, "sysnames.err"))[-300:])
-    return os.path.join(tr, "kernel")
+    record_ok(d, "sysnames")
+    return os.path.join(d, "sysnames", "kernel")
+
+
+def lttng_analyses_missing():
+    if shutil.which("lttng-syscallstats-mi"):
+        return False
+    print("SKIP: lttng-analyses not installed (apt-get install python3-lttnganalyses)")
+    return True
 
 
 def check_sysnames(d):
@@ -360,6 +398,199 @@ def check_sysnames(d):
         check(n > 0, "%s recorded (%d)" % (name, n))
 
 
+LSEEK_N = 200  # kinteg_sysnames' lseek calls (then -EINVAL, -EBADF)
+EINVAL, EBADF = 22, 9
+
+
+def check_kretprobe(d):
+    kt = sysnames_trace(d)
+    if not check(os.path.isfile(os.path.join(kt, "metadata")), "kernel sub-trace recorded"):
+        return
+    evs, lost = kernel_events(kt)
+    check(lost == 0, "no event discarded (%d)" % lost)
+    tid, t_exec = workload_tid(evs)
+    if not check(tid is not None, "one exec of strata-kinteg-sysnames"):
+        return
+    mine = [e for e in evs if e[2] == tid and e[1] > t_exec]
+    # Per lseek call: entry, then the kprobe, then the kretprobe, then exit.
+    calls, cur, bad = [], None, []
+    for name, ts, _, _, p in mine:
+        if name == "syscall_entry_lseek":
+            cur = {"entry": ts, "kp": [], "krp": []}
+        elif name == "kprobe___x64_sys_lseek":
+            (cur["kp"] if cur else bad).append(int(p["ip"]))
+        elif name == "kretprobe___x64_sys_lseek":
+            (cur["krp"] if cur else bad).append((int(p["ip"]), int(p["parent_ip"]), int(p["ret"]), cur and
+                                                 len(cur["kp"])))
+        elif name == "syscall_exit_lseek" and cur:
+            cur["ret"] = int(p["ret"])
+            calls.append(cur)
+            cur = None
+    want = [3 * i for i in range(LSEEK_N)] + [-EINVAL, -EBADF]
+    check(len(calls) == LSEEK_N + 2 and [c["ret"] for c in calls] == want,
+          "the workload's %d lseek calls recorded with the returns it checked (want %d)" %
+          (len(calls), LSEEK_N + 2))
+    check(not bad, "no kprobe/kretprobe hit of the workload outside an lseek (%d)" % len(bad))
+    one = [c for c in calls if len(c["kp"]) == 1 and len(c["krp"]) == 1 and c["krp"][0][3] == 1]
+    check(len(one) == len(calls), "each lseek: exactly one kprobe hit, then one kretprobe hit (%d of %d)" %
+          (len(one), len(calls)))
+    rets = [c["krp"][0][2] for c in one]
+    check(rets == [c["ret"] for c in one] and rets == want[:len(rets)],
+          "kretprobe ret == the syscall's return == what the workload saw (%d hits; first differing: %s)" %
+          (len(rets), next(((c["krp"][0][2], c["ret"]) for c in one if c["krp"][0][2] != c["ret"]), None)))
+    ips = {c["kp"][0] for c in one} | {c["krp"][0][0] for c in one}
+    parents = {c["krp"][0][1] for c in one}
+    check(len(ips) == 1 and 0 not in ips, "kretprobe ip == kprobe ip, one function address (%s)" %
+          [hex(i) for i in ips])
+    check(len(parents) == 1 and 0 not in parents and parents != ips,
+          "one parent_ip, the syscall's caller (%s)" % [hex(i) for i in parents])
+    names = {e[0] for e in evs}
+    check("kretprobe_strata_no_such_function" not in names, "nothing recorded for a missing symbol")
+    dmesg = read_file(os.path.join(os.path.dirname(d), "dmesg.txt"))
+    check("strata: kretprobe on strata_no_such_function: -2" in dmesg,
+          "dmesg: the kretprobe on a missing symbol refused with -ENOENT")
+    check(not re.search(r"k(ret)?probe on \S+: \d+ hits missed", dmesg),
+          "no kprobe or kretprobe hit missed (dmesg: %s)" % re.findall(r"k(?:ret)?probe on .*missed", dmesg))
+
+
+def check_cputop(d):
+    if lttng_analyses_missing():
+        return 77
+    record_ok(d, "cputop")
+    m = re.search(r"loop_cpu_ns (\d+) thread_cpu_ns (\d+)", read_file(os.path.join(d, "cputop.out")))
+    kt = os.path.join(d, "cputop", "kernel")
+    if not check(m is not None and os.path.isfile(os.path.join(kt, "metadata")),
+                 "the workload ran and its kernel sub-trace was recorded"):
+        return
+    loop_ns, self_ns = int(m.group(1)), int(m.group(2))
+    evs, lost = kernel_events(kt)
+    check(lost == 0, "no event discarded (%d)" % lost)
+    tid, t_exec = workload_tid(evs)
+    if not check(tid is not None, "one exec of strata-kinteg-sysnames"):
+        return
+    # The thread's on-CPU intervals: from each switch to it to the switch
+    # away from it.  It must be first seen switched in (created while
+    # recording), and last switched out (it exited).
+    intervals, since, first = [], None, None
+    for name, ts, _, _, p in evs:
+        if name != "sched_switch":
+            continue
+        if int(p["prev_tid"]) == tid:
+            first = first or "out"
+            if since is not None:
+                intervals.append((since, ts))
+            since = None
+        if int(p["next_tid"]) == tid:
+            first = first or "in"
+            since = ts
+    if not check(first == "in" and since is None and intervals,
+                 "the thread is switched in first and out last (%s, %s)" % (first, since)):
+        return
+    on = sum(b - a for a, b in intervals)
+    # The loop: from its first getppid's exit to its second's entry.
+    marks = [e for e in evs if e[2] == tid and e[1] > t_exec and e[0].endswith("_getppid")]
+    if not check([e[0] for e in marks] == ["syscall_entry_getppid", "syscall_exit_getppid"] * 2,
+                 "the loop's bounds: two getppid entry/exit pairs (%d events)" % len(marks)):
+        return
+    lo, hi = marks[1][1], marks[2][1]
+    on_loop = sum(max(0, min(b, hi) - max(a, lo)) for a, b in intervals)
+    print("info: cputop: thread %d on CPU %.3f ms in %d intervals by the trace's sched_switch (its own "
+          "clock: %.3f ms); the loop %.3f ms (its own clock: %.3f ms)" %
+          (tid, on / 1e6, len(intervals), self_ns / 1e6, on_loop / 1e6, loop_ns / 1e6))
+    check(loop_ns >= 500e6, "the loop used at least 500 ms of CPU (%d ns)" % loop_ns)
+    check(abs(on_loop - loop_ns) <= 0.02 * loop_ns,
+          "the loop's on-CPU time between sched_switch events = its own CPU time within 2%% (%d vs %d ns)"
+          % (on_loop, loop_ns))
+    rows = []
+    for t in mi("lttng-cputop-mi", kt):
+        if t.get("class") == "per-process":
+            span = mi_ts(t["time-range"]["end"]) - mi_ts(t["time-range"]["begin"])
+            rows += [(r[0], r[3]["value"] * span) for r in t["data"] if r[0].get("tid") == tid]
+    check(len(rows) == 1, "lttng-cputop has one row for tid %d (%d)" % (tid, len(rows)))
+    if rows:
+        check(abs(rows[0][1] - on) <= 1e-6 * on + 1000,
+              "lttng-cputop: usage x time range = the trace's on-CPU time (%.0f vs %d ns)" % (rows[0][1], on))
+
+
+DIO_N = 64  # kinteg_sysnames dio /dev/vda 64 (guest-kinteg.sh)
+
+
+def check_iolatencytop(d):
+    if lttng_analyses_missing():
+        return 77
+    record_ok(d, "dio")
+    check("dio_reads %d" % DIO_N in read_file(os.path.join(d, "dio.out")), "the workload read %d blocks" % DIO_N)
+    kt = os.path.join(d, "dio", "kernel")
+    if failures or not check(os.path.isfile(os.path.join(kt, "metadata")), "kernel sub-trace recorded"):
+        return
+    babeltrace2_silent(kt)
+    evs, lost = kernel_events(kt)
+    check(lost == 0, "no event discarded (%d)" % lost)
+    tid, t_exec = workload_tid(evs)
+    if not check(tid is not None, "one exec of strata-kinteg-sysnames"):
+        return
+    # The workload's pread64 calls and the block requests inside them.
+    preads, cur, issues, completes = [], None, [], []
+    for name, ts, t, _, p in evs:
+        if t == tid and name == "syscall_entry_pread64":
+            cur = [ts, None, None, [], []]
+        elif t == tid and name == "syscall_exit_pread64" and cur:
+            cur[1], cur[2] = ts, int(p["ret"])
+            preads.append(cur)
+            cur = None
+        elif name == "block_rq_issue":
+            issues.append((ts, t, p))
+            # Issued by the workload, or for it by a kworker (blk-mq
+            # may dispatch from kblockd): inside its pread64 either way.
+            if cur:
+                cur[3].append((int(p["dev"]), int(p["sector"]), int(p["nr_sector"])))
+        elif name == "block_rq_complete":
+            completes.append((ts, p))
+            if cur:
+                cur[4].append((int(p["dev"]), int(p["sector"]), int(p["nr_sector"]), int(p["error"])))
+    check(len(preads) == DIO_N and all(r[2] == 4096 for r in preads),
+          "%d pread64 calls of the workload returned 4096 (want %d)" % (len(preads), DIO_N))
+    devs = {i[0] for r in preads for i in r[3]}
+    dev = devs.pop() if len(devs) == 1 else None
+    check(dev is not None, "the requests are on one disk (%s)" % devs)
+    on_dev = [i for i in issues if int(i[2]["dev"]) == dev]
+    check(len(on_dev) == DIO_N, "exactly %d block_rq_issue on that disk in the trace (%d)" % (DIO_N, len(on_dev)))
+    good = [k for k, r in enumerate(preads) if r[3] == [(dev, 16 * k, 8)] and r[4] == [(dev, 16 * k, 8, 0)]]
+    check(len(good) == DIO_N, "each pread64: one request issued at sector 16 k, 8 sectors, completed "
+          "(error 0) before it returns (%d of %d; first bad: %s)" %
+          (len(good), DIO_N, next((r[3:] for k, r in enumerate(preads) if k not in good), None)))
+    print("info: %d of the %d requests issued from the workload's thread (tid field)" %
+          (sum(1 for i in on_dev if int(i[2]["tid"]) == tid), len(on_dev)))
+    # Each request's latency: issue to complete, paired by sector.
+    t_issue = {int(i[2]["sector"]): i[0] for i in on_dev}
+    lat = sorted(c[0] - t_issue[int(c[1]["sector"])] for c in completes
+                 if int(c[1]["dev"]) == dev and int(c[1]["sector"]) in t_issue)
+    check(len(lat) == DIO_N, "every request completed once (%d)" % len(lat))
+    # lttng-iolatencytop: the longest read calls of every process; those
+    # of the workload must be its longest pread64 calls, in order.
+    top = [r for t in mi("lttng-iolatencytop-mi", kt) if isinstance(t.get("class"), dict) and
+           t["class"].get("inherit") == "top-syscall" and t["class"].get("title", "").endswith("[read]")
+           for r in t.get("data", [])]
+    durs = sorted((r[1] - r[0] for r in preads), reverse=True)
+    got = [(r[2]["value"], r[3].get("name"), r[4].get("value")) for r in top if r[5].get("tid") == tid]
+    check(got and [g[0] for g in got] == durs[:len(got)] and
+          all(g[1] == "pread64" and g[2] == 4096 for g in got),
+          "lttng-iolatencytop: %d of its %d rows are the workload's, its longest pread64 calls in the "
+          "trace, in order, 4096 bytes each (first: %s; trace: %s)" % (len(got), len(top), got[:1], durs[:1]))
+    stats = [r for t in mi("lttng-iolatencystats-mi", kt) if t.get("class") == "disk-latency-stats"
+             for r in t.get("data", [])]
+    check(len(stats) == 1 and stats[0][1]["value"] == DIO_N and lat and
+          stats[0][2]["value"] == lat[0] and stats[0][4]["value"] == lat[-1],
+          "lttng-iolatencystats: one disk, %d requests, min %s and max %s ns as the trace's (%s)" %
+          (DIO_N, lat[:1], lat[-1:], stats))
+
+
+
+def mi_ts(v):
+    """An MI timestamp ({"class": "timestamp", "value": ns}) as ns."""
+    return v["value"] if isinstance(v, dict) else v
+
+
 def mi(tool, path):
     # --no-intersection: by default the tools read only the time range
     # every stream (here: every CPU's lane) covers, and lttng-irqstats
@@ -375,8 +606,7 @@ def mi(tool, path):
 
 
 def check_lttng_analyses(d):
-    if not shutil.which("lttng-syscallstats-mi"):
-        print("SKIP: lttng-analyses not installed (apt-get install python3-lttnganalyses)")
+    if lttng_analyses_missing():
         return 77
     kt = sysnames_trace(d)
     if not check(os.path.isfile(os.path.join(kt, "metadata")), "kernel sub-trace recorded"):
@@ -452,7 +682,8 @@ def check_cost(d):
         return float(m.group(1)) if m else None
     base = ns("off")
     for run, name in (("named", "syscall_entry_getppid"), ("raw", "sys_enter"),
-                      ("allnamed", "syscall_entry_getppid")):
+                      ("allnamed", "syscall_entry_getppid"), ("kprobe", "kprobe___x64_sys_getppid"),
+                      ("kretprobe", "kretprobe___x64_sys_getppid")):
         per = ns(run)
         kt = os.path.join(d, "cost-" + run, "kernel")
         if not check(os.path.isfile(os.path.join(kt, "metadata")), "cost run %s: kernel sub-trace" % run):
@@ -575,8 +806,12 @@ def main():
     elif what == "relay":
         if check_relay(d) == 77:
             return 77
-    elif what == "lttng_analyses":
-        if check_lttng_analyses(d) == 77:
+    elif what == "kretprobe":
+        check_kretprobe(d)
+    elif what in ("lttng_analyses", "lttng_cputop", "lttng_iolatencytop"):
+        fn = {"lttng_analyses": check_lttng_analyses, "lttng_cputop": check_cputop,
+              "lttng_iolatencytop": check_iolatencytop}[what]
+        if fn(d) == 77:
             return 77
     elif what.startswith("causal_") and what[7:] in EXPECTED_CLOCK_ID:
         check_causal(d, what[7:])

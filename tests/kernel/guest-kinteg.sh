@@ -15,23 +15,45 @@ rm -rf "$o" && mkdir -p "$o" || exit 1
 # (kinteg_sysnames.c); checked on the host with babeltrace2 and the
 # lttng-analyses scripts (check_kinteg.py sysnames, lttng_analyses).
 # With a kprobe on do_filp_open (each openat that got its path calls it
-# once; exec's open is before the exec event).
+# once; exec's open is before the exec event), a kprobe and a kretprobe
+# (strata enable-event --kretprobe) on lseek's syscall function (the
+# workload's lseek calls and their returns), and a kretprobe on a symbol
+# the kernel does not have (refused: dmesg says so, nothing recorded).
 "$strata" record -o "$o/sysnames" -e 'kernel:sched_*' -e 'kernel:syscall_*' -e 'kernel:irq_*' \
 	-e 'kernel:softirq_*' -e 'kernel:timer_*' -e 'kernel:block_*' -e 'kernel:kprobe_do_filp_open' \
-	-e 'kernel:x86_exceptions_page_fault_user' \
+	-e 'kernel:x86_exceptions_page_fault_user' -e 'kernel:kprobe___x64_sys_lseek' \
+	-e 'kernel:kretprobe___x64_sys_lseek' -e 'kernel:kretprobe_strata_no_such_function' \
 	-- "$sysnames" 1000 \
 	> "$o/sysnames.out" 2> "$o/sysnames.err"
 echo $? > "$o/sysnames.rc"
-# Cost: 200,000 getppid calls, not recorded, then recorded three ways:
+# lttng-cputop: a busy loop of 500 ms of its own CPU time, with the
+# scheduler's events and the getppid calls around the loop.
+"$strata" record -o "$o/cputop" -e 'kernel:sched_*' -e 'kernel:syscall_*_getppid' \
+	-- "$sysnames" spin 500 \
+	> "$o/cputop.out" 2> "$o/cputop.err"
+echo $? > "$o/cputop.rc"
+# lttng-iolatencytop: 64 O_DIRECT reads of 4 KiB from the VM's virtio disk
+# (run-vm.sh --disk), one block request each.
+if [ -b /dev/vda ]; then
+	"$strata" record -o "$o/dio" -e 'kernel:sched_*' -e 'kernel:syscall_*' -e 'kernel:block_*' \
+		-- "$sysnames" dio /dev/vda 64 > "$o/dio.out" 2> "$o/dio.err"
+	echo $? > "$o/dio.rc"
+else
+	echo "no /dev/vda in the guest" > "$o/dio.err"
+fi
+# Cost: 200,000 getppid calls, not recorded, then recorded five ways:
 # the named getppid events only, the raw sys_enter/sys_exit, every named
-# syscall event.  Figures and loss printed by check_kinteg.py cost.
+# syscall event, a kprobe, a kretprobe on getppid's syscall function.
+# Figures and loss printed by check_kinteg.py cost.
 "$sysnames" cost 200000 > "$o/cost-off.out" 2>&1
 echo $? > "$o/cost-off.rc"
-for m in named raw allnamed; do
+for m in named raw allnamed kprobe kretprobe; do
 	case $m in
 	named) ev='kernel:syscall_*_getppid' ;;
 	raw) ev='kernel:sys_e*' ;;
 	allnamed) ev='kernel:syscall_*' ;;
+	kprobe) ev='kernel:kprobe___x64_sys_getppid' ;;
+	kretprobe) ev='kernel:kretprobe___x64_sys_getppid' ;;
 	esac
 	"$strata" record -o "$o/cost-$m" -e 'kernel:sched_process_exec' -e "$ev" -- "$sysnames" cost 200000 \
 		> "$o/cost-$m.out" 2> "$o/cost-$m.err"

@@ -6,7 +6,8 @@
 #
 #   run-vm.sh --out DIR [--module KO | --build-module] [--kver KVER]
 #             [--timeout SECONDS] [--append "kernel args"] [--build-root DIR]
-#             [--init PROGRAM [--init-lib LIB]... [--early-module]] -- COMMAND...
+#             [--init PROGRAM [--init-lib LIB]... [--early-module]] [--disk MB]
+#             -- COMMAND...
 #
 # --init PROGRAM: PROGRAM (with its shared libraries, from ldd) is the
 # initramfs's /init, PID 1 started by the kernel; the usual set-up script is
@@ -18,6 +19,9 @@
 # (with --module or --build-module): the initramfs loads the module before
 # PID 1's program, with the kernel command line's strata.NAME=VALUE words as
 # its parameters (as modprobe would), then execs PROGRAM as PID 1.
+# --disk MB: the guest also gets a virtio disk of MB MiB (a sparse raw
+# image, DIR/disk.img, zeros), /dev/vda: a block device for the block
+# request events (the root is shared over 9p, which has none).
 #
 # DIR (created, emptied of previous results) is shared read-write with the
 # guest and appears there at the same absolute path.  After the run it holds:
@@ -34,6 +38,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 src_root=$(cd "$here/../.." && pwd)
 out="" module="" build_module=0 kver="" tmo=600 append="" build_root_opt="" init_prog="" init_libs="" early_module=0
+disk_mb=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=$2; shift 2 ;;
@@ -46,6 +51,7 @@ while [ $# -gt 0 ]; do
 	--init) init_prog=$2; shift 2 ;;
 	--init-lib) init_libs="$init_libs $2"; shift 2 ;;
 	--early-module) early_module=1; shift ;;
+	--disk) disk_mb=$2; shift 2 ;;
 	--) shift; break ;;
 	*) echo "run-vm.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -101,7 +107,9 @@ add_mod() {
 	for d in $deps; do add_mod "$d"; done
 	order+=("$rel")
 }
-for want in virtio_pci 9pnet_virtio 9p; do
+wanted="virtio_pci 9pnet_virtio 9p"
+[ "$disk_mb" = 0 ] || wanted="$wanted virtio_blk"
+for want in $wanted; do
 	rel=$(grep -m1 -E "/$want\.ko(\.[a-z]+)?:" "$moddir/modules.dep" | cut -d: -f1)
 	[ -n "$rel" ] || skip "module $want not found for kernel $kver"
 	add_mod "$rel"
@@ -204,6 +212,11 @@ fi
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) > "$out/initramfs.gz" || exit 1
 rm -rf "$root"
 
+disk_opt=()
+if [ "$disk_mb" != 0 ]; then
+	truncate -s "${disk_mb}M" "$out/disk.img" || exit 1
+	disk_opt=(-drive "file=$out/disk.img,if=virtio,format=raw")
+fi
 start=$(date +%s)
 timeout --kill-after=10 "$tmo" "$qemu" -accel tcg -smp 2 -m 2048 -nographic -no-reboot \
 	-kernel "$kernel" -initrd "$out/initramfs.gz" \
@@ -211,7 +224,7 @@ timeout --kill-after=10 "$tmo" "$qemu" -accel tcg -smp 2 -m 2048 -nographic -no-
 	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 	-virtfs local,path="$src_root",mount_tag=src,security_model=none,readonly=on,multidevs=remap \
 	-virtfs local,path="$build_root",mount_tag=bld,security_model=none,multidevs=remap \
-	-virtfs local,path="$out",mount_tag=out,security_model=none \
+	-virtfs local,path="$out",mount_tag=out,security_model=none "${disk_opt[@]}" \
 	< /dev/null > "$out/console.log" 2>&1
 qrc=$?
 echo "vm: qemu exit $qrc after $(( $(date +%s) - start )) s (kernel $kver)"
