@@ -224,12 +224,52 @@ inline size_t elem_size(const strata_field_desc &f)
 	return f.size ? f.size : 1;
 }
 
+// A scalar field's bytes, from its value: integers are the low `size` bytes
+// (little-endian), a 4-byte float is the value rounded to float.
+inline void put_scalar(char *out, const strata_field_desc &f, const union strata_dyn_value &v)
+{
+	if (f.kind == STRATA_FIELD_FLOAT) {
+		if (f.size == 4) {
+			const float x = (float)v.f;
+			memcpy(out, &x, 4);
+		} else {
+			memcpy(out, &v.f, 8);
+		}
+		return;
+	}
+	switch (f.size) { // fixed-size copies: plain stores, no call
+	case 1: memcpy(out, &v.u, 1); break;
+	case 2: memcpy(out, &v.u, 2); break;
+	case 4: memcpy(out, &v.u, 4); break;
+	default: memcpy(out, &v.u, 8); break;
+	}
+}
+
+// The filter's view of one field: a pointer to a value of the field's own
+// type (as the static emitter passes its arguments), staged in `scalar`.
+const void *filter_arg(const strata_field_desc &f, const union strata_dyn_value &v, const char *str,
+		       uint64_t *scalar)
+{
+	switch (f.kind) {
+	case STRATA_FIELD_INTEGER:
+	case STRATA_FIELD_FLOAT:
+		*scalar = 0;
+		put_scalar((char *)scalar, f, v);
+		return scalar;
+	case STRATA_FIELD_STRING:
+		return str;
+	default:
+		return v.seq.ptr;
+	}
+}
+
 } // namespace
 
-// The same layout as the STRATA_EVENT emitter (tracepoint.h): integers and
-// floats at their natural alignment, strings unaligned with their NUL,
-// arrays aligned to the element, sequences a u32 length (aligned 4) then
-// the elements.  Sequences hold at most 0xffffff elements, as there.
+// The same layout as the STRATA_EVENT emitter (tracepoint.h): fields
+// byte-packed in order; strings with their NUL, arrays their elements,
+// sequences a u32 length then the elements.  Sequences hold at most
+// 0xffffff elements, as there.  One pass sizes the payload (string lengths
+// kept), then each slot's record is written straight from the values.
 extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union strata_dyn_value *v,
 					      uint32_t n)
 {
@@ -248,61 +288,37 @@ extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union 
 			     "nothing recorded");
 		return;
 	}
-	// Per field: the bytes to copy and where they come from (scalars are
-	// converted into `scalar` first, so filters see the field's own type).
-	const void *src[STRATA_DESC_MAX_FIELDS];
+	// Per field of variable size: its bytes (strings with the NUL,
+	// sequences their element count) and, for strings, where they are.
 	size_t len[STRATA_DESC_MAX_FIELDS];
-	uint64_t scalar[STRATA_DESC_MAX_FIELDS];
-	size_t seq_len[STRATA_DESC_MAX_FIELDS];
-	// Payload bytes: fields byte-packed, as the static emitter lays them
-	// out (strata/tracepoint.h, strata_abi.h STRATA_REC_COMPACT).
-	size_t o = 0;
+	const char *str[STRATA_DESC_MAX_FIELDS];
+	size_t size = 0;
 	for (uint32_t i = 0; i < nf; i++) {
 		const strata_field_desc &f = d->fields[i];
+		str[i] = nullptr;
 		switch (f.kind) {
 		case STRATA_FIELD_INTEGER:
-			scalar[i] = v[i].u; // little-endian: the low `size` bytes are the value
-			src[i] = &scalar[i];
-			len[i] = f.size;
-			o += f.size;
-			break;
 		case STRATA_FIELD_FLOAT:
-			if (f.size == 4) {
-				float x = (float)v[i].f;
-				scalar[i] = 0;
-				memcpy(&scalar[i], &x, 4);
-			} else {
-				memcpy(&scalar[i], &v[i].f, 8);
-			}
-			src[i] = &scalar[i];
-			len[i] = f.size;
-			o += f.size;
+			size += f.size;
 			break;
-		case STRATA_FIELD_STRING: {
-			const char *s = v[i].s ? v[i].s : "(null)";
-			src[i] = s;
-			len[i] = strlen(s) + 1;
-			o += len[i];
+		case STRATA_FIELD_STRING:
+			str[i] = v[i].s ? v[i].s : "(null)";
+			len[i] = strlen(str[i]) + 1;
+			size += len[i];
 			break;
-		}
 		case STRATA_FIELD_ARRAY:
-			src[i] = v[i].seq.ptr;
-			len[i] = elem_size(f) * f.length;
-			o += len[i];
+			size += elem_size(f) * f.length;
 			break;
 		default: { // SEQUENCE
 			size_t k = v[i].seq.ptr ? v[i].seq.len : 0;
 			if (k > 0xffffffu)
 				k = 0xffffffu;
-			seq_len[i] = k;
-			src[i] = v[i].seq.ptr;
-			len[i] = elem_size(f) * k;
-			o += 4 + len[i];
+			len[i] = k;
+			size += 4 + elem_size(f) * k;
 			break;
 		}
 		}
 	}
-	const size_t size = o;
 	while (m) {
 		const unsigned slot = (unsigned)__builtin_ctz(m);
 		m &= m - 1;
@@ -310,11 +326,12 @@ extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union 
 			// argv as the static emitter builds it: a pointer per field,
 			// for sequences the pointer then a pointer to the length.
 			const void *argv[2 * STRATA_DESC_MAX_FIELDS + 1];
+			uint64_t scalar[STRATA_DESC_MAX_FIELDS];
 			size_t k = 0;
 			for (uint32_t i = 0; i < nf; i++) {
-				argv[k++] = src[i];
+				argv[k++] = filter_arg(d->fields[i], v[i], str[i], &scalar[i]);
 				if (d->fields[i].kind == STRATA_FIELD_SEQUENCE)
-					argv[k++] = &seq_len[i];
+					argv[k++] = &len[i];
 			}
 			argv[k] = nullptr;
 			if (!strata_filter_pass(ev, slot, argv))
@@ -323,21 +340,37 @@ extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union 
 		strata_reservation r;
 		if (!strata_reserve(&r, ev, slot, size))
 			continue;
-		size_t w = 0;
+		char *w = r.rec;
 		for (uint32_t i = 0; i < nf; i++) {
 			const strata_field_desc &f = d->fields[i];
-			if (f.kind == STRATA_FIELD_SEQUENCE) {
-				const uint32_t l32 = (uint32_t)seq_len[i];
-				memcpy(r.rec + w, &l32, 4);
-				w += 4;
-			}
-			if (len[i]) {
-				if (src[i])
-					memcpy(r.rec + w, src[i], len[i]);
+			switch (f.kind) {
+			case STRATA_FIELD_INTEGER:
+			case STRATA_FIELD_FLOAT:
+				put_scalar(w, f, v[i]);
+				w += f.size;
+				break;
+			case STRATA_FIELD_STRING:
+				memcpy(w, str[i], len[i]);
+				w += len[i];
+				break;
+			case STRATA_FIELD_ARRAY: {
+				const size_t b = elem_size(f) * f.length;
+				if (v[i].seq.ptr)
+					memcpy(w, v[i].seq.ptr, b);
 				else // an array given no data: zeros
-					memset(r.rec + w, 0, len[i]);
+					memset(w, 0, b);
+				w += b;
+				break;
 			}
-			w += len[i];
+			default: { // SEQUENCE
+				const uint32_t l32 = (uint32_t)len[i];
+				memcpy(w, &l32, 4);
+				if (len[i])
+					memcpy(w + 4, v[i].seq.ptr, elem_size(f) * len[i]);
+				w += 4 + elem_size(f) * len[i];
+				break;
+			}
+			}
 		}
 		strata_commit(&r);
 	}

@@ -689,8 +689,8 @@ bool Reader::trailing_loss_packet(uint32_t lane, std::vector<uint8_t> *out)
 
 bool Reader::stream_overwrite(bool producer_dead)
 {
-	// A producer of ABI minor < 2 does not know the flag: it would lap us.
-	if (info_.mode != STRATA_MODE_OVERWRITE || info_.abi_minor < 2)
+	// Every producer of ABI 2 knows the flag (ABI 1.2 introduced it).
+	if (info_.mode != STRATA_MODE_OVERWRITE)
 		return false;
 	auto *h = (strata_buffer_header *)base_;
 	// Seq_cst: before the loads of head and the stores of consumed below;
