@@ -95,11 +95,12 @@ struct Geometry {
 int compute_geometry(const strata_channel_config *cfg, Geometry *g)
 {
 	// cfg->n_lanes lanes a thread can own, plus shared ones for the threads
-	// beyond them (a quarter as many, at least one): records in a shared
+	// beyond them (half as many, at least one: 8 threads on 4 owned lanes
+	// put 2 on each shared lane, as many as lanes shared before): records in a shared
 	// lane carry their thread, those of an owned lane do not (strata_abi.h).
 	// Pages of a lane nobody claimed are never touched.
 	const uint32_t owned = cfg->n_lanes ? cfg->n_lanes : default_lanes();
-	g->n_shared = owned / 4 ? owned / 4 : 1;
+	g->n_shared = owned / 2 ? owned / 2 : 1;
 	g->n_lanes = owned + g->n_shared;
 	if (owned > STRATA_MAX_LANES)
 		return -EINVAL;
