@@ -22,7 +22,6 @@
  */
 #include <linux/futex.h>
 #include <pthread.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -248,13 +247,13 @@ void claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 	t.lane[slot] = (uint16_t)lane;
 	t.ch[slot] = ch;
 	__atomic_store_n(&t.last_ts[slot], 0, __ATOMIC_RELAXED); // no record of ours there yet
-	if (exclusive)
+	if (exclusive) {
 		close_foreign_packet(ch, &ch->lanes[lane], ch->data + (uint64_t)lane * ch->lane_stride,
 				     tid_of(t));
-	if (exclusive)
 		t.exclusive = (uint16_t)(t.exclusive | (1u << slot));
-	else
+	} else {
 		t.exclusive = (uint16_t)(t.exclusive & ~(1u << slot));
+	}
 	// Relaxed: informational fields for the consumer, no ordering implied.
 	__atomic_store_n(&ch->lanes[lane].owner_tid, tid_of(t), __ATOMIC_RELAXED);
 	__atomic_fetch_add(&ch->hdr->lanes_claimed, 1, __ATOMIC_RELAXED);
