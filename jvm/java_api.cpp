@@ -2,8 +2,9 @@
  * java_api.cpp - the natives of the Java API (java/strata/Event.java,
  * Record.java) in libstrata-jvm.so.  A Java event is a runtime-declared
  * event (include/strata/dynamic.h); Java reads its state word through a
- * direct ByteBuffer (no JNI), and an emit is one JNI call that decodes the
- * record buffer Record.java filled (its encoding is described there).
+ * direct ByteBuffer (no JNI), and an emit is one JNI call that hands the
+ * record buffer Record.java filled (the event's payload, laid out as the
+ * trace stores it: described there) to strata_dyn_emit_packed.
  *
  * Concurrency: declare0 may run on any thread (strata_dyn_declare is
  * thread-safe); a Decl is immutable once returned, and never freed (like a
@@ -25,8 +26,6 @@ enum JType { kInt, kLong, kDouble, kBoolean, kString, kNumTypes }; // Event.Type
 
 struct Decl {
 	strata_dyn_event *ev;
-	uint32_t n;
-	uint8_t type[16];
 };
 
 constexpr uint32_t kMaxFields = 16;
@@ -68,7 +67,6 @@ JNIEXPORT jlong JNICALL Java_strata_Event_declare0(JNIEnv *jni, jclass, jstring 
 			rc = -EINVAL;
 			break;
 		}
-		d->type[i] = uint8_t(k[i]);
 		f[i] = {fname[i], STRATA_FIELD_INTEGER, 8, 1, 10, 0};
 		if (k[i] == kInt)
 			f[i].size = 4;
@@ -82,7 +80,6 @@ JNIEXPORT jlong JNICALL Java_strata_Event_declare0(JNIEnv *jni, jclass, jstring 
 	const char *p = jni->GetStringUTFChars(provider, nullptr);
 	const char *e = jni->GetStringUTFChars(name, nullptr);
 	if (rc == 0 && p && e) {
-		d->n = uint32_t(n);
 		rc = strata_dyn_declare(p, e, loglevel, f, uint32_t(n), &d->ev);
 	} else if (rc == 0) {
 		rc = -ENOMEM;
@@ -133,43 +130,17 @@ JNIEXPORT jlong JNICALL Java_strata_Event_address0(JNIEnv *jni, jclass, jobject 
 		       : 0;
 }
 
-// addr: a Record's buffer (address0), len: the bytes Record.java wrote.
+// addr: a Record's buffer (address0), len: the bytes Record.java wrote,
+// already the record's payload (strata_dyn_emit_packed checks its layout).
 JNIEXPORT void JNICALL Java_strata_Event_emit0(JNIEnv *, jclass, jlong h, jlong addr, jint len)
 {
 	const Decl *d = reinterpret_cast<const Decl *>(uintptr_t(h));
 	if (!d || !strata_dyn_enabled(d->ev))
 		return;
-	const char *b = reinterpret_cast<const char *>(uintptr_t(addr));
+	const void *b = reinterpret_cast<const void *>(uintptr_t(addr));
 	if (!b || len < 0 || len > kRecordSize)
 		return;
-	union strata_dyn_value v[kMaxFields];
-	size_t at = 0, end = size_t(len);
-	for (uint32_t i = 0; i < d->n; i++) {
-		if (d->type[i] == kString) {
-			int32_t n;
-			if (at + 4 > end)
-				return;
-			memcpy(&n, b + at, 4);
-			at += 4;
-			if (n < 0) {
-				v[i].s = nullptr;
-				continue;
-			}
-			if (size_t(n) + 1 > end - at || b[at + size_t(n)] != 0)
-				return; // Record.java always terminates; anything else is a bug
-			v[i].s = b + at;
-			at += size_t(n) + 1;
-		} else {
-			if (at + 8 > end)
-				return;
-			if (d->type[i] == kDouble)
-				memcpy(&v[i].f, b + at, 8);
-			else
-				memcpy(&v[i].i, b + at, 8);
-			at += 8;
-		}
-	}
-	strata_dyn_emit(d->ev, v, d->n);
+	strata_dyn_emit_packed(d->ev, b, size_t(len));
 }
 
 } // extern "C"

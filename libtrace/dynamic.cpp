@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -42,6 +43,7 @@ struct DynEvent {
 pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 DynEvent *g_events;
 std::atomic<bool> g_warned_arity{false};
+std::atomic<bool> g_warned_layout{false};
 
 bool same_shape(const DynEvent &e, int loglevel, const strata_dyn_field *f, uint32_t n)
 {
@@ -263,6 +265,91 @@ const void *filter_arg(const strata_field_desc &f, const union strata_dyn_value 
 	}
 }
 
+// The slots recording ev, from one relaxed load of its state word (0: none).
+inline uint32_t recording(const strata_dyn_event *ev)
+{
+	return ev ? __atomic_load_n(&ev->state, __ATOMIC_RELAXED) : 0;
+}
+
+// One record of `size` payload bytes in every slot of state `st` whose
+// filter passes: argv_of(argv, scalar) fills the filter's arguments as the
+// static emitter builds them (a pointer per field; for a sequence, the
+// pointer then a pointer to its size_t length), write(rec) the payload.
+template <class ArgvOf, class Write>
+void emit_to_slots(strata_dyn_event *ev, uint32_t st, size_t size, ArgvOf &&argv_of, Write &&write)
+{
+	uint32_t m = st & STRATA_TP_SLOTS_MASK;
+	while (m) {
+		const unsigned slot = (unsigned)__builtin_ctz(m);
+		m &= m - 1;
+		if (st & STRATA_TP_FILTERED) {
+			const void *argv[2 * STRATA_DESC_MAX_FIELDS + 1];
+			uint64_t scalar[STRATA_DESC_MAX_FIELDS];
+			argv_of(argv, scalar);
+			if (!strata_filter_pass(ev, slot, argv))
+				continue;
+		}
+		strata_reservation r;
+		if (!strata_reserve(&r, ev, slot, size))
+			continue;
+		write(r.rec);
+		strata_commit(&r);
+	}
+}
+
+// Where the fields of a packed payload (strata_dyn_emit_packed) are: for
+// field i, its first byte at p + at[i] (strings NUL-terminated inside, a
+// sequence's uint32 count then its elements).  False unless the fields, in
+// order, end exactly at len: the caller's bytes are checked, never trusted.
+bool packed_walk(const strata_event_desc *d, const char *p, size_t len, uint32_t at[])
+{
+	size_t o = 0;
+	for (uint32_t i = 0; i < d->n_fields; i++) {
+		const strata_field_desc &f = d->fields[i];
+		at[i] = (uint32_t)o;
+		size_t n;
+		switch (f.kind) {
+		case STRATA_FIELD_INTEGER:
+		case STRATA_FIELD_FLOAT:
+			n = f.size;
+			break;
+		case STRATA_FIELD_STRING: {
+			// Inline for the short strings most events carry (a call
+			// to memchr costs more than it scans), memchr past 32.
+			size_t k = 0;
+			const size_t lim = std::min(len - o, (size_t)32);
+			while (k < lim && p[o + k])
+				k++;
+			if (k == lim) {
+				const void *z = k < len - o ? memchr(p + o + k, 0, len - o - k) : nullptr;
+				if (!z)
+					return false;
+				k = (size_t)((const char *)z - (p + o));
+			}
+			n = k + 1;
+			break;
+		}
+		case STRATA_FIELD_ARRAY:
+			n = elem_size(f) * f.length;
+			break;
+		default: { // SEQUENCE
+			uint32_t k;
+			if (len - o < 4)
+				return false;
+			memcpy(&k, p + o, 4);
+			if (k > 0xffffffu)
+				return false;
+			n = 4 + elem_size(f) * k;
+			break;
+		}
+		}
+		if (n > len - o)
+			return false;
+		o += n;
+	}
+	return o == len;
+}
+
 } // namespace
 
 // The same layout as the STRATA_EVENT emitter (tracepoint.h): fields
@@ -273,11 +360,8 @@ const void *filter_arg(const strata_field_desc &f, const union strata_dyn_value 
 extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union strata_dyn_value *v,
 					      uint32_t n)
 {
-	if (!ev)
-		return;
-	const uint32_t st = __atomic_load_n(&ev->state, __ATOMIC_RELAXED);
-	uint32_t m = st & STRATA_TP_SLOTS_MASK;
-	if (!m)
+	const uint32_t st = recording(ev);
+	if (!(st & STRATA_TP_SLOTS_MASK))
 		return;
 	const strata_event_desc *d = ev->desc;
 	const uint32_t nf = d->n_fields;
@@ -319,28 +403,16 @@ extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union 
 		}
 		}
 	}
-	while (m) {
-		const unsigned slot = (unsigned)__builtin_ctz(m);
-		m &= m - 1;
-		if (st & STRATA_TP_FILTERED) {
-			// argv as the static emitter builds it: a pointer per field,
-			// for sequences the pointer then a pointer to the length.
-			const void *argv[2 * STRATA_DESC_MAX_FIELDS + 1];
-			uint64_t scalar[STRATA_DESC_MAX_FIELDS];
-			size_t k = 0;
-			for (uint32_t i = 0; i < nf; i++) {
-				argv[k++] = filter_arg(d->fields[i], v[i], str[i], &scalar[i]);
-				if (d->fields[i].kind == STRATA_FIELD_SEQUENCE)
-					argv[k++] = &len[i];
-			}
-			argv[k] = nullptr;
-			if (!strata_filter_pass(ev, slot, argv))
-				continue;
+	auto argv_of = [&](const void **argv, uint64_t *scalar) {
+		size_t k = 0;
+		for (uint32_t i = 0; i < nf; i++) {
+			argv[k++] = filter_arg(d->fields[i], v[i], str[i], &scalar[i]);
+			if (d->fields[i].kind == STRATA_FIELD_SEQUENCE)
+				argv[k++] = &len[i];
 		}
-		strata_reservation r;
-		if (!strata_reserve(&r, ev, slot, size))
-			continue;
-		char *w = r.rec;
+		argv[k] = nullptr;
+	};
+	emit_to_slots(ev, st, size, argv_of, [&](char *w) {
 		for (uint32_t i = 0; i < nf; i++) {
 			const strata_field_desc &f = d->fields[i];
 			switch (f.kind) {
@@ -372,6 +444,55 @@ extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union 
 			}
 			}
 		}
-		strata_commit(&r);
+	});
+}
+
+// The payload is already the record's bytes: one check, one copy.  The
+// filter (rare) gets the same argv as the static emitter: scalars staged
+// aligned, strings and elements pointing into the payload.
+extern "C" STRATA_EXPORT void strata_dyn_emit_packed(strata_dyn_event *ev, const void *payload,
+						     size_t len)
+{
+	const uint32_t st = recording(ev);
+	if (!(st & STRATA_TP_SLOTS_MASK))
+		return;
+	const strata_event_desc *d = ev->desc;
+	const char *p = (const char *)payload;
+	uint32_t at[STRATA_DESC_MAX_FIELDS];
+	if ((len && !p) || len > 0xffffffu || !packed_walk(d, p, len, at)) {
+		// Relaxed: a once-only warning flag.
+		if (!g_warned_layout.exchange(true, std::memory_order_relaxed))
+			warn("strata_dyn_emit_packed: the payload does not match the event's fields; "
+			     "nothing recorded");
+		return;
 	}
+	size_t seq_len[STRATA_DESC_MAX_FIELDS]; // as strata_dyn_emit passes it
+	auto argv_of = [&](const void **argv, uint64_t *scalar) {
+		size_t k = 0;
+		for (uint32_t i = 0; i < d->n_fields; i++) {
+			const strata_field_desc &f = d->fields[i];
+			const char *q = p + at[i];
+			switch (f.kind) {
+			case STRATA_FIELD_INTEGER:
+			case STRATA_FIELD_FLOAT:
+				scalar[i] = 0;
+				memcpy(&scalar[i], q, f.size);
+				argv[k++] = &scalar[i];
+				break;
+			case STRATA_FIELD_SEQUENCE: {
+				uint32_t l32;
+				memcpy(&l32, q, 4);
+				seq_len[i] = l32;
+				argv[k++] = q + 4;
+				argv[k++] = &seq_len[i];
+				break;
+			}
+			default: // STRING, ARRAY
+				argv[k++] = q;
+				break;
+			}
+		}
+		argv[k] = nullptr;
+	};
+	emit_to_slots(ev, st, len, argv_of, [&](char *w) { memcpy(w, p, len); });
 }

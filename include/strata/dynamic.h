@@ -110,6 +110,18 @@ static inline int strata_dyn_enabled(const strata_dyn_event *ev)
 void strata_dyn_emit(strata_dyn_event *ev, const union strata_dyn_value *values,
 		     uint32_t n_values);
 
+/*
+ * Records the event from its payload already laid out as the trace stores
+ * it: the fields in order, byte-packed, in native byte order; an integer or
+ * float in its declared size, a string's bytes and its NUL, an array's
+ * elements, a sequence's uint32_t count then its elements.  For bindings
+ * that marshal arguments into a buffer anyway (the Java API): one check and
+ * one copy.  The layout is checked against the event's fields (every string
+ * terminated inside, the fields ending exactly at `len`); a payload that does
+ * not match records nothing, and the runtime warns once.
+ */
+void strata_dyn_emit_packed(strata_dyn_event *ev, const void *payload, size_t len);
+
 /* Drops one declaration; the last one switches the event off (see above). */
 void strata_dyn_release(strata_dyn_event *ev);
 

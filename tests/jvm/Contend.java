@@ -40,6 +40,12 @@ public class Contend {
                 Event.field("z", Event.Type.LONG));
         if (big.enabled())
             big.record().putString("x".repeat(20000)).putInt(7).putString("y".repeat(20000)).putLong(9).emit();
+        // A string stops at its first U+0000 (ASCII or not); null is "(null)".
+        Event nul = Event.declare("japp", "nul", Event.INFO, Event.field("a", Event.Type.STRING),
+                Event.field("b", Event.Type.STRING), Event.field("c", Event.Type.STRING),
+                Event.field("n", Event.Type.BOOLEAN));
+        if (nul.enabled())
+            nul.record().putString("ab\0cd").putString("\u00e9\0x").putString(null).putBoolean(true).emit();
         System.out.println("pid=" + ProcessHandle.current().pid());
         printThread();
         System.out.println("step=" + emitted);

@@ -119,10 +119,13 @@ def main():
     check(len(steps) == N_STEP, "exactly %d japp:step in the trace (%d)" % (N_STEP, len(steps)))
     check(bad == 0, "every japp:step field as emitted, in order (%d wrong)" % bad)
     check(marks == ["before_gc", "after_gc"], "both japp:mark, in order (%r)" % marks)
-    # Record.java's room: 16384 - 4 - 1 - 8 x 3 later fields for the first
-    # string, what is left (3 bytes) for the second.
+    # Record.java's room: 16384 - 1 - 8 x 3 later fields for the first
+    # string; after it and the 4-byte int, 16384 - 16364 - 1 - 8 for the
+    # second (11 bytes), then the 8-byte long fills the record exactly.
     big = [(len(str(p["s"])), int(p["after"]), str(p["s2"]), int(p["z"])) for _, n, _, p in evs if n == "japp:big"]
-    check(big == [(16355, 7, "yyy", 9)], "strings past the record truncated, later fields intact (%r)" % big)
+    check(big == [(16359, 7, "y" * 11, 9)], "strings past the record truncated, later fields intact (%r)" % big)
+    nul = [(str(p["a"]), str(p["b"]), str(p["c"]), int(p["n"])) for _, n, _, p in evs if n == "japp:nul"]
+    check(nul == [("ab", "\u00e9", "(null)", 1)], "strings stop at U+0000, null is (null) (%r)" % nul)
     check(count.get("jvm:vm_start") == 1 and names.index("jvm:vm_start") < names.index("japp:step"),
           "one jvm:vm_start, before the program's events")
     # Runtime.halt still posts VMDeath on OpenJDK 17 (observed); SIGKILL cannot.

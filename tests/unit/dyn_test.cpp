@@ -3,13 +3,15 @@
  * reader: every field kind read back exactly, a declaration after the
  * slot opened (descriptors appended, the reader learns them), log levels
  * and field filters as for static events, release and revival, and every
- * refusal with its code.
+ * refusal with its code; the packed entry (strata_dyn_emit_packed) against
+ * the same values, with filters, and its refusals.
  */
 #include <strata/dynamic.h>
 
 #include <errno.h>
 
 #include <cmath>
+#include <functional>
 
 #include "rb_test_util.h"
 
@@ -62,6 +64,31 @@ void emit_all(strata_dyn_event *ev, uint32_t i, const char *what)
 	strata_dyn_emit(ev, v, kNAll);
 }
 
+// The n records emit_all (or packed_all) wrote for i = 0..n-1, `what(i)`
+// their string.
+void expect_all(const std::vector<Record> &recs, const char *name, uint32_t n,
+		const std::function<std::string(uint32_t)> &what)
+{
+	ASSERT_EQ(recs.size(), n);
+	for (uint32_t i = 0; i < n; i++) {
+		const Record &r = recs[i];
+		ASSERT_EQ(r.name, name);
+		ASSERT_EQ(r.fields.size(), kNAll);
+		EXPECT_EQ(r.fields[0].u, i);
+		EXPECT_EQ((int64_t)r.fields[1].u, -(int64_t)i * 1000);
+		EXPECT_EQ(r.fields[2].u, 0xbeefu);
+		EXPECT_EQ(r.fields[3].f, i / 4.0);
+		EXPECT_EQ(r.fields[4].f, 0.5);
+		EXPECT_EQ(r.fields[5].s, what(i));
+		EXPECT_EQ(r.fields[6].elems, (std::vector<uint64_t>{1, 2, i & 0xff}));
+		std::vector<uint64_t> ids;
+		for (uint32_t k = 0; k < i % 5; k++)
+			ids.push_back(i + k);
+		EXPECT_EQ(r.fields[7].elems, ids);
+		EXPECT_EQ(r.fields[8].u, 1u);
+	}
+}
+
 } // namespace
 
 TEST(Dynamic, EveryKindReadsBackExactly)
@@ -77,25 +104,7 @@ TEST(Dynamic, EveryKindReadsBackExactly)
 	constexpr uint32_t kN = 200;
 	for (uint32_t i = 0; i < kN; i++)
 		emit_all(ev, i, i % 2 ? "odd" : nullptr);
-	std::vector<Record> recs = drain(s);
-	ASSERT_EQ(recs.size(), kN);
-	for (uint32_t i = 0; i < kN; i++) {
-		const Record &r = recs[i];
-		ASSERT_EQ(r.name, "dyn:all");
-		ASSERT_EQ(r.fields.size(), kNAll);
-		EXPECT_EQ(r.fields[0].u, i);
-		EXPECT_EQ((int64_t)r.fields[1].u, -(int64_t)i * 1000);
-		EXPECT_EQ(r.fields[2].u, 0xbeefu);
-		EXPECT_EQ(r.fields[3].f, i / 4.0);
-		EXPECT_EQ(r.fields[4].f, 0.5);
-		EXPECT_EQ(r.fields[5].s, i % 2 ? "odd" : "(null)");
-		EXPECT_EQ(r.fields[6].elems, (std::vector<uint64_t>{1, 2, i & 0xff}));
-		std::vector<uint64_t> ids;
-		for (uint32_t k = 0; k < i % 5; k++)
-			ids.push_back(i + k);
-		EXPECT_EQ(r.fields[7].elems, ids);
-		EXPECT_EQ(r.fields[8].u, 1u);
-	}
+	expect_all(drain(s), "dyn:all", kN, [](uint32_t i) { return i % 2 ? "odd" : "(null)"; });
 	strata_dyn_release(ev);
 }
 
@@ -167,6 +176,109 @@ TEST(Dynamic, RedeclareReleaseAndRevive)
 	for (const Record &r : recs)
 		EXPECT_EQ(r.name, "dynre:ev");
 	strata_dyn_release(c);
+}
+
+namespace {
+
+// emit_all's values as the packed payload strata_dyn_emit_packed takes.
+std::vector<char> packed_all(uint32_t i, const char *what)
+{
+	std::vector<char> b;
+	auto put = [&](const void *p, size_t n) { b.insert(b.end(), (const char *)p, (const char *)p + n); };
+	const uint32_t count = i;
+	const int64_t delta = -(int64_t)i * 1000;
+	const uint16_t flags = 0xbeef;
+	const double ratio = i / 4.0;
+	const float small = 0.5f;
+	const uint8_t rgb[3] = {1, 2, (uint8_t)i};
+	const uint32_t n_ids = i % 5;
+	const uint8_t ok = 1;
+	put(&count, 4);
+	put(&delta, 8);
+	put(&flags, 2);
+	put(&ratio, 8);
+	put(&small, 4);
+	const char *w = what ? what : "(null)";
+	put(w, strlen(w) + 1);
+	put(rgb, 3);
+	put(&n_ids, 4);
+	for (uint32_t k = 0; k < n_ids; k++) {
+		const uint32_t id = i + k;
+		put(&id, 4);
+	}
+	put(&ok, 1);
+	return b;
+}
+
+} // namespace
+
+// The packed entry (the Java API's): the same records as strata_dyn_emit
+// from the same values, and a payload whose layout does not match the
+// fields records nothing.
+TEST(Dynamic, PackedPayloadRecordsTheSameAndBadLayoutsNothing)
+{
+	Slot s(7, config(STRATA_MODE_DISCARD, 1, 4, 65536), {rule("dynp:*")});
+	ASSERT_TRUE(s.reader);
+	strata_dyn_event *ev = nullptr;
+	ASSERT_EQ(0, strata_dyn_declare("dynp", "all", STRATA_LOGLEVEL_INFO, kAll, kNAll, &ev));
+	constexpr uint32_t kN = 100;
+	for (uint32_t i = 0; i < kN; i++) {
+		const char *what = i % 3 ? "packed" : nullptr;
+		if (i % 2) {
+			std::vector<char> b = packed_all(i, what);
+			strata_dyn_emit_packed(ev, b.data(), b.size());
+		} else {
+			emit_all(ev, i, what);
+		}
+	}
+	// Refused, each recording nothing: a string without its NUL, a byte
+	// short, a byte over, a sequence count past the limit, no payload.
+	std::vector<char> good = packed_all(3, "x");
+	std::vector<char> bad = good;
+	const size_t str_at = 4 + 8 + 2 + 8 + 4;
+	bad[str_at + 1] = 'y'; // "xy..." runs into the next field's bytes
+	bad.resize(str_at + 2);
+	strata_dyn_emit_packed(ev, bad.data(), bad.size());
+	strata_dyn_emit_packed(ev, good.data(), good.size() - 1);
+	bad = good;
+	bad.push_back(0);
+	strata_dyn_emit_packed(ev, bad.data(), bad.size());
+	bad = good;
+	const uint32_t huge = 0x1000000;
+	memcpy(bad.data() + str_at + 2 + 3, &huge, 4);
+	strata_dyn_emit_packed(ev, bad.data(), bad.size());
+	strata_dyn_emit_packed(ev, nullptr, good.size());
+	expect_all(drain(s), "dynp:all", kN, [](uint32_t i) { return i % 3 ? "packed" : "(null)"; });
+	strata_dyn_release(ev);
+}
+
+// A field filter on a packed payload: the integer after a string sits at
+// odd offsets; the filter still reads its value.  Strings of 22 to 41
+// bytes: both sides of the walk's 32-byte inline scan.
+TEST(Dynamic, PackedPayloadPassesFilters)
+{
+	const strata_dyn_field f[] = {{"s", STRATA_FIELD_STRING, 0, 0, 0, 0},
+				      {"n", STRATA_FIELD_INTEGER, 4, 0, 10, 0}};
+	strata_dyn_event *ev = nullptr;
+	ASSERT_EQ(0, strata_dyn_declare("dynpf", "x", STRATA_LOGLEVEL_INFO, f, 2, &ev));
+	strata_rule r = rule("dynpf:*", true, STRATA_LOGLEVEL_INFO);
+	strcpy(r.filter, "n >= 10");
+	Slot s(8, config(STRATA_MODE_DISCARD, 1, 4, 65536), {r});
+	ASSERT_TRUE(s.reader);
+	for (uint32_t i = 0; i < 20; i++) {
+		std::string str(i + 22, 'a'); // 22..41: around the 32-byte inline scan, n at odd offsets
+		std::vector<char> b(str.begin(), str.end());
+		b.push_back(0);
+		b.insert(b.end(), (const char *)&i, (const char *)&i + 4);
+		strata_dyn_emit_packed(ev, b.data(), b.size());
+	}
+	std::vector<Record> recs = drain(s);
+	ASSERT_EQ(recs.size(), 10u);
+	for (size_t k = 0; k < recs.size(); k++) {
+		EXPECT_EQ(recs[k].fields[1].u, 10 + k);
+		EXPECT_EQ(recs[k].fields[0].s, std::string(10 + k + 22, 'a'));
+	}
+	strata_dyn_release(ev);
 }
 
 TEST(Dynamic, BadDeclarationsAreRefusedWithAReason)

@@ -5,13 +5,16 @@ import java.nio.ByteOrder;
 
 /**
  * The arguments of one emission of an Event, written in field order into a
- * per-thread buffer in native memory that the native side decodes
- * (java_api.cpp): one JNI call per emitted event, no allocation (but for a
- * non-ASCII string).  Not shared between threads.
+ * per-thread buffer in native memory, already laid out as the trace stores
+ * the event's payload: the native side checks that layout and copies it into
+ * the ring buffer as it is (java_api.cpp, strata_dyn_emit_packed): one JNI
+ * call per emitted event, no decoding, no allocation (but for a non-ASCII
+ * string).  Not shared between threads.
  *
- * Encoding: INT, LONG and BOOLEAN as 8-byte native-order integers, DOUBLE as
- * an 8-byte double, STRING as a 4-byte byte count (-1: null), the UTF-8
- * bytes and a NUL.  A string that does not fit the buffer is truncated.
+ * Layout: byte-packed, native byte order; INT 4 bytes, LONG 8, BOOLEAN 1
+ * (0 or 1), DOUBLE 8 (the raw bits), STRING its UTF-8 bytes and a NUL
+ * (null is recorded as "(null)"; a string stops at its first U+0000, and
+ * one that does not fit the buffer is truncated at a character boundary).
  *
  * The bytes are written with sun.misc.Unsafe at the buffer's address where
  * Event reads the state word that way (no bounds or scope check per byte:
@@ -19,9 +22,9 @@ import java.nio.ByteOrder;
  * the direct ByteBuffer.
  *
  * Room: with L fields left to write (this one included), pos <= SIZE - 8 L
- * holds before each field.  A scalar takes 8 bytes; a string's room leaves
- * 8 bytes for each later field (a string's count and NUL take 5), so the
- * invariant holds after it too, whatever the later fields are.
+ * holds before each field.  A scalar takes at most 8 bytes; a string's room
+ * leaves 8 bytes for each later field (its NUL takes 1), so the invariant
+ * holds after it too, whatever the later fields are.
  */
 public final class Record {
     static final int SIZE = 16384;
@@ -66,6 +69,14 @@ public final class Record {
         pos += 8;
     }
 
+    private void put4(int v) {
+        if (raw)
+            U.putInt(address + pos, v);
+        else
+            buf.putInt(pos, v);
+        pos += 4;
+    }
+
     private void put1(int at, int v) {
         if (raw)
             U.putByte(address + at, (byte) v);
@@ -75,7 +86,7 @@ public final class Record {
 
     public Record putInt(int v) {
         expect(Event.Type.INT);
-        put8(v);
+        put4(v);
         return this;
     }
 
@@ -87,7 +98,7 @@ public final class Record {
 
     public Record putBoolean(boolean v) {
         expect(Event.Type.BOOLEAN);
-        put8(v ? 1 : 0);
+        put1(pos++, v ? 1 : 0);
         return this;
     }
 
@@ -99,43 +110,31 @@ public final class Record {
 
     public Record putString(String s) {
         expect(Event.Type.STRING);
-        int at = pos;
-        if (s == null) {
-            put4(at, -1);
-            pos = at + 4;
-            return this;
-        }
-        int from = at + 4;
+        if (s == null)
+            s = "(null)";
+        int from = pos;
         int room = SIZE - from - 1 - 8 * (types.length - field); // see "Room" above
         int len = s.length();
         int lim = Math.min(len, room);
         int n = 0;
+        char c = 0x80;
         for (; n < lim; n++) {
-            char c = s.charAt(n);
-            if (c >= 0x80)
+            c = s.charAt(n);
+            if (c >= 0x80 || c == 0)
                 break;
             put1(from + n, c);
         }
-        if (n < lim) { // the rare non-ASCII string: encode the rest at once
+        if (n < lim && c != 0) { // the rare non-ASCII string: encode the rest at once
             byte[] rest = s.substring(n).getBytes(java.nio.charset.StandardCharsets.UTF_8);
             int k = Math.min(rest.length, room - n);
             while (k > 0 && k < rest.length && (rest[k] & 0xC0) == 0x80)
                 k--; // do not cut a character
-            for (int i = 0; i < k; i++)
-                put1(from + n + i, rest[i]);
-            n += k;
+            for (int i = 0; i < k && rest[i] != 0; i++, n++)
+                put1(from + n, rest[i]);
         }
         put1(from + n, 0);
-        put4(at, n);
         pos = from + n + 1;
         return this;
-    }
-
-    private void put4(int at, int v) {
-        if (raw)
-            U.putInt(address + at, v);
-        else
-            buf.putInt(at, v);
     }
 
     /** Records the event (if a session still enables it); every field must be set. */
