@@ -23,7 +23,8 @@
  *     owns the bytes its cmpxchg gave it, then adds their count to
  *     commit[] (release).
  *   - The consumer (user space, another CPU) may store `consumed`, close an
- *     open packet with the same cmpxchg, and write anything anywhere: the
+ *     open packet with the same cmpxchg (its padding counted in
+ *     ccommit[], never commit[]), and write anything anywhere: the
  *     mapping is HOSTILE to us.  We never read geometry back from it (a
  *     private copy is kept), every position is masked into the ring, every
  *     retry loop is bounded; a hostile consumer can only lose its own
@@ -460,6 +461,12 @@ static void strata_commit_bytes(struct strata_kbuf *kb, u64 *commit, u64 n)
 	 */
 	u64 v = atomic64_add_return_release(n, (atomic64_t *)commit);
 
+	/* Complete when ours and the consumer's count (ccommit[], the
+	 * padding of packets it closed itself) reach the lap's end.
+	 * ccommit[i] follows commit[i] by STRATA_MAX_SUBBUF.  READ_ONCE: a
+	 * hint to wake; the consumer re-reads both with acquire loads.
+	 */
+	v += READ_ONCE(commit[STRATA_MAX_SUBBUF]);
 	if (!(v & (kb->subbuf_size - 1))) {
 		/* No futex wake from probe context: the count only tells a
 		 * consumer that something completed.  Relaxed.  The wakeup
@@ -1062,8 +1069,12 @@ static bool strata_kbuf_ready(struct strata_kbuf *kb)
 		struct strata_lane_ctl *lc = &kb->lanes[lane];
 		u64 pos = READ_ONCE(lc->consumed) & ~(S - 1);
 
-		/* Acquire: the same pairing as the consumer's own check. */
-		if (smp_load_acquire(strata_commit_of(kb, lc, pos)) >=
+		u64 *commit = strata_commit_of(kb, lc, pos);
+
+		/* Acquire: the same pairing as the consumer's own check
+		 * (producers' commit[] and the consumer's ccommit[]).
+		 */
+		if (smp_load_acquire(commit) + smp_load_acquire(&commit[STRATA_MAX_SUBBUF]) >=
 		    (pos / kb->lane_stride + 1) * S)
 			return true;
 	}

@@ -122,6 +122,21 @@ const char *record_str(const uint8_t *rec, uint32_t size, uint32_t off)
 
 } // namespace
 
+namespace {
+// A sub-buffer's committed bytes: what its producers added (commit[i]) and
+// what consumers added closing packets themselves (ccommit[i], see
+// strata_abi.h).  Acquire on both: pairs with the producers' release adds
+// (commit_bytes in writer.cpp, the kernel's strata_commit_bytes) and with
+// the release add of the consumer that closed (finish_close, maybe in
+// another process): a complete count means every byte of the sub-buffer,
+// closing fields included, is written.
+uint64_t committed(const strata_lane_ctl *lc, uint64_t idx)
+{
+	return __atomic_load_n(&lc->commit[idx], __ATOMIC_ACQUIRE) +
+	       __atomic_load_n(&lc->ccommit[idx], __ATOMIC_ACQUIRE);
+}
+} // namespace
+
 std::unique_ptr<Reader> Reader::attach(int fd, std::string *err)
 {
 	struct stat st;
@@ -385,10 +400,7 @@ ReadStatus Reader::peek_packet(uint32_t lane, strata_packet_header *hdr, const u
 		return st;
 	}
 	const uint64_t expected = (ls.rpos / stride + 1) * S;
-	strata_u64 *commit = &lc->commit[(ls.rpos / S) & (info_.n_subbuf - 1)];
-	// Acquire: pairs with the writers' release add in commit_bytes: a
-	// complete count means every byte of the sub-buffer is written.
-	uint64_t c = __atomic_load_n(commit, __ATOMIC_ACQUIRE);
+	const uint64_t c = committed(lc, (ls.rpos / S) & (info_.n_subbuf - 1));
 	if (c < expected && !ls.producer_dead)
 		return ReadStatus::kEmpty; // a commit is still in flight
 	const uint8_t *sb = subbuf_at(lane, ls.rpos);
@@ -530,13 +542,13 @@ bool Reader::finish_close(uint32_t lane, bool give_up, std::string *msg)
 		return true;
 	}
 	strata_lane_ctl *lc = lane_ctl(lane);
-	strata_u64 *commit = &lc->commit[(start / S) & (info_.n_subbuf - 1)];
+	const uint64_t idx = (start / S) & (info_.n_subbuf - 1);
 	// Every byte before `off` was reserved by a writer before our close
 	// CAS: the sub-buffer's count reaches lap * S + off when all of them
-	// committed.  Acquire: pairs with their release adds (commit_bytes):
-	// the records we walk below are complete.
+	// committed.  Acquire (committed()): pairs with their release adds
+	// (commit_bytes): the records we walk below are complete.
 	const uint64_t want = start / info_.lane_stride * S + off;
-	uint64_t c = __atomic_load_n(commit, __ATOMIC_ACQUIRE);
+	const uint64_t c = committed(lc, idx);
 	if (c < want && !give_up)
 		return false;
 	if (c < want && ls.producer_dead) {
@@ -567,8 +579,12 @@ bool Reader::finish_close(uint32_t lane, bool give_up, std::string *msg)
 	memcpy(&ph->packet_size, &psize, 8);
 	memcpy(&ph->events_discarded, &disc, 8);
 	// Release: the closing fields before the padding's commit, which
-	// completes the sub-buffer; pairs with next_packet's acquire load.
-	__atomic_add_fetch(commit, S - off, __ATOMIC_RELEASE);
+	// completes the sub-buffer; pairs with the acquire loads of
+	// committed() and of the writers' subbuf_free().  Into ccommit[], never
+	// commit[]: a lane's owner adds to commit[] without a locked
+	// instruction, and a give_up close may run while a live writer of the
+	// packet still has to commit (strata_abi.h).
+	__atomic_add_fetch(&lc->ccommit[idx], S - off, __ATOMIC_RELEASE);
 	ls.close_pending = false;
 	return true;
 }
@@ -634,9 +650,7 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 		bool all = finish_close(lane, false, msg);
 		for (uint64_t p = from; p < head && all; p += S) {
 			uint64_t expected = (p / stride + 1) * S;
-			// Acquire: as in next_packet.
-			all = __atomic_load_n(&lc->commit[(p / S) & (info_.n_subbuf - 1)],
-					      __ATOMIC_ACQUIRE) >= expected;
+			all = committed(lc, (p / S) & (info_.n_subbuf - 1)) >= expected;
 		}
 		if (all)
 			return FlushStatus::kDone;
@@ -733,9 +747,8 @@ size_t Reader::collect_overwrite(uint32_t lane, int timeout_ms,
 	std::vector<uint8_t> pkt;
 	for (uint64_t p = from; p < end; p += S) { // at most n_subbuf iterations
 		const uint64_t expected = (p / stride + 1) * S;
-		strata_u64 *commit = &lc->commit[(p / S) & (info_.n_subbuf - 1)];
-		// Acquire: as in next_packet (complete for p's lap, bytes visible).
-		if (__atomic_load_n(commit, __ATOMIC_ACQUIRE) != expected) {
+		// Complete for p's lap, bytes visible (committed(): acquire).
+		if (committed(lc, (p / S) & (info_.n_subbuf - 1)) != expected) {
 			stats_.lapped_packets++;
 			continue;
 		}

@@ -12,7 +12,11 @@
  * state change of a lane is one CAS on `head`, and everything else a writer
  * does happens inside space that CAS gave it alone.  Who touches what:
  *   head              writers and the consumer's flush (CAS only)
- *   commit[i]         writers and the consumer's flush (atomic add only)
+ *   commit[i]         writers only: on a shared lane atomic adds; on an
+ *                     owned lane its owner's plain (unlocked) add, one
+ *                     instruction, so its own signal handlers cannot split
+ *                     it, and no other thread or process adds there
+ *   ccommit[i]        the consumer's closes only (atomic add)
  *   events_discarded  writers (atomic add)
  *   consumed          the consumer (store); writers load it
  *   packet header     the opener writes magic..timestamp_begin, seq, lane;
@@ -57,6 +61,7 @@ namespace {
 struct CommitCtx {
 	Channel *ch;
 	strata_u64 *commit;
+	bool owned; // the lane is this thread's alone: unlocked add
 };
 
 struct ThreadState {
@@ -98,14 +103,57 @@ inline void discard(strata_lane_ctl *lc)
 	__atomic_fetch_add(&lc->events_discarded, 1, __ATOMIC_RELAXED);
 }
 
-inline void commit_bytes(Channel *ch, strata_u64 *commit, uint64_t n)
+// The consumer's counter of the same sub-buffer (strata_abi.h): ccommit[]
+// follows commit[] in the lane control.
+inline strata_u64 *ccommit_of(strata_u64 *commit)
 {
-	// Release: orders the bytes written in the reserved space (record,
-	// packet header fields, closing fields) before the count that makes
-	// the sub-buffer complete; pairs with the reader's acquire load of
-	// commit[idx] (Reader::next_packet) and the overwrite-mode opener's
-	// acquire load in subbuf_free().
-	uint64_t v = __atomic_add_fetch(commit, n, __ATOMIC_RELEASE);
+	static_assert(offsetof(strata_lane_ctl, ccommit) ==
+			      offsetof(strata_lane_ctl, commit) + sizeof(strata_u64) * STRATA_MAX_SUBBUF,
+		      "ccommit[i] is commit[i] + STRATA_MAX_SUBBUF");
+	return commit + STRATA_MAX_SUBBUF;
+}
+
+// The unlocked add of a lane's owner: xadd without the lock prefix, one
+// instruction, so that a signal handler of the owner (the only other
+// producer of the lane) runs before or after it, never inside.  No other
+// thread adds to an owned lane's commit[] (claims and releases order the
+// owners one after the other, see claim_lane), the consumer adds to
+// ccommit[] only.  x86 stores are release stores, so the bytes written
+// before it are visible to whoever reads the count (acquire), as with the
+// atomic add; the "memory" clobber keeps the compiler from sinking them.
+// TSan and other architectures: the atomic add (TSan does not see asm).
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define STRATA_TSAN 1
+#endif
+#endif
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && !defined(STRATA_TSAN)
+#define STRATA_UNLOCKED_COMMIT 1
+#endif
+
+inline void commit_bytes(Channel *ch, strata_u64 *commit, uint64_t n, bool owned)
+{
+	uint64_t v;
+#ifdef STRATA_UNLOCKED_COMMIT
+	if (owned) {
+		v = n;
+		asm volatile("xaddq %0, %1" : "+r"(v), "+m"(*commit) : : "memory");
+		v += n;
+	} else
+#endif
+	{
+		(void)owned;
+		// Release: orders the bytes written in the reserved space
+		// (record, packet header fields, closing fields) before the
+		// count that makes the sub-buffer complete; pairs with the
+		// reader's acquire load of commit[idx] (Reader::next_packet)
+		// and the overwrite-mode opener's acquire load in
+		// subbuf_free().
+		v = __atomic_add_fetch(commit, n, __ATOMIC_RELEASE);
+	}
+	// Complete when both counters reach the lap's end.  Relaxed: a hint
+	// to wake the consumer; it re-reads both with acquire loads.
+	v += __atomic_load_n(ccommit_of(commit), __ATOMIC_RELAXED);
 	if ((v & (ch->subbuf_size - 1)) == 0)
 		wake_consumer(ch->hdr);
 }
@@ -129,7 +177,11 @@ inline strata_u64 *commit_of(const Channel *ch, strata_lane_ctl *lc, uint64_t po
 inline bool subbuf_free(const Channel *ch, strata_lane_ctl *lc, uint64_t head)
 {
 	uint64_t lap_bytes = (head >> ch->ring_shift) << ch->subbuf_shift;
-	if (__atomic_load_n(commit_of(ch, lc, head), __ATOMIC_ACQUIRE) != lap_bytes)
+	// Acquire on both: the consumer's closing fields (ccommit, its
+	// release add in Reader::finish_close) as the writers' bytes.
+	strata_u64 *commit = commit_of(ch, lc, head);
+	if (__atomic_load_n(commit, __ATOMIC_ACQUIRE) + __atomic_load_n(ccommit_of(commit), __ATOMIC_ACQUIRE) !=
+	    lap_bytes)
 		return false;
 	// Overwrite mode: free, unless the consumer now streams the buffer
 	// (STRATA_BUF_STREAMED, an adopted early buffer): then as discard mode.
@@ -150,7 +202,7 @@ inline bool subbuf_free(const Channel *ch, strata_lane_ctl *lc, uint64_t head)
 }
 
 void open_packet(Channel *ch, strata_lane_ctl *lc, uint32_t lane, char *lane_data,
-		 uint64_t head, uint64_t now, uint32_t vtid)
+		 uint64_t head, uint64_t now, uint32_t vtid, bool owned)
 {
 	auto *ph = (strata_packet_header *)(lane_data + ring_off(ch, head));
 	ph->magic = STRATA_CTF_MAGIC;
@@ -162,7 +214,7 @@ void open_packet(Channel *ch, strata_lane_ctl *lc, uint32_t lane, char *lane_dat
 	ph->lane_id = lane;
 	ph->vtid = lane >= ch->first_shared ? -1 : (int32_t)vtid;
 	STRATA_WHOOK(STRATA_W_OPEN_WRITTEN);
-	commit_bytes(ch, commit_of(ch, lc, head), STRATA_PACKET_HEADER_SIZE);
+	commit_bytes(ch, commit_of(ch, lc, head), STRATA_PACKET_HEADER_SIZE, owned);
 }
 
 // The first lap of a fresh ring: map the sub-buffer at `pos` (a boundary)
@@ -180,7 +232,7 @@ inline void prefault_subbuf(const Channel *ch, char *lane_data, uint64_t pos)
 }
 
 void close_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uint64_t start,
-		  uint64_t content, uint64_t now)
+		  uint64_t content, uint64_t now, bool owned)
 {
 	auto *ph = (strata_packet_header *)(lane_data + ring_off(ch, start));
 	ph->timestamp_end = now;
@@ -189,7 +241,7 @@ void close_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uint64_t st
 	// Relaxed: see discard().
 	ph->events_discarded = __atomic_load_n(&lc->events_discarded, __ATOMIC_RELAXED);
 	STRATA_WHOOK(STRATA_W_CLOSE_WRITTEN);
-	commit_bytes(ch, commit_of(ch, lc, start), ch->subbuf_size - content);
+	commit_bytes(ch, commit_of(ch, lc, start), ch->subbuf_size - content, owned);
 }
 
 // A thread that claims an owned lane: the packet open there (if any) was
@@ -215,7 +267,7 @@ void close_foreign_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uin
 		// Acq_rel: as the close in strata_reserve.
 		if (__atomic_compare_exchange_n(&lc->head, &head, end, false, __ATOMIC_ACQ_REL,
 						__ATOMIC_ACQUIRE)) {
-			close_packet(ch, lc, lane_data, head - off, off, now);
+			close_packet(ch, lc, lane_data, head - off, off, now, true); // we own the lane
 			return;
 		}
 	}
@@ -224,8 +276,9 @@ void close_foreign_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uin
 void claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 {
 	uint32_t lane = UINT32_MAX;
-	// Relaxed, here and on the bitmap: they only hand out indexes; a lane's
-	// data is protected by its own CAS protocol whoever owns it.
+	// Relaxed on the counters: they only hand out indexes.  The bitmap
+	// orders owners (acquire here, release in thread_exit): an owner's
+	// unlocked commits need its predecessor's to be done.
 	const uint32_t n_owned = ch->first_shared;
 	const uint32_t start = n_owned ? ch->claim_next.fetch_add(1, std::memory_order_relaxed) % n_owned : 0;
 	for (uint32_t k = 0; k < n_owned && lane == UINT32_MAX; k++) {
@@ -233,7 +286,10 @@ void claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 		const uint64_t bit = 1ull << (i % 64);
 		uint64_t v = ch->lane_bits[i / 64].load(std::memory_order_relaxed);
 		while (!(v & bit)) {
-			if (ch->lane_bits[i / 64].compare_exchange_weak(v, v | bit,
+			// Acquire: pairs with the release in thread_exit, so that
+			// the previous owner's last unlocked commit happens
+			// before our first (commit_bytes).
+			if (ch->lane_bits[i / 64].compare_exchange_weak(v, v | bit, std::memory_order_acquire,
 									std::memory_order_relaxed)) {
 				lane = i;
 				break;
@@ -277,9 +333,10 @@ void thread_exit(void *)
 		if (!(t.exclusive & (1u << s)) || !t.ch[s])
 			continue;
 		uint32_t lane = t.lane[s];
-		// Relaxed: see claim_lane().
+		// Release: our commits (unlocked on an owned lane) before the
+		// next owner's; pairs with the acquire CAS in claim_lane().
 		t.ch[s]->lane_bits[lane / 64].fetch_and(~(1ull << (lane % 64)),
-							std::memory_order_relaxed);
+							std::memory_order_release);
 		t.ch[s] = nullptr;
 	}
 	t.exclusive = 0;
@@ -353,6 +410,7 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 	// only ever finished by a close, never filled to its last byte.
 	const uint32_t id = tp->id;
 	const bool shared = lane >= ch->first_shared;
+	const bool owned = t.exclusive & (1u << slot);
 	const uint64_t ctx = shared ? STRATA_REC_SHARED_CTX_SIZE : 0;
 	const uint64_t wide = STRATA_REC_EXTENDED_SIZE + ctx + size;
 	if (__builtin_expect(size > S - STRATA_PACKET_HEADER_SIZE - 1 - STRATA_REC_EXTENDED_SIZE -
@@ -397,7 +455,7 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 			if (__atomic_compare_exchange_n(&lc->head, &head, end, true,
 							__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 				STRATA_WHOOK(STRATA_W_CLOSE_WON);
-				close_packet(ch, lc, lane_data, head - off, off, now);
+				close_packet(ch, lc, lane_data, head - off, off, now, owned);
 				STRATA_WHOOK(STRATA_W_CLOSED);
 				head = end;
 			}
@@ -433,7 +491,7 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 			// head to detect that we lapped its copy (seqlock).
 			std::atomic_thread_fence(std::memory_order_release);
 			STRATA_WHOOK(STRATA_W_OPEN_WON);
-			open_packet(ch, lc, lane, lane_data, head, now, tid_of(t));
+			open_packet(ch, lc, lane, lane_data, head, now, tid_of(t), owned);
 			if (__builtin_expect(head < ch->lane_stride, 0)) // lap 0: the next one
 				prefault_subbuf(ch, lane_data, head + S);
 			pos = head + STRATA_PACKET_HEADER_SIZE;
@@ -465,6 +523,7 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 	CommitCtx &c = t.ctx[depth];
 	c.ch = ch;
 	c.commit = commit_of(ch, lc, pos);
+	c.owned = owned;
 	r->rec = rec + hdr;
 	r->lane = &c;
 	r->size = taken; // the record's bytes: what commit adds
@@ -475,7 +534,7 @@ extern "C" STRATA_EXPORT void strata_commit(struct strata_reservation *r)
 {
 	const CommitCtx *c = (const CommitCtx *)r->lane;
 	STRATA_WHOOK(STRATA_W_BEFORE_COMMIT);
-	commit_bytes(c->ch, c->commit, r->size);
+	commit_bytes(c->ch, c->commit, r->size, c->owned);
 	std::atomic_signal_fence(std::memory_order_seq_cst); // compiler-only, see reserve
 	t_state.depth--;
 }

@@ -55,7 +55,8 @@ typedef int64_t strata_s64;
 #endif
 
 #define STRATA_ABI_MAGIC 0x53545241u /* "STRA" */
-#define STRATA_ABI_MAJOR 2u /* 2: compact user records (STRATA_REC_COMPACT), owned/shared lanes */
+#define STRATA_ABI_MAJOR 3u /* 2: compact user records (STRATA_REC_COMPACT), owned/shared lanes;
+			     3: the consumer's own commit counters (ccommit) */
 #define STRATA_ABI_MINOR 0u
 
 /* ---- CTF packet and event layout (little-endian) -------------------------
@@ -198,7 +199,12 @@ enum strata_clock_id {
 	STRATA_CLOCK_CONSUMER_PAGE = 2, /* TSC through strata-consumerd's clock page */
 };
 
-/* One per lane, 64-byte aligned.  Written by writers except `consumed`. */
+/* One per lane, 64-byte aligned.  Written by writers except `consumed` and
+ * `ccommit`.  A sub-buffer's committed bytes are commit[i] + ccommit[i]:
+ * producers add to commit[i] (a lane's owner without a locked instruction,
+ * docs/ring-buffer.md "Commit counters"), the consumer adds the padding of
+ * the packets it closes itself to ccommit[i] only, so that the two never
+ * add to one word. */
 struct strata_lane_ctl {
 	strata_u64 head;             /* write position; writers CAS it */
 	strata_u64 events_discarded; /* cumulative; writers add */
@@ -206,7 +212,8 @@ struct strata_lane_ctl {
 	strata_u64 pad0[5];
 	strata_u64 consumed;         /* consumer: next position to read */
 	strata_u64 pad1[7];
-	strata_u64 commit[STRATA_MAX_SUBBUF]; /* cumulative committed bytes */
+	strata_u64 commit[STRATA_MAX_SUBBUF];  /* cumulative bytes producers committed */
+	strata_u64 ccommit[STRATA_MAX_SUBBUF]; /* cumulative bytes the consumer committed */
 };
 
 /* ---- Event descriptor table ---------------------------------------------
@@ -273,7 +280,7 @@ struct strata_desc_event {
 STRATA_ABI_ASSERT(sizeof(struct strata_packet_header) == STRATA_PACKET_HEADER_SIZE,
 		  "packet header size is ABI");
 STRATA_ABI_ASSERT(sizeof(struct strata_buffer_header) == 336, "buffer header size is ABI");
-STRATA_ABI_ASSERT(sizeof(struct strata_lane_ctl) == 128 + 8 * STRATA_MAX_SUBBUF,
+STRATA_ABI_ASSERT(sizeof(struct strata_lane_ctl) == 128 + 16 * STRATA_MAX_SUBBUF,
 		  "lane control size is ABI");
 STRATA_ABI_ASSERT(sizeof(struct strata_desc_field) == 24, "field descriptor size is ABI");
 STRATA_ABI_ASSERT(sizeof(struct strata_desc_event) == 24, "event descriptor size is ABI");

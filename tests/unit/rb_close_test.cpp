@@ -14,7 +14,9 @@
 #define STRATA_DEFINE_PROVIDERS
 #include "test_tp.h"
 
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -102,6 +104,44 @@ TEST(ConsumerClose, ProducerClockBehindConsumer)
 	EXPECT_EQ(lc.records, emitted);
 	EXPECT_EQ(s.reader->lane_discarded(0), 0u);
 	EXPECT_EQ(s.reader->stats().close_ts_fallbacks, 0u);
+}
+
+// The consumer's closes count apart from the producers' commits (ABI 3):
+// after each flush of the lane this thread owns, commit[i] holds exactly
+// the bytes the writer committed in the sub-buffer and ccommit[i] the
+// padding the consumer added, and the writer reopens the sub-buffer in the
+// next laps (its free check sums the two): three laps, nothing discarded.
+TEST(ConsumerClose, ConsumerPaddingCountsApart)
+{
+	constexpr uint64_t S = 4096;
+	constexpr uint32_t kSub = 4;
+	Slot s(2, config(STRATA_MODE_DISCARD, 1, kSub, S), {rule("rbtest:*")});
+	ASSERT_TRUE(s.reader);
+	const size_t size = (size_t)lseek(s.fd, 0, SEEK_END);
+	void *m = mmap(nullptr, size, PROT_READ, MAP_SHARED, s.fd, 0);
+	ASSERT_NE(m, MAP_FAILED);
+	const auto *hdr = (const strata_buffer_header *)m;
+	const auto *lane = (const strata_lane_ctl *)((const uint8_t *)m + hdr->lanes_offset); // lane 0: owned
+	LaneCheck lc;
+	uint64_t emitted = 0, producer[kSub] = {}, consumer[kSub] = {};
+	for (uint32_t round = 0; round < 3 * kSub; round++) {
+		for (int k = 0; k < 3; k++)
+			emit_mixed(emitted++);
+		const uint64_t head = __atomic_load_n(&lane->head, __ATOMIC_ACQUIRE);
+		const uint64_t off = head & (S - 1), i = (head / S) % kSub;
+		ASSERT_NE(off, 0u);
+		std::string msg;
+		ASSERT_EQ(s.reader->flush(0, false, 1000, &msg), strata::FlushStatus::kDone) << msg;
+		producer[i] += off;
+		consumer[i] += S - off;
+		EXPECT_EQ(__atomic_load_n(&lane->commit[i], __ATOMIC_ACQUIRE), producer[i]) << "round " << round;
+		EXPECT_EQ(__atomic_load_n(&lane->ccommit[i], __ATOMIC_ACQUIRE), consumer[i]) << "round " << round;
+		read_lane(s, 0, &lc, true);
+	}
+	EXPECT_EQ(lc.packets, 3u * kSub);
+	EXPECT_EQ(lc.records, emitted);
+	EXPECT_EQ(s.reader->lane_discarded(0), 0u);
+	munmap(m, size);
 }
 
 // A writer thread runs through the closes (some land while it is between
