@@ -258,6 +258,11 @@ void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 		return;
 	}
 	auto pit = pid_to_pidfd_.find(c.cred.pid);
+	if (pit == pid_to_pidfd_.end()) { // exit already handled (on_exit reads first: not expected)
+		close(fd);
+		reply(c, seq, -ESRCH, "the process has exited");
+		return;
+	}
 	Proc &p = procs_[pit->second];
 	std::string dir = s->out + "/ust/pid/" + file_safe(p.comm) + "-" + std::to_string(p.pid) + "-" + p.date;
 	for (int n = 1; access(dir.c_str(), F_OK) == 0; n++)
@@ -291,6 +296,22 @@ void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 void Daemon::on_exit(int pidfd)
 {
 	auto it = procs_.find(pidfd);
+	if (it == procs_.end())
+		return;
+	// What the process sent before it died comes first: a BUFFER still
+	// unread on its connection (epoll may list the pidfd first) is adopted
+	// and drained with the rest, and needs its Proc to be found.
+	const pid_t pid = it->second.pid;
+	std::vector<int> mine;
+	for (auto &c : conns_)
+		if (c.second->cred.pid == pid && c.second->role == proto::Role::Process)
+			mine.push_back(c.first);
+	for (int fd : mine) {
+		auto c = conns_.find(fd);
+		if (c != conns_.end())
+			on_readable(*c->second); // may drop it (EOF)
+	}
+	it = procs_.find(pidfd);
 	if (it == procs_.end())
 		return;
 	VLOG("pid %d (%s) exited", it->second.pid, it->second.comm.c_str());
