@@ -42,6 +42,7 @@
 #include "jvm_internal.h"
 
 extern "C" void strata_rt_set_change_hook(void (*hook)(void)); // libtrace/change_hook.cpp
+extern "C" uint32_t strata_rt_slot_generation(unsigned slot); // libtrace/slots.cpp
 
 namespace {
 
@@ -587,7 +588,8 @@ void set_mode(jvmtiEvent what, bool want)
 	g_jvmti->SetEventNotificationMode(want ? JVMTI_ENABLE : JVMTI_DISABLE, what, nullptr);
 }
 
-uint32_t g_exists_slots; // session slots of jvm:thread_exists at the last replay
+uint32_t g_exists_slots; // session slots of jvm:thread_exists at the last look
+uint32_t g_exists_gen[STRATA_MAX_SLOTS]; // and each one's generation then
 
 // Agent_OnLoad (jni null), VMInit, then the agent thread only (see the
 // contract).
@@ -616,16 +618,31 @@ void apply_notifications(JNIEnv *jni)
 		g_jvmti->GenerateEvents(JVMTI_EVENT_COMPILED_METHOD_LOAD);
 	if (g_live && want[kCodeGenerated] && !g_notif[kCodeGenerated])
 		g_jvmti->GenerateEvents(JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
-	// A session that starts enabling thread_exists (a slot bit new since
-	// the last look) gets the live threads.  Sessions that already had them
-	// get them again: a thread_exists is a snapshot, a repeat says the same.
+	// A session that starts enabling thread_exists gets the live threads:
+	// a slot bit new since the last look, or a slot opened again since
+	// (another session, both changes seen in one wake-up).  Sessions that
+	// already had them get them again: a thread_exists is a snapshot, a
+	// repeat says the same.
 	uint32_t slots = g_ev[kThreadExists]
 				 ? __atomic_load_n(&g_ev[kThreadExists]->state, __ATOMIC_RELAXED) & STRATA_TP_SLOTS_MASK
 				 : 0;
-	if (g_live && jni && (slots & ~g_exists_slots))
+	uint32_t gen[STRATA_MAX_SLOTS] = {};
+	bool fresh = false;
+	for (unsigned s = 0; s < STRATA_MAX_SLOTS; s++) {
+		if (!(slots >> s & 1))
+			continue;
+		gen[s] = strata_rt_slot_generation(s);
+		fresh = fresh || !(g_exists_slots >> s & 1) || gen[s] != g_exists_gen[s];
+	}
+	if (g_live && jni && fresh) {
 		replay_threads(jni);
-	if (g_live && jni)
+		if (g_verbose) // STRATA_JVM_VERBOSE: tests wait for this line
+			fprintf(stderr, "strata-jvm: thread_exists replayed\n");
+	}
+	if (g_live && jni) {
 		g_exists_slots = slots;
+		memcpy(g_exists_gen, gen, sizeof gen);
+	}
 	bool changed = false;
 	// Notifications on from Agent_OnLoad miss nothing: no replay at VMInit.
 	for (int e = 0; e < kNumEv; e++) {

@@ -67,6 +67,10 @@ int strata_rt_slot_open(unsigned slot, const struct strata_channel_config *cfg,
  * holds the fd. */
 void strata_rt_slot_close(unsigned slot);
 
+/* [AS-safe] How many times `slot` was opened in this process (0: never):
+ * tells a slot reopened for another session apart from the same session. */
+uint32_t strata_rt_slot_generation(unsigned slot);
+
 /* [AS-safe] Replace the slot's rules (later rules win over earlier ones)
  * and re-arm every registered tracepoint accordingly; modules registered
  * later are armed by the same rules.  Returns 0 or a negative errno. */

@@ -40,6 +40,10 @@ constexpr uint64_t kMinDescCapacity = 1 << 20;
 
 std::atomic<uint32_t> g_lock_owner{0}; // tid holding the control lock, 0: free
 std::atomic<strata_rt_fork_hook> g_fork_hook{nullptr};
+// Per slot, how many times it was opened: a binding that keeps per-session
+// state by slot tells a slot reopened for another session from the same
+// one (the JVM agent's thread_exists replay).
+std::atomic<uint32_t> g_slot_gen[STRATA_MAX_SLOTS];
 bool g_membarrier_private;
 bool g_fork_locked; // the atfork prepare handler took the lock
 
@@ -335,6 +339,9 @@ extern "C" STRATA_EXPORT int strata_rt_slot_open(unsigned slot,
 			// before a writer can load the pointer (pairs with the
 			// acquire load in strata_reserve).
 			g_slots[slot].store(ch, std::memory_order_release);
+			// Relaxed: a counter read by bindings after the change hook
+			// (strata_rt_slot_generation), which runs after this call.
+			g_slot_gen[slot].fetch_add(1, std::memory_order_relaxed);
 			registry_arm_slot(slot);
 			rc = fd;
 		}
@@ -375,6 +382,12 @@ extern "C" STRATA_EXPORT void strata_rt_quiesce(void)
 		// we can do, and call sites see the change within a few instructions.
 		std::atomic_thread_fence(std::memory_order_seq_cst);
 	strata_rt_state_changed(); // bindings that follow enablement (JVM agent)
+}
+
+extern "C" STRATA_EXPORT uint32_t strata_rt_slot_generation(unsigned slot)
+{
+	// Relaxed: see strata_rt_slot_open.
+	return slot < STRATA_MAX_SLOTS ? g_slot_gen[slot].load(std::memory_order_relaxed) : 0;
 }
 
 extern "C" STRATA_EXPORT void strata_rt_set_fork_child_hook(strata_rt_fork_hook hook)

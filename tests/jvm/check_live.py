@@ -14,7 +14,10 @@ events, phase b runs; the session stops (--wait); once the agent says no
 notification is left on, phase c runs.  Oracle: the Java check saw japp:live
 disabled in a and c and enabled in b (exactly N emitted); the trace holds
 exactly those N events and monitor events of Live$MonB only; babeltrace2
-is silent.
+is silent.  Then a slot reused while the agent sleeps: session s2 enables
+jvm:thread_exists; with the JVM stopped (SIGSTOP) s2 stops and s3 starts in
+the same slot; after SIGCONT the agent sees both changes in one wake-up and
+must replay the thread map into s3 too.
 
 The thread map of threads older than the session: main and three workers
 start before it (each prints its tid from /proc/thread-self), and the JVM's
@@ -25,9 +28,12 @@ thread's os_tid is a task of the JVM whose /proc comm is the first 15 bytes
 of its Java name (read while the JVM runs).
 """
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
+import time
 
 import bt2
 
@@ -43,6 +49,7 @@ def main():
     strata, consumerd, java, agent, cp, work = sys.argv[1:7]
     jopts = sys.argv[7:8]
     out, env = fresh_work(work)
+    out2, out3 = out + "-s2", out + "-s3"
     check = Checks()
 
     def strata_cmd(*args):
@@ -85,13 +92,41 @@ def main():
                 pass
         return out
 
+    errs = queue.Queue()  # the JVM's stderr lines, read on a thread so that waits have a deadline
+
+    def pump():
+        for line in jvm.stderr:
+            errs.put(line)
+        errs.put(None)
+    threading.Thread(target=pump, daemon=True).start()
+
+    def agent_line(pred, what, timeout=60):
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = errs.get(timeout=max(deadline - time.monotonic(), 0.001))
+            except queue.Empty:
+                line = None
+            if line is None:
+                check(False, "the agent said " + what)
+                return False
+            if pred(line):
+                return True
+
     def agent_says(pred, what):
-        for line in jvm.stderr:  # blocks until the agent prints (the test's timeout bounds it)
-            if line.startswith("strata-jvm: notifications for:"):
-                events = line.split(":", 2)[2].split()
-                if pred(events):
-                    return True
-        check(False, "the agent said " + what)
+        def notif(line):
+            return line.startswith("strata-jvm: notifications for:") and pred(line.split(":", 2)[2].split())
+        return agent_line(notif, what)
+
+    def replayed(what):
+        return agent_line(lambda ln: ln.startswith("strata-jvm: thread_exists replayed"), what, timeout=30)
+
+    def stopped():  # polls until the JVM is in state T (SIGSTOP taken), 10 s at most
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if open("/proc/%d/stat" % jvm.pid).read().rpartition(")")[2].split()[0] == "T":
+                return True
+            time.sleep(0.001)
         return False
 
     comm = {}
@@ -109,6 +144,25 @@ def main():
         agent_says(lambda ev: not ev, "every notification is off")
         phase("c")
         strata_cmd("destroy", "s")
+        # A slot reused by another session while the agent sleeps: s2
+        # stops and s3 starts in the same slot while the JVM is stopped,
+        # so the agent sees both changes in one wake-up.  s3 must still get
+        # the thread map (the slot's generation changed).
+        strata_cmd("create", "s2", "-o", out2)
+        strata_cmd("enable-event", "s2", "jvm:thread_exists")
+        strata_cmd("start", "s2", "--wait=20")
+        replayed("thread_exists replayed for s2")
+        jvm.send_signal(signal.SIGSTOP)
+        check(stopped(), "the JVM stopped")
+        strata_cmd("stop", "s2")
+        strata_cmd("destroy", "s2")
+        strata_cmd("create", "s3", "-o", out3)
+        strata_cmd("enable-event", "s3", "jvm:thread_exists")
+        strata_cmd("start", "s3")
+        jvm.send_signal(signal.SIGCONT)
+        replayed("thread_exists replayed for s3, in the slot s2 had")
+        strata_cmd("stop", "s3", "--wait=20")
+        strata_cmd("destroy", "s3")
     finally:
         jvm.stdin.close()
         jvm.wait(timeout=60)
@@ -127,6 +181,11 @@ def main():
           "contended monitor events, of Live$MonB only (%d; others: %r)" %
           (len(mon), [ln for ln in mon if "Live$MonB" not in ln][:2]))
     check_thread_map(check, out, printed, listed, comm)
+    for o in (out2, out3):
+        names = {str(m.event.payload_field["name"]) for m in bt2.TraceCollectionMessageIterator(o)
+                 if type(m) is bt2._EventMessageConst and m.event.name == "jvm:thread_exists"}
+        check({"main", "live-worker-0"} <= names, "%s: the thread map of the running JVM (%d threads)" %
+              (os.path.basename(o), len(names)))
     check.finish()
 
 
