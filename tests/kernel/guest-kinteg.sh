@@ -9,6 +9,12 @@ set -u
 strata=$1 demo=$2 causal=$3 consumerd=$4 async_app=$5 kwait=$6 sysnames=$7
 o=$STRATA_VM_OUT/kinteg
 rm -rf "$o" && mkdir -p "$o" || exit 1
+# Where the recording is, for guest-watchdog.sh's report.
+# On the serial console too (console.log on the host), which does not
+# depend on the 9p file system.
+step() {
+	echo "kinteg: $1 (guest uptime $(cut -d' ' -f1 /proc/uptime) s)" | tee -a "$STRATA_VM_OUT/progress.txt" > /dev/console
+}
 
 # (s) named syscalls and the other kernel events, as lttng-modules names
 # them: a static workload makes exactly 1000 + 2 openat calls
@@ -19,6 +25,7 @@ rm -rf "$o" && mkdir -p "$o" || exit 1
 # (strata enable-event --kretprobe) on lseek's syscall function (the
 # workload's lseek calls and their returns), and a kretprobe on a symbol
 # the kernel does not have (refused: dmesg says so, nothing recorded).
+step sysnames
 "$strata" record -o "$o/sysnames" -e 'kernel:sched_*' -e 'kernel:syscall_*' -e 'kernel:irq_*' \
 	-e 'kernel:softirq_*' -e 'kernel:timer_*' -e 'kernel:block_*' -e 'kernel:kprobe_do_filp_open' \
 	-e 'kernel:x86_exceptions_page_fault_user' -e 'kernel:kprobe___x64_sys_lseek' \
@@ -28,12 +35,14 @@ rm -rf "$o" && mkdir -p "$o" || exit 1
 echo $? > "$o/sysnames.rc"
 # lttng-cputop: a busy loop of 500 ms of its own CPU time, with the
 # scheduler's events and the getppid calls around the loop.
+step cputop
 "$strata" record -o "$o/cputop" -e 'kernel:sched_*' -e 'kernel:syscall_*_getppid' \
 	-- "$sysnames" spin 500 \
 	> "$o/cputop.out" 2> "$o/cputop.err"
 echo $? > "$o/cputop.rc"
 # lttng-iolatencytop: 64 O_DIRECT reads of 4 KiB from the VM's virtio disk
 # (run-vm.sh --disk), one block request each.
+step dio
 if [ -b /dev/vda ]; then
 	"$strata" record -o "$o/dio" -e 'kernel:sched_*' -e 'kernel:syscall_*' -e 'kernel:block_*' \
 		-- "$sysnames" dio /dev/vda 64 > "$o/dio.out" 2> "$o/dio.err"
@@ -45,6 +54,7 @@ fi
 # the named getppid events only, the raw sys_enter/sys_exit, every named
 # syscall event, a kprobe, a kretprobe on getppid's syscall function.
 # Figures and loss printed by check_kinteg.py cost.
+step cost
 "$sysnames" cost 200000 > "$o/cost-off.out" 2>&1
 echo $? > "$o/cost-off.rc"
 for m in named raw allnamed kprobe kretprobe; do
@@ -55,6 +65,7 @@ for m in named raw allnamed kprobe kretprobe; do
 	kprobe) ev='kernel:kprobe___x64_sys_getppid' ;;
 	kretprobe) ev='kernel:kretprobe___x64_sys_getppid' ;;
 	esac
+	step "cost-$m"
 	"$strata" record -o "$o/cost-$m" -e 'kernel:sched_process_exec' -e "$ev" -- "$sysnames" cost 200000 \
 		> "$o/cost-$m.out" 2> "$o/cost-$m.err"
 	echo $? > "$o/cost-$m.rc"
@@ -62,6 +73,7 @@ done
 
 # (a) user and kernel events of one command in one session directory; the
 # kernel buffer takes the session's sub-buffer count (SET_RULES V2).
+step record
 "$strata" record -o "$o/record" --subbuf-count 16 -e 'kernel:*' -e 'demo:*' -- "$demo" --threads 2 --events 200 \
 	> "$o/record.out" 2> "$o/record.err"
 echo $? > "$o/record.rc"
@@ -77,6 +89,7 @@ echo $? > "$o/record.rc"
 for c in page monotonic consumer; do
 	sc=$c
 	[ "$c" = consumer ] && sc=consumer-page
+	step "causal_$c"
 	STRATA_CLOCK=$sc "$strata" record -o "$o/causal_$c" -e 'kernel:sys_enter' -e 'kcausal:*' \
 		--subbuf-size 1M -- "$causal" 100000 > "$o/causal_$c.out" 2> "$o/causal_$c.err"
 	echo $? > "$o/causal_$c.rc"
@@ -107,6 +120,7 @@ ack() {
 	kill $dpid; wait $dpid
 	return $r
 }
+step ack
 if out=$(ack 2>&1); then
 	echo "PASS kinteg_ack $out"
 else
@@ -162,6 +176,7 @@ kquery() {
 		{ echo "daemon: $(grep served "$o/kq-consumerd.err")"; return 1; }
 	echo "5 batches enabled, 5 disabled, 11 changes acknowledged through the module, 0 daemon state queries"
 }
+step kquery
 if out=$(kquery 2>&1); then
 	echo "PASS kinteg_kquery $out"
 else
@@ -176,6 +191,10 @@ fi
 # SYSNAMES 1000 (1002 openat).  Here: the live reader's output before stop
 # and its exit; on the host (check_kinteg.py relay): the relayd's trace
 # whole, exact counts, and the live output's counts.
+# Polls are bounded by the guest's clock (uptime seconds, shell builtins
+# only), not by a count of rounds: a round's cost grows with what it reads
+# and with the load TCG is under.
+now_s() { read -r up _ < /proc/uptime; echo "${up%.*}"; }
 relay() {
 	command -v lttng-relayd > /dev/null || { echo "no lttng-relayd installed"; return 77; }
 	ip link set lo up 2> /dev/null || ifconfig lo up || { echo "cannot bring loopback up"; return 1; }
@@ -190,10 +209,9 @@ relay() {
 	read -r _ < /tmp/kinteg-relay.ready || { echo "daemon did not start"; return 1; }
 	# Listening (state 0A) on the control and live ports (5342 = 0x14DE,
 	# 5344 = 0x14E0): polled, bounded.
-	i=0
+	t0=$(now_s)
 	until [ "$(grep -cE ':(14DE|14E0) 00000000:0000 0A' /proc/net/tcp)" = 2 ]; do
-		i=$((i + 1))
-		[ $i -lt 600 ] || { echo "lttng-relayd not listening after 60 s"; return 1; }
+		[ $(($(now_s) - t0)) -lt 60 ] || { echo "lttng-relayd not listening after 60 s"; return 1; }
 		sleep 0.1
 	done
 	"$strata" create kr --relay 127.0.0.1:5342:5343 --hostname vmk > /dev/null &&
@@ -201,35 +219,36 @@ relay() {
 		"$strata" enable-event kr 'kernel:syscall_*_openat' > /dev/null &&
 		"$strata" enable-event kr 'demo:*' > /dev/null &&
 		"$strata" start kr > /dev/null || { echo "relay session setup failed"; return 1; }
-	babeltrace2 -l I --input-format=lttng-live net://127.0.0.1:5344/host/vmk/kr \
+	babeltrace2 --input-format=lttng-live net://127.0.0.1:5344/host/vmk/kr \
 		> "$o/relay-live.out" 2> "$o/relay-live.err" &
 	bpid=$!
-	# At log level INFO the reader says when it is attached: the workload
-	# starts after that, so it reads every stream from its start.
-	i=0
-	until grep -q 'Getting 0 new streams' "$o/relay-live.err"; do
-		i=$((i + 1))
-		[ $i -lt 1200 ] || { echo "live reader not attached after 120 s"; return 1; }
+	# The reader is attached once it shows an event: the kernel streams
+	# carry this loop's own sleep processes (exec, openat).  The workload
+	# starts after that, so the reader learns of its streams as they appear
+	# and reads them from their start.  (Waiting for INFO's "Getting 0 new
+	# streams" instead hung: the reader need not ask again once it has the
+	# kernel streams, and the grep over its growing log slowed every round.)
+	t0=$(now_s)
+	until [ -s "$o/relay-live.out" ]; do
+		[ $(($(now_s) - t0)) -lt 120 ] || { echo "live reader showed nothing after 120 s"; return 1; }
 		sleep 0.1
 	done
 	"$demo" --threads 2 --events 200 > /dev/null 2> "$o/relay-demo.err" || { echo "strata-demo failed"; return 1; }
 	"$sysnames" 1000 || { echo "sysnames failed"; return 1; }
 	# Live: everything shown while the session still records.
-	i=0
+	t0=$(now_s)
 	while :; do
 		nd=$(grep -c ' demo:' "$o/relay-live.out")
 		no=$(grep 'syscall_entry_openat' "$o/relay-live.out" | grep -c '"/strata-kinteg/no-such-file"')
 		[ "$nd" -ge 401 ] && [ "$no" -ge 1000 ] && break
-		i=$((i + 1))
-		[ $i -lt 1800 ] || break
-		sleep 0.1
+		[ $(($(now_s) - t0)) -lt 180 ] || break
+		sleep 0.2
 	done
 	echo "demo $nd openat $no" > "$o/relay-live-before-stop.txt"
 	"$strata" stop kr > /dev/null && "$strata" destroy kr > /dev/null || { echo "stop/destroy failed"; return 1; }
-	i=0
+	t0=$(now_s)
 	while kill -0 $bpid 2> /dev/null; do
-		i=$((i + 1))
-		[ $i -lt 1200 ] || { kill $bpid; echo "live reader did not end after destroy"; break; }
+		[ $(($(now_s) - t0)) -lt 120 ] || { kill $bpid; echo "live reader did not end after destroy"; break; }
 		sleep 0.1
 	done
 	wait $bpid
@@ -243,6 +262,7 @@ relay() {
 }
 # In a subshell (its exports stay there); what a failure left running is
 # ended on the way out.
+step relay
 (bpid="" dpid="" rpid=""
  trap 'for p in $bpid $dpid $rpid; do kill $p 2> /dev/null; done' EXIT
  relay) > "$o/relay.log" 2>&1
@@ -260,6 +280,7 @@ echo $? > "$o/relay.rc"
 export STRATA_REGISTER_TIMEOUT_MS=10000
 for t in control_daemon_test control_traced_test; do
 	bin=$(dirname "$async_app")/$t
+	step "$t"
 	[ -x "$bin" ] || { echo "FAIL kinteg_$t $bin not built"; continue; }
 	if timeout 300 "$bin" --gtest_filter='-NoDaemon.*' > "$o/$t.log" 2>&1; then
 		echo "PASS kinteg_$t $(grep -E '^\[  PASSED  \]' "$o/$t.log")"

@@ -218,21 +218,50 @@ if [ "$disk_mb" != 0 ]; then
 	disk_opt=(-drive "file=$out/disk.img,if=virtio,format=raw")
 fi
 start=$(date +%s)
+# A guest still running 40 s before the timeout gets an NMI through qemu's
+# monitor: with unknown_nmi_panic it panics, and panic_print=0x40 prints
+# every CPU's backtrace on the console first.  A guest frozen in its
+# kernel (every CPU spinning with interrupts off) shows nothing else: TCG
+# has no NMI watchdog.  A guest merely waiting in user space has reported
+# already (guest-watchdog.sh).  Not a synchronisation: only a report.
+mon=$out/monitor.sock
+(
+	[ "$tmo" -gt 60 ] || exit 0
+	sleep $((tmo - 40)) &
+	sp=$!
+	trap 'kill $sp 2> /dev/null; exit 0' TERM
+	wait $sp
+	[ -f "$out/guest.rc" ] && exit 0
+	echo "vm: the guest still runs after $((tmo - 40)) s: NMI for a backtrace" >&2
+	python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"nmi\n"); time.sleep(1)' "$mon"
+) > "$out/nmi.log" 2>&1 < /dev/null &
+nmi_pid=$!
 timeout --kill-after=10 "$tmo" "$qemu" -accel tcg -smp 2 -m 2048 -nographic -no-reboot \
+	-monitor "unix:$mon,server=on,wait=off" \
 	-kernel "$kernel" -initrd "$out/initramfs.gz" \
-	-append "console=ttyS0 quiet panic=-1 softlockup_panic=1 $append" \
+	-append "console=ttyS0 quiet panic=-1 softlockup_panic=1 unknown_nmi_panic panic_print=0x40 $append" \
 	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 	-virtfs local,path="$src_root",mount_tag=src,security_model=none,readonly=on,multidevs=remap \
 	-virtfs local,path="$build_root",mount_tag=bld,security_model=none,multidevs=remap \
 	-virtfs local,path="$out",mount_tag=out,security_model=none "${disk_opt[@]}" \
 	< /dev/null > "$out/console.log" 2>&1
 qrc=$?
+kill "$nmi_pid" 2> /dev/null
 echo "vm: qemu exit $qrc after $(( $(date +%s) - start )) s (kernel $kver)"
+[ -s "$out/nmi.log" ] && cat "$out/nmi.log"
 
 fail=0
 if [ ! -f "$out/guest.rc" ]; then
 	echo "FAIL: the guest did not finish (timeout ${tmo}s or crash); console tail:"
-	tail -n 40 "$out/console.log"
+	# With a guest watchdog's report (tests/kernel/guest-watchdog.sh) on the
+	# console, all of it.
+	if grep -q 'guest watchdog:\|Kernel panic\|NMI' "$out/console.log"; then
+		sed -n '/kinteg:\|guest: ktest done\|guest watchdog:\|NMI/,$p' "$out/console.log"
+	else
+		tail -n 40 "$out/console.log"
+	fi
+	[ -s "$out/guest.log" ] && { echo "---- guest.log (tail)"; tail -n 20 "$out/guest.log"; }
 	exit 1
 fi
 if [ -n "$module" ] && [ "$(cat "$out/insmod.rc")" != 0 ]; then
