@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -177,6 +178,7 @@ std::unique_ptr<Reader> Reader::attach(int fd, std::string *err)
 	i.mode = h.mode;
 	i.n_lanes = h.n_lanes;
 	i.record_format = h.record_format;
+	r->fast_owner_ = (h.flags & STRATA_BUF_FAST_OWNER) != 0;
 	i.first_shared = h.record_format == STRATA_REC_COMPACT ? h.n_lanes - h.n_shared_lanes : h.n_lanes;
 	i.n_subbuf = h.n_subbuf;
 	i.subbuf_size = h.subbuf_size;
@@ -619,6 +621,31 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 	// head our CAS stored, and read its clock after that load (writer.cpp,
 	// kmod/strata_kbuf.c), so its timestamp is >= that of every record
 	// reserved before our CAS: packets stay ordered.
+	// A FAST_OWNER owned lane: its owner changes head with unlocked
+	// cmpxchg unless close_req is set.  Raise it, make the owner's CPU see
+	// it (or make its busy window visible to us: asymmetric Dekker, the
+	// membarrier is the owner's missing fence), then wait for the window
+	// to close; from then on the owner locks, as we do.  A dead producer
+	// writes nothing: no wait.  (docs/ring-buffer.md)
+	const bool handshake = fast_owner_ && lane < info_.first_shared && !ls.producer_dead;
+	if (handshake) {
+		__atomic_add_fetch(&lc->close_req, 1, __ATOMIC_SEQ_CST);
+		if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0) {
+			__atomic_sub_fetch(&lc->close_req, 1, __ATOMIC_RELEASE);
+			*msg = "lane " + std::to_string(lane) + ": membarrier: " + strerror(errno) + "; not closed";
+			return FlushStatus::kPending;
+		}
+		// Acquire: the owner's head update before its dec (program order,
+		// stores in order) is visible once we see the window closed.
+		while (__atomic_load_n(&lc->owner_busy, __ATOMIC_ACQUIRE) != 0) {
+			if (monotonic_now() >= deadline) {
+				__atomic_sub_fetch(&lc->close_req, 1, __ATOMIC_RELEASE);
+				*msg = "lane " + std::to_string(lane) + ": its owner stayed inside a reservation; not closed";
+				return FlushStatus::kPending;
+			}
+			pause();
+		}
+	}
 	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
 	for (int i = 0; i < kMaxCloseAttempts; i++) {
 		uint64_t off = head & (S - 1);
@@ -639,6 +666,9 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 			break;
 		}
 	}
+	// Release: our CAS before the owner's next unlocked one.
+	if (handshake)
+		__atomic_sub_fetch(&lc->close_req, 1, __ATOMIC_RELEASE);
 	if ((head & (S - 1)) != 0) {
 		*msg = "lane " + std::to_string(lane) + ": writers kept the packet open; not closed";
 		return FlushStatus::kPending;

@@ -216,6 +216,7 @@ private:
 	bool absorb_descriptors();
 	bool finish_close(uint32_t lane, bool give_up, std::string *msg);
 	bool snapshot_ = false; // set_snapshot()
+	bool fast_owner_ = false; // STRATA_BUF_FAST_OWNER at attach: flush() shakes hands with owners
 	bool max_record_ts(const uint8_t *pkt, uint64_t end, bool shared, uint64_t *ts) const;
 	strata_lane_ctl *lane_ctl(uint32_t lane) const;
 	const uint8_t *subbuf_at(uint32_t lane, uint64_t pos) const;

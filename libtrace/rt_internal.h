@@ -41,6 +41,18 @@ constexpr uint32_t kMaxEventId = 0xfffe; // event ids fit the descriptor tables'
  * pointer just before strata_rt_slot_close keeps reading valid geometry,
  * and a pointer identifies one open of a slot for the thread's lane cache.
  */
+// x86-64 without ThreadSanitizer (which cannot see inside asm): a lane's
+// owner commits, and in a FAST_OWNER buffer reserves, with unlocked
+// instructions (writer.cpp; docs/ring-buffer.md).
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define STRATA_TSAN 1
+#endif
+#endif
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && !defined(STRATA_TSAN)
+#define STRATA_UNLOCKED_COMMIT 1
+#endif
+
 struct Channel {
 	unsigned slot;
 	int fd;
@@ -58,6 +70,7 @@ struct Channel {
 	uint32_t first_shared; // lanes [first_shared, n_lanes) are shared (strata_abi.h)
 	uint32_t mode;
 	uint32_t stream_id;
+	bool fast_owner;       // STRATA_BUF_FAST_OWNER: owners update head unlocked (writer.cpp)
 	uint8_t uuid[16];
 	char *desc;            // descriptor table in the mapping
 	uint64_t desc_capacity;

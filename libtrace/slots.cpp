@@ -45,6 +45,18 @@ std::atomic<strata_rt_fork_hook> g_fork_hook{nullptr};
 // one (the JVM agent's thread_exists replay).
 std::atomic<uint32_t> g_slot_gen[STRATA_MAX_SLOTS];
 bool g_membarrier_private;
+// Registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED, which a consumer issues
+// before it closes an owned lane of ours: our buffers are FAST_OWNER.
+// Constructor and fork child (a new mm) only.
+bool g_membarrier_global;
+
+void register_global_membarrier()
+{
+#ifdef STRATA_UNLOCKED_COMMIT
+	g_membarrier_global = getenv("STRATA_NO_FAST_OWNER") == nullptr && // read-only walk of environ
+			      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+#endif
+}
 bool g_fork_locked; // the atfork prepare handler took the lock
 
 // Keeping a forked child's early buffer (docs/boot.md): a process that
@@ -204,6 +216,7 @@ void atfork_child()
 {
 	g_early_kept = 0; // the parent's kept descriptors are not the child's to count
 	control_lock_reset_in_child();
+	register_global_membarrier(); // the child's mm is a new one
 	writer_forget_thread_state_in_child();
 	for (unsigned s = 0; s < STRATA_MAX_SLOTS; s++) {
 		Channel *ch = g_slots[s].load(std::memory_order_relaxed);
@@ -224,6 +237,7 @@ __attribute__((constructor)) void slots_init()
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	g_membarrier_private =
 		syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+	register_global_membarrier();
 }
 
 // Normal exit: tell consumers no more events will come.  Open packets are
@@ -334,6 +348,9 @@ extern "C" STRATA_EXPORT int strata_rt_slot_open(unsigned slot,
 			ch->desc_capacity = g.desc_capacity;
 			ch->desc_used = 0;
 			fill_header(ch->hdr, cfg, g, trace_uuid);
+			ch->fast_owner = g_membarrier_global;
+			if (ch->fast_owner) // before the consumer can see the buffer
+				ch->hdr->flags |= STRATA_BUF_FAST_OWNER;
 			registry_describe_all(ch);
 			// Release: the Channel, header and descriptors are complete
 			// before a writer can load the pointer (pairs with the

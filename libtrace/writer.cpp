@@ -11,7 +11,12 @@
  * signal handlers on its own thread) between any two instructions: every
  * state change of a lane is one CAS on `head`, and everything else a writer
  * does happens inside space that CAS gave it alone.  Who touches what:
- *   head              writers and the consumer's flush (CAS only)
+ *   head              writers and the consumer's flush (CAS only; a
+ *                     FAST_OWNER lane's owner an unlocked cmpxchg inside
+ *                     its owner_busy window while close_req is 0)
+ *   owner_busy        an owned lane's owner and its signal handlers
+ *                     (unlocked inc/dec); the consumer reads it
+ *   close_req         consumers (atomic add/sub); the owner reads it
  *   commit[i]         writers only: on a shared lane atomic adds; on an
  *                     owned lane its owner's plain (unlocked) add, one
  *                     instruction, so its own signal handlers cannot split
@@ -122,14 +127,7 @@ inline strata_u64 *ccommit_of(strata_u64 *commit)
 // before it are visible to whoever reads the count (acquire), as with the
 // atomic add; the "memory" clobber keeps the compiler from sinking them.
 // TSan and other architectures: the atomic add (TSan does not see asm).
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define STRATA_TSAN 1
-#endif
-#endif
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && !defined(STRATA_TSAN)
-#define STRATA_UNLOCKED_COMMIT 1
-#endif
+// STRATA_UNLOCKED_COMMIT: rt_internal.h.
 
 inline void commit_bytes(Channel *ch, strata_u64 *commit, uint64_t n, bool owned)
 {
@@ -156,6 +154,43 @@ inline void commit_bytes(Channel *ch, strata_u64 *commit, uint64_t n, bool owned
 	v += __atomic_load_n(ccommit_of(commit), __ATOMIC_RELAXED);
 	if ((v & (ch->subbuf_size - 1)) == 0)
 		wake_consumer(ch->hdr);
+}
+
+// One change of a lane's state: the CAS on head.  unlocked (a FAST_OWNER
+// lane's owner inside its busy window, no consumer closing): cmpxchg
+// without the lock prefix, one instruction, so a signal handler of ours
+// (the only other producer that may touch head then) runs before or after
+// it and makes it fail like a CAS.  x86 loads and stores are acquire and
+// release, as the CAS's orders ask.
+inline bool head_cas(strata_lane_ctl *lc, uint64_t *head, uint64_t desired, bool unlocked)
+{
+#ifdef STRATA_UNLOCKED_COMMIT
+	if (unlocked) {
+		uint64_t prev = *head;
+		asm volatile("cmpxchgq %2, %1" : "+a"(prev), "+m"(lc->head) : "r"(desired) : "memory", "cc");
+		if (prev == *head)
+			return true;
+		*head = prev;
+		return false;
+	}
+#endif
+	(void)unlocked;
+	return __atomic_compare_exchange_n(&lc->head, head, desired, true, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+// The owner's busy window on a FAST_OWNER lane (strata_abi.h): unlocked
+// inc and dec, single instructions, balanced by nested signal handlers.
+inline void busy_add(strata_lane_ctl *lc, bool in)
+{
+#ifdef STRATA_UNLOCKED_COMMIT
+	if (in)
+		asm volatile("incq %0" : "+m"(lc->owner_busy) : : "memory");
+	else
+		asm volatile("decq %0" : "+m"(lc->owner_busy) : : "memory");
+#else
+	(void)lc;
+	(void)in;
+#endif
 }
 
 inline uint64_t ring_off(const Channel *ch, uint64_t pos)
@@ -426,6 +461,20 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 	char *lane_data = ch->data + (uint64_t)lane * ch->lane_stride;
 	// `head` is the exact end of the last record: records are byte-packed
 	// and content_size is where the last one ends.
+	// A FAST_OWNER lane's owner (docs/ring-buffer.md, "Unlocked reserve
+	// on owned lanes"): inside its busy window, and with no consumer
+	// closing the lane, head changes with unlocked cmpxchg.  The load of
+	// close_req may pass our inc in the store buffer; the consumer's
+	// MEMBARRIER_CMD_GLOBAL_EXPEDITED between its close_req add and its
+	// load of owner_busy is the other half (asymmetric Dekker): either it
+	// sees our inc and waits, or we see its request and lock.
+	const bool fast = owned && ch->fast_owner;
+	bool unlocked = false;
+	if (fast) {
+		busy_add(lc, true);
+		// Relaxed: ordered by the consumer's membarrier, see above.
+		unlocked = __atomic_load_n(&lc->close_req, __ATOMIC_RELAXED) == 0;
+	}
 	// Acquire (here and on CAS failure): the clock read below then comes
 	// after every clock read of writers whose reservation we observed, so
 	// timestamps follow positions within the lane.  Pairs with the acq_rel
@@ -443,8 +492,7 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 			taken = (now - low) >> STRATA_REC_COMPACT_TS_BITS ? wide : narrow;
 			if (off + taken < S) {
 				STRATA_WHOOK(STRATA_W_BEFORE_RESERVE_CAS);
-				if (__atomic_compare_exchange_n(&lc->head, &head, head + taken, true,
-								__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+				if (head_cas(lc, &head, head + taken, unlocked)) {
 					pos = head;
 					break;
 				}
@@ -452,8 +500,7 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 			}
 			const uint64_t end = head - off + S;
 			STRATA_WHOOK(STRATA_W_BEFORE_CLOSE_CAS);
-			if (__atomic_compare_exchange_n(&lc->head, &head, end, true,
-							__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			if (head_cas(lc, &head, end, unlocked)) {
 				STRATA_WHOOK(STRATA_W_CLOSE_WON);
 				close_packet(ch, lc, lane_data, head - off, off, now, owned);
 				STRATA_WHOOK(STRATA_W_CLOSED);
@@ -478,13 +525,13 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 				continue;
 			}
 			discard(lc);
+			if (fast)
+				busy_add(lc, false);
 			t.depth = depth;
 			return 0;
 		}
 		STRATA_WHOOK(STRATA_W_FREE_CHECKED);
-		if (__atomic_compare_exchange_n(&lc->head, &head,
-						head + STRATA_PACKET_HEADER_SIZE + narrow, true,
-						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		if (head_cas(lc, &head, head + STRATA_PACKET_HEADER_SIZE + narrow, unlocked)) {
 			// Release fence: the head CAS is ordered before every byte we
 			// write into the space; pairs with the acquire fence of the
 			// overwrite-mode collector, which copies bytes then re-reads
@@ -499,6 +546,8 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 			break;
 		}
 	}
+	if (fast) // head is ours up to pos + taken: a consumer may close from here
+		busy_add(lc, false);
 	std::atomic_thread_fence(std::memory_order_release); // same pairing as above
 	STRATA_WHOOK(STRATA_W_RESERVED);
 	// Relaxed: see ThreadState::last_ts.

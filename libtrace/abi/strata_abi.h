@@ -192,6 +192,13 @@ struct strata_buffer_header {
  * session keeps its flight-recorder history and loses nothing after
  * (docs/ring-buffer.md, "Streaming a flight recorder"). */
 #define STRATA_BUF_STREAMED 0x2u
+/* Set by the producer at creation when it registered for
+ * MEMBARRIER_CMD_GLOBAL_EXPEDITED: the owner of an owned lane updates
+ * `head` with an unlocked cmpxchg while `close_req` is 0, inside an
+ * `owner_busy` window.  A consumer closing such a lane first raises
+ * `close_req`, issues that membarrier and waits for `owner_busy` == 0
+ * (docs/ring-buffer.md, "Unlocked reserve on owned lanes"). */
+#define STRATA_BUF_FAST_OWNER 0x4u
 
 enum strata_clock_id {
 	STRATA_CLOCK_MONOTONIC = 0, /* CLOCK_MONOTONIC via the vDSO */
@@ -209,7 +216,9 @@ struct strata_lane_ctl {
 	strata_u64 head;             /* write position; writers CAS it */
 	strata_u64 events_discarded; /* cumulative; writers add */
 	strata_u64 owner_tid;        /* informational: last claiming thread */
-	strata_u64 pad0[5];
+	strata_u64 owner_busy;       /* FAST_OWNER owned lanes: the owner's unlocked inc/dec around its head update */
+	strata_u64 close_req;        /* FAST_OWNER owned lanes: consumers closing it (atomic add/sub) */
+	strata_u64 pad0[3];
 	strata_u64 consumed;         /* consumer: next position to read */
 	strata_u64 pad1[7];
 	strata_u64 commit[STRATA_MAX_SUBBUF];  /* cumulative bytes producers committed */

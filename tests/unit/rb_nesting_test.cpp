@@ -28,6 +28,9 @@ STRATA_EVENT(rbtest, big, STRATA_LOGLEVEL_DEBUG,
 	strata_hex(uint64_t, check),
 	strata_bytes(tail))
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <string>
 
 #include "rb_test_util.h"
@@ -190,6 +193,75 @@ TEST_P(NestedAtStep, UpToTheNestingLimitThenCounted)
 	EXPECT_GT(deeper.too_deep, 0u);
 	EXPECT_EQ(deeper.tally.discarded, deeper.too_deep);
 	EXPECT_EQ(deeper.tally.records + deeper.tally.discarded, deeper.emitted);
+}
+
+// A FAST_OWNER lane (strata_abi.h): a consumer that closes while the owner
+// is inside its busy window (here: the hook, between the owner's head load
+// and its unlocked cmpxchg) must not CAS.  It raises close_req, finds the
+// window open, gives up at its deadline (kPending) and takes its request
+// back; the owner's reservation then completes, a later flush closes, and
+// every record reads back.
+struct FastOwnerProbe {
+	Slot *s = nullptr;
+	const strata_lane_ctl *lane = nullptr;
+	bool armed = false;
+	uint64_t busy = 0, req_after = 0;
+	strata::FlushStatus st = strata::FlushStatus::kDone;
+	std::string msg;
+};
+FastOwnerProbe g_probe;
+
+void probe_hook(strata_writer_step step)
+{
+	if (step != STRATA_W_BEFORE_RESERVE_CAS || !g_probe.armed)
+		return;
+	g_probe.armed = false;
+	g_probe.busy = __atomic_load_n(&g_probe.lane->owner_busy, __ATOMIC_RELAXED);
+	g_probe.st = g_probe.s->reader->flush(0, false, 20, &g_probe.msg);
+	g_probe.req_after = __atomic_load_n(&g_probe.lane->close_req, __ATOMIC_RELAXED);
+}
+
+TEST(FastOwner, ConsumerWaitsForTheOwnersWindow)
+{
+	Slot s(1, config(STRATA_MODE_DISCARD, 1, 4, 4096), {rule("rbtest:*")});
+	ASSERT_TRUE(s.reader);
+	const size_t size = (size_t)lseek(s.fd, 0, SEEK_END);
+	void *m = mmap(nullptr, size, PROT_READ, MAP_SHARED, s.fd, 0);
+	ASSERT_NE(m, MAP_FAILED);
+	const auto *hdr = (const strata_buffer_header *)m;
+	if (!(hdr->flags & STRATA_BUF_FAST_OWNER)) {
+		munmap(m, size);
+		GTEST_SKIP() << "no MEMBARRIER_CMD_GLOBAL_EXPEDITED here (or a TSan build): owners lock";
+	}
+	g_probe = FastOwnerProbe();
+	g_probe.s = &s;
+	g_probe.lane = (const strata_lane_ctl *)((const uint8_t *)m + hdr->lanes_offset); // lane 0: owned
+	for (uint64_t i = 0; i < 3; i++)
+		strata_tracepoint(rbtest, sig, 0u, i, checksum(0, i));
+	g_probe.armed = true;
+	strata_test_writer_hook = probe_hook;
+	strata_tracepoint(rbtest, sig, 0u, (uint64_t)3, checksum(0, 3));
+	strata_test_writer_hook = nullptr;
+	EXPECT_FALSE(g_probe.armed) << "the hook never ran";
+	EXPECT_EQ(g_probe.busy, 1u) << "the owner's window was not open at its CAS";
+	EXPECT_EQ(g_probe.st, strata::FlushStatus::kPending) << g_probe.msg;
+	EXPECT_NE(g_probe.msg.find("stayed inside a reservation"), std::string::npos) << g_probe.msg;
+	EXPECT_EQ(g_probe.req_after, 0u) << "the consumer kept its close request";
+	EXPECT_EQ(__atomic_load_n(&g_probe.lane->owner_busy, __ATOMIC_RELAXED), 0u);
+	std::string msg;
+	ASSERT_EQ(s.reader->flush(0, false, 1000, &msg), strata::FlushStatus::kDone) << msg;
+	std::vector<uint8_t> pkt;
+	std::string err;
+	std::vector<Record> recs;
+	while (s.reader->next_packet(0, &pkt, &err) == strata::ReadStatus::kPacket) {
+		s.refresh_events();
+		ASSERT_TRUE(decode_packet(pkt, s.events, &recs, &err)) << err;
+	}
+	ASSERT_EQ(recs.size(), 4u);
+	for (uint64_t i = 0; i < 4; i++)
+		EXPECT_EQ(recs[i].fields[1].u, i);
+	EXPECT_EQ(s.reader->lane_discarded(0), 0u);
+	munmap(m, size);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryStep, NestedAtStep, ::testing::Range(0, (int)STRATA_W_N_STEPS),
