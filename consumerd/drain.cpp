@@ -333,6 +333,27 @@ void Drain::write_packet(uint32_t lane, const std::vector<uint8_t> &pkt)
 	write_packets(lane, &iov, 1, &end, 1);
 }
 
+// The copy buffer of one write, made when the first packet is ready, not
+// when the drain starts: most short-lived processes never fill a packet,
+// and 1 MiB per process was a millisecond of the daemon's CPU each (page
+// population) on the 2-CPU VM where it competes with the processes' own
+// start-up (docs/benchmarks.md, "Start-up with a daemon").  While the
+// producer runs, its pages are mapped now in one system call rather than
+// faulted in one by one while packets wait in the ring (a fault costs
+// 1-11 us on a VM: 2.5 ms for 1 MiB); a final drain (producer gone or
+// session stopping) only faults in what it copies.
+void Drain::prepare_batch()
+{
+	batch_ready_ = true;
+	batch_.reserve(kBatchBytes + reader_->info().subbuf_size);
+	if (finish_.load(std::memory_order_relaxed)) // drain thread: a hint only
+		return;
+	const uintptr_t a = ((uintptr_t)batch_.data() + 4095) & ~(uintptr_t)4095;
+	const uintptr_t e = ((uintptr_t)batch_.data() + batch_.capacity()) & ~(uintptr_t)4095;
+	if (e > a)
+		madvise((void *)a, e - a, kMadvPopulateWrite);
+}
+
 // One round over every lane.  True if anything was written.  Each packet
 // is copied out of the ring (validated header, then body) and its
 // sub-buffer released at once, so the writers get it back at memcpy speed,
@@ -363,6 +384,8 @@ bool Drain::drain_once()
 					break;
 				}
 				any = true;
+				if (!batch_ready_)
+					prepare_batch();
 				if (st != ReadStatus::kPacket) {
 					reader_->release(lane);
 					counters_.errors.fetch_add(1, std::memory_order_relaxed);
@@ -464,16 +487,6 @@ void Drain::run()
 		// still read the lanes' positions (activity()).
 		done_.store(true, std::memory_order_release);
 		return;
-	}
-	// The copy buffer of one write: its pages mapped now in one system call,
-	// not faulted in one by one while the first packets wait in the ring
-	// (a fault costs 1-11 us on a VM: 2.5 ms for 1 MiB, docs/benchmarks.md).
-	if (!overwrite_) {
-		batch_.reserve(kBatchBytes + reader_->info().subbuf_size);
-		const uintptr_t a = ((uintptr_t)batch_.data() + 4095) & ~(uintptr_t)4095;
-		const uintptr_t e = ((uintptr_t)batch_.data() + batch_.capacity()) & ~(uintptr_t)4095;
-		if (e > a)
-			madvise((void *)a, e - a, kMadvPopulateWrite);
 	}
 	bool streaming = false;
 	// Acquire: pairs with the release store in finish().

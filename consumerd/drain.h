@@ -141,6 +141,8 @@ private:
 	std::string channel_;
 	uint32_t n_lanes_ = 0;
 	std::vector<uint8_t> batch_; // packets copied out of the ring, one write's worth
+	bool batch_ready_ = false;   // batch_ reserved (prepare_batch); drain thread only
+	void prepare_batch();
 	uint32_t stream_id_ = 0;
 	bool overwrite_ = false;
 	// Overwrite mode: a duplicate of the buffer's fd for snapshot(); main
