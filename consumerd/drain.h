@@ -53,6 +53,10 @@ int make_dirs(const std::string &path, unsigned mode, const Owner &owner = Owner
 // a thread whose policy is not SCHED_OTHER is left alone.
 void short_slice();
 
+// A streaming drain thread's higher scheduling weight (nice -10 by
+// default, STRATA_CONSUMERD_DRAIN_NICE): see drain.cpp.
+void streaming_weight();
+
 struct DrainCounters {
 	// Relaxed: statistics only, read by the main thread for STATUS.
 	std::atomic<uint64_t> packets{0};
