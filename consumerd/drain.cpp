@@ -98,8 +98,9 @@ void short_slice()
 // copying their events out needs, and the rings fill.  A higher weight
 // costs the producers only the drain's actual work: it blocks whenever
 // the rings are empty.  Measured (2-CPU VM, 8 x 1 MiB per lane, ints):
-// 4 and 8 producer threads lost 0.3-1.4 M events at nice 0, none at -10
-// (docs/benchmarks.md).  Only from the default nice 0 (an administrator's
+// 4 producer threads lost 368 k events at nice 0, none at -10; with 8,
+// every run lost at nice 0 and 5 of 13 at -10 (docs/benchmarks.md: a
+// preempted writer on a shared lane).  Only from the default nice 0 (an administrator's
 // nice for the daemon is left alone) and only where permitted
 // (CAP_SYS_NICE or RLIMIT_NICE; otherwise nothing changes).
 void streaming_weight()
