@@ -32,6 +32,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/rseq.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -74,7 +75,13 @@ struct ThreadState {
 	uint32_t depth;    // reservations in progress on this thread
 	bool key_set;      // thread-exit destructor registered
 	uint16_t exclusive;// bit s: lane[s] is owned (released at thread exit)
+	// Owned: the lane.  Not owned: the shared lane used when the CPU is
+	// unknown (no rseq); otherwise shared_lane() picks one per record.
 	uint16_t lane[STRATA_MAX_SLOTS];
+	// The lane last_ts[s] belongs to (a thread without an owned lane
+	// moves between shared lanes with its CPU).  Stored before last_ts,
+	// see strata_reserve.
+	uint16_t last_lane[STRATA_MAX_SLOTS];
 	Channel *ch[STRATA_MAX_SLOTS]; // channel the lane cache belongs to
 	// The timestamp of this thread's last record in lane[s] (0 after a
 	// claim): a lower bound of the timestamp of whatever record precedes
@@ -93,6 +100,27 @@ __thread ThreadState t_state __attribute__((tls_model("initial-exec")));
 
 pthread_key_t g_exit_key;
 bool g_exit_key_ok;
+
+// The shared lane for a record of a thread without an owned lane: the one
+// of the CPU it runs on (cpu_id of glibc's rseq area, kept by the kernel;
+// a plain load), so that two sharers running at the same time on two CPUs
+// do not write the same lane: no cache line of head, commit[] or data
+// moves between CPUs record by record (docs/ring-buffer.md, "Shared lanes
+// by CPU").  A stale CPU (migrated since) only costs that once.  Without
+// rseq (glibc.pthread.rseq=0, registration failed): `fallback`.
+inline uint32_t shared_lane(const Channel *ch, uint32_t fallback)
+{
+	if (__builtin_expect(__rseq_size == 0, 0))
+		return fallback;
+	const volatile struct rseq *rs =
+		(const volatile struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
+	const int32_t cpu = (int32_t)rs->cpu_id;
+	if (__builtin_expect(cpu < 0, 0))
+		return fallback;
+	const uint32_t n_shared = ch->n_lanes - ch->first_shared;
+	const uint32_t k = (uint32_t)cpu < n_shared ? (uint32_t)cpu : (uint32_t)cpu % n_shared;
+	return ch->first_shared + k;
+}
 
 inline uint32_t tid_of(ThreadState &t)
 {
@@ -353,6 +381,10 @@ void claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 	// one redundant populate of mapped pages.
 	if (__atomic_load_n(&ch->lanes[lane].head, __ATOMIC_RELAXED) == 0)
 		prefault_subbuf(ch, ch->data + (uint64_t)lane * ch->lane_stride, 0);
+	// A sharer writes every shared lane sooner or later (shared_lane).
+	for (uint32_t i = ch->first_shared; !exclusive && i < ch->n_lanes; i++)
+		if (i != lane && __atomic_load_n(&ch->lanes[i].head, __ATOMIC_RELAXED) == 0)
+			prefault_subbuf(ch, ch->data + (uint64_t)i * ch->lane_stride, 0);
 	if (!t.key_set && g_exit_key_ok) {
 		t.key_set = true;
 		pthread_setspecific(g_exit_key, &t);
@@ -427,7 +459,8 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 	ThreadState &t = t_state;
 	if (__builtin_expect(t.ch[slot] != ch, 0))
 		claim_lane(ch, slot, t);
-	const uint32_t lane = t.lane[slot];
+	const bool owned = t.exclusive & (1u << slot);
+	const uint32_t lane = owned ? t.lane[slot] : shared_lane(ch, t.lane[slot]);
 	strata_lane_ctl *lc = &ch->lanes[lane];
 	if (__builtin_expect(t.depth >= kMaxDepth, 0)) {
 		discard(lc);
@@ -445,7 +478,6 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 	// only ever finished by a close, never filled to its last byte.
 	const uint32_t id = tp->id;
 	const bool shared = lane >= ch->first_shared;
-	const bool owned = t.exclusive & (1u << slot);
 	const uint64_t ctx = shared ? STRATA_REC_SHARED_CTX_SIZE : 0;
 	const uint64_t wide = STRATA_REC_EXTENDED_SIZE + ctx + size;
 	if (__builtin_expect(size > S - STRATA_PACKET_HEADER_SIZE - 1 - STRATA_REC_EXTENDED_SIZE -
@@ -487,8 +519,16 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 		STRATA_WHOOK(STRATA_W_CLOCK_READ);
 		const uint64_t off = head & (S - 1);
 		if (off != 0) {
-			// Relaxed: our own (or our handler's) last timestamp here.
-			const uint64_t low = __atomic_load_n(&t.last_ts[slot], __ATOMIC_RELAXED);
+			// Relaxed: our own (or our handler's) last timestamp, a
+			// lower bound here only if it was in this lane.  A handler
+			// that runs between the two loads stores both: if it
+			// wrote in another lane we see that lane (0: extended
+			// header); if in this one, head moved and our CAS fails,
+			// so we load both again.
+			uint64_t low = __atomic_load_n(&t.last_ts[slot], __ATOMIC_RELAXED);
+			std::atomic_signal_fence(std::memory_order_seq_cst);
+			if (__atomic_load_n(&t.last_lane[slot], __ATOMIC_RELAXED) != lane)
+				low = 0;
 			taken = (now - low) >> STRATA_REC_COMPACT_TS_BITS ? wide : narrow;
 			if (off + taken < S) {
 				STRATA_WHOOK(STRATA_W_BEFORE_RESERVE_CAS);
@@ -550,7 +590,12 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 		busy_add(lc, false);
 	std::atomic_thread_fence(std::memory_order_release); // same pairing as above
 	STRATA_WHOOK(STRATA_W_RESERVED);
-	// Relaxed: see ThreadState::last_ts.
+	// Relaxed: see ThreadState::last_ts.  The lane first: a handler that
+	// runs between the two stores sees our lane with an older timestamp,
+	// still a lower bound there, since our record precedes its own; with
+	// the timestamp first it could take ours for another lane's.
+	__atomic_store_n(&t.last_lane[slot], (uint16_t)lane, __ATOMIC_RELAXED);
+	std::atomic_signal_fence(std::memory_order_seq_cst);
 	__atomic_store_n(&t.last_ts[slot], now, __ATOMIC_RELAXED);
 	char *rec = lane_data + ring_off(ch, pos);
 	uint64_t hdr;

@@ -9,7 +9,9 @@
 #include "test_tp.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/rseq.h>
 
 #include <atomic>
 #include <chrono>
@@ -219,6 +221,110 @@ TEST(RingBuffer, OverwriteSharedLaneThenCollect)
 	// Discards happen only when a sub-buffer's previous lap is still being
 	// written; whatever happened, the shared counter and packets agree.
 	EXPECT_EQ(t.discarded, s.reader->lane_discarded(0) + s.reader->lane_discarded(1));
+}
+
+namespace {
+bool pin_to(int cpu)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	// Returns once the thread runs on `cpu` (the kernel migrates it first).
+	return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0 && sched_getcpu() == cpu;
+}
+} // namespace
+
+// A thread without an owned lane writes the shared lane of the CPU it runs
+// on (writer.cpp, shared_lane), and its compact-header bound follows it: the
+// first record after a move back to a lane idle for longer than the compact
+// header's 2^27 ns reach is extended, and decodes to its true timestamp.
+TEST(RingBuffer, SharersWriteTheirCpusLane)
+{
+	cpu_set_t orig;
+	ASSERT_EQ(0, pthread_getaffinity_np(pthread_self(), sizeof orig, &orig));
+	std::vector<int> cpus;
+	for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; c++)
+		if (CPU_ISSET(c, &orig))
+			cpus.push_back(c);
+	if (cpus.size() < 2 || __rseq_size == 0)
+		GTEST_SKIP() << "needs 2 CPUs and glibc's rseq registration";
+	// 4 owned lanes, 2 shared; ring large enough that nothing is discarded.
+	Slot s(0, config(STRATA_MODE_DISCARD, 4, 8, 65536), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	const uint32_t first_shared = s.reader->info().first_shared;
+	ASSERT_EQ(s.reader->info().n_lanes - first_shared, 2u);
+	// Four threads take the owned lanes and keep them until they exit.
+	std::atomic<int> claimed{0};
+	std::atomic<bool> release{false};
+	std::vector<std::thread> owners;
+	for (uint32_t t = 0; t < 4; t++)
+		owners.emplace_back([&, t] {
+			strata_tracepoint(rbtest, rec, 10 + t, 0u, checksum(10 + t, 0));
+			claimed.fetch_add(1, std::memory_order_release); // pairs with the acquire below
+			while (!release.load(std::memory_order_acquire))
+				sched_yield();
+		});
+	while (claimed.load(std::memory_order_acquire) < 4)
+		sched_yield();
+	uint64_t seq = 0;
+	std::vector<std::pair<uint64_t, int>> expect; // (seq, cpu index) of the sharer's records
+	std::thread sharer([&] {
+		auto burst = [&](int k, int n) {
+			ASSERT_TRUE(pin_to(cpus[k])) << "cpu " << cpus[k];
+			for (int i = 0; i < n; i++, seq++) {
+				strata_tracepoint(rbtest, rec, 1u, seq, checksum(1, seq));
+				expect.push_back({seq, k});
+			}
+		};
+		burst(1, 100);
+		burst(0, 100);
+		// Longer than 2^27 ns (134 ms) with the other lane idle: not a
+		// synchronisation, the time span is what is tested.
+		std::this_thread::sleep_for(std::chrono::milliseconds(200));
+		burst(0, 1); // our bound is now recent, but in the other lane
+		burst(1, 100);
+		burst(0, 100);
+	});
+	sharer.join();
+	release.store(true, std::memory_order_release);
+	for (auto &th : owners)
+		th.join();
+	ASSERT_EQ(0, pthread_setaffinity_np(pthread_self(), sizeof orig, &orig));
+	std::vector<Packets> lanes(s.reader->info().n_lanes);
+	for (uint32_t l = 0; l < lanes.size(); l++) {
+		std::string msg;
+		ASSERT_EQ(s.reader->flush(l, false, 5000, &msg), strata::FlushStatus::kDone) << msg;
+		std::vector<uint8_t> pkt;
+		std::string err;
+		strata::ReadStatus st;
+		while ((st = s.reader->next_packet(l, &pkt, &err)) != strata::ReadStatus::kEmpty) {
+			ASSERT_EQ(st, strata::ReadStatus::kPacket) << err;
+			lanes[l].push_back(pkt);
+		}
+	}
+	Tally t;
+	check_lanes(s, [&](uint32_t l) -> const Packets & { return lanes[l]; }, true, &t);
+	EXPECT_EQ(t.discarded, 0u);
+	EXPECT_EQ(t.seqs[std::make_pair(std::string("rbtest:rec"), 1u)].size(), expect.size()); // all, in program order
+	// Each record in the lane of the CPU it was written on; the first after
+	// the long idle span of lane (first_shared + 1) is extended.
+	std::map<uint64_t, std::pair<uint32_t, Record>> where; // seq -> (lane, record)
+	for (uint32_t l = first_shared; l < lanes.size(); l++)
+		for (const auto &p : lanes[l]) {
+			std::vector<Record> recs;
+			std::string err;
+			ASSERT_TRUE(decode_packet(p, s.events, &recs, &err)) << err;
+			for (const Record &r : recs)
+				if (r.fields.at(0).u == 1)
+					where[r.fields.at(1).u] = {l, r};
+		}
+	ASSERT_EQ(where.size(), expect.size());
+	for (const auto &e : expect)
+		ASSERT_EQ(where[e.first].first, first_shared + (uint32_t)cpus[e.second] % 2) << "seq " << e.first;
+	const Record &back = where[201].second; // first record of burst(1, 100) after the sleep
+	EXPECT_TRUE(back.extended);
+	EXPECT_GT(back.ts, where[200].second.ts); // its true time, after the record before it
+	EXPECT_GT(back.ts - where[99].second.ts, (uint64_t)150000000); // the lane's previous one
 }
 
 namespace {
