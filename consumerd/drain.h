@@ -146,6 +146,7 @@ private:
 	uint32_t n_lanes_ = 0;
 	std::vector<uint8_t> batch_; // packets copied out of the ring, one write's worth
 	bool batch_ready_ = false;   // batch_ reserved (prepare_batch); drain thread only
+	bool weighted_ = false; // drain thread: short_slice + streaming_weight applied
 	void prepare_batch();
 	uint32_t stream_id_ = 0;
 	bool overwrite_ = false;
