@@ -26,6 +26,12 @@
 #define MADV_POPULATE_READ 22 // Linux 5.14 uapi; glibc 2.36 headers lack it
 #endif
 
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define STRATA_READER_TSAN 1
+#endif
+#endif
+
 namespace strata {
 namespace {
 
@@ -375,6 +381,39 @@ ReadStatus Reader::next_packet(uint32_t lane, std::vector<uint8_t> *out, std::st
 	return st;
 }
 
+// The first lap: map sub-buffers' pages in our mapping with one system call
+// each (MADV_POPULATE_READ) rather than a fault per page as the copy
+// touches them: 1-14 us per page on a VM with software page tables
+// (docs/benchmarks.md), 1-3.5 ms per MiB.  Done up to `upto` (a position;
+// only whole sub-buffers of lap 0), also for the sub-buffer a writer is
+// still filling, whose pages it made when it opened the one before
+// (prefault_subbuf): so a drain that waits for it pays this while it
+// waits, not after, when the writer is already ahead.  Later laps are
+// mapped.  `upto` may come from the hostile `head`: nothing past the
+// lane's first lap is touched.
+void Reader::map_ahead(uint32_t lane, LaneState &ls, uint64_t upto)
+{
+	const uint64_t S = info_.subbuf_size, stride = info_.lane_stride;
+	// What we read past (attached late, resynchronised) stays as it was:
+	// from a later lap on, nothing is populated.
+	ls.mapped = std::max(ls.mapped, ls.rpos & ~(S - 1));
+	for (; ls.mapped < upto && ls.mapped < stride; ls.mapped += S) {
+		const volatile uint8_t *sb = subbuf_at(lane, ls.mapped);
+		madvise(const_cast<uint8_t *>(subbuf_at(lane, ls.mapped)), S, kMadvPopulateRead);
+		// And touch each page: on a VM with shadow page tables the first
+		// access still traps after the populate (0.4-3.8 ms per MiB here).
+		// One byte a page, of a sub-buffer writers may still fill: the
+		// value is never used.  Not under ThreadSanitizer, which would
+		// call that read a race with the writer's bytes.
+#if !defined(__SANITIZE_THREAD__) && !defined(STRATA_READER_TSAN)
+		for (uint64_t o = 0; o < S; o += 4096)
+			(void)sb[o];
+#else
+		(void)sb;
+#endif
+	}
+}
+
 ReadStatus Reader::peek_packet(uint32_t lane, strata_packet_header *hdr, const uint8_t **body,
 			       size_t *body_len, std::string *err)
 {
@@ -389,8 +428,11 @@ ReadStatus Reader::peek_packet(uint32_t lane, strata_packet_header *hdr, const u
 	finish_close(lane, ls.producer_dead, &close_msg); // a flush that timed out
 	// Acquire: orders our later reads after the writer's closing CAS.
 	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
-	if (head < ls.rpos + S)
-		return ReadStatus::kEmpty; // the packet at rpos is open or not started
+	if (head < ls.rpos + S) { // the packet at rpos is open or not started
+		if (head > ls.rpos)
+			map_ahead(lane, ls, ls.rpos + S); // open: its pages exist
+		return ReadStatus::kEmpty;
+	}
 	ReadStatus st = ReadStatus::kSkipped;
 	if (head - ls.rpos > stride) {
 		// Discard-mode writers never get further than one ring ahead of
@@ -403,8 +445,10 @@ ReadStatus Reader::peek_packet(uint32_t lane, strata_packet_header *hdr, const u
 	}
 	const uint64_t expected = (ls.rpos / stride + 1) * S;
 	const uint64_t c = committed(lc, (ls.rpos / S) & (info_.n_subbuf - 1));
-	if (c < expected && !ls.producer_dead)
+	if (c < expected && !ls.producer_dead) {
+		map_ahead(lane, ls, ls.rpos + S);
 		return ReadStatus::kEmpty; // a commit is still in flight
+	}
 	const uint8_t *sb = subbuf_at(lane, ls.rpos);
 	if (c < expected) {
 		*err = "lane " + std::to_string(lane) + " packet " + std::to_string(ls.rpos / S) +
@@ -414,11 +458,7 @@ ReadStatus Reader::peek_packet(uint32_t lane, strata_packet_header *hdr, const u
 		*err = "lane " + std::to_string(lane) + ": commit counter beyond its sub-buffer; skipped";
 		stats_.corrupt_packets++;
 	} else {
-		// The first lap: map the sub-buffer's pages in one system call
-		// rather than a fault per page as the copy touches them (1-11 us
-		// each on a VM; docs/benchmarks.md).  Later laps are mapped.
-		if (ls.rpos < stride)
-			madvise(const_cast<uint8_t *>(sb), S, kMadvPopulateRead);
+		map_ahead(lane, ls, ls.rpos + S); // lap 0 only
 		memcpy(hdr, sb, sizeof *hdr); // validate a private copy, never the live header
 		if (validate_header(lane, ls.rpos, hdr, err)) {
 			accept_packet(ls, *hdr);

@@ -194,6 +194,7 @@ public:
 private:
 	struct LaneState {
 		uint64_t rpos = 0;           // next position to read (private copy)
+		uint64_t mapped = 0;         // first lap: [0, mapped) populated in our mapping (map_ahead)
 		uint64_t last_ts_end = 0;
 		uint64_t last_discarded = 0; // events_discarded of the last packet returned
 		uint64_t next_seq = 0;       // seq of the next packet to return
@@ -218,6 +219,7 @@ private:
 	bool snapshot_ = false; // set_snapshot()
 	bool fast_owner_ = false; // STRATA_BUF_FAST_OWNER at attach: flush() shakes hands with owners
 	bool max_record_ts(const uint8_t *pkt, uint64_t end, bool shared, uint64_t *ts) const;
+	void map_ahead(uint32_t lane, LaneState &ls, uint64_t upto);
 	strata_lane_ctl *lane_ctl(uint32_t lane) const;
 	const uint8_t *subbuf_at(uint32_t lane, uint64_t pos) const;
 	uint64_t now() const;
