@@ -103,6 +103,19 @@ def walk_packets(trace_dir):
     return total, content
 
 
+def trace_rate(acc, kv):
+    """GB/s of trace the program produced while it ran: its events (every
+    thread) at the recorded bytes per event, over its wall time."""
+    try:
+        bpe = acc.get("bytes_per_event")
+        wall_ms = float(kv["wall_ms"]) if kv else 0.0
+    except (KeyError, ValueError):
+        return None
+    if not bpe or wall_ms <= 0:
+        return None
+    return acc["emitted"] * bpe / (wall_ms * 1e-3) / 1e9
+
+
 def account(trace_dir, emitted):
     """Loss accounting of one run.  A trace babeltrace2 cannot read is a
     failure of the run, but the timing figures of that run are kept."""
@@ -204,7 +217,7 @@ class Bench:
         if smoke:
             self.p = dict(n_enabled=20000, warmup=0, n_cold=20000, reps=1, n_disabled=200000,
                           rate_ms=200, steps=1, lat_reps=1, spawn=10, mem_threads=(1, 4),
-                          mem_events=2000, callgrind=False)
+                          mem_events=2000, callgrind=False, file_rate_mib=16)
         else:
             # warmup: every thread laps its 8 x 1 MiB ring once before it is
             # timed (8 MiB of 16-byte records is 524 k; 300 k did when
@@ -215,7 +228,7 @@ class Bench:
             self.p = dict(n_enabled=2000000, warmup=700000, n_cold=1000000, reps=3,
                           n_disabled=100000000, rate_ms=1000, steps=6, lat_reps=3, spawn=200,
                           mem_threads=(1, 64), mem_events=20000,
-                          callgrind=shutil.which("valgrind") is not None)
+                          callgrind=shutil.which("valgrind") is not None, file_rate_mib=256)
 
     def tmpdir(self, tag):
         self.n += 1
@@ -223,9 +236,16 @@ class Bench:
         os.makedirs(d)
         return d
 
-    def check(self, what, acc):
+    def check(self, what, acc, kv=None):
         line = "%s: emitted %d, recorded %s, discarded %d" % (
             what, acc["emitted"], acc["recorded"], acc["discarded"])
+        # The trace's byte rate while the program ran (every thread, what
+        # the drain had to write): set beside the file write rate measured
+        # in this run, it tells a drain that could not keep up with the
+        # file system from one that lost events of its own accord.
+        rate = trace_rate(acc, kv)
+        if rate:
+            line += ", trace written at %.2f GB/s" % rate
         if acc.get("error"):
             self.failures.append("%s: %s" % (line, acc["error"]))
         elif not acc["consistent"]:
@@ -233,6 +253,31 @@ class Bench:
         elif not acc["lossless"]:
             self.notes.append(line + " (LOSS)")
         log("  " + line)
+
+    # The rate at which the file system of the trace directory takes a
+    # fresh file in 1 MiB buffered writes, as a drain writes (write() only,
+    # no sync: what a drain waits for).  On a VM whose host backs freed
+    # guest memory lazily (free page reporting), new page-cache folios
+    # cost a host fault each: 0.75-0.87 GB/s against 7 GB/s into pages
+    # freed a moment before (docs/benchmarks.md, "Loss: the file system's
+    # fresh pages").  A trace written faster than this for longer than its
+    # ring holds loses events on any tracer.
+    def file_rate(self, tag):
+        path = os.path.join(self.work, "file-rate-%s" % tag)
+        mib = self.p["file_rate_mib"]
+        buf = b"\xa5" * (1 << 20)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            t0 = time.monotonic()
+            for _ in range(mib):
+                os.write(fd, buf)
+            dt = time.monotonic() - t0
+        finally:
+            os.close(fd)
+            os.unlink(path)
+        gbs = mib * (1 << 20) / dt / 1e9
+        self.results.setdefault(("file_rate",), []).append(gbs)
+        log("  file write rate (%s, fresh %d MiB file): %.2f GB/s" % (tag, mib, gbs))
 
     # One enabled or rate run under tracing; returns (program kv, accounting).
     def traced(self, side, args, subbuf, nsub, tag):
@@ -271,6 +316,7 @@ class Bench:
     # so that a burst of load on the shared machine hits both alike.
     def enabled(self):
         cpu, wall = {}, {}
+        self.file_rate("before the enabled runs")
         for _ in range(self.p["reps"]):
             for w in WORKLOADS:
                 for t in (1, 2):
@@ -278,7 +324,7 @@ class Bench:
                         kv, acc = self.traced(side, ["loop", w, str(t), str(self.p["n_enabled"]),
                                                      str(self.p["warmup"])],
                                               EN_SUBBUF, EN_NSUB, "en-%s-%s-%d" % (side, w, t))
-                        self.check("enabled %s %s %dT" % (side, w, t), acc)
+                        self.check("enabled %s %s %dT" % (side, w, t), acc, kv)
                         cpu.setdefault((w, t, side), []).append(float(kv["cpu_ns_per_event"]))
                         if acc.get("bytes_per_event"):
                             self.results[("bytes", w, side)] = acc["bytes_per_event"]
@@ -291,16 +337,17 @@ class Bench:
                     kv, acc = self.traced(side, ["loop", "ints", str(t), str(n),
                                                  str(self.p["warmup"])],
                                           EN_SUBBUF, EN_NSUB, "en-%s-ints-%d" % (side, t))
-                    self.check("enabled %s ints %dT" % (side, t), acc)
+                    self.check("enabled %s ints %dT" % (side, t), acc, kv)
                     cpu.setdefault(("ints", t, side), []).append(float(kv["cpu_ns_per_event"]))
                     wall.setdefault(("ints", t, side), []).append(float(kv["ns_per_event"]))
             # cold: the first lap of fresh buffers (page faults included)
             for side in self.sides():
                 kv, acc = self.traced(side, ["loop", "ints", "1", str(self.p["n_cold"])],
                                       COLD_SUBBUF, COLD_NSUB, "cold-%s" % side)
-                self.check("enabled cold %s ints 1T" % side, acc)
+                self.check("enabled cold %s ints 1T" % side, acc, kv)
                 cpu.setdefault(("cold", 1, side), []).append(float(kv["cpu_ns_per_event"]))
                 wall.setdefault(("cold", 1, side), []).append(float(kv["ns_per_event"]))
+        self.file_rate("after the enabled runs")
         for k, v in cpu.items():
             self.results[("enabled",) + k] = statistics.median(v)
             self.results[("enabled_wall",) + k] = statistics.median(wall[k])
@@ -847,6 +894,22 @@ def clock_source_line():
         model or "?", os.cpu_count(), src, " (tsc=unstable)" if unstable else "", tsc or "none")
 
 
+def fs_type(path):
+    """The type of the file system holding path (the longest mount point)."""
+    best, kind = "", "?"
+    try:
+        with open("/proc/self/mounts") as f:
+            for ln in f:
+                parts = ln.split()
+                if len(parts) > 2:
+                    mnt = parts[1]
+                    if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
+                        best, kind = mnt, parts[2]
+    except OSError:
+        pass
+    return kind
+
+
 def ms(us):
     return None if us is None else us / 1e3
 
@@ -910,6 +973,11 @@ def main():
         if k[0] == "mem":
             print("memory %s %d thread(s), shared mappings (Rss/Pss KiB): %s" % (k[2], k[1], "; ".join(
                 "%s %d/%d" % (n, v[0], v[1]) for n, v in sorted(maps.items()))))
+    if ("file_rate",) in b.results:
+        print("trace directory %s (%s): a fresh file takes buffered 1 MiB writes at %s GB/s "
+              "(before / after the enabled runs); a trace written faster for longer than its "
+              "ring holds loses events" % (
+                  work, fs_type(work), " / ".join("%.2f" % v for v in b.results[("file_rate",)])))
     if b.clocks:
         print("Strata events stamped with: %s (env.clock; STRATA_CLOCK=%s)" % (
             ", ".join(sorted(b.clocks)), os.environ.get("STRATA_CLOCK", "unset")))
