@@ -4,6 +4,7 @@
  * listed in docs/ring-buffer.md.
  */
 #include "reader.h"
+#include "tsan.h"
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -26,11 +27,6 @@
 #define MADV_POPULATE_READ 22 // Linux 5.14 uapi; glibc 2.36 headers lack it
 #endif
 
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define STRATA_READER_TSAN 1
-#endif
-#endif
 
 namespace strata {
 namespace {
@@ -398,16 +394,17 @@ void Reader::map_ahead(uint32_t lane, LaneState &ls, uint64_t upto)
 	// from a later lap on, nothing is populated.
 	ls.mapped = std::max(ls.mapped, ls.rpos & ~(S - 1));
 	for (; ls.mapped < upto && ls.mapped < stride; ls.mapped += S) {
-		const volatile uint8_t *sb = subbuf_at(lane, ls.mapped);
-		madvise(const_cast<uint8_t *>(subbuf_at(lane, ls.mapped)), S, kMadvPopulateRead);
+		uint8_t *const sb = const_cast<uint8_t *>(subbuf_at(lane, ls.mapped));
+		madvise(sb, S, kMadvPopulateRead);
 		// And touch each page: on a VM with shadow page tables the first
 		// access still traps after the populate (0.4-3.8 ms per MiB here).
 		// One byte a page, of a sub-buffer writers may still fill: the
 		// value is never used.  Not under ThreadSanitizer, which would
 		// call that read a race with the writer's bytes.
-#if !defined(__SANITIZE_THREAD__) && !defined(STRATA_READER_TSAN)
+#if !defined(STRATA_TSAN)
+		const volatile uint8_t *touch = sb;
 		for (uint64_t o = 0; o < S; o += 4096)
-			(void)sb[o];
+			(void)touch[o];
 #else
 		(void)sb;
 #endif

@@ -27,6 +27,7 @@
 
 #include "abi/strata_abi.h"
 #include "runtime.h"
+#include "tsan.h"
 
 #define STRATA_EXPORT __attribute__((visibility("default")))
 
@@ -44,12 +45,7 @@ constexpr uint32_t kMaxEventId = 0xfffe; // event ids fit the descriptor tables'
 // x86-64 without ThreadSanitizer (which cannot see inside asm): a lane's
 // owner commits, and in a FAST_OWNER buffer reserves, with unlocked
 // instructions (writer.cpp; docs/ring-buffer.md).
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define STRATA_TSAN 1
-#endif
-#endif
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && !defined(STRATA_TSAN)
+#if defined(__x86_64__) && !defined(STRATA_TSAN)
 #define STRATA_UNLOCKED_COMMIT 1
 #endif
 

@@ -379,12 +379,15 @@ void claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 	// A lane nobody wrote yet: its first sub-buffer now, the next ones as
 	// they are opened (strata_reserve).  Relaxed: a hint; a stale 0 costs
 	// one redundant populate of mapped pages.
-	if (__atomic_load_n(&ch->lanes[lane].head, __ATOMIC_RELAXED) == 0)
-		prefault_subbuf(ch, ch->data + (uint64_t)lane * ch->lane_stride, 0);
+	const auto prefault_fresh = [ch](uint32_t i) {
+		if (__atomic_load_n(&ch->lanes[i].head, __ATOMIC_RELAXED) == 0)
+			prefault_subbuf(ch, ch->data + (uint64_t)i * ch->lane_stride, 0);
+	};
+	prefault_fresh(lane);
 	// A sharer writes every shared lane sooner or later (shared_lane).
 	for (uint32_t i = ch->first_shared; !exclusive && i < ch->n_lanes; i++)
-		if (i != lane && __atomic_load_n(&ch->lanes[i].head, __ATOMIC_RELAXED) == 0)
-			prefault_subbuf(ch, ch->data + (uint64_t)i * ch->lane_stride, 0);
+		if (i != lane)
+			prefault_fresh(i);
 	if (!t.key_set && g_exit_key_ok) {
 		t.key_set = true;
 		pthread_setspecific(g_exit_key, &t);
