@@ -11,6 +11,7 @@
  */
 #include "drain.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -339,7 +340,12 @@ void Drain::write_packets(uint32_t lane, const struct iovec *iov, int n_iov, con
 	if (lane >= n_lanes_ || n_pkts == 0 || !out_)
 		return;
 	std::string err;
+	const uint64_t t0 = mono_ns();
 	const size_t whole = out_->write_packets(lane, iov, n_iov, ends, n_pkts, err);
+	const uint64_t dt = mono_ns() - t0;
+	write_ns_ += dt;
+	write_max_ns_ = std::max(write_max_ns_, dt);
+	written_bytes_ += whole ? ends[whole - 1] : 0;
 	if (lane_sent_.size() != n_lanes_)
 		lane_sent_.assign(n_lanes_, 0);
 	lane_sent_[lane] += whole;
@@ -424,6 +430,7 @@ bool Drain::drain_once()
 				// processes that never fill a packet keep the default.
 				if (!weighted_) {
 					weighted_ = true;
+					stream_start_ns_ = mono_ns();
 					short_slice();
 					streaming_weight();
 				}
@@ -548,6 +555,7 @@ void Drain::run()
 	}
 	reader_->end_wait();
 	final_drain();
+	report_loss();
 	// Live: nothing more will come from this buffer (its process exited or
 	// the session stopped): say so up to now, so that live readers can
 	// show the other streams' events up to here.  After close: the relay
@@ -563,6 +571,39 @@ void Drain::run()
 	reader_.reset();
 	// Release: every file is closed before finished() reports it.
 	done_.store(true, std::memory_order_release);
+}
+
+// A streamed buffer whose writers discarded events (discard mode: the
+// ring was full) says so at its end, with what its output cost: the
+// bytes written, the time spent inside the output's writes against the
+// time the drain streamed, and the longest write.  Writes that took most
+// of that time mean the output did not keep up (on the 2-CPU VM of
+// docs/benchmarks.md a fresh ext4 file takes 0.5-0.9 GB/s when its page
+// cache is memory the host reclaimed, 5-7 GB/s when it is not: "Loss:
+// the output's fresh pages"); short ones, that the drain did not get the
+// CPU in time or the writers outran its copying.  The count is the
+// writers' shared word: a message, not the accounting (the trace's
+// packets carry that).
+void Drain::report_loss()
+{
+	if (overwrite_ || !reader_ || stream_start_ns_ == 0)
+		return;
+	uint64_t disc = 0;
+	for (uint32_t lane = 0; lane < n_lanes_; lane++)
+		disc += reader_->lane_discarded(lane);
+	if (disc == 0)
+		return;
+	const double span_ms = (double)(mono_ns() - stream_start_ns_) / 1e6;
+	const double write_ms = (double)write_ns_ / 1e6;
+	char msg[400];
+	snprintf(msg, sizeof msg,
+		 "the writers discarded %llu event(s), their ring full; this drain wrote %.1f MiB in %.1f ms, "
+		 "%.1f ms of it in writes (%.2f GB/s, longest %.1f ms): %s",
+		 (unsigned long long)disc, (double)written_bytes_ / (1 << 20), span_ms, write_ms,
+		 write_ns_ ? (double)written_bytes_ / (double)write_ns_ : 0.0, (double)write_max_ns_ / 1e6,
+		 write_ms > span_ms / 2 ? "the output did not keep up (a faster file system, or more or larger sub-buffers)"
+					: "more or larger sub-buffers, or more CPU for the daemon");
+	warn(dir_, msg);
 }
 
 void Drain::set_wait_fd(int fd)

@@ -147,6 +147,11 @@ private:
 	std::vector<uint8_t> batch_; // packets copied out of the ring, one write's worth
 	bool batch_ready_ = false;   // batch_ reserved (prepare_batch); drain thread only
 	bool weighted_ = false; // drain thread: short_slice + streaming_weight applied
+	// What the output cost, for the loss report (report_loss): drain
+	// thread only.
+	uint64_t stream_start_ns_ = 0; // the first packet seen
+	uint64_t write_ns_ = 0, write_max_ns_ = 0, written_bytes_ = 0;
+	void report_loss();
 	void prepare_batch();
 	uint32_t stream_id_ = 0;
 	bool overwrite_ = false;

@@ -188,10 +188,15 @@ def scenario_full(strata, demo, work):
 def scenario_discard(strata, demo, work):
     threads, n = 4, 50000
     out = os.path.join(work, "trace")
-    record(strata, demo, out, ["--mode", "discard", "--subbuf-size", "4096", "--subbuf-count", "2"],
-           ["--threads", str(threads), "--events", str(n)])
+    r = record(strata, demo, out, ["--mode", "discard", "--subbuf-size", "4096", "--subbuf-count", "2"],
+               ["--threads", str(threads), "--events", str(n)])
     tr = Trace(out)
     emitted = threads * n + 1
+    # The daemon tells the user of the loss, with what its writes cost.
+    said = [int(m) for m in re.findall(r"the writers discarded (\d+) event\(s\), their ring full; "
+                                       r"this drain wrote [0-9.]+ MiB in [0-9.]+ ms", r.stderr)]
+    check(len(said) == 1 and said[0] == tr.discarded_events,
+          "strata-consumerd reports the loss once, with the trace's count (%s vs %d)" % (said, tr.discarded_events))
     print("recorded %d, discarded %d events, %d packets" %
           (tr.events, tr.discarded_events, tr.discarded_packets))
     check(tr.discarded_packets == 0, "discard mode loses events, never packets (%d)" % tr.discarded_packets)
