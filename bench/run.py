@@ -251,7 +251,7 @@ class Bench:
         elif not acc["consistent"]:
             self.failures.append(line + " (recorded + discarded != emitted)")
         elif not acc["lossless"]:
-            self.notes.append(line + " (LOSS)")
+            self.notes.append(line + " (LOSS)" + (": " + acc["drain"] if acc.get("drain") else ""))
         log("  " + line)
 
     # The rate at which the file system of the trace directory takes a
@@ -295,9 +295,13 @@ class Bench:
             kv = parse_kv(p.stdout)
         if "emitted" not in kv:
             raise BenchError("%s %s: no result" % (side, args))
+        acc = account(out, int(kv["emitted"]))
         if side == "strata":
             self.clocks |= trace_clocks(out)
-        acc = account(out, int(kv["emitted"]))
+            # the daemon's own word on a loss: what its writes cost
+            said = re.findall(r"this drain wrote .*", p.stderr)
+            if said:
+                acc["drain"] = "; ".join(said)
         shutil.rmtree(out, ignore_errors=True)
         return kv, acc
 
