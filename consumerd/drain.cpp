@@ -383,11 +383,15 @@ void Drain::write_packet(uint32_t lane, const std::vector<uint8_t> &pkt)
 void Drain::prepare_batch()
 {
 	batch_ready_ = true;
-	batch_.reserve(kBatchBytes + reader_->info().subbuf_size);
+	// Never zeroed (new[] of a plain type): every byte is copied in
+	// before it is written out.  A packet is at most one sub-buffer, and
+	// one more is added only below kBatchBytes (drain_once).
+	batch_cap_ = kBatchBytes + reader_->info().subbuf_size;
+	batch_.reset(new uint8_t[batch_cap_]);
 	if (finish_.load(std::memory_order_relaxed)) // drain thread: a hint only
 		return;
-	const uintptr_t a = ((uintptr_t)batch_.data() + 4095) & ~(uintptr_t)4095;
-	const uintptr_t e = ((uintptr_t)batch_.data() + batch_.capacity()) & ~(uintptr_t)4095;
+	const uintptr_t a = ((uintptr_t)batch_.get() + 4095) & ~(uintptr_t)4095;
+	const uintptr_t e = ((uintptr_t)batch_.get() + batch_cap_) & ~(uintptr_t)4095;
 	if (e > a)
 		madvise((void *)a, e - a, kMadvPopulateWrite);
 }
@@ -411,8 +415,8 @@ bool Drain::drain_once()
 		for (unsigned k = 0; k < kPacketsPerRound;) {
 			size_t n = 0;
 			bool more = true;
-			batch_.clear();
-			for (; n < kBatch && k < kPacketsPerRound && (n == 0 || batch_.size() < kBatchBytes); k++) {
+			size_t len_now = 0; // bytes in batch_
+			for (; n < kBatch && k < kPacketsPerRound && (n == 0 || len_now < kBatchBytes); k++) {
 				strata_packet_header hdr;
 				const uint8_t *body = nullptr;
 				size_t len = 0;
@@ -436,21 +440,26 @@ bool Drain::drain_once()
 				}
 				if (!batch_ready_)
 					prepare_batch();
+				// validate_header bounds a packet by its sub-buffer; the
+				// check keeps batch_ safe whatever a future reader allows.
+				if (st == ReadStatus::kPacket && len_now + sizeof hdr + len > batch_cap_) {
+					st = ReadStatus::kSkipped;
+					err = "packet larger than its sub-buffer";
+				}
 				if (st != ReadStatus::kPacket) {
 					reader_->release(lane);
 					counters_.errors.fetch_add(1, std::memory_order_relaxed);
 					warn(dir_, "lane " + std::to_string(lane) + ": packet skipped: " + err);
 					continue;
 				}
-				const size_t at = batch_.size();
-				batch_.resize(at + sizeof hdr + len);
-				memcpy(batch_.data() + at, &hdr, sizeof hdr);
-				memcpy(batch_.data() + at + sizeof hdr, body, len);
+				memcpy(batch_.get() + len_now, &hdr, sizeof hdr);
+				memcpy(batch_.get() + len_now + sizeof hdr, body, len);
+				len_now += sizeof hdr + len;
 				reader_->release(lane); // copied: the writers may reuse it
-				ends[n++] = batch_.size();
+				ends[n++] = len_now;
 			}
 			if (n) {
-				struct iovec iov = {batch_.data(), batch_.size()};
+				struct iovec iov = {batch_.get(), len_now};
 				write_packets(lane, &iov, 1, ends, n);
 			}
 			if (!more)
