@@ -146,7 +146,7 @@ private:
 	uint32_t n_lanes_ = 0;
 	std::unique_ptr<uint8_t[]> batch_; // packets copied out of the ring, one write's worth
 	size_t batch_cap_ = 0;
-	bool batch_ready_ = false;   // batch_ reserved (prepare_batch); drain thread only
+	bool batch_ready_ = false;   // batch_ made (prepare_batch); drain thread only
 	bool weighted_ = false; // drain thread: short_slice + streaming_weight applied
 	// What the output cost, for the loss report (report_loss): drain
 	// thread only.

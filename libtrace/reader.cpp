@@ -27,7 +27,6 @@
 #define MADV_POPULATE_READ 22 // Linux 5.14 uapi; glibc 2.36 headers lack it
 #endif
 
-
 namespace strata {
 namespace {
 
