@@ -258,9 +258,9 @@ class Bench:
     # fresh file in 1 MiB buffered writes, as a drain writes (write() only,
     # no sync: what a drain waits for).  On a VM whose host backs freed
     # guest memory lazily (free page reporting), new page-cache folios
-    # cost a host fault each: 0.75-0.87 GB/s against 7 GB/s into pages
-    # freed a moment before (docs/benchmarks.md, "Loss: the file system's
-    # fresh pages").  A trace written faster than this for longer than its
+    # cost a host fault each: 0.5-0.9 GB/s against 7 GB/s into pages
+    # freed a moment before (docs/benchmarks.md, "Loss: the output's fresh
+    # pages").  A trace written faster than this for longer than its
     # ring holds loses events on any tracer.
     def file_rate(self, tag):
         path = os.path.join(self.work, "file-rate-%s" % tag)
