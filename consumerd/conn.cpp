@@ -162,6 +162,53 @@ void Daemon::on_readable(Conn &c)
 	}
 }
 
+// A connection that has not said HELLO yet: is the HELLO waiting in its
+// socket (with what it read already) a process's?  Peeked, not consumed.
+bool Daemon::hello_from_process(const Conn &c)
+{
+	uint8_t buf[512];
+	size_t have = std::min(c.in.size(), sizeof(buf));
+	memcpy(buf, c.in.data(), have);
+	const ssize_t n = recv(c.fd, buf + have, sizeof(buf) - have, MSG_PEEK | MSG_DONTWAIT);
+	if (n > 0)
+		have += static_cast<size_t>(n);
+	proto::Header h;
+	if (have < proto::kHeaderSize || !proto::decode_header(buf, proto::kHeaderSize, h) ||
+	    h.length > have - proto::kHeaderSize)
+		return false;
+	proto::Message m;
+	return proto::decode(buf, proto::kHeaderSize + h.length, m) && m.type() == proto::Type::Hello &&
+	       std::get<proto::Hello>(m.body).role == static_cast<uint32_t>(proto::Role::Process);
+}
+
+// A process hands its buffer over and closes without waiting for the
+// answer (libtrace/control/sync_query.cpp), so a BUFFER may still sit in a
+// socket, or a connection in the listen queue, when a controller's STOP
+// arrives.  Everything processes sent before now is read and handled
+// first: the STOP of `strata record` comes after its command exited, and
+// so after every BUFFER that command's processes sent.  Controllers'
+// connections are left alone (their commands keep their order), and so is
+// a connection whose HELLO is not all there yet.
+void Daemon::serve_pending()
+{
+	if (serving_pending_)
+		return;
+	serving_pending_ = true;
+	accept_conns();
+	std::vector<int> fds;
+	for (auto &kv : conns_) {
+		const Conn &c = *kv.second;
+		if (c.hello ? c.role == proto::Role::Process : hello_from_process(c))
+			fds.push_back(kv.first);
+	}
+	for (int fd : fds) {
+		auto it = conns_.find(fd); // handling one may have dropped another
+		if (it != conns_.end())
+			on_readable(*it->second);
+	}
+	serving_pending_ = false;
+}
+
 Session *Daemon::find(const Conn &c, const std::string &name, uint32_t seq, bool &answered)
 {
 	answered = false;

@@ -239,6 +239,10 @@ private:
 	int listen_on(const std::string &path);
 	void accept_conns();
 	void on_readable(Conn &c);
+	// Every process message already sent, read and handled now (before a
+	// session stops: a process does not wait for BUFFER's answer).
+	void serve_pending();
+	bool hello_from_process(const Conn &c);
 	bool handle(Conn &c, const proto::Message &m);
 	void send(Conn &c, uint32_t seq, proto::Body body, int pass_fd = -1);
 	void reply(Conn &c, uint32_t seq, int status, const std::string &text);
@@ -322,6 +326,7 @@ private:
 	std::string hostname_;
 	bool adopt_early_ = false; // DaemonOptions::adopt_early
 	bool quit_ = false;
+	bool serving_pending_ = false; // serve_pending runs: no nesting
 	std::unique_ptr<ClockPage> clock_page_; // null: TSC unusable
 	int clock_tfd_ = -1;                    // its refresh timer
 	int trigger_tfd_ = -1;                  // trigger.cpp's watch timer

@@ -259,6 +259,9 @@ void Daemon::stop_session(Session &s)
 {
 	if (s.state != proto::SessionState::Active)
 		return;
+	serve_pending(); // BUFFERs already sent join before the drains finish
+	if (s.state != proto::SessionState::Active)
+		return;
 	if (s.trigger)
 		stop_trigger(s); // its last look may still snapshot this session
 	kgen_ = kernel_stop(s.slot); // kernel probes stop before the drains flush

@@ -12,11 +12,18 @@
  *                           <----   HELLO_REPLY
  *                           <----   REGISTER_REPLY(active sessions)
  *     per granted session not joined yet: slot_open, set_rules,
- *       BUFFER(slot) + memfd ---->
- *                           <----   REPLY(status)  (nonzero: slot closed again)
+ *       BUFFER(slot) + memfd ---->  (its REPLY is not waited for)
  *     per session already joined: set_rules (rules may have changed)
  *     per joined slot no longer granted: slot_close (session stopped)
  *     quiesce; close(socket)        (the close is the acknowledgement)
+ *
+ * The process does not wait for BUFFER's answer: the daemon validates and
+ * maps the buffer on its own time, and reads every BUFFER already sent
+ * before it stops a session (conn.cpp, serve_pending), so the wait bought
+ * nothing but a refusal message, at a round trip (0.2-0.3 ms on a VM) per
+ * process start.  A refused buffer is logged by the daemon; the process
+ * then records into a buffer nobody reads, bounded by the channel's size,
+ * until its next query (tp-async: the daemon signals it) closes the slot.
  *
  * With /dev/strata speaking kabi 2 (kmod_link.h), the module answers
  * instead (docs/control-protocol.md, "The module answers the state query"):
@@ -24,8 +31,8 @@
  *   process                    strata.ko                strata-consumerd
  *     QUERY(grants)     ---->  sessions + rules for me
  *     per grant of one of my daemons not joined yet: slot_open, set_rules,
- *       HELLO, REGISTER(kRegisterModule, events) ---------->  (no grants back)
- *       BUFFER(slot) + memfd ------------------------------>  drain
+ *       HELLO, REGISTER(kRegisterModule, events),
+ *       BUFFER(slot) + memfd, in one send, no answer awaited ->  drain
  *     per joined grant: set_rules (no daemon contact)
  *     per joined slot not granted any more: slot_close
  *     quiesce; ACK(generation of the QUERY) ---->
@@ -57,6 +64,7 @@
 #include <cstdlib>
 #include <cstddef>
 #include <cstring>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -127,7 +135,7 @@ const char *err_text(int e)
 	return buf;
 }
 
-// Thread context only (getenv, fopen): fills what the handler reads.
+// Thread context only (getenv): fills what the handler reads.
 void init()
 {
 	State &s = g_state;
@@ -137,17 +145,10 @@ void init()
 			continue;
 		memcpy(s.paths[s.n_paths++], p.c_str(), p.size() + 1);
 	}
-	FILE *f = fopen("/proc/self/comm", "re");
-	s.comm[0] = 0;
-	if (f) {
-		if (!fgets(s.comm, sizeof(s.comm), f))
-			s.comm[0] = 0;
-		fclose(f);
-	}
-	size_t n = strlen(s.comm);
-	while (n && s.comm[n - 1] == '\n')
-		s.comm[--n] = 0;
-	if (!n)
+	// The kernel's comm, as /proc/self/comm shows it, without a file, a
+	// FILE buffer or their system calls (start-up: docs/benchmarks.md).
+	memset(s.comm, 0, sizeof(s.comm));
+	if (prctl(PR_GET_NAME, s.comm, 0, 0, 0) != 0 || !s.comm[0])
 		memcpy(s.comm, "unknown", 8);
 	s.timeout_ms = 1000;
 	const char *e = getenv("STRATA_REGISTER_TIMEOUT_MS");
@@ -191,26 +192,20 @@ int exchange(int fd, const Writer &w, int pass_fd, proto::Type expect, int64_t d
 	return h.type == static_cast<uint16_t>(expect) ? h.type : -EPROTO;
 }
 
-// BUFFER(slot) with the memfd (memfd < 0: its error), and the daemon's
-// REPLY: >= 0, or -errno with the daemon's text in `text`.
-int send_buffer(int fd, uint32_t slot, int memfd, int64_t dl, char *text, size_t cap)
+// BUFFER(slot) with the memfd (memfd < 0: its error), sent; its answer is
+// not waited for (file comment).  0, or -errno of the send.
+int send_buffer(int fd, uint32_t slot, int memfd, int64_t dl)
 {
 	State &s = g_state;
 	Writer w(s.out, sizeof(s.out));
 	proto::pc::encode_buffer(w, ++s.seq, slot, memfd < 0 ? memfd : 0);
-	size_t len = 0;
-	int r = exchange(fd, w, memfd, proto::Type::Reply, dl, &len, text, cap);
-	int32_t st = 0;
-	if (r > 0 && !proto::pc::parse_reply(s.in + proto::kHeaderSize, len, &st, text, cap))
-		r = -EPROTO;
-	if (r > 0 && st < 0)
-		r = st;
-	return r;
+	int r = proto::send_all(fd, s.out, w.len, memfd, dl);
+	return r < 0 ? r : 0;
 }
 
-// After a hand-off (r: send_buffer's answer): the slot is joined, or closed
+// After a hand-off (r: send_buffer's result): the slot is joined, or closed
 // again with one warning.  0 if joined.
-int joined_or_not(unsigned slot, uint64_t session_id, int memfd, int r, const char *text)
+int joined_or_not(unsigned slot, uint64_t session_id, int memfd, int r)
 {
 	if (memfd < 0) {
 		say("cannot open a buffer: ", err_text(memfd));
@@ -218,7 +213,7 @@ int joined_or_not(unsigned slot, uint64_t session_id, int memfd, int r, const ch
 	}
 	if (r < 0) {
 		strata_rt_slot_close(slot);
-		say("buffer refused: ", text[0] ? text : err_text(r));
+		say("cannot hand the buffer to the consumer daemon: ", err_text(r));
 		return r;
 	}
 	g_state.joined[slot] = session_id;
@@ -236,9 +231,7 @@ int join(int fd, const proto::pc::Grant &g, int64_t dl)
 			memfd = r;
 		}
 	}
-	char text[256];
-	int r = send_buffer(fd, g.slot, memfd, dl, text, sizeof(text));
-	return joined_or_not(g.slot, g.session_id, memfd, r, text);
+	return joined_or_not(g.slot, g.session_id, memfd, send_buffer(fd, g.slot, memfd, dl));
 }
 
 // The last query found no daemon at all.
@@ -446,32 +439,35 @@ void new_uuid(uint8_t uuid[16])
 	uuid[8] = static_cast<uint8_t>((uuid[8] & 0x3f) | 0x80);
 }
 
-// One connection to the daemon at `path`: HELLO, REGISTER(kRegisterModule),
-// and with slot >= 0 a BUFFER (memfd < 0: its error).  0, or -errno with the
-// daemon's text in `text`.
-int to_daemon(const char *path, bool list_events, int slot, int memfd, int64_t dl, char *text, size_t cap)
+// One connection to the daemon at `path`: HELLO, REGISTER(kRegisterModule)
+// and with slot >= 0 a BUFFER (memfd < 0: its error), in one send; no
+// answer is waited for (the module granted the slot; the daemon checks the
+// grant with the module, procs.cpp).  0, or -errno of the connect or send.
+int to_daemon(const char *path, bool list_events, int slot, int memfd, int64_t dl)
 {
 	State &s = g_state;
-	text[0] = 0;
 	int fd = proto::connect_unix(path, dl);
 	if (fd < 0)
 		return fd;
-	size_t len = 0;
 	Writer w(s.out, sizeof(s.out));
 	proto::pc::encode_hello(w, ++s.seq);
-	int r = exchange(fd, w, -1, proto::Type::HelloReply, dl, &len, text, cap);
-	uint16_t version = 0;
-	if (r > 0 && !proto::pc::parse_hello_reply(s.in + proto::kHeaderSize, len, &version))
-		r = -EPROTO;
-	if (r > 0) {
-		const uint32_t flags = proto::kRegisterModule | (s.signo ? proto::kRegisterAsync : 0);
-		proto::pc::encode_register(w, ++s.seq, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getuid()),
-					   flags, static_cast<uint32_t>(s.signo), s.comm, strata_rt_event_name,
-					   list_events ? strata_rt_event_count() : 0);
-		r = w.ok ? exchange(fd, w, -1, proto::Type::RegisterReply, dl, &len, text, cap) : -EMSGSIZE;
+	const uint32_t flags = proto::kRegisterModule | (s.signo ? proto::kRegisterAsync : 0);
+	Writer rw(s.out + w.len, sizeof(s.out) - w.len);
+	proto::pc::encode_register(rw, ++s.seq, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getuid()), flags,
+				   static_cast<uint32_t>(s.signo), s.comm, strata_rt_event_name,
+				   list_events ? strata_rt_event_count() : 0);
+	int r = rw.ok ? 0 : -EMSGSIZE;
+	w.len += rw.ok ? rw.len : 0;
+	if (r == 0 && slot >= 0) {
+		Writer bw(s.out + w.len, sizeof(s.out) - w.len);
+		proto::pc::encode_buffer(bw, ++s.seq, static_cast<uint32_t>(slot), memfd < 0 ? memfd : 0);
+		r = bw.ok ? 0 : -EMSGSIZE;
+		w.len += bw.ok ? bw.len : 0;
 	}
-	if (r > 0 && slot >= 0)
-		r = send_buffer(fd, static_cast<uint32_t>(slot), memfd, dl, text, cap);
+	// The descriptor rides with the first byte of this send; the daemon
+	// queues descriptors per connection and BUFFER takes the oldest.
+	if (r == 0)
+		r = proto::send_all(fd, s.out, w.len, slot >= 0 ? memfd : -1, dl);
 	close(fd);
 	return r < 0 ? r : 0;
 }
@@ -491,9 +487,8 @@ int join_granted(const strata_kabi_grant &g, const strata_rule *rules, bool list
 			memfd = r;
 		}
 	}
-	char text[256];
-	int r = to_daemon(g.sock_path, list_events, static_cast<int>(g.slot), memfd, dl, text, sizeof(text));
-	return joined_or_not(g.slot, g.session_id, memfd, r, text);
+	int r = to_daemon(g.sock_path, list_events, static_cast<int>(g.slot), memfd, dl);
+	return joined_or_not(g.slot, g.session_id, memfd, r);
 }
 
 // One query answered by the module; the caller holds g_busy.  The module's
@@ -546,10 +541,9 @@ int kmod_query_once(bool list_events)
 	kmod_link_ack(gen);
 	g_no_daemon = false;
 	if (list_events && !contacted) { // tell a daemon our events (LIST)
-		char text[256];
 		int a = -ENOENT;
 		for (int i = 0; i < s.n_paths && (a == -ENOENT || a == -ECONNREFUSED); i++)
-			a = to_daemon(s.paths[i], true, -1, -1, dl, text, sizeof(text));
+			a = to_daemon(s.paths[i], true, -1, -1, dl);
 		g_no_daemon = a == -ENOENT || a == -ECONNREFUSED;
 	}
 	return joined;
