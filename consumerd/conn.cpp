@@ -168,7 +168,8 @@ bool Daemon::hello_from_process(const Conn &c)
 {
 	uint8_t buf[512];
 	size_t have = std::min(c.in.size(), sizeof(buf));
-	memcpy(buf, c.in.data(), have);
+	if (have) // an empty vector's data() may be null
+		memcpy(buf, c.in.data(), have);
 	const ssize_t n = recv(c.fd, buf + have, sizeof(buf) - have, MSG_PEEK | MSG_DONTWAIT);
 	if (n > 0)
 		have += static_cast<size_t>(n);
