@@ -241,6 +241,8 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 		return c.hello;
 	}
 	const bool ctl = c.role == proto::Role::Controller;
+	if (ctl)
+		settle_attaches(); // a command sees every buffer already handed over
 	bool found;
 	kgen_ = 0; // set by the change being handled, if the module took it
 	switch (m.type()) {

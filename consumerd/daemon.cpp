@@ -173,6 +173,7 @@ int Daemon::run(const DaemonOptions &opt)
 	ev.data.fd = sigfd_;
 	epoll_ctl(epfd_, EPOLL_CTL_ADD, sigfd_, &ev);
 	start_clock_page();
+	start_attacher();
 	kwait_efd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (kwait_efd_ >= 0) {
 		ev.data.fd = kwait_efd_;
@@ -202,6 +203,8 @@ int Daemon::run(const DaemonOptions &opt)
 				accept_conns();
 			} else if (fd == kwait_efd_) {
 				on_kwait_done();
+			} else if (fd == attach_efd_) {
+				attach_done();
 			} else if (fd == sigfd_) {
 				struct signalfd_siginfo si;
 				while (read(sigfd_, &si, sizeof(si)) == sizeof(si)) {
@@ -226,6 +229,7 @@ int Daemon::run(const DaemonOptions &opt)
 		}
 		answer_pending(false);
 	}
+	stop_attacher(); // settles: every buffer handed over joins its session
 	kwait_quit_.store(true, std::memory_order_relaxed); // their next slice ends them
 	for (auto &t : kwaiters_)
 		t.second.join();

@@ -6,6 +6,9 @@
  *     epoll set; it alone mutates them, so they need no lock;
  *   - one drain thread per attached buffer (drain.h) touches only its
  *     buffer, its files and its counters;
+ *   - one attacher thread validates and maps a process's buffer and starts
+ *     its drain thread, then hands the drain to the main thread
+ *     (attach.cpp); module WAITs run on threads of their own (kmod_link.cpp);
  *   - signals (SIGTERM, SIGINT) arrive through a signalfd in the epoll set:
  *     nothing runs in signal context;
  *   - every byte from a socket goes through the protocol decoder; a peer

@@ -16,7 +16,9 @@
  *   sessions.cpp   sessions and their outputs: CREATE, rules, START/STOP
  *                  bookkeeping, STATUS/LIST, crash repair, SNAPSHOT;
  *   trigger.cpp    snapshots on an event: SNAPSHOT_ON, the companion
- *                  session, the watch timer.
+ *                  session, the watch timer;
+ *   attach.cpp     the attacher thread: a BUFFER validated, mapped and
+ *                  its drain started off the main thread (its contract).
  *
  * Objects, all owned by the main thread:
  *   Session  a named recording: slot 0..15, owner uid, output directory,
@@ -49,6 +51,7 @@
 #include "daemon.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -195,6 +198,36 @@ struct KWaitDone {
 	std::vector<uint32_t> missing;  // with -ETIMEDOUT
 };
 
+// Main thread, after a helper thread's eventfd fired: the eventfd read
+// (cleared) and the results the helper left in `done` under `mu`.
+template <class T> std::vector<T> take_results(int efd, std::mutex &mu, std::vector<T> &done)
+{
+	uint64_t n;
+	ssize_t r = read(efd, &n, sizeof n);
+	(void)r;
+	std::vector<T> out;
+	std::lock_guard<std::mutex> lk(mu);
+	out.swap(done);
+	return out;
+}
+
+// A BUFFER handed to the attacher thread (attach.cpp): what Drain::create
+// needs, made on the main thread, and its result.
+struct AttachJob {
+	uint64_t conn_id = 0; // the connection to answer, if still open
+	uint32_t seq = 0;
+	pid_t pid = 0;
+	uint64_t run_id = 0; // the session's
+	int fd = -1;         // the memfd; Drain::create closes it
+	uint8_t uuid[16] = {};
+	std::string dir;
+	ClockInfo clock;
+	TraceEnv env;
+	Owner owner;
+	std::unique_ptr<Drain> drain; // the result, or null with err
+	std::string err;
+};
+
 struct Grant {
 	uint64_t session_id = 0;
 	uint8_t uuid[16] = {};
@@ -258,6 +291,15 @@ private:
 	static bool targets(const Session &s, size_t rule, const Proc &p);
 	static std::vector<proto::Rule> rules_for(const Session &s, const Proc &p);
 	void acknowledge(pid_t pid, uint64_t registered_at);
+	void start_attacher();
+	void stop_attacher();
+	bool attacher_running() const;
+	void attacher_loop();
+	void queue_attach(AttachJob j);
+	void attach_done();
+	void settle_attaches();
+	void integrate(AttachJob &j);
+	void drop_attach(AttachJob &j);
 	void start_kwait(PendingReply &p);
 	void on_kwait_done();
 	void answer_pending(bool all);
@@ -327,6 +369,16 @@ private:
 	bool adopt_early_ = false; // DaemonOptions::adopt_early
 	bool quit_ = false;
 	bool serving_pending_ = false; // serve_pending runs: no nesting
+	// The attacher thread (attach.cpp's contract).
+	std::thread attacher_;
+	int attach_efd_ = -1;
+	std::mutex attach_mu_;
+	std::condition_variable attach_cv_;      // a job queued, or quit
+	std::condition_variable attach_idle_cv_; // a job finished
+	std::deque<AttachJob> attach_q_;         // guarded by attach_mu_
+	std::vector<AttachJob> attach_done_;     // guarded by attach_mu_
+	unsigned attach_busy_ = 0;               // guarded: jobs being run
+	bool attach_quit_ = false;               // guarded
 	std::unique_ptr<ClockPage> clock_page_; // null: TSC unusable
 	int clock_tfd_ = -1;                    // its refresh timer
 	int trigger_tfd_ = -1;                  // trigger.cpp's watch timer

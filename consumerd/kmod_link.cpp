@@ -62,15 +62,7 @@ void Daemon::start_kwait(PendingReply &p)
 // missing acknowledged.
 void Daemon::on_kwait_done()
 {
-	uint64_t n;
-	ssize_t r = read(kwait_efd_, &n, sizeof n);
-	(void)r;
-	std::vector<KWaitDone> done;
-	{
-		std::lock_guard<std::mutex> lk(kwait_mu_);
-		done.swap(kwait_done_);
-	}
-	for (KWaitDone &d : done) {
+	for (KWaitDone &d : take_results(kwait_efd_, kwait_mu_, kwait_done_)) {
 		auto t = kwaiters_.find(d.id);
 		if (t != kwaiters_.end()) { // it has finished but for returning
 			t->second.join();

@@ -272,6 +272,21 @@ void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 	env.procname = p.comm;
 	env.pid = p.pid;
 	env.hostname = hostname_;
+	if (!s->relay && attacher_running()) { // attach.cpp: off this thread, answered from there
+		AttachJob j;
+		j.conn_id = c.id;
+		j.seq = seq;
+		j.pid = c.cred.pid;
+		j.run_id = s->run_id;
+		j.fd = fd;
+		memcpy(j.uuid, grant.uuid, 16);
+		j.dir = dir;
+		j.clock = s->clock;
+		j.env = env;
+		j.owner = s->owner;
+		queue_attach(std::move(j));
+		return;
+	}
 	std::string err;
 	std::unique_ptr<Drain> d = Drain::create(fd, grant.uuid, dir, s->clock, env, s->owner, err);
 	if (!d) {
@@ -311,6 +326,7 @@ void Daemon::on_exit(int pidfd)
 		if (c != conns_.end())
 			on_readable(*c->second); // may drop it (EOF)
 	}
+	settle_attaches(); // its drains, all of them, before they are told it died
 	it = procs_.find(pidfd);
 	if (it == procs_.end())
 		return;

@@ -260,6 +260,7 @@ void Daemon::stop_session(Session &s)
 	if (s.state != proto::SessionState::Active)
 		return;
 	serve_pending(); // BUFFERs already sent join before the drains finish
+	settle_attaches();
 	if (s.state != proto::SessionState::Active)
 		return;
 	if (s.trigger)
@@ -300,6 +301,7 @@ void Daemon::do_snapshot(Conn &c, uint32_t seq, const proto::Snapshot &m)
 
 int Daemon::take_snapshot(Session &s, std::string root, std::string &text)
 {
+	settle_attaches(); // a buffer being attached is in the snapshot too
 	if (s.state != proto::SessionState::Active) {
 		text = "session '" + s.name + "' is not started: nothing to snapshot";
 		return -EALREADY;
