@@ -25,8 +25,15 @@
  *   - settle_attaches() waits until no job is queued or running and
  *     integrates them all: the main thread calls it before anything that
  *     looks at or ends a session's or a process's drains (a stop, an exit,
- *     a controller's command, shutdown), so an attach in flight is never
- *     missed; between those, results arrive through attach_efd_;
+ *     a controller's command, a snapshot, shutdown), so an attach in
+ *     flight is never missed.  Between those, collect_attaches() takes
+ *     what is done at every turn of the event loop;
+ *   - the attacher wakes the event loop (attach_efd_) only while the
+ *     job's connection is open (AttachJob::awaited), because someone may
+ *     wait for BUFFER's answer.  A process that closed has not waited:
+ *     waking the main thread then would only preempt it again on its CPU
+ *     (the wake-up lands there), so its drain joins the books at the next
+ *     turn of the loop, at the latest at its exit (pidfd);
  *   - a relay session's BUFFER stays on the main thread (its output is
  *     the session's, made before the drain starts).
  */
@@ -88,13 +95,18 @@ void Daemon::attacher_loop()
 		j.fd = -1; // Drain::create closed it
 		if (j.drain)
 			j.drain->start();
+		// Relaxed: nothing is published through the flag (the result is,
+		// under attach_mu_); a stale true costs one needless wake-up.
+		const bool wake = j.awaited && j.awaited->load(std::memory_order_relaxed);
 		lk.lock();
 		attach_busy_--;
 		attach_done_.push_back(std::move(j));
 		attach_idle_cv_.notify_all();
-		const uint64_t one = 1;
-		ssize_t w = write(attach_efd_, &one, sizeof one); // wakes the event loop
-		(void)w;
+		if (wake) {
+			const uint64_t one = 1;
+			ssize_t w = write(attach_efd_, &one, sizeof one); // wakes the event loop
+			(void)w;
+		}
 	}
 }
 
@@ -111,6 +123,20 @@ void Daemon::queue_attach(AttachJob j)
 void Daemon::attach_done()
 {
 	for (AttachJob &j : take_results(attach_efd_, attach_mu_, attach_done_))
+		integrate(j);
+}
+
+// Main thread, every turn of the event loop: results so far, no waiting.
+void Daemon::collect_attaches()
+{
+	if (!attacher_.joinable())
+		return;
+	std::vector<AttachJob> done;
+	{
+		std::lock_guard<std::mutex> lk(attach_mu_);
+		done.swap(attach_done_);
+	}
+	for (AttachJob &j : done)
 		integrate(j);
 }
 

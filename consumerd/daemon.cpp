@@ -227,6 +227,7 @@ int Daemon::run(const DaemonOptions &opt)
 					on_readable(*it->second);
 			}
 		}
+		collect_attaches(); // drains whose process did not wait (attach.cpp)
 		answer_pending(false);
 	}
 	stop_attacher(); // settles: every buffer handed over joins its session

@@ -226,6 +226,7 @@ struct AttachJob {
 	Owner owner;
 	std::unique_ptr<Drain> drain; // the result, or null with err
 	std::string err;
+	std::shared_ptr<std::atomic<bool>> awaited; // Conn::attaching's flag
 };
 
 struct Grant {
@@ -255,8 +256,14 @@ struct Conn {
 	bool kmod = false;             // REGISTER with kRegisterModule
 	std::vector<uint64_t> kgens;   // module generations of this controller's changes since its WAIT
 	std::map<uint32_t, Grant> grants;
+	// Its BUFFERs at the attacher: true while this connection is open (an
+	// answer may be awaited); see attach.cpp.
+	std::vector<std::shared_ptr<std::atomic<bool>>> attaching;
 	~Conn()
 	{
+		for (auto &a : attaching)
+			a->store(false, std::memory_order_relaxed); // attach.cpp: only a wake-up depends on it
+
 		for (int f : fds)
 			close(f);
 		if (fd >= 0)
@@ -297,6 +304,7 @@ private:
 	void attacher_loop();
 	void queue_attach(AttachJob j);
 	void attach_done();
+	void collect_attaches();
 	void settle_attaches();
 	void integrate(AttachJob &j);
 	void drop_attach(AttachJob &j);

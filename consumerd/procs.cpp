@@ -284,6 +284,8 @@ void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 		j.clock = s->clock;
 		j.env = env;
 		j.owner = s->owner;
+		j.awaited = std::make_shared<std::atomic<bool>>(true);
+		c.attaching.push_back(j.awaited);
 		queue_attach(std::move(j));
 		return;
 	}

@@ -160,6 +160,7 @@ void Daemon::stop_trigger(Session &s)
 
 void Daemon::check_triggers()
 {
+	collect_attaches(); // a companion's new drains count from their first packets
 	bool any = false;
 	for (size_t i = 0; i < sessions_.size(); i++) {
 		Session &s = *sessions_[i];
