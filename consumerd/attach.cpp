@@ -144,14 +144,12 @@ void Daemon::settle_attaches()
 {
 	if (!attacher_.joinable())
 		return;
-	std::vector<AttachJob> done;
 	{
 		std::unique_lock<std::mutex> lk(attach_mu_);
 		attach_idle_cv_.wait(lk, [this] { return attach_q_.empty() && attach_busy_ == 0; });
-		done.swap(attach_done_);
 	}
-	for (AttachJob &j : done)
-		integrate(j);
+	// Nothing new can be done now: only this thread queues jobs.
+	collect_attaches();
 }
 
 // Main thread: one job's result joins its session and process, and its
