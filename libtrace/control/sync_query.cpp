@@ -192,6 +192,21 @@ int exchange(int fd, const Writer &w, int pass_fd, proto::Type expect, int64_t d
 	return h.type == static_cast<uint16_t>(expect) ? h.type : -EPROTO;
 }
 
+// HELLO, then REGISTER behind it, into w (s.out), for one send: the daemon
+// answers a connection's messages in order.  w.len covers what fitted;
+// false if REGISTER did not.
+bool encode_hello_register(Writer &w, uint32_t flags, bool list_events)
+{
+	State &s = g_state;
+	proto::pc::encode_hello(w, ++s.seq);
+	Writer rw(s.out + w.len, sizeof(s.out) - w.len);
+	proto::pc::encode_register(rw, ++s.seq, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getuid()), flags,
+				   static_cast<uint32_t>(s.signo), s.comm, strata_rt_event_name,
+				   list_events ? strata_rt_event_count() : 0);
+	w.len += rw.ok ? rw.len : 0;
+	return rw.ok;
+}
+
 // BUFFER(slot) with the memfd (memfd < 0: its error), sent; its answer is
 // not waited for (file comment).  0, or -errno of the send.
 int send_buffer(int fd, uint32_t slot, int memfd, int64_t dl)
@@ -340,16 +355,9 @@ int query_once(bool list_events)
 	// start-up waits for one round trip less (a HELLO it refuses is
 	// answered with an error and the connection closed, REGISTER unread).
 	Writer w(s.out, sizeof(s.out));
-	proto::pc::encode_hello(w, ++s.seq);
-	const uint32_t hello_seq = s.seq;
-	Writer rw(s.out + w.len, sizeof(s.out) - w.len);
-	const uint32_t flags = s.signo ? proto::kRegisterAsync : 0;
-	proto::pc::encode_register(rw, ++s.seq, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getuid()), flags,
-				   static_cast<uint32_t>(s.signo), s.comm, strata_rt_event_name,
-				   list_events ? strata_rt_event_count() : 0);
+	const bool register_ok = encode_hello_register(w, s.signo ? proto::kRegisterAsync : 0, list_events);
 	const uint32_t register_seq = s.seq;
-	w.len += rw.ok ? rw.len : 0;
-	s.seq = hello_seq; // the first answer is HELLO's
+	s.seq = register_seq - 1; // the first answer is HELLO's
 	int r = exchange(fd, w, -1, proto::Type::HelloReply, dl, &len, text, sizeof(text));
 	uint16_t version = 0;
 	if (r > 0 && !proto::pc::parse_hello_reply(s.in + proto::kHeaderSize, len, &version))
@@ -358,7 +366,7 @@ int query_once(bool list_events)
 	if (r > 0) {
 		w.len = 0; // sent already: only receive
 		int page_fd = -1; // the daemon's clock page (control-protocol.md)
-		r = rw.ok ? exchange(fd, w, -1, proto::Type::RegisterReply, dl, &len, text, sizeof(text), &page_fd)
+		r = register_ok ? exchange(fd, w, -1, proto::Type::RegisterReply, dl, &len, text, sizeof(text), &page_fd)
 			  : -EMSGSIZE;
 		if (r > 0 && !proto::pc::parse_register_reply(s.in + proto::kHeaderSize, len, &s.grants))
 			r = -EPROTO;
@@ -458,14 +466,9 @@ int to_daemon(const char *path, bool list_events, int slot, int memfd, int64_t d
 	if (fd < 0)
 		return fd;
 	Writer w(s.out, sizeof(s.out));
-	proto::pc::encode_hello(w, ++s.seq);
-	const uint32_t flags = proto::kRegisterModule | (s.signo ? proto::kRegisterAsync : 0);
-	Writer rw(s.out + w.len, sizeof(s.out) - w.len);
-	proto::pc::encode_register(rw, ++s.seq, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getuid()), flags,
-				   static_cast<uint32_t>(s.signo), s.comm, strata_rt_event_name,
-				   list_events ? strata_rt_event_count() : 0);
-	int r = rw.ok ? 0 : -EMSGSIZE;
-	w.len += rw.ok ? rw.len : 0;
+	int r = encode_hello_register(w, proto::kRegisterModule | (s.signo ? proto::kRegisterAsync : 0), list_events)
+			? 0
+			: -EMSGSIZE;
 	if (r == 0 && slot >= 0) {
 		Writer bw(s.out + w.len, sizeof(s.out) - w.len);
 		proto::pc::encode_buffer(bw, ++s.seq, static_cast<uint32_t>(slot), memfd < 0 ? memfd : 0);
