@@ -157,6 +157,7 @@ void Daemon::on_readable(Conn &c)
 				return;
 			}
 		}
+		publish_tables(); // before a controller's answer: a process it starts sees the change
 		flush_out(c);
 		c.in.erase(c.in.begin(), c.in.begin() + static_cast<long>(off));
 	}
@@ -241,8 +242,10 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 		return c.hello;
 	}
 	const bool ctl = c.role == proto::Role::Controller;
-	if (ctl)
+	if (ctl) {
 		settle_attaches(); // a command sees every buffer already handed over
+		tables_dirty_ = true; // it may change what a process is granted
+	}
 	bool found;
 	kgen_ = 0; // set by the change being handled, if the module took it
 	switch (m.type()) {

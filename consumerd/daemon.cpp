@@ -182,6 +182,8 @@ int Daemon::run(const DaemonOptions &opt)
 	INFO("listening on %s (protocol %u, buffer ABI %u.%u)", path_.c_str(), proto::kVersion, STRATA_ABI_MAJOR,
 	     STRATA_ABI_MINOR);
 	repair_after_crash();
+	remove_tables(); // a crashed daemon's: their runs are gone
+	publish_tables();
 	if (opt.ready_fd >= 0) {
 		ssize_t w = write(opt.ready_fd, "ready\n", 6);
 		(void)w;
@@ -213,8 +215,10 @@ int Daemon::run(const DaemonOptions &opt)
 				}
 			} else if (fd == trigger_tfd_) {
 				uint64_t ticks;
-				if (read(trigger_tfd_, &ticks, sizeof ticks) == sizeof ticks)
+				if (read(trigger_tfd_, &ticks, sizeof ticks) == sizeof ticks) {
 					check_triggers();
+					tables_dirty_ = true; // a companion may have started or stopped
+				}
 			} else if (fd == clock_tfd_) {
 				uint64_t ticks;
 				if (read(clock_tfd_, &ticks, sizeof ticks) == sizeof ticks)
@@ -229,6 +233,7 @@ int Daemon::run(const DaemonOptions &opt)
 		}
 		collect_attaches(); // drains whose process did not wait (attach.cpp)
 		answer_pending(false);
+		publish_tables();
 	}
 	stop_attacher(); // settles: every buffer handed over joins its session
 	kwait_quit_.store(true, std::memory_order_relaxed); // their next slice ends them
@@ -241,6 +246,7 @@ int Daemon::run(const DaemonOptions &opt)
 	for (size_t i = 0; i < sessions_.size(); i++)
 		stop_session(*sessions_[i]);
 	sessions_.clear();
+	remove_tables();
 	conns_.clear();
 	for (auto &kv : procs_)
 		if (kv.first >= 0)
@@ -255,8 +261,10 @@ int Daemon::run(const DaemonOptions &opt)
 	close(epfd_);
 	if (kwait_efd_ >= 0)
 		close(kwait_efd_);
-	INFO("served %llu state queries; %llu hand-offs and announcements from processes the kernel module answers",
-	     static_cast<unsigned long long>(n_queries_), static_cast<unsigned long long>(n_handoffs_));
+	INFO("served %llu state queries and %llu joins from the grant table; %llu hand-offs and announcements from "
+	     "processes the kernel module answers",
+	     static_cast<unsigned long long>(n_queries_), static_cast<unsigned long long>(n_table_joins_),
+	     static_cast<unsigned long long>(n_handoffs_));
 	INFO("exited cleanly");
 	return 0;
 }

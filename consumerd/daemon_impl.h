@@ -18,7 +18,9 @@
  *   trigger.cpp    snapshots on an event: SNAPSHOT_ON, the companion
  *                  session, the watch timer;
  *   attach.cpp     the attacher thread: a BUFFER validated, mapped and
- *                  its drain started off the main thread (its contract).
+ *                  its drain started off the main thread (its contract);
+ *   grant_table.cpp the grant table: what REGISTER would grant, published
+ *                  per uid so that a process starts with no round trip.
  *
  * Objects, all owned by the main thread:
  *   Session  a named recording: slot 0..15, owner uid, output directory,
@@ -229,10 +231,16 @@ struct AttachJob {
 	std::shared_ptr<std::atomic<bool>> awaited; // Conn::attaching's flag
 };
 
+// Does `pid` catch `signo` right now (notify.cpp)?
+bool catches(pid_t pid, int signo);
+
 struct Grant {
 	uint64_t session_id = 0;
 	uint8_t uuid[16] = {};
 };
+// A grant the process made itself (the module's, the grant table's): the
+// session's run id and the trace uuid in the buffer's header (kmod_link.cpp).
+bool grant_of_buffer(uint64_t run_id, int fd, Grant &grant);
 
 struct Conn {
 	uint64_t id = 0;
@@ -254,6 +262,7 @@ struct Conn {
 	std::deque<int> fds;
 	bool registered = false;
 	bool kmod = false;             // REGISTER with kRegisterModule
+	bool table = false;            // REGISTER with kRegisterTable (grant_table.cpp)
 	std::vector<uint64_t> kgens;   // module generations of this controller's changes since its WAIT
 	std::map<uint32_t, Grant> grants;
 	// Its BUFFERs at the attacher: true while this connection is open (an
@@ -325,6 +334,13 @@ private:
 	void do_register(Conn &c, uint32_t seq, const proto::Register &m);
 	void do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m);
 	bool module_grant(const Conn &c, uint32_t slot, int fd, Grant &grant);
+	// The grant table (grant_table.cpp).
+	std::string table_path(uid_t uid) const;
+	std::vector<uint8_t> table_content(uid_t uid) const;
+	void publish_tables();
+	void remove_tables();
+	void table_registered(Conn &c, Proc &p, uint64_t gen);
+	bool table_grant(const Conn &c, const proto::Buffer &m, int fd, Grant &grant);
 	KmodGrant grant_of(const Session &s) const;
 	void move_off_busy_slot(Session &s);
 	Proc &proc_for(pid_t pid, uid_t uid);
@@ -387,6 +403,17 @@ private:
 	std::vector<AttachJob> attach_done_;     // guarded by attach_mu_
 	unsigned attach_busy_ = 0;               // guarded: jobs being run
 	bool attach_quit_ = false;               // guarded
+	// The grant table's files by uid: content (flags + message) and
+	// generation as last written; dirty: something they derive from changed.
+	struct Table {
+		std::vector<uint8_t> content;
+		uint64_t gen = 0;
+		bool written = false;
+	};
+	std::map<uid_t, Table> tables_;
+	uint64_t table_gen_ = 0;
+	bool tables_dirty_ = true;
+	uint64_t n_table_joins_ = 0;
 	std::unique_ptr<ClockPage> clock_page_; // null: TSC unusable
 	int clock_tfd_ = -1;                    // its refresh timer
 	int trigger_tfd_ = -1;                  // trigger.cpp's watch timer

@@ -98,16 +98,21 @@ bool Daemon::module_grant(const Conn &c, uint32_t slot, int fd, Grant &grant)
 		if (x->slot != slot || x->state != proto::SessionState::Active || !(x->uid == 0 || x->uid == c.cred.uid) ||
 		    !kernel_grants(slot))
 			continue;
-		grant.session_id = x->run_id;
-		strata_buffer_header h;
-		if (fd >= 0) {
-			if (pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h))
-				return false;
-			memcpy(grant.uuid, h.trace_uuid, 16);
-		}
-		return true;
+		return grant_of_buffer(x->run_id, fd, grant);
 	}
 	return false;
+}
+
+bool grant_of_buffer(uint64_t run_id, int fd, Grant &grant)
+{
+	grant.session_id = run_id;
+	strata_buffer_header h;
+	if (fd >= 0) {
+		if (pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h))
+			return false;
+		memcpy(grant.uuid, h.trace_uuid, 16);
+	}
+	return true;
 }
 
 // What the module hands a process with the session's rules (kernel_source.h).

@@ -13,7 +13,7 @@ namespace daemon_impl {
 // Does `pid` catch `signo` right now?  A process that exec'd since it
 // registered has its handlers reset, and a real-time signal's default
 // action would kill it: never send one it does not catch.
-static bool catches(pid_t pid, int signo)
+bool catches(pid_t pid, int signo)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/status", static_cast<int>(pid));

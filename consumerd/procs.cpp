@@ -32,7 +32,12 @@ void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
 	p->kmod = (m.flags & proto::kRegisterModule) != 0;
 	c.registered_at = change_;
 	VLOG("pid %d (%s) registered, %zu tracepoints%s", pid, m.comm.c_str(), m.events.size(),
-	     p->kmod ? " (the module answers its state queries)" : "");
+	     p->kmod ? " (the module answers its state queries)"
+		     : (m.flags & proto::kRegisterTable) ? " (joined from the grant table)" : "");
+	if (m.flags & proto::kRegisterTable) { // grant_table.cpp: nothing to answer
+		table_registered(c, *p, m.table_gen);
+		return;
+	}
 	if (p->kmod) { // an announcement or a hand-off: no grant from us
 		c.kmod = true;
 		n_handoffs_++;
@@ -92,6 +97,8 @@ Proc &Daemon::proc_for(pid_t pid, uid_t uid)
 		}
 		p = &procs_[pidfd];
 		p->pidfd = pidfd;
+		if (!tables_.count(uid))
+			tables_dirty_ = true; // a uid with no table yet: publish one
 		pid_to_pidfd_[pid] = pidfd;
 	}
 	p->pid = pid;
@@ -229,6 +236,15 @@ void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 		if (!module_grant(c, m.slot, fd, grant)) {
 			if (fd >= 0)
 				close(fd);
+			reply(c, seq, -ESTALE, "no session of yours is active in slot " + std::to_string(m.slot));
+			return;
+		}
+	} else if (c.table) { // from the grant table: the session it names, if still active
+		if (!table_grant(c, m, fd, grant)) {
+			if (fd >= 0)
+				close(fd);
+			logf("pid %d: its buffer for slot %u names a session that is not active (any more): dropped",
+			     c.cred.pid, m.slot);
 			reply(c, seq, -ESTALE, "no session of yours is active in slot " + std::to_string(m.slot));
 			return;
 		}

@@ -257,6 +257,7 @@ void Daemon::repair_after_crash()
 
 void Daemon::stop_session(Session &s)
 {
+	tables_dirty_ = true;
 	if (s.state != proto::SessionState::Active)
 		return;
 	serve_pending(); // BUFFERs already sent join before the drains finish

@@ -17,6 +17,16 @@
  *     per joined slot no longer granted: slot_close (session stopped)
  *     quiesce; close(socket)        (the close is the acknowledgement)
  *
+ * The constructor's query, with nothing joined yet, first reads the daemon's
+ * grant table (docs/control-protocol.md, "The grant table"): what REGISTER_REPLY
+ * would say, published per uid in <socket>.grants.<uid>.  When the table
+ * answers, no round trip is made:
+ *
+ *     read the table; per grant: slot_open, set_rules; quiesce
+ *     HELLO, REGISTER(kRegisterTable, table generation),
+ *       BUFFER(slot, session id) + memfd ---->   (one send per memfd; no answer)
+ *     close(socket)
+ *
  * The process does not wait for BUFFER's answer: the daemon validates and
  * maps the buffer on its own time, and reads every BUFFER already sent
  * before it stops a session (conn.cpp, serve_pending), so the wait bought
@@ -65,7 +75,9 @@
 #include <cstddef>
 #include <cstring>
 #include <sys/prctl.h>
+#include <fcntl.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -195,14 +207,15 @@ int exchange(int fd, const Writer &w, int pass_fd, proto::Type expect, int64_t d
 // HELLO, then REGISTER behind it, into w (s.out), for one send: the daemon
 // answers a connection's messages in order.  w.len covers what fitted;
 // false if REGISTER did not.
-bool encode_hello_register(Writer &w, uint32_t flags, bool list_events)
+bool encode_hello_register(Writer &w, uint32_t flags, bool list_events, uint64_t table_gen = 0)
 {
 	State &s = g_state;
 	proto::pc::encode_hello(w, ++s.seq);
 	Writer rw(s.out + w.len, sizeof(s.out) - w.len);
+	rw.version = w.version;
 	proto::pc::encode_register(rw, ++s.seq, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getuid()), flags,
 				   static_cast<uint32_t>(s.signo), s.comm, strata_rt_event_name,
-				   list_events ? strata_rt_event_count() : 0);
+				   list_events ? strata_rt_event_count() : 0, table_gen);
 	w.len += rw.ok ? rw.len : 0;
 	return rw.ok;
 }
@@ -329,6 +342,154 @@ bool close_ungranted(const bool granted[proto::kMaxSlots])
 	return changed;
 }
 
+void new_uuid(uint8_t uuid[16])
+{
+	// getrandom(2) is a plain system call (async-signal-safe); if the pool
+	// is not ready, mix clock and pid: the uuid only needs to differ per buffer.
+	if (syscall(SYS_getrandom, uuid, 16, GRND_NONBLOCK) != 16) {
+		static uint64_t n; // under g_busy
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t a = static_cast<uint64_t>(ts.tv_nsec) ^ (static_cast<uint64_t>(ts.tv_sec) << 30);
+		uint64_t b = (static_cast<uint64_t>(getpid()) << 32) ^ ++n;
+		memcpy(uuid, &a, 8);
+		memcpy(uuid + 8, &b, 8);
+	}
+	uuid[6] = static_cast<uint8_t>((uuid[6] & 0x0f) | 0x40);
+	uuid[8] = static_cast<uint8_t>((uuid[8] & 0x3f) | 0x80);
+}
+
+// The grant table of the daemon at `sock` for our uid (proto.h,
+// kTableMagic), read into s.in: true, with s.grants and *gen, when it
+// answers our query without the daemon.  Only a file owned by us or by
+// root is believed: the table is the daemon's word, like its answers.
+bool read_table(const char *sock, proto::pc::TableInfo *info)
+{
+	State &s = g_state;
+	char path[kPathMax + 32];
+	size_t n = strlen(sock), k = strlen(proto::kTableSuffix);
+	if (n + k + 11 > sizeof(path))
+		return false;
+	memcpy(path, sock, n);
+	memcpy(path + n, proto::kTableSuffix, k);
+	n += k;
+	char digits[11];
+	int nd = 0;
+	for (uid_t u = geteuid(); nd == 0 || u; u /= 10)
+		digits[nd++] = static_cast<char>('0' + u % 10);
+	while (nd)
+		path[n++] = digits[--nd];
+	path[n] = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return false;
+	struct stat st;
+	ssize_t got = -1;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_uid == geteuid() || st.st_uid == 0) &&
+	    st.st_size > 0 && static_cast<size_t>(st.st_size) <= sizeof(s.in)) {
+		size_t have = 0;
+		ssize_t r;
+		while (have < sizeof(s.in) && (r = read(fd, s.in + have, sizeof(s.in) - have)) != 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0)
+				break;
+			have += static_cast<size_t>(r);
+		}
+		got = static_cast<ssize_t>(have);
+	}
+	close(fd);
+	return got == st.st_size && proto::pc::parse_table(s.in, static_cast<size_t>(got), info, &s.grants);
+}
+
+// The daemon's clock page named by its table, offered to the runtime as
+// REGISTER_REPLY's would be (before a slot opens).  False if there is one
+// we cannot open (another uid's daemon): then the round trip brings it.
+bool table_clock(const proto::pc::TableInfo &t)
+{
+	if (t.clock_fd < 0)
+		return true;
+	char path[48];
+	size_t n = 0;
+	const auto put = [&](const char *txt) {
+		while (*txt)
+			path[n++] = *txt++;
+	};
+	const auto num = [&](uint32_t v) {
+		char d[10];
+		int nd = 0;
+		do
+			d[nd++] = static_cast<char>('0' + v % 10);
+		while ((v /= 10) && nd < 10);
+		while (nd)
+			path[n++] = d[--nd];
+	};
+	put("/proc/");
+	num(t.daemon_pid);
+	put("/fd/");
+	num(static_cast<uint32_t>(t.clock_fd));
+	path[n] = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	strata_rt_clock_offer(fd);
+	close(fd);
+	return true;
+}
+
+// Join from the grant table (generation gen, grants in s.grants): open and
+// arm every granted slot, quiesce, then HELLO, REGISTER(kRegisterTable,
+// gen) and a BUFFER per slot, naming its session, leave in one send per
+// buffer descriptor; nothing is awaited.  The daemon checks each BUFFER
+// against its sessions and signals an asynchronous process whose table was
+// stale (docs/control-protocol.md, "The grant table").  Returns the joins.
+int table_join(int fd, uint64_t gen, bool list_events, int64_t dl)
+{
+	State &s = g_state;
+	int memfds[proto::kMaxSlots];
+	const uint32_t n = s.grants.n;
+	for (uint32_t i = 0; i < n; i++) {
+		proto::pc::Grant &g = s.grants.g[i];
+		new_uuid(g.uuid);
+		memfds[i] = strata_rt_slot_open(g.slot, &g.cfg, g.uuid);
+		if (memfds[i] >= 0) {
+			int r = strata_rt_slot_set_rules(g.slot, g.rules, g.n_rules);
+			if (r < 0) {
+				strata_rt_slot_close(g.slot);
+				memfds[i] = r;
+			}
+		}
+	}
+	if (n)
+		strata_rt_quiesce(); // armed before the daemon hears of it
+	Writer w(s.out, sizeof(s.out));
+	w.version = 4;
+	int r = encode_hello_register(w, proto::kRegisterTable | (s.signo ? proto::kRegisterAsync : 0), list_events, gen)
+			? 0
+			: -EMSGSIZE;
+	int joined = 0;
+	for (uint32_t i = 0; i < n || (i == 0 && r == 0); i++) {
+		int pass = -1;
+		if (i < n) {
+			const proto::pc::Grant &g = s.grants.g[i];
+			Writer bw(s.out + w.len, sizeof(s.out) - w.len);
+			bw.version = 4;
+			proto::pc::encode_buffer(bw, ++s.seq, g.slot, memfds[i] < 0 ? memfds[i] : 0, g.session_id);
+			if (r == 0 && !bw.ok)
+				r = -EMSGSIZE;
+			w.len += bw.ok ? bw.len : 0;
+			pass = memfds[i];
+		}
+		// A descriptor rides with the first byte of its send: one per send.
+		if (r == 0)
+			r = proto::send_all(fd, s.out, w.len, pass, dl);
+		w.len = 0;
+		if (i < n && joined_or_not(s.grants.g[i].slot, s.grants.g[i].session_id, memfds[i], r) == 0)
+			joined++;
+	}
+	return joined;
+}
+
 // One query; the caller holds g_busy.
 int query_once(bool list_events)
 {
@@ -337,17 +498,29 @@ int query_once(bool list_events)
 	// deadline nothing will wait for (each first touch of a page costs
 	// ~12 us on a VM: docs/benchmarks.md).
 	int64_t dl = 0;
-	int fd = -1;
+	int fd = -1, connected_to = 0;
 	for (int i = 0; i < s.n_paths && fd < 0; i++) {
 		if (access(s.paths[i], F_OK) != 0 && errno == ENOENT)
 			continue;
 		if (!dl)
 			dl = proto::now_ms() + s.timeout_ms;
 		fd = proto::connect_unix(s.paths[i], dl);
+		connected_to = i;
 	}
 	g_no_daemon = fd < 0;
 	if (fd < 0)
 		return 0; // no daemon: tracing stays off, silently (or early, below)
+	// The constructor's query with nothing joined yet: from the daemon's
+	// grant table when it publishes one that answers (no round trip).
+	bool fresh = list_events;
+	for (unsigned i = 0; i < proto::kMaxSlots && fresh; i++)
+		fresh = !s.joined[i];
+	proto::pc::TableInfo table;
+	if (fresh && read_table(s.paths[connected_to], &table) && table_clock(table)) {
+		int joined = table_join(fd, table.gen, list_events, dl);
+		close(fd);
+		return joined;
+	}
 
 	char text[256];
 	size_t len = 0;
@@ -436,23 +609,6 @@ bool our_daemon(const char *sock)
 		if (!strcmp(g_state.paths[i], sock))
 			return true;
 	return false;
-}
-
-void new_uuid(uint8_t uuid[16])
-{
-	// getrandom(2) is a plain system call (async-signal-safe); if the pool
-	// is not ready, mix clock and pid: the uuid only needs to differ per buffer.
-	if (syscall(SYS_getrandom, uuid, 16, GRND_NONBLOCK) != 16) {
-		static uint64_t n; // under g_busy
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		uint64_t a = static_cast<uint64_t>(ts.tv_nsec) ^ (static_cast<uint64_t>(ts.tv_sec) << 30);
-		uint64_t b = (static_cast<uint64_t>(getpid()) << 32) ^ ++n;
-		memcpy(uuid, &a, 8);
-		memcpy(uuid + 8, &b, 8);
-	}
-	uuid[6] = static_cast<uint8_t>((uuid[6] & 0x0f) | 0x40);
-	uuid[8] = static_cast<uint8_t>((uuid[8] & 0x3f) | 0x80);
 }
 
 // One connection to the daemon at `path`: HELLO, REGISTER(kRegisterModule)

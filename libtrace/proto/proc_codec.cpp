@@ -37,7 +37,7 @@ void Writer::begin(Type t, uint32_t seq)
 	len = 0;
 	ok = true;
 	u32(kMagic);
-	u16(kProcessVersion);
+	u16(version);
 	u16(static_cast<uint16_t>(t));
 	u32(0);
 	u32(seq);
@@ -56,15 +56,16 @@ bool Writer::end()
 bool encode_hello(Writer &w, uint32_t seq)
 {
 	w.begin(Type::Hello, seq);
-	w.u16(kProcessVersion); // libstrata needs nothing of version 2
-	w.u16(kProcessVersion);
+	w.u16(w.version); // libstrata needs nothing of versions 2 and 3
+	w.u16(w.version);
 	w.u32(static_cast<uint32_t>(Role::Process));
 	w.str("libstrata");
 	return w.end();
 }
 
 bool encode_register(Writer &w, uint32_t seq, uint32_t pid, uint32_t uid, uint32_t flags, uint32_t signo,
-		     const char *comm, int (*event_name)(uint32_t, char *, size_t, uint32_t *), uint32_t n_events)
+		     const char *comm, int (*event_name)(uint32_t, char *, size_t, uint32_t *), uint32_t n_events,
+		     uint64_t table_gen)
 {
 	w.begin(Type::Register, seq);
 	w.u32(pid);
@@ -76,6 +77,12 @@ bool encode_register(Writer &w, uint32_t seq, uint32_t pid, uint32_t uid, uint32
 	w.str(comm);
 	const size_t count_at = w.len;
 	w.u32(0);
+	// Room kept for what follows the events (version 4: table_gen).
+	const size_t tail = w.version >= 4 ? 8 : 0;
+	if (w.cap - w.len < tail)
+		w.ok = false;
+	else
+		w.cap -= tail;
 	uint32_t sent = 0;
 	for (uint32_t id = 0; w.ok && id < n_events && sent < kMaxEvents; id++) {
 		char name[2 * kMaxName + 2];
@@ -92,16 +99,22 @@ bool encode_register(Writer &w, uint32_t seq, uint32_t pid, uint32_t uid, uint32
 		}
 		sent++;
 	}
+	if (w.ok)
+		w.cap += tail;
 	for (int i = 0; w.ok && i < 4; i++)
 		w.p[count_at + i] = static_cast<uint8_t>(sent >> (8 * i));
+	if (w.version >= 4)
+		w.u64(table_gen);
 	return w.end();
 }
 
-bool encode_buffer(Writer &w, uint32_t seq, uint32_t slot, int32_t status)
+bool encode_buffer(Writer &w, uint32_t seq, uint32_t slot, int32_t status, uint64_t session_id)
 {
 	w.begin(Type::Buffer, seq);
 	w.u32(slot);
 	w.i32(status);
+	if (w.version >= 4)
+		w.u64(session_id);
 	return w.end();
 }
 
@@ -205,6 +218,27 @@ bool parse_register_reply(const uint8_t *payload, size_t n, Grants *out)
 			rule(r, &g.rules[k]);
 	}
 	return r.done();
+}
+
+bool parse_table(const uint8_t *p, size_t n, TableInfo *info, Grants *out)
+{
+	Reader r{p, n};
+	const uint32_t magic = r.u32();
+	const uint16_t version = static_cast<uint16_t>(r.get(2));
+	const uint16_t flags = static_cast<uint16_t>(r.get(2));
+	const uint32_t abi = r.u32();
+	info->daemon_pid = r.u32();
+	info->gen = r.get(8);
+	info->clock_fd = static_cast<int32_t>(r.u32());
+	r.u32(); // zero
+	if (!r.ok || magic != kTableMagic || version < 4 || (flags & kTableAsk) || abi != STRATA_ABI_MAJOR ||
+	    info->clock_fd < -1 || (info->clock_fd >= 0 && info->daemon_pid == 0) || n - kTableHeaderSize < kHeaderSize)
+		return false;
+	Header h;
+	if (!parse_header(p + kTableHeaderSize, n, &h) || h.type != static_cast<uint16_t>(Type::RegisterReply) ||
+	    h.length != n - kTableHeaderSize - kHeaderSize)
+		return false;
+	return parse_register_reply(p + kTableHeaderSize + kHeaderSize, h.length, out);
 }
 
 bool parse_reply(const uint8_t *payload, size_t n, int32_t *status, char *text, size_t cap)

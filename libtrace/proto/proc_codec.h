@@ -28,6 +28,7 @@ struct Writer {
 	size_t cap;
 	size_t len = 0;
 	bool ok = true;
+	uint16_t version = kProcessVersion; // of the messages begin() starts
 
 	Writer(uint8_t *buf, size_t c) : p(buf), cap(c) {}
 	void put(uint64_t v, int n);
@@ -41,14 +42,16 @@ struct Writer {
 	bool end();
 };
 
-// HELLO as a process, protocol version 1 only.
+// HELLO as a process, speaking w.version only (1; 4 after a grant table).
 bool encode_hello(Writer &w, uint32_t seq);
 // REGISTER.  Events 0..n_events-1 are read through event_name (the
-// signature of strata_rt_event_name); as many as fit are sent.
+// signature of strata_rt_event_name); as many as fit are sent.  table_gen
+// goes out in a version-4 message only.
 bool encode_register(Writer &w, uint32_t seq, uint32_t pid, uint32_t uid, uint32_t flags, uint32_t signo,
 		     const char *comm, int (*event_name)(uint32_t, char *, size_t, uint32_t *),
-		     uint32_t n_events);
-bool encode_buffer(Writer &w, uint32_t seq, uint32_t slot, int32_t status);
+		     uint32_t n_events, uint64_t table_gen = 0);
+// session_id goes out in a version-4 message only.
+bool encode_buffer(Writer &w, uint32_t seq, uint32_t slot, int32_t status, uint64_t session_id = 0);
 
 // A checked header: magic, version 1, type 1..16, length <= max_payload.
 bool parse_header(const uint8_t h[kHeaderSize], size_t max_payload, Header *out);
@@ -69,6 +72,15 @@ struct Grants {
 bool parse_register_reply(const uint8_t *payload, size_t n, Grants *out);
 bool parse_reply(const uint8_t *payload, size_t n, int32_t *status, char *text, size_t cap);
 bool parse_hello_reply(const uint8_t *payload, size_t n, uint16_t *version);
+// A grant table's bytes (proto.h, kTableMagic): true, with its generation
+// and grants, only if it is whole, valid, of this buffer ABI, written by a
+// daemon that speaks version 4, and answers without the daemon (no kTableAsk).
+struct TableInfo {
+	uint64_t gen;
+	uint32_t daemon_pid;
+	int32_t clock_fd; // -1: no clock page
+};
+bool parse_table(const uint8_t *p, size_t n, TableInfo *info, Grants *out);
 
 } // namespace pc
 } // namespace proto

@@ -199,7 +199,9 @@ template <class A> void io(A &a, Register &m)
 	a.u32(m.abi_minor);
 	a.u32(m.flags);
 	a.u32(m.signo);
-	a.check(m.flags <= (kRegisterAsync | kRegisterModule), "register: unknown flags");
+	a.check(m.flags <= (kRegisterAsync | kRegisterModule | kRegisterTable), "register: unknown flags");
+	a.check(!(m.flags & kRegisterTable) || a.version >= 4, "register: the table flag needs protocol version 4");
+	a.check(!((m.flags & kRegisterTable) && (m.flags & kRegisterModule)), "register: table and module flags together");
 	a.check((m.flags & kRegisterAsync) ? (m.signo >= 1 && m.signo <= 64) : m.signo == 0,
 		"register: bad signal number");
 	a.str(m.comm, kMaxName);
@@ -207,6 +209,8 @@ template <class A> void io(A &a, Register &m)
 		a.str(e.name, 2 * kMaxName + 1);
 		a.u32(e.loglevel);
 	});
+	if (a.version >= 4)
+		a.u64(m.table_gen);
 }
 template <class A> void io(A &a, RegisterReply &m)
 {
@@ -225,6 +229,8 @@ template <class A> void io(A &a, Buffer &m)
 	a.i32(m.status);
 	a.check(m.slot < kMaxSlots, "buffer: slot out of range");
 	a.check(m.status <= 0, "buffer: positive status");
+	if (a.version >= 4)
+		a.u64(m.session_id);
 }
 template <class A> void io(A &a, Create &m)
 {

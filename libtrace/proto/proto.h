@@ -33,7 +33,10 @@ constexpr uint32_t kMagic = 0x4c435453u;   // "STCL" little-endian
 // 2 headers) and answers changes at once on a version 2 connection (the
 // controller WAITs explicitly); version 1 peers keep version 1 behaviour.
 // Version 3 adds CREATE's relay and hostname (streaming to lttng-relayd).
-constexpr uint16_t kVersion = 3;
+// Version 4 adds REGISTER's table generation and BUFFER's session id, sent
+// by a process that joined from the daemon's grant table (kRegisterTable,
+// docs/control-protocol.md, "The grant table").
+constexpr uint16_t kVersion = 4;
 constexpr uint16_t kMinVersion = 1;
 constexpr uint16_t kProcessVersion = 1;    // what libstrata speaks (proc_codec)
 constexpr size_t kHeaderSize = 16;
@@ -146,13 +149,34 @@ constexpr uint32_t kRegisterAsync = 1; // Register.flags: signal me on changes
 // this connection only announces my events or hands over BUFFERs, and its
 // REGISTER_REPLY carries no grant (docs/control-protocol.md, "The module answers").
 constexpr uint32_t kRegisterModule = 2;
+// Register.flags (version 4): I joined from the daemon's grant table at
+// Register.table_gen; this connection hands over my BUFFERs (each naming its
+// session) and waits for no answer (docs/control-protocol.md, "The grant table").
+constexpr uint32_t kRegisterTable = 4;
+
+// The grant table: per uid, what a REGISTER_REPLY to a process of that uid
+// would grant, in the file <socket>.grants.<uid> (mode 0400, owned by that
+// uid), replaced whole (rename) whenever it changes, so that a process
+// starts with no round trip.  Layout, little-endian: u32 kTableMagic, u16
+// the writer's protocol version (>= 4), u16 flags, u32 buffer ABI major,
+// u32 the daemon's pid, u64 generation, i32 the daemon's descriptor of its
+// clock page (-1: none; the process opens /proc/PID/fd/N read-only, where
+// REGISTER_REPLY would have passed it), u32 zero; then one version-1
+// message: a header and a REGISTER_REPLY payload whose trace uuids are zero
+// (the process makes its own).  kTableAsk: the answer depends on the
+// process (a rule targets pids or names): ask with a round trip.
+constexpr uint32_t kTableMagic = 0x54475453u; // "STGT"
+constexpr uint16_t kTableAsk = 1;
+constexpr size_t kTableHeaderSize = 32;
+constexpr const char *kTableSuffix = ".grants.";
 struct Register {
 	uint32_t pid = 0, uid = 0;
 	uint32_t abi_major = 0, abi_minor = 0;
-	uint32_t flags = 0;       // kRegisterAsync | kRegisterModule
+	uint32_t flags = 0;       // kRegisterAsync | kRegisterModule | kRegisterTable
 	uint32_t signo = 0;       // with kRegisterAsync: the signal to send, 1..64
 	std::string comm;
 	std::vector<EventName> events; // tracepoints registered so far (for LIST)
+	uint64_t table_gen = 0;   // version 4, with kRegisterTable: the table's generation
 };
 struct SessionGrant {
 	uint32_t slot = 0;
@@ -170,6 +194,7 @@ struct RegisterReply {
 struct Buffer {
 	uint32_t slot = 0;
 	int32_t status = 0;       // 0 or the negative errno of strata_rt_slot_open
+	uint64_t session_id = 0;  // version 4: the session joined (from the grant table), 0: unsaid
 };
 struct Create {
 	std::string session;

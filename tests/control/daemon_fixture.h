@@ -45,19 +45,28 @@ inline void remove_tree(const std::string &dir)
 class Daemon {
 public:
 	std::string dir, socket;
+	std::string log; // with to_log: its stderr, in dir
 	pid_t pid = -1;
 
-	// Start strata-consumerd; true once it listens.
-	bool start(const char *exe)
+	// Start strata-consumerd; true once it listens.  to_log: its stderr
+	// goes to `log` (read it with log_text()).
+	bool start(const char *exe, bool to_log = false)
 	{
 		dir = make_temp_dir("ctl");
 		socket = dir + "/consumerd.sock";
 		int p[2];
 		if (pipe(p) < 0)
 			return false;
+		if (to_log)
+			log = dir + "/consumerd.log";
 		pid = fork();
 		if (pid == 0) {
 			close(p[0]);
+			if (!log.empty()) {
+				int l = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+				if (l >= 0)
+					dup2(l, 2);
+			}
 			std::string fd = std::to_string(p[1]);
 			execl(exe, exe, "--socket", socket.c_str(), "--ready-fd", fd.c_str(), "-v",
 			      static_cast<char *>(nullptr));
@@ -87,6 +96,19 @@ public:
 	}
 
 	bool alive() const { return pid > 0 && kill(pid, 0) == 0; }
+
+	std::string log_text() const
+	{
+		std::string t;
+		if (FILE *f = fopen(log.c_str(), "r")) {
+			char buf[4096];
+			size_t n;
+			while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+				t.append(buf, n);
+			fclose(f);
+		}
+		return t;
+	}
 
 	~Daemon()
 	{

@@ -271,7 +271,9 @@ TEST(Daemon, SurvivesFuzzedConnections)
 	// For two seconds: connections that say HELLO (either role) and then
 	// send valid messages with random bytes flipped, truncated messages and
 	// random bytes.  Oracle: the daemon is alive afterwards, answers a
-	// fresh STATUS, and its own session is intact.
+	// fresh STATUS, and its own session is intact.  The seeds name another
+	// session ("fz"): a flipped type bit turns STOP into DESTROY, which a
+	// controller may send, and no bit flip turns "fz" into "keep".
 	Daemon d;
 	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE));
 	CtlClient ctl;
@@ -280,8 +282,8 @@ TEST(Daemon, SurvivesFuzzedConnections)
 	ASSERT_EQ(cmd(ctl, create_msg(d, "keep")), 0);
 	std::vector<std::vector<uint8_t>> seeds;
 	for (proto::Body b : std::vector<proto::Body>{
-		     proto::Start{"keep"}, proto::Stop{"keep"}, proto::Status{""}, proto::List{},
-		     proto::EnableEvent{"keep", {"*", -1, 1, ""}}, proto::Buffer{0, 0}, proto::Register{},
+		     proto::Start{"fz"}, proto::Stop{"fz"}, proto::Status{""}, proto::List{},
+		     proto::EnableEvent{"fz", {"*", -1, 1, ""}}, proto::Buffer{0, 0}, proto::Register{},
 		     proto::Create{"fz", d.dir + "/fz", {}}})
 		seeds.push_back(proto::encode(proto::Message{9, b}));
 	std::mt19937_64 rng(777);

@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 
 #include "abi/strata_abi.h"
+#include "proto/proc_codec.h"
 
 using namespace strata;
 using strata_test::Daemon;
@@ -437,6 +438,120 @@ TEST_F(Traced, AsyncProcessThatExecdIsNotSignalled)
 	session(c, "s", out);
 	close(in[1]);
 	EXPECT_EQ(strata_test::wait_child(pid, 20000), 0) << "cat was killed by the daemon's signal";
+}
+
+// The grant table (docs/control-protocol.md): published per uid while a
+// session is active, believed by a starting process, which then joins with
+// no round trip; a stale table is caught by its generation, a table naming
+// a session that is not active gets its buffer refused, and a session with
+// targets makes the table say "ask".
+namespace {
+bool read_file(const std::string &path, std::vector<uint8_t> &out)
+{
+	std::ifstream f(path, std::ios::binary);
+	if (!f)
+		return false;
+	out.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+	return true;
+}
+// Replace the table at `path` with `bytes` (whole, like the daemon does).
+void write_table(const std::string &path, const std::vector<uint8_t> &bytes)
+{
+	const std::string tmp = path + ".test";
+	{
+		std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+		f.write(reinterpret_cast<const char *>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+	}
+	ASSERT_EQ(rename(tmp.c_str(), path.c_str()), 0);
+}
+void put_le(std::vector<uint8_t> &b, size_t at, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		b[at + static_cast<size_t>(i)] = static_cast<uint8_t>(v >> (8 * i));
+}
+} // namespace
+
+TEST(GrantTable, ProcessesJoinFromItAndTheDaemonChecksWhatTheyClaim)
+{
+	if (access("/dev/strata", F_OK) == 0) // the kernel VM tests: the module answers first
+		GTEST_SKIP() << "the kernel module answers state queries here; the table is not read";
+	Daemon d;
+	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE, true));
+	CtlClient c;
+	std::string err, t, out = d.dir + "/out";
+	ASSERT_EQ(c.open("", err), 0) << err;
+	const std::string table = d.socket + proto::kTableSuffix + std::to_string(geteuid());
+	static proto::pc::Grants g;
+	proto::pc::TableInfo info;
+	std::vector<uint8_t> bytes;
+
+	// Before any session: a table with no grant, owned by us, 0400.
+	ASSERT_TRUE(read_file(table, bytes));
+	ASSERT_TRUE(proto::pc::parse_table(bytes.data(), bytes.size(), &info, &g));
+	EXPECT_EQ(g.n, 0u);
+	struct stat st;
+	ASSERT_EQ(stat(table.c_str(), &st), 0);
+	EXPECT_EQ(st.st_mode & 0777, 0400u);
+	EXPECT_EQ(st.st_uid, geteuid());
+	const uint64_t gen0 = info.gen;
+
+	// START publishes the session before its answer.
+	session(c, "s", out);
+	ASSERT_TRUE(read_file(table, bytes));
+	ASSERT_TRUE(proto::pc::parse_table(bytes.data(), bytes.size(), &info, &g));
+	ASSERT_EQ(g.n, 1u);
+	EXPECT_GT(info.gen, gen0);
+	EXPECT_EQ(g.g[0].n_rules, 1u);
+	EXPECT_STREQ(g.g[0].rules[0].pattern, "*");
+	const std::vector<uint8_t> fresh = bytes;
+	const uint64_t run_id = g.g[0].session_id;
+
+	// 1. A process joins from it: exact, and registered as a table join.
+	ASSERT_EQ(run_app({"2", "1000"}), 0);
+	// 2. A stale generation: the session it names is still active, so the
+	// buffer joins; the daemon notes the stale table.
+	std::vector<uint8_t> stale = fresh;
+	put_le(stale, 16, info.gen + 1000, 8);
+	write_table(table, stale);
+	ASSERT_EQ(run_app({"1", "500"}), 0);
+	// 3. A session id that is not active: the buffer is refused, nothing
+	// of that process is recorded.
+	std::vector<uint8_t> wrong = fresh;
+	const size_t sid_at = proto::kTableHeaderSize + proto::kHeaderSize + 4 + 4;
+	ASSERT_EQ(proto::load_le(wrong.data() + sid_at, 8), run_id);
+	put_le(wrong, sid_at, run_id + 1, 8);
+	write_table(table, wrong);
+	ASSERT_TRUE(proto::pc::parse_table(wrong.data(), wrong.size(), &info, &g));
+	ASSERT_EQ(run_app({"1", "300"}), 0);
+	write_table(table, fresh);
+
+	// A rule with a target: the table says "ask" (rules depend on the
+	// process), and a process still joins, with a round trip.
+	proto::TargetRule by_name{"s", {"ctltest:*", -1, 1, ""}, {}, {"nobody"}};
+	ASSERT_EQ(c.command(by_name, t), 0) << t;
+	ASSERT_TRUE(read_file(table, bytes));
+	EXPECT_FALSE(proto::pc::parse_table(bytes.data(), bytes.size(), &info, &g)) << "a targeted session in the table";
+	ASSERT_EQ(bytes[6] & proto::kTableAsk, proto::kTableAsk);
+	ASSERT_EQ(run_app({"1", "200"}), 0);
+
+	ASSERT_EQ(c.command(proto::Stop{"s"}, t), 0) << t;
+	ASSERT_TRUE(read_file(table, bytes));
+	ASSERT_TRUE(proto::pc::parse_table(bytes.data(), bytes.size(), &info, &g));
+	EXPECT_EQ(g.n, 0u) << "a stopped session is still in the table";
+	Scan s;
+	scan_dir(out, s);
+	for (auto &e : s.errors)
+		ADD_FAILURE() << e;
+	// 2000 + 500 + 200 (round trip, "*" still enabled for it); not the 300.
+	EXPECT_EQ(s.records + s.discarded, 2700u);
+	EXPECT_EQ(s.subtraces, 3u);
+	EXPECT_EQ(d.stop(), 0);
+	EXPECT_NE(access(table.c_str(), F_OK), 0) << "the table outlived its daemon";
+	const std::string log = d.log_text();
+	EXPECT_NE(log.find("joined from the grant table"), std::string::npos) << log;
+	EXPECT_NE(log.find("joined from a stale grant table"), std::string::npos) << log;
+	EXPECT_NE(log.find("names a session that is not active"), std::string::npos) << log;
+	EXPECT_NE(log.find("served 1 state queries and 3 joins from the grant table"), std::string::npos) << log;
 }
 
 TEST(NoDaemon, NoDelay)

@@ -1,0 +1,192 @@
+/*
+ * grant_table.cpp - the grant table: what a state query would grant, in a
+ * file per uid, so that a starting process joins with no round trip
+ * (docs/control-protocol.md, "The grant table"; the layout is proto.h's,
+ * kTableMagic).
+ *
+ * Contract: main thread only.  Anything that may change what a REGISTER
+ * would grant (a controller's command, a trigger's tick, a session's stop,
+ * a process of a uid not seen yet) marks the tables dirty; publish_tables()
+ * rewrites the files whose content changed, before the controller's answer
+ * leaves (on_readable) and at the end of each turn of the event loop.  A
+ * file is replaced whole (write, then rename), so a reader sees one table
+ * or the next, never a mix.  Its generation is this daemon's counter at the
+ * write; a REGISTER(kRegisterTable) naming an older one is stale (the
+ * process read the table just before a change): an asynchronous process is
+ * signalled to ask again, and its BUFFERs are checked one by one against
+ * the sessions that are active now (do_buffer).
+ */
+#include "daemon_impl.h"
+
+namespace strata {
+namespace daemon_impl {
+
+namespace {
+
+void put_le(std::vector<uint8_t> &v, uint64_t x, int n)
+{
+	for (int i = 0; i < n; i++)
+		v.push_back(static_cast<uint8_t>(x >> (8 * i)));
+}
+
+bool write_whole(int fd, const std::vector<uint8_t> &b)
+{
+	size_t off = 0;
+	while (off < b.size()) {
+		ssize_t w = write(fd, b.data() + off, b.size() - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		off += static_cast<size_t>(w);
+	}
+	return true;
+}
+
+} // namespace
+
+std::string Daemon::table_path(uid_t uid) const
+{
+	return path_ + proto::kTableSuffix + std::to_string(uid);
+}
+
+// The table's content for `uid`, without its generation: flags, then the
+// REGISTER_REPLY message a process of that uid would get now (uuids zero).
+std::vector<uint8_t> Daemon::table_content(uid_t uid) const
+{
+	uint16_t flags = 0;
+	proto::RegisterReply rr;
+	for (const auto &s : sessions_) {
+		if (s->state != proto::SessionState::Active || !(s->uid == 0 || s->uid == uid))
+			continue;
+		for (const Target &t : s->targets)
+			if (!t.pids.empty() || !t.names.empty())
+				flags |= proto::kTableAsk; // rules_for depends on the process
+		proto::SessionGrant g;
+		g.slot = s->slot;
+		g.session_id = s->run_id;
+		g.channel = s->channel;
+		g.rules = s->rules;
+		rr.sessions.push_back(std::move(g));
+	}
+	proto::Message m;
+	m.version = proto::kProcessVersion;
+	m.body = std::move(rr);
+	std::vector<uint8_t> v;
+	put_le(v, flags, 2);
+	const std::vector<uint8_t> msg = proto::encode(m);
+	v.insert(v.end(), msg.begin(), msg.end());
+	return v;
+}
+
+void Daemon::publish_tables()
+{
+	if (!tables_dirty_)
+		return;
+	tables_dirty_ = false;
+	const uid_t me = geteuid();
+	std::set<uid_t> uids{me};
+	for (const auto &s : sessions_)
+		uids.insert(s->uid);
+	for (const auto &p : procs_)
+		uids.insert(p.second.uid);
+	for (const auto &t : tables_)
+		uids.insert(t.first);
+	for (uid_t uid : uids) {
+		// Only a file its reader can trust: owned by that uid (or by us
+		// as root); an unprivileged daemon writes its own uid's only.
+		if (me != 0 && uid != me)
+			continue;
+		std::vector<uint8_t> content = table_content(uid);
+		Table &t = tables_[uid];
+		if (t.written && t.content == content)
+			continue;
+		const uint64_t gen = ++table_gen_;
+		std::vector<uint8_t> file;
+		put_le(file, proto::kTableMagic, 4);
+		put_le(file, proto::kVersion, 2);
+		file.insert(file.end(), content.begin(), content.begin() + 2); // flags
+		put_le(file, STRATA_ABI_MAJOR, 4);
+		put_le(file, static_cast<uint32_t>(getpid()), 4);
+		put_le(file, gen, 8);
+		put_le(file, static_cast<uint32_t>(clock_page_ ? clock_page_->fd() : -1), 4);
+		put_le(file, 0, 4);
+		file.insert(file.end(), content.begin() + 2, content.end());
+		const std::string path = table_path(uid), tmp = path + ".tmp";
+		unlink(tmp.c_str());
+		int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0400);
+		bool ok = fd >= 0 && (me != 0 || uid == 0 || fchown(fd, uid, static_cast<gid_t>(-1)) == 0) &&
+			  write_whole(fd, file);
+		if (fd >= 0)
+			close(fd);
+		ok = ok && rename(tmp.c_str(), path.c_str()) == 0;
+		if (!ok) {
+			// Processes of this uid ask with a round trip instead.
+			logf("cannot publish the grant table %s: %s", path.c_str(), strerror(errno));
+			unlink(tmp.c_str());
+			unlink(path.c_str());
+			t.written = false;
+			continue;
+		}
+		t.content = std::move(content);
+		t.gen = gen;
+		t.written = true;
+	}
+}
+
+// At start (a crashed daemon's tables name runs that are gone) and at exit.
+void Daemon::remove_tables()
+{
+	const size_t slash = path_.rfind('/');
+	const std::string dir = slash == std::string::npos ? "." : path_.substr(0, slash);
+	const std::string prefix =
+		(slash == std::string::npos ? path_ : path_.substr(slash + 1)) + proto::kTableSuffix;
+	if (DIR *d = opendir(dir.c_str())) {
+		while (struct dirent *e = readdir(d))
+			if (strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0)
+				unlinkat(dirfd(d), e->d_name, 0);
+		closedir(d);
+	}
+	tables_.clear();
+}
+
+// REGISTER(kRegisterTable): the process joined from its uid's table at
+// generation `gen`, armed and quiesced before it sent this; its BUFFERs
+// follow on this connection and nothing is answered.
+void Daemon::table_registered(Conn &c, Proc &p, uint64_t gen)
+{
+	c.table = true;
+	n_table_joins_++;
+	auto t = tables_.find(c.cred.uid);
+	const bool fresh = !tables_dirty_ && t != tables_.end() && t->second.written && t->second.gen == gen;
+	// Its close acknowledges what it applied: the state at `gen`, i.e.
+	// every change so far when nothing changed since.
+	c.registered_at = fresh ? change_ : 0;
+	if (fresh)
+		return;
+	VLOG("pid %d joined from a stale grant table (generation %llu)%s", p.pid, static_cast<unsigned long long>(gen),
+	     p.signo ? ": signalled to ask again" : "");
+	if (p.signo && p.pidfd >= 0 && catches(p.pid, p.signo) &&
+	    syscall(SYS_pidfd_send_signal, p.pidfd, p.signo, nullptr, 0) != 0)
+		VLOG("pid %d: cannot signal: %s", p.pid, strerror(errno));
+}
+
+// BUFFER on a table connection: the session it names must be active in
+// that slot now, open to the peer's uid and grantable from a table (no
+// targets); the trace uuid is the buffer's own.
+bool Daemon::table_grant(const Conn &c, const proto::Buffer &m, int fd, Grant &grant)
+{
+	for (const auto &s : sessions_) {
+		if (s->slot != m.slot || s->run_id != m.session_id || s->state != proto::SessionState::Active ||
+		    !(s->uid == 0 || s->uid == c.cred.uid))
+			continue;
+		for (const Target &t : s->targets)
+			if (!t.pids.empty() || !t.names.empty())
+				return false;
+		return grant_of_buffer(s->run_id, fd, grant);
+	}
+	return false;
+}
+
+} // namespace daemon_impl
+} // namespace strata
