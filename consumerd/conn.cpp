@@ -74,7 +74,15 @@ void Daemon::drop(int fd)
 		}
 		acknowledge(it->second->cred.pid, it->second->registered_at);
 	}
+	int gone_pidfd = 0; // a process that exited before we read it: its exit is now
+	if (it->second->registered) {
+		auto p = pid_to_pidfd_.find(it->second->cred.pid);
+		if (p != pid_to_pidfd_.end() && procs_[p->second].gone)
+			gone_pidfd = p->second;
+	}
 	conns_.erase(it);
+	if (gone_pidfd)
+		on_exit(gone_pidfd);
 }
 
 void Daemon::accept_conns()

@@ -171,6 +171,9 @@ struct Proc {
 	int signo = 0;        // asynchronous enablement: signal it on changes
 	bool kmod = false;    // signalled by the module, acknowledges to it
 	uint64_t acked = 0;   // highest generation it acknowledged
+	// It exited before its REGISTER was read (pidfd_open: ESRCH; it waits
+	// for no answer): its drains end when its connection does (drop).
+	bool gone = false;
 	std::vector<Drain *> drains;
 };
 

@@ -84,9 +84,15 @@ Proc &Daemon::proc_for(pid_t pid, uid_t uid)
 		p = &procs_[it->second];
 	} else {
 		int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+		const bool gone = pidfd < 0 && errno == ESRCH;
 		if (pidfd < 0) {
-			// Without exit detection the drain still ends at STOP.
-			logf("pid %d: pidfd_open: %s (exit detection off)", pid, strerror(errno));
+			// Without exit detection the drain still ends at STOP; a
+			// process already gone ends its drains with its connection.
+			if (gone)
+				VLOG("pid %d exited before its REGISTER was read: its buffers are drained to the end "
+				     "when its connection closes", pid);
+			else
+				logf("pid %d: pidfd_open: %s (exit detection off)", pid, strerror(errno));
 			static int fake = -2;
 			pidfd = fake--;
 		} else {
@@ -97,6 +103,7 @@ Proc &Daemon::proc_for(pid_t pid, uid_t uid)
 		}
 		p = &procs_[pidfd];
 		p->pidfd = pidfd;
+		p->gone = gone;
 		if (!tables_.count(uid))
 			tables_dirty_ = true; // a uid with no table yet: publish one
 		pid_to_pidfd_[pid] = pidfd;

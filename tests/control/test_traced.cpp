@@ -471,15 +471,26 @@ void put_le(std::vector<uint8_t> &b, size_t at, uint64_t v, int n)
 }
 } // namespace
 
-TEST(GrantTable, ProcessesJoinFromItAndTheDaemonChecksWhatTheyClaim)
-{
-	if (access("/dev/strata", F_OK) == 0) // the kernel VM tests: the module answers first
-		GTEST_SKIP() << "the kernel module answers state queries here; the table is not read";
+// A daemon logging to a file, a controller; skipped where the kernel
+// module answers state queries (the kernel VM tests): the table is not read.
+class GrantTable : public ::testing::Test {
+protected:
 	Daemon d;
-	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE, true));
 	CtlClient c;
-	std::string err, t, out = d.dir + "/out";
-	ASSERT_EQ(c.open("", err), 0) << err;
+	std::string err, t, out;
+
+	void SetUp() override
+	{
+		if (access("/dev/strata", F_OK) == 0)
+			GTEST_SKIP() << "the kernel module answers state queries here; the table is not read";
+		ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE, true));
+		ASSERT_EQ(c.open("", err), 0) << err;
+		out = d.dir + "/out";
+	}
+};
+
+TEST_F(GrantTable, ProcessesJoinFromItAndTheDaemonChecksWhatTheyClaim)
+{
 	const std::string table = d.socket + proto::kTableSuffix + std::to_string(geteuid());
 	static proto::pc::Grants g;
 	proto::pc::TableInfo info;
@@ -552,6 +563,39 @@ TEST(GrantTable, ProcessesJoinFromItAndTheDaemonChecksWhatTheyClaim)
 	EXPECT_NE(log.find("joined from a stale grant table"), std::string::npos) << log;
 	EXPECT_NE(log.find("names a session that is not active"), std::string::npos) << log;
 	EXPECT_NE(log.find("served 1 state queries and 3 joins from the grant table"), std::string::npos) << log;
+}
+
+// A process that joins without waiting can exit before the daemon reads a
+// byte of it (here: the daemon is stopped meanwhile).  Its pid is gone by
+// then, so the daemon cannot watch it; the drain still ends, exactly, when
+// the connection does, not at STOP.
+TEST_F(GrantTable, ProcessGoneBeforeItsRegisterIsReadIsDrainedExactly)
+{
+	session(c, "s", out);
+	ASSERT_EQ(kill(d.pid, SIGSTOP), 0);
+	const int st = run_app({"2", "3000"}); // joins, records, exits and is reaped
+	ASSERT_EQ(kill(d.pid, SIGCONT), 0);
+	ASSERT_EQ(st, 0);
+	// Its drain ends by itself, the last partial packets written: the
+	// sub-trace completes before STOP (polled, with a deadline).
+	Scan before;
+	for (int64_t end = proto::now_ms() + 10000; proto::now_ms() < end;) {
+		before = Scan();
+		scan_dir(out, before);
+		if (before.records + before.discarded == 6000u)
+			break;
+		struct pollfd none;
+		poll(&none, 0, 10); // polling a condition with a deadline
+	}
+	EXPECT_EQ(before.records + before.discarded, 6000u) << "the drain waited for STOP";
+	Scan s;
+	ASSERT_EQ(c.command(proto::Stop{"s"}, t), 0) << t;
+	scan_dir(out, s);
+	expect_exact(s, 2, 3000);
+	EXPECT_EQ(d.stop(), 0);
+	const std::string log = d.log_text();
+	EXPECT_NE(log.find("exited before its REGISTER was read"), std::string::npos) << log;
+	EXPECT_EQ(log.find("exit detection off"), std::string::npos) << log;
 }
 
 TEST(NoDaemon, NoDelay)
