@@ -319,13 +319,19 @@ extern "C" STRATA_EXPORT int strata_rt_slot_open(unsigned slot,
 		    (base = mmap(nullptr, g.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
 			    MAP_FAILED ||
 		    (priv = mmap(nullptr, round_up(sizeof(Channel), kPage), PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)) == MAP_FAILED) {
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0)) == MAP_FAILED) {
 			rc = -errno;
 			if (base != MAP_FAILED)
 				munmap(base, g.total);
 			if (fd >= 0)
 				close(fd);
 		} else {
+			// What this open writes (the header, the first descriptors)
+			// and the lanes' control words a writer's first event
+			// touches, each range mapped in one call (kMadvPopulateWrite).
+			madvise(base, g.desc_offset + kPage, kMadvPopulateWrite);
+			const uint64_t lanes_page = g.lanes_offset & ~(uint64_t)(kPage - 1);
+			madvise((char *)base + lanes_page, g.data_offset - lanes_page, kMadvPopulateWrite);
 			auto *ch = new (priv) Channel();
 			ch->slot = slot;
 			ch->fd = fd;

@@ -49,13 +49,7 @@ STRATA_EXPORT void (*strata_test_writer_hook)(enum strata_writer_step) = nullptr
 #endif
 
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 // Linux 5.14 uapi; glibc 2.36 headers lack it
-#endif
-
 namespace strata {
-
-constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
 
 std::atomic<Channel *> g_slots[STRATA_MAX_SLOTS];
 

@@ -494,16 +494,15 @@ int table_join(int fd, uint64_t gen, bool list_events, int64_t dl)
 int query_once(bool list_events)
 {
 	State &s = g_state;
-	// No socket file, no daemon: skip the socket, and the clock read of a
-	// deadline nothing will wait for (each first touch of a page costs
-	// ~12 us on a VM: docs/benchmarks.md).
-	int64_t dl = 0;
+	// No socket file, no daemon: skip the socket.  The deadline stays
+	// relative (sock.h) until something waits: a join from the grant table
+	// never does, and never reads the clock (each first touch of a page
+	// costs ~12 us on a VM: docs/benchmarks.md).
+	int64_t dl = s.timeout_ms > 0 ? -s.timeout_ms : 0;
 	int fd = -1, connected_to = 0;
 	for (int i = 0; i < s.n_paths && fd < 0; i++) {
 		if (access(s.paths[i], F_OK) != 0 && errno == ENOENT)
 			continue;
-		if (!dl)
-			dl = proto::now_ms() + s.timeout_ms;
 		fd = proto::connect_unix(s.paths[i], dl);
 		connected_to = i;
 	}
@@ -521,6 +520,7 @@ int query_once(bool list_events)
 		close(fd);
 		return joined;
 	}
+	dl = proto::resolve_deadline(dl); // the round trip: one bound for the whole exchange
 
 	char text[256];
 	size_t len = 0;
@@ -663,7 +663,8 @@ int join_granted(const strata_kabi_grant &g, const strata_rule *rules, bool list
 int kmod_query_once(bool list_events)
 {
 	State &s = g_state;
-	const int64_t dl = proto::now_ms() + s.timeout_ms;
+	// Relative (sock.h): a hand-off that never waits never reads the clock.
+	const int64_t dl = s.timeout_ms > 0 ? -s.timeout_ms : 0;
 	uint32_t size = sizeof(g_kbuf), n = 0;
 	uint64_t gen = 0;
 	int r = kmod_link_query(g_kbuf, &size, &gen, &n);

@@ -49,6 +49,7 @@ namespace {
 // Wait for `events` on fd until the deadline: 1 ready, 0 timeout, -errno.
 int wait_fd(int fd, short events, int64_t deadline_ms)
 {
+	deadline_ms = resolve_deadline(deadline_ms);
 	for (;;) {
 		int64_t left = deadline_ms - now_ms();
 		if (left < 0)

@@ -6,7 +6,10 @@
  *
  * Every call takes an absolute deadline (CLOCK_MONOTONIC ms): nothing here
  * can wait longer than its caller allowed, which is what keeps a traced
- * process from ever hanging on a stuck daemon.
+ * process from ever hanging on a stuck daemon.  A negative deadline -T is
+ * relative: T ms from the call's first wait (resolve_deadline), so that a
+ * call that never waits never reads the clock (a starting process would pay
+ * the first touch of the clock's pages, docs/benchmarks.md).
  */
 #ifndef STRATA_PROTO_SOCK_H
 #define STRATA_PROTO_SOCK_H
@@ -21,6 +24,11 @@ namespace strata {
 namespace proto {
 
 int64_t now_ms(); // async-signal-safe
+// A relative deadline (< 0) made absolute now; an absolute one unchanged.
+inline int64_t resolve_deadline(int64_t deadline_ms)
+{
+	return deadline_ms < 0 ? now_ms() - deadline_ms : deadline_ms;
+}
 
 // Where a daemon listens: $STRATA_CONSUMERD_SOCKET, else
 // $XDG_RUNTIME_DIR/strata/consumerd.sock, else /run/strata/consumerd.sock
