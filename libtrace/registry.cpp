@@ -490,6 +490,27 @@ int registry_store_rules(unsigned slot, const strata_rule *rules, size_t n)
 	return 0;
 }
 
+void registry_prefault_slot(unsigned slot)
+{
+	static bool done[STRATA_MAX_SLOTS]; // under the control lock
+	if (slot >= STRATA_MAX_SLOTS || done[slot])
+		return;
+	done[slot] = true;
+	// What a slot's open and first rules write (arm_entry, store_rules):
+	// five ranges in five calls instead of a fault per page.
+	SlotRules &sr = g_rules[slot];
+	SlotFilters &f = g_filters[slot];
+	constexpr size_t kFew = 4; // rules a session usually has
+	const auto upto = [](const void *base, const void *end) {
+		return static_cast<size_t>(static_cast<const char *>(end) - static_cast<const char *>(base));
+	};
+	prefault(&sr, upto(&sr, &sr.rules[kFew]));
+	prefault(&sr.progs[0], sizeof sr.progs[0]);
+	prefault(&sr.prog_ok[0], sizeof sr.prog_ok);
+	prefault(&f, upto(&f, &f.words[1]));
+	prefault(&f.mask[0], g_next_id.load(std::memory_order_relaxed) * sizeof f.mask[0]);
+}
+
 uint64_t registry_encoded_size()
 {
 	uint64_t total = 0;

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <sys/mman.h>
 
 #include <strata/tracepoint.h>
 
@@ -41,6 +42,17 @@ namespace strata {
 // fault costs 12 us on the VM of docs/benchmarks.md, a populated page 1 us.
 // An older kernel refuses it, which only leaves the faults where they were.
 constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
+
+// The pages of [p, p + len) mapped now in one call: for data a starting
+// process writes for the first time, spread over a few pages of .bss.
+inline void prefault(const void *p, size_t len)
+{
+	if (!len)
+		return;
+	const uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~static_cast<uintptr_t>(4095);
+	const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + len + 4095) & ~static_cast<uintptr_t>(4095);
+	madvise(reinterpret_cast<void *>(a), e - a, kMadvPopulateWrite);
+}
 
 constexpr unsigned kMaxDepth = 4;        // nested reservations per thread
 constexpr uint32_t kMaxEventId = 0xfffe; // event ids fit the descriptor tables' u16 masks
@@ -113,6 +125,7 @@ bool registry_valid_description(const strata_event_desc *d); // as registration 
 // tracepoints accepted, or -EBUSY (inside a control call) / -ENOMEM.
 int registry_register(strata_tracepoint *const *start, strata_tracepoint *const *stop);
 uint64_t registry_encoded_size();          // bytes of all current descriptors
+void registry_prefault_slot(unsigned slot); // a slot's first open: its rule tables mapped ahead
 // Encode one descriptor record; returns its size (multiple of 8) or 0 if
 // it does not fit in cap or the description is invalid.
 size_t encode_descriptor(const strata_event_desc *d, uint32_t id, char *out, size_t cap);

@@ -4,6 +4,7 @@
 #include "sock.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -23,26 +24,60 @@ int64_t now_ms()
 	return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-std::string server_socket_path()
+namespace {
+// Appends `s` to out[0..cap) at *n; false (and out unchanged past *n) when
+// it does not fit with its NUL.
+bool append(char *out, size_t cap, size_t *n, const char *s)
 {
+	const size_t k = strlen(s);
+	if (cap - *n <= k)
+		return false;
+	memcpy(out + *n, s, k + 1);
+	*n += k;
+	return true;
+}
+
+bool server_path(char *out, size_t cap)
+{
+	size_t n = 0;
 	const char *env = getenv("STRATA_CONSUMERD_SOCKET");
 	if (env && *env)
-		return env;
+		return append(out, cap, &n, env);
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
 	if (xdg && *xdg == '/')
-		return std::string(xdg) + "/strata/consumerd.sock";
+		return append(out, cap, &n, xdg) && append(out, cap, &n, "/strata/consumerd.sock");
 	if (geteuid() == 0)
-		return "/run/strata/consumerd.sock";
-	return "/tmp/strata-" + std::to_string(geteuid()) + "/consumerd.sock";
+		return append(out, cap, &n, "/run/strata/consumerd.sock");
+	char uid[16];
+	snprintf(uid, sizeof(uid), "%u", static_cast<unsigned>(geteuid()));
+	return append(out, cap, &n, "/tmp/strata-") && append(out, cap, &n, uid) &&
+	       append(out, cap, &n, "/consumerd.sock");
+}
+} // namespace
+
+std::string server_socket_path()
+{
+	char p[kMaxPath + 1];
+	return server_path(p, sizeof(p)) ? p : "";
+}
+
+int client_socket_paths(char (*out)[kSockPathMax], int max)
+{
+	int n = 0;
+	if (n < max && server_path(out[n], kSockPathMax))
+		n++;
+	const char *env = getenv("STRATA_CONSUMERD_SOCKET");
+	size_t k = 0;
+	if (!(env && *env) && geteuid() != 0 && n < max && append(out[n], kSockPathMax, &k, "/run/strata/consumerd.sock"))
+		n++;
+	return n;
 }
 
 std::vector<std::string> client_socket_paths()
 {
-	std::vector<std::string> v{server_socket_path()};
-	const char *env = getenv("STRATA_CONSUMERD_SOCKET");
-	if (!(env && *env) && geteuid() != 0)
-		v.push_back("/run/strata/consumerd.sock");
-	return v;
+	char p[2][kSockPathMax];
+	const int n = client_socket_paths(p, 2);
+	return std::vector<std::string>(p, p + n);
 }
 
 namespace {

@@ -38,6 +38,11 @@ std::string server_socket_path();
 // otherwise server_socket_path() and then, for non-root users, root's
 // daemon at /run/strata/consumerd.sock.
 std::vector<std::string> client_socket_paths();
+// The same without allocation or std::string (a starting process: no heap
+// page, no string code to fault in), into out[0..max), each NUL-terminated;
+// a path too long for a socket address is left out.  Returns how many.
+constexpr size_t kSockPathMax = 108; // sizeof(sockaddr_un::sun_path)
+int client_socket_paths(char (*out)[kSockPathMax], int max);
 
 // Non-blocking connect bounded by deadline.  Returns a non-blocking,
 // close-on-exec socket fd, or a negative errno (-ENOENT, -ECONNREFUSED: no
