@@ -135,6 +135,15 @@ void Owner::apply(const std::string &path) const
 
 int make_dirs(const std::string &path, unsigned mode, const Owner &owner)
 {
+	// The usual case, a sub-trace in an existing ust/pid/: one mkdir, not
+	// one per component plus a stat (each a path walk on the daemon's
+	// share of a process start).
+	if (mkdir(path.c_str(), mode) == 0) {
+		owner.apply(path);
+		return 0;
+	}
+	if (errno != ENOENT && errno != EEXIST)
+		return -errno;
 	size_t pos = 0;
 	while (pos != std::string::npos) {
 		pos = path.find('/', pos + 1);
