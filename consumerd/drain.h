@@ -123,6 +123,9 @@ private:
 	Drain() = default;
 	void run();
 	bool open_trace(std::string &err);
+	// open_trace once, with the failure said and counted; false if the
+	// sub-trace cannot be written (run() then leaves the buffer).
+	bool open_once();
 	bool drain_once();
 	void final_drain();
 	void write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends, size_t n_pkts);
@@ -148,6 +151,7 @@ private:
 	size_t batch_cap_ = 0;
 	bool batch_ready_ = false;   // batch_ made (prepare_batch); drain thread only
 	bool weighted_ = false; // drain thread: short_slice + streaming_weight applied
+	bool opened_ = false;   // drain thread: open_trace ran
 	// What the output cost, for the loss report (report_loss): drain
 	// thread only.
 	uint64_t stream_start_ns_ = 0; // the first packet seen

@@ -410,6 +410,17 @@ void Reader::map_ahead(uint32_t lane, LaneState &ls, uint64_t upto)
 	}
 }
 
+bool Reader::has_packet() const
+{
+	for (uint32_t l = 0; l < info_.n_lanes; l++) {
+		// Acquire: as peek_packet's load of head.
+		const uint64_t head = __atomic_load_n(&lane_ctl(l)->head, __ATOMIC_ACQUIRE);
+		if (head >= lanes_[l].rpos + info_.subbuf_size)
+			return true;
+	}
+	return false;
+}
+
 ReadStatus Reader::peek_packet(uint32_t lane, strata_packet_header *hdr, const uint8_t **body,
 			       size_t *body_len, std::string *err)
 {

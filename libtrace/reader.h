@@ -118,6 +118,10 @@ public:
 	ReadStatus peek_packet(uint32_t lane, strata_packet_header *hdr, const uint8_t **body,
 			       size_t *body_len, std::string *err);
 	void release(uint32_t lane);
+	// Some lane's writers are a whole sub-buffer past our read position
+	// (peek_packet would give a packet, a skip, or wait for a commit in
+	// flight).  No side effect: for a drain that waits for its first packet.
+	bool has_packet() const;
 
 	// Consumer-side close of the lane's open packet (stop, producer exit),
 	// then wait up to timeout_ms for in-flight commits.  With
