@@ -43,6 +43,16 @@ bool write_whole(int fd, const std::vector<uint8_t> &b)
 	return true;
 }
 
+// A session whose rules target pids or names: what it grants depends on the
+// process (rules_for), so no table can say it.
+bool targeted(const Session &s)
+{
+	for (const Target &t : s.targets)
+		if (!t.pids.empty() || !t.names.empty())
+			return true;
+	return false;
+}
+
 } // namespace
 
 std::string Daemon::table_path(uid_t uid) const
@@ -59,9 +69,8 @@ std::vector<uint8_t> Daemon::table_content(uid_t uid) const
 	for (const auto &s : sessions_) {
 		if (s->state != proto::SessionState::Active || !(s->uid == 0 || s->uid == uid))
 			continue;
-		for (const Target &t : s->targets)
-			if (!t.pids.empty() || !t.names.empty())
-				flags |= proto::kTableAsk; // rules_for depends on the process
+		if (targeted(*s))
+			flags |= proto::kTableAsk;
 		proto::SessionGrant g;
 		g.slot = s->slot;
 		g.session_id = s->run_id;
@@ -180,9 +189,8 @@ bool Daemon::table_grant(const Conn &c, const proto::Buffer &m, int fd, Grant &g
 		if (s->slot != m.slot || s->run_id != m.session_id || s->state != proto::SessionState::Active ||
 		    !(s->uid == 0 || s->uid == c.cred.uid))
 			continue;
-		for (const Target &t : s->targets)
-			if (!t.pids.empty() || !t.names.empty())
-				return false;
+		if (targeted(*s))
+			return false;
 		return grant_of_buffer(s->run_id, fd, grant);
 	}
 	return false;

@@ -132,20 +132,26 @@ void say(const char *a, const char *b = "", const char *c = "")
 	(void)w;
 }
 
+// Writes v in decimal at out + *n (room for 10 digits needed), without
+// stdio (async-signal-safe).
+void put_decimal(char *out, size_t *n, uint32_t v)
+{
+	char d[10];
+	int nd = 0;
+	do
+		d[nd++] = static_cast<char>('0' + v % 10);
+	while ((v /= 10) && nd < 10);
+	while (nd)
+		out[(*n)++] = d[--nd];
+}
+
 // "errno N" without strerror (locale lookups are not async-signal-safe).
 const char *err_text(int e)
 {
 	static char buf[24]; // under g_busy
-	char digits[12];
-	int n = 0;
-	unsigned v = static_cast<unsigned>(e < 0 ? -e : e);
-	do
-		digits[n++] = static_cast<char>('0' + v % 10);
-	while ((v /= 10) && n < 11);
 	memcpy(buf, "errno ", 6);
-	int k = 6;
-	while (n)
-		buf[k++] = digits[--n];
+	size_t k = 6;
+	put_decimal(buf, &k, static_cast<uint32_t>(e < 0 ? -e : e));
 	buf[k] = 0;
 	return buf;
 }
@@ -246,17 +252,26 @@ int joined_or_not(unsigned slot, uint64_t session_id, int memfd, int r)
 	return 0;
 }
 
-// Open one granted slot and hand its buffer over.  0 if joined.
-int join(int fd, const proto::pc::Grant &g, int64_t dl)
+// Open `slot` with its rules armed: its buffer's memfd, or -errno (the slot
+// closed again).
+int open_armed(unsigned slot, const struct strata_channel_config *cfg, const uint8_t uuid[16],
+	       const struct strata_rule *rules, uint32_t n_rules)
 {
-	int memfd = strata_rt_slot_open(g.slot, &g.cfg, g.uuid);
+	int memfd = strata_rt_slot_open(slot, cfg, uuid);
 	if (memfd >= 0) {
-		int r = strata_rt_slot_set_rules(g.slot, g.rules, g.n_rules);
+		int r = strata_rt_slot_set_rules(slot, rules, n_rules);
 		if (r < 0) {
-			strata_rt_slot_close(g.slot);
+			strata_rt_slot_close(slot);
 			memfd = r;
 		}
 	}
+	return memfd;
+}
+
+// Open one granted slot and hand its buffer over.  0 if joined.
+int join(int fd, const proto::pc::Grant &g, int64_t dl)
+{
+	const int memfd = open_armed(g.slot, &g.cfg, g.uuid, g.rules, g.n_rules);
 	return joined_or_not(g.slot, g.session_id, memfd, send_buffer(fd, g.slot, memfd, dl));
 }
 
@@ -358,7 +373,7 @@ void new_uuid(uint8_t uuid[16])
 }
 
 // The grant table of the daemon at `sock` for our uid (proto.h,
-// kTableMagic), read into s.in: true, with s.grants and *gen, when it
+// kTableMagic), read into s.out (or s.in): true, with s.grants and *info, when it
 // answers our query without the daemon.  Only a file owned by us or by
 // root is believed: the table is the daemon's word, like its answers.
 bool read_table(const char *sock, proto::pc::TableInfo *info)
@@ -371,12 +386,7 @@ bool read_table(const char *sock, proto::pc::TableInfo *info)
 	memcpy(path, sock, n);
 	memcpy(path + n, proto::kTableSuffix, k);
 	n += k;
-	char digits[11];
-	int nd = 0;
-	for (uid_t u = geteuid(); nd == 0 || u; u /= 10)
-		digits[nd++] = static_cast<char>('0' + u % 10);
-	while (nd)
-		path[n++] = digits[--nd];
+	put_decimal(path, &n, static_cast<uint32_t>(geteuid()));
 	path[n] = 0;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
@@ -414,25 +424,12 @@ bool table_clock(const proto::pc::TableInfo &t)
 {
 	if (t.clock_fd < 0)
 		return true;
-	char path[48];
-	size_t n = 0;
-	const auto put = [&](const char *txt) {
-		while (*txt)
-			path[n++] = *txt++;
-	};
-	const auto num = [&](uint32_t v) {
-		char d[10];
-		int nd = 0;
-		do
-			d[nd++] = static_cast<char>('0' + v % 10);
-		while ((v /= 10) && nd < 10);
-		while (nd)
-			path[n++] = d[--nd];
-	};
-	put("/proc/");
-	num(t.daemon_pid);
-	put("/fd/");
-	num(static_cast<uint32_t>(t.clock_fd));
+	char path[48] = "/proc/";
+	size_t n = 6;
+	put_decimal(path, &n, t.daemon_pid);
+	memcpy(path + n, "/fd/", 4);
+	n += 4;
+	put_decimal(path, &n, static_cast<uint32_t>(t.clock_fd));
 	path[n] = 0;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -456,14 +453,7 @@ int table_join(int fd, uint64_t gen, bool list_events, int64_t dl)
 	for (uint32_t i = 0; i < n; i++) {
 		proto::pc::Grant &g = s.grants.g[i];
 		new_uuid(g.uuid);
-		memfds[i] = strata_rt_slot_open(g.slot, &g.cfg, g.uuid);
-		if (memfds[i] >= 0) {
-			int r = strata_rt_slot_set_rules(g.slot, g.rules, g.n_rules);
-			if (r < 0) {
-				strata_rt_slot_close(g.slot);
-				memfds[i] = r;
-			}
-		}
+		memfds[i] = open_armed(g.slot, &g.cfg, g.uuid, g.rules, g.n_rules);
 	}
 	if (n)
 		strata_rt_quiesce(); // armed before the daemon hears of it
@@ -651,14 +641,7 @@ int join_granted(const strata_kabi_grant &g, const strata_rule *rules, bool list
 	memcpy(&cfg, &g.channel, sizeof cfg);
 	uint8_t uuid[16];
 	new_uuid(uuid);
-	int memfd = strata_rt_slot_open(g.slot, &cfg, uuid);
-	if (memfd >= 0) {
-		int r = strata_rt_slot_set_rules(g.slot, rules, g.n_rules);
-		if (r < 0) {
-			strata_rt_slot_close(g.slot);
-			memfd = r;
-		}
-	}
+	const int memfd = open_armed(g.slot, &cfg, uuid, rules, g.n_rules);
 	int r = to_daemon(g.sock_path, list_events, static_cast<int>(g.slot), memfd, dl);
 	return joined_or_not(g.slot, g.session_id, memfd, r);
 }
