@@ -214,6 +214,14 @@ void help()
 	       cli::kChannelHelp, cli::kRelayHelp);
 }
 
+
+// A session directory with at least one sub-trace (user or kernel) in it.
+bool has_subtrace(const std::string &out)
+{
+	struct stat st;
+	return stat((out + "/ust").c_str(), &st) == 0 || stat((out + "/kernel").c_str(), &st) == 0;
+}
+
 } // namespace
 
 int strata_cmd_record(int argc, char **argv)
@@ -457,6 +465,11 @@ int strata_cmd_record(int argc, char **argv)
 	}
 	if (!create.relay.empty())
 		fprintf(stderr, "strata record: trace streamed to lttng-relayd %s\n", create.relay.c_str());
+	else if (!has_subtrace(create.output_dir))
+		// A buffer that never held an event leaves no sub-trace
+		// (docs/control-protocol.md, "Lazy sub-traces").
+		fprintf(stderr, "strata record: no event was recorded (no enabled tracepoint fired): %s holds no trace\n",
+			create.output_dir.c_str());
 	else
 		fprintf(stderr, "strata record: trace written to %s\n", create.output_dir.c_str());
 	return exit_code;

@@ -15,9 +15,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <condition_variable>
 #include <cstring>
 #include <ctime>
+#include <deque>
+#include <mutex>
 #include <system_error>
+#include <thread>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -74,7 +78,7 @@ struct SchedAttr {
 	uint32_t sched_util_min, sched_util_max;
 };
 
-void short_slice()
+bool short_slice()
 {
 	static const long us = [] {
 		const char *e = getenv("STRATA_CONSUMERD_SLICE_US");
@@ -84,13 +88,34 @@ void short_slice()
 	SchedAttr a;
 	memset(&a, 0, sizeof a);
 	if (us == 0 || syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0 || a.sched_policy != SCHED_OTHER)
-		return; // off, or a policy someone chose for us: left alone
+		return false; // off, or a policy someone chose for us: left alone
 	a.size = sizeof a;
 	a.sched_flags = 0;
 	a.sched_runtime = static_cast<uint64_t>(us) * 1000; // the slice; nice and weight unchanged
 	// Best effort: kernels before 6.12 have no per-task slice.
-	(void)syscall(SYS_sched_setattr, 0, &a, 0);
+	return syscall(SYS_sched_setattr, 0, &a, 0) == 0;
 }
+
+namespace {
+// Undoes short_slice (runtime 0: the default slice) and streaming_weight
+// on the calling thread: a pooled thread starts its next drain as a new
+// thread would (drain.cpp, "The pool").
+void default_scheduling(bool sliced, bool reniced)
+{
+	if (sliced) {
+		SchedAttr a;
+		memset(&a, 0, sizeof a);
+		if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) == 0 && a.sched_policy == SCHED_OTHER) {
+			a.size = sizeof a;
+			a.sched_flags = 0;
+			a.sched_runtime = 0;
+			(void)syscall(SYS_sched_setattr, 0, &a, 0);
+		}
+	}
+	if (reniced) // raising nice back to 0 needs no privilege
+		(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 0);
+}
+} // namespace
 
 // A drain thread that found packets (streaming) asks for nice -10
 // (STRATA_CONSUMERD_DRAIN_NICE; 0 turns it off): with more CPU-bound
@@ -104,7 +129,7 @@ void short_slice()
 // preempted writer on a shared lane).  Only from the default nice 0 (an administrator's
 // nice for the daemon is left alone) and only where permitted
 // (CAP_SYS_NICE or RLIMIT_NICE; otherwise nothing changes).
-void streaming_weight()
+bool streaming_weight()
 {
 	static const int nice_want = [] {
 		const char *e = getenv("STRATA_CONSUMERD_DRAIN_NICE");
@@ -112,13 +137,13 @@ void streaming_weight()
 		return (int)(v < -20 ? -20 : v > 0 ? 0 : v);
 	}();
 	if (nice_want == 0)
-		return;
+		return false;
 	const id_t tid = (id_t)syscall(SYS_gettid);
 	errno = 0;
 	const int cur = getpriority(PRIO_PROCESS, tid);
 	if (errno != 0 || cur != 0)
-		return;
-	(void)setpriority(PRIO_PROCESS, tid, nice_want); // best effort
+		return false;
+	return setpriority(PRIO_PROCESS, tid, nice_want) == 0; // best effort
 }
 
 void Owner::apply(int fd) const
@@ -160,6 +185,101 @@ int make_dirs(const std::string &path, unsigned mode, const Owner &owner)
 		return -errno;
 	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
+
+/*
+ * The pool.  A drain used to get a thread of its own, created at start()
+ * and left at its end.  Most drains are short-lived processes' (a build, a
+ * test suite, a shell script under `strata record`): the thread's creation,
+ * its first touches of a fresh stack and its exit were about a sixth of
+ * the daemon's CPU per traced process start on the 2-CPU VM of
+ * docs/benchmarks.md, and that CPU is taken beside the starting process.
+ * Threads are kept instead: a worker runs one drain from start() to the end
+ * of Drain::run(), undoes what the drain changed in its scheduling
+ * (short_slice, streaming_weight), then takes the next drain.
+ *
+ * Contract:
+ *   - roles: the main thread (and the attacher, for Drain::start) hands
+ *     drains in (run) and waits for one to be left (join); workers take
+ *     them.  A drain is run by exactly one worker, from start to end:
+ *     its Reader and files stay single-threaded as before.
+ *   - never fewer threads than drains being run: a drain waiting for a
+ *     worker would leave its ring to fill.  run() starts a new worker
+ *     unless an idle one will take the job (idle > jobs queued).
+ *   - a worker is done with a drain when it set ran_ under mu_ (and
+ *     notified done_cv_); join() returns only then, so the Drain may be
+ *     destroyed after it.  Workers never touch a drain after that.
+ *   - at most kMaxIdle workers wait for work; one more exits.  The pool
+ *     lives as long as the process (never destroyed: detached workers may
+ *     be waiting in it when the process exits).
+ */
+class DrainPool {
+public:
+	static DrainPool &get()
+	{
+		static DrainPool *const pool = new DrainPool(); // never destroyed: see above
+		return *pool;
+	}
+
+	// False: no worker could be started (the drain is not run).
+	bool run(Drain *d)
+	{
+		std::unique_lock<std::mutex> lk(mu_);
+		jobs_.push_back(d);
+		if (idle_ >= jobs_.size()) {
+			cv_.notify_one();
+			return true;
+		}
+		try {
+			std::thread([this] { worker(); }).detach();
+		} catch (const std::system_error &) {
+			// An idle worker may still be on its way to an earlier job:
+			// take this one back rather than queue it behind nothing.
+			for (auto it = jobs_.begin(); it != jobs_.end(); ++it)
+				if (*it == d) {
+					jobs_.erase(it);
+					break;
+				}
+			return false;
+		}
+		return true;
+	}
+
+	void join(Drain *d)
+	{
+		std::unique_lock<std::mutex> lk(mu_);
+		done_cv_.wait(lk, [d] { return d->ran_; });
+	}
+
+private:
+	static constexpr size_t kMaxIdle = 4;
+	void worker()
+	{
+		std::unique_lock<std::mutex> lk(mu_);
+		for (;;) {
+			idle_++;
+			cv_.wait(lk, [this] { return !jobs_.empty(); });
+			idle_--;
+			Drain *d = jobs_.front();
+			jobs_.pop_front();
+			lk.unlock();
+			d->run();
+			const bool sliced = d->sliced_, reniced = d->reniced_;
+			lk.lock();
+			d->ran_ = true; // the last touch of d (join may free it now)
+			done_cv_.notify_all();
+			lk.unlock();
+			default_scheduling(sliced, reniced);
+			lk.lock();
+			if (idle_ >= kMaxIdle && jobs_.empty())
+				return;
+		}
+	}
+	std::mutex mu_;
+	std::condition_variable cv_;      // workers wait for jobs_
+	std::condition_variable done_cv_; // join waits for ran_
+	std::deque<Drain *> jobs_;        // started, not taken by a worker yet
+	size_t idle_ = 0;                 // workers waiting on cv_
+};
 
 std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const std::string &dir,
 				     const ClockInfo &clock, const TraceEnv &env, const Owner &owner,
@@ -227,7 +347,7 @@ bool Drain::open_trace(std::string &err)
 
 Drain::~Drain()
 {
-	if (thread_.joinable()) {
+	if (started_) {
 		finish(false);
 		join();
 	}
@@ -238,7 +358,7 @@ Drain::~Drain()
 
 bool Drain::stream_overwrite(bool producer_dead)
 {
-	if (!overwrite_ || thread_.joinable() || !reader_ || !reader_->stream_overwrite(producer_dead))
+	if (!overwrite_ || started_ || !reader_ || !reader_->stream_overwrite(producer_dead))
 		return false;
 	overwrite_ = false;
 	if (snap_fd_ >= 0) { // a streamed buffer is on disk as it fills: no snapshots
@@ -291,15 +411,17 @@ int Drain::snapshot(const std::string &dir, uint64_t &packets, std::string &err)
 
 void Drain::start()
 {
-	try {
-		thread_ = std::thread([this] { run(); });
-	} catch (const std::system_error &e) {
-		// The process was told "ok" already: it keeps its bounded buffer.
-		counters_.errors.fetch_add(1, std::memory_order_relaxed);
-		warn(dir_, std::string("cannot start a drain thread: ") + e.what() + "; this buffer is not recorded");
-		reader_.reset();
-		done_.store(true, std::memory_order_release); // pairs with finished()
+	if (started_)
+		return;
+	if (DrainPool::get().run(this)) {
+		started_ = true;
+		return;
 	}
+	// The process was told "ok" already: it keeps its bounded buffer.
+	counters_.errors.fetch_add(1, std::memory_order_relaxed);
+	warn(dir_, "cannot start a drain thread; this buffer is not recorded");
+	reader_.reset();
+	done_.store(true, std::memory_order_release); // pairs with finished()
 }
 
 void Drain::finish(bool producer_dead)
@@ -320,8 +442,8 @@ void Drain::finish(bool producer_dead)
 
 void Drain::join()
 {
-	if (thread_.joinable())
-		thread_.join();
+	if (started_)
+		DrainPool::get().join(this);
 }
 
 void Drain::update_metadata()
@@ -444,8 +566,8 @@ bool Drain::drain_once()
 				if (!weighted_) {
 					weighted_ = true;
 					stream_start_ns_ = mono_ns();
-					short_slice();
-					streaming_weight();
+					sliced_ = short_slice();
+					reniced_ = streaming_weight();
 				}
 				if (!batch_ready_)
 					prepare_batch();
@@ -542,6 +664,18 @@ void Drain::final_drain()
 			write_packet(lane, pkt);
 }
 
+// Nothing in any lane, ever: every write position still 0 (a lane's head
+// leaves 0 at its first reservation and never returns to it) and nothing
+// discarded.  Shared words, read after the producer exited or the session
+// stopped; a producer that lies only loses its own sub-trace.
+bool Drain::nothing_recorded() const
+{
+	for (uint32_t l = 0; l < n_lanes_; l++)
+		if (reader_->lane_position(l) != 0 || reader_->lane_discarded(l) != 0)
+			return false;
+	return true;
+}
+
 bool Drain::open_once()
 {
 	opened_ = true;
@@ -586,6 +720,16 @@ void Drain::run()
 		reader_->wait(seq, kWaitMs);
 	}
 	reader_->end_wait();
+	if (!opened_ && nothing_recorded()) {
+		// No event was ever reserved or discarded in this buffer: no
+		// sub-trace for it (docs/control-protocol.md, "Lazy
+		// sub-traces").  Most processes of a traced build or test
+		// suite are such: their directory, metadata and inodes were
+		// most of the daemon's file-system work per process start.
+		reader_.reset();
+		done_.store(true, std::memory_order_release); // pairs with finished()
+		return;
+	}
 	if (!opened_ && !open_once())
 		return;
 	final_drain();

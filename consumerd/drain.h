@@ -6,7 +6,9 @@
  *   - roles: the producer process writes the buffer (shared memory, hostile
  *     to us); one drain thread per buffer is its only consumer-side reader
  *     and the only writer of its sub-trace directory; the daemon's main
- *     thread only calls start/finish/join and reads the counters.
+ *     thread only calls start/finish/join and reads the counters.  A drain
+ *     thread is a pooled worker (drain.cpp, "The pool"): it runs one
+ *     drain from start() to its end, then the next one.
  *   - the drain thread never blocks a producer: it waits on the buffer's
  *     wake_seq futex (with a timeout as safety net), never the other way.
  *   - finish() may be called any number of times from the main thread (stop,
@@ -21,7 +23,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 struct iovec;
@@ -50,12 +51,14 @@ int make_dirs(const std::string &path, unsigned mode, const Owner &owner = Owner
 // calling thread: a woken drain or control thread then preempts CPU-bound
 // tasks sooner, without a larger CPU share (weight and nice unchanged).
 // STRATA_CONSUMERD_SLICE_US overrides the 100 us default, 0 turns it off;
-// a thread whose policy is not SCHED_OTHER is left alone.
-void short_slice();
+// a thread whose policy is not SCHED_OTHER is left alone.  True if the
+// slice was set.
+bool short_slice();
 
 // A streaming drain thread's higher scheduling weight (nice -10 by
-// default, STRATA_CONSUMERD_DRAIN_NICE): see drain.cpp.
-void streaming_weight();
+// default, STRATA_CONSUMERD_DRAIN_NICE): see drain.cpp.  True if the
+// thread's nice was changed.
+bool streaming_weight();
 
 struct DrainCounters {
 	// Relaxed: statistics only, read by the main thread for STATUS.
@@ -86,10 +89,13 @@ public:
 	void set_output(std::unique_ptr<Output> out) { out_ = std::move(out); }
 	const std::string &channel() const { return channel_; }
 	uint32_t n_lanes() const { return n_lanes_; }
+	// Runs the drain on a pooled thread (drain.cpp, "The pool").
 	void start();
 	// producer_dead: the process exited (its in-flight commits will never
 	// complete); otherwise a stop while it keeps running.
 	void finish(bool producer_dead);
+	// Waits until the drain's thread is done with it (no-op if never
+	// started).
 	void join();
 	bool finished() const { return done_.load(std::memory_order_acquire); }
 
@@ -150,7 +156,9 @@ private:
 	std::unique_ptr<uint8_t[]> batch_; // packets copied out of the ring, one write's worth
 	size_t batch_cap_ = 0;
 	bool batch_ready_ = false;   // batch_ made (prepare_batch); drain thread only
-	bool weighted_ = false; // drain thread: short_slice + streaming_weight applied
+	bool weighted_ = false; // drain thread: short_slice + streaming_weight tried
+	bool sliced_ = false, reniced_ = false; // drain thread: what they changed (undone by the pool)
+	bool nothing_recorded() const;
 	bool opened_ = false;   // drain thread: open_trace ran
 	// What the output cost, for the loss report (report_loss): drain
 	// thread only.
@@ -166,7 +174,9 @@ private:
 	uint64_t final_activity_ = 0; // activity() at finish(); main thread only
 	bool from_kernel_ = false;
 	uint8_t uuid_[16] = {};
-	std::thread thread_;
+	bool started_ = false; // main thread: start() handed it to the pool
+	bool ran_ = false;     // under the pool's mutex: its thread is done with it
+	friend class DrainPool;
 	// finish_: main thread sets (release), drain thread reads (acquire) and
 	// then performs the final flush.  done_: set by the drain thread when
 	// every file is closed (release), read by finished() (acquire).

@@ -121,6 +121,23 @@ std::atomic<int> g_busy{0};
 std::atomic<int> g_again{0};
 std::atomic<int> g_ready{0}; // g_state's paths and comm are filled in
 
+// STRATA_DEBUG: when the query's stages ended, stamped only when asked (a
+// clock read touches the vDSO's pages: a start-up cost).  Holder of g_busy.
+struct Stages {
+	bool on;
+	int n;
+	const char *name[8];
+	struct timespec t[8];
+};
+Stages g_stages;
+void stage(const char *name)
+{
+	if (!g_stages.on || g_stages.n >= 8)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &g_stages.t[g_stages.n]);
+	g_stages.name[g_stages.n++] = name;
+}
+
 void say(const char *a, const char *b = "", const char *c = "")
 {
 	char buf[512];
@@ -457,6 +474,7 @@ int table_join(int fd, uint64_t gen, bool list_events, int64_t dl)
 	}
 	if (n)
 		strata_rt_quiesce(); // armed before the daemon hears of it
+	stage("slots");
 	Writer w(s.out, sizeof(s.out));
 	w.version = 4;
 	int r = encode_hello_register(w, proto::kRegisterTable | (s.signo ? proto::kRegisterAsync : 0), list_events, gen)
@@ -479,6 +497,7 @@ int table_join(int fd, uint64_t gen, bool list_events, int64_t dl)
 		if (r == 0)
 			r = proto::send_all(fd, s.out, w.len, pass, dl);
 		w.len = 0;
+		stage("sendmsg");
 		if (i < n && joined_or_not(s.grants.g[i].slot, s.grants.g[i].session_id, memfds[i], r) == 0)
 			joined++;
 	}
@@ -504,15 +523,18 @@ int query_once(bool list_events)
 	g_no_daemon = fd < 0;
 	if (fd < 0)
 		return 0; // no daemon: tracing stays off, silently (or early, below)
+	stage("connect");
 	// The constructor's query with nothing joined yet: from the daemon's
 	// grant table when it publishes one that answers (no round trip).
 	bool fresh = list_events;
 	for (unsigned i = 0; i < proto::kMaxSlots && fresh; i++)
 		fresh = !s.joined[i];
 	proto::pc::TableInfo table;
-	if (fresh && read_table(s.paths[connected_to], &table) && table_clock(table)) {
+	if (fresh && read_table(s.paths[connected_to], &table) && (stage("table"), table_clock(table))) {
+		stage("clock page");
 		int joined = table_join(fd, table.gen, list_events, dl);
 		close(fd);
+		stage("closed");
 		return joined;
 	}
 	dl = proto::resolve_deadline(dl); // the round trip: one bound for the whole exchange
@@ -549,6 +571,7 @@ int query_once(bool list_events)
 		close(fd);
 		return r;
 	}
+	stage("answers");
 	int joined = 0;
 	bool changed = false, granted[proto::kMaxSlots] = {};
 	for (uint32_t i = 0; i < s.grants.n; i++) {
@@ -572,6 +595,7 @@ int query_once(bool list_events)
 	if (changed)
 		strata_rt_quiesce(); // before the close that acknowledges
 	close(fd);
+	stage("slots, sends, closed");
 	return joined;
 }
 
@@ -748,13 +772,28 @@ int timed(bool list_events)
 	const char *dbg = getenv("STRATA_DEBUG");
 	const bool debug = dbg && *dbg && *dbg != '0';
 	struct timespec t0, t1;
-	if (debug) // the clock's pages only when asked (start-up: query_once)
+	if (debug) { // the clock's pages only when asked (start-up: query_once)
 		clock_gettime(CLOCK_MONOTONIC, &t0);
+		g_stages.n = 0;
+		g_stages.on = true;
+	}
 	int r = run_queries(list_events);
 	if (debug) {
 		clock_gettime(CLOCK_MONOTONIC, &t1);
-		long us = (t1.tv_sec - t0.tv_sec) * 1000000L + (t1.tv_nsec - t0.tv_nsec) / 1000;
-		fprintf(stderr, "strata: state query: %d session(s) joined in %ld us\n", r, us);
+		g_stages.on = false;
+		const auto us = [&t0](const struct timespec &t) {
+			return (t.tv_sec - t0.tv_sec) * 1000000L + (t.tv_nsec - t0.tv_nsec) / 1000;
+		};
+		char st[256] = "";
+		size_t n = 0;
+		for (int i = 0; i < g_stages.n && n < sizeof st; i++) {
+			int w = snprintf(st + n, sizeof st - n, "%s%s at %ld", i ? ", " : " (", g_stages.name[i],
+					 us(g_stages.t[i]));
+			n += w > 0 ? static_cast<size_t>(w) : 0;
+		}
+		if (g_stages.n && n < sizeof st - 1)
+			snprintf(st + n, sizeof st - n, ")");
+		fprintf(stderr, "strata: state query: %d session(s) joined in %ld us%s\n", r, us(t1), st);
 	}
 	return r;
 }
