@@ -403,7 +403,8 @@ bool read_table(const char *sock, proto::pc::TableInfo *info)
 	memcpy(path, sock, n);
 	memcpy(path + n, proto::kTableSuffix, k);
 	n += k;
-	put_decimal(path, &n, static_cast<uint32_t>(geteuid()));
+	const uid_t me = geteuid();
+	put_decimal(path, &n, static_cast<uint32_t>(me));
 	path[n] = 0;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
@@ -413,15 +414,18 @@ bool read_table(const char *sock, proto::pc::TableInfo *info)
 	// Into `out` when it fits (the usual few hundred bytes: the page the
 	// answer is then encoded in), else into `in`; parsed before either is
 	// written again.
-	const bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_uid == geteuid() || st.st_uid == 0) &&
+	const bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_uid == me || st.st_uid == 0) &&
 			st.st_size > 0;
 	const bool small = ok && static_cast<size_t>(st.st_size) <= sizeof(s.out);
 	uint8_t *buf = small ? s.out : s.in;
 	const size_t cap = small ? sizeof(s.out) : sizeof(s.in);
 	if (ok && static_cast<size_t>(st.st_size) <= cap) {
+		// Up to the size fstat gave, no read for the end of the file: the
+		// daemon replaces the table by rename, so this file never changes.
+		const size_t want = static_cast<size_t>(st.st_size);
 		size_t have = 0;
 		ssize_t r;
-		while (have < cap && (r = read(fd, buf + have, cap - have)) != 0) {
+		while (have < want && (r = read(fd, buf + have, want - have)) != 0) {
 			if (r < 0 && errno == EINTR)
 				continue;
 			if (r < 0)
