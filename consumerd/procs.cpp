@@ -360,8 +360,10 @@ void Daemon::on_exit(int pidfd)
 	for (Drain *d : it->second.drains)
 		d->finish(true); // the drain flushes and closes on its own thread
 	pid_to_pidfd_.erase(it->second.pid);
-	epoll_ctl(epfd_, EPOLL_CTL_DEL, pidfd, nullptr);
-	close(pidfd);
+	if (pidfd >= 0) { // not a stand-in for a process gone before its REGISTER was read
+		epoll_ctl(epfd_, EPOLL_CTL_DEL, pidfd, nullptr);
+		close(pidfd);
+	}
 	procs_.erase(it);
 }
 
