@@ -63,6 +63,47 @@ def run(cmd, env=None, check=True, timeout=600):
     return p
 
 
+# ---- processes ---------------------------------------------------------------
+
+def proc_stat(pid):
+    """(comm, ppid, utime + stime ticks) of pid, or None once it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            s = f.read()
+    except OSError:
+        return None
+    comm = s[s.index("(") + 1:s.rindex(")")]
+    rest = s[s.rindex(")") + 2:].split()
+    return comm, int(rest[1]), int(rest[11]) + int(rest[12])
+
+
+def proc_cpu_ticks(pid):
+    st = proc_stat(pid)
+    return st[2] if st else 0
+
+
+def find_procs(pred):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            st = proc_stat(int(d))
+            if st and pred(int(d), st[0], st[1]):
+                out.append(int(d))
+    return out
+
+
+def pid_in_tree(pid, root):
+    """pid is root or one of its descendants."""
+    for _ in range(64):
+        if pid == root:
+            return True
+        st = proc_stat(pid)
+        if not st or st[1] <= 1:
+            return False
+        pid = st[1]
+    return False
+
+
 # ---- trace accounting ------------------------------------------------------
 
 def count_events(trace_dir):
@@ -512,6 +553,43 @@ class Bench:
                           env=env).stdout)
         return [float(kv["median_us_%d" % i]) for i in range(len(progs))]
 
+    def spawn_daemon_cpu(self, progs, env, wrap, daemons):
+        """spawn(), plus the CPU time (ms) the daemons used per start of
+        the last program while the spawn loop ran: daemons() names their
+        pids (re-asked until it does).  /proc/PID/stat (utime + stime, every
+        thread's, the dead ones' too) is read every 10 ms: from when the
+        loop's process appears to when it is gone, so the session's set-up
+        and stop are not counted (+-10 ms of the loop's ~1 s)."""
+        cmd = list(wrap) + [self.plain, "spawn", str(self.p["spawn"])] + progs
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        tck = os.sysconf("SC_CLK_TCK")
+        pids, first, last, loop = [], None, None, None
+        while p.poll() is None:
+            if not pids:
+                pids = daemons(p.pid)
+            if loop is None:
+                loop = find_procs(lambda pid, comm, ppid: comm.startswith("strata-bench-pl") and
+                                  pid_in_tree(pid, p.pid))
+                loop = loop[0] if loop else None
+            if pids and loop is not None:
+                alive = os.path.exists("/proc/%d" % loop)
+                t = sum(proc_cpu_ticks(x) for x in pids)
+                if first is None:
+                    first = t
+                if not alive:
+                    break
+                last = t
+            time.sleep(0.01)
+        out, err = p.communicate(timeout=600)
+        if p.returncode != 0:
+            raise BenchError("%s failed (%d): %s" % (" ".join(cmd), p.returncode, err.strip()[-2000:]))
+        kv = parse_kv(out)
+        medians = [float(kv["median_us_%d" % i]) for i in range(len(progs))]
+        cpu = None
+        if first is not None and last is not None:
+            cpu = (last - first) * 1000.0 / tck / self.p["spawn"]
+        return medians, cpu
+
     # the building blocks of a fast path on this machine (CPU ns each)
     # and the clock read that stamps each side's events: Strata's as its
     # runtime reads it under `strata record` (a page, or clock_gettime);
@@ -557,22 +635,34 @@ class Bench:
             log("start-up, own buffer, no daemon (median us): %s" % e)
 
     def startup_daemon(self):
+        # Beside each wall-clock figure, what the side's daemons spent per
+        # process start (docs/benchmarks.md): on a 2-CPU machine that CPU
+        # is taken beside the processes being started.
         if self.have_lttng:
             out = self.tmpdir("st-lttng")
             name = self.lttng.create(out, None, None)
             try:
-                t = self.spawn([self.plain, self.lbench], None)
+                t, cpu = self.spawn_daemon_cpu(
+                    [self.plain, self.lbench], None, (),
+                    lambda _: find_procs(lambda pid, comm, ppid: comm in ("lttng-sessiond", "lttng-consumerd")))
             finally:
                 self.lttng.destroy(name)
             self.results[("start_d", "lttng")] = t[1] - t[0]
-            log("start-up, lttng session (median us): %s" % t)
+            if cpu is not None:
+                self.results[("start_dcpu", "lttng")] = cpu
+            log("start-up, lttng session (median us): %s; daemons' CPU per start %s ms" % (t, cpu))
             shutil.rmtree(out, ignore_errors=True)
         if self.have_strata:
             out = self.tmpdir("st-strata")
-            t = self.spawn([self.plain, self.sbench], self.env_nodaemon,
-                           wrap=(self.strata, "record", "-o", out, "-e", "bench:*", "--"))
+            t, cpu = self.spawn_daemon_cpu(
+                [self.plain, self.sbench], self.env_nodaemon,
+                (self.strata, "record", "-o", out, "-e", "bench:*", "--"),
+                lambda root: find_procs(lambda pid, comm, ppid: comm.startswith("strata-consume") and
+                                        pid_in_tree(pid, root)))
             self.results[("start_d", "strata")] = t[1] - t[0]
-            log("start-up, strata record (median us): %s" % t)
+            if cpu is not None:
+                self.results[("start_dcpu", "strata")] = cpu
+            log("start-up, strata record (median us): %s; daemon's CPU per start %s ms" % (t, cpu))
             shutil.rmtree(out, ignore_errors=True)
 
     # 6. buffer memory while tracing, default settings
@@ -850,6 +940,9 @@ def table(b):
         row("  of which loading libstdc++ alone (ms)", ms(cxx), None)
     row("start-up overhead, daemon + session active (ms)", ms(r.get(("start_d", "strata"))),
         ms(r.get(("start_d", "lttng"))), "Strata < 1 ms", lambda x: x < 1, strata_only=True)
+    dcs, dcl = r.get(("start_dcpu", "strata")), r.get(("start_dcpu", "lttng"))
+    if dcs is not None or dcl is not None:
+        row("  daemons' CPU per process start, during the spawn loop (ms)", dcs, dcl)
     own = r.get(("start_own",))
     if own is not None:
         row("  floor: own buffer, recording, no round trip (STRATA_EARLY, no daemon; ms)", ms(own), None)
