@@ -289,6 +289,26 @@ TEST_F(Traced, DisabledEventsAreNotRecorded)
 	EXPECT_TRUE(s.errors.empty());
 }
 
+// Drains run on pooled threads (consumerd/drain.cpp, "The pool"): more
+// processes at once than the pool keeps idle make it grow, a second wave
+// reuses its threads, and every process's events are drained exactly into
+// a sub-trace of its own.
+TEST_F(Traced, ConcurrentProcessesOnPooledDrainThreadsAreEachDrainedExactly)
+{
+	constexpr int kProcs = 10, kWaves = 2;
+	session(c, "s", out);
+	for (int w = 0; w < kWaves; w++) {
+		std::vector<pid_t> pids(kProcs);
+		for (pid_t &p : pids)
+			ASSERT_EQ(run_app({"2", "5000"}, -1, &p), 0);
+		for (pid_t p : pids)
+			EXPECT_EQ(strata_test::wait_child(p, 60000), 0);
+	}
+	Scan s = stop_and_scan();
+	EXPECT_EQ(s.subtraces, static_cast<size_t>(kProcs * kWaves));
+	expect_exact(s, 2 * kProcs * kWaves, 5000); // 2 threads per process
+}
+
 TEST_F(Traced, KilledProcessKeepsItsCommittedEvents)
 {
 	session(c, "s", out);
