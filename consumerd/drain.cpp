@@ -78,6 +78,24 @@ struct SchedAttr {
 	uint32_t sched_util_min, sched_util_max;
 };
 
+namespace {
+// The calling thread's EEVDF slice request (sched_runtime, ns; 0: the
+// kernel's default), for a SCHED_OTHER thread only: a policy someone chose
+// for us is left alone.  Best effort: kernels before 6.12 have no per-task
+// slice.  True if set.
+bool set_own_slice(uint64_t runtime_ns)
+{
+	SchedAttr a;
+	memset(&a, 0, sizeof a);
+	if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0 || a.sched_policy != SCHED_OTHER)
+		return false;
+	a.size = sizeof a;
+	a.sched_flags = 0;
+	a.sched_runtime = runtime_ns; // the slice; nice and weight unchanged
+	return syscall(SYS_sched_setattr, 0, &a, 0) == 0;
+}
+} // namespace
+
 bool short_slice()
 {
 	static const long us = [] {
@@ -85,33 +103,17 @@ bool short_slice()
 		long v = e && *e ? strtol(e, nullptr, 10) : kSliceUs;
 		return v < 0 ? 0 : v;
 	}();
-	SchedAttr a;
-	memset(&a, 0, sizeof a);
-	if (us == 0 || syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0 || a.sched_policy != SCHED_OTHER)
-		return false; // off, or a policy someone chose for us: left alone
-	a.size = sizeof a;
-	a.sched_flags = 0;
-	a.sched_runtime = static_cast<uint64_t>(us) * 1000; // the slice; nice and weight unchanged
-	// Best effort: kernels before 6.12 have no per-task slice.
-	return syscall(SYS_sched_setattr, 0, &a, 0) == 0;
+	return us != 0 && set_own_slice(static_cast<uint64_t>(us) * 1000);
 }
 
 namespace {
-// Undoes short_slice (runtime 0: the default slice) and streaming_weight
-// on the calling thread: a pooled thread starts its next drain as a new
-// thread would (drain.cpp, "The pool").
+// Undoes short_slice and streaming_weight on the calling thread: a pooled
+// thread starts its next drain as a new thread would (drain.cpp, "The
+// pool").
 void default_scheduling(bool sliced, bool reniced)
 {
-	if (sliced) {
-		SchedAttr a;
-		memset(&a, 0, sizeof a);
-		if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) == 0 && a.sched_policy == SCHED_OTHER) {
-			a.size = sizeof a;
-			a.sched_flags = 0;
-			a.sched_runtime = 0;
-			(void)syscall(SYS_sched_setattr, 0, &a, 0);
-		}
-	}
+	if (sliced)
+		(void)set_own_slice(0);
 	if (reniced) // raising nice back to 0 needs no privilege
 		(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 0);
 }
@@ -204,7 +206,7 @@ int make_dirs(const std::string &path, unsigned mode, const Owner &owner)
  *     its Reader and files stay single-threaded as before.
  *   - never fewer threads than drains being run: a drain waiting for a
  *     worker would leave its ring to fill.  run() starts a new worker
- *     unless an idle one will take the job (idle > jobs queued).
+ *     unless the idle ones are at least as many as the jobs queued.
  *   - a worker is done with a drain when it set ran_ under mu_ (and
  *     notified done_cv_); join() returns only then, so the Drain may be
  *     destroyed after it.  Workers never touch a drain after that.
