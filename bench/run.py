@@ -29,10 +29,14 @@ import tempfile
 import time
 
 WORKLOADS = ("ints", "str", "mixed")
-# Enabled-cost buffers: 8 x 1 MiB per CPU (LTTng) / per lane (Strata), after
+# Enabled-cost buffers: 16 x 1 MiB per CPU (LTTng) / per lane (Strata), after
 # a warm-up that laps the ring once (steady state: the pages are resident).
+# 16, not 8 (until 2026-11-24): two `str` writers fill a lane at 1.7 GB/s,
+# so 8 MiB lasted 5 ms, about one scheduler tick of this VM's kernel
+# (HZ=250, no kernel preemption): a drain that lost its CPU for one tick
+# overflowed it (docs/benchmarks.md, "Loss: a ring of two ticks").
 # The cold figure: 8 x 4 MiB, no warm-up, one lap of fresh pages.
-EN_SUBBUF, EN_NSUB = "1M", 8
+EN_SUBBUF, EN_NSUB = "1M", 16
 SCALE_THREADS = (4, 8)
 COLD_SUBBUF, COLD_NSUB = "4M", 8
 CTF_MAGIC = 0xC1FC1FC1
@@ -260,16 +264,17 @@ class Bench:
                           rate_ms=200, steps=1, lat_reps=1, spawn=10, mem_threads=(1, 4),
                           mem_events=2000, callgrind=False, file_rate_mib=16)
         else:
-            # warmup: every thread laps its 8 x 1 MiB ring once before it is
-            # timed (8 MiB of 16-byte records is 524 k; 300 k did when
-            # records were 32 bytes), so the enabled rows are steady state
+            # warmup: every thread laps its 16 x 1 MiB ring once before it
+            # is timed (16 MiB of 16-byte records is 1.05 M; 700 k did for
+            # 8 x 1 MiB, 300 k when records were 32 bytes), so the enabled
+            # rows are steady state
             # and fresh pages stay in the first-lap row.  With the work
             # split 8 ways, 300 k left 40 % of each thread's timed records
             # on fresh pages: 8 owned lanes alone measured 1.2 x.
             # reps: 5 since 2026-11-24 (3 before): on the 2-CPU VM a slow
             # phase can hold one side for two of three repetitions (an
             # `ints` median of 43 ns against 33-36 in the runs around it).
-            self.p = dict(n_enabled=2000000, warmup=700000, n_cold=1000000, reps=5,
+            self.p = dict(n_enabled=2000000, warmup=1200000, n_cold=1000000, reps=5,
                           n_disabled=100000000, rate_ms=1000, steps=6, lat_reps=3, spawn=200,
                           mem_threads=(1, 64), mem_events=20000,
                           callgrind=shutil.which("valgrind") is not None, file_rate_mib=256)
