@@ -30,6 +30,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <linux/futex.h>
 
 #include "clock_page.h"
 #include "control/names.h"
@@ -38,7 +39,19 @@
 namespace strata {
 
 namespace {
-constexpr int kWaitMs = 50;          // futex safety net; also bounds stop latency
+// The drain's wait for a packet: a safety net (a writer's wake-up is
+// what ends it, and finish() wakes it through stop_word_).
+// STRATA_CONSUMERD_WAIT_MS overrides the 50 ms (tests stretch it to show
+// that nothing waits for it).
+int wait_ms()
+{
+	static const int ms = [] {
+		const char *v = getenv("STRATA_CONSUMERD_WAIT_MS");
+		const long n = v ? strtol(v, nullptr, 10) : 0;
+		return n > 0 && n <= 3600000 ? (int)n : 50;
+	}();
+	return ms;
+}
 constexpr int kFlushTimeoutMs = 500; // in-flight commits of a live producer
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 // Linux 5.14 uapi; glibc 2.36 headers lack it
@@ -440,6 +453,14 @@ void Drain::finish(bool producer_dead)
 	// Release: orders producer_dead_ before finish_; pairs with the
 	// acquire load in run().
 	finish_.store(true, std::memory_order_release);
+	// Then end the drain's wait now rather than at its timeout: a process
+	// no longer wakes its drain at exit (slots.cpp, mark_exited), and a
+	// drain of an exited process used to hold a pooled thread and the
+	// buffer's mapping for 50 ms (15 threads in the daemon during a spawn
+	// loop).  Release: after finish_; the word is private to the Drain,
+	// which outlives join().
+	stop_word_.store(1, std::memory_order_release);
+	syscall(SYS_futex, &stop_word_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
 void Drain::join()
@@ -719,7 +740,7 @@ void Drain::run()
 				continue;
 			}
 		}
-		reader_->wait(seq, kWaitMs);
+		reader_->wait(seq, wait_ms(), &stop_word_);
 	}
 	reader_->end_wait();
 	if (!opened_ && nothing_recorded()) {

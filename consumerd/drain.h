@@ -183,6 +183,10 @@ private:
 	std::atomic<bool> finish_{false};
 	std::atomic<bool> producer_dead_{false}; // written before finish_ (release)
 	std::atomic<bool> done_{false};
+	// Set to 1 by finish() after finish_, and woken: the drain thread's
+	// wait (Reader::wait's stop word) ends at once, without a lost
+	// wake-up between its check of finish_ and its sleep.
+	std::atomic<uint32_t> stop_word_{0};
 	DrainCounters counters_;
 };
 

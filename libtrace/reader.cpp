@@ -276,7 +276,7 @@ void Reader::set_wait_fd(int fd)
 	wait_fd_ = fd;
 }
 
-void Reader::wait(uint32_t seq, int timeout_ms)
+void Reader::wait(uint32_t seq, int timeout_ms, const std::atomic<uint32_t> *stop)
 {
 	if (wait_fd_ >= 0) {
 		// The module's readiness is its own look at the lanes (no seq):
@@ -288,6 +288,34 @@ void Reader::wait(uint32_t seq, int timeout_ms)
 	}
 	auto *h = (strata_buffer_header *)base_;
 	struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000};
+	// Relaxed: a hint shared by every drain; pairs with nothing.
+	static std::atomic<bool> no_waitv{false};
+	if (stop && !no_waitv.load(std::memory_order_relaxed)) {
+		// Both words at once: the buffer's (shared: the writers are
+		// another process) and the caller's stop word (private).  An
+		// absolute CLOCK_MONOTONIC deadline, as futex_waitv takes it.
+		struct futex_waitv w[2] = {};
+		w[0].val = seq;
+		w[0].uaddr = (uintptr_t)&h->wake_seq;
+		w[0].flags = FUTEX_32;
+		w[1].val = 0;
+		w[1].uaddr = (uintptr_t)stop;
+		w[1].flags = FUTEX_32 | FUTEX_PRIVATE_FLAG;
+		struct timespec end;
+		clock_gettime(CLOCK_MONOTONIC, &end);
+		end.tv_sec += ts.tv_sec;
+		end.tv_nsec += ts.tv_nsec;
+		if (end.tv_nsec >= 1000000000) {
+			end.tv_sec++;
+			end.tv_nsec -= 1000000000;
+		}
+		if (syscall(SYS_futex_waitv, w, 2, 0, &end, CLOCK_MONOTONIC) >= 0 || errno == EAGAIN ||
+		    errno == ETIMEDOUT || errno == EINTR)
+			return;
+		// ENOSYS before Linux 5.16, or refused (a seccomp filter): the
+		// plain wait from now on, never a loop of failing calls.
+		no_waitv.store(true, std::memory_order_relaxed);
+	}
 	// Shared futex (no FUTEX_PRIVATE_FLAG): the writers are another process.
 	syscall(SYS_futex, &h->wake_seq, FUTEX_WAIT, seq, &ts, nullptr, 0);
 }

@@ -28,6 +28,7 @@
 #ifndef STRATA_LIBTRACE_READER_H
 #define STRATA_LIBTRACE_READER_H
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -180,7 +181,13 @@ public:
 	// then wait(seq, timeout_ms) sleeps until a writer completes a
 	// sub-buffer or the timeout; end_wait() clears consumer_waiting.
 	uint32_t prepare_wait();
-	void wait(uint32_t seq, int timeout_ms);
+	// stop (optional): a private word of the caller's that another thread
+	// sets non-zero and FUTEX_WAKEs (FUTEX_PRIVATE_FLAG) to end the wait
+	// early; the wait then returns at once while it is non-zero (one
+	// futex_waitv(2), Linux >= 5.16: no wake-up is lost between the
+	// caller's last check and the sleep).  Without futex_waitv, or with
+	// a wait fd, only the timeout ends such a wait.
+	void wait(uint32_t seq, int timeout_ms, const std::atomic<uint32_t> *stop = nullptr);
 	void end_wait();
 	// Buffers whose producers cannot FUTEX_WAKE (the kernel module's):
 	// wait() then polls `fd` for POLLIN instead (the wait fd of

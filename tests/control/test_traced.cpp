@@ -309,6 +309,47 @@ TEST_F(Traced, ConcurrentProcessesOnPooledDrainThreadsAreEachDrainedExactly)
 	expect_exact(s, 2 * kProcs * kWaves, 5000); // 2 threads per process
 }
 
+// A drain ends when its process exits, not at its wait's timeout: finish()
+// sets and wakes the drain's stop word (consumerd/drain.cpp), which its
+// futex_waitv watches beside the buffer's word.  With the safety-net wait
+// stretched to 10 minutes, a process's only packet (fewer events than a
+// sub-buffer: the consumer closes it at the exit) must still reach the
+// session while it runs.  Without the wake the packet waited for STOP.
+TEST(TracedExit, DrainEndsWhenItsProcessExitsNotAtItsWaitTimeout)
+{
+	setenv("STRATA_CONSUMERD_WAIT_MS", "600000", 1);
+	Daemon d;
+	const bool started = d.start(STRATA_CONSUMERD_EXE);
+	unsetenv("STRATA_CONSUMERD_WAIT_MS");
+	ASSERT_TRUE(started);
+	CtlClient c;
+	std::string err, t;
+	ASSERT_EQ(c.open("", err), 0) << err;
+	const std::string out = d.dir + "/out";
+	session(c, "s", out);
+	ASSERT_EQ(run_app({"1", "100"}), 0);
+	// Polls the session's counters (a condition with a deadline, not a
+	// sleep): the packet is written once the drain has ended.
+	uint64_t packets = 0;
+	const int64_t end = proto::now_ms() + 30000;
+	while (proto::now_ms() < end) {
+		proto::Message m;
+		ASSERT_EQ(c.call(proto::Status{"s"}, m, t), 0) << t;
+		ASSERT_EQ(m.type(), proto::Type::StatusReply);
+		packets = std::get<proto::StatusReply>(m.body).sessions.at(0).packets;
+		if (packets)
+			break;
+		struct timespec ts = {0, 5 * 1000 * 1000};
+		nanosleep(&ts, nullptr);
+	}
+	EXPECT_EQ(packets, 1u) << "the exited process's drain did not end before the session stopped";
+	EXPECT_EQ(c.command(proto::Stop{"s"}, t), 0) << t;
+	Scan s;
+	scan_dir(out, s);
+	EXPECT_EQ(s.subtraces, 1u);
+	expect_exact(s, 1, 100);
+}
+
 TEST_F(Traced, KilledProcessKeepsItsCommittedEvents)
 {
 	session(c, "s", out);
