@@ -24,6 +24,8 @@
  *   hold T N        T threads each emit N "ints" events, then stay alive;
  *                   prints "ready=1" and waits for EOF on stdin (memory).
  *   noop            returns at once (start-up cost).
+ *   one             emits one "ints" event and returns (start-up with a
+ *                   first event: where a tracer makes its buffer then).
  *   costs           CPU ns of the fast path's building blocks on this
  *                   machine: rdtsc, rdtscp, lfence+rdtsc (an ordered TSC
  *                   read), clock_gettime(CLOCK_MONOTONIC), an uncontended
@@ -32,9 +34,10 @@
  *                   Strata's events in this process (strata_rt_clock_now:
  *                   the module's page, the consumer's page or
  *                   clock_gettime) and which one it is (clock_id).
- *   spawn N PROG..  runs each PROG N times with the argument "noop"
- *                   (posix_spawn + waitpid, programs interleaved) and prints
- *                   the median and minimum wall time of each in microseconds.
+ *   spawn N PROG..  runs each PROG N times with the argument "noop" (or
+ *                   $BENCH_SPAWN_ARG) (posix_spawn + waitpid, programs
+ *                   interleaved) and prints the median and minimum wall time
+ *                   of each in microseconds.
  *
  * No concurrency beyond the benchmark threads themselves: they share only
  * the start/stop barriers and write their own slot of `elapsed_ns`, read by
@@ -330,7 +333,8 @@ static int cmp_u64(const void *a, const void *b)
 
 extern char **environ;
 
-/* Runs each program of progs[0..nprog) with the argument "noop", n rounds,
+/* Runs each program of progs[0..nprog) with the argument "noop" (or
+ * $BENCH_SPAWN_ARG), n rounds,
  * interleaved (A B C A B C ...) so that load on a shared machine hits all of
  * them alike; prints the median and minimum wall time of each. */
 static int run_spawn(unsigned n, char **progs, unsigned nprog)
@@ -338,9 +342,10 @@ static int run_spawn(unsigned n, char **progs, unsigned nprog)
 	uint64_t *t = calloc((size_t)n * nprog, sizeof *t);
 	if (!t)
 		return 1;
+	const char *arg = getenv("BENCH_SPAWN_ARG");
 	for (unsigned i = 0; i < n; i++) {
 		for (unsigned p = 0; p < nprog; p++) {
-			char *argv[] = { progs[p], (char *)"noop", NULL };
+			char *argv[] = { progs[p], (char *)(arg && *arg ? arg : "noop"), NULL };
 			pid_t pid;
 			int status;
 			uint64_t t0 = now_ns();
@@ -382,7 +387,7 @@ static uint64_t arg_u64(const char *s)
 static int usage(void)
 {
 	fprintf(stderr, "usage: strata-bench{,-lttng,-plain} MODE ...\n"
-			"  loop W T N [WU] | rate W R MS | tick US MS | hold T N | noop | costs |\n"
+			"  loop W T N [WU] | rate W R MS | tick US MS | hold T N | noop | one | costs |\n"
 			"  spawn N PROG...\n"
 			"  W: ints, str, mixed\n");
 	return 2;
@@ -395,6 +400,10 @@ int main(int argc, char **argv)
 	const char *mode = argv[1];
 	if (!strcmp(mode, "noop"))
 		return 0;
+	if (!strcmp(mode, "one")) {
+		bench_loop_ints(1);
+		return 0;
+	}
 	if (!strcmp(mode, "costs"))
 		return run_costs();
 #if defined(BENCH_STRATA)

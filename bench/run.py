@@ -653,12 +653,17 @@ class Bench:
                 t, cpu = self.spawn_daemon_cpu(
                     [self.plain, self.lbench], None, (),
                     lambda _: find_procs(lambda pid, comm, ppid: comm in ("lttng-sessiond", "lttng-consumerd")))
+                # A start that emits one event: where a tracer that makes
+                # its buffer at the first event pays for it.
+                t1 = self.spawn([self.plain, self.lbench], self.env_one(None))
             finally:
                 self.lttng.destroy(name)
             self.results[("start_d", "lttng")] = t[1] - t[0]
+            self.results[("start_d1", "lttng")] = t1[1] - t1[0]
             if cpu is not None:
                 self.results[("start_dcpu", "lttng")] = cpu
-            log("start-up, lttng session (median us): %s; daemons' CPU per start %s ms" % (t, cpu))
+            log("start-up, lttng session (median us): %s; daemons' CPU per start %s ms; one event %s" %
+                (t, cpu, t1))
             shutil.rmtree(out, ignore_errors=True)
         if self.have_strata:
             out = self.tmpdir("st-strata")
@@ -670,8 +675,19 @@ class Bench:
             self.results[("start_d", "strata")] = t[1] - t[0]
             if cpu is not None:
                 self.results[("start_dcpu", "strata")] = cpu
-            log("start-up, strata record (median us): %s; daemon's CPU per start %s ms" % (t, cpu))
             shutil.rmtree(out, ignore_errors=True)
+            t1 = self.spawn([self.plain, self.sbench], self.env_one(self.env_nodaemon),
+                            (self.strata, "record", "-o", out, "-e", "bench:*", "--"))
+            self.results[("start_d1", "strata")] = t1[1] - t1[0]
+            log("start-up, strata record (median us): %s; daemon's CPU per start %s ms; one event %s" %
+                (t, cpu, t1))
+            shutil.rmtree(out, ignore_errors=True)
+
+    @staticmethod
+    def env_one(env):
+        e = dict(os.environ if env is None else env)
+        e["BENCH_SPAWN_ARG"] = "one"
+        return e
 
     # 6. buffer memory while tracing, default settings
     def memory(self):
@@ -954,6 +970,8 @@ def table(b):
         row("  of which loading libstdc++ alone (ms)", ms(cxx), None)
     row("start-up overhead, daemon + session active (ms)", ms(r.get(("start_d", "strata"))),
         ms(r.get(("start_d", "lttng"))), "Strata < 1 ms", lambda x: x < 1, strata_only=True)
+    row("  the same, the process emitting one event (a buffer made at it; ms)", ms(r.get(("start_d1", "strata"))),
+        ms(r.get(("start_d1", "lttng"))))
     dcs, dcl = r.get(("start_dcpu", "strata")), r.get(("start_dcpu", "lttng"))
     if dcs is not None or dcl is not None:
         row("  daemons' CPU per process start, during the spawn loop (ms)", dcs, dcl)

@@ -31,6 +31,12 @@ void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
 	p->signo = (m.flags & proto::kRegisterAsync) ? static_cast<int>(m.signo) : 0;
 	p->kmod = (m.flags & proto::kRegisterModule) != 0;
 	c.registered_at = change_;
+	if (m.flags & proto::kRegisterHandoff) { // a buffer made at a first event follows
+		c.table = true;
+		c.registered_at = 0; // its close acknowledges no change
+		VLOG("pid %d (%s) hands over a buffer made at its first event", pid, m.comm.c_str());
+		return;
+	}
 	VLOG("pid %d (%s) registered, %zu tracepoints%s", pid, m.comm.c_str(), m.events.size(),
 	     p->kmod ? " (the module answers its state queries)"
 		     : (m.flags & proto::kRegisterTable) ? " (joined from the grant table)" : "");

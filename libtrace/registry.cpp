@@ -285,6 +285,10 @@ void arm_entry(Entry &e, unsigned slot)
 
 void describe_entry(Channel *ch, Entry &e)
 {
+	if (!ch->desc) { // a pending buffer (slots.cpp): described when it is made
+		e.described = (uint16_t)(e.described | (1u << ch->slot));
+		return;
+	}
 	size_t n = encode_descriptor(e.tp->desc, e.id, ch->desc + ch->desc_used,
 				     ch->desc_capacity - ch->desc_used);
 	if (n == 0) {
@@ -299,6 +303,8 @@ void describe_entry(Channel *ch, Entry &e)
 
 void publish_descriptors(Channel *ch)
 {
+	if (!ch->hdr)
+		return; // pending: nothing written yet
 	// Release: the records appended above are complete before the consumer
 	// sees them counted; pairs with Reader::read_new_events' acquire load.
 	__atomic_store_n(&ch->hdr->desc_used, ch->desc_used, __ATOMIC_RELEASE);

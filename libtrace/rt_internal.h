@@ -99,7 +99,30 @@ struct Channel {
 	// lane a thread released at exit is reused last and, in overwrite mode,
 	// keeps that thread's newest events as long as possible.
 	std::atomic<uint32_t> claim_next;
+
+	// A buffer made at the slot's first event (strata_rt_slot_open_lazy,
+	// docs/ring-buffer.md "A buffer at the first event"): until `state` is
+	// kChReady, base/hdr/lanes/data/desc are null and every field below is
+	// the control lock holder's.  Release store of kChReady after the
+	// buffer is complete, acquire load in claim_lane (writer.cpp) before a
+	// thread's first use: pairs the two.
+	std::atomic<uint32_t> state;
+	strata_channel_config cfg;       // pending: the geometry asked for
+	strata_rt_handoff handoff;       // pending: who gets the memfd
+	uint8_t handoff_ctx[STRATA_RT_HANDOFF_CTX];
+	// Events a signal handler fired while its own thread held the control
+	// lock with the slot pending (the buffer could not be made there):
+	// counted as discarded in the lane of the next claim.  Relaxed: a count.
+	std::atomic<uint64_t> pending_discards;
 };
+constexpr uint32_t kChReady = 0, kChPending = 1, kChDead = 2;
+
+// A pending Channel's buffer made and handed off (slots.cpp), from a
+// thread's first event in the slot (claim_lane).  0 when the Channel is
+// ready (acquire on its state), else -1: the event is not recorded
+// (counted in pending_discards when the caller's own thread holds the
+// control lock, i.e. a signal handler interrupted a control call).
+int channel_materialize(Channel *ch);
 
 // Current channel of each slot; nullptr when closed.  Stored with release
 // by slots.cpp after the Channel and the buffer header are complete; loaded

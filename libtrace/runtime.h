@@ -62,6 +62,25 @@ struct strata_rule {
 int strata_rt_slot_open(unsigned slot, const struct strata_channel_config *cfg,
 			const uint8_t trace_uuid[16]);
 
+/*
+ * [AS-safe] Open a session slot whose buffer is made only when a thread
+ * first records an event in it: the slot is armed now (its tracepoints
+ * fire into a pending buffer), and the first event that fires makes the
+ * buffer as strata_rt_slot_open would, then calls `handoff(slot, memfd,
+ * ctx)` with a copy of `ctx` (at most STRATA_RT_HANDOFF_CTX bytes), under
+ * the runtime's control lock, in that event's context (any thread, maybe a
+ * signal handler: the hook must be async-signal-safe and must not call
+ * back into this API).  A hook that returns < 0 closes the slot (its
+ * tracepoints disarmed, the buffer unmapped).  A process that never fires
+ * an enabled event never makes the buffer.  Returns 0 or a negative errno
+ * (a configuration strata_rt_slot_open would refuse).
+ */
+#define STRATA_RT_HANDOFF_CTX 64
+typedef int (*strata_rt_handoff)(unsigned slot, int memfd, const void *ctx);
+int strata_rt_slot_open_lazy(unsigned slot, const struct strata_channel_config *cfg,
+			     const uint8_t trace_uuid[16], strata_rt_handoff handoff, const void *ctx,
+			     size_t ctx_len);
+
 /* [AS-safe] Disarm the slot's tracepoints, mark the buffer producer-done,
  * unmap and close it.  Events already committed stay readable by whoever
  * holds the fd. */

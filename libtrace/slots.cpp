@@ -21,6 +21,7 @@
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -238,7 +239,10 @@ void atfork_child()
 		if (!ch)
 			continue;
 		g_slots[s].store(nullptr, std::memory_order_relaxed); // one thread in the child
-		retire_mapping(ch); // the child must never write the parent's buffers
+		if (ch->hdr) // a pending slot has no mapping yet
+			retire_mapping(ch); // the child must never write the parent's buffers
+		else
+			ch->state.store(kChDead, std::memory_order_relaxed);
 	}
 	registry_disarm_all_in_child();
 	// Acquire: pairs with the release store in strata_rt_set_fork_child_hook.
@@ -293,43 +297,231 @@ __attribute__((destructor)) void slots_fini()
 	for (unsigned s = 0; s < STRATA_MAX_SLOTS; s++) {
 		// Acquire: pairs with strata_rt_slot_open's release store.
 		Channel *ch = g_slots[s].load(std::memory_order_acquire);
-		if (ch)
+		// Acquire: a buffer made by another thread's first event is
+		// complete (pairs with channel_materialize's release).
+		if (ch && ch->state.load(std::memory_order_acquire) == kChReady)
 			mark_exited(ch);
 	}
 }
 
 } // namespace
 
+// The holder's signal mask from before control_lock: asynchronous signals
+// are held back while the lock is held, so that no handler of the holding
+// thread runs inside a control call.  A handler's event would otherwise find
+// the lock taken by its own thread where it needs it (a slot's first event,
+// channel_materialize) and be lost; with the mask it runs, and records,
+// right after the call.  Faults stay deliverable.  Holder only.
+sigset_t g_lock_oldmask;
+
+sigset_t async_signals()
+{
+	sigset_t m;
+	sigfillset(&m);
+	static const int kFaults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT};
+	for (int sig : kFaults)
+		sigdelset(&m, sig);
+	return m;
+}
+
 int control_lock()
 {
-	uint32_t me = current_tid();
-	uint32_t expected = 0;
-	// Acquire on success: pairs with control_unlock's release store, so the
-	// previous holder's registry, rule and slot updates are visible.
-	while (!g_lock_owner.compare_exchange_weak(expected, me, std::memory_order_acquire,
-						    std::memory_order_relaxed)) {
+	const uint32_t me = current_tid();
+	const sigset_t held = async_signals();
+	for (;;) {
+		sigset_t old;
+		pthread_sigmask(SIG_BLOCK, &held, &old);
+		uint32_t expected = 0;
+		// Acquire on success: pairs with control_unlock's release store, so
+		// the previous holder's registry, rule and slot updates are visible.
+		if (g_lock_owner.compare_exchange_strong(expected, me, std::memory_order_acquire,
+							 std::memory_order_relaxed)) {
+			g_lock_oldmask = old;
+			return 0;
+		}
+		pthread_sigmask(SIG_SETMASK, &old, nullptr); // not while we wait
 		if (expected == me)
-			return STRATA_RT_EBUSY; // a signal handler interrupted our own call
-		if (expected != 0)
-			sched_yield();
-		expected = 0;
+			return STRATA_RT_EBUSY; // a fault handler interrupted our own call
+		sched_yield();
 	}
-	return 0;
 }
 
 void control_unlock()
 {
+	const sigset_t old = g_lock_oldmask;
 	g_lock_owner.store(0, std::memory_order_release); // pairs with control_lock
+	pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void control_lock_reset_in_child()
 {
-	g_lock_owner.store(0, std::memory_order_relaxed); // the child has one thread
+	// The child has one thread, and the parent's mask from before the
+	// atfork prepare handler took the lock.
+	const bool held = g_lock_owner.load(std::memory_order_relaxed) != 0;
+	g_lock_owner.store(0, std::memory_order_relaxed);
+	if (held)
+		pthread_sigmask(SIG_SETMASK, &g_lock_oldmask, nullptr);
 }
 
 } // namespace strata
 
 using namespace strata;
+
+namespace strata {
+namespace {
+
+// A Channel in a private page of its own, never freed once published (the
+// file comment).  nullptr on failure, with errno.
+Channel *new_channel(unsigned slot, const uint8_t uuid[16])
+{
+	void *priv = mmap(nullptr, round_up(sizeof(Channel), kPage), PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (priv == MAP_FAILED)
+		return nullptr;
+	auto *ch = new (priv) Channel();
+	ch->slot = slot;
+	ch->fd = -1;
+	memcpy(ch->uuid, uuid, 16);
+	return ch;
+}
+
+// The shared buffer of `ch` (its slot and uuid set): a memfd sealed at its
+// size, mapped, its header and every current descriptor written.  Control
+// lock held.  0, or -errno with nothing left behind.
+int make_buffer(Channel *ch, const strata_channel_config *cfg)
+{
+	Geometry g;
+	int rc = compute_geometry(cfg, &g);
+	if (rc)
+		return rc;
+	const unsigned slot = ch->slot;
+	char name[] = "strata-slot-00";
+	name[12] = (char)('0' + slot / 10);
+	name[13] = (char)('0' + slot % 10);
+	// A forked child's early buffer: the memfd its parent made and keeps.
+	int fd = -1;
+	if (slot == kEarlySlot && g_early_child_fd >= 0) {
+		fd = g_early_child_fd;
+		g_early_child_fd = -1;
+	} else {
+		fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	}
+	void *base = MAP_FAILED;
+	// Sealed at its size: the consumer maps it too, and a buffer that
+	// could shrink under its mapping would SIGBUS it (it refuses an
+	// unsealed buffer).
+	if (fd < 0 || ftruncate(fd, (off_t)g.total) != 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
+	    (base = mmap(nullptr, g.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		rc = -errno;
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	// What this open writes (the header, the first descriptors) and the
+	// lanes' control words a writer's first event touches, each range
+	// mapped in one call (kMadvPopulateWrite).
+	madvise(base, g.desc_offset + kPage, kMadvPopulateWrite);
+	const uint64_t lanes_page = g.lanes_offset & ~(uint64_t)(kPage - 1);
+	madvise((char *)base + lanes_page, g.data_offset - lanes_page, kMadvPopulateWrite);
+	ch->fd = fd;
+	ch->base = (char *)base;
+	ch->total_size = g.total;
+	ch->hdr = (strata_buffer_header *)base;
+	ch->lanes = (strata_lane_ctl *)(ch->base + g.lanes_offset);
+	ch->data = ch->base + g.data_offset;
+	ch->subbuf_size = g.subbuf_size;
+	ch->n_subbuf = g.n_subbuf;
+	ch->lane_stride = (uint64_t)g.n_subbuf * g.subbuf_size;
+	ch->subbuf_shift = log2_of(g.subbuf_size);
+	ch->ring_shift = log2_of(ch->lane_stride);
+	ch->n_lanes = g.n_lanes;
+	ch->first_shared = g.n_lanes - g.n_shared;
+	ch->mode = g.mode;
+	ch->stream_id = cfg->stream_id;
+	ch->desc = ch->base + g.desc_offset;
+	ch->desc_capacity = g.desc_capacity;
+	ch->desc_used = 0;
+	fill_header(ch->hdr, cfg, g, ch->uuid);
+	ch->fast_owner = g_membarrier_global;
+	if (ch->fast_owner) // before the consumer can see the buffer
+		ch->hdr->flags |= STRATA_BUF_FAST_OWNER;
+	registry_describe_all(ch);
+	return 0;
+}
+
+// The slot's Channel made current: writers see it, its rules armed.
+void publish_slot(Channel *ch)
+{
+	// Release: the Channel (and, when ready, the header and descriptors)
+	// is complete before a writer can load the pointer (pairs with the
+	// acquire load in strata_reserve).
+	g_slots[ch->slot].store(ch, std::memory_order_release);
+	// Relaxed: a counter read by bindings after the change hook
+	// (strata_rt_slot_generation), which runs after this call.
+	g_slot_gen[ch->slot].fetch_add(1, std::memory_order_relaxed);
+	registry_arm_slot(ch->slot);
+}
+
+// Close `slot` with the control lock held: tracepoints disarmed, the
+// Channel unpublished, its buffer (if it has one) marked and retired.
+void close_locked(unsigned slot)
+{
+	Channel *ch = g_slots[slot].load(std::memory_order_relaxed);
+	if (!ch)
+		return;
+	registry_disarm_slot(slot);
+	// Relaxed: writers that still load the old pointer are harmless
+	// (retire_mapping; a pending Channel re-checks under the lock), and
+	// the lock orders later control calls.
+	g_slots[slot].store(nullptr, std::memory_order_relaxed);
+	registry_forget_slot(slot);
+	if (ch->hdr) {
+		mark_exited(ch);
+		retire_mapping(ch);
+	}
+	if (ch->state.load(std::memory_order_relaxed) != kChReady)
+		ch->state.store(kChDead, std::memory_order_relaxed); // a late first event gives up at once
+}
+
+} // namespace
+
+int channel_materialize(Channel *ch)
+{
+	// Acquire: pairs with the release store below, made by whichever
+	// thread made the buffer; its fields are then complete for us.
+	uint32_t st = ch->state.load(std::memory_order_acquire);
+	if (__builtin_expect(st == kChReady, 1))
+		return 0;
+	if (st == kChDead)
+		return -1;
+	// The lock holds asynchronous signals back (control_lock), so a
+	// handler of ours cannot find it taken by its own thread; a fault
+	// handler can, and its event cannot wait: it counts as discarded.
+	if (control_lock() != 0) {
+		ch->pending_discards.fetch_add(1, std::memory_order_relaxed);
+		return -1;
+	}
+	if (ch->state.load(std::memory_order_relaxed) == kChPending &&
+	    g_slots[ch->slot].load(std::memory_order_relaxed) == ch) {
+		int rc = make_buffer(ch, &ch->cfg);
+		if (rc != 0)
+			warn("a session's buffer could not be made at the first event: the slot is closed");
+		else
+			rc = ch->handoff(ch->slot, ch->fd, ch->handoff_ctx); // says why itself
+		if (rc == 0)
+			// Release: the buffer, the Channel's geometry and the
+			// descriptors are complete before a writer claims a lane.
+			ch->state.store(kChReady, std::memory_order_release);
+		else
+			close_locked(ch->slot);
+	}
+	control_unlock();
+	// Acquire: as above (another thread may have made it while we waited).
+	return ch->state.load(std::memory_order_acquire) == kChReady ? 0 : -1;
+}
+
+} // namespace strata
 
 extern "C" STRATA_EXPORT int strata_rt_slot_open(unsigned slot,
 						 const struct strata_channel_config *cfg,
@@ -340,80 +532,55 @@ extern "C" STRATA_EXPORT int strata_rt_slot_open(unsigned slot,
 	int rc = control_lock();
 	if (rc)
 		return rc;
-	Geometry g;
 	if (g_slots[slot].load(std::memory_order_relaxed)) {
 		rc = -EEXIST;
-	} else if ((rc = compute_geometry(cfg, &g)) == 0) {
-		char name[] = "strata-slot-00";
-		name[12] = (char)('0' + slot / 10);
-		name[13] = (char)('0' + slot % 10);
-		// A forked child's early buffer: the memfd its parent made and keeps.
-		int fd = -1;
-		if (slot == kEarlySlot && g_early_child_fd >= 0) {
-			fd = g_early_child_fd;
-			g_early_child_fd = -1;
+	} else if (Channel *ch = new_channel(slot, trace_uuid)) {
+		registry_prefault_slot(slot);
+		rc = make_buffer(ch, cfg);
+		if (rc == 0) {
+			publish_slot(ch);
+			rc = ch->fd;
 		} else {
-			fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+			munmap(ch, round_up(sizeof(Channel), kPage)); // never published
 		}
-		void *base = MAP_FAILED, *priv = MAP_FAILED;
-		// Sealed at its size: the consumer maps it too, and a buffer that
-		// could shrink under its mapping would SIGBUS it (it refuses an
-		// unsealed buffer).
-		if (fd < 0 || ftruncate(fd, (off_t)g.total) != 0 ||
-		    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
-		    (base = mmap(nullptr, g.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
-			    MAP_FAILED ||
-		    (priv = mmap(nullptr, round_up(sizeof(Channel), kPage), PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0)) == MAP_FAILED) {
-			rc = -errno;
-			if (base != MAP_FAILED)
-				munmap(base, g.total);
-			if (fd >= 0)
-				close(fd);
-		} else {
-			// What this open writes (the header, the first descriptors)
-			// and the lanes' control words a writer's first event
-			// touches, each range mapped in one call (kMadvPopulateWrite).
-			madvise(base, g.desc_offset + kPage, kMadvPopulateWrite);
-			const uint64_t lanes_page = g.lanes_offset & ~(uint64_t)(kPage - 1);
-			madvise((char *)base + lanes_page, g.data_offset - lanes_page, kMadvPopulateWrite);
-			auto *ch = new (priv) Channel();
-			ch->slot = slot;
-			ch->fd = fd;
-			ch->base = (char *)base;
-			ch->total_size = g.total;
-			ch->hdr = (strata_buffer_header *)base;
-			ch->lanes = (strata_lane_ctl *)(ch->base + g.lanes_offset);
-			ch->data = ch->base + g.data_offset;
-			ch->subbuf_size = g.subbuf_size;
-			ch->n_subbuf = g.n_subbuf;
-			ch->lane_stride = (uint64_t)g.n_subbuf * g.subbuf_size;
-			ch->subbuf_shift = log2_of(g.subbuf_size);
-			ch->ring_shift = log2_of(ch->lane_stride);
-			ch->n_lanes = g.n_lanes;
-			ch->first_shared = g.n_lanes - g.n_shared;
-			ch->mode = g.mode;
-			ch->stream_id = cfg->stream_id;
-			memcpy(ch->uuid, trace_uuid, 16);
-			ch->desc = ch->base + g.desc_offset;
-			ch->desc_capacity = g.desc_capacity;
-			ch->desc_used = 0;
-			fill_header(ch->hdr, cfg, g, trace_uuid);
-			ch->fast_owner = g_membarrier_global;
-			if (ch->fast_owner) // before the consumer can see the buffer
-				ch->hdr->flags |= STRATA_BUF_FAST_OWNER;
-			registry_prefault_slot(slot);
-			registry_describe_all(ch);
-			// Release: the Channel, header and descriptors are complete
-			// before a writer can load the pointer (pairs with the
-			// acquire load in strata_reserve).
-			g_slots[slot].store(ch, std::memory_order_release);
-			// Relaxed: a counter read by bindings after the change hook
-			// (strata_rt_slot_generation), which runs after this call.
-			g_slot_gen[slot].fetch_add(1, std::memory_order_relaxed);
-			registry_arm_slot(slot);
-			rc = fd;
-		}
+	} else {
+		rc = -errno;
+	}
+	control_unlock();
+	return rc;
+}
+
+extern "C" STRATA_EXPORT int strata_rt_slot_open_lazy(unsigned slot, const struct strata_channel_config *cfg,
+						      const uint8_t trace_uuid[16], strata_rt_handoff handoff,
+						      const void *ctx, size_t ctx_len)
+{
+	if (slot >= STRATA_MAX_SLOTS || !cfg || !trace_uuid || !handoff || ctx_len > STRATA_RT_HANDOFF_CTX ||
+	    (ctx_len && !ctx))
+		return -EINVAL;
+	Geometry g;
+	int rc = compute_geometry(cfg, &g); // refused now, not at the first event
+	if (rc)
+		return rc;
+	// The clock is decided at open, as for a buffer made now (clock.cpp):
+	// every buffer of the process stamps with it.
+	strata_rt_clock_id();
+	rc = control_lock();
+	if (rc)
+		return rc;
+	if (g_slots[slot].load(std::memory_order_relaxed)) {
+		rc = -EEXIST;
+	} else if (Channel *ch = new_channel(slot, trace_uuid)) {
+		ch->cfg = *cfg;
+		ch->handoff = handoff;
+		if (ctx_len)
+			memcpy(ch->handoff_ctx, ctx, ctx_len);
+		ch->state.store(kChPending, std::memory_order_relaxed); // published below with release
+		registry_prefault_slot(slot);
+		registry_describe_all(ch); // pending: marks the events, writes nothing
+		publish_slot(ch);
+		rc = 0;
+	} else {
+		rc = -errno;
 	}
 	control_unlock();
 	return rc;
@@ -427,16 +594,7 @@ extern "C" STRATA_EXPORT void strata_rt_slot_close(unsigned slot)
 		count_invariant_error("strata_rt_slot_close re-entered from a signal handler: ignored");
 		return;
 	}
-	Channel *ch = g_slots[slot].load(std::memory_order_relaxed);
-	if (ch) {
-		registry_disarm_slot(slot);
-		// Relaxed: writers that still load the old pointer are harmless
-		// (retire_mapping), and the lock orders later control calls.
-		g_slots[slot].store(nullptr, std::memory_order_relaxed);
-		registry_forget_slot(slot);
-		mark_exited(ch);
-		retire_mapping(ch);
-	}
+	close_locked(slot);
 	control_unlock();
 }
 

@@ -330,8 +330,13 @@ void close_foreign_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uin
 	}
 }
 
-void claim_lane(Channel *ch, unsigned slot, ThreadState &t)
+// A thread's first event in this open of the slot.  False when the slot's
+// buffer is pending and could not be made now (channel_materialize): the
+// event is not recorded.
+bool claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 {
+	if (__builtin_expect(channel_materialize(ch) != 0, 0))
+		return false;
 	uint32_t lane = UINT32_MAX;
 	// Relaxed on the counters: they only hand out indexes.  The bitmap
 	// orders owners (acquire here, release in thread_exit): an owner's
@@ -386,6 +391,13 @@ void claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 		t.key_set = true;
 		pthread_setspecific(g_exit_key, &t);
 	}
+	// Events that could not wait for the buffer to be made (a signal
+	// handler of its maker): they join this lane's discarded count, so that
+	// recorded + discarded == emitted.  Relaxed: counters, as discard().
+	if (__builtin_expect(ch->pending_discards.load(std::memory_order_relaxed) != 0, 0))
+		__atomic_fetch_add(&ch->lanes[lane].events_discarded,
+				   ch->pending_discards.exchange(0, std::memory_order_relaxed), __ATOMIC_RELAXED);
+	return true;
 }
 
 // Thread exit: hand our exclusive lanes back.  Channels are never freed,
@@ -454,8 +466,8 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 	if (__builtin_expect(ch == nullptr, 0))
 		return 0;
 	ThreadState &t = t_state;
-	if (__builtin_expect(t.ch[slot] != ch, 0))
-		claim_lane(ch, slot, t);
+	if (__builtin_expect(t.ch[slot] != ch, 0) && !claim_lane(ch, slot, t))
+		return 0;
 	const bool owned = t.exclusive & (1u << slot);
 	const uint32_t lane = owned ? t.lane[slot] : shared_lane(ch, t.lane[slot]);
 	strata_lane_ctl *lc = &ch->lanes[lane];
@@ -645,8 +657,8 @@ void writer_count_discarded(unsigned slot)
 	if (ch == nullptr)
 		return;
 	ThreadState &t = t_state;
-	if (t.ch[slot] != ch)
-		claim_lane(ch, slot, t);
+	if (t.ch[slot] != ch && !claim_lane(ch, slot, t))
+		return;
 	discard(&ch->lanes[t.lane[slot]]);
 }
 } // namespace strata

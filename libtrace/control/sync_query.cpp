@@ -22,10 +22,13 @@
  * would say, published per uid in <socket>.grants.<uid>.  When the table
  * answers, no round trip is made:
  *
- *     read the table; per grant: slot_open, set_rules; quiesce
- *     HELLO, REGISTER(kRegisterTable, table generation),
- *       BUFFER(slot, session id) + memfd ---->   (one send per memfd; no answer)
+ *     read the table; per grant: slot_open_lazy, set_rules; quiesce
+ *     HELLO, REGISTER(kRegisterTable, table generation) ---->  (no answer)
  *     close(socket)
+ *   and at a joined slot's first event (runtime.h, strata_rt_slot_open_lazy),
+ *   from whatever thread fires it, on a connection of its own:
+ *     HELLO, REGISTER(kRegisterTable | kRegisterHandoff, generation),
+ *       BUFFER(slot, session id) + memfd ---->   (one send; no answer)
  *
  * The process does not wait for BUFFER's answer: the daemon validates and
  * maps the buffer on its own time, and reads every BUFFER already sent
@@ -40,14 +43,14 @@
  *
  *   process                    strata.ko                strata-consumerd
  *     QUERY(grants)     ---->  sessions + rules for me
- *     per grant of one of my daemons not joined yet: slot_open, set_rules,
- *       HELLO, REGISTER(kRegisterModule, events),
- *       BUFFER(slot) + memfd, in one send, no answer awaited ->  drain
+ *     per grant of one of my daemons not joined yet: slot_open_lazy, set_rules
  *     per joined grant: set_rules (no daemon contact)
  *     per joined slot not granted any more: slot_close
  *     quiesce; ACK(generation of the QUERY) ---->
  *   The constructor's query announces the events to the daemon (REGISTER
- *   with kRegisterModule, for LIST) when it joined nothing.
+ *   with kRegisterModule, for LIST).  At a joined slot's first event:
+ *       HELLO, REGISTER(kRegisterModule),
+ *       BUFFER(slot) + memfd, in one send, no answer awaited ->  drain
  *
  * Contract:
  *   - roles: the constructor (tp-sync, tp-async) and the runtime's
@@ -460,21 +463,95 @@ bool table_clock(const proto::pc::TableInfo &t)
 	return true;
 }
 
+// What a buffer made at the first event needs to reach the daemon that
+// granted it (strata_rt_slot_open_lazy's context, copied by the runtime).
+struct LazyHandoff {
+	uint64_t session_id;
+	uint64_t table_gen;
+	uint32_t path;   // index into g_state.paths
+	uint32_t module; // 1: the module granted the slot (kRegisterModule), 0: the table did
+};
+static_assert(sizeof(LazyHandoff) <= STRATA_RT_HANDOFF_CTX, "the runtime keeps at most this much");
+
+// The runtime's hand-off hook (runtime.h), run by the slot's first event
+// under the runtime's control lock, in any thread or signal handler: a
+// connection of its own carrying HELLO, REGISTER and BUFFER with the
+// memfd, in one send, no answer awaited.  REGISTER says kRegisterTable |
+// kRegisterHandoff with the table's generation and BUFFER names the
+// session (a table grant), or kRegisterModule (a module grant, which the
+// daemon checks with the module, as for to_daemon).  It reads
+// only what init() and the join wrote before the slot opened (the control
+// lock orders them) and writes only its own buffer (under that lock).
+int lazy_handoff(unsigned slot, int memfd, const void *ctx)
+{
+	LazyHandoff h;
+	memcpy(&h, ctx, sizeof h);
+	const State &s = g_state;
+	static uint8_t out[1024]; // under the runtime's control lock
+	char err[24];
+	const int64_t dl = s.timeout_ms > 0 ? -s.timeout_ms : 0;
+	int r = h.path < static_cast<uint32_t>(s.n_paths) ? proto::connect_unix(s.paths[h.path], dl) : -EINVAL;
+	if (r >= 0) {
+		const int fd = r;
+		Writer w(out, sizeof out);
+		w.version = 4;
+		proto::pc::encode_hello(w, 1);
+		Writer rw(out + w.len, sizeof out - w.len);
+		rw.version = 4;
+		const uint32_t flags = (h.module ? proto::kRegisterModule : proto::kRegisterTable | proto::kRegisterHandoff) |
+				       (s.signo ? proto::kRegisterAsync : 0);
+		proto::pc::encode_register(rw, 2, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getuid()),
+					   flags, static_cast<uint32_t>(s.signo), s.comm, strata_rt_event_name, 0,
+					   h.module ? 0 : h.table_gen);
+		w.len += rw.ok ? rw.len : 0;
+		Writer bw(out + w.len, sizeof out - w.len);
+		bw.version = 4;
+		proto::pc::encode_buffer(bw, 3, slot, 0, h.module ? 0 : h.session_id);
+		w.len += bw.ok ? bw.len : 0;
+		r = w.ok && rw.ok && bw.ok ? proto::send_all(fd, out, w.len, memfd, dl) : -EMSGSIZE;
+		close(fd);
+	}
+	if (r < 0) {
+		memcpy(err, "errno ", 6);
+		size_t k = 6;
+		put_decimal(err, &k, static_cast<uint32_t>(-r));
+		err[k] = 0;
+		say("cannot hand the buffer to the consumer daemon at the first event: ", err);
+		return r;
+	}
+	return 0;
+}
+
 // Join from the grant table (generation gen, grants in s.grants): open and
-// arm every granted slot, quiesce, then HELLO, REGISTER(kRegisterTable,
-// gen) and a BUFFER per slot, naming its session, leave in one send per
-// buffer descriptor; nothing is awaited.  The daemon checks each BUFFER
-// against its sessions and signals an asynchronous process whose table was
-// stale (docs/control-protocol.md, "The grant table").  Returns the joins.
-int table_join(int fd, uint64_t gen, bool list_events, int64_t dl)
+// arm every granted slot with its buffer pending, quiesce, then HELLO and
+// REGISTER(kRegisterTable, gen) leave in one send; nothing is awaited.
+// Each buffer is made by the slot's first event, which hands it over on a
+// connection of its own (lazy_handoff): a process that never fires an
+// enabled event makes no buffer at all (docs/control-protocol.md, "The
+// grant table"; docs/ring-buffer.md, "A buffer at the first event").  The
+// daemon checks each BUFFER against its sessions and signals an
+// asynchronous process whose table was stale.  Returns the joins.
+int table_join(int fd, int path, uint64_t gen, bool list_events, int64_t dl)
 {
 	State &s = g_state;
-	int memfds[proto::kMaxSlots];
 	const uint32_t n = s.grants.n;
+	int joined = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		proto::pc::Grant &g = s.grants.g[i];
 		new_uuid(g.uuid);
-		memfds[i] = open_armed(g.slot, &g.cfg, g.uuid, g.rules, g.n_rules);
+		const LazyHandoff h = {g.session_id, gen, static_cast<uint32_t>(path), 0};
+		int r = strata_rt_slot_open_lazy(g.slot, &g.cfg, g.uuid, lazy_handoff, &h, sizeof h);
+		if (r == 0) {
+			r = strata_rt_slot_set_rules(g.slot, g.rules, g.n_rules);
+			if (r < 0)
+				strata_rt_slot_close(g.slot);
+		}
+		if (r < 0) {
+			say("cannot open a buffer: ", err_text(r));
+			continue;
+		}
+		s.joined[g.slot] = g.session_id;
+		joined++;
 	}
 	if (n)
 		strata_rt_quiesce(); // armed before the daemon hears of it
@@ -484,26 +561,17 @@ int table_join(int fd, uint64_t gen, bool list_events, int64_t dl)
 	int r = encode_hello_register(w, proto::kRegisterTable | (s.signo ? proto::kRegisterAsync : 0), list_events, gen)
 			? 0
 			: -EMSGSIZE;
-	int joined = 0;
-	for (uint32_t i = 0; i < n || (i == 0 && r == 0); i++) {
-		int pass = -1;
-		if (i < n) {
-			const proto::pc::Grant &g = s.grants.g[i];
-			Writer bw(s.out + w.len, sizeof(s.out) - w.len);
-			bw.version = 4;
-			proto::pc::encode_buffer(bw, ++s.seq, g.slot, memfds[i] < 0 ? memfds[i] : 0, g.session_id);
-			if (r == 0 && !bw.ok)
-				r = -EMSGSIZE;
-			w.len += bw.ok ? bw.len : 0;
-			pass = memfds[i];
-		}
-		// A descriptor rides with the first byte of its send: one per send.
-		if (r == 0)
-			r = proto::send_all(fd, s.out, w.len, pass, dl);
-		w.len = 0;
-		stage("sendmsg");
-		if (i < n && joined_or_not(s.grants.g[i].slot, s.grants.g[i].session_id, memfds[i], r) == 0)
-			joined++;
+	if (r == 0)
+		r = proto::send_all(fd, s.out, w.len, -1, dl);
+	stage("sendmsg");
+	if (r < 0) { // the daemon would refuse our buffers: join nothing
+		say("cannot register with the consumer daemon: ", err_text(r));
+		for (uint32_t i = 0; i < n; i++)
+			if (s.joined[s.grants.g[i].slot] == s.grants.g[i].session_id) {
+				strata_rt_slot_close(s.grants.g[i].slot);
+				s.joined[s.grants.g[i].slot] = 0;
+			}
+		return 0;
 	}
 	return joined;
 }
@@ -536,7 +604,7 @@ int query_once(bool list_events)
 	proto::pc::TableInfo table;
 	if (fresh && read_table(s.paths[connected_to], &table) && (stage("table"), table_clock(table))) {
 		stage("clock page");
-		int joined = table_join(fd, table.gen, list_events, dl);
+		int joined = table_join(fd, connected_to, table.gen, list_events, dl);
 		close(fd);
 		stage("closed");
 		return joined;
@@ -662,16 +730,30 @@ int to_daemon(const char *path, bool list_events, int slot, int memfd, int64_t d
 	return r < 0 ? r : 0;
 }
 
-// Open a granted slot and hand its buffer to the grant's daemon.  0 if joined.
-int join_granted(const strata_kabi_grant &g, const strata_rule *rules, bool list_events, int64_t dl)
+// Open a granted slot, armed, its buffer made at its first event and then
+// handed to the grant's daemon (lazy_handoff).  0 if joined.
+int join_granted(const strata_kabi_grant &g, const strata_rule *rules)
 {
 	struct strata_channel_config cfg;
 	memcpy(&cfg, &g.channel, sizeof cfg);
 	uint8_t uuid[16];
 	new_uuid(uuid);
-	const int memfd = open_armed(g.slot, &cfg, uuid, rules, g.n_rules);
-	int r = to_daemon(g.sock_path, list_events, static_cast<int>(g.slot), memfd, dl);
-	return joined_or_not(g.slot, g.session_id, memfd, r);
+	uint32_t path = 0;
+	while (path + 1 < static_cast<uint32_t>(g_state.n_paths) && strcmp(g_state.paths[path], g.sock_path))
+		path++;
+	const LazyHandoff h = {g.session_id, 0, path, 1};
+	int r = strata_rt_slot_open_lazy(g.slot, &cfg, uuid, lazy_handoff, &h, sizeof h);
+	if (r == 0) {
+		r = strata_rt_slot_set_rules(g.slot, rules, g.n_rules);
+		if (r < 0)
+			strata_rt_slot_close(g.slot);
+	}
+	if (r < 0) {
+		say("cannot open a buffer: ", err_text(r));
+		return r;
+	}
+	g_state.joined[g.slot] = g.session_id;
+	return 0;
 }
 
 // One query answered by the module; the caller holds g_busy.  The module's
@@ -689,7 +771,7 @@ int kmod_query_once(bool list_events)
 		return r;
 	}
 	int joined = 0;
-	bool changed = false, contacted = false, granted[proto::kMaxSlots] = {};
+	bool changed = false, granted[proto::kMaxSlots] = {};
 	size_t off = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		strata_kabi_grant g;
@@ -715,8 +797,7 @@ int kmod_query_once(bool list_events)
 			strata_rt_slot_close(g.slot);
 			s.joined[g.slot] = 0;
 		}
-		contacted = true;
-		if (join_granted(g, rules, list_events, dl) == 0)
+		if (join_granted(g, rules) == 0)
 			joined++;
 	}
 	changed |= close_ungranted(granted);
@@ -724,7 +805,7 @@ int kmod_query_once(bool list_events)
 		strata_rt_quiesce(); // before the acknowledgement
 	kmod_link_ack(gen);
 	g_no_daemon = false;
-	if (list_events && !contacted) { // tell a daemon our events (LIST)
+	if (list_events) { // tell a daemon our events (LIST); buffers go later, at first events
 		int a = -ENOENT;
 		for (int i = 0; i < s.n_paths && (a == -ENOENT || a == -ECONNREFUSED); i++)
 			a = to_daemon(s.paths[i], true, -1, -1, dl);

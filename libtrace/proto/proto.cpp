@@ -199,7 +199,9 @@ template <class A> void io(A &a, Register &m)
 	a.u32(m.abi_minor);
 	a.u32(m.flags);
 	a.u32(m.signo);
-	a.check(m.flags <= (kRegisterAsync | kRegisterModule | kRegisterTable), "register: unknown flags");
+	a.check(m.flags <= (kRegisterAsync | kRegisterModule | kRegisterTable | kRegisterHandoff),
+		"register: unknown flags");
+	a.check(!(m.flags & kRegisterHandoff) || (m.flags & kRegisterTable), "register: hand-off without the table flag");
 	a.check(!(m.flags & kRegisterTable) || a.version >= 4, "register: the table flag needs protocol version 4");
 	a.check(!((m.flags & kRegisterTable) && (m.flags & kRegisterModule)), "register: table and module flags together");
 	a.check((m.flags & kRegisterAsync) ? (m.signo >= 1 && m.signo <= 64) : m.signo == 0,

@@ -153,6 +153,12 @@ constexpr uint32_t kRegisterModule = 2;
 // Register.table_gen; this connection hands over my BUFFERs (each naming its
 // session) and waits for no answer (docs/control-protocol.md, "The grant table").
 constexpr uint32_t kRegisterTable = 4;
+// Register.flags (version 4, with kRegisterTable): not a join but the
+// hand-off of a buffer the process made at a slot's first event, after it
+// joined from the table (docs/ring-buffer.md, "A buffer at the first
+// event"); its BUFFER follows, nothing is answered, nothing is counted as
+// a join and a stale table_gen signals nothing (the join did).
+constexpr uint32_t kRegisterHandoff = 8;
 
 // The grant table: per uid, what a REGISTER_REPLY to a process of that uid
 // would grant, in the file <socket>.grants.<uid> (mode 0400, owned by that

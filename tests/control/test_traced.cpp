@@ -277,13 +277,14 @@ TEST_F(Traced, DisabledEventsAreNotRecorded)
 	session(c, "s", out, {}, {{"*", -1, 1, ""}, {"ctltest:tick", -1, 0, ""}});
 	ASSERT_EQ(run_app({"2", "1000"}), 0);
 	Scan s = stop_and_scan();
-	// It joined (one buffer in the session) but never reserved an event:
-	// no sub-trace is made for it (docs/control-protocol.md, "Lazy
+	// It joined from the grant table but never fired an enabled event: it
+	// made no buffer (docs/ring-buffer.md, "A buffer at the first event")
+	// and no sub-trace is made for it (docs/control-protocol.md, "Lazy
 	// sub-traces").
 	proto::Message m;
 	ASSERT_EQ(c.call(proto::Status{"s"}, m, t), 0) << t;
 	ASSERT_EQ(m.type(), proto::Type::StatusReply);
-	EXPECT_EQ(std::get<proto::StatusReply>(m.body).sessions.at(0).n_buffers, 1u);
+	EXPECT_EQ(std::get<proto::StatusReply>(m.body).sessions.at(0).n_buffers, 0u);
 	EXPECT_EQ(s.subtraces, 0u);
 	EXPECT_EQ(s.records + s.discarded, 0u);
 	EXPECT_TRUE(s.errors.empty());

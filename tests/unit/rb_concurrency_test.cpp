@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/rseq.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -450,4 +451,108 @@ TEST(RingBuffer, OverwriteCollectWhileWritersRun)
 	std::printf("%llu packets collected in %zu rounds, %llu lapped during the copy\n",
 		    (unsigned long long)t.packets, rounds,
 		    (unsigned long long)s.reader->stats().lapped_packets);
+}
+
+// A buffer at the first event (docs/ring-buffer.md): strata_rt_slot_open_lazy
+// arms the slot but makes no buffer; the first event of any thread makes it
+// and calls the hand-off once, however many threads race for it, and no
+// event of the race is lost.
+namespace {
+
+std::atomic<int> g_handoff_calls{0};
+std::atomic<int> g_handoff_fd{-1};
+
+int test_handoff(unsigned, int memfd, const void *ctx)
+{
+	int verdict;
+	memcpy(&verdict, ctx, sizeof verdict);
+	// Relaxed: read by the test after the writers are joined.
+	g_handoff_calls.fetch_add(1, std::memory_order_relaxed);
+	if (verdict == 0)
+		g_handoff_fd.store(dup(memfd), std::memory_order_relaxed);
+	return verdict;
+}
+
+} // namespace
+
+TEST(LazyBuffer, MadeOnceByTheFirstEventsOfRacingThreads)
+{
+	constexpr unsigned kSlot = 5;
+	constexpr uint32_t kThreads = 6;
+	constexpr uint64_t kEvents = 20000;
+	g_handoff_calls.store(0, std::memory_order_relaxed);
+	const strata_channel_config cfg = config(STRATA_MODE_DISCARD, 8, 8, 128 * 1024);
+	const int ok = 0;
+	ASSERT_EQ(0, strata_rt_slot_open_lazy(kSlot, &cfg, test_uuid(), test_handoff, &ok, sizeof ok));
+	const strata_rule r = rule("rbtest:rec");
+	ASSERT_EQ(0, strata_rt_slot_set_rules(kSlot, &r, 1));
+	EXPECT_EQ(0, g_handoff_calls.load(std::memory_order_relaxed)) << "a buffer made before any event";
+	EXPECT_EQ(-EEXIST, strata_rt_slot_open(kSlot, &cfg, test_uuid())) << "a pending slot is open";
+	std::atomic<uint32_t> ready{0};
+	std::vector<std::thread> w;
+	for (uint32_t t = 0; t < kThreads; t++)
+		w.emplace_back([t, &ready] {
+			// Acquire/release: a start line only, so that the first
+			// events race.
+			ready.fetch_add(1, std::memory_order_acq_rel);
+			while (ready.load(std::memory_order_acquire) < kThreads)
+				sched_yield();
+			emit_records(t, kEvents);
+		});
+	for (auto &th : w)
+		th.join();
+	ASSERT_EQ(1, g_handoff_calls.load(std::memory_order_relaxed)) << "one buffer, handed off once";
+	const int fd = g_handoff_fd.load(std::memory_order_relaxed);
+	ASSERT_GE(fd, 0);
+	{
+		Slot s(kSlot, fd);
+		ASSERT_TRUE(s.reader);
+		Drainer d({&s});
+		d.finish();
+		for (const auto &e : d.errors())
+			ADD_FAILURE() << e;
+		Tally t;
+		check_lanes(s, [&](uint32_t l) -> const Packets & { return d.lane(0, l); }, false, &t);
+		EXPECT_EQ(t.records + t.discarded, kThreads * kEvents);
+		EXPECT_EQ(t.discarded, 0u) << "the ring holds the whole run";
+	} // closes the slot
+	close(fd);
+}
+
+TEST(LazyBuffer, AFailedHandOffClosesTheSlot)
+{
+	constexpr unsigned kSlot = 6;
+	g_handoff_calls.store(0, std::memory_order_relaxed);
+	const strata_channel_config cfg = config(STRATA_MODE_DISCARD, 4, 4, 64 * 1024);
+	const int refuse = -EPIPE;
+	ASSERT_EQ(0, strata_rt_slot_open_lazy(kSlot, &cfg, test_uuid(), test_handoff, &refuse, sizeof refuse));
+	const strata_rule r = rule("rbtest:rec");
+	ASSERT_EQ(0, strata_rt_slot_set_rules(kSlot, &r, 1));
+	std::vector<std::thread> w;
+	for (uint32_t t = 0; t < 3; t++)
+		w.emplace_back(emit_records, t, 1000);
+	for (auto &th : w)
+		th.join();
+	EXPECT_EQ(1, g_handoff_calls.load(std::memory_order_relaxed)) << "tried once, then disarmed";
+	// Closed: the slot opens again, eagerly, and records.
+	Slot s(kSlot, cfg, {r});
+	ASSERT_TRUE(s.reader);
+	emit_records(0, 10);
+	Drainer d({&s});
+	d.finish();
+	Tally t;
+	check_lanes(s, [&](uint32_t l) -> const Packets & { return d.lane(0, l); }, false, &t);
+	EXPECT_EQ(t.records, 10u);
+}
+
+TEST(LazyBuffer, RefusesWhatAnOpenWouldRefuse)
+{
+	strata_channel_config bad = config(STRATA_MODE_DISCARD, 4, 3, 64 * 1024); // 3: not a power of two
+	const int ok = 0;
+	EXPECT_EQ(-EINVAL, strata_rt_slot_open_lazy(7, &bad, test_uuid(), test_handoff, &ok, sizeof ok));
+	const strata_channel_config cfg = config(STRATA_MODE_DISCARD, 4, 4, 64 * 1024);
+	EXPECT_EQ(-EINVAL, strata_rt_slot_open_lazy(7, &cfg, test_uuid(), nullptr, &ok, sizeof ok));
+	uint8_t big[STRATA_RT_HANDOFF_CTX + 1] = {};
+	EXPECT_EQ(-EINVAL, strata_rt_slot_open_lazy(7, &cfg, test_uuid(), test_handoff, big, sizeof big));
+	EXPECT_EQ(-EINVAL, strata_rt_slot_open_lazy(STRATA_MAX_SLOTS, &cfg, test_uuid(), test_handoff, &ok, sizeof ok));
 }

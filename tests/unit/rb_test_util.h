@@ -76,6 +76,16 @@ struct Slot {
 		EXPECT_TRUE(reader) << err;
 		refresh_events();
 	}
+	// A slot already open whose buffer `memfd` came from elsewhere (the
+	// hand-off of strata_rt_slot_open_lazy): attach the reader only.
+	Slot(unsigned s, int memfd) : slot(s), fd(memfd)
+	{
+		std::string err;
+		reader = strata::Reader::attach(fd, &err);
+		EXPECT_TRUE(reader) << err;
+		if (reader)
+			refresh_events();
+	}
 	~Slot()
 	{
 		if (fd >= 0)
