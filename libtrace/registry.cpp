@@ -653,6 +653,16 @@ extern "C" STRATA_EXPORT uint32_t strata_rt_event_count(void)
 	return n > kMaxEventId + 1 ? kMaxEventId + 1 : n;
 }
 
+extern "C" STRATA_EXPORT int strata_rt_registry_hold(void)
+{
+	return control_lock();
+}
+
+extern "C" STRATA_EXPORT void strata_rt_registry_release(void)
+{
+	control_unlock();
+}
+
 extern "C" STRATA_EXPORT int strata_rt_event_name(uint32_t id, char *buf, size_t len,
 						  uint32_t *loglevel)
 {
@@ -661,7 +671,17 @@ extern "C" STRATA_EXPORT int strata_rt_event_name(uint32_t id, char *buf, size_t
 	int rc = control_lock();
 	if (rc)
 		return rc;
-	rc = -ENOENT;
+	rc = strata_rt_event_name_held(id, buf, len, loglevel);
+	control_unlock();
+	return rc;
+}
+
+extern "C" STRATA_EXPORT int strata_rt_event_name_held(uint32_t id, char *buf, size_t len,
+						       uint32_t *loglevel)
+{
+	if (!buf || len == 0)
+		return -EINVAL;
+	int rc = -ENOENT;
 	for (Module *m = g_modules; m && rc; m = m->next)
 		for (size_t i = 0; i < m->n; i++) {
 			const Entry &e = m->entries[i];
@@ -680,7 +700,6 @@ extern "C" STRATA_EXPORT int strata_rt_event_name(uint32_t id, char *buf, size_t
 			rc = 0;
 			break;
 		}
-	control_unlock();
 	return rc;
 }
 

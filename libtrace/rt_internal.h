@@ -132,7 +132,9 @@ extern std::atomic<Channel *> g_slots[STRATA_MAX_SLOTS];
 // Serialises the control plane.  lock() returns 0, or STRATA_RT_EBUSY when
 // the calling thread already holds it (a signal handler interrupted a
 // control-plane call); another holder is waited for with sched_yield.
-int control_lock();
+// While a pending slot exists, or with mask_signals, the holder's
+// asynchronous signals are held back until unlock (slots.cpp).
+int control_lock(bool mask_signals = false);
 void control_unlock();
 void control_lock_reset_in_child();
 

@@ -104,6 +104,13 @@ void strata_rt_quiesce(void);
 uint32_t strata_rt_event_count(void);
 /* Copy "provider:event" of event `id` into buf; 0 or -ENOENT. */
 int strata_rt_event_name(uint32_t id, char *buf, size_t len, uint32_t *loglevel);
+/* The same for a caller that holds the registry: strata_rt_registry_hold
+ * (the runtime's control lock: 0, or STRATA_RT_EBUSY from a handler of its
+ * holder) .. strata_rt_registry_release, one lock for a whole list of
+ * names.  Nothing else of this API may be called in between. */
+int strata_rt_registry_hold(void);
+void strata_rt_registry_release(void);
+int strata_rt_event_name_held(uint32_t id, char *buf, size_t len, uint32_t *loglevel);
 
 /* Which clock stamps events (enum strata_clock_id), and read it (ns). */
 uint32_t strata_rt_clock_id(void);

@@ -306,13 +306,20 @@ __attribute__((destructor)) void slots_fini()
 
 } // namespace
 
-// The holder's signal mask from before control_lock: asynchronous signals
-// are held back while the lock is held, so that no handler of the holding
-// thread runs inside a control call.  A handler's event would otherwise find
-// the lock taken by its own thread where it needs it (a slot's first event,
-// channel_materialize) and be lost; with the mask it runs, and records,
-// right after the call.  Faults stay deliverable.  Holder only.
-sigset_t g_lock_oldmask;
+// Signals and the control lock.  A slot's first event takes the lock to
+// make its pending buffer (channel_materialize); a signal handler that fires
+// such an event on a thread that already holds the lock would find it taken
+// by its own thread, and its event could not be recorded.  So while any
+// pending Channel exists (g_pending_slots), the lock holds the holder's
+// asynchronous signals back: the handler runs, and records, right after the
+// control call.  Faults stay deliverable.  With no pending slot no mask is
+// taken (two system calls, ~3 us on the VM of docs/benchmarks.md).
+// g_pending_slots changes only under the lock; it is read before taking
+// it as a hint and checked again once held (a holder that took the lock
+// unmasked while a slot went pending takes it again, masked).
+std::atomic<uint32_t> g_pending_slots{0};
+sigset_t g_lock_oldmask; // holder only: its mask before control_lock
+bool g_lock_masked;      // holder only: control_lock blocked signals
 
 sigset_t async_signals()
 {
@@ -324,42 +331,58 @@ sigset_t async_signals()
 	return m;
 }
 
-int control_lock()
+int control_lock(bool mask_signals)
 {
 	const uint32_t me = current_tid();
-	const sigset_t held = async_signals();
 	for (;;) {
+		// Relaxed: a hint, checked again under the lock below.
+		const bool mask = mask_signals || g_pending_slots.load(std::memory_order_relaxed) != 0;
 		sigset_t old;
-		pthread_sigmask(SIG_BLOCK, &held, &old);
+		if (mask) {
+			const sigset_t held = async_signals();
+			pthread_sigmask(SIG_BLOCK, &held, &old);
+		}
 		uint32_t expected = 0;
 		// Acquire on success: pairs with control_unlock's release store, so
 		// the previous holder's registry, rule and slot updates are visible.
 		if (g_lock_owner.compare_exchange_strong(expected, me, std::memory_order_acquire,
 							 std::memory_order_relaxed)) {
-			g_lock_oldmask = old;
+			if (!mask && g_pending_slots.load(std::memory_order_relaxed) != 0) {
+				// Release: as control_unlock (nothing was changed).
+				g_lock_owner.store(0, std::memory_order_release);
+				continue; // again, with the mask
+			}
+			g_lock_masked = mask;
+			if (mask)
+				g_lock_oldmask = old;
 			return 0;
 		}
-		pthread_sigmask(SIG_SETMASK, &old, nullptr); // not while we wait
+		if (mask)
+			pthread_sigmask(SIG_SETMASK, &old, nullptr); // not while we wait
 		if (expected == me)
-			return STRATA_RT_EBUSY; // a fault handler interrupted our own call
+			return STRATA_RT_EBUSY; // a handler interrupted our own call
 		sched_yield();
 	}
 }
 
 void control_unlock()
 {
+	const bool masked = g_lock_masked;
 	const sigset_t old = g_lock_oldmask;
 	g_lock_owner.store(0, std::memory_order_release); // pairs with control_lock
-	pthread_sigmask(SIG_SETMASK, &old, nullptr);
+	if (masked)
+		pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void control_lock_reset_in_child()
 {
 	// The child has one thread, and the parent's mask from before the
-	// atfork prepare handler took the lock.
+	// atfork prepare handler took the lock.  Its pending slots are retired
+	// next (atfork_child).
 	const bool held = g_lock_owner.load(std::memory_order_relaxed) != 0;
 	g_lock_owner.store(0, std::memory_order_relaxed);
-	if (held)
+	g_pending_slots.store(0, std::memory_order_relaxed);
+	if (held && g_lock_masked)
 		pthread_sigmask(SIG_SETMASK, &g_lock_oldmask, nullptr);
 }
 
@@ -480,8 +503,10 @@ void close_locked(unsigned slot)
 		mark_exited(ch);
 		retire_mapping(ch);
 	}
-	if (ch->state.load(std::memory_order_relaxed) != kChReady)
+	if (ch->state.load(std::memory_order_relaxed) == kChPending) {
 		ch->state.store(kChDead, std::memory_order_relaxed); // a late first event gives up at once
+		g_pending_slots.fetch_sub(1, std::memory_order_relaxed); // under the lock
+	}
 }
 
 } // namespace
@@ -495,10 +520,11 @@ int channel_materialize(Channel *ch)
 		return 0;
 	if (st == kChDead)
 		return -1;
-	// The lock holds asynchronous signals back (control_lock), so a
-	// handler of ours cannot find it taken by its own thread; a fault
-	// handler can, and its event cannot wait: it counts as discarded.
-	if (control_lock() != 0) {
+	// The lock holds asynchronous signals back while a slot is pending
+	// (control_lock), so a handler of ours cannot find it taken by its own
+	// thread; a fault handler can, and its event cannot wait: it counts as
+	// discarded.
+	if (control_lock(true) != 0) {
 		ch->pending_discards.fetch_add(1, std::memory_order_relaxed);
 		return -1;
 	}
@@ -509,12 +535,14 @@ int channel_materialize(Channel *ch)
 			warn("a session's buffer could not be made at the first event: the slot is closed");
 		else
 			rc = ch->handoff(ch->slot, ch->fd, ch->handoff_ctx); // says why itself
-		if (rc == 0)
+		if (rc == 0) {
 			// Release: the buffer, the Channel's geometry and the
 			// descriptors are complete before a writer claims a lane.
 			ch->state.store(kChReady, std::memory_order_release);
-		else
+			g_pending_slots.fetch_sub(1, std::memory_order_relaxed); // under the lock
+		} else {
 			close_locked(ch->slot);
+		}
 	}
 	control_unlock();
 	// Acquire: as above (another thread may have made it while we waited).
@@ -564,7 +592,7 @@ extern "C" STRATA_EXPORT int strata_rt_slot_open_lazy(unsigned slot, const struc
 	// The clock is decided at open, as for a buffer made now (clock.cpp):
 	// every buffer of the process stamps with it.
 	strata_rt_clock_id();
-	rc = control_lock();
+	rc = control_lock(true); // a handler may fire into the slot as soon as it is published
 	if (rc)
 		return rc;
 	if (g_slots[slot].load(std::memory_order_relaxed)) {
@@ -575,6 +603,7 @@ extern "C" STRATA_EXPORT int strata_rt_slot_open_lazy(unsigned slot, const struc
 		if (ctx_len)
 			memcpy(ch->handoff_ctx, ctx, ctx_len);
 		ch->state.store(kChPending, std::memory_order_relaxed); // published below with release
+		g_pending_slots.fetch_add(1, std::memory_order_relaxed); // under the lock
 		registry_prefault_slot(slot);
 		registry_describe_all(ch); // pending: marks the events, writes nothing
 		publish_slot(ch);

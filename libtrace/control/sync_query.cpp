@@ -237,9 +237,14 @@ bool encode_hello_register(Writer &w, uint32_t flags, bool list_events, uint64_t
 	proto::pc::encode_hello(w, ++s.seq);
 	Writer rw(s.out + w.len, sizeof(s.out) - w.len);
 	rw.version = w.version;
+	// Every name under one hold of the registry, not one lock per event.
+	const bool held = list_events && strata_rt_registry_hold() == 0;
 	proto::pc::encode_register(rw, ++s.seq, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getuid()), flags,
-				   static_cast<uint32_t>(s.signo), s.comm, strata_rt_event_name,
+				   static_cast<uint32_t>(s.signo), s.comm,
+				   held ? strata_rt_event_name_held : strata_rt_event_name,
 				   list_events ? strata_rt_event_count() : 0, table_gen);
+	if (held)
+		strata_rt_registry_release();
 	w.len += rw.ok ? rw.len : 0;
 	return rw.ok;
 }

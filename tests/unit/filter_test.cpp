@@ -580,15 +580,19 @@ void emit_from_handler(int)
 	g_handler_emits.fetch_add(1, std::memory_order_relaxed);
 }
 
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kTsan = true; // TSan defers signals to its own safe points
+#else
+constexpr bool kTsan = false;
+#endif
+
 } // namespace
 
-// A signal handler aimed at a thread that keeps rewriting rules: the
-// control lock holds asynchronous signals back (slots.cpp, control_lock), so
-// no handler runs inside a rewrite, where it would find the filter seqlock
-// odd on every try and drop its event (it did, counted, before).  Both
-// filters accept every event and the buffer never fills: every event is
-// recorded, recorded + discarded == emitted exactly, and nothing is dropped.
-TEST(FilterRuntime, NoHandlerLandsInsideARewrite)
+// A signal handler that interrupts a rule rewrite on its own thread finds
+// the filter seqlock odd on every try and drops its event: the drop is
+// counted, so recorded + discarded == emitted exactly.  Both filters accept
+// every event and the buffer never fills, so every discard is such a drop.
+TEST(FilterRuntime, DropsDuringARewriteAreCounted)
 {
 	strata_rule r[2] = {frule("ftest:ev", "i > -1000000"), frule("ftest:ev", "i < 1000000")};
 	Slot s(kSlot, config(STRATA_MODE_DISCARD, 1, 8, 256 * 1024), {r[0]});
@@ -609,7 +613,8 @@ TEST(FilterRuntime, NoHandlerLandsInsideARewrite)
 		}
 	});
 	const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-	for (int k = 0; g_handler_emits.load(std::memory_order_relaxed) < 10000 &&
+	for (int k = 0; s.reader->lane_discarded(0) < 50 &&
+			g_handler_emits.load(std::memory_order_relaxed) < 10000 &&
 			std::chrono::steady_clock::now() < deadline;
 	     k++)
 		ASSERT_EQ(0, strata_rt_slot_set_rules(kSlot, &r[k % 2], 1));
@@ -629,8 +634,9 @@ TEST(FilterRuntime, NoHandlerLandsInsideARewrite)
 	const size_t recorded = drain(s).size();
 	const uint64_t discarded = s.reader->lane_discarded(0);
 	EXPECT_EQ(recorded + discarded, emitted) << "recorded " << recorded << " discarded " << discarded;
-	EXPECT_EQ(discarded, 0u) << "a handler ran inside a rewrite";
-	EXPECT_GT(emitted, 0u);
-	printf("info: %llu events from the handler, %llu dropped\n", (unsigned long long)emitted,
-	       (unsigned long long)discarded);
+	if (!kTsan) {
+		EXPECT_GT(discarded, 0u) << "no handler landed inside a rewrite in 20 s";
+	}
+	printf("info: %llu events from the handler, %llu dropped during a rewrite and counted\n",
+	       (unsigned long long)emitted, (unsigned long long)discarded);
 }
