@@ -89,10 +89,12 @@ void Daemon::drop(int fd)
 		on_exit(gone_pidfd);
 }
 
-void Daemon::accept_conns()
+void Daemon::accept_conns(int lfd, std::vector<int> *accepted)
 {
+	if (lfd < 0)
+		lfd = lfd_;
 	for (;;) {
-		int fd = accept4(lfd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EINTR)
 				logf("accept: %s", strerror(errno));
@@ -117,7 +119,49 @@ void Daemon::accept_conns()
 		ev.data.fd = fd;
 		epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev);
 		conns_[fd] = std::move(c);
+		if (accepted)
+			accepted->push_back(fd);
 	}
+}
+
+// The quiet socket's queue (proto.h, kQuietSuffix): every connection
+// accepted and what it sent read now, so that a command or a stop sees the
+// processes that joined from the table before it.
+void Daemon::serve_quiet()
+{
+	if (qfd_ < 0)
+		return;
+	std::vector<int> fds;
+	accept_conns(qfd_, &fds);
+	for (int fd : fds) {
+		auto it = conns_.find(fd); // handling one may have dropped another
+		if (it != conns_.end()) {
+			it->second->quiet = true;
+			on_readable(*it->second);
+		}
+	}
+}
+
+// on_socket: the quiet socket has a connection: wait kQuietDelayNs for more
+// (one timer, one wake-up for a burst of starts).  Else the timer fired:
+// serve the queue, then listen for the next first connection.
+void Daemon::arm_quiet(bool on_socket)
+{
+	constexpr long kQuietDelayNs = 20 * 1000 * 1000;
+	if (on_socket && quiet_tfd_ >= 0) {
+		struct itimerspec its = {};
+		its.it_value.tv_nsec = kQuietDelayNs;
+		if (timerfd_settime(quiet_tfd_, 0, &its, nullptr) == 0)
+			return;
+	}
+	uint64_t ticks;
+	if (quiet_tfd_ >= 0 && read(quiet_tfd_, &ticks, sizeof ticks) < 0 && errno != EAGAIN)
+		logf("quiet timer: %s", strerror(errno));
+	serve_quiet();
+	struct epoll_event ev = {};
+	ev.events = EPOLLIN | EPOLLONESHOT;
+	ev.data.fd = qfd_;
+	epoll_ctl(epfd_, EPOLL_CTL_MOD, qfd_, &ev);
 }
 
 void Daemon::on_readable(Conn &c)
@@ -209,6 +253,7 @@ void Daemon::serve_pending()
 		return;
 	serving_pending_ = true;
 	accept_conns();
+	serve_quiet();
 	std::vector<int> fds;
 	for (auto &kv : conns_) {
 		const Conn &c = *kv.second;
@@ -255,6 +300,7 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 	}
 	const bool ctl = c.role == proto::Role::Controller;
 	if (ctl) {
+		serve_quiet();     // a command sees every process that joined from the table
 		settle_attaches(); // a command sees every buffer already handed over
 		tables_dirty_ = true; // it may change what a process is granted
 	}

@@ -52,7 +52,7 @@ std::string hostname()
 	return buf;
 }
 
-int Daemon::listen_on(const std::string &path)
+int Daemon::listen_on(const std::string &path, int backlog)
 {
 	struct sockaddr_un sa;
 	memset(&sa, 0, sizeof(sa));
@@ -93,7 +93,7 @@ int Daemon::listen_on(const std::string &path)
 	mode_t old = umask(0077);
 	int r = bind(fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof(sa));
 	umask(old);
-	if (r < 0 || listen(fd, 128) < 0) {
+	if (r < 0 || listen(fd, backlog) < 0) {
 		int e = errno;
 		logf("cannot listen on %s: %s", path.c_str(), strerror(e));
 		close(fd);
@@ -170,6 +170,24 @@ int Daemon::run(const DaemonOptions &opt)
 	ev.events = EPOLLIN;
 	ev.data.fd = lfd_;
 	epoll_ctl(epfd_, EPOLL_CTL_ADD, lfd_, &ev);
+	qfd_ = listen_on(path_ + proto::kQuietSuffix, 4096);
+	quiet_tfd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (qfd_ >= 0 && quiet_tfd_ >= 0) {
+		struct epoll_event q = {};
+		q.events = EPOLLIN | EPOLLONESHOT;
+		q.data.fd = qfd_;
+		epoll_ctl(epfd_, EPOLL_CTL_ADD, qfd_, &q);
+		q.events = EPOLLIN;
+		q.data.fd = quiet_tfd_;
+		epoll_ctl(epfd_, EPOLL_CTL_ADD, quiet_tfd_, &q);
+	} else { // processes use the socket
+		if (qfd_ >= 0) {
+			close(qfd_);
+			unlink((path_ + proto::kQuietSuffix).c_str());
+		}
+		qfd_ = -1;
+		logf("no quiet socket: every process start wakes the daemon");
+	}
 	ev.data.fd = sigfd_;
 	epoll_ctl(epfd_, EPOLL_CTL_ADD, sigfd_, &ev);
 	start_clock_page();
@@ -203,6 +221,10 @@ int Daemon::run(const DaemonOptions &opt)
 			int fd = evs[i].data.fd;
 			if (fd == lfd_) {
 				accept_conns();
+			} else if (fd == qfd_) {
+				arm_quiet(true);
+			} else if (fd == quiet_tfd_) {
+				arm_quiet(false);
 			} else if (fd == kwait_efd_) {
 				on_kwait_done();
 			} else if (fd == attach_efd_) {
@@ -235,6 +257,7 @@ int Daemon::run(const DaemonOptions &opt)
 		answer_pending(false);
 		publish_tables();
 	}
+	serve_quiet();   // every process that joined from the table is known
 	stop_attacher(); // settles: every buffer handed over joins its session
 	kwait_quit_.store(true, std::memory_order_relaxed); // their next slice ends them
 	for (auto &t : kwaiters_)
@@ -253,6 +276,12 @@ int Daemon::run(const DaemonOptions &opt)
 			close(kv.first);
 	unlink(path_.c_str());
 	close(lfd_);
+	if (qfd_ >= 0) {
+		unlink((path_ + proto::kQuietSuffix).c_str());
+		close(qfd_);
+	}
+	if (quiet_tfd_ >= 0)
+		close(quiet_tfd_);
 	close(sigfd_);
 	if (clock_tfd_ >= 0)
 		close(clock_tfd_);
@@ -261,10 +290,10 @@ int Daemon::run(const DaemonOptions &opt)
 	close(epfd_);
 	if (kwait_efd_ >= 0)
 		close(kwait_efd_);
-	INFO("served %llu state queries and %llu joins from the grant table; %llu hand-offs and announcements from "
-	     "processes the kernel module answers",
+	INFO("served %llu state queries and %llu joins from the grant table (%llu by the quiet socket); %llu "
+	     "hand-offs and announcements from processes the kernel module answers",
 	     static_cast<unsigned long long>(n_queries_), static_cast<unsigned long long>(n_table_joins_),
-	     static_cast<unsigned long long>(n_handoffs_));
+	     static_cast<unsigned long long>(n_quiet_joins_), static_cast<unsigned long long>(n_handoffs_));
 	INFO("exited cleanly");
 	return 0;
 }

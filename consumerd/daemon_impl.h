@@ -266,6 +266,7 @@ struct Conn {
 	bool registered = false;
 	bool kmod = false;             // REGISTER with kRegisterModule
 	bool table = false;            // REGISTER with kRegisterTable (grant_table.cpp)
+	bool quiet = false;            // accepted from the quiet socket (serve_quiet)
 	std::vector<uint64_t> kgens;   // module generations of this controller's changes since its WAIT
 	std::map<uint32_t, Grant> grants;
 	// Its BUFFERs at the attacher: true while this connection is open (an
@@ -288,8 +289,10 @@ public:
 	int run(const DaemonOptions &opt);
 
 private:
-	int listen_on(const std::string &path);
-	void accept_conns();
+	int listen_on(const std::string &path, int backlog = 128);
+	void accept_conns(int lfd = -1, std::vector<int> *accepted = nullptr);
+	void serve_quiet();    // accept and read every queued quiet connection
+	void arm_quiet(bool on_socket);
 	void on_readable(Conn &c);
 	// Every process message already sent, read and handled now (before a
 	// session stops: a process does not wait for BUFFER's answer).
@@ -369,6 +372,10 @@ private:
 	std::string trigger_summary(const Session &s) const;
 
 	int epfd_ = -1, lfd_ = -1, sigfd_ = -1;
+	// The quiet socket (proto.h, kQuietSuffix): in epoll one-shot; its first
+	// connection arms quiet_tfd_ (one-shot, kQuietDelayNs), whose expiry
+	// serves the queue and re-arms the socket.
+	int qfd_ = -1, quiet_tfd_ = -1;
 	std::string path_;
 	std::map<int, std::unique_ptr<Conn>> conns_;
 	std::map<int, Proc> procs_;  // by pidfd
@@ -417,6 +424,7 @@ private:
 	uint64_t table_gen_ = 0;
 	bool tables_dirty_ = true;
 	uint64_t n_table_joins_ = 0;
+	uint64_t n_quiet_joins_ = 0; // of those, sent to the quiet socket
 	std::unique_ptr<ClockPage> clock_page_; // null: TSC unusable
 	int clock_tfd_ = -1;                    // its refresh timer
 	int trigger_tfd_ = -1;                  // trigger.cpp's watch timer

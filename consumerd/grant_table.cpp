@@ -166,6 +166,7 @@ void Daemon::table_registered(Conn &c, Proc &p, uint64_t gen)
 {
 	c.table = true;
 	n_table_joins_++;
+	n_quiet_joins_ += c.quiet;
 	auto t = tables_.find(c.cred.uid);
 	const bool fresh = !tables_dirty_ && t != tables_.end() && t->second.written && t->second.gen == gen;
 	// Its close acknowledges what it applied: the state at `gen`, i.e.

@@ -28,7 +28,12 @@ void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
 		p->date = local_timestamp();
 	if (!m.events.empty() || p->events.empty()) // a re-query from a signal handler lists none
 		p->events = m.events;
-	p->signo = (m.flags & proto::kRegisterAsync) ? static_cast<int>(m.signo) : 0;
+	// Only ever set: REGISTERs of one process may be read out of order (a
+	// table join's, queued on the quiet socket, after the round trip tp-async
+	// made next on the socket itself), and a process never stops catching
+	// its signal (an exec that drops it is caught by catches()).
+	if (m.flags & proto::kRegisterAsync)
+		p->signo = static_cast<int>(m.signo);
 	p->kmod = (m.flags & proto::kRegisterModule) != 0;
 	c.registered_at = change_;
 	if (m.flags & proto::kRegisterHandoff) { // a buffer made at a first event follows

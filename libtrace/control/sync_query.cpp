@@ -590,30 +590,49 @@ int query_once(bool list_events)
 	// never does, and never reads the clock (each first touch of a page
 	// costs ~12 us on a VM: docs/benchmarks.md).
 	int64_t dl = s.timeout_ms > 0 ? -s.timeout_ms : 0;
-	int fd = -1, connected_to = 0;
+	// The constructor's query with nothing joined yet: from the daemon's
+	// grant table when it publishes one that answers (no round trip), sent
+	// to its quiet socket (proto.h, kQuietSuffix: the daemon reads it in
+	// batches instead of waking for each process start).
+	bool fresh = list_events;
+	for (unsigned i = 0; i < proto::kMaxSlots && fresh; i++)
+		fresh = !s.joined[i];
+	int fd = -1;
 	for (int i = 0; i < s.n_paths && fd < 0; i++) {
 		if (access(s.paths[i], F_OK) != 0 && errno == ENOENT)
 			continue;
+		proto::pc::TableInfo table;
+		if (fresh && read_table(s.paths[i], &table)) {
+			stage("table");
+			char quiet[kPathMax];
+			const size_t n = strlen(s.paths[i]), k = strlen(proto::kQuietSuffix);
+			if (n + k < sizeof quiet) {
+				memcpy(quiet, s.paths[i], n);
+				memcpy(quiet + n, proto::kQuietSuffix, k + 1);
+				fd = proto::connect_unix(quiet, dl);
+			}
+			if (fd < 0) // no quiet socket (an older daemon), or its queue is full
+				fd = proto::connect_unix(s.paths[i], dl);
+			stage("connect");
+			if (fd >= 0 && table_clock(table)) {
+				g_no_daemon = false;
+				stage("clock page");
+				int joined = table_join(fd, i, table.gen, list_events, dl);
+				close(fd);
+				stage("closed");
+				return joined;
+			}
+			if (fd >= 0) { // the clock page needs the round trip, on the socket itself
+				close(fd);
+				fd = -1;
+			}
+		}
 		fd = proto::connect_unix(s.paths[i], dl);
-		connected_to = i;
 	}
 	g_no_daemon = fd < 0;
 	if (fd < 0)
 		return 0; // no daemon: tracing stays off, silently (or early, below)
 	stage("connect");
-	// The constructor's query with nothing joined yet: from the daemon's
-	// grant table when it publishes one that answers (no round trip).
-	bool fresh = list_events;
-	for (unsigned i = 0; i < proto::kMaxSlots && fresh; i++)
-		fresh = !s.joined[i];
-	proto::pc::TableInfo table;
-	if (fresh && read_table(s.paths[connected_to], &table) && (stage("table"), table_clock(table))) {
-		stage("clock page");
-		int joined = table_join(fd, connected_to, table.gen, list_events, dl);
-		close(fd);
-		stage("closed");
-		return joined;
-	}
 	dl = proto::resolve_deadline(dl); // the round trip: one bound for the whole exchange
 
 	char text[256];

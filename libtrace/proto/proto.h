@@ -175,6 +175,13 @@ constexpr uint32_t kTableMagic = 0x54475453u; // "STGT"
 constexpr uint16_t kTableAsk = 1;
 constexpr size_t kTableHeaderSize = 32;
 constexpr const char *kTableSuffix = ".grants.";
+// The quiet socket, <socket>.quiet: where a process that joined from the
+// grant table sends its HELLO + REGISTER.  The daemon does not wake for each
+// connection there: the first one arms a short timer, and when it fires (or
+// before any controller command, or a session's stop) every queued
+// connection is accepted and read in one go (docs/control-protocol.md,
+// "The quiet socket").  A process that cannot connect there uses the socket.
+constexpr const char *kQuietSuffix = ".quiet";
 struct Register {
 	uint32_t pid = 0, uid = 0;
 	uint32_t abi_major = 0, abi_minor = 0;

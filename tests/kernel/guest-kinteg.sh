@@ -172,7 +172,7 @@ kquery() {
 	exec 6>&- 7<&-
 	wait $apid
 	kill $dpid; wait $dpid
-	grep -q 'served 0 state queries and 0 joins from the grant table; 2 hand-offs and announcements' "$o/kq-consumerd.err" ||
+	grep -q 'served 0 state queries and 0 joins from the grant table (0 by the quiet socket); 2 hand-offs and announcements' "$o/kq-consumerd.err" ||
 		{ echo "daemon: $(grep served "$o/kq-consumerd.err")"; return 1; }
 	echo "5 batches enabled, 5 disabled, 11 changes acknowledged through the module, 0 daemon state queries"
 }
