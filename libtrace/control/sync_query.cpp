@@ -527,6 +527,26 @@ int lazy_handoff(unsigned slot, int memfd, const void *ctx)
 	return 0;
 }
 
+// Open `slot` pending (its buffer made at its first event and handed over
+// by lazy_handoff with `h`), with its rules armed, and note it joined to
+// `session_id`.  0, or -errno with a word said and the slot closed again.
+int join_lazy(unsigned slot, const struct strata_channel_config *cfg, const uint8_t uuid[16],
+	      const struct strata_rule *rules, uint32_t n_rules, uint64_t session_id, const LazyHandoff &h)
+{
+	int r = strata_rt_slot_open_lazy(slot, cfg, uuid, lazy_handoff, &h, sizeof h);
+	if (r == 0) {
+		r = strata_rt_slot_set_rules(slot, rules, n_rules);
+		if (r < 0)
+			strata_rt_slot_close(slot);
+	}
+	if (r < 0) {
+		say("cannot open a buffer: ", err_text(r));
+		return r;
+	}
+	g_state.joined[slot] = session_id;
+	return 0;
+}
+
 // Join from the grant table (generation gen, grants in s.grants): open and
 // arm every granted slot with its buffer pending, quiesce, then HELLO and
 // REGISTER(kRegisterTable, gen) leave in one send; nothing is awaited.
@@ -545,18 +565,8 @@ int table_join(int fd, int path, uint64_t gen, bool list_events, int64_t dl)
 		proto::pc::Grant &g = s.grants.g[i];
 		new_uuid(g.uuid);
 		const LazyHandoff h = {g.session_id, gen, static_cast<uint32_t>(path), 0};
-		int r = strata_rt_slot_open_lazy(g.slot, &g.cfg, g.uuid, lazy_handoff, &h, sizeof h);
-		if (r == 0) {
-			r = strata_rt_slot_set_rules(g.slot, g.rules, g.n_rules);
-			if (r < 0)
-				strata_rt_slot_close(g.slot);
-		}
-		if (r < 0) {
-			say("cannot open a buffer: ", err_text(r));
-			continue;
-		}
-		s.joined[g.slot] = g.session_id;
-		joined++;
+		if (join_lazy(g.slot, &g.cfg, g.uuid, g.rules, g.n_rules, g.session_id, h) == 0)
+			joined++;
 	}
 	if (n)
 		strata_rt_quiesce(); // armed before the daemon hears of it
@@ -766,18 +776,7 @@ int join_granted(const strata_kabi_grant &g, const strata_rule *rules)
 	while (path + 1 < static_cast<uint32_t>(g_state.n_paths) && strcmp(g_state.paths[path], g.sock_path))
 		path++;
 	const LazyHandoff h = {g.session_id, 0, path, 1};
-	int r = strata_rt_slot_open_lazy(g.slot, &cfg, uuid, lazy_handoff, &h, sizeof h);
-	if (r == 0) {
-		r = strata_rt_slot_set_rules(g.slot, rules, g.n_rules);
-		if (r < 0)
-			strata_rt_slot_close(g.slot);
-	}
-	if (r < 0) {
-		say("cannot open a buffer: ", err_text(r));
-		return r;
-	}
-	g_state.joined[g.slot] = g.session_id;
-	return 0;
+	return join_lazy(g.slot, &cfg, uuid, rules, g.n_rules, g.session_id, h);
 }
 
 // One query answered by the module; the caller holds g_busy.  The module's
