@@ -223,6 +223,9 @@ int make_dirs(const std::string &path, unsigned mode, const Owner &owner)
  *   - a worker is done with a drain when it set ran_ under mu_ (and
  *     notified done_cv_); join() returns only then, so the Drain may be
  *     destroyed after it.  Workers never touch a drain after that.
+ *   - a worker keeps its copy buffer (prepare_batch's BatchCache) for
+ *     its next drain: at most kMaxIdle idle buffers of about 1 MiB each
+ *     (more for larger sub-buffers), freed when the worker exits.
  *   - at most kMaxIdle workers wait for work; one more exits.  The pool
  *     lives as long as the process (never destroyed: detached workers may
  *     be waiting in it when the process exits).
@@ -525,29 +528,72 @@ void Drain::write_packet(uint32_t lane, const std::vector<uint8_t> &pkt)
 	write_packets(lane, &iov, 1, &end, 1);
 }
 
-// The copy buffer of one write, made when the first packet is ready, not
-// when the drain starts: most short-lived processes never fill a packet,
-// and 1 MiB per process was a millisecond of the daemon's CPU each (page
-// population) on the 2-CPU VM where it competes with the processes' own
-// start-up (docs/benchmarks.md, "Start-up with a daemon").  While the
-// producer runs, its pages are mapped now in one system call rather than
-// faulted in one by one while packets wait in the ring (a fault costs
-// 1-11 us on a VM: 2.5 ms for 1 MiB); a final drain (producer gone or
-// session stopping) only faults in what it copies.
+namespace {
+// The copy buffer a thread keeps from one drain to the next: a pooled
+// worker (DrainPool) runs drains one after another, and a fresh buffer per
+// drain cost each traced process's drain 1.1 MiB of page population (0.3-0.7
+// ms of the daemon's CPU on the 2-CPU VM, beside the starting processes:
+// docs/benchmarks.md, "Loss: the drain's first lap").  Kept while the
+// worker lives; remade when a drain needs more, or much less (sub-buffers
+// of another size).  Drain thread only (thread_local).
+struct BatchCache {
+	std::unique_ptr<uint8_t[]> buf;
+	size_t cap = 0;
+	bool populated = false;
+};
+thread_local BatchCache t_batch;
+constexpr size_t kBatchSlack = 4u << 20; // kept up to this much above the need
+} // namespace
+
+// The copy buffer of one write (batch_), taken from the thread's cache when
+// the stream begins (begin_stream) or at the first packet.  While the
+// producer runs, a new buffer's pages are mapped at once in one system
+// call rather than faulted in one by one while packets wait in the ring (a
+// fault costs 1-11 us on a VM: 2.5 ms for 1 MiB); a final drain (producer
+// gone or session stopping) only faults in what it copies.
 void Drain::prepare_batch()
 {
 	batch_ready_ = true;
 	// Never zeroed (new[] of a plain type): every byte is copied in
 	// before it is written out.  A packet is at most one sub-buffer, and
 	// one more is added only below kBatchBytes (drain_once).
-	batch_cap_ = kBatchBytes + reader_->info().subbuf_size;
-	batch_.reset(new uint8_t[batch_cap_]);
-	if (finish_.load(std::memory_order_relaxed)) // drain thread: a hint only
+	const size_t need = kBatchBytes + reader_->info().subbuf_size;
+	BatchCache &c = t_batch;
+	if (c.cap < need || c.cap - need > kBatchSlack) {
+		c.buf.reset();
+		c.buf.reset(new uint8_t[need]);
+		c.cap = need;
+		c.populated = false;
+	}
+	batch_ = c.buf.get();
+	batch_cap_ = c.cap;
+	if (c.populated || finish_.load(std::memory_order_relaxed)) // drain thread: a hint only
 		return;
-	const uintptr_t a = ((uintptr_t)batch_.get() + 4095) & ~(uintptr_t)4095;
-	const uintptr_t e = ((uintptr_t)batch_.get() + batch_cap_) & ~(uintptr_t)4095;
+	c.populated = true;
+	const uintptr_t a = ((uintptr_t)batch_ + 4095) & ~(uintptr_t)4095;
+	const uintptr_t e = ((uintptr_t)batch_ + batch_cap_) & ~(uintptr_t)4095;
 	if (e > a)
 		madvise((void *)a, e - a, kMadvPopulateWrite);
+}
+
+// Events flow: latency matters from the first packet on, before the copy
+// buffer's page faults and the first write (2 producer threads on 2 CPUs
+// fill 8 MiB in 5 ms; most of their losses came in the first 20-50 ms when
+// the drain took its weight only after that first round).  Called at the
+// first packet: drains of processes that never fill one keep the default.
+// (Earlier, at the writers' first reservation, saved the first lap about
+// 1 ms but moved the sub-trace's file work into short processes' lives:
+// docs/benchmarks.md, "Loss: the drain's first lap".)
+void Drain::begin_stream()
+{
+	if (!weighted_) {
+		weighted_ = true;
+		stream_start_ns_ = mono_ns();
+		sliced_ = short_slice();
+		reniced_ = streaming_weight();
+	}
+	if (!batch_ready_)
+		prepare_batch();
 }
 
 // One round over every lane.  True if anything was written.  Each packet
@@ -580,20 +626,7 @@ bool Drain::drain_once()
 					break;
 				}
 				any = true;
-				// Packets flow: latency matters from the first one, before
-				// the copy buffer's page faults and the first write (2
-				// producer threads on 2 CPUs fill 8 MiB in 5 ms; most of
-				// their losses came in the first 20-50 ms when the drain
-				// took its weight only after that first round).  Drains of
-				// processes that never fill a packet keep the default.
-				if (!weighted_) {
-					weighted_ = true;
-					stream_start_ns_ = mono_ns();
-					sliced_ = short_slice();
-					reniced_ = streaming_weight();
-				}
-				if (!batch_ready_)
-					prepare_batch();
+				begin_stream();
 				// validate_header bounds a packet by its sub-buffer; the
 				// check keeps batch_ safe whatever a future reader allows.
 				if (st == ReadStatus::kPacket && len_now + sizeof hdr + len > batch_cap_) {
@@ -606,14 +639,14 @@ bool Drain::drain_once()
 					warn(dir_, "lane " + std::to_string(lane) + ": packet skipped: " + err);
 					continue;
 				}
-				memcpy(batch_.get() + len_now, &hdr, sizeof hdr);
-				memcpy(batch_.get() + len_now + sizeof hdr, body, len);
+				memcpy(batch_ + len_now, &hdr, sizeof hdr);
+				memcpy(batch_ + len_now + sizeof hdr, body, len);
 				len_now += sizeof hdr + len;
 				reader_->release(lane); // copied: the writers may reuse it
 				ends[n++] = len_now;
 			}
 			if (n) {
-				struct iovec iov = {batch_.get(), len_now};
+				struct iovec iov = {batch_, len_now};
 				write_packets(lane, &iov, 1, ends, n);
 			}
 			if (!more)
@@ -730,7 +763,7 @@ void Drain::run()
 		uint32_t seq = reader_->prepare_wait();
 		if (!opened_ && reader_->has_packet() && !open_once())
 			return;
-		if (opened_ && drain_once()) // the first packet raises our weight (drain_once)
+		if (opened_ && drain_once()) // the first packet begins the stream (drain_once)
 			continue;
 		if (const uint64_t period = out_ ? out_->live_period_ns() : 0) {
 			const uint64_t now = mono_ns();

@@ -153,7 +153,8 @@ private:
 	std::unique_ptr<Output> out_;
 	std::string channel_;
 	uint32_t n_lanes_ = 0;
-	std::unique_ptr<uint8_t[]> batch_; // packets copied out of the ring, one write's worth
+	uint8_t *batch_ = nullptr; // packets copied out of the ring, one write's worth: the
+				   // drain thread's buffer (prepare_batch)
 	size_t batch_cap_ = 0;
 	bool batch_ready_ = false;   // batch_ made (prepare_batch); drain thread only
 	bool weighted_ = false; // drain thread: short_slice + streaming_weight tried
@@ -166,6 +167,7 @@ private:
 	uint64_t write_ns_ = 0, write_max_ns_ = 0, written_bytes_ = 0;
 	void report_loss();
 	void prepare_batch();
+	void begin_stream();
 	uint32_t stream_id_ = 0;
 	bool overwrite_ = false;
 	// Overwrite mode: a duplicate of the buffer's fd for snapshot(); main
