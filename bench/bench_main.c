@@ -23,6 +23,12 @@
  *                   microseconds for MS milliseconds (enablement latency).
  *   hold T N        T threads each emit N "ints" events, then stay alive;
  *                   prints "ready=1" and waits for EOF on stdin (memory).
+ *   wake MS         the machine's wake-up tail, no tracer: one thread spins
+ *                   (a producer's stand-in) while another sleeps 0.5 ms at a
+ *                   time for MS milliseconds, as a drain waits for its next
+ *                   packet; prints how often and by how much the sleeper
+ *                   woke late.  A ring lapping in less than the tail's
+ *                   longest delay loses events whatever the drain does.
  *   noop            returns at once (start-up cost).
  *   one             emits one "ints" event and returns (start-up with a
  *                   first event: where a tracer makes its buffer then).
@@ -257,6 +263,48 @@ static int run_tick(uint64_t period_us, uint64_t ms)
 	return 0;
 }
 
+static volatile int wake_stop; /* the spinner's stop flag (volatile: a plain poll) */
+
+static void *wake_spin(void *arg)
+{
+	(void)arg;
+	while (!wake_stop)
+		;
+	return NULL;
+}
+
+static int run_wake(uint64_t ms)
+{
+	const uint64_t period = 500000;
+	pthread_t spinner;
+	int err = pthread_create(&spinner, NULL, wake_spin, NULL);
+	if (err) {
+		fprintf(stderr, "pthread_create: %s\n", strerror(err));
+		return 1;
+	}
+	uint64_t n = 0, late1 = 0, late2 = 0, late4 = 0, worst = 0;
+	const uint64_t t0 = now_ns(), end = t0 + ms * 1000000u;
+	for (uint64_t t = t0; t < end;) {
+		struct timespec ts = { 0, (long)period };
+		nanosleep(&ts, NULL);
+		const uint64_t t1 = now_ns();
+		const uint64_t late = t1 - t > period ? t1 - t - period : 0;
+		n++;
+		late1 += late > 1000000u;
+		late2 += late > 2000000u;
+		late4 += late > 4000000u;
+		worst = late > worst ? late : worst;
+		t = t1;
+	}
+	const double secs = (double)(now_ns() - t0) / 1e9;
+	wake_stop = 1;
+	pthread_join(spinner, NULL);
+	printf("wakes=%llu\nlate_1ms_per_s=%.2f\nlate_2ms_per_s=%.2f\nlate_4ms_per_s=%.2f\n"
+	       "late_max_ms=%.3f\n", (unsigned long long)n, (double)late1 / secs, (double)late2 / secs,
+	       (double)late4 / secs, (double)worst / 1e6);
+	return 0;
+}
+
 static int run_costs(void)
 {
 	const int n = 10000000;
@@ -388,6 +436,7 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: strata-bench{,-lttng,-plain} MODE ...\n"
 			"  loop W T N [WU] | rate W R MS | tick US MS | hold T N | noop | one | costs |\n"
+			"  wake MS |\n"
 			"  spawn N PROG...\n"
 			"  W: ints, str, mixed\n");
 	return 2;
@@ -406,6 +455,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "costs"))
 		return run_costs();
+	if (!strcmp(mode, "wake") && argc == 3)
+		return run_wake(arg_u64(argv[2]));
 #if defined(BENCH_STRATA)
 	if (!strcmp(mode, "clock") && argc == 3)
 		return run_clock(arg_u64(argv[2]));

@@ -424,13 +424,23 @@ class Bench:
 
     # 3. zero-loss throughput, 4 x 256 KiB per CPU (LTTng) / per lane (Strata)
     def throughput(self):
+        # The machine's wake-up tail, no tracer, just before: a drain that
+        # sleeps between packets wakes this late at times, and a ring whose
+        # free room lasts less than that loses events whatever the drain
+        # does (docs/benchmarks.md, "Loss: the host's wake-up tail").
+        kv = parse_kv(run([self.plain, "wake", "2000"]).stdout)
+        if "late_max_ms" in kv:
+            self.results[("wake",)] = kv
         for side in self.sides():
             def trial(rate):
                 kv, acc = self.traced(side, ["rate", "ints", str(int(rate)), str(self.p["rate_ms"])],
                                       "256K", 4, "tp-%s" % side)
                 self.check("throughput %s rate %d" % (side, rate), acc)
+                if acc.get("bytes_per_event"):
+                    self.results.setdefault(("bytes", "ints", side), acc["bytes_per_event"])
                 return float(kv["achieved_rate"]), acc["lossless"]
             achieved, ok = trial(0)
+            self.results[("tput_full", side)] = achieved
             if ok:
                 self.results[("tput", side)] = (achieved, ">=")
                 log("throughput %s: unthrottled %.0f ev/s lossless" % (side, achieved))
@@ -1121,6 +1131,18 @@ def main():
               "(before / after the enabled runs); a trace written faster for longer than its "
               "ring holds loses events" % (
                   work, fs_type(work), " / ".join("%.2f" % v for v in b.results[("file_rate",)])))
+    wk = b.results.get(("wake",))
+    if wk:
+        room = ""
+        full, bpe = b.results.get(("tput_full", "strata")), b.results.get(("bytes", "ints", "strata"))
+        if full and bpe:
+            room = ("; at Strata's unthrottled rate (%.1f M ev/s, %.0f bytes each) a 4 x 256 KiB lane "
+                    "has %.1f ms of room beyond the packet being drained" % (
+                        full / 1e6, bpe, 3 * 256 * 1024 / (full * bpe) * 1e3))
+        print("wake-up tail (no tracer; a thread sleeping 0.5 ms beside a spinning one, 2 s): late by "
+              "> 1 ms %s/s, > 2 ms %s/s, > 4 ms %s/s, longest %s ms%s" % (
+                  wk.get("late_1ms_per_s"), wk.get("late_2ms_per_s"), wk.get("late_4ms_per_s"),
+                  wk.get("late_max_ms"), room))
     if b.clocks:
         print("Strata events stamped with: %s (env.clock; STRATA_CLOCK=%s)" % (
             ", ".join(sorted(b.clocks)), os.environ.get("STRATA_CLOCK", "unset")))
