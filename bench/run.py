@@ -427,7 +427,8 @@ class Bench:
         # The machine's wake-up tail, no tracer, just before: a drain that
         # sleeps between packets wakes this late at times, and a ring whose
         # free room lasts less than that loses events whatever the drain
-        # does (docs/benchmarks.md, "Loss: the host's wake-up tail").
+        # does (docs/benchmarks.md, "Loss: the drain's first lap, and the
+        # host's wake-up tail").
         kv = parse_kv(run([self.plain, "wake", "2000"]).stdout)
         if "late_max_ms" in kv:
             self.results[("wake",)] = kv

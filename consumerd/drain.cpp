@@ -533,9 +533,9 @@ namespace {
 // worker (DrainPool) runs drains one after another, and a fresh buffer per
 // drain cost each traced process's drain 1.1 MiB of page population (0.3-0.7
 // ms of the daemon's CPU on the 2-CPU VM, beside the starting processes:
-// docs/benchmarks.md, "Loss: the drain's first lap").  Kept while the
-// worker lives; remade when a drain needs more, or much less (sub-buffers
-// of another size).  Drain thread only (thread_local).
+// docs/benchmarks.md, "Loss: the drain's first lap, and the host's wake-up
+// tail").  Kept while the worker lives; remade when a drain needs more, or
+// much less (sub-buffers of another size).  Drain thread only (thread_local).
 struct BatchCache {
 	std::unique_ptr<uint8_t[]> buf;
 	size_t cap = 0;
@@ -583,7 +583,8 @@ void Drain::prepare_batch()
 // first packet: drains of processes that never fill one keep the default.
 // (Earlier, at the writers' first reservation, saved the first lap about
 // 1 ms but moved the sub-trace's file work into short processes' lives:
-// docs/benchmarks.md, "Loss: the drain's first lap".)
+// docs/benchmarks.md, "Loss: the drain's first lap, and the host's
+// wake-up tail".)
 void Drain::begin_stream()
 {
 	if (!weighted_) {
