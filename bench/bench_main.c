@@ -263,12 +263,14 @@ static int run_tick(uint64_t period_us, uint64_t ms)
 	return 0;
 }
 
-static volatile int wake_stop; /* the spinner's stop flag (volatile: a plain poll) */
+static int wake_stop; /* the spinner's stop flag: atomic accesses only */
 
 static void *wake_spin(void *arg)
 {
 	(void)arg;
-	while (!wake_stop)
+	/* Relaxed: a stop flag publishes nothing (pthread_join orders the
+	 * rest); pairs with the relaxed store in run_wake. */
+	while (!__atomic_load_n(&wake_stop, __ATOMIC_RELAXED))
 		;
 	return NULL;
 }
@@ -297,7 +299,7 @@ static int run_wake(uint64_t ms)
 		t = t1;
 	}
 	const double secs = (double)(now_ns() - t0) / 1e9;
-	wake_stop = 1;
+	__atomic_store_n(&wake_stop, 1, __ATOMIC_RELAXED); /* see wake_spin */
 	pthread_join(spinner, NULL);
 	printf("wakes=%llu\nlate_1ms_per_s=%.2f\nlate_2ms_per_s=%.2f\nlate_4ms_per_s=%.2f\n"
 	       "late_max_ms=%.3f\n", (unsigned long long)n, (double)late1 / secs, (double)late2 / secs,
