@@ -545,8 +545,8 @@ thread_local BatchCache t_batch;
 constexpr size_t kBatchSlack = 4u << 20; // kept up to this much above the need
 } // namespace
 
-// The copy buffer of one write (batch_), taken from the thread's cache when
-// the stream begins (begin_stream) or at the first packet.  While the
+// The copy buffer of one write (batch_), taken from the thread's cache at
+// the first packet (begin_stream).  While the
 // producer runs, a new buffer's pages are mapped at once in one system
 // call rather than faulted in one by one while packets wait in the ring (a
 // fault costs 1-11 us on a VM: 2.5 ms for 1 MiB); a final drain (producer
