@@ -201,6 +201,46 @@ int make_dirs(const std::string &path, unsigned mode, const Owner &owner)
 	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
+namespace {
+// The copy buffer a thread keeps from one drain to the next: a pooled
+// worker (DrainPool) runs drains one after another, and a fresh buffer per
+// drain cost each traced process's drain 1.1 MiB of page population (0.3-0.7
+// ms of the daemon's CPU on the 2-CPU VM, beside the starting processes:
+// docs/benchmarks.md, "Loss: the drain's first lap, and the host's wake-up
+// tail").  Kept while the worker lives; remade when a drain needs more, or
+// much less (sub-buffers of another size).  Drain thread only (thread_local).
+struct BatchCache {
+	std::unique_ptr<uint8_t[]> buf;
+	size_t cap = 0;
+	bool populated = false;
+};
+thread_local BatchCache t_batch;
+constexpr size_t kBatchSlack = 4u << 20; // kept up to this much above the need
+
+// Makes the calling thread's cache ready for `need` bytes: made anew if it
+// has less (or kBatchSlack more); with `populate`, its pages mapped in one
+// system call (else they fault in as packets are copied).
+void ready_batch(size_t need, bool populate)
+{
+	BatchCache &c = t_batch;
+	if (c.cap < need || c.cap - need > kBatchSlack) {
+		c.buf.reset();
+		// Never zeroed (new[] of a plain type): every byte is copied
+		// in before it is written out.
+		c.buf.reset(new uint8_t[need]);
+		c.cap = need;
+		c.populated = false;
+	}
+	if (c.populated || !populate)
+		return;
+	c.populated = true;
+	const uintptr_t a = ((uintptr_t)c.buf.get() + 4095) & ~(uintptr_t)4095;
+	const uintptr_t e = ((uintptr_t)c.buf.get() + c.cap) & ~(uintptr_t)4095;
+	if (e > a)
+		madvise((void *)a, e - a, kMadvPopulateWrite);
+}
+} // namespace
+
 /*
  * The pool.  A drain used to get a thread of its own, created at start()
  * and left at its end.  Most drains are short-lived processes' (a build, a
@@ -226,6 +266,14 @@ int make_dirs(const std::string &path, unsigned mode, const Owner &owner)
  *   - a worker keeps its copy buffer (prepare_batch's BatchCache) for
  *     its next drain: at most kMaxIdle idle buffers of about 1 MiB each
  *     (more for larger sub-buffers), freed when the worker exits.
+ *   - warm() (a session's creation) starts one worker that maps its copy
+ *     buffer before it waits for work, unless a worker is idle already:
+ *     the session's first drain then finds a thread and a mapped buffer.
+ *     A fresh daemon's first drain used to pay both (0.3-3.3 ms on the
+ *     2-CPU VM) before the ring had its first sub-buffer back; at 16 M
+ *     events/s into 4 x 256 KiB the first lap lost events in 15 of 40
+ *     runs against 5 with warm() and the copy before the sub-trace's
+ *     opening (docs/benchmarks.md).
  *   - at most kMaxIdle workers wait for work; one more exits.  The pool
  *     lives as long as the process (never destroyed: detached workers may
  *     be waiting in it when the process exits).
@@ -260,6 +308,29 @@ public:
 			return false;
 		}
 		return true;
+	}
+
+	// An idle worker with its copy buffer ready for sub-buffers of
+	// `subbuf_size`, made now unless a worker is idle or being warmed.
+	void warm(uint64_t subbuf_size)
+	{
+		std::unique_lock<std::mutex> lk(mu_);
+		if (idle_ > jobs_.size() || warming_)
+			return;
+		warming_ = true;
+		const size_t need = kBatchBytes + static_cast<size_t>(subbuf_size);
+		try {
+			std::thread([this, need] {
+				ready_batch(need, true);
+				{
+					std::lock_guard<std::mutex> g(mu_);
+					warming_ = false;
+				}
+				worker();
+			}).detach();
+		} catch (const std::system_error &) {
+			warming_ = false; // the first drain starts its worker, as before
+		}
 	}
 
 	void join(Drain *d)
@@ -297,6 +368,7 @@ private:
 	std::condition_variable done_cv_; // join waits for ran_
 	std::deque<Drain *> jobs_;        // started, not taken by a worker yet
 	size_t idle_ = 0;                 // workers waiting on cv_
+	bool warming_ = false;            // a warm() worker is still mapping its buffer
 };
 
 std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const std::string &dir,
@@ -427,6 +499,12 @@ int Drain::snapshot(const std::string &dir, uint64_t &packets, std::string &err)
 	return 1;
 }
 
+void warm_drains(uint64_t subbuf_size)
+{
+	if (subbuf_size >= STRATA_MIN_SUBBUF_SIZE && subbuf_size <= STRATA_MAX_SUBBUF_SIZE)
+		DrainPool::get().warm(subbuf_size);
+}
+
 void Drain::start()
 {
 	if (started_)
@@ -528,22 +606,6 @@ void Drain::write_packet(uint32_t lane, const std::vector<uint8_t> &pkt)
 	write_packets(lane, &iov, 1, &end, 1);
 }
 
-namespace {
-// The copy buffer a thread keeps from one drain to the next: a pooled
-// worker (DrainPool) runs drains one after another, and a fresh buffer per
-// drain cost each traced process's drain 1.1 MiB of page population (0.3-0.7
-// ms of the daemon's CPU on the 2-CPU VM, beside the starting processes:
-// docs/benchmarks.md, "Loss: the drain's first lap, and the host's wake-up
-// tail").  Kept while the worker lives; remade when a drain needs more, or
-// much less (sub-buffers of another size).  Drain thread only (thread_local).
-struct BatchCache {
-	std::unique_ptr<uint8_t[]> buf;
-	size_t cap = 0;
-	bool populated = false;
-};
-thread_local BatchCache t_batch;
-constexpr size_t kBatchSlack = 4u << 20; // kept up to this much above the need
-} // namespace
 
 // The copy buffer of one write (batch_), taken from the thread's cache at
 // the first packet (begin_stream).  While the
@@ -554,26 +616,11 @@ constexpr size_t kBatchSlack = 4u << 20; // kept up to this much above the need
 void Drain::prepare_batch()
 {
 	batch_ready_ = true;
-	// Never zeroed (new[] of a plain type): every byte is copied in
-	// before it is written out.  A packet is at most one sub-buffer, and
-	// one more is added only below kBatchBytes (drain_once).
-	const size_t need = kBatchBytes + reader_->info().subbuf_size;
-	BatchCache &c = t_batch;
-	if (c.cap < need || c.cap - need > kBatchSlack) {
-		c.buf.reset();
-		c.buf.reset(new uint8_t[need]);
-		c.cap = need;
-		c.populated = false;
-	}
-	batch_ = c.buf.get();
-	batch_cap_ = c.cap;
-	if (c.populated || finish_.load(std::memory_order_relaxed)) // drain thread: a hint only
-		return;
-	c.populated = true;
-	const uintptr_t a = ((uintptr_t)batch_ + 4095) & ~(uintptr_t)4095;
-	const uintptr_t e = ((uintptr_t)batch_ + batch_cap_) & ~(uintptr_t)4095;
-	if (e > a)
-		madvise((void *)a, e - a, kMadvPopulateWrite);
+	// A packet is at most one sub-buffer, and one more is added only
+	// below kBatchBytes (drain_once).  finish_: a hint only (drain thread).
+	ready_batch(kBatchBytes + reader_->info().subbuf_size, !finish_.load(std::memory_order_relaxed));
+	batch_ = t_batch.buf.get();
+	batch_cap_ = t_batch.cap;
 }
 
 // Events flow: latency matters from the first packet on, before the copy
@@ -606,7 +653,8 @@ void Drain::begin_stream()
 // it full and discarded most of them.)
 bool Drain::drain_once()
 {
-	update_metadata();
+	if (opened_) // else open_trace reads every descriptor so far
+		update_metadata();
 	if (overwrite_)
 		return false; // the ring is collected at the end
 	bool any = false;
@@ -645,6 +693,10 @@ bool Drain::drain_once()
 				len_now += sizeof hdr + len;
 				reader_->release(lane); // copied: the writers may reuse it
 				ends[n++] = len_now;
+			}
+			if (n && !opened_ && !open_once()) {
+				open_failed_ = true; // said and counted: run() leaves the buffer
+				return false;
 			}
 			if (n) {
 				struct iovec iov = {batch_, len_now};
@@ -752,20 +804,25 @@ bool Drain::open_once()
 
 void Drain::run()
 {
-	// A disk sub-trace (directory, metadata) is made when its first packet
-	// is there, or at the end for a buffer that got none: not while the
-	// process is starting, whose CPU that work took (its exit went from
-	// 0.3 to 0.6 ms on the 2-CPU VM, docs/benchmarks.md).  A relay output
-	// (live viewers) and the kernel's buffers open at once.
+	// A disk sub-trace (directory, metadata) is made once its first
+	// packets are copied out and their sub-buffers given back (drain_once),
+	// or at the end for a buffer that got none: not while the process is
+	// starting, whose CPU that work took (its exit went from 0.3 to 0.6 ms
+	// on the 2-CPU VM, docs/benchmarks.md), and not while the producer's
+	// first lap waits for sub-buffer 0 (the opening takes 0.35-0.8 ms
+	// there).  A relay output (live viewers) and the kernel's buffers open
+	// at once.
 	if ((out_ || from_kernel_) && !open_once())
 		return;
 	// Acquire: pairs with the release store in finish().
 	while (!finish_.load(std::memory_order_acquire)) {
 		uint32_t seq = reader_->prepare_wait();
-		if (!opened_ && reader_->has_packet() && !open_once())
-			return;
-		if (opened_ && drain_once()) // the first packet begins the stream (drain_once)
+		// The first packet begins the stream and opens the sub-trace
+		// (drain_once: after its copy, so that the ring has it back first).
+		if (drain_once())
 			continue;
+		if (open_failed_)
+			return;
 		if (const uint64_t period = out_ ? out_->live_period_ns() : 0) {
 			const uint64_t now = mono_ns();
 			if (now - last_live_ns_ >= period) {

@@ -60,6 +60,13 @@ bool short_slice();
 // thread's nice was changed.
 bool streaming_weight();
 
+// A session's drains will copy sub-buffers of `subbuf_size`: have an idle
+// pooled worker with its copy buffer mapped, ready for the first one
+// (drain.cpp, "The pool"), so that a first drain neither starts a thread
+// nor maps 1 MiB while its producer's first lap waits.  No-op while a
+// worker is idle.
+void warm_drains(uint64_t subbuf_size);
+
 struct DrainCounters {
 	// Relaxed: statistics only, read by the main thread for STATUS.
 	std::atomic<uint64_t> packets{0};
@@ -161,6 +168,7 @@ private:
 	bool sliced_ = false, reniced_ = false; // drain thread: what they changed (undone by the pool)
 	bool nothing_recorded() const;
 	bool opened_ = false;   // drain thread: open_trace ran
+	bool open_failed_ = false; // drain thread: drain_once's open_once failed
 	// What the output cost, for the loss report (report_loss): drain
 	// thread only.
 	uint64_t stream_start_ns_ = 0; // the first packet seen

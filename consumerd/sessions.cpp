@@ -90,6 +90,10 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 	     m.channel.mode == STRATA_MODE_OVERWRITE ? "overwrite" : "discard", where.c_str());
 	sessions_.push_back(std::move(s));
 	reply(c, seq, 0, where);
+	// After the reply: the controller goes on while a worker maps its
+	// copy buffer for the session's first drain.
+	if (m.channel.mode != STRATA_MODE_OVERWRITE)
+		warm_drains(m.channel.subbuf_size ? m.channel.subbuf_size : proto::kDefaultSubbufSize);
 }
 
 std::string trace_place(const Session &s)

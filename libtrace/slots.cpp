@@ -32,6 +32,7 @@
 #include <new>
 
 #include "rt_internal.h"
+#include "proto/proto.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22 // Linux 5.14 uapi; glibc 2.36 headers lack it
@@ -44,8 +45,8 @@ namespace strata {
 namespace {
 
 constexpr uint64_t kPage = 4096;
-constexpr uint64_t kDefaultSubbufSize = 128 * 1024;
-constexpr uint32_t kDefaultSubbufs = 8;
+using proto::kDefaultSubbufSize;
+using proto::kDefaultSubbufs;
 constexpr uint64_t kMinDescCapacity = 1 << 20;
 
 std::atomic<uint32_t> g_lock_owner{0}; // tid holding the control lock, 0: free

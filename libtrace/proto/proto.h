@@ -110,6 +110,10 @@ struct Header {
 	uint32_t seq = 0;
 };
 
+// What a ChannelConfig's 0s mean (the buffer's maker, libtrace/slots.cpp).
+constexpr uint64_t kDefaultSubbufSize = 128 * 1024;
+constexpr uint32_t kDefaultSubbufs = 8;
+
 struct ChannelConfig {
 	std::string name = "channel0";
 	uint32_t stream_id = 0;
