@@ -271,8 +271,8 @@ void ready_batch(size_t need, bool populate)
  *     the session's first drain then finds a thread and a mapped buffer.
  *     A fresh daemon's first drain used to pay both (0.3-3.3 ms on the
  *     2-CPU VM) before the ring had its first sub-buffer back; at 16 M
- *     events/s into 4 x 256 KiB the first lap lost events in 15 of 40
- *     runs against 5 with warm() and the copy before the sub-trace's
+ *     events/s into 4 x 256 KiB the first lap lost events in 22 of 60
+ *     runs against 8 with warm() and the copy before the sub-trace's
  *     opening (docs/benchmarks.md).
  *   - at most kMaxIdle workers wait for work; one more exits.  The pool
  *     lives as long as the process (never destroyed: detached workers may
