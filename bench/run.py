@@ -403,6 +403,7 @@ class Bench:
         self.file_rate("after the enabled runs")
         for k, v in cpu.items():
             self.results[("enabled",) + k] = statistics.median(v)
+            self.results[("enabled_reps",) + k] = list(v)
             self.results[("enabled_wall",) + k] = statistics.median(wall[k])
             log("enabled %s %s %dT: cpu %s wall %s ns/event" % (k[2], k[0], k[1], v, wall[k]))
 
@@ -1068,6 +1069,23 @@ def ms(us):
     return None if us is None else us / 1e3
 
 
+def paired_ratios(results):
+    """For each enabled row with both sides: the median of the per-repetition
+    ratios (the sides run interleaved, so repetition i of each ran side by
+    side), and the ratios themselves."""
+    out = []
+    for k, v in sorted(results.items()):
+        if k[0] != "enabled_reps" or k[3] != "strata":
+            continue
+        l = results.get(("enabled_reps", k[1], k[2], "lttng"))
+        if not l or len(l) != len(v) or not all(l):
+            continue
+        r = [a / b for a, b in zip(v, l)]
+        out.append("%s %dT %.2f [%s]" % (k[1], k[2], statistics.median(r),
+                                         " ".join("%.2f" % x for x in r)))
+    return out
+
+
 def print_table(rows, f):
     head = ("workload", "Strata", "LTTng-UST", "ratio", "target", "met?")
     print("| " + " | ".join(head) + " |", file=f)
@@ -1123,6 +1141,11 @@ def main():
     for k, v in sorted(b.results.items()):
         if k[0] == "enabled_wall":
             print("wall time: enabled %s %s, %d thread(s): %.1f ns/event/thread" % (k[3], k[1], k[2], v))
+    paired = paired_ratios(b.results)
+    if paired:
+        print("enabled, paired: each repetition's Strata figure over the LTTng-UST run beside it "
+              "(the machine's slow phases slow both; the table's ratio is of the two medians): " +
+              "; ".join(paired))
     for k, maps in sorted(b.results.items()):
         if k[0] == "mem":
             print("memory %s %d thread(s), shared mappings (Rss/Pss KiB): %s" % (k[2], k[1], "; ".join(
