@@ -351,6 +351,52 @@ TEST(TracedExit, DrainEndsWhenItsProcessExitsNotAtItsWaitTimeout)
 	expect_exact(s, 1, 100);
 }
 
+// A sub-trace that cannot be made (a file where its directory goes): its
+// drain says so and counts an error, the traced process is not harmed, the
+// daemon goes on, and once the way is clear the session's next process
+// records exactly.  The opening comes after the drain's first copy
+// (consumerd/drain.cpp, Drain::drain_once), so this is the path where a
+// failed opening ends a drain that already took packets.
+TEST(TracedOutput, ASubTraceThatCannotBeMadeIsReportedAndTheNextProcessRecords)
+{
+	Daemon d;
+	CtlClient c;
+	std::string t, err;
+	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE, true));
+	ASSERT_EQ(c.open("", err), 0) << err;
+	const std::string out = d.dir + "/out";
+	proto::ChannelConfig ch;
+	ch.subbuf_size = 4096; // 8000 events of 20 bytes fill many packets
+	ch.n_subbuf = 4;
+	session(c, "s", out, ch);
+	{
+		std::ofstream blocker(out + "/ust");
+		blocker << "not a directory\n";
+	}
+	ASSERT_EQ(run_app({"1", "8000"}), 0);
+	// The first drain's failure is counted (a condition polled, with a
+	// deadline): only then is the way cleared for the second process.
+	uint64_t errors = 0;
+	for (int64_t end = proto::now_ms() + 20000; proto::now_ms() < end;) {
+		proto::Message m;
+		ASSERT_EQ(c.call(proto::Status{"s"}, m, t), 0) << t;
+		errors = std::get<proto::StatusReply>(m.body).sessions.at(0).errors;
+		if (errors)
+			break;
+		struct pollfd none;
+		poll(&none, 0, 5);
+	}
+	EXPECT_EQ(errors, 1u);
+	EXPECT_NE(d.log_text().find("this buffer is not recorded"), std::string::npos) << d.log_text();
+	ASSERT_EQ(unlink((out + "/ust").c_str()), 0);
+	ASSERT_EQ(run_app({"1", "8000"}), 0);
+	EXPECT_EQ(c.command(proto::Stop{"s"}, t), 0) << t;
+	Scan s;
+	scan_dir(out, s);
+	EXPECT_EQ(s.subtraces, 1u); // the second process's only
+	expect_exact(s, 1, 8000);
+}
+
 TEST_F(Traced, KilledProcessKeepsItsCommittedEvents)
 {
 	session(c, "s", out);
