@@ -62,6 +62,11 @@ static std::atomic<const strata_kclock *> g_kclock{nullptr};
 // once (CAS from null) before g_clock_id becomes STRATA_CLOCK_CONSUMER_PAGE.
 static std::atomic<const strata_kclock *> g_upage_offered{nullptr};
 static std::atomic<const strata_kclock *> g_upage{nullptr};
+// The chosen page (g_kclock or g_upage), for clock_now()'s inline first
+// try (rt_internal.h); stored by the thread whose choice won, after it.
+// Null (not yet stored, or clock_gettime chosen): every read takes
+// clock_now_slow(), which switches on g_clock_id, so both are correct.
+std::atomic<const strata_kclock *> g_clock_page{nullptr};
 // The file of the offered page (an unchanged daemon offers the same one at
 // every query): offers are serialised by the caller (the state query).
 static dev_t g_upage_dev;
@@ -141,7 +146,7 @@ static uint64_t monotonic_now()
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t clock_now()
+uint64_t clock_now_slow()
 {
 	uint64_t ns;
 	// Relaxed: the id never changes once a slot is open, and slot open
@@ -207,10 +212,16 @@ extern "C" STRATA_EXPORT uint32_t strata_rt_clock_id(void)
 	uint32_t chosen = choose_clock();
 	// Release: publishes g_kclock with the id; on failure another thread
 	// decided first and its choice stands (acquire: pairs with its CAS).
-	if (g_clock_id.compare_exchange_strong(id, chosen, std::memory_order_acq_rel,
-					       std::memory_order_acquire))
-		return chosen;
-	return id;
+	if (!g_clock_id.compare_exchange_strong(id, chosen, std::memory_order_acq_rel,
+						std::memory_order_acquire))
+		return id;
+	// Release: the page's mapping before the pointer; pairs with the
+	// acquire load in clock_now().
+	if (chosen == STRATA_CLOCK_PAGE)
+		g_clock_page.store(g_kclock.load(std::memory_order_relaxed), std::memory_order_release);
+	else if (chosen == STRATA_CLOCK_CONSUMER_PAGE)
+		g_clock_page.store(g_upage.load(std::memory_order_relaxed), std::memory_order_release);
+	return chosen;
 }
 
 extern "C" STRATA_EXPORT int strata_rt_clock_offer(int fd)

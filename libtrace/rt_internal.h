@@ -27,6 +27,7 @@
 #include <strata/tracepoint.h>
 
 #include "abi/strata_abi.h"
+#include "../kmod/user/strata_kclock.h"
 #include "runtime.h"
 #include "tsan.h"
 
@@ -162,8 +163,21 @@ void wake_consumer(strata_buffer_header *hdr);
 void writer_count_discarded(unsigned slot); // a filtered event dropped unseen
 uint32_t current_tid();
 
-// Clock (clock.cpp).
-uint64_t clock_now();
+// Clock (clock.cpp).  clock_now() is the event's timestamp: one inline
+// try of the chosen page (no call, no switch: the hot path), else
+// clock_now_slow(), which retries, waits for a busy consumer page, or falls
+// back to clock_gettime exactly as the clock's contract says.
+uint64_t clock_now_slow();
+extern std::atomic<const strata_kclock *> g_clock_page;
+__attribute__((always_inline)) inline uint64_t clock_now()
+{
+	uint64_t ns;
+	// Acquire: pairs with the release store in strata_rt_clock_id.
+	const strata_kclock *k = g_clock_page.load(std::memory_order_acquire);
+	if (__builtin_expect(k != nullptr, 1) && __builtin_expect(strata_kclock_try(k, &ns) == 0, 1))
+		return ns;
+	return clock_now_slow();
+}
 
 // Health counters and a rate-limited stderr warning (AS-safe: write(2)).
 void warn(const char *msg);

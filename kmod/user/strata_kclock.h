@@ -67,39 +67,53 @@ static inline uint64_t strata_kclock_convert(uint64_t tsc, uint64_t cycle_last,
 	return base_ns + (uint64_t)(v >> shift);
 }
 
-static inline int strata_kclock_now(const struct strata_kclock *k, uint64_t *ns)
+/*
+ * One attempt: 0 and *ns set; 1 when the writer was in the middle of an
+ * update (odd or changed seq: try again); -1 when the page is not valid.
+ * Inlined by hot callers, which take any non-zero to their slow path.
+ */
+static inline int strata_kclock_try(const struct strata_kclock *k, uint64_t *ns)
 {
 #if defined(__x86_64__)
-	for (int tries = 0; tries < 1000; tries++) {
-		/* Acquire: pairs with the kernel's smp_wmb before the final
-		 * (even) seq store; the fields below are at least as new. */
-		uint32_t seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
+	/* Acquire: pairs with the kernel's smp_wmb before the final (even)
+	 * seq store; the fields below are at least as new. */
+	uint32_t seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
 
-		if (seq & 1)
-			continue;
-		uint32_t flags = __atomic_load_n(&k->flags, __ATOMIC_RELAXED);
-		uint64_t last = __atomic_load_n(&k->cycle_last, __ATOMIC_RELAXED);
-		uint64_t mask = __atomic_load_n(&k->mask, __ATOMIC_RELAXED);
-		uint64_t xn = __atomic_load_n(&k->xtime_nsec, __ATOMIC_RELAXED);
-		uint64_t base = __atomic_load_n(&k->base_ns, __ATOMIC_RELAXED);
-		uint32_t mult = __atomic_load_n(&k->mult, __ATOMIC_RELAXED);
-		uint32_t shift = __atomic_load_n(&k->shift, __ATOMIC_RELAXED);
-		uint64_t tsc = strata_kclock_rdtsc();
+	if (seq & 1)
+		return 1;
+	uint32_t flags = __atomic_load_n(&k->flags, __ATOMIC_RELAXED);
+	uint64_t last = __atomic_load_n(&k->cycle_last, __ATOMIC_RELAXED);
+	uint64_t mask = __atomic_load_n(&k->mask, __ATOMIC_RELAXED);
+	uint64_t xn = __atomic_load_n(&k->xtime_nsec, __ATOMIC_RELAXED);
+	uint64_t base = __atomic_load_n(&k->base_ns, __ATOMIC_RELAXED);
+	uint32_t mult = __atomic_load_n(&k->mult, __ATOMIC_RELAXED);
+	uint32_t shift = __atomic_load_n(&k->shift, __ATOMIC_RELAXED);
+	uint64_t tsc = strata_kclock_rdtsc();
 
-		/* Acquire fence: the loads above complete before the re-check;
-		 * pairs with the kernel's smp_wmb after the odd seq store. */
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&k->seq, __ATOMIC_RELAXED) != seq)
-			continue;
-		if (!(flags & STRATA_KCLOCK_VALID) || shift > 63)
-			return -1;
-		*ns = strata_kclock_convert(tsc, last, mask, xn, base, mult, shift);
-		return 0;
-	}
+	/* Acquire fence: the loads above complete before the re-check;
+	 * pairs with the kernel's smp_wmb after the odd seq store. */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&k->seq, __ATOMIC_RELAXED) != seq)
+		return 1;
+	if (!(flags & STRATA_KCLOCK_VALID) || shift > 63)
+		return -1;
+	*ns = strata_kclock_convert(tsc, last, mask, xn, base, mult, shift);
+	return 0;
 #else
 	(void)k;
 	(void)ns;
+	return -1;
 #endif
+}
+
+static inline int strata_kclock_now(const struct strata_kclock *k, uint64_t *ns)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		int rc = strata_kclock_try(k, ns);
+
+		if (rc <= 0)
+			return rc;
+	}
 	return -1;
 }
 
