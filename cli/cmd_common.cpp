@@ -314,6 +314,18 @@ std::string self_dir()
 	return s.substr(0, s.rfind('/'));
 }
 
+std::string find_library(const std::string &file)
+{
+	const std::string d = self_dir();
+	const std::string lib = STRATA_LIBDIR;
+	for (const std::string &p : {d + "/" + file, d + "/../lib/" + file, d + "/../lib/strata/" + file,
+				     d + "/../preload/" + file, d + "/../jvm/" + file, lib + "/" + file,
+				     lib + "/strata/" + file})
+		if (access(p.c_str(), R_OK) == 0)
+			return p;
+	return "";
+}
+
 std::string find_consumerd()
 {
 	const char *env = getenv("STRATA_CONSUMERD");

@@ -42,25 +42,13 @@ void forward_signal(int sig)
 		kill(g_child, sig);
 }
 
-// libstrata-pthread.so next to strata, in ../lib, or in the build tree; a
-// NAME with a '/' is the library's path itself.
+// libstrata-NAME.so where cli::find_library looks; a NAME with a '/' is
+// the library's path itself.
 std::string find_preload(const std::string &name)
 {
 	if (name.find('/') != std::string::npos)
 		return access(name.c_str(), R_OK) == 0 ? cli::absolute_path(name) : "";
-	std::string d = cli::self_dir();
-	std::string file = "libstrata-" + name + ".so";
-#ifndef STRATA_LIBDIR
-#define STRATA_LIBDIR "/usr/local/lib"
-#endif
-	// The build tree, an install's lib/ next to bin/, and the configured
-	// libdir (lib/x86_64-linux-gnu with prefix /usr).
-	for (const std::string &p : {d + "/" + file, d + "/../lib/" + file, d + "/../lib/strata/" + file,
-				     d + "/../preload/" + file, d + "/../jvm/" + file,
-				     std::string(STRATA_LIBDIR) + "/" + file})
-		if (access(p.c_str(), R_OK) == 0)
-			return p;
-	return "";
+	return cli::find_library("libstrata-" + name + ".so");
 }
 
 // strata.jar beside libstrata-jvm.so: the build tree keeps both in jvm/, an

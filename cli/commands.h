@@ -47,6 +47,14 @@ std::string absolute_path(const std::string &p);
 
 // The directory of the running strata executable.
 std::string self_dir();
+#ifndef STRATA_LIBDIR // the configured libdir (CMake defines it)
+#define STRATA_LIBDIR "/usr/local/lib"
+#endif
+// One of our libraries (FILE: a file name): beside strata or in the build
+// tree's preload/ and jvm/, in an install's lib/ or lib/strata/ next to
+// bin/, or in the configured libdir or its strata/ (lib/x86_64-linux-gnu
+// with prefix /usr).  "" if none is readable.
+std::string find_library(const std::string &file);
 // strata-consumerd: $STRATA_CONSUMERD, next to strata, the build tree's
 // consumerd/, or PATH; "" if none.
 std::string find_consumerd();

@@ -8,6 +8,8 @@
 #     the tp_sync object (a path without the build type), record it too.
 #  5. `PREFIX/bin/strata record --preload pthread` of an unmodified program
 #     (pt_plain.c, no Strata in it): its lock events are recorded.
+#  3b. `PREFIX/bin/strata view` reads that trace through the reader module
+#     (lib/strata/libstrata-cli-read.so); strata copied away from it says so.
 #  6. a preload library the loader refuses: strata record says so, with the
 #     loader's message, and runs nothing.
 # Nothing runs ldconfig and LD_LIBRARY_PATH is unset: every installed
@@ -28,7 +30,7 @@ run cmake --install "$build" --prefix "$prefix" > "$work/install.log" 2>&1 \
 	&& ok "cmake --install into $prefix" || { cat "$work/install.log"; fail "cmake --install"; }
 for f in bin/strata include/strata/tracepoint.h lib/libstrata.so lib/cmake/Strata/StrataConfig.cmake \
 	 lib/cmake/Strata/StrataConfigVersion.cmake lib/cmake/Strata/StrataTargets.cmake \
-	 lib/pkgconfig/strata.pc; do
+	 lib/pkgconfig/strata.pc lib/strata/libstrata-cli-read.so; do
 	[ -e "$prefix/$f" ] && ok "installed $f" || fail "installed $f"
 done
 
@@ -62,6 +64,32 @@ check_trace() { # name binary n
 	done
 }
 [ -x "$work/outside/strata-outside" ] && check_trace cmake "$work/outside/strata-outside" 100
+
+# 3b. `strata view` of the installed CLI reads that trace through its reader
+# module (lib/strata/libstrata-cli-read.so, loaded by view and analyze only).
+if [ -d "$work/trace-cmake" ]; then
+	if "$prefix/bin/strata" view "$work/trace-cmake" > "$work/view.txt" 2> "$work/view.err"; then
+		ok "installed strata view exits 0"
+	else
+		cat "$work/view.err"; fail "installed strata view exits 0"
+	fi
+	got=$(grep -c 'outside:step' "$work/view.txt")
+	[ "$got" -eq 100 ] && ok "installed strata view: 100 outside:step events" \
+		|| fail "installed strata view: 100 outside:step events (got $got)"
+	# strata copied away from its module: view fails and says what is missing
+	# (unless the configured libdir holds one, from an earlier install).
+	cfg_libdir=$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' "$build/CMakeCache.txt")/$(sed -n 's/^CMAKE_INSTALL_LIBDIR:PATH=//p' "$build/CMakeCache.txt")
+	mkdir -p "$work/lonely/bin" && cp "$prefix/bin/strata" "$work/lonely/bin/"
+	"$work/lonely/bin/strata" view "$work/trace-cmake" > "$work/lonely.txt" 2> "$work/lonely.err"
+	rc=$?
+	if [ -e "$cfg_libdir/strata/libstrata-cli-read.so" ]; then
+		ok "strata without its reader module: not checked ($cfg_libdir/strata holds one)"
+	elif [ $rc -eq 1 ] && grep -q "libstrata-cli-read.so not found" "$work/lonely.err"; then
+		ok "strata without its reader module: view exits 1 naming the module"
+	else
+		cat "$work/lonely.err"; fail "strata without its reader module: view exits 1 naming the module (rc $rc)"
+	fi
+fi
 
 # 4. pkg-config.
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
