@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "abi/strata_abi.h"
+#include "strata_abi.h"
 #include "commands.h"
 #include "control/ctl_client.h"
 

@@ -3,7 +3,7 @@
  */
 #include <cstdio>
 
-#include "abi/strata_abi.h"
+#include "strata_abi.h"
 #include "commands.h"
 #include "control/ctl_client.h"
 

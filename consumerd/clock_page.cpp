@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../kmod/user/strata_kclock.h"
+#include "strata_kclock.h"
 
 namespace strata {
 

@@ -2,8 +2,8 @@
  * clock_page.h - strata-consumerd's clock page: the TSC mapped to
  * CLOCK_MONOTONIC ns, calibrated in user space, published in a sealed memfd
  * with the layout of the kernel module's page (struct strata_kclock,
- * kmod/uapi/strata_kabi.h; flags VALID | USER), so that traced processes
- * read it with the module page's reader (kmod/user/strata_kclock.h) and
+ * abi/strata_kabi.h; flags VALID | USER), so that traced processes
+ * read it with the module page's reader (abi/strata_kclock.h) and
  * stamp events without a system call when the module is not loaded.
  *
  * Contract:

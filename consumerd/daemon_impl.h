@@ -80,7 +80,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "abi/strata_abi.h"
+#include "strata_abi.h"
 #include "clock_page.h"
 #include "control/names.h"
 #include "drain.h"

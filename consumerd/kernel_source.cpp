@@ -17,8 +17,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../kmod/user/strata_kmod.h"
-#include "abi/strata_abi.h"
+#include "strata_kmod.h"
+#include "strata_abi.h"
 
 namespace strata {
 

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "abi/strata_abi.h"
+#include "strata_abi.h"
 
 namespace strata {
 namespace {

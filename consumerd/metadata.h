@@ -1,7 +1,7 @@
 /*
  * metadata.h - CTF 1.8 metadata (TSDL text) for one Strata sub-trace.
  *
- * The layout described here is the one fixed by libtrace/abi/strata_abi.h:
+ * The layout described here is the one fixed by abi/strata_abi.h:
  * the 88-byte packet header/context, then records in one of two formats
  * (TraceEnv::record_format).  STRATA_REC_COMPACT (user space): byte-packed
  * records with LTTng's compact/extended header (5-bit id, 27-bit timestamp,

@@ -23,7 +23,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "abi/strata_abi.h"
+#include "strata_abi.h"
 
 namespace strata {
 

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "abi/strata_abi.h"
+#include "strata_abi.h"
 
 namespace strata {
 

@@ -41,8 +41,7 @@
 
 #include "jvm_internal.h"
 
-extern "C" void strata_rt_set_change_hook(void (*hook)(void)); // libtrace/change_hook.cpp
-extern "C" uint32_t strata_rt_slot_generation(unsigned slot); // libtrace/slots.cpp
+#include "runtime.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
  *     off (so writers never overlap).  It copies tkr_mono under the page's
  *     sequence counter: seq odd, fields, seq even.
  *   - Readers (user space, read-only mapping) retry while seq is odd or
- *     changed; see kmod/user/strata_kclock.h.
+ *     changed; see abi/strata_kclock.h.
  *   - The parameters are those the vDSO uses, so the result equals
  *     clock_gettime(CLOCK_MONOTONIC) and inherits its monotonicity.  When
  *     the clock source is not the TSC, STRATA_KCLOCK_VALID is cleared.

@@ -13,8 +13,6 @@
 
 #include "rt_internal.h"
 
-typedef void (*strata_rt_change_hook)(void);
-
 namespace {
 // Release in set pairs with the acquire in strata_rt_state_changed: a hook
 // seen is fully initialised by whoever set it.

@@ -3,7 +3,7 @@
  * counters.  The clock is a switch on a process-wide id:
  *   STRATA_CLOCK_PAGE       the kernel module's clock page (TSC converted
  *                           with the kernel's own CLOCK_MONOTONIC parameters,
- *                           kmod/user/strata_kclock.h): no system call;
+ *                           abi/strata_kclock.h): no system call;
  *   STRATA_CLOCK_CONSUMER_PAGE  strata-consumerd's page (same layout and
  *                           reader; TSC calibrated in user space against
  *                           CLOCK_MONOTONIC, consumerd/clock_page.h);
@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "rt_internal.h"
-#include "../kmod/user/strata_kclock.h"
+#include "strata_kclock.h"
 
 namespace strata {
 

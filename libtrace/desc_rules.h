@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "abi/strata_abi.h"
+#include "strata_abi.h"
 
 namespace strata {
 

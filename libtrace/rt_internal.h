@@ -26,8 +26,8 @@
 
 #include <strata/tracepoint.h>
 
-#include "abi/strata_abi.h"
-#include "../kmod/user/strata_kclock.h"
+#include "strata_abi.h"
+#include "strata_kclock.h"
 #include "runtime.h"
 #include "tsan.h"
 

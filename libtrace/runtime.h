@@ -1,7 +1,11 @@
 /*
  * runtime.h - internal contract between the tracing runtime (libtrace: the
  * registry, buffers and writer) and the control plane (the state query client,
- * tp-sync, tp-async).  Not installed.  Everything here is hidden visibility.
+ * tp-sync, tp-async, the preload library, the JVM agent).  Not installed:
+ * an internal interface, not a public API.  The functions are nevertheless
+ * exported from libstrata.so (STRATA_EXPORT, the strata_* version script),
+ * since their callers are objects linked into other modules (tp-sync and
+ * tp-async into programs, libstrata-pthread.so, libstrata-jvm.so).
  *
  * Roles:
  *   - module constructors/destructors call strata_register_tracepoints /
@@ -23,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "abi/strata_abi.h"
+#include "strata_abi.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -130,6 +134,12 @@ int strata_rt_clock_offer(int fd);
  */
 typedef void (*strata_rt_fork_hook)(void);
 void strata_rt_set_fork_child_hook(strata_rt_fork_hook hook);
+
+/* One process-wide hook run after the control plane changed tracepoint
+ * states (libtrace/change_hook.cpp); it may run in a signal handler, so it
+ * must be async-signal-safe.  The last one set wins; NULL removes it. */
+typedef void (*strata_rt_change_hook)(void);
+void strata_rt_set_change_hook(strata_rt_change_hook hook);
 
 /* Counters of the runtime's own health (for `strata status` and tests):
  * broken invariants met (each one also warned once on stderr) and

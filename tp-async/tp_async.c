@@ -13,10 +13,8 @@
  * acknowledgement the daemon waits for before answering the controller.
  * No thread is added to the program and no descriptor stays open.
  */
-extern int strata_ctl_async_init(int signo);
-extern int strata_ctl_fork_child(void);
-typedef void (*strata_rt_fork_hook)(void);
-extern void strata_rt_set_fork_child_hook(strata_rt_fork_hook hook);
+#include "control/control.h"
+#include "runtime.h"
 
 static void strata__tp_async_fork_child(void)
 {

@@ -13,10 +13,8 @@
  * child and calls the hook registered here, so the child registers as a
  * process of its own and records into buffers of its own.
  */
-extern int strata_ctl_sync_query(void);
-extern int strata_ctl_fork_child(void);
-typedef void (*strata_rt_fork_hook)(void);
-extern void strata_rt_set_fork_child_hook(strata_rt_fork_hook hook);
+#include "control/control.h"
+#include "runtime.h"
 
 static void strata__tp_sync_fork_child(void)
 {

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../kmod/user/strata_kmod.h"
+#include "strata_kmod.h"
 
 namespace strata {
 namespace {

@@ -85,7 +85,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../kmod/user/strata_kmod.h"
+#include "strata_kmod.h"
 #include "kmod_link.h"
 #include "proto/proc_codec.h"
 #include "proto/sock.h"

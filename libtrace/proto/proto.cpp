@@ -12,7 +12,7 @@
 #include <cctype>
 #include <cstring>
 
-#include "abi/strata_abi.h"
+#include "strata_abi.h"
 
 namespace strata {
 namespace proto {

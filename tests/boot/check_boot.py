@@ -105,7 +105,7 @@ def main():
               "each child kept a contiguous newest tail ending at %d (%s)" %
               (nev - 1, [len(children.get(c, [])) for c in range(nchild)]))
         # packet_seq_num is not exposed by bt2: the first packet header of
-        # each stream file (libtrace/abi/strata_abi.h: u64 at byte 64).
+        # each stream file (abi/strata_abi.h: u64 at byte 64).
         cseq = []
         for f in glob.glob(os.path.join(trace, "ust", "pid", "*", "channel0_*")):
             vp = int(os.path.basename(os.path.dirname(f)).split("-")[-3])

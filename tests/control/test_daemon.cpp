@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
-#include "abi/strata_abi.h"
+#include "strata_abi.h"
 
 using namespace strata;
 using strata_test::Daemon;

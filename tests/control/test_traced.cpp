@@ -22,7 +22,7 @@
 #include <sstream>
 #include <sys/mman.h>
 
-#include "abi/strata_abi.h"
+#include "strata_abi.h"
 #include "proto/proc_codec.h"
 
 using namespace strata;

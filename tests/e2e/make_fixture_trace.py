@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Write a small, fully known CTF 1.8 trace in the layout Strata writes
-(libtrace/abi/strata_abi.h packet header, consumerd/metadata.cpp TSDL), so
+(abi/strata_abi.h packet header, consumerd/metadata.cpp TSDL), so
 that `strata view` can be checked line by line without a tracing session.
 
 usage: make_fixture_trace.py OUTDIR [--other]

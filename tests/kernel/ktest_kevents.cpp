@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "abi/strata_abi.h"
+#include "strata_abi.h"
 #include "metadata.h"
 #include "reader.h"
 #include "strata_kmod.h"

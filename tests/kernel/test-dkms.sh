@@ -28,9 +28,11 @@ if ! "$kmod/dkms.sh" install $opts > "$t/log" 2>&1; then
 	cat "$t/log"; echo "FAIL: dkms.sh install"; exit 1
 fi
 fail=0
-[ -r "$t/src/strata-$ver/abi/strata_abi.h" ] && [ -r "$t/src/strata-$ver/dkms.conf" ] || {
-	echo "FAIL: the source tree lacks abi/strata_abi.h or dkms.conf"; fail=1; }
-if grep -n '\.\./libtrace' "$t/src/strata-$ver"/*.c "$t/src/strata-$ver"/*.h "$t/src/strata-$ver"/uapi/*.h; then
+for f in abi/strata_abi.h abi/strata_kabi.h dkms.conf Kbuild; do
+	[ -r "$t/src/strata-$ver/$f" ] || { echo "FAIL: the source tree lacks $f"; fail=1; }
+done
+if grep -n '\.\./' "$t/src/strata-$ver"/*.c "$t/src/strata-$ver"/*.h "$t/src/strata-$ver"/abi/*.h \
+	"$t/src/strata-$ver"/compat/*.h "$t/src/strata-$ver"/Kbuild; then
 	echo "FAIL: the source tree refers outside itself"; fail=1
 fi
 for k in $kvers; do

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "abi/strata_abi.h"
+#include "strata_abi.h"
 #include "metadata.h"
 
 using namespace strata;

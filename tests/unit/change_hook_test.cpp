@@ -9,8 +9,6 @@
 
 #include "runtime.h"
 
-extern "C" void strata_rt_set_change_hook(void (*hook)(void));
-
 namespace {
 
 std::atomic<int> g_a{0}, g_b{0};

@@ -18,9 +18,9 @@
 #include <unistd.h>
 #include <vector>
 
-#include "abi/strata_abi.h"
+#include "strata_abi.h"
 #include "clock_page.h"
-#include "kmod/user/strata_kclock.h"
+#include "strata_kclock.h"
 #include "runtime.h"
 
 namespace strata {

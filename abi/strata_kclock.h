@@ -21,7 +21,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "../uapi/strata_kabi.h"
+#include "strata_kabi.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,6 +1,6 @@
 /*
  * strata_kmod.h - thin user-space wrappers of the /dev/strata ioctls
- * (kmod/uapi/strata_kabi.h), header-only C11/C++17.  Every function returns
+ * (abi/strata_kabi.h), header-only C11/C++17.  Every function returns
  * 0 (or a non-negative value) on success and -errno on failure, sets every
  * struct's `size`, and zeroes reserved fields.  They make system calls only
  * (no allocation, no lock): safe in a signal handler (tp-async).
@@ -25,7 +25,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "../uapi/strata_kabi.h"
+#include "strata_kabi.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -37,7 +37,7 @@
  * tracepoint; later rules win; loglevel INFO; filters are not applied) gets
  * a kernel buffer: KBUF_OPEN returns an fd of a regular (shmem) file of
  * total_size bytes, like a user buffer's memfd, whose mmap (offset 0,
- * read-write, MAP_SHARED) is an ordinary libtrace/abi/strata_abi.h buffer,
+ * read-write, MAP_SHARED) is an ordinary abi/strata_abi.h buffer,
  * one lane per CPU, discard mode, CLOCK_MONOTONIC, its event descriptors in
  * its table.
  * The consumer reads it like a user buffer, except that no futex wake comes
@@ -79,7 +79,7 @@
 #define STRATA_KABI_PATTERN_MAX 128u  /* = STRATA_PATTERN_MAX */
 #define STRATA_KABI_FILTER_MAX 256u   /* = STRATA_FILTER_MAX */
 #define STRATA_KABI_COMM_MAX 16u      /* = TASK_COMM_LEN */
-#define STRATA_KABI_NAME_MAX 64u      /* = STRATA_NAME_MAX of libtrace/abi */
+#define STRATA_KABI_NAME_MAX 64u      /* = STRATA_NAME_MAX of strata_abi.h */
 #define STRATA_KABI_SOCK_MAX 108u     /* = sizeof(sockaddr_un.sun_path) */
 #define STRATA_KABI_RULE_PIDS 64u     /* per-rule pid targets */
 #define STRATA_KABI_RULE_COMMS 16u    /* per-rule name targets */
@@ -307,7 +307,7 @@ struct strata_kabi_kbuf_open {
  *     base_ns + ((((c - cycle_last) & mask) * mult + xtime_nsec) >> shift)
  * computed in 128 bits; a c below cycle_last counts as cycle_last.  Valid
  * only when flags has STRATA_KCLOCK_VALID (the clock source is the TSC);
- * otherwise use clock_gettime().  kmod/user/strata_kclock.h reads it.
+ * otherwise use clock_gettime().  abi/strata_kclock.h reads it.
  */
 #define STRATA_KCLOCK_MAGIC 0x4b434c4bu /* "KCLK" */
 #define STRATA_KCLOCK_VALID 0x1u
