@@ -47,46 +47,87 @@ namespace {
 
 // -------------------------------------------------------------- the events
 
-enum Ev {
-	kVmStart,
-	kVmDeath,
-	kThreadStart,
-	kThreadEnd,
-	kThreadExists,
-	kContendedEnter,
-	kContendedEntered,
-	kWait,
-	kWaited,
-	kGcStart,
-	kGcFinish,
-	kMethodLoad,
-	kMethodUnload,
-	kCodeGenerated,
-	kNumEv
+// Each schema is written once, as a list of its fields in record order:
+//   STR(member, "name")                      a string (const char *)
+//   INT(member, "name", bytes, signed, base) an integer (int64_t if signed)
+// From a list come the declared fields (kF_<schema>), a typed record
+// (struct R_<schema>, filled by member name) and the code that packs the
+// record into strata_dyn_values in field order.  The event list ties each
+// event to its schema: emit<kEvent>(record) accepts only that schema's
+// record, so a mismatch is a compile error, and reordering a list reorders
+// the fields and the packing together.
+#define JS_vm(STR, INT) INT(pid, "pid", 4, 0, 10)
+#define JS_thread(STR, INT)                                                                        \
+	STR(name, "name") INT(java_tid, "java_tid", 8, 1, 10) INT(os_tid, "os_tid", 4, 0, 10)      \
+	INT(daemon, "daemon", 1, 0, 10)
+#define JS_MONITOR_HEAD(STR, INT)                                                                  \
+	STR(cls, "class") INT(hash, "hash", 4, 0, 16) INT(os_tid, "os_tid", 4, 0, 10)
+#define JS_enter(STR, INT)                                                                         \
+	JS_MONITOR_HEAD(STR, INT) INT(owner_java_tid, "owner_java_tid", 8, 1, 10) STR(stack, "stack")
+#define JS_entered(STR, INT) JS_MONITOR_HEAD(STR, INT) INT(wait_ns, "wait_ns", 8, 0, 10)
+#define JS_wait(STR, INT) JS_MONITOR_HEAD(STR, INT) INT(timeout_ms, "timeout_ms", 8, 1, 10)
+#define JS_waited(STR, INT)                                                                        \
+	JS_MONITOR_HEAD(STR, INT) INT(timed_out, "timed_out", 1, 0, 10) INT(wait_ns, "wait_ns", 8, 0, 10)
+#define JS_gc_start(STR, INT) INT(gc, "gc", 4, 0, 10)
+#define JS_gc_finish(STR, INT) INT(gc, "gc", 4, 0, 10) INT(duration_ns, "duration_ns", 8, 0, 10)
+#define JS_load(STR, INT)                                                                          \
+	INT(address, "address", 8, 0, 16) INT(size, "size", 4, 0, 10) STR(method, "method")
+#define JS_unload(STR, INT) INT(address, "address", 8, 0, 16)
+#define JS_code(STR, INT)                                                                          \
+	INT(address, "address", 8, 0, 16) INT(size, "size", 4, 0, 10) STR(name, "name")
+#define JVM_SCHEMAS(X)                                                                             \
+	X(vm) X(thread) X(enter) X(entered) X(wait) X(waited) X(gc_start) X(gc_finish) X(load)     \
+	X(unload) X(code)
+
+// The events: EV(enumerator, event name, loglevel, schema).
+#define JVM_EVENTS(EV)                                                                             \
+	EV(kVmStart, "vm_start", STRATA_LOGLEVEL_INFO, vm)                                         \
+	EV(kVmDeath, "vm_death", STRATA_LOGLEVEL_INFO, vm)                                         \
+	EV(kThreadStart, "thread_start", STRATA_LOGLEVEL_INFO, thread)                             \
+	EV(kThreadEnd, "thread_end", STRATA_LOGLEVEL_INFO, thread)                                 \
+	EV(kThreadExists, "thread_exists", STRATA_LOGLEVEL_INFO, thread)                           \
+	EV(kContendedEnter, "monitor_contended_enter", STRATA_LOGLEVEL_INFO, enter)                \
+	EV(kContendedEntered, "monitor_contended_entered", STRATA_LOGLEVEL_INFO, entered)          \
+	EV(kWait, "monitor_wait", STRATA_LOGLEVEL_INFO, wait)                                      \
+	EV(kWaited, "monitor_waited", STRATA_LOGLEVEL_INFO, waited)                                \
+	EV(kGcStart, "gc_start", STRATA_LOGLEVEL_INFO, gc_start)                                   \
+	EV(kGcFinish, "gc_finish", STRATA_LOGLEVEL_INFO, gc_finish)                                \
+	EV(kMethodLoad, "method_load", STRATA_LOGLEVEL_DEBUG, load)                                \
+	EV(kMethodUnload, "method_unload", STRATA_LOGLEVEL_DEBUG, unload)                          \
+	EV(kCodeGenerated, "code_generated", STRATA_LOGLEVEL_DEBUG, code)
+
+#define JVM_EV_ENUM(id, nm, lvl, s) id,
+enum Ev { JVM_EVENTS(JVM_EV_ENUM) kNumEv };
+
+template <bool Signed> struct JvmInt {
+	using type = uint64_t;
 };
+template <> struct JvmInt<true> {
+	using type = int64_t;
+};
+inline void jvm_pack(strata_dyn_value &v, const char *x) { v.s = x; }
+inline void jvm_pack(strata_dyn_value &v, int64_t x) { v.i = x; }
+inline void jvm_pack(strata_dyn_value &v, uint64_t x) { v.u = x; }
 
-#define INT(n, sz, sgn, base) {n, STRATA_FIELD_INTEGER, sz, sgn, base, 0}
-#define STR(n) {n, STRATA_FIELD_STRING, 0, 0, 0, 0}
-
-const strata_dyn_field f_vm[] = {INT("pid", 4, 0, 10)};
-const strata_dyn_field f_thread[] = {STR("name"), INT("java_tid", 8, 1, 10), INT("os_tid", 4, 0, 10),
-				     INT("daemon", 1, 0, 10)};
-const strata_dyn_field f_enter[] = {STR("class"), INT("hash", 4, 0, 16), INT("os_tid", 4, 0, 10),
-				    INT("owner_java_tid", 8, 1, 10), STR("stack")};
-const strata_dyn_field f_entered[] = {STR("class"), INT("hash", 4, 0, 16), INT("os_tid", 4, 0, 10),
-				      INT("wait_ns", 8, 0, 10)};
-const strata_dyn_field f_wait[] = {STR("class"), INT("hash", 4, 0, 16), INT("os_tid", 4, 0, 10),
-				   INT("timeout_ms", 8, 1, 10)};
-const strata_dyn_field f_waited[] = {STR("class"), INT("hash", 4, 0, 16), INT("os_tid", 4, 0, 10),
-				     INT("timed_out", 1, 0, 10), INT("wait_ns", 8, 0, 10)};
-const strata_dyn_field f_gc_start[] = {INT("gc", 4, 0, 10)};
-const strata_dyn_field f_gc_finish[] = {INT("gc", 4, 0, 10), INT("duration_ns", 8, 0, 10)};
-const strata_dyn_field f_load[] = {INT("address", 8, 0, 16), INT("size", 4, 0, 10), STR("method")};
-const strata_dyn_field f_unload[] = {INT("address", 8, 0, 16)};
-const strata_dyn_field f_code[] = {INT("address", 8, 0, 16), INT("size", 4, 0, 10), STR("name")};
-
-#undef INT
-#undef STR
+#define JF_STR(m, n) {n, STRATA_FIELD_STRING, 0, 0, 0, 0},
+#define JF_INT(m, n, sz, sgn, base) {n, STRATA_FIELD_INTEGER, sz, sgn, base, 0},
+#define JR_STR(m, n) const char *m = "";
+#define JR_INT(m, n, sz, sgn, base) JvmInt<sgn>::type m = 0;
+#define JP_STR(m, n) jvm_pack(v[k++], r.m);
+#define JP_INT(m, n, sz, sgn, base) jvm_pack(v[k++], r.m);
+#define JVM_SCHEMA(s)                                                                              \
+	const strata_dyn_field kF_##s[] = {JS_##s(JF_STR, JF_INT)};                                 \
+	struct R_##s {                                                                             \
+		JS_##s(JR_STR, JR_INT)                                                             \
+	};                                                                                         \
+	void emit_record(strata_dyn_event *ev, const R_##s &r)                                     \
+	{                                                                                          \
+		constexpr uint32_t n = sizeof(kF_##s) / sizeof(kF_##s[0]);                         \
+		strata_dyn_value v[n];                                                             \
+		uint32_t k = 0;                                                                    \
+		JS_##s(JP_STR, JP_INT) strata_dyn_emit(ev, v, n);                                  \
+	}
+JVM_SCHEMAS(JVM_SCHEMA)
 
 struct EvDecl {
 	const char *name;
@@ -94,24 +135,16 @@ struct EvDecl {
 	const strata_dyn_field *fields;
 	uint32_t n;
 };
-#define D(name, lvl, f) {name, lvl, f, sizeof(f) / sizeof(f[0])}
-const EvDecl kDecl[kNumEv] = {
-	D("vm_start", STRATA_LOGLEVEL_INFO, f_vm),
-	D("vm_death", STRATA_LOGLEVEL_INFO, f_vm),
-	D("thread_start", STRATA_LOGLEVEL_INFO, f_thread),
-	D("thread_end", STRATA_LOGLEVEL_INFO, f_thread),
-	D("thread_exists", STRATA_LOGLEVEL_INFO, f_thread),
-	D("monitor_contended_enter", STRATA_LOGLEVEL_INFO, f_enter),
-	D("monitor_contended_entered", STRATA_LOGLEVEL_INFO, f_entered),
-	D("monitor_wait", STRATA_LOGLEVEL_INFO, f_wait),
-	D("monitor_waited", STRATA_LOGLEVEL_INFO, f_waited),
-	D("gc_start", STRATA_LOGLEVEL_INFO, f_gc_start),
-	D("gc_finish", STRATA_LOGLEVEL_INFO, f_gc_finish),
-	D("method_load", STRATA_LOGLEVEL_DEBUG, f_load),
-	D("method_unload", STRATA_LOGLEVEL_DEBUG, f_unload),
-	D("code_generated", STRATA_LOGLEVEL_DEBUG, f_code),
-};
-#undef D
+#define JVM_EV_DECL(id, nm, lvl, s) {nm, lvl, kF_##s, sizeof(kF_##s) / sizeof(kF_##s[0])},
+const EvDecl kDecl[kNumEv] = {JVM_EVENTS(JVM_EV_DECL)};
+
+// Rec<E>: the record type of event E.
+template <Ev E> struct Rec;
+#define JVM_EV_REC(id, nm, lvl, s)                                                                 \
+	template <> struct Rec<id> {                                                               \
+		using type = R_##s;                                                                \
+	};
+JVM_EVENTS(JVM_EV_REC)
 
 strata_dyn_event *g_ev[kNumEv];
 JavaVM *g_vm;
@@ -125,6 +158,11 @@ uint64_t g_gc_t0;
 bool on(Ev e)
 {
 	return g_ev[e] && strata_dyn_enabled(g_ev[e]);
+}
+
+template <Ev E> void emit(const typename Rec<E>::type &r)
+{
+	emit_record(g_ev[E], r);
 }
 
 uint64_t now_ns()
@@ -245,11 +283,11 @@ void java_stack(char *out, size_t len)
 
 // -------------------------------------------------------------- callbacks
 
-void emit_vm(Ev e)
+template <Ev E> void emit_vm()
 {
-	strata_dyn_value v[1];
-	v[0].u = uint64_t(getpid());
-	strata_dyn_emit(g_ev[e], v, 1);
+	typename Rec<E>::type r;
+	r.pid = uint64_t(getpid());
+	emit<E>(r);
 }
 
 // Thread.getId() of a thread (-1 if the call fails).
@@ -268,18 +306,17 @@ jlong java_tid(JNIEnv *jni, jthread thread)
 	return id;
 }
 
-void emit_thread(Ev e, JNIEnv *jni, jthread thread, uint32_t tid)
+template <Ev E> void emit_thread(JNIEnv *jni, jthread thread, uint32_t tid)
 {
 	jvmtiThreadInfo info;
 	memset(&info, 0, sizeof info);
 	g_jvmti->GetThreadInfo(thread, &info);
-	jlong jtid = java_tid(jni, thread);
-	strata_dyn_value v[4];
-	v[0].s = info.name ? info.name : "";
-	v[1].i = jtid;
-	v[2].u = tid;
-	v[3].u = info.is_daemon ? 1 : 0;
-	strata_dyn_emit(g_ev[e], v, 4);
+	typename Rec<E>::type r;
+	r.name = info.name ? info.name : "";
+	r.java_tid = java_tid(jni, thread);
+	r.os_tid = tid;
+	r.daemon = info.is_daemon ? 1 : 0;
+	emit<E>(r);
 	dealloc(info.name);
 	if (info.thread_group)
 		jni->DeleteLocalRef(info.thread_group);
@@ -420,7 +457,7 @@ void replay_threads(JNIEnv *jni)
 	for (jint i = 0; i < n; i++) {
 		uintptr_t tid = stored_tid(ts[i]);
 		if (tid) // 0: still in its ThreadStart callback, which records it
-			emit_thread(kThreadExists, jni, ts[i], tid == kTidUnknown ? 0 : uint32_t(tid));
+			emit_thread<kThreadExists>(jni, ts[i], tid == kTidUnknown ? 0 : uint32_t(tid));
 		jni->DeleteLocalRef(ts[i]);
 	}
 	dealloc(ts);
@@ -432,27 +469,26 @@ void JNICALL on_thread_start(jvmtiEnv *, JNIEnv *jni, jthread thread)
 	store_tid(thread, os_tid());
 	std::atomic_thread_fence(std::memory_order_seq_cst); // pairs with replay_threads'
 	if (on(kThreadStart))
-		emit_thread(kThreadStart, jni, thread, os_tid());
+		emit_thread<kThreadStart>(jni, thread, os_tid());
 }
 
 void JNICALL on_thread_end(jvmtiEnv *, JNIEnv *jni, jthread thread)
 {
 	if (on(kThreadEnd))
-		emit_thread(kThreadEnd, jni, thread, os_tid());
+		emit_thread<kThreadEnd>(jni, thread, os_tid());
 }
 
-// A monitor event: class, identity hash and OS tid, then `extra` fields.
-void emit_monitor(Ev e, JNIEnv *jni, jobject obj, const strata_dyn_value *extra, uint32_t n_extra)
+// A monitor event's head (JS_MONITOR_HEAD): class, identity hash and OS
+// tid; the caller fills the rest of the record by name.
+struct MonitorClass {
+	char name[256];
+};
+template <class R> void monitor_head(JNIEnv *jni, jobject obj, MonitorClass *cls, R *r)
 {
-	char cls[256];
-	object_class(jni, obj, cls, sizeof cls);
-	strata_dyn_value v[5];
-	v[0].s = cls;
-	v[1].u = object_hash(obj);
-	v[2].u = os_tid();
-	for (uint32_t i = 0; i < n_extra && i < 2; i++)
-		v[3 + i] = extra[i];
-	strata_dyn_emit(g_ev[e], v, 3 + n_extra);
+	object_class(jni, obj, cls->name, sizeof cls->name);
+	r->cls = cls->name;
+	r->hash = object_hash(obj);
+	r->os_tid = os_tid();
 }
 
 // Nanoseconds since *t0 (0 if unknown), and *t0 cleared.
@@ -488,36 +524,49 @@ void JNICALL on_contended_enter(jvmtiEnv *, JNIEnv *jni, jthread, jobject obj)
 		return;
 	char stack[2048];
 	java_stack(stack, sizeof stack);
-	strata_dyn_value x[2];
-	x[0].i = g_owner ? owner_java_tid(jni, obj) : -1;
-	x[1].s = stack;
-	emit_monitor(kContendedEnter, jni, obj, x, 2);
+	MonitorClass cls;
+	Rec<kContendedEnter>::type r;
+	monitor_head(jni, obj, &cls, &r);
+	r.owner_java_tid = g_owner ? owner_java_tid(jni, obj) : -1;
+	r.stack = stack;
+	emit<kContendedEnter>(r);
 }
 
 void JNICALL on_contended_entered(jvmtiEnv *, JNIEnv *jni, jthread, jobject obj)
 {
-	strata_dyn_value x[1];
-	x[0].u = since(&t_enter_ns);
-	if (on(kContendedEntered))
-		emit_monitor(kContendedEntered, jni, obj, x, 1);
+	uint64_t waited = since(&t_enter_ns);
+	if (!on(kContendedEntered))
+		return;
+	MonitorClass cls;
+	Rec<kContendedEntered>::type r;
+	monitor_head(jni, obj, &cls, &r);
+	r.wait_ns = waited;
+	emit<kContendedEntered>(r);
 }
 
 void JNICALL on_wait(jvmtiEnv *, JNIEnv *jni, jthread, jobject obj, jlong timeout)
 {
 	t_wait_ns = now_ns();
-	strata_dyn_value x[1];
-	x[0].i = timeout;
-	if (on(kWait))
-		emit_monitor(kWait, jni, obj, x, 1);
+	if (!on(kWait))
+		return;
+	MonitorClass cls;
+	Rec<kWait>::type r;
+	monitor_head(jni, obj, &cls, &r);
+	r.timeout_ms = timeout;
+	emit<kWait>(r);
 }
 
 void JNICALL on_waited(jvmtiEnv *, JNIEnv *jni, jthread, jobject obj, jboolean timed_out)
 {
-	strata_dyn_value x[2];
-	x[0].u = timed_out ? 1 : 0;
-	x[1].u = since(&t_wait_ns);
-	if (on(kWaited))
-		emit_monitor(kWaited, jni, obj, x, 2);
+	uint64_t waited = since(&t_wait_ns);
+	if (!on(kWaited))
+		return;
+	MonitorClass cls;
+	Rec<kWaited>::type r;
+	monitor_head(jni, obj, &cls, &r);
+	r.timed_out = timed_out ? 1 : 0;
+	r.wait_ns = waited;
+	emit<kWaited>(r);
 }
 
 // GC callbacks: no JNI or JVMTI call allowed here; emitting is enough.
@@ -527,19 +576,19 @@ void JNICALL on_gc_start(jvmtiEnv *)
 	g_gc_t0 = now_ns();
 	if (!on(kGcStart))
 		return;
-	strata_dyn_value v[1];
-	v[0].u = g_gc_seq;
-	strata_dyn_emit(g_ev[kGcStart], v, 1);
+	Rec<kGcStart>::type r;
+	r.gc = g_gc_seq;
+	emit<kGcStart>(r);
 }
 
 void JNICALL on_gc_finish(jvmtiEnv *)
 {
-	strata_dyn_value v[2];
-	v[0].u = g_gc_seq;
-	v[1].u = since(&g_gc_t0);
+	Rec<kGcFinish>::type r;
+	r.gc = g_gc_seq;
+	r.duration_ns = since(&g_gc_t0);
 	if (!on(kGcFinish))
 		return;
-	strata_dyn_emit(g_ev[kGcFinish], v, 2);
+	emit<kGcFinish>(r);
 }
 
 void JNICALL on_method_load(jvmtiEnv *, jmethodID m, jint size, const void *addr, jint,
@@ -549,31 +598,31 @@ void JNICALL on_method_load(jvmtiEnv *, jmethodID m, jint size, const void *addr
 		return;
 	char name[1024];
 	method_name(m, name, sizeof name, true);
-	strata_dyn_value v[3];
-	v[0].u = uint64_t(uintptr_t(addr));
-	v[1].u = uint32_t(size);
-	v[2].s = name;
-	strata_dyn_emit(g_ev[kMethodLoad], v, 3);
+	Rec<kMethodLoad>::type r;
+	r.address = uint64_t(uintptr_t(addr));
+	r.size = uint32_t(size);
+	r.method = name;
+	emit<kMethodLoad>(r);
 }
 
 void JNICALL on_method_unload(jvmtiEnv *, jmethodID, const void *addr)
 {
 	if (!on(kMethodUnload))
 		return;
-	strata_dyn_value v[1];
-	v[0].u = uint64_t(uintptr_t(addr));
-	strata_dyn_emit(g_ev[kMethodUnload], v, 1);
+	Rec<kMethodUnload>::type r;
+	r.address = uint64_t(uintptr_t(addr));
+	emit<kMethodUnload>(r);
 }
 
 void JNICALL on_code_generated(jvmtiEnv *, const char *name, const void *addr, jint len)
 {
 	if (!on(kCodeGenerated))
 		return;
-	strata_dyn_value v[3];
-	v[0].u = uint64_t(uintptr_t(addr));
-	v[1].u = uint32_t(len);
-	v[2].s = name;
-	strata_dyn_emit(g_ev[kCodeGenerated], v, 3);
+	Rec<kCodeGenerated>::type r;
+	r.address = uint64_t(uintptr_t(addr));
+	r.size = uint32_t(len);
+	r.name = name;
+	emit<kCodeGenerated>(r);
 }
 
 // ------------------------------------------------- notifications follow state
@@ -692,7 +741,7 @@ void JNICALL on_vm_init(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread)
 			unknown);
 	g_live = true;
 	if (on(kVmStart))
-		emit_vm(kVmStart);
+		emit_vm<kVmStart>();
 	apply_notifications(jni); // replays compiled code and threads if wanted
 	jclass tc = jni->FindClass("java/lang/Thread");
 	jmethodID init = tc ? jni->GetMethodID(tc, "<init>", "(Ljava/lang/String;)V") : nullptr;
@@ -710,7 +759,7 @@ void JNICALL on_vm_init(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread)
 void JNICALL on_vm_death(jvmtiEnv *, JNIEnv *)
 {
 	if (on(kVmDeath))
-		emit_vm(kVmDeath);
+		emit_vm<kVmDeath>();
 }
 
 void parse_options(const char *opts)

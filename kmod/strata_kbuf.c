@@ -153,16 +153,136 @@ union strata_kval {
 #define KF_HEX(n, b) { .name = n, .type = STRATA_FT_INTEGER, .bits = b, .base = 16 }
 #define KF_STR(n) { .name = n, .type = STRATA_FT_STRING, .bits = 8, .base = 10 }
 
-/* Ids 0..6 are kabi 1's events; later ones are appended (ids are what
- * the consumer's descriptors say, but tests name them by id too).
+/*
+ * Each schema (the fields of one or more events) is written once, as a
+ * list KS_<schema>(STR, INT, HEX, ARR) of its fields in record order:
+ *   STR(name)                 a NUL-terminated string (const char *)
+ *   INT(name, bits, signed)   a decimal integer of 32 or 64 bits (u64)
+ *   HEX(name, bits)           the same shown in hexadecimal (u64)
+ *   ARR(name, length)         a fixed array of 64-bit hex integers (const u64 *)
+ * From a list come the descriptor's field table (kf_<schema>) and a typed
+ * value record (struct kv_<schema>: one 8-byte member per field, in field
+ * order, the layout of a union strata_kval array) that a probe fills by
+ * field name.  The event list below ties each event to its schema and probe
+ * and gives the enum and a typed emitter per event (kev_emit_<ID>), which
+ * takes only its schema's record: a probe that names a field its schema
+ * lacks, stores an integer into a string, or emits another schema's record
+ * does not compile.  Reordering a list reorders the table and the record
+ * together.
  */
+#define KS_sched_switch(STR, INT, HEX, ARR) \
+	STR(prev_comm) INT(prev_tid, 32, 1) INT(prev_prio, 32, 1) INT(prev_state, 64, 1) \
+	STR(next_comm) INT(next_tid, 32, 1) INT(next_prio, 32, 1)
+#define KS_wakeup(STR, INT, HEX, ARR) \
+	STR(comm) INT(tid, 32, 1) INT(prio, 32, 1) INT(target_cpu, 32, 1)
+#define KS_fork(STR, INT, HEX, ARR) \
+	STR(parent_comm) INT(parent_tid, 32, 1) STR(child_comm) INT(child_tid, 32, 1) \
+	INT(parent_pid, 32, 1) INT(child_pid, 32, 1)
+#define KS_exec(STR, INT, HEX, ARR) \
+	STR(filename) INT(tid, 32, 1) INT(old_tid, 32, 1)
+#define KS_exit(STR, INT, HEX, ARR) \
+	STR(comm) INT(tid, 32, 1) INT(prio, 32, 1)
+#define KS_sys_enter(STR, INT, HEX, ARR) \
+	INT(id, 64, 1) ARR(args, 6)
+#define KS_sys_exit(STR, INT, HEX, ARR) \
+	INT(id, 64, 1) INT(ret, 64, 1)
+#define KS_syscall_ret(STR, INT, HEX, ARR) \
+	INT(ret, 64, 1)
+#define KS_irq_entry(STR, INT, HEX, ARR) \
+	INT(irq, 32, 1) STR(name)
+#define KS_irq_exit(STR, INT, HEX, ARR) \
+	INT(irq, 32, 1) INT(ret, 32, 1)
+#define KS_softirq(STR, INT, HEX, ARR) \
+	INT(vec, 32, 0)
+#define KS_migrate(STR, INT, HEX, ARR) \
+	STR(comm) INT(tid, 32, 1) INT(prio, 32, 1) INT(orig_cpu, 32, 1) INT(dest_cpu, 32, 1)
+#define KS_hrtimer_entry(STR, INT, HEX, ARR) \
+	HEX(hrtimer, 64) INT(now, 64, 1) HEX(function, 64)
+#define KS_hrtimer_exit(STR, INT, HEX, ARR) \
+	HEX(hrtimer, 64)
+#define KS_timer_entry(STR, INT, HEX, ARR) \
+	HEX(timer, 64) INT(now, 64, 0) HEX(function, 64) INT(baseclk, 64, 0)
+#define KS_timer_exit(STR, INT, HEX, ARR) \
+	HEX(timer, 64)
+/* rwbs: lttng-modules' flag bits (RWBS_FLAG_*), see strata_rwbs. */
+#define KS_block_issue(STR, INT, HEX, ARR) \
+	INT(dev, 32, 0) INT(sector, 64, 0) INT(nr_sector, 32, 0) INT(bytes, 32, 0) \
+	INT(tid, 32, 1) INT(rwbs, 32, 0) STR(comm)
+#define KS_block_complete(STR, INT, HEX, ARR) \
+	INT(dev, 32, 0) INT(sector, 64, 0) INT(nr_sector, 32, 0) INT(error, 32, 1) INT(rwbs, 32, 0)
+#define KS_page_fault(STR, INT, HEX, ARR) \
+	HEX(address, 64) HEX(ip, 64) HEX(error_code, 64)
+/* Dynamic probes.  ip: the function's address; parent_ip: where it returns
+ * to; ret: the return register, as a signed long (what a syscall returns).
+ */
+#define KS_kprobe(STR, INT, HEX, ARR) \
+	HEX(ip, 64)
+#define KS_kretprobe(STR, INT, HEX, ARR) \
+	HEX(ip, 64) HEX(parent_ip, 64) INT(ret, 64, 1)
+
+#define STRATA_KSCHEMAS(X) \
+	X(sched_switch) X(wakeup) X(fork) X(exec) X(exit) X(sys_enter) X(sys_exit) \
+	X(syscall_ret) X(irq_entry) X(irq_exit) X(softirq) X(migrate) X(hrtimer_entry) \
+	X(hrtimer_exit) X(timer_entry) X(timer_exit) X(block_issue) X(block_complete) \
+	X(page_fault) X(kprobe) X(kretprobe)
+
+#define KF_DESC_STR(n) KF_STR(#n),
+#define KF_DESC_INT(n, b, s) KF_INT(#n, b, s),
+#define KF_DESC_HEX(n, b) KF_HEX(#n, b),
+#define KF_DESC_ARR(n, len) \
+	{ .name = #n, .type = STRATA_FT_ARRAY, .bits = 64, .base = 16, .length = len },
+#define KV_MEMBER_STR(n) const char *n;
+#define KV_MEMBER_INT(n, b, s) u64 n;
+#define KV_MEMBER_HEX(n, b) u64 n;
+#define KV_MEMBER_ARR(n, len) const u64 *n;
+#define KSCHEMA_DEFINE(s) \
+	static const struct strata_kfield kf_##s[] = { \
+		KS_##s(KF_DESC_STR, KF_DESC_INT, KF_DESC_HEX, KF_DESC_ARR) \
+	}; \
+	struct kv_##s { \
+		KS_##s(KV_MEMBER_STR, KV_MEMBER_INT, KV_MEMBER_HEX, KV_MEMBER_ARR) \
+	}; \
+	static_assert(sizeof(struct kv_##s) == ARRAY_SIZE(kf_##s) * sizeof(union strata_kval));
+STRATA_KSCHEMAS(KSCHEMA_DEFINE)
+
+/*
+ * The fixed events, one line each: EV(ID, event name (lttng-modules'),
+ * tracepoint name (NULL: the event name), schema, probe).  Ids 0..6 are
+ * kabi 1's events; later ones are appended (ids are what the consumer's
+ * descriptors say, but tests name them by id too).
+ */
+#define STRATA_KEVENT_LIST(EV) \
+	EV(SCHED_SWITCH, "sched_switch", NULL, sched_switch, strata_probe_switch) \
+	EV(SCHED_WAKEUP, "sched_wakeup", NULL, wakeup, strata_probe_wakeup) \
+	EV(PROCESS_FORK, "sched_process_fork", NULL, fork, strata_probe_fork) \
+	EV(PROCESS_EXEC, "sched_process_exec", NULL, exec, strata_probe_exec) \
+	EV(PROCESS_EXIT, "sched_process_exit", NULL, exit, strata_probe_exit) \
+	EV(SYS_ENTER, "sys_enter", NULL, sys_enter, strata_probe_sys_enter) \
+	EV(SYS_EXIT, "sys_exit", NULL, sys_exit, strata_probe_sys_exit) \
+	EV(IRQ_ENTRY, "irq_handler_entry", NULL, irq_entry, strata_probe_irq_entry) \
+	EV(IRQ_EXIT, "irq_handler_exit", NULL, irq_exit, strata_probe_irq_exit) \
+	EV(SOFTIRQ_ENTRY, "softirq_entry", NULL, softirq, strata_probe_softirq_entry) \
+	EV(SOFTIRQ_EXIT, "softirq_exit", NULL, softirq, strata_probe_softirq_exit) \
+	EV(SOFTIRQ_RAISE, "softirq_raise", NULL, softirq, strata_probe_softirq_raise) \
+	EV(SCHED_WAKING, "sched_waking", NULL, wakeup, strata_probe_waking) \
+	EV(SCHED_WAKEUP_NEW, "sched_wakeup_new", NULL, wakeup, strata_probe_wakeup_new) \
+	EV(SCHED_MIGRATE, "sched_migrate_task", NULL, migrate, strata_probe_migrate) \
+	EV(PROCESS_WAIT, "sched_process_wait", NULL, exit, strata_probe_wait) \
+	EV(HRTIMER_ENTRY, "timer_hrtimer_expire_entry", "hrtimer_expire_entry", hrtimer_entry, \
+	   strata_probe_hrtimer_entry) \
+	EV(HRTIMER_EXIT, "timer_hrtimer_expire_exit", "hrtimer_expire_exit", hrtimer_exit, \
+	   strata_probe_hrtimer_exit) \
+	EV(TIMER_ENTRY, "timer_expire_entry", NULL, timer_entry, strata_probe_timer_entry) \
+	EV(TIMER_EXIT, "timer_expire_exit", NULL, timer_exit, strata_probe_timer_exit) \
+	EV(BLOCK_ISSUE, "block_rq_issue", NULL, block_issue, strata_probe_block_issue) \
+	EV(BLOCK_COMPLETE, "block_rq_complete", NULL, block_complete, \
+	   strata_probe_block_complete) \
+	EV(PAGE_FAULT_USER, "x86_exceptions_page_fault_user", "page_fault_user", page_fault, \
+	   strata_probe_page_fault)
+
+#define KEV_ENUM(id, n, tpn, s, p) KEV_##id,
 enum {
-	KEV_SCHED_SWITCH, KEV_SCHED_WAKEUP, KEV_PROCESS_FORK, KEV_PROCESS_EXEC,
-	KEV_PROCESS_EXIT, KEV_SYS_ENTER, KEV_SYS_EXIT,
-	KEV_IRQ_ENTRY, KEV_IRQ_EXIT, KEV_SOFTIRQ_ENTRY, KEV_SOFTIRQ_EXIT, KEV_SOFTIRQ_RAISE,
-	KEV_SCHED_WAKING, KEV_SCHED_WAKEUP_NEW, KEV_SCHED_MIGRATE, KEV_PROCESS_WAIT,
-	KEV_HRTIMER_ENTRY, KEV_HRTIMER_EXIT, KEV_TIMER_ENTRY, KEV_TIMER_EXIT,
-	KEV_BLOCK_ISSUE, KEV_BLOCK_COMPLETE, KEV_PAGE_FAULT_USER,
+	STRATA_KEVENT_LIST(KEV_ENUM)
 	KEV_COUNT
 };
 
@@ -198,61 +318,6 @@ struct strata_sysstr {
 	char s[STRATA_SYS_MAX_ARGS][STRATA_KSTR_MAX];
 };
 
-static const struct strata_kfield kf_switch[] = {
-	KF_STR("prev_comm"), KF_INT("prev_tid", 32, 1), KF_INT("prev_prio", 32, 1),
-	KF_INT("prev_state", 64, 1), KF_STR("next_comm"), KF_INT("next_tid", 32, 1),
-	KF_INT("next_prio", 32, 1),
-};
-static const struct strata_kfield kf_wakeup[] = {
-	KF_STR("comm"), KF_INT("tid", 32, 1), KF_INT("prio", 32, 1), KF_INT("target_cpu", 32, 1),
-};
-static const struct strata_kfield kf_fork[] = {
-	KF_STR("parent_comm"), KF_INT("parent_tid", 32, 1),
-	KF_STR("child_comm"), KF_INT("child_tid", 32, 1),
-	KF_INT("parent_pid", 32, 1), KF_INT("child_pid", 32, 1),
-};
-static const struct strata_kfield kf_exec[] = {
-	KF_STR("filename"), KF_INT("tid", 32, 1), KF_INT("old_tid", 32, 1),
-};
-static const struct strata_kfield kf_exit[] = {
-	KF_STR("comm"), KF_INT("tid", 32, 1), KF_INT("prio", 32, 1),
-};
-static const struct strata_kfield kf_sys_enter[] = {
-	KF_INT("id", 64, 1),
-	{ .name = "args", .type = STRATA_FT_ARRAY, .bits = 64, .base = 16, .length = 6 },
-};
-static const struct strata_kfield kf_sys_exit[] = {
-	KF_INT("id", 64, 1), KF_INT("ret", 64, 1),
-};
-static const struct strata_kfield kf_syscall_ret[] = { KF_INT("ret", 64, 1) };
-static const struct strata_kfield kf_irq_entry[] = { KF_INT("irq", 32, 1), KF_STR("name") };
-static const struct strata_kfield kf_irq_exit[] = { KF_INT("irq", 32, 1), KF_INT("ret", 32, 1) };
-static const struct strata_kfield kf_softirq[] = { KF_INT("vec", 32, 0) };
-static const struct strata_kfield kf_migrate[] = {
-	KF_STR("comm"), KF_INT("tid", 32, 1), KF_INT("prio", 32, 1),
-	KF_INT("orig_cpu", 32, 1), KF_INT("dest_cpu", 32, 1),
-};
-static const struct strata_kfield kf_hrtimer_entry[] = {
-	KF_HEX("hrtimer", 64), KF_INT("now", 64, 1), KF_HEX("function", 64),
-};
-static const struct strata_kfield kf_hrtimer_exit[] = { KF_HEX("hrtimer", 64) };
-static const struct strata_kfield kf_timer_entry[] = {
-	KF_HEX("timer", 64), KF_INT("now", 64, 0), KF_HEX("function", 64), KF_INT("baseclk", 64, 0),
-};
-static const struct strata_kfield kf_timer_exit[] = { KF_HEX("timer", 64) };
-/* rwbs: lttng-modules' flag bits (RWBS_FLAG_*), see strata_rwbs. */
-static const struct strata_kfield kf_block_issue[] = {
-	KF_INT("dev", 32, 0), KF_INT("sector", 64, 0), KF_INT("nr_sector", 32, 0),
-	KF_INT("bytes", 32, 0), KF_INT("tid", 32, 1), KF_INT("rwbs", 32, 0), KF_STR("comm"),
-};
-static const struct strata_kfield kf_block_complete[] = {
-	KF_INT("dev", 32, 0), KF_INT("sector", 64, 0), KF_INT("nr_sector", 32, 0),
-	KF_INT("error", 32, 1), KF_INT("rwbs", 32, 0),
-};
-static const struct strata_kfield kf_page_fault[] = {
-	KF_HEX("address", 64), KF_HEX("ip", 64), KF_HEX("error_code", 64),
-};
-
 static void strata_probe_switch(void *d, STRATA_SCHED_SWITCH_ARGS(preempt, prev, next, prev_state));
 static void strata_probe_wakeup(void *d, struct task_struct *p);
 static void strata_probe_fork(void *d, struct task_struct *parent, struct task_struct *child);
@@ -280,41 +345,11 @@ static void strata_probe_block_complete(void *d, struct request *rq, blk_status_
 static void strata_probe_page_fault(void *d, unsigned long address, struct pt_regs *regs,
 				    unsigned long error_code);
 
-#define KEV(id, n, f, p) \
-	[id] = { .name = n, .fields = f, .n_fields = ARRAY_SIZE(f), .probe = p }
-#define KEV_TP(id, n, tpn, f, p) \
-	[id] = { .name = n, .tp_name = tpn, .fields = f, .n_fields = ARRAY_SIZE(f), .probe = p }
+#define KEV_ENTRY(id, n, tpn, s, p) \
+	[KEV_##id] = { .name = n, .tp_name = tpn, .fields = kf_##s, \
+		       .n_fields = ARRAY_SIZE(kf_##s), .probe = p },
 static struct strata_kevent strata_kevents[KEV_COUNT] = {
-	KEV(KEV_SCHED_SWITCH, "sched_switch", kf_switch, strata_probe_switch),
-	KEV(KEV_SCHED_WAKEUP, "sched_wakeup", kf_wakeup, strata_probe_wakeup),
-	KEV(KEV_PROCESS_FORK, "sched_process_fork", kf_fork, strata_probe_fork),
-	KEV(KEV_PROCESS_EXEC, "sched_process_exec", kf_exec, strata_probe_exec),
-	KEV(KEV_PROCESS_EXIT, "sched_process_exit", kf_exit, strata_probe_exit),
-	KEV(KEV_SYS_ENTER, "sys_enter", kf_sys_enter, strata_probe_sys_enter),
-	KEV(KEV_SYS_EXIT, "sys_exit", kf_sys_exit, strata_probe_sys_exit),
-	KEV(KEV_IRQ_ENTRY, "irq_handler_entry", kf_irq_entry, strata_probe_irq_entry),
-	KEV(KEV_IRQ_EXIT, "irq_handler_exit", kf_irq_exit, strata_probe_irq_exit),
-	KEV(KEV_SOFTIRQ_ENTRY, "softirq_entry", kf_softirq, strata_probe_softirq_entry),
-	KEV(KEV_SOFTIRQ_EXIT, "softirq_exit", kf_softirq, strata_probe_softirq_exit),
-	KEV(KEV_SOFTIRQ_RAISE, "softirq_raise", kf_softirq, strata_probe_softirq_raise),
-	KEV(KEV_SCHED_WAKING, "sched_waking", kf_wakeup, strata_probe_waking),
-	KEV(KEV_SCHED_WAKEUP_NEW, "sched_wakeup_new", kf_wakeup, strata_probe_wakeup_new),
-	KEV(KEV_SCHED_MIGRATE, "sched_migrate_task", kf_migrate, strata_probe_migrate),
-	KEV(KEV_PROCESS_WAIT, "sched_process_wait", kf_exit, strata_probe_wait),
-	/* lttng-modules' names for the timer tracepoints */
-	KEV_TP(KEV_HRTIMER_ENTRY, "timer_hrtimer_expire_entry", "hrtimer_expire_entry",
-	       kf_hrtimer_entry, strata_probe_hrtimer_entry),
-	KEV_TP(KEV_HRTIMER_EXIT, "timer_hrtimer_expire_exit", "hrtimer_expire_exit",
-	       kf_hrtimer_exit, strata_probe_hrtimer_exit),
-	KEV_TP(KEV_TIMER_ENTRY, "timer_expire_entry", "timer_expire_entry",
-	       kf_timer_entry, strata_probe_timer_entry),
-	KEV_TP(KEV_TIMER_EXIT, "timer_expire_exit", "timer_expire_exit",
-	       kf_timer_exit, strata_probe_timer_exit),
-	KEV(KEV_BLOCK_ISSUE, "block_rq_issue", kf_block_issue, strata_probe_block_issue),
-	KEV(KEV_BLOCK_COMPLETE, "block_rq_complete", kf_block_complete,
-	    strata_probe_block_complete),
-	KEV_TP(KEV_PAGE_FAULT_USER, "x86_exceptions_page_fault_user", "page_fault_user",
-	       kf_page_fault, strata_probe_page_fault),
+	STRATA_KEVENT_LIST(KEV_ENTRY)
 };
 
 static struct strata_ksys *strata_ksys;        /* strata_n_ksys entries */
@@ -352,13 +387,6 @@ struct strata_kprobe_ev {
 	char name[sizeof("kretprobe_") + STRATA_KSYM_MAX];
 };
 
-static const struct strata_kfield kf_kprobe[] = { KF_HEX("ip", 64) };
-/* ip: the function's address; parent_ip: where it returns to; ret: the
- * return register, as a signed long (what a syscall returns).
- */
-static const struct strata_kfield kf_kretprobe[] = {
-	KF_HEX("ip", 64), KF_HEX("parent_ip", 64), KF_INT("ret", 64, 1),
-};
 static struct strata_kprobe_ev strata_kprobes[STRATA_MAX_KPROBES];
 static u32 strata_n_kprobes;    /* entries in use; ctl mutex */
 
@@ -632,6 +660,23 @@ static void strata_emit(unsigned int id, const union strata_kval *v)
 	}
 }
 
+/* Typed emitters (see KS_*): kschema_emit_<schema>(id, record) for events
+ * whose id is known at run time (named syscalls, kprobes), kev_emit_<ID>
+ * for each fixed event.
+ */
+#define KSCHEMA_EMITTER(s) \
+	static __always_inline void kschema_emit_##s(unsigned int id, const struct kv_##s *v) \
+	{ \
+		strata_emit(id, (const union strata_kval *)v); \
+	}
+STRATA_KSCHEMAS(KSCHEMA_EMITTER)
+#define KEV_EMITTER(id, n, tpn, s, p) \
+	static __always_inline void kev_emit_##id(const struct kv_##s *v) \
+	{ \
+		kschema_emit_##s(KEV_##id, v); \
+	}
+STRATA_KEVENT_LIST(KEV_EMITTER)
+
 /* ---- Probes --------------------------------------------------------------- */
 
 /* Another CPU may be renaming the task: copy, then terminate. */
@@ -644,45 +689,37 @@ static void strata_comm(char *dst, const struct task_struct *t)
 static void strata_probe_switch(void *d, STRATA_SCHED_SWITCH_ARGS(preempt, prev, next, prev_state))
 {
 	char pc[TASK_COMM_LEN], nc[TASK_COMM_LEN];
-	union strata_kval v[7];
+	struct kv_sched_switch v = {
+		.prev_comm = pc, .prev_tid = (u32)prev->pid, .prev_prio = (u32)prev->prio,
+		.prev_state = STRATA_SCHED_SWITCH_PREV_STATE(prev, prev_state),
+		.next_comm = nc, .next_tid = (u32)next->pid, .next_prio = (u32)next->prio,
+	};
 
 	strata_comm(pc, prev);
 	strata_comm(nc, next);
-	v[0].s = pc;
-	v[1].u = (u32)prev->pid;
-	v[2].u = (u32)prev->prio;
-	v[3].u = STRATA_SCHED_SWITCH_PREV_STATE(prev, prev_state);
-	v[4].s = nc;
-	v[5].u = (u32)next->pid;
-	v[6].u = (u32)next->prio;
-	strata_emit(KEV_SCHED_SWITCH, v);
+	kev_emit_SCHED_SWITCH(&v);
 }
 
-/* comm, tid, prio: t's name and prio with tid. */
+/* Schema exit (comm, tid, prio): t's name and prio with tid. */
 static void strata_comm_tid_prio(unsigned int id, struct task_struct *t, pid_t tid)
 {
 	char c[TASK_COMM_LEN];
-	union strata_kval v[3];
+	struct kv_exit v = { .comm = c, .tid = (u32)tid, .prio = (u32)t->prio };
 
 	strata_comm(c, t);
-	v[0].s = c;
-	v[1].u = (u32)tid;
-	v[2].u = (u32)t->prio;
-	strata_emit(id, v);
+	kschema_emit_exit(id, &v);
 }
 
-/* sched_wakeup, sched_waking, sched_wakeup_new: the same fields. */
+/* sched_wakeup, sched_waking, sched_wakeup_new: schema wakeup. */
 static void strata_wakeup_common(unsigned int id, struct task_struct *p)
 {
 	char c[TASK_COMM_LEN];
-	union strata_kval v[4];
+	struct kv_wakeup v = {
+		.comm = c, .tid = (u32)p->pid, .prio = (u32)p->prio, .target_cpu = (u32)task_cpu(p),
+	};
 
 	strata_comm(c, p);
-	v[0].s = c;
-	v[1].u = (u32)p->pid;
-	v[2].u = (u32)p->prio;
-	v[3].u = (u32)task_cpu(p);
-	strata_emit(id, v);
+	kschema_emit_wakeup(id, &v);
 }
 
 static void strata_probe_wakeup(void *d, struct task_struct *p)
@@ -693,28 +730,26 @@ static void strata_probe_wakeup(void *d, struct task_struct *p)
 static void strata_probe_fork(void *d, struct task_struct *parent, struct task_struct *child)
 {
 	char pc[TASK_COMM_LEN], cc[TASK_COMM_LEN];
-	union strata_kval v[6];
+	struct kv_fork v = {
+		.parent_comm = pc, .parent_tid = (u32)parent->pid,
+		.child_comm = cc, .child_tid = (u32)child->pid,
+		.parent_pid = (u32)parent->tgid, .child_pid = (u32)child->tgid,
+	};
 
 	strata_comm(pc, parent);
 	strata_comm(cc, child);
-	v[0].s = pc;
-	v[1].u = (u32)parent->pid;
-	v[2].s = cc;
-	v[3].u = (u32)child->pid;
-	v[4].u = (u32)parent->tgid;
-	v[5].u = (u32)child->tgid;
-	strata_emit(KEV_PROCESS_FORK, v);
+	kev_emit_PROCESS_FORK(&v);
 }
 
 static void strata_probe_exec(void *d, struct task_struct *p, pid_t old_pid,
 			      struct linux_binprm *bprm)
 {
-	union strata_kval v[3];
+	struct kv_exec v = {
+		.filename = bprm->filename ? bprm->filename : "",
+		.tid = (u32)p->pid, .old_tid = (u32)old_pid,
+	};
 
-	v[0].s = bprm->filename ? bprm->filename : "";
-	v[1].u = (u32)p->pid;
-	v[2].u = (u32)old_pid;
-	strata_emit(KEV_PROCESS_EXEC, v);
+	kev_emit_PROCESS_EXEC(&v);
 }
 
 static void strata_probe_waking(void *d, struct task_struct *p)
@@ -730,15 +765,13 @@ static void strata_probe_wakeup_new(void *d, struct task_struct *p)
 static void strata_probe_migrate(void *d, struct task_struct *p, int dest_cpu)
 {
 	char c[TASK_COMM_LEN];
-	union strata_kval v[5];
+	struct kv_migrate v = {
+		.comm = c, .tid = (u32)p->pid, .prio = (u32)p->prio,
+		.orig_cpu = (u32)task_cpu(p), .dest_cpu = (u32)dest_cpu,
+	};
 
 	strata_comm(c, p);
-	v[0].s = c;
-	v[1].u = (u32)p->pid;
-	v[2].u = (u32)p->prio;
-	v[3].u = (u32)task_cpu(p);
-	v[4].u = (u32)dest_cpu;
-	strata_emit(KEV_SCHED_MIGRATE, v);
+	kev_emit_SCHED_MIGRATE(&v);
 }
 
 /* As the kernel's own event: the waiting task's name and prio, the pid
@@ -751,76 +784,73 @@ static void strata_probe_wait(void *d, struct pid *pid)
 
 static void strata_probe_irq_entry(void *d, int irq, struct irqaction *action)
 {
-	union strata_kval v[2];
+	struct kv_irq_entry v = {
+		.irq = (u32)irq, .name = action && action->name ? action->name : "",
+	};
 
-	v[0].u = (u32)irq;
-	v[1].s = action && action->name ? action->name : "";
-	strata_emit(KEV_IRQ_ENTRY, v);
+	kev_emit_IRQ_ENTRY(&v);
 }
 
 static void strata_probe_irq_exit(void *d, int irq, struct irqaction *action, int ret)
 {
-	union strata_kval v[2];
+	struct kv_irq_exit v = { .irq = (u32)irq, .ret = (u32)ret };
 
-	v[0].u = (u32)irq;
-	v[1].u = (u32)ret;
-	strata_emit(KEV_IRQ_EXIT, v);
+	kev_emit_IRQ_EXIT(&v);
 }
 
 static void strata_probe_softirq_entry(void *d, unsigned int vec)
 {
-	union strata_kval v[1] = { { .u = vec } };
+	struct kv_softirq v = { .vec = vec };
 
-	strata_emit(KEV_SOFTIRQ_ENTRY, v);
+	kev_emit_SOFTIRQ_ENTRY(&v);
 }
 
 static void strata_probe_softirq_exit(void *d, unsigned int vec)
 {
-	union strata_kval v[1] = { { .u = vec } };
+	struct kv_softirq v = { .vec = vec };
 
-	strata_emit(KEV_SOFTIRQ_EXIT, v);
+	kev_emit_SOFTIRQ_EXIT(&v);
 }
 
 static void strata_probe_softirq_raise(void *d, unsigned int vec)
 {
-	union strata_kval v[1] = { { .u = vec } };
+	struct kv_softirq v = { .vec = vec };
 
-	strata_emit(KEV_SOFTIRQ_RAISE, v);
+	kev_emit_SOFTIRQ_RAISE(&v);
 }
 
 static void strata_probe_hrtimer_entry(void *d, struct hrtimer *t, ktime_t *now)
 {
-	union strata_kval v[3];
+	struct kv_hrtimer_entry v = {
+		.hrtimer = (unsigned long)t, .now = (u64)ktime_to_ns(*now),
+		.function = (unsigned long)t->function,
+	};
 
-	v[0].u = (unsigned long)t;
-	v[1].u = (u64)ktime_to_ns(*now);
-	v[2].u = (unsigned long)t->function;
-	strata_emit(KEV_HRTIMER_ENTRY, v);
+	kev_emit_HRTIMER_ENTRY(&v);
 }
 
 static void strata_probe_hrtimer_exit(void *d, struct hrtimer *t)
 {
-	union strata_kval v[1] = { { .u = (unsigned long)t } };
+	struct kv_hrtimer_exit v = { .hrtimer = (unsigned long)t };
 
-	strata_emit(KEV_HRTIMER_EXIT, v);
+	kev_emit_HRTIMER_EXIT(&v);
 }
 
 static void strata_probe_timer_entry(void *d, struct timer_list *t, unsigned long baseclk)
 {
-	union strata_kval v[4];
+	struct kv_timer_entry v = {
+		.timer = (unsigned long)t, .now = jiffies, .function = (unsigned long)t->function,
+		.baseclk = baseclk,
+	};
 
-	v[0].u = (unsigned long)t;
-	v[1].u = jiffies;
-	v[2].u = (unsigned long)t->function;
-	v[3].u = baseclk;
-	strata_emit(KEV_TIMER_ENTRY, v);
+	kev_emit_TIMER_ENTRY(&v);
 }
 
 static void strata_probe_timer_exit(void *d, struct timer_list *t)
 {
-	union strata_kval v[1] = { { .u = (unsigned long)t } };
+	struct kv_timer_exit v = { .timer = (unsigned long)t };
 
-	strata_emit(KEV_TIMER_EXIT, v);
+	kev_emit_TIMER_EXIT(&v);
 }
 
 /* lttng-modules' RWBS_FLAG_* bits of a request. */
@@ -865,41 +895,35 @@ static u32 strata_rq_dev(const struct request *rq)
 static void strata_probe_block_issue(void *d, struct request *rq)
 {
 	char c[TASK_COMM_LEN];
-	union strata_kval v[7];
+	struct kv_block_issue v = {
+		.dev = strata_rq_dev(rq), .sector = blk_rq_trace_sector(rq),
+		.nr_sector = blk_rq_trace_nr_sectors(rq), .bytes = blk_rq_bytes(rq),
+		.tid = (u32)current->pid, .rwbs = strata_rwbs(rq), .comm = c,
+	};
 
 	strata_comm(c, current);
-	v[0].u = strata_rq_dev(rq);
-	v[1].u = blk_rq_trace_sector(rq);
-	v[2].u = blk_rq_trace_nr_sectors(rq);
-	v[3].u = blk_rq_bytes(rq);
-	v[4].u = (u32)current->pid;
-	v[5].u = strata_rwbs(rq);
-	v[6].s = c;
-	strata_emit(KEV_BLOCK_ISSUE, v);
+	kev_emit_BLOCK_ISSUE(&v);
 }
 
 static void strata_probe_block_complete(void *d, struct request *rq, blk_status_t error,
 					unsigned int nr_bytes)
 {
-	union strata_kval v[5];
+	struct kv_block_complete v = {
+		.dev = strata_rq_dev(rq), .sector = blk_rq_pos(rq), .nr_sector = nr_bytes >> 9,
+		.error = (u32)blk_status_to_errno(error), .rwbs = strata_rwbs(rq),
+	};
 
-	v[0].u = strata_rq_dev(rq);
-	v[1].u = blk_rq_pos(rq);
-	v[2].u = nr_bytes >> 9;
-	v[3].u = (u32)blk_status_to_errno(error);
-	v[4].u = strata_rwbs(rq);
-	strata_emit(KEV_BLOCK_COMPLETE, v);
+	kev_emit_BLOCK_COMPLETE(&v);
 }
 
 static void strata_probe_page_fault(void *d, unsigned long address, struct pt_regs *regs,
 				    unsigned long error_code)
 {
-	union strata_kval v[3];
+	struct kv_page_fault v = {
+		.address = address, .ip = instruction_pointer(regs), .error_code = error_code,
+	};
 
-	v[0].u = address;
-	v[1].u = instruction_pointer(regs);
-	v[2].u = error_code;
-	strata_emit(KEV_PAGE_FAULT_USER, v);
+	kev_emit_PAGE_FAULT_USER(&v);
 }
 
 static void strata_probe_exit(void *d, struct task_struct *p)
@@ -955,11 +979,11 @@ static void strata_probe_sys_enter(void *d, struct pt_regs *regs, long id)
 
 	syscall_get_arguments(current, regs, args);
 	if (READ_ONCE(strata_kevents[KEV_SYS_ENTER].slots)) {
+		struct kv_sys_enter raw = { .id = (u64)id, .args = a };
+
 		for (i = 0; i < 6; i++)
 			a[i] = args[i];
-		v[0].u = (u64)id;
-		v[1].arr = a;
-		strata_emit(KEV_SYS_ENTER, v);
+		kev_emit_SYS_ENTER(&raw);
 	}
 	if (ks && READ_ONCE(ks->entry.slots)) {
 		struct strata_sysstr *ss = this_cpu_ptr(&strata_sysstr);
@@ -972,6 +996,10 @@ static void strata_probe_sys_enter(void *d, struct pt_regs *regs, long id)
 				v[i].u = args[i];
 			}
 		}
+		/* The one positional record: its schema is built at init from
+		 * the syscall's ftrace metadata (strata_ksys_init), in argument
+		 * order, as v is filled here.
+		 */
 		strata_emit(KEV_COUNT + 2 * (ks - strata_ksys), v);
 	}
 }
@@ -980,16 +1008,16 @@ static void strata_probe_sys_exit(void *d, struct pt_regs *regs, long ret)
 {
 	long nr = syscall_get_nr(current, regs);
 	struct strata_ksys *ks = strata_ksys_lookup(nr);
-	union strata_kval v[2];
 
 	if (READ_ONCE(strata_kevents[KEV_SYS_EXIT].slots)) {
-		v[0].u = (u64)nr;
-		v[1].u = (u64)ret;
-		strata_emit(KEV_SYS_EXIT, v);
+		struct kv_sys_exit v = { .id = (u64)nr, .ret = (u64)ret };
+
+		kev_emit_SYS_EXIT(&v);
 	}
 	if (ks && READ_ONCE(ks->exit.slots)) {
-		v[0].u = (u64)ret;
-		strata_emit(KEV_COUNT + 2 * (ks - strata_ksys) + 1, v);
+		struct kv_syscall_ret v = { .ret = (u64)ret };
+
+		kschema_emit_syscall_ret(KEV_COUNT + 2 * (ks - strata_ksys) + 1, &v);
 	}
 }
 
@@ -1367,9 +1395,9 @@ static void strata_arm(struct strata_kevent *ev, bool want)
 static int strata_kprobe_handler(struct kprobe *p, struct pt_regs *regs)
 {
 	struct strata_kprobe_ev *k = container_of(p, struct strata_kprobe_ev, kp);
-	union strata_kval v[1] = { { .u = (unsigned long)p->addr } };
+	struct kv_kprobe v = { .ip = (unsigned long)p->addr };
 
-	strata_emit(k->id, v);
+	kschema_emit_kprobe(k->id, &v);
 	return 0;
 }
 
@@ -1380,15 +1408,16 @@ static int strata_kretprobe_handler(struct kretprobe_instance *ri, struct pt_reg
 {
 	struct kretprobe *rp = strata_get_kretprobe(ri);
 	struct strata_kprobe_ev *k;
-	union strata_kval v[3];
+	struct kv_kretprobe v;
 
 	if (!rp)
 		return 0;
 	k = container_of(rp, struct strata_kprobe_ev, rp);
-	v[0].u = (unsigned long)rp->kp.addr;
-	v[1].u = strata_kretprobe_retaddr(ri);
-	v[2].u = (u64)(long)regs_return_value(regs);
-	strata_emit(k->id, v);
+	v = (struct kv_kretprobe){
+		.ip = (unsigned long)rp->kp.addr, .parent_ip = strata_kretprobe_retaddr(ri),
+		.ret = (u64)(long)regs_return_value(regs),
+	};
+	kschema_emit_kretprobe(k->id, &v);
 	return 0;
 }
 

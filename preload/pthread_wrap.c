@@ -51,36 +51,94 @@
 #define STRATA_PT_TLS __thread __attribute__((tls_model("initial-exec")))
 #define STRATA_PT_MAX_DEPTH 32
 
-/* ---- real functions ----------------------------------------------------- */
+/* ---- the wrapped functions: one list ------------------------------------ */
 
 /*
- * glibc >= 2.34 still exports its own implementation under the compat names
- * __pthread_*@GLIBC_2.2.5.  They are the initial targets of the mutex and
- * rwlock calls, so that calls before our constructor (other libraries'
- * constructors) and calls re-entered from dlsym need no resolution at all.
- * The constructor then switches to dlsym(RTLD_NEXT) results, which keeps a
- * chain of interposers working.
+ * Every wrapped function, once:
+ *   F(name, start, fail, event, proto, args, traced)
+ * name    pthread_<name> is wrapped; real.<name> is the real function
+ * start   the entry before resolution: COMPAT, glibc's own implementation
+ *         under its exported compat name __pthread_<name>@GLIBC_2.2.5;
+ *         BOOT, a trampoline that resolves first (and returns `fail` when
+ *         re-entered from dlsym itself, see STRATA_PT_START_BOOT)
+ * event   the pthread tracepoint whose state gates the traced path
+ * proto, args   the parameters, declared and passed on
+ * traced  the traced path (out of line), run when `event` is enabled
+ * From it come the table of real functions, the compat aliases and
+ * trampolines, the table's initial values, the dlsym resolution and the
+ * exported wrappers: a function is added or removed in one place.
  */
-#define STRATA_PT_COMPAT(ret, name, ...) \
-	extern ret strata_pt_glibc_##name(__VA_ARGS__); \
-	__asm__(".symver strata_pt_glibc_" #name ", __pthread_" #name "@GLIBC_2.2.5");
-STRATA_PT_COMPAT(int, mutex_lock, pthread_mutex_t *)
-STRATA_PT_COMPAT(int, mutex_trylock, pthread_mutex_t *)
-STRATA_PT_COMPAT(int, mutex_unlock, pthread_mutex_t *)
-STRATA_PT_COMPAT(int, rwlock_rdlock, pthread_rwlock_t *)
-STRATA_PT_COMPAT(int, rwlock_wrlock, pthread_rwlock_t *)
-STRATA_PT_COMPAT(int, rwlock_tryrdlock, pthread_rwlock_t *)
-STRATA_PT_COMPAT(int, rwlock_trywrlock, pthread_rwlock_t *)
-STRATA_PT_COMPAT(int, rwlock_unlock, pthread_rwlock_t *)
+#define STRATA_PT_FUNCS(F) \
+	F(mutex_lock, COMPAT, 0, mutex_lock, (pthread_mutex_t *m), (m), \
+	  strata_pt_acquire(PT_MUTEX_LOCK, m, 0, NULL, CALLER())) \
+	F(mutex_trylock, COMPAT, 0, mutex_trylock, (pthread_mutex_t *m), (m), \
+	  strata_pt_acquire(PT_MUTEX_TRYLOCK, m, 0, NULL, CALLER())) \
+	F(mutex_timedlock, BOOT, EINVAL, mutex_timedlock, (pthread_mutex_t *m, const struct timespec *t), \
+	  (m, t), strata_pt_acquire(PT_MUTEX_TIMEDLOCK, m, 0, t, CALLER())) \
+	F(mutex_unlock, COMPAT, 0, mutex_unlock, (pthread_mutex_t *m), (m), \
+	  strata_pt_unlock(0, m, CALLER())) \
+	F(cond_wait, BOOT, EINVAL, cond_wait, (pthread_cond_t *c, pthread_mutex_t *m), (c, m), \
+	  strata_pt_cond_wait(0, c, m, 0, NULL, CALLER())) \
+	F(cond_timedwait, BOOT, EINVAL, cond_timedwait, \
+	  (pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t), (c, m, t), \
+	  strata_pt_cond_wait(1, c, m, 0, t, CALLER())) \
+	F(cond_signal, BOOT, 0, cond_signal, (pthread_cond_t *c), (c), strata_pt_cond_wake(0, c, CALLER())) \
+	F(cond_broadcast, BOOT, 0, cond_broadcast, (pthread_cond_t *c), (c), \
+	  strata_pt_cond_wake(1, c, CALLER())) \
+	F(rwlock_rdlock, COMPAT, 0, rwlock_rdlock, (pthread_rwlock_t *l), (l), \
+	  strata_pt_acquire(PT_RW_RDLOCK, l, 0, NULL, CALLER())) \
+	F(rwlock_wrlock, COMPAT, 0, rwlock_wrlock, (pthread_rwlock_t *l), (l), \
+	  strata_pt_acquire(PT_RW_WRLOCK, l, 0, NULL, CALLER())) \
+	F(rwlock_tryrdlock, COMPAT, 0, rwlock_tryrdlock, (pthread_rwlock_t *l), (l), \
+	  strata_pt_acquire(PT_RW_TRYRDLOCK, l, 0, NULL, CALLER())) \
+	F(rwlock_trywrlock, COMPAT, 0, rwlock_trywrlock, (pthread_rwlock_t *l), (l), \
+	  strata_pt_acquire(PT_RW_TRYWRLOCK, l, 0, NULL, CALLER())) \
+	F(rwlock_unlock, COMPAT, 0, rwlock_unlock, (pthread_rwlock_t *l), (l), \
+	  strata_pt_unlock(1, l, CALLER())) \
+	/* glibc 2.30 clock variants (std::timed_mutex, condition_variable::wait_for) */ \
+	F(mutex_clocklock, BOOT, EINVAL, mutex_timedlock, \
+	  (pthread_mutex_t *m, clockid_t k, const struct timespec *t), (m, k, t), \
+	  strata_pt_acquire(PT_MUTEX_CLOCKLOCK, m, k, t, CALLER())) \
+	F(cond_clockwait, BOOT, EINVAL, cond_timedwait, \
+	  (pthread_cond_t *c, pthread_mutex_t *m, clockid_t k, const struct timespec *t), (c, m, k, t), \
+	  strata_pt_cond_wait(2, c, m, k, t, CALLER())) \
+	F(rwlock_clockrdlock, BOOT, EINVAL, rwlock_rdlock, \
+	  (pthread_rwlock_t *l, clockid_t k, const struct timespec *t), (l, k, t), \
+	  strata_pt_acquire(PT_RW_CLOCKRDLOCK, l, k, t, CALLER())) \
+	F(rwlock_clockwrlock, BOOT, EINVAL, rwlock_wrlock, \
+	  (pthread_rwlock_t *l, clockid_t k, const struct timespec *t), (l, k, t), \
+	  strata_pt_acquire(PT_RW_CLOCKWRLOCK, l, k, t, CALLER()))
+
+/* ---- real functions ----------------------------------------------------- */
+
+#define STRATA_PT_REAL_FIELD(name, start, fail, ev, proto, args, traced) int(*name) proto;
+struct strata_pt_real {
+	STRATA_PT_FUNCS(STRATA_PT_REAL_FIELD)
+};
+static struct strata_pt_real real;
+/* Entries are code addresses with no data published through them: relaxed. */
+#define REAL(f) (__atomic_load_n(&real.f, __ATOMIC_RELAXED))
 
 static int strata_pt_busy_get(void);
 static void strata_pt_resolve(void);
 
-/* Functions without a compat alias start at a trampoline that resolves.
- * Re-entered from dlsym itself (busy), they cannot know the real function:
- * nothing in dlsym waits on a condvar, so they fail with EINVAL (waits) or
- * do nothing (signal/broadcast: nobody can be waiting yet). */
-#define STRATA_PT_BOOT(name, fail, proto, args) \
+/*
+ * COMPAT: glibc >= 2.34 still exports its own implementation under the
+ * compat names __pthread_*@GLIBC_2.2.5.  They are the initial targets of
+ * the mutex and rwlock calls, so that calls before our constructor (other
+ * libraries' constructors) and calls re-entered from dlsym need no
+ * resolution at all.  The constructor then switches to dlsym(RTLD_NEXT)
+ * results, which keeps a chain of interposers working.
+ *
+ * BOOT: functions without a compat alias start at a trampoline that
+ * resolves.  Re-entered from dlsym itself (busy), they cannot know the real
+ * function: nothing in dlsym waits on a condvar, so they fail with EINVAL
+ * (waits) or do nothing (signal/broadcast: nobody can be waiting yet).
+ */
+#define STRATA_PT_START_COMPAT(name, fail, proto, args) \
+	extern int strata_pt_glibc_##name proto; \
+	__asm__(".symver strata_pt_glibc_" #name ", __pthread_" #name "@GLIBC_2.2.5");
+#define STRATA_PT_START_BOOT(name, fail, proto, args) \
 	static int strata_pt_boot_##name proto \
 	{ \
 		if (strata_pt_busy_get()) \
@@ -90,68 +148,21 @@ static void strata_pt_resolve(void);
 			return fail; \
 		return REAL(name) args; \
 	}
-
-struct strata_pt_real {
-	int (*mutex_lock)(pthread_mutex_t *);
-	int (*mutex_trylock)(pthread_mutex_t *);
-	int (*mutex_timedlock)(pthread_mutex_t *, const struct timespec *);
-	int (*mutex_unlock)(pthread_mutex_t *);
-	int (*cond_wait)(pthread_cond_t *, pthread_mutex_t *);
-	int (*cond_timedwait)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
-	int (*cond_signal)(pthread_cond_t *);
-	int (*cond_broadcast)(pthread_cond_t *);
-	int (*rwlock_rdlock)(pthread_rwlock_t *);
-	int (*rwlock_wrlock)(pthread_rwlock_t *);
-	int (*rwlock_tryrdlock)(pthread_rwlock_t *);
-	int (*rwlock_trywrlock)(pthread_rwlock_t *);
-	int (*rwlock_unlock)(pthread_rwlock_t *);
-	/* glibc 2.30 clock variants (std::timed_mutex, condition_variable::wait_for) */
-	int (*mutex_clocklock)(pthread_mutex_t *, clockid_t, const struct timespec *);
-	int (*cond_clockwait)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *);
-	int (*rwlock_clockrdlock)(pthread_rwlock_t *, clockid_t, const struct timespec *);
-	int (*rwlock_clockwrlock)(pthread_rwlock_t *, clockid_t, const struct timespec *);
-};
-static struct strata_pt_real real;
-/* Entries are code addresses with no data published through them: relaxed. */
-#define REAL(f) (__atomic_load_n(&real.f, __ATOMIC_RELAXED))
-
-STRATA_PT_BOOT(mutex_timedlock, EINVAL, (pthread_mutex_t *m, const struct timespec *t), (m, t))
-STRATA_PT_BOOT(cond_wait, EINVAL, (pthread_cond_t *c, pthread_mutex_t *m), (c, m))
-STRATA_PT_BOOT(cond_timedwait, EINVAL, (pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t),
-	       (c, m, t))
-STRATA_PT_BOOT(mutex_clocklock, EINVAL, (pthread_mutex_t *m, clockid_t k, const struct timespec *t), (m, k, t))
-STRATA_PT_BOOT(cond_clockwait, EINVAL,
-	       (pthread_cond_t *c, pthread_mutex_t *m, clockid_t k, const struct timespec *t), (c, m, k, t))
-STRATA_PT_BOOT(rwlock_clockrdlock, EINVAL, (pthread_rwlock_t *l, clockid_t k, const struct timespec *t),
-	       (l, k, t))
-STRATA_PT_BOOT(rwlock_clockwrlock, EINVAL, (pthread_rwlock_t *l, clockid_t k, const struct timespec *t),
-	       (l, k, t))
-STRATA_PT_BOOT(cond_signal, 0, (pthread_cond_t *c), (c))
-STRATA_PT_BOOT(cond_broadcast, 0, (pthread_cond_t *c), (c))
+#define STRATA_PT_START(name, start, fail, ev, proto, args, traced) \
+	STRATA_PT_START_##start(name, fail, proto, args)
+STRATA_PT_FUNCS(STRATA_PT_START)
 
 /*
  * Every entry is always callable: a compat alias, a trampoline, or the
  * dlsym(RTLD_NEXT) result.  Entries are code addresses with no data
  * published through them, so they are stored and loaded relaxed (REAL).
  */
+#define STRATA_PT_INIT_COMPAT(name) strata_pt_glibc_##name
+#define STRATA_PT_INIT_BOOT(name) strata_pt_boot_##name
+#define STRATA_PT_INIT(name, start, fail, ev, proto, args, traced) \
+	.name = STRATA_PT_INIT_##start(name),
 static struct strata_pt_real real = {
-	.mutex_lock = strata_pt_glibc_mutex_lock,
-	.mutex_trylock = strata_pt_glibc_mutex_trylock,
-	.mutex_timedlock = strata_pt_boot_mutex_timedlock,
-	.mutex_unlock = strata_pt_glibc_mutex_unlock,
-	.cond_wait = strata_pt_boot_cond_wait,
-	.cond_timedwait = strata_pt_boot_cond_timedwait,
-	.cond_signal = strata_pt_boot_cond_signal,
-	.cond_broadcast = strata_pt_boot_cond_broadcast,
-	.rwlock_rdlock = strata_pt_glibc_rwlock_rdlock,
-	.rwlock_wrlock = strata_pt_glibc_rwlock_wrlock,
-	.rwlock_tryrdlock = strata_pt_glibc_rwlock_tryrdlock,
-	.rwlock_trywrlock = strata_pt_glibc_rwlock_trywrlock,
-	.rwlock_unlock = strata_pt_glibc_rwlock_unlock,
-	.mutex_clocklock = strata_pt_boot_mutex_clocklock,
-	.cond_clockwait = strata_pt_boot_cond_clockwait,
-	.rwlock_clockrdlock = strata_pt_boot_rwlock_clockrdlock,
-	.rwlock_clockwrlock = strata_pt_boot_rwlock_clockwrlock,
+	STRATA_PT_FUNCS(STRATA_PT_INIT)
 };
 
 static STRATA_PT_TLS int strata_pt_busy;
@@ -193,27 +204,11 @@ static __attribute__((noinline)) void strata_pt_resolve(void)
 	strata_pt_busy = 1;
 	void *p;
 	/* relaxed stores: see REAL. */
-#define R(field, name) \
-	if ((p = strata_pt_sym(name)) != NULL) \
-		__atomic_store_n((void **)&real.field, p, __ATOMIC_RELAXED)
-	R(cond_wait, "pthread_cond_wait");
-	R(cond_timedwait, "pthread_cond_timedwait");
-	R(cond_signal, "pthread_cond_signal");
-	R(cond_broadcast, "pthread_cond_broadcast");
-	R(mutex_lock, "pthread_mutex_lock");
-	R(mutex_trylock, "pthread_mutex_trylock");
-	R(mutex_timedlock, "pthread_mutex_timedlock");
-	R(mutex_unlock, "pthread_mutex_unlock");
-	R(rwlock_rdlock, "pthread_rwlock_rdlock");
-	R(rwlock_wrlock, "pthread_rwlock_wrlock");
-	R(rwlock_tryrdlock, "pthread_rwlock_tryrdlock");
-	R(rwlock_trywrlock, "pthread_rwlock_trywrlock");
-	R(rwlock_unlock, "pthread_rwlock_unlock");
-	R(mutex_clocklock, "pthread_mutex_clocklock");
-	R(cond_clockwait, "pthread_cond_clockwait");
-	R(rwlock_clockrdlock, "pthread_rwlock_clockrdlock");
-	R(rwlock_clockwrlock, "pthread_rwlock_clockwrlock");
-#undef R
+#define STRATA_PT_RESOLVE(name, start, fail, ev, proto, args, traced) \
+	if ((p = strata_pt_sym("pthread_" #name)) != NULL) \
+		__atomic_store_n((void **)&real.name, p, __ATOMIC_RELAXED);
+	STRATA_PT_FUNCS(STRATA_PT_RESOLVE)
+#undef STRATA_PT_RESOLVE
 	const char *d = getenv("STRATA_PTHREAD_STACK_DEPTH");
 	int depth = d ? atoi(d) : 0;
 	if (depth < 0)
@@ -550,123 +545,11 @@ static __attribute__((noinline)) int strata_pt_cond_wake(int all, pthread_cond_t
 
 /* ---- wrappers: tracing off costs one relaxed load and a branch ----------- */
 
-STRATA_PT_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
-{
-	if (__builtin_expect(!TRACED(mutex_lock), 1))
-		return REAL(mutex_lock)(m);
-	return strata_pt_acquire(PT_MUTEX_LOCK, m, 0, NULL, CALLER());
-}
-
-STRATA_PT_EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *t)
-{
-	if (__builtin_expect(!TRACED(mutex_timedlock), 1))
-		return REAL(mutex_timedlock)(m, t);
-	return strata_pt_acquire(PT_MUTEX_TIMEDLOCK, m, 0, t, CALLER());
-}
-
-STRATA_PT_EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
-{
-	if (__builtin_expect(!TRACED(mutex_trylock), 1))
-		return REAL(mutex_trylock)(m);
-	return strata_pt_acquire(PT_MUTEX_TRYLOCK, m, 0, NULL, CALLER());
-}
-
-STRATA_PT_EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
-{
-	if (__builtin_expect(!TRACED(mutex_unlock), 1))
-		return REAL(mutex_unlock)(m);
-	return strata_pt_unlock(0, m, CALLER());
-}
-
-STRATA_PT_EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
-{
-	if (__builtin_expect(!TRACED(cond_wait), 1))
-		return REAL(cond_wait)(c, m);
-	return strata_pt_cond_wait(0, c, m, 0, NULL, CALLER());
-}
-
-STRATA_PT_EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
-					    const struct timespec *t)
-{
-	if (__builtin_expect(!TRACED(cond_timedwait), 1))
-		return REAL(cond_timedwait)(c, m, t);
-	return strata_pt_cond_wait(1, c, m, 0, t, CALLER());
-}
-
-STRATA_PT_EXPORT int pthread_cond_signal(pthread_cond_t *c)
-{
-	if (__builtin_expect(!TRACED(cond_signal), 1))
-		return REAL(cond_signal)(c);
-	return strata_pt_cond_wake(0, c, CALLER());
-}
-
-STRATA_PT_EXPORT int pthread_cond_broadcast(pthread_cond_t *c)
-{
-	if (__builtin_expect(!TRACED(cond_broadcast), 1))
-		return REAL(cond_broadcast)(c);
-	return strata_pt_cond_wake(1, c, CALLER());
-}
-
-STRATA_PT_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *l)
-{
-	if (__builtin_expect(!TRACED(rwlock_rdlock), 1))
-		return REAL(rwlock_rdlock)(l);
-	return strata_pt_acquire(PT_RW_RDLOCK, l, 0, NULL, CALLER());
-}
-
-STRATA_PT_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *l)
-{
-	if (__builtin_expect(!TRACED(rwlock_wrlock), 1))
-		return REAL(rwlock_wrlock)(l);
-	return strata_pt_acquire(PT_RW_WRLOCK, l, 0, NULL, CALLER());
-}
-
-STRATA_PT_EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t *l)
-{
-	if (__builtin_expect(!TRACED(rwlock_tryrdlock), 1))
-		return REAL(rwlock_tryrdlock)(l);
-	return strata_pt_acquire(PT_RW_TRYRDLOCK, l, 0, NULL, CALLER());
-}
-
-STRATA_PT_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t *l)
-{
-	if (__builtin_expect(!TRACED(rwlock_trywrlock), 1))
-		return REAL(rwlock_trywrlock)(l);
-	return strata_pt_acquire(PT_RW_TRYWRLOCK, l, 0, NULL, CALLER());
-}
-
-STRATA_PT_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *l)
-{
-	if (__builtin_expect(!TRACED(rwlock_unlock), 1))
-		return REAL(rwlock_unlock)(l);
-	return strata_pt_unlock(1, l, CALLER());
-}
-
-STRATA_PT_EXPORT int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t k, const struct timespec *t)
-{
-	if (__builtin_expect(!TRACED(mutex_timedlock), 1))
-		return REAL(mutex_clocklock)(m, k, t);
-	return strata_pt_acquire(PT_MUTEX_CLOCKLOCK, m, k, t, CALLER());
-}
-
-STRATA_PT_EXPORT int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t k,
-					    const struct timespec *t)
-{
-	if (__builtin_expect(!TRACED(cond_timedwait), 1))
-		return REAL(cond_clockwait)(c, m, k, t);
-	return strata_pt_cond_wait(2, c, m, k, t, CALLER());
-}
-
-STRATA_PT_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t k, const struct timespec *t)
-{
-	if (__builtin_expect(!TRACED(rwlock_rdlock), 1))
-		return REAL(rwlock_clockrdlock)(l, k, t);
-	return strata_pt_acquire(PT_RW_CLOCKRDLOCK, l, k, t, CALLER());
-}
-
-STRATA_PT_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t k, const struct timespec *t)
-{
-	if (__builtin_expect(!TRACED(rwlock_wrlock), 1))
-		return REAL(rwlock_clockwrlock)(l, k, t);
-	return strata_pt_acquire(PT_RW_CLOCKWRLOCK, l, k, t, CALLER());
-}
+#define STRATA_PT_WRAPPER(name, start, fail, ev, proto, args, traced) \
+	STRATA_PT_EXPORT int pthread_##name proto \
+	{ \
+		if (__builtin_expect(!TRACED(ev), 1)) \
+			return REAL(name) args; \
+		return traced; \
+	}
+STRATA_PT_FUNCS(STRATA_PT_WRAPPER)
