@@ -48,7 +48,6 @@ STRATA_EXPORT void (*strata_test_writer_hook)(enum strata_writer_step) = nullptr
 }
 #endif
 
-
 namespace strata {
 
 std::atomic<Channel *> g_slots[STRATA_MAX_SLOTS];
@@ -65,10 +64,10 @@ struct CommitCtx {
 };
 
 struct ThreadState {
-	uint32_t tid;      // 0: not yet read (or reset in a fork child)
-	uint32_t depth;    // reservations in progress on this thread
-	bool key_set;      // thread-exit destructor registered
-	uint16_t exclusive;// bit s: lane[s] is owned (released at thread exit)
+	uint32_t tid;       // 0: not yet read (or reset in a fork child)
+	uint32_t depth;     // reservations in progress on this thread
+	bool key_set;       // thread-exit destructor registered
+	uint16_t exclusive; // bit s: lane[s] is owned (released at thread exit)
 	// Owned: the lane.  Not owned: the shared lane used when the CPU is
 	// unknown (no rseq); otherwise shared_lane() picks one per record.
 	uint16_t lane[STRATA_MAX_SLOTS];
@@ -197,7 +196,8 @@ inline bool head_cas(strata_lane_ctl *lc, uint64_t *head, uint64_t desired, bool
 	}
 #endif
 	(void)unlocked;
-	return __atomic_compare_exchange_n(&lc->head, head, desired, true, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+	return __atomic_compare_exchange_n(&lc->head, head, desired, true, __ATOMIC_ACQ_REL,
+					   __ATOMIC_ACQUIRE);
 }
 
 // The owner's busy window on a FAST_OWNER lane (strata_abi.h): unlocked
@@ -237,7 +237,8 @@ inline bool subbuf_free(const Channel *ch, strata_lane_ctl *lc, uint64_t head)
 	// Acquire on both: the consumer's closing fields (ccommit, its
 	// release add in Reader::finish_close) as the writers' bytes.
 	strata_u64 *commit = commit_of(ch, lc, head);
-	if (__atomic_load_n(commit, __ATOMIC_ACQUIRE) + __atomic_load_n(ccommit_of(commit), __ATOMIC_ACQUIRE) !=
+	if (__atomic_load_n(commit, __ATOMIC_ACQUIRE) +
+		    __atomic_load_n(ccommit_of(commit), __ATOMIC_ACQUIRE) !=
 	    lap_bytes)
 		return false;
 	// Overwrite mode: free, unless the consumer now streams the buffer
@@ -258,8 +259,8 @@ inline bool subbuf_free(const Channel *ch, strata_lane_ctl *lc, uint64_t head)
 	return head - consumed < ch->lane_stride;
 }
 
-void open_packet(Channel *ch, strata_lane_ctl *lc, uint32_t lane, char *lane_data,
-		 uint64_t head, uint64_t now, uint32_t vtid, bool owned)
+void open_packet(Channel *ch, strata_lane_ctl *lc, uint32_t lane, char *lane_data, uint64_t head,
+		 uint64_t now, uint32_t vtid, bool owned)
 {
 	auto *ph = (strata_packet_header *)(lane_data + ring_off(ch, head));
 	ph->magic = STRATA_CTF_MAGIC;
@@ -288,8 +289,8 @@ inline void prefault_subbuf(const Channel *ch, char *lane_data, uint64_t pos)
 	madvise(lane_data + ring_off(ch, pos), ch->subbuf_size, kMadvPopulateWrite);
 }
 
-void close_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uint64_t start,
-		  uint64_t content, uint64_t now, bool owned)
+void close_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uint64_t start, uint64_t content,
+		  uint64_t now, bool owned)
 {
 	auto *ph = (strata_packet_header *)(lane_data + ring_off(ch, start));
 	ph->timestamp_end = now;
@@ -360,8 +361,8 @@ bool claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 	}
 	bool exclusive = lane != UINT32_MAX;
 	if (!exclusive) // every owned lane taken: share one of the shared lanes
-		lane = n_owned + ch->shared_rr.fetch_add(1, std::memory_order_relaxed) %
-					 (ch->n_lanes - n_owned);
+		lane = n_owned +
+		       ch->shared_rr.fetch_add(1, std::memory_order_relaxed) % (ch->n_lanes - n_owned);
 	t.lane[slot] = (uint16_t)lane;
 	t.ch[slot] = ch;
 	__atomic_store_n(&t.last_ts[slot], 0, __ATOMIC_RELAXED); // no record of ours there yet
@@ -396,7 +397,8 @@ bool claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 	// recorded + discarded == emitted.  Relaxed: counters, as discard().
 	if (__builtin_expect(ch->pending_discards.load(std::memory_order_relaxed) != 0, 0))
 		__atomic_fetch_add(&ch->lanes[lane].events_discarded,
-				   ch->pending_discards.exchange(0, std::memory_order_relaxed), __ATOMIC_RELAXED);
+				   ch->pending_discards.exchange(0, std::memory_order_relaxed),
+				   __ATOMIC_RELAXED);
 	return true;
 }
 
@@ -411,8 +413,7 @@ void thread_exit(void *)
 		uint32_t lane = t.lane[s];
 		// Release: our commits (unlocked on an owned lane) before the
 		// next owner's; pairs with the acquire CAS in claim_lane().
-		t.ch[s]->lane_bits[lane / 64].fetch_and(~(1ull << (lane % 64)),
-							std::memory_order_release);
+		t.ch[s]->lane_bits[lane / 64].fetch_and(~(1ull << (lane % 64)), std::memory_order_release);
 		t.ch[s] = nullptr;
 	}
 	t.exclusive = 0;
@@ -454,161 +455,210 @@ void writer_forget_thread_state_in_child()
 
 using namespace strata;
 
-extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
-					    struct strata_tracepoint *tp, unsigned slot,
-					    size_t size)
+namespace strata {
+namespace {
+
+// ---- the reservation ------------------------------------------------------
+//
+// Split as lttng-ust's frontend: strata_reserve is the in-packet fast path
+// (one clock read, one CAS on head, the record header); a packet switch
+// (close the packet the record does not fit, open the next one) and a
+// discard are out of line, reached once per sub-buffer or per lost event.
+// The steps named in writer_hooks.h keep their places.
+
+// Leave a reservation that records nothing: count the event as discarded
+// in the lane, close the owner's busy window if it was open, and restore
+// the nesting depth.  The depth overflow, a record no packet can hold, a
+// full ring.
+__attribute__((noinline, cold)) int reserve_discard(strata_lane_ctl *lc, ThreadState &t, uint32_t depth,
+						    bool fast)
+{
+	discard(lc);
+	if (fast)
+		busy_add(lc, false);
+	t.depth = depth;
+	return 0;
+}
+
+// The lane a reservation writes, as strata_reserve picked it (for the
+// inline helpers; the out-of-line paths take scalars, so that nothing of
+// the fast path has to live in memory).
+struct LaneRef {
+	Channel *ch;
+	strata_lane_ctl *lc;
+	char *data; // the lane's ring
+	uint32_t index;
+	bool owned;  // this thread's alone (unlocked commit)
+	bool shared; // records carry the thread context
+};
+
+// The slot's channel, with this thread's lane in it claimed; null when the
+// slot is closed (or its pending buffer could not be made: claim_lane).
+inline Channel *slot_channel(unsigned slot, ThreadState &t)
 {
 	if (__builtin_expect(slot >= STRATA_MAX_SLOTS, 0))
-		return 0;
+		return nullptr;
 	// Acquire: pairs with the release store in strata_rt_slot_open; the
 	// Channel and the buffer header are complete before we see the pointer.
 	Channel *ch = g_slots[slot].load(std::memory_order_acquire);
 	if (__builtin_expect(ch == nullptr, 0))
-		return 0;
-	ThreadState &t = t_state;
+		return nullptr;
 	if (__builtin_expect(t.ch[slot] != ch, 0) && !claim_lane(ch, slot, t))
-		return 0;
-	const bool owned = t.exclusive & (1u << slot);
-	const uint32_t lane = owned ? t.lane[slot] : shared_lane(ch, t.lane[slot]);
-	strata_lane_ctl *lc = &ch->lanes[lane];
-	if (__builtin_expect(t.depth >= kMaxDepth, 0)) {
-		discard(lc);
-		return 0;
-	}
-	const uint32_t depth = t.depth++;
-	// Compiler-only: a signal handler on this thread sees depth+1 before we
-	// touch the lane.
-	std::atomic_signal_fence(std::memory_order_seq_cst);
+		return nullptr;
+	return ch;
+}
 
-	const uint64_t S = ch->subbuf_size;
-	// `size` is the payload; the record adds a header of 4 (compact) or 13
-	// (extended) bytes and, in a shared lane, the 4-byte thread context.
-	// A record must fit in an empty packet with room to spare: a packet is
-	// only ever finished by a close, never filled to its last byte.
-	const uint32_t id = tp->id;
-	const bool shared = lane >= ch->first_shared;
-	const uint64_t ctx = shared ? STRATA_REC_SHARED_CTX_SIZE : 0;
-	const uint64_t wide = STRATA_REC_EXTENDED_SIZE + ctx + size;
-	if (__builtin_expect(size > S - STRATA_PACKET_HEADER_SIZE - 1 - STRATA_REC_EXTENDED_SIZE -
-					   STRATA_REC_SHARED_CTX_SIZE, 0)) {
-		discard(lc);
-		t.depth = depth;
-		return 0;
-	}
-	// The compact header when the id fits in 5 bits and the timestamp is
-	// less than 2^27 above the record before ours; the record that opens
-	// a packet follows timestamp_begin == its own timestamp.
-	const uint64_t narrow = id < STRATA_REC_EXTENDED_ID ? STRATA_REC_COMPACT_SIZE + ctx + size : wide;
+// A FAST_OWNER lane's owner (docs/ring-buffer.md, "Unlocked reserve on
+// owned lanes") enters its busy window; true when head may then change
+// with unlocked cmpxchg: inside the window, and with no consumer closing
+// the lane.  The load of close_req may pass our inc in the store buffer;
+// the consumer's MEMBARRIER_CMD_GLOBAL_EXPEDITED between its close_req add
+// and its load of owner_busy is the other half (asymmetric Dekker): either
+// it sees our inc and waits, or we see its request and lock.
+inline bool open_busy_window(strata_lane_ctl *lc)
+{
+	busy_add(lc, true);
+	// Relaxed: ordered by the consumer's membarrier, see above.
+	return __atomic_load_n(&lc->close_req, __ATOMIC_RELAXED) == 0;
+}
+
+// The record's size in the open packet at head offset `off`: the compact
+// header when the id fits in 5 bits (narrow != wide) and the timestamp is
+// less than 2^27 above the record before ours.  Relaxed: our own (or our
+// handler's) last timestamp, a lower bound here only if it was in this
+// lane.  A handler that runs between the two loads stores both: if it
+// wrote in another lane we see that lane (0: extended header); if in this
+// one, head moved and our CAS fails, so we load both again.
+inline uint64_t record_size(ThreadState &t, unsigned slot, uint32_t lane, uint64_t now, uint64_t narrow,
+			    uint64_t wide)
+{
+	uint64_t low = __atomic_load_n(&t.last_ts[slot], __ATOMIC_RELAXED);
+	std::atomic_signal_fence(std::memory_order_seq_cst);
+	if (__atomic_load_n(&t.last_lane[slot], __ATOMIC_RELAXED) != lane)
+		low = 0;
+	return (now - low) >> STRATA_REC_COMPACT_TS_BITS ? wide : narrow;
+}
+
+// reserve_slow's flags.
+constexpr unsigned kReserveOwned = 1, kReserveUnlocked = 2, kReserveLost = 4;
+
+enum class Switch : uint64_t { kRetry, kOpened, kFull };
+struct SwitchResult {
+	uint64_t head; // kRetry: retry from it; kOpened: the opened packet's start
+	Switch what;
+};
+
+// The packet switch: the record does not fit the open packet (head inside
+// a packet): close it; or head is at a boundary: open the next packet with
+// our record (narrow bytes) right after its header, if the sub-buffer is
+// free (the record that opens a packet follows timestamp_begin == its own
+// timestamp: the compact header always fits).  `now` is the timestamp the
+// caller read for this try.
+inline SwitchResult switch_packet(Channel *ch, uint32_t lane, uint64_t head, uint64_t now, uint64_t narrow,
+				  bool owned, bool unlocked, ThreadState &t)
+{
+	strata_lane_ctl *lc = &ch->lanes[lane];
 	char *lane_data = ch->data + (uint64_t)lane * ch->lane_stride;
-	// `head` is the exact end of the last record: records are byte-packed
-	// and content_size is where the last one ends.
-	// A FAST_OWNER lane's owner (docs/ring-buffer.md, "Unlocked reserve
-	// on owned lanes"): inside its busy window, and with no consumer
-	// closing the lane, head changes with unlocked cmpxchg.  The load of
-	// close_req may pass our inc in the store buffer; the consumer's
-	// MEMBARRIER_CMD_GLOBAL_EXPEDITED between its close_req add and its
-	// load of owner_busy is the other half (asymmetric Dekker): either it
-	// sees our inc and waits, or we see its request and lock.
-	const bool fast = owned && ch->fast_owner;
-	bool unlocked = false;
-	if (fast) {
-		busy_add(lc, true);
-		// Relaxed: ordered by the consumer's membarrier, see above.
-		unlocked = __atomic_load_n(&lc->close_req, __ATOMIC_RELAXED) == 0;
+	const uint64_t S = ch->subbuf_size;
+	const uint64_t off = head & (S - 1);
+	if (off != 0) {
+		const uint64_t end = head - off + S;
+		STRATA_WHOOK(STRATA_W_BEFORE_CLOSE_CAS);
+		if (head_cas(lc, &head, end, unlocked)) {
+			STRATA_WHOOK(STRATA_W_CLOSE_WON);
+			close_packet(ch, lc, lane_data, head - off, off, now, owned);
+			STRATA_WHOOK(STRATA_W_CLOSED);
+			head = end;
+		}
+		return {head, Switch::kRetry};
 	}
-	// Acquire (here and on CAS failure): the clock read below then comes
-	// after every clock read of writers whose reservation we observed, so
-	// timestamps follow positions within the lane.  Pairs with the acq_rel
-	// CAS of those writers.
-	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
+	STRATA_WHOOK(STRATA_W_AT_BOUNDARY);
+	if (!subbuf_free(ch, lc, head)) {
+		// Our `head` may be stale: a writer that ran since we loaded it
+		// (a signal handler that interrupted us, another thread of the
+		// lane) may have opened this very sub-buffer, and its open is
+		// what fails the check.  Retry from the new head in that case;
+		// discard only when head has not moved.  Head only grows, so if
+		// it still holds the value we checked with, it held it
+		// throughout the check: at that position the sub-buffer really
+		// was not free.  Acquire: as the other loads of head
+		// (timestamps follow positions).
+		const uint64_t now_head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
+		return {now_head, now_head != head ? Switch::kRetry : Switch::kFull};
+	}
+	STRATA_WHOOK(STRATA_W_FREE_CHECKED);
+	if (!head_cas(lc, &head, head + STRATA_PACKET_HEADER_SIZE + narrow, unlocked))
+		return {head, Switch::kRetry};
+	// Release fence: the head CAS is ordered before every byte we write
+	// into the space; pairs with the acquire fence of the overwrite-mode
+	// collector, which copies bytes then re-reads head to detect that we
+	// lapped its copy (seqlock).
+	std::atomic_thread_fence(std::memory_order_release);
+	STRATA_WHOOK(STRATA_W_OPEN_WON);
+	open_packet(ch, lc, lane, lane_data, head, now, tid_of(t), owned);
+	if (__builtin_expect(head < ch->lane_stride, 0)) // lap 0: the next one
+		prefault_subbuf(ch, lane_data, head + S);
+	return {head, Switch::kOpened};
+}
+
+// The slow path of a reservation: the packet switch, and the retries after
+// a lost CAS (another writer of the lane, or a signal handler of ours,
+// moved head).  Entered with the fast path's head and timestamp: with
+// `lost` set that try's CAS failed (a new clock read first), else the
+// record did not fit the open packet or head was at a boundary.  Returns
+// the reservation, or taken == 0 when the ring is full (discard).
+struct Reserved {
 	uint64_t pos, now, taken;
-	STRATA_WHOOK(STRATA_W_HEAD_LOADED);
+};
+__attribute__((noinline)) Reserved reserve_slow(Channel *ch, uint32_t lane, ThreadState &t, unsigned slot,
+						uint64_t head, uint64_t now, uint64_t narrow, uint64_t wide,
+						unsigned flags)
+{
+	const bool owned = flags & kReserveOwned, unlocked = flags & kReserveUnlocked;
+	bool lost = flags & kReserveLost;
 	for (;;) {
+		if (!lost) {
+			const SwitchResult sw =
+				switch_packet(ch, lane, head, now, narrow, owned, unlocked, t);
+			head = sw.head;
+			if (sw.what == Switch::kOpened)
+				return {head + STRATA_PACKET_HEADER_SIZE, now, narrow};
+			if (sw.what == Switch::kFull)
+				return {head, now, 0};
+		}
 		now = clock_now();
 		STRATA_WHOOK(STRATA_W_CLOCK_READ);
-		const uint64_t off = head & (S - 1);
-		if (off != 0) {
-			// Relaxed: our own (or our handler's) last timestamp, a
-			// lower bound here only if it was in this lane.  A handler
-			// that runs between the two loads stores both: if it
-			// wrote in another lane we see that lane (0: extended
-			// header); if in this one, head moved and our CAS fails,
-			// so we load both again.
-			uint64_t low = __atomic_load_n(&t.last_ts[slot], __ATOMIC_RELAXED);
-			std::atomic_signal_fence(std::memory_order_seq_cst);
-			if (__atomic_load_n(&t.last_lane[slot], __ATOMIC_RELAXED) != lane)
-				low = 0;
-			taken = (now - low) >> STRATA_REC_COMPACT_TS_BITS ? wide : narrow;
-			if (off + taken < S) {
-				STRATA_WHOOK(STRATA_W_BEFORE_RESERVE_CAS);
-				if (head_cas(lc, &head, head + taken, unlocked)) {
-					pos = head;
-					break;
-				}
-				continue;
-			}
-			const uint64_t end = head - off + S;
-			STRATA_WHOOK(STRATA_W_BEFORE_CLOSE_CAS);
-			if (head_cas(lc, &head, end, unlocked)) {
-				STRATA_WHOOK(STRATA_W_CLOSE_WON);
-				close_packet(ch, lc, lane_data, head - off, off, now, owned);
-				STRATA_WHOOK(STRATA_W_CLOSED);
-				head = end;
-			}
+		const uint64_t off = head & (ch->subbuf_size - 1);
+		lost = false;
+		if (off == 0)
 			continue;
-		}
-		STRATA_WHOOK(STRATA_W_AT_BOUNDARY);
-		if (!subbuf_free(ch, lc, head)) {
-			// Our `head` may be stale: a writer that ran since we loaded
-			// it (a signal handler that interrupted us, another thread of
-			// the lane) may have opened this very sub-buffer, and its
-			// open is what fails the check.  Retry from the new head in
-			// that case; discard only when head has not moved.  Head
-			// only grows, so if it still holds the value we checked
-			// with, it held it throughout the check: at that position
-			// the sub-buffer really was not free.  Acquire: as the other
-			// loads of head (timestamps follow positions).
-			const uint64_t now_head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
-			if (now_head != head) {
-				head = now_head;
-				continue;
-			}
-			discard(lc);
-			if (fast)
-				busy_add(lc, false);
-			t.depth = depth;
-			return 0;
-		}
-		STRATA_WHOOK(STRATA_W_FREE_CHECKED);
-		if (head_cas(lc, &head, head + STRATA_PACKET_HEADER_SIZE + narrow, unlocked)) {
-			// Release fence: the head CAS is ordered before every byte we
-			// write into the space; pairs with the acquire fence of the
-			// overwrite-mode collector, which copies bytes then re-reads
-			// head to detect that we lapped its copy (seqlock).
-			std::atomic_thread_fence(std::memory_order_release);
-			STRATA_WHOOK(STRATA_W_OPEN_WON);
-			open_packet(ch, lc, lane, lane_data, head, now, tid_of(t), owned);
-			if (__builtin_expect(head < ch->lane_stride, 0)) // lap 0: the next one
-				prefault_subbuf(ch, lane_data, head + S);
-			pos = head + STRATA_PACKET_HEADER_SIZE;
-			taken = narrow;
-			break;
-		}
+		const uint64_t taken = record_size(t, slot, lane, now, narrow, wide);
+		if (off + taken >= ch->subbuf_size)
+			continue;
+		STRATA_WHOOK(STRATA_W_BEFORE_RESERVE_CAS);
+		if (head_cas(&ch->lanes[lane], &head, head + taken, unlocked))
+			return {head, now, taken};
+		lost = true;
 	}
-	if (fast) // head is ours up to pos + taken: a consumer may close from here
-		busy_add(lc, false);
-	std::atomic_thread_fence(std::memory_order_release); // same pairing as above
-	STRATA_WHOOK(STRATA_W_RESERVED);
+}
+
+// After a reservation of `taken` bytes at `pos`: remember our timestamp,
+// write the record header (compact, or extended: also every id >= 31,
+// where narrow == wide; then a shared lane's thread context) and the
+// commit context.  Returns where the payload goes.
+inline char *record_begin(const LaneRef &l, unsigned slot, ThreadState &t, uint32_t depth, uint32_t id,
+			  uint64_t pos, uint64_t now, bool extended)
+{
 	// Relaxed: see ThreadState::last_ts.  The lane first: a handler that
 	// runs between the two stores sees our lane with an older timestamp,
 	// still a lower bound there, since our record precedes its own; with
 	// the timestamp first it could take ours for another lane's.
-	__atomic_store_n(&t.last_lane[slot], (uint16_t)lane, __ATOMIC_RELAXED);
+	__atomic_store_n(&t.last_lane[slot], (uint16_t)l.index, __ATOMIC_RELAXED);
 	std::atomic_signal_fence(std::memory_order_seq_cst);
 	__atomic_store_n(&t.last_ts[slot], now, __ATOMIC_RELAXED);
-	char *rec = lane_data + ring_off(ch, pos);
+	char *rec = l.data + ring_off(l.ch, pos);
 	uint64_t hdr;
-	if (__builtin_expect(taken == wide, 0)) { // also every id >= 31 (narrow == wide)
+	if (__builtin_expect(extended, 0)) {
 		rec[0] = (char)STRATA_REC_EXTENDED_ID;
 		memcpy(rec + 1, &id, sizeof id);
 		memcpy(rec + 5, &now, sizeof now);
@@ -618,17 +668,88 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r,
 		memcpy(rec, &w, sizeof w);
 		hdr = STRATA_REC_COMPACT_SIZE;
 	}
-	if (shared) {
+	if (l.shared) {
 		const int32_t tid = (int32_t)tid_of(t);
 		memcpy(rec + hdr, &tid, sizeof tid);
 		hdr += STRATA_REC_SHARED_CTX_SIZE;
 	}
 	CommitCtx &c = t.ctx[depth];
-	c.ch = ch;
-	c.commit = commit_of(ch, lc, pos);
-	c.owned = owned;
-	r->rec = rec + hdr;
-	r->lane = &c;
+	c.ch = l.ch;
+	c.commit = commit_of(l.ch, l.lc, pos);
+	c.owned = l.owned;
+	return rec + hdr;
+}
+
+} // namespace
+} // namespace strata
+
+extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r, struct strata_tracepoint *tp,
+					    unsigned slot, size_t size)
+{
+	ThreadState &t = t_state;
+	Channel *ch = slot_channel(slot, t);
+	if (__builtin_expect(ch == nullptr, 0))
+		return 0;
+	const bool owned = t.exclusive & (1u << slot);
+	const uint32_t lane = owned ? t.lane[slot] : shared_lane(ch, t.lane[slot]);
+	strata_lane_ctl *lc = &ch->lanes[lane];
+	if (__builtin_expect(t.depth >= kMaxDepth, 0))
+		return reserve_discard(lc, t, t.depth, false);
+	const uint32_t depth = t.depth++;
+	// Compiler-only: a signal handler on this thread sees depth+1 before we
+	// touch the lane.
+	std::atomic_signal_fence(std::memory_order_seq_cst);
+	// `size` is the payload; the record adds a header of 4 (compact) or 13
+	// (extended) bytes and, in a shared lane, the 4-byte thread context.
+	// A record must fit in an empty packet with room to spare: a packet is
+	// only ever finished by a close, never filled to its last byte.
+	const LaneRef l{ch,   lc,    ch->data + (uint64_t)lane * ch->lane_stride,
+			lane, owned, lane >= ch->first_shared};
+	const uint64_t S = ch->subbuf_size, id = tp->id;
+	const uint64_t ctx = l.shared ? STRATA_REC_SHARED_CTX_SIZE : 0;
+	const uint64_t wide = STRATA_REC_EXTENDED_SIZE + ctx + size;
+	if (__builtin_expect(size > S - STRATA_PACKET_HEADER_SIZE - 1 - STRATA_REC_EXTENDED_SIZE -
+					     STRATA_REC_SHARED_CTX_SIZE,
+			     0))
+		return reserve_discard(lc, t, depth, false);
+	const uint64_t narrow = id < STRATA_REC_EXTENDED_ID ? STRATA_REC_COMPACT_SIZE + ctx + size : wide;
+	const bool fast = owned && ch->fast_owner;
+	const bool unlocked = fast && open_busy_window(lc);
+	// `head` is the exact end of the last record: records are byte-packed
+	// and content_size is where the last one ends.  Acquire (here and on
+	// CAS failure): the clock read below then comes after every clock read
+	// of writers whose reservation we observed, so timestamps follow
+	// positions within the lane.  Pairs with the acq_rel CAS of those
+	// writers.
+	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
+	STRATA_WHOOK(STRATA_W_HEAD_LOADED);
+	uint64_t now = clock_now(), taken = 0;
+	STRATA_WHOOK(STRATA_W_CLOCK_READ);
+	const uint64_t off = head & (S - 1);
+	bool done = false;
+	if (__builtin_expect(off != 0, 1)) {
+		taken = record_size(t, slot, lane, now, narrow, wide);
+		if (__builtin_expect(off + taken < S, 1)) {
+			STRATA_WHOOK(STRATA_W_BEFORE_RESERVE_CAS);
+			done = head_cas(lc, &head, head + taken, unlocked);
+		}
+	}
+	if (__builtin_expect(!done, 0)) {
+		const unsigned flags = (owned ? kReserveOwned : 0) | (unlocked ? kReserveUnlocked : 0) |
+				       (taken && off + taken < S ? kReserveLost : 0);
+		const Reserved res = reserve_slow(ch, lane, t, slot, head, now, narrow, wide, flags);
+		if (res.taken == 0)
+			return reserve_discard(lc, t, depth, fast);
+		head = res.pos;
+		now = res.now;
+		taken = res.taken;
+	}
+	if (fast) // head is ours up to head + taken: a consumer may close from here
+		busy_add(lc, false);
+	std::atomic_thread_fence(std::memory_order_release); // same pairing as switch_packet's
+	STRATA_WHOOK(STRATA_W_RESERVED);
+	r->rec = record_begin(l, slot, t, depth, (uint32_t)id, head, now, taken == wide);
+	r->lane = &t.ctx[depth];
 	r->size = taken; // the record's bytes: what commit adds
 	return 1;
 }

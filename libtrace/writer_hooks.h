@@ -13,10 +13,10 @@
 #define STRATA_WRITER_HOOKS_H
 
 enum strata_writer_step {
-	STRATA_W_HEAD_LOADED,        /* strata_reserve loaded head, before the loop */
-	STRATA_W_CLOCK_READ,         /* top of the CAS loop, clock read */
+	STRATA_W_HEAD_LOADED,        /* strata_reserve loaded head, before the first try */
+	STRATA_W_CLOCK_READ,         /* clock read: the first try, or a retry (reserve_slow) */
 	STRATA_W_BEFORE_RESERVE_CAS, /* the record fits the open packet */
-	STRATA_W_BEFORE_CLOSE_CAS,   /* the record does not fit: about to close */
+	STRATA_W_BEFORE_CLOSE_CAS,   /* the record does not fit: about to close (switch_packet) */
 	STRATA_W_CLOSE_WON,          /* close CAS won, closing fields not yet written */
 	STRATA_W_CLOSE_WRITTEN,      /* closing fields written, before their commit */
 	STRATA_W_CLOSED,             /* close committed, before retrying */
@@ -38,13 +38,15 @@ extern void (*strata_test_writer_hook)(enum strata_writer_step step);
 #ifdef __cplusplus
 }
 #endif
-#define STRATA_WHOOK(step)                                  \
-	do {                                                \
-		if (strata_test_writer_hook)                \
-			strata_test_writer_hook(step);      \
+#define STRATA_WHOOK(step)                             \
+	do {                                           \
+		if (strata_test_writer_hook)           \
+			strata_test_writer_hook(step); \
 	} while (0)
 #else
-#define STRATA_WHOOK(step) do { } while (0)
+#define STRATA_WHOOK(step) \
+	do {               \
+	} while (0)
 #endif
 
 #endif
