@@ -37,12 +37,12 @@ extern "C" {
 
 /* Per-channel buffer geometry, as the controller asked for it. */
 struct strata_channel_config {
-	char name[STRATA_NAME_MAX];  /* "channel0" by default */
-	uint32_t stream_id;          /* CTF stream class id */
-	uint32_t mode;               /* enum strata_channel_mode */
-	uint32_t n_lanes;            /* 0: default (2 x online CPUs, at least 4) */
-	uint32_t n_subbuf;           /* 0: default (8) */
-	uint64_t subbuf_size;        /* 0: default (128 KiB) */
+	char name[STRATA_NAME_MAX]; /* "channel0" by default */
+	uint32_t stream_id;         /* CTF stream class id */
+	uint32_t mode;              /* enum strata_channel_mode */
+	uint32_t n_lanes;           /* 0: default (2 x online CPUs, at least 4) */
+	uint32_t n_subbuf;          /* 0: default (8) */
+	uint64_t subbuf_size;       /* 0: default (128 KiB) */
 };
 
 /* One enablement rule of a session, as matched in the process. */
@@ -50,9 +50,9 @@ struct strata_channel_config {
 #define STRATA_FILTER_MAX 256
 struct strata_rule {
 	char pattern[STRATA_PATTERN_MAX]; /* "provider:event" glob with '*' */
-	int32_t loglevel_max;              /* -1: any; else enabled if loglevel <= this */
-	uint32_t enable;                   /* 1: enable matches, 0: disable matches */
-	char filter[STRATA_FILTER_MAX];    /* field filter expression, "" for none */
+	int32_t loglevel_max;             /* -1: any; else enabled if loglevel <= this */
+	uint32_t enable;                  /* 1: enable matches, 0: disable matches */
+	char filter[STRATA_FILTER_MAX];   /* field filter expression, "" for none */
 };
 #define STRATA_MAX_RULES 32
 
@@ -63,8 +63,7 @@ struct strata_rule {
  * strata_rt_slot_close) or a negative errno.  `trace_uuid` identifies the
  * sub-trace this process writes in that session.
  */
-int strata_rt_slot_open(unsigned slot, const struct strata_channel_config *cfg,
-			const uint8_t trace_uuid[16]);
+int strata_rt_slot_open(unsigned slot, const struct strata_channel_config *cfg, const uint8_t trace_uuid[16]);
 
 /*
  * [AS-safe] Open a session slot whose buffer is made only when a thread
