@@ -34,7 +34,7 @@ WORKLOADS = ("ints", "str", "mixed")
 # 16, not 8 (until 2026-11-24): two `str` writers fill a lane at 1.7 GB/s,
 # so 8 MiB lasted 5 ms, about one scheduler tick of this VM's kernel
 # (HZ=250, no kernel preemption): a drain that lost its CPU for one tick
-# overflowed it (docs/benchmarks.md, "Loss: a ring of two ticks").
+# overflowed it (CHANGELOG.md, "a ring of two ticks").
 # The cold figure: 8 x 4 MiB, no warm-up, one lap of fresh pages.
 EN_SUBBUF, EN_NSUB = "1M", 16
 SCALE_THREADS = (4, 8)
@@ -308,7 +308,7 @@ class Bench:
     # no sync: what a drain waits for).  On a VM whose host backs freed
     # guest memory lazily (free page reporting), new page-cache folios
     # cost a host fault each: 0.5-0.9 GB/s against 7 GB/s into pages
-    # freed a moment before (docs/benchmarks.md, "Loss: the output's fresh
+    # freed a moment before (docs/benchmarks.md, "The output's fresh
     # pages").  A trace written faster than this for longer than its
     # ring holds loses events on any tracer.
     def file_rate(self, tag):
@@ -428,7 +428,7 @@ class Bench:
         # The machine's wake-up tail, no tracer, just before: a drain that
         # sleeps between packets wakes this late at times, and a ring whose
         # free room lasts less than that loses events whatever the drain
-        # does (docs/benchmarks.md, "Loss: the drain's first lap, and the
+        # does (CHANGELOG.md, "the drain's first lap, and the
         # host's wake-up tail").
         kv = parse_kv(run([self.plain, "wake", "2000"], check=False).stdout)  # context only
         if "late_max_ms" in kv:

@@ -4,8 +4,9 @@
  * Contract:
  *   - one main thread owns every socket, session, process record and the
  *     epoll set; it alone mutates them, so they need no lock;
- *   - one drain thread per attached buffer (drain.h) touches only its
- *     buffer, its files and its counters;
+ *   - each attached buffer is drained by one pooled worker thread at a
+ *     time (drain.h, drain.cpp "The pool"; a session keeps one warm),
+ *     which touches only that buffer, its files and its counters;
  *   - one attacher thread validates and maps a process's buffer and starts
  *     its drain thread, then hands the drain to the main thread
  *     (attach.cpp); module WAITs run on threads of their own (kmod_link.cpp);

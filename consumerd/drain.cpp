@@ -138,10 +138,8 @@ void default_scheduling(bool sliced, bool reniced)
 // fair share (2 CPUs, 4 producers: 40 % of a CPU) that can be below what
 // copying their events out needs, and the rings fill.  A higher weight
 // costs the producers only the drain's actual work: it blocks whenever
-// the rings are empty.  Measured (2-CPU VM, 8 x 1 MiB per lane, ints):
-// 4 producer threads lost 368 k events at nice 0, none at -10; with 8,
-// every run lost at nice 0 and 5 of 13 at -10 (docs/benchmarks.md: a
-// preempted writer on a shared lane).  Only from the default nice 0 (an administrator's
+// the rings are empty (with twice as many producer threads as CPUs, the
+// rings overflowed at nice 0 and not at -10).  Only from the default nice 0 (an administrator's
 // nice for the daemon is left alone) and only where permitted
 // (CAP_SYS_NICE or RLIMIT_NICE; otherwise nothing changes).
 bool streaming_weight()
@@ -204,10 +202,8 @@ int make_dirs(const std::string &path, unsigned mode, const Owner &owner)
 namespace {
 // The copy buffer a thread keeps from one drain to the next: a pooled
 // worker (DrainPool) runs drains one after another, and a fresh buffer per
-// drain cost each traced process's drain 1.1 MiB of page population (0.3-0.7
-// ms of the daemon's CPU on the 2-CPU VM, beside the starting processes:
-// docs/benchmarks.md, "Loss: the drain's first lap, and the host's wake-up
-// tail").  Kept while the worker lives; remade when a drain needs more, or
+// drain would cost each traced process's drain 1.1 MiB of page population
+// (0.3-0.7 ms of the daemon's CPU, beside the starting processes).  Kept while the worker lives; remade when a drain needs more, or
 // much less (sub-buffers of another size).  Drain thread only (thread_local).
 struct BatchCache {
 	std::unique_ptr<uint8_t[]> buf;
@@ -242,15 +238,14 @@ void ready_batch(size_t need, bool populate)
 } // namespace
 
 /*
- * The pool.  A drain used to get a thread of its own, created at start()
- * and left at its end.  Most drains are short-lived processes' (a build, a
- * test suite, a shell script under `strata record`): the thread's creation,
- * its first touches of a fresh stack and its exit were about a sixth of
- * the daemon's CPU per traced process start on the 2-CPU VM of
- * docs/benchmarks.md, and that CPU is taken beside the starting process.
- * Threads are kept instead: a worker runs one drain from start() to the end
- * of Drain::run(), undoes what the drain changed in its scheduling
- * (short_slice, streaming_weight), then takes the next drain.
+ * The pool.  Most drains are short-lived processes' (a build, a test
+ * suite, a shell script under `strata record`): a thread of its own per
+ * drain (its creation, its first touches of a fresh stack, its exit) would
+ * cost the daemon about a sixth of its CPU per traced process start, taken
+ * beside the starting process.  Threads are kept instead: a worker runs
+ * one drain from start() to the end of Drain::run(), undoes what the drain
+ * changed in its scheduling (short_slice, streaming_weight), then takes
+ * the next drain.
  *
  * Contract:
  *   - roles: the main thread (and the attacher, for Drain::start) hands
@@ -269,11 +264,9 @@ void ready_batch(size_t need, bool populate)
  *   - warm() (a session's creation) starts one worker that maps its copy
  *     buffer before it waits for work, unless a worker is idle already:
  *     the session's first drain then finds a thread and a mapped buffer.
- *     A fresh daemon's first drain used to pay both (0.3-3.3 ms on the
- *     2-CPU VM) before the ring had its first sub-buffer back; at 16 M
- *     events/s into 4 x 256 KiB the first lap lost events in 22 of 60
- *     runs against 8 with warm() and the copy before the sub-trace's
- *     opening (docs/benchmarks.md).
+ *     Without it a fresh daemon's first drain pays both (0.3-3.3 ms)
+ *     before the ring has its first sub-buffer back, and a fast producer
+ *     loses events in its first lap.
  *   - at most kMaxIdle workers wait for work; one more exits.  The pool
  *     lives as long as the process (never destroyed: detached workers may
  *     be waiting in it when the process exits).
@@ -535,10 +528,10 @@ void Drain::finish(bool producer_dead)
 	// acquire load in run().
 	finish_.store(true, std::memory_order_release);
 	// Then end the drain's wait now rather than at its timeout: a process
-	// no longer wakes its drain at exit (slots.cpp, mark_exited), and a
-	// drain of an exited process used to hold a pooled thread and the
-	// buffer's mapping for 50 ms (15 threads in the daemon during a spawn
-	// loop).  Release: after finish_; the word is private to the Drain,
+	// does not wake its drain at exit (slots.cpp, mark_exited), and a
+	// drain of an exited process would hold a pooled thread and the
+	// buffer's mapping until the timeout (50 ms: many threads in the
+	// daemon during a spawn loop).  Release: after finish_; the word is private to the Drain,
 	// which outlives join().
 	stop_word_.store(1, std::memory_order_release);
 	syscall(SYS_futex, &stop_word_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
@@ -627,11 +620,9 @@ void Drain::prepare_batch()
 // buffer's page faults and the first write (2 producer threads on 2 CPUs
 // fill 8 MiB in 5 ms; most of their losses came in the first 20-50 ms when
 // the drain took its weight only after that first round).  Called at the
-// first packet: drains of processes that never fill one keep the default.
-// (Earlier, at the writers' first reservation, saved the first lap about
-// 1 ms but moved the sub-trace's file work into short processes' lives:
-// docs/benchmarks.md, "Loss: the drain's first lap, and the host's
-// wake-up tail".)
+// first packet: drains of processes that never fill one keep the default
+// (earlier, at the writers' first reservation, would move the sub-trace's
+// file work into short processes' lives).
 void Drain::begin_stream()
 {
 	if (!weighted_) {
@@ -873,10 +864,9 @@ void Drain::run()
 // ring was full) says so at its end, with what its output cost: the
 // bytes written, the time spent inside the output's writes against the
 // time the drain streamed, and the longest write.  Writes that took most
-// of that time mean the output did not keep up (on the 2-CPU VM of
-// docs/benchmarks.md a fresh ext4 file takes 0.5-0.9 GB/s when its page
-// cache is memory the host reclaimed, 5-7 GB/s when it is not: "Loss:
-// the output's fresh pages"); short ones, that the drain did not get the
+// of that time mean the output did not keep up (a fresh ext4 file can
+// take 0.5-0.9 GB/s when its page cache is memory the host reclaimed,
+// 5-7 GB/s when it is not); short ones, that the drain did not get the
 // CPU in time or the writers outran its copying.  The count is the
 // writers' shared word: a message, not the accounting (the trace's
 // packets carry that).

@@ -198,11 +198,9 @@ void retire_mapping(Channel *ch)
 
 // The flag only, no wake-up: the daemon learns of an exit from the
 // process's pidfd and of a closed slot from its own session change, and its
-// drain never waited for this flag.  The FUTEX_WAKE it used to do here ran
-// in every traced process's exit path once a drain was waiting, and woke
-// that drain for a round with nothing to do.  (Removing it did not move
-// the start-up figure measurably on the 2-CPU VM: docs/benchmarks.md,
-// "Start-up with a daemon: pooled drains".)
+// drain never waits for this flag.  A FUTEX_WAKE here would run in every
+// traced process's exit path once a drain was waiting, and wake that drain
+// for a round with nothing to do.
 void mark_exited(Channel *ch)
 {
 	// Release: everything the producer wrote is visible to a consumer that
