@@ -3,8 +3,8 @@
 # Sourced by scripts/demo.sh and scripts/test.sh; safe to run again.
 set -euo pipefail
 STRATA_PACKAGES=(
-  build-essential cmake pkg-config clang
-  liburcu-dev libunwind-dev libboost-dev libgtest-dev googletest
+  build-essential cmake pkg-config clang clang-format clang-tidy ccache
+  liburcu-dev libunwind-dev libgtest-dev googletest
   libbabeltrace2-dev babeltrace2 python3-bt2
   libelf-dev libdw-dev chromium
   liblttng-ust-dev lttng-tools
