@@ -38,8 +38,11 @@
 #define MADV_POPULATE_READ 22 // Linux 5.14 uapi; glibc 2.36 headers lack it
 #endif
 
-// This object's ELF header (defined by the linker; map_code_ahead).
-extern "C" const ElfW(Ehdr) __ehdr_start __attribute__((visibility("hidden")));
+// This object's ELF header (defined by the linker; map_code_ahead), then
+// its program headers and the rest of its first segment: declared as bytes
+// of unknown extent, since they are read past the header's size (as an
+// Ehdr object, UBSan's object-size check refuses the program headers).
+extern "C" const unsigned char __ehdr_start[] __attribute__((visibility("hidden")));
 
 namespace strata {
 namespace {
@@ -258,7 +261,7 @@ void atfork_child()
 // linker defines it), at the start of its first segment.
 __attribute__((constructor(101))) void map_code_ahead()
 {
-	const auto *eh = &__ehdr_start;
+	const auto *eh = reinterpret_cast<const ElfW(Ehdr) *>(__ehdr_start);
 	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
 		return;
 	const auto *ph = reinterpret_cast<const ElfW(Phdr) *>(reinterpret_cast<const char *>(eh) + eh->e_phoff);
