@@ -4,7 +4,9 @@
  */
 #include "serial_frame.h"
 
+#include <cerrno>
 #include <cstring>
+#include <termios.h>
 
 namespace strata {
 namespace serial {
@@ -42,7 +44,55 @@ uint32_t get32(const uint8_t *p)
 	       static_cast<uint32_t>(p[3]) << 24;
 }
 
+bool baud_constant(uint32_t baud, speed_t &s)
+{
+	static const struct {
+		uint32_t baud;
+		speed_t s;
+	} kTable[] = {{9600, B9600},	   {19200, B19200},	{38400, B38400},     {57600, B57600},
+		      {115200, B115200},   {230400, B230400},	{460800, B460800},   {500000, B500000},
+		      {576000, B576000},   {921600, B921600},	{1000000, B1000000}, {1152000, B1152000},
+		      {1500000, B1500000}, {2000000, B2000000}, {2500000, B2500000}, {3000000, B3000000},
+		      {3500000, B3500000}, {4000000, B4000000}};
+	for (const auto &e : kTable)
+		if (e.baud == baud) {
+			s = e.s;
+			return true;
+		}
+	return false;
+}
+
 } // namespace
+
+bool supported_baud(uint32_t baud)
+{
+	speed_t s;
+	return baud_constant(baud, s);
+}
+
+bool set_raw_tty(int fd, uint32_t baud, std::string &err)
+{
+	speed_t s;
+	struct termios tio;
+	if (!baud_constant(baud, s)) {
+		err = "unsupported speed " + std::to_string(baud) + " baud";
+		return false;
+	}
+	if (tcgetattr(fd, &tio) != 0) {
+		err = std::string("cannot read the line settings: ") + strerror(errno);
+		return false;
+	}
+	cfmakeraw(&tio);
+	tio.c_cflag |= CLOCAL | CREAD;
+	tio.c_cflag &= ~CRTSCTS;
+	cfsetospeed(&tio, s);
+	cfsetispeed(&tio, s);
+	if (tcsetattr(fd, TCSANOW, &tio) != 0) {
+		err = "cannot set raw mode at " + std::to_string(baud) + " baud: " + strerror(errno);
+		return false;
+	}
+	return true;
+}
 
 uint32_t crc32c(const void *p, size_t n, uint32_t crc)
 {

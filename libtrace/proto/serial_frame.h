@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -45,11 +46,18 @@ enum FrameType : uint8_t {
 	// path (relative: "ust/pid/comm-pid-date", "kernel"), u16 channel
 	// length, channel ("channel0", "kernel").  Re-sent with the metadata.
 	kAnnounce = 1,
-	// Payload: u32 offset of these bytes in the TSDL text, the bytes.
+	// Payload: u32 offset of these bytes in the TSDL text, u32 a length at
+	// which the text is whole (the sender's text size when it sent this;
+	// a receiver writes its metadata file only up to such lengths, so a
+	// reader never sees half a block), the bytes.
 	kMetadata = 2,
 	// Payload: u32 metadata length the packet needs (its event classes are
 	// declared within that prefix), then one whole CTF packet.
 	kPacket = 3,
+	// Payload: u16 lanes, then per lane u64 the packets the sub-trace's
+	// drain offered the line (sent or refused): sent once when the drain
+	// ends, so a receiver knows how many of them never arrived.
+	kEnd = 4,
 };
 constexpr uint16_t kMetaStream = 0xFFFF;
 constexpr size_t kHeaderSize = 16;
@@ -60,6 +68,11 @@ constexpr size_t kMaxBody = kHeaderSize + kMaxPayload + kCrcSize;
 constexpr size_t encoded_max(size_t body) { return body + body / 254 + 2; }
 
 uint32_t crc32c(const void *p, size_t n, uint32_t crc = 0);
+
+// The line speeds a tty can be set to here (9600 ... 4000000 baud).
+bool supported_baud(uint32_t baud);
+// A tty in raw mode (8N1, no flow control, CLOCAL) at `baud`, both ways.
+bool set_raw_tty(int fd, uint32_t baud, std::string &err);
 
 // COBS: `n` bytes into `out` (appended), no 0x00 in what is appended.
 void cobs_encode(const uint8_t *p, size_t n, std::vector<uint8_t> &out);

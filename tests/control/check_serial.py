@@ -1,0 +1,299 @@
+"""Streaming a session over a byte line (strata record --serial, strata
+receive), issue 34, docs/serial.md.
+
+The workload is control_snap_app (numbered snap:tick events on command),
+recorded with `strata record --serial`, which starts its own daemon.
+
+Cases and oracles:
+  - pipe: the sender writes into a pipe the receiver reads (`strata receive
+    -`); 2000 events within the line's bandwidth: babeltrace2 reads the
+    rebuilt trace with nothing on stderr, exactly seq 0..1999 in order; the
+    receiver reports no frame lost and every packet the sender offered
+    written.
+  - pty: a pseudo-terminal pair made by socat (both ends ttys, set raw at
+    115200 by sender and receiver): the same 2000 events, exactly; the
+    receiver, which has no end of input on a tty, is stopped by SIGINT once
+    it said the sub-trace ended.
+  - over capacity: 115200 baud (11520 B/s), 4 KiB sub-buffers and 200000
+    events at once, far above what the line carries: the sender refuses
+    packets (record's stop message counts them) and the traced process is
+    not slowed to the line (it ends well before the line could have
+    carried its events); missing == counted: the packets the sender
+    offered minus those written (receiver's report) equals the refused
+    count; the events that arrived are valid and in order, and babeltrace2
+    shows the loss as discarded packets.
+  - corrupter: between sender and receiver, the test's own corrupter flips
+    bits, drops runs of bytes and inserts garbage (one damage per about
+    20000 bytes, inside a window that spares the first 16 KiB, where the
+    metadata goes, and what follows 400 KiB, where the end frame goes): babeltrace2
+    reads the trace (exit 0), every event is a valid snap:tick with seq in
+    range and in order (no corrupt event), the packets lost (sent minus
+    written) equal the frames the receiver counted lost on the data
+    streams, and resync is within one frame: frames lost <= 2 x damages
+    (a damaged delimiter costs the frame after it too).
+"""
+import argparse
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import bt2
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from strata_testlib import Checks, wait_for  # noqa: E402
+
+check = Checks()
+
+
+def ticks(path):
+    """(seqs of snap:tick in trace order, discarded packets, discarded events)"""
+    seqs, dpk, dev = [], 0, 0
+    for m in bt2.TraceCollectionMessageIterator(path):
+        if type(m) is bt2._EventMessageConst and m.event.name == "snap:tick":
+            seqs.append(int(m.event.payload_field["seq"]))
+        elif type(m) is bt2._DiscardedPacketsMessageConst:
+            dpk += m.count or 0
+        elif type(m) is bt2._DiscardedEventsMessageConst:
+            dev += m.count or 0
+    return seqs, dpk, dev
+
+
+def bt_stderr(args, path):
+    r = subprocess.run([args.babeltrace2, path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                       timeout=60)
+    return r.returncode, r.stderr
+
+
+def record(args, env, device, n, extra=()):
+    """`strata record --serial device` of snap_app emitting n events; returns
+    (exit code, record's stderr, seconds the app ran)."""
+    p = subprocess.Popen([args.strata, "record", "--serial", device] + list(extra) + ["--", args.app],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    t0 = time.monotonic()
+    line = p.stdout.readline().strip()
+    assert line == "ready", line
+    p.stdin.write("%d\n" % n)
+    p.stdin.flush()
+    last = p.stdout.readline().strip()
+    ran = time.monotonic() - t0
+    p.stdin.close()
+    p.stdin = None
+    out, err = p.communicate(timeout=60)
+    assert last == str(n - 1), last
+    return p.returncode, err, ran
+
+
+def stop_counts(err):
+    m = re.search(r"(\d+) packet\(s\) sent .*?, (\d+) refused over capacity", err)
+    return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+
+
+def rx_report(text):
+    """The receiver's report: totals and, per data lane, (frames, lost,
+    offered, written)."""
+    rep = {"lanes": {}}
+    m = re.search(r"(\d+) frame\(s\) good, (\d+) with a bad CRC, (\d+) malformed, (\d+) oversized .*?; (\d+) packet\(s\) "
+                  r"written; (\d+) frame\(s\) lost", text)
+    if m:
+        (rep["good"], rep["bad_crc"], rep["malformed"], rep["oversized"], rep["written"],
+         rep["lost"]) = map(int, m.groups())
+    for m in re.finditer(r"^  \S+/channel0_(\d+): (\d+) frame\(s\)(?:, (\d+) lost)?(?:; (\d+) packet\(s\) offered by the "
+                         r"sender, (\d+) written, (\d+) missing)?", text, re.M):
+        rep["lanes"][int(m.group(1))] = tuple(int(g) if g else 0 for g in m.groups()[1:])
+    m = re.search(r"^  \S+/metadata: (\d+) frame\(s\), (\d+) lost", text, re.M)
+    rep["meta_lost"] = int(m.group(2)) if m else None
+    return rep
+
+
+def pipe_case(args, env, tmp, name, n, extra=(), corrupter=None, baud=""):
+    """Sender -> pipe [-> corrupter -> pipe] -> strata receive -.  Returns
+    (record's stderr, receiver's stderr, out dir, app run time)."""
+    out = os.path.join(tmp, name)
+    r, w = os.pipe()
+    if corrupter:
+        r2, w2 = os.pipe()
+        rx = subprocess.Popen([args.strata, "receive", "-", "-o", out], stdin=r2, stderr=subprocess.PIPE, text=True)
+        os.close(r2)
+        th = threading.Thread(target=corrupter, args=(r, w2), daemon=True)
+        th.start()
+    else:
+        rx = subprocess.Popen([args.strata, "receive", "-", "-o", out], stdin=r, stderr=subprocess.PIPE, text=True)
+        os.close(r)
+    code, err, ran = record(args, env, "/proc/%d/fd/%d%s" % (os.getpid(), w, baud), n, extra)
+    check(code == 0, "%s: strata record exits 0 (%d)" % (name, code))
+    os.close(w)  # the daemon is gone: the receiver sees end of input
+    if corrupter:
+        th.join(timeout=60)
+    _, rxerr = rx.communicate(timeout=60)
+    check(rx.returncode == 0, "%s: strata receive exits 0 (%d)" % (name, rx.returncode))
+    return err, rxerr, out, ran
+
+
+def case_pipe(args, env, tmp):
+    err, rxerr, out, _ = pipe_case(args, env, tmp, "pipe", 2000)
+    rc, bterr = bt_stderr(args, out)
+    check(rc == 0 and bterr == "", "pipe: babeltrace2 reads the trace, nothing on stderr (%d %r)" % (rc, bterr[:300]))
+    seqs, dpk, dev = ticks(out)
+    check(seqs == list(range(2000)), "pipe: exactly seq 0..1999 in order (%d events)" % len(seqs))
+    rep = rx_report(rxerr)
+    sent, refused = stop_counts(err)
+    check(refused == 0 and rep.get("lost") == 0, "pipe: nothing refused, no frame lost (%s %s)" % (refused, rep.get("lost")))
+    lanes = rep["lanes"]
+    check(lanes and all(v[2] == v[3] and v[4] == 0 for v in lanes.values()) and rep.get("written") == sent,
+          "pipe: every packet offered was written (%s, sent %s)" % (lanes, sent))
+
+
+def case_pty(args, env, tmp):
+    a, b = os.path.join(tmp, "ttyA"), os.path.join(tmp, "ttyB")
+    socat = subprocess.Popen([args.socat, "pty,raw,echo=0,link=" + a, "pty,raw,echo=0,link=" + b],
+                             stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: os.path.exists(a) and os.path.exists(b), "socat's pty pair", 10)
+        out = os.path.join(tmp, "pty")
+        rx = subprocess.Popen([args.strata, "receive", b + ",115200", "-o", out], stderr=subprocess.PIPE, text=True)
+        # The receiver has set its end raw once it holds it open: wait for
+        # that before anything is sent (bytes before it would be cooked).
+        wait_for(lambda: any(os.path.realpath("/proc/%d/fd/%s" % (rx.pid, f)) == os.path.realpath(b)
+                             for f in os.listdir("/proc/%d/fd" % rx.pid)), "the receiver to open its tty", 10)
+        code, err, _ = record(args, env, a + ",115200", 2000)
+        check(code == 0, "pty: strata record exits 0 (%d)" % code)
+        lines = []
+
+        def ended():
+            line = rx.stderr.readline()
+            lines.append(line)
+            return " ended: " in line or line == ""
+        wait_for(ended, "the receiver to see the sub-trace end", 30)
+        rx.send_signal(signal.SIGINT)
+        rest = rx.communicate(timeout=30)[1]
+        rxerr = "".join(lines) + rest
+        check(rx.returncode == 0, "pty: strata receive ends on SIGINT with 0 (%d)" % rx.returncode)
+        rc, bterr = bt_stderr(args, out)
+        check(rc == 0 and bterr == "", "pty: babeltrace2 reads the trace, nothing on stderr (%d %r)" % (rc, bterr[:300]))
+        seqs, _, _ = ticks(out)
+        check(seqs == list(range(2000)), "pty: exactly seq 0..1999 in order (%d events)" % len(seqs))
+        rep = rx_report(rxerr)
+        check(rep.get("lost") == 0 and rep.get("bad_crc") == 0, "pty: no frame lost or damaged (%s)" % rxerr.strip()[-300:])
+    finally:
+        socat.terminate()
+        socat.wait(timeout=10)
+
+
+def case_over_capacity(args, env, tmp):
+    n = 200000
+    err, rxerr, out, ran = pipe_case(args, env, tmp, "over", n, ["--subbuf-size", "4k"])
+    sent, refused = stop_counts(err)
+    rep = rx_report(rxerr)
+    print("over capacity: app ran %.2f s; sent %s refused %s; receiver: %s" % (ran, sent, refused, rxerr.strip()))
+    check(refused is not None and refused > 0 and sent > 0, "over: the sender refused packets (%s sent, %s refused)"
+          % (sent, refused))
+    missing = sum(v[4] for v in rep["lanes"].values())
+    offered = sum(v[2] for v in rep["lanes"].values())
+    check(offered == sent + refused and missing == refused and rep.get("lost") == 0,
+          "over: missing == counted (offered %d = sent %s + refused %s; missing %d; line losses %s)"
+          % (offered, sent, refused, missing, rep.get("lost")))
+    # 200000 events are ~3 MB: at 11520 B/s the line needs minutes; the
+    # process must not have waited for it.
+    check(ran < 30, "over: the traced process was not slowed to the line (%.1f s)" % ran)
+    rc, bterr = bt_stderr(args, out)
+    check(rc == 0, "over: babeltrace2 reads the trace (%d %r)" % (rc, bterr[:300]))
+    seqs, dpk, dev = ticks(out)
+    check(0 < len(seqs) < n and all(seqs[i] < seqs[i + 1] for i in range(len(seqs) - 1)) and seqs[-1] < n,
+          "over: %d valid events, in order (of %d)" % (len(seqs), n))
+    check(dpk > 0 and dpk <= refused, "over: the loss shows as %d discarded packet(s) (<= %s refused)" % (dpk, refused))
+
+
+def make_corrupter(seed, start, stop, rate, damages):
+    rng = random.Random(seed)
+
+    def run(rfd, wfd):
+        pos = 0
+        with os.fdopen(rfd, "rb", buffering=0) as r, os.fdopen(wfd, "wb", buffering=0) as w:
+            while True:
+                chunk = r.read(65536)
+                if not chunk:
+                    break
+                outb = bytearray()
+                i = 0
+                while i < len(chunk):
+                    b = chunk[i]
+                    if start <= pos < stop and rng.randrange(rate) == 0:
+                        kind = rng.randrange(3)
+                        damages[kind] += 1
+                        if kind == 0:
+                            outb.append(b ^ (1 << rng.randrange(8)))
+                        elif kind == 1:
+                            k = 1 + rng.randrange(64)  # drop k bytes (within this chunk)
+                            i += k
+                            pos += k
+                            continue
+                        else:
+                            outb += bytes(rng.randrange(256) for _ in range(1 + rng.randrange(32)))
+                            outb.append(b)
+                    else:
+                        outb.append(b)
+                    i += 1
+                    pos += 1
+                w.write(bytes(outb))
+    return run
+
+
+def case_corrupter(args, env, tmp):
+    n = 40000
+    damages = [0, 0, 0]
+    corrupter = make_corrupter(34, 16 << 10, 400 << 10, 20000, damages)
+    # 3 Mbaud: the line has room for all of it (no refusal); a 1 MiB ring
+    # of 16 KiB packets: no event discarded by the writers, ~32 frames.
+    err, rxerr, out, _ = pipe_case(args, env, tmp, "corrupt", n, ["--subbuf-size", "16k", "--subbuf-count", "64"],
+                                   corrupter, baud=",3000000")
+    d = sum(damages)
+    sent, refused = stop_counts(err)
+    rep = rx_report(rxerr)
+    print("corrupter: %d flips, %d dropped runs, %d insertions; sent %s refused %s; receiver: %s"
+          % (damages[0], damages[1], damages[2], sent, refused, rxerr.strip()))
+    check(refused == 0, "corrupt: the line had room for every packet (refused %s)" % refused)
+    check(d >= 5, "corrupt: the corrupter damaged the stream (%d times)" % d)
+    rc, bterr = bt_stderr(args, out)
+    check(rc == 0, "corrupt: babeltrace2 reads the trace (%d %r)" % (rc, bterr[:300]))
+    seqs, dpk, dev = ticks(out)
+    check(0 < len(seqs) < n and all(seqs[i] < seqs[i + 1] for i in range(len(seqs) - 1)) and seqs[-1] == n - 1,
+          "corrupt: %d events, all valid and in order, the last one there" % len(seqs))
+    lost_data = sum(v[1] for v in rep["lanes"].values())
+    missing = sum(v[4] for v in rep["lanes"].values())
+    check(sent is not None and sent - rep.get("written", -1) == lost_data == missing and lost_data > 0,
+          "corrupt: every lost packet counted (sent %s - written %s = frames lost on data streams %d = missing %d)"
+          % (sent, rep.get("written"), lost_data, missing))
+    check(dev == 0 and dpk == lost_data, "corrupt: the trace shows each lost packet as discarded (%d discarded "
+          "packet(s), %d discarded event(s) by the writers)" % (dpk, dev))
+    check(0 < rep.get("lost", 0) <= 2 * d, "corrupt: resync within one frame (%s frames lost for %d damages)"
+          % (rep.get("lost"), d))
+    check(rep.get("bad_crc", 0) + rep.get("malformed", 0) > 0, "corrupt: damaged frames rejected by CRC or framing")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--strata", required=True)
+    ap.add_argument("--app", required=True)
+    ap.add_argument("--babeltrace2", required=True)
+    ap.add_argument("--socat", default="")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="strata-serial-") as tmp:
+        env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(tmp, "none.sock"))
+        case_pipe(args, env, tmp)
+        if args.socat:
+            case_pty(args, env, tmp)
+        else:
+            print("skip pty: no socat")
+        case_over_capacity(args, env, tmp)
+        case_corrupter(args, env, tmp)
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()
