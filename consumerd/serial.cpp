@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <cstdio>
 #include <random>
 #include <fcntl.h>
 #include <poll.h>
@@ -24,7 +25,7 @@ namespace {
 constexpr int kStallMs = 10000;          // a device that takes nothing this long breaks the link
 constexpr size_t kMetaChunk = 1024;      // TSDL bytes per metadata frame
 constexpr uint64_t kMinResendNs = 5000000000ull; // metadata again at least 5 s apart
-constexpr uint64_t kMaxFlushNs = 10000000000ull; // what is queued at DESTROY: at most 10 s more
+constexpr uint64_t kMaxFlushNs = 10000000000ull; // what is queued at DESTROY: at most 10 s more (main thread)
 
 uint64_t now_ns()
 {
@@ -79,6 +80,14 @@ bool parse_serial_target(const std::string &relay_field, SerialTarget &t, std::s
 	return true;
 }
 
+uint64_t serial_subbuf_size(const SerialTarget &t)
+{
+	uint64_t s = 4096;
+	while (s < 128 * 1024 && 2 * s <= t.baud / 10)
+		s *= 2;
+	return s;
+}
+
 std::shared_ptr<SerialLink> SerialLink::open(const SerialTarget &t, int64_t uid, uint64_t subbuf_size,
 					     std::string &err)
 {
@@ -107,10 +116,12 @@ std::shared_ptr<SerialLink> SerialLink::open(const SerialTarget &t, int64_t uid,
 	std::random_device rd;
 	l->nonce_ = (static_cast<uint64_t>(rd()) << 32) | rd();
 	const double rate = static_cast<double>(l->line_bytes_per_s());
-	// Two seconds of line, and at least two whole sub-buffers: a full
-	// packet must be able to pass when the line is idle.
+	// Four seconds of line, and at least four whole sub-buffers: full
+	// packets must be able to pass when the line is idle, and a burst of
+	// a few seconds' worth too.  (With serial_subbuf_size, the queue
+	// then flushes in about four seconds at DESTROY.)
 	const size_t pkt = std::min<size_t>(subbuf_size, serial::kMaxPayload);
-	l->depth_ = std::max(2 * rate, 2.0 * static_cast<double>(serial::encoded_max(serial::kMaxBody - serial::kMaxPayload + pkt)));
+	l->depth_ = std::max(4 * rate, 4.0 * static_cast<double>(serial::encoded_max(serial::kMaxBody - serial::kMaxPayload + pkt)));
 	l->tokens_ = l->depth_;
 	l->queue_cap_ = static_cast<size_t>(l->depth_) + serial::encoded_max(serial::kMaxBody);
 	l->start_ns_ = l->refilled_ns_ = l->resent_ns_ = now_ns();
@@ -130,6 +141,10 @@ SerialLink::~SerialLink()
 	cv_.notify_all();
 	if (thread_.joinable())
 		thread_.join();
+	if (unsent_frames_)
+		fprintf(stderr, "strata-consumerd: serial %s: %llu frame(s) still queued were not sent: the line did not "
+				"take them within the flush time at destroy\n",
+			target_.device.c_str(), static_cast<unsigned long long>(unsent_frames_));
 	if (fd_ >= 0)
 		close(fd_);
 }
@@ -312,8 +327,10 @@ void SerialLink::run()
 			cv_.wait_for(lk, std::chrono::milliseconds(200));
 			continue;
 		}
-		if (stop_ && now >= flush_until)
+		if (stop_ && now >= flush_until) {
+			unsent_frames_ = queue_.size();
 			return;
+		}
 		std::vector<uint8_t> f = std::move(queue_.front());
 		queue_.pop_front();
 		lk.unlock();

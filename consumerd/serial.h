@@ -48,6 +48,10 @@ struct SerialTarget {
 constexpr const char *kSerialPrefix = "serial:";
 bool is_serial_target(const std::string &relay_field);
 bool parse_serial_target(const std::string &relay_field, SerialTarget &t, std::string &err);
+// A serial session's sub-buffer size when none was asked: the largest
+// power of two within one second of line, 4 KiB to 128 KiB, so that a
+// packet crosses the line in about a second and the queue flushes fast.
+uint64_t serial_subbuf_size(const SerialTarget &t);
 
 class SerialLink {
 public:
@@ -109,6 +113,7 @@ private:
 	// Counters, guarded by mu_.
 	uint64_t pkts_sent_ = 0, pkt_bytes_sent_ = 0, wire_bytes_ = 0;
 	uint64_t pkts_refused_ = 0, pkt_bytes_refused_ = 0, meta_resends_ = 0;
+	uint64_t unsent_frames_ = 0; // still queued when the flush at DESTROY gave up
 	// Set under mu_ (release) when the device fails; read without it
 	// (acquire) so that a broken link refuses at once.
 	std::atomic<bool> broken_{false};

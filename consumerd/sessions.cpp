@@ -44,7 +44,7 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 		}
 		const bool for_user = c.cred.uid != 0 && geteuid() == 0;
 		line = SerialLink::open(t, for_user ? static_cast<int64_t>(c.cred.uid) : -1,
-					m.channel.subbuf_size ? m.channel.subbuf_size : proto::kDefaultSubbufSize, err);
+					m.channel.subbuf_size ? m.channel.subbuf_size : serial_subbuf_size(t), err);
 		if (!line) {
 			reply(c, seq, -EIO, err);
 			return;
@@ -96,6 +96,8 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 	s->uid = c.cred.uid;
 	s->out = m.output_dir;
 	s->channel = m.channel;
+	if (line && !s->channel.subbuf_size)
+		s->channel.subbuf_size = serial_subbuf_size(line->target());
 	s->clock = measure_session_clock();
 	s->owner = owner;
 	if (link) {
