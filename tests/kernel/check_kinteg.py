@@ -741,6 +741,21 @@ def check_kquery(d):
           "the running process did not join the other daemon's session (%s)" % pids)
 
 
+def check_workload_openat(kernel_trace, n, where):
+    """strata-kinteg-sysnames N, exec'd once: its thread made exactly N + 2
+    openat (entries and exits) after its exec, N of them of SYSNAMES_PATH."""
+    kevs, _ = kernel_events(kernel_trace)
+    tid, t_exec = workload_tid(kevs)
+    if check(tid is not None, "one exec of strata-kinteg-sysnames" + where):
+        mine = [e for e in kevs if e[2] == tid and e[1] > t_exec]
+        entries = [e for e in mine if e[0] == "syscall_entry_openat"]
+        exits = [e for e in mine if e[0] == "syscall_exit_openat"]
+        names = [str(e[4]["filename"]) for e in entries]
+        check(len(entries) == n + 2 and len(exits) == n + 2 and names.count(SYSNAMES_PATH) == n,
+              "tid %d: %d openat entries (%d of %s) and %d exits after its exec (want %d)" %
+              (tid, len(entries), names.count(SYSNAMES_PATH), SYSNAMES_PATH, len(exits), n + 2))
+
+
 def check_relay(d):
     rc = read_file(os.path.join(d, "relay.rc")).strip()
     log = read_file(os.path.join(d, "relay.log")).strip()
@@ -770,17 +785,7 @@ def check_relay(d):
     check(lines == n_evs, "babeltrace2 prints every event bt2 reads (%d == %d)" % (lines, n_evs))
     check(lost == 0, "no event discarded (%d)" % lost)
     check(n_demo == 2 * 200 + 1, "every demo event on the relay (%d == 401)" % n_demo)
-    kevs, _ = kernel_events(os.path.join(out, kern[0]))
-    tid, t_exec = workload_tid(kevs)
-    if check(tid is not None, "one exec of strata-kinteg-sysnames on the relay"):
-        mine = [e for e in kevs if e[2] == tid and e[1] > t_exec]
-        entries = [e for e in mine if e[0] == "syscall_entry_openat"]
-        exits = [e for e in mine if e[0] == "syscall_exit_openat"]
-        names = [str(e[4]["filename"]) for e in entries]
-        check(len(entries) == SYSNAMES_N + 2 and len(exits) == SYSNAMES_N + 2 and
-              names.count(SYSNAMES_PATH) == SYSNAMES_N,
-              "tid %d: %d openat entries (%d of %s) and %d exits after its exec (want %d)" %
-              (tid, len(entries), names.count(SYSNAMES_PATH), SYSNAMES_PATH, len(exits), SYSNAMES_N + 2))
+    check_workload_openat(os.path.join(out, kern[0]), SYSNAMES_N, " on the relay")
     before = read_file(os.path.join(d, "relay-live-before-stop.txt")).strip()
     check(before == "demo 401 openat %d" % SYSNAMES_N,
           "live: the reader showed 401 demo events and %d openat of the workload before stop (%s)" %
@@ -851,16 +856,7 @@ def check_serial(d, vmout):
             lost += msg.count or 0
     check(lost == 0, "nothing discarded (%d)" % lost)
     check(n_demo == 101, "every demo event (%d == 101)" % n_demo)
-    kevs, _ = kernel_events(os.path.join(out, "kernel"))
-    tid, t_exec = workload_tid(kevs)
-    if check(tid is not None, "one exec of strata-kinteg-sysnames"):
-        mine = [e for e in kevs if e[2] == tid and e[1] > t_exec]
-        entries = [e for e in mine if e[0] == "syscall_entry_openat"]
-        exits = [e for e in mine if e[0] == "syscall_exit_openat"]
-        names = [str(e[4]["filename"]) for e in entries]
-        check(len(entries) == 102 and len(exits) == 102 and names.count(SYSNAMES_PATH) == 100,
-              "tid %d: %d openat entries (%d of %s) and %d exits after its exec (want 102, 100)" %
-              (tid, len(entries), names.count(SYSNAMES_PATH), SYSNAMES_PATH, len(exits)))
+    check_workload_openat(os.path.join(out, "kernel"), 100, "")
     return None
 
 
