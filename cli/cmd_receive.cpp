@@ -472,7 +472,7 @@ int strata_cmd_receive(int argc, char **argv)
 			return cli::kFail;
 		}
 	}
-	if (isatty(fd)) {
+	if (fd != 0 && isatty(fd)) { // a terminal on standard input is left as it is
 		std::string err;
 		if (!serial::set_raw_tty(fd, baud, err)) {
 			fprintf(stderr, "strata %s: %s: %s\n", cmd, device.c_str(), err.c_str());

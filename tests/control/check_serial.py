@@ -5,6 +5,11 @@ The workload is control_snap_app (numbered snap:tick events on command),
 recorded with `strata record --serial`, which starts its own daemon.
 
 Cases and oracles:
+  - session (a daemon, strata create/enable-event/start/stop/destroy): a
+    FIFO nobody reads, an unsupported speed and --serial with --relay are
+    refused; a session on a FIFO at 57600 baud: status shows the line, the
+    stop answer says what it carried, the receiver ends when the session is
+    destroyed, babeltrace2 reads exactly seq 0..99.
   - pipe: the sender writes into a pipe the receiver reads (`strata receive
     -`); 2000 events within the line's bandwidth: babeltrace2 reads the
     rebuilt trace with nothing on stderr, exactly seq 0..1999 in order; the
@@ -47,7 +52,7 @@ import time
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, wait_for  # noqa: E402
+from strata_testlib import Checks, start_daemon, wait_for  # noqa: E402
 
 check = Checks()
 
@@ -221,6 +226,62 @@ def case_over_capacity(args, env, tmp):
           % (dpk, refused))
 
 
+def case_session(args, tmp):
+    """create/enable/start/stop/destroy on a daemon, into a FIFO."""
+    sock = os.path.join(tmp, "d.sock")
+    env = dict(os.environ, STRATA_CONSUMERD_SOCKET=sock)
+    d = start_daemon(args.consumerd, sock, env)
+    try:
+        fifo = os.path.join(tmp, "line.fifo")
+        os.mkfifo(fifo)
+
+        def strata(*a):
+            return subprocess.run([args.strata] + list(a), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, timeout=60)
+        r = strata("create", "S0", "--serial", fifo)
+        check(r.returncode == 1 and "no process reads the FIFO" in r.stderr,
+              "session: a FIFO nobody reads is refused at create (%d %r)" % (r.returncode, r.stderr.strip()))
+        r = strata("create", "S0", "--serial", fifo + ",12345")
+        check(r.returncode == 1 and "not a supported speed" in r.stderr,
+              "session: an unsupported speed is refused (%d %r)" % (r.returncode, r.stderr.strip()))
+        r = strata("create", "S0", "--serial", fifo, "--relay", "localhost")
+        check(r.returncode == 2, "session: --serial with --relay is a usage error (%d)" % r.returncode)
+        out = os.path.join(tmp, "session")
+        rx = subprocess.Popen([args.strata, "receive", fifo, "-o", out], stderr=subprocess.PIPE, text=True)
+        # Its open() blocks until a writer comes; the daemon's non-blocking
+        # open for writing needs it to be there: retried until it is.
+        deadline = time.monotonic() + 30
+        while True:
+            r = strata("create", "S", "--serial", fifo + ",57600")
+            if r.returncode == 0 or "no process reads" not in r.stderr or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        check(r.returncode == 0 and "57600 baud (5760 B/s)" in r.stdout,
+              "session: created on the FIFO at 57600 baud (%r %r)" % (r.stdout.strip(), r.stderr.strip()))
+        strata("enable-event", "S", "snap:*")
+        strata("start", "S")
+        st = strata("status", "S").stdout
+        check(re.search(r"line: +%s 57600 baud \(5760 B/s\): 0 packet\(s\) sent" % re.escape(fifo), st) is not None,
+              "session: status shows the line (%r)" % st.strip()[-200:])
+        app = subprocess.run([args.app], input="100\n", stdout=subprocess.PIPE, text=True, env=env, timeout=60)
+        check(app.stdout.split() == ["ready", "99"], "session: the app emitted 100 events")
+        r = strata("stop", "S")
+        check(r.returncode == 0 and re.search(r"1 packet\(s\) sent .* 0 refused over capacity .* of the line's 5760 B/s",
+                                              r.stdout) is not None,
+              "session: stop says what the line carried (%r)" % r.stdout.strip())
+        strata("destroy", "S")
+        _, rxerr = rx.communicate(timeout=60)  # the line closed with the session
+        check(rx.returncode == 0 and " 0 frame(s) lost" in rxerr, "session: the receiver ended, nothing lost (%r)"
+              % rxerr.strip()[-300:])
+        rc, bterr = bt_stderr(args, out)
+        seqs, _, _ = ticks(out)
+        check(rc == 0 and bterr == "" and seqs == list(range(100)),
+              "session: babeltrace2 reads exactly seq 0..99 (%d events, %r)" % (len(seqs), bterr[:200]))
+    finally:
+        d.terminate()
+        d.wait(timeout=30)
+
+
 def make_corrupter(seed, start, stop, rate, damages):
     rng = random.Random(seed)
 
@@ -294,10 +355,12 @@ def main():
     ap.add_argument("--app", required=True)
     ap.add_argument("--babeltrace2", required=True)
     ap.add_argument("--socat", default="")
+    ap.add_argument("--consumerd", required=True)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="strata-serial-") as tmp:
         env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(tmp, "none.sock"))
         case_pipe(args, env, tmp)
+        case_session(args, tmp)
         if args.socat:
             case_pty(args, env, tmp)
         else:
