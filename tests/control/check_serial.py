@@ -15,6 +15,11 @@ Cases and oracles:
     rebuilt trace with nothing on stderr, exactly seq 0..1999 in order; the
     receiver reports no frame lost and every packet the sender offered
     written.
+  - late join: a session on a file lasting over one metadata resend period
+    (5 s); a receiver given the whole line and one given the line less its
+    first 600 bytes (the announcement and the start of the metadata): both
+    rebuild exactly seq 0..199, the late one from the resent metadata (its
+    report counts the metadata frames it missed).
   - pty: a pseudo-terminal pair made by socat (both ends ttys, set raw at
     115200 by sender and receiver): the same 2000 events, exactly; the
     receiver, which has no end of input on a tty, is stopped by SIGINT once
@@ -76,10 +81,10 @@ def bt_stderr(args, path):
     return r.returncode, r.stderr
 
 
-def record(args, env, device, n, extra=(), tail=0):
+def record(args, env, device, n, extra=(), tail=0, pause=1):
     """`strata record --serial device` of snap_app emitting n events (then,
-    with tail, `tail` more a second later); returns (exit code, record's
-    stderr, seconds the app took for the n)."""
+    with tail, `tail` more `pause` seconds later); returns (exit code,
+    record's stderr, seconds the app took for the n)."""
     p = subprocess.Popen([args.strata, "record", "--serial", device] + list(extra) + ["--", args.app],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     t0 = time.monotonic()
@@ -93,7 +98,7 @@ def record(args, env, device, n, extra=(), tail=0):
         # Not a synchronisation: the line's bucket refills with time, and
         # a second gives it room for the tail's packet, so that the refused
         # packets lie between packets the trace has (gaps babeltrace2 sees).
-        time.sleep(1)
+        time.sleep(pause)
         p.stdin.write("%d\n" % tail)
         p.stdin.flush()
         last = p.stdout.readline().strip()
@@ -282,6 +287,33 @@ def case_session(args, tmp):
         d.wait(timeout=30)
 
 
+def case_late_join(args, env, tmp):
+    """A receiver that joins late: the line's first bytes (the sub-trace's
+    announcement and the start of its metadata) never reach it."""
+    line = os.path.join(tmp, "late.line")
+    # Not a synchronisation: the sender re-sends the metadata every 5 s at
+    # least (docs/serial.md); 6 s between the two batches put a resend
+    # between them.
+    code, err, _ = record(args, env, line, 100, tail=100, pause=6)
+    check(code == 0, "late: strata record exits 0 (%d)" % code)
+    data = open(line, "rb").read()
+    rep = {}
+    for name, cut in (("whole", 0), ("late", 600)):
+        src = os.path.join(tmp, "late-%s.bin" % name)
+        open(src, "wb").write(data[cut:])
+        out = os.path.join(tmp, "late-" + name)
+        r = subprocess.run([args.strata, "receive", src, "-o", out], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+        rep[name] = rx_report(r.stderr)
+        rc, bterr = bt_stderr(args, out)
+        seqs, _, _ = ticks(out)
+        check(r.returncode == 0 and rc == 0 and bterr == "" and seqs == list(range(200)),
+              "late: %s line: babeltrace2 reads exactly seq 0..199 (%d events, %r)" % (name, len(seqs), bterr[:200]))
+    check(rep["whole"].get("meta_lost") == 0 and rep["late"].get("meta_lost", 0) > 0,
+          "late: the late receiver missed metadata frames (%s) and got the text from the resend"
+          % rep["late"].get("meta_lost"))
+
+
 def make_corrupter(seed, start, stop, rate, damages):
     rng = random.Random(seed)
 
@@ -361,6 +393,7 @@ def main():
         env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(tmp, "none.sock"))
         case_pipe(args, env, tmp)
         case_session(args, tmp)
+        case_late_join(args, env, tmp)
         if args.socat:
             case_pty(args, env, tmp)
         else:
