@@ -15,6 +15,7 @@
  * per stream, from the frames' own sequence numbers, in the report on
  * stderr at the end (EOF, or SIGINT/SIGTERM for a tty).
  */
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -240,7 +241,7 @@ void Receiver::announce(uint16_t id, const serial::Frame &f)
 	}
 	if (meta_len <= t.text.size())
 		t.whole = std::max<size_t>(t.whole, meta_len);
-	else
+	else if (std::find(t.boundaries.begin(), t.boundaries.end(), meta_len) == t.boundaries.end())
 		t.boundaries.push_back(meta_len);
 	flush_metadata(t);
 }
@@ -260,7 +261,8 @@ void Receiver::metadata(SubTrace &t, const serial::Frame &f)
 	if (off <= t.text.size() && off + n > t.text.size())
 		t.text.append(reinterpret_cast<const char *>(f.payload + 8) + (t.text.size() - off),
 			      off + n - t.text.size());
-	t.boundaries.push_back(whole);
+	if (std::find(t.boundaries.begin(), t.boundaries.end(), whole) == t.boundaries.end())
+		t.boundaries.push_back(whole); // each length once: resends repeat them
 	flush_metadata(t);
 }
 
