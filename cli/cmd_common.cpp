@@ -160,18 +160,50 @@ const char *const kRelayHelp =
 	"                            CTRL alone means DATA = CTRL+1); the relay files\n"
 	"                            the trace under HOSTNAME/SESSION-DATE\n"
 	"  --hostname NAME           the hostname given to the relay (default: this\n"
-	"                            machine's)\n";
+	"                            machine's)\n"
+	"  --serial DEVICE[,BAUD]    stream over a byte line instead of writing a\n"
+	"                            directory: a tty (set raw, BAUD default 115200),\n"
+	"                            a FIFO, a file, or - (standard output); what\n"
+	"                            the line's BAUD/10 bytes/s cannot carry is\n"
+	"                            dropped and counted; `strata receive` rebuilds\n"
+	"                            the trace (docs/serial.md)\n";
 
 int parse_relay_option(const char *cmd, int argc, char **argv, int &i, proto::Create &m)
 {
 	const std::string a = argv[i];
-	if (a != "--relay" && a != "--hostname")
+	if (a != "--relay" && a != "--hostname" && a != "--serial")
 		return 0;
 	if (i + 1 >= argc) {
 		usage_error(cmd, a + " needs a value");
 		return -1;
 	}
 	const char *v = argv[++i];
+	if ((a == "--relay" || a == "--serial") && !m.relay.empty()) {
+		usage_error(cmd, "one of --relay and --serial, once");
+		return -1;
+	}
+	if (a == "--serial") {
+		// "-": our standard output, which the daemon opens again through
+		// /proc while we wait for its answer (a pipe or tty stays open in
+		// the daemon after we exit).
+		std::string dev = v, baud;
+		const size_t comma = dev.rfind(',');
+		if (comma != std::string::npos) {
+			baud = dev.substr(comma);
+			dev.resize(comma);
+		}
+		if (dev.empty()) {
+			usage_error(cmd, "--serial needs DEVICE[,BAUD]");
+			return -1;
+		}
+		dev = dev == "-" ? "/proc/" + std::to_string(getpid()) + "/fd/1" : absolute_path(dev);
+		m.relay = "serial:" + dev + baud;
+		if (m.relay.size() > proto::kMaxRelay) {
+			usage_error(cmd, "--serial: device path too long");
+			return -1;
+		}
+		return 1;
+	}
 	if (a == "--relay") {
 		if (!*v || strlen(v) > proto::kMaxRelay) {
 			usage_error(cmd, "--relay needs HOST[:CTRL_PORT[:DATA_PORT]]");
@@ -186,6 +218,13 @@ int parse_relay_option(const char *cmd, int argc, char **argv, int &i, proto::Cr
 		m.hostname = v;
 	}
 	return 1;
+}
+
+std::string streamed_to(const proto::Create &m)
+{
+	if (m.relay.compare(0, 7, "serial:") == 0)
+		return "the serial line " + m.relay.substr(7);
+	return "lttng-relayd " + m.relay;
 }
 
 std::string relay_unsupported(const proto::Create &m, uint16_t daemon_version)

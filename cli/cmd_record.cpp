@@ -437,6 +437,8 @@ int strata_cmd_record(int argc, char **argv)
 	r = cl.command(proto::Stop{create.session}, err);
 	if (r < 0)
 		fprintf(stderr, "strata record: stop: %s\n", err.c_str());
+	else if (create.relay.compare(0, 7, "serial:") == 0)
+		fprintf(stderr, "strata record: %s\n", err.c_str()); // the line's load against the session's rate
 	int r2 = cl.command(proto::Destroy{create.session}, err);
 	if (r2 < 0)
 		fprintf(stderr, "strata record: destroy: %s\n", err.c_str());
@@ -452,7 +454,7 @@ int strata_cmd_record(int argc, char **argv)
 			exit_code = cli::kFail;
 	}
 	if (!create.relay.empty())
-		fprintf(stderr, "strata record: trace streamed to lttng-relayd %s\n", create.relay.c_str());
+		fprintf(stderr, "strata record: trace streamed to %s\n", cli::streamed_to(create).c_str());
 	else if (!has_subtrace(create.output_dir))
 		// A buffer that never held an event leaves no sub-trace
 		// (docs/control-protocol.md, "Lazy sub-traces").

@@ -42,7 +42,9 @@ void print_session(const proto::SessionStatus &s)
 	printf("\n  recorded: %u buffer(s), %llu packet(s), %s, %llu rejected packet(s)\n", s.n_buffers,
 	       static_cast<unsigned long long>(s.packets), cli::human_bytes(s.bytes).c_str(),
 	       static_cast<unsigned long long>(s.errors));
-	if (!s.relay.empty())
+	if (s.relay.compare(0, 7, "serial ") == 0)
+		printf("  line:     %s\n", s.relay.c_str() + 7);
+	else if (!s.relay.empty())
 		printf("  relay:    %s\n", s.relay.c_str());
 }
 

@@ -23,6 +23,7 @@ int strata_cmd_list(int argc, char **argv);
 int strata_cmd_status(int argc, char **argv);
 int strata_cmd_snapshot(int argc, char **argv);
 int strata_cmd_record(int argc, char **argv);
+int strata_cmd_receive(int argc, char **argv); // cli/cmd_receive.cpp (docs/serial.md)
 int strata_cmd_view(int argc, char **argv);    // cli/cmd_view.cpp ("tools")
 int strata_cmd_analyze(int argc, char **argv); // cli/cmd_analyze*.cpp ("pthread")
 
@@ -75,6 +76,9 @@ extern const char *const kChannelHelp;
 // 0 not ours, -1 usage error (printed).
 int parse_relay_option(const char *cmd, int argc, char **argv, int &i, proto::Create &m);
 extern const char *const kRelayHelp;
+// Where a session with a relay field streams: "lttng-relayd HOST..." or
+// "the serial line DEVICE[,BAUD]".
+std::string streamed_to(const proto::Create &m);
 // A daemon too old for CREATE's relay (protocol < 3) would drop it: "" or why.
 std::string relay_unsupported(const proto::Create &m, uint16_t daemon_version);
 

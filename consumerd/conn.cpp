@@ -367,7 +367,8 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 			} else {
 				stop_session(*s);
 				notify_and_reply(c, seq, *s,
-						 "session '" + s->name + "' stopped; trace in " + trace_place(*s) + trigger_summary(*s));
+						 "session '" + s->name + "' stopped; trace in " + trace_place(*s) + trigger_summary(*s) +
+							 (s->serial ? "; " + s->serial->stats() : ""));
 			}
 		}
 		return true;

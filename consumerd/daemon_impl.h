@@ -88,6 +88,7 @@
 #include "metadata.h"
 #include "proto/proto.h"
 #include "relay.h"
+#include "serial.h"
 #include "proto/sock.h"
 #include "repair.h"
 
@@ -149,6 +150,10 @@ struct Session {
 	uint32_t live_timer_us = 0;
 	// The sub-trace paths given to the relay (attach_output): each once.
 	std::set<std::string> relay_paths;
+	// Streaming over a serial line (serial.h, docs/serial.md): like relay,
+	// null for a disk session; the relay_paths above name its sub-traces.
+	std::shared_ptr<SerialLink> serial;
+	bool streamed() const { return relay || serial; }
 	std::vector<std::unique_ptr<Drain>> drains;
 	// Snapshots on an event (trigger.cpp): set on the session that
 	// snapshots.  companion_of: this session is such a session's hidden

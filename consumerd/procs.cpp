@@ -306,7 +306,7 @@ void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 	env.procname = p.comm;
 	env.pid = p.pid;
 	env.hostname = hostname_;
-	if (!s->relay && attacher_running()) { // attach.cpp: off this thread, answered from there
+	if (!s->streamed() && attacher_running()) { // attach.cpp: off this thread, answered from there
 		AttachJob j;
 		j.conn_id = c.id;
 		j.seq = seq;

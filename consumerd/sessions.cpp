@@ -7,7 +7,9 @@
  * A session made with a relay (CREATE version 3) streams instead of
  * writing its directory: its link to lttng-relayd is opened at CREATE (an
  * absent relay is CREATE's error) and each drain gets a relay output
- * (attach_output); docs/relay.md.
+ * (attach_output); docs/relay.md.  A session made with a serial line
+ * (the relay field "serial:DEVICE[,BAUD]") streams the same way over its
+ * SerialLink (serial.h, docs/serial.md).
  */
 #include "daemon_impl.h"
 
@@ -32,7 +34,22 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 		return;
 	}
 	std::shared_ptr<RelayLink> link;
-	if (!m.relay.empty()) {
+	std::shared_ptr<SerialLink> line;
+	if (is_serial_target(m.relay)) {
+		SerialTarget t;
+		std::string err;
+		if (!parse_serial_target(m.relay, t, err)) {
+			reply(c, seq, -EINVAL, err);
+			return;
+		}
+		const bool for_user = c.cred.uid != 0 && geteuid() == 0;
+		line = SerialLink::open(t, for_user ? static_cast<int64_t>(c.cred.uid) : -1,
+					m.channel.subbuf_size ? m.channel.subbuf_size : serial_subbuf_size(t), err);
+		if (!line) {
+			reply(c, seq, -EIO, err);
+			return;
+		}
+	} else if (!m.relay.empty()) {
 		RelayTarget t;
 		std::string err;
 		if (!parse_relay_target(m.relay, t, err)) {
@@ -61,12 +78,12 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 		owner.uid = c.cred.uid;
 		owner.gid = c.cred.gid;
 	}
-	int r = link ? 0 : make_dirs(m.output_dir, 0750, owner);
+	int r = link || line ? 0 : make_dirs(m.output_dir, 0750, owner);
 	if (r < 0) {
 		reply(c, seq, r, "cannot create " + m.output_dir + ": " + strerror(-r));
 		return;
 	}
-	if (existed && !link) {
+	if (existed && !link && !line) {
 		RepairStats rs = repair_tree(m.output_dir);
 		if (rs.repaired)
 			INFO("repaired %llu torn stream file(s) under %s", static_cast<unsigned long long>(rs.repaired),
@@ -79,12 +96,15 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 	s->uid = c.cred.uid;
 	s->out = m.output_dir;
 	s->channel = m.channel;
+	if (line && !s->channel.subbuf_size)
+		s->channel.subbuf_size = serial_subbuf_size(line->target());
 	s->clock = measure_session_clock();
 	s->owner = owner;
 	if (link) {
 		s->relay = std::move(link);
 		s->live_timer_us = kLiveTimerUs;
 	}
+	s->serial = std::move(line);
 	const std::string where = trace_place(*s);
 	INFO("session %s created (slot %u, %s mode) -> %s", s->name.c_str(), slot,
 	     m.channel.mode == STRATA_MODE_OVERWRITE ? "overwrite" : "discard", where.c_str());
@@ -98,6 +118,9 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 
 std::string trace_place(const Session &s)
 {
+	if (s.serial)
+		return "serial line " + s.serial->target().device + " at " + std::to_string(s.serial->target().baud) +
+		       " baud (" + std::to_string(s.serial->line_bytes_per_s()) + " B/s)";
 	if (!s.relay)
 		return s.out;
 	const RelayTarget &t = s.relay->target();
@@ -115,14 +138,17 @@ std::string trace_place(const Session &s)
 // a second START) gets ".1", ".2"... as on disk.
 void Daemon::attach_output(Session &s, Drain &d)
 {
-	if (!s.relay)
+	if (!s.streamed())
 		return;
 	const std::string &dir = d.dir();
 	const std::string rel = dir.compare(0, s.out.size(), s.out) == 0 ? dir.substr(s.out.size()) : "/" + dir;
 	std::string path = rel;
 	for (int n = 1; !s.relay_paths.insert(path).second; n++)
 		path = rel + "." + std::to_string(n);
-	d.set_output(relay_output(s.relay, path, d.channel(), d.n_lanes(), s.live_timer_us));
+	if (s.serial)
+		d.set_output(serial_output(s.serial, path, d.channel(), d.n_lanes()));
+	else
+		d.set_output(relay_output(s.relay, path, d.channel(), d.n_lanes(), s.live_timer_us));
 }
 
 void Daemon::do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule r, Target t)
@@ -184,6 +210,8 @@ void Daemon::do_status(Conn &c, uint32_t seq, const proto::Status &m)
 			if (s->relay->broken())
 				st.relay += " (link down: " + s->relay->why_broken() + ")";
 		}
+		if (s->serial)
+			st.relay = s->serial->describe();
 		for (auto &d : s->drains) {
 			st.packets += d->counters().packets.load(std::memory_order_relaxed);
 			st.bytes += d->counters().bytes.load(std::memory_order_relaxed);
@@ -282,6 +310,8 @@ void Daemon::stop_session(Session &s)
 		packets += d->counters().packets.load(std::memory_order_relaxed);
 	INFO("session %s stopped: %zu buffer(s), %llu packet(s) written", s.name.c_str(), s.drains.size(),
 	     static_cast<unsigned long long>(packets));
+	if (s.serial)
+		INFO("session %s: %s", s.name.c_str(), s.serial->describe().c_str());
 	if (s.relay && s.relay->broken())
 		logf("session %s: the relay link broke (%s); packets it could not send are counted as errors",
 		     s.name.c_str(), s.relay->why_broken().c_str());

@@ -32,6 +32,12 @@ STRATA_EARLY_SUBBUF_SIZE/SUBBUFS/LANES on the command line, discard mode):
 the loss is counted (discarded > 0, recorded + discarded == emitted still),
 each child kept exactly its first m events (0..m-1, discard keeps the
 oldest), and the later events recorded are increasing.
+
+With --serial STRATA (the boot with strata.serial=ttyS1 on the kernel
+command line: the session streamed over the guest's second serial port,
+which qemu wrote to OUT/ttyS1.bin): `STRATA receive` rebuilds OUT/trace
+first, exits 0 and reports no frame lost or damaged and every packet the
+sender offered written; then every check above holds on that trace.
 """
 import os
 import glob
@@ -58,6 +64,16 @@ def main():
     em = vm_boot_counts(out)
     nchild, nev, nlater = int(em["children"]), int(em["child_events"]), int(em["later"])
     trace = os.path.join(out, "trace")
+    if "--serial" in sys.argv[2:]:
+        strata = sys.argv[sys.argv.index("--serial") + 1]
+        r = subprocess.run([strata, "receive", os.path.join(out, "ttyS1.bin"), "-o", trace],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120)
+        print(r.stderr.strip())
+        lanes = re.findall(r"; (\d+) packet\(s\) offered by the sender, (\d+) written, (\d+) missing", r.stderr)
+        check(r.returncode == 0 and " 0 frame(s) lost" in r.stderr and " 0 with a bad CRC, 0 malformed" in r.stderr,
+              "strata receive rebuilt the boot trace from the serial port, no frame lost (%d)" % r.returncode)
+        check(bool(lanes) and all(m == "0" and o == w for o, w, m in lanes),
+              "every packet the sender offered was written (%s)" % lanes)
     init, children, clocks, discarded = [], {}, set(), 0
     last = {}
     stray = 0

@@ -5,6 +5,10 @@
 # session that adopts the early buffers, tells init (fd 5) to record its
 # later events, waits for init's "done" (fd 6: the emitted counts), stops the
 # session.  The trace and the counts go to $STRATA_VM_OUT (check_boot.py).
+# With strata.serial=DEV[,BAUD] on the kernel command line (as
+# strata-boot-collect reads it, docs/boot.md) the session streams over that
+# serial port instead (run-vm.sh joins ttyS1 to $STRATA_VM_OUT/ttyS1.bin) and
+# check_boot.py --serial rebuilds the trace with strata receive.
 set -u
 consumerd=$1 cli=$2
 unset STRATA_EARLY
@@ -16,7 +20,15 @@ mkfifo /run/strata-ready || exit 1
 dpid=$!
 read -r line < /run/strata-ready
 [ "$line" = ready ] || { echo "FAIL: the daemon did not get ready"; exit 1; }
-"$cli" create boot -o "$o/trace" >/dev/null || exit 1
+serial=""
+for w in $(cat /proc/cmdline); do
+	case "$w" in strata.serial=?*) serial=/dev/${w#strata.serial=} ;; esac
+done
+if [ -n "$serial" ]; then
+	"$cli" create boot -o "$o/trace" --serial "$serial" >/dev/null || exit 1
+else
+	"$cli" create boot -o "$o/trace" >/dev/null || exit 1
+fi
 "$cli" start boot >/dev/null || exit 1
 echo go >&5
 read -r counts <&6 || { echo "FAIL: init did not answer"; exit 1; }

@@ -3,7 +3,8 @@
 on the traces guest-kinteg.sh recorded inside the VM.
 
 usage: check_kinteg.py record|causal_page|causal_monotonic|causal_consumer|kquery_trace|
-       sysnames|kretprobe|lttng_analyses|lttng_cputop|lttng_iolatencytop|cost|relay VMOUT
+       sysnames|kretprobe|lttng_analyses|lttng_cputop|lttng_iolatencytop|cost|relay|
+       serial|serial_over VMOUT
 
 record            `strata record -e 'kernel:*' -e 'demo:*' -- strata-demo`:
                   one session directory with a ust and a kernel sub-trace,
@@ -91,6 +92,22 @@ kquery_trace      (kinteg_kquery) a tp-async process answered by the module
                   enabled (seq 0-9, 20-29, ..., 80-89), none lost; a
                   `strata record` (second daemon) run meanwhile recorded its
                   command through another module slot, without that process.
+serial            (guest-serial.sh) `strata record --serial /dev/ttyS1,3000000`
+                  of kernel:sched_process_exec, kernel:syscall_*_openat and
+                  demo:*; workload strata-demo (1 x 100) then
+                  strata-kinteg-sysnames 100; qemu wrote the port to
+                  VMOUT/ttyS1.bin.  `strata receive` on the host exits 0,
+                  reports no frame lost or damaged and every packet offered
+                  written; one kernel and one strata-demo sub-trace,
+                  babeltrace2 silent, nothing discarded, 101 demo events,
+                  the workload's thread made exactly 102 openat (entries and
+                  exits, 100 of the known path) after its exec.
+serial_over       the same into /dev/ttyS2 at 460800 baud (46080 B/s) with
+                  strata-kinteg-sysnames 3000, above the line: the
+                  sender refused packets, and the receiver's missing packets
+                  (offered - written, per lane, from the end frames) equal
+                  the refused count exactly, with nothing lost on the line;
+                  babeltrace2 reads the trace.
 """
 import json
 import os
@@ -724,6 +741,21 @@ def check_kquery(d):
           "the running process did not join the other daemon's session (%s)" % pids)
 
 
+def check_workload_openat(kernel_trace, n, where):
+    """strata-kinteg-sysnames N, exec'd once: its thread made exactly N + 2
+    openat (entries and exits) after its exec, N of them of SYSNAMES_PATH."""
+    kevs, _ = kernel_events(kernel_trace)
+    tid, t_exec = workload_tid(kevs)
+    if check(tid is not None, "one exec of strata-kinteg-sysnames" + where):
+        mine = [e for e in kevs if e[2] == tid and e[1] > t_exec]
+        entries = [e for e in mine if e[0] == "syscall_entry_openat"]
+        exits = [e for e in mine if e[0] == "syscall_exit_openat"]
+        names = [str(e[4]["filename"]) for e in entries]
+        check(len(entries) == n + 2 and len(exits) == n + 2 and names.count(SYSNAMES_PATH) == n,
+              "tid %d: %d openat entries (%d of %s) and %d exits after its exec (want %d)" %
+              (tid, len(entries), names.count(SYSNAMES_PATH), SYSNAMES_PATH, len(exits), n + 2))
+
+
 def check_relay(d):
     rc = read_file(os.path.join(d, "relay.rc")).strip()
     log = read_file(os.path.join(d, "relay.log")).strip()
@@ -753,17 +785,7 @@ def check_relay(d):
     check(lines == n_evs, "babeltrace2 prints every event bt2 reads (%d == %d)" % (lines, n_evs))
     check(lost == 0, "no event discarded (%d)" % lost)
     check(n_demo == 2 * 200 + 1, "every demo event on the relay (%d == 401)" % n_demo)
-    kevs, _ = kernel_events(os.path.join(out, kern[0]))
-    tid, t_exec = workload_tid(kevs)
-    if check(tid is not None, "one exec of strata-kinteg-sysnames on the relay"):
-        mine = [e for e in kevs if e[2] == tid and e[1] > t_exec]
-        entries = [e for e in mine if e[0] == "syscall_entry_openat"]
-        exits = [e for e in mine if e[0] == "syscall_exit_openat"]
-        names = [str(e[4]["filename"]) for e in entries]
-        check(len(entries) == SYSNAMES_N + 2 and len(exits) == SYSNAMES_N + 2 and
-              names.count(SYSNAMES_PATH) == SYSNAMES_N,
-              "tid %d: %d openat entries (%d of %s) and %d exits after its exec (want %d)" %
-              (tid, len(entries), names.count(SYSNAMES_PATH), SYSNAMES_PATH, len(exits), SYSNAMES_N + 2))
+    check_workload_openat(os.path.join(out, kern[0]), SYSNAMES_N, " on the relay")
     before = read_file(os.path.join(d, "relay-live-before-stop.txt")).strip()
     check(before == "demo 401 openat %d" % SYSNAMES_N,
           "live: the reader showed 401 demo events and %d openat of the workload before stop (%s)" %
@@ -780,6 +802,88 @@ def check_relay(d):
            if re.search(r" [WEF] [A-Z]", line)]
     check(rc == "0" and not bad, "live: the reader ended by itself (rc %s), no warning or error (%r)" %
           (rc, bad[:3]))
+    return None
+
+
+def receive(d, vmout, tty, name):
+    """`strata receive VMOUT/<tty>.bin -o d/<name>-rx` on the host: (exit
+    code, its report, the output directory, per-lane rows (sub-trace,
+    stream file, frames, lost, offered, written, missing))."""
+    strata = read_file(os.path.join(d, "serial.strata")).strip()
+    out = os.path.join(d, name + "-rx")
+    shutil.rmtree(out, ignore_errors=True)
+    r = subprocess.run([strata, "receive", os.path.join(vmout, tty + ".bin"), "-o", out],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120)
+    rows = []
+    for m in re.finditer(r"^  (\S+)/(\S+_\d+): (\d+) frame\(s\)(?:, (\d+) lost)?(?:; (\d+) packet\(s\) offered "
+                         r"by the sender, (\d+) written, (\d+) missing)?", r.stderr, re.M):
+        rows.append((m.group(1), m.group(2)) + tuple(int(g) if g else None for g in m.groups()[2:]))
+    return r.returncode, r.stderr, out, rows
+
+
+def serial_ran(d, name):
+    step = read_file(os.path.join(d, "serial-step.rc")).strip()
+    log = read_file(os.path.join(d, "serial.log")).strip()
+    if step == "77":
+        print("SKIP: " + log)
+        return False
+    check(step == "0", "the serial step ran (rc %s: %r)" % (step, log[-300:]))
+    return record_ok(d, name)
+
+
+def check_serial(d, vmout):
+    """Within the line's bandwidth: the whole trace, exactly."""
+    if not serial_ran(d, "serial"):
+        return 77 if read_file(os.path.join(d, "serial-step.rc")).strip() == "77" else None
+    rc, rep, out, rows = receive(d, vmout, "ttyS1", "serial")
+    print(rep.strip())
+    check(rc == 0, "strata receive exits 0 (%d)" % rc)
+    check(re.search(r"0 frame\(s\) lost \(sequence gaps\)", rep) is not None and " 0 with a bad CRC, 0 malformed" in rep,
+          "no frame lost or damaged on the line")
+    check(rows and all(r[3] == 0 and r[6] == 0 for r in rows if r[6] is not None) and
+          all(r[6] is not None for r in rows), "every lane: every packet the sender offered written (%s)" % rows)
+    subs = sorted({r[0] for r in rows})
+    check(len(subs) == 2 and subs[0] == "kernel" and subs[1].startswith("ust/pid/strata-demo-"),
+          "one kernel and one strata-demo sub-trace (%s)" % subs)
+    if failures:
+        return None
+    babeltrace2_silent(out)
+    n_demo, lost = 0, 0
+    for msg in bt2.TraceCollectionMessageIterator(out):
+        if type(msg) is bt2._EventMessageConst:
+            n_demo += msg.event.name.startswith("demo:")
+        elif type(msg) in (bt2._DiscardedEventsMessageConst, bt2._DiscardedPacketsMessageConst):
+            lost += msg.count or 0
+    check(lost == 0, "nothing discarded (%d)" % lost)
+    check(n_demo == 101, "every demo event (%d == 101)" % n_demo)
+    check_workload_openat(os.path.join(out, "kernel"), 100, "")
+    return None
+
+
+def check_serial_over(d, vmout):
+    """Far above the line's bandwidth: missing == refused, exactly."""
+    if not serial_ran(d, "serial-over"):
+        return 77 if read_file(os.path.join(d, "serial-step.rc")).strip() == "77" else None
+    err = read_file(os.path.join(d, "serial-over.err"))
+    m = re.search(r"(\d+) packet\(s\) sent .*?, (\d+) refused over capacity", err)
+    check(m is not None, "strata record said what the line carried (%r)" % err[-300:])
+    if failures:
+        return None
+    sent, refused = int(m.group(1)), int(m.group(2))
+    rc, rep, out, rows = receive(d, vmout, "ttyS2", "serial-over")
+    print(rep.strip())
+    check(rc == 0, "strata receive exits 0 (%d)" % rc)
+    check(refused > 0, "the sender refused packets over the line's capacity (%d sent, %d refused)" % (sent, refused))
+    offered = sum(r[4] or 0 for r in rows)
+    written = sum(r[5] or 0 for r in rows)
+    missing = sum(r[6] or 0 for r in rows)
+    line_lost = sum(r[3] or 0 for r in rows)
+    check(all(r[4] is not None for r in rows) and offered == sent + refused and written == sent and
+          missing == refused and line_lost == 0,
+          "missing == counted: offered %d = sent %d + refused %d, written %d, missing %d, lost on the line %d"
+          % (offered, sent, refused, written, missing, line_lost))
+    r = subprocess.run(["babeltrace2", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300)
+    check(r.returncode == 0, "babeltrace2 reads the trace (%d %r)" % (r.returncode, r.stderr[:300]))
     return None
 
 
@@ -805,6 +909,9 @@ def main():
         check_cost(d)
     elif what == "relay":
         if check_relay(d) == 77:
+            return 77
+    elif what in ("serial", "serial_over"):
+        if (check_serial if what == "serial" else check_serial_over)(d, vmout) == 77:
             return 77
     elif what == "kretprobe":
         check_kretprobe(d)

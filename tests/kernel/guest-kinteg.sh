@@ -268,6 +268,14 @@ step relay
  relay) > "$o/relay.log" 2>&1
 echo $? > "$o/relay.rc"
 
+# (f) a session streamed over the guest's serial ports (docs/serial.md):
+# guest-serial.sh records, check_kinteg.py serial/serial_over receive and
+# check on the host.
+step serial
+echo "$strata" > "$o/serial.strata"
+"$(dirname "$0")/guest-serial.sh" "$strata" "$demo" "$sysnames" "$o" > "$o/serial.log" 2>&1
+echo $? > "$o/serial-step.rc"
+
 # (c) the control-plane tests (tests/control, built beside ASYNC_APP) with
 # the module loaded: tp-async processes register with it, every daemon
 # mirrors its sessions into it, and the tests' oracles must still hold.

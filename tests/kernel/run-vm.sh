@@ -29,6 +29,8 @@
 #   insmod.log  insmod output                 insmod.rc  its exit status
 #   rmmod.rc    status of unloading the module at the end (leak checks)
 #   dmesg.txt   the guest kernel log          console.log  qemu's serial console
+#   ttyS1.bin, ttyS2.bin  what the guest wrote to its second and third serial
+#               ports (strata --serial, docs/serial.md)
 # COMMAND finds DIR in $STRATA_VM_OUT (for files worth keeping).
 # Exit status: 0 when COMMAND succeeded, the module loaded and unloaded, and
 # dmesg shows no oops/BUG/WARNING/KASAN; 77 when qemu or an installed kernel
@@ -254,6 +256,7 @@ timeout --kill-after=10 "$tmo" "$qemu" -accel tcg,thread=single -smp 2 -m 2048 -
 	-virtfs local,path="$src_root",mount_tag=src,security_model=none,readonly=on,multidevs=remap \
 	-virtfs local,path="$build_root",mount_tag=bld,security_model=none,multidevs=remap \
 	-virtfs local,path="$out",mount_tag=out,security_model=none "${disk_opt[@]}" \
+	-serial stdio -serial "file:$out/ttyS1.bin" -serial "file:$out/ttyS2.bin" \
 	< /dev/null > "$out/console.log" 2>&1
 qrc=$?
 kill "$nmi_pid" 2> /dev/null

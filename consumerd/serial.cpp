@@ -1,0 +1,454 @@
+/*
+ * serial.cpp - a session's trace over a byte line (serial.h,
+ * docs/serial.md).
+ */
+#include "serial.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <cstdio>
+#include <random>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "proto/serial_frame.h"
+
+namespace strata {
+
+namespace {
+
+constexpr int kStallMs = 10000;          // a device that takes nothing this long breaks the link
+constexpr size_t kMetaChunk = 1024;      // TSDL bytes per metadata frame
+constexpr uint64_t kMinResendNs = 5000000000ull; // metadata again at least 5 s apart
+constexpr uint64_t kMaxFlushNs = 10000000000ull; // what is queued at DESTROY: at most 10 s more (main thread)
+
+uint64_t now_ns()
+{
+	return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+					     std::chrono::steady_clock::now().time_since_epoch())
+					     .count());
+}
+
+void put16(std::string &s, uint16_t v)
+{
+	s.push_back(static_cast<char>(v));
+	s.push_back(static_cast<char>(v >> 8));
+}
+void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+} // namespace
+
+bool is_serial_target(const std::string &relay_field)
+{
+	return relay_field.compare(0, strlen(kSerialPrefix), kSerialPrefix) == 0;
+}
+
+bool parse_serial_target(const std::string &relay_field, SerialTarget &t, std::string &err)
+{
+	if (!is_serial_target(relay_field)) {
+		err = "not a serial target";
+		return false;
+	}
+	std::string v = relay_field.substr(strlen(kSerialPrefix));
+	const size_t comma = v.rfind(',');
+	if (comma != std::string::npos) {
+		const std::string b = v.substr(comma + 1);
+		char *end = nullptr;
+		errno = 0;
+		const unsigned long baud = strtoul(b.c_str(), &end, 10);
+		if (b.empty() || *end || errno || baud > 4000000 || !serial::supported_baud(static_cast<uint32_t>(baud))) {
+			err = "serial: '" + b + "' is not a supported speed (9600 ... 115200 ... 4000000 baud)";
+			return false;
+		}
+		t.baud = static_cast<uint32_t>(baud);
+		v.resize(comma);
+	}
+	if (v.empty() || v[0] != '/') {
+		err = "serial: the device must be an absolute path";
+		return false;
+	}
+	t.device = v;
+	return true;
+}
+
+uint64_t serial_subbuf_size(const SerialTarget &t)
+{
+	uint64_t s = 4096;
+	while (s < 128 * 1024 && 2 * s <= t.baud / 10)
+		s *= 2;
+	return s;
+}
+
+std::shared_ptr<SerialLink> SerialLink::open(const SerialTarget &t, int64_t uid, uint64_t subbuf_size,
+					     std::string &err)
+{
+	std::shared_ptr<SerialLink> l(new SerialLink());
+	l->target_ = t;
+	int fd = ::open(t.device.c_str(), O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC | O_CREAT, 0640);
+	if (fd < 0) {
+		err = errno == ENXIO ? "no process reads the FIFO " + t.device + " (start `strata receive` first)"
+				     : "cannot open " + t.device + ": " + strerror(errno);
+		return nullptr;
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0 || (uid >= 0 && st.st_uid != static_cast<uid_t>(uid))) {
+		close(fd);
+		err = "cannot use " + t.device + ": it must belong to you";
+		return nullptr;
+	}
+	if (S_ISREG(st.st_mode))
+		fcntl(fd, F_SETFL, O_APPEND | O_NONBLOCK);
+	if (isatty(fd) && !serial::set_raw_tty(fd, t.baud, err)) {
+		err = t.device + ": " + err;
+		close(fd);
+		return nullptr;
+	}
+	l->fd_ = fd;
+	std::random_device rd;
+	l->nonce_ = (static_cast<uint64_t>(rd()) << 32) | rd();
+	const double rate = static_cast<double>(l->line_bytes_per_s());
+	// Four seconds of line, and at least four whole sub-buffers: full
+	// packets must be able to pass when the line is idle, and a burst of
+	// a few seconds' worth too.  (With serial_subbuf_size, the queue
+	// then flushes in about four seconds at DESTROY.)
+	const size_t pkt = std::min<size_t>(subbuf_size, serial::kMaxPayload);
+	l->depth_ = std::max(4 * rate, 4.0 * static_cast<double>(serial::encoded_max(serial::kMaxBody - serial::kMaxPayload + pkt)));
+	l->tokens_ = l->depth_;
+	l->queue_cap_ = static_cast<size_t>(l->depth_) + serial::encoded_max(serial::kMaxBody);
+	l->start_ns_ = l->refilled_ns_ = l->resent_ns_ = now_ns();
+	// A delimiter first: whatever the receiver holds before it is ended.
+	l->queue_.push_back(std::vector<uint8_t>(1, 0));
+	l->queued_ = 1;
+	l->thread_ = std::thread([p = l.get()] { p->run(); });
+	return l;
+}
+
+SerialLink::~SerialLink()
+{
+	{
+		std::lock_guard<std::mutex> g(mu_);
+		stop_ = true;
+	}
+	cv_.notify_all();
+	if (thread_.joinable())
+		thread_.join();
+	if (unsent_frames_)
+		fprintf(stderr, "strata-consumerd: serial %s: %llu frame(s) still queued were not sent: the line did not "
+				"take them within the flush time at destroy\n",
+			target_.device.c_str(), static_cast<unsigned long long>(unsent_frames_));
+	if (fd_ >= 0)
+		close(fd_);
+}
+
+void SerialLink::refill(uint64_t now)
+{
+	const double rate = static_cast<double>(line_bytes_per_s());
+	tokens_ = std::min(depth_, tokens_ + rate * static_cast<double>(now - refilled_ns_) / 1e9);
+	refilled_ns_ = now;
+}
+
+void SerialLink::push(std::vector<uint8_t> &&frame)
+{
+	queued_ += frame.size();
+	tokens_ -= static_cast<double>(frame.size());
+	queue_.push_back(std::move(frame));
+	cv_.notify_one();
+}
+
+void SerialLink::queue_meta(uint16_t trace, size_t from)
+{
+	Trace &t = traces_[trace];
+	refill(now_ns());
+	std::vector<uint8_t> f;
+	if (from == 0) {
+		std::string a(8, '\0');
+		for (int i = 0; i < 8; i++)
+			a[i] = static_cast<char>(nonce_ >> (8 * i));
+		a.resize(12);
+		put32(reinterpret_cast<uint8_t *>(&a[8]), static_cast<uint32_t>(t.text.size()));
+		put16(a, static_cast<uint16_t>(t.path.size()));
+		a += t.path;
+		put16(a, static_cast<uint16_t>(t.channel.size()));
+		a += t.channel;
+		serial::encode_frame(serial::kAnnounce, trace, serial::kMetaStream, t.meta_seq++,
+				     reinterpret_cast<const uint8_t *>(a.data()), a.size(), nullptr, 0, f);
+		push(std::move(f));
+	}
+	for (size_t off = from; off < t.text.size(); off += kMetaChunk) {
+		uint8_t o[8];
+		put32(o, static_cast<uint32_t>(off));
+		put32(o + 4, static_cast<uint32_t>(t.text.size()));
+		f.clear();
+		serial::encode_frame(serial::kMetadata, trace, serial::kMetaStream, t.meta_seq++, o, 8,
+				     reinterpret_cast<const uint8_t *>(t.text.data()) + off,
+				     std::min(kMetaChunk, t.text.size() - off), f);
+		push(std::move(f));
+	}
+}
+
+uint16_t SerialLink::add_trace(const std::string &path, const std::string &channel)
+{
+	std::lock_guard<std::mutex> g(mu_);
+	Trace t;
+	t.path = path.substr(path.find_first_not_of('/') == std::string::npos ? path.size()
+									: path.find_first_not_of('/'));
+	t.channel = channel;
+	traces_.push_back(std::move(t));
+	return static_cast<uint16_t>(traces_.size() - 1);
+}
+
+void SerialLink::metadata(uint16_t trace, const std::string &text)
+{
+	std::lock_guard<std::mutex> g(mu_);
+	if (trace >= traces_.size())
+		return;
+	const size_t from = traces_[trace].text.size();
+	traces_[trace].text += text;
+	queue_meta(trace, from);
+}
+
+bool SerialLink::packet(uint16_t trace, uint32_t lane, const uint8_t *p, size_t n, std::string &err)
+{
+	if (broken()) {
+		std::lock_guard<std::mutex> g(mu_);
+		pkts_refused_++;
+		pkt_bytes_refused_ += n;
+		err = "the serial line is down: " + why_;
+		return false;
+	}
+	std::lock_guard<std::mutex> g(mu_);
+	if (trace >= traces_.size() || lane >= serial::kMetaStream)
+		return false;
+	Trace &t = traces_[trace];
+	if (t.lane_seq.size() <= lane)
+		t.lane_seq.resize(lane + 1, 0);
+	const size_t size = serial::encoded_max(serial::kHeaderSize + 4 + n + serial::kCrcSize);
+	refill(now_ns());
+	if (n + 4 > serial::kMaxPayload || tokens_ < static_cast<double>(size) || queued_ + size > queue_cap_) {
+		pkts_refused_++;
+		pkt_bytes_refused_ += n;
+		err = "over the serial line's capacity (" + std::to_string(line_bytes_per_s()) + " B/s)";
+		return false;
+	}
+	uint8_t need[4];
+	put32(need, static_cast<uint32_t>(t.text.size()));
+	std::vector<uint8_t> f;
+	serial::encode_frame(serial::kPacket, trace, static_cast<uint16_t>(lane), t.lane_seq[lane]++, need, 4, p, n, f);
+	pkts_sent_++;
+	pkt_bytes_sent_ += n;
+	push(std::move(f));
+	return true;
+}
+
+void SerialLink::refused(uint64_t pkts, uint64_t bytes)
+{
+	std::lock_guard<std::mutex> g(mu_);
+	pkts_refused_ += pkts;
+	pkt_bytes_refused_ += bytes;
+}
+
+void SerialLink::end(uint16_t trace, const std::vector<uint64_t> &offered)
+{
+	std::lock_guard<std::mutex> g(mu_);
+	if (trace >= traces_.size() || offered.size() >= serial::kMetaStream)
+		return;
+	std::vector<uint8_t> p(2 + 8 * offered.size());
+	p[0] = static_cast<uint8_t>(offered.size());
+	p[1] = static_cast<uint8_t>(offered.size() >> 8);
+	for (size_t i = 0; i < offered.size(); i++)
+		for (int k = 0; k < 8; k++)
+			p[2 + 8 * i + k] = static_cast<uint8_t>(offered[i] >> (8 * k));
+	std::vector<uint8_t> f;
+	serial::encode_frame(serial::kEnd, trace, serial::kMetaStream, traces_[trace].meta_seq++, p.data(), p.size(),
+			     nullptr, 0, f);
+	refill(now_ns());
+	push(std::move(f));
+}
+
+std::string SerialLink::describe()
+{
+	return "serial " + target_.device + " " + std::to_string(target_.baud) + " baud (" +
+	       std::to_string(line_bytes_per_s()) + " B/s): " + stats();
+}
+
+std::string SerialLink::stats()
+{
+	std::lock_guard<std::mutex> g(mu_);
+	const uint64_t rate = line_bytes_per_s();
+	// Over at least a second: a burst is compared with a second of line.
+	const double secs = std::max(1.0, static_cast<double>(now_ns() - start_ns_) / 1e9);
+	const uint64_t offered = static_cast<uint64_t>(static_cast<double>(pkt_bytes_sent_ + pkt_bytes_refused_) / secs);
+	std::string s = std::to_string(pkts_sent_) + " packet(s) sent (" +
+			std::to_string(pkt_bytes_sent_) + " B; " + std::to_string(wire_bytes_) + " B on the line, " +
+			std::to_string(meta_resends_) + " metadata resend(s)), " + std::to_string(pkts_refused_) +
+			" refused over capacity (" + std::to_string(pkt_bytes_refused_) + " B); the session offered " +
+			std::to_string(offered) + " B/s, " + std::to_string(offered * 100 / (rate ? rate : 1)) +
+			"% of the line's " + std::to_string(rate) + " B/s";
+	if (broken())
+		s += " (line down: " + why_ + ")";
+	return s;
+}
+
+void SerialLink::run()
+{
+	std::unique_lock<std::mutex> lk(mu_);
+	uint64_t flush_until = 0;
+	for (;;) {
+		const uint64_t now = now_ns();
+		if (!stop_ && !broken()) {
+			// Metadata again, at most about a tenth of the line's time.
+			size_t meta = 0;
+			for (const Trace &t : traces_)
+				meta += t.text.size();
+			const uint64_t period =
+				std::max<uint64_t>(kMinResendNs, meta * 10 * 1000000000ull / std::max<uint64_t>(1, line_bytes_per_s()));
+			if (!traces_.empty() && now - resent_ns_ >= period) {
+				for (size_t i = 0; i < traces_.size(); i++)
+					queue_meta(static_cast<uint16_t>(i), 0);
+				meta_resends_++;
+				resent_ns_ = now;
+			}
+		}
+		if (stop_ && !flush_until)
+			flush_until = now + std::min<uint64_t>(kMaxFlushNs, 1000000000ull + queued_ * 1000000000ull /
+									   std::max<uint64_t>(1, line_bytes_per_s()));
+		if (queue_.empty() || broken()) {
+			if (stop_)
+				return;
+			cv_.wait_for(lk, std::chrono::milliseconds(200));
+			continue;
+		}
+		if (stop_ && now >= flush_until) {
+			unsent_frames_ = queue_.size();
+			return;
+		}
+		std::vector<uint8_t> f = std::move(queue_.front());
+		queue_.pop_front();
+		lk.unlock();
+		// Write the frame whole (poll-bounded); a device that takes
+		// nothing for kStallMs is given up.
+		size_t done = 0;
+		std::string why;
+		int idle_ms = 0;
+		while (done < f.size()) {
+			ssize_t w = write(fd_, f.data() + done, f.size() - done);
+			if (w > 0) {
+				done += static_cast<size_t>(w);
+				idle_ms = 0;
+				continue;
+			}
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0 && errno != EAGAIN) {
+				why = std::string("write failed: ") + strerror(errno);
+				break;
+			}
+			if (idle_ms >= kStallMs) {
+				why = "the device took nothing for " + std::to_string(kStallMs / 1000) + " s";
+				break;
+			}
+			struct pollfd pf = {fd_, POLLOUT, 0};
+			poll(&pf, 1, 100);
+			idle_ms += 100;
+		}
+		lk.lock();
+		queued_ -= f.size();
+		wire_bytes_ += done;
+		if (!why.empty()) {
+			why_ = why;
+			broken_.store(true, std::memory_order_release);
+			queued_ = 0;
+			queue_.clear();
+		}
+	}
+}
+
+namespace {
+
+class SerialOutput : public Output {
+public:
+	SerialOutput(std::shared_ptr<SerialLink> link, const std::string &path, const std::string &channel)
+		: link_(std::move(link)), path_(path), channel_(channel)
+	{
+	}
+	bool open(const std::string &text, std::string &) override
+	{
+		trace_ = link_->add_trace(path_, channel_);
+		link_->metadata(trace_, text);
+		opened_ = true;
+		return true;
+	}
+	bool append_metadata(const std::string &text, std::string &) override
+	{
+		link_->metadata(trace_, text);
+		return true;
+	}
+	size_t write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends, size_t n_pkts,
+			     std::string &err) override
+	{
+		if (offered_.size() <= lane)
+			offered_.resize(lane + 1, 0);
+		offered_[lane] += n_pkts;
+		// Gather each packet (its pieces may span iov entries).
+		int vi = 0;
+		size_t voff = 0, start = 0;
+		for (size_t k = 0; k < n_pkts; k++) {
+			buf_.clear();
+			size_t need = ends[k] - start;
+			while (need && vi < n_iov) {
+				const size_t take = std::min(need, iov[vi].iov_len - voff);
+				const uint8_t *b = static_cast<const uint8_t *>(iov[vi].iov_base) + voff;
+				buf_.insert(buf_.end(), b, b + take);
+				need -= take;
+				voff += take;
+				if (voff == iov[vi].iov_len) {
+					vi++;
+					voff = 0;
+				}
+			}
+			start = ends[k];
+			if (!link_->packet(trace_, lane, buf_.data(), buf_.size(), err)) {
+				link_->refused(n_pkts - k - 1, ends[n_pkts - 1] - ends[k]);
+				return k;
+			}
+		}
+		return n_pkts;
+	}
+	// Packets close every second (the drain's live tick), so that a slow
+	// line carries small packets as the events come.
+	uint64_t live_period_ns() const override { return 1000000000ull; }
+	void close() override
+	{
+		if (opened_ && !ended_)
+			link_->end(trace_, offered_);
+		ended_ = true;
+	}
+
+private:
+	bool opened_ = false, ended_ = false;
+	std::vector<uint64_t> offered_; // packets offered per lane
+	std::shared_ptr<SerialLink> link_;
+	std::string path_, channel_;
+	uint16_t trace_ = 0;
+	std::vector<uint8_t> buf_;
+};
+
+} // namespace
+
+std::unique_ptr<Output> serial_output(std::shared_ptr<SerialLink> link, const std::string &rel_path,
+				      const std::string &channel, uint32_t n_lanes)
+{
+	(void)n_lanes;
+	return std::make_unique<SerialOutput>(std::move(link), rel_path, channel);
+}
+
+} // namespace strata

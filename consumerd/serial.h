@@ -1,0 +1,128 @@
+/*
+ * serial.h - streaming a session over a byte line: a serial port, a FIFO,
+ * a pipe or a file (docs/serial.md).  The frames are
+ * libtrace/proto/serial_frame.h's; `strata receive` rebuilds the trace.
+ *
+ * A SerialLink is one session's line: the open device, a bounded queue of
+ * encoded frames and the thread that writes them.  Contract:
+ *   - made and destroyed on the daemon's main thread (CREATE, DESTROY);
+ *     shared (shared_ptr) by the session and the serial outputs of its
+ *     drains, whose threads call it concurrently: one mutex guards the
+ *     queue, the token bucket, the sub-trace table and the counters.
+ *   - never blocks a drain: a packet is queued whole if the line's token
+ *     bucket (baud / 10 bytes per second: 8N1 costs 10 bits a byte) holds
+ *     its encoded size and the queue has room, otherwise refused at once
+ *     and counted (the drain counts it as lost, like a failed write).
+ *     Metadata and sub-trace announcements are always queued (a receiver
+ *     needs them) and charged to the bucket.
+ *   - the writer thread alone touches the device: non-blocking writes
+ *     bounded by poll; a device that takes nothing for kStallMs breaks the
+ *     link (the reason kept; later packets are refused and counted).
+ *   - every sub-trace's announcement and whole metadata are sent again
+ *     periodically (resend_period), so a receiver that started late or lost
+ *     a metadata frame recovers.
+ */
+#ifndef STRATA_CONSUMERD_SERIAL_H
+#define STRATA_CONSUMERD_SERIAL_H
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "output.h"
+
+namespace strata {
+
+struct SerialTarget {
+	std::string device;    // a path ("-" is resolved by the strata command)
+	uint32_t baud = 115200;
+};
+
+// "serial:DEVICE[,BAUD]", the form CREATE's relay field carries.
+constexpr const char *kSerialPrefix = "serial:";
+bool is_serial_target(const std::string &relay_field);
+bool parse_serial_target(const std::string &relay_field, SerialTarget &t, std::string &err);
+// A serial session's sub-buffer size when none was asked: the largest
+// power of two within one second of line, 4 KiB to 128 KiB, so that a
+// packet crosses the line in about a second and the queue flushes fast.
+uint64_t serial_subbuf_size(const SerialTarget &t);
+
+class SerialLink {
+public:
+	// Opens the device (a tty is put in raw mode at `baud`; a FIFO needs a
+	// reader already).  uid >= 0: a root daemon working for that user
+	// refuses a device the user does not own.
+	// subbuf_size: the session's sub-buffer size, the largest packet the
+	// line must be able to pass.
+	static std::shared_ptr<SerialLink> open(const SerialTarget &t, int64_t uid, uint64_t subbuf_size,
+						std::string &err);
+	~SerialLink();
+
+	const SerialTarget &target() const { return target_; }
+	uint64_t line_bytes_per_s() const { return target_.baud / 10; }
+
+	// A new sub-trace: its number on the line.
+	uint16_t add_trace(const std::string &path, const std::string &channel);
+	void metadata(uint16_t trace, const std::string &text);
+	// One whole packet of `lane`, gathered; false: refused (line full,
+	// link broken), err says why.
+	bool packet(uint16_t trace, uint32_t lane, const uint8_t *p, size_t n, std::string &err);
+	// Packets of a batch after a refused one (the output stores a prefix):
+	// counted as refused too.
+	void refused(uint64_t pkts, uint64_t bytes);
+	// The sub-trace's drain ended having offered offered[lane] packets.
+	void end(uint16_t trace, const std::vector<uint64_t> &offered);
+	// "N packet(s) sent (...), M refused over capacity (...); the session
+	// offered R B/s, P% of the line" (STOP's answer, describe()).
+	std::string stats();
+
+	// "serial DEVICE BAUD baud (N B/s): ..." for STATUS and logs.
+	std::string describe();
+	bool broken() const { return broken_.load(std::memory_order_acquire); }
+
+private:
+	SerialLink() = default;
+	struct Trace {
+		std::string path, channel, text;
+		uint32_t meta_seq = 0;
+		std::vector<uint32_t> lane_seq;
+	};
+	void run();
+	void refill(uint64_t now_ns);               // mu_ held
+	void queue_meta(uint16_t trace, size_t from); // mu_ held: announce + text[from..]
+	void push(std::vector<uint8_t> &&frame);     // mu_ held
+
+	SerialTarget target_;
+	int fd_ = -1;
+	uint64_t nonce_ = 0;
+	std::mutex mu_;
+	std::condition_variable cv_;
+	std::deque<std::vector<uint8_t>> queue_; // guarded by mu_
+	size_t queued_ = 0, queue_cap_ = 0;      // bytes; guarded by mu_
+	double tokens_ = 0, depth_ = 0;          // guarded by mu_
+	uint64_t refilled_ns_ = 0, resent_ns_ = 0, start_ns_ = 0;
+	std::vector<Trace> traces_;              // guarded by mu_
+	bool stop_ = false;                      // guarded by mu_
+	std::string why_;                        // guarded by mu_
+	// Counters, guarded by mu_.
+	uint64_t pkts_sent_ = 0, pkt_bytes_sent_ = 0, wire_bytes_ = 0;
+	uint64_t pkts_refused_ = 0, pkt_bytes_refused_ = 0, meta_resends_ = 0;
+	uint64_t unsent_frames_ = 0; // still queued when the flush at DESTROY gave up
+	// Set under mu_ (release) when the device fails; read without it
+	// (acquire) so that a broken link refuses at once.
+	std::atomic<bool> broken_{false};
+	std::thread thread_;
+};
+
+// The serial output of one sub-trace (`rel_path`: "ust/pid/...", "kernel").
+std::unique_ptr<Output> serial_output(std::shared_ptr<SerialLink> link, const std::string &rel_path,
+				      const std::string &channel, uint32_t n_lanes);
+
+} // namespace strata
+#endif
