@@ -26,14 +26,8 @@ uint32_t proc_of(Sink *s, const bt_event *ev)
 	if (it != s->procs.end())
 		return it->second;
 	Process p;
-	const bt_value *v = bt_trace_borrow_environment_entry_value_by_name_const(tr, "procname");
-	if (v && bt_value_is_string(v))
-		p.name = bt_value_string_get(v);
-	v = bt_trace_borrow_environment_entry_value_by_name_const(tr, "vpid");
-	if (v && bt_value_is_signed_integer(v))
-		p.pid = bt_value_integer_signed_get(v);
-	else if (v && bt_value_is_unsigned_integer(v))
-		p.pid = static_cast<int64_t>(bt_value_integer_unsigned_get(v));
+	env_string(tr, "procname", &p.name);
+	env_int(tr, "vpid", &p.pid);
 	const char *tn = bt_trace_get_name(tr);
 	if (tn)
 		p.trace_dir = tn;

@@ -49,6 +49,29 @@ inline std::string as_str(const bt_field *f)
 	return bt_field_string_get_value(f);
 }
 
+// A trace environment entry (CTF `env`): a string, or an integer of either
+// signedness; false when absent or of another type.
+inline bool env_string(const bt_trace *tr, const char *name, std::string *out)
+{
+	const bt_value *v = bt_trace_borrow_environment_entry_value_by_name_const(tr, name);
+	if (!v || !bt_value_is_string(v))
+		return false;
+	*out = bt_value_string_get(v);
+	return true;
+}
+
+inline bool env_int(const bt_trace *tr, const char *name, int64_t *out)
+{
+	const bt_value *v = bt_trace_borrow_environment_entry_value_by_name_const(tr, name);
+	if (v && bt_value_is_signed_integer(v))
+		*out = bt_value_integer_signed_get(v);
+	else if (v && bt_value_is_unsigned_integer(v))
+		*out = static_cast<int64_t>(bt_value_integer_unsigned_get(v));
+	else
+		return false;
+	return true;
+}
+
 // The thread of an event: its own `vtid` context (kernel events, user events
 // of a shared lane), else its packet's `vtid` (a lane owned by one thread,
 // strata_abi.h); false if neither says.

@@ -27,6 +27,7 @@ const Subcommand kCommands[] = {
 	{"status", strata_cmd_status, "show sessions and what they recorded"},
 	{"view", strata_cmd_view, "print a trace"},
 	{"analyze", strata_cmd_analyze, "analyse a trace (e.g. mutex contention)"},
+	{"export", strata_cmd_export, "write a trace for Perfetto's UI or as Chrome JSON trace events"},
 };
 
 void usage(FILE *f)

@@ -186,7 +186,12 @@ bool read_ctf_traces(const std::string &root, const TraceMessageFn &fn, std::str
 	std::vector<std::string> traces;
 	if (!find_ctf_traces(root, &traces, why))
 		return false;
+	return read_ctf_trace_dirs(traces, fn, why, warnings);
+}
 
+bool read_ctf_trace_dirs(const std::vector<std::string> &traces, const TraceMessageFn &fn, std::string *why,
+			 std::string *warnings)
+{
 	Graph g;
 	if (bt_plugin_find("ctf", BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE, BT_FALSE, &g.ctf) != BT_PLUGIN_FIND_STATUS_OK ||
 	    bt_plugin_find("utils", BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE, BT_FALSE, &g.utils) !=

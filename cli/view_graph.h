@@ -37,6 +37,9 @@ using TraceMessageFn = std::function<bool(const bt_message *)>;
 // the causes of the first one are left in *warnings.
 bool read_ctf_traces(const std::string &root, const TraceMessageFn &fn, std::string *why,
 		     std::string *warnings);
+// The same for the trace directories `dirs` (from find_ctf_traces()).
+bool read_ctf_trace_dirs(const std::vector<std::string> &dirs, const TraceMessageFn &fn, std::string *why,
+			 std::string *warnings);
 
 } // namespace strata
 #endif
