@@ -100,11 +100,91 @@ enum class Kind : uint8_t {
 	MonitorWaited,
 };
 
+// The index of a payload member in a structure field class, or -1.
+int64_t member_index(const bt_field_class *st, const char *name)
+{
+	if (!st || bt_field_class_get_type(st) != BT_FIELD_CLASS_TYPE_STRUCTURE)
+		return -1;
+	const uint64_t n = bt_field_class_structure_get_member_count(st);
+	for (uint64_t i = 0; i < n; i++)
+		if (!std::strcmp(bt_field_class_structure_member_get_name(
+					 bt_field_class_structure_borrow_member_by_index_const(st, i)),
+				 name))
+			return static_cast<int64_t>(i);
+	return -1;
+}
+
 struct ClassInfo {
 	Kind kind = Kind::Instant;
 	std::string name; // shown name: "provider:event", a syscall's name, a span's base
 	analyze::Op op = analyze::Op::MutexLock;
 	int wake_kind = 0;
+	// Members looked up by name once per class (babeltrace2's by-name
+	// lookup is a hash and a strcmp per event): name literal -> index.
+	mutable std::vector<std::pair<const char *, int64_t>> index;
+
+	// The payload member `name` (a string literal) of an event of this
+	// class, or null.
+	const bt_field *field(const bt_field *pl, const char *name) const
+	{
+		for (const auto &p : index)
+			if (p.first == name)
+				return p.second < 0 ? nullptr
+						    : bt_field_structure_borrow_member_field_by_index_const(
+							      pl, static_cast<uint64_t>(p.second));
+		if (!pl)
+			return nullptr;
+		index.emplace_back(name, member_index(bt_field_borrow_class_const(pl), name));
+		return field(pl, name);
+	}
+	int64_t i64(const bt_field *pl, const char *name) const { return as_i64(field(pl, name)); }
+	uint64_t u64(const bt_field *pl, const char *name) const { return as_u64(field(pl, name)); }
+	std::string str(const bt_field *pl, const char *name) const { return as_str(field(pl, name)); }
+};
+
+// Where a stream class keeps the thread and the CPU: the index of `vtid`
+// (or `tid`) and `cpu_id` in the event common context, else of `vtid` and
+// `cpu_id` in the packet context (a lane owned by one thread); -1 absent.
+// The rule is bt_fields.h's event_tid(), resolved once per stream class.
+struct StreamCtx {
+	int64_t ev_tid = -1, ev_cpu = -1, pkt_tid = -1, pkt_cpu = -1;
+	explicit StreamCtx(const bt_stream_class *sc)
+	{
+		const bt_field_class *ec = bt_stream_class_borrow_event_common_context_field_class_const(sc);
+		ev_tid = member_index(ec, "vtid");
+		if (ev_tid < 0)
+			ev_tid = member_index(ec, "tid");
+		ev_cpu = member_index(ec, "cpu_id");
+		if (ev_cpu < 0)
+			ev_cpu = member_index(ec, "cpu");
+		const bt_field_class *pc = bt_stream_class_borrow_packet_context_field_class_const(sc);
+		pkt_tid = member_index(pc, "vtid");
+		pkt_cpu = member_index(pc, "cpu_id");
+	}
+	static const bt_field *at(const bt_field *st, int64_t i)
+	{
+		return st && i >= 0 ? bt_field_structure_borrow_member_field_by_index_const(st, static_cast<uint64_t>(i))
+				    : nullptr;
+	}
+	bool tid(const bt_event *ev, int64_t *out) const
+	{
+		if (ev_tid >= 0)
+			return integer_value(at(bt_event_borrow_common_context_field_const(ev), ev_tid), out);
+		if (pkt_tid < 0)
+			return false;
+		const bt_packet *p = bt_event_borrow_packet_const(ev);
+		return p && integer_value(at(bt_packet_borrow_context_field_const(p), pkt_tid), out) && *out >= 0;
+	}
+	uint32_t cpu(const bt_event *ev) const
+	{
+		int64_t v = 0;
+		if (ev_cpu >= 0 && integer_value(at(bt_event_borrow_common_context_field_const(ev), ev_cpu), &v))
+			return static_cast<uint32_t>(v);
+		const bt_packet *p = bt_event_borrow_packet_const(ev);
+		if (pkt_cpu >= 0 && p && integer_value(at(bt_packet_borrow_context_field_const(p), pkt_cpu), &v))
+			return static_cast<uint32_t>(v);
+		return 0;
+	}
 };
 
 // "app:work_begin" -> (SpanBegin, "app:work").
@@ -241,14 +321,14 @@ public:
 		const bt_event *ev = bt_message_event_borrow_event_const(msg);
 		const TraceInfo &tr = trace_of(ev);
 		int64_t tid = 0;
-		if (!event_tid(ev, &tid))
+		if (!stream_ctx(ev).tid(ev, &tid))
 			return;
 		Thread &t = threads[tid];
 		if (t.pid < 0)
 			t.pid = tr.pid;
 		const ClassInfo &c = class_of(ev, tr);
 		if (c.kind == Kind::JvmThread)
-			jvm_thread(ev, tr, false);
+			jvm_thread(ev, c, tr, false);
 	}
 
 	// Between the pre-pass and the pass: babeltrace2 objects of the first
@@ -257,6 +337,11 @@ public:
 	{
 		traces_.clear();
 		classes_.clear();
+		streams_.clear();
+		last_sc_ = nullptr;
+		last_ctx_ = nullptr;
+		last_trace_ = nullptr;
+		last_info_ = nullptr;
 	}
 
 	bool last_ts(int64_t *ts) const
@@ -269,6 +354,11 @@ private:
 	exp::Sink &sink_;
 	std::unordered_map<const bt_trace *, TraceInfo> traces_;
 	std::unordered_map<const bt_event_class *, ClassInfo> classes_;
+	std::unordered_map<const bt_stream_class *, StreamCtx> streams_;
+	const bt_trace *last_trace_ = nullptr;
+	TraceInfo *last_info_ = nullptr;
+	const bt_stream_class *last_sc_ = nullptr;
+	const StreamCtx *last_ctx_ = nullptr;
 	std::unordered_map<int64_t, bool> procs_; // pid -> descriptor out
 	std::unordered_map<uint64_t, LockState> locks_;
 	std::unordered_map<HoldKey, uint32_t, HoldKeyHash> holds_; // open holds per (thread, lock)
@@ -283,15 +373,27 @@ private:
 	TraceInfo &trace_of(const bt_event *ev) { return trace_info(bt_stream_borrow_trace_const(bt_event_borrow_stream_const(ev))); }
 	TraceInfo &trace_info(const bt_trace *trace)
 	{
+		if (trace == last_trace_)
+			return *last_info_;
+		last_trace_ = trace;
 		auto it = traces_.find(trace);
 		if (it != traces_.end())
-			return it->second;
+			return *(last_info_ = &it->second);
 		TraceInfo t;
 		std::string domain;
 		t.kernel = env_string(trace, "domain", &domain) && domain == "kernel";
 		env_string(trace, "procname", &t.procname);
 		env_int(trace, "vpid", &t.pid);
-		return traces_.emplace(trace, t).first->second;
+		return *(last_info_ = &traces_.emplace(trace, t).first->second);
+	}
+	const StreamCtx &stream_ctx(const bt_event *ev)
+	{
+		const bt_stream_class *sc = bt_stream_borrow_class_const(bt_event_borrow_stream_const(ev));
+		if (sc != last_sc_) {
+			last_sc_ = sc;
+			last_ctx_ = &streams_.emplace(sc, StreamCtx(sc)).first->second;
+		}
+		return *last_ctx_;
 	}
 	const ClassInfo &class_of(const bt_event *ev, const TraceInfo &tr)
 	{
@@ -338,7 +440,8 @@ private:
 	{
 		const uint64_t parent = thread_track(tid, &tr);
 		const uint64_t uuid = kLockTrack | (mix(static_cast<uint64_t>(tid) ^ mix(lock)) >> 8);
-		if (child_tracks_.emplace(uuid, true).second) {
+		if (child_tracks_.find(uuid) == child_tracks_.end()) {
+			child_tracks_.emplace(uuid, true);
 			char name[64];
 			std::snprintf(name, sizeof name, "%s 0x%" PRIx64, kind, lock);
 			sink_.child_track(uuid, parent, threads[tid].pid >= 0 ? threads[tid].pid : tid, tid, name, false);
@@ -363,25 +466,25 @@ private:
 		events++;
 		const bt_field *pl = bt_event_borrow_payload_field_const(ev);
 		int64_t tid = 0;
-		const bool has_tid = event_tid(ev, &tid);
+		const StreamCtx &sctx = stream_ctx(ev);
+		const bool has_tid = sctx.tid(ev, &tid);
 
 		switch (c.kind) {
 		case Kind::SchedSwitch: {
-			const uint32_t cpu = event_cpu(ev);
-			const int64_t prev = as_i64(member(pl, "prev_tid")), next = as_i64(member(pl, "next_tid"));
-			const std::string pc = as_str(member(pl, "prev_comm")), nc = as_str(member(pl, "next_comm"));
+			const uint32_t cpu = sctx.cpu(ev);
+			const int64_t prev = c.i64(pl, "prev_tid"), next = c.i64(pl, "next_tid");
+			const std::string pc = c.str(pl, "prev_comm"), nc = c.str(pl, "next_comm");
 			note_comm(prev, pc);
 			note_comm(next, nc);
-			sink_.sched_switch(ts, cpu, pc, prev, as_i64(member(pl, "prev_prio")),
-					   as_i64(member(pl, "prev_state")), nc, next, as_i64(member(pl, "next_prio")));
+			sink_.sched_switch(ts, cpu, pc, prev, c.i64(pl, "prev_prio"), c.i64(pl, "prev_state"), nc, next,
+					   c.i64(pl, "next_prio"));
 			return;
 		}
 		case Kind::Wakeup: {
-			const int64_t t = as_i64(member(pl, "tid"));
-			const std::string comm = as_str(member(pl, "comm"));
+			const int64_t t = c.i64(pl, "tid");
+			const std::string comm = c.str(pl, "comm");
 			note_comm(t, comm);
-			sink_.wakeup(ts, event_cpu(ev), c.wake_kind, comm, t, as_i64(member(pl, "prio")),
-				     as_i64(member(pl, "target_cpu")));
+			sink_.wakeup(ts, sctx.cpu(ev), c.wake_kind, comm, t, c.i64(pl, "prio"), c.i64(pl, "target_cpu"));
 			return;
 		}
 		case Kind::PthreadMapping:
@@ -436,7 +539,7 @@ private:
 			pthread_event(ts, tid, tr, c, pl);
 			return;
 		case Kind::JvmThread:
-			jvm_thread(ev, tr, true);
+			jvm_thread(ev, c, tr, true);
 			instant(ts, tid, tr, c, pl);
 			return;
 		case Kind::MonitorEnter:
@@ -444,9 +547,9 @@ private:
 			const uint64_t track = thread_track(tid, &tr);
 			fields(pl);
 			std::string name = c.kind == Kind::MonitorEnter ? "monitor enter " : "Object.wait ";
-			name += monitor_name(pl);
+			name += c.str(pl, "class") + "@" + c.str(pl, "hash");
 			if (c.kind == Kind::MonitorEnter) {
-				const int64_t owner = as_i64(member(pl, "owner_java_tid"));
+				const int64_t owner = c.i64(pl, "owner_java_tid");
 				auto it = java_tids_.find(owner);
 				if (it != java_tids_.end()) {
 					Arg a;
@@ -480,17 +583,17 @@ private:
 
 	std::unordered_map<int64_t, int64_t> java_tids_; // java_tid -> os tid
 
-	void jvm_thread(const bt_event *ev, const TraceInfo &tr, bool live)
+	void jvm_thread(const bt_event *ev, const ClassInfo &c, const TraceInfo &tr, bool live)
 	{
 		const bt_field *pl = bt_event_borrow_payload_field_const(ev);
-		const int64_t os_tid = as_i64(member(pl, "os_tid"));
+		const int64_t os_tid = c.i64(pl, "os_tid");
 		if (os_tid <= 0)
 			return;
 		Thread &t = threads[os_tid];
-		t.java = as_str(member(pl, "name"));
+		t.java = c.str(pl, "name");
 		if (t.pid < 0)
 			t.pid = tr.pid;
-		java_tids_[as_i64(member(pl, "java_tid"))] = os_tid;
+		java_tids_[c.i64(pl, "java_tid")] = os_tid;
 		if (live && t.emitted)
 			thread_track(os_tid, &tr); // renamed: the descriptor again
 	}
@@ -523,25 +626,6 @@ private:
 		Thread &t = threads[tid];
 		if (t.comm.empty())
 			t.comm = comm;
-	}
-
-	static uint32_t event_cpu(const bt_event *ev)
-	{
-		int64_t v = 0;
-		const bt_field *ctx = bt_event_borrow_common_context_field_const(ev);
-		if (integer_value(member(ctx, "cpu_id"), &v) || integer_value(member(ctx, "cpu"), &v))
-			return static_cast<uint32_t>(v);
-		const bt_packet *p = bt_event_borrow_packet_const(ev);
-		if (p && integer_value(member(bt_packet_borrow_context_field_const(p), "cpu_id"), &v))
-			return static_cast<uint32_t>(v);
-		return 0;
-	}
-
-	static std::string monitor_name(const bt_field *pl)
-	{
-		std::string cls = as_str(member(pl, "class"));
-		const std::string hash = as_str(member(pl, "hash"));
-		return cls + "@" + hash;
 	}
 
 	// The payload's top-level integers, reals and strings as arguments
@@ -590,8 +674,8 @@ private:
 	void pthread_event(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const bt_field *pl)
 	{
 		using analyze::Op;
-		const uint64_t lock = as_u64(member(pl, "lock"));
-		const int64_t ret = as_i64(member(pl, "ret"));
+		const uint64_t lock = c.u64(pl, "lock");
+		const int64_t ret = c.i64(pl, "ret");
 		const bool rw = c.op == Op::RwRdlock || c.op == Op::RwWrlock || c.op == Op::RwTryrdlock ||
 				c.op == Op::RwTrywrlock || c.op == Op::RwUnlock;
 		const char *kind = rw ? "rwlock" : "mutex";
@@ -605,7 +689,7 @@ private:
 		case Op::MutexTrylock:
 		case Op::RwTryrdlock:
 		case Op::RwTrywrlock: {
-			const uint64_t wait = as_u64(member(pl, "wait_ns"));
+			const uint64_t wait = c.u64(pl, "wait_ns");
 			const bool acquired = ret == 0 || ret == 130; // EOWNERDEAD: acquired
 			const uint64_t track = lock_track(tid, tr, lock, kind);
 			LockState &ls = locks_[lock_key];
@@ -651,7 +735,7 @@ private:
 		case Op::CondWait:
 		case Op::CondTimedwait: {
 			// The mutex is released for the wait and taken again at its end.
-			const uint64_t wait = as_u64(member(pl, "wait_ns"));
+			const uint64_t wait = c.u64(pl, "wait_ns");
 			const uint64_t track = lock_track(tid, tr, lock, "mutex");
 			const int64_t from = ts - static_cast<int64_t>(wait);
 			auto it = holds_.find(HoldKey{tid, lock_key});
@@ -659,7 +743,7 @@ private:
 			if (held)
 				sink_.end(from, track, args_, 0);
 			char name[64];
-			std::snprintf(name, sizeof name, "cond wait 0x%" PRIx64, as_u64(member(pl, "cond")));
+			std::snprintf(name, sizeof name, "cond wait 0x%" PRIx64, c.u64(pl, "cond"));
 			sink_.begin(from, track, name, args_, 0);
 			Arg a;
 			a.kind = Arg::Int;
