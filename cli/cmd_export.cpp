@@ -969,9 +969,15 @@ int run_export(const std::string &dir, bool json, const std::string &out_path)
 		std::fprintf(stderr, "strata export: cannot write '%s': %s\n", out_path.c_str(), std::strerror(errno));
 		return cli::kFail;
 	}
-	if (out != stdout)
+	if (out != stdout) {
 		std::fprintf(stderr, "strata export: %" PRIu64 " events (%" PRIu64 " discarded) -> %s\n", conv.events,
 			     conv.discarded, out_path.c_str());
+		if (conv.unmatched_ends)
+			std::fprintf(stderr,
+				     "strata export: %" PRIu64 " syscall exits or unlocks had no beginning in the trace"
+				     " (begun before it): left out\n",
+				     conv.unmatched_ends);
+	}
 	return cli::kOk;
 }
 
