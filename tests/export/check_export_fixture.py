@@ -215,8 +215,7 @@ def main():
     strata, work = sys.argv[1], sys.argv[2]
     shutil.rmtree(work, ignore_errors=True)
     trace = os.path.join(work, "trace")
-    sys.argv = ["make_timeline_fixture.py", trace]
-    make_timeline_fixture.main()
+    make_timeline_fixture.make(trace)
     pf = os.path.join(work, "out.perfetto-trace")
     js = os.path.join(work, "out.json")
     r = run([strata, "export", trace, "-o", pf])

@@ -89,8 +89,7 @@ def main():
         if r.returncode != 0:
             fail("npm install %s: %s" % (SPEEDSCOPE, r.stderr[-2000:]))
     trace = os.path.join(work, "trace")
-    sys.argv = ["make_timeline_fixture.py", trace]
-    make_timeline_fixture.main()
+    make_timeline_fixture.make(trace)
     site = os.path.join(work, "site")
     shutil.copytree(release, site)
     js = os.path.join(site, "strata.json")

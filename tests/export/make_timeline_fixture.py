@@ -121,8 +121,8 @@ def write(out, sub, uuid_bytes, env, events, packets):
             f.write(packet(fn, S + b, S + e, seq, discarded, uuid=uuid_bytes))
 
 
-def main():
-    out = sys.argv[1]
+def make(out):
+    """Write the trace into directory `out`."""
     app = writer(APP)
 
     def app1(r):
@@ -171,4 +171,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    make(sys.argv[1])
