@@ -82,7 +82,6 @@ struct Hold {
 
 struct Work {
 	LockStats st;
-	std::vector<uint64_t> all_waits;
 	std::map<uint64_t, Site> sites;
 	std::map<int64_t, std::vector<Hold>> open;   // per thread, LIFO
 	// Per thread: indices in `holds` of holds ended by a handoff, whose
@@ -243,7 +242,6 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 				continue;
 			}
 			w.st.acquisitions++;
-			w.all_waits.push_back(e.wait_ns);
 			w.st.wait_total += e.wait_ns;
 			w.st.wait_max = std::max(w.st.wait_max, e.wait_ns);
 			Site &s = w.sites[e.caller];
@@ -298,10 +296,12 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 	for (auto &kv : locks) {
 		Work &w = kv.second;
 		LockStats &st = w.st;
-		st.wait_mean = st.acquisitions
-				       ? static_cast<double>(st.wait_total) / static_cast<double>(st.acquisitions)
-				       : 0.0;
-		st.wait_p99 = percentile(w.all_waits, 99.0);
+		// Over the waits (contended acquisitions), not over every
+		// acquisition: most acquisitions of a busy lock do not wait, and
+		// their zeros would hide the waits (p99 0 ns).
+		st.wait_mean = st.contended ? static_cast<double>(st.wait_total) / static_cast<double>(st.contended)
+					    : 0.0;
+		st.wait_p99 = percentile(st.waits, 99.0);
 		for (auto &sv : w.sites)
 			st.sites.push_back(sv.second);
 		for (const Work::Span &h : w.holds) {

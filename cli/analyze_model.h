@@ -14,8 +14,9 @@
  *                a condvar wait's re-acquisition is not one.
  *   contended    the call found the lock taken and blocked (field
  *                `contended`, set by the wrapper's try-first).
- *   wait         `wait_ns` of an acquisition (0 when uncontended); mean and
- *                p99 (nearest rank) are over all acquisitions of the lock.
+ *   wait         `wait_ns` of a contended acquisition; the mean, p99
+ *                (nearest rank) and max are over the waits, not over all
+ *                acquisitions (whose zeros would hide them).
  *   blocker      the hold a contended acquisition waited behind (see
  *                LockStats::blockers)
  *   hold         from an acquisition's timestamp to the same thread's next

@@ -108,27 +108,34 @@ void write_text(std::ostream &o, const Report &r, const Options &opt)
 	o << "\n";
 	if (r.unmatched_unlocks)
 		o << "(" << r.unmatched_unlocks << " unlocks without a traced acquisition)\n";
-	char line[512];
-	// Several processes: a process column (lock addresses repeat across a fork).
-	const bool multi = r.procs.size() > 1;
-	auto pcol = [&](const std::string &label) {
-		if (!multi)
-			return std::string();
-		char b[64];
-		std::snprintf(b, sizeof b, "%-24s ", label.substr(0, 24).c_str());
-		return std::string(b);
+	char line[4096];
+	// Names are shown whole: the name and process columns are as wide as
+	// their longest entry (at least 34 and 7).
+	const bool multi = r.procs.size() > 1; // a process column (addresses repeat across a fork)
+	size_t pw = 7, nw = 34;
+	auto cond_label = [](const CondStats &c) {
+		return hex(c.addr) + (c.name.function.empty() ? "" : " (" + c.name.function + ")");
 	};
-	std::snprintf(line, sizeof line, "%-4s %-34s %-6s %10s %10s %6s %11s %11s %11s %11s %11s\n", "#", "lock",
-		      "kind", "acquired", "contended", "share", "wait total", "wait mean", "wait p99", "wait max",
-		      "hold max");
+	for (size_t i = 0; i < r.locks.size() && i < opt.top; i++) {
+		nw = std::max(nw, lock_label(r.locks[i]).size());
+		pw = std::max(pw, proc_label(r, r.locks[i].proc).size());
+	}
+	for (size_t i = 0; i < r.conds.size() && i < opt.top; i++) {
+		nw = std::max(nw, cond_label(r.conds[i]).size());
+		pw = std::max(pw, proc_label(r, r.conds[i].proc).size());
+	}
+	auto pcol = [&](const std::string &label) {
+		return multi ? label + std::string(pw + 1 - label.size(), ' ') : std::string();
+	};
+	auto ncol = [&](const std::string &label) { return label + std::string(nw - label.size(), ' '); };
+	std::snprintf(line, sizeof line, "%-4s %s %-6s %10s %10s %6s %11s %11s %11s %11s %11s\n", "#",
+		      ncol("lock").c_str(), "kind", "acquired", "contended", "share", "wait total", "wait mean",
+		      "wait p99", "wait max", "hold max");
 	o << "\n" << pcol("process") << line;
 	for (size_t i = 0; i < r.locks.size() && i < opt.top; i++) {
 		const LockStats &l = r.locks[i];
-		std::string name = lock_label(l);
-		if (name.size() > 34)
-			name = name.substr(0, 31) + "...";
-		std::snprintf(line, sizeof line, "%-4zu %-34s %-6s %10" PRIu64 " %10" PRIu64 " %5.1f%% %11s %11s %11s %11s %11s\n",
-			      i + 1, name.c_str(), l.kind.c_str(), l.acquisitions, l.contended,
+		std::snprintf(line, sizeof line, "%-4zu %s %-6s %10" PRIu64 " %10" PRIu64 " %5.1f%% %11s %11s %11s %11s %11s\n",
+			      i + 1, ncol(lock_label(l)).c_str(), l.kind.c_str(), l.acquisitions, l.contended,
 			      share(l.contended, l.acquisitions), format_ns(static_cast<double>(l.wait_total)).c_str(),
 			      format_ns(l.wait_mean).c_str(), format_ns(static_cast<double>(l.wait_p99)).c_str(),
 			      format_ns(static_cast<double>(l.wait_max)).c_str(),
@@ -136,17 +143,14 @@ void write_text(std::ostream &o, const Report &r, const Options &opt)
 		o << pcol(proc_label(r, l.proc)) << line;
 	}
 	if (!r.conds.empty()) {
-		std::snprintf(line, sizeof line, "%-4s %-34s %8s %8s %8s %11s %11s\n", "#", "condition variable",
-			      "waits", "timeouts", "wakeups", "wait total", "wait max");
+		std::snprintf(line, sizeof line, "%-4s %s %8s %8s %8s %11s %11s\n", "#",
+			      ncol("condition variable").c_str(), "waits", "timeouts", "wakeups", "wait total", "wait max");
 		o << "\n" << pcol("process") << line;
 	}
 	for (size_t i = 0; i < r.conds.size() && i < opt.top; i++) {
 		const CondStats &c = r.conds[i];
-		std::string name = hex(c.addr) + (c.name.function.empty() ? "" : " (" + c.name.function + ")");
-		if (name.size() > 34)
-			name = name.substr(0, 31) + "...";
-		std::snprintf(line, sizeof line, "%-4zu %-34s %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %11s %11s\n", i + 1,
-			      name.c_str(), c.waits, c.timeouts, c.signals + c.broadcasts,
+		std::snprintf(line, sizeof line, "%-4zu %s %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %11s %11s\n", i + 1,
+			      ncol(cond_label(c)).c_str(), c.waits, c.timeouts, c.signals + c.broadcasts,
 			      format_ns(static_cast<double>(c.wait_total)).c_str(),
 			      format_ns(static_cast<double>(c.wait_max)).c_str());
 		o << pcol(proc_label(r, c.proc)) << line;
@@ -183,7 +187,7 @@ void write_text(std::ostream &o, const Report &r, const Options &opt)
 
 void write_json(std::ostream &o, const Report &r, const Options &opt)
 {
-	o << "{\n  \"events\": " << r.events << ",\n  \"discarded\": " << r.discarded
+	o << "{\n  \"analysis\": \"mutex\",\n  \"events\": " << r.events << ",\n  \"discarded\": " << r.discarded
 	  << ",\n  \"unmatched_unlocks\": " << r.unmatched_unlocks << ",\n  \"cond_waits\": " << r.cond_waits
 	  << ",\n  \"cond_signals\": " << r.cond_signals << ",\n  \"processes\": [";
 	for (size_t i = 0; i < r.procs.size(); i++)
@@ -192,8 +196,9 @@ void write_json(std::ostream &o, const Report &r, const Options &opt)
 	o << "],\n  \"locks\": [";
 	for (size_t i = 0; i < r.locks.size(); i++) {
 		const LockStats &l = r.locks[i];
-		o << (i ? "," : "") << "\n    {\"process\": " << l.proc << ", \"address\": " << json_str(hex(l.addr))
-		  << ", \"symbol\": " << json_str(l.name.function) << ", \"kind\": " << json_str(l.kind)
+		o << (i ? "," : "") << "\n    {\"process\": " << l.proc << ", \"kind\": " << json_str(l.kind)
+		  << ", \"name\": " << json_str(l.name.function.empty() ? hex(l.addr) : l.name.function)
+		  << ", \"address\": " << json_str(hex(l.addr)) << ", \"symbol\": " << json_str(l.name.function)
 		  << ", \"acquisitions\": " << l.acquisitions << ", \"contended\": " << l.contended
 		  << ", \"contended_share\": " << share(l.contended, l.acquisitions) / 100.0
 		  << ", \"failed\": " << l.failed << ", \"failed_wait_ns\": " << l.failed_wait

@@ -31,6 +31,7 @@
 #include "bt_fields.h"
 #include "commands.h"
 #include "export_sink.h"
+#include "java_names.h"
 #include "view_graph.h"
 
 namespace strata {
@@ -547,7 +548,9 @@ private:
 			const uint64_t track = thread_track(tid, &tr);
 			fields(pl);
 			std::string name = c.kind == Kind::MonitorEnter ? "monitor enter " : "Object.wait ";
-			name += c.str(pl, "class") + "@" + c.str(pl, "hash");
+			char hash[16];
+			std::snprintf(hash, sizeof hash, "@%08" PRIx64, c.u64(pl, "hash") & 0xffffffffu);
+			name += java_class_name(c.str(pl, "class")) + hash;
 			if (c.kind == Kind::MonitorEnter) {
 				const int64_t owner = c.i64(pl, "owner_java_tid");
 				auto it = java_tids_.find(owner);

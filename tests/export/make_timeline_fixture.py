@@ -22,7 +22,7 @@ Times are ns after 1 s (clock offset 0).  Threads: app 501 (main), 502
   java:
     1050 jvm:thread_start "main" java_tid=1 os_tid=701       (vtid 701)
     1060 jvm:thread_start "Worker-1" java_tid=12 os_tid=702  (vtid 702)
-    1300 jvm:monitor_contended_enter int[]@7645a180 owner_java_tid=1  (702)
+    1300 jvm:monitor_contended_enter class "[I" (an int[]) hash 0x7645a180 owner_java_tid=1  (702)
     1800 jvm:monitor_contended_entered wait_ns=500                    (702)
   kernel (cpu: event context cpu_id):
     1150 syscall_entry_futex uaddr=0xa000 op=128   tid 502 cpu 1
@@ -50,6 +50,7 @@ HEAD = re.sub(r"env \{.*?\};", "env {\n%(env)s\n};",
               make_fixture_trace.METADATA.split("\nevent {")[0], count=1, flags=re.S)
 
 U64 = "integer { size = 64; align = 64; signed = false; base = %d; }"
+X32 = "integer { size = 32; align = 32; signed = false; base = 16; }"
 S64 = "integer { size = 64; align = 64; signed = true; base = 10; }"
 S32 = "integer { size = 32; align = 32; signed = true; base = 10; }"
 U32 = "integer { size = 32; align = 32; signed = false; base = 10; }"
@@ -66,11 +67,12 @@ APP = [
     ("pthread:mutex_unlock", [(U64 % 16, "lock", "Q", 8), (S32, "ret", "i", 4), (U64 % 16, "caller", "Q", 8)]),
 ]
 JAVA = [
-    ("jvm:thread_start", [(STR, "name", "s", 1), (S64, "java_tid", "q", 8), (S64, "os_tid", "q", 8),
+    # As jvm/agent.cpp declares them (hash: u32 hex, os_tid: u32).
+    ("jvm:thread_start", [(STR, "name", "s", 1), (S64, "java_tid", "q", 8), (U32, "os_tid", "I", 4),
                           (U8, "daemon", "B", 1)]),
-    ("jvm:monitor_contended_enter", [(STR, "class", "s", 1), (STR, "hash", "s", 1), (S64, "os_tid", "q", 8),
+    ("jvm:monitor_contended_enter", [(STR, "class", "s", 1), (X32, "hash", "I", 4), (U32, "os_tid", "I", 4),
                                      (S64, "owner_java_tid", "q", 8), (STR, "stack", "s", 1)]),
-    ("jvm:monitor_contended_entered", [(STR, "class", "s", 1), (STR, "hash", "s", 1), (S64, "os_tid", "q", 8),
+    ("jvm:monitor_contended_entered", [(STR, "class", "s", 1), (X32, "hash", "I", 4), (U32, "os_tid", "I", 4),
                                        (U64 % 10, "wait_ns", "Q", 8)]),
 ]
 KERNEL = [
@@ -146,8 +148,8 @@ def make(out):
     def java1(r):
         java(r, "jvm:thread_start", 1050, 701, 0, "main", 1, 701, 0)
         java(r, "jvm:thread_start", 1060, 702, 0, "Worker-1", 12, 702, 0)
-        java(r, "jvm:monitor_contended_enter", 1300, 702, 0, "int[]", "7645a180", 702, 1, "Main.run:10")
-        java(r, "jvm:monitor_contended_entered", 1800, 702, 0, "int[]", "7645a180", 702, 500)
+        java(r, "jvm:monitor_contended_enter", 1300, 702, 0, "[I", 0x7645a180, 702, 1, "Main.run:10")
+        java(r, "jvm:monitor_contended_entered", 1800, 702, 0, "[I", 0x7645a180, 702, 500)
 
     write(out, "java", bytes(range(48, 64)),
           '\tdomain = "ust";\n\ttracer_name = "strata";\n\tprocname = "java";\n\tvpid = 700;',

@@ -67,7 +67,7 @@ TEST(AnalyzeModel, TwoThreadsOneContendedLock)
 	EXPECT_EQ(a->wait_total, 250u);
 	EXPECT_EQ(a->wait_max, 250u);
 	EXPECT_EQ(a->wait_p99, 250u);
-	EXPECT_DOUBLE_EQ(a->wait_mean, 125.0);
+	EXPECT_DOUBLE_EQ(a->wait_mean, 250.0); // over the one wait, not the two acquisitions
 	EXPECT_EQ(a->holds, 2u);
 	EXPECT_EQ(a->hold_max, 300u);
 	EXPECT_EQ(a->hold_total, 350u);
@@ -91,6 +91,33 @@ TEST(AnalyzeModel, TwoThreadsOneContendedLock)
 		(iv.wait ? waits : holds)++;
 	EXPECT_EQ(waits, 1u);
 	EXPECT_EQ(holds, 3u);
+}
+
+// memcached's case: most acquisitions do not wait; the statistics of the
+// waits must not be those of all acquisitions (p99 0 ns).
+TEST(AnalyzeModel, WaitStatisticsAreOverTheWaits)
+{
+	Input in;
+	in.procs.push_back({"prog", 42, ""});
+	const uint64_t A = 0xa000;
+	int64_t t = 0;
+	for (int i = 0; i < 100; i++) {
+		in.events.push_back(ev(t += 10, 1, Op::MutexLock, A));
+		in.events.push_back(ev(t += 10, 1, Op::MutexUnlock, A));
+	}
+	in.events.push_back(ev(t += 2000, 2, Op::MutexLock, A, 0, true, 1000));
+	in.events.push_back(ev(t += 10, 2, Op::MutexUnlock, A));
+	in.events.push_back(ev(t += 4000, 2, Op::MutexLock, A, 0, true, 3000));
+	in.events.push_back(ev(t += 10, 2, Op::MutexUnlock, A));
+	Report r = analyze(in, Options(), nullptr);
+	const LockStats *a = find(r, A);
+	ASSERT_TRUE(a);
+	EXPECT_EQ(a->acquisitions, 102u);
+	EXPECT_EQ(a->contended, 2u);
+	EXPECT_EQ(a->wait_p99, 3000u);
+	EXPECT_DOUBLE_EQ(a->wait_mean, 2000.0);
+	EXPECT_EQ(a->wait_max, 3000u);
+	EXPECT_EQ(a->wait_total, 4000u);
 }
 
 TEST(AnalyzeModel, RecursiveAndCondWaitAndProcesses)
@@ -170,6 +197,41 @@ TEST(AnalyzeModel, ReportsRenderAndEscape)
 	EXPECT_NE(h.str().find("we&quot;ird&lt;name&gt;"), std::string::npos);
 	EXPECT_NE(h.str().find("<svg"), std::string::npos);
 	EXPECT_NE(t.str().find("g_lock"), std::string::npos);
+}
+
+// Names are shown whole in the text table, however long (memcached's
+// "(io_threads_mute..." was cut at 34 columns), and the columns stay aligned.
+TEST(AnalyzeModel, TextTableShowsNamesWhole)
+{
+	Input in;
+	in.procs.push_back({"a-process-with-a-rather-long-name-indeed", 1, ""});
+	in.procs.push_back({"p2", 2, ""});
+	in.events = {ev(1, 1, Op::MutexLock, 0x10), ev(9, 1, Op::MutexUnlock, 0x10)};
+	Event e2 = ev(20, 2, Op::MutexLock, 0x20, 0, true, 5);
+	e2.proc = 1;
+	in.events.push_back(e2);
+	const std::string longname = "io_threads_mutex_of_a_very_long_static_name_in_a_namespace";
+	Report r = analyze(in, Options(), [&](uint32_t, uint64_t a, bool code) {
+		Symbol s;
+		if (!code && a == 0x10)
+			s.function = longname;
+		return s;
+	});
+	std::ostringstream t;
+	write_text(t, r, Options());
+	const std::string text = t.str();
+	EXPECT_NE(text.find("0x10 (" + longname + ")"), std::string::npos) << text;
+	EXPECT_NE(text.find("a-process-with-a-rather-long-name-indeed[1]"), std::string::npos) << text;
+	// Header and rows: the "kind" column starts at the same offset.
+	std::istringstream lines(text);
+	std::string line;
+	std::vector<size_t> at;
+	while (std::getline(lines, line))
+		if (line.find(" mutex ") != std::string::npos || line.find(" kind ") != std::string::npos)
+			at.push_back(line.find(line.find(" kind ") != std::string::npos ? " kind " : " mutex "));
+	ASSERT_EQ(at.size(), 3u) << text;
+	EXPECT_EQ(at[0], at[1]);
+	EXPECT_EQ(at[1], at[2]);
 }
 
 TEST(AnalyzeModel, TimelineKeepsLongestWaitsWhenBounded)
