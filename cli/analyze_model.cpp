@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -228,6 +229,20 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 		return true;
 	};
 
+	// Locks built from a mutex and a condition variable (CPython's GIL):
+	// see cond_locks() below.  Per condition variable, the threads that
+	// waited and those that signalled; per thread, its unlocks so far (a
+	// run of waits with no unlock between is one wait for the lock: the
+	// mutex stays held across a timed wait's retries); per (thread, cond)
+	// its current run of waits.
+	struct CondUse {
+		std::map<int64_t, uint64_t> waiters, signallers; // tid -> count
+		std::vector<Work::Span> waits;                   // runs of waits (caller: the first's)
+		std::map<int64_t, std::pair<size_t, uint64_t>> run; // tid -> (index in waits, unlocks then)
+	};
+	std::map<LockKey, CondUse> cond_use;
+	std::map<std::pair<uint32_t, int64_t>, uint64_t> unlocks_of;
+
 	for (const Event &e : in.events) {
 		if (e.ts < rep.first_ts)
 			rep.first_ts = e.ts;
@@ -264,6 +279,7 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 			handoff(w, e.tid, excl, e.ts);
 			w.open[e.tid].push_back({e.ts, e.caller, excl});
 		} else if (e.op == Op::MutexUnlock || e.op == Op::RwUnlock) {
+			unlocks_of[{e.proc, e.tid}]++;
 			if (!succeeded(e.ret))
 				continue;
 			Work &w = work_of(e.proc, e.lock, e.op);
@@ -271,6 +287,18 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 				rep.unmatched_unlocks++;
 		} else if (e.op == Op::CondWait || e.op == Op::CondTimedwait) {
 			rep.cond_waits++;
+			{
+				CondUse &cu = cond_use[LockKey{e.proc, e.cond}];
+				cu.waiters[e.tid]++;
+				const uint64_t unlocks = unlocks_of[{e.proc, e.tid}];
+				auto r = cu.run.find(e.tid);
+				if (r != cu.run.end() && r->second.second == unlocks) {
+					cu.waits[r->second.first].end = e.ts; // the same wait, retried
+				} else {
+					cu.waits.push_back({e.ts - static_cast<int64_t>(e.wait_ns), e.ts, e.tid, e.caller, 0});
+					cu.run[e.tid] = {cu.waits.size() - 1, unlocks};
+				}
+			}
 			CondStats &cs = cond_of(e);
 			cs.waits++;
 			cs.timeouts += e.ret == ETIMEDOUT;
@@ -288,6 +316,7 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 			w.open[e.tid].push_back({e.ts, e.caller, true});
 		} else {
 			rep.cond_signals++;
+			cond_use[LockKey{e.proc, e.cond}].signallers[e.tid]++;
 			CondStats &cs = cond_of(e);
 			(e.op == Op::CondBroadcast ? cs.broadcasts : cs.signals)++;
 		}
@@ -318,13 +347,72 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 		});
 		rep.locks.push_back(std::move(st));
 	}
+	/*
+	 * A condition variable that the same threads both wait on and signal
+	 * (at least two of them) is a lock built from a mutex and a condition
+	 * variable, handed from thread to thread: CPython's GIL (take_gil
+	 * waits on gil->cond while another thread holds it; drop_gil signals
+	 * it), or a baton.  Its waits are lock waits that cost time, not a
+	 * worker idling for work (a pool's workers wait, its producers signal:
+	 * other threads).  It is reported as a lock of kind "mutex+cond" at
+	 * the condition variable's address, and no longer as a condition
+	 * variable.  Acquisitions: its releases (the signals of those
+	 * threads; drop_gil signals at every release); a wait is a run of one
+	 * thread's waits with no unlock between (a timed wait retried).
+	 */
+	std::set<LockKey> cond_locks;
+	for (auto &kv : cond_use) {
+		CondUse &cu = kv.second;
+		uint64_t both = 0, releases = 0;
+		for (const auto &w : cu.waiters) {
+			auto sg = cu.signallers.find(w.first);
+			if (sg != cu.signallers.end()) {
+				both++;
+				releases += sg->second;
+			}
+		}
+		if (both < 2)
+			continue;
+		cond_locks.insert(kv.first);
+		LockStats st;
+		st.proc = kv.first.proc;
+		st.addr = kv.first.addr;
+		st.kind = "mutex+cond";
+		std::map<uint64_t, Site> sites;
+		for (const Work::Span &w : cu.waits) {
+			const uint64_t d = static_cast<uint64_t>(w.end - w.start);
+			st.contended++;
+			st.waits.push_back(d);
+			st.wait_total += d;
+			st.wait_max = std::max(st.wait_max, d);
+			Site &site = sites[w.caller];
+			site.caller = w.caller;
+			site.acquisitions++;
+			site.contended++;
+			site.wait_total += d;
+			site.wait_max = std::max(site.wait_max, d);
+			raw.push_back({kv.first, w.tid, w.start, w.end, true});
+		}
+		st.acquisitions = std::max<uint64_t>(releases, st.contended);
+		st.wait_mean = st.contended ? static_cast<double>(st.wait_total) / static_cast<double>(st.contended) : 0.0;
+		st.wait_p99 = percentile(st.waits, 99.0);
+		for (auto &sv : sites)
+			st.sites.push_back(sv.second);
+		std::sort(st.sites.begin(), st.sites.end(), [](const Site &a, const Site &b) {
+			return std::tie(a.wait_total, a.acquisitions, b.caller) >
+			       std::tie(b.wait_total, b.acquisitions, a.caller);
+		});
+		rep.locks.push_back(std::move(st));
+	}
+
 	std::sort(rep.locks.begin(), rep.locks.end(), [](const LockStats &a, const LockStats &b) {
 		return std::tie(a.wait_total, a.acquisitions, b.proc, b.addr) >
 		       std::tie(b.wait_total, b.acquisitions, a.proc, a.addr);
 	});
 
 	for (auto &kv : conds)
-		rep.conds.push_back(kv.second);
+		if (!cond_locks.count(kv.first))
+			rep.conds.push_back(kv.second);
 	std::sort(rep.conds.begin(), rep.conds.end(), [](const CondStats &a, const CondStats &b) {
 		return std::tie(a.wait_total, a.waits, b.proc, b.addr) > std::tie(b.wait_total, b.waits, a.proc, a.addr);
 	});

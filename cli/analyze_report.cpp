@@ -128,13 +128,13 @@ void write_text(std::ostream &o, const Report &r, const Options &opt)
 		return multi ? label + std::string(pw + 1 - label.size(), ' ') : std::string();
 	};
 	auto ncol = [&](const std::string &label) { return label + std::string(nw - label.size(), ' '); };
-	std::snprintf(line, sizeof line, "%-4s %s %-6s %10s %10s %6s %11s %11s %11s %11s %11s\n", "#",
+	std::snprintf(line, sizeof line, "%-4s %s %-10s %10s %10s %6s %11s %11s %11s %11s %11s\n", "#",
 		      ncol("lock").c_str(), "kind", "acquired", "contended", "share", "wait total", "wait mean",
 		      "wait p99", "wait max", "hold max");
 	o << "\n" << pcol("process") << line;
 	for (size_t i = 0; i < r.locks.size() && i < opt.top; i++) {
 		const LockStats &l = r.locks[i];
-		std::snprintf(line, sizeof line, "%-4zu %s %-6s %10" PRIu64 " %10" PRIu64 " %5.1f%% %11s %11s %11s %11s %11s\n",
+		std::snprintf(line, sizeof line, "%-4zu %s %-10s %10" PRIu64 " %10" PRIu64 " %5.1f%% %11s %11s %11s %11s %11s\n",
 			      i + 1, ncol(lock_label(l)).c_str(), l.kind.c_str(), l.acquisitions, l.contended,
 			      share(l.contended, l.acquisitions), format_ns(static_cast<double>(l.wait_total)).c_str(),
 			      format_ns(l.wait_mean).c_str(), format_ns(static_cast<double>(l.wait_p99)).c_str(),

@@ -1,5 +1,6 @@
 // analyze_model_test.cpp - the lock analysis on hand-made event streams,
 // with exact expected figures (no trace, no babeltrace2).
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <sstream>
@@ -118,6 +119,56 @@ TEST(AnalyzeModel, WaitStatisticsAreOverTheWaits)
 	EXPECT_DOUBLE_EQ(a->wait_mean, 2000.0);
 	EXPECT_EQ(a->wait_max, 3000u);
 	EXPECT_EQ(a->wait_total, 4000u);
+}
+
+Event cev(int64_t ts, int64_t tid, Op op, uint64_t cond, uint64_t mutex, uint64_t wait = 0, int32_t ret = 0)
+{
+	Event e = ev(ts, tid, op, mutex, ret, false, wait, 0x3000 + static_cast<uint64_t>(tid));
+	e.cond = cond;
+	return e;
+}
+
+// CPython's GIL: a mutex M and a condition variable G that the same threads
+// both wait on (take_gil, timed waits retried while the GIL is held) and
+// signal (drop_gil).  It is a lock whose waits cost time; a pool's
+// condition variable Q (workers wait, a producer signals) stays one.
+TEST(AnalyzeModel, MutexPlusCondLockIsALock)
+{
+	Input in;
+	in.procs.push_back({"python3", 7, ""});
+	const uint64_t M = 0x100, G = 0x200, QM = 0x300, Q = 0x400;
+	in.events = {
+		// t1 holds the GIL; t2 waits 1000 ns in two timed waits (no unlock between).
+		ev(10, 2, Op::MutexLock, M), cev(510, 2, Op::CondTimedwait, G, M, 500, ETIMEDOUT),
+		cev(1010, 2, Op::CondTimedwait, G, M, 490), ev(1020, 2, Op::MutexUnlock, M),
+		// t1 dropped it at 1000: lock, signal, unlock.
+		ev(995, 1, Op::MutexLock, M), cev(1000, 1, Op::CondSignal, G, 0), ev(1001, 1, Op::MutexUnlock, M),
+		// t1 waits 3000 ns for it back; t2 drops it.
+		ev(1100, 1, Op::MutexLock, M), cev(4100, 1, Op::CondWait, G, M, 3000), ev(4110, 1, Op::MutexUnlock, M),
+		ev(4090, 2, Op::MutexLock, M), cev(4095, 2, Op::CondSignal, G, 0), ev(4096, 2, Op::MutexUnlock, M),
+		// A pool: t3 waits 50000 ns for work, t4 signals.
+		ev(5000, 3, Op::MutexLock, QM), cev(55000, 3, Op::CondWait, Q, QM, 50000), ev(55010, 3, Op::MutexUnlock, QM),
+		ev(54990, 4, Op::MutexLock, QM), cev(54995, 4, Op::CondSignal, Q, 0), ev(54996, 4, Op::MutexUnlock, QM),
+	};
+	std::stable_sort(in.events.begin(), in.events.end(), [](const Event &a, const Event &b) { return a.ts < b.ts; });
+	Report r = analyze(in, Options(), nullptr);
+	const LockStats *g = find(r, G);
+	ASSERT_TRUE(g);
+	EXPECT_EQ(g->kind, "mutex+cond");
+	EXPECT_EQ(g->contended, 2u);     // t2's two timed waits are one wait
+	EXPECT_EQ(g->wait_total, 4000u); // 1000 + 3000
+	EXPECT_EQ(g->wait_max, 3000u);
+	EXPECT_EQ(g->wait_p99, 3000u);
+	EXPECT_EQ(g->acquisitions, 2u);  // two releases
+	EXPECT_EQ(r.locks[0].addr, G);   // the lock that costs the most
+	ASSERT_EQ(g->sites.size(), 2u);
+	EXPECT_EQ(g->sites[0].caller, 0x3001u);
+	EXPECT_EQ(g->sites[0].wait_total, 3000u);
+	// Q waited longer but is a pool's condition variable: not a lock.
+	EXPECT_EQ(find(r, Q), nullptr);
+	ASSERT_EQ(r.conds.size(), 1u);
+	EXPECT_EQ(r.conds[0].addr, Q);
+	EXPECT_EQ(r.conds[0].wait_total, 50000u);
 }
 
 TEST(AnalyzeModel, RecursiveAndCondWaitAndProcesses)
