@@ -137,6 +137,17 @@ struct CondStats {
 	uint64_t mutex = 0;          // the mutex of its last wait
 };
 
+// An object whose addresses had no symbol (stripped), and how to get its
+// symbols: its GNU build id names its separate debug file
+// (/usr/lib/debug/.build-id/xx/yyyy.debug, which libdw reads, as it asks
+// debuginfod when DEBUGINFOD_URLS is set); Debian ships that file in the
+// package's -dbgsym package.
+struct MissingDebug {
+	std::string object, build_id, debug_file, package;
+	bool debug_file_present = false;
+	bool libdw = true; // false: libdw (libdw1) is not installed
+};
+
 struct Interval {
 	int64_t tid = 0;
 	uint32_t proc = 0;
@@ -155,6 +166,7 @@ struct Report {
 	uint64_t unmatched_unlocks = 0;    // unlock without a traced acquisition
 	uint64_t cond_waits = 0, cond_signals = 0;
 	int64_t first_ts = 0, last_ts = 0;
+	std::vector<MissingDebug> missing_debug; // filled by the caller (cmd_analyze.cpp)
 };
 
 struct Options {

@@ -112,6 +112,7 @@ int strata_cmd_analyze(int argc, char **argv)
 	Report rep = analyze(in, opt, [&](uint32_t proc, uint64_t addr, bool code) {
 		return syms.lookup(proc, addr, code);
 	});
+	rep.missing_debug = syms.missing_debug();
 	if (format == "json")
 		write_json(std::cout, rep, opt);
 	else

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <string>
+#include <vector>
+#include <cstring>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -437,6 +440,60 @@ TEST(AnalyzeSymbols, OwnFunctionDataAndLine)
 	Symbol d = t.lookup(0, reinterpret_cast<uint64_t>(&strata_test_symbolized_data), false);
 	EXPECT_EQ(d.function, "strata_test_symbolized_data");
 	EXPECT_EQ(t.lookup(1, fn, true).function, ""); // unknown process
+}
+
+// A stripped binary: its addresses show as object+offset and the report
+// names its build id and the debug file to get; with that debug file under
+// a .build-id directory libdw searches, the symbols come back.
+TEST(AnalyzeSymbols, StrippedBinaryByBuildId)
+{
+	FILE *f = std::fopen(PT_STRIPPED, "rb");
+	ASSERT_TRUE(f);
+	unsigned char eh[64];
+	ASSERT_EQ(std::fread(eh, 1, sizeof eh, f), sizeof eh);
+	std::fclose(f);
+	uint64_t entry;
+	std::memcpy(&entry, eh + 24, 8); // e_entry: _start
+	const uint64_t base = 0x7f0000000000;
+	const std::vector<Mapping> maps = {{0, base, base + 0x100000, 0, PT_STRIPPED}};
+	std::string id;
+	{
+		unsetenv("STRATA_DEBUGINFO_PATH");
+		SymbolTable t(maps);
+		Symbol s = t.lookup(0, base + entry, false);
+		EXPECT_EQ(s.function.rfind("pt_stripped+0x", 0), 0u) << s.function;
+		std::vector<MissingDebug> m = t.missing_debug();
+		ASSERT_EQ(m.size(), 1u);
+		EXPECT_EQ(m[0].object, PT_STRIPPED);
+		ASSERT_EQ(m[0].build_id.size(), 40u); // SHA-1, gcc's default
+		id = m[0].build_id;
+		EXPECT_EQ(m[0].debug_file, "/usr/lib/debug/.build-id/" + id.substr(0, 2) + "/" + id.substr(2) + ".debug");
+		EXPECT_EQ(m[0].package, ""); // not installed by a package
+		Report r;
+		r.missing_debug = m;
+		std::ostringstream txt;
+		write_text(txt, r, Options());
+		EXPECT_NE(txt.str().find("build id " + id), std::string::npos) << txt.str();
+		EXPECT_NE(txt.str().find("DEBUGINFOD_URLS"), std::string::npos) << txt.str();
+	}
+	char dir[] = "/tmp/strata-pt-dbgXXXXXX";
+	ASSERT_TRUE(mkdtemp(dir));
+	const std::string sub = std::string(dir) + "/.build-id/" + id.substr(0, 2);
+	const std::string dbg = sub + "/" + id.substr(2) + ".debug";
+	ASSERT_EQ(mkdir((std::string(dir) + "/.build-id").c_str(), 0700), 0);
+	ASSERT_EQ(mkdir(sub.c_str(), 0700), 0);
+	ASSERT_EQ(symlink(PT_STRIPPED ".symbols", dbg.c_str()), 0);
+	setenv("STRATA_DEBUGINFO_PATH", dir, 1);
+	{
+		SymbolTable t(maps);
+		EXPECT_EQ(t.lookup(0, base + entry, false).function, "_start");
+		EXPECT_TRUE(t.missing_debug().empty());
+	}
+	unsetenv("STRATA_DEBUGINFO_PATH");
+	unlink(dbg.c_str());
+	rmdir(sub.c_str());
+	rmdir((std::string(dir) + "/.build-id").c_str());
+	rmdir(dir);
 }
 
 TEST(AnalyzeSymbols, HostilePathsAreNotOpenedForReading)
