@@ -120,6 +120,7 @@ struct ClassInfo {
 	std::string name; // shown name: "provider:event", a syscall's name, a span's base
 	analyze::Op op = analyze::Op::MutexLock;
 	int wake_kind = 0;
+	bool raw = false; // sys_enter / sys_exit
 	// Members looked up by name once per class (babeltrace2's by-name
 	// lookup is a hash and a strcmp per event): name literal -> index.
 	mutable std::vector<std::pair<const char *, int64_t>> index;
@@ -218,6 +219,12 @@ ClassInfo classify(const std::string &n, bool kernel)
 		} else if (n == "sched_waking" || n == "sched_wakeup" || n == "sched_wakeup_new") {
 			c.kind = Kind::Wakeup;
 			c.wake_kind = n == "sched_waking" ? 0 : n == "sched_wakeup" ? 1 : 2;
+		} else if (n == "sys_enter" || n == "sys_exit") {
+			// The raw tracepoints (id, args): slices "syscall ID" while no
+			// named syscall event has been seen (see Converter::on_event).
+			c.kind = n == "sys_enter" ? Kind::SyscallEntry : Kind::SyscallExit;
+			c.raw = true;
+			c.name = "syscall";
 		} else if (n.compare(0, 14, "syscall_entry_") == 0) {
 			c.kind = Kind::SyscallEntry;
 			c.name = n.substr(14);
@@ -266,6 +273,7 @@ struct Thread {
 	bool emitted = false; // its track descriptor is out
 	std::string emitted_name;
 	uint32_t syscalls = 0;          // open syscall slices
+	uint32_t raw_syscalls = 0;      // of which opened by a raw sys_enter
 	std::vector<std::string> spans; // open user spans (their base names)
 	uint32_t monitor = 0;           // open monitor waits
 	const std::string &name() const { return !java.empty() ? java : comm; }
@@ -366,6 +374,7 @@ private:
 	std::unordered_map<uint64_t, bool> child_tracks_;
 	std::unordered_map<int64_t, uint64_t> discarded_by_pid_;
 	uint64_t next_flow_ = 1;
+	bool named_syscalls_ = false; // a syscall_entry_NAME was seen: raw sys_enter/exit are left out
 	bool kernel_track_ = false;
 	int64_t last_ts_ = 0;
 	bool have_ts_ = false;
@@ -500,19 +509,30 @@ private:
 		}
 		switch (c.kind) {
 		case Kind::SyscallEntry: {
+			// With named syscall events (syscall_entry_NAME) the raw
+			// sys_enter that feeds them would give each call twice.
+			if (c.raw && named_syscalls_)
+				return;
+			named_syscalls_ = named_syscalls_ || !c.raw;
 			const uint64_t track = thread_track(tid, &tr);
 			fields(pl);
-			sink_.begin(ts, track, c.name, args_, 0);
+			if (c.raw)
+				sink_.begin(ts, track, "syscall " + std::to_string(c.i64(pl, "id")), args_, 0);
+			else
+				sink_.begin(ts, track, c.name, args_, 0);
 			threads[tid].syscalls++;
+			threads[tid].raw_syscalls += c.raw;
 			return;
 		}
 		case Kind::SyscallExit: {
 			Thread &t = threads[tid];
-			if (!t.syscalls) { // entered before the trace began
-				unmatched_ends++;
+			if (c.raw ? !t.raw_syscalls : t.syscalls <= t.raw_syscalls) {
+				if (!c.raw || !named_syscalls_) // entered before the trace began
+					unmatched_ends++;
 				return;
 			}
 			t.syscalls--;
+			t.raw_syscalls -= c.raw;
 			fields(pl);
 			sink_.end(ts, thread_track(tid, &tr), args_, 0);
 			return;

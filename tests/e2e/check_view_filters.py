@@ -33,7 +33,7 @@ def main():
         if m:
             events.append((int(m.group(1)), m.group(2) or "kernel", int(m.group(3) or -1), m.group(4),
                            int(m.group(5))))
-    check(len(events) == 20, "babeltrace2 shows the fixture's 20 events (%d)" % len(events))
+    check(len(events) == 24, "babeltrace2 shows the fixture's 24 events (%d)" % len(events))
 
     def view(*args):
         r = run([strata, "view"] + list(args) + [trace])
@@ -72,6 +72,8 @@ def main():
     got = view("-e", "kernel:sched_*", "-e", "syscall_*")
     check(got == want(lambda ts, n, t: n.startswith("sched_") or n.startswith("syscall_")),
           "-e kernel:sched_* -e syscall_*: %r" % got)
+    got = view("-e", "sys_e*")
+    check(got == want(lambda ts, n, t: n in ("sys_enter", "sys_exit")) and len(got) == 4, "-e sys_e*: %r" % got)
     got = view("--since", "+0.0000005", "--until", "00:00:01.0000019")
     check(got == want(lambda ts, n, t: 1500 <= ts <= 1900), "--since +0.0000005 --until 00:00:01.0000019: %r" % got)
     got = view("--since", "00:00:01.000002", "-n", "2")

@@ -144,8 +144,12 @@ def check_perfetto(path):
     # The flow: from the hold that released the mutex to the wait that got it.
     if len(holds[0]["flow_out"]) != 1 or waits[0]["flow_in"] != holds[0]["flow_out"]:
         fail("no flow from the releasing hold to the waiter: %r -> %r" % (holds[0], waits[0]))
-    if len(slices) != 6:
-        fail("%d slices, want 6: %r" % (len(slices), slices))
+    raw = sl("syscall 202")
+    if len(raw) != 1 or (raw[0]["begin"], raw[0]["end"]) != (S + 1140, S + 1590) or \
+            thread_of(tracks, raw[0]["track"]) != (500, 502) or raw[0]["end_args"] != {"id": 202, "ret": 0}:
+        fail("raw sys_enter/sys_exit slice %r" % raw)
+    if len(slices) != 7:
+        fail("%d slices, want 7 (the raw pair after named syscalls is left out): %r" % (len(slices), slices))
 
     got = sorted((i["ts"] - S, i["name"], thread_of(tracks, i["track"]) if "thread" in tracks[i["track"]]
                   else "process %d" % one(one(tracks[i["track"]], "process"), "pid"), sorted(i["args"].items()))
@@ -219,7 +223,7 @@ def main():
     pf = os.path.join(work, "out.perfetto-trace")
     js = os.path.join(work, "out.json")
     r = run([strata, "export", trace, "-o", pf])
-    if "20 events (3 discarded)" not in r.stderr:
+    if "24 events (3 discarded)" not in r.stderr:
         fail("summary line: %r" % r.stderr)
     check_perfetto(pf)
     run([strata, "export", "--format", "json", "-o", js, trace])
