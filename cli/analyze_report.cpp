@@ -319,9 +319,11 @@ void svg_histogram(std::ostream &o, const LockStats &l, const char *color)
 		return;
 	}
 	uint64_t mx = *std::max_element(b.begin(), b.end());
+	// Bars at most 48 px wide (one bucket is not drawn across the page);
+	// the box at least as wide as its caption.
 	const int W = 560, H = 180, left = 50, bottom = 40;
-	int n = hi - lo + 1, bw = std::max(8, (W - left - 10) / n);
-	o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << left + bw * n + 10 << "' height='" << H + bottom
+	int n = hi - lo + 1, bw = std::min(48, std::max(8, (W - left - 10) / n));
+	o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << std::max(left + bw * n + 10, 460) << "' height='" << H + bottom
 	  << "' role='img'><title>wait distribution</title>\n";
 	o << "<line x1='" << left << "' y1='" << H << "' x2='" << left + bw * n << "' y2='" << H
 	  << "' stroke='#333'/>\n";
@@ -335,7 +337,7 @@ void svg_histogram(std::ostream &o, const LockStats &l, const char *color)
 		o << "<rect x='" << x + 1 << "' y='" << H - h << "' width='" << bw - 2 << "' height='" << h
 		  << "' fill='" << color << "'><title>" << c << " waits &gt;= " << format_ns(lo_ns)
 		  << "</title></rect>\n";
-		if ((k - lo) % std::max(1, n / 8) == 0)
+		if ((k - lo) % std::max(1, (60 + bw - 1) / bw) == 0) // a label per 60 px at most
 			o << "<text x='" << x << "' y='" << H + 14 << "' font-size='10'>" << format_ns(lo_ns)
 			  << "</text>\n";
 	}
@@ -343,57 +345,97 @@ void svg_histogram(std::ostream &o, const LockStats &l, const char *color)
 	  << l.waits.size() << " contended acquisitions</text></svg>\n";
 }
 
+// One block of timeline rows: thread labels in HTML (never clipped), the
+// bars in an SVG stretched to the width of its scrolling box, whose width
+// the zoom sets.
+void timeline_rows(std::ostream &o, const Report &r, const std::vector<std::pair<uint32_t, int64_t>> &threads,
+		   int64_t t0, double span)
+{
+	const int rowh = 22;
+	std::map<std::pair<uint32_t, int64_t>, int> row;
+	for (size_t i = 0; i < threads.size(); i++)
+		row[threads[i]] = static_cast<int>(i);
+	const int H = rowh * static_cast<int>(threads.size());
+	o << "<div class=tl><div class=tln>";
+	for (const auto &t : threads)
+		o << "<div>" << html_esc(proc_label(r, t.first)) << " tid " << t.second << "</div>";
+	o << "</div><div class=tls><div class=tlz>\n<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 1000 " << H
+	  << "' preserveAspectRatio='none' width='100%' height='" << H << "' role='img'><title>per-thread timeline</title>\n";
+	for (size_t i = 0; i < threads.size(); i++)
+		o << "<rect x='0' y='" << static_cast<int>(i) * rowh + 2 << "' width='1000' height='" << rowh - 4
+		  << "' fill='#f4f4f4'/>\n";
+	for (const Interval &iv : r.timeline) {
+		auto it = row.find(std::make_pair(iv.proc, iv.tid));
+		if (it == row.end())
+			continue;
+		const int y = it->second * rowh;
+		const double x = 1000.0 * static_cast<double>(iv.start - t0) / span;
+		const double w = std::max(0.15, 1000.0 * static_cast<double>(iv.end - iv.start) / span);
+		const char *c = palette[iv.lock_index % (sizeof palette / sizeof *palette)];
+		char b[200];
+		if (iv.wait)
+			std::snprintf(b, sizeof b, "<rect x='%.3f' y='%d' width='%.3f' height='%d' fill='url(#hatch)' stroke='%s' "
+				      "stroke-width='0.5' vector-effect='non-scaling-stroke'>",
+				      x, y + 3, w, rowh - 6, c);
+		else
+			std::snprintf(b, sizeof b, "<rect x='%.3f' y='%d' width='%.3f' height='%d' fill='%s' fill-opacity='0.85'>", x,
+				      y + 6, w, rowh - 12, c);
+		o << b << "<title>" << (iv.wait ? "wait " : "hold ") << "lock #" << iv.lock_index + 1 << ": "
+		  << format_ns(static_cast<double>(iv.end - iv.start)) << "</title></rect>\n";
+	}
+	o << "</svg>\n<div class=tla>";
+	// Tick labels in HTML (they keep their size when zoomed): 8 at 1x,
+	// 32 from 4x, 64 from 16x (CSS).
+	for (int k = 0; k < 64; k++)
+		o << "<span class=" << (k % 8 == 0 ? "t1" : k % 2 == 0 ? "t4" : "t16") << " style='left:" << 100.0 * k / 64
+		  << "%'>+" << format_ns(span * k / 64.0) << "</span>";
+	o << "</div></div></div></div>\n";
+}
+
+/*
+ * The per-thread timeline of the top locks.  Readable on a busy program:
+ * the threads that waited most come first, at most Options::top of them,
+ * the others folded (<details>); zoom (1x to 64x, links to #zoomN: CSS
+ * :target, no script) widens the bars' box, which scrolls to pan; labels
+ * and axis ticks are HTML, so they are never clipped or stretched.
+ */
 void svg_timeline(std::ostream &o, const Report &r, const Options &opt)
 {
 	if (r.timeline.empty()) {
 		o << "<p class=note>No interval to draw.</p>\n";
 		return;
 	}
-	std::map<std::pair<uint32_t, int64_t>, int> rows;
+	std::map<std::pair<uint32_t, int64_t>, int64_t> waited; // thread -> wait time in the timeline
 	int64_t t0 = r.timeline.front().start, t1 = r.timeline.front().end;
 	for (const Interval &iv : r.timeline) {
-		rows.emplace(std::make_pair(iv.proc, iv.tid), 0);
+		waited[std::make_pair(iv.proc, iv.tid)] += iv.wait ? iv.end - iv.start : 0;
 		t0 = std::min(t0, iv.start);
 		t1 = std::max(t1, iv.end);
 	}
-	int idx = 0;
-	for (auto &kv : rows)
-		kv.second = idx++;
-	const int left = 170, W = 1000, rowh = 22, top = 20;
+	std::vector<std::pair<uint32_t, int64_t>> threads;
+	for (const auto &kv : waited)
+		threads.push_back(kv.first);
+	std::stable_sort(threads.begin(), threads.end(), [&](const auto &a, const auto &b) { return waited[a] > waited[b]; });
+	const size_t shown = std::min(threads.size(), opt.top);
 	const double span = static_cast<double>(std::max<int64_t>(1, t1 - t0));
-	int H = top + rowh * static_cast<int>(rows.size()) + 30;
-	o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << left + W + 10 << "' height='" << H
-	  << "' role='img'><title>per-thread timeline</title>\n"
-	  << "<defs><pattern id='hatch' width='4' height='4' patternUnits='userSpaceOnUse'>"
-	     "<path d='M0,4 L4,0' stroke='#d62728' stroke-width='1.2'/></pattern></defs>\n";
-	for (auto &kv : rows) {
-		int y = top + kv.second * rowh;
-		o << "<text x='4' y='" << y + 15 << "' font-size='11'>" << html_esc(proc_label(r, kv.first.first))
-		  << " tid " << kv.first.second << "</text>\n<rect x='" << left << "' y='" << y + 2 << "' width='" << W
-		  << "' height='" << rowh - 4 << "' fill='#f4f4f4'/>\n";
+	o << "<p class=zoom>zoom: <a href='#timeline'>1x</a>";
+	for (int z : {4, 16, 64})
+		o << " <a href='#zoom" << z << "'>" << z << "x</a>";
+	o << " (scroll sideways to pan)</p>\n";
+	for (int z : {4, 16, 64})
+		o << "<span id='zoom" << z << "' class=zt></span>";
+	o << "<div class=tlbox>\n<svg width='0' height='0' style='position:absolute'><defs><pattern id='hatch' width='4' "
+	     "height='4' patternUnits='userSpaceOnUse'><path d='M0,4 L4,0' stroke='#d62728' stroke-width='1.2'/>"
+	     "</pattern></defs></svg>\n";
+	timeline_rows(o, r, std::vector<std::pair<uint32_t, int64_t>>(threads.begin(), threads.begin() + shown), t0,
+		      span);
+	if (shown < threads.size()) {
+		o << "<details><summary>" << threads.size() - shown << " more thread(s), which waited less</summary>\n";
+		timeline_rows(o, r, std::vector<std::pair<uint32_t, int64_t>>(threads.begin() + shown, threads.end()), t0,
+			      span);
+		o << "</details>\n";
 	}
-	for (const Interval &iv : r.timeline) {
-		int y = top + rows[std::make_pair(iv.proc, iv.tid)] * rowh;
-		double x = left + W * static_cast<double>(iv.start - t0) / span;
-		double w = std::max(0.6, W * static_cast<double>(iv.end - iv.start) / span);
-		const char *c = palette[iv.lock_index % (sizeof palette / sizeof *palette)];
-		char b[160];
-		if (iv.wait)
-			std::snprintf(b, sizeof b, "<rect x='%.1f' y='%d' width='%.1f' height='%d' fill='url(#hatch)' stroke='%s' stroke-width='0.5'>",
-				      x, y + 3, w, rowh - 6, c);
-		else
-			std::snprintf(b, sizeof b, "<rect x='%.1f' y='%d' width='%.1f' height='%d' fill='%s' fill-opacity='0.85'>",
-				      x, y + 6, w, rowh - 12, c);
-		o << b << "<title>" << (iv.wait ? "wait " : "hold ") << "lock #" << iv.lock_index + 1 << ": "
-		  << format_ns(static_cast<double>(iv.end - iv.start)) << "</title></rect>\n";
-	}
-	int ya = top + rowh * static_cast<int>(rows.size()) + 16;
-	for (int k = 0; k <= 4; k++) {
-		double x = left + W * k / 4.0;
-		o << "<text x='" << x - (k == 4 ? 40 : 0) << "' y='" << ya << "' font-size='10'>+"
-		  << format_ns(span * k / 4.0) << "</text>\n";
-	}
-	o << "</svg>\n<p class=note>Solid bars: lock held; hatched bars: waiting for the lock. Colors: ";
+	o << "</div>\n<p class=note>Solid bars: lock held; hatched bars: waiting for the lock. Threads by time waited. Colors: ";
 	for (size_t i = 0; i < r.locks.size() && i < opt.timeline_locks; i++)
 		o << "<span style='color:" << palette[i % (sizeof palette / sizeof *palette)] << "'>&#9632; #" << i + 1
 		  << "</span> ";
@@ -409,7 +451,14 @@ void write_html(std::ostream &o, const Report &r, const Options &opt)
 	o << "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>strata: lock contention</title>\n"
 	     "<style>body{font-family:sans-serif;margin:20px;color:#222}table{border-collapse:collapse}"
 	     "td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}td.n{text-align:right}"
-	     "th{background:#eee}.note{color:#666;font-size:12px}code{font-size:12px}</style></head><body>\n";
+	     "th{background:#eee}.note{color:#666;font-size:12px}code{font-size:12px}"
+	     ".tl{display:flex;align-items:flex-start}.tln{flex:none;font-size:11px;white-space:nowrap;padding-right:6px}"
+	     ".tln div{height:22px;line-height:22px}.tls{flex:1;overflow-x:auto;min-width:0}.tlz{width:100%}"
+	     ".tla{position:relative;height:16px;font-size:10px;color:#444}.tla span{position:absolute;white-space:nowrap}"
+	     ".zt:target~.tlbox .tlz{width:400%}#zoom16:target~.tlbox .tlz{width:1600%}"
+	     "#zoom64:target~.tlbox .tlz{width:6400%}.tla .t4,.tla .t16{display:none}"
+	     ".zt:target~.tlbox .tla .t4{display:inline}#zoom16:target~.tlbox .tla .t16,"
+	     "#zoom64:target~.tlbox .tla .t16{display:inline}</style></head><body>\n";
 	o << "<h1>Lock contention</h1>\n<p>" << r.locks.size() << " locks, " << r.events << " lock events, "
 	  << r.procs.size() << " process(es), " << format_ns(static_cast<double>(r.last_ts - r.first_ts))
 	  << " traced.";
@@ -448,8 +497,8 @@ void write_html(std::ostream &o, const Report &r, const Options &opt)
 		}
 		o << "</table>\n";
 	}
-	o << "<h2>Per-thread timeline of the top " << std::min(opt.timeline_locks, r.locks.size())
-	  << " locks</h2>\n";
+	o << "<h2 id=timeline>Per-thread timeline of the top " << std::min(opt.timeline_locks, r.locks.size())
+	  << (std::min(opt.timeline_locks, r.locks.size()) == 1 ? " lock" : " locks") << "</h2>\n";
 	svg_timeline(o, r, opt);
 	for (size_t i = 0; i < r.locks.size() && i < opt.timeline_locks; i++) {
 		const LockStats &l = r.locks[i];

@@ -1,6 +1,7 @@
 // cmd_analyze.cpp - `strata analyze mutex TRACE_DIR [--format=text|json]
 // [--report=FILE.html] [--top N]`: lock contention from the pthread
 // preload library's events (docs/pthread.md).
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -98,6 +99,9 @@ int strata_cmd_analyze(int argc, char **argv)
 		return usage_error("missing TRACE_DIR");
 	if (format != "text" && format != "json")
 		return usage_error("--format must be text or json");
+	// The timeline draws no more locks than the report shows ("top 5"
+	// under --top 3 was wrong).
+	opt.timeline_locks = std::min(opt.timeline_locks, opt.top);
 	if (what == "monitor")
 		return analyze_monitor(dir, format, report, opt.top);
 
