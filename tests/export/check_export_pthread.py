@@ -9,31 +9,15 @@ usage: check_export_pthread.py STRATA PT_WORKLOAD WORKDIR"""
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timeline_check import check_json, fail, one, packets, protoc_decode  # noqa: E402
-
-
-def run(cmd, env=None):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    if r.returncode != 0:
-        fail("%s: exit %d\n%s%s" % (cmd, r.returncode, r.stdout, r.stderr))
-    return r
+from timeline_check import check_json, fail, one, packets, protoc_decode, record_contend, run  # noqa: E402
 
 
 def main():
     strata, workload, work = sys.argv[1:4]
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    trace = os.path.join(work, "trace")
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "no-daemon.sock")
-    run([strata, "record", "-o", trace, "--preload", "pthread", "--subbuf-size", "1M", "--",
-         workload, "contend", os.path.join(work, "prog.json"), "4", "100", "50"], env=env)
+    trace = record_contend(strata, workload, work, 4)
     rep = json.loads(run([strata, "analyze", "mutex", trace, "--format=json"]).stdout)
     if rep["discarded"]:
         print("SKIP: the tracer lost events; counts would not be exact")

@@ -16,14 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_export_viewer import CHROMIUM_FLAGS, png_pixels  # noqa: E402
-from timeline_check import fail  # noqa: E402
-
-
-def run(cmd, env=None):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    if r.returncode != 0:
-        fail("%s: exit %d\n%s%s" % (cmd, r.returncode, r.stdout, r.stderr))
-    return r
+from timeline_check import fail, record_contend, run  # noqa: E402
 
 
 def main():
@@ -32,14 +25,7 @@ def main():
     if not chromium:
         print("SKIP: needs chromium (scripts/deps.sh installs it)")
         return 77
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    trace = os.path.join(work, "trace")
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "no-daemon.sock")
-    run([strata, "record", "-o", trace, "--preload", "pthread", "--subbuf-size", "1M", "--",
-         workload, "contend", os.path.join(work, "prog.json"), "8", "100", "50"], env=env)
+    trace = record_contend(strata, workload, work, 8)
     html = os.path.join(work, "report.html")
     run([strata, "analyze", "mutex", trace, "--top", "3", "--report=" + html])
     page = open(html).read()

@@ -15,6 +15,29 @@ def fail(msg):
     raise SystemExit("FAIL: " + msg)
 
 
+def run(cmd, env=None):
+    """cmd's completed process; fails the test unless it exits 0."""
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    if r.returncode != 0:
+        fail("%s: exit %d\n%s%s" % (cmd, r.returncode, r.stdout, r.stderr))
+    return r
+
+
+def record_contend(strata, workload, work, threads):
+    """A fresh WORK/trace of pt_workload contend (THREADS threads) under
+    the pthread preload, with a private daemon socket; its path."""
+    import shutil
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    trace = os.path.join(work, "trace")
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "no-daemon.sock")
+    run([strata, "record", "-o", trace, "--preload", "pthread", "--subbuf-size", "1M", "--",
+         workload, "contend", os.path.join(work, "prog.json"), str(threads), "100", "50"], env=env)
+    return trace
+
+
 def protoc_decode(path):
     """The trace as protoc prints it, parsed into nested dicts (repeated and
     message fields as lists).  protoc fails on a wire-format error; an
