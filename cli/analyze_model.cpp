@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <deque>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -88,13 +89,15 @@ struct Work {
 	// Per thread: indices in `holds` of holds ended by a handoff, whose
 	// unlock (or cond wait) event has not come yet; LIFO like `open`.
 	std::map<int64_t, std::vector<size_t>> closed_early;
-	struct Span {
+	struct Span { // 32 bytes: one per acquisition is kept (blockers, timeline)
 		int64_t start, end;
 		int64_t tid;
-		uint64_t caller;   // holds: the acquisition's site
-		uint64_t wait;     // waits: wait_ns
+		uint64_t caller;   // the acquisition's site
 	};
-	std::vector<Span> holds, waits;              // completed holds, contended waits
+	// Completed holds, contended waits.  Deques: no doubling slack (a
+	// vector's capacity can be twice its size: 40% of the memory of a
+	// 45 M-event analysis).
+	std::deque<Span> holds, waits;
 };
 
 // Blockers: each contended wait's time is shared among the other threads'
@@ -147,15 +150,17 @@ struct ThreadKey {
 
 Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 {
+	return analyze_feed(
+		[&in](const std::function<void(const Event &)> &on) {
+			for (const Event &e : in.events)
+				on(e);
+		},
+		in, opt, sym);
+}
+
+Report analyze_feed(const EventFeed &feed, const Input &meta, const Options &opt, const Symbolizer &sym)
+{
 	Report rep;
-	rep.procs = in.procs;
-	rep.discarded = in.discarded;
-	rep.other_events = in.other_events;
-	rep.events = in.events.size();
-	if (!in.events.empty()) {
-		rep.first_ts = in.events.front().ts;
-		rep.last_ts = in.events.back().ts;
-	}
 
 	std::map<LockKey, Work> locks;
 	std::map<LockKey, CondStats> conds;
@@ -165,13 +170,6 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 		c.addr = e.cond;
 		return c;
 	};
-	struct RawInterval {
-		LockKey key;
-		int64_t tid, start, end;
-		bool wait;
-	};
-	std::vector<RawInterval> raw;
-
 	auto work_of = [&](uint32_t proc, uint64_t addr, Op op) -> Work & {
 		Work &w = locks[LockKey{proc, addr}];
 		if (w.st.kind.empty()) {
@@ -184,7 +182,7 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 	// Holds are counted once every event is seen (a handoff's end may still
 	// move earlier, see end_hold).
 	auto close_hold = [&](Work &w, int64_t tid, const Hold &h, int64_t at) {
-		w.holds.push_back({h.ts, std::max(at, h.ts), tid, h.caller, 0});
+		w.holds.push_back({h.ts, std::max(at, h.ts), tid, h.caller});
 	};
 	/*
 	 * An acquisition proves that conflicting holds of other threads have
@@ -237,13 +235,17 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 	// its current run of waits.
 	struct CondUse {
 		std::map<int64_t, uint64_t> waiters, signallers; // tid -> count
-		std::vector<Work::Span> waits;                   // runs of waits (caller: the first's)
+		std::deque<Work::Span> waits;                    // runs of waits (caller: the first's)
 		std::map<int64_t, std::pair<size_t, uint64_t>> run; // tid -> (index in waits, unlocks then)
 	};
 	std::map<LockKey, CondUse> cond_use;
 	std::map<std::pair<uint32_t, int64_t>, uint64_t> unlocks_of;
 
-	for (const Event &e : in.events) {
+	// Events one at a time, in time order, none kept: memory grows with
+	// locks, threads and waits, not with events.
+	feed([&](const Event &e) {
+		if (rep.events++ == 0)
+			rep.first_ts = rep.last_ts = e.ts;
 		if (e.ts < rep.first_ts)
 			rep.first_ts = e.ts;
 		if (e.ts > rep.last_ts)
@@ -254,7 +256,7 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 			if (!succeeded(e.ret)) {
 				w.st.failed++;
 				w.st.failed_wait += e.wait_ns;
-				continue;
+				return;
 			}
 			w.st.acquisitions++;
 			w.st.wait_total += e.wait_ns;
@@ -267,9 +269,7 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 				w.st.contended++;
 				w.st.waits.push_back(e.wait_ns);
 				s.contended++;
-				w.waits.push_back({e.ts - static_cast<int64_t>(e.wait_ns), e.ts, e.tid, e.caller, e.wait_ns});
-				int64_t ws = e.ts - static_cast<int64_t>(e.wait_ns);
-				raw.push_back({LockKey{e.proc, e.lock}, e.tid, ws, e.ts, true});
+				w.waits.push_back({e.ts - static_cast<int64_t>(e.wait_ns), e.ts, e.tid, e.caller});
 			}
 			if (e.wait_ns > s.wait_max || s.stack.empty()) {
 				s.wait_max = std::max(s.wait_max, e.wait_ns);
@@ -281,7 +281,7 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 		} else if (e.op == Op::MutexUnlock || e.op == Op::RwUnlock) {
 			unlocks_of[{e.proc, e.tid}]++;
 			if (!succeeded(e.ret))
-				continue;
+				return;
 			Work &w = work_of(e.proc, e.lock, e.op);
 			if (!end_hold(w, tk, e.ts))
 				rep.unmatched_unlocks++;
@@ -295,7 +295,7 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 				if (r != cu.run.end() && r->second.second == unlocks) {
 					cu.waits[r->second.first].end = e.ts; // the same wait, retried
 				} else {
-					cu.waits.push_back({e.ts - static_cast<int64_t>(e.wait_ns), e.ts, e.tid, e.caller, 0});
+					cu.waits.push_back({e.ts - static_cast<int64_t>(e.wait_ns), e.ts, e.tid, e.caller});
 					cu.run[e.tid] = {cu.waits.size() - 1, unlocks};
 				}
 			}
@@ -306,7 +306,7 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 			cs.wait_max = std::max(cs.wait_max, e.wait_ns);
 			cs.mutex = e.lock;
 			if (!e.lock)
-				continue;
+				return;
 			Work &w = work_of(e.proc, e.lock, Op::MutexLock);
 			w.st.cond_waits++;
 			int64_t released = e.ts - static_cast<int64_t>(e.wait_ns);
@@ -320,7 +320,10 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 			CondStats &cs = cond_of(e);
 			(e.op == Op::CondBroadcast ? cs.broadcasts : cs.signals)++;
 		}
-	}
+	});
+	rep.procs = meta.procs;
+	rep.discarded = meta.discarded;
+	rep.other_events = meta.other_events;
 
 	for (auto &kv : locks) {
 		Work &w = kv.second;
@@ -338,7 +341,6 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 			st.holds++;
 			st.hold_total += hold;
 			st.hold_max = std::max(st.hold_max, hold);
-			raw.push_back({LockKey{st.proc, st.addr}, h.tid, h.start, h.end, false});
 		}
 		blame(w);
 		std::sort(st.sites.begin(), st.sites.end(), [](const Site &a, const Site &b) {
@@ -391,7 +393,6 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 			site.contended++;
 			site.wait_total += d;
 			site.wait_max = std::max(site.wait_max, d);
-			raw.push_back({kv.first, w.tid, w.start, w.end, true});
 		}
 		st.acquisitions = std::max<uint64_t>(releases, st.contended);
 		st.wait_mean = st.contended ? static_cast<double>(st.wait_total) / static_cast<double>(st.contended) : 0.0;
@@ -442,13 +443,18 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 	// Timeline: intervals of the top locks.  Over the bound, keep the
 	// longest ones (waits first: they are what the page is about), then
 	// restore time order.
-	std::map<LockKey, size_t> top;
-	for (size_t i = 0; i < rep.locks.size() && i < opt.timeline_locks; i++)
-		top[LockKey{rep.locks[i].proc, rep.locks[i].addr}] = i;
-	for (const RawInterval &r : raw) {
-		auto it = top.find(r.key);
-		if (it != top.end())
-			rep.timeline.push_back({r.tid, r.key.proc, it->second, r.start, r.end, r.wait});
+	for (size_t i = 0; i < rep.locks.size() && i < opt.timeline_locks; i++) {
+		const LockKey key{rep.locks[i].proc, rep.locks[i].addr};
+		auto add = [&](const std::deque<Work::Span> &spans, bool wait) {
+			for (const Work::Span &sp : spans)
+				rep.timeline.push_back({sp.tid, key.proc, i, sp.start, sp.end, wait});
+		};
+		if (rep.locks[i].kind == "mutex+cond") {
+			add(cond_use[key].waits, true);
+		} else {
+			add(locks[key].waits, true);
+			add(locks[key].holds, false);
+		}
 	}
 	if (rep.timeline.size() > opt.timeline_max) {
 		auto longer = [](const Interval &a, const Interval &b) {

@@ -178,6 +178,13 @@ struct Options {
 
 Report analyze(const Input &in, const Options &opt, const Symbolizer &sym);
 
+// The same, streaming: `feed` calls its argument with each event in time
+// order (the reader decodes them one at a time), and none is kept; `meta`
+// (procs, discarded, other_events) is read once feed has returned, so the
+// reader may fill it meanwhile.  Input::events is not used.
+using EventFeed = std::function<void(const std::function<void(const Event &)> &)>;
+Report analyze_feed(const EventFeed &feed, const Input &meta, const Options &opt, const Symbolizer &sym);
+
 // Nearest-rank percentile (p in 0..100) of unsorted values; 0 if empty.
 uint64_t percentile(std::vector<uint64_t> v, double p);
 

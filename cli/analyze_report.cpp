@@ -183,7 +183,7 @@ void write_text(std::ostream &o, const Report &r, const Options &opt)
 			o << line << site_label(b) << "\n";
 		}
 	}
-	const std::vector<std::string> hints = debug_hints(r);
+	const std::vector<std::string> hints = debug_hints(r, false);
 	if (!hints.empty())
 		o << "\n";
 	for (const std::string &h : hints)
@@ -191,7 +191,7 @@ void write_text(std::ostream &o, const Report &r, const Options &opt)
 }
 
 // How to get the symbols of the objects that had none (text and HTML).
-std::vector<std::string> debug_hints(const Report &r)
+std::vector<std::string> debug_hints(const Report &r, bool html)
 {
 	std::vector<std::string> out;
 	for (const MissingDebug &m : r.missing_debug) {
@@ -209,9 +209,12 @@ std::vector<std::string> debug_hints(const Report &r)
 		     (m.debug_file_present ? " (present, but without the symbols needed)" : " (absent)");
 		std::string get = "to get it: ";
 		if (!m.package.empty())
+			// The page names no address: it is self-contained, links nowhere.
 			get += "apt-get install " + m.package +
-			       "-dbgsym (from the Debian debug archive: 'deb http://deb.debian.org/debian-debug "
-			       "bookworm-debug main' in /etc/apt/sources.list.d/), or ";
+			       (html ? std::string("-dbgsym (from Debian's debug archive, bookworm-debug), or ")
+				     : std::string("-dbgsym (from the Debian debug archive: 'deb "
+						   "http://deb.debian.org/debian-debug bookworm-debug main' in "
+						   "/etc/apt/sources.list.d/), or "));
 		get += "set DEBUGINFOD_URLS=https://debuginfod.debian.net and run the analysis again";
 		out.push_back(h);
 		out.push_back("  " + get);
@@ -529,7 +532,7 @@ void write_html(std::ostream &o, const Report &r, const Options &opt)
 			  << format_ns(static_cast<double>(b.wait_max)) << "</td></tr>\n";
 		o << "</table>\n";
 	}
-	const std::vector<std::string> hints = debug_hints(r);
+	const std::vector<std::string> hints = debug_hints(r, true);
 	if (!hints.empty()) {
 		o << "<h2>Missing symbols</h2>\n<pre>";
 		for (const std::string &h : hints)

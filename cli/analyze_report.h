@@ -18,7 +18,8 @@ void write_html(std::ostream &o, const Report &r, const Options &opt);
 
 // For each object whose addresses had no symbol: a line saying so (its
 // build id, where its debug file would be), then how to get the symbols.
-std::vector<std::string> debug_hints(const Report &r);
+// html: for the page (which names no web address).
+std::vector<std::string> debug_hints(const Report &r, bool html);
 
 // "12.3 us", "4.56 ms"...
 std::string format_ns(double ns);

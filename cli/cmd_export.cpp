@@ -32,6 +32,7 @@
 #include "commands.h"
 #include "export_sink.h"
 #include "java_names.h"
+#include "read_progress.h"
 #include "view_graph.h"
 
 namespace strata {
@@ -101,47 +102,12 @@ enum class Kind : uint8_t {
 	MonitorWaited,
 };
 
-// The index of a payload member in a structure field class, or -1.
-int64_t member_index(const bt_field_class *st, const char *name)
-{
-	if (!st || bt_field_class_get_type(st) != BT_FIELD_CLASS_TYPE_STRUCTURE)
-		return -1;
-	const uint64_t n = bt_field_class_structure_get_member_count(st);
-	for (uint64_t i = 0; i < n; i++)
-		if (!std::strcmp(bt_field_class_structure_member_get_name(
-					 bt_field_class_structure_borrow_member_by_index_const(st, i)),
-				 name))
-			return static_cast<int64_t>(i);
-	return -1;
-}
-
-struct ClassInfo {
+struct ClassInfo : MemberCache {
 	Kind kind = Kind::Instant;
 	std::string name; // shown name: "provider:event", a syscall's name, a span's base
 	analyze::Op op = analyze::Op::MutexLock;
 	int wake_kind = 0;
 	bool raw = false; // sys_enter / sys_exit
-	// Members looked up by name once per class (babeltrace2's by-name
-	// lookup is a hash and a strcmp per event): name literal -> index.
-	mutable std::vector<std::pair<const char *, int64_t>> index;
-
-	// The payload member `name` (a string literal) of an event of this
-	// class, or null.
-	const bt_field *field(const bt_field *pl, const char *name) const
-	{
-		for (const auto &p : index)
-			if (p.first == name)
-				return p.second < 0 ? nullptr
-						    : bt_field_structure_borrow_member_field_by_index_const(
-							      pl, static_cast<uint64_t>(p.second));
-		if (!pl)
-			return nullptr;
-		index.emplace_back(name, member_index(bt_field_borrow_class_const(pl), name));
-		return field(pl, name);
-	}
-	int64_t i64(const bt_field *pl, const char *name) const { return as_i64(field(pl, name)); }
-	uint64_t u64(const bt_field *pl, const char *name) const { return as_u64(field(pl, name)); }
-	std::string str(const bt_field *pl, const char *name) const { return as_str(field(pl, name)); }
 };
 
 // Where a stream class keeps the thread and the CPU: the index of `vtid`
@@ -833,97 +799,6 @@ private:
 	}
 };
 
-// ---- progress ----------------------------------------------------------------
-
-// The time range of the traces (babeltrace2's "babeltrace.trace-infos"
-// query on source.ctf.fs, which reads packet indexes only): the progress
-// bar's scale, and the JSON output's zero.  False if unknown.
-bool trace_range(const std::vector<std::string> &dirs, int64_t *begin, int64_t *end)
-{
-	const bt_plugin *ctf = nullptr;
-	if (bt_plugin_find("ctf", BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE, BT_FALSE, &ctf) != BT_PLUGIN_FIND_STATUS_OK)
-		return false;
-	const bt_component_class_source *src = bt_plugin_borrow_source_component_class_by_name_const(ctf, "fs");
-	bool any = false;
-	*begin = INT64_MAX;
-	*end = INT64_MIN;
-	for (const std::string &d : dirs) {
-		bt_value *params = bt_value_map_create();
-		bt_value *inputs = nullptr;
-		if (!params || bt_value_map_insert_empty_array_entry(params, "inputs", &inputs) !=
-				       BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK ||
-		    bt_value_array_append_string_element(inputs, d.c_str()) != BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK) {
-			bt_value_put_ref(params);
-			continue;
-		}
-		bt_query_executor *q = bt_query_executor_create(bt_component_class_source_as_component_class_const(src),
-								"babeltrace.trace-infos", params);
-		const bt_value *res = nullptr;
-		if (q && bt_query_executor_query(q, &res) == BT_QUERY_EXECUTOR_QUERY_STATUS_OK && res &&
-		    bt_value_is_array(res)) {
-			for (uint64_t i = 0; i < bt_value_array_get_length(res); i++) {
-				const bt_value *ti = bt_value_array_borrow_element_by_index_const(res, i);
-				const bt_value *sis = bt_value_map_borrow_entry_value_const(ti, "stream-infos");
-				if (!sis || !bt_value_is_array(sis))
-					continue;
-				for (uint64_t j = 0; j < bt_value_array_get_length(sis); j++) {
-					const bt_value *range = bt_value_map_borrow_entry_value_const(
-						bt_value_array_borrow_element_by_index_const(sis, j), "range-ns");
-					const bt_value *b = range ? bt_value_map_borrow_entry_value_const(range, "begin") : nullptr;
-					const bt_value *e = range ? bt_value_map_borrow_entry_value_const(range, "end") : nullptr;
-					if (b && e && bt_value_is_signed_integer(b) && bt_value_is_signed_integer(e)) {
-						*begin = std::min(*begin, bt_value_integer_signed_get(b));
-						*end = std::max(*end, bt_value_integer_signed_get(e));
-						any = true;
-					}
-				}
-			}
-		}
-		if (const bt_error *err = bt_current_thread_take_error())
-			bt_error_release(err); // no range: no bar, nothing worse
-		bt_value_put_ref(res);
-		bt_query_executor_put_ref(q);
-		bt_value_put_ref(params);
-	}
-	bt_plugin_put_ref(ctf);
-	return any && *end >= *begin;
-}
-
-class Progress {
-public:
-	Progress(bool on, int64_t begin, int64_t end) : on_(on), begin_(begin), end_(end) {}
-	void update(uint64_t events, int64_t ts)
-	{
-		if (!on_ || (events & 0xffff))
-			return;
-		const auto now = std::chrono::steady_clock::now();
-		if (now - last_ < std::chrono::milliseconds(100))
-			return;
-		last_ = now;
-		double f = end_ > begin_ ? static_cast<double>(ts - begin_) / static_cast<double>(end_ - begin_) : 0;
-		f = std::max(0.0, std::min(1.0, f));
-		char bar[41];
-		const int n = static_cast<int>(f * 40);
-		for (int i = 0; i < 40; i++)
-			bar[i] = i < n ? '#' : '.';
-		bar[40] = '\0';
-		std::fprintf(stderr, "\rstrata export: [%s] %3d%%  %.1f M events", bar, static_cast<int>(f * 100),
-			     static_cast<double>(events) / 1e6);
-		shown_ = true;
-	}
-	void done()
-	{
-		if (shown_)
-			std::fputs("\r\033[K", stderr);
-	}
-
-private:
-	bool on_;
-	int64_t begin_, end_;
-	bool shown_ = false;
-	std::chrono::steady_clock::time_point last_{};
-};
-
 bool is_kernel_trace(const std::string &dir)
 {
 	std::ifstream f(dir + "/metadata", std::ios::binary);
@@ -940,7 +815,7 @@ int run_export(const std::string &dir, bool json, const std::string &out_path)
 		return cli::kFail;
 	}
 	int64_t begin = 0, end = 0;
-	const bool ranged = trace_range(dirs, &begin, &end);
+	const bool ranged = trace_range(dirs, &begin, &end); // also the JSON's zero
 
 	FILE *out = stdout;
 	if (out_path != "-") {
@@ -967,7 +842,7 @@ int run_export(const std::string &dir, bool json, const std::string &out_path)
 			user, [&conv](const bt_message *m) { conv.learn(m); return true; }, &why, &warnings);
 
 	conv.new_pass();
-	Progress progress(ranged && isatty(STDERR_FILENO), begin, end);
+	Progress progress("export", ranged && isatty(STDERR_FILENO), begin, end);
 	ok = ok && read_ctf_trace_dirs(
 			   dirs,
 			   [&](const bt_message *m) {
