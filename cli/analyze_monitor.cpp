@@ -24,6 +24,7 @@
 #include "analyze_model.h"
 #include "analyze_report.h"
 #include "java_names.h"
+#include "read_progress.h"
 #include "commands.h"
 #include "bt_fields.h"
 #include "view_graph.h"
@@ -315,10 +316,19 @@ int analyze_monitor(const std::string &dir, const std::string &format, const std
 {
 	Model m;
 	std::string err, warnings;
+	std::vector<std::string> dirs;
+	find_ctf_traces(dir, &dirs, &err);
+	Progress progress = progress_for("analyze", dirs);
+	uint64_t seen = 0;
 	bool ok = read_ctf_traces(
 		dir,
-		[&m](const bt_message *msg) {
+		[&m, &progress, &seen](const bt_message *msg) {
 			if (bt_message_get_type(msg) == BT_MESSAGE_TYPE_EVENT) {
+				int64_t ts = 0;
+				if (bt_message_event_borrow_stream_class_default_clock_class_const(msg) &&
+				    bt_clock_snapshot_get_ns_from_origin(bt_message_event_borrow_default_clock_snapshot_const(msg),
+									 &ts) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
+					progress.update(++seen, ts);
 				on_event(m, msg);
 			} else if (bt_message_get_type(msg) == BT_MESSAGE_TYPE_DISCARDED_EVENTS) {
 				uint64_t c = 0;
@@ -328,6 +338,7 @@ int analyze_monitor(const std::string &dir, const std::string &format, const std
 			return true;
 		},
 		&err, &warnings);
+	progress.done();
 	if (!ok) {
 		std::cerr << "strata analyze: " << err << "\n";
 		cli::hint_torn("analyze", dir);
