@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timeline_check import fail, run  # noqa: E402
+from timeline_check import fail, record, run  # noqa: E402
 
 
 def main():
@@ -21,14 +21,7 @@ def main():
     if not shutil.which("script"):
         print("SKIP: no script(1) (util-linux)")
         return 77
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    trace = os.path.join(work, "trace")
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "no-daemon.sock")
-    run([strata, "record", "-o", trace, "--preload", "pthread", "--subbuf-size", "4M", "--", loop, "50000", "2"],
-        env=env)
+    trace = record(strata, work, [loop, "50000", "2"], subbuf="4M")
     for cmd, label in (([strata, "export", trace, "-o", os.path.join(work, "t.pftrace")], "export"),
                        ([strata, "analyze", "mutex", trace], "analyze")):
         tty = subprocess.run(["script", "-qec", " ".join(shlex.quote(c) for c in cmd) + " >/dev/null", "/dev/null"],

@@ -23,9 +23,9 @@ def run(cmd, env=None):
     return r
 
 
-def record_contend(strata, workload, work, threads):
-    """A fresh WORK/trace of pt_workload contend (THREADS threads) under
-    the pthread preload, with a private daemon socket; its path."""
+def record(strata, work, prog, subbuf="1M"):
+    """A fresh WORK/trace of PROG (argv) under the pthread preload, with a
+    private daemon socket; its path."""
     import shutil
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
@@ -33,9 +33,13 @@ def record_contend(strata, workload, work, threads):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "no-daemon.sock")
-    run([strata, "record", "-o", trace, "--preload", "pthread", "--subbuf-size", "1M", "--",
-         workload, "contend", os.path.join(work, "prog.json"), str(threads), "100", "50"], env=env)
+    run([strata, "record", "-o", trace, "--preload", "pthread", "--subbuf-size", subbuf, "--"] + prog, env=env)
     return trace
+
+
+def record_contend(strata, workload, work, threads):
+    """record() of pt_workload contend with THREADS threads."""
+    return record(strata, work, [workload, "contend", os.path.join(work, "prog.json"), str(threads), "100", "50"])
 
 
 def protoc_decode(path):
