@@ -591,9 +591,8 @@ private:
 	{
 		const uint64_t track = thread_track(tid, &tr);
 		fields(pl);
-		sink_.instant(ts, track, c.kind == Kind::Instant ? c.name : full_name(c), args_);
+		sink_.instant(ts, track, c.name, args_); // never a span's class: their names are cut
 	}
-	static std::string full_name(const ClassInfo &c) { return c.name; }
 
 	uint64_t no_thread_track(const TraceInfo &tr)
 	{
