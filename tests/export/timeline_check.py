@@ -79,13 +79,45 @@ def parse_text(text):
         if key[0].isdigit():
             fail("protoc printed an unknown field %s" % key)
         if val.startswith('"'):
-            val = json.loads(val)  # protoc's escapes are JSON's for our text
+            val = unquote(val)
         elif re.match(r"^-?\d+$", val):
             val = int(val)
         stack[-1].setdefault(key, []).append(val)
     if len(stack) != 1:
         fail("unbalanced protoc output")
     return root
+
+
+def unquote(lit):
+    """A protoc text-format string literal ("..." with C escapes: \\n,
+    \\", \\', \\\\, octal \\ooo, hex \\xhh) as text (UTF-8)."""
+    body, out, i = lit[1:-1], bytearray(), 0
+    simple = {"n": 10, "t": 9, "r": 13, '"': 34, "'": 39, "\\": 92, "a": 7, "b": 8, "f": 12, "v": 11, "?": 63}
+    while i < len(body):
+        c = body[i]
+        if c != "\\":
+            out += c.encode()
+            i += 1
+            continue
+        n = body[i + 1]
+        if n in simple:
+            out.append(simple[n])
+            i += 2
+        elif n in "01234567":
+            j = i + 1
+            while j < len(body) and j < i + 4 and body[j] in "01234567":
+                j += 1
+            out.append(int(body[i + 1:j], 8) & 255)
+            i = j
+        elif n == "x":
+            j = i + 2
+            while j < len(body) and j < i + 4 and body[j] in "0123456789abcdefABCDEF":
+                j += 1
+            out.append(int(body[i + 2:j], 16))
+            i = j
+        else:
+            fail("unknown escape in protoc output: %r" % lit)
+    return out.decode("utf-8", errors="replace")
 
 
 def one(msg, key, default=None):
