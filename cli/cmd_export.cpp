@@ -20,8 +20,6 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -797,13 +795,6 @@ private:
 		sink_.counter(ts, ctrack, static_cast<int64_t>(total));
 	}
 };
-
-bool is_kernel_trace(const std::string &dir)
-{
-	std::ifstream f(dir + "/metadata", std::ios::binary);
-	const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-	return text.find("domain = \"kernel\"") != std::string::npos;
-}
 
 int run_export(const std::string &dir, bool json, const std::string &out_path)
 {

@@ -58,7 +58,7 @@ void view_usage(FILE *f)
 		"  -n, --limit N   stop after N events (those the filters below let through)\n"
 		"  --pid PID       only process PID: its sub-trace's events and losses, and kernel\n"
 		"                  events of its threads (the tid PID, and the threads its\n"
-		"                  sub-trace's events named earlier in the trace)\n"
+		"                  sub-trace's events name)\n"
 		"  --tid TID       only events of thread TID (repeat --pid/--tid for several)\n"
 		"  -e PATTERN      only events whose name matches the glob PATTERN\n"
 		"                  ('pthread:mutex_*'; kernel events as 'kernel:NAME' or 'NAME');\n"
@@ -567,6 +567,43 @@ bool on_message(ViewSink &s, const bt_message *msg)
 	return more;
 }
 
+// --pid with a kernel sub-trace: the kernel names threads, not their
+// processes.  Read the other sub-traces once first to learn which process
+// each of their threads is in, so that a kernel event of such a thread is
+// shown from its first one (strata export does the same).
+void learn_threads(ViewSink &s, const std::string &dir)
+{
+	std::vector<std::string> dirs, user;
+	std::string why, warnings;
+	if (s.pids.empty() || !find_ctf_traces(dir, &dirs, &why))
+		return;
+	for (const std::string &d : dirs)
+		if (!is_kernel_trace(d))
+			user.push_back(d);
+	if (user.empty() || user.size() == dirs.size())
+		return;
+	std::map<const bt_trace *, int64_t> pid_of; // this graph's own traces
+	read_ctf_trace_dirs(
+		user,
+		[&s, &pid_of](const bt_message *msg) {
+			if (bt_message_get_type(msg) != BT_MESSAGE_TYPE_EVENT)
+				return true;
+			const bt_event *ev = bt_message_event_borrow_event_const(msg);
+			const bt_trace *tr = bt_stream_borrow_trace_const(bt_event_borrow_stream_const(ev));
+			auto it = pid_of.find(tr);
+			if (it == pid_of.end()) {
+				int64_t pid = -1;
+				env_int(tr, "vpid", &pid);
+				it = pid_of.emplace(tr, pid).first;
+			}
+			int64_t tid = 0;
+			if (event_tid(ev, &tid))
+				s.tid_pid.emplace(tid, it->second);
+			return true;
+		},
+		&why, &warnings);
+}
+
 int run_view(const std::string &dir, ViewSink &sink)
 {
 	std::string why, warnings;
@@ -575,6 +612,7 @@ int run_view(const std::string &dir, ViewSink &sink)
 		std::fprintf(stderr, "strata view: no such trace '%s': %s\n", dir.c_str(), std::strerror(errno));
 		return kExitFailure;
 	}
+	learn_threads(sink, dir);
 	const bool ok = read_ctf_traces(
 		dir, [&sink](const bt_message *msg) { return on_message(sink, msg); }, &why, &warnings);
 	flush_line(sink);

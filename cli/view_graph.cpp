@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <system_error>
 
 namespace strata {
@@ -178,6 +180,13 @@ bool find_ctf_traces(const std::string &root, std::vector<std::string> *out, std
 		return false;
 	}
 	return true;
+}
+
+bool is_kernel_trace(const std::string &dir)
+{
+	std::ifstream f(dir + "/metadata", std::ios::binary);
+	const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+	return text.find("domain = \"kernel\"") != std::string::npos;
 }
 
 bool read_ctf_traces(const std::string &root, const TraceMessageFn &fn, std::string *why,
