@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <deque>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -82,19 +84,20 @@ struct Hold {
 
 struct Work {
 	LockStats st;
-	std::vector<uint64_t> all_waits;
 	std::map<uint64_t, Site> sites;
 	std::map<int64_t, std::vector<Hold>> open;   // per thread, LIFO
 	// Per thread: indices in `holds` of holds ended by a handoff, whose
 	// unlock (or cond wait) event has not come yet; LIFO like `open`.
 	std::map<int64_t, std::vector<size_t>> closed_early;
-	struct Span {
+	struct Span { // 32 bytes: one per acquisition is kept (blockers, timeline)
 		int64_t start, end;
 		int64_t tid;
-		uint64_t caller;   // holds: the acquisition's site
-		uint64_t wait;     // waits: wait_ns
+		uint64_t caller;   // the acquisition's site
 	};
-	std::vector<Span> holds, waits;              // completed holds, contended waits
+	// Completed holds, contended waits.  Deques: no doubling slack (a
+	// vector's capacity can be twice its size: 40% of the memory of a
+	// 45 M-event analysis).
+	std::deque<Span> holds, waits;
 };
 
 // Blockers: each contended wait's time is shared among the other threads'
@@ -147,15 +150,17 @@ struct ThreadKey {
 
 Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 {
+	return analyze_feed(
+		[&in](const std::function<void(const Event &)> &on) {
+			for (const Event &e : in.events)
+				on(e);
+		},
+		in, opt, sym);
+}
+
+Report analyze_feed(const EventFeed &feed, const Input &meta, const Options &opt, const Symbolizer &sym)
+{
 	Report rep;
-	rep.procs = in.procs;
-	rep.discarded = in.discarded;
-	rep.other_events = in.other_events;
-	rep.events = in.events.size();
-	if (!in.events.empty()) {
-		rep.first_ts = in.events.front().ts;
-		rep.last_ts = in.events.back().ts;
-	}
 
 	std::map<LockKey, Work> locks;
 	std::map<LockKey, CondStats> conds;
@@ -165,13 +170,6 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 		c.addr = e.cond;
 		return c;
 	};
-	struct RawInterval {
-		LockKey key;
-		int64_t tid, start, end;
-		bool wait;
-	};
-	std::vector<RawInterval> raw;
-
 	auto work_of = [&](uint32_t proc, uint64_t addr, Op op) -> Work & {
 		Work &w = locks[LockKey{proc, addr}];
 		if (w.st.kind.empty()) {
@@ -184,7 +182,7 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 	// Holds are counted once every event is seen (a handoff's end may still
 	// move earlier, see end_hold).
 	auto close_hold = [&](Work &w, int64_t tid, const Hold &h, int64_t at) {
-		w.holds.push_back({h.ts, std::max(at, h.ts), tid, h.caller, 0});
+		w.holds.push_back({h.ts, std::max(at, h.ts), tid, h.caller});
 	};
 	/*
 	 * An acquisition proves that conflicting holds of other threads have
@@ -229,7 +227,25 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 		return true;
 	};
 
-	for (const Event &e : in.events) {
+	// Locks built from a mutex and a condition variable (CPython's GIL):
+	// see cond_locks() below.  Per condition variable, the threads that
+	// waited and those that signalled; per thread, its unlocks so far (a
+	// run of waits with no unlock between is one wait for the lock: the
+	// mutex stays held across a timed wait's retries); per (thread, cond)
+	// its current run of waits.
+	struct CondUse {
+		std::map<int64_t, uint64_t> waiters, signallers; // tid -> count
+		std::deque<Work::Span> waits;                    // runs of waits (caller: the first's)
+		std::map<int64_t, std::pair<size_t, uint64_t>> run; // tid -> (index in waits, unlocks then)
+	};
+	std::map<LockKey, CondUse> cond_use;
+	std::map<std::pair<uint32_t, int64_t>, uint64_t> unlocks_of;
+
+	// Events one at a time, in time order, none kept: memory grows with
+	// locks, threads and waits, not with events.
+	feed([&](const Event &e) {
+		if (rep.events++ == 0)
+			rep.first_ts = rep.last_ts = e.ts;
 		if (e.ts < rep.first_ts)
 			rep.first_ts = e.ts;
 		if (e.ts > rep.last_ts)
@@ -240,10 +256,9 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 			if (!succeeded(e.ret)) {
 				w.st.failed++;
 				w.st.failed_wait += e.wait_ns;
-				continue;
+				return;
 			}
 			w.st.acquisitions++;
-			w.all_waits.push_back(e.wait_ns);
 			w.st.wait_total += e.wait_ns;
 			w.st.wait_max = std::max(w.st.wait_max, e.wait_ns);
 			Site &s = w.sites[e.caller];
@@ -254,9 +269,7 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 				w.st.contended++;
 				w.st.waits.push_back(e.wait_ns);
 				s.contended++;
-				w.waits.push_back({e.ts - static_cast<int64_t>(e.wait_ns), e.ts, e.tid, e.caller, e.wait_ns});
-				int64_t ws = e.ts - static_cast<int64_t>(e.wait_ns);
-				raw.push_back({LockKey{e.proc, e.lock}, e.tid, ws, e.ts, true});
+				w.waits.push_back({e.ts - static_cast<int64_t>(e.wait_ns), e.ts, e.tid, e.caller});
 			}
 			if (e.wait_ns > s.wait_max || s.stack.empty()) {
 				s.wait_max = std::max(s.wait_max, e.wait_ns);
@@ -266,13 +279,26 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 			handoff(w, e.tid, excl, e.ts);
 			w.open[e.tid].push_back({e.ts, e.caller, excl});
 		} else if (e.op == Op::MutexUnlock || e.op == Op::RwUnlock) {
+			unlocks_of[{e.proc, e.tid}]++;
 			if (!succeeded(e.ret))
-				continue;
+				return;
 			Work &w = work_of(e.proc, e.lock, e.op);
 			if (!end_hold(w, tk, e.ts))
 				rep.unmatched_unlocks++;
 		} else if (e.op == Op::CondWait || e.op == Op::CondTimedwait) {
 			rep.cond_waits++;
+			{
+				CondUse &cu = cond_use[LockKey{e.proc, e.cond}];
+				cu.waiters[e.tid]++;
+				const uint64_t unlocks = unlocks_of[{e.proc, e.tid}];
+				auto r = cu.run.find(e.tid);
+				if (r != cu.run.end() && r->second.second == unlocks) {
+					cu.waits[r->second.first].end = e.ts; // the same wait, retried
+				} else {
+					cu.waits.push_back({e.ts - static_cast<int64_t>(e.wait_ns), e.ts, e.tid, e.caller});
+					cu.run[e.tid] = {cu.waits.size() - 1, unlocks};
+				}
+			}
 			CondStats &cs = cond_of(e);
 			cs.waits++;
 			cs.timeouts += e.ret == ETIMEDOUT;
@@ -280,7 +306,7 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 			cs.wait_max = std::max(cs.wait_max, e.wait_ns);
 			cs.mutex = e.lock;
 			if (!e.lock)
-				continue;
+				return;
 			Work &w = work_of(e.proc, e.lock, Op::MutexLock);
 			w.st.cond_waits++;
 			int64_t released = e.ts - static_cast<int64_t>(e.wait_ns);
@@ -290,18 +316,24 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 			w.open[e.tid].push_back({e.ts, e.caller, true});
 		} else {
 			rep.cond_signals++;
+			cond_use[LockKey{e.proc, e.cond}].signallers[e.tid]++;
 			CondStats &cs = cond_of(e);
 			(e.op == Op::CondBroadcast ? cs.broadcasts : cs.signals)++;
 		}
-	}
+	});
+	rep.procs = meta.procs;
+	rep.discarded = meta.discarded;
+	rep.other_events = meta.other_events;
 
 	for (auto &kv : locks) {
 		Work &w = kv.second;
 		LockStats &st = w.st;
-		st.wait_mean = st.acquisitions
-				       ? static_cast<double>(st.wait_total) / static_cast<double>(st.acquisitions)
-				       : 0.0;
-		st.wait_p99 = percentile(w.all_waits, 99.0);
+		// Over the waits (contended acquisitions), not over every
+		// acquisition: most acquisitions of a busy lock do not wait, and
+		// their zeros would hide the waits (p99 0 ns).
+		st.wait_mean = st.contended ? static_cast<double>(st.wait_total) / static_cast<double>(st.contended)
+					    : 0.0;
+		st.wait_p99 = percentile(st.waits, 99.0);
 		for (auto &sv : w.sites)
 			st.sites.push_back(sv.second);
 		for (const Work::Span &h : w.holds) {
@@ -309,7 +341,6 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 			st.holds++;
 			st.hold_total += hold;
 			st.hold_max = std::max(st.hold_max, hold);
-			raw.push_back({LockKey{st.proc, st.addr}, h.tid, h.start, h.end, false});
 		}
 		blame(w);
 		std::sort(st.sites.begin(), st.sites.end(), [](const Site &a, const Site &b) {
@@ -318,13 +349,71 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 		});
 		rep.locks.push_back(std::move(st));
 	}
+	/*
+	 * A condition variable that the same threads both wait on and signal
+	 * (at least two of them) is a lock built from a mutex and a condition
+	 * variable, handed from thread to thread: CPython's GIL (take_gil
+	 * waits on gil->cond while another thread holds it; drop_gil signals
+	 * it), or a baton.  Its waits are lock waits that cost time, not a
+	 * worker idling for work (a pool's workers wait, its producers signal:
+	 * other threads).  It is reported as a lock of kind "mutex+cond" at
+	 * the condition variable's address, and no longer as a condition
+	 * variable.  Acquisitions: its releases (the signals of those
+	 * threads; drop_gil signals at every release); a wait is a run of one
+	 * thread's waits with no unlock between (a timed wait retried).
+	 */
+	std::set<LockKey> cond_locks;
+	for (auto &kv : cond_use) {
+		CondUse &cu = kv.second;
+		uint64_t both = 0, releases = 0;
+		for (const auto &w : cu.waiters) {
+			auto sg = cu.signallers.find(w.first);
+			if (sg != cu.signallers.end()) {
+				both++;
+				releases += sg->second;
+			}
+		}
+		if (both < 2)
+			continue;
+		cond_locks.insert(kv.first);
+		LockStats st;
+		st.proc = kv.first.proc;
+		st.addr = kv.first.addr;
+		st.kind = "mutex+cond";
+		std::map<uint64_t, Site> sites;
+		for (const Work::Span &w : cu.waits) {
+			const uint64_t d = static_cast<uint64_t>(w.end - w.start);
+			st.contended++;
+			st.waits.push_back(d);
+			st.wait_total += d;
+			st.wait_max = std::max(st.wait_max, d);
+			Site &site = sites[w.caller];
+			site.caller = w.caller;
+			site.acquisitions++;
+			site.contended++;
+			site.wait_total += d;
+			site.wait_max = std::max(site.wait_max, d);
+		}
+		st.acquisitions = std::max<uint64_t>(releases, st.contended);
+		st.wait_mean = st.contended ? static_cast<double>(st.wait_total) / static_cast<double>(st.contended) : 0.0;
+		st.wait_p99 = percentile(st.waits, 99.0);
+		for (auto &sv : sites)
+			st.sites.push_back(sv.second);
+		std::sort(st.sites.begin(), st.sites.end(), [](const Site &a, const Site &b) {
+			return std::tie(a.wait_total, a.acquisitions, b.caller) >
+			       std::tie(b.wait_total, b.acquisitions, a.caller);
+		});
+		rep.locks.push_back(std::move(st));
+	}
+
 	std::sort(rep.locks.begin(), rep.locks.end(), [](const LockStats &a, const LockStats &b) {
 		return std::tie(a.wait_total, a.acquisitions, b.proc, b.addr) >
 		       std::tie(b.wait_total, b.acquisitions, a.proc, a.addr);
 	});
 
 	for (auto &kv : conds)
-		rep.conds.push_back(kv.second);
+		if (!cond_locks.count(kv.first))
+			rep.conds.push_back(kv.second);
 	std::sort(rep.conds.begin(), rep.conds.end(), [](const CondStats &a, const CondStats &b) {
 		return std::tie(a.wait_total, a.waits, b.proc, b.addr) > std::tie(b.wait_total, b.waits, a.proc, a.addr);
 	});
@@ -354,13 +443,18 @@ Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 	// Timeline: intervals of the top locks.  Over the bound, keep the
 	// longest ones (waits first: they are what the page is about), then
 	// restore time order.
-	std::map<LockKey, size_t> top;
-	for (size_t i = 0; i < rep.locks.size() && i < opt.timeline_locks; i++)
-		top[LockKey{rep.locks[i].proc, rep.locks[i].addr}] = i;
-	for (const RawInterval &r : raw) {
-		auto it = top.find(r.key);
-		if (it != top.end())
-			rep.timeline.push_back({r.tid, r.key.proc, it->second, r.start, r.end, r.wait});
+	for (size_t i = 0; i < rep.locks.size() && i < opt.timeline_locks; i++) {
+		const LockKey key{rep.locks[i].proc, rep.locks[i].addr};
+		auto add = [&](const std::deque<Work::Span> &spans, bool wait) {
+			for (const Work::Span &sp : spans)
+				rep.timeline.push_back({sp.tid, key.proc, i, sp.start, sp.end, wait});
+		};
+		if (rep.locks[i].kind == "mutex+cond") {
+			add(cond_use[key].waits, true);
+		} else {
+			add(locks[key].waits, true);
+			add(locks[key].holds, false);
+		}
 	}
 	if (rep.timeline.size() > opt.timeline_max) {
 		auto longer = [](const Interval &a, const Interval &b) {

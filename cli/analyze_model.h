@@ -14,8 +14,9 @@
  *                a condvar wait's re-acquisition is not one.
  *   contended    the call found the lock taken and blocked (field
  *                `contended`, set by the wrapper's try-first).
- *   wait         `wait_ns` of an acquisition (0 when uncontended); mean and
- *                p99 (nearest rank) are over all acquisitions of the lock.
+ *   wait         `wait_ns` of a contended acquisition; the mean, p99
+ *                (nearest rank) and max are over the waits, not over all
+ *                acquisitions (whose zeros would hide them).
  *   blocker      the hold a contended acquisition waited behind (see
  *                LockStats::blockers)
  *   hold         from an acquisition's timestamp to the same thread's next
@@ -136,6 +137,17 @@ struct CondStats {
 	uint64_t mutex = 0;          // the mutex of its last wait
 };
 
+// An object whose addresses had no symbol (stripped), and how to get its
+// symbols: its GNU build id names its separate debug file
+// (/usr/lib/debug/.build-id/xx/yyyy.debug, which libdw reads, as it asks
+// debuginfod when DEBUGINFOD_URLS is set); Debian ships that file in the
+// package's -dbgsym package.
+struct MissingDebug {
+	std::string object, build_id, debug_file, package;
+	bool debug_file_present = false;
+	bool libdw = true; // false: libdw (libdw1) is not installed
+};
+
 struct Interval {
 	int64_t tid = 0;
 	uint32_t proc = 0;
@@ -154,6 +166,7 @@ struct Report {
 	uint64_t unmatched_unlocks = 0;    // unlock without a traced acquisition
 	uint64_t cond_waits = 0, cond_signals = 0;
 	int64_t first_ts = 0, last_ts = 0;
+	std::vector<MissingDebug> missing_debug; // filled by the caller (cmd_analyze.cpp)
 };
 
 struct Options {
@@ -164,6 +177,13 @@ struct Options {
 };
 
 Report analyze(const Input &in, const Options &opt, const Symbolizer &sym);
+
+// The same, streaming: `feed` calls its argument with each event in time
+// order (the reader decodes them one at a time), and none is kept; `meta`
+// (procs, discarded, other_events) is read once feed has returned, so the
+// reader may fill it meanwhile.  Input::events is not used.
+using EventFeed = std::function<void(const std::function<void(const Event &)> &)>;
+Report analyze_feed(const EventFeed &feed, const Input &meta, const Options &opt, const Symbolizer &sym);
 
 // Nearest-rank percentile (p in 0..100) of unsorted values; 0 if empty.
 uint64_t percentile(std::vector<uint64_t> v, double p);

@@ -21,7 +21,10 @@
 #include <map>
 #include <vector>
 
+#include "analyze_model.h"
 #include "analyze_report.h"
+#include "java_names.h"
+#include "read_progress.h"
 #include "commands.h"
 #include "bt_fields.h"
 #include "view_graph.h"
@@ -36,7 +39,8 @@ struct Site {
 };
 
 struct Monitor {
-	std::string proc, cls;
+	size_t proc_index = 0;
+	std::string proc, cls; // proc: "java (1234)"; cls: as Java writes it ("int[]")
 	uint32_t hash = 0;
 	uint64_t enters = 0, total_ns = 0, max_ns = 0;
 	std::vector<uint64_t> waits;
@@ -49,24 +53,32 @@ struct Pending {
 };
 
 struct Model {
+	std::vector<Process> procs;                     // the traced JVMs, by index
+	std::map<const bt_trace *, size_t> proc_index;  // sub-trace -> index in procs
 	std::map<std::string, Monitor> mons; // key: proc/class@hash
 	std::map<std::pair<std::string, int64_t>, std::string> by_os_tid, by_java_tid;
 	std::map<std::pair<std::string, int64_t>, Pending> pending; // (proc, tid)
 	uint64_t jvm_events = 0, discarded = 0;
 };
 
-// "java (1234)" from the trace's environment.
-std::string proc_of(const bt_event *ev)
+// The event's process: its index in m.procs (from the trace's
+// environment), and its label "java (1234)".
+size_t proc_of(Model &m, const bt_event *ev, std::string *label)
 {
 	const bt_trace *tr = bt_stream_borrow_trace_const(bt_event_borrow_stream_const(ev));
-	const bt_value *n = bt_trace_borrow_environment_entry_value_by_name_const(tr, "procname");
-	const bt_value *p = bt_trace_borrow_environment_entry_value_by_name_const(tr, "vpid");
-	std::string s = n && bt_value_is_string(n) ? bt_value_string_get(n) : "process";
-	if (p && bt_value_is_signed_integer(p))
-		s += " (" + std::to_string(bt_value_integer_signed_get(p)) + ")";
-	else if (p && bt_value_is_unsigned_integer(p))
-		s += " (" + std::to_string(bt_value_integer_unsigned_get(p)) + ")";
-	return s;
+	auto it = m.proc_index.find(tr);
+	if (it == m.proc_index.end()) {
+		Process p;
+		if (!env_string(tr, "procname", &p.name))
+			p.name = "process";
+		p.pid = -1;
+		env_int(tr, "vpid", &p.pid);
+		it = m.proc_index.emplace(tr, m.procs.size()).first;
+		m.procs.push_back(p);
+	}
+	const Process &p = m.procs[it->second];
+	*label = p.pid >= 0 ? p.name + " (" + std::to_string(p.pid) + ")" : p.name;
+	return it->second;
 }
 
 std::string thread_name(const std::map<std::pair<std::string, int64_t>, std::string> &map,
@@ -86,7 +98,8 @@ void on_event(Model &m, const bt_message *msg)
 	m.jvm_events++;
 	name = name.substr(4);
 	const bt_field *pl = bt_event_borrow_payload_field_const(ev);
-	std::string proc = proc_of(ev);
+	std::string proc;
+	const size_t proc_index = proc_of(m, ev, &proc);
 	int64_t tid = 0;
 	if (!event_tid(ev, &tid))
 		tid = 0;
@@ -98,13 +111,14 @@ void on_event(Model &m, const bt_message *msg)
 	}
 	if (name != "monitor_contended_enter" && name != "monitor_contended_entered")
 		return;
-	std::string cls = as_str(member(pl, "class"));
+	std::string cls = java_class_name(as_str(member(pl, "class")));
 	uint32_t hash = static_cast<uint32_t>(as_i64(member(pl, "hash")));
 	char hx[16];
 	std::snprintf(hx, sizeof hx, "%08" PRIx32, hash);
 	std::string key = proc + "/" + cls + "@" + hx;
 	Monitor &mon = m.mons[key];
 	mon.proc = proc;
+	mon.proc_index = proc_index;
 	mon.cls = cls;
 	mon.hash = hash;
 	if (name == "monitor_contended_enter") {
@@ -139,13 +153,14 @@ void on_event(Model &m, const bt_message *msg)
 	m.pending.erase(it);
 }
 
-uint64_t p99(std::vector<uint64_t> v)
+uint64_t p99(const std::vector<uint64_t> &v)
 {
-	if (v.empty())
-		return 0;
-	std::sort(v.begin(), v.end());
-	size_t rank = (v.size() * 99 + 99) / 100; // nearest rank
-	return v[std::min(v.size(), std::max<size_t>(rank, 1)) - 1];
+	return percentile(v, 99.0); // analyze_model.cpp's nearest rank
+}
+
+uint64_t mean(const Monitor &mon)
+{
+	return mon.waits.empty() ? 0 : mon.total_ns / mon.waits.size();
 }
 
 std::vector<const Monitor *> ranked(const Model &m)
@@ -194,7 +209,7 @@ void write_text(std::ostream &o, const Model &m, size_t top)
 		std::snprintf(hx, sizeof hx, "%08" PRIx32, mon->hash);
 		o << "\n" << mon->cls << "@" << hx << "  in " << mon->proc << "\n"
 		  << "  contended enters " << mon->enters << ", wait total " << format_ns(double(mon->total_ns))
-		  << ", mean " << format_ns(mon->waits.empty() ? 0.0 : double(mon->total_ns) / double(mon->waits.size()))
+		  << ", mean " << format_ns(double(mean(*mon)))
 		  << ", p99 " << format_ns(double(p99(mon->waits))) << ", max " << format_ns(double(mon->max_ns)) << "\n"
 		  << "  waiters: " << counts(mon->waiters) << "\n"
 		  << "  holders: " << counts(mon->holders) << "\n";
@@ -215,28 +230,52 @@ void json_counts(std::ostream &o, const std::map<std::string, uint64_t> &c)
 	o << "}";
 }
 
+// The schema `analyze mutex` writes (docs/pthread.md, "JSON output"):
+// the same top level and the same keys for what both measure; the
+// monitor's own facts (class, hash, waiters, holders) besides.
 void write_json(std::ostream &o, const Model &m)
 {
-	o << "{\"discarded\": " << m.discarded << ", \"monitors\": [";
+	o << "{\n  \"analysis\": \"monitor\",\n  \"events\": " << m.jvm_events << ",\n  \"discarded\": " << m.discarded
+	  << ",\n  \"processes\": [";
+	for (size_t i = 0; i < m.procs.size(); i++)
+		o << (i ? ", " : "") << "{\"index\": " << i << ", \"name\": " << json_str(m.procs[i].name)
+		  << ", \"pid\": " << m.procs[i].pid << "}";
+	o << "],\n  \"locks\": [";
 	bool first = true;
 	for (const Monitor *mon : ranked(m)) {
-		o << (first ? "" : ",") << "\n  {\"process\": " << json_str(mon->proc) << ", \"class\": " << json_str(mon->cls)
-		  << ", \"hash\": " << mon->hash << ", \"contended\": " << mon->enters << ", \"total_wait_ns\": " << mon->total_ns
-		  << ", \"p99_wait_ns\": " << p99(mon->waits) << ", \"max_wait_ns\": " << mon->max_ns << ", \"waiters\": ";
+		char hx[16];
+		std::snprintf(hx, sizeof hx, "%08" PRIx32, mon->hash);
+		o << (first ? "" : ",") << "\n    {\"process\": " << mon->proc_index << ", \"kind\": \"monitor\", \"name\": "
+		  << json_str(mon->cls + "@" + hx) << ", \"address\": " << json_str(std::string("0x") + hx)
+		  << ", \"class\": " << json_str(mon->cls) << ", \"hash\": " << mon->hash << ", \"contended\": " << mon->enters
+		  << ", \"wait_total_ns\": " << mon->total_ns << ", \"wait_mean_ns\": " << mean(*mon)
+		  << ", \"wait_p99_ns\": " << p99(mon->waits) << ", \"wait_max_ns\": " << mon->max_ns << ", \"waiters\": ";
 		json_counts(o, mon->waiters);
 		o << ", \"holders\": ";
 		json_counts(o, mon->holders);
-		o << ", \"sites\": [";
+		o << ",\n     \"sites\": [";
 		bool f2 = true;
 		for (const auto &s : ranked_sites(*mon)) {
-			o << (f2 ? "" : ", ") << "{\"site\": " << json_str(s.first) << ", \"enters\": " << s.second->enters
-			  << ", \"wait_ns\": " << s.second->wait_ns << ", \"stack\": " << json_str(s.second->stack) << "}";
+			o << (f2 ? "" : ", ") << "{\"function\": " << json_str(s.first) << ", \"location\": \"\""
+			  << ", \"contended\": " << s.second->enters << ", \"wait_total_ns\": " << s.second->wait_ns
+			  << ", \"wait_max_ns\": " << s.second->max_wait_ns << ", \"stack\": [";
+			// The longest wait's Java stack, innermost first.
+			std::string st = s.second->stack;
+			size_t k = 0;
+			for (size_t from = 0; !st.empty() && from <= st.size(); k++) {
+				size_t to = st.find(';', from);
+				if (to == std::string::npos)
+					to = st.size();
+				o << (k ? ", " : "") << "{\"function\": " << json_str(st.substr(from, to - from)) << "}";
+				from = to + 1;
+			}
+			o << "]}";
 			f2 = false;
 		}
 		o << "]}";
 		first = false;
 	}
-	o << "\n]}\n";
+	o << "\n  ]\n}\n";
 }
 
 void write_html(std::ostream &o, const Model &m, size_t top)
@@ -277,10 +316,19 @@ int analyze_monitor(const std::string &dir, const std::string &format, const std
 {
 	Model m;
 	std::string err, warnings;
+	std::vector<std::string> dirs;
+	find_ctf_traces(dir, &dirs, &err);
+	Progress progress = progress_for("analyze", dirs);
+	uint64_t seen = 0;
 	bool ok = read_ctf_traces(
 		dir,
-		[&m](const bt_message *msg) {
+		[&m, &progress, &seen](const bt_message *msg) {
 			if (bt_message_get_type(msg) == BT_MESSAGE_TYPE_EVENT) {
+				int64_t ts = 0;
+				if (bt_message_event_borrow_stream_class_default_clock_class_const(msg) &&
+				    bt_clock_snapshot_get_ns_from_origin(bt_message_event_borrow_default_clock_snapshot_const(msg),
+									 &ts) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
+					progress.update(++seen, ts);
 				on_event(m, msg);
 			} else if (bt_message_get_type(msg) == BT_MESSAGE_TYPE_DISCARDED_EVENTS) {
 				uint64_t c = 0;
@@ -290,6 +338,7 @@ int analyze_monitor(const std::string &dir, const std::string &format, const std
 			return true;
 		},
 		&err, &warnings);
+	progress.done();
 	if (!ok) {
 		std::cerr << "strata analyze: " << err << "\n";
 		cli::hint_torn("analyze", dir);

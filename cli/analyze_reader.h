@@ -3,6 +3,7 @@
 #ifndef STRATA_CLI_ANALYZE_READER_H
 #define STRATA_CLI_ANALYZE_READER_H
 
+#include <functional>
 #include <string>
 
 #include "analyze_model.h"
@@ -14,6 +15,12 @@ namespace analyze {
 // all of them are merged in time order.  Each sub-trace is one process.
 // Returns false with a message in *err when nothing could be read.
 bool read_trace(const std::string &dir, Input *in, std::string *err);
+
+// The same, streaming: each pthread event goes to *on (when not null)
+// instead of in->events; *progress (when not null) gets each event's time.
+// in gets the processes, mappings and counts.
+bool read_trace_feed(const std::string &dir, Input *in, const std::function<void(const Event &)> *on,
+		     const std::function<void(int64_t)> *progress, std::string *err);
 
 } // namespace analyze
 } // namespace strata

@@ -108,27 +108,34 @@ void write_text(std::ostream &o, const Report &r, const Options &opt)
 	o << "\n";
 	if (r.unmatched_unlocks)
 		o << "(" << r.unmatched_unlocks << " unlocks without a traced acquisition)\n";
-	char line[512];
-	// Several processes: a process column (lock addresses repeat across a fork).
-	const bool multi = r.procs.size() > 1;
-	auto pcol = [&](const std::string &label) {
-		if (!multi)
-			return std::string();
-		char b[64];
-		std::snprintf(b, sizeof b, "%-24s ", label.substr(0, 24).c_str());
-		return std::string(b);
+	char line[4096];
+	// Names are shown whole: the name and process columns are as wide as
+	// their longest entry (at least 34 and 7).
+	const bool multi = r.procs.size() > 1; // a process column (addresses repeat across a fork)
+	size_t pw = 7, nw = 34;
+	auto cond_label = [](const CondStats &c) {
+		return hex(c.addr) + (c.name.function.empty() ? "" : " (" + c.name.function + ")");
 	};
-	std::snprintf(line, sizeof line, "%-4s %-34s %-6s %10s %10s %6s %11s %11s %11s %11s %11s\n", "#", "lock",
-		      "kind", "acquired", "contended", "share", "wait total", "wait mean", "wait p99", "wait max",
-		      "hold max");
+	for (size_t i = 0; i < r.locks.size() && i < opt.top; i++) {
+		nw = std::max(nw, lock_label(r.locks[i]).size());
+		pw = std::max(pw, proc_label(r, r.locks[i].proc).size());
+	}
+	for (size_t i = 0; i < r.conds.size() && i < opt.top; i++) {
+		nw = std::max(nw, cond_label(r.conds[i]).size());
+		pw = std::max(pw, proc_label(r, r.conds[i].proc).size());
+	}
+	auto pcol = [&](const std::string &label) {
+		return multi ? label + std::string(pw + 1 - label.size(), ' ') : std::string();
+	};
+	auto ncol = [&](const std::string &label) { return label + std::string(nw - label.size(), ' '); };
+	std::snprintf(line, sizeof line, "%-4s %s %-10s %10s %10s %6s %11s %11s %11s %11s %11s\n", "#",
+		      ncol("lock").c_str(), "kind", "acquired", "contended", "share", "wait total", "wait mean",
+		      "wait p99", "wait max", "hold max");
 	o << "\n" << pcol("process") << line;
 	for (size_t i = 0; i < r.locks.size() && i < opt.top; i++) {
 		const LockStats &l = r.locks[i];
-		std::string name = lock_label(l);
-		if (name.size() > 34)
-			name = name.substr(0, 31) + "...";
-		std::snprintf(line, sizeof line, "%-4zu %-34s %-6s %10" PRIu64 " %10" PRIu64 " %5.1f%% %11s %11s %11s %11s %11s\n",
-			      i + 1, name.c_str(), l.kind.c_str(), l.acquisitions, l.contended,
+		std::snprintf(line, sizeof line, "%-4zu %s %-10s %10" PRIu64 " %10" PRIu64 " %5.1f%% %11s %11s %11s %11s %11s\n",
+			      i + 1, ncol(lock_label(l)).c_str(), l.kind.c_str(), l.acquisitions, l.contended,
 			      share(l.contended, l.acquisitions), format_ns(static_cast<double>(l.wait_total)).c_str(),
 			      format_ns(l.wait_mean).c_str(), format_ns(static_cast<double>(l.wait_p99)).c_str(),
 			      format_ns(static_cast<double>(l.wait_max)).c_str(),
@@ -136,17 +143,14 @@ void write_text(std::ostream &o, const Report &r, const Options &opt)
 		o << pcol(proc_label(r, l.proc)) << line;
 	}
 	if (!r.conds.empty()) {
-		std::snprintf(line, sizeof line, "%-4s %-34s %8s %8s %8s %11s %11s\n", "#", "condition variable",
-			      "waits", "timeouts", "wakeups", "wait total", "wait max");
+		std::snprintf(line, sizeof line, "%-4s %s %8s %8s %8s %11s %11s\n", "#",
+			      ncol("condition variable").c_str(), "waits", "timeouts", "wakeups", "wait total", "wait max");
 		o << "\n" << pcol("process") << line;
 	}
 	for (size_t i = 0; i < r.conds.size() && i < opt.top; i++) {
 		const CondStats &c = r.conds[i];
-		std::string name = hex(c.addr) + (c.name.function.empty() ? "" : " (" + c.name.function + ")");
-		if (name.size() > 34)
-			name = name.substr(0, 31) + "...";
-		std::snprintf(line, sizeof line, "%-4zu %-34s %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %11s %11s\n", i + 1,
-			      name.c_str(), c.waits, c.timeouts, c.signals + c.broadcasts,
+		std::snprintf(line, sizeof line, "%-4zu %s %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %11s %11s\n", i + 1,
+			      ncol(cond_label(c)).c_str(), c.waits, c.timeouts, c.signals + c.broadcasts,
 			      format_ns(static_cast<double>(c.wait_total)).c_str(),
 			      format_ns(static_cast<double>(c.wait_max)).c_str());
 		o << pcol(proc_label(r, c.proc)) << line;
@@ -179,11 +183,48 @@ void write_text(std::ostream &o, const Report &r, const Options &opt)
 			o << line << site_label(b) << "\n";
 		}
 	}
+	const std::vector<std::string> hints = debug_hints(r, false);
+	if (!hints.empty())
+		o << "\n";
+	for (const std::string &h : hints)
+		o << h << "\n";
+}
+
+// How to get the symbols of the objects that had none (text and HTML).
+std::vector<std::string> debug_hints(const Report &r, bool html)
+{
+	std::vector<std::string> out;
+	for (const MissingDebug &m : r.missing_debug) {
+		const std::string base = m.object.substr(m.object.rfind('/') + 1);
+		std::string h = "no symbols for " + m.object + " (addresses show as " + base + "+0x...)";
+		if (!m.libdw) {
+			out.push_back(h + ": libdw is not installed (apt-get install libdw1)");
+			continue;
+		}
+		if (m.build_id.empty()) {
+			out.push_back(h + "; it has no build id: rebuild it with -g, or do not strip it");
+			continue;
+		}
+		h += "; build id " + m.build_id + ", debug file " + m.debug_file +
+		     (m.debug_file_present ? " (present, but without the symbols needed)" : " (absent)");
+		std::string get = "to get it: ";
+		if (!m.package.empty())
+			// The page names no address: it is self-contained, links nowhere.
+			get += "apt-get install " + m.package +
+			       (html ? std::string("-dbgsym (from Debian's debug archive, bookworm-debug), or ")
+				     : std::string("-dbgsym (from the Debian debug archive: 'deb "
+						   "http://deb.debian.org/debian-debug bookworm-debug main' in "
+						   "/etc/apt/sources.list.d/), or "));
+		get += "set DEBUGINFOD_URLS=https://debuginfod.debian.net and run the analysis again";
+		out.push_back(h);
+		out.push_back("  " + get);
+	}
+	return out;
 }
 
 void write_json(std::ostream &o, const Report &r, const Options &opt)
 {
-	o << "{\n  \"events\": " << r.events << ",\n  \"discarded\": " << r.discarded
+	o << "{\n  \"analysis\": \"mutex\",\n  \"events\": " << r.events << ",\n  \"discarded\": " << r.discarded
 	  << ",\n  \"unmatched_unlocks\": " << r.unmatched_unlocks << ",\n  \"cond_waits\": " << r.cond_waits
 	  << ",\n  \"cond_signals\": " << r.cond_signals << ",\n  \"processes\": [";
 	for (size_t i = 0; i < r.procs.size(); i++)
@@ -192,8 +233,9 @@ void write_json(std::ostream &o, const Report &r, const Options &opt)
 	o << "],\n  \"locks\": [";
 	for (size_t i = 0; i < r.locks.size(); i++) {
 		const LockStats &l = r.locks[i];
-		o << (i ? "," : "") << "\n    {\"process\": " << l.proc << ", \"address\": " << json_str(hex(l.addr))
-		  << ", \"symbol\": " << json_str(l.name.function) << ", \"kind\": " << json_str(l.kind)
+		o << (i ? "," : "") << "\n    {\"process\": " << l.proc << ", \"kind\": " << json_str(l.kind)
+		  << ", \"name\": " << json_str(l.name.function.empty() ? hex(l.addr) : l.name.function)
+		  << ", \"address\": " << json_str(hex(l.addr)) << ", \"symbol\": " << json_str(l.name.function)
 		  << ", \"acquisitions\": " << l.acquisitions << ", \"contended\": " << l.contended
 		  << ", \"contended_share\": " << share(l.contended, l.acquisitions) / 100.0
 		  << ", \"failed\": " << l.failed << ", \"failed_wait_ns\": " << l.failed_wait
@@ -229,7 +271,15 @@ void write_json(std::ostream &o, const Report &r, const Options &opt)
 		}
 		o << "]}";
 	}
-	o << "\n  ],\n  \"conds\": [";
+	o << "\n  ],\n  \"missing_debug\": [";
+	for (size_t i = 0; i < r.missing_debug.size(); i++) {
+		const MissingDebug &m = r.missing_debug[i];
+		o << (i ? ", " : "") << "{\"object\": " << json_str(m.object) << ", \"build_id\": " << json_str(m.build_id)
+		  << ", \"debug_file\": " << json_str(m.debug_file)
+		  << ", \"debug_file_present\": " << (m.debug_file_present ? "true" : "false")
+		  << ", \"package\": " << json_str(m.package) << "}";
+	}
+	o << "],\n  \"conds\": [";
 	for (size_t i = 0; i < r.conds.size(); i++) {
 		const CondStats &c = r.conds[i];
 		o << (i ? "," : "") << "\n    {\"process\": " << c.proc << ", \"address\": " << json_str(hex(c.addr))
@@ -272,9 +322,11 @@ void svg_histogram(std::ostream &o, const LockStats &l, const char *color)
 		return;
 	}
 	uint64_t mx = *std::max_element(b.begin(), b.end());
+	// Bars at most 48 px wide (one bucket is not drawn across the page);
+	// the box at least as wide as its caption.
 	const int W = 560, H = 180, left = 50, bottom = 40;
-	int n = hi - lo + 1, bw = std::max(8, (W - left - 10) / n);
-	o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << left + bw * n + 10 << "' height='" << H + bottom
+	int n = hi - lo + 1, bw = std::min(48, std::max(8, (W - left - 10) / n));
+	o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << std::max(left + bw * n + 10, 460) << "' height='" << H + bottom
 	  << "' role='img'><title>wait distribution</title>\n";
 	o << "<line x1='" << left << "' y1='" << H << "' x2='" << left + bw * n << "' y2='" << H
 	  << "' stroke='#333'/>\n";
@@ -288,7 +340,7 @@ void svg_histogram(std::ostream &o, const LockStats &l, const char *color)
 		o << "<rect x='" << x + 1 << "' y='" << H - h << "' width='" << bw - 2 << "' height='" << h
 		  << "' fill='" << color << "'><title>" << c << " waits &gt;= " << format_ns(lo_ns)
 		  << "</title></rect>\n";
-		if ((k - lo) % std::max(1, n / 8) == 0)
+		if ((k - lo) % std::max(1, (60 + bw - 1) / bw) == 0) // a label per 60 px at most
 			o << "<text x='" << x << "' y='" << H + 14 << "' font-size='10'>" << format_ns(lo_ns)
 			  << "</text>\n";
 	}
@@ -296,57 +348,97 @@ void svg_histogram(std::ostream &o, const LockStats &l, const char *color)
 	  << l.waits.size() << " contended acquisitions</text></svg>\n";
 }
 
+// One block of timeline rows: thread labels in HTML (never clipped), the
+// bars in an SVG stretched to the width of its scrolling box, whose width
+// the zoom sets.
+void timeline_rows(std::ostream &o, const Report &r, const std::vector<std::pair<uint32_t, int64_t>> &threads,
+		   int64_t t0, double span)
+{
+	const int rowh = 22;
+	std::map<std::pair<uint32_t, int64_t>, int> row;
+	for (size_t i = 0; i < threads.size(); i++)
+		row[threads[i]] = static_cast<int>(i);
+	const int H = rowh * static_cast<int>(threads.size());
+	o << "<div class=tl><div class=tln>";
+	for (const auto &t : threads)
+		o << "<div>" << html_esc(proc_label(r, t.first)) << " tid " << t.second << "</div>";
+	o << "</div><div class=tls><div class=tlz>\n<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 1000 " << H
+	  << "' preserveAspectRatio='none' width='100%' height='" << H << "' role='img'><title>per-thread timeline</title>\n";
+	for (size_t i = 0; i < threads.size(); i++)
+		o << "<rect x='0' y='" << static_cast<int>(i) * rowh + 2 << "' width='1000' height='" << rowh - 4
+		  << "' fill='#f4f4f4'/>\n";
+	for (const Interval &iv : r.timeline) {
+		auto it = row.find(std::make_pair(iv.proc, iv.tid));
+		if (it == row.end())
+			continue;
+		const int y = it->second * rowh;
+		const double x = 1000.0 * static_cast<double>(iv.start - t0) / span;
+		const double w = std::max(0.15, 1000.0 * static_cast<double>(iv.end - iv.start) / span);
+		const char *c = palette[iv.lock_index % (sizeof palette / sizeof *palette)];
+		char b[200];
+		if (iv.wait)
+			std::snprintf(b, sizeof b, "<rect x='%.3f' y='%d' width='%.3f' height='%d' fill='url(#hatch)' stroke='%s' "
+				      "stroke-width='0.5' vector-effect='non-scaling-stroke'>",
+				      x, y + 3, w, rowh - 6, c);
+		else
+			std::snprintf(b, sizeof b, "<rect x='%.3f' y='%d' width='%.3f' height='%d' fill='%s' fill-opacity='0.85'>", x,
+				      y + 6, w, rowh - 12, c);
+		o << b << "<title>" << (iv.wait ? "wait " : "hold ") << "lock #" << iv.lock_index + 1 << ": "
+		  << format_ns(static_cast<double>(iv.end - iv.start)) << "</title></rect>\n";
+	}
+	o << "</svg>\n<div class=tla>";
+	// Tick labels in HTML (they keep their size when zoomed): 8 at 1x,
+	// 32 from 4x, 64 from 16x (CSS).
+	for (int k = 0; k < 64; k++)
+		o << "<span class=" << (k % 8 == 0 ? "t1" : k % 2 == 0 ? "t4" : "t16") << " style='left:" << 100.0 * k / 64
+		  << "%'>+" << format_ns(span * k / 64.0) << "</span>";
+	o << "</div></div></div></div>\n";
+}
+
+/*
+ * The per-thread timeline of the top locks.  Readable on a busy program:
+ * the threads that waited most come first, at most Options::top of them,
+ * the others folded (<details>); zoom (1x to 64x, links to #zoomN: CSS
+ * :target, no script) widens the bars' box, which scrolls to pan; labels
+ * and axis ticks are HTML, so they are never clipped or stretched.
+ */
 void svg_timeline(std::ostream &o, const Report &r, const Options &opt)
 {
 	if (r.timeline.empty()) {
 		o << "<p class=note>No interval to draw.</p>\n";
 		return;
 	}
-	std::map<std::pair<uint32_t, int64_t>, int> rows;
+	std::map<std::pair<uint32_t, int64_t>, int64_t> waited; // thread -> wait time in the timeline
 	int64_t t0 = r.timeline.front().start, t1 = r.timeline.front().end;
 	for (const Interval &iv : r.timeline) {
-		rows.emplace(std::make_pair(iv.proc, iv.tid), 0);
+		waited[std::make_pair(iv.proc, iv.tid)] += iv.wait ? iv.end - iv.start : 0;
 		t0 = std::min(t0, iv.start);
 		t1 = std::max(t1, iv.end);
 	}
-	int idx = 0;
-	for (auto &kv : rows)
-		kv.second = idx++;
-	const int left = 170, W = 1000, rowh = 22, top = 20;
+	std::vector<std::pair<uint32_t, int64_t>> threads;
+	for (const auto &kv : waited)
+		threads.push_back(kv.first);
+	std::stable_sort(threads.begin(), threads.end(), [&](const auto &a, const auto &b) { return waited[a] > waited[b]; });
+	const size_t shown = std::min(threads.size(), opt.top);
 	const double span = static_cast<double>(std::max<int64_t>(1, t1 - t0));
-	int H = top + rowh * static_cast<int>(rows.size()) + 30;
-	o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << left + W + 10 << "' height='" << H
-	  << "' role='img'><title>per-thread timeline</title>\n"
-	  << "<defs><pattern id='hatch' width='4' height='4' patternUnits='userSpaceOnUse'>"
-	     "<path d='M0,4 L4,0' stroke='#d62728' stroke-width='1.2'/></pattern></defs>\n";
-	for (auto &kv : rows) {
-		int y = top + kv.second * rowh;
-		o << "<text x='4' y='" << y + 15 << "' font-size='11'>" << html_esc(proc_label(r, kv.first.first))
-		  << " tid " << kv.first.second << "</text>\n<rect x='" << left << "' y='" << y + 2 << "' width='" << W
-		  << "' height='" << rowh - 4 << "' fill='#f4f4f4'/>\n";
+	o << "<p class=zoom>zoom: <a href='#timeline'>1x</a>";
+	for (int z : {4, 16, 64})
+		o << " <a href='#zoom" << z << "'>" << z << "x</a>";
+	o << " (scroll sideways to pan)</p>\n";
+	for (int z : {4, 16, 64})
+		o << "<span id='zoom" << z << "' class=zt></span>";
+	o << "<div class=tlbox>\n<svg width='0' height='0' style='position:absolute'><defs><pattern id='hatch' width='4' "
+	     "height='4' patternUnits='userSpaceOnUse'><path d='M0,4 L4,0' stroke='#d62728' stroke-width='1.2'/>"
+	     "</pattern></defs></svg>\n";
+	timeline_rows(o, r, std::vector<std::pair<uint32_t, int64_t>>(threads.begin(), threads.begin() + shown), t0,
+		      span);
+	if (shown < threads.size()) {
+		o << "<details><summary>" << threads.size() - shown << " more thread(s), which waited less</summary>\n";
+		timeline_rows(o, r, std::vector<std::pair<uint32_t, int64_t>>(threads.begin() + shown, threads.end()), t0,
+			      span);
+		o << "</details>\n";
 	}
-	for (const Interval &iv : r.timeline) {
-		int y = top + rows[std::make_pair(iv.proc, iv.tid)] * rowh;
-		double x = left + W * static_cast<double>(iv.start - t0) / span;
-		double w = std::max(0.6, W * static_cast<double>(iv.end - iv.start) / span);
-		const char *c = palette[iv.lock_index % (sizeof palette / sizeof *palette)];
-		char b[160];
-		if (iv.wait)
-			std::snprintf(b, sizeof b, "<rect x='%.1f' y='%d' width='%.1f' height='%d' fill='url(#hatch)' stroke='%s' stroke-width='0.5'>",
-				      x, y + 3, w, rowh - 6, c);
-		else
-			std::snprintf(b, sizeof b, "<rect x='%.1f' y='%d' width='%.1f' height='%d' fill='%s' fill-opacity='0.85'>",
-				      x, y + 6, w, rowh - 12, c);
-		o << b << "<title>" << (iv.wait ? "wait " : "hold ") << "lock #" << iv.lock_index + 1 << ": "
-		  << format_ns(static_cast<double>(iv.end - iv.start)) << "</title></rect>\n";
-	}
-	int ya = top + rowh * static_cast<int>(rows.size()) + 16;
-	for (int k = 0; k <= 4; k++) {
-		double x = left + W * k / 4.0;
-		o << "<text x='" << x - (k == 4 ? 40 : 0) << "' y='" << ya << "' font-size='10'>+"
-		  << format_ns(span * k / 4.0) << "</text>\n";
-	}
-	o << "</svg>\n<p class=note>Solid bars: lock held; hatched bars: waiting for the lock. Colors: ";
+	o << "</div>\n<p class=note>Solid bars: lock held; hatched bars: waiting for the lock. Threads by time waited. Colors: ";
 	for (size_t i = 0; i < r.locks.size() && i < opt.timeline_locks; i++)
 		o << "<span style='color:" << palette[i % (sizeof palette / sizeof *palette)] << "'>&#9632; #" << i + 1
 		  << "</span> ";
@@ -362,7 +454,14 @@ void write_html(std::ostream &o, const Report &r, const Options &opt)
 	o << "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>strata: lock contention</title>\n"
 	     "<style>body{font-family:sans-serif;margin:20px;color:#222}table{border-collapse:collapse}"
 	     "td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}td.n{text-align:right}"
-	     "th{background:#eee}.note{color:#666;font-size:12px}code{font-size:12px}</style></head><body>\n";
+	     "th{background:#eee}.note{color:#666;font-size:12px}code{font-size:12px}"
+	     ".tl{display:flex;align-items:flex-start}.tln{flex:none;font-size:11px;white-space:nowrap;padding-right:6px}"
+	     ".tln div{height:22px;line-height:22px}.tls{flex:1;overflow-x:auto;min-width:0}.tlz{width:100%}"
+	     ".tla{position:relative;height:16px;font-size:10px;color:#444}.tla span{position:absolute;white-space:nowrap}"
+	     ".zt:target~.tlbox .tlz{width:400%}#zoom16:target~.tlbox .tlz{width:1600%}"
+	     "#zoom64:target~.tlbox .tlz{width:6400%}.tla .t4,.tla .t16{display:none}"
+	     ".zt:target~.tlbox .tla .t4{display:inline}#zoom16:target~.tlbox .tla .t16,"
+	     "#zoom64:target~.tlbox .tla .t16{display:inline}</style></head><body>\n";
 	o << "<h1>Lock contention</h1>\n<p>" << r.locks.size() << " locks, " << r.events << " lock events, "
 	  << r.procs.size() << " process(es), " << format_ns(static_cast<double>(r.last_ts - r.first_ts))
 	  << " traced.";
@@ -401,8 +500,8 @@ void write_html(std::ostream &o, const Report &r, const Options &opt)
 		}
 		o << "</table>\n";
 	}
-	o << "<h2>Per-thread timeline of the top " << std::min(opt.timeline_locks, r.locks.size())
-	  << " locks</h2>\n";
+	o << "<h2 id=timeline>Per-thread timeline of the top " << std::min(opt.timeline_locks, r.locks.size())
+	  << (std::min(opt.timeline_locks, r.locks.size()) == 1 ? " lock" : " locks") << "</h2>\n";
 	svg_timeline(o, r, opt);
 	for (size_t i = 0; i < r.locks.size() && i < opt.timeline_locks; i++) {
 		const LockStats &l = r.locks[i];
@@ -432,6 +531,13 @@ void write_html(std::ostream &o, const Report &r, const Options &opt)
 			  << "</td><td class=n>" << format_ns(static_cast<double>(b.wait_total)) << "</td><td class=n>"
 			  << format_ns(static_cast<double>(b.wait_max)) << "</td></tr>\n";
 		o << "</table>\n";
+	}
+	const std::vector<std::string> hints = debug_hints(r, true);
+	if (!hints.empty()) {
+		o << "<h2>Missing symbols</h2>\n<pre>";
+		for (const std::string &h : hints)
+			o << html_esc(h) << "\n";
+		o << "</pre>\n";
 	}
 	o << "<p class=note>Generated by <code>strata analyze mutex</code>. Wait: time blocked in the lock call "
 	     "(0 when the lock was free); hold: from acquisition to the same thread's unlock.</p>\n</body></html>\n";

@@ -4,6 +4,8 @@
 #define STRATA_CLI_ANALYZE_REPORT_H
 
 #include <ostream>
+#include <string>
+#include <vector>
 
 #include "analyze_model.h"
 
@@ -13,6 +15,11 @@ namespace analyze {
 void write_text(std::ostream &o, const Report &r, const Options &opt);
 void write_json(std::ostream &o, const Report &r, const Options &opt);
 void write_html(std::ostream &o, const Report &r, const Options &opt);
+
+// For each object whose addresses had no symbol: a line saying so (its
+// build id, where its debug file would be), then how to get the symbols.
+// html: for the page (which names no web address).
+std::vector<std::string> debug_hints(const Report &r, bool html);
 
 // "12.3 us", "4.56 ms"...
 std::string format_ns(double ns);

@@ -7,6 +7,7 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -78,6 +79,11 @@ struct Dw {
 		get(&cb.find_elf, "dwfl_build_id_find_elf");
 		get(&cb.find_debuginfo, "dwfl_standard_find_debuginfo");
 		get(&cb.section_address, "dwfl_offline_section_address");
+		// Where separate debug files are looked for (libdw's syntax,
+		// default ":.debug:/usr/lib/debug": .build-id/xx/yyyy.debug under
+		// each directory, then debuglink names).
+		if (const char *p = getenv("STRATA_DEBUGINFO_PATH"))
+			debuginfo_path = strdup(p);
 		cb.debuginfo_path = &debuginfo_path;
 		if (!ok) {
 			dlclose(handle);
@@ -95,7 +101,9 @@ struct Segment {
 // module reported at base 0 (module address = ELF vaddr + dwbias).
 struct Object {
 	std::string path;
+	std::string build_id; // hex, from the NT_GNU_BUILD_ID note; "" if none
 	bool ok = false;
+	bool unresolved = false; // an address in it had no symbol
 	std::vector<Segment> loads;
 	Dwfl *dwfl = nullptr;
 	Dwfl_Module *mod = nullptr;
@@ -119,7 +127,34 @@ struct Object {
 	}
 };
 
-bool read_loads(const std::string &path, std::vector<Segment> *out)
+// The GNU build id of a note segment's content, in hex; "" if none.
+std::string build_id_of(const std::vector<unsigned char> &notes)
+{
+	size_t at = 0;
+	while (at + 12 <= notes.size()) {
+		uint32_t namesz, descsz, type;
+		std::memcpy(&namesz, &notes[at], 4);
+		std::memcpy(&descsz, &notes[at + 4], 4);
+		std::memcpy(&type, &notes[at + 8], 4);
+		const size_t name_at = at + 12, desc_at = name_at + ((namesz + 3u) & ~3u);
+		if (namesz > notes.size() || descsz > notes.size() || desc_at + descsz > notes.size())
+			break;
+		if (type == NT_GNU_BUILD_ID && namesz == 4 && !std::memcmp(&notes[name_at], "GNU", 4) && descsz &&
+		    descsz <= 64) {
+			std::string hexid;
+			char b[3];
+			for (size_t i = 0; i < descsz; i++) {
+				std::snprintf(b, sizeof b, "%02x", notes[desc_at + i]);
+				hexid += b;
+			}
+			return hexid;
+		}
+		at = desc_at + ((descsz + 3u) & ~3u);
+	}
+	return "";
+}
+
+bool read_loads(const std::string &path, std::vector<Segment> *out, std::string *build_id)
 {
 	// Paths come from the trace: open nothing but a regular file, and never
 	// block on one (a FIFO named by a hostile trace).
@@ -144,6 +179,12 @@ bool read_loads(const std::string &path, std::vector<Segment> *out)
 		}
 		if (ph.p_type == PT_LOAD)
 			out->push_back({ph.p_vaddr, ph.p_memsz, ph.p_offset, ph.p_filesz});
+		if (ph.p_type == PT_NOTE && build_id->empty() && ph.p_filesz <= 65536) {
+			std::vector<unsigned char> notes(ph.p_filesz);
+			if (pread(fd, notes.data(), notes.size(), static_cast<off_t>(ph.p_offset)) ==
+			    static_cast<ssize_t>(notes.size()))
+				*build_id = build_id_of(notes);
+		}
 	}
 	close(fd);
 	return ok && !out->empty();
@@ -193,7 +234,7 @@ struct SymbolTable::Impl {
 			return &it->second;
 		Object &o = objects[path];
 		o.path = path;
-		o.ok = read_loads(path, &o.loads);
+		o.ok = read_loads(path, &o.loads, &o.build_id);
 		return &o;
 	}
 
@@ -306,9 +347,67 @@ SymbolTable::~SymbolTable()
 			impl_->dw.end(kv.second.dwfl);
 	if (impl_->dw.handle)
 		dlclose(impl_->dw.handle);
+	std::free(impl_->dw.debuginfo_path);
 }
 
 bool SymbolTable::have_libdw() const { return impl_->dw_ok; }
+
+namespace {
+
+// The Debian package that installed `path` (dpkg's file lists, read
+// directly: no process, no shell), or "".
+std::string package_of(const std::string &path)
+{
+	const std::string dir = "/var/lib/dpkg/info/";
+	DIR *d = opendir(dir.c_str());
+	if (!d)
+		return "";
+	std::string found;
+	while (const dirent *e = readdir(d)) {
+		const std::string n = e->d_name;
+		if (n.size() < 6 || n.compare(n.size() - 5, 5, ".list") != 0)
+			continue;
+		FILE *f = std::fopen((dir + n).c_str(), "r");
+		if (!f)
+			continue;
+		char line[4096];
+		while (std::fgets(line, sizeof line, f)) {
+			line[std::strcspn(line, "\n")] = '\0';
+			if (path == line) {
+				found = n.substr(0, n.size() - 5);
+				break;
+			}
+		}
+		std::fclose(f);
+		if (!found.empty())
+			break;
+	}
+	closedir(d);
+	return found.substr(0, found.find(':')); // "pkg:amd64" -> "pkg"
+}
+
+} // namespace
+
+std::vector<MissingDebug> SymbolTable::missing_debug() const
+{
+	std::vector<MissingDebug> out;
+	for (const auto &kv : impl_->objects) {
+		const Object &o = kv.second;
+		if (!o.unresolved)
+			continue;
+		MissingDebug m;
+		m.object = o.path;
+		m.build_id = o.build_id;
+		if (o.build_id.size() > 2)
+			m.debug_file = "/usr/lib/debug/.build-id/" + o.build_id.substr(0, 2) + "/" + o.build_id.substr(2) + ".debug";
+		struct stat sb;
+		m.debug_file_present = !m.debug_file.empty() && stat(m.debug_file.c_str(), &sb) == 0;
+		m.package = package_of(o.path);
+		m.libdw = impl_->dw_ok;
+		out.push_back(m);
+	}
+	return out;
+}
 
 Symbol SymbolTable::lookup(uint32_t proc, uint64_t addr, bool is_code)
 {
@@ -325,15 +424,18 @@ Symbol SymbolTable::lookup(uint32_t proc, uint64_t addr, bool is_code)
 		impl_->open_dw(o);
 		if (!o->mod) {
 			s.function = o->path.substr(o->path.rfind('/') + 1) + "+" + hex(v);
+			o->unresolved = true;
 			return s;
 		}
 		GElf_Addr a = v + o->dwbias, off = 0;
 		GElf_Sym sym;
 		const char *name = impl_->dw.addrinfo(o->mod, a, &off, &sym, nullptr, nullptr, nullptr);
-		if (name)
+		if (name) {
 			s.function = demangle(name) + (off ? "+" + hex(off) : std::string());
-		else
+		} else {
 			s.function = o->path.substr(o->path.rfind('/') + 1) + "+" + hex(v);
+			o->unresolved = true;
+		}
 		if (is_code)
 			s.location = impl_->location(o->mod, a - 1);
 		return s;

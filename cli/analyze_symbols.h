@@ -25,6 +25,9 @@ public:
 	// is_code: `addr` is a return address (line lookup uses addr - 1).
 	Symbol lookup(uint32_t proc, uint64_t addr, bool is_code);
 	bool have_libdw() const;
+	// The objects in which an address had no symbol (a stripped binary):
+	// their build id, where its debug file would be, their package.
+	std::vector<MissingDebug> missing_debug() const;
 
 private:
 	struct Impl;

@@ -1,9 +1,12 @@
 // cmd_analyze.cpp - `strata analyze mutex TRACE_DIR [--format=text|json]
 // [--report=FILE.html] [--top N]`: lock contention from the pthread
 // preload library's events (docs/pthread.md).
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <iostream>
 #include <string>
 
@@ -14,6 +17,8 @@
 #include "analyze_reader.h"
 #include "analyze_report.h"
 #include "analyze_symbols.h"
+#include "read_progress.h"
+#include "view_graph.h"
 
 namespace {
 
@@ -98,25 +103,44 @@ int strata_cmd_analyze(int argc, char **argv)
 		return usage_error("missing TRACE_DIR");
 	if (format != "text" && format != "json")
 		return usage_error("--format must be text or json");
+	// The timeline draws no more locks than the report shows ("top 5"
+	// under --top 3 was wrong).
+	opt.timeline_locks = std::min(opt.timeline_locks, opt.top);
 	if (what == "monitor")
 		return analyze_monitor(dir, format, report, opt.top);
 
+	// Streaming: the reader hands each event to the model, which keeps
+	// none (memory grows with locks, threads and waits); the symbols are
+	// looked up once every mapping has been read.
 	Input in;
 	std::string err;
-	if (!read_trace(dir, &in, &err)) {
+	bool ok = true;
+	std::vector<std::string> dirs;
+	strata::find_ctf_traces(dir, &dirs, &err);
+	strata::Progress progress = strata::progress_for("analyze", dirs);
+	uint64_t seen = 0;
+	const std::function<void(int64_t)> tick = [&](int64_t ts) { progress.update(++seen, ts); };
+	std::unique_ptr<SymbolTable> syms;
+	Report rep = analyze_feed(
+		[&](const std::function<void(const Event &)> &on) { ok = read_trace_feed(dir, &in, &on, &tick, &err); },
+		in, opt, [&](uint32_t proc, uint64_t addr, bool code) {
+			if (!syms)
+				syms.reset(new SymbolTable(in.maps));
+			return syms->lookup(proc, addr, code);
+		});
+	progress.done();
+	if (!ok) {
 		std::cerr << "strata analyze: " << err << "\n";
 		strata::cli::hint_torn("analyze", dir);
 		return strata::cli::kFail;
 	}
-	SymbolTable syms(in.maps);
-	Report rep = analyze(in, opt, [&](uint32_t proc, uint64_t addr, bool code) {
-		return syms.lookup(proc, addr, code);
-	});
+	if (syms)
+		rep.missing_debug = syms->missing_debug();
 	if (format == "json")
 		write_json(std::cout, rep, opt);
 	else
 		write_text(std::cout, rep, opt);
-	if (in.events.empty())
+	if (rep.events == 0)
 		std::cerr << "strata analyze: no pthread events in " << dir
 			  << " (was the program run with --preload pthread?)\n";
 	if (!report.empty()) {

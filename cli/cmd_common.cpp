@@ -8,6 +8,7 @@
 #include <ctime>
 #include <fcntl.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -413,6 +414,11 @@ int run_consumerd_repair(const std::string &dir, bool check_only)
 
 void hint_torn(const char *cmd, const std::string &dir)
 {
+	// A path that is no directory was already reported ("no such
+	// trace"): the check would only repeat it in its own words.
+	struct stat st;
+	if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+		return;
 	if (run_consumerd_repair(dir, true) == 3)
 		fprintf(stderr,
 			"strata %s: stream files above end inside a packet (a consumer daemon killed while writing?); "

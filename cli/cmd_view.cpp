@@ -3,8 +3,11 @@
 // the messages, merged by time, to on_message() here.  Single-threaded.
 #include <babeltrace2/babeltrace.h>
 
+#include <fnmatch.h>
+#include <sys/stat.h>
 #include <time.h>
 
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cinttypes>
@@ -12,7 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "bt_fields.h"
@@ -28,13 +33,16 @@ constexpr int kExitUsage = 2;
 
 void view_usage_short()
 {
-	std::fputs("usage: strata view [-n N] [--repair] [DIR]   (strata view --help for details)\n", stderr);
+	std::fputs("usage: strata view [-n N] [--pid PID] [--tid TID] [-e PATTERN] [--since T] [--until T]\n"
+		   "                   [--repair] [DIR]   (strata view --help for details)\n",
+		   stderr);
 }
 
 void view_usage(FILE *f)
 {
 	std::fputs(
-		"usage: strata view [-n N] [--repair] [DIR]\n"
+		"usage: strata view [-n N] [--pid PID] [--tid TID] [-e PATTERN] [--since T] [--until T]\n"
+		"                   [--repair] [DIR]\n"
 		"\n"
 		"Print the events of the trace(s) under DIR (default: the current directory),\n"
 		"merged by time, one line per event:\n"
@@ -47,13 +55,25 @@ void view_usage(FILE *f)
 		"Every directory under DIR that holds a CTF 'metadata' file is read.\n"
 		"\n"
 		"options:\n"
-		"  -n, --limit N   stop after N events\n"
+		"  -n, --limit N   stop after N events (those the filters below let through)\n"
+		"  --pid PID       only process PID: its sub-trace's events and losses, and kernel\n"
+		"                  events of its threads (the tid PID, and the threads its\n"
+		"                  sub-trace's events name)\n"
+		"  --tid TID       only events of thread TID (repeat --pid/--tid for several)\n"
+		"  -e PATTERN      only events whose name matches the glob PATTERN\n"
+		"                  ('pthread:mutex_*'; kernel events as 'kernel:NAME' or 'NAME');\n"
+		"                  repeat for several\n"
+		"  --since T, --until T\n"
+		"                  only events at or after / at or before T: '+SECONDS' after the\n"
+		"                  trace's first event ('+1.5'), or a time of day as printed\n"
+		"                  ('12:03:04.5', local time, on the day of the first event)\n"
 		"  --repair        first cut every stream file that ends inside a packet (a\n"
 		"                  consumer daemon killed while writing) back to its last\n"
 		"                  whole packet (strata-consumerd --repair); changes DIR\n"
 		"  -h, --help      this help\n"
 		"\n"
-		"exit status: 0 ok, 1 the trace cannot be read (the reason is printed), 2 usage error\n",
+		"exit status: 0 ok, 1 the trace cannot be read or does not exist (the reason is\n"
+		"printed), 2 usage error\n",
 		f);
 }
 
@@ -261,9 +281,25 @@ void append_field(std::string &out, const bt_field *field, bool is_root)
 
 // ---- the sink ------------------------------------------------------------
 
+// A time bound of --since/--until: `+SECONDS` from the first event, or a
+// time of day (local) on the first event's day; resolved at the first
+// event.
+struct TimeBound {
+	bool set = false, relative = false;
+	int64_t ns = 0; // relative: from the first event; else: from local midnight
+	int64_t at = 0; // resolved: ns from the clock's origin
+};
+
 struct ViewSink {
 	uint64_t limit = UINT64_MAX;
 	uint64_t events = 0;
+	// Filters (all must pass; an empty set lets everything through).
+	std::set<int64_t> pids, tids;
+	std::vector<std::string> patterns;
+	TimeBound since, until;
+	bool first_seen = false;
+	std::unordered_map<int64_t, int64_t> tid_pid; // threads seen in user sub-traces
+	std::map<const bt_trace *, std::pair<bool, int64_t>> trace_pid; // trace -> (kernel, vpid)
 	std::map<const bt_trace *, std::string> who; // trace -> "procname[pid]"
 	std::string line;
 	bool write_failed = false;
@@ -289,6 +325,118 @@ const std::string &trace_who(ViewSink &s, const bt_trace *trace)
 			name = bt_value_string_get(v);
 	}
 	return s.who.emplace(trace, name + "[" + pid + "]").first->second;
+}
+
+// (kernel, vpid) of a sub-trace.
+const std::pair<bool, int64_t> &trace_pid(ViewSink &s, const bt_trace *tr)
+{
+	auto it = s.trace_pid.find(tr);
+	if (it != s.trace_pid.end())
+		return it->second;
+	std::string domain;
+	int64_t pid = -1;
+	env_int(tr, "vpid", &pid);
+	const bool kernel = env_string(tr, "domain", &domain) && domain == "kernel";
+	return s.trace_pid.emplace(tr, std::make_pair(kernel, pid)).first->second;
+}
+
+bool message_ns(const bt_message *msg, int64_t *ns)
+{
+	if (!bt_message_event_borrow_stream_class_default_clock_class_const(msg))
+		return false;
+	const bt_clock_snapshot *cs = bt_message_event_borrow_default_clock_snapshot_const(msg);
+	return bt_clock_snapshot_get_ns_from_origin(cs, ns) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK;
+}
+
+void resolve(TimeBound &b, int64_t first)
+{
+	if (!b.set)
+		return;
+	if (b.relative) {
+		b.at = first + b.ns;
+		return;
+	}
+	// Local midnight of the first event's day, plus the time of day.
+	const time_t t = static_cast<time_t>(first / 1000000000);
+	struct tm tm;
+	localtime_r(&t, &tm);
+	tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+	tm.tm_isdst = -1;
+	b.at = static_cast<int64_t>(mktime(&tm)) * 1000000000 + b.ns;
+}
+
+enum class Verdict { Show, Skip, Stop };
+
+// The filters of `strata view` for one event.
+Verdict filter_event(ViewSink &s, const bt_message *msg)
+{
+	const bt_event *ev = bt_message_event_borrow_event_const(msg);
+	int64_t ns = 0;
+	const bool timed = message_ns(msg, &ns);
+	if (timed && !s.first_seen) {
+		s.first_seen = true;
+		resolve(s.since, ns);
+		resolve(s.until, ns);
+	}
+	if (timed && s.until.set && ns > s.until.at)
+		return Verdict::Stop; // messages come in time order
+	if (timed && s.since.set && ns < s.since.at)
+		return Verdict::Skip;
+	const auto &tp = trace_pid(s, bt_stream_borrow_trace_const(bt_event_borrow_stream_const(ev)));
+	int64_t tid = -1;
+	const bool has_tid = event_tid(ev, &tid);
+	if (!tp.first && has_tid && !s.pids.empty())
+		s.tid_pid[tid] = tp.second;
+	if (!s.tids.empty() && (!has_tid || !s.tids.count(tid)))
+		return Verdict::Skip;
+	if (!s.pids.empty()) {
+		int64_t pid = tp.second;
+		if (tp.first) { // a kernel event: its thread's process, if known
+			auto it = has_tid ? s.tid_pid.find(tid) : s.tid_pid.end();
+			pid = it != s.tid_pid.end() ? it->second : tid;
+		}
+		if (!s.pids.count(pid))
+			return Verdict::Skip;
+	}
+	if (!s.patterns.empty()) {
+		const char *name = bt_event_class_get_name(bt_event_borrow_class_const(ev));
+		const std::string n = name ? name : "";
+		const std::string kn = "kernel:" + n;
+		bool match = false;
+		for (const std::string &p : s.patterns)
+			if (!fnmatch(p.c_str(), n.c_str(), 0) || (tp.first && !fnmatch(p.c_str(), kn.c_str(), 0))) {
+				match = true;
+				break;
+			}
+		if (!match)
+			return Verdict::Skip;
+	}
+	return Verdict::Show;
+}
+
+// A loss is shown unless --pid, --tid or -e leave out its stream, or it
+// falls outside --since/--until.
+bool show_discarded(ViewSink &s, const bt_message *msg, bool events)
+{
+	if (!s.tids.empty() || !s.patterns.empty())
+		return false;
+	const bt_stream *stream = events ? bt_message_discarded_events_borrow_stream_const(msg)
+					 : bt_message_discarded_packets_borrow_stream_const(msg);
+	if (!s.pids.empty() && !s.pids.count(trace_pid(s, bt_stream_borrow_trace_const(stream)).second))
+		return false;
+	const bt_stream_class *sc = bt_stream_borrow_class_const(stream);
+	const bool has_times = events ? bt_stream_class_discarded_events_have_default_clock_snapshots(sc)
+				      : bt_stream_class_discarded_packets_have_default_clock_snapshots(sc);
+	if ((s.since.set || s.until.set) && has_times) {
+		const bt_clock_snapshot *cb =
+			events ? bt_message_discarded_events_borrow_beginning_default_clock_snapshot_const(msg)
+			       : bt_message_discarded_packets_borrow_beginning_default_clock_snapshot_const(msg);
+		int64_t b = 0;
+		if (bt_clock_snapshot_get_ns_from_origin(cb, &b) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK &&
+		    ((s.since.set && s.first_seen && b < s.since.at) || (s.until.set && s.first_seen && b > s.until.at)))
+			return false;
+	}
+	return true;
 }
 
 void format_event(ViewSink &s, const bt_message *msg)
@@ -391,14 +539,25 @@ bool on_message(ViewSink &s, const bt_message *msg)
 	bool more = true;
 	switch (bt_message_get_type(msg)) {
 	case BT_MESSAGE_TYPE_EVENT:
-		format_event(s, msg);
-		more = ++s.events < s.limit;
+		switch (filter_event(s, msg)) {
+		case Verdict::Show:
+			format_event(s, msg);
+			more = ++s.events < s.limit;
+			break;
+		case Verdict::Skip:
+			break;
+		case Verdict::Stop:
+			more = false;
+			break;
+		}
 		break;
 	case BT_MESSAGE_TYPE_DISCARDED_EVENTS:
-		format_discarded(s, msg, true);
+		if (show_discarded(s, msg, true))
+			format_discarded(s, msg, true);
 		break;
 	case BT_MESSAGE_TYPE_DISCARDED_PACKETS:
-		format_discarded(s, msg, false);
+		if (show_discarded(s, msg, false))
+			format_discarded(s, msg, false);
 		break;
 	default:
 		break;
@@ -408,9 +567,52 @@ bool on_message(ViewSink &s, const bt_message *msg)
 	return more;
 }
 
+// --pid with a kernel sub-trace: the kernel names threads, not their
+// processes.  Read the other sub-traces once first to learn which process
+// each of their threads is in, so that a kernel event of such a thread is
+// shown from its first one (strata export does the same).
+void learn_threads(ViewSink &s, const std::string &dir)
+{
+	std::vector<std::string> dirs, user;
+	std::string why, warnings;
+	if (s.pids.empty() || !find_ctf_traces(dir, &dirs, &why))
+		return;
+	for (const std::string &d : dirs)
+		if (!is_kernel_trace(d))
+			user.push_back(d);
+	if (user.empty() || user.size() == dirs.size())
+		return;
+	std::map<const bt_trace *, int64_t> pid_of; // this graph's own traces
+	read_ctf_trace_dirs(
+		user,
+		[&s, &pid_of](const bt_message *msg) {
+			if (bt_message_get_type(msg) != BT_MESSAGE_TYPE_EVENT)
+				return true;
+			const bt_event *ev = bt_message_event_borrow_event_const(msg);
+			const bt_trace *tr = bt_stream_borrow_trace_const(bt_event_borrow_stream_const(ev));
+			auto it = pid_of.find(tr);
+			if (it == pid_of.end()) {
+				int64_t pid = -1;
+				env_int(tr, "vpid", &pid);
+				it = pid_of.emplace(tr, pid).first;
+			}
+			int64_t tid = 0;
+			if (event_tid(ev, &tid))
+				s.tid_pid.emplace(tid, it->second);
+			return true;
+		},
+		&why, &warnings);
+}
+
 int run_view(const std::string &dir, ViewSink &sink)
 {
 	std::string why, warnings;
+	struct stat st;
+	if (stat(dir.c_str(), &st) != 0) { // plainly, before any reader or repair check
+		std::fprintf(stderr, "strata view: no such trace '%s': %s\n", dir.c_str(), std::strerror(errno));
+		return kExitFailure;
+	}
+	learn_threads(sink, dir);
 	const bool ok = read_ctf_traces(
 		dir, [&sink](const bt_message *msg) { return on_message(sink, msg); }, &why, &warnings);
 	flush_line(sink);
@@ -439,6 +641,62 @@ bool parse_limit(const char *s, uint64_t *out)
 	if (errno || *end)
 		return false;
 	*out = v;
+	return true;
+}
+
+bool parse_i64(const char *s, int64_t *out)
+{
+	if (!s || !*s)
+		return false;
+	char *end = nullptr;
+	errno = 0;
+	const long long v = std::strtoll(s, &end, 10);
+	if (errno || *end)
+		return false;
+	*out = v;
+	return true;
+}
+
+// Seconds with up to nine decimals ("1", "1.5", "0.000000250") -> ns.
+bool parse_seconds(const char *s, int64_t *ns)
+{
+	int64_t sec = 0, frac = 0;
+	int digits = 0;
+	const char *p = s;
+	if (!std::isdigit(static_cast<unsigned char>(*p)))
+		return false;
+	for (; std::isdigit(static_cast<unsigned char>(*p)); p++)
+		sec = sec * 10 + (*p - '0');
+	if (*p == '.') {
+		for (p++; std::isdigit(static_cast<unsigned char>(*p)); p++)
+			if (digits < 9) {
+				frac = frac * 10 + (*p - '0');
+				digits++;
+			}
+	}
+	if (*p || sec > 1000000000)
+		return false;
+	for (; digits < 9; digits++)
+		frac *= 10;
+	*ns = sec * 1000000000 + frac;
+	return true;
+}
+
+// "+SECONDS" or "HH:MM:SS[.frac]".
+bool parse_time(const char *s, TimeBound *b)
+{
+	b->set = true;
+	if (*s == '+') {
+		b->relative = true;
+		return parse_seconds(s + 1, &b->ns);
+	}
+	int h = 0, m = 0, n = 0;
+	if (std::sscanf(s, "%2d:%2d:%n", &h, &m, &n) != 2 || n == 0 || h > 23 || m > 59)
+		return false;
+	int64_t sec = 0;
+	if (!parse_seconds(s + n, &sec) || sec >= 61 * 1000000000LL)
+		return false;
+	b->ns = (static_cast<int64_t>(h) * 3600 + m * 60) * 1000000000 + sec;
 	return true;
 }
 
@@ -473,6 +731,29 @@ int strata_cmd_view(int argc, char **argv)
 			}
 		} else if (!options_done && !std::strcmp(a, "--repair")) {
 			repair = true;
+		} else if (!options_done && (!std::strcmp(a, "--pid") || !std::strcmp(a, "--tid") ||
+					     !std::strcmp(a, "-e") || !std::strcmp(a, "--since") ||
+					     !std::strcmp(a, "--until"))) {
+			const char *v = i + 1 < argc ? argv[i + 1] : nullptr;
+			int64_t n = 0;
+			bool ok = v != nullptr;
+			if (ok && (!std::strcmp(a, "--pid") || !std::strcmp(a, "--tid"))) {
+				ok = parse_i64(v, &n) && n >= 0;
+				(a[2] == 'p' ? sink.pids : sink.tids).insert(n);
+			} else if (ok && !std::strcmp(a, "-e")) {
+				sink.patterns.push_back(v);
+			} else if (ok) {
+				ok = parse_time(v, !std::strcmp(a, "--since") ? &sink.since : &sink.until);
+			}
+			if (!ok) {
+				std::fprintf(stderr, "strata view: %s needs %s\n", a,
+					     a[1] == 'e' ? "a pattern"
+					     : a[2] == 'p' || a[2] == 't' ? "a number"
+								     : "a time: +SECONDS or HH:MM:SS[.frac]");
+				view_usage_short();
+				return kExitUsage;
+			}
+			i++;
 		} else if (!options_done && !std::strcmp(a, "--")) {
 			options_done = true;
 		} else if (!options_done && a[0] == '-' && a[1]) {

@@ -28,6 +28,7 @@ const Subcommand kCommands[] = {
 	{"receive", strata_cmd_receive, "rebuild a trace streamed over a serial line (--serial)"},
 	{"view", strata_cmd_view, "print a trace"},
 	{"analyze", strata_cmd_analyze, "analyse a trace (e.g. mutex contention)"},
+	{"export", strata_cmd_export, "write a trace for Perfetto's UI or as Chrome JSON trace events"},
 };
 
 void usage(FILE *f)

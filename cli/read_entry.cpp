@@ -14,5 +14,7 @@ extern "C" __attribute__((visibility("default"))) int strata_cli_read_main(const
 		return strata_cmd_view(argc, argv);
 	if (!strcmp(cmd, "analyze"))
 		return strata_cmd_analyze(argc, argv);
+	if (!strcmp(cmd, "export"))
+		return strata_cmd_export(argc, argv);
 	return strata::cli::kUsage;
 }

@@ -1,5 +1,5 @@
 /*
- * read_module.cpp - `strata view` and `strata analyze`, which read traces
+ * read_module.cpp - `strata view`, `strata analyze` and `strata export`, which read traces
  * with babeltrace2, live in a module of their own (libstrata-cli-read.so,
  * cli/read_entry.cpp) that only these two commands load.  The control
  * commands (create, enable-event, start, ...) are process starts that a
@@ -52,4 +52,9 @@ int strata_cmd_view(int argc, char **argv)
 int strata_cmd_analyze(int argc, char **argv)
 {
 	return run_in_module("analyze", argc, argv);
+}
+
+int strata_cmd_export(int argc, char **argv)
+{
+	return run_in_module("export", argc, argv);
 }

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <system_error>
 
 namespace strata {
@@ -180,13 +182,25 @@ bool find_ctf_traces(const std::string &root, std::vector<std::string> *out, std
 	return true;
 }
 
+bool is_kernel_trace(const std::string &dir)
+{
+	std::ifstream f(dir + "/metadata", std::ios::binary);
+	const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+	return text.find("domain = \"kernel\"") != std::string::npos;
+}
+
 bool read_ctf_traces(const std::string &root, const TraceMessageFn &fn, std::string *why,
 		     std::string *warnings)
 {
 	std::vector<std::string> traces;
 	if (!find_ctf_traces(root, &traces, why))
 		return false;
+	return read_ctf_trace_dirs(traces, fn, why, warnings);
+}
 
+bool read_ctf_trace_dirs(const std::vector<std::string> &traces, const TraceMessageFn &fn, std::string *why,
+			 std::string *warnings)
+{
 	Graph g;
 	if (bt_plugin_find("ctf", BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE, BT_FALSE, &g.ctf) != BT_PLUGIN_FIND_STATUS_OK ||
 	    bt_plugin_find("utils", BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE, BT_FALSE, &g.utils) !=

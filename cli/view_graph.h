@@ -25,6 +25,10 @@ namespace strata {
 // not a readable directory.
 bool find_ctf_traces(const std::string &root, std::vector<std::string> *out, std::string *why);
 
+// Whether the trace directory `dir` (from find_ctf_traces()) is a kernel
+// sub-trace (its metadata says domain = "kernel").
+bool is_kernel_trace(const std::string &dir);
+
 // Called for each message in time order; the message is borrowed for the
 // duration of the call.  Return false to stop reading (not an error).
 using TraceMessageFn = std::function<bool(const bt_message *)>;
@@ -37,6 +41,9 @@ using TraceMessageFn = std::function<bool(const bt_message *)>;
 // the causes of the first one are left in *warnings.
 bool read_ctf_traces(const std::string &root, const TraceMessageFn &fn, std::string *why,
 		     std::string *warnings);
+// The same for the trace directories `dirs` (from find_ctf_traces()).
+bool read_ctf_trace_dirs(const std::vector<std::string> &dirs, const TraceMessageFn &fn, std::string *why,
+			 std::string *warnings);
 
 } // namespace strata
 #endif

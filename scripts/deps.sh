@@ -6,7 +6,7 @@ STRATA_PACKAGES=(
   build-essential cmake pkg-config clang clang-format clang-tidy ccache
   liburcu-dev libunwind-dev libgtest-dev googletest
   libbabeltrace2-dev babeltrace2 python3-bt2
-  libelf-dev libdw-dev chromium
+  libelf-dev libdw-dev chromium protobuf-compiler python3-jsonschema
   liblttng-ust-dev lttng-tools
   openjdk-17-jdk-headless liblttng-ust-java
   qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static cpio kmod file xz-utils dkms

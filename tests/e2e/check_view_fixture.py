@@ -79,7 +79,9 @@ def main():
     check(r.returncode == 0 and "--limit" in r.stdout, "view --help exits 0 and documents --limit")
 
     r = run([strata, "view", os.path.join(work, "does-not-exist")])
-    check(r.returncode == 1 and "No such file" in r.stderr, "missing dir exits 1 and says why (%r)" % r.stderr)
+    check(r.returncode == 1 and r.stderr.startswith("strata view: no such trace") and "No such file" in r.stderr
+          and "repair" not in r.stderr and r.stderr.count("\n") == 1,
+          "missing dir exits 1 with one plain 'no such trace' line, no repair message (%r)" % r.stderr)
     empty = os.path.join(work, "empty")
     os.makedirs(empty)
     r = run([strata, "view", empty])

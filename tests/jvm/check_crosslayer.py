@@ -3,7 +3,7 @@
 the kernel VM with `-e 'jvm:*' -e 'japp:*' -e 'kernel:*'` around
 Contend.java (two threads contending for Contend$Hot).
 
-usage: check_crosslayer.py VMOUT
+usage: check_crosslayer.py VMOUT [STRATA]
 
 - `strata record` exited 0; babeltrace2 reads the session (ust and kernel
   sub-traces) with an empty stderr; every japp:step (exactly 300) is there.
@@ -15,6 +15,12 @@ usage: check_crosslayer.py VMOUT
 - Contended enters of Contend$Hot that waited over 1 ms (the holder sleeps
   2 ms inside): at least half have the same OS thread's kernel events
   between enter and entered, and futex calls of the waiting thread show.
+- With STRATA: `strata export` of the session (issue 36) converts every
+  event babeltrace2 reads; protoc decodes it against Perfetto's field
+  numbers; each Java thread of jvm:thread_start/thread_exists is the OS
+  thread's track, named by its Java name, in the JVM's process; one
+  sched_switch per kernel:sched_switch; one monitor-wait slice per paired
+  contended enter; the JSON export passes the schema and structural checks.
 Exit 77 (skip) when the VM run did not happen (no qemu or kernel image).
 """
 import os
@@ -25,6 +31,8 @@ import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from strata_testlib import event_tid  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "export"))
 
 SYS_FUTEX = 202  # x86-64
 
@@ -115,8 +123,60 @@ def main():
           "their thread in between, %d with a futex call" % (pairs, long_pairs, with_kernel, with_futex))
     check(long_pairs > 0 and 2 * with_kernel >= long_pairs and with_futex > 0,
           "contended enters that waited show their thread's kernel events (futex among them) before the entered")
+    if len(sys.argv) > 2:
+        check_export(sys.argv[2], out, evs, check)
     print("%d failure(s)" % len(fails))
     sys.exit(1 if fails else 0)
+
+
+def check_export(strata, trace, evs, check):
+    """The cross-layer session as one timeline (strata export, docs/viewing.md)."""
+    import re
+    import timeline_check as tc
+    pf = trace + ".perfetto-trace"
+    r = subprocess.run([strata, "export", trace, "-o", pf], capture_output=True, text=True, timeout=600)
+    m = re.search(r"(\d+) events", r.stderr)
+    check(r.returncode == 0 and m and int(m.group(1)) == len(evs),
+          "strata export converts every event (%r, babeltrace2 %d)" % (r.stderr[-300:], len(evs)))
+    if r.returncode != 0:
+        return
+    tr = tc.protoc_decode(pf)
+    threads, sw, monitor_waits = {}, 0, 0
+    for p in tc.packets(tr):
+        if "track_descriptor" in p and "thread" in tc.one(p, "track_descriptor"):
+            th = tc.one(tc.one(p, "track_descriptor"), "thread")
+            threads[tc.one(th, "tid")] = (tc.one(th, "pid"), tc.one(th, "thread_name", ""))
+        elif "ftrace_events" in p:
+            sw += sum(1 for fe in tc.one(p, "ftrace_events")["event"] if "sched_switch" in fe)
+        elif "track_event" in p:
+            te = tc.one(p, "track_event")
+            if tc.one(te, "type") == "TYPE_SLICE_BEGIN" and tc.one(te, "name").startswith("monitor enter "):
+                monitor_waits += 1
+    java = {}
+    for name, ts, tid, p in evs:
+        if name in ("jvm:thread_start", "jvm:thread_exists") and int(p["os_tid"]) > 0:
+            java[int(p["os_tid"])] = str(p["name"])
+    pid = {threads.get(t, (None,))[0] for t in java}
+    bad = {t: (n, threads.get(t)) for t, n in java.items() if threads.get(t, (0, ""))[1] != n}
+    check(java and not bad and len(pid) == 1 and None not in pid,
+          "every Java thread is its OS thread's track, named by its Java name, in one process (%d threads; %r)" %
+          (len(java), dict(list(bad.items())[:3])))
+    nsw = sum(1 for e in evs if e[0] == "kernel:sched_switch")
+    check(sw == nsw, "one Perfetto sched_switch per kernel sched_switch (%d, %d)" % (sw, nsw))
+    pend, pairs = {}, 0
+    for name, ts, tid, p in evs:
+        if name == "jvm:monitor_contended_enter":
+            pend[tid] = True
+        elif name == "jvm:monitor_contended_entered" and pend.pop(tid, False):
+            pairs += 1
+    check(monitor_waits == pairs, "one monitor-wait slice per paired contended enter (%d, %d)" % (monitor_waits, pairs))
+    js = trace + ".json"
+    r = subprocess.run([strata, "export", "--format=json", trace, "-o", js], capture_output=True, text=True,
+                       timeout=600)
+    check(r.returncode == 0, "strata export --format json exits 0 (%r)" % r.stderr[-300:])
+    if r.returncode == 0:
+        tc.check_json(js)
+        check(True, "the JSON export passes the schema and structural checks")
 
 
 main()

@@ -188,16 +188,16 @@ def main():
     html = os.path.join(os.path.dirname(out), "monitors.html")
     an = subprocess.run([strata, "analyze", "monitor", out, "--format=json", "--report=" + html],
                         capture_output=True, text=True, timeout=120)
-    mons = json.loads(an.stdout)["monitors"] if an.returncode == 0 else []
+    mons = json.loads(an.stdout)["locks"] if an.returncode == 0 else []
     top = mons[0] if mons else {}
     hot_enters = sum(1 for e in evs if e[1] == "jvm:monitor_contended_enter" and str(e[3]["class"]) == "Contend$Hot")
     who = {"contender-a", "contender-b"}
     check(top.get("class") == "Contend$Hot" and top.get("contended") == hot_enters and
-          top.get("total_wait_ns") == wait.get("Contend$Hot"),
+          top.get("wait_total_ns") == wait.get("Contend$Hot"),
           "analyze monitor: hottest Contend$Hot, %d contended enters, its total wait (%r)" %
-          (hot_enters, {k: top.get(k) for k in ("class", "contended", "total_wait_ns")}))
+          (hot_enters, {k: top.get(k) for k in ("class", "contended", "wait_total_ns")}))
     check(set(top.get("waiters", {})) <= who and set(top.get("holders", {})) <= who and top.get("holders") and
-          all(s["site"].startswith("Contend.contend:") for s in top.get("sites", [])),
+          all(s["function"].startswith("Contend.contend:") for s in top.get("sites", [])),
           "analyze monitor: waiters and holders are the contenders, sites in Contend.contend (%r, %r)" %
           (top.get("waiters"), top.get("holders")))
     check(os.path.exists(html) and "Contend$Hot" in open(html).read(), "the HTML report names Contend$Hot")

@@ -1,7 +1,11 @@
 // analyze_model_test.cpp - the lock analysis on hand-made event streams,
 // with exact expected figures (no trace, no babeltrace2).
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <string>
+#include <vector>
+#include <cstring>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -67,7 +71,7 @@ TEST(AnalyzeModel, TwoThreadsOneContendedLock)
 	EXPECT_EQ(a->wait_total, 250u);
 	EXPECT_EQ(a->wait_max, 250u);
 	EXPECT_EQ(a->wait_p99, 250u);
-	EXPECT_DOUBLE_EQ(a->wait_mean, 125.0);
+	EXPECT_DOUBLE_EQ(a->wait_mean, 250.0); // over the one wait, not the two acquisitions
 	EXPECT_EQ(a->holds, 2u);
 	EXPECT_EQ(a->hold_max, 300u);
 	EXPECT_EQ(a->hold_total, 350u);
@@ -91,6 +95,83 @@ TEST(AnalyzeModel, TwoThreadsOneContendedLock)
 		(iv.wait ? waits : holds)++;
 	EXPECT_EQ(waits, 1u);
 	EXPECT_EQ(holds, 3u);
+}
+
+// memcached's case: most acquisitions do not wait; the statistics of the
+// waits must not be those of all acquisitions (p99 0 ns).
+TEST(AnalyzeModel, WaitStatisticsAreOverTheWaits)
+{
+	Input in;
+	in.procs.push_back({"prog", 42, ""});
+	const uint64_t A = 0xa000;
+	int64_t t = 0;
+	for (int i = 0; i < 100; i++) {
+		in.events.push_back(ev(t += 10, 1, Op::MutexLock, A));
+		in.events.push_back(ev(t += 10, 1, Op::MutexUnlock, A));
+	}
+	in.events.push_back(ev(t += 2000, 2, Op::MutexLock, A, 0, true, 1000));
+	in.events.push_back(ev(t += 10, 2, Op::MutexUnlock, A));
+	in.events.push_back(ev(t += 4000, 2, Op::MutexLock, A, 0, true, 3000));
+	in.events.push_back(ev(t += 10, 2, Op::MutexUnlock, A));
+	Report r = analyze(in, Options(), nullptr);
+	const LockStats *a = find(r, A);
+	ASSERT_TRUE(a);
+	EXPECT_EQ(a->acquisitions, 102u);
+	EXPECT_EQ(a->contended, 2u);
+	EXPECT_EQ(a->wait_p99, 3000u);
+	EXPECT_DOUBLE_EQ(a->wait_mean, 2000.0);
+	EXPECT_EQ(a->wait_max, 3000u);
+	EXPECT_EQ(a->wait_total, 4000u);
+}
+
+Event cev(int64_t ts, int64_t tid, Op op, uint64_t cond, uint64_t mutex, uint64_t wait = 0, int32_t ret = 0)
+{
+	Event e = ev(ts, tid, op, mutex, ret, false, wait, 0x3000 + static_cast<uint64_t>(tid));
+	e.cond = cond;
+	return e;
+}
+
+// CPython's GIL: a mutex M and a condition variable G that the same threads
+// both wait on (take_gil, timed waits retried while the GIL is held) and
+// signal (drop_gil).  It is a lock whose waits cost time; a pool's
+// condition variable Q (workers wait, a producer signals) stays one.
+TEST(AnalyzeModel, MutexPlusCondLockIsALock)
+{
+	Input in;
+	in.procs.push_back({"python3", 7, ""});
+	const uint64_t M = 0x100, G = 0x200, QM = 0x300, Q = 0x400;
+	in.events = {
+		// t1 holds the GIL; t2 waits 1000 ns in two timed waits (no unlock between).
+		ev(10, 2, Op::MutexLock, M), cev(510, 2, Op::CondTimedwait, G, M, 500, ETIMEDOUT),
+		cev(1010, 2, Op::CondTimedwait, G, M, 490), ev(1020, 2, Op::MutexUnlock, M),
+		// t1 dropped it at 1000: lock, signal, unlock.
+		ev(995, 1, Op::MutexLock, M), cev(1000, 1, Op::CondSignal, G, 0), ev(1001, 1, Op::MutexUnlock, M),
+		// t1 waits 3000 ns for it back; t2 drops it.
+		ev(1100, 1, Op::MutexLock, M), cev(4100, 1, Op::CondWait, G, M, 3000), ev(4110, 1, Op::MutexUnlock, M),
+		ev(4090, 2, Op::MutexLock, M), cev(4095, 2, Op::CondSignal, G, 0), ev(4096, 2, Op::MutexUnlock, M),
+		// A pool: t3 waits 50000 ns for work, t4 signals.
+		ev(5000, 3, Op::MutexLock, QM), cev(55000, 3, Op::CondWait, Q, QM, 50000), ev(55010, 3, Op::MutexUnlock, QM),
+		ev(54990, 4, Op::MutexLock, QM), cev(54995, 4, Op::CondSignal, Q, 0), ev(54996, 4, Op::MutexUnlock, QM),
+	};
+	std::stable_sort(in.events.begin(), in.events.end(), [](const Event &a, const Event &b) { return a.ts < b.ts; });
+	Report r = analyze(in, Options(), nullptr);
+	const LockStats *g = find(r, G);
+	ASSERT_TRUE(g);
+	EXPECT_EQ(g->kind, "mutex+cond");
+	EXPECT_EQ(g->contended, 2u);     // t2's two timed waits are one wait
+	EXPECT_EQ(g->wait_total, 4000u); // 1000 + 3000
+	EXPECT_EQ(g->wait_max, 3000u);
+	EXPECT_EQ(g->wait_p99, 3000u);
+	EXPECT_EQ(g->acquisitions, 2u);  // two releases
+	EXPECT_EQ(r.locks[0].addr, G);   // the lock that costs the most
+	ASSERT_EQ(g->sites.size(), 2u);
+	EXPECT_EQ(g->sites[0].caller, 0x3001u);
+	EXPECT_EQ(g->sites[0].wait_total, 3000u);
+	// Q waited longer but is a pool's condition variable: not a lock.
+	EXPECT_EQ(find(r, Q), nullptr);
+	ASSERT_EQ(r.conds.size(), 1u);
+	EXPECT_EQ(r.conds[0].addr, Q);
+	EXPECT_EQ(r.conds[0].wait_total, 50000u);
 }
 
 TEST(AnalyzeModel, RecursiveAndCondWaitAndProcesses)
@@ -170,6 +251,41 @@ TEST(AnalyzeModel, ReportsRenderAndEscape)
 	EXPECT_NE(h.str().find("we&quot;ird&lt;name&gt;"), std::string::npos);
 	EXPECT_NE(h.str().find("<svg"), std::string::npos);
 	EXPECT_NE(t.str().find("g_lock"), std::string::npos);
+}
+
+// Names are shown whole in the text table, however long (memcached's
+// "(io_threads_mute..." was cut at 34 columns), and the columns stay aligned.
+TEST(AnalyzeModel, TextTableShowsNamesWhole)
+{
+	Input in;
+	in.procs.push_back({"a-process-with-a-rather-long-name-indeed", 1, ""});
+	in.procs.push_back({"p2", 2, ""});
+	in.events = {ev(1, 1, Op::MutexLock, 0x10), ev(9, 1, Op::MutexUnlock, 0x10)};
+	Event e2 = ev(20, 2, Op::MutexLock, 0x20, 0, true, 5);
+	e2.proc = 1;
+	in.events.push_back(e2);
+	const std::string longname = "io_threads_mutex_of_a_very_long_static_name_in_a_namespace";
+	Report r = analyze(in, Options(), [&](uint32_t, uint64_t a, bool code) {
+		Symbol s;
+		if (!code && a == 0x10)
+			s.function = longname;
+		return s;
+	});
+	std::ostringstream t;
+	write_text(t, r, Options());
+	const std::string text = t.str();
+	EXPECT_NE(text.find("0x10 (" + longname + ")"), std::string::npos) << text;
+	EXPECT_NE(text.find("a-process-with-a-rather-long-name-indeed[1]"), std::string::npos) << text;
+	// Header and rows: the "kind" column starts at the same offset.
+	std::istringstream lines(text);
+	std::string line;
+	std::vector<size_t> at;
+	while (std::getline(lines, line))
+		if (line.find(" mutex ") != std::string::npos || line.find(" kind ") != std::string::npos)
+			at.push_back(line.find(line.find(" kind ") != std::string::npos ? " kind " : " mutex "));
+	ASSERT_EQ(at.size(), 3u) << text;
+	EXPECT_EQ(at[0], at[1]);
+	EXPECT_EQ(at[1], at[2]);
 }
 
 TEST(AnalyzeModel, TimelineKeepsLongestWaitsWhenBounded)
@@ -324,6 +440,60 @@ TEST(AnalyzeSymbols, OwnFunctionDataAndLine)
 	Symbol d = t.lookup(0, reinterpret_cast<uint64_t>(&strata_test_symbolized_data), false);
 	EXPECT_EQ(d.function, "strata_test_symbolized_data");
 	EXPECT_EQ(t.lookup(1, fn, true).function, ""); // unknown process
+}
+
+// A stripped binary: its addresses show as object+offset and the report
+// names its build id and the debug file to get; with that debug file under
+// a .build-id directory libdw searches, the symbols come back.
+TEST(AnalyzeSymbols, StrippedBinaryByBuildId)
+{
+	FILE *f = std::fopen(PT_STRIPPED, "rb");
+	ASSERT_TRUE(f);
+	unsigned char eh[64];
+	ASSERT_EQ(std::fread(eh, 1, sizeof eh, f), sizeof eh);
+	std::fclose(f);
+	uint64_t entry;
+	std::memcpy(&entry, eh + 24, 8); // e_entry: _start
+	const uint64_t base = 0x7f0000000000;
+	const std::vector<Mapping> maps = {{0, base, base + 0x100000, 0, PT_STRIPPED}};
+	std::string id;
+	{
+		unsetenv("STRATA_DEBUGINFO_PATH");
+		SymbolTable t(maps);
+		Symbol s = t.lookup(0, base + entry, false);
+		EXPECT_EQ(s.function.rfind("pt_stripped+0x", 0), 0u) << s.function;
+		std::vector<MissingDebug> m = t.missing_debug();
+		ASSERT_EQ(m.size(), 1u);
+		EXPECT_EQ(m[0].object, PT_STRIPPED);
+		ASSERT_EQ(m[0].build_id.size(), 40u); // SHA-1, gcc's default
+		id = m[0].build_id;
+		EXPECT_EQ(m[0].debug_file, "/usr/lib/debug/.build-id/" + id.substr(0, 2) + "/" + id.substr(2) + ".debug");
+		EXPECT_EQ(m[0].package, ""); // not installed by a package
+		Report r;
+		r.missing_debug = m;
+		std::ostringstream txt;
+		write_text(txt, r, Options());
+		EXPECT_NE(txt.str().find("build id " + id), std::string::npos) << txt.str();
+		EXPECT_NE(txt.str().find("DEBUGINFOD_URLS"), std::string::npos) << txt.str();
+	}
+	char dir[] = "/tmp/strata-pt-dbgXXXXXX";
+	ASSERT_TRUE(mkdtemp(dir));
+	const std::string sub = std::string(dir) + "/.build-id/" + id.substr(0, 2);
+	const std::string dbg = sub + "/" + id.substr(2) + ".debug";
+	ASSERT_EQ(mkdir((std::string(dir) + "/.build-id").c_str(), 0700), 0);
+	ASSERT_EQ(mkdir(sub.c_str(), 0700), 0);
+	ASSERT_EQ(symlink(PT_STRIPPED ".symbols", dbg.c_str()), 0);
+	setenv("STRATA_DEBUGINFO_PATH", dir, 1);
+	{
+		SymbolTable t(maps);
+		EXPECT_EQ(t.lookup(0, base + entry, false).function, "_start");
+		EXPECT_TRUE(t.missing_debug().empty());
+	}
+	unsetenv("STRATA_DEBUGINFO_PATH");
+	unlink(dbg.c_str());
+	rmdir(sub.c_str());
+	rmdir((std::string(dir) + "/.build-id").c_str());
+	rmdir(dir);
 }
 
 TEST(AnalyzeSymbols, HostilePathsAreNotOpenedForReading)

@@ -1,0 +1,918 @@
+// cmd_export.cpp - `strata export [--format perfetto|json] [-o FILE] [DIR]`:
+// one timeline of every sub-trace under DIR (user, kernel, JVM, several
+// processes) in Perfetto's protobuf trace format or Chrome's JSON trace
+// events, for ui.perfetto.dev, chrome://tracing, speedscope and the like.
+// What each Strata event becomes is documented in docs/viewing.md.
+//
+// Streaming: the messages come merged by time from view_graph.cpp and are
+// written as they come; what is kept is per thread, per lock, per CPU and
+// per event class, never per event.  When a kernel sub-trace is present the
+// other sub-traces are read once before (tids -> process, Java thread
+// names), so that a kernel thread track knows its process from its first
+// event.
+#include <babeltrace2/babeltrace.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "analyze_model.h"
+#include "bt_fields.h"
+#include "commands.h"
+#include "export_sink.h"
+#include "java_names.h"
+#include "read_progress.h"
+#include "view_graph.h"
+
+namespace strata {
+namespace {
+
+using exp::Arg;
+using exp::Args;
+
+void export_usage(FILE *f)
+{
+	std::fputs(
+		"usage: strata export [--format perfetto|json] [-o FILE] [DIR]\n"
+		"\n"
+		"Write every trace under DIR (default: the current directory; user, kernel and\n"
+		"JVM sub-traces, several processes, relay and snapshot outputs) as one timeline:\n"
+		"\n"
+		"  --format perfetto   Perfetto's protobuf trace (default; FILE: DIR.perfetto-trace,\n"
+		"                      or trace.perfetto-trace); open it in https://ui.perfetto.dev\n"
+		"  --format json       Chrome's JSON trace events (FILE: DIR.json); for small traces\n"
+		"                      and viewers that read only that (chrome://tracing, speedscope)\n"
+		"  -o, --output FILE   where to write ('-': standard output)\n"
+		"  -h, --help          this help\n"
+		"\n"
+		"Processes and threads are named (Java threads by their Java names); kernel\n"
+		"scheduling gives per-CPU tracks and thread states; syscalls are slices on their\n"
+		"threads; an event pair NAME_begin/NAME_end (also _start/_end, _start/_finish,\n"
+		"_entry/_exit, _enter/_exit) on one thread is a slice NAME, any other event an\n"
+		"instant; pthread lock waits and holds and JVM monitor waits are slices, with a\n"
+		"flow from the thread that released a lock to the waiter that got it; lost\n"
+		"events are a counter and a marker.  docs/viewing.md says more.\n"
+		"A progress bar is drawn on standard error when it is a terminal.\n"
+		"\n"
+		"exit status: 0 ok, 1 the trace cannot be read or the output written, 2 usage error\n",
+		f);
+}
+
+// ---- track ids -------------------------------------------------------------
+// One uuid space: the top byte says what the track is.
+constexpr uint64_t kProcTrack = 1ULL << 56, kThreadTrack = 2ULL << 56, kLockTrack = 3ULL << 56,
+		   kCounterTrack = 4ULL << 56, kKernelTrack = 5ULL << 56;
+
+uint64_t mix(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
+
+// ---- what an event class means ---------------------------------------------
+enum class Kind : uint8_t {
+	Instant,
+	SpanBegin,
+	SpanEnd,
+	SchedSwitch,
+	Wakeup,
+	SyscallEntry,
+	SyscallExit,
+	Pthread,
+	PthreadMapping,
+	JvmThread, // thread_start, thread_exists
+	MonitorEnter,
+	MonitorEntered,
+	MonitorWait,
+	MonitorWaited,
+};
+
+struct ClassInfo : MemberCache {
+	Kind kind = Kind::Instant;
+	std::string name; // shown name: "provider:event", a syscall's name, a span's base
+	analyze::Op op = analyze::Op::MutexLock;
+	int wake_kind = 0;
+	bool raw = false; // sys_enter / sys_exit
+};
+
+// Where a stream class keeps the thread and the CPU: the index of `vtid`
+// (or `tid`) and `cpu_id` in the event common context, else of `vtid` and
+// `cpu_id` in the packet context (a lane owned by one thread); -1 absent.
+// The rule is bt_fields.h's event_tid(), resolved once per stream class.
+struct StreamCtx {
+	int64_t ev_tid = -1, ev_cpu = -1, pkt_tid = -1, pkt_cpu = -1;
+	explicit StreamCtx(const bt_stream_class *sc)
+	{
+		const bt_field_class *ec = bt_stream_class_borrow_event_common_context_field_class_const(sc);
+		ev_tid = member_index(ec, "vtid");
+		if (ev_tid < 0)
+			ev_tid = member_index(ec, "tid");
+		ev_cpu = member_index(ec, "cpu_id");
+		if (ev_cpu < 0)
+			ev_cpu = member_index(ec, "cpu");
+		const bt_field_class *pc = bt_stream_class_borrow_packet_context_field_class_const(sc);
+		pkt_tid = member_index(pc, "vtid");
+		pkt_cpu = member_index(pc, "cpu_id");
+	}
+	static const bt_field *at(const bt_field *st, int64_t i)
+	{
+		return st && i >= 0 ? bt_field_structure_borrow_member_field_by_index_const(st, static_cast<uint64_t>(i))
+				    : nullptr;
+	}
+	bool tid(const bt_event *ev, int64_t *out) const
+	{
+		if (ev_tid >= 0)
+			return integer_value(at(bt_event_borrow_common_context_field_const(ev), ev_tid), out);
+		if (pkt_tid < 0)
+			return false;
+		const bt_packet *p = bt_event_borrow_packet_const(ev);
+		return p && integer_value(at(bt_packet_borrow_context_field_const(p), pkt_tid), out) && *out >= 0;
+	}
+	uint32_t cpu(const bt_event *ev) const
+	{
+		int64_t v = 0;
+		if (ev_cpu >= 0 && integer_value(at(bt_event_borrow_common_context_field_const(ev), ev_cpu), &v))
+			return static_cast<uint32_t>(v);
+		const bt_packet *p = bt_event_borrow_packet_const(ev);
+		if (pkt_cpu >= 0 && p && integer_value(at(bt_packet_borrow_context_field_const(p), pkt_cpu), &v))
+			return static_cast<uint32_t>(v);
+		return 0;
+	}
+};
+
+// "app:work_begin" -> (SpanBegin, "app:work").
+bool span_suffix(const std::string &n, Kind *kind, std::string *base)
+{
+	static const struct {
+		const char *suffix;
+		Kind kind;
+	} kSuffixes[] = {{"_begin", Kind::SpanBegin}, {"_start", Kind::SpanBegin}, {"_entry", Kind::SpanBegin},
+			 {"_enter", Kind::SpanBegin}, {"_end", Kind::SpanEnd},     {"_finish", Kind::SpanEnd},
+			 {"_exit", Kind::SpanEnd}};
+	for (const auto &s : kSuffixes) {
+		const size_t len = std::strlen(s.suffix);
+		if (n.size() > len && n.compare(n.size() - len, len, s.suffix) == 0) {
+			*kind = s.kind;
+			*base = n.substr(0, n.size() - len);
+			return true;
+		}
+	}
+	return false;
+}
+
+ClassInfo classify(const std::string &n, bool kernel)
+{
+	ClassInfo c;
+	c.name = n;
+	if (kernel) {
+		if (n == "sched_switch") {
+			c.kind = Kind::SchedSwitch;
+		} else if (n == "sched_waking" || n == "sched_wakeup" || n == "sched_wakeup_new") {
+			c.kind = Kind::Wakeup;
+			c.wake_kind = n == "sched_waking" ? 0 : n == "sched_wakeup" ? 1 : 2;
+		} else if (n == "sys_enter" || n == "sys_exit") {
+			// The raw tracepoints (id, args): slices "syscall ID" while no
+			// named syscall event has been seen (see Converter::on_event).
+			c.kind = n == "sys_enter" ? Kind::SyscallEntry : Kind::SyscallExit;
+			c.raw = true;
+			c.name = "syscall";
+		} else if (n.compare(0, 14, "syscall_entry_") == 0) {
+			c.kind = Kind::SyscallEntry;
+			c.name = n.substr(14);
+		} else if (n.compare(0, 13, "syscall_exit_") == 0) {
+			c.kind = Kind::SyscallExit;
+			c.name = n.substr(13);
+		}
+		return c; // other kernel events: instants
+	}
+	if (n.compare(0, 8, "pthread:") == 0) {
+		if (n == "pthread:mapping")
+			c.kind = Kind::PthreadMapping;
+		else if (analyze::op_from_name(n.substr(8), &c.op))
+			c.kind = Kind::Pthread;
+		return c;
+	}
+	static const struct {
+		const char *name;
+		Kind kind;
+	} kJvm[] = {{"jvm:thread_start", Kind::JvmThread},
+		    {"jvm:thread_exists", Kind::JvmThread},
+		    {"jvm:monitor_contended_enter", Kind::MonitorEnter},
+		    {"jvm:monitor_contended_entered", Kind::MonitorEntered},
+		    {"jvm:monitor_wait", Kind::MonitorWait},
+		    {"jvm:monitor_waited", Kind::MonitorWaited}};
+	for (const auto &j : kJvm)
+		if (n == j.name) {
+			c.kind = j.kind;
+			return c;
+		}
+	Kind k;
+	std::string base;
+	if (span_suffix(n, &k, &base)) {
+		c.kind = k;
+		c.name = base;
+	}
+	return c;
+}
+
+// ---- the converter -----------------------------------------------------------
+
+struct Thread {
+	int64_t pid = -1;
+	std::string comm;     // from the kernel (sched_switch)
+	std::string java;     // from jvm:thread_start / thread_exists
+	bool emitted = false; // its track descriptor is out
+	std::string emitted_name;
+	uint32_t syscalls = 0;          // open syscall slices
+	uint32_t raw_syscalls = 0;      // of which opened by a raw sys_enter
+	std::vector<std::string> spans; // open user spans (their base names)
+	uint32_t monitor = 0;           // open monitor waits
+	const std::string &name() const { return !java.empty() ? java : comm; }
+};
+
+struct TraceInfo {
+	bool kernel = false;
+	int64_t pid = -1;
+	std::string procname;
+};
+
+struct LockState {
+	uint64_t last_release_flow = 0; // the flow started by the last unlock, 0 once the lock was taken again
+	int64_t released_by = 0;        // that unlock's thread
+};
+
+struct HoldKey {
+	int64_t tid;
+	uint64_t lock;
+	bool operator==(const HoldKey &o) const { return tid == o.tid && lock == o.lock; }
+};
+struct HoldKeyHash {
+	size_t operator()(const HoldKey &k) const { return mix(static_cast<uint64_t>(k.tid) * 31 + k.lock); }
+};
+
+class Converter {
+public:
+	explicit Converter(exp::Sink &sink) : sink_(sink) {}
+
+	uint64_t events = 0, discarded = 0, unmatched_ends = 0;
+	std::unordered_map<int64_t, Thread> threads;
+
+	void on_message(const bt_message *msg)
+	{
+		switch (bt_message_get_type(msg)) {
+		case BT_MESSAGE_TYPE_EVENT:
+			on_event(msg);
+			break;
+		case BT_MESSAGE_TYPE_DISCARDED_EVENTS:
+		case BT_MESSAGE_TYPE_DISCARDED_PACKETS:
+			on_discarded(msg);
+			break;
+		default:
+			break;
+		}
+	}
+
+	// The pre-pass over the user sub-traces: which process each thread is
+	// in, and Java threads' names.
+	void learn(const bt_message *msg)
+	{
+		if (bt_message_get_type(msg) != BT_MESSAGE_TYPE_EVENT)
+			return;
+		const bt_event *ev = bt_message_event_borrow_event_const(msg);
+		const TraceInfo &tr = trace_of(ev);
+		int64_t tid = 0;
+		if (!stream_ctx(ev).tid(ev, &tid))
+			return;
+		Thread &t = threads[tid];
+		if (t.pid < 0)
+			t.pid = tr.pid;
+		const ClassInfo &c = class_of(ev, tr);
+		if (c.kind == Kind::JvmThread)
+			jvm_thread(ev, c, tr, false);
+	}
+
+	// Between the pre-pass and the pass: babeltrace2 objects of the first
+	// graph are gone, and their addresses may come back.
+	void new_pass()
+	{
+		traces_.clear();
+		classes_.clear();
+		streams_.clear();
+		last_sc_ = nullptr;
+		last_ctx_ = nullptr;
+		last_trace_ = nullptr;
+		last_info_ = nullptr;
+	}
+
+	bool last_ts(int64_t *ts) const
+	{
+		*ts = last_ts_;
+		return have_ts_;
+	}
+
+private:
+	exp::Sink &sink_;
+	std::unordered_map<const bt_trace *, TraceInfo> traces_;
+	std::unordered_map<const bt_event_class *, ClassInfo> classes_;
+	std::unordered_map<const bt_stream_class *, StreamCtx> streams_;
+	const bt_trace *last_trace_ = nullptr;
+	TraceInfo *last_info_ = nullptr;
+	const bt_stream_class *last_sc_ = nullptr;
+	const StreamCtx *last_ctx_ = nullptr;
+	std::unordered_map<int64_t, bool> procs_; // pid -> descriptor out
+	std::unordered_map<uint64_t, LockState> locks_;
+	std::unordered_map<HoldKey, uint32_t, HoldKeyHash> holds_; // open holds per (thread, lock)
+	std::unordered_map<uint64_t, bool> child_tracks_;
+	std::unordered_map<int64_t, uint64_t> discarded_by_pid_;
+	uint64_t next_flow_ = 1;
+	bool named_syscalls_ = false; // a syscall_entry_NAME was seen: raw sys_enter/exit are left out
+	bool kernel_track_ = false;
+	int64_t last_ts_ = 0;
+	bool have_ts_ = false;
+	Args args_;
+
+	TraceInfo &trace_of(const bt_event *ev) { return trace_info(bt_stream_borrow_trace_const(bt_event_borrow_stream_const(ev))); }
+	TraceInfo &trace_info(const bt_trace *trace)
+	{
+		if (trace == last_trace_)
+			return *last_info_;
+		last_trace_ = trace;
+		auto it = traces_.find(trace);
+		if (it != traces_.end())
+			return *(last_info_ = &it->second);
+		TraceInfo t;
+		std::string domain;
+		t.kernel = env_string(trace, "domain", &domain) && domain == "kernel";
+		env_string(trace, "procname", &t.procname);
+		env_int(trace, "vpid", &t.pid);
+		return *(last_info_ = &traces_.emplace(trace, t).first->second);
+	}
+	const StreamCtx &stream_ctx(const bt_event *ev)
+	{
+		const bt_stream_class *sc = bt_stream_borrow_class_const(bt_event_borrow_stream_const(ev));
+		if (sc != last_sc_) {
+			last_sc_ = sc;
+			last_ctx_ = &streams_.emplace(sc, StreamCtx(sc)).first->second;
+		}
+		return *last_ctx_;
+	}
+	const ClassInfo &class_of(const bt_event *ev, const TraceInfo &tr)
+	{
+		const bt_event_class *ec = bt_event_borrow_class_const(ev);
+		auto it = classes_.find(ec);
+		if (it != classes_.end())
+			return it->second;
+		const char *n = bt_event_class_get_name(ec);
+		return classes_.emplace(ec, classify(n ? n : "?", tr.kernel)).first->second;
+	}
+
+	// ---- tracks ----
+	void ensure_process(int64_t pid, const std::string &name)
+	{
+		auto it = procs_.find(pid);
+		if (it != procs_.end())
+			return;
+		procs_[pid] = true;
+		sink_.process(kProcTrack | static_cast<uint64_t>(pid), pid, name);
+	}
+	uint64_t thread_track(int64_t tid, const TraceInfo *tr)
+	{
+		Thread &t = threads[tid];
+		if (tr && !tr->kernel && t.pid < 0)
+			t.pid = tr->pid;
+		const uint64_t uuid = kThreadTrack | static_cast<uint32_t>(tid);
+		if (!t.emitted || (t.emitted_name != t.name() && !t.name().empty())) {
+			// A thread whose process nothing says (a kernel thread, or a
+			// process not traced in user space) is its own process.
+			const int64_t pid = t.pid >= 0 ? t.pid : tid;
+			std::string pname;
+			if (tr && !tr->kernel && tr->pid == pid)
+				pname = tr->procname;
+			else if (pid == tid)
+				pname = t.name();
+			ensure_process(pid, pname);
+			sink_.thread(uuid, kProcTrack | static_cast<uint64_t>(pid), pid, tid, t.name());
+			t.emitted = true;
+			t.emitted_name = t.name();
+		}
+		return uuid;
+	}
+	uint64_t lock_track(int64_t tid, const TraceInfo &tr, uint64_t lock, const char *kind)
+	{
+		const uint64_t parent = thread_track(tid, &tr);
+		const uint64_t uuid = kLockTrack | (mix(static_cast<uint64_t>(tid) ^ mix(lock)) >> 8);
+		if (child_tracks_.find(uuid) == child_tracks_.end()) {
+			child_tracks_.emplace(uuid, true);
+			char name[64];
+			std::snprintf(name, sizeof name, "%s 0x%" PRIx64, kind, lock);
+			sink_.child_track(uuid, parent, threads[tid].pid >= 0 ? threads[tid].pid : tid, tid, name, false);
+		}
+		return uuid;
+	}
+
+	// ---- events ----
+	void on_event(const bt_message *msg)
+	{
+		const bt_event *ev = bt_message_event_borrow_event_const(msg);
+		TraceInfo &tr = trace_of(ev);
+		const ClassInfo &c = class_of(ev, tr);
+		int64_t ts = 0;
+		if (bt_message_event_borrow_stream_class_default_clock_class_const(msg)) {
+			const bt_clock_snapshot *cs = bt_message_event_borrow_default_clock_snapshot_const(msg);
+			if (bt_clock_snapshot_get_ns_from_origin(cs, &ts) != BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
+				ts = 0;
+		}
+		last_ts_ = ts;
+		have_ts_ = true;
+		events++;
+		const bt_field *pl = bt_event_borrow_payload_field_const(ev);
+		int64_t tid = 0;
+		const StreamCtx &sctx = stream_ctx(ev);
+		const bool has_tid = sctx.tid(ev, &tid);
+
+		switch (c.kind) {
+		case Kind::SchedSwitch: {
+			const uint32_t cpu = sctx.cpu(ev);
+			const int64_t prev = c.i64(pl, "prev_tid"), next = c.i64(pl, "next_tid");
+			const std::string pc = c.str(pl, "prev_comm"), nc = c.str(pl, "next_comm");
+			note_comm(prev, pc);
+			note_comm(next, nc);
+			sink_.sched_switch(ts, cpu, pc, prev, c.i64(pl, "prev_prio"), c.i64(pl, "prev_state"), nc, next,
+					   c.i64(pl, "next_prio"));
+			return;
+		}
+		case Kind::Wakeup: {
+			const int64_t t = c.i64(pl, "tid");
+			const std::string comm = c.str(pl, "comm");
+			note_comm(t, comm);
+			sink_.wakeup(ts, sctx.cpu(ev), c.wake_kind, comm, t, c.i64(pl, "prio"), c.i64(pl, "target_cpu"));
+			return;
+		}
+		case Kind::PthreadMapping:
+			return;
+		default:
+			break;
+		}
+		if (!has_tid) { // an event of no thread: on the process (or kernel) track
+			fields(pl);
+			sink_.instant(ts, no_thread_track(tr), c.name, args_);
+			return;
+		}
+		switch (c.kind) {
+		case Kind::SyscallEntry: {
+			// With named syscall events (syscall_entry_NAME) the raw
+			// sys_enter that feeds them would give each call twice.
+			if (c.raw && named_syscalls_)
+				return;
+			named_syscalls_ = named_syscalls_ || !c.raw;
+			const uint64_t track = thread_track(tid, &tr);
+			fields(pl);
+			if (c.raw)
+				sink_.begin(ts, track, "syscall " + std::to_string(c.i64(pl, "id")), args_, 0);
+			else
+				sink_.begin(ts, track, c.name, args_, 0);
+			threads[tid].syscalls++;
+			threads[tid].raw_syscalls += c.raw;
+			return;
+		}
+		case Kind::SyscallExit: {
+			Thread &t = threads[tid];
+			if (c.raw ? !t.raw_syscalls : t.syscalls <= t.raw_syscalls) {
+				if (!c.raw || !named_syscalls_) // entered before the trace began
+					unmatched_ends++;
+				return;
+			}
+			t.syscalls--;
+			t.raw_syscalls -= c.raw;
+			fields(pl);
+			sink_.end(ts, thread_track(tid, &tr), args_, 0);
+			return;
+		}
+		case Kind::SpanBegin: {
+			const uint64_t track = thread_track(tid, &tr);
+			fields(pl);
+			sink_.begin(ts, track, c.name, args_, 0);
+			threads[tid].spans.push_back(c.name);
+			return;
+		}
+		case Kind::SpanEnd: {
+			Thread &t = threads[tid];
+			fields(pl);
+			if (t.spans.empty() || t.spans.back() != c.name) { // not a pair: an instant
+				sink_.instant(ts, thread_track(tid, &tr), bt_event_class_get_name(bt_event_borrow_class_const(ev)),
+					      args_);
+				return;
+			}
+			t.spans.pop_back();
+			sink_.end(ts, thread_track(tid, &tr), args_, 0);
+			return;
+		}
+		case Kind::Pthread:
+			pthread_event(ts, tid, tr, c, pl);
+			return;
+		case Kind::JvmThread:
+			jvm_thread(ev, c, tr, true);
+			instant(ts, tid, tr, c, pl);
+			return;
+		case Kind::MonitorEnter:
+		case Kind::MonitorWait: {
+			const uint64_t track = thread_track(tid, &tr);
+			fields(pl);
+			std::string name = c.kind == Kind::MonitorEnter ? "monitor enter " : "Object.wait ";
+			char hash[16];
+			std::snprintf(hash, sizeof hash, "@%08" PRIx64, c.u64(pl, "hash") & 0xffffffffu);
+			name += java_class_name(c.str(pl, "class")) + hash;
+			if (c.kind == Kind::MonitorEnter) {
+				const int64_t owner = c.i64(pl, "owner_java_tid");
+				auto it = java_tids_.find(owner);
+				if (it != java_tids_.end()) {
+					Arg a;
+					a.kind = Arg::Str;
+					a.name = "holder";
+					a.s = threads[it->second].name() + " (tid " + std::to_string(it->second) + ")";
+					args_.push_back(std::move(a));
+				}
+			}
+			sink_.begin(ts, track, name, args_, 0);
+			threads[tid].monitor++;
+			return;
+		}
+		case Kind::MonitorEntered:
+		case Kind::MonitorWaited: {
+			Thread &t = threads[tid];
+			if (!t.monitor) {
+				instant(ts, tid, tr, c, pl);
+				return;
+			}
+			t.monitor--;
+			fields(pl);
+			sink_.end(ts, thread_track(tid, &tr), args_, 0);
+			return;
+		}
+		default:
+			instant(ts, tid, tr, c, pl);
+			return;
+		}
+	}
+
+	std::unordered_map<int64_t, int64_t> java_tids_; // java_tid -> os tid
+
+	void jvm_thread(const bt_event *ev, const ClassInfo &c, const TraceInfo &tr, bool live)
+	{
+		const bt_field *pl = bt_event_borrow_payload_field_const(ev);
+		const int64_t os_tid = c.i64(pl, "os_tid");
+		if (os_tid <= 0)
+			return;
+		Thread &t = threads[os_tid];
+		t.java = c.str(pl, "name");
+		if (t.pid < 0)
+			t.pid = tr.pid;
+		java_tids_[c.i64(pl, "java_tid")] = os_tid;
+		if (live && t.emitted)
+			thread_track(os_tid, &tr); // renamed: the descriptor again
+	}
+
+	void instant(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const bt_field *pl)
+	{
+		const uint64_t track = thread_track(tid, &tr);
+		fields(pl);
+		sink_.instant(ts, track, c.name, args_); // never a span's class: their names are cut
+	}
+
+	uint64_t no_thread_track(const TraceInfo &tr)
+	{
+		if (!tr.kernel && tr.pid >= 0) {
+			ensure_process(tr.pid, tr.procname);
+			return kProcTrack | static_cast<uint64_t>(tr.pid);
+		}
+		if (!kernel_track_) {
+			kernel_track_ = true;
+			sink_.child_track(kKernelTrack, 0, 0, 0, "kernel", false);
+		}
+		return kKernelTrack;
+	}
+
+	void note_comm(int64_t tid, const std::string &comm)
+	{
+		if (tid <= 0 || comm.empty())
+			return;
+		Thread &t = threads[tid];
+		if (t.comm.empty())
+			t.comm = comm;
+	}
+
+	// The payload's top-level integers, reals and strings as arguments
+	// (arrays and structures left out; a sequence's length member kept).
+	void fields(const bt_field *pl)
+	{
+		args_.clear();
+		if (!pl || bt_field_get_class_type(pl) != BT_FIELD_CLASS_TYPE_STRUCTURE)
+			return;
+		const bt_field_class *fc = bt_field_borrow_class_const(pl);
+		const uint64_t n = bt_field_class_structure_get_member_count(fc);
+		for (uint64_t i = 0; i < n; i++) {
+			const bt_field *f = bt_field_structure_borrow_member_field_by_index_const(pl, i);
+			const bt_field_class_type t = bt_field_get_class_type(f);
+			Arg a;
+			a.name = bt_field_class_structure_member_get_name(
+				bt_field_class_structure_borrow_member_by_index_const(fc, i));
+			if (bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_SIGNED_INTEGER)) {
+				a.kind = Arg::Int;
+				a.i = bt_field_integer_signed_get_value(f);
+			} else if (bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER)) {
+				a.kind = Arg::Uint;
+				a.u = bt_field_integer_unsigned_get_value(f);
+			} else if (t == BT_FIELD_CLASS_TYPE_STRING) {
+				a.kind = Arg::Str;
+				a.s = bt_field_string_get_value(f);
+			} else if (t == BT_FIELD_CLASS_TYPE_DOUBLE_PRECISION_REAL) {
+				a.kind = Arg::Real;
+				a.d = bt_field_real_double_precision_get_value(f);
+			} else if (t == BT_FIELD_CLASS_TYPE_SINGLE_PRECISION_REAL) {
+				a.kind = Arg::Real;
+				a.d = bt_field_real_single_precision_get_value(f);
+			} else if (t == BT_FIELD_CLASS_TYPE_BOOL) {
+				a.kind = Arg::Uint;
+				a.u = bt_field_bool_get_value(f);
+			} else {
+				continue;
+			}
+			args_.push_back(std::move(a));
+		}
+	}
+
+	// pthread: waits and holds on a track per (thread, lock), a flow from
+	// the unlock that released a lock to the contended acquisition that got
+	// it next.  Meaning of the fields: docs/pthread.md.
+	void pthread_event(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const bt_field *pl)
+	{
+		using analyze::Op;
+		const uint64_t lock = c.u64(pl, "lock");
+		const int64_t ret = c.i64(pl, "ret");
+		const bool rw = c.op == Op::RwRdlock || c.op == Op::RwWrlock || c.op == Op::RwTryrdlock ||
+				c.op == Op::RwTrywrlock || c.op == Op::RwUnlock;
+		const char *kind = rw ? "rwlock" : "mutex";
+		const uint64_t lock_key = mix(static_cast<uint64_t>(tr.pid) * 1000003u) ^ lock;
+		args_.clear();
+		switch (c.op) {
+		case Op::MutexLock:
+		case Op::MutexTimedlock:
+		case Op::RwRdlock:
+		case Op::RwWrlock:
+		case Op::MutexTrylock:
+		case Op::RwTryrdlock:
+		case Op::RwTrywrlock: {
+			const uint64_t wait = c.u64(pl, "wait_ns");
+			const bool acquired = ret == 0 || ret == 130; // EOWNERDEAD: acquired
+			const uint64_t track = lock_track(tid, tr, lock, kind);
+			LockState &ls = locks_[lock_key];
+			// The release this acquisition followed; none when its
+			// unlock event is not in yet (stamped late: the unlocking
+			// thread was preempted before it, docs/pthread.md) or was
+			// our own.
+			const uint64_t flow = acquired && ls.released_by != tid ? ls.last_release_flow : 0;
+			if (acquired)
+				ls.last_release_flow = 0;
+			if (wait > 0) {
+				sink_.begin(ts - static_cast<int64_t>(wait), track, acquired ? "wait" : "wait (failed)", args_,
+					    flow);
+				Arg a;
+				a.kind = Arg::Int;
+				a.name = "ret";
+				a.i = ret;
+				args_.push_back(a);
+				sink_.end(ts, track, args_, 0);
+				args_.clear();
+			}
+			if (acquired) {
+				sink_.begin(ts, track, "hold", args_, 0);
+				holds_[HoldKey{tid, lock_key}]++;
+			}
+			return;
+		}
+		case Op::MutexUnlock:
+		case Op::RwUnlock: {
+			auto it = holds_.find(HoldKey{tid, lock_key});
+			if (it == holds_.end() || it->second == 0) { // taken before the trace began
+				unmatched_ends++;
+				return;
+			}
+			if (--it->second == 0)
+				holds_.erase(it);
+			const uint64_t flow = next_flow_++;
+			locks_[lock_key].last_release_flow = flow;
+			locks_[lock_key].released_by = tid;
+			sink_.end(ts, lock_track(tid, tr, lock, kind), args_, flow);
+			return;
+		}
+		case Op::CondWait:
+		case Op::CondTimedwait: {
+			// The mutex is released for the wait and taken again at its end.
+			const uint64_t wait = c.u64(pl, "wait_ns");
+			const uint64_t track = lock_track(tid, tr, lock, "mutex");
+			const int64_t from = ts - static_cast<int64_t>(wait);
+			auto it = holds_.find(HoldKey{tid, lock_key});
+			const bool held = it != holds_.end() && it->second > 0;
+			if (held)
+				sink_.end(from, track, args_, 0);
+			char name[64];
+			std::snprintf(name, sizeof name, "cond wait 0x%" PRIx64, c.u64(pl, "cond"));
+			sink_.begin(from, track, name, args_, 0);
+			Arg a;
+			a.kind = Arg::Int;
+			a.name = "ret";
+			a.i = ret;
+			args_.push_back(a);
+			sink_.end(ts, track, args_, 0);
+			args_.clear();
+			if (held)
+				sink_.begin(ts, track, "hold", args_, 0);
+			return;
+		}
+		case Op::CondSignal:
+		case Op::CondBroadcast:
+			instant(ts, tid, tr, c, pl);
+			return;
+		}
+	}
+
+	// A loss: a marker on the process (kernel: the kernel track) and a
+	// counter of events lost so far.
+	void on_discarded(const bt_message *msg)
+	{
+		const bool ev = bt_message_get_type(msg) == BT_MESSAGE_TYPE_DISCARDED_EVENTS;
+		const bt_stream *stream = ev ? bt_message_discarded_events_borrow_stream_const(msg)
+					     : bt_message_discarded_packets_borrow_stream_const(msg);
+		uint64_t count = 0;
+		const bool known = ev ? bt_message_discarded_events_get_count(msg, &count) ==
+						BT_PROPERTY_AVAILABILITY_AVAILABLE
+				      : bt_message_discarded_packets_get_count(msg, &count) ==
+						BT_PROPERTY_AVAILABILITY_AVAILABLE;
+		const bt_stream_class *sc = bt_stream_borrow_class_const(stream);
+		int64_t ts = last_ts_;
+		const bool has_times = ev ? bt_stream_class_discarded_events_have_default_clock_snapshots(sc)
+					  : bt_stream_class_discarded_packets_have_default_clock_snapshots(sc);
+		if (has_times) {
+			const bt_clock_snapshot *cs =
+				ev ? bt_message_discarded_events_borrow_end_default_clock_snapshot_const(msg)
+				   : bt_message_discarded_packets_borrow_end_default_clock_snapshot_const(msg);
+			int64_t t = 0;
+			if (bt_clock_snapshot_get_ns_from_origin(cs, &t) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
+				ts = t;
+		}
+		const TraceInfo &tr = trace_info(bt_stream_borrow_trace_const(stream));
+		const uint64_t track = no_thread_track(tr);
+		Args a(1);
+		a[0].kind = Arg::Uint;
+		a[0].name = "count";
+		a[0].u = count;
+		if (ev)
+			discarded += count;
+		sink_.instant(ts, track, ev ? (known ? "events discarded" : "events discarded (count unknown)")
+					    : "packets discarded",
+			      a);
+		if (!ev)
+			return;
+		const int64_t key = tr.kernel ? -1 : tr.pid;
+		const uint64_t ctrack = kCounterTrack | static_cast<uint32_t>(key);
+		uint64_t &total = discarded_by_pid_[key];
+		if (total == 0 && child_tracks_.emplace(ctrack, true).second)
+			sink_.child_track(ctrack, track, tr.kernel ? 0 : tr.pid, 0, "discarded events", true);
+		total += count;
+		sink_.counter(ts, ctrack, static_cast<int64_t>(total));
+	}
+};
+
+int run_export(const std::string &dir, bool json, const std::string &out_path)
+{
+	std::vector<std::string> dirs;
+	std::string why, warnings;
+	if (!find_ctf_traces(dir, &dirs, &why)) {
+		std::fprintf(stderr, "strata export: %s\n", why.c_str());
+		return cli::kFail;
+	}
+	int64_t begin = 0, end = 0;
+	const bool ranged = trace_range(dirs, &begin, &end); // also the JSON's zero
+
+	FILE *out = stdout;
+	if (out_path != "-") {
+		out = std::fopen(out_path.c_str(), "wb");
+		if (!out) {
+			std::fprintf(stderr, "strata export: cannot create '%s': %s\n", out_path.c_str(),
+				     std::strerror(errno));
+			return cli::kFail;
+		}
+	}
+	std::unique_ptr<exp::Sink> sink =
+		json ? exp::make_json_sink(out, ranged ? begin : 0) : exp::make_perfetto_sink(out);
+	Converter conv(*sink);
+
+	// Threads seen by the kernel belong to the processes of the user
+	// sub-traces: learn which first (only needed with a kernel sub-trace).
+	std::vector<std::string> user;
+	for (const std::string &d : dirs)
+		if (!is_kernel_trace(d))
+			user.push_back(d);
+	bool ok = true;
+	if (!user.empty() && user.size() < dirs.size())
+		ok = read_ctf_trace_dirs(
+			user, [&conv](const bt_message *m) { conv.learn(m); return true; }, &why, &warnings);
+
+	conv.new_pass();
+	Progress progress("export", ranged && isatty(STDERR_FILENO), begin, end);
+	ok = ok && read_ctf_trace_dirs(
+			   dirs,
+			   [&](const bt_message *m) {
+				   conv.on_message(m);
+				   int64_t ts = 0;
+				   if (conv.last_ts(&ts))
+					   progress.update(conv.events, ts);
+				   return !sink->failed();
+			   },
+			   &why, &warnings);
+	progress.done();
+	const bool written = sink->finish();
+	const bool closed = out == stdout ? std::fflush(out) == 0 : std::fclose(out) == 0;
+	if (!warnings.empty())
+		std::fprintf(stderr, "strata export: warning: %s", warnings.c_str());
+	if (!ok) {
+		std::fprintf(stderr, "strata export: %s\n", why.c_str());
+		cli::hint_torn("export", dir);
+		return cli::kFail;
+	}
+	if (!written || !closed) {
+		std::fprintf(stderr, "strata export: cannot write '%s': %s\n", out_path.c_str(), std::strerror(errno));
+		return cli::kFail;
+	}
+	if (out != stdout) {
+		std::fprintf(stderr, "strata export: %" PRIu64 " events (%" PRIu64 " discarded) -> %s\n", conv.events,
+			     conv.discarded, out_path.c_str());
+		if (conv.unmatched_ends)
+			std::fprintf(stderr,
+				     "strata export: %" PRIu64 " syscall exits or unlocks had no beginning in the trace"
+				     " (begun before it): left out\n",
+				     conv.unmatched_ends);
+	}
+	return cli::kOk;
+}
+
+} // namespace
+} // namespace strata
+
+int strata_cmd_export(int argc, char **argv)
+{
+	using namespace strata;
+	const char *dir = nullptr;
+	std::string out, format = "perfetto";
+	bool options_done = false;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!options_done && cli::is_help(a)) {
+			export_usage(stdout);
+			return cli::kOk;
+		} else if (!options_done && (!std::strcmp(a, "--format") || !std::strcmp(a, "-o") ||
+					     !std::strcmp(a, "--output"))) {
+			if (i + 1 >= argc)
+				return cli::usage_error("export", std::string(a) + " needs a value");
+			(a[1] == 'o' || !std::strcmp(a, "--output") ? out : format) = argv[++i];
+		} else if (!options_done && !std::strncmp(a, "--format=", 9)) {
+			format = a + 9;
+		} else if (!options_done && !std::strncmp(a, "--output=", 9)) {
+			out = a + 9;
+		} else if (!options_done && !std::strcmp(a, "--")) {
+			options_done = true;
+		} else if (!options_done && a[0] == '-' && a[1]) {
+			return cli::usage_error("export", std::string("unknown option '") + a + "'");
+		} else if (!dir) {
+			dir = a;
+		} else {
+			return cli::usage_error("export", "one trace directory only");
+		}
+	}
+	if (format != "perfetto" && format != "json")
+		return cli::usage_error("export", "--format is perfetto or json, not '" + format + "'");
+	const bool json = format == "json";
+	const std::string d = dir ? dir : ".";
+	if (out.empty()) {
+		std::string base = d;
+		while (base.size() > 1 && base.back() == '/')
+			base.pop_back();
+		if (base == "." || base == "/")
+			base = "trace";
+		out = base + (json ? ".json" : ".perfetto-trace");
+	}
+	return run_export(d, json, out);
+}

@@ -1,0 +1,577 @@
+// export_sink.cpp - see export_sink.h.  The Perfetto field numbers are those
+// of Perfetto's public .proto files (protos/perfetto/trace/...), written down
+// again in tests/export/perfetto_subset.proto, against which the tests
+// decode our output with protoc.
+#include "export_sink.h"
+
+#include <cinttypes>
+#include <cstring>
+#include <unordered_map>
+
+#include "export_proto.h"
+
+namespace strata {
+namespace exp {
+namespace {
+
+constexpr size_t kFlushAt = 1u << 20;
+
+// ---- Perfetto --------------------------------------------------------------
+
+// message Trace
+constexpr uint32_t kTracePacket = 1;
+// message TracePacket
+constexpr uint32_t kPktFtraceEvents = 1, kPktTimestamp = 8, kPktSeqId = 10, kPktTrackEvent = 11,
+		   kPktSequenceFlags = 13, kPktTrackDescriptor = 60;
+constexpr uint64_t kSeqIncrementalStateCleared = 1;
+// message TrackDescriptor
+constexpr uint32_t kTdUuid = 1, kTdName = 2, kTdProcess = 3, kTdThread = 4, kTdParent = 5, kTdCounter = 8;
+// message ProcessDescriptor / ThreadDescriptor
+constexpr uint32_t kPdPid = 1, kPdName = 6;
+constexpr uint32_t kThPid = 1, kThTid = 2, kThName = 5;
+// message TrackEvent
+constexpr uint32_t kTeDebugAnnotations = 4, kTeType = 9, kTeTrackUuid = 11, kTeName = 23, kTeCounterValue = 30,
+		   kTeFlowIds = 47, kTeTerminatingFlowIds = 48;
+constexpr uint64_t kTypeSliceBegin = 1, kTypeSliceEnd = 2, kTypeInstant = 3, kTypeCounter = 4;
+// message DebugAnnotation
+constexpr uint32_t kDaUint = 3, kDaInt = 4, kDaDouble = 5, kDaString = 6, kDaName = 10;
+// message FtraceEventBundle / FtraceEvent
+constexpr uint32_t kFbCpu = 1, kFbEvent = 2;
+constexpr uint32_t kFeTimestamp = 1, kFePid = 2, kFeSchedSwitch = 4, kFeSchedWakeup = 17, kFeSchedWaking = 20,
+		   kFeSchedWakeupNew = 114;
+// message SchedSwitchFtraceEvent / SchedWakeupFtraceEvent (and waking, wakeup_new)
+constexpr uint32_t kSwPrevComm = 1, kSwPrevPid = 2, kSwPrevPrio = 3, kSwPrevState = 4, kSwNextComm = 5,
+		   kSwNextPid = 6, kSwNextPrio = 7;
+constexpr uint32_t kWkComm = 1, kWkPid = 2, kWkPrio = 3, kWkSuccess = 4, kWkTargetCpu = 5;
+
+// Every packet is on one writer sequence.
+constexpr uint64_t kSequence = 1;
+
+class PerfettoSink final : public Sink {
+public:
+	explicit PerfettoSink(FILE *out) : out_(out) {}
+
+	void process(uint64_t uuid, int64_t pid, const std::string &name) override
+	{
+		const size_t pkt = open_packet();
+		const size_t td = w_.begin(kPktTrackDescriptor);
+		w_.u64(kTdUuid, uuid);
+		const size_t pd = w_.begin(kTdProcess);
+		w_.i64(kPdPid, pid);
+		if (!name.empty())
+			w_.str(kPdName, name);
+		w_.end(pd);
+		w_.end(td);
+		close_packet(pkt);
+	}
+	void thread(uint64_t uuid, uint64_t parent, int64_t pid, int64_t tid, const std::string &name) override
+	{
+		const size_t pkt = open_packet();
+		const size_t td = w_.begin(kPktTrackDescriptor);
+		w_.u64(kTdUuid, uuid);
+		if (parent)
+			w_.u64(kTdParent, parent);
+		const size_t th = w_.begin(kTdThread);
+		w_.i64(kThPid, pid);
+		w_.i64(kThTid, tid);
+		if (!name.empty())
+			w_.str(kThName, name);
+		w_.end(th);
+		w_.end(td);
+		close_packet(pkt);
+	}
+	void child_track(uint64_t uuid, uint64_t parent, int64_t, int64_t, const std::string &name,
+			 bool counter) override
+	{
+		const size_t pkt = open_packet();
+		const size_t td = w_.begin(kPktTrackDescriptor);
+		w_.u64(kTdUuid, uuid);
+		if (parent)
+			w_.u64(kTdParent, parent);
+		w_.str(kTdName, name);
+		if (counter)
+			w_.end(w_.begin(kTdCounter)); // an empty CounterDescriptor
+		w_.end(td);
+		close_packet(pkt);
+	}
+	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args, uint64_t flow_in) override
+	{
+		const size_t pkt = open_packet(ts);
+		const size_t te = w_.begin(kPktTrackEvent);
+		w_.u64(kTeType, kTypeSliceBegin);
+		w_.u64(kTeTrackUuid, track);
+		w_.str(kTeName, name);
+		annotations(args);
+		if (flow_in)
+			w_.fixed64(kTeTerminatingFlowIds, flow_in);
+		w_.end(te);
+		close_packet(pkt);
+	}
+	void end(int64_t ts, uint64_t track, const Args &args, uint64_t flow_out) override
+	{
+		const size_t pkt = open_packet(ts);
+		const size_t te = w_.begin(kPktTrackEvent);
+		w_.u64(kTeType, kTypeSliceEnd);
+		w_.u64(kTeTrackUuid, track);
+		annotations(args);
+		if (flow_out)
+			w_.fixed64(kTeFlowIds, flow_out);
+		w_.end(te);
+		close_packet(pkt);
+	}
+	void instant(int64_t ts, uint64_t track, const std::string &name, const Args &args) override
+	{
+		const size_t pkt = open_packet(ts);
+		const size_t te = w_.begin(kPktTrackEvent);
+		w_.u64(kTeType, kTypeInstant);
+		w_.u64(kTeTrackUuid, track);
+		w_.str(kTeName, name);
+		annotations(args);
+		w_.end(te);
+		close_packet(pkt);
+	}
+	void counter(int64_t ts, uint64_t track, int64_t value) override
+	{
+		const size_t pkt = open_packet(ts);
+		const size_t te = w_.begin(kPktTrackEvent);
+		w_.u64(kTeType, kTypeCounter);
+		w_.u64(kTeTrackUuid, track);
+		w_.i64(kTeCounterValue, value);
+		w_.end(te);
+		close_packet(pkt);
+	}
+	void sched_switch(int64_t ts, uint32_t cpu, const std::string &prev_comm, int64_t prev_tid, int64_t prev_prio,
+			  int64_t prev_state, const std::string &next_comm, int64_t next_tid, int64_t next_prio) override
+	{
+		const size_t pkt = open_packet();
+		const size_t fb = w_.begin(kPktFtraceEvents);
+		w_.u64(kFbCpu, cpu);
+		const size_t fe = w_.begin(kFbEvent);
+		w_.u64(kFeTimestamp, static_cast<uint64_t>(ts));
+		w_.u64(kFePid, static_cast<uint64_t>(prev_tid));
+		const size_t sw = w_.begin(kFeSchedSwitch);
+		w_.str(kSwPrevComm, prev_comm);
+		w_.i64(kSwPrevPid, prev_tid);
+		w_.i64(kSwPrevPrio, prev_prio);
+		w_.i64(kSwPrevState, prev_state);
+		w_.str(kSwNextComm, next_comm);
+		w_.i64(kSwNextPid, next_tid);
+		w_.i64(kSwNextPrio, next_prio);
+		w_.end(sw);
+		w_.end(fe);
+		w_.end(fb);
+		close_packet(pkt);
+	}
+	void wakeup(int64_t ts, uint32_t cpu, int kind, const std::string &comm, int64_t tid, int64_t prio,
+		    int64_t target_cpu) override
+	{
+		static const uint32_t fields[] = {kFeSchedWaking, kFeSchedWakeup, kFeSchedWakeupNew};
+		const size_t pkt = open_packet();
+		const size_t fb = w_.begin(kPktFtraceEvents);
+		w_.u64(kFbCpu, cpu);
+		const size_t fe = w_.begin(kFbEvent);
+		w_.u64(kFeTimestamp, static_cast<uint64_t>(ts));
+		w_.u64(kFePid, static_cast<uint64_t>(tid));
+		const size_t wk = w_.begin(fields[kind < 0 || kind > 2 ? 0 : kind]);
+		w_.str(kWkComm, comm);
+		w_.i64(kWkPid, tid);
+		w_.i64(kWkPrio, prio);
+		w_.i64(kWkSuccess, 1);
+		w_.i64(kWkTargetCpu, target_cpu);
+		w_.end(wk);
+		w_.end(fe);
+		w_.end(fb);
+		close_packet(pkt);
+	}
+	bool finish() override
+	{
+		flush();
+		return !failed_;
+	}
+
+private:
+	FILE *out_;
+	pb::Writer w_;
+	bool first_ = true;
+
+	size_t open_packet(int64_t ts = -1)
+	{
+		const size_t at = w_.begin(kTracePacket);
+		if (ts >= 0)
+			w_.u64(kPktTimestamp, static_cast<uint64_t>(ts));
+		w_.u64(kPktSeqId, kSequence);
+		if (first_) {
+			w_.u64(kPktSequenceFlags, kSeqIncrementalStateCleared);
+			first_ = false;
+		}
+		return at;
+	}
+	void close_packet(size_t at)
+	{
+		w_.end(at);
+		if (w_.buf.size() >= kFlushAt)
+			flush();
+	}
+	void annotations(const Args &args)
+	{
+		for (const Arg &a : args) {
+			const size_t da = w_.begin(kTeDebugAnnotations);
+			w_.str(kDaName, a.name, std::strlen(a.name));
+			switch (a.kind) {
+			case Arg::Int:
+				w_.i64(kDaInt, a.i);
+				break;
+			case Arg::Uint:
+				w_.u64(kDaUint, a.u);
+				break;
+			case Arg::Real:
+				w_.f64(kDaDouble, a.d);
+				break;
+			case Arg::Str:
+				w_.str(kDaString, a.s);
+				break;
+			}
+			w_.end(da);
+		}
+	}
+	void flush()
+	{
+		if (!w_.buf.empty() && std::fwrite(w_.buf.data(), 1, w_.buf.size(), out_) != w_.buf.size())
+			failed_ = true;
+		w_.buf.clear();
+	}
+};
+
+// ---- Chrome JSON trace events ----------------------------------------------
+// {"traceEvents":[...]} with one event per line; ts and dur in microseconds
+// (three decimals: nanoseconds) after the trace's first time.  Thread tracks
+// take B/E slices; child tracks (lock waits and holds, which need not nest
+// with the thread's slices) take async b/e events of category "lock" whose id
+// is the track; counters are C events named after their track; sched_switch
+// becomes one X slice per time a thread ran, on a thread "CPU n" of a
+// process "CPUs" (pid 0); wakeups are instants there.
+
+class JsonSink final : public Sink {
+public:
+	JsonSink(FILE *out, int64_t t0) : out_(out), t0_(t0) { buf_ = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"; }
+
+	void process(uint64_t uuid, int64_t pid, const std::string &name) override
+	{
+		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p'};
+		start_event("M");
+		buf_ += "\"name\":\"process_name\",\"pid\":";
+		num(pid);
+		buf_ += ",\"args\":{\"name\":";
+		quote(name);
+		buf_ += "}}";
+	}
+	void thread(uint64_t uuid, uint64_t, int64_t pid, int64_t tid, const std::string &name) override
+	{
+		tracks_[uuid] = Track{pid, tid, std::string(), false, 't'};
+		start_event("M");
+		buf_ += "\"name\":\"thread_name\",\"pid\":";
+		num(pid);
+		buf_ += ",\"tid\":";
+		num(tid);
+		buf_ += ",\"args\":{\"name\":";
+		quote(name);
+		buf_ += "}}";
+	}
+	void child_track(uint64_t uuid, uint64_t parent, int64_t pid, int64_t tid, const std::string &name,
+			 bool counter) override
+	{
+		// A track of no process or thread (the kernel's own events) is
+		// global.
+		tracks_[uuid] = Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g'};
+	}
+	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args, uint64_t flow_in) override
+	{
+		const Track &t = tracks_[track];
+		if (flow_in) {
+			start_event("f");
+			buf_ += "\"bp\":\"e\",\"cat\":\"lock\",\"name\":\"handover\",\"id\":";
+			num(static_cast<int64_t>(flow_in & 0x7fffffffffffffULL));
+			where(t, ts);
+			buf_ += '}';
+		}
+		start_event(t.async ? "b" : "B");
+		buf_ += "\"name\":";
+		if (t.async) {
+			quote(name + " " + t.name);
+			async_id(track);
+		} else {
+			quote(name);
+		}
+		where(t, ts);
+		json_args(args);
+		buf_ += '}';
+		if (t.async)
+			open_names_[track].push_back(name + " " + t.name);
+	}
+	void end(int64_t ts, uint64_t track, const Args &args, uint64_t flow_out) override
+	{
+		const Track &t = tracks_[track];
+		start_event(t.async ? "e" : "E");
+		if (t.async) {
+			std::vector<std::string> &names = open_names_[track];
+			buf_ += "\"name\":";
+			quote(names.empty() ? t.name : names.back());
+			if (!names.empty())
+				names.pop_back();
+			async_id(track);
+		} else {
+			buf_.pop_back(); // the ',' start_event() left
+		}
+		where(t, ts);
+		json_args(args);
+		buf_ += '}';
+		if (flow_out) {
+			start_event("s");
+			buf_ += "\"cat\":\"lock\",\"name\":\"handover\",\"id\":";
+			num(static_cast<int64_t>(flow_out & 0x7fffffffffffffULL));
+			where(t, ts);
+			buf_ += '}';
+		}
+	}
+	void instant(int64_t ts, uint64_t track, const std::string &name, const Args &args) override
+	{
+		const Track &t = tracks_[track];
+		start_event("i");
+		buf_ += "\"s\":\"";
+		buf_ += t.scope;
+		buf_ += "\",\"name\":";
+		quote(name);
+		where(t, ts);
+		json_args(args);
+		buf_ += '}';
+	}
+	void counter(int64_t ts, uint64_t track, int64_t value) override
+	{
+		const Track &t = tracks_[track];
+		start_event("C");
+		buf_ += "\"name\":";
+		quote(t.name);
+		buf_ += ",\"pid\":";
+		num(t.pid);
+		buf_ += ",\"ts\":";
+		time(ts);
+		buf_ += ",\"args\":{\"value\":";
+		num(value);
+		buf_ += "}}";
+	}
+	void sched_switch(int64_t ts, uint32_t cpu, const std::string &, int64_t prev_tid, int64_t, int64_t prev_state,
+			  const std::string &next_comm, int64_t next_tid, int64_t) override
+	{
+		cpu_track(cpu);
+		Running &r = running_[cpu];
+		if (r.since >= 0 && r.tid == prev_tid && r.tid != 0) {
+			start_event("X");
+			buf_ += "\"name\":";
+			quote(r.comm);
+			buf_ += ",\"pid\":0,\"tid\":";
+			num(cpu);
+			buf_ += ",\"ts\":";
+			time(r.since);
+			buf_ += ",\"dur\":";
+			dur(ts - r.since);
+			buf_ += ",\"args\":{\"tid\":";
+			num(prev_tid);
+			buf_ += ",\"end_state\":";
+			num(prev_state);
+			buf_ += "}}";
+		}
+		r.since = ts;
+		r.tid = next_tid;
+		r.comm = next_comm;
+	}
+	void wakeup(int64_t ts, uint32_t cpu, int kind, const std::string &comm, int64_t tid, int64_t,
+		    int64_t target_cpu) override
+	{
+		static const char *const names[] = {"sched_waking", "sched_wakeup", "sched_wakeup_new"};
+		cpu_track(cpu);
+		start_event("i");
+		buf_ += "\"s\":\"t\",\"name\":\"";
+		buf_ += names[kind < 0 || kind > 2 ? 0 : kind];
+		buf_ += "\",\"pid\":0,\"tid\":";
+		num(cpu);
+		buf_ += ",\"ts\":";
+		time(ts);
+		buf_ += ",\"args\":{\"comm\":";
+		quote(comm);
+		buf_ += ",\"tid\":";
+		num(tid);
+		buf_ += ",\"target_cpu\":";
+		num(target_cpu);
+		buf_ += "}}";
+	}
+	bool finish() override
+	{
+		buf_ += "\n]}\n";
+		flush();
+		return !failed_;
+	}
+
+private:
+	struct Track {
+		int64_t pid = 0, tid = 0;
+		std::string name;
+		bool async = false;
+		char scope = 't'; // of instants: thread, process, global
+	};
+	struct Running {
+		int64_t since = -1, tid = 0;
+		std::string comm;
+	};
+	FILE *out_;
+	int64_t t0_;
+	std::string buf_;
+	bool first_ = true;
+	std::unordered_map<uint64_t, Track> tracks_;
+	std::unordered_map<uint64_t, std::vector<std::string>> open_names_;
+	std::unordered_map<uint32_t, Running> running_;
+	bool cpus_named_ = false;
+	std::vector<bool> cpu_named_;
+
+	void start_event(const char *ph)
+	{
+		if (!first_)
+			buf_ += ",\n";
+		first_ = false;
+		if (buf_.size() >= kFlushAt)
+			flush();
+		buf_ += "{\"ph\":\"";
+		buf_ += ph;
+		buf_ += "\",";
+	}
+	void num(int64_t v)
+	{
+		char b[24];
+		const int n = std::snprintf(b, sizeof b, "%" PRId64, v);
+		buf_.append(b, static_cast<size_t>(n));
+	}
+	// Microseconds with three decimals.
+	void us(int64_t ns)
+	{
+		char b[32];
+		const bool neg = ns < 0;
+		const uint64_t a = neg ? static_cast<uint64_t>(-ns) : static_cast<uint64_t>(ns);
+		const int n = std::snprintf(b, sizeof b, "%s%" PRIu64 ".%03u", neg ? "-" : "", a / 1000,
+					    static_cast<unsigned>(a % 1000));
+		buf_.append(b, static_cast<size_t>(n));
+	}
+	void time(int64_t ts) { us(ts - t0_); }
+	void dur(int64_t ns) { us(ns < 0 ? 0 : ns); }
+	void where(const Track &t, int64_t ts)
+	{
+		buf_ += ",\"pid\":";
+		num(t.pid);
+		if (t.scope == 't') {
+			buf_ += ",\"tid\":";
+			num(t.tid);
+		}
+		buf_ += ",\"ts\":";
+		time(ts);
+	}
+	void async_id(uint64_t track)
+	{
+		char b[64];
+		std::snprintf(b, sizeof b, ",\"cat\":\"lock\",\"id\":\"0x%" PRIx64 "\"", track);
+		buf_ += b;
+	}
+	void quote(const std::string &s)
+	{
+		buf_ += '"';
+		for (const unsigned char c : s) {
+			if (c == '"' || c == '\\') {
+				buf_ += '\\';
+				buf_ += static_cast<char>(c);
+			} else if (c < 0x20 || c == 0x7f) {
+				char b[8];
+				std::snprintf(b, sizeof b, "\\u%04x", c);
+				buf_ += b;
+			} else {
+				buf_ += static_cast<char>(c); // UTF-8 passes through
+			}
+		}
+		buf_ += '"';
+	}
+	void json_args(const Args &args)
+	{
+		if (args.empty())
+			return;
+		buf_ += ",\"args\":{";
+		bool first = true;
+		for (const Arg &a : args) {
+			if (!first)
+				buf_ += ',';
+			first = false;
+			quote(a.name);
+			buf_ += ':';
+			switch (a.kind) {
+			case Arg::Int:
+				num(a.i);
+				break;
+			case Arg::Uint: {
+				char b[24];
+				std::snprintf(b, sizeof b, "%" PRIu64, a.u);
+				buf_ += b;
+				break;
+			}
+			case Arg::Real: {
+				char b[40];
+				std::snprintf(b, sizeof b, "%.17g", a.d);
+				// JSON has no NaN or infinity.
+				if (std::strpbrk(b, "ni"))
+					buf_ += "null";
+				else
+					buf_ += b;
+				break;
+			}
+			case Arg::Str:
+				quote(a.s);
+				break;
+			}
+		}
+		buf_ += '}';
+	}
+	void cpu_track(uint32_t cpu)
+	{
+		if (!cpus_named_) {
+			cpus_named_ = true;
+			start_event("M");
+			buf_ += "\"name\":\"process_name\",\"pid\":0,\"args\":{\"name\":\"CPUs\"}}";
+		}
+		if (cpu >= cpu_named_.size())
+			cpu_named_.resize(cpu + 1, false);
+		if (cpu_named_[cpu])
+			return;
+		cpu_named_[cpu] = true;
+		start_event("M");
+		buf_ += "\"name\":\"thread_name\",\"pid\":0,\"tid\":";
+		num(cpu);
+		buf_ += ",\"args\":{\"name\":\"CPU ";
+		num(cpu);
+		buf_ += "\"}}";
+	}
+	void flush()
+	{
+		if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), out_) != buf_.size())
+			failed_ = true;
+		buf_.clear();
+	}
+};
+
+} // namespace
+
+std::unique_ptr<Sink> make_perfetto_sink(FILE *out)
+{
+	return std::unique_ptr<Sink>(new PerfettoSink(out));
+}
+
+std::unique_ptr<Sink> make_json_sink(FILE *out, int64_t t0)
+{
+	return std::unique_ptr<Sink>(new JsonSink(out, t0));
+}
+
+} // namespace exp
+} // namespace strata

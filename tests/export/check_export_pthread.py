@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""`strata export` of a real program: pt_workload's contend mode recorded
+under the pthread preload.  Oracles: babeltrace2's event count, and `strata
+analyze mutex --format=json` (acquisitions, contended acquisitions, total
+wait of each lock) against the slices of the decoded Perfetto trace; the
+JSON output passes the schema and structural checks.
+
+usage: check_export_pthread.py STRATA PT_WORKLOAD WORKDIR"""
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timeline_check import check_json, fail, one, packets, protoc_decode, record_contend, run  # noqa: E402
+
+
+def main():
+    strata, workload, work = sys.argv[1:4]
+    trace = record_contend(strata, workload, work, 4)
+    rep = json.loads(run([strata, "analyze", "mutex", trace, "--format=json"]).stdout)
+    if rep["discarded"]:
+        print("SKIP: the tracer lost events; counts would not be exact")
+        return 77
+    bt = run(["babeltrace2", trace]).stdout.count("\n")
+
+    pf = os.path.join(work, "out.perfetto-trace")
+    r = run([strata, "export", trace, "-o", pf])
+    m = re.search(r"(\d+) events \(0 discarded\)", r.stderr)
+    if not m or int(m.group(1)) != bt:
+        fail("export counted %r, babeltrace2 %d" % (r.stderr, bt))
+    tr = protoc_decode(pf)
+    names = {}
+    begins = {}  # track -> stack of (name, ts, flow_in)
+    per_lock = {}  # track name -> [holds, waits, wait_ns]
+    flows_out, flows_in = {}, {}
+    evs = []
+    for i, p in enumerate(packets(tr)):
+        if "track_descriptor" in p:
+            td = one(p, "track_descriptor")
+            names[one(td, "uuid")] = one(td, "name", "")
+        elif "track_event" in p:
+            evs.append((one(p, "timestamp"), i, one(p, "track_event")))
+    evs.sort(key=lambda x: (x[0], x[1]))
+    for ts, _, te in evs:
+        track = one(te, "track_uuid")
+        if one(te, "type") == "TYPE_SLICE_BEGIN":
+            begins.setdefault(track, []).append((one(te, "name"), ts))
+            for f in te.get("terminating_flow_ids", []):
+                flows_in[f] = track
+        elif one(te, "type") == "TYPE_SLICE_END":
+            name, t0 = begins[track].pop()
+            for f in te.get("flow_ids", []):
+                flows_out[f] = track
+            if names[track].startswith("mutex "):
+                st = per_lock.setdefault(names[track], [0, 0, 0])
+                if name == "hold":
+                    st[0] += 1
+                elif name == "wait":
+                    st[1] += 1
+                    st[2] += ts - t0
+    checked = 0
+    for lk in rep["locks"]:
+        key = "mutex 0x%x" % int(lk["address"], 16)
+        if key not in per_lock:
+            continue
+        holds, waits, wait_ns = per_lock[key]
+        if (holds, waits, wait_ns) != (lk["acquisitions"], lk["contended"], lk["wait_total_ns"]):
+            fail("%s: export holds/waits/wait %r, analyze %r" %
+                 (key, (holds, waits, wait_ns), (lk["acquisitions"], lk["contended"], lk["wait_total_ns"])))
+        checked += 1
+    if not checked:
+        fail("no lock of the analysis found in the export: %r" % sorted(per_lock))
+    # Flows: each from a hold's end on one thread's track to a wait on
+    # another's, and at least one (the program contends).
+    bad = [(f, t, flows_out.get(f)) for f, t in flows_in.items() if flows_out.get(f) in (None, t)]
+    if not flows_in or bad:
+        fail("%d flows in; not from another thread's hold: %r" % (len(flows_in), bad[:10]))
+
+    js = os.path.join(work, "out.json")
+    run([strata, "export", "--format=json", trace, "-o", js])
+    evs = check_json(js)
+    b = sum(1 for e in evs if e["ph"] == "b" and e["name"].startswith("hold mutex"))
+    if b != sum(v[0] for v in per_lock.values()):
+        fail("JSON holds %d, Perfetto %d" % (b, sum(v[0] for v in per_lock.values())))
+    print("ok: %d events exported; %d locks agree with analyze mutex; %d flows" % (bt, checked, len(flows_in)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
