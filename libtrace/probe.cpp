@@ -41,8 +41,13 @@
 // The read side inline (liburcu's small read-lock functions, which its
 // headers offer to non-LGPL code), its thread pointer reached with the
 // initial-exec TLS model (CMakeLists.txt): no call and no __tls_get_addr
-// per hit.
+// per hit.  Not under ASan+UBSan: liburcu-bp's readers live in its own
+// arena at less than the 128-byte alignment its struct declares, which
+// UBSan reports in the inlined code (the library's own code, not
+// instrumented, does the same accesses).
+#ifndef __SANITIZE_ADDRESS__
 #define _LGPL_SOURCE 1
+#endif
 #include <urcu/urcu-bp.h>
 
 #include "probe_internal.h"
@@ -60,6 +65,7 @@ struct strata_probe {
 	void *priv;
 	strata_probe *next;  // registration order, under the control lock
 	uint32_t attached;   // tracepoints it is on, under the control lock
+	bool wants_time;     // false only for the runtime's own (agg.cpp)
 };
 
 namespace strata {
@@ -75,6 +81,7 @@ struct ProbeCall {
 struct ProbeList {
 	ProbeList *retired_next; // under the control lock, after it is replaced
 	uint32_t n;
+	bool wants_time;         // some probe reads ev->timestamp
 	ProbeCall calls[1];      // n entries
 };
 
@@ -125,9 +132,12 @@ bool rebuild(strata_tracepoint *tp)
 			return false;
 		l->retired_next = nullptr;
 		l->n = 0;
+		l->wants_time = false;
 		for (strata_probe *p = g_probes; p; p = p->next)
-			if (matches(p, tp->desc))
+			if (matches(p, tp->desc)) {
 				l->calls[l->n++] = ProbeCall{p->fn, p->priv, p};
+				l->wants_time |= p->wants_time;
+			}
 	}
 	// Release: the list's contents before its pointer; pairs with the
 	// acquire load in strata_probe_fire.  The old list is retired: a reader
@@ -273,15 +283,6 @@ void probe_on_unregister(strata_tracepoint *tp)
 	retire(old);
 }
 
-uint32_t probe_count_on(const strata_tracepoint *tp)
-{
-	if (tp->id > kMaxEventId)
-		return 0;
-	// Relaxed: control lock held, we are the writer's own lock holder.
-	const ProbeList *l = g_lists[tp->id].load(std::memory_order_relaxed);
-	return l ? l->n : 0;
-}
-
 } // namespace strata
 
 using namespace strata;
@@ -297,7 +298,7 @@ extern "C" STRATA_EXPORT void strata_probe_fire(struct strata_tracepoint *tp, co
 	// Acquire: pairs with rebuild()'s release: the list is complete.
 	const ProbeList *l = g_lists[id].load(std::memory_order_acquire);
 	if (l) {
-		const strata_probe_event ev{tp->desc, argv, clock_now(), tp};
+		const strata_probe_event ev{tp->desc, argv, l->wants_time ? clock_now() : 0, tp};
 		for (uint32_t i = 0; i < l->n; i++)
 			l->calls[i].fn(&ev, l->calls[i].priv);
 	}
@@ -310,6 +311,12 @@ extern "C" STRATA_EXPORT void strata_probe_fire(struct strata_tracepoint *tp, co
 extern "C" STRATA_EXPORT int strata_probe_register(const char *pattern, int loglevel_max,
 						   strata_probe_fn fn, void *priv, strata_probe **out)
 {
+	return probe_register(pattern, loglevel_max, fn, priv, true, out);
+}
+
+int strata::probe_register(const char *pattern, int loglevel_max, strata_probe_fn fn, void *priv,
+			   bool wants_time, strata_probe **out)
+{
 	if (!pattern || !fn || !out || !pattern[0] || strlen(pattern) >= STRATA_PATTERN_MAX)
 		return -EINVAL;
 	pthread_once(&g_fork_once, install_fork_handlers);
@@ -320,6 +327,7 @@ extern "C" STRATA_EXPORT int strata_probe_register(const char *pattern, int logl
 	p->loglevel_max = loglevel_max < 0 ? -1 : loglevel_max;
 	p->fn = fn;
 	p->priv = priv;
+	p->wants_time = wants_time;
 	int rc = control_lock();
 	if (rc) {
 		free(p);

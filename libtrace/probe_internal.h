@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include <strata/tracepoint.h>
+#include <strata/probe.h>
 
 namespace strata {
 
@@ -23,8 +23,11 @@ void registry_set_probed(strata_tracepoint *tp, bool on);
 void probe_on_register(strata_tracepoint *tp);
 // A tracepoint being unregistered: its probes' list retired.
 void probe_on_unregister(strata_tracepoint *tp);
-// How many probes are on tp now.
-uint32_t probe_count_on(const strata_tracepoint *tp);
+// strata_probe_register for the runtime's own probes: wants_time false
+// spares the clock read when no probe on a tracepoint reads
+// ev->timestamp (it is then 0).  Not under the control lock.
+int probe_register(const char *pattern, int loglevel_max, strata_probe_fn fn, void *priv,
+		   bool wants_time, strata_probe **out);
 
 } // namespace strata
 #endif
