@@ -25,6 +25,7 @@ int strata_cmd_snapshot(int argc, char **argv);
 int strata_cmd_record(int argc, char **argv);
 int strata_cmd_view(int argc, char **argv);    // cli/cmd_view.cpp ("tools")
 int strata_cmd_analyze(int argc, char **argv); // cli/cmd_analyze*.cpp ("pthread")
+int strata_cmd_top(int argc, char **argv);     // cli/cmd_top.cpp (docs/probes.md)
 
 // ---- shared helpers (cli/cmd_common.cpp) -----------------------------------
 namespace strata {

@@ -8,9 +8,11 @@
  * entry claimed by one CAS, a key that finds no entry counted in overflow
  * (the ordering contract is in agg_layout.h).  The region lives until
  * close; close unregisters the probe first, whose grace period guarantees
- * no hit is still writing when the mapping goes.
+ * no hit is still writing when the mapping goes.  A fork child gets fresh
+ * regions of its own (renew_in_child).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -242,6 +244,66 @@ void agg_hit(const strata_probe_event *ev, void *priv)
 	}
 }
 
+// Open regions, for the fork child (renew_in_child).  A region takes a
+// free slot with one CAS at open and gives it back at close; past
+// kMaxOpen regions a child shares the region with its parent.
+constexpr size_t kMaxOpen = 64;
+std::atomic<strata_rt_agg *> g_open[kMaxOpen];
+pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+
+// A fresh memfd of the region's size, header written: the region's fd
+// and header fields; -errno on failure.
+int make_region_fd(size_t size)
+{
+	int fd = (int)syscall(SYS_memfd_create, "strata-agg", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)size) != 0) {
+		int rc = -errno;
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+// The child's regions are its own: each inherited mapping (shared with
+// the parent) is replaced in place (MAP_FIXED) by a fresh memfd with the
+// same header and no counts, so the probes, which hold the same pointers,
+// count the child's hits there.  System calls only, no lock: the child
+// has one thread and may be in any state.  A region that cannot be
+// renewed is unmapped privately (the child's hits then go nowhere).
+void renew_in_child()
+{
+	for (auto &slot : g_open) {
+		// Relaxed: the child has one thread; the parent's stores were
+		// ordered by fork.
+		strata_rt_agg *ag = slot.load(std::memory_order_relaxed);
+		if (!ag)
+			continue;
+		strata_agg_header keep;
+		memcpy(&keep, ag->hdr, sizeof keep);
+		keep.pid = (uint32_t)getpid();
+		keep.hits = keep.overflow = keep.no_value = 0;
+		int fd = make_region_fd(ag->size);
+		void *m = fd < 0 ? MAP_FAILED
+				 : mmap(ag->hdr, ag->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+		if (m == MAP_FAILED) {
+			if (fd >= 0)
+				close(fd);
+			mmap(ag->hdr, ag->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+			fd = -1;
+		}
+		memcpy(ag->hdr, &keep, sizeof keep);
+		close(ag->fd); // the parent's
+		ag->fd = fd;
+	}
+}
+
+void install_atfork()
+{
+	pthread_atfork(nullptr, nullptr, renew_in_child);
+}
+
 bool terminated(const char *s, size_t cap)
 {
 	return memchr(s, 0, cap) != nullptr;
@@ -277,11 +339,9 @@ extern "C" STRATA_EXPORT int strata_rt_agg_open(const struct strata_agg_spec *sp
 	auto *ag = (strata_rt_agg *)calloc(1, sizeof(strata_rt_agg));
 	if (!ag)
 		return -ENOMEM;
-	ag->fd = (int)syscall(SYS_memfd_create, "strata-agg", MFD_CLOEXEC);
-	if (ag->fd < 0 || ftruncate(ag->fd, (off_t)size) != 0) {
-		int rc = -errno;
-		if (ag->fd >= 0)
-			close(ag->fd);
+	ag->fd = make_region_fd(size);
+	if (ag->fd < 0) {
+		int rc = ag->fd;
 		free(ag);
 		return rc;
 	}
@@ -318,6 +378,13 @@ extern "C" STRATA_EXPORT int strata_rt_agg_open(const struct strata_agg_spec *sp
 		free(ag);
 		return rc;
 	}
+	pthread_once(&g_atfork_once, install_atfork);
+	for (auto &slot : g_open) {
+		strata_rt_agg *none = nullptr;
+		// Relaxed: the slot only matters to a fork child, ordered by fork.
+		if (slot.compare_exchange_strong(none, ag, std::memory_order_relaxed))
+			break;
+	}
 	*out = ag;
 	return 0;
 }
@@ -331,6 +398,11 @@ extern "C" STRATA_EXPORT void strata_rt_agg_close(strata_rt_agg *a)
 {
 	if (!a)
 		return;
+	for (auto &slot : g_open) {
+		strata_rt_agg *me = a;
+		if (slot.compare_exchange_strong(me, nullptr, std::memory_order_relaxed))
+			break;
+	}
 	strata_probe_unregister(a->probe); // after it, no hit touches the region
 	munmap(a->hdr, a->size);
 	close(a->fd);

@@ -39,6 +39,11 @@ int strata_rt_agg_fd(const strata_rt_agg *a);
 /* Unregisters the probe (a grace period), unmaps, closes the memfd. */
 void strata_rt_agg_close(strata_rt_agg *a);
 
+/* Parses "PROVIDER:EVENT[:VALUE_FIELD] [by KEY] [limit N]" (the syntax of
+ * STRATA_AGGREGATE, agg_env.cpp) into *out.  0, or -EINVAL with a reason
+ * in err. */
+int strata_rt_agg_parse(const char *text, struct strata_agg_spec *out, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

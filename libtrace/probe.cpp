@@ -49,6 +49,13 @@
 #define _LGPL_SOURCE 1
 #endif
 #include <urcu/urcu-bp.h>
+#ifndef _LGPL_SOURCE // the thread's liburcu reader, as the inline header declares it
+#include <urcu/tls-compat.h>
+extern "C" {
+struct urcu_bp_reader;
+extern DECLARE_URCU_TLS(struct urcu_bp_reader *, urcu_bp_reader);
+}
+#endif
 
 #include "probe_internal.h"
 #include "rt_internal.h"
@@ -91,6 +98,17 @@ ProbeList *g_retired;          // replaced lists waiting for a grace period
 // strata_probe_fire (pairs: a list seen is complete).
 std::atomic<ProbeList *> g_lists[kMaxEventId + 1];
 pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
+// liburcu-bp takes pthread mutexes when it registers a thread, during a
+// grace period and as a thread exits.  Under the pthread preload (preload/)
+// those are traced calls whose tracepoints may be probed: a probe hit
+// inside liburcu would re-enter it and wait on its own lock.  So a thread
+// registers and waits for grace periods with t_in_urcu set, and a hit that
+// finds it set (only on that thread, only inside liburcu) skips its
+// probes; a thread that liburcu has let go (its exit, t_urcu_known but no
+// reader any more) skips them too rather than register again from inside
+// liburcu's exit path.  Per thread, signal handlers included.
+__thread bool t_in_urcu __attribute__((tls_model("initial-exec")));
+__thread bool t_urcu_known __attribute__((tls_model("initial-exec"))); // we registered it
 #ifdef STRATA_TSAN
 char g_grace_token;
 #endif
@@ -178,7 +196,9 @@ ProbeList *take_retired()
 
 void grace_period()
 {
+	t_in_urcu = true; // see t_in_urcu
 	urcu_bp_synchronize_rcu();
+	t_in_urcu = false;
 #ifdef STRATA_TSAN
 	__tsan_acquire(&g_grace_token);
 #endif
@@ -292,8 +312,19 @@ extern "C" STRATA_EXPORT void strata_probe_fire(struct strata_tracepoint *tp, co
 	if (!tp || !tp->desc)
 		return;
 	const uint32_t id = tp->id;
-	if (id > kMaxEventId)
-		return;
+	if (id > kMaxEventId || t_in_urcu)
+		return; // a hit from inside liburcu on this thread (see t_in_urcu)
+	if (__builtin_expect(URCU_TLS(urcu_bp_reader) == nullptr, 0)) {
+		if (t_urcu_known)
+			return; // liburcu let the thread go: it is exiting (see t_in_urcu)
+		// The thread's first probed hit: registered with liburcu here,
+		// with its locks traced but not probed.  A signal handler that
+		// interrupts this registers nothing twice (urcu checks).
+		t_in_urcu = true;
+		urcu_bp_register_thread();
+		t_in_urcu = false;
+		t_urcu_known = true;
+	}
 	urcu_bp_read_lock();
 	// Acquire: pairs with rebuild()'s release: the list is complete.
 	const ProbeList *l = g_lists[id].load(std::memory_order_acquire);
