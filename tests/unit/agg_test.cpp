@@ -4,7 +4,8 @@
  * read through a second, read-only mapping of the region's memfd as another
  * process would, live while threads hit and exactly once they stop; keys by
  * integer field, string field, thread and event; overflow of a full table
- * counted exactly; a region the reader must refuse.
+ * counted exactly; a forked child's own region; the STRATA_AGGREGATE
+ * syntax; a region the reader must refuse.
  */
 #define STRATA_DEFINE_PROVIDERS
 #include <strata/tracepoint.h>
@@ -17,6 +18,8 @@ STRATA_EVENT(aggt, novalue, STRATA_LOGLEVEL_INFO, strata_string(wait_ns))
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -220,6 +223,60 @@ TEST(Agg, KeysByStringThreadAndEvent)
 	strata_rt_agg_close(by_path);
 	strata_rt_agg_close(by_tid);
 	strata_rt_agg_close(by_event);
+}
+
+TEST(Agg, ParsesTheEnvironmentSyntax)
+{
+	strata_agg_spec s;
+	char err[128];
+	ASSERT_EQ(0, strata_rt_agg_parse("  pthread:mutex_lock:wait_ns by lock limit 64 ", &s, err, sizeof err)) << err;
+	EXPECT_STREQ("pthread:mutex_lock", s.pattern);
+	EXPECT_STREQ("wait_ns", s.value_field);
+	EXPECT_STREQ("lock", s.key_field);
+	EXPECT_EQ(64u, s.max_keys);
+	ASSERT_EQ(0, strata_rt_agg_parse("app:*", &s, err, sizeof err)) << err;
+	EXPECT_STREQ("app:*", s.pattern);
+	EXPECT_STREQ("", s.value_field);
+	EXPECT_STREQ("", s.key_field);
+	EXPECT_EQ(256u, s.max_keys);
+	ASSERT_EQ(0, strata_rt_agg_parse("app:req by $tid", &s, err, sizeof err)) << err;
+	EXPECT_STREQ("$tid", s.key_field);
+	for (const char *bad : {"", "app", ":req", "app:", "app::x", "app:req by", "app:req with x",
+				"app:req limit 0", "app:req limit 5000", "app:req by $pid", "a:b c d e f g h"}) {
+		err[0] = 0;
+		EXPECT_EQ(-EINVAL, strata_rt_agg_parse(bad, &s, err, sizeof err)) << bad;
+		EXPECT_NE(0, err[0]) << bad;
+	}
+}
+
+TEST(Agg, AForkedChildCountsInARegionOfItsOwn)
+{
+	strata_rt_agg *ag;
+	const strata_agg_spec s = spec("aggt:op", "wait_ns", "lock", 8);
+	ASSERT_EQ(0, strata_rt_agg_open(&s, &ag));
+	for (int i = 0; i < 5; i++)
+		strata_tracepoint(aggt, op, 1, 10, "");
+	pid_t pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) { // the child's own region: 3 hits of its own, none of the parent's
+		for (int i = 0; i < 3; i++)
+			strata_tracepoint(aggt, op, 2, 20, "");
+		View v(strata_rt_agg_fd(ag));
+		strata::AggSnapshot c = v.read();
+		const bool ok = c.hits == 3 && c.pid == (uint32_t)getpid() && c.keys.size() == 1 &&
+				c.keys[0].key == 2 && c.keys[0].count == 3 && c.keys[0].sum == 60;
+		_exit(ok ? 0 : 1);
+	}
+	int st = 0;
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the child's region";
+	View v(strata_rt_agg_fd(ag));
+	strata::AggSnapshot p = v.read(); // the parent's: untouched by the child
+	EXPECT_EQ(5u, p.hits);
+	ASSERT_EQ(1u, p.keys.size());
+	EXPECT_EQ(1u, p.keys[0].key);
+	EXPECT_EQ(5u, p.keys[0].count);
+	strata_rt_agg_close(ag);
 }
 
 TEST(Agg, RefusedSpecsAndRegions)
