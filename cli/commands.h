@@ -27,6 +27,7 @@ int strata_cmd_receive(int argc, char **argv); // cli/cmd_receive.cpp (docs/seri
 int strata_cmd_view(int argc, char **argv);    // cli/cmd_view.cpp ("tools")
 int strata_cmd_analyze(int argc, char **argv); // cli/cmd_analyze*.cpp ("pthread")
 int strata_cmd_export(int argc, char **argv);  // cli/cmd_export.cpp (docs/viewing.md)
+int strata_cmd_top(int argc, char **argv);     // cli/cmd_top.cpp (docs/probes.md)
 
 // ---- shared helpers (cli/cmd_common.cpp) -----------------------------------
 namespace strata {

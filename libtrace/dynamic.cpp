@@ -278,6 +278,12 @@ inline uint32_t recording(const strata_dyn_event *ev)
 template <class ArgvOf, class Write>
 void emit_to_slots(strata_dyn_event *ev, uint32_t st, size_t size, ArgvOf &&argv_of, Write &&write)
 {
+	if (__builtin_expect(st & STRATA_TP_PROBED, 0)) { // probes first, as the static emitter
+		const void *argv[2 * STRATA_DESC_MAX_FIELDS + 1];
+		uint64_t scalar[STRATA_DESC_MAX_FIELDS];
+		argv_of(argv, scalar);
+		strata_probe_fire(ev, argv);
+	}
 	uint32_t m = st & STRATA_TP_SLOTS_MASK;
 	while (m) {
 		const unsigned slot = (unsigned)__builtin_ctz(m);
@@ -361,7 +367,7 @@ extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union 
 					      uint32_t n)
 {
 	const uint32_t st = recording(ev);
-	if (!(st & STRATA_TP_SLOTS_MASK))
+	if (!(st & (STRATA_TP_SLOTS_MASK | STRATA_TP_PROBED)))
 		return;
 	const strata_event_desc *d = ev->desc;
 	const uint32_t nf = d->n_fields;
@@ -454,7 +460,7 @@ extern "C" STRATA_EXPORT void strata_dyn_emit_packed(strata_dyn_event *ev, const
 						     size_t len)
 {
 	const uint32_t st = recording(ev);
-	if (!(st & STRATA_TP_SLOTS_MASK))
+	if (!(st & (STRATA_TP_SLOTS_MASK | STRATA_TP_PROBED)))
 		return;
 	const strata_event_desc *d = ev->desc;
 	const char *p = (const char *)payload;

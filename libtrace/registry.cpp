@@ -39,6 +39,7 @@
 
 #include "desc_rules.h"
 #include "filter.h"
+#include "probe_internal.h"
 #include "rt_internal.h"
 
 namespace strata {
@@ -246,7 +247,8 @@ bool rules_enable(unsigned slot, const strata_event_desc *d, uint32_t *filter_ma
 }
 
 // The state word a tracepoint should have: its slot bits, and FILTERED
-// when any slot recording it has a filter mask for it.
+// when any slot recording it has a filter mask for it; PROBED is kept
+// (probe.cpp owns it).
 uint32_t with_filtered_bit(uint32_t state, uint32_t id)
 {
 	uint32_t slots = state & STRATA_TP_SLOTS_MASK, filtered = 0;
@@ -255,7 +257,7 @@ uint32_t with_filtered_bit(uint32_t state, uint32_t id)
 		if ((slots & (1u << t)) && id <= kMaxEventId &&
 		    g_filters[t].mask[id].load(std::memory_order_relaxed))
 			filtered = STRATA_TP_FILTERED;
-	return slots | filtered;
+	return slots | filtered | (state & STRATA_TP_PROBED);
 }
 
 void set_state(strata_tracepoint *tp, uint32_t state)
@@ -459,8 +461,11 @@ void registry_disarm_all_in_child()
 	for (Module *m = g_modules; m; m = m->next)
 		for (size_t i = 0; i < m->n; i++) {
 			m->entries[i].described = 0;
-			if (m->entries[i].valid) // Release: see arm_entry.
-				__atomic_store_n(&m->entries[i].tp->state, 0, __ATOMIC_RELEASE);
+			if (m->entries[i].valid) // Release: see arm_entry.  Probes stay.
+				__atomic_store_n(&m->entries[i].tp->state,
+						 __atomic_load_n(&m->entries[i].tp->state, __ATOMIC_RELAXED) &
+							 STRATA_TP_PROBED,
+						 __ATOMIC_RELEASE);
 		}
 	for (unsigned s = 0; s < STRATA_MAX_SLOTS; s++) {
 		g_rules[s].n = 0;
@@ -515,6 +520,20 @@ void registry_prefault_slot(unsigned slot)
 	prefault(&sr.prog_ok[0], sizeof sr.prog_ok);
 	prefault(&f, upto(&f, &f.words[1]));
 	prefault(&f.mask[0], g_next_id.load(std::memory_order_relaxed) * sizeof f.mask[0]);
+}
+
+void registry_for_each(void (*fn)(strata_tracepoint *tp, void *ctx), void *ctx)
+{
+	for (Module *m = g_modules; m; m = m->next)
+		for (size_t i = 0; i < m->n; i++)
+			if (m->entries[i].valid)
+				fn(m->entries[i].tp, ctx);
+}
+
+void registry_set_probed(strata_tracepoint *tp, bool on)
+{
+	uint32_t st = __atomic_load_n(&tp->state, __ATOMIC_RELAXED); // only we write it
+	set_state(tp, on ? st | STRATA_TP_PROBED : st & ~STRATA_TP_PROBED);
 }
 
 uint64_t registry_encoded_size()
@@ -584,6 +603,7 @@ int registry_register(strata_tracepoint *const *start, strata_tracepoint *const 
 		e.tp->id = id; // published to call sites by arm_entry's release
 		e.valid = true;
 		registered++;
+		probe_on_register(e.tp);
 	}
 	m->next = g_modules;
 	g_modules = m;
@@ -620,8 +640,10 @@ extern "C" STRATA_EXPORT void strata_unregister_tracepoints(struct strata_tracep
 		if (m->start != start)
 			continue;
 		for (size_t i = 0; i < m->n; i++)
-			if (m->entries[i].valid) // Release: see arm_entry.
+			if (m->entries[i].valid) { // Release: see arm_entry.
 				__atomic_store_n(&m->entries[i].tp->state, 0, __ATOMIC_RELEASE);
+				probe_on_unregister(m->entries[i].tp);
+			}
 		*pm = m->next;
 		free(m);
 		break;

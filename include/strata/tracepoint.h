@@ -107,7 +107,8 @@ struct strata_event_desc {
 /*
  * One per event per executable or shared library, hidden visibility.
  * `state` is the only word the call site reads: bits 0..15 are the session
- * slots that record the event, bit 31 says some slot has a field filter.
+ * slots that record the event, bit 30 says probes are on it
+ * (strata/probe.h), bit 31 says some slot has a field filter.
  * The runtime writes it with release stores; call sites read it relaxed
  * (a stale read only delays the change; acknowledged quiescence in the
  * runtime makes it visible to every thread before acknowledging).
@@ -122,6 +123,7 @@ struct strata_tracepoint {
 #define STRATA_TP_MAGIC 0x5354504bu
 #define STRATA_TP_SLOTS_MASK 0xffffu
 #define STRATA_TP_FILTERED 0x80000000u
+#define STRATA_TP_PROBED 0x40000000u
 #define STRATA_MAX_SLOTS 16
 
 /* What the generated code hands the runtime for one record. */
@@ -137,6 +139,8 @@ int strata_reserve(struct strata_reservation *r, struct strata_tracepoint *tp,
 void strata_commit(struct strata_reservation *r);
 /* argv[i] points at argument i (for sequences, the pointer, then the length). */
 int strata_filter_pass(struct strata_tracepoint *tp, unsigned slot, const void *const *argv);
+/* Calls the probes on tp (strata/probe.h); argv as for strata_filter_pass. */
+void strata_probe_fire(struct strata_tracepoint *tp, const void *const *argv);
 void strata_register_tracepoints(struct strata_tracepoint *const *start,
 				 struct strata_tracepoint *const *stop);
 void strata_unregister_tracepoints(struct strata_tracepoint *const *start,
@@ -309,7 +313,15 @@ extern "C" {
 
 #define STRATA__HIDDEN __attribute__((visibility("hidden")))
 
-/* The emitter: computes the size, then for every slot reserves, writes, commits. */
+/* Probes first (strata/probe.h): they see the arguments, not a record. */
+#define STRATA__PROBES(st, ...) \
+	if (__builtin_expect((st) & STRATA_TP_PROBED, 0)) { \
+		const void *const pargv_[] = { __VA_ARGS__ NULL }; \
+		strata_probe_fire(tp_, pargv_); \
+	}
+
+/* The emitter: computes the size, calls the probes, then for every slot
+ * reserves, writes, commits. */
 #define STRATA__EMITTER(prov, ev, ...) \
 	static __attribute__((noinline, unused)) void STRATA__EMIT(prov, ev)( \
 		struct strata_tracepoint *tp_ STRATA__FE(STRATA__PARAM, __VA_ARGS__)) \
@@ -318,6 +330,7 @@ extern "C" {
 		uint32_t st_ = __atomic_load_n(&tp_->state, __ATOMIC_RELAXED); \
 		uint32_t m_ = st_ & STRATA_TP_SLOTS_MASK; \
 		STRATA__FE(STRATA__SIZE, __VA_ARGS__) \
+		STRATA__PROBES(st_, STRATA__FE(STRATA__ARGV, __VA_ARGS__)) \
 		{ \
 			const size_t size_ = o_; \
 			while (m_) { \
@@ -364,7 +377,9 @@ extern "C" {
 	STRATA__EXTERN_TP(prov, ev) \
 	static __attribute__((noinline, unused)) void STRATA__EMIT(prov, ev)(struct strata_tracepoint *tp_) \
 	{ \
-		uint32_t m_ = __atomic_load_n(&tp_->state, __ATOMIC_RELAXED) & STRATA_TP_SLOTS_MASK; \
+		uint32_t st_ = __atomic_load_n(&tp_->state, __ATOMIC_RELAXED); \
+		uint32_t m_ = st_ & STRATA_TP_SLOTS_MASK; \
+		STRATA__PROBES(st_, ) \
 		while (m_) { \
 			struct strata_reservation r_; \
 			unsigned slot_ = (unsigned)__builtin_ctz(m_); \

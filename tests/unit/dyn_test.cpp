@@ -32,20 +32,6 @@ const strata_dyn_field kAll[] = {
 };
 constexpr uint32_t kNAll = sizeof kAll / sizeof kAll[0];
 
-std::vector<Record> drain(Slot &s)
-{
-	std::string msg;
-	EXPECT_EQ(strata::FlushStatus::kDone, s.reader->flush(0, false, 1000, &msg)) << msg;
-	s.refresh_events();
-	std::vector<Record> out;
-	std::vector<uint8_t> pkt;
-	while (s.reader->next_packet(0, &pkt, &msg) == strata::ReadStatus::kPacket) {
-		std::string err;
-		EXPECT_TRUE(decode_packet(pkt, s.events, &out, &err)) << err;
-	}
-	return out;
-}
-
 void emit_all(strata_dyn_event *ev, uint32_t i, const char *what)
 {
 	const uint8_t rgb[3] = {1, 2, (uint8_t)i};
@@ -104,7 +90,7 @@ TEST(Dynamic, EveryKindReadsBackExactly)
 	constexpr uint32_t kN = 200;
 	for (uint32_t i = 0; i < kN; i++)
 		emit_all(ev, i, i % 2 ? "odd" : nullptr);
-	expect_all(drain(s), "dyn:all", kN, [](uint32_t i) { return i % 2 ? "odd" : "(null)"; });
+	expect_all(drain_records(s), "dyn:all", kN, [](uint32_t i) { return i % 2 ? "odd" : "(null)"; });
 	strata_dyn_release(ev);
 }
 
@@ -128,7 +114,7 @@ TEST(Dynamic, LogLevelsFiltersAndPatternsAsStaticEvents)
 			v[0].u = i;
 			strata_dyn_emit(e, v, 1);
 		}
-	std::vector<Record> recs = drain(s);
+	std::vector<Record> recs = drain_records(s);
 	ASSERT_EQ(recs.size(), 10u); // the filter kept n = 10..19 of dynlv:info
 	for (size_t k = 0; k < recs.size(); k++) {
 		EXPECT_EQ(recs[k].name, "dynlv:info");
@@ -168,7 +154,7 @@ TEST(Dynamic, RedeclareReleaseAndRevive)
 	strata_dyn_emit(c, v, 1);
 	v[0].u = 5;
 	strata_dyn_emit(c, v, 2); // wrong arity: nothing
-	std::vector<Record> recs = drain(s);
+	std::vector<Record> recs = drain_records(s);
 	ASSERT_EQ(recs.size(), 3u);
 	EXPECT_EQ(recs[0].fields[0].u, 1u);
 	EXPECT_EQ(recs[1].fields[0].u, 2u);
@@ -248,7 +234,7 @@ TEST(Dynamic, PackedPayloadRecordsTheSameAndBadLayoutsNothing)
 	memcpy(bad.data() + str_at + 2 + 3, &huge, 4);
 	strata_dyn_emit_packed(ev, bad.data(), bad.size());
 	strata_dyn_emit_packed(ev, nullptr, good.size());
-	expect_all(drain(s), "dynp:all", kN, [](uint32_t i) { return i % 3 ? "packed" : "(null)"; });
+	expect_all(drain_records(s), "dynp:all", kN, [](uint32_t i) { return i % 3 ? "packed" : "(null)"; });
 	strata_dyn_release(ev);
 }
 
@@ -272,7 +258,7 @@ TEST(Dynamic, PackedPayloadPassesFilters)
 		b.insert(b.end(), (const char *)&i, (const char *)&i + 4);
 		strata_dyn_emit_packed(ev, b.data(), b.size());
 	}
-	std::vector<Record> recs = drain(s);
+	std::vector<Record> recs = drain_records(s);
 	ASSERT_EQ(recs.size(), 10u);
 	for (size_t k = 0; k < recs.size(); k++) {
 		EXPECT_EQ(recs[k].fields[1].u, 10 + k);

@@ -345,5 +345,21 @@ inline void check_lanes(const Slot &slot, const std::function<const Packets &(ui
 	}
 }
 
+// Lane 0 of a one-lane slot flushed, then every record in it, decoded
+// (new event descriptions learnt first).
+std::vector<Record> drain_records(Slot &s)
+{
+	std::string msg;
+	EXPECT_EQ(strata::FlushStatus::kDone, s.reader->flush(0, false, 1000, &msg)) << msg;
+	s.refresh_events();
+	std::vector<Record> out;
+	std::vector<uint8_t> pkt;
+	while (s.reader->next_packet(0, &pkt, &msg) == strata::ReadStatus::kPacket) {
+		std::string err;
+		EXPECT_TRUE(decode_packet(pkt, s.events, &out, &err)) << err;
+	}
+	return out;
+}
+
 } // namespace rbtest
 #endif
