@@ -25,6 +25,7 @@ const Subcommand kCommands[] = {
 	{"destroy", strata_cmd_destroy, "stop and forget a session (the trace stays on disk)"},
 	{"list", strata_cmd_list, "list the tracepoints of registered traced processes"},
 	{"status", strata_cmd_status, "show sessions and what they recorded"},
+	{"recover", strata_cmd_recover, "write the buffers of a crashed kernel's memory image as a trace"},
 	{"view", strata_cmd_view, "print a trace"},
 	{"analyze", strata_cmd_analyze, "analyse a trace (e.g. mutex contention)"},
 };
