@@ -38,7 +38,7 @@
 static unsigned int crash_user_max_mb = 256;
 module_param(crash_user_max_mb, uint, 0644);
 MODULE_PARM_DESC(crash_user_max_mb,
-		 "largest user buffer (MiB) a process may pin into the crash descriptor (0: none)");
+		 "MiB of user buffers all processes together may pin into the crash descriptor (0: none)");
 
 static bool crash_user = true;
 module_param(crash_user, bool, 0644);
@@ -60,6 +60,7 @@ static struct strata_crash_desc *strata_crash;
 static u64 *strata_crash_pfns[STRATA_CRASH_MAX_BUFS]; /* owned arrays per entry */
 static LIST_HEAD(strata_crash_users);
 static u64 strata_crash_serial;
+static u64 strata_crash_user_pages; /* pinned by user registrations; crash lock */
 
 static u64 strata_fnv(const void *p, size_t n, u64 h)
 {
@@ -167,6 +168,7 @@ void strata_crash_del(int entry)
 static void strata_crash_user_free(struct strata_crash_user *u)
 {
 	strata_crash_del_locked(u->entry);
+	strata_crash_user_pages -= u->n_pages;
 	list_del(&u->node);
 	unpin_user_pages(u->pages, u->n_pages);
 	kvfree(u->pages);
@@ -188,6 +190,9 @@ static long strata_crash_reg(struct file *file, void __user *uarg)
 		return -EINVAL;
 	if (!strata_crash || !crash_user)
 		return -EOPNOTSUPP;
+	/* A first bound before pinning anything; the total is checked again
+	 * under the lock.
+	 */
 	if (a.len > (u64)crash_user_max_mb << 20)
 		return -E2BIG;
 	u = kzalloc(sizeof(*u), GFP_KERNEL);
@@ -214,10 +219,14 @@ static long strata_crash_reg(struct file *file, void __user *uarg)
 		done += ret;
 	}
 	mutex_lock(&strata_crash_lock);
-	ret = strata_crash_add_locked(STRATA_CRASH_USER, a.slot, u->pid, u->pages,
-				      u->n_pages);
+	if (strata_crash_user_pages + u->n_pages > ((u64)crash_user_max_mb << 20) >> PAGE_SHIFT)
+		ret = -E2BIG;
+	else
+		ret = strata_crash_add_locked(STRATA_CRASH_USER, a.slot, u->pid, u->pages,
+					      u->n_pages);
 	if (ret >= 0) {
 		u->entry = ret;
+		strata_crash_user_pages += u->n_pages;
 		list_add(&u->node, &strata_crash_users);
 		ret = 0;
 	}

@@ -88,8 +88,9 @@ struct strata_crash_desc {
 /* CRASH_REG: the caller's buffer mapped at [addr, addr + size) (page
  * aligned, the whole buffer from its offset 0, read-write) is pinned and
  * described until CRASH_UNREG of the same addr, or until the registering
- * open file is released.  -ENOSPC descriptor full, -E2BIG larger than the
- * module's crash_user_max_mb, -EFAULT not mapped.
+ * open file is released.  -ENOSPC descriptor full, -E2BIG the user
+ * buffers described would then exceed the module's crash_user_max_mb (a
+ * total over all processes), -EFAULT not mapped.
  */
 struct strata_crash_reg {
 	__u32 size;         /* sizeof(struct strata_crash_reg) */

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""check_crash.py OUT N - the host's oracle of kernel.crash (test-crash.sh).
+"""check_crash.py OUT N [boot] - the host's oracle of kernel.crash and, with
+`boot`, of kernel.crash_boot (test-crash.sh).
 
 The guest recorded a workload (kcrash_workload.c) emitting kcrash:seq 0..N-1,
 each followed by getppid(), in a discard session (daemon on disk in
@@ -17,6 +18,15 @@ OUT/vm/crash/disc) and a flight-recorder session, then panicked itself.
     workload's last kernel event is the syscall_entry_write that panicked;
   - flight recorder: the recovered user events are a contiguous run ending
     at N-1.
+
+boot: PID 1 (boot-crash-init.sh) ran N processes (/bin/busybox-crashtest
+true) in early boot, after a few others, the module recording the kernel's
+process events from its load (strata.boot_events), then panicked.
+Checked: the boot buffer (comm kernel-boot) is recovered; babeltrace2 reads
+it with no warning; it holds the exec of PID 1's program and exactly N
+execs of /bin/busybox-crashtest, minus what it counts as lost, and the
+last exec and fork are the last counted process's (nothing after it but
+the panic).
 """
 import os
 import re
@@ -114,6 +124,26 @@ def main():
           "flight recorder: its last kernel event is the write that panicked, after user event %d" % (n - 1))
 
 
-main()
+def main_boot():
+    out, n = sys.argv[1], int(sys.argv[2])
+    rep = open(os.path.join(out, "recover.out")).read()
+    print(rep, end="")
+    slots = re.findall(r"^slot (\d+) kernel \(kernel-boot, discard\)", rep, re.M)
+    if not check(len(slots) == 1, "the boot buffer is recovered (%r)" % slots):
+        return
+    path = os.path.join(out, "recovered", "slot" + slots[0])
+    bt2_silent(path, "recovered boot buffer")
+    evs, lost = events(path)
+    execs = [str(e[3]["filename"]) for e in evs if e[0] == "sched_process_exec"]
+    forks = [int(e[3]["parent_pid"]) for e in evs if e[0] == "sched_process_fork"]
+    print("%d events, %d lost; execs: %r" % (len(evs), lost, sorted(set(execs))))
+    check(any(e.endswith("init.prog") for e in execs), "PID 1's exec of its program is recorded")
+    counted = execs.count("/bin/busybox-crashtest")
+    check(n - lost <= counted <= n, "%d execs of /bin/busybox-crashtest, %d lost, of %d" % (counted, lost, n))
+    check(lost > 0 or (execs[-1:] == ["/bin/busybox-crashtest"] and forks[-1:] == [1]),
+          "the last exec is a counted process, the last fork PID 1's")
+
+
+main_boot() if sys.argv[3:] == ["boot"] else main()
 print("%d failure(s)" % len(failures))
 sys.exit(1 if failures else 0)

@@ -1,18 +1,33 @@
 #!/bin/bash
-# test-crash.sh BUILD_ROOT STRATA CONSUMERD WORKLOAD OUT - kernel.crash: a
-# real panic in the kernel VM (docs/crash.md).  The guest (guest-crash.sh)
-# records the workload in two sessions and the workload panics it; qemu
-# pauses, the host dumps its 512 MiB of memory (run-vm.sh --crash-dump),
-# `strata recover` rebuilds the traces from the dump and check_crash.py
-# checks them.  Exit 77 when the VM cannot run here.
+# test-crash.sh MODE BUILD_ROOT STRATA CONSUMERD WORKLOAD OUT - a real panic
+# in the kernel VM, recovered from a dump of its memory (docs/crash.md).
+#   session (kernel.crash): the guest (guest-crash.sh) records the workload
+#     in two sessions and the workload panics it; check_crash.py.
+#   boot (kernel.crash_boot): PID 1 (boot-crash-init.sh) runs processes in
+#     early boot, the module recording kernel events from its load
+#     (strata.boot_events), then panics; check_crash.py ... boot.
+# qemu pauses at the panic, the host dumps the guest's 512 MiB
+# (run-vm.sh --crash-dump), `strata recover` rebuilds the traces from the
+# dump.  Exit 77 when the VM cannot run here.  STRATA_KEEP_DUMP=1 keeps
+# the dump (else removed when the test passes).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-build=$1 strata=$2 consumerd=$3 workload=$4 out=$5
-n=5000
+mode=$1 build=$2 strata=$3 consumerd=$4 workload=$5 out=$6
 mkdir -p "$out" || exit 1
-"$here/run-vm.sh" --out "$out/vm" --build-root "$build" --build-module --mem 512 --timeout 300 \
-	--append "tsc=reliable" --crash-dump "$out/vm/vmcore.elf" \
-	-- "$here/guest-crash.sh" "$strata" "$consumerd" "$workload" $n
+if [ "$mode" = boot ]; then
+	n=40 # boot-crash-init.sh's processes
+	"$here/run-vm.sh" --out "$out/vm" --build-root "$build" --build-module --mem 512 --timeout 300 \
+		--init "$here/boot-crash-init.sh" --early-module --crash-dump "$out/vm/vmcore.elf" \
+		--append "tsc=reliable strata.boot_events=kernel:sched_process_fork,kernel:sched_process_exec,kernel:sched_process_exit" \
+		-- true
+	check_mode=boot
+else
+	n=5000
+	"$here/run-vm.sh" --out "$out/vm" --build-root "$build" --build-module --mem 512 --timeout 300 \
+		--append "tsc=reliable" --crash-dump "$out/vm/vmcore.elf" \
+		-- "$here/guest-crash.sh" "$strata" "$consumerd" "$workload" $n
+	check_mode=
+fi
 rc=$?
 [ $rc = 0 ] || exit $rc
 rm -rf "$out/recovered"
@@ -21,5 +36,5 @@ STRATA_CONSUMERD=$consumerd "$strata" recover "$out/vm/vmcore.elf" -o "$out/reco
 rrc=$?
 echo "strata recover: exit $rrc in $(( ($(date +%s%N) - start) / 1000000 )) ms"
 [ $rrc = 0 ] || { cat "$out/recover.out"; exit 1; }
-STRATA_CONSUMERD=$consumerd /usr/bin/python3 "$here/check_crash.py" "$out" $n || exit 1
-rm -f "$out/vm/vmcore.elf" # 512 MiB: kept only when the test fails
+STRATA_CONSUMERD=$consumerd /usr/bin/python3 "$here/check_crash.py" "$out" $n $check_mode || exit 1
+[ -n "${STRATA_KEEP_DUMP:-}" ] || rm -f "$out/vm/vmcore.elf" # 512 MiB: kept when the test fails
