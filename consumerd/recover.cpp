@@ -123,12 +123,29 @@ bool Image::open(const std::string &path, std::string &err)
 		}
 		segs_.push_back({p.p_paddr, p.p_offset, p.p_filesz, p.p_memsz});
 	}
-	std::sort(segs_.begin(), segs_.end(), [](const Seg &a, const Seg &b) { return a.pa < b.pa; });
-	for (size_t i = 1; i < segs_.size(); i++)
-		if (segs_[i].pa < segs_[i - 1].pa + segs_[i - 1].memsz) {
-			err = path + ": overlapping memory segments";
-			return false;
+	// Segments may overlap: kdump's /proc/vmcore describes the kernel's
+	// text twice (its own mapping, and inside its RAM range), the same
+	// physical bytes.  Sorted by address, larger first on a tie, each
+	// segment is cut to start where the previous one ended (dropped when
+	// wholly inside it): lookups then see disjoint ranges.
+	std::sort(segs_.begin(), segs_.end(), [](const Seg &a, const Seg &b) {
+		return a.pa != b.pa ? a.pa < b.pa : a.memsz > b.memsz;
+	});
+	std::vector<Seg> disjoint;
+	for (Seg s : segs_) {
+		const uint64_t end = disjoint.empty() ? 0 : disjoint.back().pa + disjoint.back().memsz;
+		if (!disjoint.empty() && s.pa < end) {
+			const uint64_t cut = end - s.pa;
+			if (cut >= s.memsz)
+				continue;
+			s.pa += cut;
+			s.off += std::min(cut, s.filesz);
+			s.filesz -= std::min(cut, s.filesz);
+			s.memsz -= cut;
 		}
+		disjoint.push_back(s);
+	}
+	segs_.swap(disjoint);
 	if (segs_.empty()) {
 		err = path + ": no memory segment";
 		return false;

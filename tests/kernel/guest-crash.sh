@@ -1,5 +1,5 @@
 #!/bin/sh
-# guest-crash.sh STRATA CONSUMERD WORKLOAD N - the in-guest half of kernel.crash
+# guest-crash.sh STRATA CONSUMERD WORKLOAD N [kdump] - the in-guest half of kernel.crash
 # (test-crash.sh): two sessions record the workload's numbered user events
 # and kernel events (scheduler, its getppid and write syscalls; the flight
 # recorder only the write), one in discard mode, one a flight recorder
@@ -9,7 +9,21 @@
 set -u
 strata=$1 consumerd=$2 workload=$3 n=$4
 o=$STRATA_VM_OUT/crash
+# kdump (test-crash.sh kdump): the same initramfs and command run again in
+# the capture kernel, where /proc/vmcore is the panicked kernel's memory.
+if [ -e /proc/vmcore ]; then
+	echo "guest: capture kernel: strata recover /proc/vmcore" > /dev/console
+	rm -rf "$o/recovered"
+	"$strata" recover /proc/vmcore -o "$o/recovered" > "$o/recover.out" 2>&1
+	exit $?
+fi
 rm -rf "$o" && mkdir -p "$o" || exit 1
+if [ "${5:-}" = kdump ]; then # load the capture kernel: this initramfs, this command
+	kexec -p "/boot/vmlinuz-$(uname -r)" --initrd="$STRATA_VM_OUT/initramfs.gz" \
+		--append="console=ttyS0 quiet panic=-1 irqpoll nr_cpus=1 reset_devices tsc=reliable" \
+		> "$o/kexec.log" 2>&1 || { cat "$o/kexec.log"; exit 1; }
+	[ "$(cat /sys/kernel/kexec_crash_loaded)" = 1 ] || { echo "no capture kernel loaded"; exit 1; }
+fi
 echo 1 > /proc/sys/kernel/sysrq
 dmesg | grep 'crash descriptor at' > "$o/desc.txt"
 export STRATA_CONSUMERD_SOCKET=/tmp/crash.sock
