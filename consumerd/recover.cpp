@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <elf.h>
@@ -272,6 +273,30 @@ int rebuild(const Image &img, const strata_crash_buf &b, std::string &why, uint6
 	return fd;
 }
 
+// Discard mode: a lane's `consumed` word is where the daemon got to, but
+// what it took last may never have reached its disk (copied, not yet
+// written, when the kernel died), and it is still in the ring: the
+// writers reuse a sub-buffer only a lap later.  So the recovered trace
+// starts at the oldest sub-buffer the ring still holds: the n_subbuf - 1
+// before the one the writers are in (a packet the daemon did write is then
+// in both traces).  Our private copy's words only; `info` is validated.
+void rewind_lanes(int fd, const Reader &r)
+{
+	const BufferInfo &info = r.info();
+	const uint64_t S = info.subbuf_size;
+	for (uint32_t l = 0; l < info.n_lanes; l++) {
+		const uint64_t at = info.lanes_offset + (uint64_t)l * sizeof(strata_lane_ctl) +
+				    offsetof(strata_lane_ctl, consumed);
+		uint64_t consumed = 0;
+		if (pread(fd, &consumed, sizeof consumed, (off_t)at) != (ssize_t)sizeof consumed)
+			continue;
+		const uint64_t in = r.lane_position(l) / S; // the sub-buffer the writers are in
+		const uint64_t oldest = in >= info.n_subbuf - 1 ? (in - (info.n_subbuf - 1)) * S : 0;
+		if (oldest < consumed)
+			pwrite(fd, &oldest, sizeof oldest, (off_t)at);
+	}
+}
+
 void recover_one(const Image &img, const strata_crash_buf &b, const std::string &out,
 		 const ClockInfo &clock, Totals &t)
 {
@@ -296,6 +321,8 @@ void recover_one(const Image &img, const strata_crash_buf &b, const std::string 
 		return;
 	}
 	const BufferInfo &info = r->info();
+	if (info.mode == STRATA_MODE_DISCARD)
+		rewind_lanes(fd, *r);
 	TraceEnv env;
 	std::string dir = out + "/slot" + std::to_string(b.slot);
 	if (kernel) {

@@ -13,6 +13,9 @@
  *   - each buffer is rebuilt in a sealed memfd and drained by an ordinary
  *     Drain (drain.h) whose producer is dead: the same validation, packet
  *     copy, torn-packet handling and loss accounting as a live session;
+ *     a discard-mode buffer from the oldest sub-buffer its ring still
+ *     holds, not from where the daemon got to (what it took last may not
+ *     have reached its disk): the two traces may overlap;
  *   - prints one line per buffer (packets written, events the writers
  *     discarded, packets dropped) and a total; exit status 0 when at least
  *     one buffer was recovered, 1 otherwise, 2 usage error.

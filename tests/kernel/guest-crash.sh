@@ -30,8 +30,11 @@ export STRATA_CONSUMERD_SOCKET=/tmp/crash.sock
 mkfifo /tmp/crash.ready || exit 1
 "$consumerd" --socket "$STRATA_CONSUMERD_SOCKET" --ready-fd 3 3> /tmp/crash.ready 2> "$o/consumerd.err" &
 read -r _ < /tmp/crash.ready || { echo "daemon did not start"; exit 1; }
-"$strata" create disc -o "$o/disc" --subbuf-size 64k --subbuf-count 8 > /dev/null &&
+"$strata" create disc -o "$o/disc" --subbuf-size 256k --subbuf-count 8 > /dev/null &&
 "$strata" create fr -o "$o/fr" --mode overwrite --subbuf-size 4k --subbuf-count 4 > /dev/null || exit 1
+# The discard session's buffers (2 MiB per lane, per CPU for the kernel's)
+# hold the whole run even if the daemon never drained them: no loss, so
+# babeltrace2 has nothing to warn about however slow the VM is.
 # The flight recorder's kernel buffer (discard mode, drained by the daemon,
 # as small as the session's sub-buffers) gets only the panicking write.
 for e in 'kcrash:*' 'kernel:sched_switch' 'kernel:sched_wakeup' 'kernel:syscall_*_getppid' \
