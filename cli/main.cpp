@@ -27,6 +27,7 @@ const Subcommand kCommands[] = {
 	{"status", strata_cmd_status, "show sessions and what they recorded"},
 	{"receive", strata_cmd_receive, "rebuild a trace streamed over a serial line (--serial)"},
 	{"top", strata_cmd_top, "live view of a process's aggregates (STRATA_AGGREGATE)"},
+	{"recover", strata_cmd_recover, "write the buffers of a crashed kernel's memory image as a trace"},
 	{"view", strata_cmd_view, "print a trace"},
 	{"analyze", strata_cmd_analyze, "analyse a trace (e.g. mutex contention)"},
 	{"export", strata_cmd_export, "write a trace for Perfetto's UI or as Chrome JSON trace events"},

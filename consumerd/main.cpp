@@ -9,6 +9,7 @@
 
 #include "daemon.h"
 #include "drain.h"
+#include "recover.h"
 #include "repair.h"
 
 namespace {
@@ -44,6 +45,8 @@ void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	if (argc >= 2 && strcmp(argv[1], "--recover") == 0) // `strata recover`, docs/crash.md
+		return strata::recover_main(argc - 1, argv + 1);
 	strata::DaemonOptions opt;
 	std::string repair;
 	bool check_only = false;

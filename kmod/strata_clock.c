@@ -95,3 +95,8 @@ int strata_clock_mmap(struct vm_area_struct *vma)
 		return -EINVAL;
 	return vm_insert_page(vma, vma->vm_start, virt_to_page(strata_kclock));
 }
+
+void *strata_clock_page(void)
+{
+	return strata_kclock;
+}

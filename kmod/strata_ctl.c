@@ -45,6 +45,7 @@
 #include <linux/wait.h>
 
 #include "strata_internal.h"
+#include "strata_crash.h"
 
 #define STRATA_ARG_MAX_SIZE PAGE_SIZE
 #define STRATA_WAIT_MAX_MS (10u * 60u * 1000u)
@@ -356,6 +357,7 @@ void strata_ctl_release(struct file *file)
 	u64 gen;
 	u32 i;
 
+	strata_crash_release(file);
 	mutex_lock(&strata_ctl_lock);
 	p = file->private_data;
 	if (p) {
@@ -1013,6 +1015,9 @@ long strata_ctl_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return strata_stats(uarg);
 	case _IOC_NR(STRATA_IOC_KBUF_OPEN):
 		return strata_kbuf_open(uarg);
+	case _IOC_NR(STRATA_IOC_CRASH_REG):
+	case _IOC_NR(STRATA_IOC_CRASH_UNREG):
+		return strata_crash_ioctl(file, cmd, arg);
 	}
 	return -ENOTTY;
 }

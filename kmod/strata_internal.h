@@ -7,6 +7,7 @@
  *   strata_clock.c  the clock page
  *   strata_kbuf.c   kernel event buffers fed by kernel tracepoints
  *   strata_ksys.c   the syscalls' ftrace metadata (named syscall events)
+ *   strata_crash.c  the crash descriptor (docs/crash.md)
  */
 #ifndef STRATA_INTERNAL_H
 #define STRATA_INTERNAL_H
@@ -29,6 +30,19 @@ void strata_ctl_release(struct file *file);
 int strata_clock_init(void);
 void strata_clock_exit(void);
 int strata_clock_mmap(struct vm_area_struct *vma);
+
+void *strata_clock_page(void);
+
+/* strata_crash.c (locks: the ctl mutex, then the crash mutex) */
+int strata_crash_init(void *kclock);
+void strata_crash_exit(void);
+long strata_crash_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
+void strata_crash_release(struct file *file);
+/* Describe a kernel buffer's pages: the entry (>= 0) for strata_crash_del,
+ * or -errno (the buffer works, undescribed).
+ */
+int strata_crash_add(unsigned int slot, struct page **pages, u64 n_pages);
+void strata_crash_del(int entry);
 
 /* strata_kbuf.c */
 int strata_kbuf_init(void);

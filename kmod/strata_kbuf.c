@@ -122,6 +122,7 @@ struct strata_kbuf {
 	struct page **pages;            /* pinned (one reference each) */
 	u64 n_pages;
 	void *mem;                      /* vmap of pages */
+	int crash_entry;                /* strata_crash_add's, or -errno */
 	u64 total_size;
 	/* Private geometry: never read back from the mapping. */
 	u32 n_lanes, n_subbuf;
@@ -1171,6 +1172,7 @@ static int strata_kbuf_map(struct strata_kbuf *kb)
 	struct address_space *mapping;
 	u64 i;
 
+	kb->crash_entry = -ENOENT;
 	kb->file = shmem_file_setup("strata-kbuf", kb->total_size, VM_NORESERVE);
 	if (IS_ERR(kb->file)) {
 		kb->file = NULL;
@@ -1190,6 +1192,8 @@ static int strata_kbuf_map(struct strata_kbuf *kb)
 		kb->pages[i] = page;
 	}
 	kb->mem = vmap(kb->pages, kb->n_pages, VM_MAP, PAGE_KERNEL);
+	if (kb->mem)
+		kb->crash_entry = strata_crash_add(kb->slot, kb->pages, kb->n_pages);
 	return kb->mem ? 0 : -ENOMEM;
 }
 
@@ -1197,6 +1201,7 @@ static void strata_kbuf_unmap(struct strata_kbuf *kb)
 {
 	u64 i;
 
+	strata_crash_del(kb->crash_entry);
 	if (kb->mem)
 		vunmap(kb->mem);
 	for (i = 0; kb->pages && i < kb->n_pages && kb->pages[i]; i++) {

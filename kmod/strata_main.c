@@ -69,9 +69,12 @@ static int __init strata_init(void)
 	ret = strata_clock_init();
 	if (ret)
 		return ret;
-	ret = strata_kbuf_init();
+	ret = strata_crash_init(strata_clock_page());
 	if (ret)
 		goto err_clock;
+	ret = strata_kbuf_init();
+	if (ret)
+		goto err_crash;
 	ret = strata_ctl_init();
 	if (ret)
 		goto err_kbuf;
@@ -85,6 +88,8 @@ err_ctl:
 	strata_ctl_exit();
 err_kbuf:
 	strata_kbuf_exit();
+err_crash:
+	strata_crash_exit();
 err_clock:
 	strata_clock_exit();
 	return ret;
@@ -97,6 +102,7 @@ static void __exit strata_exit(void)
 	misc_deregister(&strata_miscdev);
 	strata_ctl_exit();      /* clears the slots: disarms, frees buffers */
 	strata_kbuf_exit();
+	strata_crash_exit();
 	strata_clock_exit();
 	left = atomic_long_read(&strata_nr_objects);
 	if (left)

@@ -31,6 +31,7 @@
 #include <cstring>
 #include <new>
 
+#include "crash_reg.h"
 #include "rt_internal.h"
 #include "proto/proto.h"
 
@@ -192,6 +193,7 @@ void fill_header(strata_buffer_header *h, const strata_channel_config *cfg, cons
 // Replace the shared pages by private zero pages (see the file comment).
 void retire_mapping(Channel *ch)
 {
+	crash_unregister(ch->base);
 	void *p = mmap(ch->base, ch->total_size, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
@@ -472,6 +474,7 @@ int make_buffer(Channel *ch, const strata_channel_config *cfg)
 	if (ch->fast_owner) // before the consumer can see the buffer
 		ch->hdr->flags |= STRATA_BUF_FAST_OWNER;
 	registry_describe_all(ch);
+	crash_register(slot, base, g.total); // docs/crash.md; without the module, nothing
 	return 0;
 }
 

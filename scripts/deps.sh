@@ -9,7 +9,7 @@ STRATA_PACKAGES=(
   libelf-dev libdw-dev chromium protobuf-compiler python3-jsonschema
   liblttng-ust-dev lttng-tools
   openjdk-17-jdk-headless liblttng-ust-java
-  qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static cpio kmod file xz-utils dkms
+  qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static cpio kmod file xz-utils dkms kexec-tools
   mmdebstrap initramfs-tools systemd e2fsprogs
   python3-lttnganalyses babeltrace
   socat

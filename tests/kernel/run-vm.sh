@@ -19,6 +19,13 @@
 # (with --module or --build-module): the initramfs loads the module before
 # PID 1's program, with the kernel command line's strata.NAME=VALUE words as
 # its parameters (as modprobe would), then execs PROGRAM as PID 1.
+# --mem MB: guest memory (default 2048).  --crash-dump FILE: the guest is
+# expected to panic (tests/kernel/test-crash.sh): it gets a pvpanic device
+# (driver loaded by the initramfs) and panic=0, qemu pauses on the panic
+# (-action panic=pause) and qmp-dump.py, on qemu's QMP socket, waits for
+# the GUEST_PANICKED event, dumps the guest's physical memory as an ELF
+# core to FILE (dump-guest-memory) and quits qemu.  Success is then that
+# dump, not the guest command's status (it never returns).
 # --disk MB: the guest also gets a virtio disk of MB MiB (a sparse raw
 # image, DIR/disk.img, zeros), /dev/vda: a block device for the block
 # request events (the root is shared over 9p, which has none).
@@ -40,7 +47,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 src_root=$(cd "$here/../.." && pwd)
 out="" module="" build_module=0 kver="" tmo=600 append="" build_root_opt="" init_prog="" init_libs="" early_module=0
-disk_mb=0
+disk_mb=0 mem_mb=2048 crash_dump=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=$2; shift 2 ;;
@@ -54,6 +61,8 @@ while [ $# -gt 0 ]; do
 	--init-lib) init_libs="$init_libs $2"; shift 2 ;;
 	--early-module) early_module=1; shift ;;
 	--disk) disk_mb=$2; shift 2 ;;
+	--mem) mem_mb=$2; shift 2 ;;
+	--crash-dump) crash_dump=$2; shift 2 ;;
 	--) shift; break ;;
 	*) echo "run-vm.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -111,6 +120,7 @@ add_mod() {
 }
 wanted="virtio_pci 9pnet_virtio 9p"
 [ "$disk_mb" = 0 ] || wanted="$wanted virtio_blk"
+[ -z "$crash_dump" ] || wanted="$wanted pvpanic-pci"
 for want in $wanted; do
 	rel=$(grep -m1 -E "/$want\.ko(\.[a-z]+)?:" "$moddir/modules.dep" | cut -d: -f1)
 	[ -n "$rel" ] || skip "module $want not found for kernel $kver"
@@ -219,6 +229,13 @@ if [ "$disk_mb" != 0 ]; then
 	truncate -s "${disk_mb}M" "$out/disk.img" || exit 1
 	disk_opt=(-drive "file=$out/disk.img,if=virtio,format=raw")
 fi
+crash_opt=()
+qmp_pid=""
+if [ -n "$crash_dump" ]; then
+	rm -f "$crash_dump"
+	crash_opt=(-device pvpanic-pci -action panic=pause -qmp "unix:$out/qmp.sock,server=on,wait=off")
+	append="$append panic=0"
+fi
 start=$(date +%s)
 # A guest still running 40 s before the timeout gets an NMI through qemu's
 # monitor: with unknown_nmi_panic it panics, and panic_print=0x40 prints
@@ -248,22 +265,42 @@ nmi_pid=$!
 # the soft-lockup panic (CI, stop 21).  Arming and disarming tracepoints
 # is exactly what the module does, so the test must not depend on qemu
 # getting cross-CPU code modification right.  Same run time here (96 s).
-timeout --kill-after=10 "$tmo" "$qemu" -accel tcg,thread=single -smp 2 -m 2048 -nographic -no-reboot \
+timeout --kill-after=10 "$tmo" "$qemu" -accel tcg,thread=single -smp 2 -m "$mem_mb" -nographic -no-reboot \
 	-monitor "unix:$mon,server=on,wait=off" \
 	-kernel "$kernel" -initrd "$out/initramfs.gz" \
 	-append "console=ttyS0 quiet panic=-1 softlockup_panic=1 unknown_nmi_panic panic_print=0x40 $append" \
 	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 	-virtfs local,path="$src_root",mount_tag=src,security_model=none,readonly=on,multidevs=remap \
 	-virtfs local,path="$build_root",mount_tag=bld,security_model=none,multidevs=remap \
-	-virtfs local,path="$out",mount_tag=out,security_model=none "${disk_opt[@]}" \
+	-virtfs local,path="$out",mount_tag=out,security_model=none "${disk_opt[@]}" "${crash_opt[@]}" \
 	-serial stdio -serial "file:$out/ttyS1.bin" -serial "file:$out/ttyS2.bin" \
-	< /dev/null > "$out/console.log" 2>&1
+	< /dev/null > "$out/console.log" 2>&1 &
+q_pid=$!
+if [ -n "$crash_dump" ]; then
+	python3 "$here/qmp-dump.py" "$out/qmp.sock" "$crash_dump" "$tmo" > "$out/qmp.log" 2>&1 &
+	qmp_pid=$!
+fi
+wait "$q_pid"
 qrc=$?
 kill "$nmi_pid" 2> /dev/null
 echo "vm: qemu exit $qrc after $(( $(date +%s) - start )) s (kernel $kver)"
 [ -s "$out/nmi.log" ] && cat "$out/nmi.log"
 
 fail=0
+if [ -n "$crash_dump" ]; then
+	wait "$qmp_pid"
+	qmp_rc=$?
+	cat "$out/qmp.log"
+	echo "---- guest.log"
+	cat "$out/guest.log" 2> /dev/null
+	if [ "$qmp_rc" != 0 ] || [ ! -s "$crash_dump" ]; then
+		echo "FAIL: no memory dump after the guest's panic; console tail:"
+		tail -n 40 "$out/console.log"
+		exit 1
+	fi
+	grep -q 'Kernel panic' "$out/console.log" || { echo "FAIL: no panic on the console"; exit 1; }
+	exit 0
+fi
 if [ ! -f "$out/guest.rc" ]; then
 	echo "FAIL: the guest did not finish (timeout ${tmo}s or crash); console tail:"
 	# With a guest watchdog's report (tests/kernel/guest-watchdog.sh) on the
