@@ -44,6 +44,15 @@ void print_session(const proto::SessionStatus &s)
 	       static_cast<unsigned long long>(s.errors));
 	if (!s.relay.empty())
 		printf("  relay:    %s\n", s.relay.c_str());
+	if (!s.problems.empty()) { // lines, each ending in \n
+		printf("  problems:\n");
+		for (size_t b = 0, e; b < s.problems.size(); b = e + 1) {
+			e = s.problems.find('\n', b);
+			if (e == std::string::npos)
+				e = s.problems.size();
+			printf("    %.*s\n", static_cast<int>(e - b), s.problems.c_str() + b);
+		}
+	}
 }
 
 } // namespace

@@ -366,8 +366,12 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 				reply(c, seq, -EALREADY, "session '" + s->name + "' is not started");
 			} else {
 				stop_session(*s);
+				std::string problems = session_problems(*s);
+				if (!problems.empty())
+					problems = "\nproblems:\n" + problems.substr(0, problems.size() - 1);
 				notify_and_reply(c, seq, *s,
-						 "session '" + s->name + "' stopped; trace in " + trace_place(*s) + trigger_summary(*s));
+						 "session '" + s->name + "' stopped; trace in " + trace_place(*s) + trigger_summary(*s) +
+							 problems);
 			}
 		}
 		return true;
