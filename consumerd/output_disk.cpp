@@ -17,11 +17,16 @@
  * names with the file's path ("cannot write PATH: No space left on
  * device").  Later writes are tried again as they come: recording resumes
  * when space returns, the packets lost meanwhile a gap in the sequence
- * numbers (babeltrace2: discarded packets).
+ * numbers (babeltrace2: discarded packets).  A stream file removed under
+ * us (its directory deleted while the session runs: writes to it would go
+ * nowhere) is seen before each write (one fstat) and made again, with its
+ * directory and the whole metadata (kept in memory), from the next packet
+ * on; said once in the daemon's log.
  */
 #include "output.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 #include <fcntl.h>
@@ -86,6 +91,7 @@ public:
 			return false;
 		}
 		metadata_size_ = text.size();
+		metadata_text_ = text;
 		return true;
 	}
 
@@ -93,6 +99,7 @@ public:
 	{
 		if (metadata_fd_ >= 0 && write_all(metadata_fd_, text.data(), text.size())) {
 			metadata_size_ += text.size();
+			metadata_text_ += text;
 			return true;
 		}
 		err = "cannot append to " + dir_ + "/metadata: " + strerror(errno);
@@ -109,6 +116,11 @@ public:
 			return 0;
 		int &fd = fds_[lane];
 		const std::string path = dir_ + "/" + channel_ + "_" + std::to_string(lane);
+		struct stat st;
+		if (fd >= 0 && fstat(fd, &st) == 0 && st.st_nlink == 0 && !remake(err))
+			return 0;
+		if (fd < 0 && metadata_fd_ < 0 && !metadata_text_.empty() && !remake(err))
+			return 0; // an earlier remake failed (no room): again
 		if (fd < 0) {
 			fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
 			if (fd < 0) {
@@ -116,6 +128,7 @@ public:
 				return 0;
 			}
 			owner_.apply(fd);
+			sizes_[lane] = fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
 		}
 		ssize_t w;
 		do
@@ -142,9 +155,6 @@ public:
 		std::string cut;
 		if (w > 0 && static_cast<size_t>(w) > done && ftruncate(fd, static_cast<off_t>(sizes_[lane])) < 0)
 			cut = std::string(" (cannot cut the torn packet: ") + strerror(errno) + ")";
-		struct stat st;
-		if (fstat(fd, &st) == 0 && st.st_nlink == 0)
-			cut += " (the file was removed)";
 		err = "cannot write " + path + ": " + strerror(e) + cut;
 		return whole;
 	}
@@ -163,6 +173,30 @@ public:
 	}
 
 private:
+	// The stream file was removed (its directory deleted under the
+	// session): make the directory, the metadata (whole) and the stream
+	// files again from the next packet on.  What went into the removed
+	// files is lost; the stream files start again at a later sequence
+	// number, which CTF allows.
+	bool remake(std::string &err)
+	{
+		close(); // the stream files reopen on their next packet, at their size
+		const std::string text = metadata_text_;
+		struct stat st;
+		if (stat((dir_ + "/metadata").c_str(), &st) == 0) {
+			// The directory is there (only stream files went): keep its
+			// metadata, append to it again.
+			metadata_fd_ = ::open((dir_ + "/metadata").c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+			metadata_size_ = static_cast<uint64_t>(st.st_size);
+		} else if (!open(text, err)) {
+			return false;
+		}
+		fprintf(stderr, "strata-consumerd: %s: its files were removed while recording; made again, "
+				"the packets written in between are lost\n",
+			dir_.c_str());
+		return true;
+	}
+
 	// Writes bytes [from, total) of iov once (one writev of what is left):
 	// what it wrote, or -1 (errno).
 	static ssize_t write_rest(int fd, const struct iovec *iov, int n_iov, size_t from)
@@ -186,6 +220,7 @@ private:
 
 	std::string dir_, channel_;
 	uint64_t metadata_size_ = 0; // bytes of whole blocks in metadata
+	std::string metadata_text_;  // all of it (remake)
 	Owner owner_;
 	int metadata_fd_ = -1;
 	std::vector<int> fds_;

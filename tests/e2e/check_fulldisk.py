@@ -17,6 +17,10 @@ skip, otherwise).
      left (its directory is removed), status names the error; once there is
      room, a later process of the session records, and babeltrace2 reads
      the session with no error.
+  3. The sub-trace's directory removed (rm -r) while its process records:
+     the daemon makes it again (directory, metadata, stream files) from the
+     next packet on; every event emitted after the removal is in the trace
+     and babeltrace2 reads it with no error.
 """
 import os
 import shutil
@@ -134,6 +138,33 @@ def main():
         check(ok, "2: babeltrace2 reads the session with no error (rc %d) %s" % (rc, why))
         n = sum(1 for m in bt2.TraceCollectionMessageIterator(out2) if type(m) is bt2._EventMessageConst)
         check(n == 150, "2: the later process's 150 events are there (%d)" % n)
+        cli("destroy", "s2")
+        shutil.rmtree(out2)
+
+        # 3. The sub-trace's directory removed while its process records.
+        out3 = os.path.join(mnt, "trace3")
+        cli("create", "s3", "-o", out3)
+        cli("enable-event", "s3", "fulldisk:*")
+        cli("start", "s3")
+        p = subprocess.Popen([prog, "5000", "5000"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+        check(p.stdout.readline().strip() == "waiting", "3: the process emitted its first 5000 events")
+        pid_dir = os.path.join(out3, "ust", "pid")
+        wait_for(lambda: os.path.isdir(pid_dir) and any(
+            os.path.exists(os.path.join(pid_dir, s, "channel0_0")) for s in os.listdir(pid_dir)),
+            "the first packets on disk")
+        shutil.rmtree(os.path.join(out3, "ust"))
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        check(p.stdout.readline().strip() == "done", "3: and 5000 more after its directory was removed")
+        p.wait()
+        cli("stop", "s3")
+        ok, rc, why = bt_clean(out3)
+        check(ok, "3: babeltrace2 reads the session with no error (rc %d) %s" % (rc, why))
+        later = [int(m.event.payload_field["i"]) for m in bt2.TraceCollectionMessageIterator(out3)
+                 if type(m) is bt2._EventMessageConst and int(m.event.payload_field["phase"]) == 2]
+        check(later == list(range(5000)), "3: the sub-trace was made again: all 5000 later events (read %d)" %
+              len(later))
     finally:
         if d:
             d.terminate()
