@@ -80,25 +80,41 @@ def main():
         def cli(*args):
             return subprocess.run([strata] + list(args), env=env, capture_output=True, text=True, timeout=60)
 
+        def session(name, path):
+            cli("create", name, "-o", path)
+            cli("enable-event", name, "fulldisk:*")
+            cli("start", name)
+
+        def two_bursts(before, after, part):
+            """The program after its first burst, waiting for a line."""
+            p = subprocess.Popen([prog, str(before), str(after)], env=env, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+            check(p.stdout.readline().strip() == "waiting", "%d: the process emitted its first %d events" %
+                  (part, before))
+            return p
+
+        def go(p, what):
+            p.stdin.write("go\n")
+            p.stdin.flush()
+            check(p.stdout.readline().strip() == "done", what)
+            p.wait()
+
+        def later_events(path):
+            return [int(m.event.payload_field["i"]) for m in bt2.TraceCollectionMessageIterator(path)
+                    if type(m) is bt2._EventMessageConst and int(m.event.payload_field["phase"]) == 2]
+
         # 1. Full while a process records, then room again.
         out = os.path.join(mnt, "trace")
         filler = os.path.join(mnt, "filler")
         fill(filler, 1 << 20)
-        cli("create", "s", "-o", out)
-        cli("enable-event", "s", "fulldisk:*")
-        cli("start", "s")
-        p = subprocess.Popen([prog, "60000", "5000"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True)
-        check(p.stdout.readline().strip() == "waiting", "1: the process emitted its first 60000 events")
+        session("s", out)
+        p = two_bursts(60000, 5000, 1)
         wait_for(lambda: ENOSPC in cli("status", "s").stdout, "status to name the full disk")
         st = cli("status", "s").stdout
         check(ENOSPC in st and os.path.join(out, "ust") in st,
               "1: strata status names the error and the file:\n" + st)
         os.unlink(filler)
-        p.stdin.write("go\n")
-        p.stdin.flush()
-        check(p.stdout.readline().strip() == "done", "1: and 5000 more once there was room")
-        p.wait()
+        go(p, "1: and 5000 more once there was room")
         stop = cli("stop", "s")
         check(ENOSPC in stop.stdout + stop.stderr, "1: strata stop names it: " + (stop.stdout + stop.stderr).strip())
         ok, rc, why = bt_clean(out)
@@ -119,9 +135,7 @@ def main():
 
         # 2. Full when a sub-trace is created.
         out2 = os.path.join(mnt, "trace2")
-        cli("create", "s2", "-o", out2)
-        cli("enable-event", "s2", "fulldisk:*")
-        cli("start", "s2")
+        session("s2", out2)
         fill(filler)
         r = subprocess.run([prog, "100", "0"], env=env, input="go\n", capture_output=True, text=True, timeout=60)
         check(r.returncode == 0, "2: the process ran")
@@ -143,26 +157,18 @@ def main():
 
         # 3. The sub-trace's directory removed while its process records.
         out3 = os.path.join(mnt, "trace3")
-        cli("create", "s3", "-o", out3)
-        cli("enable-event", "s3", "fulldisk:*")
-        cli("start", "s3")
-        p = subprocess.Popen([prog, "5000", "5000"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True)
-        check(p.stdout.readline().strip() == "waiting", "3: the process emitted its first 5000 events")
+        session("s3", out3)
+        p = two_bursts(5000, 5000, 3)
         pid_dir = os.path.join(out3, "ust", "pid")
         wait_for(lambda: os.path.isdir(pid_dir) and any(
             os.path.exists(os.path.join(pid_dir, s, "channel0_0")) for s in os.listdir(pid_dir)),
             "the first packets on disk")
         shutil.rmtree(os.path.join(out3, "ust"))
-        p.stdin.write("go\n")
-        p.stdin.flush()
-        check(p.stdout.readline().strip() == "done", "3: and 5000 more after its directory was removed")
-        p.wait()
+        go(p, "3: and 5000 more after its directory was removed")
         cli("stop", "s3")
         ok, rc, why = bt_clean(out3)
         check(ok, "3: babeltrace2 reads the session with no error (rc %d) %s" % (rc, why))
-        later = [int(m.event.payload_field["i"]) for m in bt2.TraceCollectionMessageIterator(out3)
-                 if type(m) is bt2._EventMessageConst and int(m.event.payload_field["phase"]) == 2]
+        later = later_events(out3)
         check(later == list(range(5000)), "3: the sub-trace was made again: all 5000 later events (read %d)" %
               len(later))
     finally:
