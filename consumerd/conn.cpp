@@ -366,9 +366,12 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 				reply(c, seq, -EALREADY, "session '" + s->name + "' is not started");
 			} else {
 				stop_session(*s);
-				std::string problems = session_problems(*s);
+				// One line: the answer's own suffix follows (notify.cpp).
+				std::string problems;
+				for (char ch : session_problems(*s)) // lines, each ending in \n
+					problems += ch == '\n' ? std::string("; ") : std::string(1, ch);
 				if (!problems.empty())
-					problems = "\nproblems:\n" + problems.substr(0, problems.size() - 1);
+					problems = "; problems: " + problems.substr(0, problems.size() - 2);
 				notify_and_reply(c, seq, *s,
 						 "session '" + s->name + "' stopped; trace in " + trace_place(*s) + trigger_summary(*s) +
 							 problems);
