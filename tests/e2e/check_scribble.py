@@ -7,7 +7,8 @@ Each round: `strata record` of strata-test-scribble SEED (seed = round), two
 processes in one session; the parent writes random bytes over its own
 `memfd:strata-slot-*` mapping (four ways, by seed: scribble.c) and goes on
 emitting.  Oracle, every round:
-  - `babeltrace2` reads the whole trace and exits 0, with nothing on stderr
+  - `babeltrace2` reads the whole trace and exits 0 (and `strata view`, every
+    tenth round), with nothing on stderr
     but its warnings of discarded events and packets (the cuts, counted);
   - the well-behaved child's sub-trace holds exactly its events: i = 0..N-1
     in order with s == "g<i>", and nothing discarded;
@@ -49,6 +50,10 @@ def one_round(strata, prog, work, check, k, good):
     check(bt.returncode == 0 and not other,
           "round %d: babeltrace2 reads the whole session cleanly (rc %d) %s" %
           (k, bt.returncode, "\n".join(other)[-2000:]))
+    if k % 10 == 0:  # `strata view` reads it too (the same reader, through the CLI)
+        v = subprocess.run([strata, "view", out], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True, timeout=120)
+        check(v.returncode == 0, "round %d: strata view reads it (rc %d) %s" % (k, v.returncode, v.stderr[-500:]))
     got = []
     discarded = 0
     for msg in bt2.TraceCollectionMessageIterator(out):
