@@ -32,6 +32,13 @@
 
 #include "rb_decode.h"
 #include "reader.h"
+#ifdef STRATA_FUZZ_MAIN
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "metadata.h"
+#endif
 
 namespace {
 
@@ -42,6 +49,29 @@ namespace {
 }
 
 size_t g_packets = 0, g_records = 0; // checked so far (the replay's report)
+
+#ifdef STRATA_FUZZ_MAIN
+// The replay's --ctf DIR: each input's packets as a CTF trace DIR/<n>/
+// (the daemon's metadata, one stream file per lane), for babeltrace2.
+const char *g_ctf_dir = nullptr;
+int g_ctf_n = 0;
+
+void write_ctf(const strata::BufferInfo &info, const std::vector<strata::EventInfo> &evs,
+	       const std::vector<std::pair<uint32_t, std::vector<uint8_t>>> &got)
+{
+	if (!g_ctf_dir || got.empty())
+		return;
+	const std::string dir = std::string(g_ctf_dir) + "/" + std::to_string(g_ctf_n++);
+	mkdir(dir.c_str(), 0755);
+	strata::TraceEnv env;
+	env.record_format = info.record_format;
+	env.domain = info.record_format == STRATA_REC_COMPACT ? "ust" : "kernel";
+	std::ofstream(dir + "/metadata") << strata::ctf_metadata(info.uuid, strata::ClockInfo(), env, info.stream_id, evs);
+	for (const auto &g : got)
+		std::ofstream(dir + "/channel0_" + std::to_string(g.first), std::ios::app | std::ios::binary)
+			.write((const char *)g.second.data(), (std::streamsize)g.second.size());
+}
+#endif
 
 struct LaneOracle {
 	bool any = false;
@@ -148,6 +178,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	std::vector<LaneOracle> lanes(info.n_lanes);
 	for (auto &g : got)
 		check_packet(info, events, g.first, g.second, lanes[g.first]);
+#ifdef STRATA_FUZZ_MAIN
+	write_ctf(info, evs, got);
+#endif
 	return 0;
 }
 
@@ -158,10 +191,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #include <fstream>
 #include <iterator>
 
-// Replays files, and every file of directories, given as arguments.
+// Replays files, and every file of directories, given as arguments;
+// with --ctf DIR first, writes what the reader handed out as CTF traces.
 int main(int argc, char **argv)
 {
 	int n = 0;
+	if (argc > 2 && strcmp(argv[1], "--ctf") == 0) {
+		g_ctf_dir = argv[2];
+		mkdir(g_ctf_dir, 0755);
+		argv += 2;
+		argc -= 2;
+	}
 	auto run = [&n](const std::string &path) {
 		std::ifstream f(path, std::ios::binary);
 		std::vector<uint8_t> d((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
