@@ -104,7 +104,7 @@ void check_packet(const strata::BufferInfo &info, const std::map<uint32_t, strat
 		return; // the independent decoder knows the user-space layout only
 	std::vector<rbtest::Record> recs;
 	std::string err;
-	if (!rbtest::decode_packet(p, events, &recs, &err))
+	if (!rbtest::decode_packet(p, events, &recs, &err, lane >= info.first_shared))
 		fail("records", err);
 	g_records += recs.size();
 	uint64_t ts = ph.timestamp_begin;

@@ -47,9 +47,13 @@ inline uint64_t load_le(const uint8_t *p, unsigned bytes)
 // context in shared lanes); false (with *err) on any inconsistency: unknown
 // id, a field running past content_size.  Compact timestamps are rebuilt as
 // a CTF reader does, from the previous timestamp (timestamp_begin first).
+// shared: whether records carry the thread context (a shared lane's
+// stream class); -1: as the packet's vtid says (-1 in shared lanes), which
+// a writer keeps true but a hostile buffer need not (the CTF reader goes by
+// the stream class).
 inline bool decode_packet(const std::vector<uint8_t> &pkt,
 			  const std::map<uint32_t, strata::EventInfo> &events,
-			  std::vector<Record> *out, std::string *err)
+			  std::vector<Record> *out, std::string *err, int shared_lane = -1)
 {
 	strata_packet_header ph;
 	memcpy(&ph, pkt.data(), sizeof ph);
@@ -60,7 +64,7 @@ inline bool decode_packet(const std::vector<uint8_t> &pkt,
 		*err = "content beyond the packet";
 		return false;
 	}
-	const bool shared = ph.vtid < 0;
+	const bool shared = shared_lane < 0 ? ph.vtid < 0 : shared_lane != 0;
 	uint64_t cur = ph.timestamp_begin;
 	// As a CTF reader does: the packet ends exactly after its last record
 	// (no trailing padding); nothing is aligned.
