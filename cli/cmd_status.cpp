@@ -46,6 +46,15 @@ void print_session(const proto::SessionStatus &s)
 		printf("  line:     %s\n", s.relay.c_str() + 7);
 	else if (!s.relay.empty())
 		printf("  relay:    %s\n", s.relay.c_str());
+	if (!s.problems.empty()) { // lines, each ending in \n
+		printf("  problems:\n");
+		for (size_t b = 0, e; b < s.problems.size(); b = e + 1) {
+			e = s.problems.find('\n', b);
+			if (e == std::string::npos)
+				e = s.problems.size();
+			printf("    %.*s\n", static_cast<int>(e - b), s.problems.c_str() + b);
+		}
+	}
 }
 
 } // namespace

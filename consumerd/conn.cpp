@@ -366,9 +366,15 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 				reply(c, seq, -EALREADY, "session '" + s->name + "' is not started");
 			} else {
 				stop_session(*s);
+				// One line: the answer's own suffix follows (notify.cpp).
+				std::string problems;
+				for (char ch : session_problems(*s)) // lines, each ending in \n
+					problems += ch == '\n' ? std::string("; ") : std::string(1, ch);
+				if (!problems.empty())
+					problems = "; problems: " + problems.substr(0, problems.size() - 2);
 				notify_and_reply(c, seq, *s,
 						 "session '" + s->name + "' stopped; trace in " + trace_place(*s) + trigger_summary(*s) +
-							 (s->serial ? "; " + s->serial->stats() : ""));
+							 (s->serial ? "; " + s->serial->stats() : "") + problems);
 			}
 		}
 		return true;

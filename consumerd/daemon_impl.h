@@ -165,6 +165,9 @@ struct Session {
 // Where a session's trace goes, for answers and logs: its directory, or
 // "lttng-relayd HOST:CTRL:DATA, trace HOSTNAME/SESSION-DATE".
 std::string trace_place(const Session &s);
+// What went wrong with the session's sub-traces, one line each (STATUS,
+// STOP): malformed producers, output failures.  "" if nothing.
+std::string session_problems(const Session &s);
 
 struct Proc {
 	pid_t pid = 0;

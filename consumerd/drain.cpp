@@ -393,6 +393,8 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 	d->from_kernel_ = from_kernel;
 	memcpy(d->uuid_, uuid, 16);
 	d->channel_ = file_safe(info.channel.empty() ? "channel0" : info.channel);
+	d->comm_ = info.comm;
+	d->pid_ = info.pid;
 	d->stream_id_ = info.stream_id;
 	d->overwrite_ = info.mode == STRATA_MODE_OVERWRITE;
 	d->n_lanes_ = info.n_lanes;
@@ -550,14 +552,37 @@ void Drain::update_metadata()
 	reader_->read_new_events(&events, &errors);
 	for (const std::string &e : errors)
 		warn(dir_, "descriptor rejected: " + e);
-	if (events.empty())
+	if (!events.empty())
+		pending_meta_ += ctf_metadata_events(stream_id_, events, env_);
+	if (pending_meta_.empty())
 		return;
-	std::string text = ctf_metadata_events(stream_id_, events, env_);
+	// An event block that cannot be stored (a full disk) is kept and
+	// tried again each round; meanwhile no packet is written (it could
+	// use the events, and a packet of an undeclared event makes the whole
+	// session unreadable): write_packets counts them lost.
 	std::string err;
-	if (!out_->append_metadata(text, err)) {
-		counters_.errors.fetch_add(1, std::memory_order_relaxed);
-		warn(dir_, err);
+	if (out_->append_metadata(pending_meta_, err)) {
+		pending_meta_.clear();
+		return;
 	}
+	if (err != meta_err_) {
+		meta_err_ = err;
+		counters_.errors.fetch_add(1, std::memory_order_relaxed);
+		warn(dir_, err + "; packets are held back until it can be written");
+		set_problem(err);
+	}
+}
+
+void Drain::set_problem(const std::string &what)
+{
+	std::lock_guard<std::mutex> g(problem_mu_);
+	problem_ = what;
+}
+
+std::string Drain::problem() const
+{
+	std::lock_guard<std::mutex> g(problem_mu_);
+	return problem_;
 }
 
 // Appends whole packets to the lane's output in one call: iov holds
@@ -567,9 +592,9 @@ void Drain::write_packets(uint32_t lane, const struct iovec *iov, int n_iov, con
 {
 	if (lane >= n_lanes_ || n_pkts == 0 || !out_)
 		return;
-	std::string err;
+	std::string err = meta_err_;
 	const uint64_t t0 = mono_ns();
-	const size_t whole = out_->write_packets(lane, iov, n_iov, ends, n_pkts, err);
+	const size_t whole = pending_meta_.empty() ? out_->write_packets(lane, iov, n_iov, ends, n_pkts, err) : 0;
 	const uint64_t dt = mono_ns() - t0;
 	write_ns_ += dt;
 	write_max_ns_ = std::max(write_max_ns_, dt);
@@ -590,6 +615,18 @@ void Drain::write_packets(uint32_t lane, const struct iovec *iov, int n_iov, con
 	}
 	last_loss_ = err;
 	warn(dir_, "lane " + std::to_string(lane) + ": " + std::to_string(n_pkts - whole) + " packet(s) lost, " + err);
+	set_problem("packets lost: " + err);
+}
+
+// A producer wrote what no honest writer writes (a corrupt packet, a record
+// that does not decode): said once per buffer with the process named, the
+// rest counted and summed up at close (a scribbler goes on scribbling).
+void Drain::malformed(const std::string &what)
+{
+	counters_.malformed.fetch_add(1, std::memory_order_relaxed);
+	if (malformed_++ == 0)
+		warn(dir_, "process " + comm_ + " (pid " + std::to_string(pid_) + ") wrote malformed data into its trace buffer: " + what +
+				   "; its other packets are checked and kept, the loss is counted in the trace");
 }
 
 void Drain::write_packet(uint32_t lane, const std::vector<uint8_t> &pkt)
@@ -660,6 +697,7 @@ bool Drain::drain_once()
 				strata_packet_header hdr;
 				const uint8_t *body = nullptr;
 				size_t len = 0;
+				const uint64_t dropped = reader_->stats().incomplete_dropped;
 				ReadStatus st = reader_->peek_packet(lane, &hdr, &body, &len, &err);
 				if (st == ReadStatus::kEmpty) {
 					more = false;
@@ -676,13 +714,22 @@ bool Drain::drain_once()
 				if (st != ReadStatus::kPacket) {
 					reader_->release(lane);
 					counters_.errors.fetch_add(1, std::memory_order_relaxed);
-					warn(dir_, "lane " + std::to_string(lane) + ": packet skipped: " + err);
+					if (reader_->stats().incomplete_dropped != dropped) // its process died: said each time
+						warn(dir_, "lane " + std::to_string(lane) + ": packet skipped: " + err);
+					else
+						malformed("lane " + std::to_string(lane) + ": packet skipped: " + err);
 					continue;
 				}
 				memcpy(batch_ + len_now, &hdr, sizeof hdr);
 				memcpy(batch_ + len_now + sizeof hdr, body, len);
-				len_now += sizeof hdr + len;
 				reader_->release(lane); // copied: the writers may reuse it
+				// The records, on our copy: what the producer changes in
+				// the ring from now on cannot reach the trace.
+				len_now += reader_->check_records(lane, batch_ + len_now, sizeof hdr + len, &err);
+				if (!err.empty()) {
+					counters_.errors.fetch_add(1, std::memory_order_relaxed);
+					malformed(err);
+				}
 				ends[n++] = len_now;
 			}
 			if (n && !opened_ && !open_once()) {
@@ -786,6 +833,7 @@ bool Drain::open_once()
 	// count what they cannot store) and say so.
 	counters_.errors.fetch_add(1, std::memory_order_relaxed);
 	warn(dir_, err + "; this buffer is not recorded");
+	set_problem(err + "; this buffer is not recorded");
 	close_files();
 	// reader_ stays mapped until the Drain goes: the main thread may
 	// still read the lanes' positions (activity()).
@@ -904,6 +952,11 @@ void Drain::close_files()
 	if (quiet_losses_) {
 		warn(dir_, std::to_string(quiet_losses_) + " more packet(s) lost, " + last_loss_);
 		quiet_losses_ = 0;
+	}
+	if (malformed_ > 1) {
+		warn(dir_, "process " + comm_ + " (pid " + std::to_string(pid_) + "): " +
+				   std::to_string(malformed_) + " malformed packet(s) in all, cut or skipped");
+		malformed_ = 1;
 	}
 }
 

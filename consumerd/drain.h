@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,7 @@ struct DrainCounters {
 	std::atomic<uint64_t> packets{0};
 	std::atomic<uint64_t> bytes{0};
 	std::atomic<uint64_t> errors{0};
+	std::atomic<uint64_t> malformed{0}; // packets cut or skipped as malformed (Drain::malformed)
 };
 
 class Drain {
@@ -131,6 +133,12 @@ public:
 	const std::string &dir() const { return dir_; }
 	const uint8_t *uuid() const { return uuid_; }
 	const DrainCounters &counters() const { return counters_; }
+	// The last failure of this sub-trace's output ("cannot write PATH: No
+	// space left on device"), "" if none; any thread.
+	std::string problem() const;
+	// The producer process, as its buffer header named it (attach).
+	const std::string &comm() const { return comm_; }
+	uint32_t pid() const { return pid_; }
 
 private:
 	Drain() = default;
@@ -143,6 +151,13 @@ private:
 	void final_drain();
 	void write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends, size_t n_pkts);
 	void write_packet(uint32_t lane, const std::vector<uint8_t> &pkt);
+	void malformed(const std::string &what);
+	void set_problem(const std::string &what);
+	mutable std::mutex problem_mu_;
+	std::string problem_;        // under problem_mu_
+	std::string pending_meta_;   // event blocks not stored yet (drain thread)
+	std::string meta_err_;       // why (drain thread)
+	uint64_t malformed_ = 0; // packets cut or skipped as malformed (drain thread)
 	void update_metadata();
 	void close_files();
 
@@ -159,6 +174,8 @@ private:
 	Owner owner_;
 	std::unique_ptr<Output> out_;
 	std::string channel_;
+	std::string comm_;
+	uint32_t pid_ = 0;
 	uint32_t n_lanes_ = 0;
 	uint8_t *batch_ = nullptr; // packets copied out of the ring, one write's worth: the
 				   // drain thread's buffer (prepare_batch)

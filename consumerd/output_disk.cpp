@@ -9,13 +9,28 @@
  *                       short write is cut back to the last whole packet,
  *                       so a file always ends on a packet boundary while we
  *                       run (repair.h covers a killed consumer).
+ * A full disk (or EIO, or a directory removed under us) never leaves an
+ * unreadable sub-trace: a metadata that cannot be written at open is
+ * removed with its directory; an event block that cannot be appended is
+ * cut off again (the metadata stays whole) and the drain retries it before
+ * any packet; a short write is retried once for its errno, which the error
+ * names with the file's path ("cannot write PATH: No space left on
+ * device").  Later writes are tried again as they come: recording resumes
+ * when space returns, the packets lost meanwhile a gap in the sequence
+ * numbers (babeltrace2: discarded packets).  A stream file removed under
+ * us (its directory deleted while the session runs: writes to it would go
+ * nowhere) is seen before each write (one fstat) and made again, with its
+ * directory and the whole metadata (kept in memory), from the next packet
+ * on; said once in the daemon's log.
  */
 #include "output.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -32,6 +47,8 @@ bool write_all(int fd, const void *p, size_t n)
 		ssize_t w = write(fd, c, n);
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w == 0)
+			errno = ENOSPC; // stored nothing, said nothing: a full disk
 		if (w <= 0)
 			return false;
 		c += w;
@@ -55,24 +72,40 @@ public:
 			err = "cannot create " + dir_ + ": " + strerror(-r);
 			return false;
 		}
-		metadata_fd_ = ::open((dir_ + "/metadata").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
+		const std::string path = dir_ + "/metadata";
+		metadata_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
 		if (metadata_fd_ < 0) {
-			err = "cannot create " + dir_ + "/metadata: " + strerror(errno);
+			err = "cannot create " + path + ": " + strerror(errno);
+			rmdir(dir_.c_str()); // ours and empty, or left alone
 			return false;
 		}
 		owner_.apply(metadata_fd_);
 		if (!write_all(metadata_fd_, text.data(), text.size())) {
-			err = "cannot write " + dir_ + "/metadata: " + strerror(errno);
+			// An empty or torn metadata makes babeltrace2 refuse the
+			// whole session: no sub-trace rather than a broken one.
+			err = "cannot write " + path + ": " + strerror(errno);
+			::close(metadata_fd_);
+			metadata_fd_ = -1;
+			unlink(path.c_str());
+			rmdir(dir_.c_str());
 			return false;
 		}
+		metadata_size_ = text.size();
+		metadata_text_ = text;
 		return true;
 	}
 
 	bool append_metadata(const std::string &text, std::string &err) override
 	{
-		if (metadata_fd_ >= 0 && write_all(metadata_fd_, text.data(), text.size()))
+		if (metadata_fd_ >= 0 && write_all(metadata_fd_, text.data(), text.size())) {
+			metadata_size_ += text.size();
+			metadata_text_ += text;
 			return true;
-		err = std::string("cannot append to metadata: ") + strerror(errno);
+		}
+		err = "cannot append to " + dir_ + "/metadata: " + strerror(errno);
+		// Whole blocks only: a torn one is cut off again.
+		if (metadata_fd_ >= 0 && ftruncate(metadata_fd_, static_cast<off_t>(metadata_size_)) < 0)
+			err += std::string(" (cannot cut the torn block: ") + strerror(errno) + ")";
 		return false;
 	}
 
@@ -82,20 +115,36 @@ public:
 		if (lane >= fds_.size() || n_pkts == 0)
 			return 0;
 		int &fd = fds_[lane];
+		const std::string path = dir_ + "/" + channel_ + "_" + std::to_string(lane);
+		struct stat st;
+		if (fd >= 0 && fstat(fd, &st) == 0 && st.st_nlink == 0 && !remake(err))
+			return 0;
+		if (fd < 0 && metadata_fd_ < 0 && !metadata_text_.empty() && !remake(err))
+			return 0; // an earlier remake failed (no room): again
 		if (fd < 0) {
-			std::string path = dir_ + "/" + channel_ + "_" + std::to_string(lane);
 			fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
 			if (fd < 0) {
 				err = "cannot create " + path + ": " + strerror(errno);
 				return 0;
 			}
 			owner_.apply(fd);
+			sizes_[lane] = fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
 		}
 		ssize_t w;
 		do
 			w = writev(fd, iov, n_iov);
 		while (w < 0 && errno == EINTR);
-		const int e = errno;
+		int e = w == 0 ? ENOSPC : errno;
+		const size_t total = ends[n_pkts - 1];
+		if (w > 0 && static_cast<size_t>(w) < total) {
+			// Short (a file system nearly full): the rest once more,
+			// which either goes on or says why (ENOSPC, EIO).
+			const ssize_t more = write_rest(fd, iov, n_iov, static_cast<size_t>(w));
+			if (more > 0)
+				w += more;
+			else
+				e = more < 0 ? errno : ENOSPC;
+		}
 		size_t done = 0, whole = 0; // bytes and packets written whole
 		while (whole < n_pkts && w >= 0 && ends[whole] <= static_cast<size_t>(w))
 			done = ends[whole++];
@@ -106,7 +155,7 @@ public:
 		std::string cut;
 		if (w > 0 && static_cast<size_t>(w) > done && ftruncate(fd, static_cast<off_t>(sizes_[lane])) < 0)
 			cut = std::string(" (cannot cut the torn packet: ") + strerror(errno) + ")";
-		err = std::string("write failed: ") + (w < 0 ? strerror(e) : "short write") + cut;
+		err = "cannot write " + path + ": " + strerror(e) + cut;
 		return whole;
 	}
 
@@ -124,7 +173,54 @@ public:
 	}
 
 private:
+	// The stream file was removed (its directory deleted under the
+	// session): make the directory, the metadata (whole) and the stream
+	// files again from the next packet on.  What went into the removed
+	// files is lost; the stream files start again at a later sequence
+	// number, which CTF allows.
+	bool remake(std::string &err)
+	{
+		close(); // the stream files reopen on their next packet, at their size
+		const std::string text = metadata_text_;
+		struct stat st;
+		if (stat((dir_ + "/metadata").c_str(), &st) == 0) {
+			// The directory is there (only stream files went): keep its
+			// metadata, append to it again.
+			metadata_fd_ = ::open((dir_ + "/metadata").c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+			metadata_size_ = static_cast<uint64_t>(st.st_size);
+		} else if (!open(text, err)) {
+			return false;
+		}
+		fprintf(stderr, "strata-consumerd: %s: its files were removed while recording; made again, "
+				"the packets written in between are lost\n",
+			dir_.c_str());
+		return true;
+	}
+
+	// Writes bytes [from, total) of iov once (one writev of what is left):
+	// what it wrote, or -1 (errno).
+	static ssize_t write_rest(int fd, const struct iovec *iov, int n_iov, size_t from)
+	{
+		std::vector<struct iovec> rest;
+		size_t o = 0;
+		for (int i = 0; i < n_iov; i++) {
+			const size_t len = iov[i].iov_len;
+			if (o + len > from) {
+				const size_t skip = from > o ? from - o : 0;
+				rest.push_back({static_cast<char *>(iov[i].iov_base) + skip, len - skip});
+			}
+			o += len;
+		}
+		ssize_t w;
+		do
+			w = writev(fd, rest.data(), static_cast<int>(rest.size()));
+		while (w < 0 && errno == EINTR);
+		return w;
+	}
+
 	std::string dir_, channel_;
+	uint64_t metadata_size_ = 0; // bytes of whole blocks in metadata
+	std::string metadata_text_;  // all of it (remake)
 	Owner owner_;
 	int metadata_fd_ = -1;
 	std::vector<int> fds_;

@@ -217,6 +217,7 @@ void Daemon::do_status(Conn &c, uint32_t seq, const proto::Status &m)
 			st.bytes += d->counters().bytes.load(std::memory_order_relaxed);
 			st.errors += d->counters().errors.load(std::memory_order_relaxed);
 		}
+		st.problems = session_problems(*s);
 		sr.sessions.push_back(std::move(st));
 	}
 	if (!m.session.empty() && sr.sessions.empty()) {
@@ -225,6 +226,26 @@ void Daemon::do_status(Conn &c, uint32_t seq, const proto::Status &m)
 		return;
 	}
 	send(c, seq, sr);
+}
+
+std::string session_problems(const Session &s)
+{
+	std::string out;
+	for (auto &d : s.drains) {
+		if (out.size() > 4096) { // bounded: a status fits its message
+			out += "...\n";
+			break;
+		}
+		const uint64_t bad = d->counters().malformed.load(std::memory_order_relaxed);
+		if (bad)
+			out += "process " + d->comm() + " (pid " + std::to_string(d->pid()) +
+			       ") wrote malformed data into its buffer: " + std::to_string(bad) +
+			       " packet(s) cut or skipped (daemon log)\n";
+		const std::string p = d->problem(); // names its file
+		if (!p.empty())
+			out += p + "\n";
+	}
+	return out;
 }
 
 void Daemon::do_list(Conn &c, uint32_t seq)

@@ -34,6 +34,15 @@ constexpr int kMadvPopulateRead = MADV_POPULATE_READ;
 
 constexpr uint64_t kHdr = STRATA_PACKET_HEADER_SIZE;
 constexpr int kMaxCloseAttempts = 1000; // CAS retries against racing writers
+// How far a producer's timestamps may be ahead of the reader's clock (the
+// same clock, or the producers' own: set_clock): a clock page read a few
+// microseconds ahead passes; a scribbled one, which would stall the lane
+// (every later packet "goes backwards") or overflow a CTF reader, does not.
+constexpr uint64_t kFutureSlackNs = 2000000000ull;
+// Discards are increments of one counter per lane, a locked add on one
+// cache line each: on no machine more than one per nanosecond.  The slack
+// covers a close that reads the counter after its timestamp.
+constexpr uint64_t kLossSlack = 1ull << 24;
 
 bool pow2(uint64_t v)
 {
@@ -356,6 +365,10 @@ bool Reader::validate_header(uint32_t lane, uint64_t pos, strata_packet_header *
 		why = "timestamps go backwards from the previous packet";
 	else if (ph.events_discarded < ls.last_discarded)
 		why = "events_discarded went backwards";
+	else if (ph.timestamp_end > now() + kFutureSlackNs)
+		why = "timestamp_end in the future";
+	else if (ph.events_discarded - ls.last_discarded > loss_bound(ls, ph.timestamp_end))
+		why = "events_discarded grew faster than writers can discard";
 	if (why) {
 		*err = "lane " + std::to_string(lane) + " packet " + std::to_string(pos / S) + ": " + why;
 		stats_.corrupt_packets++;
@@ -378,6 +391,16 @@ bool Reader::validate_packet(uint32_t lane, uint64_t pos, std::vector<uint8_t> *
 	return true;
 }
 
+// The most events a lane's writers can have discarded between its last
+// packet and time `ts` (kLossSlack): at most one a nanosecond since the last
+// packet's end (since the clock's zero before the first).
+uint64_t Reader::loss_bound(const LaneState &ls, uint64_t ts) const
+{
+	const uint64_t since = ls.have_packet ? ls.last_ts_end : 0;
+	const uint64_t dt = ts > since ? ts - since : 0;
+	return dt > UINT64_MAX - kLossSlack ? UINT64_MAX : dt + kLossSlack;
+}
+
 void Reader::accept_packet(LaneState &ls, const strata_packet_header &ph)
 {
 	ls.last_ts_end = ph.timestamp_end;
@@ -398,6 +421,10 @@ ReadStatus Reader::next_packet(uint32_t lane, std::vector<uint8_t> *out, std::st
 		out->resize(sizeof ph + n);
 		memcpy(out->data(), &ph, sizeof ph);
 		memcpy(out->data() + sizeof ph, body, n);
+		std::string cut;
+		out->resize(check_records(lane, out->data(), out->size(), &cut));
+		if (!cut.empty())
+			*err = cut;
 	}
 	if (st != ReadStatus::kEmpty)
 		release(lane);
@@ -517,91 +544,6 @@ void Reader::release(uint32_t lane)
 	__atomic_store_n(&lane_ctl(lane)->consumed, lanes_[lane].rpos, __ATOMIC_RELEASE);
 }
 
-// The largest record timestamp of a packet's content [0, end) (a private
-// copy), starting from *ts (the packet's timestamp_begin).  The records are
-// walked with the descriptors, as a CTF reader decodes them: false if they
-// do not decode exactly up to `end`.
-//   WIDE (kernel): each record 8-byte aligned, a 16-byte header, fields at
-//   natural alignment from the packet start (at most 8).
-//   COMPACT (user): byte-packed; a 4-byte compact or 13-byte extended
-//   header (the compact timestamp rebuilt from the previous one, as a CTF
-//   reader does), the 4-byte thread context in a shared lane, no padding.
-bool Reader::max_record_ts(const uint8_t *pkt, uint64_t end, bool shared, uint64_t *ts) const
-{
-	const bool compact = info_.record_format == STRATA_REC_COMPACT;
-	uint64_t o = kHdr;
-	auto align = [&o, compact](uint64_t a) { // a in 1, 2, 4, 8
-		if (!compact)
-			o = (o + a - 1) & ~(a - 1);
-	};
-	while (o < end) { // each round advances by >= 4 bytes or returns
-		uint32_t id;
-		uint64_t t;
-		if (compact) {
-			if (end - o < STRATA_REC_COMPACT_SIZE)
-				return false;
-			uint32_t w;
-			memcpy(&w, pkt + o, sizeof w);
-			id = w & 31u;
-			if (id == STRATA_REC_EXTENDED_ID) {
-				if (end - o < STRATA_REC_EXTENDED_SIZE)
-					return false;
-				memcpy(&id, pkt + o + 1, sizeof id);
-				memcpy(&t, pkt + o + 5, sizeof t);
-				o += STRATA_REC_EXTENDED_SIZE;
-			} else {
-				const uint64_t mask = (1ull << STRATA_REC_COMPACT_TS_BITS) - 1;
-				t = (*ts & ~mask) | (w >> 5);
-				if (t < *ts)
-					t += mask + 1;
-				o += STRATA_REC_COMPACT_SIZE;
-			}
-			if (shared) {
-				if (end - o < STRATA_REC_SHARED_CTX_SIZE)
-					return false;
-				o += STRATA_REC_SHARED_CTX_SIZE;
-			}
-		} else {
-			align(STRATA_EVENT_ALIGN);
-			if (o > end || end - o < STRATA_EVENT_HEADER_SIZE)
-				return false;
-			uint16_t id16;
-			memcpy(&id16, pkt + o + STRATA_EVENT_ID_OFF, sizeof id16);
-			memcpy(&t, pkt + o + STRATA_EVENT_TS_OFF, sizeof t);
-			id = id16;
-			o += STRATA_EVENT_HEADER_SIZE;
-		}
-		if (id >= by_id_.size() || by_id_[id] < 0)
-			return false;
-		for (const FieldInfo &f : known_[(size_t)by_id_[id]].fields) {
-			const uint64_t b = std::min<uint64_t>(f.elem_bits / 8, 8); // >= 1 (validated)
-			uint64_t n = f.type == STRATA_FT_ARRAY ? f.length : 1;
-			if (f.type == STRATA_FT_STRING) {
-				const void *nul = o < end ? memchr(pkt + o, 0, end - o) : nullptr;
-				if (!nul)
-					return false;
-				o = (uint64_t)((const uint8_t *)nul - pkt) + 1;
-				continue;
-			}
-			if (f.type == STRATA_FT_SEQUENCE) {
-				uint32_t len;
-				align(4);
-				if (o > end || end - o < 4)
-					return false;
-				memcpy(&len, pkt + o, 4);
-				o += 4;
-				n = len;
-			}
-			align(b);
-			if (o > end || n > (end - o) / b)
-				return false;
-			o += n * b;
-		}
-		*ts = std::max(*ts, t);
-	}
-	return o == end;
-}
-
 // Completes the lane's pending consumer-side close once every writer that
 // reserved in the packet has committed: timestamp_end = the packet's
 // largest record timestamp, then the closing fields, then our commit of
@@ -635,11 +577,13 @@ bool Reader::finish_close(uint32_t lane, bool give_up, std::string *msg)
 	auto *ph = (strata_packet_header *)subbuf_at(lane, start);
 	uint64_t ts = 0;
 	bool walked = false;
-	if (c == want) { // nobody writes [start, start + off) any more: copy it
+	// off < the header: no writer opens a packet so (a scribbled head);
+	// found by tests/fuzz (crashers/close-inside-header).
+	if (c == want && off >= kHdr) { // nobody writes [start, start + off) any more: copy it
 		std::vector<uint8_t> copy(subbuf_at(lane, start), subbuf_at(lane, start) + off); // off < S
 		memcpy(&ts, copy.data() + offsetof(strata_packet_header, timestamp_begin), sizeof ts);
-		absorb_descriptors(); // events described since the caller's last read_new_events
-		walked = max_record_ts(copy.data(), off, lane >= info_.first_shared, &ts);
+		const char *why;
+		walked = walk_records(copy.data(), off, lane >= info_.first_shared, UINT64_MAX, &ts, &why) == off;
 	}
 	if (!walked) {
 		// Corrupt, or abandoned by a live producer as we detach (its
@@ -779,7 +723,17 @@ bool Reader::trailing_loss_packet(uint32_t lane, std::vector<uint8_t> *out)
 		return false;
 	LaneState &ls = lanes_[lane];
 	uint64_t d = lane_discarded(lane);
-	if (d <= ls.last_discarded)
+	if (d > ls.last_discarded && d - ls.last_discarded > loss_bound(ls, now())) {
+		stats_.bad_loss_counts++; // scribbled: says nothing (docs/ring-buffer.md)
+		d = ls.last_discarded;
+	}
+	// Packets skipped after the last one returned (corrupt, or never
+	// completed) show as a gap in the sequence numbers: babeltrace2
+	// reports them as discarded packets.
+	const uint64_t seq = std::max(ls.next_seq, ls.rpos / info_.subbuf_size);
+	if (d < ls.last_discarded)
+		d = ls.last_discarded; // never backwards (a scribbled counter)
+	if (d == ls.last_discarded && seq == ls.next_seq)
 		return false;
 	strata_packet_header ph{};
 	ph.magic = STRATA_CTF_MAGIC;
@@ -787,22 +741,16 @@ bool Reader::trailing_loss_packet(uint32_t lane, std::vector<uint8_t> *out)
 	ph.stream_id = info_.lane_stream_id(lane);
 	ph.stream_instance_id = lane;
 	ph.timestamp_begin = ph.timestamp_end = ls.have_packet ? ls.last_ts_end : now();
-	// The content ends after the last field the CTF metadata declares: the
-	// whole header in COMPACT buffers (vtid at 84); in WIDE (kernel) ones
-	// lane_id, since consumerd/metadata.cpp leaves the word at 84 unnamed
-	// there: a content_size of 88 bytes would make babeltrace2 look for
-	// an event header in the 4 padding bytes and fail the whole trace.
 	ph.vtid = info_.record_format == STRATA_REC_COMPACT && lane < info_.first_shared ? 0 : -1;
-	ph.content_size = info_.record_format == STRATA_REC_COMPACT
-				  ? kHdr * 8
-				  : offsetof(strata_packet_header, vtid) * 8;
+	ph.content_size = header_only_content();
 	ph.packet_size = kHdr * 8;
-	ph.packet_seq_num = ls.next_seq;
+	ph.packet_seq_num = seq;
 	ph.events_discarded = d;
 	ph.lane_id = lane;
+	accept_packet(ls, ph);
+	ph.events_discarded += ls.cut_events; // as check_records: the trace's count
 	out->resize(kHdr);
 	memcpy(out->data(), &ph, kHdr);
-	accept_packet(ls, ph);
 	return true;
 }
 
@@ -875,6 +823,9 @@ size_t Reader::collect_overwrite(uint32_t lane, int timeout_ms,
 		strata_packet_header ph;
 		memcpy(&ph, pkt.data(), sizeof ph);
 		accept_packet(ls, ph);
+		pkt.resize(check_records(lane, pkt.data(), pkt.size(), &err));
+		if (!err.empty() && msg->empty())
+			*msg = err;
 		out->push_back(pkt);
 		n++;
 	}
@@ -1030,6 +981,9 @@ bool Reader::absorb_descriptors()
 			if (by_id_.size() <= ev.id) // ids are <= 0xfffe (parse_descriptor)
 				by_id_.resize(ev.id + 1, -1);
 			by_id_[ev.id] = (int32_t)known_.size();
+			if (layout_.size() <= ev.id)
+				layout_.resize(ev.id + 1, kUndescribed);
+			layout_[ev.id] = fixed_payload(ev);
 			known_.push_back(std::move(ev));
 		} else {
 			stats_.descriptor_errors++;

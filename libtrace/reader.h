@@ -85,6 +85,8 @@ struct ReaderStats {
 	uint64_t descriptor_errors = 0; // bad descriptor records
 	uint64_t close_ts_fallbacks = 0;// consumer closes whose records did not decode:
 					// timestamp_end from the consumer's clock (reported)
+	uint64_t cut_packets = 0;       // cut at a bad record (check_records)
+	uint64_t bad_loss_counts = 0;   // a lane's final events_discarded out of bounds: ignored
 };
 
 class Reader {
@@ -119,6 +121,23 @@ public:
 	ReadStatus peek_packet(uint32_t lane, strata_packet_header *hdr, const uint8_t **body,
 			       size_t *body_len, std::string *err);
 	void release(uint32_t lane);
+
+	// The records of a packet copied out of the ring (pkt: the header as
+	// peek_packet returned it, then the body copied from the mapping; len
+	// bytes, the content), decoded with the stream's descriptors exactly as
+	// a CTF reader will: each record inside the content, of a described
+	// event id, its fields inside the content (strings terminated,
+	// sequence lengths in bounds), its timestamp not before the previous
+	// record's (timestamp_begin for the first) nor after timestamp_end.
+	// The packet is cut after its last good record (content_size and
+	// packet_size rewritten; *err says where and why, else it is
+	// cleared): the rest is counted as one discarded event, carried in
+	// this packet's events_discarded and every later one's (and the
+	// trailing-loss packet's).  Returns the packet's length now.  The
+	// stream resumes at the next packet that passes (docs/ring-buffer.md,
+	// "Records are never trusted").  next_packet and collect_overwrite
+	// call it; a peek_packet caller calls it on its own copy.
+	size_t check_records(uint32_t lane, uint8_t *pkt, size_t len, std::string *err);
 	// Some lane's writers are a whole sub-buffer past our read position
 	// (peek_packet would give a packet, a skip, or wait for a commit in
 	// flight).  No side effect: for a drain that waits for its first packet.
@@ -218,6 +237,7 @@ private:
 		// a time per lane.
 		bool close_pending = false;
 		uint64_t close_start = 0, close_off = 0, close_disc = 0;
+		uint64_t cut_events = 0; // events lost to cut packets (check_records), cumulative
 	};
 
 	Reader() = default;
@@ -229,7 +249,16 @@ private:
 	bool finish_close(uint32_t lane, bool give_up, std::string *msg);
 	bool snapshot_ = false; // set_snapshot()
 	bool fast_owner_ = false; // STRATA_BUF_FAST_OWNER at attach: flush() shakes hands with owners
-	bool max_record_ts(const uint8_t *pkt, uint64_t end, bool shared, uint64_t *ts) const;
+	// validate.cpp: the record walk of check_records and finish_close.
+	static constexpr uint32_t kVariablePayload = UINT32_MAX, kUndescribed = UINT32_MAX - 1;
+	uint32_t fixed_payload(const EventInfo &ev) const;
+	uint64_t walk_records(const uint8_t *pkt, uint64_t end, bool shared, uint64_t ts_max, uint64_t *ts,
+			      const char **why);
+	template <bool kCompact, bool kShared>
+	uint64_t walk(const uint8_t *pkt, uint64_t end, uint64_t ts_max, uint64_t *ts, const char **why);
+	bool walk_fields(const EventInfo &ev, const uint8_t *pkt, uint64_t end, uint64_t *o) const;
+	uint64_t header_only_content() const; // content_size (bits) of a packet without records
+	uint64_t loss_bound(const LaneState &ls, uint64_t ts) const;
 	void map_ahead(uint32_t lane, LaneState &ls, uint64_t upto);
 	strata_lane_ctl *lane_ctl(uint32_t lane) const;
 	const uint8_t *subbuf_at(uint32_t lane, uint64_t pos) const;
@@ -247,6 +276,9 @@ private:
 	// known_returned_) and not yet desc_errors_.
 	std::vector<EventInfo> known_;
 	std::vector<int32_t> by_id_;
+	// By event id: fixed_payload() of its event, kVariablePayload, or
+	// kUndescribed (the record walk's one look-up per record).
+	std::vector<uint32_t> layout_;
 	size_t known_returned_ = 0;
 	std::vector<std::string> desc_errors_;
 	ReaderStats stats_;

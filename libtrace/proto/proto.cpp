@@ -287,6 +287,8 @@ template <class A> void io(A &a, StatusReply &m)
 		a.u64(s.errors);
 		if (a.version >= 3)
 			a.str(s.relay, kMaxText);
+		if (a.version >= 5)
+			a.str(s.problems, kMaxText);
 		a.check(s.slot < kMaxSlots, "status: slot out of range");
 		a.check(s.state <= 2, "status: unknown state");
 	});

@@ -36,7 +36,8 @@ constexpr uint32_t kMagic = 0x4c435453u;   // "STCL" little-endian
 // Version 4 adds REGISTER's table generation and BUFFER's session id, sent
 // by a process that joined from the daemon's grant table (kRegisterTable,
 // docs/control-protocol.md, "The grant table").
-constexpr uint16_t kVersion = 4;
+// Version 5 adds STATUS's problems (processes that wrote malformed data).
+constexpr uint16_t kVersion = 5;
 constexpr uint16_t kMinVersion = 1;
 constexpr uint16_t kProcessVersion = 1;    // what libstrata speaks (proc_codec)
 constexpr size_t kHeaderSize = 16;
@@ -259,6 +260,9 @@ struct SessionStatus {
 	// Version 3: where a relay session streams and whether its link is
 	// down (why); "" for a disk session.
 	std::string relay{};
+	// Version 5: what went wrong with the session's producers, one line
+	// each ("process NAME (pid N): ..."); "" when nothing did.
+	std::string problems{};
 };
 struct StatusReply { std::vector<SessionStatus> sessions; };
 struct Reply {

@@ -12,7 +12,7 @@
 #     (lib/strata/libstrata-cli-read.so); strata copied away from it says so.
 #  6. a preload library the loader refuses: strata record says so, with the
 #     loader's message, and runs nothing.
-# Nothing runs ldconfig and LD_LIBRARY_PATH is unset: every installed
+# Nothing runs ldconfig and LD_LIBRARY_PATH is unset (but in 6, on purpose): every installed
 # library and program must find what it needs by itself (RUNPATH).
 # usage: check_package.sh BUILD_DIR SOURCE_DIR WORK_DIR
 set -u
@@ -149,17 +149,26 @@ else
 	cat "$work/pt-build.log"; fail "pt_plain.c builds"
 fi
 
-# 6. A preload library the loader refuses (copied away from the libstrata
-# it needs): refused up front with the loader's message.
-mkdir -p "$work/broken/x"
-cp "$prefix/lib/libstrata-pthread.so" "$work/broken/x/"
-"$prefix/bin/strata" record --preload "$work/broken/x/libstrata-pthread.so" -o "$work/trace-broken" \
+# 6. A preload library the loader refuses (it needs a libstrata nobody
+# has): refused up front with the loader's message.  Hermetic: a copy of
+# the library whose DT_NEEDED names libstrata.so.9 (the same length, so
+# the ELF stays whole), refused whatever is installed in system paths; and
+# the loader finds a libstrata.so.0 meanwhile (LD_LIBRARY_PATH, as after
+# `cmake --install` to /usr/local), which must change nothing.  (A plain
+# copy of the library away from its libstrata.so.0 was accepted on a
+# machine with Strata installed under /usr/local.)
+mkdir -p "$work/broken/x" "$work/installed/lib"
+perl -pe 's/libstrata\.so\.0\0/libstrata.so.9\0/g' "$prefix/lib/libstrata-pthread.so" \
+	> "$work/broken/x/libstrata-pthread.so"
+cp -L "$prefix/lib/libstrata.so.0" "$work/installed/lib/"
+LD_LIBRARY_PATH="$work/installed/lib" "$prefix/bin/strata" record \
+	--preload "$work/broken/x/libstrata-pthread.so" -o "$work/trace-broken" \
 	-- "$work/pt-plain" 10 > "$work/broken.log" 2>&1
 rc=$?
 [ $rc -ne 0 ] && ok "broken preload: strata record fails (rc $rc)" || fail "broken preload: strata record fails"
-grep -q "loader refuses .*libstrata.so.0" "$work/broken.log" \
-	&& ok "broken preload: the loader's message names libstrata.so.0" \
-	|| { cat "$work/broken.log"; fail "broken preload: the loader's message names libstrata.so.0"; }
+grep -q "loader refuses .*libstrata.so.9" "$work/broken.log" \
+	&& ok "broken preload: the loader's message names libstrata.so.9" \
+	|| { cat "$work/broken.log"; fail "broken preload: the loader's message names libstrata.so.9"; }
 grep -q "does it link" "$work/broken.log" && fail "broken preload: not blamed on the program" \
 	|| ok "broken preload: not blamed on the program"
 

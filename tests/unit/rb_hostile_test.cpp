@@ -425,3 +425,101 @@ TEST(Packets, PeekedPacketsStayTheReadersUntilReleased)
 	ASSERT_TRUE(decode_packet(pkt, s.events, &recs, &err)) << err;
 	EXPECT_GT(recs.size(), 0u);
 }
+
+// Record bodies are checked on the reader's copy (check_records, issue 32):
+// a record of an undescribed event, one whose timestamp leaves the packet,
+// a header stamped in the future or claiming absurd losses.  Each bad
+// packet is cut after its last good record, the cut counted as one
+// discarded event there and in every later packet; a skipped packet shows
+// as a gap in the sequence numbers of the trailing-loss packet.
+TEST(Packets, BadRecordsAreCutAndCounted)
+{
+	Slot s(0, config(STRATA_MODE_DISCARD, 1, 8, 4096), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	emit_recs(167 * 5 + 10); // 24-byte records, 167 per packet: 5 packets and an open one
+	Scribbler sc(s.fd);
+	const auto &h = *sc.hdr();
+	auto pkt = [&](int n) { return sc.base + h.data_offset + (uint64_t)n * h.subbuf_size; };
+	auto rec = [&](int n, int k) { return pkt(n) + STRATA_PACKET_HEADER_SIZE + (uint64_t)k * 24; };
+	uint32_t unknown = s.events.rbegin()->first + 1; // no such event
+	ASSERT_LT(unknown, 31u);
+	*rec(0, 10) = (uint8_t)((*rec(0, 10) & ~31u) | unknown);
+	// Low timestamp bits below the previous record's: rebuilt 2^27 ns
+	// later, past the packet's end.
+	uint32_t w;
+	memcpy(&w, rec(1, 4), 4);
+	w = (w & 31u) | ((((w >> 5) - 1) & ((1u << 27) - 1)) << 5);
+	memcpy(rec(1, 5), &w, 4);
+	auto *ph2 = (strata_packet_header *)pkt(2);
+	ph2->timestamp_end += 100000000000ull; // 100 s ahead of every clock here
+	auto *ph3 = (strata_packet_header *)pkt(3);
+	ph3->events_discarded = 14866436420603507214ull; // the issue's
+	*rec(4, 0) = (uint8_t)((*rec(4, 0) & ~31u) | unknown); // nothing of it left
+
+	using RS = strata::ReadStatus;
+	std::vector<uint8_t> p;
+	std::string err;
+	auto hdr = [&p] {
+		strata_packet_header ph;
+		memcpy(&ph, p.data(), sizeof ph);
+		return ph;
+	};
+	ASSERT_EQ(RS::kPacket, s.reader->next_packet(0, &p, &err));
+	EXPECT_NE(err.find("undescribed event id"), std::string::npos) << err;
+	EXPECT_EQ(p.size(), STRATA_PACKET_HEADER_SIZE + 10 * 24);
+	EXPECT_EQ(hdr().content_size, p.size() * 8);
+	EXPECT_EQ(hdr().events_discarded, 1u);
+	ASSERT_EQ(RS::kPacket, s.reader->next_packet(0, &p, &err));
+	EXPECT_NE(err.find("after the packet's end"), std::string::npos) << err;
+	EXPECT_EQ(p.size(), STRATA_PACKET_HEADER_SIZE + 5 * 24);
+	EXPECT_EQ(hdr().events_discarded, 2u);
+	ASSERT_EQ(RS::kSkipped, s.reader->next_packet(0, &p, &err));
+	EXPECT_NE(err.find("future"), std::string::npos) << err;
+	ASSERT_EQ(RS::kSkipped, s.reader->next_packet(0, &p, &err));
+	EXPECT_NE(err.find("faster than writers"), std::string::npos) << err;
+	ASSERT_EQ(RS::kPacket, s.reader->next_packet(0, &p, &err));
+	EXPECT_NE(err.find("undescribed"), std::string::npos) << err;
+	EXPECT_EQ(p.size(), STRATA_PACKET_HEADER_SIZE); // no record left: header only
+	EXPECT_EQ(hdr().content_size, STRATA_PACKET_HEADER_SIZE * 8);
+	EXPECT_EQ(hdr().events_discarded, 3u);
+	EXPECT_EQ(RS::kEmpty, s.reader->next_packet(0, &p, &err));
+	EXPECT_EQ(s.reader->stats().cut_packets, 3u);
+	// A whole good packet after the cuts: kept whole, the count carried.
+	std::string msg;
+	ASSERT_EQ(strata::FlushStatus::kDone, s.reader->flush(0, false, 1000, &msg)) << msg;
+	err.clear();
+	ASSERT_EQ(RS::kPacket, s.reader->next_packet(0, &p, &err)) << err;
+	EXPECT_TRUE(err.empty()) << err;
+	EXPECT_GT(p.size(), STRATA_PACKET_HEADER_SIZE);
+	EXPECT_EQ(hdr().content_size, p.size() * 8);
+	EXPECT_EQ(hdr().events_discarded, 3u);
+	// A scribbled final loss counter is ignored, counted.
+	sc.lane(0)->events_discarded = 14866436420603507214ull;
+	EXPECT_FALSE(s.reader->trailing_loss_packet(0, &p));
+	EXPECT_EQ(s.reader->stats().bad_loss_counts, 1u);
+}
+
+// The trailing-loss packet shows packets skipped at the end of a lane as a
+// gap in the sequence numbers, whatever the loss counter says.
+TEST(Packets, SkippedLastPacketsShowInTheTrailingPacket)
+{
+	Slot s(0, config(STRATA_MODE_DISCARD, 1, 8, 4096), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	emit_recs(167 * 3 + 10);
+	Scribbler sc(s.fd);
+	const auto &h = *sc.hdr();
+	((strata_packet_header *)(sc.base + h.data_offset + 2 * h.subbuf_size))->magic = 0;
+	std::vector<uint8_t> p;
+	std::string err;
+	using RS = strata::ReadStatus;
+	EXPECT_EQ(RS::kPacket, s.reader->next_packet(0, &p, &err));
+	EXPECT_EQ(RS::kPacket, s.reader->next_packet(0, &p, &err));
+	EXPECT_EQ(RS::kSkipped, s.reader->next_packet(0, &p, &err));
+	EXPECT_EQ(RS::kEmpty, s.reader->next_packet(0, &p, &err));
+	ASSERT_TRUE(s.reader->trailing_loss_packet(0, &p));
+	strata_packet_header ph;
+	memcpy(&ph, p.data(), sizeof ph);
+	EXPECT_EQ(ph.packet_seq_num, 3u); // 2 was skipped
+	EXPECT_EQ(ph.events_discarded, 0u);
+	EXPECT_FALSE(s.reader->trailing_loss_packet(0, &p)); // once
+}

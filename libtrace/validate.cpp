@@ -1,0 +1,229 @@
+/*
+ * validate.cpp - the reader's checks of the records of a packet: every
+ * record copied out of a producer's buffer is decoded with the stream's
+ * descriptors, exactly as a CTF reader (babeltrace2) will decode it, before
+ * it reaches a trace.  Contract in reader.h (check_records); why a bad
+ * packet is cut and the stream resumed at the next packet, in
+ * docs/ring-buffer.md, "Records are never trusted".
+ *
+ * Cost: the drain calls this once per packet on its private copy, right
+ * after the copy (the bytes are in the cache).  An event whose fields all
+ * have a fixed size (most) costs a table look-up and an add per record
+ * (fixed_payload); strings and sequences are walked field by field.
+ */
+#include "reader.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace strata {
+namespace {
+
+constexpr uint64_t kHdr = STRATA_PACKET_HEADER_SIZE;
+
+} // namespace
+
+// The payload size of an event whose fields all have a fixed size (no
+// string, no sequence), else kVariablePayload.  COMPACT records are
+// byte-packed.  A WIDE record starts 8-byte aligned and its payload 16
+// bytes later, and fields are aligned (at most 8) from the packet start:
+// the same as from the payload start, so the size holds wherever the
+// record lies.
+uint32_t Reader::fixed_payload(const EventInfo &ev) const
+{
+	const bool compact = info_.record_format == STRATA_REC_COMPACT;
+	uint64_t o = 0;
+	for (const FieldInfo &f : ev.fields) {
+		if (f.type == STRATA_FT_STRING || f.type == STRATA_FT_SEQUENCE)
+			return kVariablePayload;
+		const uint64_t b = std::min<uint64_t>(f.elem_bits / 8, 8); // >= 1 (validated)
+		if (!compact)
+			o = (o + b - 1) & ~(b - 1);
+		o += (f.type == STRATA_FT_ARRAY ? f.length : 1) * b; // bounded by the descriptor rules
+	}
+	return o < kVariablePayload ? (uint32_t)o : kVariablePayload;
+}
+
+// The fields of one record of `ev` from *o, each inside [.., end): false
+// if one runs past it.  Moves *o to the record's end.
+bool Reader::walk_fields(const EventInfo &ev, const uint8_t *pkt, uint64_t end, uint64_t *op) const
+{
+	const bool compact = info_.record_format == STRATA_REC_COMPACT;
+	uint64_t o = *op;
+	auto align = [&o, compact](uint64_t a) { // a in 1, 2, 4, 8
+		if (!compact)
+			o = (o + a - 1) & ~(a - 1);
+	};
+	for (const FieldInfo &f : ev.fields) {
+		const uint64_t b = std::min<uint64_t>(f.elem_bits / 8, 8); // >= 1 (validated)
+		uint64_t n = f.type == STRATA_FT_ARRAY ? f.length : 1;
+		if (f.type == STRATA_FT_STRING) {
+			const void *nul = o < end ? memchr(pkt + o, 0, end - o) : nullptr;
+			if (!nul)
+				return false;
+			o = (uint64_t)((const uint8_t *)nul - pkt) + 1;
+			continue;
+		}
+		if (f.type == STRATA_FT_SEQUENCE) {
+			uint32_t len;
+			align(4);
+			if (o > end || end - o < 4)
+				return false;
+			memcpy(&len, pkt + o, 4);
+			o += 4;
+			n = len;
+		}
+		align(b);
+		if (o > end || n > (end - o) / b)
+			return false;
+		o += n * b;
+	}
+	*op = o;
+	return true;
+}
+
+// Walks the records of a packet's content [kHdr, end) (a private copy)
+// with the descriptors, as a CTF reader decodes them.
+//   WIDE (kernel): each record 8-byte aligned, a 16-byte header, fields at
+//   natural alignment from the packet start (at most 8).
+//   COMPACT (user): byte-packed; a 4-byte compact or 13-byte extended
+//   header (the compact timestamp rebuilt from the previous one, as a CTF
+//   reader does), the 4-byte thread context in a shared lane, no padding.
+// Returns the end of the last good record: one that lies whole inside the
+// content, has a described id, and a timestamp neither before the previous
+// one (*ts on entry: the packet's timestamp_begin) nor after ts_max.  *ts
+// ends as the last good record's timestamp (records are in timestamp
+// order: the largest); *why says why the walk stopped before `end`.
+uint64_t Reader::walk_records(const uint8_t *pkt, uint64_t end, bool shared, uint64_t ts_max, uint64_t *ts,
+			      const char **why)
+{
+	*why = nullptr;
+	if (info_.record_format != STRATA_REC_COMPACT)
+		return walk<false, false>(pkt, end, ts_max, ts, why);
+	return shared ? walk<true, true>(pkt, end, ts_max, ts, why) : walk<true, false>(pkt, end, ts_max, ts, why);
+}
+
+// walk_records for one format and lane kind: the per-record work is a few
+// loads, compares and one table look-up (layout_) for events of fixed size.
+template <bool kCompact, bool kShared>
+uint64_t Reader::walk(const uint8_t *pkt, uint64_t end, uint64_t ts_max, uint64_t *ts, const char **why)
+{
+	uint64_t o = kHdr, good = kHdr, prev = *ts;
+	bool absorbed = false;
+	const uint32_t *lay = layout_.data();
+	uint64_t n_lay = layout_.size();
+	auto stop = [&](const char *w) {
+		*why = w;
+		*ts = prev;
+		return good;
+	};
+	while (o < end) { // each round advances by >= 4 bytes or returns
+		uint32_t id;
+		uint64_t t;
+		if (kCompact) {
+			if (end - o < STRATA_REC_COMPACT_SIZE)
+				return stop("truncated record header");
+			uint32_t w;
+			memcpy(&w, pkt + o, sizeof w);
+			id = w & 31u;
+			if (__builtin_expect(id == STRATA_REC_EXTENDED_ID, 0)) {
+				if (end - o < STRATA_REC_EXTENDED_SIZE)
+					return stop("truncated record header");
+				if (pkt[o] != STRATA_REC_EXTENDED_ID) // bits 5..7: padding a writer leaves 0
+					return stop("extended record header with bits 5..7 set");
+				memcpy(&id, pkt + o + 1, sizeof id);
+				memcpy(&t, pkt + o + 5, sizeof t);
+				o += STRATA_REC_EXTENDED_SIZE;
+			} else {
+				const uint64_t mask = (1ull << STRATA_REC_COMPACT_TS_BITS) - 1;
+				t = (prev & ~mask) | (w >> 5);
+				if (t < prev)
+					t += mask + 1; // may wrap: then below prev, refused
+				o += STRATA_REC_COMPACT_SIZE;
+			}
+			if (kShared) {
+				if (end - o < STRATA_REC_SHARED_CTX_SIZE)
+					return stop("truncated record header");
+				o += STRATA_REC_SHARED_CTX_SIZE;
+			}
+		} else {
+			o = (o + STRATA_EVENT_ALIGN - 1) & ~(uint64_t)(STRATA_EVENT_ALIGN - 1);
+			if (o > end || end - o < STRATA_EVENT_HEADER_SIZE)
+				return stop("truncated record header");
+			uint16_t id16;
+			memcpy(&id16, pkt + o + STRATA_EVENT_ID_OFF, sizeof id16);
+			memcpy(&t, pkt + o + STRATA_EVENT_TS_OFF, sizeof t);
+			id = id16;
+			o += STRATA_EVENT_HEADER_SIZE;
+		}
+		if (t < prev)
+			return stop("timestamp before the previous record's");
+		if (t > ts_max)
+			return stop("timestamp after the packet's end");
+		uint32_t size = id < n_lay ? lay[id] : kUndescribed;
+		if (__builtin_expect(size == kUndescribed, 0) && !absorbed) {
+			// Described after the caller's last read_new_events: a
+			// producer publishes a descriptor before any record of it.
+			absorbed = true;
+			absorb_descriptors();
+			lay = layout_.data();
+			n_lay = layout_.size();
+			size = id < n_lay ? lay[id] : kUndescribed;
+		}
+		if (size == kUndescribed)
+			return stop("undescribed event id");
+		if (__builtin_expect(size != kVariablePayload, 1)) {
+			if (end - o < size)
+				return stop("record beyond the packet's content");
+			o += size;
+		} else if (!walk_fields(known_[(size_t)by_id_[id]], pkt, end, &o)) {
+			return stop("a field beyond the packet's content (string or sequence)");
+		}
+		prev = t;
+		good = o;
+	}
+	*ts = prev;
+	return good;
+}
+
+uint64_t Reader::header_only_content() const
+{
+	// The content ends after the last field the CTF metadata declares:
+	// the whole header in COMPACT buffers (vtid at 84); in WIDE (kernel)
+	// ones lane_id, since consumerd/metadata.cpp leaves the word at 84
+	// unnamed there: a content_size of 88 bytes would make babeltrace2
+	// look for an event header in the 4 padding bytes and fail the whole
+	// trace.
+	return info_.record_format == STRATA_REC_COMPACT ? kHdr * 8
+							 : offsetof(strata_packet_header, vtid) * 8;
+}
+
+size_t Reader::check_records(uint32_t lane, uint8_t *pkt, size_t len, std::string *err)
+{
+	err->clear();
+	if (lane >= info_.n_lanes || len < kHdr)
+		return len; // not a packet of ours: nothing the caller could have
+	LaneState &ls = lanes_[lane];
+	strata_packet_header ph;
+	memcpy(&ph, pkt, sizeof ph);
+	const uint64_t end = std::min<uint64_t>(len, ph.content_size / 8);
+	uint64_t ts = ph.timestamp_begin;
+	const char *why = nullptr;
+	const uint64_t good = walk_records(pkt, end, lane >= info_.first_shared, ph.timestamp_end, &ts, &why);
+	if (why) {
+		// At least the bad record is lost: counted as one discarded
+		// event, in this packet and (cumulative) every later one.
+		ls.cut_events++;
+		stats_.cut_packets++;
+		ph.content_size = good == kHdr ? header_only_content() : good * 8;
+		ph.packet_size = std::max<uint64_t>(ph.content_size, kHdr * 8);
+		*err = "lane " + std::to_string(lane) + " packet " + std::to_string(ph.packet_seq_num) + ": record at byte " +
+		       std::to_string(good) + ": " + why + "; packet cut there (" + std::to_string(end - good) +
+		       " byte(s) dropped)";
+	}
+	ph.events_discarded += ls.cut_events;
+	memcpy(pkt, &ph, sizeof ph);
+	return ph.packet_size / 8;
+}
+
+} // namespace strata
