@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "strata_crash.h"
-#include "abi/strata_abi.h"
+#include "strata_abi.h"
 #include "control/names.h"
 #include "drain.h"
 #include "metadata.h"

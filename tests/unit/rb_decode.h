@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "abi/strata_abi.h"
+#include "strata_abi.h"
 #include "event_info.h"
 
 namespace rbtest {
