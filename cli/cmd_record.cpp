@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,12 +35,35 @@ using namespace strata;
 
 namespace {
 
+// Signals (SIGINT, SIGTERM, SIGQUIT, SIGHUP) are caught from the start to
+// the end of `record`: while CMD runs they go to it; before it runs they
+// stop `record` from starting it; after it ended they change nothing (the
+// trace is completed and the session destroyed whatever arrives).  No
+// default action is ever restored in `record` itself: the daemon's ending
+// of the session (CREATE's kCreateOwned) covers only what cannot be caught.
 volatile sig_atomic_t g_child = 0;
+volatile sig_atomic_t g_signal = 0; // the last one caught
 
-void forward_signal(int sig)
+constexpr int kCaught[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP};
+
+void on_signal(int sig)
 {
+	g_signal = sig;
 	if (g_child > 0)
 		kill(g_child, sig);
+}
+
+// Catch the signals above (old: their previous actions, for CMD).
+void catch_signals(struct sigaction old[4])
+{
+	struct sigaction sa = {};
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	for (int k = 0; k < 4; k++)
+		sigaction(kCaught[k], &sa, &old[k]);
+	// Its stderr closed (a terminal gone, a pipe's reader killed) must not
+	// end it between STOP and DESTROY.
+	signal(SIGPIPE, SIG_IGN);
 }
 
 // libstrata-NAME.so where cli::find_library looks; a NAME with a '/' is
@@ -125,6 +149,7 @@ struct PrivateDaemon {
 		int p[2];
 		if (pipe2(p, O_CLOEXEC) < 0)
 			return std::string("pipe: ") + strerror(errno);
+		const pid_t parent = getpid();
 		pid = fork();
 		if (pid < 0)
 			return std::string("fork: ") + strerror(errno);
@@ -133,6 +158,18 @@ struct PrivateDaemon {
 			int w = fcntl(p[1], F_DUPFD, 3); // without close-on-exec
 			std::string fd = std::to_string(w);
 			setpgid(0, 0); // the terminal's ^C is for CMD, not the daemon
+			// ... but `record`'s end is its end, even by SIGKILL: it
+			// flushes every session and exits (a SIGTERM, sent when the
+			// thread that forked it, record's only one, exits).
+			prctl(PR_SET_PDEATHSIG, SIGTERM);
+			if (getppid() != parent)
+				_exit(0); // record is gone already
+			for (int sig : kCaught) // ignored or caught in record
+				signal(sig, SIG_DFL);
+			signal(SIGPIPE, SIG_DFL);
+			sigset_t none;
+			sigemptyset(&none);
+			sigprocmask(SIG_SETMASK, &none, nullptr);
 			execl(exe.c_str(), exe.c_str(), "--socket", socket.c_str(), "--ready-fd", fd.c_str(),
 			      "--quiet", static_cast<char *>(nullptr));
 			fprintf(stderr, "strata record: cannot run %s: %s\n", exe.c_str(), strerror(errno));
@@ -146,7 +183,10 @@ struct PrivateDaemon {
 		while (got < 6) {
 			struct pollfd pf = {p[0], POLLIN, 0};
 			int64_t left = deadline - proto::now_ms();
-			if (left <= 0 || poll(&pf, 1, static_cast<int>(left)) == 0) {
+			const int pr = left <= 0 ? 0 : poll(&pf, 1, static_cast<int>(left));
+			if (pr < 0 && errno == EINTR)
+				continue;
+			if (pr == 0) {
 				close(p[0]);
 				return "strata-consumerd did not become ready within 10 s";
 			}
@@ -310,6 +350,9 @@ int strata_cmd_record(int argc, char **argv)
 		create.output_dir = cli::absolute_path("strata-record-" + local_timestamp());
 	create.session = "record-" + std::to_string(getpid());
 
+	struct sigaction old_actions[4];
+	catch_signals(old_actions);
+
 	// 1. a daemon: the running one, or our own.
 	PrivateDaemon priv;
 	CtlClient cl;
@@ -332,6 +375,11 @@ int strata_cmd_record(int argc, char **argv)
 		fprintf(stderr, "strata record: %s\n", why.c_str());
 		return cli::kFail;
 	}
+	// The session ends with this connection, however `record` ends
+	// (a daemon older than protocol version 5 cannot do that: then only
+	// `record`'s own handlers complete it).
+	if (cl.version() >= 5)
+		create.flags = proto::kCreateOwned;
 	int r = cl.command(create, err);
 	for (size_t k = 0; r == 0 && k < patterns.size(); k++) {
 		proto::Rule rule;
@@ -348,24 +396,25 @@ int strata_cmd_record(int argc, char **argv)
 	}
 
 	// 3. CMD.  While it runs, ^C and kill go to it; we finish the trace.
-	struct sigaction sa = {}, old_int, old_term, old_quit, old_hup;
-	sa.sa_handler = forward_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
-	sigaction(SIGQUIT, &sa, &old_quit);
-	sigaction(SIGHUP, &sa, &old_hup);
+	// The signals are blocked from the last look at g_signal until g_child
+	// is set: one that arrives in between is forwarded once unblocked.
+	sigset_t caught, before;
+	sigemptyset(&caught);
+	for (int sig : kCaught)
+		sigaddset(&caught, sig);
+	sigprocmask(SIG_BLOCK, &caught, &before);
 	const std::string sock = cl.path();
 	// exec's errno comes back through this pipe; EOF means exec succeeded.
 	int exec_pipe[2] = {-1, -1};
-	if (pipe2(exec_pipe, O_CLOEXEC) != 0)
+	const int early_signal = g_signal;
+	if (!early_signal && pipe2(exec_pipe, O_CLOEXEC) != 0)
 		exec_pipe[0] = exec_pipe[1] = -1;
-	pid_t child = fork();
+	pid_t child = early_signal ? -1 : fork();
 	if (child == 0) {
-		sigaction(SIGINT, &old_int, nullptr);
-		sigaction(SIGTERM, &old_term, nullptr);
-		sigaction(SIGQUIT, &old_quit, nullptr);
-		sigaction(SIGHUP, &old_hup, nullptr);
+		for (int k = 0; k < 4; k++)
+			sigaction(kCaught[k], &old_actions[k], nullptr);
+		signal(SIGPIPE, SIG_DFL);
+		sigprocmask(SIG_SETMASK, &before, nullptr);
 		setenv("STRATA_CONSUMERD_SOCKET", sock.c_str(), 1);
 		if (!preload_env.empty()) {
 			const char *old = getenv("LD_PRELOAD");
@@ -391,6 +440,10 @@ int strata_cmd_record(int argc, char **argv)
 		}
 		_exit(127);
 	}
+	const int fork_errno = errno;
+	if (child > 0)
+		g_child = child;
+	sigprocmask(SIG_SETMASK, &before, nullptr);
 	int exec_errno = 0;
 	if (exec_pipe[1] >= 0)
 		close(exec_pipe[1]);
@@ -405,23 +458,21 @@ int strata_cmd_record(int argc, char **argv)
 	if (exec_errno)
 		fprintf(stderr, "strata record: cannot run %s: %s\n", argv[i], strerror(exec_errno));
 	int status = 0, exit_code = cli::kFail;
-	if (child < 0) {
-		fprintf(stderr, "strata record: fork: %s\n", strerror(errno));
+	if (early_signal) {
+		fprintf(stderr, "strata record: signal %d before %s started: not run\n", early_signal, argv[i]);
+		exit_code = 128 + early_signal;
+	} else if (child < 0) {
+		fprintf(stderr, "strata record: fork: %s\n", strerror(fork_errno));
 	} else {
-		g_child = child;
 		while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
 		}
 		g_child = 0;
 		exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	}
-	sigaction(SIGINT, &old_int, nullptr);
-	sigaction(SIGTERM, &old_term, nullptr);
-	sigaction(SIGQUIT, &old_quit, nullptr);
-	sigaction(SIGHUP, &old_hup, nullptr);
 
-	// 4. complete the trace.
+	// 4. complete the trace (the signals stay caught: see on_signal).
 	proto::Message st;
-	if (cl.call(proto::Status{create.session}, st, err) == 0 && st.type() == proto::Type::StatusReply &&
+	if (!early_signal && cl.call(proto::Status{create.session}, st, err) == 0 && st.type() == proto::Type::StatusReply &&
 	    !std::get<proto::StatusReply>(st.body).sessions.empty() &&
 	    std::get<proto::StatusReply>(st.body).sessions[0].n_buffers == 0) {
 		if (exec_errno)

@@ -155,6 +155,10 @@ struct Session {
 	// companion (its id), never named by a controller.
 	std::unique_ptr<Trigger> trigger;
 	uint64_t companion_of = 0;
+	// CREATE with kCreateOwned: the id of the connection that made it
+	// (Conn::id); when that connection closes the session is stopped and
+	// destroyed (drop, destroy_session).  0: it lives until DESTROY.
+	uint64_t owner_conn = 0;
 };
 
 // Where a session's trace goes, for answers and logs: its directory, or
@@ -309,6 +313,9 @@ private:
 	// `rule` >= 0: only the processes that rule targets, else those any
 	// rule of `s` targets.
 	void notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std::string &text, int rule = -1);
+	// Its first half: signal those processes (a new generation, change_);
+	// the answer's waiting list and module generations.
+	PendingReply signal_concerned(const Session &s, int rule);
 	void do_wait(Conn &c, uint32_t seq, const proto::Wait &m);
 	static bool targets(const Session &s, size_t rule, const Proc &p);
 	static std::vector<proto::Rule> rules_for(const Session &s, const Proc &p);
@@ -333,6 +340,10 @@ private:
 	bool visible(const Conn &c, const Session &s) const { return c.cred.uid == 0 || c.cred.uid == s.uid; }
 	Session *find(const Conn &c, const std::string &name, uint32_t seq, bool &answered);
 	void stop_session(Session &s);
+	// DESTROY: stop, complete the trace, forget the session, tell its
+	// processes; answer `c` (null: its owner connection closed, nobody to
+	// answer).
+	void destroy_session(Session &s, Conn *c, uint32_t seq);
 	void attach_output(Session &s, Drain &d);
 	void apply_kernel(Session &s);
 

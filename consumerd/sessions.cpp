@@ -81,6 +81,8 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 	s->channel = m.channel;
 	s->clock = measure_session_clock();
 	s->owner = owner;
+	if (m.flags & proto::kCreateOwned)
+		s->owner_conn = c.id;
 	if (link) {
 		s->relay = std::move(link);
 		s->live_timer_us = kLiveTimerUs;
@@ -361,6 +363,28 @@ int Daemon::take_snapshot(Session &s, std::string root, std::string &text)
 	}
 	text = root;
 	return 0;
+}
+
+void Daemon::destroy_session(Session &s, Conn *c, uint32_t seq)
+{
+	const bool was_active = s.state == proto::SessionState::Active;
+	Session gone; // who to signal: the processes its rules targeted
+	gone.uid = s.uid;
+	gone.rules = s.rules;
+	gone.targets = s.targets;
+	stop_session(s);
+	std::string out = trace_place(s), name = s.name;
+	forget_drains(s); // the session's drains die with it
+	sessions_.erase(std::find_if(sessions_.begin(), sessions_.end(),
+				     [&](const std::unique_ptr<Session> &x) { return x.get() == &s; }));
+	INFO("session %s destroyed", name.c_str());
+	const std::string text = "session '" + name + "' destroyed; trace in " + out;
+	if (was_active && c) // its processes close their slot
+		notify_and_reply(*c, seq, gone, text);
+	else if (was_active)
+		signal_concerned(gone, -1);
+	else if (c)
+		reply(*c, seq, 0, text);
 }
 
 void Daemon::forget_drains(const Session &s)

@@ -244,6 +244,10 @@ template <class A> void io(A &a, Create &m)
 		a.str(m.hostname, kMaxName);
 		a.check(m.hostname.empty() || valid_session_name(m.hostname), "create: invalid hostname");
 	}
+	if (a.version >= 5) {
+		a.u32(m.flags);
+		a.check(m.flags <= kCreateOwned, "create: unknown flags");
+	}
 	a.check(valid_session_name(m.session), "create: invalid session name");
 	a.check(!m.output_dir.empty() && m.output_dir[0] == '/', "create: output dir not absolute");
 }

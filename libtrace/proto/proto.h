@@ -36,7 +36,9 @@ constexpr uint32_t kMagic = 0x4c435453u;   // "STCL" little-endian
 // Version 4 adds REGISTER's table generation and BUFFER's session id, sent
 // by a process that joined from the daemon's grant table (kRegisterTable,
 // docs/control-protocol.md, "The grant table").
-constexpr uint16_t kVersion = 4;
+// Version 5 adds CREATE's flags (kCreateOwned: the session lives as long as
+// the connection that made it; `strata record`).
+constexpr uint16_t kVersion = 5;
 constexpr uint16_t kMinVersion = 1;
 constexpr uint16_t kProcessVersion = 1;    // what libstrata speaks (proc_codec)
 constexpr size_t kHeaderSize = 16;
@@ -222,7 +224,13 @@ struct Create {
 	// the daemon's).
 	std::string relay{};
 	std::string hostname{};
+	// Version 5: kCreate* flags.
+	uint32_t flags = 0;
 };
+// CREATE flag: when the connection that sent this CREATE closes (its
+// controller exited, was killed, or closed it), the daemon stops the
+// session, completes its trace and destroys it.
+constexpr uint32_t kCreateOwned = 1;
 struct EnableEvent {
 	std::string session;
 	Rule rule;
