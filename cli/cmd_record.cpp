@@ -236,9 +236,12 @@ void help()
 	       "                            -agentpath, strata.jar on the boot class path):\n"
 	       "                            jvm:* events and the Java API\n"
 	       "%s%s"
-	       "\nThe trace directory is printed on stderr when CMD ends.\n"
-	       "Exit status: CMD's (128+N if killed by signal N); 1 if recording failed\n"
-	       "before CMD ran; 2 usage error.\n",
+	       "\nWhen CMD ends, the last lines (stderr) give the trace directory and what was\n"
+	       "discarded: \"N event(s) and M packet(s) discarded\" with the processes that lost\n"
+	       "most, or \"nothing discarded\".\n"
+	       "Exit status: CMD's (128+N if killed by signal N), whatever was discarded (the\n"
+	       "loss is told, not an error); 1 if recording failed before CMD ran or the\n"
+	       "daemon did not complete the trace; 2 usage error.\n",
 	       cli::kChannelHelp, cli::kRelayHelp);
 }
 
@@ -510,6 +513,7 @@ int strata_cmd_record(int argc, char **argv)
 		fprintf(stderr, "strata record: no event was recorded (no enabled tracepoint fired): %s holds no trace\n",
 			create.output_dir.c_str());
 	else
-		fprintf(stderr, "strata record: trace written to %s\n", create.output_dir.c_str());
+		fprintf(stderr, "strata record: trace written to %s\nstrata record: %s\n", create.output_dir.c_str(),
+			cli::loss_summary(cli::trace_loss(create.output_dir)).c_str());
 	return exit_code;
 }

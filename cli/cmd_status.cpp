@@ -44,6 +44,8 @@ void print_session(const proto::SessionStatus &s)
 	       static_cast<unsigned long long>(s.errors));
 	if (!s.relay.empty())
 		printf("  relay:    %s\n", s.relay.c_str());
+	else if (s.state != static_cast<uint32_t>(proto::SessionState::Created))
+		printf("  loss:     %s\n", cli::loss_summary(cli::trace_loss(s.output_dir)).c_str());
 }
 
 } // namespace
