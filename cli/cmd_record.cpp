@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 #include <vector>
 
 #include "commands.h"
@@ -220,6 +221,26 @@ struct PrivateDaemon {
 	~PrivateDaemon() { stop(); }
 };
 
+// record's sub-buffer size when the user chose none (docs/ring-buffer.md,
+// "record's default buffers"): a process's rings together get at most
+// 1/256 of the machine's memory, spread over its lanes (2 x CPUs, at
+// least 4, plus half as many shared: the runtime's default) and n_subbuf
+// sub-buffers each; a power of two between the runtime's default
+// (128 KiB) and 1 MiB.
+uint64_t default_subbuf_size(const proto::ChannelConfig &c)
+{
+	const long cpus = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	uint64_t owned = c.n_lanes ? c.n_lanes : std::max<uint64_t>(4, 2 * static_cast<uint64_t>(std::max(1L, cpus)));
+	const uint64_t lanes = owned + std::max<uint64_t>(1, owned / 2);
+	const uint64_t subbufs = c.n_subbuf ? c.n_subbuf : proto::kDefaultSubbufs;
+	const uint64_t mem = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+	const uint64_t want = mem / 256 / lanes / subbufs;
+	uint64_t size = proto::kDefaultSubbufSize;
+	while (size * 2 <= want && size * 2 <= (1u << 20))
+		size *= 2;
+	return size;
+}
+
 void help()
 {
 	printf("Usage: strata record [-o DIR] [-e PATTERN]... [OPTIONS] -- CMD [ARGS]\n\n"
@@ -236,13 +257,15 @@ void help()
 	       "                            -agentpath, strata.jar on the boot class path):\n"
 	       "                            jvm:* events and the Java API\n"
 	       "%s%s"
+	       "\nWithout --subbuf-size, record's sub-buffers are sized from the memory and the\n"
+	       "CPUs (here %s; docs/ring-buffer.md, \"record's default buffers\").\n"
 	       "\nWhen CMD ends, the last lines (stderr) give the trace directory and what was\n"
 	       "discarded: \"N event(s) and M packet(s) discarded\" with the processes that lost\n"
 	       "most, or \"nothing discarded\".\n"
 	       "Exit status: CMD's (128+N if killed by signal N), whatever was discarded (the\n"
 	       "loss is told, not an error); 1 if recording failed before CMD ran or the\n"
 	       "daemon did not complete the trace; 2 usage error.\n",
-	       cli::kChannelHelp, cli::kRelayHelp);
+	       cli::kChannelHelp, cli::kRelayHelp, cli::human_bytes(default_subbuf_size(proto::ChannelConfig{})).c_str());
 }
 
 
@@ -351,6 +374,8 @@ int strata_cmd_record(int argc, char **argv)
 	}
 	if (create.output_dir.empty())
 		create.output_dir = cli::absolute_path("strata-record-" + local_timestamp());
+	if (!create.channel.subbuf_size)
+		create.channel.subbuf_size = default_subbuf_size(create.channel);
 	create.session = "record-" + std::to_string(getpid());
 
 	struct sigaction old_actions[4];
