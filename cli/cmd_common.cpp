@@ -381,5 +381,20 @@ void hint_torn(const char *cmd, const std::string &dir)
 			cmd, dir.c_str());
 }
 
+bool warn_kernel_without_module(const char *cmd, const std::vector<std::string> &patterns)
+{
+	for (const std::string &p : patterns) {
+		if (p.compare(0, 7, "kernel:") != 0 || access("/dev/strata", F_OK) == 0)
+			continue;
+		fprintf(stderr,
+			"strata %s: warning: %s names kernel events, and the kernel module is not loaded "
+			"(no /dev/strata): nothing of it is recorded until `modprobe strata` loads strata.ko "
+			"(docs/kernel-module.md)\n",
+			cmd, p.c_str());
+		return true;
+	}
+	return false;
+}
+
 } // namespace cli
 } // namespace strata

@@ -118,6 +118,8 @@ int event_command(int argc, char **argv, bool enable)
 		return cli::usage_error(cmd, "missing event pattern (\"*\" for every event)");
 	if (session.empty() && (session = cli::implicit_session(cmd)).empty())
 		return cli::kFail;
+	if (enable)
+		cli::warn_kernel_without_module(cmd, patterns);
 	std::vector<proto::Body> bodies;
 	for (const std::string &p : patterns) {
 		proto::Rule r;

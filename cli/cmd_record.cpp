@@ -18,10 +18,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <algorithm>
@@ -44,12 +46,14 @@ namespace {
 // of the session (CREATE's kCreateOwned) covers only what cannot be caught.
 volatile sig_atomic_t g_child = 0;
 volatile sig_atomic_t g_signal = 0; // the last one caught
+volatile sig_atomic_t g_nsignals = 0; // how many were caught
 
 constexpr int kCaught[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP};
 
 void on_signal(int sig)
 {
 	g_signal = sig;
+	g_nsignals = g_nsignals + 1;
 	if (g_child > 0)
 		kill(g_child, sig);
 }
@@ -241,6 +245,122 @@ uint64_t default_subbuf_size(const proto::ChannelConfig &c)
 	return size;
 }
 
+// The file execvp(3) would run for `name`: itself if it holds a '/', else
+// the first executable regular file of that name in PATH; "" if none.
+std::string resolve_command(const char *name)
+{
+	if (strchr(name, '/'))
+		return name;
+	const char *path = getenv("PATH");
+	std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+	for (size_t b = 0;;) {
+		size_t e = dirs.find(':', b);
+		std::string d = dirs.substr(b, e == std::string::npos ? std::string::npos : e - b);
+		std::string f = (d.empty() ? "." : d) + "/" + name;
+		struct stat st;
+		if (stat(f.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(f.c_str(), X_OK) == 0)
+			return f;
+		if (e == std::string::npos)
+			return "";
+		b = e + 1;
+	}
+}
+
+// Whether `path` is an ELF executable of this machine with no program
+// interpreter (PT_INTERP): statically linked, so the dynamic loader never
+// runs in it and neither LD_PRELOAD nor libstrata can be loaded into it.
+bool static_executable(const std::string &path)
+{
+	int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	Elf64_Ehdr eh;
+	bool is_static = false;
+	if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
+	    eh.e_ident[EI_CLASS] == ELFCLASS64 && (eh.e_type == ET_EXEC || eh.e_type == ET_DYN) &&
+	    eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum > 0 && eh.e_phnum < 4096) {
+		is_static = true;
+		for (unsigned k = 0; k < eh.e_phnum && is_static; k++) {
+			Elf64_Phdr ph;
+			if (pread(fd, &ph, sizeof ph, static_cast<off_t>(eh.e_phoff + k * sizeof ph)) != (ssize_t)sizeof ph)
+				is_static = false; // unreadable: say nothing
+			else if (ph.p_type == PT_INTERP)
+				is_static = false;
+		}
+	}
+	close(fd);
+	return is_static;
+}
+
+// Our children now (record is single-threaded: its one task's list), but
+// the private daemon's `except`.  Zombies included.
+std::vector<pid_t> children(pid_t except)
+{
+	std::vector<pid_t> v;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/task/%d/children", static_cast<int>(getpid()));
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return v;
+	int pid;
+	while (fscanf(f, "%d", &pid) == 1)
+		if (pid != except)
+			v.push_back(pid);
+	fclose(f);
+	return v;
+}
+
+// After CMD exited: the processes it started that outlived it (daemons
+// that called setsid or forked twice) were reparented to record, the
+// subreaper; record keeps recording until they all exit.  A signal caught
+// meanwhile (^C) is forwarded to each of them.  The caught signals are
+// blocked but inside ppoll, so none is missed between a look and the wait.
+void follow_descendants(pid_t daemon, const char *cmd)
+{
+	sigset_t caught, before;
+	sigemptyset(&caught);
+	for (int sig : kCaught)
+		sigaddset(&caught, sig);
+	sigprocmask(SIG_BLOCK, &caught, &before);
+	sig_atomic_t seen = 0; // a signal CMD got is for them too
+	bool said = false;
+	for (;;) {
+		std::vector<pid_t> kids = children(daemon), live;
+		for (pid_t k : kids) {
+			int st;
+			if (waitpid(k, &st, WNOHANG) != k)
+				live.push_back(k);
+		}
+		if (live.empty())
+			break;
+		if (!said) {
+			std::string pids;
+			for (pid_t k : live)
+				pids += (pids.empty() ? "" : " ") + std::to_string(k);
+			fprintf(stderr, "strata record: %s exited, and %zu process(es) it started still run (pid %s): "
+					"recording until they exit (^C ends them)\n", cmd, live.size(), pids.c_str());
+			said = true;
+		}
+		if (g_nsignals != seen) {
+			seen = g_nsignals;
+			for (pid_t k : live)
+				kill(k, g_signal);
+		}
+		std::vector<struct pollfd> fds;
+		for (pid_t k : live) {
+			int fd = static_cast<int>(syscall(SYS_pidfd_open, k, 0));
+			if (fd >= 0)
+				fds.push_back({fd, POLLIN, 0});
+		}
+		if (fds.empty())
+			break; // no pidfd (Linux < 5.3): not followed
+		ppoll(fds.data(), fds.size(), nullptr, &before);
+		for (const struct pollfd &p : fds)
+			close(p.fd);
+	}
+	sigprocmask(SIG_SETMASK, &before, nullptr);
+}
+
 void help()
 {
 	printf("Usage: strata record [-o DIR] [-e PATTERN]... [OPTIONS] -- CMD [ARGS]\n\n"
@@ -378,6 +498,15 @@ int strata_cmd_record(int argc, char **argv)
 		create.channel.subbuf_size = default_subbuf_size(create.channel);
 	create.session = "record-" + std::to_string(getpid());
 
+	cli::warn_kernel_without_module(cmd, patterns);
+	const std::string cmd_path = resolve_command(argv[i]);
+	const bool is_static = !cmd_path.empty() && static_executable(cmd_path);
+	if (is_static)
+		fprintf(stderr, "strata record: warning: %s is statically linked (no ELF interpreter): the dynamic "
+				"loader never runs in it, so neither libstrata nor a --preload library can be loaded "
+				"into it and none of its own events can be recorded (only those of dynamically linked "
+				"programs it runs)\n", cmd_path.c_str());
+
 	struct sigaction old_actions[4];
 	catch_signals(old_actions);
 
@@ -431,6 +560,8 @@ int strata_cmd_record(int argc, char **argv)
 	for (int sig : kCaught)
 		sigaddset(&caught, sig);
 	sigprocmask(SIG_BLOCK, &caught, &before);
+	// Orphans among CMD's descendants become ours: follow_descendants.
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	const std::string sock = cl.path();
 	// exec's errno comes back through this pipe; EOF means exec succeeded.
 	int exec_pipe[2] = {-1, -1};
@@ -496,6 +627,7 @@ int strata_cmd_record(int argc, char **argv)
 		}
 		g_child = 0;
 		exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		follow_descendants(priv.pid, argv[i]);
 	}
 
 	// 4. complete the trace (the signals stay caught: see on_signal).
@@ -509,6 +641,9 @@ int strata_cmd_record(int argc, char **argv)
 			fprintf(stderr, "strata record: %s exited with status 127 before it joined the session: "
 					"nothing recorded (the dynamic loader or a shell could not start it: see "
 					"its message above)\n", argv[i]);
+		else if (is_static)
+			fprintf(stderr, "strata record: nothing recorded: %s is statically linked (see the warning "
+					"above)\n", argv[i]);
 		else
 			fprintf(stderr, "strata record: %s did not join the session: nothing recorded "
 					"(does it link libstrata and Strata::tp_sync?)\n", argv[i]);

@@ -94,6 +94,11 @@ int parse_wait_option(const char *cmd, const char *arg, uint32_t &wait_ms);
 // out; "" (and a message on stderr) when there is none or several.
 std::string implicit_session(const char *cmd);
 
+// Patterns naming kernel events (kernel:...) while the kernel module is not
+// loaded (/dev/strata absent) would record nothing: say so on stderr,
+// naming the module.  True if it warned.
+bool warn_kernel_without_module(const char *cmd, const std::vector<std::string> &patterns);
+
 // What a trace directory on disk says was discarded (cli/trace_loss.cpp):
 // in total, and by sub-trace (a process's, the kernel's), most first.
 struct TraceLoss {
