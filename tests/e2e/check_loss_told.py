@@ -26,7 +26,7 @@ import bt2
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from strata_testlib import Checks, start_daemon  # noqa: E402
+from strata_testlib import e2e_setup, start_daemon  # noqa: E402
 
 SUMMARY = re.compile(r"(\d+) event\(s\) and (\d+) packet\(s\) discarded \(the ring buffers were full: "
                      r"larger --subbuf-size or --subbuf-count\); most by ([^ ]+) \((\d+) event\(s\), "
@@ -51,11 +51,7 @@ def run(cmd, env):
 
 
 def main():
-    strata, demo, work = sys.argv[1:4]
-    consumerd = os.environ["STRATA_TEST_CONSUMERD"]
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    check = Checks()
+    strata, demo, work, consumerd, check = e2e_setup()
     base = dict(os.environ, STRATA_CONSUMERD=consumerd)
     base.pop("STRATA_EARLY", None)
     sock = os.path.join(work, "d.sock")

@@ -25,7 +25,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from strata_testlib import Checks, start_daemon  # noqa: E402
+from strata_testlib import e2e_setup, start_daemon  # noqa: E402
 
 FOLLOW = re.compile(r"strata record: .* exited, and 1 process\(es\) it started still run \(pid (\d+)\): "
                     r"recording until they exit \(\^C ends them\)")
@@ -52,11 +52,7 @@ def gone(pid, timeout=20):
 
 
 def main():
-    strata, loop, work = sys.argv[1:4]
-    consumerd = os.environ["STRATA_TEST_CONSUMERD"]
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    check = Checks()
+    strata, loop, work, consumerd, check = e2e_setup()
     env = dict(os.environ, STRATA_CONSUMERD=consumerd,
                STRATA_CONSUMERD_SOCKET=os.path.join(work, "nobody.sock"))  # record's own daemon
     env.pop("STRATA_EARLY", None)

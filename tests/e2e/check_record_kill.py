@@ -32,7 +32,7 @@ import termios
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon  # noqa: E402
+from strata_testlib import e2e_setup, start_daemon  # noqa: E402
 
 RUNS = 40
 MODES = ["term", "term2", "hup", "kill", "pty"]
@@ -118,16 +118,12 @@ def one_run(strata, loop, out, mode, env, delay, delay2):
 
 
 def main():
-    strata, loop, work = sys.argv[1:4]
-    consumerd = os.environ["STRATA_TEST_CONSUMERD"]
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
+    strata, loop, work, consumerd, check = e2e_setup()
     xdg = os.path.join(work, "xdg")
     os.makedirs(xdg, mode=0o700)
     seed = int(os.environ.get("STRATA_TEST_SEED", time.time_ns() % 1000000))
     print("seed %d (STRATA_TEST_SEED to replay)" % seed)
     rng = random.Random(seed)
-    check = Checks()
 
     base = dict(os.environ, STRATA_CONSUMERD=consumerd)
     base.pop("STRATA_EARLY", None)
@@ -188,7 +184,8 @@ def main():
     check(not procs_under(xdg), "no private daemon left")
     daemon.send_signal(signal.SIGTERM)
     check(daemon.wait(timeout=60) == 0, "the shared daemon exits cleanly")
-    shutil.rmtree(work, ignore_errors=True) if check.failures == 0 else None
+    if not check.failures:
+        shutil.rmtree(work, ignore_errors=True)
     check.finish()
 
 

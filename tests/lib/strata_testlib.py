@@ -45,6 +45,17 @@ def start_daemon(consumerd, socket, env, extra=()):
     return d
 
 
+def e2e_setup():
+    """The arguments of a check run as `check_X.py STRATA PROG WORKDIR` with
+    the daemon in $STRATA_TEST_CONSUMERD: (strata, prog, workdir emptied,
+    consumerd, Checks())."""
+    import shutil
+    strata, prog, work = sys.argv[1:4]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    return strata, prog, work, os.environ["STRATA_TEST_CONSUMERD"], Checks()
+
+
 class Checks:
     """Named checks: `check(ok, what)` prints ok/FAIL lines; `finish()` exits
     1 if any failed."""
