@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -361,6 +362,57 @@ void follow_descendants(pid_t daemon, const char *cmd)
 	sigprocmask(SIG_SETMASK, &before, nullptr);
 }
 
+// Nothing was recorded although CMD ran: say which case it is, from what
+// the daemon saw (STATUS_REPLY version 5: who joined, what they declared).
+void why_nothing(const proto::SessionStatus &st, const char *cmd, bool preloaded)
+{
+	const char *pre = "strata record: nothing recorded: ";
+	if (st.joined == 0) {
+		fprintf(stderr, "%s%s did not join the session: no process of it asked the daemon for its "
+				"state (a program must link libstrata and Strata::tp_sync or tp_async, or be "
+				"given a library with --preload)\n", pre, cmd);
+		return;
+	}
+	std::vector<std::string> matched, providers;
+	std::string patterns;
+	for (const proto::Rule &r : st.rules) {
+		if (!r.enable)
+			continue;
+		patterns += (patterns.empty() ? "" : " ") + r.pattern;
+		for (const std::string &e : st.declared)
+			if (fnmatch(r.pattern.c_str(), e.c_str(), 0) == 0 &&
+			    std::find(matched.begin(), matched.end(), e) == matched.end())
+				matched.push_back(e);
+	}
+	for (const std::string &e : st.declared) {
+		const std::string p = e.substr(0, e.find(':'));
+		if (std::find(providers.begin(), providers.end(), p) == providers.end())
+			providers.push_back(p);
+	}
+	if (st.declared.empty()) {
+		fprintf(stderr, "%s%u process(es) of %s joined the session but declare no tracepoint\n", pre,
+			st.joined, cmd);
+	} else if (matched.empty()) {
+		std::string list;
+		for (const std::string &p : providers)
+			list += (list.empty() ? "" : ", ") + p;
+		fprintf(stderr, "%sno event matched the patterns (%s); the %u process(es) of %s that joined declare "
+				"the providers %s (e.g. -e '%s:*'; `strata list` while it runs shows the events)\n",
+			pre, patterns.c_str(), st.joined, cmd, list.c_str(), providers[0].c_str());
+	} else {
+		std::string list;
+		for (size_t k = 0; k < matched.size() && k < 4; k++)
+			list += (k ? ", " : "") + matched[k];
+		if (matched.size() > 4)
+			list += ", ...";
+		fprintf(stderr, "%s%zu event(s) matched the patterns (%s) but none fired while %s ran%s\n", pre,
+			matched.size(), list.c_str(), cmd,
+			preloaded ? ": a preloaded library records only the calls it wraps, and the program made none "
+				    "(with --preload pthread: it took no pthread lock)"
+				  : "");
+	}
+}
+
 void help()
 {
 	printf("Usage: strata record [-o DIR] [-e PATTERN]... [OPTIONS] -- CMD [ARGS]\n\n"
@@ -644,6 +696,8 @@ int strata_cmd_record(int argc, char **argv)
 		else if (is_static)
 			fprintf(stderr, "strata record: nothing recorded: %s is statically linked (see the warning "
 					"above)\n", argv[i]);
+		else if (cl.version() >= 5)
+			why_nothing(std::get<proto::StatusReply>(st.body).sessions[0], argv[i], !preload_env.empty());
 		else
 			fprintf(stderr, "strata record: %s did not join the session: nothing recorded "
 					"(does it link libstrata and Strata::tp_sync?)\n", argv[i]);

@@ -159,6 +159,10 @@ struct Session {
 	// (Conn::id); when that connection closes the session is stopped and
 	// destroyed (drop, destroy_session).  0: it lives until DESTROY.
 	uint64_t owner_conn = 0;
+	// Processes that registered while it was active and that its rules
+	// target, and the events they declared (STATUS_REPLY version 5).
+	uint32_t joined = 0;
+	std::set<std::string> declared;
 };
 
 // Where a session's trace goes, for answers and logs: its directory, or
@@ -361,6 +365,7 @@ private:
 	KmodGrant grant_of(const Session &s) const;
 	void move_off_busy_slot(Session &s);
 	Proc &proc_for(pid_t pid, uid_t uid);
+	void note_joined(const Proc &p); // Session::joined, declared
 	void adopt_early(Session &s);
 	void adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid, std::set<std::pair<dev_t, ino_t>> &seen);
 	void save_active();

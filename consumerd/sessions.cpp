@@ -179,6 +179,8 @@ void Daemon::do_status(Conn &c, uint32_t seq, const proto::Status &m)
 		st.channel = s->channel;
 		st.rules = s->rules;
 		st.n_buffers = static_cast<uint32_t>(s->drains.size());
+		st.joined = s->joined;
+		st.declared.assign(s->declared.begin(), s->declared.end());
 		if (s->relay) {
 			const RelayTarget &t = s->relay->target();
 			st.relay = t.host + ":" + std::to_string(t.ctrl_port) + ":" + std::to_string(t.data_port) + " " +

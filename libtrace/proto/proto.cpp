@@ -291,6 +291,10 @@ template <class A> void io(A &a, StatusReply &m)
 		a.u64(s.errors);
 		if (a.version >= 3)
 			a.str(s.relay, kMaxText);
+		if (a.version >= 5) {
+			a.u32(s.joined);
+			a.vec(s.declared, kMaxDeclared, 4, [&](std::string &e) { a.str(e, 2 * kMaxName + 1); });
+		}
 		a.check(s.slot < kMaxSlots, "status: slot out of range");
 		a.check(s.state <= 2, "status: unknown state");
 	});

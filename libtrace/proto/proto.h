@@ -37,7 +37,8 @@ constexpr uint32_t kMagic = 0x4c435453u;   // "STCL" little-endian
 // by a process that joined from the daemon's grant table (kRegisterTable,
 // docs/control-protocol.md, "The grant table").
 // Version 5 adds CREATE's flags (kCreateOwned: the session lives as long as
-// the connection that made it; `strata record`).
+// the connection that made it; `strata record`) and STATUS_REPLY's joined
+// and declared (who registered, what they declared).
 constexpr uint16_t kVersion = 5;
 constexpr uint16_t kMinVersion = 1;
 constexpr uint16_t kProcessVersion = 1;    // what libstrata speaks (proc_codec)
@@ -267,7 +268,14 @@ struct SessionStatus {
 	// Version 3: where a relay session streams and whether its link is
 	// down (why); "" for a disk session.
 	std::string relay{};
+	// Version 5: processes that registered while the session was active
+	// and that its rules target, and the events they declared (at most
+	// kMaxDeclared names, sorted): what `record` tells when nothing was
+	// recorded.
+	uint32_t joined = 0;
+	std::vector<std::string> declared{};
 };
+constexpr uint32_t kMaxDeclared = 256;
 struct StatusReply { std::vector<SessionStatus> sessions; };
 struct Reply {
 	int32_t status = 0;       // 0 ok, else a negative errno

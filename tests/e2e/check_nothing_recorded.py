@@ -10,6 +10,9 @@ usage: check_nothing_recorded.py STRATA LOOP WORKDIR   ($STRATA_TEST_CONSUMERD: 
   - the same with a daemon that would run 100 s: SIGINT to record (what ^C
     does; the daemon is in a session of its own, the terminal's ^C would not
     reach it) ends the daemon and record, and the trace reads;
+  - a pattern matching none of the program's events (its providers
+    listed), a program that does not link libstrata, a preloaded program
+    that took no lock: each its own message;
   - a static executable (busybox): a warning before it runs, and "nothing
     recorded: ... statically linked" after;
   - kernel:* with no kernel module loaded: record and enable-event warn,
@@ -93,6 +96,29 @@ def main():
     rc, n, err = events(out)
     check(rc == 0 and n > 0,
           "the daemon's events until ^C are recorded (%d, babeltrace2 exit %d %s)" % (n, rc, err[:300]))
+
+    # Who joined and what they declare (the daemon's STATUS, version 5).
+    def record(*args):
+        r = subprocess.run([strata, "record", "-o", os.path.join(work, "n%d" % len(args))] + list(args), env=env,
+                           capture_output=True, text=True, timeout=120)
+        sys.stdout.write(r.stderr)
+        return r
+
+    r = record("-e", "nosuch:*", "--", loop, "5")
+    check(("strata record: nothing recorded: no event matched the patterns (nosuch:*); the 1 process(es) of %s "
+           "that joined declare the providers rloop (e.g. -e 'rloop:*'" % loop) in r.stderr,
+          "a pattern that matches nothing is named, with the program's providers")
+    r = record("--", "true")
+    check("strata record: nothing recorded: true did not join the session: no process of it asked the daemon "
+          "for its state" in r.stderr, "a program that does not link libstrata is named")
+    r = record("--preload", "pthread", "--", "true")
+    if r.returncode == 0:
+        check(re.search(r"strata record: nothing recorded: \d+ event\(s\) matched the patterns \(pthread:.*\) but "
+                        r"none fired while true ran: a preloaded library records only the calls it wraps, and "
+                        r"the program made none \(with --preload pthread: it took no pthread lock\)",
+                        r.stderr) is not None, "a preloaded program that took no lock is named")
+    else:
+        print("skip: no libstrata-pthread.so")
 
     # A static executable.
     busybox = shutil.which("busybox")
