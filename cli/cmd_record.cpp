@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
@@ -226,6 +227,20 @@ struct PrivateDaemon {
 	~PrivateDaemon() { stop(); }
 };
 
+// Whether `dir` is absent or an empty directory.
+bool dir_empty(const std::string &dir)
+{
+	DIR *d = opendir(dir.c_str());
+	if (!d)
+		return errno == ENOENT;
+	bool empty = true;
+	while (struct dirent *e = readdir(d))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			empty = false;
+	closedir(d);
+	return empty;
+}
+
 // record's sub-buffer size when the user chose none (docs/ring-buffer.md,
 // "record's default buffers"): a process's rings together get at most
 // 1/256 of the machine's memory, spread over its lanes (2 x CPUs, at
@@ -422,6 +437,8 @@ void help()
 	       "  -o, --output DIR          trace directory (default ./strata-record-YYYYMMDD-HHMMSS)\n"
 	       "  -e, --event PATTERN       enable \"provider:event\" globs (default: \"*\");\n"
 	       "                            repeatable\n"
+	       "  --add                     record into DIR although it is not empty (else refused:\n"
+	       "                            two recordings in one directory mix)\n"
 	       "  --loglevel LEVEL          with -e: only LEVEL or more severe\n"
 	       "  --preload NAME            LD_PRELOAD libstrata-NAME.so (e.g. pthread), or the library at\n"
 	       "                            NAME if it has a /; refused up front if the loader refuses it\n"
@@ -456,7 +473,7 @@ int strata_cmd_record(int argc, char **argv)
 	proto::Create create;
 	std::vector<std::string> patterns;
 	std::vector<std::string> preloads;
-	bool jvm = false;
+	bool jvm = false, add = false;
 	int32_t loglevel = -1;
 	int i = 1;
 	for (; i < argc; i++) {
@@ -483,12 +500,18 @@ int strata_cmd_record(int argc, char **argv)
 			jvm = true;
 			continue;
 		}
+		if (a == "--add") {
+			add = true;
+			continue;
+		}
 		if (a == "-o" || a == "--output" || a == "-e" || a == "--event" || a == "--loglevel" ||
 		    a == "--preload") {
 			if (i + 1 >= argc)
 				return cli::usage_error(cmd, a + " needs a value");
 			const char *v = argv[++i];
 			if (a == "-o" || a == "--output") {
+				if (!*v)
+					return cli::usage_error(cmd, a + " needs a directory, not \"\"");
 				create.output_dir = cli::absolute_path(v);
 			} else if (a == "--loglevel") {
 				if (!cli::parse_loglevel(v, loglevel))
@@ -496,8 +519,9 @@ int strata_cmd_record(int argc, char **argv)
 			} else if (a == "--preload") {
 				preloads.push_back(v);
 			} else {
-				if (!*v || strlen(v) > proto::kMaxPattern)
-					return cli::usage_error(cmd, "a pattern is 1 to 127 bytes");
+				const std::string why = cli::bad_pattern(v);
+				if (!why.empty())
+					return cli::usage_error(cmd, why);
 				patterns.push_back(v);
 			}
 		} else if (a[0] == '-') {
@@ -544,8 +568,20 @@ int strata_cmd_record(int argc, char **argv)
 			return cli::kFail;
 		}
 	}
-	if (create.output_dir.empty())
-		create.output_dir = cli::absolute_path("strata-record-" + local_timestamp());
+	if (create.output_dir.empty()) { // a new one: two records in one second get -1, -2...
+		const std::string base = cli::absolute_path("strata-record-" + local_timestamp());
+		create.output_dir = base;
+		for (int k = 1; !dir_empty(create.output_dir) && k < 1000; k++)
+			create.output_dir = base + "-" + std::to_string(k);
+	}
+	if (create.output_dir.size() > proto::kMaxPath)
+		return cli::usage_error(cmd, "output path longer than 4095 bytes");
+	if (!add && create.relay.empty() && !dir_empty(create.output_dir)) {
+		fprintf(stderr, "strata record: %s exists and is not empty: a recording there would mix with what "
+				"it holds; choose another -o, or give --add to add this recording to it\n",
+			create.output_dir.c_str());
+		return cli::kFail;
+	}
 	if (!create.channel.subbuf_size)
 		create.channel.subbuf_size = default_subbuf_size(create.channel);
 	create.session = "record-" + std::to_string(getpid());

@@ -94,6 +94,13 @@ int parse_wait_option(const char *cmd, const char *arg, uint32_t &wait_ms);
 // out; "" (and a message on stderr) when there is none or several.
 std::string implicit_session(const char *cmd);
 
+// A pattern as the daemon takes it: 1..127 bytes of printable ASCII with no
+// space ("" if so, else why not).
+std::string bad_pattern(const std::string &p);
+// `s` with every control byte (below 0x20, and 0x7f) as \xHH: text from a
+// daemon (another user's session under root) printed to a terminal.
+std::string escaped(const std::string &s);
+
 // Patterns naming kernel events (kernel:...) while the kernel module is not
 // loaded (/dev/strata absent) would record nothing: say so on stderr,
 // naming the module.  True if it warned.

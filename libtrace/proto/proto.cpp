@@ -9,6 +9,8 @@
  */
 #include "proto.h"
 
+#include <algorithm>
+
 #include <cctype>
 #include <cstring>
 
@@ -175,6 +177,8 @@ template <class A> void io(A &a, Rule &r)
 	a.check(r.loglevel_max >= -1 && r.loglevel_max <= 15, "rule loglevel out of range");
 	a.check(r.enable <= 1, "rule enable flag not 0 or 1");
 	a.check(!r.pattern.empty(), "empty event pattern");
+	a.check(std::all_of(r.pattern.begin(), r.pattern.end(), [](char ch) { return ch > ' ' && ch < 0x7f; }),
+		"event pattern with a space, a control character or a byte above ASCII");
 }
 template <class A> void io(A &, std::monostate &) {}
 template <class A> void io(A &a, Hello &m)
