@@ -310,7 +310,8 @@ void Daemon::do_snapshot(Conn &c, uint32_t seq, const proto::Snapshot &m)
 
 int Daemon::take_snapshot(Session &s, std::string root, std::string &text)
 {
-	settle_attaches(); // a buffer being attached is in the snapshot too
+	serve_pending();   // a BUFFER already sent is in the snapshot too,
+	settle_attaches(); // and so is a buffer being attached
 	if (s.state != proto::SessionState::Active) {
 		text = "session '" + s.name + "' is not started: nothing to snapshot";
 		return -EALREADY;
