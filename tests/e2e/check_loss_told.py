@@ -34,6 +34,8 @@ SUMMARY = re.compile(r"(\d+) event\(s\) and (\d+) packet\(s\) discarded \(the ri
 
 
 def bt2_loss(path):
+    if not os.path.isdir(path):
+        return None
     ev = pk = 0
     for m in bt2.TraceCollectionMessageIterator(path):
         if type(m) is bt2._DiscardedEventsMessageConst:
@@ -84,7 +86,7 @@ def main():
         r = run([strata, "record", "-o", out, "--mode", "discard", "--subbuf-size", "4096", "--subbuf-count", "2",
                  "--", demo, "--threads", "4", "--events", "50000"], e)
         last = r.stderr.splitlines()[-2:]
-        ev, pk = bt2_loss(out)
+        ev, pk = bt2_loss(out) or (-1, -1)
         m = SUMMARY.fullmatch(last[1][len("strata record: "):]) if len(last) == 2 else None
         check(r.returncode == 0 and len(last) == 2 and last[0] == "strata record: trace written to " + out,
               "%s daemon: record's next-to-last line gives the trace" % name)
