@@ -137,12 +137,12 @@ int parse_channel_option(const char *cmd, int argc, char **argv, int &i, proto::
 		else
 			return usage_error(cmd, std::string("--mode must be discard or overwrite, not '") + v + "'"), -1;
 	} else if (a == "--subbuf-size") {
-		if (!parse_size(v, n))
-			return usage_error(cmd, std::string("bad size '") + v + "'"), -1;
+		if (!parse_size(v, n) || n == 0) // 0 would mean "the default" on the wire
+			return usage_error(cmd, std::string("bad size '") + v + "' (a power of two, 4k..64M)"), -1;
 		c.subbuf_size = n;
 	} else if (a == "--subbuf-count") {
-		if (!parse_u32(v, u))
-			return usage_error(cmd, std::string("bad count '") + v + "'"), -1;
+		if (!parse_u32(v, u) || u == 0)
+			return usage_error(cmd, std::string("bad count '") + v + "' (a power of two, 2..64)"), -1;
 		c.n_subbuf = u;
 	} else {
 		if (!parse_u32(v, u) || u == 0)
@@ -424,6 +424,46 @@ void hint_torn(const char *cmd, const std::string &dir)
 			"strata %s: stream files above end inside a packet (a consumer daemon killed while writing?); "
 			"'strata view --repair %s' cuts them back to their last whole packet and shows the rest\n",
 			cmd, dir.c_str());
+}
+
+std::string bad_pattern(const std::string &p)
+{
+	if (p.empty() || p.size() > proto::kMaxPattern)
+		return "a pattern is 1 to 127 bytes";
+	for (char ch : p)
+		if (ch <= ' ' || ch >= 0x7f)
+			return "a pattern is printable ASCII with no space (provider:event, '*' for any)";
+	return "";
+}
+
+std::string escaped(const std::string &s)
+{
+	std::string o;
+	for (unsigned char ch : s) {
+		if (ch >= 0x20 && ch != 0x7f) {
+			o += static_cast<char>(ch);
+		} else {
+			char b[8];
+			snprintf(b, sizeof b, "\\x%02x", ch);
+			o += b;
+		}
+	}
+	return o;
+}
+
+bool warn_kernel_without_module(const char *cmd, const std::vector<std::string> &patterns)
+{
+	for (const std::string &p : patterns) {
+		if (p.compare(0, 7, "kernel:") != 0 || access("/dev/strata", F_OK) == 0)
+			continue;
+		fprintf(stderr,
+			"strata %s: warning: %s names kernel events, and the kernel module is not loaded "
+			"(no /dev/strata): nothing of it is recorded until `modprobe strata` loads strata.ko "
+			"(docs/kernel-module.md)\n",
+			cmd, p.c_str());
+		return true;
+	}
+	return false;
 }
 
 } // namespace cli

@@ -35,7 +35,7 @@ int strata_cmd_create(int argc, char **argv)
 		if (r > 0)
 			continue;
 		if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) {
-			if (++i >= argc)
+			if (++i >= argc || !*argv[i])
 				return cli::usage_error(cmd, "-o needs a directory");
 			m.output_dir = cli::absolute_path(argv[i]);
 		} else if (argv[i][0] == '-') {

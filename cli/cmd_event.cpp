@@ -91,6 +91,8 @@ int event_command(int argc, char **argv, bool enable)
 			if (++i >= argc)
 				return cli::usage_error(cmd, "--filter needs an expression");
 			filter = argv[i];
+			if (filter.empty())
+				return cli::usage_error(cmd, "--filter needs an expression, not \"\"");
 			if (filter.size() > proto::kMaxFilter)
 				return cli::usage_error(cmd, "filter longer than 255 bytes");
 			strata::FilterProgram prog;
@@ -105,8 +107,9 @@ int event_command(int argc, char **argv, bool enable)
 		} else if (session.empty() && proto::valid_session_name(argv[i])) {
 			session = argv[i];
 		} else {
-			if (!*argv[i] || strlen(argv[i]) > proto::kMaxPattern)
-				return cli::usage_error(cmd, "a pattern is 1 to 127 bytes");
+			const std::string why = cli::bad_pattern(argv[i]);
+			if (!why.empty())
+				return cli::usage_error(cmd, why);
 			patterns.push_back(argv[i]);
 		}
 	}
@@ -118,6 +121,8 @@ int event_command(int argc, char **argv, bool enable)
 		return cli::usage_error(cmd, "missing event pattern (\"*\" for every event)");
 	if (session.empty() && (session = cli::implicit_session(cmd)).empty())
 		return cli::kFail;
+	if (enable)
+		cli::warn_kernel_without_module(cmd, patterns);
 	std::vector<proto::Body> bodies;
 	for (const std::string &p : patterns) {
 		proto::Rule r;

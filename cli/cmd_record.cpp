@@ -17,12 +17,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 #include <vector>
 
 #include "commands.h"
@@ -34,12 +40,37 @@ using namespace strata;
 
 namespace {
 
+// Signals (SIGINT, SIGTERM, SIGQUIT, SIGHUP) are caught from the start to
+// the end of `record`: while CMD runs they go to it; before it runs they
+// stop `record` from starting it; after it ended they change nothing (the
+// trace is completed and the session destroyed whatever arrives).  No
+// default action is ever restored in `record` itself: the daemon's ending
+// of the session (CREATE's kCreateOwned) covers only what cannot be caught.
 volatile sig_atomic_t g_child = 0;
+volatile sig_atomic_t g_signal = 0; // the last one caught
+volatile sig_atomic_t g_nsignals = 0; // how many were caught
 
-void forward_signal(int sig)
+constexpr int kCaught[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP};
+
+void on_signal(int sig)
 {
+	g_signal = sig;
+	g_nsignals = g_nsignals + 1;
 	if (g_child > 0)
 		kill(g_child, sig);
+}
+
+// Catch the signals above (old: their previous actions, for CMD).
+void catch_signals(struct sigaction old[4])
+{
+	struct sigaction sa = {};
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	for (int k = 0; k < 4; k++)
+		sigaction(kCaught[k], &sa, &old[k]);
+	// Its stderr closed (a terminal gone, a pipe's reader killed) must not
+	// end it between STOP and DESTROY.
+	signal(SIGPIPE, SIG_IGN);
 }
 
 // libstrata-NAME.so where cli::find_library looks; a NAME with a '/' is
@@ -125,6 +156,7 @@ struct PrivateDaemon {
 		int p[2];
 		if (pipe2(p, O_CLOEXEC) < 0)
 			return std::string("pipe: ") + strerror(errno);
+		const pid_t parent = getpid();
 		pid = fork();
 		if (pid < 0)
 			return std::string("fork: ") + strerror(errno);
@@ -133,6 +165,18 @@ struct PrivateDaemon {
 			int w = fcntl(p[1], F_DUPFD, 3); // without close-on-exec
 			std::string fd = std::to_string(w);
 			setpgid(0, 0); // the terminal's ^C is for CMD, not the daemon
+			// ... but `record`'s end is its end, even by SIGKILL: it
+			// flushes every session and exits (a SIGTERM, sent when the
+			// thread that forked it, record's only one, exits).
+			prctl(PR_SET_PDEATHSIG, SIGTERM);
+			if (getppid() != parent)
+				_exit(0); // record is gone already
+			for (int sig : kCaught) // ignored or caught in record
+				signal(sig, SIG_DFL);
+			signal(SIGPIPE, SIG_DFL);
+			sigset_t none;
+			sigemptyset(&none);
+			sigprocmask(SIG_SETMASK, &none, nullptr);
 			execl(exe.c_str(), exe.c_str(), "--socket", socket.c_str(), "--ready-fd", fd.c_str(),
 			      "--quiet", static_cast<char *>(nullptr));
 			fprintf(stderr, "strata record: cannot run %s: %s\n", exe.c_str(), strerror(errno));
@@ -146,7 +190,10 @@ struct PrivateDaemon {
 		while (got < 6) {
 			struct pollfd pf = {p[0], POLLIN, 0};
 			int64_t left = deadline - proto::now_ms();
-			if (left <= 0 || poll(&pf, 1, static_cast<int>(left)) == 0) {
+			const int pr = left <= 0 ? 0 : poll(&pf, 1, static_cast<int>(left));
+			if (pr < 0 && errno == EINTR)
+				continue;
+			if (pr == 0) {
 				close(p[0]);
 				return "strata-consumerd did not become ready within 10 s";
 			}
@@ -180,6 +227,207 @@ struct PrivateDaemon {
 	~PrivateDaemon() { stop(); }
 };
 
+// Whether `dir` is absent or an empty directory.
+bool dir_empty(const std::string &dir)
+{
+	DIR *d = opendir(dir.c_str());
+	if (!d)
+		return errno == ENOENT;
+	bool empty = true;
+	while (struct dirent *e = readdir(d))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			empty = false;
+	closedir(d);
+	return empty;
+}
+
+// record's sub-buffer size when the user chose none (docs/ring-buffer.md,
+// "record's default buffers"): a process's rings together get at most
+// 1/256 of the machine's memory, spread over its lanes (2 x CPUs, at
+// least 4, plus half as many shared: the runtime's default) and n_subbuf
+// sub-buffers each; a power of two between the runtime's default
+// (128 KiB) and 1 MiB.
+uint64_t default_subbuf_size(const proto::ChannelConfig &c)
+{
+	const long cpus = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	uint64_t owned = c.n_lanes ? c.n_lanes : std::max<uint64_t>(4, 2 * static_cast<uint64_t>(std::max(1L, cpus)));
+	const uint64_t lanes = owned + std::max<uint64_t>(1, owned / 2);
+	const uint64_t subbufs = c.n_subbuf ? c.n_subbuf : proto::kDefaultSubbufs;
+	const uint64_t mem = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+	const uint64_t want = mem / 256 / lanes / subbufs;
+	uint64_t size = proto::kDefaultSubbufSize;
+	while (size * 2 <= want && size * 2 <= (1u << 20))
+		size *= 2;
+	return size;
+}
+
+// The file execvp(3) would run for `name`: itself if it holds a '/', else
+// the first executable regular file of that name in PATH; "" if none.
+std::string resolve_command(const char *name)
+{
+	if (strchr(name, '/'))
+		return name;
+	const char *path = getenv("PATH");
+	std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+	for (size_t b = 0;;) {
+		size_t e = dirs.find(':', b);
+		std::string d = dirs.substr(b, e == std::string::npos ? std::string::npos : e - b);
+		std::string f = (d.empty() ? "." : d) + "/" + name;
+		struct stat st;
+		if (stat(f.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(f.c_str(), X_OK) == 0)
+			return f;
+		if (e == std::string::npos)
+			return "";
+		b = e + 1;
+	}
+}
+
+// Whether `path` is an ELF executable of this machine with no program
+// interpreter (PT_INTERP): statically linked, so the dynamic loader never
+// runs in it and neither LD_PRELOAD nor libstrata can be loaded into it.
+bool static_executable(const std::string &path)
+{
+	int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	Elf64_Ehdr eh;
+	bool is_static = false;
+	if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
+	    eh.e_ident[EI_CLASS] == ELFCLASS64 && (eh.e_type == ET_EXEC || eh.e_type == ET_DYN) &&
+	    eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum > 0 && eh.e_phnum < 4096) {
+		is_static = true;
+		for (unsigned k = 0; k < eh.e_phnum && is_static; k++) {
+			Elf64_Phdr ph;
+			if (pread(fd, &ph, sizeof ph, static_cast<off_t>(eh.e_phoff + k * sizeof ph)) != (ssize_t)sizeof ph)
+				is_static = false; // unreadable: say nothing
+			else if (ph.p_type == PT_INTERP)
+				is_static = false;
+		}
+	}
+	close(fd);
+	return is_static;
+}
+
+// Our children now (record is single-threaded: its one task's list), but
+// the private daemon's `except`.  Zombies included.
+std::vector<pid_t> children(pid_t except)
+{
+	std::vector<pid_t> v;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/task/%d/children", static_cast<int>(getpid()));
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return v;
+	int pid;
+	while (fscanf(f, "%d", &pid) == 1)
+		if (pid != except)
+			v.push_back(pid);
+	fclose(f);
+	return v;
+}
+
+// After CMD exited: the processes it started that outlived it (daemons
+// that called setsid or forked twice) were reparented to record, the
+// subreaper; record keeps recording until they all exit.  A signal caught
+// meanwhile (^C) is forwarded to each of them.  The caught signals are
+// blocked but inside ppoll, so none is missed between a look and the wait.
+void follow_descendants(pid_t daemon, const char *cmd)
+{
+	sigset_t caught, before;
+	sigemptyset(&caught);
+	for (int sig : kCaught)
+		sigaddset(&caught, sig);
+	sigprocmask(SIG_BLOCK, &caught, &before);
+	sig_atomic_t seen = 0; // a signal CMD got is for them too
+	bool said = false;
+	for (;;) {
+		std::vector<pid_t> kids = children(daemon), live;
+		for (pid_t k : kids) {
+			int st;
+			if (waitpid(k, &st, WNOHANG) != k)
+				live.push_back(k);
+		}
+		if (live.empty())
+			break;
+		if (!said) {
+			std::string pids;
+			for (pid_t k : live)
+				pids += (pids.empty() ? "" : " ") + std::to_string(k);
+			fprintf(stderr, "strata record: %s exited, and %zu process(es) it started still run (pid %s): "
+					"recording until they exit (^C ends them)\n", cmd, live.size(), pids.c_str());
+			said = true;
+		}
+		if (g_nsignals != seen) {
+			seen = g_nsignals;
+			for (pid_t k : live)
+				kill(k, g_signal);
+		}
+		std::vector<struct pollfd> fds;
+		for (pid_t k : live) {
+			int fd = static_cast<int>(syscall(SYS_pidfd_open, k, 0));
+			if (fd >= 0)
+				fds.push_back({fd, POLLIN, 0});
+		}
+		if (fds.empty())
+			break; // no pidfd (Linux < 5.3): not followed
+		ppoll(fds.data(), fds.size(), nullptr, &before);
+		for (const struct pollfd &p : fds)
+			close(p.fd);
+	}
+	sigprocmask(SIG_SETMASK, &before, nullptr);
+}
+
+// Nothing was recorded although CMD ran: say which case it is, from what
+// the daemon saw (STATUS_REPLY version 5: who joined, what they declared).
+void why_nothing(const proto::SessionStatus &st, const char *cmd, bool preloaded)
+{
+	const char *pre = "strata record: nothing recorded: ";
+	if (st.joined == 0) {
+		fprintf(stderr, "%s%s did not join the session: no process of it asked the daemon for its "
+				"state (a program must link libstrata and Strata::tp_sync or tp_async, or be "
+				"given a library with --preload)\n", pre, cmd);
+		return;
+	}
+	std::vector<std::string> matched, providers;
+	std::string patterns;
+	for (const proto::Rule &r : st.rules) {
+		if (!r.enable)
+			continue;
+		patterns += (patterns.empty() ? "" : " ") + r.pattern;
+		for (const std::string &e : st.declared)
+			if (fnmatch(r.pattern.c_str(), e.c_str(), 0) == 0 &&
+			    std::find(matched.begin(), matched.end(), e) == matched.end())
+				matched.push_back(e);
+	}
+	for (const std::string &e : st.declared) {
+		const std::string p = e.substr(0, e.find(':'));
+		if (std::find(providers.begin(), providers.end(), p) == providers.end())
+			providers.push_back(p);
+	}
+	if (st.declared.empty()) {
+		fprintf(stderr, "%s%u process(es) of %s joined the session but declare no tracepoint\n", pre,
+			st.joined, cmd);
+	} else if (matched.empty()) {
+		std::string list;
+		for (const std::string &p : providers)
+			list += (list.empty() ? "" : ", ") + p;
+		fprintf(stderr, "%sno event matched the patterns (%s); the %u process(es) of %s that joined declare "
+				"the providers %s (e.g. -e '%s:*'; `strata list` while it runs shows the events)\n",
+			pre, patterns.c_str(), st.joined, cmd, list.c_str(), providers[0].c_str());
+	} else {
+		std::string list;
+		for (size_t k = 0; k < matched.size() && k < 4; k++)
+			list += (k ? ", " : "") + matched[k];
+		if (matched.size() > 4)
+			list += ", ...";
+		fprintf(stderr, "%s%zu event(s) matched the patterns (%s) but none fired while %s ran%s\n", pre,
+			matched.size(), list.c_str(), cmd,
+			preloaded ? ": a preloaded library records only the calls it wraps, and the program made none "
+				    "(with --preload pthread: it took no pthread lock)"
+				  : "");
+	}
+}
+
 void help()
 {
 	printf("Usage: strata record [-o DIR] [-e PATTERN]... [OPTIONS] -- CMD [ARGS]\n\n"
@@ -189,6 +437,8 @@ void help()
 	       "  -o, --output DIR          trace directory (default ./strata-record-YYYYMMDD-HHMMSS)\n"
 	       "  -e, --event PATTERN       enable \"provider:event\" globs (default: \"*\");\n"
 	       "                            repeatable\n"
+	       "  --add                     record into DIR although it is not empty (else refused:\n"
+	       "                            two recordings in one directory mix)\n"
 	       "  --loglevel LEVEL          with -e: only LEVEL or more severe\n"
 	       "  --preload NAME            LD_PRELOAD libstrata-NAME.so (e.g. pthread), or the library at\n"
 	       "                            NAME if it has a /; refused up front if the loader refuses it\n"
@@ -196,10 +446,15 @@ void help()
 	       "                            -agentpath, strata.jar on the boot class path):\n"
 	       "                            jvm:* events and the Java API\n"
 	       "%s%s"
-	       "\nThe trace directory is printed on stderr when CMD ends.\n"
-	       "Exit status: CMD's (128+N if killed by signal N); 1 if recording failed\n"
-	       "before CMD ran; 2 usage error.\n",
-	       cli::kChannelHelp, cli::kRelayHelp);
+	       "\nWithout --subbuf-size, record's sub-buffers are sized from the memory and the\n"
+	       "CPUs (here %s; docs/ring-buffer.md, \"record's default buffers\").\n"
+	       "\nWhen CMD ends, the last lines (stderr) give the trace directory and what was\n"
+	       "discarded: \"N event(s) and M packet(s) discarded\" with the processes that lost\n"
+	       "most, or \"nothing discarded\".\n"
+	       "Exit status: CMD's (128+N if killed by signal N), whatever was discarded (the\n"
+	       "loss is told, not an error); 1 if recording failed before CMD ran or the\n"
+	       "daemon did not complete the trace; 2 usage error.\n",
+	       cli::kChannelHelp, cli::kRelayHelp, cli::human_bytes(default_subbuf_size(proto::ChannelConfig{})).c_str());
 }
 
 
@@ -218,7 +473,7 @@ int strata_cmd_record(int argc, char **argv)
 	proto::Create create;
 	std::vector<std::string> patterns;
 	std::vector<std::string> preloads;
-	bool jvm = false;
+	bool jvm = false, add = false;
 	int32_t loglevel = -1;
 	int i = 1;
 	for (; i < argc; i++) {
@@ -245,12 +500,18 @@ int strata_cmd_record(int argc, char **argv)
 			jvm = true;
 			continue;
 		}
+		if (a == "--add") {
+			add = true;
+			continue;
+		}
 		if (a == "-o" || a == "--output" || a == "-e" || a == "--event" || a == "--loglevel" ||
 		    a == "--preload") {
 			if (i + 1 >= argc)
 				return cli::usage_error(cmd, a + " needs a value");
 			const char *v = argv[++i];
 			if (a == "-o" || a == "--output") {
+				if (!*v)
+					return cli::usage_error(cmd, a + " needs a directory, not \"\"");
 				create.output_dir = cli::absolute_path(v);
 			} else if (a == "--loglevel") {
 				if (!cli::parse_loglevel(v, loglevel))
@@ -258,8 +519,9 @@ int strata_cmd_record(int argc, char **argv)
 			} else if (a == "--preload") {
 				preloads.push_back(v);
 			} else {
-				if (!*v || strlen(v) > proto::kMaxPattern)
-					return cli::usage_error(cmd, "a pattern is 1 to 127 bytes");
+				const std::string why = cli::bad_pattern(v);
+				if (!why.empty())
+					return cli::usage_error(cmd, why);
 				patterns.push_back(v);
 			}
 		} else if (a[0] == '-') {
@@ -306,9 +568,35 @@ int strata_cmd_record(int argc, char **argv)
 			return cli::kFail;
 		}
 	}
-	if (create.output_dir.empty())
-		create.output_dir = cli::absolute_path("strata-record-" + local_timestamp());
+	if (create.output_dir.empty()) { // a new one: two records in one second get -1, -2...
+		const std::string base = cli::absolute_path("strata-record-" + local_timestamp());
+		create.output_dir = base;
+		for (int k = 1; !dir_empty(create.output_dir) && k < 1000; k++)
+			create.output_dir = base + "-" + std::to_string(k);
+	}
+	if (create.output_dir.size() > proto::kMaxPath)
+		return cli::usage_error(cmd, "output path longer than 4095 bytes");
+	if (!add && create.relay.empty() && !dir_empty(create.output_dir)) {
+		fprintf(stderr, "strata record: %s exists and is not empty: a recording there would mix with what "
+				"it holds; choose another -o, or give --add to add this recording to it\n",
+			create.output_dir.c_str());
+		return cli::kFail;
+	}
+	if (!create.channel.subbuf_size)
+		create.channel.subbuf_size = default_subbuf_size(create.channel);
 	create.session = "record-" + std::to_string(getpid());
+
+	cli::warn_kernel_without_module(cmd, patterns);
+	const std::string cmd_path = resolve_command(argv[i]);
+	const bool is_static = !cmd_path.empty() && static_executable(cmd_path);
+	if (is_static)
+		fprintf(stderr, "strata record: warning: %s is statically linked (no ELF interpreter): the dynamic "
+				"loader never runs in it, so neither libstrata nor a --preload library can be loaded "
+				"into it and none of its own events can be recorded (only those of dynamically linked "
+				"programs it runs)\n", cmd_path.c_str());
+
+	struct sigaction old_actions[4];
+	catch_signals(old_actions);
 
 	// 1. a daemon: the running one, or our own.
 	PrivateDaemon priv;
@@ -332,6 +620,11 @@ int strata_cmd_record(int argc, char **argv)
 		fprintf(stderr, "strata record: %s\n", why.c_str());
 		return cli::kFail;
 	}
+	// The session ends with this connection, however `record` ends
+	// (a daemon older than protocol version 5 cannot do that: then only
+	// `record`'s own handlers complete it).
+	if (cl.version() >= 5)
+		create.flags = proto::kCreateOwned;
 	int r = cl.command(create, err);
 	for (size_t k = 0; r == 0 && k < patterns.size(); k++) {
 		proto::Rule rule;
@@ -348,24 +641,27 @@ int strata_cmd_record(int argc, char **argv)
 	}
 
 	// 3. CMD.  While it runs, ^C and kill go to it; we finish the trace.
-	struct sigaction sa = {}, old_int, old_term, old_quit, old_hup;
-	sa.sa_handler = forward_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
-	sigaction(SIGQUIT, &sa, &old_quit);
-	sigaction(SIGHUP, &sa, &old_hup);
+	// The signals are blocked from the last look at g_signal until g_child
+	// is set: one that arrives in between is forwarded once unblocked.
+	sigset_t caught, before;
+	sigemptyset(&caught);
+	for (int sig : kCaught)
+		sigaddset(&caught, sig);
+	sigprocmask(SIG_BLOCK, &caught, &before);
+	// Orphans among CMD's descendants become ours: follow_descendants.
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	const std::string sock = cl.path();
 	// exec's errno comes back through this pipe; EOF means exec succeeded.
 	int exec_pipe[2] = {-1, -1};
-	if (pipe2(exec_pipe, O_CLOEXEC) != 0)
+	const int early_signal = g_signal;
+	if (!early_signal && pipe2(exec_pipe, O_CLOEXEC) != 0)
 		exec_pipe[0] = exec_pipe[1] = -1;
-	pid_t child = fork();
+	pid_t child = early_signal ? -1 : fork();
 	if (child == 0) {
-		sigaction(SIGINT, &old_int, nullptr);
-		sigaction(SIGTERM, &old_term, nullptr);
-		sigaction(SIGQUIT, &old_quit, nullptr);
-		sigaction(SIGHUP, &old_hup, nullptr);
+		for (int k = 0; k < 4; k++)
+			sigaction(kCaught[k], &old_actions[k], nullptr);
+		signal(SIGPIPE, SIG_DFL);
+		sigprocmask(SIG_SETMASK, &before, nullptr);
 		setenv("STRATA_CONSUMERD_SOCKET", sock.c_str(), 1);
 		if (!preload_env.empty()) {
 			const char *old = getenv("LD_PRELOAD");
@@ -391,6 +687,10 @@ int strata_cmd_record(int argc, char **argv)
 		}
 		_exit(127);
 	}
+	const int fork_errno = errno;
+	if (child > 0)
+		g_child = child;
+	sigprocmask(SIG_SETMASK, &before, nullptr);
 	int exec_errno = 0;
 	if (exec_pipe[1] >= 0)
 		close(exec_pipe[1]);
@@ -405,23 +705,22 @@ int strata_cmd_record(int argc, char **argv)
 	if (exec_errno)
 		fprintf(stderr, "strata record: cannot run %s: %s\n", argv[i], strerror(exec_errno));
 	int status = 0, exit_code = cli::kFail;
-	if (child < 0) {
-		fprintf(stderr, "strata record: fork: %s\n", strerror(errno));
+	if (early_signal) {
+		fprintf(stderr, "strata record: signal %d before %s started: not run\n", early_signal, argv[i]);
+		exit_code = 128 + early_signal;
+	} else if (child < 0) {
+		fprintf(stderr, "strata record: fork: %s\n", strerror(fork_errno));
 	} else {
-		g_child = child;
 		while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
 		}
 		g_child = 0;
 		exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		follow_descendants(priv.pid, argv[i]);
 	}
-	sigaction(SIGINT, &old_int, nullptr);
-	sigaction(SIGTERM, &old_term, nullptr);
-	sigaction(SIGQUIT, &old_quit, nullptr);
-	sigaction(SIGHUP, &old_hup, nullptr);
 
-	// 4. complete the trace.
+	// 4. complete the trace (the signals stay caught: see on_signal).
 	proto::Message st;
-	if (cl.call(proto::Status{create.session}, st, err) == 0 && st.type() == proto::Type::StatusReply &&
+	if (!early_signal && cl.call(proto::Status{create.session}, st, err) == 0 && st.type() == proto::Type::StatusReply &&
 	    !std::get<proto::StatusReply>(st.body).sessions.empty() &&
 	    std::get<proto::StatusReply>(st.body).sessions[0].n_buffers == 0) {
 		if (exec_errno)
@@ -430,6 +729,11 @@ int strata_cmd_record(int argc, char **argv)
 			fprintf(stderr, "strata record: %s exited with status 127 before it joined the session: "
 					"nothing recorded (the dynamic loader or a shell could not start it: see "
 					"its message above)\n", argv[i]);
+		else if (is_static)
+			fprintf(stderr, "strata record: nothing recorded: %s is statically linked (see the warning "
+					"above)\n", argv[i]);
+		else if (cl.version() >= 5)
+			why_nothing(std::get<proto::StatusReply>(st.body).sessions[0], argv[i], !preload_env.empty());
 		else
 			fprintf(stderr, "strata record: %s did not join the session: nothing recorded "
 					"(does it link libstrata and Strata::tp_sync?)\n", argv[i]);
@@ -461,6 +765,7 @@ int strata_cmd_record(int argc, char **argv)
 		fprintf(stderr, "strata record: no event was recorded (no enabled tracepoint fired): %s holds no trace\n",
 			create.output_dir.c_str());
 	else
-		fprintf(stderr, "strata record: trace written to %s\n", create.output_dir.c_str());
+		fprintf(stderr, "strata record: trace written to %s\nstrata record: %s\n", create.output_dir.c_str(),
+			cli::loss_summary(cli::trace_loss(create.output_dir)).c_str());
 	return exit_code;
 }

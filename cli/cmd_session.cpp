@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "commands.h"
+#include "control/ctl_client.h"
 
 using namespace strata;
 
@@ -41,7 +42,25 @@ int session_command(int argc, char **argv, const char *what)
 		return cli::kFail;
 	Msg m;
 	m.session = session;
-	return cli::change_command(cmd, {m}, wait_ms);
+	// What a STOP or DESTROY ends: the session's trace, whose loss is told
+	// once it is complete (on disk; a streamed one is the relay's).
+	std::string out;
+	if (!std::is_same<Msg, proto::Start>::value) {
+		CtlClient cl;
+		std::string err;
+		proto::Message ans;
+		if (cl.open("", err) == 0 && cl.call(proto::Status{session}, ans, err) == 0 &&
+		    ans.type() == proto::Type::StatusReply) {
+			for (const proto::SessionStatus &s : std::get<proto::StatusReply>(ans.body).sessions)
+				if (s.name == session && s.relay.empty() &&
+				    s.state == static_cast<uint32_t>(proto::SessionState::Active))
+					out = s.output_dir;
+		}
+	}
+	const int r = cli::change_command(cmd, {m}, wait_ms);
+	if (r == cli::kOk && !out.empty())
+		printf("%s\n", cli::loss_summary(cli::trace_loss(out)).c_str());
+	return r;
 }
 
 } // namespace

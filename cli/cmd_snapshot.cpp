@@ -44,7 +44,7 @@ int strata_cmd_snapshot(int argc, char **argv)
 			return cli::kOk;
 		}
 		if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) {
-			if (i + 1 >= argc)
+			if (i + 1 >= argc || !*argv[i + 1])
 				return cli::usage_error(cmd, std::string(argv[i]) + " needs a directory");
 			out = cli::absolute_path(argv[++i]);
 			continue;

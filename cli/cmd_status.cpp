@@ -24,9 +24,10 @@ const char *state_name(uint32_t s)
 void print_session(const proto::SessionStatus &s)
 {
 	const proto::ChannelConfig &c = s.channel;
-	printf("Session %s [%s], slot %u, owner uid %u\n", s.name.c_str(), state_name(s.state), s.slot, s.uid);
-	printf("  output:   %s\n", s.output_dir.c_str());
-	printf("  channel:  %s, %s mode, %s x %s sub-buffers, %s lanes\n", c.name.c_str(),
+	printf("Session %s [%s], slot %u, owner uid %u\n", cli::escaped(s.name).c_str(), state_name(s.state), s.slot,
+	       s.uid);
+	printf("  output:   %s\n", cli::escaped(s.output_dir).c_str());
+	printf("  channel:  %s, %s mode, %s x %s sub-buffers, %s lanes\n", cli::escaped(c.name).c_str(),
 	       c.mode == STRATA_MODE_OVERWRITE ? "overwrite" : "discard",
 	       c.n_subbuf ? std::to_string(c.n_subbuf).c_str() : "8",
 	       c.subbuf_size ? cli::human_bytes(c.subbuf_size).c_str() : "128.0 KiB",
@@ -35,7 +36,7 @@ void print_session(const proto::SessionStatus &s)
 	if (s.rules.empty())
 		printf(" (none: nothing is recorded)");
 	for (const proto::Rule &r : s.rules) {
-		printf(" %s %s", r.enable ? "+" : "-", r.pattern.c_str());
+		printf(" %s %s", r.enable ? "+" : "-", cli::escaped(r.pattern).c_str());
 		if (r.loglevel_max >= 0)
 			printf("(<=%s)", cli::loglevel_name(static_cast<uint32_t>(r.loglevel_max)));
 	}
@@ -43,16 +44,18 @@ void print_session(const proto::SessionStatus &s)
 	       static_cast<unsigned long long>(s.packets), cli::human_bytes(s.bytes).c_str(),
 	       static_cast<unsigned long long>(s.errors));
 	if (s.relay.compare(0, 7, "serial ") == 0)
-		printf("  line:     %s\n", s.relay.c_str() + 7);
+		printf("  line:     %s\n", cli::escaped(s.relay.c_str() + 7).c_str());
 	else if (!s.relay.empty())
-		printf("  relay:    %s\n", s.relay.c_str());
+		printf("  relay:    %s\n", cli::escaped(s.relay).c_str());
+	else if (s.state != static_cast<uint32_t>(proto::SessionState::Created))
+		printf("  loss:     %s\n", cli::loss_summary(cli::trace_loss(s.output_dir)).c_str());
 	if (!s.problems.empty()) { // lines, each ending in \n
 		printf("  problems:\n");
 		for (size_t b = 0, e; b < s.problems.size(); b = e + 1) {
 			e = s.problems.find('\n', b);
 			if (e == std::string::npos)
 				e = s.problems.size();
-			printf("    %.*s\n", static_cast<int>(e - b), s.problems.c_str() + b);
+			printf("    %s\n", cli::escaped(s.problems.substr(b, e - b)).c_str());
 		}
 	}
 }

@@ -101,6 +101,34 @@ int parse_wait_option(const char *cmd, const char *arg, uint32_t &wait_ms);
 // out; "" (and a message on stderr) when there is none or several.
 std::string implicit_session(const char *cmd);
 
+// A pattern as the daemon takes it: 1..127 bytes of printable ASCII with no
+// space ("" if so, else why not).
+std::string bad_pattern(const std::string &p);
+// `s` with every control byte (below 0x20, and 0x7f) as \xHH: text from a
+// daemon (another user's session under root) printed to a terminal.
+std::string escaped(const std::string &s);
+
+// Patterns naming kernel events (kernel:...) while the kernel module is not
+// loaded (/dev/strata absent) would record nothing: say so on stderr,
+// naming the module.  True if it warned.
+bool warn_kernel_without_module(const char *cmd, const std::vector<std::string> &patterns);
+
+// What a trace directory on disk says was discarded (cli/trace_loss.cpp):
+// in total, and by sub-trace (a process's, the kernel's), most first.
+struct TraceLoss {
+	struct Sub {
+		std::string path; // relative to the directory: ust/pid/COMM-PID-DATE, kernel
+		uint64_t events = 0, packets = 0;
+	};
+	uint64_t events = 0, packets = 0;
+	unsigned traces = 0;   // sub-traces read
+	std::vector<Sub> subs; // those that lost something, most events first
+};
+TraceLoss trace_loss(const std::string &dir);
+// "nothing discarded", or "N event(s) and M packet(s) discarded (...); most
+// by COMM-PID-DATE (n event(s), m packet(s)), ..." (the three worst).
+std::string loss_summary(const TraceLoss &loss);
+
 // Send a request whose answer is of type `expected` (LIST, STATUS) over a
 // fresh connection `cl`; on any error print it and return kFail.
 int query(const char *cmd, CtlClient &cl, proto::Body body, proto::Type expected, proto::Message &ans);

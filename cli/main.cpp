@@ -66,7 +66,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(argv[1], "--version")) {
-		printf("strata 0.1.0\n");
+		printf("strata " STRATA_VERSION_STRING "\n");
 		return 0;
 	}
 	for (const Subcommand &c : kCommands)

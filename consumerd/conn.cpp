@@ -84,9 +84,22 @@ void Daemon::drop(int fd)
 		if (p != pid_to_pidfd_.end() && procs_[p->second].gone)
 			gone_pidfd = p->second;
 	}
+	const uint64_t conn_id = it->second->id;
+	const pid_t peer = it->second->cred.pid;
 	conns_.erase(it);
 	if (gone_pidfd)
 		on_exit(gone_pidfd);
+	// The sessions this connection owned (CREATE with kCreateOwned) end
+	// with it, whatever ended it: their controller (`strata record`)
+	// exited, was killed, or closed the connection.
+	for (;;) {
+		auto s = std::find_if(sessions_.begin(), sessions_.end(),
+				      [&](const std::unique_ptr<Session> &x) { return x->owner_conn == conn_id; });
+		if (s == sessions_.end())
+			break;
+		INFO("session %s: its owner (pid %d) closed its connection", (*s)->name.c_str(), peer);
+		destroy_session(**s, nullptr, 0);
+	}
 }
 
 void Daemon::accept_conns(int lfd, std::vector<int> *accepted)
@@ -381,25 +394,8 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 	case Type::Destroy:
 		if (!ctl)
 			break;
-		if (Session *s = find(c, std::get<proto::Destroy>(m.body).session, seq, found)) {
-			const bool was_active = s->state == proto::SessionState::Active;
-			Session gone; // who to signal: the processes its rules targeted
-			gone.uid = s->uid;
-			gone.rules = s->rules;
-			gone.targets = s->targets;
-			stop_session(*s);
-			std::string out = trace_place(*s), name = s->name;
-			forget_drains(*s); // the session's drains die with it
-			sessions_.erase(std::find_if(sessions_.begin(), sessions_.end(),
-						     [&](const std::unique_ptr<Session> &x) { return x.get() == s; }));
-			INFO("session %s destroyed", name.c_str());
-			const std::string text = "session '" + name + "' destroyed; trace in " + out;
-			if (was_active) { // its processes close their slot
-				notify_and_reply(c, seq, gone, text);
-			} else {
-				reply(c, seq, 0, text);
-			}
-		}
+		if (Session *s = find(c, std::get<proto::Destroy>(m.body).session, seq, found))
+			destroy_session(*s, &c, seq);
 		return true;
 	case Type::List:
 		if (!ctl)

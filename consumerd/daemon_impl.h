@@ -160,6 +160,14 @@ struct Session {
 	// companion (its id), never named by a controller.
 	std::unique_ptr<Trigger> trigger;
 	uint64_t companion_of = 0;
+	// CREATE with kCreateOwned: the id of the connection that made it
+	// (Conn::id); when that connection closes the session is stopped and
+	// destroyed (drop, destroy_session).  0: it lives until DESTROY.
+	uint64_t owner_conn = 0;
+	// Processes that registered while it was active and that its rules
+	// target, and the events they declared (STATUS_REPLY version 5).
+	uint32_t joined = 0;
+	std::set<std::string> declared;
 };
 
 // Where a session's trace goes, for answers and logs: its directory, or
@@ -317,6 +325,9 @@ private:
 	// `rule` >= 0: only the processes that rule targets, else those any
 	// rule of `s` targets.
 	void notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std::string &text, int rule = -1);
+	// Its first half: signal those processes (a new generation, change_);
+	// the answer's waiting list and module generations.
+	PendingReply signal_concerned(const Session &s, int rule);
 	void do_wait(Conn &c, uint32_t seq, const proto::Wait &m);
 	static bool targets(const Session &s, size_t rule, const Proc &p);
 	static std::vector<proto::Rule> rules_for(const Session &s, const Proc &p);
@@ -341,6 +352,10 @@ private:
 	bool visible(const Conn &c, const Session &s) const { return c.cred.uid == 0 || c.cred.uid == s.uid; }
 	Session *find(const Conn &c, const std::string &name, uint32_t seq, bool &answered);
 	void stop_session(Session &s);
+	// DESTROY: stop, complete the trace, forget the session, tell its
+	// processes; answer `c` (null: its owner connection closed, nobody to
+	// answer).
+	void destroy_session(Session &s, Conn *c, uint32_t seq);
 	void attach_output(Session &s, Drain &d);
 	void apply_kernel(Session &s);
 
@@ -358,6 +373,7 @@ private:
 	KmodGrant grant_of(const Session &s) const;
 	void move_off_busy_slot(Session &s);
 	Proc &proc_for(pid_t pid, uid_t uid);
+	void note_joined(const Proc &p); // Session::joined, declared
 	void adopt_early(Session &s);
 	void adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid, std::set<std::pair<dev_t, ino_t>> &seen);
 	void save_active();

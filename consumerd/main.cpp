@@ -18,6 +18,7 @@ void usage(FILE *f)
 {
 	fputs("Usage: strata-consumerd [--socket PATH] [--ready-fd N] [--adopt-early] [-q] [-v]\n"
 	      "       strata-consumerd --repair DIR | --check DIR\n"
+	      "       strata-consumerd --version\n"
 	      "\n"
 	      "Receives traced processes' buffers and writes CTF traces.\n"
 	      "\n"
@@ -61,6 +62,9 @@ int main(int argc, char **argv)
 		};
 		if (a == "-h" || a == "--help") {
 			usage(stdout);
+			return 0;
+		} else if (a == "--version") {
+			printf("strata-consumerd " STRATA_VERSION_STRING "\n");
 			return 0;
 		} else if (a == "--socket") {
 			opt.socket_path = value("--socket");

@@ -56,12 +56,9 @@ std::vector<proto::Rule> Daemon::rules_for(const Session &s, const Proc &p)
 	return v;
 }
 
-void Daemon::notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std::string &text, int rule)
+PendingReply Daemon::signal_concerned(const Session &s, int rule)
 {
 	PendingReply p;
-	p.conn_id = c.id;
-	p.seq = seq;
-	p.text = text;
 	const uint64_t gen = ++change_;
 	p.deadline = proto::now_ms() + 1000;
 	for (auto &kv : procs_) {
@@ -102,6 +99,16 @@ void Daemon::notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std
 	if (kgen_)
 		p.kgens.push_back(kgen_);
 	kgen_ = 0;
+	return p;
+}
+
+void Daemon::notify_and_reply(Conn &c, uint32_t seq, const Session &s, const std::string &text, int rule)
+{
+	PendingReply p = signal_concerned(s, rule);
+	const uint64_t gen = change_;
+	p.conn_id = c.id;
+	p.seq = seq;
+	p.text = text;
 	if (c.version >= 2) { // answered now; WAIT asks for the acknowledgements
 		for (auto &w : p.waiting)
 			c.unacked[w.first] = gen;

@@ -36,6 +36,8 @@ void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
 		p->signo = static_cast<int>(m.signo);
 	p->kmod = (m.flags & proto::kRegisterModule) != 0;
 	c.registered_at = change_;
+	if (!(m.flags & proto::kRegisterHandoff))
+		note_joined(*p);
 	if (m.flags & proto::kRegisterHandoff) { // a buffer made at a first event follows
 		c.table = true;
 		c.registered_at = 0; // its close acknowledges no change
@@ -83,6 +85,19 @@ void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
 	}
 	// The clock page travels with the answer (SCM_RIGHTS), read-only.
 	send(c, seq, rr, clock_page_ ? clock_page_->fd() : -1);
+}
+
+void Daemon::note_joined(const Proc &p)
+{
+	for (auto &s : sessions_) {
+		if (s->state != proto::SessionState::Active || s->companion_of || !(s->uid == 0 || s->uid == p.uid) ||
+		    (!s->rules.empty() && rules_for(*s, p).empty()))
+			continue;
+		s->joined++;
+		for (const proto::EventName &e : p.events)
+			if (s->declared.size() < proto::kMaxDeclared)
+				s->declared.insert(e.name);
+	}
 }
 
 // The process record of `pid`, made (with a pidfd for exit detection) on

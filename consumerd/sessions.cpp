@@ -100,6 +100,8 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 		s->channel.subbuf_size = serial_subbuf_size(line->target());
 	s->clock = measure_session_clock();
 	s->owner = owner;
+	if (m.flags & proto::kCreateOwned)
+		s->owner_conn = c.id;
 	if (link) {
 		s->relay = std::move(link);
 		s->live_timer_us = kLiveTimerUs;
@@ -203,6 +205,8 @@ void Daemon::do_status(Conn &c, uint32_t seq, const proto::Status &m)
 		st.channel = s->channel;
 		st.rules = s->rules;
 		st.n_buffers = static_cast<uint32_t>(s->drains.size());
+		st.joined = s->joined;
+		st.declared.assign(s->declared.begin(), s->declared.end());
 		if (s->relay) {
 			const RelayTarget &t = s->relay->target();
 			st.relay = t.host + ":" + std::to_string(t.ctrl_port) + ":" + std::to_string(t.data_port) + " " +
@@ -357,7 +361,8 @@ void Daemon::do_snapshot(Conn &c, uint32_t seq, const proto::Snapshot &m)
 
 int Daemon::take_snapshot(Session &s, std::string root, std::string &text)
 {
-	settle_attaches(); // a buffer being attached is in the snapshot too
+	serve_pending();   // a BUFFER already sent is in the snapshot too,
+	settle_attaches(); // and so is a buffer being attached
 	if (s.state != proto::SessionState::Active) {
 		text = "session '" + s.name + "' is not started: nothing to snapshot";
 		return -EALREADY;
@@ -412,6 +417,28 @@ int Daemon::take_snapshot(Session &s, std::string root, std::string &text)
 	}
 	text = root;
 	return 0;
+}
+
+void Daemon::destroy_session(Session &s, Conn *c, uint32_t seq)
+{
+	const bool was_active = s.state == proto::SessionState::Active;
+	Session gone; // who to signal: the processes its rules targeted
+	gone.uid = s.uid;
+	gone.rules = s.rules;
+	gone.targets = s.targets;
+	stop_session(s);
+	std::string out = trace_place(s), name = s.name;
+	forget_drains(s); // the session's drains die with it
+	sessions_.erase(std::find_if(sessions_.begin(), sessions_.end(),
+				     [&](const std::unique_ptr<Session> &x) { return x.get() == &s; }));
+	INFO("session %s destroyed", name.c_str());
+	const std::string text = "session '" + name + "' destroyed; trace in " + out;
+	if (was_active && c) // its processes close their slot
+		notify_and_reply(*c, seq, gone, text);
+	else if (was_active)
+		signal_concerned(gone, -1);
+	else if (c)
+		reply(*c, seq, 0, text);
 }
 
 void Daemon::forget_drains(const Session &s)

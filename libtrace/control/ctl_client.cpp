@@ -29,11 +29,22 @@ int CtlClient::open(const std::string &path, std::string &err)
 	else
 		paths.push_back(path);
 	int r = -ENOENT;
+	if (paths.empty()) { // proto::server_path refused what it was given
+		const char *env = getenv("STRATA_CONSUMERD_SOCKET");
+		err = env && *env ? "STRATA_CONSUMERD_SOCKET is " + std::to_string(strlen(env)) +
+					    " bytes long: a socket path is at most 107 bytes"
+				  : "no socket path: set STRATA_CONSUMERD_SOCKET, or XDG_RUNTIME_DIR to a shorter directory";
+	}
 	for (const std::string &p : paths) {
 		r = proto::connect_unix(p, proto::now_ms() + timeout_ms);
 		if (r == -ENOENT || r == -ECONNREFUSED) {
 			err = "no strata-consumerd listens on " + p +
 			      " (start one, or let 'strata record' start its own)";
+			continue;
+		}
+		if (r == -ENAMETOOLONG) {
+			err = "cannot connect to " + p + ": a socket path is at most 107 bytes, this one is " +
+			      std::to_string(p.size());
 			continue;
 		}
 		if (r < 0) {

@@ -9,6 +9,8 @@
  */
 #include "proto.h"
 
+#include <algorithm>
+
 #include <cctype>
 #include <cstring>
 
@@ -175,6 +177,8 @@ template <class A> void io(A &a, Rule &r)
 	a.check(r.loglevel_max >= -1 && r.loglevel_max <= 15, "rule loglevel out of range");
 	a.check(r.enable <= 1, "rule enable flag not 0 or 1");
 	a.check(!r.pattern.empty(), "empty event pattern");
+	a.check(std::all_of(r.pattern.begin(), r.pattern.end(), [](char ch) { return ch > ' ' && ch < 0x7f; }),
+		"event pattern with a space, a control character or a byte above ASCII");
 }
 template <class A> void io(A &, std::monostate &) {}
 template <class A> void io(A &a, Hello &m)
@@ -244,6 +248,10 @@ template <class A> void io(A &a, Create &m)
 		a.str(m.hostname, kMaxName);
 		a.check(m.hostname.empty() || valid_session_name(m.hostname), "create: invalid hostname");
 	}
+	if (a.version >= 5) {
+		a.u32(m.flags);
+		a.check(m.flags <= kCreateOwned, "create: unknown flags");
+	}
 	a.check(valid_session_name(m.session), "create: invalid session name");
 	a.check(!m.output_dir.empty() && m.output_dir[0] == '/', "create: output dir not absolute");
 }
@@ -287,8 +295,11 @@ template <class A> void io(A &a, StatusReply &m)
 		a.u64(s.errors);
 		if (a.version >= 3)
 			a.str(s.relay, kMaxText);
-		if (a.version >= 5)
+		if (a.version >= 5) {
 			a.str(s.problems, kMaxText);
+			a.u32(s.joined);
+			a.vec(s.declared, kMaxDeclared, 4, [&](std::string &e) { a.str(e, 2 * kMaxName + 1); });
+		}
 		a.check(s.slot < kMaxSlots, "status: slot out of range");
 		a.check(s.state <= 2, "status: unknown state");
 	});

@@ -36,7 +36,10 @@ constexpr uint32_t kMagic = 0x4c435453u;   // "STCL" little-endian
 // Version 4 adds REGISTER's table generation and BUFFER's session id, sent
 // by a process that joined from the daemon's grant table (kRegisterTable,
 // docs/control-protocol.md, "The grant table").
-// Version 5 adds STATUS's problems (processes that wrote malformed data).
+// Version 5 adds STATUS's problems (processes that wrote malformed data),
+// CREATE's flags (kCreateOwned: the session lives as long as
+// the connection that made it; `strata record`) and STATUS_REPLY's joined
+// and declared (who registered, what they declared).
 constexpr uint16_t kVersion = 5;
 constexpr uint16_t kMinVersion = 1;
 constexpr uint16_t kProcessVersion = 1;    // what libstrata speaks (proc_codec)
@@ -223,7 +226,13 @@ struct Create {
 	// the daemon's).
 	std::string relay{};
 	std::string hostname{};
+	// Version 5: kCreate* flags.
+	uint32_t flags = 0;
 };
+// CREATE flag: when the connection that sent this CREATE closes (its
+// controller exited, was killed, or closed it), the daemon stops the
+// session, completes its trace and destroys it.
+constexpr uint32_t kCreateOwned = 1;
 struct EnableEvent {
 	std::string session;
 	Rule rule;
@@ -263,7 +272,14 @@ struct SessionStatus {
 	// Version 5: what went wrong with the session's producers, one line
 	// each ("process NAME (pid N): ..."); "" when nothing did.
 	std::string problems{};
+	// Version 5: processes that registered while the session was active
+	// and that its rules target, and the events they declared (at most
+	// kMaxDeclared names, sorted): what `record` tells when nothing was
+	// recorded.
+	uint32_t joined = 0;
+	std::vector<std::string> declared{};
 };
+constexpr uint32_t kMaxDeclared = 256;
 struct StatusReply { std::vector<SessionStatus> sessions; };
 struct Reply {
 	int32_t status = 0;       // 0 ok, else a negative errno

@@ -239,6 +239,11 @@ TEST(Proto, OutOfRangeFields)
 	EXPECT_EQ(err_of(EnableEvent{"s", {"p", -2, 1, ""}}), Error::OutOfRange);
 	EXPECT_EQ(err_of(EnableEvent{"s", {"p", -1, 2, ""}}), Error::OutOfRange);
 	EXPECT_EQ(err_of(EnableEvent{"s", {std::string(128, 'p'), -1, 1, ""}}), Error::OutOfRange);
+	// Patterns are printed by `strata status` (root's sees every user's):
+	// printable ASCII only, no space (issue 31).
+	EXPECT_EQ(err_of(EnableEvent{"s", {"a\x1b[2J:*", -1, 1, ""}}), Error::OutOfRange);
+	EXPECT_EQ(err_of(EnableEvent{"s", {"a b", -1, 1, ""}}), Error::OutOfRange);
+	EXPECT_EQ(err_of(EnableEvent{"s", {"caf\xc3\xa9:*", -1, 1, ""}}), Error::OutOfRange);
 
 	Create c;
 	c.session = "s";
@@ -520,6 +525,43 @@ TEST(Proto, CreateRelayFieldsAreVersion3)
 	b = encode(sm);
 	ASSERT_TRUE(decode(b.data(), b.size(), d));
 	EXPECT_EQ(std::get<StatusReply>(d.body).sessions[0].relay, st.relay);
+}
+
+// Version 5: CREATE's flags (a session owned by its connection) and
+// STATUS_REPLY's joined and declared; absent from a version 4 layout.
+TEST(Proto, CreateFlagsAndStatusJoinedAreVersion5)
+{
+	Create c;
+	c.session = "s";
+	c.output_dir = "/abs";
+	c.flags = kCreateOwned;
+	Message m{1, c};
+	std::vector<uint8_t> b = encode(m);
+	Message d;
+	ASSERT_TRUE(decode(b.data(), b.size(), d));
+	EXPECT_EQ(std::get<Create>(d.body).flags, kCreateOwned);
+	m.version = 4;
+	std::vector<uint8_t> b4 = encode(m);
+	EXPECT_EQ(b4.size() + 4, b.size());
+	ASSERT_TRUE(decode(b4.data(), b4.size(), d));
+	EXPECT_EQ(std::get<Create>(d.body).flags, 0u);
+	c.flags = 2; // unknown
+	b = encode(Message{1, c});
+	EXPECT_EQ(decode(b.data(), b.size(), d).error, Error::OutOfRange);
+
+	StatusReply sr;
+	SessionStatus st;
+	st.name = "s";
+	st.joined = 3;
+	st.declared = {"demo:ints", "demo:mix"};
+	sr.sessions = {st};
+	b = encode(Message{2, sr});
+	ASSERT_TRUE(decode(b.data(), b.size(), d));
+	EXPECT_EQ(std::get<StatusReply>(d.body).sessions[0].joined, 3u);
+	EXPECT_EQ(std::get<StatusReply>(d.body).sessions[0].declared, st.declared);
+	sr.sessions[0].declared.assign(kMaxDeclared + 1, "p:e");
+	b = encode(Message{2, sr});
+	EXPECT_EQ(decode(b.data(), b.size(), d).error, Error::OutOfRange);
 }
 
 // Version 4: a table join's REGISTER and BUFFER carry the table generation

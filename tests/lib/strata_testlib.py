@@ -1,4 +1,5 @@
 """Helpers shared by the Python end-to-end checks (tests/*/check_*.py)."""
+import atexit
 import os
 import struct
 import subprocess
@@ -39,10 +40,24 @@ def start_daemon(consumerd, socket, env, extra=()):
     d = subprocess.Popen([consumerd, "--socket", socket, "--ready-fd", str(w), "-q"] + list(extra), env=env,
                          pass_fds=(w,))
     os.close(w)
+    # A check that ends early (a failure, an exception) must not leave it
+    # running: it holds ctest's output pipe and the test would hang.
+    atexit.register(lambda: d.poll() is None and d.kill())
     with os.fdopen(r) as rf:
         if rf.readline().strip() != "ready":
             sys.exit("FAIL: the daemon did not get ready")
     return d
+
+
+def e2e_setup():
+    """The arguments of a check run as `check_X.py STRATA PROG WORKDIR` with
+    the daemon in $STRATA_TEST_CONSUMERD: (strata, prog, workdir emptied,
+    consumerd, Checks())."""
+    import shutil
+    strata, prog, work = sys.argv[1:4]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    return strata, prog, work, os.environ["STRATA_TEST_CONSUMERD"], Checks()
 
 
 class Checks:

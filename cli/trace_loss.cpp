@@ -1,0 +1,123 @@
+/*
+ * trace_loss.cpp - what a trace on disk says was discarded (commands.h,
+ * TraceLoss), for `record`, `stop`, `destroy` and `status`: whichever
+ * daemon wrote the trace, the packets carry the accounting.
+ *
+ * Each stream file (a regular file beside a `metadata` file, not hidden) is
+ * a run of packets; every packet header (abi/strata_abi.h) carries the
+ * lane's cumulative count of discarded events and the packet's sequence
+ * number.  A stream's discarded events are its last packet's count; its
+ * discarded packets are the gaps between consecutive sequence numbers.
+ * That is what babeltrace2 reports as "discarded events" and "discarded
+ * packets".  Headers are read, never trusted: a header that is not a
+ * Strata packet header, or a packet that runs past the end of the file (a
+ * stream being written, a torn file), ends the walk of that file.
+ */
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "strata_abi.h"
+#include "commands.h"
+
+namespace strata {
+namespace cli {
+
+namespace {
+
+// One stream file's loss.
+void scan_stream(int dfd, const char *name, uint64_t &events, uint64_t &packets)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	struct stat st;
+	uint64_t size = fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+	uint64_t off = 0, last_disc = 0, prev_seq = 0;
+	bool first = true;
+	struct strata_packet_header h;
+	while (size - off >= sizeof h && pread(fd, &h, sizeof h, static_cast<off_t>(off)) == (ssize_t)sizeof h) {
+		const uint64_t bytes = h.packet_size / 8;
+		if (h.magic != STRATA_CTF_MAGIC || h.packet_size % 8 || bytes < sizeof h - 4 ||
+		    bytes > STRATA_MAX_SUBBUF_SIZE || bytes > size - off)
+			break;
+		if (!first && h.packet_seq_num > prev_seq + 1)
+			packets += h.packet_seq_num - prev_seq - 1;
+		prev_seq = h.packet_seq_num;
+		last_disc = h.events_discarded;
+		first = false;
+		off += bytes;
+	}
+	events += last_disc;
+	close(fd);
+}
+
+void walk(const std::string &dir, const std::string &rel, TraceLoss &loss, int depth)
+{
+	if (depth > 8)
+		return;
+	DIR *d = opendir(dir.c_str());
+	if (!d)
+		return;
+	const bool is_trace = faccessat(dirfd(d), "metadata", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+	TraceLoss::Sub sub;
+	sub.path = rel;
+	while (struct dirent *e = readdir(d)) {
+		const char *n = e->d_name;
+		if (n[0] == '.')
+			continue;
+		struct stat st;
+		if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			continue;
+		if (S_ISDIR(st.st_mode))
+			walk(dir + "/" + n, rel.empty() ? n : rel + "/" + n, loss, depth + 1);
+		else if (is_trace && S_ISREG(st.st_mode) && strcmp(n, "metadata") != 0)
+			scan_stream(dirfd(d), n, sub.events, sub.packets);
+	}
+	closedir(d);
+	if (!is_trace)
+		return;
+	loss.traces++;
+	loss.events += sub.events;
+	loss.packets += sub.packets;
+	if (sub.events || sub.packets)
+		loss.subs.push_back(sub);
+}
+
+} // namespace
+
+TraceLoss trace_loss(const std::string &dir)
+{
+	TraceLoss loss;
+	walk(dir, "", loss, 0);
+	std::sort(loss.subs.begin(), loss.subs.end(), [](const TraceLoss::Sub &a, const TraceLoss::Sub &b) {
+		return a.events != b.events ? a.events > b.events : a.packets > b.packets;
+	});
+	return loss;
+}
+
+std::string loss_summary(const TraceLoss &loss)
+{
+	if (!loss.events && !loss.packets)
+		return "nothing discarded";
+	std::string s = std::to_string(loss.events) + " event(s) and " + std::to_string(loss.packets) +
+			" packet(s) discarded (the ring buffers were full: larger --subbuf-size or --subbuf-count)";
+	const size_t worst = std::min<size_t>(loss.subs.size(), 3);
+	for (size_t k = 0; k < worst; k++) {
+		const TraceLoss::Sub &x = loss.subs[k];
+		const std::string who = x.path.substr(x.path.rfind('/') + 1);
+		s += (k ? ", " : "; most by ") + who + " (" + std::to_string(x.events) + " event(s), " +
+		     std::to_string(x.packets) + " packet(s))";
+	}
+	if (loss.subs.size() > worst)
+		s += " and " + std::to_string(loss.subs.size() - worst) + " more";
+	return s;
+}
+
+} // namespace cli
+} // namespace strata

@@ -1,0 +1,78 @@
+#!/usr/bin/python3
+"""Every value the CLI takes is checked (issue 31).
+
+usage: check_cli_values.py STRATA LOOP WORKDIR   ($STRATA_TEST_CONSUMERD: the daemon)
+
+Each bad value is refused with exit status 2 (usage) or 1 and a message
+naming it, before anything runs: sizes and counts of 0, empty -o and
+--filter, patterns with control characters or spaces, an over-long socket
+path; an existing non-empty -o directory is refused by `record` unless
+--add is given (and then the second recording is added); `strata
+--version` and `strata-consumerd --version` print the same version.
+"""
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from strata_testlib import e2e_setup, start_daemon  # noqa: E402
+
+
+def main():
+    strata, loop, work, consumerd, check = e2e_setup()
+    sock = os.path.join(work, "d.sock")
+    env = dict(os.environ, STRATA_CONSUMERD=consumerd, STRATA_CONSUMERD_SOCKET=sock)
+    env.pop("STRATA_EARLY", None)
+    daemon = start_daemon(consumerd, sock, env)
+
+    def run(*args, e=env):
+        r = subprocess.run([strata] + list(args), env=e, capture_output=True, text=True, timeout=120)
+        print("+ strata %r -> %d %s" % (args, r.returncode, r.stderr.strip()[:300]))
+        return r
+
+    def refused(rc, msg, *args):
+        r = run(*args)
+        check(r.returncode == rc and msg in r.stderr, "refused (%d, %r): strata %r" % (rc, msg, args))
+
+    out = os.path.join(work, "o")
+    refused(2, "bad size '0'", "record", "-o", out, "--subbuf-size", "0", "--", "true")
+    refused(2, "bad count '0'", "record", "-o", out, "--subbuf-count", "0", "--", "true")
+    refused(2, "bad size '0'", "create", "z", "--subbuf-size", "0")
+    refused(2, "bad count '0'", "create", "z", "--subbuf-count", "0")
+    refused(2, "-o needs a directory", "record", "-o", "", "--", "true")
+    refused(2, "-o needs a directory", "create", "z", "-o", "")
+    refused(2, "needs a directory", "snapshot", "z", "-o", "")
+    run("create", "v", "-o", os.path.join(work, "v"))
+    refused(2, "--filter needs an expression", "enable-event", "v", "*", "--filter", "")
+    for pat in ("a\x1b[2J:*", "a b:*", "x\n:*"):
+        refused(2, "a pattern is printable ASCII with no space", "record", "-o", out, "-e", pat, "--", "true")
+        refused(2, "a pattern is printable ASCII with no space", "enable-event", "v", pat)
+    long_sock = "/tmp/" + "s" * 200
+    r = run("status", e=dict(env, STRATA_CONSUMERD_SOCKET=long_sock))
+    check(r.returncode == 1 and "STRATA_CONSUMERD_SOCKET is 205 bytes long: a socket path is at most 107 bytes"
+          in r.stderr, "an over-long socket path is named")
+
+    # An existing non-empty -o.
+    r = run("record", "-o", out, "--", loop, "5")
+    check(r.returncode == 0, "a first recording into a fresh directory")
+    r = run("record", "-o", out, "--", loop, "5")
+    check(r.returncode == 1 and ("%s exists and is not empty: a recording there would mix with what it holds; "
+                                 "choose another -o, or give --add" % out) in r.stderr,
+          "a second recording into it is refused")
+    r = run("record", "--add", "-o", out, "--", loop, "5")
+    subs = os.listdir(os.path.join(out, "ust", "pid"))
+    check(r.returncode == 0 and len(subs) == 2, "with --add it is added (sub-traces %s)" % subs)
+
+    v1 = run("--version").stdout.split()
+    v2 = subprocess.run([consumerd, "--version"], capture_output=True, text=True).stdout.split()
+    check(len(v1) == 2 and len(v2) == 2 and v1[1] == v2[1] and re.fullmatch(r"\d+\.\d+\.\d+", v1[1]),
+          "strata --version and strata-consumerd --version print the same version (%s, %s)" % (v1, v2))
+
+    daemon.terminate()
+    check(daemon.wait(timeout=60) == 0, "the daemon exits cleanly")
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()
