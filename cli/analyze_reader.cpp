@@ -5,7 +5,9 @@
 
 #include <babeltrace2/babeltrace.h>
 
+#include <algorithm>
 #include <map>
+#include <vector>
 
 #include "bt_fields.h"
 #include "view_graph.h"
@@ -17,7 +19,43 @@ namespace {
 struct Sink {
 	Input *in = nullptr;
 	std::map<const bt_trace *, uint32_t> procs;
+	// Compact records (docs/pthread.md): site id -> caller per process, and
+	// the events whose caller is still a site id (resolved after reading:
+	// a site event may follow its first use by another thread).
+	std::map<std::pair<uint32_t, uint64_t>, uint64_t> sites;
+	std::vector<std::pair<size_t, uint64_t>> by_site;
+	bool reorder = false;
 };
+
+// A compact record: mutex_held -> an uncontended mutex_lock hold_ns before
+// and a mutex_unlock now; mutex_acquired -> the mutex_lock age_ns before.
+// The acquisitions go back in time: read_trace sorts the events again.
+bool on_compact(Sink *s, const std::string &name, const bt_field *pl, const Event &base)
+{
+	if (name == "site") {
+		s->sites[{base.proc, as_u64(member(pl, "id"))}] = as_u64(member(pl, "caller"));
+		return true;
+	}
+	bool held = name == "mutex_held";
+	if (!held && name != "mutex_acquired")
+		return false;
+	uint64_t back = as_u64(member(pl, held ? "hold_ns" : "age_ns"));
+	Event acq = base;
+	acq.op = Op::MutexLock;
+	acq.lock = as_u64(member(pl, "lock"));
+	acq.ts = base.ts - static_cast<int64_t>(back);
+	s->by_site.emplace_back(s->in->events.size(), as_u64(member(pl, "site")));
+	s->in->events.push_back(acq);
+	if (held) {
+		Event un = acq;
+		un.op = Op::MutexUnlock;
+		un.ts = base.ts;
+		s->by_site.emplace_back(s->in->events.size(), as_u64(member(pl, "site")));
+		s->in->events.push_back(un);
+	}
+	s->reorder = true;
+	return true;
+}
 
 uint32_t proc_of(Sink *s, const bt_event *ev)
 {
@@ -73,14 +111,16 @@ void on_event(Sink *s, const bt_message *msg)
 		return;
 	}
 	Event e;
-	if (!op_from_name(name, &e.op)) {
-		s->in->other_events++;
-		return;
-	}
 	e.ts = ts;
 	e.proc = proc;
 	int64_t tid = 0;
 	e.tid = event_tid(ev, &tid) ? tid : 0;
+	if (on_compact(s, name, pl, e))
+		return;
+	if (!op_from_name(name, &e.op)) {
+		s->in->other_events++;
+		return;
+	}
 	e.lock = as_u64(member(pl, "lock"));
 	e.cond = as_u64(member(pl, "cond"));
 	e.ret = static_cast<int32_t>(as_i64(member(pl, "ret")));
@@ -103,7 +143,7 @@ bool read_trace(const std::string &dir, Input *in, std::string *err)
 	Sink sink;
 	sink.in = in;
 	std::string warnings;
-	return read_ctf_traces(
+	bool ok = read_ctf_traces(
 		dir,
 		[&sink](const bt_message *m) {
 			switch (bt_message_get_type(m)) {
@@ -123,6 +163,14 @@ bool read_trace(const std::string &dir, Input *in, std::string *err)
 			return true;
 		},
 		err, &warnings);
+	for (const auto &[i, id] : sink.by_site) {
+		auto it = sink.sites.find({in->events[i].proc, id});
+		in->events[i].caller = it == sink.sites.end() ? 0 : it->second;
+	}
+	if (sink.reorder)
+		std::stable_sort(in->events.begin(), in->events.end(),
+				 [](const Event &a, const Event &b) { return a.ts < b.ts; });
+	return ok;
 }
 
 } // namespace analyze
