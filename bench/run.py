@@ -148,6 +148,19 @@ def walk_packets(trace_dir):
     return total, content
 
 
+def count_unlocks(trace_dir, side):
+    """Mutex unlocks a pthread trace recorded: LTTng's pthread_mutex_unlock;
+    Strata's mutex_unlock plus its compact mutex_held (a lock and its
+    unlock in one record)."""
+    names = (["lttng_ust_pthread:pthread_mutex_unlock:"] if side == "lttng"
+             else ["pthread:mutex_unlock:", "pthread:mutex_held:"])
+    p = subprocess.Popen(["babeltrace2", trace_dir], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         text=True)
+    n = sum(1 for line in p.stdout if any(x in line for x in names))
+    p.wait()
+    return n
+
+
 def trace_rate(acc, kv):
     """GB/s of trace the program produced while it ran: its events (every
     thread) at the recorded bytes per event, over its wall time."""
@@ -210,16 +223,16 @@ class Lttng:
                 self.proc.wait()
         self.proc = None
 
-    def create(self, out, subbuf=None, nsub=None, start=True):
+    def create(self, out, subbuf=None, nsub=None, start=True, events="bench:*"):
         self.n += 1
         name = "strata-bench-%d-%d" % (os.getpid(), self.n)
         run(["lttng", "--no-sessiond", "create", name, "--output", out])
         if subbuf:
             run(["lttng", "--no-sessiond", "enable-channel", "-s", name, "-u",
                  "--subbuf-size=%s" % subbuf, "--num-subbuf=%d" % nsub, "ch"])
-            run(["lttng", "--no-sessiond", "enable-event", "-s", name, "-u", "-c", "ch", "bench:*"])
+            run(["lttng", "--no-sessiond", "enable-event", "-s", name, "-u", "-c", "ch", events])
         else:
-            run(["lttng", "--no-sessiond", "enable-event", "-s", name, "-u", "bench:*"])
+            run(["lttng", "--no-sessiond", "enable-event", "-s", name, "-u", events])
         if start:
             run(["lttng", "--no-sessiond", "start", name])
         return name
@@ -755,6 +768,81 @@ class Bench:
             raise BenchError("no callgrind totals")
         return int(m.group(1))
 
+    # 7. the pthread preload on lock-heavy programs (docs/pthread.md,
+    # "Compact records"): libstrata-pthread.so under `strata record` against
+    # liblttng-ust-pthread-wrapper.so in an LTTng session, same buffers
+    # (8 x 1 MiB), and the program untraced.  Bytes per lock+unlock pair
+    # are the traces' content bytes (packet headers included) over the
+    # unlocks each trace recorded: deterministic, unlike the times.
+    def preload_workloads(self):
+        build = os.path.dirname(os.path.dirname(self.plain))
+        pt = os.path.join(build, "tests", "pthread")
+        n = 20000 if self.smoke else 200000
+        w = {"lockloop": ([os.path.join(pt, "pt_lockloop"), str(n), "1"], None),
+             "contend": ([os.path.join(pt, "pt_workload"), "contend", "/dev/null", "4",
+                          str(n // 20), "1"], None)}
+        if shutil.which("sqlite3"):
+            sql = os.path.join(self.work, "preload.sql")
+            with open(sql, "w") as f:
+                f.write("PRAGMA threads=2;\nCREATE TABLE t(a INTEGER, b TEXT);\nBEGIN;\n"
+                        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<%d)\n"
+                        "INSERT INTO t SELECT (x*7919)%%%d, hex(randomblob(8)) FROM c;\nCOMMIT;\n"
+                        "CREATE INDEX ti ON t(b);\nSELECT count(*) FROM t;\n" % (n * 5, n * 5))
+            w["sqlite3"] = ([shutil.which("sqlite3"), os.path.join(self.work, "preload.db")], sql)
+        else:
+            self.notes.append("sqlite3 not installed (scripts/deps.sh): no sqlite3 preload rows")
+        return w
+
+    def preload(self):
+        build = os.path.dirname(os.path.dirname(self.plain))
+        lib = os.path.join(build, "preload", "libstrata-pthread.so")
+        lwrap = "/usr/lib/x86_64-linux-gnu/liblttng-ust-pthread-wrapper.so"
+        sides = ["plain"] + (["strata"] if self.have_strata and os.access(lib, os.R_OK) else []) + \
+            (["lttng"] if self.have_lttng and os.access(lwrap, os.R_OK) else [])
+        for name, (cmd, stdin) in self.preload_workloads().items():
+            walls = {}
+            for _ in range(self.p["reps"]):
+                for side in sides:
+                    db = os.path.join(self.work, "preload.db")
+                    if os.path.exists(db):
+                        os.unlink(db)
+                    out = self.tmpdir("pre-%s-%s" % (side, name))
+                    env, wrap, lname = dict(self.env_nodaemon), [], None
+                    # timed: the session's whole life on both sides (strata
+                    # record starts its daemon and flushes at the end; LTTng's
+                    # session is created, started, stopped and destroyed)
+                    t0 = time.monotonic()
+                    if side == "strata":
+                        wrap = [self.strata, "record", "-o", out, "--preload", "pthread", "--subbuf-size",
+                                str(1 << 20), "--subbuf-count", "8", "--"]
+                    elif side == "lttng":
+                        env = dict(os.environ, LD_PRELOAD=lwrap)
+                        lname = self.lttng.create(out, "1M", 8, events="lttng_ust_pthread:*")
+                    fin = open(stdin) if stdin else subprocess.DEVNULL
+                    try:
+                        p = subprocess.run(wrap + cmd, env=env, stdin=fin, stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.PIPE, text=True, timeout=600)
+                    finally:
+                        if stdin:
+                            fin.close()
+                        if lname:
+                            self.lttng.destroy(lname)
+                    dt = time.monotonic() - t0
+                    if p.returncode != 0:
+                        raise BenchError("preload %s %s failed: %s" % (side, name, p.stderr.strip()[-500:]))
+                    walls.setdefault(side, []).append(dt)
+                    if side != "plain" and ("pre_bytes", name, side) not in self.results:
+                        disc, content = walk_packets(out)
+                        pairs = count_unlocks(out, side)
+                        self.results[("pre_bytes", name, side)] = content / pairs if pairs else None
+                        self.results[("pre_lost", name, side)] = disc
+                        log("  preload %s %s: %d bytes, %d lock+unlock pairs, %d lost" % (
+                            side, name, content, pairs, disc))
+                    shutil.rmtree(out, ignore_errors=True)
+            for side, v in walls.items():
+                self.results[("pre_wall", name, side)] = statistics.median(v)
+            log("  preload %s wall (median s): %s" % (name, {k: statistics.median(v) for k, v in walls.items()}))
+
     def jvm(self):
         """Java API beside LTTng's Java interface, and the JVM agent's cost
         (bench/jvm/jvm_bench.py, docs/jvm.md).  Optional: only with --only jvm."""
@@ -777,7 +865,7 @@ class Bench:
     def all(self):
         steps_nodaemon = [self.costs, self.disabled, self.startup_nodaemon]
         steps_daemon = [self.enabled, self.throughput, self.latency, self.startup_daemon,
-                        self.memory]
+                        self.memory, self.preload]
         if self.p["callgrind"]:
             steps_daemon.append(self.callgrind)
         for s in steps_nodaemon:
@@ -996,6 +1084,21 @@ def table(b):
         l = buffer_kib("lttng", l) if l is not None else None
         row("buffer memory, %d thread(s), Rss (KiB)" % t, s[0] if s else None, l[0] if l else None)
         row("buffer memory, %d thread(s), Pss (KiB)" % t, s[1] if s else None, l[1] if l else None)
+    for name in ("lockloop", "contend", "sqlite3"):
+        if not any(k[0] == "pre_wall" and k[1] == name for k in r):
+            continue
+        base = r.get(("pre_wall", name, "plain"))
+        ws, wl = r.get(("pre_wall", name, "strata")), r.get(("pre_wall", name, "lttng"))
+        row("preload %s: trace bytes per lock+unlock pair" % name, r.get(("pre_bytes", name, "strata")),
+            r.get(("pre_bytes", name, "lttng")), "<= 0.5", lambda x: x <= 0.5)
+        row("preload %s: added wall time, session set-up to flush (s; untraced %s s)" % (name, fmt(base)),
+            ws - base if ws is not None and base else None, wl - base if wl is not None and base else None,
+            "<= 0.25", lambda x: x <= 0.25)
+        row("preload %s: slowdown vs untraced (x)" % name, ws / base if ws and base else None,
+            wl / base if wl and base else None, "sqlite3: Strata <= 1.3" if name == "sqlite3" else None,
+            lambda x: x <= 1.3, strata_only=True)
+        row("preload %s: events lost" % name, r.get(("pre_lost", name, "strata")),
+            r.get(("pre_lost", name, "lttng")), "Strata 0", lambda x: x == 0, strata_only=True)
     jv = lambda k: r.get(("jvm", k))
     if any(k[0] == "jvm" for k in r):
         row("Java API enabled, string + 2 ints (CPU ns/event)", jv("strata Java API, enabled"),
@@ -1100,7 +1203,7 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="tiny counts (< 60 s), for CI")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--only", help="comma-separated steps: costs,disabled,startup_nodaemon,enabled,"
-                    "throughput,latency,startup_daemon,memory,callgrind; and jvm, never run by default")
+                    "throughput,latency,startup_daemon,memory,preload,callgrind; and jvm, never run by default")
     ap.add_argument("build", help="the CMake build directory")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-bench-")

@@ -12,6 +12,7 @@ STRATA_PACKAGES=(
   qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static cpio kmod file xz-utils dkms
   mmdebstrap initramfs-tools systemd e2fsprogs
   python3-lttnganalyses babeltrace
+  sqlite3
 )
 strata_install_deps() {
   local missing=()
