@@ -457,28 +457,34 @@ static __attribute__((noinline)) void strata_pt_emit_sites(uint32_t state)
 /*
  * Per-thread stash of uncontended mutex acquisitions not emitted yet; the
  * thread's unlock of one emits a single pthread:mutex_held.  Signal handlers
- * of the same thread push and pop too, so every step leaves the stash
- * consistent for a handler that runs between two of them: a slot is
- * reserved (lock = 1, never a mutex address) before `stash_n` covers it and
- * filled before it gets its lock; slots at or above stash_n have lock 0;
- * an out-of-order unlock leaves a hole (lock 0) that the top pop removes.
+ * of the same thread push and pop too, at any point (under TSan even at an
+ * atomic operation), so there is no shared count: each slot changes state
+ * by one atomic operation at a time (free 0 -> reserved 1 by CAS, then its
+ * fields, then its lock stored; taken back by CAS lock -> 0), which a
+ * handler cannot split.  A handler that runs between two steps sees a slot
+ * reserved (1, never a mutex address: it matches nothing) or complete.
+ * `pending` counts the slots in use, a hint for the unlock's fast check
+ * (the slots decide).  Atomics on thread-local data: relaxed, they order
+ * nothing between threads; they only keep each step whole.
  */
 #define STRATA_PT_STASH 8u
 struct strata_pt_pending {
-	uint64_t lock, t0;
+	uint64_t lock, t0, seq;
 	uint32_t site;
 };
 static STRATA_PT_TLS struct strata_pt_pending stash[STRATA_PT_STASH];
-static STRATA_PT_TLS uint32_t stash_n;
-#define SIGFENCE() __atomic_signal_fence(__ATOMIC_SEQ_CST) /* orders against our own signal handlers */
+static STRATA_PT_TLS uint64_t stash_seq; /* push order: a recursive mutex pops LIFO */
+static STRATA_PT_TLS uint32_t pending;
+#define RELAXED_LOAD(p) __atomic_load_n(p, __ATOMIC_RELAXED)
+#define RELAXED_STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELAXED)
 
 static void strata_pt_fold_atfork_child(void)
 {
 	/* The child's trace has none of the parent's acquisitions: its unlocks
 	 * of them are traced in full (unmatched), as without the stash. */
 	for (uint32_t i = 0; i < STRATA_PT_STASH; i++)
-		stash[i].lock = 0;
-	stash_n = 0;
+		RELAXED_STORE(&stash[i].lock, 0);
+	RELAXED_STORE(&pending, 0);
 	__atomic_store_n(&sites_emitted_state, 0, __ATOMIC_RELAXED); /* one thread here */
 	__atomic_store_n(&sites_busy, 0, __ATOMIC_RELAXED);
 }
@@ -494,9 +500,6 @@ static inline int strata_pt_fold_on(void)
 /* Stash an uncontended acquisition; 0 when it must be traced in full. */
 static int strata_pt_stash_push(const void *lock, uint64_t caller)
 {
-	uint32_t i = stash_n;
-	if (i >= STRATA_PT_STASH)
-		return 0;
 	/* relaxed: a hint; a stale value only repeats the idempotent dump. */
 	uint32_t st = __atomic_load_n(&STRATA__TP(pthread, site).state, __ATOMIC_RELAXED);
 	if (__builtin_expect(st != __atomic_load_n(&sites_emitted_state, __ATOMIC_RELAXED), 0))
@@ -504,37 +507,45 @@ static int strata_pt_stash_push(const void *lock, uint64_t caller)
 	uint32_t site = strata_pt_site_id(caller);
 	if (site == STRATA_PT_NO_SITE)
 		return 0;
-	i = stash_n;
-	if (i >= STRATA_PT_STASH)
-		return 0;
-	stash[i].lock = 1;
-	SIGFENCE();
-	stash_n = i + 1;
-	SIGFENCE();
-	stash[i].site = site;
-	stash[i].t0 = strata_pt_now();
-	SIGFENCE();
-	stash[i].lock = U64(lock);
-	SIGFENCE();
-	return 1;
-}
-
-/* Take `lock`'s pending acquisition out of the stash: 1 and *out if found. */
-static int strata_pt_stash_pop(const void *lock, struct strata_pt_pending *out)
-{
-	for (uint32_t j = stash_n; j-- > 0;) {
-		if (stash[j].lock != U64(lock))
+	for (uint32_t i = 0; i < STRATA_PT_STASH; i++) {
+		uint64_t expected = 0;
+		if (!__atomic_compare_exchange_n(&stash[i].lock, &expected, 1, 0, __ATOMIC_RELAXED,
+						 __ATOMIC_RELAXED))
 			continue;
-		*out = stash[j];
-		SIGFENCE();
-		stash[j].lock = 0;
-		SIGFENCE();
-		uint32_t k;
-		while ((k = stash_n) > 0 && stash[k - 1].lock == 0)
-			stash_n = k - 1;
+		__atomic_fetch_add(&pending, 1, __ATOMIC_RELAXED);
+		RELAXED_STORE(&stash[i].site, site);
+		RELAXED_STORE(&stash[i].seq, __atomic_add_fetch(&stash_seq, 1, __ATOMIC_RELAXED));
+		RELAXED_STORE(&stash[i].t0, strata_pt_now());
+		RELAXED_STORE(&stash[i].lock, U64(lock));
 		return 1;
 	}
 	return 0;
+}
+
+/* Take `lock`'s latest pending acquisition out of the stash: 1 and *out if
+ * found. */
+static int strata_pt_stash_pop(const void *lock, struct strata_pt_pending *out)
+{
+	for (;;) {
+		uint32_t best = STRATA_PT_STASH;
+		for (uint32_t j = 0; j < STRATA_PT_STASH; j++)
+			if (RELAXED_LOAD(&stash[j].lock) == U64(lock) &&
+			    (best == STRATA_PT_STASH || RELAXED_LOAD(&stash[j].seq) > RELAXED_LOAD(&stash[best].seq)))
+				best = j;
+		if (best == STRATA_PT_STASH)
+			return 0;
+		out->lock = U64(lock);
+		out->site = RELAXED_LOAD(&stash[best].site);
+		out->t0 = RELAXED_LOAD(&stash[best].t0);
+		uint64_t expected = U64(lock);
+		/* A handler that took this slot meanwhile (a recursive mutex it
+		 * unlocked): look again. */
+		if (__atomic_compare_exchange_n(&stash[best].lock, &expected, 0, 0, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED)) {
+			__atomic_fetch_sub(&pending, 1, __ATOMIC_RELAXED);
+			return 1;
+		}
+	}
 }
 
 /* Emit `lock`'s pending acquisition, if any, as still held (before a cond
@@ -664,7 +675,7 @@ static __attribute__((noinline)) int strata_pt_unlock(int rw, void *lock, uint64
 {
 	int ret = rw ? REAL(rwlock_unlock)(lock) : REAL(mutex_unlock)(lock);
 	struct strata_pt_pending p;
-	if (!rw && stash_n && strata_pt_stash_pop(lock, &p)) {
+	if (!rw && RELAXED_LOAD(&pending) && strata_pt_stash_pop(lock, &p)) {
 		uint64_t hold = strata_pt_now() - p.t0;
 		if (hold <= UINT32_MAX) {
 			strata_tracepoint(pthread, mutex_held, p.lock, p.site, (uint32_t)hold);
@@ -686,7 +697,7 @@ static __attribute__((noinline)) int strata_pt_cond_wait(int timed, pthread_cond
 {
 	uint64_t stack[STRATA_PT_MAX_DEPTH];
 	uint64_t t0 = strata_pt_now();
-	if (stash_n)
+	if (RELAXED_LOAD(&pending))
 		strata_pt_flush_acquired(m, t0);
 	int ret = timed == 2 ? REAL(cond_clockwait)(c, m, clk, abstime)
 		: timed ? REAL(cond_timedwait)(c, m, abstime) : REAL(cond_wait)(c, m);
