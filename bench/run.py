@@ -20,6 +20,7 @@ import argparse
 import glob
 import os
 import re
+import select
 import shutil
 import statistics
 import struct
@@ -84,6 +85,18 @@ def proc_stat(pid):
 def proc_cpu_ticks(pid):
     st = proc_stat(pid)
     return st[2] if st else 0
+
+
+def proc_status(pid, key):
+    """An integer field of /proc/PID/status (Threads, VmRSS in KiB), 0 if gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def find_procs(pred):
@@ -843,6 +856,110 @@ class Bench:
                 self.results[("pre_wall", name, side)] = statistics.median(v)
             log("  preload %s wall (median s): %s" % (name, {k: statistics.median(v) for k, v in walls.items()}))
 
+    # 8. many live processes (issue 38): N processes of `hold 1 100` (one
+    # thread, 100 `ints` events, then alive until stdin's EOF) in one
+    # session; once all are ready, the daemons' threads (/proc/PID/status
+    # Threads), resident memory (VmRSS) and the CPU they used from the first
+    # spawn to the last one ready (utime + stime).  Strata: a private
+    # strata-consumerd; LTTng: lttng-sessiond + lttng-consumerd (per-user
+    # buffers, its default).  One stdin pipe and one stdout pipe are shared
+    # by all the processes (EOF on the first ends every hold).
+    def processes(self):
+        counts = (10, 50) if self.smoke else (10, 100, 1000)
+        consumerd = os.path.join(os.path.dirname(os.path.dirname(self.plain)), "consumerd", "strata-consumerd")
+        for n in counts:
+            for side in self.sides():
+                out = self.tmpdir("procs-%s-%d" % (side, n))
+                env, d, lname = dict(self.env_nodaemon), None, None
+                if side == "strata":
+                    env["STRATA_CONSUMERD_SOCKET"] = os.path.join(self.work, "procs.sock")
+                    r, w = os.pipe()
+                    d = subprocess.Popen([consumerd, "--socket", env["STRATA_CONSUMERD_SOCKET"], "--ready-fd",
+                                          str(w), "-q"], env=env, pass_fds=(w,))
+                    os.close(w)
+                    with os.fdopen(r) as rf:
+                        if rf.readline().strip() != "ready":
+                            raise BenchError("strata-consumerd did not get ready")
+                    for a in (["create", "s", "-o", out], ["enable-event", "s", "bench:*"], ["start", "s"]):
+                        run([self.strata] + a, env=env)
+                    daemons = lambda: [d.pid]  # noqa: E731
+                    prog = self.sbench
+                else:
+                    lname = self.lttng.create(out, None, None)
+                    daemons = lambda: find_procs(  # noqa: E731
+                        lambda pid, comm, ppid: comm in ("lttng-sessiond", "lttng-consumerd"))
+                    prog = self.lbench
+                try:
+                    res = self.hold_many(prog, n, env, daemons)
+                finally:
+                    if side == "strata":
+                        run([self.strata, "stop", "s"], env=env, check=False)
+                        run([self.strata, "destroy", "s"], env=env, check=False)
+                        d.terminate()
+                        d.wait(timeout=60)
+                    else:
+                        self.lttng.destroy(lname)
+                acc = account(out, n * 100)
+                if side == "strata" or acc["consistent"]:
+                    self.check("%d processes %s" % (n, side), acc)
+                else:  # the figure of the row, not a failure of the run
+                    self.notes.append("%d processes lttng: emitted %d, recorded %s, discarded %d: the "
+                                      "rest lost, counted nowhere" % (n, n * 100, acc["recorded"],
+                                                                      acc["discarded"]))
+                res["lost"] = acc["discarded"] + max(0, n * 100 - acc["recorded"] - acc["discarded"]) \
+                    if acc["recorded"] is not None else None
+                self.results[("procs", n, side)] = res
+                log("  %d processes, %s: %s" % (n, side, res))
+                shutil.rmtree(out, ignore_errors=True)
+
+    @staticmethod
+    def hold_many(prog, n, env, daemons):
+        tck = os.sysconf("SC_CLK_TCK")
+        pids = daemons()
+        cpu0 = sum(proc_cpu_ticks(x) for x in pids)
+        rin, win = os.pipe()
+        rout, wout = os.pipe()
+        procs = []
+        try:
+            for _ in range(n):
+                procs.append(subprocess.Popen([prog, "hold", "1", "100"], env=env, stdin=rin, stdout=wout,
+                                              stderr=subprocess.DEVNULL))
+            os.close(wout)
+            wout = -1
+            ready, buf = 0, b""
+            deadline = time.monotonic() + 300
+            while ready < n:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([rout], [], [], left)[0]:
+                    break
+                chunk = os.read(rout, 65536)
+                if not chunk:
+                    break
+                buf += chunk
+                ready = buf.count(b"pid=")
+            if ready < n:
+                raise BenchError("%d of %d processes got ready" % (ready, n))
+            pids = daemons()
+            res = {"threads": sum(proc_status(x, "Threads") for x in pids),
+                   "rss_mib": sum(proc_status(x, "VmRSS") for x in pids) / 1024.0,
+                   "cpu_ms": (sum(proc_cpu_ticks(x) for x in pids) - cpu0) * 1000.0 / tck}
+        finally:
+            # Their last words (the hold's results) go nowhere: reading
+            # stops here, and a process that writes then takes SIGPIPE.
+            os.close(rout)
+            rout = -1
+            os.close(win)
+            for p in procs:
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+            os.close(rin)
+            if wout >= 0:
+                os.close(wout)
+        return res
+
     def jvm(self):
         """Java API beside LTTng's Java interface, and the JVM agent's cost
         (bench/jvm/jvm_bench.py, docs/jvm.md).  Optional: only with --only jvm."""
@@ -865,7 +982,7 @@ class Bench:
     def all(self):
         steps_nodaemon = [self.costs, self.disabled, self.startup_nodaemon]
         steps_daemon = [self.enabled, self.throughput, self.latency, self.startup_daemon,
-                        self.memory, self.preload]
+                        self.memory, self.preload, self.processes]
         if self.p["callgrind"]:
             steps_daemon.append(self.callgrind)
         for s in steps_nodaemon:
@@ -1099,6 +1216,15 @@ def table(b):
             lambda x: x <= 1.3, strata_only=True)
         row("preload %s: events lost" % name, r.get(("pre_lost", name, "strata")),
             r.get(("pre_lost", name, "lttng")), "Strata 0", lambda x: x == 0, strata_only=True)
+    for n in sorted({k[1] for k in r if k[0] == "procs"}):
+        s, l = r.get(("procs", n, "strata")) or {}, r.get(("procs", n, "lttng")) or {}
+        row("%d live processes: daemons' threads" % n, s.get("threads"), l.get("threads"),
+            "Strata <= %d (4 x CPUs)" % (4 * os.cpu_count()), lambda x: x <= 4 * os.cpu_count(),
+            strata_only=True)
+        row("%d live processes: daemons' RSS (MiB)" % n, s.get("rss_mib"), l.get("rss_mib"))
+        row("%d live processes: daemons' CPU, spawn to all ready (ms)" % n, s.get("cpu_ms"), l.get("cpu_ms"))
+        row("%d live processes: events lost of %d" % (n, n * 100), s.get("lost"), l.get("lost"),
+            "Strata 0", lambda x: x == 0, strata_only=True)
     jv = lambda k: r.get(("jvm", k))
     if any(k[0] == "jvm" for k in r):
         row("Java API enabled, string + 2 ints (CPU ns/event)", jv("strata Java API, enabled"),
@@ -1203,7 +1329,7 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="tiny counts (< 60 s), for CI")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--only", help="comma-separated steps: costs,disabled,startup_nodaemon,enabled,"
-                    "throughput,latency,startup_daemon,memory,preload,callgrind; and jvm, never run by default")
+                    "throughput,latency,startup_daemon,memory,preload,processes,callgrind; and jvm, never run by default")
     ap.add_argument("build", help="the CMake build directory")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-bench-")
