@@ -20,6 +20,7 @@ import argparse
 import glob
 import os
 import re
+import select
 import shutil
 import statistics
 import struct
@@ -86,6 +87,18 @@ def proc_cpu_ticks(pid):
     return st[2] if st else 0
 
 
+def proc_status(pid, key):
+    """An integer field of /proc/PID/status (Threads, VmRSS in KiB), 0 if gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def find_procs(pred):
     out = []
     for d in os.listdir("/proc"):
@@ -146,6 +159,28 @@ def walk_packets(trace_dir):
             off += psize // 8
         total += last
     return total, content
+
+
+# Runs argv[1:] (stdin inherited) and prints its wall time on stderr; its
+# status is the program's.
+PRELOAD_TIMER = ("import subprocess, sys, time\n"
+                 "t = time.monotonic()\n"
+                 "r = subprocess.call(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+                 "print('preload_wall_s=%.6f' % (time.monotonic() - t), file=sys.stderr)\n"
+                 "sys.exit(r)\n")
+
+
+def count_unlocks(trace_dir, side):
+    """Mutex unlocks a pthread trace recorded: LTTng's pthread_mutex_unlock;
+    Strata's mutex_unlock plus its compact mutex_held (a lock and its
+    unlock in one record)."""
+    names = (["lttng_ust_pthread:pthread_mutex_unlock:"] if side == "lttng"
+             else ["pthread:mutex_unlock:", "pthread:mutex_held:"])
+    p = subprocess.Popen(["babeltrace2", trace_dir], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         text=True)
+    n = sum(1 for line in p.stdout if any(x in line for x in names))
+    p.wait()
+    return n
 
 
 def trace_rate(acc, kv):
@@ -210,16 +245,16 @@ class Lttng:
                 self.proc.wait()
         self.proc = None
 
-    def create(self, out, subbuf=None, nsub=None, start=True):
+    def create(self, out, subbuf=None, nsub=None, start=True, events="bench:*"):
         self.n += 1
         name = "strata-bench-%d-%d" % (os.getpid(), self.n)
         run(["lttng", "--no-sessiond", "create", name, "--output", out])
         if subbuf:
             run(["lttng", "--no-sessiond", "enable-channel", "-s", name, "-u",
                  "--subbuf-size=%s" % subbuf, "--num-subbuf=%d" % nsub, "ch"])
-            run(["lttng", "--no-sessiond", "enable-event", "-s", name, "-u", "-c", "ch", "bench:*"])
+            run(["lttng", "--no-sessiond", "enable-event", "-s", name, "-u", "-c", "ch", events])
         else:
-            run(["lttng", "--no-sessiond", "enable-event", "-s", name, "-u", "bench:*"])
+            run(["lttng", "--no-sessiond", "enable-event", "-s", name, "-u", events])
         if start:
             run(["lttng", "--no-sessiond", "start", name])
         return name
@@ -755,6 +790,194 @@ class Bench:
             raise BenchError("no callgrind totals")
         return int(m.group(1))
 
+    # 7. the pthread preload on lock-heavy programs (docs/pthread.md,
+    # "Compact records"): libstrata-pthread.so under `strata record` against
+    # liblttng-ust-pthread-wrapper.so in an LTTng session, same buffers
+    # (8 x 1 MiB), and the program untraced.  Bytes per lock+unlock pair
+    # are the traces' content bytes (packet headers included) over the
+    # unlocks each trace recorded: deterministic, unlike the times.
+    def preload_workloads(self):
+        build = os.path.dirname(os.path.dirname(self.plain))
+        pt = os.path.join(build, "tests", "pthread")
+        n = 10000 if self.smoke else 200000
+        w = {"lockloop": ([os.path.join(pt, "pt_lockloop"), str(n), "1"], None),
+             "contend": ([os.path.join(pt, "pt_workload"), "contend", "/dev/null", "4",
+                          str(n // 20), "1"], None)}
+        if shutil.which("sqlite3"):
+            sql = os.path.join(self.work, "preload.sql")
+            with open(sql, "w") as f:
+                f.write("PRAGMA threads=2;\nCREATE TABLE t(a INTEGER, b TEXT);\nBEGIN;\n"
+                        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<%d)\n"
+                        "INSERT INTO t SELECT (x*7919)%%%d, hex(randomblob(8)) FROM c;\nCOMMIT;\n"
+                        "CREATE INDEX ti ON t(b);\nSELECT count(*) FROM t;\n" % (n * 5, n * 5))
+            w["sqlite3"] = ([shutil.which("sqlite3"), os.path.join(self.work, "preload.db")], sql)
+        else:
+            self.notes.append("sqlite3 not installed (scripts/deps.sh): no sqlite3 preload rows")
+        return w
+
+    def preload(self):
+        build = os.path.dirname(os.path.dirname(self.plain))
+        lib = os.path.join(build, "preload", "libstrata-pthread.so")
+        lwrap = "/usr/lib/x86_64-linux-gnu/liblttng-ust-pthread-wrapper.so"
+        sides = ["plain"] + (["strata"] if self.have_strata and os.access(lib, os.R_OK) else []) + \
+            (["lttng"] if self.have_lttng and os.access(lwrap, os.R_OK) else [])
+        for name, (cmd, stdin) in self.preload_workloads().items():
+            walls = {}
+            # First one untimed run per traced side for the bytes and the
+            # loss (the program alone in the trace), then the timed runs:
+            # PRELOAD_TIMER around the program inside the session, so that
+            # neither strata record's daemon start and flush nor LTTng's
+            # session set-up and teardown are timed (the timer's own few
+            # lock operations are, on both sides).
+            for side in sides[1:]:
+                out = self.preload_run(side, name, cmd, stdin, lwrap, False)[1]
+                disc, content = walk_packets(out)
+                pairs = count_unlocks(out, side)
+                self.results[("pre_bytes", name, side)] = content / pairs if pairs else None
+                self.results[("pre_lost", name, side)] = disc
+                log("  preload %s %s: %d bytes, %d lock+unlock pairs, %d lost" % (side, name, content, pairs, disc))
+                shutil.rmtree(out, ignore_errors=True)
+            for _ in range(self.p["reps"]):
+                for side in sides:
+                    wall, out = self.preload_run(side, name, cmd, stdin, lwrap, True)
+                    walls.setdefault(side, []).append(wall)
+                    shutil.rmtree(out, ignore_errors=True)
+            for side, v in walls.items():
+                self.results[("pre_wall", name, side)] = statistics.median(v)
+            log("  preload %s wall (median s): %s" % (name, {k: statistics.median(v) for k, v in walls.items()}))
+
+    def preload_run(self, side, name, cmd, stdin, lwrap, timed):
+        """One run of a preload workload: (wall s or None, trace dir)."""
+        db = os.path.join(self.work, "preload.db")
+        if os.path.exists(db):
+            os.unlink(db)
+        out = self.tmpdir("pre-%s-%s" % (side, name))
+        env, wrap, lname = dict(self.env_nodaemon), [], None
+        if side == "strata":
+            wrap = [self.strata, "record", "-o", out, "--preload", "pthread", "--subbuf-size", str(1 << 20),
+                    "--subbuf-count", "8", "--"]
+        elif side == "lttng":
+            env = dict(os.environ, LD_PRELOAD=lwrap)
+            lname = self.lttng.create(out, "1M", 8, events="lttng_ust_pthread:*")
+        fin = open(stdin) if stdin else subprocess.DEVNULL
+        try:
+            p = subprocess.run(wrap + ([sys.executable, "-c", PRELOAD_TIMER] if timed else []) + cmd, env=env,
+                               stdin=fin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               timeout=600)
+        finally:
+            if stdin:
+                fin.close()
+            if lname:
+                self.lttng.destroy(lname)
+        m = re.search(r"^preload_wall_s=([0-9.]+)$", p.stderr, re.M)
+        if p.returncode != 0 or (timed and not m):
+            raise BenchError("preload %s %s failed: %s" % (side, name, p.stderr.strip()[-500:]))
+        return (float(m.group(1)) if m else None), out
+
+    # 8. many live processes (issue 38): N processes of `hold 1 100` (one
+    # thread, 100 `ints` events, then alive until stdin's EOF) in one
+    # session; once all are ready, the daemons' threads (/proc/PID/status
+    # Threads), resident memory (VmRSS) and the CPU they used from the first
+    # spawn to the last one ready (utime + stime).  Strata: a private
+    # strata-consumerd; LTTng: lttng-sessiond + lttng-consumerd (per-user
+    # buffers, its default).  One stdin pipe and one stdout pipe are shared
+    # by all the processes (EOF on the first ends every hold).
+    def processes(self):
+        counts = (10,) if self.smoke else (10, 100, 1000)
+        consumerd = os.path.join(os.path.dirname(os.path.dirname(self.plain)), "consumerd", "strata-consumerd")
+        for n in counts:
+            for side in self.sides():
+                out = self.tmpdir("procs-%s-%d" % (side, n))
+                env, d, lname = dict(self.env_nodaemon), None, None
+                if side == "strata":
+                    env["STRATA_CONSUMERD_SOCKET"] = os.path.join(self.work, "procs.sock")
+                    r, w = os.pipe()
+                    d = subprocess.Popen([consumerd, "--socket", env["STRATA_CONSUMERD_SOCKET"], "--ready-fd",
+                                          str(w), "-q"], env=env, pass_fds=(w,))
+                    os.close(w)
+                    with os.fdopen(r) as rf:
+                        if rf.readline().strip() != "ready":
+                            raise BenchError("strata-consumerd did not get ready")
+                    for a in (["create", "s", "-o", out], ["enable-event", "s", "bench:*"], ["start", "s"]):
+                        run([self.strata] + a, env=env)
+                    daemons = lambda: [d.pid]  # noqa: E731
+                    prog = self.sbench
+                else:
+                    lname = self.lttng.create(out, None, None)
+                    daemons = lambda: find_procs(  # noqa: E731
+                        lambda pid, comm, ppid: comm in ("lttng-sessiond", "lttng-consumerd"))
+                    prog = self.lbench
+                try:
+                    res = self.hold_many(prog, n, env, daemons)
+                finally:
+                    if side == "strata":
+                        run([self.strata, "stop", "s"], env=env, check=False)
+                        run([self.strata, "destroy", "s"], env=env, check=False)
+                        d.terminate()
+                        d.wait(timeout=60)
+                    else:
+                        self.lttng.destroy(lname)
+                acc = account(out, n * 100)
+                if side == "strata" or acc["consistent"]:
+                    self.check("%d processes %s" % (n, side), acc)
+                else:  # the figure of the row, not a failure of the run
+                    self.notes.append("%d processes lttng: emitted %d, recorded %s, discarded %d: the "
+                                      "rest lost, counted nowhere" % (n, n * 100, acc["recorded"],
+                                                                      acc["discarded"]))
+                res["lost"] = acc["discarded"] + max(0, n * 100 - acc["recorded"] - acc["discarded"]) \
+                    if acc["recorded"] is not None else None
+                self.results[("procs", n, side)] = res
+                log("  %d processes, %s: %s" % (n, side, res))
+                shutil.rmtree(out, ignore_errors=True)
+
+    @staticmethod
+    def hold_many(prog, n, env, daemons):
+        tck = os.sysconf("SC_CLK_TCK")
+        pids = daemons()
+        cpu0 = sum(proc_cpu_ticks(x) for x in pids)
+        rin, win = os.pipe()
+        rout, wout = os.pipe()
+        procs = []
+        try:
+            for _ in range(n):
+                procs.append(subprocess.Popen([prog, "hold", "1", "100"], env=env, stdin=rin, stdout=wout,
+                                              stderr=subprocess.DEVNULL))
+            os.close(wout)
+            wout = -1
+            ready, buf = 0, b""
+            deadline = time.monotonic() + 300
+            while ready < n:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([rout], [], [], left)[0]:
+                    break
+                chunk = os.read(rout, 65536)
+                if not chunk:
+                    break
+                buf += chunk
+                ready = buf.count(b"pid=")
+            if ready < n:
+                raise BenchError("%d of %d processes got ready" % (ready, n))
+            pids = daemons()
+            res = {"threads": sum(proc_status(x, "Threads") for x in pids),
+                   "rss_mib": sum(proc_status(x, "VmRSS") for x in pids) / 1024.0,
+                   "cpu_ms": (sum(proc_cpu_ticks(x) for x in pids) - cpu0) * 1000.0 / tck}
+        finally:
+            # Their last words (the hold's results) go nowhere: reading
+            # stops here, and a process that writes then takes SIGPIPE.
+            os.close(rout)
+            rout = -1
+            os.close(win)
+            for p in procs:
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+            os.close(rin)
+            if wout >= 0:
+                os.close(wout)
+        return res
+
     def jvm(self):
         """Java API beside LTTng's Java interface, and the JVM agent's cost
         (bench/jvm/jvm_bench.py, docs/jvm.md).  Optional: only with --only jvm."""
@@ -777,7 +1000,7 @@ class Bench:
     def all(self):
         steps_nodaemon = [self.costs, self.disabled, self.startup_nodaemon]
         steps_daemon = [self.enabled, self.throughput, self.latency, self.startup_daemon,
-                        self.memory]
+                        self.memory, self.preload, self.processes]
         if self.p["callgrind"]:
             steps_daemon.append(self.callgrind)
         for s in steps_nodaemon:
@@ -996,6 +1219,30 @@ def table(b):
         l = buffer_kib("lttng", l) if l is not None else None
         row("buffer memory, %d thread(s), Rss (KiB)" % t, s[0] if s else None, l[0] if l else None)
         row("buffer memory, %d thread(s), Pss (KiB)" % t, s[1] if s else None, l[1] if l else None)
+    for name in ("lockloop", "contend", "sqlite3"):
+        if not any(k[0] == "pre_wall" and k[1] == name for k in r):
+            continue
+        base = r.get(("pre_wall", name, "plain"))
+        ws, wl = r.get(("pre_wall", name, "strata")), r.get(("pre_wall", name, "lttng"))
+        row("preload %s: trace bytes per lock+unlock pair" % name, r.get(("pre_bytes", name, "strata")),
+            r.get(("pre_bytes", name, "lttng")), "<= 0.5", lambda x: x <= 0.5)
+        row("preload %s: added wall time of the program (s; untraced %s s)" % (name, fmt(base)),
+            ws - base if ws is not None and base else None, wl - base if wl is not None and base else None,
+            "<= 0.25", lambda x: x <= 0.25)
+        row("preload %s: slowdown vs untraced (x)" % name, ws / base if ws and base else None,
+            wl / base if wl and base else None, "sqlite3: Strata <= 1.3" if name == "sqlite3" else None,
+            lambda x: x <= 1.3, strata_only=True)
+        row("preload %s: events lost" % name, r.get(("pre_lost", name, "strata")),
+            r.get(("pre_lost", name, "lttng")), "Strata 0", lambda x: x == 0, strata_only=True)
+    for n in sorted({k[1] for k in r if k[0] == "procs"}):
+        s, l = r.get(("procs", n, "strata")) or {}, r.get(("procs", n, "lttng")) or {}
+        row("%d live processes: daemons' threads" % n, s.get("threads"), l.get("threads"),
+            "Strata <= %d (4 x CPUs)" % (4 * os.cpu_count()), lambda x: x <= 4 * os.cpu_count(),
+            strata_only=True)
+        row("%d live processes: daemons' RSS (MiB)" % n, s.get("rss_mib"), l.get("rss_mib"))
+        row("%d live processes: daemons' CPU, spawn to all ready (ms)" % n, s.get("cpu_ms"), l.get("cpu_ms"))
+        row("%d live processes: events lost of %d" % (n, n * 100), s.get("lost"), l.get("lost"),
+            "Strata 0", lambda x: x == 0, strata_only=True)
     jv = lambda k: r.get(("jvm", k))
     if any(k[0] == "jvm" for k in r):
         row("Java API enabled, string + 2 ints (CPU ns/event)", jv("strata Java API, enabled"),
@@ -1100,7 +1347,7 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="tiny counts (< 60 s), for CI")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--only", help="comma-separated steps: costs,disabled,startup_nodaemon,enabled,"
-                    "throughput,latency,startup_daemon,memory,callgrind; and jvm, never run by default")
+                    "throughput,latency,startup_daemon,memory,preload,processes,callgrind; and jvm, never run by default")
     ap.add_argument("build", help="the CMake build directory")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-bench-")

@@ -5,8 +5,10 @@
 
 #include <babeltrace2/babeltrace.h>
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
+#include <vector>
 
 #include "bt_fields.h"
 #include "view_graph.h"
@@ -17,7 +19,9 @@ namespace {
 
 // What an event class is to the analysis, decided once per class.
 struct ClassOf : MemberCache {
-	enum { Other, Mapping, Lock } what = Other;
+	// Held and Acquired are the preload's compact records, Site its
+	// interned callers (docs/pthread.md).
+	enum { Other, Mapping, Lock, Site, Held, Acquired } what = Other;
 	Op op = Op::MutexLock;
 };
 
@@ -29,6 +33,13 @@ struct Sink {
 	const std::function<void(const Event &)> *on = nullptr; // streaming: each event, none kept
 	const std::function<void(int64_t)> *progress = nullptr;
 	std::map<const bt_trace *, uint32_t> procs;
+	// Compact records: site id -> caller per process; kept events whose
+	// caller is still a site id (resolved after reading: a site event may
+	// follow its first use by another thread); whether kept events must be
+	// sorted again (a compact record's acquisition goes back in time).
+	std::map<std::pair<uint32_t, uint64_t>, uint64_t> sites;
+	std::vector<std::pair<size_t, uint64_t>> by_site;
+	bool reorder = false;
 };
 
 uint32_t proc_of(Sink *s, const bt_event *ev)
@@ -54,6 +65,52 @@ uint32_t proc_of(Sink *s, const bt_event *ev)
 	return s->last_proc = idx;
 }
 
+// An event to the model (streaming) or kept.  With a site id, its caller
+// is looked up now; a kept event whose site is not known yet is resolved
+// after reading, a streamed one keeps caller 0.
+void deliver(Sink *s, Event &&e, const uint64_t *site)
+{
+	if (site) {
+		auto it = s->sites.find({e.proc, *site});
+		if (it != s->sites.end())
+			e.caller = it->second;
+		else if (!s->on)
+			s->by_site.emplace_back(s->in->events.size(), *site);
+	}
+	if (s->progress)
+		(*s->progress)(e.ts);
+	if (s->on)
+		(*s->on)(e);
+	else
+		s->in->events.push_back(std::move(e));
+}
+
+// A compact record (docs/pthread.md): mutex_held is an uncontended
+// mutex_lock hold_ns before and a mutex_unlock now; mutex_acquired is the
+// mutex_lock age_ns before.  Streamed, the acquisition goes to the model
+// out of time order only against other locks' events: none of this lock's
+// can fall inside an uncontended hold's acquisition and its record.
+void on_compact(Sink *s, const ClassOf &c, const bt_field *pl, Event &&base)
+{
+	const bool held = c.what == ClassOf::Held;
+	const uint64_t back = c.u64(pl, held ? "hold_ns" : "age_ns");
+	const uint64_t site = c.u64(pl, "site");
+	const int64_t now = base.ts;
+	base.op = Op::MutexLock;
+	base.lock = c.u64(pl, "lock");
+	base.ts = now - static_cast<int64_t>(back);
+	Event un;
+	if (held) {
+		un = base;
+		un.op = Op::MutexUnlock;
+		un.ts = now;
+	}
+	deliver(s, std::move(base), &site);
+	if (held)
+		deliver(s, std::move(un), &site);
+	s->reorder = true;
+}
+
 void on_event(Sink *s, const bt_message *msg)
 {
 	const bt_event *ev = bt_message_event_borrow_event_const(msg);
@@ -65,6 +122,12 @@ void on_event(Sink *s, const bt_message *msg)
 		const std::string name = full ? full : "";
 		if (name == "pthread:mapping")
 			c.what = ClassOf::Mapping;
+		else if (name == "pthread:site")
+			c.what = ClassOf::Site;
+		else if (name == "pthread:mutex_held")
+			c.what = ClassOf::Held;
+		else if (name == "pthread:mutex_acquired")
+			c.what = ClassOf::Acquired;
 		else if (name.compare(0, 8, "pthread:") == 0 && op_from_name(name.substr(8), &c.op))
 			c.what = ClassOf::Lock;
 		cit = s->classes.emplace(ecl, c).first;
@@ -90,12 +153,20 @@ void on_event(Sink *s, const bt_message *msg)
 		s->in->maps.push_back(std::move(m));
 		return;
 	}
+	if (c.what == ClassOf::Site) {
+		s->sites[{proc, c.u64(pl, "id")}] = c.u64(pl, "caller");
+		return;
+	}
 	Event e;
 	e.op = c.op;
 	e.ts = ts;
 	e.proc = proc;
 	int64_t tid = 0;
 	e.tid = event_tid(ev, &tid) ? tid : 0;
+	if (c.what == ClassOf::Held || c.what == ClassOf::Acquired) {
+		on_compact(s, c, pl, std::move(e));
+		return;
+	}
 	e.lock = c.u64(pl, "lock");
 	e.cond = c.u64(pl, "cond");
 	e.ret = static_cast<int32_t>(c.i64(pl, "ret"));
@@ -108,12 +179,7 @@ void on_event(Sink *s, const bt_message *msg)
 		for (uint64_t i = 0; i < n && i < 256; i++)
 			e.stack.push_back(as_u64(bt_field_array_borrow_element_field_by_index_const(st, i)));
 	}
-	if (s->progress)
-		(*s->progress)(e.ts);
-	if (s->on)
-		(*s->on)(e);
-	else
-		s->in->events.push_back(std::move(e));
+	deliver(s, std::move(e), nullptr);
 }
 
 } // namespace
@@ -131,7 +197,7 @@ bool read_trace_feed(const std::string &dir, Input *in, const std::function<void
 	sink.on = on;
 	sink.progress = progress;
 	std::string warnings;
-	return read_ctf_traces(
+	bool ok = read_ctf_traces(
 		dir,
 		[&sink](const bt_message *m) {
 			switch (bt_message_get_type(m)) {
@@ -151,6 +217,14 @@ bool read_trace_feed(const std::string &dir, Input *in, const std::function<void
 			return true;
 		},
 		err, &warnings);
+	for (const auto &[i, id] : sink.by_site) {
+		auto it = sink.sites.find({in->events[i].proc, id});
+		in->events[i].caller = it == sink.sites.end() ? 0 : it->second;
+	}
+	if (sink.reorder && !on)
+		std::stable_sort(in->events.begin(), in->events.end(),
+				 [](const Event &a, const Event &b) { return a.ts < b.ts; });
+	return ok;
 }
 
 } // namespace analyze

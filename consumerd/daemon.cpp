@@ -163,7 +163,11 @@ int Daemon::run(const DaemonOptions &opt)
 	signal(SIGPIPE, SIG_IGN);
 	sigfd_ = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	epfd_ = epoll_create1(EPOLL_CLOEXEC);
-	lfd_ = listen_on(path_);
+	// The kernel's cap (net.core.somaxconn, 4096 by default): every
+	// process of a burst connects twice (its join, then its first event's
+	// BUFFER hand-over), and a full backlog makes each of them wait
+	// (proto::connect_unix) while the main thread accepts.
+	lfd_ = listen_on(path_, 4096);
 	if (lfd_ < 0 || sigfd_ < 0 || epfd_ < 0)
 		return 1;
 	struct epoll_event ev = {};

@@ -63,6 +63,24 @@ STRATA_EVENT(pthread, cond_timedwait, STRATA_LOGLEVEL_DEBUG,
 STRATA_EVENT(pthread, cond_signal, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_SIMPLE_FIELDS(cond))
 STRATA_EVENT(pthread, cond_broadcast, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_SIMPLE_FIELDS(cond))
 
+/* The compact form of uncontended mutex acquisitions (docs/pthread.md,
+ * "Compact records").  Used only while mutex_held, mutex_acquired and site
+ * are all enabled, and without STRATA_PTHREAD_STACK_DEPTH.
+ *   mutex_held      one uncontended pthread_mutex_lock (ret 0) and the same
+ *                   thread's unlock of it: the acquisition was hold_ns before
+ *                   this event, the unlock is this event; replaces a
+ *                   mutex_lock + mutex_unlock pair (20 bytes instead of 61)
+ *   mutex_acquired  an uncontended acquisition age_ns before this event that
+ *                   is still held (emitted before a cond wait on the mutex, or
+ *                   before a full mutex_unlock when the hold exceeds 2^32 ns)
+ *   site            the caller address of a site id, once per id and
+ *                   session (again in a fork child) */
+STRATA_EVENT(pthread, mutex_held, STRATA_LOGLEVEL_DEBUG,
+	     strata_hex(uint64_t, lock), strata_int(uint32_t, site), strata_int(uint32_t, hold_ns))
+STRATA_EVENT(pthread, mutex_acquired, STRATA_LOGLEVEL_DEBUG,
+	     strata_hex(uint64_t, lock), strata_int(uint32_t, site), strata_int(uint64_t, age_ns))
+STRATA_EVENT(pthread, site, STRATA_LOGLEVEL_DEBUG, strata_int(uint32_t, id), strata_hex(uint64_t, caller))
+
 STRATA_EVENT(pthread, mapping, STRATA_LOGLEVEL_DEBUG,
 	     strata_hex(uint64_t, start), strata_hex(uint64_t, end), strata_hex(uint64_t, offset),
 	     strata_string(path))

@@ -175,11 +175,13 @@ static int strata_pt_resolved;
  * exist in the child, so the ownership is dropped. */
 static uint32_t maps_emitted_state;
 static int maps_busy;
+static void strata_pt_fold_atfork_child(void);
 static void strata_pt_atfork_child(void)
 {
 	/* relaxed: the child has one thread at this point. */
 	__atomic_store_n(&maps_emitted_state, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&maps_busy, 0, __ATOMIC_RELAXED);
+	strata_pt_fold_atfork_child();
 }
 
 /* The default version of each symbol (for condvars GLIBC_2.3.2, the ABI
@@ -389,13 +391,175 @@ static size_t strata_pt_stack(uint64_t *out, uint64_t caller)
 	return k;
 }
 
-/* ---- traced paths (out of line: the wrappers' fast path stays a load, a
- * branch and a tail call) ------------------------------------------------ */
-
 /* Enabled and not re-entered: the condition for the traced path. */
 #define TRACED(ev) (strata_tracepoint_enabled(pthread, ev) && !strata_pt_busy)
 #define CALLER() ((uint64_t)(uintptr_t)__builtin_return_address(0))
 #define U64(p) ((uint64_t)(uintptr_t)(p))
+
+/* ---- compact records: site ids and folded uncontended holds ------------- */
+
+/*
+ * Site table: caller address -> id (its slot), open addressing, filled by
+ * CAS and never emptied, so an id stays valid for the process' life.  A
+ * thread that installs a caller emits pthread:site for it; a session (or a
+ * fork child) that has not seen the table yet gets all of it once
+ * (sites_emitted_state, as maps_emitted_state).  Full table: no id, the
+ * caller is traced in full.
+ */
+#define STRATA_PT_SITES 4096u
+#define STRATA_PT_SITE_PROBES 16u
+#define STRATA_PT_NO_SITE UINT32_MAX
+static uint64_t sites[STRATA_PT_SITES];
+static uint32_t sites_emitted_state;
+static int sites_busy;
+
+static uint32_t strata_pt_site_id(uint64_t caller)
+{
+	uint32_t h = (uint32_t)((caller * 0x9e3779b97f4a7c15ull) >> 52) & (STRATA_PT_SITES - 1);
+	for (uint32_t i = 0; i < STRATA_PT_SITE_PROBES; i++) {
+		uint32_t slot = (h + i) & (STRATA_PT_SITES - 1);
+		/* relaxed: the slot holds a plain value, published by the CAS below
+		 * (a reader that misses it probes on and installs or finds it). */
+		uint64_t v = __atomic_load_n(&sites[slot], __ATOMIC_RELAXED);
+		if (v == caller)
+			return slot;
+		if (v == 0) {
+			uint64_t expected = 0;
+			/* relaxed: no other data is published with the value. */
+			if (__atomic_compare_exchange_n(&sites[slot], &expected, caller, 0, __ATOMIC_RELAXED,
+							 __ATOMIC_RELAXED)) {
+				strata_tracepoint(pthread, site, slot, caller);
+				return slot;
+			}
+			if (expected == caller)
+				return slot;
+		}
+	}
+	return STRATA_PT_NO_SITE;
+}
+
+/* The whole table into a session (or fork child) that has not had it. */
+static __attribute__((noinline)) void strata_pt_emit_sites(uint32_t state)
+{
+	int expected = 0;
+	/* acquire/release: ownership of the dump, as maps_busy. */
+	if (!__atomic_compare_exchange_n(&sites_busy, &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return;
+	for (uint32_t i = 0; i < STRATA_PT_SITES; i++) {
+		uint64_t v = __atomic_load_n(&sites[i], __ATOMIC_RELAXED); /* see strata_pt_site_id */
+		if (v)
+			strata_tracepoint(pthread, site, i, v);
+	}
+	__atomic_store_n(&sites_emitted_state, state, __ATOMIC_RELAXED); /* a hint, as maps_emitted_state */
+	__atomic_store_n(&sites_busy, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * Per-thread stash of uncontended mutex acquisitions not emitted yet; the
+ * thread's unlock of one emits a single pthread:mutex_held.  Signal handlers
+ * of the same thread push and pop too, at any point (under TSan even at an
+ * atomic operation), so there is no shared count: each slot changes state
+ * by one atomic operation at a time (free 0 -> reserved 1 by CAS, then its
+ * fields, then its lock stored; taken back by CAS lock -> 0), which a
+ * handler cannot split.  A handler that runs between two steps sees a slot
+ * reserved (1, never a mutex address: it matches nothing) or complete.
+ * `pending` counts the slots in use, a hint for the unlock's fast check
+ * (the slots decide).  Atomics on thread-local data: relaxed, they order
+ * nothing between threads; they only keep each step whole.
+ */
+#define STRATA_PT_STASH 8u
+struct strata_pt_pending {
+	uint64_t lock, t0, seq;
+	uint32_t site;
+};
+static STRATA_PT_TLS struct strata_pt_pending stash[STRATA_PT_STASH];
+static STRATA_PT_TLS uint64_t stash_seq; /* push order: a recursive mutex pops LIFO */
+static STRATA_PT_TLS uint32_t pending;
+#define RELAXED_LOAD(p) __atomic_load_n(p, __ATOMIC_RELAXED)
+#define RELAXED_STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELAXED)
+
+static void strata_pt_fold_atfork_child(void)
+{
+	/* The child's trace has none of the parent's acquisitions: its unlocks
+	 * of them are traced in full (unmatched), as without the stash. */
+	for (uint32_t i = 0; i < STRATA_PT_STASH; i++)
+		RELAXED_STORE(&stash[i].lock, 0);
+	RELAXED_STORE(&pending, 0);
+	__atomic_store_n(&sites_emitted_state, 0, __ATOMIC_RELAXED); /* one thread here */
+	__atomic_store_n(&sites_busy, 0, __ATOMIC_RELAXED);
+}
+
+/* Folding applies: the three compact events on, no stacks requested. */
+static inline int strata_pt_fold_on(void)
+{
+	return strata_tracepoint_enabled(pthread, mutex_held) &&
+	       strata_tracepoint_enabled(pthread, mutex_acquired) && strata_tracepoint_enabled(pthread, site) &&
+	       __atomic_load_n(&strata_pt_depth, __ATOMIC_RELAXED) == 0; /* a setting: relaxed */
+}
+
+/* Stash an uncontended acquisition; 0 when it must be traced in full. */
+static int strata_pt_stash_push(const void *lock, uint64_t caller)
+{
+	/* relaxed: a hint; a stale value only repeats the idempotent dump. */
+	uint32_t st = __atomic_load_n(&STRATA__TP(pthread, site).state, __ATOMIC_RELAXED);
+	if (__builtin_expect(st != __atomic_load_n(&sites_emitted_state, __ATOMIC_RELAXED), 0))
+		strata_pt_emit_sites(st);
+	uint32_t site = strata_pt_site_id(caller);
+	if (site == STRATA_PT_NO_SITE)
+		return 0;
+	for (uint32_t i = 0; i < STRATA_PT_STASH; i++) {
+		uint64_t expected = 0;
+		if (!__atomic_compare_exchange_n(&stash[i].lock, &expected, 1, 0, __ATOMIC_RELAXED,
+						 __ATOMIC_RELAXED))
+			continue;
+		__atomic_fetch_add(&pending, 1, __ATOMIC_RELAXED);
+		RELAXED_STORE(&stash[i].site, site);
+		RELAXED_STORE(&stash[i].seq, __atomic_add_fetch(&stash_seq, 1, __ATOMIC_RELAXED));
+		RELAXED_STORE(&stash[i].t0, strata_pt_now());
+		RELAXED_STORE(&stash[i].lock, U64(lock));
+		return 1;
+	}
+	return 0;
+}
+
+/* Take `lock`'s latest pending acquisition out of the stash: 1 and *out if
+ * found. */
+static int strata_pt_stash_pop(const void *lock, struct strata_pt_pending *out)
+{
+	for (;;) {
+		uint32_t best = STRATA_PT_STASH;
+		for (uint32_t j = 0; j < STRATA_PT_STASH; j++)
+			if (RELAXED_LOAD(&stash[j].lock) == U64(lock) &&
+			    (best == STRATA_PT_STASH || RELAXED_LOAD(&stash[j].seq) > RELAXED_LOAD(&stash[best].seq)))
+				best = j;
+		if (best == STRATA_PT_STASH)
+			return 0;
+		out->lock = U64(lock);
+		out->site = RELAXED_LOAD(&stash[best].site);
+		out->t0 = RELAXED_LOAD(&stash[best].t0);
+		uint64_t expected = U64(lock);
+		/* A handler that took this slot meanwhile (a recursive mutex it
+		 * unlocked): look again. */
+		if (__atomic_compare_exchange_n(&stash[best].lock, &expected, 0, 0, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED)) {
+			__atomic_fetch_sub(&pending, 1, __ATOMIC_RELAXED);
+			return 1;
+		}
+	}
+}
+
+/* Emit `lock`'s pending acquisition, if any, as still held (before a cond
+ * wait releases it, or before a full unlock). */
+static void strata_pt_flush_acquired(const void *lock, uint64_t now)
+{
+	struct strata_pt_pending p;
+	if (strata_pt_stash_pop(lock, &p))
+		strata_tracepoint(pthread, mutex_acquired, p.lock, p.site, now - p.t0);
+}
+
+/* ---- traced paths (out of line: the wrappers' fast path stays a load, a
+ * branch and a tail call) ------------------------------------------------ */
+
 
 enum strata_pt_kind {
 	PT_MUTEX_LOCK, PT_MUTEX_TIMEDLOCK, PT_MUTEX_CLOCKLOCK, PT_MUTEX_TRYLOCK,
@@ -500,6 +664,9 @@ static __attribute__((noinline)) int strata_pt_acquire(enum strata_pt_kind k, vo
 		wait = strata_pt_now() - t0;
 		contended = 1;
 	}
+	if (k == PT_MUTEX_LOCK && ret == 0 && !contended && strata_pt_fold_on() &&
+	    (strata_pt_check_maps(caller), strata_pt_stash_push(lock, caller)))
+		return ret;
 	strata_pt_emit_acq(k, lock, ret, contended, wait, caller);
 	return ret;
 }
@@ -507,6 +674,15 @@ static __attribute__((noinline)) int strata_pt_acquire(enum strata_pt_kind k, vo
 static __attribute__((noinline)) int strata_pt_unlock(int rw, void *lock, uint64_t caller)
 {
 	int ret = rw ? REAL(rwlock_unlock)(lock) : REAL(mutex_unlock)(lock);
+	struct strata_pt_pending p;
+	if (!rw && RELAXED_LOAD(&pending) && strata_pt_stash_pop(lock, &p)) {
+		uint64_t hold = strata_pt_now() - p.t0;
+		if (hold <= UINT32_MAX) {
+			strata_tracepoint(pthread, mutex_held, p.lock, p.site, (uint32_t)hold);
+			return ret;
+		}
+		strata_tracepoint(pthread, mutex_acquired, p.lock, p.site, hold);
+	}
 	if (rw)
 		strata_tracepoint(pthread, rwlock_unlock, U64(lock), ret, caller);
 	else
@@ -521,6 +697,8 @@ static __attribute__((noinline)) int strata_pt_cond_wait(int timed, pthread_cond
 {
 	uint64_t stack[STRATA_PT_MAX_DEPTH];
 	uint64_t t0 = strata_pt_now();
+	if (RELAXED_LOAD(&pending))
+		strata_pt_flush_acquired(m, t0);
 	int ret = timed == 2 ? REAL(cond_clockwait)(c, m, clk, abstime)
 		: timed ? REAL(cond_timedwait)(c, m, abstime) : REAL(cond_wait)(c, m);
 	uint64_t wait = strata_pt_now() - t0;

@@ -13,6 +13,7 @@ STRATA_PACKAGES=(
   mmdebstrap initramfs-tools systemd e2fsprogs
   python3-lttnganalyses babeltrace
   socat
+  sqlite3
 )
 strata_install_deps() {
   local missing=()

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -97,6 +98,29 @@ int wait_fd(int fd, short events, int64_t deadline_ms)
 			return -errno;
 	}
 }
+
+// One blocking connect of the non-blocking fd, bounded by the deadline
+// (SO_SNDTIMEO bounds an AF_UNIX connect's wait for backlog room): 0, or
+// -errno (-ETIMEDOUT once the deadline passed).  Async-signal-safe.
+int connect_blocking(int fd, const struct sockaddr_un *sa, int64_t deadline_ms)
+{
+	const int64_t left = resolve_deadline(deadline_ms) - now_ms();
+	if (left <= 0)
+		return -ETIMEDOUT;
+	struct timeval tv = {static_cast<time_t>(left / 1000), static_cast<suseconds_t>(left % 1000 * 1000)};
+	const int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0 ||
+	    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+		return -errno;
+	int r = connect(fd, reinterpret_cast<const struct sockaddr *>(sa), sizeof(*sa));
+	const int e = r < 0 ? errno : 0;
+	const struct timeval zero = {0, 0};
+	if (fcntl(fd, F_SETFL, fl) < 0 || setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &zero, sizeof zero) < 0)
+		return -errno;
+	if (r == 0)
+		return 0;
+	return e == EAGAIN || e == EINPROGRESS ? -ETIMEDOUT : -e;
+}
 } // namespace
 
 int connect_unix(const std::string &path, int64_t deadline_ms)
@@ -122,16 +146,29 @@ int connect_unix(const char *path, int64_t deadline_ms)
 		int e = errno;
 		if (e == EINTR)
 			continue;
-		if (e == EAGAIN || e == EINPROGRESS) {
-			// Backlog full (AF_UNIX) or in progress: wait, bounded.
+		if (e == EAGAIN) {
+			// AF_UNIX: the listener's backlog is full and nothing was
+			// connected.  poll() reports such a socket writable at once
+			// (it was returned as connected before: the first send then
+			// failed with ENOTCONN under a burst of joins, issue 38); a
+			// blocking connect waits for room in the backlog, bounded by
+			// SO_SNDTIMEO.  Then the socket goes back to non-blocking.
+			const int r = connect_blocking(fd, &sa, deadline_ms);
+			if (r == -EINTR)
+				continue;
+			if (r == 0)
+				return fd;
+			close(fd);
+			return r;
+		}
+		if (e == EINPROGRESS) {
+			// In progress: wait, bounded.
 			int w = wait_fd(fd, POLLOUT, deadline_ms);
 			if (w == 1) {
 				int soerr = 0;
 				socklen_t l = sizeof(soerr);
 				if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &l) == 0 && soerr == 0)
 					return fd;
-				if (e == EAGAIN && soerr == 0)
-					continue;
 				close(fd);
 				return -(soerr ? soerr : ECONNREFUSED);
 			}

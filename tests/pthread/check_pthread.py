@@ -37,14 +37,20 @@ def hold_overlap_ns(trace, lock, pid):
         if type(m) is not bt2._EventMessageConst:
             continue
         ev = m.event
-        if int(ev.stream.trace.environment["vpid"]) != pid or ev.name not in ("pthread:mutex_lock", "pthread:mutex_unlock"):
+        if int(ev.stream.trace.environment["vpid"]) != pid or ev.name not in (
+                "pthread:mutex_lock", "pthread:mutex_unlock", "pthread:mutex_held", "pthread:mutex_acquired"):
             continue
         p = ev.payload_field
         if int(p["lock"]) != lock:
             continue
         ts = m.default_clock_snapshot.ns_from_origin
         tid = event_tid(ev)
-        if ev.name == "pthread:mutex_lock":
+        # compact records (docs/pthread.md): an uncontended hold, whole or begun
+        if ev.name == "pthread:mutex_held":
+            holds.append((tid, ts - int(p["hold_ns"]), ts))
+        elif ev.name == "pthread:mutex_acquired":
+            open_[tid] = ts - int(p["age_ns"])
+        elif ev.name == "pthread:mutex_lock":
             open_[tid] = ts
             if int(p["contended"]):
                 acq.append((tid, ts - int(p["wait_ns"]), ts))
