@@ -104,6 +104,10 @@ struct ClassInfo : MemberCache {
 	Kind kind = Kind::Instant;
 	std::string name; // shown name: "provider:event", a syscall's name, a span's base
 	analyze::Op op = analyze::Op::MutexLock;
+	// The preload's compact records (docs/pthread.md): 1 mutex_held (an
+	// uncontended hold, acquisition hold_ns before), 2 mutex_acquired (an
+	// acquisition age_ns before, its unlock to come).
+	int compact = 0;
 	int wake_kind = 0;
 	bool raw = false; // sys_enter / sys_exit
 };
@@ -199,9 +203,12 @@ ClassInfo classify(const std::string &n, bool kernel)
 		return c; // other kernel events: instants
 	}
 	if (n.compare(0, 8, "pthread:") == 0) {
-		if (n == "pthread:mapping")
-			c.kind = Kind::PthreadMapping;
-		else if (analyze::op_from_name(n.substr(8), &c.op))
+		if (n == "pthread:mapping" || n == "pthread:site")
+			c.kind = Kind::PthreadMapping; // not events of the timeline
+		else if (n == "pthread:mutex_held" || n == "pthread:mutex_acquired") {
+			c.kind = Kind::Pthread;
+			c.compact = n == "pthread:mutex_held" ? 1 : 2;
+		} else if (analyze::op_from_name(n.substr(8), &c.op))
 			c.kind = Kind::Pthread;
 		return c;
 	}
@@ -667,6 +674,22 @@ private:
 		const char *kind = rw ? "rwlock" : "mutex";
 		const uint64_t lock_key = mix(static_cast<uint64_t>(tr.pid) * 1000003u) ^ lock;
 		args_.clear();
+		if (c.compact) { // uncontended: a hold from its acquisition, no wait
+			const bool held = c.compact == 1;
+			const int64_t from = ts - static_cast<int64_t>(c.u64(pl, held ? "hold_ns" : "age_ns"));
+			const uint64_t track = lock_track(tid, tr, lock, "mutex");
+			locks_[lock_key].last_release_flow = 0;
+			sink_.begin(from, track, "hold", args_, 0);
+			if (!held) {
+				holds_[HoldKey{tid, lock_key}]++;
+				return;
+			}
+			const uint64_t flow = next_flow_++;
+			locks_[lock_key].last_release_flow = flow;
+			locks_[lock_key].released_by = tid;
+			sink_.end(ts, track, args_, flow);
+			return;
+		}
 		switch (c.op) {
 		case Op::MutexLock:
 		case Op::MutexTimedlock:
