@@ -2,7 +2,8 @@
  * Blocking mode (docs/ring-buffer.md, "Blocking mode"): a writer whose ring
  * is full waits, up to the channel's timeout, for the consumer instead of
  * discarding.  Links libstrata-hooked: STRATA_W_BLOCK_WAIT runs at each
- * check of a wait, where a test plays a signal handler or the consumer.
+ * check of a wait, where a test raises a signal (its handler emits) or
+ * plays the consumer.
  *
  * Oracles, exact: with a consumer that keeps up, recorded == emitted and
  * nothing is discarded however small the ring; a nested writer (a handler
@@ -13,6 +14,8 @@
  */
 #define STRATA_DEFINE_PROVIDERS
 #include "test_tp.h"
+
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
@@ -96,24 +99,44 @@ TEST(Blocking, BurstFromThreadsIntoTinyBuffersLosesNothing)
 namespace {
 Slot *g_slot;
 Packets *g_pk;
-uint64_t g_nested; // nested events emitted
+uint64_t g_nested; // nested events emitted (by the handler, run inside raise: no race)
 bool g_in_hook;
 
-// At a waiting writer's check: a "signal handler" emits one event (nested:
-// it must not wait), then the "consumer" drains, so the outer one goes on.
+// A real signal handler's event (nested in the waiting writer: it must not
+// wait).
+void on_signal(int)
+{
+	g_nested++;
+	strata_tracepoint(rbtest, rec, 1u, g_nested, checksum(1, g_nested));
+}
+
+// At a waiting writer's check: a signal arrives (raise delivers it to this
+// thread before it returns), then the "consumer" drains, so the outer
+// writer goes on.
 void nest_then_drain(strata_writer_step step)
 {
 	if (step != STRATA_W_BLOCK_WAIT || g_in_hook)
 		return;
 	g_in_hook = true;
-	g_nested++;
-	strata_tracepoint(rbtest, rec, 1u, g_nested, checksum(1, g_nested));
+	raise(SIGUSR1);
 	drain(*g_slot, g_pk);
 	g_in_hook = false;
 }
+
+struct SignalHandler {
+	struct sigaction old {};
+	SignalHandler()
+	{
+		struct sigaction sa {};
+		sa.sa_handler = on_signal;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGUSR1, &sa, &old);
+	}
+	~SignalHandler() { sigaction(SIGUSR1, &old, nullptr); }
+};
 } // namespace
 
-TEST(Blocking, NestedWriterNeverWaitsAndIsCounted)
+TEST(Blocking, SignalHandlerInAWaitingWriterNeverWaitsAndIsCounted)
 {
 	constexpr uint64_t kEvents = 3000; // ~10 fills of two 4 KiB sub-buffers
 	Slot s(0, blocking(10000, 1, 2), {rule("rbtest:rec")});
@@ -122,6 +145,7 @@ TEST(Blocking, NestedWriterNeverWaitsAndIsCounted)
 	g_slot = &s;
 	g_pk = &pk;
 	g_nested = 0;
+	SignalHandler sig;
 	strata_test_writer_hook = nest_then_drain;
 	for (uint64_t i = 0; i < kEvents; i++)
 		strata_tracepoint(rbtest, rec, 0u, i, checksum(0, i));
@@ -161,6 +185,7 @@ TEST(Blocking, GivesUpAtTheTimeoutThenDiscardsUntilTheConsumerReturns)
 	Packets pk;
 	drain(s, &pk); // the consumer is back
 	g_waits = 0;
+	SignalHandler sig;
 	strata_test_writer_hook = nest_then_drain; // from now on it keeps up
 	g_slot = &s;
 	g_pk = &pk;
