@@ -57,7 +57,7 @@ typedef int64_t strata_s64;
 #define STRATA_ABI_MAGIC 0x53545241u /* "STRA" */
 #define STRATA_ABI_MAJOR 3u /* 2: compact user records (STRATA_REC_COMPACT), owned/shared lanes;
 			     3: the consumer's own commit counters (ccommit) */
-#define STRATA_ABI_MINOR 0u
+#define STRATA_ABI_MINOR 1u /* 3.1: block_timeout_ms in the buffer header */
 
 /* ---- CTF packet and event layout (little-endian) -------------------------
  * Every sub-buffer is a complete CTF 1.8 packet.  Offsets from packet start. */
@@ -137,6 +137,24 @@ enum strata_channel_mode {
 	STRATA_MODE_OVERWRITE = 1, /* full: oldest sub-buffer reused (flight recorder) */
 };
 
+/*
+ * Blocking (discard mode only): a writer whose ring is full waits up to a
+ * timeout for the consumer to release a sub-buffer before it discards
+ * (docs/ring-buffer.md, "Blocking mode").  The channel configurations that
+ * travel on the control protocols (struct strata_channel_config, proto's
+ * ChannelConfig) carry it in the high bits of their `mode` word:
+ *   bits 0..7   enum strata_channel_mode
+ *   bits 8..31  blocking timeout in milliseconds, 0 = do not block
+ * A peer older than this refuses such a mode word as a mode > 1 (a clear
+ * refusal, never a silently non-blocking session).  The buffer header keeps
+ * `mode` pure and gives the timeout in `block_timeout_ms` (ABI 3.1;
+ * informational: the writer uses its private copy).
+ */
+#define STRATA_MODE_MASK 0xffu
+#define STRATA_MODE_BLOCK_SHIFT 8u
+#define STRATA_MODE_BLOCK_MAX_MS 0xffffffu
+#define STRATA_MODE_BLOCK_MS(mode_word) ((mode_word) >> STRATA_MODE_BLOCK_SHIFT)
+
 #define STRATA_MAX_LANES 256u
 #define STRATA_MAX_SUBBUF 64u
 #define STRATA_MIN_SUBBUF_SIZE 4096u
@@ -182,7 +200,11 @@ struct strata_buffer_header {
 	strata_u64 lanes_claimed;  /* informational: lanes handed out so far */
 	strata_u32 record_format;  /* STRATA_REC_WIDE or STRATA_REC_COMPACT */
 	strata_u32 n_shared_lanes; /* COMPACT: the last n lanes are shared, 1..n_lanes */
-	strata_u64 reserved[7];
+	/* ABI 3.1: writers wait up to this for a full ring (0: discard at
+	 * once; discard mode only).  3.0 producers leave it 0. */
+	strata_u32 block_timeout_ms;
+	strata_u32 reserved0;
+	strata_u64 reserved[6];
 };
 
 #define STRATA_BUF_PRODUCER_EXITED 0x1u /* set by the producer's destructor */

@@ -115,11 +115,27 @@ const char *const kChannelHelp =
 	"  --subbuf-size N           bytes per sub-buffer, power of two, 4k..64M\n"
 	"                            (default 128k; suffixes k and M)\n"
 	"  --subbuf-count N          sub-buffers per lane, power of two, 2..64 (default 8)\n"
-	"  --lanes N                 lanes per process (default 2 x CPUs, at least 4)\n";
+	"  --lanes N                 lanes per process (default 2 x CPUs, at least 4)\n"
+	"  --blocking[=MS]           discard mode: a writer whose buffer is full waits\n"
+	"                            up to MS ms (default 1000) for the consumer\n"
+	"                            instead of dropping; signal handlers interrupting\n"
+	"                            an event and a gone consumer still drop and count\n";
 
 int parse_channel_option(const char *cmd, int argc, char **argv, int &i, proto::ChannelConfig &c)
 {
 	const std::string a = argv[i];
+	if (a == "--blocking" || a.rfind("--blocking=", 0) == 0) {
+		uint32_t ms = kDefaultBlockMs;
+		if (a.size() > 10 && (!parse_u32(a.c_str() + 11, ms) || ms == 0 || ms > STRATA_MODE_BLOCK_MAX_MS))
+			return usage_error(cmd, "--blocking=MS needs 1.." + std::to_string(STRATA_MODE_BLOCK_MAX_MS) +
+							" milliseconds, not '" + a.substr(11) + "'"),
+			       -1;
+		c.mode = (c.mode & STRATA_MODE_MASK) | (ms << STRATA_MODE_BLOCK_SHIFT);
+		std::string why;
+		if (!proto::valid_channel(c, why))
+			return usage_error(cmd, why), -1;
+		return 1;
+	}
 	if (a != "--mode" && a != "--subbuf-size" && a != "--subbuf-count" && a != "--lanes")
 		return 0;
 	if (i + 1 >= argc) {
@@ -130,10 +146,11 @@ int parse_channel_option(const char *cmd, int argc, char **argv, int &i, proto::
 	uint64_t n = 0;
 	uint32_t u = 0;
 	if (a == "--mode") {
+		// Keeps a --blocking given before it (the mode word, strata_abi.h).
 		if (!strcmp(v, "discard"))
-			c.mode = STRATA_MODE_DISCARD;
+			c.mode = (c.mode & ~STRATA_MODE_MASK) | STRATA_MODE_DISCARD;
 		else if (!strcmp(v, "overwrite"))
-			c.mode = STRATA_MODE_OVERWRITE;
+			c.mode = (c.mode & ~STRATA_MODE_MASK) | STRATA_MODE_OVERWRITE;
 		else
 			return usage_error(cmd, std::string("--mode must be discard or overwrite, not '") + v + "'"), -1;
 	} else if (a == "--subbuf-size") {

@@ -27,8 +27,10 @@ void print_session(const proto::SessionStatus &s)
 	printf("Session %s [%s], slot %u, owner uid %u\n", cli::escaped(s.name).c_str(), state_name(s.state), s.slot,
 	       s.uid);
 	printf("  output:   %s\n", cli::escaped(s.output_dir).c_str());
-	printf("  channel:  %s, %s mode, %s x %s sub-buffers, %s lanes\n", cli::escaped(c.name).c_str(),
+	const uint32_t block_ms = STRATA_MODE_BLOCK_MS(c.mode);
+	printf("  channel:  %s, %s mode%s, %s x %s sub-buffers, %s lanes\n", cli::escaped(c.name).c_str(),
 	       c.mode == STRATA_MODE_OVERWRITE ? "overwrite" : "discard",
+	       block_ms ? (" (blocking up to " + std::to_string(block_ms) + " ms)").c_str() : "",
 	       c.n_subbuf ? std::to_string(c.n_subbuf).c_str() : "8",
 	       c.subbuf_size ? cli::human_bytes(c.subbuf_size).c_str() : "128.0 KiB",
 	       c.n_lanes ? std::to_string(c.n_lanes).c_str() : "default");

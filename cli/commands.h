@@ -72,6 +72,9 @@ void hint_torn(const char *cmd, const std::string &dir);
 // Parses one of the channel options shared by `create` and `record` at
 // argv[i] (advancing i over its value).  1 consumed, 0 not a channel
 // option, -1 usage error (already reported).
+// `--blocking` without a value: a writer waits up to 1 s for a full buffer
+// (docs/ring-buffer.md, "Blocking mode").
+constexpr uint32_t kDefaultBlockMs = 1000;
 int parse_channel_option(const char *cmd, int argc, char **argv, int &i, proto::ChannelConfig &c);
 extern const char *const kChannelHelp;
 // --relay HOST[:CTRL[:DATA]] and --hostname NAME of create and record

@@ -130,7 +130,9 @@ int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
 	ks.session_id = grant->session_id;
 	memcpy(ks.channel.name, grant->channel.name.data(), grant->channel.name.size());
 	ks.channel.stream_id = grant->channel.stream_id;
-	ks.channel.mode = grant->channel.mode;
+	// The kernel's writers never block (they may run in any context): the
+	// mode alone, without a blocking timeout (strata_abi.h, the mode word).
+	ks.channel.mode = grant->channel.mode & STRATA_MODE_MASK;
 	ks.channel.n_lanes = grant->channel.n_lanes;
 	ks.channel.n_subbuf = grant->channel.n_subbuf;
 	ks.channel.subbuf_size = grant->channel.subbuf_size;

@@ -108,8 +108,9 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 	}
 	s->serial = std::move(line);
 	const std::string where = trace_place(*s);
-	INFO("session %s created (slot %u, %s mode) -> %s", s->name.c_str(), slot,
-	     m.channel.mode == STRATA_MODE_OVERWRITE ? "overwrite" : "discard", where.c_str());
+	INFO("session %s created (slot %u, %s mode, blocking %u ms) -> %s", s->name.c_str(), slot,
+	     m.channel.mode == STRATA_MODE_OVERWRITE ? "overwrite" : "discard",
+	     STRATA_MODE_BLOCK_MS(m.channel.mode), where.c_str());
 	sessions_.push_back(std::move(s));
 	reply(c, seq, 0, where);
 	// After the reply: the controller goes on while a worker maps its

@@ -89,6 +89,13 @@ struct Channel {
 	uint32_t mode;
 	uint32_t stream_id;
 	bool fast_owner;       // STRATA_BUF_FAST_OWNER: owners update head unlocked (writer.cpp)
+	// Blocking mode (strata_abi.h): how long a writer waits for a full ring
+	// to drain before it discards; 0: never waits.
+	uint64_t block_ns;
+	// Set when a wait timed out (the consumer is gone or stuck): writers
+	// then discard at once until a writer opens a packet again (the
+	// consumer released one).  Relaxed: a hint, the timeout is the bound.
+	std::atomic<uint32_t> block_stalled;
 	uint8_t uuid[16];
 	char *desc;            // descriptor table in the mapping
 	uint64_t desc_capacity;

@@ -118,7 +118,7 @@ uint32_t default_lanes()
 }
 
 struct Geometry {
-	uint32_t n_lanes, n_shared, n_subbuf, mode;
+	uint32_t n_lanes, n_shared, n_subbuf, mode, block_ms;
 	uint64_t subbuf_size, desc_capacity;
 	uint64_t desc_offset, lanes_offset, data_offset, total;
 };
@@ -139,11 +139,13 @@ int compute_geometry(const strata_channel_config *cfg, Geometry *g)
 		g->n_lanes = STRATA_MAX_LANES; // fewer owned lanes, never fewer shared
 	g->n_subbuf = cfg->n_subbuf ? cfg->n_subbuf : kDefaultSubbufs;
 	g->subbuf_size = cfg->subbuf_size ? cfg->subbuf_size : kDefaultSubbufSize;
-	g->mode = cfg->mode;
+	g->mode = cfg->mode & STRATA_MODE_MASK;
+	g->block_ms = STRATA_MODE_BLOCK_MS(cfg->mode); // strata_abi.h: the mode word
 	if (g->n_lanes > STRATA_MAX_LANES || !pow2(g->n_subbuf) || g->n_subbuf < 2 ||
 	    g->n_subbuf > STRATA_MAX_SUBBUF || !pow2(g->subbuf_size) ||
 	    g->subbuf_size < STRATA_MIN_SUBBUF_SIZE || g->subbuf_size > STRATA_MAX_SUBBUF_SIZE ||
 	    (g->mode != STRATA_MODE_DISCARD && g->mode != STRATA_MODE_OVERWRITE) ||
+	    (g->block_ms && g->mode != STRATA_MODE_DISCARD) ||
 	    cfg->stream_id == UINT32_MAX || // shared lanes use stream_id + 1
 
 	    !memchr(cfg->name, 0, sizeof cfg->name))
@@ -188,6 +190,7 @@ void fill_header(strata_buffer_header *h, const strata_channel_config *cfg, cons
 	h->clock_id = strata_rt_clock_id();
 	h->record_format = STRATA_REC_COMPACT;
 	h->n_shared_lanes = g.n_shared;
+	h->block_timeout_ms = g.block_ms;
 }
 
 // Replace the shared pages by private zero pages (see the file comment).
@@ -465,6 +468,8 @@ int make_buffer(Channel *ch, const strata_channel_config *cfg)
 	ch->n_lanes = g.n_lanes;
 	ch->first_shared = g.n_lanes - g.n_shared;
 	ch->mode = g.mode;
+	ch->block_ns = (uint64_t)g.block_ms * 1000000u;
+	ch->block_stalled.store(0, std::memory_order_relaxed);
 	ch->stream_id = cfg->stream_id;
 	ch->desc = ch->base + g.desc_offset;
 	ch->desc_capacity = g.desc_capacity;

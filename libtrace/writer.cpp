@@ -35,6 +35,7 @@
 #include <sys/rseq.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <time.h>
 
 #include <climits>
 #include <cstring>
@@ -601,6 +602,62 @@ inline SwitchResult switch_packet(Channel *ch, uint32_t lane, uint64_t head, uin
 	return {head, Switch::kOpened};
 }
 
+// Blocking mode (docs/ring-buffer.md, "Blocking mode"): the ring is full at
+// `head` (a boundary of lane `lc`); wait for the consumer to release the
+// sub-buffer there, at most ch->block_ns.  True when it may be free now
+// (or head moved: another writer opened it), so the caller retries; false
+// when the wait gave up: the timeout passed (the channel is then marked
+// stalled, so that the writers after us discard at once instead of each
+// waiting the timeout for a consumer that is gone), or the slot was closed
+// (session stopped, the process left the daemon).  Short sleeps, not a
+// futex: `consumed` is 64 bits and written by another process that would
+// have to wake us on every release (a system call in its drain loop, and a
+// waiter protocol), and a dead consumer wakes no one; a sleep sees the
+// deadline by itself.  The sleep doubles from 20 us to 1 ms: a waiter is
+// at most 1 ms late after a release, and only while its ring is full.  No
+// lock, no allocation; clock_gettime (vDSO) and nanosleep are
+// async-signal-safe.
+__attribute__((noinline, cold)) bool block_wait(Channel *ch, unsigned slot, strata_lane_ctl *lc, uint64_t head)
+{
+	timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	long step_ns = 20000;
+	for (;;) {
+		STRATA_WHOOK(STRATA_W_BLOCK_WAIT);
+		// Acquire: pairs with the release store in strata_rt_slot_close's
+		// path (g_slots); the Channel stays mapped, its slot closed.
+		if (g_slots[slot].load(std::memory_order_acquire) != ch)
+			return false;
+		// Acquire: as strata_reserve's loads of head.
+		if (__atomic_load_n(&lc->head, __ATOMIC_ACQUIRE) != head || subbuf_free(ch, lc, head))
+			return true;
+		timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		const uint64_t waited =
+			(uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t.tv_nsec - (uint64_t)t0.tv_nsec;
+		if (waited >= ch->block_ns) {
+			// Relaxed: a hint (see Channel::block_stalled).
+			ch->block_stalled.store(1, std::memory_order_relaxed);
+			return false;
+		}
+		const uint64_t left = ch->block_ns - waited;
+		const timespec d{0, (long)((uint64_t)step_ns < left ? (uint64_t)step_ns : left)};
+		nanosleep(&d, nullptr); // EINTR: one check sooner
+		if (step_ns < 1000000)
+			step_ns *= 2;
+	}
+}
+
+// May this writer wait for a full ring?  Only a blocking channel not marked
+// stalled, and only a writer that holds no other reservation: a nested one
+// (a signal handler that interrupted a reservation of its thread) must not
+// wait, since the record it interrupted may be the one the consumer waits
+// for (docs/ring-buffer.md, "Blocking mode").  t.depth counts ours already.
+inline bool may_block(const Channel *ch, const ThreadState &t)
+{
+	return ch->block_ns && t.depth == 1 && !ch->block_stalled.load(std::memory_order_relaxed);
+}
+
 // The slow path of a reservation: the packet switch, and the retries after
 // a lost CAS (another writer of the lane, or a signal handler of ours,
 // moved head).  Entered with the fast path's head and timestamp: with
@@ -614,17 +671,39 @@ __attribute__((noinline)) Reserved reserve_slow(Channel *ch, uint32_t lane, Thre
 						uint64_t head, uint64_t now, uint64_t narrow, uint64_t wide,
 						unsigned flags)
 {
-	const bool owned = flags & kReserveOwned, unlocked = flags & kReserveUnlocked;
-	bool lost = flags & kReserveLost;
+	const bool owned = flags & kReserveOwned;
+	bool unlocked = flags & kReserveUnlocked, lost = flags & kReserveLost;
 	for (;;) {
 		if (!lost) {
 			const SwitchResult sw =
 				switch_packet(ch, lane, head, now, narrow, owned, unlocked, t);
 			head = sw.head;
-			if (sw.what == Switch::kOpened)
+			if (sw.what == Switch::kOpened) {
+				// Relaxed: a hint; the consumer released a sub-buffer.
+				if (__builtin_expect(ch->block_stalled.load(std::memory_order_relaxed), 0))
+					ch->block_stalled.store(0, std::memory_order_relaxed);
 				return {head + STRATA_PACKET_HEADER_SIZE, now, narrow};
-			if (sw.what == Switch::kFull)
-				return {head, now, 0};
+			}
+			if (sw.what == Switch::kFull) {
+				if (!may_block(ch, t))
+					return {head, now, 0};
+				// Out of a FAST_OWNER busy window while we wait: a
+				// consumer closing this lane waits for it to end, and
+				// the consumer never waits on a writer that waits.
+				strata_lane_ctl *lc = &ch->lanes[lane];
+				const bool fast = owned && ch->fast_owner;
+				if (fast)
+					busy_add(lc, false);
+				const bool retry = block_wait(ch, slot, lc, head);
+				if (fast) // back in (reserve_discard leaves it on a give-up)
+					unlocked = open_busy_window(lc);
+				if (!retry)
+					return {head, now, 0};
+				// Acquire: as strata_reserve's; the clock read after.
+				head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
+				now = clock_now();
+				continue;
+			}
 		}
 		now = clock_now();
 		STRATA_WHOOK(STRATA_W_CLOCK_READ);

@@ -26,7 +26,10 @@ enum strata_writer_step {
 	STRATA_W_OPEN_WRITTEN,       /* packet header written, before its commit */
 	STRATA_W_RESERVED,           /* space reserved, record header not yet written */
 	STRATA_W_BEFORE_COMMIT,      /* strata_commit, before the commit add */
-	STRATA_W_N_STEPS
+	STRATA_W_N_STEPS,            /* the steps above: every writer may pass them */
+	/* Blocking mode only, ring full: each check of the wait (not among the
+	 * steps rb_nesting_test interrupts one by one). */
+	STRATA_W_BLOCK_WAIT = STRATA_W_N_STEPS + 1
 };
 
 #ifdef STRATA_WRITER_HOOKS

@@ -169,7 +169,11 @@ void channel(Reader &r, struct strata_channel_config *c)
 	c->n_lanes = r.u32();
 	c->n_subbuf = r.u32();
 	c->subbuf_size = r.get(8);
-	r.check(c->name[0] && c->mode <= STRATA_MODE_OVERWRITE && c->n_lanes <= STRATA_MAX_LANES);
+	// The mode word: the mode, and a blocking timeout in discard mode only
+	// (strata_abi.h).
+	const uint32_t mode = c->mode & STRATA_MODE_MASK;
+	r.check(c->name[0] && mode <= STRATA_MODE_OVERWRITE && c->n_lanes <= STRATA_MAX_LANES);
+	r.check(!STRATA_MODE_BLOCK_MS(c->mode) || mode == STRATA_MODE_DISCARD);
 	r.check(!c->n_subbuf || (pow2(c->n_subbuf) && c->n_subbuf >= 2 && c->n_subbuf <= STRATA_MAX_SUBBUF));
 	r.check(!c->subbuf_size || (pow2(c->subbuf_size) && c->subbuf_size >= STRATA_MIN_SUBBUF_SIZE &&
 				    c->subbuf_size <= STRATA_MAX_SUBBUF_SIZE));

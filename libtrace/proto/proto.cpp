@@ -374,8 +374,10 @@ bool valid_channel(const ChannelConfig &c, std::string &why)
 {
 	if (c.name.empty() || c.name.find('/') != std::string::npos || c.name == "." || c.name == "..")
 		why = "channel name empty or not a file name";
-	else if (c.mode > STRATA_MODE_OVERWRITE)
+	else if ((c.mode & STRATA_MODE_MASK) > STRATA_MODE_OVERWRITE)
 		why = "channel mode must be discard (0) or overwrite (1)";
+	else if (STRATA_MODE_BLOCK_MS(c.mode) && (c.mode & STRATA_MODE_MASK) != STRATA_MODE_DISCARD)
+		why = "blocking applies to discard mode only";
 	else if (c.n_lanes > STRATA_MAX_LANES)
 		why = "lane count exceeds " + std::to_string(STRATA_MAX_LANES);
 	else if (c.n_subbuf && (!pow2(c.n_subbuf) || c.n_subbuf < 2 || c.n_subbuf > STRATA_MAX_SUBBUF))

@@ -10,6 +10,8 @@ Scenarios:
              exactly once, every field value as demo_oracle.py defines it,
              timestamps non-decreasing per stream, `babeltrace2 DIR` exits 0
              with an empty stderr.
+  blocking   the discard scenario's tiny buffers with --blocking: the full
+             scenario's oracle (every event exactly once, 0 discarded).
   discard    tiny buffers in discard mode: recorded + discarded == emitted
              exactly (discarded = sum of bt2 discarded-events counts).
   overwrite  tiny buffers in overwrite mode: the last event of each thread is
@@ -160,17 +162,17 @@ def check_readback(tr):
     check(tr.other == 0, "no unexpected event names (%d)" % tr.other)
 
 
-def scenario_full(strata, demo, work):
-    threads, n = 4, 250000
+def scenario_full(strata, demo, work, n=250000,
+                  # 32 MiB per lane and a lane per thread: everything fits even if the
+                  # consumer never got to drain, so the counts are exact on any machine.
+                  opts=("--lanes", "8", "--subbuf-size", "1048576", "--subbuf-count", "32")):
+    threads = 4
     out = os.path.join(work, "trace")
-    # 32 MiB per lane and a lane per thread: everything fits even if the
-    # consumer never got to drain, so the counts are exact on any machine.
-    r = record(strata, demo, out, ["--lanes", "8", "--subbuf-size", "1048576", "--subbuf-count", "32"],
-               ["--threads", str(threads), "--events", str(n)])
+    r = record(strata, demo, out, list(opts), ["--threads", str(threads), "--events", str(n)])
     check("emitted %d events" % (threads * n) in r.stdout, "strata-demo reports what it emitted")
     tr = Trace(out)
     check(tr.discarded_events == 0 and tr.discarded_packets == 0,
-          "no loss with large buffers (discarded %d events, %d packets)" %
+          "no loss (discarded %d events, %d packets)" %
           (tr.discarded_events, tr.discarded_packets))
     check(tr.starts == 1, "demo:start recorded once (got %d)" % tr.starts)
     check(sorted(tr.by_thread) == list(range(threads)), "events of threads 0..%d (got %s)" %
@@ -183,6 +185,13 @@ def scenario_full(strata, demo, work):
     check(tr.events == threads * n + 1, "recorded == emitted: %d == %d" % (tr.events, threads * n + 1))
     b = babeltrace2_clean(out)
     check(b.stderr == "", "babeltrace2 prints nothing on stderr (got %r)" % b.stderr[:2000])
+
+
+def scenario_blocking(strata, demo, work):
+    # The `discard` scenario's tiny buffers (it loses events there), blocking:
+    # the writers wait for the consumer, so the `full` oracle holds exactly.
+    scenario_full(strata, demo, work, n=50000,
+                  opts=("--blocking=10000", "--subbuf-size", "4096", "--subbuf-count", "2"))
 
 
 def scenario_discard(strata, demo, work):

@@ -9,11 +9,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rb_decode.h"
@@ -212,6 +214,85 @@ std::vector<Record> drain_records(Slot &s)
 	}
 	return out;
 }
+
+// Drains every lane of some slots in a thread, like a consumer would.
+class Drainer {
+public:
+	explicit Drainer(std::vector<Slot *> slots) : slots_(std::move(slots))
+	{
+		for (Slot *s : slots_)
+			packets_.emplace_back(s->reader->info().n_lanes);
+		thread_ = std::thread([this] { run(); });
+	}
+	// Writers are done: final flush, drain, trailing-loss packets.
+	void finish()
+	{
+		stop_.store(true, std::memory_order_release); // pairs with run()'s acquire load
+		thread_.join();
+	}
+	const Packets &lane(size_t slot, uint32_t lane) const { return packets_[slot][lane]; }
+	const std::vector<std::string> &errors() const { return errors_; }
+
+private:
+	bool drain_once()
+	{
+		bool any = false;
+		for (size_t s = 0; s < slots_.size(); s++) {
+			strata::Reader &r = *slots_[s]->reader;
+			for (uint32_t l = 0; l < r.info().n_lanes; l++) {
+				std::vector<uint8_t> pkt;
+				std::string err;
+				strata::ReadStatus st;
+				while ((st = r.next_packet(l, &pkt, &err)) != strata::ReadStatus::kEmpty) {
+					any = true;
+					if (st == strata::ReadStatus::kPacket)
+						packets_[s][l].push_back(pkt);
+					else
+						errors_.push_back(err);
+				}
+			}
+		}
+		return any;
+	}
+	void run()
+	{
+		for (;;) {
+			bool done = stop_.load(std::memory_order_acquire);
+			if (drain_once())
+				continue;
+			if (done)
+				break;
+			strata::Reader &r0 = *slots_[0]->reader;
+			uint32_t seq = r0.prepare_wait();
+			if (!drain_once())
+				r0.wait(seq, 2); // woken by a completed sub-buffer; 2 ms safety net
+			r0.end_wait();
+		}
+		for (size_t s = 0; s < slots_.size(); s++) {
+			strata::Reader &r = *slots_[s]->reader;
+			for (uint32_t l = 0; l < r.info().n_lanes; l++) {
+				std::string msg;
+				if (r.flush(l, false, 5000, &msg) != strata::FlushStatus::kDone)
+					errors_.push_back("flush: " + msg);
+			}
+		}
+		drain_once();
+		for (size_t s = 0; s < slots_.size(); s++) {
+			strata::Reader &r = *slots_[s]->reader;
+			for (uint32_t l = 0; l < r.info().n_lanes; l++) {
+				std::vector<uint8_t> pkt;
+				if (r.trailing_loss_packet(l, &pkt))
+					packets_[s][l].push_back(pkt);
+			}
+		}
+	}
+
+	std::vector<Slot *> slots_;
+	std::vector<std::vector<Packets>> packets_;
+	std::vector<std::string> errors_;
+	std::atomic<bool> stop_{false};
+	std::thread thread_;
+};
 
 } // namespace rbtest
 #endif
