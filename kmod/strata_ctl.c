@@ -45,6 +45,7 @@
 #include <linux/wait.h>
 
 #include "strata_internal.h"
+#include "strata_abi.h" /* the channel's mode word */
 #include "strata_crash.h"
 
 #define STRATA_ARG_MAX_SIZE PAGE_SIZE
@@ -536,7 +537,10 @@ static int strata_session_valid(const struct strata_kabi_set_rules *a)
 			return -EINVAL;
 		return 0;
 	}
-	if (!memchr(c->name, 0, sizeof(c->name)) || !c->name[0] || c->mode > 1 ||
+	if (!memchr(c->name, 0, sizeof(c->name)) || !c->name[0] ||
+	    (c->mode & STRATA_MODE_MASK) > STRATA_MODE_OVERWRITE ||
+	    /* blocking (a timeout in the mode word's high bits): discard only */
+	    (STRATA_MODE_BLOCK_MS(c->mode) && (c->mode & STRATA_MODE_MASK) != STRATA_MODE_DISCARD) ||
 	    c->n_lanes > 4096 || !strata_pow2_or_0(c->n_subbuf) ||
 	    !strata_pow2_or_0(c->subbuf_size) ||
 	    !memchr(a->sock_path, 0, sizeof(a->sock_path)) || a->sock_path[0] != '/')
