@@ -124,10 +124,14 @@ static void strata_pt_resolve(void);
 
 /*
  * COMPAT: glibc >= 2.34 still exports its own implementation under the
- * compat names __pthread_*@GLIBC_2.2.5.  They are the initial targets of
- * the mutex and rwlock calls, so that calls before our constructor (other
- * libraries' constructors) and calls re-entered from dlsym need no
- * resolution at all.  The constructor then switches to dlsym(RTLD_NEXT)
+ * compat names __pthread_*@GLIBC_2.2.5.  A call before our constructor
+ * (another library's constructor: liburcu-bp's, loaded with libstrata,
+ * locks a mutex) resolves first, as BOOT does, so that it reaches the next
+ * interposer too; a call re-entered from dlsym (busy) needs no resolution
+ * and goes to the compat alias.  Under ASan the alias binds to ASan's own
+ * __pthread_* interceptor, whose real function glibc 2.34+ no longer
+ * exports by that name: called before resolution, it jumped to 0.  The
+ * constructor, or the first such call, switches to dlsym(RTLD_NEXT)
  * results, which keeps a chain of interposers working.
  *
  * BOOT: functions without a compat alias start at a trampoline that
@@ -137,7 +141,15 @@ static void strata_pt_resolve(void);
  */
 #define STRATA_PT_START_COMPAT(name, fail, proto, args) \
 	extern int strata_pt_glibc_##name proto; \
-	__asm__(".symver strata_pt_glibc_" #name ", __pthread_" #name "@GLIBC_2.2.5");
+	__asm__(".symver strata_pt_glibc_" #name ", __pthread_" #name "@GLIBC_2.2.5"); \
+	static int strata_pt_boot_##name proto \
+	{ \
+		if (!strata_pt_busy_get()) \
+			strata_pt_resolve(); \
+		if (REAL(name) == strata_pt_boot_##name) \
+			return strata_pt_glibc_##name args; \
+		return REAL(name) args; \
+	}
 #define STRATA_PT_START_BOOT(name, fail, proto, args) \
 	static int strata_pt_boot_##name proto \
 	{ \
@@ -157,7 +169,7 @@ STRATA_PT_FUNCS(STRATA_PT_START)
  * dlsym(RTLD_NEXT) result.  Entries are code addresses with no data
  * published through them, so they are stored and loaded relaxed (REAL).
  */
-#define STRATA_PT_INIT_COMPAT(name) strata_pt_glibc_##name
+#define STRATA_PT_INIT_COMPAT(name) strata_pt_boot_##name
 #define STRATA_PT_INIT_BOOT(name) strata_pt_boot_##name
 #define STRATA_PT_INIT(name, start, fail, ev, proto, args, traced) \
 	.name = STRATA_PT_INIT_##start(name),
