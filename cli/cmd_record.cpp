@@ -663,6 +663,13 @@ int strata_cmd_record(int argc, char **argv)
 		signal(SIGPIPE, SIG_DFL);
 		sigprocmask(SIG_SETMASK, &before, nullptr);
 		setenv("STRATA_CONSUMERD_SOCKET", sock.c_str(), 1);
+		// `--serial -`: our standard output carries the frames; the
+		// command's own output there would land inside them (and, on a
+		// file, overwrite them from its own offset), so it goes to our
+		// standard error (docs/serial.md).
+		const std::string self_out = "serial:/proc/" + std::to_string(getppid()) + "/fd/1";
+		if (create.relay == self_out || create.relay.compare(0, self_out.size() + 1, self_out + ",") == 0)
+			dup2(STDERR_FILENO, STDOUT_FILENO);
 		if (!preload_env.empty()) {
 			const char *old = getenv("LD_PRELOAD");
 			std::string v = preload_env + (old && *old ? std::string(":") + old : "");

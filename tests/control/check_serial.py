@@ -170,6 +170,28 @@ def case_pipe(args, env, tmp):
           "pipe: every packet offered was written (%s, sent %s)" % (lanes, sent))
 
 
+def case_stdout(args, env, tmp):
+    """`record --serial -`: record's own standard output carries the frames;
+    the traced command's output goes to record's standard error, not into
+    the stream (where it used to land inside frames and lose them)."""
+    out = os.path.join(tmp, "stdout")
+    rec = subprocess.Popen([args.strata, "record", "--serial", "-", "--", args.app], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    rx = subprocess.Popen([args.strata, "receive", "-", "-o", out], stdin=rec.stdout, stderr=subprocess.PIPE, text=True)
+    rec.stdout.close()
+    _, rerr = rec.communicate(input=b"500\n", timeout=60)
+    _, rxerr = rx.communicate(timeout=60)
+    check(rec.returncode == 0 and rx.returncode == 0,
+          "stdout: record and receive exit 0 (%d %d)" % (rec.returncode, rx.returncode))
+    seqs, dpk, dev = ticks(out)
+    check(seqs == list(range(500)) and dpk == 0 and dev == 0,
+          "stdout: exactly seq 0..499, nothing discarded (%d events, %d %d)" % (len(seqs), dpk, dev))
+    check(b"ready" in rerr and b"499" in rerr, "stdout: the command's own output is on record's stderr")
+    rep = rx_report(rxerr)
+    check(rep.get("malformed") == 0 and rep.get("bad_crc") == 0 and rep.get("lost") == 0,
+          "stdout: no frame damaged or lost (%s)" % {k: rep.get(k) for k in ("malformed", "bad_crc", "lost")})
+
+
 def case_pty(args, env, tmp):
     a, b = os.path.join(tmp, "ttyA"), os.path.join(tmp, "ttyB")
     socat = subprocess.Popen([args.socat, "pty,raw,echo=0,link=" + a, "pty,raw,echo=0,link=" + b],
@@ -392,6 +414,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="strata-serial-") as tmp:
         env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(tmp, "none.sock"))
         case_pipe(args, env, tmp)
+        case_stdout(args, env, tmp)
         case_session(args, tmp)
         case_late_join(args, env, tmp)
         if args.socat:
