@@ -940,6 +940,11 @@ void Drain::report_loss()
 	warn(dir_, msg);
 }
 
+void Drain::from_dump()
+{
+	reader_->skip_future_check();
+}
+
 void Drain::set_wait_fd(int fd)
 {
 	reader_->set_wait_fd(fd);

@@ -96,6 +96,11 @@ public:
 	// Before start(): where the packets go (output.h); without it, the
 	// disk output in dir() (today's layout).
 	void set_output(std::unique_ptr<Output> out) { out_ = std::move(out); }
+	// Before start(): the buffer comes out of a crash image (recover.cpp):
+	// the reader's clock says nothing of when its packets were written
+	// (a kdump capture kernel's clock starts again from boot), so no
+	// packet is refused for a timestamp ahead of it.
+	void from_dump();
 	const std::string &channel() const { return channel_; }
 	uint32_t n_lanes() const { return n_lanes_; }
 	// Runs the drain on a pooled thread (drain.cpp, "The pool").

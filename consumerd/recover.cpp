@@ -343,6 +343,7 @@ void recover_one(const Image &img, const strata_crash_buf &b, const std::string 
 		t.failed++;
 		return;
 	}
+	d->from_dump();
 	if (d->overwrite())
 		d->stream_overwrite(true); // the whole ring is history: its newest packets
 	d->start();

@@ -365,7 +365,7 @@ bool Reader::validate_header(uint32_t lane, uint64_t pos, strata_packet_header *
 		why = "timestamps go backwards from the previous packet";
 	else if (ph.events_discarded < ls.last_discarded)
 		why = "events_discarded went backwards";
-	else if (ph.timestamp_end > now() + kFutureSlackNs)
+	else if (!no_future_check_ && ph.timestamp_end > now() + kFutureSlackNs)
 		why = "timestamp_end in the future";
 	else if (ph.events_discarded - ls.last_discarded > loss_bound(ls, ph.timestamp_end))
 		why = "events_discarded grew faster than writers can discard";
