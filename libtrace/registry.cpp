@@ -206,6 +206,16 @@ bool already_registered(const strata_tracepoint *tp)
 	return false;
 }
 
+// "provider:name" of d into full (2 * kMaxNameLen + 2 bytes; valid
+// descriptors' names are checked against kMaxNameLen).
+void full_name(const strata_event_desc *d, char *full)
+{
+	size_t lp = strlen(d->provider), ln = strlen(d->name);
+	memcpy(full, d->provider, lp);
+	full[lp] = ':';
+	memcpy(full + lp + 1, d->name, ln + 1);
+}
+
 // Whether the slot's rules enable d, and in *filter_mask the rules whose
 // filter decides (0: recorded unconditionally).  The last matching disable
 // rule cancels everything before it; enable rules after it add up: an event
@@ -215,10 +225,7 @@ bool already_registered(const strata_tracepoint *tp)
 bool rules_enable(unsigned slot, const strata_event_desc *d, uint32_t *filter_mask)
 {
 	char full[2 * kMaxNameLen + 2];
-	size_t lp = strlen(d->provider), ln = strlen(d->name);
-	memcpy(full, d->provider, lp);
-	full[lp] = ':';
-	memcpy(full + lp + 1, d->name, ln + 1);
+	full_name(d, full);
 	bool on = false, unconditional = false;
 	uint32_t mask = 0;
 	const SlotRules &sr = g_rules[slot];
@@ -430,11 +437,56 @@ void registry_describe_all(Channel *ch)
 	publish_descriptors(ch);
 }
 
+// A filtered enable rule whose pattern matches some of this process's
+// events but whose filter binds to none of them (a misspelt field, or one
+// of another type) records nothing: say so once, on the process's stderr,
+// when the rules arrive (issue 31).  Events of a module loaded later are
+// not looked at again.
+static void warn_unbound_filters(unsigned slot)
+{
+	char full[2 * kMaxNameLen + 2];
+	const SlotRules &sr = g_rules[slot];
+	for (size_t r = 0; r < sr.n; r++) {
+		const strata_rule &rule = sr.rules[r];
+		if (!rule.enable || !rule.filter[0] || !sr.prog_ok[r])
+			continue; // one that does not compile is warned about already
+		bool matched = false, bound = false;
+		for (Module *m = g_modules; m && !bound; m = m->next)
+			for (size_t i = 0; i < m->n && !bound; i++) {
+				const Entry &e = m->entries[i];
+				if (!e.valid)
+					continue;
+				const strata_event_desc *d = e.tp->desc;
+				full_name(d, full);
+				if ((rule.loglevel_max >= 0 && d->loglevel > (uint32_t)rule.loglevel_max) ||
+				    !glob_match(rule.pattern, full))
+					continue;
+				matched = true;
+				bound = filter_bind(sr.progs[r], d);
+			}
+		if (!matched || bound)
+			continue;
+		// No stdio (the control plane is AS-safe): pieces copied in,
+		// cut at the buffer's end.
+		char msg[240];
+		size_t n = 0;
+		const char *parts[] = {"filter '", rule.filter, "' of rule '", rule.pattern,
+				       "' names a field no matching event has (or compares it with "
+				       "another type): the rule records nothing"};
+		for (const char *part : parts)
+			for (const char *c = part; *c && n < sizeof msg - 1; c++)
+				msg[n++] = *c;
+		msg[n] = 0;
+		warn(msg);
+	}
+}
+
 void registry_arm_slot(unsigned slot)
 {
 	for (Module *m = g_modules; m; m = m->next)
 		for (size_t i = 0; i < m->n; i++)
 			arm_entry(m->entries[i], slot);
+	warn_unbound_filters(slot);
 }
 
 void registry_disarm_slot(unsigned slot)

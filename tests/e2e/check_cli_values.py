@@ -9,6 +9,8 @@ naming it, before anything runs: sizes and counts of 0, empty -o and
 path; an existing non-empty -o directory is refused by `record` unless
 --add is given (and then the second recording is added); `strata
 --version` and `strata-consumerd --version` print the same version.
+A filter naming a field that no event of its pattern has is warned about
+by the traced process when the rules arrive.
 """
 import os
 import re
@@ -63,6 +65,25 @@ def main():
     r = run("record", "--add", "-o", out, "--", loop, "5")
     subs = os.listdir(os.path.join(out, "ust", "pid"))
     check(r.returncode == 0 and len(subs) == 2, "with --add it is added (sub-traces %s)" % subs)
+
+    # A filter naming a field no matching event has: the process says so
+    # on its stderr when the rules arrive; a filter that binds says nothing.
+    def loop_with_filter(session, flt):
+        run("create", session, "-o", os.path.join(work, session))
+        run("enable-event", session, "rloop:*", "--filter", flt)
+        run("start", session)
+        r = subprocess.run([loop, "5"], env=env, capture_output=True, text=True, timeout=60)
+        run("destroy", session)
+        return r
+    r = loop_with_filter("fbad", "iii > 3")
+    check(r.returncode == 0 and "strata: filter 'iii > 3' of rule 'rloop:*' names a field no matching event "
+          "has (or compares it with another type): the rule records nothing\n" in r.stderr,
+          "a filter naming a field the event lacks is warned about (%r)" % r.stderr)
+    r = loop_with_filter("fstr", 'i == "x"')
+    check("strata: filter 'i == \"x\"' of rule 'rloop:*' names a field" in r.stderr,
+          "a filter comparing a field with another type is warned about (%r)" % r.stderr)
+    r = loop_with_filter("fgood", "i > 3")
+    check(r.returncode == 0 and "filter" not in r.stderr, "a filter that binds is not warned about (%r)" % r.stderr)
 
     v1 = run("--version").stdout.split()
     v2 = subprocess.run([consumerd, "--version"], capture_output=True, text=True).stdout.split()

@@ -2,32 +2,47 @@
 """A tutorial's shell blocks run as written, their output checked (issue 31:
 the docs are tests).
 
-usage: check_tutorial.py DOC SECTION WORKDIR BINDIR...
+usage: check_tutorial.py [--cwd SUB] [--setup CMD] [--host NAME] DOC SECTION WORKDIR BINDIR...
 
-Every fenced block of the section of DOC whose heading starts with SECTION
-(e.g. "## 7.") is read as a terminal session: a line "$ CMD" is a command
+Every fenced block of the sections of DOC whose heading starts with SECTION
+(e.g. "## 7.", or "## 4.|## 5." for several) is read as a terminal session: a line "$ CMD" is a command
 (a trailing backslash continues it), the lines after it until the next
 command are its output.  The section's commands run in order in one bash
 (what it leaves running gets SIGTERM at the end and must exit), with the BINDIRs
 first in PATH and a private daemon socket; each must exit 0 and print what
 the document shows, where a run of digits stands for any number and "..."
 for anything.  "/tmp/" in the document is WORKDIR/ here.
+
+With --cwd, the commands run in WORKDIR/SUB, where every file the document
+names before its block ("`hello.c`:" then a fenced block) is first written
+as shown, and CMD (--setup) is run there first (it must exit 0): so a
+section that builds on the files of earlier ones runs as written.  --host:
+the host name the document's output shows, this machine's here.
 """
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 
 
-def section_blocks(doc, section):
+def section_blocks(doc, sections):
     text = open(doc).read()
-    start = text.index("\n" + section) + 1
-    end = text.find("\n## ", start + 1)
-    body = text[start:end if end >= 0 else len(text)]
-    return re.findall(r"^```(?:sh)?\n(.*?)^```", body, re.M | re.S)
+    blocks = []
+    for section in sections.split("|"):
+        start = text.index("\n" + section) + 1
+        end = text.find("\n## ", start + 1)
+        body = text[start:end if end >= 0 else len(text)]
+        blocks += re.findall(r"^```(?:sh)?\n(.*?)^```", body, re.M | re.S)
+    return blocks
+
+
+def named_files(doc):
+    """{name: content} of the blocks the document introduces with "`NAME`:"."""
+    return dict(re.findall(r"`([\w.]+)`:\n\n```\w*\n(.*?)^```", open(doc).read(), re.M | re.S))
 
 
 def commands(blocks):
@@ -90,15 +105,37 @@ def end_started(work):
 
 
 def main():
-    doc, section, work = sys.argv[1:4]
-    bindirs = sys.argv[4:]
+    args = sys.argv[1:]
+    opts = {}
+    while args and args[0] in ("--cwd", "--setup", "--host"):
+        opts[args[0]] = args[1]
+        args = args[2:]
+    doc, section, work = args[:3]
+    bindirs = args[3:]
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    cmds = [(c.replace("/tmp/", work + "/"), [e.replace("/tmp/", work + "/") for e in exp])
+    host = opts.get("--host")
+
+    def here(line):
+        line = line.replace("/tmp/", work + "/")
+        return line.replace(" %s:" % host, " %s:" % socket.gethostname()) if host else line
+    cmds = [(c.replace("/tmp/", work + "/"), [here(e) for e in exp])
             for c, exp in commands(section_blocks(doc, section))]
     if not cmds:
         sys.exit("FAIL: no command in section %r of %s" % (section, doc))
-    script = ["cd %s" % work]
+    cwd = work
+    if "--cwd" in opts:
+        cwd = os.path.join(work, opts["--cwd"])
+        os.makedirs(cwd)
+        for name, content in named_files(doc).items():
+            with open(os.path.join(cwd, name), "w") as f:
+                f.write(content)
+        if "--setup" in opts:
+            r = subprocess.run(["bash", "-c", opts["--setup"]], cwd=cwd, capture_output=True, text=True,
+                               timeout=120)
+            if r.returncode != 0:
+                sys.exit("FAIL: setup %r exited %d:\n%s%s" % (opts["--setup"], r.returncode, r.stdout, r.stderr))
+    script = ["cd %s" % cwd]
     for k, (c, _) in enumerate(cmds):
         script.append("echo '@@%d@@'" % k)
         script.append(c)
