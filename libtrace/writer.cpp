@@ -617,7 +617,8 @@ inline SwitchResult switch_packet(Channel *ch, uint32_t lane, uint64_t head, uin
 // at most 1 ms late after a release, and only while its ring is full.  No
 // lock, no allocation; clock_gettime (vDSO) and nanosleep are
 // async-signal-safe.
-__attribute__((noinline, cold)) bool block_wait(Channel *ch, unsigned slot, strata_lane_ctl *lc, uint64_t head)
+__attribute__((noinline, cold)) bool block_wait(Channel *ch, unsigned slot, strata_lane_ctl *lc,
+						uint64_t head)
 {
 	timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -633,8 +634,8 @@ __attribute__((noinline, cold)) bool block_wait(Channel *ch, unsigned slot, stra
 			return true;
 		timespec t;
 		clock_gettime(CLOCK_MONOTONIC, &t);
-		const uint64_t waited =
-			(uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t.tv_nsec - (uint64_t)t0.tv_nsec;
+		const uint64_t waited = (uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t.tv_nsec -
+					(uint64_t)t0.tv_nsec;
 		if (waited >= ch->block_ns) {
 			// Relaxed: a hint (see Channel::block_stalled).
 			ch->block_stalled.store(1, std::memory_order_relaxed);
