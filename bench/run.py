@@ -817,6 +817,12 @@ class Bench:
 
     def preload(self):
         build = os.path.dirname(os.path.dirname(self.plain))
+        cache = os.path.join(build, "CMakeCache.txt")
+        if os.path.exists(cache) and re.search(r"^STRATA_SANITIZE:STRING=\S", open(cache).read(), re.M):
+            # bench_smoke in the ASan tree: the sanitized preload library
+            # does not load into unsanitized programs (python3, sqlite3).
+            self.notes.append("a sanitizer build: no preload rows")
+            return
         lib = os.path.join(build, "preload", "libstrata-pthread.so")
         lwrap = "/usr/lib/x86_64-linux-gnu/liblttng-ust-pthread-wrapper.so"
         sides = ["plain"] + (["strata"] if self.have_strata and os.access(lib, os.R_OK) else []) + \
