@@ -28,10 +28,19 @@ int crash_fd()
 	return g_crash_off ? -1 : g_crash_fd;
 }
 
+// Both may run inside a signal handler (a buffer made at the first event,
+// which a handler can fire): the caller's errno is kept, whatever the
+// open or the ioctl say (TSan: "signal handler spoils errno").
+struct KeepErrno {
+	int saved = errno;
+	~KeepErrno() { errno = saved; }
+};
+
 } // namespace
 
 bool crash_register(unsigned slot, void *base, uint64_t size)
 {
+	KeepErrno keep;
 	const int fd = crash_fd();
 	if (fd < 0)
 		return false;
@@ -56,6 +65,7 @@ void crash_unregister(void *base)
 {
 	if (g_crash_pid != getpid() || g_crash_off || g_crash_fd < 0)
 		return; // a forked child's inherited buffers are its parent's
+	KeepErrno keep;
 	strata_crash_reg r = {};
 	r.size = sizeof r;
 	r.addr = (uint64_t)(uintptr_t)base;
