@@ -656,6 +656,11 @@ int strata_cmd_record(int argc, char **argv)
 	const int early_signal = g_signal;
 	if (!early_signal && pipe2(exec_pipe, O_CLOEXEC) != 0)
 		exec_pipe[0] = exec_pipe[1] = -1;
+	// Decided before the fork: the child makes no system call of ours
+	// before exec (kernel tests pair the program's own syscalls).
+	const std::string self_out = "serial:/proc/" + std::to_string(getpid()) + "/fd/1";
+	const bool serial_on_stdout =
+		create.relay == self_out || create.relay.compare(0, self_out.size() + 1, self_out + ",") == 0;
 	pid_t child = early_signal ? -1 : fork();
 	if (child == 0) {
 		for (int k = 0; k < 4; k++)
@@ -667,8 +672,7 @@ int strata_cmd_record(int argc, char **argv)
 		// command's own output there would land inside them (and, on a
 		// file, overwrite them from its own offset), so it goes to our
 		// standard error (docs/serial.md).
-		const std::string self_out = "serial:/proc/" + std::to_string(getppid()) + "/fd/1";
-		if (create.relay == self_out || create.relay.compare(0, self_out.size() + 1, self_out + ",") == 0)
+		if (serial_on_stdout)
 			dup2(STDERR_FILENO, STDOUT_FILENO);
 		if (!preload_env.empty()) {
 			const char *old = getenv("LD_PRELOAD");
