@@ -118,7 +118,16 @@ def live(check, strata, pid, p, work):
 
     try:
         per_route = expected_routes()["/api/users"]["count"]
-        wait_for(lambda: "/api/users" in pane() and str(per_route) in pane(), "tmux: the routes on screen")
+        try:
+            # 60 s: once, on a loaded CI machine, 30 s passed without them.
+            wait_for(lambda: "/api/users" in pane() and str(per_route) in pane(), "tmux: the routes on screen",
+                     timeout=60.0)
+        except SystemExit:
+            # What was on screen, and whether strata top still ran, for the log.
+            print("pane at the deadline:\n" + pane())
+            print(subprocess.run(tmux + ["list-panes", "-F", "pane_dead=#{pane_dead} pid=#{pane_pid}"],
+                                 capture_output=True, text=True, timeout=30).stdout)
+            raise
         check(True, "tmux: the live view shows the routes with their counts")
         subprocess.run(tmux + ["send-keys", "k"], check=True, timeout=30)
         wait_for(lambda: "sort: key" in pane(), "tmux: sort by key")
