@@ -74,6 +74,13 @@
 #define STRATA_KABI_DEVICE "/dev/strata"
 
 #define STRATA_KABI_MAX_SLOTS 16u
+/* Slots are shared out (since 2026-11-25, issue 32): a caller without
+ * CAP_SYS_ADMIN sets at most STRATA_KABI_SLOTS_PER_UID slots per effective
+ * uid, and such callers together leave STRATA_KABI_SLOTS_ADMIN free for
+ * admins; a new slot past either limit gets -EDQUOT.  No behaviour to ask for:
+ * the same numbers hold for the daemon's sessions (docs/security.md). */
+#define STRATA_KABI_SLOTS_PER_UID 4u
+#define STRATA_KABI_SLOTS_ADMIN 4u
 #define STRATA_KABI_MAX_RULES 32u     /* = STRATA_MAX_RULES of libtrace/runtime.h */
 #define STRATA_KABI_MAX_TARGETS 64u
 #define STRATA_KABI_PATTERN_MAX 128u  /* = STRATA_PATTERN_MAX */

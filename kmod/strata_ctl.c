@@ -20,6 +20,11 @@
  *     own; with CAP_SYS_ADMIN it reaches every process.  A slot belongs to
  *     the uid that set it until cleared; a non-admin slot only ever targets
  *     processes of that uid.
+ *   - Sharing: a caller without CAP_SYS_ADMIN takes a free slot only while
+ *     its euid holds fewer than STRATA_KABI_SLOTS_PER_UID non-admin slots
+ *     and all non-admin slots together leave STRATA_KABI_SLOTS_ADMIN free
+ *     (-EDQUOT), so that no uid can deny tracing to others and admins can
+ *     always set one (strata_share_ok).
  *   - Ownership: a slot is owned by the open file that set it (owner_file,
  *     compared, never dereferenced); another file gets -EBUSY.  The owner's
  *     release clears its slots (strata_ctl_release, before the file is
@@ -786,6 +791,28 @@ static u32 strata_slot_replace(u32 slot, struct strata_slot *new_slot,
 	return n;
 }
 
+/*
+ * Under the lock: may a caller without CAP_SYS_ADMIN take one more slot?
+ * Counted over the slots set by non-admins; see "Sharing" above.
+ */
+static bool strata_share_ok(kuid_t euid)
+{
+	u32 i, mine = 0, users = 0;
+
+	lockdep_assert_held(&strata_ctl_lock);
+	for (i = 0; i < STRATA_KABI_MAX_SLOTS; i++) {
+		const struct strata_slot *s = &strata_slots[i];
+
+		if (!s->used || s->owner_admin)
+			continue;
+		users++;
+		if (uid_eq(s->owner, euid))
+			mine++;
+	}
+	return mine < STRATA_KABI_SLOTS_PER_UID &&
+	       users < STRATA_KABI_MAX_SLOTS - STRATA_KABI_SLOTS_ADMIN;
+}
+
 static int strata_set_rules(struct file *file, void __user *uarg)
 {
 	struct strata_kabi_set_rules a;
@@ -814,6 +841,9 @@ static int strata_set_rules(struct file *file, void __user *uarg)
 		ret = -EPERM;
 	else if (s->used && s->owner_file != file && (new_slot.used || !admin))
 		ret = -EBUSY;
+	else if (!s->used && new_slot.used && !admin &&
+		 !strata_share_ok(current_euid()))
+		ret = -EDQUOT;
 	if (ret) {
 		mutex_unlock(&strata_ctl_lock);
 		strata_slot_free(&new_slot);

@@ -1171,6 +1171,118 @@ out:
 	return ret;
 }
 
+/* ---- share: one uid cannot take every slot ---------------------------- */
+/*
+ * A holder of `uid` sets every slot it can (each with its own uid as
+ * target), writes how many it got, and keeps them until `hold` closes.  A
+ * slot is refused only by the share (-EDQUOT) or by being someone else's
+ * (-EPERM: an admin's, -EBUSY: another file's); anything else fails it.
+ */
+static pid_t share_holder(uid_t uid, int *got_rd, int *hold_wr)
+{
+	int g[2], h[2];
+	pid_t pid;
+
+	if (pipe(g) || pipe(h))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		unsigned char n = 0;
+		char w;
+		int fd;
+
+		/* Only its own pipe ends: an earlier holder's hold end
+		 * kept here would keep that holder from ever seeing EOF. */
+		for (int f = 3; f < 1024; f++)
+			if (f != g[1] && f != h[0])
+				close(f);
+		drop_to(uid);
+		fd = kt_open();
+		if (fd < 0)
+			_exit(10);
+		for (unsigned slot = 0; slot < STRATA_KABI_MAX_SLOTS; slot++) {
+			int r = kt_set_rules_uid(fd, slot, uid, "share:*", NULL, NULL);
+
+			if (r == 0)
+				n++;
+			else if (r != -EDQUOT && r != -EPERM && r != -EBUSY)
+				n = 200 + slot; /* reported as is */
+		}
+		if (write(g[1], &n, 1) != 1 || read(h[0], &w, 1) != 0)
+			_exit(11);
+		_exit(0);
+	}
+	close(g[1]);
+	close(h[0]);
+	*got_rd = g[0];
+	*hold_wr = h[1];
+	return pid;
+}
+
+static int t_share(void)
+{
+	/* Three uids take their share each; a fourth finds the users' part
+	 * full; root still takes every slot left. */
+	const unsigned want[4] = { STRATA_KABI_SLOTS_PER_UID, STRATA_KABI_SLOTS_PER_UID,
+				   STRATA_KABI_SLOTS_PER_UID, 0 };
+	pid_t pids[4] = { -1, -1, -1, -1 };
+	int rd[4] = { -1, -1, -1, -1 }, hold[4] = { -1, -1, -1, -1 };
+	int ret = -1, fd = -1, st;
+	unsigned root_got = 0, busy_before;
+	struct strata_kabi_stats sst;
+
+	fd = kt_open();
+	CHECK(fd >= 0, "open");
+	CHECK(kt_stats(fd, &sst) == 0, "stats");
+	busy_before = (unsigned)__builtin_popcountll(sst.slots_busy);
+	CHECK(busy_before == 0, "%u slots busy before the test", busy_before);
+	for (int i = 0; i < 4; i++) {
+		unsigned char n = 0xff;
+
+		pids[i] = share_holder(40011 + (uid_t)i, &rd[i], &hold[i]);
+		CHECK(pids[i] > 0, "fork");
+		CHECK(read(rd[i], &n, 1) == 1, "holder %d died", i);
+		CHECK(n == want[i], "uid %d got %u slots, want %u", 40011 + i, n, want[i]);
+	}
+	for (unsigned slot = 0; slot < STRATA_KABI_MAX_SLOTS; slot++)
+		if (kt_set_rules_uid(fd, slot, STRATA_KABI_UID_ANY, "root:*", NULL, NULL) == 0)
+			root_got++;
+	CHECK(root_got == STRATA_KABI_MAX_SLOTS - 3 * STRATA_KABI_SLOTS_PER_UID,
+	      "root got %u slots beside the users' 12", root_got);
+	/* A holder's exit frees its share: a new uid takes it. */
+	close(hold[0]);
+	hold[0] = -1;
+	waitpid(pids[0], &st, 0);
+	pids[0] = -1;
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "holder 0 ended with %d", st);
+	{
+		int r4 = -1, h4 = -1;
+		unsigned char n = 0xff;
+		pid_t p4 = share_holder(40021, &r4, &h4);
+
+		CHECK(p4 > 0, "fork");
+		if (read(r4, &n, 1) != 1)
+			n = 0xfe;
+		close(h4);
+		waitpid(p4, NULL, 0);
+		close(r4);
+		CHECK(n == STRATA_KABI_SLOTS_PER_UID, "after a release uid 40021 got %u", n);
+	}
+	ret = 0;
+out:
+	for (int i = 0; i < 4; i++) {
+		if (hold[i] >= 0)
+			close(hold[i]);
+		if (pids[i] > 0)
+			waitpid(pids[i], NULL, 0);
+		if (rd[i] >= 0)
+			close(rd[i]);
+	}
+	if (fd >= 0)
+		close(fd); /* clears root's slots */
+	return ret;
+}
+
 struct kt_test {
 	const char *name;
 	int (*fn)(void);
@@ -1179,7 +1291,7 @@ struct kt_test {
 static const struct kt_test tests[] = {
 	{ "abi", t_abi },         { "errors", t_errors }, { "control", t_control },
 	{ "session", t_session },
-	{ "targets", t_targets }, { "perm", t_perm },     { "leak", t_leak },
+	{ "targets", t_targets }, { "perm", t_perm },     { "share", t_share }, { "leak", t_leak },
 	{ "clock", t_clock },     { "fuzz", t_fuzz },     { "kevents", kt_kevents },
 	{ "kevents_loss", kt_kevents_loss }, { "kevents_stream", kt_kevents_stream },
 	{ "kevents_load", kt_kevents_load },
