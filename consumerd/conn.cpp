@@ -281,18 +281,18 @@ void Daemon::serve_pending()
 	serving_pending_ = false;
 }
 
+// Names are unique per uid (access.h): a controller finds its own session
+// of that name; root, its own first, else another user's.  A session the
+// controller may not see answers as a name that does not exist.
 Session *Daemon::find(const Conn &c, const std::string &name, uint32_t seq, bool &answered)
 {
 	answered = false;
-	for (auto &s : sessions_) {
-		if (s->name != name || s->companion_of)
-			continue;
-		if (visible(c, *s))
-			return s.get();
-		reply(const_cast<Conn &>(c), seq, -EPERM, "session '" + name + "' belongs to another user");
-		answered = true;
-		return nullptr;
-	}
+	Session *found = nullptr;
+	for (auto &s : sessions_)
+		if (s->name == name && !s->companion_of && visible(c, *s) && (!found || s->uid == c.cred.uid))
+			found = s.get();
+	if (found)
+		return found;
 	reply(const_cast<Conn &>(c), seq, -ENOENT, "no session named '" + name + "'");
 	answered = true;
 	return nullptr;
@@ -445,6 +445,12 @@ void Daemon::do_hello(Conn &c, uint32_t seq, const proto::Hello &m)
 		      "no common protocol version: client speaks " + std::to_string(m.min_version) + ".." +
 			      std::to_string(m.max_version) + ", daemon " + std::to_string(proto::kMinVersion) +
 			      ".." + std::to_string(proto::kVersion));
+		return;
+	}
+	std::string why;
+	if (m.role != static_cast<uint32_t>(proto::Role::Process) && !peer_in_our_pidns(c.fd, c.cred, why)) {
+		reply(c, seq, -EPERM, "pid " + std::to_string(c.cred.pid) + " may not control this daemon: " + why +
+					      "; a container's processes are traced, never controllers (docs/security.md)");
 		return;
 	}
 	c.hello = true;

@@ -61,15 +61,19 @@ int Daemon::listen_on(const std::string &path, int backlog)
 		logf("socket path too long: %s", path.c_str());
 		return -ENAMETOOLONG;
 	}
-	// The directory holding the socket: private (0700) when we create it.
+	// The directory holding the socket: private (0700) when we create it,
+	// open to every user (0755) on a root daemon (access.h).
 	size_t slash = path.rfind('/');
 	if (slash != std::string::npos && slash > 0) {
 		std::string dir = path.substr(0, slash);
-		int r = make_dirs(dir, 0700);
+		struct stat dst;
+		const bool existed = stat(dir.c_str(), &dst) == 0;
+		int r = make_dirs(dir, socket_dir_mode());
 		if (r < 0) {
 			logf("cannot create %s: %s", dir.c_str(), strerror(-r));
 			return r;
 		}
+		open_socket_dir(dir, !existed);
 	}
 	// A socket file already there: refuse if a daemon answers, else stale.
 	struct stat st;
@@ -90,7 +94,7 @@ int Daemon::listen_on(const std::string &path, int backlog)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	mode_t old = umask(0077);
+	mode_t old = umask(socket_umask());
 	int r = bind(fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof(sa));
 	umask(old);
 	if (r < 0 || listen(fd, backlog) < 0) {

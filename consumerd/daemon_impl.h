@@ -81,6 +81,7 @@
 #include <unistd.h>
 
 #include "strata_abi.h"
+#include "access.h"
 #include "clock_page.h"
 #include "control/names.h"
 #include "drain.h"
@@ -178,7 +179,8 @@ std::string trace_place(const Session &s);
 std::string session_problems(const Session &s);
 
 struct Proc {
-	pid_t pid = 0;
+	pid_t pid = 0;  // as the daemon sees it (SO_PEERCRED): the trace names it by this
+	pid_t vpid = 0; // as the process sees it (REGISTER's pid; differs in a container), 0: unknown
 	uid_t uid = 0;
 	std::string comm;
 	std::string date;

@@ -185,6 +185,8 @@ std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const T
 		o << "\tprocname = " << quote(env.procname) << ";\n";
 	if (env.pid)
 		o << "\tvpid = " << env.pid << ";\n";
+	if (env.host_pid && env.host_pid != env.pid)
+		o << "\tpid = " << env.host_pid << ";\n";
 	if (!env.hostname.empty())
 		o << "\thostname = " << quote(env.hostname) << ";\n";
 	if (!env.clock_source.empty())

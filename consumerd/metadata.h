@@ -36,7 +36,8 @@ struct ClockInfo {
 struct TraceEnv {
 	std::string domain = "ust";
 	std::string procname;
-	int64_t pid = 0;
+	int64_t pid = 0;      // env.vpid: the pid the process sees
+	int64_t host_pid = 0; // env.pid, when it differs (a process in a container): the daemon's view
 	std::string hostname;
 	std::string clock_source; // env.clock: "kclock-page", "consumer-page", "monotonic" ("" : not written)
 	std::string tracer_name = "strata";

@@ -24,6 +24,7 @@ void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
 	// is in the process's own pid namespace and is only informational).
 	Proc *p = &proc_for(pid, c.cred.uid);
 	p->comm = m.comm;
+	p->vpid = static_cast<pid_t>(m.pid);
 	if (p->date.empty())
 		p->date = local_timestamp();
 	if (!m.events.empty() || p->events.empty()) // a re-query from a signal handler lists none
@@ -253,6 +254,14 @@ void Daemon::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid, st
 	}
 }
 
+// The sub-trace's pids: env.vpid the one the process sees (REGISTER's),
+// env.pid the daemon's when they differ (a container, docs/security.md).
+static void set_pids(TraceEnv &env, const Proc &p)
+{
+	env.pid = p.vpid > 0 ? p.vpid : p.pid;
+	env.host_pid = p.pid;
+}
+
 void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 {
 	int fd = -1;
@@ -319,7 +328,7 @@ void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 		      "." + std::to_string(n);
 	TraceEnv env;
 	env.procname = p.comm;
-	env.pid = p.pid;
+	set_pids(env, p);
 	env.hostname = hostname_;
 	if (!s->streamed() && attacher_running()) { // attach.cpp: off this thread, answered from there
 		AttachJob j;

@@ -18,11 +18,19 @@ namespace daemon_impl {
 
 void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 {
-	for (auto &s : sessions_)
-		if (s->name == m.session) {
+	std::vector<uid_t> owners;
+	for (auto &s : sessions_) {
+		if (s->name == m.session && s->uid == c.cred.uid && !s->companion_of) {
 			reply(c, seq, -EEXIST, "a session named '" + m.session + "' already exists");
 			return;
 		}
+		owners.push_back(s->uid);
+	}
+	std::string why;
+	if (int e = slot_share(c.cred.uid, owners, why)) {
+		reply(c, seq, e, why);
+		return;
+	}
 	uint32_t used = kernel_busy_slots(); // another daemon's sessions in the module
 	for (auto &s : sessions_)
 		used |= 1u << s->slot;

@@ -86,8 +86,13 @@ void Daemon::do_snapshot_on(Conn &c, uint32_t seq, const proto::SnapshotOn &m)
 Session *Daemon::start_trigger(Session &s, std::string &err)
 {
 	uint32_t used = kernel_busy_slots();
-	for (auto &o : sessions_)
+	std::vector<uid_t> owners;
+	for (auto &o : sessions_) {
 		used |= 1u << o->slot;
+		owners.push_back(o->uid);
+	}
+	if (slot_share(s.uid, owners, err) < 0) // the companion takes a slot of the user's share
+		return nullptr;
 	uint32_t slot = s.slot + 1;
 	while (slot < proto::kMaxSlots && (used & (1u << slot)))
 		slot++;

@@ -9,6 +9,8 @@
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 files="
+consumerd/access.cpp
+consumerd/access.h
 libtrace/change_hook.cpp
 libtrace/runtime.h
 libtrace/writer.cpp
