@@ -26,10 +26,9 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon  # noqa: E402
+from strata_testlib import run_checks, end_daemon, start_daemon  # noqa: E402
 
 A, B, C, D = 65534, 65533, 65532, 65531
 N = 3000
@@ -78,142 +77,134 @@ def bt_count(path, uid=None, pid=None):
     return r.returncode, sum(1 for ln in r.stdout.splitlines() if "ctltest:tick" in ln)
 
 
+def body(work, check, exes):
+    os.chmod(work, 0o755)
+    strata, consumerd, app = stage(work, exes)
+    env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": os.path.dirname(strata),
+           "STRATA_CONSUMERD_SOCKET": os.path.join(work, "run", "consumerd.sock"),
+           "STRATA_CONSUMERD": consumerd}
+    d = start_daemon(consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
+    sock = os.stat(env["STRATA_CONSUMERD_SOCKET"])
+    check(stat.S_IMODE(sock.st_mode) == 0o666 and
+          stat.S_IMODE(os.stat(os.path.join(work, "run")).st_mode) == 0o755,
+          "root's daemon: socket 0666 in a 0755 directory")
+    homes = {}
+    for uid in (A, B, C, D):
+        homes[uid] = os.path.join(work, "home-%d" % uid)
+        os.makedirs(homes[uid], mode=0o700)
+        os.chown(homes[uid], uid, uid)
+    root_out = os.path.join(work, "root", "rs")
+    os.makedirs(os.path.dirname(root_out), mode=0o700)
+
+    def cli(uid, *args):
+        argv = [strata] + list(args)
+        if uid == 0:
+            return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        return as_user(uid, argv, env)
+
+    def run_app_pid(uid):
+        pre = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups", "--"] if uid else []
+        p = subprocess.Popen(pre + [app, "1", str(N), "exit"], env=env)
+        return p.wait(timeout=120), p.pid
+
+    for args in (["create", "rs", "-o", root_out], ["enable-event", "rs", "ctltest:*"], ["start", "rs"]):
+        r = cli(0, *args)
+        check(r.returncode == 0, "root: strata %s (%s)" % (" ".join(args), r.stderr.strip()))
+
+    # 1. A's process joins root's session.
+    rc, pid_a1 = run_app_pid(A)
+    check(rc == 0, "A's traced process exits 0")
+
+    # 2. A sees nothing of root's.
+    r = cli(A, "status")
+    check(r.returncode == 0 and "rs" not in r.stdout.split(), "A's status runs and does not name 'rs'")
+    for args in (["stop", "%s"], ["destroy", "%s"], ["enable-event", "%s", "x:*"], ["status", "%s"],
+                 ["start", "%s"]):
+        got = cli(A, *[x % "rs" if "%s" in x else x for x in args])
+        missing = cli(A, *[x % "nosuch" if "%s" in x else x for x in args])
+        same = got.returncode == missing.returncode != 0 and \
+            got.stderr.replace("rs", "NAME") == missing.stderr.replace("nosuch", "NAME")
+        check(same, "A: strata %s rs answers as for a missing name (%r / %r)" %
+              (args[0], got.stderr.strip(), missing.stderr.strip()))
+
+    # 3. A's own sessions: "us", and an "rs" of its own.
+    a_out = os.path.join(homes[A], "us")
+    for args in (["create", "us", "-o", a_out], ["enable-event", "us", "ctltest:*"], ["start", "us"],
+                 ["create", "rs", "-o", os.path.join(homes[A], "rs")]):
+        r = cli(A, *args)
+        check(r.returncode == 0, "A: strata %s (%s)" % (" ".join(args), r.stderr.strip()))
+    rc, pid_a2 = run_app_pid(A)
+    check(rc == 0, "A's second process exits 0")
+    rc, pid_b = run_app_pid(B)
+    check(rc == 0, "B's traced process exits 0")
+
+    # 4. B sees nothing of A's.
+    got, missing = cli(B, "stop", "us"), cli(B, "stop", "nosuch")
+    check(got.returncode != 0 and got.stderr.replace("us", "NAME") == missing.stderr.replace("nosuch", "NAME"),
+          "B: strata stop us answers as for a missing name")
+    r = cli(B, "status")
+    check(r.returncode == 0 and "us" not in r.stdout.split(), "B's status does not name A's 'us'")
+
+    r = cli(A, "stop", "us")
+    check(r.returncode == 0, "A stops us (%s)" % r.stderr.strip())
+    r = cli(0, "stop", "rs")
+    check(r.returncode == 0, "root stops its rs (%s)" % r.stderr.strip())
+    for pid, what in ((pid_a1, "A's first"), (pid_a2, "A's second"), (pid_b, "B's")):
+        rc, n = bt_count(root_out, pid=pid)
+        check(rc == 0 and n == N, "root's trace holds %s process's %d events (got %d, status %d)" %
+              (what, N, n, rc))
+    rc, n = bt_count(a_out, uid=A, pid=pid_a2)
+    check(rc == 0 and n == N, "A reads its own trace: %d events of its process (got %d)" % (N, n))
+    rc, n = bt_count(a_out, uid=A)
+    check(rc == 0 and n == N, "A's trace holds only A's process (%d events, got %d)" % (N, n))
+    files = [os.path.join(r_, f) for r_, _, fs in os.walk(a_out) for f in fs]
+    check(files and all(os.stat(f).st_uid == A for f in files), "A's trace files (%d) are A's" % len(files))
+    r = as_user(B, ["cat"] + files[:1], None)
+    check(r.returncode != 0, "B cannot read A's trace")
+    rfiles = [os.path.join(r_, f) for r_, _, fs in os.walk(root_out) for f in fs]
+    r = as_user(A, ["cat"] + rfiles[:1], None)
+    check(rfiles and r.returncode != 0, "A cannot read root's trace")
+
+    # 5. The slot share: A holds 2 already.
+    def take_all(uid, held):
+        got = held
+        for i in range(16):
+            r = cli(uid, "create", "s%d" % i, "-o", os.path.join(homes[uid], "s%d" % i))
+            if r.returncode != 0:
+                return got, r.stderr.strip()
+            got += 1
+        return got, ""
+    for uid, held, want in ((A, 2, 4), (B, 0, 4), (C, 0, 4), (D, 0, 0)):
+        got, why = take_all(uid, held)
+        check(got == want, "uid %d holds %d sessions, want %d (refused: %s)" % (uid, got, want, why))
+    for args in (["create", "r2", "-o", os.path.join(work, "root", "r2")], ["enable-event", "r2", "ctltest:*"],
+                 ["start", "r2"]):
+        r = cli(0, *args)
+        check(r.returncode == 0, "root, with users holding 12 slots: strata %s (%s)" % (" ".join(args),
+                                                                                          r.stderr.strip()))
+    rc, pid_r = run_app_pid(0)
+    r = cli(0, "stop", "r2")
+    rc, n = bt_count(os.path.join(work, "root", "r2"), pid=pid_r)
+    check(rc == 0 and n == N, "root records %d events beside them (got %d)" % (N, n))
+
+    # 6. D alone: no daemon on its socket, it records with its own.
+    denv = dict(env)
+    denv["STRATA_CONSUMERD_SOCKET"] = os.path.join(homes[D], "none.sock")
+    d_out = os.path.join(homes[D], "alone")
+    r = as_user(D, [strata, "record", "-o", d_out, "--", app, "1", str(N), "exit"], denv)
+    check(r.returncode == 0, "D records alone (%s)" % r.stderr.strip()[-300:])
+    rc, n = bt_count(d_out, uid=D)
+    check(rc == 0 and n == N, "D's own trace: %d events (got %d)" % (N, n))
+
+    end_daemon(d, check)
+
+
 def main():
     exes = sys.argv[1:4]  # strata, strata-consumerd, the traced app
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         print("SKIP: needs root and setpriv (to run commands as other uids)")
         sys.exit(77)
-    check = Checks()
-    work = tempfile.mkdtemp(prefix="strata-users-")
-    os.chmod(work, 0o755)
-    try:
-        strata, consumerd, app = stage(work, exes)
-        env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": os.path.dirname(strata),
-               "STRATA_CONSUMERD_SOCKET": os.path.join(work, "run", "consumerd.sock"),
-               "STRATA_CONSUMERD": consumerd}
-        d = start_daemon(consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
-        sock = os.stat(env["STRATA_CONSUMERD_SOCKET"])
-        check(stat.S_IMODE(sock.st_mode) == 0o666 and
-              stat.S_IMODE(os.stat(os.path.join(work, "run")).st_mode) == 0o755,
-              "root's daemon: socket 0666 in a 0755 directory")
-        homes = {}
-        for uid in (A, B, C, D):
-            homes[uid] = os.path.join(work, "home-%d" % uid)
-            os.makedirs(homes[uid], mode=0o700)
-            os.chown(homes[uid], uid, uid)
-        root_out = os.path.join(work, "root", "rs")
-        os.makedirs(os.path.dirname(root_out), mode=0o700)
-
-        def cli(uid, *args):
-            argv = [strata] + list(args)
-            if uid == 0:
-                return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
-            return as_user(uid, argv, env)
-
-        def run_app(uid):
-            p = as_user(uid, [app, "1", str(N), "exit"], env) if uid else subprocess.run(
-                [app, "1", str(N), "exit"], env=env, capture_output=True, text=True, timeout=120)
-            return p
-
-        def run_app_pid(uid):
-            pre = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups", "--"] if uid else []
-            p = subprocess.Popen(pre + [app, "1", str(N), "exit"], env=env)
-            return p.wait(timeout=120), p.pid
-
-        for args in (["create", "rs", "-o", root_out], ["enable-event", "rs", "ctltest:*"], ["start", "rs"]):
-            r = cli(0, *args)
-            check(r.returncode == 0, "root: strata %s (%s)" % (" ".join(args), r.stderr.strip()))
-
-        # 1. A's process joins root's session.
-        rc, pid_a1 = run_app_pid(A)
-        check(rc == 0, "A's traced process exits 0")
-
-        # 2. A sees nothing of root's.
-        r = cli(A, "status")
-        check(r.returncode == 0 and "rs" not in r.stdout.split(), "A's status runs and does not name 'rs'")
-        for args in (["stop", "%s"], ["destroy", "%s"], ["enable-event", "%s", "x:*"], ["status", "%s"],
-                     ["start", "%s"]):
-            got = cli(A, *[x % "rs" if "%s" in x else x for x in args])
-            missing = cli(A, *[x % "nosuch" if "%s" in x else x for x in args])
-            same = got.returncode == missing.returncode != 0 and \
-                got.stderr.replace("rs", "NAME") == missing.stderr.replace("nosuch", "NAME")
-            check(same, "A: strata %s rs answers as for a missing name (%r / %r)" %
-                  (args[0], got.stderr.strip(), missing.stderr.strip()))
-
-        # 3. A's own sessions: "us", and an "rs" of its own.
-        a_out = os.path.join(homes[A], "us")
-        for args in (["create", "us", "-o", a_out], ["enable-event", "us", "ctltest:*"], ["start", "us"],
-                     ["create", "rs", "-o", os.path.join(homes[A], "rs")]):
-            r = cli(A, *args)
-            check(r.returncode == 0, "A: strata %s (%s)" % (" ".join(args), r.stderr.strip()))
-        rc, pid_a2 = run_app_pid(A)
-        check(rc == 0, "A's second process exits 0")
-        rc, pid_b = run_app_pid(B)
-        check(rc == 0, "B's traced process exits 0")
-
-        # 4. B sees nothing of A's.
-        got, missing = cli(B, "stop", "us"), cli(B, "stop", "nosuch")
-        check(got.returncode != 0 and got.stderr.replace("us", "NAME") == missing.stderr.replace("nosuch", "NAME"),
-              "B: strata stop us answers as for a missing name")
-        r = cli(B, "status")
-        check(r.returncode == 0 and "us" not in r.stdout.split(), "B's status does not name A's 'us'")
-
-        r = cli(A, "stop", "us")
-        check(r.returncode == 0, "A stops us (%s)" % r.stderr.strip())
-        r = cli(0, "stop", "rs")
-        check(r.returncode == 0, "root stops its rs (%s)" % r.stderr.strip())
-        for pid, what in ((pid_a1, "A's first"), (pid_a2, "A's second"), (pid_b, "B's")):
-            rc, n = bt_count(root_out, pid=pid)
-            check(rc == 0 and n == N, "root's trace holds %s process's %d events (got %d, status %d)" %
-                  (what, N, n, rc))
-        rc, n = bt_count(a_out, uid=A, pid=pid_a2)
-        check(rc == 0 and n == N, "A reads its own trace: %d events of its process (got %d)" % (N, n))
-        rc, n = bt_count(a_out, uid=A)
-        check(rc == 0 and n == N, "A's trace holds only A's process (%d events, got %d)" % (N, n))
-        files = [os.path.join(r_, f) for r_, _, fs in os.walk(a_out) for f in fs]
-        check(files and all(os.stat(f).st_uid == A for f in files), "A's trace files (%d) are A's" % len(files))
-        r = as_user(B, ["cat"] + files[:1], None)
-        check(r.returncode != 0, "B cannot read A's trace")
-        rfiles = [os.path.join(r_, f) for r_, _, fs in os.walk(root_out) for f in fs]
-        r = as_user(A, ["cat"] + rfiles[:1], None)
-        check(rfiles and r.returncode != 0, "A cannot read root's trace")
-
-        # 5. The slot share: A holds 2 already.
-        def take_all(uid, held):
-            got = held
-            for i in range(16):
-                r = cli(uid, "create", "s%d" % i, "-o", os.path.join(homes[uid], "s%d" % i))
-                if r.returncode != 0:
-                    return got, r.stderr.strip()
-                got += 1
-            return got, ""
-        for uid, held, want in ((A, 2, 4), (B, 0, 4), (C, 0, 4), (D, 0, 0)):
-            got, why = take_all(uid, held)
-            check(got == want, "uid %d holds %d sessions, want %d (refused: %s)" % (uid, got, want, why))
-        for args in (["create", "r2", "-o", os.path.join(work, "root", "r2")], ["enable-event", "r2", "ctltest:*"],
-                     ["start", "r2"]):
-            r = cli(0, *args)
-            check(r.returncode == 0, "root, with users holding 12 slots: strata %s (%s)" % (" ".join(args),
-                                                                                              r.stderr.strip()))
-        rc, pid_r = run_app_pid(0)
-        r = cli(0, "stop", "r2")
-        rc, n = bt_count(os.path.join(work, "root", "r2"), pid=pid_r)
-        check(rc == 0 and n == N, "root records %d events beside them (got %d)" % (N, n))
-
-        # 6. D alone: no daemon on its socket, it records with its own.
-        denv = dict(env)
-        denv["STRATA_CONSUMERD_SOCKET"] = os.path.join(homes[D], "none.sock")
-        d_out = os.path.join(homes[D], "alone")
-        r = as_user(D, [strata, "record", "-o", d_out, "--", app, "1", str(N), "exit"], denv)
-        check(r.returncode == 0, "D records alone (%s)" % r.stderr.strip()[-300:])
-        rc, n = bt_count(d_out, uid=D)
-        check(rc == 0 and n == N, "D's own trace: %d events (got %d)" % (N, n))
-
-        d.terminate()
-        check(d.wait(timeout=60) == 0, "the daemon exits 0")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    check.finish()
+    run_checks("strata-users-", lambda work, check: body(work, check, exes))
 
 
 if __name__ == "__main__":

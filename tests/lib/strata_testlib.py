@@ -49,6 +49,26 @@ def start_daemon(consumerd, socket, env, extra=()):
     return d
 
 
+def end_daemon(d, check):
+    """SIGTERM to a daemon of start_daemon: it must flush and exit 0."""
+    d.terminate()
+    check(d.wait(timeout=60) == 0, "the daemon exits 0")
+
+
+def run_checks(prefix, body):
+    """body(work, check) with a fresh temporary directory `work` (removed
+    after) and a Checks; exits as Checks.finish does."""
+    import shutil
+    import tempfile
+    check = Checks()
+    work = tempfile.mkdtemp(prefix=prefix)
+    try:
+        body(work, check)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    check.finish()
+
+
 def e2e_setup():
     """The arguments of a check run as `check_X.py STRATA PROG WORKDIR` with
     the daemon in $STRATA_TEST_CONSUMERD: (strata, prog, workdir emptied,
