@@ -626,6 +626,17 @@ int strata_cmd_record(int argc, char **argv)
 	if (cl.version() >= 5)
 		create.flags = proto::kCreateOwned;
 	int r = cl.command(create, err);
+	if ((r == -EACCES || r == -EDQUOT) && priv.pid < 0 && geteuid() != 0) {
+		// Root's daemon writes for a user only under a directory the
+		// user owns, and within a user's share of its slots
+		// (docs/security.md): record alone instead, as with no daemon.
+		std::string e = priv.start();
+		if (!e.empty() || cl.open(priv.socket, err) < 0) {
+			fprintf(stderr, "strata record: %s\n", e.empty() ? err.c_str() : e.c_str());
+			return cli::kFail;
+		}
+		r = cl.command(create, err);
+	}
 	for (size_t k = 0; r == 0 && k < patterns.size(); k++) {
 		proto::Rule rule;
 		rule.pattern = patterns[k];

@@ -28,6 +28,10 @@ int CtlClient::open(const std::string &path, std::string &err)
 		paths = proto::client_socket_paths();
 	else
 		paths.push_back(path);
+	if (fd_ >= 0) { // a second open: to another daemon
+		close(fd_);
+		fd_ = -1;
+	}
 	int r = -ENOENT;
 	if (paths.empty()) { // proto::server_path refused what it was given
 		const char *env = getenv("STRATA_CONSUMERD_SOCKET");

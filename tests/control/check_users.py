@@ -20,6 +20,9 @@ directory every uid can read (the build tree may not be).
   5. Slots: A, B and C each get exactly 4 sessions, D none (the rest is
      root's); root still creates a session and records 3000 events.
   6. D, with no daemon it can reach, records alone with `strata record`.
+  7. D beside root's daemon: no share left and an output directory D may
+     write to but does not own (root's daemon refuses both): `strata
+     record` records alone with a daemon of its own.
 """
 import os
 import shutil
@@ -195,6 +198,18 @@ def body(work, check, exes):
     check(r.returncode == 0, "D records alone (%s)" % r.stderr.strip()[-300:])
     rc, n = bt_count(d_out, uid=D)
     check(rc == 0 and n == N, "D's own trace: %d events (got %d)" % (N, n))
+
+    # 7. D beside root's daemon, with no share left and a directory it
+    #    may write but does not own: root's daemon refuses, record goes
+    #    on alone.
+    shared = os.path.join(work, "shared")
+    os.makedirs(shared)
+    os.chmod(shared, 0o1777)
+    d_out = os.path.join(shared, "d")
+    r = as_user(D, [strata, "record", "-o", d_out, "--", app, "1", str(N), "exit"], env)
+    check(r.returncode == 0, "D records alone beside root's daemon (%s)" % r.stderr.strip()[-300:])
+    rc, n = bt_count(d_out, uid=D)
+    check(rc == 0 and n == N, "D's trace in a directory it does not own: %d events (got %d)" % (N, n))
 
     end_daemon(d, check)
 
