@@ -43,11 +43,13 @@ void open_socket_dir(const std::string &dir, bool made)
 		chmod(dir.c_str(), 0755);
 }
 
-int slot_share(uid_t uid, const std::vector<uid_t> &owners, std::string &why)
+int slot_share(uid_t uid, const std::vector<uid_t> &owners, uint32_t foreign_busy, std::string &why)
 {
 	if (uid == 0 || !serves_all_users())
 		return 0;
-	unsigned mine = 0, users = 0;
+	// Slots users hold in the module directly leave no room here either:
+	// counted with theirs, so that root keeps kSlotsForRoot free in both.
+	unsigned mine = 0, users = static_cast<unsigned>(__builtin_popcount(foreign_busy));
 	for (uid_t o : owners) {
 		users += o != 0;
 		mine += o == uid;
@@ -59,10 +61,20 @@ int slot_share(uid_t uid, const std::vector<uid_t> &owners, std::string &why)
 	}
 	if (users >= 16 - kSlotsForRoot) {
 		why = "users hold " + std::to_string(users) +
-		      " of this daemon's 16 slots, the rest is kept for root";
+		      " of the 16 session slots (this daemon's and the kernel module's), the rest is kept "
+		      "for root";
 		return -EDQUOT;
 	}
 	return 0;
+}
+
+int rule_allowed(uid_t uid, const std::string &pattern, bool enable, std::string &why)
+{
+	if (uid == 0 || !serves_all_users() || !enable || pattern.compare(0, 7, "kernel:") != 0)
+		return 0;
+	why = "kernel events show every process: only root's sessions record them on root's daemon (" +
+	      pattern + ")";
+	return -EPERM;
 }
 
 namespace {

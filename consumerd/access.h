@@ -20,6 +20,7 @@
 #ifndef STRATA_CONSUMERD_ACCESS_H
 #define STRATA_CONSUMERD_ACCESS_H
 
+#include <cstdint>
 #include <string>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -44,8 +45,15 @@ unsigned socket_umask();
 void open_socket_dir(const std::string &dir, bool made);
 
 // A new session (or a snapshot companion) of `uid`, given the owners of
-// every session of the daemon: 0, or -EDQUOT with `why`.
-int slot_share(uid_t uid, const std::vector<uid_t> &owners, std::string &why);
+// every session of the daemon and the module's slots set by others (bit n:
+// slot n, kernel_busy_slots: counted as users', whoever set them): 0, or
+// -EDQUOT with `why`.
+int slot_share(uid_t uid, const std::vector<uid_t> &owners, uint32_t foreign_busy, std::string &why);
+
+// A rule for a session of `uid`: 0, or -EPERM with `why`.  Kernel events
+// show every process: on a root daemon (whose module slots are an admin's)
+// only root's sessions may enable them.
+int rule_allowed(uid_t uid, const std::string &pattern, bool enable, std::string &why);
 
 // Is the peer on `fd` (credentials `cred`) in the daemon's pid namespace?
 // False when it is not or when that cannot be told for sure (it exited, its

@@ -27,7 +27,7 @@ void Daemon::do_create(Conn &c, uint32_t seq, const proto::Create &m)
 		owners.push_back(s->uid);
 	}
 	std::string why;
-	if (int e = slot_share(c.cred.uid, owners, why)) {
+	if (int e = slot_share(c.cred.uid, owners, kernel_busy_slots(), why)) {
 		reply(c, seq, e, why);
 		return;
 	}
@@ -168,6 +168,11 @@ void Daemon::do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule
 	Session *s = find(c, name, seq, found);
 	if (!s)
 		return;
+	std::string why;
+	if (int e = rule_allowed(s->uid, r.pattern, r.enable != 0, why)) {
+		reply(c, seq, e, why);
+		return;
+	}
 	// An earlier rule that matches exactly what this one matches (same
 	// pattern, level, filter and targets) can never decide anything: later
 	// rules win.  Dropping it keeps enable/disable toggles from filling

@@ -91,7 +91,7 @@ Session *Daemon::start_trigger(Session &s, std::string &err)
 		used |= 1u << o->slot;
 		owners.push_back(o->uid);
 	}
-	if (slot_share(s.uid, owners, err) < 0) // the companion takes a slot of the user's share
+	if (slot_share(s.uid, owners, kernel_busy_slots(), err) < 0) // the companion takes a slot of the user's share
 		return nullptr;
 	uint32_t slot = s.slot + 1;
 	while (slot < proto::kMaxSlots && (used & (1u << slot)))

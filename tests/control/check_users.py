@@ -15,7 +15,8 @@ directory every uid can read (the build tree may not be).
      does not exist.  A may make its own "rs" (names are per user).
   3. A's session "us" records A's process (and root's "rs" too); B's
      process is in root's session but not in A's.  A's trace files are
-     A's; A reads them with babeltrace2, B cannot open them.
+     A's; A reads them with babeltrace2, B cannot open them.  A may not
+     enable kernel events (they show every process).
   4. B sees nothing of A's sessions (same answer as a missing name).
   5. Slots: A, B and C each get exactly 4 sessions, D none (the rest is
      root's); root still creates a session and records 3000 events.
@@ -136,6 +137,9 @@ def body(work, check, exes):
                  ["create", "rs", "-o", os.path.join(homes[A], "rs")]):
         r = cli(A, *args)
         check(r.returncode == 0, "A: strata %s (%s)" % (" ".join(args), r.stderr.strip()))
+    r = cli(A, "enable-event", "us", "kernel:sched_switch")
+    check(r.returncode != 0 and "only root's sessions" in r.stderr,
+          "A may not enable kernel events on root's daemon (%s)" % r.stderr.strip())
     rc, pid_a2 = run_app_pid(A)
     check(rc == 0, "A's second process exits 0")
     rc, pid_b = run_app_pid(B)
