@@ -18,7 +18,11 @@ adopted the module's kernel events from boot into
     /usr/bin/strata exactly twice (create, start) and nothing after them,
     no exec of systemd-notify (C runs it after `strata start` returns), and
     none of the test unit (started after READY=1);
-  - nothing discarded, timestamps ordered, one clock, babeltrace2 silent.
+  - nothing discarded, timestamps ordered, one clock, babeltrace2 silent;
+  - the unit's daemon serves other users (docs/security.md): a root session
+    made by the test unit records all 2 x 1000 (+ demo:start) events of strata-demo run as
+    uid 65534, whose `strata status` runs and names no session and whose
+    `strata stop users` answers "no session named 'users'".
 """
 import os
 import subprocess
@@ -26,6 +30,25 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from strata_testlib import Checks, TraceScan  # noqa: E402
+
+
+def check_other_user(notes, check):
+    def note(name):
+        p = os.path.join(notes, name)
+        return open(p).read() if os.path.exists(p) else ""
+    demo, status, stop = note("user-demo.txt"), note("user-status.txt"), note("user-stop.txt")
+    check(demo.rstrip().endswith("rc=0"), "uid 65534's strata-demo ran: %r" % demo[-200:])
+    check(status.rstrip().endswith("rc=0") and "users" not in status and "boot" not in status,
+          "uid 65534's strata status runs and names none of root's sessions: %r" % status[-300:])
+    check("no session named 'users'" in stop and not stop.rstrip().endswith("rc=0"),
+          "uid 65534's strata stop of root's session answers as for a missing name: %r" % stop[-300:])
+    users = os.path.join(notes, "users")
+    n = 0
+    if os.path.isdir(users):
+        p = subprocess.run(["babeltrace2", users], capture_output=True, text=True)
+        n = sum(1 for ln in p.stdout.splitlines() if " demo:" in ln)
+        check(p.returncode == 0 and p.stderr == "", "babeltrace2 reads the users session: %r" % p.stderr[-300:])
+    check(n == 2001, "root's session holds all 2001 events of uid 65534's process (2 x 1000 + demo:start: %d)" % n)
 
 
 def main():
@@ -107,6 +130,7 @@ def main():
     p = subprocess.run(["babeltrace2", trace], capture_output=True, text=True)
     check(p.returncode == 0 and p.stderr == "", "babeltrace2 reads it with nothing on stderr")
     print("kernel events from boot: %d, of which %d exec, %d fork" % (len(kev), len(execs), len(forks)))
+    check_other_user(notes, check)
     check.finish()
 
 

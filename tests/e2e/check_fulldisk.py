@@ -30,7 +30,7 @@ import sys
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, bt_clean, start_daemon, wait_for  # noqa: E402
 
 ENOSPC = "No space left on device"
 
@@ -45,14 +45,6 @@ def fill(path, size=None):
                 written += f.write(chunk)
         except OSError:
             pass
-
-
-def bt_clean(path):
-    bt = subprocess.run(["babeltrace2", path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                        timeout=120)
-    other = [ln for ln in bt.stderr.splitlines() if ln.strip() and not
-             ln.startswith(("WARNING: Tracer discarded", "WARNING: Tracer may have discarded"))]
-    return bt.returncode == 0 and not other, bt.returncode, "\n".join(other)[-1500:]
 
 
 def main():

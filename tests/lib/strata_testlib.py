@@ -49,6 +49,16 @@ def start_daemon(consumerd, socket, env, extra=()):
     return d
 
 
+def bt_clean(path):
+    """(ok, status, other stderr) of babeltrace2 on path: ok when it exits 0
+    and says nothing but its discarded-events warnings."""
+    bt = subprocess.run(["babeltrace2", path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                        timeout=120)
+    other = [ln for ln in bt.stderr.splitlines() if ln.strip() and not
+             ln.startswith(("WARNING: Tracer discarded", "WARNING: Tracer may have discarded"))]
+    return bt.returncode == 0 and not other, bt.returncode, "\n".join(other)[-1500:]
+
+
 def end_daemon(d, check):
     """SIGTERM to a daemon of start_daemon: it must flush and exit 0."""
     d.terminate()
