@@ -27,9 +27,9 @@ unsigned socket_dir_mode()
 	return serves_all_users() ? 0755 : 0700;
 }
 
-unsigned socket_umask()
+unsigned socket_mode()
 {
-	return serves_all_users() ? 0111 : 0077; // bind makes 0777 & ~umask: 0666 or 0700
+	return serves_all_users() ? 0666 : 0600;
 }
 
 void open_socket_dir(const std::string &dir, bool made)

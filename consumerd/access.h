@@ -36,9 +36,10 @@ constexpr unsigned kSlotsForRoot = 4; // = STRATA_KABI_SLOTS_ADMIN
 bool serves_all_users();
 
 // The modes of the socket's directory (when made, or the system one) and
-// the umask to bind under; `dir` is the socket's directory.
+// of the socket, set by chmod after a bind under umask 077 (the umask is
+// the process's: a wider one would reach files other threads create).
 unsigned socket_dir_mode();
-unsigned socket_umask();
+unsigned socket_mode();
 // A root daemon's directory made 0700 by an older daemon: opened to 0755
 // if it is root's and one of the default directories (never a directory
 // given with --socket or $STRATA_CONSUMERD_SOCKET that we did not make).

@@ -94,9 +94,11 @@ int Daemon::listen_on(const std::string &path, int backlog)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	mode_t old = umask(socket_umask());
+	mode_t old = umask(0077);
 	int r = bind(fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof(sa));
 	umask(old);
+	if (r == 0)
+		r = chmod(path.c_str(), socket_mode()); // 0666 on a root daemon (access.h)
 	if (r < 0 || listen(fd, backlog) < 0) {
 		int e = errno;
 		logf("cannot listen on %s: %s", path.c_str(), strerror(e));
