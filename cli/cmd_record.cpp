@@ -153,6 +153,11 @@ struct PrivateDaemon {
 			return std::string("mkdtemp: ") + strerror(errno);
 		dir = t.data();
 		socket = dir + "/consumerd.sock";
+		// Root's daemon serves every user (docs/security.md): a command
+		// that drops to another uid (setpriv, su, a service) still
+		// reaches it.  Another user's daemon stays private (0700).
+		if (geteuid() == 0 && chmod(dir.c_str(), 0755) < 0)
+			return std::string("chmod ") + dir + ": " + strerror(errno);
 		int p[2];
 		if (pipe2(p, O_CLOEXEC) < 0)
 			return std::string("pipe: ") + strerror(errno);

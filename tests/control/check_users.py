@@ -21,7 +21,9 @@ directory every uid can read (the build tree may not be).
   5. Slots: A, B and C each get exactly 4 sessions, D none (the rest is
      root's); root still creates a session and records 3000 events.
   6. D, with no daemon it can reach, records alone with `strata record`.
-  7. D beside root's daemon: no share left and an output directory D may
+  7. Root's `strata record` of a command that drops to uid A (setpriv):
+     its private daemon (root's) records A's process.
+  8. D beside root's daemon: no share left and an output directory D may
      write to but does not own (root's daemon refuses both): `strata
      record` records alone with a daemon of its own.
 """
@@ -203,7 +205,18 @@ def body(work, check, exes):
     rc, n = bt_count(d_out, uid=D)
     check(rc == 0 and n == N, "D's own trace: %d events (got %d)" % (N, n))
 
-    # 7. D beside root's daemon, with no share left and a directory it
+    # 7. root's own `strata record` of a command that drops to uid A: the
+    #    private daemon is root's and serves A's process too.
+    rr_out = os.path.join(work, "root", "rec")
+    r = subprocess.run([strata, "record", "-o", rr_out, "--", "setpriv", "--reuid=%d" % A, "--regid=%d" % A,
+                        "--clear-groups", "--", app, "1", str(N), "exit"],
+                       env=dict(env, STRATA_CONSUMERD_SOCKET=os.path.join(work, "none.sock")),
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "root records a command run as A (%s)" % r.stderr.strip()[-300:])
+    rc, n = bt_count(rr_out)
+    check(rc == 0 and n == N, "root's record holds A's %d events (got %d)" % (N, n))
+
+    # 8. D beside root's daemon, with no share left and a directory it
     #    may write but does not own: root's daemon refuses, record goes
     #    on alone.
     shared = os.path.join(work, "shared")
