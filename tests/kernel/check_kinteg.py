@@ -4,8 +4,12 @@ on the traces guest-kinteg.sh recorded inside the VM.
 
 usage: check_kinteg.py record|causal_page|causal_monotonic|causal_consumer|kquery_trace|
        sysnames|kretprobe|lttng_analyses|lttng_cputop|lttng_iolatencytop|cost|relay|
-       serial|serial_over VMOUT
+       serial|serial_over|share VMOUT
 
+share             a process of uid 40031 held every module slot it could get
+                  (exactly its share, 4); root's `strata record -e
+                  kernel:sched_process_exec -e 'demo:*' -- strata-demo` then
+                  exits 0 with all 101 demo events and the exec event.
 record            `strata record -e 'kernel:*' -e 'demo:*' -- strata-demo`:
                   one session directory with a ust and a kernel sub-trace,
                   `babeltrace2 DIR` exits 0 with an empty stderr, every demo
@@ -330,6 +334,21 @@ def syscall_pairs(evs, tid):
                 pairs.setdefault(open_[0], []).append(ts - open_[1])
             open_ = None
     return pairs, unpaired
+
+
+def check_share(d):
+    """A uid held every module slot it could get; root's record still ran."""
+    held = read_file(os.path.join(d, "share-held.txt")).strip()
+    check(held == "held 4", "uid 40031 held its share of the module's slots, 4 (%r)" % held)
+    if not record_ok(d, "share"):
+        return
+    tr = os.path.join(d, "share")
+    babeltrace2_silent(tr)
+    evs, lost = events(tr)
+    demo = [e for e in evs if e[0].startswith("demo:")]
+    kern = [e for e in evs if e[0] == "kernel:sched_process_exec"]
+    check(len(demo) == 100 + 1 and lost == 0, "every demo event recorded (%d == 101, %d lost)" % (len(demo), lost))
+    check(len(kern) >= 1, "kernel events recorded beside the held slots (%d exec)" % len(kern))
 
 
 def record_ok(d, run):
@@ -903,6 +922,8 @@ def main():
         check_record(d)
     elif what == "kquery_trace":
         check_kquery(d)
+    elif what == "share":
+        check_share(d)
     elif what == "sysnames":
         check_sysnames(d)
     elif what == "cost":

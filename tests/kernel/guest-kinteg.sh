@@ -94,6 +94,26 @@ for c in page monotonic consumer; do
 		--subbuf-size 1M -- "$causal" 100000 > "$o/causal_$c.out" 2> "$o/causal_$c.err"
 	echo $? > "$o/causal_$c.rc"
 done
+# (s2) slots shared out (issue 32, docs/security.md): a process of uid
+# 40031 holds every module slot it can get (4); root's `strata record` of
+# user and kernel events still gets a slot and records.
+share() {
+	mkfifo /tmp/kinteg-share.in /tmp/kinteg-share.out || return 1
+	"$kwait" hold 40031 < /tmp/kinteg-share.in > /tmp/kinteg-share.out &
+	hpid=$!
+	exec 5> /tmp/kinteg-share.in # the holder keeps its slots until this closes
+	read -r held < /tmp/kinteg-share.out
+	echo "$held" > "$o/share-held.txt"
+	"$strata" record -o "$o/share" -e 'kernel:sched_process_exec' -e 'demo:*' -- "$demo" --threads 1 --events 100 \
+		> "$o/share.out" 2> "$o/share.err"
+	echo $? > "$o/share.rc"
+	exec 5>&-
+	wait $hpid
+	rm -f /tmp/kinteg-share.in /tmp/kinteg-share.out
+}
+step share
+share
+
 # (c) rule changes through the module: a tp-async process registers with
 # /dev/strata; the daemon mirrors the session's rules into the module; after
 # an enable-event the module's WAIT returns once the process acknowledged.

@@ -7,8 +7,12 @@
  *   strata-kinteg-kwait wait G0 TIMEOUT_MS  a change after G0 happened; WAIT
  *                                           until every targeted process has
  *                                           acknowledged it
+ *   strata-kinteg-kwait hold UID            as UID, set every slot it can get,
+ *                                           print "held N", keep them until
+ *                                           stdin reaches EOF (kinteg_share)
  * Exit 0 on success, 1 otherwise (the reason on stdout).
  */
+#define _GNU_SOURCE /* setresuid */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +30,32 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* The ioctls run with the caller's credentials: dropped first, the fd
+ * (opened as root) is then a plain user's. */
+static int hold(int fd, uid_t uid)
+{
+	struct strata_kabi_rule rule;
+	unsigned n = 0;
+	char c;
+
+	memset(&rule, 0, sizeof(rule));
+	strcpy(rule.pattern, "hold:*");
+	rule.loglevel_max = -1;
+	rule.enable = 1;
+	if (setresgid(uid, uid, uid) || setresuid(uid, uid, uid)) {
+		printf("kwait: cannot become uid %u\n", (unsigned)uid);
+		return 1;
+	}
+	for (unsigned slot = 0; slot < STRATA_KABI_MAX_SLOTS; slot++)
+		if (strata_kmod_set_rules(fd, slot, &rule, 1, STRATA_KABI_TARGET_UID, uid, NULL, 0, NULL, NULL) == 0)
+			n++;
+	printf("held %u\n", n);
+	fflush(stdout);
+	while (read(0, &c, 1) > 0) {
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct strata_kabi_stats st;
@@ -39,6 +69,8 @@ int main(int argc, char **argv)
 		printf("%llu\n", (unsigned long long)st.generation);
 		return 0;
 	}
+	if (!strcmp(argv[1], "hold") && argc == 3)
+		return hold(fd, (uid_t)strtoul(argv[2], NULL, 10));
 	if (argc != 4)
 		return 1;
 	uint64_t arg = strtoull(argv[2], NULL, 10), tmo = strtoull(argv[3], NULL, 10);
