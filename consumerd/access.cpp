@@ -79,10 +79,14 @@ int rule_allowed(uid_t uid, const std::string &pattern, bool enable, std::string
 
 namespace {
 
-bool same_file(const char *a, const char *b)
+// 1: the same file, 0: not, -1: `a` may not be looked at (a daemon that is
+// not root and a peer of another uid: /proc/PID/ns needs ptrace access).
+int same_file(const char *a, const struct stat &sb)
 {
-	struct stat sa, sb;
-	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	struct stat sa;
+	if (stat(a, &sa) != 0)
+		return errno == EACCES || errno == EPERM ? -1 : 0;
+	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 // The peer's own pidfd (SO_PEERPIDFD: the process that connected, whatever
@@ -114,7 +118,10 @@ bool peer_in_our_pidns(int fd, const struct ucred &cred, std::string &why)
 		return false;
 	}
 	const std::string ns = "/proc/" + std::to_string(cred.pid) + "/ns/pid";
-	const bool same = same_file(ns.c_str(), "/proc/self/ns/pid");
+	// A daemon that is not root serves its own user only (its socket is
+	// 0600): a peer it may not look at is root, let through.
+	const int cmp = same_file(ns.c_str(), self);
+	const bool same = cmp == 1 || (cmp < 0 && !serves_all_users());
 	// Read after the namespace: the process is alive (0, or EPERM for a
 	// process we may not signal), so the pid read above was still its own.
 	const bool alive = syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, 0) == 0 || errno == EPERM;
