@@ -379,7 +379,7 @@ bool SessionTable::status(const Caller &c, const std::string &name, proto::Statu
 		sr.sessions.push_back(std::move(st));
 	}
 	if (!name.empty() && sr.sessions.empty()) {
-		const_cast<SessionTable *>(this)->find(c, name, err); // ENOENT or EPERM
+		const_cast<SessionTable *>(this)->find(c, name, err); // ENOENT (another user's: the same)
 		return false;
 	}
 	return true;
