@@ -33,6 +33,7 @@ libtrace/change_hook.cpp
 libtrace/runtime.h
 libtrace/writer.cpp
 libtrace/writer_hooks.h
+tests/unit/session_table_test.cpp
 tp-async/tp_async.c
 tp-sync/tp_sync.c
 "
