@@ -16,6 +16,8 @@ consumerd/attacher.h
 consumerd/commands.cpp
 consumerd/daemon.cpp
 consumerd/daemon_impl.h
+consumerd/drain_pool.cpp
+consumerd/drain_pool.h
 consumerd/event_loop.cpp
 consumerd/event_loop.h
 consumerd/fs.cpp
@@ -26,6 +28,8 @@ consumerd/log.cpp
 consumerd/log.h
 consumerd/process_registry.cpp
 consumerd/process_registry.h
+consumerd/sched_policy.cpp
+consumerd/sched_policy.h
 consumerd/session.h
 consumerd/session_table.cpp
 consumerd/session_table.h
