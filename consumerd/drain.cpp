@@ -19,6 +19,7 @@
 #include <cstring>
 #include <ctime>
 #include <deque>
+#include <iterator>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -545,6 +546,23 @@ void Drain::join()
 		DrainPool::get().join(this);
 }
 
+void Drain::share_events()
+{
+	std::vector<EventInfo> fresh;
+	reader_->peek_events(shared_n_, &fresh); // one load when nothing is new
+	if (fresh.empty())
+		return;
+	shared_n_ += fresh.size();
+	std::lock_guard<std::mutex> lk(known_mu_);
+	known_.insert(known_.end(), std::make_move_iterator(fresh.begin()), std::make_move_iterator(fresh.end()));
+}
+
+std::vector<EventInfo> Drain::known_events() const
+{
+	std::lock_guard<std::mutex> lk(known_mu_);
+	return known_;
+}
+
 void Drain::update_metadata()
 {
 	std::vector<EventInfo> events;
@@ -856,6 +874,7 @@ void Drain::run()
 	// Acquire: pairs with the release store in finish().
 	while (!finish_.load(std::memory_order_acquire)) {
 		uint32_t seq = reader_->prepare_wait();
+		share_events();
 		// The first packet begins the stream and opens the sub-trace
 		// (drain_once: after its copy, so that the ring has it back first).
 		// Not before it: drain_once maps the open sub-buffer's pages
@@ -877,6 +896,7 @@ void Drain::run()
 		reader_->wait(seq, wait_ms(), &stop_word_);
 	}
 	reader_->end_wait();
+	share_events();
 	if (!opened_ && nothing_recorded()) {
 		// No event was ever reserved or discarded in this buffer: no
 		// sub-trace for it (docs/control-protocol.md, "Lazy

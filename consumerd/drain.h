@@ -123,6 +123,11 @@ public:
 	// 0 nothing to snapshot (discard mode, finished), -1 with `err`.
 	int snapshot(const std::string &dir, uint64_t &packets, std::string &err);
 	bool overwrite() const { return overwrite_; }
+	// The events the buffer's process described so far (any thread; the
+	// drain thread shares them as it reads its descriptors, before the
+	// first packet): what the daemon checks a filter against
+	// (filter_check.cpp).
+	std::vector<EventInfo> known_events() const;
 	// Before start(), on an overwrite-mode buffer: drain it as it fills
 	// from now on, its history first (Reader::stream_overwrite).  False
 	// when the buffer is not overwrite mode or its producer too old.
@@ -190,6 +195,12 @@ private:
 	bool sliced_ = false, reniced_ = false; // drain thread: what they changed (undone by the pool)
 	bool nothing_recorded() const;
 	bool opened_ = false;   // drain thread: open_trace ran
+	// known_: appended by the drain thread (share_events), copied out by
+	// known_events(), both under known_mu_; shared_n_: drain thread only.
+	mutable std::mutex known_mu_;
+	std::vector<EventInfo> known_;
+	size_t shared_n_ = 0;
+	void share_events();
 	bool open_failed_ = false; // drain thread: drain_once's open_once failed
 	// What the output cost, for the loss report (report_loss): drain
 	// thread only.

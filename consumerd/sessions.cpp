@@ -12,6 +12,7 @@
  * SerialLink (serial.h, docs/serial.md).
  */
 #include "daemon_impl.h"
+#include "filter_check.h"
 
 namespace strata {
 namespace daemon_impl {
@@ -160,6 +161,17 @@ void Daemon::do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule
 	Session *s = find(c, name, seq, found);
 	if (!s)
 		return;
+	if (!r.filter.empty()) { // a filter no known matching event can take: refused
+		std::vector<const Session *> mine;
+		for (auto &x : sessions_)
+			if (visible(c, *x))
+				mine.push_back(x.get());
+		const std::string why = filter_refusal(r, mine);
+		if (!why.empty()) {
+			reply(c, seq, -EINVAL, why);
+			return;
+		}
+	}
 	// An earlier rule that matches exactly what this one matches (same
 	// pattern, level, filter and targets) can never decide anything: later
 	// rules win.  Dropping it keeps enable/disable toggles from filling
@@ -250,7 +262,7 @@ std::string session_problems(const Session &s)
 		if (!p.empty())
 			out += p + "\n";
 	}
-	return out;
+	return out + filter_problems(s);
 }
 
 void Daemon::do_list(Conn &c, uint32_t seq)

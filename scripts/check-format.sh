@@ -9,6 +9,8 @@
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 files="
+consumerd/filter_check.cpp
+consumerd/filter_check.h
 libtrace/change_hook.cpp
 libtrace/runtime.h
 libtrace/writer.cpp
