@@ -26,55 +26,11 @@
 
 #include "agg_reader.h"
 #include "commands.h"
+#include "proc_memfd.h"
 
 using namespace strata;
 
 namespace {
-
-struct Region {
-	std::string fd_path; // /proc/PID/fd/N
-	const void *map = nullptr;
-	size_t len = 0;
-};
-
-// The process's aggregation regions, mapped read-only.
-std::vector<Region> find_regions(uint32_t pid, std::string *err)
-{
-	std::vector<Region> out;
-	const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
-	DIR *d = opendir(dir.c_str());
-	if (!d) {
-		*err = "cannot read " + dir + ": " + strerror(errno);
-		return out;
-	}
-	while (dirent *e = readdir(d)) {
-		if (e->d_name[0] == '.')
-			continue;
-		const std::string path = dir + "/" + e->d_name;
-		char target[256];
-		ssize_t n = readlink(path.c_str(), target, sizeof target - 1);
-		if (n <= 0)
-			continue;
-		target[n] = 0;
-		if (strncmp(target, "/memfd:strata-agg", 17) != 0)
-			continue;
-		int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-		struct stat st;
-		if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0) {
-			if (fd >= 0)
-				close(fd);
-			continue;
-		}
-		void *m = mmap(nullptr, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-		close(fd); // the mapping keeps the memory
-		if (m == MAP_FAILED)
-			continue;
-		out.push_back(Region{path, m, (size_t)st.st_size});
-	}
-	closedir(d);
-	std::sort(out.begin(), out.end(), [](const Region &a, const Region &b) { return a.fd_path < b.fd_path; });
-	return out;
-}
 
 enum class Sort { kCount, kSum, kMax, kKey };
 
@@ -315,7 +271,7 @@ int strata_cmd_top(int argc, char **argv)
 	if (o.json)
 		o.once = true;
 	std::string err;
-	std::vector<Region> regions = find_regions(o.pid, &err);
+	std::vector<Region> regions = find_memfds(o.pid, "strata-agg", &err);
 	if (!err.empty()) {
 		fprintf(stderr, "strata top: %s\n", err.c_str());
 		return cli::kFail;

@@ -9,14 +9,20 @@
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 files="
+abi/strata_probe_report.h
+cli/cmd_list.cpp
+cli/proc_memfd.cpp
+cli/proc_memfd.h
 consumerd/filter_check.cpp
 consumerd/filter_check.h
 libtrace/change_hook.cpp
+libtrace/probe_report.cpp
 libtrace/runtime.h
 libtrace/writer.cpp
 libtrace/writer_hooks.h
 tp-async/tp_async.c
 tp-sync/tp_sync.c
+tests/e2e/list_target.c
 "
 command -v clang-format >/dev/null || { echo "SKIP: clang-format not installed (apt-get install clang-format)"; exit 77; }
 fail=0

@@ -23,18 +23,14 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import e2e_setup, start_daemon, wait_for  # noqa: E402
+from strata_testlib import e2e_setup, private_daemon, wait_for  # noqa: E402
 
 FIELDS = "svc:request has id (integer), latency_us (integer)"
 
 
 def main():
     strata, svc, work, consumerd, check = e2e_setup()
-    sock = os.path.join(work, "d.sock")
-    env = dict(os.environ, STRATA_CONSUMERD=consumerd, STRATA_CONSUMERD_SOCKET=sock)
-    for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE"):
-        env.pop(v, None)
-    daemon = start_daemon(consumerd, sock, env)
+    env, daemon = private_daemon(work, consumerd)
 
     def run(*args):
         r = subprocess.run([strata] + list(args), env=env, capture_output=True, text=True, timeout=60)
