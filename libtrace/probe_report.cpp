@@ -62,6 +62,22 @@ strata_probe_report *report_region()
 	return g_report;
 }
 
+// A fork while another thread writes the report must not leave the
+// child's copy of g_report_mu locked.
+void lock_report()
+{
+	pthread_mutex_lock(&g_report_mu);
+}
+void unlock_report()
+{
+	pthread_mutex_unlock(&g_report_mu);
+}
+pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+void install_atfork()
+{
+	pthread_atfork(lock_report, unlock_report, unlock_report);
+}
+
 void copy_str(char *dst, size_t cap, const char *src)
 {
 	size_t n = src ? strnlen(src, cap - 1) : 0;
@@ -92,6 +108,7 @@ void probe_report_sync()
 		e[i].fn = reinterpret_cast<uintptr_t>(snap[i].fn);
 		memset(e[i].reserved, 0, sizeof e[i].reserved);
 	}
+	pthread_once(&g_atfork_once, install_atfork);
 	pthread_mutex_lock(&g_report_mu);
 	strata_probe_report *r = report_region();
 	if (r && gen > g_written_gen) {
