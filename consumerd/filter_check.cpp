@@ -10,8 +10,10 @@
 #include <memory>
 #include <set>
 
-#include "daemon_impl.h"
+#include "drain.h"
+#include "session.h"
 #include "filter.h"
+#include "strata_abi.h"
 
 namespace strata {
 namespace daemon_impl {
