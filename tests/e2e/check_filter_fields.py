@@ -51,15 +51,18 @@ def main():
     p = subprocess.Popen([svc, "--interval-us", "200"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          text=True)
     try:
-        wait_for(lambda: "recorded: 1 buffer" in run("status", "c").stdout, "svc's buffer in session c", 60)
-        st = run("status", "c").stdout
-        check("filter 'wiat_ns > 1' of rule 'svc:*' names a field none of the matching events has in 1 process(es), "
-              "first strata-svc (pid %d; %s): the rule records nothing there" % (p.pid, FIELDS) in st,
-              "status c names the filtered rule, the process and the event's fields")
-        st = run("status", "d").stdout
-        check("recorded: 0 buffer(s)" in st and "filter 'wiat_ns > 1' of rule 'svc:*': 1 matching event(s) declared "
-              "by the session's processes (svc:request) were recorded by none" in st,
-              "status d says svc:request was declared and recorded by none")
+        # The drain shares the events it read from svc's descriptors at its
+        # next round: status says it from then on.
+        line = ("filter 'wiat_ns > 1' of rule 'svc:*' names a field none of the matching events has in 1 process(es), "
+                "first strata-svc (pid %d; %s): the rule records nothing there" % (p.pid, FIELDS))
+        wait_for(lambda: line in run("status", "c").stdout, "status c to name the filtered rule", 60)
+        check("recorded: 1 buffer" in run("status", "c").stdout,
+              "status c names the filtered rule, the process and the event's fields (svc's one buffer)")
+        line = ("filter 'wiat_ns > 1' of rule 'svc:*': 1 matching event(s) declared by the session's processes "
+                "(svc:request) were recorded by none")
+        wait_for(lambda: line in run("status", "d").stdout, "status d to name the declared event", 60)
+        check("recorded: 0 buffer(s)" in run("status", "d").stdout,
+              "status d says svc:request was declared and recorded by none (no buffer)")
 
         ok("create", "e", "-o", os.path.join(work, "e"))
         for pat, flt in (("svc:*", "wiat_ns > 100"), ("svc:request", 'id == "x"')):
