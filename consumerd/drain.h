@@ -116,6 +116,7 @@ public:
 	// first packet): what the daemon checks a filter against
 	// (filter_check.cpp).
 	std::vector<EventInfo> known_events() const;
+	bool from_kernel() const { return from_kernel_; } // the module's buffer (its events ignore filters)
 	// Before start(), on an overwrite-mode buffer: drain it as it fills
 	// from now on, its history first (Reader::stream_overwrite).  False
 	// when the buffer is not overwrite mode or its producer too old.

@@ -87,6 +87,8 @@ std::string filter_refusal(const proto::Rule &r, const std::vector<const Session
 	std::string example;
 	for (const Session *s : sessions)
 		for (const auto &d : s->drains) {
+			if (d->from_kernel())
+				continue; // kernel events ignore filters: they decide nothing here
 			const std::vector<EventInfo> events = d->known_events();
 			const FilterFit fit = filter_fit(r, events);
 			if (fit.bound)
@@ -130,6 +132,8 @@ static std::string unbound_in_buffers(const Session &s, const proto::Rule &r)
 	size_t procs = 0;
 	std::string first;
 	for (const auto &d : s.drains) {
+		if (d->from_kernel())
+			continue; // kernel events ignore filters
 		const std::vector<EventInfo> events = d->known_events();
 		const FilterFit fit = filter_fit(r, events);
 		if (!fit.matched || fit.bound)
