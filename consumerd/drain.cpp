@@ -17,6 +17,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <iterator>
+#include <mutex>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -255,6 +257,23 @@ void Drain::join()
 {
 	if (stage() != Stage::Made)
 		DrainPool::get().join(this);
+}
+
+void Drain::share_events()
+{
+	std::vector<EventInfo> fresh;
+	reader_->peek_events(shared_n_, &fresh); // one load when nothing is new
+	if (fresh.empty())
+		return;
+	shared_n_ += fresh.size();
+	std::lock_guard<std::mutex> lk(known_mu_);
+	known_.insert(known_.end(), std::make_move_iterator(fresh.begin()), std::make_move_iterator(fresh.end()));
+}
+
+std::vector<EventInfo> Drain::known_events() const
+{
+	std::lock_guard<std::mutex> lk(known_mu_);
+	return known_;
 }
 
 void Drain::update_metadata()
@@ -561,6 +580,7 @@ SchedChange Drain::run()
 	// Acquire: pairs with the release store in finish().
 	while (!finish_.load(std::memory_order_acquire)) {
 		uint32_t seq = reader_->prepare_wait();
+		share_events();
 		// The first packet begins the stream and opens the sub-trace
 		// (drain_once: after its copy, so that the ring has it back first).
 		// Not before it: drain_once maps the open sub-buffer's pages
@@ -589,6 +609,7 @@ SchedChange Drain::run()
 // unmapped (Done).
 void Drain::finish_run()
 {
+	share_events();
 	if (!opened() && nothing_recorded()) {
 		// No event was ever reserved or discarded in this buffer: no
 		// sub-trace for it (docs/control-protocol.md, "Lazy

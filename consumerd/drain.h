@@ -115,6 +115,12 @@ public:
 	// 0 nothing to snapshot (discard mode, finished), -1 with `err`.
 	int snapshot(const std::string &dir, uint64_t &packets, std::string &err);
 	bool overwrite() const { return overwrite_; }
+	// The events the buffer's process described so far (any thread; the
+	// drain thread shares them as it reads its descriptors, before the
+	// first packet): what the daemon checks a filter against
+	// (filter_check.cpp).
+	std::vector<EventInfo> known_events() const;
+	bool from_kernel() const { return from_kernel_; } // the module's buffer (its events ignore filters)
 	// Before start(), on an overwrite-mode buffer: drain it as it fills
 	// from now on, its history first (Reader::stream_overwrite).  False
 	// when the buffer is not overwrite mode or its producer too old.
@@ -185,6 +191,12 @@ private:
 	size_t batch_cap_ = 0;
 	SchedChange sched_; // drain thread: what begin_stream changed (undone by the pool)
 	bool nothing_recorded() const;
+	// known_: appended by the drain thread (share_events), copied out by
+	// known_events(), both under known_mu_; shared_n_: drain thread only.
+	mutable std::mutex known_mu_;
+	std::vector<EventInfo> known_;
+	size_t shared_n_ = 0;
+	void share_events();
 	// What the output cost, for the loss report (report_loss): drain
 	// thread only.
 	uint64_t stream_start_ns_ = 0; // the first packet seen (begin_stream); 0: not yet
