@@ -22,7 +22,9 @@ bool op_from_name(const std::string &name, Op *op)
 		{"rwlock_tryrdlock", Op::RwTryrdlock}, {"rwlock_trywrlock", Op::RwTrywrlock},
 		{"rwlock_unlock", Op::RwUnlock},     {"cond_wait", Op::CondWait},
 		{"cond_timedwait", Op::CondTimedwait}, {"cond_signal", Op::CondSignal},
-		{"cond_broadcast", Op::CondBroadcast},
+		{"cond_broadcast", Op::CondBroadcast}, {"sem_wait", Op::SemWait},
+		{"sem_timedwait", Op::SemTimedwait}, {"sem_trywait", Op::SemTrywait},
+		{"sem_post", Op::SemPost},
 	};
 	auto it = names.find(name);
 	if (it == names.end())
@@ -117,10 +119,18 @@ bool is_acquire(Op op)
 	case Op::RwWrlock:
 	case Op::RwTryrdlock:
 	case Op::RwTrywrlock:
+	case Op::SemWait:
+	case Op::SemTimedwait:
+	case Op::SemTrywait:
 		return true;
 	default:
 		return false;
 	}
+}
+
+bool is_sem(Op op)
+{
+	return op == Op::SemWait || op == Op::SemTimedwait || op == Op::SemTrywait || op == Op::SemPost;
 }
 
 bool is_rwlock(Op op)
@@ -309,7 +319,7 @@ Work &Model::work_of(uint32_t proc, uint64_t addr, Op op)
 	if (w.st.kind.empty()) {
 		w.st.proc = proc;
 		w.st.addr = addr;
-		w.st.kind = is_rwlock(op) ? "rwlock" : "mutex";
+		w.st.kind = is_rwlock(op) ? "rwlock" : is_sem(op) ? "semaphore" : "mutex";
 	}
 	return w;
 }
@@ -548,7 +558,7 @@ void Model::on_event(const Event &e)
 	now_ = rep_.last_ts;
 	if (is_acquire(e.op)) {
 		on_acquire(e);
-	} else if (e.op == Op::MutexUnlock || e.op == Op::RwUnlock) {
+	} else if (e.op == Op::MutexUnlock || e.op == Op::RwUnlock || e.op == Op::SemPost) {
 		unlocks_of_[{e.proc, e.tid}]++;
 		if (!succeeded(e.ret))
 			return;

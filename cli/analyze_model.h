@@ -9,8 +9,10 @@
  * directly.
  *
  * Definitions (docs/pthread.md):
- *   acquisition  a successful mutex_lock/_timedlock/_trylock or rwlock
- *                rdlock/wrlock/tryrdlock/trywrlock (ret 0, or EOWNERDEAD);
+ *   acquisition  a successful mutex_lock/_timedlock/_trylock, rwlock
+ *                rdlock/wrlock/tryrdlock/trywrlock (ret 0, or EOWNERDEAD) or
+ *                sem_wait/_timedwait/_trywait (a semaphore as a lock:
+ *                kind "semaphore", sem_post its unlock);
  *                a condvar wait's re-acquisition is not one.
  *   contended    the call found the lock taken and blocked (field
  *                `contended`, set by the wrapper's try-first).
@@ -50,6 +52,10 @@ enum class Op {
 	CondTimedwait,
 	CondSignal,
 	CondBroadcast,
+	SemWait,        // POSIX semaphores, taken as locks (CPython's threading.Lock)
+	SemTimedwait,
+	SemTrywait,
+	SemPost,
 };
 
 // Event name without the provider ("mutex_lock") -> Op; false if unknown.

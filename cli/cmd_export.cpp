@@ -743,7 +743,9 @@ private:
 		const int64_t ret = c.i64(pl, "ret");
 		const bool rw = c.op == Op::RwRdlock || c.op == Op::RwWrlock || c.op == Op::RwTryrdlock ||
 				c.op == Op::RwTrywrlock || c.op == Op::RwUnlock;
-		const char *kind = rw ? "rwlock" : "mutex";
+		const bool sem = c.op == Op::SemWait || c.op == Op::SemTimedwait || c.op == Op::SemTrywait ||
+				 c.op == Op::SemPost;
+		const char *kind = rw ? "rwlock" : sem ? "semaphore" : "mutex";
 		const uint64_t lock_key = mix(static_cast<uint64_t>(tr.pid) * 1000003u) ^ lock;
 		args_.clear();
 		if (c.compact) { // uncontended: a hold from its acquisition, no wait
@@ -769,7 +771,10 @@ private:
 		case Op::RwWrlock:
 		case Op::MutexTrylock:
 		case Op::RwTryrdlock:
-		case Op::RwTrywrlock: {
+		case Op::RwTrywrlock:
+		case Op::SemWait:
+		case Op::SemTimedwait:
+		case Op::SemTrywait: {
 			const uint64_t wait = c.u64(pl, "wait_ns");
 			const bool acquired = ret == 0 || ret == 130; // EOWNERDEAD: acquired
 			const uint64_t track = lock_track(tid, tr, lock, kind);
@@ -799,7 +804,8 @@ private:
 			return;
 		}
 		case Op::MutexUnlock:
-		case Op::RwUnlock: {
+		case Op::RwUnlock:
+		case Op::SemPost: {
 			auto it = holds_.find(HoldKey{tid, lock_key});
 			if (it == holds_.end() || it->second == 0) { // taken before the trace began
 				unmatched_ends++;
