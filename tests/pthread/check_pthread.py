@@ -194,6 +194,11 @@ def main():
     elif sc == "basic":
         expect("errorcheck", "ec", prog_out["ec_acq"])
         expect("recursive", "rec", prog_out["rec_acq"])
+        sem = expect("semaphore", "sem", prog_out["sem_acq"])
+        check(sem is not None and sem["kind"] == "semaphore" and sem["failed"] == prog_out["sem_failed"] and
+              sem["holds"] == prog_out["sem_acq"],
+              "semaphore: kind, %d failed calls (EAGAIN, ETIMEDOUT twice), holds (%r)" %
+              (prog_out["sem_failed"], sem and {k: sem[k] for k in ("kind", "failed", "holds")}))
         lk = expect("one-letter global", "m", 1)
         check(lk is not None and lk["symbol"] == "m", "lock named m (not demangled as a type): %r"
               % (lk and lk["symbol"]))
