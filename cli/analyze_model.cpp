@@ -171,19 +171,32 @@ struct Span {
 // the timeline's candidates.  `dropped`: some were not kept.
 class Longest {
 public:
-	void add(const Span &s, size_t cap)
+	// True when it kept one more.
+	bool add(const Span &s, size_t cap)
 	{
 		if (heap_.size() < cap) {
 			heap_.push_back(s);
 			std::push_heap(heap_.begin(), heap_.end(), longer);
-			return;
+			return true;
 		}
 		dropped = true;
 		if (cap == 0 || len(s) <= len(heap_.front()))
-			return;
+			return false;
 		std::pop_heap(heap_.begin(), heap_.end(), longer);
 		heap_.back() = s;
 		std::push_heap(heap_.begin(), heap_.end(), longer);
+		return false;
+	}
+	// Keeps the `cap` longest; how many it keeps.
+	size_t shrink(size_t cap)
+	{
+		while (heap_.size() > cap) {
+			std::pop_heap(heap_.begin(), heap_.end(), longer);
+			heap_.pop_back();
+			dropped = true;
+		}
+		std::vector<Span>(heap_).swap(heap_);
+		return heap_.size();
 	}
 	const std::vector<Span> &spans() const { return heap_; }
 	bool dropped = false;
@@ -198,7 +211,9 @@ private:
  * Memory.  Per lock, the completed holds are kept only while a wait can
  * still need them for its blockers: those closed within the horizon
  * (twice the longest wait seen on the lock, at least kHorizonMinNs) and
- * since the start of the oldest wait not yet blamed, at most kHoldsCap.
+ * since the start of the oldest wait not yet blamed, at most kHoldsCap
+ * (and past kHoldsTotalCap over all locks, the lock being added to sheds
+ * its oldest).
  * Past the cap the oldest go and report.blockers_partial says so.  A
  * hold leaves `recent` in its closing order (closed_at: the latest event
  * time when it closed, so non-decreasing along the deque); its statistics
@@ -206,6 +221,10 @@ private:
  */
 constexpr int64_t kHorizonMinNs = 100 * 1000 * 1000;
 constexpr size_t kHoldsCap = size_t(1) << 19;   // 20 MiB of holds per lock
+constexpr size_t kHoldsTotalCap = size_t(1) << 22; // 160 MiB over all locks
+// The timeline's candidates over all locks: past this many, every lock
+// keeps half as many (the timeline then says it is truncated).
+constexpr size_t kTimelineBudget = size_t(1) << 21;
 constexpr size_t kEvictBatch = 4096;
 /*
  * A wait is blamed once every hold that can overlap it is final.  Most
@@ -283,7 +302,7 @@ void symbolize(Report &rep, const Options &opt, const Symbolizer &sym)
 
 class Model {
 public:
-	Model(Report &rep, const Options &opt) : rep_(rep), opt_(opt) {}
+	Model(Report &rep, const Options &opt) : rep_(rep), opt_(opt), tl_cap_(opt.timeline_max) {}
 	void on_event(const Event &e);
 	void finish(const Symbolizer &sym);
 
@@ -302,10 +321,15 @@ private:
 	void end_run(CondUse &cu, const Span &run);
 	void cond_locks();
 	void timeline();
+	void keep(Longest &l, const Span &s);
+	void shrink_timelines();
 
 	Report &rep_;
 	const Options &opt_;
 	int64_t now_ = 0; // the latest event time so far
+	size_t recent_total_ = 0;   // holds in every lock's `recent`
+	size_t tl_cap_;             // timeline candidates kept per lock and kind
+	size_t tl_kept_ = 0;        // over all locks
 	std::map<LockKey, Work> locks_;
 	std::map<LockKey, CondStats> conds_;
 	std::map<LockKey, CondUse> cond_use_;
@@ -329,6 +353,7 @@ Work &Model::work_of(uint32_t proc, uint64_t addr, Op op)
 uint64_t Model::close_hold(Work &w, int64_t tid, const Hold &h, int64_t at)
 {
 	w.recent.push_back({{h.ts, std::max(at, h.ts), tid, h.caller}, now_});
+	recent_total_++;
 	w.hold_longest = std::max(w.hold_longest, w.recent.back().s.end - h.ts);
 	return w.base + w.recent.size() - 1;
 }
@@ -339,7 +364,7 @@ void Model::count_hold(Work &w, const Span &h)
 	w.st.holds++;
 	w.st.hold_total += hold;
 	w.st.hold_max = std::max(w.st.hold_max, hold);
-	w.tl_holds.add(h, opt_.timeline_max);
+	keep(w.tl_holds, h);
 }
 
 /*
@@ -453,14 +478,36 @@ void Model::evict(Work &w)
 	int64_t limit = std::min(now_ - horizon, nonfinal_from(w));
 	if (!w.unblamed.empty())
 		limit = std::min(limit, w.unblamed.front().start);
-	while (!w.recent.empty() && (w.recent.front().closed_at < limit || w.recent.size() > kHoldsCap)) {
+	auto over = [&] {
+		return w.recent.size() > kHoldsCap || (recent_total_ > kHoldsTotalCap && w.recent.size() > kEvictBatch);
+	};
+	while (!w.recent.empty() && (w.recent.front().closed_at < limit || over())) {
 		if (w.recent.front().closed_at >= limit)
 			rep_.blockers_partial = true;
 		count_hold(w, w.recent.front().s);
 		w.recent.pop_front();
 		w.base++;
+		recent_total_--;
 	}
 	w.evict_at = w.recent.size() + kEvictBatch;
+}
+
+void Model::keep(Longest &l, const Span &s)
+{
+	if (l.add(s, tl_cap_) && ++tl_kept_ > kTimelineBudget)
+		shrink_timelines();
+}
+
+void Model::shrink_timelines()
+{
+	while (tl_kept_ > kTimelineBudget && tl_cap_ > 64) {
+		tl_cap_ /= 2;
+		tl_kept_ = 0;
+		for (auto &kv : locks_)
+			tl_kept_ += kv.second.tl_waits.shrink(tl_cap_) + kv.second.tl_holds.shrink(tl_cap_);
+		for (auto &kv : cond_use_)
+			tl_kept_ += kv.second.tl.shrink(tl_cap_);
+	}
 }
 
 void Model::on_acquire(const Event &e)
@@ -484,7 +531,7 @@ void Model::on_acquire(const Event &e)
 		s.contended++;
 		const Span wt{e.ts - static_cast<int64_t>(e.wait_ns), e.ts, e.tid, e.caller};
 		w.unblamed.push_back(wt);
-		w.tl_waits.add(wt, opt_.timeline_max);
+		keep(w.tl_waits, wt);
 	}
 	if (e.wait_ns > s.wait_max || s.stack.empty()) {
 		s.wait_max = std::max(s.wait_max, e.wait_ns);
@@ -511,7 +558,7 @@ void Model::end_run(CondUse &cu, const Span &run)
 	site.contended++;
 	site.wait_total += d;
 	site.wait_max = std::max(site.wait_max, d);
-	cu.tl.add(run, opt_.timeline_max);
+	keep(cu.tl, run);
 }
 
 void Model::on_cond_wait(const Event &e)

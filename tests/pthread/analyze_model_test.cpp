@@ -1,6 +1,7 @@
 // analyze_model_test.cpp - the lock analysis on hand-made event streams,
 // with exact expected figures (no trace, no babeltrace2).
 #include <algorithm>
+#include <map>
 #include <functional>
 #include <cerrno>
 #include <cstdio>
@@ -301,6 +302,41 @@ TEST(AnalyzeModel, LongStreamStaysExact)
 	EXPECT_EQ(l.blockers[0].wait_total, waits * 500);
 	EXPECT_TRUE(r.timeline_truncated); // 3 M holds, 20000 kept
 	EXPECT_EQ(r.timeline.size(), Options().timeline_max);
+}
+
+// Many busy locks: the timeline's candidates over all locks stay within
+// their budget (each lock keeps fewer), counts stay exact.
+TEST(AnalyzeModel, ManyBusyLocksShareTheTimelineBudget)
+{
+	const int locks = 300, per = 10000;
+	Report r = analyze_feed(
+		[&](const std::function<void(const Event &)> &on) {
+			for (int i = 0; i < per; i++)
+				for (int l = 0; l < locks; l++) {
+					const int64_t t = (static_cast<int64_t>(i) * locks + l) * 100;
+					on(ev(t, 1 + l % 3, Op::MutexLock, 0x1000 + static_cast<uint64_t>(l) * 64));
+					on(ev(t + 10 + i % 7, 1 + l % 3, Op::MutexUnlock, 0x1000 + static_cast<uint64_t>(l) * 64));
+				}
+		},
+		Input(), Options(), nullptr);
+	ASSERT_EQ(r.locks.size(), static_cast<size_t>(locks));
+	for (const LockStats &l : r.locks) {
+		EXPECT_EQ(l.acquisitions, static_cast<uint64_t>(per));
+		EXPECT_EQ(l.holds, static_cast<uint64_t>(per));
+		EXPECT_EQ(l.hold_max, 16u);
+	}
+	// The timeline: the 20000 longest holds of the top 5 locks, as without
+	// the budget: each lock has 1428 holds of each length 10..16 (i % 7), so
+	// all of 16 and 15 (5 x 1428 each), and 5720 of 14.
+	EXPECT_TRUE(r.timeline_truncated);
+	ASSERT_EQ(r.timeline.size(), Options().timeline_max);
+	std::map<int64_t, size_t> by_len;
+	for (const Interval &iv : r.timeline)
+		by_len[iv.end - iv.start]++;
+	EXPECT_EQ(by_len[16], 5u * 1428);
+	EXPECT_EQ(by_len[15], 5u * 1428);
+	EXPECT_EQ(by_len[14], 20000u - 2 * 5 * 1428);
+	EXPECT_EQ(by_len.size(), 3u);
 }
 
 TEST(AnalyzeModel, ReportsRenderAndEscape)
