@@ -234,6 +234,7 @@ constexpr size_t kEvictBatch = 4096;
  * kSettleNs, or the longest hold of the lock so far, before it is blamed.
  */
 constexpr int64_t kSettleNs = 10 * 1000 * 1000;
+constexpr size_t kUnblamedCap = size_t(1) << 16;
 
 struct Done {
 	Span s;
@@ -457,13 +458,20 @@ void Model::blame(Work &w, const Span &wt)
 	}
 }
 
-// Blames the waits whose overlapping holds are all final (kSettleNs).
+// Blames the waits whose overlapping holds are all final (kSettleNs);
+// past kUnblamedCap waiting, the oldest now (a read hold that never ends
+// would keep them all).
 void Model::settle(Work &w)
 {
-	if (w.unblamed.empty() || w.unblamed.front().end + std::max(kSettleNs, w.hold_longest) > now_)
+	if (w.unblamed.empty())
 		return;
-	const int64_t from = std::min(nonfinal_from(w), now_ - std::max(kSettleNs, w.hold_longest));
-	while (!w.unblamed.empty() && w.unblamed.front().end <= from) {
+	const int64_t settle = std::max(kSettleNs, w.hold_longest);
+	int64_t from = std::numeric_limits<int64_t>::min();
+	if (w.unblamed.front().end + settle <= now_)
+		from = std::min(nonfinal_from(w), now_ - settle);
+	while (!w.unblamed.empty() && (w.unblamed.front().end <= from || w.unblamed.size() > kUnblamedCap)) {
+		if (w.unblamed.front().end > from)
+			rep_.blockers_partial = true;
 		blame(w, w.unblamed.front());
 		w.unblamed.pop_front();
 	}
