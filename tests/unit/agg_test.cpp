@@ -80,7 +80,7 @@ struct Expect {
 	void add(int64_t v)
 	{
 		count++;
-		sum += v;
+		sum = (int64_t)((uint64_t)sum + (uint64_t)v); // wraps, as the region's atomic add
 		min = std::min(min, v);
 		max = std::max(max, v);
 		unsigned b = 0;
