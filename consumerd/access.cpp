@@ -3,6 +3,7 @@
  */
 #include "access.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -66,6 +67,18 @@ int slot_share(uid_t uid, const std::vector<uid_t> &owners, uint32_t foreign_bus
 		return -EDQUOT;
 	}
 	return 0;
+}
+
+int user_may_create(uid_t uid, const std::string &path, std::string &why)
+{
+	std::string anc = path;
+	struct stat st;
+	while (anc.size() > 1 && lstat(anc.c_str(), &st) != 0)
+		anc = anc.substr(0, std::max<size_t>(anc.rfind('/'), 1));
+	if (lstat(anc.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid)
+		return 0;
+	why = "the output directory must be inside a directory you own (" + anc + " is not)";
+	return -EACCES;
 }
 
 int rule_allowed(uid_t uid, const std::string &pattern, bool enable, std::string &why)

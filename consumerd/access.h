@@ -45,6 +45,11 @@ unsigned socket_mode();
 // given with --socket or $STRATA_CONSUMERD_SOCKET that we did not make).
 void open_socket_dir(const std::string &dir, bool made);
 
+// Root's daemon writes for user `uid` (a session's directory, a snapshot's)
+// only where that user could: the nearest existing ancestor of `path` must
+// be a real directory (not a link) the user owns.  0, or -EACCES with `why`.
+int user_may_create(uid_t uid, const std::string &path, std::string &why);
+
 // A new session (or a snapshot companion) of `uid`, given the owners of
 // every session of the daemon and the module's slots set by others (bit n:
 // slot n, kernel_busy_slots: counted as users', whoever set them): 0, or

@@ -155,12 +155,9 @@ Answer SessionTable::check_output(const Caller &c, const proto::Create &m, bool 
 	if (c.uid != 0 && geteuid() == 0) {
 		// A root daemon writes for a user only where that user could:
 		// under a directory the user owns.
-		std::string anc = m.output_dir;
-		while (anc.size() > 1 && lstat(anc.c_str(), &st) != 0)
-			anc = anc.substr(0, std::max<size_t>(anc.rfind('/'), 1));
-		if (lstat(anc.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != c.uid)
-			return fail(-EACCES, "the output directory must be inside a directory you own (" +
-						     anc + " is not)");
+		std::string why;
+		if (int e = user_may_create(c.uid, m.output_dir, why))
+			return fail(e, why);
 		owner.uid = c.uid;
 		owner.gid = c.gid;
 	}
@@ -548,6 +545,12 @@ int SessionTable::take_snapshot(Session &s, std::string root, std::string &text)
 	}
 	while (root.size() > 1 && root.back() == '/')
 		root.pop_back();
+	// A user's snapshot on root's daemon: where the user could write, as
+	// CREATE's directory (access.h).
+	if (s.uid != 0 && serves_all_users()) {
+		if (int e = user_may_create(s.uid, root, text))
+			return e;
+	}
 	int r = make_dirs(root, 0750, s.owner);
 	if (r < 0) {
 		text = "cannot create " + root + ": " + strerror(-r);

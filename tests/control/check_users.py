@@ -16,7 +16,8 @@ directory every uid can read (the build tree may not be).
   3. A's session "us" records A's process (and root's "rs" too); B's
      process is in root's session but not in A's.  A's trace files are
      A's; A reads them with babeltrace2, B cannot open them.  A may not
-     enable kernel events (they show every process).
+     enable kernel events (they show every process), nor write a snapshot
+     where it could not write itself.
   4. B sees nothing of A's sessions (same answer as a missing name).
   5. Slots: A, B and C each get exactly 4 sessions, D none (the rest is
      root's); root still creates a session and records 3000 events.
@@ -146,6 +147,22 @@ def body(work, check, exes):
     check(rc == 0, "A's second process exits 0")
     rc, pid_b = run_app_pid(B)
     check(rc == 0, "B's traced process exits 0")
+
+    # 3b. A's snapshot goes only where A could write itself.
+    fr = os.path.join(homes[A], "fr")
+    for args in (["create", "fr", "-o", fr, "--mode", "overwrite"], ["enable-event", "fr", "ctltest:*"],
+                 ["start", "fr"]):
+        r = cli(A, *args)
+        check(r.returncode == 0, "A: strata %s (%s)" % (" ".join(args), r.stderr.strip()))
+    evil = os.path.join(work, "root", "evil")
+    r = cli(A, "snapshot", "fr", "-o", evil)
+    check(r.returncode != 0 and "inside a directory you own" in r.stderr and not os.path.exists(evil),
+          "A's snapshot into root's directory is refused, nothing made (%s)" % r.stderr.strip())
+    snap = os.path.join(homes[A], "snap")
+    r = cli(A, "snapshot", "fr", "-o", snap)
+    check(r.returncode == 0 and os.stat(snap).st_uid == A, "A's snapshot into its own directory is A's (%s)" %
+          r.stderr.strip())
+    cli(A, "destroy", "fr")
 
     # 4. B sees nothing of A's.
     got, missing = cli(B, "stop", "us"), cli(B, "stop", "nosuch")
