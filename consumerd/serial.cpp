@@ -93,7 +93,20 @@ std::shared_ptr<SerialLink> SerialLink::open(const SerialTarget &t, int64_t uid,
 {
 	std::shared_ptr<SerialLink> l(new SerialLink());
 	l->target_ = t;
-	int fd = ::open(t.device.c_str(), O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC | O_CREAT, 0640);
+	int flags = O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC | O_CREAT;
+	if (uid >= 0) {
+		// Root's daemon working for a user (docs/security.md) opens only
+		// what that user owns, creates nothing, follows no link: else any
+		// user could have it create an empty root-owned file anywhere
+		// (/etc/nologin) or open another's device.
+		struct stat pre;
+		if (lstat(t.device.c_str(), &pre) != 0 || S_ISLNK(pre.st_mode) || pre.st_uid != static_cast<uid_t>(uid)) {
+			err = "cannot use " + t.device + ": it must exist and belong to you";
+			return nullptr;
+		}
+		flags = (flags & ~O_CREAT) | O_NOFOLLOW;
+	}
+	int fd = ::open(t.device.c_str(), flags, 0640);
 	if (fd < 0) {
 		err = errno == ENXIO ? "no process reads the FIFO " + t.device + " (start `strata receive` first)"
 				     : "cannot open " + t.device + ": " + strerror(errno);

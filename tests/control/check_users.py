@@ -17,7 +17,8 @@ directory every uid can read (the build tree may not be).
      process is in root's session but not in A's.  A's trace files are
      A's; A reads them with babeltrace2, B cannot open them.  A may not
      enable kernel events (they show every process), nor write a snapshot
-     where it could not write itself.
+     where it could not write itself, nor have root's daemon make or open
+     a file that is not A's for --serial.
   4. B sees nothing of A's sessions (same answer as a missing name).
   5. Slots: A, B and C each get exactly 4 sessions, D none (the rest is
      root's); root still creates a session and records 3000 events.
@@ -163,6 +164,12 @@ def body(work, check, exes):
     check(r.returncode == 0 and os.stat(snap).st_uid == A, "A's snapshot into its own directory is A's (%s)" %
           r.stderr.strip())
     cli(A, "destroy", "fr")
+
+    # 3c. A's serial line on root's daemon: only a file of A's, never made.
+    nologin = os.path.join(work, "root", "nologin")
+    r = cli(A, "create", "ser", "--serial", nologin)
+    check(r.returncode != 0 and "belong to you" in r.stderr and not os.path.exists(nologin),
+          "A's --serial to a path of root's is refused and nothing is made (%s)" % r.stderr.strip())
 
     # 4. B sees nothing of A's.
     got, missing = cli(B, "stop", "us"), cli(B, "stop", "nosuch")
