@@ -184,6 +184,7 @@ void Daemon::integrate(AttachJob &j)
 	}
 	Proc &p = procs_[pit->second];
 	p.drains.push_back(j.drain.get());
+	state_dirty_ = true; // restart.cpp: a buffer to keep
 	VLOG("pid %d: draining into %s", static_cast<int>(j.pid), j.drain->dir().c_str());
 	s->drains.push_back(std::move(j.drain));
 }

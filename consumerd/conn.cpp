@@ -312,6 +312,7 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 		return c.hello;
 	}
 	const bool ctl = c.role == proto::Role::Controller;
+	state_dirty_ |= ctl; // restart.cpp: sessions may change
 	if (ctl) {
 		serve_quiet();     // a command sees every process that joined from the table
 		settle_attaches(); // a command sees every buffer already handed over

@@ -204,6 +204,7 @@ int Daemon::run(const DaemonOptions &opt)
 	INFO("listening on %s (protocol %u, buffer ABI %u.%u)", path_.c_str(), proto::kVersion, STRATA_ABI_MAJOR,
 	     STRATA_ABI_MINOR);
 	repair_after_crash();
+	restore_sessions(); // restart.cpp: a crashed daemon's active sessions, taken up
 	remove_tables(); // a crashed daemon's: their runs are gone
 	publish_tables();
 	if (opt.ready_fd >= 0) {
@@ -260,6 +261,8 @@ int Daemon::run(const DaemonOptions &opt)
 		collect_attaches(); // drains whose process did not wait (attach.cpp)
 		answer_pending(false);
 		publish_tables();
+		if (state_dirty_)
+			persist_sessions(); // restart.cpp
 	}
 	serve_quiet();   // every process that joined from the table is known
 	stop_attacher(); // settles: every buffer handed over joins its session
@@ -273,6 +276,7 @@ int Daemon::run(const DaemonOptions &opt)
 	for (size_t i = 0; i < sessions_.size(); i++)
 		stop_session(*sessions_[i]);
 	sessions_.clear();
+	persist_sessions(); // none left: a clean exit ends them (restart.cpp)
 	remove_tables();
 	conns_.clear();
 	for (auto &kv : procs_)

@@ -91,6 +91,7 @@
 #include "serial.h"
 #include "proto/sock.h"
 #include "repair.h"
+#include "state_store.h"
 
 
 namespace strata {
@@ -378,6 +379,11 @@ private:
 	void adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid, std::set<std::pair<dev_t, ino_t>> &seen);
 	void save_active();
 	void repair_after_crash();
+	// Sessions kept across a crash of the daemon (restart.cpp's contract).
+	void persist_sessions();
+	void restore_sessions();
+	bool restore_buffer(Session &s, const BufferRecord &b);
+	void owner_exited(pid_t pid);
 	void do_create(Conn &c, uint32_t seq, const proto::Create &m);
 	void do_rule(Conn &c, uint32_t seq, const std::string &name, proto::Rule r, Target t = {});
 	void do_status(Conn &c, uint32_t seq, const proto::Status &m);
@@ -449,6 +455,13 @@ private:
 	bool tables_dirty_ = true;
 	uint64_t n_table_joins_ = 0;
 	uint64_t n_quiet_joins_ = 0; // of those, sent to the quiet socket
+	// restart.cpp: the state store, whether it may be out of date, the
+	// start times of the processes it names, and the owners (strata
+	// record's pid) of restored owned sessions.
+	std::unique_ptr<StateStore> store_;
+	bool state_dirty_ = false;
+	std::map<pid_t, uint64_t> start_times_;
+	std::map<std::string, uint32_t> owner_pids_;
 	std::unique_ptr<ClockPage> clock_page_; // null: TSC unusable
 	int clock_tfd_ = -1;                    // its refresh timer
 	int trigger_tfd_ = -1;                  // trigger.cpp's watch timer

@@ -35,6 +35,7 @@
 #include "clock_page.h"
 #include "control/names.h"
 #include "reader.h"
+#include "reattach.h"
 
 namespace strata {
 
@@ -378,6 +379,11 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 		}
 	}
 	std::unique_ptr<Drain> d(new Drain());
+	struct stat st;
+	if (fstat(memfd, &st) == 0) {
+		d->buf_dev_ = st.st_dev;
+		d->buf_ino_ = st.st_ino;
+	}
 	d->reader_ = Reader::attach(memfd, &err);
 	if (d->reader_ && d->reader_->info().mode == STRATA_MODE_OVERWRITE)
 		d->snap_fd_ = fcntl(memfd, F_DUPFD_CLOEXEC, 0); // -1: no snapshots of it
@@ -420,7 +426,7 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 bool Drain::open_trace(std::string &err)
 {
 	if (!out_)
-		out_ = disk_output(dir_, channel_, n_lanes_, owner_);
+		out_ = disk_output(dir_, channel_, n_lanes_, owner_, resumed_);
 	std::vector<EventInfo> events;
 	std::vector<std::string> errors;
 	reader_->read_new_events(&events, &errors);
@@ -428,6 +434,27 @@ bool Drain::open_trace(std::string &err)
 		warn(dir_, "descriptor rejected: " + e);
 	std::string text = ctf_metadata(reader_->info().uuid, clock_, env_, stream_id_, events);
 	return out_->open(text, err);
+}
+
+bool Drain::resume(std::string &err)
+{
+	if (started_ || !reader_ || out_)
+		return false;
+	std::vector<PacketTail> tails(n_lanes_);
+	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
+		const std::string path = dir_ + "/" + channel_ + "_" + std::to_string(lane);
+		if (!stream_tail(path, reader_->info().uuid, tails[lane], err))
+			return false;
+	}
+	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
+		const PacketTail &t = tails[lane];
+		if (t.packets && !reader_->resume(lane, t.seq, t.discarded, t.ts_end)) {
+			err = "lane " + std::to_string(lane) + ": its stream file goes beyond the buffer's writers";
+			return false;
+		}
+	}
+	resumed_ = true;
+	return true;
 }
 
 Drain::~Drain()
@@ -673,12 +700,15 @@ void Drain::begin_stream()
 }
 
 // One round over every lane.  True if anything was written.  Each packet
-// is copied out of the ring (validated header, then body) and its
-// sub-buffer released at once, so the writers get it back at memcpy speed,
-// not at disk speed; up to kBatchBytes of whole packets then leave in one
-// write.  (Writing straight from the mapping and releasing after the write
-// held the ring for the whole write: at 2 GB/s of events the writers found
-// it full and discarded most of them.)
+// is copied out of the ring (validated header, then body); up to
+// kBatchBytes of whole packets then leave in one write, and only then are
+// their sub-buffers released to the writers.  A daemon killed at any
+// instant thus leaves every packet it did not write in the ring, where
+// the next daemon finds it (docs/crash.md, "The daemon dies"): released
+// before the write, the writers of a process whose daemon is dead would
+// overwrite packets that were never on disk, an uncounted gap.  The ring
+// is held for the copy and one write (to the page cache): the cost is in
+// docs/crash.md.  (Writing straight from the mapping held it as long.)
 bool Drain::drain_once()
 {
 	if (opened_) // else open_trace reads every descriptor so far
@@ -693,6 +723,7 @@ bool Drain::drain_once()
 			size_t n = 0;
 			bool more = true;
 			size_t len_now = 0; // bytes in batch_
+			bool peeked = false; // sub-buffers to release after the write
 			for (; n < kBatch && k < kPacketsPerRound && (n == 0 || len_now < kBatchBytes); k++) {
 				strata_packet_header hdr;
 				const uint8_t *body = nullptr;
@@ -703,7 +734,7 @@ bool Drain::drain_once()
 					more = false;
 					break;
 				}
-				any = true;
+				any = peeked = true;
 				begin_stream();
 				// validate_header bounds a packet by its sub-buffer; the
 				// check keeps batch_ safe whatever a future reader allows.
@@ -712,7 +743,6 @@ bool Drain::drain_once()
 					err = "packet larger than its sub-buffer";
 				}
 				if (st != ReadStatus::kPacket) {
-					reader_->release(lane);
 					counters_.errors.fetch_add(1, std::memory_order_relaxed);
 					if (reader_->stats().incomplete_dropped != dropped) // its process died: said each time
 						warn(dir_, "lane " + std::to_string(lane) + ": packet skipped: " + err);
@@ -722,7 +752,6 @@ bool Drain::drain_once()
 				}
 				memcpy(batch_ + len_now, &hdr, sizeof hdr);
 				memcpy(batch_ + len_now + sizeof hdr, body, len);
-				reader_->release(lane); // copied: the writers may reuse it
 				// The records, on our copy: what the producer changes in
 				// the ring from now on cannot reach the trace.
 				len_now += reader_->check_records(lane, batch_ + len_now, sizeof hdr + len, &err);
@@ -740,6 +769,8 @@ bool Drain::drain_once()
 				struct iovec iov = {batch_, len_now};
 				write_packets(lane, &iov, 1, ends, n);
 			}
+			if (peeked) // written (or counted lost), or skipped
+				reader_->release(lane);
 			if (!more)
 				break;
 		}

@@ -255,6 +255,7 @@ void Daemon::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid, st
 
 void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 {
+	state_dirty_ = true; // restart.cpp: a buffer to keep
 	int fd = -1;
 	if (m.status == 0) {
 		if (c.fds.empty()) {
@@ -391,6 +392,7 @@ void Daemon::on_exit(int pidfd)
 		close(pidfd);
 	}
 	procs_.erase(it);
+	owner_exited(pid); // restart.cpp: a restored session's owner; the books changed
 }
 
 } // namespace daemon_impl

@@ -9,11 +9,17 @@
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 files="
+consumerd/reattach.cpp
+consumerd/reattach.h
+consumerd/restart.cpp
+consumerd/state_store.cpp
+consumerd/state_store.h
 libtrace/change_hook.cpp
 libtrace/runtime.h
 libtrace/writer.cpp
 libtrace/writer_hooks.h
 tp-async/tp_async.c
+tests/control/restart_app.c
 tp-sync/tp_sync.c
 "
 command -v clang-format >/dev/null || { echo "SKIP: clang-format not installed (apt-get install clang-format)"; exit 77; }

@@ -1,0 +1,228 @@
+/*
+ * restart.cpp - the daemon's side of "a daemon that comes back loses
+ * nothing its processes still hold" (docs/crash.md, "The daemon dies"):
+ * the glue between the session table and the state store (state_store.h),
+ * and the taking up of a dead predecessor's sessions (reattach.h).
+ *
+ * Contract: main thread only.  persist_sessions() runs at the end of an
+ * event-loop turn in which something it records may have changed
+ * (state_dirty_: a controller's message, a buffer integrated, a process
+ * exit); restore_sessions() once at start, before the first connection is
+ * served, after repair_after_crash().  What is kept: every ACTIVE disk
+ * session (its definition, its clock, its run id) and, per buffer being
+ * drained of a live process, the process (pid and start time), the memfd
+ * (dev, ino), the trace uuid and the sub-trace directory.  Not kept:
+ * sessions streamed to a relay or a serial line, trigger companions,
+ * created or stopped sessions, kernel buffers (docs/crash.md, "Limits").
+ */
+#include "daemon_impl.h"
+#include "reattach.h"
+#include "state_store.h"
+
+namespace strata {
+namespace daemon_impl {
+
+namespace {
+
+bool kept(const Session &s)
+{
+	return s.state == proto::SessionState::Active && !s.streamed() && !s.companion_of;
+}
+
+} // namespace
+
+void Daemon::persist_sessions()
+{
+	state_dirty_ = false;
+	if (!store_)
+		return;
+	// Which live process holds each drain's buffer.
+	std::map<const Drain *, const Proc *> holder;
+	for (auto &kv : procs_)
+		if (!kv.second.gone && !kv.second.kmod)
+			for (const Drain *d : kv.second.drains)
+				holder[d] = &kv.second;
+	std::set<std::string> names;
+	for (auto &sp : sessions_) {
+		const Session &s = *sp;
+		if (!kept(s))
+			continue;
+		SessionRecord r;
+		r.name = s.name;
+		r.id = s.id;
+		r.run_id = s.run_id;
+		r.slot = s.slot;
+		r.uid = s.uid;
+		r.owner_uid = s.owner.uid;
+		r.owner_gid = s.owner.gid;
+		r.out = s.out;
+		r.channel = s.channel;
+		r.rules = s.rules;
+		for (const Target &t : s.targets)
+			r.targets.push_back({t.pids, t.names});
+		r.clock = s.clock;
+		if (s.owner_conn) {
+			for (auto &c : conns_)
+				if (c.second->id == s.owner_conn)
+					r.owner_pid = static_cast<uint32_t>(c.second->cred.pid);
+		} else {
+			auto o = owner_pids_.find(s.name);
+			r.owner_pid = o == owner_pids_.end() ? 0 : o->second;
+		}
+		for (auto &d : s.drains) {
+			auto h = holder.find(d.get());
+			if (h == holder.end() || d->finished() || !d->buffer_ino())
+				continue;
+			const Proc &p = *h->second;
+			BufferRecord b;
+			b.pid = static_cast<uint32_t>(p.pid);
+			auto st = start_times_.find(p.pid);
+			if (st == start_times_.end())
+				st = start_times_
+					     .emplace(p.pid, proc_start_time(static_cast<uint32_t>(p.pid)))
+					     .first;
+			b.start_time = st->second;
+			b.dev = d->buffer_dev();
+			b.ino = d->buffer_ino();
+			memcpy(b.uuid, d->uuid(), 16);
+			b.signo = p.signo;
+			b.uid = p.uid;
+			b.comm = p.comm;
+			b.dir = d->dir();
+			r.buffers.push_back(b);
+		}
+		names.insert(s.name);
+		if (!store_->save(r))
+			logf("session %s: cannot keep its state in %s (%s): a crash of this daemon would end "
+			     "it",
+			     s.name.c_str(), store_->dir().c_str(), strerror(errno));
+	}
+	for (const std::string &n : store_->names())
+		if (!names.count(n))
+			store_->remove(n);
+	for (auto it = owner_pids_.begin(); it != owner_pids_.end();)
+		it = names.count(it->first) ? std::next(it) : owner_pids_.erase(it);
+	// Start times of processes gone: a pid may come back as another.
+	for (auto it = start_times_.begin(); it != start_times_.end();)
+		it = pid_to_pidfd_.count(it->first) ? std::next(it) : start_times_.erase(it);
+}
+
+// One buffer of a restored session: taken back from its process and
+// drained on from where its sub-trace ends.
+bool Daemon::restore_buffer(Session &s, const BufferRecord &b)
+{
+	std::string err;
+	const int fd = reclaim_memfd(b.pid, b.start_time, b.dev, b.ino, err);
+	if (fd < 0) {
+		logf("session %s: pid %u (%s) %s: what its buffer held after %s is lost", s.name.c_str(),
+		     b.pid, b.comm.c_str(), err.c_str(), b.dir.c_str());
+		return false;
+	}
+	TraceEnv env;
+	env.procname = b.comm;
+	env.pid = b.pid;
+	env.hostname = hostname_;
+	std::unique_ptr<Drain> d = Drain::create(fd, b.uuid, b.dir, s.clock, env, s.owner, err);
+	if (!d || !d->resume(err)) {
+		logf("session %s: pid %u (%s): its buffer cannot be taken up (%s)", s.name.c_str(), b.pid,
+		     b.comm.c_str(), err.c_str());
+		return false;
+	}
+	Proc &p = proc_for(static_cast<pid_t>(b.pid), static_cast<uid_t>(b.uid));
+	if (p.gone)
+		return false; // exited between the two looks
+	p.comm = b.comm;
+	if (b.signo && !p.signo)
+		p.signo = b.signo;
+	if (p.date.empty())
+		p.date = local_timestamp();
+	start_times_[p.pid] = b.start_time;
+	d->start();
+	p.drains.push_back(d.get());
+	s.drains.push_back(std::move(d));
+	return true;
+}
+
+void Daemon::restore_sessions()
+{
+	store_ = std::make_unique<StateStore>(path_ + ".state");
+	std::vector<std::string> errors;
+	std::vector<SessionRecord> recs = store_->load(errors);
+	for (const std::string &e : errors)
+		logf("previous daemon's state: %s: ignored", e.c_str());
+	for (const SessionRecord &r : recs) {
+		auto s = std::make_unique<Session>();
+		s->id = next_session_id_++;
+		s->run_id = r.run_id;
+		next_run_id_ = std::max(next_run_id_, r.run_id + 1);
+		s->name = r.name;
+		s->slot = r.slot;
+		s->uid = r.uid;
+		s->owner.uid = r.owner_uid;
+		s->owner.gid = r.owner_gid;
+		s->out = r.out;
+		s->channel = r.channel;
+		s->rules = r.rules;
+		for (const TargetRecord &t : r.targets)
+			s->targets.push_back({t.pids, t.names});
+		s->targets.resize(s->rules.size());
+		s->clock = r.clock;
+		s->state = proto::SessionState::Active;
+		for (auto &x : sessions_)
+			if (x->slot == s->slot || x->name == s->name) {
+				logf("previous daemon's session %s: slot %u or name taken twice: ignored",
+				     r.name.c_str(), r.slot);
+				s.reset();
+				break;
+			}
+		if (!s)
+			continue;
+		Session &ref = *s;
+		sessions_.push_back(std::move(s));
+		unsigned n = 0;
+		for (const BufferRecord &b : r.buffers)
+			n += restore_buffer(ref, b) ? 1 : 0;
+		if (r.owner_pid)
+			owner_pids_[ref.name] = r.owner_pid;
+		INFO("previous daemon ended with session %s active: taken up, %u of %zu buffer(s) "
+		     "re-attached",
+		     r.name.c_str(), n, r.buffers.size());
+	}
+	tables_dirty_ = true;
+	state_dirty_ = true;
+	// An owner (strata record) that ended while no daemon ran: its
+	// session ends now, as it would have when its connection closed.
+	for (auto &kv : std::map<std::string, uint32_t>(owner_pids_)) {
+		const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, kv.second, 0));
+		if (pidfd >= 0) {
+			close(pidfd);
+			uid_t uid = 0;
+			for (auto &x : sessions_)
+				if (x->name == kv.first)
+					uid = x->uid;
+			Proc &p = proc_for(static_cast<pid_t>(kv.second), uid);
+			if (!p.gone)
+				continue; // its exit (on_exit) ends the session: owner_exited
+		}
+		owner_exited(static_cast<pid_t>(kv.second));
+	}
+}
+
+void Daemon::owner_exited(pid_t pid)
+{
+	for (size_t i = 0; i < sessions_.size(); i++) {
+		auto o = owner_pids_.find(sessions_[i]->name);
+		if (o == owner_pids_.end() || o->second != static_cast<uint32_t>(pid))
+			continue;
+		INFO("session %s: its owner (pid %d) is gone: its trace is completed and the session "
+		     "destroyed",
+		     sessions_[i]->name.c_str(), static_cast<int>(pid));
+		owner_pids_.erase(o);
+		destroy_session(*sessions_[i], nullptr, 0);
+		i = static_cast<size_t>(-1); // the table changed: from the start again
+	}
+	state_dirty_ = true;
+}
+
+} // namespace daemon_impl
+} // namespace strata
