@@ -397,6 +397,7 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 	}
 	d->dir_ = dir;
 	d->from_kernel_ = from_kernel;
+	d->release_early_ = from_kernel; // the module's buffers are not taken up by a restarted daemon
 	memcpy(d->uuid_, uuid, 16);
 	d->channel_ = file_safe(info.channel.empty() ? "channel0" : info.channel);
 	d->comm_ = info.comm;
@@ -709,6 +710,9 @@ void Drain::begin_stream()
 // overwrite packets that were never on disk, an uncounted gap.  The ring
 // is held for the copy and one write (to the page cache): the cost is in
 // docs/crash.md.  (Writing straight from the mapping held it as long.)
+// A streamed output (relay, serial; its write may wait on a network) and a
+// kernel buffer, which a restarted daemon does not continue, release after
+// the copy.
 bool Drain::drain_once()
 {
 	if (opened_) // else open_trace reads every descriptor so far
@@ -752,6 +756,8 @@ bool Drain::drain_once()
 				}
 				memcpy(batch_ + len_now, &hdr, sizeof hdr);
 				memcpy(batch_ + len_now + sizeof hdr, body, len);
+				if (release_early_) // not continued after a crash: the writers need it more
+					reader_->release(lane);
 				// The records, on our copy: what the producer changes in
 				// the ring from now on cannot reach the trace.
 				len_now += reader_->check_records(lane, batch_ + len_now, sizeof hdr + len, &err);

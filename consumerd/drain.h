@@ -95,7 +95,14 @@ public:
 	void set_wait_fd(int fd);
 	// Before start(): where the packets go (output.h); without it, the
 	// disk output in dir() (today's layout).
-	void set_output(std::unique_ptr<Output> out) { out_ = std::move(out); }
+	// A streamed output (relay, serial) is not continued by a restarted
+	// daemon: its sub-buffers go back to the writers as soon as they are
+	// copied, not after the write (drain_once), which can wait on a network.
+	void set_output(std::unique_ptr<Output> out)
+	{
+		out_ = std::move(out);
+		release_early_ = true;
+	}
 	// Before start(): the buffer comes out of a crash image (recover.cpp):
 	// the reader's clock says nothing of when its packets were written
 	// (a kdump capture kernel's clock starts again from boot), so no
@@ -218,6 +225,7 @@ private:
 	uint64_t final_activity_ = 0; // activity() at finish(); main thread only
 	bool from_kernel_ = false;
 	bool resumed_ = false; // resume(): the disk output replaces the metadata
+	bool release_early_ = false; // set_output(), a kernel buffer: release after the copy (drain_once)
 	uint64_t buf_dev_ = 0, buf_ino_ = 0;
 	uint8_t uuid_[16] = {};
 	bool started_ = false; // main thread: start() handed it to the pool
