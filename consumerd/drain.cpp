@@ -63,6 +63,7 @@ constexpr unsigned kBatch = 16; // packets per write
 // Bytes of whole packets gathered for one write (one packet at least): the
 // batch buffer stays this size per drain.
 constexpr size_t kBatchBytes = 1u << 20;
+constexpr size_t kHeldBytes = 256u << 10; // drain_once: one write while its sub-buffers are held
 // Scheduler slice asked for the daemon's threads (short_slice).
 constexpr long kSliceUs = 100;
 // Nice of a streaming drain thread (streaming_weight).
@@ -722,13 +723,20 @@ bool Drain::drain_once()
 	bool any = false;
 	std::string err;
 	size_t ends[kBatch];
+	// Held until written (unless release_early_): at most half of a lane's
+	// ring, so that its writers always have the other half meanwhile, and
+	// kHeldBytes, so that each sub-buffer goes back after a short write.
+	const BufferInfo &bi = reader_->info();
+	const size_t max_n = release_early_ ? kBatch : std::max<size_t>(1, std::min<size_t>(kBatch, bi.n_subbuf / 2));
+	const size_t max_bytes =
+		release_early_ ? kBatchBytes : std::min<size_t>(kHeldBytes, bi.lane_stride / 2);
 	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
 		for (unsigned k = 0; k < kPacketsPerRound;) {
 			size_t n = 0;
 			bool more = true;
 			size_t len_now = 0; // bytes in batch_
 			bool peeked = false; // sub-buffers to release after the write
-			for (; n < kBatch && k < kPacketsPerRound && (n == 0 || len_now < kBatchBytes); k++) {
+			for (; n < max_n && k < kPacketsPerRound && (n == 0 || len_now < max_bytes); k++) {
 				strata_packet_header hdr;
 				const uint8_t *body = nullptr;
 				size_t len = 0;
