@@ -7,7 +7,9 @@
  * Contract: main thread only.  persist_sessions() runs at the end of an
  * event-loop turn in which something it records may have changed
  * (state_dirty_: a controller's message, a buffer integrated, a process
- * exit); restore_sessions() once at start, before the first connection is
+ * exit), and before any answer leaves for a controller (send, flush_out):
+ * what a controller was told (a session started, N buffers) is kept
+ * before it hears it; restore_sessions() once at start, before the first connection is
  * served, after repair_after_crash().  What is kept: every ACTIVE disk
  * session (its definition, its clock, its run id) and, per buffer being
  * drained of a live process, the process (pid and start time), the memfd
