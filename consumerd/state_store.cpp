@@ -355,7 +355,7 @@ std::vector<std::string> StateStore::names() const
 	return n;
 }
 
-std::vector<SessionRecord> StateStore::load(std::vector<std::string> &errors) const
+std::vector<SessionRecord> StateStore::load(std::vector<std::string> &errors)
 {
 	std::vector<SessionRecord> out;
 	DIR *d = opendir(dir_.c_str());
@@ -383,8 +383,10 @@ std::vector<SessionRecord> StateStore::load(std::vector<std::string> &errors) co
 		if (r != static_cast<ssize_t>(text.size()) || !decode(text, rec, err) ||
 		    file_name(rec.name) != n) {
 			errors.push_back(path + ": " + (err.empty() ? "unreadable" : err));
+			rename(path.c_str(), (path + ".ignored").c_str());
 			continue;
 		}
+		written_[rec.name] = text;
 		out.push_back(std::move(rec));
 	}
 	closedir(d);

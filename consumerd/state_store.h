@@ -68,8 +68,10 @@ public:
 	// False (errno) if it could not be written.
 	bool save(const SessionRecord &r);
 	void remove(const std::string &name);
-	// Every session file, parsed; unreadable ones named in `errors`.
-	std::vector<SessionRecord> load(std::vector<std::string> &errors) const;
+	// Every session file, parsed (and then this store's: a later save
+	// without that session removes it); unreadable ones named in `errors`
+	// and renamed to `<file>.ignored`, so that they are read only once.
+	std::vector<SessionRecord> load(std::vector<std::string> &errors);
 	// Forget what was written (the files stay): the next save writes.
 	void forget() { written_.clear(); }
 	// Names of the sessions this store wrote and still has.

@@ -20,6 +20,7 @@ libtrace/writer.cpp
 libtrace/writer_hooks.h
 tp-async/tp_async.c
 tests/control/restart_app.c
+tests/unit/state_store_test.cpp
 tp-sync/tp_sync.c
 "
 command -v clang-format >/dev/null || { echo "SKIP: clang-format not installed (apt-get install clang-format)"; exit 77; }

@@ -26,7 +26,11 @@ Modes: `session` (strata create/start, 10 kills), `blocking` (the same
 with --blocking), `record` (`strata record` runs the app: its session is
 owned by record's connection; the daemon is killed and restarted while
 record waits for the app, record finds its daemon again to stop the
-session, and exits with the app's status 0).
+session, and exits with the app's status 0), `record_killed` (record is
+killed with SIGKILL while no daemon runs: the next daemon finds the
+session's owner gone and ends the session at once, as the closed
+connection would have: the trace is complete up to there and readable,
+no session and no state is left, the app goes on untraced).
 """
 import argparse
 import mmap
@@ -120,12 +124,42 @@ def bt_errors(out):
     return p.returncode, errors
 
 
+def record_killed(a, check, d, rec, state, env, sock, out, session, events, phases):
+    """The `record_killed` mode, from the first packets on disk."""
+    d.send_signal(signal.SIGKILL)
+    d.wait()
+    rec.send_signal(signal.SIGKILL)
+    rec.wait()
+    d = start_daemon(a.consumerd, sock, env)
+    p = subprocess.run([a.strata, "status", session], env=env, capture_output=True, text=True)
+    check(p.returncode != 0, "the new daemon ended the session of the dead record (status: %s)" %
+          (p.stdout + p.stderr).strip().splitlines()[:1])
+    check(not os.listdir(sock + ".state"), "no session state left")
+    state.allow(phases)  # the app goes on, untraced, and exits
+    d.send_signal(signal.SIGTERM)
+    d.wait(timeout=60)
+    rc, errors = bt_errors(out)
+    check(rc == 0 and not errors, "babeltrace2 reads the trace with no error (status %d, %s)" % (rc, errors[:2]))
+    import bt2
+    seen, dup = {}, 0
+    for m in bt2.TraceCollectionMessageIterator(out):
+        if type(m) is bt2._EventMessageConst:
+            f = m.event.payload_field
+            key = (int(f["thread"]), int(f["i"]))
+            dup += key in seen
+            seen[key] = 1
+    per_thread = [sum(1 for k in seen if k[0] == t) for t in range(a.threads)]
+    check(dup == 0 and all(n > 0 for n in per_thread), "events of every thread, no duplicate (%s, %d dup)" %
+          (per_thread, dup))
+    check.finish()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--strata", required=True)
     ap.add_argument("--consumerd", required=True)
     ap.add_argument("--app", required=True)
-    ap.add_argument("--mode", choices=("session", "blocking", "record"), default="session")
+    ap.add_argument("--mode", choices=("session", "blocking", "record", "record_killed"), default="session")
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--procs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
@@ -134,7 +168,8 @@ def main():
     phases = a.kills + 1
     events = a.events or 2000 * phases
     per = events // phases
-    procs = 1 if a.mode == "record" else a.procs
+    recording = a.mode.startswith("record")
+    procs = 1 if recording else a.procs
     work = tempfile.mkdtemp(prefix="strata-restart-")
     sock = os.path.join(work, "sock")
     env = dict(os.environ, STRATA_CONSUMERD_SOCKET=sock)
@@ -149,7 +184,7 @@ def main():
     states = [State(os.path.join(work, "state%d" % p), a.threads) for p in range(procs)]
     apps = []
     session = "s"
-    if a.mode == "record":
+    if recording:
         rec = subprocess.Popen([a.strata, "record", "-o", out] + geometry + ["-e", "rstest:*", "--",
                                a.app, "0", str(a.threads), str(events), str(phases), states[0].f.name],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -170,6 +205,8 @@ def main():
     # counts the discards of a stream from its first packet on).
     wait_for(lambda: n_buffers(a.strata, env, session) == procs, "%d buffers in the session" % procs, 60)
     wait_for(lambda: stream_files(out) >= procs * a.threads, "a packet of every thread on disk", 60)
+    if a.mode == "record_killed":
+        return record_killed(a, check, d, rec, states[0], env, sock, out, session, events, phases)
     total = procs * a.threads
     for k in range(a.kills):
         # A different instant of each phase: 5% .. 95% of it emitted.
