@@ -28,25 +28,13 @@
 
 struct iovec;
 
+#include "fs.h"
 #include "metadata.h"
 #include "output.h"
 
 namespace strata {
 
 class Reader;
-
-// Who owns what a drain creates: a root daemon working for another user
-// hands that user the directories and files (uid -1: leave as created).
-struct Owner {
-	int64_t uid = -1, gid = -1;
-	void apply(int fd) const;
-	void apply(const std::string &path) const;
-};
-
-// mkdir -p with `mode` for the directories it creates, given to `owner`.
-// 0 or -errno.
-int make_dirs(const std::string &path, unsigned mode, const Owner &owner = Owner());
-
 
 // Ask the scheduler for a short time slice (EEVDF, Linux >= 6.12) for the
 // calling thread: a woken drain or control thread then preempts CPU-bound

@@ -18,6 +18,11 @@
  * created or stopped sessions, kernel buffers (docs/crash.md, "Limits").
  */
 #include "daemon_impl.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "control/names.h"
 #include "reattach.h"
 #include "state_store.h"
 
@@ -31,6 +36,12 @@ bool kept(const Session &s)
 	return s.state == proto::SessionState::Active && !s.streamed() && !s.companion_of;
 }
 
+// A restored session owned by `strata record` is owned by record's pid
+// (its connection died with the daemon): SessionTable::end_owned ends it
+// with this stand-in connection id when that pid exits.  Real connection
+// ids count up from 1 and never reach the bit.
+constexpr uint64_t kPidOwner = uint64_t(1) << 63;
+
 } // namespace
 
 void Daemon::persist_sessions()
@@ -40,12 +51,12 @@ void Daemon::persist_sessions()
 		return;
 	// Which live process holds each drain's buffer.
 	std::map<const Drain *, const Proc *> holder;
-	for (auto &kv : procs_)
+	for (auto &kv : procs_.all())
 		if (!kv.second.gone && !kv.second.kmod)
 			for (const Drain *d : kv.second.drains)
 				holder[d] = &kv.second;
 	std::set<std::string> names;
-	for (auto &sp : sessions_) {
+	for (auto &sp : sessions_.all()) {
 		const Session &s = *sp;
 		if (!kept(s))
 			continue;
@@ -63,13 +74,11 @@ void Daemon::persist_sessions()
 		for (const Target &t : s.targets)
 			r.targets.push_back({t.pids, t.names});
 		r.clock = s.clock;
-		if (s.owner_conn) {
-			for (auto &c : conns_)
-				if (c.second->id == s.owner_conn)
-					r.owner_pid = static_cast<uint32_t>(c.second->cred.pid);
-		} else {
-			auto o = owner_pids_.find(s.name);
-			r.owner_pid = o == owner_pids_.end() ? 0 : o->second;
+		if (s.owner_conn & kPidOwner) {
+			r.owner_pid = static_cast<uint32_t>(s.owner_conn & ~kPidOwner);
+		} else if (s.owner_conn) {
+			const Conn *c = conn_by_id(s.owner_conn);
+			r.owner_pid = c ? static_cast<uint32_t>(c->cred.pid) : 0;
 		}
 		for (auto &d : s.drains) {
 			auto h = holder.find(d.get());
@@ -102,11 +111,9 @@ void Daemon::persist_sessions()
 	for (const std::string &n : store_->names())
 		if (!names.count(n))
 			store_->remove(n);
-	for (auto it = owner_pids_.begin(); it != owner_pids_.end();)
-		it = names.count(it->first) ? std::next(it) : owner_pids_.erase(it);
 	// Start times of processes gone: a pid may come back as another.
 	for (auto it = start_times_.begin(); it != start_times_.end();)
-		it = pid_to_pidfd_.count(it->first) ? std::next(it) : start_times_.erase(it);
+		it = procs_.find(it->first) ? std::next(it) : start_times_.erase(it);
 }
 
 // One buffer of a restored session: taken back from its process and
@@ -130,9 +137,12 @@ bool Daemon::restore_buffer(Session &s, const BufferRecord &b)
 		     b.comm.c_str(), err.c_str());
 		return false;
 	}
-	Proc &p = proc_for(static_cast<pid_t>(b.pid), static_cast<uid_t>(b.uid));
-	if (p.gone)
-		return false; // exited between the two looks
+	Proc &p = procs_.get(static_cast<pid_t>(b.pid), static_cast<uid_t>(b.uid));
+	if (p.gone) { // exited between the two looks
+		if (p.drains.empty())
+			procs_.erase(p.pidfd);
+		return false;
+	}
 	p.comm = b.comm;
 	if (b.signo && !p.signo)
 		p.signo = b.signo;
@@ -152,11 +162,10 @@ void Daemon::restore_sessions()
 	std::vector<SessionRecord> recs = store_->load(errors);
 	for (const std::string &e : errors)
 		logf("previous daemon's state: %s: ignored", e.c_str());
+	std::vector<std::pair<uint32_t, uid_t>> owners;
 	for (const SessionRecord &r : recs) {
 		auto s = std::make_unique<Session>();
-		s->id = next_session_id_++;
 		s->run_id = r.run_id;
-		next_run_id_ = std::max(next_run_id_, r.run_id + 1);
 		s->name = r.name;
 		s->slot = r.slot;
 		s->uid = r.uid;
@@ -169,61 +178,42 @@ void Daemon::restore_sessions()
 			s->targets.push_back({t.pids, t.names});
 		s->targets.resize(s->rules.size());
 		s->clock = r.clock;
-		s->state = proto::SessionState::Active;
-		for (auto &x : sessions_)
-			if (x->slot == s->slot || x->name == s->name) {
-				logf("previous daemon's session %s: slot %u or name taken twice: ignored",
-				     r.name.c_str(), r.slot);
-				s.reset();
-				break;
-			}
-		if (!s)
-			continue;
+		if (r.owner_pid)
+			s->owner_conn = kPidOwner | r.owner_pid;
 		Session &ref = *s;
-		sessions_.push_back(std::move(s));
+		if (!sessions_.adopt(std::move(s))) {
+			logf("previous daemon's session %s: its name or slot %u is taken: ignored",
+			     r.name.c_str(), r.slot);
+			continue;
+		}
 		unsigned n = 0;
 		for (const BufferRecord &b : r.buffers)
 			n += restore_buffer(ref, b) ? 1 : 0;
 		if (r.owner_pid)
-			owner_pids_[ref.name] = r.owner_pid;
+			owners.push_back({r.owner_pid, ref.uid});
 		INFO("previous daemon ended with session %s active: taken up, %u of %zu buffer(s) "
 		     "re-attached",
 		     r.name.c_str(), n, r.buffers.size());
 	}
-	tables_dirty_ = true;
 	state_dirty_ = true;
-	// An owner (strata record) that ended while no daemon ran: its
-	// session ends now, as it would have when its connection closed.
-	for (auto &kv : std::map<std::string, uint32_t>(owner_pids_)) {
-		const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, kv.second, 0));
-		if (pidfd >= 0) {
-			close(pidfd);
-			uid_t uid = 0;
-			for (auto &x : sessions_)
-				if (x->name == kv.first)
-					uid = x->uid;
-			Proc &p = proc_for(static_cast<pid_t>(kv.second), uid);
-			if (!p.gone)
-				continue; // its exit (on_exit) ends the session: owner_exited
-		}
-		owner_exited(static_cast<pid_t>(kv.second));
-	}
+	// An owner (strata record) watched as a process: its exit ends its
+	// session (on_exit); one that ended while no daemon ran, at once.
+	for (auto &o : owners)
+		if (procs_.get(static_cast<pid_t>(o.first), o.second).gone)
+			owner_exited(static_cast<pid_t>(o.first));
 }
 
 void Daemon::owner_exited(pid_t pid)
 {
-	for (size_t i = 0; i < sessions_.size(); i++) {
-		auto o = owner_pids_.find(sessions_[i]->name);
-		if (o == owner_pids_.end() || o->second != static_cast<uint32_t>(pid))
-			continue;
-		INFO("session %s: its owner (pid %d) is gone: its trace is completed and the session "
-		     "destroyed",
-		     sessions_[i]->name.c_str(), static_cast<int>(pid));
-		owner_pids_.erase(o);
-		destroy_session(*sessions_[i], nullptr, 0);
-		i = static_cast<size_t>(-1); // the table changed: from the start again
-	}
 	state_dirty_ = true;
+	if (pid <= 0)
+		return;
+	for (const Answer &a : sessions_.end_owned(kPidOwner | static_cast<uint32_t>(pid), pid))
+		if (a.notify)
+			acks_.signal(a.who, -1, a.kgen);
+	if (Proc *p = procs_.find(pid))
+		if (p->gone && p->drains.empty())
+			procs_.erase(p->pidfd); // a stand-in made only to watch it
 }
 
 } // namespace daemon_impl

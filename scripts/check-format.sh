@@ -9,9 +9,29 @@
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 files="
+consumerd/ack_tracker.cpp
+consumerd/ack_tracker.h
+consumerd/attacher.cpp
+consumerd/attacher.h
+consumerd/commands.cpp
+consumerd/daemon.cpp
+consumerd/daemon_impl.h
+consumerd/event_loop.cpp
+consumerd/event_loop.h
+consumerd/fs.cpp
+consumerd/fs.h
+consumerd/grant_tables.cpp
+consumerd/grant_tables.h
+consumerd/log.cpp
+consumerd/log.h
+consumerd/process_registry.cpp
+consumerd/process_registry.h
 consumerd/reattach.cpp
 consumerd/reattach.h
 consumerd/restart.cpp
+consumerd/session.h
+consumerd/session_table.cpp
+consumerd/session_table.h
 consumerd/state_store.cpp
 consumerd/state_store.h
 libtrace/change_hook.cpp
