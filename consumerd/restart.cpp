@@ -15,7 +15,8 @@
  * drained of a live process, the process (pid and start time), the memfd
  * (dev, ino), the trace uuid and the sub-trace directory.  Not kept:
  * sessions streamed to a relay or a serial line, trigger companions,
- * created or stopped sessions, kernel buffers (docs/crash.md, "Limits").
+ * created or stopped sessions, kernel buffers, the session's mirror in the
+ * kernel module (docs/crash.md, "Limits").
  */
 #include "daemon_impl.h"
 
@@ -52,7 +53,7 @@ void Daemon::persist_sessions()
 	// Which live process holds each drain's buffer.
 	std::map<const Drain *, const Proc *> holder;
 	for (auto &kv : procs_.all())
-		if (!kv.second.gone && !kv.second.kmod)
+		if (!kv.second.gone)
 			for (const Drain *d : kv.second.drains)
 				holder[d] = &kv.second;
 	std::set<std::string> names;
@@ -96,7 +97,7 @@ void Daemon::persist_sessions()
 			b.dev = d->buffer_dev();
 			b.ino = d->buffer_ino();
 			memcpy(b.uuid, d->uuid(), 16);
-			b.signo = p.signo;
+			b.signo = p.kmod ? 0 : p.signo; // a module process is the module's to signal
 			b.uid = p.uid;
 			b.comm = p.comm;
 			b.dir = d->dir();
