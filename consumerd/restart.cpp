@@ -124,7 +124,7 @@ bool Daemon::restore_buffer(Session &s, const BufferRecord &b)
 	std::string err;
 	const int fd = reclaim_memfd(b.pid, b.start_time, b.dev, b.ino, err);
 	if (fd < 0) {
-		logf("session %s: pid %u (%s) %s: what its buffer held after %s is lost", s.name.c_str(),
+		logf("session %s: pid %u (%s) %s: what its buffer held beyond %s is lost", s.name.c_str(),
 		     b.pid, b.comm.c_str(), err.c_str(), b.dir.c_str());
 		return false;
 	}

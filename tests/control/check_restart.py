@@ -30,7 +30,11 @@ session, and exits with the app's status 0), `record_killed` (record is
 killed with SIGKILL while no daemon runs: the next daemon finds the
 session's owner gone and ends the session at once, as the closed
 connection would have: the trace is complete up to there and readable,
-no session and no state is left, the app goes on untraced).
+no session and no state is left, the app goes on untraced), `proc_killed`
+(at the first kill, one app process is killed too while no daemon runs:
+its buffer goes with it, the new daemon takes up the other two, whose
+events keep the exact oracle; the dead one's keep theirs up to where it
+died, without a duplicate).
 """
 import argparse
 import mmap
@@ -77,8 +81,9 @@ def stream_files(out):
     return n
 
 
-def scan(out, events, check):
-    """The oracle (module docstring) over the trace in `out`."""
+def scan(out, events, check, dead=()):
+    """The oracle (module docstring) over the trace in `out`; the threads
+    of the processes in `dead` need not reach the end."""
     import bt2
     last = {}      # (proc, thread) -> last i seen
     owner = {}     # stream -> (proc, thread)
@@ -109,13 +114,14 @@ def scan(out, events, check):
         key = owner.get(s)
         if key is not None:
             last[key] = last[key] + n
-    ends_ok = all(v == events - 1 for v in last.values())
+    ends_ok = all(v == events - 1 for k, v in last.items() if k[0] not in dead)
     check(dup_or_gap == 0, "every event follows the previous one of its thread plus the counted discards "
           "(%d violation(s)%s)" % (dup_or_gap, ": " + first_bad if first_bad else ""))
     check(ends_ok, "every thread's last event plus the discards after it is the last emitted (%s)" %
           sorted(last.items())[:8])
     check(lost_packets == 0, "no packet missing (%d discarded-packets messages)" % lost_packets)
-    return recorded, discarded, len(last)
+    live = sum(1 for k in last if k[0] not in dead)
+    return recorded, discarded, len(last), live
 
 
 def bt_errors(out):
@@ -159,7 +165,7 @@ def main():
     ap.add_argument("--strata", required=True)
     ap.add_argument("--consumerd", required=True)
     ap.add_argument("--app", required=True)
-    ap.add_argument("--mode", choices=("session", "blocking", "record", "record_killed"), default="session")
+    ap.add_argument("--mode", choices=("session", "blocking", "record", "record_killed", "proc_killed"), default="session")
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--procs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
@@ -208,16 +214,22 @@ def main():
     if a.mode == "record_killed":
         return record_killed(a, check, d, rec, states[0], env, sock, out, session, events, phases)
     total = procs * a.threads
+    dead = set()
     for k in range(a.kills):
         # A different instant of each phase: 5% .. 95% of it emitted.
         frac = 0.05 + 0.9 * ((k * 7) % 10) / 10
-        target = int(total * (k * per + frac * per))
+        target = int((total - a.threads * len(dead)) * (k * per + frac * per)) + sum(
+            states[p].emitted(t) for p in dead for t in range(a.threads))
         wait_for(lambda: emitted() >= target, "%d events emitted before kill %d" % (target, k + 1), 120)
         d.send_signal(signal.SIGKILL)
         d.wait()
+        if a.mode == "proc_killed" and k == 0:
+            apps[0].send_signal(signal.SIGKILL)
+            apps[0].wait()
+            dead.add(0)
         d = start_daemon(a.consumerd, sock, env)
         n = n_buffers(a.strata, env, session)
-        if n != procs:
+        if n != procs - len(dead):
             check(False, "kill %d: the new daemon re-attached %d of %d buffers" % (k + 1, n, procs))
         for s in states:
             s.allow(k + 1)
@@ -230,7 +242,7 @@ def main():
     else:
         for p in apps:
             p.wait(timeout=120)
-        check(all(p.returncode == 0 for p in apps), "every app exited 0")
+        check(all(p.returncode == 0 for i, p in enumerate(apps) if i not in dead), "every app exited 0")
         strata("stop", session)
         strata("destroy", session)
     d.send_signal(signal.SIGTERM)
@@ -239,11 +251,14 @@ def main():
           "a clean exit leaves no session state behind")
     rc, errors = bt_errors(out)
     check(rc == 0 and not errors, "babeltrace2 reads the trace with no error (status %d, %s)" % (rc, errors[:2]))
-    recorded, discarded, threads = scan(out, events, check)
+    recorded, discarded, threads, live = scan(out, events, check, dead)
     emitted_total = procs * a.threads * events
     check(threads == procs * a.threads, "events of all %d threads (%d)" % (procs * a.threads, threads))
-    check(recorded + discarded == emitted_total, "recorded %d + discarded %d == emitted %d" %
-          (recorded, discarded, emitted_total))
+    if dead:
+        check(live == (procs - len(dead)) * a.threads, "the live processes' threads all reach the end")
+    else:
+        check(recorded + discarded == emitted_total, "recorded %d + discarded %d == emitted %d" %
+              (recorded, discarded, emitted_total))
     print("recorded %d, discarded %d (%.1f%%)" % (recorded, discarded, 100.0 * discarded / emitted_total))
     check.finish()
 
