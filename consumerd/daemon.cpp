@@ -219,8 +219,7 @@ int Daemon::run()
 		collect_attaches(); // drains whose process did not wait (attacher.h)
 		deliver(acks_.due(false));
 		publish_tables();
-		if (state_dirty_)
-			persist_sessions(); // restart.cpp
+		persist_later(); // restart.cpp
 	}
 	shut_down();
 	return 0;

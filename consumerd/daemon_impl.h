@@ -170,6 +170,7 @@ private:
 
 	// restart.cpp: sessions kept across a crash of the daemon.
 	void persist_sessions();
+	void persist_later();
 	void restore_sessions();
 	bool restore_buffer(Session &s, const BufferRecord &b);
 	void owner_exited(pid_t pid);
@@ -209,6 +210,8 @@ private:
 	// the start times of the processes it names.
 	std::unique_ptr<StateStore> store_;
 	bool state_dirty_ = false;
+	int persist_tfd_ = -1;       // one-shot: persist_later's delay
+	bool persist_armed_ = false; // it runs
 	std::map<pid_t, uint64_t> start_times_;
 };
 

@@ -4,10 +4,11 @@
  * the glue between the session table and the state store (state_store.h),
  * and the taking up of a dead predecessor's sessions (reattach.h).
  *
- * Contract: main thread only.  persist_sessions() runs at the end of an
- * event-loop turn in which something it records may have changed
+ * Contract: main thread only.  persist_sessions() runs 20 ms after the end
+ * of an event-loop turn in which something it records may have changed
  * (state_dirty_: a controller's message, a buffer integrated, a process
- * exit), and before any answer leaves for a controller (send, flush_out):
+ * exit; persist_later), and before any answer leaves for a controller
+ * (send, flush_out):
  * what a controller was told (a session started, N buffers) is kept
  * before it hears it; restore_sessions() once at start, before the first connection is
  * served, after repair_after_crash().  What is kept: every ACTIVE disk
@@ -22,6 +23,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
 
 #include "control/names.h"
 #include "reattach.h"
@@ -42,6 +45,8 @@ bool kept(const Session &s)
 // with this stand-in connection id when that pid exits.  Real connection
 // ids count up from 1 and never reach the bit.
 constexpr uint64_t kPidOwner = uint64_t(1) << 63;
+
+constexpr long kPersistDelayNs = 20000000; // persist_later
 
 } // namespace
 
@@ -117,6 +122,23 @@ void Daemon::persist_sessions()
 		it = procs_.find(it->first) ? std::next(it) : start_times_.erase(it);
 }
 
+// End of an event-loop turn: what changed is kept kPersistDelayNs later,
+// in one write for a burst of hand-overs, off the moment a process starts
+// (a save costs the main thread ~0.14 ms, which on the starting process's
+// CPU would delay it: docs/crash.md).  A controller's answer does not
+// wait for it (send, flush_out).
+void Daemon::persist_later()
+{
+	if (!state_dirty_ || persist_armed_)
+		return;
+	struct itimerspec its = {};
+	its.it_value.tv_nsec = kPersistDelayNs;
+	if (persist_tfd_ >= 0 && timerfd_settime(persist_tfd_, 0, &its, nullptr) == 0)
+		persist_armed_ = true;
+	else
+		persist_sessions();
+}
+
 // One buffer of a restored session: taken back from its process and
 // drained on from where its sub-trace ends.
 bool Daemon::restore_buffer(Session &s, const BufferRecord &b)
@@ -159,6 +181,18 @@ bool Daemon::restore_buffer(Session &s, const BufferRecord &b)
 void Daemon::restore_sessions()
 {
 	store_ = std::make_unique<StateStore>(path_ + ".state");
+	persist_tfd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (persist_tfd_ >= 0 && !loop_.add(persist_tfd_, EPOLLIN, [this] {
+		    uint64_t n;
+		    if (read(persist_tfd_, &n, sizeof n) < 0 && errno != EAGAIN)
+			    return;
+		    persist_armed_ = false;
+		    if (state_dirty_)
+			    persist_sessions();
+	    })) {
+		close(persist_tfd_);
+		persist_tfd_ = -1; // then persist_later saves at once
+	}
 	std::vector<std::string> errors;
 	std::vector<SessionRecord> recs = store_->load(errors);
 	for (const std::string &e : errors)

@@ -190,18 +190,18 @@ bool write_file(const std::string &dir, const std::string &name, const std::stri
 			break;
 		done += static_cast<size_t>(w);
 	}
-	const bool ok = done == text.size() && fsync(fd) == 0;
+	// No fsync: what this file must survive is the daemon's death, which
+	// leaves the page cache (and so the written file and the rename) as
+	// it was; after a power loss or a kernel crash there are no processes
+	// left to take buffers back from.  An fsync cost the main thread 8-9
+	// ms per save on the ext4 of the test VM (0.14 ms without).
+	const bool ok = done == text.size();
 	close(fd);
 	if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
 		const int e = errno;
 		unlink(tmp.c_str());
 		errno = e;
 		return false;
-	}
-	int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) { // the rename itself durable
-		fsync(dfd);
-		close(dfd);
 	}
 	return true;
 }

@@ -1,7 +1,7 @@
 /*
  * state_store.h - the daemon's sessions kept where its own crash cannot
  * lose them: one small file per session in `<socket>.state/`, replaced
- * atomically (write, fsync, rename, fsync of the directory) whenever what
+ * atomically (a new file renamed over the old one; no fsync: state_store.cpp) whenever what
  * it says changed.  A daemon that starts after one that died reads them
  * back and takes the sessions up again (reattach.h, docs/crash.md, "The
  * daemon dies").
