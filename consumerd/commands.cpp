@@ -8,7 +8,7 @@
  */
 #include "daemon_impl.h"
 
-#include "drain.h"
+#include "drain_pool.h"
 #include "strata_abi.h"
 
 namespace strata {

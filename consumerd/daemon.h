@@ -7,7 +7,7 @@
  *     (process_registry.h), held answer (ack_tracker.h) and grant table
  *     (grant_tables.h); it alone mutates them, so they need no lock;
  *   - the attached buffers are drained by a pool of worker threads
- *     (drain.h), each running one drain at a time and touching only that
+ *     (drain_pool.h), each running one drain at a time and touching only that
  *     buffer, its files and its counters;
  *   - one attacher thread validates and maps a process's buffer and starts
  *     its drain, then hands the drain to the main thread (attacher.h);

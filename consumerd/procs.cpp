@@ -86,7 +86,7 @@ void Daemon::do_register(Conn &c, const proto::Message &msg)
 	VLOG("pid %d (%s) registered, %zu tracepoints%s", pid, m.comm.c_str(), m.events.size(),
 	     p->kmod ? " (the module answers its state queries)"
 		     : (m.flags & proto::kRegisterTable) ? " (joined from the grant table)" : "");
-	if (m.flags & proto::kRegisterTable) { // grant_table.cpp: nothing to answer
+	if (m.flags & proto::kRegisterTable) { // grant_tables.h: nothing to answer
 		table_registered(c, *p, m.table_gen);
 		return;
 	}

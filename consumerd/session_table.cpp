@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "filter_check.h"
 #include "log.h"
 #include "process_registry.h"
 #include "repair.h"
@@ -249,6 +250,15 @@ Answer SessionTable::rule(const Caller &c, const std::string &name, proto::Rule 
 	Session *s = find(c, name, a);
 	if (!s)
 		return a;
+	if (!r.filter.empty()) { // a filter no known matching event can take: refused
+		std::vector<const Session *> mine;
+		for (auto &x : sessions_)
+			if (visible(c, *x))
+				mine.push_back(x.get());
+		std::string why = filter_refusal(r, mine);
+		if (!why.empty())
+			return fail(-EINVAL, std::move(why));
+	}
 	// An earlier rule that matches exactly what this one matches (same
 	// pattern, level, filter and targets) can never decide anything: later
 	// rules win.  Dropping it keeps enable/disable toggles from filling
@@ -385,7 +395,7 @@ std::string session_problems(const Session &s)
 		if (!p.empty())
 			out += p + "\n";
 	}
-	return out;
+	return out + filter_problems(s);
 }
 
 void SessionTable::note_joined(const Proc &p)
