@@ -170,6 +170,7 @@ def main():
     ap.add_argument("--procs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--events", type=int, default=0, help="per thread (default: 2000 per phase)")
+    ap.add_argument("--block-ms", type=int, default=200, help="blocking mode's timeout")
     a = ap.parse_args()
     phases = a.kills + 1
     events = a.events or 2000 * phases
@@ -196,7 +197,7 @@ def main():
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         session = "record-%d" % rec.pid
     else:
-        extra = ["--blocking=200"] if a.mode == "blocking" else []
+        extra = ["--blocking=%d" % a.block_ms] if a.mode == "blocking" else []
         strata("create", session, "-o", out, *geometry, *extra)
         strata("enable-event", session, "rstest:*")
         strata("start", session)
