@@ -679,6 +679,10 @@ __attribute__((noinline)) Reserved reserve_slow(Channel *ch, uint32_t lane, Thre
 			const SwitchResult sw =
 				switch_packet(ch, lane, head, now, narrow, owned, unlocked, t);
 			head = sw.head;
+			// Relaxed: a hint (Channel::handoff_owed); a packet switch
+			// is where a system call is allowed.
+			if (__builtin_expect(ch->handoff_owed.load(std::memory_order_relaxed), 0))
+				retry_handoff(ch, now);
 			if (sw.what == Switch::kOpened) {
 				// Relaxed: a hint; the consumer released a sub-buffer.
 				if (__builtin_expect(ch->block_stalled.load(std::memory_order_relaxed), 0))
