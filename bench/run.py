@@ -1262,7 +1262,7 @@ def table(b):
     for t in (1, 2):
         row("whole cost, ints, %d thread(s): program + daemons + tools CPU ns/event" % t,
             r.get(("whole_tot", t, "strata")), r.get(("whole_tot", t, "lttng")), "<= 0.4", lambda x: x <= 0.4)
-        row("  of which daemons + tools (CPU ns/event)", r.get(("whole_daemon", t, "strata")),
+        row("  of which outside the program's loop: daemons, tools, start-up (CPU ns/event)", r.get(("whole_daemon", t, "strata")),
             r.get(("whole_daemon", t, "lttng")))
         row("  daemons' wake-ups per 1000 events", r.get(("whole_wake", t, "strata")),
             r.get(("whole_wake", t, "lttng")))
