@@ -134,6 +134,7 @@ struct Channel {
 	// CLOCK_MONOTONIC ns before which a writer does not retry (the control
 	// lock holder's; read relaxed by writers as a hint).
 	std::atomic<uint64_t> handoff_next_ns;
+	uint32_t handoff_tries; // failed tries: the wait doubles (lock holder's)
 };
 constexpr uint32_t kChReady = 0, kChPending = 1, kChDead = 2;
 

@@ -99,7 +99,10 @@ bool handoff_owed_locked(Channel *ch, uint64_t now)
 		warn("the buffer was handed to the consumer daemon on a retry: no event lost");
 		return true;
 	}
-	ch->handoff_next_ns.store(now + kHandoffRetryNs, std::memory_order_relaxed);
+	// 100 ms, then doubling up to 6.4 s: a daemon gone for good costs a
+	// connect attempt every few seconds, not one per packet.
+	const uint32_t k = ch->handoff_tries < 6 ? ch->handoff_tries++ : 6;
+	ch->handoff_next_ns.store(now + (kHandoffRetryNs << k), std::memory_order_relaxed);
 	return false;
 }
 

@@ -526,8 +526,15 @@ int lazy_handoff(unsigned slot, int memfd, const void *ctx)
 		size_t k = 6;
 		put_decimal(err, &k, static_cast<uint32_t>(-r));
 		err[k] = 0;
-		// Not fatal: the runtime keeps the buffer and retries (slots.cpp).
-		say_as("", "cannot hand the buffer to the consumer daemon (at the first event, or a retry): ", err);
+		// Not fatal: the runtime keeps the buffer and retries (slots.cpp);
+		// said for the first few failures only (a retry comes every few
+		// seconds while the daemon stays away).  Under the control lock.
+		static unsigned said;
+		if (said < 3) {
+			said++;
+			say_as("", "cannot hand the buffer to the consumer daemon (at the first event, or a retry): ",
+			       err);
+		}
 		return r;
 	}
 	return 0;
