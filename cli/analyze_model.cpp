@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -21,7 +22,9 @@ bool op_from_name(const std::string &name, Op *op)
 		{"rwlock_tryrdlock", Op::RwTryrdlock}, {"rwlock_trywrlock", Op::RwTrywrlock},
 		{"rwlock_unlock", Op::RwUnlock},     {"cond_wait", Op::CondWait},
 		{"cond_timedwait", Op::CondTimedwait}, {"cond_signal", Op::CondSignal},
-		{"cond_broadcast", Op::CondBroadcast},
+		{"cond_broadcast", Op::CondBroadcast}, {"sem_wait", Op::SemWait},
+		{"sem_timedwait", Op::SemTimedwait}, {"sem_trywait", Op::SemTrywait},
+		{"sem_post", Op::SemPost},
 	};
 	auto it = names.find(name);
 	if (it == names.end())
@@ -45,6 +48,67 @@ uint64_t percentile(std::vector<uint64_t> v, double p)
 
 namespace {
 
+// WaitDist's histogram: values below 256 exactly, then 128 buckets per
+// power of two.
+constexpr size_t kFine = 256 + 56 * 128;
+
+size_t fine_index(uint64_t v)
+{
+	if (v < 256)
+		return static_cast<size_t>(v);
+	const int e = 63 - __builtin_clzll(v);
+	return 256 + static_cast<size_t>(e - 8) * 128 + static_cast<size_t>((v >> (e - 7)) - 128);
+}
+
+uint64_t fine_upper(size_t i)
+{
+	if (i < 256)
+		return i;
+	const int e = static_cast<int>((i - 256) / 128) + 8;
+	const uint64_t lo = (128 + (i - 256) % 128) << (e - 7);
+	return lo + ((uint64_t(1) << (e - 7)) - 1);
+}
+
+} // namespace
+
+void WaitDist::add(uint64_t v)
+{
+	n_++;
+	max_ = std::max(max_, v);
+	int k = 0;
+	for (uint64_t us = v / 1000; us && k < kUsBuckets - 1; us >>= 1)
+		k++;
+	us_[k]++;
+	if (!fine_.empty()) {
+		fine_[fine_index(v)]++;
+		return;
+	}
+	exact_.push_back(v);
+	if (exact_.size() <= kExact)
+		return;
+	fine_.assign(kFine, 0);
+	for (uint64_t x : exact_)
+		fine_[fine_index(x)]++;
+	std::vector<uint64_t>().swap(exact_);
+}
+
+uint64_t WaitDist::percentile(double p) const
+{
+	if (fine_.empty())
+		return analyze::percentile(exact_, p);
+	uint64_t rank = static_cast<uint64_t>(std::ceil(p / 100.0 * static_cast<double>(n_)));
+	rank = std::min(std::max<uint64_t>(rank, 1), n_);
+	uint64_t seen = 0;
+	for (size_t i = 0; i < kFine; i++) {
+		seen += fine_[i];
+		if (seen >= rank)
+			return std::min(fine_upper(i), max_);
+	}
+	return max_;
+}
+
+namespace {
+
 bool is_acquire(Op op)
 {
 	switch (op) {
@@ -55,10 +119,18 @@ bool is_acquire(Op op)
 	case Op::RwWrlock:
 	case Op::RwTryrdlock:
 	case Op::RwTrywrlock:
+	case Op::SemWait:
+	case Op::SemTimedwait:
+	case Op::SemTrywait:
 		return true;
 	default:
 		return false;
 	}
+}
+
+bool is_sem(Op op)
+{
+	return op == Op::SemWait || op == Op::SemTimedwait || op == Op::SemTrywait || op == Op::SemPost;
 }
 
 bool is_rwlock(Op op)
@@ -76,351 +148,139 @@ struct LockKey {
 	bool operator<(const LockKey &o) const { return std::tie(proc, addr) < std::tie(o.proc, o.addr); }
 };
 
+struct ThreadKey {
+	uint32_t proc;
+	int64_t tid;
+	uint64_t lock;
+};
+
 struct Hold {
 	int64_t ts;
 	uint64_t caller;
 	bool exclusive;    // mutex or write lock
 };
 
+// A completed hold, a contended wait, or a run of condition waits.
+struct Span {
+	int64_t start, end;
+	int64_t tid;
+	uint64_t caller;   // the acquisition's site
+};
+
+// The longest spans seen, at most `cap` of them (a min-heap by length):
+// the timeline's candidates.  `dropped`: some were not kept.
+class Longest {
+public:
+	// True when it kept one more.
+	bool add(const Span &s, size_t cap)
+	{
+		if (heap_.size() < cap) {
+			heap_.push_back(s);
+			std::push_heap(heap_.begin(), heap_.end(), longer);
+			return true;
+		}
+		dropped = true;
+		if (cap == 0 || len(s) <= len(heap_.front()))
+			return false;
+		std::pop_heap(heap_.begin(), heap_.end(), longer);
+		heap_.back() = s;
+		std::push_heap(heap_.begin(), heap_.end(), longer);
+		return false;
+	}
+	// Keeps the `cap` longest; how many it keeps.
+	size_t shrink(size_t cap)
+	{
+		while (heap_.size() > cap) {
+			std::pop_heap(heap_.begin(), heap_.end(), longer);
+			heap_.pop_back();
+			dropped = true;
+		}
+		std::vector<Span>(heap_).swap(heap_);
+		return heap_.size();
+	}
+	const std::vector<Span> &spans() const { return heap_; }
+	bool dropped = false;
+
+private:
+	static int64_t len(const Span &s) { return s.end - s.start; }
+	static bool longer(const Span &a, const Span &b) { return len(a) > len(b); }
+	std::vector<Span> heap_;
+};
+
+/*
+ * Memory.  Per lock, the completed holds are kept only while a wait can
+ * still need them for its blockers: those closed within the horizon
+ * (twice the longest wait seen on the lock, at least kHorizonMinNs) and
+ * since the start of the oldest wait not yet blamed, at most kHoldsCap
+ * (and past kHoldsTotalCap over all locks, the lock being added to sheds
+ * its oldest).
+ * Past the cap the oldest go and report.blockers_partial says so.  A
+ * hold leaves `recent` in its closing order (closed_at: the latest event
+ * time when it closed, so non-decreasing along the deque); its statistics
+ * are counted then, when its end can no longer move.
+ */
+constexpr int64_t kHorizonMinNs = 100 * 1000 * 1000;
+constexpr size_t kHoldsCap = size_t(1) << 19;   // 20 MiB of holds per lock
+constexpr size_t kHoldsTotalCap = size_t(1) << 22; // 160 MiB over all locks
+// The timeline's candidates over all locks: past this many, every lock
+// keeps half as many (the timeline then says it is truncated).
+constexpr size_t kTimelineBudget = size_t(1) << 21;
+constexpr size_t kEvictBatch = 4096;
+/*
+ * A wait is blamed once every hold that can overlap it is final.  Most
+ * holds close in time order, but a compact record (pthread:mutex_held)
+ * arrives at its release with its acquisition hold_ns back, and its event
+ * may be stamped after the acquisition that waited behind it: a wait waits
+ * kSettleNs, or the longest hold of the lock so far, before it is blamed.
+ */
+constexpr int64_t kSettleNs = 10 * 1000 * 1000;
+constexpr size_t kUnblamedCap = size_t(1) << 16;
+
+struct Done {
+	Span s;
+	int64_t closed_at;
+};
+
 struct Work {
 	LockStats st;
 	std::map<uint64_t, Site> sites;
 	std::map<int64_t, std::vector<Hold>> open;   // per thread, LIFO
-	// Per thread: indices in `holds` of holds ended by a handoff, whose
-	// unlock (or cond wait) event has not come yet; LIFO like `open`.
-	std::map<int64_t, std::vector<size_t>> closed_early;
-	struct Span { // 32 bytes: one per acquisition is kept (blockers, timeline)
-		int64_t start, end;
-		int64_t tid;
-		uint64_t caller;   // the acquisition's site
-	};
-	// Completed holds, contended waits.  Deques: no doubling slack (a
-	// vector's capacity can be twice its size: 40% of the memory of a
-	// 45 M-event analysis).
-	std::deque<Span> holds, waits;
+	// Per thread: the numbers (base + index in `recent`) of holds ended by
+	// a handoff, whose unlock (or cond wait) event has not come yet; LIFO
+	// like `open`.
+	std::map<int64_t, std::vector<uint64_t>> closed_early;
+	std::deque<Done> recent;
+	uint64_t base = 0;                 // number of recent.front()
+	size_t evict_at = kEvictBatch;
+	std::deque<Span> unblamed;         // contended waits, by end
+	int64_t hold_longest = 0;          // of the holds closed so far
+	std::map<uint64_t, Site> blockers; // by caller of the blocking holds
+	Longest tl_waits, tl_holds;
 };
 
-// Blockers: each contended wait's time is shared among the other threads'
-// holds it overlapped, by overlap, and credited to where those holds were
-// taken.  Holds are sorted by start; a hold overlapping [ws, we) starts
-// after ws - (longest hold), which bounds the scan for overlapping read holds.
-void blame(Work &w)
+// A condition variable's use (see cond_locks in finish()): the threads
+// that waited and those that signalled; per thread its current run of
+// waits (a run: waits with no unlock of that thread between: the mutex
+// stays held across a timed wait's retries) and its unlock count then.
+struct CondUse {
+	std::map<int64_t, uint64_t> waiters, signallers; // tid -> count
+	std::map<int64_t, std::pair<Span, uint64_t>> run;
+	LockStats st;                                    // its runs, as lock waits
+	std::map<uint64_t, Site> sites;
+	Longest tl;
+};
+
+void sort_sites(std::vector<Site> &v)
 {
-	std::sort(w.holds.begin(), w.holds.end(),
-		  [](const Work::Span &a, const Work::Span &b) { return a.start < b.start; });
-	std::map<uint64_t, Site> by_site;
-	const int64_t longest = static_cast<int64_t>(w.st.hold_max);
-	for (const Work::Span &wt : w.waits) {
-		auto it = std::lower_bound(w.holds.begin(), w.holds.end(), wt.start - longest,
-					   [](const Work::Span &h, int64_t v) { return h.start < v; });
-		std::map<uint64_t, uint64_t> share_of;
-		for (; it != w.holds.end() && it->start < wt.end; ++it) {
-			if (it->tid == wt.tid)
-				continue;
-			int64_t lo = std::max(it->start, wt.start), hi = std::min(it->end, wt.end);
-			if (hi > lo)
-				share_of[it->caller] += static_cast<uint64_t>(hi - lo);
-		}
-		for (auto &kv : share_of) {
-			Site &b = by_site[kv.first];
-			b.caller = kv.first;
-			b.contended++;
-			b.wait_total += kv.second;
-			b.wait_max = std::max(b.wait_max, kv.second);
-		}
-	}
-	for (auto &kv : by_site)
-		w.st.blockers.push_back(kv.second);
-	std::sort(w.st.blockers.begin(), w.st.blockers.end(), [](const Site &a, const Site &b) {
-		return std::tie(a.wait_total, b.caller) > std::tie(b.wait_total, a.caller);
+	std::sort(v.begin(), v.end(), [](const Site &a, const Site &b) {
+		return std::tie(a.wait_total, a.acquisitions, b.caller) >
+		       std::tie(b.wait_total, b.acquisitions, a.caller);
 	});
 }
 
-struct ThreadKey {
-	uint32_t proc;
-	int64_t tid;
-	uint64_t lock;
-	bool operator<(const ThreadKey &o) const
-	{
-		return std::tie(proc, tid, lock) < std::tie(o.proc, o.tid, o.lock);
-	}
-};
-
-} // namespace
-
-Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
+// Symbolize what the reports show: lock names and the top sites.
+void symbolize(Report &rep, const Options &opt, const Symbolizer &sym)
 {
-	return analyze_feed(
-		[&in](const std::function<void(const Event &)> &on) {
-			for (const Event &e : in.events)
-				on(e);
-		},
-		in, opt, sym);
-}
-
-Report analyze_feed(const EventFeed &feed, const Input &meta, const Options &opt, const Symbolizer &sym)
-{
-	Report rep;
-
-	std::map<LockKey, Work> locks;
-	std::map<LockKey, CondStats> conds;
-	auto cond_of = [&](const Event &e) -> CondStats & {
-		CondStats &c = conds[LockKey{e.proc, e.cond}];
-		c.proc = e.proc;
-		c.addr = e.cond;
-		return c;
-	};
-	auto work_of = [&](uint32_t proc, uint64_t addr, Op op) -> Work & {
-		Work &w = locks[LockKey{proc, addr}];
-		if (w.st.kind.empty()) {
-			w.st.proc = proc;
-			w.st.addr = addr;
-			w.st.kind = is_rwlock(op) ? "rwlock" : "mutex";
-		}
-		return w;
-	};
-	// Holds are counted once every event is seen (a handoff's end may still
-	// move earlier, see end_hold).
-	auto close_hold = [&](Work &w, int64_t tid, const Hold &h, int64_t at) {
-		w.holds.push_back({h.ts, std::max(at, h.ts), tid, h.caller});
-	};
-	/*
-	 * An acquisition proves that conflicting holds of other threads have
-	 * ended: their unlock event can be stamped late (the thread was
-	 * preempted between the real unlock and its event), so end them here;
-	 * their unlock events are then consumed without a hold.
-	 */
-	auto handoff = [&](Work &w, int64_t tid, bool exclusive, int64_t at) {
-		for (auto &th : w.open) {
-			if (th.first == tid)
-				continue;
-			std::vector<Hold> keep;
-			for (const Hold &h : th.second) {
-				if (exclusive || h.exclusive) {
-					close_hold(w, th.first, h, at);
-					w.closed_early[th.first].push_back(w.holds.size() - 1);
-				} else {
-					keep.push_back(h);
-				}
-			}
-			th.second.swap(keep);
-		}
-	};
-	auto end_hold = [&](Work &w, const ThreadKey &tk, int64_t at) -> bool {
-		auto it = w.open.find(tk.tid);
-		if (it == w.open.end() || it->second.empty()) {
-			// The hold was ended by another thread's acquisition; its
-			// own release came no later than that and may be earlier (a
-			// cond wait's release, seen only when the wait returns).
-			auto ce = w.closed_early.find(tk.tid);
-			if (ce == w.closed_early.end() || ce->second.empty())
-				return false;
-			Work::Span &h = w.holds[ce->second.back()];
-			ce->second.pop_back();
-			if (at < h.end)
-				h.end = std::max(at, h.start);
-			return true;
-		}
-		Hold h = it->second.back();
-		it->second.pop_back();
-		close_hold(w, tk.tid, h, at);
-		return true;
-	};
-
-	// Locks built from a mutex and a condition variable (CPython's GIL):
-	// see cond_locks() below.  Per condition variable, the threads that
-	// waited and those that signalled; per thread, its unlocks so far (a
-	// run of waits with no unlock between is one wait for the lock: the
-	// mutex stays held across a timed wait's retries); per (thread, cond)
-	// its current run of waits.
-	struct CondUse {
-		std::map<int64_t, uint64_t> waiters, signallers; // tid -> count
-		std::deque<Work::Span> waits;                    // runs of waits (caller: the first's)
-		std::map<int64_t, std::pair<size_t, uint64_t>> run; // tid -> (index in waits, unlocks then)
-	};
-	std::map<LockKey, CondUse> cond_use;
-	std::map<std::pair<uint32_t, int64_t>, uint64_t> unlocks_of;
-
-	// Events one at a time, in time order, none kept: memory grows with
-	// locks, threads and waits, not with events.
-	feed([&](const Event &e) {
-		if (rep.events++ == 0)
-			rep.first_ts = rep.last_ts = e.ts;
-		if (e.ts < rep.first_ts)
-			rep.first_ts = e.ts;
-		if (e.ts > rep.last_ts)
-			rep.last_ts = e.ts;
-		ThreadKey tk{e.proc, e.tid, e.lock};
-		if (is_acquire(e.op)) {
-			Work &w = work_of(e.proc, e.lock, e.op);
-			if (!succeeded(e.ret)) {
-				w.st.failed++;
-				w.st.failed_wait += e.wait_ns;
-				return;
-			}
-			w.st.acquisitions++;
-			w.st.wait_total += e.wait_ns;
-			w.st.wait_max = std::max(w.st.wait_max, e.wait_ns);
-			Site &s = w.sites[e.caller];
-			s.caller = e.caller;
-			s.acquisitions++;
-			s.wait_total += e.wait_ns;
-			if (e.contended) {
-				w.st.contended++;
-				w.st.waits.push_back(e.wait_ns);
-				s.contended++;
-				w.waits.push_back({e.ts - static_cast<int64_t>(e.wait_ns), e.ts, e.tid, e.caller});
-			}
-			if (e.wait_ns > s.wait_max || s.stack.empty()) {
-				s.wait_max = std::max(s.wait_max, e.wait_ns);
-				s.stack = e.stack;
-			}
-			const bool excl = e.op != Op::RwRdlock && e.op != Op::RwTryrdlock;
-			handoff(w, e.tid, excl, e.ts);
-			w.open[e.tid].push_back({e.ts, e.caller, excl});
-		} else if (e.op == Op::MutexUnlock || e.op == Op::RwUnlock) {
-			unlocks_of[{e.proc, e.tid}]++;
-			if (!succeeded(e.ret))
-				return;
-			Work &w = work_of(e.proc, e.lock, e.op);
-			if (!end_hold(w, tk, e.ts))
-				rep.unmatched_unlocks++;
-		} else if (e.op == Op::CondWait || e.op == Op::CondTimedwait) {
-			rep.cond_waits++;
-			{
-				CondUse &cu = cond_use[LockKey{e.proc, e.cond}];
-				cu.waiters[e.tid]++;
-				const uint64_t unlocks = unlocks_of[{e.proc, e.tid}];
-				auto r = cu.run.find(e.tid);
-				if (r != cu.run.end() && r->second.second == unlocks) {
-					cu.waits[r->second.first].end = e.ts; // the same wait, retried
-				} else {
-					cu.waits.push_back({e.ts - static_cast<int64_t>(e.wait_ns), e.ts, e.tid, e.caller});
-					cu.run[e.tid] = {cu.waits.size() - 1, unlocks};
-				}
-			}
-			CondStats &cs = cond_of(e);
-			cs.waits++;
-			cs.timeouts += e.ret == ETIMEDOUT;
-			cs.wait_total += e.wait_ns;
-			cs.wait_max = std::max(cs.wait_max, e.wait_ns);
-			cs.mutex = e.lock;
-			if (!e.lock)
-				return;
-			Work &w = work_of(e.proc, e.lock, Op::MutexLock);
-			w.st.cond_waits++;
-			int64_t released = e.ts - static_cast<int64_t>(e.wait_ns);
-			end_hold(w, tk, released);
-			// The wait returns with the mutex held (also on ETIMEDOUT).
-			handoff(w, e.tid, true, e.ts);
-			w.open[e.tid].push_back({e.ts, e.caller, true});
-		} else {
-			rep.cond_signals++;
-			cond_use[LockKey{e.proc, e.cond}].signallers[e.tid]++;
-			CondStats &cs = cond_of(e);
-			(e.op == Op::CondBroadcast ? cs.broadcasts : cs.signals)++;
-		}
-	});
-	rep.procs = meta.procs;
-	rep.discarded = meta.discarded;
-	rep.other_events = meta.other_events;
-
-	for (auto &kv : locks) {
-		Work &w = kv.second;
-		LockStats &st = w.st;
-		// Over the waits (contended acquisitions), not over every
-		// acquisition: most acquisitions of a busy lock do not wait, and
-		// their zeros would hide the waits (p99 0 ns).
-		st.wait_mean = st.contended ? static_cast<double>(st.wait_total) / static_cast<double>(st.contended)
-					    : 0.0;
-		st.wait_p99 = percentile(st.waits, 99.0);
-		for (auto &sv : w.sites)
-			st.sites.push_back(sv.second);
-		for (const Work::Span &h : w.holds) {
-			uint64_t hold = static_cast<uint64_t>(h.end - h.start);
-			st.holds++;
-			st.hold_total += hold;
-			st.hold_max = std::max(st.hold_max, hold);
-		}
-		blame(w);
-		std::sort(st.sites.begin(), st.sites.end(), [](const Site &a, const Site &b) {
-			return std::tie(a.wait_total, a.acquisitions, b.caller) >
-			       std::tie(b.wait_total, b.acquisitions, a.caller);
-		});
-		rep.locks.push_back(std::move(st));
-	}
-	/*
-	 * A condition variable that the same threads both wait on and signal
-	 * (at least two of them) is a lock built from a mutex and a condition
-	 * variable, handed from thread to thread: CPython's GIL (take_gil
-	 * waits on gil->cond while another thread holds it; drop_gil signals
-	 * it), or a baton.  Its waits are lock waits that cost time, not a
-	 * worker idling for work (a pool's workers wait, its producers signal:
-	 * other threads).  It is reported as a lock of kind "mutex+cond" at
-	 * the condition variable's address, and no longer as a condition
-	 * variable.  Acquisitions: its releases (the signals of those
-	 * threads; drop_gil signals at every release); a wait is a run of one
-	 * thread's waits with no unlock between (a timed wait retried).
-	 */
-	std::set<LockKey> cond_locks;
-	for (auto &kv : cond_use) {
-		CondUse &cu = kv.second;
-		uint64_t both = 0, releases = 0;
-		for (const auto &w : cu.waiters) {
-			auto sg = cu.signallers.find(w.first);
-			if (sg != cu.signallers.end()) {
-				both++;
-				releases += sg->second;
-			}
-		}
-		if (both < 2)
-			continue;
-		cond_locks.insert(kv.first);
-		LockStats st;
-		st.proc = kv.first.proc;
-		st.addr = kv.first.addr;
-		st.kind = "mutex+cond";
-		std::map<uint64_t, Site> sites;
-		for (const Work::Span &w : cu.waits) {
-			const uint64_t d = static_cast<uint64_t>(w.end - w.start);
-			st.contended++;
-			st.waits.push_back(d);
-			st.wait_total += d;
-			st.wait_max = std::max(st.wait_max, d);
-			Site &site = sites[w.caller];
-			site.caller = w.caller;
-			site.acquisitions++;
-			site.contended++;
-			site.wait_total += d;
-			site.wait_max = std::max(site.wait_max, d);
-		}
-		st.acquisitions = std::max<uint64_t>(releases, st.contended);
-		st.wait_mean = st.contended ? static_cast<double>(st.wait_total) / static_cast<double>(st.contended) : 0.0;
-		st.wait_p99 = percentile(st.waits, 99.0);
-		for (auto &sv : sites)
-			st.sites.push_back(sv.second);
-		std::sort(st.sites.begin(), st.sites.end(), [](const Site &a, const Site &b) {
-			return std::tie(a.wait_total, a.acquisitions, b.caller) >
-			       std::tie(b.wait_total, b.acquisitions, a.caller);
-		});
-		rep.locks.push_back(std::move(st));
-	}
-
-	std::sort(rep.locks.begin(), rep.locks.end(), [](const LockStats &a, const LockStats &b) {
-		return std::tie(a.wait_total, a.acquisitions, b.proc, b.addr) >
-		       std::tie(b.wait_total, b.acquisitions, a.proc, a.addr);
-	});
-
-	for (auto &kv : conds)
-		if (!cond_locks.count(kv.first))
-			rep.conds.push_back(kv.second);
-	std::sort(rep.conds.begin(), rep.conds.end(), [](const CondStats &a, const CondStats &b) {
-		return std::tie(a.wait_total, a.waits, b.proc, b.addr) > std::tie(b.wait_total, b.waits, a.proc, a.addr);
-	});
-	for (size_t i = 0; sym && i < rep.conds.size() && i < opt.top; i++)
-		rep.conds[i].name = sym(rep.conds[i].proc, rep.conds[i].addr, false);
-
-	// Symbolize what the reports show: lock names and the top sites.
 	for (size_t i = 0; i < rep.locks.size(); i++) {
 		LockStats &st = rep.locks[i];
 		if (sym)
@@ -439,34 +299,487 @@ Report analyze_feed(const EventFeed &feed, const Input &meta, const Options &opt
 		for (Site &b : st.blockers)
 			b.sym = sym(st.proc, b.caller, true);
 	}
+}
 
-	// Timeline: intervals of the top locks.  Over the bound, keep the
-	// longest ones (waits first: they are what the page is about), then
-	// restore time order.
-	for (size_t i = 0; i < rep.locks.size() && i < opt.timeline_locks; i++) {
-		const LockKey key{rep.locks[i].proc, rep.locks[i].addr};
-		auto add = [&](const std::deque<Work::Span> &spans, bool wait) {
-			for (const Work::Span &sp : spans)
-				rep.timeline.push_back({sp.tid, key.proc, i, sp.start, sp.end, wait});
+class Model {
+public:
+	Model(Report &rep, const Options &opt) : rep_(rep), opt_(opt), tl_cap_(opt.timeline_max) {}
+	void on_event(const Event &e);
+	void finish(const Symbolizer &sym);
+
+private:
+	Work &work_of(uint32_t proc, uint64_t addr, Op op);
+	uint64_t close_hold(Work &w, int64_t tid, const Hold &h, int64_t at);
+	void count_hold(Work &w, const Span &h);
+	void handoff(Work &w, int64_t tid, bool exclusive, int64_t at);
+	bool end_hold(Work &w, const ThreadKey &tk, int64_t at);
+	static int64_t nonfinal_from(const Work &w);
+	void blame(Work &w, const Span &wt);
+	void settle(Work &w);
+	void evict(Work &w);
+	void on_acquire(const Event &e);
+	void on_cond_wait(const Event &e);
+	void end_run(CondUse &cu, const Span &run);
+	void cond_locks();
+	void timeline();
+	void keep(Longest &l, const Span &s);
+	void shrink_timelines();
+
+	Report &rep_;
+	const Options &opt_;
+	int64_t now_ = 0; // the latest event time so far
+	size_t recent_total_ = 0;   // holds in every lock's `recent`
+	size_t tl_cap_;             // timeline candidates kept per lock and kind
+	size_t tl_kept_ = 0;        // over all locks
+	std::map<LockKey, Work> locks_;
+	std::map<LockKey, CondStats> conds_;
+	std::map<LockKey, CondUse> cond_use_;
+	std::map<std::pair<uint32_t, int64_t>, uint64_t> unlocks_of_;
+	std::set<LockKey> cond_lock_keys_;
+};
+
+Work &Model::work_of(uint32_t proc, uint64_t addr, Op op)
+{
+	Work &w = locks_[LockKey{proc, addr}];
+	if (w.st.kind.empty()) {
+		w.st.proc = proc;
+		w.st.addr = addr;
+		w.st.kind = is_rwlock(op) ? "rwlock" : is_sem(op) ? "semaphore" : "mutex";
+	}
+	return w;
+}
+
+// Holds are counted once their end is final (a handoff's end may still
+// move earlier, see end_hold): when they leave `recent`.
+uint64_t Model::close_hold(Work &w, int64_t tid, const Hold &h, int64_t at)
+{
+	w.recent.push_back({{h.ts, std::max(at, h.ts), tid, h.caller}, now_});
+	recent_total_++;
+	w.hold_longest = std::max(w.hold_longest, w.recent.back().s.end - h.ts);
+	return w.base + w.recent.size() - 1;
+}
+
+void Model::count_hold(Work &w, const Span &h)
+{
+	const uint64_t hold = static_cast<uint64_t>(h.end - h.start);
+	w.st.holds++;
+	w.st.hold_total += hold;
+	w.st.hold_max = std::max(w.st.hold_max, hold);
+	keep(w.tl_holds, h);
+}
+
+/*
+ * An acquisition proves that conflicting holds of other threads have
+ * ended: their unlock event can be stamped late (the thread was
+ * preempted between the real unlock and its event), so end them here;
+ * their unlock events are then consumed without a hold.
+ */
+void Model::handoff(Work &w, int64_t tid, bool exclusive, int64_t at)
+{
+	for (auto &th : w.open) {
+		if (th.first == tid)
+			continue;
+		std::vector<Hold> keep;
+		for (const Hold &h : th.second) {
+			if (exclusive || h.exclusive)
+				w.closed_early[th.first].push_back(close_hold(w, th.first, h, at));
+			else
+				keep.push_back(h);
+		}
+		th.second.swap(keep);
+	}
+}
+
+bool Model::end_hold(Work &w, const ThreadKey &tk, int64_t at)
+{
+	auto it = w.open.find(tk.tid);
+	if (it == w.open.end() || it->second.empty()) {
+		// The hold was ended by another thread's acquisition; its own
+		// release came no later than that and may be earlier (a cond
+		// wait's release, seen only when the wait returns).
+		auto ce = w.closed_early.find(tk.tid);
+		if (ce == w.closed_early.end() || ce->second.empty())
+			return false;
+		const uint64_t n = ce->second.back();
+		ce->second.pop_back();
+		if (n >= w.base) { // else counted already (cap reached)
+			Span &h = w.recent[n - w.base].s;
+			if (at < h.end)
+				h.end = std::max(at, h.start);
+		}
+		return true;
+	}
+	Hold h = it->second.back();
+	it->second.pop_back();
+	close_hold(w, tk.tid, h, at);
+	return true;
+}
+
+// The earliest start of a hold of the lock whose end is not final yet
+// (open, or ended by a handoff and its own release not seen).
+int64_t Model::nonfinal_from(const Work &w)
+{
+	int64_t m = std::numeric_limits<int64_t>::max();
+	for (const auto &th : w.open)
+		for (const Hold &h : th.second)
+			m = std::min(m, h.ts);
+	for (const auto &ce : w.closed_early)
+		for (uint64_t n : ce.second)
+			if (n >= w.base)
+				m = std::min(m, w.recent[n - w.base].s.start);
+	return m;
+}
+
+// Blockers: a contended wait's time is shared among the other threads'
+// holds it overlapped, by overlap, and credited to where those holds were
+// taken.  A hold closed before the wait started cannot overlap it, and
+// closed_at does not decrease along `recent`: scan back to there.
+void Model::blame(Work &w, const Span &wt)
+{
+	std::map<uint64_t, uint64_t> share_of;
+	for (size_t i = w.recent.size(); i-- > 0;) {
+		const Done &d = w.recent[i];
+		if (d.closed_at < wt.start)
+			break;
+		if (d.s.tid == wt.tid || d.s.start >= wt.end)
+			continue;
+		int64_t lo = std::max(d.s.start, wt.start), hi = std::min(d.s.end, wt.end);
+		if (hi > lo)
+			share_of[d.s.caller] += static_cast<uint64_t>(hi - lo);
+	}
+	if (w.base > 0 && !w.recent.empty() && w.recent.front().closed_at >= wt.start)
+		rep_.blockers_partial = true; // holds it overlapped may be gone
+	for (auto &kv : share_of) {
+		Site &b = w.blockers[kv.first];
+		b.caller = kv.first;
+		b.contended++;
+		b.wait_total += kv.second;
+		b.wait_max = std::max(b.wait_max, kv.second);
+	}
+}
+
+// Blames the waits whose overlapping holds are all final (kSettleNs);
+// past kUnblamedCap waiting, the oldest now (a read hold that never ends
+// would keep them all).
+void Model::settle(Work &w)
+{
+	if (w.unblamed.empty())
+		return;
+	const int64_t settle = std::max(kSettleNs, w.hold_longest);
+	int64_t from = std::numeric_limits<int64_t>::min();
+	if (w.unblamed.front().end + settle <= now_)
+		from = std::min(nonfinal_from(w), now_ - settle);
+	while (!w.unblamed.empty() && (w.unblamed.front().end <= from || w.unblamed.size() > kUnblamedCap)) {
+		if (w.unblamed.front().end > from)
+			rep_.blockers_partial = true;
+		blame(w, w.unblamed.front());
+		w.unblamed.pop_front();
+	}
+}
+
+void Model::evict(Work &w)
+{
+	if (w.recent.size() < w.evict_at)
+		return;
+	settle(w);
+	int64_t horizon = std::max<int64_t>(kHorizonMinNs, 2 * static_cast<int64_t>(w.st.wait_max));
+	int64_t limit = std::min(now_ - horizon, nonfinal_from(w));
+	if (!w.unblamed.empty())
+		limit = std::min(limit, w.unblamed.front().start);
+	auto over = [&] {
+		return w.recent.size() > kHoldsCap || (recent_total_ > kHoldsTotalCap && w.recent.size() > kEvictBatch);
+	};
+	while (!w.recent.empty() && (w.recent.front().closed_at < limit || over())) {
+		if (w.recent.front().closed_at >= limit)
+			rep_.blockers_partial = true;
+		count_hold(w, w.recent.front().s);
+		w.recent.pop_front();
+		w.base++;
+		recent_total_--;
+	}
+	w.evict_at = w.recent.size() + kEvictBatch;
+}
+
+void Model::keep(Longest &l, const Span &s)
+{
+	if (l.add(s, tl_cap_) && ++tl_kept_ > kTimelineBudget)
+		shrink_timelines();
+}
+
+void Model::shrink_timelines()
+{
+	while (tl_kept_ > kTimelineBudget && tl_cap_ > 64) {
+		tl_cap_ /= 2;
+		tl_kept_ = 0;
+		for (auto &kv : locks_)
+			tl_kept_ += kv.second.tl_waits.shrink(tl_cap_) + kv.second.tl_holds.shrink(tl_cap_);
+		for (auto &kv : cond_use_)
+			tl_kept_ += kv.second.tl.shrink(tl_cap_);
+	}
+}
+
+void Model::on_acquire(const Event &e)
+{
+	Work &w = work_of(e.proc, e.lock, e.op);
+	if (!succeeded(e.ret)) {
+		w.st.failed++;
+		w.st.failed_wait += e.wait_ns;
+		return;
+	}
+	w.st.acquisitions++;
+	w.st.wait_total += e.wait_ns;
+	w.st.wait_max = std::max(w.st.wait_max, e.wait_ns);
+	Site &s = w.sites[e.caller];
+	s.caller = e.caller;
+	s.acquisitions++;
+	s.wait_total += e.wait_ns;
+	if (e.contended) {
+		w.st.contended++;
+		w.st.waits.add(e.wait_ns);
+		s.contended++;
+		const Span wt{e.ts - static_cast<int64_t>(e.wait_ns), e.ts, e.tid, e.caller};
+		w.unblamed.push_back(wt);
+		keep(w.tl_waits, wt);
+	}
+	if (e.wait_ns > s.wait_max || s.stack.empty()) {
+		s.wait_max = std::max(s.wait_max, e.wait_ns);
+		s.stack = e.stack;
+	}
+	const bool excl = e.op != Op::RwRdlock && e.op != Op::RwTryrdlock;
+	handoff(w, e.tid, excl, e.ts);
+	w.open[e.tid].push_back({e.ts, e.caller, excl});
+	settle(w);
+	evict(w);
+}
+
+void Model::end_run(CondUse &cu, const Span &run)
+{
+	const uint64_t d = static_cast<uint64_t>(run.end - run.start);
+	LockStats &st = cu.st;
+	st.contended++;
+	st.waits.add(d);
+	st.wait_total += d;
+	st.wait_max = std::max(st.wait_max, d);
+	Site &site = cu.sites[run.caller];
+	site.caller = run.caller;
+	site.acquisitions++;
+	site.contended++;
+	site.wait_total += d;
+	site.wait_max = std::max(site.wait_max, d);
+	keep(cu.tl, run);
+}
+
+void Model::on_cond_wait(const Event &e)
+{
+	rep_.cond_waits++;
+	CondUse &cu = cond_use_[LockKey{e.proc, e.cond}];
+	cu.waiters[e.tid]++;
+	const uint64_t unlocks = unlocks_of_[{e.proc, e.tid}];
+	auto r = cu.run.find(e.tid);
+	if (r != cu.run.end() && r->second.second == unlocks) {
+		r->second.first.end = e.ts; // the same wait, retried
+	} else {
+		if (r != cu.run.end())
+			end_run(cu, r->second.first);
+		cu.run[e.tid] = {Span{e.ts - static_cast<int64_t>(e.wait_ns), e.ts, e.tid, e.caller}, unlocks};
+	}
+	CondStats &cs = conds_[LockKey{e.proc, e.cond}];
+	cs.proc = e.proc;
+	cs.addr = e.cond;
+	cs.waits++;
+	cs.timeouts += e.ret == ETIMEDOUT;
+	cs.wait_total += e.wait_ns;
+	cs.wait_max = std::max(cs.wait_max, e.wait_ns);
+	cs.mutex = e.lock;
+	if (!e.lock)
+		return;
+	Work &w = work_of(e.proc, e.lock, Op::MutexLock);
+	w.st.cond_waits++;
+	end_hold(w, ThreadKey{e.proc, e.tid, e.lock}, e.ts - static_cast<int64_t>(e.wait_ns));
+	// The wait returns with the mutex held (also on ETIMEDOUT).
+	handoff(w, e.tid, true, e.ts);
+	w.open[e.tid].push_back({e.ts, e.caller, true});
+	settle(w);
+	evict(w);
+}
+
+// One event, in time order; none is kept.
+void Model::on_event(const Event &e)
+{
+	if (rep_.events++ == 0)
+		rep_.first_ts = rep_.last_ts = e.ts;
+	rep_.first_ts = std::min(rep_.first_ts, e.ts);
+	rep_.last_ts = std::max(rep_.last_ts, e.ts);
+	now_ = rep_.last_ts;
+	if (is_acquire(e.op)) {
+		on_acquire(e);
+	} else if (e.op == Op::MutexUnlock || e.op == Op::RwUnlock || e.op == Op::SemPost) {
+		unlocks_of_[{e.proc, e.tid}]++;
+		if (!succeeded(e.ret))
+			return;
+		Work &w = work_of(e.proc, e.lock, e.op);
+		if (!end_hold(w, ThreadKey{e.proc, e.tid, e.lock}, e.ts))
+			rep_.unmatched_unlocks++;
+		settle(w);
+		evict(w);
+	} else if (e.op == Op::CondWait || e.op == Op::CondTimedwait) {
+		on_cond_wait(e);
+	} else {
+		rep_.cond_signals++;
+		cond_use_[LockKey{e.proc, e.cond}].signallers[e.tid]++;
+		CondStats &cs = conds_[LockKey{e.proc, e.cond}];
+		cs.proc = e.proc;
+		cs.addr = e.cond;
+		(e.op == Op::CondBroadcast ? cs.broadcasts : cs.signals)++;
+	}
+}
+
+/*
+ * A condition variable that the same threads both wait on and signal (at
+ * least two of them) is a lock built from a mutex and a condition
+ * variable, handed from thread to thread: CPython's GIL (take_gil waits on
+ * gil->cond while another thread holds it; drop_gil signals it), or a
+ * baton.  Its waits are lock waits that cost time, not a worker idling for
+ * work (a pool's workers wait, its producers signal: other threads).  It
+ * is reported as a lock of kind "mutex+cond" at the condition variable's
+ * address, and no longer as a condition variable.  Acquisitions: its
+ * releases (the signals of those threads; drop_gil signals at every
+ * release); a wait is a run of one thread's waits with no unlock between
+ * (a timed wait retried).
+ */
+void Model::cond_locks()
+{
+	for (auto &kv : cond_use_) {
+		CondUse &cu = kv.second;
+		for (auto &r : cu.run)
+			end_run(cu, r.second.first);
+		cu.run.clear();
+		uint64_t both = 0, releases = 0;
+		for (const auto &w : cu.waiters) {
+			auto sg = cu.signallers.find(w.first);
+			if (sg != cu.signallers.end()) {
+				both++;
+				releases += sg->second;
+			}
+		}
+		if (both < 2)
+			continue;
+		cond_lock_keys_.insert(kv.first);
+		LockStats &st = cu.st;
+		st.proc = kv.first.proc;
+		st.addr = kv.first.addr;
+		st.kind = "mutex+cond";
+		st.acquisitions = std::max<uint64_t>(releases, st.contended);
+		st.wait_mean = st.contended ? static_cast<double>(st.wait_total) / static_cast<double>(st.contended) : 0.0;
+		st.wait_p99 = st.waits.percentile(99.0);
+		for (auto &sv : cu.sites)
+			st.sites.push_back(sv.second);
+		sort_sites(st.sites);
+		rep_.locks.push_back(std::move(st));
+	}
+}
+
+// Timeline: intervals of the top locks.  Over the bound, keep the longest
+// ones (waits first: they are what the page is about), then restore time
+// order.  Each lock kept its timeline_max longest waits and holds, a
+// superset of what survives the bound.
+void Model::timeline()
+{
+	for (size_t i = 0; i < rep_.locks.size() && i < opt_.timeline_locks; i++) {
+		const LockKey key{rep_.locks[i].proc, rep_.locks[i].addr};
+		auto add = [&](const Longest &spans, bool wait) {
+			for (const Span &sp : spans.spans())
+				rep_.timeline.push_back({sp.tid, key.proc, i, sp.start, sp.end, wait});
+			rep_.timeline_truncated |= spans.dropped;
 		};
-		if (rep.locks[i].kind == "mutex+cond") {
-			add(cond_use[key].waits, true);
+		if (rep_.locks[i].kind == "mutex+cond") {
+			add(cond_use_[key].tl, true);
 		} else {
-			add(locks[key].waits, true);
-			add(locks[key].holds, false);
+			add(locks_[key].tl_waits, true);
+			add(locks_[key].tl_holds, false);
 		}
 	}
-	if (rep.timeline.size() > opt.timeline_max) {
+	if (rep_.timeline.size() > opt_.timeline_max) {
 		auto longer = [](const Interval &a, const Interval &b) {
 			return std::make_tuple(a.wait, a.end - a.start) > std::make_tuple(b.wait, b.end - b.start);
 		};
-		std::nth_element(rep.timeline.begin(), rep.timeline.begin() + static_cast<long>(opt.timeline_max),
-				 rep.timeline.end(), longer);
-		rep.timeline.resize(opt.timeline_max);
-		rep.timeline_truncated = true;
+		std::nth_element(rep_.timeline.begin(), rep_.timeline.begin() + static_cast<long>(opt_.timeline_max),
+				 rep_.timeline.end(), longer);
+		rep_.timeline.resize(opt_.timeline_max);
+		rep_.timeline_truncated = true;
 	}
-	std::sort(rep.timeline.begin(), rep.timeline.end(),
+	std::sort(rep_.timeline.begin(), rep_.timeline.end(),
 		  [](const Interval &a, const Interval &b) { return a.start < b.start; });
+}
+
+void Model::finish(const Symbolizer &sym)
+{
+	for (auto &kv : locks_) {
+		Work &w = kv.second;
+		LockStats &st = w.st;
+		// Open holds never end; the rest are final now.
+		for (const Span &wt : w.unblamed)
+			blame(w, wt);
+		w.unblamed.clear();
+		for (const Done &d : w.recent)
+			count_hold(w, d.s);
+		w.base += w.recent.size();
+		w.recent.clear();
+		// Over the waits (contended acquisitions), not over every
+		// acquisition: most acquisitions of a busy lock do not wait, and
+		// their zeros would hide the waits (p99 0 ns).
+		st.wait_mean = st.contended ? static_cast<double>(st.wait_total) / static_cast<double>(st.contended)
+					    : 0.0;
+		st.wait_p99 = st.waits.percentile(99.0);
+		for (auto &sv : w.sites)
+			st.sites.push_back(sv.second);
+		sort_sites(st.sites);
+		for (auto &kv2 : w.blockers)
+			st.blockers.push_back(kv2.second);
+		std::sort(st.blockers.begin(), st.blockers.end(), [](const Site &a, const Site &b) {
+			return std::tie(a.wait_total, b.caller) > std::tie(b.wait_total, a.caller);
+		});
+		rep_.locks.push_back(std::move(st));
+	}
+	cond_locks();
+	std::sort(rep_.locks.begin(), rep_.locks.end(), [](const LockStats &a, const LockStats &b) {
+		return std::tie(a.wait_total, a.acquisitions, b.proc, b.addr) >
+		       std::tie(b.wait_total, b.acquisitions, a.proc, a.addr);
+	});
+	for (auto &kv : conds_)
+		if (!cond_lock_keys_.count(kv.first))
+			rep_.conds.push_back(kv.second);
+	std::sort(rep_.conds.begin(), rep_.conds.end(), [](const CondStats &a, const CondStats &b) {
+		return std::tie(a.wait_total, a.waits, b.proc, b.addr) > std::tie(b.wait_total, b.waits, a.proc, a.addr);
+	});
+	for (size_t i = 0; sym && i < rep_.conds.size() && i < opt_.top; i++)
+		rep_.conds[i].name = sym(rep_.conds[i].proc, rep_.conds[i].addr, false);
+	symbolize(rep_, opt_, sym);
+	timeline();
+}
+
+} // namespace
+
+Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
+{
+	return analyze_feed(
+		[&in](const std::function<void(const Event &)> &on) {
+			for (const Event &e : in.events)
+				on(e);
+		},
+		in, opt, sym);
+}
+
+// Events one at a time, in time order, none kept (see "Memory" above).
+Report analyze_feed(const EventFeed &feed, const Input &meta, const Options &opt, const Symbolizer &sym)
+{
+	Report rep;
+	Model m(rep, opt);
+	feed([&m](const Event &e) { m.on_event(e); });
+	rep.procs = meta.procs;
+	rep.discarded = meta.discarded;
+	rep.other_events = meta.other_events;
+	m.finish(sym);
 	return rep;
 }
 

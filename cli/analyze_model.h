@@ -9,8 +9,10 @@
  * directly.
  *
  * Definitions (docs/pthread.md):
- *   acquisition  a successful mutex_lock/_timedlock/_trylock or rwlock
- *                rdlock/wrlock/tryrdlock/trywrlock (ret 0, or EOWNERDEAD);
+ *   acquisition  a successful mutex_lock/_timedlock/_trylock, rwlock
+ *                rdlock/wrlock/tryrdlock/trywrlock (ret 0, or EOWNERDEAD) or
+ *                sem_wait/_timedwait/_trywait (a semaphore as a lock:
+ *                kind "semaphore", sem_post its unlock);
  *                a condvar wait's re-acquisition is not one.
  *   contended    the call found the lock taken and blocked (field
  *                `contended`, set by the wrapper's try-first).
@@ -50,6 +52,10 @@ enum class Op {
 	CondTimedwait,
 	CondSignal,
 	CondBroadcast,
+	SemWait,        // POSIX semaphores, taken as locks (CPython's threading.Lock)
+	SemTimedwait,
+	SemTrywait,
+	SemPost,
 };
 
 // Event name without the provider ("mutex_lock") -> Op; false if unknown.
@@ -97,6 +103,31 @@ struct Symbol {
 };
 using Symbolizer = std::function<Symbol(uint32_t proc, uint64_t addr, bool is_code)>;
 
+/*
+ * A distribution of wait times in bounded memory.  The values themselves
+ * are kept up to kExact of them, so percentiles are exact (nearest rank,
+ * as percentile() below); past that, a log-linear histogram (128 buckets
+ * per power of two: a percentile within 1/128 of the true value, never
+ * above the max) replaces them.  Also the log2 buckets the HTML report
+ * draws (from 1 us).
+ */
+class WaitDist {
+public:
+	static constexpr size_t kExact = size_t(1) << 16;
+	static constexpr int kUsBuckets = 24; // [0,1us), [1,2us), ... up to ~8 s
+	void add(uint64_t v);
+	uint64_t count() const { return n_; }
+	bool exact() const { return fine_.empty(); }
+	uint64_t percentile(double p) const;
+	const uint64_t *us_buckets() const { return us_; }
+
+private:
+	uint64_t n_ = 0, max_ = 0;
+	uint64_t us_[kUsBuckets] = {};
+	std::vector<uint64_t> exact_;
+	std::vector<uint64_t> fine_; // once over kExact
+};
+
 struct Site {
 	uint64_t caller = 0;
 	Symbol sym;
@@ -118,7 +149,7 @@ struct LockStats {
 	uint64_t failed = 0;        // trylock EBUSY, timedlock ETIMEDOUT, errors
 	uint64_t failed_wait = 0;   // ns blocked in calls that did not acquire (timeouts)
 	uint64_t cond_waits = 0;    // condvar waits that released this mutex
-	std::vector<uint64_t> waits;  // contended waits (histogram)
+	WaitDist waits;             // contended waits' distribution
 	std::vector<Site> sites;    // by wait_total, then acquisitions, descending
 	// Where the holds that others waited behind were taken: each contended
 	// wait's time is split among the other threads' holds it overlapped;
@@ -162,6 +193,9 @@ struct Report {
 	std::vector<CondStats> conds;      // by wait_total descending
 	std::vector<Interval> timeline;    // waits and holds of the top locks, by start
 	bool timeline_truncated = false;   // more than Options::timeline_max: longest kept
+	// Streaming bounds reached (docs/pthread.md, "Memory"): blockers of
+	// waits longer than the holds kept for them are partial.
+	bool blockers_partial = false;
 	uint64_t events = 0, discarded = 0, other_events = 0;
 	uint64_t unmatched_unlocks = 0;    // unlock without a traced acquisition
 	uint64_t cond_waits = 0, cond_signals = 0;
@@ -179,7 +213,9 @@ struct Options {
 Report analyze(const Input &in, const Options &opt, const Symbolizer &sym);
 
 // The same, streaming: `feed` calls its argument with each event in time
-// order (the reader decodes them one at a time), and none is kept; `meta`
+// order (the reader decodes them one at a time), and none is kept; memory
+// is bounded by the locks, threads and call sites, not by the events
+// (see analyze_model.cpp, "Memory"); `meta`
 // (procs, discarded, other_events) is read once feed has returned, so the
 // reader may fill it meanwhile.  Input::events is not used.
 using EventFeed = std::function<void(const std::function<void(const Event &)> &)>;

@@ -43,7 +43,7 @@ struct Monitor {
 	std::string proc, cls; // proc: "java (1234)"; cls: as Java writes it ("int[]")
 	uint32_t hash = 0;
 	uint64_t enters = 0, total_ns = 0, max_ns = 0;
-	std::vector<uint64_t> waits;
+	WaitDist waits; // bounded: the analysis streams
 	std::map<std::string, uint64_t> waiters, holders;
 	std::map<std::string, Site> sites;
 };
@@ -143,7 +143,7 @@ void on_event(Model &m, const bt_message *msg)
 	uint64_t w = static_cast<uint64_t>(as_i64(member(pl, "wait_ns")));
 	mon.total_ns += w;
 	mon.max_ns = std::max(mon.max_ns, w);
-	mon.waits.push_back(w);
+	mon.waits.add(w);
 	Site &s = mon.sites[it->second.site];
 	s.wait_ns += w;
 	if (w >= s.max_wait_ns) {
@@ -153,14 +153,14 @@ void on_event(Model &m, const bt_message *msg)
 	m.pending.erase(it);
 }
 
-uint64_t p99(const std::vector<uint64_t> &v)
+uint64_t p99(const WaitDist &v)
 {
-	return percentile(v, 99.0); // analyze_model.cpp's nearest rank
+	return v.percentile(99.0); // nearest rank, as analyze mutex
 }
 
 uint64_t mean(const Monitor &mon)
 {
-	return mon.waits.empty() ? 0 : mon.total_ns / mon.waits.size();
+	return mon.waits.count() ? mon.total_ns / mon.waits.count() : 0;
 }
 
 std::vector<const Monitor *> ranked(const Model &m)

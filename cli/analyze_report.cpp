@@ -108,6 +108,8 @@ void write_text(std::ostream &o, const Report &r, const Options &opt)
 	o << "\n";
 	if (r.unmatched_unlocks)
 		o << "(" << r.unmatched_unlocks << " unlocks without a traced acquisition)\n";
+	if (r.blockers_partial)
+		o << "(blockers are partial: some waits outlasted the holds kept for them, docs/pthread.md)\n";
 	char line[4096];
 	// Names are shown whole: the name and process columns are as wide as
 	// their longest entry (at least 34 and 7).
@@ -300,17 +302,8 @@ const char *const palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c5
 // Histogram of contended waits on log2 buckets from 1 us.
 void svg_histogram(std::ostream &o, const LockStats &l, const char *color)
 {
-	const int nb = 24; // [0,1us), [1,2us), ... up to ~8 s
-	std::vector<uint64_t> b(nb, 0);
-	for (uint64_t w : l.waits) {
-		int k = 0;
-		uint64_t us = w / 1000;
-		while (us && k < nb - 1) {
-			us >>= 1;
-			k++;
-		}
-		b[static_cast<size_t>(k)]++;
-	}
+	const int nb = WaitDist::kUsBuckets; // [0,1us), [1,2us), ... up to ~8 s
+	std::vector<uint64_t> b(l.waits.us_buckets(), l.waits.us_buckets() + nb);
 	int lo = nb, hi = 0;
 	for (int k = 0; k < nb; k++)
 		if (b[static_cast<size_t>(k)]) {
@@ -345,7 +338,7 @@ void svg_histogram(std::ostream &o, const LockStats &l, const char *color)
 			  << "</text>\n";
 	}
 	o << "<text x='" << left << "' y='" << H + 32 << "' font-size='11'>wait time (log2 buckets), "
-	  << l.waits.size() << " contended acquisitions</text></svg>\n";
+	  << l.waits.count() << " contended acquisitions</text></svg>\n";
 }
 
 // One block of timeline rows: thread labels in HTML (never clipped), the

@@ -59,7 +59,8 @@ void export_usage(FILE *f)
 		"threads; an event pair NAME_begin/NAME_end (also _start/_end, _start/_finish,\n"
 		"_entry/_exit, _enter/_exit) on one thread is a slice NAME, any other event an\n"
 		"instant; pthread lock waits and holds and JVM monitor waits are slices, with a\n"
-		"flow from the thread that released a lock to the waiter that got it; lost\n"
+		"flow from the thread that released a lock to the waiter that got it (for\n"
+		"JVM monitors, inferred: docs/viewing.md); lost\n"
 		"events are a counter and a marker.  docs/viewing.md says more.\n"
 		"A progress bar is drawn on standard error when it is a terminal.\n"
 		"\n"
@@ -538,10 +539,7 @@ private:
 		case Kind::MonitorWait: {
 			const uint64_t track = thread_track(tid, &tr);
 			fields(pl);
-			std::string name = c.kind == Kind::MonitorEnter ? "monitor enter " : "Object.wait ";
-			char hash[16];
-			std::snprintf(hash, sizeof hash, "@%08" PRIx64, c.u64(pl, "hash") & 0xffffffffu);
-			name += java_class_name(c.str(pl, "class")) + hash;
+			const std::string mon = monitor_name(c, pl);
 			if (c.kind == Kind::MonitorEnter) {
 				const int64_t owner = c.i64(pl, "owner_java_tid");
 				auto it = java_tids_.find(owner);
@@ -551,9 +549,12 @@ private:
 					a.name = "holder";
 					a.s = threads[it->second].name() + " (tid " + std::to_string(it->second) + ")";
 					args_.push_back(std::move(a));
+					monitor_owned(tr, mon, it->second, ts);
 				}
+				entering_[tid] = {monitor_key(tr, mon), ts};
 			}
-			sink_.begin(ts, track, name, args_, 0);
+			sink_.begin(ts, track, (c.kind == Kind::MonitorEnter ? "monitor enter " : "Object.wait ") + mon,
+				    args_, 0);
 			threads[tid].monitor++;
 			return;
 		}
@@ -567,6 +568,8 @@ private:
 			t.monitor--;
 			fields(pl);
 			sink_.end(ts, thread_track(tid, &tr), args_, 0);
+			if (c.kind == Kind::MonitorEntered)
+				monitor_entered(ts, tid, tr, monitor_name(c, pl));
 			return;
 		}
 		default:
@@ -576,6 +579,75 @@ private:
 	}
 
 	std::unordered_map<int64_t, int64_t> java_tids_; // java_tid -> os tid
+
+	/*
+	 * JVM monitor flows.  JVMTI reports no monitor exit, so who released a
+	 * monitor to the waiter that got it is inferred: the last thread known
+	 * to own it before the waiter's monitor_contended_entered, if that
+	 * knowledge is no older than the waiter's monitor_contended_enter.
+	 * Known owners: the owner_java_tid of any thread's contended enter
+	 * (agent option owner=1) and the thread of each contended entered.
+	 * Exclusive ownership makes it the releaser, unless a thread took the
+	 * monitor without contention in between (barging), which JVMTI does
+	 * not report.  The flow goes from a zero-length "monitor released"
+	 * slice on the releaser's track to a zero-length "monitor acquired"
+	 * slice on the waiter's, both at the waiter's entry (the release came
+	 * no later).
+	 */
+	struct MonitorOwner {
+		int64_t tid = 0, since = 0;
+	};
+	std::unordered_map<std::string, MonitorOwner> monitors_;
+	std::unordered_map<int64_t, std::pair<std::string, int64_t>> entering_; // tid -> (monitor, enter ts)
+
+	std::string monitor_name(const ClassInfo &c, const bt_field *pl)
+	{
+		char hash[16];
+		std::snprintf(hash, sizeof hash, "@%08" PRIx64, c.u64(pl, "hash") & 0xffffffffu);
+		return java_class_name(c.str(pl, "class")) + hash;
+	}
+
+	static std::string monitor_key(const TraceInfo &tr, const std::string &mon)
+	{
+		return std::to_string(tr.pid) + "/" + mon;
+	}
+
+	void monitor_owned(const TraceInfo &tr, const std::string &mon, int64_t tid, int64_t ts)
+	{
+		monitors_[monitor_key(tr, mon)] = {tid, ts};
+	}
+
+	void monitor_entered(int64_t ts, int64_t tid, const TraceInfo &tr, const std::string &mon)
+	{
+		const std::string key = monitor_key(tr, mon);
+		auto en = entering_.find(tid);
+		const bool entering = en != entering_.end() && en->second.first == key;
+		const int64_t entered_at = entering ? en->second.second : ts;
+		if (en != entering_.end())
+			entering_.erase(en);
+		MonitorOwner &o = monitors_[key];
+		if (entering && o.tid > 0 && o.tid != tid && o.since >= entered_at) {
+			const uint64_t flow = next_flow_++;
+			args_.clear();
+			Arg a;
+			a.kind = Arg::Str;
+			a.name = "to";
+			a.s = threads[tid].name() + " (tid " + std::to_string(tid) + ")";
+			args_.push_back(a);
+			const uint64_t from = thread_track(o.tid, &tr);
+			sink_.begin(ts, from, "monitor released " + mon, args_, 0);
+			sink_.end(ts, from, Args(), flow);
+			args_.clear();
+			a.name = "from";
+			a.s = threads[o.tid].name() + " (tid " + std::to_string(o.tid) + ")";
+			args_.push_back(a);
+			const uint64_t to = thread_track(tid, &tr);
+			sink_.begin(ts, to, "monitor acquired " + mon, args_, flow);
+			sink_.end(ts, to, Args(), 0);
+			args_.clear();
+		}
+		o = {tid, ts};
+	}
 
 	void jvm_thread(const bt_event *ev, const ClassInfo &c, const TraceInfo &tr, bool live)
 	{
@@ -671,7 +743,9 @@ private:
 		const int64_t ret = c.i64(pl, "ret");
 		const bool rw = c.op == Op::RwRdlock || c.op == Op::RwWrlock || c.op == Op::RwTryrdlock ||
 				c.op == Op::RwTrywrlock || c.op == Op::RwUnlock;
-		const char *kind = rw ? "rwlock" : "mutex";
+		const bool sem = c.op == Op::SemWait || c.op == Op::SemTimedwait || c.op == Op::SemTrywait ||
+				 c.op == Op::SemPost;
+		const char *kind = rw ? "rwlock" : sem ? "semaphore" : "mutex";
 		const uint64_t lock_key = mix(static_cast<uint64_t>(tr.pid) * 1000003u) ^ lock;
 		args_.clear();
 		if (c.compact) { // uncontended: a hold from its acquisition, no wait
@@ -697,7 +771,10 @@ private:
 		case Op::RwWrlock:
 		case Op::MutexTrylock:
 		case Op::RwTryrdlock:
-		case Op::RwTrywrlock: {
+		case Op::RwTrywrlock:
+		case Op::SemWait:
+		case Op::SemTimedwait:
+		case Op::SemTrywait: {
 			const uint64_t wait = c.u64(pl, "wait_ns");
 			const bool acquired = ret == 0 || ret == 130; // EOWNERDEAD: acquired
 			const uint64_t track = lock_track(tid, tr, lock, kind);
@@ -727,7 +804,8 @@ private:
 			return;
 		}
 		case Op::MutexUnlock:
-		case Op::RwUnlock: {
+		case Op::RwUnlock:
+		case Op::SemPost: {
 			auto it = holds_.find(HoldKey{tid, lock_key});
 			if (it == holds_.end() || it->second == 0) { // taken before the trace began
 				unmatched_ends++;

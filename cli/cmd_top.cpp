@@ -26,60 +26,18 @@
 
 #include "agg_reader.h"
 #include "commands.h"
+#include "proc_memfd.h"
 
 using namespace strata;
 
 namespace {
 
-struct Region {
-	std::string fd_path; // /proc/PID/fd/N
-	const void *map = nullptr;
-	size_t len = 0;
-};
-
-// The process's aggregation regions, mapped read-only.
-std::vector<Region> find_regions(uint32_t pid, std::string *err)
-{
-	std::vector<Region> out;
-	const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
-	DIR *d = opendir(dir.c_str());
-	if (!d) {
-		*err = "cannot read " + dir + ": " + strerror(errno);
-		return out;
-	}
-	while (dirent *e = readdir(d)) {
-		if (e->d_name[0] == '.')
-			continue;
-		const std::string path = dir + "/" + e->d_name;
-		char target[256];
-		ssize_t n = readlink(path.c_str(), target, sizeof target - 1);
-		if (n <= 0)
-			continue;
-		target[n] = 0;
-		if (strncmp(target, "/memfd:strata-agg", 17) != 0)
-			continue;
-		int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-		struct stat st;
-		if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0) {
-			if (fd >= 0)
-				close(fd);
-			continue;
-		}
-		void *m = mmap(nullptr, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-		close(fd); // the mapping keeps the memory
-		if (m == MAP_FAILED)
-			continue;
-		out.push_back(Region{path, m, (size_t)st.st_size});
-	}
-	closedir(d);
-	std::sort(out.begin(), out.end(), [](const Region &a, const Region &b) { return a.fd_path < b.fd_path; });
-	return out;
-}
-
 enum class Sort { kCount, kSum, kMax, kKey };
 
 struct Options {
-	uint32_t pid = 0;
+	uint32_t pid = 0;          // --pid: one process (its header, its JSON "pid")
+	std::vector<uint32_t> pids; // --pid given more than once
+	std::string name;          // --name: every process of that command name
 	bool once = false, json = false;
 	uint32_t interval_ms = 1000;
 	uint32_t limit = 10;
@@ -136,9 +94,27 @@ std::string json_str(const std::string &s)
 	return o + "\"";
 }
 
-void print_json(const Options &o, const std::vector<AggSnapshot> &snaps, bool alive)
+// The processes shown: pid(s) seen, and those that have exited (their
+// regions stay mapped: their last values are kept).
+struct Seen {
+	std::vector<uint32_t> pids, exited;
+};
+
+std::string pid_list(const std::vector<uint32_t> &v)
 {
-	printf("{\"pid\": %u, \"alive\": %s, \"regions\": [", o.pid, alive ? "true" : "false");
+	std::string s;
+	for (uint32_t p : v)
+		s += (s.empty() ? "" : ", ") + std::to_string(p);
+	return s;
+}
+
+void print_json(const Options &o, const std::vector<AggSnapshot> &snaps, const Seen &seen)
+{
+	if (o.pids.size() <= 1 && o.name.empty())
+		printf("{\"pid\": %u, \"alive\": %s, \"regions\": [", o.pid, seen.exited.empty() ? "true" : "false");
+	else
+		printf("{\"pids\": [%s], \"exited\": [%s], \"regions\": [", pid_list(seen.pids).c_str(),
+		       pid_list(seen.exited).c_str());
 	for (size_t r = 0; r < snaps.size(); r++) {
 		const AggSnapshot &s = snaps[r];
 		printf("%s\n {\"pattern\": %s, \"value\": %s, \"key\": %s, \"hits\": %llu, \"overflow\": %llu, "
@@ -181,13 +157,18 @@ std::string bucket_range(unsigned b)
 }
 
 void print_text(const Options &o, const std::vector<AggSnapshot> &snaps,
-		std::map<std::pair<size_t, std::string>, uint64_t> &last, double dt, bool alive)
+		std::map<std::pair<size_t, std::string>, uint64_t> &last, double dt, const Seen &seen)
 {
-	printf("strata top: pid %u%s   sort: %s%s%s   (%u ms)\n", o.pid, alive ? "" : " (exited: last values)",
+	std::string who = "pid " + std::to_string(o.pid) + (seen.exited.empty() ? "" : " (exited: last values)");
+	if (o.pids.size() > 1 || !o.name.empty())
+		who = std::to_string(seen.pids.size()) + " process(es)" + (o.name.empty() ? "" : " named " + o.name) +
+		      (seen.exited.empty() ? "" : " (" + std::to_string(seen.exited.size()) + " exited: last values)");
+	printf("strata top: %s   sort: %s%s%s   (%u ms)\n", who.c_str(),
 	       o.sort == Sort::kCount ? "count" : o.sort == Sort::kSum ? "sum" : o.sort == Sort::kMax ? "max" : "key",
 	       o.filter.empty() ? "" : "   filter: ", o.filter.c_str(), o.interval_ms);
 	if (snaps.empty())
-		printf("\nNo aggregation in this process (STRATA_AGGREGATE='provider:event[:field] [by key]').\n");
+		printf("\nNo aggregation in %s (STRATA_AGGREGATE='provider:event[:field] [by key]').\n",
+		       o.pids.size() > 1 || !o.name.empty() ? "these processes" : "this process");
 	for (size_t r = 0; r < snaps.size(); r++) {
 		const AggSnapshot &s = snaps[r];
 		printf("\n%s%s%s%s%s: %llu hits", s.pattern.c_str(), s.value_field.empty() ? "" : ":",
@@ -236,6 +217,120 @@ void print_text(const Options &o, const std::vector<AggSnapshot> &snaps,
 	fflush(stdout);
 }
 
+// The regions of the processes shown, mapped as each is found and kept
+// mapped: a process that exits keeps its last values on screen.
+class Watch {
+public:
+	// Finds the processes (--pid, or every process named --name) and maps
+	// the regions not mapped yet.  False with *err when a --pid process
+	// cannot be read.
+	bool scan(const Options &o, std::string *err)
+	{
+		std::vector<uint32_t> want = o.pids;
+		if (!o.name.empty())
+			named(o.name, &want);
+		for (uint32_t pid : want) {
+			std::string e;
+			for (Region &r : find_memfds(pid, "strata-agg", &e))
+				if (!regions_.count({pid, r.fd_path}))
+					regions_[{pid, r.fd_path}] = r;
+			if (!e.empty() && o.name.empty()) { // a --name process may just have exited
+				*err = e;
+				return false;
+			}
+			if (std::find(pids_.begin(), pids_.end(), pid) == pids_.end())
+				pids_.push_back(pid);
+		}
+		return true;
+	}
+
+	// Every region read, and merged across processes per spec.
+	void snapshot(std::vector<AggSnapshot> *out) const
+	{
+		out->clear();
+		for (const auto &kv : regions_) {
+			AggSnapshot s;
+			std::string why;
+			if (!agg_read(kv.second.map, kv.second.len, &s, &why)) {
+				fprintf(stderr, "strata top: %s: %s\n", kv.second.fd_path.c_str(), why.c_str());
+				continue;
+			}
+			if (s.pid != kv.first.first)
+				continue; // a forked child's inherited region: its parent's
+			merge_into(out, s);
+		}
+	}
+
+	Seen seen() const
+	{
+		Seen s;
+		s.pids = pids_;
+		for (uint32_t p : pids_)
+			if (kill((pid_t)p, 0) != 0 && errno != EPERM)
+				s.exited.push_back(p);
+		return s;
+	}
+
+private:
+	std::map<std::pair<uint32_t, std::string>, Region> regions_;
+	std::vector<uint32_t> pids_; // in the order found
+
+	// The processes whose command name (/proc/PID/comm, 15 bytes) is name's.
+	static void named(const std::string &name, std::vector<uint32_t> *out)
+	{
+		DIR *d = opendir("/proc");
+		if (!d)
+			return;
+		while (dirent *e = readdir(d)) {
+			uint32_t pid = 0;
+			if (!cli::parse_u32(e->d_name, pid) || !pid)
+				continue;
+			char comm[64] = {};
+			FILE *f = fopen(("/proc/" + std::string(e->d_name) + "/comm").c_str(), "re");
+			if (!f)
+				continue;
+			const bool got = fgets(comm, sizeof comm, f) != nullptr;
+			fclose(f);
+			comm[strcspn(comm, "\n")] = 0;
+			if (got && name.compare(0, 15, comm) == 0 && (name.size() <= 15 || strlen(comm) == 15))
+				out->push_back(pid);
+		}
+		closedir(d);
+		std::sort(out->begin(), out->end());
+	}
+
+	// Adds s to the snapshot of the same spec in *out (counts, sums and
+	// histograms added, min and max kept), or appends it.
+	static void merge_into(std::vector<AggSnapshot> *out, const AggSnapshot &s)
+	{
+		for (AggSnapshot &m : *out) {
+			if (m.pattern != s.pattern || m.value_field != s.value_field || m.key_field != s.key_field ||
+			    m.key_kind != s.key_kind)
+				continue;
+			m.hits += s.hits;
+			m.overflow += s.overflow;
+			m.no_value += s.no_value;
+			for (const AggKey &k : s.keys) {
+				auto it = std::find_if(m.keys.begin(), m.keys.end(), [&](const AggKey &x) {
+					return x.key == k.key && x.text == k.text;
+				});
+				if (it == m.keys.end()) {
+					m.keys.push_back(k);
+					continue;
+				}
+				it->count += k.count;
+				it->sum += k.sum;
+				it->min = std::min(it->min, k.min);
+				it->max = std::max(it->max, k.max);
+				for (unsigned b = 0; b < STRATA_AGG_BUCKETS; b++)
+					it->hist[b] += k.hist[b];
+			}
+			return;
+		}
+		out->push_back(s);
+	}
+};
+
 volatile sig_atomic_t g_stop;
 void on_sigint(int)
 {
@@ -263,12 +358,14 @@ int strata_cmd_top(int argc, char **argv)
 		};
 		const char *v = nullptr;
 		if (cli::is_help(argv[i])) {
-			printf("Usage: strata top --pid PID [--once] [--json] [--interval MS] [--sort count|sum|max|key]\n"
-			       "                  [--limit N] [--filter TEXT]\n\n"
-			       "Show the aggregates of a running process live, refreshing: per key its count,\n"
+			printf("Usage: strata top (--pid PID... | --name COMMAND) [--once] [--json] [--interval MS]\n"
+			       "                  [--sort count|sum|max|key] [--limit N] [--filter TEXT]\n\n"
+			       "Show the aggregates of running processes live, refreshing: per key its count,\n"
 			       "its rate, and the sum, min, average and max of the aggregated field, with the\n"
-			       "first key's log2 histogram drawn.  The process aggregates what it was started\n"
-			       "with in STRATA_AGGREGATE, e.g.\n"
+			       "first key's log2 histogram drawn.  Several processes (--pid more than once, or\n"
+			       "--name: every process of that command name, the ones started later found at\n"
+			       "each refresh) are merged per spec; one that exits keeps its last values.\n"
+			       "A process aggregates what it was started with in STRATA_AGGREGATE, e.g.\n"
 			       "    STRATA_AGGREGATE='pthread:mutex_lock:wait_ns by lock' prog\n"
 			       "(';' between several; 'by $tid' per thread, 'by $event' per event, 'limit N'\n"
 			       "keys, default 256).  Keys: q quits, c s m k sort by count, sum, max, key.\n"
@@ -278,6 +375,11 @@ int strata_cmd_top(int argc, char **argv)
 		} else if (a == "--pid") {
 			if (!value(&v) || !cli::parse_u32(v, o.pid) || o.pid == 0)
 				return usage(cmd, "--pid needs a process id");
+			o.pids.push_back(o.pid);
+		} else if (a == "--name") {
+			if (!value(&v) || !*v || strlen(v) > 64)
+				return usage(cmd, "--name needs a command name");
+			o.name = v;
 		} else if (a == "--once") {
 			o.once = true;
 		} else if (a == "--json") {
@@ -310,36 +412,24 @@ int strata_cmd_top(int argc, char **argv)
 			return usage(cmd, "unexpected argument '" + a + "'");
 		}
 	}
-	if (!o.pid)
-		return usage(cmd, "--pid is needed");
+	if (o.pids.empty() && o.name.empty())
+		return usage(cmd, "--pid or --name is needed");
 	if (o.json)
 		o.once = true;
+	Watch w;
 	std::string err;
-	std::vector<Region> regions = find_regions(o.pid, &err);
-	if (!err.empty()) {
+	if (!w.scan(o, &err)) {
 		fprintf(stderr, "strata top: %s\n", err.c_str());
 		return cli::kFail;
 	}
-	auto snapshot = [&](std::vector<AggSnapshot> *out) {
-		out->clear();
-		for (const Region &r : regions) {
-			AggSnapshot s;
-			std::string why;
-			if (agg_read(r.map, r.len, &s, &why))
-				out->push_back(std::move(s));
-			else
-				fprintf(stderr, "strata top: %s: %s\n", r.fd_path.c_str(), why.c_str());
-		}
-	};
-	auto alive = [&] { return kill((pid_t)o.pid, 0) == 0 || errno == EPERM; };
 	std::vector<AggSnapshot> snaps;
 	std::map<std::pair<size_t, std::string>, uint64_t> last;
 	if (o.once) {
-		snapshot(&snaps);
+		w.snapshot(&snaps);
 		if (o.json)
-			print_json(o, snaps, alive());
+			print_json(o, snaps, w.seen());
 		else
-			print_text(o, snaps, last, 0, alive());
+			print_text(o, snaps, last, 0, w.seen());
 		return cli::kOk;
 	}
 	signal(SIGINT, on_sigint);
@@ -357,9 +447,10 @@ int strata_cmd_top(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &prev);
 	double dt = 0;
 	while (!g_stop) {
-		snapshot(&snaps);
+		w.scan(o, &err); // processes that started since (--name); errors said at start
+		w.snapshot(&snaps);
 		printf("\033[H\033[2J");
-		print_text(o, snaps, last, dt, alive());
+		print_text(o, snaps, last, dt, w.seen());
 		pollfd p{0, POLLIN, 0};
 		if (poll(&p, tty ? 1 : 0, (int)o.interval_ms) > 0) {
 			char c = 0;

@@ -1,5 +1,6 @@
 /*
- * conn.cpp - the control connection (daemon_impl.h).
+ * conn.cpp - the control connections (daemon_impl.h): accept, read,
+ * frame, route each message to its handler, answer, drop.
  *
  * Contract: main thread only.  Every byte read goes through the protocol
  * decoder; a peer that sends garbage gets an error REPLY and is dropped.
@@ -8,12 +9,20 @@
  */
 #include "daemon_impl.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+
+#include "proto/sock.h"
+
 namespace strata {
 namespace daemon_impl {
 
 void Daemon::send(Conn &c, uint32_t seq, proto::Body body, int pass_fd)
 {
-	if (c.table) // a table join reads no answer (grant_table.cpp); refusals are logged
+	if (c.table) // a table join reads no answer (grant_tables.h); refusals are logged
 		return;
 	proto::Message m;
 	m.seq = seq;
@@ -63,43 +72,32 @@ void Daemon::reply(Conn &c, uint32_t seq, int status, const std::string &text)
 
 void Daemon::drop(int fd)
 {
-	epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+	loop_.remove(fd);
 	auto it = conns_.find(fd);
 	if (it == conns_.end())
 		return;
-	flush_out(*it->second); // an error answer goes out before the close
+	Conn &c = *it->second;
+	flush_out(c); // an error answer goes out before the close
+	Proc *p = c.registered ? procs_.find(c.cred.pid) : nullptr;
 	// A process closes its connection after applying what it was granted
 	// (and quiescing): that is its acknowledgement.
-	if (it->second->registered && !it->second->kmod) { // a module process acknowledges to the module
-		auto p = pid_to_pidfd_.find(it->second->cred.pid);
-		if (p != pid_to_pidfd_.end()) {
-			Proc &pr = procs_[p->second];
-			pr.acked = std::max(pr.acked, it->second->registered_at);
-		}
-		acknowledge(it->second->cred.pid, it->second->registered_at);
+	if (c.registered && !c.kmod) { // a module process acknowledges to the module
+		if (p)
+			p->acked = std::max(p->acked, c.registered_at);
+		acks_.acknowledge(c.cred.pid, c.registered_at);
 	}
-	int gone_pidfd = 0; // a process that exited before we read it: its exit is now
-	if (it->second->registered) {
-		auto p = pid_to_pidfd_.find(it->second->cred.pid);
-		if (p != pid_to_pidfd_.end() && procs_[p->second].gone)
-			gone_pidfd = p->second;
-	}
-	const uint64_t conn_id = it->second->id;
-	const pid_t peer = it->second->cred.pid;
+	const int gone_pidfd = p && p->gone ? p->pidfd : 0; // a process that exited before we read it: its exit is now
+	const uint64_t conn_id = c.id;
+	const pid_t peer = c.cred.pid;
 	conns_.erase(it);
+	acks_.forget(conn_id);
 	if (gone_pidfd)
 		on_exit(gone_pidfd);
 	// The sessions this connection owned (CREATE with kCreateOwned) end
-	// with it, whatever ended it: their controller (`strata record`)
-	// exited, was killed, or closed the connection.
-	for (;;) {
-		auto s = std::find_if(sessions_.begin(), sessions_.end(),
-				      [&](const std::unique_ptr<Session> &x) { return x->owner_conn == conn_id; });
-		if (s == sessions_.end())
-			break;
-		INFO("session %s: its owner (pid %d) closed its connection", (*s)->name.c_str(), peer);
-		destroy_session(**s, nullptr, 0);
-	}
+	// with it, whatever ended it; nobody is left to answer.
+	for (const Answer &a : sessions_.end_owned(conn_id, peer))
+		if (a.notify)
+			acks_.signal(a.who, -1, a.kgen);
 }
 
 void Daemon::accept_conns(int lfd, std::vector<int> *accepted)
@@ -127,10 +125,11 @@ void Daemon::accept_conns(int lfd, std::vector<int> *accepted)
 			c->fd = -1;
 			continue;
 		}
-		struct epoll_event ev = {};
-		ev.events = EPOLLIN | EPOLLRDHUP;
-		ev.data.fd = fd;
-		epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev);
+		loop_.add(fd, EPOLLIN | EPOLLRDHUP, [this, fd] {
+			auto it = conns_.find(fd);
+			if (it != conns_.end())
+				on_readable(*it->second);
+		});
 		conns_[fd] = std::move(c);
 		if (accepted)
 			accepted->push_back(fd);
@@ -171,10 +170,7 @@ void Daemon::arm_quiet(bool on_socket)
 	if (quiet_tfd_ >= 0 && read(quiet_tfd_, &ticks, sizeof ticks) < 0 && errno != EAGAIN)
 		logf("quiet timer: %s", strerror(errno));
 	serve_quiet();
-	struct epoll_event ev = {};
-	ev.events = EPOLLIN | EPOLLONESHOT;
-	ev.data.fd = qfd_;
-	epoll_ctl(epfd_, EPOLL_CTL_MOD, qfd_, &ev);
+	loop_.rearm(qfd_, EPOLLIN | EPOLLONESHOT);
 }
 
 void Daemon::on_readable(Conn &c)
@@ -198,38 +194,44 @@ void Daemon::on_readable(Conn &c)
 			return;
 		}
 		c.in.insert(c.in.end(), buf, buf + r);
-		// Frame and handle every complete message.
-		c.corked = true;
 		size_t off = 0;
-		while (c.in.size() - off >= proto::kHeaderSize) {
-			proto::Header h;
-			proto::DecodeResult d = proto::decode_header(c.in.data() + off, proto::kHeaderSize, h);
-			if (!d) {
-				logf("pid %d: %s; closing its connection", c.cred.pid, d.text.c_str());
-				reply(c, h.seq, -EPROTO, d.text);
-				drop(fd);
-				return;
-			}
-			if (c.in.size() - off - proto::kHeaderSize < h.length)
-				break;
-			proto::Message m;
-			d = proto::decode(c.in.data() + off, proto::kHeaderSize + h.length, m);
-			off += proto::kHeaderSize + h.length;
-			if (!d) {
-				logf("pid %d: bad message: %s; closing its connection", c.cred.pid, d.text.c_str());
-				reply(c, h.seq, -EPROTO, d.text);
-				drop(fd);
-				return;
-			}
-			if (!handle(c, m)) {
-				drop(fd);
-				return;
-			}
+		if (!frame(c, off)) {
+			drop(fd);
+			return;
 		}
 		publish_tables(); // before a controller's answer: a process it starts sees the change
 		flush_out(c);
 		c.in.erase(c.in.begin(), c.in.begin() + static_cast<long>(off));
 	}
+}
+
+// Every complete message in c.in from `off` on decoded and handled, its
+// answers corked; `off` past the last one.  False: close the connection.
+bool Daemon::frame(Conn &c, size_t &off)
+{
+	c.corked = true;
+	while (c.in.size() - off >= proto::kHeaderSize) {
+		proto::Header h;
+		proto::DecodeResult d = proto::decode_header(c.in.data() + off, proto::kHeaderSize, h);
+		if (!d) {
+			logf("pid %d: %s; closing its connection", c.cred.pid, d.text.c_str());
+			reply(c, h.seq, -EPROTO, d.text);
+			return false;
+		}
+		if (c.in.size() - off - proto::kHeaderSize < h.length)
+			break;
+		proto::Message m;
+		d = proto::decode(c.in.data() + off, proto::kHeaderSize + h.length, m);
+		off += proto::kHeaderSize + h.length;
+		if (!d) {
+			logf("pid %d: bad message: %s; closing its connection", c.cred.pid, d.text.c_str());
+			reply(c, h.seq, -EPROTO, d.text);
+			return false;
+		}
+		if (!handle(c, m))
+			return false;
+	}
+	return true;
 }
 
 // A connection that has not said HELLO yet: is the HELLO waiting in its
@@ -281,161 +283,100 @@ void Daemon::serve_pending()
 	serving_pending_ = false;
 }
 
-Session *Daemon::find(const Conn &c, const std::string &name, uint32_t seq, bool &answered)
+Conn *Daemon::conn_by_id(uint64_t id)
 {
-	answered = false;
-	for (auto &s : sessions_) {
-		if (s->name != name || s->companion_of)
-			continue;
-		if (visible(c, *s))
-			return s.get();
-		reply(const_cast<Conn &>(c), seq, -EPERM, "session '" + name + "' belongs to another user");
-		answered = true;
-		return nullptr;
-	}
-	reply(const_cast<Conn &>(c), seq, -ENOENT, "no session named '" + name + "'");
-	answered = true;
+	for (auto &kv : conns_)
+		if (kv.second->id == id)
+			return kv.second.get();
 	return nullptr;
 }
+
+namespace {
+// Who may send a message type: a process before or after its REGISTER, or
+// a controller.
+enum class From { Unregistered, Registered, Controller };
+} // namespace
 
 // Returns false to close the connection.
 bool Daemon::handle(Conn &c, const proto::Message &m)
 {
 	using proto::Type;
-	const uint32_t seq = m.seq;
+	struct Route {
+		Type type;
+		From from;
+		Command fn;
+	};
+	static const Route routes[] = {
+		{Type::Register, From::Unregistered, &Daemon::do_register},
+		{Type::Buffer, From::Registered, &Daemon::do_buffer},
+		{Type::Create, From::Controller, &Daemon::do_create},
+		{Type::EnableEvent, From::Controller, &Daemon::do_enable},
+		{Type::DisableEvent, From::Controller, &Daemon::do_disable},
+		{Type::TargetRule, From::Controller, &Daemon::do_target_rule},
+		{Type::Start, From::Controller, &Daemon::do_start},
+		{Type::Stop, From::Controller, &Daemon::do_stop},
+		{Type::Destroy, From::Controller, &Daemon::do_destroy},
+		{Type::List, From::Controller, &Daemon::do_list},
+		{Type::Wait, From::Controller, &Daemon::do_wait},
+		{Type::Snapshot, From::Controller, &Daemon::do_snapshot},
+		{Type::SnapshotOn, From::Controller, &Daemon::do_snapshot_on},
+		{Type::Status, From::Controller, &Daemon::do_status},
+	};
 	if (!c.hello) {
 		if (m.type() != Type::Hello) {
-			reply(c, seq, -EPROTO, "HELLO expected first");
+			reply(c, m.seq, -EPROTO, "HELLO expected first");
 			return false;
 		}
-		do_hello(c, seq, std::get<proto::Hello>(m.body));
+		do_hello(c, m.seq, std::get<proto::Hello>(m.body));
 		return c.hello;
 	}
 	const bool ctl = c.role == proto::Role::Controller;
 	if (ctl) {
 		serve_quiet();     // a command sees every process that joined from the table
 		settle_attaches(); // a command sees every buffer already handed over
-		tables_dirty_ = true; // it may change what a process is granted
+		tables_.dirty();   // it may change what a process is granted
 	}
-	bool found;
-	kgen_ = 0; // set by the change being handled, if the module took it
-	switch (m.type()) {
-	case Type::Register:
-		if (ctl || c.registered)
-			break;
-		do_register(c, seq, std::get<proto::Register>(m.body));
-		return true;
-	case Type::Buffer:
-		if (ctl || !c.registered)
-			break;
-		do_buffer(c, seq, std::get<proto::Buffer>(m.body));
-		return true;
-	case Type::Create:
-		if (!ctl)
-			break;
-		do_create(c, seq, std::get<proto::Create>(m.body));
-		return true;
-	case Type::EnableEvent:
-		if (!ctl)
-			break;
-		do_rule(c, seq, std::get<proto::EnableEvent>(m.body).session, std::get<proto::EnableEvent>(m.body).rule);
-		return true;
-	case Type::DisableEvent:
-		if (!ctl)
-			break;
-		{
-			proto::Rule r = std::get<proto::DisableEvent>(m.body).rule;
-			r.enable = 0;
-			do_rule(c, seq, std::get<proto::DisableEvent>(m.body).session, r);
+	sessions_.take_kgen(); // what a change makes is the change's (Answer::kgen)
+	const From from = ctl ? From::Controller : c.registered ? From::Registered : From::Unregistered;
+	for (const Route &r : routes)
+		if (r.type == m.type() && r.from == from) {
+			(this->*r.fn)(c, m);
+			return true;
 		}
-		return true;
-	case Type::Start:
-		if (!ctl)
-			break;
-		if (Session *s = find(c, std::get<proto::Start>(m.body).session, seq, found)) {
-			if (s->state == proto::SessionState::Active) {
-				reply(c, seq, -EALREADY, "session '" + s->name + "' is already started");
-			} else {
-				s->state = proto::SessionState::Active;
-				s->run_id = next_run_id_++;
-				move_off_busy_slot(*s);
-				INFO("session %s started (slot %u)", s->name.c_str(), s->slot);
-				apply_kernel(*s);
-				if (adopt_early_)
-					adopt_early(*s);
-				std::string text = "session '" + s->name + "' started", err;
-				if (s->trigger && !start_trigger(*s, err))
-					text += "; no snapshots on " + s->trigger->pattern + ": " + err;
-				save_active();
-				notify_and_reply(c, seq, *s, text);
-			}
-		}
-		return true;
-	case Type::Stop:
-		if (!ctl)
-			break;
-		if (Session *s = find(c, std::get<proto::Stop>(m.body).session, seq, found)) {
-			if (s->state != proto::SessionState::Active) {
-				reply(c, seq, -EALREADY, "session '" + s->name + "' is not started");
-			} else {
-				stop_session(*s);
-				// One line: the answer's own suffix follows (notify.cpp).
-				std::string problems;
-				for (char ch : session_problems(*s)) // lines, each ending in \n
-					problems += ch == '\n' ? std::string("; ") : std::string(1, ch);
-				if (!problems.empty())
-					problems = "; problems: " + problems.substr(0, problems.size() - 2);
-				notify_and_reply(c, seq, *s,
-						 "session '" + s->name + "' stopped; trace in " + trace_place(*s) + trigger_summary(*s) +
-							 (s->serial ? "; " + s->serial->stats() : "") + problems);
-			}
-		}
-		return true;
-	case Type::Destroy:
-		if (!ctl)
-			break;
-		if (Session *s = find(c, std::get<proto::Destroy>(m.body).session, seq, found))
-			destroy_session(*s, &c, seq);
-		return true;
-	case Type::List:
-		if (!ctl)
-			break;
-		do_list(c, seq);
-		return true;
-	case Type::Wait:
-		if (!ctl)
-			break;
-		do_wait(c, seq, std::get<proto::Wait>(m.body));
-		return true;
-	case Type::TargetRule:
-		if (!ctl)
-			break;
-		{
-			const proto::TargetRule &t = std::get<proto::TargetRule>(m.body);
-			do_rule(c, seq, t.session, t.rule, Target{t.pids, t.names});
-		}
-		return true;
-	case Type::Snapshot:
-		if (!ctl)
-			break;
-		do_snapshot(c, seq, std::get<proto::Snapshot>(m.body));
-		return true;
-	case Type::SnapshotOn:
-		if (!ctl)
-			break;
-		do_snapshot_on(c, seq, std::get<proto::SnapshotOn>(m.body));
-		return true;
-	case Type::Status:
-		if (!ctl)
-			break;
-		do_status(c, seq, std::get<proto::Status>(m.body));
-		return true;
-	default:
-		break;
-	}
-	reply(c, seq, -EPERM, "message type " + std::to_string(static_cast<int>(m.type())) +
-				      " not allowed here for this role");
+	reply(c, m.seq, -EPERM,
+	      "message type " + std::to_string(static_cast<int>(m.type())) + " not allowed here for this role");
 	return true;
+}
+
+void Daemon::answer(Conn &c, uint32_t seq, const Answer &a)
+{
+	if (a.status != 0 || !a.notify) {
+		reply(c, seq, a.status, a.text);
+		return;
+	}
+	PendingReply p = acks_.signal(a.who, a.rule, a.kgen);
+	p.conn_id = c.id;
+	p.seq = seq;
+	p.text = a.text;
+	if (c.version >= 2) { // answered now; WAIT asks for the acknowledgements
+		acks_.owe(c.id, p);
+		reply(c, seq, 0,
+		      a.text + " (generation " + std::to_string(acks_.generation()) + ", " +
+			      std::to_string(p.signalled) + " running process(es) signalled)");
+		return;
+	}
+	if (p.waiting.empty()) {
+		reply(c, seq, 0, a.text);
+		return;
+	}
+	acks_.hold(std::move(p));
+}
+
+void Daemon::deliver(const std::vector<DueReply> &due)
+{
+	for (const DueReply &d : due)
+		if (Conn *c = conn_by_id(d.conn_id))
+			reply(*c, d.seq, d.status, d.text);
 }
 
 void Daemon::do_hello(Conn &c, uint32_t seq, const proto::Hello &m)

@@ -1,17 +1,19 @@
 /*
  * daemon.h - strata-consumerd's control loop.
  *
- * Contract:
- *   - one main thread owns every socket, session, process record and the
- *     epoll set; it alone mutates them, so they need no lock;
- *   - each attached buffer is drained by one pooled worker thread at a
- *     time (drain.h, drain.cpp "The pool"; a session keeps one warm),
- *     which touches only that buffer, its files and its counters;
+ * Contract (docs/consumerd.md; each part's header has its own):
+ *   - one main thread runs the event loop (event_loop.h) and owns every
+ *     socket, connection, session (session_table.h), process record
+ *     (process_registry.h), held answer (ack_tracker.h) and grant table
+ *     (grant_tables.h); it alone mutates them, so they need no lock;
+ *   - the attached buffers are drained by a pool of worker threads
+ *     (drain_pool.h), each running one drain at a time and touching only that
+ *     buffer, its files and its counters;
  *   - one attacher thread validates and maps a process's buffer and starts
- *     its drain thread, then hands the drain to the main thread
- *     (attach.cpp); module WAITs run on threads of their own (kmod_link.cpp);
- *   - signals (SIGTERM, SIGINT) arrive through a signalfd in the epoll set:
- *     nothing runs in signal context;
+ *     its drain, then hands the drain to the main thread (attacher.h);
+ *     module WAITs run on threads of their own (ack_tracker.h);
+ *   - signals (SIGTERM, SIGINT, SIGHUP) arrive through a signalfd in the
+ *     event loop: nothing runs in signal context;
  *   - every byte from a socket goes through the protocol decoder; a peer
  *     that sends garbage is answered with an error REPLY and dropped.
  */

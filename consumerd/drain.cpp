@@ -15,17 +15,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <condition_variable>
 #include <cstring>
 #include <ctime>
-#include <deque>
+#include <iterator>
 #include <mutex>
-#include <system_error>
-#include <thread>
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
-#include <sched.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -33,6 +27,8 @@
 #include <linux/futex.h>
 
 #include "clock_page.h"
+#include "drain_pool.h"
+#include "sched_policy.h"
 #include "control/names.h"
 #include "reader.h"
 
@@ -53,19 +49,8 @@ int wait_ms()
 	return ms;
 }
 constexpr int kFlushTimeoutMs = 500; // in-flight commits of a live producer
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 // Linux 5.14 uapi; glibc 2.36 headers lack it
-#endif
-constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
 constexpr unsigned kPacketsPerRound = 64;
-constexpr unsigned kBatch = 16; // packets per write
-// Bytes of whole packets gathered for one write (one packet at least): the
-// batch buffer stays this size per drain.
-constexpr size_t kBatchBytes = 1u << 20;
-// Scheduler slice asked for the daemon's threads (short_slice).
-constexpr long kSliceUs = 100;
-// Nice of a streaming drain thread (streaming_weight).
-constexpr long kDrainNice = -10;
+constexpr unsigned kBatch = 16; // packets per write (at most kBatchBytes, drain_pool.h)
 
 uint64_t mono_ns()
 {
@@ -79,290 +64,6 @@ void warn(const std::string &dir, const std::string &what)
 	fprintf(stderr, "strata-consumerd: %s: %s\n", dir.c_str(), what.c_str());
 }
 } // namespace
-
-// struct sched_attr of sched_setattr(2), declared here: <linux/sched/types.h>
-// clashes with glibc's <sched.h>.
-struct SchedAttr {
-	uint32_t size, sched_policy;
-	uint64_t sched_flags;
-	int32_t sched_nice;
-	uint32_t sched_priority;
-	uint64_t sched_runtime, sched_deadline, sched_period;
-	uint32_t sched_util_min, sched_util_max;
-};
-
-namespace {
-// The calling thread's EEVDF slice request (sched_runtime, ns; 0: the
-// kernel's default), for a SCHED_OTHER thread only: a policy someone chose
-// for us is left alone.  Best effort: kernels before 6.12 have no per-task
-// slice.  True if set.
-bool set_own_slice(uint64_t runtime_ns)
-{
-	SchedAttr a;
-	memset(&a, 0, sizeof a);
-	if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0 || a.sched_policy != SCHED_OTHER)
-		return false;
-	a.size = sizeof a;
-	a.sched_flags = 0;
-	a.sched_runtime = runtime_ns; // the slice; nice and weight unchanged
-	return syscall(SYS_sched_setattr, 0, &a, 0) == 0;
-}
-} // namespace
-
-bool short_slice()
-{
-	static const long us = [] {
-		const char *e = getenv("STRATA_CONSUMERD_SLICE_US");
-		long v = e && *e ? strtol(e, nullptr, 10) : kSliceUs;
-		return v < 0 ? 0 : v;
-	}();
-	return us != 0 && set_own_slice(static_cast<uint64_t>(us) * 1000);
-}
-
-namespace {
-// Undoes short_slice and streaming_weight on the calling thread: a pooled
-// thread starts its next drain as a new thread would (drain.cpp, "The
-// pool").
-void default_scheduling(bool sliced, bool reniced)
-{
-	if (sliced)
-		(void)set_own_slice(0);
-	if (reniced) // raising nice back to 0 needs no privilege
-		(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 0);
-}
-} // namespace
-
-// A drain thread that found packets (streaming) asks for nice -10
-// (STRATA_CONSUMERD_DRAIN_NICE; 0 turns it off): with more CPU-bound
-// producer threads than CPUs, a drain at the producers' weight gets a
-// fair share (2 CPUs, 4 producers: 40 % of a CPU) that can be below what
-// copying their events out needs, and the rings fill.  A higher weight
-// costs the producers only the drain's actual work: it blocks whenever
-// the rings are empty (with twice as many producer threads as CPUs, the
-// rings overflowed at nice 0 and not at -10).  Only from the default nice 0 (an administrator's
-// nice for the daemon is left alone) and only where permitted
-// (CAP_SYS_NICE or RLIMIT_NICE; otherwise nothing changes).
-bool streaming_weight()
-{
-	static const int nice_want = [] {
-		const char *e = getenv("STRATA_CONSUMERD_DRAIN_NICE");
-		long v = e && *e ? strtol(e, nullptr, 10) : kDrainNice;
-		return (int)(v < -20 ? -20 : v > 0 ? 0 : v);
-	}();
-	if (nice_want == 0)
-		return false;
-	const id_t tid = (id_t)syscall(SYS_gettid);
-	errno = 0;
-	const int cur = getpriority(PRIO_PROCESS, tid);
-	if (errno != 0 || cur != 0)
-		return false;
-	return setpriority(PRIO_PROCESS, tid, nice_want) == 0; // best effort
-}
-
-void Owner::apply(int fd) const
-{
-	if (uid >= 0 && fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) < 0)
-		fprintf(stderr, "strata-consumerd: fchown: %s\n", strerror(errno));
-}
-
-void Owner::apply(const std::string &path) const
-{
-	if (uid >= 0 && lchown(path.c_str(), static_cast<uid_t>(uid), static_cast<gid_t>(gid)) < 0)
-		fprintf(stderr, "strata-consumerd: chown %s: %s\n", path.c_str(), strerror(errno));
-}
-
-int make_dirs(const std::string &path, unsigned mode, const Owner &owner)
-{
-	// The usual case, a sub-trace in an existing ust/pid/: one mkdir, not
-	// one per component plus a stat (each a path walk on the daemon's
-	// share of a process start).
-	if (mkdir(path.c_str(), mode) == 0) {
-		owner.apply(path);
-		return 0;
-	}
-	if (errno != ENOENT && errno != EEXIST)
-		return -errno;
-	size_t pos = 0;
-	while (pos != std::string::npos) {
-		pos = path.find('/', pos + 1);
-		std::string cur = path.substr(0, pos);
-		if (cur.empty())
-			continue;
-		if (mkdir(cur.c_str(), mode) == 0)
-			owner.apply(cur);
-		else if (errno != EEXIST)
-			return -errno;
-	}
-	struct stat st;
-	if (stat(path.c_str(), &st) < 0)
-		return -errno;
-	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
-}
-
-namespace {
-// The copy buffer a thread keeps from one drain to the next: a pooled
-// worker (DrainPool) runs drains one after another, and a fresh buffer per
-// drain would cost each traced process's drain 1.1 MiB of page population
-// (0.3-0.7 ms of the daemon's CPU, beside the starting processes).  Kept while the worker lives; remade when a drain needs more, or
-// much less (sub-buffers of another size).  Drain thread only (thread_local).
-struct BatchCache {
-	std::unique_ptr<uint8_t[]> buf;
-	size_t cap = 0;
-	bool populated = false;
-};
-thread_local BatchCache t_batch;
-constexpr size_t kBatchSlack = 4u << 20; // kept up to this much above the need
-
-// Makes the calling thread's cache ready for `need` bytes: made anew if it
-// has less (or kBatchSlack more); with `populate`, its pages mapped in one
-// system call (else they fault in as packets are copied).
-void ready_batch(size_t need, bool populate)
-{
-	BatchCache &c = t_batch;
-	if (c.cap < need || c.cap - need > kBatchSlack) {
-		c.buf.reset();
-		// Never zeroed (new[] of a plain type): every byte is copied
-		// in before it is written out.
-		c.buf.reset(new uint8_t[need]);
-		c.cap = need;
-		c.populated = false;
-	}
-	if (c.populated || !populate)
-		return;
-	c.populated = true;
-	const uintptr_t a = ((uintptr_t)c.buf.get() + 4095) & ~(uintptr_t)4095;
-	const uintptr_t e = ((uintptr_t)c.buf.get() + c.cap) & ~(uintptr_t)4095;
-	if (e > a)
-		madvise((void *)a, e - a, kMadvPopulateWrite);
-}
-} // namespace
-
-/*
- * The pool.  Most drains are short-lived processes' (a build, a test
- * suite, a shell script under `strata record`): a thread of its own per
- * drain (its creation, its first touches of a fresh stack, its exit) would
- * cost the daemon about a sixth of its CPU per traced process start, taken
- * beside the starting process.  Threads are kept instead: a worker runs
- * one drain from start() to the end of Drain::run(), undoes what the drain
- * changed in its scheduling (short_slice, streaming_weight), then takes
- * the next drain.
- *
- * Contract:
- *   - roles: the main thread (and the attacher, for Drain::start) hands
- *     drains in (run) and waits for one to be left (join); workers take
- *     them.  A drain is run by exactly one worker, from start to end:
- *     its Reader and files stay single-threaded as before.
- *   - never fewer threads than drains being run: a drain waiting for a
- *     worker would leave its ring to fill.  run() starts a new worker
- *     unless the idle ones are at least as many as the jobs queued.
- *   - a worker is done with a drain when it set ran_ under mu_ (and
- *     notified done_cv_); join() returns only then, so the Drain may be
- *     destroyed after it.  Workers never touch a drain after that.
- *   - a worker keeps its copy buffer (prepare_batch's BatchCache) for
- *     its next drain: at most kMaxIdle idle buffers of about 1 MiB each
- *     (more for larger sub-buffers), freed when the worker exits.
- *   - warm() (a session's creation) starts one worker that maps its copy
- *     buffer before it waits for work, unless a worker is idle already:
- *     the session's first drain then finds a thread and a mapped buffer.
- *     Without it a fresh daemon's first drain pays both (0.3-3.3 ms)
- *     before the ring has its first sub-buffer back, and a fast producer
- *     loses events in its first lap.
- *   - at most kMaxIdle workers wait for work; one more exits.  The pool
- *     lives as long as the process (never destroyed: detached workers may
- *     be waiting in it when the process exits).
- */
-class DrainPool {
-public:
-	static DrainPool &get()
-	{
-		static DrainPool *const pool = new DrainPool(); // never destroyed: see above
-		return *pool;
-	}
-
-	// False: no worker could be started (the drain is not run).
-	bool run(Drain *d)
-	{
-		std::unique_lock<std::mutex> lk(mu_);
-		jobs_.push_back(d);
-		if (idle_ >= jobs_.size()) {
-			cv_.notify_one();
-			return true;
-		}
-		try {
-			std::thread([this] { worker(); }).detach();
-		} catch (const std::system_error &) {
-			// An idle worker may still be on its way to an earlier job:
-			// take this one back rather than queue it behind nothing.
-			for (auto it = jobs_.begin(); it != jobs_.end(); ++it)
-				if (*it == d) {
-					jobs_.erase(it);
-					break;
-				}
-			return false;
-		}
-		return true;
-	}
-
-	// An idle worker with its copy buffer ready for sub-buffers of
-	// `subbuf_size`, made now unless a worker is idle or being warmed.
-	void warm(uint64_t subbuf_size)
-	{
-		std::unique_lock<std::mutex> lk(mu_);
-		if (idle_ > jobs_.size() || warming_)
-			return;
-		warming_ = true;
-		const size_t need = kBatchBytes + static_cast<size_t>(subbuf_size);
-		try {
-			std::thread([this, need] {
-				ready_batch(need, true);
-				{
-					std::lock_guard<std::mutex> g(mu_);
-					warming_ = false;
-				}
-				worker();
-			}).detach();
-		} catch (const std::system_error &) {
-			warming_ = false; // the first drain starts its worker, as before
-		}
-	}
-
-	void join(Drain *d)
-	{
-		std::unique_lock<std::mutex> lk(mu_);
-		done_cv_.wait(lk, [d] { return d->ran_; });
-	}
-
-private:
-	static constexpr size_t kMaxIdle = 4;
-	void worker()
-	{
-		std::unique_lock<std::mutex> lk(mu_);
-		for (;;) {
-			idle_++;
-			cv_.wait(lk, [this] { return !jobs_.empty(); });
-			idle_--;
-			Drain *d = jobs_.front();
-			jobs_.pop_front();
-			lk.unlock();
-			d->run();
-			const bool sliced = d->sliced_, reniced = d->reniced_;
-			lk.lock();
-			d->ran_ = true; // the last touch of d (join may free it now)
-			done_cv_.notify_all();
-			lk.unlock();
-			default_scheduling(sliced, reniced);
-			lk.lock();
-			if (idle_ >= kMaxIdle && jobs_.empty())
-				return;
-		}
-	}
-	std::mutex mu_;
-	std::condition_variable cv_;      // workers wait for jobs_
-	std::condition_variable done_cv_; // join waits for ran_
-	std::deque<Drain *> jobs_;        // started, not taken by a worker yet
-	size_t idle_ = 0;                 // workers waiting on cv_
-	bool warming_ = false;            // a warm() worker is still mapping its buffer
-};
 
 std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const std::string &dir,
 				     const ClockInfo &clock, const TraceEnv &env, const Owner &owner,
@@ -432,7 +133,7 @@ bool Drain::open_trace(std::string &err)
 
 Drain::~Drain()
 {
-	if (started_) {
+	if (stage() != Stage::Made) {
 		finish(false);
 		join();
 	}
@@ -443,7 +144,7 @@ Drain::~Drain()
 
 bool Drain::stream_overwrite(bool producer_dead)
 {
-	if (!overwrite_ || started_ || !reader_ || !reader_->stream_overwrite(producer_dead))
+	if (!overwrite_ || stage() != Stage::Made || !reader_ || !reader_->stream_overwrite(producer_dead))
 		return false;
 	overwrite_ = false;
 	if (snap_fd_ >= 0) { // a streamed buffer is on disk as it fills: no snapshots
@@ -494,25 +195,38 @@ int Drain::snapshot(const std::string &dir, uint64_t &packets, std::string &err)
 	return 1;
 }
 
-void warm_drains(uint64_t subbuf_size)
-{
-	if (subbuf_size >= STRATA_MIN_SUBBUF_SIZE && subbuf_size <= STRATA_MAX_SUBBUF_SIZE)
-		DrainPool::get().warm(subbuf_size);
-}
-
 void Drain::start()
 {
-	if (started_)
+	if (stage() != Stage::Made)
 		return;
-	if (DrainPool::get().run(this)) {
-		started_ = true;
+	// Before the pool sees it: its mutex orders this store before the
+	// worker's first look.
+	set_stage(Stage::Queued);
+	if (DrainPool::get().run(this))
 		return;
-	}
 	// The process was told "ok" already: it keeps its bounded buffer.
 	counters_.errors.fetch_add(1, std::memory_order_relaxed);
 	warn(dir_, "cannot start a drain thread; this buffer is not recorded");
 	reader_.reset();
-	done_.store(true, std::memory_order_release); // pairs with finished()
+	set_stage(Stage::Released); // never run: finished, nothing to join
+}
+
+void Drain::set_stage(Stage s)
+{
+	// Release: what the drain thread did before (files closed, for Done)
+	// is visible to whoever sees the stage (finished(), join()).
+	stage_.store(s, std::memory_order_release);
+}
+
+bool Drain::opened() const
+{
+	const Stage s = stage_.load(std::memory_order_relaxed); // drain thread: its own stores
+	return s == Stage::Open || s == Stage::Finishing;
+}
+
+void Drain::release()
+{
+	set_stage(Stage::Released);
 }
 
 void Drain::finish(bool producer_dead)
@@ -541,8 +255,25 @@ void Drain::finish(bool producer_dead)
 
 void Drain::join()
 {
-	if (started_)
+	if (stage() != Stage::Made)
 		DrainPool::get().join(this);
+}
+
+void Drain::share_events()
+{
+	std::vector<EventInfo> fresh;
+	reader_->peek_events(shared_n_, &fresh); // one load when nothing is new
+	if (fresh.empty())
+		return;
+	shared_n_ += fresh.size();
+	std::lock_guard<std::mutex> lk(known_mu_);
+	known_.insert(known_.end(), std::make_move_iterator(fresh.begin()), std::make_move_iterator(fresh.end()));
+}
+
+std::vector<EventInfo> Drain::known_events() const
+{
+	std::lock_guard<std::mutex> lk(known_mu_);
+	return known_;
 }
 
 void Drain::update_metadata()
@@ -638,38 +369,34 @@ void Drain::write_packet(uint32_t lane, const std::vector<uint8_t> &pkt)
 
 
 // The copy buffer of one write (batch_), taken from the thread's cache at
-// the first packet (begin_stream).  While the
-// producer runs, a new buffer's pages are mapped at once in one system
-// call rather than faulted in one by one while packets wait in the ring (a
-// fault costs 1-11 us on a VM: 2.5 ms for 1 MiB); a final drain (producer
+// the first packet (begin_stream).  While the producer runs, a new
+// buffer's pages are mapped at once in one system call rather than faulted
+// in one by one while packets wait in the ring; a final drain (producer
 // gone or session stopping) only faults in what it copies.
 void Drain::prepare_batch()
 {
-	batch_ready_ = true;
 	// A packet is at most one sub-buffer, and one more is added only
 	// below kBatchBytes (drain_once).  finish_: a hint only (drain thread).
-	ready_batch(kBatchBytes + reader_->info().subbuf_size, !finish_.load(std::memory_order_relaxed));
-	batch_ = t_batch.buf.get();
-	batch_cap_ = t_batch.cap;
+	const CopyBuffer b = ready_batch(kBatchBytes + reader_->info().subbuf_size,
+					 !finish_.load(std::memory_order_relaxed));
+	batch_ = b.buf;
+	batch_cap_ = b.cap;
 }
 
 // Events flow: latency matters from the first packet on, before the copy
-// buffer's page faults and the first write (2 producer threads on 2 CPUs
-// fill 8 MiB in 5 ms; most of their losses came in the first 20-50 ms when
-// the drain took its weight only after that first round).  Called at the
-// first packet: drains of processes that never fill one keep the default
-// (earlier, at the writers' first reservation, would move the sub-trace's
-// file work into short processes' lives).
+// buffer's page faults and the first write (fast writers fill a ring in a
+// few milliseconds), so the drain takes its scheduling weight (sched_policy.h)
+// and its copy buffer now, once.  Called at the first packet: drains of
+// processes that never fill one keep the default (earlier, at the writers'
+// first reservation, would move the sub-trace's file work into short
+// processes' lives).
 void Drain::begin_stream()
 {
-	if (!weighted_) {
-		weighted_ = true;
-		stream_start_ns_ = mono_ns();
-		sliced_ = short_slice();
-		reniced_ = streaming_weight();
-	}
-	if (!batch_ready_)
-		prepare_batch();
+	if (stream_start_ns_) // begun already
+		return;
+	stream_start_ns_ = mono_ns();
+	sched_ = stream_scheduling();
+	prepare_batch();
 }
 
 // One round over every lane.  True if anything was written.  Each packet
@@ -677,11 +404,10 @@ void Drain::begin_stream()
 // sub-buffer released at once, so the writers get it back at memcpy speed,
 // not at disk speed; up to kBatchBytes of whole packets then leave in one
 // write.  (Writing straight from the mapping and releasing after the write
-// held the ring for the whole write: at 2 GB/s of events the writers found
-// it full and discarded most of them.)
+// would hold the ring for the whole write, and fast writers find it full.)
 bool Drain::drain_once()
 {
-	if (opened_) // else open_trace reads every descriptor so far
+	if (opened()) // else open_trace reads every descriptor so far
 		update_metadata();
 	if (overwrite_)
 		return false; // the ring is collected at the end
@@ -732,10 +458,8 @@ bool Drain::drain_once()
 				}
 				ends[n++] = len_now;
 			}
-			if (n && !opened_ && !open_once()) {
-				open_failed_ = true; // said and counted: run() leaves the buffer
-				return false;
-			}
+			if (n && !opened() && !open_once())
+				return false; // said and counted (Done): run() leaves the buffer
 			if (n) {
 				struct iovec iov = {batch_, len_now};
 				write_packets(lane, &iov, 1, ends, n);
@@ -825,10 +549,11 @@ bool Drain::nothing_recorded() const
 
 bool Drain::open_once()
 {
-	opened_ = true;
 	std::string err;
-	if (open_trace(err))
+	if (open_trace(err)) {
+		set_stage(Stage::Open);
 		return true;
+	}
 	// Nothing can be written: leave the buffer to its writers (they
 	// count what they cannot store) and say so.
 	counters_.errors.fetch_add(1, std::memory_order_relaxed);
@@ -837,35 +562,34 @@ bool Drain::open_once()
 	close_files();
 	// reader_ stays mapped until the Drain goes: the main thread may
 	// still read the lanes' positions (activity()).
-	done_.store(true, std::memory_order_release);
+	set_stage(Stage::Done);
 	return false;
 }
 
-void Drain::run()
+SchedChange Drain::run()
 {
+	set_stage(Stage::Waiting);
 	// A disk sub-trace (directory, metadata) is made once its first
 	// packets are copied out and their sub-buffers given back (drain_once),
 	// or at the end for a buffer that got none: not while the process is
-	// starting, whose CPU that work took (its exit went from 0.3 to 0.6 ms
-	// on the 2-CPU VM, docs/benchmarks.md), and not while the producer's
-	// first lap waits for sub-buffer 0 (the opening takes 0.35-0.8 ms
-	// there).  A relay output (live viewers) and the kernel's buffers open
-	// at once.
+	// starting, whose CPU that work would take, and not while the
+	// producer's first lap waits for sub-buffer 0.  A relay output (live
+	// viewers) and the kernel's buffers open at once.
 	if ((out_ || from_kernel_) && !open_once())
-		return;
+		return sched_;
 	// Acquire: pairs with the release store in finish().
 	while (!finish_.load(std::memory_order_acquire)) {
 		uint32_t seq = reader_->prepare_wait();
+		share_events();
 		// The first packet begins the stream and opens the sub-trace
 		// (drain_once: after its copy, so that the ring has it back first).
 		// Not before it: drain_once maps the open sub-buffer's pages
-		// (Reader::map_ahead), up to 0.4 ms of the daemon's CPU beside a
-		// short process that never fills a packet (one event: its start
-		// went from 0.5 to 0.9 ms, docs/benchmarks.md).
-		if ((opened_ || reader_->has_packet()) && drain_once())
+		// (Reader::map_ahead), work a short process that never fills a
+		// packet should not pay for at its start.
+		if ((opened() || reader_->has_packet()) && drain_once())
 			continue;
-		if (open_failed_)
-			return;
+		if (stage() == Stage::Done) // the sub-trace could not be opened
+			return sched_;
 		if (const uint64_t period = out_ ? out_->live_period_ns() : 0) {
 			const uint64_t now = mono_ns();
 			if (now - last_live_ns_ >= period) {
@@ -877,18 +601,28 @@ void Drain::run()
 		reader_->wait(seq, wait_ms(), &stop_word_);
 	}
 	reader_->end_wait();
-	if (!opened_ && nothing_recorded()) {
+	finish_run();
+	return sched_;
+}
+
+// finish() seen: the last packets written, the files closed, the buffer
+// unmapped (Done).
+void Drain::finish_run()
+{
+	share_events();
+	if (!opened() && nothing_recorded()) {
 		// No event was ever reserved or discarded in this buffer: no
 		// sub-trace for it (docs/control-protocol.md, "Lazy
 		// sub-traces").  Most processes of a traced build or test
 		// suite are such: their directory, metadata and inodes were
 		// most of the daemon's file-system work per process start.
 		reader_.reset();
-		done_.store(true, std::memory_order_release); // pairs with finished()
+		set_stage(Stage::Done); // pairs with finished()
 		return;
 	}
-	if (!opened_ && !open_once())
+	if (!opened() && !open_once())
 		return;
+	set_stage(Stage::Finishing);
 	final_drain();
 	report_loss();
 	// Live: nothing more will come from this buffer (its process exited or
@@ -905,16 +639,14 @@ void Drain::run()
 	// keep their (memfd-backed, resident) buffers alive.
 	reader_.reset();
 	// Release: every file is closed before finished() reports it.
-	done_.store(true, std::memory_order_release);
+	set_stage(Stage::Done);
 }
 
 // A streamed buffer whose writers discarded events (discard mode: the
 // ring was full) says so at its end, with what its output cost: the
 // bytes written, the time spent inside the output's writes against the
 // time the drain streamed, and the longest write.  Writes that took most
-// of that time mean the output did not keep up (a fresh ext4 file can
-// take 0.5-0.9 GB/s when its page cache is memory the host reclaimed,
-// 5-7 GB/s when it is not); short ones, that the drain did not get the
+// of that time mean the output did not keep up; short ones, that the drain did not get the
 // CPU in time or the writers outran its copying.  The count is the
 // writers' shared word: a message, not the accounting (the trace's
 // packets carry that).

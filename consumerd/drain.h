@@ -1,20 +1,21 @@
 /*
- * drain.h - one traced buffer (one process in one session) and the thread
+ * drain.h - one traced buffer (one process in one session) and the drain
  * that copies its packets to its output (output.h: disk or relay).
  *
  * Contract:
  *   - roles: the producer process writes the buffer (shared memory, hostile
- *     to us); one drain thread per buffer is its only consumer-side reader
- *     and the only writer of its sub-trace directory; the daemon's main
- *     thread only calls start/finish/join and reads the counters.  A drain
- *     thread is a pooled worker (drain.cpp, "The pool"): it runs one
- *     drain from start() to its end, then the next one.
- *   - the drain thread never blocks a producer: it waits on the buffer's
- *     wake_seq futex (with a timeout as safety net), never the other way.
+ *     to us); the pooled worker running the drain (drain_pool.h) is its only
+ *     consumer-side reader and the only writer of its sub-trace, from
+ *     start() to the end of run(); the daemon's main thread only calls
+ *     start/finish/join/snapshot/activity and reads the counters.
+ *   - the drain never blocks a producer: it waits on the buffer's wake_seq
+ *     futex (with a timeout as safety net), never the other way.
  *   - finish() may be called any number of times from the main thread (stop,
- *     process exit, shutdown); the thread then flushes open packets
+ *     process exit, shutdown); the drain then flushes open packets
  *     (reader's consumer-side close), drains, appends the trailing-loss
- *     packet, closes the files and exits.  join() waits for that.
+ *     packet, closes the files and ends.  join() waits for that.
+ *   - its life is one state, Stage (below): each transition has one
+ *     author, and finished() and join() read it.
  */
 #ifndef STRATA_CONSUMERD_DRAIN_H
 #define STRATA_CONSUMERD_DRAIN_H
@@ -28,45 +29,14 @@
 
 struct iovec;
 
+#include "fs.h"
+#include "sched_policy.h"
 #include "metadata.h"
 #include "output.h"
 
 namespace strata {
 
 class Reader;
-
-// Who owns what a drain creates: a root daemon working for another user
-// hands that user the directories and files (uid -1: leave as created).
-struct Owner {
-	int64_t uid = -1, gid = -1;
-	void apply(int fd) const;
-	void apply(const std::string &path) const;
-};
-
-// mkdir -p with `mode` for the directories it creates, given to `owner`.
-// 0 or -errno.
-int make_dirs(const std::string &path, unsigned mode, const Owner &owner = Owner());
-
-
-// Ask the scheduler for a short time slice (EEVDF, Linux >= 6.12) for the
-// calling thread: a woken drain or control thread then preempts CPU-bound
-// tasks sooner, without a larger CPU share (weight and nice unchanged).
-// STRATA_CONSUMERD_SLICE_US overrides the 100 us default, 0 turns it off;
-// a thread whose policy is not SCHED_OTHER is left alone.  True if the
-// slice was set.
-bool short_slice();
-
-// A streaming drain thread's higher scheduling weight (nice -10 by
-// default, STRATA_CONSUMERD_DRAIN_NICE): see drain.cpp.  True if the
-// thread's nice was changed.
-bool streaming_weight();
-
-// A session's drains will copy sub-buffers of `subbuf_size`: have an idle
-// pooled worker with its copy buffer mapped, ready for the first one
-// (drain.cpp, "The pool"), so that a first drain neither starts a thread
-// nor maps 1 MiB while its producer's first lap waits.  No-op while a
-// worker is idle.
-void warm_drains(uint64_t subbuf_size);
 
 struct DrainCounters {
 	// Relaxed: statistics only, read by the main thread for STATUS.
@@ -103,7 +73,29 @@ public:
 	void from_dump();
 	const std::string &channel() const { return channel_; }
 	uint32_t n_lanes() const { return n_lanes_; }
-	// Runs the drain on a pooled thread (drain.cpp, "The pool").
+	// The drain's life.  Transitions, and who makes them:
+	//   Made -> Queued       start(): handed to the pool (main thread or
+	//                        the attacher)
+	//   Made -> Released     start() found no worker: never run
+	//   Queued -> Waiting    a worker runs it (run); no sub-trace yet
+	//   Waiting -> Open      its sub-trace opened: at once for a live output
+	//                        or a kernel buffer, else after its first packet
+	//                        is copied, or at the end (drain thread)
+	//   Waiting -> Done      finished with nothing ever recorded: no
+	//                        sub-trace (drain thread)
+	//   Waiting/Open -> Done the sub-trace cannot be written: the buffer is
+	//                        left to its writers (drain thread)
+	//   Open -> Finishing    finish() seen: the final drain (drain thread)
+	//   Finishing -> Done    files closed, buffer unmapped (drain thread)
+	//   Done -> Released     its worker is done with the Drain: join()
+	//                        returns, the Drain may go (the pool, under its
+	//                        mutex)
+	// Stores are release and loads acquire (stage()): what a stage's
+	// author did before it is visible to whoever sees the stage.
+	enum class Stage : uint8_t { Made, Queued, Waiting, Open, Finishing, Done, Released };
+	Stage stage() const { return stage_.load(std::memory_order_acquire); }
+
+	// Runs the drain on a pooled worker (drain_pool.h).
 	void start();
 	// producer_dead: the process exited (its in-flight commits will never
 	// complete); otherwise a stop while it keeps running.
@@ -111,7 +103,7 @@ public:
 	// Waits until the drain's thread is done with it (no-op if never
 	// started).
 	void join();
-	bool finished() const { return done_.load(std::memory_order_acquire); }
+	bool finished() const { return stage() >= Stage::Done; }
 
 	// Flight-recorder snapshot (main thread only; docs/ring-buffer.md,
 	// "Snapshots"): while the buffer is in overwrite mode and finish() was
@@ -123,6 +115,12 @@ public:
 	// 0 nothing to snapshot (discard mode, finished), -1 with `err`.
 	int snapshot(const std::string &dir, uint64_t &packets, std::string &err);
 	bool overwrite() const { return overwrite_; }
+	// The events the buffer's process described so far (any thread; the
+	// drain thread shares them as it reads its descriptors, before the
+	// first packet): what the daemon checks a filter against
+	// (filter_check.cpp).
+	std::vector<EventInfo> known_events() const;
+	bool from_kernel() const { return from_kernel_; } // the module's buffer (its events ignore filters)
 	// Before start(), on an overwrite-mode buffer: drain it as it fills
 	// from now on, its history first (Reader::stream_overwrite).  False
 	// when the buffer is not overwrite mode or its producer too old.
@@ -146,8 +144,14 @@ public:
 	uint32_t pid() const { return pid_; }
 
 private:
+	friend class DrainPool; // run(), release()
 	Drain() = default;
-	void run();
+	// The drain, on its worker; what it changed in the worker's scheduling.
+	SchedChange run();
+	void finish_run();
+	void release(); // Done -> Released (the pool, under its mutex)
+	void set_stage(Stage s);
+	bool opened() const; // Open or Finishing (drain thread)
 	bool open_trace(std::string &err);
 	// open_trace once, with the failure said and counted; false if the
 	// sub-trace cannot be written (run() then leaves the buffer).
@@ -185,15 +189,17 @@ private:
 	uint8_t *batch_ = nullptr; // packets copied out of the ring, one write's worth: the
 				   // drain thread's buffer (prepare_batch)
 	size_t batch_cap_ = 0;
-	bool batch_ready_ = false;   // batch_ made (prepare_batch); drain thread only
-	bool weighted_ = false; // drain thread: short_slice + streaming_weight tried
-	bool sliced_ = false, reniced_ = false; // drain thread: what they changed (undone by the pool)
+	SchedChange sched_; // drain thread: what begin_stream changed (undone by the pool)
 	bool nothing_recorded() const;
-	bool opened_ = false;   // drain thread: open_trace ran
-	bool open_failed_ = false; // drain thread: drain_once's open_once failed
+	// known_: appended by the drain thread (share_events), copied out by
+	// known_events(), both under known_mu_; shared_n_: drain thread only.
+	mutable std::mutex known_mu_;
+	std::vector<EventInfo> known_;
+	size_t shared_n_ = 0;
+	void share_events();
 	// What the output cost, for the loss report (report_loss): drain
 	// thread only.
-	uint64_t stream_start_ns_ = 0; // the first packet seen
+	uint64_t stream_start_ns_ = 0; // the first packet seen (begin_stream); 0: not yet
 	uint64_t write_ns_ = 0, write_max_ns_ = 0, written_bytes_ = 0;
 	void report_loss();
 	void prepare_batch();
@@ -206,15 +212,12 @@ private:
 	uint64_t final_activity_ = 0; // activity() at finish(); main thread only
 	bool from_kernel_ = false;
 	uint8_t uuid_[16] = {};
-	bool started_ = false; // main thread: start() handed it to the pool
-	bool ran_ = false;     // under the pool's mutex: its thread is done with it
-	friend class DrainPool;
-	// finish_: main thread sets (release), drain thread reads (acquire) and
-	// then performs the final flush.  done_: set by the drain thread when
-	// every file is closed (release), read by finished() (acquire).
+	std::atomic<Stage> stage_{Stage::Made};
+	// The main thread's request to end (finish()), not a stage: finish_ is
+	// set (release) and read by the drain thread (acquire), which then
+	// moves to Finishing.
 	std::atomic<bool> finish_{false};
 	std::atomic<bool> producer_dead_{false}; // written before finish_ (release)
-	std::atomic<bool> done_{false};
 	// Set to 1 by finish() after finish_, and woken: the drain thread's
 	// wait (Reader::wait's stop word) ends at once, without a lost
 	// wake-up between its check of finish_ and its sleep.

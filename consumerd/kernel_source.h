@@ -11,7 +11,7 @@
  *   - the module never does a futex wake (its probes run inside the
  *     scheduler); it wakes the wait fd of KBUF_OPEN from irq_work when a
  *     sub-buffer completes, and the drain waits in poll() on it, with
- *     drain.cpp's kWaitMs (50 ms) as the safety net (and the cadence with
+ *     drain.cpp's wait_ms() (50 ms) as the safety net (and the cadence with
  *     a module too old to give a wait fd);
  *   - when /dev/strata exists, every active session's rules are mirrored
  *     into the module's slot of the same number: the module signals the

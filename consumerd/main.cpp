@@ -9,6 +9,7 @@
 
 #include "daemon.h"
 #include "drain.h"
+#include "sched_policy.h"
 #include "recover.h"
 #include "repair.h"
 

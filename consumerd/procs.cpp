@@ -1,17 +1,56 @@
 /*
- * procs.cpp - the process registry.
+ * procs.cpp - a process's messages (daemon_impl.h): REGISTER answers its
+ * state query, BUFFER attaches its ring to a session's drain (on the
+ * attacher thread, attacher.h, whose results join here), its exit ends its
+ * drains; and early adoption at START.
  *
- * Contract: main thread only.  A process is known by its pidfd (exit
- * detection); REGISTER answers its state query, BUFFER attaches its ring
- * to a session's drain; the buffer is hostile (Drain::create validates it).
+ * Contract: main thread only.  A process is known by its pidfd
+ * (process_registry.h); the buffer is hostile (Drain::create validates it).
  */
 #include "daemon_impl.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include "control/names.h"
+#include "kernel_source.h"
+#include "strata_abi.h"
 
 namespace strata {
 namespace daemon_impl {
 
-void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
+namespace {
+// A process's sub-trace in a session: ust/pid/COMM-PID-DATE, with ".1",
+// ".2"... when that directory exists already (an exec'd image, a reused pid).
+std::string sub_trace_dir(const Session &s, const Proc &p)
 {
+	const std::string base = s.out + "/ust/pid/" + file_safe(p.comm) + "-" + std::to_string(p.pid) + "-" + p.date;
+	std::string dir = base;
+	for (int n = 1; access(dir.c_str(), F_OK) == 0; n++)
+		dir = base + "." + std::to_string(n);
+	return dir;
+}
+
+TraceEnv trace_env(const Proc &p, const std::string &hostname)
+{
+	TraceEnv env;
+	env.procname = p.comm;
+	env.pid = p.pid;
+	env.hostname = hostname;
+	return env;
+}
+} // namespace
+
+void Daemon::do_register(Conn &c, const proto::Message &msg)
+{
+	const proto::Register &m = std::get<proto::Register>(msg.body);
+	const uint32_t seq = msg.seq;
 	if (m.abi_major != STRATA_ABI_MAJOR) {
 		reply(c, seq, -EPROTONOSUPPORT,
 		      "buffer ABI " + std::to_string(m.abi_major) + " not supported (daemon: " +
@@ -35,9 +74,9 @@ void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
 	if (m.flags & proto::kRegisterAsync)
 		p->signo = static_cast<int>(m.signo);
 	p->kmod = (m.flags & proto::kRegisterModule) != 0;
-	c.registered_at = change_;
+	c.registered_at = acks_.generation();
 	if (!(m.flags & proto::kRegisterHandoff))
-		note_joined(*p);
+		sessions_.note_joined(*p);
 	if (m.flags & proto::kRegisterHandoff) { // a buffer made at a first event follows
 		c.table = true;
 		c.registered_at = 0; // its close acknowledges no change
@@ -47,7 +86,7 @@ void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
 	VLOG("pid %d (%s) registered, %zu tracepoints%s", pid, m.comm.c_str(), m.events.size(),
 	     p->kmod ? " (the module answers its state queries)"
 		     : (m.flags & proto::kRegisterTable) ? " (joined from the grant table)" : "");
-	if (m.flags & proto::kRegisterTable) { // grant_table.cpp: nothing to answer
+	if (m.flags & proto::kRegisterTable) { // grant_tables.h: nothing to answer
 		table_registered(c, *p, m.table_gen);
 		return;
 	}
@@ -58,14 +97,22 @@ void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
 		return;
 	}
 	n_queries_++;
-
 	proto::RegisterReply rr;
-	for (auto &s : sessions_) {
+	grant_sessions(c, *p, rr);
+	// The clock page travels with the answer (SCM_RIGHTS), read-only.
+	send(c, seq, rr, clock_page_ ? clock_page_->fd() : -1);
+}
+
+// A state query's answer: the active sessions open to the process, with the
+// rules that target it, each with a new trace uuid (remembered for BUFFER).
+void Daemon::grant_sessions(Conn &c, const Proc &p, proto::RegisterReply &rr)
+{
+	for (auto &s : sessions_.all()) {
 		if (s->state != proto::SessionState::Active || !(s->uid == 0 || s->uid == c.cred.uid))
 			continue;
 		// Only the rules that target this process; none (in a session
 		// that has rules): no buffer.
-		std::vector<proto::Rule> rules = rules_for(*s, *p);
+		std::vector<proto::Rule> rules = rules_for(*s, p);
 		if (rules.empty() && !s->rules.empty())
 			continue;
 		proto::SessionGrant g;
@@ -83,60 +130,37 @@ void Daemon::do_register(Conn &c, uint32_t seq, const proto::Register &m)
 		memcpy(gr.uuid, g.trace_uuid, 16);
 		rr.sessions.push_back(std::move(g));
 	}
-	// The clock page travels with the answer (SCM_RIGHTS), read-only.
-	send(c, seq, rr, clock_page_ ? clock_page_->fd() : -1);
 }
 
-void Daemon::note_joined(const Proc &p)
+// REGISTER(kRegisterTable): the process joined from its uid's table at
+// generation `gen`, armed and quiesced before it sent this; its BUFFERs
+// follow on this connection and nothing is answered.  From a stale table,
+// an asynchronous process is signalled to ask again.
+void Daemon::table_registered(Conn &c, Proc &p, uint64_t gen)
 {
-	for (auto &s : sessions_) {
-		if (s->state != proto::SessionState::Active || s->companion_of || !(s->uid == 0 || s->uid == p.uid) ||
-		    (!s->rules.empty() && rules_for(*s, p).empty()))
-			continue;
-		s->joined++;
-		for (const proto::EventName &e : p.events)
-			if (s->declared.size() < proto::kMaxDeclared)
-				s->declared.insert(e.name);
-	}
+	c.table = true;
+	const bool fresh = tables_.joined(c.cred.uid, gen, c.quiet);
+	// Its close acknowledges what it applied: the state at `gen`, i.e.
+	// every change so far when nothing changed since.
+	c.registered_at = fresh ? acks_.generation() : 0;
+	if (fresh)
+		return;
+	VLOG("pid %d joined from a stale grant table (generation %llu)%s", p.pid, static_cast<unsigned long long>(gen),
+	     p.signo ? ": signalled to ask again" : "");
+	if (p.signo && p.pidfd >= 0 && catches(p.pid, p.signo) &&
+	    syscall(SYS_pidfd_send_signal, p.pidfd, p.signo, nullptr, 0) != 0)
+		VLOG("pid %d: cannot signal: %s", p.pid, strerror(errno));
 }
 
-// The process record of `pid`, made (with a pidfd for exit detection) on
-// first sight.
+// The process record of `pid` (process_registry.h); a uid not seen yet
+// gets its grant table.
 Proc &Daemon::proc_for(pid_t pid, uid_t uid)
 {
-	auto it = pid_to_pidfd_.find(pid);
-	Proc *p = nullptr;
-	if (it != pid_to_pidfd_.end()) {
-		p = &procs_[it->second];
-	} else {
-		int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-		const bool gone = pidfd < 0 && errno == ESRCH;
-		if (pidfd < 0) {
-			// Without exit detection the drain still ends at STOP; a
-			// process already gone ends its drains with its connection.
-			if (gone)
-				VLOG("pid %d exited before its REGISTER was read: its buffers are drained to the end "
-				     "when its connection closes", pid);
-			else
-				logf("pid %d: pidfd_open: %s (exit detection off)", pid, strerror(errno));
-			static int fake = -2;
-			pidfd = fake--;
-		} else {
-			struct epoll_event ev = {};
-			ev.events = EPOLLIN;
-			ev.data.fd = pidfd;
-			epoll_ctl(epfd_, EPOLL_CTL_ADD, pidfd, &ev);
-		}
-		p = &procs_[pidfd];
-		p->pidfd = pidfd;
-		p->gone = gone;
-		if (!tables_.count(uid))
-			tables_dirty_ = true; // a uid with no table yet: publish one
-		pid_to_pidfd_[pid] = pidfd;
-	}
-	p->pid = pid;
-	p->uid = uid;
-	return *p;
+	bool made = false;
+	Proc &p = procs_.get(pid, uid, &made);
+	if (made)
+		tables_.saw_uid(uid);
+	return p;
 }
 
 // Early buffers: a process that found no daemon at start and had
@@ -148,6 +172,12 @@ Proc &Daemon::proc_for(pid_t pid, uid_t uid)
 // /proc/PID/fd and drained like any other, from its first event.  The
 // buffer is hostile like any other: Drain validates it.
 void Daemon::adopt_early(Session &s)
+{
+	if (opt_.adopt_early)
+		adopt_early_buffers(s);
+}
+
+void Daemon::adopt_early_buffers(Session &s)
 {
 	// The module's kernel events from boot, when it recorded some (root
 	// sessions only: kernel events show every process).
@@ -167,8 +197,8 @@ void Daemon::adopt_early(Session &s)
 		struct stat st;
 		if (stat(base.c_str(), &st) != 0 || !(s.uid == 0 || st.st_uid == s.uid))
 			continue;
-		auto known = pid_to_pidfd_.find(static_cast<pid_t>(pid));
-		if (known != pid_to_pidfd_.end() && !procs_[known->second].drains.empty())
+		const Proc *known = procs_.find(static_cast<pid_t>(pid));
+		if (known && !known->drains.empty())
 			continue; // already drained by a session of ours
 		DIR *fds = opendir((base + "/fd").c_str());
 		if (!fds)
@@ -214,8 +244,8 @@ void Daemon::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid, st
 		// The producer: the holder itself, or a child it keeps the buffer of.
 		const long pid = hdr.pid > 0 && static_cast<pid_t>(hdr.pid) != holder ? static_cast<long>(hdr.pid) : holder;
 		if (pid != holder) {
-			auto known = pid_to_pidfd_.find(static_cast<pid_t>(pid));
-			if (known != pid_to_pidfd_.end() && !procs_[known->second].drains.empty()) {
+			const Proc *known = procs_.find(static_cast<pid_t>(pid));
+			if (known && !known->drains.empty()) {
 				close(buf);
 				return; // already drained by a session of ours
 			}
@@ -226,14 +256,8 @@ void Daemon::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid, st
 			p.comm = comm.empty() ? std::string("pid") : comm;
 		if (p.date.empty())
 			p.date = local_timestamp();
-		std::string dir = s.out + "/ust/pid/" + file_safe(p.comm) + "-" + std::to_string(p.pid) + "-" + p.date;
-		for (int k = 1; access(dir.c_str(), F_OK) == 0; k++)
-			dir = s.out + "/ust/pid/" + file_safe(p.comm) + "-" + std::to_string(p.pid) + "-" + p.date + "." +
-			      std::to_string(k);
-		TraceEnv env;
-		env.procname = p.comm;
-		env.pid = p.pid;
-		env.hostname = hostname_;
+		const std::string dir = sub_trace_dir(s, p);
+		const TraceEnv env = trace_env(p, hostname_);
 		std::string err;
 		std::unique_ptr<Drain> d = Drain::create(buf, hdr.trace_uuid, dir, s.clock, env, s.owner, err);
 		if (!d) {
@@ -253,8 +277,10 @@ void Daemon::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid, st
 	}
 }
 
-void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
+void Daemon::do_buffer(Conn &c, const proto::Message &msg)
 {
+	const proto::Buffer &m = std::get<proto::Buffer>(msg.body);
+	const uint32_t seq = msg.seq;
 	int fd = -1;
 	if (m.status == 0) {
 		if (c.fds.empty()) {
@@ -265,83 +291,91 @@ void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 		c.fds.pop_front();
 	}
 	Grant grant;
-	if (c.kmod) { // granted by the module: our session in that slot, the buffer's own uuid
-		if (!module_grant(c, m.slot, fd, grant)) {
-			if (fd >= 0)
-				close(fd);
-			reply(c, seq, -ESTALE, "no session of yours is active in slot " + std::to_string(m.slot));
-			return;
-		}
-	} else if (c.table) { // from the grant table: the session it names, if still active
-		if (!table_grant(c, m, fd, grant)) {
-			if (fd >= 0)
-				close(fd);
-			logf("pid %d: its buffer for slot %u names a session that is not active (any more): dropped",
-			     c.cred.pid, m.slot);
-			reply(c, seq, -ESTALE, "no session of yours is active in slot " + std::to_string(m.slot));
-			return;
-		}
-	} else {
-		auto g = c.grants.find(m.slot);
-		if (g == c.grants.end()) {
-			if (fd >= 0)
-				close(fd);
-			reply(c, seq, -EINVAL, "slot " + std::to_string(m.slot) + " was not granted");
-			return;
-		}
-		grant = g->second;
-		c.grants.erase(g);
+	if (!find_grant(c, seq, m, fd, grant)) {
+		if (fd >= 0)
+			close(fd);
+		return;
 	}
 	if (m.status != 0) {
 		logf("pid %d could not open its buffer for slot %u: %s", c.cred.pid, m.slot, strerror(-m.status));
 		reply(c, seq, 0, "noted");
 		return;
 	}
-	Session *s = nullptr;
-	for (auto &x : sessions_)
-		if (x->run_id == grant.session_id)
-			s = x.get();
+	Session *s = sessions_.by_run(grant.session_id);
 	if (!s || s->state != proto::SessionState::Active) {
 		close(fd);
 		reply(c, seq, -ESTALE, "the session is no longer active");
 		return;
 	}
-	auto pit = pid_to_pidfd_.find(c.cred.pid);
-	if (pit == pid_to_pidfd_.end()) { // exit already handled (on_exit reads first: not expected)
+	Proc *p = procs_.find(c.cred.pid);
+	if (!p) { // exit already handled (on_exit reads first: not expected)
 		close(fd);
 		reply(c, seq, -ESRCH, "the process has exited");
 		return;
 	}
-	Proc &p = procs_[pit->second];
-	std::string dir = s->out + "/ust/pid/" + file_safe(p.comm) + "-" + std::to_string(p.pid) + "-" + p.date;
-	for (int n = 1; access(dir.c_str(), F_OK) == 0; n++)
-		dir = s->out + "/ust/pid/" + file_safe(p.comm) + "-" + std::to_string(p.pid) + "-" + p.date +
-		      "." + std::to_string(n);
-	TraceEnv env;
-	env.procname = p.comm;
-	env.pid = p.pid;
-	env.hostname = hostname_;
-	if (!s->streamed() && attacher_running()) { // attach.cpp: off this thread, answered from there
+	attach(c, seq, *s, *p, fd, grant, m.slot);
+}
+
+// The grant a BUFFER claims: the module's (our session in that slot, the
+// buffer's own uuid), the grant table's (the session it names, if still
+// active), or the one REGISTER answered.  False: answered (refused).
+bool Daemon::find_grant(Conn &c, uint32_t seq, const proto::Buffer &m, int fd, Grant &grant)
+{
+	if (c.kmod) {
+		Session *s = sessions_.active_in_slot(m.slot, c.cred.uid);
+		if (!s || !grant_of_buffer(s->run_id, fd, grant)) {
+			reply(c, seq, -ESTALE, "no session of yours is active in slot " + std::to_string(m.slot));
+			return false;
+		}
+		return true;
+	}
+	if (c.table) {
+		if (!GrantTables::grant(sessions_, c.cred.uid, m, fd, grant)) {
+			logf("pid %d: its buffer for slot %u names a session that is not active (any more): dropped",
+			     c.cred.pid, m.slot);
+			reply(c, seq, -ESTALE, "no session of yours is active in slot " + std::to_string(m.slot));
+			return false;
+		}
+		return true;
+	}
+	auto g = c.grants.find(m.slot);
+	if (g == c.grants.end()) {
+		reply(c, seq, -EINVAL, "slot " + std::to_string(m.slot) + " was not granted");
+		return false;
+	}
+	grant = g->second;
+	c.grants.erase(g);
+	return true;
+}
+
+// The buffer `fd` (owned here) of process `p` gets its drain in session
+// `s`: on the attacher thread, answered from there, or (a streamed session,
+// no attacher) here.
+void Daemon::attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const Grant &grant, uint32_t slot)
+{
+	const std::string dir = sub_trace_dir(s, p);
+	const TraceEnv env = trace_env(p, hostname_);
+	if (!s.streamed() && attacher_.running()) {
 		AttachJob j;
 		j.conn_id = c.id;
 		j.seq = seq;
 		j.pid = c.cred.pid;
-		j.run_id = s->run_id;
+		j.run_id = s.run_id;
 		j.fd = fd;
 		memcpy(j.uuid, grant.uuid, 16);
 		j.dir = dir;
-		j.clock = s->clock;
+		j.clock = s.clock;
 		j.env = env;
-		j.owner = s->owner;
+		j.owner = s.owner;
 		j.awaited = std::make_shared<std::atomic<bool>>(true);
 		c.attaching.push_back(j.awaited);
-		queue_attach(std::move(j));
+		attacher_.queue(std::move(j));
 		return;
 	}
 	std::string err;
-	std::unique_ptr<Drain> d = Drain::create(fd, grant.uuid, dir, s->clock, env, s->owner, err);
+	std::unique_ptr<Drain> d = Drain::create(fd, grant.uuid, dir, s.clock, env, s.owner, err);
 	if (!d) {
-		logf("pid %d slot %u: buffer rejected: %s", c.cred.pid, m.slot, err.c_str());
+		logf("pid %d slot %u: buffer rejected: %s", c.cred.pid, slot, err.c_str());
 		reply(c, seq, -EINVAL, "buffer rejected: " + err);
 		return;
 	}
@@ -350,24 +384,24 @@ void Daemon::do_buffer(Conn &c, uint32_t seq, const proto::Buffer &m)
 	// metadata) come after; a failure there is logged by the drain thread
 	// and costs the process only its bounded buffer.
 	reply(c, seq, 0, "ok");
-	flush_out(c); // out of the cork: the thread start below is 0.1-0.3 ms here
+	flush_out(c); // out of the cork: the thread start below takes a while
 	c.corked = true;
-	attach_output(*s, *d);
+	attach_output(s, *d);
 	d->start();
 	p.drains.push_back(d.get());
-	s->drains.push_back(std::move(d));
-	VLOG("pid %d: draining slot %u into %s", p.pid, m.slot, dir.c_str());
+	s.drains.push_back(std::move(d));
+	VLOG("pid %d: draining slot %u into %s", p.pid, slot, dir.c_str());
 }
 
 void Daemon::on_exit(int pidfd)
 {
-	auto it = procs_.find(pidfd);
-	if (it == procs_.end())
+	Proc *p = procs_.by_pidfd(pidfd);
+	if (!p)
 		return;
 	// What the process sent before it died comes first: a BUFFER still
 	// unread on its connection (epoll may list the pidfd first) is adopted
 	// and drained with the rest, and needs its Proc to be found.
-	const pid_t pid = it->second.pid;
+	const pid_t pid = p->pid;
 	std::vector<int> mine;
 	for (auto &c : conns_)
 		if (c.second->cred.pid == pid && c.second->role == proto::Role::Process)
@@ -378,19 +412,72 @@ void Daemon::on_exit(int pidfd)
 			on_readable(*c->second); // may drop it (EOF)
 	}
 	settle_attaches(); // its drains, all of them, before they are told it died
-	it = procs_.find(pidfd);
-	if (it == procs_.end())
+	p = procs_.by_pidfd(pidfd);
+	if (!p)
 		return;
-	VLOG("pid %d (%s) exited", it->second.pid, it->second.comm.c_str());
-	acknowledge(it->second.pid, UINT64_MAX); // nothing left to apply
-	for (Drain *d : it->second.drains)
+	VLOG("pid %d (%s) exited", p->pid, p->comm.c_str());
+	acks_.acknowledge(p->pid, UINT64_MAX); // nothing left to apply
+	for (Drain *d : p->drains)
 		d->finish(true); // the drain flushes and closes on its own thread
-	pid_to_pidfd_.erase(it->second.pid);
-	if (pidfd >= 0) { // not a stand-in for a process gone before its REGISTER was read
-		epoll_ctl(epfd_, EPOLL_CTL_DEL, pidfd, nullptr);
-		close(pidfd);
+	procs_.erase(pidfd);
+}
+
+// SessionTable::Host: buffers already sent, or being attached, join now.
+void Daemon::settle()
+{
+	serve_pending();
+	settle_attaches();
+}
+
+// Main thread: the attacher's results so far (woken: its eventfd fired).
+void Daemon::collect_attaches(bool woken)
+{
+	for (AttachJob &j : attacher_.take(woken))
+		integrate(j);
+}
+
+void Daemon::settle_attaches()
+{
+	for (AttachJob &j : attacher_.settle())
+		integrate(j);
+}
+
+// Main thread: one job's result joins its session and process, and its
+// connection (if still open) gets the answer BUFFER used to get at once.
+void Daemon::integrate(AttachJob &j)
+{
+	Conn *c = conn_by_id(j.conn_id);
+	if (!j.drain) {
+		logf("pid %d: buffer rejected: %s", static_cast<int>(j.pid), j.err.c_str());
+		if (c) {
+			reply(*c, j.seq, -EINVAL, "buffer rejected: " + j.err);
+			flush_out(*c);
+		}
+		return;
 	}
-	procs_.erase(it);
+	Session *s = sessions_.by_run(j.run_id);
+	Proc *p = procs_.find(j.pid);
+	if (!s || s->state != proto::SessionState::Active || !p) {
+		// Not expected: whatever ends a session or a process settles first.
+		drop_attach(j);
+		return;
+	}
+	if (c) {
+		reply(*c, j.seq, 0, "ok");
+		flush_out(*c);
+	}
+	p->drains.push_back(j.drain.get());
+	VLOG("pid %d: draining into %s", static_cast<int>(j.pid), j.drain->dir().c_str());
+	s->drains.push_back(std::move(j.drain));
+}
+
+void Daemon::drop_attach(AttachJob &j)
+{
+	logf("pid %d: its session or its record went away while its buffer was attached; "
+	     "what it recorded is flushed to %s",
+	     static_cast<int>(j.pid), j.drain->dir().c_str());
+	j.drain->finish(true);
+	j.drain->join();
 }
 
 } // namespace daemon_impl

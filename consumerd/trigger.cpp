@@ -9,7 +9,7 @@
  * records only the trigger's pattern, in overwrite mode with the smallest
  * buffers (2 x 4 KiB per lane), in a slot above S's.  A writer's record of
  * C moves a lane's `head` of C's buffer; the main thread looks at the sum
- * of C's lane positions and discards (Drain::activity) every kLookMs and
+ * of C's lane positions and discards (Drain::activity) every kTriggerLookMs and
  * takes a snapshot of S when it changed.  Nothing changes in the writers'
  * fast path and nothing is decoded: any record in C is a trigger.
  *
@@ -23,7 +23,7 @@
  * joined S's rules but not yet C's, or the reverse, after a START: the
  * record is in S without a trigger, or triggers a snapshot without it.)
  *
- * Contract: main thread only, like the rest of the daemon (daemon_impl.h).
+ * Contract: the session table's (session_table.h): main thread only.
  * C is a Session in sessions_ (so that processes and the module get its
  * rules and hand over its buffers like any session's), marked
  * companion_of, never found by name, never in STATUS; it always comes after
@@ -32,24 +32,30 @@
  * C's own trace (the trigger events themselves) is written when C stops
  * (S's stop, or the trigger replaced) to "<out>-triggers/<C's id>".
  */
-#include "daemon_impl.h"
+#include "session_table.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "log.h"
+#include "proto/sock.h"
+#include "strata_abi.h"
 
 namespace strata {
 namespace daemon_impl {
 
-namespace {
-constexpr int kLookMs = 50;
-} // namespace
-
-void Daemon::do_snapshot_on(Conn &c, uint32_t seq, const proto::SnapshotOn &m)
+Answer SessionTable::snapshot_on(const Caller &c, const proto::SnapshotOn &m)
 {
-	bool found = false;
-	Session *s = find(c, m.session, seq, found);
+	Answer a;
+	Session *s = find(c, m.session, a);
 	if (!s)
-		return;
+		return a;
+	a = Answer();
 	if (s->channel.mode != STRATA_MODE_OVERWRITE) {
-		reply(c, seq, -EINVAL, "session '" + s->name + "' is not in overwrite mode: its trace is on disk already");
-		return;
+		a.status = -EINVAL;
+		a.text = "session '" + s->name + "' is not in overwrite mode: its trace is on disk already";
+		return a;
 	}
 	const bool active = s->state == proto::SessionState::Active;
 	if (active && s->trigger)
@@ -57,40 +63,35 @@ void Daemon::do_snapshot_on(Conn &c, uint32_t seq, const proto::SnapshotOn &m)
 	if (m.off) {
 		const bool had = s->trigger != nullptr;
 		s->trigger.reset();
-		reply(c, seq, 0, had ? "session '" + s->name + "' takes no more snapshots on an event"
-				     : "session '" + s->name + "' had no snapshot trigger");
-		return;
+		a.text = had ? "session '" + s->name + "' takes no more snapshots on an event"
+			     : "session '" + s->name + "' had no snapshot trigger";
+		return a;
 	}
 	s->trigger = std::make_unique<Trigger>();
 	s->trigger->pattern = m.pattern;
 	s->trigger->holdoff_ms = m.holdoff_ms;
-	const std::string text = "session '" + s->name + "' takes a snapshot when " + m.pattern +
-				 " is recorded (at most one per " + std::to_string(m.holdoff_ms) + " ms) in " + s->out +
-				 "-snapshot-<UTC time>";
+	a.text = "session '" + s->name + "' takes a snapshot when " + m.pattern + " is recorded (at most one per " +
+		 std::to_string(m.holdoff_ms) + " ms) in " + s->out + "-snapshot-<UTC time>";
 	if (!active) {
-		reply(c, seq, 0, text + ", once started");
-		return;
+		a.text += ", once started";
+		return a;
 	}
 	std::string err;
 	Session *comp = start_trigger(*s, err);
 	if (!comp) {
 		s->trigger.reset();
-		reply(c, seq, -ENOSPC, "no snapshots on " + m.pattern + ": " + err);
-		return;
+		a.status = -ENOSPC;
+		a.text = "no snapshots on " + m.pattern + ": " + err;
+		return a;
 	}
 	save_active();
-	notify_and_reply(c, seq, *comp, text);
+	return changed(*comp, a.text);
 }
 
 // S is active and has a trigger: its companion, started, or nullptr and err.
-Session *Daemon::start_trigger(Session &s, std::string &err)
+Session *SessionTable::start_trigger(Session &s, std::string &err)
 {
-	uint32_t used = kernel_busy_slots();
-	for (auto &o : sessions_)
-		used |= 1u << o->slot;
-	uint32_t slot = s.slot + 1;
-	while (slot < proto::kMaxSlots && (used & (1u << slot)))
-		slot++;
+	const uint32_t slot = free_slot(s.slot + 1);
 	if (slot >= proto::kMaxSlots) {
 		err = "no free session slot above the session's (" + std::to_string(s.slot) +
 		      "): the trigger's events must be written after the session's";
@@ -126,9 +127,9 @@ Session *Daemon::start_trigger(Session &s, std::string &err)
 	t.seen = 0; // the counts below are this run's (the STOP answer reports them)
 	t.last_ms = 0;
 	t.taken = t.held = t.failed = 0;
-	if (trigger_tfd_ < 0) {
-		trigger_tfd_ = add_timer(kLookMs * 1000000ull, kLookMs * 1000000ull);
-		if (trigger_tfd_ < 0)
+	if (!watching_) {
+		watching_ = host_.watch_triggers(true);
+		if (!watching_)
 			logf("snapshot trigger timer: %s (triggers are looked at only at stop)", strerror(errno));
 	}
 	INFO("session %s: snapshots on %s (companion slot %u, hold-off %u ms)", s.name.c_str(), t.pattern.c_str(), slot,
@@ -141,7 +142,7 @@ Session *Daemon::start_trigger(Session &s, std::string &err)
 // S stops (or its trigger changes): a last look, so that a trigger event
 // recorded since the previous one still snapshots S, then the companion
 // stops, writes its trace and goes away.
-void Daemon::stop_trigger(Session &s)
+void SessionTable::stop_trigger(Session &s)
 {
 	Trigger &t = *s.trigger;
 	if (!t.companion)
@@ -154,13 +155,12 @@ void Daemon::stop_trigger(Session &s)
 		return;
 	Session &c = **it;
 	stop_session(c);
-	forget_drains(c);
-	sessions_.erase(it);
+	erase(c);
 }
 
-void Daemon::check_triggers()
+void SessionTable::check_triggers()
 {
-	collect_attaches(); // a companion's new drains count from their first packets
+	host_.collect(); // a companion's new drains count from their first packets
 	bool any = false;
 	for (size_t i = 0; i < sessions_.size(); i++) {
 		Session &s = *sessions_[i];
@@ -192,14 +192,13 @@ void Daemon::check_triggers()
 			INFO("session %s: snapshot on %s in %s", s.name.c_str(), t.pattern.c_str(), text.c_str());
 		}
 	}
-	if (!any && trigger_tfd_ >= 0) { // nothing to watch: the timer goes until the next trigger
-		epoll_ctl(epfd_, EPOLL_CTL_DEL, trigger_tfd_, nullptr);
-		close(trigger_tfd_);
-		trigger_tfd_ = -1;
+	if (!any && watching_) { // nothing to watch: the timer goes until the next trigger
+		host_.watch_triggers(false);
+		watching_ = false;
 	}
 }
 
-std::string Daemon::trigger_summary(const Session &s) const
+std::string SessionTable::trigger_summary(const Session &s) const
 {
 	if (!s.trigger)
 		return "";

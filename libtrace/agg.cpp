@@ -35,12 +35,13 @@ struct strata_rt_agg {
 	uint32_t mask;        // n_entries - 1
 	uint32_t key_kind;
 	strata_probe *probe;
-	// Where the value and key fields are, per event description: a word
-	// per description, its address in bits 16..63 and the field indexes in
-	// bits 8..15 (value) and 0..7 (key), 0xff for none.  Any hit may store
-	// a word (relaxed: each store is a correct word for its description);
-	// a hit loads one (relaxed) and looks the names up again when it does
-	// not describe its event.  Saves two name lookups per hit.
+	// How to read the value and key fields, per event description: a word
+	// per description (a Plan, see plan_of), the description's address
+	// shifted right by 3 in bits 20..63, the key's field code in bits
+	// 10..19 and the value's in bits 0..9.  Any hit may store a word
+	// (relaxed: each store is a correct word for its description); a hit
+	// loads one (relaxed) and works it out again when it does not describe
+	// its event.  Saves two name lookups and the argv walks per hit.
 	uint64_t fields[8];
 };
 
@@ -94,21 +95,66 @@ uint64_t fnv1a(const char *s)
 	return h;
 }
 
-// An integer or enum field's value as int64_t (unsigned above INT64_MAX
-// clamped); false for another kind.
-bool int_field(const strata_probe_event *ev, int f, int64_t *out)
+/*
+ * A field code (10 bits): where a field's argument is and how to read it.
+ * Bits 0..5 its argv index (sequences take two entries), 6..7 log2 of its
+ * size, 8 signed, 9 a string (else an integer or enum).  kNoField: absent,
+ * or of a kind the aggregation does not read (a value that is not a
+ * number, a key that is neither a number nor a string), or past argv
+ * index 62 (then *cacheable is cleared: the plan is worked out per hit).
+ */
+constexpr uint32_t kNoField = 63;
+constexpr uint32_t kStringBit = 1u << 9;
+
+uint32_t field_code(const strata_event_desc *d, int f, bool strings, bool *cacheable)
 {
-	const strata_field_desc &d = ev->desc->fields[f];
-	if (d.kind != STRATA_FIELD_INTEGER && d.kind != STRATA_FIELD_ENUM)
-		return false;
-	uint32_t a = (uint32_t)f; // its argv index: sequences take two
+	if (f < 0)
+		return kNoField;
+	const strata_field_desc &fd = d->fields[f];
+	const bool integer = fd.kind == STRATA_FIELD_INTEGER || fd.kind == STRATA_FIELD_ENUM;
+	if (!integer && !(strings && fd.kind == STRATA_FIELD_STRING))
+		return kNoField;
+	uint32_t a = 0; // its argv index: sequences take two
 	for (int i = 0; i < f; i++)
-		a += ev->desc->fields[i].kind == STRATA_FIELD_SEQUENCE;
-	int64_t v = strata_probe__load_int(ev->argv[a], d.size, d.is_signed);
-	if (!d.is_signed && d.size == 8 && v < 0)
-		v = INT64_MAX;
-	*out = v;
-	return true;
+		a += d->fields[i].kind == STRATA_FIELD_SEQUENCE ? 2u : 1u;
+	if (a >= kNoField) {
+		*cacheable = false;
+		return kNoField;
+	}
+	if (!integer)
+		return a | kStringBit;
+	const uint32_t lsz = fd.size == 1 ? 0u : fd.size == 2 ? 1u : fd.size == 4 ? 2u : 3u;
+	return a | lsz << 6 | (fd.is_signed ? 1u << 8 : 0u);
+}
+
+// An integer field's value by its code, as int64_t (unsigned above
+// INT64_MAX clamped).
+inline int64_t read_int(const strata_probe_event *ev, uint32_t code)
+{
+	const void *p = ev->argv[code & 63];
+	const bool sgn = code >> 8 & 1;
+	switch (code >> 6 & 3) {
+	case 0: {
+		uint8_t v;
+		memcpy(&v, p, 1);
+		return sgn ? (int64_t)(int8_t)v : (int64_t)v;
+	}
+	case 1: {
+		uint16_t v;
+		memcpy(&v, p, 2);
+		return sgn ? (int64_t)(int16_t)v : (int64_t)v;
+	}
+	case 2: {
+		uint32_t v;
+		memcpy(&v, p, 4);
+		return sgn ? (int64_t)(int32_t)v : (int64_t)v;
+	}
+	default: {
+		int64_t v;
+		memcpy(&v, p, 8);
+		return !sgn && v < 0 ? INT64_MAX : v;
+	}
+	}
 }
 
 void put_text(char *dst, const char *a, const char *b)
@@ -125,11 +171,33 @@ void put_text(char *dst, const char *a, const char *b)
 	dst[k] = 0;
 }
 
-bool same_text(const char *stored, const char *a, const char *b)
+__attribute__((noinline)) bool same_text(const char *stored, const char *a, const char *b)
 {
 	char t[STRATA_AGG_KEY_TEXT];
 	put_text(t, a, b);
 	return strncmp(stored, t, STRATA_AGG_KEY_TEXT) == 0;
+}
+
+// Claims the FREE entry e for `key`: false when another hit claimed it
+// first.
+__attribute__((noinline)) bool claim(strata_agg_entry *e, uint64_t key, const char *a, const char *b)
+{
+	uint32_t want = STRATA_AGG_FREE;
+	// Acquire (on failure too, which C++17 ties to success): the state we
+	// then see may be LIVE, and its key is read (pairs with the release of
+	// LIVE).  The claim itself is ours alone; LIVE publishes it.
+	if (!__atomic_compare_exchange_n(&e->state, &want, (uint32_t)STRATA_AGG_CLAIMING, false, __ATOMIC_ACQUIRE,
+					 __ATOMIC_ACQUIRE))
+		return false;
+	e->key = key;
+	if (a)
+		put_text(e->key_text, a, b);
+	e->min = INT64_MAX;
+	e->max = INT64_MIN;
+	// Release: key, text, min, max before LIVE; pairs with the acquire
+	// loads of state (here and in readers).
+	__atomic_store_n(&e->state, (uint32_t)STRATA_AGG_LIVE, __ATOMIC_RELEASE);
+	return true;
 }
 
 // The entry of `key` (text a[:b] for string and event keys): found, or
@@ -139,28 +207,13 @@ strata_agg_entry *entry_for(strata_rt_agg *ag, uint64_t key, const char *a, cons
 	const uint32_t start = (uint32_t)mix(key);
 	for (uint32_t i = 0; i <= ag->mask; i++) {
 		strata_agg_entry *e = &ag->entries[(start + i) & ag->mask];
-		// Acquire: pairs with the release store of LIVE below: the key
+		// Acquire: pairs with the release store of LIVE in claim(): the key
 		// and initial min/max are visible.
 		uint32_t st = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
 		if (st == STRATA_AGG_FREE) {
-			uint32_t want = STRATA_AGG_FREE;
-			// Acquire (on failure too, which C++17 ties to success): the
-			// state we then see may be LIVE, and its key is read below
-			// (pairs with the release of LIVE).  The claim itself is
-			// ours alone; LIVE publishes it.
-			if (__atomic_compare_exchange_n(&e->state, &want, (uint32_t)STRATA_AGG_CLAIMING, false,
-							__ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
-				e->key = key;
-				if (a)
-					put_text(e->key_text, a, b);
-				e->min = INT64_MAX;
-				e->max = INT64_MIN;
-				// Release: key, text, min, max before LIVE; pairs with
-				// the acquire loads of state (here and in readers).
-				__atomic_store_n(&e->state, (uint32_t)STRATA_AGG_LIVE, __ATOMIC_RELEASE);
+			if (claim(e, key, a, b))
 				return e;
-			}
-			st = want; // someone else claimed it first
+			st = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE); // someone else claimed it first
 		}
 		if (st == STRATA_AGG_LIVE && e->key == key && (!a || same_text(e->key_text, a, b)))
 			return e;
@@ -169,24 +222,59 @@ strata_agg_entry *entry_for(strata_rt_agg *ag, uint64_t key, const char *a, cons
 	return nullptr;
 }
 
-// The indexes of the value and key fields in ev's event (-1: absent).
-void field_indexes(strata_rt_agg *ag, const strata_probe_event *ev, int *vf, int *kf)
+// The value's code (bits 0..9) and the key's (10..19) for ev's event:
+// from the cache word of its description, or worked out and cached.
+__attribute__((noinline)) uint32_t plan_slow(strata_rt_agg *ag, const strata_probe_event *ev, uint64_t *slot)
+{
+	const uint64_t d = (uint64_t)(uintptr_t)ev->desc;
+	const strata_agg_header *h = ag->hdr;
+	const int vf = h->has_value ? strata_probe_field_index(ev->desc, h->value_field) : -1;
+	const int kf = ag->key_kind == STRATA_AGG_KEY_FIELD ? strata_probe_field_index(ev->desc, h->key_field) : -1;
+	bool cacheable = (d & 7) == 0 && d >> 47 == 0; // the address fits: user space, 8-aligned
+	const uint32_t plan =
+		field_code(ev->desc, vf, false, &cacheable) | field_code(ev->desc, kf, true, &cacheable) << 10;
+	if (cacheable)
+		__atomic_store_n(slot, d >> 3 << 20 | plan, __ATOMIC_RELAXED);
+	return plan;
+}
+
+inline uint32_t plan_of(strata_rt_agg *ag, const strata_probe_event *ev)
 {
 	const uint64_t d = (uint64_t)(uintptr_t)ev->desc;
 	uint64_t *slot = &ag->fields[(d >> 4) & 7];
 	const uint64_t w = __atomic_load_n(slot, __ATOMIC_RELAXED); // see strata_rt_agg
-	if (w >> 16 == d && (d >> 48) == 0) {
-		const unsigned v = (w >> 8) & 0xff, k = w & 0xff;
-		*vf = v == 0xff ? -1 : (int)v;
-		*kf = k == 0xff ? -1 : (int)k;
-		return;
+	if (__builtin_expect(w >> 20 == d >> 3 && (d & 7) == 0, 1))
+		return (uint32_t)(w & 0xfffff);
+	return plan_slow(ag, ev, slot);
+}
+
+// The hit's key (and its text, for string and event keys); false when the
+// key field gives none.
+inline bool key_of(strata_rt_agg *ag, const strata_probe_event *ev, uint32_t kc, uint64_t *key, const char **a,
+		   const char **b)
+{
+	switch (ag->key_kind) {
+	case STRATA_AGG_KEY_TID:
+		*key = current_tid();
+		return true;
+	case STRATA_AGG_KEY_EVENT:
+		*key = ev->tp->id;
+		*a = ev->desc->provider;
+		*b = ev->desc->name;
+		return true;
+	case STRATA_AGG_KEY_FIELD:
+		if ((kc & 63) == kNoField)
+			return false;
+		if (kc & kStringBit) {
+			*a = (const char *)ev->argv[kc & 63];
+			*key = fnv1a(*a);
+		} else {
+			*key = (uint64_t)read_int(ev, kc);
+		}
+		return true;
+	default:
+		return true;
 	}
-	const strata_agg_header *h = ag->hdr;
-	*vf = h->has_value ? strata_probe_field_index(ev->desc, h->value_field) : -1;
-	*kf = ag->key_kind == STRATA_AGG_KEY_FIELD ? strata_probe_field_index(ev->desc, h->key_field) : -1;
-	if ((d >> 48) == 0 && *vf < 0xff && *kf < 0xff)
-		__atomic_store_n(slot, d << 16 | (uint64_t)(*vf & 0xff) << 8 | (uint64_t)(*kf & 0xff),
-				 __ATOMIC_RELAXED);
 }
 
 void agg_hit(const strata_probe_event *ev, void *priv)
@@ -194,41 +282,21 @@ void agg_hit(const strata_probe_event *ev, void *priv)
 	auto *ag = static_cast<strata_rt_agg *>(priv);
 	strata_agg_header *h = ag->hdr;
 	add(&h->hits, 1);
-	int vf, kf;
-	field_indexes(ag, ev, &vf, &kf);
+	const uint32_t plan = plan_of(ag, ev);
 	int64_t value = 0;
-	if (h->has_value) {
-		if (vf < 0 || !int_field(ev, vf, &value)) {
+	const bool has_value = h->has_value;
+	if (has_value) {
+		if ((plan & 63) == kNoField) {
 			add(&h->no_value, 1);
 			return;
 		}
+		value = read_int(ev, plan & 0x3ff);
 	}
 	uint64_t key = 0;
 	const char *a = nullptr, *b = nullptr;
-	switch (ag->key_kind) {
-	case STRATA_AGG_KEY_TID:
-		key = current_tid();
-		break;
-	case STRATA_AGG_KEY_EVENT:
-		key = ev->tp->id;
-		a = ev->desc->provider;
-		b = ev->desc->name;
-		break;
-	case STRATA_AGG_KEY_FIELD: {
-		int64_t k;
-		if (kf >= 0 && int_field(ev, kf, &k)) {
-			key = (uint64_t)k;
-		} else if (kf >= 0 && ev->desc->fields[kf].kind == STRATA_FIELD_STRING) {
-			a = strata_probe_string(ev, (uint32_t)kf);
-			key = fnv1a(a);
-		} else {
-			add(&h->no_value, 1);
-			return;
-		}
-		break;
-	}
-	default:
-		break;
+	if (!key_of(ag, ev, plan >> 10, &key, &a, &b)) {
+		add(&h->no_value, 1);
+		return;
 	}
 	strata_agg_entry *e = entry_for(ag, key, a, b);
 	if (!e) {
@@ -236,7 +304,7 @@ void agg_hit(const strata_probe_event *ev, void *priv)
 		return;
 	}
 	add(&e->count, 1);
-	if (h->has_value) {
+	if (has_value) {
 		add_signed(&e->sum, value);
 		lower(&e->min, value);
 		raise_to(&e->max, value);

@@ -592,4 +592,29 @@ int filter_eval(const FilterProgram &p, const strata_event_desc *d, const void *
 	return sp == 1 && st[0] ? 1 : 0;
 }
 
+// Rule patterns: '*' matches any run of characters (registry.cpp matches
+// events with it; the daemon checks filters against the events it knows).
+bool glob_match(const char *p, const char *t)
+{
+	// Iterative: remember the last '*' and the text position it stood for.
+	const char *star = nullptr, *retry = nullptr;
+	while (*t) {
+		if (*p == '*') {
+			star = p++;
+			retry = t;
+		} else if (*p == *t) {
+			p++;
+			t++;
+		} else if (star) {
+			p = star + 1;
+			t = ++retry;
+		} else {
+			return false;
+		}
+	}
+	while (*p == '*')
+		p++;
+	return *p == 0;
+}
+
 } // namespace strata

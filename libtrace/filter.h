@@ -80,5 +80,9 @@ bool filter_bind(const FilterProgram &p, const strata_event_desc *d);
 // that does not bind or is malformed).
 int filter_eval(const FilterProgram &p, const strata_event_desc *d, const void *const *argv);
 
+// A rule's pattern against "provider:event": '*' matches any run of
+// characters, nothing else is special.
+bool glob_match(const char *pattern, const char *text);
+
 } // namespace strata
 #endif

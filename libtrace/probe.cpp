@@ -93,6 +93,7 @@ struct ProbeList {
 };
 
 strata_probe *g_probes;        // under the control lock
+uint64_t g_probes_gen;         // under the control lock: changes of g_probes (probe report)
 ProbeList *g_retired;          // replaced lists waiting for a grace period
 // Per event id.  Release store by publish(), acquire load by
 // strata_probe_fire (pairs: a list seen is complete).
@@ -376,7 +377,9 @@ int strata::probe_register(const char *pattern, int loglevel_max, strata_probe_f
 		rc = -ENOMEM;
 	}
 	ProbeList *retired = take_retired();
+	g_probes_gen++;
 	control_unlock();
+	probe_report_sync();
 	// Every thread sees the PROBED bits before we return (the contract:
 	// hits after register are probed).
 	strata_rt_quiesce();
@@ -407,11 +410,32 @@ extern "C" STRATA_EXPORT int strata_probe_unregister(strata_probe *p)
 		remove_from_lists(p);
 	}
 	ProbeList *retired = take_retired();
+	g_probes_gen++;
 	control_unlock();
+	probe_report_sync();
 	grace_period(); // even with nothing retired: a reader may hold a list we retired earlier
 	free_lists(retired);
 	free(p);
 	return 0;
+}
+
+uint32_t strata::probe_snapshot(ProbeSnapshot *out, uint32_t cap, uint32_t *total, uint64_t *gen)
+{
+	*total = 0;
+	*gen = 0;
+	if (control_lock() != 0)
+		return 0;
+	uint32_t n = 0;
+	for (const strata_probe *p = g_probes; p; p = p->next, ++*total)
+		if (n < cap) {
+			memcpy(out[n].pattern, p->pattern, sizeof out[n].pattern);
+			out[n].loglevel_max = p->loglevel_max;
+			out[n].fn = p->fn;
+			out[n++].runtime = !p->wants_time;
+		}
+	*gen = g_probes_gen + 1; // never 0
+	control_unlock();
+	return n;
 }
 
 extern "C" STRATA_EXPORT uint32_t strata_probe_attached(const strata_probe *p)

@@ -10,6 +10,8 @@
 
 #include <strata/probe.h>
 
+#include "runtime.h" // STRATA_PATTERN_MAX
+
 namespace strata {
 
 // Registry side (registry.cpp).
@@ -28,6 +30,21 @@ void probe_on_unregister(strata_tracepoint *tp);
 // ev->timestamp (it is then 0).  Not under the control lock.
 int probe_register(const char *pattern, int loglevel_max, strata_probe_fn fn, void *priv,
 		   bool wants_time, strata_probe **out);
+// For the probe report (probe_report.cpp): the first `cap` probes as they
+// are, their total in *total and the list's generation in *gen (0 when the
+// control lock could not be taken: inside a control call).  Takes the
+// control lock.
+struct ProbeSnapshot {
+	char pattern[STRATA_PATTERN_MAX];
+	int loglevel_max;
+	strata_probe_fn fn;
+	bool runtime;        // the runtime's own (aggregation)
+};
+uint32_t probe_snapshot(ProbeSnapshot *out, uint32_t cap, uint32_t *total, uint64_t *gen);
+
+// Probe report (probe_report.cpp): rewritten after each register and
+// unregister, outside the control lock.
+void probe_report_sync();
 
 } // namespace strata
 #endif

@@ -994,6 +994,13 @@ bool Reader::absorb_descriptors()
 	return true;
 }
 
+void Reader::peek_events(size_t from, std::vector<EventInfo> *out)
+{
+	absorb_descriptors(); // its errors stay for read_new_events
+	if (from < known_.size())
+		out->insert(out->end(), known_.begin() + (ptrdiff_t)from, known_.end());
+}
+
 bool Reader::read_new_events(std::vector<EventInfo> *out, std::vector<std::string> *errors)
 {
 	bool ok = absorb_descriptors();

@@ -105,6 +105,10 @@ public:
 	// stops the table for good (it cannot be resynchronised).  Returns
 	// false if the table is broken.
 	bool read_new_events(std::vector<EventInfo> *out, std::vector<std::string> *errors);
+	// The events described so far from the `from`-th on (after reading
+	// the new descriptors), without taking them from read_new_events: the
+	// drain shares them with the daemon's filter checks before any packet.
+	void peek_events(size_t from, std::vector<EventInfo> *out);
 
 	// Copy the next complete packet of `lane` (discard mode streaming),
 	// validate it, shrink packet_size to the content, release the

@@ -329,29 +329,6 @@ size_t copy_str(char *dst, size_t off, const char *s)
 
 } // namespace
 
-bool glob_match(const char *p, const char *t)
-{
-	// Iterative: remember the last '*' and the text position it stood for.
-	const char *star = nullptr, *retry = nullptr;
-	while (*t) {
-		if (*p == '*') {
-			star = p++;
-			retry = t;
-		} else if (*p == *t) {
-			p++;
-			t++;
-		} else if (star) {
-			p = star + 1;
-			t = ++retry;
-		} else {
-			return false;
-		}
-	}
-	while (*p == '*')
-		p++;
-	return *p == 0;
-}
-
 size_t encode_descriptor(const strata_event_desc *d, uint32_t id, char *out, size_t cap)
 {
 	const uint32_t nf = d->n_fields;

@@ -182,7 +182,7 @@ void registry_prefault_slot(unsigned slot); // a slot's first open: its rule tab
 // Encode one descriptor record; returns its size (multiple of 8) or 0 if
 // it does not fit in cap or the description is invalid.
 size_t encode_descriptor(const strata_event_desc *d, uint32_t id, char *out, size_t cap);
-bool glob_match(const char *pattern, const char *text);
+bool glob_match(const char *pattern, const char *text); // filter.cpp
 
 // Writer (writer.cpp).
 void writer_forget_thread_state_in_child();

@@ -1,7 +1,7 @@
 /*
  * pthread_tp.h - the `pthread` tracepoint provider written by
  * libstrata-pthread.so (LD_PRELOAD wrappers of pthread mutexes, condition
- * variables and read-write locks).  The field names below are read by
+ * variables, read-write locks and POSIX semaphores).  The field names below are read by
  * `strata analyze mutex` (cli/analyze_*.cpp): change both together.
  *
  * Common fields:
@@ -51,6 +51,14 @@ STRATA_EVENT(pthread, rwlock_wrlock, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_ACQ_F
 STRATA_EVENT(pthread, rwlock_tryrdlock, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_TRY_FIELDS(lock))
 STRATA_EVENT(pthread, rwlock_trywrlock, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_TRY_FIELDS(lock))
 STRATA_EVENT(pthread, rwlock_unlock, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_SIMPLE_FIELDS(lock))
+
+/* POSIX semaphores (CPython's threading.Lock is one): `lock` is the sem_t,
+ * `ret` 0 or the errno of the failure (EAGAIN, ETIMEDOUT, EINTR).
+ * sem_timedwait also records sem_clockwait.  sem_post is the release. */
+STRATA_EVENT(pthread, sem_wait, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_ACQ_FIELDS(lock))
+STRATA_EVENT(pthread, sem_timedwait, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_ACQ_FIELDS(lock))
+STRATA_EVENT(pthread, sem_trywait, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_TRY_FIELDS(lock))
+STRATA_EVENT(pthread, sem_post, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_SIMPLE_FIELDS(lock))
 
 /* cond_wait/_timedwait: emitted on return, with the mutex re-acquired.  The
  * mutex was released wait_ns before the event. */

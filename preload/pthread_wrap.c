@@ -1,6 +1,7 @@
 /*
  * pthread_wrap.c - LD_PRELOAD wrappers of pthread mutexes, condition
- * variables and read-write locks, writing the `pthread` provider
+ * variables, read-write locks and POSIX semaphores (CPython's
+ * threading.Lock), writing the `pthread` provider
  * (pthread_tp.h).  Build: libstrata-pthread.so; use:
  *     LD_PRELOAD=libstrata-pthread.so PROG       (or strata record --preload pthread)
  *
@@ -35,6 +36,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,8 +57,9 @@
 
 /*
  * Every wrapped function, once:
- *   F(name, start, fail, event, proto, args, traced)
- * name    pthread_<name> is wrapped; real.<name> is the real function
+ *   F(name, sym, start, fail, event, proto, args, traced)
+ * name    real.<name> is the real function
+ * sym     the wrapped symbol (pthread_<name>, or sem_*)
  * start   the entry before resolution: COMPAT, glibc's own implementation
  *         under its exported compat name __pthread_<name>@GLIBC_2.2.5;
  *         BOOT, a trampoline that resolves first (and returns `fail` when
@@ -69,49 +72,61 @@
  * exported wrappers: a function is added or removed in one place.
  */
 #define STRATA_PT_FUNCS(F) \
-	F(mutex_lock, COMPAT, 0, mutex_lock, (pthread_mutex_t *m), (m), \
+	F(mutex_lock, pthread_mutex_lock, COMPAT, 0, mutex_lock, (pthread_mutex_t *m), (m), \
 	  strata_pt_acquire(PT_MUTEX_LOCK, m, 0, NULL, CALLER())) \
-	F(mutex_trylock, COMPAT, 0, mutex_trylock, (pthread_mutex_t *m), (m), \
+	F(mutex_trylock, pthread_mutex_trylock, COMPAT, 0, mutex_trylock, (pthread_mutex_t *m), (m), \
 	  strata_pt_acquire(PT_MUTEX_TRYLOCK, m, 0, NULL, CALLER())) \
-	F(mutex_timedlock, BOOT, EINVAL, mutex_timedlock, (pthread_mutex_t *m, const struct timespec *t), \
+	F(mutex_timedlock, pthread_mutex_timedlock, BOOT, EINVAL, mutex_timedlock, (pthread_mutex_t *m, const struct timespec *t), \
 	  (m, t), strata_pt_acquire(PT_MUTEX_TIMEDLOCK, m, 0, t, CALLER())) \
-	F(mutex_unlock, COMPAT, 0, mutex_unlock, (pthread_mutex_t *m), (m), \
+	F(mutex_unlock, pthread_mutex_unlock, COMPAT, 0, mutex_unlock, (pthread_mutex_t *m), (m), \
 	  strata_pt_unlock(0, m, CALLER())) \
-	F(cond_wait, BOOT, EINVAL, cond_wait, (pthread_cond_t *c, pthread_mutex_t *m), (c, m), \
+	F(cond_wait, pthread_cond_wait, BOOT, EINVAL, cond_wait, (pthread_cond_t *c, pthread_mutex_t *m), (c, m), \
 	  strata_pt_cond_wait(0, c, m, 0, NULL, CALLER())) \
-	F(cond_timedwait, BOOT, EINVAL, cond_timedwait, \
+	F(cond_timedwait, pthread_cond_timedwait, BOOT, EINVAL, cond_timedwait, \
 	  (pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t), (c, m, t), \
 	  strata_pt_cond_wait(1, c, m, 0, t, CALLER())) \
-	F(cond_signal, BOOT, 0, cond_signal, (pthread_cond_t *c), (c), strata_pt_cond_wake(0, c, CALLER())) \
-	F(cond_broadcast, BOOT, 0, cond_broadcast, (pthread_cond_t *c), (c), \
+	F(cond_signal, pthread_cond_signal, BOOT, 0, cond_signal, (pthread_cond_t *c), (c), strata_pt_cond_wake(0, c, CALLER())) \
+	F(cond_broadcast, pthread_cond_broadcast, BOOT, 0, cond_broadcast, (pthread_cond_t *c), (c), \
 	  strata_pt_cond_wake(1, c, CALLER())) \
-	F(rwlock_rdlock, COMPAT, 0, rwlock_rdlock, (pthread_rwlock_t *l), (l), \
+	F(rwlock_rdlock, pthread_rwlock_rdlock, COMPAT, 0, rwlock_rdlock, (pthread_rwlock_t *l), (l), \
 	  strata_pt_acquire(PT_RW_RDLOCK, l, 0, NULL, CALLER())) \
-	F(rwlock_wrlock, COMPAT, 0, rwlock_wrlock, (pthread_rwlock_t *l), (l), \
+	F(rwlock_wrlock, pthread_rwlock_wrlock, COMPAT, 0, rwlock_wrlock, (pthread_rwlock_t *l), (l), \
 	  strata_pt_acquire(PT_RW_WRLOCK, l, 0, NULL, CALLER())) \
-	F(rwlock_tryrdlock, COMPAT, 0, rwlock_tryrdlock, (pthread_rwlock_t *l), (l), \
+	F(rwlock_tryrdlock, pthread_rwlock_tryrdlock, COMPAT, 0, rwlock_tryrdlock, (pthread_rwlock_t *l), (l), \
 	  strata_pt_acquire(PT_RW_TRYRDLOCK, l, 0, NULL, CALLER())) \
-	F(rwlock_trywrlock, COMPAT, 0, rwlock_trywrlock, (pthread_rwlock_t *l), (l), \
+	F(rwlock_trywrlock, pthread_rwlock_trywrlock, COMPAT, 0, rwlock_trywrlock, (pthread_rwlock_t *l), (l), \
 	  strata_pt_acquire(PT_RW_TRYWRLOCK, l, 0, NULL, CALLER())) \
-	F(rwlock_unlock, COMPAT, 0, rwlock_unlock, (pthread_rwlock_t *l), (l), \
+	F(rwlock_unlock, pthread_rwlock_unlock, COMPAT, 0, rwlock_unlock, (pthread_rwlock_t *l), (l), \
 	  strata_pt_unlock(1, l, CALLER())) \
 	/* glibc 2.30 clock variants (std::timed_mutex, condition_variable::wait_for) */ \
-	F(mutex_clocklock, BOOT, EINVAL, mutex_timedlock, \
+	F(mutex_clocklock, pthread_mutex_clocklock, BOOT, EINVAL, mutex_timedlock, \
 	  (pthread_mutex_t *m, clockid_t k, const struct timespec *t), (m, k, t), \
 	  strata_pt_acquire(PT_MUTEX_CLOCKLOCK, m, k, t, CALLER())) \
-	F(cond_clockwait, BOOT, EINVAL, cond_timedwait, \
+	F(cond_clockwait, pthread_cond_clockwait, BOOT, EINVAL, cond_timedwait, \
 	  (pthread_cond_t *c, pthread_mutex_t *m, clockid_t k, const struct timespec *t), (c, m, k, t), \
 	  strata_pt_cond_wait(2, c, m, k, t, CALLER())) \
-	F(rwlock_clockrdlock, BOOT, EINVAL, rwlock_rdlock, \
+	F(rwlock_clockrdlock, pthread_rwlock_clockrdlock, BOOT, EINVAL, rwlock_rdlock, \
 	  (pthread_rwlock_t *l, clockid_t k, const struct timespec *t), (l, k, t), \
 	  strata_pt_acquire(PT_RW_CLOCKRDLOCK, l, k, t, CALLER())) \
-	F(rwlock_clockwrlock, BOOT, EINVAL, rwlock_wrlock, \
+	F(rwlock_clockwrlock, pthread_rwlock_clockwrlock, BOOT, EINVAL, rwlock_wrlock, \
 	  (pthread_rwlock_t *l, clockid_t k, const struct timespec *t), (l, k, t), \
-	  strata_pt_acquire(PT_RW_CLOCKWRLOCK, l, k, t, CALLER()))
+	  strata_pt_acquire(PT_RW_CLOCKWRLOCK, l, k, t, CALLER())) \
+	/* POSIX semaphores: CPython's threading.Lock (sem_wait with a timeout \
+	 * of -1, sem_clockwait with one, sem_trywait for blocking=False) */ \
+	F(sem_wait, sem_wait, BOOT, (errno = EINVAL, -1), sem_wait, (sem_t *s), (s), \
+	  strata_pt_sem_wait(PT_SEM_WAIT, s, 0, NULL, CALLER())) \
+	F(sem_timedwait, sem_timedwait, BOOT, (errno = EINVAL, -1), sem_timedwait, \
+	  (sem_t *s, const struct timespec *t), (s, t), strata_pt_sem_wait(PT_SEM_TIMEDWAIT, s, 0, t, CALLER())) \
+	F(sem_clockwait, sem_clockwait, BOOT, (errno = EINVAL, -1), sem_timedwait, \
+	  (sem_t *s, clockid_t k, const struct timespec *t), (s, k, t), \
+	  strata_pt_sem_wait(PT_SEM_CLOCKWAIT, s, k, t, CALLER())) \
+	F(sem_trywait, sem_trywait, BOOT, (errno = EINVAL, -1), sem_trywait, (sem_t *s), (s), \
+	  strata_pt_sem_wait(PT_SEM_TRYWAIT, s, 0, NULL, CALLER())) \
+	F(sem_post, sem_post, BOOT, (errno = EINVAL, -1), sem_post, (sem_t *s), (s), strata_pt_sem_post(s, CALLER()))
 
 /* ---- real functions ----------------------------------------------------- */
 
-#define STRATA_PT_REAL_FIELD(name, start, fail, ev, proto, args, traced) int(*name) proto;
+#define STRATA_PT_REAL_FIELD(name, sym, start, fail, ev, proto, args, traced) int(*name) proto;
 struct strata_pt_real {
 	STRATA_PT_FUNCS(STRATA_PT_REAL_FIELD)
 };
@@ -160,7 +175,7 @@ static void strata_pt_resolve(void);
 			return fail; \
 		return REAL(name) args; \
 	}
-#define STRATA_PT_START(name, start, fail, ev, proto, args, traced) \
+#define STRATA_PT_START(name, sym, start, fail, ev, proto, args, traced) \
 	STRATA_PT_START_##start(name, fail, proto, args)
 STRATA_PT_FUNCS(STRATA_PT_START)
 
@@ -171,7 +186,7 @@ STRATA_PT_FUNCS(STRATA_PT_START)
  */
 #define STRATA_PT_INIT_COMPAT(name) strata_pt_boot_##name
 #define STRATA_PT_INIT_BOOT(name) strata_pt_boot_##name
-#define STRATA_PT_INIT(name, start, fail, ev, proto, args, traced) \
+#define STRATA_PT_INIT(name, sym, start, fail, ev, proto, args, traced) \
 	.name = STRATA_PT_INIT_##start(name),
 static struct strata_pt_real real = {
 	STRATA_PT_FUNCS(STRATA_PT_INIT)
@@ -218,8 +233,8 @@ static __attribute__((noinline)) void strata_pt_resolve(void)
 	strata_pt_busy = 1;
 	void *p;
 	/* relaxed stores: see REAL. */
-#define STRATA_PT_RESOLVE(name, start, fail, ev, proto, args, traced) \
-	if ((p = strata_pt_sym("pthread_" #name)) != NULL) \
+#define STRATA_PT_RESOLVE(name, sym, start, fail, ev, proto, args, traced) \
+	if ((p = strata_pt_sym(#sym)) != NULL) \
 		__atomic_store_n((void **)&real.name, p, __ATOMIC_RELAXED);
 	STRATA_PT_FUNCS(STRATA_PT_RESOLVE)
 #undef STRATA_PT_RESOLVE
@@ -576,6 +591,7 @@ static void strata_pt_flush_acquired(const void *lock, uint64_t now)
 enum strata_pt_kind {
 	PT_MUTEX_LOCK, PT_MUTEX_TIMEDLOCK, PT_MUTEX_CLOCKLOCK, PT_MUTEX_TRYLOCK,
 	PT_RW_RDLOCK, PT_RW_WRLOCK, PT_RW_CLOCKRDLOCK, PT_RW_CLOCKWRLOCK, PT_RW_TRYRDLOCK, PT_RW_TRYWRLOCK,
+	PT_SEM_WAIT, PT_SEM_TIMEDWAIT, PT_SEM_CLOCKWAIT, PT_SEM_TRYWAIT,
 };
 
 /* Emit an acquisition event of kind `k`.  The runtime's reserve/commit
@@ -590,32 +606,28 @@ static __attribute__((noinline)) void strata_pt_emit_acq(enum strata_pt_kind k, 
 	size_t n = strata_pt_stack(stack, caller);
 	uint64_t a = U64(lock);
 	uint8_t c = (uint8_t)contended;
+	/* One tracepoint per kind (names are compile-time): blocking kinds
+	 * carry the wait, try kinds do not. */
+#define STRATA_PT_ACQ(ev) strata_tracepoint(pthread, ev, a, ret, c, wait, caller, stack, n)
+#define STRATA_PT_TRY(ev) strata_tracepoint(pthread, ev, a, ret, caller, stack, n)
 	switch (k) {
-	case PT_MUTEX_LOCK:
-		strata_tracepoint(pthread, mutex_lock, a, ret, c, wait, caller, stack, n);
-		break;
-	case PT_MUTEX_TIMEDLOCK:
-	case PT_MUTEX_CLOCKLOCK:
-		strata_tracepoint(pthread, mutex_timedlock, a, ret, c, wait, caller, stack, n);
-		break;
-	case PT_MUTEX_TRYLOCK:
-		strata_tracepoint(pthread, mutex_trylock, a, ret, caller, stack, n);
-		break;
-	case PT_RW_RDLOCK:
-	case PT_RW_CLOCKRDLOCK:
-		strata_tracepoint(pthread, rwlock_rdlock, a, ret, c, wait, caller, stack, n);
-		break;
-	case PT_RW_WRLOCK:
-	case PT_RW_CLOCKWRLOCK:
-		strata_tracepoint(pthread, rwlock_wrlock, a, ret, c, wait, caller, stack, n);
-		break;
-	case PT_RW_TRYRDLOCK:
-		strata_tracepoint(pthread, rwlock_tryrdlock, a, ret, caller, stack, n);
-		break;
-	case PT_RW_TRYWRLOCK:
-		strata_tracepoint(pthread, rwlock_trywrlock, a, ret, caller, stack, n);
-		break;
+	case PT_MUTEX_LOCK: STRATA_PT_ACQ(mutex_lock); break;
+	case PT_MUTEX_TIMEDLOCK: /* fall through */
+	case PT_MUTEX_CLOCKLOCK: STRATA_PT_ACQ(mutex_timedlock); break;
+	case PT_MUTEX_TRYLOCK: STRATA_PT_TRY(mutex_trylock); break;
+	case PT_RW_RDLOCK: /* fall through */
+	case PT_RW_CLOCKRDLOCK: STRATA_PT_ACQ(rwlock_rdlock); break;
+	case PT_RW_WRLOCK: /* fall through */
+	case PT_RW_CLOCKWRLOCK: STRATA_PT_ACQ(rwlock_wrlock); break;
+	case PT_RW_TRYRDLOCK: STRATA_PT_TRY(rwlock_tryrdlock); break;
+	case PT_RW_TRYWRLOCK: STRATA_PT_TRY(rwlock_trywrlock); break;
+	case PT_SEM_WAIT: STRATA_PT_ACQ(sem_wait); break;
+	case PT_SEM_TIMEDWAIT: /* fall through */
+	case PT_SEM_CLOCKWAIT: STRATA_PT_ACQ(sem_timedwait); break;
+	case PT_SEM_TRYWAIT: STRATA_PT_TRY(sem_trywait); break;
 	}
+#undef STRATA_PT_ACQ
+#undef STRATA_PT_TRY
 }
 
 /*
@@ -733,10 +745,49 @@ static __attribute__((noinline)) int strata_pt_cond_wake(int all, pthread_cond_t
 	return ret;
 }
 
+/*
+ * A traced semaphore wait, as strata_pt_acquire: try first (no clock read
+ * when the count was positive), then block and time the wait.  The event's
+ * `ret` is 0 or the errno of the failure (EAGAIN, ETIMEDOUT, EINTR); the
+ * caller gets the real function's return value and errno (restored after
+ * the emission, and as at entry on success).
+ */
+static __attribute__((noinline)) int strata_pt_sem_wait(enum strata_pt_kind k, sem_t *s, clockid_t clk,
+							const struct timespec *abstime, uint64_t caller)
+{
+	const int errno0 = errno;
+	int ret = REAL(sem_trywait)(s), err = ret ? errno : 0, contended = 0;
+	uint64_t wait = 0;
+	if (ret && err == EAGAIN && k != PT_SEM_TRYWAIT) {
+		uint64_t t0 = strata_pt_now();
+		if (k == PT_SEM_WAIT)
+			ret = REAL(sem_wait)(s);
+		else if (k == PT_SEM_TIMEDWAIT)
+			ret = REAL(sem_timedwait)(s, abstime);
+		else
+			ret = REAL(sem_clockwait)(s, clk, abstime);
+		err = ret ? errno : 0;
+		wait = strata_pt_now() - t0;
+		contended = 1;
+	}
+	strata_pt_emit_acq(k, s, err, contended, wait, caller);
+	errno = ret ? err : errno0;
+	return ret;
+}
+
+static __attribute__((noinline)) int strata_pt_sem_post(sem_t *s, uint64_t caller)
+{
+	const int errno0 = errno;
+	int ret = REAL(sem_post)(s), err = ret ? errno : 0;
+	strata_tracepoint(pthread, sem_post, U64(s), err, caller);
+	errno = ret ? err : errno0;
+	return ret;
+}
+
 /* ---- wrappers: tracing off costs one relaxed load and a branch ----------- */
 
-#define STRATA_PT_WRAPPER(name, start, fail, ev, proto, args, traced) \
-	STRATA_PT_EXPORT int pthread_##name proto \
+#define STRATA_PT_WRAPPER(name, sym, start, fail, ev, proto, args, traced) \
+	STRATA_PT_EXPORT int sym proto \
 	{ \
 		if (__builtin_expect(!TRACED(ev), 1)) \
 			return REAL(name) args; \

@@ -9,12 +9,45 @@
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 files="
+abi/strata_probe_report.h
+cli/cmd_list.cpp
+cli/proc_memfd.cpp
+cli/proc_memfd.h
+consumerd/ack_tracker.cpp
+consumerd/ack_tracker.h
+consumerd/attacher.cpp
+consumerd/attacher.h
+consumerd/commands.cpp
+consumerd/daemon.cpp
+consumerd/daemon_impl.h
+consumerd/drain_pool.cpp
+consumerd/drain_pool.h
+consumerd/event_loop.cpp
+consumerd/event_loop.h
+consumerd/filter_check.cpp
+consumerd/filter_check.h
+consumerd/fs.cpp
+consumerd/fs.h
+consumerd/grant_tables.cpp
+consumerd/grant_tables.h
+consumerd/log.cpp
+consumerd/log.h
+consumerd/process_registry.cpp
+consumerd/process_registry.h
+consumerd/sched_policy.cpp
+consumerd/sched_policy.h
+consumerd/session.h
+consumerd/session_table.cpp
+consumerd/session_table.h
 libtrace/change_hook.cpp
+libtrace/probe_report.cpp
 libtrace/runtime.h
 libtrace/writer.cpp
 libtrace/writer_hooks.h
+tests/unit/session_table_test.cpp
 tp-async/tp_async.c
 tp-sync/tp_sync.c
+tests/e2e/list_target.c
 "
 command -v clang-format >/dev/null || { echo "SKIP: clang-format not installed (apt-get install clang-format)"; exit 77; }
 fail=0

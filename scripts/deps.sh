@@ -14,6 +14,7 @@ STRATA_PACKAGES=(
   python3-lttnganalyses babeltrace
   socat
   sqlite3
+  memcached
 )
 strata_install_deps() {
   local missing=()

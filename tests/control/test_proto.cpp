@@ -607,7 +607,7 @@ TEST(ProcCodec, TableJoinMessagesAreVersion4)
 }
 
 namespace {
-// A grant table as consumerd/grant_table.cpp lays it out (proto.h).
+// A grant table as consumerd/grant_tables.cpp lays it out (proto.h).
 std::vector<uint8_t> table_bytes(uint16_t version, uint16_t flags, uint32_t abi, uint32_t pid, uint64_t gen,
 				 int32_t clock_fd, const RegisterReply &rr)
 {

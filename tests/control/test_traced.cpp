@@ -290,7 +290,7 @@ TEST_F(Traced, DisabledEventsAreNotRecorded)
 	EXPECT_TRUE(s.errors.empty());
 }
 
-// Drains run on pooled threads (consumerd/drain.cpp, "The pool"): more
+// Drains run on pooled threads (consumerd/drain_pool.h): more
 // processes at once than the pool keeps idle make it grow, a second wave
 // reuses its threads, and every process's events are drained exactly into
 // a sub-trace of its own.

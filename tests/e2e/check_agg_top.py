@@ -30,10 +30,12 @@ WORKERS = 4
 ROUTES = ["/api/users", "/api/orders", "/static"]
 
 
-def expected_routes():
+def expected_routes(ns=(N,)):
+    """Per route what the programs of N requests per worker (one per N in
+    ns) aggregated, together."""
     want = {r: {"count": 0, "sum": 0, "min": None, "max": None, "hist": {}} for r in ROUTES}
-    for w in range(WORKERS):
-        for i in range(N):
+    for w, n in ((w, n) for n in ns for w in range(WORKERS)):
+        for i in range(n):
             v = (i * 37 % 1000) * 1000 + w
             e = want[ROUTES[i % 3]]
             e["count"] += 1

@@ -144,12 +144,25 @@ def check_perfetto(path):
     # The flow: from the hold that released the mutex to the wait that got it.
     if len(holds[0]["flow_out"]) != 1 or waits[0]["flow_in"] != holds[0]["flow_out"]:
         fail("no flow from the releasing hold to the waiter: %r -> %r" % (holds[0], waits[0]))
+    # The monitor's flow (cmd_export.cpp, "JVM monitor flows"): main (tid
+    # 701) owned int[]@7645a180 at Worker-1's contended enter (owner_java_tid
+    # 1) and no other thread got it before Worker-1's entered at 1800.
+    rel, acq = sl("monitor released int[]@7645a180"), sl("monitor acquired int[]@7645a180")
+    if len(rel) != 1 or (rel[0]["begin"], rel[0]["end"]) != (S + 1800, S + 1800) or \
+            thread_of(tracks, rel[0]["track"]) != (700, 701) or rel[0]["args"] != {"to": "Worker-1 (tid 702)"}:
+        fail("monitor release %r" % rel)
+    if len(acq) != 1 or (acq[0]["begin"], acq[0]["end"]) != (S + 1800, S + 1800) or \
+            thread_of(tracks, acq[0]["track"]) != (700, 702) or acq[0]["args"] != {"from": "main (tid 701)"}:
+        fail("monitor acquisition %r" % acq)
+    if len(rel[0]["flow_out"]) != 1 or acq[0]["flow_in"] != rel[0]["flow_out"] or \
+            rel[0]["flow_out"] == holds[0]["flow_out"]:
+        fail("no flow from the monitor's releaser to its waiter: %r -> %r" % (rel[0], acq[0]))
     raw = sl("syscall 202")
     if len(raw) != 1 or (raw[0]["begin"], raw[0]["end"]) != (S + 1140, S + 1590) or \
             thread_of(tracks, raw[0]["track"]) != (500, 502) or raw[0]["end_args"] != {"id": 202, "ret": 0}:
         fail("raw sys_enter/sys_exit slice %r" % raw)
-    if len(slices) != 7:
-        fail("%d slices, want 7 (the raw pair after named syscalls is left out): %r" % (len(slices), slices))
+    if len(slices) != 9:
+        fail("%d slices, want 9 (the raw pair after named syscalls is left out): %r" % (len(slices), slices))
 
     got = sorted((i["ts"] - S, i["name"], thread_of(tracks, i["track"]) if "thread" in tracks[i["track"]]
                   else "process %d" % one(one(tracks[i["track"]], "process"), "pid"), sorted(i["args"].items()))
@@ -208,8 +221,12 @@ def check_chrome_json(path):
         fail("JSON CPU slices %r" % x)
     waits = [e for e in evs if e["ph"] == "b" and e["name"] == "wait mutex 0xa000"]
     flows = [e for e in evs if e["ph"] == "f"]
-    if len(waits) != 1 or waits[0]["ts"] != 0.2 or len(flows) != 1 or flows[0]["ts"] != 0.2:
+    if len(waits) != 1 or waits[0]["ts"] != 0.2 or len(flows) != 2 or flows[0]["ts"] != 0.2:
         fail("JSON wait and its flow %r %r" % (waits, flows))
+    acq = [e for e in evs if e["ph"] == "B" and e["name"] == "monitor acquired int[]@7645a180"]
+    if len(acq) != 1 or acq[0]["ts"] != 0.8 or flows[1]["ts"] != 0.8 or \
+            (flows[1]["pid"], flows[1]["tid"]) != (700, 702) or (acq[0]["pid"], acq[0]["tid"]) != (700, 702):
+        fail("JSON monitor flow %r %r" % (acq, flows))
     c = [e for e in evs if e["ph"] == "C"]
     if len(c) != 1 or c[0]["args"] != {"value": 3} or c[0]["name"] != "discarded events":
         fail("JSON counter %r" % c)

@@ -201,6 +201,25 @@ def main():
           "analyze monitor: waiters and holders are the contenders, sites in Contend.contend (%r, %r)" %
           (top.get("waiters"), top.get("holders")))
     check(os.path.exists(html) and "Contend$Hot" in open(html).read(), "the HTML report names Contend$Hot")
+    # strata export: a flow from the thread that released Hot to the waiter
+    # that got it (inferred from the owners the agent saw, cmd_export.cpp):
+    # both contenders, never a thread to itself, at most one per entered.
+    js = os.path.join(os.path.dirname(out), "export.json")
+    ex = subprocess.run([strata, "export", "--format=json", "-o", js, out], capture_output=True, text=True,
+                        timeout=120)
+    tev = json.load(open(js))["traceEvents"] if ex.returncode == 0 else []
+    tname = {e.get("tid"): e["args"]["name"] for e in tev if e["ph"] == "M" and e["name"] == "thread_name"}
+    acq = [e for e in tev if e["ph"] == "B" and e["name"].startswith("monitor acquired Contend$Hot@")]
+    rel = [e for e in tev if e["ph"] == "B" and e["name"].startswith("monitor released Contend$Hot@")]
+    starts = {e["id"]: e for e in tev if e["ph"] == "s"}
+    ends = [e for e in tev if e["ph"] == "f" and e["id"] in starts and
+            any(a["tid"] == e["tid"] and a["ts"] == e["ts"] for a in acq)]
+    pairs = {(tname.get(starts[e["id"]]["tid"]), tname.get(e["tid"])) for e in ends}
+    entered = sum(1 for e in evs if e[1] == "jvm:monitor_contended_entered" and str(e[3]["class"]) == "Contend$Hot")
+    check(ex.returncode == 0 and acq and len(acq) == len(rel) == len(ends) <= entered and
+          all(a != b and a in who and b in who for a, b in pairs),
+          "export: %d monitor flows on Contend$Hot (of %d entered), releaser -> waiter %r" %
+          (len(ends), entered, sorted(pairs)))
     waited = [e[3] for e in evs if e[1] == "jvm:monitor_waited" and str(e[3]["class"]) == "Contend$Cold"]
     check(len(waited) == 1 and int(waited[0]["timed_out"]) == 1, "Cold's wait timed out once (%r)" % waited)
 

@@ -57,6 +57,16 @@ def start_daemon(consumerd, socket, env, extra=()):
     return d
 
 
+def private_daemon(work, consumerd):
+    """A daemon on WORK/d.sock, and an environment that reaches it and
+    inherits no early tracing, preload or aggregation: (env, daemon)."""
+    sock = os.path.join(work, "d.sock")
+    env = dict(os.environ, STRATA_CONSUMERD=consumerd, STRATA_CONSUMERD_SOCKET=sock)
+    for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE"):
+        env.pop(v, None)
+    return env, start_daemon(consumerd, sock, env)
+
+
 def e2e_setup():
     """The arguments of a check run as `check_X.py STRATA PROG WORKDIR` with
     the daemon in $STRATA_TEST_CONSUMERD: (strata, prog, workdir emptied,

@@ -1,6 +1,8 @@
 // analyze_model_test.cpp - the lock analysis on hand-made event streams,
 // with exact expected figures (no trace, no babeltrace2).
 #include <algorithm>
+#include <map>
+#include <functional>
 #include <cerrno>
 #include <cstdio>
 #include <string>
@@ -226,6 +228,115 @@ TEST(AnalyzeModel, PercentileNearestRank)
 	EXPECT_EQ(percentile(v, 99), 100u); // ceil(0.99 * 101) = 100th value
 	EXPECT_EQ(percentile({}, 99), 0u);
 	EXPECT_EQ(percentile({7}, 99), 7u);
+}
+
+// Up to WaitDist::kExact waits the percentile is exact; past it, within
+// 1/128 of the true value and never above the max.
+TEST(AnalyzeModel, WaitDistExactThenBounded)
+{
+	WaitDist d;
+	std::vector<uint64_t> v;
+	for (uint64_t i = 1; i <= 1000; i++) {
+		d.add(i * 37);
+		v.push_back(i * 37);
+	}
+	EXPECT_TRUE(d.exact());
+	EXPECT_EQ(d.percentile(99), percentile(v, 99));
+	for (uint64_t i = 0; i < 3 * WaitDist::kExact; i++) {
+		uint64_t x = (i * 2654435761u) % 5000000u; // spread 0..5 ms
+		d.add(x);
+		v.push_back(x);
+	}
+	EXPECT_FALSE(d.exact());
+	EXPECT_EQ(d.count(), v.size());
+	for (double p : {50.0, 90.0, 99.0, 100.0}) {
+		const double want = static_cast<double>(percentile(v, p)), got = static_cast<double>(d.percentile(p));
+		EXPECT_GE(got, want) << p;
+		EXPECT_LE(got, want * (1.0 + 1.0 / 128)) << p;
+	}
+	EXPECT_EQ(d.percentile(100), *std::max_element(v.begin(), v.end()));
+	uint64_t in_buckets = 0;
+	for (int k = 0; k < WaitDist::kUsBuckets; k++)
+		in_buckets += d.us_buckets()[k];
+	EXPECT_EQ(in_buckets, v.size());
+}
+
+// Streaming at scale: 3 M holds over 3 s of trace time (past the holds'
+// horizon and cap, so holds leave memory as the stream goes) with a few
+// contended waits among them: counts and blockers stay exact.
+TEST(AnalyzeModel, LongStreamStaysExact)
+{
+	const uint64_t L = 0x70, A = 0xa, B = 0xb;
+	const int64_t n = 3000000;
+	uint64_t waits = 0;
+	Report r = analyze_feed(
+		[&](const std::function<void(const Event &)> &on) {
+			for (int64_t i = 0; i < n; i++) {
+				const int64_t t = i * 1000;
+				if (i % 500000 == 250000) {
+					// t1 holds [t, t+600) from site A; t2 waits [t+100, t+600).
+					on(ev(t, 1, Op::MutexLock, L, 0, false, 0, A));
+					on(ev(t + 600, 1, Op::MutexUnlock, L));
+					on(ev(t + 600, 2, Op::MutexLock, L, 0, true, 500, B));
+					on(ev(t + 700, 2, Op::MutexUnlock, L));
+					waits++;
+					continue;
+				}
+				on(ev(t, 1 + i % 2, Op::MutexLock, L, 0, false, 0, B));
+				on(ev(t + 10, 1 + i % 2, Op::MutexUnlock, L));
+			}
+		},
+		Input(), Options(), nullptr);
+	ASSERT_EQ(r.locks.size(), 1u);
+	const LockStats &l = r.locks[0];
+	EXPECT_FALSE(r.blockers_partial);
+	EXPECT_EQ(l.acquisitions, static_cast<uint64_t>(n) + waits);
+	EXPECT_EQ(l.holds, static_cast<uint64_t>(n) + waits);
+	EXPECT_EQ(l.hold_total, static_cast<uint64_t>(n - waits) * 10 + waits * (600 + 100));
+	EXPECT_EQ(l.hold_max, 600u);
+	EXPECT_EQ(l.contended, waits);
+	EXPECT_EQ(l.wait_p99, 500u);
+	ASSERT_EQ(l.blockers.size(), 1u);
+	EXPECT_EQ(l.blockers[0].caller, A);
+	EXPECT_EQ(l.blockers[0].contended, waits);
+	EXPECT_EQ(l.blockers[0].wait_total, waits * 500);
+	EXPECT_TRUE(r.timeline_truncated); // 3 M holds, 20000 kept
+	EXPECT_EQ(r.timeline.size(), Options().timeline_max);
+}
+
+// Many busy locks: the timeline's candidates over all locks stay within
+// their budget (each lock keeps fewer), counts stay exact.
+TEST(AnalyzeModel, ManyBusyLocksShareTheTimelineBudget)
+{
+	const int locks = 300, per = 10000;
+	Report r = analyze_feed(
+		[&](const std::function<void(const Event &)> &on) {
+			for (int i = 0; i < per; i++)
+				for (int l = 0; l < locks; l++) {
+					const int64_t t = (static_cast<int64_t>(i) * locks + l) * 100;
+					on(ev(t, 1 + l % 3, Op::MutexLock, 0x1000 + static_cast<uint64_t>(l) * 64));
+					on(ev(t + 10 + i % 7, 1 + l % 3, Op::MutexUnlock, 0x1000 + static_cast<uint64_t>(l) * 64));
+				}
+		},
+		Input(), Options(), nullptr);
+	ASSERT_EQ(r.locks.size(), static_cast<size_t>(locks));
+	for (const LockStats &l : r.locks) {
+		EXPECT_EQ(l.acquisitions, static_cast<uint64_t>(per));
+		EXPECT_EQ(l.holds, static_cast<uint64_t>(per));
+		EXPECT_EQ(l.hold_max, 16u);
+	}
+	// The timeline: the 20000 longest holds of the top 5 locks, as without
+	// the budget: each lock has 1428 holds of each length 10..16 (i % 7), so
+	// all of 16 and 15 (5 x 1428 each), and 5720 of 14.
+	EXPECT_TRUE(r.timeline_truncated);
+	ASSERT_EQ(r.timeline.size(), Options().timeline_max);
+	std::map<int64_t, size_t> by_len;
+	for (const Interval &iv : r.timeline)
+		by_len[iv.end - iv.start]++;
+	EXPECT_EQ(by_len[16], 5u * 1428);
+	EXPECT_EQ(by_len[15], 5u * 1428);
+	EXPECT_EQ(by_len[14], 20000u - 2 * 5 * 1428);
+	EXPECT_EQ(by_len.size(), 3u);
 }
 
 TEST(AnalyzeModel, ReportsRenderAndEscape)

@@ -6,7 +6,7 @@ the trace, and compares with what the program reports it did (pt_workload /
 pt_cxx write JSON: lock addresses, exact acquisition counts, own wait measure).
 
 usage: check_pthread.py SCENARIO --strata S --workload W --cxx C --dllib L --work DIR
-SCENARIO: contend basic fork dlopen signal sigstorm blocker ctor cxx stack
+SCENARIO: contend basic fork dlopen signal sigstorm blocker ctor cxx stack pylock
 """
 import argparse
 import json
@@ -103,6 +103,9 @@ def main():
         prog = [a.workload, "sigstorm", out, "4", "4000"]
     elif sc == "blocker":
         prog = [a.workload, "blocker", out, "10"]
+    elif sc == "pylock":
+        prog = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pt_pylock.py"), out,
+                "20", "500"]
     else:
         prog = [a.workload, sc, out]
     if sc == "stack":
@@ -191,6 +194,11 @@ def main():
     elif sc == "basic":
         expect("errorcheck", "ec", prog_out["ec_acq"])
         expect("recursive", "rec", prog_out["rec_acq"])
+        sem = expect("semaphore", "sem", prog_out["sem_acq"])
+        check(sem is not None and sem["kind"] == "semaphore" and sem["failed"] == prog_out["sem_failed"] and
+              sem["holds"] == prog_out["sem_acq"],
+              "semaphore: kind, %d failed calls (EAGAIN, ETIMEDOUT twice), holds (%r)" %
+              (prog_out["sem_failed"], sem and {k: sem[k] for k in ("kind", "failed", "holds")}))
         lk = expect("one-letter global", "m", 1)
         check(lk is not None and lk["symbol"] == "m", "lock named m (not demangled as a type): %r"
               % (lk and lk["symbol"]))
@@ -250,6 +258,16 @@ def main():
                 check(cv[0]["waits"] == prog_out["cv_timeouts"] and cv[0]["timeouts"] == prog_out["cv_timeouts"],
                       "wait_for: %d waits, %d timeouts == %d" % (cv[0]["waits"], cv[0]["timeouts"],
                                                                 prog_out["cv_timeouts"]))
+    elif sc == "pylock":
+        # CPython's threading.Lock, a semaphore (pt_pylock.py): exact counts.
+        lk = expect("threading.Lock", "lock", prog_out["acq"])
+        if lk and lost == 0:
+            got = {k: lk[k] for k in ("kind", "acquisitions", "contended", "failed", "holds")}
+            want = {"kind": "semaphore", "acquisitions": prog_out["acq"], "contended": prog_out["contended"],
+                    "failed": prog_out["failed"], "holds": prog_out["holds"]}
+            check(got == want, "threading.Lock as a lock: %r == %r" % (got, want))
+            check(lk["wait_total_ns"] > 0 and lk["wait_p99_ns"] > 0, "its waits are timed (%d ns, p99 %d ns)" %
+                  (lk["wait_total_ns"], lk["wait_p99_ns"]))
     else:
         check(False, "unknown scenario " + sc)
 

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -47,6 +48,18 @@ pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 		if (r_ != (want)) { \
 			fprintf(stderr, "%s:%d: %s returned %d (%s), expected %d\n", __FILE__, __LINE__, #expr, r_, \
 				strerror(r_), (want)); \
+			exit(1); \
+		} \
+	} while (0)
+
+/* A semaphore call: 0, or -1 with errno `want`; errno kept on success. */
+#define SEMCHECK(expr, want) \
+	do { \
+		errno = 4242; \
+		int r_ = (expr), e_ = r_ ? errno : (errno == 4242 ? 0 : -errno); \
+		if (e_ != (want)) { \
+			fprintf(stderr, "%s:%d: %s gave %d/%d, expected errno %d\n", __FILE__, __LINE__, #expr, r_, e_, \
+				(want)); \
 			exit(1); \
 		} \
 	} while (0)
@@ -283,10 +296,25 @@ static int mode_basic(FILE *out)
 	CHECK(pthread_rwlock_unlock(&rw), 0);
 	CHECK(pthread_mutex_lock(&m), 0);
 	CHECK(pthread_mutex_unlock(&m), 0);
+
+	/* semaphore (CPython's locks): 2 acquisitions, 3 failed calls */
+	sem_t sem;
+	CHECK(sem_init(&sem, 0, 1), 0);
+	SEMCHECK(sem_trywait(&sem), 0);
+	SEMCHECK(sem_trywait(&sem), EAGAIN);
+	clock_gettime(CLOCK_REALTIME, &soon);
+	SEMCHECK(sem_timedwait(&sem, &soon), ETIMEDOUT);
+	clock_gettime(CLOCK_MONOTONIC, &soon);
+	SEMCHECK(sem_clockwait(&sem, CLOCK_MONOTONIC, &soon), ETIMEDOUT);
+	SEMCHECK(sem_post(&sem), 0);
+	SEMCHECK(sem_wait(&sem), 0);
+	SEMCHECK(sem_post(&sem), 0);
 	/* ec: lock, trylock, unlock; rec: 3 locks + 1 trylock; held_by_other: 1
 	 * timedlock (the holder's lock is in another thread). */
-	fprintf(out, "{\"pid\": %d, \"ec\": \"%p\", \"rec\": \"%p\", \"ec_acq\": 2, \"rec_acq\": 4, \"m\": \"%p\"}\n",
-		(int)getpid(), (void *)&ec, (void *)&rec, (void *)&m);
+	fprintf(out,
+		"{\"pid\": %d, \"ec\": \"%p\", \"rec\": \"%p\", \"ec_acq\": 2, \"rec_acq\": 4, \"m\": \"%p\", "
+		"\"sem\": \"%p\", \"sem_acq\": 2, \"sem_failed\": 3}\n",
+		(int)getpid(), (void *)&ec, (void *)&rec, (void *)&m, (void *)&sem);
 	/* The mutexes live on this stack: print before they go. */
 	fflush(out);
 	return 0;

@@ -15,6 +15,13 @@ STRATA_EVENT(aggt, op, STRATA_LOGLEVEL_INFO,
 	strata_string(path))
 STRATA_EVENT(aggt, other, STRATA_LOGLEVEL_INFO, strata_int(int32_t, wait_ns))
 STRATA_EVENT(aggt, novalue, STRATA_LOGLEVEL_INFO, strata_string(wait_ns))
+// Fields after a sequence (two arguments), of every integer size.
+STRATA_EVENT(aggt, mixed, STRATA_LOGLEVEL_INFO,
+	strata_sequence(uint8_t, blob),
+	strata_int(int16_t, small),
+	strata_int(uint8_t, k8),
+	strata_int(uint64_t, big),
+	strata_int(int32_t, mid))
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -73,7 +80,7 @@ struct Expect {
 	void add(int64_t v)
 	{
 		count++;
-		sum += v;
+		sum = (int64_t)((uint64_t)sum + (uint64_t)v); // wraps, as the region's atomic add
 		min = std::min(min, v);
 		max = std::max(max, v);
 		unsigned b = 0;
@@ -145,6 +152,47 @@ TEST(Agg, ByIntegerKeyExactAndLiveFromThreads)
 	}
 	strata_rt_agg_close(ag);
 	strata_tracepoint(aggt, op, 1, 1, "after"); // no probe, no region: nothing happens
+}
+
+// The per-description read plan (agg.cpp, field codes): argv indexes past a
+// sequence, 1/2/4/8-byte fields, signed ones sign-extended, an unsigned
+// 64-bit value above INT64_MAX clamped; the plan cached after the first hit
+// gives the same figures on every later one.
+TEST(Agg, FieldsOfEverySizeAfterASequence)
+{
+	strata_rt_agg *by_k8, *big_by_mid;
+	const strata_agg_spec s1 = spec("aggt:mixed", "small", "k8", 16);
+	const strata_agg_spec s2 = spec("aggt:mixed", "big", "mid", 16);
+	ASSERT_EQ(0, strata_rt_agg_open(&s1, &by_k8));
+	ASSERT_EQ(0, strata_rt_agg_open(&s2, &big_by_mid));
+	std::map<uint64_t, Expect> want1, want2;
+	const uint8_t blob[3] = {1, 2, 3};
+	for (int i = 0; i < 300; i++) {
+		const int16_t small = (int16_t)(i * 37 - 5000);
+		const uint8_t k8 = (uint8_t)(200 + i % 5);
+		const uint64_t big = i % 3 == 0 ? UINT64_MAX - (uint64_t)i : (uint64_t)i << 33;
+		const int32_t mid = -(i % 4);
+		strata_tracepoint(aggt, mixed, blob, (size_t)(i % 4), small, k8, big, mid);
+		want1[k8].add(small);
+		want2[(uint64_t)(int64_t)mid].add(big > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)big);
+	}
+	View v1(strata_rt_agg_fd(by_k8)), v2(strata_rt_agg_fd(big_by_mid));
+	strata::AggSnapshot a = v1.read(), b = v2.read();
+	EXPECT_EQ(300u, a.hits);
+	EXPECT_EQ(0u, a.no_value);
+	ASSERT_EQ(want1.size(), a.keys.size());
+	for (auto &k : a.keys) {
+		ASSERT_TRUE(want1.count(k.key)) << k.key;
+		expect_key(k, want1[k.key]);
+	}
+	EXPECT_EQ(300u, b.hits);
+	ASSERT_EQ(want2.size(), b.keys.size());
+	for (auto &k : b.keys) {
+		ASSERT_TRUE(want2.count(k.key)) << k.key;
+		expect_key(k, want2[k.key]);
+	}
+	strata_rt_agg_close(by_k8);
+	strata_rt_agg_close(big_by_mid);
 }
 
 TEST(Agg, OverflowOfAFullTableCountedExactly)

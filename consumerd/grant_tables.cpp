@@ -1,22 +1,19 @@
 /*
- * grant_table.cpp - the grant table: what a state query would grant, in a
- * file per uid, so that a starting process joins with no round trip
- * (docs/control-protocol.md, "The grant table"; the layout is proto.h's,
- * kTableMagic).
- *
- * Contract: main thread only.  Anything that may change what a REGISTER
- * would grant (a controller's command, a trigger's tick, a session's stop,
- * a process of a uid not seen yet) marks the tables dirty; publish_tables()
- * rewrites the files whose content changed, before the controller's answer
- * leaves (on_readable) and at the end of each turn of the event loop.  A
- * file is replaced whole (write, then rename), so a reader sees one table
- * or the next, never a mix.  Its generation is this daemon's counter at the
- * write; a REGISTER(kRegisterTable) naming an older one is stale (the
- * process read the table just before a change): an asynchronous process is
- * signalled to ask again, and its BUFFERs are checked one by one against
- * the sessions that are active now (do_buffer).
+ * grant_tables.cpp - the grant tables (grant_tables.h).
  */
-#include "daemon_impl.h"
+#include "grant_tables.h"
+
+#include <cerrno>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <set>
+#include <unistd.h>
+
+#include "log.h"
+#include "process_registry.h"
+#include "session_table.h"
+#include "strata_abi.h"
 
 namespace strata {
 namespace daemon_impl {
@@ -55,18 +52,18 @@ bool targeted(const Session &s)
 
 } // namespace
 
-std::string Daemon::table_path(uid_t uid) const
+std::string GrantTables::table_path(uid_t uid) const
 {
 	return path_ + proto::kTableSuffix + std::to_string(uid);
 }
 
 // The table's content for `uid`, without its generation: flags, then the
 // REGISTER_REPLY message a process of that uid would get now (uuids zero).
-std::vector<uint8_t> Daemon::table_content(uid_t uid) const
+static std::vector<uint8_t> table_content(const SessionTable &sessions, uid_t uid)
 {
 	uint16_t flags = 0;
 	proto::RegisterReply rr;
-	for (const auto &s : sessions_) {
+	for (const auto &s : sessions.all()) {
 		if (s->state != proto::SessionState::Active || !(s->uid == 0 || s->uid == uid))
 			continue;
 		if (targeted(*s))
@@ -88,16 +85,16 @@ std::vector<uint8_t> Daemon::table_content(uid_t uid) const
 	return v;
 }
 
-void Daemon::publish_tables()
+void GrantTables::publish(const SessionTable &sessions, const ProcessRegistry &procs, int clock_fd)
 {
-	if (!tables_dirty_)
+	if (!dirty_)
 		return;
-	tables_dirty_ = false;
+	dirty_ = false;
 	const uid_t me = geteuid();
 	std::set<uid_t> uids{me};
-	for (const auto &s : sessions_)
+	for (const auto &s : sessions.all())
 		uids.insert(s->uid);
-	for (const auto &p : procs_)
+	for (const auto &p : procs.all())
 		uids.insert(p.second.uid);
 	for (const auto &t : tables_)
 		uids.insert(t.first);
@@ -106,11 +103,11 @@ void Daemon::publish_tables()
 		// as root); an unprivileged daemon writes its own uid's only.
 		if (me != 0 && uid != me)
 			continue;
-		std::vector<uint8_t> content = table_content(uid);
+		std::vector<uint8_t> content = table_content(sessions, uid);
 		Table &t = tables_[uid];
 		if (t.written && t.content == content)
 			continue;
-		const uint64_t gen = ++table_gen_;
+		const uint64_t gen = ++gen_;
 		std::vector<uint8_t> file;
 		put_le(file, proto::kTableMagic, 4);
 		put_le(file, proto::kVersion, 2);
@@ -118,7 +115,7 @@ void Daemon::publish_tables()
 		put_le(file, STRATA_ABI_MAJOR, 4);
 		put_le(file, static_cast<uint32_t>(getpid()), 4);
 		put_le(file, gen, 8);
-		put_le(file, static_cast<uint32_t>(clock_page_ ? clock_page_->fd() : -1), 4);
+		put_le(file, static_cast<uint32_t>(clock_fd), 4);
 		put_le(file, 0, 4);
 		file.insert(file.end(), content.begin() + 2, content.end());
 		const std::string path = table_path(uid), tmp = path + ".tmp";
@@ -144,7 +141,7 @@ void Daemon::publish_tables()
 }
 
 // At start (a crashed daemon's tables name runs that are gone) and at exit.
-void Daemon::remove_tables()
+void GrantTables::remove()
 {
 	const size_t slash = path_.rfind('/');
 	const std::string dir = slash == std::string::npos ? "." : path_.substr(0, slash);
@@ -159,42 +156,40 @@ void Daemon::remove_tables()
 	tables_.clear();
 }
 
-// REGISTER(kRegisterTable): the process joined from its uid's table at
-// generation `gen`, armed and quiesced before it sent this; its BUFFERs
-// follow on this connection and nothing is answered.
-void Daemon::table_registered(Conn &c, Proc &p, uint64_t gen)
+bool GrantTables::joined(uid_t uid, uint64_t gen, bool quiet)
 {
-	c.table = true;
-	n_table_joins_++;
-	n_quiet_joins_ += c.quiet;
-	auto t = tables_.find(c.cred.uid);
-	const bool fresh = !tables_dirty_ && t != tables_.end() && t->second.written && t->second.gen == gen;
-	// Its close acknowledges what it applied: the state at `gen`, i.e.
-	// every change so far when nothing changed since.
-	c.registered_at = fresh ? change_ : 0;
-	if (fresh)
-		return;
-	VLOG("pid %d joined from a stale grant table (generation %llu)%s", p.pid, static_cast<unsigned long long>(gen),
-	     p.signo ? ": signalled to ask again" : "");
-	if (p.signo && p.pidfd >= 0 && catches(p.pid, p.signo) &&
-	    syscall(SYS_pidfd_send_signal, p.pidfd, p.signo, nullptr, 0) != 0)
-		VLOG("pid %d: cannot signal: %s", p.pid, strerror(errno));
+	n_joins_++;
+	n_quiet_joins_ += quiet;
+	auto t = tables_.find(uid);
+	return !dirty_ && t != tables_.end() && t->second.written && t->second.gen == gen;
 }
 
 // BUFFER on a table connection: the session it names must be active in
 // that slot now, open to the peer's uid and grantable from a table (no
 // targets); the trace uuid is the buffer's own.
-bool Daemon::table_grant(const Conn &c, const proto::Buffer &m, int fd, Grant &grant)
+bool GrantTables::grant(const SessionTable &sessions, uid_t uid, const proto::Buffer &m, int fd, Grant &grant)
 {
-	for (const auto &s : sessions_) {
-		if (s->slot != m.slot || s->run_id != m.session_id || s->state != proto::SessionState::Active ||
-		    !(s->uid == 0 || s->uid == c.cred.uid))
+	for (const auto &s : sessions.all()) {
+		if (s->slot != m.slot || s->run_id != m.session_id ||
+		    s->state != proto::SessionState::Active || !(s->uid == 0 || s->uid == uid))
 			continue;
 		if (targeted(*s))
 			return false;
 		return grant_of_buffer(s->run_id, fd, grant);
 	}
 	return false;
+}
+
+bool grant_of_buffer(uint64_t run_id, int fd, Grant &grant)
+{
+	grant.session_id = run_id;
+	strata_buffer_header h;
+	if (fd >= 0) {
+		if (pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h))
+			return false;
+		memcpy(grant.uuid, h.trace_uuid, 16);
+	}
+	return true;
 }
 
 } // namespace daemon_impl

@@ -1,0 +1,60 @@
+/*
+ * proc_memfd.cpp - a process's memfds of one name, mapped read-only
+ * (proc_memfd.h).
+ */
+#include "proc_memfd.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace strata {
+
+std::vector<Region> find_memfds(uint32_t pid, const char *name, std::string *err)
+{
+	std::vector<Region> out;
+	const std::string prefix = std::string("/memfd:") + name;
+	const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+	DIR *d = opendir(dir.c_str());
+	if (!d) {
+		*err = "cannot read " + dir + ": " + strerror(errno);
+		return out;
+	}
+	while (dirent *e = readdir(d)) {
+		if (e->d_name[0] == '.')
+			continue;
+		const std::string path = dir + "/" + e->d_name;
+		char target[256];
+		ssize_t n = readlink(path.c_str(), target, sizeof target - 1);
+		if (n <= 0)
+			continue;
+		target[n] = 0;
+		if (strncmp(target, prefix.c_str(), prefix.size()) != 0 ||
+		    (target[prefix.size()] != 0 && target[prefix.size()] != ' '))
+			continue;
+		int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		void *m = mmap(nullptr, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+		close(fd); // the mapping keeps the memory
+		if (m == MAP_FAILED)
+			continue;
+		out.push_back(Region{path, m, (size_t)st.st_size});
+	}
+	closedir(d);
+	std::sort(out.begin(), out.end(),
+		  [](const Region &a, const Region &b) { return a.fd_path < b.fd_path; });
+	return out;
+}
+
+} // namespace strata

@@ -1,0 +1,29 @@
+/*
+ * log.h - strata-consumerd's log lines on stderr.
+ *
+ * Contract: g_verbose and g_quiet are set once by Daemon::run before any
+ * other thread exists; every thread may log after that.
+ */
+#ifndef STRATA_CONSUMERD_LOG_H
+#define STRATA_CONSUMERD_LOG_H
+
+namespace strata {
+namespace daemon_impl {
+
+extern bool g_verbose;
+extern bool g_quiet;
+void logf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define VLOG(...)                          \
+	do {                               \
+		if (g_verbose)             \
+			logf(__VA_ARGS__); \
+	} while (0)
+#define INFO(...)                          \
+	do {                               \
+		if (!g_quiet)              \
+			logf(__VA_ARGS__); \
+	} while (0)
+
+} // namespace daemon_impl
+} // namespace strata
+#endif

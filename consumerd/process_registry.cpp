@@ -1,0 +1,138 @@
+/*
+ * process_registry.cpp - the process registry (process_registry.h).
+ */
+#include "process_registry.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "session.h"
+
+namespace strata {
+namespace daemon_impl {
+
+ProcessRegistry::~ProcessRegistry()
+{
+	for (auto &kv : procs_)
+		if (kv.first >= 0)
+			close(kv.first);
+}
+
+Proc &ProcessRegistry::get(pid_t pid, uid_t uid, bool *made)
+{
+	auto it = pid_to_pidfd_.find(pid);
+	Proc *p = nullptr;
+	if (made)
+		*made = it == pid_to_pidfd_.end();
+	if (it != pid_to_pidfd_.end()) {
+		p = &procs_[it->second];
+	} else {
+		int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+		const bool gone = pidfd < 0 && errno == ESRCH;
+		if (pidfd < 0) {
+			// Without exit detection the drain still ends at STOP; a
+			// process already gone ends its drains with its connection.
+			if (gone)
+				VLOG("pid %d exited before its REGISTER was read: its buffers are drained to "
+				     "the end "
+				     "when its connection closes",
+				     pid);
+			else
+				logf("pid %d: pidfd_open: %s (exit detection off)", pid, strerror(errno));
+			pidfd = next_fake_--;
+		} else {
+			watch_(pidfd);
+		}
+		p = &procs_[pidfd];
+		p->pidfd = pidfd;
+		p->gone = gone;
+		pid_to_pidfd_[pid] = pidfd;
+	}
+	p->pid = pid;
+	p->uid = uid;
+	return *p;
+}
+
+Proc *ProcessRegistry::find(pid_t pid)
+{
+	auto it = pid_to_pidfd_.find(pid);
+	return it == pid_to_pidfd_.end() ? nullptr : &procs_[it->second];
+}
+
+const Proc *ProcessRegistry::find(pid_t pid) const
+{
+	auto it = pid_to_pidfd_.find(pid);
+	if (it == pid_to_pidfd_.end())
+		return nullptr;
+	auto p = procs_.find(it->second);
+	return p == procs_.end() ? nullptr : &p->second;
+}
+
+Proc *ProcessRegistry::by_pidfd(int pidfd)
+{
+	auto it = procs_.find(pidfd);
+	return it == procs_.end() ? nullptr : &it->second;
+}
+
+void ProcessRegistry::erase(int pidfd)
+{
+	auto it = procs_.find(pidfd);
+	if (it == procs_.end())
+		return;
+	pid_to_pidfd_.erase(it->second.pid);
+	if (pidfd >= 0) { // not a stand-in for a process gone before its REGISTER was read
+		unwatch_(pidfd);
+		close(pidfd);
+	}
+	procs_.erase(it);
+}
+
+void ProcessRegistry::forget_drains(const Session &s)
+{
+	for (auto &p : procs_) {
+		auto &v = p.second.drains;
+		v.erase(std::remove_if(v.begin(), v.end(),
+				       [&](Drain *d) {
+					       for (auto &x : s.drains)
+						       if (x.get() == d)
+							       return true;
+					       return false;
+				       }),
+			v.end());
+	}
+}
+
+// Rules (session.h): here, beside the Proc they are matched against.
+bool targets(const Audience &a, size_t rule, const Proc &p)
+{
+	if (!(a.uid == 0 || a.uid == p.uid))
+		return false;
+	if (rule >= a.targets.size())
+		return true;
+	const Target &t = a.targets[rule];
+	if (t.pids.empty() && t.names.empty())
+		return true;
+	for (uint32_t pid : t.pids)
+		if (static_cast<pid_t>(pid) == p.pid)
+			return true;
+	for (const std::string &n : t.names) // comm is cut at 15 bytes
+		if (n == p.comm || (n.size() > 15 && p.comm.size() == 15 && n.compare(0, 15, p.comm) == 0))
+			return true;
+	return false;
+}
+
+std::vector<proto::Rule> rules_for(const Audience &a, const Proc &p)
+{
+	std::vector<proto::Rule> v;
+	for (size_t i = 0; i < a.rules.size(); i++)
+		if (targets(a, i, p))
+			v.push_back(a.rules[i]);
+	return v;
+}
+
+} // namespace daemon_impl
+} // namespace strata

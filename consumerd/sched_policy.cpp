@@ -1,0 +1,103 @@
+/*
+ * sched_policy.cpp - the scheduling policy of the drain threads (sched_policy.h).
+ */
+#include "sched_policy.h"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace strata {
+
+namespace {
+// Scheduler slice asked for the daemon's threads (short_slice).
+constexpr long kSliceUs = 100;
+// Nice of a streaming drain thread (streaming_weight).
+constexpr long kDrainNice = -10;
+
+// struct sched_attr of sched_setattr(2), declared here: <linux/sched/types.h>
+// clashes with glibc's <sched.h>.
+struct SchedAttr {
+	uint32_t size, sched_policy;
+	uint64_t sched_flags;
+	int32_t sched_nice;
+	uint32_t sched_priority;
+	uint64_t sched_runtime, sched_deadline, sched_period;
+	uint32_t sched_util_min, sched_util_max;
+};
+
+// The calling thread's EEVDF slice request (sched_runtime, ns; 0: the
+// kernel's default), for a SCHED_OTHER thread only: a policy someone chose
+// for us is left alone.  Best effort: kernels before 6.12 have no per-task
+// slice.  True if set.
+bool set_own_slice(uint64_t runtime_ns)
+{
+	SchedAttr a;
+	memset(&a, 0, sizeof a);
+	if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0 || a.sched_policy != SCHED_OTHER)
+		return false;
+	a.size = sizeof a;
+	a.sched_flags = 0;
+	a.sched_runtime = runtime_ns; // the slice; nice and weight unchanged
+	return syscall(SYS_sched_setattr, 0, &a, 0) == 0;
+}
+} // namespace
+
+bool short_slice()
+{
+	static const long us = [] {
+		const char *e = getenv("STRATA_CONSUMERD_SLICE_US");
+		long v = e && *e ? strtol(e, nullptr, 10) : kSliceUs;
+		return v < 0 ? 0 : v;
+	}();
+	return us != 0 && set_own_slice(static_cast<uint64_t>(us) * 1000);
+}
+
+// A drain thread that found packets (streaming) asks for nice -10
+// (STRATA_CONSUMERD_DRAIN_NICE; 0 turns it off): with more CPU-bound
+// producer threads than CPUs, a drain at the producers' weight gets a
+// fair share that can be below what copying their events out needs, and
+// the rings fill.  A higher weight costs the producers only the drain's
+// actual work: it blocks whenever the rings are empty.  Only from the
+// default nice 0 (an administrator's nice for the daemon is left alone)
+// and only where permitted (CAP_SYS_NICE or RLIMIT_NICE; otherwise
+// nothing changes).
+bool streaming_weight()
+{
+	static const int nice_want = [] {
+		const char *e = getenv("STRATA_CONSUMERD_DRAIN_NICE");
+		long v = e && *e ? strtol(e, nullptr, 10) : kDrainNice;
+		return static_cast<int>(v < -20 ? -20 : v > 0 ? 0 : v);
+	}();
+	if (nice_want == 0)
+		return false;
+	const id_t tid = static_cast<id_t>(syscall(SYS_gettid));
+	errno = 0;
+	const int cur = getpriority(PRIO_PROCESS, tid);
+	if (errno != 0 || cur != 0)
+		return false;
+	return setpriority(PRIO_PROCESS, tid, nice_want) == 0; // best effort
+}
+
+SchedChange stream_scheduling()
+{
+	SchedChange c;
+	c.sliced = short_slice();
+	c.reniced = streaming_weight();
+	return c;
+}
+
+void default_scheduling(SchedChange c)
+{
+	if (c.sliced)
+		(void)set_own_slice(0);
+	if (c.reniced) // raising nice back to 0 needs no privilege
+		(void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 0);
+}
+
+} // namespace strata

@@ -1,0 +1,39 @@
+/*
+ * sched_policy.h - the scheduling policy of the daemon's drain threads: a short
+ * time slice and a higher weight while a drain streams, undone when its
+ * pooled worker takes the next drain.
+ *
+ * Contract: no shared state (the settings are read once from the
+ * environment); each function changes only the calling thread.
+ */
+#ifndef STRATA_CONSUMERD_SCHED_POLICY_H
+#define STRATA_CONSUMERD_SCHED_POLICY_H
+
+namespace strata {
+
+// Ask the scheduler for a short time slice (EEVDF, Linux >= 6.12) for the
+// calling thread: a woken drain or control thread then preempts CPU-bound
+// tasks sooner, without a larger CPU share (weight and nice unchanged).
+// STRATA_CONSUMERD_SLICE_US overrides the 100 us default, 0 turns it off;
+// a thread whose policy is not SCHED_OTHER is left alone.  True if the
+// slice was set.
+bool short_slice();
+
+// A streaming drain thread's higher scheduling weight (nice -10 by
+// default, STRATA_CONSUMERD_DRAIN_NICE): see sched_policy.cpp.  True if the
+// thread's nice was changed.
+bool streaming_weight();
+
+// What a streaming drain changed in its thread's scheduling.
+struct SchedChange {
+	bool sliced = false;  // short_slice
+	bool reniced = false; // streaming_weight
+};
+// Both of the above, on the calling thread.
+SchedChange stream_scheduling();
+// Undoes `c` on the calling thread: a pooled worker starts its next drain
+// as a new thread would.
+void default_scheduling(SchedChange c);
+
+} // namespace strata
+#endif

@@ -1,0 +1,50 @@
+/*
+ * list_target.c - a program for check_list.py: four tracepoints, a probe of
+ * its own on lt:a (count_a, exported so that the report names it: the
+ * build hides symbols by default, and dladdr sees only exported ones), and
+ * whatever STRATA_AGGREGATE adds.  Says "ready PID" and waits: a line on
+ * stdin unregisters the probe ("unregistered"), end of input exits.
+ */
+#define STRATA_DEFINE_PROVIDERS
+#include <strata/tracepoint.h>
+STRATA_EVENT(lt, a, STRATA_LOGLEVEL_INFO, strata_int(uint32_t, v))
+STRATA_EVENT(lt, b, STRATA_LOGLEVEL_INFO, strata_int(uint32_t, v))
+STRATA_EVENT(lt, c, STRATA_LOGLEVEL_INFO, strata_int(uint32_t, v))
+STRATA_EVENT(lt, d, STRATA_LOGLEVEL_DEBUG, strata_int(uint32_t, v))
+
+#include <strata/probe.h>
+
+#include <stdio.h>
+#include <unistd.h>
+
+unsigned long hits_a;
+
+__attribute__((visibility("default"))) void count_a(const struct strata_probe_event *ev, void *priv);
+void count_a(const struct strata_probe_event *ev, void *priv)
+{
+	(void)ev;
+	(void)priv;
+	hits_a++;
+}
+
+int main(void)
+{
+	strata_probe *p;
+	int rc = strata_probe_register("lt:a", -1, count_a, NULL, &p);
+	if (rc < 0) {
+		fprintf(stderr, "probe: %s\n", strata_probe_strerror(rc));
+		return 1;
+	}
+	strata_tracepoint(lt, a, 1);
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	char buf[64];
+	if (read(0, buf, sizeof buf) > 0) {
+		strata_probe_unregister(p);
+		printf("unregistered\n");
+		fflush(stdout);
+		while (read(0, buf, sizeof buf) > 0) {
+		}
+	}
+	return hits_a == 1 ? 0 : 2;
+}
