@@ -81,6 +81,12 @@ static inline int strata_kclock_try(const struct strata_kclock *k, uint64_t *ns)
 
 	if (seq & 1)
 		return 1;
+	/* The TSC right after the seq load (the lfence orders it there), the
+	 * parameters after it: they load while the TSC is read, instead of
+	 * waiting for the fence, and are used at once (no register spills
+	 * around rdtsc).  Any order of the two inside the seq window is the
+	 * same read: the re-check below validates the parameters. */
+	uint64_t tsc = strata_kclock_rdtsc();
 	uint32_t flags = __atomic_load_n(&k->flags, __ATOMIC_RELAXED);
 	uint64_t last = __atomic_load_n(&k->cycle_last, __ATOMIC_RELAXED);
 	uint64_t mask = __atomic_load_n(&k->mask, __ATOMIC_RELAXED);
@@ -88,7 +94,6 @@ static inline int strata_kclock_try(const struct strata_kclock *k, uint64_t *ns)
 	uint64_t base = __atomic_load_n(&k->base_ns, __ATOMIC_RELAXED);
 	uint32_t mult = __atomic_load_n(&k->mult, __ATOMIC_RELAXED);
 	uint32_t shift = __atomic_load_n(&k->shift, __ATOMIC_RELAXED);
-	uint64_t tsc = strata_kclock_rdtsc();
 
 	/* Acquire fence: the loads above complete before the re-check;
 	 * pairs with the kernel's smp_wmb after the odd seq store. */

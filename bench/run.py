@@ -20,6 +20,7 @@ import argparse
 import glob
 import os
 import re
+import resource
 import select
 import shutil
 import statistics
@@ -97,6 +98,24 @@ def proc_status(pid, key):
     except OSError:
         pass
     return 0
+
+
+def proc_vcsw(pid):
+    """Voluntary context switches of every live thread of pid (wake-ups)."""
+    n = 0
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return 0
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        n += int(line.split()[1])
+        except OSError:
+            pass
+    return n
 
 
 def find_procs(pred):
@@ -297,7 +316,8 @@ class Bench:
         if smoke:
             self.p = dict(n_enabled=20000, warmup=0, n_cold=20000, reps=1, n_disabled=200000,
                           rate_ms=200, steps=1, lat_reps=1, spawn=10, mem_threads=(1, 4),
-                          mem_events=2000, callgrind=False, file_rate_mib=16)
+                          mem_events=2000, callgrind=False, file_rate_mib=16, n_whole=50000,
+                          whole_reps=1, n_short=20000)
         else:
             # warmup: every thread laps its 16 x 1 MiB ring once before it
             # is timed (16 MiB of 16-byte records is 1.05 M; 700 k did for
@@ -312,7 +332,8 @@ class Bench:
             self.p = dict(n_enabled=2000000, warmup=1200000, n_cold=1000000, reps=5,
                           n_disabled=100000000, rate_ms=1000, steps=6, lat_reps=3, spawn=200,
                           mem_threads=(1, 64), mem_events=20000,
-                          callgrind=shutil.which("valgrind") is not None, file_rate_mib=256)
+                          callgrind=shutil.which("valgrind") is not None, file_rate_mib=256,
+                          n_whole=4000000, whole_reps=3, n_short=200000)
 
     def tmpdir(self, tag):
         self.n += 1
@@ -435,12 +456,98 @@ class Bench:
                 self.check("enabled cold %s ints 1T" % side, acc, kv)
                 cpu.setdefault(("cold", 1, side), []).append(float(kv["cpu_ns_per_event"]))
                 wall.setdefault(("cold", 1, side), []).append(float(kv["ns_per_event"]))
+            # short: a plain short run as a user makes it (issue 38): 200 k
+            # `ints` events, fresh 8 x 1 MiB buffers, no warm-up; the
+            # program's own wall time per event (its loop only: neither
+            # side's session set-up is in it)
+            for side in self.sides():
+                kv, acc = self.traced(side, ["loop", "ints", "1", str(self.p["n_short"])],
+                                      "1M", 8, "short-%s" % side)
+                self.check("enabled short %s ints 1T" % side, acc, kv)
+                cpu.setdefault(("short", 1, side), []).append(float(kv["cpu_ns_per_event"]))
+                wall.setdefault(("short", 1, side), []).append(float(kv["ns_per_event"]))
         self.file_rate("after the enabled runs")
         for k, v in cpu.items():
             self.results[("enabled",) + k] = statistics.median(v)
             self.results[("enabled_reps",) + k] = list(v)
             self.results[("enabled_wall",) + k] = statistics.median(wall[k])
             log("enabled %s %s %dT: cpu %s wall %s ns/event" % (k[2], k[0], k[1], v, wall[k]))
+
+    # Whole cost (issue 38): the CPU of everything tracing costs, per event:
+    # the traced program, the tracer's daemons and command-line tools.
+    # `loop ints T N` with no warm-up (fresh pages included, as a user's
+    # run), 16 x 1 MiB as the enabled step.  Strata: the rusage of `strata
+    # record` and its waited descendants (the program and the private
+    # strata-consumerd, both reaped by record) from os.wait4.  LTTng: the
+    # rusage of the program and the `lttng` commands (create .. destroy,
+    # which waits for the flush), plus the delta of utime + stime of
+    # lttng-sessiond and lttng-consumerd (/proc/PID/stat, every thread's)
+    # over the same span.  Daemon share = whole - the program's loop CPU
+    # (cpu_ns_per_event x N x T).  Wake-ups: voluntary context switches of
+    # the daemons per 1000 events (Strata: of record's descendants, the
+    # busy program's own being a handful; LTTng: the daemons' threads).
+    def whole(self):
+        n = self.p["n_whole"]
+        res = {}
+        for _ in range(self.p["whole_reps"]):
+            for t in (1, 2):
+                for side in self.sides():
+                    tot, loop, wake = self.whole_run(side, t, n)
+                    r = res.setdefault((side, t), {"tot": [], "daemon": [], "wake": []})
+                    r["tot"].append(tot / (n * t))
+                    r["daemon"].append((tot - loop) / (n * t))
+                    r["wake"].append(wake * 1000.0 / (n * t))
+        for (side, t), r in res.items():
+            for k, v in r.items():
+                self.results[("whole_" + k, t, side)] = statistics.median(v)
+            log("whole cost %s %dT: ns/event %s, daemons' %s, wake-ups/1000 events %s" % (
+                side, t, r["tot"], r["daemon"], r["wake"]))
+
+    def whole_run(self, side, t, n):
+        """(whole CPU ns, the program's loop CPU ns, daemons' voluntary switches)"""
+        out = self.tmpdir("whole-%s-%d" % (side, t))
+        args = ["loop", "ints", str(t), str(n), "0"]
+        if side == "strata":
+            cmd = [self.strata, "record", "-o", out, "-e", "bench:*", "--mode", "discard",
+                   "--subbuf-size", str(subbuf_bytes(EN_SUBBUF)), "--subbuf-count", str(EN_NSUB),
+                   "--", self.sbench] + args
+            # wait4 by hand (Popen.wait would reap it without the rusage)
+            with tempfile.TemporaryFile("w+") as errf:
+                p = subprocess.Popen(cmd, env=self.env_nodaemon, stdout=subprocess.PIPE,
+                                     stderr=errf, text=True)
+                stdout = p.stdout.read()
+                p.stdout.close()
+                _, status, ru = os.wait4(p.pid, 0)
+                p.returncode = os.waitstatus_to_exitcode(status)
+                if p.returncode != 0:
+                    errf.seek(0)
+                    raise BenchError("whole: %s failed: %s" % (" ".join(cmd), errf.read()[-1000:]))
+            kv = parse_kv(stdout)
+            tot = (ru.ru_utime + ru.ru_stime) * 1e9
+            wake = ru.ru_nvcsw
+        else:
+            daemons = lambda: find_procs(lambda pid, comm, ppid: comm in ("lttng-sessiond", "lttng-consumerd"))
+            before_ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+            d0 = {pid: (proc_cpu_ticks(pid), proc_vcsw(pid)) for pid in daemons()}
+            name = self.lttng.create(out, EN_SUBBUF, EN_NSUB)
+            try:
+                stdout = run([self.lbench] + args).stdout
+            finally:
+                self.lttng.destroy(name)
+            d1 = {pid: (proc_cpu_ticks(pid), proc_vcsw(pid)) for pid in daemons()}
+            after_ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+            kv = parse_kv(stdout)
+            tck = os.sysconf("SC_CLK_TCK")
+            dticks = sum(v[0] - d0.get(pid, (0, 0))[0] for pid, v in d1.items())
+            wake = sum(v[1] - d0.get(pid, (0, 0))[1] for pid, v in d1.items())
+            tot = ((after_ru.ru_utime + after_ru.ru_stime) - (before_ru.ru_utime + before_ru.ru_stime)) * 1e9 + \
+                dticks * 1e9 / tck
+        if "emitted" not in kv:
+            raise BenchError("whole %s %dT: no result" % (side, t))
+        acc = account(out, int(kv["emitted"]))
+        self.check("whole %s %dT" % (side, t), acc, kv)
+        shutil.rmtree(out, ignore_errors=True)
+        return tot, float(kv["cpu_ns_per_event"]) * n * t, wake
 
     # 2. disabled cost (no session; lttng: no session daemon at all); best
     # of the repetitions, sides interleaved.
@@ -1005,7 +1112,7 @@ class Bench:
 
     def all(self):
         steps_nodaemon = [self.costs, self.disabled, self.startup_nodaemon]
-        steps_daemon = [self.enabled, self.throughput, self.latency, self.startup_daemon,
+        steps_daemon = [self.enabled, self.whole, self.throughput, self.latency, self.startup_daemon,
                         self.memory, self.preload, self.processes]
         if self.p["callgrind"]:
             steps_daemon.append(self.callgrind)
@@ -1139,6 +1246,26 @@ def table(b):
     row("enabled ints, 1 thread, first lap of fresh 8x4MiB buffers (CPU ns/event)",
         r.get(("enabled", "cold", 1, "strata")), r.get(("enabled", "cold", 1, "lttng")),
         "<= 0.8", lambda x: x <= 0.8)
+    row("short run: 200 k ints on fresh 8x1MiB buffers, the program's wall ns/event",
+        r.get(("enabled_wall", "short", 1, "strata")), r.get(("enabled_wall", "short", 1, "lttng")),
+        "<= 0.4", lambda x: x <= 0.4)
+    row("short run: the same, CPU ns/event",
+        r.get(("enabled", "short", 1, "strata")), r.get(("enabled", "short", 1, "lttng")))
+    # two threads beside the daemon: wall per event per thread, 2 threads
+    # over 1, each side against its own 1-thread figure
+    two = {}
+    for side in ("strata", "lttng"):
+        w1, w2 = r.get(("enabled_wall", "ints", 1, side)), r.get(("enabled_wall", "ints", 2, side))
+        two[side] = w2 / w1 if w1 and w2 else None
+    row("ints, 2 threads on 2 CPUs over 1 thread, wall ns/event/thread (x)", two["strata"], two["lttng"],
+        "<= LTTng's", lambda x: x <= 1.0)
+    for t in (1, 2):
+        row("whole cost, ints, %d thread(s): program + daemons + tools CPU ns/event" % t,
+            r.get(("whole_tot", t, "strata")), r.get(("whole_tot", t, "lttng")), "<= 0.4", lambda x: x <= 0.4)
+        row("  of which outside the program's loop: daemons, tools, start-up (CPU ns/event)", r.get(("whole_daemon", t, "strata")),
+            r.get(("whole_daemon", t, "lttng")))
+        row("  daemons' wake-ups per 1000 events", r.get(("whole_wake", t, "strata")),
+            r.get(("whole_wake", t, "lttng")))
     for w in WORKLOADS:
         row("enabled %s, 2 threads (CPU ns/event/thread)" % w, r.get(("enabled", w, 2, "strata")),
             r.get(("enabled", w, 2, "lttng")), "<= 0.5", lambda x: x <= 0.5)
@@ -1353,7 +1480,7 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="tiny counts (< 60 s), for CI")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--only", help="comma-separated steps: costs,disabled,startup_nodaemon,enabled,"
-                    "throughput,latency,startup_daemon,memory,preload,processes,callgrind; and jvm, never run by default")
+                    "whole,throughput,latency,startup_daemon,memory,preload,processes,callgrind; and jvm, never run by default")
     ap.add_argument("build", help="the CMake build directory")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-bench-")

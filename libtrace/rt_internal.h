@@ -122,6 +122,19 @@ struct Channel {
 	// lock with the slot pending (the buffer could not be made there):
 	// counted as discarded in the lane of the next claim.  Relaxed: a count.
 	std::atomic<uint64_t> pending_discards;
+	// The buffer was made but its hand-over failed (daemon unreachable,
+	// socket gone, deadline passed): writers record into it as usual (a
+	// full ring discards, counted in the buffer) and the hand-over is
+	// retried (retry_handoff) until it succeeds, at the latest when the
+	// slot closes or the process exits, so that the daemon reads every
+	// event or its count (docs/ring-buffer.md, "A hand-over that fails").
+	// Set and cleared under the control lock; writers read it relaxed (a
+	// hint: the retry re-checks under the lock).
+	std::atomic<uint32_t> handoff_owed;
+	// CLOCK_MONOTONIC ns before which a writer does not retry (the control
+	// lock holder's; read relaxed by writers as a hint).
+	std::atomic<uint64_t> handoff_next_ns;
+	uint32_t handoff_tries; // failed tries: the wait doubles (lock holder's)
 };
 constexpr uint32_t kChReady = 0, kChPending = 1, kChDead = 2;
 
@@ -131,6 +144,13 @@ constexpr uint32_t kChReady = 0, kChPending = 1, kChDead = 2;
 // (counted in pending_discards when the caller's own thread holds the
 // control lock, i.e. a signal handler interrupted a control call).
 int channel_materialize(Channel *ch);
+
+// A buffer whose hand-over failed (Channel::handoff_owed): try again now if
+// `now` (the event's timestamp) passed the retry time.  From a writer's
+// packet switch (a system call is allowed there) and the slot's close.
+// Async-signal-safe: the control lock is tried, never waited for from a
+// handler of its holder.
+void retry_handoff(Channel *ch, uint64_t now);
 
 // Current channel of each slot; nullptr when closed.  Stored with release
 // by slots.cpp after the Channel and the buffer header are complete; loaded

@@ -49,6 +49,63 @@ namespace strata {
 namespace {
 
 constexpr uint64_t kPage = 4096;
+
+// How long a writer waits between two tries of an owed hand-over
+// (Channel::handoff_owed): each try is a connect and a send.
+constexpr uint64_t kHandoffRetryNs = 100000000;
+
+// A buffer the daemon never received is about to go: say what it held, on
+// stderr (AS-safe: warn's one write), since no trace will count it.
+void warn_unhanded(const Channel *ch)
+{
+	uint64_t bytes = 0, discarded = 0;
+	for (uint32_t i = 0; i < ch->n_lanes; i++) {
+		// Relaxed: the process's last look at its own counters.
+		bytes += __atomic_load_n(&ch->lanes[i].head, __ATOMIC_RELAXED);
+		discarded += __atomic_load_n(&ch->lanes[i].events_discarded, __ATOMIC_RELAXED);
+	}
+	char msg[160];
+	size_t n = 0;
+	const auto put = [&](const char *t) {
+		while (*t && n < sizeof msg - 1)
+			msg[n++] = *t++;
+	};
+	const auto num = [&](uint64_t v) {
+		char d[24];
+		int k = 0;
+		do
+			d[k++] = (char)('0' + v % 10);
+		while ((v /= 10) && k < 24);
+		while (k && n < sizeof msg - 1)
+			msg[n++] = d[--k];
+	};
+	put("the consumer daemon never received a buffer: ");
+	num(bytes);
+	put(" bytes of events and ");
+	num(discarded);
+	put(" discarded events are lost");
+	msg[n] = 0;
+	warn(msg);
+}
+
+// One try of an owed hand-over, under the control lock.  True when the
+// daemon has the buffer now.
+bool handoff_owed_locked(Channel *ch, uint64_t now)
+{
+	if (!ch->handoff_owed.load(std::memory_order_relaxed))
+		return true;
+	if (ch->handoff(ch->slot, ch->fd, ch->handoff_ctx) == 0) { // says why itself
+		ch->handoff_owed.store(0, std::memory_order_relaxed);
+		warn("the buffer was handed to the consumer daemon on a retry: no event lost");
+		return true;
+	}
+	// 100 ms, then doubling up to 6.4 s: a daemon gone for good costs a
+	// connect attempt every few seconds, not one per packet.
+	const uint32_t k = ch->handoff_tries < 6 ? ch->handoff_tries++ : 6;
+	ch->handoff_next_ns.store(now + (kHandoffRetryNs << k), std::memory_order_relaxed);
+	return false;
+}
+
 using proto::kDefaultSubbufSize;
 using proto::kDefaultSubbufs;
 constexpr uint64_t kMinDescCapacity = 1 << 20;
@@ -306,8 +363,17 @@ __attribute__((destructor)) void slots_fini()
 		Channel *ch = g_slots[s].load(std::memory_order_acquire);
 		// Acquire: a buffer made by another thread's first event is
 		// complete (pairs with channel_materialize's release).
-		if (ch && ch->state.load(std::memory_order_acquire) == kChReady)
-			mark_exited(ch);
+		if (!ch || ch->state.load(std::memory_order_acquire) != kChReady)
+			continue;
+		// Relaxed: a hint, re-checked under the lock.  The last chance
+		// for a buffer whose hand-over failed: the daemon then reads it
+		// as any exited process's.
+		if (ch->handoff_owed.load(std::memory_order_relaxed) && control_lock(true) == 0) {
+			if (!handoff_owed_locked(ch, clock_now_slow()))
+				warn_unhanded(ch);
+			control_unlock();
+		}
+		mark_exited(ch);
 	}
 }
 
@@ -504,6 +570,10 @@ void close_locked(unsigned slot)
 	if (!ch)
 		return;
 	registry_disarm_slot(slot);
+	// A buffer the daemon never received: a last try before its events are
+	// gone, and if that fails too, say how many (the daemon cannot).
+	if (ch->hdr && !handoff_owed_locked(ch, clock_now_slow()))
+		warn_unhanded(ch);
 	// Relaxed: writers that still load the old pointer are harmless
 	// (retire_mapping; a pending Channel re-checks under the lock), and
 	// the lock orders later control calls.
@@ -520,6 +590,21 @@ void close_locked(unsigned slot)
 }
 
 } // namespace
+
+void retry_handoff(Channel *ch, uint64_t now)
+{
+	// Relaxed: hints, re-checked under the lock.
+	if (!ch->handoff_owed.load(std::memory_order_relaxed) ||
+	    now < ch->handoff_next_ns.load(std::memory_order_relaxed))
+		return;
+	// Relaxed: a hint; a writer does not wait for a control call (which
+	// may be a hand-over itself) to finish: a later switch retries.
+	if (g_lock_owner.load(std::memory_order_relaxed) != 0 || control_lock(true) != 0)
+		return;
+	if (g_slots[ch->slot].load(std::memory_order_relaxed) == ch)
+		handoff_owed_locked(ch, now);
+	control_unlock();
+}
 
 int channel_materialize(Channel *ch)
 {
@@ -545,6 +630,15 @@ int channel_materialize(Channel *ch)
 			warn("a session's buffer could not be made at the first event: the slot is closed");
 		else
 			rc = ch->handoff(ch->slot, ch->fd, ch->handoff_ctx); // says why itself
+		if (rc != 0 && ch->hdr) {
+			// The buffer exists, the daemon did not get it: keep
+			// recording into it and owe the hand-over (retry_handoff),
+			// rather than lose the process's events uncounted.
+			ch->handoff_owed.store(1, std::memory_order_relaxed);
+			ch->handoff_next_ns.store(clock_now_slow() + kHandoffRetryNs, std::memory_order_relaxed);
+			warn("the buffer stays in the process and its hand-over is retried");
+			rc = 0;
+		}
 		if (rc == 0) {
 			// Release: the buffer, the Channel's geometry and the
 			// descriptors are complete before a writer claims a lane.

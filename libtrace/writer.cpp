@@ -679,6 +679,10 @@ __attribute__((noinline)) Reserved reserve_slow(Channel *ch, uint32_t lane, Thre
 			const SwitchResult sw =
 				switch_packet(ch, lane, head, now, narrow, owned, unlocked, t);
 			head = sw.head;
+			// Relaxed: a hint (Channel::handoff_owed); a packet switch
+			// is where a system call is allowed.
+			if (__builtin_expect(ch->handoff_owed.load(std::memory_order_relaxed), 0))
+				retry_handoff(ch, now);
 			if (sw.what == Switch::kOpened) {
 				// Relaxed: a hint; the consumer released a sub-buffer.
 				if (__builtin_expect(ch->block_stalled.load(std::memory_order_relaxed), 0))
@@ -760,11 +764,86 @@ inline char *record_begin(const LaneRef &l, unsigned slot, ThreadState &t, uint3
 	return rec + hdr;
 }
 
+// Every reservation the fast path below does not take: the general path
+// (any lane, any record, packet switches, retries, discards).
+__attribute__((noinline)) int reserve_general(struct strata_reservation *r, struct strata_tracepoint *tp,
+					      unsigned slot, size_t size);
+
 } // namespace
 } // namespace strata
 
+// The common case: an owned FAST_OWNER lane already claimed, a compact
+// record that fits the open packet, the clock page readable, the unlocked
+// CAS won.  It makes no call but tail calls to reserve_general (and the
+// hooks of the test build), so it needs no saved register and no spill;
+// anything else leaves for reserve_general before touching the lane, or
+// after undoing only its own busy window and depth (a lost CAS changed
+// nothing): reserve_general then starts the reservation over, as a retry
+// would (a new head, a new clock read).  Same steps, same orders as
+// reserve_general: docs/ring-buffer.md, "The fast path".
 extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r, struct strata_tracepoint *tp,
 					    unsigned slot, size_t size)
+{
+	ThreadState &t = t_state;
+	if (__builtin_expect(slot >= STRATA_MAX_SLOTS, 0))
+		return 0;
+	// Acquire: as slot_channel's.
+	Channel *ch = g_slots[slot].load(std::memory_order_acquire);
+	// Acquire: as clock_now's (the page's mapping before the pointer).
+	const strata_kclock *k = g_clock_page.load(std::memory_order_acquire);
+	const uint64_t id = tp->id;
+	if (__builtin_expect(!ch || t.ch[slot] != ch || !(t.exclusive & (1u << slot)) || !ch->fast_owner ||
+				     t.depth >= kMaxDepth || !k || id >= STRATA_REC_EXTENDED_ID ||
+				     size > ch->subbuf_size - STRATA_PACKET_HEADER_SIZE - 1 -
+						     STRATA_REC_EXTENDED_SIZE - STRATA_REC_SHARED_CTX_SIZE,
+			     0))
+		return reserve_general(r, tp, slot, size);
+	const uint32_t lane = t.lane[slot]; // owned: below first_shared, no thread context
+	strata_lane_ctl *lc = &ch->lanes[lane];
+	const uint32_t depth = t.depth++;
+	std::atomic_signal_fence(std::memory_order_seq_cst); // as reserve_general's
+	if (__builtin_expect(!open_busy_window(lc), 0)) {    // a consumer closes the lane: locked path
+		busy_add(lc, false);
+		std::atomic_signal_fence(std::memory_order_seq_cst);
+		t.depth = depth;
+		return reserve_general(r, tp, slot, size);
+	}
+	const uint64_t S = ch->subbuf_size, narrow = STRATA_REC_COMPACT_SIZE + size;
+	// Acquire: as reserve_general's (timestamps follow positions).
+	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
+	STRATA_WHOOK(STRATA_W_HEAD_LOADED);
+	uint64_t now;
+	const int clk = strata_kclock_try(k, &now);
+	if (__builtin_expect(clk == 0, 1)) {
+		STRATA_WHOOK(STRATA_W_CLOCK_READ);
+		const uint64_t off = head & (S - 1);
+		if (__builtin_expect(off != 0 && off + narrow < S &&
+					     record_size(t, slot, lane, now, narrow, narrow + 1) == narrow,
+				     1)) {
+			STRATA_WHOOK(STRATA_W_BEFORE_RESERVE_CAS);
+			if (__builtin_expect(head_cas(lc, &head, head + narrow, true), 1)) {
+				busy_add(lc, false);
+				std::atomic_thread_fence(std::memory_order_release); // as reserve_general's
+				STRATA_WHOOK(STRATA_W_RESERVED);
+				const LaneRef l{ch,   lc,   ch->data + (uint64_t)lane * ch->lane_stride,
+						lane, true, false};
+				r->rec = record_begin(l, slot, t, depth, (uint32_t)id, head, now, false);
+				r->lane = &t.ctx[depth];
+				r->size = narrow;
+				return 1;
+			}
+		}
+	}
+	// Nothing of the lane changed: leave the window, start over in full.
+	busy_add(lc, false);
+	std::atomic_signal_fence(std::memory_order_seq_cst);
+	t.depth = depth;
+	return reserve_general(r, tp, slot, size);
+}
+
+namespace strata {
+namespace {
+int reserve_general(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot, size_t size)
 {
 	ThreadState &t = t_state;
 	Channel *ch = slot_channel(slot, t);
@@ -833,6 +912,8 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r, struct
 	r->size = taken; // the record's bytes: what commit adds
 	return 1;
 }
+} // namespace
+} // namespace strata
 
 extern "C" STRATA_EXPORT void strata_commit(struct strata_reservation *r)
 {

@@ -321,33 +321,62 @@ extern "C" {
 	}
 
 /* The emitter: computes the size, calls the probes, then for every slot
- * reserves, writes, commits. */
+ * reserves, writes, commits.  Two functions: the full one (probes, field
+ * filters: argument addresses taken) and the common one (no probe, no
+ * filter), which hands over to the full one by a tail call, so that its
+ * arguments stay in registers. */
+#define STRATA__EMIT_FULL(p, e) strata__emitf__##p##__##e
+#define STRATA__NAME(t, i) STRATA__DISPATCH(STRATA__NAME, t, i)
+#define STRATA__NAME_INT(n, c, x, i) , n
+#define STRATA__NAME_FLOAT STRATA__NAME_INT
+#define STRATA__NAME_ENUM STRATA__NAME_INT
+#define STRATA__NAME_STRING STRATA__NAME_INT
+#define STRATA__NAME_ARRAY STRATA__NAME_INT
+#define STRATA__NAME_SEQ(n, c, x, i) , n, n##_len
+#define STRATA__NAME_BYTES STRATA__NAME_SEQ
+#define STRATA__EMIT_SLOTS(...) \
+	while (m_) { \
+		unsigned slot_ = (unsigned)__builtin_ctz(m_); \
+		struct strata_reservation r_; \
+		m_ &= m_ - 1; \
+		if (st_ & STRATA_TP_FILTERED) { \
+			const void *const argv_[] = { STRATA__FE(STRATA__ARGV, __VA_ARGS__) NULL }; \
+			if (!strata_filter_pass(tp_, slot_, argv_)) \
+				continue; \
+		} \
+		if (!strata_reserve(&r_, tp_, slot_, size_)) \
+			continue; \
+		o_ = 0; \
+		STRATA__FE(STRATA__WRITE, __VA_ARGS__) \
+		strata_commit(&r_); \
+	}
 #define STRATA__EMITTER(prov, ev, ...) \
-	static __attribute__((noinline, unused)) void STRATA__EMIT(prov, ev)( \
-		struct strata_tracepoint *tp_ STRATA__FE(STRATA__PARAM, __VA_ARGS__)) \
+	static __attribute__((noinline, unused)) void STRATA__EMIT_FULL(prov, ev)( \
+		struct strata_tracepoint *tp_, uint32_t st_ STRATA__FE(STRATA__PARAM, __VA_ARGS__)) \
 	{ \
 		size_t o_ = 0; \
-		uint32_t st_ = __atomic_load_n(&tp_->state, __ATOMIC_RELAXED); \
 		uint32_t m_ = st_ & STRATA_TP_SLOTS_MASK; \
 		STRATA__FE(STRATA__SIZE, __VA_ARGS__) \
 		STRATA__PROBES(st_, STRATA__FE(STRATA__ARGV, __VA_ARGS__)) \
 		{ \
 			const size_t size_ = o_; \
-			while (m_) { \
-				unsigned slot_ = (unsigned)__builtin_ctz(m_); \
-				struct strata_reservation r_; \
-				m_ &= m_ - 1; \
-				if (st_ & STRATA_TP_FILTERED) { \
-					const void *const argv_[] = { STRATA__FE(STRATA__ARGV, __VA_ARGS__) NULL }; \
-					if (!strata_filter_pass(tp_, slot_, argv_)) \
-						continue; \
-				} \
-				if (!strata_reserve(&r_, tp_, slot_, size_)) \
-					continue; \
-				o_ = 0; \
-				STRATA__FE(STRATA__WRITE, __VA_ARGS__) \
-				strata_commit(&r_); \
-			} \
+			STRATA__EMIT_SLOTS(__VA_ARGS__) \
+		} \
+	} \
+	static __attribute__((noinline, unused)) void STRATA__EMIT(prov, ev)( \
+		struct strata_tracepoint *tp_ STRATA__FE(STRATA__PARAM, __VA_ARGS__)) \
+	{ \
+		size_t o_ = 0; \
+		const uint32_t st_ = __atomic_load_n(&tp_->state, __ATOMIC_RELAXED); \
+		uint32_t m_ = st_ & STRATA_TP_SLOTS_MASK; \
+		if (__builtin_expect(st_ & (STRATA_TP_PROBED | STRATA_TP_FILTERED), 0)) { \
+			STRATA__EMIT_FULL(prov, ev)(tp_, st_ STRATA__FE(STRATA__NAME, __VA_ARGS__)); \
+			return; \
+		} \
+		STRATA__FE(STRATA__SIZE, __VA_ARGS__) \
+		{ \
+			const size_t size_ = o_; \
+			STRATA__EMIT_SLOTS(__VA_ARGS__) \
 		} \
 	}
 

@@ -141,15 +141,20 @@ void stage(const char *name)
 	g_stages.name[g_stages.n++] = name;
 }
 
-void say(const char *a, const char *b = "", const char *c = "")
+void say_as(const char *lead, const char *a, const char *b = "", const char *c = "")
 {
 	char buf[512];
 	size_t n = 0;
-	for (const char *s : {"strata: tracing disabled for this session: ", a, b, c, "\n"})
+	for (const char *s : {"strata: ", lead, a, b, c, "\n"})
 		for (; *s && n < sizeof(buf); s++)
 			buf[n++] = *s;
 	ssize_t w = write(2, buf, n);
 	(void)w;
+}
+
+void say(const char *a, const char *b = "", const char *c = "")
+{
+	say_as("tracing disabled for this session: ", a, b, c);
 }
 
 // Writes v in decimal at out + *n (room for 10 digits needed), without
@@ -521,7 +526,15 @@ int lazy_handoff(unsigned slot, int memfd, const void *ctx)
 		size_t k = 6;
 		put_decimal(err, &k, static_cast<uint32_t>(-r));
 		err[k] = 0;
-		say("cannot hand the buffer to the consumer daemon at the first event: ", err);
+		// Not fatal: the runtime keeps the buffer and retries (slots.cpp);
+		// said for the first few failures only (a retry comes every few
+		// seconds while the daemon stays away).  Under the control lock.
+		static unsigned said;
+		if (said < 3) {
+			said++;
+			say_as("", "cannot hand the buffer to the consumer daemon (at the first event, or a retry): ",
+			       err);
+		}
 		return r;
 	}
 	return 0;

@@ -34,6 +34,14 @@ def wait_for(cond, what, timeout=30.0):
         time.sleep(0.01)
 
 
+def check_readable(check, out):
+    """babeltrace2 reads the trace at `out` with no error but the discarded
+    events' notes (a Checks item)."""
+    p = subprocess.run(["babeltrace2", out], capture_output=True, text=True)
+    errors = [l for l in p.stderr.splitlines() if "discarded" not in l and l.strip()]
+    check(p.returncode == 0 and not errors, "babeltrace2 reads the trace (%s)" % errors[:1])
+
+
 def start_daemon(consumerd, socket, env, extra=()):
     """strata-consumerd on `socket`, returned once it says it listens."""
     r, w = os.pipe()
