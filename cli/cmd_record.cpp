@@ -465,6 +465,34 @@ bool has_subtrace(const std::string &out)
 	return stat((out + "/ust").c_str(), &st) == 0 || stat((out + "/kernel").c_str(), &st) == 0;
 }
 
+// The daemon may have died while CMD ran and another taken the session up
+// from its state (docs/crash.md, "The daemon dies"): our connection, the
+// session's owner, went with the dead one.  Find the session again on the
+// same socket, for up to 10 s (the time a supervisor such as systemd's
+// Restart= takes to start the next one); the new daemon watches our pid
+// meanwhile, as the owner.  Nothing found: the STOP that follows fails and
+// the trace is repaired, as before.  A private daemon of ours that died
+// has no successor: no wait.
+void rejoin_daemon(CtlClient &cl, const std::string &sock, const std::string &session, bool private_daemon)
+{
+	proto::Message m;
+	std::string err;
+	if (cl.call(proto::Status{session}, m, err) == 0)
+		return;
+	if (private_daemon)
+		return;
+	const int64_t deadline = proto::now_ms() + 10000;
+	while (proto::now_ms() < deadline) {
+		if (cl.open(sock, err) == 0 && cl.call(proto::Status{session}, m, err) == 0 &&
+		    m.type() == proto::Type::StatusReply && !std::get<proto::StatusReply>(m.body).sessions.empty()) {
+			fprintf(stderr, "strata record: the daemon was restarted while the command ran; the new one "
+					"took the session up\n");
+			return;
+		}
+		poll(nullptr, 0, 50);
+	}
+}
+
 } // namespace
 
 int strata_cmd_record(int argc, char **argv)
@@ -730,6 +758,8 @@ int strata_cmd_record(int argc, char **argv)
 	}
 
 	// 4. complete the trace (the signals stay caught: see on_signal).
+	if (!early_signal)
+		rejoin_daemon(cl, sock, create.session, priv.pid > 0);
 	proto::Message st;
 	if (!early_signal && cl.call(proto::Status{create.session}, st, err) == 0 && st.type() == proto::Type::StatusReply &&
 	    !std::get<proto::StatusReply>(st.body).sessions.empty() &&

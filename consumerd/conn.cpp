@@ -24,6 +24,8 @@ void Daemon::send(Conn &c, uint32_t seq, proto::Body body, int pass_fd)
 {
 	if (c.table) // a table join reads no answer (grant_tables.h); refusals are logged
 		return;
+	if (state_dirty_ && c.role == proto::Role::Controller)
+		persist_sessions(); // restart.cpp: kept before a controller hears of it
 	proto::Message m;
 	m.seq = seq;
 	m.body = std::move(body);
@@ -56,6 +58,8 @@ void Daemon::flush_out(Conn &c)
 		c.out.clear();
 	if (c.out.empty())
 		return;
+	if (state_dirty_ && c.role == proto::Role::Controller)
+		persist_sessions(); // as in send()
 	int r = proto::send_all(c.fd, c.out.data(), c.out.size(), -1, proto::now_ms() + kReplyTimeoutMs);
 	c.out.clear();
 	if (r < 0)
@@ -331,6 +335,7 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 		return c.hello;
 	}
 	const bool ctl = c.role == proto::Role::Controller;
+	state_dirty_ |= ctl; // restart.cpp: sessions may change
 	if (ctl) {
 		serve_quiet();     // a command sees every process that joined from the table
 		settle_attaches(); // a command sees every buffer already handed over

@@ -202,7 +202,8 @@ int Daemon::run()
 	INFO("listening on %s (protocol %u, buffer ABI %u.%u)", path_.c_str(), proto::kVersion,
 	     STRATA_ABI_MAJOR, STRATA_ABI_MINOR);
 	sessions_.repair_after_crash();
-	tables_.remove(); // a crashed daemon's: their runs are gone
+	restore_sessions(); // restart.cpp: a crashed daemon's active sessions, taken up
+	tables_.remove();   // a crashed daemon's: their runs are gone
 	publish_tables();
 	if (opt_.ready_fd >= 0) {
 		ssize_t w = write(opt_.ready_fd, "ready\n", 6);
@@ -218,6 +219,7 @@ int Daemon::run()
 		collect_attaches(); // drains whose process did not wait (attacher.h)
 		deliver(acks_.due(false));
 		publish_tables();
+		persist_later(); // restart.cpp
 	}
 	shut_down();
 	return 0;
@@ -231,6 +233,7 @@ void Daemon::shut_down()
 	acks_.stop();
 	deliver(acks_.due(true));
 	sessions_.stop_all();
+	persist_sessions(); // none left: a clean exit ends them (restart.cpp)
 	tables_.remove();
 	conns_.clear();
 	unlink(path_.c_str());

@@ -51,6 +51,7 @@
 #include "process_registry.h"
 #include "proto/proto.h"
 #include "session_table.h"
+#include "state_store.h"
 
 namespace strata {
 namespace daemon_impl {
@@ -167,6 +168,13 @@ private:
 	void adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid,
 				std::set<std::pair<dev_t, ino_t>> &seen);
 
+	// restart.cpp: sessions kept across a crash of the daemon.
+	void persist_sessions();
+	void persist_later();
+	void restore_sessions();
+	bool restore_buffer(Session &s, const BufferRecord &b);
+	void owner_exited(pid_t pid);
+
 	// SessionTable::Host (procs.cpp, daemon.cpp).
 	void settle() override;
 	void collect() override { collect_attaches(); }
@@ -198,6 +206,13 @@ private:
 	uint64_t n_queries_ = 0, n_handoffs_ = 0;
 	bool quit_ = false;
 	bool serving_pending_ = false; // serve_pending runs: no nesting
+	// restart.cpp: the state store, whether it may be out of date, and
+	// the start times of the processes it names.
+	std::unique_ptr<StateStore> store_;
+	bool state_dirty_ = false;
+	int persist_tfd_ = -1;       // one-shot: persist_later's delay
+	bool persist_armed_ = false; // it runs
+	std::map<pid_t, uint64_t> start_times_;
 };
 
 } // namespace daemon_impl

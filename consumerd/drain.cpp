@@ -31,6 +31,7 @@
 #include "sched_policy.h"
 #include "control/names.h"
 #include "reader.h"
+#include "reattach.h"
 
 namespace strata {
 
@@ -51,6 +52,7 @@ int wait_ms()
 constexpr int kFlushTimeoutMs = 500; // in-flight commits of a live producer
 constexpr unsigned kPacketsPerRound = 64;
 constexpr unsigned kBatch = 16; // packets per write (at most kBatchBytes, drain_pool.h)
+constexpr size_t kHeldBytes = 256u << 10; // drain_once: one write while its sub-buffers are held
 
 uint64_t mono_ns()
 {
@@ -79,6 +81,11 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 		}
 	}
 	std::unique_ptr<Drain> d(new Drain());
+	struct stat st;
+	if (fstat(memfd, &st) == 0) {
+		d->buf_dev_ = st.st_dev;
+		d->buf_ino_ = st.st_ino;
+	}
 	d->reader_ = Reader::attach(memfd, &err);
 	if (d->reader_ && d->reader_->info().mode == STRATA_MODE_OVERWRITE)
 		d->snap_fd_ = fcntl(memfd, F_DUPFD_CLOEXEC, 0); // -1: no snapshots of it
@@ -92,6 +99,7 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 	}
 	d->dir_ = dir;
 	d->from_kernel_ = from_kernel;
+	d->release_early_ = from_kernel; // the module's buffers are not taken up by a restarted daemon
 	memcpy(d->uuid_, uuid, 16);
 	d->channel_ = file_safe(info.channel.empty() ? "channel0" : info.channel);
 	d->comm_ = info.comm;
@@ -121,7 +129,7 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 bool Drain::open_trace(std::string &err)
 {
 	if (!out_)
-		out_ = disk_output(dir_, channel_, n_lanes_, owner_);
+		out_ = disk_output(dir_, channel_, n_lanes_, owner_, resumed_);
 	std::vector<EventInfo> events;
 	std::vector<std::string> errors;
 	reader_->read_new_events(&events, &errors);
@@ -129,6 +137,27 @@ bool Drain::open_trace(std::string &err)
 		warn(dir_, "descriptor rejected: " + e);
 	std::string text = ctf_metadata(reader_->info().uuid, clock_, env_, stream_id_, events);
 	return out_->open(text, err);
+}
+
+bool Drain::resume(std::string &err)
+{
+	if (stage() != Stage::Made || !reader_ || out_)
+		return false;
+	std::vector<PacketTail> tails(n_lanes_);
+	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
+		const std::string path = dir_ + "/" + channel_ + "_" + std::to_string(lane);
+		if (!stream_tail(path, reader_->info().uuid, tails[lane], err))
+			return false;
+	}
+	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
+		const PacketTail &t = tails[lane];
+		if (t.packets && !reader_->resume(lane, t.seq, t.discarded, t.ts_end)) {
+			err = "lane " + std::to_string(lane) + ": its stream file goes beyond the buffer's writers";
+			return false;
+		}
+	}
+	resumed_ = true;
+	return true;
 }
 
 Drain::~Drain()
@@ -400,11 +429,18 @@ void Drain::begin_stream()
 }
 
 // One round over every lane.  True if anything was written.  Each packet
-// is copied out of the ring (validated header, then body) and its
-// sub-buffer released at once, so the writers get it back at memcpy speed,
-// not at disk speed; up to kBatchBytes of whole packets then leave in one
-// write.  (Writing straight from the mapping and releasing after the write
-// would hold the ring for the whole write, and fast writers find it full.)
+// is copied out of the ring (validated header, then body); up to
+// kBatchBytes of whole packets then leave in one write, and only then are
+// their sub-buffers released to the writers.  A daemon killed at any
+// instant thus leaves every packet it did not write in the ring, where
+// the next daemon finds it (docs/crash.md, "The daemon dies"): released
+// before the write, the writers of a process whose daemon is dead would
+// overwrite packets that were never on disk, an uncounted gap.  The ring
+// is held for the copy and one write (to the page cache): the cost is in
+// docs/crash.md.  (Writing straight from the mapping held it as long.)
+// A streamed output (relay, serial; its write may wait on a network) and a
+// kernel buffer, which a restarted daemon does not continue, release after
+// the copy.
 bool Drain::drain_once()
 {
 	if (opened()) // else open_trace reads every descriptor so far
@@ -414,12 +450,20 @@ bool Drain::drain_once()
 	bool any = false;
 	std::string err;
 	size_t ends[kBatch];
+	// Held until written (unless release_early_): at most half of a lane's
+	// ring, so that its writers always have the other half meanwhile, and
+	// kHeldBytes, so that each sub-buffer goes back after a short write.
+	const BufferInfo &bi = reader_->info();
+	const size_t max_n = release_early_ ? kBatch : std::max<size_t>(1, std::min<size_t>(kBatch, bi.n_subbuf / 2));
+	const size_t max_bytes =
+		release_early_ ? kBatchBytes : std::min<size_t>(kHeldBytes, bi.lane_stride / 2);
 	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
 		for (unsigned k = 0; k < kPacketsPerRound;) {
 			size_t n = 0;
 			bool more = true;
 			size_t len_now = 0; // bytes in batch_
-			for (; n < kBatch && k < kPacketsPerRound && (n == 0 || len_now < kBatchBytes); k++) {
+			bool peeked = false; // sub-buffers to release after the write
+			for (; n < max_n && k < kPacketsPerRound && (n == 0 || len_now < max_bytes); k++) {
 				strata_packet_header hdr;
 				const uint8_t *body = nullptr;
 				size_t len = 0;
@@ -429,7 +473,7 @@ bool Drain::drain_once()
 					more = false;
 					break;
 				}
-				any = true;
+				any = peeked = true;
 				begin_stream();
 				// validate_header bounds a packet by its sub-buffer; the
 				// check keeps batch_ safe whatever a future reader allows.
@@ -438,7 +482,6 @@ bool Drain::drain_once()
 					err = "packet larger than its sub-buffer";
 				}
 				if (st != ReadStatus::kPacket) {
-					reader_->release(lane);
 					counters_.errors.fetch_add(1, std::memory_order_relaxed);
 					if (reader_->stats().incomplete_dropped != dropped) // its process died: said each time
 						warn(dir_, "lane " + std::to_string(lane) + ": packet skipped: " + err);
@@ -448,7 +491,8 @@ bool Drain::drain_once()
 				}
 				memcpy(batch_ + len_now, &hdr, sizeof hdr);
 				memcpy(batch_ + len_now + sizeof hdr, body, len);
-				reader_->release(lane); // copied: the writers may reuse it
+				if (release_early_) // not continued after a crash: the writers need it more
+					reader_->release(lane);
 				// The records, on our copy: what the producer changes in
 				// the ring from now on cannot reach the trace.
 				len_now += reader_->check_records(lane, batch_ + len_now, sizeof hdr + len, &err);
@@ -464,6 +508,8 @@ bool Drain::drain_once()
 				struct iovec iov = {batch_, len_now};
 				write_packets(lane, &iov, 1, ends, n);
 			}
+			if (peeked) // written (or counted lost), or skipped
+				reader_->release(lane);
 			if (!more)
 				break;
 		}

@@ -66,7 +66,14 @@ public:
 	void set_wait_fd(int fd);
 	// Before start(): where the packets go (output.h); without it, the
 	// disk output in dir() (today's layout).
-	void set_output(std::unique_ptr<Output> out) { out_ = std::move(out); }
+	// A streamed output (relay, serial) is not continued by a restarted
+	// daemon: its sub-buffers go back to the writers as soon as they are
+	// copied, not after the write (drain_once), which can wait on a network.
+	void set_output(std::unique_ptr<Output> out)
+	{
+		out_ = std::move(out);
+		release_early_ = true;
+	}
 	// Before start(): the buffer comes out of a crash image (recover.cpp):
 	// the reader's clock says nothing of when its packets were written
 	// (a kdump capture kernel's clock starts again from boot), so no
@@ -136,6 +143,18 @@ public:
 
 	const std::string &dir() const { return dir_; }
 	const uint8_t *uuid() const { return uuid_; }
+	// The buffer's memfd as attached (st_dev, st_ino): what a restarted
+	// daemon looks for among its process's descriptors (docs/crash.md).
+	uint64_t buffer_dev() const { return buf_dev_; }
+	uint64_t buffer_ino() const { return buf_ino_; }
+	// Before start(): dir() is a previous daemon's sub-trace of this very
+	// buffer (the daemon restarted, docs/crash.md).  Each lane's stream
+	// file is cut back to its last whole packet and continued after it
+	// (Reader::resume: what is on disk is not written again, counters
+	// follow on); the metadata is written again whole at the first packet.
+	// False with `err` when a stream file cannot be read or belongs to
+	// another buffer: then nothing was changed.
+	bool resume(std::string &err);
 	const DrainCounters &counters() const { return counters_; }
 	// The last failure of this sub-trace's output ("cannot write PATH: No
 	// space left on device"), "" if none; any thread.
@@ -215,6 +234,9 @@ private:
 	int snap_fd_ = -1;
 	uint64_t final_activity_ = 0; // activity() at finish(); main thread only
 	bool from_kernel_ = false;
+	bool resumed_ = false; // resume(): the disk output replaces the metadata
+	bool release_early_ = false; // set_output(), a kernel buffer: release after the copy (drain_once)
+	uint64_t buf_dev_ = 0, buf_ino_ = 0;
 	uint8_t uuid_[16] = {};
 	std::atomic<Stage> stage_{Stage::Made};
 	// The main thread's request to end (finish()), not a stage: finish_ is

@@ -61,9 +61,12 @@ public:
 };
 
 // Today's layout: `dir`/metadata and `dir`/<channel>_<lane>, created on the
-// first packet, owned by `owner`.
+// first packet, owned by `owner`.  resume: `dir` is a previous daemon's
+// sub-trace of the same buffer (docs/crash.md): open() replaces its
+// metadata (a new file renamed over it) and packets are appended to the
+// stream files there.
 std::unique_ptr<Output> disk_output(const std::string &dir, const std::string &channel, uint32_t n_lanes,
-				    const Owner &owner);
+				    const Owner &owner, bool resume = false);
 
 } // namespace strata
 #endif

@@ -59,8 +59,9 @@ bool write_all(int fd, const void *p, size_t n)
 
 class DiskOutput : public Output {
 public:
-	DiskOutput(const std::string &dir, const std::string &channel, uint32_t n_lanes, const Owner &owner)
-		: dir_(dir), channel_(channel), owner_(owner), fds_(n_lanes, -1), sizes_(n_lanes, 0)
+	DiskOutput(const std::string &dir, const std::string &channel, uint32_t n_lanes, const Owner &owner,
+		   bool resume)
+		: dir_(dir), channel_(channel), owner_(owner), fds_(n_lanes, -1), sizes_(n_lanes, 0), resume_(resume)
 	{
 	}
 	~DiskOutput() override { close(); }
@@ -73,6 +74,8 @@ public:
 			return false;
 		}
 		const std::string path = dir_ + "/metadata";
+		if (resume_)
+			return replace_metadata(text, err);
 		metadata_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
 		if (metadata_fd_ < 0) {
 			err = "cannot create " + path + ": " + strerror(errno);
@@ -173,6 +176,28 @@ public:
 	}
 
 private:
+	// A resumed sub-trace: the whole metadata, written beside the old one
+	// and renamed over it, so that a kill leaves one or the other whole.
+	bool replace_metadata(const std::string &text, std::string &err)
+	{
+		const std::string path = dir_ + "/metadata", tmp = path + ".resume";
+		int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0640);
+		if (fd < 0 || !write_all(fd, text.data(), text.size()) || fsync(fd) != 0 ||
+		    rename(tmp.c_str(), path.c_str()) != 0) {
+			err = "cannot write " + tmp + ": " + strerror(errno);
+			if (fd >= 0)
+				::close(fd);
+			unlink(tmp.c_str());
+			return false;
+		}
+		owner_.apply(fd);
+		metadata_fd_ = fd;
+		metadata_size_ = text.size();
+		metadata_text_ = text;
+		resume_ = false; // a remake() later creates afresh
+		return true;
+	}
+
 	// The stream file was removed (its directory deleted under the
 	// session): make the directory, the metadata (whole) and the stream
 	// files again from the next packet on.  What went into the removed
@@ -225,14 +250,15 @@ private:
 	int metadata_fd_ = -1;
 	std::vector<int> fds_;
 	std::vector<uint64_t> sizes_;
+	bool resume_ = false;
 };
 
 } // namespace
 
 std::unique_ptr<Output> disk_output(const std::string &dir, const std::string &channel, uint32_t n_lanes,
-				    const Owner &owner)
+				    const Owner &owner, bool resume)
 {
-	return std::make_unique<DiskOutput>(dir, channel, n_lanes, owner);
+	return std::make_unique<DiskOutput>(dir, channel, n_lanes, owner, resume);
 }
 
 } // namespace strata

@@ -417,6 +417,20 @@ void SessionTable::note_joined(const Proc &p)
 // socket repairs those directories before anything else
 // (repair_after_crash): a stream file cut inside a packet by the kill is
 // trimmed to its last whole packet, so babeltrace2 reads the trace again.
+bool SessionTable::adopt(std::unique_ptr<Session> s)
+{
+	for (auto &x : sessions_)
+		if (x->name == s->name || x->slot == s->slot)
+			return false;
+	s->id = next_session_id_++;
+	s->state = proto::SessionState::Active;
+	next_run_id_ = std::max(next_run_id_, s->run_id + 1);
+	sessions_.push_back(std::move(s));
+	save_active();
+	host_.changed();
+	return true;
+}
+
 void SessionTable::save_active()
 {
 	const std::string file = cfg_.socket_path + ".active", tmp = file + ".tmp";

@@ -131,6 +131,10 @@ public:
 	void note_joined(const Proc &p);
 	// A crashed daemon's active outputs repaired (at start).
 	void repair_after_crash();
+	// A session taken up from a dead daemon's state (restart.cpp): ACTIVE,
+	// keeping its run id (what grants name), with a fresh id.  False (not
+	// taken) if its name or its slot is taken already.
+	bool adopt(std::unique_ptr<Session> s);
 
 private:
 	Answer open_links(const Caller &c, const proto::Create &m, std::shared_ptr<RelayLink> &link,

@@ -534,6 +534,32 @@ ReadStatus Reader::peek_packet(uint32_t lane, strata_packet_header *hdr, const u
 	return st;
 }
 
+bool Reader::resume(uint32_t lane, uint64_t last_seq, uint64_t last_discarded, uint64_t last_ts_end)
+{
+	if (lane >= info_.n_lanes || last_seq >= UINT64_MAX / info_.subbuf_size)
+		return false;
+	LaneState &ls = lanes_[lane];
+	const uint64_t S = info_.subbuf_size;
+	const uint64_t next = (last_seq + 1) * S;
+	// Acquire: pairs with the writers' release of head (as lane_position).
+	const uint64_t head = __atomic_load_n(&lane_ctl(lane)->head, __ATOMIC_ACQUIRE);
+	// The previous consumer released only what it wrote (drain.cpp), so
+	// `next` is at or after our start (consumed), and never beyond what
+	// the writers reached.  Before it (a write that failed: counted lost
+	// then), the sequence numbers show the gap.
+	if (next > ((head + S - 1) & ~(S - 1)))
+		return false;
+	if (next > ls.rpos) {
+		ls.rpos = next;
+		release(lane); // on disk already: the writers may have them back
+	}
+	ls.next_seq = std::max(next, ls.rpos) / S;
+	ls.last_ts_end = last_ts_end;
+	ls.last_discarded = last_discarded;
+	ls.have_packet = true;
+	return true;
+}
+
 void Reader::release(uint32_t lane)
 {
 	if (lane >= info_.n_lanes)

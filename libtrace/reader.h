@@ -191,6 +191,15 @@ public:
 	// ABI minor < 2, which does not know the flag.
 	bool stream_overwrite(bool producer_dead = false);
 
+	// A consumer that takes over a buffer another consumer drained (the
+	// daemon restarted, docs/crash.md): `lane` continues a stream file
+	// whose last whole packet is `last_seq`, with cumulative
+	// `last_discarded` and `last_ts_end`.  The next packet returned is
+	// last_seq + 1 (the ones before it are on disk: released, not read
+	// again), and its counters must follow on.  Call right after attach,
+	// before reading; false (nothing changed) if last_seq + 1 lies beyond
+	// the lane's write position (not this buffer's stream).
+	bool resume(uint32_t lane, uint64_t last_seq, uint64_t last_discarded, uint64_t last_ts_end);
 	// Cumulative events the writers discarded in `lane` (shared counter).
 	uint64_t lane_discarded(uint32_t lane) const;
 	// The lane's write position (`head`, shared, unvalidated; acquire, see

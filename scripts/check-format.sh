@@ -34,11 +34,16 @@ consumerd/log.cpp
 consumerd/log.h
 consumerd/process_registry.cpp
 consumerd/process_registry.h
+consumerd/reattach.cpp
+consumerd/reattach.h
+consumerd/restart.cpp
 consumerd/sched_policy.cpp
 consumerd/sched_policy.h
 consumerd/session.h
 consumerd/session_table.cpp
 consumerd/session_table.h
+consumerd/state_store.cpp
+consumerd/state_store.h
 libtrace/change_hook.cpp
 libtrace/probe_report.cpp
 libtrace/runtime.h
@@ -46,6 +51,8 @@ libtrace/writer.cpp
 libtrace/writer_hooks.h
 tests/unit/session_table_test.cpp
 tp-async/tp_async.c
+tests/control/restart_app.c
+tests/unit/state_store_test.cpp
 tp-sync/tp_sync.c
 tests/e2e/list_target.c
 "

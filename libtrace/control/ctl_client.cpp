@@ -20,6 +20,10 @@ CtlClient::~CtlClient()
 
 int CtlClient::open(const std::string &path, std::string &err)
 {
+	if (fd_ >= 0) { // again (strata record after a daemon restart)
+		close(fd_);
+		fd_ = -1;
+	}
 	const char *t = getenv("STRATA_CTL_TIMEOUT_MS");
 	if (t && *t && atoi(t) > 0)
 		timeout_ms = atoi(t);

@@ -1,0 +1,176 @@
+/*
+ * reattach.cpp - see reattach.h.
+ */
+#include "reattach.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "repair.h"
+#include "strata_abi.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+namespace strata {
+
+uint64_t proc_start_time(uint32_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%u/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	// comm may hold spaces and parentheses: the fields follow the last ')'.
+	const char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	p++;
+	for (int field = 3; field <= 22 && *p; field++) { // p at the space before `field`
+		while (*p == ' ')
+			p++;
+		if (field == 22)
+			return strtoull(p, nullptr, 10);
+		while (*p && *p != ' ')
+			p++;
+	}
+	return 0;
+}
+
+namespace {
+
+// The fd number under which `pid` holds the file (dev, ino), -1 if none.
+int find_fd(uint32_t pid, uint64_t dev, uint64_t ino)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%u/fd", pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -1;
+	int found = -1;
+	while (struct dirent *e = readdir(d)) {
+		char *end = nullptr;
+		const long n = strtol(e->d_name, &end, 10);
+		if (end == e->d_name || *end || n < 0 || n > INT32_MAX)
+			continue;
+		char link[96], target[64];
+		snprintf(link, sizeof link, "%s/%ld", path, n);
+		// Only memfds: stat() of any other link could block (a FIFO's
+		// open is not done by stat, but a FUSE file's getattr could).
+		const ssize_t len = readlink(link, target, sizeof target - 1);
+		if (len <= 0)
+			continue;
+		target[len] = 0;
+		if (strncmp(target, "/memfd:", 7) != 0)
+			continue;
+		struct stat st;
+		if (stat(link, &st) == 0 && st.st_dev == dev && st.st_ino == ino) {
+			found = static_cast<int>(n);
+			break;
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+} // namespace
+
+int reclaim_memfd(uint32_t pid, uint64_t start_time, uint64_t dev, uint64_t ino, std::string &err)
+{
+	// The pidfd first: from here on it names one process, whatever
+	// happens to the pid; the start time then says whether it is ours.
+	const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+	if (pidfd < 0) {
+		err = errno == ESRCH ? "exited" : std::string("pidfd_open: ") + strerror(errno);
+		return -1;
+	}
+	int fd = -1;
+	if (proc_start_time(pid) != start_time || start_time == 0) {
+		err = "exited (its pid now names another process)";
+	} else {
+		const int target = find_fd(pid, dev, ino);
+		if (target < 0) {
+			err = "no longer holds the buffer (its session slot closed, or it exited)";
+		} else {
+			fd = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, target, 0));
+			if (fd < 0)
+				err = std::string("pidfd_getfd: ") + strerror(errno);
+		}
+	}
+	close(pidfd);
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != dev || st.st_ino != ino)) {
+		// It closed that fd and another file took its number in between.
+		close(fd);
+		fd = -1;
+		err = "no longer holds the buffer (its descriptor changed)";
+	}
+	return fd;
+}
+
+bool stream_tail(const std::string &path, const uint8_t uuid[16], PacketTail &tail, std::string &err)
+{
+	tail = PacketTail();
+	struct stat st;
+	if (stat(path.c_str(), &st) != 0) {
+		if (errno == ENOENT)
+			return true;
+		err = "cannot stat " + path + ": " + strerror(errno);
+		return false;
+	}
+	uint64_t cut = 0;
+	std::string why;
+	if (repair_stream_file(path, cut, why) < 0) {
+		err = "cannot repair " + path + ": " + why;
+		return false;
+	}
+	int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = "cannot open " + path + ": " + strerror(errno);
+		return false;
+	}
+	const off_t size = lseek(fd, 0, SEEK_END);
+	uint64_t off = 0;
+	bool ok = true;
+	while (ok && off + STRATA_PACKET_HEADER_SIZE <= static_cast<uint64_t>(size)) {
+		strata_packet_header ph;
+		if (pread(fd, &ph, sizeof ph, static_cast<off_t>(off)) != static_cast<ssize_t>(sizeof ph)) {
+			err = "cannot read " + path + ": " + strerror(errno);
+			ok = false;
+			break;
+		}
+		const uint64_t len = ph.packet_size / 8;
+		if (ph.magic != STRATA_CTF_MAGIC || memcmp(ph.uuid, uuid, 16) != 0 || ph.packet_size % 8 ||
+		    len < STRATA_PACKET_HEADER_SIZE || len > static_cast<uint64_t>(size) - off) {
+			err = path + ": the packet at byte " + std::to_string(off) +
+			      " is not of this buffer's trace";
+			ok = false;
+			break;
+		}
+		tail.packets++;
+		tail.seq = ph.packet_seq_num;
+		tail.discarded = ph.events_discarded;
+		tail.ts_end = ph.timestamp_end;
+		off += len;
+	}
+	close(fd);
+	return ok;
+}
+
+} // namespace strata

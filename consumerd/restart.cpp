@@ -1,0 +1,255 @@
+/*
+ * restart.cpp - the daemon's side of "a daemon that comes back loses
+ * nothing its processes still hold" (docs/crash.md, "The daemon dies"):
+ * the glue between the session table and the state store (state_store.h),
+ * and the taking up of a dead predecessor's sessions (reattach.h).
+ *
+ * Contract: main thread only.  persist_sessions() runs 20 ms after the end
+ * of an event-loop turn in which something it records may have changed
+ * (state_dirty_: a controller's message, a buffer integrated, a process
+ * exit; persist_later), and before any answer leaves for a controller
+ * (send, flush_out):
+ * what a controller was told (a session started, N buffers) is kept
+ * before it hears it; restore_sessions() once at start, before the first connection is
+ * served, after repair_after_crash().  What is kept: every ACTIVE disk
+ * session (its definition, its clock, its run id) and, per buffer being
+ * drained of a live process, the process (pid and start time), the memfd
+ * (dev, ino), the trace uuid and the sub-trace directory.  Not kept:
+ * sessions streamed to a relay or a serial line, trigger companions,
+ * created or stopped sessions, kernel buffers, the session's mirror in the
+ * kernel module (docs/crash.md, "Limits").
+ */
+#include "daemon_impl.h"
+
+#include <cerrno>
+#include <cstring>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+
+#include "control/names.h"
+#include "reattach.h"
+#include "state_store.h"
+
+namespace strata {
+namespace daemon_impl {
+
+namespace {
+
+bool kept(const Session &s)
+{
+	return s.state == proto::SessionState::Active && !s.streamed() && !s.companion_of;
+}
+
+// A restored session owned by `strata record` is owned by record's pid
+// (its connection died with the daemon): SessionTable::end_owned ends it
+// with this stand-in connection id when that pid exits.  Real connection
+// ids count up from 1 and never reach the bit.
+constexpr uint64_t kPidOwner = uint64_t(1) << 63;
+
+constexpr long kPersistDelayNs = 20000000; // persist_later
+
+} // namespace
+
+void Daemon::persist_sessions()
+{
+	state_dirty_ = false;
+	if (!store_)
+		return;
+	// Which live process holds each drain's buffer.
+	std::map<const Drain *, const Proc *> holder;
+	for (auto &kv : procs_.all())
+		if (!kv.second.gone)
+			for (const Drain *d : kv.second.drains)
+				holder[d] = &kv.second;
+	std::set<std::string> names;
+	for (auto &sp : sessions_.all()) {
+		const Session &s = *sp;
+		if (!kept(s))
+			continue;
+		SessionRecord r;
+		r.name = s.name;
+		r.id = s.id;
+		r.run_id = s.run_id;
+		r.slot = s.slot;
+		r.uid = s.uid;
+		r.owner_uid = s.owner.uid;
+		r.owner_gid = s.owner.gid;
+		r.out = s.out;
+		r.channel = s.channel;
+		r.rules = s.rules;
+		for (const Target &t : s.targets)
+			r.targets.push_back({t.pids, t.names});
+		r.clock = s.clock;
+		if (s.owner_conn & kPidOwner) {
+			r.owner_pid = static_cast<uint32_t>(s.owner_conn & ~kPidOwner);
+		} else if (s.owner_conn) {
+			const Conn *c = conn_by_id(s.owner_conn);
+			r.owner_pid = c ? static_cast<uint32_t>(c->cred.pid) : 0;
+		}
+		for (auto &d : s.drains) {
+			auto h = holder.find(d.get());
+			if (h == holder.end() || d->finished() || !d->buffer_ino())
+				continue;
+			const Proc &p = *h->second;
+			BufferRecord b;
+			b.pid = static_cast<uint32_t>(p.pid);
+			auto st = start_times_.find(p.pid);
+			if (st == start_times_.end())
+				st = start_times_
+					     .emplace(p.pid, proc_start_time(static_cast<uint32_t>(p.pid)))
+					     .first;
+			b.start_time = st->second;
+			b.dev = d->buffer_dev();
+			b.ino = d->buffer_ino();
+			memcpy(b.uuid, d->uuid(), 16);
+			b.signo = p.kmod ? 0 : p.signo; // a module process is the module's to signal
+			b.uid = p.uid;
+			b.comm = p.comm;
+			b.dir = d->dir();
+			r.buffers.push_back(b);
+		}
+		names.insert(s.name);
+		if (!store_->save(r))
+			logf("session %s: cannot keep its state in %s (%s): a crash of this daemon would end "
+			     "it",
+			     s.name.c_str(), store_->dir().c_str(), strerror(errno));
+	}
+	for (const std::string &n : store_->names())
+		if (!names.count(n))
+			store_->remove(n);
+	// Start times of processes gone: a pid may come back as another.
+	for (auto it = start_times_.begin(); it != start_times_.end();)
+		it = procs_.find(it->first) ? std::next(it) : start_times_.erase(it);
+}
+
+// End of an event-loop turn: what changed is kept kPersistDelayNs later,
+// in one write for a burst of hand-overs, off the moment a process starts
+// (a save costs the main thread ~0.14 ms, which on the starting process's
+// CPU would delay it: docs/crash.md).  A controller's answer does not
+// wait for it (send, flush_out).
+void Daemon::persist_later()
+{
+	if (!state_dirty_ || persist_armed_)
+		return;
+	struct itimerspec its = {};
+	its.it_value.tv_nsec = kPersistDelayNs;
+	if (persist_tfd_ >= 0 && timerfd_settime(persist_tfd_, 0, &its, nullptr) == 0)
+		persist_armed_ = true;
+	else
+		persist_sessions();
+}
+
+// One buffer of a restored session: taken back from its process and
+// drained on from where its sub-trace ends.
+bool Daemon::restore_buffer(Session &s, const BufferRecord &b)
+{
+	std::string err;
+	const int fd = reclaim_memfd(b.pid, b.start_time, b.dev, b.ino, err);
+	if (fd < 0) {
+		logf("session %s: pid %u (%s) %s: what its buffer held beyond %s is lost", s.name.c_str(),
+		     b.pid, b.comm.c_str(), err.c_str(), b.dir.c_str());
+		return false;
+	}
+	TraceEnv env;
+	env.procname = b.comm;
+	env.pid = b.pid;
+	env.hostname = hostname_;
+	std::unique_ptr<Drain> d = Drain::create(fd, b.uuid, b.dir, s.clock, env, s.owner, err);
+	if (!d || !d->resume(err)) {
+		logf("session %s: pid %u (%s): its buffer cannot be taken up (%s)", s.name.c_str(), b.pid,
+		     b.comm.c_str(), err.c_str());
+		return false;
+	}
+	Proc &p = procs_.get(static_cast<pid_t>(b.pid), static_cast<uid_t>(b.uid));
+	if (p.gone) { // exited between the two looks
+		if (p.drains.empty())
+			procs_.erase(p.pidfd);
+		return false;
+	}
+	p.comm = b.comm;
+	if (b.signo && !p.signo)
+		p.signo = b.signo;
+	if (p.date.empty())
+		p.date = local_timestamp();
+	start_times_[p.pid] = b.start_time;
+	d->start();
+	p.drains.push_back(d.get());
+	s.drains.push_back(std::move(d));
+	return true;
+}
+
+void Daemon::restore_sessions()
+{
+	store_ = std::make_unique<StateStore>(path_ + ".state");
+	persist_tfd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (persist_tfd_ >= 0 && !loop_.add(persist_tfd_, EPOLLIN, [this] {
+		    uint64_t n;
+		    if (read(persist_tfd_, &n, sizeof n) < 0 && errno != EAGAIN)
+			    return;
+		    persist_armed_ = false;
+		    if (state_dirty_)
+			    persist_sessions();
+	    })) {
+		close(persist_tfd_);
+		persist_tfd_ = -1; // then persist_later saves at once
+	}
+	std::vector<std::string> errors;
+	std::vector<SessionRecord> recs = store_->load(errors);
+	for (const std::string &e : errors)
+		logf("previous daemon's state: %s: ignored", e.c_str());
+	std::vector<std::pair<uint32_t, uid_t>> owners;
+	for (const SessionRecord &r : recs) {
+		auto s = std::make_unique<Session>();
+		s->run_id = r.run_id;
+		s->name = r.name;
+		s->slot = r.slot;
+		s->uid = r.uid;
+		s->owner.uid = r.owner_uid;
+		s->owner.gid = r.owner_gid;
+		s->out = r.out;
+		s->channel = r.channel;
+		s->rules = r.rules;
+		for (const TargetRecord &t : r.targets)
+			s->targets.push_back({t.pids, t.names});
+		s->targets.resize(s->rules.size());
+		s->clock = r.clock;
+		if (r.owner_pid)
+			s->owner_conn = kPidOwner | r.owner_pid;
+		Session &ref = *s;
+		if (!sessions_.adopt(std::move(s))) {
+			logf("previous daemon's session %s: its name or slot %u is taken: ignored",
+			     r.name.c_str(), r.slot);
+			continue;
+		}
+		unsigned n = 0;
+		for (const BufferRecord &b : r.buffers)
+			n += restore_buffer(ref, b) ? 1 : 0;
+		if (r.owner_pid)
+			owners.push_back({r.owner_pid, ref.uid});
+		INFO("previous daemon ended with session %s active: taken up, %u of %zu buffer(s) "
+		     "re-attached",
+		     r.name.c_str(), n, r.buffers.size());
+	}
+	state_dirty_ = true;
+	// An owner (strata record) watched as a process: its exit ends its
+	// session (on_exit); one that ended while no daemon ran, at once.
+	for (auto &o : owners)
+		if (procs_.get(static_cast<pid_t>(o.first), o.second).gone)
+			owner_exited(static_cast<pid_t>(o.first));
+}
+
+void Daemon::owner_exited(pid_t pid)
+{
+	state_dirty_ = true;
+	if (pid <= 0)
+		return;
+	for (const Answer &a : sessions_.end_owned(kPidOwner | static_cast<uint32_t>(pid), pid))
+		if (a.notify)
+			acks_.signal(a.who, -1, a.kgen);
+	if (Proc *p = procs_.find(pid))
+		if (p->gone && p->drains.empty())
+			procs_.erase(p->pidfd); // a stand-in made only to watch it
+}
+
+} // namespace daemon_impl
+} // namespace strata

@@ -1,0 +1,268 @@
+#!/usr/bin/python3
+"""A daemon that comes back loses nothing its processes still hold
+(docs/crash.md, "The daemon dies").
+
+PROCS processes x THREADS threads of restart_app emit numbered events
+rstest:seq {proc, thread, i} into one session while strata-consumerd is
+killed with SIGKILL KILLS times and started again each time on the same
+socket.  Each kill comes at a different point of a phase of the run: the
+test reads how many events each thread emitted (the app's shared counter
+file) and kills once they passed a chosen fraction of the phase; the app's
+threads wait at each phase's end until the test let the next phase go,
+which it does once the new daemon answers with every buffer re-attached
+(`strata status`: PROCS buffers).  So kills fall while the writers run, and
+no sleep is used to synchronise.  While no daemon runs, the writers fill
+their small rings (4 x 4 KiB per lane) and then discard (counted in the
+packets) or, with --blocking, wait and then discard.
+
+Oracle, per thread, in the order of its stream (one owned lane per
+thread): every event i follows the previous one plus the events babeltrace2
+says were discarded in between (no duplicate, no uncounted gap), the last
+one plus the discarded after it is EVENTS - 1; recorded + discarded ==
+emitted exactly over the run; no packet is missing (no discarded-packets
+message); babeltrace2 reads the trace with no error.
+
+Modes: `session` (strata create/start, 10 kills), `blocking` (the same
+with --blocking), `record` (`strata record` runs the app: its session is
+owned by record's connection; the daemon is killed and restarted while
+record waits for the app, record finds its daemon again to stop the
+session, and exits with the app's status 0), `record_killed` (record is
+killed with SIGKILL while no daemon runs: the next daemon finds the
+session's owner gone and ends the session at once, as the closed
+connection would have: the trace is complete up to there and readable,
+no session and no state is left, the app goes on untraced), `proc_killed`
+(at the first kill, one app process is killed too while no daemon runs:
+its buffer goes with it, the new daemon takes up the other two, whose
+events keep the exact oracle; the dead one's keep theirs up to where it
+died, without a duplicate).
+"""
+import argparse
+import mmap
+import os
+import re
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from strata_testlib import Checks, start_daemon, wait_for  # noqa: E402
+
+
+class State:
+    """One app process's shared file: word 0 the phase allowed, word 1 + t
+    the events thread t emitted."""
+
+    def __init__(self, path, threads):
+        with open(path, "wb") as f:
+            f.write(b"\0" * 4096)
+        self.f = open(path, "r+b")
+        self.m = mmap.mmap(self.f.fileno(), 4096)
+        self.threads = threads
+
+    def allow(self, phase):
+        self.m[0:8] = struct.pack("<Q", phase)
+
+    def emitted(self, t):
+        return struct.unpack_from("<Q", self.m, 8 * (1 + t))[0]
+
+
+def n_buffers(strata, env, session):
+    p = subprocess.run([strata, "status", session], env=env, capture_output=True, text=True)
+    m = re.search(r"recorded: (\d+) buffer", p.stdout)
+    return int(m.group(1)) if p.returncode == 0 and m else -1
+
+
+def stream_files(out):
+    n = 0
+    for root, _, files in os.walk(out):
+        n += sum(1 for f in files if f.startswith("channel0_") and os.path.getsize(os.path.join(root, f)) > 0)
+    return n
+
+
+def scan(out, events, check, dead=()):
+    """The oracle (module docstring) over the trace in `out`; the threads
+    of the processes in `dead` need not reach the end."""
+    import bt2
+    last = {}      # (proc, thread) -> last i seen
+    owner = {}     # stream -> (proc, thread)
+    pending = {}   # stream -> discarded since its last event
+    recorded = discarded = dup_or_gap = lost_packets = 0
+    first_bad = None
+    for m in bt2.TraceCollectionMessageIterator(out):
+        if type(m) is bt2._DiscardedEventsMessageConst:
+            pending[m.stream.addr] = pending.get(m.stream.addr, 0) + (m.count or 0)
+            discarded += m.count or 0
+        elif type(m) is bt2._DiscardedPacketsMessageConst:
+            lost_packets += 1
+        elif type(m) is bt2._EventMessageConst:
+            f = m.event.payload_field
+            key = (int(f["proc"]), int(f["thread"]))
+            i = int(f["i"])
+            s = m.event.stream.addr
+            if owner.setdefault(s, key) != key:
+                dup_or_gap += 1
+                first_bad = first_bad or "stream shared by %s and %s" % (owner[s], key)
+            want = last.get(key, -1) + 1 + pending.pop(s, 0)
+            if i != want:
+                dup_or_gap += 1
+                first_bad = first_bad or "thread %s: event %d where %d was expected" % (key, i, want)
+            last[key] = i
+            recorded += 1
+    for s, n in pending.items():  # discarded after a stream's last event
+        key = owner.get(s)
+        if key is not None:
+            last[key] = last[key] + n
+    ends_ok = all(v == events - 1 for k, v in last.items() if k[0] not in dead)
+    check(dup_or_gap == 0, "every event follows the previous one of its thread plus the counted discards "
+          "(%d violation(s)%s)" % (dup_or_gap, ": " + first_bad if first_bad else ""))
+    check(ends_ok, "every thread's last event plus the discards after it is the last emitted (%s)" %
+          sorted(last.items())[:8])
+    check(lost_packets == 0, "no packet missing (%d discarded-packets messages)" % lost_packets)
+    live = sum(1 for k in last if k[0] not in dead)
+    return recorded, discarded, len(last), live
+
+
+def bt_errors(out):
+    p = subprocess.run(["babeltrace2", out], capture_output=True, text=True)
+    errors = [l for l in p.stderr.splitlines() if " E " in l or "ERROR" in l]
+    return p.returncode, errors
+
+
+def record_killed(a, check, d, rec, state, env, sock, out, session, events, phases):
+    """The `record_killed` mode, from the first packets on disk."""
+    d.send_signal(signal.SIGKILL)
+    d.wait()
+    rec.send_signal(signal.SIGKILL)
+    rec.wait()
+    d = start_daemon(a.consumerd, sock, env)
+    p = subprocess.run([a.strata, "status", session], env=env, capture_output=True, text=True)
+    check(p.returncode != 0, "the new daemon ended the session of the dead record (status: %s)" %
+          (p.stdout + p.stderr).strip().splitlines()[:1])
+    check(not os.listdir(sock + ".state"), "no session state left")
+    state.allow(phases)  # the app goes on, untraced, and exits
+    d.send_signal(signal.SIGTERM)
+    d.wait(timeout=60)
+    rc, errors = bt_errors(out)
+    check(rc == 0 and not errors, "babeltrace2 reads the trace with no error (status %d, %s)" % (rc, errors[:2]))
+    import bt2
+    seen, dup = {}, 0
+    for m in bt2.TraceCollectionMessageIterator(out):
+        if type(m) is bt2._EventMessageConst:
+            f = m.event.payload_field
+            key = (int(f["thread"]), int(f["i"]))
+            dup += key in seen
+            seen[key] = 1
+    per_thread = [sum(1 for k in seen if k[0] == t) for t in range(a.threads)]
+    check(dup == 0 and all(n > 0 for n in per_thread), "events of every thread, no duplicate (%s, %d dup)" %
+          (per_thread, dup))
+    check.finish()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--strata", required=True)
+    ap.add_argument("--consumerd", required=True)
+    ap.add_argument("--app", required=True)
+    ap.add_argument("--mode", choices=("session", "blocking", "record", "record_killed", "proc_killed"), default="session")
+    ap.add_argument("--kills", type=int, default=10)
+    ap.add_argument("--procs", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--events", type=int, default=0, help="per thread (default: 2000 per phase)")
+    ap.add_argument("--block-ms", type=int, default=200, help="blocking mode's timeout")
+    a = ap.parse_args()
+    phases = a.kills + 1
+    events = a.events or 2000 * phases
+    per = events // phases
+    recording = a.mode.startswith("record")
+    procs = 1 if recording else a.procs
+    work = tempfile.mkdtemp(prefix="strata-restart-")
+    sock = os.path.join(work, "sock")
+    env = dict(os.environ, STRATA_CONSUMERD_SOCKET=sock)
+    out = os.path.join(work, "trace")
+    check = Checks()
+
+    def strata(*args):
+        subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
+
+    d = start_daemon(a.consumerd, sock, env)
+    geometry = ["--subbuf-size", "4096", "--subbuf-count", "4", "--lanes", str(2 * a.threads)]
+    states = [State(os.path.join(work, "state%d" % p), a.threads) for p in range(procs)]
+    apps = []
+    session = "s"
+    if recording:
+        rec = subprocess.Popen([a.strata, "record", "-o", out] + geometry + ["-e", "rstest:*", "--",
+                               a.app, "0", str(a.threads), str(events), str(phases), states[0].f.name],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        session = "record-%d" % rec.pid
+    else:
+        extra = ["--blocking=%d" % a.block_ms] if a.mode == "blocking" else []
+        strata("create", session, "-o", out, *geometry, *extra)
+        strata("enable-event", session, "rstest:*")
+        strata("start", session)
+        for p in range(procs):
+            apps.append(subprocess.Popen([a.app, str(p), str(a.threads), str(events), str(phases),
+                                          states[p].f.name], env=env, stdout=subprocess.DEVNULL))
+
+    def emitted():
+        return sum(s.emitted(t) for s in states for t in range(a.threads))
+
+    # Every buffer joined and every lane's first packet on disk (babeltrace2
+    # counts the discards of a stream from its first packet on).
+    wait_for(lambda: n_buffers(a.strata, env, session) == procs, "%d buffers in the session" % procs, 60)
+    wait_for(lambda: stream_files(out) >= procs * a.threads, "a packet of every thread on disk", 60)
+    if a.mode == "record_killed":
+        return record_killed(a, check, d, rec, states[0], env, sock, out, session, events, phases)
+    total = procs * a.threads
+    dead = set()
+    for k in range(a.kills):
+        # A different instant of each phase: 5% .. 95% of it emitted.
+        frac = 0.05 + 0.9 * ((k * 7) % 10) / 10
+        target = int((total - a.threads * len(dead)) * (k * per + frac * per)) + sum(
+            states[p].emitted(t) for p in dead for t in range(a.threads))
+        wait_for(lambda: emitted() >= target, "%d events emitted before kill %d" % (target, k + 1), 120)
+        d.send_signal(signal.SIGKILL)
+        d.wait()
+        if a.mode == "proc_killed" and k == 0:
+            apps[0].send_signal(signal.SIGKILL)
+            apps[0].wait()
+            dead.add(0)
+        d = start_daemon(a.consumerd, sock, env)
+        n = n_buffers(a.strata, env, session)
+        if n != procs - len(dead):
+            check(False, "kill %d: the new daemon re-attached %d of %d buffers" % (k + 1, n, procs))
+        for s in states:
+            s.allow(k + 1)
+    check(True, "%d SIGKILLs of the daemon, each followed by a new one that took the session up" % a.kills)
+    if a.mode == "record":
+        o, e = rec.communicate(timeout=120)
+        check(rec.returncode == 0, "strata record exits with the app's status 0 (got %d; %s)" %
+              (rec.returncode, e.strip().splitlines()[-3:]))
+        check("trace written to" in e, "strata record completed the trace")
+    else:
+        for p in apps:
+            p.wait(timeout=120)
+        check(all(p.returncode == 0 for i, p in enumerate(apps) if i not in dead), "every app exited 0")
+        strata("stop", session)
+        strata("destroy", session)
+    d.send_signal(signal.SIGTERM)
+    d.wait(timeout=60)
+    check(not os.listdir(sock + ".state") if os.path.isdir(sock + ".state") else True,
+          "a clean exit leaves no session state behind")
+    rc, errors = bt_errors(out)
+    check(rc == 0 and not errors, "babeltrace2 reads the trace with no error (status %d, %s)" % (rc, errors[:2]))
+    recorded, discarded, threads, live = scan(out, events, check, dead)
+    emitted_total = procs * a.threads * events
+    check(threads == procs * a.threads, "events of all %d threads (%d)" % (procs * a.threads, threads))
+    if dead:
+        check(live == (procs - len(dead)) * a.threads, "the live processes' threads all reach the end")
+    else:
+        check(recorded + discarded == emitted_total, "recorded %d + discarded %d == emitted %d" %
+              (recorded, discarded, emitted_total))
+    print("recorded %d, discarded %d (%.1f%%)" % (recorded, discarded, 100.0 * discarded / emitted_total))
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()
