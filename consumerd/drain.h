@@ -29,6 +29,7 @@
 
 struct iovec;
 
+#include "drain_pool.h"
 #include "fs.h"
 #include "sched_policy.h"
 #include "metadata.h"
@@ -46,7 +47,7 @@ struct DrainCounters {
 	std::atomic<uint64_t> malformed{0}; // packets cut or skipped as malformed (Drain::malformed)
 };
 
-class Drain {
+class Drain : private PoolJob {
 public:
 	// Attach to `memfd` (ownership taken, closed on failure too) and check
 	// the buffer's trace uuid against the one granted.  nullptr with `err`
@@ -163,12 +164,15 @@ public:
 	uint32_t pid() const { return pid_; }
 
 private:
-	friend class DrainPool; // run(), release()
 	Drain() = default;
-	// The drain, on its worker; what it changed in the worker's scheduling.
+	// PoolJob: the drain on its worker (what it changed in the worker's
+	// scheduling); Done -> Released, and whether it is (the pool, under
+	// its mutex).
+	SchedChange run_job() override { return run(); }
+	void release() override;
+	bool released() const override { return stage() == Stage::Released; }
 	SchedChange run();
 	void finish_run();
-	void release(); // Done -> Released (the pool, under its mutex)
 	void set_stage(Stage s);
 	bool opened() const; // Open or Finishing (drain thread)
 	bool open_trace(std::string &err);

@@ -9,7 +9,6 @@
 #include <system_error>
 #include <thread>
 
-#include "drain.h"
 #include "sched_policy.h"
 #include "strata_abi.h"
 
@@ -65,7 +64,7 @@ DrainPool &DrainPool::get()
 	return *pool;
 }
 
-bool DrainPool::run(Drain *d)
+bool DrainPool::run(PoolJob *d)
 {
 	std::unique_lock<std::mutex> lk(mu_);
 	jobs_.push_back(d);
@@ -109,10 +108,10 @@ void DrainPool::warm(uint64_t subbuf_size)
 	}
 }
 
-void DrainPool::join(Drain *d)
+void DrainPool::join(PoolJob *d)
 {
 	std::unique_lock<std::mutex> lk(mu_);
-	done_cv_.wait(lk, [d] { return d->stage() == Drain::Stage::Released; });
+	done_cv_.wait(lk, [d] { return d->released(); });
 }
 
 void DrainPool::worker()
@@ -122,10 +121,10 @@ void DrainPool::worker()
 		idle_++;
 		cv_.wait(lk, [this] { return !jobs_.empty(); });
 		idle_--;
-		Drain *d = jobs_.front();
+		PoolJob *d = jobs_.front();
 		jobs_.pop_front();
 		lk.unlock();
-		const SchedChange sched = d->run();
+		const SchedChange sched = d->run_job();
 		lk.lock();
 		d->release(); // the last touch of d (join may free it now)
 		done_cv_.notify_all();

@@ -16,10 +16,11 @@
  *   - never fewer threads than drains being run: a drain waiting for a
  *     worker would leave its ring to fill.  run() starts a new worker
  *     unless the idle ones are at least as many as the jobs queued.
- *   - a worker is done with a drain when it moved the drain to
- *     Drain::Stage::Released under mu_ (and notified done_cv_); join()
- *     returns only then, so the Drain may be destroyed after it.  Workers
- *     never touch a drain after that.
+ *   - the pool knows a drain only as a PoolJob: a worker runs it
+ *     (run_job) and is done with it when it called release() under mu_
+ *     (and notified done_cv_); join() returns only once released() is
+ *     true, so the Drain may be destroyed after it.  Workers never touch
+ *     a drain after that.
  *   - a worker keeps its copy buffer (ready_batch) for its next drain: at
  *     most kMaxIdle idle buffers of about 1 MiB each (more for larger
  *     sub-buffers), freed when the worker exits.
@@ -40,9 +41,21 @@
 #include <deque>
 #include <mutex>
 
+#include "sched_policy.h"
+
 namespace strata {
 
-class Drain;
+// What a worker runs: one drain, from start to end (drain.h).
+class PoolJob {
+public:
+	virtual ~PoolJob() = default;
+	// On the worker: the whole job; what it changed in the worker's
+	// scheduling (undone before the next job).
+	virtual SchedChange run_job() = 0;
+	// Under the pool's mutex: the worker is done with it / was it?
+	virtual void release() = 0;
+	virtual bool released() const = 0;
+};
 
 // Bytes of whole packets gathered for one write (one packet at least): the
 // copy buffer is this plus one sub-buffer.
@@ -62,12 +75,12 @@ class DrainPool {
 public:
 	static DrainPool &get();
 	// False: no worker could be started (the drain is not run).
-	bool run(Drain *d);
+	bool run(PoolJob *d);
 	// An idle worker with its copy buffer ready for sub-buffers of
 	// `subbuf_size`, made now unless a worker is idle or being warmed.
 	void warm(uint64_t subbuf_size);
 	// Until no worker touches `d` any more.
-	void join(Drain *d);
+	void join(PoolJob *d);
 
 private:
 	static constexpr size_t kMaxIdle = 4;
@@ -75,7 +88,7 @@ private:
 	std::mutex mu_;
 	std::condition_variable cv_;      // workers wait for jobs_
 	std::condition_variable done_cv_; // join waits for Released
-	std::deque<Drain *> jobs_;        // started, not taken by a worker yet
+	std::deque<PoolJob *> jobs_;      // started, not taken by a worker yet
 	size_t idle_ = 0;                 // workers waiting on cv_
 	bool warming_ = false;            // a warm() worker is still mapping its buffer
 };
