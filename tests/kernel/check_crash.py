@@ -13,7 +13,7 @@ OUT/vm/crash/disc) and a flight-recorder session, then panicked itself.
     recovered is exactly 0..N-1, nothing discarded, and the last recovered
     user event is N-1 (the last one emitted before the panic);
   - its kernel events: the workload's getppid entries (daemon + recovered,
-    deduplicated by timestamp) number N minus the kernel events counted
+    deduplicated by raw clock value) number N minus the kernel events counted
     lost, the last getppid entry follows user event N-1, and the
     workload's last syscall event is the syscall_entry_write that panicked
     (scheduler events from the panic path itself may follow it);
@@ -50,13 +50,17 @@ def check(cond, what):
 
 
 def events(path):
-    """(name, ns, tid, payload, domain) in merged order, and discarded count."""
+    """(name, ns, tid, payload, domain, raw clock value) in merged order, and
+    discarded count.  The raw value (the clock's cycles) is what the daemon's
+    trace and the recovered one share for the same kernel record: their ns
+    differ by the two traces' separately measured clock offsets."""
     out, lost = [], 0
     for msg in bt2.TraceCollectionMessageIterator(path):
         if type(msg) is bt2._EventMessageConst:
             ev = msg.event
             dom = str(ev.stream.trace.environment["domain"])
-            out.append((ev.name, msg.default_clock_snapshot.ns_from_origin, event_tid(ev), ev.payload_field, dom))
+            cs = msg.default_clock_snapshot
+            out.append((ev.name, cs.ns_from_origin, event_tid(ev), ev.payload_field, dom, cs.value))
         elif type(msg) is bt2._DiscardedEventsMessageConst:
             lost += msg.count or 0
     return out, lost
@@ -104,7 +108,7 @@ def main():
     tid = tids.pop()
     last_user_ts = [e[1] for e in rev if e[4] != "kernel"][-1]
     kern = [e for e in rev + dev if e[4] == "kernel" and e[2] == tid]
-    entries = {e[1] for e in kern if e[0] == "syscall_entry_getppid"}
+    entries = {e[5] for e in kern if e[0] == "syscall_entry_getppid"}
     klost = rlost + dlost
     check(n - klost <= len(entries) <= n, "workload getppid entries: %d, with %d kernel events lost, of %d"
           % (len(entries), klost, n))
