@@ -81,7 +81,7 @@
  * the same numbers hold for the daemon's sessions (docs/security.md). */
 #define STRATA_KABI_SLOTS_PER_UID 4u
 #define STRATA_KABI_SLOTS_ADMIN 4u
-#define STRATA_KABI_MAX_RULES 32u     /* = STRATA_MAX_RULES of libtrace/runtime.h */
+#define STRATA_KABI_MAX_RULES 32u     /* = STRATA_MAX_RULES of libtrace/runtime/runtime.h */
 #define STRATA_KABI_MAX_TARGETS 64u
 #define STRATA_KABI_PATTERN_MAX 128u  /* = STRATA_PATTERN_MAX */
 #define STRATA_KABI_FILTER_MAX 256u   /* = STRATA_FILTER_MAX */
@@ -91,7 +91,7 @@
 #define STRATA_KABI_RULE_PIDS 64u     /* per-rule pid targets */
 #define STRATA_KABI_RULE_COMMS 16u    /* per-rule name targets */
 
-/* Same layout as struct strata_rule of libtrace/runtime.h (checked by the
+/* Same layout as struct strata_rule of libtrace/runtime/runtime.h (checked by the
  * user-space tests).
  */
 struct strata_kabi_rule {
@@ -101,7 +101,7 @@ struct strata_kabi_rule {
 	char filter[STRATA_KABI_FILTER_MAX];
 };
 
-/* Same layout as struct strata_channel_config of libtrace/runtime.h
+/* Same layout as struct strata_channel_config of libtrace/runtime/runtime.h
  * (static_assert in libtrace/control).  Zero counts mean "the runtime's
  * default"; the module checks mode <= 1, powers of two, a terminated name.
  */

@@ -358,7 +358,7 @@ static int run_costs(void)
 }
 
 #if defined(BENCH_STRATA)
-/* libstrata's clock (libtrace/runtime.h, exported). */
+/* libstrata's clock (libtrace/runtime/runtime.h, exported). */
 uint32_t strata_rt_clock_id(void);
 uint64_t strata_rt_clock_now(void);
 

@@ -93,7 +93,7 @@ bool level_ok(int max, uint32_t ll)
 }
 
 // Whether the session's rules record the event, as the traced process
-// decides (libtrace/registry.cpp rules_enable: the last matching disable
+// decides (libtrace/runtime/registry.cpp rules_enable: the last matching disable
 // cancels what came before, enable rules add up), and whether only
 // filtered rules do.  Targets (--pid, --name) are not shown.
 bool recorded_by(const proto::SessionStatus &s, const std::string &event, uint32_t ll, bool *filtered)

@@ -1,7 +1,7 @@
 /*
  * filter_check.cpp - a rule's field filter against the events the daemon
  * knows (filter_check.h).  The same compiler and binding as the traced
- * process's (libtrace/filter.cpp), on a description rebuilt from the
+ * process's (libtrace/filter/filter.cpp), on a description rebuilt from the
  * validated copy of its descriptor (EventInfo): the daemon says what the
  * process will do with the rule.
  */

@@ -208,7 +208,7 @@ void Daemon::adopt_early_buffers(Session &s)
 		if (!fds)
 			continue;
 		// Every early buffer the process holds: its own, and those it keeps
-		// for its forked children (libtrace/slots.cpp; the child may have
+		// for its forked children (libtrace/runtime/slots.cpp; the child may have
 		// exited).  The header names the producer; a buffer seen through
 		// several processes (a child inherits its siblings') is adopted once.
 		while (struct dirent *fe = readdir(fds)) {

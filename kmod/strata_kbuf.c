@@ -19,7 +19,7 @@
  *     in (or returns from), with preemption disabled.  A probe writes to
  *     lane cpu % n_lanes; a probe may interrupt another probe on the same
  *     lane.  Every change of lane state is one cmpxchg on `head` (the
- *     lane protocol of strata_abi.h, as libtrace/writer.cpp): a writer
+ *     lane protocol of strata_abi.h, as libtrace/runtime/writer.cpp): a writer
  *     owns the bytes its cmpxchg gave it, then adds their count to
  *     commit[] (release).
  *   - The consumer (user space, another CPU) may store `consumed`, close an

@@ -46,11 +46,11 @@ consumerd/session_table.cpp
 consumerd/session_table.h
 consumerd/state_store.cpp
 consumerd/state_store.h
-libtrace/change_hook.cpp
-libtrace/probe_report.cpp
-libtrace/runtime.h
-libtrace/writer.cpp
-libtrace/writer_hooks.h
+libtrace/runtime/change_hook.cpp
+libtrace/runtime/probe_report.cpp
+libtrace/runtime/runtime.h
+libtrace/runtime/writer.cpp
+libtrace/runtime/writer_hooks.h
 tests/unit/session_table_test.cpp
 tp-async/tp_async.c
 tests/control/restart_app.c

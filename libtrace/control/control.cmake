@@ -24,4 +24,4 @@ add_library(strata_control STATIC ${_strata_proto_sources} ${_strata_ctl_dir}/ct
     ${_strata_ctl_dir}/names.cpp ${_strata_ctl_dir}/../proto/serial_frame.cpp)
 add_library(Strata::control ALIAS strata_control)
 set_target_properties(strata_control PROPERTIES POSITION_INDEPENDENT_CODE ON)
-target_include_directories(strata_control PUBLIC ${_strata_ctl_dir}/.. ${STRATA_INCLUDE_DIR})
+target_include_directories(strata_control PUBLIC ${_strata_ctl_dir}/.. ${_strata_ctl_dir}/../runtime ${STRATA_INCLUDE_DIR})

@@ -114,7 +114,7 @@ struct Header {
 	uint32_t seq = 0;
 };
 
-// What a ChannelConfig's 0s mean (the buffer's maker, libtrace/slots.cpp).
+// What a ChannelConfig's 0s mean (the buffer's maker, libtrace/runtime/slots.cpp).
 constexpr uint64_t kDefaultSubbufSize = 128 * 1024;
 constexpr uint32_t kDefaultSubbufs = 8;
 

@@ -18,7 +18,7 @@
  *
  * Children: they exit long before any daemon exists.  Their early buffers
  * survive because the runtime makes each child's memfd at fork and keeps the
- * parent's descriptor of it (libtrace/slots.cpp, STRATA_EARLY_KEEP); the
+ * parent's descriptor of it (libtrace/runtime/slots.cpp, STRATA_EARLY_KEEP); the
  * daemon adopts them from init's descriptors (docs/boot.md).
  */
 #define STRATA_DEFINE_PROVIDERS

@@ -5,7 +5,7 @@
  * Run-time checks, with an exact oracle:
  *   - a disabled call site does not evaluate its arguments;
  *   - once a session slot records the events, each argument is evaluated
- *     exactly once per call (slot armed through libtrace/runtime.h, as the
+ *     exactly once per call (slot armed through libtrace/runtime/runtime.h, as the
  *     control plane does).
  */
 #include <stdio.h>

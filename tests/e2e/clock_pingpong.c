@@ -21,7 +21,7 @@ STRATA_EVENT(pingpong, hit, STRATA_LOGLEVEL_INFO, strata_int(uint64_t, k), strat
 #include <time.h>
 #include <unistd.h>
 
-/* libstrata's runtime query (libtrace/runtime.h, exported as strata_*). */
+/* libstrata's runtime query (libtrace/runtime/runtime.h, exported as strata_*). */
 uint32_t strata_rt_clock_id(void);
 
 static void xfer(int fd, uint64_t *v, int out)

@@ -19,7 +19,7 @@ STRATA_EVENT(kcausal, before, STRATA_LOGLEVEL_INFO, strata_int(uint64_t, seq))
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* libstrata's runtime query (libtrace/runtime.h, exported as strata_*). */
+/* libstrata's runtime query (libtrace/runtime/runtime.h, exported as strata_*). */
 uint32_t strata_rt_clock_id(void);
 
 int main(int argc, char **argv)

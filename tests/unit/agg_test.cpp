@@ -1,5 +1,5 @@
 /*
- * Aggregation in the process (libtrace/agg.h, agg_layout.h, agg_reader.h):
+ * Aggregation in the process (libtrace/runtime/agg.h, agg_layout.h, agg_reader.h):
  * the aggregates equal what the test computes from the events it emitted,
  * read through a second, read-only mapping of the region's memfd as another
  * process would, live while threads hit and exactly once they stop; keys by

@@ -1,4 +1,4 @@
-// change_hook_test.cpp - libstrata's change hook (libtrace/change_hook.cpp):
+// change_hook_test.cpp - libstrata's change hook (libtrace/runtime/change_hook.cpp):
 // run once per strata_rt_quiesce, the last one set wins, none after it is
 // cleared, and it sees the tracepoint states the control call just wrote.
 #include <gtest/gtest.h>

@@ -241,7 +241,7 @@ int fake_page(const strata_kclock &k, off_t size, bool seal)
 	return fd;
 }
 
-// The process side (libtrace/clock.cpp): a page from the daemon is hostile.
+// The process side (libtrace/runtime/clock.cpp): a page from the daemon is hostile.
 // One test, in order: the clock is chosen once per process.
 TEST(ClockOffer, ValidatesThenChoosesTheConsumerPage)
 {

@@ -4,7 +4,7 @@
  * hit counts and divide the difference, which cancels start-up).  Not a
  * test.  docs/probes.md has the figures and the command.
  *     probe_bench off|probe|record|both|agg|agg+record [hits]
- * agg: the aggregator of libtrace/agg.h, sum/min/max/histogram of b keyed by
+ * agg: the aggregator of libtrace/runtime/agg.h, sum/min/max/histogram of b keyed by
  * a (16 keys).
  */
 #define STRATA_DEFINE_PROVIDERS

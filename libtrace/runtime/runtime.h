@@ -135,7 +135,7 @@ typedef void (*strata_rt_fork_hook)(void);
 void strata_rt_set_fork_child_hook(strata_rt_fork_hook hook);
 
 /* One process-wide hook run after the control plane changed tracepoint
- * states (libtrace/change_hook.cpp); it may run in a signal handler, so it
+ * states (libtrace/runtime/change_hook.cpp); it may run in a signal handler, so it
  * must be async-signal-safe.  The last one set wins; NULL removes it. */
 typedef void (*strata_rt_change_hook)(void);
 void strata_rt_set_change_hook(strata_rt_change_hook hook);
