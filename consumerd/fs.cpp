@@ -6,7 +6,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace strata {
@@ -23,8 +25,44 @@ void Owner::apply(const std::string &path) const
 		fprintf(stderr, "strata-consumerd: chown %s: %s\n", path.c_str(), strerror(errno));
 }
 
+AsOwner::AsOwner(const Owner &owner)
+{
+	if (owner.uid < 0)
+		return;
+	active_ = true;
+	const uid_t u = static_cast<uid_t>(owner.uid);
+	const gid_t g = static_cast<gid_t>(owner.gid);
+	int n = getgroups(0, nullptr);
+	groups_.resize(n > 0 ? static_cast<size_t>(n) : 0);
+	if (n > 0 && getgroups(n, groups_.data()) != n)
+		groups_.clear();
+	// CAP_SETGID and CAP_SETUID are not file-system capabilities: a
+	// nonzero fsuid keeps them, so the destructor can come back.
+	ok_ = syscall(SYS_setgroups, 0, nullptr) == 0;
+	gid_ = static_cast<gid_t>(setfsgid(g));
+	uid_ = static_cast<uid_t>(setfsuid(u));
+	// setfsuid answers the previous value whatever happened: ask again.
+	ok_ = ok_ && static_cast<uid_t>(setfsuid(u)) == u && static_cast<gid_t>(setfsgid(g)) == g;
+}
+
+AsOwner::~AsOwner()
+{
+	if (!active_)
+		return;
+	// Back to root's fsuid first: that gives the thread its file-system
+	// capabilities back (capabilities(7), "Effect of user ID changes").
+	setfsuid(uid_);
+	setfsgid(gid_);
+	if (syscall(SYS_setgroups, groups_.size(), groups_.data()) != 0)
+		fprintf(stderr, "strata-consumerd: cannot restore this thread's groups: %s\n",
+			strerror(errno));
+}
+
 int make_dirs(const std::string &path, unsigned mode, const Owner &owner)
 {
+	AsOwner as(owner);
+	if (!as.ok())
+		return -EPERM;
 	// The usual case, a sub-trace in an existing ust/pid/: one mkdir, not
 	// one per component plus a stat (each a path walk on the daemon's
 	// share of a process start).

@@ -1,15 +1,21 @@
 /*
- * fs.h - the daemon's file-system helpers: who owns what it creates, and
- * mkdir -p.
+ * fs.h - the daemon's file-system helpers: who owns what it creates, whose
+ * rights it creates them with, and mkdir -p.
  *
  * Contract: no state; any thread (the main thread for sessions and
- * snapshots, drain threads for sub-trace directories).
+ * snapshots, drain threads for sub-trace directories).  AsOwner changes
+ * the calling thread's file-system identity only (Linux keeps fsuid,
+ * fsgid and the groups per thread; the raw syscalls, not glibc's
+ * all-threads setgroups), for its own scope: a drain thread that serves
+ * several users' sessions takes each one's identity in turn, never two.
  */
 #ifndef STRATA_CONSUMERD_FS_H
 #define STRATA_CONSUMERD_FS_H
 
 #include <cstdint>
 #include <string>
+#include <sys/types.h>
+#include <vector>
 
 namespace strata {
 
@@ -21,8 +27,31 @@ struct Owner {
 	void apply(const std::string &path) const;
 };
 
-// mkdir -p with `mode` for the directories it creates, given to `owner`.
-// 0 or -errno.
+// Root's daemon working for a user does every path operation in that
+// user's sessions with the user's rights (docs/security.md, "Whose
+// files"): for the guard's life the calling thread's fsuid and fsgid are
+// the owner's and it has no supplementary groups, so a path the user
+// swapped for a link into root's tree (/etc) resolves with the user's
+// rights and fails (EACCES) instead of writing there as root.  No-op for
+// uid -1 (root's own sessions, a daemon that is not root's).
+class AsOwner {
+public:
+	explicit AsOwner(const Owner &owner);
+	~AsOwner();
+	AsOwner(const AsOwner &) = delete;
+	AsOwner &operator=(const AsOwner &) = delete;
+	// False when the identity could not be taken: do nothing then.
+	bool ok() const { return ok_; }
+
+private:
+	bool active_ = false, ok_ = true;
+	uid_t uid_ = 0; // the thread's before
+	gid_t gid_ = 0;
+	std::vector<gid_t> groups_;
+};
+
+// mkdir -p with `mode` for the directories it creates, given to `owner`
+// and made with `owner`'s rights (AsOwner).  0 or -errno.
 int make_dirs(const std::string &path, unsigned mode, const Owner &owner = Owner());
 
 } // namespace strata

@@ -66,8 +66,16 @@ public:
 	}
 	~DiskOutput() override { close(); }
 
+	// Every path operation below (open, make_dirs, rename, unlink, rmdir)
+	// runs with the session owner's rights (AsOwner, fs.h): a directory
+	// of a user's trace swapped for a link never lets root write there.
 	bool open(const std::string &text, std::string &err) override
 	{
+		AsOwner as(owner_);
+		if (!as.ok()) {
+			err = "cannot take the rights of uid " + std::to_string(owner_.uid) + " to write " + dir_;
+			return false;
+		}
 		int r = make_dirs(dir_, 0750, owner_);
 		if (r < 0) {
 			err = "cannot create " + dir_ + ": " + strerror(-r);
@@ -76,7 +84,7 @@ public:
 		const std::string path = dir_ + "/metadata";
 		if (resume_)
 			return replace_metadata(text, err);
-		metadata_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
+		metadata_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
 		if (metadata_fd_ < 0) {
 			err = "cannot create " + path + ": " + strerror(errno);
 			rmdir(dir_.c_str()); // ours and empty, or left alone
@@ -125,7 +133,9 @@ public:
 		if (fd < 0 && metadata_fd_ < 0 && !metadata_text_.empty() && !remake(err))
 			return 0; // an earlier remake failed (no room): again
 		if (fd < 0) {
-			fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+			AsOwner as(owner_);
+			fd = as.ok() ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640)
+				     : -1;
 			if (fd < 0) {
 				err = "cannot create " + path + ": " + strerror(errno);
 				return 0;
@@ -181,7 +191,8 @@ private:
 	bool replace_metadata(const std::string &text, std::string &err)
 	{
 		const std::string path = dir_ + "/metadata", tmp = path + ".resume";
-		int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0640);
+		AsOwner as(owner_);
+		int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
 		if (fd < 0 || !write_all(fd, text.data(), text.size()) || fsync(fd) != 0 ||
 		    rename(tmp.c_str(), path.c_str()) != 0) {
 			err = "cannot write " + tmp + ": " + strerror(errno);
@@ -207,11 +218,12 @@ private:
 	{
 		close(); // the stream files reopen on their next packet, at their size
 		const std::string text = metadata_text_;
+		AsOwner as(owner_);
 		struct stat st;
 		if (stat((dir_ + "/metadata").c_str(), &st) == 0) {
 			// The directory is there (only stream files went): keep its
 			// metadata, append to it again.
-			metadata_fd_ = ::open((dir_ + "/metadata").c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+			metadata_fd_ = ::open((dir_ + "/metadata").c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
 			metadata_size_ = static_cast<uint64_t>(st.st_size);
 		} else if (!open(text, err)) {
 			return false;

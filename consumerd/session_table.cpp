@@ -165,7 +165,8 @@ Answer SessionTable::check_output(const Caller &c, const proto::Create &m, bool 
 	if (r < 0)
 		return fail(r, "cannot create " + m.output_dir + ": " + strerror(-r));
 	if (existed && !streamed) {
-		RepairStats rs = repair_tree(m.output_dir);
+		AsOwner as(owner); // the user's files, with the user's rights
+		RepairStats rs = as.ok() ? repair_tree(m.output_dir) : RepairStats();
 		if (rs.repaired)
 			INFO("repaired %llu torn stream file(s) under %s",
 			     static_cast<unsigned long long>(rs.repaired), m.output_dir.c_str());
@@ -445,13 +446,23 @@ bool SessionTable::adopt(std::unique_ptr<Session> s)
 	return true;
 }
 
+// A line of <socket>.active: the output directory, preceded for a user's
+// session on root's daemon by "uid gid " (the rights its repair runs with;
+// an older daemon skips such lines: it reads only lines starting with '/').
+static std::string active_line(const Session &s)
+{
+	if (s.owner.uid < 0)
+		return s.out + "\n";
+	return std::to_string(s.owner.uid) + " " + std::to_string(s.owner.gid) + " " + s.out + "\n";
+}
+
 void SessionTable::save_active()
 {
 	const std::string file = cfg_.socket_path + ".active", tmp = file + ".tmp";
 	std::string text;
 	for (auto &x : sessions_)
 		if (x->state == proto::SessionState::Active)
-			text += x->out + "\n";
+			text += active_line(*x);
 	if (text.empty()) {
 		unlink(file.c_str());
 		return;
@@ -474,14 +485,24 @@ void SessionTable::repair_after_crash()
 	char line[4200];
 	while (fgets(line, sizeof line, f)) {
 		line[strcspn(line, "\n")] = 0;
+		Owner owner;
+		unsigned long long u = 0, g = 0;
+		int at = 0;
+		if (line[0] != '/' && sscanf(line, "%llu %llu %n", &u, &g, &at) == 2 && u < UINT32_MAX &&
+		    g < UINT32_MAX) {
+			owner.uid = static_cast<int64_t>(u);
+			owner.gid = static_cast<int64_t>(g);
+		}
+		const char *dir = line + at;
+		AsOwner as(owner); // a user's trace: repaired with the user's rights
 		struct stat st;
-		if (line[0] != '/' || stat(line, &st) != 0 || !S_ISDIR(st.st_mode))
+		if (!as.ok() || dir[0] != '/' || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
 			continue;
-		RepairStats rs = repair_tree(line);
+		RepairStats rs = repair_tree(dir);
 		INFO("previous daemon ended with session output %s active: %llu stream file(s) examined, "
 		     "%llu "
 		     "repaired",
-		     line, static_cast<unsigned long long>(rs.files),
+		     dir, static_cast<unsigned long long>(rs.files),
 		     static_cast<unsigned long long>(rs.repaired));
 	}
 	fclose(f);

@@ -20,6 +20,9 @@ directory every uid can read (the build tree may not be).
      where it could not write itself, nor have root's daemon make or open
      a file that is not A's for --serial.
   4. B sees nothing of A's sessions (same answer as a missing name).
+     B swaps its own session's directory for a link to a directory of
+     root's after CREATE, before its process starts: nothing is made
+     there (root's daemon writes with B's rights) and B's stop says so.
   5. Slots: A, B and C each get exactly 4 sessions, D none (the rest is
      root's); root still creates a session and records 3000 events.
   6. D, with no daemon it can reach, records alone with `strata record`.
@@ -177,6 +180,30 @@ def body(work, check, exes):
           "B: strata stop us answers as for a missing name")
     r = cli(B, "status")
     check(r.returncode == 0 and "us" not in r.stdout.split(), "B's status does not name A's 'us'")
+
+    # 4b. B swaps its session's output directory for a link into root's
+    #     tree between CREATE (which checked it) and the first sub-trace:
+    #     root's daemon writes with B's rights, so nothing is made there
+    #     and B is told.  Synchronised on state: the session exists and is
+    #     started, the link is in place, then B's process starts.
+    target = os.path.join(work, "etc")  # root's, 0755: B may look, not write
+    os.makedirs(target, mode=0o755)
+    b_out = os.path.join(homes[B], "ev")
+    for args in (["create", "ev", "-o", b_out], ["enable-event", "ev", "ctltest:*"], ["start", "ev"]):
+        r = cli(B, *args)
+        check(r.returncode == 0, "B: strata %s (%s)" % (" ".join(args), r.stderr.strip()))
+    r = as_user(B, ["sh", "-c", 'mv "$1" "$1.old" && ln -s "$2" "$1"', "sh", b_out, target], None)
+    check(r.returncode == 0 and os.path.islink(b_out), "B swaps %s for a link to %s (%s)" %
+          (b_out, target, r.stderr.strip()))
+    rc, _ = run_app_pid(B)
+    check(rc == 0, "B's process exits 0 with its session's directory swapped")
+    r = cli(B, "stop", "ev")
+    told = r.stdout + r.stderr
+    check("Permission denied" in told and "ust/pid" in told,
+          "B is told its sub-trace could not be made (%s)" % told.strip())
+    made = [os.path.join(r_, n) for r_, ds, fs in os.walk(target) for n in ds + fs]
+    check(not made, "nothing is made in root's directory through B's link (%s)" % made)
+    cli(B, "destroy", "ev")
 
     r = cli(A, "stop", "us")
     check(r.returncode == 0, "A stops us (%s)" % r.stderr.strip())

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "fs.h"
 #include "log.h"
 #include "proto/proto.h"
 #include "session_table.h"
@@ -331,6 +332,9 @@ TEST_F(SessionTableTest, ARootDaemonWritesForAUserOnlyInsideTheirDirectory)
 	EXPECT_EQ(a.status, -EACCES);
 	EXPECT_EQ(a.text, "the output directory must be inside a directory you own (" + dir_ + " is not)");
 	EXPECT_TRUE(table_->all().empty());
+	// The daemon writes with the user's rights (AsOwner): the user must
+	// be able to reach its directory, as a home under /home.
+	ASSERT_EQ(chmod(dir_.c_str(), 0711), 0);
 	const std::string home = dir_ + "/home";
 	ASSERT_EQ(mkdir(home.c_str(), 0700), 0);
 	ASSERT_EQ(chown(home.c_str(), 4321, 4321), 0);
@@ -342,6 +346,18 @@ TEST_F(SessionTableTest, ARootDaemonWritesForAUserOnlyInsideTheirDirectory)
 	struct stat st;
 	ASSERT_EQ(stat((home + "/trace").c_str(), &st), 0);
 	EXPECT_EQ(st.st_uid, 4321u); // the directory is the user's
+	// The user swaps it for a link to a directory of root's after the
+	// check: what the daemon makes there later (a sub-trace) fails, as
+	// the user's own mkdir would, and nothing appears in root's.
+	const std::string roots = dir_ + "/roots";
+	ASSERT_EQ(mkdir(roots.c_str(), 0755), 0);
+	ASSERT_EQ(rename((home + "/trace").c_str(), (home + "/old").c_str()), 0);
+	ASSERT_EQ(symlink(roots.c_str(), (home + "/trace").c_str()), 0);
+	EXPECT_EQ(make_dirs(home + "/trace/ust/pid/p-1", 0750, table_->all()[0]->owner), -EACCES);
+	EXPECT_NE(stat((roots + "/ust").c_str(), &st), 0);
+	ASSERT_EQ(stat((home + "/old").c_str(), &st), 0);
+	// The thread's identity came back: root writes in root's directory.
+	EXPECT_EQ(mkdir((roots + "/mine").c_str(), 0700), 0);
 }
 
 TEST_F(SessionTableTest, AnOwnedSessionEndsWithItsConnection)
