@@ -15,7 +15,8 @@ adopted the module's kernel events from boot into
     C, C execs /usr/bin/strata-boot-collect, C forks D, D execs
     /usr/bin/strata-consumerd, and D is the daemon that was running;
   - the session's start stopped the boot recording: C's children exec'd
-    /usr/bin/strata exactly twice (create, start) and nothing after them,
+    /usr/bin/strata exactly three times (status: is there a session a
+    restarted daemon took up?, create, start) and nothing after them,
     no exec of systemd-notify (C runs it after `strata start` returns), and
     none of the test unit (started after READY=1);
   - nothing discarded, timestamps ordered, one clock, babeltrace2 silent;
@@ -118,10 +119,10 @@ def main():
     if ok:
         kids = {v["child_tid"] for t, v in forks if v["parent_pid"] == c}
         cli = [f for t, f in sorted((t, v["filename"]) for t, v in execs if v["tid"] in kids)]
-        check(cli.count("/usr/bin/strata") == 2 and cli[-2:] == ["/usr/bin/strata"] * 2 and
+        check(cli.count("/usr/bin/strata") == 3 and cli[-3:] == ["/usr/bin/strata"] * 3 and
               not exec_of("/usr/bin/systemd-notify"),
               "the boot recording stopped at the session's start: the last of C's children's execs are "
-              "strata create and strata start, systemd-notify (after them) is absent: %s" % cli)
+              "strata status, create and start, systemd-notify (after them) is absent: %s" % cli)
     check(not exec_of("/usr/local/sbin/strata-vmtest"),
           "nothing from the unit started after READY=1 (the recording had stopped)")
     check(scan.discarded == 0, "nothing discarded (%d)" % scan.discarded)
