@@ -13,6 +13,7 @@ consumerd/access.cpp
 consumerd/access.h
 abi/strata_probe_report.h
 cli/cmd_list.cpp
+cli/cmd_record.cpp
 cli/proc_memfd.cpp
 cli/proc_memfd.h
 consumerd/ack_tracker.cpp
