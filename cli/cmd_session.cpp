@@ -32,11 +32,9 @@ int session_command(int argc, char **argv, const char *what)
 			return cli::kUsage;
 		if (w > 0)
 			continue;
-		if (argv[i][0] == '-')
-			return cli::usage_error(cmd, std::string("unknown option '") + argv[i] + "'");
-		if (!session.empty())
-			return cli::usage_error(cmd, "one session name only");
-		session = argv[i];
+		const int s = cli::session_argument(cmd, argv[i], session);
+		if (s >= 0)
+			return s;
 	}
 	if (session.empty() && (session = cli::implicit_session(cmd)).empty())
 		return cli::kFail;

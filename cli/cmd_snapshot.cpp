@@ -71,11 +71,9 @@ int strata_cmd_snapshot(int argc, char **argv)
 			out = cli::absolute_path(argv[i] + 9);
 			continue;
 		}
-		if (argv[i][0] == '-')
-			return cli::usage_error(cmd, std::string("unknown option '") + argv[i] + "'");
-		if (!session.empty())
-			return cli::usage_error(cmd, "one session name only");
-		session = argv[i];
+		const int s = cli::session_argument(cmd, argv[i], session);
+		if (s >= 0)
+			return s;
 	}
 	if (session.empty() && (session = cli::implicit_session(cmd)).empty())
 		return cli::kFail;
