@@ -4,7 +4,8 @@ longer than N lines (default 80) in the event path and the daemon's dispatch
 (the files below, or the FILEs given), and exit 1 if there is any.
 
 The event path is what a traced program runs per event or per call: the
-runtime's writer, the tracepoint glue (tp-sync, tp-async, the public
+runtime (libtrace/runtime: the writer, dynamic events, probes,
+aggregations, and what it runs at a sub-buffer's end), the tracepoint glue (tp-sync, tp-async, the public
 header's inlines) and the preload's wrappers.  The daemon's dispatch is
 what turns a control message or a descriptor's readiness into work
 (consumerd's commands, conn, daemon, event_loop, session_table).  Other
@@ -21,14 +22,14 @@ keyword.  namespace, class, struct, union, enum and extern "C" bodies are
 looked into; everything else is a body that is measured whole.  Exit 0 none
 too long, 1 some (listed as FILE:LINE: NAME is N lines), 2 usage.
 """
+import glob
 import os
 import re
 import sys
 
 CHECKED = [
-    "libtrace/runtime/writer.cpp",
-    "libtrace/runtime/writer_hooks.h",
-    "libtrace/runtime/rt_internal.h",
+    "libtrace/runtime/*.cpp",  # the writer, dynamic events, probes, aggregations
+    "libtrace/runtime/*.h",
     "include/strata/tracepoint.h",
     "tp-sync/tp_sync.c",
     "tp-async/tp_async.c",
@@ -193,7 +194,7 @@ def main(argv):
             dirs[:] = [x for x in dirs if not x.startswith(('.', 'build', 'Testing'))]
             files += [os.path.join(d, x) for x in sorted(names) if x.endswith(('.c', '.cpp', '.h'))]
     elif not files:
-        files = [os.path.join(top, f) for f in CHECKED]
+        files = sorted(f for pattern in CHECKED for f in glob.glob(os.path.join(top, pattern)))
     bad = 0
     for path in files:
         for name, first, last in functions(path):
