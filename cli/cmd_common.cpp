@@ -339,6 +339,11 @@ int session_argument(const char *cmd, const char *arg, std::string &session)
 	return -1;
 }
 
+bool resolve_session(const char *cmd, std::string &session)
+{
+	return !session.empty() || !(session = implicit_session(cmd)).empty();
+}
+
 std::string implicit_session(const char *cmd)
 {
 	CtlClient cl;

@@ -119,7 +119,7 @@ int event_command(int argc, char **argv, bool enable)
 	}
 	if (patterns.empty())
 		return cli::usage_error(cmd, "missing event pattern (\"*\" for every event)");
-	if (session.empty() && (session = cli::implicit_session(cmd)).empty())
+	if (!cli::resolve_session(cmd, session))
 		return cli::kFail;
 	if (enable)
 		cli::warn_kernel_without_module(cmd, patterns);

@@ -36,7 +36,7 @@ int session_command(int argc, char **argv, const char *what)
 		if (s >= 0)
 			return s;
 	}
-	if (session.empty() && (session = cli::implicit_session(cmd)).empty())
+	if (!cli::resolve_session(cmd, session))
 		return cli::kFail;
 	Msg m;
 	m.session = session;

@@ -75,7 +75,7 @@ int strata_cmd_snapshot(int argc, char **argv)
 		if (s >= 0)
 			return s;
 	}
-	if (session.empty() && (session = cli::implicit_session(cmd)).empty())
+	if (!cli::resolve_session(cmd, session))
 		return cli::kFail;
 	if (!proto::valid_session_name(session))
 		return cli::usage_error(cmd, "invalid session name '" + session + "'");
