@@ -5,12 +5,14 @@ longer than N lines (default 80) in the event path and the daemon's dispatch
 
 The event path is what a traced program runs per event or per call: the
 runtime (libtrace/runtime: the writer, dynamic events, probes,
-aggregations, and what it runs at a sub-buffer's end), the tracepoint glue (tp-sync, tp-async, the public
-header's inlines) and the preload's wrappers.  The daemon's dispatch is
-what turns a control message or a descriptor's readiness into work
-(consumerd's commands, conn, daemon, event_loop, session_table).  Other
-files may hold longer functions (--all lists those of every C and C++
-file of the tree, and exits 0).
+aggregations, and what it runs at a sub-buffer's end), the process's state
+query (libtrace/control), the tracepoint glue (tp-sync, tp-async, the
+public header's inlines) and the preload's wrappers.  The daemon's dispatch
+is what turns a control message or a descriptor's readiness into work
+(consumerd's commands, conn, procs, daemon, event_loop, session_table, and
+the parts they call: triggers, acknowledgements, the process registry, the
+grant tables).  Other files may hold longer functions (--all lists those
+of every C and C++ file of the tree, and exits 0).
 
 A function is counted from the line of its name to its closing brace.  The
 scanner is a brace counter for this tree's style, not a C++ parser: comments,
@@ -31,12 +33,19 @@ CHECKED = [
     "libtrace/runtime/*.cpp",  # the writer, dynamic events, probes, aggregations
     "libtrace/runtime/*.h",
     "include/strata/tracepoint.h",
+    "libtrace/control/sync_query.cpp",  # the process's state query (tp-sync, tp-async)
+    "libtrace/control/kmod_link.cpp",
     "tp-sync/tp_sync.c",
     "tp-async/tp_async.c",
     "preload/pthread_wrap.c",
     "preload/pthread_tp.h",
     "consumerd/commands.cpp",
     "consumerd/conn.cpp",
+    "consumerd/procs.cpp",  # a process's messages
+    "consumerd/trigger.cpp",
+    "consumerd/ack_tracker.cpp",
+    "consumerd/process_registry.cpp",
+    "consumerd/grant_tables.cpp",
     "consumerd/daemon.cpp",
     "consumerd/event_loop.cpp",
     "consumerd/session_table.cpp",
