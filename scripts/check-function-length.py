@@ -5,7 +5,8 @@ longer than N lines (default 80) in the event path and the daemon's dispatch
 
 The event path is what a traced program runs per event or per call: the
 runtime (libtrace/runtime: the writer, dynamic events, probes,
-aggregations, and what it runs at a sub-buffer's end), the process's state
+aggregations, and what it runs at a sub-buffer's end; the field filters),
+the process's state
 query (libtrace/control), the tracepoint glue (tp-sync, tp-async, the
 public header's inlines) and the preload's wrappers.  The daemon's dispatch
 is what turns a control message or a descriptor's readiness into work
@@ -32,6 +33,7 @@ import sys
 CHECKED = [
     "libtrace/runtime/*.cpp",  # the writer, dynamic events, probes, aggregations
     "libtrace/runtime/*.h",
+    "libtrace/filter/filter.cpp",  # field filters, evaluated per event
     "include/strata/tracepoint.h",
     "libtrace/control/sync_query.cpp",  # the process's state query (tp-sync, tp-async)
     "libtrace/control/kmod_link.cpp",
