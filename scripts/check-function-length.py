@@ -4,16 +4,15 @@ longer than N lines (default 80) in the event path and the daemon's dispatch
 (the files below, or the FILEs given), and exit 1 if there is any.
 
 The event path is what a traced program runs per event or per call: the
-runtime (libtrace/runtime: the writer, dynamic events, probes,
-aggregations, and what it runs at a sub-buffer's end; the field filters),
-the process's state
-query (libtrace/control), the tracepoint glue (tp-sync, tp-async, the
-public header's inlines) and the preload's wrappers.  The daemon's dispatch
+runtime (libtrace/runtime: the writer, dynamic events, probes, aggregations,
+and what it runs at a sub-buffer's end), the field filters, the process's
+state query (libtrace/control), the tracepoint glue (tp-sync, tp-async, the
+public header's inlines) and the preload's wrappers. The daemon's dispatch
 is what turns a control message or a descriptor's readiness into work
 (consumerd's commands, conn, procs, daemon, event_loop, session_table, and
 the parts they call: triggers, acknowledgements, the process registry, the
-grant tables).  Other files may hold longer functions (--all lists those
-of every C and C++ file of the tree, and exits 0).
+grant tables). Other files may hold longer functions (--all lists those of
+every C and C++ file of the tree, and exits 0).
 
 A function is counted from the line of its name to its closing brace.  The
 scanner is a brace counter for this tree's style, not a C++ parser: comments,
