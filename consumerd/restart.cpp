@@ -14,10 +14,13 @@
  * served, after repair_after_crash().  What is kept: every ACTIVE disk
  * session (its definition, its clock, its run id) and, per buffer being
  * drained of a live process, the process (pid and start time), the memfd
- * (dev, ino), the trace uuid and the sub-trace directory.  Not kept:
- * sessions streamed to a relay or a serial line, trigger companions,
- * created or stopped sessions, kernel buffers, the session's mirror in the
- * kernel module (docs/crash.md, "Limits").
+ * (dev, ino), the trace uuid and the sub-trace directory, and the kernel
+ * buffer's uuid and sub-trace.  The session's mirror in the kernel module
+ * is set again by adopt() (SessionTable::apply_kernel): the module kept
+ * it for us (STRATA_KABI_SET_KEEP), with its kernel buffer, which
+ * kernel_resume continues.  Not kept: sessions streamed to a relay or a
+ * serial line, trigger companions, created or stopped sessions
+ * (docs/crash.md, "Limits").
  */
 #include "daemon_impl.h"
 
@@ -47,6 +50,18 @@ bool kept(const Session &s)
 constexpr uint64_t kPidOwner = uint64_t(1) << 63;
 
 constexpr long kPersistDelayNs = 20000000; // persist_later
+
+// The session's kernel buffer being drained (not the boot one): the last
+// such drain, as kernel_apply starts a new buffer's drain after the old.
+void kernel_record(const Session &s, SessionRecord &r)
+{
+	for (auto &d : s.drains)
+		if (d->from_kernel() && !d->finished() && d->comm() != "kernel-boot") {
+			r.kernel = true;
+			memcpy(r.kernel_uuid, d->uuid(), 16);
+			r.kernel_dir = d->dir();
+		}
+}
 
 } // namespace
 
@@ -103,11 +118,13 @@ void Daemon::persist_sessions()
 			b.ino = d->buffer_ino();
 			memcpy(b.uuid, d->uuid(), 16);
 			b.signo = p.kmod ? 0 : p.signo; // a module process is the module's to signal
+			b.kmod = p.kmod;
 			b.uid = p.uid;
 			b.comm = p.comm;
 			b.dir = d->dir();
 			r.buffers.push_back(b);
 		}
+		kernel_record(s, r);
 		names.insert(s.name);
 		if (!store_->save(r))
 			logf("session %s: cannot keep its state in %s (%s): a crash of this daemon would end "
@@ -167,6 +184,7 @@ bool Daemon::restore_buffer(Session &s, const BufferRecord &b)
 		return false;
 	}
 	p.comm = b.comm;
+	p.kmod = p.kmod || b.kmod;
 	if (b.signo && !p.signo)
 		p.signo = b.signo;
 	if (p.date.empty())
@@ -216,6 +234,8 @@ void Daemon::restore_sessions()
 		if (r.owner_pid)
 			s->owner_conn = kPidOwner | r.owner_pid;
 		Session &ref = *s;
+		if (r.kernel)
+			kernel_resume(r.slot, r.kernel_uuid, r.kernel_dir);
 		if (!sessions_.adopt(std::move(s))) {
 			logf("previous daemon's session %s: its name or slot %u is taken: ignored",
 			     r.name.c_str(), r.slot);

@@ -441,6 +441,11 @@ bool SessionTable::adopt(std::unique_ptr<Session> s)
 	s->state = proto::SessionState::Active;
 	next_run_id_ = std::max(next_run_id_, s->run_id + 1);
 	sessions_.push_back(std::move(s));
+	// The module's mirror again: a slot the module kept for us is taken
+	// over (same session: no process is signalled), with its kernel
+	// buffer (kernel_resume); otherwise set anew.
+	apply_kernel(*sessions_.back());
+	kgen_ = 0; // no controller waits for it
 	save_active();
 	host_.changed();
 	return true;

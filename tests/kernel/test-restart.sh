@@ -1,0 +1,22 @@
+#!/bin/bash
+# test-restart.sh BUILD_ROOT STRATA CONSUMERD APP OUT - kernel.restart: a
+# daemon that comes back with the kernel module loaded (docs/crash.md,
+# "The daemon dies").  In the kernel VM, check_restart.py --kernel runs
+# its numbered workload (processes that join through the module) and the
+# test's getppid syscalls as kernel events, kills strata-consumerd with
+# SIGKILL KILLS times and restarts it; the module keeps the session's slot
+# and kernel buffer for each new daemon, which takes them over.  The
+# verdict is check_restart.py's (guest.log); run-vm.sh adds the module's
+# health (no oops or WARNING in dmesg, rmmod succeeds).  Exit 77 when the
+# VM cannot run here.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+build=$1 strata=$2 consumerd=$3 app=$4 out=$5 kills=${STRATA_RESTART_KILLS:-4}
+mkdir -p "$out" || exit 1
+"$here/run-vm.sh" --out "$out/vm" --build-root "$build" --build-module --timeout 600 --append "tsc=reliable" \
+	-- /usr/bin/python3 "$here/../control/check_restart.py" --kernel --kills "$kills" \
+	--strata "$strata" --consumerd "$consumerd" --app "$app"
+rc=$?
+cat "$out/vm/guest.log" 2>/dev/null
+grep -h 'slot [0-9]*: \(its owner\|taken over\|not taken\)' "$out/vm/dmesg.txt" 2>/dev/null
+exit $rc
