@@ -156,6 +156,27 @@ void Daemon::persist_later()
 		persist_sessions();
 }
 
+// A buffer of a restored session that cannot be taken back (`why`): its
+// process exited, or closed the slot, while no daemon ran, and the memfd
+// went with it.  How much it held is unknowable; the sub-trace's lanes end
+// with a discarded-packets mark (mark_lost_tail), and `strata status`
+// and the log name the process (docs/crash.md, "Limits").
+void Daemon::lost_buffer(Session &s, const BufferRecord &b, const std::string &why)
+{
+	std::string err;
+	const unsigned lanes = mark_lost_tail(b.dir, b.uuid, err);
+	const bool gone = why.compare(0, 6, "exited") == 0 || why.compare(0, 9, "no longer") == 0;
+	std::string line = "pid " + std::to_string(b.pid) + " (" + b.comm + ") " + why +
+			   (gone ? " while no daemon ran" : "") + ": what its buffer held beyond " + b.dir +
+			   " is lost, not counted; ";
+	line += lanes         ? std::to_string(lanes) + " lane(s) end with a discarded-packets mark"
+		: err.empty() ? "no lane had a packet on disk"
+			      : "not marked in the trace: " + err;
+	logf("session %s: %s", s.name.c_str(), line.c_str());
+	if (s.restart_losses.size() < 64)
+		s.restart_losses.push_back("lost at a daemon restart: " + line);
+}
+
 // One buffer of a restored session: taken back from its process and
 // drained on from where its sub-trace ends.
 bool Daemon::restore_buffer(Session &s, const BufferRecord &b)
@@ -163,8 +184,7 @@ bool Daemon::restore_buffer(Session &s, const BufferRecord &b)
 	std::string err;
 	const int fd = reclaim_memfd(b.pid, b.start_time, b.dev, b.ino, err);
 	if (fd < 0) {
-		logf("session %s: pid %u (%s) %s: what its buffer held beyond %s is lost", s.name.c_str(),
-		     b.pid, b.comm.c_str(), err.c_str(), b.dir.c_str());
+		lost_buffer(s, b, err);
 		return false;
 	}
 	TraceEnv env;

@@ -410,6 +410,8 @@ std::string session_problems(const Session &s)
 		if (!p.empty())
 			out += p + "\n";
 	}
+	for (const std::string &l : s.restart_losses)
+		out += l + "\n";
 	return out + filter_problems(s);
 }
 

@@ -34,7 +34,10 @@ no session and no state is left, the app goes on untraced), `proc_killed`
 (at the first kill, one app process is killed too while no daemon runs:
 its buffer goes with it, the new daemon takes up the other two, whose
 events keep the exact oracle; the dead one's keep theirs up to where it
-died, without a duplicate).
+died, without a duplicate, and each of its lanes ends with one
+discarded-packets mark, which `strata status` explains), `proc_exits` (the
+same, the process running to its end and exiting normally while no daemon
+runs).
 
 --kernel (kernel.restart, in the kernel VM with the module loaded: the app
 processes then join through the module, docs/crash.md): the session also
@@ -95,7 +98,7 @@ def stream_files(out):
     return n
 
 
-def scan(out, events, check, dead=()):
+def scan(out, events, check, dead=(), a_threads=0):
     """The oracle (module docstring) over the trace in `out`; the threads
     of the processes in `dead` need not reach the end."""
     import bt2
@@ -105,6 +108,7 @@ def scan(out, events, check, dead=()):
     recorded = discarded = dup_or_gap = lost_packets = 0
     kernel = {"marks": 0, "lost": 0}  # the test's getppid entries, kernel events lost
     first_bad = None
+    scan.marked = 0
     for m in bt2.TraceCollectionMessageIterator(out):
         st = m.event.stream if type(m) is bt2._EventMessageConst else \
             m.stream if type(m) is bt2._DiscardedEventsMessageConst else None
@@ -119,6 +123,8 @@ def scan(out, events, check, dead=()):
             discarded += m.count or 0
         elif type(m) is bt2._DiscardedPacketsMessageConst:
             lost_packets += 1
+            if owner.get(m.stream.addr, (None,))[0] in dead:
+                scan.marked += 1  # a lost tail, marked by the next daemon
         elif type(m) is bt2._EventMessageConst:
             f = m.event.payload_field
             key = (int(f["proc"]), int(f["thread"]))
@@ -142,7 +148,10 @@ def scan(out, events, check, dead=()):
           "(%d violation(s)%s)" % (dup_or_gap, ": " + first_bad if first_bad else ""))
     check(ends_ok, "every thread's last event plus the discards after it is the last emitted (%s)" %
           sorted(last.items())[:8])
-    check(lost_packets == 0, "no packet missing (%d discarded-packets messages)" % lost_packets)
+    want = a_threads * len(dead)  # one mark per lane (owned by one thread) of a dead process
+    check(lost_packets == want and scan.marked == want,
+          "%d discarded-packets message(s), each at the end of a lane of a process that ended while no "
+          "daemon ran (%d, %d of them such)" % (want, lost_packets, scan.marked))
     live = sum(1 for k in last if k[0] not in dead)
     scan.kernel = kernel
     return recorded, discarded, len(last), live
@@ -189,7 +198,8 @@ def main():
     ap.add_argument("--strata", required=True)
     ap.add_argument("--consumerd", required=True)
     ap.add_argument("--app", required=True)
-    ap.add_argument("--mode", choices=("session", "blocking", "record", "record_killed", "proc_killed"), default="session")
+    ap.add_argument("--mode", choices=("session", "blocking", "record", "record_killed", "proc_killed", "proc_exits"),
+                    default="session")
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--procs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
@@ -268,7 +278,17 @@ def main():
             apps[0].send_signal(signal.SIGKILL)
             apps[0].wait()
             dead.add(0)
+        if a.mode == "proc_exits" and k == 0:
+            states[0].allow(phases)  # it runs to its end and exits, no daemon draining it
+            apps[0].wait(timeout=120)
+            dead.add(0)
         d = start_daemon(a.consumerd, sock, env)
+        if k == 0 and dead:
+            p = subprocess.run([a.strata, "status", session], env=env, capture_output=True, text=True)
+            check(re.search(r"lost at a daemon restart: pid %d \(.*\) exited while no daemon ran.*%d lane\(s\) end "
+                            r"with a discarded-packets mark" % (apps[0].pid, a.threads), p.stdout) is not None,
+                  "strata status names the process whose buffer was lost: %s" %
+                  [l for l in p.stdout.splitlines() if "lost" in l][:2])
         n = n_buffers(a.strata, env, session)
         if n != procs - len(dead) + kbuf:
             check(False, "kill %d: the new daemon re-attached %d of %d buffers" % (k + 1, n, procs + kbuf))
@@ -302,7 +322,7 @@ def main():
           "a clean exit leaves no session state behind")
     rc, errors = bt_errors(out)
     check(rc == 0 and not errors, "babeltrace2 reads the trace with no error (status %d, %s)" % (rc, errors[:2]))
-    recorded, discarded, threads, live = scan(out, events, check, dead)
+    recorded, discarded, threads, live = scan(out, events, check, dead, a.threads)
     nprocs = procs + (1 if a.kernel else 0)
     emitted_total = nprocs * a.threads * events
     check(threads == nprocs * a.threads, "events of all %d threads (%d)" % (nprocs * a.threads, threads))
