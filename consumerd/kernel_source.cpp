@@ -151,7 +151,7 @@ int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
 	// The slot outlives our death for a while, so that a restarted daemon
 	// takes it over with its kernel buffer (docs/crash.md); an older
 	// module refuses the flag: then without.
-	ks.flags = g_no_keep ? 0 : STRATA_KABI_SET_KEEP;
+	ks.flags = g_no_keep || !grant->keep ? 0 : STRATA_KABI_SET_KEEP;
 	int r = strata_kmod_set_session(g_dev, slot, &ks, kr, n, target_uid, gen, nullptr);
 	if (r == -EINVAL && ks.flags) {
 		ks.flags = 0;

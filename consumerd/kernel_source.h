@@ -57,6 +57,9 @@ struct KmodGrant {
 	// Per rule (same order as the rules): pids and process names, both
 	// empty for "every process of the session's user".
 	std::vector<std::pair<std::vector<uint32_t>, std::vector<std::string>>> targets;
+	// The module keeps the slot for a restarted daemon (STRATA_KABI_SET_KEEP):
+	// for a session that daemon takes up (restart.cpp, kept()).
+	bool keep = false;
 };
 
 // The session `slot` started, or its rules changed while it is active:

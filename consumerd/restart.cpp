@@ -43,6 +43,17 @@ bool kept(const Session &s)
 	return s.state == proto::SessionState::Active && !s.streamed() && !s.companion_of;
 }
 
+// An active session that a restarted daemon does not take up, but names
+// (restore_sessions): why, "" for the others.  A trigger's hidden
+// companion is its session's business (SessionRecord::trigger).
+std::string unkept_why(const Session &s)
+{
+	if (s.state != proto::SessionState::Active || s.companion_of || !s.streamed())
+		return "";
+	return "it streamed to " + trace_place(s) +
+	       ", whose state is on the other side: its trace ends at the restart";
+}
+
 // A restored session owned by `strata record` is owned by record's pid
 // (its connection died with the daemon): SessionTable::end_owned ends it
 // with this stand-in connection id when that pid exits.  Real connection
@@ -79,9 +90,10 @@ void Daemon::persist_sessions()
 	std::set<std::string> names;
 	for (auto &sp : sessions_.all()) {
 		const Session &s = *sp;
-		if (!kept(s))
-			continue;
 		SessionRecord r;
+		r.unkept = unkept_why(s);
+		if (!kept(s) && r.unkept.empty())
+			continue;
 		r.name = s.name;
 		r.id = s.id;
 		r.run_id = s.run_id;
@@ -90,11 +102,15 @@ void Daemon::persist_sessions()
 		r.owner_uid = s.owner.uid;
 		r.owner_gid = s.owner.gid;
 		r.out = s.out;
+		if (!r.unkept.empty() && (r.out.empty() || r.out[0] != '/'))
+			r.out = "/"; // named only: the state file wants an absolute output
 		r.channel = s.channel;
 		r.rules = s.rules;
 		for (const Target &t : s.targets)
 			r.targets.push_back({t.pids, t.names});
 		r.clock = s.clock;
+		if (s.trigger)
+			r.trigger = s.trigger->pattern;
 		if (s.owner_conn & kPidOwner) {
 			r.owner_pid = static_cast<uint32_t>(s.owner_conn & ~kPidOwner);
 		} else if (s.owner_conn) {
@@ -102,6 +118,8 @@ void Daemon::persist_sessions()
 			r.owner_pid = c ? static_cast<uint32_t>(c->cred.pid) : 0;
 		}
 		for (auto &d : s.drains) {
+			if (!r.unkept.empty())
+				break;
 			auto h = holder.find(d.get());
 			if (h == holder.end() || d->finished() || !d->buffer_ino())
 				continue;
@@ -254,6 +272,20 @@ void Daemon::restore_sessions()
 		if (r.owner_pid)
 			s->owner_conn = kPidOwner | r.owner_pid;
 		Session &ref = *s;
+		if (!r.unkept.empty()) {
+			logf("previous daemon's session %s was not taken up: %s", r.name.c_str(),
+			     r.unkept.c_str());
+			s->lost = r.unkept;
+			s->out.clear(); // nothing of it is ours to repair or write
+			if (!sessions_.adopt(std::move(s), false))
+				logf("previous daemon's session %s: its name or slot %u is taken",
+				     r.name.c_str(), r.slot);
+			continue;
+		}
+		if (!r.trigger.empty())
+			s->restart_losses.push_back("lost at a daemon restart: its snapshot trigger on " +
+						    r.trigger + " (strata snapshot --on " + r.trigger + " " +
+						    r.name + " sets it again)");
 		if (r.kernel)
 			kernel_resume(r.slot, r.kernel_uuid, r.kernel_dir);
 		if (!sessions_.adopt(std::move(s))) {

@@ -13,6 +13,8 @@
  *   buffer PID START_TIME DEV INO UUID(32 hex) SIGNO UID COMM DIR [KMOD]  (KMOD: 1 joined
  *          through the kernel module; absent in older files: 0)
  *   kernel UUID(32 hex) DIR                 (the kernel buffer's sub-trace; at most one)
+ *   unkept REASON                          (a session a restarted daemon only names)
+ *   trigger PATTERN                        (its snapshot trigger, not kept)
  *   end
  *
  * "end" last: a file without it is not believed (it cannot be torn, being
@@ -238,6 +240,10 @@ std::string StateStore::encode(const SessionRecord &r)
 		  << enc(b.dir) << (b.kmod ? " 1" : "") << '\n';
 	if (r.kernel)
 		o << "kernel " << hex16(r.kernel_uuid) << ' ' << enc(r.kernel_dir) << '\n';
+	if (!r.unkept.empty())
+		o << "unkept " << enc(r.unkept) << '\n';
+	if (!r.trigger.empty())
+		o << "trigger " << enc(r.trigger) << '\n';
 	o << "end\n";
 	return o.str();
 }
@@ -311,6 +317,10 @@ bool decode_line(const std::vector<std::string> &f, SessionRecord &r, bool &seen
 		if (!inside(r.out, r.kernel_dir))
 			return err = "the kernel sub-trace outside the session's output", false;
 		r.kernel = true;
+	} else if ((k == "unkept" || k == "trigger") && f.size() == 2) {
+		std::string &t = k == "unkept" ? r.unkept : r.trigger;
+		if (!t.empty() || !dec(f[1], t) || t.empty() || t.size() > 1024)
+			return err = "bad " + k + " line", false;
 	} else {
 		return err = "unknown line '" + k + "'", false;
 	}

@@ -64,6 +64,11 @@ struct SessionRecord {
 	bool kernel = false;
 	uint8_t kernel_uuid[16] = {};
 	std::string kernel_dir;
+	// Not taken up by a restarted daemon, which only names it (`strata
+	// status`): why ("streamed to ..."); "" for a session it takes up.
+	std::string unkept;
+	// The session's snapshot trigger (its pattern), which is not kept.
+	std::string trigger;
 };
 
 class StateStore {
