@@ -1,8 +1,9 @@
 #!/bin/bash
-# test-restart.sh BUILD_ROOT STRATA CONSUMERD APP OUT - kernel.restart: a
-# daemon that comes back with the kernel module loaded (docs/crash.md,
-# "The daemon dies").  In the kernel VM, check_restart.py --kernel runs
-# its numbered workload (processes that join through the module) and the
+# test-restart.sh BUILD_ROOT STRATA CONSUMERD APP APP_ASYNC OUT - kernel.restart:
+# a daemon that comes back with the kernel module loaded (docs/crash.md,
+# "The daemon dies").  In the kernel VM, check_restart.py --kernel runs its
+# numbered workload (processes that join through the module: APP with
+# tp-sync, then APP_ASYNC with tp-async, which the module signals) and the
 # test's getppid syscalls as kernel events, kills strata-consumerd with
 # SIGKILL KILLS times and restarts it; the module keeps the session's slot
 # and kernel buffer for each new daemon, which takes them over.  The
@@ -11,12 +12,12 @@
 # VM cannot run here.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-build=$1 strata=$2 consumerd=$3 app=$4 out=$5 kills=${STRATA_RESTART_KILLS:-4}
+build=$1 strata=$2 consumerd=$3 app=$4 app_async=$5 out=$6 kills=${STRATA_RESTART_KILLS:-4}
 mkdir -p "$out" || exit 1
+check="/usr/bin/python3 $here/../control/check_restart.py --kernel --kills $kills --strata $strata --consumerd $consumerd"
 "$here/run-vm.sh" --out "$out/vm" --build-root "$build" --build-module --timeout 600 --append "tsc=reliable" \
-	-- /usr/bin/python3 "$here/../control/check_restart.py" --kernel --kills "$kills" \
-	--strata "$strata" --consumerd "$consumerd" --app "$app"
+	-- sh -c "echo '== tp-sync' && $check --app $app && echo '== tp-async' && $check --app $app_async"
 rc=$?
-cat "$out/vm/guest.log" 2>/dev/null
+grep -v 'the writers discarded' "$out/vm/guest.log" 2>/dev/null
 grep -h 'slot [0-9]*: \(its owner\|taken over\|not taken\)' "$out/vm/dmesg.txt" 2>/dev/null
 exit $rc
