@@ -6,7 +6,8 @@
 # tp-sync, then APP_ASYNC with tp-async, which the module signals) and the
 # test's getppid syscalls as kernel events, kills strata-consumerd with
 # SIGKILL KILLS times and restarts it; the module keeps the session's slot
-# and kernel buffer for each new daemon, which takes them over.  The
+# and kernel buffer for each new daemon, which takes them over; then a slot
+# nobody takes over in time (guest-restart.sh).  The
 # verdict is check_restart.py's (guest.log); run-vm.sh adds the module's
 # health (no oops or WARNING in dmesg, rmmod succeeds).  Exit 77 when the
 # VM cannot run here.
@@ -14,9 +15,8 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$1 strata=$2 consumerd=$3 app=$4 app_async=$5 out=$6 kills=${STRATA_RESTART_KILLS:-4}
 mkdir -p "$out" || exit 1
-check="/usr/bin/python3 $here/../control/check_restart.py --kernel --kills $kills --strata $strata --consumerd $consumerd"
 "$here/run-vm.sh" --out "$out/vm" --build-root "$build" --build-module --timeout 600 --append "tsc=reliable" \
-	-- sh -c "echo '== tp-sync' && $check --app $app && echo '== tp-async' && $check --app $app_async"
+	-- "$here/guest-restart.sh" "$strata" "$consumerd" "$app" "$app_async" "$kills"
 rc=$?
 grep -v 'the writers discarded' "$out/vm/guest.log" 2>/dev/null
 grep -h 'slot [0-9]*: \(its owner\|taken over\|not taken\)' "$out/vm/dmesg.txt" 2>/dev/null
