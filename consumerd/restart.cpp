@@ -18,9 +18,12 @@
  * buffer's uuid and sub-trace.  The session's mirror in the kernel module
  * is set again by adopt() (SessionTable::apply_kernel): the module kept
  * it for us (STRATA_KABI_SET_KEEP), with its kernel buffer, which
- * kernel_resume continues.  Not kept: sessions streamed to a relay or a
- * serial line, trigger companions, created or stopped sessions
- * (docs/crash.md, "Limits").
+ * kernel_resume continues.  Named, not taken up: sessions streamed to a
+ * relay or a serial line (a STOPPED stand-in, Session::lost), a session's
+ * snapshot trigger (Session::restart_losses).  Not kept: trigger
+ * companions, created or stopped sessions.  A buffer that cannot be
+ * taken back is marked lost in its sub-trace (lost_buffer; docs/crash.md,
+ * "Limits").
  */
 #include "daemon_impl.h"
 
