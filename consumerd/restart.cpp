@@ -51,6 +51,8 @@ bool kept(const Session &s)
 // companion is its session's business (SessionRecord::trigger).
 std::string unkept_why(const Session &s)
 {
+	if (!s.lost.empty())
+		return s.lost; // named again after another restart, until destroyed
 	if (s.state != proto::SessionState::Active || s.companion_of || !s.streamed())
 		return "";
 	return "it streamed to " + trace_place(s) +

@@ -10,7 +10,8 @@ daemon on the same socket:
   - names "ser" as STOPPED with "not taken up after a daemon restart: it
     streamed to serial line ..." in `strata status`, refuses to start it
     (exit 1, saying why), and destroys it on request;
-  - takes "t" up, and `strata status t` says that its trigger was lost.
+  - takes "t" up, and `strata status t` says that its trigger was lost;
+  - after a second SIGKILL and restart, still names "ser" (until destroyed).
 After a clean exit no session state is left.
 """
 import argparse
@@ -67,6 +68,13 @@ def main():
     check("Session t [active]" in st and "its snapshot trigger on x:fatal (strata snapshot --on" in st,
           "the trigger session is taken up, and its lost trigger is named: %s" %
           [ln.strip() for ln in st.splitlines() if "trigger" in ln][:2])
+    # Named again by a daemon that follows (until destroyed).
+    d.send_signal(signal.SIGKILL)
+    d.wait()
+    d = start_daemon(a.consumerd, sock, env)
+    st = strata("status").stdout
+    check("Session ser [stopped]" in st and "Session d [active]" in st,
+          "after a second restart, still named (and the disk session still taken up)")
     strata("destroy", "ser")
     check("Session ser" not in strata("status").stdout, "the named session is destroyed on request")
     for s in ("d", "t"):
