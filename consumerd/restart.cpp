@@ -216,15 +216,17 @@ bool Daemon::restore_buffer(Session &s, const BufferRecord &b)
 	env.hostname = hostname_;
 	std::unique_ptr<Drain> d = Drain::create(fd, b.uuid, b.dir, s.clock, env, s.owner, err);
 	if (!d || !d->resume(err)) {
-		logf("session %s: pid %u (%s): its buffer cannot be taken up (%s)", s.name.c_str(), b.pid,
-		     b.comm.c_str(), err.c_str());
+		lost_buffer(s, b, "its buffer cannot be taken up (" + err + ")");
 		return false;
 	}
 	Proc &p = procs_.get(static_cast<pid_t>(b.pid), static_cast<uid_t>(b.uid));
-	if (p.gone) { // exited between the two looks
+	if (p.gone) { // exited between the two looks: its buffer is ours, read to its end
 		if (p.drains.empty())
 			procs_.erase(p.pidfd);
-		return false;
+		d->start();
+		d->finish(true);
+		s.drains.push_back(std::move(d));
+		return true;
 	}
 	p.comm = b.comm;
 	p.kmod = p.kmod || b.kmod;
