@@ -96,16 +96,7 @@ public:
 	}
 	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args, uint64_t flow_in) override
 	{
-		const size_t pkt = open_packet(ts);
-		const size_t te = w_.begin(kPktTrackEvent);
-		w_.u64(kTeType, kTypeSliceBegin);
-		w_.u64(kTeTrackUuid, track);
-		w_.str(kTeName, name);
-		annotations(args);
-		if (flow_in)
-			w_.fixed64(kTeTerminatingFlowIds, flow_in);
-		w_.end(te);
-		close_packet(pkt);
+		named_event(kTypeSliceBegin, ts, track, name, args, flow_in, 0);
 	}
 	void end(int64_t ts, uint64_t track, const Args &args, uint64_t flow_out) override
 	{
@@ -119,16 +110,17 @@ public:
 		w_.end(te);
 		close_packet(pkt);
 	}
+	// Both flows on the slice's begin: a zero-length slice (a release) is
+	// then a flow's source as surely as a wait is its destination.
+	void complete(int64_t ts, int64_t end, uint64_t track, const std::string &name, const Args &args,
+		      uint64_t flow_in, uint64_t flow_out) override
+	{
+		named_event(kTypeSliceBegin, ts, track, name, args, flow_in, flow_out);
+		this->end(end, track, Args(), 0);
+	}
 	void instant(int64_t ts, uint64_t track, const std::string &name, const Args &args) override
 	{
-		const size_t pkt = open_packet(ts);
-		const size_t te = w_.begin(kPktTrackEvent);
-		w_.u64(kTeType, kTypeInstant);
-		w_.u64(kTeTrackUuid, track);
-		w_.str(kTeName, name);
-		annotations(args);
-		w_.end(te);
-		close_packet(pkt);
+		named_event(kTypeInstant, ts, track, name, args, 0, 0);
 	}
 	void counter(int64_t ts, uint64_t track, int64_t value) override
 	{
@@ -194,6 +186,23 @@ private:
 	pb::Writer w_;
 	bool first_ = true;
 
+	// A slice's begin or an instant.
+	void named_event(uint64_t type, int64_t ts, uint64_t track, const std::string &name, const Args &args,
+			 uint64_t flow_in, uint64_t flow_out)
+	{
+		const size_t pkt = open_packet(ts);
+		const size_t te = w_.begin(kPktTrackEvent);
+		w_.u64(kTeType, type);
+		w_.u64(kTeTrackUuid, track);
+		w_.str(kTeName, name);
+		annotations(args);
+		if (flow_out)
+			w_.fixed64(kTeFlowIds, flow_out);
+		if (flow_in)
+			w_.fixed64(kTeTerminatingFlowIds, flow_in);
+		w_.end(te);
+		close_packet(pkt);
+	}
 	size_t open_packet(int64_t ts = -1)
 	{
 		const size_t at = w_.begin(kTracePacket);
@@ -245,9 +254,10 @@ private:
 // ---- Chrome JSON trace events ----------------------------------------------
 // {"traceEvents":[...]} with one event per line; ts and dur in microseconds
 // (three decimals: nanoseconds) after the trace's first time.  Thread tracks
-// take B/E slices; child tracks (lock waits and holds, which need not nest
-// with the thread's slices) take async b/e events of category "lock" whose id
-// is the track; counters are C events named after their track; sched_switch
+// take B/E slices (an E named as its B) and X for slices known whole (lock
+// waits); child tracks (lock holds, which need not nest with the thread's
+// slices nor with each other) take async b/e events of category "lock" whose
+// id is the track; counters are C events named after their track; sched_switch
 // becomes one X slice per time a thread ran, on a thread "CPU n" of a
 // process "CPUs" (pid 0); wakeups are instants there.
 
@@ -287,51 +297,58 @@ public:
 	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args, uint64_t flow_in) override
 	{
 		const Track &t = tracks_[track];
-		if (flow_in) {
-			start_event("f");
-			buf_ += "\"bp\":\"e\",\"cat\":\"lock\",\"name\":\"handover\",\"id\":";
-			num(static_cast<int64_t>(flow_in & 0x7fffffffffffffULL));
-			where(t, ts);
-			buf_ += '}';
-		}
+		if (flow_in)
+			flow("f", flow_in, t, ts);
 		start_event(t.async ? "b" : "B");
 		buf_ += "\"name\":";
-		if (t.async) {
-			quote(name + " " + t.name);
+		std::string shown = t.async ? name + " " + t.name : name;
+		quote(shown);
+		if (t.async)
 			async_id(track);
-		} else {
-			quote(name);
-		}
 		where(t, ts);
 		json_args(args);
 		buf_ += '}';
-		if (t.async)
-			open_names_[track].push_back(name + " " + t.name);
+		open_names_[track].push_back(std::move(shown));
 	}
+	// An end carries its slice's name: speedscope ignores an E whose name
+	// is not the innermost B's.
 	void end(int64_t ts, uint64_t track, const Args &args, uint64_t flow_out) override
 	{
 		const Track &t = tracks_[track];
 		start_event(t.async ? "e" : "E");
-		if (t.async) {
-			std::vector<std::string> &names = open_names_[track];
-			buf_ += "\"name\":";
-			quote(names.empty() ? t.name : names.back());
-			if (!names.empty())
-				names.pop_back();
+		std::vector<std::string> &names = open_names_[track];
+		buf_ += "\"name\":";
+		quote(names.empty() ? t.name : names.back());
+		if (!names.empty())
+			names.pop_back();
+		if (t.async)
 			async_id(track);
-		} else {
-			buf_.pop_back(); // the ',' start_event() left
-		}
 		where(t, ts);
 		json_args(args);
 		buf_ += '}';
-		if (flow_out) {
-			start_event("s");
-			buf_ += "\"cat\":\"lock\",\"name\":\"handover\",\"id\":";
-			num(static_cast<int64_t>(flow_out & 0x7fffffffffffffULL));
-			where(t, ts);
-			buf_ += '}';
+		if (flow_out)
+			flow("s", flow_out, t, ts);
+	}
+	void complete(int64_t ts, int64_t end, uint64_t track, const std::string &name, const Args &args,
+		      uint64_t flow_in, uint64_t flow_out) override
+	{
+		const Track &t = tracks_[track];
+		if (t.async) { // no X on async tracks
+			Sink::complete(ts, end, track, name, args, flow_in, flow_out);
+			return;
 		}
+		if (flow_in)
+			flow("f", flow_in, t, ts);
+		start_event("X");
+		buf_ += "\"name\":";
+		quote(name);
+		where(t, ts);
+		buf_ += ",\"dur\":";
+		dur(end - ts);
+		json_args(args);
+		buf_ += '}';
+		if (flow_out)
+			flow("s", flow_out, t, end);
 	}
 	void instant(int64_t ts, uint64_t track, const std::string &name, const Args &args) override
 	{
@@ -471,6 +488,17 @@ private:
 		}
 		buf_ += ",\"ts\":";
 		time(ts);
+	}
+	// A flow's start ("s") or end ("f", bound to the enclosing slice).
+	void flow(const char *ph, uint64_t id, const Track &t, int64_t ts)
+	{
+		start_event(ph);
+		if (ph[0] == 'f')
+			buf_ += "\"bp\":\"e\",";
+		buf_ += "\"cat\":\"lock\",\"name\":\"handover\",\"id\":";
+		num(static_cast<int64_t>(id & 0x7fffffffffffffULL));
+		where(t, ts);
+		buf_ += '}';
 	}
 	void async_id(uint64_t track)
 	{
