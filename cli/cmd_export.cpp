@@ -820,7 +820,8 @@ private:
 				sink_.end(from, track, args_, 0);
 			char name[64];
 			std::snprintf(name, sizeof name, "cond wait 0x%" PRIx64, c.u64(pl, "cond"));
-			args_.push_back(int_arg("ret", ret));
+			if (ret) // only a failure's: speedscope shows a slice's args in its name
+				args_.push_back(int_arg("ret", ret));
 			sink_.complete(from, ts, thread_track(tid, &tr), name, args_, 0, 0);
 			args_.clear();
 			if (held)
@@ -884,7 +885,8 @@ private:
 					       std::string("release ") + (name + 5), args_, 0, flow);
 			}
 			args_.clear();
-			args_.push_back(int_arg("ret", ret));
+			if (ret) // only a failure's: speedscope shows a slice's args in its name
+				args_.push_back(int_arg("ret", ret));
 			sink_.complete(nested_begin(tid, ts - wait), ts, thread_track(tid, &tr), name, args_, flow, 0);
 			args_.clear();
 		}
