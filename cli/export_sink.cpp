@@ -258,7 +258,8 @@ private:
 // waits); child tracks (lock holds, which need not nest with the thread's
 // slices nor with each other) take async b/e events of category "lock" whose
 // id is the track; counters are C events named after their track; sched_switch
-// becomes one X slice per time a thread ran, on a thread "CPU n" of a
+// becomes one B/E slice per time a thread ran (those running at the end end
+// at the trace's last time), on a thread "CPU n" of a
 // process "CPUs" (pid 0); wakeups are instants there.
 
 class JsonSink final : public Sink {
@@ -381,25 +382,14 @@ public:
 	{
 		cpu_track(cpu);
 		Running &r = running_[cpu];
-		if (r.since >= 0 && r.tid == prev_tid && r.tid != 0) {
-			start_event("X");
-			buf_ += "\"name\":";
-			quote(r.comm);
-			buf_ += ",\"pid\":0,\"tid\":";
-			num(cpu);
-			buf_ += ",\"ts\":";
-			time(r.since);
-			buf_ += ",\"dur\":";
-			dur(ts - r.since);
-			buf_ += ",\"args\":{\"tid\":";
-			num(prev_tid);
-			buf_ += ",\"end_state\":";
-			num(prev_state);
-			buf_ += "}}";
+		if (r.open) { // its end (a switch from another thread: a switch was lost)
+			cpu_event("E", cpu, ts, r.comm, r.tid == prev_tid ? prev_tid : -1, prev_state);
+			r.open = false;
 		}
-		r.since = ts;
-		r.tid = next_tid;
-		r.comm = next_comm;
+		if (next_tid != 0) {
+			cpu_event("B", cpu, ts, next_comm, next_tid, -1);
+			r = Running{true, next_tid, next_comm};
+		}
 	}
 	void wakeup(int64_t ts, uint32_t cpu, int kind, const std::string &comm, int64_t tid, int64_t,
 		    int64_t target_cpu) override
@@ -423,6 +413,9 @@ public:
 	}
 	bool finish() override
 	{
+		for (auto &cr : running_)
+			if (cr.second.open)
+				cpu_event("E", cr.first, last_, cr.second.comm, -1, 0);
 		buf_ += "\n]}\n";
 		flush();
 		return !failed_;
@@ -435,12 +428,17 @@ private:
 		bool async = false;
 		char scope = 't'; // of instants: thread, process, global
 	};
+	// A run on a CPU is a B/E pair, not an X: the E's time is then the next
+	// B's, digit for digit, where ts + dur in a reader's doubles may come
+	// out a hair later and nest the next run in this one (speedscope).
 	struct Running {
-		int64_t since = -1, tid = 0;
+		bool open = false;
+		int64_t tid = 0;
 		std::string comm;
 	};
 	FILE *out_;
 	int64_t t0_;
+	int64_t last_ = INT64_MIN; // the latest time written
 	std::string buf_;
 	bool first_ = true;
 	std::unordered_map<uint64_t, Track> tracks_;
@@ -476,7 +474,11 @@ private:
 					    static_cast<unsigned>(a % 1000));
 		buf_.append(b, static_cast<size_t>(n));
 	}
-	void time(int64_t ts) { us(ts - t0_); }
+	void time(int64_t ts)
+	{
+		last_ = ts > last_ ? ts : last_;
+		us(ts - t0_);
+	}
 	void dur(int64_t ns) { us(ns < 0 ? 0 : ns); }
 	void where(const Track &t, int64_t ts)
 	{
@@ -561,6 +563,30 @@ private:
 			}
 		}
 		buf_ += '}';
+	}
+	// A run's begin (args: tid) or end (args: tid, end_state; tid < 0:
+	// none, the end is a lost switch's).
+	void cpu_event(const char *ph, uint32_t cpu, int64_t ts, const std::string &comm, int64_t tid,
+		       int64_t end_state)
+	{
+		start_event(ph);
+		buf_ += "\"name\":";
+		quote(comm);
+		buf_ += ",\"pid\":0,\"tid\":";
+		num(cpu);
+		buf_ += ",\"ts\":";
+		time(ts);
+		if (tid < 0) {
+			buf_ += '}';
+			return;
+		}
+		buf_ += ",\"args\":{\"tid\":";
+		num(tid);
+		if (ph[0] == 'E') {
+			buf_ += ",\"end_state\":";
+			num(end_state);
+		}
+		buf_ += "}}";
 	}
 	void cpu_track(uint32_t cpu)
 	{

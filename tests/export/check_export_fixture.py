@@ -225,11 +225,21 @@ def check_chrome_json(path):
     b = [e for e in evs if e["ph"] == "B" and e["name"] == "futex"]
     if len(b) != 1 or b[0]["ts"] != 0.15 or (b[0]["pid"], b[0]["tid"]) != (500, 502):
         fail("JSON futex slice %r" % b)
-    # One X per time a thread ran between two switches on a CPU; the idle
-    # thread (tid 0) is not drawn, nor a run whose start the trace missed.
-    x = [(e["tid"], e["name"], e["ts"], e["dur"], e["args"]["tid"]) for e in evs if e["ph"] == "X" and e["pid"] == 0]
-    if x != [(0, "java", 0.25, 0.06, 702)]:
-        fail("JSON CPU slices %r" % x)
+    # One B/E pair per time a thread ran on a CPU (the E's time the next
+    # B's, digit for digit); the idle thread (tid 0) is not drawn, nor a
+    # run whose start the trace missed; runs going at the end end at the
+    # trace's last time (3000 ns: 2 us).
+    runs, open_runs = [], {}
+    for e in evs:
+        if e["pid"] == 0 and e["ph"] == "B":
+            open_runs[e["tid"]] = e
+        elif e["pid"] == 0 and e["ph"] == "E":
+            b = open_runs.pop(e["tid"])
+            runs.append((e["tid"], b["name"], e["name"], b["ts"], e["ts"], b["args"]["tid"], e.get("args")))
+    if runs != [(0, "java", "java", 0.25, 0.31, 702, {"tid": 702, "end_state": 1}),
+                (0, "app", "app", 0.31, 2.0, 501, None), (1, "worker", "worker", 0.56, 2.0, 502, None)] or \
+            open_runs or any(e["ph"] == "X" and e["pid"] == 0 for e in evs):
+        fail("JSON CPU slices %r (left open %r)" % (runs, open_runs))
     # The lock wait: an X on the waiter's own thread (speedscope draws it),
     # its flow from the releaser's zero-length X.
     waits = [e for e in evs if e["ph"] == "X" and e["name"] == "wait mutex 0xa000"]

@@ -65,7 +65,8 @@ def main():
         "app (pid 500), worker (tid 502)": {"wait mutex 0xa000": 1, "syscall 202": 1, "futex": 1},
         "java (pid 700), main (tid 701)": {},
         "java (pid 700), Worker-1 (tid 702)": {"monitor enter int[]@7645a180": 1},
-        "CPUs (pid 0), CPU 0 (tid 0)": {"java": 1},
+        "CPUs (pid 0), CPU 0 (tid 0)": {"java": 1, "app": 1},
+        "CPUs (pid 0), CPU 1 (tid 1)": {"worker": 1},
     }
     for name, want_c in want_calls.items():
         if calls.get(name) != want_c:
