@@ -572,10 +572,7 @@ private:
 		start_event(ph);
 		buf_ += "\"name\":";
 		quote(comm);
-		buf_ += ",\"pid\":0,\"tid\":";
-		num(cpu);
-		buf_ += ",\"ts\":";
-		time(ts);
+		where(Track{0, cpu, std::string(), false, 't'}, ts);
 		if (tid < 0) {
 			buf_ += '}';
 			return;
