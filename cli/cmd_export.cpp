@@ -757,7 +757,6 @@ private:
 	{
 		using analyze::Op;
 		const uint64_t lock = c.u64(pl, "lock");
-		const int64_t ret = c.i64(pl, "ret");
 		const bool rw = c.op == Op::RwRdlock || c.op == Op::RwWrlock || c.op == Op::RwTryrdlock ||
 				c.op == Op::RwTrywrlock || c.op == Op::RwUnlock;
 		const bool sem = c.op == Op::SemWait || c.op == Op::SemTimedwait || c.op == Op::SemTrywait ||
@@ -808,31 +807,37 @@ private:
 			return;
 		}
 		case Op::CondWait:
-		case Op::CondTimedwait: {
-			// The mutex is released for the wait and taken again at its
-			// end; the wait itself is on the thread's track.
-			const uint64_t wait = c.u64(pl, "wait_ns");
-			const uint64_t track = lock_track(tid, tr, lock, "mutex");
-			const int64_t from = nested_begin(tid, ts - static_cast<int64_t>(wait));
-			auto it = holds_.find(HoldKey{tid, lock_key});
-			const bool held = it != holds_.end() && it->second > 0;
-			if (held)
-				sink_.end(from, track, args_, 0);
-			char name[64];
-			std::snprintf(name, sizeof name, "cond wait 0x%" PRIx64, c.u64(pl, "cond"));
-			if (ret) // only a failure's: speedscope shows a slice's args in its name
-				args_.push_back(int_arg("ret", ret));
-			sink_.complete(from, ts, thread_track(tid, &tr), name, args_, 0, 0);
-			args_.clear();
-			if (held)
-				sink_.begin(ts, track, "hold", args_, 0);
+		case Op::CondTimedwait:
+			cond_wait(ts, tid, tr, c, pl, lock, lock_key);
 			return;
-		}
 		case Op::CondSignal:
 		case Op::CondBroadcast:
 			instant(ts, tid, tr, c, pl);
 			return;
 		}
+	}
+
+	// A condition wait: the mutex is released for the wait and taken again
+	// at its end; the wait itself is on the thread's track.
+	void cond_wait(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const bt_field *pl,
+		       uint64_t lock, uint64_t lock_key)
+	{
+		const int64_t ret = c.i64(pl, "ret");
+		const uint64_t wait = c.u64(pl, "wait_ns");
+		const uint64_t track = lock_track(tid, tr, lock, "mutex");
+		const int64_t from = nested_begin(tid, ts - static_cast<int64_t>(wait));
+		auto it = holds_.find(HoldKey{tid, lock_key});
+		const bool held = it != holds_.end() && it->second > 0;
+		if (held)
+			sink_.end(from, track, args_, 0);
+		char name[64];
+		std::snprintf(name, sizeof name, "cond wait 0x%" PRIx64, c.u64(pl, "cond"));
+		if (ret) // only a failure's: speedscope shows a slice's args in its name
+			args_.push_back(int_arg("ret", ret));
+		sink_.complete(from, ts, thread_track(tid, &tr), name, args_, 0, 0);
+		args_.clear();
+		if (held)
+			sink_.begin(ts, track, "hold", args_, 0);
 	}
 
 	static Arg int_arg(const char *name, int64_t v)
@@ -864,9 +869,10 @@ private:
 		const int64_t ret = c.i64(pl, "ret");
 		const int64_t wait = static_cast<int64_t>(c.u64(pl, "wait_ns"));
 		const bool acquired = ret == 0 || ret == 130; // EOWNERDEAD: acquired
-		char name[80];
-		std::snprintf(name, sizeof name, "%s %s 0x%" PRIx64, acquired ? "wait" : "wait (failed)", kind, lock);
 		if (wait > 0) {
+			char name[80];
+			std::snprintf(name, sizeof name, "%s %s 0x%" PRIx64, acquired ? "wait" : "wait (failed)", kind,
+				      lock);
 			// The waiter received the lock from the last release if that
 			// came while it waited.  (A release stamped after the
 			// acquisition, its thread preempted before the event,
