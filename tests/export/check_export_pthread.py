@@ -31,6 +31,7 @@ def main():
         fail("export counted %r, babeltrace2 %d" % (r.stderr, bt))
     tr = protoc_decode(pf)
     names = {}
+    thread_tracks = set()
     begins = {}  # track -> stack of (name, ts, flow_in)
     per_lock = {}  # track name -> [holds, waits, wait_ns]
     flows_out, flows_in = {}, {}
@@ -39,6 +40,8 @@ def main():
         if "track_descriptor" in p:
             td = one(p, "track_descriptor")
             names[one(td, "uuid")] = one(td, "name", "")
+            if "thread" in td:
+                thread_tracks.add(one(td, "uuid"))
         elif "track_event" in p:
             evs.append((one(p, "timestamp"), i, one(p, "track_event")))
     evs.sort(key=lambda x: (x[0], x[1]))
@@ -63,6 +66,8 @@ def main():
             if names[track].startswith("mutex ") and name == "hold":
                 per_lock.setdefault(names[track], [0, 0, 0])[0] += 1
             elif name.startswith("wait mutex "):
+                if track not in thread_tracks:
+                    fail("%s not on a thread's own track: %r" % (name, names.get(track)))
                 st = per_lock.setdefault(name[5:], [0, 0, 0])
                 st[1] += 1
                 st[2] += ts - t0
