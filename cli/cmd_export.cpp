@@ -346,6 +346,10 @@ private:
 	const bt_stream_class *last_sc_ = nullptr;
 	const StreamCtx *last_ctx_ = nullptr;
 	std::unordered_map<int64_t, bool> procs_; // pid -> descriptor out
+	// pid -> its user sub-trace's procname (learnt in the pre-pass): a
+	// process first seen in the kernel's events is named by it, not by the
+	// comm its thread had then (a JVM's before its exec: "strata").
+	std::unordered_map<int64_t, std::string> proc_names_;
 	std::unordered_map<uint64_t, LockState> locks_;
 	std::unordered_map<HoldKey, uint32_t, HoldKeyHash> holds_; // open holds per (thread, lock)
 	std::unordered_map<uint64_t, bool> child_tracks_;
@@ -371,6 +375,8 @@ private:
 		t.kernel = env_string(trace, "domain", &domain) && domain == "kernel";
 		env_string(trace, "procname", &t.procname);
 		env_int(trace, "vpid", &t.pid);
+		if (!t.kernel && t.pid >= 0 && !t.procname.empty())
+			proc_names_.emplace(t.pid, t.procname);
 		return *(last_info_ = &traces_.emplace(trace, t).first->second);
 	}
 	const StreamCtx &stream_ctx(const bt_event *ev)
@@ -412,8 +418,9 @@ private:
 			// process not traced in user space) is its own process.
 			const int64_t pid = t.pid >= 0 ? t.pid : tid;
 			std::string pname;
-			if (tr && !tr->kernel && tr->pid == pid)
-				pname = tr->procname;
+			auto pn = proc_names_.find(pid);
+			if (pn != proc_names_.end())
+				pname = pn->second;
 			else if (pid == tid)
 				pname = t.name();
 			ensure_process(pid, pname);

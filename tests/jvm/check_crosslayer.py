@@ -63,6 +63,7 @@ def main():
     bt = subprocess.run(["babeltrace2", out], capture_output=True, text=True, timeout=600)
     check(bt.returncode == 0 and bt.stderr.strip() == "", "babeltrace2 reads the session silently (%r)" % bt.stderr[:300])
     evs, lost = [], 0
+    procnames = {}  # vpid -> procname of the user sub-traces
     for msg in bt2.TraceCollectionMessageIterator(out):
         if type(msg) is bt2._DiscardedEventsMessageConst:
             lost += msg.count or 0
@@ -73,7 +74,10 @@ def main():
         tid = event_tid(ev)
         # Kernel events are named as lttng-modules names them (no provider).
         name = ev.name
-        if str(ev.stream.trace.environment["domain"]) == "kernel":
+        env = ev.stream.trace.environment
+        if str(env["domain"]) != "kernel":
+            procnames[int(env["vpid"])] = str(env["procname"])
+        if str(env["domain"]) == "kernel":
             name = "kernel:" + name
         evs.append((name, msg.default_clock_snapshot.ns_from_origin, tid, ev.payload_field))
     steps = sum(1 for e in evs if e[0] == "japp:step")
@@ -130,12 +134,12 @@ def main():
     check(long_pairs > 0 and 2 * with_kernel >= long_pairs and with_futex > 0,
           "contended enters that waited show their thread's kernel events (futex among them) before the entered")
     if len(sys.argv) > 2:
-        check_export(sys.argv[2], out, evs, check, sys.argv[3] if len(sys.argv) > 3 else None)
+        check_export(sys.argv[2], out, evs, check, sys.argv[3] if len(sys.argv) > 3 else None, procnames)
     print("%d failure(s)" % len(fails))
     sys.exit(1 if fails else 0)
 
 
-def check_export(strata, trace, evs, check, npm_cache):
+def check_export(strata, trace, evs, check, npm_cache, procnames):
     """The cross-layer session as one timeline (strata export, docs/viewing.md)."""
     import re
     import timeline_check as tc
@@ -147,8 +151,11 @@ def check_export(strata, trace, evs, check, npm_cache):
     if r.returncode != 0:
         return
     tr = tc.protoc_decode(pf)
-    threads, sw, monitor_waits = {}, 0, 0
+    threads, procs, sw, monitor_waits = {}, {}, 0, 0
     for p in tc.packets(tr):
+        if "track_descriptor" in p and "process" in tc.one(p, "track_descriptor"):
+            pd = tc.one(tc.one(p, "track_descriptor"), "process")
+            procs[tc.one(pd, "pid")] = tc.one(pd, "process_name", "")
         if "track_descriptor" in p and "thread" in tc.one(p, "track_descriptor"):
             th = tc.one(tc.one(p, "track_descriptor"), "thread")
             threads[tc.one(th, "tid")] = (tc.one(th, "pid"), tc.one(th, "thread_name", ""))
@@ -167,6 +174,11 @@ def check_export(strata, trace, evs, check, npm_cache):
     check(java and not bad and len(pid) == 1 and None not in pid,
           "every Java thread is its OS thread's track, named by its Java name, in one process (%d threads; %r)" %
           (len(java), dict(list(bad.items())[:3])))
+    # Named by its user sub-trace, not by the comm the kernel saw first
+    # (the JVM's before its exec was strata's).
+    check(procnames and all(procs.get(p) == n for p, n in procnames.items()),
+          "each traced process is named by its sub-trace's procname (%r; export %r)" %
+          (procnames, {p: procs.get(p) for p in procnames}))
     nsw = sum(1 for e in evs if e[0] == "kernel:sched_switch")
     check(sw == nsw, "one Perfetto sched_switch per kernel sched_switch (%d, %d)" % (sw, nsw))
     pend, pairs = {}, 0
