@@ -169,9 +169,11 @@ private:
 	// scheduling); Done -> Released, and whether it is (the pool, under
 	// its mutex).
 	SchedChange run_job() override { return run(); }
+	StepResult step(StepWait *w) override;
 	void release() override;
 	bool released() const override { return stage() == Stage::Released; }
 	SchedChange run();
+	bool begin_run();
 	void finish_run();
 	void set_stage(Stage s);
 	bool opened() const; // Open or Finishing (drain thread)
@@ -225,7 +227,7 @@ private:
 	uint64_t stream_start_ns_ = 0; // the first packet seen (begin_stream); 0: not yet
 	uint64_t write_ns_ = 0, write_max_ns_ = 0, written_bytes_ = 0;
 	void report_loss();
-	void prepare_batch();
+	void prepare_batch(bool refresh);
 	void begin_stream();
 	uint32_t stream_id_ = 0;
 	bool overwrite_ = false;

@@ -35,10 +35,10 @@ thread_local BatchCache t_batch;
 constexpr size_t kBatchSlack = 4u << 20; // kept up to this much above the need
 } // namespace
 
-CopyBuffer ready_batch(size_t need, bool populate)
+CopyBuffer ready_batch(size_t need, bool populate, bool may_shrink)
 {
 	BatchCache &c = t_batch;
-	if (c.cap < need || c.cap - need > kBatchSlack) {
+	if (c.cap < need || (may_shrink && c.cap - need > kBatchSlack)) {
 		c.buf.reset();
 		// Never zeroed (new[] of a plain type): every byte is copied
 		// in before it is written out.

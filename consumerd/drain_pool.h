@@ -45,6 +45,21 @@
 
 namespace strata {
 
+// What one turn of a drain (PoolJob::step) asks for next.
+enum class StepResult : uint8_t {
+	kAgain, // it did work: run it again (after the others waiting)
+	kWait,  // nothing to do: run it again when its StepWait says
+	kDone,  // finished: never run again
+};
+// kWait: until the shared 32-bit word `word` (the buffer's wake_seq, in
+// the producer's memory) no longer holds `val` or a writer wakes it, or
+// `timeout_ms`, or the job's finish.
+struct StepWait {
+	const uint32_t *word = nullptr;
+	uint32_t val = 0;
+	int timeout_ms = 0;
+};
+
 // What a worker runs: one drain, from start to end (drain.h).
 class PoolJob {
 public:
@@ -52,6 +67,10 @@ public:
 	// On the worker: the whole job; what it changed in the worker's
 	// scheduling (undone before the next job).
 	virtual SchedChange run_job() = 0;
+	// One turn of the job (the body of run_job's loop), for a driver
+	// that multiplexes many jobs on few threads.  Called by one thread
+	// at a time, never after kDone.
+	virtual StepResult step(StepWait *w) = 0;
 	// Under the pool's mutex: the worker is done with it / was it?
 	virtual void release() = 0;
 	virtual bool released() const = 0;
@@ -67,9 +86,10 @@ struct CopyBuffer {
 	size_t cap = 0;
 };
 // Makes the calling thread's copy buffer ready for `need` bytes: made anew
-// if it has less (or much more); with `populate`, its pages mapped in one
-// system call (else they fault in as packets are copied).
-CopyBuffer ready_batch(size_t need, bool populate);
+// if it has less (or, with `may_shrink`, much more); with `populate`, its
+// pages mapped in one system call (else they fault in as packets are
+// copied).
+CopyBuffer ready_batch(size_t need, bool populate, bool may_shrink = true);
 
 class DrainPool {
 public:
