@@ -280,6 +280,9 @@ void Drain::finish(bool producer_dead)
 	// which outlives join().
 	stop_word_.store(1, std::memory_order_release);
 	syscall(SYS_futex, &stop_word_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+	// A multiplexed drain waits in the pool, not on the stop word.
+	if (stage() != Stage::Made)
+		DrainPool::get().wake(this);
 }
 
 void Drain::join()
@@ -669,6 +672,16 @@ StepResult Drain::step(StepWait *w)
 	w->word = reader_->wake_word();
 	w->val = seq;
 	return StepResult::kWait;
+}
+
+// A disk output's writes go to the page cache and a process's buffer is
+// woken through its futex: such drains share the multiplexer's workers.  A
+// streamed output (relay, serial) may wait on a network or a line in its
+// write, and a kernel buffer's wait is an fd: those keep a thread each
+// (a handful per session, not one per process).
+bool Drain::multiplexable() const
+{
+	return !out_ && !from_kernel_ && reader_ && !reader_->has_wait_fd();
 }
 
 // The thread driver: the drain's turns on this worker until it is done,
