@@ -217,6 +217,11 @@ bool Daemon::frame(Conn &c, size_t &off)
 	while (c.in.size() - off >= proto::kHeaderSize) {
 		proto::Header h;
 		proto::DecodeResult d = proto::decode_header(c.in.data() + off, proto::kHeaderSize, h);
+		if (d && h.length > proto::kMaxPayload) { // a reply's larger limit is for clients only
+			d.error = proto::Error::Oversized;
+			d.text = "payload of " + std::to_string(h.length) + " bytes exceeds " +
+				 std::to_string(proto::kMaxPayload);
+		}
 		if (!d) {
 			logf("pid %d: %s; closing its connection", c.cred.pid, d.text.c_str());
 			reply(c, h.seq, -EPROTO, d.text);
