@@ -151,7 +151,7 @@ def main():
     strata("stop", "s")
     strata("destroy", "s")
     d.send_signal(signal.SIGTERM)
-    d.wait(timeout=120)
+    rc = d.wait(timeout=120)
     m["peak_threads"] = peak
     with open(log_path) as f:
         daemon_log = f.read()
@@ -159,6 +159,7 @@ def main():
 
     check = Checks()
     n = a.procs
+    check(rc == 0, "the daemon exits 0 (%d; a sanitizer's report makes it fail)" % rc)
     check(sum(served.values()) == 2 * n and status.count(0) == n,
           "%d processes served both batches (%d) and exited 0 (%d)" % (n, sum(served.values()), status.count(0)))
     said = [e.strip() for e in errs if "cannot hand" in e or "tracing disabled" in e]
