@@ -95,6 +95,13 @@ struct Session : Audience {
 	// target, and the events they declared (STATUS_REPLY version 5).
 	uint32_t joined = 0;
 	std::set<std::string> declared;
+	// Taken up from a dead daemon (restart.cpp): the buffers it could not
+	// take back, one line each (STATUS, STOP: session_problems); bounded.
+	std::vector<std::string> restart_losses;
+	// Not taken up after a daemon restart (restart.cpp), only named: why.
+	// Such a session is STOPPED, cannot be started (destroy it, create it
+	// again) and has no output.
+	std::string lost;
 };
 
 // Where a session's trace goes, for answers and logs: its directory, or
