@@ -177,6 +177,7 @@ uint64_t steady_ns()
 // cost 10,000 cheap turns a second, not 200,000.  A writer's wake-up, not
 // the timer, is what ends a wait with data.
 constexpr int kMaxIdleWaitMs = 1000;
+constexpr uint64_t kIdleGridNs = 50000000;
 constexpr unsigned kCqEntries = 16384; // completions beyond it wait in the kernel's overflow list
 
 // STRATA_CONSUMERD_DRAIN_THREADS=1: one thread per drain, as before the
@@ -271,8 +272,13 @@ void DrainPool::mux_after(PoolJob *d, StepResult r, const StepWait &w)
 			d->idle_turns_++;
 	}
 	// Distinct keys: two jobs armed in the same nanosecond differ by
-	// their pointer, the pair's second half.
-	d->timer_at_ = steady_ns() + static_cast<uint64_t>(ms) * 1000000u;
+	// their pointer, the pair's second half.  A backed-off timer is
+	// rounded up to kIdleGridNs: the idle buffers' turns then come in
+	// batches, one worker wake-up for many, not one each.
+	uint64_t at = steady_ns() + static_cast<uint64_t>(ms) * 1000000u;
+	if (ms > w.timeout_ms)
+		at = (at / kIdleGridNs + 1) * kIdleGridNs;
+	d->timer_at_ = at;
 	timers_.insert({d->timer_at_, d});
 }
 
