@@ -143,12 +143,21 @@ def pid_in_tree(pid, root):
 # ---- trace accounting ------------------------------------------------------
 
 def count_events(trace_dir):
-    """Events babeltrace2 decodes in trace_dir (all sub-traces)."""
-    p = run(["babeltrace2", trace_dir, "-c", "sink.utils.counter", "--params=step=+0"])
-    m = re.search(r"(\d+) Event messages", p.stdout)
-    if not m:
-        raise BenchError("babeltrace2 counter output not understood: " + p.stdout[:200])
-    return int(m.group(1))
+    """Events babeltrace2 decodes in trace_dir (all sub-traces).  Thousands
+    of sub-traces (one per process: row 8 at 10,000) are read 1,000 at a
+    time: babeltrace2 opens every stream file at once and would run out of
+    descriptors."""
+    subs = sorted({os.path.dirname(os.path.join(r, f)) for r, _, fs in os.walk(trace_dir)
+                   for f in fs if f == "metadata"})
+    groups = [subs[i:i + 1000] for i in range(0, len(subs), 1000)] if len(subs) > 1000 else [[trace_dir]]
+    total = 0
+    for g in groups:
+        p = run(["babeltrace2"] + g + ["-c", "sink.utils.counter", "--params=step=+0"])
+        m = re.search(r"(\d+) Event messages", p.stdout)
+        if not m:
+            raise BenchError("babeltrace2 counter output not understood: " + p.stdout[:200])
+        total += int(m.group(1))
+    return total
 
 
 def walk_packets(trace_dir):
@@ -997,9 +1006,22 @@ class Bench:
     # by all the processes (EOF on the first ends every hold).
     def processes(self):
         counts = (10,) if self.smoke else (10, 100, 1000)
+        # STRATA_BENCH_PROCS=10,100,1000,10000: other counts (10,000 takes
+        # minutes and a few GB: run by hand, docs/benchmarks.md).
+        if os.environ.get("STRATA_BENCH_PROCS"):
+            counts = tuple(int(x) for x in os.environ["STRATA_BENCH_PROCS"].split(","))
         consumerd = os.path.join(os.path.dirname(os.path.dirname(self.plain)), "consumerd", "strata-consumerd")
         for n in counts:
             for side in self.sides():
+                # An LTTng-UST process runs two listener threads beside its
+                # own: 3 tasks each, and a spawn beyond kernel.pid_max fails
+                # (EAGAIN) for everyone on the machine.
+                with open("/proc/sys/kernel/pid_max") as f:
+                    pid_max = int(f.read())
+                if side == "lttng" and 3 * n > pid_max * 3 // 4:
+                    self.notes.append("%d processes lttng: not run, 3 tasks each exceed 3/4 of "
+                                      "kernel.pid_max (%d)" % (n, pid_max))
+                    continue
                 out = self.tmpdir("procs-%s-%d" % (side, n))
                 env, d, lname = dict(self.env_nodaemon), None, None
                 if side == "strata":
@@ -1015,13 +1037,15 @@ class Bench:
                         run([self.strata] + a, env=env)
                     daemons = lambda: [d.pid]  # noqa: E731
                     prog = self.sbench
+                    ctl = [[self.strata, "status"], [self.strata, "list"]]
                 else:
                     lname = self.lttng.create(out, None, None)
                     daemons = lambda: find_procs(  # noqa: E731
                         lambda pid, comm, ppid: comm in ("lttng-sessiond", "lttng-consumerd"))
                     prog = self.lbench
+                    ctl = [["lttng", "--no-sessiond", "list", lname], ["lttng", "--no-sessiond", "list", "-u"]]
                 try:
-                    res = self.hold_many(prog, n, env, daemons)
+                    res = self.hold_many(prog, n, env, daemons, ctl)
                 finally:
                     if side == "strata":
                         run([self.strata, "stop", "s"], env=env, check=False)
@@ -1044,7 +1068,7 @@ class Bench:
                 shutil.rmtree(out, ignore_errors=True)
 
     @staticmethod
-    def hold_many(prog, n, env, daemons):
+    def hold_many(prog, n, env, daemons, ctl):
         tck = os.sysconf("SC_CLK_TCK")
         pids = daemons()
         cpu0 = sum(proc_cpu_ticks(x) for x in pids)
@@ -1074,6 +1098,21 @@ class Bench:
             res = {"threads": sum(proc_status(x, "Threads") for x in pids),
                    "rss_mib": sum(proc_status(x, "VmRSS") for x in pids) / 1024.0,
                    "cpu_ms": (sum(proc_cpu_ticks(x) for x in pids) - cpu0) * 1000.0 / tck}
+            # Every process alive and idle: the daemons' CPU over 2 s (a
+            # measurement interval), then the time of the session
+            # commands (best of 3; Strata: status, list; LTTng: list of
+            # the session, list -u).
+            c0, t0 = sum(proc_cpu_ticks(x) for x in pids), time.monotonic()
+            time.sleep(2.0)
+            res["idle_cpu_pct"] = (sum(proc_cpu_ticks(x) for x in pids) - c0) * 100.0 / tck / (
+                time.monotonic() - t0)
+            for key, cmd in zip(("status_ms", "list_ms"), ctl):
+                best = None
+                for _ in range(3):
+                    t1 = time.monotonic()
+                    run(cmd, env=env)
+                    best = min(best or 1e9, (time.monotonic() - t1) * 1000.0)
+                res[key] = best
         finally:
             # Their last words (the hold's results) go nowhere: reading
             # stops here, and a process that writes then takes SIGPIPE.
@@ -1374,6 +1413,12 @@ def table(b):
             strata_only=True)
         row("%d live processes: daemons' RSS (MiB)" % n, s.get("rss_mib"), l.get("rss_mib"))
         row("%d live processes: daemons' CPU, spawn to all ready (ms)" % n, s.get("cpu_ms"), l.get("cpu_ms"))
+        row("%d live processes: daemons' CPU while they idle (%% of a CPU)" % n, s.get("idle_cpu_pct"),
+            l.get("idle_cpu_pct"))
+        row("%d live processes: strata status / lttng list SESSION (ms)" % n, s.get("status_ms"),
+            l.get("status_ms"), "Strata < 100", lambda x: x < 100, strata_only=True)
+        row("%d live processes: strata list / lttng list -u (ms)" % n, s.get("list_ms"), l.get("list_ms"),
+            "Strata < 100", lambda x: x < 100, strata_only=True)
         row("%d live processes: events lost of %d" % (n, n * 100), s.get("lost"), l.get("lost"),
             "Strata 0", lambda x: x == 0, strata_only=True)
     jv = lambda k: r.get(("jvm", k))

@@ -57,7 +57,13 @@
 namespace strata {
 namespace daemon_impl {
 
-constexpr size_t kMaxConns = 1024;
+// Connections at once: every live traced process keeps one (with its
+// pidfd, about 1.5 descriptors a process), so the bound follows the
+// descriptors the daemon may open (main.cpp raises the soft limit to the
+// hard one): two thirds of them, less a reserve for files and buffers, and
+// never below 1,024 (the fixed bound before: 10,000 live processes were
+// refused beyond it).
+size_t max_conns();
 constexpr size_t kMaxQueuedFds = 16;
 constexpr int64_t kReplyTimeoutMs = 2000;
 

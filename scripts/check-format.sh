@@ -24,6 +24,8 @@ consumerd/daemon.cpp
 consumerd/daemon_impl.h
 consumerd/drain_pool.cpp
 consumerd/drain_pool.h
+consumerd/futex_ring.cpp
+consumerd/futex_ring.h
 consumerd/event_loop.cpp
 consumerd/event_loop.h
 consumerd/filter_check.cpp

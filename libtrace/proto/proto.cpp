@@ -431,10 +431,12 @@ DecodeResult decode_header(const uint8_t *p, size_t n, Header &h)
 	} else if (h.type > kTypeMaxV1 && h.version < 2) {
 		r.error = Error::BadType;
 		r.text = "message type " + std::to_string(h.type) + " needs protocol version 2";
-	} else if (h.length > kMaxPayload) {
+	} else if (h.length > (h.type == static_cast<uint16_t>(Type::ListReply) ||
+					h.type == static_cast<uint16_t>(Type::StatusReply)
+				? kMaxReplyPayload
+				: kMaxPayload)) {
 		r.error = Error::Oversized;
-		r.text = "payload of " + std::to_string(h.length) + " bytes exceeds " +
-			 std::to_string(kMaxPayload);
+		r.text = "payload of " + std::to_string(h.length) + " bytes exceeds the limit of its type";
 	}
 	return r;
 }

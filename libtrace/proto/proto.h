@@ -45,6 +45,11 @@ constexpr uint16_t kMinVersion = 1;
 constexpr uint16_t kProcessVersion = 1;    // what libstrata speaks (proc_codec)
 constexpr size_t kHeaderSize = 16;
 constexpr size_t kMaxPayload = 1u << 20;   // 1 MiB: far above any real message
+// A daemon's LIST and STATUS replies grow with the live processes (a LIST
+// entry per process and event: 1.5 MB for 10,000 processes of 4 events):
+// they alone may reach this.  Only clients take such a message; the daemon
+// takes none above kMaxPayload (consumerd/conn.cpp, Daemon::frame).
+constexpr size_t kMaxReplyPayload = 64u << 20;
 constexpr size_t kMaxName = 63;            // session, channel, comm names
 constexpr size_t kMaxPath = 4095;
 constexpr size_t kMaxPattern = 127;        // STRATA_PATTERN_MAX - 1

@@ -190,6 +190,12 @@ TEST(Proto, HeaderErrors)
 	EXPECT_EQ(decode_header(b.data(), b.size(), h).error, Error::Oversized);
 	b = header(kMagic, 1, static_cast<uint16_t>(Type::Reply), 0xffffffffu);
 	EXPECT_EQ(decode_err(b), Error::Oversized);
+	// LIST and STATUS replies grow with the live processes: up to
+	// kMaxReplyPayload (their readers are clients; the daemon keeps 1 MiB).
+	b = header(kMagic, 1, static_cast<uint16_t>(Type::ListReply), kMaxPayload + 1);
+	EXPECT_EQ(decode_header(b.data(), b.size(), h).error, Error::None);
+	b = header(kMagic, 1, static_cast<uint16_t>(Type::StatusReply), kMaxReplyPayload + 1);
+	EXPECT_EQ(decode_header(b.data(), b.size(), h).error, Error::Oversized);
 
 	b = ok;
 	b.push_back(0);
