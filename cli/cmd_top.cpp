@@ -369,10 +369,10 @@ private:
 			std::string text;
 			int fd = -1;
 			const int r = ctl_.command_fd(m, text, &fd);
-			if (r == -ENOENT)
+			if (r == -ENODATA) // no more regions (yet)
 				return true;
 			if (r < 0 || fd < 0) {
-				*err = r < 0 ? text : "the daemon sent no region";
+				*err = r < 0 ? "session " + session + ": " + text : "the daemon sent no region";
 				return false;
 			}
 			fetched_++;

@@ -387,7 +387,7 @@ void Daemon::do_agg_region(Conn &c, const proto::Message &msg)
 }
 
 // AGG_FETCH: the index-th region of a session the caller may see, with a
-// read-only descriptor of it, or -ENOENT past the last.
+// read-only descriptor of it, or -ENODATA past the last.
 void Daemon::do_agg_fetch(Conn &c, const proto::Message &msg)
 {
 	const proto::AggFetch &m = std::get<proto::AggFetch>(msg.body);
@@ -402,7 +402,7 @@ void Daemon::do_agg_fetch(Conn &c, const proto::Message &msg)
 		return;
 	}
 	if (m.index >= s->regions.size()) {
-		reply(c, msg.seq, -ENOENT, std::to_string(s->regions.size()) + " region(s)");
+		reply(c, msg.seq, -ENODATA, std::to_string(s->regions.size()) + " region(s)");
 		return;
 	}
 	const AggRegionRec &r = *s->regions[m.index];

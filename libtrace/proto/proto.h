@@ -354,7 +354,7 @@ struct AggRegion {
 // Version 6, controller: the index-th region the daemon holds for the
 // session's current run (0, 1, ... in the order they arrived).  Answered by
 // REPLY {0, "PID ALIVE COMM"} with a read-only descriptor of the region as
-// SCM_RIGHTS, or REPLY {-ENOENT, "N region(s)"} past the last one.
+// SCM_RIGHTS, or REPLY {-ENODATA, "N region(s)"} past the last one (-ENOENT: no such session).
 struct AggFetch {
 	std::string session;
 	uint32_t index = 0;
