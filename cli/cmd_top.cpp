@@ -43,6 +43,7 @@ struct Options {
 	std::vector<uint32_t> pids; // --pid given more than once
 	std::string name;          // --name: every process of that command name
 	std::string session;       // -s: an aggregation session's processes, from the daemon
+	std::string socket;        // its daemon's socket ("" the usual one; record's own daemon)
 	bool once = false, json = false;
 	uint32_t interval_ms = 1000;
 	uint32_t limit = 10;
@@ -280,7 +281,7 @@ public:
 	bool scan(const Options &o, std::string *err)
 	{
 		if (!o.session.empty())
-			return scan_session(o.session, err);
+			return scan_session(o.socket, o.session, err);
 		std::vector<uint32_t> want = o.pids;
 		if (!o.name.empty())
 			named(o.name, &want);
@@ -350,11 +351,11 @@ private:
 
 	// The session's regions not mapped yet, each from its read-only
 	// descriptor (AGG_FETCH), mapped and the descriptor closed.
-	bool scan_session(const std::string &session, std::string *err)
+	bool scan_session(const std::string &socket, const std::string &session, std::string *err)
 	{
 		o_session_ = session;
 		if (!ctl_.is_open()) {
-			if (ctl_.open("", *err) < 0)
+			if (ctl_.open(socket, *err) < 0)
 				return false;
 			if (ctl_.version() < proto::kAggVersion) {
 				*err = "the running strata-consumerd speaks protocol " + std::to_string(ctl_.version()) +
@@ -468,6 +469,36 @@ int usage(const char *cmd, const std::string &msg)
 
 } // namespace
 
+// One snapshot, printed (--once, --json).
+int print_once(const Options &o)
+{
+	Watch w;
+	std::string err;
+	if (!w.scan(o, &err)) {
+		fprintf(stderr, "strata top: %s\n", err.c_str());
+		return cli::kFail;
+	}
+	std::vector<AggSnapshot> snaps;
+	std::map<std::pair<size_t, std::string>, uint64_t> last;
+	w.snapshot(&snaps);
+	if (o.json)
+		print_json(o, snaps, w.seen());
+	else
+		print_text(o, snaps, last, 0, w.seen());
+	return cli::kOk;
+}
+
+int cli::top_session_once(const std::string &socket, const std::string &session, bool json)
+{
+	Options o;
+	o.socket = socket;
+	o.session = session;
+	o.once = true;
+	o.json = json;
+	o.limit = 20;
+	return print_once(o);
+}
+
 int strata_cmd_top(int argc, char **argv)
 {
 	const char *cmd = "top";
@@ -548,6 +579,8 @@ int strata_cmd_top(int argc, char **argv)
 		return usage(cmd, "--pid, --name or (alone) -s is needed");
 	if (o.json)
 		o.once = true;
+	if (o.once)
+		return print_once(o);
 	Watch w;
 	std::string err;
 	if (!w.scan(o, &err)) {
@@ -556,14 +589,6 @@ int strata_cmd_top(int argc, char **argv)
 	}
 	std::vector<AggSnapshot> snaps;
 	std::map<std::pair<size_t, std::string>, uint64_t> last;
-	if (o.once) {
-		w.snapshot(&snaps);
-		if (o.json)
-			print_json(o, snaps, w.seen());
-		else
-			print_text(o, snaps, last, 0, w.seen());
-		return cli::kOk;
-	}
 	signal(SIGINT, on_sigint);
 	signal(SIGTERM, on_sigint);
 	termios saved{};
