@@ -469,15 +469,22 @@ int usage(const char *cmd, const std::string &msg)
 
 } // namespace
 
+// The first look for the processes or the session: false once said why not.
+bool first_scan(Watch &w, const Options &o)
+{
+	std::string err;
+	if (w.scan(o, &err))
+		return true;
+	fprintf(stderr, "strata top: %s\n", err.c_str());
+	return false;
+}
+
 // One snapshot, printed (--once, --json).
 int print_once(const Options &o)
 {
 	Watch w;
-	std::string err;
-	if (!w.scan(o, &err)) {
-		fprintf(stderr, "strata top: %s\n", err.c_str());
+	if (!first_scan(w, o))
 		return cli::kFail;
-	}
 	std::vector<AggSnapshot> snaps;
 	std::map<std::pair<size_t, std::string>, uint64_t> last;
 	w.snapshot(&snaps);
@@ -582,11 +589,9 @@ int strata_cmd_top(int argc, char **argv)
 	if (o.once)
 		return print_once(o);
 	Watch w;
-	std::string err;
-	if (!w.scan(o, &err)) {
-		fprintf(stderr, "strata top: %s\n", err.c_str());
+	if (!first_scan(w, o))
 		return cli::kFail;
-	}
+	std::string err;
 	std::vector<AggSnapshot> snaps;
 	std::map<std::pair<size_t, std::string>, uint64_t> last;
 	signal(SIGINT, on_sigint);
