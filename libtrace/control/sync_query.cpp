@@ -626,10 +626,16 @@ struct AggSlot {
 };
 AggSlot g_agg[proto::kMaxSlots];
 bool g_thread_ctx;       // the query runs in thread context, not in the handler
-bool g_daemon_agg;       // a daemon answered in version 6 (aggregations may come)
+// A daemon answered in version 6 (aggregations may come): only ever set,
+// by a query, and read by agg_helper_start outside g_busy (relaxed: a late
+// true only means no helper this time).
+std::atomic<bool> g_daemon_agg{false};
 int g_ack_fd = -1;       // a handler query's connection, closed by the helper
-int g_agg_wake = -1;     // the helper's eventfd, -1: no helper
 bool g_agg_warned;
+// The helper's eventfd, -1: no helper.  Set once in thread context outside
+// g_busy (agg_helper_start) while a handler's query may read it: the
+// release store pairs with the handler's acquire load (an fd seen is open).
+std::atomic<int> g_agg_wake{-1};
 
 // The session id whose aggregation the grants want at `slot`, 0: none.
 uint64_t agg_wanted(unsigned slot, const proto::pc::Grant **grant)
@@ -713,10 +719,11 @@ int agg_settle(int fd, int64_t dl)
 		agg_apply(fd, dl);
 		return fd;
 	}
-	if (g_agg_wake >= 0) {
+	const int wake = g_agg_wake.load(std::memory_order_acquire);
+	if (wake >= 0) {
 		g_ack_fd = fd;
 		const uint64_t one = 1;
-		if (write(g_agg_wake, &one, sizeof one) == sizeof one)
+		if (write(wake, &one, sizeof one) == sizeof one)
 			return -1;
 		g_ack_fd = -1;
 	}
@@ -735,8 +742,8 @@ int run_queries(bool list_events, bool thread_ctx);
 void *agg_helper(void *)
 {
 	for (;;) {
-		uint64_t n;
-		if (read(g_agg_wake, &n, sizeof n) != sizeof n) {
+		uint64_t n; // the descriptor was set before this thread was made
+		if (read(g_agg_wake.load(std::memory_order_relaxed), &n, sizeof n) != sizeof n) {
 			if (errno == EINTR)
 				continue;
 			return nullptr;
@@ -752,7 +759,9 @@ void *agg_helper(void *)
 // process; a program that never meets such a daemon gets none).
 void agg_helper_start()
 {
-	if (!g_daemon_agg || g_agg_wake >= 0 || !g_state.signo)
+	// g_daemon_agg: written by this thread's query (held g_busy), or by a
+	// handler's on another thread after it, which only makes it true.
+	if (!g_daemon_agg.load(std::memory_order_relaxed) || g_agg_wake.load(std::memory_order_relaxed) >= 0 || !g_state.signo)
 		return;
 	const int efd = eventfd(0, EFD_CLOEXEC);
 	if (efd < 0)
@@ -765,12 +774,14 @@ void agg_helper_start()
 	pthread_attr_setstacksize(&attr, 64 * 1024);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_t t;
-	g_agg_wake = efd; // before the thread reads it; the handler reads it under g_busy
+	g_agg_wake.store(efd, std::memory_order_relaxed); // the thread reads it (ordered by its creation)
 	if (pthread_create(&t, &attr, agg_helper, nullptr) != 0) {
-		g_agg_wake = -1;
+		g_agg_wake.store(-1, std::memory_order_relaxed);
 		close(efd);
 	} else {
 		pthread_setname_np(t, "strata-agg");
+		// Published to handlers only now that a thread reads it.
+		g_agg_wake.store(efd, std::memory_order_release);
 	}
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, nullptr);
@@ -799,7 +810,8 @@ int query_once(bool list_events)
 		proto::pc::TableInfo table;
 		if (fresh && read_table(s.paths[i], &table)) {
 			stage("table");
-			g_daemon_agg |= table.version >= proto::kAggVersion;
+			if (table.version >= proto::kAggVersion)
+				g_daemon_agg.store(true, std::memory_order_relaxed);
 			char quiet[kPathMax];
 			const size_t n = strlen(s.paths[i]), k = strlen(proto::kQuietSuffix);
 			if (n + k < sizeof quiet) {
@@ -853,7 +865,7 @@ int query_once(bool list_events)
 		if (r > 0 && !proto::pc::parse_register_reply(s.in + proto::kHeaderSize, len, version, &s.grants))
 			r = -EPROTO;
 		if (r > 0 && version >= proto::kAggVersion)
-			g_daemon_agg = true;
+			g_daemon_agg.store(true, std::memory_order_relaxed);
 		if (page_fd >= 0) {
 			if (r > 0)
 				strata_rt_clock_offer(page_fd); // before join() opens a slot
@@ -1137,9 +1149,9 @@ extern "C" int strata_ctl_fork_child(void)
 	if (g_ack_fd >= 0)
 		close(g_ack_fd);
 	g_ack_fd = -1;
-	if (g_agg_wake >= 0) // the helper stayed in the parent
-		close(g_agg_wake);
-	g_agg_wake = -1;
+	if (g_agg_wake.load(std::memory_order_relaxed) >= 0) // the helper stayed in the parent
+		close(g_agg_wake.load(std::memory_order_relaxed));
+	g_agg_wake.store(-1, std::memory_order_relaxed); // one thread in the child
 	kmod_link_fork_child();
 	const int r = strata_ctl_sync_query();
 	agg_helper_start();
