@@ -80,6 +80,8 @@ void Daemon::persist_sessions()
 		for (const Target &t : s.targets)
 			r.targets.push_back({t.pids, t.names});
 		r.clock = s.clock;
+		r.aggregate = s.aggregate;
+		r.agg_filter = s.agg_filter;
 		if (s.owner_conn & kPidOwner) {
 			r.owner_pid = static_cast<uint32_t>(s.owner_conn & ~kPidOwner);
 		} else if (s.owner_conn) {
@@ -213,6 +215,8 @@ void Daemon::restore_sessions()
 			s->targets.push_back({t.pids, t.names});
 		s->targets.resize(s->rules.size());
 		s->clock = r.clock;
+		s->aggregate = r.aggregate;
+		s->agg_filter = r.agg_filter;
 		if (r.owner_pid)
 			s->owner_conn = kPidOwner | r.owner_pid;
 		Session &ref = *s;

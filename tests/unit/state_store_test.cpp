@@ -90,6 +90,17 @@ TEST(StateStore, RoundTripKeepsEveryField)
 	EXPECT_EQ(0, memcmp(back.buffers[0].uuid, r.buffers[0].uuid, 16));
 	EXPECT_EQ(back.owner_gid, -1);
 	EXPECT_EQ(back.clock.offset_ns, 999999999);
+	EXPECT_EQ(back.aggregate, "");
+	// An aggregation session keeps its spec and filter (issue 35).
+	SessionRecord a = sample();
+	a.aggregate = "pthread:mutex_lock:wait_ns by lock limit 64";
+	a.agg_filter = "wait_ns > 1000";
+	ASSERT_TRUE(StateStore::decode(StateStore::encode(a), back, err)) << err;
+	EXPECT_EQ(back.aggregate, a.aggregate);
+	EXPECT_EQ(back.agg_filter, a.agg_filter);
+	EXPECT_EQ(StateStore::encode(back), StateStore::encode(a));
+	a.aggregate = std::string(300, 'x'); // longer than a CREATE may say
+	EXPECT_FALSE(StateStore::decode(StateStore::encode(a), back, err));
 }
 
 TEST(StateStore, HostileTextIsRefused)
