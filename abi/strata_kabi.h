@@ -199,9 +199,20 @@ enum strata_kabi_target_kind {
  * is released (closed by its last holder); then the module clears the slot
  * and signals its processes.  SET_RULES on a slot another open file owns:
  * -EBUSY (a CAP_SYS_ADMIN caller may still clear it).
+ * With STRATA_KABI_SET_KEEP in flags, the owner's release does not clear
+ * the slot at once: it is kept as it stands (rules, session, kernel buffer,
+ * whose probes go on writing and counting what does not fit) with no owner
+ * for keep_orphan_ms (module parameter, default 60 s), and no process is
+ * signalled; a SET_RULES from another file of the same rights (the dead
+ * owner's successor: CAP_SYS_ADMIN, or the same euid for a non-admin slot)
+ * takes it over, and with an unchanged session signals nobody.  Not taken
+ * over in time, it is cleared as a release would.  A module without the
+ * flag refuses it (-EINVAL): then set the slot without it.
  * V2 fields (size >= STRATA_KABI_SET_RULES_SIZE_V2): the session a process
  * joins through QUERY's grants.
  */
+#define STRATA_KABI_SET_KEEP 0x1u /* flags: outlive the owner's file (above) */
+
 struct strata_kabi_set_rules {
 	__u32 size;
 	__u32 slot;
@@ -213,7 +224,7 @@ struct strata_kabi_set_rules {
 	__u32 target_uid;   /* UID: without CAP_SYS_ADMIN, the caller's euid */
 	__u64 generation;   /* out: the generation of this change */
 	__u32 n_signalled;  /* out: processes signalled */
-	__u32 reserved;
+	__u32 flags;        /* STRATA_KABI_SET_KEEP; was `reserved` (0) */
 	/* V2 */
 	__u64 session_id;   /* 0: none (grants then name no session) */
 	struct strata_kabi_channel channel;

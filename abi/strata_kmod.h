@@ -157,6 +157,7 @@ struct strata_kmod_session {
 	const struct strata_kabi_rule_target *rule_targets;
 	uint32_t kbuf_subbuf_size; /* kernel buffer geometry (0: defaults) */
 	uint32_t kbuf_n_subbuf;
+	uint32_t flags;            /* STRATA_KABI_SET_KEEP or 0 */
 };
 
 static inline int strata_kmod_set_session(int fd, unsigned slot, const struct strata_kmod_session *sess,
@@ -179,6 +180,7 @@ static inline int strata_kmod_set_session(int fd, unsigned slot, const struct st
 	a.rule_targets_ptr = (uint64_t)(uintptr_t)sess->rule_targets;
 	a.kbuf_subbuf_size = sess->kbuf_subbuf_size;
 	a.kbuf_n_subbuf = sess->kbuf_n_subbuf;
+	a.flags = sess->flags;
 	r = strata_kmod_ioctl(fd, STRATA_IOC_SET_RULES, &a);
 	if (r == 0) {
 		if (generation)

@@ -248,6 +248,8 @@ struct Thread {
 	uint32_t raw_syscalls = 0;      // of which opened by a raw sys_enter
 	std::vector<std::string> spans; // open user spans (their base names)
 	uint32_t monitor = 0;           // open monitor waits
+	std::vector<int64_t> open;      // begin times of the open slices of its track, innermost last
+	int64_t closed_begin = 0, closed_end = INT64_MIN; // the last slice closed on its track
 	const std::string &name() const { return !java.empty() ? java : comm; }
 };
 
@@ -257,9 +259,12 @@ struct TraceInfo {
 	std::string procname;
 };
 
+// The last release of a lock not yet followed by an acquisition: a flow
+// is drawn from it only when the next acquisition is a waiter that was
+// blocked at that time (it received the lock), so flows pair exactly.
 struct LockState {
-	uint64_t last_release_flow = 0; // the flow started by the last unlock, 0 once the lock was taken again
-	int64_t released_by = 0;        // that unlock's thread
+	bool released = false;
+	int64_t release_ts = 0, released_by = 0;
 };
 
 struct HoldKey {
@@ -341,6 +346,10 @@ private:
 	const bt_stream_class *last_sc_ = nullptr;
 	const StreamCtx *last_ctx_ = nullptr;
 	std::unordered_map<int64_t, bool> procs_; // pid -> descriptor out
+	// pid -> its user sub-trace's procname (learnt in the pre-pass): a
+	// process first seen in the kernel's events is named by it, not by the
+	// comm its thread had then (a JVM's before its exec: "strata").
+	std::unordered_map<int64_t, std::string> proc_names_;
 	std::unordered_map<uint64_t, LockState> locks_;
 	std::unordered_map<HoldKey, uint32_t, HoldKeyHash> holds_; // open holds per (thread, lock)
 	std::unordered_map<uint64_t, bool> child_tracks_;
@@ -366,6 +375,8 @@ private:
 		t.kernel = env_string(trace, "domain", &domain) && domain == "kernel";
 		env_string(trace, "procname", &t.procname);
 		env_int(trace, "vpid", &t.pid);
+		if (!t.kernel && t.pid >= 0 && !t.procname.empty())
+			proc_names_.emplace(t.pid, t.procname);
 		return *(last_info_ = &traces_.emplace(trace, t).first->second);
 	}
 	const StreamCtx &stream_ctx(const bt_event *ev)
@@ -407,8 +418,9 @@ private:
 			// process not traced in user space) is its own process.
 			const int64_t pid = t.pid >= 0 ? t.pid : tid;
 			std::string pname;
-			if (tr && !tr->kernel && tr->pid == pid)
-				pname = tr->procname;
+			auto pn = proc_names_.find(pid);
+			if (pn != proc_names_.end())
+				pname = pn->second;
 			else if (pid == tid)
 				pname = t.name();
 			ensure_process(pid, pname);
@@ -429,6 +441,24 @@ private:
 			sink_.child_track(uuid, parent, threads[tid].pid >= 0 ? threads[tid].pid : tid, tid, name, false);
 		}
 		return uuid;
+	}
+
+	// Slices of a thread's own track (syscalls, spans, monitor waits), with
+	// args_ as their arguments; their begin times are kept while open.
+	void thread_begin(int64_t ts, int64_t tid, const TraceInfo &tr, const std::string &name)
+	{
+		sink_.begin(ts, thread_track(tid, &tr), name, args_, 0);
+		threads[tid].open.push_back(ts);
+	}
+	void thread_end(int64_t ts, int64_t tid, const TraceInfo &tr)
+	{
+		Thread &t = threads[tid];
+		if (!t.open.empty()) {
+			t.closed_begin = t.open.back();
+			t.closed_end = ts;
+			t.open.pop_back();
+		}
+		sink_.end(ts, thread_track(tid, &tr), args_, 0);
 	}
 
 	// ---- events ----
@@ -486,12 +516,8 @@ private:
 			if (c.raw && named_syscalls_)
 				return;
 			named_syscalls_ = named_syscalls_ || !c.raw;
-			const uint64_t track = thread_track(tid, &tr);
 			fields(pl);
-			if (c.raw)
-				sink_.begin(ts, track, "syscall " + std::to_string(c.i64(pl, "id")), args_, 0);
-			else
-				sink_.begin(ts, track, c.name, args_, 0);
+			thread_begin(ts, tid, tr, c.raw ? "syscall " + std::to_string(c.i64(pl, "id")) : c.name);
 			threads[tid].syscalls++;
 			threads[tid].raw_syscalls += c.raw;
 			return;
@@ -506,13 +532,12 @@ private:
 			t.syscalls--;
 			t.raw_syscalls -= c.raw;
 			fields(pl);
-			sink_.end(ts, thread_track(tid, &tr), args_, 0);
+			thread_end(ts, tid, tr);
 			return;
 		}
 		case Kind::SpanBegin: {
-			const uint64_t track = thread_track(tid, &tr);
 			fields(pl);
-			sink_.begin(ts, track, c.name, args_, 0);
+			thread_begin(ts, tid, tr, c.name);
 			threads[tid].spans.push_back(c.name);
 			return;
 		}
@@ -525,7 +550,7 @@ private:
 				return;
 			}
 			t.spans.pop_back();
-			sink_.end(ts, thread_track(tid, &tr), args_, 0);
+			thread_end(ts, tid, tr);
 			return;
 		}
 		case Kind::Pthread:
@@ -537,7 +562,6 @@ private:
 			return;
 		case Kind::MonitorEnter:
 		case Kind::MonitorWait: {
-			const uint64_t track = thread_track(tid, &tr);
 			fields(pl);
 			const std::string mon = monitor_name(c, pl);
 			if (c.kind == Kind::MonitorEnter) {
@@ -553,8 +577,7 @@ private:
 				}
 				entering_[tid] = {monitor_key(tr, mon), ts};
 			}
-			sink_.begin(ts, track, (c.kind == Kind::MonitorEnter ? "monitor enter " : "Object.wait ") + mon,
-				    args_, 0);
+			thread_begin(ts, tid, tr, (c.kind == Kind::MonitorEnter ? "monitor enter " : "Object.wait ") + mon);
 			threads[tid].monitor++;
 			return;
 		}
@@ -567,7 +590,7 @@ private:
 			}
 			t.monitor--;
 			fields(pl);
-			sink_.end(ts, thread_track(tid, &tr), args_, 0);
+			thread_end(ts, tid, tr);
 			if (c.kind == Kind::MonitorEntered)
 				monitor_entered(ts, tid, tr, monitor_name(c, pl));
 			return;
@@ -635,15 +658,13 @@ private:
 			a.s = threads[tid].name() + " (tid " + std::to_string(tid) + ")";
 			args_.push_back(a);
 			const uint64_t from = thread_track(o.tid, &tr);
-			sink_.begin(ts, from, "monitor released " + mon, args_, 0);
-			sink_.end(ts, from, Args(), flow);
+			sink_.complete(ts, ts, from, "monitor released " + mon, args_, 0, flow);
 			args_.clear();
 			a.name = "from";
 			a.s = threads[o.tid].name() + " (tid " + std::to_string(o.tid) + ")";
 			args_.push_back(a);
 			const uint64_t to = thread_track(tid, &tr);
-			sink_.begin(ts, to, "monitor acquired " + mon, args_, flow);
-			sink_.end(ts, to, Args(), 0);
+			sink_.complete(ts, ts, to, "monitor acquired " + mon, args_, flow, 0);
 			args_.clear();
 		}
 		o = {tid, ts};
@@ -733,35 +754,36 @@ private:
 		}
 	}
 
-	// pthread: waits and holds on a track per (thread, lock), a flow from
-	// the unlock that released a lock to the contended acquisition that got
-	// it next.  Meaning of the fields: docs/pthread.md.
+	// pthread: a wait is a slice on the waiting thread's own track (a
+	// thread waits for one lock at a time, so its waits nest with its other
+	// slices); holds are on a track per (thread, lock), as holds of several
+	// locks need not nest.  A flow goes from the release that a waiter
+	// received (a zero-length "release" slice on the releaser's track) to
+	// that waiter's wait.  Meaning of the fields: docs/pthread.md.
 	void pthread_event(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const bt_field *pl)
 	{
 		using analyze::Op;
 		const uint64_t lock = c.u64(pl, "lock");
-		const int64_t ret = c.i64(pl, "ret");
 		const bool rw = c.op == Op::RwRdlock || c.op == Op::RwWrlock || c.op == Op::RwTryrdlock ||
 				c.op == Op::RwTrywrlock || c.op == Op::RwUnlock;
 		const bool sem = c.op == Op::SemWait || c.op == Op::SemTimedwait || c.op == Op::SemTrywait ||
 				 c.op == Op::SemPost;
-		const char *kind = rw ? "rwlock" : sem ? "semaphore" : "mutex";
+		const char *kind = c.compact ? "mutex" : rw ? "rwlock" : sem ? "semaphore" : "mutex";
 		const uint64_t lock_key = mix(static_cast<uint64_t>(tr.pid) * 1000003u) ^ lock;
+		LockState &ls = locks_[lock_key];
 		args_.clear();
 		if (c.compact) { // uncontended: a hold from its acquisition, no wait
 			const bool held = c.compact == 1;
 			const int64_t from = ts - static_cast<int64_t>(c.u64(pl, held ? "hold_ns" : "age_ns"));
-			const uint64_t track = lock_track(tid, tr, lock, "mutex");
-			locks_[lock_key].last_release_flow = 0;
+			const uint64_t track = lock_track(tid, tr, lock, kind);
+			ls.released = false;
 			sink_.begin(from, track, "hold", args_, 0);
 			if (!held) {
 				holds_[HoldKey{tid, lock_key}]++;
 				return;
 			}
-			const uint64_t flow = next_flow_++;
-			locks_[lock_key].last_release_flow = flow;
-			locks_[lock_key].released_by = tid;
-			sink_.end(ts, track, args_, flow);
+			sink_.end(ts, track, args_, 0);
+			ls = LockState{true, ts, tid};
 			return;
 		}
 		switch (c.op) {
@@ -774,35 +796,9 @@ private:
 		case Op::RwTrywrlock:
 		case Op::SemWait:
 		case Op::SemTimedwait:
-		case Op::SemTrywait: {
-			const uint64_t wait = c.u64(pl, "wait_ns");
-			const bool acquired = ret == 0 || ret == 130; // EOWNERDEAD: acquired
-			const uint64_t track = lock_track(tid, tr, lock, kind);
-			LockState &ls = locks_[lock_key];
-			// The release this acquisition followed; none when its
-			// unlock event is not in yet (stamped late: the unlocking
-			// thread was preempted before it, docs/pthread.md) or was
-			// our own.
-			const uint64_t flow = acquired && ls.released_by != tid ? ls.last_release_flow : 0;
-			if (acquired)
-				ls.last_release_flow = 0;
-			if (wait > 0) {
-				sink_.begin(ts - static_cast<int64_t>(wait), track, acquired ? "wait" : "wait (failed)", args_,
-					    flow);
-				Arg a;
-				a.kind = Arg::Int;
-				a.name = "ret";
-				a.i = ret;
-				args_.push_back(a);
-				sink_.end(ts, track, args_, 0);
-				args_.clear();
-			}
-			if (acquired) {
-				sink_.begin(ts, track, "hold", args_, 0);
-				holds_[HoldKey{tid, lock_key}]++;
-			}
+		case Op::SemTrywait:
+			acquisition(ts, tid, tr, c, pl, kind, lock, lock_key);
 			return;
-		}
 		case Op::MutexUnlock:
 		case Op::RwUnlock:
 		case Op::SemPost: {
@@ -813,40 +809,105 @@ private:
 			}
 			if (--it->second == 0)
 				holds_.erase(it);
-			const uint64_t flow = next_flow_++;
-			locks_[lock_key].last_release_flow = flow;
-			locks_[lock_key].released_by = tid;
-			sink_.end(ts, lock_track(tid, tr, lock, kind), args_, flow);
+			sink_.end(ts, lock_track(tid, tr, lock, kind), args_, 0);
+			ls = LockState{true, ts, tid};
 			return;
 		}
 		case Op::CondWait:
-		case Op::CondTimedwait: {
-			// The mutex is released for the wait and taken again at its end.
-			const uint64_t wait = c.u64(pl, "wait_ns");
-			const uint64_t track = lock_track(tid, tr, lock, "mutex");
-			const int64_t from = ts - static_cast<int64_t>(wait);
-			auto it = holds_.find(HoldKey{tid, lock_key});
-			const bool held = it != holds_.end() && it->second > 0;
-			if (held)
-				sink_.end(from, track, args_, 0);
-			char name[64];
-			std::snprintf(name, sizeof name, "cond wait 0x%" PRIx64, c.u64(pl, "cond"));
-			sink_.begin(from, track, name, args_, 0);
-			Arg a;
-			a.kind = Arg::Int;
-			a.name = "ret";
-			a.i = ret;
-			args_.push_back(a);
-			sink_.end(ts, track, args_, 0);
-			args_.clear();
-			if (held)
-				sink_.begin(ts, track, "hold", args_, 0);
+		case Op::CondTimedwait:
+			cond_wait(ts, tid, tr, c, pl, lock, lock_key);
 			return;
-		}
 		case Op::CondSignal:
 		case Op::CondBroadcast:
 			instant(ts, tid, tr, c, pl);
 			return;
+		}
+	}
+
+	// A condition wait: the mutex is released for the wait and taken again
+	// at its end; the wait itself is on the thread's track.
+	void cond_wait(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const bt_field *pl,
+		       uint64_t lock, uint64_t lock_key)
+	{
+		const int64_t ret = c.i64(pl, "ret");
+		const uint64_t wait = c.u64(pl, "wait_ns");
+		const uint64_t track = lock_track(tid, tr, lock, "mutex");
+		const int64_t from = nested_begin(tid, ts - static_cast<int64_t>(wait));
+		auto it = holds_.find(HoldKey{tid, lock_key});
+		const bool held = it != holds_.end() && it->second > 0;
+		if (held)
+			sink_.end(from, track, args_, 0);
+		char name[64];
+		std::snprintf(name, sizeof name, "cond wait 0x%" PRIx64, c.u64(pl, "cond"));
+		if (ret) // only a failure's: speedscope shows a slice's args in its name
+			args_.push_back(int_arg("ret", ret));
+		sink_.complete(from, ts, thread_track(tid, &tr), name, args_, 0, 0);
+		args_.clear();
+		if (held)
+			sink_.begin(ts, track, "hold", args_, 0);
+	}
+
+	static Arg int_arg(const char *name, int64_t v)
+	{
+		Arg a;
+		a.kind = Arg::Int;
+		a.name = name;
+		a.i = v;
+		return a;
+	}
+
+	// Where a wait stamped at its end may begin on its thread's track: at
+	// its start, unless that cuts the last slice closed there (a futex
+	// syscall entered before the wrapper read the clock), which it then
+	// encloses, beginning 1 ns before it so that no reader nests the two
+	// the wrong way round.
+	int64_t nested_begin(int64_t tid, int64_t from)
+	{
+		const Thread &t = threads[tid];
+		return t.closed_end > from && t.closed_begin <= from ? t.closed_begin - 1 : from;
+	}
+
+	// A lock, rwlock or semaphore acquisition (or a failed attempt): its
+	// wait on the thread's track, the hold that follows on the lock's.
+	void acquisition(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const bt_field *pl,
+			 const char *kind, uint64_t lock, uint64_t lock_key)
+	{
+		LockState &ls = locks_[lock_key];
+		const int64_t ret = c.i64(pl, "ret");
+		const int64_t wait = static_cast<int64_t>(c.u64(pl, "wait_ns"));
+		const bool acquired = ret == 0 || ret == 130; // EOWNERDEAD: acquired
+		if (wait > 0) {
+			char name[80];
+			std::snprintf(name, sizeof name, "%s %s 0x%" PRIx64, acquired ? "wait" : "wait (failed)", kind,
+				      lock);
+			// The waiter received the lock from the last release if that
+			// came while it waited.  (A release stamped after the
+			// acquisition, its thread preempted before the event,
+			// docs/pthread.md, gives no flow.)
+			uint64_t flow = 0;
+			if (acquired && ls.released && ls.released_by != tid && ls.release_ts >= ts - wait &&
+			    ls.release_ts <= ts) {
+				flow = next_flow_++;
+				args_.clear();
+				Arg to;
+				to.kind = Arg::Str;
+				to.name = "to";
+				to.s = threads[tid].name() + " (tid " + std::to_string(tid) + ")";
+				args_.push_back(std::move(to));
+				sink_.complete(ls.release_ts, ls.release_ts, thread_track(ls.released_by, &tr),
+					       std::string("release ") + (name + 5), args_, 0, flow);
+			}
+			args_.clear();
+			if (ret) // only a failure's: speedscope shows a slice's args in its name
+				args_.push_back(int_arg("ret", ret));
+			sink_.complete(nested_begin(tid, ts - wait), ts, thread_track(tid, &tr), name, args_, flow, 0);
+			args_.clear();
+		}
+		if (acquired) {
+			ls.released = false;
+			const uint64_t track = lock_track(tid, tr, lock, kind);
+			sink_.begin(ts, track, "hold", args_, 0);
+			holds_[HoldKey{tid, lock_key}]++;
 		}
 	}
 

@@ -96,16 +96,7 @@ public:
 	}
 	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args, uint64_t flow_in) override
 	{
-		const size_t pkt = open_packet(ts);
-		const size_t te = w_.begin(kPktTrackEvent);
-		w_.u64(kTeType, kTypeSliceBegin);
-		w_.u64(kTeTrackUuid, track);
-		w_.str(kTeName, name);
-		annotations(args);
-		if (flow_in)
-			w_.fixed64(kTeTerminatingFlowIds, flow_in);
-		w_.end(te);
-		close_packet(pkt);
+		named_event(kTypeSliceBegin, ts, track, name, args, flow_in, 0);
 	}
 	void end(int64_t ts, uint64_t track, const Args &args, uint64_t flow_out) override
 	{
@@ -119,16 +110,17 @@ public:
 		w_.end(te);
 		close_packet(pkt);
 	}
+	// Both flows on the slice's begin: a zero-length slice (a release) is
+	// then a flow's source as surely as a wait is its destination.
+	void complete(int64_t ts, int64_t end, uint64_t track, const std::string &name, const Args &args,
+		      uint64_t flow_in, uint64_t flow_out) override
+	{
+		named_event(kTypeSliceBegin, ts, track, name, args, flow_in, flow_out);
+		this->end(end, track, Args(), 0);
+	}
 	void instant(int64_t ts, uint64_t track, const std::string &name, const Args &args) override
 	{
-		const size_t pkt = open_packet(ts);
-		const size_t te = w_.begin(kPktTrackEvent);
-		w_.u64(kTeType, kTypeInstant);
-		w_.u64(kTeTrackUuid, track);
-		w_.str(kTeName, name);
-		annotations(args);
-		w_.end(te);
-		close_packet(pkt);
+		named_event(kTypeInstant, ts, track, name, args, 0, 0);
 	}
 	void counter(int64_t ts, uint64_t track, int64_t value) override
 	{
@@ -194,6 +186,23 @@ private:
 	pb::Writer w_;
 	bool first_ = true;
 
+	// A slice's begin or an instant.
+	void named_event(uint64_t type, int64_t ts, uint64_t track, const std::string &name, const Args &args,
+			 uint64_t flow_in, uint64_t flow_out)
+	{
+		const size_t pkt = open_packet(ts);
+		const size_t te = w_.begin(kPktTrackEvent);
+		w_.u64(kTeType, type);
+		w_.u64(kTeTrackUuid, track);
+		w_.str(kTeName, name);
+		annotations(args);
+		if (flow_out)
+			w_.fixed64(kTeFlowIds, flow_out);
+		if (flow_in)
+			w_.fixed64(kTeTerminatingFlowIds, flow_in);
+		w_.end(te);
+		close_packet(pkt);
+	}
 	size_t open_packet(int64_t ts = -1)
 	{
 		const size_t at = w_.begin(kTracePacket);
@@ -245,10 +254,12 @@ private:
 // ---- Chrome JSON trace events ----------------------------------------------
 // {"traceEvents":[...]} with one event per line; ts and dur in microseconds
 // (three decimals: nanoseconds) after the trace's first time.  Thread tracks
-// take B/E slices; child tracks (lock waits and holds, which need not nest
-// with the thread's slices) take async b/e events of category "lock" whose id
-// is the track; counters are C events named after their track; sched_switch
-// becomes one X slice per time a thread ran, on a thread "CPU n" of a
+// take B/E slices (an E named as its B) and X for slices known whole (lock
+// waits); child tracks (lock holds, which need not nest with the thread's
+// slices nor with each other) take async b/e events of category "lock" whose
+// id is the track; counters are C events named after their track; sched_switch
+// becomes one B/E slice per time a thread ran (those running at the end end
+// at the trace's last time), on a thread "CPU n" of a
 // process "CPUs" (pid 0); wakeups are instants there.
 
 class JsonSink final : public Sink {
@@ -287,51 +298,58 @@ public:
 	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args, uint64_t flow_in) override
 	{
 		const Track &t = tracks_[track];
-		if (flow_in) {
-			start_event("f");
-			buf_ += "\"bp\":\"e\",\"cat\":\"lock\",\"name\":\"handover\",\"id\":";
-			num(static_cast<int64_t>(flow_in & 0x7fffffffffffffULL));
-			where(t, ts);
-			buf_ += '}';
-		}
+		if (flow_in)
+			flow("f", flow_in, t, ts);
 		start_event(t.async ? "b" : "B");
 		buf_ += "\"name\":";
-		if (t.async) {
-			quote(name + " " + t.name);
+		std::string shown = t.async ? name + " " + t.name : name;
+		quote(shown);
+		if (t.async)
 			async_id(track);
-		} else {
-			quote(name);
-		}
 		where(t, ts);
 		json_args(args);
 		buf_ += '}';
-		if (t.async)
-			open_names_[track].push_back(name + " " + t.name);
+		open_names_[track].push_back(std::move(shown));
 	}
+	// An end carries its slice's name: speedscope ignores an E whose name
+	// is not the innermost B's.
 	void end(int64_t ts, uint64_t track, const Args &args, uint64_t flow_out) override
 	{
 		const Track &t = tracks_[track];
 		start_event(t.async ? "e" : "E");
-		if (t.async) {
-			std::vector<std::string> &names = open_names_[track];
-			buf_ += "\"name\":";
-			quote(names.empty() ? t.name : names.back());
-			if (!names.empty())
-				names.pop_back();
+		std::vector<std::string> &names = open_names_[track];
+		buf_ += "\"name\":";
+		quote(names.empty() ? t.name : names.back());
+		if (!names.empty())
+			names.pop_back();
+		if (t.async)
 			async_id(track);
-		} else {
-			buf_.pop_back(); // the ',' start_event() left
-		}
 		where(t, ts);
 		json_args(args);
 		buf_ += '}';
-		if (flow_out) {
-			start_event("s");
-			buf_ += "\"cat\":\"lock\",\"name\":\"handover\",\"id\":";
-			num(static_cast<int64_t>(flow_out & 0x7fffffffffffffULL));
-			where(t, ts);
-			buf_ += '}';
+		if (flow_out)
+			flow("s", flow_out, t, ts);
+	}
+	void complete(int64_t ts, int64_t end, uint64_t track, const std::string &name, const Args &args,
+		      uint64_t flow_in, uint64_t flow_out) override
+	{
+		const Track &t = tracks_[track];
+		if (t.async) { // no X on async tracks
+			Sink::complete(ts, end, track, name, args, flow_in, flow_out);
+			return;
 		}
+		if (flow_in)
+			flow("f", flow_in, t, ts);
+		start_event("X");
+		buf_ += "\"name\":";
+		quote(name);
+		where(t, ts);
+		buf_ += ",\"dur\":";
+		dur(end - ts);
+		json_args(args);
+		buf_ += '}';
+		if (flow_out)
+			flow("s", flow_out, t, end);
 	}
 	void instant(int64_t ts, uint64_t track, const std::string &name, const Args &args) override
 	{
@@ -364,25 +382,14 @@ public:
 	{
 		cpu_track(cpu);
 		Running &r = running_[cpu];
-		if (r.since >= 0 && r.tid == prev_tid && r.tid != 0) {
-			start_event("X");
-			buf_ += "\"name\":";
-			quote(r.comm);
-			buf_ += ",\"pid\":0,\"tid\":";
-			num(cpu);
-			buf_ += ",\"ts\":";
-			time(r.since);
-			buf_ += ",\"dur\":";
-			dur(ts - r.since);
-			buf_ += ",\"args\":{\"tid\":";
-			num(prev_tid);
-			buf_ += ",\"end_state\":";
-			num(prev_state);
-			buf_ += "}}";
+		if (r.open) { // its end (a switch from another thread: a switch was lost)
+			cpu_event("E", cpu, ts, r.comm, r.tid == prev_tid ? prev_tid : -1, prev_state);
+			r.open = false;
 		}
-		r.since = ts;
-		r.tid = next_tid;
-		r.comm = next_comm;
+		if (next_tid != 0) {
+			cpu_event("B", cpu, ts, next_comm, next_tid, -1);
+			r = Running{true, next_tid, next_comm};
+		}
 	}
 	void wakeup(int64_t ts, uint32_t cpu, int kind, const std::string &comm, int64_t tid, int64_t,
 		    int64_t target_cpu) override
@@ -406,6 +413,9 @@ public:
 	}
 	bool finish() override
 	{
+		for (auto &cr : running_)
+			if (cr.second.open)
+				cpu_event("E", cr.first, last_, cr.second.comm, -1, 0);
 		buf_ += "\n]}\n";
 		flush();
 		return !failed_;
@@ -418,12 +428,17 @@ private:
 		bool async = false;
 		char scope = 't'; // of instants: thread, process, global
 	};
+	// A run on a CPU is a B/E pair, not an X: the E's time is then the next
+	// B's, digit for digit, where ts + dur in a reader's doubles may come
+	// out a hair later and nest the next run in this one (speedscope).
 	struct Running {
-		int64_t since = -1, tid = 0;
+		bool open = false;
+		int64_t tid = 0;
 		std::string comm;
 	};
 	FILE *out_;
 	int64_t t0_;
+	int64_t last_ = INT64_MIN; // the latest time written
 	std::string buf_;
 	bool first_ = true;
 	std::unordered_map<uint64_t, Track> tracks_;
@@ -459,7 +474,11 @@ private:
 					    static_cast<unsigned>(a % 1000));
 		buf_.append(b, static_cast<size_t>(n));
 	}
-	void time(int64_t ts) { us(ts - t0_); }
+	void time(int64_t ts)
+	{
+		last_ = ts > last_ ? ts : last_;
+		us(ts - t0_);
+	}
 	void dur(int64_t ns) { us(ns < 0 ? 0 : ns); }
 	void where(const Track &t, int64_t ts)
 	{
@@ -471,6 +490,17 @@ private:
 		}
 		buf_ += ",\"ts\":";
 		time(ts);
+	}
+	// A flow's start ("s") or end ("f", bound to the enclosing slice).
+	void flow(const char *ph, uint64_t id, const Track &t, int64_t ts)
+	{
+		start_event(ph);
+		if (ph[0] == 'f')
+			buf_ += "\"bp\":\"e\",";
+		buf_ += "\"cat\":\"lock\",\"name\":\"handover\",\"id\":";
+		num(static_cast<int64_t>(id & 0x7fffffffffffffULL));
+		where(t, ts);
+		buf_ += '}';
 	}
 	void async_id(uint64_t track)
 	{
@@ -533,6 +563,27 @@ private:
 			}
 		}
 		buf_ += '}';
+	}
+	// A run's begin (args: tid) or end (args: tid, end_state; tid < 0:
+	// none, the end is a lost switch's).
+	void cpu_event(const char *ph, uint32_t cpu, int64_t ts, const std::string &comm, int64_t tid,
+		       int64_t end_state)
+	{
+		start_event(ph);
+		buf_ += "\"name\":";
+		quote(comm);
+		where(Track{0, cpu, std::string(), false, 't'}, ts);
+		if (tid < 0) {
+			buf_ += '}';
+			return;
+		}
+		buf_ += ",\"args\":{\"tid\":";
+		num(tid);
+		if (ph[0] == 'E') {
+			buf_ += ",\"end_state\":";
+			num(end_state);
+		}
+		buf_ += "}}";
 	}
 	void cpu_track(uint32_t cpu)
 	{

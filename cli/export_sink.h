@@ -43,6 +43,16 @@ public:
 	// this slice (0: none); flow_in: a flow started elsewhere ends here.
 	virtual void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args, uint64_t flow_in) = 0;
 	virtual void end(int64_t ts, uint64_t track, const Args &args, uint64_t flow_out) = 0;
+	// A slice from ts to end known whole (a lock wait, stamped at its end):
+	// it may come after events of its track later than ts (the reader
+	// sorts), so it must nest with them.  JSON: one X event, which viewers
+	// that draw only per-thread slices (speedscope) show.
+	virtual void complete(int64_t ts, int64_t end, uint64_t track, const std::string &name, const Args &args,
+			      uint64_t flow_in, uint64_t flow_out)
+	{
+		begin(ts, track, name, args, flow_in);
+		this->end(end, track, Args(), flow_out);
+	}
 	virtual void instant(int64_t ts, uint64_t track, const std::string &name, const Args &args) = 0;
 	virtual void counter(int64_t ts, uint64_t track, int64_t value) = 0;
 	// Kernel scheduling (per-CPU tracks and thread states in Perfetto).

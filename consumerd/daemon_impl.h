@@ -176,6 +176,7 @@ private:
 	void persist_later();
 	void restore_sessions();
 	bool restore_buffer(Session &s, const BufferRecord &b);
+	void lost_buffer(Session &s, const BufferRecord &b, const std::string &why);
 	void owner_exited(pid_t pid);
 
 	// SessionTable::Host (procs.cpp, daemon.cpp).

@@ -99,7 +99,6 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 	}
 	d->dir_ = dir;
 	d->from_kernel_ = from_kernel;
-	d->release_early_ = from_kernel; // the module's buffers are not taken up by a restarted daemon
 	memcpy(d->uuid_, uuid, 16);
 	d->channel_ = file_safe(info.channel.empty() ? "channel0" : info.channel);
 	d->comm_ = info.comm;
@@ -438,9 +437,9 @@ void Drain::begin_stream()
 // overwrite packets that were never on disk, an uncounted gap.  The ring
 // is held for the copy and one write (to the page cache): the cost is in
 // docs/crash.md.  (Writing straight from the mapping held it as long.)
-// A streamed output (relay, serial; its write may wait on a network) and a
-// kernel buffer, which a restarted daemon does not continue, release after
-// the copy.
+// A streamed output (relay, serial; its write may wait on a network),
+// which a restarted daemon does not continue, releases after the copy.
+// A kernel buffer is continued like a process's (kernel_resume).
 bool Drain::drain_once()
 {
 	if (opened()) // else open_trace reads every descriptor so far

@@ -235,7 +235,7 @@ private:
 	uint64_t final_activity_ = 0; // activity() at finish(); main thread only
 	bool from_kernel_ = false;
 	bool resumed_ = false; // resume(): the disk output replaces the metadata
-	bool release_early_ = false; // set_output(), a kernel buffer: release after the copy (drain_once)
+	bool release_early_ = false; // set_output(): release after the copy (drain_once)
 	uint64_t buf_dev_ = 0, buf_ino_ = 0;
 	uint8_t uuid_[16] = {};
 	std::atomic<Stage> stage_{Stage::Made};

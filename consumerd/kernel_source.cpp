@@ -30,10 +30,16 @@ struct SlotState {
 	bool draining = false;   // a drain reads the buffer `uuid`
 	uint8_t uuid[16] = {};
 	bool warned = false;     // "no kernel events" said once per start
+	// A dead predecessor drained the buffer `resume_uuid` into
+	// `resume_dir` (kernel_resume): continue that sub-trace.
+	bool resume = false;
+	uint8_t resume_uuid[16] = {};
+	std::string resume_dir;
 };
 
 int g_dev = -1;              // /dev/strata, opened on first use, kept
 int g_kabi = 0;              // the module's kabi version (REGISTER's answer)
+bool g_no_keep = false;      // the module refused STRATA_KABI_SET_KEEP (older)
 // The module's boot slot (kmod/strata_ctl.c, strata_ctl_boot).
 constexpr uint32_t kBootSlot = STRATA_KABI_MAX_SLOTS - 1;
 SlotState g_slots[proto::kMaxSlots];
@@ -142,7 +148,17 @@ int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
 		ks.kbuf_subbuf_size = static_cast<uint32_t>(channel.subbuf_size);
 		ks.kbuf_n_subbuf = channel.n_subbuf;
 	}
-	return strata_kmod_set_session(g_dev, slot, &ks, kr, n, target_uid, gen, nullptr);
+	// The slot outlives our death for a while, so that a restarted daemon
+	// takes it over with its kernel buffer (docs/crash.md); an older
+	// module refuses the flag: then without.
+	ks.flags = g_no_keep || !grant->keep ? 0 : STRATA_KABI_SET_KEEP;
+	int r = strata_kmod_set_session(g_dev, slot, &ks, kr, n, target_uid, gen, nullptr);
+	if (r == -EINVAL && ks.flags) {
+		ks.flags = 0;
+		r = strata_kmod_set_session(g_dev, slot, &ks, kr, n, target_uid, gen, nullptr);
+		g_no_keep = r == 0;
+	}
+	return r;
 }
 
 // KBUF_OPEN asking for a wait fd too (*wait_fd, -1 without one): a module
@@ -174,12 +190,42 @@ std::string unique_dir(const std::string &base)
 	return dir;
 }
 
+// The predecessor's kernel sub-trace continued (Drain::resume), or nullptr
+// (then a new one), saying which and why.  `kfd` stays ours on failure.
+std::unique_ptr<Drain> resume_drain(uint32_t slot, SlotState &st, int kfd, const uint8_t uuid[16],
+				    const ClockInfo &clock, const TraceEnv &env, const Owner &owner)
+{
+	st.resume = false;
+	if (memcmp(uuid, st.resume_uuid, 16) != 0) {
+		say(slot, "the previous daemon's kernel buffer is gone (the module cleared the slot): "
+			  "kernel events from its end to now were not recorded; " + st.resume_dir +
+			  " ends there");
+		return nullptr;
+	}
+	std::string err;
+	const int fd = dup(kfd); // Drain::create takes its fd, also when it fails
+	std::unique_ptr<Drain> d =
+		fd < 0 ? nullptr : Drain::create(fd, uuid, st.resume_dir, clock, env, owner, err, true);
+	if (d && d->resume(err)) {
+		say(slot, "the previous daemon's kernel buffer taken up: " + st.resume_dir + " continues");
+		close(kfd);
+		return d;
+	}
+	say(slot, "the previous daemon's kernel buffer cannot be continued in " + st.resume_dir + " (" +
+			  err + "): a new sub-trace");
+	return nullptr;
+}
+
 // The kernel buffer of `slot`, as a started drain into a new directory
 // named after `base`.  nullptr with `why` on failure, with `why` empty when
 // the buffer is the one `skip_uuid` names (already drained).
+// With `st` resuming: the predecessor's sub-trace when the buffer is the
+// one it drained (the module kept the slot), else a new directory and a
+// line saying what was not recorded.
 std::unique_ptr<Drain> kernel_drain(uint32_t slot, const std::string &base, const ClockInfo &clock,
 				    const Owner &owner, const std::string &hostname, const uint8_t *skip_uuid,
-				    std::string &why, const char *want_comm, const PrepareDrain &prepare)
+				    std::string &why, const char *want_comm, const PrepareDrain &prepare,
+				    SlotState *st = nullptr)
 {
 	uint64_t size = 0;
 	int wait_fd = -1;
@@ -214,7 +260,11 @@ std::unique_ptr<Drain> kernel_drain(uint32_t slot, const std::string &base, cons
 	env.procname = "kernel";
 	env.hostname = hostname;
 	std::string err;
-	std::unique_ptr<Drain> d = Drain::create(kfd, h.trace_uuid, unique_dir(base), clock, env, owner, err, true);
+	std::unique_ptr<Drain> d;
+	if (st && st->resume)
+		d = resume_drain(slot, *st, kfd, h.trace_uuid, clock, env, owner);
+	if (!d)
+		d = Drain::create(kfd, h.trace_uuid, unique_dir(base), clock, env, owner, err, true);
 	if (!d) {
 		why = "kernel buffer rejected: " + err;
 		if (wait_fd >= 0)
@@ -286,7 +336,7 @@ void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rule
 		return;
 	std::string why;
 	std::unique_ptr<Drain> d = kernel_drain(slot, out + "/kernel", clock, owner, hostname,
-						st.draining ? st.uuid : nullptr, why, nullptr, prepare);
+						st.draining ? st.uuid : nullptr, why, nullptr, prepare, &st);
 	if (!d) {
 		if (!why.empty())
 			say(slot, why);
@@ -295,6 +345,16 @@ void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rule
 	memcpy(st.uuid, d->uuid(), 16);
 	st.draining = true;
 	drains.push_back(std::move(d));
+}
+
+void kernel_resume(uint32_t slot, const uint8_t uuid[16], const std::string &dir)
+{
+	if (slot >= proto::kMaxSlots)
+		return;
+	SlotState &st = g_slots[slot];
+	st.resume = true;
+	memcpy(st.resume_uuid, uuid, 16);
+	st.resume_dir = dir;
 }
 
 void kernel_adopt_boot(const std::string &out, const ClockInfo &clock, const Owner &owner,

@@ -28,7 +28,9 @@
  *     channel, our socket, per-rule targets): the module then answers the
  *     processes' state queries (docs/control-protocol.md, "The module
  *     answers the state query"); the module slot is owned by our open fd
- *     (our exit clears it); kernel_wait is the one function another thread
+ *     (our exit clears it, or, with a module that knows
+ *     STRATA_KABI_SET_KEEP, keeps it a while for a restarted daemon:
+ *     kernel_resume); kernel_wait is the one function another thread
  *     may call (one ioctl on the fd opened before that thread started).
  */
 #ifndef STRATA_CONSUMERD_KERNEL_SOURCE_H
@@ -55,6 +57,9 @@ struct KmodGrant {
 	// Per rule (same order as the rules): pids and process names, both
 	// empty for "every process of the session's user".
 	std::vector<std::pair<std::vector<uint32_t>, std::vector<std::string>>> targets;
+	// The module keeps the slot for a restarted daemon (STRATA_KABI_SET_KEEP):
+	// for a session that daemon takes up (restart.cpp, kept()).
+	bool keep = false;
 };
 
 // The session `slot` started, or its rules changed while it is active:
@@ -74,6 +79,14 @@ void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rule
 		  const ClockInfo &clock, const Owner &owner, const std::string &hostname,
 		  std::vector<std::unique_ptr<Drain>> &drains, const KmodGrant *grant = nullptr,
 		  uint64_t *gen = nullptr, const PrepareDrain &prepare = nullptr);
+
+// A restarted daemon (docs/crash.md, "The daemon dies"): its predecessor
+// drained the kernel buffer `uuid` of `slot` into `dir`.  Called before the
+// session's first kernel_apply: when the module kept the slot for us
+// (STRATA_KABI_SET_KEEP) that buffer is still there and `dir` continues
+// (Drain::resume); else a new sub-trace starts, and the daemon's log says
+// that kernel events were not recorded from the predecessor's end.
+void kernel_resume(uint32_t slot, const uint8_t uuid[16], const std::string &dir);
 
 // Kernel events from boot (kmod strata.boot_events, docs/boot.md): when the
 // module recorded some into its boot slot before any consumer, drain that

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <vector>
 
 #include "repair.h"
 #include "strata_abi.h"
@@ -164,6 +165,7 @@ bool stream_tail(const std::string &path, const uint8_t uuid[16], PacketTail &ta
 			break;
 		}
 		tail.packets++;
+		tail.last_off = off;
 		tail.seq = ph.packet_seq_num;
 		tail.discarded = ph.events_discarded;
 		tail.ts_end = ph.timestamp_end;
@@ -171,6 +173,52 @@ bool stream_tail(const std::string &path, const uint8_t uuid[16], PacketTail &ta
 	}
 	close(fd);
 	return ok;
+}
+
+unsigned mark_lost_tail(const std::string &dir, const uint8_t uuid[16], std::string &err)
+{
+	DIR *d = opendir(dir.c_str());
+	if (!d) {
+		err = "cannot open " + dir + ": " + strerror(errno);
+		return 0;
+	}
+	std::vector<std::string> files;
+	while (struct dirent *e = readdir(d))
+		if (e->d_type == DT_REG && e->d_name[0] != '.' && strcmp(e->d_name, "metadata") != 0 &&
+		    strchr(e->d_name, '_'))
+			files.push_back(dir + "/" + e->d_name);
+	closedir(d);
+	unsigned marked = 0;
+	for (const std::string &path : files) {
+		PacketTail t;
+		if (!stream_tail(path, uuid, t, err))
+			return 0;
+		if (!t.packets)
+			continue;
+		const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+		strata_packet_header ph;
+		bool ok = fd >= 0 && pread(fd, &ph, sizeof ph, static_cast<off_t>(t.last_off)) ==
+					     static_cast<ssize_t>(sizeof ph);
+		if (ok) {
+			// An empty packet: no event, and the gap in sequence numbers
+			// is the mark (a CTF reader's "discarded packets").
+			ph.timestamp_begin = ph.timestamp_end;
+			ph.content_size = ph.packet_size = uint64_t(STRATA_PACKET_HEADER_SIZE) * 8;
+			ph.packet_seq_num += 2;
+			const off_t end = lseek(fd, 0, SEEK_END);
+			ok = end >= 0 && pwrite(fd, &ph, sizeof ph, end) == static_cast<ssize_t>(sizeof ph);
+			if (!ok && end >= 0 && ftruncate(fd, end) != 0)
+				ok = false; // torn: the next repair cuts it
+		}
+		if (!ok)
+			err = "cannot mark " + path + ": " + strerror(errno);
+		if (fd >= 0)
+			close(fd);
+		if (!ok)
+			return 0;
+		marked++;
+	}
+	return marked;
 }
 
 } // namespace strata

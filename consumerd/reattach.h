@@ -35,6 +35,7 @@ int reclaim_memfd(uint32_t pid, uint64_t start_time, uint64_t dev, uint64_t ino,
 struct PacketTail {
 	uint64_t packets = 0;                        // whole packets in the file (0: none, or no file)
 	uint64_t seq = 0, discarded = 0, ts_end = 0; // of the last one
+	uint64_t last_off = 0;                       // its offset in the file
 };
 
 // Cut `path` back to its last whole packet (repair.h) and read that
@@ -42,6 +43,15 @@ struct PacketTail {
 // False with `err` if it cannot be read, or holds a packet of another
 // trace than `uuid`.
 bool stream_tail(const std::string &path, const uint8_t uuid[16], PacketTail &tail, std::string &err);
+
+// A buffer that could not be taken back (its process exited while no
+// daemon ran): what it held beyond its sub-trace `dir` is gone, and no
+// count of it exists.  Say so in the trace itself: each lane's stream file
+// with a packet gets one more, empty, packet (88 bytes: the last one's
+// header, sequence number + 2, its end time) so that babeltrace2 reports
+// discarded packets where the sub-trace ends.  Returns the lanes marked
+// (0 with `err` on a failure; files are repaired, never torn).
+unsigned mark_lost_tail(const std::string &dir, const uint8_t uuid[16], std::string &err);
 
 } // namespace strata
 #endif

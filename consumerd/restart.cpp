@@ -14,10 +14,16 @@
  * served, after repair_after_crash().  What is kept: every ACTIVE disk
  * session (its definition, its clock, its run id) and, per buffer being
  * drained of a live process, the process (pid and start time), the memfd
- * (dev, ino), the trace uuid and the sub-trace directory.  Not kept:
- * sessions streamed to a relay or a serial line, trigger companions,
- * created or stopped sessions, kernel buffers, the session's mirror in the
- * kernel module (docs/crash.md, "Limits").
+ * (dev, ino), the trace uuid and the sub-trace directory, and the kernel
+ * buffer's uuid and sub-trace.  The session's mirror in the kernel module
+ * is set again by adopt() (SessionTable::apply_kernel): the module kept
+ * it for us (STRATA_KABI_SET_KEEP), with its kernel buffer, which
+ * kernel_resume continues.  Named, not taken up: sessions streamed to a
+ * relay or a serial line (a STOPPED stand-in, Session::lost), a session's
+ * snapshot trigger (Session::restart_losses).  Not kept: trigger
+ * companions, created or stopped sessions.  A buffer that cannot be
+ * taken back is marked lost in its sub-trace (lost_buffer; docs/crash.md,
+ * "Limits").
  */
 #include "daemon_impl.h"
 
@@ -40,6 +46,19 @@ bool kept(const Session &s)
 	return s.state == proto::SessionState::Active && !s.streamed() && !s.companion_of;
 }
 
+// An active session that a restarted daemon does not take up, but names
+// (restore_sessions): why, "" for the others.  A trigger's hidden
+// companion is its session's business (SessionRecord::trigger).
+std::string unkept_why(const Session &s)
+{
+	if (!s.lost.empty())
+		return s.lost; // named again after another restart, until destroyed
+	if (s.state != proto::SessionState::Active || s.companion_of || !s.streamed())
+		return "";
+	return "it streamed to " + trace_place(s) +
+	       ", whose state is on the other side: its trace ends at the restart";
+}
+
 // A restored session owned by `strata record` is owned by record's pid
 // (its connection died with the daemon): SessionTable::end_owned ends it
 // with this stand-in connection id when that pid exits.  Real connection
@@ -47,6 +66,18 @@ bool kept(const Session &s)
 constexpr uint64_t kPidOwner = uint64_t(1) << 63;
 
 constexpr long kPersistDelayNs = 20000000; // persist_later
+
+// The session's kernel buffer being drained (not the boot one): the last
+// such drain, as kernel_apply starts a new buffer's drain after the old.
+void kernel_record(const Session &s, SessionRecord &r)
+{
+	for (auto &d : s.drains)
+		if (d->from_kernel() && !d->finished() && d->comm() != "kernel-boot") {
+			r.kernel = true;
+			memcpy(r.kernel_uuid, d->uuid(), 16);
+			r.kernel_dir = d->dir();
+		}
+}
 
 } // namespace
 
@@ -64,9 +95,10 @@ void Daemon::persist_sessions()
 	std::set<std::string> names;
 	for (auto &sp : sessions_.all()) {
 		const Session &s = *sp;
-		if (!kept(s))
-			continue;
 		SessionRecord r;
+		r.unkept = unkept_why(s);
+		if (!kept(s) && r.unkept.empty())
+			continue;
 		r.name = s.name;
 		r.id = s.id;
 		r.run_id = s.run_id;
@@ -75,6 +107,8 @@ void Daemon::persist_sessions()
 		r.owner_uid = s.owner.uid;
 		r.owner_gid = s.owner.gid;
 		r.out = s.out;
+		if (!r.unkept.empty() && (r.out.empty() || r.out[0] != '/'))
+			r.out = "/"; // named only: the state file wants an absolute output
 		r.channel = s.channel;
 		r.rules = s.rules;
 		for (const Target &t : s.targets)
@@ -82,6 +116,8 @@ void Daemon::persist_sessions()
 		r.clock = s.clock;
 		r.aggregate = s.aggregate;
 		r.agg_filter = s.agg_filter;
+		if (s.trigger)
+			r.trigger = s.trigger->pattern;
 		if (s.owner_conn & kPidOwner) {
 			r.owner_pid = static_cast<uint32_t>(s.owner_conn & ~kPidOwner);
 		} else if (s.owner_conn) {
@@ -89,6 +125,8 @@ void Daemon::persist_sessions()
 			r.owner_pid = c ? static_cast<uint32_t>(c->cred.pid) : 0;
 		}
 		for (auto &d : s.drains) {
+			if (!r.unkept.empty())
+				break;
 			auto h = holder.find(d.get());
 			if (h == holder.end() || d->finished() || !d->buffer_ino())
 				continue;
@@ -105,11 +143,13 @@ void Daemon::persist_sessions()
 			b.ino = d->buffer_ino();
 			memcpy(b.uuid, d->uuid(), 16);
 			b.signo = p.kmod ? 0 : p.signo; // a module process is the module's to signal
+			b.kmod = p.kmod;
 			b.uid = p.uid;
 			b.comm = p.comm;
 			b.dir = d->dir();
 			r.buffers.push_back(b);
 		}
+		kernel_record(s, r);
 		names.insert(s.name);
 		if (!store_->save(r))
 			logf("session %s: cannot keep its state in %s (%s): a crash of this daemon would end "
@@ -141,6 +181,27 @@ void Daemon::persist_later()
 		persist_sessions();
 }
 
+// A buffer of a restored session that cannot be taken back (`why`): its
+// process exited, or closed the slot, while no daemon ran, and the memfd
+// went with it.  How much it held is unknowable; the sub-trace's lanes end
+// with a discarded-packets mark (mark_lost_tail), and `strata status`
+// and the log name the process (docs/crash.md, "Limits").
+void Daemon::lost_buffer(Session &s, const BufferRecord &b, const std::string &why)
+{
+	std::string err;
+	const unsigned lanes = mark_lost_tail(b.dir, b.uuid, err);
+	const bool gone = why.compare(0, 6, "exited") == 0 || why.compare(0, 9, "no longer") == 0;
+	std::string line = "pid " + std::to_string(b.pid) + " (" + b.comm + ") " + why +
+			   (gone ? " while no daemon ran" : "") + ": what its buffer held beyond " + b.dir +
+			   " is lost, not counted; ";
+	line += lanes         ? std::to_string(lanes) + " lane(s) end with a discarded-packets mark"
+		: err.empty() ? "no lane had a packet on disk"
+			      : "not marked in the trace: " + err;
+	logf("session %s: %s", s.name.c_str(), line.c_str());
+	if (s.restart_losses.size() < 64)
+		s.restart_losses.push_back("lost at a daemon restart: " + line);
+}
+
 // One buffer of a restored session: taken back from its process and
 // drained on from where its sub-trace ends.
 bool Daemon::restore_buffer(Session &s, const BufferRecord &b)
@@ -148,8 +209,7 @@ bool Daemon::restore_buffer(Session &s, const BufferRecord &b)
 	std::string err;
 	const int fd = reclaim_memfd(b.pid, b.start_time, b.dev, b.ino, err);
 	if (fd < 0) {
-		logf("session %s: pid %u (%s) %s: what its buffer held beyond %s is lost", s.name.c_str(),
-		     b.pid, b.comm.c_str(), err.c_str(), b.dir.c_str());
+		lost_buffer(s, b, err);
 		return false;
 	}
 	TraceEnv env;
@@ -158,17 +218,20 @@ bool Daemon::restore_buffer(Session &s, const BufferRecord &b)
 	env.hostname = hostname_;
 	std::unique_ptr<Drain> d = Drain::create(fd, b.uuid, b.dir, s.clock, env, s.owner, err);
 	if (!d || !d->resume(err)) {
-		logf("session %s: pid %u (%s): its buffer cannot be taken up (%s)", s.name.c_str(), b.pid,
-		     b.comm.c_str(), err.c_str());
+		lost_buffer(s, b, "its buffer cannot be taken up (" + err + ")");
 		return false;
 	}
 	Proc &p = procs_.get(static_cast<pid_t>(b.pid), static_cast<uid_t>(b.uid));
-	if (p.gone) { // exited between the two looks
+	if (p.gone) { // exited between the two looks: its buffer is ours, read to its end
 		if (p.drains.empty())
 			procs_.erase(p.pidfd);
-		return false;
+		d->start();
+		d->finish(true);
+		s.drains.push_back(std::move(d));
+		return true;
 	}
 	p.comm = b.comm;
+	p.kmod = p.kmod || b.kmod;
 	if (b.signo && !p.signo)
 		p.signo = b.signo;
 	if (p.date.empty())
@@ -220,6 +283,22 @@ void Daemon::restore_sessions()
 		if (r.owner_pid)
 			s->owner_conn = kPidOwner | r.owner_pid;
 		Session &ref = *s;
+		if (!r.unkept.empty()) {
+			logf("previous daemon's session %s was not taken up: %s", r.name.c_str(),
+			     r.unkept.c_str());
+			s->lost = r.unkept;
+			s->out.clear(); // nothing of it is ours to repair or write
+			if (!sessions_.adopt(std::move(s), false))
+				logf("previous daemon's session %s: its name or slot %u is taken",
+				     r.name.c_str(), r.slot);
+			continue;
+		}
+		if (!r.trigger.empty())
+			s->restart_losses.push_back("lost at a daemon restart: its snapshot trigger on " +
+						    r.trigger + " (strata snapshot --on " + r.trigger + " " +
+						    r.name + " sets it again)");
+		if (r.kernel)
+			kernel_resume(r.slot, r.kernel_uuid, r.kernel_dir);
 		if (!sessions_.adopt(std::move(s))) {
 			logf("previous daemon's session %s: its name or slot %u is taken: ignored",
 			     r.name.c_str(), r.slot);

@@ -315,6 +315,9 @@ Answer SessionTable::start(const Caller &c, const std::string &name)
 		return a;
 	if (s->state == proto::SessionState::Active)
 		return fail(-EALREADY, "session '" + s->name + "' is already started");
+	if (!s->lost.empty())
+		return fail(-EINVAL, "session '" + s->name + "' was not taken up after a daemon restart (" +
+					     s->lost + "): destroy it and create it again");
 	s->state = proto::SessionState::Active;
 	s->run_id = next_run_id_++;
 	s->regions.clear(); // a new run aggregates from zero
@@ -416,6 +419,10 @@ std::string session_problems(const Session &s)
 		if (!p.empty())
 			out += p + "\n";
 	}
+	for (const std::string &l : s.restart_losses)
+		out += l + "\n";
+	if (!s.lost.empty())
+		out += "not taken up after a daemon restart: " + s.lost + "\n";
 	return out + filter_problems(s);
 }
 
@@ -438,15 +445,24 @@ void SessionTable::note_joined(const Proc &p)
 // socket repairs those directories before anything else
 // (repair_after_crash): a stream file cut inside a packet by the kill is
 // trimmed to its last whole packet, so babeltrace2 reads the trace again.
-bool SessionTable::adopt(std::unique_ptr<Session> s)
+bool SessionTable::adopt(std::unique_ptr<Session> s, bool active)
 {
 	for (auto &x : sessions_)
 		if (x->name == s->name || x->slot == s->slot)
 			return false;
 	s->id = next_session_id_++;
-	s->state = proto::SessionState::Active;
+	s->state = active ? proto::SessionState::Active : proto::SessionState::Stopped;
 	next_run_id_ = std::max(next_run_id_, s->run_id + 1);
 	sessions_.push_back(std::move(s));
+	if (!active) {
+		host_.changed();
+		return true;
+	}
+	// The module's mirror again: a slot the module kept for us is taken
+	// over (same session: no process is signalled), with its kernel
+	// buffer (kernel_resume); otherwise set anew.
+	apply_kernel(*sessions_.back());
+	kgen_ = 0; // no controller waits for it
 	save_active();
 	host_.changed();
 	return true;
@@ -684,6 +700,7 @@ KmodGrant SessionTable::grant_of(const Session &s) const
 	g.session_id = s.run_id;
 	g.channel = s.channel;
 	g.sock_path = cfg_.socket_path;
+	g.keep = !s.streamed() && !s.companion_of; // what a restarted daemon takes up
 	for (const Target &t : s.targets)
 		g.targets.emplace_back(t.pids, t.names);
 	return g;

@@ -134,7 +134,8 @@ public:
 	// A session taken up from a dead daemon's state (restart.cpp): ACTIVE,
 	// keeping its run id (what grants name), with a fresh id.  False (not
 	// taken) if its name or its slot is taken already.
-	bool adopt(std::unique_ptr<Session> s);
+	// active = false: a session only named (Session::lost), STOPPED.
+	bool adopt(std::unique_ptr<Session> s, bool active = true);
 
 private:
 	Answer open_links(const Caller &c, const proto::Create &m, std::shared_ptr<RelayLink> &link,

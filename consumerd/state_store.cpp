@@ -10,7 +10,11 @@
  *   channel NAME STREAM_ID MODE N_LANES N_SUBBUF SUBBUF_SIZE
  *   clock NAME UUID OFFSET_S OFFSET_NS DESCRIPTION
  *   rule ENABLE LOGLEVEL_MAX PATTERN FILTER PIDS NAMES   (PIDS, NAMES: comma lists, "-" empty)
- *   buffer PID START_TIME DEV INO UUID(32 hex) SIGNO UID COMM DIR
+ *   buffer PID START_TIME DEV INO UUID(32 hex) SIGNO UID COMM DIR [KMOD]  (KMOD: 1 joined
+ *          through the kernel module; absent in older files: 0)
+ *   kernel UUID(32 hex) DIR                 (the kernel buffer's sub-trace; at most one)
+ *   unkept REASON                          (a session a restarted daemon only names)
+ *   trigger PATTERN                        (its snapshot trigger, not kept)
  *   end
  *
  * "end" last: a file without it is not believed (it cannot be torn, being
@@ -235,12 +239,24 @@ std::string StateStore::encode(const SessionRecord &r)
 	for (const BufferRecord &b : r.buffers)
 		o << "buffer " << b.pid << ' ' << b.start_time << ' ' << b.dev << ' ' << b.ino << ' '
 		  << hex16(b.uuid) << ' ' << b.signo << ' ' << b.uid << ' ' << enc(b.comm) << ' '
-		  << enc(b.dir) << '\n';
+		  << enc(b.dir) << (b.kmod ? " 1" : "") << '\n';
+	if (r.kernel)
+		o << "kernel " << hex16(r.kernel_uuid) << ' ' << enc(r.kernel_dir) << '\n';
+	if (!r.unkept.empty())
+		o << "unkept " << enc(r.unkept) << '\n';
+	if (!r.trigger.empty())
+		o << "trigger " << enc(r.trigger) << '\n';
 	o << "end\n";
 	return o.str();
 }
 
 namespace {
+
+// `dir` is a sub-trace of the session's output `out` (the file is hostile).
+bool inside(const std::string &out, const std::string &dir)
+{
+	return dir.compare(0, out.size() + 1, out + "/") == 0 && dir.find("/../") == std::string::npos;
+}
 
 bool decode_line(const std::vector<std::string> &f, SessionRecord &r, bool &seen_session, std::string &err)
 {
@@ -288,19 +304,29 @@ bool decode_line(const std::vector<std::string> &f, SessionRecord &r, bool &seen
 		if (!dec(f[1], r.aggregate) || !dec(f[2], r.agg_filter) || r.aggregate.empty() ||
 		    r.aggregate.size() > proto::kMaxAggregate || r.agg_filter.size() > proto::kMaxFilter)
 			return err = "bad aggregate line", false;
-	} else if (k == "buffer" && f.size() == 10) {
+	} else if (k == "buffer" && (f.size() == 10 || f.size() == 11)) {
 		BufferRecord b;
 		if (!num(f[1], UINT32_MAX, v[0]) || !num(f[2], UINT64_MAX, b.start_time) ||
 		    !num(f[3], UINT64_MAX, b.dev) || !num(f[4], UINT64_MAX, b.ino) ||
 		    !unhex16(f[5], b.uuid) || !snum(f[6], 0, 64, sv[0]) || !num(f[7], UINT32_MAX, v[1]) ||
-		    !dec(f[8], b.comm) || !dec(f[9], b.dir) || r.buffers.size() >= kMaxBuffers)
+		    !dec(f[8], b.comm) || !dec(f[9], b.dir) || r.buffers.size() >= kMaxBuffers ||
+		    (f.size() == 11 && f[10] != "1"))
 			return err = "bad buffer line", false;
 		b.pid = static_cast<uint32_t>(v[0]), b.signo = static_cast<int32_t>(sv[0]),
-		b.uid = static_cast<uint32_t>(v[1]);
-		if (b.dir.compare(0, r.out.size() + 1, r.out + "/") != 0 ||
-		    b.dir.find("/../") != std::string::npos)
+		b.uid = static_cast<uint32_t>(v[1]), b.kmod = f.size() == 11;
+		if (!inside(r.out, b.dir))
 			return err = "a buffer's sub-trace outside the session's output", false;
 		r.buffers.push_back(b);
+	} else if (k == "kernel" && f.size() == 3) {
+		if (r.kernel || !unhex16(f[1], r.kernel_uuid) || !dec(f[2], r.kernel_dir))
+			return err = "bad kernel line", false;
+		if (!inside(r.out, r.kernel_dir))
+			return err = "the kernel sub-trace outside the session's output", false;
+		r.kernel = true;
+	} else if ((k == "unkept" || k == "trigger") && f.size() == 2) {
+		std::string &t = k == "unkept" ? r.unkept : r.trigger;
+		if (!t.empty() || !dec(f[1], t) || t.empty() || t.size() > 1024)
+			return err = "bad " + k + " line", false;
 	} else {
 		return err = "unknown line '" + k + "'", false;
 	}

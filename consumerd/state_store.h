@@ -32,6 +32,7 @@ struct BufferRecord {
 	uint64_t dev = 0, ino = 0; // the memfd (Drain::buffer_dev/ino)
 	uint8_t uuid[16] = {};
 	int32_t signo = 0; // its update signal (tp-async), 0 if none
+	bool kmod = false; // it joined through the kernel module (Proc::kmod)
 	uint32_t uid = 0;
 	std::string comm;
 	std::string dir;
@@ -61,6 +62,17 @@ struct SessionRecord {
 	// pid, which a restarted daemon watches instead of the lost connection.
 	uint32_t owner_pid = 0;
 	std::vector<BufferRecord> buffers;
+	// The session's kernel buffer (kernel_source.h), when one was drained:
+	// its trace uuid and sub-trace, which a restarted daemon continues if
+	// the module kept the slot (kernel_resume).
+	bool kernel = false;
+	uint8_t kernel_uuid[16] = {};
+	std::string kernel_dir;
+	// Not taken up by a restarted daemon, which only names it (`strata
+	// status`): why ("streamed to ..."); "" for a session it takes up.
+	std::string unkept;
+	// The session's snapshot trigger (its pattern), which is not kept.
+	std::string trigger;
 };
 
 class StateStore {

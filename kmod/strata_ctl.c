@@ -28,7 +28,10 @@
  *   - Ownership: a slot is owned by the open file that set it (owner_file,
  *     compared, never dereferenced); another file gets -EBUSY.  The owner's
  *     release clears its slots (strata_ctl_release, before the file is
- *     freed), signalling their processes as SET_RULES would.
+ *     freed), signalling their processes as SET_RULES would; a slot set
+ *     with STRATA_KABI_SET_KEEP is kept instead, owned by no file (an
+ *     orphan), until a file of the same rights takes it over or
+ *     keep_orphan_ms pass (strata_orphan_fn clears it then, under the lock).
  *   - A process's answer for a slot (its grant) is the slot's session and
  *     the rules whose per-rule targets include it; SET_RULES signals, and
  *     stamps, exactly the registrations whose answer changed.
@@ -48,6 +51,7 @@
 #include <linux/string.h>
 #include <linux/uaccess.h>
 #include <linux/wait.h>
+#include <linux/workqueue.h>
 
 #include "strata_internal.h"
 #include "strata_abi.h" /* the channel's mode word */
@@ -91,6 +95,8 @@ struct strata_slot {
 	struct strata_kabi_channel channel;
 	char sock_path[STRATA_KABI_SOCK_MAX];
 	u64 gen;
+	bool keep;                     /* STRATA_KABI_SET_KEEP */
+	unsigned long orphan_until;    /* jiffies; kept with no owner_file until then */
 };
 
 /* Who a process is, as matched against slots (computed fresh each time). */
@@ -112,6 +118,20 @@ static u64 strata_signals_sent;           /* idem */
  */
 static unsigned long strata_ack_seq;
 static DECLARE_WAIT_QUEUE_HEAD(strata_ack_wq);
+
+static unsigned int keep_orphan_ms = 60000;
+module_param(keep_orphan_ms, uint, 0644);
+MODULE_PARM_DESC(keep_orphan_ms,
+		 "how long a slot set with SET_KEEP outlives its owner's file, for a restarted consumer to take it over (0: cleared at once)");
+
+static void strata_orphan_fn(struct work_struct *work);
+static DECLARE_DELAYED_WORK(strata_orphan_work, strata_orphan_fn);
+
+/* Under the lock: a kept slot whose owner's file was released. */
+static bool strata_orphan(const struct strata_slot *s)
+{
+	return s->used && s->keep && !s->owner_file;
+}
 
 static void *strata_alloc(size_t size)
 {
@@ -378,18 +398,60 @@ void strata_ctl_release(struct file *file)
 		put_pid(p->tgid);
 		strata_free(p);
 	}
-	/* The slots this file owns die with it: their processes are told. */
+	/* The slots this file owns die with it: their processes are told.
+	 * A kept slot waits for its owner's successor instead.
+	 */
 	for (i = 0; i < STRATA_KABI_MAX_SLOTS; i++) {
 		mutex_lock(&strata_ctl_lock);
-		if (strata_slots[i].used && strata_slots[i].owner_file == file) {
+		memset(&old, 0, sizeof(old));
+		if (strata_slots[i].used && strata_slots[i].owner_file == file &&
+		    strata_slots[i].keep && keep_orphan_ms) {
+			strata_slots[i].owner_file = NULL;
+			strata_slots[i].orphan_until = jiffies + msecs_to_jiffies(keep_orphan_ms);
+			pr_info("slot %u: its owner's file was released: kept %u ms for a successor\n",
+				i, keep_orphan_ms);
+			mod_delayed_work(system_wq, &strata_orphan_work,
+					 msecs_to_jiffies(keep_orphan_ms) + 1);
+		} else if (strata_slots[i].used && strata_slots[i].owner_file == file) {
 			memset(&empty, 0, sizeof(empty));
 			strata_slot_replace(i, &empty, &old, &gen, 0, 0);
-		} else {
-			memset(&old, 0, sizeof(old));
 		}
 		mutex_unlock(&strata_ctl_lock);
 		strata_slot_free(&old);
 	}
+}
+
+/* Kept slots not taken over in time are cleared, as their owner's release
+ * would have; runs again for the next one still waiting.
+ */
+static void strata_orphan_fn(struct work_struct *work)
+{
+	struct strata_slot empty, old;
+	unsigned long next = 0;
+	bool again = false;
+	u64 gen;
+	u32 i;
+
+	for (i = 0; i < STRATA_KABI_MAX_SLOTS; i++) {
+		struct strata_slot *s = &strata_slots[i];
+
+		memset(&old, 0, sizeof(old));
+		mutex_lock(&strata_ctl_lock);
+		if (strata_orphan(s) && time_after_eq(jiffies, s->orphan_until)) {
+			memset(&empty, 0, sizeof(empty));
+			strata_slot_replace(i, &empty, &old, &gen, 0, 0);
+			pr_info("slot %u: not taken over in time: cleared\n", i);
+		} else if (strata_orphan(s)) {
+			if (!again || time_before(s->orphan_until, next))
+				next = s->orphan_until;
+			again = true;
+		}
+		mutex_unlock(&strata_ctl_lock);
+		strata_slot_free(&old);
+	}
+	if (again)
+		mod_delayed_work(system_wq, &strata_orphan_work,
+				 time_after(next, jiffies) ? next - jiffies + 1 : 1);
 }
 
 static size_t strata_entry_size(u32 format, u32 n_rules)
@@ -819,27 +881,31 @@ static int strata_set_rules(struct file *file, void __user *uarg)
 	struct strata_slot new_slot, old_slot;
 	struct strata_slot *s;
 	bool admin = capable(CAP_SYS_ADMIN);
+	bool orphan;
 	u32 usize;
 	int ret;
 
 	ret = strata_arg_in(&a, sizeof(a), STRATA_KABI_SET_RULES_SIZE_V1, uarg, &usize);
 	if (ret)
 		return ret;
-	if (a.slot >= STRATA_KABI_MAX_SLOTS || a.reserved || a.n_signalled ||
+	if (a.slot >= STRATA_KABI_MAX_SLOTS || (a.flags & ~STRATA_KABI_SET_KEEP) || a.n_signalled ||
 	    a.generation || !strata_kbuf_geometry_ok(a.kbuf_subbuf_size, a.kbuf_n_subbuf))
 		return -EINVAL;
 	ret = strata_slot_build(&a, &new_slot);
 	if (ret)
 		return ret;
-	if (new_slot.used)
+	if (new_slot.used) {
 		new_slot.owner_file = file;
+		new_slot.keep = a.flags & STRATA_KABI_SET_KEEP;
+	}
 
 	mutex_lock(&strata_ctl_lock);
 	s = &strata_slots[a.slot];
+	orphan = strata_orphan(s);
 	if (s->used && !admin &&
 	    (s->owner_admin || !uid_eq(s->owner, current_euid())))
 		ret = -EPERM;
-	else if (s->used && s->owner_file != file && (new_slot.used || !admin))
+	else if (s->used && s->owner_file != file && !orphan && (new_slot.used || !admin))
 		ret = -EBUSY;
 	else if (!s->used && new_slot.used && !admin &&
 		 !strata_share_ok(current_euid()))
@@ -852,6 +918,9 @@ static int strata_set_rules(struct file *file, void __user *uarg)
 	a.n_signalled = strata_slot_replace(a.slot, &new_slot, &old_slot, &a.generation,
 					    a.kbuf_subbuf_size, a.kbuf_n_subbuf);
 	mutex_unlock(&strata_ctl_lock);
+	if (orphan)
+		pr_info("slot %u: taken over by a successor (%u processes signalled)\n", a.slot,
+			a.n_signalled);
 	strata_slot_free(&old_slot);
 	return strata_arg_out(uarg, &a, sizeof(a), usize);
 }
@@ -1134,6 +1203,7 @@ void strata_ctl_exit(void)
 	u32 i;
 
 	/* No file is open (the module is pinned while one is): only slots. */
+	cancel_delayed_work_sync(&strata_orphan_work);
 	mutex_lock(&strata_ctl_lock);
 	for (i = 0; i < STRATA_KABI_MAX_SLOTS; i++) {
 		strata_kbuf_apply_rules(i, NULL, 0, false, 0, 0);

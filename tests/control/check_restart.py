@@ -34,9 +34,23 @@ no session and no state is left, the app goes on untraced), `proc_killed`
 (at the first kill, one app process is killed too while no daemon runs:
 its buffer goes with it, the new daemon takes up the other two, whose
 events keep the exact oracle; the dead one's keep theirs up to where it
-died, without a duplicate).
+died, without a duplicate, and each of its lanes ends with one
+discarded-packets mark, which `strata status` explains), `proc_exits` (the
+same, the process running to its end and exiting normally while no daemon
+runs).
+
+--kernel (kernel.restart, in the kernel VM with the module loaded: the app
+processes then join through the module, docs/crash.md): the session also
+records kernel events (the getppid syscall); the test makes KMARK getppid
+calls before the first kill and after each restart.  Then also: exactly
+(kills + 1) x KMARK of the test's getppid entries are in the trace (plus
+the kernel events counted lost), the kernel sub-trace is one (the new
+daemon continued the module's buffer, which the module kept for it), and
+a process started after the last restart joins through the module and
+keeps the same exact oracle.
 """
 import argparse
+import atexit
 import mmap
 import os
 import re
@@ -47,7 +61,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, event_tid, start_daemon, wait_for  # noqa: E402
+
+KMARK = 3  # getppid calls per phase (--kernel)
 
 
 class State:
@@ -70,6 +86,7 @@ class State:
 
 def n_buffers(strata, env, session):
     p = subprocess.run([strata, "status", session], env=env, capture_output=True, text=True)
+    n_buffers.last = p.stdout + p.stderr  # said when a wait fails
     m = re.search(r"recorded: (\d+) buffer", p.stdout)
     return int(m.group(1)) if p.returncode == 0 and m else -1
 
@@ -81,7 +98,7 @@ def stream_files(out):
     return n
 
 
-def scan(out, events, check, dead=()):
+def scan(out, events, check, dead=(), a_threads=0):
     """The oracle (module docstring) over the trace in `out`; the threads
     of the processes in `dead` need not reach the end."""
     import bt2
@@ -89,13 +106,25 @@ def scan(out, events, check, dead=()):
     owner = {}     # stream -> (proc, thread)
     pending = {}   # stream -> discarded since its last event
     recorded = discarded = dup_or_gap = lost_packets = 0
+    kernel = {"marks": 0, "lost": 0}  # the test's getppid entries, kernel events lost
     first_bad = None
+    scan.marked = 0
     for m in bt2.TraceCollectionMessageIterator(out):
+        st = m.event.stream if type(m) is bt2._EventMessageConst else \
+            m.stream if type(m) is bt2._DiscardedEventsMessageConst else None
+        if st is not None and str(st.trace.environment["domain"]) == "kernel":
+            if type(m) is bt2._DiscardedEventsMessageConst:
+                kernel["lost"] += m.count or 0
+            elif m.event.name == "syscall_entry_getppid" and event_tid(m.event) == os.getpid():
+                kernel["marks"] += 1
+            continue
         if type(m) is bt2._DiscardedEventsMessageConst:
             pending[m.stream.addr] = pending.get(m.stream.addr, 0) + (m.count or 0)
             discarded += m.count or 0
         elif type(m) is bt2._DiscardedPacketsMessageConst:
             lost_packets += 1
+            if owner.get(m.stream.addr, (None,))[0] in dead:
+                scan.marked += 1  # a lost tail, marked by the next daemon
         elif type(m) is bt2._EventMessageConst:
             f = m.event.payload_field
             key = (int(f["proc"]), int(f["thread"]))
@@ -119,8 +148,12 @@ def scan(out, events, check, dead=()):
           "(%d violation(s)%s)" % (dup_or_gap, ": " + first_bad if first_bad else ""))
     check(ends_ok, "every thread's last event plus the discards after it is the last emitted (%s)" %
           sorted(last.items())[:8])
-    check(lost_packets == 0, "no packet missing (%d discarded-packets messages)" % lost_packets)
+    want = a_threads * len(dead)  # one mark per lane (owned by one thread) of a dead process
+    check(lost_packets == want and scan.marked == want,
+          "%d discarded-packets message(s), each at the end of a lane of a process that ended while no "
+          "daemon ran (%d, %d of them such)" % (want, lost_packets, scan.marked))
     live = sum(1 for k in last if k[0] not in dead)
+    scan.kernel = kernel
     return recorded, discarded, len(last), live
 
 
@@ -165,19 +198,22 @@ def main():
     ap.add_argument("--strata", required=True)
     ap.add_argument("--consumerd", required=True)
     ap.add_argument("--app", required=True)
-    ap.add_argument("--mode", choices=("session", "blocking", "record", "record_killed", "proc_killed"), default="session")
+    ap.add_argument("--mode", choices=("session", "blocking", "record", "record_killed", "proc_killed", "proc_exits"),
+                    default="session")
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--procs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--events", type=int, default=0, help="per thread (default: 2000 per phase)")
     ap.add_argument("--block-ms", type=int, default=200, help="blocking mode's timeout")
+    ap.add_argument("--kernel", action="store_true", help="kernel events and a late process (kernel VM)")
+    ap.add_argument("--work", help="directory for the trace and the socket (default: a new temporary one)")
     a = ap.parse_args()
     phases = a.kills + 1
     events = a.events or 2000 * phases
     per = events // phases
     recording = a.mode.startswith("record")
     procs = 1 if recording else a.procs
-    work = tempfile.mkdtemp(prefix="strata-restart-")
+    work = a.work or tempfile.mkdtemp(prefix="strata-restart-")
     sock = os.path.join(work, "sock")
     env = dict(os.environ, STRATA_CONSUMERD_SOCKET=sock)
     out = os.path.join(work, "trace")
@@ -191,6 +227,8 @@ def main():
     states = [State(os.path.join(work, "state%d" % p), a.threads) for p in range(procs)]
     apps = []
     session = "s"
+    kbuf = 1 if a.kernel else 0  # the session's kernel buffer, one of its buffers in `strata status`
+    atexit.register(lambda: [p.kill() for p in apps if p.poll() is None])  # a failed check ends them
     if recording:
         rec = subprocess.Popen([a.strata, "record", "-o", out] + geometry + ["-e", "rstest:*", "--",
                                a.app, "0", str(a.threads), str(events), str(phases), states[0].f.name],
@@ -200,6 +238,8 @@ def main():
         extra = ["--blocking=%d" % a.block_ms] if a.mode == "blocking" else []
         strata("create", session, "-o", out, *geometry, *extra)
         strata("enable-event", session, "rstest:*")
+        if a.kernel:
+            strata("enable-event", session, "kernel:syscall_entry_getppid")
         strata("start", session)
         for p in range(procs):
             apps.append(subprocess.Popen([a.app, str(p), str(a.threads), str(events), str(phases),
@@ -210,12 +250,22 @@ def main():
 
     # Every buffer joined and every lane's first packet on disk (babeltrace2
     # counts the discards of a stream from its first packet on).
-    wait_for(lambda: n_buffers(a.strata, env, session) == procs, "%d buffers in the session" % procs, 60)
+    try:
+        wait_for(lambda: n_buffers(a.strata, env, session) == procs + kbuf, "%d buffers in the session" % (procs + kbuf),
+             60)
+    except SystemExit:
+        print("strata status said:\n" + n_buffers.last)
+        raise
     wait_for(lambda: stream_files(out) >= procs * a.threads, "a packet of every thread on disk", 60)
     if a.mode == "record_killed":
         return record_killed(a, check, d, rec, states[0], env, sock, out, session, events, phases)
     total = procs * a.threads
     dead = set()
+
+    def kernel_marks():
+        for _ in range(KMARK if a.kernel else 0):
+            os.getppid()  # a getppid syscall each (CPython does not cache it)
+    kernel_marks()
     for k in range(a.kills):
         # A different instant of each phase: 5% .. 95% of it emitted.
         frac = 0.05 + 0.9 * ((k * 7) % 10) / 10
@@ -228,12 +278,32 @@ def main():
             apps[0].send_signal(signal.SIGKILL)
             apps[0].wait()
             dead.add(0)
+        if a.mode == "proc_exits" and k == 0:
+            states[0].allow(phases)  # it runs to its end and exits, no daemon draining it
+            apps[0].wait(timeout=120)
+            dead.add(0)
         d = start_daemon(a.consumerd, sock, env)
+        if k == 0 and dead:
+            p = subprocess.run([a.strata, "status", session], env=env, capture_output=True, text=True)
+            check(re.search(r"lost at a daemon restart: pid %d \(.*\) exited while no daemon ran.*%d lane\(s\) end "
+                            r"with a discarded-packets mark" % (apps[0].pid, a.threads), p.stdout) is not None,
+                  "strata status names the process whose buffer was lost: %s" %
+                  [l for l in p.stdout.splitlines() if "lost" in l][:2])
         n = n_buffers(a.strata, env, session)
-        if n != procs - len(dead):
-            check(False, "kill %d: the new daemon re-attached %d of %d buffers" % (k + 1, n, procs))
+        if n != procs - len(dead) + kbuf:
+            check(False, "kill %d: the new daemon re-attached %d of %d buffers" % (k + 1, n, procs + kbuf))
+        kernel_marks()
         for s in states:
             s.allow(k + 1)
+    if a.kernel:
+        # A process that starts after the restarts joins through the module
+        # (the new daemon set its slot again): the same oracle, one phase.
+        late = State(os.path.join(work, "state_late"), a.threads)
+        late.allow(1)
+        lp = subprocess.Popen([a.app, str(procs), str(a.threads), str(events), "1", late.f.name], env=env,
+                              stdout=subprocess.DEVNULL)
+        lp.wait(timeout=300)
+        check(lp.returncode == 0, "the late process exited 0")
     check(True, "%d SIGKILLs of the daemon, each followed by a new one that took the session up" % a.kills)
     if a.mode == "record":
         o, e = rec.communicate(timeout=120)
@@ -252,9 +322,17 @@ def main():
           "a clean exit leaves no session state behind")
     rc, errors = bt_errors(out)
     check(rc == 0 and not errors, "babeltrace2 reads the trace with no error (status %d, %s)" % (rc, errors[:2]))
-    recorded, discarded, threads, live = scan(out, events, check, dead)
-    emitted_total = procs * a.threads * events
-    check(threads == procs * a.threads, "events of all %d threads (%d)" % (procs * a.threads, threads))
+    recorded, discarded, threads, live = scan(out, events, check, dead, a.threads)
+    nprocs = procs + (1 if a.kernel else 0)
+    emitted_total = nprocs * a.threads * events
+    check(threads == nprocs * a.threads, "events of all %d threads (%d)" % (nprocs * a.threads, threads))
+    if a.kernel:
+        k, want = scan.kernel, KMARK * (a.kills + 1)
+        check(k["marks"] <= want and k["marks"] + k["lost"] >= want,
+              "the test's getppid entries: %d of %d, with %d kernel events counted lost (before the first "
+              "kill and after each restart)" % (k["marks"], want, k["lost"]))
+        kdirs = sorted(x for x in os.listdir(out) if x.startswith("kernel"))
+        check(kdirs == ["kernel"], "one kernel sub-trace, continued across the restarts (%s)" % kdirs)
     if dead:
         check(live == (procs - len(dead)) * a.threads, "the live processes' threads all reach the end")
     else:

@@ -68,14 +68,15 @@ def timeline(trace):
         track = one(te, "track_uuid")
         if t == "TYPE_SLICE_BEGIN":
             pending.setdefault(track, []).append(dict(name=one(te, "name"), begin=ts, args=ann(te),
-                                                      flow_in=te.get("terminating_flow_ids", []), track=track))
+                                                      flow_in=te.get("terminating_flow_ids", []),
+                                                      flow_out=te.get("flow_ids", []), track=track))
         elif t == "TYPE_SLICE_END":
             if not pending.get(track):
                 fail("slice end without begin on %s at %d" % (track, ts))
             s = pending[track].pop()
             s["end"] = ts
             s["end_args"] = ann(te)
-            s["flow_out"] = te.get("flow_ids", [])
+            s["flow_out"] = s["flow_out"] + te.get("flow_ids", [])
             slices.append(s)
         elif t == "TYPE_INSTANT":
             instants.append(dict(name=one(te, "name"), ts=ts, args=ann(te), track=track))
@@ -131,19 +132,29 @@ def check_perfetto(path):
             thread_of(tracks, mon[0]["track"]) != (700, 702) or mon[0]["args"].get("holder") != "main (tid 701)":
         fail("monitor wait %r" % mon)
     holds = sorted(sl("hold"), key=lambda s: s["begin"])
-    waits = sl("wait")
+    waits = sl("wait mutex 0xa000")
     if [(s["begin"], s["end"], thread_of(tracks, s["track"])) for s in holds] != \
             [(S + 1100, S + 1500, (500, 501)), (S + 1600, S + 1900, (500, 502))]:
         fail("holds %r" % holds)
-    if len(waits) != 1 or (waits[0]["begin"], waits[0]["end"]) != (S + 1200, S + 1600) or \
-            thread_of(tracks, waits[0]["track"]) != (500, 502) or waits[0]["track"] != holds[1]["track"]:
-        fail("wait %r" % waits)
-    for s in holds + waits:
+    for s in holds:
         if one(tracks[s["track"]], "name") != "mutex 0xa000":
             fail("lock track name %r" % tracks[s["track"]])
-    # The flow: from the hold that released the mutex to the wait that got it.
-    if len(holds[0]["flow_out"]) != 1 or waits[0]["flow_in"] != holds[0]["flow_out"]:
-        fail("no flow from the releasing hold to the waiter: %r -> %r" % (holds[0], waits[0]))
+    # The wait (1200 to 1600) is on the waiter's own track, where it
+    # encloses the raw and named futex syscalls it overlaps (1140 to 1590):
+    # it begins 1 ns before them (cmd_export.cpp, nested_begin).
+    if len(waits) != 1 or (waits[0]["begin"], waits[0]["end"]) != (S + 1139, S + 1600) or \
+            "thread" not in tracks[waits[0]["track"]] or thread_of(tracks, waits[0]["track"]) != (500, 502) or \
+            waits[0]["args"] != {}:
+        fail("wait %r" % waits)
+    # The flow: from a zero-length "release" slice on the thread that
+    # unlocked (at its unlock, 1500) to the wait that got the mutex.
+    rel = sl("release mutex 0xa000")
+    if len(rel) != 1 or (rel[0]["begin"], rel[0]["end"]) != (S + 1500, S + 1500) or \
+            "thread" not in tracks[rel[0]["track"]] or thread_of(tracks, rel[0]["track"]) != (500, 501) or \
+            rel[0]["args"] != {"to": "worker (tid 502)"}:
+        fail("release %r" % rel)
+    if len(rel[0]["flow_out"]) != 1 or waits[0]["flow_in"] != rel[0]["flow_out"] or holds[0]["flow_out"]:
+        fail("no flow from the release to the waiter: %r -> %r" % (rel[0], waits[0]))
     # The monitor's flow (cmd_export.cpp, "JVM monitor flows"): main (tid
     # 701) owned int[]@7645a180 at Worker-1's contended enter (owner_java_tid
     # 1) and no other thread got it before Worker-1's entered at 1800.
@@ -155,14 +166,14 @@ def check_perfetto(path):
             thread_of(tracks, acq[0]["track"]) != (700, 702) or acq[0]["args"] != {"from": "main (tid 701)"}:
         fail("monitor acquisition %r" % acq)
     if len(rel[0]["flow_out"]) != 1 or acq[0]["flow_in"] != rel[0]["flow_out"] or \
-            rel[0]["flow_out"] == holds[0]["flow_out"]:
+            rel[0]["flow_out"] == waits[0]["flow_in"]:
         fail("no flow from the monitor's releaser to its waiter: %r -> %r" % (rel[0], acq[0]))
     raw = sl("syscall 202")
     if len(raw) != 1 or (raw[0]["begin"], raw[0]["end"]) != (S + 1140, S + 1590) or \
             thread_of(tracks, raw[0]["track"]) != (500, 502) or raw[0]["end_args"] != {"id": 202, "ret": 0}:
         fail("raw sys_enter/sys_exit slice %r" % raw)
-    if len(slices) != 9:
-        fail("%d slices, want 9 (the raw pair after named syscalls is left out): %r" % (len(slices), slices))
+    if len(slices) != 10:
+        fail("%d slices, want 10 (the raw pair after named syscalls is left out): %r" % (len(slices), slices))
 
     got = sorted((i["ts"] - S, i["name"], thread_of(tracks, i["track"]) if "thread" in tracks[i["track"]]
                   else "process %d" % one(one(tracks[i["track"]], "process"), "pid"), sorted(i["args"].items()))
@@ -214,16 +225,37 @@ def check_chrome_json(path):
     b = [e for e in evs if e["ph"] == "B" and e["name"] == "futex"]
     if len(b) != 1 or b[0]["ts"] != 0.15 or (b[0]["pid"], b[0]["tid"]) != (500, 502):
         fail("JSON futex slice %r" % b)
-    # One X per time a thread ran between two switches on a CPU; the idle
-    # thread (tid 0) is not drawn, nor a run whose start the trace missed.
-    x = [(e["tid"], e["name"], e["ts"], e["dur"], e["args"]["tid"]) for e in evs if e["ph"] == "X"]
-    if x != [(0, "java", 0.25, 0.06, 702)]:
-        fail("JSON CPU slices %r" % x)
-    waits = [e for e in evs if e["ph"] == "b" and e["name"] == "wait mutex 0xa000"]
+    # One B/E pair per time a thread ran on a CPU (the E's time the next
+    # B's, digit for digit); the idle thread (tid 0) is not drawn, nor a
+    # run whose start the trace missed; runs going at the end end at the
+    # trace's last time (3000 ns: 2 us).
+    runs, open_runs = [], {}
+    for e in evs:
+        if e["pid"] == 0 and e["ph"] == "B":
+            open_runs[e["tid"]] = e
+        elif e["pid"] == 0 and e["ph"] == "E":
+            b = open_runs.pop(e["tid"])
+            runs.append((e["tid"], b["name"], e["name"], b["ts"], e["ts"], b["args"]["tid"], e.get("args")))
+    if runs != [(0, "java", "java", 0.25, 0.31, 702, {"tid": 702, "end_state": 1}),
+                (0, "app", "app", 0.31, 2.0, 501, None), (1, "worker", "worker", 0.56, 2.0, 502, None)] or \
+            open_runs or any(e["ph"] == "X" and e["pid"] == 0 for e in evs):
+        fail("JSON CPU slices %r (left open %r)" % (runs, open_runs))
+    # The lock wait: an X on the waiter's own thread (speedscope draws it),
+    # its flow from the releaser's zero-length X.
+    waits = [e for e in evs if e["ph"] == "X" and e["name"] == "wait mutex 0xa000"]
+    rel = [e for e in evs if e["ph"] == "X" and e["name"] == "release mutex 0xa000"]
     flows = [e for e in evs if e["ph"] == "f"]
-    if len(waits) != 1 or waits[0]["ts"] != 0.2 or len(flows) != 2 or flows[0]["ts"] != 0.2:
+    starts = [e for e in evs if e["ph"] == "s"]
+    if len(waits) != 1 or (waits[0]["pid"], waits[0]["tid"], waits[0]["ts"], waits[0]["dur"]) != \
+            (500, 502, 0.139, 0.461) or len(flows) != 2 or flows[0]["ts"] != 0.139:
         fail("JSON wait and its flow %r %r" % (waits, flows))
-    acq = [e for e in evs if e["ph"] == "B" and e["name"] == "monitor acquired int[]@7645a180"]
+    if len(rel) != 1 or (rel[0]["pid"], rel[0]["tid"], rel[0]["ts"], rel[0]["dur"]) != (500, 501, 0.5, 0) or \
+            len(starts) != 2 or (starts[0]["tid"], starts[0]["ts"], starts[0]["id"]) != (501, 0.5, flows[0]["id"]):
+        fail("JSON release and its flow %r %r" % (rel, starts))
+    ends = [e for e in evs if e["ph"] == "E"]
+    if [e["name"] for e in ends if e["tid"] == 502] != ["futex", "syscall 202"]:
+        fail("JSON ends not named as their begins: %r" % ends)
+    acq = [e for e in evs if e["ph"] == "X" and e["name"] == "monitor acquired int[]@7645a180"]
     if len(acq) != 1 or acq[0]["ts"] != 0.8 or flows[1]["ts"] != 0.8 or \
             (flows[1]["pid"], flows[1]["tid"]) != (700, 702) or (acq[0]["pid"], acq[0]["tid"]) != (700, 702):
         fail("JSON monitor flow %r %r" % (acq, flows))

@@ -31,6 +31,7 @@ def main():
         fail("export counted %r, babeltrace2 %d" % (r.stderr, bt))
     tr = protoc_decode(pf)
     names = {}
+    thread_tracks = set()
     begins = {}  # track -> stack of (name, ts, flow_in)
     per_lock = {}  # track name -> [holds, waits, wait_ns]
     flows_out, flows_in = {}, {}
@@ -39,6 +40,8 @@ def main():
         if "track_descriptor" in p:
             td = one(p, "track_descriptor")
             names[one(td, "uuid")] = one(td, "name", "")
+            if "thread" in td:
+                thread_tracks.add(one(td, "uuid"))
         elif "track_event" in p:
             evs.append((one(p, "timestamp"), i, one(p, "track_event")))
     evs.sort(key=lambda x: (x[0], x[1]))
@@ -47,18 +50,27 @@ def main():
         if one(te, "type") == "TYPE_SLICE_BEGIN":
             begins.setdefault(track, []).append((one(te, "name"), ts))
             for f in te.get("terminating_flow_ids", []):
+                if f in flows_in:
+                    fail("flow %s ends twice" % f)
                 flows_in[f] = track
+            for f in te.get("flow_ids", []):
+                if f in flows_out:
+                    fail("flow %s starts twice" % f)
+                flows_out[f] = track
         elif one(te, "type") == "TYPE_SLICE_END":
             name, t0 = begins[track].pop()
-            for f in te.get("flow_ids", []):
-                flows_out[f] = track
-            if names[track].startswith("mutex "):
-                st = per_lock.setdefault(names[track], [0, 0, 0])
-                if name == "hold":
-                    st[0] += 1
-                elif name == "wait":
-                    st[1] += 1
-                    st[2] += ts - t0
+            if te.get("flow_ids"):
+                fail("a flow from a slice's end: %r" % te)
+            # Holds on the lock's track (per thread), waits on the
+            # waiter's own track, named after the lock.
+            if names[track].startswith("mutex ") and name == "hold":
+                per_lock.setdefault(names[track], [0, 0, 0])[0] += 1
+            elif name.startswith("wait mutex "):
+                if track not in thread_tracks:
+                    fail("%s not on a thread's own track: %r" % (name, names.get(track)))
+                st = per_lock.setdefault(name[5:], [0, 0, 0])
+                st[1] += 1
+                st[2] += ts - t0
     checked = 0
     for lk in rep["locks"]:
         key = "mutex 0x%x" % int(lk["address"], 16)
@@ -71,11 +83,15 @@ def main():
         checked += 1
     if not checked:
         fail("no lock of the analysis found in the export: %r" % sorted(per_lock))
-    # Flows: each from a hold's end on one thread's track to a wait on
-    # another's, and at least one (the program contends).
+    # Flows: each from a release on one thread's track to a wait on
+    # another's, paired exactly (no flow from a release nobody waited
+    # for), and at least one (the program contends).
     bad = [(f, t, flows_out.get(f)) for f, t in flows_in.items() if flows_out.get(f) in (None, t)]
-    if not flows_in or bad:
-        fail("%d flows in; not from another thread's hold: %r" % (len(flows_in), bad[:10]))
+    if not flows_in or bad or set(flows_out) != set(flows_in):
+        fail("%d flows in, %d out; not from another thread's release: %r" %
+             (len(flows_in), len(flows_out), bad[:10]))
+    if len(flows_in) > sum(v[1] for v in per_lock.values()):
+        fail("%d flows for %d waits" % (len(flows_in), sum(v[1] for v in per_lock.values())))
 
     js = os.path.join(work, "out.json")
     run([strata, "export", "--format=json", trace, "-o", js])
@@ -83,6 +99,12 @@ def main():
     b = sum(1 for e in evs if e["ph"] == "b" and e["name"].startswith("hold mutex"))
     if b != sum(v[0] for v in per_lock.values()):
         fail("JSON holds %d, Perfetto %d" % (b, sum(v[0] for v in per_lock.values())))
+    x = sum(1 for e in evs if e["ph"] == "X" and e["name"].startswith("wait mutex"))
+    if x != sum(v[1] for v in per_lock.values()):
+        fail("JSON waits %d, Perfetto %d" % (x, sum(v[1] for v in per_lock.values())))
+    s_, f_ = (sorted(e["id"] for e in evs if e["ph"] == ph) for ph in "sf")
+    if s_ != f_ or len(f_) != len(flows_in):
+        fail("JSON flows: %d starts, %d ends, Perfetto %d" % (len(s_), len(f_), len(flows_in)))
     print("ok: %d events exported; %d locks agree with analyze mutex; %d flows" % (bt, checked, len(flows_in)))
     return 0
 

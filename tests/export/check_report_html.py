@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_export_viewer import CHROMIUM_FLAGS, png_pixels  # noqa: E402
+from speedscope_harness import CHROMIUM_FLAGS, png_pixels  # noqa: E402
 from timeline_check import fail, record_contend, run  # noqa: E402
 
 

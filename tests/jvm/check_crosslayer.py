@@ -3,7 +3,7 @@
 the kernel VM with `-e 'jvm:*' -e 'japp:*' -e 'kernel:*'` around
 Contend.java (two threads contending for Contend$Hot).
 
-usage: check_crosslayer.py VMOUT [STRATA]
+usage: check_crosslayer.py VMOUT [STRATA [NPM_CACHE]]
 
 - `strata record` exited 0; babeltrace2 reads the session (ust and kernel
   sub-traces) with an empty stderr; every japp:step (exactly 300) is there.
@@ -21,6 +21,12 @@ usage: check_crosslayer.py VMOUT [STRATA]
   thread's track, named by its Java name, in the JVM's process; one
   sched_switch per kernel:sched_switch; one monitor-wait slice per paired
   contended enter; the JSON export passes the schema and structural checks.
+- With NPM_CACHE: the JSON opened in speedscope (a viewer from the npm
+  registry) in headless Chromium (tests/export/speedscope_harness.py):
+  every Java thread with slices is a profile named by its Java name, and
+  speedscope's parsed profile of each holds its kernel syscall slices and
+  monitor waits, each name as many times as the JSON has them (futex on
+  the contending threads among them); its screenshot is a picture.
 Exit 77 (skip) when the VM run did not happen (no qemu or kernel image).
 """
 import os
@@ -57,6 +63,7 @@ def main():
     bt = subprocess.run(["babeltrace2", out], capture_output=True, text=True, timeout=600)
     check(bt.returncode == 0 and bt.stderr.strip() == "", "babeltrace2 reads the session silently (%r)" % bt.stderr[:300])
     evs, lost = [], 0
+    procnames = {}  # vpid -> procname of the user sub-traces
     for msg in bt2.TraceCollectionMessageIterator(out):
         if type(msg) is bt2._DiscardedEventsMessageConst:
             lost += msg.count or 0
@@ -67,7 +74,10 @@ def main():
         tid = event_tid(ev)
         # Kernel events are named as lttng-modules names them (no provider).
         name = ev.name
-        if str(ev.stream.trace.environment["domain"]) == "kernel":
+        env = ev.stream.trace.environment
+        if str(env["domain"]) != "kernel":
+            procnames[int(env["vpid"])] = str(env["procname"])
+        if str(env["domain"]) == "kernel":
             name = "kernel:" + name
         evs.append((name, msg.default_clock_snapshot.ns_from_origin, tid, ev.payload_field))
     steps = sum(1 for e in evs if e[0] == "japp:step")
@@ -124,12 +134,12 @@ def main():
     check(long_pairs > 0 and 2 * with_kernel >= long_pairs and with_futex > 0,
           "contended enters that waited show their thread's kernel events (futex among them) before the entered")
     if len(sys.argv) > 2:
-        check_export(sys.argv[2], out, evs, check)
+        check_export(sys.argv[2], out, evs, check, sys.argv[3] if len(sys.argv) > 3 else None, procnames)
     print("%d failure(s)" % len(fails))
     sys.exit(1 if fails else 0)
 
 
-def check_export(strata, trace, evs, check):
+def check_export(strata, trace, evs, check, npm_cache, procnames):
     """The cross-layer session as one timeline (strata export, docs/viewing.md)."""
     import re
     import timeline_check as tc
@@ -141,8 +151,11 @@ def check_export(strata, trace, evs, check):
     if r.returncode != 0:
         return
     tr = tc.protoc_decode(pf)
-    threads, sw, monitor_waits = {}, 0, 0
+    threads, procs, sw, monitor_waits = {}, {}, 0, 0
     for p in tc.packets(tr):
+        if "track_descriptor" in p and "process" in tc.one(p, "track_descriptor"):
+            pd = tc.one(tc.one(p, "track_descriptor"), "process")
+            procs[tc.one(pd, "pid")] = tc.one(pd, "process_name", "")
         if "track_descriptor" in p and "thread" in tc.one(p, "track_descriptor"):
             th = tc.one(tc.one(p, "track_descriptor"), "thread")
             threads[tc.one(th, "tid")] = (tc.one(th, "pid"), tc.one(th, "thread_name", ""))
@@ -161,6 +174,11 @@ def check_export(strata, trace, evs, check):
     check(java and not bad and len(pid) == 1 and None not in pid,
           "every Java thread is its OS thread's track, named by its Java name, in one process (%d threads; %r)" %
           (len(java), dict(list(bad.items())[:3])))
+    # Named by its user sub-trace, not by the comm the kernel saw first
+    # (the JVM's before its exec was strata's).
+    check(procnames and all(procs.get(p) == n for p, n in procnames.items()),
+          "each traced process is named by its sub-trace's procname (%r; export %r)" %
+          (procnames, {p: procs.get(p) for p in procnames}))
     nsw = sum(1 for e in evs if e[0] == "kernel:sched_switch")
     check(sw == nsw, "one Perfetto sched_switch per kernel sched_switch (%d, %d)" % (sw, nsw))
     pend, pairs = {}, 0
@@ -177,6 +195,69 @@ def check_export(strata, trace, evs, check):
     if r.returncode == 0:
         tc.check_json(js)
         check(True, "the JSON export passes the schema and structural checks")
+        if npm_cache:
+            check_viewer(js, npm_cache, evs, check)
+
+
+def check_viewer(js, npm_cache, evs, check):
+    """The JSON in speedscope: Java threads by name, their syscall and
+    monitor slices counted in speedscope's own parsed profiles."""
+    import json
+    import speedscope_harness as ss
+    work = os.path.join(os.path.dirname(js), "speedscope")
+    os.makedirs(work, exist_ok=True)
+    try:
+        site = ss.site(npm_cache, work)
+    except ss.Skip as e:
+        print("info: speedscope not checked: %s" % e)
+        return
+    java = {}
+    for name, ts, tid, p in evs:
+        if name in ("jvm:thread_start", "jvm:thread_exists") and int(p["os_tid"]) > 0:
+            java[int(p["os_tid"])] = str(p["name"])
+    syscalls = {name[len("kernel:syscall_entry_"):] for name, _, _, _ in evs
+                if name.startswith("kernel:syscall_entry_")}
+    with open(js) as f:
+        tev = json.load(f)["traceEvents"]
+    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in tev if e["ph"] == "M"}
+    # profile name -> {slice name: count} of the Java threads' closed
+    # syscall and monitor slices (a slice the trace does not close, as
+    # exit's, is not drawn)
+    want, open_b = {}, {}
+    for e in tev:
+        if e["ph"] not in "BEX" or e.get("tid") not in java or (e["ph"] == "X" and not e["dur"]):
+            continue
+        prof = ss.thread_profile_name(names.get((e["pid"], None)), e["pid"], names.get((e["pid"], e["tid"])),
+                                      e["tid"])
+        calls = want.setdefault(prof, {})
+        if e["ph"] == "B":
+            open_b.setdefault(prof, []).append(e["name"])
+            continue
+        if e["ph"] == "E" and open_b.get(prof):
+            open_b[prof].pop()
+        if e["name"] in syscalls or e["name"].startswith(("monitor enter ", "syscall ")):
+            calls[e["name"]] = calls.get(e["name"], 0) + 1
+    png = os.path.join(work, "crosslayer.png")
+    dom, parsed = ss.load(site, js, work, screenshot=png)
+    got = {}
+    for p in (parsed or {}).get("profiles", []):
+        if p["name"] in want:
+            got[p["name"]] = {k: v for k, v in ss.calls_by_name(p).items()
+                              if k in syscalls or k.startswith(("monitor enter ", "syscall "))}
+    named = sorted(n for n in want if any(", %s (tid " % j in n for j in java.values()))
+    check(parsed is not None and set(got) == set(want) and len(named) == len(want),
+          "speedscope has a profile, named by its Java name, for each of the %d Java threads with slices (%r)" %
+          (len(want), sorted(set(want) ^ set(got)) or named[:6]))
+    diff = {n: {k: (got.get(n, {}).get(k), c) for k, c in want[n].items() if got.get(n, {}).get(k) != c}
+            for n in want}
+    diff = {n: d for n, d in diff.items() if d}
+    futex = sum(c.get("futex", 0) for n, c in got.items() if "contender" in n)
+    check(not diff and futex > 0,
+          "speedscope's parsed profiles hold each Java thread's syscall and monitor slices as the JSON has "
+          "them (%d names; futex on the contenders %d times; differences (speedscope, JSON): %r)" %
+          (sum(len(c) for c in want.values()), futex, dict(list(diff.items())[:3])))
+    w, h, colours = ss.check_picture(png)
+    check(True, "speedscope's screenshot is a picture (%dx%d, %d colours)" % (w, h, colours))
 
 
 main()

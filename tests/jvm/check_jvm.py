@@ -209,8 +209,8 @@ def main():
                         timeout=120)
     tev = json.load(open(js))["traceEvents"] if ex.returncode == 0 else []
     tname = {e.get("tid"): e["args"]["name"] for e in tev if e["ph"] == "M" and e["name"] == "thread_name"}
-    acq = [e for e in tev if e["ph"] == "B" and e["name"].startswith("monitor acquired Contend$Hot@")]
-    rel = [e for e in tev if e["ph"] == "B" and e["name"].startswith("monitor released Contend$Hot@")]
+    acq = [e for e in tev if e["ph"] in "BX" and e["name"].startswith("monitor acquired Contend$Hot@")]
+    rel = [e for e in tev if e["ph"] in "BX" and e["name"].startswith("monitor released Contend$Hot@")]
     starts = {e["id"]: e for e in tev if e["ph"] == "s"}
     ends = [e for e in tev if e["ph"] == "f" and e["id"] in starts and
             any(a["tid"] == e["tid"] and a["ts"] == e["ts"] for a in acq)]

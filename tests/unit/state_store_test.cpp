@@ -64,6 +64,14 @@ SessionRecord sample()
 	b.comm = "my prog";
 	b.dir = r.out + "/ust/pid/my_prog-99-x";
 	r.buffers.push_back(b);
+	b.kmod = true; // joined through the kernel module
+	b.pid = 100;
+	r.buffers.push_back(b);
+	r.kernel = true;
+	for (int i = 0; i < 16; i++)
+		r.kernel_uuid[i] = static_cast<uint8_t>(255 - i);
+	r.kernel_dir = r.out + "/kernel";
+	r.trigger = "p:fatal";
 	return r;
 }
 
@@ -90,6 +98,17 @@ TEST(StateStore, RoundTripKeepsEveryField)
 	EXPECT_EQ(0, memcmp(back.buffers[0].uuid, r.buffers[0].uuid, 16));
 	EXPECT_EQ(back.owner_gid, -1);
 	EXPECT_EQ(back.clock.offset_ns, 999999999);
+	EXPECT_FALSE(back.buffers[0].kmod);
+	EXPECT_TRUE(back.buffers[1].kmod);
+	EXPECT_TRUE(back.kernel);
+	EXPECT_EQ(0, memcmp(back.kernel_uuid, r.kernel_uuid, 16));
+	EXPECT_EQ(back.kernel_dir, r.kernel_dir);
+	EXPECT_EQ(back.trigger, "p:fatal");
+	EXPECT_TRUE(back.unkept.empty());
+	SessionRecord named = r, back2;
+	named.unkept = "it streamed to serial line /dev/ttyS1";
+	ASSERT_TRUE(StateStore::decode(StateStore::encode(named), back2, err)) << err;
+	EXPECT_EQ(back2.unkept, named.unkept);
 	EXPECT_EQ(back.aggregate, "");
 	// An aggregation session keeps its spec and filter (issue 35).
 	SessionRecord a = sample();
@@ -133,6 +152,11 @@ TEST(StateStore, HostileTextIsRefused)
 	EXPECT_TRUE(refused(with("rule 1", "rule 2")));
 	EXPECT_TRUE(refused(with("channel ", "tunnel ")));       // unknown line
 	EXPECT_TRUE(refused(with("999999999 ", "1000000000 "))); // offset_ns
+	EXPECT_TRUE(refused(with("-x 1\n", "-x 2\n")));          // a buffer's module flag
+	EXPECT_TRUE(refused(with("/kernel\n", "/../kernel\n"))); // kernel sub-trace outside
+	EXPECT_TRUE(refused(good + "kernel 00 /x\n"));
+	EXPECT_TRUE(refused(with("trigger p:fatal\n", "trigger p:fatal\ntrigger q:x\n"))); // twice
+	EXPECT_TRUE(refused(with("trigger p:fatal\n", "trigger\n")));
 }
 
 TEST(StateStore, SaveLoadRemove)
@@ -255,4 +279,43 @@ TEST(Reattach, StreamTailCutsATornPacket)
 	EXPECT_FALSE(stream_tail(path, other, t, err)); // another trace's file
 	EXPECT_TRUE(stream_tail(path + "-none", uuid, t, err));
 	EXPECT_EQ(t.packets, 0u);
+}
+
+// A buffer lost at a restart: each lane with a packet ends with an empty
+// one whose sequence number skips one (a reader's "discarded packets").
+TEST(Reattach, MarkLostTailAppendsAGap)
+{
+	const std::string dir = tmpdir();
+	uint8_t uuid[16] = {4, 5, 6};
+	std::string pkt(256, '\0');
+	strata_packet_header ph = {};
+	ph.magic = STRATA_CTF_MAGIC;
+	memcpy(ph.uuid, uuid, 16);
+	ph.packet_size = ph.content_size = 256 * 8;
+	ph.packet_seq_num = 9;
+	ph.events_discarded = 3;
+	ph.timestamp_end = 777;
+	ph.lane_id = 1;
+	memcpy(&pkt[0], &ph, sizeof ph);
+	FILE *f = fopen((dir + "/chan_1").c_str(), "wb");
+	fwrite(pkt.data(), 1, pkt.size(), f);
+	fclose(f);
+	fclose(fopen((dir + "/chan_2").c_str(), "wb")); // a lane with no packet
+	fclose(fopen((dir + "/metadata").c_str(), "wb"));
+	std::string err;
+	EXPECT_EQ(1u, mark_lost_tail(dir, uuid, err)) << err;
+	PacketTail t;
+	ASSERT_TRUE(stream_tail(dir + "/chan_1", uuid, t, err)) << err;
+	EXPECT_EQ(t.packets, 2u);
+	EXPECT_EQ(t.seq, 11u);
+	EXPECT_EQ(t.discarded, 3u);
+	EXPECT_EQ(t.ts_end, 777u);
+	struct stat st;
+	ASSERT_EQ(0, stat((dir + "/chan_1").c_str(), &st));
+	EXPECT_EQ(st.st_size, 256 + STRATA_PACKET_HEADER_SIZE);
+	ASSERT_EQ(0, stat((dir + "/chan_2").c_str(), &st));
+	EXPECT_EQ(st.st_size, 0);
+	uint8_t other[16] = {7};
+	EXPECT_EQ(0u, mark_lost_tail(dir, other, err)); // another trace's files
+	EXPECT_FALSE(err.empty());
 }
