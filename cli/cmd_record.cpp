@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "agg_spec.h"
 #include "commands.h"
 #include "control/names.h"
 #include "control/ctl_client.h"
@@ -440,6 +441,10 @@ void help()
 	       "answers, else starts a private one for the duration of CMD.  CMD must link\n"
 	       "libstrata and tp-sync or tp-async (Strata::tp_sync, Strata::tp_async).\n\n"
 	       "  -o, --output DIR          trace directory (default ./strata-record-YYYYMMDD-HHMMSS)\n"
+	       "  --aggregate SPEC          aggregate instead of recording (strata create --aggregate):\n"
+	       "                            'PROVIDER:EVENT[:FIELD] [by KEY] [limit N]'; once CMD\n"
+	       "                            ended, the aggregates are printed as strata top -s\n"
+	       "                            --once shows them (--json: as JSON); with -e, both\n"
 	       "  -e, --event PATTERN       enable \"provider:event\" globs (default: \"*\");\n"
 	       "                            repeatable\n"
 	       "  --add                     record into DIR although it is not empty (else refused:\n"
@@ -506,7 +511,7 @@ int strata_cmd_record(int argc, char **argv)
 	proto::Create create;
 	std::vector<std::string> patterns;
 	std::vector<std::string> preloads;
-	bool jvm = false, add = false;
+	bool jvm = false, add = false, agg_json = false;
 	int32_t loglevel = -1;
 	int i = 1;
 	for (; i < argc; i++) {
@@ -535,6 +540,21 @@ int strata_cmd_record(int argc, char **argv)
 		}
 		if (a == "--add") {
 			add = true;
+			continue;
+		}
+		if (a == "--json") {
+			agg_json = true;
+			continue;
+		}
+		if (a == "--aggregate") {
+			struct strata_agg_spec spec;
+			char why[128];
+			if (i + 1 >= argc || strlen(argv[i + 1]) > proto::kMaxAggregate ||
+			    agg_spec_parse(argv[i + 1], &spec, why, sizeof why) != 0)
+				return cli::usage_error(cmd, std::string("--aggregate needs 'PROVIDER:EVENT[:FIELD] [by KEY] "
+									 "[limit N]'") +
+								     (i + 1 < argc ? std::string(": ") + why : ""));
+			create.aggregate = argv[++i];
 			continue;
 		}
 		if (a == "-o" || a == "--output" || a == "-e" || a == "--event" || a == "--loglevel" ||
@@ -567,8 +587,10 @@ int strata_cmd_record(int argc, char **argv)
 		return cli::usage_error(cmd, "missing command to run (strata record -- CMD [ARGS])");
 	if (patterns.size() > proto::kMaxRules)
 		return cli::usage_error(cmd, "at most 32 patterns");
-	if (patterns.empty())
+	if (patterns.empty() && create.aggregate.empty())
 		patterns.push_back("*");
+	if (agg_json && create.aggregate.empty())
+		return cli::usage_error(cmd, "--json goes with --aggregate");
 	std::string preload_env;
 	for (const std::string &p : preloads) {
 		std::string lib = find_preload(p);
@@ -658,6 +680,11 @@ int strata_cmd_record(int argc, char **argv)
 	// `record`'s own handlers complete it).
 	if (cl.version() >= 5)
 		create.flags = proto::kCreateOwned;
+	if (!create.aggregate.empty() && cl.version() < proto::kAggVersion) {
+		fprintf(stderr, "strata record: the running strata-consumerd speaks protocol %u, --aggregate needs %u: "
+				"restart it from this version\n", cl.version(), proto::kAggVersion);
+		return cli::kFail;
+	}
 	int r = cl.command(create, err);
 	if ((r == -EACCES || r == -EDQUOT) && priv.pid < 0 && geteuid() != 0) {
 		// Root's daemon writes for a user only under a directory the
@@ -777,7 +804,7 @@ int strata_cmd_record(int argc, char **argv)
 	if (!early_signal)
 		rejoin_daemon(cl, sock, create.session, priv.pid > 0);
 	proto::Message st;
-	if (!early_signal && cl.call(proto::Status{create.session}, st, err) == 0 && st.type() == proto::Type::StatusReply &&
+	if (!early_signal && !patterns.empty() && cl.call(proto::Status{create.session}, st, err) == 0 && st.type() == proto::Type::StatusReply &&
 	    !std::get<proto::StatusReply>(st.body).sessions.empty() &&
 	    std::get<proto::StatusReply>(st.body).sessions[0].n_buffers == 0) {
 		if (exec_errno)
@@ -795,6 +822,8 @@ int strata_cmd_record(int argc, char **argv)
 			fprintf(stderr, "strata record: %s did not join the session: nothing recorded "
 					"(does it link libstrata and Strata::tp_sync?)\n", argv[i]);
 	}
+	if (!create.aggregate.empty()) // before STOP: the regions of this run
+		cli::top_session_once(cl.path(), create.session, agg_json);
 	r = cl.command(proto::Stop{create.session}, err);
 	if (r < 0)
 		fprintf(stderr, "strata record: stop: %s\n", err.c_str());
@@ -816,6 +845,8 @@ int strata_cmd_record(int argc, char **argv)
 	}
 	if (!create.relay.empty())
 		fprintf(stderr, "strata record: trace streamed to %s\n", cli::streamed_to(create).c_str());
+	else if (patterns.empty())
+		; // aggregated only: printed above
 	else if (!has_subtrace(create.output_dir))
 		// A buffer that never held an event leaves no sub-trace
 		// (docs/control-protocol.md, "Lazy sub-traces").

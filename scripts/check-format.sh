@@ -12,6 +12,7 @@ files="
 consumerd/access.cpp
 consumerd/access.h
 abi/strata_probe_report.h
+libtrace/agg_spec.h
 cli/cmd_list.cpp
 cli/proc_memfd.cpp
 cli/proc_memfd.h
