@@ -18,6 +18,7 @@ says so); 1 otherwise.  Missing targets never fail the run: they are data.
 """
 import argparse
 import glob
+import json
 import os
 import re
 import resource
@@ -143,12 +144,21 @@ def pid_in_tree(pid, root):
 # ---- trace accounting ------------------------------------------------------
 
 def count_events(trace_dir):
-    """Events babeltrace2 decodes in trace_dir (all sub-traces)."""
-    p = run(["babeltrace2", trace_dir, "-c", "sink.utils.counter", "--params=step=+0"])
-    m = re.search(r"(\d+) Event messages", p.stdout)
-    if not m:
-        raise BenchError("babeltrace2 counter output not understood: " + p.stdout[:200])
-    return int(m.group(1))
+    """Events babeltrace2 decodes in trace_dir (all sub-traces).  Thousands
+    of sub-traces (one per process: row 8 at 10,000) are read 1,000 at a
+    time: babeltrace2 opens every stream file at once and would run out of
+    descriptors."""
+    subs = sorted({os.path.dirname(os.path.join(r, f)) for r, _, fs in os.walk(trace_dir)
+                   for f in fs if f == "metadata"})
+    groups = [subs[i:i + 1000] for i in range(0, len(subs), 1000)] if len(subs) > 1000 else [[trace_dir]]
+    total = 0
+    for g in groups:
+        p = run(["babeltrace2"] + g + ["-c", "sink.utils.counter", "--params=step=+0"])
+        m = re.search(r"(\d+) Event messages", p.stdout)
+        if not m:
+            raise BenchError("babeltrace2 counter output not understood: " + p.stdout[:200])
+        total += int(m.group(1))
+    return total
 
 
 def walk_packets(trace_dir):
@@ -472,6 +482,35 @@ class Bench:
             self.results[("enabled_reps",) + k] = list(v)
             self.results[("enabled_wall",) + k] = statistics.median(wall[k])
             log("enabled %s %s %dT: cpu %s wall %s ns/event" % (k[2], k[0], k[1], v, wall[k]))
+
+    # Aggregation beside recording (issue 35): `loop ints 1 N WU` under an
+    # aggregation session (`strata record --aggregate`: count, sum, min, max
+    # and log2 histogram of b, by thread) and under a recording session of
+    # the enabled step's buffers, interleaved, the median of each.  The
+    # aggregated run is checked exactly: the session's regions count every
+    # event the program emitted (`--json`: hits == emitted).
+    AGG_SPEC = "bench:ints:b by $tid"
+
+    def aggregate(self):
+        if not self.have_strata:
+            return
+        n, wu = str(self.p["n_enabled"]), str(self.p["warmup"])
+        agg, rec = [], []
+        for _ in range(self.p["reps"]):
+            p = run([self.strata, "record", "--aggregate", self.AGG_SPEC, "--json", "--", self.sbench,
+                     "loop", "ints", "1", n, wu], env=self.env_nodaemon)
+            kv = parse_kv(p.stdout)
+            j = json.loads(p.stdout[p.stdout.index("{"):])
+            hits = sum(r["hits"] for r in j["regions"])
+            if "emitted" not in kv or hits != int(kv["emitted"]):
+                raise BenchError("aggregated %s hits of %s emitted" % (hits, kv.get("emitted")))
+            agg.append(float(kv["cpu_ns_per_event"]))
+            kv, acc = self.traced("strata", ["loop", "ints", "1", n, wu], EN_SUBBUF, EN_NSUB, "agg-rec")
+            self.check("aggregate step: recorded ints 1T", acc, kv)
+            rec.append(float(kv["cpu_ns_per_event"]))
+        self.results[("aggregated", "ints")] = statistics.median(agg)
+        self.results[("aggregated_rec", "ints")] = statistics.median(rec)
+        log("aggregated ints 1T: cpu %s; recorded %s ns/event" % (agg, rec))
 
     # Whole cost (issue 38): the CPU of everything tracing costs, per event:
     # the traced program, the tracer's daemons and command-line tools.
@@ -997,9 +1036,22 @@ class Bench:
     # by all the processes (EOF on the first ends every hold).
     def processes(self):
         counts = (10,) if self.smoke else (10, 100, 1000)
+        # STRATA_BENCH_PROCS=10,100,1000,10000: other counts (10,000 takes
+        # minutes and a few GB: run by hand, docs/benchmarks.md).
+        if os.environ.get("STRATA_BENCH_PROCS"):
+            counts = tuple(int(x) for x in os.environ["STRATA_BENCH_PROCS"].split(","))
         consumerd = os.path.join(os.path.dirname(os.path.dirname(self.plain)), "consumerd", "strata-consumerd")
         for n in counts:
             for side in self.sides():
+                # An LTTng-UST process runs two listener threads beside its
+                # own: 3 tasks each, and a spawn beyond kernel.pid_max fails
+                # (EAGAIN) for everyone on the machine.
+                with open("/proc/sys/kernel/pid_max") as f:
+                    pid_max = int(f.read())
+                if side == "lttng" and 3 * n > pid_max * 3 // 4:
+                    self.notes.append("%d processes lttng: not run, 3 tasks each exceed 3/4 of "
+                                      "kernel.pid_max (%d)" % (n, pid_max))
+                    continue
                 out = self.tmpdir("procs-%s-%d" % (side, n))
                 env, d, lname = dict(self.env_nodaemon), None, None
                 if side == "strata":
@@ -1015,13 +1067,15 @@ class Bench:
                         run([self.strata] + a, env=env)
                     daemons = lambda: [d.pid]  # noqa: E731
                     prog = self.sbench
+                    ctl = [[self.strata, "status"], [self.strata, "list"]]
                 else:
                     lname = self.lttng.create(out, None, None)
                     daemons = lambda: find_procs(  # noqa: E731
                         lambda pid, comm, ppid: comm in ("lttng-sessiond", "lttng-consumerd"))
                     prog = self.lbench
+                    ctl = [["lttng", "--no-sessiond", "list", lname], ["lttng", "--no-sessiond", "list", "-u"]]
                 try:
-                    res = self.hold_many(prog, n, env, daemons)
+                    res = self.hold_many(prog, n, env, daemons, ctl)
                 finally:
                     if side == "strata":
                         run([self.strata, "stop", "s"], env=env, check=False)
@@ -1044,7 +1098,7 @@ class Bench:
                 shutil.rmtree(out, ignore_errors=True)
 
     @staticmethod
-    def hold_many(prog, n, env, daemons):
+    def hold_many(prog, n, env, daemons, ctl):
         tck = os.sysconf("SC_CLK_TCK")
         pids = daemons()
         cpu0 = sum(proc_cpu_ticks(x) for x in pids)
@@ -1074,6 +1128,21 @@ class Bench:
             res = {"threads": sum(proc_status(x, "Threads") for x in pids),
                    "rss_mib": sum(proc_status(x, "VmRSS") for x in pids) / 1024.0,
                    "cpu_ms": (sum(proc_cpu_ticks(x) for x in pids) - cpu0) * 1000.0 / tck}
+            # Every process alive and idle: the daemons' CPU over 2 s (a
+            # measurement interval), then the time of the session
+            # commands (best of 3; Strata: status, list; LTTng: list of
+            # the session, list -u).
+            c0, t0 = sum(proc_cpu_ticks(x) for x in pids), time.monotonic()
+            time.sleep(2.0)
+            res["idle_cpu_pct"] = (sum(proc_cpu_ticks(x) for x in pids) - c0) * 100.0 / tck / (
+                time.monotonic() - t0)
+            for key, cmd in zip(("status_ms", "list_ms"), ctl):
+                best = None
+                for _ in range(3):
+                    t1 = time.monotonic()
+                    run(cmd, env=env)
+                    best = min(best or 1e9, (time.monotonic() - t1) * 1000.0)
+                res[key] = best
         finally:
             # Their last words (the hold's results) go nowhere: reading
             # stops here, and a process that writes then takes SIGPIPE.
@@ -1112,8 +1181,8 @@ class Bench:
 
     def all(self):
         steps_nodaemon = [self.costs, self.disabled, self.startup_nodaemon]
-        steps_daemon = [self.enabled, self.whole, self.throughput, self.latency, self.startup_daemon,
-                        self.memory, self.preload, self.processes]
+        steps_daemon = [self.enabled, self.aggregate, self.whole, self.throughput, self.latency,
+                        self.startup_daemon, self.memory, self.preload, self.processes]
         if self.p["callgrind"]:
             steps_daemon.append(self.callgrind)
         for s in steps_nodaemon:
@@ -1374,8 +1443,18 @@ def table(b):
             strata_only=True)
         row("%d live processes: daemons' RSS (MiB)" % n, s.get("rss_mib"), l.get("rss_mib"))
         row("%d live processes: daemons' CPU, spawn to all ready (ms)" % n, s.get("cpu_ms"), l.get("cpu_ms"))
+        row("%d live processes: daemons' CPU while they idle (%% of a CPU)" % n, s.get("idle_cpu_pct"),
+            l.get("idle_cpu_pct"))
+        row("%d live processes: strata status / lttng list SESSION (ms)" % n, s.get("status_ms"),
+            l.get("status_ms"), "Strata < 100", lambda x: x < 100, strata_only=True)
+        row("%d live processes: strata list / lttng list -u (ms)" % n, s.get("list_ms"), l.get("list_ms"),
+            "Strata < 100", lambda x: x < 100, strata_only=True)
         row("%d live processes: events lost of %d" % (n, n * 100), s.get("lost"), l.get("lost"),
             "Strata 0", lambda x: x == 0, strata_only=True)
+    ag, rc = r.get(("aggregated", "ints")), r.get(("aggregated_rec", "ints"))
+    row("ints, 1 thread, aggregated (strata create --aggregate '%s'; CPU ns/event)" % Bench.AGG_SPEC, ag, None,
+        "<= recorded (%s)" % fmt(rc), lambda x: rc is not None and x <= rc, strata_only=True)
+    row("  the same events recorded, same runs interleaved (CPU ns/event)", rc, None)
     jv = lambda k: r.get(("jvm", k))
     if any(k[0] == "jvm" for k in r):
         row("Java API enabled, string + 2 ints (CPU ns/event)", jv("strata Java API, enabled"),
@@ -1480,7 +1559,7 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="tiny counts (< 60 s), for CI")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--only", help="comma-separated steps: costs,disabled,startup_nodaemon,enabled,"
-                    "whole,throughput,latency,startup_daemon,memory,preload,processes,callgrind; and jvm, never run by default")
+                    "aggregate,whole,throughput,latency,startup_daemon,memory,preload,processes,callgrind; and jvm, never run by default")
     ap.add_argument("build", help="the CMake build directory")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-bench-")
@@ -1498,7 +1577,7 @@ def main():
         if a.only:
             names = a.only.split(",")
             # jvm: jvm_bench.py runs its own private lttng-sessiond.
-            need_daemon = any(n not in ("costs", "disabled", "startup_nodaemon", "jvm") for n in names)
+            need_daemon = any(n not in ("costs", "disabled", "startup_nodaemon", "aggregate", "jvm") for n in names)
             if need_daemon and b.have_lttng:
                 b.lttng.start_daemon()
             try:

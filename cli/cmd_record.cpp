@@ -32,6 +32,7 @@
 #include <iterator>
 #include <vector>
 
+#include "agg_spec.h"
 #include "commands.h"
 #include "control/names.h"
 #include "control/ctl_client.h"
@@ -473,6 +474,10 @@ void help()
 	       "answers, else starts a private one for the duration of CMD.  CMD must link\n"
 	       "libstrata and tp-sync or tp-async (Strata::tp_sync, Strata::tp_async).\n\n"
 	       "  -o, --output DIR          trace directory (default ./strata-record-YYYYMMDD-HHMMSS)\n"
+	       "  --aggregate SPEC          aggregate instead of recording (strata create --aggregate):\n"
+	       "                            'PROVIDER:EVENT[:FIELD] [by KEY] [limit N]'; once CMD\n"
+	       "                            ended, the aggregates are printed as strata top -s\n"
+	       "                            --once shows them (--json: as JSON); with -e, both\n"
 	       "  -e, --event PATTERN       enable \"provider:event\" globs (default: \"*\");\n"
 	       "                            repeatable\n"
 	       "  --add                     record into DIR although it is not empty (else refused:\n"
@@ -538,7 +543,7 @@ void rejoin_daemon(CtlClient &cl, const std::string &sock, const std::string &se
 struct Record {
 	proto::Create create;
 	std::vector<std::string> patterns, preloads;
-	bool jvm = false, add = false;
+	bool jvm = false, add = false, agg_json = false;
 	int32_t loglevel = -1;
 	char **command = nullptr;        // CMD and its arguments, null-terminated
 	std::string preload_env;         // LD_PRELOAD's prefix: the --preload libraries
@@ -584,10 +589,28 @@ std::string add_preload(Record &r, const std::string &, const char *v)
 	return "";
 }
 
+std::string set_aggregate(Record &r, const std::string &, const char *v)
+{
+	struct strata_agg_spec spec;
+	char why[128];
+	if (strlen(v) > proto::kMaxAggregate || agg_spec_parse(v, &spec, why, sizeof why) != 0)
+		return std::string("--aggregate needs 'PROVIDER:EVENT[:FIELD] [by KEY] [limit N]': ") + why;
+	r.create.aggregate = v;
+	return "";
+}
+
 const RecordOption kOptions[] = {
-	{"-o", "--output", set_output, nullptr},        {"-e", "--event", add_pattern, nullptr},
-	{"--loglevel", nullptr, set_loglevel, nullptr}, {"--preload", nullptr, add_preload, nullptr},
-	{"--jvm", nullptr, nullptr, &Record::jvm},      {"--add", nullptr, nullptr, &Record::add},
+	// One row an option:
+	// clang-format off
+	{"-o", "--output", set_output, nullptr},
+	{"-e", "--event", add_pattern, nullptr},
+	{"--loglevel", nullptr, set_loglevel, nullptr},
+	{"--preload", nullptr, add_preload, nullptr},
+	{"--aggregate", nullptr, set_aggregate, nullptr},
+	{"--json", nullptr, nullptr, &Record::agg_json},
+	{"--jvm", nullptr, nullptr, &Record::jvm},
+	{"--add", nullptr, nullptr, &Record::add},
+	// clang-format on
 };
 
 // Step 1: the command line into `r`.  -1 to go on, else the exit status.
@@ -633,8 +656,10 @@ int parse_args(int argc, char **argv, Record &r)
 		return cli::usage_error(kCmd, "missing command to run (strata record -- CMD [ARGS])");
 	if (r.patterns.size() > proto::kMaxRules)
 		return cli::usage_error(kCmd, "at most 32 patterns");
-	if (r.patterns.empty())
+	if (r.patterns.empty() && r.create.aggregate.empty())
 		r.patterns.push_back("*");
+	if (r.agg_json && r.create.aggregate.empty())
+		return cli::usage_error(kCmd, "--json goes with --aggregate");
 	r.command = argv + i;
 	return -1;
 }
@@ -749,6 +774,13 @@ bool start_session(CtlClient &cl, PrivateDaemon &priv, Record &rec)
 	// `record`'s own handlers complete it).
 	if (cl.version() >= 5)
 		create.flags = proto::kCreateOwned;
+	if (!create.aggregate.empty() && cl.version() < proto::kAggVersion) {
+		fprintf(stderr,
+			"strata record: the running strata-consumerd speaks protocol %u, --aggregate "
+			"needs %u: restart it from this version\n",
+			cl.version(), proto::kAggVersion);
+		return false;
+	}
 	int r = cl.command(create, err);
 	if ((r == -EACCES || r == -EDQUOT) && priv.pid < 0 && geteuid() != 0) {
 		// Root's daemon writes for a user only under a directory the
@@ -899,6 +931,8 @@ void tell_nothing_joined(CtlClient &cl, const Record &rec, const Child &c)
 	proto::Message st;
 	std::string err;
 	const char *name = rec.command[0];
+	if (rec.patterns.empty()) // aggregated only: no buffer expected
+		return;
 	if (cl.call(proto::Status{rec.create.session}, st, err) != 0 || st.type() != proto::Type::StatusReply)
 		return;
 	const auto &sessions = std::get<proto::StatusReply>(st.body).sessions;
@@ -932,6 +966,8 @@ int finish(CtlClient &cl, PrivateDaemon &priv, const Record &rec, int exit_code)
 {
 	const proto::Create &create = rec.create;
 	std::string err;
+	if (!create.aggregate.empty()) // before STOP: the regions of this run
+		cli::top_session_once(cl.path(), create.session, rec.agg_json);
 	int r = cl.command(proto::Stop{create.session}, err);
 	if (r < 0)
 		fprintf(stderr, "strata record: stop: %s\n", err.c_str());
@@ -954,6 +990,8 @@ int finish(CtlClient &cl, PrivateDaemon &priv, const Record &rec, int exit_code)
 	}
 	if (!create.relay.empty())
 		fprintf(stderr, "strata record: trace streamed to %s\n", cli::streamed_to(create).c_str());
+	else if (rec.patterns.empty())
+		; // aggregated only: printed above
 	else if (!has_subtrace(create.output_dir))
 		// A buffer that never held an event leaves no sub-trace
 		// (docs/control-protocol.md, "Lazy sub-traces").

@@ -34,6 +34,11 @@ int strata_cmd_top(int argc, char **argv);     // cli/cmd_top.cpp (docs/probes.m
 namespace strata {
 class CtlClient;
 namespace cli {
+// cli/cmd_top.cpp: one snapshot of an aggregation session's regions from the
+// daemon at `socket` ("" the usual one), as `strata top -s SESSION --once`
+// prints it (JSON with json): for `record --aggregate`.  0 or cli::kFail.
+int top_session_once(const std::string &socket, const std::string &session, bool json);
+
 
 constexpr int kOk = 0, kFail = 1, kUsage = 2;
 

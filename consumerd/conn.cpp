@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/timerfd.h>
 
 #include "proto/sock.h"
@@ -104,6 +105,19 @@ void Daemon::drop(int fd)
 			acks_.signal(a.who, -1, a.kgen);
 }
 
+size_t max_conns()
+{
+	static const size_t n = [] {
+		struct rlimit r;
+		const size_t floor = 1024;
+		if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY)
+			return floor;
+		const size_t usable = r.rlim_cur > 256 ? static_cast<size_t>(r.rlim_cur) - 256 : 0;
+		return std::max(floor, usable * 2 / 3);
+	}();
+	return n;
+}
+
 void Daemon::accept_conns(int lfd, std::vector<int> *accepted)
 {
 	if (lfd < 0)
@@ -115,7 +129,7 @@ void Daemon::accept_conns(int lfd, std::vector<int> *accepted)
 				logf("accept: %s", strerror(errno));
 			return;
 		}
-		if (conns_.size() >= kMaxConns) {
+		if (conns_.size() >= max_conns()) {
 			close(fd);
 			logf("too many connections, refusing one");
 			continue;
@@ -217,6 +231,11 @@ bool Daemon::frame(Conn &c, size_t &off)
 	while (c.in.size() - off >= proto::kHeaderSize) {
 		proto::Header h;
 		proto::DecodeResult d = proto::decode_header(c.in.data() + off, proto::kHeaderSize, h);
+		if (d && h.length > proto::kMaxPayload) { // a reply's larger limit is for clients only
+			d.error = proto::Error::Oversized;
+			d.text = "payload of " + std::to_string(h.length) + " bytes exceeds " +
+				 std::to_string(proto::kMaxPayload);
+		}
 		if (!d) {
 			logf("pid %d: %s; closing its connection", c.cred.pid, d.text.c_str());
 			reply(c, h.seq, -EPROTO, d.text);
@@ -313,6 +332,8 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 	static const Route routes[] = {
 		{Type::Register, From::Unregistered, &Daemon::do_register},
 		{Type::Buffer, From::Registered, &Daemon::do_buffer},
+		{Type::AggRegion, From::Registered, &Daemon::do_agg_region},
+		{Type::AggFetch, From::Controller, &Daemon::do_agg_fetch},
 		{Type::Create, From::Controller, &Daemon::do_create},
 		{Type::EnableEvent, From::Controller, &Daemon::do_enable},
 		{Type::DisableEvent, From::Controller, &Daemon::do_disable},

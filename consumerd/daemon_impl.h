@@ -57,7 +57,13 @@
 namespace strata {
 namespace daemon_impl {
 
-constexpr size_t kMaxConns = 1024;
+// Connections at once: every live traced process keeps one (with its
+// pidfd, about 1.5 descriptors a process), so the bound follows the
+// descriptors the daemon may open (main.cpp raises the soft limit to the
+// hard one): two thirds of them, less a reserve for files and buffers, and
+// never below 1,024 (the fixed bound before: 10,000 live processes were
+// refused beyond it).
+size_t max_conns();
 constexpr size_t kMaxQueuedFds = 16;
 constexpr int64_t kReplyTimeoutMs = 2000;
 
@@ -157,6 +163,8 @@ private:
 	void grant_sessions(Conn &c, const Proc &p, proto::RegisterReply &rr);
 	void table_registered(Conn &c, Proc &p, uint64_t gen);
 	void do_buffer(Conn &c, const proto::Message &m);
+	void do_agg_region(Conn &c, const proto::Message &m);
+	void do_agg_fetch(Conn &c, const proto::Message &m);
 	bool find_grant(Conn &c, uint32_t seq, const proto::Buffer &m, int fd, Grant &grant);
 	void attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const Grant &grant, uint32_t slot);
 	Proc &proc_for(pid_t pid, uid_t uid);

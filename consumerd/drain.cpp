@@ -279,6 +279,9 @@ void Drain::finish(bool producer_dead)
 	// which outlives join().
 	stop_word_.store(1, std::memory_order_release);
 	syscall(SYS_futex, &stop_word_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+	// A multiplexed drain waits in the pool, not on the stop word.
+	if (stage() != Stage::Made)
+		DrainPool::get().wake(this);
 }
 
 void Drain::join()
@@ -401,12 +404,15 @@ void Drain::write_packet(uint32_t lane, const std::vector<uint8_t> &pkt)
 // buffer's pages are mapped at once in one system call rather than faulted
 // in one by one while packets wait in the ring; a final drain (producer
 // gone or session stopping) only faults in what it copies.
-void Drain::prepare_batch()
+// refresh: a later turn's, on whichever thread runs it (the multiplexing
+// driver moves a drain between workers): that thread's buffer, grown if
+// it is too small, never shrunk for this drain.
+void Drain::prepare_batch(bool refresh)
 {
 	// A packet is at most one sub-buffer, and one more is added only
 	// below kBatchBytes (drain_once).  finish_: a hint only (drain thread).
 	const CopyBuffer b = ready_batch(kBatchBytes + reader_->info().subbuf_size,
-					 !finish_.load(std::memory_order_relaxed));
+					 !finish_.load(std::memory_order_relaxed), !refresh);
 	batch_ = b.buf;
 	batch_cap_ = b.cap;
 }
@@ -424,7 +430,7 @@ void Drain::begin_stream()
 		return;
 	stream_start_ns_ = mono_ns();
 	sched_ = stream_scheduling();
-	prepare_batch();
+	prepare_batch(false);
 }
 
 // One round over every lane.  True if anything was written.  Each packet
@@ -611,7 +617,9 @@ bool Drain::open_once()
 	return false;
 }
 
-SchedChange Drain::run()
+// Queued -> Waiting, and the sub-trace opened at once when it must be.
+// False: Done (it cannot be written).
+bool Drain::begin_run()
 {
 	set_stage(Stage::Waiting);
 	// A disk sub-trace (directory, metadata) is made once its first
@@ -620,34 +628,73 @@ SchedChange Drain::run()
 	// starting, whose CPU that work would take, and not while the
 	// producer's first lap waits for sub-buffer 0.  A relay output (live
 	// viewers) and the kernel's buffers open at once.
-	if ((out_ || from_kernel_) && !open_once())
-		return sched_;
+	return !((out_ || from_kernel_) && !open_once());
+}
+
+// One turn of the drain: whatever the buffer has now copied out, a live
+// tick when one is due, or what to wait for (w).  The thread driver (run)
+// and the multiplexing one (drain_pool.cpp) both call it, one thread at a
+// time: the Reader, the files and batch_ are the calling thread's for the
+// turn.
+StepResult Drain::step(StepWait *w)
+{
+	if (stage() == Stage::Queued && !begin_run())
+		return StepResult::kDone;
 	// Acquire: pairs with the release store in finish().
-	while (!finish_.load(std::memory_order_acquire)) {
-		uint32_t seq = reader_->prepare_wait();
-		share_events();
-		// The first packet begins the stream and opens the sub-trace
-		// (drain_once: after its copy, so that the ring has it back first).
-		// Not before it: drain_once maps the open sub-buffer's pages
-		// (Reader::map_ahead), work a short process that never fills a
-		// packet should not pay for at its start.
-		if ((opened() || reader_->has_packet()) && drain_once())
-			continue;
-		if (stage() == Stage::Done) // the sub-trace could not be opened
-			return sched_;
-		if (const uint64_t period = out_ ? out_->live_period_ns() : 0) {
-			const uint64_t now = mono_ns();
-			if (now - last_live_ns_ >= period) {
-				last_live_ns_ = now;
-				live_tick(producer_now_ ? producer_now_() : now);
-				continue;
-			}
-		}
-		reader_->wait(seq, wait_ms(), &stop_word_);
+	if (finish_.load(std::memory_order_acquire)) {
+		reader_->end_wait();
+		finish_run();
+		return StepResult::kDone;
 	}
-	reader_->end_wait();
-	finish_run();
-	return sched_;
+	const uint32_t seq = reader_->prepare_wait();
+	share_events();
+	if (stream_start_ns_) // the copy buffer of the thread running this turn
+		prepare_batch(true);
+	// The first packet begins the stream and opens the sub-trace
+	// (drain_once: after its copy, so that the ring has it back first).
+	// Not before it: drain_once maps the open sub-buffer's pages
+	// (Reader::map_ahead), work a short process that never fills a
+	// packet should not pay for at its start.
+	if ((opened() || reader_->has_packet()) && drain_once())
+		return StepResult::kAgain;
+	if (stage() == Stage::Done) // the sub-trace could not be opened
+		return StepResult::kDone;
+	w->timeout_ms = wait_ms();
+	if (const uint64_t period = out_ ? out_->live_period_ns() : 0) {
+		const uint64_t now = mono_ns();
+		if (now - last_live_ns_ >= period) {
+			last_live_ns_ = now;
+			live_tick(producer_now_ ? producer_now_() : now);
+			return StepResult::kAgain;
+		}
+	}
+	w->word = reader_->wake_word();
+	w->val = seq;
+	return StepResult::kWait;
+}
+
+// A disk output's writes go to the page cache and a process's buffer is
+// woken through its futex: such drains share the multiplexer's workers.  A
+// streamed output (relay, serial) may wait on a network or a line in its
+// write, and a kernel buffer's wait is an fd: those keep a thread each
+// (a handful per session, not one per process).
+bool Drain::multiplexable() const
+{
+	return !out_ && !from_kernel_ && reader_ && !reader_->has_wait_fd();
+}
+
+// The thread driver: the drain's turns on this worker until it is done,
+// sleeping on the buffer's futex (or its wait fd) between them.
+SchedChange Drain::run()
+{
+	StepWait w;
+	for (;;) {
+		const StepResult r = step(&w);
+		if (r == StepResult::kDone)
+			return sched_;
+		if (r == StepResult::kWait)
+			reader_->wait(w.val, w.timeout_ms, &stop_word_);
+	}
 }
 
 // finish() seen: the last packets written, the files closed, the buffer

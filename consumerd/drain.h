@@ -4,12 +4,15 @@
  *
  * Contract:
  *   - roles: the producer process writes the buffer (shared memory, hostile
- *     to us); the pooled worker running the drain (drain_pool.h) is its only
- *     consumer-side reader and the only writer of its sub-trace, from
- *     start() to the end of run(); the daemon's main thread only calls
- *     start/finish/join/snapshot/activity and reads the counters.
+ *     to us); the pooled worker running the drain's turn (drain_pool.h:
+ *     one thread from start() to the end of run(), or one multiplexing
+ *     worker at a time, turn by turn, step()) is its only consumer-side
+ *     reader and the only writer of its sub-trace; the daemon's main
+ *     thread only calls start/finish/join/snapshot/activity and reads the
+ *     counters.  "Drain thread" below means whichever thread runs the turn.
  *   - the drain never blocks a producer: it waits on the buffer's wake_seq
- *     futex (with a timeout as safety net), never the other way.
+ *     futex (a thread's FUTEX_WAIT, or an io_uring futex wait the pool
+ *     queues), with a timeout as safety net, never the other way.
  *   - finish() may be called any number of times from the main thread (stop,
  *     process exit, shutdown); the drain then flushes open packets
  *     (reader's consumer-side close), drains, appends the trailing-loss
@@ -169,9 +172,12 @@ private:
 	// scheduling); Done -> Released, and whether it is (the pool, under
 	// its mutex).
 	SchedChange run_job() override { return run(); }
+	StepResult step(StepWait *w) override;
+	bool multiplexable() const override;
 	void release() override;
 	bool released() const override { return stage() == Stage::Released; }
 	SchedChange run();
+	bool begin_run();
 	void finish_run();
 	void set_stage(Stage s);
 	bool opened() const; // Open or Finishing (drain thread)
@@ -225,7 +231,7 @@ private:
 	uint64_t stream_start_ns_ = 0; // the first packet seen (begin_stream); 0: not yet
 	uint64_t write_ns_ = 0, write_max_ns_ = 0, written_bytes_ = 0;
 	void report_loss();
-	void prepare_batch();
+	void prepare_batch(bool refresh);
 	void begin_stream();
 	uint32_t stream_id_ = 0;
 	bool overwrite_ = false;

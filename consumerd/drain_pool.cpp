@@ -4,11 +4,16 @@
  */
 #include "drain_pool.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <sys/mman.h>
 #include <system_error>
 #include <thread>
 
+#include "log.h"
 #include "sched_policy.h"
 #include "strata_abi.h"
 
@@ -35,10 +40,10 @@ thread_local BatchCache t_batch;
 constexpr size_t kBatchSlack = 4u << 20; // kept up to this much above the need
 } // namespace
 
-CopyBuffer ready_batch(size_t need, bool populate)
+CopyBuffer ready_batch(size_t need, bool populate, bool may_shrink)
 {
 	BatchCache &c = t_batch;
-	if (c.cap < need || c.cap - need > kBatchSlack) {
+	if (c.cap < need || (may_shrink && c.cap - need > kBatchSlack)) {
 		c.buf.reset();
 		// Never zeroed (new[] of a plain type): every byte is copied
 		// in before it is written out.
@@ -67,6 +72,11 @@ DrainPool &DrainPool::get()
 bool DrainPool::run(PoolJob *d)
 {
 	std::unique_lock<std::mutex> lk(mu_);
+	if (d->multiplexable() && mux_on()) {
+		d->idle_turns_ = 0;
+		mux_ready(d);
+		return true;
+	}
 	jobs_.push_back(d);
 	if (idle_ >= jobs_.size()) {
 		cv_.notify_one();
@@ -90,6 +100,8 @@ bool DrainPool::run(PoolJob *d)
 void DrainPool::warm(uint64_t subbuf_size)
 {
 	std::unique_lock<std::mutex> lk(mu_);
+	if (mux_on()) // its workers are there already
+		return;
 	if (idle_ > jobs_.size() || warming_)
 		return;
 	warming_ = true;
@@ -133,6 +145,212 @@ void DrainPool::worker()
 		lk.lock();
 		if (idle_ >= kMaxIdle && jobs_.empty())
 			return;
+	}
+}
+
+// ---- Multiplexing ----------------------------------------------------
+//
+// A fixed set of workers (as many as CPUs, at least 2) runs every
+// multiplexable drain turn by turn (PoolJob::step), and one reaper thread
+// collects the futex waits of the idle ones from an io_uring (futex_ring.h).
+// A job is in exactly one place at a time (PoolJob::Mux, under mu_):
+// ready_, a worker, or armed (a timer in timers_ and at most one futex
+// wait in the ring).  Whatever makes an armed job runnable first (its
+// futex wait completing, its timer, finish()) moves it to ready_, and the
+// others then find it no longer armed: one thread runs a drain at a time.
+// A futex wait still in the ring when its job ends is cancelled, and the
+// job released only when that wait completed: a completion never names a
+// Drain that is gone.  A wait already queued for an older wake_seq is
+// kept rather than doubled: if the word moved since, the kernel completes
+// it (value changed at submission, or the writer's FUTEX_WAKE after it).
+
+namespace {
+uint64_t steady_ns()
+{
+	return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+					     std::chrono::steady_clock::now().time_since_epoch())
+					     .count());
+}
+
+// The safety net of an idle buffer backs off from the drain's wait (50 ms)
+// to kMaxIdleWaitMs after a few quiet turns: 10,000 idle processes then
+// cost 10,000 cheap turns a second, not 200,000.  A writer's wake-up, not
+// the timer, is what ends a wait with data.
+constexpr int kMaxIdleWaitMs = 1000;
+constexpr uint64_t kIdleGridNs = 50000000;
+constexpr unsigned kCqEntries = 16384; // completions beyond it wait in the kernel's overflow list
+
+// STRATA_CONSUMERD_DRAIN_THREADS=1: one thread per drain, as before the
+// multiplexer (comparisons, kernels without io_uring futex waits).
+bool threads_asked()
+{
+	const char *v = getenv("STRATA_CONSUMERD_DRAIN_THREADS");
+	return v && *v && strcmp(v, "0") != 0;
+}
+} // namespace
+
+bool DrainPool::mux_on()
+{
+	if (mux_state_ != MuxState::kUnknown)
+		return mux_state_ == MuxState::kOn;
+	mux_state_ = MuxState::kOff;
+	if (threads_asked())
+		return false;
+	if (!ring_.open(kCqEntries)) {
+		// Said once, even with -q: the daemon's threads now grow with
+		// the number of live traced processes (docs/consumerd.md).
+		daemon_impl::logf("drains: one thread per live traced process: no io_uring futex waits "
+				  "(Linux >= 6.7, io_uring allowed) to multiplex them on");
+		return false;
+	}
+	const size_t n = std::max<size_t>(2, std::thread::hardware_concurrency());
+	try {
+		std::thread([this] { mux_reaper(); }).detach();
+		for (size_t i = 0; i < n; i++) {
+			std::thread([this] { mux_worker(); }).detach();
+			mux_threads_++;
+		}
+	} catch (const std::system_error &) {
+		if (mux_threads_ == 0) // the reaper alone: its ring stays idle
+			return false;
+	}
+	mux_state_ = MuxState::kOn;
+	return true;
+}
+
+size_t DrainPool::mux_workers()
+{
+	std::lock_guard<std::mutex> g(mu_);
+	return mux_state_ == MuxState::kOn ? mux_threads_ : 0;
+}
+
+void DrainPool::mux_ready(PoolJob *d)
+{
+	d->mux_ = PoolJob::Mux::kReady;
+	ready_.push_back(d);
+	mux_cv_.notify_one();
+}
+
+void DrainPool::mux_disarm(PoolJob *d)
+{
+	if (d->timer_at_)
+		timers_.erase({d->timer_at_, d});
+	d->timer_at_ = 0;
+}
+
+void DrainPool::mux_after(PoolJob *d, StepResult r, const StepWait &w)
+{
+	if (r == StepResult::kWait && d->kick_)
+		r = StepResult::kAgain; // finish() came during the turn
+	d->kick_ = false;
+	if (r == StepResult::kDone) {
+		if (d->wait_out_ && ring_.submit_cancel(reinterpret_cast<uintptr_t>(d))) {
+			d->mux_ = PoolJob::Mux::kEnding; // released at its wait's completion
+			return;
+		}
+		// Not in the ring, or the cancel could not be queued: a wait
+		// left behind would name a freed Drain; only a broken ring can
+		// get here, and then no completion comes at all.
+		d->release(); // the last touch of d (join may free it now)
+		done_cv_.notify_all();
+		return;
+	}
+	if (r == StepResult::kAgain) {
+		d->idle_turns_ = 0;
+		mux_ready(d);
+		return;
+	}
+	d->mux_ = PoolJob::Mux::kArmed;
+	if (!d->wait_out_ && w.word)
+		d->wait_out_ = ring_.submit_wait(w.word, w.val, reinterpret_cast<uintptr_t>(d));
+	int ms = w.timeout_ms;
+	if (d->wait_out_) { // woken by its writers: the timer is only a safety net
+		for (unsigned i = 0; i < d->idle_turns_ && ms < kMaxIdleWaitMs; i++)
+			ms *= 2;
+		ms = std::max(w.timeout_ms, std::min(ms, kMaxIdleWaitMs));
+		if (d->idle_turns_ < 16)
+			d->idle_turns_++;
+	}
+	// Distinct keys: two jobs armed in the same nanosecond differ by
+	// their pointer, the pair's second half.  A backed-off timer is
+	// rounded up to kIdleGridNs: the idle buffers' turns then come in
+	// batches, one worker wake-up for many, not one each.
+	uint64_t at = steady_ns() + static_cast<uint64_t>(ms) * 1000000u;
+	if (ms > w.timeout_ms)
+		at = (at / kIdleGridNs + 1) * kIdleGridNs;
+	d->timer_at_ = at;
+	timers_.insert({d->timer_at_, d});
+}
+
+void DrainPool::mux_completed(PoolJob *d)
+{
+	d->wait_out_ = false;
+	switch (d->mux_) {
+	case PoolJob::Mux::kArmed:
+		mux_disarm(d);
+		mux_ready(d);
+		break;
+	case PoolJob::Mux::kEnding:
+		d->release();
+		done_cv_.notify_all();
+		break;
+	default: // ready or running: that turn re-arms it (with a new wait)
+		break;
+	}
+}
+
+void DrainPool::wake(PoolJob *d)
+{
+	std::lock_guard<std::mutex> g(mu_);
+	if (d->mux_ == PoolJob::Mux::kArmed) {
+		mux_disarm(d);
+		mux_ready(d);
+	} else if (d->mux_ == PoolJob::Mux::kRunning) {
+		d->kick_ = true;
+	}
+}
+
+void DrainPool::mux_worker()
+{
+	std::unique_lock<std::mutex> lk(mu_);
+	StepWait w;
+	for (;;) {
+		if (!ready_.empty()) {
+			PoolJob *d = ready_.front();
+			ready_.pop_front();
+			d->mux_ = PoolJob::Mux::kRunning;
+			lk.unlock();
+			w = StepWait();
+			const StepResult r = d->step(&w);
+			lk.lock();
+			mux_after(d, r, w);
+			continue;
+		}
+		if (timers_.empty()) {
+			mux_cv_.wait(lk);
+			continue;
+		}
+		const auto first = *timers_.begin();
+		const uint64_t now = steady_ns();
+		if (first.first > now) {
+			mux_cv_.wait_for(lk, std::chrono::nanoseconds(first.first - now));
+			continue;
+		}
+		PoolJob *d = first.second;
+		mux_disarm(d); // armed: only armed jobs have timers
+		mux_ready(d);
+	}
+}
+
+void DrainPool::mux_reaper()
+{
+	std::vector<FutexRing::Done> done;
+	for (;;) {
+		done.clear();
+		ring_.reap(done);
+		std::lock_guard<std::mutex> g(mu_);
+		for (const FutexRing::Done &c : done)
+			mux_completed(reinterpret_cast<PoolJob *>(static_cast<uintptr_t>(c.tag)));
 	}
 }
 

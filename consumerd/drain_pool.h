@@ -1,36 +1,62 @@
 /*
- * drain_pool.h - the pool of drain threads.  Most drains are short-lived
- * processes' (a build, a test suite, a shell script under `strata
- * record`): a thread of its own per drain (its creation, its first touches
- * of a fresh stack, its exit) would cost the daemon much of its CPU per
- * traced process start, taken beside the starting process.  Threads are
- * kept instead: a worker runs one drain from start() to the end of
- * Drain::run(), undoes what the drain changed in its scheduling (sched_policy.h),
- * then takes the next drain.
+ * drain_pool.h - the threads that run the drains, two drivers.
+ *
+ * The multiplexer (the default): a drain is a step function
+ * (PoolJob::step, one turn of a drain's loop), and a fixed set of workers
+ * (as many as CPUs, at least 2) runs the turns of every multiplexable
+ * drain, while one reaper thread collects the idle drains' futex waits
+ * from an io_uring (futex_ring.h).  The daemon's threads are then bounded
+ * whatever the number of live traced processes (docs/ring-buffer.md,
+ * "Many processes"; docs/consumerd.md).
+ *
+ * One thread per drain (a drain that cannot be multiplexed: a streamed
+ * output, a kernel buffer; or every drain when the kernel has no io_uring
+ * futex waits, or STRATA_CONSUMERD_DRAIN_THREADS=1).  Most such drains
+ * were short-lived processes' (a build, a test suite, a shell script under
+ * `strata record`): a thread of its own per drain (its creation, its
+ * first touches of a fresh stack, its exit) would cost the daemon much of
+ * its CPU per traced process start, taken beside the starting process.
+ * Threads are kept instead: a worker runs one drain from start() to the
+ * end of Drain::run(), undoes what the drain changed in its scheduling
+ * (sched_policy.h), then takes the next drain.
  *
  * Contract:
  *   - roles: the main thread (and the attacher, for Drain::start) hands
- *     drains in (run) and waits for one to be left (join); workers take
- *     them.  A drain is run by exactly one worker, from start to end:
- *     its Reader and files stay single-threaded.
- *   - never fewer threads than drains being run: a drain waiting for a
- *     worker would leave its ring to fill.  run() starts a new worker
- *     unless the idle ones are at least as many as the jobs queued.
+ *     drains in (run), asks a waiting one to run now (wake, at finish) and
+ *     waits for one to be left (join); workers take them; the reaper
+ *     turns completed futex waits into runnable drains.
+ *   - one thread at a time runs a drain: a threaded drain is run by
+ *     exactly one worker from start to end; a multiplexed drain is, at any
+ *     instant, in exactly one place under mu_ (PoolJob::Mux: ready_, a
+ *     worker, or armed), and only a worker that took it from ready_ runs
+ *     its turn.  Its Reader and files stay single-threaded; each turn
+ *     happens-after the previous one (mu_ between them).
+ *   - threaded: never fewer threads than drains being run: a drain waiting
+ *     for a worker would leave its ring to fill.  run() starts a new
+ *     worker unless the idle ones are at least as many as the jobs queued.
+ *     Multiplexed: a turn is bounded (drain_once: 64 packets a lane), so a
+ *     ready drain waits for at most a few turns of others.
  *   - the pool knows a drain only as a PoolJob: a worker runs it
- *     (run_job) and is done with it when it called release() under mu_
- *     (and notified done_cv_); join() returns only once released() is
- *     true, so the Drain may be destroyed after it.  Workers never touch
- *     a drain after that.
- *   - a worker keeps its copy buffer (ready_batch) for its next drain: at
- *     most kMaxIdle idle buffers of about 1 MiB each (more for larger
- *     sub-buffers), freed when the worker exits.
+ *     (run_job, or step until kDone) and is done with it when it called
+ *     release() under mu_ (and notified done_cv_); join() returns only
+ *     once released() is true, so the Drain may be destroyed after it.
+ *     A multiplexed drain with a futex wait in the ring is released only
+ *     when that wait completed (cancelled at kDone): no completion names a
+ *     freed Drain, no timer either (removed before release).
+ *   - a worker keeps its copy buffer (ready_batch) for its next drain
+ *     (threaded) or turn (multiplexed): at most kMaxIdle idle buffers of
+ *     about 1 MiB each (more for larger sub-buffers), plus one per
+ *     multiplexing worker, freed when the worker exits.
  *   - warm() (a session's creation) starts one worker that maps its copy
- *     buffer before it waits for work, unless a worker is idle already:
- *     the session's first drain then finds a thread and a mapped buffer,
- *     and a fast producer does not lose events in its first lap.
- *   - at most kMaxIdle workers wait for work; one more exits.  The pool
- *     lives as long as the process (never destroyed: detached workers may
- *     be waiting in it when the process exits).
+ *     buffer before it waits for work, unless a worker is idle already
+ *     or the multiplexer runs: the session's first drain then finds a
+ *     thread and a mapped buffer, and a fast producer does not lose events
+ *     in its first lap.
+ *   - at most kMaxIdle threaded workers wait for work; one more exits.
+ *     The multiplexer's threads never exit (an io_uring request is
+ *     cancelled when the thread that submitted it exits).  The pool lives
+ *     as long as the process (never destroyed: detached workers may be
+ *     waiting in it when the process exits).
  */
 #ifndef STRATA_CONSUMERD_DRAIN_POOL_H
 #define STRATA_CONSUMERD_DRAIN_POOL_H
@@ -40,10 +66,28 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <set>
+#include <utility>
 
+#include "futex_ring.h"
 #include "sched_policy.h"
 
 namespace strata {
+
+// What one turn of a drain (PoolJob::step) asks for next.
+enum class StepResult : uint8_t {
+	kAgain, // it did work: run it again (after the others waiting)
+	kWait,  // nothing to do: run it again when its StepWait says
+	kDone,  // finished: never run again
+};
+// kWait: until the shared 32-bit word `word` (the buffer's wake_seq, in
+// the producer's memory) no longer holds `val` or a writer wakes it, or
+// `timeout_ms`, or the job's finish.
+struct StepWait {
+	const uint32_t *word = nullptr;
+	uint32_t val = 0;
+	int timeout_ms = 0;
+};
 
 // What a worker runs: one drain, from start to end (drain.h).
 class PoolJob {
@@ -52,9 +96,31 @@ public:
 	// On the worker: the whole job; what it changed in the worker's
 	// scheduling (undone before the next job).
 	virtual SchedChange run_job() = 0;
+	// One turn of the job (the body of run_job's loop), for a driver
+	// that multiplexes many jobs on few threads.  Called by one thread
+	// at a time, never after kDone.
+	virtual StepResult step(StepWait *w) = 0;
+	// May it share a worker with other jobs (the multiplexing driver)?
+	// Asked once, at run().  False for a job that waits on an fd or
+	// whose writes may block (a relay or serial output).
+	virtual bool multiplexable() const = 0;
 	// Under the pool's mutex: the worker is done with it / was it?
 	virtual void release() = 0;
 	virtual bool released() const = 0;
+
+private:
+	friend class DrainPool;
+	// The multiplexing driver's bookkeeping, all under DrainPool::mu_.
+	// kOff: run by a thread of its own; kReady: in ready_; kRunning: a
+	// worker runs its step; kArmed: waits (its timer in timers_, maybe a
+	// futex wait in the ring); kEnding: done, its futex wait being
+	// cancelled (released when that completes).
+	enum class Mux : uint8_t { kOff, kReady, kRunning, kArmed, kEnding };
+	Mux mux_ = Mux::kOff;
+	bool wait_out_ = false;  // a futex wait tagged with this job is in the ring
+	bool kick_ = false;      // wake() came while a worker ran it
+	uint8_t idle_turns_ = 0; // kWait turns in a row: the safety net's back-off
+	uint64_t timer_at_ = 0;  // its key in timers_ (0: none)
 };
 
 // Bytes of whole packets gathered for one write (one packet at least): the
@@ -67,9 +133,10 @@ struct CopyBuffer {
 	size_t cap = 0;
 };
 // Makes the calling thread's copy buffer ready for `need` bytes: made anew
-// if it has less (or much more); with `populate`, its pages mapped in one
-// system call (else they fault in as packets are copied).
-CopyBuffer ready_batch(size_t need, bool populate);
+// if it has less (or, with `may_shrink`, much more); with `populate`, its
+// pages mapped in one system call (else they fault in as packets are
+// copied).
+CopyBuffer ready_batch(size_t need, bool populate, bool may_shrink = true);
 
 class DrainPool {
 public:
@@ -81,10 +148,31 @@ public:
 	void warm(uint64_t subbuf_size);
 	// Until no worker touches `d` any more.
 	void join(PoolJob *d);
+	// d's finish was asked (Drain::finish): a multiplexed job waiting for
+	// its buffer runs now.  No-op for a job on a thread of its own (its
+	// own wait ends on its stop word).
+	void wake(PoolJob *d);
+	// The multiplexer's workers (0: it is off, one thread per drain).
+	size_t mux_workers();
 
 private:
 	static constexpr size_t kMaxIdle = 4;
 	void worker();
+	// The multiplexing driver (drain_pool.cpp, "Multiplexing").
+	bool mux_on(); // under mu_: started now if it can be
+	void mux_worker();
+	void mux_reaper();
+	void mux_ready(PoolJob *d);                                  // under mu_
+	void mux_after(PoolJob *d, StepResult r, const StepWait &w); // under mu_
+	void mux_completed(PoolJob *d);                              // under mu_
+	void mux_disarm(PoolJob *d);                                 // under mu_
+	enum class MuxState : uint8_t { kUnknown, kOn, kOff };
+	MuxState mux_state_ = MuxState::kUnknown;
+	size_t mux_threads_ = 0;
+	FutexRing ring_;
+	std::condition_variable mux_cv_; // workers wait for ready_ or their next timer
+	std::deque<PoolJob *> ready_;
+	std::set<std::pair<uint64_t, PoolJob *>> timers_; // (deadline ns, job)
 	std::mutex mu_;
 	std::condition_variable cv_;      // workers wait for jobs_
 	std::condition_variable done_cv_; // join waits for Released

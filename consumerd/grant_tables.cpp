@@ -53,7 +53,10 @@ static std::vector<uint8_t> table_content(const SessionTable &sessions, uid_t ui
 	for (const auto &s : sessions.all()) {
 		if (s->state != proto::SessionState::Active || !(s->uid == 0 || s->uid == uid))
 			continue;
-		if (targeted(*s))
+		// Targeted rules: the answer depends on the process.  An
+		// aggregation: the table's version 1 message cannot carry it,
+		// and its region is handed over on a round trip's connection.
+		if (targeted(*s) || !s->aggregate.empty())
 			flags |= proto::kTableAsk;
 		proto::SessionGrant g;
 		g.slot = s->slot;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <sys/resource.h>
 
 #include "daemon.h"
 #include "drain.h"
@@ -41,6 +42,20 @@ void usage(FILE *f)
 	      "SIGTERM or SIGINT: flush every session and exit.\n"
 	      "Exit status: 0 ok, 1 failure, 2 usage error, 3 torn files (--check).\n",
 	      f);
+}
+
+// The daemon holds descriptors per live traced process (its control
+// connection, and others per buffer): with thousands of processes the usual
+// soft limit of 1024 is what would refuse the next one.  The hard limit is
+// the administrator's; the soft one is ours to raise (nothing here uses
+// select(2)).
+void raise_nofile()
+{
+	struct rlimit r;
+	if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+		r.rlim_cur = r.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &r);
+	}
 }
 
 } // namespace
@@ -105,6 +120,7 @@ int main(int argc, char **argv)
 			return 1;
 		return check_only && s.repaired ? 3 : 0;
 	}
+	raise_nofile();
 	strata::short_slice(); // the control thread: answers registrations sooner under load
 	return strata::run_daemon(opt);
 }

@@ -12,6 +12,7 @@ files="
 consumerd/access.cpp
 consumerd/access.h
 abi/strata_probe_report.h
+libtrace/agg_spec.h
 cli/cmd_list.cpp
 cli/cmd_record.cpp
 cli/proc_memfd.cpp
@@ -25,6 +26,8 @@ consumerd/daemon.cpp
 consumerd/daemon_impl.h
 consumerd/drain_pool.cpp
 consumerd/drain_pool.h
+consumerd/futex_ring.cpp
+consumerd/futex_ring.h
 consumerd/event_loop.cpp
 consumerd/event_loop.h
 consumerd/filter_check.cpp

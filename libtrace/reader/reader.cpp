@@ -278,6 +278,11 @@ uint32_t Reader::prepare_wait()
 	return __atomic_load_n(&h->wake_seq, __ATOMIC_SEQ_CST);
 }
 
+const uint32_t *Reader::wake_word() const
+{
+	return &reinterpret_cast<const strata_buffer_header *>(base_)->wake_seq;
+}
+
 void Reader::set_wait_fd(int fd)
 {
 	if (wait_fd_ >= 0)

@@ -221,6 +221,13 @@ public:
 	// a wait fd, only the timeout ends such a wait.
 	void wait(uint32_t seq, int timeout_ms, const std::atomic<uint32_t> *stop = nullptr);
 	void end_wait();
+	// The shared word wait() sleeps on (the header's wake_seq, in the
+	// producer's memory): for a caller that waits on it by other means
+	// (an io_uring futex wait, consumerd/drain_pool.cpp), with the value
+	// prepare_wait() returned.  Valid while the Reader lives.
+	const uint32_t *wake_word() const;
+	// A wait fd was set (set_wait_fd): wake_word() is then not the way.
+	bool has_wait_fd() const { return wait_fd_ >= 0; }
 	// Buffers whose producers cannot FUTEX_WAKE (the kernel module's):
 	// wait() then polls `fd` for POLLIN instead (the wait fd of
 	// STRATA_IOC_KBUF_OPEN, readable while some lane has a complete

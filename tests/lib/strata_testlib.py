@@ -42,11 +42,12 @@ def check_readable(check, out):
     check(p.returncode == 0 and not errors, "babeltrace2 reads the trace (%s)" % errors[:1])
 
 
-def start_daemon(consumerd, socket, env, extra=()):
-    """strata-consumerd on `socket`, returned once it says it listens."""
+def start_daemon(consumerd, socket, env, extra=(), stderr=None):
+    """strata-consumerd on `socket`, returned once it says it listens
+    (stderr: where its log goes, the test's own by default)."""
     r, w = os.pipe()
     d = subprocess.Popen([consumerd, "--socket", socket, "--ready-fd", str(w), "-q"] + list(extra), env=env,
-                         pass_fds=(w,))
+                         pass_fds=(w,), stderr=stderr)
     os.close(w)
     # A check that ends early (a failure, an exception) must not leave it
     # running: it holds ctest's output pipe and the test would hang.
