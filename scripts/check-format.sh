@@ -14,6 +14,7 @@ consumerd/access.h
 abi/strata_probe_report.h
 libtrace/agg_spec.h
 cli/cmd_list.cpp
+cli/cmd_record.cpp
 cli/proc_memfd.cpp
 cli/proc_memfd.h
 consumerd/ack_tracker.cpp

@@ -787,67 +787,54 @@ void agg_helper_start()
 	pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
-// One query; the caller holds g_busy.
-int query_once(bool list_events)
+// The constructor's query with nothing joined yet, to path i's daemon
+// when it publishes a grant table that answers (no round trip), sent to its
+// quiet socket (proto.h, kQuietSuffix: the daemon reads it in batches
+// instead of waking for each process start).  True with *joined set if the
+// table served; false: ask over the socket.
+bool join_from_table(int i, bool list_events, int64_t dl, int *joined)
 {
 	State &s = g_state;
-	// No socket file, no daemon: skip the socket.  The deadline stays
-	// relative (sock.h) until something waits: a join from the grant table
-	// never does, and never reads the clock (each first touch of a page
-	// costs ~12 us on a VM: docs/benchmarks.md).
-	int64_t dl = s.timeout_ms > 0 ? -s.timeout_ms : 0;
-	// The constructor's query with nothing joined yet: from the daemon's
-	// grant table when it publishes one that answers (no round trip), sent
-	// to its quiet socket (proto.h, kQuietSuffix: the daemon reads it in
-	// batches instead of waking for each process start).
-	bool fresh = list_events;
-	for (unsigned i = 0; i < proto::kMaxSlots && fresh; i++)
-		fresh = !s.joined[i];
+	proto::pc::TableInfo table;
+	if (!read_table(s.paths[i], &table))
+		return false;
+	stage("table");
+	if (table.version >= proto::kAggVersion)
+		g_daemon_agg.store(true, std::memory_order_relaxed);
 	int fd = -1;
-	for (int i = 0; i < s.n_paths && fd < 0; i++) {
-		if (access(s.paths[i], F_OK) != 0 && errno == ENOENT)
-			continue;
-		proto::pc::TableInfo table;
-		if (fresh && read_table(s.paths[i], &table)) {
-			stage("table");
-			if (table.version >= proto::kAggVersion)
-				g_daemon_agg.store(true, std::memory_order_relaxed);
-			char quiet[kPathMax];
-			const size_t n = strlen(s.paths[i]), k = strlen(proto::kQuietSuffix);
-			if (n + k < sizeof quiet) {
-				memcpy(quiet, s.paths[i], n);
-				memcpy(quiet + n, proto::kQuietSuffix, k + 1);
-				fd = proto::connect_unix(quiet, dl);
-			}
-			if (fd < 0) // no quiet socket (an older daemon), or its queue is full
-				fd = proto::connect_unix(s.paths[i], dl);
-			stage("connect");
-			if (fd >= 0 && table_clock(table)) {
-				g_no_daemon = false;
-				stage("clock page");
-				int joined = table_join(fd, i, table.gen, list_events, dl);
-				close(fd);
-				stage("closed");
-				return joined;
-			}
-			if (fd >= 0) { // the clock page needs the round trip, on the socket itself
-				close(fd);
-				fd = -1;
-			}
-		}
-		fd = proto::connect_unix(s.paths[i], dl);
+	char quiet[kPathMax];
+	const size_t n = strlen(s.paths[i]), k = strlen(proto::kQuietSuffix);
+	if (n + k < sizeof quiet) {
+		memcpy(quiet, s.paths[i], n);
+		memcpy(quiet + n, proto::kQuietSuffix, k + 1);
+		fd = proto::connect_unix(quiet, dl);
 	}
-	g_no_daemon = fd < 0;
-	if (fd < 0)
-		return 0; // no daemon: tracing stays off, silently (or early, below)
+	if (fd < 0) // no quiet socket (an older daemon), or its queue is full
+		fd = proto::connect_unix(s.paths[i], dl);
 	stage("connect");
-	dl = proto::resolve_deadline(dl); // the round trip: one bound for the whole exchange
+	if (fd >= 0 && table_clock(table)) {
+		g_no_daemon = false;
+		stage("clock page");
+		*joined = table_join(fd, i, table.gen, list_events, dl);
+		close(fd);
+		stage("closed");
+		return true;
+	}
+	if (fd >= 0) // the clock page needs the round trip, on the socket itself
+		close(fd);
+	return false;
+}
 
+// HELLO and REGISTER over fd, their answers read (s.grants, the clock
+// page offered to the runtime).  > 0, or < 0 (told).  Both leave in one
+// send: the daemon answers in order, so start-up waits for one round trip
+// less (a HELLO it refuses is answered with an error and the connection
+// closed, REGISTER unread).
+int hello_register(int fd, bool list_events, int64_t dl)
+{
+	State &s = g_state;
 	char text[256];
 	size_t len = 0;
-	// HELLO and REGISTER leave in one send: the daemon answers in order, so
-	// start-up waits for one round trip less (a HELLO it refuses is
-	// answered with an error and the connection closed, REGISTER unread).
 	Writer w(s.out, sizeof(s.out));
 	const bool register_ok = encode_hello_register(w, s.signo ? proto::kRegisterAsync : 0, list_events);
 	const uint32_t register_seq = s.seq;
@@ -872,12 +859,16 @@ int query_once(bool list_events)
 			close(page_fd);
 		}
 	}
-	if (r < 0) {
+	if (r < 0)
 		say("state query failed: ", text[0] ? text : err_text(r));
-		close(fd);
-		return r;
-	}
-	stage("answers");
+	return r;
+}
+
+// The slots as s.grants says: rules updated where joined already, joined
+// where new, closed where no longer granted.  How many are joined.
+int apply_grants(int fd, int64_t dl)
+{
+	State &s = g_state;
 	int joined = 0;
 	bool changed = false, granted[proto::kMaxSlots] = {};
 	for (uint32_t i = 0; i < s.grants.n; i++) {
@@ -902,6 +893,41 @@ int query_once(bool list_events)
 	changed |= close_ungranted(granted);
 	if (changed)
 		strata_rt_quiesce(); // before the close that acknowledges
+	return joined;
+}
+
+// One query; the caller holds g_busy.
+int query_once(bool list_events)
+{
+	State &s = g_state;
+	// No socket file, no daemon: skip the socket.  The deadline stays
+	// relative (sock.h) until something waits: a join from the grant table
+	// never does, and never reads the clock (each first touch of a page
+	// costs ~12 us on a VM: docs/benchmarks.md).
+	int64_t dl = s.timeout_ms > 0 ? -s.timeout_ms : 0;
+	bool fresh = list_events; // the constructor's query, nothing joined yet
+	for (unsigned i = 0; i < proto::kMaxSlots && fresh; i++)
+		fresh = !s.joined[i];
+	int fd = -1, joined = 0;
+	for (int i = 0; i < s.n_paths && fd < 0; i++) {
+		if (access(s.paths[i], F_OK) != 0 && errno == ENOENT)
+			continue;
+		if (fresh && join_from_table(i, list_events, dl, &joined))
+			return joined;
+		fd = proto::connect_unix(s.paths[i], dl);
+	}
+	g_no_daemon = fd < 0;
+	if (fd < 0)
+		return 0; // no daemon: tracing stays off, silently (or early, below)
+	stage("connect");
+	dl = proto::resolve_deadline(dl); // the round trip: one bound for the whole exchange
+	const int r = hello_register(fd, list_events, dl);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	stage("answers");
+	joined = apply_grants(fd, dl);
 	fd = agg_settle(fd, dl);
 	if (fd >= 0)
 		close(fd);

@@ -389,6 +389,22 @@ bool terminated(const char *s, size_t cap)
 
 using namespace strata;
 
+// A new region's header (fresh zero pages: only what is not 0).
+static void init_header(strata_agg_header *h, const struct strata_agg_spec *spec, uint32_t n, uint32_t kind)
+{
+	h->magic = STRATA_AGG_MAGIC;
+	h->version = STRATA_AGG_VERSION;
+	h->header_size = sizeof(strata_agg_header);
+	h->entry_size = sizeof(strata_agg_entry);
+	h->n_entries = n;
+	h->key_kind = kind;
+	h->pid = (uint32_t)getpid();
+	h->has_value = spec->value_field[0] != 0;
+	memcpy(h->pattern, spec->pattern, sizeof h->pattern);
+	memcpy(h->value_field, spec->value_field, sizeof h->value_field);
+	memcpy(h->key_field, spec->key_field, sizeof h->key_field);
+}
+
 extern "C" STRATA_EXPORT int strata_rt_agg_open(const struct strata_agg_spec *spec, strata_rt_agg **out)
 {
 	if (!spec || !out || !terminated(spec->pattern, sizeof spec->pattern) || !spec->pattern[0] ||
@@ -439,18 +455,7 @@ extern "C" STRATA_EXPORT int strata_rt_agg_open(const struct strata_agg_spec *sp
 	ag->entries = (strata_agg_entry *)((char *)m + sizeof(strata_agg_header));
 	ag->mask = n - 1;
 	ag->key_kind = kind;
-	strata_agg_header *h = ag->hdr; // fresh zero pages: only what is not 0
-	h->magic = STRATA_AGG_MAGIC;
-	h->version = STRATA_AGG_VERSION;
-	h->header_size = sizeof(strata_agg_header);
-	h->entry_size = sizeof(strata_agg_entry);
-	h->n_entries = n;
-	h->key_kind = kind;
-	h->pid = (uint32_t)getpid();
-	h->has_value = spec->value_field[0] != 0;
-	memcpy(h->pattern, spec->pattern, sizeof h->pattern);
-	memcpy(h->value_field, spec->value_field, sizeof h->value_field);
-	memcpy(h->key_field, spec->key_field, sizeof h->key_field);
+	init_header(ag->hdr, spec, n, kind);
 	// The probe's registration (control lock, then quiescence) orders the
 	// header before any hit.
 	int rc = probe_register(spec->pattern, -1, agg_hit, ag, false, &ag->probe);
