@@ -44,5 +44,5 @@ grep -q "previous daemon's kernel buffer is gone" "$w/daemon.2.err" &&
 	{ echo "FAIL the next daemon did not say so:"; cat "$w/daemon.2.err"; exit 1; }
 [ -d "$w/trace/kernel" ] && [ -d "$w/trace/kernel.1" ] &&
 	echo "ok   its kernel events go to a new sub-trace (kernel.1)" ||
-	{ echo "FAIL kernel sub-traces: $(ls "$w/trace")"; exit 1; }
+	{ echo "FAIL kernel sub-traces: $(ls "$w/trace")"; cat "$w/daemon.2.err"; exit 1; }
 echo 60000 > /sys/module/strata/parameters/keep_orphan_ms
