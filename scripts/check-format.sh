@@ -26,6 +26,9 @@ consumerd/drain_pool.cpp
 consumerd/drain_pool.h
 consumerd/futex_ring.cpp
 consumerd/futex_ring.h
+consumerd/futex_waits.h
+consumerd/futex_waitv.cpp
+consumerd/futex_waitv.h
 consumerd/event_loop.cpp
 consumerd/event_loop.h
 consumerd/filter_check.cpp
