@@ -99,6 +99,8 @@ def main():
     ap.add_argument("--procs", type=int, default=300)
     ap.add_argument("--max-threads", type=int, default=max(8, 4 * (os.cpu_count() or 1)))
     ap.add_argument("--futex", help="STRATA_CONSUMERD_FUTEX for the daemon (waitv, waitv:N, uring)")
+    ap.add_argument("--settle", type=float, default=0.0,
+                    help="seconds idle before the idle CPU is measured (the safety nets backed off)")
     ap.add_argument("--json", action="store_true", help="print the measurements as one JSON line")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-many-")
@@ -131,6 +133,7 @@ def main():
         m["fds"] = len(os.listdir("/proc/%d/fd" % d.pid))
         m["rss_mib"] = status_kib(d.pid, "VmRSS") / 1024.0
         m["buffer_kib_per_proc"] = sum(buffer_kib(p.pid) for p in apps[:10]) / min(10, len(apps))
+        time.sleep(a.settle)  # a measurement's start, not a synchronisation
         c0, t0 = cpu_ms(d.pid), time.monotonic()
         time.sleep(1.0)  # a measurement interval, not a synchronisation
         m["idle_cpu_pct"] = (cpu_ms(d.pid) - c0) / ((time.monotonic() - t0) * 10.0)
