@@ -56,6 +56,7 @@ libtrace/runtime/probe_report.cpp
 libtrace/runtime/runtime.h
 libtrace/runtime/writer.cpp
 libtrace/runtime/writer_hooks.h
+tests/unit/futex_waits_test.cpp
 tests/unit/session_table_test.cpp
 tp-async/tp_async.c
 tests/control/restart_app.c
