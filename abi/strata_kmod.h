@@ -119,6 +119,35 @@ static inline int strata_kmod_ack(int fd, uint64_t generation)
 	return strata_kmod_ioctl(fd, STRATA_IOC_ACK, &a);
 }
 
+/* SET_RULES's common fields: a's header, slot, rules and target. */
+static inline void strata_kmod_rules_init(struct strata_kabi_set_rules *a, unsigned slot,
+					  const struct strata_kabi_rule *rules, uint32_t n_rules,
+					  uint32_t kind, uint32_t uid)
+{
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->slot = slot;
+	a->n_rules = n_rules;
+	a->target_kind = kind;
+	a->target_uid = uid;
+	a->rules_ptr = (uint64_t)(uintptr_t)rules;
+}
+
+/* SET_RULES sent; its answer (either pointer may be NULL) on success. */
+static inline int strata_kmod_rules_send(int fd, struct strata_kabi_set_rules *a, uint64_t *generation,
+					 uint32_t *n_signalled)
+{
+	int r = strata_kmod_ioctl(fd, STRATA_IOC_SET_RULES, a);
+
+	if (r == 0) {
+		if (generation)
+			*generation = a->generation;
+		if (n_signalled)
+			*n_signalled = a->n_signalled;
+	}
+	return r;
+}
+
 /* kind: enum strata_kabi_target_kind; targets: NULL for UID, else n_targets
  * uint32_t pids or char[16] names.  n_rules 0 clears the slot. */
 static inline int strata_kmod_set_rules(int fd, unsigned slot, const struct strata_kabi_rule *rules,
@@ -127,25 +156,11 @@ static inline int strata_kmod_set_rules(int fd, unsigned slot, const struct stra
 					uint64_t *generation, uint32_t *n_signalled)
 {
 	struct strata_kabi_set_rules a;
-	int r;
 
-	memset(&a, 0, sizeof(a));
-	a.size = sizeof(a);
-	a.slot = slot;
-	a.n_rules = n_rules;
-	a.target_kind = kind;
-	a.target_uid = uid;
-	a.rules_ptr = (uint64_t)(uintptr_t)rules;
+	strata_kmod_rules_init(&a, slot, rules, n_rules, kind, uid);
 	a.targets_ptr = (uint64_t)(uintptr_t)targets;
 	a.n_targets = n_targets;
-	r = strata_kmod_ioctl(fd, STRATA_IOC_SET_RULES, &a);
-	if (r == 0) {
-		if (generation)
-			*generation = a.generation;
-		if (n_signalled)
-			*n_signalled = a.n_signalled;
-	}
-	return r;
+	return strata_kmod_rules_send(fd, &a, generation, n_signalled);
 }
 
 /* A session's slot (kabi 2): what QUERY's grants carry.  rule_targets:
@@ -165,15 +180,8 @@ static inline int strata_kmod_set_session(int fd, unsigned slot, const struct st
 					  uint32_t uid, uint64_t *generation, uint32_t *n_signalled)
 {
 	struct strata_kabi_set_rules a;
-	int r;
 
-	memset(&a, 0, sizeof(a));
-	a.size = sizeof(a);
-	a.slot = slot;
-	a.n_rules = n_rules;
-	a.target_kind = STRATA_KABI_TARGET_UID;
-	a.target_uid = uid;
-	a.rules_ptr = (uint64_t)(uintptr_t)rules;
+	strata_kmod_rules_init(&a, slot, rules, n_rules, STRATA_KABI_TARGET_UID, uid);
 	a.session_id = sess->session_id;
 	a.channel = sess->channel;
 	memcpy(a.sock_path, sess->sock_path, sizeof(a.sock_path));
@@ -181,14 +189,7 @@ static inline int strata_kmod_set_session(int fd, unsigned slot, const struct st
 	a.kbuf_subbuf_size = sess->kbuf_subbuf_size;
 	a.kbuf_n_subbuf = sess->kbuf_n_subbuf;
 	a.flags = sess->flags;
-	r = strata_kmod_ioctl(fd, STRATA_IOC_SET_RULES, &a);
-	if (r == 0) {
-		if (generation)
-			*generation = a.generation;
-		if (n_signalled)
-			*n_signalled = a.n_signalled;
-	}
-	return r;
+	return strata_kmod_rules_send(fd, &a, generation, n_signalled);
 }
 
 /* 0 when all acknowledged; -ETIMEDOUT with up to cap missing pids. */

@@ -18,6 +18,7 @@ says so); 1 otherwise.  Missing targets never fail the run: they are data.
 """
 import argparse
 import glob
+import json
 import os
 import re
 import resource
@@ -481,6 +482,35 @@ class Bench:
             self.results[("enabled_reps",) + k] = list(v)
             self.results[("enabled_wall",) + k] = statistics.median(wall[k])
             log("enabled %s %s %dT: cpu %s wall %s ns/event" % (k[2], k[0], k[1], v, wall[k]))
+
+    # Aggregation beside recording (issue 35): `loop ints 1 N WU` under an
+    # aggregation session (`strata record --aggregate`: count, sum, min, max
+    # and log2 histogram of b, by thread) and under a recording session of
+    # the enabled step's buffers, interleaved, the median of each.  The
+    # aggregated run is checked exactly: the session's regions count every
+    # event the program emitted (`--json`: hits == emitted).
+    AGG_SPEC = "bench:ints:b by $tid"
+
+    def aggregate(self):
+        if not self.have_strata:
+            return
+        n, wu = str(self.p["n_enabled"]), str(self.p["warmup"])
+        agg, rec = [], []
+        for _ in range(self.p["reps"]):
+            p = run([self.strata, "record", "--aggregate", self.AGG_SPEC, "--json", "--", self.sbench,
+                     "loop", "ints", "1", n, wu], env=self.env_nodaemon)
+            kv = parse_kv(p.stdout)
+            j = json.loads(p.stdout[p.stdout.index("{"):])
+            hits = sum(r["hits"] for r in j["regions"])
+            if "emitted" not in kv or hits != int(kv["emitted"]):
+                raise BenchError("aggregated %s hits of %s emitted" % (hits, kv.get("emitted")))
+            agg.append(float(kv["cpu_ns_per_event"]))
+            kv, acc = self.traced("strata", ["loop", "ints", "1", n, wu], EN_SUBBUF, EN_NSUB, "agg-rec")
+            self.check("aggregate step: recorded ints 1T", acc, kv)
+            rec.append(float(kv["cpu_ns_per_event"]))
+        self.results[("aggregated", "ints")] = statistics.median(agg)
+        self.results[("aggregated_rec", "ints")] = statistics.median(rec)
+        log("aggregated ints 1T: cpu %s; recorded %s ns/event" % (agg, rec))
 
     # Whole cost (issue 38): the CPU of everything tracing costs, per event:
     # the traced program, the tracer's daemons and command-line tools.
@@ -1151,8 +1181,8 @@ class Bench:
 
     def all(self):
         steps_nodaemon = [self.costs, self.disabled, self.startup_nodaemon]
-        steps_daemon = [self.enabled, self.whole, self.throughput, self.latency, self.startup_daemon,
-                        self.memory, self.preload, self.processes]
+        steps_daemon = [self.enabled, self.aggregate, self.whole, self.throughput, self.latency,
+                        self.startup_daemon, self.memory, self.preload, self.processes]
         if self.p["callgrind"]:
             steps_daemon.append(self.callgrind)
         for s in steps_nodaemon:
@@ -1421,6 +1451,10 @@ def table(b):
             "Strata < 100", lambda x: x < 100, strata_only=True)
         row("%d live processes: events lost of %d" % (n, n * 100), s.get("lost"), l.get("lost"),
             "Strata 0", lambda x: x == 0, strata_only=True)
+    ag, rc = r.get(("aggregated", "ints")), r.get(("aggregated_rec", "ints"))
+    row("ints, 1 thread, aggregated (strata create --aggregate '%s'; CPU ns/event)" % Bench.AGG_SPEC, ag, None,
+        "<= recorded (%s)" % fmt(rc), lambda x: rc is not None and x <= rc, strata_only=True)
+    row("  the same events recorded, same runs interleaved (CPU ns/event)", rc, None)
     jv = lambda k: r.get(("jvm", k))
     if any(k[0] == "jvm" for k in r):
         row("Java API enabled, string + 2 ints (CPU ns/event)", jv("strata Java API, enabled"),
@@ -1525,7 +1559,7 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="tiny counts (< 60 s), for CI")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--only", help="comma-separated steps: costs,disabled,startup_nodaemon,enabled,"
-                    "whole,throughput,latency,startup_daemon,memory,preload,processes,callgrind; and jvm, never run by default")
+                    "aggregate,whole,throughput,latency,startup_daemon,memory,preload,processes,callgrind; and jvm, never run by default")
     ap.add_argument("build", help="the CMake build directory")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-bench-")
@@ -1543,7 +1577,7 @@ def main():
         if a.only:
             names = a.only.split(",")
             # jvm: jvm_bench.py runs its own private lttng-sessiond.
-            need_daemon = any(n not in ("costs", "disabled", "startup_nodaemon", "jvm") for n in names)
+            need_daemon = any(n not in ("costs", "disabled", "startup_nodaemon", "aggregate", "jvm") for n in names)
             if need_daemon and b.have_lttng:
                 b.lttng.start_daemon()
             try:

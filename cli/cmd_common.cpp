@@ -329,6 +329,21 @@ int parse_wait_option(const char *cmd, const char *arg, uint32_t &wait_ms)
 	return 1;
 }
 
+int session_argument(const char *cmd, const char *arg, std::string &session)
+{
+	if (arg[0] == '-')
+		return usage_error(cmd, std::string("unknown option '") + arg + "'");
+	if (!session.empty())
+		return usage_error(cmd, "one session name only");
+	session = arg;
+	return -1;
+}
+
+bool resolve_session(const char *cmd, std::string &session)
+{
+	return !session.empty() || !(session = implicit_session(cmd)).empty();
+}
+
 std::string implicit_session(const char *cmd)
 {
 	CtlClient cl;

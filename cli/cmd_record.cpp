@@ -29,8 +29,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <algorithm>
+#include <iterator>
 #include <vector>
 
+#include "agg_spec.h"
 #include "commands.h"
 #include "control/names.h"
 #include "control/ctl_client.h"
@@ -47,7 +49,7 @@ namespace {
 // default action is ever restored in `record` itself: the daemon's ending
 // of the session (CREATE's kCreateOwned) covers only what cannot be caught.
 volatile sig_atomic_t g_child = 0;
-volatile sig_atomic_t g_signal = 0; // the last one caught
+volatile sig_atomic_t g_signal = 0;   // the last one caught
 volatile sig_atomic_t g_nsignals = 0; // how many were caught
 
 constexpr int kCaught[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP};
@@ -87,8 +89,9 @@ std::string find_preload(const std::string &name)
 std::string find_java_api(const std::string &agent)
 {
 	std::string d = agent.substr(0, agent.rfind('/'));
-	for (const std::string &p : {d + "/strata.jar", d + "/../share/java/strata.jar",
-				     d + "/../../share/java/strata.jar", cli::self_dir() + "/../share/java/strata.jar"})
+	for (const std::string &p :
+	     {d + "/strata.jar", d + "/../share/java/strata.jar", d + "/../../share/java/strata.jar",
+	      cli::self_dir() + "/../share/java/strata.jar"})
 		if (access(p.c_str(), R_OK) == 0)
 			return p;
 	return "";
@@ -139,12 +142,31 @@ struct PrivateDaemon {
 	pid_t pid = -1;
 	std::string dir, socket;
 
-	// Start it and wait (bounded) until it listens.  0 or an error text.
+	// Start it and wait (bounded) until it listens.  "" or an error text.
 	std::string start()
 	{
 		std::string exe = cli::find_consumerd();
 		if (exe.empty())
 			return "no strata-consumerd running, and none found next to strata or in PATH";
+		std::string e = make_dir();
+		if (!e.empty())
+			return e;
+		int p[2];
+		if (pipe2(p, O_CLOEXEC) < 0)
+			return std::string("pipe: ") + strerror(errno);
+		const pid_t parent = getpid();
+		pid = fork();
+		if (pid < 0)
+			return std::string("fork: ") + strerror(errno);
+		if (pid == 0)
+			exec_daemon(exe, parent, p);
+		close(p[1]);
+		return wait_ready(p[0]);
+	}
+
+	// Its directory, which holds its socket.
+	std::string make_dir()
+	{
 		const char *rt = getenv("XDG_RUNTIME_DIR");
 		std::string tmpl = std::string(rt && *rt == '/' ? rt : "/tmp") + "/strata-record-XXXXXX";
 		std::vector<char> t(tmpl.begin(), tmpl.end());
@@ -158,60 +180,61 @@ struct PrivateDaemon {
 		// reaches it.  Another user's daemon stays private (0700).
 		if (geteuid() == 0 && chmod(dir.c_str(), 0755) < 0)
 			return std::string("chmod ") + dir + ": " + strerror(errno);
-		int p[2];
-		if (pipe2(p, O_CLOEXEC) < 0)
-			return std::string("pipe: ") + strerror(errno);
-		const pid_t parent = getpid();
-		pid = fork();
-		if (pid < 0)
-			return std::string("fork: ") + strerror(errno);
-		if (pid == 0) {
-			close(p[0]);
-			int w = fcntl(p[1], F_DUPFD, 3); // without close-on-exec
-			std::string fd = std::to_string(w);
-			setpgid(0, 0); // the terminal's ^C is for CMD, not the daemon
-			// ... but `record`'s end is its end, even by SIGKILL: it
-			// flushes every session and exits (a SIGTERM, sent when the
-			// thread that forked it, record's only one, exits).
-			prctl(PR_SET_PDEATHSIG, SIGTERM);
-			if (getppid() != parent)
-				_exit(0); // record is gone already
-			for (int sig : kCaught) // ignored or caught in record
-				signal(sig, SIG_DFL);
-			signal(SIGPIPE, SIG_DFL);
-			sigset_t none;
-			sigemptyset(&none);
-			sigprocmask(SIG_SETMASK, &none, nullptr);
-			execl(exe.c_str(), exe.c_str(), "--socket", socket.c_str(), "--ready-fd", fd.c_str(),
-			      "--quiet", static_cast<char *>(nullptr));
-			fprintf(stderr, "strata record: cannot run %s: %s\n", exe.c_str(), strerror(errno));
-			_exit(127);
-		}
-		close(p[1]);
-		// The daemon writes "ready\n" once listening; EOF means it died.
+		return "";
+	}
+
+	// In the forked child: the daemon, told to write "ready" to p[1].
+	[[noreturn]] void exec_daemon(const std::string &exe, pid_t parent, const int p[2])
+	{
+		close(p[0]);
+		int w = fcntl(p[1], F_DUPFD, 3); // without close-on-exec
+		std::string fd = std::to_string(w);
+		setpgid(0, 0); // the terminal's ^C is for CMD, not the daemon
+		// ... but `record`'s end is its end, even by SIGKILL: it
+		// flushes every session and exits (a SIGTERM, sent when the
+		// thread that forked it, record's only one, exits).
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent)
+			_exit(0);       // record is gone already
+		for (int sig : kCaught) // ignored or caught in record
+			signal(sig, SIG_DFL);
+		signal(SIGPIPE, SIG_DFL);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, nullptr);
+		execl(exe.c_str(), exe.c_str(), "--socket", socket.c_str(), "--ready-fd", fd.c_str(),
+		      "--quiet", static_cast<char *>(nullptr));
+		fprintf(stderr, "strata record: cannot run %s: %s\n", exe.c_str(), strerror(errno));
+		_exit(127);
+	}
+
+	// The daemon writes "ready\n" on `fd` once listening; EOF means it
+	// died.  Closes fd.
+	static std::string wait_ready(int fd)
+	{
 		char buf[16];
 		size_t got = 0;
 		int64_t deadline = proto::now_ms() + 10000;
 		while (got < 6) {
-			struct pollfd pf = {p[0], POLLIN, 0};
+			struct pollfd pf = {fd, POLLIN, 0};
 			int64_t left = deadline - proto::now_ms();
 			const int pr = left <= 0 ? 0 : poll(&pf, 1, static_cast<int>(left));
 			if (pr < 0 && errno == EINTR)
 				continue;
 			if (pr == 0) {
-				close(p[0]);
+				close(fd);
 				return "strata-consumerd did not become ready within 10 s";
 			}
-			ssize_t n = read(p[0], buf + got, sizeof(buf) - got);
+			ssize_t n = read(fd, buf + got, sizeof(buf) - got);
 			if (n < 0 && errno == EINTR)
 				continue;
 			if (n <= 0) {
-				close(p[0]);
+				close(fd);
 				return "strata-consumerd exited during start-up (see its messages above)";
 			}
 			got += static_cast<size_t>(n);
 		}
-		close(p[0]);
+		close(fd);
 		return "";
 	}
 
@@ -254,11 +277,14 @@ bool dir_empty(const std::string &dir)
 // (128 KiB) and 1 MiB.
 uint64_t default_subbuf_size(const proto::ChannelConfig &c)
 {
-	const long cpus = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-	uint64_t owned = c.n_lanes ? c.n_lanes : std::max<uint64_t>(4, 2 * static_cast<uint64_t>(std::max(1L, cpus)));
+	const long cpus = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES),
+		   page = sysconf(_SC_PAGESIZE);
+	uint64_t owned =
+		c.n_lanes ? c.n_lanes : std::max<uint64_t>(4, 2 * static_cast<uint64_t>(std::max(1L, cpus)));
 	const uint64_t lanes = owned + std::max<uint64_t>(1, owned / 2);
 	const uint64_t subbufs = c.n_subbuf ? c.n_subbuf : proto::kDefaultSubbufs;
-	const uint64_t mem = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+	const uint64_t mem =
+		pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
 	const uint64_t want = mem / 256 / lanes / subbufs;
 	uint64_t size = proto::kDefaultSubbufSize;
 	while (size * 2 <= want && size * 2 <= (1u << 20))
@@ -303,7 +329,8 @@ bool static_executable(const std::string &path)
 		is_static = true;
 		for (unsigned k = 0; k < eh.e_phnum && is_static; k++) {
 			Elf64_Phdr ph;
-			if (pread(fd, &ph, sizeof ph, static_cast<off_t>(eh.e_phoff + k * sizeof ph)) != (ssize_t)sizeof ph)
+			if (pread(fd, &ph, sizeof ph, static_cast<off_t>(eh.e_phoff + k * sizeof ph)) !=
+			    (ssize_t)sizeof ph)
 				is_static = false; // unreadable: say nothing
 			else if (ph.p_type == PT_INTERP)
 				is_static = false;
@@ -358,8 +385,11 @@ void follow_descendants(pid_t daemon, const char *cmd)
 			std::string pids;
 			for (pid_t k : live)
 				pids += (pids.empty() ? "" : " ") + std::to_string(k);
-			fprintf(stderr, "strata record: %s exited, and %zu process(es) it started still run (pid %s): "
-					"recording until they exit (^C ends them)\n", cmd, live.size(), pids.c_str());
+			fprintf(stderr,
+				"strata record: %s exited, and %zu process(es) it started still run (pid "
+				"%s): "
+				"recording until they exit (^C ends them)\n",
+				cmd, live.size(), pids.c_str());
 			said = true;
 		}
 		if (g_nsignals != seen) {
@@ -388,9 +418,11 @@ void why_nothing(const proto::SessionStatus &st, const char *cmd, bool preloaded
 {
 	const char *pre = "strata record: nothing recorded: ";
 	if (st.joined == 0) {
-		fprintf(stderr, "%s%s did not join the session: no process of it asked the daemon for its "
-				"state (a program must link libstrata and Strata::tp_sync or tp_async, or be "
-				"given a library with --preload)\n", pre, cmd);
+		fprintf(stderr,
+			"%s%s did not join the session: no process of it asked the daemon for its "
+			"state (a program must link libstrata and Strata::tp_sync or tp_async, or be "
+			"given a library with --preload)\n",
+			pre, cmd);
 		return;
 	}
 	std::vector<std::string> matched, providers;
@@ -416,8 +448,9 @@ void why_nothing(const proto::SessionStatus &st, const char *cmd, bool preloaded
 		std::string list;
 		for (const std::string &p : providers)
 			list += (list.empty() ? "" : ", ") + p;
-		fprintf(stderr, "%sno event matched the patterns (%s); the %u process(es) of %s that joined declare "
-				"the providers %s (e.g. -e '%s:*'; `strata list` while it runs shows the events)\n",
+		fprintf(stderr,
+			"%sno event matched the patterns (%s); the %u process(es) of %s that joined declare "
+			"the providers %s (e.g. -e '%s:*'; `strata list` while it runs shows the events)\n",
 			pre, patterns.c_str(), st.joined, cmd, list.c_str(), providers[0].c_str());
 	} else {
 		std::string list;
@@ -425,9 +458,10 @@ void why_nothing(const proto::SessionStatus &st, const char *cmd, bool preloaded
 			list += (k ? ", " : "") + matched[k];
 		if (matched.size() > 4)
 			list += ", ...";
-		fprintf(stderr, "%s%zu event(s) matched the patterns (%s) but none fired while %s ran%s\n", pre,
-			matched.size(), list.c_str(), cmd,
-			preloaded ? ": a preloaded library records only the calls it wraps, and the program made none "
+		fprintf(stderr, "%s%zu event(s) matched the patterns (%s) but none fired while %s ran%s\n",
+			pre, matched.size(), list.c_str(), cmd,
+			preloaded ? ": a preloaded library records only the calls it wraps, and the program "
+				    "made none "
 				    "(with --preload pthread: it took no pthread lock)"
 				  : "");
 	}
@@ -440,6 +474,10 @@ void help()
 	       "answers, else starts a private one for the duration of CMD.  CMD must link\n"
 	       "libstrata and tp-sync or tp-async (Strata::tp_sync, Strata::tp_async).\n\n"
 	       "  -o, --output DIR          trace directory (default ./strata-record-YYYYMMDD-HHMMSS)\n"
+	       "  --aggregate SPEC          aggregate instead of recording (strata create --aggregate):\n"
+	       "                            'PROVIDER:EVENT[:FIELD] [by KEY] [limit N]'; once CMD\n"
+	       "                            ended, the aggregates are printed as strata top -s\n"
+	       "                            --once shows them (--json: as JSON); with -e, both\n"
 	       "  -e, --event PATTERN       enable \"provider:event\" globs (default: \"*\");\n"
 	       "                            repeatable\n"
 	       "  --add                     record into DIR although it is not empty (else refused:\n"
@@ -459,9 +497,9 @@ void help()
 	       "Exit status: CMD's (128+N if killed by signal N), whatever was discarded (the\n"
 	       "loss is told, not an error); 1 if recording failed before CMD ran or the\n"
 	       "daemon did not complete the trace; 2 usage error.\n",
-	       cli::kChannelHelp, cli::kRelayHelp, cli::human_bytes(default_subbuf_size(proto::ChannelConfig{})).c_str());
+	       cli::kChannelHelp, cli::kRelayHelp,
+	       cli::human_bytes(default_subbuf_size(proto::ChannelConfig{})).c_str());
 }
-
 
 // A session directory with at least one sub-trace (user or kernel) in it.
 bool has_subtrace(const std::string &out)
@@ -489,25 +527,95 @@ void rejoin_daemon(CtlClient &cl, const std::string &sock, const std::string &se
 	const int64_t deadline = proto::now_ms() + 10000;
 	while (proto::now_ms() < deadline) {
 		if (cl.open(sock, err) == 0 && cl.call(proto::Status{session}, m, err) == 0 &&
-		    m.type() == proto::Type::StatusReply && !std::get<proto::StatusReply>(m.body).sessions.empty()) {
-			fprintf(stderr, "strata record: the daemon was restarted while the command ran; the new one "
-					"took the session up\n");
+		    m.type() == proto::Type::StatusReply &&
+		    !std::get<proto::StatusReply>(m.body).sessions.empty()) {
+			fprintf(stderr,
+				"strata record: the daemon was restarted while the command ran; the new one "
+				"took the session up\n");
 			return;
 		}
 		poll(nullptr, 0, 50);
 	}
 }
 
-} // namespace
-
-int strata_cmd_record(int argc, char **argv)
-{
-	const char *cmd = "record";
+// What `record` was asked (its options) and what it found before starting
+// anything (the libraries to load, CMD's file).
+struct Record {
 	proto::Create create;
-	std::vector<std::string> patterns;
-	std::vector<std::string> preloads;
-	bool jvm = false, add = false;
+	std::vector<std::string> patterns, preloads;
+	bool jvm = false, add = false, agg_json = false;
 	int32_t loglevel = -1;
+	char **command = nullptr;        // CMD and its arguments, null-terminated
+	std::string preload_env;         // LD_PRELOAD's prefix: the --preload libraries
+	std::string jvm_agent, java_api; // with --jvm
+	bool is_static = false;          // CMD cannot load libstrata
+};
+
+const char *const kCmd = "record";
+
+// record's own options (the channel and relay options are cli's).  A row:
+// its names, and either what its value does ("" or the usage error) or the
+// flag it sets.  A new option is one row.
+struct RecordOption {
+	const char *name, *alias;
+	std::string (*apply)(Record &r, const std::string &opt, const char *value);
+	bool Record::*flag;
+};
+
+std::string set_output(Record &r, const std::string &opt, const char *v)
+{
+	if (!*v)
+		return opt + " needs a directory, not \"\"";
+	r.create.output_dir = cli::absolute_path(v);
+	return "";
+}
+
+std::string add_pattern(Record &r, const std::string &, const char *v)
+{
+	const std::string why = cli::bad_pattern(v);
+	if (why.empty())
+		r.patterns.push_back(v);
+	return why;
+}
+
+std::string set_loglevel(Record &r, const std::string &, const char *v)
+{
+	return cli::parse_loglevel(v, r.loglevel) ? "" : std::string("bad log level '") + v + "'";
+}
+
+std::string add_preload(Record &r, const std::string &, const char *v)
+{
+	r.preloads.push_back(v);
+	return "";
+}
+
+std::string set_aggregate(Record &r, const std::string &, const char *v)
+{
+	struct strata_agg_spec spec;
+	char why[128];
+	if (strlen(v) > proto::kMaxAggregate || agg_spec_parse(v, &spec, why, sizeof why) != 0)
+		return std::string("--aggregate needs 'PROVIDER:EVENT[:FIELD] [by KEY] [limit N]': ") + why;
+	r.create.aggregate = v;
+	return "";
+}
+
+const RecordOption kOptions[] = {
+	// One row an option:
+	// clang-format off
+	{"-o", "--output", set_output, nullptr},
+	{"-e", "--event", add_pattern, nullptr},
+	{"--loglevel", nullptr, set_loglevel, nullptr},
+	{"--preload", nullptr, add_preload, nullptr},
+	{"--aggregate", nullptr, set_aggregate, nullptr},
+	{"--json", nullptr, nullptr, &Record::agg_json},
+	{"--jvm", nullptr, nullptr, &Record::jvm},
+	{"--add", nullptr, nullptr, &Record::add},
+	// clang-format on
+};
+
+// Step 1: the command line into `r`.  -1 to go on, else the exit status.
+int parse_args(int argc, char **argv, Record &r)
+{
 	int i = 1;
 	for (; i < argc; i++) {
 		if (!strcmp(argv[i], "--")) {
@@ -518,89 +626,89 @@ int strata_cmd_record(int argc, char **argv)
 			help();
 			return cli::kOk;
 		}
-		int r = cli::parse_channel_option(cmd, argc, argv, i, create.channel);
-		if (r < 0)
+		int c = cli::parse_channel_option(kCmd, argc, argv, i, r.create.channel);
+		if (c == 0)
+			c = cli::parse_relay_option(kCmd, argc, argv, i, r.create);
+		if (c < 0)
 			return cli::kUsage;
-		if (r > 0)
+		if (c > 0)
 			continue;
-		r = cli::parse_relay_option(cmd, argc, argv, i, create);
-		if (r < 0)
-			return cli::kUsage;
-		if (r > 0)
-			continue;
-		std::string a = argv[i];
-		if (a == "--jvm") {
-			jvm = true;
-			continue;
-		}
-		if (a == "--add") {
-			add = true;
-			continue;
-		}
-		if (a == "-o" || a == "--output" || a == "-e" || a == "--event" || a == "--loglevel" ||
-		    a == "--preload") {
-			if (i + 1 >= argc)
-				return cli::usage_error(cmd, a + " needs a value");
-			const char *v = argv[++i];
-			if (a == "-o" || a == "--output") {
-				if (!*v)
-					return cli::usage_error(cmd, a + " needs a directory, not \"\"");
-				create.output_dir = cli::absolute_path(v);
-			} else if (a == "--loglevel") {
-				if (!cli::parse_loglevel(v, loglevel))
-					return cli::usage_error(cmd, std::string("bad log level '") + v + "'");
-			} else if (a == "--preload") {
-				preloads.push_back(v);
-			} else {
-				const std::string why = cli::bad_pattern(v);
-				if (!why.empty())
-					return cli::usage_error(cmd, why);
-				patterns.push_back(v);
-			}
-		} else if (a[0] == '-') {
-			return cli::usage_error(cmd, "unknown option '" + a + "'");
-		} else {
+		const std::string a = argv[i];
+		const RecordOption *o =
+			std::find_if(std::begin(kOptions), std::end(kOptions), [&](const RecordOption &x) {
+				return a == x.name || (x.alias && a == x.alias);
+			});
+		if (o == std::end(kOptions) && a[0] == '-')
+			return cli::usage_error(kCmd, "unknown option '" + a + "'");
+		if (o == std::end(kOptions))
 			break; // CMD without "--"
+		if (o->flag) {
+			r.*o->flag = true;
+			continue;
 		}
+		if (i + 1 >= argc)
+			return cli::usage_error(kCmd, a + " needs a value");
+		const std::string why = o->apply(r, a, argv[++i]);
+		if (!why.empty())
+			return cli::usage_error(kCmd, why);
 	}
 	if (i >= argc)
-		return cli::usage_error(cmd, "missing command to run (strata record -- CMD [ARGS])");
-	if (patterns.size() > proto::kMaxRules)
-		return cli::usage_error(cmd, "at most 32 patterns");
-	if (patterns.empty())
-		patterns.push_back("*");
-	std::string preload_env;
-	for (const std::string &p : preloads) {
+		return cli::usage_error(kCmd, "missing command to run (strata record -- CMD [ARGS])");
+	if (r.patterns.size() > proto::kMaxRules)
+		return cli::usage_error(kCmd, "at most 32 patterns");
+	if (r.patterns.empty() && r.create.aggregate.empty())
+		r.patterns.push_back("*");
+	if (r.agg_json && r.create.aggregate.empty())
+		return cli::usage_error(kCmd, "--json goes with --aggregate");
+	r.command = argv + i;
+	return -1;
+}
+
+// A library to load into CMD that the loader refuses would stop it before
+// main (exit 127) with only the loader's line to say why: say it here.
+bool loader_accepts(const std::string &lib)
+{
+	const std::string why = loader_refuses(lib);
+	if (why.empty())
+		return true;
+	fprintf(stderr, "strata record: the dynamic loader refuses %s: %s\n", lib.c_str(), why.c_str());
+	return false;
+}
+
+// Step 2a: the --preload libraries and the JVM agent, found and loadable.
+bool find_libraries(Record &r)
+{
+	for (const std::string &p : r.preloads) {
 		std::string lib = find_preload(p);
 		if (lib.empty()) {
-			fprintf(stderr, "strata record: libstrata-%s.so not found next to strata, in ../lib or in " STRATA_LIBDIR "\n",
+			fprintf(stderr,
+				"strata record: libstrata-%s.so not found next to strata, in ../lib or "
+				"in " STRATA_LIBDIR "\n",
 				p.c_str());
-			return cli::kFail;
+			return false;
 		}
-		// A library the loader refuses would stop the command before main
-		// (exit 127) with only the loader's line to say why: say it here.
-		std::string why = loader_refuses(lib);
-		if (!why.empty()) {
-			fprintf(stderr, "strata record: the dynamic loader refuses %s: %s\n", lib.c_str(),
-				why.c_str());
-			return cli::kFail;
-		}
-		preload_env += (preload_env.empty() ? "" : ":") + lib;
+		if (!loader_accepts(lib))
+			return false;
+		r.preload_env += (r.preload_env.empty() ? "" : ":") + lib;
 	}
-	std::string jvm_agent = jvm ? find_preload("jvm") : "";
-	std::string java_api = jvm_agent.empty() ? "" : find_java_api(jvm_agent);
-	if (jvm && jvm_agent.empty()) {
-		fprintf(stderr, "strata record: libstrata-jvm.so not found next to strata, in ../lib or in " STRATA_LIBDIR "\n");
+	r.jvm_agent = r.jvm ? find_preload("jvm") : "";
+	r.java_api = r.jvm_agent.empty() ? "" : find_java_api(r.jvm_agent);
+	if (r.jvm && r.jvm_agent.empty()) {
+		fprintf(stderr, "strata record: libstrata-jvm.so not found next to strata, in ../lib or "
+				"in " STRATA_LIBDIR "\n");
+		return false;
+	}
+	return r.jvm_agent.empty() || loader_accepts(r.jvm_agent);
+}
+
+// Step 2: everything decided before a daemon is asked anything: the
+// libraries, the output directory, the buffers, the session's name.  -1 to
+// go on, else the exit status.
+int prepare(Record &r)
+{
+	proto::Create &create = r.create;
+	if (!find_libraries(r))
 		return cli::kFail;
-	}
-	if (!jvm_agent.empty()) {
-		std::string why = loader_refuses(jvm_agent);
-		if (!why.empty()) {
-			fprintf(stderr, "strata record: the dynamic loader refuses %s: %s\n", jvm_agent.c_str(),
-				why.c_str());
-			return cli::kFail;
-		}
-	}
 	if (create.output_dir.empty()) { // a new one: two records in one second get -1, -2...
 		const std::string base = cli::absolute_path("strata-record-" + local_timestamp());
 		create.output_dir = base;
@@ -608,10 +716,11 @@ int strata_cmd_record(int argc, char **argv)
 			create.output_dir = base + "-" + std::to_string(k);
 	}
 	if (create.output_dir.size() > proto::kMaxPath)
-		return cli::usage_error(cmd, "output path longer than 4095 bytes");
-	if (!add && create.relay.empty() && !dir_empty(create.output_dir)) {
-		fprintf(stderr, "strata record: %s exists and is not empty: a recording there would mix with what "
-				"it holds; choose another -o, or give --add to add this recording to it\n",
+		return cli::usage_error(kCmd, "output path longer than 4095 bytes");
+	if (!r.add && create.relay.empty() && !dir_empty(create.output_dir)) {
+		fprintf(stderr,
+			"strata record: %s exists and is not empty: a recording there would mix with what "
+			"it holds; choose another -o, or give --add to add this recording to it\n",
 			create.output_dir.c_str());
 		return cli::kFail;
 	}
@@ -619,45 +728,59 @@ int strata_cmd_record(int argc, char **argv)
 		create.channel.subbuf_size = default_subbuf_size(create.channel);
 	create.session = "record-" + std::to_string(getpid());
 
-	cli::warn_kernel_without_module(cmd, patterns);
-	const std::string cmd_path = resolve_command(argv[i]);
-	const bool is_static = !cmd_path.empty() && static_executable(cmd_path);
-	if (is_static)
-		fprintf(stderr, "strata record: warning: %s is statically linked (no ELF interpreter): the dynamic "
-				"loader never runs in it, so neither libstrata nor a --preload library can be loaded "
-				"into it and none of its own events can be recorded (only those of dynamically linked "
-				"programs it runs)\n", cmd_path.c_str());
+	cli::warn_kernel_without_module(kCmd, r.patterns);
+	const std::string cmd_path = resolve_command(r.command[0]);
+	r.is_static = !cmd_path.empty() && static_executable(cmd_path);
+	if (r.is_static)
+		fprintf(stderr,
+			"strata record: warning: %s is statically linked (no ELF interpreter): the dynamic "
+			"loader never runs in it, so neither libstrata nor a --preload library can be loaded "
+			"into it and none of its own events can be recorded (only those of dynamically "
+			"linked "
+			"programs it runs)\n",
+			cmd_path.c_str());
+	return -1;
+}
 
-	struct sigaction old_actions[4];
-	catch_signals(old_actions);
-
-	// 1. a daemon: the running one, or our own.
-	PrivateDaemon priv;
-	CtlClient cl;
+// Step 3: a daemon: the running one, or our own.
+bool open_daemon(CtlClient &cl, PrivateDaemon &priv)
+{
 	std::string err;
-	if (cl.open("", err) < 0) {
-		std::string e = priv.start();
-		if (!e.empty()) {
-			fprintf(stderr, "strata record: %s\n", e.c_str());
-			return cli::kFail;
-		}
-		if (cl.open(priv.socket, err) < 0) {
-			fprintf(stderr, "strata record: %s\n", err.c_str());
-			return cli::kFail;
-		}
+	if (cl.open("", err) == 0)
+		return true;
+	std::string e = priv.start();
+	if (!e.empty()) {
+		fprintf(stderr, "strata record: %s\n", e.c_str());
+		return false;
 	}
+	if (cl.open(priv.socket, err) < 0) {
+		fprintf(stderr, "strata record: %s\n", err.c_str());
+		return false;
+	}
+	return true;
+}
 
-	// 2. session.
-	std::string why = cli::relay_unsupported(create, cl.version());
+// Step 4: create the session, enable the rules, start it.
+bool start_session(CtlClient &cl, PrivateDaemon &priv, Record &rec)
+{
+	proto::Create &create = rec.create;
+	std::string err, why = cli::relay_unsupported(create, cl.version());
 	if (!why.empty()) {
 		fprintf(stderr, "strata record: %s\n", why.c_str());
-		return cli::kFail;
+		return false;
 	}
 	// The session ends with this connection, however `record` ends
 	// (a daemon older than protocol version 5 cannot do that: then only
 	// `record`'s own handlers complete it).
 	if (cl.version() >= 5)
 		create.flags = proto::kCreateOwned;
+	if (!create.aggregate.empty() && cl.version() < proto::kAggVersion) {
+		fprintf(stderr,
+			"strata record: the running strata-consumerd speaks protocol %u, --aggregate "
+			"needs %u: restart it from this version\n",
+			cl.version(), proto::kAggVersion);
+		return false;
+	}
 	int r = cl.command(create, err);
 	if ((r == -EACCES || r == -EDQUOT) && priv.pid < 0 && geteuid() != 0) {
 		// Root's daemon writes for a user only under a directory the
@@ -666,14 +789,14 @@ int strata_cmd_record(int argc, char **argv)
 		std::string e = priv.start();
 		if (!e.empty() || cl.open(priv.socket, err) < 0) {
 			fprintf(stderr, "strata record: %s\n", e.empty() ? err.c_str() : e.c_str());
-			return cli::kFail;
+			return false;
 		}
 		r = cl.command(create, err);
 	}
-	for (size_t k = 0; r == 0 && k < patterns.size(); k++) {
+	for (size_t k = 0; r == 0 && k < rec.patterns.size(); k++) {
 		proto::Rule rule;
-		rule.pattern = patterns[k];
-		rule.loglevel_max = loglevel;
+		rule.pattern = rec.patterns[k];
+		rule.loglevel_max = rec.loglevel;
 		r = cl.command(proto::EnableEvent{create.session, rule}, err);
 	}
 	if (r == 0)
@@ -681,12 +804,67 @@ int strata_cmd_record(int argc, char **argv)
 	if (r < 0) {
 		fprintf(stderr, "strata record: %s\n", err.c_str());
 		cl.command(proto::Destroy{create.session}, err);
-		return cli::kFail;
+		return false;
 	}
+	return true;
+}
 
-	// 3. CMD.  While it runs, ^C and kill go to it; we finish the trace.
-	// The signals are blocked from the last look at g_signal until g_child
-	// is set: one that arrives in between is forwarded once unblocked.
+// How CMD went.
+struct Child {
+	pid_t pid = -1;
+	int early_signal = 0; // caught before CMD started: it was not run
+	int fork_errno = 0, exec_errno = 0;
+	int status = 0; // waitpid's
+};
+
+// In the forked child: CMD with the daemon's socket, the preloaded
+// libraries and the JVM agent in its environment; exec's errno to exec_fd.
+[[noreturn]] void exec_command(const Record &rec, const std::string &sock, bool serial_on_stdout,
+			       const struct sigaction old[4], const sigset_t &before, int exec_fd)
+{
+	for (int k = 0; k < 4; k++)
+		sigaction(kCaught[k], &old[k], nullptr);
+	signal(SIGPIPE, SIG_DFL);
+	sigprocmask(SIG_SETMASK, &before, nullptr);
+	setenv("STRATA_CONSUMERD_SOCKET", sock.c_str(), 1);
+	// `--serial -`: our standard output carries the frames; the
+	// command's own output there would land inside them (and, on a
+	// file, overwrite them from its own offset), so it goes to our
+	// standard error (docs/serial.md).
+	if (serial_on_stdout)
+		dup2(STDERR_FILENO, STDOUT_FILENO);
+	if (!rec.preload_env.empty()) {
+		const char *old_env = getenv("LD_PRELOAD");
+		std::string v = rec.preload_env + (old_env && *old_env ? std::string(":") + old_env : "");
+		setenv("LD_PRELOAD", v.c_str(), 1);
+	}
+	if (!rec.jvm_agent.empty()) { // every JVM CMD starts loads the agent
+		// and finds the Java API (strata.Event) whatever its class path:
+		// `java -cp app.jar Main` runs a Main compiled against strata.jar.
+		// The boot class path comes after the JDK's own classes and before
+		// the application's; the natives resolve in the agent library.
+		const char *old_env = getenv("JAVA_TOOL_OPTIONS");
+		std::string v = "-agentpath:" + rec.jvm_agent +
+				(rec.java_api.empty() ? "" : " -Xbootclasspath/a:" + rec.java_api) +
+				(old_env && *old_env ? std::string(" ") + old_env : "");
+		setenv("JAVA_TOOL_OPTIONS", v.c_str(), 1);
+	}
+	execvp(rec.command[0], rec.command);
+	const int e = errno;
+	if (exec_fd >= 0) {
+		ssize_t n = write(exec_fd, &e, sizeof e);
+		(void)n;
+	}
+	_exit(127);
+}
+
+// Step 5a: fork and exec CMD.  While it runs, ^C and kill go to it; we
+// finish the trace.  The signals are blocked from the last look at g_signal
+// until g_child is set: one that arrives in between is forwarded once
+// unblocked.
+Child spawn_command(const Record &rec, const std::string &sock, const struct sigaction old[4])
+{
+	Child c;
 	sigset_t caught, before;
 	sigemptyset(&caught);
 	for (int sig : kCaught)
@@ -694,114 +872,109 @@ int strata_cmd_record(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &caught, &before);
 	// Orphans among CMD's descendants become ours: follow_descendants.
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	const std::string sock = cl.path();
 	// exec's errno comes back through this pipe; EOF means exec succeeded.
 	int exec_pipe[2] = {-1, -1};
-	const int early_signal = g_signal;
-	if (!early_signal && pipe2(exec_pipe, O_CLOEXEC) != 0)
+	c.early_signal = g_signal;
+	if (!c.early_signal && pipe2(exec_pipe, O_CLOEXEC) != 0)
 		exec_pipe[0] = exec_pipe[1] = -1;
 	// Decided before the fork: the child makes no system call of ours
 	// before exec (kernel tests pair the program's own syscalls).
 	const std::string self_out = "serial:/proc/" + std::to_string(getpid()) + "/fd/1";
+	const std::string &relay = rec.create.relay;
 	const bool serial_on_stdout =
-		create.relay == self_out || create.relay.compare(0, self_out.size() + 1, self_out + ",") == 0;
-	pid_t child = early_signal ? -1 : fork();
-	if (child == 0) {
-		for (int k = 0; k < 4; k++)
-			sigaction(kCaught[k], &old_actions[k], nullptr);
-		signal(SIGPIPE, SIG_DFL);
-		sigprocmask(SIG_SETMASK, &before, nullptr);
-		setenv("STRATA_CONSUMERD_SOCKET", sock.c_str(), 1);
-		// `--serial -`: our standard output carries the frames; the
-		// command's own output there would land inside them (and, on a
-		// file, overwrite them from its own offset), so it goes to our
-		// standard error (docs/serial.md).
-		if (serial_on_stdout)
-			dup2(STDERR_FILENO, STDOUT_FILENO);
-		if (!preload_env.empty()) {
-			const char *old = getenv("LD_PRELOAD");
-			std::string v = preload_env + (old && *old ? std::string(":") + old : "");
-			setenv("LD_PRELOAD", v.c_str(), 1);
-		}
-		if (!jvm_agent.empty()) { // every JVM CMD starts loads the agent
-			// and finds the Java API (strata.Event) whatever its class path:
-			// `java -cp app.jar Main` runs a Main compiled against strata.jar.
-			// The boot class path comes after the JDK's own classes and before
-			// the application's; the natives resolve in the agent library.
-			const char *old = getenv("JAVA_TOOL_OPTIONS");
-			std::string v = "-agentpath:" + jvm_agent +
-					 (java_api.empty() ? "" : " -Xbootclasspath/a:" + java_api) +
-					 (old && *old ? std::string(" ") + old : "");
-			setenv("JAVA_TOOL_OPTIONS", v.c_str(), 1);
-		}
-		execvp(argv[i], argv + i);
-		const int e = errno;
-		if (exec_pipe[1] >= 0) {
-			ssize_t n = write(exec_pipe[1], &e, sizeof e);
-			(void)n;
-		}
-		_exit(127);
-	}
-	const int fork_errno = errno;
-	if (child > 0)
-		g_child = child;
+		relay == self_out || relay.compare(0, self_out.size() + 1, self_out + ",") == 0;
+	c.pid = c.early_signal ? -1 : fork();
+	if (c.pid == 0)
+		exec_command(rec, sock, serial_on_stdout, old, before, exec_pipe[1]);
+	c.fork_errno = errno;
+	if (c.pid > 0)
+		g_child = c.pid;
 	sigprocmask(SIG_SETMASK, &before, nullptr);
-	int exec_errno = 0;
 	if (exec_pipe[1] >= 0)
 		close(exec_pipe[1]);
 	if (exec_pipe[0] >= 0) {
 		ssize_t n;
-		while ((n = read(exec_pipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+		while ((n = read(exec_pipe[0], &c.exec_errno, sizeof c.exec_errno)) < 0 && errno == EINTR) {
 		}
-		if (n != (ssize_t)sizeof exec_errno)
-			exec_errno = 0;
+		if (n != (ssize_t)sizeof c.exec_errno)
+			c.exec_errno = 0;
 		close(exec_pipe[0]);
 	}
-	if (exec_errno)
-		fprintf(stderr, "strata record: cannot run %s: %s\n", argv[i], strerror(exec_errno));
-	int status = 0, exit_code = cli::kFail;
-	if (early_signal) {
-		fprintf(stderr, "strata record: signal %d before %s started: not run\n", early_signal, argv[i]);
-		exit_code = 128 + early_signal;
-	} else if (child < 0) {
-		fprintf(stderr, "strata record: fork: %s\n", strerror(fork_errno));
-	} else {
-		while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-		}
-		g_child = 0;
-		exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-		follow_descendants(priv.pid, argv[i]);
-	}
+	if (c.exec_errno)
+		fprintf(stderr, "strata record: cannot run %s: %s\n", rec.command[0], strerror(c.exec_errno));
+	return c;
+}
 
-	// 4. complete the trace (the signals stay caught: see on_signal).
-	if (!early_signal)
-		rejoin_daemon(cl, sock, create.session, priv.pid > 0);
-	proto::Message st;
-	if (!early_signal && cl.call(proto::Status{create.session}, st, err) == 0 && st.type() == proto::Type::StatusReply &&
-	    !std::get<proto::StatusReply>(st.body).sessions.empty() &&
-	    std::get<proto::StatusReply>(st.body).sessions[0].n_buffers == 0) {
-		if (exec_errno)
-			; // said above: it never ran
-		else if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-			fprintf(stderr, "strata record: %s exited with status 127 before it joined the session: "
-					"nothing recorded (the dynamic loader or a shell could not start it: see "
-					"its message above)\n", argv[i]);
-		else if (is_static)
-			fprintf(stderr, "strata record: nothing recorded: %s is statically linked (see the warning "
-					"above)\n", argv[i]);
-		else if (cl.version() >= 5)
-			why_nothing(std::get<proto::StatusReply>(st.body).sessions[0], argv[i], !preload_env.empty());
-		else
-			fprintf(stderr, "strata record: %s did not join the session: nothing recorded "
-					"(does it link libstrata and Strata::tp_sync?)\n", argv[i]);
+// Step 5b: wait for CMD and for what it left running.  record's exit status
+// so far: CMD's.
+int wait_command(Child &c, pid_t daemon, const char *name)
+{
+	if (c.early_signal) {
+		fprintf(stderr, "strata record: signal %d before %s started: not run\n", c.early_signal,
+			name);
+		return 128 + c.early_signal;
 	}
-	r = cl.command(proto::Stop{create.session}, err);
+	if (c.pid < 0) {
+		fprintf(stderr, "strata record: fork: %s\n", strerror(c.fork_errno));
+		return cli::kFail;
+	}
+	while (waitpid(c.pid, &c.status, 0) < 0 && errno == EINTR) {
+	}
+	g_child = 0;
+	follow_descendants(daemon, name);
+	return WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 128 + WTERMSIG(c.status);
+}
+
+// Step 6a: the session holds no buffer although CMD ran: say why.
+void tell_nothing_joined(CtlClient &cl, const Record &rec, const Child &c)
+{
+	proto::Message st;
+	std::string err;
+	const char *name = rec.command[0];
+	if (rec.patterns.empty()) // aggregated only: no buffer expected
+		return;
+	if (cl.call(proto::Status{rec.create.session}, st, err) != 0 || st.type() != proto::Type::StatusReply)
+		return;
+	const auto &sessions = std::get<proto::StatusReply>(st.body).sessions;
+	if (sessions.empty() || sessions[0].n_buffers != 0)
+		return;
+	if (c.exec_errno)
+		; // said above: it never ran
+	else if (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 127)
+		fprintf(stderr,
+			"strata record: %s exited with status 127 before it joined the session: "
+			"nothing recorded (the dynamic loader or a shell could not start it: see "
+			"its message above)\n",
+			name);
+	else if (rec.is_static)
+		fprintf(stderr,
+			"strata record: nothing recorded: %s is statically linked (see the warning "
+			"above)\n",
+			name);
+	else if (cl.version() >= 5)
+		why_nothing(sessions[0], name, !rec.preload_env.empty());
+	else
+		fprintf(stderr,
+			"strata record: %s did not join the session: nothing recorded "
+			"(does it link libstrata and Strata::tp_sync?)\n",
+			name);
+}
+
+// Step 6: complete the trace (stop, destroy, the private daemon's end) and
+// say where it is and what was lost.  The exit status.
+int finish(CtlClient &cl, PrivateDaemon &priv, const Record &rec, int exit_code)
+{
+	const proto::Create &create = rec.create;
+	std::string err;
+	if (!create.aggregate.empty()) // before STOP: the regions of this run
+		cli::top_session_once(cl.path(), create.session, rec.agg_json);
+	int r = cl.command(proto::Stop{create.session}, err);
 	if (r < 0)
 		fprintf(stderr, "strata record: stop: %s\n", err.c_str());
 	else if (create.relay.compare(0, 7, "serial:") == 0)
-		fprintf(stderr, "strata record: %s\n", err.c_str()); // the line's load against the session's rate
-	int r2 = cl.command(proto::Destroy{create.session}, err);
-	if (r2 < 0)
+		fprintf(stderr, "strata record: %s\n",
+			err.c_str()); // the line's load against the session's rate
+	if (cl.command(proto::Destroy{create.session}, err) < 0)
 		fprintf(stderr, "strata record: destroy: %s\n", err.c_str());
 	priv.stop();
 	if (r < 0) {
@@ -809,20 +982,56 @@ int strata_cmd_record(int argc, char **argv)
 		// stream file ending inside a packet, which babeltrace2 refuses
 		// whole.  Cut every stream file back to its last whole packet.
 		fprintf(stderr, "strata record: the daemon did not answer STOP; %s\n",
-			cli::run_consumerd_repair(create.output_dir, false) == 0 ? "trace repaired (torn packets cut)"
-										 : "could not repair the trace");
+			cli::run_consumerd_repair(create.output_dir, false) == 0
+				? "trace repaired (torn packets cut)"
+				: "could not repair the trace");
 		if (exit_code == 0)
 			exit_code = cli::kFail;
 	}
 	if (!create.relay.empty())
 		fprintf(stderr, "strata record: trace streamed to %s\n", cli::streamed_to(create).c_str());
+	else if (rec.patterns.empty())
+		; // aggregated only: printed above
 	else if (!has_subtrace(create.output_dir))
 		// A buffer that never held an event leaves no sub-trace
 		// (docs/control-protocol.md, "Lazy sub-traces").
-		fprintf(stderr, "strata record: no event was recorded (no enabled tracepoint fired): %s holds no trace\n",
+		fprintf(stderr,
+			"strata record: no event was recorded (no enabled tracepoint fired): %s holds no "
+			"trace\n",
 			create.output_dir.c_str());
 	else
-		fprintf(stderr, "strata record: trace written to %s\nstrata record: %s\n", create.output_dir.c_str(),
+		fprintf(stderr, "strata record: trace written to %s\nstrata record: %s\n",
+			create.output_dir.c_str(),
 			cli::loss_summary(cli::trace_loss(create.output_dir)).c_str());
 	return exit_code;
+}
+
+} // namespace
+
+int strata_cmd_record(int argc, char **argv)
+{
+	Record rec;
+	int r = parse_args(argc, argv, rec);
+	if (r < 0)
+		r = prepare(rec);
+	if (r >= 0)
+		return r;
+
+	struct sigaction old_actions[4];
+	catch_signals(old_actions);
+	PrivateDaemon priv;
+	CtlClient cl;
+	if (!open_daemon(cl, priv) || !start_session(cl, priv, rec))
+		return cli::kFail;
+
+	const std::string sock = cl.path();
+	Child child = spawn_command(rec, sock, old_actions);
+	const int exit_code = wait_command(child, priv.pid, rec.command[0]);
+
+	// The signals stay caught (see on_signal) while the trace is completed.
+	if (!child.early_signal) {
+		rejoin_daemon(cl, sock, rec.create.session, priv.pid > 0);
+		tell_nothing_joined(cl, rec, child);
+	}
+	return finish(cl, priv, rec, exit_code);
 }

@@ -32,13 +32,11 @@ int session_command(int argc, char **argv, const char *what)
 			return cli::kUsage;
 		if (w > 0)
 			continue;
-		if (argv[i][0] == '-')
-			return cli::usage_error(cmd, std::string("unknown option '") + argv[i] + "'");
-		if (!session.empty())
-			return cli::usage_error(cmd, "one session name only");
-		session = argv[i];
+		const int s = cli::session_argument(cmd, argv[i], session);
+		if (s >= 0)
+			return s;
 	}
-	if (session.empty() && (session = cli::implicit_session(cmd)).empty())
+	if (!cli::resolve_session(cmd, session))
 		return cli::kFail;
 	Msg m;
 	m.session = session;

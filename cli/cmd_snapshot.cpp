@@ -10,6 +10,37 @@
 
 using namespace strata;
 
+namespace {
+
+void help()
+{
+	printf("Usage: strata snapshot [SESSION] [-o DIR]\n"
+	       "       strata snapshot --on PATTERN [--holdoff MS] [SESSION]\n"
+	       "       strata snapshot --off [SESSION]\n\n"
+	       "Write the current content of every buffer of a running overwrite-mode\n"
+	       "(flight-recorder) session, user and kernel, to a new trace directory,\n"
+	       "without stopping the session or the traced processes.  Repeatable: each\n"
+	       "snapshot holds the newest complete packets of each buffer at that moment\n"
+	       "(open packets are closed first); what the ring overwrote before is counted\n"
+	       "as discarded events, and babeltrace2 reads the directory as it is.\n\n"
+	       "  -o, --output DIR  the snapshot's directory (must not exist); default\n"
+	       "                    <session output>-snapshot-<UTC time>\n\n"
+	       "  --on PATTERN      from now on, the session takes a snapshot by itself\n"
+	       "                    (named by time) whenever an event matching PATTERN\n"
+	       "                    (provider:event, '*' globs; user or kernel) is\n"
+	       "                    recorded; the snapshot holds that event.  Set before\n"
+	       "                    or while the session runs; `strata stop` says how\n"
+	       "                    many were taken\n"
+	       "  --holdoff MS      at most one such snapshot per MS milliseconds\n"
+	       "                    (default 1000; 0: one per trigger seen, looked at\n"
+	       "                    every 50 ms)\n"
+	       "  --off             no more snapshots on an event\n\n"
+	       "Prints the snapshot's directory (--on/--off: what was set).\n"
+	       "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n");
+}
+
+} // namespace
+
 int strata_cmd_snapshot(int argc, char **argv)
 {
 	const char *cmd = argv[0];
@@ -18,29 +49,7 @@ int strata_cmd_snapshot(int argc, char **argv)
 	long holdoff = 1000;
 	for (int i = 1; i < argc; i++) {
 		if (cli::is_help(argv[i])) {
-			printf("Usage: strata snapshot [SESSION] [-o DIR]\n"
-			       "       strata snapshot --on PATTERN [--holdoff MS] [SESSION]\n"
-			       "       strata snapshot --off [SESSION]\n\n"
-			       "Write the current content of every buffer of a running overwrite-mode\n"
-			       "(flight-recorder) session, user and kernel, to a new trace directory,\n"
-			       "without stopping the session or the traced processes.  Repeatable: each\n"
-			       "snapshot holds the newest complete packets of each buffer at that moment\n"
-			       "(open packets are closed first); what the ring overwrote before is counted\n"
-			       "as discarded events, and babeltrace2 reads the directory as it is.\n\n"
-			       "  -o, --output DIR  the snapshot's directory (must not exist); default\n"
-			       "                    <session output>-snapshot-<UTC time>\n\n"
-			       "  --on PATTERN      from now on, the session takes a snapshot by itself\n"
-			       "                    (named by time) whenever an event matching PATTERN\n"
-			       "                    (provider:event, '*' globs; user or kernel) is\n"
-			       "                    recorded; the snapshot holds that event.  Set before\n"
-			       "                    or while the session runs; `strata stop` says how\n"
-			       "                    many were taken\n"
-			       "  --holdoff MS      at most one such snapshot per MS milliseconds\n"
-			       "                    (default 1000; 0: one per trigger seen, looked at\n"
-			       "                    every 50 ms)\n"
-			       "  --off             no more snapshots on an event\n\n"
-			       "Prints the snapshot's directory (--on/--off: what was set).\n"
-			       "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n");
+			help();
 			return cli::kOk;
 		}
 		if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) {
@@ -71,13 +80,11 @@ int strata_cmd_snapshot(int argc, char **argv)
 			out = cli::absolute_path(argv[i] + 9);
 			continue;
 		}
-		if (argv[i][0] == '-')
-			return cli::usage_error(cmd, std::string("unknown option '") + argv[i] + "'");
-		if (!session.empty())
-			return cli::usage_error(cmd, "one session name only");
-		session = argv[i];
+		const int s = cli::session_argument(cmd, argv[i], session);
+		if (s >= 0)
+			return s;
 	}
-	if (session.empty() && (session = cli::implicit_session(cmd)).empty())
+	if (!cli::resolve_session(cmd, session))
 		return cli::kFail;
 	if (!proto::valid_session_name(session))
 		return cli::usage_error(cmd, "invalid session name '" + session + "'");

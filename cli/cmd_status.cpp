@@ -42,6 +42,10 @@ void print_session(const proto::SessionStatus &s)
 		if (r.loglevel_max >= 0)
 			printf("(<=%s)", cli::loglevel_name(static_cast<uint32_t>(r.loglevel_max)));
 	}
+	if (!s.aggregate.empty())
+		printf("\n  aggregate: %s%s%s, %u region(s) (strata top -s %s)", cli::escaped(s.aggregate).c_str(),
+		       s.agg_filter.empty() ? "" : " where ", cli::escaped(s.agg_filter).c_str(), s.agg_regions,
+		       cli::escaped(s.name).c_str());
 	printf("\n  recorded: %u buffer(s), %llu packet(s), %s, %llu rejected packet(s)\n", s.n_buffers,
 	       static_cast<unsigned long long>(s.packets), cli::human_bytes(s.bytes).c_str(),
 	       static_cast<unsigned long long>(s.errors));

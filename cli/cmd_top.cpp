@@ -4,6 +4,9 @@
  * "Aggregation"), found among its descriptors (memfds named "strata-agg")
  * and mapped read-only: the process is never stopped, and once it exits
  * its last values stay on screen (the mapping outlives it).
+ * `strata top -s SESSION`: the regions of an aggregation session, asked of
+ * the daemon (AGG_FETCH: a read-only descriptor each, kept by the daemon
+ * after their process exited), every process the session reached.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -26,6 +29,7 @@
 
 #include "agg_reader.h"
 #include "commands.h"
+#include "control/ctl_client.h"
 #include "proc_memfd.h"
 
 using namespace strata;
@@ -38,6 +42,8 @@ struct Options {
 	uint32_t pid = 0;          // --pid: one process (its header, its JSON "pid")
 	std::vector<uint32_t> pids; // --pid given more than once
 	std::string name;          // --name: every process of that command name
+	std::string session;       // -s: an aggregation session's processes, from the daemon
+	std::string socket;        // its daemon's socket ("" the usual one; record's own daemon)
 	bool once = false, json = false;
 	uint32_t interval_ms = 1000;
 	uint32_t limit = 10;
@@ -94,11 +100,25 @@ std::string json_str(const std::string &s)
 	return o + "\"";
 }
 
+// One process's part (a session's view): its regions' hits together.
+struct ProcHits {
+	uint32_t pid = 0;
+	std::string comm;
+	uint64_t hits = 0;
+	bool alive = true;
+};
+
 // The processes shown: pid(s) seen, and those that have exited (their
 // regions stay mapped: their last values are kept).
 struct Seen {
 	std::vector<uint32_t> pids, exited;
+	std::vector<ProcHits> procs; // -s only
 };
+
+bool several(const Options &o)
+{
+	return o.pids.size() > 1 || !o.name.empty() || !o.session.empty();
+}
 
 std::string pid_list(const std::vector<uint32_t> &v)
 {
@@ -110,7 +130,7 @@ std::string pid_list(const std::vector<uint32_t> &v)
 
 void print_json(const Options &o, const std::vector<AggSnapshot> &snaps, const Seen &seen)
 {
-	if (o.pids.size() <= 1 && o.name.empty())
+	if (!several(o))
 		printf("{\"pid\": %u, \"alive\": %s, \"regions\": [", o.pid, seen.exited.empty() ? "true" : "false");
 	else
 		printf("{\"pids\": [%s], \"exited\": [%s], \"regions\": [", pid_list(seen.pids).c_str(),
@@ -142,7 +162,33 @@ void print_json(const Options &o, const std::vector<AggSnapshot> &snaps, const S
 		}
 		printf("]}");
 	}
-	printf("]}\n");
+	printf("]");
+	if (!o.session.empty()) {
+		printf(", \"session\": %s, \"processes\": [", json_str(o.session).c_str());
+		for (size_t i = 0; i < seen.procs.size(); i++)
+			printf("%s\n {\"pid\": %u, \"comm\": %s, \"hits\": %llu, \"alive\": %s}", i ? "," : "",
+			       seen.procs[i].pid, json_str(seen.procs[i].comm).c_str(),
+			       (unsigned long long)seen.procs[i].hits, seen.procs[i].alive ? "true" : "false");
+		printf("]");
+	}
+	printf("}\n");
+}
+
+// A session's processes: hits and rate since the last refresh, alive or
+// exited (last values).
+void print_procs(const Seen &seen, std::map<std::pair<size_t, std::string>, uint64_t> &last, double dt,
+		 uint32_t limit)
+{
+	printf("\n  %-8s %-16s %12s %10s\n", "PID", "PROCESS", "HITS", "PER SEC");
+	std::vector<ProcHits> v = seen.procs;
+	std::stable_sort(v.begin(), v.end(), [](const ProcHits &a, const ProcHits &b) { return a.hits > b.hits; });
+	for (size_t i = 0; i < v.size() && i < limit; i++) {
+		uint64_t &prev = last[{SIZE_MAX, std::to_string(v[i].pid)}];
+		const double rate = dt > 0 && v[i].hits >= prev ? (double)(v[i].hits - prev) / dt : 0;
+		prev = v[i].hits;
+		printf("  %-8u %-16.16s %12llu %10.0f%s\n", v[i].pid, v[i].comm.c_str(), (unsigned long long)v[i].hits,
+		       rate, v[i].alive ? "" : "  exited: last values");
+	}
 }
 
 // "[lo, hi)" of log2 bucket b (agg_layout.h).
@@ -160,20 +206,28 @@ void print_text(const Options &o, const std::vector<AggSnapshot> &snaps,
 		std::map<std::pair<size_t, std::string>, uint64_t> &last, double dt, const Seen &seen)
 {
 	std::string who = "pid " + std::to_string(o.pid) + (seen.exited.empty() ? "" : " (exited: last values)");
-	if (o.pids.size() > 1 || !o.name.empty())
-		who = std::to_string(seen.pids.size()) + " process(es)" + (o.name.empty() ? "" : " named " + o.name) +
+	if (several(o))
+		who = (o.session.empty() ? "" : "session " + o.session + ": ") + std::to_string(seen.pids.size()) +
+		      " process(es)" + (o.name.empty() ? "" : " named " + o.name) +
 		      (seen.exited.empty() ? "" : " (" + std::to_string(seen.exited.size()) + " exited: last values)");
 	printf("strata top: %s   sort: %s%s%s   (%u ms)\n", who.c_str(),
 	       o.sort == Sort::kCount ? "count" : o.sort == Sort::kSum ? "sum" : o.sort == Sort::kMax ? "max" : "key",
 	       o.filter.empty() ? "" : "   filter: ", o.filter.c_str(), o.interval_ms);
-	if (snaps.empty())
+	if (snaps.empty() && !o.session.empty())
+		printf("\nNo process of session %s has aggregated yet.\n", o.session.c_str());
+	else if (snaps.empty())
 		printf("\nNo aggregation in %s (STRATA_AGGREGATE='provider:event[:field] [by key]').\n",
-		       o.pids.size() > 1 || !o.name.empty() ? "these processes" : "this process");
+		       several(o) ? "these processes" : "this process");
+	if (!o.session.empty() && !seen.procs.empty())
+		print_procs(seen, last, dt, o.limit);
 	for (size_t r = 0; r < snaps.size(); r++) {
 		const AggSnapshot &s = snaps[r];
-		printf("\n%s%s%s%s%s: %llu hits", s.pattern.c_str(), s.value_field.empty() ? "" : ":",
+		uint64_t &prev_hits = last[{r, "\n hits"}]; // not a key's name (names have no newline)
+		const double hit_rate = dt > 0 && s.hits >= prev_hits ? (double)(s.hits - prev_hits) / dt : 0;
+		prev_hits = s.hits;
+		printf("\n%s%s%s%s%s: %llu hits, %.0f/s", s.pattern.c_str(), s.value_field.empty() ? "" : ":",
 		       s.value_field.c_str(), s.key_field.empty() ? "" : " by ", s.key_field.c_str(),
-		       (unsigned long long)s.hits);
+		       (unsigned long long)s.hits, hit_rate);
 		if (s.overflow)
 			printf(", %llu over the key limit", (unsigned long long)s.overflow);
 		if (s.no_value)
@@ -226,6 +280,8 @@ public:
 	// cannot be read.
 	bool scan(const Options &o, std::string *err)
 	{
+		if (!o.session.empty())
+			return scan_session(o.socket, o.session, err);
 		std::vector<uint32_t> want = o.pids;
 		if (!o.name.empty())
 			named(o.name, &want);
@@ -255,8 +311,10 @@ public:
 				fprintf(stderr, "strata top: %s: %s\n", kv.second.fd_path.c_str(), why.c_str());
 				continue;
 			}
-			if (s.pid != kv.first.first)
+			if (s.pid != kv.first.first && o_session_.empty())
 				continue; // a forked child's inherited region: its parent's
+			if (!o_session_.empty())
+				hits_[kv.first.first] += s.hits; // reset by seen()
 			merge_into(out, s);
 		}
 	}
@@ -268,10 +326,77 @@ public:
 		for (uint32_t p : pids_)
 			if (kill((pid_t)p, 0) != 0 && errno != EPERM)
 				s.exited.push_back(p);
+		for (uint32_t p : pids_) {
+			if (o_session_.empty())
+				break;
+			ProcHits h;
+			h.pid = p;
+			h.comm = comm_.count(p) ? comm_.at(p) : "";
+			h.hits = hits_.count(p) ? hits_.at(p) : 0;
+			h.alive = std::find(s.exited.begin(), s.exited.end(), p) == s.exited.end();
+			s.procs.push_back(h);
+		}
+		hits_.clear();
 		return s;
 	}
 
 private:
+	// -s: the daemon's connection, and how many of the session's regions
+	// are mapped already (the daemon's list only grows during a run).
+	std::string o_session_;
+	CtlClient ctl_;
+	uint32_t fetched_ = 0;
+	std::map<uint32_t, std::string> comm_;
+	mutable std::map<uint32_t, uint64_t> hits_;
+
+	// The session's regions not mapped yet, each from its read-only
+	// descriptor (AGG_FETCH), mapped and the descriptor closed.
+	bool scan_session(const std::string &socket, const std::string &session, std::string *err)
+	{
+		o_session_ = session;
+		if (!ctl_.is_open()) {
+			if (ctl_.open(socket, *err) < 0)
+				return false;
+			if (ctl_.version() < proto::kAggVersion) {
+				*err = "the running strata-consumerd speaks protocol " + std::to_string(ctl_.version()) +
+				       ", aggregation sessions need " + std::to_string(proto::kAggVersion);
+				return false;
+			}
+		}
+		for (;;) {
+			proto::AggFetch m;
+			m.session = session;
+			m.index = fetched_;
+			std::string text;
+			int fd = -1;
+			const int r = ctl_.command_fd(m, text, &fd);
+			if (r == -ENODATA) // no more regions (yet)
+				return true;
+			if (r < 0 || fd < 0) {
+				*err = r < 0 ? "session " + session + ": " + text : "the daemon sent no region";
+				return false;
+			}
+			fetched_++;
+			struct stat st;
+			void *map = MAP_FAILED;
+			if (fstat(fd, &st) == 0 && st.st_size > 0)
+				map = mmap(nullptr, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+			close(fd);
+			unsigned long pid = strtoul(text.c_str(), nullptr, 10);
+			const size_t sp = text.find(' ', text.find(' ') + 1);
+			if (map == MAP_FAILED || pid == 0 || pid > UINT32_MAX)
+				continue; // said nothing: the next refresh shows the rest
+			Region reg;
+			reg.fd_path = "region " + std::to_string(fetched_ - 1);
+			reg.map = map;
+			reg.len = (size_t)st.st_size;
+			regions_[{(uint32_t)pid, reg.fd_path}] = reg;
+			comm_[(uint32_t)pid] = sp == std::string::npos ? "" : text.substr(sp + 1);
+			if (std::find(pids_.begin(), pids_.end(), (uint32_t)pid) == pids_.end())
+				pids_.push_back((uint32_t)pid);
+		}
+	}
+
 	std::map<std::pair<uint32_t, std::string>, Region> regions_;
 	std::vector<uint32_t> pids_; // in the order found
 
@@ -344,6 +469,43 @@ int usage(const char *cmd, const std::string &msg)
 
 } // namespace
 
+// The first look for the processes or the session: false once said why not.
+bool first_scan(Watch &w, const Options &o)
+{
+	std::string err;
+	if (w.scan(o, &err))
+		return true;
+	fprintf(stderr, "strata top: %s\n", err.c_str());
+	return false;
+}
+
+// One snapshot, printed (--once, --json).
+int print_once(const Options &o)
+{
+	Watch w;
+	if (!first_scan(w, o))
+		return cli::kFail;
+	std::vector<AggSnapshot> snaps;
+	std::map<std::pair<size_t, std::string>, uint64_t> last;
+	w.snapshot(&snaps);
+	if (o.json)
+		print_json(o, snaps, w.seen());
+	else
+		print_text(o, snaps, last, 0, w.seen());
+	return cli::kOk;
+}
+
+int cli::top_session_once(const std::string &socket, const std::string &session, bool json)
+{
+	Options o;
+	o.socket = socket;
+	o.session = session;
+	o.once = true;
+	o.json = json;
+	o.limit = 20;
+	return print_once(o);
+}
+
 int strata_cmd_top(int argc, char **argv)
 {
 	const char *cmd = "top";
@@ -358,7 +520,8 @@ int strata_cmd_top(int argc, char **argv)
 		};
 		const char *v = nullptr;
 		if (cli::is_help(argv[i])) {
-			printf("Usage: strata top (--pid PID... | --name COMMAND) [--once] [--json] [--interval MS]\n"
+			printf("Usage: strata top (--pid PID... | --name COMMAND | -s SESSION) [--once] [--json]\n"
+			       "                  [--interval MS]\n"
 			       "                  [--sort count|sum|max|key] [--limit N] [--filter TEXT]\n\n"
 			       "Show the aggregates of running processes live, refreshing: per key its count,\n"
 			       "its rate, and the sum, min, average and max of the aggregated field, with the\n"
@@ -368,7 +531,10 @@ int strata_cmd_top(int argc, char **argv)
 			       "A process aggregates what it was started with in STRATA_AGGREGATE, e.g.\n"
 			       "    STRATA_AGGREGATE='pthread:mutex_lock:wait_ns by lock' prog\n"
 			       "(';' between several; 'by $tid' per thread, 'by $event' per event, 'limit N'\n"
-			       "keys, default 256).  Keys: q quits, c s m k sort by count, sum, max, key.\n"
+			       "keys, default 256), or what the session -s SESSION asks every process it\n"
+			       "reaches for (strata create SESSION --aggregate SPEC): then the processes are\n"
+			       "listed too, with their hits and rates, and those that exited keep their last\n"
+			       "values.  Keys: q quits, c s m k sort by count, sum, max, key.\n"
 			       "--once prints one snapshot and exits; --json prints it as JSON.\n\n"
 			       "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n");
 			return cli::kOk;
@@ -380,6 +546,10 @@ int strata_cmd_top(int argc, char **argv)
 			if (!value(&v) || !*v || strlen(v) > 64)
 				return usage(cmd, "--name needs a command name");
 			o.name = v;
+		} else if (a == "-s" || a == "--session") {
+			if (!value(&v) || !proto::valid_session_name(v))
+				return usage(cmd, "-s needs a session name");
+			o.session = v;
 		} else if (a == "--once") {
 			o.once = true;
 		} else if (a == "--json") {
@@ -412,26 +582,18 @@ int strata_cmd_top(int argc, char **argv)
 			return usage(cmd, "unexpected argument '" + a + "'");
 		}
 	}
-	if (o.pids.empty() && o.name.empty())
-		return usage(cmd, "--pid or --name is needed");
+	if ((o.pids.empty() && o.name.empty()) == o.session.empty())
+		return usage(cmd, "--pid, --name or (alone) -s is needed");
 	if (o.json)
 		o.once = true;
+	if (o.once)
+		return print_once(o);
 	Watch w;
-	std::string err;
-	if (!w.scan(o, &err)) {
-		fprintf(stderr, "strata top: %s\n", err.c_str());
+	if (!first_scan(w, o))
 		return cli::kFail;
-	}
+	std::string err;
 	std::vector<AggSnapshot> snaps;
 	std::map<std::pair<size_t, std::string>, uint64_t> last;
-	if (o.once) {
-		w.snapshot(&snaps);
-		if (o.json)
-			print_json(o, snaps, w.seen());
-		else
-			print_text(o, snaps, last, 0, w.seen());
-		return cli::kOk;
-	}
 	signal(SIGINT, on_sigint);
 	signal(SIGTERM, on_sigint);
 	termios saved{};

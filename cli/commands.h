@@ -34,6 +34,11 @@ int strata_cmd_top(int argc, char **argv);     // cli/cmd_top.cpp (docs/probes.m
 namespace strata {
 class CtlClient;
 namespace cli {
+// cli/cmd_top.cpp: one snapshot of an aggregation session's regions from the
+// daemon at `socket` ("" the usual one), as `strata top -s SESSION --once`
+// prints it (JSON with json): for `record --aggregate`.  0 or cli::kFail.
+int top_session_once(const std::string &socket, const std::string &session, bool json);
+
 
 constexpr int kOk = 0, kFail = 1, kUsage = 2;
 
@@ -103,6 +108,12 @@ int parse_wait_option(const char *cmd, const char *arg, uint32_t &wait_ms);
 // The only session this user can see, for commands whose SESSION is left
 // out; "" (and a message on stderr) when there is none or several.
 std::string implicit_session(const char *cmd);
+// session, or if it is "" the implicit one: false (told) if there is none.
+bool resolve_session(const char *cmd, std::string &session);
+// A session command's argument that is not one of its options: its one
+// SESSION (an unknown option or a second name is a usage error).  -1 taken,
+// else kUsage (told).
+int session_argument(const char *cmd, const char *arg, std::string &session);
 
 // A pattern as the daemon takes it: 1..127 bytes of printable ASCII with no
 // space ("" if so, else why not).

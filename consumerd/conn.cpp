@@ -332,6 +332,8 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 	static const Route routes[] = {
 		{Type::Register, From::Unregistered, &Daemon::do_register},
 		{Type::Buffer, From::Registered, &Daemon::do_buffer},
+		{Type::AggRegion, From::Registered, &Daemon::do_agg_region},
+		{Type::AggFetch, From::Controller, &Daemon::do_agg_fetch},
 		{Type::Create, From::Controller, &Daemon::do_create},
 		{Type::EnableEvent, From::Controller, &Daemon::do_enable},
 		{Type::DisableEvent, From::Controller, &Daemon::do_disable},

@@ -163,6 +163,8 @@ private:
 	void grant_sessions(Conn &c, const Proc &p, proto::RegisterReply &rr);
 	void table_registered(Conn &c, Proc &p, uint64_t gen);
 	void do_buffer(Conn &c, const proto::Message &m);
+	void do_agg_region(Conn &c, const proto::Message &m);
+	void do_agg_fetch(Conn &c, const proto::Message &m);
 	bool find_grant(Conn &c, uint32_t seq, const proto::Buffer &m, int fd, Grant &grant);
 	void attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const Grant &grant, uint32_t slot);
 	Proc &proc_for(pid_t pid, uid_t uid);

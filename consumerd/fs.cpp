@@ -89,4 +89,21 @@ int make_dirs(const std::string &path, unsigned mode, const Owner &owner)
 	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
+bool write_all(int fd, const void *p, size_t n)
+{
+	const char *c = static_cast<const char *>(p);
+	while (n) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w == 0)
+			errno = ENOSPC; // stored nothing, said nothing: a full disk
+		if (w <= 0)
+			return false;
+		c += w;
+		n -= static_cast<size_t>(w);
+	}
+	return true;
+}
+
 } // namespace strata

@@ -1,6 +1,6 @@
 /*
  * fs.h - the daemon's file-system helpers: who owns what it creates, whose
- * rights it creates them with, and mkdir -p.
+ * rights it creates them with, mkdir -p, and a write of all the bytes.
  *
  * Contract: no state; any thread (the main thread for sessions and
  * snapshots, drain threads for sub-trace directories).  AsOwner changes
@@ -53,6 +53,10 @@ private:
 // mkdir -p with `mode` for the directories it creates, given to `owner`
 // and made with `owner`'s rights (AsOwner).  0 or -errno.
 int make_dirs(const std::string &path, unsigned mode, const Owner &owner = Owner());
+
+// All n bytes at p written to fd (EINTR retried), or false with errno set
+// (ENOSPC for a write that stored nothing and said nothing: a full disk).
+bool write_all(int fd, const void *p, size_t n);
 
 } // namespace strata
 #endif

@@ -10,6 +10,7 @@
 #include <set>
 #include <unistd.h>
 
+#include "fs.h"
 #include "log.h"
 #include "process_registry.h"
 #include "session_table.h"
@@ -24,20 +25,6 @@ void put_le(std::vector<uint8_t> &v, uint64_t x, int n)
 {
 	for (int i = 0; i < n; i++)
 		v.push_back(static_cast<uint8_t>(x >> (8 * i)));
-}
-
-bool write_whole(int fd, const std::vector<uint8_t> &b)
-{
-	size_t off = 0;
-	while (off < b.size()) {
-		ssize_t w = write(fd, b.data() + off, b.size() - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return false;
-		off += static_cast<size_t>(w);
-	}
-	return true;
 }
 
 // A session whose rules target pids or names: what it grants depends on the
@@ -66,7 +53,10 @@ static std::vector<uint8_t> table_content(const SessionTable &sessions, uid_t ui
 	for (const auto &s : sessions.all()) {
 		if (s->state != proto::SessionState::Active || !(s->uid == 0 || s->uid == uid))
 			continue;
-		if (targeted(*s))
+		// Targeted rules: the answer depends on the process.  An
+		// aggregation: the table's version 1 message cannot carry it,
+		// and its region is handed over on a round trip's connection.
+		if (targeted(*s) || !s->aggregate.empty())
 			flags |= proto::kTableAsk;
 		proto::SessionGrant g;
 		g.slot = s->slot;
@@ -122,7 +112,7 @@ void GrantTables::publish(const SessionTable &sessions, const ProcessRegistry &p
 		unlink(tmp.c_str());
 		int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0400);
 		bool ok = fd >= 0 && (me != 0 || uid == 0 || fchown(fd, uid, static_cast<gid_t>(-1)) == 0) &&
-			  write_whole(fd, file);
+			  write_all(fd, file.data(), file.size());
 		if (fd >= 0)
 			close(fd);
 		ok = ok && rename(tmp.c_str(), path.c_str()) == 0;

@@ -66,17 +66,15 @@ bool wants_kernel(const std::vector<proto::Rule> &rules)
 	return false;
 }
 
-// channel: the session's sub-buffer size and count, for the kernel buffer
-// this SET_RULES may create (0: the module's defaults; it bounds them).
-int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
-	     const proto::ChannelConfig &channel, const KmodGrant *grant, uint64_t *gen)
+// The daemon's rules as the module's, into kr; their count (one too long
+// is left out: the daemon bounds them already; never overflow).
+uint32_t kabi_rules(const std::vector<proto::Rule> &rules, strata_kabi_rule kr[STRATA_KABI_MAX_RULES])
 {
-	strata_kabi_rule kr[STRATA_KABI_MAX_RULES];
 	uint32_t n = 0;
 	for (const proto::Rule &r : rules) {
 		if (n == STRATA_KABI_MAX_RULES || r.pattern.size() >= sizeof kr[0].pattern ||
 		    r.filter.size() >= sizeof kr[0].filter)
-			continue; // the daemon bounds these already; never overflow
+			continue;
 		memset(&kr[n], 0, sizeof kr[n]);
 		memcpy(kr[n].pattern, r.pattern.data(), r.pattern.size());
 		memcpy(kr[n].filter, r.filter.data(), r.filter.size());
@@ -84,42 +82,36 @@ int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
 		kr[n].enable = r.enable;
 		n++;
 	}
-	const uint32_t target_uid = uid == 0 ? STRATA_KABI_UID_ANY : static_cast<uint32_t>(uid);
-	// The kernel buffer this SET_RULES may create takes the session's
-	// geometry when kernel events are wanted (0: the module's defaults).
-	const bool geom = wants_kernel(rules) && (channel.subbuf_size || channel.n_subbuf) &&
-			  channel.subbuf_size <= UINT32_MAX;
-	if (!grant || g_kabi < 2 || grant->sock_path.empty() || grant->sock_path[0] != '/' ||
-	    grant->sock_path.size() >= STRATA_KABI_SOCK_MAX || grant->channel.name.empty() ||
-	    grant->channel.name.size() >= STRATA_KABI_NAME_MAX || n != rules.size()) {
-		if (geom) {
-			// SET_RULES with its V3 tail (the kernel buffer's geometry).
-			// A module without it refuses the longer struct: then the
-			// defaults.
-			strata_kabi_set_rules a;
-			memset(&a, 0, sizeof a);
-			a.size = sizeof a;
-			a.slot = slot;
-			a.n_rules = n;
-			a.target_kind = STRATA_KABI_TARGET_UID;
-			a.target_uid = target_uid;
-			a.rules_ptr = reinterpret_cast<uintptr_t>(kr);
-			a.kbuf_subbuf_size = static_cast<uint32_t>(channel.subbuf_size);
-			a.kbuf_n_subbuf = channel.n_subbuf;
-			int r = strata_kmod_ioctl(g_dev, STRATA_IOC_SET_RULES, &a);
-			if (r == 0 && gen)
-				*gen = a.generation;
-			if (r != -E2BIG)
-				return r;
-		}
-		return strata_kmod_set_rules(g_dev, slot, kr, n, STRATA_KABI_TARGET_UID, target_uid, nullptr, 0,
-					     gen, nullptr);
+	return n;
+}
+
+// SET_RULES without a session's grant.  With `geom`, its V3 tail (the
+// kernel buffer's geometry): a module without it refuses the longer struct
+// (-E2BIG), then the defaults.
+int set_rules_only(uint32_t slot, uint32_t target_uid, const strata_kabi_rule *kr, uint32_t n,
+		   const proto::ChannelConfig &channel, bool geom, uint64_t *gen)
+{
+	if (geom) {
+		strata_kabi_set_rules a;
+		strata_kmod_rules_init(&a, slot, kr, n, STRATA_KABI_TARGET_UID, target_uid);
+		a.kbuf_subbuf_size = static_cast<uint32_t>(channel.subbuf_size);
+		a.kbuf_n_subbuf = channel.n_subbuf;
+		const int r = strata_kmod_rules_send(g_dev, &a, gen, nullptr);
+		if (r != -E2BIG)
+			return r;
 	}
-	static strata_kabi_rule_target tg[STRATA_KABI_MAX_RULES]; // main thread only
-	memset(tg, 0, sizeof tg);
+	return strata_kmod_set_rules(g_dev, slot, kr, n, STRATA_KABI_TARGET_UID, target_uid, nullptr, 0, gen,
+				     nullptr);
+}
+
+// The grant's targets of its first n rules (pids, process names) into tg;
+// whether any rule has one.
+bool rule_targets(const KmodGrant &grant, uint32_t n, strata_kabi_rule_target tg[STRATA_KABI_MAX_RULES])
+{
+	memset(tg, 0, sizeof(strata_kabi_rule_target) * STRATA_KABI_MAX_RULES);
 	bool any = false;
-	for (uint32_t i = 0; i < n && i < grant->targets.size(); i++) {
-		const auto &t = grant->targets[i];
+	for (uint32_t i = 0; i < n && i < grant.targets.size(); i++) {
+		const auto &t = grant.targets[i];
 		for (uint32_t pid : t.first)
 			if (pid && tg[i].n_pids < STRATA_KABI_RULE_PIDS)
 				tg[i].pids[tg[i].n_pids++] = pid;
@@ -131,6 +123,27 @@ int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
 		}
 		any = any || tg[i].n_pids || tg[i].n_comms;
 	}
+	return any;
+}
+
+// channel: the session's sub-buffer size and count, for the kernel buffer
+// this SET_RULES may create (0: the module's defaults; it bounds them).
+int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
+	     const proto::ChannelConfig &channel, const KmodGrant *grant, uint64_t *gen)
+{
+	strata_kabi_rule kr[STRATA_KABI_MAX_RULES];
+	const uint32_t n = kabi_rules(rules, kr);
+	const uint32_t target_uid = uid == 0 ? STRATA_KABI_UID_ANY : static_cast<uint32_t>(uid);
+	// The kernel buffer this SET_RULES may create takes the session's
+	// geometry when kernel events are wanted (0: the module's defaults).
+	const bool geom = wants_kernel(rules) && (channel.subbuf_size || channel.n_subbuf) &&
+			  channel.subbuf_size <= UINT32_MAX;
+	if (!grant || g_kabi < 2 || grant->sock_path.empty() || grant->sock_path[0] != '/' ||
+	    grant->sock_path.size() >= STRATA_KABI_SOCK_MAX || grant->channel.name.empty() ||
+	    grant->channel.name.size() >= STRATA_KABI_NAME_MAX || n != rules.size())
+		return set_rules_only(slot, target_uid, kr, n, channel, geom, gen);
+	static strata_kabi_rule_target tg[STRATA_KABI_MAX_RULES]; // main thread only
+	const bool any = rule_targets(*grant, n, tg);
 	strata_kmod_session ks;
 	memset(&ks, 0, sizeof ks);
 	ks.session_id = grant->session_id;

@@ -146,12 +146,11 @@ std::string ctf_metadata_events(uint32_t stream_id, const std::vector<EventInfo>
 	return o.str();
 }
 
-std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const TraceEnv &env,
-			 uint32_t stream_id, const std::vector<EventInfo> &events)
+namespace {
+
+// The integer types and the trace block (the packet header).
+void write_trace(std::ostringstream &o, const uint8_t uuid[16])
 {
-	std::ostringstream o;
-	// Must be the very first bytes (notes/ctf.md).
-	o << "/* CTF 1.8 */\n\n";
 	o << "typealias integer { size = 8; align = 8; signed = false; } := uint8_t;\n"
 	     "typealias integer { size = 16; align = 8; signed = false; } := uint16_t;\n"
 	     "typealias integer { size = 32; align = 8; signed = false; } := uint32_t;\n"
@@ -164,6 +163,12 @@ std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const T
 	     "\t\tuint32_t stream_id;\n"
 	     "\t\tuint64_t stream_instance_id;\n"
 	     "\t};\n};\n\n";
+}
+
+// The env block: LTTng kernel's fields for the kernel sub-trace, then the
+// process's and the host's.
+void write_env(std::ostringstream &o, const TraceEnv &env)
+{
 	if (lttng_kernel_layout(env)) {
 		// What lttng-modules writes, so that tools choose their LTTng
 		// kernel layout (lttng-analyses reads tracer_major/minor/
@@ -192,6 +197,11 @@ std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const T
 	if (!env.clock_source.empty())
 		o << "\tclock = " << quote(env.clock_source) << ";\n";
 	o << "};\n\n";
+}
+
+// The clock and its 64-bit integer type.
+void write_clock(std::ostringstream &o, const ClockInfo &clock)
+{
 	o << "clock {\n\tname = \"" << clock.name << "\";\n";
 	if (!clock.uuid.empty())
 		o << "\tuuid = \"" << clock.uuid << "\";\n";
@@ -200,6 +210,69 @@ std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const T
 	  << ";\n\toffset = " << clock.offset_ns << ";\n\tabsolute = true;\n};\n\n";
 	o << "typealias integer { size = 64; align = 8; signed = false; map = clock." << clock.name
 	  << ".value; } := uint64_clock_t;\n\n";
+}
+
+// A stream class: its id, the packet context and event header declared
+// before it and, unless `context` is "", an event context of those fields.
+void write_stream(std::ostringstream &o, uint32_t id, const char *context)
+{
+	o << "stream {\n\tid = " << id
+	  << ";\n"
+	     "\tpacket.context := struct packet_context;\n"
+	     "\tevent.header := struct event_header;\n";
+	if (*context)
+		o << "\tevent.context := struct {\n" << context << "\t};\n";
+	o << "};\n";
+}
+
+// STRATA_REC_COMPACT: the compact event header, and two stream classes,
+// owned lanes' (`stream_id`) and shared lanes' (+1, with the writer's tid).
+void write_compact_streams(std::ostringstream &o, const ClockInfo &clock, uint32_t stream_id)
+{
+	// Record header (strata_abi.h, STRATA_REC_COMPACT): LTTng's
+	// compact header, byte-packed.
+	o << "typealias integer { size = 27; align = 1; signed = false; map = clock." << clock.name
+	  << ".value; } := uint27_clock_t;\n\n"
+	     "struct event_header {\n"
+	     "\tenum : integer { size = 5; align = 1; signed = false; } { compact = 0 ... 30, "
+	     "extended = 31 } id;\n"
+	     "\tvariant <id> {\n"
+	     "\t\tstruct { uint27_clock_t timestamp; } compact;\n"
+	     "\t\tstruct { uint32_t id; uint64_clock_t timestamp; } extended;\n"
+	     "\t} v;\n"
+	     "} align(8);\n\n";
+	write_stream(o, stream_id, "");
+	o << "\n";
+	write_stream(o, stream_id + 1, "\t\tinteger { size = 32; align = 8; signed = true; } _vtid;\n");
+}
+
+// STRATA_REC_WIDE (the kernel's): the wide event header, one stream class
+// with the writer's tid and CPU.
+void write_wide_stream(std::ostringstream &o, const ClockInfo &clock, uint32_t stream_id)
+{
+	// Record header: id at 0 (records start 8-byte aligned), timestamp at 2.
+	o << "struct event_header {\n"
+	     "\tinteger { size = 16; align = 64; signed = false; } id;\n"
+	     "\tinteger { size = 64; align = 16; signed = false; map = clock."
+	  << clock.name
+	  << ".value; } timestamp;\n"
+	     "};\n\n";
+	write_stream(o, stream_id,
+		     "\t\tinteger { size = 32; align = 16; signed = true; } _vtid;\n"
+		     "\t\tinteger { size = 16; align = 16; signed = false; } _cpu_id;\n");
+}
+
+} // namespace
+
+std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const TraceEnv &env,
+			 uint32_t stream_id, const std::vector<EventInfo> &events)
+{
+	std::ostringstream o;
+	// Must be the very first bytes (notes/ctf.md).
+	o << "/* CTF 1.8 */\n\n";
+	write_trace(o, uuid);
+	write_env(o, env);
+	write_clock(o, clock);
 	// Packet context: offsets 32..88 of struct strata_packet_header.  In
 	// user streams (COMPACT) vtid is the owner of an owned lane's packet (-1
 	// in shared lanes); in the kernel's (WIDE) the word at 84 is not named:
@@ -216,49 +289,10 @@ std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const T
 		      ? "\tinteger { size = 32; align = 8; signed = true; } vtid;\n"
 		      : "")
 	  << "};\n\n";
-	if (env.record_format == STRATA_REC_COMPACT) {
-		// Record header (strata_abi.h, STRATA_REC_COMPACT): LTTng's
-		// compact header, byte-packed.
-		o << "typealias integer { size = 27; align = 1; signed = false; map = clock." << clock.name
-		  << ".value; } := uint27_clock_t;\n\n"
-		     "struct event_header {\n"
-		     "\tenum : integer { size = 5; align = 1; signed = false; } { compact = 0 ... 30, "
-		     "extended = 31 } id;\n"
-		     "\tvariant <id> {\n"
-		     "\t\tstruct { uint27_clock_t timestamp; } compact;\n"
-		     "\t\tstruct { uint32_t id; uint64_clock_t timestamp; } extended;\n"
-		     "\t} v;\n"
-		     "} align(8);\n\n";
-		o << "stream {\n\tid = " << stream_id
-		  << ";\n"
-		     "\tpacket.context := struct packet_context;\n"
-		     "\tevent.header := struct event_header;\n"
-		     "};\n\n";
-		o << "stream {\n\tid = " << stream_id + 1
-		  << ";\n"
-		     "\tpacket.context := struct packet_context;\n"
-		     "\tevent.header := struct event_header;\n"
-		     "\tevent.context := struct {\n"
-		     "\t\tinteger { size = 32; align = 8; signed = true; } _vtid;\n"
-		     "\t};\n};\n";
-		o << ctf_metadata_events(stream_id, events, env);
-		return o.str();
-	}
-	// Record header: id at 0 (records start 8-byte aligned), timestamp at 2.
-	o << "struct event_header {\n"
-	     "\tinteger { size = 16; align = 64; signed = false; } id;\n"
-	     "\tinteger { size = 64; align = 16; signed = false; map = clock."
-	  << clock.name
-	  << ".value; } timestamp;\n"
-	     "};\n\n";
-	o << "stream {\n\tid = " << stream_id
-	  << ";\n"
-	     "\tpacket.context := struct packet_context;\n"
-	     "\tevent.header := struct event_header;\n"
-	     "\tevent.context := struct {\n"
-	     "\t\tinteger { size = 32; align = 16; signed = true; } _vtid;\n"
-	     "\t\tinteger { size = 16; align = 16; signed = false; } _cpu_id;\n"
-	     "\t};\n};\n";
+	if (env.record_format == STRATA_REC_COMPACT)
+		write_compact_streams(o, clock, stream_id);
+	else
+		write_wide_stream(o, clock, stream_id);
 	o << ctf_metadata_events(stream_id, events, env);
 	return o.str();
 }

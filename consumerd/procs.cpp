@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
+#include "agg_layout.h"
 #include "control/names.h"
 #include "kernel_source.h"
 #include "strata_abi.h"
@@ -119,11 +120,18 @@ void Daemon::grant_sessions(Conn &c, const Proc &p, proto::RegisterReply &rr)
 		std::vector<proto::Rule> rules = rules_for(*s, p);
 		if (rules.empty() && !s->rules.empty())
 			continue;
+		// An aggregation reaches only a process that asked in version 6
+		// (an older libstrata could not aggregate: it is not granted the
+		// session at all, rather than a grant it would take for recording).
+		if (!s->aggregate.empty() && c.version < proto::kAggVersion)
+			continue;
 		proto::SessionGrant g;
 		g.slot = s->slot;
 		g.session_id = s->run_id;
 		g.channel = s->channel;
 		g.rules = std::move(rules);
+		g.aggregate = s->aggregate;
+		g.agg_filter = s->agg_filter;
 		if (getrandom(g.trace_uuid, sizeof(g.trace_uuid), 0) != sizeof(g.trace_uuid))
 			for (auto &b : g.trace_uuid)
 				b = static_cast<uint8_t>(rand());
@@ -320,6 +328,88 @@ void Daemon::do_buffer(Conn &c, const proto::Message &msg)
 	attach(c, seq, *s, *p, fd, grant, m.slot);
 }
 
+AggRegionRec::~AggRegionRec()
+{
+	if (fd >= 0)
+		close(fd);
+}
+
+// AGG_REGION: the process's region for the aggregation session it was
+// granted at `slot`.  Kept read-only (a descriptor reopened O_RDONLY from
+// the memfd: what a controller gets cannot write it); its content is read
+// as hostile by whoever maps it (agg_reader.h), the daemon itself never
+// maps it.  Answered, though the process does not wait for the answer.
+void Daemon::do_agg_region(Conn &c, const proto::Message &msg)
+{
+	const proto::AggRegion &m = std::get<proto::AggRegion>(msg.body);
+	if (c.fds.empty()) {
+		reply(c, msg.seq, -EBADF, "AGG_REGION without its file descriptor");
+		return;
+	}
+	const int fd = c.fds.front();
+	c.fds.pop_front();
+	Session *s = sessions_.by_run(m.session_id);
+	Proc *p = procs_.find(c.cred.pid);
+	struct stat st;
+	std::string why;
+	if (!s || s->state != proto::SessionState::Active || s->slot != m.slot || s->aggregate.empty())
+		why = "no aggregation session of this run is active in slot " + std::to_string(m.slot);
+	else if (!(s->uid == 0 || s->uid == c.cred.uid))
+		why = "the session is another user's";
+	else if (!p)
+		why = "the process has exited";
+	else if (s->regions.size() >= kMaxAggRegions)
+		why = "the session holds " + std::to_string(kMaxAggRegions) + " regions already";
+	else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+		 st.st_size < static_cast<off_t>(sizeof(strata_agg_header)) || st.st_size > (64 << 20))
+		why = "not an aggregation region (a regular memfd of a region's size)";
+	int ro = -1;
+	if (why.empty()) {
+		const std::string self = "/proc/self/fd/" + std::to_string(fd);
+		ro = open(self.c_str(), O_RDONLY | O_CLOEXEC);
+		if (ro < 0)
+			why = std::string("cannot reopen it read-only: ") + strerror(errno);
+	}
+	close(fd);
+	if (!why.empty()) {
+		logf("pid %d: aggregation region refused: %s", c.cred.pid, why.c_str());
+		reply(c, msg.seq, -ESTALE, why);
+		return;
+	}
+	auto r = std::make_unique<AggRegionRec>();
+	r->pid = c.cred.pid;
+	r->comm = p->comm;
+	r->fd = ro;
+	s->regions.push_back(std::move(r));
+	VLOG("pid %d (%s): aggregation region %zu of session %s", c.cred.pid, p->comm.c_str(), s->regions.size(),
+	     s->name.c_str());
+	reply(c, msg.seq, 0, "ok");
+}
+
+// AGG_FETCH: the index-th region of a session the caller may see, with a
+// read-only descriptor of it, or -ENODATA past the last.
+void Daemon::do_agg_fetch(Conn &c, const proto::Message &msg)
+{
+	const proto::AggFetch &m = std::get<proto::AggFetch>(msg.body);
+	Answer err;
+	Session *s = sessions_.find(c.caller(), m.session, err);
+	if (!s) {
+		answer(c, msg.seq, err);
+		return;
+	}
+	if (s->aggregate.empty()) {
+		reply(c, msg.seq, -EINVAL, "session '" + s->name + "' does not aggregate (strata create --aggregate)");
+		return;
+	}
+	if (m.index >= s->regions.size()) {
+		reply(c, msg.seq, -ENODATA, std::to_string(s->regions.size()) + " region(s)");
+		return;
+	}
+	const AggRegionRec &r = *s->regions[m.index];
+	send(c, msg.seq,
+	     proto::Reply{0, std::to_string(r.pid) + " " + (r.alive ? "1" : "0") + " " + r.comm}, r.fd);
+}
+
 // The grant a BUFFER claims: the module's (our session in that slot, the
 // buffer's own uuid), the grant table's (the session it names, if still
 // active), or the one REGISTER answered.  False: answered (refused).
@@ -422,6 +512,10 @@ void Daemon::on_exit(int pidfd)
 		return;
 	VLOG("pid %d (%s) exited", p->pid, p->comm.c_str());
 	acks_.acknowledge(p->pid, UINT64_MAX); // nothing left to apply
+	for (auto &s : sessions_.all()) // its regions keep their last values
+		for (auto &r : s->regions)
+			if (r->pid == p->pid)
+				r->alive = false;
 	for (Drain *d : p->drains)
 		d->finish(true); // the drain flushes and closes on its own thread
 	procs_.erase(pidfd);

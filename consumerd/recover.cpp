@@ -379,6 +379,55 @@ void usage(FILE *f)
 	      f);
 }
 
+// The descriptor among the candidates: a clean one (even seq, checksum
+// right) with the most updates; else one caught mid-change (its entries
+// are checked one by one by their own checksums).  False if none loads.
+bool pick_descriptor(Image &img, const std::vector<uint64_t> &cands, strata_crash_desc &best,
+		     uint64_t &best_pa)
+{
+	bool have = false, best_clean = false;
+	for (uint64_t pa : cands) {
+		strata_crash_desc d;
+		bool clean = false;
+		std::string why = load_desc(img, pa, d, clean);
+		if (!why.empty()) {
+			fprintf(stderr, "strata recover: descriptor candidate at 0x%" PRIx64 ": %s\n", pa, why.c_str());
+			continue;
+		}
+		if (!have || (clean && !best_clean) || (clean == best_clean && d.updates > best.updates)) {
+			best = d;
+			best_pa = pa;
+			best_clean = clean;
+		}
+		have = true;
+	}
+	if (!have)
+		return false;
+	if (cands.size() > 1)
+		fprintf(stderr, "strata recover: %zu descriptors found, using the one at 0x%" PRIx64 "\n",
+			cands.size(), best_pa);
+	if (!best_clean)
+		fprintf(stderr, "strata recover: the descriptor was being changed at the crash: "
+				"each buffer is checked on its own\n");
+	return true;
+}
+
+// One clock for every recovered sub-trace: CLOCK_MONOTONIC of the crashed
+// kernel, named by the module load's uuid.
+ClockInfo crash_clock(const strata_crash_desc &best)
+{
+	ClockInfo clock;
+	clock.uuid = uuid_to_string(best.load_uuid);
+	int64_t off = best.realtime_offset_ns;
+	clock.offset_s = off / 1000000000;
+	clock.offset_ns = off % 1000000000;
+	if (clock.offset_ns < 0) {
+		clock.offset_ns += 1000000000;
+		clock.offset_s -= 1;
+	}
+	return clock;
+}
+
 } // namespace
 
 int recover_main(int argc, char **argv)
@@ -419,53 +468,18 @@ int recover_main(int argc, char **argv)
 		return 1;
 	}
 	std::vector<uint64_t> cands = have_at ? std::vector<uint64_t>{at} : img.scan();
-	// The descriptor: a clean one (even seq, checksum right) with the most
-	// updates; else one caught mid-change (its entries are checked one by
-	// one by their own checksums).
 	strata_crash_desc best;
 	uint64_t best_pa = 0;
-	bool have = false, best_clean = false;
-	for (uint64_t pa : cands) {
-		strata_crash_desc d;
-		bool clean = false;
-		std::string why = load_desc(img, pa, d, clean);
-		if (!why.empty()) {
-			fprintf(stderr, "strata recover: descriptor candidate at 0x%" PRIx64 ": %s\n", pa, why.c_str());
-			continue;
-		}
-		if (!have || (clean && !best_clean) || (clean == best_clean && d.updates > best.updates)) {
-			best = d;
-			best_pa = pa;
-			best_clean = clean;
-		}
-		have = true;
-	}
-	if (!have) {
+	if (!pick_descriptor(img, cands, best, best_pa)) {
 		fprintf(stderr, "strata recover: no Strata crash descriptor in %s (was strata.ko loaded?)\n",
 			image.c_str());
 		return 1;
 	}
-	if (cands.size() > 1)
-		fprintf(stderr, "strata recover: %zu descriptors found, using the one at 0x%" PRIx64 "\n",
-			cands.size(), best_pa);
-	if (!best_clean)
-		fprintf(stderr, "strata recover: the descriptor was being changed at the crash: "
-				"each buffer is checked on its own\n");
 	if (make_dirs(out, 0755) != 0) {
 		fprintf(stderr, "strata recover: cannot create %s: %s\n", out.c_str(), strerror(errno));
 		return 1;
 	}
-	// One clock for every recovered sub-trace: CLOCK_MONOTONIC of the
-	// crashed kernel, named by the module load's uuid.
-	ClockInfo clock;
-	clock.uuid = uuid_to_string(best.load_uuid);
-	int64_t off = best.realtime_offset_ns;
-	clock.offset_s = off / 1000000000;
-	clock.offset_ns = off % 1000000000;
-	if (clock.offset_ns < 0) {
-		clock.offset_ns += 1000000000;
-		clock.offset_s -= 1;
-	}
+	const ClockInfo clock = crash_clock(best);
 	printf("crash descriptor at 0x%" PRIx64 " (%" PRIu64 " updates)\n", best_pa, (uint64_t)best.updates);
 	Totals t;
 	for (const strata_crash_buf &b : best.bufs)

@@ -114,6 +114,8 @@ void Daemon::persist_sessions()
 		for (const Target &t : s.targets)
 			r.targets.push_back({t.pids, t.names});
 		r.clock = s.clock;
+		r.aggregate = s.aggregate;
+		r.agg_filter = s.agg_filter;
 		if (s.trigger)
 			r.trigger = s.trigger->pattern;
 		if (s.owner_conn & kPidOwner) {
@@ -276,6 +278,8 @@ void Daemon::restore_sessions()
 			s->targets.push_back({t.pids, t.names});
 		s->targets.resize(s->rules.size());
 		s->clock = r.clock;
+		s->aggregate = r.aggregate;
+		s->agg_filter = r.agg_filter;
 		if (r.owner_pid)
 			s->owner_conn = kPidOwner | r.owner_pid;
 		Session &ref = *s;

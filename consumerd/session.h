@@ -61,6 +61,23 @@ struct Trigger {
 	uint64_t failed = 0;    // trigger snapshots that failed or were incomplete
 };
 
+// An aggregation region a process handed over (AGG_REGION, protocol
+// version 6), kept as a read-only descriptor of its memfd for as long as
+// the session's run: after the process exits the region still holds its
+// last values (nothing writes it any more), which is what `strata top -s`
+// shows for it.  The descriptor is closed with the record.
+struct AggRegionRec {
+	pid_t pid = 0;
+	std::string comm;
+	int fd = -1;
+	bool alive = true;
+	AggRegionRec() = default;
+	AggRegionRec(const AggRegionRec &) = delete;
+	AggRegionRec &operator=(const AggRegionRec &) = delete;
+	~AggRegionRec();
+};
+constexpr size_t kMaxAggRegions = 4096; // per run: a descriptor each
+
 struct Session : Audience {
 	uint64_t id = 0;
 	uint64_t run_id = 0; // new at each START: what grants name (SessionGrant.session_id)
@@ -95,6 +112,12 @@ struct Session : Audience {
 	// target, and the events they declared (STATUS_REPLY version 5).
 	uint32_t joined = 0;
 	std::set<std::string> declared;
+	// An aggregation session (CREATE version 6): what its processes
+	// aggregate, under which filter ("" none), and the regions of this
+	// run, in the order they arrived (AGG_FETCH's indexes).
+	std::string aggregate;
+	std::string agg_filter;
+	std::vector<std::unique_ptr<AggRegionRec>> regions;
 	// Taken up from a dead daemon (restart.cpp): the buffers it could not
 	// take back, one line each (STATUS, STOP: session_problems); bounded.
 	std::vector<std::string> restart_losses;

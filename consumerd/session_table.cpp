@@ -211,6 +211,8 @@ Answer SessionTable::create(const Caller &c, const proto::Create &m)
 		s->live_timer_us = kLiveTimerUs;
 	}
 	s->serial = std::move(line);
+	s->aggregate = m.aggregate;
+	s->agg_filter = m.agg_filter;
 	a.text = trace_place(*s);
 	INFO("session %s created (slot %u, %s mode, blocking %u ms) -> %s", s->name.c_str(), slot,
 	     m.channel.mode == STRATA_MODE_OVERWRITE ? "overwrite" : "discard",
@@ -318,6 +320,7 @@ Answer SessionTable::start(const Caller &c, const std::string &name)
 					     s->lost + "): destroy it and create it again");
 	s->state = proto::SessionState::Active;
 	s->run_id = next_run_id_++;
+	s->regions.clear(); // a new run aggregates from zero
 	move_off_busy_slot(*s);
 	INFO("session %s started (slot %u)", s->name.c_str(), s->slot);
 	apply_kernel(*s);
@@ -387,6 +390,9 @@ bool SessionTable::status(const Caller &c, const std::string &name, proto::Statu
 			st.errors += d->counters().errors.load(std::memory_order_relaxed);
 		}
 		st.problems = session_problems(*s);
+		st.aggregate = s->aggregate;
+		st.agg_filter = s->agg_filter;
+		st.agg_regions = static_cast<uint32_t>(s->regions.size());
 		sr.sessions.push_back(std::move(st));
 	}
 	if (!name.empty() && sr.sessions.empty()) {

@@ -234,6 +234,8 @@ std::string StateStore::encode(const SessionRecord &r)
 		o << "rule " << u.enable << ' ' << u.loglevel_max << ' ' << enc(u.pattern) << ' '
 		  << enc(u.filter) << ' ' << join(t.pids) << ' ' << join(t.names) << '\n';
 	}
+	if (!r.aggregate.empty())
+		o << "aggregate " << enc(r.aggregate) << ' ' << enc(r.agg_filter) << '\n';
 	for (const BufferRecord &b : r.buffers)
 		o << "buffer " << b.pid << ' ' << b.start_time << ' ' << b.dev << ' ' << b.ino << ' '
 		  << hex16(b.uuid) << ' ' << b.signo << ' ' << b.uid << ' ' << enc(b.comm) << ' '
@@ -298,6 +300,10 @@ bool decode_line(const std::vector<std::string> &f, SessionRecord &r, bool &seen
 		u.enable = static_cast<uint32_t>(v[0]), u.loglevel_max = static_cast<int32_t>(sv[0]);
 		r.rules.push_back(u);
 		r.targets.push_back(t);
+	} else if (k == "aggregate" && f.size() == 3) {
+		if (!dec(f[1], r.aggregate) || !dec(f[2], r.agg_filter) || r.aggregate.empty() ||
+		    r.aggregate.size() > proto::kMaxAggregate || r.agg_filter.size() > proto::kMaxFilter)
+			return err = "bad aggregate line", false;
 	} else if (k == "buffer" && (f.size() == 10 || f.size() == 11)) {
 		BufferRecord b;
 		if (!num(f[1], UINT32_MAX, v[0]) || !num(f[2], UINT64_MAX, b.start_time) ||

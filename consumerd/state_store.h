@@ -54,6 +54,10 @@ struct SessionRecord {
 	std::vector<proto::Rule> rules;
 	std::vector<TargetRecord> targets; // one per rule
 	ClockInfo clock;
+	// An aggregation session's spec and filter ("" none; line "aggregate",
+	// written only for one).  Its regions are not kept: the processes'
+	// descriptors die with the daemon.
+	std::string aggregate, agg_filter;
 	// Owned by a controller's connection (kCreateOwned): the controller's
 	// pid, which a restarted daemon watches instead of the lost connection.
 	uint32_t owner_pid = 0;

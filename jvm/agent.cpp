@@ -532,41 +532,38 @@ void JNICALL on_contended_enter(jvmtiEnv *, JNIEnv *jni, jthread, jobject obj)
 	emit<kContendedEnter>(r);
 }
 
-void JNICALL on_contended_entered(jvmtiEnv *, JNIEnv *jni, jthread, jobject obj)
+// A monitor event E (but contended_enter, whose stack must outlive the
+// record): its head from obj, then fill(r) sets its own fields by name.
+template <Ev E, class F> void emit_monitor(JNIEnv *jni, jobject obj, F fill)
 {
-	uint64_t waited = since(&t_enter_ns);
-	if (!on(kContendedEntered))
+	if (!on(E))
 		return;
 	MonitorClass cls;
-	Rec<kContendedEntered>::type r;
+	typename Rec<E>::type r;
 	monitor_head(jni, obj, &cls, &r);
-	r.wait_ns = waited;
-	emit<kContendedEntered>(r);
+	fill(r);
+	emit<E>(r);
+}
+
+void JNICALL on_contended_entered(jvmtiEnv *, JNIEnv *jni, jthread, jobject obj)
+{
+	const uint64_t waited = since(&t_enter_ns);
+	emit_monitor<kContendedEntered>(jni, obj, [&](auto &r) { r.wait_ns = waited; });
 }
 
 void JNICALL on_wait(jvmtiEnv *, JNIEnv *jni, jthread, jobject obj, jlong timeout)
 {
 	t_wait_ns = now_ns();
-	if (!on(kWait))
-		return;
-	MonitorClass cls;
-	Rec<kWait>::type r;
-	monitor_head(jni, obj, &cls, &r);
-	r.timeout_ms = timeout;
-	emit<kWait>(r);
+	emit_monitor<kWait>(jni, obj, [&](auto &r) { r.timeout_ms = timeout; });
 }
 
 void JNICALL on_waited(jvmtiEnv *, JNIEnv *jni, jthread, jobject obj, jboolean timed_out)
 {
-	uint64_t waited = since(&t_wait_ns);
-	if (!on(kWaited))
-		return;
-	MonitorClass cls;
-	Rec<kWaited>::type r;
-	monitor_head(jni, obj, &cls, &r);
-	r.timed_out = timed_out ? 1 : 0;
-	r.wait_ns = waited;
-	emit<kWaited>(r);
+	const uint64_t waited = since(&t_wait_ns);
+	emit_monitor<kWaited>(jni, obj, [&](auto &r) {
+		r.timed_out = timed_out ? 1 : 0;
+		r.wait_ns = waited;
+	});
 }
 
 // GC callbacks: no JNI or JVMTI call allowed here; emitting is enough.

@@ -12,7 +12,9 @@ files="
 consumerd/access.cpp
 consumerd/access.h
 abi/strata_probe_report.h
+libtrace/agg_spec.h
 cli/cmd_list.cpp
+cli/cmd_record.cpp
 cli/proc_memfd.cpp
 cli/proc_memfd.h
 consumerd/ack_tracker.cpp

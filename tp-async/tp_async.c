@@ -11,7 +11,11 @@
  * allocation, no locks), makes the change visible to every thread
  * (membarrier), and only then closes its connection, which is the
  * acknowledgement the daemon waits for before answering the controller.
- * No thread is added to the program and no descriptor stays open.
+ * No descriptor stays open, and no thread is added to the program, but one:
+ * when the daemon speaks protocol version 6, a helper thread (strata-agg,
+ * blocked on an eventfd) opens and closes the regions of aggregation
+ * sessions that start or stop while the program runs, which a signal
+ * handler cannot (docs/probes.md, "Aggregation sessions").
  */
 #include "control/control.h"
 #include "runtime.h"

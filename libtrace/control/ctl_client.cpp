@@ -117,4 +117,41 @@ int CtlClient::command(proto::Body body, std::string &text)
 	return rep.status;
 }
 
+int CtlClient::command_fd(proto::Body body, std::string &text, int *fd)
+{
+	*fd = -1;
+	if (fd_ < 0) {
+		text = "not connected";
+		return -ENOTCONN;
+	}
+	proto::Message m, ans;
+	m.seq = seq_++;
+	m.body = std::move(body);
+	m.version = version_;
+	const int64_t dl = proto::now_ms() + timeout_ms;
+	int r = proto::send_message(fd_, m, -1, dl);
+	if (r < 0) {
+		text = std::string("send: ") + strerror(-r);
+		return r;
+	}
+	r = proto::recv_message(fd_, ans, fd, dl, text);
+	if (r == 0 && (ans.seq != m.seq || ans.type() != proto::Type::Reply)) {
+		text = "unexpected answer";
+		r = -EPROTO;
+	}
+	if (r < 0) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		return r;
+	}
+	const proto::Reply &rep = std::get<proto::Reply>(ans.body);
+	text = rep.text;
+	if (rep.status != 0 && *fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+	return rep.status;
+}
+
 } // namespace strata

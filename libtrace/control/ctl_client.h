@@ -31,6 +31,9 @@ public:
 	// For requests answered by REPLY: returns its status (0 ok, negative
 	// errno from the daemon) and its text; transport errors likewise.
 	int command(proto::Body body, std::string &text);
+	// As command(), keeping the descriptor that came with the answer in
+	// *fd (-1 if none; the caller closes it): AGG_FETCH.
+	int command_fd(proto::Body body, std::string &text, int *fd);
 
 	// The protocol version agreed at HELLO (2: WAIT and TARGET_RULE exist,
 	// changes are answered at once).

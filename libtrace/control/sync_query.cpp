@@ -79,12 +79,15 @@
 #include <cstring>
 #include <sys/prctl.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "agg.h"
 #include "strata_kmod.h"
 #include "kmod_link.h"
 #include "proto/proc_codec.h"
@@ -604,65 +607,234 @@ int table_join(int fd, int path, uint64_t gen, bool list_events, int64_t dl)
 	return joined;
 }
 
-// One query; the caller holds g_busy.
-int query_once(bool list_events)
+// ---- Aggregation sessions (docs/probes.md, "Aggregation sessions") ----
+//
+// A grant that carries an aggregation (protocol version 6) asks for a region
+// (libtrace/runtime/agg.h) counting its events, handed to the daemon with
+// AGG_REGION on the query's connection.  Opening and closing one registers
+// and unregisters a probe (allocation, a grace period): thread context only.
+// So a query in tp-async's handler that finds the aggregations changed
+// keeps its connection open (g_ack_fd: the acknowledgement is its close)
+// and wakes the helper thread, which takes g_busy, queries again in thread
+// context (applying them), and only then closes the handler's connection:
+// `--wait` returns once the region counts.  The helper exists in tp-async
+// processes that met a daemon speaking version 6 (agg_helper_start).
+// Everything below is touched by the holder of g_busy only.
+struct AggSlot {
+	uint64_t session_id; // of the grant it counts for, 0: none
+	strata_rt_agg *agg;
+};
+AggSlot g_agg[proto::kMaxSlots];
+bool g_thread_ctx;       // the query runs in thread context, not in the handler
+// A daemon answered in version 6 (aggregations may come): only ever set,
+// by a query, and read by agg_helper_start outside g_busy (relaxed: a late
+// true only means no helper this time).
+std::atomic<bool> g_daemon_agg{false};
+int g_ack_fd = -1;       // a handler query's connection, closed by the helper
+bool g_agg_warned;
+// The helper's eventfd, -1: no helper.  Set once in thread context outside
+// g_busy (agg_helper_start) while a handler's query may read it: the
+// release store pairs with the handler's acquire load (an fd seen is open).
+std::atomic<int> g_agg_wake{-1};
+
+// The session id whose aggregation the grants want at `slot`, 0: none.
+uint64_t agg_wanted(unsigned slot, const proto::pc::Grant **grant)
+{
+	const State &s = g_state;
+	for (uint32_t i = 0; i < s.grants.n; i++)
+		if (s.grants.g[i].slot == slot && s.grants.g[i].aggregate[0]) {
+			*grant = &s.grants.g[i];
+			return s.grants.g[i].session_id;
+		}
+	*grant = nullptr;
+	return 0;
+}
+
+// Is slot i's aggregation what the grants want?  (A fork child's inherited
+// ones have session id 0 and are closed: agg.cpp renewed their regions,
+// which no daemon knows.)
+bool agg_settled(unsigned i, const proto::pc::Grant **g)
+{
+	const uint64_t want = agg_wanted(i, g);
+	return g_agg[i].session_id == want && (want || !g_agg[i].agg);
+}
+
+bool agg_pending()
+{
+	const proto::pc::Grant *g;
+	for (unsigned i = 0; i < proto::kMaxSlots; i++)
+		if (!agg_settled(i, &g))
+			return true;
+	return false;
+}
+
+// Open `g`'s aggregation and hand its region to the daemon on `fd`.
+void agg_open(int fd, const proto::pc::Grant &g, int64_t dl)
+{
+	struct strata_agg_spec spec;
+	char why[128];
+	if (strata_rt_agg_parse(g.aggregate, &spec, why, sizeof why) != 0) {
+		say_as("aggregation refused: ", g.aggregate, ": ", why);
+		return;
+	}
+	memcpy(spec.filter, g.agg_filter, sizeof spec.filter);
+	strata_rt_agg *ag = nullptr;
+	int r = strata_rt_agg_open(&spec, &ag);
+	if (r != 0) {
+		say_as("aggregation not opened: ", g.aggregate, ": ", err_text(r));
+		return;
+	}
+	State &s = g_state;
+	Writer w(s.out, sizeof(s.out));
+	proto::pc::encode_agg_region(w, ++s.seq, g.slot, g.session_id);
+	r = w.ok ? proto::send_all(fd, s.out, w.len, strata_rt_agg_fd(ag), dl) : -EMSGSIZE;
+	if (r < 0) // the region counts; nobody reads it until the next query
+		say_as("cannot hand an aggregation to the consumer daemon: ", err_text(r));
+	g_agg[g.slot] = AggSlot{g.session_id, ag};
+}
+
+// Thread context: open and close aggregations until they are what the
+// grants want.
+void agg_apply(int fd, int64_t dl)
+{
+	for (unsigned i = 0; i < proto::kMaxSlots; i++) {
+		const proto::pc::Grant *g;
+		if (agg_settled(i, &g))
+			continue;
+		if (g_agg[i].agg)
+			strata_rt_agg_close(g_agg[i].agg);
+		g_agg[i] = AggSlot{0, nullptr};
+		if (g)
+			agg_open(fd, *g, dl);
+	}
+}
+
+// At the end of a round-trip query: apply the aggregations, or leave them
+// to the helper.  Returns the connection to close (-1: kept for the helper).
+int agg_settle(int fd, int64_t dl)
+{
+	if (!agg_pending())
+		return fd;
+	if (g_thread_ctx) {
+		agg_apply(fd, dl);
+		return fd;
+	}
+	const int wake = g_agg_wake.load(std::memory_order_acquire);
+	if (wake >= 0) {
+		g_ack_fd = fd;
+		const uint64_t one = 1;
+		if (write(wake, &one, sizeof one) == sizeof one)
+			return -1;
+		g_ack_fd = -1;
+	}
+	if (!g_agg_warned) {
+		g_agg_warned = true;
+		say_as("an aggregation session started after this process cannot reach it (no helper thread: ",
+		       "tp-async and a daemon at its start are needed)");
+	}
+	return fd;
+}
+
+int run_queries(bool list_events, bool thread_ctx);
+
+// The helper: blocked on its eventfd with every signal blocked (the
+// handler never runs on it, so waiting for g_busy cannot wait for itself).
+void *agg_helper(void *)
+{
+	for (;;) {
+		uint64_t n; // the descriptor was set before this thread was made
+		if (read(g_agg_wake.load(std::memory_order_relaxed), &n, sizeof n) != sizeof n) {
+			if (errno == EINTR)
+				continue;
+			return nullptr;
+		}
+		const struct timespec ms = {0, 1000000};
+		while (run_queries(false, true) == -EBUSY)
+			nanosleep(&ms, nullptr); // a handler's query: short
+	}
+}
+
+// Thread context, once: the helper, when a daemon speaking version 6 was met
+// (the thread is the cost of sessions that aggregate reaching a running
+// process; a program that never meets such a daemon gets none).
+void agg_helper_start()
+{
+	// g_daemon_agg: written by this thread's query (held g_busy), or by a
+	// handler's on another thread after it, which only makes it true.
+	if (!g_daemon_agg.load(std::memory_order_relaxed) || g_agg_wake.load(std::memory_order_relaxed) >= 0 || !g_state.signo)
+		return;
+	const int efd = eventfd(0, EFD_CLOEXEC);
+	if (efd < 0)
+		return;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64 * 1024);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_t t;
+	g_agg_wake.store(efd, std::memory_order_relaxed); // the thread reads it (ordered by its creation)
+	if (pthread_create(&t, &attr, agg_helper, nullptr) != 0) {
+		g_agg_wake.store(-1, std::memory_order_relaxed);
+		close(efd);
+	} else {
+		pthread_setname_np(t, "strata-agg");
+		// Published to handlers only now that a thread reads it.
+		g_agg_wake.store(efd, std::memory_order_release);
+	}
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+// The constructor's query with nothing joined yet, to path i's daemon
+// when it publishes a grant table that answers (no round trip), sent to its
+// quiet socket (proto.h, kQuietSuffix: the daemon reads it in batches
+// instead of waking for each process start).  True with *joined set if the
+// table served; false: ask over the socket.
+bool join_from_table(int i, bool list_events, int64_t dl, int *joined)
 {
 	State &s = g_state;
-	// No socket file, no daemon: skip the socket.  The deadline stays
-	// relative (sock.h) until something waits: a join from the grant table
-	// never does, and never reads the clock (each first touch of a page
-	// costs ~12 us on a VM: docs/benchmarks.md).
-	int64_t dl = s.timeout_ms > 0 ? -s.timeout_ms : 0;
-	// The constructor's query with nothing joined yet: from the daemon's
-	// grant table when it publishes one that answers (no round trip), sent
-	// to its quiet socket (proto.h, kQuietSuffix: the daemon reads it in
-	// batches instead of waking for each process start).
-	bool fresh = list_events;
-	for (unsigned i = 0; i < proto::kMaxSlots && fresh; i++)
-		fresh = !s.joined[i];
+	proto::pc::TableInfo table;
+	if (!read_table(s.paths[i], &table))
+		return false;
+	stage("table");
+	if (table.version >= proto::kAggVersion)
+		g_daemon_agg.store(true, std::memory_order_relaxed);
 	int fd = -1;
-	for (int i = 0; i < s.n_paths && fd < 0; i++) {
-		if (access(s.paths[i], F_OK) != 0 && errno == ENOENT)
-			continue;
-		proto::pc::TableInfo table;
-		if (fresh && read_table(s.paths[i], &table)) {
-			stage("table");
-			char quiet[kPathMax];
-			const size_t n = strlen(s.paths[i]), k = strlen(proto::kQuietSuffix);
-			if (n + k < sizeof quiet) {
-				memcpy(quiet, s.paths[i], n);
-				memcpy(quiet + n, proto::kQuietSuffix, k + 1);
-				fd = proto::connect_unix(quiet, dl);
-			}
-			if (fd < 0) // no quiet socket (an older daemon), or its queue is full
-				fd = proto::connect_unix(s.paths[i], dl);
-			stage("connect");
-			if (fd >= 0 && table_clock(table)) {
-				g_no_daemon = false;
-				stage("clock page");
-				int joined = table_join(fd, i, table.gen, list_events, dl);
-				close(fd);
-				stage("closed");
-				return joined;
-			}
-			if (fd >= 0) { // the clock page needs the round trip, on the socket itself
-				close(fd);
-				fd = -1;
-			}
-		}
-		fd = proto::connect_unix(s.paths[i], dl);
+	char quiet[kPathMax];
+	const size_t n = strlen(s.paths[i]), k = strlen(proto::kQuietSuffix);
+	if (n + k < sizeof quiet) {
+		memcpy(quiet, s.paths[i], n);
+		memcpy(quiet + n, proto::kQuietSuffix, k + 1);
+		fd = proto::connect_unix(quiet, dl);
 	}
-	g_no_daemon = fd < 0;
-	if (fd < 0)
-		return 0; // no daemon: tracing stays off, silently (or early, below)
+	if (fd < 0) // no quiet socket (an older daemon), or its queue is full
+		fd = proto::connect_unix(s.paths[i], dl);
 	stage("connect");
-	dl = proto::resolve_deadline(dl); // the round trip: one bound for the whole exchange
+	if (fd >= 0 && table_clock(table)) {
+		g_no_daemon = false;
+		stage("clock page");
+		*joined = table_join(fd, i, table.gen, list_events, dl);
+		close(fd);
+		stage("closed");
+		return true;
+	}
+	if (fd >= 0) // the clock page needs the round trip, on the socket itself
+		close(fd);
+	return false;
+}
 
+// HELLO and REGISTER over fd, their answers read (s.grants, the clock
+// page offered to the runtime).  > 0, or < 0 (told).  Both leave in one
+// send: the daemon answers in order, so start-up waits for one round trip
+// less (a HELLO it refuses is answered with an error and the connection
+// closed, REGISTER unread).
+int hello_register(int fd, bool list_events, int64_t dl)
+{
+	State &s = g_state;
 	char text[256];
 	size_t len = 0;
-	// HELLO and REGISTER leave in one send: the daemon answers in order, so
-	// start-up waits for one round trip less (a HELLO it refuses is
-	// answered with an error and the connection closed, REGISTER unread).
 	Writer w(s.out, sizeof(s.out));
 	const bool register_ok = encode_hello_register(w, s.signo ? proto::kRegisterAsync : 0, list_events);
 	const uint32_t register_seq = s.seq;
@@ -677,24 +849,32 @@ int query_once(bool list_events)
 		int page_fd = -1; // the daemon's clock page (control-protocol.md)
 		r = register_ok ? exchange(fd, w, -1, proto::Type::RegisterReply, dl, &len, text, sizeof(text), &page_fd)
 			  : -EMSGSIZE;
-		if (r > 0 && !proto::pc::parse_register_reply(s.in + proto::kHeaderSize, len, &s.grants))
+		if (r > 0 && !proto::pc::parse_register_reply(s.in + proto::kHeaderSize, len, version, &s.grants))
 			r = -EPROTO;
+		if (r > 0 && version >= proto::kAggVersion)
+			g_daemon_agg.store(true, std::memory_order_relaxed);
 		if (page_fd >= 0) {
 			if (r > 0)
 				strata_rt_clock_offer(page_fd); // before join() opens a slot
 			close(page_fd);
 		}
 	}
-	if (r < 0) {
+	if (r < 0)
 		say("state query failed: ", text[0] ? text : err_text(r));
-		close(fd);
-		return r;
-	}
-	stage("answers");
+	return r;
+}
+
+// The slots as s.grants says: rules updated where joined already, joined
+// where new, closed where no longer granted.  How many are joined.
+int apply_grants(int fd, int64_t dl)
+{
+	State &s = g_state;
 	int joined = 0;
 	bool changed = false, granted[proto::kMaxSlots] = {};
 	for (uint32_t i = 0; i < s.grants.n; i++) {
 		const proto::pc::Grant &g = s.grants.g[i];
+		if (g.aggregate[0] && !g.n_rules) // it only aggregates (agg_settle): no buffer
+			continue;
 		granted[g.slot] = true;
 		if (s.joined[g.slot] == g.session_id) { // already in: the rules may have changed
 			if (strata_rt_slot_set_rules(g.slot, g.rules, g.n_rules) == 0)
@@ -713,7 +893,44 @@ int query_once(bool list_events)
 	changed |= close_ungranted(granted);
 	if (changed)
 		strata_rt_quiesce(); // before the close that acknowledges
-	close(fd);
+	return joined;
+}
+
+// One query; the caller holds g_busy.
+int query_once(bool list_events)
+{
+	State &s = g_state;
+	// No socket file, no daemon: skip the socket.  The deadline stays
+	// relative (sock.h) until something waits: a join from the grant table
+	// never does, and never reads the clock (each first touch of a page
+	// costs ~12 us on a VM: docs/benchmarks.md).
+	int64_t dl = s.timeout_ms > 0 ? -s.timeout_ms : 0;
+	bool fresh = list_events; // the constructor's query, nothing joined yet
+	for (unsigned i = 0; i < proto::kMaxSlots && fresh; i++)
+		fresh = !s.joined[i];
+	int fd = -1, joined = 0;
+	for (int i = 0; i < s.n_paths && fd < 0; i++) {
+		if (access(s.paths[i], F_OK) != 0 && errno == ENOENT)
+			continue;
+		if (fresh && join_from_table(i, list_events, dl, &joined))
+			return joined;
+		fd = proto::connect_unix(s.paths[i], dl);
+	}
+	g_no_daemon = fd < 0;
+	if (fd < 0)
+		return 0; // no daemon: tracing stays off, silently (or early, below)
+	stage("connect");
+	dl = proto::resolve_deadline(dl); // the round trip: one bound for the whole exchange
+	const int r = hello_register(fd, list_events, dl);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	stage("answers");
+	joined = apply_grants(fd, dl);
+	fd = agg_settle(fd, dl);
+	if (fd >= 0)
+		close(fd);
 	stage("slots, sends, closed");
 	return joined;
 }
@@ -850,13 +1067,21 @@ int kmod_query_once(bool list_events)
 	return joined;
 }
 
-// Run queries while signals keep asking for one.  Returns the first's result.
-int run_queries(bool list_events)
+// Run queries while signals keep asking for one.  Returns the first's
+// result.  thread_ctx: not in the handler (aggregations may be opened); the
+// helper asks for the token without asking for another round (-EBUSY).
+int run_queries(bool list_events, bool thread_ctx)
 {
 	if (g_busy.exchange(1, std::memory_order_acquire)) {
-		g_again.store(1, std::memory_order_relaxed);
+		if (!thread_ctx || list_events)
+			g_again.store(1, std::memory_order_relaxed);
 		return -EBUSY;
 	}
+	g_thread_ctx = thread_ctx;
+	// A handler's connection the helper was to close: the query below
+	// applies what it held back (in thread context) or holds it back again.
+	const int held_ack = g_ack_fd;
+	g_ack_fd = -1;
 	int first = 0;
 	for (bool once = true;; once = false) {
 		g_again.store(0, std::memory_order_relaxed);
@@ -868,9 +1093,12 @@ int run_queries(bool list_events)
 			kmod_link_ack(kgen);
 		if (once)
 			first = r;
+		if (once && held_ack >= 0) // applied above, or held back again (g_ack_fd)
+			close(held_ack);
 		list_events = false;
 		if (g_again.load(std::memory_order_relaxed))
 			continue;
+		g_thread_ctx = false;
 		g_busy.store(0, std::memory_order_release);
 		// A signal between the check and the release found us busy:
 		// take the token back and serve it.
@@ -884,7 +1112,7 @@ void on_signal(int)
 {
 	const int saved = errno;
 	if (g_ready.load(std::memory_order_acquire))
-		run_queries(false);
+		run_queries(false, false);
 	errno = saved;
 }
 
@@ -898,7 +1126,7 @@ int timed(bool list_events)
 		g_stages.n = 0;
 		g_stages.on = true;
 	}
-	int r = run_queries(list_events);
+	int r = run_queries(list_events, true);
 	if (debug) {
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		g_stages.on = false;
@@ -942,8 +1170,18 @@ extern "C" int strata_ctl_fork_child(void)
 	memset(g_state.joined, 0, sizeof(g_state.joined));
 	g_busy.store(0, std::memory_order_relaxed);
 	g_again.store(0, std::memory_order_relaxed);
+	for (AggSlot &a : g_agg) // the regions are the child's (agg.cpp), unknown to the daemon
+		a.session_id = 0;
+	if (g_ack_fd >= 0)
+		close(g_ack_fd);
+	g_ack_fd = -1;
+	if (g_agg_wake.load(std::memory_order_relaxed) >= 0) // the helper stayed in the parent
+		close(g_agg_wake.load(std::memory_order_relaxed));
+	g_agg_wake.store(-1, std::memory_order_relaxed); // one thread in the child
 	kmod_link_fork_child();
-	return strata_ctl_sync_query();
+	const int r = strata_ctl_sync_query();
+	agg_helper_start();
+	return r;
 }
 
 extern "C" int strata_ctl_async_init(int signo)
@@ -991,5 +1229,6 @@ extern "C" int strata_ctl_async_init(int signo)
 	int r = timed(true);
 	if (g_no_daemon)
 		early_open();
+	agg_helper_start();
 	return r;
 }

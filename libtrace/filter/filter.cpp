@@ -261,52 +261,79 @@ struct Parser {
 							: "expression ends where a number or a string was expected");
 		if (text[pos] == '0' && (text[pos + 1] == 'x' || text[pos + 1] == 'X')) {
 			pos += 2;
-			uint64_t m = 0;
-			size_t digits = 0;
-			for (int h; (h = hex_value(text[pos])) >= 0; pos++, digits++) {
-				if (m >> 60)
-					return fail(at, "integer out of range (64 bits)");
-				m = m << 4 | (uint64_t)h;
-			}
-			if (digits == 0 || is_ident_char(text[pos]) || text[pos] == '.')
-				return fail(at, "bad hexadecimal number");
-			return set_int(op, neg, m, at);
+			return parse_hex(op, neg, at);
 		}
 		// Decimal: integer unless a '.' or an exponent follows.
+		Decimal d;
+		if (!scan_decimal(d, at))
+			return false;
+		if (is_ident_char(text[pos]) || text[pos] == '.')
+			return fail(at, "bad number");
+		if (!d.is_float) {
+			if (d.overflow)
+				return fail(at, "integer out of range (64 bits)");
+			return set_int(op, neg, d.iv, at);
+		}
+		return set_float(op, neg, d, at);
+	}
+
+	// After "0x": the hexadecimal digits of an integer.
+	bool parse_hex(FilterOp *op, bool neg, size_t at)
+	{
 		uint64_t m = 0;
-		bool overflow = false;
-		int exp10 = 0;          // value = m * 10^exp10 (for floats)
-		unsigned sig = 0;       // significant digits kept in m
+		size_t digits = 0;
+		for (int h; (h = hex_value(text[pos])) >= 0; pos++, digits++) {
+			if (m >> 60)
+				return fail(at, "integer out of range (64 bits)");
+			m = m << 4 | (uint64_t)h;
+		}
+		if (digits == 0 || is_ident_char(text[pos]) || text[pos] == '.')
+			return fail(at, "bad hexadecimal number");
+		return set_int(op, neg, m, at);
+	}
+
+	// A decimal number's digits: the integer exactly (iv), and for a float
+	// its value m * 10^exp10 with at most 19 significant digits kept in m.
+	struct Decimal {
+		uint64_t m = 0;
+		bool overflow = false; // iv does not fit
+		int exp10 = 0;
+		unsigned sig = 0;
 		bool is_float = false;
-		uint64_t iv = 0;        // the integer, exactly
+		uint64_t iv = 0;
+	};
+
+	// The integer digits, then a '.' and its digits, then an exponent.
+	bool scan_decimal(Decimal &d, size_t at)
+	{
 		for (; is_digit(text[pos]); pos++) {
 			unsigned dgt = (unsigned)(text[pos] - '0');
-			if (iv > (UINT64_MAX - dgt) / 10)
-				overflow = true;
-			iv = iv * 10 + dgt;
-			if (sig < 19) {
-				m = m * 10 + dgt;
-				if (m)
-					sig++;
+			if (d.iv > (UINT64_MAX - dgt) / 10)
+				d.overflow = true;
+			d.iv = d.iv * 10 + dgt;
+			if (d.sig < 19) {
+				d.m = d.m * 10 + dgt;
+				if (d.m)
+					d.sig++;
 			} else {
-				exp10++; // digit dropped (floats only)
+				d.exp10++; // digit dropped (floats only)
 			}
 		}
 		if (text[pos] == '.') {
-			is_float = true;
+			d.is_float = true;
 			pos++;
 			if (!is_digit(text[pos]))
 				return fail(at, "bad number: digits must follow '.'");
 			for (; is_digit(text[pos]); pos++)
-				if (sig < 19) {
-					m = m * 10 + (unsigned)(text[pos] - '0');
-					if (m)
-						sig++;
-					exp10--;
+				if (d.sig < 19) {
+					d.m = d.m * 10 + (unsigned)(text[pos] - '0');
+					if (d.m)
+						d.sig++;
+					d.exp10--;
 				}
 		}
 		if (text[pos] == 'e' || text[pos] == 'E') {
-			is_float = true;
+			d.is_float = true;
 			pos++;
 			bool eneg = false;
 			if (text[pos] == '+' || text[pos] == '-')
@@ -317,21 +344,20 @@ struct Parser {
 			for (; is_digit(text[pos]); pos++)
 				if (e < 100000)
 					e = e * 10 + (text[pos] - '0');
-			exp10 += eneg ? -e : e;
+			d.exp10 += eneg ? -e : e;
 		}
-		if (is_ident_char(text[pos]) || text[pos] == '.')
-			return fail(at, "bad number");
-		if (!is_float) {
-			if (overflow)
-				return fail(at, "integer out of range (64 bits)");
-			return set_int(op, neg, iv, at);
-		}
+		return true;
+	}
+
+	// m * 10^exp10 as a double literal (neg: negated).
+	bool set_float(FilterOp *op, bool neg, const Decimal &d, size_t at)
+	{
 		double v = 0;
-		if (m != 0) {
-			if (exp10 > 400 || exp10 < -420)
+		if (d.m != 0) {
+			if (d.exp10 > 400 || d.exp10 < -420)
 				return fail(at, "floating-point number out of range");
-			long double x = (long double)m;
-			x = exp10 >= 0 ? x * pow10l_((unsigned)exp10) : x / pow10l_((unsigned)-exp10);
+			long double x = (long double)d.m;
+			x = d.exp10 >= 0 ? x * pow10l_((unsigned)d.exp10) : x / pow10l_((unsigned)-d.exp10);
 			v = (double)x;
 			if (v == 0 || v > 1.7976931348623157e308)
 				return fail(at, "floating-point number out of range");
@@ -433,69 +459,64 @@ bool glob_n(const char *p, size_t n, const char *t)
 	return i == n;
 }
 
-bool eval_cmp(const FilterProgram &p, const FilterOp &op, const strata_event_desc *d,
-	      const void *const *argv)
+// A string field against op's string literal (== and != only; a glob
+// literal matches as a pattern).
+bool cmp_string(const FilterProgram &p, const FilterOp &op, const char *s)
 {
-	int fi = find_field(p, op, d);
-	if (fi < 0)
+	if (op.lit != kLitString)
 		return false;
-	size_t a = 0; // argv index: sequences take two entries
-	for (int k = 0; k < fi; k++)
-		a += d->fields[k].kind == STRATA_FIELD_SEQUENCE ? 2 : 1;
-	const strata_field_desc &f = d->fields[fi];
-	const void *arg = argv[a];
-	if (!arg)
+	uint32_t off = (uint32_t)op.v, len = (uint32_t)(op.v >> 32);
+	if ((uint64_t)off + len >= p.pool_len || p.pool_len > kFilterPoolMax)
 		return false;
-	if (f.kind == STRATA_FIELD_STRING) {
-		if (op.lit != kLitString)
-			return false;
-		uint32_t off = (uint32_t)op.v, len = (uint32_t)(op.v >> 32);
-		if ((uint64_t)off + len >= p.pool_len || p.pool_len > kFilterPoolMax)
-			return false;
-		const char *lit = p.pool + off, *s = (const char *)arg;
-		bool eq;
-		if (op.glob) {
-			eq = glob_n(lit, len, s);
-		} else {
-			uint32_t k = 0;
-			while (k < len && s[k] == lit[k])
-				k++;
-			eq = k == len && s[k] == 0;
-		}
-		return op.cmp == kCmpEq ? eq : op.cmp == kCmpNe ? !eq : false;
+	const char *lit = p.pool + off;
+	bool eq;
+	if (op.glob) {
+		eq = glob_n(lit, len, s);
+	} else {
+		uint32_t k = 0;
+		while (k < len && s[k] == lit[k])
+			k++;
+		eq = k == len && s[k] == 0;
 	}
-	if (f.kind == STRATA_FIELD_FLOAT) {
-		long double x;
-		if (f.size == 4) {
-			float v;
-			memcpy(&v, arg, 4);
-			if (op.lit == kLitFloat) { // compare as float: 0.1 matches 0.1f
-				double l;
-				memcpy(&l, &op.v, 8);
-				return compare<float>(op.cmp, v, (float)l);
-			}
-			x = v;
-		} else {
-			double v;
-			memcpy(&v, arg, 8);
-			x = v;
+	return op.cmp == kCmpEq ? eq : op.cmp == kCmpNe ? !eq : false;
+}
+
+// A float field (f.size 4 or 8) against op's number.
+bool cmp_float(const FilterOp &op, const strata_field_desc &f, const void *arg)
+{
+	long double x;
+	if (f.size == 4) {
+		float v;
+		memcpy(&v, arg, 4);
+		if (op.lit == kLitFloat) { // compare as float: 0.1 matches 0.1f
+			double l;
+			memcpy(&l, &op.v, 8);
+			return compare<float>(op.cmp, v, (float)l);
 		}
-		long double l;
-		if (op.lit == kLitFloat) {
-			double dl;
-			memcpy(&dl, &op.v, 8);
-			l = dl;
-		} else if (op.lit == kLitInt) {
-			l = (long double)(int64_t)op.v;
-		} else if (op.lit == kLitUint) {
-			l = (long double)op.v;
-		} else {
-			return false;
-		}
-		return compare<long double>(op.cmp, x, l);
+		x = v;
+	} else {
+		double v;
+		memcpy(&v, arg, 8);
+		x = v;
 	}
-	if (f.kind != STRATA_FIELD_INTEGER && f.kind != STRATA_FIELD_ENUM)
+	long double l;
+	if (op.lit == kLitFloat) {
+		double dl;
+		memcpy(&dl, &op.v, 8);
+		l = dl;
+	} else if (op.lit == kLitInt) {
+		l = (long double)(int64_t)op.v;
+	} else if (op.lit == kLitUint) {
+		l = (long double)op.v;
+	} else {
 		return false;
+	}
+	return compare<long double>(op.cmp, x, l);
+}
+
+// An integer or enum field (f.size 1, 2, 4 or 8) against op's number.
+bool cmp_int(const FilterOp &op, const strata_field_desc &f, const void *arg)
+{
 	__int128 x;
 	switch (f.size) {
 	case 1: { uint8_t u; memcpy(&u, arg, 1); x = f.is_signed ? (__int128)(int8_t)u : (__int128)u; break; }
@@ -514,6 +535,28 @@ bool eval_cmp(const FilterProgram &p, const FilterOp &op, const strata_event_des
 	}
 	default: return false;
 	}
+}
+
+bool eval_cmp(const FilterProgram &p, const FilterOp &op, const strata_event_desc *d,
+	      const void *const *argv)
+{
+	int fi = find_field(p, op, d);
+	if (fi < 0)
+		return false;
+	size_t a = 0; // argv index: sequences take two entries
+	for (int k = 0; k < fi; k++)
+		a += d->fields[k].kind == STRATA_FIELD_SEQUENCE ? 2 : 1;
+	const strata_field_desc &f = d->fields[fi];
+	const void *arg = argv[a];
+	if (!arg)
+		return false;
+	if (f.kind == STRATA_FIELD_STRING)
+		return cmp_string(p, op, (const char *)arg);
+	if (f.kind == STRATA_FIELD_FLOAT)
+		return cmp_float(op, f, arg);
+	if (f.kind != STRATA_FIELD_INTEGER && f.kind != STRATA_FIELD_ENUM)
+		return false;
+	return cmp_int(op, f, arg);
 }
 
 } // namespace

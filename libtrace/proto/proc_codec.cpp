@@ -56,8 +56,8 @@ bool Writer::end()
 bool encode_hello(Writer &w, uint32_t seq)
 {
 	w.begin(Type::Hello, seq);
-	w.u16(w.version); // libstrata needs nothing of versions 2 and 3
-	w.u16(w.version);
+	w.u16(w.version); // libstrata needs nothing of versions 2, 3 and 5
+	w.u16(w.version == kProcessVersion ? kAggVersion : w.version);
 	w.u32(static_cast<uint32_t>(Role::Process));
 	w.str("libstrata");
 	return w.end();
@@ -115,6 +115,17 @@ bool encode_buffer(Writer &w, uint32_t seq, uint32_t slot, int32_t status, uint6
 	w.i32(status);
 	if (w.version >= 4)
 		w.u64(session_id);
+	return w.end();
+}
+
+bool encode_agg_region(Writer &w, uint32_t seq, uint32_t slot, uint64_t session_id)
+{
+	const uint16_t v = w.version;
+	w.version = kAggVersion;
+	w.begin(Type::AggRegion, seq);
+	w.version = v;
+	w.u32(slot);
+	w.u64(session_id);
 	return w.end();
 }
 
@@ -199,11 +210,11 @@ bool parse_header(const uint8_t h[kHeaderSize], size_t max_payload, Header *out)
 	out->type = static_cast<uint16_t>(r.get(2));
 	out->length = r.u32();
 	out->seq = r.u32();
-	return r.ok && out->magic == kMagic && out->version == kProcessVersion && out->type >= 1 && out->type <= kTypeMaxV1 &&
+	return r.ok && out->magic == kMagic && out->version >= kProcessVersion && out->version <= kAggVersion && out->type >= 1 && out->type <= kTypeMaxV1 &&
 	       out->length <= max_payload && out->length <= kMaxPayload;
 }
 
-bool parse_register_reply(const uint8_t *payload, size_t n, Grants *out)
+bool parse_register_reply(const uint8_t *payload, size_t n, uint16_t version, Grants *out)
 {
 	Reader r{payload, n};
 	out->n = r.u32();
@@ -220,6 +231,11 @@ bool parse_register_reply(const uint8_t *payload, size_t n, Grants *out)
 		r.check(g.n_rules <= STRATA_MAX_RULES);
 		for (uint32_t k = 0; r.ok && k < g.n_rules; k++)
 			rule(r, &g.rules[k]);
+		g.aggregate[0] = g.agg_filter[0] = 0;
+		if (version >= kAggVersion) {
+			r.str(g.aggregate, sizeof(g.aggregate), kMaxAggregate);
+			r.str(g.agg_filter, sizeof(g.agg_filter), kMaxFilter);
+		}
 	}
 	return r.done();
 }
@@ -234,6 +250,7 @@ bool parse_table(const uint8_t *p, size_t n, TableInfo *info, Grants *out)
 	info->daemon_pid = r.u32();
 	info->gen = r.get(8);
 	info->clock_fd = static_cast<int32_t>(r.u32());
+	info->version = version;
 	r.u32(); // zero
 	if (!r.ok || magic != kTableMagic || version < 4 || (flags & kTableAsk) || abi != STRATA_ABI_MAJOR ||
 	    info->clock_fd < -1 || (info->clock_fd >= 0 && info->daemon_pid == 0) || n - kTableHeaderSize < kHeaderSize)
@@ -242,7 +259,7 @@ bool parse_table(const uint8_t *p, size_t n, TableInfo *info, Grants *out)
 	if (!parse_header(p + kTableHeaderSize, n, &h) || h.type != static_cast<uint16_t>(Type::RegisterReply) ||
 	    h.length != n - kTableHeaderSize - kHeaderSize)
 		return false;
-	return parse_register_reply(p + kTableHeaderSize + kHeaderSize, h.length, out);
+	return parse_register_reply(p + kTableHeaderSize + kHeaderSize, h.length, h.version, out);
 }
 
 bool parse_reply(const uint8_t *payload, size_t n, int32_t *status, char *text, size_t cap)

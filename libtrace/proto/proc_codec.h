@@ -42,7 +42,9 @@ struct Writer {
 	bool end();
 };
 
-// HELLO as a process, speaking w.version only (1; 4 after a grant table).
+// HELLO as a process: versions w.version..kAggVersion when w.version is 1
+// (a state query: the daemon answers a version 6 one with the grants'
+// aggregations), w.version only otherwise (4: a grant table's join).
 bool encode_hello(Writer &w, uint32_t seq);
 // REGISTER.  Events 0..n_events-1 are read through event_name (the
 // signature of strata_rt_event_name); as many as fit are sent.  table_gen
@@ -52,8 +54,12 @@ bool encode_register(Writer &w, uint32_t seq, uint32_t pid, uint32_t uid, uint32
 		     uint32_t n_events, uint64_t table_gen = 0);
 // session_id goes out in a version-4 message only.
 bool encode_buffer(Writer &w, uint32_t seq, uint32_t slot, int32_t status, uint64_t session_id = 0);
+// AGG_REGION, in a version kAggVersion header whatever w.version says (only
+// to a daemon that chose it); the memfd goes with it as SCM_RIGHTS.
+bool encode_agg_region(Writer &w, uint32_t seq, uint32_t slot, uint64_t session_id);
 
-// A checked header: magic, version 1, type 1..16, length <= max_payload.
+// A checked header: magic, version 1..kAggVersion (what the daemon chose of
+// our HELLO's range), type 1..16, length <= max_payload.
 bool parse_header(const uint8_t h[kHeaderSize], size_t max_payload, Header *out);
 
 struct Grant {
@@ -63,21 +69,25 @@ struct Grant {
 	uint8_t uuid[16];
 	uint32_t n_rules;
 	struct strata_rule rules[STRATA_MAX_RULES];
+	char aggregate[kMaxAggregate + 1];   // version 6; "" none
+	char agg_filter[kMaxFilter + 1];
 };
 struct Grants {
 	uint32_t n;
 	Grant g[kMaxSlots];
 };
 // Payload decoders: true only if the payload is valid and fully consumed.
-bool parse_register_reply(const uint8_t *payload, size_t n, Grants *out);
+// `version`: the header's (a grant's aggregation is read from version 6).
+bool parse_register_reply(const uint8_t *payload, size_t n, uint16_t version, Grants *out);
 bool parse_reply(const uint8_t *payload, size_t n, int32_t *status, char *text, size_t cap);
 bool parse_hello_reply(const uint8_t *payload, size_t n, uint16_t *version);
-// A grant table's bytes (proto.h, kTableMagic): true, with its generation
-// and grants, only if it is whole, valid, of this buffer ABI, written by a
+// A grant table's bytes (proto.h, kTableMagic): true, with its generation,
+// its writer's version and grants, only if it is whole, valid, of this buffer ABI, written by a
 // daemon that speaks version 4, and answers without the daemon (no kTableAsk).
 struct TableInfo {
 	uint64_t gen;
 	uint32_t daemon_pid;
+	uint16_t version; // the daemon's protocol version
 	int32_t clock_fd; // -1: no clock page
 };
 bool parse_table(const uint8_t *p, size_t n, TableInfo *info, Grants *out);

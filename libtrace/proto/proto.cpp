@@ -227,6 +227,10 @@ template <class A> void io(A &a, RegisterReply &m)
 		io(a, g.channel);
 		a.bytes(g.trace_uuid, 16);
 		a.vec(g.rules, kMaxRules, 16, [&](Rule &r) { io(a, r); });
+		if (a.version >= kAggVersion) {
+			a.str(g.aggregate, kMaxAggregate);
+			a.str(g.agg_filter, kMaxFilter);
+		}
 	});
 }
 template <class A> void io(A &a, Buffer &m)
@@ -251,6 +255,11 @@ template <class A> void io(A &a, Create &m)
 	if (a.version >= 5) {
 		a.u32(m.flags);
 		a.check(m.flags <= kCreateOwned, "create: unknown flags");
+	}
+	if (a.version >= kAggVersion) {
+		a.str(m.aggregate, kMaxAggregate);
+		a.str(m.agg_filter, kMaxFilter);
+		a.check(!m.aggregate.empty() || m.agg_filter.empty(), "create: an aggregation filter without aggregate");
 	}
 	a.check(valid_session_name(m.session), "create: invalid session name");
 	a.check(!m.output_dir.empty() && m.output_dir[0] == '/', "create: output dir not absolute");
@@ -300,6 +309,11 @@ template <class A> void io(A &a, StatusReply &m)
 			a.u32(s.joined);
 			a.vec(s.declared, kMaxDeclared, 4, [&](std::string &e) { a.str(e, 2 * kMaxName + 1); });
 		}
+		if (a.version >= kAggVersion) {
+			a.str(s.aggregate, kMaxAggregate);
+			a.str(s.agg_filter, kMaxFilter);
+			a.u32(s.agg_regions);
+		}
 		a.check(s.slot < kMaxSlots, "status: slot out of range");
 		a.check(s.state <= 2, "status: unknown state");
 	});
@@ -332,6 +346,18 @@ template <class A> void io(A &a, SnapshotOn &m)
 	a.check(m.off <= 1, "snapshot-on: off flag not 0 or 1");
 	a.check(m.off || !m.pattern.empty(), "snapshot-on: empty event pattern");
 	a.check(m.holdoff_ms <= kMaxHoldoffMs, "snapshot-on: hold-off longer than a day");
+}
+template <class A> void io(A &a, AggRegion &m)
+{
+	a.u32(m.slot);
+	a.u64(m.session_id);
+	a.check(m.slot < kMaxSlots, "agg-region: slot out of range");
+}
+template <class A> void io(A &a, AggFetch &m)
+{
+	a.str(m.session, kMaxName);
+	a.u32(m.index);
+	a.check(valid_session_name(m.session), "agg-fetch: invalid session name");
 }
 template <class A> void io(A &a, TargetRule &m)
 {
@@ -431,6 +457,10 @@ DecodeResult decode_header(const uint8_t *p, size_t n, Header &h)
 	} else if (h.type > kTypeMaxV1 && h.version < 2) {
 		r.error = Error::BadType;
 		r.text = "message type " + std::to_string(h.type) + " needs protocol version 2";
+	} else if (h.type >= kTypeMinV6 && h.version < kAggVersion) {
+		r.error = Error::BadType;
+		r.text = "message type " + std::to_string(h.type) + " needs protocol version " +
+			 std::to_string(kAggVersion);
 	} else if (h.length > (h.type == static_cast<uint16_t>(Type::ListReply) ||
 					h.type == static_cast<uint16_t>(Type::StatusReply)
 				? kMaxReplyPayload

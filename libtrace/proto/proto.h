@@ -40,7 +40,13 @@ constexpr uint32_t kMagic = 0x4c435453u;   // "STCL" little-endian
 // CREATE's flags (kCreateOwned: the session lives as long as
 // the connection that made it; `strata record`) and STATUS_REPLY's joined
 // and declared (who registered, what they declared).
-constexpr uint16_t kVersion = 5;
+// Version 6 adds aggregation sessions (docs/probes.md, "Aggregation
+// sessions"): CREATE's, STATUS_REPLY's and each grant's aggregate spec and
+// filter, AGG_REGION (a process hands the daemon its region's memfd) and
+// AGG_FETCH (a controller gets the regions of a session, one per request).
+// Both new types are refused in a header below version 6.
+constexpr uint16_t kVersion = 6;
+constexpr uint16_t kAggVersion = 6;       // what aggregation sessions need
 constexpr uint16_t kMinVersion = 1;
 constexpr uint16_t kProcessVersion = 1;    // what libstrata speaks (proc_codec)
 constexpr size_t kHeaderSize = 16;
@@ -56,6 +62,7 @@ constexpr size_t kMaxPattern = 127;        // STRATA_PATTERN_MAX - 1
 constexpr size_t kMaxFilter = 255;         // STRATA_FILTER_MAX - 1
 constexpr size_t kMaxText = 65535;
 constexpr size_t kMaxRelay = 300;          // "HOST[:CTRL[:DATA]]"
+constexpr size_t kMaxAggregate = 255;      // "PROVIDER:EVENT[:FIELD] [by KEY] [limit N]"
 constexpr uint32_t kMaxSlots = 16;         // STRATA_MAX_SLOTS
 constexpr uint32_t kMaxRules = 32;         // STRATA_MAX_RULES
 constexpr uint32_t kMaxEvents = 65536;
@@ -81,8 +88,11 @@ enum class Type : uint16_t {
 	TargetRule = 18,  // version 2
 	Snapshot = 19,    // version 2
 	SnapshotOn = 20,  // version 2
+	AggRegion = 21,   // version 6
+	AggFetch = 22,    // version 6
 };
-constexpr uint16_t kTypeMax = 20;
+constexpr uint16_t kTypeMax = 22;
+constexpr uint16_t kTypeMinV6 = 21; // types from here need version 6
 constexpr uint16_t kTypeMaxV1 = 16;
 constexpr uint32_t kMaxTargetPids = 64;
 constexpr uint32_t kMaxTargetNames = 16;
@@ -211,6 +221,10 @@ struct SessionGrant {
 	ChannelConfig channel;
 	uint8_t trace_uuid[16] = {};
 	std::vector<Rule> rules;
+	// Version 6: the session aggregates these events instead of (or
+	// beside) recording its rules' ("" none), under this field filter.
+	std::string aggregate{};
+	std::string agg_filter{};
 };
 struct RegisterReply {
 	std::vector<SessionGrant> sessions;
@@ -233,6 +247,9 @@ struct Create {
 	std::string hostname{};
 	// Version 5: kCreate* flags.
 	uint32_t flags = 0;
+	// Version 6: an aggregation session (SessionGrant.aggregate).
+	std::string aggregate{};
+	std::string agg_filter{};
 };
 // CREATE flag: when the connection that sent this CREATE closes (its
 // controller exited, was killed, or closed it), the daemon stops the
@@ -283,6 +300,11 @@ struct SessionStatus {
 	// recorded.
 	uint32_t joined = 0;
 	std::vector<std::string> declared{};
+	// Version 6: the session's aggregation ("" none) and its filter, and
+	// the regions the daemon holds (processes that handed one over).
+	std::string aggregate{};
+	std::string agg_filter{};
+	uint32_t agg_regions = 0;
 };
 constexpr uint32_t kMaxDeclared = 256;
 struct StatusReply { std::vector<SessionStatus> sessions; };
@@ -327,9 +349,26 @@ struct SnapshotOn {
 	uint32_t off = 0;
 };
 
+// Version 6, process: the aggregation region (libtrace/agg_layout.h) the
+// process opened for the session granted at `slot`; its memfd travels as
+// SCM_RIGHTS (a message without one is refused).  Answered by REPLY.
+struct AggRegion {
+	uint32_t slot = 0;
+	uint64_t session_id = 0;
+};
+// Version 6, controller: the index-th region the daemon holds for the
+// session's current run (0, 1, ... in the order they arrived).  Answered by
+// REPLY {0, "PID ALIVE COMM"} with a read-only descriptor of the region as
+// SCM_RIGHTS, or REPLY {-ENODATA, "N region(s)"} past the last one (-ENOENT: no such session).
+struct AggFetch {
+	std::string session;
+	uint32_t index = 0;
+};
+
 using Body = std::variant<std::monostate, Hello, HelloReply, Register, RegisterReply, Buffer,
 			  Create, EnableEvent, DisableEvent, Start, Stop, Destroy, List, ListReply,
-			  Status, StatusReply, Reply, Wait, TargetRule, Snapshot, SnapshotOn>;
+			  Status, StatusReply, Reply, Wait, TargetRule, Snapshot, SnapshotOn, AggRegion,
+			  AggFetch>;
 // The variant index is the Type value (index 0 is "no message").
 static_assert(std::variant_size<Body>::value == kTypeMax + 1, "one alternative per type");
 

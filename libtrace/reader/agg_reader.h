@@ -4,7 +4,8 @@
  * may be anything, and change while read), so everything is checked
  * against the mapped size, strings are bounded, and only LIVE entries are
  * read (acquire on their state).  Entries of one key are merged.  Used by
- * the tests now, by the daemon and `strata top` later.
+ * `strata top` (a process's regions, or a session's from the daemon, which
+ * itself never maps them) and the tests.
  */
 #ifndef STRATA_LIBTRACE_AGG_READER_H
 #define STRATA_LIBTRACE_AGG_READER_H

@@ -24,6 +24,7 @@
 #include <strata/probe.h>
 
 #include "agg.h"
+#include "filter.h"
 #include "probe_internal.h"
 #include "rt_internal.h"
 
@@ -43,6 +44,10 @@ struct strata_rt_agg {
 	// loads one (relaxed) and works it out again when it does not describe
 	// its event.  Saves two name lookups and the argv walks per hit.
 	uint64_t fields[8];
+	// The spec's filter, compiled once at open and read-only after (the
+	// probe's registration orders it before any hit).
+	bool filtered;
+	strata::FilterProgram filter;
 };
 
 namespace strata {
@@ -281,6 +286,8 @@ void agg_hit(const strata_probe_event *ev, void *priv)
 {
 	auto *ag = static_cast<strata_rt_agg *>(priv);
 	strata_agg_header *h = ag->hdr;
+	if (ag->filtered && !filter_eval(ag->filter, ev->desc, ev->argv))
+		return;
 	add(&h->hits, 1);
 	const uint32_t plan = plan_of(ag, ev);
 	int64_t value = 0;
@@ -382,11 +389,28 @@ bool terminated(const char *s, size_t cap)
 
 using namespace strata;
 
+// A new region's header (fresh zero pages: only what is not 0).
+static void init_header(strata_agg_header *h, const struct strata_agg_spec *spec, uint32_t n, uint32_t kind)
+{
+	h->magic = STRATA_AGG_MAGIC;
+	h->version = STRATA_AGG_VERSION;
+	h->header_size = sizeof(strata_agg_header);
+	h->entry_size = sizeof(strata_agg_entry);
+	h->n_entries = n;
+	h->key_kind = kind;
+	h->pid = (uint32_t)getpid();
+	h->has_value = spec->value_field[0] != 0;
+	memcpy(h->pattern, spec->pattern, sizeof h->pattern);
+	memcpy(h->value_field, spec->value_field, sizeof h->value_field);
+	memcpy(h->key_field, spec->key_field, sizeof h->key_field);
+}
+
 extern "C" STRATA_EXPORT int strata_rt_agg_open(const struct strata_agg_spec *spec, strata_rt_agg **out)
 {
 	if (!spec || !out || !terminated(spec->pattern, sizeof spec->pattern) || !spec->pattern[0] ||
 	    !terminated(spec->value_field, sizeof spec->value_field) ||
-	    !terminated(spec->key_field, sizeof spec->key_field) || spec->max_keys == 0 ||
+	    !terminated(spec->key_field, sizeof spec->key_field) || !terminated(spec->filter, sizeof spec->filter) ||
+	    spec->max_keys == 0 ||
 	    spec->max_keys > STRATA_AGG_MAX_ENTRIES)
 		return -EINVAL;
 	uint32_t kind = STRATA_AGG_KEY_NONE;
@@ -407,6 +431,12 @@ extern "C" STRATA_EXPORT int strata_rt_agg_open(const struct strata_agg_spec *sp
 	auto *ag = (strata_rt_agg *)calloc(1, sizeof(strata_rt_agg));
 	if (!ag)
 		return -ENOMEM;
+	FilterError ferr{};
+	if (spec->filter[0] && !filter_compile(spec->filter, &ag->filter, &ferr)) {
+		free(ag);
+		return -EINVAL;
+	}
+	ag->filtered = ag->filter.n_ops != 0;
 	ag->fd = make_region_fd(size);
 	if (ag->fd < 0) {
 		int rc = ag->fd;
@@ -425,18 +455,7 @@ extern "C" STRATA_EXPORT int strata_rt_agg_open(const struct strata_agg_spec *sp
 	ag->entries = (strata_agg_entry *)((char *)m + sizeof(strata_agg_header));
 	ag->mask = n - 1;
 	ag->key_kind = kind;
-	strata_agg_header *h = ag->hdr; // fresh zero pages: only what is not 0
-	h->magic = STRATA_AGG_MAGIC;
-	h->version = STRATA_AGG_VERSION;
-	h->header_size = sizeof(strata_agg_header);
-	h->entry_size = sizeof(strata_agg_entry);
-	h->n_entries = n;
-	h->key_kind = kind;
-	h->pid = (uint32_t)getpid();
-	h->has_value = spec->value_field[0] != 0;
-	memcpy(h->pattern, spec->pattern, sizeof h->pattern);
-	memcpy(h->value_field, spec->value_field, sizeof h->value_field);
-	memcpy(h->key_field, spec->key_field, sizeof h->key_field);
+	init_header(ag->hdr, spec, n, kind);
 	// The probe's registration (control lock, then quiescence) orders the
 	// header before any hit.
 	int rc = probe_register(spec->pattern, -1, agg_hit, ag, false, &ag->probe);

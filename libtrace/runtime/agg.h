@@ -2,7 +2,8 @@
  * agg.h - aggregation in the process (docs/probes.md "Aggregation"): a
  * probe that folds each hit into a shared-memory region (agg_layout.h)
  * instead of recording it.  The internal contract for the control plane
- * (a future `strata create --aggregate` session) and the tests; not
+ * (an aggregation session's grant, sync_query.cpp), STRATA_AGGREGATE and
+ * the tests; not
  * installed.  Everything here is hidden but the strata_rt_agg_* entry
  * points, which follow the probe API's rules (any thread, not a signal
  * handler, not a probe callback).
@@ -13,26 +14,17 @@
 #include <stdint.h>
 
 #include "agg_layout.h"
+#include "agg_spec.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* What to aggregate: `pattern`'s events; sum/min/max/histogram of the
- * integer field `value_field` ("" for counts only); keyed by `key_field`
- * ("" none, an integer, enum or string field, "$tid" or "$event"), in at
- * most max_keys entries (rounded up to a power of two, 1..4096). */
-struct strata_agg_spec {
-	char pattern[128];
-	char value_field[64];
-	char key_field[64];
-	uint32_t max_keys;
-};
-
 typedef struct strata_rt_agg strata_rt_agg;
 
 /* Makes the region (a memfd, mapped shared) and registers its probe.
- * 0 and *out, or -EINVAL (a bad spec), -ENOMEM, or a memfd/mmap errno. */
+ * 0 and *out, or -EINVAL (a bad spec or filter), -ENOMEM, or a memfd/mmap
+ * errno. */
 int strata_rt_agg_open(const struct strata_agg_spec *spec, strata_rt_agg **out);
 /* The region's memfd, for a reader to map (the aggregator keeps it). */
 int strata_rt_agg_fd(const strata_rt_agg *a);

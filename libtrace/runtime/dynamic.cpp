@@ -356,32 +356,12 @@ bool packed_walk(const strata_event_desc *d, const char *p, size_t len, uint32_t
 	return o == len;
 }
 
-} // namespace
-
-// The same layout as the STRATA_EVENT emitter (tracepoint.h): fields
-// byte-packed in order; strings with their NUL, arrays their elements,
-// sequences a u32 length then the elements.  Sequences hold at most
-// 0xffffff elements, as there.  One pass sizes the payload (string lengths
-// kept), then each slot's record is written straight from the values.
-extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union strata_dyn_value *v,
-					      uint32_t n)
+// strata_dyn_emit's first pass: the payload's size, and per field of
+// variable size its bytes (strings with the NUL, sequences their element
+// count: len) and, for strings, where they are (str).
+inline size_t dyn_sizes(const strata_event_desc *d, uint32_t nf, const union strata_dyn_value *v, size_t len[],
+			const char *str[])
 {
-	const uint32_t st = recording(ev);
-	if (!(st & (STRATA_TP_SLOTS_MASK | STRATA_TP_PROBED)))
-		return;
-	const strata_event_desc *d = ev->desc;
-	const uint32_t nf = d->n_fields;
-	if (n != nf || (nf && !v)) {
-		// Relaxed: a once-only warning flag.
-		if (!g_warned_arity.exchange(true, std::memory_order_relaxed))
-			warn("strata_dyn_emit: the number of values differs from the event's fields; "
-			     "nothing recorded");
-		return;
-	}
-	// Per field of variable size: its bytes (strings with the NUL,
-	// sequences their element count) and, for strings, where they are.
-	size_t len[STRATA_DESC_MAX_FIELDS];
-	const char *str[STRATA_DESC_MAX_FIELDS];
 	size_t size = 0;
 	for (uint32_t i = 0; i < nf; i++) {
 		const strata_field_desc &f = d->fields[i];
@@ -409,6 +389,72 @@ extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union 
 		}
 		}
 	}
+	return size;
+}
+
+// strata_dyn_emit's second pass, per slot: the payload written at w from
+// the values and what dyn_sizes found.
+inline void dyn_write(char *w, const strata_event_desc *d, uint32_t nf, const union strata_dyn_value *v,
+		      const size_t len[], const char *const str[])
+{
+	for (uint32_t i = 0; i < nf; i++) {
+		const strata_field_desc &f = d->fields[i];
+		switch (f.kind) {
+		case STRATA_FIELD_INTEGER:
+		case STRATA_FIELD_FLOAT:
+			put_scalar(w, f, v[i]);
+			w += f.size;
+			break;
+		case STRATA_FIELD_STRING:
+			memcpy(w, str[i], len[i]);
+			w += len[i];
+			break;
+		case STRATA_FIELD_ARRAY: {
+			const size_t b = elem_size(f) * f.length;
+			if (v[i].seq.ptr)
+				memcpy(w, v[i].seq.ptr, b);
+			else // an array given no data: zeros
+				memset(w, 0, b);
+			w += b;
+			break;
+		}
+		default: { // SEQUENCE
+			const uint32_t l32 = (uint32_t)len[i];
+			memcpy(w, &l32, 4);
+			if (len[i])
+				memcpy(w + 4, v[i].seq.ptr, elem_size(f) * len[i]);
+			w += 4 + elem_size(f) * len[i];
+			break;
+		}
+		}
+	}
+}
+
+} // namespace
+
+// The same layout as the STRATA_EVENT emitter (tracepoint.h): fields
+// byte-packed in order; strings with their NUL, arrays their elements,
+// sequences a u32 length then the elements.  Sequences hold at most
+// 0xffffff elements, as there.  One pass sizes the payload (string lengths
+// kept), then each slot's record is written straight from the values.
+extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union strata_dyn_value *v,
+					      uint32_t n)
+{
+	const uint32_t st = recording(ev);
+	if (!(st & (STRATA_TP_SLOTS_MASK | STRATA_TP_PROBED)))
+		return;
+	const strata_event_desc *d = ev->desc;
+	const uint32_t nf = d->n_fields;
+	if (n != nf || (nf && !v)) {
+		// Relaxed: a once-only warning flag.
+		if (!g_warned_arity.exchange(true, std::memory_order_relaxed))
+			warn("strata_dyn_emit: the number of values differs from the event's fields; "
+			     "nothing recorded");
+		return;
+	}
+	size_t len[STRATA_DESC_MAX_FIELDS];
+	const char *str[STRATA_DESC_MAX_FIELDS];
+	const size_t size = dyn_sizes(d, nf, v, len, str);
 	auto argv_of = [&](const void **argv, uint64_t *scalar) {
 		size_t k = 0;
 		for (uint32_t i = 0; i < nf; i++) {
@@ -418,39 +464,7 @@ extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union 
 		}
 		argv[k] = nullptr;
 	};
-	emit_to_slots(ev, st, size, argv_of, [&](char *w) {
-		for (uint32_t i = 0; i < nf; i++) {
-			const strata_field_desc &f = d->fields[i];
-			switch (f.kind) {
-			case STRATA_FIELD_INTEGER:
-			case STRATA_FIELD_FLOAT:
-				put_scalar(w, f, v[i]);
-				w += f.size;
-				break;
-			case STRATA_FIELD_STRING:
-				memcpy(w, str[i], len[i]);
-				w += len[i];
-				break;
-			case STRATA_FIELD_ARRAY: {
-				const size_t b = elem_size(f) * f.length;
-				if (v[i].seq.ptr)
-					memcpy(w, v[i].seq.ptr, b);
-				else // an array given no data: zeros
-					memset(w, 0, b);
-				w += b;
-				break;
-			}
-			default: { // SEQUENCE
-				const uint32_t l32 = (uint32_t)len[i];
-				memcpy(w, &l32, 4);
-				if (len[i])
-					memcpy(w + 4, v[i].seq.ptr, elem_size(f) * len[i]);
-				w += 4 + elem_size(f) * len[i];
-				break;
-			}
-			}
-		}
-	});
+	emit_to_slots(ev, st, size, argv_of, [&](char *w) { dyn_write(w, d, nf, v, len, str); });
 }
 
 // The payload is already the record's bytes: one check, one copy.  The

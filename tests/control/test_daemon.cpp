@@ -9,6 +9,8 @@
 #include <random>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "strata_abi.h"
 
@@ -405,4 +407,77 @@ TEST(Daemon, RepairCutsTornStreamFiles)
 	EXPECT_EQ(file_size(trace + "/metadata"), 14u);
 	EXPECT_EQ(file_size(dir + "/not_in_a_trace"), 7u); // not a stream: untouched
 	strata_test::remove_tree(dir);
+}
+
+// Aggregation sessions (protocol version 6, docs/probes.md): granted, with
+// their spec, only to a process whose HELLO reached version 6; its region
+// taken only with its descriptor and for the session's slot; given back to
+// a controller read-only, one per AGG_FETCH, -ENODATA past the last.
+TEST(Daemon, AggregationSessionsAndTheirRegions)
+{
+	Daemon d;
+	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE));
+	std::string err, text;
+	CtlClient ctl;
+	ASSERT_EQ(ctl.open(d.socket, err), 0) << err;
+	proto::Create c = create_msg(d, "a");
+	c.aggregate = "fake:one:v by k";
+	c.agg_filter = "v > 1";
+	ASSERT_EQ(cmd(ctl, c), 0);
+	ASSERT_EQ(cmd(ctl, proto::Start{"a"}), 0);
+	proto::Register reg;
+	reg.abi_major = STRATA_ABI_MAJOR;
+	reg.comm = "fake";
+	const int64_t dl = proto::now_ms() + 5000;
+	auto join = [&](uint16_t max_version, proto::Message &ans) {
+		int fd = proto::connect_unix(d.socket, dl);
+		EXPECT_GE(fd, 0);
+		EXPECT_EQ(proto::request(fd, {1, proto::Hello{1, max_version, 1, "fake"}, 1}, ans, dl, err), 0) << err;
+		EXPECT_EQ(std::get<proto::HelloReply>(ans.body).version, max_version);
+		EXPECT_EQ(proto::request(fd, {2, reg, 1}, ans, dl, err), 0) << err; // a version 1 REGISTER
+		EXPECT_EQ(ans.type(), proto::Type::RegisterReply);
+		return fd;
+	};
+	proto::Message ans;
+	int old = join(1, ans); // an older libstrata: not granted the session
+	EXPECT_TRUE(std::get<proto::RegisterReply>(ans.body).sessions.empty());
+	close(old);
+	int fd = join(proto::kAggVersion, ans);
+	const auto &grants = std::get<proto::RegisterReply>(ans.body).sessions;
+	ASSERT_EQ(grants.size(), 1u);
+	EXPECT_EQ(grants[0].aggregate, c.aggregate);
+	EXPECT_EQ(grants[0].agg_filter, c.agg_filter);
+	const uint32_t slot = grants[0].slot;
+	const uint64_t run = grants[0].session_id;
+	int memfd = static_cast<int>(syscall(SYS_memfd_create, "strata-agg", MFD_CLOEXEC));
+	ASSERT_GE(memfd, 0);
+	ASSERT_EQ(ftruncate(memfd, 4096), 0);
+	ASSERT_EQ(pwrite(memfd, "region", 6, 0), 6);
+	auto hand = [&](uint32_t s, int with) {
+		proto::Message m{3, proto::AggRegion{s, run}}, r;
+		EXPECT_EQ(proto::send_message(fd, m, with, dl), 0);
+		EXPECT_EQ(proto::recv_message(fd, r, nullptr, dl, err), 0) << err;
+		return std::get<proto::Reply>(r.body).status;
+	};
+	EXPECT_EQ(hand(slot, -1), -EBADF);
+	EXPECT_EQ(hand((slot + 1) % proto::kMaxSlots, memfd), -ESTALE);
+	EXPECT_EQ(hand(slot, memfd), 0);
+	close(memfd);
+	int got = -1;
+	ASSERT_EQ(ctl.command_fd(proto::AggFetch{"a", 0}, text, &got), 0) << text;
+	EXPECT_EQ(text, std::to_string(getpid()) + " 1 fake");
+	ASSERT_GE(got, 0);
+	char b[6] = {};
+	EXPECT_EQ(pread(got, b, 6, 0), 6);
+	EXPECT_EQ(std::string(b, 6), "region");
+	EXPECT_LT(pwrite(got, "x", 1, 0), 0); // read-only
+	close(got);
+	EXPECT_EQ(ctl.command_fd(proto::AggFetch{"a", 1}, text, &got), -ENODATA);
+	EXPECT_EQ(text, "1 region(s)");
+	EXPECT_EQ(ctl.command_fd(proto::AggFetch{"nosuch", 0}, text, &got), -ENOENT);
+	auto st = status(ctl);
+	ASSERT_EQ(st.size(), 1u);
+	EXPECT_EQ(st[0].aggregate, c.aggregate);
+	EXPECT_EQ(st[0].agg_regions, 1u);
+	close(fd);
 }

@@ -85,6 +85,8 @@ std::vector<Message> samples()
 	add(Snapshot{"s1", "/tmp/snap"});
 	add(SnapshotOn{"s1", "svc:fatal", 1000, 0});
 	add(SnapshotOn{"s1", "", 0, 1});
+	add(AggRegion{4, 77});
+	add(AggFetch{"s1", 2});
 	return v;
 }
 
@@ -117,7 +119,7 @@ void set_len(std::vector<uint8_t> &b)
 TEST(Proto, EveryTypeRoundTrips)
 {
 	std::vector<Message> v = samples();
-	ASSERT_EQ(v.size(), 23u);
+	ASSERT_EQ(v.size(), 25u);
 	std::vector<bool> seen(kTypeMax + 1);
 	for (const Message &m : v) {
 		std::vector<uint8_t> b = encode(m);
@@ -164,7 +166,7 @@ TEST(Proto, HeaderErrors)
 	b[4] = 0;
 	EXPECT_EQ(decode_err(b), Error::BadVersion);
 
-	for (uint16_t t : {0, 21, 255, 65535}) {
+	for (uint16_t t : {0, 23, 255, 65535}) {
 		b = ok;
 		memcpy(&b[6], &t, 2);
 		EXPECT_EQ(decode_err(b), Error::BadType) << t;
@@ -364,7 +366,7 @@ TEST(ProcCodec, ReadsWhatTheDaemonWrites)
 	ASSERT_TRUE(pc::parse_header(b.data(), kMaxPayload, &h));
 	EXPECT_EQ(h.type, static_cast<uint16_t>(Type::RegisterReply));
 	static pc::Grants g; // large: static, as in libstrata
-	ASSERT_TRUE(pc::parse_register_reply(b.data() + kHeaderSize, h.length, &g));
+	ASSERT_TRUE(pc::parse_register_reply(b.data() + kHeaderSize, h.length, h.version, &g));
 	ASSERT_EQ(g.n, 2u);
 	EXPECT_EQ(g.g[0].slot, 3u);
 	EXPECT_EQ(g.g[0].session_id, 0x0102030405060708ull);
@@ -392,6 +394,54 @@ TEST(ProcCodec, ReadsWhatTheDaemonWrites)
 	uint16_t v = 0;
 	ASSERT_TRUE(pc::parse_hello_reply(hr.data() + kHeaderSize, hr.size() - kHeaderSize, &v));
 	EXPECT_EQ(v, 1);
+}
+
+// Version 6: a grant's aggregation reaches the process codec; a version 5
+// answer has none; the new types need a version 6 header; the process's
+// HELLO offers up to 6 and its AGG_REGION decodes.
+TEST(ProcCodec, AggregationGrantsAndRegions)
+{
+	RegisterReply rr = std::get<RegisterReply>(samples()[3].body);
+	rr.sessions[0].aggregate = "pthread:mutex_lock:wait_ns by lock limit 64";
+	rr.sessions[0].agg_filter = "wait_ns > 1000";
+	static pc::Grants g;
+	for (uint16_t ver : {kAggVersion, uint16_t(kAggVersion - 1)}) {
+		std::vector<uint8_t> b = encode(Message{4, rr, ver});
+		Header h;
+		ASSERT_TRUE(pc::parse_header(b.data(), kMaxPayload, &h));
+		ASSERT_TRUE(pc::parse_register_reply(b.data() + kHeaderSize, h.length, h.version, &g));
+		ASSERT_EQ(g.n, 2u);
+		EXPECT_STREQ(g.g[0].aggregate, ver >= kAggVersion ? rr.sessions[0].aggregate.c_str() : "");
+		EXPECT_STREQ(g.g[0].agg_filter, ver >= kAggVersion ? "wait_ns > 1000" : "");
+		EXPECT_STREQ(g.g[1].aggregate, "");
+		Message d;
+		ASSERT_TRUE(decode(b.data(), b.size(), d));
+		EXPECT_EQ(std::get<RegisterReply>(d.body).sessions[0].aggregate,
+			  ver >= kAggVersion ? rr.sessions[0].aggregate : "");
+	}
+	for (Body body : {Body{AggRegion{1, 2}}, Body{AggFetch{"s", 0}}}) {
+		std::vector<uint8_t> b = encode(Message{1, body, kAggVersion});
+		EXPECT_EQ(decode_err(b), Error::None);
+		b[4] = static_cast<uint8_t>(kAggVersion - 1); // an older peer's header
+		EXPECT_EQ(decode_err(b), Error::BadType);
+	}
+	Create c;
+	c.session = "s";
+	c.output_dir = "/tmp/x";
+	c.agg_filter = "x > 1"; // a filter with no aggregation
+	EXPECT_EQ(decode_err(encode(Message{1, c, kAggVersion})), Error::OutOfRange);
+	uint8_t buf[256];
+	pc::Writer w(buf, sizeof buf);
+	ASSERT_TRUE(pc::encode_hello(w, 1));
+	Message m;
+	ASSERT_TRUE(decode(buf, w.len, m));
+	EXPECT_EQ(std::get<Hello>(m.body).min_version, kProcessVersion);
+	EXPECT_EQ(std::get<Hello>(m.body).max_version, kAggVersion);
+	ASSERT_TRUE(pc::encode_agg_region(w, 5, 9, 0x1122334455667788ull));
+	ASSERT_TRUE(decode(buf, w.len, m));
+	EXPECT_EQ(m.version, kAggVersion);
+	EXPECT_EQ(std::get<AggRegion>(m.body).slot, 9u);
+	EXPECT_EQ(std::get<AggRegion>(m.body).session_id, 0x1122334455667788ull);
 }
 
 namespace {
@@ -457,7 +507,7 @@ TEST(ProcCodec, FuzzedRepliesNeverCrashAndAreNoLooserThanTheDaemon)
 			b[kHeaderSize + rng() % (b.size() - kHeaderSize)] = static_cast<uint8_t>(rng());
 		if (rng() % 4 == 0)
 			b.resize(kHeaderSize + rng() % (b.size() - kHeaderSize));
-		const bool pc_ok = pc::parse_register_reply(b.data() + kHeaderSize, b.size() - kHeaderSize, &g);
+		const bool pc_ok = pc::parse_register_reply(b.data() + kHeaderSize, b.size() - kHeaderSize, kVersion, &g);
 		// The full decoder's verdict on the same payload.
 		uint32_t len = static_cast<uint32_t>(b.size() - kHeaderSize);
 		memcpy(&b[8], &len, 4);
@@ -541,7 +591,7 @@ TEST(Proto, CreateFlagsAndStatusJoinedAreVersion5)
 	c.session = "s";
 	c.output_dir = "/abs";
 	c.flags = kCreateOwned;
-	Message m{1, c};
+	Message m{1, c, 5};
 	std::vector<uint8_t> b = encode(m);
 	Message d;
 	ASSERT_TRUE(decode(b.data(), b.size(), d));

@@ -4,6 +4,10 @@
  * pthread mutexes a known number of times, then the program says
  * "ready PID LOCK_A LOCK_B" and waits for its stdin to close.  Run with
  * STRATA_AGGREGATE (and the pthread preload) it aggregates in place.
+ * With a second argument "go" it first says "waiting PID" and waits for a
+ * line on stdin before its workers start (check_agg_session.py: a process
+ * running before its session starts).  Built twice: alone, and with
+ * tp-async (strata-test-agg-session: it joins sessions).
  */
 #define STRATA_DEFINE_PROVIDERS
 #include <strata/tracepoint.h>
@@ -43,6 +47,13 @@ static void *worker(void *arg)
 int main(int argc, char **argv)
 {
 	n_requests = argc > 1 ? (unsigned)atoi(argv[1]) : 1000;
+	char buf[64];
+	if (argc > 2 && argv[2][0] == 'g') {
+		printf("waiting %d\n", (int)getpid());
+		fflush(stdout);
+		if (!fgets(buf, sizeof buf, stdin))
+			return 1;
+	}
 	pthread_t t[WORKERS];
 	for (uintptr_t w = 0; w < WORKERS; w++)
 		pthread_create(&t[w], NULL, worker, (void *)w);
@@ -50,7 +61,6 @@ int main(int argc, char **argv)
 		pthread_join(t[w], NULL);
 	printf("ready %d %p %p\n", (int)getpid(), (void *)&lock_a, (void *)&lock_b);
 	fflush(stdout);
-	char buf[64];
 	while (read(0, buf, sizeof buf) > 0) {
 	}
 	return 0;

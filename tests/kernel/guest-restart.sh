@@ -34,6 +34,9 @@ until dmesg | grep -q 'slot [0-9]*: not taken over in time: cleared'; do
 done
 echo "ok   the kept slot was cleared once keep_orphan_ms passed"
 daemon 2
+# Kernel events after the take-up: a sub-trace is made once its buffer has
+# events (lazy sub-traces), so the oracle below needs some.
+/usr/bin/python3 -c 'import os; [os.getppid() for _ in range(3)]' || exit 1
 "$strata" stop o > /dev/null && "$strata" destroy o > /dev/null || exit 1
 kill $dpid; wait $dpid
 grep -q "previous daemon's kernel buffer is gone" "$w/daemon.2.err" &&

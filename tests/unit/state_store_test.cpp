@@ -109,6 +109,17 @@ TEST(StateStore, RoundTripKeepsEveryField)
 	named.unkept = "it streamed to serial line /dev/ttyS1";
 	ASSERT_TRUE(StateStore::decode(StateStore::encode(named), back2, err)) << err;
 	EXPECT_EQ(back2.unkept, named.unkept);
+	EXPECT_EQ(back.aggregate, "");
+	// An aggregation session keeps its spec and filter (issue 35).
+	SessionRecord a = sample();
+	a.aggregate = "pthread:mutex_lock:wait_ns by lock limit 64";
+	a.agg_filter = "wait_ns > 1000";
+	ASSERT_TRUE(StateStore::decode(StateStore::encode(a), back, err)) << err;
+	EXPECT_EQ(back.aggregate, a.aggregate);
+	EXPECT_EQ(back.agg_filter, a.agg_filter);
+	EXPECT_EQ(StateStore::encode(back), StateStore::encode(a));
+	a.aggregate = std::string(300, 'x'); // longer than a CREATE may say
+	EXPECT_FALSE(StateStore::decode(StateStore::encode(a), back, err));
 }
 
 TEST(StateStore, HostileTextIsRefused)
