@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <sys/mman.h>
 #include <system_error>
 #include <thread>
@@ -189,6 +190,36 @@ bool threads_asked()
 }
 } // namespace
 
+// STRATA_CONSUMERD_FUTEX: "uring" (io_uring futex waits or none),
+// "waitv" or "waitv:N" (futex_waitv on N waiter threads, 1-4; tests of the
+// Linux 6.1 path on newer kernels), else the first that the kernel has.
+bool DrainPool::open_waits()
+{
+	const char *v = getenv("STRATA_CONSUMERD_FUTEX");
+	const std::string how = v ? v : "";
+	const bool waitv_only = how.compare(0, 5, "waitv") == 0;
+	if (!waitv_only && ring_.open(kCqEntries)) {
+		waits_ = &ring_;
+		return true;
+	}
+	if (how == "uring")
+		return false;
+	// As many waiters as CPUs, 2 to 4 (254 to 508 buffers): the daemon's
+	// threads stay within 4 per CPU and a few.
+	unsigned n = std::min(FutexWaitv::kMaxWaiters, std::max(2u, std::thread::hardware_concurrency()));
+	if (how.size() > 6 && how[5] == ':')
+		n = static_cast<unsigned>(strtoul(how.c_str() + 6, nullptr, 10));
+	if (!waitv_.open(n))
+		return false;
+	waits_ = &waitv_;
+	// Said once, even with -q: beyond the waiters' capacity a buffer's
+	// burst waits for its poll (docs/ring-buffer.md, "Many processes").
+	daemon_impl::logf("drains: futex waits on %u buffers at most (futex_waitv threads; io_uring futex "
+			  "waits need Linux >= 6.7): more are polled at the drains' wait, 50 ms",
+			  waitv_.capacity());
+	return true;
+}
+
 bool DrainPool::mux_on()
 {
 	if (mux_state_ != MuxState::kUnknown)
@@ -196,11 +227,11 @@ bool DrainPool::mux_on()
 	mux_state_ = MuxState::kOff;
 	if (threads_asked())
 		return false;
-	if (!ring_.open(kCqEntries)) {
+	if (!open_waits()) {
 		// Said once, even with -q: the daemon's threads now grow with
 		// the number of live traced processes (docs/consumerd.md).
-		daemon_impl::logf("drains: one thread per live traced process: no io_uring futex waits "
-				  "(Linux >= 6.7, io_uring allowed) to multiplex them on");
+		daemon_impl::logf("drains: one thread per live traced process: neither io_uring futex waits "
+				  "(Linux >= 6.7) nor futex_waitv (Linux >= 5.16) to multiplex them on");
 		return false;
 	}
 	const size_t n = std::max<size_t>(2, std::thread::hardware_concurrency());
@@ -244,7 +275,7 @@ void DrainPool::mux_after(PoolJob *d, StepResult r, const StepWait &w)
 		r = StepResult::kAgain; // finish() came during the turn
 	d->kick_ = false;
 	if (r == StepResult::kDone) {
-		if (d->wait_out_ && ring_.submit_cancel(reinterpret_cast<uintptr_t>(d))) {
+		if (d->wait_out_ && waits_->submit_cancel(reinterpret_cast<uintptr_t>(d))) {
 			d->mux_ = PoolJob::Mux::kEnding; // released at its wait's completion
 			return;
 		}
@@ -261,8 +292,11 @@ void DrainPool::mux_after(PoolJob *d, StepResult r, const StepWait &w)
 		return;
 	}
 	d->mux_ = PoolJob::Mux::kArmed;
+	// False (FutexWaitv's slots all taken): no wait, the timer below at
+	// the drain's own step, never backed off, polls it; the next turn
+	// asks again.
 	if (!d->wait_out_ && w.word)
-		d->wait_out_ = ring_.submit_wait(w.word, w.val, reinterpret_cast<uintptr_t>(d));
+		d->wait_out_ = waits_->submit_wait(w.word, w.val, reinterpret_cast<uintptr_t>(d));
 	int ms = w.timeout_ms;
 	if (d->wait_out_) { // woken by its writers: the timer is only a safety net
 		for (unsigned i = 0; i < d->idle_turns_ && ms < kMaxIdleWaitMs; i++)
@@ -344,12 +378,12 @@ void DrainPool::mux_worker()
 
 void DrainPool::mux_reaper()
 {
-	std::vector<FutexRing::Done> done;
+	std::vector<FutexWaits::Done> done;
 	for (;;) {
 		done.clear();
-		ring_.reap(done);
+		waits_->reap(done); // waits_ is set before this thread starts
 		std::lock_guard<std::mutex> g(mu_);
-		for (const FutexRing::Done &c : done)
+		for (const FutexWaits::Done &c : done)
 			mux_completed(reinterpret_cast<PoolJob *>(static_cast<uintptr_t>(c.tag)));
 	}
 }

@@ -5,13 +5,16 @@
  * (PoolJob::step, one turn of a drain's loop), and a fixed set of workers
  * (as many as CPUs, at least 2) runs the turns of every multiplexable
  * drain, while one reaper thread collects the idle drains' futex waits
- * from an io_uring (futex_ring.h).  The daemon's threads are then bounded
+ * (futex_waits.h): from an io_uring (futex_ring.h, Linux >= 6.7), else
+ * from 2-4 futex_waitv threads (futex_waitv.h, Linux 6.1) whose slots,
+ * once all taken, leave a further idle drain polled by its safety-net
+ * timer at the drain's own step (50 ms).  The daemon's threads are then bounded
  * whatever the number of live traced processes (docs/ring-buffer.md,
  * "Many processes"; docs/consumerd.md).
  *
  * One thread per drain (a drain that cannot be multiplexed: a streamed
- * output, a kernel buffer; or every drain when the kernel has no io_uring
- * futex waits, or STRATA_CONSUMERD_DRAIN_THREADS=1).  Most such drains
+ * output, a kernel buffer; or every drain when the kernel has neither
+ * io_uring futex waits nor futex_waitv, or STRATA_CONSUMERD_DRAIN_THREADS=1).  Most such drains
  * were short-lived processes' (a build, a test suite, a shell script under
  * `strata record`): a thread of its own per drain (its creation, its
  * first touches of a fresh stack, its exit) would cost the daemon much of
@@ -52,6 +55,10 @@
  *     or the multiplexer runs: the session's first drain then finds a
  *     thread and a mapped buffer, and a fast producer does not lose events
  *     in its first lap.
+ *   - a multiplexed drain whose futex wait could not be queued
+ *     (submit_wait false: FutexWaitv full) stays armed on its timer alone,
+ *     at the drain's wait (never backed off), and asks again at its next
+ *     kWait: it is polled, never given a thread.
  *   - at most kMaxIdle threaded workers wait for work; one more exits.
  *     The multiplexer's threads never exit (an io_uring request is
  *     cancelled when the thread that submitted it exits).  The pool lives
@@ -70,6 +77,7 @@
 #include <utility>
 
 #include "futex_ring.h"
+#include "futex_waitv.h"
 #include "sched_policy.h"
 
 namespace strata {
@@ -159,7 +167,8 @@ private:
 	static constexpr size_t kMaxIdle = 4;
 	void worker();
 	// The multiplexing driver (drain_pool.cpp, "Multiplexing").
-	bool mux_on(); // under mu_: started now if it can be
+	bool mux_on();     // under mu_: started now if it can be
+	bool open_waits(); // under mu_, once: waits_ set, or false
 	void mux_worker();
 	void mux_reaper();
 	void mux_ready(PoolJob *d);                                  // under mu_
@@ -169,7 +178,9 @@ private:
 	enum class MuxState : uint8_t { kUnknown, kOn, kOff };
 	MuxState mux_state_ = MuxState::kUnknown;
 	size_t mux_threads_ = 0;
-	FutexRing ring_;
+	FutexRing ring_;                 // Linux >= 6.7
+	FutexWaitv waitv_;               // else (Linux >= 5.16): a few waiter threads
+	FutexWaits *waits_ = nullptr;    // the one opened (set once under mu_, by mux_on)
 	std::condition_variable mux_cv_; // workers wait for ready_ or their next timer
 	std::deque<PoolJob *> ready_;
 	std::set<std::pair<uint64_t, PoolJob *>> timers_; // (deadline ns, job)

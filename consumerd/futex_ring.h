@@ -7,14 +7,12 @@
  * FUTEX_WAKE at a sub-buffer's completion ends the queued wait as it
  * ends a sleeping thread's (docs/ring-buffer.md, "Many processes").
  *
- * Contract:
- *   - roles: any number of submitters (submit_wait, submit_cancel:
- *     serialised by the ring's own mutex); exactly one reaper thread
- *     (reap).  The ring is never closed once open (the process's life).
- *   - a wait's tag comes back exactly once in a completion (woken, value
- *     changed at submission, or cancelled); a cancel's completion carries
- *     kCancelTag and is dropped.  Tags are the caller's: it must keep
- *     what a tag names alive until that completion is reaped.
+ * Contract: FutexWaits's (futex_waits.h), and:
+ *   - submitters are serialised by the ring's own mutex; the reaper reads
+ *     the completion ring alone.  No thread of its own.
+ *   - a cancel's completion carries kCancelTag and is dropped by reap.
+ *   - submit_wait is false only when the kernel refuses the entry (a
+ *     full completion ring waits in the kernel's overflow list instead).
  *   - the shared rings are kernel memory: head and tail words are read
  *     and written with acquire and release as io_uring(7) pairs them with
  *     the kernel's.
@@ -27,29 +25,21 @@
 #include <mutex>
 #include <vector>
 
+#include "futex_waits.h"
+
 namespace strata {
 
-class FutexRing {
+class FutexRing final : public FutexWaits {
 public:
 	// Opens the ring and checks that the kernel runs futex waits on it
 	// (a probe wait that must fail with EAGAIN).  False: no ring (an
 	// older kernel, io_uring off by sysctl or seccomp); the caller uses
 	// threads.
 	bool open(unsigned cq_entries);
-	// Queues a wait until *word != val or a FUTEX_WAKE on it (a shared
-	// futex: the word is in another process's memory too).  False if it
-	// could not be queued (nothing in flight then).
-	bool submit_wait(const uint32_t *word, uint32_t val, uint64_t tag);
-	// Asks the kernel to end the wait tagged `tag` now (it then completes
-	// with -ECANCELED, or already did).
-	bool submit_cancel(uint64_t tag);
-	static constexpr uint64_t kCancelTag = 1;
-	struct Done {
-		uint64_t tag;
-		int32_t res;
-	};
-	// The reaper: blocks until at least one completion, appends them all.
-	void reap(std::vector<Done> &out);
+	// FutexWaits (futex_waits.h).
+	bool submit_wait(const uint32_t *word, uint32_t val, uint64_t tag) override;
+	bool submit_cancel(uint64_t tag) override;
+	void reap(std::vector<Done> &out) override;
 
 private:
 	bool push(uint8_t op, uint64_t addr, uint64_t addr2, uint32_t fd, uint64_t tag);

@@ -28,6 +28,9 @@ consumerd/drain_pool.cpp
 consumerd/drain_pool.h
 consumerd/futex_ring.cpp
 consumerd/futex_ring.h
+consumerd/futex_waits.h
+consumerd/futex_waitv.cpp
+consumerd/futex_waitv.h
 consumerd/event_loop.cpp
 consumerd/event_loop.h
 consumerd/filter_check.cpp
@@ -55,6 +58,7 @@ libtrace/runtime/probe_report.cpp
 libtrace/runtime/runtime.h
 libtrace/runtime/writer.cpp
 libtrace/runtime/writer_hooks.h
+tests/unit/futex_waits_test.cpp
 tests/unit/session_table_test.cpp
 tp-async/tp_async.c
 tests/control/restart_app.c

@@ -11,8 +11,11 @@ least 8) whatever N: its drains are multiplexed on a few workers
 process serves both batches and exits 0; per process, the recorded events
 with distinct (thread, seq) plus the discarded ones == 2 x THREADS x EVENTS;
 babeltrace2 reads the trace.  A daemon that says it runs one thread per
-process (a kernel without io_uring futex waits) skips the thread bound
-only.  Printed, not checked: the daemon's descriptors, RSS, CPU while the
+process (a kernel with neither io_uring futex waits nor futex_waitv)
+skips the thread bound only.  --futex waitv[:N] forces the Linux 6.1 path
+(futex_waitv on N waiter threads, STRATA_CONSUMERD_FUTEX) and checks that
+the daemon says it took it; with N=1, 127 buffers are waited on and the
+others polled, and every event must still be there.  Printed, not checked: the daemon's descriptors, RSS, CPU while the
 processes idle, and the time of `strata status` and `strata list` with
 every process alive (--json: one line of them, for bench/run.py).
 """
@@ -95,10 +98,15 @@ def main():
     ap.add_argument("--app", required=True)
     ap.add_argument("--procs", type=int, default=300)
     ap.add_argument("--max-threads", type=int, default=max(8, 4 * (os.cpu_count() or 1)))
+    ap.add_argument("--futex", help="STRATA_CONSUMERD_FUTEX for the daemon (waitv, waitv:N, uring)")
+    ap.add_argument("--settle", type=float, default=0.0,
+                    help="seconds idle before the idle CPU is measured (the safety nets backed off)")
     ap.add_argument("--json", action="store_true", help="print the measurements as one JSON line")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-many-")
     env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
+    if a.futex:
+        env["STRATA_CONSUMERD_FUTEX"] = a.futex
     out = os.path.join(work, "trace")
     log_path = os.path.join(work, "daemon.log")
 
@@ -125,6 +133,7 @@ def main():
         m["fds"] = len(os.listdir("/proc/%d/fd" % d.pid))
         m["rss_mib"] = status_kib(d.pid, "VmRSS") / 1024.0
         m["buffer_kib_per_proc"] = sum(buffer_kib(p.pid) for p in apps[:10]) / min(10, len(apps))
+        time.sleep(a.settle)  # a measurement's start, not a synchronisation
         c0, t0 = cpu_ms(d.pid), time.monotonic()
         time.sleep(1.0)  # a measurement interval, not a synchronisation
         m["idle_cpu_pct"] = (cpu_ms(d.pid) - c0) / ((time.monotonic() - t0) * 10.0)
@@ -165,6 +174,9 @@ def main():
     said = [e.strip() for e in errs if "cannot hand" in e or "tracing disabled" in e]
     check(not said, "no process lost its buffer (%d did: %s)" % (len(said), said[:1]))
     threaded = "one thread per live traced process" in daemon_log
+    if a.futex and a.futex.startswith("waitv"):
+        check("futex_waitv threads" in daemon_log and not threaded,
+              "the daemon waits with futex_waitv threads (STRATA_CONSUMERD_FUTEX=%s)" % a.futex)
     if threaded:
         print("SKIP the thread bound: the daemon runs one thread per process here (%d at the peak)" % peak)
     else:
