@@ -55,7 +55,8 @@ typedef int64_t strata_s64;
 #endif
 
 #define STRATA_ABI_MAGIC 0x53545241u /* "STRA" */
-#define STRATA_ABI_MAJOR 3u /* 2: compact user records (STRATA_REC_COMPACT), owned/shared lanes;
+#define STRATA_ABI_MAJOR \
+	3u                  /* 2: compact user records (STRATA_REC_COMPACT), owned/shared lanes;
 			     3: the consumer's own commit counters (ccommit) */
 #define STRATA_ABI_MINOR 1u /* 3.1: block_timeout_ms in the buffer header */
 
@@ -69,13 +70,13 @@ struct strata_packet_header {
 	strata_u32 stream_id;          /* 20: stream class (channel) id */
 	strata_u64 stream_instance_id; /* 24: lane index */
 	/* packet context */
-	strata_u64 timestamp_begin;    /* 32 */
-	strata_u64 timestamp_end;      /* 40 */
-	strata_u64 content_size;       /* 48: bits, headers included */
-	strata_u64 packet_size;        /* 56: bits */
-	strata_u64 packet_seq_num;     /* 64: head / subbuf_size */
-	strata_u64 events_discarded;   /* 72: cumulative for the lane */
-	strata_u32 lane_id;            /* 80 */
+	strata_u64 timestamp_begin;  /* 32 */
+	strata_u64 timestamp_end;    /* 40 */
+	strata_u64 content_size;     /* 48: bits, headers included */
+	strata_u64 packet_size;      /* 56: bits */
+	strata_u64 packet_seq_num;   /* 64: head / subbuf_size */
+	strata_u64 events_discarded; /* 72: cumulative for the lane */
+	strata_u32 lane_id;          /* 80 */
 	/* 84: STRATA_REC_COMPACT buffers: the thread that opened the packet
 	 * (an owned lane's only writer), -1 in a shared lane.  Kernel: 0. */
 	strata_s32 vtid;
@@ -162,30 +163,30 @@ enum strata_channel_mode {
 #define STRATA_NAME_MAX 64u
 
 struct strata_buffer_header {
-	strata_u32 magic;          /* STRATA_ABI_MAGIC */
-	strata_u16 abi_major;      /* incompatible changes */
-	strata_u16 abi_minor;      /* compatible additions */
-	strata_u32 header_size;    /* sizeof(struct strata_buffer_header) */
-	strata_u32 endian_check;   /* 0x01020304 as written by the producer */
-	strata_u64 total_size;     /* bytes of the whole mapping */
+	strata_u32 magic;        /* STRATA_ABI_MAGIC */
+	strata_u16 abi_major;    /* incompatible changes */
+	strata_u16 abi_minor;    /* compatible additions */
+	strata_u32 header_size;  /* sizeof(struct strata_buffer_header) */
+	strata_u32 endian_check; /* 0x01020304 as written by the producer */
+	strata_u64 total_size;   /* bytes of the whole mapping */
 
-	strata_u32 pid;            /* producer's pid (in its own namespace) */
+	strata_u32 pid; /* producer's pid (in its own namespace) */
 	strata_u32 uid;
-	char comm[STRATA_NAME_MAX];   /* producer's process name */
-	char channel[STRATA_NAME_MAX];/* channel name, NUL-terminated */
-	strata_u8 trace_uuid[16];  /* also in every packet header */
-	strata_u32 stream_id;      /* CTF stream class id of this channel */
-	strata_u32 mode;           /* enum strata_channel_mode */
+	char comm[STRATA_NAME_MAX];    /* producer's process name */
+	char channel[STRATA_NAME_MAX]; /* channel name, NUL-terminated */
+	strata_u8 trace_uuid[16];      /* also in every packet header */
+	strata_u32 stream_id;          /* CTF stream class id of this channel */
+	strata_u32 mode;               /* enum strata_channel_mode */
 
-	strata_u32 n_lanes;        /* 1..STRATA_MAX_LANES */
-	strata_u32 n_subbuf;       /* 2..STRATA_MAX_SUBBUF, power of two */
-	strata_u64 subbuf_size;    /* STRATA_MIN..MAX_SUBBUF_SIZE, power of two */
+	strata_u32 n_lanes;     /* 1..STRATA_MAX_LANES */
+	strata_u32 n_subbuf;    /* 2..STRATA_MAX_SUBBUF, power of two */
+	strata_u64 subbuf_size; /* STRATA_MIN..MAX_SUBBUF_SIZE, power of two */
 
-	strata_u64 desc_offset;    /* event-descriptor table */
-	strata_u64 desc_capacity;  /* bytes reserved for it */
-	strata_u64 lanes_offset;   /* array of n_lanes struct strata_lane_ctl */
-	strata_u64 data_offset;    /* lane i data at data_offset + i*lane_stride */
-	strata_u64 lane_stride;    /* n_subbuf * subbuf_size */
+	strata_u64 desc_offset;   /* event-descriptor table */
+	strata_u64 desc_capacity; /* bytes reserved for it */
+	strata_u64 lanes_offset;  /* array of n_lanes struct strata_lane_ctl */
+	strata_u64 data_offset;   /* lane i data at data_offset + i*lane_stride */
+	strata_u64 lane_stride;   /* n_subbuf * subbuf_size */
 
 	/* Written by the producer (release) after appending descriptors; read
 	 * by the consumer (acquire).  Bytes of valid records in the table. */
@@ -223,8 +224,8 @@ struct strata_buffer_header {
 #define STRATA_BUF_FAST_OWNER 0x4u
 
 enum strata_clock_id {
-	STRATA_CLOCK_MONOTONIC = 0, /* CLOCK_MONOTONIC via the vDSO */
-	STRATA_CLOCK_PAGE = 1,      /* TSC through the kernel module's clock page */
+	STRATA_CLOCK_MONOTONIC = 0,     /* CLOCK_MONOTONIC via the vDSO */
+	STRATA_CLOCK_PAGE = 1,          /* TSC through the kernel module's clock page */
 	STRATA_CLOCK_CONSUMER_PAGE = 2, /* TSC through strata-consumerd's clock page */
 };
 
@@ -238,10 +239,11 @@ struct strata_lane_ctl {
 	strata_u64 head;             /* write position; writers CAS it */
 	strata_u64 events_discarded; /* cumulative; writers add */
 	strata_u64 owner_tid;        /* informational: last claiming thread */
-	strata_u64 owner_busy;       /* FAST_OWNER owned lanes: the owner's unlocked inc/dec around its head update */
-	strata_u64 close_req;        /* FAST_OWNER owned lanes: consumers closing it (atomic add/sub) */
+	strata_u64
+		owner_busy; /* FAST_OWNER owned lanes: the owner's unlocked inc/dec around its head update */
+	strata_u64 close_req; /* FAST_OWNER owned lanes: consumers closing it (atomic add/sub) */
 	strata_u64 pad0[3];
-	strata_u64 consumed;         /* consumer: next position to read */
+	strata_u64 consumed; /* consumer: next position to read */
 	strata_u64 pad1[7];
 	strata_u64 commit[STRATA_MAX_SUBBUF];  /* cumulative bytes producers committed */
 	strata_u64 ccommit[STRATA_MAX_SUBBUF]; /* cumulative bytes the consumer committed */
@@ -262,14 +264,14 @@ enum strata_field_type {
 };
 
 struct strata_desc_field {
-	strata_u32 name_off;    /* from record start */
-	strata_u8 type;         /* enum strata_field_type */
-	strata_u8 elem_bits;    /* integer/element size in bits */
+	strata_u32 name_off; /* from record start */
+	strata_u8 type;      /* enum strata_field_type */
+	strata_u8 elem_bits; /* integer/element size in bits */
 	strata_u8 is_signed;
-	strata_u8 base;         /* 2, 8, 10, 16 */
-	strata_u32 length;      /* ARRAY: element count */
-	strata_u32 n_labels;    /* ENUM: entries at labels_off */
-	strata_u32 labels_off;  /* ENUM: n_labels struct strata_desc_enum_label */
+	strata_u8 base;        /* 2, 8, 10, 16 */
+	strata_u32 length;     /* ARRAY: element count */
+	strata_u32 n_labels;   /* ENUM: entries at labels_off */
+	strata_u32 labels_off; /* ENUM: n_labels struct strata_desc_enum_label */
 	strata_u32 reserved;
 };
 
@@ -282,10 +284,10 @@ struct strata_desc_field {
  */
 struct strata_desc_enum_label {
 	strata_s64 value;
-	strata_u32 label_off;   /* from record start */
+	strata_u32 label_off; /* from record start */
 	union {
 		strata_u32 reserved;
-		strata_u32 flags;   /* STRATA_DESC_LABEL_* */
+		strata_u32 flags; /* STRATA_DESC_LABEL_* */
 	};
 };
 #define STRATA_DESC_LABEL_RANGE_END 0x1u
@@ -295,8 +297,8 @@ struct strata_desc_event {
 	strata_u32 id;          /* event id in this buffer's stream class */
 	strata_u32 loglevel;    /* enum strata_loglevel (include/strata) */
 	strata_u32 n_fields;
-	strata_u32 provider_off;/* from record start */
-	strata_u32 name_off;    /* from record start */
+	strata_u32 provider_off; /* from record start */
+	strata_u32 name_off;     /* from record start */
 };
 
 #define STRATA_DESC_MAX_FIELDS 64u
@@ -311,8 +313,7 @@ struct strata_desc_event {
 STRATA_ABI_ASSERT(sizeof(struct strata_packet_header) == STRATA_PACKET_HEADER_SIZE,
 		  "packet header size is ABI");
 STRATA_ABI_ASSERT(sizeof(struct strata_buffer_header) == 336, "buffer header size is ABI");
-STRATA_ABI_ASSERT(sizeof(struct strata_lane_ctl) == 128 + 16 * STRATA_MAX_SUBBUF,
-		  "lane control size is ABI");
+STRATA_ABI_ASSERT(sizeof(struct strata_lane_ctl) == 128 + 16 * STRATA_MAX_SUBBUF, "lane control size is ABI");
 STRATA_ABI_ASSERT(sizeof(struct strata_desc_field) == 24, "field descriptor size is ABI");
 STRATA_ABI_ASSERT(sizeof(struct strata_desc_event) == 24, "event descriptor size is ABI");
 STRATA_ABI_ASSERT(sizeof(struct strata_desc_enum_label) == 16, "enum label size is ABI");

@@ -56,31 +56,31 @@ enum strata_crash_kind {
 };
 
 struct strata_crash_buf {
-	__u32 kind;         /* enum strata_crash_kind */
-	__u32 slot;         /* the session slot (module slot = daemon slot) */
-	__s32 pid;          /* USER: the process (initial pid namespace) */
+	__u32 kind; /* enum strata_crash_kind */
+	__u32 slot; /* the session slot (module slot = daemon slot) */
+	__s32 pid;  /* USER: the process (initial pid namespace) */
 	__u32 reserved;
-	__u64 total_size;   /* bytes of the buffer (n_pages * page_size) */
+	__u64 total_size; /* bytes of the buffer (n_pages * page_size) */
 	__u64 n_pages;
-	__u64 pfns_phys;    /* physical address of n_pages __u64 frame numbers */
-	__u64 pfns_sum;     /* FNV-1a 64 of those n_pages * 8 bytes */
-	__u64 serial;       /* registration number (module load wide) */
+	__u64 pfns_phys; /* physical address of n_pages __u64 frame numbers */
+	__u64 pfns_sum;  /* FNV-1a 64 of those n_pages * 8 bytes */
+	__u64 serial;    /* registration number (module load wide) */
 	__u64 reserved2;
 };
 
 struct strata_crash_desc {
-	__u64 magic0;       /* STRATA_CRASH_MAGIC0 */
-	__u64 magic1;       /* STRATA_CRASH_MAGIC1 */
-	__u32 version;      /* STRATA_CRASH_VERSION */
-	__u32 size;         /* sizeof(struct strata_crash_desc) */
+	__u64 magic0;  /* STRATA_CRASH_MAGIC0 */
+	__u64 magic1;  /* STRATA_CRASH_MAGIC1 */
+	__u32 version; /* STRATA_CRASH_VERSION */
+	__u32 size;    /* sizeof(struct strata_crash_desc) */
 	__u32 page_size;
-	__u32 max_bufs;     /* STRATA_CRASH_MAX_BUFS */
-	__u64 seq;          /* even: stable; odd: being changed */
-	__u64 checksum;     /* FNV-1a 64 of the descriptor, this field as 0 */
-	__u64 kclock_phys;  /* the clock page (struct strata_kclock), 0 if none */
+	__u32 max_bufs;           /* STRATA_CRASH_MAX_BUFS */
+	__u64 seq;                /* even: stable; odd: being changed */
+	__u64 checksum;           /* FNV-1a 64 of the descriptor, this field as 0 */
+	__u64 kclock_phys;        /* the clock page (struct strata_kclock), 0 if none */
 	__s64 realtime_offset_ns; /* CLOCK_REALTIME - CLOCK_MONOTONIC, refreshed on changes */
-	__u8 load_uuid[16]; /* random per module load: the recovered clock's uuid */
-	__u64 updates;      /* changes made */
+	__u8 load_uuid[16];       /* random per module load: the recovered clock's uuid */
+	__u64 updates;            /* changes made */
 	__u64 reserved[4];
 	struct strata_crash_buf bufs[STRATA_CRASH_MAX_BUFS];
 };
@@ -93,8 +93,8 @@ struct strata_crash_desc {
  * total over all processes), -EFAULT not mapped.
  */
 struct strata_crash_reg {
-	__u32 size;         /* sizeof(struct strata_crash_reg) */
-	__u32 slot;         /* the session slot the buffer belongs to */
+	__u32 size; /* sizeof(struct strata_crash_reg) */
+	__u32 slot; /* the session slot the buffer belongs to */
 	__u64 addr;
 	__u64 len;
 };

@@ -81,15 +81,15 @@
  * the same numbers hold for the daemon's sessions (docs/security.md). */
 #define STRATA_KABI_SLOTS_PER_UID 4u
 #define STRATA_KABI_SLOTS_ADMIN 4u
-#define STRATA_KABI_MAX_RULES 32u     /* = STRATA_MAX_RULES of libtrace/runtime/runtime.h */
+#define STRATA_KABI_MAX_RULES 32u /* = STRATA_MAX_RULES of libtrace/runtime/runtime.h */
 #define STRATA_KABI_MAX_TARGETS 64u
-#define STRATA_KABI_PATTERN_MAX 128u  /* = STRATA_PATTERN_MAX */
-#define STRATA_KABI_FILTER_MAX 256u   /* = STRATA_FILTER_MAX */
-#define STRATA_KABI_COMM_MAX 16u      /* = TASK_COMM_LEN */
-#define STRATA_KABI_NAME_MAX 64u      /* = STRATA_NAME_MAX of strata_abi.h */
-#define STRATA_KABI_SOCK_MAX 108u     /* = sizeof(sockaddr_un.sun_path) */
-#define STRATA_KABI_RULE_PIDS 64u     /* per-rule pid targets */
-#define STRATA_KABI_RULE_COMMS 16u    /* per-rule name targets */
+#define STRATA_KABI_PATTERN_MAX 128u /* = STRATA_PATTERN_MAX */
+#define STRATA_KABI_FILTER_MAX 256u  /* = STRATA_FILTER_MAX */
+#define STRATA_KABI_COMM_MAX 16u     /* = TASK_COMM_LEN */
+#define STRATA_KABI_NAME_MAX 64u     /* = STRATA_NAME_MAX of strata_abi.h */
+#define STRATA_KABI_SOCK_MAX 108u    /* = sizeof(sockaddr_un.sun_path) */
+#define STRATA_KABI_RULE_PIDS 64u    /* per-rule pid targets */
+#define STRATA_KABI_RULE_COMMS 16u   /* per-rule name targets */
 
 /* Same layout as struct strata_rule of libtrace/runtime/runtime.h (checked by the
  * user-space tests).
@@ -108,7 +108,7 @@ struct strata_kabi_rule {
 struct strata_kabi_channel {
 	char name[STRATA_KABI_NAME_MAX];
 	__u32 stream_id;
-	__u32 mode;         /* 0 discard, 1 overwrite */
+	__u32 mode; /* 0 discard, 1 overwrite */
 	__u32 n_lanes;
 	__u32 n_subbuf;
 	__u64 subbuf_size;
@@ -143,7 +143,7 @@ struct strata_kabi_register {
 struct strata_kabi_slot_rules {
 	__u32 slot;
 	__u32 n_rules;
-	__u64 generation;   /* generation at which this slot's rules were set */
+	__u64 generation; /* generation at which this slot's rules were set */
 };
 
 /* QUERY with format STRATA_KABI_QUERY_GRANTS: each entry is a grant, what
@@ -162,18 +162,18 @@ struct strata_kabi_grant {
 	__u32 reserved;
 };
 
-#define STRATA_KABI_QUERY_RULES 0u   /* entries: strata_kabi_slot_rules (V1) */
-#define STRATA_KABI_QUERY_GRANTS 2u  /* entries: strata_kabi_grant */
+#define STRATA_KABI_QUERY_RULES 0u  /* entries: strata_kabi_slot_rules (V1) */
+#define STRATA_KABI_QUERY_GRANTS 2u /* entries: strata_kabi_grant */
 
 struct strata_kabi_query {
 	__u32 size;
-	__u32 buf_size;     /* in: bytes at buf_ptr; out: bytes needed */
+	__u32 buf_size; /* in: bytes at buf_ptr; out: bytes needed */
 	__u64 buf_ptr;
-	__u64 generation;   /* out: the caller's generation (ACK this) */
-	__u32 n_entries;    /* out */
+	__u64 generation; /* out: the caller's generation (ACK this) */
+	__u32 n_entries;  /* out */
 	__u32 reserved;
 	/* V2 */
-	__u32 format;       /* STRATA_KABI_QUERY_RULES or _GRANTS */
+	__u32 format; /* STRATA_KABI_QUERY_RULES or _GRANTS */
 	__u32 reserved2;
 };
 
@@ -217,16 +217,16 @@ struct strata_kabi_set_rules {
 	__u32 size;
 	__u32 slot;
 	__u32 n_rules;
-	__u32 target_kind;  /* enum strata_kabi_target_kind */
-	__u64 rules_ptr;    /* n_rules struct strata_kabi_rule */
-	__u64 targets_ptr;  /* PIDS / COMMS */
-	__u32 n_targets;    /* 1..STRATA_KABI_MAX_TARGETS for PIDS/COMMS */
-	__u32 target_uid;   /* UID: without CAP_SYS_ADMIN, the caller's euid */
-	__u64 generation;   /* out: the generation of this change */
-	__u32 n_signalled;  /* out: processes signalled */
-	__u32 flags;        /* STRATA_KABI_SET_KEEP; was `reserved` (0) */
+	__u32 target_kind; /* enum strata_kabi_target_kind */
+	__u64 rules_ptr;   /* n_rules struct strata_kabi_rule */
+	__u64 targets_ptr; /* PIDS / COMMS */
+	__u32 n_targets;   /* 1..STRATA_KABI_MAX_TARGETS for PIDS/COMMS */
+	__u32 target_uid;  /* UID: without CAP_SYS_ADMIN, the caller's euid */
+	__u64 generation;  /* out: the generation of this change */
+	__u32 n_signalled; /* out: processes signalled */
+	__u32 flags;       /* STRATA_KABI_SET_KEEP; was `reserved` (0) */
 	/* V2 */
-	__u64 session_id;   /* 0: none (grants then name no session) */
+	__u64 session_id; /* 0: none (grants then name no session) */
 	struct strata_kabi_channel channel;
 	char sock_path[STRATA_KABI_SOCK_MAX]; /* absolute, terminated; "" without session */
 	__u32 reserved2;
@@ -252,24 +252,24 @@ struct strata_kabi_wait {
 	__u32 size;
 	__u32 timeout_ms;
 	__u64 generation;
-	__u64 missing_ptr;  /* out: up to missing_cap __u32 pids */
+	__u64 missing_ptr; /* out: up to missing_cap __u32 pids */
 	__u32 missing_cap;
-	__u32 n_missing;    /* out: how many are missing (may exceed cap) */
+	__u32 n_missing; /* out: how many are missing (may exceed cap) */
 };
 
 /* STATS: object counts, for leak tests and `strata status`. */
 struct strata_kabi_stats {
 	__u32 size;
 	__u32 reserved;
-	__u64 procs_live;       /* registered processes now */
-	__u64 procs_total;      /* registrations ever */
+	__u64 procs_live;  /* registered processes now */
+	__u64 procs_total; /* registrations ever */
 	__u64 slots_used;
 	__u64 generation;
 	__u64 signals_sent;
-	__u64 kevents_written;  /* kernel events recorded */
-	__u64 kevents_lost;     /* kernel events discarded (buffer full) */
+	__u64 kevents_written; /* kernel events recorded */
+	__u64 kevents_lost;    /* kernel events discarded (buffer full) */
 	/* V2 */
-	__u64 slots_busy;       /* bit n: slot n is set (by anyone) */
+	__u64 slots_busy; /* bit n: slot n is set (by anyone) */
 };
 
 /* KBUF_OPEN (CAP_SYS_ADMIN): returns a new fd (the ioctl's value) for the
@@ -286,12 +286,12 @@ struct strata_kabi_stats {
 struct strata_kabi_kbuf_open {
 	__u32 size;
 	__u32 slot;
-	__u64 total_size;   /* out: bytes to mmap */
-	__u32 n_lanes;      /* out */
+	__u64 total_size; /* out: bytes to mmap */
+	__u32 n_lanes;    /* out */
 	__u32 reserved;
 	/* V2 */
-	__u32 flags;        /* in: STRATA_KABI_KBUF_WAIT_FD */
-	__s32 wait_fd;      /* out: the wait fd with KBUF_WAIT_FD, else -1 */
+	__u32 flags;   /* in: STRATA_KABI_KBUF_WAIT_FD */
+	__s32 wait_fd; /* out: the wait fd with KBUF_WAIT_FD, else -1 */
 };
 
 #define STRATA_KABI_REGISTER_SIZE_V1 24u
@@ -329,20 +329,20 @@ struct strata_kabi_kbuf_open {
  */
 #define STRATA_KCLOCK_MAGIC 0x4b434c4bu /* "KCLK" */
 #define STRATA_KCLOCK_VALID 0x1u
-#define STRATA_KCLOCK_USER 0x2u  /* published by strata-consumerd, calibrated in user space */
+#define STRATA_KCLOCK_USER 0x2u /* published by strata-consumerd, calibrated in user space */
 
 struct strata_kclock {
 	__u32 magic;
-	__u32 version;      /* 1 */
-	__u32 seq;          /* even: stable; odd: being written */
+	__u32 version; /* 1 */
+	__u32 seq;     /* even: stable; odd: being written */
 	__u32 flags;
 	__u64 cycle_last;
 	__u64 mask;
-	__u64 xtime_nsec;   /* shifted ns */
+	__u64 xtime_nsec; /* shifted ns */
 	__u64 base_ns;
 	__u32 mult;
 	__u32 shift;
-	__u64 updates;      /* informational: refresh count */
+	__u64 updates; /* informational: refresh count */
 };
 
 #endif /* STRATA_KABI_H */

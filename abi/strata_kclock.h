@@ -56,9 +56,8 @@ static inline uint64_t strata_kclock_rdtsc(void)
 }
 
 /* TSC value -> CLOCK_MONOTONIC ns with the parameters of one snapshot. */
-static inline uint64_t strata_kclock_convert(uint64_t tsc, uint64_t cycle_last,
-					     uint64_t mask, uint64_t xtime_nsec,
-					     uint64_t base_ns, uint32_t mult,
+static inline uint64_t strata_kclock_convert(uint64_t tsc, uint64_t cycle_last, uint64_t mask,
+					     uint64_t xtime_nsec, uint64_t base_ns, uint32_t mult,
 					     uint32_t shift)
 {
 	uint64_t delta = (int64_t)(tsc - cycle_last) > 0 ? (tsc - cycle_last) & mask : 0;
@@ -131,8 +130,7 @@ static inline int strata_kclock_now(const struct strata_kclock *k, uint64_t *ns)
  * writing); max_wait_ns 0: no wait beyond the 1000 tries.
  * Async-signal-safe; a system call only while the page is busy.
  */
-static inline int strata_kclock_now_patient(const struct strata_kclock *k, uint64_t *ns,
-					    uint64_t max_wait_ns)
+static inline int strata_kclock_now_patient(const struct strata_kclock *k, uint64_t *ns, uint64_t max_wait_ns)
 {
 	struct timespec t;
 	uint64_t deadline = 0;

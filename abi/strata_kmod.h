@@ -151,9 +151,8 @@ static inline int strata_kmod_rules_send(int fd, struct strata_kabi_set_rules *a
 /* kind: enum strata_kabi_target_kind; targets: NULL for UID, else n_targets
  * uint32_t pids or char[16] names.  n_rules 0 clears the slot. */
 static inline int strata_kmod_set_rules(int fd, unsigned slot, const struct strata_kabi_rule *rules,
-					uint32_t n_rules, uint32_t kind, uint32_t uid,
-					const void *targets, uint32_t n_targets,
-					uint64_t *generation, uint32_t *n_signalled)
+					uint32_t n_rules, uint32_t kind, uint32_t uid, const void *targets,
+					uint32_t n_targets, uint64_t *generation, uint32_t *n_signalled)
 {
 	struct strata_kabi_set_rules a;
 
@@ -172,7 +171,7 @@ struct strata_kmod_session {
 	const struct strata_kabi_rule_target *rule_targets;
 	uint32_t kbuf_subbuf_size; /* kernel buffer geometry (0: defaults) */
 	uint32_t kbuf_n_subbuf;
-	uint32_t flags;            /* STRATA_KABI_SET_KEEP or 0 */
+	uint32_t flags; /* STRATA_KABI_SET_KEEP or 0 */
 };
 
 static inline int strata_kmod_set_session(int fd, unsigned slot, const struct strata_kmod_session *sess,
@@ -193,8 +192,8 @@ static inline int strata_kmod_set_session(int fd, unsigned slot, const struct st
 }
 
 /* 0 when all acknowledged; -ETIMEDOUT with up to cap missing pids. */
-static inline int strata_kmod_wait(int fd, uint64_t generation, uint32_t timeout_ms,
-				   uint32_t *missing, uint32_t cap, uint32_t *n_missing)
+static inline int strata_kmod_wait(int fd, uint64_t generation, uint32_t timeout_ms, uint32_t *missing,
+				   uint32_t cap, uint32_t *n_missing)
 {
 	struct strata_kabi_wait a;
 	int r;
@@ -220,8 +219,7 @@ static inline int strata_kmod_stats(int fd, struct strata_kabi_stats *st)
 
 /* A new fd (O_CLOEXEC) of the slot's kernel buffer, or -errno (-ENOENT: the
  * slot enables no kernel event; -EPERM: not CAP_SYS_ADMIN). */
-static inline int strata_kmod_kbuf_open(int fd, unsigned slot, uint64_t *total_size,
-					uint32_t *n_lanes)
+static inline int strata_kmod_kbuf_open(int fd, unsigned slot, uint64_t *total_size, uint32_t *n_lanes)
 {
 	struct strata_kabi_kbuf_open a;
 	int r;

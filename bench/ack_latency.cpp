@@ -35,7 +35,8 @@ int run(size_t n_procs, int toggles)
 			dup2(in[0], 0);
 			int null = open("/dev/null", O_WRONLY);
 			dup2(null, 1);
-			execl(STRATA_ASYNC_APP, STRATA_ASYNC_APP, "1", "1", "serve", static_cast<char *>(nullptr));
+			execl(STRATA_ASYNC_APP, STRATA_ASYNC_APP, "1", "1", "serve",
+			      static_cast<char *>(nullptr));
 			_exit(127);
 		}
 		pids.push_back(p);
@@ -87,9 +88,9 @@ int run(size_t n_procs, int toggles)
 		strata_test::wait_child(p, 20000);
 	std::sort(us.begin(), us.end());
 	auto pct = [&](double q) { return us[std::min(us.size() - 1, static_cast<size_t>(q * us.size()))]; };
-	printf("%4zu process(es): %d toggles (rule change + WAIT): p50 %8.0f us  p99 %8.0f us  max %8.0f us%s\n",
-	       n_procs, toggles, pct(0.50), pct(0.99), us.back(),
-	       failed ? "  (some WAITs timed out)" : "");
+	printf("%4zu process(es): %d toggles (rule change + WAIT): p50 %8.0f us  p99 %8.0f us  max %8.0f "
+	       "us%s\n",
+	       n_procs, toggles, pct(0.50), pct(0.99), us.back(), failed ? "  (some WAITs timed out)" : "");
 	return 0;
 }
 

@@ -79,18 +79,29 @@
 #else
 /* No tracepoint: keep the arguments alive so the loops stay comparable. */
 #define BENCH_SINK(x) __asm__ volatile("" : : "g"(x) : "memory")
-#define EMIT_INTS(a, b) do { BENCH_SINK(a); BENCH_SINK(b); } while (0)
+#define EMIT_INTS(a, b)        \
+	do {                   \
+		BENCH_SINK(a); \
+		BENCH_SINK(b); \
+	} while (0)
 #define EMIT_STR(s) BENCH_SINK(s)
-#define EMIT_MIXED(a, b, c, d, e, f, g, h) do { BENCH_SINK(a); BENCH_SINK(h); } while (0)
-#define EMIT_TICK(t, s) do { BENCH_SINK(t); BENCH_SINK(s); } while (0)
+#define EMIT_MIXED(a, b, c, d, e, f, g, h) \
+	do {                               \
+		BENCH_SINK(a);             \
+		BENCH_SINK(h);             \
+	} while (0)
+#define EMIT_TICK(t, s)        \
+	do {                   \
+		BENCH_SINK(t); \
+		BENCH_SINK(s); \
+	} while (0)
 #define BENCH_SIDE "plain"
 #endif
 
 #define BENCH_MAX_THREADS 256
 
 /* 64 characters, NUL not counted. */
-static const char bench_str64[] =
-	"0123456789abcdef0123456789ABCDEF0123456789abcdef0123456789ABCDEF";
+static const char bench_str64[] = "0123456789abcdef0123456789ABCDEF0123456789abcdef0123456789ABCDEF";
 
 static uint64_t now_ns(void)
 {
@@ -125,7 +136,7 @@ __attribute__((noinline)) void bench_loop_str(uint64_t n)
 __attribute__((noinline)) void bench_loop_mixed(uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++)
-		EMIT_MIXED((uint8_t)i, (int16_t)-(int16_t)i, (uint32_t)i, (int64_t)i * 7,
+		EMIT_MIXED((uint8_t)i, (int16_t) - (int16_t)i, (uint32_t)i, (int64_t)i * 7,
 			   (uint16_t)(i ^ 0x5a5a), (double)i * 0.5, "short", (int32_t)-1);
 }
 
@@ -179,7 +190,7 @@ static int run_threads(bench_loop_fn fn, unsigned nthreads, uint64_t n, uint64_t
 		pthread_barrier_init(&hold_b, NULL, nthreads + 1);
 	uint64_t t0 = now_ns();
 	for (unsigned i = 0; i < nthreads; i++) {
-		workers[i] = (struct worker){ 0, fn, n, warmup, 0, 0, &start, hold ? &hold_b : NULL };
+		workers[i] = (struct worker){0, fn, n, warmup, 0, 0, &start, hold ? &hold_b : NULL};
 		int err = pthread_create(&workers[i].thread, NULL, worker_main, &workers[i]);
 		if (err) {
 			fprintf(stderr, "pthread_create: %s\n", strerror(err));
@@ -214,8 +225,9 @@ static int run_threads(bench_loop_fn fn, unsigned nthreads, uint64_t n, uint64_t
 	}
 	uint64_t wall = now_ns() - t0;
 	printf("side=%s\nthreads=%u\nemitted=%llu\nns_per_event=%.3f\ncpu_ns_per_event=%.3f\n"
-	       "wall_ms=%.1f\n", BENCH_SIDE, nthreads, (unsigned long long)((n + warmup) * nthreads),
-	       sum / nthreads, cpu / nthreads, (double)wall / 1e6);
+	       "wall_ms=%.1f\n",
+	       BENCH_SIDE, nthreads, (unsigned long long)((n + warmup) * nthreads), sum / nthreads,
+	       cpu / nthreads, (double)wall / 1e6);
 	return 0;
 }
 
@@ -237,7 +249,7 @@ static int run_rate(bench_loop_fn fn, uint64_t rate, uint64_t ms)
 			fn(n);
 			emitted += n;
 			tick += 1000000u;
-			struct timespec ts = { (time_t)(tick / 1000000000u), (long)(tick % 1000000000u) };
+			struct timespec ts = {(time_t)(tick / 1000000000u), (long)(tick % 1000000000u)};
 			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 				;
 		}
@@ -256,7 +268,7 @@ static int run_tick(uint64_t period_us, uint64_t ms)
 	for (uint64_t t = t0; t < end; t = now_ns()) {
 		EMIT_TICK(t, seq);
 		seq++;
-		struct timespec ts = { 0, (long)(period_us * 1000u) };
+		struct timespec ts = {0, (long)(period_us * 1000u)};
 		nanosleep(&ts, NULL);
 	}
 	printf("emitted=%llu\n", (unsigned long long)seq);
@@ -287,7 +299,7 @@ static int run_wake(uint64_t ms)
 	uint64_t n = 0, late1 = 0, late2 = 0, late4 = 0, worst = 0;
 	const uint64_t t0 = now_ns(), end = t0 + ms * 1000000u;
 	for (uint64_t t = t0; t < end;) {
-		struct timespec ts = { 0, (long)period };
+		struct timespec ts = {0, (long)period};
 		nanosleep(&ts, NULL);
 		const uint64_t t1 = now_ns();
 		const uint64_t late = t1 - t > period ? t1 - t - period : 0;
@@ -302,8 +314,9 @@ static int run_wake(uint64_t ms)
 	__atomic_store_n(&wake_stop, 1, __ATOMIC_RELAXED); /* see wake_spin */
 	pthread_join(spinner, NULL);
 	printf("wakes=%llu\nlate_1ms_per_s=%.2f\nlate_2ms_per_s=%.2f\nlate_4ms_per_s=%.2f\n"
-	       "late_max_ms=%.3f\n", (unsigned long long)n, (double)late1 / secs, (double)late2 / secs,
-	       (double)late4 / secs, (double)worst / 1e6);
+	       "late_max_ms=%.3f\n",
+	       (unsigned long long)n, (double)late1 / secs, (double)late2 / secs, (double)late4 / secs,
+	       (double)worst / 1e6);
 	return 0;
 }
 
@@ -352,8 +365,9 @@ static int run_costs(void)
 		__atomic_fetch_add(&word, 1, __ATOMIC_RELEASE);
 	t[5] = (double)cpu_ns();
 	printf("rdtsc_ns=%.1f\nrdtscp_ns=%.1f\nlfence_rdtsc_ns=%.1f\nclock_gettime_ns=%.1f\n"
-	       "lock_cmpxchg_ns=%.1f\nlock_xadd_ns=%.1f\n", (t[1] - t[0]) / n, (t[2] - t[1]) / n,
-	       (t[6] - t[2]) / n, (t[3] - t[6]) / n, (t[4] - t[3]) / n, (t[5] - t[4]) / n);
+	       "lock_cmpxchg_ns=%.1f\nlock_xadd_ns=%.1f\n",
+	       (t[1] - t[0]) / n, (t[2] - t[1]) / n, (t[6] - t[2]) / n, (t[3] - t[6]) / n, (t[4] - t[3]) / n,
+	       (t[5] - t[4]) / n);
 	return sink == 42; /* never: keeps `sink` alive */
 }
 
@@ -395,7 +409,7 @@ static int run_spawn(unsigned n, char **progs, unsigned nprog)
 	const char *arg = getenv("BENCH_SPAWN_ARG");
 	for (unsigned i = 0; i < n; i++) {
 		for (unsigned p = 0; p < nprog; p++) {
-			char *argv[] = { progs[p], (char *)(arg && *arg ? arg : "noop"), NULL };
+			char *argv[] = {progs[p], (char *)(arg && *arg ? arg : "noop"), NULL};
 			pid_t pid;
 			int status;
 			uint64_t t0 = now_ns();

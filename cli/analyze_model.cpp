@@ -16,14 +16,22 @@ namespace analyze {
 bool op_from_name(const std::string &name, Op *op)
 {
 	static const std::map<std::string, Op> names = {
-		{"mutex_lock", Op::MutexLock},       {"mutex_timedlock", Op::MutexTimedlock},
-		{"mutex_trylock", Op::MutexTrylock}, {"mutex_unlock", Op::MutexUnlock},
-		{"rwlock_rdlock", Op::RwRdlock},     {"rwlock_wrlock", Op::RwWrlock},
-		{"rwlock_tryrdlock", Op::RwTryrdlock}, {"rwlock_trywrlock", Op::RwTrywrlock},
-		{"rwlock_unlock", Op::RwUnlock},     {"cond_wait", Op::CondWait},
-		{"cond_timedwait", Op::CondTimedwait}, {"cond_signal", Op::CondSignal},
-		{"cond_broadcast", Op::CondBroadcast}, {"sem_wait", Op::SemWait},
-		{"sem_timedwait", Op::SemTimedwait}, {"sem_trywait", Op::SemTrywait},
+		{"mutex_lock", Op::MutexLock},
+		{"mutex_timedlock", Op::MutexTimedlock},
+		{"mutex_trylock", Op::MutexTrylock},
+		{"mutex_unlock", Op::MutexUnlock},
+		{"rwlock_rdlock", Op::RwRdlock},
+		{"rwlock_wrlock", Op::RwWrlock},
+		{"rwlock_tryrdlock", Op::RwTryrdlock},
+		{"rwlock_trywrlock", Op::RwTrywrlock},
+		{"rwlock_unlock", Op::RwUnlock},
+		{"cond_wait", Op::CondWait},
+		{"cond_timedwait", Op::CondTimedwait},
+		{"cond_signal", Op::CondSignal},
+		{"cond_broadcast", Op::CondBroadcast},
+		{"sem_wait", Op::SemWait},
+		{"sem_timedwait", Op::SemTimedwait},
+		{"sem_trywait", Op::SemTrywait},
 		{"sem_post", Op::SemPost},
 	};
 	auto it = names.find(name);
@@ -135,12 +143,15 @@ bool is_sem(Op op)
 
 bool is_rwlock(Op op)
 {
-	return op == Op::RwRdlock || op == Op::RwWrlock || op == Op::RwTryrdlock ||
-	       op == Op::RwTrywrlock || op == Op::RwUnlock;
+	return op == Op::RwRdlock || op == Op::RwWrlock || op == Op::RwTryrdlock || op == Op::RwTrywrlock ||
+	       op == Op::RwUnlock;
 }
 
 // EOWNERDEAD: a robust mutex acquired from a dead owner is still acquired.
-bool succeeded(int32_t ret) { return ret == 0 || ret == EOWNERDEAD; }
+bool succeeded(int32_t ret)
+{
+	return ret == 0 || ret == EOWNERDEAD;
+}
 
 struct LockKey {
 	uint32_t proc;
@@ -157,14 +168,14 @@ struct ThreadKey {
 struct Hold {
 	int64_t ts;
 	uint64_t caller;
-	bool exclusive;    // mutex or write lock
+	bool exclusive; // mutex or write lock
 };
 
 // A completed hold, a contended wait, or a run of condition waits.
 struct Span {
 	int64_t start, end;
 	int64_t tid;
-	uint64_t caller;   // the acquisition's site
+	uint64_t caller; // the acquisition's site
 };
 
 // The longest spans seen, at most `cap` of them (a min-heap by length):
@@ -220,7 +231,7 @@ private:
  * are counted then, when its end can no longer move.
  */
 constexpr int64_t kHorizonMinNs = 100 * 1000 * 1000;
-constexpr size_t kHoldsCap = size_t(1) << 19;   // 20 MiB of holds per lock
+constexpr size_t kHoldsCap = size_t(1) << 19;      // 20 MiB of holds per lock
 constexpr size_t kHoldsTotalCap = size_t(1) << 22; // 160 MiB over all locks
 // The timeline's candidates over all locks: past this many, every lock
 // keeps half as many (the timeline then says it is truncated).
@@ -244,13 +255,13 @@ struct Done {
 struct Work {
 	LockStats st;
 	std::map<uint64_t, Site> sites;
-	std::map<int64_t, std::vector<Hold>> open;   // per thread, LIFO
+	std::map<int64_t, std::vector<Hold>> open; // per thread, LIFO
 	// Per thread: the numbers (base + index in `recent`) of holds ended by
 	// a handoff, whose unlock (or cond wait) event has not come yet; LIFO
 	// like `open`.
 	std::map<int64_t, std::vector<uint64_t>> closed_early;
 	std::deque<Done> recent;
-	uint64_t base = 0;                 // number of recent.front()
+	uint64_t base = 0; // number of recent.front()
 	size_t evict_at = kEvictBatch;
 	std::deque<Span> unblamed;         // contended waits, by end
 	int64_t hold_longest = 0;          // of the holds closed so far
@@ -265,7 +276,7 @@ struct Work {
 struct CondUse {
 	std::map<int64_t, uint64_t> waiters, signallers; // tid -> count
 	std::map<int64_t, std::pair<Span, uint64_t>> run;
-	LockStats st;                                    // its runs, as lock waits
+	LockStats st; // its runs, as lock waits
 	std::map<uint64_t, Site> sites;
 	Longest tl;
 };
@@ -327,10 +338,10 @@ private:
 
 	Report &rep_;
 	const Options &opt_;
-	int64_t now_ = 0; // the latest event time so far
-	size_t recent_total_ = 0;   // holds in every lock's `recent`
-	size_t tl_cap_;             // timeline candidates kept per lock and kind
-	size_t tl_kept_ = 0;        // over all locks
+	int64_t now_ = 0;         // the latest event time so far
+	size_t recent_total_ = 0; // holds in every lock's `recent`
+	size_t tl_cap_;           // timeline candidates kept per lock and kind
+	size_t tl_kept_ = 0;      // over all locks
 	std::map<LockKey, Work> locks_;
 	std::map<LockKey, CondStats> conds_;
 	std::map<LockKey, CondUse> cond_use_;
@@ -487,7 +498,8 @@ void Model::evict(Work &w)
 	if (!w.unblamed.empty())
 		limit = std::min(limit, w.unblamed.front().start);
 	auto over = [&] {
-		return w.recent.size() > kHoldsCap || (recent_total_ > kHoldsTotalCap && w.recent.size() > kEvictBatch);
+		return w.recent.size() > kHoldsCap ||
+		       (recent_total_ > kHoldsTotalCap && w.recent.size() > kEvictBatch);
 	};
 	while (!w.recent.empty() && (w.recent.front().closed_at < limit || over())) {
 		if (w.recent.front().closed_at >= limit)
@@ -581,7 +593,8 @@ void Model::on_cond_wait(const Event &e)
 	} else {
 		if (r != cu.run.end())
 			end_run(cu, r->second.first);
-		cu.run[e.tid] = {Span{e.ts - static_cast<int64_t>(e.wait_ns), e.ts, e.tid, e.caller}, unlocks};
+		cu.run[e.tid] = {Span{e.ts - static_cast<int64_t>(e.wait_ns), e.ts, e.tid, e.caller},
+				 unlocks};
 	}
 	CondStats &cs = conds_[LockKey{e.proc, e.cond}];
 	cs.proc = e.proc;
@@ -670,7 +683,9 @@ void Model::cond_locks()
 		st.addr = kv.first.addr;
 		st.kind = "mutex+cond";
 		st.acquisitions = std::max<uint64_t>(releases, st.contended);
-		st.wait_mean = st.contended ? static_cast<double>(st.wait_total) / static_cast<double>(st.contended) : 0.0;
+		st.wait_mean =
+			st.contended ? static_cast<double>(st.wait_total) / static_cast<double>(st.contended)
+				     : 0.0;
 		st.wait_p99 = st.waits.percentile(99.0);
 		for (auto &sv : cu.sites)
 			st.sites.push_back(sv.second);
@@ -701,9 +716,11 @@ void Model::timeline()
 	}
 	if (rep_.timeline.size() > opt_.timeline_max) {
 		auto longer = [](const Interval &a, const Interval &b) {
-			return std::make_tuple(a.wait, a.end - a.start) > std::make_tuple(b.wait, b.end - b.start);
+			return std::make_tuple(a.wait, a.end - a.start) >
+			       std::make_tuple(b.wait, b.end - b.start);
 		};
-		std::nth_element(rep_.timeline.begin(), rep_.timeline.begin() + static_cast<long>(opt_.timeline_max),
+		std::nth_element(rep_.timeline.begin(),
+				 rep_.timeline.begin() + static_cast<long>(opt_.timeline_max),
 				 rep_.timeline.end(), longer);
 		rep_.timeline.resize(opt_.timeline_max);
 		rep_.timeline_truncated = true;
@@ -728,8 +745,9 @@ void Model::finish(const Symbolizer &sym)
 		// Over the waits (contended acquisitions), not over every
 		// acquisition: most acquisitions of a busy lock do not wait, and
 		// their zeros would hide the waits (p99 0 ns).
-		st.wait_mean = st.contended ? static_cast<double>(st.wait_total) / static_cast<double>(st.contended)
-					    : 0.0;
+		st.wait_mean =
+			st.contended ? static_cast<double>(st.wait_total) / static_cast<double>(st.contended)
+				     : 0.0;
 		st.wait_p99 = st.waits.percentile(99.0);
 		for (auto &sv : w.sites)
 			st.sites.push_back(sv.second);
@@ -750,7 +768,8 @@ void Model::finish(const Symbolizer &sym)
 		if (!cond_lock_keys_.count(kv.first))
 			rep_.conds.push_back(kv.second);
 	std::sort(rep_.conds.begin(), rep_.conds.end(), [](const CondStats &a, const CondStats &b) {
-		return std::tie(a.wait_total, a.waits, b.proc, b.addr) > std::tie(b.wait_total, b.waits, a.proc, a.addr);
+		return std::tie(a.wait_total, a.waits, b.proc, b.addr) >
+		       std::tie(b.wait_total, b.waits, a.proc, a.addr);
 	});
 	for (size_t i = 0; sym && i < rep_.conds.size() && i < opt_.top; i++)
 		rep_.conds[i].name = sym(rep_.conds[i].proc, rep_.conds[i].addr, false);

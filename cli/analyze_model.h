@@ -52,7 +52,7 @@ enum class Op {
 	CondTimedwait,
 	CondSignal,
 	CondBroadcast,
-	SemWait,        // POSIX semaphores, taken as locks (CPython's threading.Lock)
+	SemWait, // POSIX semaphores, taken as locks (CPython's threading.Lock)
 	SemTimedwait,
 	SemTrywait,
 	SemPost,
@@ -62,11 +62,11 @@ enum class Op {
 bool op_from_name(const std::string &name, Op *op);
 
 struct Event {
-	int64_t ts = 0;          // ns from the clock's origin
-	uint32_t proc = 0;       // index into Input::procs
+	int64_t ts = 0;    // ns from the clock's origin
+	uint32_t proc = 0; // index into Input::procs
 	int64_t tid = 0;
 	Op op = Op::MutexLock;
-	uint64_t lock = 0;       // mutex or rwlock (cond events: the mutex, if any)
+	uint64_t lock = 0; // mutex or rwlock (cond events: the mutex, if any)
 	uint64_t cond = 0;
 	int32_t ret = 0;
 	bool contended = false;
@@ -82,24 +82,24 @@ struct Mapping {
 };
 
 struct Process {
-	std::string name;        // procname
+	std::string name; // procname
 	int64_t pid = 0;
 	std::string trace_dir;
 };
 
 struct Input {
 	std::vector<Process> procs;
-	std::vector<Event> events;   // time order
+	std::vector<Event> events; // time order
 	std::vector<Mapping> maps;
-	uint64_t discarded = 0;      // events the tracer reported lost
-	uint64_t other_events = 0;   // events of other providers (ignored)
+	uint64_t discarded = 0;    // events the tracer reported lost
+	uint64_t other_events = 0; // events of other providers (ignored)
 };
 
 // Symbolization of an address of a process: "func+0x1a", "file.c:42".
 struct Symbol {
-	std::string function;  // "" when unknown
-	std::string location;  // "" when no line info
-	std::string object;    // mapped file
+	std::string function; // "" when unknown
+	std::string location; // "" when no line info
+	std::string object;   // mapped file
 };
 using Symbolizer = std::function<Symbol(uint32_t proc, uint64_t addr, bool is_code)>;
 
@@ -133,24 +133,24 @@ struct Site {
 	Symbol sym;
 	uint64_t acquisitions = 0, contended = 0;
 	uint64_t wait_total = 0, wait_max = 0;
-	std::vector<uint64_t> stack;   // of its longest wait
+	std::vector<uint64_t> stack; // of its longest wait
 	std::vector<Symbol> stack_syms;
 };
 
 struct LockStats {
 	uint32_t proc = 0;
 	uint64_t addr = 0;
-	std::string kind;           // "mutex" or "rwlock"
-	Symbol name;                // data symbol of the lock, when known
+	std::string kind; // "mutex" or "rwlock"
+	Symbol name;      // data symbol of the lock, when known
 	uint64_t acquisitions = 0, contended = 0;
 	uint64_t wait_total = 0, wait_max = 0, wait_p99 = 0;
 	double wait_mean = 0;
 	uint64_t holds = 0, hold_total = 0, hold_max = 0;
-	uint64_t failed = 0;        // trylock EBUSY, timedlock ETIMEDOUT, errors
-	uint64_t failed_wait = 0;   // ns blocked in calls that did not acquire (timeouts)
-	uint64_t cond_waits = 0;    // condvar waits that released this mutex
-	WaitDist waits;             // contended waits' distribution
-	std::vector<Site> sites;    // by wait_total, then acquisitions, descending
+	uint64_t failed = 0;      // trylock EBUSY, timedlock ETIMEDOUT, errors
+	uint64_t failed_wait = 0; // ns blocked in calls that did not acquire (timeouts)
+	uint64_t cond_waits = 0;  // condvar waits that released this mutex
+	WaitDist waits;           // contended waits' distribution
+	std::vector<Site> sites;  // by wait_total, then acquisitions, descending
 	// Where the holds that others waited behind were taken: each contended
 	// wait's time is split among the other threads' holds it overlapped;
 	// contended = waits a site's holds delayed, wait_total = the time.
@@ -165,7 +165,7 @@ struct CondStats {
 	Symbol name;
 	uint64_t waits = 0, timeouts = 0, signals = 0, broadcasts = 0;
 	uint64_t wait_total = 0, wait_max = 0;
-	uint64_t mutex = 0;          // the mutex of its last wait
+	uint64_t mutex = 0; // the mutex of its last wait
 };
 
 // An object whose addresses had no symbol (stripped), and how to get its
@@ -182,32 +182,32 @@ struct MissingDebug {
 struct Interval {
 	int64_t tid = 0;
 	uint32_t proc = 0;
-	size_t lock_index = 0;      // into Report::locks
+	size_t lock_index = 0; // into Report::locks
 	int64_t start = 0, end = 0;
-	bool wait = false;          // wait (true) or hold (false)
+	bool wait = false; // wait (true) or hold (false)
 };
 
 struct Report {
 	std::vector<Process> procs;
-	std::vector<LockStats> locks;      // by wait_total, then acquisitions, descending
-	std::vector<CondStats> conds;      // by wait_total descending
-	std::vector<Interval> timeline;    // waits and holds of the top locks, by start
-	bool timeline_truncated = false;   // more than Options::timeline_max: longest kept
+	std::vector<LockStats> locks;    // by wait_total, then acquisitions, descending
+	std::vector<CondStats> conds;    // by wait_total descending
+	std::vector<Interval> timeline;  // waits and holds of the top locks, by start
+	bool timeline_truncated = false; // more than Options::timeline_max: longest kept
 	// Streaming bounds reached (docs/pthread.md, "Memory"): blockers of
 	// waits longer than the holds kept for them are partial.
 	bool blockers_partial = false;
 	uint64_t events = 0, discarded = 0, other_events = 0;
-	uint64_t unmatched_unlocks = 0;    // unlock without a traced acquisition
+	uint64_t unmatched_unlocks = 0; // unlock without a traced acquisition
 	uint64_t cond_waits = 0, cond_signals = 0;
 	int64_t first_ts = 0, last_ts = 0;
 	std::vector<MissingDebug> missing_debug; // filled by the caller (cmd_analyze.cpp)
 };
 
 struct Options {
-	size_t top = 10;                 // locks in the text/HTML report
-	size_t sites = 5;                // call sites per lock
-	size_t timeline_locks = 5;       // locks drawn in the timeline
-	size_t timeline_max = 20000;     // intervals kept for the timeline
+	size_t top = 10;             // locks in the text/HTML report
+	size_t sites = 5;            // call sites per lock
+	size_t timeline_locks = 5;   // locks drawn in the timeline
+	size_t timeline_max = 20000; // intervals kept for the timeline
 };
 
 Report analyze(const Input &in, const Options &opt, const Symbolizer &sym);

@@ -53,9 +53,9 @@ struct Pending {
 };
 
 struct Model {
-	std::vector<Process> procs;                     // the traced JVMs, by index
-	std::map<const bt_trace *, size_t> proc_index;  // sub-trace -> index in procs
-	std::map<std::string, Monitor> mons; // key: proc/class@hash
+	std::vector<Process> procs;                    // the traced JVMs, by index
+	std::map<const bt_trace *, size_t> proc_index; // sub-trace -> index in procs
+	std::map<std::string, Monitor> mons;           // key: proc/class@hash
 	std::map<std::pair<std::string, int64_t>, std::string> by_os_tid, by_java_tid;
 	std::map<std::pair<std::string, int64_t>, Pending> pending; // (proc, tid)
 	uint64_t jvm_events = 0, discarded = 0;
@@ -179,7 +179,8 @@ std::vector<std::pair<std::string, const Site *>> ranked_sites(const Monitor &mo
 	std::vector<std::pair<std::string, const Site *>> v;
 	for (const auto &kv : mon.sites)
 		v.emplace_back(kv.first, &kv.second);
-	std::stable_sort(v.begin(), v.end(), [](const auto &a, const auto &b) { return a.second->wait_ns > b.second->wait_ns; });
+	std::stable_sort(v.begin(), v.end(),
+			 [](const auto &a, const auto &b) { return a.second->wait_ns > b.second->wait_ns; });
 	return v;
 }
 
@@ -207,10 +208,12 @@ void write_text(std::ostream &o, const Model &m, size_t top)
 			break;
 		char hx[16];
 		std::snprintf(hx, sizeof hx, "%08" PRIx32, mon->hash);
-		o << "\n" << mon->cls << "@" << hx << "  in " << mon->proc << "\n"
-		  << "  contended enters " << mon->enters << ", wait total " << format_ns(double(mon->total_ns))
-		  << ", mean " << format_ns(double(mean(*mon)))
-		  << ", p99 " << format_ns(double(p99(mon->waits))) << ", max " << format_ns(double(mon->max_ns)) << "\n"
+		o << "\n"
+		  << mon->cls << "@" << hx << "  in " << mon->proc << "\n"
+		  << "  contended enters " << mon->enters << ", wait total "
+		  << format_ns(double(mon->total_ns)) << ", mean " << format_ns(double(mean(*mon)))
+		  << ", p99 " << format_ns(double(p99(mon->waits))) << ", max "
+		  << format_ns(double(mon->max_ns)) << "\n"
 		  << "  waiters: " << counts(mon->waiters) << "\n"
 		  << "  holders: " << counts(mon->holders) << "\n";
 		for (const auto &s : ranked_sites(*mon))
@@ -235,8 +238,8 @@ void json_counts(std::ostream &o, const std::map<std::string, uint64_t> &c)
 // monitor's own facts (class, hash, waiters, holders) besides.
 void write_json(std::ostream &o, const Model &m)
 {
-	o << "{\n  \"analysis\": \"monitor\",\n  \"events\": " << m.jvm_events << ",\n  \"discarded\": " << m.discarded
-	  << ",\n  \"processes\": [";
+	o << "{\n  \"analysis\": \"monitor\",\n  \"events\": " << m.jvm_events
+	  << ",\n  \"discarded\": " << m.discarded << ",\n  \"processes\": [";
 	for (size_t i = 0; i < m.procs.size(); i++)
 		o << (i ? ", " : "") << "{\"index\": " << i << ", \"name\": " << json_str(m.procs[i].name)
 		  << ", \"pid\": " << m.procs[i].pid << "}";
@@ -245,19 +248,23 @@ void write_json(std::ostream &o, const Model &m)
 	for (const Monitor *mon : ranked(m)) {
 		char hx[16];
 		std::snprintf(hx, sizeof hx, "%08" PRIx32, mon->hash);
-		o << (first ? "" : ",") << "\n    {\"process\": " << mon->proc_index << ", \"kind\": \"monitor\", \"name\": "
-		  << json_str(mon->cls + "@" + hx) << ", \"address\": " << json_str(std::string("0x") + hx)
-		  << ", \"class\": " << json_str(mon->cls) << ", \"hash\": " << mon->hash << ", \"contended\": " << mon->enters
-		  << ", \"wait_total_ns\": " << mon->total_ns << ", \"wait_mean_ns\": " << mean(*mon)
-		  << ", \"wait_p99_ns\": " << p99(mon->waits) << ", \"wait_max_ns\": " << mon->max_ns << ", \"waiters\": ";
+		o << (first ? "" : ",") << "\n    {\"process\": " << mon->proc_index
+		  << ", \"kind\": \"monitor\", \"name\": " << json_str(mon->cls + "@" + hx)
+		  << ", \"address\": " << json_str(std::string("0x") + hx)
+		  << ", \"class\": " << json_str(mon->cls) << ", \"hash\": " << mon->hash
+		  << ", \"contended\": " << mon->enters << ", \"wait_total_ns\": " << mon->total_ns
+		  << ", \"wait_mean_ns\": " << mean(*mon) << ", \"wait_p99_ns\": " << p99(mon->waits)
+		  << ", \"wait_max_ns\": " << mon->max_ns << ", \"waiters\": ";
 		json_counts(o, mon->waiters);
 		o << ", \"holders\": ";
 		json_counts(o, mon->holders);
 		o << ",\n     \"sites\": [";
 		bool f2 = true;
 		for (const auto &s : ranked_sites(*mon)) {
-			o << (f2 ? "" : ", ") << "{\"function\": " << json_str(s.first) << ", \"location\": \"\""
-			  << ", \"contended\": " << s.second->enters << ", \"wait_total_ns\": " << s.second->wait_ns
+			o << (f2 ? "" : ", ") << "{\"function\": " << json_str(s.first)
+			  << ", \"location\": \"\""
+			  << ", \"contended\": " << s.second->enters
+			  << ", \"wait_total_ns\": " << s.second->wait_ns
 			  << ", \"wait_max_ns\": " << s.second->max_wait_ns << ", \"stack\": [";
 			// The longest wait's Java stack, innermost first.
 			std::string st = s.second->stack;
@@ -266,7 +273,8 @@ void write_json(std::ostream &o, const Model &m)
 				size_t to = st.find(';', from);
 				if (to == std::string::npos)
 					to = st.size();
-				o << (k ? ", " : "") << "{\"function\": " << json_str(st.substr(from, to - from)) << "}";
+				o << (k ? ", " : "")
+				  << "{\"function\": " << json_str(st.substr(from, to - from)) << "}";
 				from = to + 1;
 			}
 			o << "]}";
@@ -282,7 +290,8 @@ void write_html(std::ostream &o, const Model &m, size_t top)
 {
 	o << "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>Java monitor contention</title>"
 	     "<style>body{font-family:sans-serif}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
-	     "padding:3px 6px;vertical-align:top}td.n{text-align:right}code{font-size:90%}</style></head><body>\n"
+	     "padding:3px "
+	     "6px;vertical-align:top}td.n{text-align:right}code{font-size:90%}</style></head><body>\n"
 	     "<h1>Java monitor contention</h1>\n";
 	if (m.discarded)
 		o << "<p>" << m.discarded << " events discarded: counts are lower bounds.</p>\n";
@@ -294,16 +303,19 @@ void write_html(std::ostream &o, const Model &m, size_t top)
 			break;
 		char hx[16];
 		std::snprintf(hx, sizeof hx, "%08" PRIx32, mon->hash);
-		o << "<tr><td><code>" << html_esc(mon->cls) << "@" << hx << "</code></td><td>" << html_esc(mon->proc)
-		  << "</td><td class=n>" << mon->enters << "</td><td class=n>" << format_ns(double(mon->total_ns))
-		  << "</td><td class=n>" << format_ns(double(p99(mon->waits))) << "</td><td class=n>"
-		  << format_ns(double(mon->max_ns)) << "</td><td>" << html_esc(counts(mon->waiters)) << "</td><td>"
-		  << html_esc(counts(mon->holders)) << "</td><td>";
+		o << "<tr><td><code>" << html_esc(mon->cls) << "@" << hx << "</code></td><td>"
+		  << html_esc(mon->proc) << "</td><td class=n>" << mon->enters << "</td><td class=n>"
+		  << format_ns(double(mon->total_ns)) << "</td><td class=n>"
+		  << format_ns(double(p99(mon->waits))) << "</td><td class=n>"
+		  << format_ns(double(mon->max_ns)) << "</td><td>" << html_esc(counts(mon->waiters))
+		  << "</td><td>" << html_esc(counts(mon->holders)) << "</td><td>";
 		for (const auto &s : ranked_sites(*mon)) {
 			std::string st = s.second->stack;
 			std::replace(st.begin(), st.end(), ';', '\n');
-			o << "<details><summary><code>" << html_esc(s.first) << "</code>: " << s.second->enters << " enters, "
-			  << format_ns(double(s.second->wait_ns)) << "</summary><pre>" << html_esc(st) << "</pre></details>";
+			o << "<details><summary><code>" << html_esc(s.first)
+			  << "</code>: " << s.second->enters << " enters, "
+			  << format_ns(double(s.second->wait_ns)) << "</summary><pre>" << html_esc(st)
+			  << "</pre></details>";
 		}
 		o << "</td></tr>\n";
 	}
@@ -326,13 +338,15 @@ int analyze_monitor(const std::string &dir, const std::string &format, const std
 			if (bt_message_get_type(msg) == BT_MESSAGE_TYPE_EVENT) {
 				int64_t ts = 0;
 				if (bt_message_event_borrow_stream_class_default_clock_class_const(msg) &&
-				    bt_clock_snapshot_get_ns_from_origin(bt_message_event_borrow_default_clock_snapshot_const(msg),
-									 &ts) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
+				    bt_clock_snapshot_get_ns_from_origin(
+					    bt_message_event_borrow_default_clock_snapshot_const(msg), &ts) ==
+					    BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
 					progress.update(++seen, ts);
 				on_event(m, msg);
 			} else if (bt_message_get_type(msg) == BT_MESSAGE_TYPE_DISCARDED_EVENTS) {
 				uint64_t c = 0;
-				if (bt_message_discarded_events_get_count(msg, &c) == BT_PROPERTY_AVAILABILITY_AVAILABLE)
+				if (bt_message_discarded_events_get_count(msg, &c) ==
+				    BT_PROPERTY_AVAILABILITY_AVAILABLE)
 					m.discarded += c;
 			}
 			return true;

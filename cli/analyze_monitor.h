@@ -14,8 +14,7 @@ namespace strata {
 namespace analyze {
 
 // Reads TRACE_DIR and writes the report; a CLI exit status.
-int analyze_monitor(const std::string &dir, const std::string &format, const std::string &html,
-		    size_t top);
+int analyze_monitor(const std::string &dir, const std::string &format, const std::string &html, size_t top);
 
 } // namespace analyze
 } // namespace strata

@@ -140,7 +140,8 @@ void on_event(Sink *s, const bt_message *msg)
 	const bt_field *pl = bt_event_borrow_payload_field_const(ev);
 	int64_t ts = 0;
 	const bt_clock_snapshot *cs = bt_message_event_borrow_default_clock_snapshot_const(msg);
-	if (cs && bt_clock_snapshot_get_ns_from_origin(cs, &ts) != BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
+	if (cs &&
+	    bt_clock_snapshot_get_ns_from_origin(cs, &ts) != BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
 		ts = static_cast<int64_t>(bt_clock_snapshot_get_value(cs));
 	uint32_t proc = proc_of(s, ev);
 	if (c.what == ClassOf::Mapping) {

@@ -44,11 +44,20 @@ std::string html_esc(const std::string &s)
 	std::string o;
 	for (char c : s) {
 		switch (c) {
-		case '<': o += "&lt;"; break;
-		case '>': o += "&gt;"; break;
-		case '&': o += "&amp;"; break;
-		case '"': o += "&quot;"; break;
-		default: o += c;
+		case '<':
+			o += "&lt;";
+			break;
+		case '>':
+			o += "&gt;";
+			break;
+		case '&':
+			o += "&amp;";
+			break;
+		case '"':
+			o += "&quot;";
+			break;
+		default:
+			o += c;
 		}
 	}
 	return o;
@@ -81,7 +90,10 @@ std::string site_label(const Site &s)
 	return o;
 }
 
-double share(uint64_t a, uint64_t b) { return b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 0.0; }
+double share(uint64_t a, uint64_t b)
+{
+	return b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 0.0;
+}
 
 } // namespace
 
@@ -109,7 +121,8 @@ void write_text(std::ostream &o, const Report &r, const Options &opt)
 	if (r.unmatched_unlocks)
 		o << "(" << r.unmatched_unlocks << " unlocks without a traced acquisition)\n";
 	if (r.blockers_partial)
-		o << "(blockers are partial: some waits outlasted the holds kept for them, docs/pthread.md)\n";
+		o << "(blockers are partial: some waits outlasted the holds kept for them, "
+		     "docs/pthread.md)\n";
 	char line[4096];
 	// Names are shown whole: the name and process columns are as wide as
 	// their longest entry (at least 34 and 7).
@@ -131,27 +144,32 @@ void write_text(std::ostream &o, const Report &r, const Options &opt)
 	};
 	auto ncol = [&](const std::string &label) { return label + std::string(nw - label.size(), ' '); };
 	std::snprintf(line, sizeof line, "%-4s %s %-10s %10s %10s %6s %11s %11s %11s %11s %11s\n", "#",
-		      ncol("lock").c_str(), "kind", "acquired", "contended", "share", "wait total", "wait mean",
-		      "wait p99", "wait max", "hold max");
+		      ncol("lock").c_str(), "kind", "acquired", "contended", "share", "wait total",
+		      "wait mean", "wait p99", "wait max", "hold max");
 	o << "\n" << pcol("process") << line;
 	for (size_t i = 0; i < r.locks.size() && i < opt.top; i++) {
 		const LockStats &l = r.locks[i];
-		std::snprintf(line, sizeof line, "%-4zu %s %-10s %10" PRIu64 " %10" PRIu64 " %5.1f%% %11s %11s %11s %11s %11s\n",
+		std::snprintf(line, sizeof line,
+			      "%-4zu %s %-10s %10" PRIu64 " %10" PRIu64 " %5.1f%% %11s %11s %11s %11s %11s\n",
 			      i + 1, ncol(lock_label(l)).c_str(), l.kind.c_str(), l.acquisitions, l.contended,
-			      share(l.contended, l.acquisitions), format_ns(static_cast<double>(l.wait_total)).c_str(),
-			      format_ns(l.wait_mean).c_str(), format_ns(static_cast<double>(l.wait_p99)).c_str(),
+			      share(l.contended, l.acquisitions),
+			      format_ns(static_cast<double>(l.wait_total)).c_str(),
+			      format_ns(l.wait_mean).c_str(),
+			      format_ns(static_cast<double>(l.wait_p99)).c_str(),
 			      format_ns(static_cast<double>(l.wait_max)).c_str(),
 			      format_ns(static_cast<double>(l.hold_max)).c_str());
 		o << pcol(proc_label(r, l.proc)) << line;
 	}
 	if (!r.conds.empty()) {
 		std::snprintf(line, sizeof line, "%-4s %s %8s %8s %8s %11s %11s\n", "#",
-			      ncol("condition variable").c_str(), "waits", "timeouts", "wakeups", "wait total", "wait max");
+			      ncol("condition variable").c_str(), "waits", "timeouts", "wakeups",
+			      "wait total", "wait max");
 		o << "\n" << pcol("process") << line;
 	}
 	for (size_t i = 0; i < r.conds.size() && i < opt.top; i++) {
 		const CondStats &c = r.conds[i];
-		std::snprintf(line, sizeof line, "%-4zu %s %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %11s %11s\n", i + 1,
+		std::snprintf(line, sizeof line,
+			      "%-4zu %s %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %11s %11s\n", i + 1,
 			      ncol(cond_label(c)).c_str(), c.waits, c.timeouts, c.signals + c.broadcasts,
 			      format_ns(static_cast<double>(c.wait_total)).c_str(),
 			      format_ns(static_cast<double>(c.wait_max)).c_str());
@@ -213,10 +231,12 @@ std::vector<std::string> debug_hints(const Report &r, bool html)
 		if (!m.package.empty())
 			// The page names no address: it is self-contained, links nowhere.
 			get += "apt-get install " + m.package +
-			       (html ? std::string("-dbgsym (from Debian's debug archive, bookworm-debug), or ")
-				     : std::string("-dbgsym (from the Debian debug archive: 'deb "
-						   "http://deb.debian.org/debian-debug bookworm-debug main' in "
-						   "/etc/apt/sources.list.d/), or "));
+			       (html ? std::string(
+					       "-dbgsym (from Debian's debug archive, bookworm-debug), or ")
+				     : std::string(
+					       "-dbgsym (from the Debian debug archive: 'deb "
+					       "http://deb.debian.org/debian-debug bookworm-debug main' in "
+					       "/etc/apt/sources.list.d/), or "));
 		get += "set DEBUGINFOD_URLS=https://debuginfod.debian.net and run the analysis again";
 		out.push_back(h);
 		out.push_back("  " + get);
@@ -226,9 +246,10 @@ std::vector<std::string> debug_hints(const Report &r, bool html)
 
 void write_json(std::ostream &o, const Report &r, const Options &opt)
 {
-	o << "{\n  \"analysis\": \"mutex\",\n  \"events\": " << r.events << ",\n  \"discarded\": " << r.discarded
-	  << ",\n  \"unmatched_unlocks\": " << r.unmatched_unlocks << ",\n  \"cond_waits\": " << r.cond_waits
-	  << ",\n  \"cond_signals\": " << r.cond_signals << ",\n  \"processes\": [";
+	o << "{\n  \"analysis\": \"mutex\",\n  \"events\": " << r.events
+	  << ",\n  \"discarded\": " << r.discarded << ",\n  \"unmatched_unlocks\": " << r.unmatched_unlocks
+	  << ",\n  \"cond_waits\": " << r.cond_waits << ",\n  \"cond_signals\": " << r.cond_signals
+	  << ",\n  \"processes\": [";
 	for (size_t i = 0; i < r.procs.size(); i++)
 		o << (i ? ", " : "") << "{\"index\": " << i << ", \"name\": " << json_str(r.procs[i].name)
 		  << ", \"pid\": " << r.procs[i].pid << "}";
@@ -237,8 +258,9 @@ void write_json(std::ostream &o, const Report &r, const Options &opt)
 		const LockStats &l = r.locks[i];
 		o << (i ? "," : "") << "\n    {\"process\": " << l.proc << ", \"kind\": " << json_str(l.kind)
 		  << ", \"name\": " << json_str(l.name.function.empty() ? hex(l.addr) : l.name.function)
-		  << ", \"address\": " << json_str(hex(l.addr)) << ", \"symbol\": " << json_str(l.name.function)
-		  << ", \"acquisitions\": " << l.acquisitions << ", \"contended\": " << l.contended
+		  << ", \"address\": " << json_str(hex(l.addr))
+		  << ", \"symbol\": " << json_str(l.name.function) << ", \"acquisitions\": " << l.acquisitions
+		  << ", \"contended\": " << l.contended
 		  << ", \"contended_share\": " << share(l.contended, l.acquisitions) / 100.0
 		  << ", \"failed\": " << l.failed << ", \"failed_wait_ns\": " << l.failed_wait
 		  << ", \"wait_total_ns\": " << l.wait_total
@@ -250,10 +272,11 @@ void write_json(std::ostream &o, const Report &r, const Options &opt)
 		for (size_t k = 0; k < l.sites.size(); k++) {
 			const Site &s = l.sites[k];
 			o << (k ? ", " : "") << "{\"caller\": " << json_str(hex(s.caller))
-			  << ", \"function\": " << json_str(s.sym.function) << ", \"location\": "
-			  << json_str(s.sym.location) << ", \"acquisitions\": " << s.acquisitions
-			  << ", \"contended\": " << s.contended << ", \"wait_total_ns\": " << s.wait_total
-			  << ", \"wait_max_ns\": " << s.wait_max << ", \"stack\": [";
+			  << ", \"function\": " << json_str(s.sym.function)
+			  << ", \"location\": " << json_str(s.sym.location)
+			  << ", \"acquisitions\": " << s.acquisitions << ", \"contended\": " << s.contended
+			  << ", \"wait_total_ns\": " << s.wait_total << ", \"wait_max_ns\": " << s.wait_max
+			  << ", \"stack\": [";
 			for (size_t f = 0; f < s.stack.size(); f++) {
 				o << (f ? ", " : "") << "{\"address\": " << json_str(hex(s.stack[f]));
 				if (f < s.stack_syms.size())
@@ -267,16 +290,18 @@ void write_json(std::ostream &o, const Report &r, const Options &opt)
 		for (size_t k = 0; k < l.blockers.size(); k++) {
 			const Site &b = l.blockers[k];
 			o << (k ? ", " : "") << "{\"caller\": " << json_str(hex(b.caller))
-			  << ", \"function\": " << json_str(b.sym.function) << ", \"location\": "
-			  << json_str(b.sym.location) << ", \"waits\": " << b.contended
-			  << ", \"wait_total_ns\": " << b.wait_total << ", \"wait_max_ns\": " << b.wait_max << "}";
+			  << ", \"function\": " << json_str(b.sym.function)
+			  << ", \"location\": " << json_str(b.sym.location) << ", \"waits\": " << b.contended
+			  << ", \"wait_total_ns\": " << b.wait_total << ", \"wait_max_ns\": " << b.wait_max
+			  << "}";
 		}
 		o << "]}";
 	}
 	o << "\n  ],\n  \"missing_debug\": [";
 	for (size_t i = 0; i < r.missing_debug.size(); i++) {
 		const MissingDebug &m = r.missing_debug[i];
-		o << (i ? ", " : "") << "{\"object\": " << json_str(m.object) << ", \"build_id\": " << json_str(m.build_id)
+		o << (i ? ", " : "") << "{\"object\": " << json_str(m.object)
+		  << ", \"build_id\": " << json_str(m.build_id)
 		  << ", \"debug_file\": " << json_str(m.debug_file)
 		  << ", \"debug_file_present\": " << (m.debug_file_present ? "true" : "false")
 		  << ", \"package\": " << json_str(m.package) << "}";
@@ -284,9 +309,11 @@ void write_json(std::ostream &o, const Report &r, const Options &opt)
 	o << "],\n  \"conds\": [";
 	for (size_t i = 0; i < r.conds.size(); i++) {
 		const CondStats &c = r.conds[i];
-		o << (i ? "," : "") << "\n    {\"process\": " << c.proc << ", \"address\": " << json_str(hex(c.addr))
-		  << ", \"symbol\": " << json_str(c.name.function) << ", \"mutex\": " << json_str(hex(c.mutex))
-		  << ", \"waits\": " << c.waits << ", \"timeouts\": " << c.timeouts << ", \"signals\": " << c.signals
+		o << (i ? "," : "") << "\n    {\"process\": " << c.proc
+		  << ", \"address\": " << json_str(hex(c.addr))
+		  << ", \"symbol\": " << json_str(c.name.function)
+		  << ", \"mutex\": " << json_str(hex(c.mutex)) << ", \"waits\": " << c.waits
+		  << ", \"timeouts\": " << c.timeouts << ", \"signals\": " << c.signals
 		  << ", \"broadcasts\": " << c.broadcasts << ", \"wait_total_ns\": " << c.wait_total
 		  << ", \"wait_max_ns\": " << c.wait_max << "}";
 	}
@@ -319,15 +346,16 @@ void svg_histogram(std::ostream &o, const LockStats &l, const char *color)
 	// the box at least as wide as its caption.
 	const int W = 560, H = 180, left = 50, bottom = 40;
 	int n = hi - lo + 1, bw = std::min(48, std::max(8, (W - left - 10) / n));
-	o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << std::max(left + bw * n + 10, 460) << "' height='" << H + bottom
-	  << "' role='img'><title>wait distribution</title>\n";
+	o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << std::max(left + bw * n + 10, 460)
+	  << "' height='" << H + bottom << "' role='img'><title>wait distribution</title>\n";
 	o << "<line x1='" << left << "' y1='" << H << "' x2='" << left + bw * n << "' y2='" << H
 	  << "' stroke='#333'/>\n";
 	o << "<text x='4' y='14' font-size='11'>" << mx << "</text><text x='4' y='" << H
 	  << "' font-size='11'>0</text>\n";
 	for (int k = lo; k <= hi; k++) {
 		uint64_t c = b[static_cast<size_t>(k)];
-		int h = static_cast<int>(static_cast<double>(H - 10) * static_cast<double>(c) / static_cast<double>(mx));
+		int h = static_cast<int>(static_cast<double>(H - 10) * static_cast<double>(c) /
+					 static_cast<double>(mx));
 		int x = left + (k - lo) * bw;
 		double lo_ns = k ? 1000.0 * std::ldexp(1.0, k - 1) : 0.0;
 		o << "<rect x='" << x + 1 << "' y='" << H - h << "' width='" << bw - 2 << "' height='" << h
@@ -355,11 +383,13 @@ void timeline_rows(std::ostream &o, const Report &r, const std::vector<std::pair
 	o << "<div class=tl><div class=tln>";
 	for (const auto &t : threads)
 		o << "<div>" << html_esc(proc_label(r, t.first)) << " tid " << t.second << "</div>";
-	o << "</div><div class=tls><div class=tlz>\n<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 1000 " << H
-	  << "' preserveAspectRatio='none' width='100%' height='" << H << "' role='img'><title>per-thread timeline</title>\n";
+	o << "</div><div class=tls><div class=tlz>\n<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 "
+	     "1000 "
+	  << H << "' preserveAspectRatio='none' width='100%' height='" << H
+	  << "' role='img'><title>per-thread timeline</title>\n";
 	for (size_t i = 0; i < threads.size(); i++)
-		o << "<rect x='0' y='" << static_cast<int>(i) * rowh + 2 << "' width='1000' height='" << rowh - 4
-		  << "' fill='#f4f4f4'/>\n";
+		o << "<rect x='0' y='" << static_cast<int>(i) * rowh + 2 << "' width='1000' height='"
+		  << rowh - 4 << "' fill='#f4f4f4'/>\n";
 	for (const Interval &iv : r.timeline) {
 		auto it = row.find(std::make_pair(iv.proc, iv.tid));
 		if (it == row.end())
@@ -370,12 +400,16 @@ void timeline_rows(std::ostream &o, const Report &r, const std::vector<std::pair
 		const char *c = palette[iv.lock_index % (sizeof palette / sizeof *palette)];
 		char b[200];
 		if (iv.wait)
-			std::snprintf(b, sizeof b, "<rect x='%.3f' y='%d' width='%.3f' height='%d' fill='url(#hatch)' stroke='%s' "
+			std::snprintf(b, sizeof b,
+				      "<rect x='%.3f' y='%d' width='%.3f' height='%d' fill='url(#hatch)' "
+				      "stroke='%s' "
 				      "stroke-width='0.5' vector-effect='non-scaling-stroke'>",
 				      x, y + 3, w, rowh - 6, c);
 		else
-			std::snprintf(b, sizeof b, "<rect x='%.3f' y='%d' width='%.3f' height='%d' fill='%s' fill-opacity='0.85'>", x,
-				      y + 6, w, rowh - 12, c);
+			std::snprintf(b, sizeof b,
+				      "<rect x='%.3f' y='%d' width='%.3f' height='%d' fill='%s' "
+				      "fill-opacity='0.85'>",
+				      x, y + 6, w, rowh - 12, c);
 		o << b << "<title>" << (iv.wait ? "wait " : "hold ") << "lock #" << iv.lock_index + 1 << ": "
 		  << format_ns(static_cast<double>(iv.end - iv.start)) << "</title></rect>\n";
 	}
@@ -383,8 +417,11 @@ void timeline_rows(std::ostream &o, const Report &r, const std::vector<std::pair
 	// Tick labels in HTML (they keep their size when zoomed): 8 at 1x,
 	// 32 from 4x, 64 from 16x (CSS).
 	for (int k = 0; k < 64; k++)
-		o << "<span class=" << (k % 8 == 0 ? "t1" : k % 2 == 0 ? "t4" : "t16") << " style='left:" << 100.0 * k / 64
-		  << "%'>+" << format_ns(span * k / 64.0) << "</span>";
+		o << "<span class="
+		  << (k % 8 == 0   ? "t1"
+		      : k % 2 == 0 ? "t4"
+				   : "t16")
+		  << " style='left:" << 100.0 * k / 64 << "%'>+" << format_ns(span * k / 64.0) << "</span>";
 	o << "</div></div></div></div>\n";
 }
 
@@ -411,7 +448,8 @@ void svg_timeline(std::ostream &o, const Report &r, const Options &opt)
 	std::vector<std::pair<uint32_t, int64_t>> threads;
 	for (const auto &kv : waited)
 		threads.push_back(kv.first);
-	std::stable_sort(threads.begin(), threads.end(), [&](const auto &a, const auto &b) { return waited[a] > waited[b]; });
+	std::stable_sort(threads.begin(), threads.end(),
+			 [&](const auto &a, const auto &b) { return waited[a] > waited[b]; });
 	const size_t shown = std::min(threads.size(), opt.top);
 	const double span = static_cast<double>(std::max<int64_t>(1, t1 - t0));
 	o << "<p class=zoom>zoom: <a href='#timeline'>1x</a>";
@@ -420,21 +458,28 @@ void svg_timeline(std::ostream &o, const Report &r, const Options &opt)
 	o << " (scroll sideways to pan)</p>\n";
 	for (int z : {4, 16, 64})
 		o << "<span id='zoom" << z << "' class=zt></span>";
-	o << "<div class=tlbox>\n<svg width='0' height='0' style='position:absolute'><defs><pattern id='hatch' width='4' "
-	     "height='4' patternUnits='userSpaceOnUse'><path d='M0,4 L4,0' stroke='#d62728' stroke-width='1.2'/>"
+	o << "<div class=tlbox>\n<svg width='0' height='0' style='position:absolute'><defs><pattern "
+	     "id='hatch' width='4' "
+	     "height='4' patternUnits='userSpaceOnUse'><path d='M0,4 L4,0' stroke='#d62728' "
+	     "stroke-width='1.2'/>"
 	     "</pattern></defs></svg>\n";
-	timeline_rows(o, r, std::vector<std::pair<uint32_t, int64_t>>(threads.begin(), threads.begin() + shown), t0,
+	timeline_rows(o, r,
+		      std::vector<std::pair<uint32_t, int64_t>>(threads.begin(), threads.begin() + shown), t0,
 		      span);
 	if (shown < threads.size()) {
-		o << "<details><summary>" << threads.size() - shown << " more thread(s), which waited less</summary>\n";
-		timeline_rows(o, r, std::vector<std::pair<uint32_t, int64_t>>(threads.begin() + shown, threads.end()), t0,
-			      span);
+		o << "<details><summary>" << threads.size() - shown
+		  << " more thread(s), which waited less</summary>\n";
+		timeline_rows(
+			o, r,
+			std::vector<std::pair<uint32_t, int64_t>>(threads.begin() + shown, threads.end()), t0,
+			span);
 		o << "</details>\n";
 	}
-	o << "</div>\n<p class=note>Solid bars: lock held; hatched bars: waiting for the lock. Threads by time waited. Colors: ";
+	o << "</div>\n<p class=note>Solid bars: lock held; hatched bars: waiting for the lock. Threads by "
+	     "time waited. Colors: ";
 	for (size_t i = 0; i < r.locks.size() && i < opt.timeline_locks; i++)
-		o << "<span style='color:" << palette[i % (sizeof palette / sizeof *palette)] << "'>&#9632; #" << i + 1
-		  << "</span> ";
+		o << "<span style='color:" << palette[i % (sizeof palette / sizeof *palette)] << "'>&#9632; #"
+		  << i + 1 << "</span> ";
 	if (r.timeline_truncated)
 		o << " (the " << opt.timeline_max << " longest intervals only, waits first)";
 	o << "</p>\n";
@@ -448,9 +493,11 @@ void write_html(std::ostream &o, const Report &r, const Options &opt)
 	     "<style>body{font-family:sans-serif;margin:20px;color:#222}table{border-collapse:collapse}"
 	     "td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}td.n{text-align:right}"
 	     "th{background:#eee}.note{color:#666;font-size:12px}code{font-size:12px}"
-	     ".tl{display:flex;align-items:flex-start}.tln{flex:none;font-size:11px;white-space:nowrap;padding-right:6px}"
+	     ".tl{display:flex;align-items:flex-start}.tln{flex:none;font-size:11px;white-space:nowrap;"
+	     "padding-right:6px}"
 	     ".tln div{height:22px;line-height:22px}.tls{flex:1;overflow-x:auto;min-width:0}.tlz{width:100%}"
-	     ".tla{position:relative;height:16px;font-size:10px;color:#444}.tla span{position:absolute;white-space:nowrap}"
+	     ".tla{position:relative;height:16px;font-size:10px;color:#444}.tla "
+	     "span{position:absolute;white-space:nowrap}"
 	     ".zt:target~.tlbox .tlz{width:400%}#zoom16:target~.tlbox .tlz{width:1600%}"
 	     "#zoom64:target~.tlbox .tlz{width:6400%}.tla .t4,.tla .t16{display:none}"
 	     ".zt:target~.tlbox .tla .t4{display:inline}#zoom16:target~.tlbox .tla .t16,"
@@ -467,27 +514,31 @@ void write_html(std::ostream &o, const Report &r, const Options &opt)
 		const LockStats &l = r.locks[i];
 		char sh[32];
 		std::snprintf(sh, sizeof sh, "%.1f%%", share(l.contended, l.acquisitions));
-		o << "<tr><td style='color:" << palette[i % (sizeof palette / sizeof *palette)] << "'>" << i + 1
-		  << "</td><td>" << html_esc(proc_label(r, l.proc)) << "</td><td><code>"
+		o << "<tr><td style='color:" << palette[i % (sizeof palette / sizeof *palette)] << "'>"
+		  << i + 1 << "</td><td>" << html_esc(proc_label(r, l.proc)) << "</td><td><code>"
 		  << html_esc(lock_label(l)) << "</code></td><td>" << l.kind << "</td><td class=n>"
 		  << l.acquisitions << "</td><td class=n>" << l.contended << "</td><td class=n>" << sh
-		  << "</td><td class=n>" << format_ns(static_cast<double>(l.wait_total)) << "</td><td class=n>"
-		  << format_ns(l.wait_mean) << "</td><td class=n>" << format_ns(static_cast<double>(l.wait_p99))
-		  << "</td><td class=n>" << format_ns(static_cast<double>(l.wait_max)) << "</td><td class=n>"
+		  << "</td><td class=n>" << format_ns(static_cast<double>(l.wait_total))
+		  << "</td><td class=n>" << format_ns(l.wait_mean) << "</td><td class=n>"
+		  << format_ns(static_cast<double>(l.wait_p99)) << "</td><td class=n>"
+		  << format_ns(static_cast<double>(l.wait_max)) << "</td><td class=n>"
 		  << format_ns(static_cast<double>(l.hold_max)) << "</td></tr>\n";
 	}
 	o << "</table>\n";
 	if (!r.conds.empty()) {
 		o << "<h2>Condition variables</h2>\n<p class=note>Time threads spent waiting for a condition "
-		     "(waiting for work, not slowed by a lock).</p>\n<table><tr><th>process</th><th>condition "
-		     "variable</th><th>mutex</th><th>waits</th><th>timeouts</th><th>signals</th><th>broadcasts</th>"
+		     "(waiting for work, not slowed by a "
+		     "lock).</p>\n<table><tr><th>process</th><th>condition "
+		     "variable</th><th>mutex</th><th>waits</th><th>timeouts</th><th>signals</"
+		     "th><th>broadcasts</th>"
 		     "<th>wait total</th><th>wait max</th></tr>\n";
 		for (size_t i = 0; i < r.conds.size() && i < opt.top; i++) {
 			const CondStats &c = r.conds[i];
 			o << "<tr><td>" << html_esc(proc_label(r, c.proc)) << "</td><td><code>" << hex(c.addr)
-			  << (c.name.function.empty() ? "" : " (" + html_esc(c.name.function) + ")") << "</code></td><td><code>"
-			  << hex(c.mutex) << "</code></td><td class=n>" << c.waits << "</td><td class=n>" << c.timeouts
-			  << "</td><td class=n>" << c.signals << "</td><td class=n>" << c.broadcasts << "</td><td class=n>"
+			  << (c.name.function.empty() ? "" : " (" + html_esc(c.name.function) + ")")
+			  << "</code></td><td><code>" << hex(c.mutex) << "</code></td><td class=n>" << c.waits
+			  << "</td><td class=n>" << c.timeouts << "</td><td class=n>" << c.signals
+			  << "</td><td class=n>" << c.broadcasts << "</td><td class=n>"
 			  << format_ns(static_cast<double>(c.wait_total)) << "</td><td class=n>"
 			  << format_ns(static_cast<double>(c.wait_max)) << "</td></tr>\n";
 		}
@@ -498,30 +549,35 @@ void write_html(std::ostream &o, const Report &r, const Options &opt)
 	svg_timeline(o, r, opt);
 	for (size_t i = 0; i < r.locks.size() && i < opt.timeline_locks; i++) {
 		const LockStats &l = r.locks[i];
-		o << "<h2>#" << i + 1 << " " << html_esc(proc_label(r, l.proc)) << " <code>" << html_esc(lock_label(l))
-		  << "</code></h2>\n<h3>Wait-time distribution</h3>\n";
+		o << "<h2>#" << i + 1 << " " << html_esc(proc_label(r, l.proc)) << " <code>"
+		  << html_esc(lock_label(l)) << "</code></h2>\n<h3>Wait-time distribution</h3>\n";
 		svg_histogram(o, l, palette[i % (sizeof palette / sizeof *palette)]);
 		o << "<h3>Call sites</h3>\n<table><tr><th>site</th><th>acquired</th><th>contended</th>"
 		     "<th>wait total</th><th>wait max</th><th>stack of the longest wait</th></tr>\n";
 		for (const Site &s : l.sites) {
-			o << "<tr><td><code>" << html_esc(site_label(s)) << "</code></td><td class=n>" << s.acquisitions
-			  << "</td><td class=n>" << s.contended << "</td><td class=n>"
+			o << "<tr><td><code>" << html_esc(site_label(s)) << "</code></td><td class=n>"
+			  << s.acquisitions << "</td><td class=n>" << s.contended << "</td><td class=n>"
 			  << format_ns(static_cast<double>(s.wait_total)) << "</td><td class=n>"
 			  << format_ns(static_cast<double>(s.wait_max)) << "</td><td><code>";
 			for (size_t k = 1; k < s.stack_syms.size(); k++)
-				o << html_esc(s.stack_syms[k].function.empty() ? hex(s.stack[k]) : s.stack_syms[k].function)
-				  << (s.stack_syms[k].location.empty() ? "" : " at " + html_esc(s.stack_syms[k].location))
+				o << html_esc(s.stack_syms[k].function.empty() ? hex(s.stack[k])
+									       : s.stack_syms[k].function)
+				  << (s.stack_syms[k].location.empty()
+					      ? ""
+					      : " at " + html_esc(s.stack_syms[k].location))
 				  << "<br>";
 			o << "</code></td></tr>\n";
 		}
 		o << "</table>\n";
 		if (l.blockers.empty())
 			continue;
-		o << "<h3>Holds that others waited behind (where they were taken)</h3>\n<table><tr><th>site</th>"
+		o << "<h3>Holds that others waited behind (where they were "
+		     "taken)</h3>\n<table><tr><th>site</th>"
 		     "<th>waits caused</th><th>wait total</th><th>wait max</th></tr>\n";
 		for (const Site &b : l.blockers)
-			o << "<tr><td><code>" << html_esc(site_label(b)) << "</code></td><td class=n>" << b.contended
-			  << "</td><td class=n>" << format_ns(static_cast<double>(b.wait_total)) << "</td><td class=n>"
+			o << "<tr><td><code>" << html_esc(site_label(b)) << "</code></td><td class=n>"
+			  << b.contended << "</td><td class=n>"
+			  << format_ns(static_cast<double>(b.wait_total)) << "</td><td class=n>"
 			  << format_ns(static_cast<double>(b.wait_max)) << "</td></tr>\n";
 		o << "</table>\n";
 	}
@@ -532,8 +588,10 @@ void write_html(std::ostream &o, const Report &r, const Options &opt)
 			o << html_esc(h) << "\n";
 		o << "</pre>\n";
 	}
-	o << "<p class=note>Generated by <code>strata analyze mutex</code>. Wait: time blocked in the lock call "
-	     "(0 when the lock was free); hold: from acquisition to the same thread's unlock.</p>\n</body></html>\n";
+	o << "<p class=note>Generated by <code>strata analyze mutex</code>. Wait: time blocked in the lock "
+	     "call "
+	     "(0 when the lock was free); hold: from acquisition to the same thread's "
+	     "unlock.</p>\n</body></html>\n";
 }
 
 } // namespace analyze

@@ -139,8 +139,8 @@ std::string build_id_of(const std::vector<unsigned char> &notes)
 		const size_t name_at = at + 12, desc_at = name_at + ((namesz + 3u) & ~3u);
 		if (namesz > notes.size() || descsz > notes.size() || desc_at + descsz > notes.size())
 			break;
-		if (type == NT_GNU_BUILD_ID && namesz == 4 && !std::memcmp(&notes[name_at], "GNU", 4) && descsz &&
-		    descsz <= 64) {
+		if (type == NT_GNU_BUILD_ID && namesz == 4 && !std::memcmp(&notes[name_at], "GNU", 4) &&
+		    descsz && descsz <= 64) {
 			std::string hexid;
 			char b[3];
 			for (size_t i = 0; i < descsz; i++) {
@@ -168,8 +168,9 @@ bool read_loads(const std::string &path, std::vector<Segment> *out, std::string 
 	}
 	Elf64_Ehdr eh;
 	bool ok = pread(fd, &eh, sizeof eh, 0) == static_cast<ssize_t>(sizeof eh) &&
-		  std::equal(eh.e_ident, eh.e_ident + SELFMAG, ELFMAG) && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
-		  eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 512;
+		  std::equal(eh.e_ident, eh.e_ident + SELFMAG, ELFMAG) &&
+		  eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) &&
+		  eh.e_phnum < 512;
 	for (unsigned i = 0; ok && i < eh.e_phnum; i++) {
 		Elf64_Phdr ph;
 		if (pread(fd, &ph, sizeof ph, static_cast<off_t>(eh.e_phoff + i * sizeof ph)) !=
@@ -254,7 +255,8 @@ struct SymbolTable::Impl {
 				return true;
 			}
 			if ((t == DW_TAG_namespace || t == DW_TAG_class_type || t == DW_TAG_structure_type ||
-			     t == DW_TAG_union_type) && scopes_at(&c, pc, path, depth + 1))
+			     t == DW_TAG_union_type) &&
+			    scopes_at(&c, pc, path, depth + 1))
 				return true;
 		} while (dw.siblingof(&c, &c) == 0);
 		return false;
@@ -270,7 +272,8 @@ struct SymbolTable::Impl {
 	{
 		Dwfl_Line *line = dw.getsrc(mod, a);
 		int lineno = 0;
-		const char *file = line ? dw.lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr) : nullptr;
+		const char *file =
+			line ? dw.lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr) : nullptr;
 		if (!file)
 			return "";
 		std::string first = std::string(file) + ":" + std::to_string(lineno);
@@ -350,7 +353,10 @@ SymbolTable::~SymbolTable()
 	std::free(impl_->dw.debuginfo_path);
 }
 
-bool SymbolTable::have_libdw() const { return impl_->dw_ok; }
+bool SymbolTable::have_libdw() const
+{
+	return impl_->dw_ok;
+}
 
 namespace {
 
@@ -399,7 +405,8 @@ std::vector<MissingDebug> SymbolTable::missing_debug() const
 		m.object = o.path;
 		m.build_id = o.build_id;
 		if (o.build_id.size() > 2)
-			m.debug_file = "/usr/lib/debug/.build-id/" + o.build_id.substr(0, 2) + "/" + o.build_id.substr(2) + ".debug";
+			m.debug_file = "/usr/lib/debug/.build-id/" + o.build_id.substr(0, 2) + "/" +
+				       o.build_id.substr(2) + ".debug";
 		struct stat sb;
 		m.debug_file_present = !m.debug_file.empty() && stat(m.debug_file.c_str(), &sb) == 0;
 		m.package = package_of(o.path);

@@ -43,7 +43,10 @@ inline int64_t as_i64(const bt_field *f)
 	return integer_value(f, &v) ? v : 0;
 }
 
-inline uint64_t as_u64(const bt_field *f) { return static_cast<uint64_t>(as_i64(f)); }
+inline uint64_t as_u64(const bt_field *f)
+{
+	return static_cast<uint64_t>(as_i64(f));
+}
 
 inline std::string as_str(const bt_field *f)
 {
@@ -121,8 +124,7 @@ inline bool event_tid(const bt_event *ev, int64_t *tid)
 	    integer_value(member(bt_event_borrow_common_context_field_const(ev), "tid"), tid))
 		return true;
 	const bt_packet *p = bt_event_borrow_packet_const(ev);
-	return p && integer_value(member(bt_packet_borrow_context_field_const(p), "vtid"), tid) &&
-	       *tid >= 0;
+	return p && integer_value(member(bt_packet_borrow_context_field_const(p), "vtid"), tid) && *tid >= 0;
 }
 
 } // namespace strata

@@ -122,8 +122,11 @@ int strata_cmd_analyze(int argc, char **argv)
 	const std::function<void(int64_t)> tick = [&](int64_t ts) { progress.update(++seen, ts); };
 	std::unique_ptr<SymbolTable> syms;
 	Report rep = analyze_feed(
-		[&](const std::function<void(const Event &)> &on) { ok = read_trace_feed(dir, &in, &on, &tick, &err); },
-		in, opt, [&](uint32_t proc, uint64_t addr, bool code) {
+		[&](const std::function<void(const Event &)> &on) {
+			ok = read_trace_feed(dir, &in, &on, &tick, &err);
+		},
+		in, opt,
+		[&](uint32_t proc, uint64_t addr, bool code) {
 			if (!syms)
 				syms.reset(new SymbolTable(in.maps));
 			return syms->lookup(proc, addr, code);

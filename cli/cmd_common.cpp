@@ -126,8 +126,10 @@ int parse_channel_option(const char *cmd, int argc, char **argv, int &i, proto::
 	const std::string a = argv[i];
 	if (a == "--blocking" || a.rfind("--blocking=", 0) == 0) {
 		uint32_t ms = kDefaultBlockMs;
-		if (a.size() > 10 && (!parse_u32(a.c_str() + 11, ms) || ms == 0 || ms > STRATA_MODE_BLOCK_MAX_MS))
-			return usage_error(cmd, "--blocking=MS needs 1.." + std::to_string(STRATA_MODE_BLOCK_MAX_MS) +
+		if (a.size() > 10 &&
+		    (!parse_u32(a.c_str() + 11, ms) || ms == 0 || ms > STRATA_MODE_BLOCK_MAX_MS))
+			return usage_error(cmd, "--blocking=MS needs 1.." +
+							std::to_string(STRATA_MODE_BLOCK_MAX_MS) +
 							" milliseconds, not '" + a.substr(11) + "'"),
 			       -1;
 		c.mode = (c.mode & STRATA_MODE_MASK) | (ms << STRATA_MODE_BLOCK_SHIFT);
@@ -152,14 +154,19 @@ int parse_channel_option(const char *cmd, int argc, char **argv, int &i, proto::
 		else if (!strcmp(v, "overwrite"))
 			c.mode = (c.mode & ~STRATA_MODE_MASK) | STRATA_MODE_OVERWRITE;
 		else
-			return usage_error(cmd, std::string("--mode must be discard or overwrite, not '") + v + "'"), -1;
+			return usage_error(cmd, std::string("--mode must be discard or overwrite, not '") +
+							v + "'"),
+			       -1;
 	} else if (a == "--subbuf-size") {
 		if (!parse_size(v, n) || n == 0) // 0 would mean "the default" on the wire
-			return usage_error(cmd, std::string("bad size '") + v + "' (a power of two, 4k..64M)"), -1;
+			return usage_error(cmd,
+					   std::string("bad size '") + v + "' (a power of two, 4k..64M)"),
+			       -1;
 		c.subbuf_size = n;
 	} else if (a == "--subbuf-count") {
 		if (!parse_u32(v, u) || u == 0)
-			return usage_error(cmd, std::string("bad count '") + v + "' (a power of two, 2..64)"), -1;
+			return usage_error(cmd, std::string("bad count '") + v + "' (a power of two, 2..64)"),
+			       -1;
 		c.n_subbuf = u;
 	} else {
 		if (!parse_u32(v, u) || u == 0)
@@ -322,7 +329,8 @@ int parse_wait_option(const char *cmd, const char *arg, uint32_t &wait_ms)
 	if (!strcmp(end, "ms"))
 		t /= 1000;
 	else if (*end && strcmp(end, "s"))
-		return usage_error(cmd, std::string("bad --wait timeout '") + v + "' (seconds, or <n>ms)"), -1;
+		return usage_error(cmd, std::string("bad --wait timeout '") + v + "' (seconds, or <n>ms)"),
+		       -1;
 	if (t * 1000 < 1 || t * 1000 > proto::kMaxWaitMs)
 		return usage_error(cmd, "--wait timeout must be 1 ms .. 600 s"), -1;
 	wait_ms = static_cast<uint32_t>(t * 1000);
@@ -367,13 +375,12 @@ int query(const char *cmd, CtlClient &cl, proto::Body body, proto::Type expected
 	}
 	if (ans.type() != expected) {
 		fprintf(stderr, "strata %s: %s\n", cmd,
-			ans.type() == proto::Type::Reply ? std::get<proto::Reply>(ans.body).text.c_str() :
-							  "unexpected answer");
+			ans.type() == proto::Type::Reply ? std::get<proto::Reply>(ans.body).text.c_str()
+							 : "unexpected answer");
 		return kFail;
 	}
 	return kOk;
 }
-
 
 std::string self_dir()
 {
@@ -390,9 +397,9 @@ std::string find_library(const std::string &file)
 {
 	const std::string d = self_dir();
 	const std::string lib = STRATA_LIBDIR;
-	for (const std::string &p : {d + "/" + file, d + "/../lib/" + file, d + "/../lib/strata/" + file,
-				     d + "/../preload/" + file, d + "/../jvm/" + file, lib + "/" + file,
-				     lib + "/strata/" + file})
+	for (const std::string &p :
+	     {d + "/" + file, d + "/../lib/" + file, d + "/../lib/strata/" + file, d + "/../preload/" + file,
+	      d + "/../jvm/" + file, lib + "/" + file, lib + "/strata/" + file})
 		if (access(p.c_str(), R_OK) == 0)
 			return p;
 	return "";
@@ -435,7 +442,8 @@ int run_consumerd_repair(const std::string &dir, bool check_only)
 			if (null >= 0)
 				dup2(null, 1);
 		}
-		execl(exe.c_str(), exe.c_str(), check_only ? "--check" : "--repair", dir.c_str(), (char *)nullptr);
+		execl(exe.c_str(), exe.c_str(), check_only ? "--check" : "--repair", dir.c_str(),
+		      (char *)nullptr);
 		_exit(127);
 	}
 	int st = 0;
@@ -453,8 +461,10 @@ void hint_torn(const char *cmd, const std::string &dir)
 		return;
 	if (run_consumerd_repair(dir, true) == 3)
 		fprintf(stderr,
-			"strata %s: stream files above end inside a packet (a consumer daemon killed while writing?); "
-			"'strata view --repair %s' cuts them back to their last whole packet and shows the rest\n",
+			"strata %s: stream files above end inside a packet (a consumer daemon killed while "
+			"writing?); "
+			"'strata view --repair %s' cuts them back to their last whole packet and shows the "
+			"rest\n",
 			cmd, dir.c_str());
 }
 

@@ -24,11 +24,15 @@ int strata_cmd_create(int argc, char **argv)
 			       "Create a tracing session.  Enable events, then start it.\n\n"
 			       "  -o, --output DIR          trace directory (default:\n"
 			       "                            ./strata-SESSION-YYYYMMDD-HHMMSS)\n"
-			       "  --aggregate SPEC          aggregate instead of recording: in every process the\n"
-			       "                            session reaches, count SPEC's events, and sum, min,\n"
+			       "  --aggregate SPEC          aggregate instead of recording: in every process "
+			       "the\n"
+			       "                            session reaches, count SPEC's events, and sum, "
+			       "min,\n"
 			       "                            max and log2 histogram of a field, per key:\n"
-			       "                            'PROVIDER:EVENT[:FIELD] [by KEY] [limit N]' (KEY a\n"
-			       "                            field, $tid or $event; N keys, default 256); see it\n"
+			       "                            'PROVIDER:EVENT[:FIELD] [by KEY] [limit N]' (KEY "
+			       "a\n"
+			       "                            field, $tid or $event; N keys, default 256); see "
+			       "it\n"
 			       "                            with strata top -s SESSION\n"
 			       "  --filter EXPR             with --aggregate: only the events whose fields\n"
 			       "                            satisfy EXPR (docs/filters.md)\n"
@@ -49,7 +53,8 @@ int strata_cmd_create(int argc, char **argv)
 		if (!strcmp(argv[i], "--aggregate") || !strcmp(argv[i], "--filter")) {
 			const bool agg = argv[i][2] == 'a';
 			if (++i >= argc || !*argv[i])
-				return cli::usage_error(cmd, agg ? "--aggregate needs a spec" : "--filter needs an expression");
+				return cli::usage_error(cmd, agg ? "--aggregate needs a spec"
+								 : "--filter needs an expression");
 			(agg ? m.aggregate : m.agg_filter) = argv[i];
 		} else if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) {
 			if (++i >= argc || !*argv[i])
@@ -72,19 +77,22 @@ int strata_cmd_create(int argc, char **argv)
 	if (m.output_dir.size() > proto::kMaxPath)
 		return cli::usage_error(cmd, "output path too long");
 	if (!m.agg_filter.empty() && m.aggregate.empty())
-		return cli::usage_error(cmd, "--filter goes with --aggregate (enable-event --filter for recording)");
+		return cli::usage_error(
+			cmd, "--filter goes with --aggregate (enable-event --filter for recording)");
 	if (!m.aggregate.empty()) {
 		struct strata_agg_spec spec;
 		char why[128];
 		if (m.aggregate.size() > proto::kMaxAggregate ||
 		    agg_spec_parse(m.aggregate.c_str(), &spec, why, sizeof why) != 0)
-			return cli::usage_error(cmd, "bad --aggregate '" + m.aggregate + "': " +
-							     (m.aggregate.size() > proto::kMaxAggregate ? "too long" : why));
+			return cli::usage_error(
+				cmd, "bad --aggregate '" + m.aggregate + "': " +
+					     (m.aggregate.size() > proto::kMaxAggregate ? "too long" : why));
 		strata::FilterProgram prog;
 		strata::FilterError fe{};
-		if (m.agg_filter.size() > proto::kMaxFilter || !filter_compile(m.agg_filter.c_str(), &prog, &fe))
-			return cli::usage_error(cmd, "bad --filter '" + m.agg_filter + "': " +
-							     (fe.msg ? fe.msg : "too long"));
+		if (m.agg_filter.size() > proto::kMaxFilter ||
+		    !filter_compile(m.agg_filter.c_str(), &prog, &fe))
+			return cli::usage_error(cmd, "bad --filter '" + m.agg_filter +
+							     "': " + (fe.msg ? fe.msg : "too long"));
 	}
 	CtlClient cl;
 	std::string err;
@@ -95,7 +103,8 @@ int strata_cmd_create(int argc, char **argv)
 	std::string why = cli::relay_unsupported(m, cl.version());
 	if (why.empty() && !m.aggregate.empty() && cl.version() < proto::kAggVersion)
 		why = "the running strata-consumerd speaks protocol " + std::to_string(cl.version()) +
-		      ", aggregation sessions need " + std::to_string(proto::kAggVersion) + ": restart it from this version";
+		      ", aggregation sessions need " + std::to_string(proto::kAggVersion) +
+		      ": restart it from this version";
 	if (!why.empty()) {
 		fprintf(stderr, "strata %s: %s\n", cmd, why.c_str());
 		return cli::kFail;
@@ -106,7 +115,8 @@ int strata_cmd_create(int argc, char **argv)
 	}
 	if (!m.aggregate.empty())
 		printf("Session %s created; it aggregates %s%s%s (strata top -s %s)\n", m.session.c_str(),
-		       m.aggregate.c_str(), m.agg_filter.empty() ? "" : " where ", m.agg_filter.c_str(), m.session.c_str());
+		       m.aggregate.c_str(), m.agg_filter.empty() ? "" : " where ", m.agg_filter.c_str(),
+		       m.session.c_str());
 	else if (m.relay.empty())
 		printf("Session %s created; trace directory %s\n", m.session.c_str(), m.output_dir.c_str());
 	else

@@ -52,7 +52,8 @@ void help(const char *cmd, bool enable)
 	       cmd, enable ? " [--filter EXPR]" : "", enable ? "Enable" : "Disable",
 	       enable ? "  --filter EXPR      record only events whose fields satisfy EXPR, e.g.\n"
 			"                     'size > 4096 && path == \"/tmp/*\"' (docs/filters.md);\n"
-			"                     an event lacking a named field does not match\n" : "");
+			"                     an event lacking a named field does not match\n"
+		      : "");
 }
 
 // --pid PID or --name COMM at argv[i] (i moves to its value).  -1 taken,
@@ -63,7 +64,8 @@ int parse_target(EventArgs &e, int argc, char **argv, int &i)
 	uint32_t v = 0;
 	if (++i >= argc || (pid && (!cli::parse_u32(argv[i], v) || !v)) ||
 	    (!pid && (!*argv[i] || strlen(argv[i]) > proto::kMaxName)))
-		return cli::usage_error(e.cmd, pid ? "--pid needs a process id" : "--name needs a process name");
+		return cli::usage_error(e.cmd,
+					pid ? "--pid needs a process id" : "--name needs a process name");
 	if (pid)
 		e.pids.push_back(v);
 	else
@@ -82,7 +84,8 @@ int parse_kprobe(EventArgs &e, int argc, char **argv, int &i)
 	const std::string prefix = strcmp(argv[i], "--kretprobe") ? "kernel:kprobe_" : "kernel:kretprobe_";
 	const char *opt = argv[i];
 	if (++i >= argc || !*argv[i] || strlen(argv[i]) > 127 - prefix.size() ||
-	    strspn(argv[i], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") != strlen(argv[i]))
+	    strspn(argv[i], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") !=
+		    strlen(argv[i]))
 		return cli::usage_error(e.cmd, std::string(opt) + " needs a kernel symbol ([A-Za-z0-9_.])");
 	e.patterns.push_back(prefix + argv[i]);
 	return -1;
@@ -100,8 +103,8 @@ int parse_filter(EventArgs &e, const char *expr)
 	strata::FilterProgram prog;
 	strata::FilterError fe;
 	if (!strata::filter_compile(e.filter.c_str(), &prog, &fe)) {
-		fprintf(stderr, "strata %s: bad --filter at column %u: %s\n  %s\n  %*s^\n", e.cmd, fe.column, fe.msg,
-			e.filter.c_str(), (int)fe.column - 1, "");
+		fprintf(stderr, "strata %s: bad --filter at column %u: %s\n  %s\n  %*s^\n", e.cmd, fe.column,
+			fe.msg, e.filter.c_str(), (int)fe.column - 1, "");
 		return cli::kUsage;
 	}
 	return -1;
@@ -129,7 +132,8 @@ int parse_arg(EventArgs &e, int argc, char **argv, int &i)
 		return -1;
 	}
 	if (e.enable && !strcmp(a, "--filter"))
-		return ++i >= argc ? cli::usage_error(e.cmd, "--filter needs an expression") : parse_filter(e, argv[i]);
+		return ++i >= argc ? cli::usage_error(e.cmd, "--filter needs an expression")
+				   : parse_filter(e, argv[i]);
 	if (a[0] == '-' && a[1])
 		return cli::usage_error(e.cmd, std::string("unknown option '") + a + "'");
 	if (e.session.empty() && proto::valid_session_name(a)) {

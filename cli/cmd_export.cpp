@@ -41,31 +41,30 @@ using exp::Args;
 
 void export_usage(FILE *f)
 {
-	std::fputs(
-		"usage: strata export [--format perfetto|json] [-o FILE] [DIR]\n"
-		"\n"
-		"Write every trace under DIR (default: the current directory; user, kernel and\n"
-		"JVM sub-traces, several processes, relay and snapshot outputs) as one timeline:\n"
-		"\n"
-		"  --format perfetto   Perfetto's protobuf trace (default; FILE: DIR.perfetto-trace,\n"
-		"                      or trace.perfetto-trace); open it in https://ui.perfetto.dev\n"
-		"  --format json       Chrome's JSON trace events (FILE: DIR.json); for small traces\n"
-		"                      and viewers that read only that (chrome://tracing, speedscope)\n"
-		"  -o, --output FILE   where to write ('-': standard output)\n"
-		"  -h, --help          this help\n"
-		"\n"
-		"Processes and threads are named (Java threads by their Java names); kernel\n"
-		"scheduling gives per-CPU tracks and thread states; syscalls are slices on their\n"
-		"threads; an event pair NAME_begin/NAME_end (also _start/_end, _start/_finish,\n"
-		"_entry/_exit, _enter/_exit) on one thread is a slice NAME, any other event an\n"
-		"instant; pthread lock waits and holds and JVM monitor waits are slices, with a\n"
-		"flow from the thread that released a lock to the waiter that got it (for\n"
-		"JVM monitors, inferred: docs/viewing.md); lost\n"
-		"events are a counter and a marker.  docs/viewing.md says more.\n"
-		"A progress bar is drawn on standard error when it is a terminal.\n"
-		"\n"
-		"exit status: 0 ok, 1 the trace cannot be read or the output written, 2 usage error\n",
-		f);
+	std::fputs("usage: strata export [--format perfetto|json] [-o FILE] [DIR]\n"
+		   "\n"
+		   "Write every trace under DIR (default: the current directory; user, kernel and\n"
+		   "JVM sub-traces, several processes, relay and snapshot outputs) as one timeline:\n"
+		   "\n"
+		   "  --format perfetto   Perfetto's protobuf trace (default; FILE: DIR.perfetto-trace,\n"
+		   "                      or trace.perfetto-trace); open it in https://ui.perfetto.dev\n"
+		   "  --format json       Chrome's JSON trace events (FILE: DIR.json); for small traces\n"
+		   "                      and viewers that read only that (chrome://tracing, speedscope)\n"
+		   "  -o, --output FILE   where to write ('-': standard output)\n"
+		   "  -h, --help          this help\n"
+		   "\n"
+		   "Processes and threads are named (Java threads by their Java names); kernel\n"
+		   "scheduling gives per-CPU tracks and thread states; syscalls are slices on their\n"
+		   "threads; an event pair NAME_begin/NAME_end (also _start/_end, _start/_finish,\n"
+		   "_entry/_exit, _enter/_exit) on one thread is a slice NAME, any other event an\n"
+		   "instant; pthread lock waits and holds and JVM monitor waits are slices, with a\n"
+		   "flow from the thread that released a lock to the waiter that got it (for\n"
+		   "JVM monitors, inferred: docs/viewing.md); lost\n"
+		   "events are a counter and a marker.  docs/viewing.md says more.\n"
+		   "A progress bar is drawn on standard error when it is a terminal.\n"
+		   "\n"
+		   "exit status: 0 ok, 1 the trace cannot be read or the output written, 2 usage error\n",
+		   f);
 }
 
 // ---- track ids -------------------------------------------------------------
@@ -134,7 +133,8 @@ struct StreamCtx {
 	}
 	static const bt_field *at(const bt_field *st, int64_t i)
 	{
-		return st && i >= 0 ? bt_field_structure_borrow_member_field_by_index_const(st, static_cast<uint64_t>(i))
+		return st && i >= 0 ? bt_field_structure_borrow_member_field_by_index_const(
+					      st, static_cast<uint64_t>(i))
 				    : nullptr;
 	}
 	bool tid(const bt_event *ev, int64_t *out) const
@@ -144,15 +144,18 @@ struct StreamCtx {
 		if (pkt_tid < 0)
 			return false;
 		const bt_packet *p = bt_event_borrow_packet_const(ev);
-		return p && integer_value(at(bt_packet_borrow_context_field_const(p), pkt_tid), out) && *out >= 0;
+		return p && integer_value(at(bt_packet_borrow_context_field_const(p), pkt_tid), out) &&
+		       *out >= 0;
 	}
 	uint32_t cpu(const bt_event *ev) const
 	{
 		int64_t v = 0;
-		if (ev_cpu >= 0 && integer_value(at(bt_event_borrow_common_context_field_const(ev), ev_cpu), &v))
+		if (ev_cpu >= 0 &&
+		    integer_value(at(bt_event_borrow_common_context_field_const(ev), ev_cpu), &v))
 			return static_cast<uint32_t>(v);
 		const bt_packet *p = bt_event_borrow_packet_const(ev);
-		if (pkt_cpu >= 0 && p && integer_value(at(bt_packet_borrow_context_field_const(p), pkt_cpu), &v))
+		if (pkt_cpu >= 0 && p &&
+		    integer_value(at(bt_packet_borrow_context_field_const(p), pkt_cpu), &v))
 			return static_cast<uint32_t>(v);
 		return 0;
 	}
@@ -164,8 +167,9 @@ bool span_suffix(const std::string &n, Kind *kind, std::string *base)
 	static const struct {
 		const char *suffix;
 		Kind kind;
-	} kSuffixes[] = {{"_begin", Kind::SpanBegin}, {"_start", Kind::SpanBegin}, {"_entry", Kind::SpanBegin},
-			 {"_enter", Kind::SpanBegin}, {"_end", Kind::SpanEnd},     {"_finish", Kind::SpanEnd},
+	} kSuffixes[] = {{"_begin", Kind::SpanBegin}, {"_start", Kind::SpanBegin},
+			 {"_entry", Kind::SpanBegin}, {"_enter", Kind::SpanBegin},
+			 {"_end", Kind::SpanEnd},     {"_finish", Kind::SpanEnd},
 			 {"_exit", Kind::SpanEnd}};
 	for (const auto &s : kSuffixes) {
 		const size_t len = std::strlen(s.suffix);
@@ -361,7 +365,10 @@ private:
 	bool have_ts_ = false;
 	Args args_;
 
-	TraceInfo &trace_of(const bt_event *ev) { return trace_info(bt_stream_borrow_trace_const(bt_event_borrow_stream_const(ev))); }
+	TraceInfo &trace_of(const bt_event *ev)
+	{
+		return trace_info(bt_stream_borrow_trace_const(bt_event_borrow_stream_const(ev)));
+	}
 	TraceInfo &trace_info(const bt_trace *trace)
 	{
 		if (trace == last_trace_)
@@ -438,7 +445,8 @@ private:
 			child_tracks_.emplace(uuid, true);
 			char name[64];
 			std::snprintf(name, sizeof name, "%s 0x%" PRIx64, kind, lock);
-			sink_.child_track(uuid, parent, threads[tid].pid >= 0 ? threads[tid].pid : tid, tid, name, false);
+			sink_.child_track(uuid, parent, threads[tid].pid >= 0 ? threads[tid].pid : tid, tid,
+					  name, false);
 		}
 		return uuid;
 	}
@@ -469,8 +477,10 @@ private:
 		const ClassInfo &c = class_of(ev, tr);
 		int64_t ts = 0;
 		if (bt_message_event_borrow_stream_class_default_clock_class_const(msg)) {
-			const bt_clock_snapshot *cs = bt_message_event_borrow_default_clock_snapshot_const(msg);
-			if (bt_clock_snapshot_get_ns_from_origin(cs, &ts) != BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
+			const bt_clock_snapshot *cs =
+				bt_message_event_borrow_default_clock_snapshot_const(msg);
+			if (bt_clock_snapshot_get_ns_from_origin(cs, &ts) !=
+			    BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
 				ts = 0;
 		}
 		last_ts_ = ts;
@@ -488,15 +498,16 @@ private:
 			const std::string pc = c.str(pl, "prev_comm"), nc = c.str(pl, "next_comm");
 			note_comm(prev, pc);
 			note_comm(next, nc);
-			sink_.sched_switch(ts, cpu, pc, prev, c.i64(pl, "prev_prio"), c.i64(pl, "prev_state"), nc, next,
-					   c.i64(pl, "next_prio"));
+			sink_.sched_switch(ts, cpu, pc, prev, c.i64(pl, "prev_prio"), c.i64(pl, "prev_state"),
+					   nc, next, c.i64(pl, "next_prio"));
 			return;
 		}
 		case Kind::Wakeup: {
 			const int64_t t = c.i64(pl, "tid");
 			const std::string comm = c.str(pl, "comm");
 			note_comm(t, comm);
-			sink_.wakeup(ts, sctx.cpu(ev), c.wake_kind, comm, t, c.i64(pl, "prio"), c.i64(pl, "target_cpu"));
+			sink_.wakeup(ts, sctx.cpu(ev), c.wake_kind, comm, t, c.i64(pl, "prio"),
+				     c.i64(pl, "target_cpu"));
 			return;
 		}
 		case Kind::PthreadMapping:
@@ -517,7 +528,8 @@ private:
 				return;
 			named_syscalls_ = named_syscalls_ || !c.raw;
 			fields(pl);
-			thread_begin(ts, tid, tr, c.raw ? "syscall " + std::to_string(c.i64(pl, "id")) : c.name);
+			thread_begin(ts, tid, tr,
+				     c.raw ? "syscall " + std::to_string(c.i64(pl, "id")) : c.name);
 			threads[tid].syscalls++;
 			threads[tid].raw_syscalls += c.raw;
 			return;
@@ -545,7 +557,8 @@ private:
 			Thread &t = threads[tid];
 			fields(pl);
 			if (t.spans.empty() || t.spans.back() != c.name) { // not a pair: an instant
-				sink_.instant(ts, thread_track(tid, &tr), bt_event_class_get_name(bt_event_borrow_class_const(ev)),
+				sink_.instant(ts, thread_track(tid, &tr),
+					      bt_event_class_get_name(bt_event_borrow_class_const(ev)),
 					      args_);
 				return;
 			}
@@ -571,13 +584,16 @@ private:
 					Arg a;
 					a.kind = Arg::Str;
 					a.name = "holder";
-					a.s = threads[it->second].name() + " (tid " + std::to_string(it->second) + ")";
+					a.s = threads[it->second].name() + " (tid " +
+					      std::to_string(it->second) + ")";
 					args_.push_back(std::move(a));
 					monitor_owned(tr, mon, it->second, ts);
 				}
 				entering_[tid] = {monitor_key(tr, mon), ts};
 			}
-			thread_begin(ts, tid, tr, (c.kind == Kind::MonitorEnter ? "monitor enter " : "Object.wait ") + mon);
+			thread_begin(ts, tid, tr,
+				     (c.kind == Kind::MonitorEnter ? "monitor enter " : "Object.wait ") +
+					     mon);
 			threads[tid].monitor++;
 			return;
 		}
@@ -760,7 +776,8 @@ private:
 	// locks need not nest.  A flow goes from the release that a waiter
 	// received (a zero-length "release" slice on the releaser's track) to
 	// that waiter's wait.  Meaning of the fields: docs/pthread.md.
-	void pthread_event(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const bt_field *pl)
+	void pthread_event(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c,
+			   const bt_field *pl)
 	{
 		using analyze::Op;
 		const uint64_t lock = c.u64(pl, "lock");
@@ -774,7 +791,8 @@ private:
 		args_.clear();
 		if (c.compact) { // uncontended: a hold from its acquisition, no wait
 			const bool held = c.compact == 1;
-			const int64_t from = ts - static_cast<int64_t>(c.u64(pl, held ? "hold_ns" : "age_ns"));
+			const int64_t from =
+				ts - static_cast<int64_t>(c.u64(pl, held ? "hold_ns" : "age_ns"));
 			const uint64_t track = lock_track(tid, tr, lock, kind);
 			ls.released = false;
 			sink_.begin(from, track, "hold", args_, 0);
@@ -878,8 +896,8 @@ private:
 		const bool acquired = ret == 0 || ret == 130; // EOWNERDEAD: acquired
 		if (wait > 0) {
 			char name[80];
-			std::snprintf(name, sizeof name, "%s %s 0x%" PRIx64, acquired ? "wait" : "wait (failed)", kind,
-				      lock);
+			std::snprintf(name, sizeof name, "%s %s 0x%" PRIx64,
+				      acquired ? "wait" : "wait (failed)", kind, lock);
 			// The waiter received the lock from the last release if that
 			// came while it waited.  (A release stamped after the
 			// acquisition, its thread preempted before the event,
@@ -894,13 +912,15 @@ private:
 				to.name = "to";
 				to.s = threads[tid].name() + " (tid " + std::to_string(tid) + ")";
 				args_.push_back(std::move(to));
-				sink_.complete(ls.release_ts, ls.release_ts, thread_track(ls.released_by, &tr),
+				sink_.complete(ls.release_ts, ls.release_ts,
+					       thread_track(ls.released_by, &tr),
 					       std::string("release ") + (name + 5), args_, 0, flow);
 			}
 			args_.clear();
 			if (ret) // only a failure's: speedscope shows a slice's args in its name
 				args_.push_back(int_arg("ret", ret));
-			sink_.complete(nested_begin(tid, ts - wait), ts, thread_track(tid, &tr), name, args_, flow, 0);
+			sink_.complete(nested_begin(tid, ts - wait), ts, thread_track(tid, &tr), name, args_,
+				       flow, 0);
 			args_.clear();
 		}
 		if (acquired) {
@@ -920,19 +940,22 @@ private:
 					     : bt_message_discarded_packets_borrow_stream_const(msg);
 		uint64_t count = 0;
 		const bool known = ev ? bt_message_discarded_events_get_count(msg, &count) ==
-						BT_PROPERTY_AVAILABILITY_AVAILABLE
+						   BT_PROPERTY_AVAILABILITY_AVAILABLE
 				      : bt_message_discarded_packets_get_count(msg, &count) ==
-						BT_PROPERTY_AVAILABILITY_AVAILABLE;
+						   BT_PROPERTY_AVAILABILITY_AVAILABLE;
 		const bt_stream_class *sc = bt_stream_borrow_class_const(stream);
 		int64_t ts = last_ts_;
-		const bool has_times = ev ? bt_stream_class_discarded_events_have_default_clock_snapshots(sc)
-					  : bt_stream_class_discarded_packets_have_default_clock_snapshots(sc);
+		const bool has_times =
+			ev ? bt_stream_class_discarded_events_have_default_clock_snapshots(sc)
+			   : bt_stream_class_discarded_packets_have_default_clock_snapshots(sc);
 		if (has_times) {
 			const bt_clock_snapshot *cs =
 				ev ? bt_message_discarded_events_borrow_end_default_clock_snapshot_const(msg)
-				   : bt_message_discarded_packets_borrow_end_default_clock_snapshot_const(msg);
+				   : bt_message_discarded_packets_borrow_end_default_clock_snapshot_const(
+					     msg);
 			int64_t t = 0;
-			if (bt_clock_snapshot_get_ns_from_origin(cs, &t) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
+			if (bt_clock_snapshot_get_ns_from_origin(cs, &t) ==
+			    BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
 				ts = t;
 		}
 		const TraceInfo &tr = trace_info(bt_stream_borrow_trace_const(stream));
@@ -943,8 +966,9 @@ private:
 		a[0].u = count;
 		if (ev)
 			discarded += count;
-		sink_.instant(ts, track, ev ? (known ? "events discarded" : "events discarded (count unknown)")
-					    : "packets discarded",
+		sink_.instant(ts, track,
+			      ev ? (known ? "events discarded" : "events discarded (count unknown)")
+				 : "packets discarded",
 			      a);
 		if (!ev)
 			return;
@@ -991,7 +1015,12 @@ int run_export(const std::string &dir, bool json, const std::string &out_path)
 	bool ok = true;
 	if (!user.empty() && user.size() < dirs.size())
 		ok = read_ctf_trace_dirs(
-			user, [&conv](const bt_message *m) { conv.learn(m); return true; }, &why, &warnings);
+			user,
+			[&conv](const bt_message *m) {
+				conv.learn(m);
+				return true;
+			},
+			&why, &warnings);
 
 	conv.new_pass();
 	Progress progress("export", ranged && isatty(STDERR_FILENO), begin, end);
@@ -1016,15 +1045,17 @@ int run_export(const std::string &dir, bool json, const std::string &out_path)
 		return cli::kFail;
 	}
 	if (!written || !closed) {
-		std::fprintf(stderr, "strata export: cannot write '%s': %s\n", out_path.c_str(), std::strerror(errno));
+		std::fprintf(stderr, "strata export: cannot write '%s': %s\n", out_path.c_str(),
+			     std::strerror(errno));
 		return cli::kFail;
 	}
 	if (out != stdout) {
-		std::fprintf(stderr, "strata export: %" PRIu64 " events (%" PRIu64 " discarded) -> %s\n", conv.events,
-			     conv.discarded, out_path.c_str());
+		std::fprintf(stderr, "strata export: %" PRIu64 " events (%" PRIu64 " discarded) -> %s\n",
+			     conv.events, conv.discarded, out_path.c_str());
 		if (conv.unmatched_ends)
 			std::fprintf(stderr,
-				     "strata export: %" PRIu64 " syscall exits or unlocks had no beginning in the trace"
+				     "strata export: %" PRIu64
+				     " syscall exits or unlocks had no beginning in the trace"
 				     " (begun before it): left out\n",
 				     conv.unmatched_ends);
 	}

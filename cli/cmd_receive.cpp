@@ -37,10 +37,19 @@ namespace {
 constexpr size_t kMaxHeld = 16u << 20; // packets waiting for their metadata, all sub-traces
 
 volatile sig_atomic_t g_stop = 0;
-void on_signal(int) { g_stop = 1; }
+void on_signal(int)
+{
+	g_stop = 1;
+}
 
-uint32_t get32(const uint8_t *p) { return p[0] | p[1] << 8 | p[2] << 16 | static_cast<uint32_t>(p[3]) << 24; }
-uint16_t get16(const uint8_t *p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
+uint32_t get32(const uint8_t *p)
+{
+	return p[0] | p[1] << 8 | p[2] << 16 | static_cast<uint32_t>(p[3]) << 24;
+}
+uint16_t get16(const uint8_t *p)
+{
+	return static_cast<uint16_t>(p[0] | p[1] << 8);
+}
 
 // One write of a whole packet or metadata block: regular files take it
 // whole or fail (a full disk); a short write is cut off again (a stream
@@ -99,9 +108,9 @@ struct SubTrace {
 	bool announced = false;
 	uint64_t nonce = 0;
 	std::string path, channel, dir;
-	std::string text;             // contiguous TSDL received from offset 0
-	size_t whole = 0;             // largest length <= text.size() at which the text is whole
-	size_t written = 0;           // bytes of it in DIR/path/metadata
+	std::string text;   // contiguous TSDL received from offset 0
+	size_t whole = 0;   // largest length <= text.size() at which the text is whole
+	size_t written = 0; // bytes of it in DIR/path/metadata
 	int meta_fd = -1;
 	std::map<uint16_t, int> lane_fd;
 	std::map<uint16_t, uint64_t> packets; // written, per lane
@@ -168,14 +177,14 @@ void Receiver::frame(const serial::Frame &f)
 		t.offered.assign(get16(f.payload), 0);
 		uint64_t sum = 0;
 		for (size_t i = 0; i < t.offered.size(); i++)
-			sum += t.offered[i] =
-				get32(f.payload + 2 + 8 * i) | static_cast<uint64_t>(get32(f.payload + 6 + 8 * i)) << 32;
+			sum += t.offered[i] = get32(f.payload + 2 + 8 * i) |
+					      static_cast<uint64_t>(get32(f.payload + 6 + 8 * i)) << 32;
 		// Said as it comes: whoever follows the line learns that this
 		// sub-trace is complete.
 		fprintf(stderr, "strata receive: %s ended: %llu packet(s) offered by the sender\n",
-			t.announced ? t.path.c_str() : ("#" + std::to_string(f.trace)).c_str(), (unsigned long long)sum);
-	}
-	else
+			t.announced ? t.path.c_str() : ("#" + std::to_string(f.trace)).c_str(),
+			(unsigned long long)sum);
+	} else
 		bad_meta_++;
 }
 
@@ -233,7 +242,8 @@ void Receiver::announce(uint16_t id, const serial::Frame &f)
 			fail("cannot create " + dir + ": " + strerror(-r));
 			return;
 		}
-		t.meta_fd = ::open((dir + "/metadata").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
+		t.meta_fd = ::open((dir + "/metadata").c_str(),
+				   O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
 		if (t.meta_fd < 0) {
 			fail("cannot create " + dir + "/metadata: " + strerror(errno));
 			return;
@@ -382,25 +392,31 @@ void Receiver::report(FILE *o, const serial::DecodeStats &ds)
 	for (auto &kv : traces_)
 		for (auto &l : kv.second.packets)
 			pkts += l.second;
-	fprintf(o, "strata receive: %llu frame(s) good, %llu with a bad CRC, %llu malformed, %llu oversized "
-		   "(%llu byte(s) rejected); %llu packet(s) written; %llu frame(s) lost (sequence gaps); %llu "
-		   "packet(s) dropped waiting for metadata\n",
-		(unsigned long long)ds.frames, (unsigned long long)ds.bad_crc, (unsigned long long)ds.malformed,
-		(unsigned long long)ds.oversized, (unsigned long long)ds.bad_bytes, (unsigned long long)pkts,
+	fprintf(o,
+		"strata receive: %llu frame(s) good, %llu with a bad CRC, %llu malformed, %llu oversized "
+		"(%llu byte(s) rejected); %llu packet(s) written; %llu frame(s) lost (sequence gaps); %llu "
+		"packet(s) dropped waiting for metadata\n",
+		(unsigned long long)ds.frames, (unsigned long long)ds.bad_crc,
+		(unsigned long long)ds.malformed, (unsigned long long)ds.oversized,
+		(unsigned long long)ds.bad_bytes, (unsigned long long)pkts,
 		(unsigned long long)seq_.lost_total(), (unsigned long long)dropped_held_);
 	for (auto &kv : frames_) {
 		const uint16_t id = kv.first.first, stream = kv.first.second;
 		auto t = traces_.find(id);
-		const std::string name = t != traces_.end() && t->second.announced ? t->second.path : "#" + std::to_string(id);
-		const std::string what = stream == serial::kMetaStream
-						 ? "metadata"
-						 : (t != traces_.end() ? t->second.channel : std::string("lane")) + "_" +
-							   std::to_string(stream);
+		const std::string name =
+			t != traces_.end() && t->second.announced ? t->second.path : "#" + std::to_string(id);
+		const std::string what =
+			stream == serial::kMetaStream
+				? "metadata"
+				: (t != traces_.end() ? t->second.channel : std::string("lane")) + "_" +
+					  std::to_string(stream);
 		fprintf(o, "  %s/%s: %llu frame(s), %llu lost", name.c_str(), what.c_str(),
 			(unsigned long long)kv.second, (unsigned long long)seq_.lost(id, stream));
 		if (stream != serial::kMetaStream && t != traces_.end() && t->second.ended) {
-			const uint64_t offered = stream < t->second.offered.size() ? t->second.offered[stream] : 0;
-			const uint64_t got = t->second.packets.count(stream) ? t->second.packets.at(stream) : 0;
+			const uint64_t offered =
+				stream < t->second.offered.size() ? t->second.offered[stream] : 0;
+			const uint64_t got =
+				t->second.packets.count(stream) ? t->second.packets.at(stream) : 0;
 			fprintf(o, "; %llu packet(s) offered by the sender, %llu written, %llu missing",
 				(unsigned long long)offered, (unsigned long long)got,
 				(unsigned long long)(offered > got ? offered - got : 0));
@@ -412,11 +428,16 @@ void Receiver::report(FILE *o, const serial::DecodeStats &ds)
 	for (auto &kv : traces_)
 		for (size_t l = 0; kv.second.ended && l < kv.second.offered.size(); l++)
 			if (kv.second.offered[l] && !frames_.count({kv.first, static_cast<uint16_t>(l)}))
-				fprintf(o, "  %s/%s_%zu: 0 frame(s); %llu packet(s) offered by the sender, 0 written, %llu missing\n",
+				fprintf(o,
+					"  %s/%s_%zu: 0 frame(s); %llu packet(s) offered by the sender, 0 "
+					"written, %llu missing\n",
 					kv.second.path.c_str(), kv.second.channel.c_str(), l,
-					(unsigned long long)kv.second.offered[l], (unsigned long long)kv.second.offered[l]);
+					(unsigned long long)kv.second.offered[l],
+					(unsigned long long)kv.second.offered[l]);
 	if (bad_packets_ || bad_meta_)
-		fprintf(o, "  %llu packet frame(s) and %llu other frame(s) with a good CRC but bad contents ignored\n",
+		fprintf(o,
+			"  %llu packet frame(s) and %llu other frame(s) with a good CRC but bad contents "
+			"ignored\n",
 			(unsigned long long)bad_packets_, (unsigned long long)bad_meta_);
 }
 
@@ -470,7 +491,8 @@ int strata_cmd_receive(int argc, char **argv)
 	if (device != "-") {
 		fd = open(device.c_str(), O_RDONLY | O_NOCTTY | O_CLOEXEC);
 		if (fd < 0) {
-			fprintf(stderr, "strata %s: cannot open %s: %s\n", cmd, device.c_str(), strerror(errno));
+			fprintf(stderr, "strata %s: cannot open %s: %s\n", cmd, device.c_str(),
+				strerror(errno));
 			return cli::kFail;
 		}
 	}

@@ -11,8 +11,7 @@ using namespace strata;
 
 namespace {
 
-template <class Msg>
-int session_command(int argc, char **argv, const char *what)
+template <class Msg> int session_command(int argc, char **argv, const char *what)
 {
 	const char *cmd = argv[0];
 	std::string session;
@@ -20,11 +19,15 @@ int session_command(int argc, char **argv, const char *what)
 	const bool waits = std::is_same<Msg, proto::Start>::value || std::is_same<Msg, proto::Stop>::value;
 	for (int i = 1; i < argc; i++) {
 		if (cli::is_help(argv[i])) {
-			printf("Usage: strata %s [SESSION]%s\n\n%s\n%s\nExit status: 0 ok, 1 runtime failure, 2 usage error.\n",
+			printf("Usage: strata %s [SESSION]%s\n\n%s\n%s\nExit status: 0 ok, 1 runtime "
+			       "failure, 2 usage error.\n",
 			       cmd, waits ? " [--wait[=TIMEOUT]]" : "", what,
-			       waits ? "\n  --wait[=TIMEOUT]  return once every running tp-async process concerned\n"
-				       "                    applied it (TIMEOUT seconds or <n>ms, default 10);\n"
-				       "                    on timeout exit 1 naming those that did not\n" : "");
+			       waits ? "\n  --wait[=TIMEOUT]  return once every running tp-async process "
+				       "concerned\n"
+				       "                    applied it (TIMEOUT seconds or <n>ms, default "
+				       "10);\n"
+				       "                    on timeout exit 1 naming those that did not\n"
+				     : "");
 			return cli::kOk;
 		}
 		int w = waits ? cli::parse_wait_option(cmd, argv[i], wait_ms) : 0;
@@ -65,7 +68,8 @@ int session_command(int argc, char **argv, const char *what)
 
 int strata_cmd_start(int argc, char **argv)
 {
-	return session_command<proto::Start>(argc, argv,
+	return session_command<proto::Start>(
+		argc, argv,
 		"Start recording: processes that start from now on join the session (they\n"
 		"link tp-sync or tp-async), and running processes that link tp-async join\n"
 		"it (at once; --wait returns when they all have).");
@@ -73,7 +77,8 @@ int strata_cmd_start(int argc, char **argv)
 
 int strata_cmd_stop(int argc, char **argv)
 {
-	return session_command<proto::Stop>(argc, argv,
+	return session_command<proto::Stop>(
+		argc, argv,
 		"Stop recording: flush every buffer of the session and complete its trace.\n"
 		"Returns once the trace on disk is complete (with --wait, also once the\n"
 		"running tp-async processes have left the session).");
@@ -81,6 +86,6 @@ int strata_cmd_stop(int argc, char **argv)
 
 int strata_cmd_destroy(int argc, char **argv)
 {
-	return session_command<proto::Destroy>(argc, argv,
-		"Stop the session if needed and forget it.  The trace stays on disk.");
+	return session_command<proto::Destroy>(
+		argc, argv, "Stop the session if needed and forget it.  The trace stays on disk.");
 }

@@ -67,9 +67,11 @@ int strata_cmd_snapshot(int argc, char **argv)
 			}
 			char *end = nullptr;
 			holdoff = strtol(argv[++i], &end, 10);
-			if (!*argv[i] || *end || holdoff < 0 || holdoff > static_cast<long>(proto::kMaxHoldoffMs))
-				return cli::usage_error(cmd, std::string("--holdoff wants milliseconds, 0 to ") +
-								 std::to_string(proto::kMaxHoldoffMs));
+			if (!*argv[i] || *end || holdoff < 0 ||
+			    holdoff > static_cast<long>(proto::kMaxHoldoffMs))
+				return cli::usage_error(cmd,
+							std::string("--holdoff wants milliseconds, 0 to ") +
+								std::to_string(proto::kMaxHoldoffMs));
 			continue;
 		}
 		if (!strcmp(argv[i], "--off")) {
@@ -94,10 +96,13 @@ int strata_cmd_snapshot(int argc, char **argv)
 		if (!on.empty() && off)
 			return cli::usage_error(cmd, "--on and --off together");
 		if (!out.empty())
-			return cli::usage_error(cmd, "-o goes with a snapshot taken now, not with --on/--off");
+			return cli::usage_error(cmd,
+						"-o goes with a snapshot taken now, not with --on/--off");
 		if (!off && (on.size() > proto::kMaxPattern || on.find(':') == std::string::npos))
-			return cli::usage_error(cmd, "--on wants an event pattern provider:event ('*' globs)");
-		return cli::simple_command(cmd, proto::SnapshotOn{session, on, static_cast<uint32_t>(holdoff), off ? 1u : 0u});
+			return cli::usage_error(cmd,
+						"--on wants an event pattern provider:event ('*' globs)");
+		return cli::simple_command(
+			cmd, proto::SnapshotOn{session, on, static_cast<uint32_t>(holdoff), off ? 1u : 0u});
 	}
 	return cli::simple_command(cmd, proto::Snapshot{session, out});
 }

@@ -14,9 +14,12 @@ namespace {
 const char *state_name(uint32_t s)
 {
 	switch (static_cast<proto::SessionState>(s)) {
-	case proto::SessionState::Created: return "created";
-	case proto::SessionState::Active: return "active";
-	case proto::SessionState::Stopped: return "stopped";
+	case proto::SessionState::Created:
+		return "created";
+	case proto::SessionState::Active:
+		return "active";
+	case proto::SessionState::Stopped:
+		return "stopped";
 	}
 	return "?";
 }
@@ -24,8 +27,8 @@ const char *state_name(uint32_t s)
 void print_session(const proto::SessionStatus &s)
 {
 	const proto::ChannelConfig &c = s.channel;
-	printf("Session %s [%s], slot %u, owner uid %u\n", cli::escaped(s.name).c_str(), state_name(s.state), s.slot,
-	       s.uid);
+	printf("Session %s [%s], slot %u, owner uid %u\n", cli::escaped(s.name).c_str(), state_name(s.state),
+	       s.slot, s.uid);
 	printf("  output:   %s\n", cli::escaped(s.output_dir).c_str());
 	const uint32_t block_ms = STRATA_MODE_BLOCK_MS(c.mode);
 	printf("  channel:  %s, %s mode%s, %s x %s sub-buffers, %s lanes\n", cli::escaped(c.name).c_str(),
@@ -43,9 +46,9 @@ void print_session(const proto::SessionStatus &s)
 			printf("(<=%s)", cli::loglevel_name(static_cast<uint32_t>(r.loglevel_max)));
 	}
 	if (!s.aggregate.empty())
-		printf("\n  aggregate: %s%s%s, %u region(s) (strata top -s %s)", cli::escaped(s.aggregate).c_str(),
-		       s.agg_filter.empty() ? "" : " where ", cli::escaped(s.agg_filter).c_str(), s.agg_regions,
-		       cli::escaped(s.name).c_str());
+		printf("\n  aggregate: %s%s%s, %u region(s) (strata top -s %s)",
+		       cli::escaped(s.aggregate).c_str(), s.agg_filter.empty() ? "" : " where ",
+		       cli::escaped(s.agg_filter).c_str(), s.agg_regions, cli::escaped(s.name).c_str());
 	printf("\n  recorded: %u buffer(s), %llu packet(s), %s, %llu rejected packet(s)\n", s.n_buffers,
 	       static_cast<unsigned long long>(s.packets), cli::human_bytes(s.bytes).c_str(),
 	       static_cast<unsigned long long>(s.errors));

@@ -39,11 +39,11 @@ namespace {
 enum class Sort { kCount, kSum, kMax, kKey };
 
 struct Options {
-	uint32_t pid = 0;          // --pid: one process (its header, its JSON "pid")
+	uint32_t pid = 0;           // --pid: one process (its header, its JSON "pid")
 	std::vector<uint32_t> pids; // --pid given more than once
-	std::string name;          // --name: every process of that command name
-	std::string session;       // -s: an aggregation session's processes, from the daemon
-	std::string socket;        // its daemon's socket ("" the usual one; record's own daemon)
+	std::string name;           // --name: every process of that command name
+	std::string session;        // -s: an aggregation session's processes, from the daemon
+	std::string socket;         // its daemon's socket ("" the usual one; record's own daemon)
 	bool once = false, json = false;
 	uint32_t interval_ms = 1000;
 	uint32_t limit = 10;
@@ -73,10 +73,14 @@ std::vector<const AggKey *> chosen(const AggSnapshot &s, const Options &o)
 			v.push_back(&k);
 	std::stable_sort(v.begin(), v.end(), [&](const AggKey *a, const AggKey *b) {
 		switch (o.sort) {
-		case Sort::kSum: return a->sum > b->sum;
-		case Sort::kMax: return a->max > b->max;
-		case Sort::kKey: return key_name(s, *a) < key_name(s, *b);
-		default: return a->count > b->count;
+		case Sort::kSum:
+			return a->sum > b->sum;
+		case Sort::kMax:
+			return a->max > b->max;
+		case Sort::kKey:
+			return key_name(s, *a) < key_name(s, *b);
+		default:
+			return a->count > b->count;
 		}
 	});
 	return v;
@@ -131,29 +135,33 @@ std::string pid_list(const std::vector<uint32_t> &v)
 void print_json(const Options &o, const std::vector<AggSnapshot> &snaps, const Seen &seen)
 {
 	if (!several(o))
-		printf("{\"pid\": %u, \"alive\": %s, \"regions\": [", o.pid, seen.exited.empty() ? "true" : "false");
+		printf("{\"pid\": %u, \"alive\": %s, \"regions\": [", o.pid,
+		       seen.exited.empty() ? "true" : "false");
 	else
 		printf("{\"pids\": [%s], \"exited\": [%s], \"regions\": [", pid_list(seen.pids).c_str(),
 		       pid_list(seen.exited).c_str());
 	for (size_t r = 0; r < snaps.size(); r++) {
 		const AggSnapshot &s = snaps[r];
-		printf("%s\n {\"pattern\": %s, \"value\": %s, \"key\": %s, \"hits\": %llu, \"overflow\": %llu, "
+		printf("%s\n {\"pattern\": %s, \"value\": %s, \"key\": %s, \"hits\": %llu, \"overflow\": "
+		       "%llu, "
 		       "\"no_value\": %llu, \"keys\": [",
 		       r ? "," : "", json_str(s.pattern).c_str(), json_str(s.value_field).c_str(),
-		       json_str(s.key_field).c_str(), (unsigned long long)s.hits, (unsigned long long)s.overflow,
-		       (unsigned long long)s.no_value);
+		       json_str(s.key_field).c_str(), (unsigned long long)s.hits,
+		       (unsigned long long)s.overflow, (unsigned long long)s.no_value);
 		std::vector<const AggKey *> keys = chosen(s, o);
 		for (size_t i = 0; i < keys.size(); i++) {
 			const AggKey &k = *keys[i];
 			printf("%s\n  {\"key\": %llu, \"name\": %s, \"count\": %llu", i ? "," : "",
-			       (unsigned long long)k.key, json_str(key_name(s, k)).c_str(), (unsigned long long)k.count);
+			       (unsigned long long)k.key, json_str(key_name(s, k)).c_str(),
+			       (unsigned long long)k.count);
 			if (s.has_value && k.count) {
-				printf(", \"sum\": %lld, \"min\": %lld, \"max\": %lld, \"hist\": {", (long long)k.sum,
-				       (long long)k.min, (long long)k.max);
+				printf(", \"sum\": %lld, \"min\": %lld, \"max\": %lld, \"hist\": {",
+				       (long long)k.sum, (long long)k.min, (long long)k.max);
 				bool first = true;
 				for (unsigned b = 0; b < STRATA_AGG_BUCKETS; b++)
 					if (k.hist[b]) {
-						printf("%s\"%u\": %llu", first ? "" : ", ", b, (unsigned long long)k.hist[b]);
+						printf("%s\"%u\": %llu", first ? "" : ", ", b,
+						       (unsigned long long)k.hist[b]);
 						first = false;
 					}
 				printf("}");
@@ -166,9 +174,10 @@ void print_json(const Options &o, const std::vector<AggSnapshot> &snaps, const S
 	if (!o.session.empty()) {
 		printf(", \"session\": %s, \"processes\": [", json_str(o.session).c_str());
 		for (size_t i = 0; i < seen.procs.size(); i++)
-			printf("%s\n {\"pid\": %u, \"comm\": %s, \"hits\": %llu, \"alive\": %s}", i ? "," : "",
-			       seen.procs[i].pid, json_str(seen.procs[i].comm).c_str(),
-			       (unsigned long long)seen.procs[i].hits, seen.procs[i].alive ? "true" : "false");
+			printf("%s\n {\"pid\": %u, \"comm\": %s, \"hits\": %llu, \"alive\": %s}",
+			       i ? "," : "", seen.procs[i].pid, json_str(seen.procs[i].comm).c_str(),
+			       (unsigned long long)seen.procs[i].hits,
+			       seen.procs[i].alive ? "true" : "false");
 		printf("]");
 	}
 	printf("}\n");
@@ -181,13 +190,14 @@ void print_procs(const Seen &seen, std::map<std::pair<size_t, std::string>, uint
 {
 	printf("\n  %-8s %-16s %12s %10s\n", "PID", "PROCESS", "HITS", "PER SEC");
 	std::vector<ProcHits> v = seen.procs;
-	std::stable_sort(v.begin(), v.end(), [](const ProcHits &a, const ProcHits &b) { return a.hits > b.hits; });
+	std::stable_sort(v.begin(), v.end(),
+			 [](const ProcHits &a, const ProcHits &b) { return a.hits > b.hits; });
 	for (size_t i = 0; i < v.size() && i < limit; i++) {
 		uint64_t &prev = last[{SIZE_MAX, std::to_string(v[i].pid)}];
 		const double rate = dt > 0 && v[i].hits >= prev ? (double)(v[i].hits - prev) / dt : 0;
 		prev = v[i].hits;
-		printf("  %-8u %-16.16s %12llu %10.0f%s\n", v[i].pid, v[i].comm.c_str(), (unsigned long long)v[i].hits,
-		       rate, v[i].alive ? "" : "  exited: last values");
+		printf("  %-8u %-16.16s %12llu %10.0f%s\n", v[i].pid, v[i].comm.c_str(),
+		       (unsigned long long)v[i].hits, rate, v[i].alive ? "" : "  exited: last values");
 	}
 }
 
@@ -205,13 +215,20 @@ std::string bucket_range(unsigned b)
 void print_text(const Options &o, const std::vector<AggSnapshot> &snaps,
 		std::map<std::pair<size_t, std::string>, uint64_t> &last, double dt, const Seen &seen)
 {
-	std::string who = "pid " + std::to_string(o.pid) + (seen.exited.empty() ? "" : " (exited: last values)");
+	std::string who =
+		"pid " + std::to_string(o.pid) + (seen.exited.empty() ? "" : " (exited: last values)");
 	if (several(o))
-		who = (o.session.empty() ? "" : "session " + o.session + ": ") + std::to_string(seen.pids.size()) +
-		      " process(es)" + (o.name.empty() ? "" : " named " + o.name) +
-		      (seen.exited.empty() ? "" : " (" + std::to_string(seen.exited.size()) + " exited: last values)");
+		who = (o.session.empty() ? "" : "session " + o.session + ": ") +
+		      std::to_string(seen.pids.size()) + " process(es)" +
+		      (o.name.empty() ? "" : " named " + o.name) +
+		      (seen.exited.empty()
+			       ? ""
+			       : " (" + std::to_string(seen.exited.size()) + " exited: last values)");
 	printf("strata top: %s   sort: %s%s%s   (%u ms)\n", who.c_str(),
-	       o.sort == Sort::kCount ? "count" : o.sort == Sort::kSum ? "sum" : o.sort == Sort::kMax ? "max" : "key",
+	       o.sort == Sort::kCount ? "count"
+	       : o.sort == Sort::kSum ? "sum"
+	       : o.sort == Sort::kMax ? "max"
+				      : "key",
 	       o.filter.empty() ? "" : "   filter: ", o.filter.c_str(), o.interval_ms);
 	if (snaps.empty() && !o.session.empty())
 		printf("\nNo process of session %s has aggregated yet.\n", o.session.c_str());
@@ -264,8 +281,8 @@ void print_text(const Options &o, const std::vector<AggSnapshot> &snaps,
 		printf("  %s of %s (log2):\n", s.value_field.c_str(), key_name(s, k).c_str());
 		for (unsigned b = lo; b <= hi && lo < STRATA_AGG_BUCKETS; b++) {
 			const int w = (int)(40 * k.hist[b] / peak);
-			printf("  %22s %10llu |%.*s\n", bucket_range(b).c_str(), (unsigned long long)k.hist[b], w,
-			       "########################################");
+			printf("  %22s %10llu |%.*s\n", bucket_range(b).c_str(),
+			       (unsigned long long)k.hist[b], w, "########################################");
 		}
 	}
 	fflush(stdout);
@@ -308,7 +325,8 @@ public:
 			AggSnapshot s;
 			std::string why;
 			if (!agg_read(kv.second.map, kv.second.len, &s, &why)) {
-				fprintf(stderr, "strata top: %s: %s\n", kv.second.fd_path.c_str(), why.c_str());
+				fprintf(stderr, "strata top: %s: %s\n", kv.second.fd_path.c_str(),
+					why.c_str());
 				continue;
 			}
 			if (s.pid != kv.first.first && o_session_.empty())
@@ -358,8 +376,9 @@ private:
 			if (ctl_.open(socket, *err) < 0)
 				return false;
 			if (ctl_.version() < proto::kAggVersion) {
-				*err = "the running strata-consumerd speaks protocol " + std::to_string(ctl_.version()) +
-				       ", aggregation sessions need " + std::to_string(proto::kAggVersion);
+				*err = "the running strata-consumerd speaks protocol " +
+				       std::to_string(ctl_.version()) + ", aggregation sessions need " +
+				       std::to_string(proto::kAggVersion);
 				return false;
 			}
 		}
@@ -373,7 +392,8 @@ private:
 			if (r == -ENODATA) // no more regions (yet)
 				return true;
 			if (r < 0 || fd < 0) {
-				*err = r < 0 ? "session " + session + ": " + text : "the daemon sent no region";
+				*err = r < 0 ? "session " + session + ": " + text
+					     : "the daemon sent no region";
 				return false;
 			}
 			fetched_++;
@@ -417,7 +437,8 @@ private:
 			const bool got = fgets(comm, sizeof comm, f) != nullptr;
 			fclose(f);
 			comm[strcspn(comm, "\n")] = 0;
-			if (got && name.compare(0, 15, comm) == 0 && (name.size() <= 15 || strlen(comm) == 15))
+			if (got && name.compare(0, 15, comm) == 0 &&
+			    (name.size() <= 15 || strlen(comm) == 15))
 				out->push_back(pid);
 		}
 		closedir(d);
@@ -429,8 +450,8 @@ private:
 	static void merge_into(std::vector<AggSnapshot> *out, const AggSnapshot &s)
 	{
 		for (AggSnapshot &m : *out) {
-			if (m.pattern != s.pattern || m.value_field != s.value_field || m.key_field != s.key_field ||
-			    m.key_kind != s.key_kind)
+			if (m.pattern != s.pattern || m.value_field != s.value_field ||
+			    m.key_field != s.key_field || m.key_kind != s.key_kind)
 				continue;
 			m.hits += s.hits;
 			m.overflow += s.overflow;
@@ -520,20 +541,27 @@ int strata_cmd_top(int argc, char **argv)
 		};
 		const char *v = nullptr;
 		if (cli::is_help(argv[i])) {
-			printf("Usage: strata top (--pid PID... | --name COMMAND | -s SESSION) [--once] [--json]\n"
+			printf("Usage: strata top (--pid PID... | --name COMMAND | -s SESSION) [--once] "
+			       "[--json]\n"
 			       "                  [--interval MS]\n"
 			       "                  [--sort count|sum|max|key] [--limit N] [--filter TEXT]\n\n"
-			       "Show the aggregates of running processes live, refreshing: per key its count,\n"
-			       "its rate, and the sum, min, average and max of the aggregated field, with the\n"
-			       "first key's log2 histogram drawn.  Several processes (--pid more than once, or\n"
+			       "Show the aggregates of running processes live, refreshing: per key its "
+			       "count,\n"
+			       "its rate, and the sum, min, average and max of the aggregated field, with "
+			       "the\n"
+			       "first key's log2 histogram drawn.  Several processes (--pid more than once, "
+			       "or\n"
 			       "--name: every process of that command name, the ones started later found at\n"
 			       "each refresh) are merged per spec; one that exits keeps its last values.\n"
 			       "A process aggregates what it was started with in STRATA_AGGREGATE, e.g.\n"
 			       "    STRATA_AGGREGATE='pthread:mutex_lock:wait_ns by lock' prog\n"
-			       "(';' between several; 'by $tid' per thread, 'by $event' per event, 'limit N'\n"
+			       "(';' between several; 'by $tid' per thread, 'by $event' per event, 'limit "
+			       "N'\n"
 			       "keys, default 256), or what the session -s SESSION asks every process it\n"
-			       "reaches for (strata create SESSION --aggregate SPEC): then the processes are\n"
-			       "listed too, with their hits and rates, and those that exited keep their last\n"
+			       "reaches for (strata create SESSION --aggregate SPEC): then the processes "
+			       "are\n"
+			       "listed too, with their hits and rates, and those that exited keep their "
+			       "last\n"
 			       "values.  Keys: q quits, c s m k sort by count, sum, max, key.\n"
 			       "--once prints one snapshot and exits; --json prints it as JSON.\n\n"
 			       "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n");
@@ -619,8 +647,11 @@ int strata_cmd_top(int argc, char **argv)
 			if (read(0, &c, 1) == 1) {
 				if (c == 'q')
 					break;
-				o.sort = c == 's' ? Sort::kSum : c == 'm' ? Sort::kMax : c == 'k' ? Sort::kKey
-					 : c == 'c' ? Sort::kCount : o.sort;
+				o.sort = c == 's'   ? Sort::kSum
+					 : c == 'm' ? Sort::kMax
+					 : c == 'k' ? Sort::kKey
+					 : c == 'c' ? Sort::kCount
+						    : o.sort;
 			}
 		}
 		timespec now{};

@@ -40,41 +40,41 @@ void view_usage_short()
 
 void view_usage(FILE *f)
 {
-	std::fputs(
-		"usage: strata view [-n N] [--pid PID] [--tid TID] [-e PATTERN] [--since T] [--until T]\n"
-		"                   [--repair] [DIR]\n"
-		"\n"
-		"Print the events of the trace(s) under DIR (default: the current directory),\n"
-		"merged by time, one line per event:\n"
-		"\n"
-		"  [HH:MM:SS.nnnnnnnnn] PROCNAME[PID] tid=TID cpu=CPU PROVIDER:EVENT: { FIELD = VALUE, ... }\n"
-		"\n"
-		"Times are absolute, in local time (set TZ=UTC for UTC).  Enumerations print as\n"
-		"'label (value)', strings quoted, arrays and sequences in [ ].  Lost data prints as\n"
-		"'*** N events discarded ...' and '*** N packets discarded ...' lines.\n"
-		"Every directory under DIR that holds a CTF 'metadata' file is read.\n"
-		"\n"
-		"options:\n"
-		"  -n, --limit N   stop after N events (those the filters below let through)\n"
-		"  --pid PID       only process PID: its sub-trace's events and losses, and kernel\n"
-		"                  events of its threads (the tid PID, and the threads its\n"
-		"                  sub-trace's events name)\n"
-		"  --tid TID       only events of thread TID (repeat --pid/--tid for several)\n"
-		"  -e PATTERN      only events whose name matches the glob PATTERN\n"
-		"                  ('pthread:mutex_*'; kernel events as 'kernel:NAME' or 'NAME');\n"
-		"                  repeat for several\n"
-		"  --since T, --until T\n"
-		"                  only events at or after / at or before T: '+SECONDS' after the\n"
-		"                  trace's first event ('+1.5'), or a time of day as printed\n"
-		"                  ('12:03:04.5', local time, on the day of the first event)\n"
-		"  --repair        first cut every stream file that ends inside a packet (a\n"
-		"                  consumer daemon killed while writing) back to its last\n"
-		"                  whole packet (strata-consumerd --repair); changes DIR\n"
-		"  -h, --help      this help\n"
-		"\n"
-		"exit status: 0 ok, 1 the trace cannot be read or does not exist (the reason is\n"
-		"printed), 2 usage error\n",
-		f);
+	std::fputs("usage: strata view [-n N] [--pid PID] [--tid TID] [-e PATTERN] [--since T] [--until T]\n"
+		   "                   [--repair] [DIR]\n"
+		   "\n"
+		   "Print the events of the trace(s) under DIR (default: the current directory),\n"
+		   "merged by time, one line per event:\n"
+		   "\n"
+		   "  [HH:MM:SS.nnnnnnnnn] PROCNAME[PID] tid=TID cpu=CPU PROVIDER:EVENT: { FIELD = VALUE, "
+		   "... }\n"
+		   "\n"
+		   "Times are absolute, in local time (set TZ=UTC for UTC).  Enumerations print as\n"
+		   "'label (value)', strings quoted, arrays and sequences in [ ].  Lost data prints as\n"
+		   "'*** N events discarded ...' and '*** N packets discarded ...' lines.\n"
+		   "Every directory under DIR that holds a CTF 'metadata' file is read.\n"
+		   "\n"
+		   "options:\n"
+		   "  -n, --limit N   stop after N events (those the filters below let through)\n"
+		   "  --pid PID       only process PID: its sub-trace's events and losses, and kernel\n"
+		   "                  events of its threads (the tid PID, and the threads its\n"
+		   "                  sub-trace's events name)\n"
+		   "  --tid TID       only events of thread TID (repeat --pid/--tid for several)\n"
+		   "  -e PATTERN      only events whose name matches the glob PATTERN\n"
+		   "                  ('pthread:mutex_*'; kernel events as 'kernel:NAME' or 'NAME');\n"
+		   "                  repeat for several\n"
+		   "  --since T, --until T\n"
+		   "                  only events at or after / at or before T: '+SECONDS' after the\n"
+		   "                  trace's first event ('+1.5'), or a time of day as printed\n"
+		   "                  ('12:03:04.5', local time, on the day of the first event)\n"
+		   "  --repair        first cut every stream file that ends inside a packet (a\n"
+		   "                  consumer daemon killed while writing) back to its last\n"
+		   "                  whole packet (strata-consumerd --repair); changes DIR\n"
+		   "  -h, --help      this help\n"
+		   "\n"
+		   "exit status: 0 ok, 1 the trace cannot be read or does not exist (the reason is\n"
+		   "printed), 2 usage error\n",
+		   f);
 }
 
 // ---- formatting helpers --------------------------------------------------
@@ -298,9 +298,9 @@ struct ViewSink {
 	std::vector<std::string> patterns;
 	TimeBound since, until;
 	bool first_seen = false;
-	std::unordered_map<int64_t, int64_t> tid_pid; // threads seen in user sub-traces
+	std::unordered_map<int64_t, int64_t> tid_pid;                   // threads seen in user sub-traces
 	std::map<const bt_trace *, std::pair<bool, int64_t>> trace_pid; // trace -> (kernel, vpid)
-	std::map<const bt_trace *, std::string> who; // trace -> "procname[pid]"
+	std::map<const bt_trace *, std::string> who;                    // trace -> "procname[pid]"
 	std::string line;
 	bool write_failed = false;
 };
@@ -404,7 +404,8 @@ Verdict filter_event(ViewSink &s, const bt_message *msg)
 		const std::string kn = "kernel:" + n;
 		bool match = false;
 		for (const std::string &p : s.patterns)
-			if (!fnmatch(p.c_str(), n.c_str(), 0) || (tp.first && !fnmatch(p.c_str(), kn.c_str(), 0))) {
+			if (!fnmatch(p.c_str(), n.c_str(), 0) ||
+			    (tp.first && !fnmatch(p.c_str(), kn.c_str(), 0))) {
 				match = true;
 				break;
 			}
@@ -429,11 +430,15 @@ bool show_discarded(ViewSink &s, const bt_message *msg, bool events)
 				      : bt_stream_class_discarded_packets_have_default_clock_snapshots(sc);
 	if ((s.since.set || s.until.set) && has_times) {
 		const bt_clock_snapshot *cb =
-			events ? bt_message_discarded_events_borrow_beginning_default_clock_snapshot_const(msg)
-			       : bt_message_discarded_packets_borrow_beginning_default_clock_snapshot_const(msg);
+			events ? bt_message_discarded_events_borrow_beginning_default_clock_snapshot_const(
+					 msg)
+			       : bt_message_discarded_packets_borrow_beginning_default_clock_snapshot_const(
+					 msg);
 		int64_t b = 0;
-		if (bt_clock_snapshot_get_ns_from_origin(cb, &b) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK &&
-		    ((s.since.set && s.first_seen && b < s.since.at) || (s.until.set && s.first_seen && b > s.until.at)))
+		if (bt_clock_snapshot_get_ns_from_origin(cb, &b) ==
+			    BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK &&
+		    ((s.since.set && s.first_seen && b < s.since.at) ||
+		     (s.until.set && s.first_seen && b > s.until.at)))
 			return false;
 	}
 	return true;
@@ -449,7 +454,8 @@ void format_event(ViewSink &s, const bt_message *msg)
 	if (bt_message_event_borrow_stream_class_default_clock_class_const(msg)) {
 		int64_t ns = 0;
 		const bt_clock_snapshot *cs = bt_message_event_borrow_default_clock_snapshot_const(msg);
-		if (bt_clock_snapshot_get_ns_from_origin(cs, &ns) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
+		if (bt_clock_snapshot_get_ns_from_origin(cs, &ns) ==
+		    BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
 			append_time(out, ns);
 		else
 			out += "[overflow]";
@@ -487,8 +493,10 @@ void format_discarded(ViewSink &s, const bt_message *msg, bool events)
 					 : bt_message_discarded_packets_borrow_stream_const(msg);
 	const bt_stream_class *sc = bt_stream_borrow_class_const(stream);
 	uint64_t count = 0;
-	const bool known = events ? bt_message_discarded_events_get_count(msg, &count) == BT_PROPERTY_AVAILABILITY_AVAILABLE
-				  : bt_message_discarded_packets_get_count(msg, &count) == BT_PROPERTY_AVAILABILITY_AVAILABLE;
+	const bool known = events ? bt_message_discarded_events_get_count(msg, &count) ==
+					    BT_PROPERTY_AVAILABILITY_AVAILABLE
+				  : bt_message_discarded_packets_get_count(msg, &count) ==
+					    BT_PROPERTY_AVAILABILITY_AVAILABLE;
 	std::string &out = s.line;
 	const bool has_times = events ? bt_stream_class_discarded_events_have_default_clock_snapshots(sc)
 				      : bt_stream_class_discarded_packets_have_default_clock_snapshots(sc);
@@ -496,13 +504,17 @@ void format_discarded(ViewSink &s, const bt_message *msg, bool events)
 	bool times = false;
 	if (has_times) {
 		const bt_clock_snapshot *cb =
-			events ? bt_message_discarded_events_borrow_beginning_default_clock_snapshot_const(msg)
-			       : bt_message_discarded_packets_borrow_beginning_default_clock_snapshot_const(msg);
+			events ? bt_message_discarded_events_borrow_beginning_default_clock_snapshot_const(
+					 msg)
+			       : bt_message_discarded_packets_borrow_beginning_default_clock_snapshot_const(
+					 msg);
 		const bt_clock_snapshot *ce =
 			events ? bt_message_discarded_events_borrow_end_default_clock_snapshot_const(msg)
 			       : bt_message_discarded_packets_borrow_end_default_clock_snapshot_const(msg);
-		times = bt_clock_snapshot_get_ns_from_origin(cb, &b) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK &&
-			bt_clock_snapshot_get_ns_from_origin(ce, &e) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK;
+		times = bt_clock_snapshot_get_ns_from_origin(cb, &b) ==
+				BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK &&
+			bt_clock_snapshot_get_ns_from_origin(ce, &e) ==
+				BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK;
 	}
 	// The muxer orders a loss by its beginning; show that time first so the
 	// output stays sorted.
@@ -609,7 +621,8 @@ int run_view(const std::string &dir, ViewSink &sink)
 	std::string why, warnings;
 	struct stat st;
 	if (stat(dir.c_str(), &st) != 0) { // plainly, before any reader or repair check
-		std::fprintf(stderr, "strata view: no such trace '%s': %s\n", dir.c_str(), std::strerror(errno));
+		std::fprintf(stderr, "strata view: no such trace '%s': %s\n", dir.c_str(),
+			     std::strerror(errno));
 		return kExitFailure;
 	}
 	learn_threads(sink, dir);
@@ -731,9 +744,9 @@ int strata_cmd_view(int argc, char **argv)
 			}
 		} else if (!options_done && !std::strcmp(a, "--repair")) {
 			repair = true;
-		} else if (!options_done && (!std::strcmp(a, "--pid") || !std::strcmp(a, "--tid") ||
-					     !std::strcmp(a, "-e") || !std::strcmp(a, "--since") ||
-					     !std::strcmp(a, "--until"))) {
+		} else if (!options_done &&
+			   (!std::strcmp(a, "--pid") || !std::strcmp(a, "--tid") || !std::strcmp(a, "-e") ||
+			    !std::strcmp(a, "--since") || !std::strcmp(a, "--until"))) {
 			const char *v = i + 1 < argc ? argv[i + 1] : nullptr;
 			int64_t n = 0;
 			bool ok = v != nullptr;
@@ -748,8 +761,9 @@ int strata_cmd_view(int argc, char **argv)
 			if (!ok) {
 				std::fprintf(stderr, "strata view: %s needs %s\n", a,
 					     a[1] == 'e' ? "a pattern"
-					     : a[2] == 'p' || a[2] == 't' ? "a number"
-								     : "a time: +SECONDS or HH:MM:SS[.frac]");
+					     : a[2] == 'p' || a[2] == 't'
+						     ? "a number"
+						     : "a time: +SECONDS or HH:MM:SS[.frac]");
 				view_usage_short();
 				return kExitUsage;
 			}
@@ -763,7 +777,8 @@ int strata_cmd_view(int argc, char **argv)
 		} else if (!dir) {
 			dir = a;
 		} else {
-			std::fprintf(stderr, "strata view: one trace directory only ('%s' and '%s')\n", dir, a);
+			std::fprintf(stderr, "strata view: one trace directory only ('%s' and '%s')\n", dir,
+				     a);
 			view_usage_short();
 			return kExitUsage;
 		}

@@ -39,7 +39,6 @@ namespace cli {
 // prints it (JSON with json): for `record --aggregate`.  0 or cli::kFail.
 int top_session_once(const std::string &socket, const std::string &session, bool json);
 
-
 constexpr int kOk = 0, kFail = 1, kUsage = 2;
 
 // "strata CMD: msg" + a hint to --help on stderr; returns kUsage.

@@ -30,8 +30,8 @@ constexpr uint32_t kTdUuid = 1, kTdName = 2, kTdProcess = 3, kTdThread = 4, kTdP
 constexpr uint32_t kPdPid = 1, kPdName = 6;
 constexpr uint32_t kThPid = 1, kThTid = 2, kThName = 5;
 // message TrackEvent
-constexpr uint32_t kTeDebugAnnotations = 4, kTeType = 9, kTeTrackUuid = 11, kTeName = 23, kTeCounterValue = 30,
-		   kTeFlowIds = 47, kTeTerminatingFlowIds = 48;
+constexpr uint32_t kTeDebugAnnotations = 4, kTeType = 9, kTeTrackUuid = 11, kTeName = 23,
+		   kTeCounterValue = 30, kTeFlowIds = 47, kTeTerminatingFlowIds = 48;
 constexpr uint64_t kTypeSliceBegin = 1, kTypeSliceEnd = 2, kTypeInstant = 3, kTypeCounter = 4;
 // message DebugAnnotation
 constexpr uint32_t kDaUint = 3, kDaInt = 4, kDaDouble = 5, kDaString = 6, kDaName = 10;
@@ -64,7 +64,8 @@ public:
 		w_.end(td);
 		close_packet(pkt);
 	}
-	void thread(uint64_t uuid, uint64_t parent, int64_t pid, int64_t tid, const std::string &name) override
+	void thread(uint64_t uuid, uint64_t parent, int64_t pid, int64_t tid,
+		    const std::string &name) override
 	{
 		const size_t pkt = open_packet();
 		const size_t td = w_.begin(kPktTrackDescriptor);
@@ -94,7 +95,8 @@ public:
 		w_.end(td);
 		close_packet(pkt);
 	}
-	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args, uint64_t flow_in) override
+	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args,
+		   uint64_t flow_in) override
 	{
 		named_event(kTypeSliceBegin, ts, track, name, args, flow_in, 0);
 	}
@@ -132,8 +134,9 @@ public:
 		w_.end(te);
 		close_packet(pkt);
 	}
-	void sched_switch(int64_t ts, uint32_t cpu, const std::string &prev_comm, int64_t prev_tid, int64_t prev_prio,
-			  int64_t prev_state, const std::string &next_comm, int64_t next_tid, int64_t next_prio) override
+	void sched_switch(int64_t ts, uint32_t cpu, const std::string &prev_comm, int64_t prev_tid,
+			  int64_t prev_prio, int64_t prev_state, const std::string &next_comm,
+			  int64_t next_tid, int64_t next_prio) override
 	{
 		const size_t pkt = open_packet();
 		const size_t fb = w_.begin(kPktFtraceEvents);
@@ -264,7 +267,10 @@ private:
 
 class JsonSink final : public Sink {
 public:
-	JsonSink(FILE *out, int64_t t0) : out_(out), t0_(t0) { buf_ = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"; }
+	JsonSink(FILE *out, int64_t t0) : out_(out), t0_(t0)
+	{
+		buf_ = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+	}
 
 	void process(uint64_t uuid, int64_t pid, const std::string &name) override
 	{
@@ -295,7 +301,8 @@ public:
 		// global.
 		tracks_[uuid] = Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g'};
 	}
-	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args, uint64_t flow_in) override
+	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args,
+		   uint64_t flow_in) override
 	{
 		const Track &t = tracks_[track];
 		if (flow_in)
@@ -377,8 +384,9 @@ public:
 		num(value);
 		buf_ += "}}";
 	}
-	void sched_switch(int64_t ts, uint32_t cpu, const std::string &, int64_t prev_tid, int64_t, int64_t prev_state,
-			  const std::string &next_comm, int64_t next_tid, int64_t) override
+	void sched_switch(int64_t ts, uint32_t cpu, const std::string &, int64_t prev_tid, int64_t,
+			  int64_t prev_state, const std::string &next_comm, int64_t next_tid,
+			  int64_t) override
 	{
 		cpu_track(cpu);
 		Running &r = running_[cpu];

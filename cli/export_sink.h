@@ -36,19 +36,21 @@ public:
 	// process track) holds slices that need not nest with the thread's
 	// (lock waits and holds); a counter track holds values.
 	virtual void process(uint64_t uuid, int64_t pid, const std::string &name) = 0;
-	virtual void thread(uint64_t uuid, uint64_t parent, int64_t pid, int64_t tid, const std::string &name) = 0;
-	virtual void child_track(uint64_t uuid, uint64_t parent, int64_t pid, int64_t tid, const std::string &name,
-				 bool counter) = 0;
+	virtual void thread(uint64_t uuid, uint64_t parent, int64_t pid, int64_t tid,
+			    const std::string &name) = 0;
+	virtual void child_track(uint64_t uuid, uint64_t parent, int64_t pid, int64_t tid,
+				 const std::string &name, bool counter) = 0;
 	// Events; ts in ns from the clock's origin.  flow_out: a flow starts at
 	// this slice (0: none); flow_in: a flow started elsewhere ends here.
-	virtual void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args, uint64_t flow_in) = 0;
+	virtual void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args,
+			   uint64_t flow_in) = 0;
 	virtual void end(int64_t ts, uint64_t track, const Args &args, uint64_t flow_out) = 0;
 	// A slice from ts to end known whole (a lock wait, stamped at its end):
 	// it may come after events of its track later than ts (the reader
 	// sorts), so it must nest with them.  JSON: one X event, which viewers
 	// that draw only per-thread slices (speedscope) show.
-	virtual void complete(int64_t ts, int64_t end, uint64_t track, const std::string &name, const Args &args,
-			      uint64_t flow_in, uint64_t flow_out)
+	virtual void complete(int64_t ts, int64_t end, uint64_t track, const std::string &name,
+			      const Args &args, uint64_t flow_in, uint64_t flow_out)
 	{
 		begin(ts, track, name, args, flow_in);
 		this->end(end, track, Args(), flow_out);
@@ -57,11 +59,11 @@ public:
 	virtual void counter(int64_t ts, uint64_t track, int64_t value) = 0;
 	// Kernel scheduling (per-CPU tracks and thread states in Perfetto).
 	virtual void sched_switch(int64_t ts, uint32_t cpu, const std::string &prev_comm, int64_t prev_tid,
-				  int64_t prev_prio, int64_t prev_state, const std::string &next_comm, int64_t next_tid,
-				  int64_t next_prio) = 0;
+				  int64_t prev_prio, int64_t prev_state, const std::string &next_comm,
+				  int64_t next_tid, int64_t next_prio) = 0;
 	// kind: 0 sched_waking, 1 sched_wakeup, 2 sched_wakeup_new.
-	virtual void wakeup(int64_t ts, uint32_t cpu, int kind, const std::string &comm, int64_t tid, int64_t prio,
-			    int64_t target_cpu) = 0;
+	virtual void wakeup(int64_t ts, uint32_t cpu, int kind, const std::string &comm, int64_t tid,
+			    int64_t prio, int64_t target_cpu) = 0;
 	// Ends the output; false when it could not be written.
 	virtual bool finish() = 0;
 	bool failed() const { return failed_; }

@@ -22,15 +22,32 @@ inline std::string java_class_name(const std::string &n)
 	const std::string rest = n.substr(dims);
 	if (rest.size() == 1) {
 		switch (rest[0]) {
-		case 'Z': base = "boolean"; break;
-		case 'B': base = "byte"; break;
-		case 'C': base = "char"; break;
-		case 'S': base = "short"; break;
-		case 'I': base = "int"; break;
-		case 'J': base = "long"; break;
-		case 'F': base = "float"; break;
-		case 'D': base = "double"; break;
-		default: return n;
+		case 'Z':
+			base = "boolean";
+			break;
+		case 'B':
+			base = "byte";
+			break;
+		case 'C':
+			base = "char";
+			break;
+		case 'S':
+			base = "short";
+			break;
+		case 'I':
+			base = "int";
+			break;
+		case 'J':
+			base = "long";
+			break;
+		case 'F':
+			base = "float";
+			break;
+		case 'D':
+			base = "double";
+			break;
+		default:
+			return n;
 		}
 	} else if (rest[0] == 'L' && rest.back() == ';') {
 		base = rest.substr(1, rest.size() - 2);

@@ -8,7 +8,7 @@
 #include "commands.h"
 
 extern "C" __attribute__((visibility("default"))) int strata_cli_read_main(const char *cmd, int argc,
-									  char **argv)
+									   char **argv)
 {
 	if (!strcmp(cmd, "view"))
 		return strata_cmd_view(argc, argv);

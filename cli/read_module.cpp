@@ -23,8 +23,9 @@ int run_in_module(const char *cmd, int argc, char **argv)
 	// <libdir>/strata.
 	const std::string path = strata::cli::find_library(kModule);
 	if (path.empty()) {
-		fprintf(stderr, "strata %s: %s not found next to strata, in ../lib/strata or in " STRATA_LIBDIR
-				"/strata (the trace reader is not installed)\n",
+		fprintf(stderr,
+			"strata %s: %s not found next to strata, in ../lib/strata or in " STRATA_LIBDIR
+			"/strata (the trace reader is not installed)\n",
 			cmd, kModule);
 		return strata::cli::kFail;
 	}

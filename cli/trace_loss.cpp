@@ -41,7 +41,8 @@ void scan_stream(int dfd, const char *name, uint64_t &events, uint64_t &packets)
 	uint64_t off = 0, last_disc = 0, prev_seq = 0;
 	bool first = true;
 	struct strata_packet_header h;
-	while (size - off >= sizeof h && pread(fd, &h, sizeof h, static_cast<off_t>(off)) == (ssize_t)sizeof h) {
+	while (size - off >= sizeof h &&
+	       pread(fd, &h, sizeof h, static_cast<off_t>(off)) == (ssize_t)sizeof h) {
 		const uint64_t bytes = h.packet_size / 8;
 		if (h.magic != STRATA_CTF_MAGIC || h.packet_size % 8 || bytes < sizeof h - 4 ||
 		    bytes > STRATA_MAX_SUBBUF_SIZE || bytes > size - off)
@@ -105,8 +106,9 @@ std::string loss_summary(const TraceLoss &loss)
 {
 	if (!loss.events && !loss.packets)
 		return "nothing discarded";
-	std::string s = std::to_string(loss.events) + " event(s) and " + std::to_string(loss.packets) +
-			" packet(s) discarded (the ring buffers were full: larger --subbuf-size or --subbuf-count)";
+	std::string s =
+		std::to_string(loss.events) + " event(s) and " + std::to_string(loss.packets) +
+		" packet(s) discarded (the ring buffers were full: larger --subbuf-size or --subbuf-count)";
 	const size_t worst = std::min<size_t>(loss.subs.size(), 3);
 	for (size_t k = 0; k < worst; k++) {
 		const TraceLoss::Sub &x = loss.subs[k];

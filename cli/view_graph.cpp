@@ -111,8 +111,8 @@ struct Graph {
 };
 
 // One source.ctf.fs for `dir`, every output port connected to the muxer.
-bool add_trace(bt_graph *graph, const bt_component_class_source *src_cls,
-	       const bt_component_filter *mux, const std::string &dir, size_t index, std::string *why)
+bool add_trace(bt_graph *graph, const bt_component_class_source *src_cls, const bt_component_filter *mux,
+	       const std::string &dir, size_t index, std::string *why)
 {
 	bt_value *params = bt_value_map_create();
 	bt_value *inputs = nullptr;
@@ -136,8 +136,9 @@ bool add_trace(bt_graph *graph, const bt_component_class_source *src_cls,
 		const uint64_t n_in = bt_component_filter_get_input_port_count(mux);
 		const bt_port_input *in =
 			n_in ? bt_component_filter_borrow_input_port_by_index_const(mux, n_in - 1) : nullptr;
-		if (!in || bt_graph_connect_ports(graph, bt_component_source_borrow_output_port_by_index_const(src, p),
-						  in, nullptr) != BT_GRAPH_CONNECT_PORTS_STATUS_OK) {
+		if (!in || bt_graph_connect_ports(
+				   graph, bt_component_source_borrow_output_port_by_index_const(src, p), in,
+				   nullptr) != BT_GRAPH_CONNECT_PORTS_STATUS_OK) {
 			*why = failure("cannot connect a stream of '" + dir + "' to the muxer");
 			return false;
 		}
@@ -202,13 +203,16 @@ bool read_ctf_trace_dirs(const std::vector<std::string> &traces, const TraceMess
 			 std::string *warnings)
 {
 	Graph g;
-	if (bt_plugin_find("ctf", BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE, BT_FALSE, &g.ctf) != BT_PLUGIN_FIND_STATUS_OK ||
+	if (bt_plugin_find("ctf", BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE, BT_FALSE, &g.ctf) !=
+		    BT_PLUGIN_FIND_STATUS_OK ||
 	    bt_plugin_find("utils", BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE, BT_FALSE, &g.utils) !=
 		    BT_PLUGIN_FIND_STATUS_OK) {
-		*why = failure("cannot load the babeltrace2 'ctf' and 'utils' plugins (is babeltrace2 installed?)");
+		*why = failure(
+			"cannot load the babeltrace2 'ctf' and 'utils' plugins (is babeltrace2 installed?)");
 		return false;
 	}
-	const bt_component_class_source *src_cls = bt_plugin_borrow_source_component_class_by_name_const(g.ctf, "fs");
+	const bt_component_class_source *src_cls =
+		bt_plugin_borrow_source_component_class_by_name_const(g.ctf, "fs");
 	const bt_component_class_filter *mux_cls =
 		bt_plugin_borrow_filter_component_class_by_name_const(g.utils, "muxer");
 	if (!src_cls || !mux_cls) {
@@ -217,8 +221,9 @@ bool read_ctf_trace_dirs(const std::vector<std::string> &traces, const TraceMess
 	}
 	g.graph = bt_graph_create(0);
 	const bt_component_filter *mux = nullptr;
-	if (!g.graph || bt_graph_add_filter_component(g.graph, mux_cls, "muxer", nullptr, BT_LOGGING_LEVEL_NONE,
-						      &mux) != BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
+	if (!g.graph ||
+	    bt_graph_add_filter_component(g.graph, mux_cls, "muxer", nullptr, BT_LOGGING_LEVEL_NONE, &mux) !=
+		    BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
 		*why = failure("cannot create the babeltrace2 graph");
 		return false;
 	}

@@ -131,7 +131,8 @@ TscMapping tsc_map_switch(const TscMapping &old, uint64_t t, uint32_t mult)
 uint32_t tsc_slew(uint32_t mult, uint32_t shift, int64_t err, uint64_t period_cycles)
 {
 	// rate - err / period, the slew bounded by kMaxSlewPpm.
-	long double adj = period_cycles ? static_cast<long double>(err) * std::ldexp(1.0L, static_cast<int>(shift)) /
+	long double adj = period_cycles ? static_cast<long double>(err) *
+						  std::ldexp(1.0L, static_cast<int>(shift)) /
 						  static_cast<long double>(period_cycles)
 					: 0.0L;
 	const long double lim = static_cast<long double>(mult) * kMaxSlewPpm / 1e6L;
@@ -204,13 +205,15 @@ std::string tsc_cpus_disagree()
 	for (size_t i = 1; i + 1 < order.size(); i++) {
 		const TscSample &s = got[i];
 		const long double predicted =
-			static_cast<long double>(a.ns) + (static_cast<long double>(s.tsc) - static_cast<long double>(a.tsc)) * r;
+			static_cast<long double>(a.ns) +
+			(static_cast<long double>(s.tsc) - static_cast<long double>(a.tsc)) * r;
 		const long double off = static_cast<long double>(s.ns) - predicted;
 		const long double slack = kMaxCpuSkewNs + static_cast<long double>(s.width + a.width) * r;
 		if (std::fabs(off) > slack) {
 			char buf[160];
-			snprintf(buf, sizeof buf, "the TSC of CPU %d is %.0Lf ns off CPU %d's (more than %.0Lf)",
-				 order[i], off, cpus[0], slack);
+			snprintf(buf, sizeof buf,
+				 "the TSC of CPU %d is %.0Lf ns off CPU %d's (more than %.0Lf)", order[i],
+				 off, cpus[0], slack);
 			return buf;
 		}
 	}
@@ -347,15 +350,17 @@ void ClockPage::refresh(bool last)
 	anchors_[n_anchors_ % 16] = s;
 	n_anchors_++;
 	// The last refresh does not slew: the page may outlive us in processes.
-	const uint64_t period_cycles = last ? 0 : static_cast<uint64_t>(static_cast<long double>(period_ns_) / r);
+	const uint64_t period_cycles =
+		last ? 0 : static_cast<uint64_t>(static_cast<long double>(period_ns_) / r);
 
 	// The next rate (and whether to step forward) from the error now; the
 	// switch itself, below, is a few integer operations, so that readers
 	// seldom find the page busy.
 	const uint64_t t0 = strata_kclock_rdtsc();
 	bool step = false;
-	const TscMapping est = tsc_map_next(cur_, t0, s.ns + static_cast<uint64_t>(static_cast<long double>(t0 - s.tsc) * r),
-					    mult, period_cycles, &step);
+	const TscMapping est =
+		tsc_map_next(cur_, t0, s.ns + static_cast<uint64_t>(static_cast<long double>(t0 - s.tsc) * r),
+			     mult, period_cycles, &step);
 
 	strata_kclock *k = page_;
 	const uint32_t seq = k->seq; // only this thread writes it

@@ -41,7 +41,8 @@ void Daemon::send(Conn &c, uint32_t seq, proto::Body body, int pass_fd)
 		// process receives it with that message): what is queued
 		// leaves first.
 		if (!c.out.empty()) {
-			int q = proto::send_all(c.fd, c.out.data(), c.out.size(), -1, proto::now_ms() + kReplyTimeoutMs);
+			int q = proto::send_all(c.fd, c.out.data(), c.out.size(), -1,
+						proto::now_ms() + kReplyTimeoutMs);
 			c.out.clear();
 			if (q < 0)
 				VLOG("send to pid %d failed: %s", c.cred.pid, strerror(-q));
@@ -91,7 +92,8 @@ void Daemon::drop(int fd)
 			p->acked = std::max(p->acked, c.registered_at);
 		acks_.acknowledge(c.cred.pid, c.registered_at);
 	}
-	const int gone_pidfd = p && p->gone ? p->pidfd : 0; // a process that exited before we read it: its exit is now
+	const int gone_pidfd =
+		p && p->gone ? p->pidfd : 0; // a process that exited before we read it: its exit is now
 	const uint64_t conn_id = c.id;
 	const pid_t peer = c.cred.pid;
 	conns_.erase(it);
@@ -370,7 +372,8 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 			return true;
 		}
 	reply(c, m.seq, -EPERM,
-	      "message type " + std::to_string(static_cast<int>(m.type())) + " not allowed here for this role");
+	      "message type " + std::to_string(static_cast<int>(m.type())) +
+		      " not allowed here for this role");
 	return true;
 }
 
@@ -410,14 +413,15 @@ void Daemon::do_hello(Conn &c, uint32_t seq, const proto::Hello &m)
 	if (m.max_version < proto::kMinVersion || m.min_version > proto::kVersion) {
 		reply(c, seq, -EPROTONOSUPPORT,
 		      "no common protocol version: client speaks " + std::to_string(m.min_version) + ".." +
-			      std::to_string(m.max_version) + ", daemon " + std::to_string(proto::kMinVersion) +
-			      ".." + std::to_string(proto::kVersion));
+			      std::to_string(m.max_version) + ", daemon " +
+			      std::to_string(proto::kMinVersion) + ".." + std::to_string(proto::kVersion));
 		return;
 	}
 	std::string why;
 	if (m.role != static_cast<uint32_t>(proto::Role::Process) && !peer_in_our_pidns(c.fd, c.cred, why)) {
-		reply(c, seq, -EPERM, "pid " + std::to_string(c.cred.pid) + " may not control this daemon: " + why +
-					      "; a container's processes are traced, never controllers (docs/security.md)");
+		reply(c, seq, -EPERM,
+		      "pid " + std::to_string(c.cred.pid) + " may not control this daemon: " + why +
+			      "; a container's processes are traced, never controllers (docs/security.md)");
 		return;
 	}
 	c.hello = true;

@@ -25,10 +25,10 @@
 namespace strata {
 
 struct DaemonOptions {
-	std::string socket_path;  // empty: proto::server_socket_path()
-	int ready_fd = -1;        // written "ready\n" and closed once listening
+	std::string socket_path; // empty: proto::server_socket_path()
+	int ready_fd = -1;       // written "ready\n" and closed once listening
 	bool verbose = false;
-	bool quiet = false;        // warnings and errors only
+	bool quiet = false; // warnings and errors only
 	// Sessions that START adopt the early buffers (STRATA_EARLY) of processes
 	// they may trace.  Off by default: a private daemon (strata record) must
 	// record only its own command.

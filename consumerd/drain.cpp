@@ -51,7 +51,7 @@ int wait_ms()
 }
 constexpr int kFlushTimeoutMs = 500; // in-flight commits of a live producer
 constexpr unsigned kPacketsPerRound = 64;
-constexpr unsigned kBatch = 16; // packets per write (at most kBatchBytes, drain_pool.h)
+constexpr unsigned kBatch = 16;           // packets per write (at most kBatchBytes, drain_pool.h)
 constexpr size_t kHeldBytes = 256u << 10; // drain_once: one write while its sub-buffers are held
 
 uint64_t mono_ns()
@@ -110,10 +110,10 @@ std::unique_ptr<Drain> Drain::create(int memfd, const uint8_t uuid[16], const st
 	d->env_ = env;
 	d->env_.record_format = info.record_format;
 	// Which clock the producer stamped with (all give CLOCK_MONOTONIC ns).
-	d->env_.clock_source = info.clock_id == STRATA_CLOCK_PAGE	    ? "kclock-page"
-			       : info.clock_id == STRATA_CLOCK_MONOTONIC ? "monotonic"
+	d->env_.clock_source = info.clock_id == STRATA_CLOCK_PAGE            ? "kclock-page"
+			       : info.clock_id == STRATA_CLOCK_MONOTONIC     ? "monotonic"
 			       : info.clock_id == STRATA_CLOCK_CONSUMER_PAGE ? "consumer-page"
-									 : "unknown";
+									     : "unknown";
 	// Packets this side closes are stamped on the producer's clock.
 	if (info.clock_id == STRATA_CLOCK_CONSUMER_PAGE) {
 		d->reader_->set_clock(consumer_page_now);
@@ -151,7 +151,8 @@ bool Drain::resume(std::string &err)
 	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
 		const PacketTail &t = tails[lane];
 		if (t.packets && !reader_->resume(lane, t.seq, t.discarded, t.ts_end)) {
-			err = "lane " + std::to_string(lane) + ": its stream file goes beyond the buffer's writers";
+			err = "lane " + std::to_string(lane) +
+			      ": its stream file goes beyond the buffer's writers";
 			return false;
 		}
 	}
@@ -298,7 +299,8 @@ void Drain::share_events()
 		return;
 	shared_n_ += fresh.size();
 	std::lock_guard<std::mutex> lk(known_mu_);
-	known_.insert(known_.end(), std::make_move_iterator(fresh.begin()), std::make_move_iterator(fresh.end()));
+	known_.insert(known_.end(), std::make_move_iterator(fresh.begin()),
+		      std::make_move_iterator(fresh.end()));
 }
 
 std::vector<EventInfo> Drain::known_events() const
@@ -350,13 +352,15 @@ std::string Drain::problem() const
 // Appends whole packets to the lane's output in one call: iov holds
 // each packet's pieces in order, ends[i] is the end of packet i counted from
 // the first byte.  The output stores a prefix whole; the rest is counted lost.
-void Drain::write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends, size_t n_pkts)
+void Drain::write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends,
+			  size_t n_pkts)
 {
 	if (lane >= n_lanes_ || n_pkts == 0 || !out_)
 		return;
 	std::string err = meta_err_;
 	const uint64_t t0 = mono_ns();
-	const size_t whole = pending_meta_.empty() ? out_->write_packets(lane, iov, n_iov, ends, n_pkts, err) : 0;
+	const size_t whole =
+		pending_meta_.empty() ? out_->write_packets(lane, iov, n_iov, ends, n_pkts, err) : 0;
 	const uint64_t dt = mono_ns() - t0;
 	write_ns_ += dt;
 	write_max_ns_ = std::max(write_max_ns_, dt);
@@ -376,7 +380,8 @@ void Drain::write_packets(uint32_t lane, const struct iovec *iov, int n_iov, con
 		return;
 	}
 	last_loss_ = err;
-	warn(dir_, "lane " + std::to_string(lane) + ": " + std::to_string(n_pkts - whole) + " packet(s) lost, " + err);
+	warn(dir_, "lane " + std::to_string(lane) + ": " + std::to_string(n_pkts - whole) +
+			   " packet(s) lost, " + err);
 	set_problem("packets lost: " + err);
 }
 
@@ -387,8 +392,10 @@ void Drain::malformed(const std::string &what)
 {
 	counters_.malformed.fetch_add(1, std::memory_order_relaxed);
 	if (malformed_++ == 0)
-		warn(dir_, "process " + comm_ + " (pid " + std::to_string(pid_) + ") wrote malformed data into its trace buffer: " + what +
-				   "; its other packets are checked and kept, the loss is counted in the trace");
+		warn(dir_,
+		     "process " + comm_ + " (pid " + std::to_string(pid_) +
+			     ") wrote malformed data into its trace buffer: " + what +
+			     "; its other packets are checked and kept, the loss is counted in the trace");
 }
 
 void Drain::write_packet(uint32_t lane, const std::vector<uint8_t> &pkt)
@@ -397,7 +404,6 @@ void Drain::write_packet(uint32_t lane, const std::vector<uint8_t> &pkt)
 	const size_t end = pkt.size();
 	write_packets(lane, &iov, 1, &end, 1);
 }
-
 
 // The copy buffer of one write (batch_), taken from the thread's cache at
 // the first packet (begin_stream).  While the producer runs, a new
@@ -459,14 +465,15 @@ bool Drain::drain_once()
 	// ring, so that its writers always have the other half meanwhile, and
 	// kHeldBytes, so that each sub-buffer goes back after a short write.
 	const BufferInfo &bi = reader_->info();
-	const size_t max_n = release_early_ ? kBatch : std::max<size_t>(1, std::min<size_t>(kBatch, bi.n_subbuf / 2));
+	const size_t max_n =
+		release_early_ ? kBatch : std::max<size_t>(1, std::min<size_t>(kBatch, bi.n_subbuf / 2));
 	const size_t max_bytes =
 		release_early_ ? kBatchBytes : std::min<size_t>(kHeldBytes, bi.lane_stride / 2);
 	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
 		for (unsigned k = 0; k < kPacketsPerRound;) {
 			size_t n = 0;
 			bool more = true;
-			size_t len_now = 0; // bytes in batch_
+			size_t len_now = 0;  // bytes in batch_
 			bool peeked = false; // sub-buffers to release after the write
 			for (; n < max_n && k < kPacketsPerRound && (n == 0 || len_now < max_bytes); k++) {
 				strata_packet_header hdr;
@@ -488,10 +495,13 @@ bool Drain::drain_once()
 				}
 				if (st != ReadStatus::kPacket) {
 					counters_.errors.fetch_add(1, std::memory_order_relaxed);
-					if (reader_->stats().incomplete_dropped != dropped) // its process died: said each time
-						warn(dir_, "lane " + std::to_string(lane) + ": packet skipped: " + err);
+					if (reader_->stats().incomplete_dropped !=
+					    dropped) // its process died: said each time
+						warn(dir_, "lane " + std::to_string(lane) +
+								   ": packet skipped: " + err);
 					else
-						malformed("lane " + std::to_string(lane) + ": packet skipped: " + err);
+						malformed("lane " + std::to_string(lane) +
+							  ": packet skipped: " + err);
 					continue;
 				}
 				memcpy(batch_ + len_now, &hdr, sizeof hdr);
@@ -500,7 +510,8 @@ bool Drain::drain_once()
 					reader_->release(lane);
 				// The records, on our copy: what the producer changes in
 				// the ring from now on cannot reach the trace.
-				len_now += reader_->check_records(lane, batch_ + len_now, sizeof hdr + len, &err);
+				len_now += reader_->check_records(lane, batch_ + len_now, sizeof hdr + len,
+								  &err);
 				if (!err.empty()) {
 					counters_.errors.fetch_add(1, std::memory_order_relaxed);
 					malformed(err);
@@ -754,13 +765,15 @@ void Drain::report_loss()
 	const double span_ms = (double)(mono_ns() - stream_start_ns_) / 1e6;
 	const double write_ms = (double)write_ns_ / 1e6;
 	char msg[400];
-	snprintf(msg, sizeof msg,
-		 "the writers discarded %llu event(s), their ring full; this drain wrote %.1f MiB in %.1f ms, "
-		 "%.1f ms of it in writes (%.2f GB/s, longest %.1f ms): %s",
-		 (unsigned long long)disc, (double)written_bytes_ / (1 << 20), span_ms, write_ms,
-		 write_ns_ ? (double)written_bytes_ / (double)write_ns_ : 0.0, (double)write_max_ns_ / 1e6,
-		 write_ms > span_ms / 2 ? "the output did not keep up (a faster file system, or more or larger sub-buffers)"
-					: "more or larger sub-buffers, or more CPU for the daemon");
+	snprintf(
+		msg, sizeof msg,
+		"the writers discarded %llu event(s), their ring full; this drain wrote %.1f MiB in %.1f ms, "
+		"%.1f ms of it in writes (%.2f GB/s, longest %.1f ms): %s",
+		(unsigned long long)disc, (double)written_bytes_ / (1 << 20), span_ms, write_ms,
+		write_ns_ ? (double)written_bytes_ / (double)write_ns_ : 0.0, (double)write_max_ns_ / 1e6,
+		write_ms > span_ms / 2
+			? "the output did not keep up (a faster file system, or more or larger sub-buffers)"
+			: "more or larger sub-buffers, or more CPU for the daemon");
 	warn(dir_, msg);
 }
 
@@ -783,8 +796,9 @@ void Drain::close_files()
 		quiet_losses_ = 0;
 	}
 	if (malformed_ > 1) {
-		warn(dir_, "process " + comm_ + " (pid " + std::to_string(pid_) + "): " +
-				   std::to_string(malformed_) + " malformed packet(s) in all, cut or skipped");
+		warn(dir_, "process " + comm_ + " (pid " + std::to_string(pid_) +
+				   "): " + std::to_string(malformed_) +
+				   " malformed packet(s) in all, cut or skipped");
 		malformed_ = 1;
 	}
 }

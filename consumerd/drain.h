@@ -187,24 +187,25 @@ private:
 	bool open_once();
 	bool drain_once();
 	void final_drain();
-	void write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends, size_t n_pkts);
+	void write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends,
+			   size_t n_pkts);
 	void write_packet(uint32_t lane, const std::vector<uint8_t> &pkt);
 	void malformed(const std::string &what);
 	void set_problem(const std::string &what);
 	mutable std::mutex problem_mu_;
-	std::string problem_;        // under problem_mu_
-	std::string pending_meta_;   // event blocks not stored yet (drain thread)
-	std::string meta_err_;       // why (drain thread)
-	uint64_t malformed_ = 0; // packets cut or skipped as malformed (drain thread)
+	std::string problem_;      // under problem_mu_
+	std::string pending_meta_; // event blocks not stored yet (drain thread)
+	std::string meta_err_;     // why (drain thread)
+	uint64_t malformed_ = 0;   // packets cut or skipped as malformed (drain thread)
 	void update_metadata();
 	void close_files();
 
 	void live_tick(uint64_t now_ns);
 	uint64_t last_live_ns_ = 0;
 	uint64_t (*producer_now_)() = nullptr; // the producers' clock when not CLOCK_MONOTONIC
-	std::string last_loss_;     // why the last packets were lost (drain thread)
-	uint64_t quiet_losses_ = 0; // lost since, for the same reason, not logged yet
-	std::vector<uint64_t> lane_sent_; // packets handed to the output, per lane (drain thread)
+	std::string last_loss_;                // why the last packets were lost (drain thread)
+	uint64_t quiet_losses_ = 0;            // lost since, for the same reason, not logged yet
+	std::vector<uint64_t> lane_sent_;      // packets handed to the output, per lane (drain thread)
 	std::unique_ptr<Reader> reader_;
 	std::string dir_;
 	ClockInfo clock_;
@@ -240,7 +241,7 @@ private:
 	int snap_fd_ = -1;
 	uint64_t final_activity_ = 0; // activity() at finish(); main thread only
 	bool from_kernel_ = false;
-	bool resumed_ = false; // resume(): the disk output replaces the metadata
+	bool resumed_ = false;       // resume(): the disk output replaces the metadata
 	bool release_early_ = false; // set_output(): release after the copy (drain_once)
 	uint64_t buf_dev_ = 0, buf_ino_ = 0;
 	uint8_t uuid_[16] = {};

@@ -25,11 +25,11 @@ namespace strata {
 namespace {
 
 struct SlotState {
-	bool set = false;        // the module's slot holds our rules
-	bool grants = false;     // ... with a session: the module answers QUERY
-	bool draining = false;   // a drain reads the buffer `uuid`
+	bool set = false;      // the module's slot holds our rules
+	bool grants = false;   // ... with a session: the module answers QUERY
+	bool draining = false; // a drain reads the buffer `uuid`
 	uint8_t uuid[16] = {};
-	bool warned = false;     // "no kernel events" said once per start
+	bool warned = false; // "no kernel events" said once per start
 	// A dead predecessor drained the buffer `resume_uuid` into
 	// `resume_dir` (kernel_resume): continue that sub-trace.
 	bool resume = false;
@@ -37,9 +37,9 @@ struct SlotState {
 	std::string resume_dir;
 };
 
-int g_dev = -1;              // /dev/strata, opened on first use, kept
-int g_kabi = 0;              // the module's kabi version (REGISTER's answer)
-bool g_no_keep = false;      // the module refused STRATA_KABI_SET_KEEP (older)
+int g_dev = -1;         // /dev/strata, opened on first use, kept
+int g_kabi = 0;         // the module's kabi version (REGISTER's answer)
+bool g_no_keep = false; // the module refused STRATA_KABI_SET_KEEP (older)
 // The module's boot slot (kmod/strata_ctl.c, strata_ctl_boot).
 constexpr uint32_t kBootSlot = STRATA_KABI_MAX_SLOTS - 1;
 SlotState g_slots[proto::kMaxSlots];
@@ -211,8 +211,8 @@ std::unique_ptr<Drain> resume_drain(uint32_t slot, SlotState &st, int kfd, const
 	st.resume = false;
 	if (memcmp(uuid, st.resume_uuid, 16) != 0) {
 		say(slot, "the previous daemon's kernel buffer is gone (the module cleared the slot): "
-			  "kernel events from its end to now were not recorded; " + st.resume_dir +
-			  " ends there");
+			  "kernel events from its end to now were not recorded; " +
+				  st.resume_dir + " ends there");
 		return nullptr;
 	}
 	std::string err;
@@ -224,8 +224,8 @@ std::unique_ptr<Drain> resume_drain(uint32_t slot, SlotState &st, int kfd, const
 		close(kfd);
 		return d;
 	}
-	say(slot, "the previous daemon's kernel buffer cannot be continued in " + st.resume_dir + " (" +
-			  err + "): a new sub-trace");
+	say(slot, "the previous daemon's kernel buffer cannot be continued in " + st.resume_dir + " (" + err +
+			  "): a new sub-trace");
 	return nullptr;
 }
 
@@ -312,8 +312,8 @@ bool open_dev()
 }
 
 void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
-		  const proto::ChannelConfig &channel, const std::string &out,
-		  const ClockInfo &clock, const Owner &owner, const std::string &hostname,
+		  const proto::ChannelConfig &channel, const std::string &out, const ClockInfo &clock,
+		  const Owner &owner, const std::string &hostname,
 		  std::vector<std::unique_ptr<Drain>> &drains, const KmodGrant *grant, uint64_t *gen_out,
 		  const PrepareDrain &prepare)
 {
@@ -337,7 +337,8 @@ void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rule
 		if (want)
 			not_recorded(st, slot, "SET_RULES", r);
 		else if (!st.warned)
-			say(slot, std::string("cannot mirror the session's rules into the module: ") + strerror(-r));
+			say(slot, std::string("cannot mirror the session's rules into the module: ") +
+					  strerror(-r));
 		st.warned = true;
 		st.grants = false;
 		return;
@@ -379,8 +380,8 @@ void kernel_adopt_boot(const std::string &out, const ClockInfo &clock, const Own
 	if (g_slots[kBootSlot].set)
 		return; // our own session's slot, not the boot recording
 	std::string why;
-	std::unique_ptr<Drain> d =
-		kernel_drain(kBootSlot, out + "/kernel-boot", clock, owner, hostname, nullptr, why, "kernel-boot", prepare);
+	std::unique_ptr<Drain> d = kernel_drain(kBootSlot, out + "/kernel-boot", clock, owner, hostname,
+						nullptr, why, "kernel-boot", prepare);
 	if (!d) {
 		if (!why.empty() && why.find(strerror(ENOENT)) == std::string::npos)
 			say(kBootSlot, "kernel events from boot not adopted: " + why);
@@ -388,8 +389,8 @@ void kernel_adopt_boot(const std::string &out, const ClockInfo &clock, const Own
 	}
 	// Stop the boot recording: the buffer stays readable through our file
 	// to its end (kmod/strata_ctl.c, strata_ctl_boot).
-	int r = strata_kmod_set_rules(g_dev, kBootSlot, nullptr, 0, STRATA_KABI_TARGET_UID, STRATA_KABI_UID_ANY,
-				      nullptr, 0, nullptr, nullptr);
+	int r = strata_kmod_set_rules(g_dev, kBootSlot, nullptr, 0, STRATA_KABI_TARGET_UID,
+				      STRATA_KABI_UID_ANY, nullptr, 0, nullptr, nullptr);
 	if (r < 0)
 		say(kBootSlot, std::string("cannot stop the boot recording: ") + strerror(-r));
 	drains.push_back(std::move(d));
@@ -402,8 +403,8 @@ uint64_t kernel_stop(uint32_t slot)
 	SlotState &st = g_slots[slot];
 	uint64_t gen = 0;
 	if (st.set && g_dev >= 0) {
-		int r = strata_kmod_set_rules(g_dev, slot, nullptr, 0, STRATA_KABI_TARGET_UID, STRATA_KABI_UID_ANY,
-					      nullptr, 0, &gen, nullptr);
+		int r = strata_kmod_set_rules(g_dev, slot, nullptr, 0, STRATA_KABI_TARGET_UID,
+					      STRATA_KABI_UID_ANY, nullptr, 0, &gen, nullptr);
 		if (r < 0)
 			say(slot, std::string("cannot clear the module's slot: ") + strerror(-r));
 	}

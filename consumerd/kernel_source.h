@@ -51,9 +51,9 @@ namespace strata {
 
 // What a process needs to join the session through the module's QUERY.
 struct KmodGrant {
-	uint64_t session_id = 0;  // the run id the daemon's grants name
+	uint64_t session_id = 0; // the run id the daemon's grants name
 	proto::ChannelConfig channel;
-	std::string sock_path;    // absolute: the daemon's socket
+	std::string sock_path; // absolute: the daemon's socket
 	// Per rule (same order as the rules): pids and process names, both
 	// empty for "every process of the session's user".
 	std::vector<std::pair<std::vector<uint32_t>, std::vector<std::string>>> targets;
@@ -75,8 +75,8 @@ struct KmodGrant {
 // gives it its output: a relay session streams the kernel sub-trace).
 using PrepareDrain = std::function<void(Drain &)>;
 void kernel_apply(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
-		  const proto::ChannelConfig &channel, const std::string &out,
-		  const ClockInfo &clock, const Owner &owner, const std::string &hostname,
+		  const proto::ChannelConfig &channel, const std::string &out, const ClockInfo &clock,
+		  const Owner &owner, const std::string &hostname,
 		  std::vector<std::unique_ptr<Drain>> &drains, const KmodGrant *grant = nullptr,
 		  uint64_t *gen = nullptr, const PrepareDrain &prepare = nullptr);
 

@@ -52,8 +52,8 @@ unsigned field_align(unsigned bits, bool packed)
 std::string integer_type(unsigned bits, bool is_signed, unsigned base, bool packed)
 {
 	std::ostringstream o;
-	o << "integer { size = " << bits << "; align = " << field_align(bits, packed) << "; signed = "
-	  << (is_signed ? "true" : "false") << "; base = " << (base ? base : 10) << "; }";
+	o << "integer { size = " << bits << "; align = " << field_align(bits, packed)
+	  << "; signed = " << (is_signed ? "true" : "false") << "; base = " << (base ? base : 10) << "; }";
 	return o.str();
 }
 
@@ -111,10 +111,9 @@ void field_decl(std::ostringstream &o, const FieldInfo &f, bool packed)
 std::string uuid_to_string(const uint8_t u[16])
 {
 	char buf[37];
-	std::snprintf(buf, sizeof buf,
-		      "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-		      u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-		      u[15]);
+	std::snprintf(buf, sizeof buf, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		      u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+		      u[14], u[15]);
 	return buf;
 }
 
@@ -123,8 +122,7 @@ bool lttng_kernel_layout(const TraceEnv &env)
 	return env.domain == "kernel";
 }
 
-std::string ctf_metadata_events(uint32_t stream_id, const std::vector<EventInfo> &events,
-				const TraceEnv &env)
+std::string ctf_metadata_events(uint32_t stream_id, const std::vector<EventInfo> &events, const TraceEnv &env)
 {
 	// Kernel events are named as lttng-modules names them (sched_switch,
 	// syscall_entry_openat): tools match those names exactly.
@@ -180,11 +178,12 @@ void write_env(std::ostringstream &o, const TraceEnv &env)
 		     "\ttracer_major = 2;\n\ttracer_minor = 13;\n\ttracer_patchlevel = 0;\n"
 		     "\ttracer_buffering_scheme = \"global\";\n"
 		  << "\tstrata_tracer = " << quote(env.tracer_name) << ";\n\tsysname = " << quote(u.sysname)
-		  << ";\n\tkernel_release = " << quote(u.release) << ";\n\tkernel_version = "
-		  << quote(u.version) << ";\n";
+		  << ";\n\tkernel_release = " << quote(u.release)
+		  << ";\n\tkernel_version = " << quote(u.version) << ";\n";
 	} else {
-		o << "env {\n\tdomain = " << quote(env.domain) << ";\n\ttracer_name = "
-		  << quote(env.tracer_name) << ";\n\ttracer_major = 0;\n\ttracer_minor = 1;\n";
+		o << "env {\n\tdomain = " << quote(env.domain)
+		  << ";\n\ttracer_name = " << quote(env.tracer_name)
+		  << ";\n\ttracer_major = 0;\n\ttracer_minor = 1;\n";
 	}
 	if (!env.procname.empty())
 		o << "\tprocname = " << quote(env.procname) << ";\n";

@@ -27,9 +27,9 @@ namespace strata {
 
 struct ClockInfo {
 	std::string name = "monotonic";
-	std::string uuid;       // boot id, 8-4-4-4-12
-	int64_t offset_s = 0;   // REALTIME - MONOTONIC, seconds part
-	int64_t offset_ns = 0;  // and nanoseconds part, 0 <= offset_ns < 1e9
+	std::string uuid;      // boot id, 8-4-4-4-12
+	int64_t offset_s = 0;  // REALTIME - MONOTONIC, seconds part
+	int64_t offset_ns = 0; // and nanoseconds part, 0 <= offset_ns < 1e9
 	std::string description = "Monotonic Clock";
 };
 

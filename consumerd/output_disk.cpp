@@ -45,7 +45,8 @@ class DiskOutput : public Output {
 public:
 	DiskOutput(const std::string &dir, const std::string &channel, uint32_t n_lanes, const Owner &owner,
 		   bool resume)
-		: dir_(dir), channel_(channel), owner_(owner), fds_(n_lanes, -1), sizes_(n_lanes, 0), resume_(resume)
+	    : dir_(dir), channel_(channel), owner_(owner), fds_(n_lanes, -1), sizes_(n_lanes, 0),
+	      resume_(resume)
 	{
 	}
 	~DiskOutput() override { close(); }
@@ -57,7 +58,8 @@ public:
 	{
 		AsOwner as(owner_);
 		if (!as.ok()) {
-			err = "cannot take the rights of uid " + std::to_string(owner_.uid) + " to write " + dir_;
+			err = "cannot take the rights of uid " + std::to_string(owner_.uid) + " to write " +
+			      dir_;
 			return false;
 		}
 		int r = make_dirs(dir_, 0750, owner_);
@@ -68,7 +70,8 @@ public:
 		const std::string path = dir_ + "/metadata";
 		if (resume_)
 			return replace_metadata(text, err);
-		metadata_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+		metadata_fd_ = ::open(path.c_str(),
+				      O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
 		if (metadata_fd_ < 0) {
 			err = "cannot create " + path + ": " + strerror(errno);
 			rmdir(dir_.c_str()); // ours and empty, or left alone
@@ -104,8 +107,8 @@ public:
 		return false;
 	}
 
-	size_t write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends, size_t n_pkts,
-			     std::string &err) override
+	size_t write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends,
+			     size_t n_pkts, std::string &err) override
 	{
 		if (lane >= fds_.size() || n_pkts == 0)
 			return 0;
@@ -118,7 +121,8 @@ public:
 			return 0; // an earlier remake failed (no room): again
 		if (fd < 0) {
 			AsOwner as(owner_);
-			fd = as.ok() ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640)
+			fd = as.ok() ? ::open(path.c_str(),
+					      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640)
 				     : -1;
 			if (fd < 0) {
 				err = "cannot create " + path + ": " + strerror(errno);
@@ -150,7 +154,8 @@ public:
 			return whole;
 		// Cut the torn packet off again.
 		std::string cut;
-		if (w > 0 && static_cast<size_t>(w) > done && ftruncate(fd, static_cast<off_t>(sizes_[lane])) < 0)
+		if (w > 0 && static_cast<size_t>(w) > done &&
+		    ftruncate(fd, static_cast<off_t>(sizes_[lane])) < 0)
 			cut = std::string(" (cannot cut the torn packet: ") + strerror(errno) + ")";
 		err = "cannot write " + path + ": " + strerror(e) + cut;
 		return whole;
@@ -176,7 +181,8 @@ private:
 	{
 		const std::string path = dir_ + "/metadata", tmp = path + ".resume";
 		AsOwner as(owner_);
-		int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+		int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+				0640);
 		if (fd < 0 || !write_all(fd, text.data(), text.size()) || fsync(fd) != 0 ||
 		    rename(tmp.c_str(), path.c_str()) != 0) {
 			err = "cannot write " + tmp + ": " + strerror(errno);
@@ -207,13 +213,15 @@ private:
 		if (stat((dir_ + "/metadata").c_str(), &st) == 0) {
 			// The directory is there (only stream files went): keep its
 			// metadata, append to it again.
-			metadata_fd_ = ::open((dir_ + "/metadata").c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+			metadata_fd_ = ::open((dir_ + "/metadata").c_str(),
+					      O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
 			metadata_size_ = static_cast<uint64_t>(st.st_size);
 		} else if (!open(text, err)) {
 			return false;
 		}
-		fprintf(stderr, "strata-consumerd: %s: its files were removed while recording; made again, "
-				"the packets written in between are lost\n",
+		fprintf(stderr,
+			"strata-consumerd: %s: its files were removed while recording; made again, "
+			"the packets written in between are lost\n",
 			dir_.c_str());
 		return true;
 	}

@@ -31,7 +31,8 @@ namespace {
 // ".2"... when that directory exists already (an exec'd image, a reused pid).
 std::string sub_trace_dir(const Session &s, const Proc &p)
 {
-	const std::string base = s.out + "/ust/pid/" + file_safe(p.comm) + "-" + std::to_string(p.pid) + "-" + p.date;
+	const std::string base =
+		s.out + "/ust/pid/" + file_safe(p.comm) + "-" + std::to_string(p.pid) + "-" + p.date;
 	std::string dir = base;
 	for (int n = 1; access(dir.c_str(), F_OK) == 0; n++)
 		dir = base + "." + std::to_string(n);
@@ -57,8 +58,8 @@ void Daemon::do_register(Conn &c, const proto::Message &msg)
 	const uint32_t seq = msg.seq;
 	if (m.abi_major != STRATA_ABI_MAJOR) {
 		reply(c, seq, -EPROTONOSUPPORT,
-		      "buffer ABI " + std::to_string(m.abi_major) + " not supported (daemon: " +
-			      std::to_string(STRATA_ABI_MAJOR) + ")");
+		      "buffer ABI " + std::to_string(m.abi_major) +
+			      " not supported (daemon: " + std::to_string(STRATA_ABI_MAJOR) + ")");
 		return;
 	}
 	c.registered = true;
@@ -89,8 +90,9 @@ void Daemon::do_register(Conn &c, const proto::Message &msg)
 		return;
 	}
 	VLOG("pid %d (%s) registered, %zu tracepoints%s", pid, m.comm.c_str(), m.events.size(),
-	     p->kmod ? " (the module answers its state queries)"
-		     : (m.flags & proto::kRegisterTable) ? " (joined from the grant table)" : "");
+	     p->kmod                             ? " (the module answers its state queries)"
+	     : (m.flags & proto::kRegisterTable) ? " (joined from the grant table)"
+						 : "");
 	if (m.flags & proto::kRegisterTable) { // grant_tables.h: nothing to answer
 		table_registered(c, *p, m.table_gen);
 		return;
@@ -157,8 +159,8 @@ void Daemon::table_registered(Conn &c, Proc &p, uint64_t gen)
 	c.registered_at = fresh ? acks_.generation() : 0;
 	if (fresh)
 		return;
-	VLOG("pid %d joined from a stale grant table (generation %llu)%s", p.pid, static_cast<unsigned long long>(gen),
-	     p.signo ? ": signalled to ask again" : "");
+	VLOG("pid %d joined from a stale grant table (generation %llu)%s", p.pid,
+	     static_cast<unsigned long long>(gen), p.signo ? ": signalled to ask again" : "");
 	if (p.signo && p.pidfd >= 0 && catches(p.pid, p.signo) &&
 	    syscall(SYS_pidfd_send_signal, p.pidfd, p.signo, nullptr, 0) != 0)
 		VLOG("pid %d: cannot signal: %s", p.pid, strerror(errno));
@@ -239,7 +241,8 @@ void Daemon::adopt_early_buffers(Session &s)
 }
 
 // One early buffer `buf` (owned here) found in process `holder`.
-void Daemon::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid, std::set<std::pair<dev_t, ino_t>> &seen)
+void Daemon::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid,
+				std::set<std::pair<dev_t, ino_t>> &seen)
 {
 	struct stat bst;
 	if (fstat(buf, &bst) != 0 || !seen.insert({bst.st_dev, bst.st_ino}).second) {
@@ -254,7 +257,9 @@ void Daemon::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid, st
 			return; // not made yet (a child that never opened it), or not ours
 		}
 		// The producer: the holder itself, or a child it keeps the buffer of.
-		const long pid = hdr.pid > 0 && static_cast<pid_t>(hdr.pid) != holder ? static_cast<long>(hdr.pid) : holder;
+		const long pid = hdr.pid > 0 && static_cast<pid_t>(hdr.pid) != holder
+					 ? static_cast<long>(hdr.pid)
+					 : holder;
 		if (pid != holder) {
 			const Proc *known = procs_.find(static_cast<pid_t>(pid));
 			if (known && !known->drains.empty()) {
@@ -271,7 +276,8 @@ void Daemon::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid, st
 		const std::string dir = sub_trace_dir(s, p);
 		const TraceEnv env = trace_env(p, hostname_);
 		std::string err;
-		std::unique_ptr<Drain> d = Drain::create(buf, hdr.trace_uuid, dir, s.clock, env, s.owner, err);
+		std::unique_ptr<Drain> d =
+			Drain::create(buf, hdr.trace_uuid, dir, s.clock, env, s.owner, err);
 		if (!d) {
 			logf("pid %ld: early buffer rejected: %s", pid, err.c_str());
 			return;
@@ -284,8 +290,8 @@ void Daemon::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid, st
 		d->start();
 		p.drains.push_back(d.get());
 		s.drains.push_back(std::move(d));
-		INFO("pid %ld (%s): adopted its early buffer into session %s%s", pid, p.comm.c_str(), s.name.c_str(),
-		     streamed ? " (flight recorder until now)" : "");
+		INFO("pid %ld (%s): adopted its early buffer into session %s%s", pid, p.comm.c_str(),
+		     s.name.c_str(), streamed ? " (flight recorder until now)" : "");
 	}
 }
 
@@ -309,7 +315,8 @@ void Daemon::do_buffer(Conn &c, const proto::Message &msg)
 		return;
 	}
 	if (m.status != 0) {
-		logf("pid %d could not open its buffer for slot %u: %s", c.cred.pid, m.slot, strerror(-m.status));
+		logf("pid %d could not open its buffer for slot %u: %s", c.cred.pid, m.slot,
+		     strerror(-m.status));
 		reply(c, seq, 0, "noted");
 		return;
 	}
@@ -381,8 +388,8 @@ void Daemon::do_agg_region(Conn &c, const proto::Message &msg)
 	r->comm = p->comm;
 	r->fd = ro;
 	s->regions.push_back(std::move(r));
-	VLOG("pid %d (%s): aggregation region %zu of session %s", c.cred.pid, p->comm.c_str(), s->regions.size(),
-	     s->name.c_str());
+	VLOG("pid %d (%s): aggregation region %zu of session %s", c.cred.pid, p->comm.c_str(),
+	     s->regions.size(), s->name.c_str());
 	reply(c, msg.seq, 0, "ok");
 }
 
@@ -398,7 +405,8 @@ void Daemon::do_agg_fetch(Conn &c, const proto::Message &msg)
 		return;
 	}
 	if (s->aggregate.empty()) {
-		reply(c, msg.seq, -EINVAL, "session '" + s->name + "' does not aggregate (strata create --aggregate)");
+		reply(c, msg.seq, -EINVAL,
+		      "session '" + s->name + "' does not aggregate (strata create --aggregate)");
 		return;
 	}
 	if (m.index >= s->regions.size()) {
@@ -406,8 +414,8 @@ void Daemon::do_agg_fetch(Conn &c, const proto::Message &msg)
 		return;
 	}
 	const AggRegionRec &r = *s->regions[m.index];
-	send(c, msg.seq,
-	     proto::Reply{0, std::to_string(r.pid) + " " + (r.alive ? "1" : "0") + " " + r.comm}, r.fd);
+	send(c, msg.seq, proto::Reply{0, std::to_string(r.pid) + " " + (r.alive ? "1" : "0") + " " + r.comm},
+	     r.fd);
 }
 
 // The grant a BUFFER claims: the module's (our session in that slot, the
@@ -418,16 +426,19 @@ bool Daemon::find_grant(Conn &c, uint32_t seq, const proto::Buffer &m, int fd, G
 	if (c.kmod) {
 		Session *s = sessions_.active_in_slot(m.slot, c.cred.uid);
 		if (!s || !grant_of_buffer(s->run_id, fd, grant)) {
-			reply(c, seq, -ESTALE, "no session of yours is active in slot " + std::to_string(m.slot));
+			reply(c, seq, -ESTALE,
+			      "no session of yours is active in slot " + std::to_string(m.slot));
 			return false;
 		}
 		return true;
 	}
 	if (c.table) {
 		if (!GrantTables::grant(sessions_, c.cred.uid, m, fd, grant)) {
-			logf("pid %d: its buffer for slot %u names a session that is not active (any more): dropped",
+			logf("pid %d: its buffer for slot %u names a session that is not active (any more): "
+			     "dropped",
 			     c.cred.pid, m.slot);
-			reply(c, seq, -ESTALE, "no session of yours is active in slot " + std::to_string(m.slot));
+			reply(c, seq, -ESTALE,
+			      "no session of yours is active in slot " + std::to_string(m.slot));
 			return false;
 		}
 		return true;
@@ -512,7 +523,7 @@ void Daemon::on_exit(int pidfd)
 		return;
 	VLOG("pid %d (%s) exited", p->pid, p->comm.c_str());
 	acks_.acknowledge(p->pid, UINT64_MAX); // nothing left to apply
-	for (auto &s : sessions_.all()) // its regions keep their last values
+	for (auto &s : sessions_.all())        // its regions keep their last values
 		for (auto &r : s->regions)
 			if (r->pid == p->pid)
 				r->alive = false;

@@ -116,8 +116,8 @@ bool Image::open(const std::string &path, std::string &err)
 		if (p.p_type != PT_LOAD || p.p_memsz == 0)
 			continue;
 		// Bytes the file really holds; memsz only grows the zero tail.
-		if (p.p_filesz > p.p_memsz || p.p_offset > file_size_ || p.p_filesz > file_size_ - p.p_offset ||
-		    p.p_paddr + p.p_memsz < p.p_paddr) {
+		if (p.p_filesz > p.p_memsz || p.p_offset > file_size_ ||
+		    p.p_filesz > file_size_ - p.p_offset || p.p_paddr + p.p_memsz < p.p_paddr) {
 			fprintf(stderr, "strata recover: segment at 0x%" PRIx64 " ignored (out of bounds)\n",
 				(uint64_t)p.p_paddr);
 			continue;
@@ -129,9 +129,8 @@ bool Image::open(const std::string &path, std::string &err)
 	// physical bytes.  Sorted by address, larger first on a tie, each
 	// segment is cut to start where the previous one ended (dropped when
 	// wholly inside it): lookups then see disjoint ranges.
-	std::sort(segs_.begin(), segs_.end(), [](const Seg &a, const Seg &b) {
-		return a.pa != b.pa ? a.pa < b.pa : a.memsz > b.memsz;
-	});
+	std::sort(segs_.begin(), segs_.end(),
+		  [](const Seg &a, const Seg &b) { return a.pa != b.pa ? a.pa < b.pa : a.memsz > b.memsz; });
 	std::vector<Seg> disjoint;
 	for (Seg s : segs_) {
 		const uint64_t end = disjoint.empty() ? 0 : disjoint.back().pa + disjoint.back().memsz;
@@ -297,12 +296,12 @@ void rewind_lanes(int fd, const Reader &r)
 	}
 }
 
-void recover_one(const Image &img, const strata_crash_buf &b, const std::string &out,
-		 const ClockInfo &clock, Totals &t)
+void recover_one(const Image &img, const strata_crash_buf &b, const std::string &out, const ClockInfo &clock,
+		 Totals &t)
 {
 	const bool kernel = b.kind == STRATA_CRASH_KERNEL;
-	std::string what = "slot " + std::to_string(b.slot) +
-			   (kernel ? " kernel" : " pid " + std::to_string(b.pid));
+	std::string what =
+		"slot " + std::to_string(b.slot) + (kernel ? " kernel" : " pid " + std::to_string(b.pid));
 	std::string why;
 	uint64_t missing = 0;
 	int fd = rebuild(img, b, why, missing);
@@ -391,7 +390,8 @@ bool pick_descriptor(Image &img, const std::vector<uint64_t> &cands, strata_cras
 		bool clean = false;
 		std::string why = load_desc(img, pa, d, clean);
 		if (!why.empty()) {
-			fprintf(stderr, "strata recover: descriptor candidate at 0x%" PRIx64 ": %s\n", pa, why.c_str());
+			fprintf(stderr, "strata recover: descriptor candidate at 0x%" PRIx64 ": %s\n", pa,
+				why.c_str());
 			continue;
 		}
 		if (!have || (clean && !best_clean) || (clean == best_clean && d.updates > best.updates)) {

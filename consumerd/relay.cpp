@@ -200,7 +200,8 @@ bool parse_relay_target(const std::string &text, RelayTarget &t, std::string &er
 }
 
 std::shared_ptr<RelayLink> RelayLink::open(const RelayTarget &t, const std::string &session,
-					   const std::string &hostname, uint32_t live_timer_us, std::string &err)
+					   const std::string &hostname, uint32_t live_timer_us,
+					   std::string &err)
 {
 	if (!path_safe(session) || session.size() >= kSessionNameLen || !path_safe(hostname) ||
 	    hostname.size() >= kHostNameLen) {
@@ -223,8 +224,8 @@ std::shared_ptr<RelayLink> RelayLink::open(const RelayTarget &t, const std::stri
 	if (!l->command(kVersion, v, vr, sizeof vr, err))
 		return nullptr;
 	if (get32(vr) != kMajor || get32(vr + 4) < 4) {
-		err = "relay speaks protocol " + std::to_string(get32(vr)) + "." + std::to_string(get32(vr + 4)) +
-		      ", Strata needs 2.4 or later";
+		err = "relay speaks protocol " + std::to_string(get32(vr)) + "." +
+		      std::to_string(get32(vr + 4)) + ", Strata needs 2.4 or later";
 		return nullptr;
 	}
 	l->minor_ = std::min(kMinor, get32(vr + 4));
@@ -237,7 +238,8 @@ std::shared_ptr<RelayLink> RelayLink::open(const RelayTarget &t, const std::stri
 	if (!l->command(kCreateSession, cs, cr, sizeof cr, err))
 		return nullptr;
 	if (get32(cr + 8) != kLttngOk) {
-		err = "lttng-relayd refused to create session '" + session + "' (code " + std::to_string(get32(cr + 8)) + ")";
+		err = "lttng-relayd refused to create session '" + session + "' (code " +
+		      std::to_string(get32(cr + 8)) + ")";
 		return nullptr;
 	}
 	l->relay_session_ = get64(cr);
@@ -298,7 +300,8 @@ bool RelayLink::send_bytes(int fd, const void *p, size_t n, const char *what, st
 		const int64_t left = deadline - now_ms();
 		struct pollfd pf = {fd, POLLOUT, 0};
 		if (left <= 0 || (poll(&pf, 1, static_cast<int>(left)) == 0))
-			return fail(std::string("sending ") + what + ": no progress in " + std::to_string(kIoTimeoutMs) + " ms",
+			return fail(std::string("sending ") + what + ": no progress in " +
+					    std::to_string(kIoTimeoutMs) + " ms",
 				    err);
 	}
 	return true;
@@ -316,7 +319,8 @@ bool RelayLink::recv_bytes(int fd, void *p, size_t n, const char *what, std::str
 			continue;
 		}
 		if (r == 0)
-			return fail(std::string("answer to ") + what + ": the relay closed the connection", err);
+			return fail(std::string("answer to ") + what + ": the relay closed the connection",
+				    err);
 		if (errno == EINTR)
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
@@ -324,13 +328,16 @@ bool RelayLink::recv_bytes(int fd, void *p, size_t n, const char *what, std::str
 		const int64_t left = deadline - now_ms();
 		struct pollfd pf = {fd, POLLIN, 0};
 		if (left <= 0 || (poll(&pf, 1, static_cast<int>(left)) == 0))
-			return fail(std::string("no answer to ") + what + " in " + std::to_string(kIoTimeoutMs) + " ms", err);
+			return fail(std::string("no answer to ") + what + " in " +
+					    std::to_string(kIoTimeoutMs) + " ms",
+				    err);
 	}
 	return true;
 }
 
 // mu_ held by the caller, or the link not shared yet (open).
-bool RelayLink::command(uint32_t cmd, const std::string &payload, void *reply, size_t reply_len, std::string &err)
+bool RelayLink::command(uint32_t cmd, const std::string &payload, void *reply, size_t reply_len,
+			std::string &err)
 {
 	if (broken_.load(std::memory_order_acquire))
 		return fail(why_, err);
@@ -346,7 +353,8 @@ bool RelayLink::command(uint32_t cmd, const std::string &payload, void *reply, s
 	return reply_len == 0 || recv_bytes(ctrl_, reply, reply_len, what.c_str(), err);
 }
 
-bool RelayLink::add_stream(const std::string &channel, const std::string &path, uint64_t &id, std::string &err)
+bool RelayLink::add_stream(const std::string &channel, const std::string &path, uint64_t &id,
+			   std::string &err)
 {
 	if (path.size() >= kPathMax || channel.size() >= kChannelNameLen) {
 		err = "relay: stream path too long for the relay (" + path + ")";
@@ -362,7 +370,8 @@ bool RelayLink::add_stream(const std::string &channel, const std::string &path, 
 	if (!command(kAddStream, p, r, sizeof r, err))
 		return false;
 	if (get32(r + 8) != kLttngOk) {
-		err = "relay refused stream " + path + "/" + channel + " (code " + std::to_string(get32(r + 8)) + ")";
+		err = "relay refused stream " + path + "/" + channel + " (code " +
+		      std::to_string(get32(r + 8)) + ")";
 		return false;
 	}
 	id = get64(r);
@@ -422,7 +431,8 @@ bool RelayLink::send_packet(uint64_t id, uint64_t seq, const uint8_t *pkt, size_
 	std::lock_guard<std::mutex> g(mu_);
 	if (broken_.load(std::memory_order_acquire))
 		return fail(why_, err);
-	if (!send_bytes(data_, h.data(), h.size(), "a data header", err) || !send_bytes(data_, pkt, n, "a packet", err))
+	if (!send_bytes(data_, h.data(), h.size(), "a data header", err) ||
+	    !send_bytes(data_, pkt, n, "a packet", err))
 		return false;
 	if (!command(kSendIndex, x, r, sizeof r, err))
 		return false;
@@ -470,7 +480,8 @@ void RelayLink::beacon_retired(uint64_t ts, uint64_t period_ns)
 	{
 		std::lock_guard<std::mutex> g(mu_);
 		// Relaxed: under mu_, which fail() holds when it sets broken_.
-		if (broken_.load(std::memory_order_relaxed) || retired_.empty() || ts < retired_at_ + period_ns)
+		if (broken_.load(std::memory_order_relaxed) || retired_.empty() ||
+		    ts < retired_at_ + period_ns)
 			return;
 		retired_at_ = ts;
 		for (size_t i = 0; i < retired_.size(); i++) {
@@ -522,8 +533,8 @@ class RelayOutput : public Output {
 public:
 	RelayOutput(std::shared_ptr<RelayLink> link, const std::string &path, const std::string &channel,
 		    uint32_t n_lanes, uint32_t live_timer_us)
-		: link_(std::move(link)), path_(path), channel_(channel), lanes_(n_lanes),
-		  period_ns_(static_cast<uint64_t>(live_timer_us) * 1000)
+	    : link_(std::move(link)), path_(path), channel_(channel), lanes_(n_lanes),
+	      period_ns_(static_cast<uint64_t>(live_timer_us) * 1000)
 	{
 	}
 	~RelayOutput() override { close(); }
@@ -550,8 +561,8 @@ public:
 		return link_->send_metadata(meta_id_, text, err);
 	}
 
-	size_t write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends, size_t n_pkts,
-			     std::string &err) override
+	size_t write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends,
+			     size_t n_pkts, std::string &err) override
 	{
 		if (lane >= lanes_.size() || n_pkts == 0)
 			return 0;
@@ -640,8 +651,10 @@ public:
 			return;
 		closed_ = true;
 		for (Lane &l : lanes_)
-			if (l.added && l.next_seq > 0 && !link_->broken() && !link_->wait_stored(l.id, l.next_seq - 1, err))
-				fprintf(stderr, "strata-consumerd: relay: %s: %s\n", path_.c_str(), err.c_str());
+			if (l.added && l.next_seq > 0 && !link_->broken() &&
+			    !link_->wait_stored(l.id, l.next_seq - 1, err))
+				fprintf(stderr, "strata-consumerd: relay: %s: %s\n", path_.c_str(),
+					err.c_str());
 	}
 
 private:

@@ -61,7 +61,8 @@ public:
 	// session `session` for `hostname` (both path-safe names) with the
 	// live timer `live_timer_us` (> 0: viewers may attach live).
 	static std::shared_ptr<RelayLink> open(const RelayTarget &t, const std::string &session,
-					       const std::string &hostname, uint32_t live_timer_us, std::string &err);
+					       const std::string &hostname, uint32_t live_timer_us,
+					       std::string &err);
 	~RelayLink();
 
 	// "HOSTNAME/SESSION-YYYYmmdd-HHMMSS": the trace's directory under the
@@ -74,7 +75,8 @@ public:
 	bool send_metadata(uint64_t id, const std::string &text, std::string &err);
 	// One whole packet on the data connection, then its index on the
 	// control connection.
-	bool send_packet(uint64_t id, uint64_t seq, const uint8_t *p, size_t n, const RelayIndex &ix, std::string &err);
+	bool send_packet(uint64_t id, uint64_t seq, const uint8_t *p, size_t n, const RelayIndex &ix,
+			 std::string &err);
 	// Live: "nothing new up to ts" for a stream that has sent packets.
 	bool send_beacon(uint64_t id, uint64_t stream_class_id, uint64_t ts, std::string &err);
 	// Wait (bounded) until the relay stored packets up to last_seq.
@@ -98,7 +100,8 @@ public:
 private:
 	RelayLink() = default;
 	bool fail(const std::string &why, std::string &err); // mu_ held
-	bool command(uint32_t cmd, const std::string &payload, void *reply, size_t reply_len, std::string &err);
+	bool command(uint32_t cmd, const std::string &payload, void *reply, size_t reply_len,
+		     std::string &err);
 	bool send_bytes(int fd, const void *p, size_t n, const char *what, std::string &err);
 	bool recv_bytes(int fd, void *p, size_t n, const char *what, std::string &err);
 

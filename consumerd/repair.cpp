@@ -51,8 +51,8 @@ int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string
 		// its content ends with the declared context, before `vtid` in the
 		// kernel's format, after it in user streams.
 		const uint64_t min_bits = 8ull * offsetof(struct strata_packet_header, vtid);
-		if (bits % 8 || bits < min_bits || bits > 8ull * STRATA_MAX_SUBBUF_SIZE || h.content_size > bits ||
-		    h.content_size < min_bits) {
+		if (bits % 8 || bits < min_bits || bits > 8ull * STRATA_MAX_SUBBUF_SIZE ||
+		    h.content_size > bits || h.content_size < min_bits) {
 			why = "bad packet size";
 			break;
 		}
@@ -85,7 +85,8 @@ void walk(const std::string &dir, RepairStats &s, int depth, bool check_only)
 		return;
 	DIR *d = opendir(dir.c_str());
 	if (!d) {
-		fprintf(stderr, "strata-consumerd: repair: cannot open %s: %s\n", dir.c_str(), strerror(errno));
+		fprintf(stderr, "strata-consumerd: repair: cannot open %s: %s\n", dir.c_str(),
+			strerror(errno));
 		s.errors++;
 		return;
 	}
@@ -107,7 +108,8 @@ void walk(const std::string &dir, RepairStats &s, int depth, bool check_only)
 			int r = repair_stream_file(p, cut, why, check_only);
 			if (r < 0) {
 				s.errors++;
-				fprintf(stderr, "strata-consumerd: repair: %s: %s\n", p.c_str(), strerror(-r));
+				fprintf(stderr, "strata-consumerd: repair: %s: %s\n", p.c_str(),
+					strerror(-r));
 			} else if (r > 0) {
 				s.repaired++;
 				s.bytes_cut += cut;

@@ -16,16 +16,17 @@
 namespace strata {
 
 struct RepairStats {
-	uint64_t files = 0;      // stream files examined
-	uint64_t repaired = 0;   // files truncated (check only: files torn)
-	uint64_t bytes_cut = 0;  // (check only: bytes that would be cut)
-	uint64_t errors = 0;     // files that could not be read or truncated
+	uint64_t files = 0;     // stream files examined
+	uint64_t repaired = 0;  // files truncated (check only: files torn)
+	uint64_t bytes_cut = 0; // (check only: bytes that would be cut)
+	uint64_t errors = 0;    // files that could not be read or truncated
 };
 
 // Repair one stream file.  Returns 1 if it was truncated, 0 if it was whole,
 // -errno on failure.  `why` tells what was cut.  check_only: the file is
 // opened read-only and left as it is; 1 means it is torn.
-int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string &why, bool check_only = false);
+int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string &why,
+		       bool check_only = false);
 
 // Repair every stream file under `dir` (recursively; a directory holding a
 // `metadata` file is a trace, its other regular files are streams).  Logs

@@ -22,8 +22,8 @@ namespace strata {
 
 namespace {
 
-constexpr int kStallMs = 10000;          // a device that takes nothing this long breaks the link
-constexpr size_t kMetaChunk = 1024;      // TSDL bytes per metadata frame
+constexpr int kStallMs = 10000;                  // a device that takes nothing this long breaks the link
+constexpr size_t kMetaChunk = 1024;              // TSDL bytes per metadata frame
 constexpr uint64_t kMinResendNs = 5000000000ull; // metadata again at least 5 s apart
 constexpr uint64_t kMaxFlushNs = 10000000000ull; // what is queued at DESTROY: at most 10 s more (main thread)
 
@@ -65,8 +65,10 @@ bool parse_serial_target(const std::string &relay_field, SerialTarget &t, std::s
 		char *end = nullptr;
 		errno = 0;
 		const unsigned long baud = strtoul(b.c_str(), &end, 10);
-		if (b.empty() || *end || errno || baud > 4000000 || !serial::supported_baud(static_cast<uint32_t>(baud))) {
-			err = "serial: '" + b + "' is not a supported speed (9600 ... 115200 ... 4000000 baud)";
+		if (b.empty() || *end || errno || baud > 4000000 ||
+		    !serial::supported_baud(static_cast<uint32_t>(baud))) {
+			err = "serial: '" + b +
+			      "' is not a supported speed (9600 ... 115200 ... 4000000 baud)";
 			return false;
 		}
 		t.baud = static_cast<uint32_t>(baud);
@@ -100,7 +102,8 @@ std::shared_ptr<SerialLink> SerialLink::open(const SerialTarget &t, int64_t uid,
 		// user could have it create an empty root-owned file anywhere
 		// (/etc/nologin) or open another's device.
 		struct stat pre;
-		if (lstat(t.device.c_str(), &pre) != 0 || S_ISLNK(pre.st_mode) || pre.st_uid != static_cast<uid_t>(uid)) {
+		if (lstat(t.device.c_str(), &pre) != 0 || S_ISLNK(pre.st_mode) ||
+		    pre.st_uid != static_cast<uid_t>(uid)) {
 			err = "cannot use " + t.device + ": it must exist and belong to you";
 			return nullptr;
 		}
@@ -108,8 +111,9 @@ std::shared_ptr<SerialLink> SerialLink::open(const SerialTarget &t, int64_t uid,
 	}
 	int fd = ::open(t.device.c_str(), flags, 0640);
 	if (fd < 0) {
-		err = errno == ENXIO ? "no process reads the FIFO " + t.device + " (start `strata receive` first)"
-				     : "cannot open " + t.device + ": " + strerror(errno);
+		err = errno == ENXIO
+			      ? "no process reads the FIFO " + t.device + " (start `strata receive` first)"
+			      : "cannot open " + t.device + ": " + strerror(errno);
 		return nullptr;
 	}
 	struct stat st;
@@ -134,7 +138,8 @@ std::shared_ptr<SerialLink> SerialLink::open(const SerialTarget &t, int64_t uid,
 	// a few seconds' worth too.  (With serial_subbuf_size, the queue
 	// then flushes in about four seconds at DESTROY.)
 	const size_t pkt = std::min<size_t>(subbuf_size, serial::kMaxPayload);
-	l->depth_ = std::max(4 * rate, 4.0 * static_cast<double>(serial::encoded_max(serial::kMaxBody - serial::kMaxPayload + pkt)));
+	l->depth_ = std::max(4 * rate, 4.0 * static_cast<double>(serial::encoded_max(
+						     serial::kMaxBody - serial::kMaxPayload + pkt)));
 	l->tokens_ = l->depth_;
 	l->queue_cap_ = static_cast<size_t>(l->depth_) + serial::encoded_max(serial::kMaxBody);
 	l->start_ns_ = l->refilled_ns_ = l->resent_ns_ = now_ns();
@@ -155,8 +160,10 @@ SerialLink::~SerialLink()
 	if (thread_.joinable())
 		thread_.join();
 	if (unsent_frames_)
-		fprintf(stderr, "strata-consumerd: serial %s: %llu frame(s) still queued were not sent: the line did not "
-				"take them within the flush time at destroy\n",
+		fprintf(stderr,
+			"strata-consumerd: serial %s: %llu frame(s) still queued were not sent: the line did "
+			"not "
+			"take them within the flush time at destroy\n",
 			target_.device.c_str(), static_cast<unsigned long long>(unsent_frames_));
 	if (fd_ >= 0)
 		close(fd_);
@@ -213,7 +220,7 @@ uint16_t SerialLink::add_trace(const std::string &path, const std::string &chann
 	std::lock_guard<std::mutex> g(mu_);
 	Trace t;
 	t.path = path.substr(path.find_first_not_of('/') == std::string::npos ? path.size()
-									: path.find_first_not_of('/'));
+									      : path.find_first_not_of('/'));
 	t.channel = channel;
 	traces_.push_back(std::move(t));
 	return static_cast<uint16_t>(traces_.size() - 1);
@@ -246,7 +253,8 @@ bool SerialLink::packet(uint16_t trace, uint32_t lane, const uint8_t *p, size_t 
 		t.lane_seq.resize(lane + 1, 0);
 	const size_t size = serial::encoded_max(serial::kHeaderSize + 4 + n + serial::kCrcSize);
 	refill(now_ns());
-	if (n + 4 > serial::kMaxPayload || tokens_ < static_cast<double>(size) || queued_ + size > queue_cap_) {
+	if (n + 4 > serial::kMaxPayload || tokens_ < static_cast<double>(size) ||
+	    queued_ + size > queue_cap_) {
 		pkts_refused_++;
 		pkt_bytes_refused_ += n;
 		err = "over the serial line's capacity (" + std::to_string(line_bytes_per_s()) + " B/s)";
@@ -255,7 +263,8 @@ bool SerialLink::packet(uint16_t trace, uint32_t lane, const uint8_t *p, size_t 
 	uint8_t need[4];
 	put32(need, static_cast<uint32_t>(t.text.size()));
 	std::vector<uint8_t> f;
-	serial::encode_frame(serial::kPacket, trace, static_cast<uint16_t>(lane), t.lane_seq[lane]++, need, 4, p, n, f);
+	serial::encode_frame(serial::kPacket, trace, static_cast<uint16_t>(lane), t.lane_seq[lane]++, need, 4,
+			     p, n, f);
 	pkts_sent_++;
 	pkt_bytes_sent_ += n;
 	push(std::move(f));
@@ -281,8 +290,8 @@ void SerialLink::end(uint16_t trace, const std::vector<uint64_t> &offered)
 		for (int k = 0; k < 8; k++)
 			p[2 + 8 * i + k] = static_cast<uint8_t>(offered[i] >> (8 * k));
 	std::vector<uint8_t> f;
-	serial::encode_frame(serial::kEnd, trace, serial::kMetaStream, traces_[trace].meta_seq++, p.data(), p.size(),
-			     nullptr, 0, f);
+	serial::encode_frame(serial::kEnd, trace, serial::kMetaStream, traces_[trace].meta_seq++, p.data(),
+			     p.size(), nullptr, 0, f);
 	refill(now_ns());
 	push(std::move(f));
 }
@@ -299,13 +308,15 @@ std::string SerialLink::stats()
 	const uint64_t rate = line_bytes_per_s();
 	// Over at least a second: a burst is compared with a second of line.
 	const double secs = std::max(1.0, static_cast<double>(now_ns() - start_ns_) / 1e9);
-	const uint64_t offered = static_cast<uint64_t>(static_cast<double>(pkt_bytes_sent_ + pkt_bytes_refused_) / secs);
-	std::string s = std::to_string(pkts_sent_) + " packet(s) sent (" +
-			std::to_string(pkt_bytes_sent_) + " B; " + std::to_string(wire_bytes_) + " B on the line, " +
-			std::to_string(meta_resends_) + " metadata resend(s)), " + std::to_string(pkts_refused_) +
-			" refused over capacity (" + std::to_string(pkt_bytes_refused_) + " B); the session offered " +
-			std::to_string(offered) + " B/s, " + std::to_string(offered * 100 / (rate ? rate : 1)) +
-			"% of the line's " + std::to_string(rate) + " B/s";
+	const uint64_t offered =
+		static_cast<uint64_t>(static_cast<double>(pkt_bytes_sent_ + pkt_bytes_refused_) / secs);
+	std::string s =
+		std::to_string(pkts_sent_) + " packet(s) sent (" + std::to_string(pkt_bytes_sent_) + " B; " +
+		std::to_string(wire_bytes_) + " B on the line, " + std::to_string(meta_resends_) +
+		" metadata resend(s)), " + std::to_string(pkts_refused_) + " refused over capacity (" +
+		std::to_string(pkt_bytes_refused_) + " B); the session offered " + std::to_string(offered) +
+		" B/s, " + std::to_string(offered * 100 / (rate ? rate : 1)) + "% of the line's " +
+		std::to_string(rate) + " B/s";
 	if (broken())
 		s += " (line down: " + why_ + ")";
 	return s;
@@ -322,8 +333,9 @@ void SerialLink::run()
 			size_t meta = 0;
 			for (const Trace &t : traces_)
 				meta += t.text.size();
-			const uint64_t period =
-				std::max<uint64_t>(kMinResendNs, meta * 10 * 1000000000ull / std::max<uint64_t>(1, line_bytes_per_s()));
+			const uint64_t period = std::max<uint64_t>(
+				kMinResendNs,
+				meta * 10 * 1000000000ull / std::max<uint64_t>(1, line_bytes_per_s()));
 			if (!traces_.empty() && now - resent_ns_ >= period) {
 				for (size_t i = 0; i < traces_.size(); i++)
 					queue_meta(static_cast<uint16_t>(i), 0);
@@ -332,8 +344,12 @@ void SerialLink::run()
 			}
 		}
 		if (stop_ && !flush_until)
-			flush_until = now + std::min<uint64_t>(kMaxFlushNs, 1000000000ull + queued_ * 1000000000ull /
-									   std::max<uint64_t>(1, line_bytes_per_s()));
+			flush_until =
+				now +
+				std::min<uint64_t>(kMaxFlushNs,
+						   1000000000ull +
+							   queued_ * 1000000000ull /
+								   std::max<uint64_t>(1, line_bytes_per_s()));
 		if (queue_.empty() || broken()) {
 			if (stop_)
 				return;
@@ -390,7 +406,7 @@ namespace {
 class SerialOutput : public Output {
 public:
 	SerialOutput(std::shared_ptr<SerialLink> link, const std::string &path, const std::string &channel)
-		: link_(std::move(link)), path_(path), channel_(channel)
+	    : link_(std::move(link)), path_(path), channel_(channel)
 	{
 	}
 	bool open(const std::string &text, std::string &) override
@@ -405,8 +421,8 @@ public:
 		link_->metadata(trace_, text);
 		return true;
 	}
-	size_t write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends, size_t n_pkts,
-			     std::string &err) override
+	size_t write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends,
+			     size_t n_pkts, std::string &err) override
 	{
 		if (offered_.size() <= lane)
 			offered_.resize(lane + 1, 0);

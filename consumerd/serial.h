@@ -40,7 +40,7 @@
 namespace strata {
 
 struct SerialTarget {
-	std::string device;    // a path ("-" is resolved by the strata command)
+	std::string device; // a path ("-" is resolved by the strata command)
 	uint32_t baud = 115200;
 };
 
@@ -94,9 +94,9 @@ private:
 		std::vector<uint32_t> lane_seq;
 	};
 	void run();
-	void refill(uint64_t now_ns);               // mu_ held
+	void refill(uint64_t now_ns);                 // mu_ held
 	void queue_meta(uint16_t trace, size_t from); // mu_ held: announce + text[from..]
-	void push(std::vector<uint8_t> &&frame);     // mu_ held
+	void push(std::vector<uint8_t> &&frame);      // mu_ held
 
 	SerialTarget target_;
 	int fd_ = -1;
@@ -107,9 +107,9 @@ private:
 	size_t queued_ = 0, queue_cap_ = 0;      // bytes; guarded by mu_
 	double tokens_ = 0, depth_ = 0;          // guarded by mu_
 	uint64_t refilled_ns_ = 0, resent_ns_ = 0, start_ns_ = 0;
-	std::vector<Trace> traces_;              // guarded by mu_
-	bool stop_ = false;                      // guarded by mu_
-	std::string why_;                        // guarded by mu_
+	std::vector<Trace> traces_; // guarded by mu_
+	bool stop_ = false;         // guarded by mu_
+	std::string why_;           // guarded by mu_
 	// Counters, guarded by mu_.
 	uint64_t pkts_sent_ = 0, pkt_bytes_sent_ = 0, wire_bytes_ = 0;
 	uint64_t pkts_refused_ = 0, pkt_bytes_refused_ = 0, meta_resends_ = 0;

@@ -70,8 +70,9 @@ Answer SessionTable::snapshot_on(const Caller &c, const proto::SnapshotOn &m)
 	s->trigger = std::make_unique<Trigger>();
 	s->trigger->pattern = m.pattern;
 	s->trigger->holdoff_ms = m.holdoff_ms;
-	a.text = "session '" + s->name + "' takes a snapshot when " + m.pattern + " is recorded (at most one per " +
-		 std::to_string(m.holdoff_ms) + " ms) in " + s->out + "-snapshot-<UTC time>";
+	a.text = "session '" + s->name + "' takes a snapshot when " + m.pattern +
+		 " is recorded (at most one per " + std::to_string(m.holdoff_ms) + " ms) in " + s->out +
+		 "-snapshot-<UTC time>";
 	if (!active) {
 		a.text += ", once started";
 		return a;
@@ -132,10 +133,11 @@ Session *SessionTable::start_trigger(Session &s, std::string &err)
 	if (!watching_) {
 		watching_ = host_.watch_triggers(true);
 		if (!watching_)
-			logf("snapshot trigger timer: %s (triggers are looked at only at stop)", strerror(errno));
+			logf("snapshot trigger timer: %s (triggers are looked at only at stop)",
+			     strerror(errno));
 	}
-	INFO("session %s: snapshots on %s (companion slot %u, hold-off %u ms)", s.name.c_str(), t.pattern.c_str(), slot,
-	     t.holdoff_ms);
+	INFO("session %s: snapshots on %s (companion slot %u, hold-off %u ms)", s.name.c_str(),
+	     t.pattern.c_str(), slot, t.holdoff_ms);
 	Session *raw = c.get();
 	sessions_.push_back(std::move(c));
 	return raw;
@@ -181,17 +183,20 @@ void SessionTable::check_triggers()
 		const int64_t now = proto::now_ms();
 		if (t.last_ms && now - t.last_ms < static_cast<int64_t>(t.holdoff_ms)) {
 			t.held++;
-			VLOG("session %s: %s recorded within the hold-off: no snapshot", s.name.c_str(), t.pattern.c_str());
+			VLOG("session %s: %s recorded within the hold-off: no snapshot", s.name.c_str(),
+			     t.pattern.c_str());
 			continue;
 		}
 		t.last_ms = now;
 		std::string text;
 		if (take_snapshot(s, "", text) < 0) {
 			t.failed++;
-			logf("session %s: snapshot on %s: %s", s.name.c_str(), t.pattern.c_str(), text.c_str());
+			logf("session %s: snapshot on %s: %s", s.name.c_str(), t.pattern.c_str(),
+			     text.c_str());
 		} else {
 			t.taken++;
-			INFO("session %s: snapshot on %s in %s", s.name.c_str(), t.pattern.c_str(), text.c_str());
+			INFO("session %s: snapshot on %s in %s", s.name.c_str(), t.pattern.c_str(),
+			     text.c_str());
 		}
 	}
 	if (!any && watching_) { // nothing to watch: the timer goes until the next trigger

@@ -57,43 +57,41 @@ namespace {
 // record, so a mismatch is a compile error, and reordering a list reorders
 // the fields and the packing together.
 #define JS_vm(STR, INT) INT(pid, "pid", 4, 0, 10)
-#define JS_thread(STR, INT)                                                                        \
-	STR(name, "name") INT(java_tid, "java_tid", 8, 1, 10) INT(os_tid, "os_tid", 4, 0, 10)      \
-	INT(daemon, "daemon", 1, 0, 10)
-#define JS_MONITOR_HEAD(STR, INT)                                                                  \
+#define JS_thread(STR, INT) \
+	STR(name, "name")   \
+	INT(java_tid, "java_tid", 8, 1, 10) INT(os_tid, "os_tid", 4, 0, 10) INT(daemon, "daemon", 1, 0, 10)
+#define JS_MONITOR_HEAD(STR, INT) \
 	STR(cls, "class") INT(hash, "hash", 4, 0, 16) INT(os_tid, "os_tid", 4, 0, 10)
-#define JS_enter(STR, INT)                                                                         \
+#define JS_enter(STR, INT) \
 	JS_MONITOR_HEAD(STR, INT) INT(owner_java_tid, "owner_java_tid", 8, 1, 10) STR(stack, "stack")
 #define JS_entered(STR, INT) JS_MONITOR_HEAD(STR, INT) INT(wait_ns, "wait_ns", 8, 0, 10)
 #define JS_wait(STR, INT) JS_MONITOR_HEAD(STR, INT) INT(timeout_ms, "timeout_ms", 8, 1, 10)
-#define JS_waited(STR, INT)                                                                        \
+#define JS_waited(STR, INT) \
 	JS_MONITOR_HEAD(STR, INT) INT(timed_out, "timed_out", 1, 0, 10) INT(wait_ns, "wait_ns", 8, 0, 10)
 #define JS_gc_start(STR, INT) INT(gc, "gc", 4, 0, 10)
 #define JS_gc_finish(STR, INT) INT(gc, "gc", 4, 0, 10) INT(duration_ns, "duration_ns", 8, 0, 10)
-#define JS_load(STR, INT)                                                                          \
-	INT(address, "address", 8, 0, 16) INT(size, "size", 4, 0, 10) STR(method, "method")
+#define JS_load(STR, INT) INT(address, "address", 8, 0, 16) INT(size, "size", 4, 0, 10) STR(method, "method")
 #define JS_unload(STR, INT) INT(address, "address", 8, 0, 16)
-#define JS_code(STR, INT)                                                                          \
-	INT(address, "address", 8, 0, 16) INT(size, "size", 4, 0, 10) STR(name, "name")
-#define JVM_SCHEMAS(X)                                                                             \
-	X(vm) X(thread) X(enter) X(entered) X(wait) X(waited) X(gc_start) X(gc_finish) X(load)     \
-	X(unload) X(code)
+#define JS_code(STR, INT) INT(address, "address", 8, 0, 16) INT(size, "size", 4, 0, 10) STR(name, "name")
+#define JVM_SCHEMAS(X) \
+	X(vm)          \
+	X(thread) X(enter) X(entered) X(wait) X(waited) X(gc_start) X(gc_finish) X(load) X(unload) X(code)
 
 // The events: EV(enumerator, event name, loglevel, schema).
-#define JVM_EVENTS(EV)                                                                             \
-	EV(kVmStart, "vm_start", STRATA_LOGLEVEL_INFO, vm)                                         \
-	EV(kVmDeath, "vm_death", STRATA_LOGLEVEL_INFO, vm)                                         \
-	EV(kThreadStart, "thread_start", STRATA_LOGLEVEL_INFO, thread)                             \
-	EV(kThreadEnd, "thread_end", STRATA_LOGLEVEL_INFO, thread)                                 \
-	EV(kThreadExists, "thread_exists", STRATA_LOGLEVEL_INFO, thread)                           \
-	EV(kContendedEnter, "monitor_contended_enter", STRATA_LOGLEVEL_INFO, enter)                \
-	EV(kContendedEntered, "monitor_contended_entered", STRATA_LOGLEVEL_INFO, entered)          \
-	EV(kWait, "monitor_wait", STRATA_LOGLEVEL_INFO, wait)                                      \
-	EV(kWaited, "monitor_waited", STRATA_LOGLEVEL_INFO, waited)                                \
-	EV(kGcStart, "gc_start", STRATA_LOGLEVEL_INFO, gc_start)                                   \
-	EV(kGcFinish, "gc_finish", STRATA_LOGLEVEL_INFO, gc_finish)                                \
-	EV(kMethodLoad, "method_load", STRATA_LOGLEVEL_DEBUG, load)                                \
-	EV(kMethodUnload, "method_unload", STRATA_LOGLEVEL_DEBUG, unload)                          \
+#define JVM_EVENTS(EV)                                                                    \
+	EV(kVmStart, "vm_start", STRATA_LOGLEVEL_INFO, vm)                                \
+	EV(kVmDeath, "vm_death", STRATA_LOGLEVEL_INFO, vm)                                \
+	EV(kThreadStart, "thread_start", STRATA_LOGLEVEL_INFO, thread)                    \
+	EV(kThreadEnd, "thread_end", STRATA_LOGLEVEL_INFO, thread)                        \
+	EV(kThreadExists, "thread_exists", STRATA_LOGLEVEL_INFO, thread)                  \
+	EV(kContendedEnter, "monitor_contended_enter", STRATA_LOGLEVEL_INFO, enter)       \
+	EV(kContendedEntered, "monitor_contended_entered", STRATA_LOGLEVEL_INFO, entered) \
+	EV(kWait, "monitor_wait", STRATA_LOGLEVEL_INFO, wait)                             \
+	EV(kWaited, "monitor_waited", STRATA_LOGLEVEL_INFO, waited)                       \
+	EV(kGcStart, "gc_start", STRATA_LOGLEVEL_INFO, gc_start)                          \
+	EV(kGcFinish, "gc_finish", STRATA_LOGLEVEL_INFO, gc_finish)                       \
+	EV(kMethodLoad, "method_load", STRATA_LOGLEVEL_DEBUG, load)                       \
+	EV(kMethodUnload, "method_unload", STRATA_LOGLEVEL_DEBUG, unload)                 \
 	EV(kCodeGenerated, "code_generated", STRATA_LOGLEVEL_DEBUG, code)
 
 #define JVM_EV_ENUM(id, nm, lvl, s) id,
@@ -105,9 +103,18 @@ template <bool Signed> struct JvmInt {
 template <> struct JvmInt<true> {
 	using type = int64_t;
 };
-inline void jvm_pack(strata_dyn_value &v, const char *x) { v.s = x; }
-inline void jvm_pack(strata_dyn_value &v, int64_t x) { v.i = x; }
-inline void jvm_pack(strata_dyn_value &v, uint64_t x) { v.u = x; }
+inline void jvm_pack(strata_dyn_value &v, const char *x)
+{
+	v.s = x;
+}
+inline void jvm_pack(strata_dyn_value &v, int64_t x)
+{
+	v.i = x;
+}
+inline void jvm_pack(strata_dyn_value &v, uint64_t x)
+{
+	v.u = x;
+}
 
 #define JF_STR(m, n) {n, STRATA_FIELD_STRING, 0, 0, 0, 0},
 #define JF_INT(m, n, sz, sgn, base) {n, STRATA_FIELD_INTEGER, sz, sgn, base, 0},
@@ -115,17 +122,17 @@ inline void jvm_pack(strata_dyn_value &v, uint64_t x) { v.u = x; }
 #define JR_INT(m, n, sz, sgn, base) JvmInt<sgn>::type m = 0;
 #define JP_STR(m, n) jvm_pack(v[k++], r.m);
 #define JP_INT(m, n, sz, sgn, base) jvm_pack(v[k++], r.m);
-#define JVM_SCHEMA(s)                                                                              \
-	const strata_dyn_field kF_##s[] = {JS_##s(JF_STR, JF_INT)};                                 \
-	struct R_##s {                                                                             \
-		JS_##s(JR_STR, JR_INT)                                                             \
-	};                                                                                         \
-	void emit_record(strata_dyn_event *ev, const R_##s &r)                                     \
-	{                                                                                          \
-		constexpr uint32_t n = sizeof(kF_##s) / sizeof(kF_##s[0]);                         \
-		strata_dyn_value v[n];                                                             \
-		uint32_t k = 0;                                                                    \
-		JS_##s(JP_STR, JP_INT) strata_dyn_emit(ev, v, n);                                  \
+#define JVM_SCHEMA(s)                                                      \
+	const strata_dyn_field kF_##s[] = {JS_##s(JF_STR, JF_INT)};        \
+	struct R_##s {                                                     \
+		JS_##s(JR_STR, JR_INT)                                     \
+	};                                                                 \
+	void emit_record(strata_dyn_event *ev, const R_##s &r)             \
+	{                                                                  \
+		constexpr uint32_t n = sizeof(kF_##s) / sizeof(kF_##s[0]); \
+		strata_dyn_value v[n];                                     \
+		uint32_t k = 0;                                            \
+		JS_##s(JP_STR, JP_INT) strata_dyn_emit(ev, v, n);          \
 	}
 JVM_SCHEMAS(JVM_SCHEMA)
 
@@ -140,9 +147,9 @@ const EvDecl kDecl[kNumEv] = {JVM_EVENTS(JVM_EV_DECL)};
 
 // Rec<E>: the record type of event E.
 template <Ev E> struct Rec;
-#define JVM_EV_REC(id, nm, lvl, s)                                                                 \
-	template <> struct Rec<id> {                                                               \
-		using type = R_##s;                                                                \
+#define JVM_EV_REC(id, nm, lvl, s)   \
+	template <> struct Rec<id> { \
+		using type = R_##s;  \
 	};
 JVM_EVENTS(JVM_EV_REC)
 
@@ -151,8 +158,8 @@ JavaVM *g_vm;
 jvmtiEnv *g_jvmti;
 int g_efd = -1;
 int g_stack_depth = 8; // frames at a contended enter; agent option stack=N (0: none)
-bool g_owner;           // agent option owner=1: the owner's Java tid at a contended enter
-uint32_t g_gc_seq;      // GC callbacks run on one VM thread at a time (a safepoint)
+bool g_owner;          // agent option owner=1: the owner's Java tid at a contended enter
+uint32_t g_gc_seq;     // GC callbacks run on one VM thread at a time (a safepoint)
 uint64_t g_gc_t0;
 
 bool on(Ev e)
@@ -633,7 +640,7 @@ void set_mode(jvmtiEvent what, bool want)
 	g_jvmti->SetEventNotificationMode(want ? JVMTI_ENABLE : JVMTI_DISABLE, what, nullptr);
 }
 
-uint32_t g_exists_slots; // session slots of jvm:thread_exists at the last look
+uint32_t g_exists_slots;                 // session slots of jvm:thread_exists at the last look
 uint32_t g_exists_gen[STRATA_MAX_SLOTS]; // and each one's generation then
 
 // Agent_OnLoad (jni null), VMInit, then the agent thread only (see the
@@ -669,7 +676,8 @@ void apply_notifications(JNIEnv *jni)
 	// already had them get them again: a thread_exists is a snapshot, a
 	// repeat says the same.
 	uint32_t slots = g_ev[kThreadExists]
-				 ? __atomic_load_n(&g_ev[kThreadExists]->state, __ATOMIC_RELAXED) & STRATA_TP_SLOTS_MASK
+				 ? __atomic_load_n(&g_ev[kThreadExists]->state, __ATOMIC_RELAXED) &
+					   STRATA_TP_SLOTS_MASK
 				 : 0;
 	uint32_t gen[STRATA_MAX_SLOTS] = {};
 	bool fresh = false;
@@ -734,7 +742,9 @@ void JNICALL on_vm_init(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread)
 	store_tid(thread, os_tid()); // the initial thread had no ThreadStart
 	int unknown = name_early_threads(jni);
 	if (g_verbose && unknown)
-		fprintf(stderr, "strata-jvm: %d early threads with no unique native name: os_tid 0 in thread_exists\n",
+		fprintf(stderr,
+			"strata-jvm: %d early threads with no unique native name: os_tid 0 in "
+			"thread_exists\n",
 			unknown);
 	g_live = true;
 	if (on(kVmStart))
@@ -744,8 +754,8 @@ void JNICALL on_vm_init(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread)
 	jmethodID init = tc ? jni->GetMethodID(tc, "<init>", "(Ljava/lang/String;)V") : nullptr;
 	jstring name = jni->NewStringUTF("Strata JVM agent");
 	jthread t = init && name ? jni->NewObject(tc, init, name) : nullptr;
-	if (!t || jvmti->RunAgentThread(t, agent_thread, nullptr, JVMTI_THREAD_NORM_PRIORITY) !=
-			  JVMTI_ERROR_NONE) {
+	if (!t ||
+	    jvmti->RunAgentThread(t, agent_thread, nullptr, JVMTI_THREAD_NORM_PRIORITY) != JVMTI_ERROR_NONE) {
 		if (jni->ExceptionCheck())
 			jni->ExceptionClear();
 		fprintf(stderr, "strata-jvm: cannot start the agent thread: jvm events keep the "

@@ -46,7 +46,7 @@ JNIEXPORT jstring JNICALL Java_strata_Event_strerror0(JNIEnv *jni, jclass, jint 
 }
 
 JNIEXPORT jlong JNICALL Java_strata_Event_declare0(JNIEnv *jni, jclass, jstring provider, jstring name,
-						    jint loglevel, jobjectArray names, jintArray kinds)
+						   jint loglevel, jobjectArray names, jintArray kinds)
 {
 	if (!provider || !name || !names || !kinds)
 		return -EINVAL;

@@ -23,18 +23,18 @@
 
 #define STRATA_AGG_MAGIC 0x47474153u /* "SAGG" */
 #define STRATA_AGG_VERSION 1u
-#define STRATA_AGG_BUCKETS 64        /* log2 histogram, see below */
+#define STRATA_AGG_BUCKETS 64 /* log2 histogram, see below */
 #define STRATA_AGG_KEY_TEXT 48
 #define STRATA_AGG_MAX_ENTRIES 4096u
 
 /* What keys the entries. */
 enum strata_agg_key_kind {
-	STRATA_AGG_KEY_NONE = 0,   /* one entry: the whole pattern */
-	STRATA_AGG_KEY_FIELD = 1,  /* a field: an integer or enum's value, or a
+	STRATA_AGG_KEY_NONE = 0,  /* one entry: the whole pattern */
+	STRATA_AGG_KEY_FIELD = 1, /* a field: an integer or enum's value, or a
 				      string's 64-bit hash with its first bytes
 				      in key_text (non-empty only for strings) */
-	STRATA_AGG_KEY_TID = 3,    /* the hitting thread ("$tid") */
-	STRATA_AGG_KEY_EVENT = 4,  /* the event ("$event"): provider:name kept */
+	STRATA_AGG_KEY_TID = 3,   /* the hitting thread ("$tid") */
+	STRATA_AGG_KEY_EVENT = 4, /* the event ("$event"): provider:name kept */
 };
 
 enum strata_agg_entry_state {
@@ -44,21 +44,21 @@ enum strata_agg_entry_state {
 };
 
 struct strata_agg_header {
-	uint32_t magic;          /* STRATA_AGG_MAGIC */
-	uint32_t version;        /* STRATA_AGG_VERSION */
-	uint32_t header_size;    /* sizeof(struct strata_agg_header) */
-	uint32_t entry_size;     /* sizeof(struct strata_agg_entry) */
-	uint32_t n_entries;      /* power of two, <= STRATA_AGG_MAX_ENTRIES */
-	uint32_t key_kind;       /* enum strata_agg_key_kind */
-	uint32_t pid;            /* the aggregating process */
-	uint32_t has_value;      /* 1: sum/min/max/hist of value_field */
-	uint64_t hits;           /* hits seen (relaxed RMW) */
-	uint64_t overflow;       /* hits whose key found no entry */
-	uint64_t no_value;       /* hits whose event lacks an integer value_field (or key_field) */
+	uint32_t magic;       /* STRATA_AGG_MAGIC */
+	uint32_t version;     /* STRATA_AGG_VERSION */
+	uint32_t header_size; /* sizeof(struct strata_agg_header) */
+	uint32_t entry_size;  /* sizeof(struct strata_agg_entry) */
+	uint32_t n_entries;   /* power of two, <= STRATA_AGG_MAX_ENTRIES */
+	uint32_t key_kind;    /* enum strata_agg_key_kind */
+	uint32_t pid;         /* the aggregating process */
+	uint32_t has_value;   /* 1: sum/min/max/hist of value_field */
+	uint64_t hits;        /* hits seen (relaxed RMW) */
+	uint64_t overflow;    /* hits whose key found no entry */
+	uint64_t no_value;    /* hits whose event lacks an integer value_field (or key_field) */
 	uint64_t reserved[3];
-	char pattern[128];       /* "provider:event" glob, NUL-terminated */
-	char value_field[64];    /* "" for counts only */
-	char key_field[64];      /* "" , a field name, "$tid" or "$event" */
+	char pattern[128];    /* "provider:event" glob, NUL-terminated */
+	char value_field[64]; /* "" for counts only */
+	char key_field[64];   /* "" , a field name, "$tid" or "$event" */
 };
 
 /*
@@ -68,14 +68,14 @@ struct strata_agg_header {
  *   b >= 1:  2^(b-1) <= v < 2^b   (b up to 63)
  */
 struct strata_agg_entry {
-	uint32_t state;          /* enum strata_agg_entry_state */
+	uint32_t state; /* enum strata_agg_entry_state */
 	uint32_t reserved;
-	uint64_t key;            /* the integer, string hash, tid or event id */
+	uint64_t key;                       /* the integer, string hash, tid or event id */
 	char key_text[STRATA_AGG_KEY_TEXT]; /* string/event keys: NUL-terminated */
 	uint64_t count;
-	int64_t sum;             /* wraps on overflow */
-	int64_t min;             /* INT64_MAX until the first value */
-	int64_t max;             /* INT64_MIN until the first value */
+	int64_t sum; /* wraps on overflow */
+	int64_t min; /* INT64_MAX until the first value */
+	int64_t max; /* INT64_MIN until the first value */
 	uint64_t hist[STRATA_AGG_BUCKETS];
 };
 

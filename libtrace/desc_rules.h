@@ -15,8 +15,8 @@
 
 namespace strata {
 
-constexpr size_t kMaxNameLen = 255;   // provider, event and field names
-constexpr size_t kMaxLabelLen = 255;  // enum labels
+constexpr size_t kMaxNameLen = 255;  // provider, event and field names
+constexpr size_t kMaxLabelLen = 255; // enum labels
 constexpr uint32_t kMaxArrayLength = 1u << 20;
 
 // [A-Za-z_][A-Za-z0-9_]*, 1..kMaxNameLen characters, within n bytes.

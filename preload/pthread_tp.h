@@ -32,12 +32,13 @@
 #ifndef STRATA_PRELOAD_PTHREAD_TP_H
 #define STRATA_PRELOAD_PTHREAD_TP_H
 
-#define STRATA_PTHREAD_ACQ_FIELDS(what) \
+#define STRATA_PTHREAD_ACQ_FIELDS(what)                                                       \
 	strata_hex(uint64_t, what), strata_int(int32_t, ret), strata_int(uint8_t, contended), \
-	strata_int(uint64_t, wait_ns), strata_hex(uint64_t, caller), strata_sequence(uint64_t, stack)
-#define STRATA_PTHREAD_TRY_FIELDS(what) \
+		strata_int(uint64_t, wait_ns), strata_hex(uint64_t, caller),                  \
+		strata_sequence(uint64_t, stack)
+#define STRATA_PTHREAD_TRY_FIELDS(what)                                                     \
 	strata_hex(uint64_t, what), strata_int(int32_t, ret), strata_hex(uint64_t, caller), \
-	strata_sequence(uint64_t, stack)
+		strata_sequence(uint64_t, stack)
 #define STRATA_PTHREAD_SIMPLE_FIELDS(what) \
 	strata_hex(uint64_t, what), strata_int(int32_t, ret), strata_hex(uint64_t, caller)
 
@@ -62,12 +63,12 @@ STRATA_EVENT(pthread, sem_post, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_SIMPLE_FIE
 
 /* cond_wait/_timedwait: emitted on return, with the mutex re-acquired.  The
  * mutex was released wait_ns before the event. */
-STRATA_EVENT(pthread, cond_wait, STRATA_LOGLEVEL_DEBUG,
-	     strata_hex(uint64_t, cond), strata_hex(uint64_t, lock), strata_int(int32_t, ret),
-	     strata_int(uint64_t, wait_ns), strata_hex(uint64_t, caller), strata_sequence(uint64_t, stack))
-STRATA_EVENT(pthread, cond_timedwait, STRATA_LOGLEVEL_DEBUG,
-	     strata_hex(uint64_t, cond), strata_hex(uint64_t, lock), strata_int(int32_t, ret),
-	     strata_int(uint64_t, wait_ns), strata_hex(uint64_t, caller), strata_sequence(uint64_t, stack))
+STRATA_EVENT(pthread, cond_wait, STRATA_LOGLEVEL_DEBUG, strata_hex(uint64_t, cond),
+	     strata_hex(uint64_t, lock), strata_int(int32_t, ret), strata_int(uint64_t, wait_ns),
+	     strata_hex(uint64_t, caller), strata_sequence(uint64_t, stack))
+STRATA_EVENT(pthread, cond_timedwait, STRATA_LOGLEVEL_DEBUG, strata_hex(uint64_t, cond),
+	     strata_hex(uint64_t, lock), strata_int(int32_t, ret), strata_int(uint64_t, wait_ns),
+	     strata_hex(uint64_t, caller), strata_sequence(uint64_t, stack))
 STRATA_EVENT(pthread, cond_signal, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_SIMPLE_FIELDS(cond))
 STRATA_EVENT(pthread, cond_broadcast, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_SIMPLE_FIELDS(cond))
 
@@ -83,14 +84,13 @@ STRATA_EVENT(pthread, cond_broadcast, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_SIMP
  *                   before a full mutex_unlock when the hold exceeds 2^32 ns)
  *   site            the caller address of a site id, once per id and
  *                   session (again in a fork child) */
-STRATA_EVENT(pthread, mutex_held, STRATA_LOGLEVEL_DEBUG,
-	     strata_hex(uint64_t, lock), strata_int(uint32_t, site), strata_int(uint32_t, hold_ns))
-STRATA_EVENT(pthread, mutex_acquired, STRATA_LOGLEVEL_DEBUG,
-	     strata_hex(uint64_t, lock), strata_int(uint32_t, site), strata_int(uint64_t, age_ns))
+STRATA_EVENT(pthread, mutex_held, STRATA_LOGLEVEL_DEBUG, strata_hex(uint64_t, lock),
+	     strata_int(uint32_t, site), strata_int(uint32_t, hold_ns))
+STRATA_EVENT(pthread, mutex_acquired, STRATA_LOGLEVEL_DEBUG, strata_hex(uint64_t, lock),
+	     strata_int(uint32_t, site), strata_int(uint64_t, age_ns))
 STRATA_EVENT(pthread, site, STRATA_LOGLEVEL_DEBUG, strata_int(uint32_t, id), strata_hex(uint64_t, caller))
 
-STRATA_EVENT(pthread, mapping, STRATA_LOGLEVEL_DEBUG,
-	     strata_hex(uint64_t, start), strata_hex(uint64_t, end), strata_hex(uint64_t, offset),
-	     strata_string(path))
+STRATA_EVENT(pthread, mapping, STRATA_LOGLEVEL_DEBUG, strata_hex(uint64_t, start), strata_hex(uint64_t, end),
+	     strata_hex(uint64_t, offset), strata_string(path))
 
 #endif

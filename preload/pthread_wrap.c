@@ -71,58 +71,62 @@
  * trampolines, the table's initial values, the dlsym resolution and the
  * exported wrappers: a function is added or removed in one place.
  */
-#define STRATA_PT_FUNCS(F) \
-	F(mutex_lock, pthread_mutex_lock, COMPAT, 0, mutex_lock, (pthread_mutex_t *m), (m), \
-	  strata_pt_acquire(PT_MUTEX_LOCK, m, 0, NULL, CALLER())) \
-	F(mutex_trylock, pthread_mutex_trylock, COMPAT, 0, mutex_trylock, (pthread_mutex_t *m), (m), \
-	  strata_pt_acquire(PT_MUTEX_TRYLOCK, m, 0, NULL, CALLER())) \
-	F(mutex_timedlock, pthread_mutex_timedlock, BOOT, EINVAL, mutex_timedlock, (pthread_mutex_t *m, const struct timespec *t), \
-	  (m, t), strata_pt_acquire(PT_MUTEX_TIMEDLOCK, m, 0, t, CALLER())) \
-	F(mutex_unlock, pthread_mutex_unlock, COMPAT, 0, mutex_unlock, (pthread_mutex_t *m), (m), \
-	  strata_pt_unlock(0, m, CALLER())) \
-	F(cond_wait, pthread_cond_wait, BOOT, EINVAL, cond_wait, (pthread_cond_t *c, pthread_mutex_t *m), (c, m), \
-	  strata_pt_cond_wait(0, c, m, 0, NULL, CALLER())) \
-	F(cond_timedwait, pthread_cond_timedwait, BOOT, EINVAL, cond_timedwait, \
-	  (pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t), (c, m, t), \
-	  strata_pt_cond_wait(1, c, m, 0, t, CALLER())) \
-	F(cond_signal, pthread_cond_signal, BOOT, 0, cond_signal, (pthread_cond_t *c), (c), strata_pt_cond_wake(0, c, CALLER())) \
-	F(cond_broadcast, pthread_cond_broadcast, BOOT, 0, cond_broadcast, (pthread_cond_t *c), (c), \
-	  strata_pt_cond_wake(1, c, CALLER())) \
-	F(rwlock_rdlock, pthread_rwlock_rdlock, COMPAT, 0, rwlock_rdlock, (pthread_rwlock_t *l), (l), \
-	  strata_pt_acquire(PT_RW_RDLOCK, l, 0, NULL, CALLER())) \
-	F(rwlock_wrlock, pthread_rwlock_wrlock, COMPAT, 0, rwlock_wrlock, (pthread_rwlock_t *l), (l), \
-	  strata_pt_acquire(PT_RW_WRLOCK, l, 0, NULL, CALLER())) \
-	F(rwlock_tryrdlock, pthread_rwlock_tryrdlock, COMPAT, 0, rwlock_tryrdlock, (pthread_rwlock_t *l), (l), \
-	  strata_pt_acquire(PT_RW_TRYRDLOCK, l, 0, NULL, CALLER())) \
-	F(rwlock_trywrlock, pthread_rwlock_trywrlock, COMPAT, 0, rwlock_trywrlock, (pthread_rwlock_t *l), (l), \
-	  strata_pt_acquire(PT_RW_TRYWRLOCK, l, 0, NULL, CALLER())) \
-	F(rwlock_unlock, pthread_rwlock_unlock, COMPAT, 0, rwlock_unlock, (pthread_rwlock_t *l), (l), \
-	  strata_pt_unlock(1, l, CALLER())) \
-	/* glibc 2.30 clock variants (std::timed_mutex, condition_variable::wait_for) */ \
-	F(mutex_clocklock, pthread_mutex_clocklock, BOOT, EINVAL, mutex_timedlock, \
-	  (pthread_mutex_t *m, clockid_t k, const struct timespec *t), (m, k, t), \
-	  strata_pt_acquire(PT_MUTEX_CLOCKLOCK, m, k, t, CALLER())) \
-	F(cond_clockwait, pthread_cond_clockwait, BOOT, EINVAL, cond_timedwait, \
-	  (pthread_cond_t *c, pthread_mutex_t *m, clockid_t k, const struct timespec *t), (c, m, k, t), \
-	  strata_pt_cond_wait(2, c, m, k, t, CALLER())) \
-	F(rwlock_clockrdlock, pthread_rwlock_clockrdlock, BOOT, EINVAL, rwlock_rdlock, \
-	  (pthread_rwlock_t *l, clockid_t k, const struct timespec *t), (l, k, t), \
-	  strata_pt_acquire(PT_RW_CLOCKRDLOCK, l, k, t, CALLER())) \
-	F(rwlock_clockwrlock, pthread_rwlock_clockwrlock, BOOT, EINVAL, rwlock_wrlock, \
-	  (pthread_rwlock_t *l, clockid_t k, const struct timespec *t), (l, k, t), \
-	  strata_pt_acquire(PT_RW_CLOCKWRLOCK, l, k, t, CALLER())) \
+#define STRATA_PT_FUNCS(F)                                                                                  \
+	F(mutex_lock, pthread_mutex_lock, COMPAT, 0, mutex_lock, (pthread_mutex_t * m), (m),                \
+	  strata_pt_acquire(PT_MUTEX_LOCK, m, 0, NULL, CALLER()))                                           \
+	F(mutex_trylock, pthread_mutex_trylock, COMPAT, 0, mutex_trylock, (pthread_mutex_t * m), (m),       \
+	  strata_pt_acquire(PT_MUTEX_TRYLOCK, m, 0, NULL, CALLER()))                                        \
+	F(mutex_timedlock, pthread_mutex_timedlock, BOOT, EINVAL, mutex_timedlock,                          \
+	  (pthread_mutex_t * m, const struct timespec *t), (m, t),                                          \
+	  strata_pt_acquire(PT_MUTEX_TIMEDLOCK, m, 0, t, CALLER()))                                         \
+	F(mutex_unlock, pthread_mutex_unlock, COMPAT, 0, mutex_unlock, (pthread_mutex_t * m), (m),          \
+	  strata_pt_unlock(0, m, CALLER()))                                                                 \
+	F(cond_wait, pthread_cond_wait, BOOT, EINVAL, cond_wait, (pthread_cond_t * c, pthread_mutex_t * m), \
+	  (c, m), strata_pt_cond_wait(0, c, m, 0, NULL, CALLER()))                                          \
+	F(cond_timedwait, pthread_cond_timedwait, BOOT, EINVAL, cond_timedwait,                             \
+	  (pthread_cond_t * c, pthread_mutex_t * m, const struct timespec *t), (c, m, t),                   \
+	  strata_pt_cond_wait(1, c, m, 0, t, CALLER()))                                                     \
+	F(cond_signal, pthread_cond_signal, BOOT, 0, cond_signal, (pthread_cond_t * c), (c),                \
+	  strata_pt_cond_wake(0, c, CALLER()))                                                              \
+	F(cond_broadcast, pthread_cond_broadcast, BOOT, 0, cond_broadcast, (pthread_cond_t * c), (c),       \
+	  strata_pt_cond_wake(1, c, CALLER()))                                                              \
+	F(rwlock_rdlock, pthread_rwlock_rdlock, COMPAT, 0, rwlock_rdlock, (pthread_rwlock_t * l), (l),      \
+	  strata_pt_acquire(PT_RW_RDLOCK, l, 0, NULL, CALLER()))                                            \
+	F(rwlock_wrlock, pthread_rwlock_wrlock, COMPAT, 0, rwlock_wrlock, (pthread_rwlock_t * l), (l),      \
+	  strata_pt_acquire(PT_RW_WRLOCK, l, 0, NULL, CALLER()))                                            \
+	F(rwlock_tryrdlock, pthread_rwlock_tryrdlock, COMPAT, 0, rwlock_tryrdlock, (pthread_rwlock_t * l),  \
+	  (l), strata_pt_acquire(PT_RW_TRYRDLOCK, l, 0, NULL, CALLER()))                                    \
+	F(rwlock_trywrlock, pthread_rwlock_trywrlock, COMPAT, 0, rwlock_trywrlock, (pthread_rwlock_t * l),  \
+	  (l), strata_pt_acquire(PT_RW_TRYWRLOCK, l, 0, NULL, CALLER()))                                    \
+	F(rwlock_unlock, pthread_rwlock_unlock, COMPAT, 0, rwlock_unlock, (pthread_rwlock_t * l), (l),      \
+	  strata_pt_unlock(1, l, CALLER()))                                                                 \
+	/* glibc 2.30 clock variants (std::timed_mutex, condition_variable::wait_for) */                    \
+	F(mutex_clocklock, pthread_mutex_clocklock, BOOT, EINVAL, mutex_timedlock,                          \
+	  (pthread_mutex_t * m, clockid_t k, const struct timespec *t), (m, k, t),                          \
+	  strata_pt_acquire(PT_MUTEX_CLOCKLOCK, m, k, t, CALLER()))                                         \
+	F(cond_clockwait, pthread_cond_clockwait, BOOT, EINVAL, cond_timedwait,                             \
+	  (pthread_cond_t * c, pthread_mutex_t * m, clockid_t k, const struct timespec *t), (c, m, k, t),   \
+	  strata_pt_cond_wait(2, c, m, k, t, CALLER()))                                                     \
+	F(rwlock_clockrdlock, pthread_rwlock_clockrdlock, BOOT, EINVAL, rwlock_rdlock,                      \
+	  (pthread_rwlock_t * l, clockid_t k, const struct timespec *t), (l, k, t),                         \
+	  strata_pt_acquire(PT_RW_CLOCKRDLOCK, l, k, t, CALLER()))                                          \
+	F(rwlock_clockwrlock, pthread_rwlock_clockwrlock, BOOT, EINVAL, rwlock_wrlock,                      \
+	  (pthread_rwlock_t * l, clockid_t k, const struct timespec *t), (l, k, t),                         \
+	  strata_pt_acquire(PT_RW_CLOCKWRLOCK, l, k, t, CALLER()))                                          \
 	/* POSIX semaphores: CPython's threading.Lock (sem_wait with a timeout \
-	 * of -1, sem_clockwait with one, sem_trywait for blocking=False) */ \
-	F(sem_wait, sem_wait, BOOT, (errno = EINVAL, -1), sem_wait, (sem_t *s), (s), \
-	  strata_pt_sem_wait(PT_SEM_WAIT, s, 0, NULL, CALLER())) \
-	F(sem_timedwait, sem_timedwait, BOOT, (errno = EINVAL, -1), sem_timedwait, \
-	  (sem_t *s, const struct timespec *t), (s, t), strata_pt_sem_wait(PT_SEM_TIMEDWAIT, s, 0, t, CALLER())) \
-	F(sem_clockwait, sem_clockwait, BOOT, (errno = EINVAL, -1), sem_timedwait, \
-	  (sem_t *s, clockid_t k, const struct timespec *t), (s, k, t), \
-	  strata_pt_sem_wait(PT_SEM_CLOCKWAIT, s, k, t, CALLER())) \
-	F(sem_trywait, sem_trywait, BOOT, (errno = EINVAL, -1), sem_trywait, (sem_t *s), (s), \
-	  strata_pt_sem_wait(PT_SEM_TRYWAIT, s, 0, NULL, CALLER())) \
-	F(sem_post, sem_post, BOOT, (errno = EINVAL, -1), sem_post, (sem_t *s), (s), strata_pt_sem_post(s, CALLER()))
+	 * of -1, sem_clockwait with one, sem_trywait for blocking=False) */                            \
+	F(sem_wait, sem_wait, BOOT, (errno = EINVAL, -1), sem_wait, (sem_t * s), (s),                       \
+	  strata_pt_sem_wait(PT_SEM_WAIT, s, 0, NULL, CALLER()))                                            \
+	F(sem_timedwait, sem_timedwait, BOOT, (errno = EINVAL, -1), sem_timedwait,                          \
+	  (sem_t * s, const struct timespec *t), (s, t),                                                    \
+	  strata_pt_sem_wait(PT_SEM_TIMEDWAIT, s, 0, t, CALLER()))                                          \
+	F(sem_clockwait, sem_clockwait, BOOT, (errno = EINVAL, -1), sem_timedwait,                          \
+	  (sem_t * s, clockid_t k, const struct timespec *t), (s, k, t),                                    \
+	  strata_pt_sem_wait(PT_SEM_CLOCKWAIT, s, k, t, CALLER()))                                          \
+	F(sem_trywait, sem_trywait, BOOT, (errno = EINVAL, -1), sem_trywait, (sem_t * s), (s),              \
+	  strata_pt_sem_wait(PT_SEM_TRYWAIT, s, 0, NULL, CALLER()))                                         \
+	F(sem_post, sem_post, BOOT, (errno = EINVAL, -1), sem_post, (sem_t * s), (s),                       \
+	  strata_pt_sem_post(s, CALLER()))
 
 /* ---- real functions ----------------------------------------------------- */
 
@@ -154,26 +158,26 @@ static void strata_pt_resolve(void);
  * function: nothing in dlsym waits on a condvar, so they fail with EINVAL
  * (waits) or do nothing (signal/broadcast: nobody can be waiting yet).
  */
-#define STRATA_PT_START_COMPAT(name, fail, proto, args) \
-	extern int strata_pt_glibc_##name proto; \
+#define STRATA_PT_START_COMPAT(name, fail, proto, args)                                \
+	extern int strata_pt_glibc_##name proto;                                       \
 	__asm__(".symver strata_pt_glibc_" #name ", __pthread_" #name "@GLIBC_2.2.5"); \
-	static int strata_pt_boot_##name proto \
-	{ \
-		if (!strata_pt_busy_get()) \
-			strata_pt_resolve(); \
-		if (REAL(name) == strata_pt_boot_##name) \
-			return strata_pt_glibc_##name args; \
-		return REAL(name) args; \
+	static int strata_pt_boot_##name proto                                         \
+	{                                                                              \
+		if (!strata_pt_busy_get())                                             \
+			strata_pt_resolve();                                           \
+		if (REAL(name) == strata_pt_boot_##name)                               \
+			return strata_pt_glibc_##name args;                            \
+		return REAL(name) args;                                                \
 	}
-#define STRATA_PT_START_BOOT(name, fail, proto, args) \
-	static int strata_pt_boot_##name proto \
-	{ \
-		if (strata_pt_busy_get()) \
-			return fail; \
-		strata_pt_resolve(); \
+#define STRATA_PT_START_BOOT(name, fail, proto, args)    \
+	static int strata_pt_boot_##name proto           \
+	{                                                \
+		if (strata_pt_busy_get())                \
+			return fail;                     \
+		strata_pt_resolve();                     \
 		if (REAL(name) == strata_pt_boot_##name) \
-			return fail; \
-		return REAL(name) args; \
+			return fail;                     \
+		return REAL(name) args;                  \
 	}
 #define STRATA_PT_START(name, sym, start, fail, ev, proto, args, traced) \
 	STRATA_PT_START_##start(name, fail, proto, args)
@@ -186,15 +190,15 @@ STRATA_PT_FUNCS(STRATA_PT_START)
  */
 #define STRATA_PT_INIT_COMPAT(name) strata_pt_boot_##name
 #define STRATA_PT_INIT_BOOT(name) strata_pt_boot_##name
-#define STRATA_PT_INIT(name, sym, start, fail, ev, proto, args, traced) \
-	.name = STRATA_PT_INIT_##start(name),
-static struct strata_pt_real real = {
-	STRATA_PT_FUNCS(STRATA_PT_INIT)
-};
+#define STRATA_PT_INIT(name, sym, start, fail, ev, proto, args, traced) .name = STRATA_PT_INIT_##start(name),
+static struct strata_pt_real real = {STRATA_PT_FUNCS(STRATA_PT_INIT)};
 
 static STRATA_PT_TLS int strata_pt_busy;
-static int strata_pt_busy_get(void) { return strata_pt_busy; }
-static int strata_pt_depth;   /* STRATA_PTHREAD_STACK_DEPTH, 0..32 */
+static int strata_pt_busy_get(void)
+{
+	return strata_pt_busy;
+}
+static int strata_pt_depth; /* STRATA_PTHREAD_STACK_DEPTH, 0..32 */
 static int strata_pt_resolved;
 
 /* Fork child: re-emit the mappings into the child's own sub-trace.  A
@@ -234,7 +238,7 @@ static __attribute__((noinline)) void strata_pt_resolve(void)
 	void *p;
 	/* relaxed stores: see REAL. */
 #define STRATA_PT_RESOLVE(name, sym, start, fail, ev, proto, args, traced) \
-	if ((p = strata_pt_sym(#sym)) != NULL) \
+	if ((p = strata_pt_sym(#sym)) != NULL)                             \
 		__atomic_store_n((void **)&real.name, p, __ATOMIC_RELAXED);
 	STRATA_PT_FUNCS(STRATA_PT_RESOLVE)
 #undef STRATA_PT_RESOLVE
@@ -333,8 +337,7 @@ static __attribute__((noinline)) void strata_pt_emit_maps(uint32_t state)
 	int expected = 0;
 	/* acquire: take ownership of the static buffers; pairs with the release
 	 * below of the previous owner. */
-	if (!__atomic_compare_exchange_n(&maps_busy, &expected, 1, 0, __ATOMIC_ACQUIRE,
-					 __ATOMIC_RELAXED))
+	if (!__atomic_compare_exchange_n(&maps_busy, &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return;
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
@@ -454,7 +457,7 @@ static uint32_t strata_pt_site_id(uint64_t caller)
 			uint64_t expected = 0;
 			/* relaxed: no other data is published with the value. */
 			if (__atomic_compare_exchange_n(&sites[slot], &expected, caller, 0, __ATOMIC_RELAXED,
-							 __ATOMIC_RELAXED)) {
+							__ATOMIC_RELAXED)) {
 				strata_tracepoint(pthread, site, slot, caller);
 				return slot;
 			}
@@ -520,7 +523,8 @@ static void strata_pt_fold_atfork_child(void)
 static inline int strata_pt_fold_on(void)
 {
 	return strata_tracepoint_enabled(pthread, mutex_held) &&
-	       strata_tracepoint_enabled(pthread, mutex_acquired) && strata_tracepoint_enabled(pthread, site) &&
+	       strata_tracepoint_enabled(pthread, mutex_acquired) &&
+	       strata_tracepoint_enabled(pthread, site) &&
 	       __atomic_load_n(&strata_pt_depth, __ATOMIC_RELAXED) == 0; /* a setting: relaxed */
 }
 
@@ -557,7 +561,8 @@ static int strata_pt_stash_pop(const void *lock, struct strata_pt_pending *out)
 		uint32_t best = STRATA_PT_STASH;
 		for (uint32_t j = 0; j < STRATA_PT_STASH; j++)
 			if (RELAXED_LOAD(&stash[j].lock) == U64(lock) &&
-			    (best == STRATA_PT_STASH || RELAXED_LOAD(&stash[j].seq) > RELAXED_LOAD(&stash[best].seq)))
+			    (best == STRATA_PT_STASH ||
+			     RELAXED_LOAD(&stash[j].seq) > RELAXED_LOAD(&stash[best].seq)))
 				best = j;
 		if (best == STRATA_PT_STASH)
 			return 0;
@@ -587,19 +592,28 @@ static void strata_pt_flush_acquired(const void *lock, uint64_t now)
 /* ---- traced paths (out of line: the wrappers' fast path stays a load, a
  * branch and a tail call) ------------------------------------------------ */
 
-
 enum strata_pt_kind {
-	PT_MUTEX_LOCK, PT_MUTEX_TIMEDLOCK, PT_MUTEX_CLOCKLOCK, PT_MUTEX_TRYLOCK,
-	PT_RW_RDLOCK, PT_RW_WRLOCK, PT_RW_CLOCKRDLOCK, PT_RW_CLOCKWRLOCK, PT_RW_TRYRDLOCK, PT_RW_TRYWRLOCK,
-	PT_SEM_WAIT, PT_SEM_TIMEDWAIT, PT_SEM_CLOCKWAIT, PT_SEM_TRYWAIT,
+	PT_MUTEX_LOCK,
+	PT_MUTEX_TIMEDLOCK,
+	PT_MUTEX_CLOCKLOCK,
+	PT_MUTEX_TRYLOCK,
+	PT_RW_RDLOCK,
+	PT_RW_WRLOCK,
+	PT_RW_CLOCKRDLOCK,
+	PT_RW_CLOCKWRLOCK,
+	PT_RW_TRYRDLOCK,
+	PT_RW_TRYWRLOCK,
+	PT_SEM_WAIT,
+	PT_SEM_TIMEDWAIT,
+	PT_SEM_CLOCKWAIT,
+	PT_SEM_TRYWAIT,
 };
 
 /* Emit an acquisition event of kind `k`.  The runtime's reserve/commit
  * calls no pthread function and nests (signal handlers), so only the
  * unwinder runs with the busy flag. */
-static __attribute__((noinline)) void strata_pt_emit_acq(enum strata_pt_kind k, const void *lock,
-							  int ret, int contended, uint64_t wait,
-							  uint64_t caller)
+static __attribute__((noinline)) void strata_pt_emit_acq(enum strata_pt_kind k, const void *lock, int ret,
+							 int contended, uint64_t wait, uint64_t caller)
 {
 	uint64_t stack[STRATA_PT_MAX_DEPTH];
 	strata_pt_check_maps(caller);
@@ -611,20 +625,40 @@ static __attribute__((noinline)) void strata_pt_emit_acq(enum strata_pt_kind k, 
 #define STRATA_PT_ACQ(ev) strata_tracepoint(pthread, ev, a, ret, c, wait, caller, stack, n)
 #define STRATA_PT_TRY(ev) strata_tracepoint(pthread, ev, a, ret, caller, stack, n)
 	switch (k) {
-	case PT_MUTEX_LOCK: STRATA_PT_ACQ(mutex_lock); break;
+	case PT_MUTEX_LOCK:
+		STRATA_PT_ACQ(mutex_lock);
+		break;
 	case PT_MUTEX_TIMEDLOCK: /* fall through */
-	case PT_MUTEX_CLOCKLOCK: STRATA_PT_ACQ(mutex_timedlock); break;
-	case PT_MUTEX_TRYLOCK: STRATA_PT_TRY(mutex_trylock); break;
+	case PT_MUTEX_CLOCKLOCK:
+		STRATA_PT_ACQ(mutex_timedlock);
+		break;
+	case PT_MUTEX_TRYLOCK:
+		STRATA_PT_TRY(mutex_trylock);
+		break;
 	case PT_RW_RDLOCK: /* fall through */
-	case PT_RW_CLOCKRDLOCK: STRATA_PT_ACQ(rwlock_rdlock); break;
+	case PT_RW_CLOCKRDLOCK:
+		STRATA_PT_ACQ(rwlock_rdlock);
+		break;
 	case PT_RW_WRLOCK: /* fall through */
-	case PT_RW_CLOCKWRLOCK: STRATA_PT_ACQ(rwlock_wrlock); break;
-	case PT_RW_TRYRDLOCK: STRATA_PT_TRY(rwlock_tryrdlock); break;
-	case PT_RW_TRYWRLOCK: STRATA_PT_TRY(rwlock_trywrlock); break;
-	case PT_SEM_WAIT: STRATA_PT_ACQ(sem_wait); break;
+	case PT_RW_CLOCKWRLOCK:
+		STRATA_PT_ACQ(rwlock_wrlock);
+		break;
+	case PT_RW_TRYRDLOCK:
+		STRATA_PT_TRY(rwlock_tryrdlock);
+		break;
+	case PT_RW_TRYWRLOCK:
+		STRATA_PT_TRY(rwlock_trywrlock);
+		break;
+	case PT_SEM_WAIT:
+		STRATA_PT_ACQ(sem_wait);
+		break;
 	case PT_SEM_TIMEDWAIT: /* fall through */
-	case PT_SEM_CLOCKWAIT: STRATA_PT_ACQ(sem_timedwait); break;
-	case PT_SEM_TRYWAIT: STRATA_PT_TRY(sem_trywait); break;
+	case PT_SEM_CLOCKWAIT:
+		STRATA_PT_ACQ(sem_timedwait);
+		break;
+	case PT_SEM_TRYWAIT:
+		STRATA_PT_TRY(sem_trywait);
+		break;
 	}
 #undef STRATA_PT_ACQ
 #undef STRATA_PT_TRY
@@ -724,7 +758,8 @@ static __attribute__((noinline)) int strata_pt_cond_wait(int timed, pthread_cond
 	if (RELAXED_LOAD(&pending))
 		strata_pt_flush_acquired(m, t0);
 	int ret = timed == 2 ? REAL(cond_clockwait)(c, m, clk, abstime)
-		: timed ? REAL(cond_timedwait)(c, m, abstime) : REAL(cond_wait)(c, m);
+		  : timed    ? REAL(cond_timedwait)(c, m, abstime)
+			     : REAL(cond_wait)(c, m);
 	uint64_t wait = strata_pt_now() - t0;
 	strata_pt_check_maps(caller);
 	size_t n = strata_pt_stack(stack, caller);
@@ -787,10 +822,10 @@ static __attribute__((noinline)) int strata_pt_sem_post(sem_t *s, uint64_t calle
 /* ---- wrappers: tracing off costs one relaxed load and a branch ----------- */
 
 #define STRATA_PT_WRAPPER(name, sym, start, fail, ev, proto, args, traced) \
-	STRATA_PT_EXPORT int sym proto \
-	{ \
-		if (__builtin_expect(!TRACED(ev), 1)) \
-			return REAL(name) args; \
-		return traced; \
+	STRATA_PT_EXPORT int sym proto                                     \
+	{                                                                  \
+		if (__builtin_expect(!TRACED(ev), 1))                      \
+			return REAL(name) args;                            \
+		return traced;                                             \
 	}
 STRATA_PT_FUNCS(STRATA_PT_WRAPPER)

@@ -34,13 +34,12 @@ static void emit(uint32_t t, uint64_t i)
 {
 	if (i % 2 == 0) {
 		struct demo_ints v = demo_ints_of(t, i);
-		strata_tracepoint(demo, ints, t, i, v.s8, v.u8, v.s16, v.u16, v.s32, v.u32,
-				  v.s64, v.x64);
+		strata_tracepoint(demo, ints, t, i, v.s8, v.u8, v.s16, v.u16, v.s32, v.u32, v.s64, v.x64);
 	} else {
 		struct demo_mix v;
 		demo_mix_of(t, i, &v);
-		strata_tracepoint(demo, mix, t, i, v.f32, v.f64, v.state, v.msg, v.arr,
-				  v.vals, v.n_vals, v.blob, v.n_blob);
+		strata_tracepoint(demo, mix, t, i, v.f32, v.f64, v.state, v.msg, v.arr, v.vals, v.n_vals,
+				  v.blob, v.n_blob);
 	}
 }
 

@@ -41,20 +41,20 @@ static inline struct demo_ints demo_ints_of(uint32_t t, uint64_t i)
 struct demo_mix {
 	float f32;
 	double f64;
-	int32_t state;  /* 0 idle, 1 busy, 10..19 custom */
+	int32_t state; /* 0 idle, 1 busy, 10..19 custom */
 	char msg[48];
 	uint16_t arr[4];
 	int32_t vals[DEMO_SEQ_MAX];
-	size_t n_vals;  /* 0 .. DEMO_SEQ_MAX */
+	size_t n_vals; /* 0 .. DEMO_SEQ_MAX */
 	uint8_t blob[DEMO_BLOB_MAX];
-	size_t n_blob;  /* 0 .. DEMO_BLOB_MAX */
+	size_t n_blob; /* 0 .. DEMO_BLOB_MAX */
 };
 
 static inline void demo_mix_of(uint32_t t, uint64_t i, struct demo_mix *v)
 {
 	size_t k;
-	v->f32 = (float)(i % 1000000) * 0.5f;           /* exact in a float */
-	v->f64 = (double)i / 4.0 + (double)t;            /* exact in a double */
+	v->f32 = (float)(i % 1000000) * 0.5f; /* exact in a float */
+	v->f64 = (double)i / 4.0 + (double)t; /* exact in a double */
 	v->state = (i % 3 == 0) ? 0 : (i % 3 == 1) ? 1 : (int32_t)(10 + (i / 3) % 10);
 	snprintf(v->msg, sizeof v->msg, "t%u-%llu", (unsigned)t, (unsigned long long)i);
 	v->arr[0] = (uint16_t)(i & 0xffff);

@@ -28,9 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-STRATA_EVENT(svc, request, STRATA_LOGLEVEL_INFO,
-	     strata_int(uint64_t, id),
-	     strata_int(uint32_t, latency_us))
+STRATA_EVENT(svc, request, STRATA_LOGLEVEL_INFO, strata_int(uint64_t, id), strata_int(uint32_t, latency_us))
 
 static volatile sig_atomic_t g_quit;
 

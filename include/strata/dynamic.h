@@ -64,10 +64,10 @@ struct strata_dyn_field {
 
 /* One argument of strata_dyn_emit, by the kind of its field. */
 union strata_dyn_value {
-	int64_t i;        /* INTEGER, signed (truncated to the field's size) */
-	uint64_t u;       /* INTEGER, unsigned */
-	double f;         /* FLOAT (rounded to float for a 4-byte field) */
-	const char *s;    /* STRING (NULL is recorded as "(null)") */
+	int64_t i;     /* INTEGER, signed (truncated to the field's size) */
+	uint64_t u;    /* INTEGER, unsigned */
+	double f;      /* FLOAT (rounded to float for a 4-byte field) */
+	const char *s; /* STRING (NULL is recorded as "(null)") */
 	struct {
 		const void *ptr; /* ARRAY: `length` elements; SEQUENCE: `len` */
 		size_t len;
@@ -90,8 +90,7 @@ typedef struct strata_tracepoint strata_dyn_event;
  *   -EBUSY   called from a signal handler interrupting a Strata control call
  */
 int strata_dyn_declare(const char *provider, const char *name, int loglevel,
-		       const struct strata_dyn_field *fields, uint32_t n_fields,
-		       strata_dyn_event **out);
+		       const struct strata_dyn_field *fields, uint32_t n_fields, strata_dyn_event **out);
 
 /* A sentence for a code strata_dyn_declare returned (never NULL). */
 const char *strata_dyn_strerror(int err);
@@ -107,8 +106,7 @@ static inline int strata_dyn_enabled(const strata_dyn_event *ev)
  * argument of field i; n_values must equal the declared field count (else
  * nothing is recorded, and the runtime warns once).
  */
-void strata_dyn_emit(strata_dyn_event *ev, const union strata_dyn_value *values,
-		     uint32_t n_values);
+void strata_dyn_emit(strata_dyn_event *ev, const union strata_dyn_value *values, uint32_t n_values);
 
 /*
  * Records the event from its payload already laid out as the trace stores

@@ -68,7 +68,7 @@ extern "C" {
 struct strata_probe_event {
 	const struct strata_event_desc *desc; /* provider, name, log level, fields */
 	const void *const *argv;
-	uint64_t timestamp;                   /* ns, the clock events are stamped with */
+	uint64_t timestamp; /* ns, the clock events are stamped with */
 	struct strata_tracepoint *tp;
 };
 
@@ -108,8 +108,7 @@ static inline int strata_probe_field_index(const struct strata_event_desc *d, co
 }
 
 /* Where field `field`'s first argv entry is (sequences take two). */
-static inline const void *const *strata_probe__arg(const struct strata_probe_event *ev,
-						   uint32_t field)
+static inline const void *const *strata_probe__arg(const struct strata_probe_event *ev, uint32_t field)
 {
 	uint32_t k = 0;
 	for (uint32_t i = 0; i < field; i++)
@@ -121,10 +120,26 @@ static inline const void *const *strata_probe__arg(const struct strata_probe_eve
 static inline int64_t strata_probe__load_int(const void *p, unsigned size, int is_signed)
 {
 	switch (size) {
-	case 1: { uint8_t v; memcpy(&v, p, 1); return is_signed ? (int64_t)(int8_t)v : (int64_t)v; }
-	case 2: { uint16_t v; memcpy(&v, p, 2); return is_signed ? (int64_t)(int16_t)v : (int64_t)v; }
-	case 4: { uint32_t v; memcpy(&v, p, 4); return is_signed ? (int64_t)(int32_t)v : (int64_t)v; }
-	default: { int64_t v; memcpy(&v, p, 8); return v; }
+	case 1: {
+		uint8_t v;
+		memcpy(&v, p, 1);
+		return is_signed ? (int64_t)(int8_t)v : (int64_t)v;
+	}
+	case 2: {
+		uint16_t v;
+		memcpy(&v, p, 2);
+		return is_signed ? (int64_t)(int16_t)v : (int64_t)v;
+	}
+	case 4: {
+		uint32_t v;
+		memcpy(&v, p, 4);
+		return is_signed ? (int64_t)(int32_t)v : (int64_t)v;
+	}
+	default: {
+		int64_t v;
+		memcpy(&v, p, 8);
+		return v;
+	}
 	}
 }
 
@@ -182,8 +197,7 @@ static inline size_t strata_probe_count(const struct strata_probe_event *ev, uin
 
 /* ARRAY or SEQUENCE field: element i, widened as strata_probe_int does
  * (0 beyond the count or for another kind). */
-static inline int64_t strata_probe_elem(const struct strata_probe_event *ev, uint32_t field,
-					size_t i)
+static inline int64_t strata_probe_elem(const struct strata_probe_event *ev, uint32_t field, size_t i)
 {
 	if (i >= strata_probe_count(ev, field))
 		return 0;

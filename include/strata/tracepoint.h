@@ -87,11 +87,11 @@ struct strata_enum_desc {
 
 struct strata_field_desc {
 	const char *name;
-	uint8_t kind;       /* enum strata_field_kind */
-	uint8_t size;       /* bytes of the integer, float or element */
+	uint8_t kind; /* enum strata_field_kind */
+	uint8_t size; /* bytes of the integer, float or element */
 	uint8_t is_signed;
 	uint8_t base;
-	uint32_t length;    /* ARRAY only */
+	uint32_t length;                          /* ARRAY only */
 	const struct strata_enum_desc *enum_desc; /* ENUM only */
 };
 
@@ -115,9 +115,9 @@ struct strata_event_desc {
  */
 struct strata_tracepoint {
 	uint32_t state;
-	uint32_t magic;       /* STRATA_TP_MAGIC */
+	uint32_t magic; /* STRATA_TP_MAGIC */
 	const struct strata_event_desc *desc;
-	uint32_t id;          /* assigned by the runtime at registration */
+	uint32_t id; /* assigned by the runtime at registration */
 	uint32_t reserved;
 };
 #define STRATA_TP_MAGIC 0x5354504bu
@@ -128,14 +128,13 @@ struct strata_tracepoint {
 
 /* What the generated code hands the runtime for one record. */
 struct strata_reservation {
-	char *rec;       /* where the payload goes (after the record's header) */
-	void *lane;      /* runtime-private */
-	uint64_t size;   /* bytes reserved */
+	char *rec;     /* where the payload goes (after the record's header) */
+	void *lane;    /* runtime-private */
+	uint64_t size; /* bytes reserved */
 };
 
 /* Runtime entry points (libstrata).  Not for direct use. */
-int strata_reserve(struct strata_reservation *r, struct strata_tracepoint *tp,
-		   unsigned slot, size_t size);
+int strata_reserve(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot, size_t size);
 void strata_commit(struct strata_reservation *r);
 /* argv[i] points at argument i (for sequences, the pointer, then the length). */
 int strata_filter_pass(struct strata_tracepoint *tp, unsigned slot, const void *const *argv);
@@ -152,10 +151,12 @@ void strata_unregister_tracepoints(struct strata_tracepoint *const *start,
 #define STRATA__TP(p, e) strata__tp__##p##__##e
 #define STRATA__EMIT(p, e) strata__emit__##p##__##e
 
-#define STRATA__NARG(...) STRATA__NARG_(__VA_ARGS__, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, \
-	21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
-#define STRATA__NARG_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, \
-	_17, _18, _19, _20, _21, _22, _23, _24, _25, _26, _27, _28, _29, _30, _31, _32, N, ...) N
+#define STRATA__NARG(...)                                                                                  \
+	STRATA__NARG_(__VA_ARGS__, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, \
+		      14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define STRATA__NARG_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, \
+		      _20, _21, _22, _23, _24, _25, _26, _27, _28, _29, _30, _31, _32, N, ...)              \
+	N
 
 /* STRATA__FE(op, a, b, c) -> op(a, 0) op(b, 1) op(c, 2) */
 #define STRATA__FE(op, ...) STRATA__CAT(STRATA__FE_, STRATA__NARG(__VA_ARGS__))(op, 0, __VA_ARGS__)
@@ -207,26 +208,44 @@ void strata_unregister_tracepoints(struct strata_tracepoint *const *start,
 #define STRATA__SIZE_INT(n, c, x, i) o_ += sizeof(c);
 #define STRATA__SIZE_FLOAT STRATA__SIZE_INT
 #define STRATA__SIZE_ENUM STRATA__SIZE_INT
-#define STRATA__SIZE_STRING(n, c, x, i) \
-	const char *s_##n = (n) ? (n) : "(null)"; size_t l_##n = strlen(s_##n) + 1; o_ += l_##n;
+#define STRATA__SIZE_STRING(n, c, x, i)           \
+	const char *s_##n = (n) ? (n) : "(null)"; \
+	size_t l_##n = strlen(s_##n) + 1;         \
+	o_ += l_##n;
 #define STRATA__SIZE_ARRAY(n, c, x, i) o_ += sizeof(c) * (size_t)(x);
-#define STRATA__SIZE_SEQ(n, c, x, i) \
-	size_t l_##n = (n) ? n##_len : 0; if (l_##n > 0xffffffu) l_##n = 0xffffffu; \
+#define STRATA__SIZE_SEQ(n, c, x, i)      \
+	size_t l_##n = (n) ? n##_len : 0; \
+	if (l_##n > 0xffffffu)            \
+		l_##n = 0xffffffu;        \
 	o_ += 4 + sizeof(c) * l_##n;
 #define STRATA__SIZE_BYTES STRATA__SIZE_SEQ
 
 /* op WRITE: store at rec + o */
 #define STRATA__WRITE(t, i) STRATA__DISPATCH(STRATA__WRITE, t, i)
-#define STRATA__WRITE_INT(n, c, x, i) \
-	{ c v_ = (n); memcpy(r_.rec + o_, &v_, sizeof(c)); o_ += sizeof(c); }
+#define STRATA__WRITE_INT(n, c, x, i)                \
+	{                                            \
+		c v_ = (n);                          \
+		memcpy(r_.rec + o_, &v_, sizeof(c)); \
+		o_ += sizeof(c);                     \
+	}
 #define STRATA__WRITE_FLOAT STRATA__WRITE_INT
 #define STRATA__WRITE_ENUM STRATA__WRITE_INT
-#define STRATA__WRITE_STRING(n, c, x, i) memcpy(r_.rec + o_, s_##n, l_##n); o_ += l_##n;
-#define STRATA__WRITE_ARRAY(n, c, x, i) \
-	memcpy(r_.rec + o_, (n), sizeof(c) * (size_t)(x)); o_ += sizeof(c) * (size_t)(x);
-#define STRATA__WRITE_SEQ(n, c, x, i) \
-	{ uint32_t len_ = (uint32_t)l_##n; memcpy(r_.rec + o_, &len_, 4); o_ += 4; } \
-	if (l_##n) { memcpy(r_.rec + o_, (n), sizeof(c) * l_##n); o_ += sizeof(c) * l_##n; }
+#define STRATA__WRITE_STRING(n, c, x, i)   \
+	memcpy(r_.rec + o_, s_##n, l_##n); \
+	o_ += l_##n;
+#define STRATA__WRITE_ARRAY(n, c, x, i)                    \
+	memcpy(r_.rec + o_, (n), sizeof(c) * (size_t)(x)); \
+	o_ += sizeof(c) * (size_t)(x);
+#define STRATA__WRITE_SEQ(n, c, x, i)                        \
+	{                                                    \
+		uint32_t len_ = (uint32_t)l_##n;             \
+		memcpy(r_.rec + o_, &len_, 4);               \
+		o_ += 4;                                     \
+	}                                                    \
+	if (l_##n) {                                         \
+		memcpy(r_.rec + o_, (n), sizeof(c) * l_##n); \
+		o_ += sizeof(c) * l_##n;                     \
+	}
 #define STRATA__WRITE_BYTES STRATA__WRITE_SEQ
 
 /* op ARGV: pointers to the arguments, for field filters */
@@ -242,16 +261,12 @@ void strata_unregister_tracepoints(struct strata_tracepoint *const *start,
 /* op DESC: field descriptor initialisers */
 #define STRATA__SIGNED(c) ((c)-1 < (c)1)
 #define STRATA__DESC(t, i) STRATA__DISPATCH(STRATA__DESC, t, i)
-#define STRATA__DESC_INT(n, c, x, i) \
-	{ #n, STRATA_FIELD_INTEGER, sizeof(c), STRATA__SIGNED(c), x, 0, NULL },
-#define STRATA__DESC_FLOAT(n, c, x, i) { #n, STRATA_FIELD_FLOAT, sizeof(c), 1, 10, 0, NULL },
-#define STRATA__DESC_ENUM(n, c, x, i) \
-	{ #n, STRATA_FIELD_ENUM, sizeof(c), STRATA__SIGNED(c), 10, 0, &x },
-#define STRATA__DESC_STRING(n, c, x, i) { #n, STRATA_FIELD_STRING, 1, 0, 10, 0, NULL },
-#define STRATA__DESC_ARRAY(n, c, x, i) \
-	{ #n, STRATA_FIELD_ARRAY, sizeof(c), STRATA__SIGNED(c), 10, x, NULL },
-#define STRATA__DESC_SEQ(n, c, x, i) \
-	{ #n, STRATA_FIELD_SEQUENCE, sizeof(c), STRATA__SIGNED(c), x, 0, NULL },
+#define STRATA__DESC_INT(n, c, x, i) {#n, STRATA_FIELD_INTEGER, sizeof(c), STRATA__SIGNED(c), x, 0, NULL},
+#define STRATA__DESC_FLOAT(n, c, x, i) {#n, STRATA_FIELD_FLOAT, sizeof(c), 1, 10, 0, NULL},
+#define STRATA__DESC_ENUM(n, c, x, i) {#n, STRATA_FIELD_ENUM, sizeof(c), STRATA__SIGNED(c), 10, 0, &x},
+#define STRATA__DESC_STRING(n, c, x, i) {#n, STRATA_FIELD_STRING, 1, 0, 10, 0, NULL},
+#define STRATA__DESC_ARRAY(n, c, x, i) {#n, STRATA_FIELD_ARRAY, sizeof(c), STRATA__SIGNED(c), 10, x, NULL},
+#define STRATA__DESC_SEQ(n, c, x, i) {#n, STRATA_FIELD_SEQUENCE, sizeof(c), STRATA__SIGNED(c), x, 0, NULL},
 #define STRATA__DESC_BYTES STRATA__DESC_SEQ
 
 /* op CHECK: compile-time type-class checks on the parameter types */
@@ -259,14 +274,19 @@ void strata_unregister_tracepoints(struct strata_tracepoint *const *start,
 } /* extern "C" */
 #include <type_traits>
 namespace strata_detail {
-template <typename T> constexpr bool is_int() { return std::is_integral<T>::value || std::is_enum<T>::value; }
+template <typename T> constexpr bool is_int()
+{
+	return std::is_integral<T>::value || std::is_enum<T>::value;
 }
+} // namespace strata_detail
 #define STRATA__CHECK(t, i) STRATA__DISPATCH(STRATA__CHECK, t, i)
-#define STRATA__CHECK_INT(n, c, x, i) \
-	static_assert(strata_detail::is_int<c>() && sizeof(c) <= 8, "strata_int/hex/enum: field type must be an integer type of 1 to 8 bytes");
+#define STRATA__CHECK_INT(n, c, x, i)                               \
+	static_assert(strata_detail::is_int<c>() && sizeof(c) <= 8, \
+		      "strata_int/hex/enum: field type must be an integer type of 1 to 8 bytes");
 #define STRATA__CHECK_ENUM STRATA__CHECK_INT
-#define STRATA__CHECK_FLOAT(n, c, x, i) \
-	static_assert(std::is_same<c, float>::value || std::is_same<c, double>::value, "strata_float: field type must be float or double");
+#define STRATA__CHECK_FLOAT(n, c, x, i)                                                \
+	static_assert(std::is_same<c, float>::value || std::is_same<c, double>::value, \
+		      "strata_float: field type must be float or double");
 #define STRATA__CHECK_STRING(n, c, x, i)
 #define STRATA__CHECK_ARRAY STRATA__CHECK_INT
 #define STRATA__CHECK_SEQ STRATA__CHECK_INT
@@ -274,12 +294,14 @@ template <typename T> constexpr bool is_int() { return std::is_integral<T>::valu
 extern "C" {
 #else
 #define STRATA__CHECK(t, i) STRATA__DISPATCH(STRATA__CHECK, t, i)
-#define STRATA__CHECK_INT(n, c, x, i) \
-	_Static_assert(_Generic((c)0, float: 0, double: 0, long double: 0, default: 1) && sizeof(c) <= 8, \
+#define STRATA__CHECK_INT(n, c, x, i)                                                         \
+	_Static_assert(_Generic((c)0, float : 0, double : 0, long double : 0, default : 1) && \
+			       sizeof(c) <= 8,                                                \
 		       "strata_int/hex/enum: field type must be an integer type of 1 to 8 bytes");
 #define STRATA__CHECK_ENUM STRATA__CHECK_INT
-#define STRATA__CHECK_FLOAT(n, c, x, i) \
-	_Static_assert(_Generic((c)0, float: 1, double: 1, default: 0), "strata_float: field type must be float or double");
+#define STRATA__CHECK_FLOAT(n, c, x, i)                                    \
+	_Static_assert(_Generic((c)0, float : 1, double : 1, default : 0), \
+		       "strata_float: field type must be float or double");
 #define STRATA__CHECK_STRING(n, c, x, i)
 #define STRATA__CHECK_ARRAY STRATA__CHECK_INT
 #define STRATA__CHECK_SEQ STRATA__CHECK_INT
@@ -293,16 +315,15 @@ extern "C" {
  * only warn about are turned into errors for the call.
  */
 #ifdef __cplusplus
-#define STRATA__CALL_BEGIN _Pragma("GCC diagnostic push") \
-	_Pragma("GCC diagnostic error \"-Wfloat-conversion\"")
+#define STRATA__CALL_BEGIN \
+	_Pragma("GCC diagnostic push") _Pragma("GCC diagnostic error \"-Wfloat-conversion\"")
 #define STRATA__CALL_END _Pragma("GCC diagnostic pop")
 #else
-#define STRATA__CALL_BEGIN _Pragma("GCC diagnostic push") \
-	_Pragma("GCC diagnostic error \"-Wfloat-conversion\"") \
-	_Pragma("GCC diagnostic error \"-Wint-conversion\"") \
-	_Pragma("GCC diagnostic error \"-Wincompatible-pointer-types\"") \
-	_Pragma("GCC diagnostic error \"-Wpointer-sign\"") \
-	STRATA__CALL_QUAL
+#define STRATA__CALL_BEGIN                                                                    \
+	_Pragma("GCC diagnostic push") _Pragma("GCC diagnostic error \"-Wfloat-conversion\"") \
+		_Pragma("GCC diagnostic error \"-Wint-conversion\"")                          \
+			_Pragma("GCC diagnostic error \"-Wincompatible-pointer-types\"")      \
+				_Pragma("GCC diagnostic error \"-Wpointer-sign\"") STRATA__CALL_QUAL
 #ifdef __clang__
 #define STRATA__CALL_QUAL _Pragma("GCC diagnostic error \"-Wincompatible-pointer-types-discards-qualifiers\"")
 #else
@@ -314,10 +335,10 @@ extern "C" {
 #define STRATA__HIDDEN __attribute__((visibility("hidden")))
 
 /* Probes first (strata/probe.h): they see the arguments, not a record. */
-#define STRATA__PROBES(st, ...) \
-	if (__builtin_expect((st) & STRATA_TP_PROBED, 0)) { \
-		const void *const pargv_[] = { __VA_ARGS__ NULL }; \
-		strata_probe_fire(tp_, pargv_); \
+#define STRATA__PROBES(st, ...)                                  \
+	if (__builtin_expect((st)&STRATA_TP_PROBED, 0)) {        \
+		const void *const pargv_[] = {__VA_ARGS__ NULL}; \
+		strata_probe_fire(tp_, pargv_);                  \
 	}
 
 /* The emitter: computes the size, calls the probes, then for every slot
@@ -334,50 +355,50 @@ extern "C" {
 #define STRATA__NAME_ARRAY STRATA__NAME_INT
 #define STRATA__NAME_SEQ(n, c, x, i) , n, n##_len
 #define STRATA__NAME_BYTES STRATA__NAME_SEQ
-#define STRATA__EMIT_SLOTS(...) \
-	while (m_) { \
-		unsigned slot_ = (unsigned)__builtin_ctz(m_); \
-		struct strata_reservation r_; \
-		m_ &= m_ - 1; \
-		if (st_ & STRATA_TP_FILTERED) { \
-			const void *const argv_[] = { STRATA__FE(STRATA__ARGV, __VA_ARGS__) NULL }; \
-			if (!strata_filter_pass(tp_, slot_, argv_)) \
-				continue; \
-		} \
-		if (!strata_reserve(&r_, tp_, slot_, size_)) \
-			continue; \
-		o_ = 0; \
-		STRATA__FE(STRATA__WRITE, __VA_ARGS__) \
-		strata_commit(&r_); \
+#define STRATA__EMIT_SLOTS(...)                                                                   \
+	while (m_) {                                                                              \
+		unsigned slot_ = (unsigned)__builtin_ctz(m_);                                     \
+		struct strata_reservation r_;                                                     \
+		m_ &= m_ - 1;                                                                     \
+		if (st_ & STRATA_TP_FILTERED) {                                                   \
+			const void *const argv_[] = {STRATA__FE(STRATA__ARGV, __VA_ARGS__) NULL}; \
+			if (!strata_filter_pass(tp_, slot_, argv_))                               \
+				continue;                                                         \
+		}                                                                                 \
+		if (!strata_reserve(&r_, tp_, slot_, size_))                                      \
+			continue;                                                                 \
+		o_ = 0;                                                                           \
+		STRATA__FE(STRATA__WRITE, __VA_ARGS__)                                            \
+		strata_commit(&r_);                                                               \
 	}
-#define STRATA__EMITTER(prov, ev, ...) \
-	static __attribute__((noinline, unused)) void STRATA__EMIT_FULL(prov, ev)( \
-		struct strata_tracepoint *tp_, uint32_t st_ STRATA__FE(STRATA__PARAM, __VA_ARGS__)) \
-	{ \
-		size_t o_ = 0; \
-		uint32_t m_ = st_ & STRATA_TP_SLOTS_MASK; \
-		STRATA__FE(STRATA__SIZE, __VA_ARGS__) \
-		STRATA__PROBES(st_, STRATA__FE(STRATA__ARGV, __VA_ARGS__)) \
-		{ \
-			const size_t size_ = o_; \
-			STRATA__EMIT_SLOTS(__VA_ARGS__) \
-		} \
-	} \
-	static __attribute__((noinline, unused)) void STRATA__EMIT(prov, ev)( \
-		struct strata_tracepoint *tp_ STRATA__FE(STRATA__PARAM, __VA_ARGS__)) \
-	{ \
-		size_t o_ = 0; \
-		const uint32_t st_ = __atomic_load_n(&tp_->state, __ATOMIC_RELAXED); \
-		uint32_t m_ = st_ & STRATA_TP_SLOTS_MASK; \
-		if (__builtin_expect(st_ & (STRATA_TP_PROBED | STRATA_TP_FILTERED), 0)) { \
+#define STRATA__EMITTER(prov, ev, ...)                                                               \
+	static __attribute__((noinline, unused)) void STRATA__EMIT_FULL(prov, ev)(                   \
+		struct strata_tracepoint * tp_, uint32_t st_ STRATA__FE(STRATA__PARAM, __VA_ARGS__)) \
+	{                                                                                            \
+		size_t o_ = 0;                                                                       \
+		uint32_t m_ = st_ & STRATA_TP_SLOTS_MASK;                                            \
+		STRATA__FE(STRATA__SIZE, __VA_ARGS__)                                                \
+		STRATA__PROBES(st_, STRATA__FE(STRATA__ARGV, __VA_ARGS__))                           \
+		{                                                                                    \
+			const size_t size_ = o_;                                                     \
+			STRATA__EMIT_SLOTS(__VA_ARGS__)                                              \
+		}                                                                                    \
+	}                                                                                            \
+	static __attribute__((noinline, unused)) void STRATA__EMIT(prov, ev)(                        \
+		struct strata_tracepoint * tp_ STRATA__FE(STRATA__PARAM, __VA_ARGS__))               \
+	{                                                                                            \
+		size_t o_ = 0;                                                                       \
+		const uint32_t st_ = __atomic_load_n(&tp_->state, __ATOMIC_RELAXED);                 \
+		uint32_t m_ = st_ & STRATA_TP_SLOTS_MASK;                                            \
+		if (__builtin_expect(st_ & (STRATA_TP_PROBED | STRATA_TP_FILTERED), 0)) {            \
 			STRATA__EMIT_FULL(prov, ev)(tp_, st_ STRATA__FE(STRATA__NAME, __VA_ARGS__)); \
-			return; \
-		} \
-		STRATA__FE(STRATA__SIZE, __VA_ARGS__) \
-		{ \
-			const size_t size_ = o_; \
-			STRATA__EMIT_SLOTS(__VA_ARGS__) \
-		} \
+			return;                                                                      \
+		}                                                                                    \
+		STRATA__FE(STRATA__SIZE, __VA_ARGS__)                                                \
+		{                                                                                    \
+			const size_t size_ = o_;                                                     \
+			STRATA__EMIT_SLOTS(__VA_ARGS__)                                              \
+		}                                                                                    \
 	}
 
 #ifdef __cplusplus
@@ -386,38 +407,44 @@ extern "C" {
 #define STRATA__EXTERN_TP(prov, ev) extern STRATA__HIDDEN struct strata_tracepoint STRATA__TP(prov, ev);
 #endif
 
-#define STRATA__EVENT_COMMON(prov, ev, ...) \
+#define STRATA__EVENT_COMMON(prov, ev, ...)    \
 	STRATA__FE(STRATA__CHECK, __VA_ARGS__) \
-	STRATA__EXTERN_TP(prov, ev) \
+	STRATA__EXTERN_TP(prov, ev)            \
 	STRATA__EMITTER(prov, ev, __VA_ARGS__)
 
 /* ---- public declaration macros ----------------------------------------- */
-#define STRATA_ENUM_VALUE(label, value) { label, (int64_t)(value), (int64_t)(value) }
-#define STRATA_ENUM_RANGE(label, first, last) { label, (int64_t)(first), (int64_t)(last) }
+#define STRATA_ENUM_VALUE(label, value)                   \
+	{                                                 \
+		label, (int64_t)(value), (int64_t)(value) \
+	}
+#define STRATA_ENUM_RANGE(label, first, last)            \
+	{                                                \
+		label, (int64_t)(first), (int64_t)(last) \
+	}
 
 /* STRATA_EVENT(provider, event, loglevel, fields...): 1 to 16 fields. */
-#define STRATA_EVENT(prov, ev, loglevel, ...) \
-	STRATA__EVENT_COMMON(prov, ev, __VA_ARGS__) \
+#define STRATA_EVENT(prov, ev, loglevel, ...)                               \
+	STRATA__EVENT_COMMON(prov, ev, __VA_ARGS__)                         \
 	STRATA__DEFINE_EVENT(prov, ev, loglevel, STRATA__NARG(__VA_ARGS__), \
 			     STRATA__FE(STRATA__DESC, __VA_ARGS__))
 
 /* An event with no fields. */
-#define STRATA_EVENT_NOARGS(prov, ev, loglevel) \
-	STRATA__EXTERN_TP(prov, ev) \
-	static __attribute__((noinline, unused)) void STRATA__EMIT(prov, ev)(struct strata_tracepoint *tp_) \
-	{ \
-		uint32_t st_ = __atomic_load_n(&tp_->state, __ATOMIC_RELAXED); \
-		uint32_t m_ = st_ & STRATA_TP_SLOTS_MASK; \
-		STRATA__PROBES(st_, ) \
-		while (m_) { \
-			struct strata_reservation r_; \
-			unsigned slot_ = (unsigned)__builtin_ctz(m_); \
-			m_ &= m_ - 1; \
-			if (strata_reserve(&r_, tp_, slot_, 0)) \
-				strata_commit(&r_); \
-		} \
-	} \
-	STRATA__DEFINE_EVENT(prov, ev, loglevel, 0, { NULL, 0, 0, 0, 0, 0, NULL })
+#define STRATA_EVENT_NOARGS(prov, ev, loglevel)                                                              \
+	STRATA__EXTERN_TP(prov, ev)                                                                          \
+	static __attribute__((noinline, unused)) void STRATA__EMIT(prov, ev)(struct strata_tracepoint * tp_) \
+	{                                                                                                    \
+		uint32_t st_ = __atomic_load_n(&tp_->state, __ATOMIC_RELAXED);                               \
+		uint32_t m_ = st_ & STRATA_TP_SLOTS_MASK;                                                    \
+		STRATA__PROBES(st_, )                                                                        \
+		while (m_) {                                                                                 \
+			struct strata_reservation r_;                                                        \
+			unsigned slot_ = (unsigned)__builtin_ctz(m_);                                        \
+			m_ &= m_ - 1;                                                                        \
+			if (strata_reserve(&r_, tp_, slot_, 0))                                              \
+				strata_commit(&r_);                                                          \
+		}                                                                                            \
+	}                                                                                                    \
+	STRATA__DEFINE_EVENT(prov, ev, loglevel, 0, {NULL, 0, 0, 0, 0, 0, NULL})
 
 /* STRATA_ENUM(provider, enum, labels...): labels are STRATA_ENUM_VALUE/RANGE. */
 #define STRATA_ENUM(prov, en, ...) STRATA__DEFINE_ENUM(prov, en, __VA_ARGS__)
@@ -426,12 +453,12 @@ extern "C" {
 #define strata_tracepoint_enabled(prov, ev) \
 	__builtin_expect(__atomic_load_n(&STRATA__TP(prov, ev).state, __ATOMIC_RELAXED) != 0, 0)
 
-#define strata_tracepoint(prov, ev, ...) \
-	do { \
-		STRATA__CALL_BEGIN \
-		if (strata_tracepoint_enabled(prov, ev)) \
+#define strata_tracepoint(prov, ev, ...)                                              \
+	do {                                                                          \
+		STRATA__CALL_BEGIN                                                    \
+		if (strata_tracepoint_enabled(prov, ev))                              \
 			STRATA__EMIT(prov, ev)(&STRATA__TP(prov, ev), ##__VA_ARGS__); \
-		STRATA__CALL_END \
+		STRATA__CALL_END                                                      \
 	} while (0)
 
 #ifdef __cplusplus
@@ -457,25 +484,33 @@ extern "C" {
 #define STRATA__EXTERN_C_END
 #define STRATA__EXTERN_DECL extern
 #endif
-#define STRATA__DEFINE_EVENT(prov, ev, loglevel, nfields, ...) \
-	static const struct strata_field_desc strata__fields__##prov##__##ev[] = { __VA_ARGS__ }; \
-	static const struct strata_event_desc strata__desc__##prov##__##ev = { \
-		STRATA_API_VERSION, (uint32_t)(loglevel), #prov, #ev, nfields, \
-		strata__fields__##prov##__##ev }; \
+#define STRATA__DEFINE_EVENT(prov, ev, loglevel, nfields, ...)                                  \
+	static const struct strata_field_desc strata__fields__##prov##__##ev[] = {__VA_ARGS__}; \
+	static const struct strata_event_desc strata__desc__##prov##__##ev = {                  \
+		STRATA_API_VERSION,                                                             \
+		(uint32_t)(loglevel),                                                           \
+		#prov,                                                                          \
+		#ev,                                                                            \
+		nfields,                                                                        \
+		strata__fields__##prov##__##ev};                                                \
 	STRATA__EXTERN_C_BEGIN STRATA__HIDDEN struct strata_tracepoint STRATA__TP(prov, ev) = { \
-		0, STRATA_TP_MAGIC, &strata__desc__##prov##__##ev, 0, 0 }; STRATA__EXTERN_C_END \
-	static struct strata_tracepoint *const strata__tpptr__##prov##__##ev \
-		__attribute__((used, section("strata_tp"), aligned(sizeof(void *)))) = &STRATA__TP(prov, ev);
-#define STRATA__DEFINE_ENUM(prov, en, ...) \
-	static const struct strata_enum_label strata__labels__##prov##__##en[] = { __VA_ARGS__ }; \
-	static const struct strata_enum_desc strata__enum__##prov##__##en = { #en, \
-		sizeof(strata__labels__##prov##__##en) / sizeof(struct strata_enum_label), \
-		strata__labels__##prov##__##en };
+		0, STRATA_TP_MAGIC, &strata__desc__##prov##__##ev, 0, 0};                       \
+	STRATA__EXTERN_C_END                                                                    \
+	static struct strata_tracepoint *const strata__tpptr__##prov##__##ev                    \
+		__attribute__((used, section("strata_tp"), aligned(sizeof(void *)))) =          \
+			&STRATA__TP(prov, ev);
+#define STRATA__DEFINE_ENUM(prov, en, ...)                                                      \
+	static const struct strata_enum_label strata__labels__##prov##__##en[] = {__VA_ARGS__}; \
+	static const struct strata_enum_desc strata__enum__##prov##__##en = {                   \
+		#en, sizeof(strata__labels__##prov##__##en) / sizeof(struct strata_enum_label), \
+		strata__labels__##prov##__##en};
 #ifndef STRATA__MODULE_CTOR_DONE
 #define STRATA__MODULE_CTOR_DONE
 /* Registers this module's "strata_tp" section; the runtime ignores repeats. */
-STRATA__EXTERN_DECL struct strata_tracepoint *const __start_strata_tp[] __attribute__((weak, visibility("hidden")));
-STRATA__EXTERN_DECL struct strata_tracepoint *const __stop_strata_tp[] __attribute__((weak, visibility("hidden")));
+STRATA__EXTERN_DECL struct strata_tracepoint *const __start_strata_tp[]
+	__attribute__((weak, visibility("hidden")));
+STRATA__EXTERN_DECL struct strata_tracepoint *const __stop_strata_tp[]
+	__attribute__((weak, visibility("hidden")));
 static void __attribute__((constructor(101), used)) strata__module_ctor(void)
 {
 	strata_register_tracepoints(__start_strata_tp, __stop_strata_tp);

@@ -41,7 +41,8 @@ int CtlClient::open(const std::string &path, std::string &err)
 		const char *env = getenv("STRATA_CONSUMERD_SOCKET");
 		err = env && *env ? "STRATA_CONSUMERD_SOCKET is " + std::to_string(strlen(env)) +
 					    " bytes long: a socket path is at most 107 bytes"
-				  : "no socket path: set STRATA_CONSUMERD_SOCKET, or XDG_RUNTIME_DIR to a shorter directory";
+				  : "no socket path: set STRATA_CONSUMERD_SOCKET, or XDG_RUNTIME_DIR to a "
+				    "shorter directory";
 	}
 	for (const std::string &p : paths) {
 		r = proto::connect_unix(p, proto::now_ms() + timeout_ms);
@@ -51,8 +52,8 @@ int CtlClient::open(const std::string &path, std::string &err)
 			continue;
 		}
 		if (r == -ENAMETOOLONG) {
-			err = "cannot connect to " + p + ": a socket path is at most 107 bytes, this one is " +
-			      std::to_string(p.size());
+			err = "cannot connect to " + p +
+			      ": a socket path is at most 107 bytes, this one is " + std::to_string(p.size());
 			continue;
 		}
 		if (r < 0) {
@@ -67,8 +68,8 @@ int CtlClient::open(const std::string &path, std::string &err)
 		proto::Message ans;
 		r = call(h, ans, err);
 		if (r == 0 && ans.type() != proto::Type::HelloReply) {
-			err = ans.type() == proto::Type::Reply ? std::get<proto::Reply>(ans.body).text :
-								 "unexpected answer to HELLO";
+			err = ans.type() == proto::Type::Reply ? std::get<proto::Reply>(ans.body).text
+							       : "unexpected answer to HELLO";
 			r = -EPROTO;
 		}
 		if (r == 0) {

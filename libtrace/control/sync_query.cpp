@@ -108,7 +108,7 @@ struct State {
 	char paths[2][kPathMax];
 	int n_paths;
 	char comm[64];
-	int signo;                      // asynchronous enablement signal, 0: none
+	int signo; // asynchronous enablement signal, 0: none
 	int64_t timeout_ms;
 	uint64_t joined[proto::kMaxSlots]; // session id of each open slot, 0: closed
 	uint32_t seq;
@@ -247,9 +247,9 @@ bool encode_hello_register(Writer &w, uint32_t flags, bool list_events, uint64_t
 	rw.version = w.version;
 	// Every name under one hold of the registry, not one lock per event.
 	const bool held = list_events && strata_rt_registry_hold() == 0;
-	proto::pc::encode_register(rw, ++s.seq, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getuid()), flags,
-				   static_cast<uint32_t>(s.signo), s.comm,
-				   held ? strata_rt_event_name_held : strata_rt_event_name,
+	proto::pc::encode_register(rw, ++s.seq, static_cast<uint32_t>(getpid()),
+				   static_cast<uint32_t>(getuid()), flags, static_cast<uint32_t>(s.signo),
+				   s.comm, held ? strata_rt_event_name_held : strata_rt_event_name,
 				   list_events ? strata_rt_event_count() : 0, table_gen);
 	if (held)
 		strata_rt_registry_release();
@@ -503,7 +503,8 @@ int lazy_handoff(unsigned slot, int memfd, const void *ctx)
 	static uint8_t out[1024]; // under the runtime's control lock
 	char err[24];
 	const int64_t dl = s.timeout_ms > 0 ? -s.timeout_ms : 0;
-	int r = h.path < static_cast<uint32_t>(s.n_paths) ? proto::connect_unix(s.paths[h.path], dl) : -EINVAL;
+	int r = h.path < static_cast<uint32_t>(s.n_paths) ? proto::connect_unix(s.paths[h.path], dl)
+							  : -EINVAL;
 	if (r >= 0) {
 		const int fd = r;
 		Writer w(out, sizeof out);
@@ -511,10 +512,12 @@ int lazy_handoff(unsigned slot, int memfd, const void *ctx)
 		proto::pc::encode_hello(w, 1);
 		Writer rw(out + w.len, sizeof out - w.len);
 		rw.version = 4;
-		const uint32_t flags = (h.module ? proto::kRegisterModule : proto::kRegisterTable | proto::kRegisterHandoff) |
+		const uint32_t flags = (h.module ? proto::kRegisterModule
+						 : proto::kRegisterTable | proto::kRegisterHandoff) |
 				       (s.signo ? proto::kRegisterAsync : 0);
-		proto::pc::encode_register(rw, 2, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getuid()),
-					   flags, static_cast<uint32_t>(s.signo), s.comm, strata_rt_event_name, 0,
+		proto::pc::encode_register(rw, 2, static_cast<uint32_t>(getpid()),
+					   static_cast<uint32_t>(getuid()), flags,
+					   static_cast<uint32_t>(s.signo), s.comm, strata_rt_event_name, 0,
 					   h.module ? 0 : h.table_gen);
 		w.len += rw.ok ? rw.len : 0;
 		Writer bw(out + w.len, sizeof out - w.len);
@@ -535,7 +538,9 @@ int lazy_handoff(unsigned slot, int memfd, const void *ctx)
 		static unsigned said;
 		if (said < 3) {
 			said++;
-			say_as("", "cannot hand the buffer to the consumer daemon (at the first event, or a retry): ",
+			say_as("",
+			       "cannot hand the buffer to the consumer daemon (at the first event, or a "
+			       "retry): ",
 			       err);
 		}
 		return r;
@@ -589,7 +594,8 @@ int table_join(int fd, int path, uint64_t gen, bool list_events, int64_t dl)
 	stage("slots");
 	Writer w(s.out, sizeof(s.out));
 	w.version = 4;
-	int r = encode_hello_register(w, proto::kRegisterTable | (s.signo ? proto::kRegisterAsync : 0), list_events, gen)
+	int r = encode_hello_register(w, proto::kRegisterTable | (s.signo ? proto::kRegisterAsync : 0),
+				      list_events, gen)
 			? 0
 			: -EMSGSIZE;
 	if (r == 0)
@@ -625,12 +631,12 @@ struct AggSlot {
 	strata_rt_agg *agg;
 };
 AggSlot g_agg[proto::kMaxSlots];
-bool g_thread_ctx;       // the query runs in thread context, not in the handler
+bool g_thread_ctx; // the query runs in thread context, not in the handler
 // A daemon answered in version 6 (aggregations may come): only ever set,
 // by a query, and read by agg_helper_start outside g_busy (relaxed: a late
 // true only means no helper this time).
 std::atomic<bool> g_daemon_agg{false};
-int g_ack_fd = -1;       // a handler query's connection, closed by the helper
+int g_ack_fd = -1; // a handler query's connection, closed by the helper
 bool g_agg_warned;
 // The helper's eventfd, -1: no helper.  Set once in thread context outside
 // g_busy (agg_helper_start) while a handler's query may read it: the
@@ -729,7 +735,8 @@ int agg_settle(int fd, int64_t dl)
 	}
 	if (!g_agg_warned) {
 		g_agg_warned = true;
-		say_as("an aggregation session started after this process cannot reach it (no helper thread: ",
+		say_as("an aggregation session started after this process cannot reach it (no helper "
+		       "thread: ",
 		       "tp-async and a daemon at its start are needed)");
 	}
 	return fd;
@@ -761,7 +768,8 @@ void agg_helper_start()
 {
 	// g_daemon_agg: written by this thread's query (held g_busy), or by a
 	// handler's on another thread after it, which only makes it true.
-	if (!g_daemon_agg.load(std::memory_order_relaxed) || g_agg_wake.load(std::memory_order_relaxed) >= 0 || !g_state.signo)
+	if (!g_daemon_agg.load(std::memory_order_relaxed) ||
+	    g_agg_wake.load(std::memory_order_relaxed) >= 0 || !g_state.signo)
 		return;
 	const int efd = eventfd(0, EFD_CLOEXEC);
 	if (efd < 0)
@@ -845,11 +853,13 @@ int hello_register(int fd, bool list_events, int64_t dl)
 		r = -EPROTO;
 	s.seq = register_seq;
 	if (r > 0) {
-		w.len = 0; // sent already: only receive
+		w.len = 0;        // sent already: only receive
 		int page_fd = -1; // the daemon's clock page (control-protocol.md)
-		r = register_ok ? exchange(fd, w, -1, proto::Type::RegisterReply, dl, &len, text, sizeof(text), &page_fd)
-			  : -EMSGSIZE;
-		if (r > 0 && !proto::pc::parse_register_reply(s.in + proto::kHeaderSize, len, version, &s.grants))
+		r = register_ok ? exchange(fd, w, -1, proto::Type::RegisterReply, dl, &len, text,
+					   sizeof(text), &page_fd)
+				: -EMSGSIZE;
+		if (r > 0 &&
+		    !proto::pc::parse_register_reply(s.in + proto::kHeaderSize, len, version, &s.grants))
 			r = -EPROTO;
 		if (r > 0 && version >= proto::kAggVersion)
 			g_daemon_agg.store(true, std::memory_order_relaxed);
@@ -944,11 +954,13 @@ static_assert(sizeof(strata_kabi_rule) == sizeof(strata_rule) &&
 		      offsetof(strata_kabi_rule, filter) == offsetof(strata_rule, filter),
 	      "struct strata_kabi_rule must be struct strata_rule");
 static_assert(sizeof(strata_kabi_channel) == sizeof(strata_channel_config) &&
-		      offsetof(strata_kabi_channel, stream_id) == offsetof(strata_channel_config, stream_id) &&
+		      offsetof(strata_kabi_channel, stream_id) ==
+			      offsetof(strata_channel_config, stream_id) &&
 		      offsetof(strata_kabi_channel, mode) == offsetof(strata_channel_config, mode) &&
 		      offsetof(strata_kabi_channel, n_lanes) == offsetof(strata_channel_config, n_lanes) &&
 		      offsetof(strata_kabi_channel, n_subbuf) == offsetof(strata_channel_config, n_subbuf) &&
-		      offsetof(strata_kabi_channel, subbuf_size) == offsetof(strata_channel_config, subbuf_size),
+		      offsetof(strata_kabi_channel, subbuf_size) ==
+			      offsetof(strata_channel_config, subbuf_size),
 	      "struct strata_kabi_channel must be struct strata_channel_config");
 
 constexpr size_t kGrantsCap =
@@ -977,7 +989,8 @@ int to_daemon(const char *path, bool list_events, int slot, int memfd, int64_t d
 	if (fd < 0)
 		return fd;
 	Writer w(s.out, sizeof(s.out));
-	int r = encode_hello_register(w, proto::kRegisterModule | (s.signo ? proto::kRegisterAsync : 0), list_events)
+	int r = encode_hello_register(w, proto::kRegisterModule | (s.signo ? proto::kRegisterAsync : 0),
+				      list_events)
 			? 0
 			: -EMSGSIZE;
 	if (r == 0 && slot >= 0) {
@@ -1036,7 +1049,8 @@ int kmod_query_once(bool list_events)
 			break;
 		const strata_rule *rules = reinterpret_cast<const strata_rule *>(g_kbuf + off);
 		off += g.n_rules * sizeof(strata_kabi_rule);
-		if (g.slot >= proto::kMaxSlots || !g.session_id || !memchr(g.sock_path, 0, sizeof(g.sock_path)) ||
+		if (g.slot >= proto::kMaxSlots || !g.session_id ||
+		    !memchr(g.sock_path, 0, sizeof(g.sock_path)) ||
 		    !memchr(g.channel.name, 0, sizeof(g.channel.name)) || !our_daemon(g.sock_path))
 			continue;
 		granted[g.slot] = true;
@@ -1136,8 +1150,8 @@ int timed(bool list_events)
 		char st[256] = "";
 		size_t n = 0;
 		for (int i = 0; i < g_stages.n && n < sizeof st; i++) {
-			int w = snprintf(st + n, sizeof st - n, "%s%s at %ld", i ? ", " : " (", g_stages.name[i],
-					 us(g_stages.t[i]));
+			int w = snprintf(st + n, sizeof st - n, "%s%s at %ld", i ? ", " : " (",
+					 g_stages.name[i], us(g_stages.t[i]));
 			n += w > 0 ? static_cast<size_t>(w) : 0;
 		}
 		if (g_stages.n && n < sizeof st - 1)
@@ -1221,8 +1235,10 @@ extern "C" int strata_ctl_async_init(int signo)
 			break;
 		}
 		if (forced || signo <= SIGRTMIN + 1) {
-			fprintf(stderr, "strata: signal %d is in use by the program: "
-					"sessions started later will not reach it\n", signo);
+			fprintf(stderr,
+				"strata: signal %d is in use by the program: "
+				"sessions started later will not reach it\n",
+				signo);
 			break;
 		}
 	}

@@ -62,8 +62,8 @@ struct Parser {
 	size_t pos;
 	FilterProgram *prog;
 	FilterError *err;
-	unsigned depth;  // open parentheses
-	unsigned sp;     // evaluation stack height after the ops emitted so far
+	unsigned depth; // open parentheses
+	unsigned sp;    // evaluation stack height after the ops emitted so far
 	bool failed;
 
 	bool fail(size_t at, const char *msg)
@@ -85,7 +85,9 @@ struct Parser {
 	bool emit(const FilterOp &op, size_t at)
 	{
 		if (prog->n_ops >= kFilterMaxOps)
-			return fail(at, "too many operations (a filter has at most 64 comparisons and operators)");
+			return fail(
+				at,
+				"too many operations (a filter has at most 64 comparisons and operators)");
 		if (op.code == kFilterCmp) {
 			if (++sp > kFilterMaxStack)
 				return fail(at, "expression too deeply nested");
@@ -170,8 +172,10 @@ struct Parser {
 			return true;
 		}
 		if (!is_ident_start(text[pos]))
-			return fail(pos, text[pos] ? "expected a field name, '!' or '('"
-						   : "expression ends where a field name, '!' or '(' was expected");
+			return fail(pos,
+				    text[pos]
+					    ? "expected a field name, '!' or '('"
+					    : "expression ends where a field name, '!' or '(' was expected");
 		FilterOp op{};
 		op.code = kFilterCmp;
 		size_t name_at = pos;
@@ -201,7 +205,7 @@ struct Parser {
 			return fail(op_at, "expression ends where a comparison operator was expected");
 		else
 			return fail(op_at, c == '=' ? "'=' is not an operator: use '=='"
-						     : "expected a comparison operator (== != < <= > >=)");
+						    : "expected a comparison operator (== != < <= > >=)");
 		skip_space();
 		if (text[pos] == '"') {
 			if (!parse_string(&op))
@@ -257,8 +261,9 @@ struct Parser {
 			pos++;
 		}
 		if (!is_digit(text[pos]))
-			return fail(at, text[pos] || neg ? "expected a number or a string in double quotes"
-							: "expression ends where a number or a string was expected");
+			return fail(at, text[pos] || neg
+						? "expected a number or a string in double quotes"
+						: "expression ends where a number or a string was expected");
 		if (text[pos] == '0' && (text[pos + 1] == 'x' || text[pos + 1] == 'X')) {
 			pos += 2;
 			return parse_hex(op, neg, at);
@@ -424,13 +429,20 @@ bool op_binds(const FilterProgram &p, const FilterOp &op, const strata_event_des
 template <typename T> bool compare(uint8_t cmp, T a, T b)
 {
 	switch (cmp) {
-	case kCmpEq: return a == b;
-	case kCmpNe: return a != b;
-	case kCmpLt: return a < b;
-	case kCmpLe: return a <= b;
-	case kCmpGt: return a > b;
-	case kCmpGe: return a >= b;
-	default: return false;
+	case kCmpEq:
+		return a == b;
+	case kCmpNe:
+		return a != b;
+	case kCmpLt:
+		return a < b;
+	case kCmpLe:
+		return a <= b;
+	case kCmpGt:
+		return a > b;
+	case kCmpGe:
+		return a >= b;
+	default:
+		return false;
 	}
 }
 
@@ -519,26 +531,49 @@ bool cmp_int(const FilterOp &op, const strata_field_desc &f, const void *arg)
 {
 	__int128 x;
 	switch (f.size) {
-	case 1: { uint8_t u; memcpy(&u, arg, 1); x = f.is_signed ? (__int128)(int8_t)u : (__int128)u; break; }
-	case 2: { uint16_t u; memcpy(&u, arg, 2); x = f.is_signed ? (__int128)(int16_t)u : (__int128)u; break; }
-	case 4: { uint32_t u; memcpy(&u, arg, 4); x = f.is_signed ? (__int128)(int32_t)u : (__int128)u; break; }
-	case 8: { uint64_t u; memcpy(&u, arg, 8); x = f.is_signed ? (__int128)(int64_t)u : (__int128)u; break; }
-	default: return false;
+	case 1: {
+		uint8_t u;
+		memcpy(&u, arg, 1);
+		x = f.is_signed ? (__int128)(int8_t)u : (__int128)u;
+		break;
+	}
+	case 2: {
+		uint16_t u;
+		memcpy(&u, arg, 2);
+		x = f.is_signed ? (__int128)(int16_t)u : (__int128)u;
+		break;
+	}
+	case 4: {
+		uint32_t u;
+		memcpy(&u, arg, 4);
+		x = f.is_signed ? (__int128)(int32_t)u : (__int128)u;
+		break;
+	}
+	case 8: {
+		uint64_t u;
+		memcpy(&u, arg, 8);
+		x = f.is_signed ? (__int128)(int64_t)u : (__int128)u;
+		break;
+	}
+	default:
+		return false;
 	}
 	switch (op.lit) {
-	case kLitInt: return compare<__int128>(op.cmp, x, (__int128)(int64_t)op.v);
-	case kLitUint: return compare<__int128>(op.cmp, x, (__int128)op.v);
+	case kLitInt:
+		return compare<__int128>(op.cmp, x, (__int128)(int64_t)op.v);
+	case kLitUint:
+		return compare<__int128>(op.cmp, x, (__int128)op.v);
 	case kLitFloat: {
 		double l;
 		memcpy(&l, &op.v, 8);
 		return compare<long double>(op.cmp, (long double)x, (long double)l); // exact for 64-bit x
 	}
-	default: return false;
+	default:
+		return false;
 	}
 }
 
-bool eval_cmp(const FilterProgram &p, const FilterOp &op, const strata_event_desc *d,
-	      const void *const *argv)
+bool eval_cmp(const FilterProgram &p, const FilterOp &op, const strata_event_desc *d, const void *const *argv)
 {
 	int fi = find_field(p, op, d);
 	if (fi < 0)

@@ -24,31 +24,31 @@
 
 namespace strata {
 
-constexpr unsigned kFilterMaxText = 255;  // bytes of expression (runtime.h STRATA_FILTER_MAX - 1)
-constexpr unsigned kFilterMaxOps = 64;    // comparisons + && || ! after compilation
-constexpr unsigned kFilterMaxDepth = 16;  // nested parentheses
-constexpr unsigned kFilterMaxStack = 32;  // evaluation stack
-constexpr unsigned kFilterPoolMax = 256;  // field names and string literals, NUL-terminated
+constexpr unsigned kFilterMaxText = 255; // bytes of expression (runtime.h STRATA_FILTER_MAX - 1)
+constexpr unsigned kFilterMaxOps = 64;   // comparisons + && || ! after compilation
+constexpr unsigned kFilterMaxDepth = 16; // nested parentheses
+constexpr unsigned kFilterMaxStack = 32; // evaluation stack
+constexpr unsigned kFilterPoolMax = 256; // field names and string literals, NUL-terminated
 
 enum FilterOpCode : uint8_t { kFilterCmp = 1, kFilterNot, kFilterAnd, kFilterOr };
 enum FilterCmpOp : uint8_t { kCmpEq, kCmpNe, kCmpLt, kCmpLe, kCmpGt, kCmpGe };
 enum FilterLitKind : uint8_t {
-	kLitInt = 1,  // int64 in v
-	kLitUint,     // uint64 above INT64_MAX in v
-	kLitFloat,    // double bits in v
-	kLitString,   // pool offset in the low 32 bits of v, length in the high
+	kLitInt = 1, // int64 in v
+	kLitUint,    // uint64 above INT64_MAX in v
+	kLitFloat,   // double bits in v
+	kLitString,  // pool offset in the low 32 bits of v, length in the high
 };
 
 // One postfix operation.  kFilterCmp pushes `field cmp literal`; the others
 // pop one or two truth values and push the result.
 struct FilterOp {
-	uint8_t code;     // FilterOpCode
-	uint8_t cmp;      // FilterCmpOp
-	uint8_t lit;      // FilterLitKind
-	uint8_t glob;     // string literal contains '*'
+	uint8_t code;      // FilterOpCode
+	uint8_t cmp;       // FilterCmpOp
+	uint8_t lit;       // FilterLitKind
+	uint8_t glob;      // string literal contains '*'
 	uint16_t name_off; // field name in the pool
 	uint16_t name_len;
-	uint64_t v;       // literal
+	uint64_t v; // literal
 };
 
 // A compiled filter: plain words, copyable with word-sized atomic loads.
@@ -61,8 +61,8 @@ struct FilterProgram {
 static_assert(sizeof(FilterProgram) % 8 == 0, "FilterProgram is copied in 8-byte words");
 
 struct FilterError {
-	unsigned column;  // 1-based byte column of the offending token; 0 if none
-	const char *msg;  // static string
+	unsigned column; // 1-based byte column of the offending token; 0 if none
+	const char *msg; // static string
 };
 
 // Parse `text` (NUL-terminated, at most kFilterMaxText bytes) into *out.

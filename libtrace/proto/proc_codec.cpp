@@ -64,8 +64,8 @@ bool encode_hello(Writer &w, uint32_t seq)
 }
 
 bool encode_register(Writer &w, uint32_t seq, uint32_t pid, uint32_t uid, uint32_t flags, uint32_t signo,
-		     const char *comm, int (*event_name)(uint32_t, char *, size_t, uint32_t *), uint32_t n_events,
-		     uint64_t table_gen)
+		     const char *comm, int (*event_name)(uint32_t, char *, size_t, uint32_t *),
+		     uint32_t n_events, uint64_t table_gen)
 {
 	w.begin(Type::Register, seq);
 	w.u32(pid);
@@ -169,7 +169,10 @@ struct Reader {
 	bool done() const { return ok && off == n; }
 };
 
-inline bool pow2(uint64_t v) { return v && !(v & (v - 1)); }
+inline bool pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
 
 void channel(Reader &r, struct strata_channel_config *c)
 {
@@ -210,7 +213,8 @@ bool parse_header(const uint8_t h[kHeaderSize], size_t max_payload, Header *out)
 	out->type = static_cast<uint16_t>(r.get(2));
 	out->length = r.u32();
 	out->seq = r.u32();
-	return r.ok && out->magic == kMagic && out->version >= kProcessVersion && out->version <= kAggVersion && out->type >= 1 && out->type <= kTypeMaxV1 &&
+	return r.ok && out->magic == kMagic && out->version >= kProcessVersion &&
+	       out->version <= kAggVersion && out->type >= 1 && out->type <= kTypeMaxV1 &&
 	       out->length <= max_payload && out->length <= kMaxPayload;
 }
 
@@ -253,10 +257,12 @@ bool parse_table(const uint8_t *p, size_t n, TableInfo *info, Grants *out)
 	info->version = version;
 	r.u32(); // zero
 	if (!r.ok || magic != kTableMagic || version < 4 || (flags & kTableAsk) || abi != STRATA_ABI_MAJOR ||
-	    info->clock_fd < -1 || (info->clock_fd >= 0 && info->daemon_pid == 0) || n - kTableHeaderSize < kHeaderSize)
+	    info->clock_fd < -1 || (info->clock_fd >= 0 && info->daemon_pid == 0) ||
+	    n - kTableHeaderSize < kHeaderSize)
 		return false;
 	Header h;
-	if (!parse_header(p + kTableHeaderSize, n, &h) || h.type != static_cast<uint16_t>(Type::RegisterReply) ||
+	if (!parse_header(p + kTableHeaderSize, n, &h) ||
+	    h.type != static_cast<uint16_t>(Type::RegisterReply) ||
 	    h.length != n - kTableHeaderSize - kHeaderSize)
 		return false;
 	return parse_register_reply(p + kTableHeaderSize + kHeaderSize, h.length, h.version, out);

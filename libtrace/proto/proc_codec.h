@@ -69,7 +69,7 @@ struct Grant {
 	uint8_t uuid[16];
 	uint32_t n_rules;
 	struct strata_rule rules[STRATA_MAX_RULES];
-	char aggregate[kMaxAggregate + 1];   // version 6; "" none
+	char aggregate[kMaxAggregate + 1]; // version 6; "" none
 	char agg_filter[kMaxFilter + 1];
 };
 struct Grants {

@@ -22,21 +22,32 @@ namespace proto {
 const char *error_name(Error e)
 {
 	switch (e) {
-	case Error::None: return "ok";
-	case Error::BadMagic: return "bad magic";
-	case Error::BadVersion: return "unsupported version";
-	case Error::BadType: return "unknown message type";
-	case Error::Truncated: return "truncated message";
-	case Error::Oversized: return "oversized message";
-	case Error::TrailingGarbage: return "trailing bytes after message";
-	case Error::OutOfRange: return "field out of range";
+	case Error::None:
+		return "ok";
+	case Error::BadMagic:
+		return "bad magic";
+	case Error::BadVersion:
+		return "unsupported version";
+	case Error::BadType:
+		return "unknown message type";
+	case Error::Truncated:
+		return "truncated message";
+	case Error::Oversized:
+		return "oversized message";
+	case Error::TrailingGarbage:
+		return "trailing bytes after message";
+	case Error::OutOfRange:
+		return "field out of range";
 	}
 	return "?";
 }
 
 namespace {
 
-inline bool pow2(uint64_t v) { return v && !(v & (v - 1)); }
+inline bool pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
 
 class Encoder {
 public:
@@ -120,7 +131,7 @@ public:
 			return;
 		if (len > max)
 			return fail(Error::OutOfRange, "string of " + std::to_string(len) +
-					       " bytes exceeds " + std::to_string(max));
+							       " bytes exceeds " + std::to_string(max));
 		if (n - off < len)
 			return fail(Error::Truncated, "truncated in string");
 		if (memchr(p + off, 0, len))
@@ -134,8 +145,8 @@ public:
 		if (!ok())
 			return;
 		if (count > max)
-			return fail(Error::OutOfRange, "count " + std::to_string(count) + " exceeds " +
-					       std::to_string(max));
+			return fail(Error::OutOfRange,
+				    "count " + std::to_string(count) + " exceeds " + std::to_string(max));
 		if (count * min_item > n - off)
 			return fail(Error::Truncated, "count larger than the bytes left");
 		v.clear();
@@ -177,10 +188,13 @@ template <class A> void io(A &a, Rule &r)
 	a.check(r.loglevel_max >= -1 && r.loglevel_max <= 15, "rule loglevel out of range");
 	a.check(r.enable <= 1, "rule enable flag not 0 or 1");
 	a.check(!r.pattern.empty(), "empty event pattern");
-	a.check(std::all_of(r.pattern.begin(), r.pattern.end(), [](char ch) { return ch > ' ' && ch < 0x7f; }),
+	a.check(std::all_of(r.pattern.begin(), r.pattern.end(),
+			    [](char ch) { return ch > ' ' && ch < 0x7f; }),
 		"event pattern with a space, a control character or a byte above ASCII");
 }
-template <class A> void io(A &, std::monostate &) {}
+template <class A> void io(A &, std::monostate &)
+{
+}
 template <class A> void io(A &a, Hello &m)
 {
 	a.u16(m.min_version);
@@ -205,9 +219,12 @@ template <class A> void io(A &a, Register &m)
 	a.u32(m.signo);
 	a.check(m.flags <= (kRegisterAsync | kRegisterModule | kRegisterTable | kRegisterHandoff),
 		"register: unknown flags");
-	a.check(!(m.flags & kRegisterHandoff) || (m.flags & kRegisterTable), "register: hand-off without the table flag");
-	a.check(!(m.flags & kRegisterTable) || a.version >= 4, "register: the table flag needs protocol version 4");
-	a.check(!((m.flags & kRegisterTable) && (m.flags & kRegisterModule)), "register: table and module flags together");
+	a.check(!(m.flags & kRegisterHandoff) || (m.flags & kRegisterTable),
+		"register: hand-off without the table flag");
+	a.check(!(m.flags & kRegisterTable) || a.version >= 4,
+		"register: the table flag needs protocol version 4");
+	a.check(!((m.flags & kRegisterTable) && (m.flags & kRegisterModule)),
+		"register: table and module flags together");
 	a.check((m.flags & kRegisterAsync) ? (m.signo >= 1 && m.signo <= 64) : m.signo == 0,
 		"register: bad signal number");
 	a.str(m.comm, kMaxName);
@@ -259,7 +276,8 @@ template <class A> void io(A &a, Create &m)
 	if (a.version >= kAggVersion) {
 		a.str(m.aggregate, kMaxAggregate);
 		a.str(m.agg_filter, kMaxFilter);
-		a.check(!m.aggregate.empty() || m.agg_filter.empty(), "create: an aggregation filter without aggregate");
+		a.check(!m.aggregate.empty() || m.agg_filter.empty(),
+			"create: an aggregation filter without aggregate");
 	}
 	a.check(valid_session_name(m.session), "create: invalid session name");
 	a.check(!m.output_dir.empty() && m.output_dir[0] == '/', "create: output dir not absolute");
@@ -274,10 +292,21 @@ template <class A> void io(A &a, DisableEvent &m)
 	a.str(m.session, kMaxName);
 	io(a, m.rule);
 }
-template <class A> void io(A &a, Start &m) { a.str(m.session, kMaxName); }
-template <class A> void io(A &a, Stop &m) { a.str(m.session, kMaxName); }
-template <class A> void io(A &a, Destroy &m) { a.str(m.session, kMaxName); }
-template <class A> void io(A &, List &) {}
+template <class A> void io(A &a, Start &m)
+{
+	a.str(m.session, kMaxName);
+}
+template <class A> void io(A &a, Stop &m)
+{
+	a.str(m.session, kMaxName);
+}
+template <class A> void io(A &a, Destroy &m)
+{
+	a.str(m.session, kMaxName);
+}
+template <class A> void io(A &, List &)
+{
+}
 template <class A> void io(A &a, ListReply &m)
 {
 	a.vec(m.entries, 1u << 20, 16, [&](ListEntry &e) {
@@ -287,7 +316,10 @@ template <class A> void io(A &a, ListReply &m)
 		a.u32(e.loglevel);
 	});
 }
-template <class A> void io(A &a, Status &m) { a.str(m.session, kMaxName); }
+template <class A> void io(A &a, Status &m)
+{
+	a.str(m.session, kMaxName);
+}
 template <class A> void io(A &a, StatusReply &m)
 {
 	a.vec(m.sessions, kMaxSlots, 48, [&](SessionStatus &s) {
@@ -307,7 +339,8 @@ template <class A> void io(A &a, StatusReply &m)
 		if (a.version >= 5) {
 			a.str(s.problems, kMaxText);
 			a.u32(s.joined);
-			a.vec(s.declared, kMaxDeclared, 4, [&](std::string &e) { a.str(e, 2 * kMaxName + 1); });
+			a.vec(s.declared, kMaxDeclared, 4,
+			      [&](std::string &e) { a.str(e, 2 * kMaxName + 1); });
 		}
 		if (a.version >= kAggVersion) {
 			a.str(s.aggregate, kMaxAggregate);
@@ -462,9 +495,9 @@ DecodeResult decode_header(const uint8_t *p, size_t n, Header &h)
 		r.text = "message type " + std::to_string(h.type) + " needs protocol version " +
 			 std::to_string(kAggVersion);
 	} else if (h.length > (h.type == static_cast<uint16_t>(Type::ListReply) ||
-					h.type == static_cast<uint16_t>(Type::StatusReply)
-				? kMaxReplyPayload
-				: kMaxPayload)) {
+					       h.type == static_cast<uint16_t>(Type::StatusReply)
+				       ? kMaxReplyPayload
+				       : kMaxPayload)) {
 		r.error = Error::Oversized;
 		r.text = "payload of " + std::to_string(h.length) + " bytes exceeds the limit of its type";
 	}

@@ -28,7 +28,7 @@
 namespace strata {
 namespace proto {
 
-constexpr uint32_t kMagic = 0x4c435453u;   // "STCL" little-endian
+constexpr uint32_t kMagic = 0x4c435453u; // "STCL" little-endian
 // Version 2 adds WAIT and TARGET_RULE (types 17, 18, valid only in version
 // 2 headers) and answers changes at once on a version 2 connection (the
 // controller WAITs explicitly); version 1 peers keep version 1 behaviour.
@@ -46,25 +46,25 @@ constexpr uint32_t kMagic = 0x4c435453u;   // "STCL" little-endian
 // AGG_FETCH (a controller gets the regions of a session, one per request).
 // Both new types are refused in a header below version 6.
 constexpr uint16_t kVersion = 6;
-constexpr uint16_t kAggVersion = 6;       // what aggregation sessions need
+constexpr uint16_t kAggVersion = 6; // what aggregation sessions need
 constexpr uint16_t kMinVersion = 1;
-constexpr uint16_t kProcessVersion = 1;    // what libstrata speaks (proc_codec)
+constexpr uint16_t kProcessVersion = 1; // what libstrata speaks (proc_codec)
 constexpr size_t kHeaderSize = 16;
-constexpr size_t kMaxPayload = 1u << 20;   // 1 MiB: far above any real message
+constexpr size_t kMaxPayload = 1u << 20; // 1 MiB: far above any real message
 // A daemon's LIST and STATUS replies grow with the live processes (a LIST
 // entry per process and event: 1.5 MB for 10,000 processes of 4 events):
 // they alone may reach this.  Only clients take such a message; the daemon
 // takes none above kMaxPayload (consumerd/conn.cpp, Daemon::frame).
 constexpr size_t kMaxReplyPayload = 64u << 20;
-constexpr size_t kMaxName = 63;            // session, channel, comm names
+constexpr size_t kMaxName = 63; // session, channel, comm names
 constexpr size_t kMaxPath = 4095;
-constexpr size_t kMaxPattern = 127;        // STRATA_PATTERN_MAX - 1
-constexpr size_t kMaxFilter = 255;         // STRATA_FILTER_MAX - 1
+constexpr size_t kMaxPattern = 127; // STRATA_PATTERN_MAX - 1
+constexpr size_t kMaxFilter = 255;  // STRATA_FILTER_MAX - 1
 constexpr size_t kMaxText = 65535;
-constexpr size_t kMaxRelay = 300;          // "HOST[:CTRL[:DATA]]"
-constexpr size_t kMaxAggregate = 255;      // "PROVIDER:EVENT[:FIELD] [by KEY] [limit N]"
-constexpr uint32_t kMaxSlots = 16;         // STRATA_MAX_SLOTS
-constexpr uint32_t kMaxRules = 32;         // STRATA_MAX_RULES
+constexpr size_t kMaxRelay = 300;     // "HOST[:CTRL[:DATA]]"
+constexpr size_t kMaxAggregate = 255; // "PROVIDER:EVENT[:FIELD] [by KEY] [limit N]"
+constexpr uint32_t kMaxSlots = 16;    // STRATA_MAX_SLOTS
+constexpr uint32_t kMaxRules = 32;    // STRATA_MAX_RULES
 constexpr uint32_t kMaxEvents = 65536;
 
 enum class Type : uint16_t {
@@ -84,12 +84,12 @@ enum class Type : uint16_t {
 	Status = 14,
 	StatusReply = 15,
 	Reply = 16,
-	Wait = 17,        // version 2
-	TargetRule = 18,  // version 2
-	Snapshot = 19,    // version 2
-	SnapshotOn = 20,  // version 2
-	AggRegion = 21,   // version 6
-	AggFetch = 22,    // version 6
+	Wait = 17,       // version 2
+	TargetRule = 18, // version 2
+	Snapshot = 19,   // version 2
+	SnapshotOn = 20, // version 2
+	AggRegion = 21,  // version 6
+	AggFetch = 22,   // version 6
 };
 constexpr uint16_t kTypeMax = 22;
 constexpr uint16_t kTypeMinV6 = 21; // types from here need version 6
@@ -143,14 +143,14 @@ struct ChannelConfig {
 };
 
 struct Rule {
-	std::string pattern;      // "provider:event" glob with '*'
+	std::string pattern; // "provider:event" glob with '*'
 	int32_t loglevel_max = -1;
 	uint32_t enable = 1;
 	std::string filter;
 };
 
 struct EventName {
-	std::string name;         // "provider:event"
+	std::string name; // "provider:event"
 	uint32_t loglevel = 0;
 };
 
@@ -160,8 +160,8 @@ struct EventName {
 struct Hello {
 	uint16_t min_version = kMinVersion;
 	uint16_t max_version = kVersion;
-	uint32_t role = 0;        // enum Role
-	std::string client;       // free text for logs
+	uint32_t role = 0;  // enum Role
+	std::string client; // free text for logs
 };
 struct HelloReply {
 	uint16_t version = kVersion;
@@ -208,16 +208,16 @@ constexpr const char *kQuietSuffix = ".quiet";
 struct Register {
 	uint32_t pid = 0, uid = 0;
 	uint32_t abi_major = 0, abi_minor = 0;
-	uint32_t flags = 0;       // kRegisterAsync | kRegisterModule | kRegisterTable
-	uint32_t signo = 0;       // with kRegisterAsync: the signal to send, 1..64
+	uint32_t flags = 0; // kRegisterAsync | kRegisterModule | kRegisterTable
+	uint32_t signo = 0; // with kRegisterAsync: the signal to send, 1..64
 	std::string comm;
 	std::vector<EventName> events; // tracepoints registered so far (for LIST)
-	uint64_t table_gen = 0;   // version 4, with kRegisterTable: the table's generation
+	uint64_t table_gen = 0;        // version 4, with kRegisterTable: the table's generation
 };
 struct SessionGrant {
 	uint32_t slot = 0;
-	uint64_t session_id = 0;  // unique per daemon run: tells a re-grant of a
-				  // slot the process already joined from a new session
+	uint64_t session_id = 0; // unique per daemon run: tells a re-grant of a
+				 // slot the process already joined from a new session
 	ChannelConfig channel;
 	uint8_t trace_uuid[16] = {};
 	std::vector<Rule> rules;
@@ -233,12 +233,12 @@ struct RegisterReply {
 // with it as SCM_RIGHTS ancillary data.  Answered by a Reply.
 struct Buffer {
 	uint32_t slot = 0;
-	int32_t status = 0;       // 0 or the negative errno of strata_rt_slot_open
-	uint64_t session_id = 0;  // version 4: the session joined (from the grant table), 0: unsaid
+	int32_t status = 0;      // 0 or the negative errno of strata_rt_slot_open
+	uint64_t session_id = 0; // version 4: the session joined (from the grant table), 0: unsaid
 };
 struct Create {
 	std::string session;
-	std::string output_dir;   // absolute
+	std::string output_dir; // absolute
 	ChannelConfig channel;
 	// Version 3: "HOST[:CTRL[:DATA]]" of an lttng-relayd to stream to ("":
 	// local disk), and the hostname the relay files the trace under ("":
@@ -263,9 +263,15 @@ struct DisableEvent {
 	std::string session;
 	Rule rule;
 };
-struct Start { std::string session; };
-struct Stop { std::string session; };
-struct Destroy { std::string session; };
+struct Start {
+	std::string session;
+};
+struct Stop {
+	std::string session;
+};
+struct Destroy {
+	std::string session;
+};
 struct List {};
 struct ListEntry {
 	uint32_t pid = 0;
@@ -273,21 +279,25 @@ struct ListEntry {
 	std::string event;
 	uint32_t loglevel = 0;
 };
-struct ListReply { std::vector<ListEntry> entries; };
-struct Status { std::string session; }; // "" = all visible sessions
+struct ListReply {
+	std::vector<ListEntry> entries;
+};
+struct Status {
+	std::string session;
+}; // "" = all visible sessions
 enum class SessionState : uint32_t { Created = 0, Active = 1, Stopped = 2 };
 struct SessionStatus {
 	std::string name;
 	uint32_t slot = 0;
-	uint32_t state = 0;       // enum SessionState
+	uint32_t state = 0; // enum SessionState
 	uint32_t uid = 0;
 	std::string output_dir;
 	ChannelConfig channel;
 	std::vector<Rule> rules;
-	uint32_t n_buffers = 0;   // traced buffers attached so far
-	uint64_t packets = 0;     // packets written
+	uint32_t n_buffers = 0; // traced buffers attached so far
+	uint64_t packets = 0;   // packets written
 	uint64_t bytes = 0;
-	uint64_t errors = 0;      // packets rejected by the reader, or not stored/sent
+	uint64_t errors = 0; // packets rejected by the reader, or not stored/sent
 	// Version 3: where a relay session streams and whether its link is
 	// down (why); "" for a disk session.
 	std::string relay{};
@@ -307,9 +317,11 @@ struct SessionStatus {
 	uint32_t agg_regions = 0;
 };
 constexpr uint32_t kMaxDeclared = 256;
-struct StatusReply { std::vector<SessionStatus> sessions; };
+struct StatusReply {
+	std::vector<SessionStatus> sessions;
+};
 struct Reply {
-	int32_t status = 0;       // 0 ok, else a negative errno
+	int32_t status = 0; // 0 ok, else a negative errno
 	std::string text;
 };
 // Version 2: answer once every process signalled about the changes this
@@ -344,7 +356,7 @@ struct Snapshot {
 constexpr uint32_t kMaxHoldoffMs = 86400000;
 struct SnapshotOn {
 	std::string session;
-	std::string pattern;      // "provider:event" glob with '*', as Rule
+	std::string pattern; // "provider:event" glob with '*', as Rule
 	uint32_t holdoff_ms = 1000;
 	uint32_t off = 0;
 };
@@ -365,10 +377,9 @@ struct AggFetch {
 	uint32_t index = 0;
 };
 
-using Body = std::variant<std::monostate, Hello, HelloReply, Register, RegisterReply, Buffer,
-			  Create, EnableEvent, DisableEvent, Start, Stop, Destroy, List, ListReply,
-			  Status, StatusReply, Reply, Wait, TargetRule, Snapshot, SnapshotOn, AggRegion,
-			  AggFetch>;
+using Body = std::variant<std::monostate, Hello, HelloReply, Register, RegisterReply, Buffer, Create,
+			  EnableEvent, DisableEvent, Start, Stop, Destroy, List, ListReply, Status,
+			  StatusReply, Reply, Wait, TargetRule, Snapshot, SnapshotOn, AggRegion, AggFetch>;
 // The variant index is the Type value (index 0 is "no message").
 static_assert(std::variant_size<Body>::value == kTypeMax + 1, "one alternative per type");
 

@@ -37,11 +37,14 @@ void put32(uint8_t *p, uint32_t v)
 	for (int i = 0; i < 4; i++)
 		p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
-uint16_t get16(const uint8_t *p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
+uint16_t get16(const uint8_t *p)
+{
+	return static_cast<uint16_t>(p[0] | p[1] << 8);
+}
 uint32_t get32(const uint8_t *p)
 {
-	return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
-	       static_cast<uint32_t>(p[3]) << 24;
+	return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
+	       static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
 }
 
 bool baud_constant(uint32_t baud, speed_t &s)
@@ -49,9 +52,9 @@ bool baud_constant(uint32_t baud, speed_t &s)
 	static const struct {
 		uint32_t baud;
 		speed_t s;
-	} kTable[] = {{9600, B9600},	   {19200, B19200},	{38400, B38400},     {57600, B57600},
-		      {115200, B115200},   {230400, B230400},	{460800, B460800},   {500000, B500000},
-		      {576000, B576000},   {921600, B921600},	{1000000, B1000000}, {1152000, B1152000},
+	} kTable[] = {{9600, B9600},       {19200, B19200},     {38400, B38400},     {57600, B57600},
+		      {115200, B115200},   {230400, B230400},   {460800, B460800},   {500000, B500000},
+		      {576000, B576000},   {921600, B921600},   {1000000, B1000000}, {1152000, B1152000},
 		      {1500000, B1500000}, {2000000, B2000000}, {2500000, B2500000}, {3000000, B3000000},
 		      {3500000, B3500000}, {4000000, B4000000}};
 	for (const auto &e : kTable)

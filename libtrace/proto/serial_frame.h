@@ -65,7 +65,10 @@ constexpr size_t kCrcSize = 4;
 constexpr size_t kMaxPayload = (1u << 20) + 64; // a 1 MiB packet and its prefix
 constexpr size_t kMaxBody = kHeaderSize + kMaxPayload + kCrcSize;
 // COBS adds one byte per 254 and the first; plus the delimiter.
-constexpr size_t encoded_max(size_t body) { return body + body / 254 + 2; }
+constexpr size_t encoded_max(size_t body)
+{
+	return body + body / 254 + 2;
+}
 
 uint32_t crc32c(const void *p, size_t n, uint32_t crc = 0);
 
@@ -93,11 +96,11 @@ void encode_frame(uint8_t type, uint16_t trace, uint16_t stream, uint32_t seq, c
 		  const uint8_t *b, size_t nb, std::vector<uint8_t> &out);
 
 struct DecodeStats {
-	uint64_t frames = 0;       // good frames handed out
-	uint64_t bad_crc = 0;      // well-formed COBS, wrong CRC
-	uint64_t malformed = 0;    // bad COBS, too short, lengths that disagree, bad version
-	uint64_t oversized = 0;    // no delimiter within encoded_max(kMaxBody) bytes
-	uint64_t bad_bytes = 0;    // bytes of everything rejected above
+	uint64_t frames = 0;    // good frames handed out
+	uint64_t bad_crc = 0;   // well-formed COBS, wrong CRC
+	uint64_t malformed = 0; // bad COBS, too short, lengths that disagree, bad version
+	uint64_t oversized = 0; // no delimiter within encoded_max(kMaxBody) bytes
+	uint64_t bad_bytes = 0; // bytes of everything rejected above
 };
 
 // Splits a byte stream at 0x00 delimiters and checks each frame.

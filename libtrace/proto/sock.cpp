@@ -69,7 +69,8 @@ int client_socket_paths(char (*out)[kSockPathMax], int max)
 		n++;
 	const char *env = getenv("STRATA_CONSUMERD_SOCKET");
 	size_t k = 0;
-	if (!(env && *env) && geteuid() != 0 && n < max && append(out[n], kSockPathMax, &k, "/run/strata/consumerd.sock"))
+	if (!(env && *env) && geteuid() != 0 && n < max &&
+	    append(out[n], kSockPathMax, &k, "/run/strata/consumerd.sock"))
 		n++;
 	return n;
 }
@@ -328,8 +329,9 @@ int recv_message(int fd, Message &m, int *pass_fd, int64_t deadline_ms, std::str
 		*pass_fd = -1;
 	}
 	if (r < 0 && r != -EPROTO)
-		err = r == -ETIMEDOUT ? "timed out waiting for the daemon" :
-		      r == -ECONNRESET ? "connection closed by the peer" : strerror(-r);
+		err = r == -ETIMEDOUT    ? "timed out waiting for the daemon"
+		      : r == -ECONNRESET ? "connection closed by the peer"
+					 : strerror(-r);
 	return r;
 }
 

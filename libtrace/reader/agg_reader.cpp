@@ -60,7 +60,8 @@ bool agg_read(const void *map, size_t len, AggSnapshot *out, std::string *err)
 	s.hits = load(&h->hits);
 	s.overflow = load(&h->overflow);
 	s.no_value = load(&h->no_value);
-	const auto *e = reinterpret_cast<const strata_agg_entry *>(static_cast<const char *>(map) + sizeof *h);
+	const auto *e =
+		reinterpret_cast<const strata_agg_entry *>(static_cast<const char *>(map) + sizeof *h);
 	std::map<std::pair<uint64_t, std::string>, AggKey> merged;
 	for (uint32_t i = 0; i < n; i++) {
 		// Acquire: pairs with the writer's release store of LIVE.

@@ -22,7 +22,7 @@ namespace strata {
 
 struct AggKey {
 	uint64_t key = 0;
-	std::string text;      // string and event keys
+	std::string text; // string and event keys
 	uint64_t count = 0;
 	int64_t sum = 0;
 	int64_t min = INT64_MAX;

@@ -25,15 +25,15 @@ struct FieldInfo {
 	uint8_t type = 0;      // enum strata_field_type (abi/strata_abi.h)
 	uint8_t elem_bits = 0; // 8, 16, 32, 64 (strings: 8)
 	bool is_signed = false;
-	uint8_t base = 10;     // 2, 8, 10, 16
-	uint32_t length = 0;   // STRATA_FT_ARRAY
+	uint8_t base = 10;             // 2, 8, 10, 16
+	uint32_t length = 0;           // STRATA_FT_ARRAY
 	std::vector<EnumLabel> labels; // STRATA_FT_ENUM
 };
 
 struct EventInfo {
 	uint32_t id = 0;
 	std::string provider;
-	std::string name;      // event name without the provider
+	std::string name; // event name without the provider
 	uint32_t loglevel = 0;
 	std::vector<FieldInfo> fields;
 };

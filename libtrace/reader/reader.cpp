@@ -359,8 +359,7 @@ bool Reader::validate_header(uint32_t lane, uint64_t pos, strata_packet_header *
 		why = "packet of another lane";
 	else if (ph.packet_size != S * 8)
 		why = "bad packet_size";
-	else if (ph.content_size % 8 != 0 || ph.content_size < kHdr * 8 ||
-		 ph.content_size > ph.packet_size)
+	else if (ph.content_size % 8 != 0 || ph.content_size < kHdr * 8 || ph.content_size > ph.packet_size)
 		why = "bad content_size";
 	else if (ph.packet_seq_num != pos / S)
 		why = "bad packet_seq_num";
@@ -384,8 +383,7 @@ bool Reader::validate_header(uint32_t lane, uint64_t pos, strata_packet_header *
 }
 
 // validate_header on a copied packet, which is then cut to its content.
-bool Reader::validate_packet(uint32_t lane, uint64_t pos, std::vector<uint8_t> *pkt,
-			     std::string *err)
+bool Reader::validate_packet(uint32_t lane, uint64_t pos, std::vector<uint8_t> *pkt, std::string *err)
 {
 	strata_packet_header ph;
 	memcpy(&ph, pkt->data(), sizeof ph);
@@ -526,7 +524,7 @@ ReadStatus Reader::peek_packet(uint32_t lane, strata_packet_header *hdr, const u
 		stats_.corrupt_packets++;
 	} else {
 		map_ahead(lane, ls, ls.rpos + S); // lap 0 only
-		memcpy(hdr, sb, sizeof *hdr); // validate a private copy, never the live header
+		memcpy(hdr, sb, sizeof *hdr);     // validate a private copy, never the live header
 		if (validate_header(lane, ls.rpos, hdr, err)) {
 			accept_packet(ls, *hdr);
 			// content_size is bounded by the sub-buffer (validate_header).
@@ -614,7 +612,8 @@ bool Reader::finish_close(uint32_t lane, bool give_up, std::string *msg)
 		std::vector<uint8_t> copy(subbuf_at(lane, start), subbuf_at(lane, start) + off); // off < S
 		memcpy(&ts, copy.data() + offsetof(strata_packet_header, timestamp_begin), sizeof ts);
 		const char *why;
-		walked = walk_records(copy.data(), off, lane >= info_.first_shared, UINT64_MAX, &ts, &why) == off;
+		walked = walk_records(copy.data(), off, lane >= info_.first_shared, UINT64_MAX, &ts, &why) ==
+			 off;
 	}
 	if (!walked) {
 		// Corrupt, or abandoned by a live producer as we detach (its
@@ -682,7 +681,8 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 		__atomic_add_fetch(&lc->close_req, 1, __ATOMIC_SEQ_CST);
 		if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0) {
 			__atomic_sub_fetch(&lc->close_req, 1, __ATOMIC_RELEASE);
-			*msg = "lane " + std::to_string(lane) + ": membarrier: " + strerror(errno) + "; not closed";
+			*msg = "lane " + std::to_string(lane) + ": membarrier: " + strerror(errno) +
+			       "; not closed";
 			return FlushStatus::kPending;
 		}
 		// Acquire: the owner's head update before its dec (program order,
@@ -690,7 +690,8 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 		while (__atomic_load_n(&lc->owner_busy, __ATOMIC_ACQUIRE) != 0) {
 			if (monotonic_now() >= deadline) {
 				__atomic_sub_fetch(&lc->close_req, 1, __ATOMIC_RELEASE);
-				*msg = "lane " + std::to_string(lane) + ": its owner stayed inside a reservation; not closed";
+				*msg = "lane " + std::to_string(lane) +
+				       ": its owner stayed inside a reservation; not closed";
 				return FlushStatus::kPending;
 			}
 			pause();
@@ -741,7 +742,8 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 	if (ls.producer_dead) {
 		finish_close(lane, true, msg);
 		*msg = "lane " + std::to_string(lane) +
-		       ": a packet never completed (producer killed between reserve and commit); it is dropped";
+		       ": a packet never completed (producer killed between reserve and commit); it is "
+		       "dropped";
 		return FlushStatus::kDropped;
 	}
 	*msg = "lane " + std::to_string(lane) + ": commits still in flight at the deadline";
@@ -813,8 +815,8 @@ bool Reader::stream_overwrite(bool producer_dead)
 	return true;
 }
 
-size_t Reader::collect_overwrite(uint32_t lane, int timeout_ms,
-				 std::vector<std::vector<uint8_t>> *out, std::string *msg)
+size_t Reader::collect_overwrite(uint32_t lane, int timeout_ms, std::vector<std::vector<uint8_t>> *out,
+				 std::string *msg)
 {
 	if (lane >= info_.n_lanes)
 		return 0;
@@ -941,14 +943,14 @@ bool Reader::parse_descriptor(const uint8_t *rec, uint32_t size, EventInfo *ev, 
 			break;
 		case STRATA_FT_ENUM: {
 			ok = ints && df.n_labels >= 1 && df.labels_off % 8 == 0 &&
-			     df.n_labels <= size / sizeof(strata_desc_enum_label) &&
-			     df.labels_off <= size &&
+			     df.n_labels <= size / sizeof(strata_desc_enum_label) && df.labels_off <= size &&
 			     (uint64_t)df.n_labels * sizeof(strata_desc_enum_label) <= size - df.labels_off;
 			for (uint32_t l = 0; ok && l < df.n_labels; l++) {
 				strata_desc_enum_label el;
 				memcpy(&el, rec + df.labels_off + l * sizeof el, sizeof el);
 				if (el.flags == STRATA_DESC_LABEL_RANGE_END) {
-					ok = !f.labels.empty() && f.labels.back().first == f.labels.back().last &&
+					ok = !f.labels.empty() &&
+					     f.labels.back().first == f.labels.back().last &&
 					     el.value > f.labels.back().first;
 					if (ok)
 						f.labels.back().last = el.value;
@@ -1018,7 +1020,8 @@ bool Reader::absorb_descriptors()
 			known_.push_back(std::move(ev));
 		} else {
 			stats_.descriptor_errors++;
-			desc_errors_.push_back("descriptor at byte " + std::to_string(desc_read_) + ": " + err);
+			desc_errors_.push_back("descriptor at byte " + std::to_string(desc_read_) + ": " +
+					       err);
 		}
 		desc_read_ += size;
 	}

@@ -47,8 +47,8 @@ struct BufferInfo {
 	std::string comm;
 	std::string channel;
 	uint8_t uuid[16] = {};
-	uint32_t stream_id = 0;  // of owned lanes; shared lanes: stream_id + 1 (COMPACT)
-	uint32_t mode = 0;       // enum strata_channel_mode
+	uint32_t stream_id = 0; // of owned lanes; shared lanes: stream_id + 1 (COMPACT)
+	uint32_t mode = 0;      // enum strata_channel_mode
 	uint32_t n_lanes = 0;
 	uint32_t record_format = STRATA_REC_WIDE;
 	uint32_t first_shared = 0; // COMPACT: lanes from here on are shared
@@ -56,11 +56,11 @@ struct BufferInfo {
 	uint32_t lane_stream_id(uint32_t lane) const
 	{
 		return record_format == STRATA_REC_COMPACT && lane >= first_shared ? stream_id + 1
-										 : stream_id;
+										   : stream_id;
 	}
 	uint32_t n_subbuf = 0;
 	uint64_t subbuf_size = 0;
-	uint32_t clock_id = 0;   // enum strata_clock_id
+	uint32_t clock_id = 0; // enum strata_clock_id
 	uint64_t desc_offset = 0, desc_capacity = 0;
 	uint64_t lanes_offset = 0, data_offset = 0, lane_stride = 0;
 };
@@ -72,21 +72,21 @@ enum class ReadStatus {
 };
 
 enum class FlushStatus {
-	kDone,     // nothing open, or closed and every commit arrived
-	kPending,  // producer alive, some commit still in flight at the deadline
-	kDropped,  // producer dead, an incomplete packet will be skipped (reported)
+	kDone,    // nothing open, or closed and every commit arrived
+	kPending, // producer alive, some commit still in flight at the deadline
+	kDropped, // producer dead, an incomplete packet will be skipped (reported)
 };
 
 struct ReaderStats {
-	uint64_t packets = 0;           // returned as kPacket (synthesized ones included)
-	uint64_t corrupt_packets = 0;   // failed validation, skipped
-	uint64_t incomplete_dropped = 0;// never completed by a dead producer, skipped
-	uint64_t lapped_packets = 0;    // overwrite mode: overwritten while being copied
-	uint64_t descriptor_errors = 0; // bad descriptor records
-	uint64_t close_ts_fallbacks = 0;// consumer closes whose records did not decode:
-					// timestamp_end from the consumer's clock (reported)
-	uint64_t cut_packets = 0;       // cut at a bad record (check_records)
-	uint64_t bad_loss_counts = 0;   // a lane's final events_discarded out of bounds: ignored
+	uint64_t packets = 0;            // returned as kPacket (synthesized ones included)
+	uint64_t corrupt_packets = 0;    // failed validation, skipped
+	uint64_t incomplete_dropped = 0; // never completed by a dead producer, skipped
+	uint64_t lapped_packets = 0;     // overwrite mode: overwritten while being copied
+	uint64_t descriptor_errors = 0;  // bad descriptor records
+	uint64_t close_ts_fallbacks = 0; // consumer closes whose records did not decode:
+					 // timestamp_end from the consumer's clock (reported)
+	uint64_t cut_packets = 0;        // cut at a bad record (check_records)
+	uint64_t bad_loss_counts = 0;    // a lane's final events_discarded out of bounds: ignored
 };
 
 class Reader {
@@ -170,8 +170,8 @@ public:
 	// Overwrite mode: close the open packet, then copy the newest complete
 	// sub-buffers of the lane, oldest first, dropping any the writers lap
 	// while they are being copied.  Returns the number appended to *out.
-	size_t collect_overwrite(uint32_t lane, int timeout_ms,
-				 std::vector<std::vector<uint8_t>> *out, std::string *msg);
+	size_t collect_overwrite(uint32_t lane, int timeout_ms, std::vector<std::vector<uint8_t>> *out,
+				 std::string *msg);
 
 	// A second reader of an overwrite-mode buffer taking a snapshot (the
 	// drain's reader stays the consumer): collect_overwrite then starts
@@ -246,8 +246,8 @@ public:
 
 private:
 	struct LaneState {
-		uint64_t rpos = 0;           // next position to read (private copy)
-		uint64_t mapped = 0;         // first lap: [0, mapped) populated in our mapping (map_ahead)
+		uint64_t rpos = 0;   // next position to read (private copy)
+		uint64_t mapped = 0; // first lap: [0, mapped) populated in our mapping (map_ahead)
 		uint64_t last_ts_end = 0;
 		uint64_t last_discarded = 0; // events_discarded of the last packet returned
 		uint64_t next_seq = 0;       // seq of the next packet to return
@@ -270,7 +270,7 @@ private:
 	bool parse_descriptor(const uint8_t *rec, uint32_t size, EventInfo *ev, std::string *err);
 	bool absorb_descriptors();
 	bool finish_close(uint32_t lane, bool give_up, std::string *msg);
-	bool snapshot_ = false; // set_snapshot()
+	bool snapshot_ = false;   // set_snapshot()
 	bool fast_owner_ = false; // STRATA_BUF_FAST_OWNER at attach: flush() shakes hands with owners
 	// validate.cpp: the record walk of check_records and finish_close.
 	static constexpr uint32_t kVariablePayload = UINT32_MAX, kUndescribed = UINT32_MAX - 1;

@@ -100,7 +100,8 @@ uint64_t Reader::walk_records(const uint8_t *pkt, uint64_t end, bool shared, uin
 	*why = nullptr;
 	if (info_.record_format != STRATA_REC_COMPACT)
 		return walk<false, false>(pkt, end, ts_max, ts, why);
-	return shared ? walk<true, true>(pkt, end, ts_max, ts, why) : walk<true, false>(pkt, end, ts_max, ts, why);
+	return shared ? walk<true, true>(pkt, end, ts_max, ts, why)
+		      : walk<true, false>(pkt, end, ts_max, ts, why);
 }
 
 // walk_records for one format and lane kind: the per-record work is a few
@@ -217,9 +218,9 @@ size_t Reader::check_records(uint32_t lane, uint8_t *pkt, size_t len, std::strin
 		stats_.cut_packets++;
 		ph.content_size = good == kHdr ? header_only_content() : good * 8;
 		ph.packet_size = std::max<uint64_t>(ph.content_size, kHdr * 8);
-		*err = "lane " + std::to_string(lane) + " packet " + std::to_string(ph.packet_seq_num) + ": record at byte " +
-		       std::to_string(good) + ": " + why + "; packet cut there (" + std::to_string(end - good) +
-		       " byte(s) dropped)";
+		*err = "lane " + std::to_string(lane) + " packet " + std::to_string(ph.packet_seq_num) +
+		       ": record at byte " + std::to_string(good) + ": " + why + "; packet cut there (" +
+		       std::to_string(end - good) + " byte(s) dropped)";
 	}
 	ph.events_discarded += ls.cut_events;
 	memcpy(pkt, &ph, sizeof ph);

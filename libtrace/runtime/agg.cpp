@@ -33,7 +33,7 @@ struct strata_rt_agg {
 	strata_agg_entry *entries;
 	size_t size;
 	int fd;
-	uint32_t mask;        // n_entries - 1
+	uint32_t mask; // n_entries - 1
 	uint32_t key_kind;
 	strata_probe *probe;
 	// How to read the value and key fields, per event description: a word
@@ -68,14 +68,16 @@ inline void add_signed(int64_t *p, int64_t v)
 inline void lower(int64_t *p, int64_t v)
 {
 	int64_t cur = __atomic_load_n(p, __ATOMIC_RELAXED);
-	while (v < cur && !__atomic_compare_exchange_n(p, &cur, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+	while (v < cur &&
+	       !__atomic_compare_exchange_n(p, &cur, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
 	}
 }
 
 inline void raise_to(int64_t *p, int64_t v)
 {
 	int64_t cur = __atomic_load_n(p, __ATOMIC_RELAXED);
-	while (v > cur && !__atomic_compare_exchange_n(p, &cur, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+	while (v > cur &&
+	       !__atomic_compare_exchange_n(p, &cur, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
 	}
 }
 
@@ -191,8 +193,8 @@ __attribute__((noinline)) bool claim(strata_agg_entry *e, uint64_t key, const ch
 	// Acquire (on failure too, which C++17 ties to success): the state we
 	// then see may be LIVE, and its key is read (pairs with the release of
 	// LIVE).  The claim itself is ours alone; LIVE publishes it.
-	if (!__atomic_compare_exchange_n(&e->state, &want, (uint32_t)STRATA_AGG_CLAIMING, false, __ATOMIC_ACQUIRE,
-					 __ATOMIC_ACQUIRE))
+	if (!__atomic_compare_exchange_n(&e->state, &want, (uint32_t)STRATA_AGG_CLAIMING, false,
+					 __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
 		return false;
 	e->key = key;
 	if (a)
@@ -234,10 +236,11 @@ __attribute__((noinline)) uint32_t plan_slow(strata_rt_agg *ag, const strata_pro
 	const uint64_t d = (uint64_t)(uintptr_t)ev->desc;
 	const strata_agg_header *h = ag->hdr;
 	const int vf = h->has_value ? strata_probe_field_index(ev->desc, h->value_field) : -1;
-	const int kf = ag->key_kind == STRATA_AGG_KEY_FIELD ? strata_probe_field_index(ev->desc, h->key_field) : -1;
+	const int kf =
+		ag->key_kind == STRATA_AGG_KEY_FIELD ? strata_probe_field_index(ev->desc, h->key_field) : -1;
 	bool cacheable = (d & 7) == 0 && d >> 47 == 0; // the address fits: user space, 8-aligned
-	const uint32_t plan =
-		field_code(ev->desc, vf, false, &cacheable) | field_code(ev->desc, kf, true, &cacheable) << 10;
+	const uint32_t plan = field_code(ev->desc, vf, false, &cacheable) |
+			      field_code(ev->desc, kf, true, &cacheable) << 10;
 	if (cacheable)
 		__atomic_store_n(slot, d >> 3 << 20 | plan, __ATOMIC_RELAXED);
 	return plan;
@@ -255,8 +258,8 @@ inline uint32_t plan_of(strata_rt_agg *ag, const strata_probe_event *ev)
 
 // The hit's key (and its text, for string and event keys); false when the
 // key field gives none.
-inline bool key_of(strata_rt_agg *ag, const strata_probe_event *ev, uint32_t kc, uint64_t *key, const char **a,
-		   const char **b)
+inline bool key_of(strata_rt_agg *ag, const strata_probe_event *ev, uint32_t kc, uint64_t *key,
+		   const char **a, const char **b)
 {
 	switch (ag->key_kind) {
 	case STRATA_AGG_KEY_TID:
@@ -361,11 +364,13 @@ void renew_in_child()
 		keep.hits = keep.overflow = keep.no_value = 0;
 		int fd = make_region_fd(ag->size);
 		void *m = fd < 0 ? MAP_FAILED
-				 : mmap(ag->hdr, ag->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+				 : mmap(ag->hdr, ag->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+					0);
 		if (m == MAP_FAILED) {
 			if (fd >= 0)
 				close(fd);
-			mmap(ag->hdr, ag->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+			mmap(ag->hdr, ag->size, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 			fd = -1;
 		}
 		memcpy(ag->hdr, &keep, sizeof keep);
@@ -409,8 +414,8 @@ extern "C" STRATA_EXPORT int strata_rt_agg_open(const struct strata_agg_spec *sp
 {
 	if (!spec || !out || !terminated(spec->pattern, sizeof spec->pattern) || !spec->pattern[0] ||
 	    !terminated(spec->value_field, sizeof spec->value_field) ||
-	    !terminated(spec->key_field, sizeof spec->key_field) || !terminated(spec->filter, sizeof spec->filter) ||
-	    spec->max_keys == 0 ||
+	    !terminated(spec->key_field, sizeof spec->key_field) ||
+	    !terminated(spec->filter, sizeof spec->filter) || spec->max_keys == 0 ||
 	    spec->max_keys > STRATA_AGG_MAX_ENTRIES)
 		return -EINVAL;
 	uint32_t kind = STRATA_AGG_KEY_NONE;

@@ -107,7 +107,8 @@ static uint32_t choose_clock()
 	if (env_is("consumer-page")) {
 		uint32_t id = choose_consumer_page();
 		if (id == STRATA_CLOCK_MONOTONIC)
-			warn("STRATA_CLOCK=consumer-page but the consumer offered no valid clock page; using CLOCK_MONOTONIC");
+			warn("STRATA_CLOCK=consumer-page but the consumer offered no valid clock page; using "
+			     "CLOCK_MONOTONIC");
 		return id;
 	}
 	// Acquire: pairs with the release CAS below (another thread's choice).
@@ -161,9 +162,9 @@ uint64_t clock_now_slow()
 		// Relaxed: stored before the id (see choose_consumer_page); g_upage_stuck
 		// is a hint only (once the page stayed busy that long, never wait again).
 		if (__builtin_expect(strata_kclock_now_patient(g_upage.load(std::memory_order_relaxed), &ns,
-								g_upage_stuck.load(std::memory_order_relaxed)
-									? 0
-									: kUserPageMaxWaitNs) == 0,
+							       g_upage_stuck.load(std::memory_order_relaxed)
+								       ? 0
+								       : kUserPageMaxWaitNs) == 0,
 				     1))
 			return ns;
 		g_upage_stuck.store(true, std::memory_order_relaxed);

@@ -14,7 +14,7 @@ namespace {
 
 // Both under the control lock (crash_reg.h): no atomics needed.
 int g_crash_fd = -1;
-pid_t g_crash_pid = 0; // the process that opened g_crash_fd
+pid_t g_crash_pid = 0;    // the process that opened g_crash_fd
 bool g_crash_off = false; // the module said no for good (absent, too old, turned off)
 
 int crash_fd()

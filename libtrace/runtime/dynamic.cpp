@@ -31,13 +31,13 @@ namespace strata {
 namespace {
 
 struct DynEvent {
-	strata_tracepoint tp;      // first: the handle is &tp
-	strata_tracepoint *self;   // the one-entry section registered
+	strata_tracepoint tp;    // first: the handle is &tp
+	strata_tracepoint *self; // the one-entry section registered
 	strata_event_desc desc;
 	strata_field_desc fields[STRATA_DESC_MAX_FIELDS];
-	uint32_t refs;             // declarations not yet released (g_lock)
-	DynEvent *next;            // g_events (g_lock)
-	char names[1];             // provider, name, field names: NUL-separated
+	uint32_t refs;  // declarations not yet released (g_lock)
+	DynEvent *next; // g_events (g_lock)
+	char names[1];  // provider, name, field names: NUL-separated
 };
 
 pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -54,8 +54,8 @@ bool same_shape(const DynEvent &e, int loglevel, const strata_dyn_field *f, uint
 		const uint8_t base = f[i].base ? f[i].base : 10;
 		const bool str = f[i].kind == STRATA_FIELD_STRING;
 		if (strcmp(g.name, f[i].name) != 0 || g.kind != f[i].kind ||
-		    (!str && (g.size != f[i].size || g.is_signed != (f[i].is_signed ? 1 : 0) ||
-			      g.base != base)) ||
+		    (!str &&
+		     (g.size != f[i].size || g.is_signed != (f[i].is_signed ? 1 : 0) || g.base != base)) ||
 		    (f[i].kind == STRATA_FIELD_ARRAY && g.length != f[i].length))
 			return false;
 	}
@@ -65,8 +65,8 @@ bool same_shape(const DynEvent &e, int loglevel, const strata_dyn_field *f, uint
 // The description of a new event in one allocation; -EINVAL / -E2BIG /
 // -ENOMEM.  The registry's own validation then decides (as for a static
 // tracepoint), so both kinds obey one rule set.
-int build(const char *provider, const char *name, int loglevel, const strata_dyn_field *f,
-	  uint32_t n, DynEvent **out)
+int build(const char *provider, const char *name, int loglevel, const strata_dyn_field *f, uint32_t n,
+	  DynEvent **out)
 {
 	if (!provider || !name || !valid_identifier(provider) || !valid_identifier(name) ||
 	    loglevel < STRATA_LOGLEVEL_EMERG || loglevel > STRATA_LOGLEVEL_DEBUG || (n && !f))
@@ -144,9 +144,9 @@ int arm(DynEvent *e)
 
 using namespace strata;
 
-extern "C" STRATA_EXPORT int strata_dyn_declare(const char *provider, const char *name,
-						int loglevel, const struct strata_dyn_field *fields,
-						uint32_t n_fields, strata_dyn_event **out)
+extern "C" STRATA_EXPORT int strata_dyn_declare(const char *provider, const char *name, int loglevel,
+						const struct strata_dyn_field *fields, uint32_t n_fields,
+						strata_dyn_event **out)
 {
 	if (!out)
 		return -EINVAL;
@@ -240,10 +240,18 @@ inline void put_scalar(char *out, const strata_field_desc &f, const union strata
 		return;
 	}
 	switch (f.size) { // fixed-size copies: plain stores, no call
-	case 1: memcpy(out, &v.u, 1); break;
-	case 2: memcpy(out, &v.u, 2); break;
-	case 4: memcpy(out, &v.u, 4); break;
-	default: memcpy(out, &v.u, 8); break;
+	case 1:
+		memcpy(out, &v.u, 1);
+		break;
+	case 2:
+		memcpy(out, &v.u, 2);
+		break;
+	case 4:
+		memcpy(out, &v.u, 4);
+		break;
+	default:
+		memcpy(out, &v.u, 8);
+		break;
 	}
 }
 
@@ -359,8 +367,8 @@ bool packed_walk(const strata_event_desc *d, const char *p, size_t len, uint32_t
 // strata_dyn_emit's first pass: the payload's size, and per field of
 // variable size its bytes (strings with the NUL, sequences their element
 // count: len) and, for strings, where they are (str).
-inline size_t dyn_sizes(const strata_event_desc *d, uint32_t nf, const union strata_dyn_value *v, size_t len[],
-			const char *str[])
+inline size_t dyn_sizes(const strata_event_desc *d, uint32_t nf, const union strata_dyn_value *v,
+			size_t len[], const char *str[])
 {
 	size_t size = 0;
 	for (uint32_t i = 0; i < nf; i++) {
@@ -470,8 +478,7 @@ extern "C" STRATA_EXPORT void strata_dyn_emit(strata_dyn_event *ev, const union 
 // The payload is already the record's bytes: one check, one copy.  The
 // filter (rare) gets the same argv as the static emitter: scalars staged
 // aligned, strings and elements pointing into the payload.
-extern "C" STRATA_EXPORT void strata_dyn_emit_packed(strata_dyn_event *ev, const void *payload,
-						     size_t len)
+extern "C" STRATA_EXPORT void strata_dyn_emit_packed(strata_dyn_event *ev, const void *payload, size_t len)
 {
 	const uint32_t st = recording(ev);
 	if (!(st & (STRATA_TP_SLOTS_MASK | STRATA_TP_PROBED)))

@@ -70,9 +70,9 @@ struct strata_probe {
 	int loglevel_max;
 	strata_probe_fn fn;
 	void *priv;
-	strata_probe *next;  // registration order, under the control lock
-	uint32_t attached;   // tracepoints it is on, under the control lock
-	bool wants_time;     // false only for the runtime's own (agg.cpp)
+	strata_probe *next; // registration order, under the control lock
+	uint32_t attached;  // tracepoints it is on, under the control lock
+	bool wants_time;    // false only for the runtime's own (agg.cpp)
 };
 
 namespace strata {
@@ -88,13 +88,13 @@ struct ProbeCall {
 struct ProbeList {
 	ProbeList *retired_next; // under the control lock, after it is replaced
 	uint32_t n;
-	bool wants_time;         // some probe reads ev->timestamp
-	ProbeCall calls[1];      // n entries
+	bool wants_time;    // some probe reads ev->timestamp
+	ProbeCall calls[1]; // n entries
 };
 
-strata_probe *g_probes;        // under the control lock
-uint64_t g_probes_gen;         // under the control lock: changes of g_probes (probe report)
-ProbeList *g_retired;          // replaced lists waiting for a grace period
+strata_probe *g_probes; // under the control lock
+uint64_t g_probes_gen;  // under the control lock: changes of g_probes (probe report)
+ProbeList *g_retired;   // replaced lists waiting for a grace period
 // Per event id.  Release store by publish(), acquire load by
 // strata_probe_fire (pairs: a list seen is complete).
 std::atomic<ProbeList *> g_lists[kMaxEventId + 1];
@@ -340,8 +340,8 @@ extern "C" STRATA_EXPORT void strata_probe_fire(struct strata_tracepoint *tp, co
 	urcu_bp_read_unlock();
 }
 
-extern "C" STRATA_EXPORT int strata_probe_register(const char *pattern, int loglevel_max,
-						   strata_probe_fn fn, void *priv, strata_probe **out)
+extern "C" STRATA_EXPORT int strata_probe_register(const char *pattern, int loglevel_max, strata_probe_fn fn,
+						   void *priv, strata_probe **out)
 {
 	return probe_register(pattern, loglevel_max, fn, priv, true, out);
 }
@@ -464,8 +464,7 @@ extern "C" STRATA_EXPORT const char *strata_probe_strerror(int err)
 	}
 }
 
-extern "C" STRATA_EXPORT size_t strata_probe_pack(const struct strata_probe_event *ev, void *buf,
-						  size_t cap)
+extern "C" STRATA_EXPORT size_t strata_probe_pack(const struct strata_probe_event *ev, void *buf, size_t cap)
 {
 	if (!ev || !ev->desc)
 		return 0;

@@ -28,8 +28,8 @@ void probe_on_unregister(strata_tracepoint *tp);
 // strata_probe_register for the runtime's own probes: wants_time false
 // spares the clock read when no probe on a tracepoint reads
 // ev->timestamp (it is then 0).  Not under the control lock.
-int probe_register(const char *pattern, int loglevel_max, strata_probe_fn fn, void *priv,
-		   bool wants_time, strata_probe **out);
+int probe_register(const char *pattern, int loglevel_max, strata_probe_fn fn, void *priv, bool wants_time,
+		   strata_probe **out);
 // For the probe report (probe_report.cpp): the first `cap` probes as they
 // are, their total in *total and the list's generation in *gen (0 when the
 // control lock could not be taken: inside a control call).  Takes the
@@ -38,7 +38,7 @@ struct ProbeSnapshot {
 	char pattern[STRATA_PATTERN_MAX];
 	int loglevel_max;
 	strata_probe_fn fn;
-	bool runtime;        // the runtime's own (aggregation)
+	bool runtime; // the runtime's own (aggregation)
 };
 uint32_t probe_snapshot(ProbeSnapshot *out, uint32_t cap, uint32_t *total, uint64_t *gen);
 

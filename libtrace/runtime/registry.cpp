@@ -48,15 +48,15 @@ namespace {
 struct Entry {
 	strata_tracepoint *tp;
 	uint32_t id;
-	bool valid;          // magic, version and description checked
-	uint16_t described;  // bit s: descriptor written into slot s's table
+	bool valid;         // magic, version and description checked
+	uint16_t described; // bit s: descriptor written into slot s's table
 };
 
 struct Module {
 	strata_tracepoint *const *start;
 	Module *next;
 	size_t n;
-	Entry entries[1];    // n entries (allocated with the module)
+	Entry entries[1]; // n entries (allocated with the module)
 };
 
 struct SlotRules {
@@ -75,9 +75,9 @@ static_assert(offsetof(FilterProgram, ops) % 8 == 0 && offsetof(FilterProgram, p
 
 // What readers of a slot's filters see (see the contract above).
 struct SlotFilters {
-	std::atomic<uint32_t> seq;                        // odd while the control plane rewrites
-	uint64_t words[STRATA_MAX_RULES][kProgWords];     // FilterProgram per rule, atomic words
-	std::atomic<uint32_t> mask[kMaxEventId + 1];      // per event id: rules whose filter applies
+	std::atomic<uint32_t> seq;                    // odd while the control plane rewrites
+	uint64_t words[STRATA_MAX_RULES][kProgWords]; // FilterProgram per rule, atomic words
+	std::atomic<uint32_t> mask[kMaxEventId + 1];  // per event id: rules whose filter applies
 };
 
 Module *g_modules;                   // under the control lock
@@ -158,8 +158,7 @@ bool valid_description(const strata_event_desc *d)
 				return false;
 			break;
 		case STRATA_FIELD_ARRAY:
-			if (!int_size || !valid_base(f.base) || f.length == 0 ||
-			    f.length > kMaxArrayLength)
+			if (!int_size || !valid_base(f.base) || f.length == 0 || f.length > kMaxArrayLength)
 				return false;
 			break;
 		case STRATA_FIELD_FLOAT:
@@ -188,12 +187,18 @@ bool valid_description(const strata_event_desc *d)
 uint8_t field_type(uint8_t kind)
 {
 	switch (kind) {
-	case STRATA_FIELD_INTEGER: return STRATA_FT_INTEGER;
-	case STRATA_FIELD_FLOAT: return STRATA_FT_FLOAT;
-	case STRATA_FIELD_ENUM: return STRATA_FT_ENUM;
-	case STRATA_FIELD_STRING: return STRATA_FT_STRING;
-	case STRATA_FIELD_ARRAY: return STRATA_FT_ARRAY;
-	default: return STRATA_FT_SEQUENCE;
+	case STRATA_FIELD_INTEGER:
+		return STRATA_FT_INTEGER;
+	case STRATA_FIELD_FLOAT:
+		return STRATA_FT_FLOAT;
+	case STRATA_FIELD_ENUM:
+		return STRATA_FT_ENUM;
+	case STRATA_FIELD_STRING:
+		return STRATA_FT_STRING;
+	case STRATA_FIELD_ARRAY:
+		return STRATA_FT_ARRAY;
+	default:
+		return STRATA_FT_SEQUENCE;
 	}
 }
 
@@ -282,8 +287,8 @@ void arm_entry(Entry &e, unsigned slot)
 	if (!e.valid)
 		return; // never written: it may not even be a tracepoint
 	uint32_t bit = 1u << slot, mask = 0;
-	bool on = (e.described & bit) &&
-		  g_slots[slot].load(std::memory_order_relaxed) && rules_enable(slot, e.tp->desc, &mask);
+	bool on = (e.described & bit) && g_slots[slot].load(std::memory_order_relaxed) &&
+		  rules_enable(slot, e.tp->desc, &mask);
 	filters_write_begin(slot);
 	// Relaxed: inside the seqlock write; readers validate with seq.
 	g_filters[slot].mask[e.id].store(on ? mask : 0, std::memory_order_relaxed);
@@ -374,7 +379,9 @@ size_t encode_descriptor(const strata_event_desc *d, uint32_t id, char *out, siz
 		df.elem_bits = (uint8_t)(f.size * 8);
 		df.is_signed = f.is_signed ? 1 : 0;
 		df.base = f.kind == STRATA_FIELD_FLOAT || f.kind == STRATA_FIELD_STRING ||
-				  f.kind == STRATA_FIELD_ENUM ? 10 : f.base;
+					  f.kind == STRATA_FIELD_ENUM
+				  ? 10
+				  : f.base;
 		if (f.kind == STRATA_FIELD_STRING)
 			df.elem_bits = 8, df.is_signed = 0;
 		if (f.kind == STRATA_FIELD_ARRAY)
@@ -714,8 +721,7 @@ extern "C" STRATA_EXPORT void strata_rt_registry_release(void)
 	control_unlock();
 }
 
-extern "C" STRATA_EXPORT int strata_rt_event_name(uint32_t id, char *buf, size_t len,
-						  uint32_t *loglevel)
+extern "C" STRATA_EXPORT int strata_rt_event_name(uint32_t id, char *buf, size_t len, uint32_t *loglevel)
 {
 	if (!buf || len == 0)
 		return -EINVAL;
@@ -727,8 +733,7 @@ extern "C" STRATA_EXPORT int strata_rt_event_name(uint32_t id, char *buf, size_t
 	return rc;
 }
 
-extern "C" STRATA_EXPORT int strata_rt_event_name_held(uint32_t id, char *buf, size_t len,
-						       uint32_t *loglevel)
+extern "C" STRATA_EXPORT int strata_rt_event_name_held(uint32_t id, char *buf, size_t len, uint32_t *loglevel)
 {
 	if (!buf || len == 0)
 		return -EINVAL;

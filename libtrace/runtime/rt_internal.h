@@ -74,7 +74,7 @@ constexpr uint32_t kMaxEventId = 0xfffe; // event ids fit the descriptor tables'
 struct Channel {
 	unsigned slot;
 	int fd;
-	char *base;            // the shared mapping
+	char *base; // the shared mapping
 	uint64_t total_size;
 	strata_buffer_header *hdr;
 	strata_lane_ctl *lanes;
@@ -88,7 +88,7 @@ struct Channel {
 	uint32_t first_shared; // lanes [first_shared, n_lanes) are shared (strata_abi.h)
 	uint32_t mode;
 	uint32_t stream_id;
-	bool fast_owner;       // STRATA_BUF_FAST_OWNER: owners update head unlocked (writer.cpp)
+	bool fast_owner; // STRATA_BUF_FAST_OWNER: owners update head unlocked (writer.cpp)
 	// Blocking mode (strata_abi.h): how long a writer waits for a full ring
 	// to drain before it discards; 0: never waits.
 	uint64_t block_ns;
@@ -97,9 +97,9 @@ struct Channel {
 	// consumer released one).  Relaxed: a hint, the timeout is the bound.
 	std::atomic<uint32_t> block_stalled;
 	uint8_t uuid[16];
-	char *desc;            // descriptor table in the mapping
+	char *desc; // descriptor table in the mapping
 	uint64_t desc_capacity;
-	uint64_t desc_used;    // private copy: the shared one is only published
+	uint64_t desc_used; // private copy: the shared one is only published
 	// Exclusive lane claims: bit i set = lane i owned by one thread.
 	std::atomic<uint64_t> lane_bits[STRATA_MAX_LANES / 64];
 	std::atomic<uint32_t> shared_rr; // next lane handed out when all are owned
@@ -115,8 +115,8 @@ struct Channel {
 	// buffer is complete, acquire load in claim_lane (writer.cpp) before a
 	// thread's first use: pairs the two.
 	std::atomic<uint32_t> state;
-	strata_channel_config cfg;       // pending: the geometry asked for
-	strata_rt_handoff handoff;       // pending: who gets the memfd
+	strata_channel_config cfg; // pending: the geometry asked for
+	strata_rt_handoff handoff; // pending: who gets the memfd
 	uint8_t handoff_ctx[STRATA_RT_HANDOFF_CTX];
 	// Events a signal handler fired while its own thread held the control
 	// lock with the slot pending (the buffer could not be made there):
@@ -168,16 +168,16 @@ void control_lock_reset_in_child();
 
 // Registry (registry.cpp), all under the control lock.
 void registry_describe_all(Channel *ch);  // append every descriptor to a new slot
-void registry_arm_slot(unsigned slot);     // re-evaluate the slot's rules
-void registry_disarm_slot(unsigned slot);  // slot closing: clear its bits
-void registry_forget_slot(unsigned slot);  // descriptors of the slot forgotten
+void registry_arm_slot(unsigned slot);    // re-evaluate the slot's rules
+void registry_disarm_slot(unsigned slot); // slot closing: clear its bits
+void registry_forget_slot(unsigned slot); // descriptors of the slot forgotten
 void registry_disarm_all_in_child();
 int registry_store_rules(unsigned slot, const strata_rule *rules, size_t n);
 bool registry_valid_description(const strata_event_desc *d); // as registration checks it
 // Registers [start, stop) (strata_register_tracepoints): the number of
 // tracepoints accepted, or -EBUSY (inside a control call) / -ENOMEM.
 int registry_register(strata_tracepoint *const *start, strata_tracepoint *const *stop);
-uint64_t registry_encoded_size();          // bytes of all current descriptors
+uint64_t registry_encoded_size();           // bytes of all current descriptors
 void registry_prefault_slot(unsigned slot); // a slot's first open: its rule tables mapped ahead
 // Encode one descriptor record; returns its size (multiple of 8) or 0 if
 // it does not fit in cap or the description is invalid.

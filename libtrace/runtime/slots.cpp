@@ -106,8 +106,8 @@ bool handoff_owed_locked(Channel *ch, uint64_t now)
 	return false;
 }
 
-using proto::kDefaultSubbufSize;
 using proto::kDefaultSubbufs;
+using proto::kDefaultSubbufSize;
 constexpr uint64_t kMinDescCapacity = 1 << 20;
 
 std::atomic<uint32_t> g_lock_owner{0}; // tid holding the control lock, 0: free
@@ -279,7 +279,8 @@ void atfork_prepare()
 	g_early_child_fd = -1;
 	if (g_fork_locked && g_slots[kEarlySlot].load(std::memory_order_relaxed) &&
 	    g_early_kept < early_keep_max())
-		g_early_child_fd = (int)syscall(SYS_memfd_create, "strata-slot-15", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		g_early_child_fd =
+			(int)syscall(SYS_memfd_create, "strata-slot-15", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 }
 
 void atfork_parent()
@@ -303,7 +304,7 @@ void atfork_child()
 		if (!ch)
 			continue;
 		g_slots[s].store(nullptr, std::memory_order_relaxed); // one thread in the child
-		if (ch->hdr) // a pending slot has no mapping yet
+		if (ch->hdr)                                          // a pending slot has no mapping yet
 			retire_mapping(ch); // the child must never write the parent's buffers
 		else
 			ch->state.store(kChDead, std::memory_order_relaxed);
@@ -326,7 +327,8 @@ __attribute__((constructor(101))) void map_code_ahead()
 	const auto *eh = reinterpret_cast<const ElfW(Ehdr) *>(__ehdr_start);
 	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
 		return;
-	const auto *ph = reinterpret_cast<const ElfW(Phdr) *>(reinterpret_cast<const char *>(eh) + eh->e_phoff);
+	const auto *ph =
+		reinterpret_cast<const ElfW(Phdr) *>(reinterpret_cast<const char *>(eh) + eh->e_phoff);
 	const ElfW(Phdr) *first = nullptr;
 	for (unsigned i = 0; i < eh->e_phnum; i++) {
 		if (ph[i].p_type != PT_LOAD)
@@ -348,8 +350,7 @@ __attribute__((constructor(101))) void map_code_ahead()
 __attribute__((constructor)) void slots_init()
 {
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-	g_membarrier_private =
-		syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+	g_membarrier_private = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 	register_global_membarrier();
 }
 
@@ -635,7 +636,8 @@ int channel_materialize(Channel *ch)
 			// recording into it and owe the hand-over (retry_handoff),
 			// rather than lose the process's events uncounted.
 			ch->handoff_owed.store(1, std::memory_order_relaxed);
-			ch->handoff_next_ns.store(clock_now_slow() + kHandoffRetryNs, std::memory_order_relaxed);
+			ch->handoff_next_ns.store(clock_now_slow() + kHandoffRetryNs,
+						  std::memory_order_relaxed);
 			warn("the buffer stays in the process and its hand-over is retried");
 			rc = 0;
 		}
@@ -655,8 +657,7 @@ int channel_materialize(Channel *ch)
 
 } // namespace strata
 
-extern "C" STRATA_EXPORT int strata_rt_slot_open(unsigned slot,
-						 const struct strata_channel_config *cfg,
+extern "C" STRATA_EXPORT int strata_rt_slot_open(unsigned slot, const struct strata_channel_config *cfg,
 						 const uint8_t trace_uuid[16])
 {
 	if (slot >= STRATA_MAX_SLOTS || !cfg || !trace_uuid)
@@ -706,7 +707,7 @@ extern "C" STRATA_EXPORT int strata_rt_slot_open_lazy(unsigned slot, const struc
 		ch->handoff = handoff;
 		if (ctx_len)
 			memcpy(ch->handoff_ctx, ctx, ctx_len);
-		ch->state.store(kChPending, std::memory_order_relaxed); // published below with release
+		ch->state.store(kChPending, std::memory_order_relaxed);  // published below with release
 		g_pending_slots.fetch_add(1, std::memory_order_relaxed); // under the lock
 		registry_prefault_slot(slot);
 		registry_describe_all(ch); // pending: marks the events, writes nothing
@@ -735,8 +736,7 @@ extern "C" void strata_rt_state_changed(void); // change_hook.cpp
 
 extern "C" STRATA_EXPORT void strata_rt_quiesce(void)
 {
-	if (!(g_membarrier_private &&
-	      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) &&
+	if (!(g_membarrier_private && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) &&
 	    syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
 		// No membarrier: the stores were already release; this is the best
 		// we can do, and call sites see the change within a few instructions.

@@ -8,11 +8,11 @@
 int use(void);
 int use(void)
 {
-	uint32_t ids[2] = { 1, 2 };
-	uint8_t mac[6] = { 0 };
+	uint32_t ids[2] = {1, 2};
+	uint8_t mac[6] = {0};
 	int value = 3;
 	int wrong_int = 4;
-	int wrong_ids[2] = { 1, 2 };
+	int wrong_ids[2] = {1, 2};
 	double wrong_double = 2.5;
 	int *wrong_ptr = &value;
 

@@ -12,8 +12,8 @@
 
 struct tally {
 	int hits;
-	int64_t sum;      /* of sample:one's value */
-	size_t ids;       /* elements of sample:all's ids */
+	int64_t sum; /* of sample:one's value */
+	size_t ids;  /* elements of sample:all's ids */
 	char label[16];
 };
 
@@ -32,10 +32,10 @@ static void on_hit(const struct strata_probe_event *ev, void *priv)
 
 int main(void)
 {
-	struct tally t = { 0, 0, 0, "" };
+	struct tally t = {0, 0, 0, ""};
 	strata_probe *p = NULL;
-	uint8_t mac[6] = { 1, 2, 3, 4, 5, 6 };
-	uint32_t ids[3] = { 7, 8, 9 };
+	uint8_t mac[6] = {1, 2, 3, 4, 5, 6};
+	uint32_t ids[3] = {7, 8, 9};
 	int rc = strata_probe_register("sample:*", STRATA_LOGLEVEL_DEBUG, on_hit, &t, &p);
 	if (rc < 0) {
 		fprintf(stderr, "%s\n", strata_probe_strerror(rc));

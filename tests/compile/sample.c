@@ -34,8 +34,8 @@ static void expect(int cond, const char *what)
 
 static void call_sites(void)
 {
-	uint8_t mac[6] = { 1, 2, 3, 4, 5, 6 };
-	uint32_t ids[3] = { 7, 8, 9 };
+	uint8_t mac[6] = {1, 2, 3, 4, 5, 6};
+	uint32_t ids[3] = {7, 8, 9};
 	const char raw[] = "raw";
 
 	strata_tracepoint(sample, all, counted(1), -2, 0x10, 0.5, 1, "label", mac, ids, 3, raw, 3);
@@ -52,7 +52,7 @@ int main(void)
 #endif
 	struct strata_channel_config cfg;
 	struct strata_rule rule;
-	uint8_t uuid[16] = { 0 };
+	uint8_t uuid[16] = {0};
 	int i, fd;
 
 	printf("%s call sites\n", lang);

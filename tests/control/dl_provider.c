@@ -8,8 +8,7 @@
 #define STRATA_DEFINE_PROVIDERS
 #include <strata/tracepoint.h>
 
-STRATA_EVENT(ctllib, ev, STRATA_LOGLEVEL_INFO,
-	     strata_int(uint64_t, seq))
+STRATA_EVENT(ctllib, ev, STRATA_LOGLEVEL_INFO, strata_int(uint64_t, seq))
 
 __attribute__((visibility("default"))) void ctllib_emit(uint64_t n, uint64_t base)
 {

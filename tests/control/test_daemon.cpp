@@ -285,10 +285,10 @@ TEST(Daemon, SurvivesFuzzedConnections)
 	ASSERT_EQ(ctl.open("", err), 0) << err;
 	ASSERT_EQ(cmd(ctl, create_msg(d, "keep")), 0);
 	std::vector<std::vector<uint8_t>> seeds;
-	for (proto::Body b : std::vector<proto::Body>{
-		     proto::Start{"fz"}, proto::Stop{"fz"}, proto::Status{""}, proto::List{},
-		     proto::EnableEvent{"fz", {"*", -1, 1, ""}}, proto::Buffer{0, 0}, proto::Register{},
-		     proto::Create{"fz", d.dir + "/fz", {}}})
+	for (proto::Body b :
+	     std::vector<proto::Body>{proto::Start{"fz"}, proto::Stop{"fz"}, proto::Status{""}, proto::List{},
+				      proto::EnableEvent{"fz", {"*", -1, 1, ""}}, proto::Buffer{0, 0},
+				      proto::Register{}, proto::Create{"fz", d.dir + "/fz", {}}})
 		seeds.push_back(proto::encode(proto::Message{9, b}));
 	std::mt19937_64 rng(777);
 	int conns = 0;
@@ -396,7 +396,8 @@ TEST(Daemon, RepairCutsTornStreamFiles)
 		int devnull = open("/dev/null", O_WRONLY);
 		dup2(devnull, 1);
 		dup2(devnull, 2);
-		execl(STRATA_CONSUMERD_EXE, STRATA_CONSUMERD_EXE, "--repair", dir.c_str(), static_cast<char *>(nullptr));
+		execl(STRATA_CONSUMERD_EXE, STRATA_CONSUMERD_EXE, "--repair", dir.c_str(),
+		      static_cast<char *>(nullptr));
 		_exit(127);
 	}
 	ASSERT_EQ(strata_test::wait_child(child, 20000), 0);
@@ -432,7 +433,9 @@ TEST(Daemon, AggregationSessionsAndTheirRegions)
 	auto join = [&](uint16_t max_version, proto::Message &ans) {
 		int fd = proto::connect_unix(d.socket, dl);
 		EXPECT_GE(fd, 0);
-		EXPECT_EQ(proto::request(fd, {1, proto::Hello{1, max_version, 1, "fake"}, 1}, ans, dl, err), 0) << err;
+		EXPECT_EQ(proto::request(fd, {1, proto::Hello{1, max_version, 1, "fake"}, 1}, ans, dl, err),
+			  0)
+			<< err;
 		EXPECT_EQ(std::get<proto::HelloReply>(ans.body).version, max_version);
 		EXPECT_EQ(proto::request(fd, {2, reg, 1}, ans, dl, err), 0) << err; // a version 1 REGISTER
 		EXPECT_EQ(ans.type(), proto::Type::RegisterReply);

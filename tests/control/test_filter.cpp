@@ -65,7 +65,8 @@ TEST(Filter, SessionRecordsExactlyTheMatchingEvents)
 	EXPECT_EQ(run(STRATA_CLI_EXE, {"create", "f", "-o", out}), 0);
 	// Refused by the CLI with the column, nothing sent (exit 2).
 	EXPECT_EQ(run(STRATA_CLI_EXE, {"enable-event", "f", "ctltest:tick", "--filter", "seq = 3"}, true), 2);
-	EXPECT_EQ(run(STRATA_CLI_EXE, {"enable-event", "f", "ctltest:tick", "--filter", "seq > \"x"}, true), 2);
+	EXPECT_EQ(run(STRATA_CLI_EXE, {"enable-event", "f", "ctltest:tick", "--filter", "seq > \"x"}, true),
+		  2);
 	EXPECT_EQ(run(STRATA_CLI_EXE, {"enable-event", "f", "ctltest:tick", "--filter", filter}), 0);
 	// Names a field ctltest:tick lacks: matches nothing, adds nothing.
 	EXPECT_EQ(run(STRATA_CLI_EXE, {"enable-event", "f", "ctltest:*", "--filter", "size > 0"}), 0);
@@ -120,8 +121,12 @@ TEST(Filter, RunningAsyncProcessFollowsAFilterChange)
 	};
 	ASSERT_TRUE(batch()); // seq 0..999, both threads: "seq < 10"
 	// Added while the process runs: applied in its signal handler, acknowledged.
-	ASSERT_EQ(c.command(proto::EnableEvent{"a", {"ctltest:tick", -1, 1,
-		  "seq >= 1990 || thread == 1 && seq >= 1000 && seq < 1003"}}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::EnableEvent{"a",
+					       {"ctltest:tick", -1, 1,
+						"seq >= 1990 || thread == 1 && seq >= 1000 && seq < 1003"}},
+			    t),
+		  0)
+		<< t;
 	ASSERT_EQ(c.command(proto::Wait{10000}, t), 0) << t;
 	EXPECT_EQ(t, "acknowledged by 1 process(es)");
 	ASSERT_TRUE(batch()); // seq 1000..1999: either filter

@@ -172,20 +172,24 @@ TEST(Proto, HeaderErrors)
 		EXPECT_EQ(decode_err(b), Error::BadType) << t;
 	}
 	// WAIT, TARGET_RULE, SNAPSHOT and SNAPSHOT_ON exist only from version 2 on.
-	for (Body body : {Body{Wait{5}}, Body{TargetRule{"s", {"*", -1, 1, ""}, {1}, {}}}, Body{Snapshot{"s", ""}}, Body{SnapshotOn{"s", "a:b", 0, 0}}}) {
+	for (Body body : {Body{Wait{5}}, Body{TargetRule{"s", {"*", -1, 1, ""}, {1}, {}}},
+			  Body{Snapshot{"s", ""}}, Body{SnapshotOn{"s", "a:b", 0, 0}}}) {
 		b = encode(Message{1, body});
 		EXPECT_EQ(decode_err(b), Error::None);
 		b[4] = 1;
 		EXPECT_EQ(decode_err(b), Error::BadType);
 	}
 	EXPECT_EQ(decode_err(encode(Message{1, Wait{0}})), Error::OutOfRange);
-	EXPECT_EQ(decode_err(encode(Message{1, TargetRule{"s", {"*", -1, 1, ""}, {0}, {}}})), Error::OutOfRange);
-	EXPECT_EQ(decode_err(encode(Message{1, TargetRule{"s", {"*", -1, 1, ""}, {}, {""}}})), Error::OutOfRange);
+	EXPECT_EQ(decode_err(encode(Message{1, TargetRule{"s", {"*", -1, 1, ""}, {0}, {}}})),
+		  Error::OutOfRange);
+	EXPECT_EQ(decode_err(encode(Message{1, TargetRule{"s", {"*", -1, 1, ""}, {}, {""}}})),
+		  Error::OutOfRange);
 	EXPECT_EQ(decode_err(encode(Message{1, Snapshot{"s", "rel/dir"}})), Error::OutOfRange);
 	EXPECT_EQ(decode_err(encode(Message{1, Snapshot{"", ""}})), Error::OutOfRange);
 	EXPECT_EQ(decode_err(encode(Message{1, SnapshotOn{"s", "", 0, 0}})), Error::OutOfRange);
 	EXPECT_EQ(decode_err(encode(Message{1, SnapshotOn{"s", "a:b", 0, 2}})), Error::OutOfRange);
-	EXPECT_EQ(decode_err(encode(Message{1, SnapshotOn{"s", "a:b", kMaxHoldoffMs + 1, 0}})), Error::OutOfRange);
+	EXPECT_EQ(decode_err(encode(Message{1, SnapshotOn{"s", "a:b", kMaxHoldoffMs + 1, 0}})),
+		  Error::OutOfRange);
 
 	b = header(kMagic, 1, static_cast<uint16_t>(Type::Reply), kMaxPayload + 1);
 	Header h;
@@ -218,13 +222,15 @@ TEST(Proto, EveryTruncationIsAnError)
 		for (size_t n = 0; n < b.size(); n++) {
 			Message d;
 			DecodeResult r = decode(b.data(), n, d);
-			EXPECT_EQ(r.error, Error::Truncated) << "type " << static_cast<int>(m.type()) << " cut at " << n;
+			EXPECT_EQ(r.error, Error::Truncated)
+				<< "type " << static_cast<int>(m.type()) << " cut at " << n;
 			// Truncated payload but header length adjusted: the fields are cut.
 			if (n >= kHeaderSize && n < b.size()) {
 				std::vector<uint8_t> c(b.begin(), b.begin() + static_cast<long>(n));
 				set_len(c);
 				DecodeResult r2 = decode(c.data(), c.size(), d);
-				EXPECT_FALSE(r2) << "type " << static_cast<int>(m.type()) << " shortened to " << n;
+				EXPECT_FALSE(r2)
+					<< "type " << static_cast<int>(m.type()) << " shortened to " << n;
 			}
 		}
 	}
@@ -262,8 +268,8 @@ TEST(Proto, OutOfRangeFields)
 	EXPECT_EQ(err_of(c), Error::OutOfRange);
 	c.session = "ok";
 	EXPECT_EQ(err_of(c), Error::None);
-	for (auto bad : {std::make_pair(0, 2), std::make_pair(1, 3), std::make_pair(1, 128), std::make_pair(2, 4095),
-			 std::make_pair(2, 1 << 27), std::make_pair(3, 257)}) {
+	for (auto bad : {std::make_pair(0, 2), std::make_pair(1, 3), std::make_pair(1, 128),
+			 std::make_pair(2, 4095), std::make_pair(2, 1 << 27), std::make_pair(3, 257)}) {
 		Create x = c;
 		if (bad.first == 0)
 			x.channel.mode = static_cast<uint32_t>(bad.second);
@@ -344,7 +350,8 @@ TEST(Proto, FuzzNeverCrashesAndAcceptsOnlyCanonicalInput)
 			std::vector<uint8_t> again = encode(d);
 			if (d.type() == Type::Hello)
 				again[4] = b[4], again[5] = b[5]; // HELLO keeps any header version
-			ASSERT_EQ(again, b) << "accepted a non-canonical message of type " << static_cast<int>(d.type());
+			ASSERT_EQ(again, b)
+				<< "accepted a non-canonical message of type " << static_cast<int>(d.type());
 		}
 	}
 	RecordProperty("runs", static_cast<int>(runs));
@@ -507,7 +514,8 @@ TEST(ProcCodec, FuzzedRepliesNeverCrashAndAreNoLooserThanTheDaemon)
 			b[kHeaderSize + rng() % (b.size() - kHeaderSize)] = static_cast<uint8_t>(rng());
 		if (rng() % 4 == 0)
 			b.resize(kHeaderSize + rng() % (b.size() - kHeaderSize));
-		const bool pc_ok = pc::parse_register_reply(b.data() + kHeaderSize, b.size() - kHeaderSize, kVersion, &g);
+		const bool pc_ok = pc::parse_register_reply(b.data() + kHeaderSize, b.size() - kHeaderSize,
+							    kVersion, &g);
 		// The full decoder's verdict on the same payload.
 		uint32_t len = static_cast<uint32_t>(b.size() - kHeaderSize);
 		memcpy(&b[8], &len, 4);
@@ -549,7 +557,8 @@ TEST(Proto, CreateRelayFieldsAreVersion3)
 
 	m.version = 2;
 	std::vector<uint8_t> b2 = encode(m);
-	EXPECT_EQ(b2.size() + 8 + c.relay.size() + c.hostname.size(), b.size()); // two length-prefixed strings fewer
+	EXPECT_EQ(b2.size() + 8 + c.relay.size() + c.hostname.size(),
+		  b.size()); // two length-prefixed strings fewer
 	ASSERT_TRUE(decode(b2.data(), b2.size(), d));
 	EXPECT_EQ(d.version, 2);
 	EXPECT_TRUE(std::get<Create>(d.body).relay.empty());
@@ -655,7 +664,8 @@ TEST(ProcCodec, TableJoinMessagesAreVersion4)
 	pc::Writer w1(buf, sizeof(buf));
 	ASSERT_TRUE(pc::encode_register(w1, 1, 1, 1, kRegisterTable, 0, "p", two_events, 0));
 	EXPECT_EQ(decode(buf, w1.len, m).error, Error::OutOfRange);
-	ASSERT_TRUE(pc::encode_register(w, 1, 1, 1, kRegisterTable | kRegisterModule, 0, "p", two_events, 0, 1));
+	ASSERT_TRUE(
+		pc::encode_register(w, 1, 1, 1, kRegisterTable | kRegisterModule, 0, "p", two_events, 0, 1));
 	EXPECT_EQ(decode(buf, w.len, m).error, Error::OutOfRange);
 	// Version 1 BUFFER: no session id on the wire.
 	ASSERT_TRUE(pc::encode_buffer(w1, 2, 3, 0, 77));
@@ -711,9 +721,10 @@ TEST(ProcCodec, GrantTableIsBelievedOnlyWhole)
 	EXPECT_EQ(info.clock_fd, -1);
 	// Ask, an older protocol, another buffer ABI, a clock fd without a pid,
 	// a bad magic: not believed.
-	for (const std::vector<uint8_t> &bad :
-	     {table_bytes(4, kTableAsk, STRATA_ABI_MAJOR, 321, 1, -1, rr), table_bytes(3, 0, STRATA_ABI_MAJOR, 321, 1, -1, rr),
-	      table_bytes(4, 0, STRATA_ABI_MAJOR + 1, 321, 1, -1, rr), table_bytes(4, 0, STRATA_ABI_MAJOR, 0, 1, 5, rr)})
+	for (const std::vector<uint8_t> &bad : {table_bytes(4, kTableAsk, STRATA_ABI_MAJOR, 321, 1, -1, rr),
+						table_bytes(3, 0, STRATA_ABI_MAJOR, 321, 1, -1, rr),
+						table_bytes(4, 0, STRATA_ABI_MAJOR + 1, 321, 1, -1, rr),
+						table_bytes(4, 0, STRATA_ABI_MAJOR, 0, 1, 5, rr)})
 		EXPECT_FALSE(pc::parse_table(bad.data(), bad.size(), &info, &g));
 	t = table_bytes(4, 0, STRATA_ABI_MAJOR, 321, 1, -1, rr);
 	t[0] ^= 1;

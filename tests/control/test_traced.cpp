@@ -74,7 +74,7 @@ void scan_stream(const std::string &path, Scan &s)
 			uint64_t ts, thread, seq;
 			memcpy(&w, data.data() + r, std::min<size_t>(4, left));
 			const size_t hdr = (w & 31u) == STRATA_REC_EXTENDED_ID ? STRATA_REC_EXTENDED_SIZE
-									  : STRATA_REC_COMPACT_SIZE;
+									       : STRATA_REC_COMPACT_SIZE;
 			const size_t ctx = shared ? STRATA_REC_SHARED_CTX_SIZE : 0;
 			if (left < hdr + ctx + 16) {
 				s.errors.push_back(path + ": content not a whole number of records");
@@ -101,7 +101,8 @@ void scan_stream(const std::string &path, Scan &s)
 			last_ts = ts;
 			auto ls = last_seq.find(thread);
 			if (ls != last_seq.end() && seq <= ls->second)
-				s.errors.push_back(path + ": seq not increasing for thread " + std::to_string(thread));
+				s.errors.push_back(path + ": seq not increasing for thread " +
+						   std::to_string(thread));
 			last_seq[thread] = seq;
 			if (!s.seqs[{s.subtraces, thread}].insert(seq).second)
 				s.errors.push_back(path + ": duplicate record");
@@ -575,7 +576,8 @@ void write_table(const std::string &path, const std::vector<uint8_t> &bytes)
 	const std::string tmp = path + ".test";
 	{
 		std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-		f.write(reinterpret_cast<const char *>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+		f.write(reinterpret_cast<const char *>(bytes.data()),
+			static_cast<std::streamsize>(bytes.size()));
 	}
 	ASSERT_EQ(rename(tmp.c_str(), path.c_str()), 0);
 }
@@ -657,7 +659,8 @@ TEST_F(GrantTable, ProcessesJoinFromItAndTheDaemonChecksWhatTheyClaim)
 	proto::TargetRule by_name{"s", {"ctltest:*", -1, 1, ""}, {}, {"nobody"}};
 	ASSERT_EQ(c.command(by_name, t), 0) << t;
 	ASSERT_TRUE(read_file(table, bytes));
-	EXPECT_FALSE(proto::pc::parse_table(bytes.data(), bytes.size(), &info, &g)) << "a targeted session in the table";
+	EXPECT_FALSE(proto::pc::parse_table(bytes.data(), bytes.size(), &info, &g))
+		<< "a targeted session in the table";
 	ASSERT_EQ(bytes[6] & proto::kTableAsk, proto::kTableAsk);
 	ASSERT_EQ(run_app({"1", "200"}), 0);
 
@@ -683,7 +686,8 @@ TEST_F(GrantTable, ProcessesJoinFromItAndTheDaemonChecksWhatTheyClaim)
 	EXPECT_NE(log.find("served 1 state queries and 3 joins from the grant table (3 by the quiet socket)"),
 		  std::string::npos)
 		<< log;
-	EXPECT_NE(access((d.socket + proto::kQuietSuffix).c_str(), F_OK), 0) << "the quiet socket outlived its daemon";
+	EXPECT_NE(access((d.socket + proto::kQuietSuffix).c_str(), F_OK), 0)
+		<< "the quiet socket outlived its daemon";
 }
 
 // A process that joins without waiting can exit before the daemon reads a
@@ -742,7 +746,8 @@ TEST_F(Traced, ListShowsRunningRegisteredProcesses)
 		proto::Message m;
 		ASSERT_EQ(c.call(proto::List{}, m, err), 0) << err;
 		for (auto &e : std::get<proto::ListReply>(m.body).entries)
-			if (e.pid == static_cast<uint32_t>(pid) && e.event == "ctltest:tick" && e.loglevel == 6)
+			if (e.pid == static_cast<uint32_t>(pid) && e.event == "ctltest:tick" &&
+			    e.loglevel == 6)
 				seen = true;
 		if (!seen) {
 			struct pollfd none;
@@ -1005,7 +1010,8 @@ TEST_F(Traced, WaitTimeoutNamesTheProcessThatCannotAcknowledge)
 	const int64_t t0 = proto::now_ms();
 	EXPECT_EQ(c.command(proto::Wait{300}, t), -ETIMEDOUT) << t;
 	EXPECT_GE(proto::now_ms() - t0, 300);
-	EXPECT_EQ(t, "not acknowledged in time by 1 of 2 process(es): " + std::to_string(stopped.pid) + " (frozen)");
+	EXPECT_EQ(t, "not acknowledged in time by 1 of 2 process(es): " + std::to_string(stopped.pid) +
+			     " (frozen)");
 	ASSERT_EQ(kill(stopped.pid, SIGCONT), 0);
 	ASSERT_TRUE(live.batch());
 	ASSERT_TRUE(stopped.batch()); // it applied the change once continued
@@ -1058,7 +1064,7 @@ TEST_F(Traced, ExecdImageRegistersAgainAndFollowsChanges)
 	ASSERT_TRUE(app.batch()); // answered by the new image: seqs 0..99 again
 	ASSERT_EQ(c.command(proto::DisableEvent{"s", {"ctltest:*", -1, 0, ""}}, t), 0) << t;
 	wait_ok(c, t, "acknowledged by 1 process(es)"); // the new image's handler
-	ASSERT_TRUE(app.batch()); // disabled
+	ASSERT_TRUE(app.batch());                       // disabled
 	Scan s = stop_and_scan();
 	EXPECT_EQ(app.finish(), 0);
 	for (auto &e : s.errors)
@@ -1155,15 +1161,20 @@ TEST(Record, PrivateDaemonRecordsAndPropagatesTheExitStatus)
 	EXPECT_GT(s.records, 0u);
 	expect_exact(s, 2, 10000);
 
-	EXPECT_EQ(run_cli({"record", "-o", dir + "/t2", "-e", "ctltest:*", "--", STRATA_TRACED_APP, "1", "100", "exit3"}), 3);
+	EXPECT_EQ(run_cli({"record", "-o", dir + "/t2", "-e", "ctltest:*", "--", STRATA_TRACED_APP, "1",
+			   "100", "exit3"}),
+		  3);
 	Scan s2;
 	scan_dir(dir + "/t2", s2);
 	expect_exact(s2, 1, 100);
-	EXPECT_EQ(run_cli({"record", "-o", dir + "/t3", "--", STRATA_TRACED_APP, "1", "100", "kill"}), 128 + SIGKILL);
+	EXPECT_EQ(run_cli({"record", "-o", dir + "/t3", "--", STRATA_TRACED_APP, "1", "100", "kill"}),
+		  128 + SIGKILL);
 	Scan s3;
 	scan_dir(dir + "/t3", s3);
 	expect_exact(s3, 1, 100);
-	EXPECT_EQ(run_cli({"record", "-e", "nothing:here", "-o", dir + "/t4", "--", STRATA_TRACED_APP, "1", "100"}), 0);
+	EXPECT_EQ(run_cli({"record", "-e", "nothing:here", "-o", dir + "/t4", "--", STRATA_TRACED_APP, "1",
+			   "100"}),
+		  0);
 	Scan s4;
 	scan_dir(dir + "/t4", s4);
 	EXPECT_EQ(s4.records, 0u);
@@ -1204,10 +1215,13 @@ TEST(Record, ControlCommandsWork)
 {
 	Daemon d;
 	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE));
-	EXPECT_EQ(run_cli({"create", "cli", "-o", d.dir + "/cli", "--mode", "discard", "--subbuf-size", "64k"}), 0);
+	EXPECT_EQ(
+		run_cli({"create", "cli", "-o", d.dir + "/cli", "--mode", "discard", "--subbuf-size", "64k"}),
+		0);
 	EXPECT_EQ(run_cli({"enable-event", "cli", "ctltest:*", "--loglevel", "info"}), 0);
 	EXPECT_EQ(run_cli({"disable-event", "cli", "other:*"}), 0);
-	EXPECT_EQ(run_cli({"disable-event", "other:*", "--pid", "1", "--name", "x", "--wait=1"}), 0); // implicit session
+	EXPECT_EQ(run_cli({"disable-event", "other:*", "--pid", "1", "--name", "x", "--wait=1"}),
+		  0); // implicit session
 	EXPECT_EQ(run_cli({"enable-event", "cli", "other:*", "--pid", "0"}), 2);
 	EXPECT_EQ(run_cli({"enable-event", "cli", "other:*", "--name"}), 2);
 	EXPECT_EQ(run_cli({"enable-event", "cli", "other:*", "--wait=0"}), 2);
@@ -1219,7 +1233,7 @@ TEST(Record, ControlCommandsWork)
 	EXPECT_EQ(run_cli({"stop", "cli"}), 0);
 	EXPECT_EQ(run_cli({"destroy", "cli"}), 0);
 	EXPECT_EQ(run_cli({"destroy", "cli"}), 1);
-	EXPECT_EQ(run_cli({"start"}), 1);               // no session left to default to
+	EXPECT_EQ(run_cli({"start"}), 1);                 // no session left to default to
 	EXPECT_EQ(run_cli({"enable-event", "cli:*"}), 1); // likewise
 	EXPECT_EQ(run_cli({"enable-event"}), 2);
 	EXPECT_EQ(run_cli({"start", "--wait=never"}), 2);
@@ -1256,8 +1270,8 @@ struct Svc {
 		pid = fork();
 		if (pid == 0) {
 			dup2(pp[1], 1);
-			execl(STRATA_SVC_EXE, STRATA_SVC_EXE, "--interval-us", interval_us, "--counter", counter.c_str(),
-			      static_cast<char *>(nullptr));
+			execl(STRATA_SVC_EXE, STRATA_SVC_EXE, "--interval-us", interval_us, "--counter",
+			      counter.c_str(), static_cast<char *>(nullptr));
 			_exit(127);
 		}
 		close(pp[1]);
@@ -1343,9 +1357,9 @@ TEST(Svc, EnableStartDisableWithWaitOnARunningService)
 	ASSERT_FALSE(seen.empty());
 	EXPECT_LT(*seen.rbegin(), c2) << "recorded after the disable was acknowledged";
 	printf("recorded ids %llu..%llu; enabled window [%llu, %llu), disabled from %llu\n",
-	       static_cast<unsigned long long>(*seen.begin()), static_cast<unsigned long long>(*seen.rbegin()),
-	       static_cast<unsigned long long>(c0), static_cast<unsigned long long>(c1),
-	       static_cast<unsigned long long>(c2));
+	       static_cast<unsigned long long>(*seen.begin()),
+	       static_cast<unsigned long long>(*seen.rbegin()), static_cast<unsigned long long>(c0),
+	       static_cast<unsigned long long>(c1), static_cast<unsigned long long>(c2));
 }
 
 TEST(Svc, WaitTimeoutExitsOneNamingTheProcess)

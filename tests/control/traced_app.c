@@ -32,9 +32,7 @@
 #define STRATA_DEFINE_PROVIDERS
 #include <strata/tracepoint.h>
 
-STRATA_EVENT(ctltest, tick, STRATA_LOGLEVEL_INFO,
-	     strata_int(uint64_t, thread),
-	     strata_int(uint64_t, seq))
+STRATA_EVENT(ctltest, tick, STRATA_LOGLEVEL_INFO, strata_int(uint64_t, thread), strata_int(uint64_t, seq))
 
 static unsigned long g_events;
 static uint64_t g_base; /* first seq of the current batch */

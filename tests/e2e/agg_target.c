@@ -11,10 +11,8 @@
  */
 #define STRATA_DEFINE_PROVIDERS
 #include <strata/tracepoint.h>
-STRATA_EVENT(aggdemo, req, STRATA_LOGLEVEL_INFO,
-	strata_int(uint32_t, worker),
-	strata_int(uint64_t, latency_ns),
-	strata_string(route))
+STRATA_EVENT(aggdemo, req, STRATA_LOGLEVEL_INFO, strata_int(uint32_t, worker),
+	     strata_int(uint64_t, latency_ns), strata_string(route))
 
 #include <pthread.h>
 #include <stdio.h>

@@ -23,8 +23,8 @@ static ssize_t (*real_writev)(int, const struct iovec *, int);
 /* Before main, so before any thread of the daemon exists. */
 __attribute__((constructor)) static void eio_init(void)
 {
-	real_write = (ssize_t (*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
-	real_writev = (ssize_t (*)(int, const struct iovec *, int))dlsym(RTLD_NEXT, "writev");
+	real_write = (ssize_t(*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
+	real_writev = (ssize_t(*)(int, const struct iovec *, int))dlsym(RTLD_NEXT, "writev");
 }
 
 static int eio_now(int fd)

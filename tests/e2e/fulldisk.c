@@ -10,10 +10,8 @@
 #include <stdint.h>
 #include <strata/tracepoint.h>
 
-STRATA_EVENT(fulldisk, ev, STRATA_LOGLEVEL_INFO,
-	strata_int(uint64_t, i),
-	strata_int(uint32_t, phase),
-	strata_string(pad))
+STRATA_EVENT(fulldisk, ev, STRATA_LOGLEVEL_INFO, strata_int(uint64_t, i), strata_int(uint32_t, phase),
+	     strata_string(pad))
 
 #include <stdio.h>
 #include <stdlib.h>

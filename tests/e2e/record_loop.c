@@ -14,8 +14,7 @@
 #include <stdint.h>
 #include <strata/tracepoint.h>
 
-STRATA_EVENT(rloop, tick, STRATA_LOGLEVEL_INFO,
-	strata_int(uint64_t, i))
+STRATA_EVENT(rloop, tick, STRATA_LOGLEVEL_INFO, strata_int(uint64_t, i))
 
 #include <stdlib.h>
 #include <string.h>

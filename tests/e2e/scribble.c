@@ -19,15 +19,9 @@
 #include <stdint.h>
 #include <strata/tracepoint.h>
 
-STRATA_EVENT(scrib, good, STRATA_LOGLEVEL_INFO,
-	strata_int(uint64_t, i),
-	strata_string(s))
-STRATA_EVENT(scrib, bad, STRATA_LOGLEVEL_INFO,
-	strata_int(uint64_t, i),
-	strata_int(uint32_t, burst))
-STRATA_EVENT(scrib, badstr, STRATA_LOGLEVEL_INFO,
-	strata_string(s),
-	strata_int(uint16_t, x))
+STRATA_EVENT(scrib, good, STRATA_LOGLEVEL_INFO, strata_int(uint64_t, i), strata_string(s))
+STRATA_EVENT(scrib, bad, STRATA_LOGLEVEL_INFO, strata_int(uint64_t, i), strata_int(uint32_t, burst))
+STRATA_EVENT(scrib, badstr, STRATA_LOGLEVEL_INFO, strata_string(s), strata_int(uint16_t, x))
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -21,12 +21,8 @@
 #include <stdint.h>
 #include <strata/tracepoint.h>
 
-STRATA_EVENT(sigb, loop, STRATA_LOGLEVEL_INFO,
-	strata_int(uint64_t, i),
-	strata_int(uint32_t, who))
-STRATA_EVENT(sigb, alarm, STRATA_LOGLEVEL_INFO,
-	strata_int(uint64_t, n),
-	strata_int(uint32_t, who))
+STRATA_EVENT(sigb, loop, STRATA_LOGLEVEL_INFO, strata_int(uint64_t, i), strata_int(uint32_t, who))
+STRATA_EVENT(sigb, alarm, STRATA_LOGLEVEL_INFO, strata_int(uint64_t, n), strata_int(uint32_t, who))
 
 #include <signal.h>
 #include <stdio.h>
@@ -77,8 +73,7 @@ int main(int argc, char **argv)
 			strata_tracepoint(sigb, loop, i, 1u);
 		sa.sa_handler = SIG_IGN;
 		sigaction(SIGALRM, &sa, NULL);
-		printf("child_alarms=%u\n",
-		       __atomic_load_n(&child_alarms, __ATOMIC_RELAXED));
+		printf("child_alarms=%u\n", __atomic_load_n(&child_alarms, __ATOMIC_RELAXED));
 		fflush(stdout);
 		_exit(0);
 	}
@@ -93,8 +88,8 @@ int main(int argc, char **argv)
 	sigaction(SIGALRM, &sa, NULL);
 	int st;
 	waitpid(pid, &st, 0);
-	printf("parent=%llu child=%llu alarms=%u\n", (unsigned long long)parent,
-	       (unsigned long long)child, __atomic_load_n(&alarms, __ATOMIC_RELAXED));
+	printf("parent=%llu child=%llu alarms=%u\n", (unsigned long long)parent, (unsigned long long)child,
+	       __atomic_load_n(&alarms, __ATOMIC_RELAXED));
 	fflush(stdout);
 	_exit(WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1);
 }

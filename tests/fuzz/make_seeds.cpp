@@ -41,8 +41,8 @@ void all(int i)
 	const int16_t h[3] = {1, -2, (int16_t)i};
 	const uint32_t seq[3] = {7, 8, (uint32_t)i};
 	const uint8_t bytes[5] = {0, 1, 2, 3, 4};
-	strata_tracepoint(rbtest, all, (int8_t)i, 0xbeef, -5, 2.5, 0.5f, i % 7 - 1, i % 2 ? "odd" : "", h, seq,
-			  (uint32_t)(i % 4), bytes, (size_t)(i % 6));
+	strata_tracepoint(rbtest, all, (int8_t)i, 0xbeef, -5, 2.5, 0.5f, i % 7 - 1, i % 2 ? "odd" : "", h,
+			  seq, (uint32_t)(i % 4), bytes, (size_t)(i % 6));
 }
 
 void rec(uint64_t n)
@@ -74,8 +74,7 @@ bool shrink(std::vector<uint8_t> *buf)
 	return true;
 }
 
-bool dump(const char *dir, const char *name, unsigned slot, const strata_channel_config &cfg,
-	  void (*emit)())
+bool dump(const char *dir, const char *name, unsigned slot, const strata_channel_config &cfg, void (*emit)())
 {
 	int fd = strata_rt_slot_open(slot, &cfg, kUuid);
 	if (fd < 0)

@@ -44,7 +44,8 @@ namespace {
 
 [[noreturn]] void fail(const char *what, const std::string &detail)
 {
-	fprintf(stderr, "reader_fuzz: the reader handed out a malformed packet: %s %s\n", what, detail.c_str());
+	fprintf(stderr, "reader_fuzz: the reader handed out a malformed packet: %s %s\n", what,
+		detail.c_str());
 	abort();
 }
 
@@ -66,7 +67,8 @@ void write_ctf(const strata::BufferInfo &info, const std::vector<strata::EventIn
 	strata::TraceEnv env;
 	env.record_format = info.record_format;
 	env.domain = info.record_format == STRATA_REC_COMPACT ? "ust" : "kernel";
-	std::ofstream(dir + "/metadata") << strata::ctf_metadata(info.uuid, strata::ClockInfo(), env, info.stream_id, evs);
+	std::ofstream(dir + "/metadata")
+		<< strata::ctf_metadata(info.uuid, strata::ClockInfo(), env, info.stream_id, evs);
 	for (const auto &g : got)
 		std::ofstream(dir + "/channel0_" + std::to_string(g.first), std::ios::app | std::ios::binary)
 			.write((const char *)g.second.data(), (std::streamsize)g.second.size());
@@ -93,7 +95,8 @@ void check_packet(const strata::BufferInfo &info, const std::map<uint32_t, strat
 				      std::to_string(p.size()));
 	if (ph.timestamp_end < ph.timestamp_begin)
 		fail("timestamp_end before timestamp_begin", "");
-	if (lo.any && (ph.packet_seq_num <= lo.seq || ph.timestamp_begin < lo.ts_end || ph.events_discarded < lo.discarded))
+	if (lo.any && (ph.packet_seq_num <= lo.seq || ph.timestamp_begin < lo.ts_end ||
+		       ph.events_discarded < lo.discarded))
 		fail("packets of a lane out of order", "seq " + std::to_string(ph.packet_seq_num));
 	g_packets++;
 	lo.any = true;
@@ -225,8 +228,9 @@ int main(int argc, char **argv)
 		if (d)
 			closedir(d);
 	}
-	printf("reader_fuzz_replay: %d input(s), %zu packet(s) and %zu record(s) handed out, all well-formed\n", n,
-	       g_packets, g_records);
+	printf("reader_fuzz_replay: %d input(s), %zu packet(s) and %zu record(s) handed out, all "
+	       "well-formed\n",
+	       n, g_packets, g_records);
 	return n && g_packets ? 0 : 1; // a corpus the reader refuses whole tests nothing
 }
 #endif

@@ -47,7 +47,8 @@ static int hold(int fd, uid_t uid)
 		return 1;
 	}
 	for (unsigned slot = 0; slot < STRATA_KABI_MAX_SLOTS; slot++)
-		if (strata_kmod_set_rules(fd, slot, &rule, 1, STRATA_KABI_TARGET_UID, uid, NULL, 0, NULL, NULL) == 0)
+		if (strata_kmod_set_rules(fd, slot, &rule, 1, STRATA_KABI_TARGET_UID, uid, NULL, 0, NULL,
+					  NULL) == 0)
 			n++;
 	printf("held %u\n", n);
 	fflush(stdout);

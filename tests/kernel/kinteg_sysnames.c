@@ -111,8 +111,7 @@ static int cost(long n)
 	for (i = 0; i < n; i++)
 		syscall(SYS_getppid);
 	clock_gettime(CLOCK_MONOTONIC, &b);
-	printf("ns_per_call %.1f\n",
-	       ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / (double)n);
+	printf("ns_per_call %.1f\n", ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / (double)n);
 	return 0;
 }
 

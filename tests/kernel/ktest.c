@@ -47,12 +47,12 @@ void kt_fail(const char *fmt, ...)
 	va_end(ap);
 }
 
-#define CHECK(cond, ...)                     \
-	do {                                 \
-		if (!(cond)) {               \
+#define CHECK(cond, ...)                      \
+	do {                                  \
+		if (!(cond)) {                \
 			kt_fail(__VA_ARGS__); \
-			goto out;            \
-		}                            \
+			goto out;             \
+		}                             \
 	} while (0)
 
 int kt_open(void)
@@ -74,19 +74,18 @@ static void one_rule(struct strata_kabi_rule *rule, const char *pattern)
 	rule->enable = 1;
 }
 
-int kt_set_rules_uid(int fd, unsigned slot, uint32_t uid, const char *pattern,
-		     uint64_t *gen, uint32_t *n_signalled)
+int kt_set_rules_uid(int fd, unsigned slot, uint32_t uid, const char *pattern, uint64_t *gen,
+		     uint32_t *n_signalled)
 {
 	struct strata_kabi_rule rule;
 
 	one_rule(&rule, pattern);
-	return strata_kmod_set_rules(fd, slot, &rule, pattern ? 1 : 0, STRATA_KABI_TARGET_UID, uid,
-				     NULL, 0, gen, n_signalled);
+	return strata_kmod_set_rules(fd, slot, &rule, pattern ? 1 : 0, STRATA_KABI_TARGET_UID, uid, NULL, 0,
+				     gen, n_signalled);
 }
 
-static int set_rules_targets(int fd, unsigned slot, uint32_t kind, const void *targets,
-			     uint32_t n, const char *pattern, uint64_t *gen,
-			     uint32_t *n_signalled)
+static int set_rules_targets(int fd, unsigned slot, uint32_t kind, const void *targets, uint32_t n,
+			     const char *pattern, uint64_t *gen, uint32_t *n_signalled)
 {
 	struct strata_kabi_rule rule;
 
@@ -112,7 +111,7 @@ static int query(int fd, void *buf, uint32_t *size, uint64_t *gen)
 static int got_signal(int ms)
 {
 	sigset_t set;
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 
 	sigemptyset(&set);
 	sigaddset(&set, SIG_UPDATE);
@@ -134,7 +133,7 @@ static void block_update_signal(void)
 static char got_signal_or_end(void)
 {
 	sigset_t set, pend;
-	struct timespec ts = { 10, 0 };
+	struct timespec ts = {10, 0};
 	int sig;
 
 	sigemptyset(&set);
@@ -155,32 +154,33 @@ static char read_char(int fd);
 static int t_abi(void)
 {
 	CHECK(sizeof(struct strata_kabi_rule) == sizeof(struct strata_rule) &&
-	      offsetof(struct strata_kabi_rule, filter) == offsetof(struct strata_rule, filter) &&
-	      offsetof(struct strata_kabi_rule, enable) == offsetof(struct strata_rule, enable),
+		      offsetof(struct strata_kabi_rule, filter) == offsetof(struct strata_rule, filter) &&
+		      offsetof(struct strata_kabi_rule, enable) == offsetof(struct strata_rule, enable),
 	      "struct strata_kabi_rule differs from struct strata_rule");
 	CHECK(STRATA_KABI_MAX_RULES == STRATA_MAX_RULES, "rule count differs");
 	CHECK(sizeof(struct strata_kabi_register) == STRATA_KABI_REGISTER_SIZE_V1 &&
-	      offsetof(struct strata_kabi_query, format) == STRATA_KABI_QUERY_SIZE_V1 &&
-	      sizeof(struct strata_kabi_ack) == STRATA_KABI_ACK_SIZE_V1 &&
-	      offsetof(struct strata_kabi_set_rules, session_id) == STRATA_KABI_SET_RULES_SIZE_V1 &&
-	      sizeof(struct strata_kabi_wait) == STRATA_KABI_WAIT_SIZE_V1 &&
-	      offsetof(struct strata_kabi_stats, slots_busy) == STRATA_KABI_STATS_SIZE_V1,
+		      offsetof(struct strata_kabi_query, format) == STRATA_KABI_QUERY_SIZE_V1 &&
+		      sizeof(struct strata_kabi_ack) == STRATA_KABI_ACK_SIZE_V1 &&
+		      offsetof(struct strata_kabi_set_rules, session_id) == STRATA_KABI_SET_RULES_SIZE_V1 &&
+		      sizeof(struct strata_kabi_wait) == STRATA_KABI_WAIT_SIZE_V1 &&
+		      offsetof(struct strata_kabi_stats, slots_busy) == STRATA_KABI_STATS_SIZE_V1,
 	      "V1 parts of the argument structs differ from the V1 sizes");
 	CHECK(sizeof(struct strata_kabi_query) == STRATA_KABI_QUERY_SIZE_V2 &&
-	      sizeof(struct strata_kabi_set_rules) == STRATA_KABI_SET_RULES_SIZE_V3 &&
-	      offsetof(struct strata_kabi_set_rules, kbuf_subbuf_size) == STRATA_KABI_SET_RULES_SIZE_V2 &&
-	      sizeof(struct strata_kabi_kbuf_open) == STRATA_KABI_KBUF_OPEN_SIZE_V2 &&
-	      offsetof(struct strata_kabi_kbuf_open, flags) == STRATA_KABI_KBUF_OPEN_SIZE_V1 &&
-	      sizeof(struct strata_kabi_stats) == STRATA_KABI_STATS_SIZE_V2 &&
-	      sizeof(struct strata_kabi_grant) == STRATA_KABI_GRANT_SIZE &&
-	      sizeof(struct strata_kabi_rule_target) == STRATA_KABI_RULE_TARGET_SIZE,
+		      sizeof(struct strata_kabi_set_rules) == STRATA_KABI_SET_RULES_SIZE_V3 &&
+		      offsetof(struct strata_kabi_set_rules, kbuf_subbuf_size) ==
+			      STRATA_KABI_SET_RULES_SIZE_V2 &&
+		      sizeof(struct strata_kabi_kbuf_open) == STRATA_KABI_KBUF_OPEN_SIZE_V2 &&
+		      offsetof(struct strata_kabi_kbuf_open, flags) == STRATA_KABI_KBUF_OPEN_SIZE_V1 &&
+		      sizeof(struct strata_kabi_stats) == STRATA_KABI_STATS_SIZE_V2 &&
+		      sizeof(struct strata_kabi_grant) == STRATA_KABI_GRANT_SIZE &&
+		      sizeof(struct strata_kabi_rule_target) == STRATA_KABI_RULE_TARGET_SIZE,
 	      "argument struct sizes differ from the V2/V3 sizes");
 	CHECK(sizeof(struct strata_kabi_channel) == sizeof(struct strata_channel_config) &&
-	      offsetof(struct strata_kabi_channel, stream_id) ==
-		      offsetof(struct strata_channel_config, stream_id) &&
-	      offsetof(struct strata_kabi_channel, subbuf_size) ==
-		      offsetof(struct strata_channel_config, subbuf_size) &&
-	      STRATA_KABI_NAME_MAX == STRATA_NAME_MAX,
+		      offsetof(struct strata_kabi_channel, stream_id) ==
+			      offsetof(struct strata_channel_config, stream_id) &&
+		      offsetof(struct strata_kabi_channel, subbuf_size) ==
+			      offsetof(struct strata_channel_config, subbuf_size) &&
+		      STRATA_KABI_NAME_MAX == STRATA_NAME_MAX,
 	      "struct strata_kabi_channel differs from struct strata_channel_config");
 	return 0;
 out:
@@ -204,12 +204,12 @@ static int t_control(void)
 	n = query(fd, buf, &size, &qgen);
 	CHECK(n == 0 && size == 0, "query before any rule: n=%d size=%u", n, size);
 
-	CHECK(kt_set_rules_uid(ctl, 3, getuid(), "app:*", &gen, &nsig) == 0,
-	      "set_rules: %s", strerror(errno));
+	CHECK(kt_set_rules_uid(ctl, 3, getuid(), "app:*", &gen, &nsig) == 0, "set_rules: %s",
+	      strerror(errno));
 	CHECK(nsig == 1, "n_signalled %u, want 1", nsig);
 	CHECK(got_signal(2000), "no signal after set_rules");
-	CHECK(gen > qgen, "generation did not grow (%llu after %llu)",
-	      (unsigned long long)gen, (unsigned long long)qgen);
+	CHECK(gen > qgen, "generation did not grow (%llu after %llu)", (unsigned long long)gen,
+	      (unsigned long long)qgen);
 
 	/* Not acknowledged yet: WAIT with timeout 0 names us. */
 	n = strata_kmod_wait(ctl, gen, 0, missing, 4, &n_missing);
@@ -219,15 +219,14 @@ static int t_control(void)
 	/* Too small a buffer: -EMSGSIZE and the needed size. */
 	size = 8;
 	n = query(fd, buf, &size, &qgen);
-	CHECK(n == -EMSGSIZE && size == sizeof(*h) + sizeof(*r),
-	      "small query: ret %d size %u", n, size);
+	CHECK(n == -EMSGSIZE && size == sizeof(*h) + sizeof(*r), "small query: ret %d size %u", n, size);
 	size = sizeof(buf);
 	n = query(fd, buf, &size, &qgen);
 	CHECK(n == 1 && size == sizeof(*h) + sizeof(*r) && h->slot == 3 && h->n_rules == 1 &&
-	      h->generation == gen && !strcmp(r->pattern, "app:*") && r->enable == 1 &&
-	      r->loglevel_max == -1 && qgen == gen,
-	      "query read back: n=%d size=%u slot=%u n_rules=%u pattern=%.20s", n, size,
-	      h->slot, h->n_rules, r->pattern);
+		      h->generation == gen && !strcmp(r->pattern, "app:*") && r->enable == 1 &&
+		      r->loglevel_max == -1 && qgen == gen,
+	      "query read back: n=%d size=%u slot=%u n_rules=%u pattern=%.20s", n, size, h->slot, h->n_rules,
+	      r->pattern);
 	CHECK(strata_kmod_ack(fd, gen + 1000) == -EINVAL, "ack of a future generation accepted");
 	CHECK(strata_kmod_ack(ctl, gen) == -ENOENT, "ack on an unregistered fd accepted");
 	CHECK(strata_kmod_ack(fd, gen) == 0, "ack: %s", strerror(errno));
@@ -283,8 +282,8 @@ static int t_control(void)
 	}
 
 	/* Clearing the slot signals the process it targeted. */
-	CHECK(kt_set_rules_uid(ctl, 3, 0, NULL, &gen, &nsig) == 0 && nsig == 1,
-	      "clear slot: n_signalled %u", nsig);
+	CHECK(kt_set_rules_uid(ctl, 3, 0, NULL, &gen, &nsig) == 0 && nsig == 1, "clear slot: n_signalled %u",
+	      nsig);
 	CHECK(got_signal(1000), "no signal on clear");
 	size = sizeof(buf);
 	CHECK(query(fd, buf, &size, &qgen) == 0 && qgen == gen, "query after clear");
@@ -334,37 +333,38 @@ static int t_session(void)
 	tg[1].pids[0] = 1; /* init: not us */
 	a_session(&ss, 77);
 	ss.rule_targets = tg;
-	CHECK(strata_kmod_set_session(ctl, 4, &ss, rules, 2, getuid(), &gen, &nsig) == 0,
-	      "set_session: %s", strerror(errno));
+	CHECK(strata_kmod_set_session(ctl, 4, &ss, rules, 2, getuid(), &gen, &nsig) == 0, "set_session: %s",
+	      strerror(errno));
 	CHECK(nsig == 1 && got_signal(2000), "set_session: signalled %u", nsig);
 	/* The grant: session, channel, socket, and only the rule that targets us. */
 	size = sizeof(buf);
 	n = strata_kmod_query_grants(fd, buf, &size, &qgen, &ne);
-	CHECK(n == 0 && ne == 1 && size == sizeof(*g) + sizeof(*r) && g->slot == 4 &&
-	      g->n_rules == 1 && g->session_id == 77 && g->generation == gen &&
-	      !strcmp(g->channel.name, "channel0") && g->channel.mode == 1 &&
-	      g->channel.n_subbuf == 4 && g->channel.subbuf_size == 65536 &&
-	      !strcmp(g->sock_path, "/run/strata/test.sock") && !strcmp(r->pattern, "all:*"),
-	      "grant: ret %d n %u size %u slot %u n_rules %u id %llu", n, ne, size, g->slot,
-	      g->n_rules, (unsigned long long)g->session_id);
+	CHECK(n == 0 && ne == 1 && size == sizeof(*g) + sizeof(*r) && g->slot == 4 && g->n_rules == 1 &&
+		      g->session_id == 77 && g->generation == gen && !strcmp(g->channel.name, "channel0") &&
+		      g->channel.mode == 1 && g->channel.n_subbuf == 4 && g->channel.subbuf_size == 65536 &&
+		      !strcmp(g->sock_path, "/run/strata/test.sock") && !strcmp(r->pattern, "all:*"),
+	      "grant: ret %d n %u size %u slot %u n_rules %u id %llu", n, ne, size, g->slot, g->n_rules,
+	      (unsigned long long)g->session_id);
 	size = sizeof(*g);
 	n = strata_kmod_query_grants(fd, buf, &size, &qgen, &ne);
 	CHECK(n == -EMSGSIZE && size == sizeof(*g) + sizeof(*r), "small grants: %d %u", n, size);
 	CHECK(strata_kmod_ack(fd, qgen) == 0, "ack");
 	/* A change that leaves our answer alone: not signalled, not owed. */
 	tg[1].pids[0] = 2;
-	CHECK(strata_kmod_set_session(ctl, 4, &ss, rules, 2, getuid(), &gen, &nsig) == 0 &&
-	      nsig == 0, "unrelated change signalled %u", nsig);
+	CHECK(strata_kmod_set_session(ctl, 4, &ss, rules, 2, getuid(), &gen, &nsig) == 0 && nsig == 0,
+	      "unrelated change signalled %u", nsig);
 	CHECK(strata_kmod_wait(ctl, gen, 0, NULL, 0, &n_missing) == 0, "unrelated change owed");
 	/* The second rule by name: now both rules, in order. */
 	memset(&tg[1], 0, sizeof(tg[1]));
 	tg[1].n_comms = 1;
 	CHECK(prctl(PR_GET_NAME, tg[1].comms[0]) == 0, "comm");
-	CHECK(strata_kmod_set_session(ctl, 4, &ss, rules, 2, getuid(), &gen, &nsig) == 0 &&
-	      nsig == 1 && got_signal(2000), "comm target: signalled %u", nsig);
+	CHECK(strata_kmod_set_session(ctl, 4, &ss, rules, 2, getuid(), &gen, &nsig) == 0 && nsig == 1 &&
+		      got_signal(2000),
+	      "comm target: signalled %u", nsig);
 	size = sizeof(buf);
-	CHECK(strata_kmod_query_grants(fd, buf, &size, &qgen, &ne) == 0 && ne == 1 &&
-	      g->n_rules == 2 && !strcmp(r[1].pattern, "mine:*"), "comm target: %u rules", g->n_rules);
+	CHECK(strata_kmod_query_grants(fd, buf, &size, &qgen, &ne) == 0 && ne == 1 && g->n_rules == 2 &&
+		      !strcmp(r[1].pattern, "mine:*"),
+	      "comm target: %u rules", g->n_rules);
 	/* The V1 format sees the same (filtered) rules. */
 	size = sizeof(buf);
 	CHECK(query(fd, buf, &size, &qgen) == 1 && ((struct strata_kabi_slot_rules *)buf)->n_rules == 2,
@@ -372,11 +372,13 @@ static int t_session(void)
 	CHECK(strata_kmod_ack(fd, qgen) == 0, "ack 2");
 	/* A session without rules grants everyone its slot targets. */
 	ss.rule_targets = NULL;
-	CHECK(strata_kmod_set_session(ctl, 4, &ss, NULL, 0, getuid(), &gen, &nsig) == 0 &&
-	      nsig == 1 && got_signal(2000), "session without rules");
+	CHECK(strata_kmod_set_session(ctl, 4, &ss, NULL, 0, getuid(), &gen, &nsig) == 0 && nsig == 1 &&
+		      got_signal(2000),
+	      "session without rules");
 	size = sizeof(buf);
-	CHECK(strata_kmod_query_grants(fd, buf, &size, &qgen, &ne) == 0 && ne == 1 &&
-	      g->n_rules == 0 && g->session_id == 77, "grant without rules: %u", ne);
+	CHECK(strata_kmod_query_grants(fd, buf, &size, &qgen, &ne) == 0 && ne == 1 && g->n_rules == 0 &&
+		      g->session_id == 77,
+	      "grant without rules: %u", ne);
 	CHECK(strata_kmod_ack(fd, qgen) == 0, "ack 3");
 
 	/* Ownership: another open file gets -EBUSY, the owner's close clears
@@ -402,21 +404,21 @@ static int t_session(void)
 		struct strata_kabi_set_rules a;
 		struct strata_kabi_query q;
 
-#define BAD(errv, what, ...)                                                                   \
-	do {                                                                                    \
-		memset(&a, 0, sizeof(a));                                                       \
-		a.size = sizeof(a);                                                             \
-		a.slot = 5;                                                                     \
-		a.n_rules = 1;                                                                  \
-		a.target_kind = STRATA_KABI_TARGET_UID;                                         \
-		a.target_uid = getuid();                                                        \
-		a.rules_ptr = (uintptr_t)rules;                                                 \
-		a.session_id = 9;                                                               \
-		a.channel = ss.channel;                                                         \
-		memcpy(a.sock_path, ss.sock_path, sizeof(a.sock_path));                        \
-		__VA_ARGS__;                                                                    \
-		CHECK(ioctl(ctl2, STRATA_IOC_SET_RULES, &a) < 0 && errno == (errv),             \
-		      "%s: errno %d", what, errno);                                            \
+#define BAD(errv, what, ...)                                                                              \
+	do {                                                                                              \
+		memset(&a, 0, sizeof(a));                                                                 \
+		a.size = sizeof(a);                                                                       \
+		a.slot = 5;                                                                               \
+		a.n_rules = 1;                                                                            \
+		a.target_kind = STRATA_KABI_TARGET_UID;                                                   \
+		a.target_uid = getuid();                                                                  \
+		a.rules_ptr = (uintptr_t)rules;                                                           \
+		a.session_id = 9;                                                                         \
+		a.channel = ss.channel;                                                                   \
+		memcpy(a.sock_path, ss.sock_path, sizeof(a.sock_path));                                   \
+		__VA_ARGS__;                                                                              \
+		CHECK(ioctl(ctl2, STRATA_IOC_SET_RULES, &a) < 0 && errno == (errv), "%s: errno %d", what, \
+		      errno);                                                                             \
 	} while (0)
 		memset(tg, 0, sizeof(tg));
 		BAD(EINVAL, "mode 2", a.channel.mode = 2);
@@ -446,9 +448,9 @@ static int t_session(void)
 		memset(tg, 0, sizeof(tg));
 		tg[0].comms[3][0] = 'x';
 		BAD(EINVAL, "name past n_comms", a.rule_targets_ptr = (uintptr_t)tg);
-		BAD(EINVAL, "targets when clearing", a.session_id = 0; memset(&a.channel, 0, sizeof(a.channel));
-		    memset(a.sock_path, 0, sizeof(a.sock_path)); a.n_rules = 0;
-		    a.rule_targets_ptr = (uintptr_t)tg);
+		BAD(EINVAL, "targets when clearing", a.session_id = 0;
+		    memset(&a.channel, 0, sizeof(a.channel)); memset(a.sock_path, 0, sizeof(a.sock_path));
+		    a.n_rules = 0; a.rule_targets_ptr = (uintptr_t)tg);
 #undef BAD
 		memset(tg, 0, sizeof(tg));
 		memset(&q, 0, sizeof(q));
@@ -468,16 +470,16 @@ static int t_session(void)
 		fd = -1;
 		CHECK(kt_register(z, 0) == 0, "register signo 0");
 		CHECK(strata_kmod_set_session(ctl2, 4, &ss, rules, 2, getuid(), &gen, &nsig) == 0 &&
-		      nsig == 0, "signo 0 signalled: %u", nsig);
-		CHECK(strata_kmod_wait(ctl2, gen, 0, NULL, 0, &n_missing) == 0,
-		      "signo 0 owed an ack");
+			      nsig == 0,
+		      "signo 0 signalled: %u", nsig);
+		CHECK(strata_kmod_wait(ctl2, gen, 0, NULL, 0, &n_missing) == 0, "signo 0 owed an ack");
 		size = sizeof(buf);
 		CHECK(strata_kmod_query_grants(z, buf, &size, &qgen, &ne) == 0 && ne == 1,
 		      "signo 0 query: %u", ne);
 		close(z);
 	}
-	CHECK(strata_kmod_set_rules(ctl2, 4, NULL, 0, STRATA_KABI_TARGET_UID, 0, NULL, 0, NULL,
-				    NULL) == 0, "clear");
+	CHECK(strata_kmod_set_rules(ctl2, 4, NULL, 0, STRATA_KABI_TARGET_UID, 0, NULL, 0, NULL, NULL) == 0,
+	      "clear");
 	ret = 0;
 out:
 	if (fd >= 0)
@@ -499,8 +501,8 @@ static int t_errors(void)
 	void *bad = (void *)16;
 
 	CHECK(fd >= 0, "open");
-	CHECK(ioctl(fd, _IO(STRATA_KABI_IOC_MAGIC, 99), big) < 0 && errno == ENOTTY,
-	      "unknown nr: errno %d", errno);
+	CHECK(ioctl(fd, _IO(STRATA_KABI_IOC_MAGIC, 99), big) < 0 && errno == ENOTTY, "unknown nr: errno %d",
+	      errno);
 	CHECK(ioctl(fd, _IO('T', 1), big) < 0 && errno == ENOTTY, "foreign magic: errno %d", errno);
 	CHECK(ioctl(fd, STRATA_IOC_STATS, bad) < 0 && errno == EFAULT, "bad pointer: errno %d", errno);
 	CHECK(ioctl(fd, STRATA_IOC_STATS, NULL) < 0 && errno == EFAULT, "NULL: errno %d", errno);
@@ -525,15 +527,18 @@ static int t_errors(void)
 	CHECK(ioctl(fd, STRATA_IOC_STATS, edge) < 0 && errno == EFAULT, "straddling: errno %d", errno);
 	munmap(page, 4096);
 
-	struct strata_kabi_register r = { .size = sizeof(r), .signo = SIGKILL };
+	struct strata_kabi_register r = {.size = sizeof(r), .signo = SIGKILL};
 	CHECK(ioctl(fd, STRATA_IOC_REGISTER, &r) < 0 && errno == EINVAL, "SIGKILL accepted");
 	r.signo = 65;
 	CHECK(ioctl(fd, STRATA_IOC_REGISTER, &r) < 0 && errno == EINVAL, "signal 65 accepted");
 
 	struct strata_kabi_rule rule;
 	memset(&rule, 'x', sizeof(rule)); /* no terminating NUL */
-	struct strata_kabi_set_rules s = { .size = sizeof(s), .slot = 0, .n_rules = 1,
-		.target_kind = STRATA_KABI_TARGET_UID, .rules_ptr = (uintptr_t)&rule };
+	struct strata_kabi_set_rules s = {.size = sizeof(s),
+					  .slot = 0,
+					  .n_rules = 1,
+					  .target_kind = STRATA_KABI_TARGET_UID,
+					  .rules_ptr = (uintptr_t)&rule};
 	CHECK(ioctl(fd, STRATA_IOC_SET_RULES, &s) < 0 && errno == EINVAL, "unterminated pattern");
 	s.rules_ptr = (uintptr_t)bad;
 	CHECK(ioctl(fd, STRATA_IOC_SET_RULES, &s) < 0 && errno == EFAULT, "bad rules_ptr");
@@ -555,14 +560,13 @@ static int t_errors(void)
 	s.targets_ptr = (uintptr_t)bad;
 	CHECK(ioctl(fd, STRATA_IOC_SET_RULES, &s) < 0 && errno == EFAULT, "bad targets_ptr");
 
-	struct strata_kabi_query q = { .size = sizeof(q), .buf_size = 1 << 20,
-				       .buf_ptr = (uintptr_t)bad };
+	struct strata_kabi_query q = {.size = sizeof(q), .buf_size = 1 << 20, .buf_ptr = (uintptr_t)bad};
 	n = kt_set_rules_uid(fd, 0, getuid(), "q:q", NULL, NULL);
 	CHECK(n == 0, "set_rules for query: %d", n);
 	CHECK(ioctl(fd, STRATA_IOC_QUERY, &q) < 0 && errno == EFAULT, "bad query buffer");
 	CHECK(kt_set_rules_uid(fd, 0, 0, NULL, NULL, NULL) == 0, "clear");
 
-	struct strata_kabi_wait w = { .size = sizeof(w), .generation = ~0ull };
+	struct strata_kabi_wait w = {.size = sizeof(w), .generation = ~0ull};
 	CHECK(ioctl(fd, STRATA_IOC_WAIT, &w) < 0 && errno == EINVAL, "future generation");
 	w.generation = 0;
 	w.timeout_ms = 0xffffffffu;
@@ -613,11 +617,11 @@ static char read_char(int fd)
 
 static int t_targets(void)
 {
-	int ctl = kt_open(), ret = -1, rd[3] = { -1, -1, -1 };
-	pid_t pids[3] = { 0, 0, 0 };
+	int ctl = kt_open(), ret = -1, rd[3] = {-1, -1, -1};
+	pid_t pids[3] = {0, 0, 0};
 	uint64_t gen;
 	uint32_t nsig;
-	char comms[1][16] = { "kt-named" };
+	char comms[1][16] = {"kt-named"};
 	uint32_t pidv[1];
 
 	block_update_signal();
@@ -640,7 +644,8 @@ static int t_targets(void)
 	kill(pids[0], SIGUSR1);
 	CHECK(read_char(rd[0]) == 'n', "untargeted waiter signalled");
 	CHECK(kt_set_rules_uid(ctl, 5, 0, NULL, NULL, NULL) == 0 &&
-	      kt_set_rules_uid(ctl, 6, 0, NULL, NULL, NULL) == 0, "clear");
+		      kt_set_rules_uid(ctl, 6, 0, NULL, NULL, NULL) == 0,
+	      "clear");
 	ret = 0;
 out:
 	for (int i = 0; i < 3; i++) {
@@ -663,7 +668,7 @@ static void drop_to(uid_t uid)
 static int t_perm(void)
 {
 	const uid_t ua = 40001, ub = 40002;
-	int ret = -1, rd = -1, p[2] = { -1, -1 }, bp[2] = { -1, -1 }, hold[2] = { -1, -1 };
+	int ret = -1, rd = -1, p[2] = {-1, -1}, bp[2] = {-1, -1}, hold[2] = {-1, -1};
 	int fd = -1;
 	pid_t a = -1, b = -1, keep = -1;
 	int st;
@@ -732,8 +737,7 @@ static int t_perm(void)
 	if (read_char(bp[0]) != 'k') {
 		waitpid(b, &st, 0);
 		b = -1;
-		CHECK(0, "controller B (other uid): step %d failed",
-		      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		CHECK(0, "controller B (other uid): step %d failed", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	}
 	keep = b;
 	b = -1;
@@ -770,7 +774,8 @@ static int t_perm(void)
 	CHECK(kt_set_rules_uid(fd, 7, STRATA_KABI_UID_ANY, "z:*", NULL, NULL) == -EBUSY,
 	      "root set a slot owned by another open file");
 	CHECK(kt_set_rules_uid(fd, 7, 0, NULL, NULL, NULL) == 0 &&
-	      kt_set_rules_uid(fd, 8, 0, NULL, NULL, NULL) == 0, "root could not clear");
+		      kt_set_rules_uid(fd, 8, 0, NULL, NULL, NULL) == 0,
+	      "root could not clear");
 	CHECK(kt_set_rules_uid(fd, 8, STRATA_KABI_UID_ANY, "z:*", NULL, NULL) == 0, "root set 8");
 	close(hold[1]);
 	hold[1] = -1;
@@ -841,8 +846,8 @@ static int t_leak(void)
 	for (int k = 0; k < 2; k++) {
 		int st;
 
-		CHECK(w[k] > 0 && waitpid(w[k], &st, 0) == w[k] && WIFEXITED(st) &&
-		      !WEXITSTATUS(st), "register/exit worker %d failed", k);
+		CHECK(w[k] > 0 && waitpid(w[k], &st, 0) == w[k] && WIFEXITED(st) && !WEXITSTATUS(st),
+		      "register/exit worker %d failed", k);
 	}
 	for (i = 0; i < g_cycles; i++) {
 		int cfd = kt_open();
@@ -851,12 +856,12 @@ static int t_leak(void)
 		close(cfd);
 	}
 	CHECK(kt_stats(fd, &s1) == 0, "stats");
-	CHECK(s1.procs_live == s0.procs_live, "procs_live %llu, was %llu",
-	      (unsigned long long)s1.procs_live, (unsigned long long)s0.procs_live);
+	CHECK(s1.procs_live == s0.procs_live, "procs_live %llu, was %llu", (unsigned long long)s1.procs_live,
+	      (unsigned long long)s0.procs_live);
 	CHECK(s1.procs_total == s0.procs_total + 2 * g_cycles, "procs_total grew by %llu",
 	      (unsigned long long)(s1.procs_total - s0.procs_total));
-	printf("info leak: %lu exit cycles + %lu close cycles, procs_live %llu\n", g_cycles,
-	       g_cycles, (unsigned long long)s1.procs_live);
+	printf("info leak: %lu exit cycles + %lu close cycles, procs_live %llu\n", g_cycles, g_cycles,
+	       (unsigned long long)s1.procs_live);
 	ret = 0;
 out:
 	close(fd);
@@ -892,8 +897,8 @@ static void *clock_racer(void *p)
 			__atomic_store_n(&cr->bad, 1, __ATOMIC_RELAXED);
 			break;
 		}
-		while (g < v && !__atomic_compare_exchange_n(&cr->published, &g, v, 0,
-							       __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+		while (g < v && !__atomic_compare_exchange_n(&cr->published, &g, v, 0, __ATOMIC_RELEASE,
+							     __ATOMIC_ACQUIRE))
 			;
 	}
 	return NULL;
@@ -929,8 +934,8 @@ static int t_clock(void)
 		fclose(f);
 	}
 	CHECK(fd >= 0, "open");
-	CHECK(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED &&
-	      errno == EPERM, "writable mapping allowed");
+	CHECK(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED && errno == EPERM,
+	      "writable mapping allowed");
 	CHECK(mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED, "two-page mapping allowed");
 	{ /* a read-only open maps the page too (the runtime opens it so) */
 		int ro = open(STRATA_KABI_DEVICE, O_RDONLY | O_CLOEXEC);
@@ -967,7 +972,7 @@ static int t_clock(void)
 	      "outside [clock_gettime before, after]: below by %llu ns, above by %llu ns",
 	      (unsigned long long)max_below, (unsigned long long)max_above);
 	{
-		struct clock_race cr = { k, 0, 0 };
+		struct clock_race cr = {k, 0, 0};
 		pthread_t th[2];
 
 		for (int i = 0; i < 2; i++)
@@ -1003,14 +1008,13 @@ static void *fuzz_thread(void *p)
 	 * ~200 KiB at buf_ptr, argument structs past the end of buf): keep
 	 * every pointer we hand out inside one big private area. */
 	enum { AREA = 1 << 20 };
-	unsigned char *buf = mmap(NULL, AREA, PROT_READ | PROT_WRITE,
-				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	unsigned char *buf = mmap(NULL, AREA, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	unsigned s = fa->seed;
 
 	if (buf == MAP_FAILED)
 		return NULL;
-	static const unsigned cmds[] = { STRATA_IOC_REGISTER, STRATA_IOC_QUERY, STRATA_IOC_ACK,
-					 STRATA_IOC_SET_RULES, STRATA_IOC_WAIT, STRATA_IOC_STATS };
+	static const unsigned cmds[] = {STRATA_IOC_REGISTER,  STRATA_IOC_QUERY, STRATA_IOC_ACK,
+					STRATA_IOC_SET_RULES, STRATA_IOC_WAIT,  STRATA_IOC_STATS};
 
 	for (unsigned long i = 0; i < fa->iters; i++) {
 		unsigned r = rand_r(&s);
@@ -1024,16 +1028,20 @@ static void *fuzz_thread(void *p)
 			cmd = _IOC(_IOC_READ | _IOC_WRITE, STRATA_KABI_IOC_MAGIC, rand_r(&s) % 16,
 				   rand_r(&s) % 512);
 		for (size_t j = 0; j < 128; j++)
-			u[j] = rand_r(&s) % 5 == 0 ? (uint32_t)rand_r(&s) :
-			       rand_r(&s) % 2 ? 0 : (uint32_t)rand_r(&s) % 4;
+			u[j] = rand_r(&s) % 5 == 0 ? (uint32_t)rand_r(&s)
+			       : rand_r(&s) % 2    ? 0
+						   : (uint32_t)rand_r(&s) % 4;
 		/* Sizes: mostly plausible, sometimes anything. */
 		u[0] = r % 3 ? 16u + 8u * ((uint32_t)rand_r(&s) % 8) : (uint32_t)rand_r(&s) % 8192;
 		/* Pointers inside: NULL, this buffer, unmapped, kernel-half. */
 		for (size_t j = 1; j < 8; j++) {
 			unsigned k = rand_r(&s) % 6;
-			uint64_t v = k == 0 ? 0 : k == 1 ? (uintptr_t)(buf + 512) :
-				     k == 2 ? 0x1000 : k == 3 ? 0xffff888000000000ull :
-				     k == 4 ? (uintptr_t)(buf + 4090) : (uint64_t)rand_r(&s);
+			uint64_t v = k == 0   ? 0
+				     : k == 1 ? (uintptr_t)(buf + 512)
+				     : k == 2 ? 0x1000
+				     : k == 3 ? 0xffff888000000000ull
+				     : k == 4 ? (uintptr_t)(buf + 4090)
+					      : (uint64_t)rand_r(&s);
 			if (rand_r(&s) % 3 == 0)
 				memcpy(buf + 8 * j, &v, 8);
 		}
@@ -1043,20 +1051,20 @@ static void *fuzz_thread(void *p)
 			/* Well-formed calls too, so that state changes: kernel
 			 * rules (buffers allocated, probes armed and disarmed
 			 * under load), buffer fds mapped and dropped. */
-			static const char *const pats[] = { "kernel:sched_*", "kernel:sys_e*",
-							    "kernel:*", "app:*" };
+			static const char *const pats[] = {"kernel:sched_*", "kernel:sys_e*", "kernel:*",
+							   "app:*"};
 			unsigned sl = (unsigned)rand_r(&s) % 4;
 
 			if (rand_r(&s) % 3)
-				kt_set_rules_uid(fa->fd, sl, STRATA_KABI_UID_ANY,
-						 pats[rand_r(&s) % 4], NULL, NULL);
+				kt_set_rules_uid(fa->fd, sl, STRATA_KABI_UID_ANY, pats[rand_r(&s) % 4], NULL,
+						 NULL);
 			else
 				kt_set_rules_uid(fa->fd, sl, 0, NULL, NULL, NULL);
-			struct strata_kabi_kbuf_open ko = { .size = sizeof(ko), .slot = sl };
+			struct strata_kabi_kbuf_open ko = {.size = sizeof(ko), .slot = sl};
 			int kfd = ioctl(fa->fd, STRATA_IOC_KBUF_OPEN, &ko);
 			if (kfd >= 0) {
-				void *m = mmap(NULL, ko.total_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-					       kfd, 0);
+				void *m =
+					mmap(NULL, ko.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, kfd, 0);
 				close(kfd);
 				if (m != MAP_FAILED) {
 					/* A hostile consumer: scribble on the lanes. */
@@ -1067,10 +1075,18 @@ static void *fuzz_thread(void *p)
 			continue;
 		}
 		switch (rand_r(&s) % 20) {
-		case 0: arg = NULL; break;
-		case 1: arg = (void *)0x10; break;
-		case 2: arg = (void *)0xffffffffff600000ull; break;
-		case 3: arg = buf + 4096 - 4; break;
+		case 0:
+			arg = NULL;
+			break;
+		case 1:
+			arg = (void *)0x10;
+			break;
+		case 2:
+			arg = (void *)0xffffffffff600000ull;
+			break;
+		case 3:
+			arg = buf + 4096 - 4;
+			break;
 		}
 		ioctl(fa->fd, cmd, arg);
 	}
@@ -1100,7 +1116,7 @@ static int t_fuzz_body(void)
 	for (int i = 0; i < 200; i++) {
 		pid_t c = fork();
 		if (c == 0) {
-			struct fuzz_arg f = { kt_open(), 777u + (unsigned)i, 200 };
+			struct fuzz_arg f = {kt_open(), 777u + (unsigned)i, 200};
 			fuzz_thread(&f);
 			_exit(0);
 		}
@@ -1118,9 +1134,8 @@ static int t_fuzz_body(void)
 		CHECK(kt_set_rules_uid(sfd, sl, 0, NULL, NULL, NULL) == 0, "clear slot %u", sl);
 	CHECK(kt_stats(sfd, &s1) == 0, "stats");
 	CHECK(s1.procs_live == s0.procs_live && s1.slots_used == 0,
-	      "after fuzz: procs_live %llu (was %llu), slots_used %llu",
-	      (unsigned long long)s1.procs_live, (unsigned long long)s0.procs_live,
-	      (unsigned long long)s1.slots_used);
+	      "after fuzz: procs_live %llu (was %llu), slots_used %llu", (unsigned long long)s1.procs_live,
+	      (unsigned long long)s0.procs_live, (unsigned long long)s1.slots_used);
 	printf("info fuzz: %lu ioctls in %d threads + 200 processes, %llu registrations, generation %llu\n",
 	       g_fuzz_iters, NT, (unsigned long long)(s1.procs_total - s0.procs_total),
 	       (unsigned long long)s1.generation);
@@ -1223,10 +1238,10 @@ static int t_share(void)
 {
 	/* Three uids take their share each; a fourth finds the users' part
 	 * full; root still takes every slot left. */
-	const unsigned want[4] = { STRATA_KABI_SLOTS_PER_UID, STRATA_KABI_SLOTS_PER_UID,
-				   STRATA_KABI_SLOTS_PER_UID, 0 };
-	pid_t pids[4] = { -1, -1, -1, -1 };
-	int rd[4] = { -1, -1, -1, -1 }, hold[4] = { -1, -1, -1, -1 };
+	const unsigned want[4] = {STRATA_KABI_SLOTS_PER_UID, STRATA_KABI_SLOTS_PER_UID,
+				  STRATA_KABI_SLOTS_PER_UID, 0};
+	pid_t pids[4] = {-1, -1, -1, -1};
+	int rd[4] = {-1, -1, -1, -1}, hold[4] = {-1, -1, -1, -1};
 	int ret = -1, fd = -1, st;
 	unsigned root_got = 0, busy_before;
 	struct strata_kabi_stats sst;
@@ -1289,12 +1304,20 @@ struct kt_test {
 };
 
 static const struct kt_test tests[] = {
-	{ "abi", t_abi },         { "errors", t_errors }, { "control", t_control },
-	{ "session", t_session },
-	{ "targets", t_targets }, { "perm", t_perm },     { "share", t_share }, { "leak", t_leak },
-	{ "clock", t_clock },     { "fuzz", t_fuzz },     { "kevents", kt_kevents },
-	{ "kevents_loss", kt_kevents_loss }, { "kevents_stream", kt_kevents_stream },
-	{ "kevents_load", kt_kevents_load },
+	{"abi", t_abi},
+	{"errors", t_errors},
+	{"control", t_control},
+	{"session", t_session},
+	{"targets", t_targets},
+	{"perm", t_perm},
+	{"share", t_share},
+	{"leak", t_leak},
+	{"clock", t_clock},
+	{"fuzz", t_fuzz},
+	{"kevents", kt_kevents},
+	{"kevents_loss", kt_kevents_loss},
+	{"kevents_stream", kt_kevents_stream},
+	{"kevents_load", kt_kevents_load},
 };
 
 static int run(const struct kt_test *t)

@@ -11,8 +11,8 @@ int kt_open(void);
 int kt_register(int fd, int signo);
 int kt_stats(int fd, struct strata_kabi_stats *st);
 /* pattern NULL clears the slot. */
-int kt_set_rules_uid(int fd, unsigned slot, uint32_t uid, const char *pattern,
-		     uint64_t *gen, uint32_t *n_signalled);
+int kt_set_rules_uid(int fd, unsigned slot, uint32_t uid, const char *pattern, uint64_t *gen,
+		     uint32_t *n_signalled);
 
 /* ktest_kevents.c */
 int kt_kevents(void);

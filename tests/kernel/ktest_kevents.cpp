@@ -65,7 +65,7 @@ struct Fail {
 
 [[noreturn]] void fail(const std::string &why)
 {
-	throw Fail{ why };
+	throw Fail{why};
 }
 
 template <class T> T rd(const uint8_t *p)
@@ -76,9 +76,8 @@ template <class T> T rd(const uint8_t *p)
 }
 
 // Parse one packet's records (layout of strata_abi.h).
-void parse_packet(const std::vector<uint8_t> &pkt, uint32_t lane,
-		  const std::vector<strata::EventInfo> &descs, std::vector<Event> *out,
-		  uint64_t *last_ts)
+void parse_packet(const std::vector<uint8_t> &pkt, uint32_t lane, const std::vector<strata::EventInfo> &descs,
+		  std::vector<Event> *out, uint64_t *last_ts)
 {
 	auto ph = rd<strata_packet_header>(pkt.data());
 	if (ph.magic != STRATA_CTF_MAGIC || ph.content_size % 8 || ph.content_size / 8 > pkt.size() ||
@@ -120,9 +119,9 @@ void parse_packet(const std::vector<uint8_t> &pkt, uint32_t lane,
 			if (p + n * a > end)
 				fail("field beyond content");
 			if (f.type == STRATA_FT_INTEGER)
-				e.ints[f.name] = a == 8 ? (int64_t)rd<uint64_t>(pkt.data() + p)
-					       : f.is_signed ? (int64_t)rd<int32_t>(pkt.data() + p)
-							     : (int64_t)rd<uint32_t>(pkt.data() + p);
+				e.ints[f.name] = a == 8        ? (int64_t)rd<uint64_t>(pkt.data() + p)
+						 : f.is_signed ? (int64_t)rd<int32_t>(pkt.data() + p)
+							       : (int64_t)rd<uint32_t>(pkt.data() + p);
 			else
 				e.ints[f.name + "[0]"] = (int64_t)rd<uint64_t>(pkt.data() + p);
 			p += n * a;
@@ -156,9 +155,8 @@ int set_kernel_rules(int dev, unsigned slot, const std::vector<std::string> &pat
 		a.kbuf_n_subbuf = n_subbuf;
 		return strata_kmod_ioctl(dev, STRATA_IOC_SET_RULES, &a);
 	}
-	return strata_kmod_set_rules(dev, slot, rules.data(), (uint32_t)rules.size(),
-				     STRATA_KABI_TARGET_UID, STRATA_KABI_UID_ANY, nullptr, 0, nullptr,
-				     nullptr);
+	return strata_kmod_set_rules(dev, slot, rules.data(), (uint32_t)rules.size(), STRATA_KABI_TARGET_UID,
+				     STRATA_KABI_UID_ANY, nullptr, 0, nullptr, nullptr);
 }
 
 // KBUF_OPEN of `slot`, checked to be a regular file of total_size bytes
@@ -200,12 +198,12 @@ struct Drained {
 	strata::BufferInfo info;
 	std::vector<strata::EventInfo> descs;
 	std::vector<Event> events;
-	std::vector<std::vector<uint8_t>> streams; // per lane, whole packets
-	std::vector<uint64_t> last_ts;             // per lane
+	std::vector<std::vector<uint8_t>> streams;               // per lane, whole packets
+	std::vector<uint64_t> last_ts;                           // per lane
 	std::vector<std::vector<std::vector<uint8_t>>> unparsed; // per lane (parse_later)
-	bool parse_later = false;                  // keep the consumer fast: parse in finish()
+	bool parse_later = false;                                // keep the consumer fast: parse in finish()
 	uint64_t packets = 0;
-	uint64_t discarded = 0;                    // sum of the lanes' counters
+	uint64_t discarded = 0; // sum of the lanes' counters
 };
 
 // Attach the consumer's Reader (libtrace/reader/reader.h) to a kernel buffer.
@@ -224,9 +222,13 @@ void attach(Drained *d, int kfd, const strata_kabi_kbuf_open &ko)
 		fail("descriptors: " + (errors.empty() ? std::string("table broken") : errors[0]));
 	// Ids 0..6 are kabi 1's seven events; more follow (other tracepoints,
 	// the named syscalls), every one provider "kernel", ids dense.
-	static const char *const first[] = { "sched_switch", "sched_wakeup", "sched_process_fork",
-					      "sched_process_exec", "sched_process_exit", "sys_enter",
-					      "sys_exit" };
+	static const char *const first[] = {"sched_switch",
+					    "sched_wakeup",
+					    "sched_process_fork",
+					    "sched_process_exec",
+					    "sched_process_exit",
+					    "sys_enter",
+					    "sys_exit"};
 	if (d->descs.size() < 7)
 		fail("unexpected descriptors: " + std::to_string(d->descs.size()));
 	for (size_t i = 0; i < d->descs.size(); i++)
@@ -325,7 +327,7 @@ void consume_while(Drained *d, int wait_fd, const std::function<bool()> &running
 		if (d->packets != before)
 			continue;
 		if (wait_fd >= 0) {
-			struct pollfd pfd = { wait_fd, POLLIN, 0 };
+			struct pollfd pfd = {wait_fd, POLLIN, 0};
 			if (poll(&pfd, 1, 50) > 0)
 				ls->woken++;
 		} else {
@@ -357,9 +359,8 @@ BtResult babeltrace(const Drained &d)
 	strata::TraceEnv env;
 	env.domain = "kernel";
 	env.procname = "kernel";
-	std::ofstream(b.dir + "/metadata")
-		<< strata::ctf_metadata(d.info.uuid, strata::measure_session_clock(), env,
-					d.info.stream_id, d.descs);
+	std::ofstream(b.dir + "/metadata") << strata::ctf_metadata(
+		d.info.uuid, strata::measure_session_clock(), env, d.info.stream_id, d.descs);
 	for (uint32_t lane = 0; lane < d.info.n_lanes; lane++) {
 		std::ofstream f(b.dir + "/kernel_" + std::to_string(lane), std::ios::binary);
 		f.write((const char *)d.streams[lane].data(), (std::streamsize)d.streams[lane].size());
@@ -404,8 +405,7 @@ void run()
 		fail("clear slot before the test");
 	if (strata_kmod_kbuf_open(dev, slot, nullptr, nullptr) != -ENOENT)
 		fail("KBUF_OPEN of a slot without kernel rules did not fail with ENOENT");
-	if (set_kernel_rules(dev, slot, { "kernel:sched_switch", "kernel:sched_process_*",
-					  "kernel:sys_e*" }))
+	if (set_kernel_rules(dev, slot, {"kernel:sched_switch", "kernel:sched_process_*", "kernel:sys_e*"}))
 		fail(std::string("set kernel rules: ") + strerror(errno));
 	int kfd = open_kbuf(dev, slot, &ko);
 
@@ -470,18 +470,19 @@ void run()
 	if (b.rc != 0 || b.lines != d.events.size() || b.switches != want_switch || b.discarded)
 		fail("babeltrace2 (rc " + std::to_string(b.rc) + ") printed " + std::to_string(b.lines) +
 		     " events (" + std::to_string(b.switches) + " sched_switch) for " +
-		     std::to_string(d.events.size()) + " (" + std::to_string(want_switch) + "): " +
-		     b.first_err);
+		     std::to_string(d.events.size()) + " (" + std::to_string(want_switch) +
+		     "): " + b.first_err);
 	printf("info kevents: %zu events (%zu sched_switch) over %u lanes, 0 lost; babeltrace2 read "
-	       "them all (%s)\n", d.events.size(), want_switch, d.info.n_lanes, b.dir.c_str());
+	       "them all (%s)\n",
+	       d.events.size(), want_switch, d.info.n_lanes, b.dir.c_str());
 	close(kfd);
 	close(dev);
 }
 
 // Clear `slot`, take the counters, enable `patterns` in it (with the
 // kernel buffer geometry n_subbuf x subbuf_size; 0: the defaults).
-void start_slot(int dev, unsigned slot, const std::vector<std::string> &patterns,
-		strata_kabi_stats *s0, uint32_t subbuf_size = 0, uint32_t n_subbuf = 0)
+void start_slot(int dev, unsigned slot, const std::vector<std::string> &patterns, strata_kabi_stats *s0,
+		uint32_t subbuf_size = 0, uint32_t n_subbuf = 0)
 {
 	if (set_kernel_rules(dev, slot, {}) || kt_stats(dev, s0))
 		fail("clear slot / stats");
@@ -524,7 +525,7 @@ void run_loss()
 	if (dev < 0)
 		fail("open device");
 	strata_kabi_stats s0;
-	start_slot(dev, slot, { "kernel:sys_enter" }, &s0);
+	start_slot(dev, slot, {"kernel:sys_enter"}, &s0);
 	strata_kabi_kbuf_open ko;
 	int kfd = open_kbuf(dev, slot, &ko);
 	Drained d;
@@ -537,8 +538,8 @@ void run_loss()
 	if (lost == 0)
 		fail("nothing lost: the lanes did not overflow");
 	printf("info kevents_loss: %llu getppid calls: %zu recorded + %llu discarded == emitted; "
-	       "babeltrace2 reports the same loss\n", (unsigned long long)calls, d.events.size(),
-	       (unsigned long long)lost);
+	       "babeltrace2 reports the same loss\n",
+	       (unsigned long long)calls, d.events.size(), (unsigned long long)lost);
 	close(kfd);
 	close(dev);
 }
@@ -555,7 +556,7 @@ void run_stream()
 	if (dev < 0)
 		fail("open device");
 	strata_kabi_stats s0;
-	start_slot(dev, slot, { "kernel:sys_e*" }, &s0);
+	start_slot(dev, slot, {"kernel:sys_e*"}, &s0);
 	strata_kabi_kbuf_open ko;
 	int wfd = -1;
 	int kfd = open_kbuf(dev, slot, &ko, &wfd);
@@ -592,7 +593,7 @@ void run_stream()
 	// The wakeup itself, independent of how busy the machine is: the
 	// child fills a sub-buffer long before 30 s, and only a completed
 	// sub-buffer makes the wait fd readable.
-	struct pollfd pfd = { wfd, POLLIN, 0 };
+	struct pollfd pfd = {wfd, POLLIN, 0};
 	if (poll(&pfd, 1, 30000) != 1 || !(pfd.revents & POLLIN))
 		fail("poll() on the wait fd did not report a completed sub-buffer within 30 s");
 	int st = 0;
@@ -600,15 +601,19 @@ void run_stream()
 	bool stop_sent = false;
 	struct timespec t0, now;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	consume_while(&d, wfd, [&] {
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (!stop_sent && ((ls.closes >= 2 && d.packets > ring_packets) || now.tv_sec - t0.tv_sec > 120)) {
-			if (write(stop_pipe[1], "x", 1) != 1)
-				kill(child, SIGKILL); // the checks below then say what was missed
-			stop_sent = true;
-		}
-		return waitpid(child, &st, WNOHANG) != child;
-	}, 2, &ls);
+	consume_while(
+		&d, wfd,
+		[&] {
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			if (!stop_sent &&
+			    ((ls.closes >= 2 && d.packets > ring_packets) || now.tv_sec - t0.tv_sec > 120)) {
+				if (write(stop_pipe[1], "x", 1) != 1)
+					kill(child, SIGKILL); // the checks below then say what was missed
+				stop_sent = true;
+			}
+			return waitpid(child, &st, WNOHANG) != child;
+		},
+		2, &ls);
 	close(stop_pipe[1]);
 	uint64_t lost = stop_and_account(dev, slot, s0, &d, 2 * calls);
 	if (d.packets <= ring_packets)
@@ -623,8 +628,8 @@ void run_stream()
 	       "(%llu-packet rings), %llu discarded, %llu consumer closes mid-run, %llu poll wakeups; "
 	       "all accounted and read back by babeltrace2\n",
 	       (unsigned long long)calls, d.events.size(), (unsigned long long)d.packets,
-	       (unsigned long long)ring_packets, (unsigned long long)lost,
-	       (unsigned long long)ls.closes, (unsigned long long)ls.woken);
+	       (unsigned long long)ring_packets, (unsigned long long)lost, (unsigned long long)ls.closes,
+	       (unsigned long long)ls.woken);
 	close(wfd);
 	close(kfd);
 	close(dev);
@@ -635,7 +640,7 @@ void run_stream()
 // calls (context switches): more than the default rings hold in 50 ms.
 void busy(uint64_t calls, pid_t *a, pid_t *b)
 {
-	for (pid_t *p : { a, b }) {
+	for (pid_t *p : {a, b}) {
 		*p = fork();
 		if (*p == 0) {
 			for (uint64_t i = 0; i < calls; i++) {
@@ -655,11 +660,11 @@ void busy(uint64_t calls, pid_t *a, pid_t *b)
 // sleeping 50 ms as it did before wakeups), in a buffer of n_subbuf
 // sub-buffers per CPU (0: the module's default, 8 x 64 KiB).  Exact
 // accounting; adds to *emitted and *lost.
-void load_once(int dev, unsigned slot, bool with_wait, uint32_t n_subbuf, uint64_t calls,
-	       uint64_t *emitted, uint64_t *lost_sum)
+void load_once(int dev, unsigned slot, bool with_wait, uint32_t n_subbuf, uint64_t calls, uint64_t *emitted,
+	       uint64_t *lost_sum)
 {
 	strata_kabi_stats s0;
-	start_slot(dev, slot, { "kernel:*" }, &s0, 0, n_subbuf);
+	start_slot(dev, slot, {"kernel:*"}, &s0, 0, n_subbuf);
 	strata_kabi_kbuf_open ko;
 	int wfd = -1;
 	int kfd = open_kbuf(dev, slot, &ko, with_wait ? &wfd : nullptr);
@@ -674,11 +679,14 @@ void load_once(int dev, unsigned slot, bool with_wait, uint32_t n_subbuf, uint64
 	bool a_done = false, b_done = false;
 	int st;
 	LoopStats ls;
-	consume_while(&d, wfd, [&] {
-		a_done = a_done || waitpid(a, &st, WNOHANG) == a;
-		b_done = b_done || waitpid(b, &st, WNOHANG) == b;
-		return !a_done || !b_done;
-	}, 0, &ls);
+	consume_while(
+		&d, wfd,
+		[&] {
+			a_done = a_done || waitpid(a, &st, WNOHANG) == a;
+			b_done = b_done || waitpid(b, &st, WNOHANG) == b;
+			return !a_done || !b_done;
+		},
+		0, &ls);
 	strata_kabi_stats s1;
 	if (set_kernel_rules(dev, slot, {}) || kt_stats(dev, &s1))
 		fail("clear slot / stats");
@@ -719,12 +727,12 @@ void run_load()
 	int dev = kt_open();
 	if (dev < 0)
 		fail("open device");
-	if (set_kernel_rules(dev, slot, { "kernel:sys_enter" }, 3 * 4096, 8) != -EINVAL ||
-	    set_kernel_rules(dev, slot, { "kernel:sys_enter" }, 0, 3) != -EINVAL)
+	if (set_kernel_rules(dev, slot, {"kernel:sys_enter"}, 3 * 4096, 8) != -EINVAL ||
+	    set_kernel_rules(dev, slot, {"kernel:sys_enter"}, 0, 3) != -EINVAL)
 		fail("SET_RULES V2 accepted a kernel buffer geometry that is not a power of two");
 	// KBUF_OPEN V2: unknown flags and a non-zero wait_fd on input are
 	// refused; a V1-sized call gets no wait fd.
-	if (set_kernel_rules(dev, slot, { "kernel:sys_enter" }))
+	if (set_kernel_rules(dev, slot, {"kernel:sys_enter"}))
 		fail("set kernel rules");
 	strata_kabi_kbuf_open ko = {};
 	ko.size = sizeof ko;
@@ -750,21 +758,21 @@ void run_load()
 		bool wait;
 		uint32_t n_subbuf;
 		uint64_t emitted, lost;
-	} modes[] = { { "50 ms sleeps", false, 0, 0, 0 },
-		      { "poll() wakeups", true, 0, 0, 0 },
-		      { "poll() wakeups, 32 sub-buffers", true, 32, 0, 0 } };
+	} modes[] = {{"50 ms sleeps", false, 0, 0, 0},
+		     {"poll() wakeups", true, 0, 0, 0},
+		     {"poll() wakeups, 32 sub-buffers", true, 32, 0, 0}};
 	for (int rep = 0; rep < 2; rep++)
 		for (Mode &m : modes)
 			load_once(dev, slot, m.wait, m.n_subbuf, calls, &m.emitted, &m.lost);
 	for (const Mode &m : modes)
 		printf("info kevents_load: 2 runs x 2 processes x %llu getppid, %s: %llu of %llu events lost "
-		       "(%.2f%%)\n", (unsigned long long)calls, m.name, (unsigned long long)m.lost,
+		       "(%.2f%%)\n",
+		       (unsigned long long)calls, m.name, (unsigned long long)m.lost,
 		       (unsigned long long)m.emitted, 100.0 * (double)m.lost / (double)m.emitted);
 	close(dev);
 }
 
 } // namespace
-
 
 static int guarded(void (*fn)())
 {

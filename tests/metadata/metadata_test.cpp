@@ -195,12 +195,12 @@ TEST(Metadata, HandEncodedPacketReadsBackInBabeltrace2)
 		v.push_back(l.substr(at + 1));
 	}
 	ASSERT_EQ(v.size(), 3u) << out;
-	EXPECT_EQ(v[0],
-		  "demo:all: { lane_id = 0 }, { vtid = 77, cpu_id = 1 }, { u8 = 200, i16 = -300, x32 = 0xDEADBEEF, "
-		  "i64 = -5, f = 0.5, d = 2.25, color = ( \"red\" : container = 0 ), "
-		  "event = \"hello \\\"x\\\"\", arr = [ [0] = 1, [1] = -2, [2] = 3 ], _seq_length = 2, "
-		  "seq = [ [0] = 10, [1] = 20 ], _blob_length = 3, blob = [ [0] = 0xAB, [1] = 0xCD, "
-		  "[2] = 0xEF ] }");
+	EXPECT_EQ(v[0], "demo:all: { lane_id = 0 }, { vtid = 77, cpu_id = 1 }, { u8 = 200, i16 = -300, x32 = "
+			"0xDEADBEEF, "
+			"i64 = -5, f = 0.5, d = 2.25, color = ( \"red\" : container = 0 ), "
+			"event = \"hello \\\"x\\\"\", arr = [ [0] = 1, [1] = -2, [2] = 3 ], _seq_length = 2, "
+			"seq = [ [0] = 10, [1] = 20 ], _blob_length = 3, blob = [ [0] = 0xAB, [1] = 0xCD, "
+			"[2] = 0xEF ] }");
 	EXPECT_NE(v[1].find("i64 = -6"), std::string::npos) << v[1];
 	EXPECT_NE(v[1].find("color = ( \"blue \\\"ish\\\"\" : container = 3 )"), std::string::npos) << v[1];
 	EXPECT_EQ(v[2], "demo:tick: { lane_id = 0 }, { vtid = 78, cpu_id = 0 }, { }");
@@ -220,7 +220,9 @@ TEST(Metadata, SessionClockIsAbsoluteAndShared)
 	EXPECT_NE(a.find("absolute = true;"), std::string::npos);
 	EXPECT_NE(a.find("uuid = \"" + c.uuid + "\""), std::string::npos);
 	// Same session clock -> byte-identical clock blocks in every sub-trace.
-	auto clock_block = [](const std::string &m) { return m.substr(m.find("clock {"), m.find("};", m.find("clock {")) - m.find("clock {")); };
+	auto clock_block = [](const std::string &m) {
+		return m.substr(m.find("clock {"), m.find("};", m.find("clock {")) - m.find("clock {"));
+	};
 	EXPECT_EQ(clock_block(a), clock_block(b));
 	EXPECT_GE(c.offset_ns, 0);
 	EXPECT_LT(c.offset_ns, 1000000000);
@@ -243,11 +245,12 @@ TEST(Metadata, KernelDomainUsesLttngKernelLayout)
 	const std::string k = ctf_metadata(uuid, c, kenv, 0, {ev});
 	EXPECT_NE(k.find("name = \"syscall_entry_openat\";"), std::string::npos) << k;
 	EXPECT_EQ(k.find("kernel:syscall_entry_openat"), std::string::npos);
-	for (const char *f : { "domain = \"kernel\";", "tracer_name = \"lttng-modules\";", "tracer_major = 2;",
-			       "tracer_minor = 13;", "tracer_patchlevel = 0;", "strata_tracer = \"strata\";",
-			       "sysname = \"Linux\";" })
+	for (const char *f : {"domain = \"kernel\";", "tracer_name = \"lttng-modules\";", "tracer_major = 2;",
+			      "tracer_minor = 13;", "tracer_patchlevel = 0;", "strata_tracer = \"strata\";",
+			      "sysname = \"Linux\";"})
 		EXPECT_NE(k.find(f), std::string::npos) << f;
-	EXPECT_NE(ctf_metadata_events(0, {ev}, kenv).find("name = \"syscall_entry_openat\";"), std::string::npos);
+	EXPECT_NE(ctf_metadata_events(0, {ev}, kenv).find("name = \"syscall_entry_openat\";"),
+		  std::string::npos);
 	TraceEnv uenv;
 	const std::string u = ctf_metadata(uuid, c, uenv, 0, {ev});
 	EXPECT_NE(u.find("name = \"kernel:syscall_entry_openat\";"), std::string::npos);

@@ -144,18 +144,31 @@ TEST(AnalyzeModel, MutexPlusCondLockIsALock)
 	const uint64_t M = 0x100, G = 0x200, QM = 0x300, Q = 0x400;
 	in.events = {
 		// t1 holds the GIL; t2 waits 1000 ns in two timed waits (no unlock between).
-		ev(10, 2, Op::MutexLock, M), cev(510, 2, Op::CondTimedwait, G, M, 500, ETIMEDOUT),
-		cev(1010, 2, Op::CondTimedwait, G, M, 490), ev(1020, 2, Op::MutexUnlock, M),
+		ev(10, 2, Op::MutexLock, M),
+		cev(510, 2, Op::CondTimedwait, G, M, 500, ETIMEDOUT),
+		cev(1010, 2, Op::CondTimedwait, G, M, 490),
+		ev(1020, 2, Op::MutexUnlock, M),
 		// t1 dropped it at 1000: lock, signal, unlock.
-		ev(995, 1, Op::MutexLock, M), cev(1000, 1, Op::CondSignal, G, 0), ev(1001, 1, Op::MutexUnlock, M),
+		ev(995, 1, Op::MutexLock, M),
+		cev(1000, 1, Op::CondSignal, G, 0),
+		ev(1001, 1, Op::MutexUnlock, M),
 		// t1 waits 3000 ns for it back; t2 drops it.
-		ev(1100, 1, Op::MutexLock, M), cev(4100, 1, Op::CondWait, G, M, 3000), ev(4110, 1, Op::MutexUnlock, M),
-		ev(4090, 2, Op::MutexLock, M), cev(4095, 2, Op::CondSignal, G, 0), ev(4096, 2, Op::MutexUnlock, M),
+		ev(1100, 1, Op::MutexLock, M),
+		cev(4100, 1, Op::CondWait, G, M, 3000),
+		ev(4110, 1, Op::MutexUnlock, M),
+		ev(4090, 2, Op::MutexLock, M),
+		cev(4095, 2, Op::CondSignal, G, 0),
+		ev(4096, 2, Op::MutexUnlock, M),
 		// A pool: t3 waits 50000 ns for work, t4 signals.
-		ev(5000, 3, Op::MutexLock, QM), cev(55000, 3, Op::CondWait, Q, QM, 50000), ev(55010, 3, Op::MutexUnlock, QM),
-		ev(54990, 4, Op::MutexLock, QM), cev(54995, 4, Op::CondSignal, Q, 0), ev(54996, 4, Op::MutexUnlock, QM),
+		ev(5000, 3, Op::MutexLock, QM),
+		cev(55000, 3, Op::CondWait, Q, QM, 50000),
+		ev(55010, 3, Op::MutexUnlock, QM),
+		ev(54990, 4, Op::MutexLock, QM),
+		cev(54995, 4, Op::CondSignal, Q, 0),
+		ev(54996, 4, Op::MutexUnlock, QM),
 	};
-	std::stable_sort(in.events.begin(), in.events.end(), [](const Event &a, const Event &b) { return a.ts < b.ts; });
+	std::stable_sort(in.events.begin(), in.events.end(),
+			 [](const Event &a, const Event &b) { return a.ts < b.ts; });
 	Report r = analyze(in, Options(), nullptr);
 	const LockStats *g = find(r, G);
 	ASSERT_TRUE(g);
@@ -164,8 +177,8 @@ TEST(AnalyzeModel, MutexPlusCondLockIsALock)
 	EXPECT_EQ(g->wait_total, 4000u); // 1000 + 3000
 	EXPECT_EQ(g->wait_max, 3000u);
 	EXPECT_EQ(g->wait_p99, 3000u);
-	EXPECT_EQ(g->acquisitions, 2u);  // two releases
-	EXPECT_EQ(r.locks[0].addr, G);   // the lock that costs the most
+	EXPECT_EQ(g->acquisitions, 2u); // two releases
+	EXPECT_EQ(r.locks[0].addr, G);  // the lock that costs the most
 	ASSERT_EQ(g->sites.size(), 2u);
 	EXPECT_EQ(g->sites[0].caller, 0x3001u);
 	EXPECT_EQ(g->sites[0].wait_total, 3000u);
@@ -184,11 +197,11 @@ TEST(AnalyzeModel, RecursiveAndCondWaitAndProcesses)
 	const uint64_t M = 0x5000;
 	Event c = ev(0, 1, Op::CondWait, M, 0, false, 100);
 	in.events = {
-		ev(10, 1, Op::MutexLock, M),    // outer
-		ev(20, 1, Op::MutexLock, M),    // recursive
-		ev(30, 1, Op::MutexUnlock, M),  // inner hold 10
-		ev(40, 1, Op::MutexUnlock, M),  // outer hold 30
-		ev(50, 1, Op::MutexUnlock, M),  // unmatched
+		ev(10, 1, Op::MutexLock, M),   // outer
+		ev(20, 1, Op::MutexLock, M),   // recursive
+		ev(30, 1, Op::MutexUnlock, M), // inner hold 10
+		ev(40, 1, Op::MutexUnlock, M), // outer hold 30
+		ev(50, 1, Op::MutexUnlock, M), // unmatched
 		ev(100, 1, Op::MutexLock, M),
 	};
 	c.ts = 300; // released at 200 (hold 100), re-acquired at 300
@@ -250,7 +263,8 @@ TEST(AnalyzeModel, WaitDistExactThenBounded)
 	EXPECT_FALSE(d.exact());
 	EXPECT_EQ(d.count(), v.size());
 	for (double p : {50.0, 90.0, 99.0, 100.0}) {
-		const double want = static_cast<double>(percentile(v, p)), got = static_cast<double>(d.percentile(p));
+		const double want = static_cast<double>(percentile(v, p)),
+			     got = static_cast<double>(d.percentile(p));
 		EXPECT_GE(got, want) << p;
 		EXPECT_LE(got, want * (1.0 + 1.0 / 128)) << p;
 	}
@@ -314,8 +328,10 @@ TEST(AnalyzeModel, ManyBusyLocksShareTheTimelineBudget)
 			for (int i = 0; i < per; i++)
 				for (int l = 0; l < locks; l++) {
 					const int64_t t = (static_cast<int64_t>(i) * locks + l) * 100;
-					on(ev(t, 1 + l % 3, Op::MutexLock, 0x1000 + static_cast<uint64_t>(l) * 64));
-					on(ev(t + 10 + i % 7, 1 + l % 3, Op::MutexUnlock, 0x1000 + static_cast<uint64_t>(l) * 64));
+					on(ev(t, 1 + l % 3, Op::MutexLock,
+					      0x1000 + static_cast<uint64_t>(l) * 64));
+					on(ev(t + 10 + i % 7, 1 + l % 3, Op::MutexUnlock,
+					      0x1000 + static_cast<uint64_t>(l) * 64));
 				}
 		},
 		Input(), Options(), nullptr);
@@ -393,7 +409,8 @@ TEST(AnalyzeModel, TextTableShowsNamesWhole)
 	std::vector<size_t> at;
 	while (std::getline(lines, line))
 		if (line.find(" mutex ") != std::string::npos || line.find(" kind ") != std::string::npos)
-			at.push_back(line.find(line.find(" kind ") != std::string::npos ? " kind " : " mutex "));
+			at.push_back(
+				line.find(line.find(" kind ") != std::string::npos ? " kind " : " mutex "));
 	ASSERT_EQ(at.size(), 3u) << text;
 	EXPECT_EQ(at[0], at[1]);
 	EXPECT_EQ(at[1], at[2]);
@@ -434,12 +451,9 @@ TEST(AnalyzeModel, BlockersShareWaitsByOverlap)
 	in.procs.push_back({"p", 1, ""});
 	const uint64_t L = 0x50, A = 0xa, B = 0xb, C = 0xc;
 	in.events = {
-		ev(0, 1, Op::MutexLock, L, 0, false, 0, A),
-		ev(100, 1, Op::MutexUnlock, L),
-		ev(100, 2, Op::MutexLock, L, 0, true, 90, B),
-		ev(130, 2, Op::MutexUnlock, L),
-		ev(130, 3, Op::MutexLock, L, 0, true, 110, C),
-		ev(140, 3, Op::MutexUnlock, L),
+		ev(0, 1, Op::MutexLock, L, 0, false, 0, A),    ev(100, 1, Op::MutexUnlock, L),
+		ev(100, 2, Op::MutexLock, L, 0, true, 90, B),  ev(130, 2, Op::MutexUnlock, L),
+		ev(130, 3, Op::MutexLock, L, 0, true, 110, C), ev(140, 3, Op::MutexUnlock, L),
 	};
 	Report r = analyze(in, Options(), nullptr);
 	ASSERT_EQ(r.locks.size(), 1u);
@@ -497,10 +511,8 @@ TEST(AnalyzeModel, CondWaitReleaseSeenAfterAHandoff)
 	Event cw = ev(500, 1, Op::CondWait, M, 0, false, 400);
 	cw.cond = 0xc8;
 	in.events = {
-		ev(0, 1, Op::MutexLock, M),
-		ev(200, 2, Op::MutexLock, M),
-		ev(250, 2, Op::MutexUnlock, M),
-		cw,
+		ev(0, 1, Op::MutexLock, M),     ev(200, 2, Op::MutexLock, M),
+		ev(250, 2, Op::MutexUnlock, M), cw,
 		ev(530, 1, Op::MutexUnlock, M),
 	};
 	Report r = analyze(in, Options(), nullptr);
@@ -578,7 +590,8 @@ TEST(AnalyzeSymbols, StrippedBinaryByBuildId)
 		EXPECT_EQ(m[0].object, PT_STRIPPED);
 		ASSERT_EQ(m[0].build_id.size(), 40u); // SHA-1, gcc's default
 		id = m[0].build_id;
-		EXPECT_EQ(m[0].debug_file, "/usr/lib/debug/.build-id/" + id.substr(0, 2) + "/" + id.substr(2) + ".debug");
+		EXPECT_EQ(m[0].debug_file,
+			  "/usr/lib/debug/.build-id/" + id.substr(0, 2) + "/" + id.substr(2) + ".debug");
 		EXPECT_EQ(m[0].package, ""); // not installed by a package
 		Report r;
 		r.missing_debug = m;
@@ -619,7 +632,8 @@ TEST(AnalyzeSymbols, HostilePathsAreNotOpenedForReading)
 	ASSERT_TRUE(f);
 	std::fputs("not an ELF file\n", f);
 	std::fclose(f);
-	SymbolTable t({{0, 0x1000, 0x2000, 0, fifo}, {0, 0x3000, 0x4000, 0, dir}, {0, 0x5000, 0x6000, 0, text}});
+	SymbolTable t(
+		{{0, 0x1000, 0x2000, 0, fifo}, {0, 0x3000, 0x4000, 0, dir}, {0, 0x5000, 0x6000, 0, text}});
 	EXPECT_EQ(t.lookup(0, 0x1800, true).function, "");
 	EXPECT_EQ(t.lookup(0, 0x3800, true).function, "");
 	EXPECT_EQ(t.lookup(0, 0x5800, true).function, "");

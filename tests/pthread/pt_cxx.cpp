@@ -27,7 +27,8 @@ int main(int argc, char **argv)
 	if (std::getenv("STRATA_PT_EXPECT_PRELOAD")) {
 		Dl_info di;
 		void *f = dlsym(RTLD_DEFAULT, "pthread_mutex_lock");
-		if (!f || !dladdr(f, &di) || !di.dli_fname || !std::strstr(di.dli_fname, "libstrata-pthread")) {
+		if (!f || !dladdr(f, &di) || !di.dli_fname ||
+		    !std::strstr(di.dli_fname, "libstrata-pthread")) {
 			std::fprintf(stderr, "LD_PRELOAD of libstrata-pthread not applied\n");
 			return 3;
 		}
@@ -114,11 +115,14 @@ int main(int argc, char **argv)
 		FILE *f = std::fopen(argv[1], "w");
 		if (!f)
 			return 2;
-		std::fprintf(f, "{\"pid\": %d, \"mutex\": \"%p\", \"mutex_acq\": %d, \"shared\": \"%p\", \"shared_acq\": 300",
-			     static_cast<int>(getpid()), static_cast<void *>(&strata_cxx_mutex), threads * iters,
-			     static_cast<void *>(&strata_cxx_shared));
+		std::fprintf(f,
+			     "{\"pid\": %d, \"mutex\": \"%p\", \"mutex_acq\": %d, \"shared\": \"%p\", "
+			     "\"shared_acq\": 300",
+			     static_cast<int>(getpid()), static_cast<void *>(&strata_cxx_mutex),
+			     threads * iters, static_cast<void *>(&strata_cxx_shared));
 #ifndef __SANITIZE_THREAD__
-		std::fprintf(f, ", \"timed\": \"%p\", \"timed_acq\": 50, \"stm\": \"%p\", \"stm_acq\": 40,"
+		std::fprintf(f,
+			     ", \"timed\": \"%p\", \"timed_acq\": 50, \"stm\": \"%p\", \"stm_acq\": 40,"
 			     " \"cv\": \"%p\", \"cv_timeouts\": 10",
 			     static_cast<void *>(&strata_cxx_timed), static_cast<void *>(&strata_cxx_stm),
 			     static_cast<void *>(&strata_cxx_cv));

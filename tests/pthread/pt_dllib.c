@@ -16,4 +16,7 @@ __attribute__((visibility("default"))) int strata_test_dl_work(int n)
 	return done;
 }
 
-__attribute__((visibility("default"))) void *strata_test_dl_lock(void) { return &dl_lock; }
+__attribute__((visibility("default"))) void *strata_test_dl_lock(void)
+{
+	return &dl_lock;
+}

@@ -37,6 +37,7 @@ int main(int argc, char **argv)
 		if (per < best)
 			best = per;
 	}
-	printf("pairs %ld x %d rounds: best %.2f ns/pair, mean %.2f ns/pair\n", n, rounds, best, sum / rounds);
+	printf("pairs %ld x %d rounds: best %.2f ns/pair, mean %.2f ns/pair\n", n, rounds, best,
+	       sum / rounds);
 	return 0;
 }

@@ -42,26 +42,26 @@ pthread_mutex_t strata_ctor_lock = PTHREAD_MUTEX_INITIALIZER;
  * must be reported as the variable it is. */
 pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 
-#define CHECK(expr, want) \
-	do { \
-		int r_ = (expr); \
-		if (r_ != (want)) { \
-			fprintf(stderr, "%s:%d: %s returned %d (%s), expected %d\n", __FILE__, __LINE__, #expr, r_, \
-				strerror(r_), (want)); \
-			exit(1); \
-		} \
+#define CHECK(expr, want)                                                                                \
+	do {                                                                                             \
+		int r_ = (expr);                                                                         \
+		if (r_ != (want)) {                                                                      \
+			fprintf(stderr, "%s:%d: %s returned %d (%s), expected %d\n", __FILE__, __LINE__, \
+				#expr, r_, strerror(r_), (want));                                        \
+			exit(1);                                                                         \
+		}                                                                                        \
 	} while (0)
 
 /* A semaphore call: 0, or -1 with errno `want`; errno kept on success. */
-#define SEMCHECK(expr, want) \
-	do { \
-		errno = 4242; \
-		int r_ = (expr), e_ = r_ ? errno : (errno == 4242 ? 0 : -errno); \
-		if (e_ != (want)) { \
-			fprintf(stderr, "%s:%d: %s gave %d/%d, expected errno %d\n", __FILE__, __LINE__, #expr, r_, e_, \
-				(want)); \
-			exit(1); \
-		} \
+#define SEMCHECK(expr, want)                                                                             \
+	do {                                                                                             \
+		errno = 4242;                                                                            \
+		int r_ = (expr), e_ = r_ ? errno : (errno == 4242 ? 0 : -errno);                         \
+		if (e_ != (want)) {                                                                      \
+			fprintf(stderr, "%s:%d: %s gave %d/%d, expected errno %d\n", __FILE__, __LINE__, \
+				#expr, r_, e_, (want));                                                  \
+			exit(1);                                                                         \
+		}                                                                                        \
 	} while (0)
 
 static uint64_t now_ns(void)
@@ -139,11 +139,13 @@ static int mode_contend(FILE *out, int threads, int iters, int hold_us)
 	for (int i = 0; i < threads; i++)
 		CHECK(pthread_join(t[i], NULL), 0);
 	fprintf(out,
-		"{\"pid\": %d, \"hot\": \"%p\", \"cold\": \"%p\", \"rw\": \"%p\", \"threads\": %d, \"iters\": %d,"
+		"{\"pid\": %d, \"hot\": \"%p\", \"cold\": \"%p\", \"rw\": \"%p\", \"threads\": %d, "
+		"\"iters\": %d,"
 		" \"hot_acq\": %d, \"cold_acq\": %d, \"rw_acq\": %d, \"hold_ns\": %" PRIu64
 		", \"self_wait_hot_ns\": %" PRIu64 "}\n",
-		(int)getpid(), (void *)&strata_hot_lock, (void *)&strata_cold_lock, (void *)&strata_rw_lock, threads,
-		iters, threads * iters, threads * iters, threads * 15, hold_ns, atomic_load(&self_wait_hot));
+		(int)getpid(), (void *)&strata_hot_lock, (void *)&strata_cold_lock, (void *)&strata_rw_lock,
+		threads, iters, threads * iters, threads * iters, threads * 15, hold_ns,
+		atomic_load(&self_wait_hot));
 	return 0;
 }
 
@@ -189,8 +191,8 @@ static int mode_blocker(FILE *out, int rounds)
 			sched_yield();
 	}
 	CHECK(pthread_join(t, NULL), 0);
-	fprintf(out, "{\"pid\": %d, \"hot\": \"%p\", \"hot_acq\": %d}\n", (int)getpid(), (void *)&strata_hot_lock,
-		2 * rounds);
+	fprintf(out, "{\"pid\": %d, \"hot\": \"%p\", \"hot_acq\": %d}\n", (int)getpid(),
+		(void *)&strata_hot_lock, 2 * rounds);
 	return 0;
 }
 
@@ -312,7 +314,8 @@ static int mode_basic(FILE *out)
 	/* ec: lock, trylock, unlock; rec: 3 locks + 1 trylock; held_by_other: 1
 	 * timedlock (the holder's lock is in another thread). */
 	fprintf(out,
-		"{\"pid\": %d, \"ec\": \"%p\", \"rec\": \"%p\", \"ec_acq\": 2, \"rec_acq\": 4, \"m\": \"%p\", "
+		"{\"pid\": %d, \"ec\": \"%p\", \"rec\": \"%p\", \"ec_acq\": 2, \"rec_acq\": 4, \"m\": "
+		"\"%p\", "
 		"\"sem\": \"%p\", \"sem_acq\": 2, \"sem_failed\": 3}\n",
 		(int)getpid(), (void *)&ec, (void *)&rec, (void *)&m, (void *)&sem);
 	/* The mutexes live on this stack: print before they go. */
@@ -345,7 +348,8 @@ static int mode_fork(FILE *out)
 		CHECK(pthread_mutex_lock(&strata_fork_lock), 0);
 		CHECK(pthread_mutex_unlock(&strata_fork_lock), 0);
 	}
-	fprintf(out, "{\"pid\": %d, \"child\": %d, \"lock\": \"%p\", \"parent_acq\": 15, \"child_acq\": 20}\n",
+	fprintf(out,
+		"{\"pid\": %d, \"child\": %d, \"lock\": \"%p\", \"parent_acq\": 15, \"child_acq\": 20}\n",
 		(int)getpid(), (int)child, (void *)&strata_fork_lock);
 	return 0;
 }
@@ -408,7 +412,8 @@ static int mode_signal(FILE *out)
 	CHECK(pthread_join(t, NULL), 0);
 	if (atomic_load(&handled) != 26)
 		return 1;
-	fprintf(out, "{\"pid\": %d, \"lock\": \"%p\", \"acq\": 26}\n", (int)getpid(), (void *)&strata_sig_lock);
+	fprintf(out, "{\"pid\": %d, \"lock\": \"%p\", \"acq\": 26}\n", (int)getpid(),
+		(void *)&strata_sig_lock);
 	return 0;
 }
 
@@ -470,7 +475,9 @@ static int mode_sigstorm(FILE *out, int threads, int iters)
 		CHECK(pthread_join(t[i], NULL), 0);
 	/* Every handler run counted itself; pending signals of exited threads
 	 * are simply lost, which the count reflects. */
-	fprintf(out, "{\"pid\": %d, \"hot\": \"%p\", \"hot_acq\": %d, \"lock\": \"%p\", \"acq\": %d, \"sent\": %d}\n",
+	fprintf(out,
+		"{\"pid\": %d, \"hot\": \"%p\", \"hot_acq\": %d, \"lock\": \"%p\", \"acq\": %d, \"sent\": "
+		"%d}\n",
 		(int)getpid(), (void *)&strata_hot_lock, threads * iters, (void *)&strata_sig_lock,
 		atomic_load(&handled), sent);
 	return 0;
@@ -481,7 +488,9 @@ int main(int argc, char **argv)
 	if (!preload_ok())
 		return 3;
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s contend|basic|fork|dlopen|signal|sigstorm|blocker|ctor OUT [args]\n", argv[0]);
+		fprintf(stderr,
+			"usage: %s contend|basic|fork|dlopen|signal|sigstorm|blocker|ctor OUT [args]\n",
+			argv[0]);
 		return 2;
 	}
 	FILE *out = strcmp(argv[2], "-") ? fopen(argv[2], "w") : stdout;
@@ -505,8 +514,8 @@ int main(int argc, char **argv)
 	else if (!strcmp(m, "sigstorm"))
 		rc = mode_sigstorm(out, argc > 3 ? atoi(argv[3]) : 4, argc > 4 ? atoi(argv[4]) : 2000);
 	else if (!strcmp(m, "ctor")) {
-		fprintf(out, "{\"pid\": %d, \"lock\": \"%p\", \"acq\": %d}\n", (int)getpid(), (void *)&strata_ctor_lock,
-			ctor_acquisitions);
+		fprintf(out, "{\"pid\": %d, \"lock\": \"%p\", \"acq\": %d}\n", (int)getpid(),
+			(void *)&strata_ctor_lock, ctor_acquisitions);
 		rc = ctor_acquisitions == 5 ? 0 : 1;
 	}
 	if (out != stdout)

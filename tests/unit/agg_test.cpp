@@ -9,19 +9,13 @@
  */
 #define STRATA_DEFINE_PROVIDERS
 #include <strata/tracepoint.h>
-STRATA_EVENT(aggt, op, STRATA_LOGLEVEL_INFO,
-	strata_hex(uint64_t, lock),
-	strata_int(uint64_t, wait_ns),
-	strata_string(path))
+STRATA_EVENT(aggt, op, STRATA_LOGLEVEL_INFO, strata_hex(uint64_t, lock), strata_int(uint64_t, wait_ns),
+	     strata_string(path))
 STRATA_EVENT(aggt, other, STRATA_LOGLEVEL_INFO, strata_int(int32_t, wait_ns))
 STRATA_EVENT(aggt, novalue, STRATA_LOGLEVEL_INFO, strata_string(wait_ns))
 // Fields after a sequence (two arguments), of every integer size.
-STRATA_EVENT(aggt, mixed, STRATA_LOGLEVEL_INFO,
-	strata_sequence(uint8_t, blob),
-	strata_int(int16_t, small),
-	strata_int(uint8_t, k8),
-	strata_int(uint64_t, big),
-	strata_int(int32_t, mid))
+STRATA_EVENT(aggt, mixed, STRATA_LOGLEVEL_INFO, strata_sequence(uint8_t, blob), strata_int(int16_t, small),
+	     strata_int(uint8_t, k8), strata_int(uint64_t, big), strata_int(int32_t, mid))
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -226,7 +220,8 @@ TEST(Agg, KeysByStringThreadAndEvent)
 	ASSERT_EQ(0, strata_rt_agg_open(&sp, &by_path));
 	ASSERT_EQ(0, strata_rt_agg_open(&st, &by_tid));
 	ASSERT_EQ(0, strata_rt_agg_open(&se, &by_event));
-	const char *paths[3] = {"/tmp/a", "/var/log/a-rather-long-path-that-is-truncated-in-the-key", "/tmp/b"};
+	const char *paths[3] = {"/tmp/a", "/var/log/a-rather-long-path-that-is-truncated-in-the-key",
+				"/tmp/b"};
 	std::map<std::string, Expect> want_path;
 	Expect want_op, want_other;
 	std::vector<std::thread> ts;
@@ -277,7 +272,9 @@ TEST(Agg, ParsesTheEnvironmentSyntax)
 {
 	strata_agg_spec s;
 	char err[128];
-	ASSERT_EQ(0, strata_rt_agg_parse("  pthread:mutex_lock:wait_ns by lock limit 64 ", &s, err, sizeof err)) << err;
+	ASSERT_EQ(0,
+		  strata_rt_agg_parse("  pthread:mutex_lock:wait_ns by lock limit 64 ", &s, err, sizeof err))
+		<< err;
 	EXPECT_STREQ("pthread:mutex_lock", s.pattern);
 	EXPECT_STREQ("wait_ns", s.value_field);
 	EXPECT_STREQ("lock", s.key_field);
@@ -289,8 +286,9 @@ TEST(Agg, ParsesTheEnvironmentSyntax)
 	EXPECT_EQ(256u, s.max_keys);
 	ASSERT_EQ(0, strata_rt_agg_parse("app:req by $tid", &s, err, sizeof err)) << err;
 	EXPECT_STREQ("$tid", s.key_field);
-	for (const char *bad : {"", "app", ":req", "app:", "app::x", "app:req by", "app:req with x",
-				"app:req limit 0", "app:req limit 5000", "app:req by $pid", "a:b c d e f g h"}) {
+	for (const char *bad :
+	     {"", "app", ":req", "app:", "app::x", "app:req by", "app:req with x", "app:req limit 0",
+	      "app:req limit 5000", "app:req by $pid", "a:b c d e f g h"}) {
 		err[0] = 0;
 		EXPECT_EQ(-EINVAL, strata_rt_agg_parse(bad, &s, err, sizeof err)) << bad;
 		EXPECT_NE(0, err[0]) << bad;

@@ -15,9 +15,18 @@ std::atomic<int> g_a{0}, g_b{0};
 strata_dyn_event *g_ev;
 std::atomic<uint32_t> g_seen_state{0xffffffffu};
 
-void hook_a() { g_a.fetch_add(1, std::memory_order_relaxed); }
-void hook_b() { g_b.fetch_add(1, std::memory_order_relaxed); }
-void hook_state() { g_seen_state.store(__atomic_load_n(&g_ev->state, __ATOMIC_RELAXED), std::memory_order_relaxed); }
+void hook_a()
+{
+	g_a.fetch_add(1, std::memory_order_relaxed);
+}
+void hook_b()
+{
+	g_b.fetch_add(1, std::memory_order_relaxed);
+}
+void hook_state()
+{
+	g_seen_state.store(__atomic_load_n(&g_ev->state, __ATOMIC_RELAXED), std::memory_order_relaxed);
+}
 
 TEST(ChangeHook, RunsOncePerQuiesceLastOneWins)
 {

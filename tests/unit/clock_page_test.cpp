@@ -70,7 +70,7 @@ TEST(ClockMath, NeverStepsBackAcrossRefreshes)
 	const double nominal = 1.0 / 3.0; // ns per cycle
 	double rate = nominal;
 	const uint64_t period = 3000000000ull; // ~1 s of cycles
-	long double truth = 1e12L;           // true ns at tsc
+	long double truth = 1e12L;             // true ns at tsc
 	uint64_t tsc = 1ull << 40;
 
 	uint32_t mult = 0, shift = 0;
@@ -93,7 +93,8 @@ TEST(ClockMath, NeverStepsBackAcrossRefreshes)
 		uint32_t mm = 0, ss = shift;
 		TscSample s0{0, 0, 0}, s1{1000000000000ull, static_cast<uint64_t>(1e12 * measured), 0};
 		ASSERT_TRUE(tsc_rate(s0, s1, &mm, &ss));
-		const uint64_t seen = static_cast<uint64_t>(truth) + static_cast<uint64_t>(int64_t{noise_ns(rng)});
+		const uint64_t seen =
+			static_cast<uint64_t>(truth) + static_cast<uint64_t>(int64_t{noise_ns(rng)});
 		const TscMapping n = tsc_map_next(m, tsc, seen, mm, period);
 
 		// Continuity: the new mapping starts 1 ns after the old one's value.
@@ -104,7 +105,8 @@ TEST(ClockMath, NeverStepsBackAcrossRefreshes)
 		// new readers of the same TSC value.
 		ASSERT_LT(tsc_map_eval(m, tsc), tsc_map_eval(n, tsc - 5000)) << "refresh " << i;
 		for (uint64_t d = 0; d <= 2000; d += 50)
-			ASSERT_LE(tsc_map_eval(m, tsc + d), tsc_map_eval(n, tsc + d)) << "refresh " << i << " +" << d;
+			ASSERT_LE(tsc_map_eval(m, tsc + d), tsc_map_eval(n, tsc + d))
+				<< "refresh " << i << " +" << d;
 		// The slew is bounded.
 		const double dm = std::abs(static_cast<double>(n.mult) - mm) / mm;
 		ASSERT_LE(dm, kMaxSlewPpm * 1e-6 + 1e-9);
@@ -115,7 +117,8 @@ TEST(ClockMath, NeverStepsBackAcrossRefreshes)
 			worst_late = std::max(worst_late, std::abs(err));
 		m = n;
 	}
-	printf("worst |page - truth| at a switch after convergence: %lld ns\n", static_cast<long long>(worst_late));
+	printf("worst |page - truth| at a switch after convergence: %lld ns\n",
+	       static_cast<long long>(worst_late));
 	EXPECT_LT(worst_late, 10000);
 }
 
@@ -168,14 +171,15 @@ TEST(ClockPageLive, SealedReadOnlyAndCloseToClockGettime)
 		uint64_t v = 0;
 		ASSERT_EQ(strata_kclock_now(k, &v), 0);
 		const uint64_t after = mono_ns();
-		const int64_t out = v < before ? static_cast<int64_t>(before - v)
-				   : v > after	  ? static_cast<int64_t>(v - after)
-						  : 0;
+		const int64_t out = v < before  ? static_cast<int64_t>(before - v)
+				    : v > after ? static_cast<int64_t>(v - after)
+						: 0;
 		worst = std::max(worst, out);
 		if (i % 10000 == 9999)
 			p->refresh();
 	}
-	printf("worst distance outside [clock_gettime before, after]: %lld ns\n", static_cast<long long>(worst));
+	printf("worst distance outside [clock_gettime before, after]: %lld ns\n",
+	       static_cast<long long>(worst));
 	EXPECT_LT(worst, 20000);
 	munmap(w, 4096);
 }
@@ -203,7 +207,7 @@ TEST(ClockPageLive, MonotonicAcrossThreadsWhileRefreshed)
 			mine = v;
 			uint64_t cur = seen;
 			while (cur < v && !latest.compare_exchange_weak(cur, v, std::memory_order_release,
-									 std::memory_order_relaxed))
+									std::memory_order_relaxed))
 				;
 			if ((++n & 1023) == 0)
 				reads.fetch_add(1024, std::memory_order_relaxed);
@@ -234,7 +238,8 @@ TEST(ClockPageLive, MonotonicAcrossThreadsWhileRefreshed)
 int fake_page(const strata_kclock &k, off_t size, bool seal)
 {
 	int fd = memfd_create("fake-clock", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0 || ftruncate(fd, size) < 0 || pwrite(fd, &k, sizeof k, 0) != static_cast<ssize_t>(sizeof k))
+	if (fd < 0 || ftruncate(fd, size) < 0 ||
+	    pwrite(fd, &k, sizeof k, 0) != static_cast<ssize_t>(sizeof k))
 		return -1;
 	if (seal && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0)
 		return -1;
@@ -266,12 +271,48 @@ TEST(ClockOffer, ValidatesThenChoosesTheConsumerPage)
 	} bad[] = {
 		{"unsealed", fake_page(good, 4096, false), -EPERM},
 		{"too small", fake_page(good, 64, true), -EINVAL},
-		{"bad magic", [&] { strata_kclock k = good; k.magic ^= 1; return fake_page(k, 4096, true); }(), -EINVAL},
-		{"bad version", [&] { strata_kclock k = good; k.version = 2; return fake_page(k, 4096, true); }(), -EINVAL},
-		{"not user-calibrated", [&] { strata_kclock k = good; k.flags = STRATA_KCLOCK_VALID; return fake_page(k, 4096, true); }(), -EINVAL},
-		{"not valid", [&] { strata_kclock k = good; k.flags = STRATA_KCLOCK_USER; return fake_page(k, 4096, true); }(), -EINVAL},
-		{"shift out of range", [&] { strata_kclock k = good; k.shift = 64; return fake_page(k, 4096, true); }(), -EINVAL},
-		{"always busy", [&] { strata_kclock k = good; k.seq = 1; return fake_page(k, 4096, true); }(), -EINVAL},
+		{"bad magic",
+		 [&] {
+			 strata_kclock k = good;
+			 k.magic ^= 1;
+			 return fake_page(k, 4096, true);
+		 }(),
+		 -EINVAL},
+		{"bad version",
+		 [&] {
+			 strata_kclock k = good;
+			 k.version = 2;
+			 return fake_page(k, 4096, true);
+		 }(),
+		 -EINVAL},
+		{"not user-calibrated",
+		 [&] {
+			 strata_kclock k = good;
+			 k.flags = STRATA_KCLOCK_VALID;
+			 return fake_page(k, 4096, true);
+		 }(),
+		 -EINVAL},
+		{"not valid",
+		 [&] {
+			 strata_kclock k = good;
+			 k.flags = STRATA_KCLOCK_USER;
+			 return fake_page(k, 4096, true);
+		 }(),
+		 -EINVAL},
+		{"shift out of range",
+		 [&] {
+			 strata_kclock k = good;
+			 k.shift = 64;
+			 return fake_page(k, 4096, true);
+		 }(),
+		 -EINVAL},
+		{"always busy",
+		 [&] {
+			 strata_kclock k = good;
+			 k.seq = 1;
+			 return fake_page(k, 4096, true);
+		 }(),
+		 -EINVAL},
 	};
 	for (auto &b : bad) {
 		ASSERT_GE(b.fd, 0) << b.what;

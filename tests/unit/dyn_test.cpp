@@ -20,14 +20,10 @@ using namespace rbtest;
 namespace {
 
 const strata_dyn_field kAll[] = {
-	{"count", STRATA_FIELD_INTEGER, 4, 0, 10, 0},
-	{"delta", STRATA_FIELD_INTEGER, 8, 1, 10, 0},
-	{"flags", STRATA_FIELD_INTEGER, 2, 0, 16, 0},
-	{"ratio", STRATA_FIELD_FLOAT, 8, 1, 0, 0},
-	{"small", STRATA_FIELD_FLOAT, 4, 1, 0, 0},
-	{"what", STRATA_FIELD_STRING, 0, 0, 0, 0},
-	{"rgb", STRATA_FIELD_ARRAY, 1, 0, 10, 3},
-	{"ids", STRATA_FIELD_SEQUENCE, 4, 0, 10, 0},
+	{"count", STRATA_FIELD_INTEGER, 4, 0, 10, 0}, {"delta", STRATA_FIELD_INTEGER, 8, 1, 10, 0},
+	{"flags", STRATA_FIELD_INTEGER, 2, 0, 16, 0}, {"ratio", STRATA_FIELD_FLOAT, 8, 1, 0, 0},
+	{"small", STRATA_FIELD_FLOAT, 4, 1, 0, 0},    {"what", STRATA_FIELD_STRING, 0, 0, 0, 0},
+	{"rgb", STRATA_FIELD_ARRAY, 1, 0, 10, 3},     {"ids", STRATA_FIELD_SEQUENCE, 4, 0, 10, 0},
 	{"ok", STRATA_FIELD_INTEGER, 1, 0, 10, 0},
 };
 constexpr uint32_t kNAll = sizeof kAll / sizeof kAll[0];
@@ -147,7 +143,7 @@ TEST(Dynamic, RedeclareReleaseAndRevive)
 	strata_dyn_emit(b, v, 1); // records nothing
 	strata_dyn_event *c = nullptr;
 	ASSERT_EQ(0, strata_dyn_declare("dynre", "ev", STRATA_LOGLEVEL_INFO, f, 1, &c));
-	EXPECT_EQ(c, a);          // revived, under a new id
+	EXPECT_EQ(c, a); // revived, under a new id
 	EXPECT_NE(c->id, old_id);
 	EXPECT_TRUE(strata_dyn_enabled(c));
 	v[0].u = 4;
@@ -281,13 +277,13 @@ TEST(Dynamic, BadDeclarationsAreRefusedWithAReason)
 	EXPECT_EQ(-EINVAL, strata_dyn_declare("dynbad", "ev", 8, &ok, 1, &ev)); // log level
 	EXPECT_EQ(-EINVAL, strata_dyn_declare("dynbad", "ev", 6, nullptr, 1, &ev));
 	EXPECT_EQ(-EINVAL, strata_dyn_declare("dynbad", "ev", 6, &ok, 1, nullptr));
-	EXPECT_EQ(-EINVAL, one({"n", STRATA_FIELD_ENUM, 4, 0, 10, 0}));   // needs labels
-	EXPECT_EQ(-EINVAL, one({"n", 99, 4, 0, 10, 0}));                  // unknown kind
+	EXPECT_EQ(-EINVAL, one({"n", STRATA_FIELD_ENUM, 4, 0, 10, 0}));    // needs labels
+	EXPECT_EQ(-EINVAL, one({"n", 99, 4, 0, 10, 0}));                   // unknown kind
 	EXPECT_EQ(-EINVAL, one({"n", STRATA_FIELD_INTEGER, 3, 0, 10, 0})); // size
 	EXPECT_EQ(-EINVAL, one({"n", STRATA_FIELD_INTEGER, 16, 0, 10, 0}));
 	EXPECT_EQ(-EINVAL, one({"n", STRATA_FIELD_FLOAT, 2, 1, 0, 0}));
-	EXPECT_EQ(-EINVAL, one({"n", STRATA_FIELD_INTEGER, 4, 0, 7, 0}));  // base
-	EXPECT_EQ(-EINVAL, one({"n", STRATA_FIELD_ARRAY, 4, 0, 10, 0}));   // no length
+	EXPECT_EQ(-EINVAL, one({"n", STRATA_FIELD_INTEGER, 4, 0, 7, 0}));       // base
+	EXPECT_EQ(-EINVAL, one({"n", STRATA_FIELD_ARRAY, 4, 0, 10, 0}));        // no length
 	EXPECT_EQ(-EINVAL, one({"n", STRATA_FIELD_ARRAY, 4, 0, 10, 1u << 30})); // absurd
 	EXPECT_EQ(-EINVAL, one({nullptr, STRATA_FIELD_INTEGER, 4, 0, 10, 0}));
 	EXPECT_EQ(-EINVAL, one({"a-b", STRATA_FIELD_INTEGER, 4, 0, 10, 0}));

@@ -7,10 +7,8 @@
 #define STRATA_DEFINE_PROVIDERS
 #include <strata/tracepoint.h>
 
-STRATA_EVENT(fbench, ev, STRATA_LOGLEVEL_INFO,
-	strata_int(uint64_t, size),
-	strata_string(path),
-	strata_int(int32_t, k))
+STRATA_EVENT(fbench, ev, STRATA_LOGLEVEL_INFO, strata_int(uint64_t, size), strata_string(path),
+	     strata_int(int32_t, k))
 
 #include <chrono>
 #include <cstdio>

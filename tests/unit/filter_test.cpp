@@ -10,18 +10,10 @@
 #define STRATA_DEFINE_PROVIDERS
 #include <strata/tracepoint.h>
 
-STRATA_EVENT(ftest, ev, STRATA_LOGLEVEL_INFO,
-	strata_sequence(uint16_t, q),
-	strata_int(int32_t, i),
-	strata_int(uint64_t, u),
-	strata_float(double, d),
-	strata_float(float, f),
-	strata_string(s),
-	strata_int(int8_t, b),
-	strata_hex(uint32_t, h))
-STRATA_EVENT(ftest, other, STRATA_LOGLEVEL_INFO,
-	strata_int(int32_t, i),
-	strata_string(name))
+STRATA_EVENT(ftest, ev, STRATA_LOGLEVEL_INFO, strata_sequence(uint16_t, q), strata_int(int32_t, i),
+	     strata_int(uint64_t, u), strata_float(double, d), strata_float(float, f), strata_string(s),
+	     strata_int(int8_t, b), strata_hex(uint32_t, h))
+STRATA_EVENT(ftest, other, STRATA_LOGLEVEL_INFO, strata_int(int32_t, i), strata_string(name))
 
 #include <atomic>
 #include <cmath>
@@ -287,8 +279,10 @@ TEST(FilterParse, Fuzz)
 {
 	std::mt19937_64 rng(12345);
 	const char *seeds[] = {
-		"size > 4096 && path == \"/tmp/x\"", "!(i == -1 || u >= 0x10) && d < 1.5e3",
-		"s == \"a*b\\\"c\" || (b != 3 && !(h == 0))", "((i==1))||((i==2))",
+		"size > 4096 && path == \"/tmp/x\"",
+		"!(i == -1 || u >= 0x10) && d < 1.5e3",
+		"s == \"a*b\\\"c\" || (b != 3 && !(h == 0))",
+		"((i==1))||((i==2))",
 	};
 	const char alphabet[] = "()!&|=<>\"\\*-+.0123456789xXeE abisudfhq_\t";
 	Args a;
@@ -431,7 +425,7 @@ struct Case {
 	std::function<bool(const Emitted &)> ev;    // ftest:ev recorded?
 	std::function<bool(const Emitted &)> other; // ftest:other recorded?
 	const char *what;
-	char ev_state;  // ftest:ev's state: 'F' armed + FILTERED, 'A' armed, '-' off
+	char ev_state; // ftest:ev's state: 'F' armed + FILTERED, 'A' armed, '-' off
 };
 
 bool glob_tmp(const char *s)
@@ -447,42 +441,107 @@ TEST(FilterRuntime, ExactRecordedSets)
 	auto yes = [](const Emitted &) { return true; };
 	const std::vector<Case> cases = {
 		{{frule("ftest:ev", "i > 10")}, [](const Emitted &e) { return e.i > 10; }, no, "int", 'F'},
-		{{frule("ftest:ev", "i <= -30")}, [](const Emitted &e) { return e.i <= -30; }, no, "negative int", 'F'},
+		{{frule("ftest:ev", "i <= -30")},
+		 [](const Emitted &e) { return e.i <= -30; },
+		 no,
+		 "negative int",
+		 'F'},
 		{{frule("ftest:ev", "b == -3")}, [](const Emitted &e) { return e.b == -3; }, no, "int8", 'F'},
 		{{frule("ftest:ev", "u >= 0x0123456789ab && u < 0x0123456789ab0")},
-		 [](const Emitted &e) { return e.i >= 1 && e.i < 16; }, no, "u64 hex", 'F'},
-		{{frule("ftest:ev", "h > 0x7fffffff")}, [](const Emitted &e) { return e.i < 0; }, no, "u32 hex", 'F'},
-		{{frule("ftest:ev", "d >= 2.5")}, [](const Emitted &e) { return e.d >= 2.5; }, no, "double", 'F'},
-		{{frule("ftest:ev", "f == -0.125")}, [](const Emitted &e) { return e.i == -1; }, no, "float", 'F'},
-		{{frule("ftest:ev", "d < -9")}, [](const Emitted &e) { return e.d < -9; }, no, "double vs int", 'F'},
-		{{frule("ftest:*", "s == \"/tmp/x\"")}, [](const Emitted &e) { return !strcmp(e.s, "/tmp/x"); },
-		 no, "string (other lacks s)", 'F'},
-		{{frule("ftest:*", "s == \"/tmp/*\"")}, [](const Emitted &e) { return glob_tmp(e.s); }, no, "glob", 'F'},
-		{{frule("ftest:other", "name != \"*.so\"")}, no,
-		 [](const Emitted &e) { return !strstr(e.s, ".so"); }, "glob !=", '-'},
-		{{frule("ftest:ev", "s == \"say \\\"hi\\\"\"")}, [](const Emitted &e) { return e.s == kNames[4]; },
-		 no, "escapes", 'F'},
-		{{frule("ftest:ev", "s == \"\"")}, [](const Emitted &e) { return !*e.s; }, no, "empty string", 'F'},
+		 [](const Emitted &e) { return e.i >= 1 && e.i < 16; },
+		 no,
+		 "u64 hex",
+		 'F'},
+		{{frule("ftest:ev", "h > 0x7fffffff")},
+		 [](const Emitted &e) { return e.i < 0; },
+		 no,
+		 "u32 hex",
+		 'F'},
+		{{frule("ftest:ev", "d >= 2.5")},
+		 [](const Emitted &e) { return e.d >= 2.5; },
+		 no,
+		 "double",
+		 'F'},
+		{{frule("ftest:ev", "f == -0.125")},
+		 [](const Emitted &e) { return e.i == -1; },
+		 no,
+		 "float",
+		 'F'},
+		{{frule("ftest:ev", "d < -9")},
+		 [](const Emitted &e) { return e.d < -9; },
+		 no,
+		 "double vs int",
+		 'F'},
+		{{frule("ftest:*", "s == \"/tmp/x\"")},
+		 [](const Emitted &e) { return !strcmp(e.s, "/tmp/x"); },
+		 no,
+		 "string (other lacks s)",
+		 'F'},
+		{{frule("ftest:*", "s == \"/tmp/*\"")},
+		 [](const Emitted &e) { return glob_tmp(e.s); },
+		 no,
+		 "glob",
+		 'F'},
+		{{frule("ftest:other", "name != \"*.so\"")},
+		 no,
+		 [](const Emitted &e) { return !strstr(e.s, ".so"); },
+		 "glob !=",
+		 '-'},
+		{{frule("ftest:ev", "s == \"say \\\"hi\\\"\"")},
+		 [](const Emitted &e) { return e.s == kNames[4]; },
+		 no,
+		 "escapes",
+		 'F'},
+		{{frule("ftest:ev", "s == \"\"")},
+		 [](const Emitted &e) { return !*e.s; },
+		 no,
+		 "empty string",
+		 'F'},
 		{{frule("ftest:ev", "i > 0 && s == \"/tmp/*\"")},
-		 [](const Emitted &e) { return e.i > 0 && glob_tmp(e.s); }, no, "&&", 'F'},
+		 [](const Emitted &e) { return e.i > 0 && glob_tmp(e.s); },
+		 no,
+		 "&&",
+		 'F'},
 		{{frule("ftest:ev", "i < -35 || i > 35 || d == 0")},
-		 [](const Emitted &e) { return e.i < -35 || e.i > 35 || e.i == 0; }, no, "||", 'F'},
+		 [](const Emitted &e) { return e.i < -35 || e.i > 35 || e.i == 0; },
+		 no,
+		 "||",
+		 'F'},
 		{{frule("ftest:ev", "!(i >= -20) && !!(b != 0)")},
-		 [](const Emitted &e) { return e.i < -20; }, no, "! and !!", 'F'},
-		{{frule("ftest:*", "i == 7")}, [](const Emitted &e) { return e.i == 7; },
-		 [](const Emitted &e) { return e.i == 7; }, "both events", 'F'},
+		 [](const Emitted &e) { return e.i < -20; },
+		 no,
+		 "! and !!",
+		 'F'},
+		{{frule("ftest:*", "i == 7")},
+		 [](const Emitted &e) { return e.i == 7; },
+		 [](const Emitted &e) { return e.i == 7; },
+		 "both events",
+		 'F'},
 		// Enable rules add up: filtered + filtered = either passes.
 		{{frule("ftest:ev", "i == 1"), frule("ftest:ev", "i == 2")},
-		 [](const Emitted &e) { return e.i == 1 || e.i == 2; }, no, "two filters", 'F'},
+		 [](const Emitted &e) { return e.i == 1 || e.i == 2; },
+		 no,
+		 "two filters",
+		 'F'},
 		// An unfiltered enable wins over filters, before or after it.
 		{{frule("ftest:ev", "i == 1"), rule("ftest:ev")}, yes, no, "unfiltered after", 'A'},
 		{{rule("ftest:*"), frule("ftest:ev", "i == 1")}, yes, yes, "unfiltered before", 'A'},
 		// A later disable cancels; a later filtered enable applies alone.
 		{{rule("ftest:*"), rule("ftest:ev", false), frule("ftest:ev", "i == -40")},
-		 [](const Emitted &e) { return e.i == -40; }, yes, "disable then filter", 'F'},
+		 [](const Emitted &e) { return e.i == -40; },
+		 yes,
+		 "disable then filter",
+		 'F'},
 		// A filter naming a missing field or a wrong type does not match.
 		{{frule("ftest:ev", "nosuch == 1")}, no, no, "missing field", '-'},
-		{{rule("ftest:ev"), frule("ftest:ev", "s == 3"), }, yes, no, "wrong type skipped", 'A'},
+		{{
+			 rule("ftest:ev"),
+			 frule("ftest:ev", "s == 3"),
+		 },
+		 yes,
+		 no,
+		 "wrong type skipped",
+		 'A'},
 		{{frule("ftest:ev", "q == 1")}, no, no, "sequence", '-'},
 		// A filter that does not compile: the rule matches nothing.
 		{{frule("ftest:ev", "i = = 1")}, no, no, "bad syntax", '-'},
@@ -502,8 +561,9 @@ TEST(FilterRuntime, ExactRecordedSets)
 		}
 		EXPECT_EQ(drain(s), want);
 		uint32_t st = __atomic_load_n(&strata__tp__ftest__ev.state, __ATOMIC_RELAXED);
-		uint32_t want_st = c.ev_state == '-' ? 0 : c.ev_state == 'A' ? 1u << kSlot
-					      : (1u << kSlot) | STRATA_TP_FILTERED;
+		uint32_t want_st = c.ev_state == '-'   ? 0
+				   : c.ev_state == 'A' ? 1u << kSlot
+						       : (1u << kSlot) | STRATA_TP_FILTERED;
 		EXPECT_EQ(st, want_st) << std::hex << st;
 	}
 	// Unfiltered rules leave the FILTERED bit clear (the fast path unchanged).
@@ -613,9 +673,9 @@ TEST(FilterRuntime, DropsDuringARewriteAreCounted)
 		}
 	});
 	const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-	for (int k = 0; s.reader->lane_discarded(0) < 50 &&
-			g_handler_emits.load(std::memory_order_relaxed) < 10000 &&
-			std::chrono::steady_clock::now() < deadline;
+	for (int k = 0;
+	     s.reader->lane_discarded(0) < 50 && g_handler_emits.load(std::memory_order_relaxed) < 10000 &&
+	     std::chrono::steady_clock::now() < deadline;
 	     k++)
 		ASSERT_EQ(0, strata_rt_slot_set_rules(kSlot, &r[k % 2], 1));
 	stop.store(true, std::memory_order_release);

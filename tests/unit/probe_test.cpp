@@ -56,7 +56,8 @@ std::string describe(const strata_probe_event *ev)
 			if (f.is_signed)
 				snprintf(buf, sizeof buf, "%lld", (long long)strata_probe_int(ev, i));
 			else
-				snprintf(buf, sizeof buf, "%llu", (unsigned long long)(uint64_t)strata_probe_int(ev, i));
+				snprintf(buf, sizeof buf, "%llu",
+					 (unsigned long long)(uint64_t)strata_probe_int(ev, i));
 			out += buf;
 			break;
 		case STRATA_FIELD_FLOAT:
@@ -69,7 +70,8 @@ std::string describe(const strata_probe_event *ev)
 		default:
 			out += "[";
 			for (size_t k = 0; k < strata_probe_count(ev, i); k++) {
-				snprintf(buf, sizeof buf, "%s%lld", k ? "," : "", (long long)strata_probe_elem(ev, i, k));
+				snprintf(buf, sizeof buf, "%s%lld", k ? "," : "",
+					 (long long)strata_probe_elem(ev, i, k));
 				out += buf;
 			}
 			out += "]";
@@ -132,22 +134,54 @@ TEST(Probe, EveryFieldKindExactlyOnce)
 	EXPECT_EQ(kInts, seen.calls[0]);
 	char d[40];
 	snprintf(d, sizeof d, "%.17g", (double)0.1f);
-	EXPECT_EQ(std::string("ptest:mix f=") + d + " d=-2.5000000000000001e+300 m=7 s=\"héllo\" "
-		  "a=[-1,0,32767] q=[7,4000000000] b=[222,173,0] tail=1", seen.calls[1]);
-	EXPECT_EQ(std::string("ptest:mix f=") + d + " d=-2.5000000000000001e+300 m=7 s=\"(null)\" "
-		  "a=[-1,0,32767] q=[7,4000000000] b=[222,173,0] tail=2", seen.calls[2]);
+	EXPECT_EQ(std::string("ptest:mix f=") + d +
+			  " d=-2.5000000000000001e+300 m=7 s=\"héllo\" "
+			  "a=[-1,0,32767] q=[7,4000000000] b=[222,173,0] tail=1",
+		  seen.calls[1]);
+	EXPECT_EQ(std::string("ptest:mix f=") + d +
+			  " d=-2.5000000000000001e+300 m=7 s=\"(null)\" "
+			  "a=[-1,0,32767] q=[7,4000000000] b=[222,173,0] tail=2",
+		  seen.calls[2]);
 	// The packed payload, byte for byte: 1+1+2+2+4+4+8+8 bytes of integers.
 	std::vector<uint8_t> want;
-	auto put = [&](const void *p, size_t n) { want.insert(want.end(), (const uint8_t *)p, (const uint8_t *)p + n); };
-	int8_t i8 = INT8_MIN; uint8_t u8 = UINT8_MAX; int16_t i16 = INT16_MIN; uint16_t u16 = UINT16_MAX;
-	int32_t i32 = INT32_MIN; uint32_t u32 = UINT32_MAX; int64_t i64 = INT64_MIN; uint64_t u64 = UINT64_MAX;
-	put(&i8, 1); put(&u8, 1); put(&i16, 2); put(&u16, 2); put(&i32, 4); put(&u32, 4); put(&i64, 8); put(&u64, 8);
+	auto put = [&](const void *p, size_t n) {
+		want.insert(want.end(), (const uint8_t *)p, (const uint8_t *)p + n);
+	};
+	int8_t i8 = INT8_MIN;
+	uint8_t u8 = UINT8_MAX;
+	int16_t i16 = INT16_MIN;
+	uint16_t u16 = UINT16_MAX;
+	int32_t i32 = INT32_MIN;
+	uint32_t u32 = UINT32_MAX;
+	int64_t i64 = INT64_MIN;
+	uint64_t u64 = UINT64_MAX;
+	put(&i8, 1);
+	put(&u8, 1);
+	put(&i16, 2);
+	put(&u16, 2);
+	put(&i32, 4);
+	put(&u32, 4);
+	put(&i64, 8);
+	put(&u64, 8);
 	EXPECT_EQ(want, seen.packed[0]);
 	want.clear();
-	float f = 0.1f; double dd = -2.5e300; int m = 7; const int16_t a[3] = {-1, 0, 32767};
-	uint32_t n2 = 2, n3 = 3, tail = 2; const uint32_t q[2] = {7, 4000000000u}; const uint8_t b[3] = {0xde, 0xad, 0};
-	put(&f, 4); put(&dd, 8); put(&m, 4); put("(null)", 7); put(a, 6); put(&n2, 4); put(q, 8);
-	put(&n3, 4); put(b, 3); put(&tail, 4);
+	float f = 0.1f;
+	double dd = -2.5e300;
+	int m = 7;
+	const int16_t a[3] = {-1, 0, 32767};
+	uint32_t n2 = 2, n3 = 3, tail = 2;
+	const uint32_t q[2] = {7, 4000000000u};
+	const uint8_t b[3] = {0xde, 0xad, 0};
+	put(&f, 4);
+	put(&dd, 8);
+	put(&m, 4);
+	put("(null)", 7);
+	put(a, 6);
+	put(&n2, 4);
+	put(q, 8);
+	put(&n3, 4);
+	put(b, 3);
+	put(&tail, 4);
 	EXPECT_EQ(want, seen.packed[2]);
 	// Accessors refuse the wrong kind or index.
 	EXPECT_EQ(-1, strata_probe_field_index(strata__tp__ptest__mix.desc, "nope"));
@@ -222,14 +256,15 @@ TEST(Probe, BesideARecordingSession)
 		strata_tracepoint(ptest, hit, 9, i);
 	}
 	std::vector<Record> recs = drain_records(s);
-	ASSERT_EQ(2 * kN, recs.size()); // recorded: every hit, probed or not
+	ASSERT_EQ(2 * kN, recs.size());   // recorded: every hit, probed or not
 	ASSERT_EQ(kN, seen.calls.size()); // probed: every hit of ptest:mix
 	for (uint32_t i = 0; i < kN; i++) {
 		const Record &r = recs[2 * i];
 		ASSERT_EQ("ptest:mix", r.name);
 		EXPECT_EQ(i, r.fields[7].u);
 		EXPECT_EQ(i % 2 ? "odd" : "even", r.fields[3].s);
-		EXPECT_NE(std::string::npos, seen.calls[i].find(std::string("s=\"") + (i % 2 ? "odd" : "even")));
+		EXPECT_NE(std::string::npos,
+			  seen.calls[i].find(std::string("s=\"") + (i % 2 ? "odd" : "even")));
 		// Probes run before the record is reserved, on the same clock.
 		EXPECT_LE(seen.ts[i], r.ts);
 		if (i > 0) {

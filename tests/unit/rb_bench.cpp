@@ -70,8 +70,8 @@ double run(unsigned threads, long n)
 	uint64_t disc = 0;
 	for (uint32_t l = 0; l < reader->info().n_lanes; l++)
 		disc += reader->lane_discarded(l);
-	std::printf("%u thread(s): %.1f ns/event per thread, %ld events/thread, %llu discarded\n",
-		    threads, ns / (double)n, n, (unsigned long long)disc);
+	std::printf("%u thread(s): %.1f ns/event per thread, %ld events/thread, %llu discarded\n", threads,
+		    ns / (double)n, n, (unsigned long long)disc);
 	strata_rt_slot_close(0);
 	return ns / (double)n;
 }

@@ -90,7 +90,8 @@ TEST(Blocking, BurstFromThreadsIntoTinyBuffersLosesNothing)
 	for (const auto &e : d.errors())
 		ADD_FAILURE() << e;
 	Tally t;
-	check_lanes(s, [&](uint32_t l) -> const Packets & { return d.lane(0, l); }, false, &t);
+	check_lanes(
+		s, [&](uint32_t l) -> const Packets & { return d.lane(0, l); }, false, &t);
 	EXPECT_EQ(t.discarded, 0u);
 	EXPECT_EQ(t.records, kThreads * kEvents);
 	EXPECT_GT(g_waits.load(), 0u) << "the ring never filled: the test proves nothing";
@@ -152,7 +153,8 @@ TEST(Blocking, SignalHandlerInAWaitingWriterNeverWaitsAndIsCounted)
 	strata_test_writer_hook = nullptr;
 	finish(s, &pk);
 	Tally t;
-	check_lanes(s, [&](uint32_t l) -> const Packets & { return l == 0 ? pk : kNoPackets; }, false, &t);
+	check_lanes(
+		s, [&](uint32_t l) -> const Packets & { return l == 0 ? pk : kNoPackets; }, false, &t);
 	EXPECT_GT(g_nested, 0u) << "no writer waited";
 	EXPECT_EQ(t.discarded, g_nested);
 	EXPECT_EQ(t.records, kEvents);
@@ -178,8 +180,8 @@ TEST(Blocking, GivesUpAtTheTimeoutThenDiscardsUntilTheConsumerReturns)
 	const uint64_t checks = g_waits.load();
 	ASSERT_GT(checks, 0u) << "the ring never filled";
 	EXPECT_GE(waited, std::chrono::milliseconds(kTimeoutMs)); // it waited its timeout...
-	EXPECT_LT(waited, std::chrono::seconds(20));               // ...and came back
-	for (; i < kEvents; i++) // stalled: discarded at once, no wait
+	EXPECT_LT(waited, std::chrono::seconds(20));              // ...and came back
+	for (; i < kEvents; i++)                                  // stalled: discarded at once, no wait
 		strata_tracepoint(rbtest, rec, 0u, i, checksum(0, i));
 	EXPECT_EQ(g_waits.load(), checks) << "a writer waited for a consumer known gone";
 	Packets pk;
@@ -195,7 +197,8 @@ TEST(Blocking, GivesUpAtTheTimeoutThenDiscardsUntilTheConsumerReturns)
 	strata_test_writer_hook = nullptr;
 	finish(s, &pk);
 	Tally t;
-	check_lanes(s, [&](uint32_t l) -> const Packets & { return l == 0 ? pk : kNoPackets; }, false, &t);
+	check_lanes(
+		s, [&](uint32_t l) -> const Packets & { return l == 0 ? pk : kNoPackets; }, false, &t);
 	EXPECT_GT(g_nested, 0u) << "writers did not block again";
 	// The first phase lost what did not fit the ring (the waiting event
 	// included); the second only the nested events.

@@ -134,8 +134,10 @@ TEST(ConsumerClose, ConsumerPaddingCountsApart)
 		ASSERT_EQ(s.reader->flush(0, false, 1000, &msg), strata::FlushStatus::kDone) << msg;
 		producer[i] += off;
 		consumer[i] += S - off;
-		EXPECT_EQ(__atomic_load_n(&lane->commit[i], __ATOMIC_ACQUIRE), producer[i]) << "round " << round;
-		EXPECT_EQ(__atomic_load_n(&lane->ccommit[i], __ATOMIC_ACQUIRE), consumer[i]) << "round " << round;
+		EXPECT_EQ(__atomic_load_n(&lane->commit[i], __ATOMIC_ACQUIRE), producer[i])
+			<< "round " << round;
+		EXPECT_EQ(__atomic_load_n(&lane->ccommit[i], __ATOMIC_ACQUIRE), consumer[i])
+			<< "round " << round;
 		read_lane(s, 0, &lc, true);
 	}
 	EXPECT_EQ(lc.packets, 3u * kSub);

@@ -53,8 +53,8 @@ TEST(RingBuffer, ConcurrentWritersSeveralSlotsSharedLanes)
 	Slot *slots[] = {&s0, &s1};
 	for (size_t s = 0; s < 2; s++) {
 		Tally t;
-		check_lanes(*slots[s], [&](uint32_t l) -> const Packets & { return d.lane(s, l); },
-			    false, &t);
+		check_lanes(
+			*slots[s], [&](uint32_t l) -> const Packets & { return d.lane(s, l); }, false, &t);
 		EXPECT_EQ(t.records + t.discarded, kThreads * kEvents) << "slot " << s;
 		EXPECT_GT(t.records, 0u);
 		std::printf("slot %zu: %llu read, %llu discarded, %llu packets\n", s,
@@ -74,8 +74,8 @@ TEST(RingBuffer, WrapAroundManyLaps)
 	uint64_t emitted = 0;
 	std::thread w([&] {
 		for (uint64_t seq = 0; seq < 20000000; seq++) {
-			if (seq >= kMinEvents && seq % 1024 == 0 && s.reader->info().lane_stride * 101 <
-					s.reader->lane_position(0))
+			if (seq >= kMinEvents && seq % 1024 == 0 &&
+			    s.reader->info().lane_stride * 101 < s.reader->lane_position(0))
 				break;
 			strata_tracepoint(rbtest, rec, 7u, seq, checksum(7, seq));
 			emitted = seq + 1;
@@ -86,11 +86,12 @@ TEST(RingBuffer, WrapAroundManyLaps)
 	for (const auto &e : d.errors())
 		ADD_FAILURE() << e;
 	Tally t;
-	check_lanes(s, [&](uint32_t l) -> const Packets & { return d.lane(0, l); }, true, &t);
+	check_lanes(
+		s, [&](uint32_t l) -> const Packets & { return d.lane(0, l); }, true, &t);
 	EXPECT_EQ(t.records + t.discarded, emitted);
-	std::printf("%llu emitted, %llu read, %llu discarded, %llu packets\n",
-		    (unsigned long long)emitted, (unsigned long long)t.records,
-		    (unsigned long long)t.discarded, (unsigned long long)t.packets);
+	std::printf("%llu emitted, %llu read, %llu discarded, %llu packets\n", (unsigned long long)emitted,
+		    (unsigned long long)t.records, (unsigned long long)t.discarded,
+		    (unsigned long long)t.packets);
 	EXPECT_GT(t.packets / 2, 100u); // laps of the ring actually read
 }
 
@@ -107,7 +108,8 @@ TEST(RingBuffer, OverwriteKeepsTheNewest)
 	std::vector<uint8_t> trailing;
 	EXPECT_FALSE(s.reader->trailing_loss_packet(0, &trailing)); // nothing discarded
 	Tally t;
-	check_lanes(s, [&](uint32_t l) -> const Packets & { return l == 0 ? pk : kNoPackets; }, true, &t);
+	check_lanes(
+		s, [&](uint32_t l) -> const Packets & { return l == 0 ? pk : kNoPackets; }, true, &t);
 	auto &seqs = t.seqs[{"rbtest:rec", 3}];
 	ASSERT_FALSE(seqs.empty());
 	EXPECT_EQ(seqs.back(), kEvents - 1); // the newest event is kept
@@ -134,7 +136,8 @@ TEST(RingBuffer, OverwriteSharedLaneThenCollect)
 	EXPECT_EQ(n, 8u) << msg;
 	EXPECT_EQ(s.reader->collect_overwrite(0, 1000, &own, &msg), 1u) << msg;
 	Tally t;
-	check_lanes(s, [&](uint32_t l) -> const Packets & { return l == 1 ? pk : own; }, true, &t);
+	check_lanes(
+		s, [&](uint32_t l) -> const Packets & { return l == 1 ? pk : own; }, true, &t);
 	EXPECT_EQ(t.seqs[std::make_pair(std::string("rbtest:rec"), 0u)].size(), 1u);
 	uint64_t newest = 0;
 	for (auto &kv : t.seqs)
@@ -225,9 +228,11 @@ TEST(RingBuffer, SharersWriteTheirCpusLane)
 		}
 	}
 	Tally t;
-	check_lanes(s, [&](uint32_t l) -> const Packets & { return lanes[l]; }, true, &t);
+	check_lanes(
+		s, [&](uint32_t l) -> const Packets & { return lanes[l]; }, true, &t);
 	EXPECT_EQ(t.discarded, 0u);
-	EXPECT_EQ(t.seqs[std::make_pair(std::string("rbtest:rec"), 1u)].size(), expect.size()); // all, in program order
+	EXPECT_EQ(t.seqs[std::make_pair(std::string("rbtest:rec"), 1u)].size(),
+		  expect.size()); // all, in program order
 	// Each record in the lane of the CPU it was written on; the first after
 	// the long idle span of lane (first_shared + 1) is extended.
 	std::map<uint64_t, std::pair<uint32_t, Record>> where; // seq -> (lane, record)
@@ -242,7 +247,8 @@ TEST(RingBuffer, SharersWriteTheirCpusLane)
 		}
 	ASSERT_EQ(where.size(), expect.size());
 	for (const auto &e : expect)
-		ASSERT_EQ(where[e.first].first, first_shared + (uint32_t)cpus[e.second] % 2) << "seq " << e.first;
+		ASSERT_EQ(where[e.first].first, first_shared + (uint32_t)cpus[e.second] % 2)
+			<< "seq " << e.first;
 	const Record &back = where[201].second; // first record of burst(1, 100) after the sleep
 	EXPECT_TRUE(back.extended);
 	EXPECT_GT(back.ts, where[200].second.ts); // its true time, after the record before it
@@ -281,8 +287,10 @@ TEST(RingBuffer, SignalHandlersNestInsideWriters)
 		// At least kEvents, and on until many handlers ran inside it
 		// (bounded: a machine that delivers no signal fails the test).
 		for (uint64_t seq = 0; seq < 50 * kEvents; seq++) {
-			if (seq >= kEvents && g_sig_count[0].load(std::memory_order_relaxed) +
-						      g_sig_count[1].load(std::memory_order_relaxed) >= 1000)
+			if (seq >= kEvents &&
+			    g_sig_count[0].load(std::memory_order_relaxed) +
+					    g_sig_count[1].load(std::memory_order_relaxed) >=
+				    1000)
 				break;
 			strata_tracepoint(rbtest, rec, 0u, seq, checksum(0, seq));
 			emitted = seq + 1;
@@ -301,7 +309,8 @@ TEST(RingBuffer, SignalHandlersNestInsideWriters)
 	for (const auto &e : d.errors())
 		ADD_FAILURE() << e;
 	Tally t;
-	check_lanes(s, [&](uint32_t l) -> const Packets & { return d.lane(0, l); }, true, &t);
+	check_lanes(
+		s, [&](uint32_t l) -> const Packets & { return d.lane(0, l); }, true, &t);
 	uint64_t handled = g_sig_count[0].load() + g_sig_count[1].load();
 	EXPECT_GE(handled, 100u); // signals did interrupt the writer
 	EXPECT_EQ(t.records + t.discarded, emitted + handled);
@@ -367,7 +376,8 @@ TEST(RingBuffer, OverwriteCollectWhileWritersRun)
 	Packets own;
 	EXPECT_EQ(s.reader->collect_overwrite(0, 1000, &own, &msg), 1u) << msg;
 	Tally t;
-	check_lanes(s, [&](uint32_t l) -> const Packets & { return l == kLane ? all : own; }, false, &t);
+	check_lanes(
+		s, [&](uint32_t l) -> const Packets & { return l == kLane ? all : own; }, false, &t);
 	EXPECT_GE(t.packets, rounds / 2); // most rounds bring at least the packet they closed
 	std::printf("%llu packets collected in %zu rounds, %llu lapped during the copy\n",
 		    (unsigned long long)t.packets, rounds,
@@ -406,7 +416,8 @@ void expect_whole_run(unsigned slot, int fd, uint64_t events)
 		for (const auto &e : d.errors())
 			ADD_FAILURE() << e;
 		Tally t;
-		check_lanes(s, [&](uint32_t l) -> const Packets & { return d.lane(0, l); }, false, &t);
+		check_lanes(
+			s, [&](uint32_t l) -> const Packets & { return d.lane(0, l); }, false, &t);
 		EXPECT_EQ(t.records + t.discarded, events);
 		EXPECT_EQ(t.discarded, 0u) << "the ring holds the whole run";
 	} // closes the slot
@@ -478,7 +489,8 @@ TEST(LazyBuffer, AFailedHandOffIsRetriedAndNothingIsLost)
 	g_handoff_refusals.store(1, std::memory_order_relaxed);
 	const strata_channel_config cfg = config(STRATA_MODE_DISCARD, 4, 4, 64 * 1024);
 	const int unused = 0;
-	ASSERT_EQ(0, strata_rt_slot_open_lazy(kSlot, &cfg, test_uuid(), flaky_handoff, &unused, sizeof unused));
+	ASSERT_EQ(0,
+		  strata_rt_slot_open_lazy(kSlot, &cfg, test_uuid(), flaky_handoff, &unused, sizeof unused));
 	const strata_rule r = rule("rbtest:rec");
 	ASSERT_EQ(0, strata_rt_slot_set_rules(kSlot, &r, 1));
 	std::vector<std::thread> w;
@@ -504,5 +516,6 @@ TEST(LazyBuffer, RefusesWhatAnOpenWouldRefuse)
 	EXPECT_EQ(-EINVAL, strata_rt_slot_open_lazy(7, &cfg, test_uuid(), nullptr, &ok, sizeof ok));
 	uint8_t big[STRATA_RT_HANDOFF_CTX + 1] = {};
 	EXPECT_EQ(-EINVAL, strata_rt_slot_open_lazy(7, &cfg, test_uuid(), test_handoff, big, sizeof big));
-	EXPECT_EQ(-EINVAL, strata_rt_slot_open_lazy(STRATA_MAX_SLOTS, &cfg, test_uuid(), test_handoff, &ok, sizeof ok));
+	EXPECT_EQ(-EINVAL, strata_rt_slot_open_lazy(STRATA_MAX_SLOTS, &cfg, test_uuid(), test_handoff, &ok,
+						    sizeof ok));
 }

@@ -29,8 +29,8 @@ struct Value {
 struct Record {
 	uint32_t id;
 	uint64_t ts;
-	uint32_t tid; // the packet's vtid (owned lane) or the record's context (shared lane)
-	bool extended; // the 13-byte header
+	uint32_t tid;     // the packet's vtid (owned lane) or the record's context (shared lane)
+	bool extended;    // the 13-byte header
 	std::string name; // provider:event
 	std::vector<Value> fields;
 };
@@ -52,8 +52,8 @@ inline uint64_t load_le(const uint8_t *p, unsigned bytes)
 // a writer keeps true but a hostile buffer need not (the CTF reader goes by
 // the stream class).
 inline bool decode_packet(const std::vector<uint8_t> &pkt,
-			  const std::map<uint32_t, strata::EventInfo> &events,
-			  std::vector<Record> *out, std::string *err, int shared_lane = -1)
+			  const std::map<uint32_t, strata::EventInfo> &events, std::vector<Record> *out,
+			  std::string *err, int shared_lane = -1)
 {
 	strata_packet_header ph;
 	memcpy(&ph, pkt.data(), sizeof ph);

@@ -33,10 +33,7 @@ struct Scribbler {
 	~Scribbler() { munmap(base, size); }
 	strata_buffer_header *hdr() { return (strata_buffer_header *)base; }
 	uint8_t *desc() { return base + hdr()->desc_offset; }
-	strata_lane_ctl *lane(uint32_t l)
-	{
-		return (strata_lane_ctl *)(base + hdr()->lanes_offset) + l;
-	}
+	strata_lane_ctl *lane(uint32_t l) { return (strata_lane_ctl *)(base + hdr()->lanes_offset) + l; }
 };
 
 // n records of rbtest:rec (40 bytes each, 100 per 4 KiB packet).
@@ -71,10 +68,10 @@ TEST(Descriptors, RoundTripEveryFieldKind)
 		uint8_t base;
 		uint32_t length;
 	} want[] = {
-		{"a", STRATA_FT_INTEGER, 8, true, 10, 0},   {"b", STRATA_FT_INTEGER, 16, false, 16, 0},
-		{"c", STRATA_FT_INTEGER, 64, true, 8, 0},   {"d", STRATA_FT_FLOAT, 64, true, 10, 0},
-		{"e", STRATA_FT_FLOAT, 32, true, 10, 0},    {"f", STRATA_FT_ENUM, 32, true, 10, 0},
-		{"g", STRATA_FT_STRING, 8, false, 10, 0},   {"h", STRATA_FT_ARRAY, 16, true, 10, 3},
+		{"a", STRATA_FT_INTEGER, 8, true, 10, 0},    {"b", STRATA_FT_INTEGER, 16, false, 16, 0},
+		{"c", STRATA_FT_INTEGER, 64, true, 8, 0},    {"d", STRATA_FT_FLOAT, 64, true, 10, 0},
+		{"e", STRATA_FT_FLOAT, 32, true, 10, 0},     {"f", STRATA_FT_ENUM, 32, true, 10, 0},
+		{"g", STRATA_FT_STRING, 8, false, 10, 0},    {"h", STRATA_FT_ARRAY, 16, true, 10, 3},
 		{"i", STRATA_FT_SEQUENCE, 32, false, 10, 0}, {"j", STRATA_FT_SEQUENCE, 8, false, 16, 0},
 	};
 	ASSERT_EQ(all->fields.size(), sizeof want / sizeof want[0]);
@@ -106,8 +103,7 @@ TEST(Descriptors, RoundTripEveryFieldKind)
 	const int16_t h[3] = {1, -2, 3};
 	const uint32_t seq[4] = {7, 8, 9, 10};
 	const uint8_t bytes[2] = {0xde, 0xad};
-	strata_tracepoint(rbtest, all, -5, 0xbeef, -123456789, 2.5, -1.25f, 3, "hello", h, seq, 4,
-			  bytes, 2);
+	strata_tracepoint(rbtest, all, -5, 0xbeef, -123456789, 2.5, -1.25f, 3, "hello", h, seq, 4, bytes, 2);
 	strata_tracepoint(rbtest, all, 0, 0, 0, 0.0, 0.0f, 0, NULL, h, seq, 0, bytes, 0);
 	strata_tracepoint(rbtest, noargs);
 	std::string msg;
@@ -296,7 +292,8 @@ TEST(BufferHeader, RandomHeadersAndFilesNeverCrash)
 		r->read_new_events(&evs, &errors);
 		for (uint32_t l = 0; l < r->info().n_lanes; l++) {
 			std::vector<uint8_t> pkt;
-			for (int k = 0; k < 8 && r->next_packet(l, &pkt, &err) != strata::ReadStatus::kEmpty; k++) {
+			for (int k = 0; k < 8 && r->next_packet(l, &pkt, &err) != strata::ReadStatus::kEmpty;
+			     k++) {
 			}
 		}
 	}
@@ -350,8 +347,8 @@ TEST(Packets, ScribbledPacketsAreSkippedAndReported)
 		errs.push_back(err);
 	}
 	using RS = strata::ReadStatus;
-	ASSERT_EQ(got, (std::vector<RS>{RS::kSkipped, RS::kSkipped, RS::kSkipped, RS::kSkipped,
-					RS::kSkipped, RS::kPacket}));
+	ASSERT_EQ(got, (std::vector<RS>{RS::kSkipped, RS::kSkipped, RS::kSkipped, RS::kSkipped, RS::kSkipped,
+					RS::kPacket}));
 	EXPECT_NE(errs[0].find("magic"), std::string::npos) << errs[0];
 	EXPECT_NE(errs[1].find("content_size"), std::string::npos) << errs[1];
 	EXPECT_NE(errs[2].find("seq"), std::string::npos) << errs[2];
@@ -453,7 +450,7 @@ TEST(Packets, BadRecordsAreCutAndCounted)
 	auto *ph2 = (strata_packet_header *)pkt(2);
 	ph2->timestamp_end += 100000000000ull; // 100 s ahead of every clock here
 	auto *ph3 = (strata_packet_header *)pkt(3);
-	ph3->events_discarded = 14866436420603507214ull; // the issue's
+	ph3->events_discarded = 14866436420603507214ull;       // the issue's
 	*rec(4, 0) = (uint8_t)((*rec(4, 0) & ~31u) | unknown); // nothing of it left
 
 	using RS = strata::ReadStatus;

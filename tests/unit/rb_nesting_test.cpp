@@ -22,11 +22,8 @@
 #include "test_tp.h"
 
 /* rbtest:sig's fields with a variable-size tail, to move the boundaries. */
-STRATA_EVENT(rbtest, big, STRATA_LOGLEVEL_DEBUG,
-	strata_int(uint32_t, thread),
-	strata_int(uint64_t, seq),
-	strata_hex(uint64_t, check),
-	strata_bytes(tail))
+STRATA_EVENT(rbtest, big, STRATA_LOGLEVEL_DEBUG, strata_int(uint32_t, thread), strata_int(uint64_t, seq),
+	     strata_hex(uint64_t, check), strata_bytes(tail))
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -48,16 +45,16 @@ namespace {
 struct Plan {
 	strata_writer_step step;
 	strata_writer_step inner;
-	unsigned fanout;  // nested events per interruption
-	unsigned levels;  // nesting levels the hook adds under the outer event
+	unsigned fanout; // nested events per interruption
+	unsigned levels; // nesting levels the hook adds under the outer event
 };
 
 Plan g_plan;
-unsigned g_level;                   // hook-made nesting level now running
-uint64_t g_seq[8];                  // next sequence number per level
-uint64_t g_emitted[8];              // events emitted per level (0: outer)
-bool g_armed[8];                    // the writer running at this level may still be interrupted
-uint64_t g_fired;                   // interruptions of the outer writer at its step
+unsigned g_level;      // hook-made nesting level now running
+uint64_t g_seq[8];     // next sequence number per level
+uint64_t g_emitted[8]; // events emitted per level (0: outer)
+bool g_armed[8];       // the writer running at this level may still be interrupted
+uint64_t g_fired;      // interruptions of the outer writer at its step
 uint8_t g_tail[2048];
 
 size_t tail_len(uint64_t seq, unsigned level)
@@ -80,8 +77,7 @@ void emit(unsigned level)
 
 void hook(strata_writer_step step)
 {
-	if (step != (g_level ? g_plan.inner : g_plan.step) || !g_armed[g_level] ||
-	    g_level >= g_plan.levels)
+	if (step != (g_level ? g_plan.inner : g_plan.step) || !g_armed[g_level] || g_level >= g_plan.levels)
 		return;
 	g_armed[g_level] = false;
 	if (g_level == 0)
@@ -142,15 +138,17 @@ void run_plan(const Plan &plan, Outcome *out)
 		if (l >= strata::kMaxDepth)
 			out->too_deep += g_emitted[l];
 	}
-	check_lanes(s, [&](uint32_t l) -> const Packets & { return l == 0 ? pk : kNoPackets; }, true, &out->tally);
+	check_lanes(
+		s, [&](uint32_t l) -> const Packets & { return l == 0 ? pk : kNoPackets; }, true,
+		&out->tally);
 }
 
 std::string step_name(strata_writer_step s)
 {
 	static const char *const names[] = {
-		"HeadLoaded", "ClockRead", "BeforeReserveCas", "BeforeCloseCas", "CloseWon",
-		"CloseWritten", "Closed", "AtBoundary", "FreeChecked", "OpenWon", "OpenWritten",
-		"Reserved", "BeforeCommit"};
+		"HeadLoaded",   "ClockRead", "BeforeReserveCas", "BeforeCloseCas", "CloseWon",
+		"CloseWritten", "Closed",    "AtBoundary",       "FreeChecked",    "OpenWon",
+		"OpenWritten",  "Reserved",  "BeforeCommit"};
 	static_assert(sizeof names / sizeof names[0] == STRATA_W_N_STEPS, "a name per step");
 	return names[s];
 }

@@ -163,7 +163,7 @@ inline const Packets kNoPackets;
 
 // Checks one slot's packets lane by lane and counts what it holds.
 inline void check_lanes(const Slot &slot, const std::function<const Packets &(uint32_t)> &lane_packets,
-		 bool consecutive_seq, Tally *t)
+			bool consecutive_seq, Tally *t)
 {
 	const strata::Reader &r = *slot.reader;
 	// (event, thread) -> (timestamp, seq) over all lanes: a thread without
@@ -209,7 +209,8 @@ inline void check_lanes(const Slot &slot, const std::function<const Packets &(ui
 				auto key = std::make_pair(rec.name, thread);
 				auto ll = lane_last.find(key);
 				if (ll != lane_last.end()) {
-					ASSERT_GT(seq, ll->second) << rec.name << " thread " << thread << " lane " << l;
+					ASSERT_GT(seq, ll->second)
+						<< rec.name << " thread " << thread << " lane " << l;
 				}
 				lane_last[key] = seq;
 				all[key].push_back({rec.ts, seq});
@@ -231,8 +232,7 @@ inline void check_lanes(const Slot &slot, const std::function<const Packets &(ui
 		for (const auto &ts_seq : kv.second)
 			seqs.push_back(ts_seq.second);
 		for (size_t i = 1; i < seqs.size(); i++)
-			ASSERT_GT(seqs[i], seqs[i - 1])
-				<< kv.first.first << " thread " << kv.first.second;
+			ASSERT_GT(seqs[i], seqs[i - 1]) << kv.first.first << " thread " << kv.first.second;
 	}
 }
 

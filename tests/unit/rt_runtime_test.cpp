@@ -84,7 +84,8 @@ TEST(Slots, GeometryIsValidated)
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	// Owned lanes (2 per CPU, at least 4) and half as many shared ones.
 	const long owned = std::max<long>(4, 2 * ncpu);
-	EXPECT_EQ(i.n_lanes, (uint32_t)std::min<long>(owned + std::max<long>(1, owned / 2), STRATA_MAX_LANES));
+	EXPECT_EQ(i.n_lanes,
+		  (uint32_t)std::min<long>(owned + std::max<long>(1, owned / 2), STRATA_MAX_LANES));
 	EXPECT_EQ(i.first_shared, (uint32_t)(i.n_lanes - std::max<long>(1, owned / 2)));
 	EXPECT_EQ(i.record_format, STRATA_REC_COMPACT);
 	EXPECT_EQ(i.n_subbuf, 8u);
@@ -98,7 +99,8 @@ TEST(Slots, GeometryIsValidated)
 	// Sealed at its size: the consumer maps it, and neither side can
 	// shrink it under the other's mapping.
 	const int seals = fcntl(s.fd, F_GET_SEALS);
-	EXPECT_EQ(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	EXPECT_EQ(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
 	EXPECT_NE(0, ftruncate(s.fd, 4096));
 	EXPECT_EQ(errno, EPERM);
 	EXPECT_EQ(i.total_size, (uint64_t)lseek(s.fd, 0, SEEK_END));
@@ -161,8 +163,7 @@ TEST(Registry, NamesIdsDedupLateModulesUnregister)
 	ASSERT_TRUE(s.reader);
 	// A "module" registered late (as by dlopen): described in the open
 	// slot, armed by the slot's current rules.
-	static const strata_field_desc fields[] = {
-		{"x", STRATA_FIELD_INTEGER, 4, 0, 10, 0, nullptr}};
+	static const strata_field_desc fields[] = {{"x", STRATA_FIELD_INTEGER, 4, 0, 10, 0, nullptr}};
 	static const strata_event_desc good = {STRATA_API_VERSION, 6, "late", "ev", 1, fields};
 	static const strata_event_desc bad_name = {STRATA_API_VERSION, 6, "late", "bad name", 1, fields};
 	static const strata_event_desc bad_version = {99, 6, "late", "v", 1, fields};
@@ -170,8 +171,8 @@ TEST(Registry, NamesIdsDedupLateModulesUnregister)
 	static strata_tracepoint tp_bad_magic = {0, 0x1234, &good, 0, 0};
 	static strata_tracepoint tp_bad_name = {0, STRATA_TP_MAGIC, &bad_name, 0, 0};
 	static strata_tracepoint tp_bad_version = {0, STRATA_TP_MAGIC, &bad_version, 0, 0};
-	static strata_tracepoint *const section[] = {&tp_good, &tp_bad_magic, &tp_bad_name,
-						     &tp_bad_version, nullptr};
+	static strata_tracepoint *const section[] = {&tp_good, &tp_bad_magic, &tp_bad_name, &tp_bad_version,
+						     nullptr};
 	strata_rt_stats before, after;
 	strata_rt_get_stats(&before);
 	strata_register_tracepoints(section, section + 5);
@@ -229,8 +230,8 @@ TEST(Writer, RecordsTooLargeForASubBufferAreDiscarded)
 	strata_reservation r;
 	// The largest payload: an empty packet holds its header, the widest
 	// record header and context, and one byte to spare.
-	const uint64_t max = S - STRATA_PACKET_HEADER_SIZE - 1 - STRATA_REC_EXTENDED_SIZE -
-			     STRATA_REC_SHARED_CTX_SIZE;
+	const uint64_t max =
+		S - STRATA_PACKET_HEADER_SIZE - 1 - STRATA_REC_EXTENDED_SIZE - STRATA_REC_SHARED_CTX_SIZE;
 	EXPECT_EQ(0, strata_reserve(&r, &TP(noargs), 5, max + 1));
 	EXPECT_EQ(0, strata_reserve(&r, &TP(noargs), 5, 1 << 20));
 	EXPECT_EQ(s.reader->lane_discarded(0), 2u);
@@ -239,8 +240,8 @@ TEST(Writer, RecordsTooLargeForASubBufferAreDiscarded)
 	strata_commit(&r);
 	std::vector<uint8_t> big(5000, 0x5a);
 	const uint32_t none[1] = {0};
-	strata_tracepoint(rbtest, all, 0, 0, 0, 0.0, 0.0f, 0, "", (const int16_t *)big.data(),
-			  none, 0, big.data(), big.size());
+	strata_tracepoint(rbtest, all, 0, 0, 0, 0.0, 0.0f, 0, "", (const int16_t *)big.data(), none, 0,
+			  big.data(), big.size());
 	EXPECT_EQ(s.reader->lane_discarded(0), 3u);
 	// The header as the writer closed it (peek_packet): the record's bytes
 	// are not noargs' (no field), so check_records would cut them.

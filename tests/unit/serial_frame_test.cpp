@@ -20,7 +20,10 @@ using namespace strata::serial;
 
 namespace {
 
-std::vector<uint8_t> bytes(const std::string &s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+std::vector<uint8_t> bytes(const std::string &s)
+{
+	return std::vector<uint8_t>(s.begin(), s.end());
+}
 
 struct Got {
 	uint8_t type;
@@ -34,7 +37,8 @@ std::vector<Got> decode_all(FrameDecoder &d, const std::vector<uint8_t> &wire, s
 	std::vector<Got> got;
 	for (size_t i = 0; i < wire.size(); i += chunk)
 		d.feed(wire.data() + i, std::min(chunk, wire.size() - i), [&](const Frame &f) {
-			got.push_back({f.type, f.trace, f.stream, f.seq, std::vector<uint8_t>(f.payload, f.payload + f.len)});
+			got.push_back({f.type, f.trace, f.stream, f.seq,
+				       std::vector<uint8_t>(f.payload, f.payload + f.len)});
 		});
 	return got;
 }
@@ -215,7 +219,8 @@ TEST(SerialFrame, RandomCorruptionLosesExactlyTheTouchedFrames)
 		for (auto &b : m.payload)
 			b = (rng() % 8 == 0) ? 0 : static_cast<uint8_t>(rng());
 		m.start = clean.size();
-		encode_frame(kPacket, m.trace, m.stream, m.seq, m.payload.data(), m.payload.size(), nullptr, 0, clean);
+		encode_frame(kPacket, m.trace, m.stream, m.seq, m.payload.data(), m.payload.size(), nullptr,
+			     0, clean);
 		m.end = clean.size();
 		meta.push_back(std::move(m));
 	}
