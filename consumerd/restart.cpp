@@ -67,6 +67,30 @@ constexpr uint64_t kPidOwner = uint64_t(1) << 63;
 
 constexpr long kPersistDelayNs = 20000000; // persist_later
 
+// The session's definition, as the state file keeps it (r.unkept set).
+void fill_definition(const Session &s, SessionRecord &r)
+{
+	r.name = s.name;
+	r.id = s.id;
+	r.run_id = s.run_id;
+	r.slot = s.slot;
+	r.uid = s.uid;
+	r.owner_uid = s.owner.uid;
+	r.owner_gid = s.owner.gid;
+	r.out = s.out;
+	if (!r.unkept.empty() && (r.out.empty() || r.out[0] != '/'))
+		r.out = "/"; // named only: the state file wants an absolute output
+	r.channel = s.channel;
+	r.rules = s.rules;
+	for (const Target &t : s.targets)
+		r.targets.push_back({t.pids, t.names});
+	r.clock = s.clock;
+	r.aggregate = s.aggregate;
+	r.agg_filter = s.agg_filter;
+	if (s.trigger)
+		r.trigger = s.trigger->pattern;
+}
+
 // The session's kernel buffer being drained (not the boot one): the last
 // such drain, as kernel_apply starts a new buffer's drain after the old.
 void kernel_record(const Session &s, SessionRecord &r)
@@ -99,25 +123,7 @@ void Daemon::persist_sessions()
 		r.unkept = unkept_why(s);
 		if (!kept(s) && r.unkept.empty())
 			continue;
-		r.name = s.name;
-		r.id = s.id;
-		r.run_id = s.run_id;
-		r.slot = s.slot;
-		r.uid = s.uid;
-		r.owner_uid = s.owner.uid;
-		r.owner_gid = s.owner.gid;
-		r.out = s.out;
-		if (!r.unkept.empty() && (r.out.empty() || r.out[0] != '/'))
-			r.out = "/"; // named only: the state file wants an absolute output
-		r.channel = s.channel;
-		r.rules = s.rules;
-		for (const Target &t : s.targets)
-			r.targets.push_back({t.pids, t.names});
-		r.clock = s.clock;
-		r.aggregate = s.aggregate;
-		r.agg_filter = s.agg_filter;
-		if (s.trigger)
-			r.trigger = s.trigger->pattern;
+		fill_definition(s, r);
 		if (s.owner_conn & kPidOwner) {
 			r.owner_pid = static_cast<uint32_t>(s.owner_conn & ~kPidOwner);
 		} else if (s.owner_conn) {
