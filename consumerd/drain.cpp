@@ -651,6 +651,11 @@ StepResult Drain::step(StepWait *w)
 {
 	if (stage() == Stage::Queued && !begin_run())
 		return StepResult::kDone;
+	// Every turn copies into the copy buffer of the thread running it,
+	// the final one too: batch_ of an earlier turn is another worker's,
+	// which may be copying another drain's packets into it right now.
+	if (stream_start_ns_)
+		prepare_batch(true);
 	// Acquire: pairs with the release store in finish().
 	if (finish_.load(std::memory_order_acquire)) {
 		reader_->end_wait();
@@ -659,8 +664,6 @@ StepResult Drain::step(StepWait *w)
 	}
 	const uint32_t seq = reader_->prepare_wait();
 	share_events();
-	if (stream_start_ns_) // the copy buffer of the thread running this turn
-		prepare_batch(true);
 	// The first packet begins the stream and opens the sub-trace
 	// (drain_once: after its copy, so that the ring has it back first).
 	// Not before it: drain_once maps the open sub-buffer's pages

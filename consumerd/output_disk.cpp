@@ -177,9 +177,11 @@ public:
 private:
 	// A resumed sub-trace: the whole metadata, written beside the old one
 	// and renamed over it, so that a kill leaves one or the other whole.
+	// The copy is a hidden file: one a kill leaves behind is neither a
+	// stream file to babeltrace2 nor one the next daemon's repair cuts.
 	bool replace_metadata(const std::string &text, std::string &err)
 	{
-		const std::string path = dir_ + "/metadata", tmp = path + ".resume";
+		const std::string path = dir_ + "/metadata", tmp = dir_ + "/.metadata.resume";
 		AsOwner as(owner_);
 		int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
 				0640);
