@@ -358,7 +358,13 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 		return c.hello;
 	}
 	const bool ctl = c.role == proto::Role::Controller;
-	state_dirty_ |= ctl; // restart.cpp: sessions may change
+	// restart.cpp: sessions may change, except on a question that only
+	// reads them (STATUS, LIST: const), whose answer then describes what
+	// the state file already holds, or what serve_quiet/settle_attaches
+	// below integrate, which marks the state dirty itself (procs.cpp).
+	// Not rewriting the file there keeps `strata status` cheap with
+	// thousands of live buffers (issue 38).
+	state_dirty_ |= ctl && m.type() != Type::Status && m.type() != Type::List;
 	if (ctl) {
 		serve_quiet();     // a command sees every process that joined from the table
 		settle_attaches(); // a command sees every buffer already handed over

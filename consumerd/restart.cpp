@@ -6,7 +6,8 @@
  *
  * Contract: main thread only.  persist_sessions() runs 20 ms after the end
  * of an event-loop turn in which something it records may have changed
- * (state_dirty_: a controller's message, a buffer integrated, a process
+ * (state_dirty_: a controller's message but STATUS and LIST, which only read
+ * (conn.cpp), a buffer integrated, a process
  * exit; persist_later), and before any answer leaves for a controller
  * (send, flush_out):
  * what a controller was told (a session started, N buffers) is kept
