@@ -637,6 +637,10 @@ bool g_thread_ctx; // the query runs in thread context, not in the handler
 // true only means no helper this time).
 std::atomic<bool> g_daemon_agg{false};
 int g_ack_fd = -1; // a handler query's connection, closed by the helper
+// The helper's eventfd's identity, set before g_agg_wake publishes it
+// (release store there, acquire load in agg_settle).
+ino_t g_agg_wake_ino = 0;
+dev_t g_agg_wake_dev = 0;
 bool g_agg_warned;
 // The helper's eventfd, -1: no helper.  Set once in thread context outside
 // g_busy (agg_helper_start) while a handler's query may read it: the
@@ -726,7 +730,14 @@ int agg_settle(int fd, int64_t dl)
 		return fd;
 	}
 	const int wake = g_agg_wake.load(std::memory_order_acquire);
-	if (wake >= 0) {
+	// Still our eventfd?  A program that closed every descriptor (a daemon
+	// detaching) may have the number back for a file of its own, which
+	// must never receive our 8 bytes (fstat: async-signal-safe).
+	struct stat wst;
+	if (wake >= 0 &&
+	    (fstat(wake, &wst) != 0 || wst.st_ino != g_agg_wake_ino || wst.st_dev != g_agg_wake_dev)) {
+		g_agg_wake.store(-1, std::memory_order_relaxed); // the helper is gone for us
+	} else if (wake >= 0) {
 		g_ack_fd = fd;
 		const uint64_t one = 1;
 		if (write(wake, &one, sizeof one) == sizeof one)
@@ -774,6 +785,13 @@ void agg_helper_start()
 	const int efd = eventfd(0, EFD_CLOEXEC);
 	if (efd < 0)
 		return;
+	struct stat est;
+	if (fstat(efd, &est) != 0) {
+		close(efd);
+		return;
+	}
+	g_agg_wake_ino = est.st_ino; // before any handler can see efd (published below)
+	g_agg_wake_dev = est.st_dev;
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -1193,9 +1211,12 @@ extern "C" int strata_ctl_fork_child(void)
 		close(g_agg_wake.load(std::memory_order_relaxed));
 	g_agg_wake.store(-1, std::memory_order_relaxed); // one thread in the child
 	kmod_link_fork_child();
-	const int r = strata_ctl_sync_query();
-	agg_helper_start();
-	return r;
+	// No helper thread in a fork child: the parent may have had other
+	// threads, and a thread made before the child's exec is what POSIX
+	// leaves undefined there (and TSan refuses).  Aggregations granted now
+	// are applied by this query itself (thread context); one started later
+	// is said once not to reach this process (agg_settle).
+	return strata_ctl_sync_query();
 }
 
 extern "C" int strata_ctl_async_init(int signo)
