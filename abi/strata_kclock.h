@@ -55,6 +55,20 @@ static inline uint64_t strata_kclock_rdtsc(void)
 #endif
 }
 
+/* The TSC without a fence: it may be read a few tens of cycles before or
+ * after the instructions around it.  Only for a duration on one thread
+ * whose ends need no order with other memory accesses (the pthread
+ * preload's hold_ns, docs/pthread.md), converted with the page's mult and
+ * shift; a timestamp is strata_kclock_rdtsc's. */
+static inline uint64_t strata_kclock_rdtsc_unordered(void)
+{
+#if defined(__x86_64__)
+	return __builtin_ia32_rdtsc();
+#else
+	return 0;
+#endif
+}
+
 /* TSC value -> CLOCK_MONOTONIC ns with the parameters of one snapshot. */
 static inline uint64_t strata_kclock_convert(uint64_t tsc, uint64_t cycle_last, uint64_t mask,
 					     uint64_t xtime_nsec, uint64_t base_ns, uint32_t mult,

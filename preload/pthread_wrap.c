@@ -48,6 +48,9 @@
 
 #define STRATA_DEFINE_PROVIDERS
 #include "pthread_tp.h"
+#include "runtime.h"
+#include "strata_kclock.h"
+#include "tsan.h"
 
 #define STRATA_PT_EXPORT __attribute__((visibility("default")))
 #define STRATA_PT_TLS __thread __attribute__((tls_model("initial-exec")))
@@ -73,7 +76,7 @@
  */
 #define STRATA_PT_FUNCS(F)                                                                                  \
 	F(mutex_lock, pthread_mutex_lock, COMPAT, 0, mutex_lock, (pthread_mutex_t * m), (m),                \
-	  strata_pt_acquire(PT_MUTEX_LOCK, m, 0, NULL, CALLER()))                                           \
+	  strata_pt_mutex_lock(m, CALLER()))                                                                \
 	F(mutex_trylock, pthread_mutex_trylock, COMPAT, 0, mutex_trylock, (pthread_mutex_t * m), (m),       \
 	  strata_pt_acquire(PT_MUTEX_TRYLOCK, m, 0, NULL, CALLER()))                                        \
 	F(mutex_timedlock, pthread_mutex_timedlock, BOOT, EINVAL, mutex_timedlock,                          \
@@ -489,24 +492,78 @@ static __attribute__((noinline)) void strata_pt_emit_sites(uint32_t state)
  * thread's unlock of one emits a single pthread:mutex_held.  Signal handlers
  * of the same thread push and pop too, at any point (under TSan even at an
  * atomic operation), so there is no shared count: each slot changes state
- * by one atomic operation at a time (free 0 -> reserved 1 by CAS, then its
- * fields, then its lock stored; taken back by CAS lock -> 0), which a
- * handler cannot split.  A handler that runs between two steps sees a slot
- * reserved (1, never a mutex address: it matches nothing) or complete.
- * `pending` counts the slots in use, a hint for the unlock's fast check
- * (the slots decide).  Atomics on thread-local data: relaxed, they order
- * nothing between threads; they only keep each step whole.
+ * by one read-modify-write at a time (free 0 -> reserved 1 by CAS, then its
+ * fields, then its lock stored; taken back by CAS lock -> reserved 1, its
+ * fields read, then freed), which a handler cannot split.  A handler that
+ * runs between two steps sees a slot reserved (1, never a mutex address:
+ * it matches nothing) or complete.  `pending` counts the slots in use and
+ * `stash_seq` is the push order; both are hints (the slots decide): the
+ * unlock's fast check, and its first guess (below).
+ *
+ * Nobody but this thread and its handlers touches these (thread-local, and
+ * a fork child resets them): every read-modify-write is one instruction
+ * without a lock prefix (strata_pt_local_*), which a signal cannot split
+ * and which orders nothing with other CPUs, as the runtime's owned-lane
+ * commit (docs/ring-buffer.md); under TSan (which cannot see into asm) and
+ * off x86-64, relaxed atomics.  The plain stores between them are ordered
+ * for a handler by signal fences (compiler-only).
+ *
+ * First guess of a pop: push takes the lowest free slot, so with LIFO
+ * unlocks the latest acquisition sits at pending - 1; it is the lock's
+ * latest if it is the latest push of all (seq == stash_seq).  A pop of the
+ * latest push gives its number back (stash_seq s -> s - 1 by one CAS, only
+ * if no push came since), so the next pop of a nested pair finds its entry
+ * by the same guess.  Anything else (unlocks out of order, a recursive
+ * mutex, a handler in between) scans the 8 slots.  Numbers stay distinct
+ * among the slots in use: stash_seq never falls below one of them.
  */
 #define STRATA_PT_STASH 8u
 struct strata_pt_pending {
 	uint64_t lock, t0, seq;
 	uint32_t site;
+	uint32_t tsc; /* t0 is a TSC value (else CLOCK_MONOTONIC ns) */
 };
 static STRATA_PT_TLS struct strata_pt_pending stash[STRATA_PT_STASH];
 static STRATA_PT_TLS uint64_t stash_seq; /* push order: a recursive mutex pops LIFO */
 static STRATA_PT_TLS uint32_t pending;
 #define RELAXED_LOAD(p) __atomic_load_n(p, __ATOMIC_RELAXED)
 #define RELAXED_STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELAXED)
+/* Compiler-only: a handler of this thread sees the steps in program order. */
+#define SIGNAL_FENCE() __atomic_signal_fence(__ATOMIC_SEQ_CST)
+
+#if defined(__x86_64__) && !defined(STRATA_TSAN)
+/* 1 if *p was `old` (and is now `val`). */
+static inline int strata_pt_local_cas(uint64_t *p, uint64_t old, uint64_t val)
+{
+	uint64_t prev = old;
+	__asm__ __volatile__("cmpxchgq %2, %1" : "+a"(prev), "+m"(*p) : "r"(val) : "memory", "cc");
+	return prev == old;
+}
+static inline void strata_pt_local_add(uint32_t *p, int32_t v)
+{
+	__asm__ __volatile__("addl %1, %0" : "+m"(*p) : "ir"(v) : "memory", "cc");
+}
+/* *p += v; returns the old value. */
+static inline uint64_t strata_pt_local_xadd(uint64_t *p, uint64_t v)
+{
+	__asm__ __volatile__("xaddq %0, %1" : "+r"(v), "+m"(*p) : : "memory", "cc");
+	return v;
+}
+#else
+/* Relaxed: thread-local data, no other thread to order with. */
+static inline int strata_pt_local_cas(uint64_t *p, uint64_t old, uint64_t val)
+{
+	return __atomic_compare_exchange_n(p, &old, val, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+static inline void strata_pt_local_add(uint32_t *p, int32_t v)
+{
+	__atomic_fetch_add(p, (uint32_t)v, __ATOMIC_RELAXED);
+}
+static inline uint64_t strata_pt_local_xadd(uint64_t *p, uint64_t v)
+{
+	return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+#endif
 
 static void strata_pt_fold_atfork_child(void)
 {
@@ -515,6 +572,7 @@ static void strata_pt_fold_atfork_child(void)
 	for (uint32_t i = 0; i < STRATA_PT_STASH; i++)
 		RELAXED_STORE(&stash[i].lock, 0);
 	RELAXED_STORE(&pending, 0);
+	RELAXED_STORE(&stash_seq, 0);
 	__atomic_store_n(&sites_emitted_state, 0, __ATOMIC_RELAXED); /* one thread here */
 	__atomic_store_n(&sites_busy, 0, __ATOMIC_RELAXED);
 }
@@ -528,6 +586,98 @@ static inline int strata_pt_fold_on(void)
 	       __atomic_load_n(&strata_pt_depth, __ATOMIC_RELAXED) == 0; /* a setting: relaxed */
 }
 
+/* ---- hold times ----------------------------------------------------------- */
+
+/*
+ * hold_ns is a duration on one thread, from the acquisition to the unlock:
+ * both ends are plain `rdtsc` (no lfence), converted with the mult and
+ * shift of the clock page that stamps the records, when there is one.  The
+ * record's own timestamp stays the runtime's ordered read (strata_reserve):
+ * it alone places the record among other threads' events and in its lane.
+ * An unfenced read may run a few tens of cycles before or after the
+ * instructions around it (the trylock, the real unlock), so a hold may be
+ * off by that much, as it already was by the clock read's own duration;
+ * a TSC difference on another CPU after a migration is synchronised by the
+ * kernel's TSC clock source (the page is valid only then), and a negative
+ * one (skew) counts as 0.  Without a page (STRATA_CLOCK=monotonic, no
+ * consumer page) both ends are CLOCK_MONOTONIC reads, as before.
+ *
+ * pt_clock: 0 not known yet, 1 clock_gettime, else the page (set once, by
+ * any thread, to the same value: relaxed would do, acquire pairs with the
+ * runtime's release of the page's mapping for a thread that reads it from
+ * here first).  pt_scale: the last valid (mult << 32 | shift), for a read
+ * that finds the page busy or no longer valid; stored only on change, so
+ * threads do not write one line pair by pair.
+ */
+static uintptr_t pt_clock;
+static uint64_t pt_scale;
+
+static __attribute__((noinline)) uintptr_t strata_pt_clock_slow(void)
+{
+#if defined(__x86_64__)
+	const struct strata_kclock *k = strata_rt_clock_page();
+	uintptr_t v = k ? (uintptr_t)k : strata_rt_clock_id() == STRATA_CLOCK_MONOTONIC ? 1 : 0;
+#else
+	uintptr_t v = 1;
+#endif
+	if (v)
+		__atomic_store_n(&pt_clock, v, __ATOMIC_RELEASE); /* pairs with strata_pt_clock's acquire */
+	return v;
+}
+
+static inline uintptr_t strata_pt_clock(void)
+{
+	uintptr_t v = __atomic_load_n(&pt_clock, __ATOMIC_ACQUIRE); /* see pt_clock */
+	return __builtin_expect(v != 0, 1) ? v : strata_pt_clock_slow();
+}
+
+static inline uint64_t strata_pt_tsc(void)
+{
+	/* Unfenced on purpose (see above); the signal fences keep it in
+	 * program order for the compiler. */
+	SIGNAL_FENCE();
+	uint64_t t = strata_kclock_rdtsc_unordered();
+	SIGNAL_FENCE();
+	return t;
+}
+
+/* TSC ticks -> ns with the page's current scale (seqcount as
+ * strata_kclock_try: one attempt, else the last valid scale). */
+static uint64_t strata_pt_ticks_ns(uint64_t ticks)
+{
+	const struct strata_kclock *k =
+		(const struct strata_kclock *)__atomic_load_n(&pt_clock, __ATOMIC_ACQUIRE);
+	/* Acquire: pairs with the writer's barrier before its final (even)
+	 * seq store, as strata_kclock_try. */
+	uint32_t seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
+	uint32_t flags = __atomic_load_n(&k->flags, __ATOMIC_RELAXED);
+	uint64_t mult = __atomic_load_n(&k->mult, __ATOMIC_RELAXED);
+	uint32_t shift = __atomic_load_n(&k->shift, __ATOMIC_RELAXED);
+	/* Acquire fence: the loads above before the re-check (strata_kclock_try). */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	uint64_t scale = mult << 32 | shift;
+	if (!(seq & 1) && __atomic_load_n(&k->seq, __ATOMIC_RELAXED) == seq &&
+	    (flags & STRATA_KCLOCK_VALID) && shift <= 63) {
+		/* relaxed: a plain value, any valid one converts correctly. */
+		if (__builtin_expect(__atomic_load_n(&pt_scale, __ATOMIC_RELAXED) != scale, 0))
+			__atomic_store_n(&pt_scale, scale, __ATOMIC_RELAXED);
+	} else {
+		scale = __atomic_load_n(&pt_scale, __ATOMIC_RELAXED);
+	}
+	return (uint64_t)(((unsigned __int128)ticks * (scale >> 32)) >> (scale & 63));
+}
+
+/* Nanoseconds since the pending acquisition `p`. */
+static inline uint64_t strata_pt_since(const struct strata_pt_pending *p)
+{
+	if (!p->tsc)
+		return strata_pt_now() - p->t0;
+	int64_t d = (int64_t)(strata_pt_tsc() - p->t0);
+	return d > 0 ? strata_pt_ticks_ns((uint64_t)d) : 0;
+}
+
+/* ---- push and pop ----------------------------------------------------------- */
+
 /* Stash an uncontended acquisition; 0 when it must be traced in full. */
 static int strata_pt_stash_push(const void *lock, uint64_t caller)
 {
@@ -538,25 +688,52 @@ static int strata_pt_stash_push(const void *lock, uint64_t caller)
 	uint32_t site = strata_pt_site_id(caller);
 	if (site == STRATA_PT_NO_SITE)
 		return 0;
+	const uint32_t tsc = strata_pt_clock() > 1;
 	for (uint32_t i = 0; i < STRATA_PT_STASH; i++) {
-		uint64_t expected = 0;
-		if (!__atomic_compare_exchange_n(&stash[i].lock, &expected, 1, 0, __ATOMIC_RELAXED,
-						 __ATOMIC_RELAXED))
+		if (RELAXED_LOAD(&stash[i].lock) != 0 || !strata_pt_local_cas(&stash[i].lock, 0, 1))
 			continue;
-		__atomic_fetch_add(&pending, 1, __ATOMIC_RELAXED);
+		strata_pt_local_add(&pending, 1);
 		RELAXED_STORE(&stash[i].site, site);
-		RELAXED_STORE(&stash[i].seq, __atomic_add_fetch(&stash_seq, 1, __ATOMIC_RELAXED));
-		RELAXED_STORE(&stash[i].t0, strata_pt_now());
+		RELAXED_STORE(&stash[i].seq, strata_pt_local_xadd(&stash_seq, 1) + 1);
+		RELAXED_STORE(&stash[i].tsc, tsc);
+		RELAXED_STORE(&stash[i].t0, tsc ? strata_pt_tsc() : strata_pt_now());
+		SIGNAL_FENCE(); /* the fields before the lock that publishes them */
 		RELAXED_STORE(&stash[i].lock, U64(lock));
 		return 1;
 	}
 	return 0;
 }
 
+/* Take slot j back if it still holds `lock`: 1 and *out. */
+static inline int strata_pt_stash_take(uint32_t j, uint64_t lock, struct strata_pt_pending *out)
+{
+	/* A handler that took this slot meanwhile (a recursive mutex it
+	 * unlocked): 0, look again. */
+	if (!strata_pt_local_cas(&stash[j].lock, lock, 1))
+		return 0;
+	SIGNAL_FENCE(); /* the fields after the slot is ours */
+	out->lock = lock;
+	out->site = RELAXED_LOAD(&stash[j].site);
+	out->t0 = RELAXED_LOAD(&stash[j].t0);
+	out->tsc = RELAXED_LOAD(&stash[j].tsc);
+	const uint64_t seq = RELAXED_LOAD(&stash[j].seq);
+	SIGNAL_FENCE(); /* read before the slot is free again */
+	RELAXED_STORE(&stash[j].lock, 0);
+	strata_pt_local_add(&pending, -1);
+	/* The latest push undone gives its number back (see the stash). */
+	strata_pt_local_cas(&stash_seq, seq, seq - 1);
+	return 1;
+}
+
 /* Take `lock`'s latest pending acquisition out of the stash: 1 and *out if
  * found. */
 static int strata_pt_stash_pop(const void *lock, struct strata_pt_pending *out)
 {
+	const uint32_t guess = RELAXED_LOAD(&pending) - 1;
+	if (guess < STRATA_PT_STASH && RELAXED_LOAD(&stash[guess].lock) == U64(lock) &&
+	    RELAXED_LOAD(&stash[guess].seq) == RELAXED_LOAD(&stash_seq) &&
+	    strata_pt_stash_take(guess, U64(lock), out))
+		return 1;
 	for (;;) {
 		uint32_t best = STRATA_PT_STASH;
 		for (uint32_t j = 0; j < STRATA_PT_STASH; j++)
@@ -566,27 +743,18 @@ static int strata_pt_stash_pop(const void *lock, struct strata_pt_pending *out)
 				best = j;
 		if (best == STRATA_PT_STASH)
 			return 0;
-		out->lock = U64(lock);
-		out->site = RELAXED_LOAD(&stash[best].site);
-		out->t0 = RELAXED_LOAD(&stash[best].t0);
-		uint64_t expected = U64(lock);
-		/* A handler that took this slot meanwhile (a recursive mutex it
-		 * unlocked): look again. */
-		if (__atomic_compare_exchange_n(&stash[best].lock, &expected, 0, 0, __ATOMIC_RELAXED,
-						__ATOMIC_RELAXED)) {
-			__atomic_fetch_sub(&pending, 1, __ATOMIC_RELAXED);
+		if (strata_pt_stash_take(best, U64(lock), out))
 			return 1;
-		}
 	}
 }
 
 /* Emit `lock`'s pending acquisition, if any, as still held (before a cond
  * wait releases it, or before a full unlock). */
-static void strata_pt_flush_acquired(const void *lock, uint64_t now)
+static void strata_pt_flush_acquired(const void *lock)
 {
 	struct strata_pt_pending p;
 	if (strata_pt_stash_pop(lock, &p))
-		strata_tracepoint(pthread, mutex_acquired, p.lock, p.site, now - p.t0);
+		strata_tracepoint(pthread, mutex_acquired, p.lock, p.site, strata_pt_since(&p));
 }
 
 /* ---- traced paths (out of line: the wrappers' fast path stays a load, a
@@ -671,13 +839,14 @@ static __attribute__((noinline)) void strata_pt_emit_acq(enum strata_pt_kind k, 
  * trylock succeeds as lock would; robust: EOWNERDEAD from either).  The try
  * kinds only try.
  */
+static int strata_pt_acquire_tried(enum strata_pt_kind k, void *lock, clockid_t clk,
+				   const struct timespec *abstime, uint64_t caller, int ret);
 static __attribute__((noinline)) int strata_pt_acquire(enum strata_pt_kind k, void *lock, clockid_t clk,
 						       const struct timespec *abstime, uint64_t caller)
 {
 	pthread_mutex_t *m = lock;
 	pthread_rwlock_t *l = lock;
-	int ret, contended = 0;
-	uint64_t wait = 0;
+	int ret;
 	switch (k) {
 	case PT_MUTEX_LOCK:
 	case PT_MUTEX_TIMEDLOCK:
@@ -694,6 +863,19 @@ static __attribute__((noinline)) int strata_pt_acquire(enum strata_pt_kind k, vo
 		ret = REAL(rwlock_trywrlock)(l);
 		break;
 	}
+	return strata_pt_acquire_tried(k, lock, clk, abstime, caller, ret);
+}
+
+/* The rest of an acquisition whose try returned `ret`: block if it was
+ * busy, then emit the full event. */
+static __attribute__((noinline)) int strata_pt_acquire_tried(enum strata_pt_kind k, void *lock, clockid_t clk,
+							     const struct timespec *abstime, uint64_t caller,
+							     int ret)
+{
+	pthread_mutex_t *m = lock;
+	pthread_rwlock_t *l = lock;
+	int contended = 0;
+	uint64_t wait = 0;
 	if (ret == EBUSY && k != PT_MUTEX_TRYLOCK && k != PT_RW_TRYRDLOCK && k != PT_RW_TRYWRLOCK) {
 		uint64_t t0 = strata_pt_now();
 		switch (k) {
@@ -722,11 +904,19 @@ static __attribute__((noinline)) int strata_pt_acquire(enum strata_pt_kind k, vo
 		wait = strata_pt_now() - t0;
 		contended = 1;
 	}
-	if (k == PT_MUTEX_LOCK && ret == 0 && !contended && strata_pt_fold_on() &&
-	    (strata_pt_check_maps(caller), strata_pt_stash_push(lock, caller)))
-		return ret;
 	strata_pt_emit_acq(k, lock, ret, contended, wait, caller);
 	return ret;
+}
+
+/* pthread_mutex_lock, traced: an uncontended acquisition goes to the stash
+ * (compact records), anything else to strata_pt_acquire's full event. */
+static __attribute__((noinline)) int strata_pt_mutex_lock(pthread_mutex_t *m, uint64_t caller)
+{
+	int ret = REAL(mutex_trylock)(m);
+	if (__builtin_expect(ret == 0, 1) && strata_pt_fold_on() &&
+	    (strata_pt_check_maps(caller), strata_pt_stash_push(m, caller)))
+		return 0;
+	return strata_pt_acquire_tried(PT_MUTEX_LOCK, m, 0, NULL, caller, ret);
 }
 
 static __attribute__((noinline)) int strata_pt_unlock(int rw, void *lock, uint64_t caller)
@@ -734,7 +924,7 @@ static __attribute__((noinline)) int strata_pt_unlock(int rw, void *lock, uint64
 	int ret = rw ? REAL(rwlock_unlock)(lock) : REAL(mutex_unlock)(lock);
 	struct strata_pt_pending p;
 	if (!rw && RELAXED_LOAD(&pending) && strata_pt_stash_pop(lock, &p)) {
-		uint64_t hold = strata_pt_now() - p.t0;
+		uint64_t hold = strata_pt_since(&p);
 		if (hold <= UINT32_MAX) {
 			strata_tracepoint(pthread, mutex_held, p.lock, p.site, (uint32_t)hold);
 			return ret;
@@ -756,7 +946,7 @@ static __attribute__((noinline)) int strata_pt_cond_wait(int timed, pthread_cond
 	uint64_t stack[STRATA_PT_MAX_DEPTH];
 	uint64_t t0 = strata_pt_now();
 	if (RELAXED_LOAD(&pending))
-		strata_pt_flush_acquired(m, t0);
+		strata_pt_flush_acquired(m);
 	int ret = timed == 2 ? REAL(cond_clockwait)(c, m, clk, abstime)
 		  : timed    ? REAL(cond_timedwait)(c, m, abstime)
 			     : REAL(cond_wait)(c, m);

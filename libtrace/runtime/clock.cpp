@@ -266,6 +266,14 @@ extern "C" STRATA_EXPORT uint64_t strata_rt_clock_now(void)
 	return strata::clock_now();
 }
 
+extern "C" STRATA_EXPORT const strata_kclock *strata_rt_clock_page(void)
+{
+	strata_rt_clock_id(); // decide the clock first if nobody has yet
+	// Acquire: pairs with the release store of the chosen page (its mapping
+	// complete before the pointer), as clock_now()'s load.
+	return strata::g_clock_page.load(std::memory_order_acquire);
+}
+
 extern "C" STRATA_EXPORT void strata_rt_get_stats(struct strata_rt_stats *out)
 {
 	// Relaxed loads: statistics, no ordering with anything else.

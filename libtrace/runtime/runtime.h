@@ -118,6 +118,15 @@ int strata_rt_event_name_held(uint32_t id, char *buf, size_t len, uint32_t *logl
 /* Which clock stamps events (enum strata_clock_id), and read it (ns). */
 uint32_t strata_rt_clock_id(void);
 uint64_t strata_rt_clock_now(void);
+/* The clock page that stamps events (the module's or strata-consumerd's,
+ * abi/strata_kclock.h), deciding the clock first if nobody has yet; NULL
+ * while events are stamped with clock_gettime (or the thread that decided
+ * has not published its page yet: ask again later).  A page returned stays
+ * mapped and stays the process' clock.  For a caller that times a duration
+ * in TSC ticks and converts it with the page's mult and shift (the pthread
+ * preload's hold_ns, docs/pthread.md).  [AS-safe] */
+struct strata_kclock;
+const struct strata_kclock *strata_rt_clock_page(void);
 /* A clock page from strata-consumerd (received with REGISTER_REPLY): kept
  * (mapped read-only) if it is valid and the clock is not decided yet, for
  * the choice the first slot open makes.  The caller keeps and closes fd.
