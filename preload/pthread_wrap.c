@@ -24,7 +24,8 @@
  *     that interrupts resolution or libunwind goes untraced.
  *   - Tracing off: one relaxed load of the tracepoint state and a branch
  *     beside the real call (strata_tracepoint_enabled).  Tracing on,
- *     uncontended: one real trylock, no clock read; contended: two
+ *     uncontended: one real trylock, and for a compact record two unfenced
+ *     TSC reads (lock and unlock, "hold times" below); contended: two
  *     CLOCK_MONOTONIC reads (vDSO) around the real blocking call.
  *   - The /proc/self/maps scan uses open/read/close only (async-signal-safe)
  *     and one static buffer owned by whoever wins `maps_busy` (CAS); losers
@@ -83,7 +84,7 @@
 	  (pthread_mutex_t * m, const struct timespec *t), (m, t),                                          \
 	  strata_pt_acquire(PT_MUTEX_TIMEDLOCK, m, 0, t, CALLER()))                                         \
 	F(mutex_unlock, pthread_mutex_unlock, COMPAT, 0, mutex_unlock, (pthread_mutex_t * m), (m),          \
-	  strata_pt_unlock(0, m, CALLER()))                                                                 \
+	  strata_pt_mutex_unlock(m, CALLER()))                                                              \
 	F(cond_wait, pthread_cond_wait, BOOT, EINVAL, cond_wait, (pthread_cond_t * c, pthread_mutex_t * m), \
 	  (c, m), strata_pt_cond_wait(0, c, m, 0, NULL, CALLER()))                                          \
 	F(cond_timedwait, pthread_cond_timedwait, BOOT, EINVAL, cond_timedwait,                             \
@@ -102,7 +103,7 @@
 	F(rwlock_trywrlock, pthread_rwlock_trywrlock, COMPAT, 0, rwlock_trywrlock, (pthread_rwlock_t * l),  \
 	  (l), strata_pt_acquire(PT_RW_TRYWRLOCK, l, 0, NULL, CALLER()))                                    \
 	F(rwlock_unlock, pthread_rwlock_unlock, COMPAT, 0, rwlock_unlock, (pthread_rwlock_t * l), (l),      \
-	  strata_pt_unlock(1, l, CALLER()))                                                                 \
+	  strata_pt_rwlock_unlock(l, CALLER()))                                                             \
 	/* glibc 2.30 clock variants (std::timed_mutex, condition_variable::wait_for) */                    \
 	F(mutex_clocklock, pthread_mutex_clocklock, BOOT, EINVAL, mutex_timedlock,                          \
 	  (pthread_mutex_t * m, clockid_t k, const struct timespec *t), (m, k, t),                          \
@@ -605,9 +606,17 @@ static inline int strata_pt_fold_on(void)
  * pt_clock: 0 not known yet, 1 clock_gettime, else the page (set once, by
  * any thread, to the same value: relaxed would do, acquire pairs with the
  * runtime's release of the page's mapping for a thread that reads it from
- * here first).  pt_scale: the last valid (mult << 32 | shift), for a read
- * that finds the page busy or no longer valid; stored only on change, so
- * threads do not write one line pair by pair.
+ * here first).
+ *
+ * pt_scale: the page's (mult << 32 | shift) as last read valid (0: not yet
+ * read), refreshed by every 1024th hold of each thread and by every hold
+ * of 2^20 ticks or more (about 0.4 ms at 2.6 GHz); stored only on change,
+ * so threads do not write one line pair by pair.  mult moves only by the kernel's NTP
+ * frequency corrections (or the consumer's recalibration), parts per
+ * million: on a short hold a stale scale is off by far less than a ns, and
+ * long holds always convert with a fresh one.  A refresh that finds the
+ * page busy or no longer valid (the clock source left the TSC) keeps the
+ * last valid scale.
  */
 static uintptr_t pt_clock;
 static uint64_t pt_scale;
@@ -641,29 +650,48 @@ static inline uint64_t strata_pt_tsc(void)
 	return t;
 }
 
-/* TSC ticks -> ns with the page's current scale (seqcount as
- * strata_kclock_try: one attempt, else the last valid scale). */
-static uint64_t strata_pt_ticks_ns(uint64_t ticks)
+static STRATA_PT_TLS uint32_t scale_age; /* holds since this thread's refresh */
+
+/* Read the page's scale into pt_scale (seqcount as strata_kclock_try); a
+ * busy or invalid page leaves the last valid scale. */
+static __attribute__((noinline)) uint64_t strata_pt_scale_refresh(void)
 {
+	scale_age = 0; /* a handler's increment lost meanwhile: harmless */
 	const struct strata_kclock *k =
 		(const struct strata_kclock *)__atomic_load_n(&pt_clock, __ATOMIC_ACQUIRE);
-	/* Acquire: pairs with the writer's barrier before its final (even)
-	 * seq store, as strata_kclock_try. */
-	uint32_t seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
-	uint32_t flags = __atomic_load_n(&k->flags, __ATOMIC_RELAXED);
-	uint64_t mult = __atomic_load_n(&k->mult, __ATOMIC_RELAXED);
-	uint32_t shift = __atomic_load_n(&k->shift, __ATOMIC_RELAXED);
-	/* Acquire fence: the loads above before the re-check (strata_kclock_try). */
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	uint64_t scale = mult << 32 | shift;
-	if (!(seq & 1) && __atomic_load_n(&k->seq, __ATOMIC_RELAXED) == seq &&
-	    (flags & STRATA_KCLOCK_VALID) && shift <= 63) {
-		/* relaxed: a plain value, any valid one converts correctly. */
-		if (__builtin_expect(__atomic_load_n(&pt_scale, __ATOMIC_RELAXED) != scale, 0))
-			__atomic_store_n(&pt_scale, scale, __ATOMIC_RELAXED);
-	} else {
-		scale = __atomic_load_n(&pt_scale, __ATOMIC_RELAXED);
+	/* The writer busy: a few more tries (as strata_kclock_now) while there
+	 * is no scale yet, else keep the last one. */
+	for (int tries = 0; tries < 1000; tries++) {
+		/* Acquire: pairs with the writer's barrier before its final (even)
+		 * seq store, as strata_kclock_try. */
+		uint32_t seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
+		uint32_t flags = __atomic_load_n(&k->flags, __ATOMIC_RELAXED);
+		uint64_t mult = __atomic_load_n(&k->mult, __ATOMIC_RELAXED);
+		uint32_t shift = __atomic_load_n(&k->shift, __ATOMIC_RELAXED);
+		/* Acquire fence: the loads above before the re-check (strata_kclock_try). */
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		uint64_t scale = mult << 32 | shift;
+		/* relaxed (pt_scale): a plain value, any valid one converts correctly. */
+		uint64_t last = __atomic_load_n(&pt_scale, __ATOMIC_RELAXED);
+		if (!(seq & 1) && __atomic_load_n(&k->seq, __ATOMIC_RELAXED) == seq) {
+			if (!(flags & STRATA_KCLOCK_VALID) || shift > 63)
+				return last; /* the clock source left the TSC */
+			if (last != scale)
+				__atomic_store_n(&pt_scale, scale, __ATOMIC_RELAXED);
+			return scale;
+		}
+		if (last)
+			return last;
 	}
+	return 0;
+}
+
+/* TSC ticks -> ns (see pt_scale). */
+static inline uint64_t strata_pt_ticks_ns(uint64_t ticks)
+{
+	uint64_t scale = __atomic_load_n(&pt_scale, __ATOMIC_RELAXED); /* see pt_scale */
+	if (__builtin_expect((++scale_age & 1023) == 0 || ticks >= (1u << 20) || scale == 0, 0))
+		scale = strata_pt_scale_refresh();
 	return (uint64_t)(((unsigned __int128)ticks * (scale >> 32)) >> (scale & 63));
 }
 
@@ -725,15 +753,10 @@ static inline int strata_pt_stash_take(uint32_t j, uint64_t lock, struct strata_
 	return 1;
 }
 
-/* Take `lock`'s latest pending acquisition out of the stash: 1 and *out if
- * found. */
-static int strata_pt_stash_pop(const void *lock, struct strata_pt_pending *out)
+/* strata_pt_stash_pop when its first guess missed: the latest of the
+ * lock's entries, by a scan. */
+static __attribute__((noinline)) int strata_pt_stash_scan(const void *lock, struct strata_pt_pending *out)
 {
-	const uint32_t guess = RELAXED_LOAD(&pending) - 1;
-	if (guess < STRATA_PT_STASH && RELAXED_LOAD(&stash[guess].lock) == U64(lock) &&
-	    RELAXED_LOAD(&stash[guess].seq) == RELAXED_LOAD(&stash_seq) &&
-	    strata_pt_stash_take(guess, U64(lock), out))
-		return 1;
 	for (;;) {
 		uint32_t best = STRATA_PT_STASH;
 		for (uint32_t j = 0; j < STRATA_PT_STASH; j++)
@@ -746,6 +769,18 @@ static int strata_pt_stash_pop(const void *lock, struct strata_pt_pending *out)
 		if (strata_pt_stash_take(best, U64(lock), out))
 			return 1;
 	}
+}
+
+/* Take `lock`'s latest pending acquisition out of the stash: 1 and *out if
+ * found. */
+static inline int strata_pt_stash_pop(const void *lock, struct strata_pt_pending *out)
+{
+	const uint32_t guess = RELAXED_LOAD(&pending) - 1;
+	if (guess < STRATA_PT_STASH && RELAXED_LOAD(&stash[guess].lock) == U64(lock) &&
+	    RELAXED_LOAD(&stash[guess].seq) == RELAXED_LOAD(&stash_seq) &&
+	    strata_pt_stash_take(guess, U64(lock), out))
+		return 1;
+	return strata_pt_stash_scan(lock, out);
 }
 
 /* Emit `lock`'s pending acquisition, if any, as still held (before a cond
@@ -919,22 +954,28 @@ static __attribute__((noinline)) int strata_pt_mutex_lock(pthread_mutex_t *m, ui
 	return strata_pt_acquire_tried(PT_MUTEX_LOCK, m, 0, NULL, caller, ret);
 }
 
-static __attribute__((noinline)) int strata_pt_unlock(int rw, void *lock, uint64_t caller)
+/* pthread_mutex_unlock, traced: a pending uncontended acquisition of the
+ * mutex and this unlock become one mutex_held. */
+static __attribute__((noinline)) int strata_pt_mutex_unlock(pthread_mutex_t *m, uint64_t caller)
 {
-	int ret = rw ? REAL(rwlock_unlock)(lock) : REAL(mutex_unlock)(lock);
+	int ret = REAL(mutex_unlock)(m);
 	struct strata_pt_pending p;
-	if (!rw && RELAXED_LOAD(&pending) && strata_pt_stash_pop(lock, &p)) {
+	if (RELAXED_LOAD(&pending) && strata_pt_stash_pop(m, &p)) {
 		uint64_t hold = strata_pt_since(&p);
-		if (hold <= UINT32_MAX) {
+		if (__builtin_expect(hold <= UINT32_MAX, 1)) {
 			strata_tracepoint(pthread, mutex_held, p.lock, p.site, (uint32_t)hold);
 			return ret;
 		}
 		strata_tracepoint(pthread, mutex_acquired, p.lock, p.site, hold);
 	}
-	if (rw)
-		strata_tracepoint(pthread, rwlock_unlock, U64(lock), ret, caller);
-	else
-		strata_tracepoint(pthread, mutex_unlock, U64(lock), ret, caller);
+	strata_tracepoint(pthread, mutex_unlock, U64(m), ret, caller);
+	return ret;
+}
+
+static __attribute__((noinline)) int strata_pt_rwlock_unlock(pthread_rwlock_t *l, uint64_t caller)
+{
+	int ret = REAL(rwlock_unlock)(l);
+	strata_tracepoint(pthread, rwlock_unlock, U64(l), ret, caller);
 	return ret;
 }
 

@@ -6,7 +6,7 @@ the trace, and compares with what the program reports it did (pt_workload /
 pt_cxx write JSON: lock addresses, exact acquisition counts, own wait measure).
 
 usage: check_pthread.py SCENARIO --strata S --workload W --cxx C --dllib L --work DIR
-SCENARIO: contend basic fork dlopen signal sigstorm blocker ctor cxx stack pylock
+SCENARIO: contend basic fork dlopen signal sigstorm blocker ctor cxx stack pylock nest nest_monotonic
 """
 import argparse
 import json
@@ -59,6 +59,55 @@ def hold_overlap_ns(trace, lock, pid):
     return sum(max(0, min(e, he) - max(b, hb)) for t, b, e in acq for ht, hb, he in holds if ht != t)
 
 
+def compact_counts(trace, pid):
+    """Per lock address: (mutex_held records, full mutex_lock events); and
+    the clocks that stamped the process's streams (trace env `clock`)."""
+    import bt2
+    n, clocks = {}, set()
+    for m in bt2.TraceCollectionMessageIterator(trace):
+        if type(m) is not bt2._EventMessageConst:
+            continue
+        ev = m.event
+        if ev.name in ("pthread:mutex_held", "pthread:mutex_lock") and \
+                int(ev.stream.trace.environment["vpid"]) == pid:
+            c = n.setdefault(int(ev.payload_field["lock"]), [0, 0])
+            c[0 if ev.name == "pthread:mutex_held" else 1] += 1
+            clocks.add(str(ev.stream.trace.environment["clock"]))
+    return n, clocks
+
+
+def check_nest(rep, prog_out, pid, trace, lost, monotonic):
+    """Nested, out-of-order, recursive and overflowing holds (pt_workload
+    nest): exact pairs, the compact form wherever the stash had room, and
+    the timed holds' hold_ns against the program's own measure."""
+    check(lost == 0, "nothing lost")
+    check(rep["unmatched_unlocks"] == 0, "no unmatched unlock (%d)" % rep["unmatched_unlocks"])
+    locks = prog_out["locks"] + [{"lock": prog_out["rec"], "acq": prog_out["rec_acq"]}]
+    rows = [lock_of(rep, pid, int(lk["lock"], 16)) for lk in locks]
+    got = [(r or {}).get("acquisitions") for r in rows]
+    check(got == [lk["acq"] for lk in locks], "acquisitions per lock %r" % got)
+    check(all(r and r["holds"] == r["acquisitions"] for r in rows), "every acquisition paired with its unlock")
+    # Ten held at once: the stash keeps the first 8, locks 8 and 9 go in
+    # full every time; everything else is a mutex_held.
+    n, clocks = compact_counts(trace, pid)
+    # The hold's two ends: TSC ticks with a clock page, else CLOCK_MONOTONIC.
+    check(clocks == {"monotonic"} if monotonic else clocks and "monotonic" not in clocks,
+          "stamped by %r" % sorted(clocks))
+    forms = [tuple(n.get(int(lk["lock"], 16), [0, 0])) for lk in locks]
+    want = [(lk["acq"], 0) if i not in (8, 9) else (0, lk["acq"]) for i, lk in enumerate(locks)]
+    check(forms == want, "(mutex_held, mutex_lock) per lock %r == %r" % (forms, want))
+    # hold_ns runs from after the trylock to after the real unlock: at least
+    # the program's measure (less a clock calibration's ppm), and for the
+    # 20 ms hold at most 10 ms more (a preemption inside the wrappers).
+    outer, inner = rows[4], rows[5]
+    o, i = prog_out["outer_ns"], prog_out["inner_ns"]
+    if outer and inner:
+        check(o * 0.999 - 10000 <= outer["hold_max_ns"] <= o + 10000000,
+              "outer hold %d ns against the program's %d ns" % (outer["hold_max_ns"], o))
+        check(inner["hold_max_ns"] >= i * 0.999 - 10000,
+              "inner hold %d ns >= the program's %d ns" % (inner["hold_max_ns"], i))
+
+
 def run(cmd, env=None, timeout=90):
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=timeout)
@@ -103,6 +152,8 @@ def main():
         prog = [a.workload, "sigstorm", out, "4", "4000"]
     elif sc == "blocker":
         prog = [a.workload, "blocker", out, "10"]
+    elif sc.startswith("nest"):
+        prog = [a.workload, "nest", out, "100"]
     elif sc == "pylock":
         prog = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pt_pylock.py"), out,
                 "20", "500"]
@@ -110,6 +161,10 @@ def main():
         prog = [a.workload, sc, out]
     if sc == "stack":
         env["STRATA_PTHREAD_STACK_DEPTH"] = "6"
+    if sc == "nest_monotonic":
+        # No clock page: hold_ns from CLOCK_MONOTONIC at both ends instead
+        # of TSC ticks converted with the page's scale.
+        env["STRATA_CLOCK"] = "monotonic"
 
     # Buffers large enough that a slow (sanitizer-built) consumer loses nothing.
     rc, so, se = run([a.strata, "record", "-o", trace, "--preload", "pthread", "--subbuf-size", "1M",
@@ -268,6 +323,8 @@ def main():
             check(got == want, "threading.Lock as a lock: %r == %r" % (got, want))
             check(lk["wait_total_ns"] > 0 and lk["wait_p99_ns"] > 0, "its waits are timed (%d ns, p99 %d ns)" %
                   (lk["wait_total_ns"], lk["wait_p99_ns"]))
+    elif sc.startswith("nest"):
+        check_nest(rep, prog_out, pid, trace, lost, sc == "nest_monotonic")
     else:
         check(False, "unknown scenario " + sc)
 

@@ -15,6 +15,7 @@
  *   pt_workload sigstorm OUT [threads iters]
  *   pt_workload blocker OUT [rounds]
  *   pt_workload ctor OUT
+ *   pt_workload nest OUT [rounds]
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -417,6 +418,88 @@ static int mode_signal(FILE *out)
 	return 0;
 }
 
+/*
+ * Holds nested in and out of order, a recursive mutex around another, ten
+ * mutexes held at once (more than the preload's 8 pending acquisitions per
+ * thread: the rest go in full), then a timed hold of about 20 ms (asleep)
+ * around one of 200 us (spinning), each measured by the program between
+ * its lock call's return and its unlock call (docs/pthread.md, "Compact
+ * records": the long one converts its TSC ticks with a fresh scale, the
+ * short one with the cached one).
+ */
+#define NEST_LOCKS 10
+pthread_mutex_t strata_nest_locks[NEST_LOCKS];
+static pthread_mutex_t nest_rec;
+static int nest_acq[NEST_LOCKS], nest_rec_acq;
+
+static void nest_lock(int i)
+{
+	CHECK(pthread_mutex_lock(i < 0 ? &nest_rec : &strata_nest_locks[i]), 0);
+	if (i < 0)
+		nest_rec_acq++;
+	else
+		nest_acq[i]++;
+}
+
+static void nest_unlock(int i)
+{
+	CHECK(pthread_mutex_unlock(i < 0 ? &nest_rec : &strata_nest_locks[i]), 0);
+}
+
+/* Lock then unlock the listed mutexes (-1: the recursive one), in order. */
+static void nest_run(const int *locks, size_t n, const int *unlocks, size_t m)
+{
+	for (size_t i = 0; i < n; i++)
+		nest_lock(locks[i]);
+	for (size_t i = 0; i < m; i++)
+		nest_unlock(unlocks[i]);
+}
+
+static int mode_nest(FILE *out, int rounds)
+{
+	pthread_mutexattr_t attr;
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+	CHECK(pthread_mutex_init(&nest_rec, &attr), 0);
+	for (int i = 0; i < NEST_LOCKS; i++)
+		CHECK(pthread_mutex_init(&strata_nest_locks[i], NULL), 0);
+	static const int all[NEST_LOCKS] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+	static const int all_back[NEST_LOCKS] = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0};
+	for (int r = 0; r < rounds; r++) {
+		nest_run((const int[]){0, 1, 2}, 3, (const int[]){2, 1, 0}, 3); /* LIFO */
+		nest_run((const int[]){0, 1}, 2, (const int[]){0, 1}, 2);       /* FIFO */
+		nest_lock(0);                                                   /* interleaved */
+		nest_lock(1);
+		nest_unlock(0);
+		nest_lock(2);
+		nest_unlock(1);
+		nest_unlock(2);
+		nest_run((const int[]){-1, 3, -1}, 3, (const int[]){-1, 3, -1}, 3); /* recursive */
+		nest_run(all, NEST_LOCKS, all_back, NEST_LOCKS);                    /* 10 at once */
+	}
+	const struct timespec ten_ms = {0, 10000000};
+	nest_lock(4);
+	uint64_t a = now_ns();
+	nanosleep(&ten_ms, NULL);
+	nest_lock(5);
+	uint64_t c = now_ns();
+	spin_ns(200000);
+	uint64_t d = now_ns();
+	nest_unlock(5);
+	nanosleep(&ten_ms, NULL);
+	uint64_t b = now_ns();
+	nest_unlock(4);
+	fprintf(out,
+		"{\"pid\": %d, \"rec\": \"%p\", \"rec_acq\": %d, \"outer_ns\": %" PRIu64
+		", \"inner_ns\": %" PRIu64 ", \"locks\": [",
+		(int)getpid(), (void *)&nest_rec, nest_rec_acq, b - a, d - c);
+	for (int i = 0; i < NEST_LOCKS; i++)
+		fprintf(out, "%s{\"lock\": \"%p\", \"acq\": %d}", i ? ", " : "",
+			(void *)&strata_nest_locks[i], nest_acq[i]);
+	fprintf(out, "]}\n");
+	return 0;
+}
+
 /* With STRATA_PT_EXPECT_PRELOAD set, fail unless pthread_mutex_lock really
  * is the preloaded wrapper (a wrong LD_PRELOAD path only warns). */
 static int preload_ok(void)
@@ -489,7 +572,7 @@ int main(int argc, char **argv)
 		return 3;
 	if (argc < 3) {
 		fprintf(stderr,
-			"usage: %s contend|basic|fork|dlopen|signal|sigstorm|blocker|ctor OUT [args]\n",
+			"usage: %s contend|basic|fork|dlopen|signal|sigstorm|blocker|ctor|nest OUT [args]\n",
 			argv[0]);
 		return 2;
 	}
@@ -513,6 +596,8 @@ int main(int argc, char **argv)
 		rc = mode_blocker(out, argc > 3 ? atoi(argv[3]) : 10);
 	else if (!strcmp(m, "sigstorm"))
 		rc = mode_sigstorm(out, argc > 3 ? atoi(argv[3]) : 4, argc > 4 ? atoi(argv[4]) : 2000);
+	else if (!strcmp(m, "nest"))
+		rc = mode_nest(out, argc > 3 ? atoi(argv[3]) : 100);
 	else if (!strcmp(m, "ctor")) {
 		fprintf(out, "{\"pid\": %d, \"lock\": \"%p\", \"acq\": %d}\n", (int)getpid(),
 			(void *)&strata_ctor_lock, ctor_acquisitions);
