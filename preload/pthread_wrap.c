@@ -665,11 +665,12 @@ static __attribute__((noinline)) uint64_t strata_pt_scale_refresh(void)
 		/* Acquire: pairs with the writer's barrier before its final (even)
 		 * seq store, as strata_kclock_try. */
 		uint32_t seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
-		uint32_t flags = __atomic_load_n(&k->flags, __ATOMIC_RELAXED);
-		uint64_t mult = __atomic_load_n(&k->mult, __ATOMIC_RELAXED);
-		uint32_t shift = __atomic_load_n(&k->shift, __ATOMIC_RELAXED);
-		/* Acquire fence: the loads above before the re-check (strata_kclock_try). */
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		/* Acquire: each load before the re-check below (the fence of
+		 * strata_kclock_try, which TSan does not model; plain loads on
+		 * x86-64); the writer's barrier after its odd seq store pairs. */
+		uint32_t flags = __atomic_load_n(&k->flags, __ATOMIC_ACQUIRE);
+		uint64_t mult = __atomic_load_n(&k->mult, __ATOMIC_ACQUIRE);
+		uint32_t shift = __atomic_load_n(&k->shift, __ATOMIC_ACQUIRE);
 		uint64_t scale = mult << 32 | shift;
 		/* relaxed (pt_scale): a plain value, any valid one converts correctly. */
 		uint64_t last = __atomic_load_n(&pt_scale, __ATOMIC_RELAXED);
