@@ -1075,7 +1075,7 @@ class Bench:
                     prog = self.lbench
                     ctl = [["lttng", "--no-sessiond", "list", lname], ["lttng", "--no-sessiond", "list", "-u"]]
                 try:
-                    res = self.hold_many(prog, n, env, daemons, ctl)
+                    res = self.hold_many(prog, n, env, daemons, ctl, IDLE_BUFFER_MAPPING[side])
                 finally:
                     if side == "strata":
                         run([self.strata, "stop", "s"], env=env, check=False)
@@ -1098,7 +1098,7 @@ class Bench:
                 shutil.rmtree(out, ignore_errors=True)
 
     @staticmethod
-    def hold_many(prog, n, env, daemons, ctl):
+    def hold_many(prog, n, env, daemons, ctl, buf_re):
         tck = os.sysconf("SC_CLK_TCK")
         pids = daemons()
         cpu0 = sum(proc_cpu_ticks(x) for x in pids)
@@ -1128,6 +1128,14 @@ class Bench:
             res = {"threads": sum(proc_status(x, "Threads") for x in pids),
                    "rss_mib": sum(proc_status(x, "VmRSS") for x in pids) / 1024.0,
                    "cpu_ms": (sum(proc_cpu_ticks(x) for x in pids) - cpu0) * 1000.0 / tck}
+            # The buffers' memory per process, every process idle after its
+            # 100 events: the Pss of the buffer mappings summed over the
+            # processes and the daemons counts each resident page once,
+            # whoever maps it (LTTng's per-user buffers are shared by all).
+            pss = 0
+            for pid in [p.pid for p in procs] + pids:
+                pss += sum(v[1] for k, v in smaps_shared(pid).items() if buf_re.search(k))
+            res["buf_kib_per_proc"] = pss / float(n)
             # Every process alive and idle: the daemons' CPU over 2 s (a
             # measurement interval), then the time of the session
             # commands (best of 3; Strata: status, list; LTTng: list of
@@ -1264,6 +1272,8 @@ def smaps_shared(pid):
 # Which shared mappings are trace buffers (the rest, e.g. LTTng's wait and
 # error-accounting pages, is listed in the details only).
 BUFFER_MAPPING = {"lttng": re.compile(r"shm-ust-consumer"), "strata": re.compile(r"strata")}
+# The same for the many-processes step, without Strata's clock page.
+IDLE_BUFFER_MAPPING = {"lttng": BUFFER_MAPPING["lttng"], "strata": re.compile(r"strata-slot")}
 
 
 def trace_clocks(out):
@@ -1442,6 +1452,9 @@ def table(b):
             "Strata <= %d (4 x CPUs)" % (4 * os.cpu_count()), lambda x: x <= 4 * os.cpu_count(),
             strata_only=True)
         row("%d live processes: daemons' RSS (MiB)" % n, s.get("rss_mib"), l.get("rss_mib"))
+        row("%d live processes: buffer memory per idle process (KiB; Pss summed over all)" % n,
+            s.get("buf_kib_per_proc"), l.get("buf_kib_per_proc"), "Strata <= 32 (a few pages)",
+            lambda x: x <= 32, strata_only=True)
         row("%d live processes: daemons' CPU, spawn to all ready (ms)" % n, s.get("cpu_ms"), l.get("cpu_ms"))
         row("%d live processes: daemons' CPU while they idle (%% of a CPU)" % n, s.get("idle_cpu_pct"),
             l.get("idle_cpu_pct"))
