@@ -230,10 +230,10 @@ MEMCACHED_DRIVER = ("import os, socket, subprocess, sys, time\n"
 
 def count_unlocks(trace_dir, side):
     """Mutex unlocks a pthread trace recorded: LTTng's pthread_mutex_unlock;
-    Strata's mutex_unlock plus its compact mutex_held (a lock and its
-    unlock in one record)."""
+    Strata's mutex_unlock plus its compact mutex_held and mutex_tryheld (a
+    lock or successful trylock and its unlock in one record)."""
     names = (["lttng_ust_pthread:pthread_mutex_unlock:"] if side == "lttng"
-             else ["pthread:mutex_unlock:", "pthread:mutex_held:"])
+             else ["pthread:mutex_unlock:", "pthread:mutex_held:", "pthread:mutex_tryheld:"])
     p = subprocess.Popen(["babeltrace2", trace_dir], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          text=True)
     n = sum(1 for line in p.stdout if any(x in line for x in names))
