@@ -20,7 +20,12 @@ with "-" on lt:a, and `strata list` under strace opens the first one's
 after its start-up REGISTER) it is listed with "probe count_a".  Against a
 fake daemon that answers in version 6 (no marks) the command reads both
 processes' reports, as before version 7; against one that marks a process
-"no report" it reads nothing of it.
+"no report" it reads nothing of it.  The process side against fake grant
+tables: a version 6 daemon's table gets the join of before (HELLO 4..4, a
+version 4 REGISTER, no probe flag) and no note, which that daemon would
+refuse; a version 7 one gets a version 7 join and, once the program
+registered its probe, a note (HELLO 7..7, REGISTER(kRegisterNote |
+kRegisterProbes)) on the quiet socket.
 """
 import os
 import re
@@ -81,6 +86,57 @@ def fake_daemon(path, version, entries):
                         break
     threading.Thread(target=serve, daemon=True).start()
     return srv
+
+
+def table_joins(target, env, work, version):
+    """Run `target` against a fake daemon that publishes a grant table of
+    `version` with no grant (the join needs no round trip): the messages
+    it sent, one list [(header version, type, payload)] per connection."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "..", "abi", "strata_abi.h")) as f:
+        abi = int(re.search(r"#define STRATA_ABI_MAJOR\s*\\?\s*(\d+)u", f.read()).group(1))
+    sock = os.path.join(work, "t%d.sock" % version)
+    srvs = []
+    for path in (sock, sock + ".quiet"):
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(path)
+        srv.listen(16)
+        srv.setblocking(False)
+        srvs.append(srv)
+    reply = struct.pack("<I", 0)  # REGISTER_REPLY: no grant
+    msg = struct.pack("<IHHII", MAGIC, 1, 4, len(reply), 0) + reply
+    table = struct.pack("<IHHIIQiI", 0x54475453, version, 0, abi, os.getpid(), 1, -1, 0) + msg
+    with open(sock + ".grants.%d" % os.geteuid(), "wb") as f:
+        f.write(table)
+    p = subprocess.Popen([target], env=dict(env, STRATA_CONSUMERD_SOCKET=sock), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    ready = p.stdout.readline().split()  # its join and its note were sent before this
+    conns = []
+    for srv in srvs:
+        while True:
+            try:
+                c, _ = srv.accept()
+            except BlockingIOError:
+                break
+            c.setblocking(True)
+            c.settimeout(10)
+            data = b""
+            while True:
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            c.close()
+            msgs = []
+            while len(data) >= 16:
+                _, ver, typ, length, _ = struct.unpack("<IHHII", data[:16])
+                msgs.append((ver, typ, data[16:16 + length]))
+                data = data[16 + length:]
+            conns.append(msgs)
+        srv.close()
+    p.stdin.close()
+    p.wait(timeout=30)
+    return ready, conns
 
 
 def main():
@@ -174,6 +230,22 @@ def main():
         srv.close()
     late.stdin.close()
     check(late.wait(timeout=30) == 0, "the late prober exits 0")
+
+    # The process side: what it tells a version 6 and a version 7 daemon.
+    for version in (6, 7):
+        ready, conns = table_joins(target, env, work, version)
+        check(len(ready) == 2 and ready[0] == "ready", "against a version %d table the program runs" % version)
+        print("version %d table: %r" % (version, [[(v, t, len(b)) for v, t, b in c] for c in conns]))
+        hellos = [struct.unpack("<HH", c[0][2][:4]) for c in conns if c and c[0][1] == 1]
+        regs = [(c[1][0], struct.unpack("<I", c[1][2][16:20])[0]) for c in conns
+                if len(c) >= 2 and c[1][1] == 3]
+        if version == 6:
+            check(hellos == [(4, 4)] and regs == [(4, 4)],
+                  "a version 6 table: one join, HELLO 4..4 and REGISTER(table) in a version 4 header: "
+                  "%r %r" % (hellos, regs))
+        else:
+            check(hellos == [(7, 7), (7, 7)] and regs == [(7, 4), (7, 16 | 32)],
+                  "a version 7 table: the join and then the note, in version 7: %r %r" % (hellos, regs))
     p.stdin.write("x\n")
     p.stdin.flush()
     check(p.stdout.readline().strip() == "unregistered", "the program unregistered its probe")
