@@ -199,12 +199,41 @@ PRELOAD_TIMER = ("import subprocess, sys, time\n"
                  "sys.exit(r)\n")
 
 
+# The memcached workload of the preload step: memcached -t 2 (traced: it
+# inherits the preload) on a Unix socket, and memcslap (untraced: LD_PRELOAD
+# removed) driving it with 4 threads, `get` (each thread sets its keys,
+# then gets them); the time is memcslap's run alone, printed as the timer's.
+MEMCACHED_DRIVER = ("import os, socket, subprocess, sys, time\n"
+                    "mc, slap, sock, n = sys.argv[1:5]\n"
+                    "srv = subprocess.Popen([mc, '-t', '2', '-s', sock] + (['-u', 'root'] if os.getuid() == 0 else []))\n"
+                    "deadline = time.monotonic() + 30\n"
+                    "while True:\n"
+                    "    c = socket.socket(socket.AF_UNIX)\n"
+                    "    try:\n"
+                    "        c.connect(sock)\n"
+                    "        c.close()\n"
+                    "        break\n"
+                    "    except OSError:\n"
+                    "        c.close()\n"
+                    "        if srv.poll() is not None or time.monotonic() > deadline:\n"
+                    "            sys.exit('memcached did not start')\n"
+                    "        time.sleep(0.01)\n"
+                    "env = {k: v for k, v in os.environ.items() if k != 'LD_PRELOAD'}\n"
+                    "t = time.monotonic()\n"
+                    "r = subprocess.call([slap, '--servers=' + sock, '--concurrency=4', '--execute-number=' + n,\n"
+                    "                     '--test=get'], env=env, stdout=subprocess.DEVNULL)\n"
+                    "print('preload_wall_s=%.6f' % (time.monotonic() - t), file=sys.stderr)\n"
+                    "srv.terminate()\n"
+                    "srv.wait()\n"
+                    "sys.exit(r)\n")
+
+
 def count_unlocks(trace_dir, side):
     """Mutex unlocks a pthread trace recorded: LTTng's pthread_mutex_unlock;
-    Strata's mutex_unlock plus its compact mutex_held (a lock and its
-    unlock in one record)."""
+    Strata's mutex_unlock plus its compact mutex_held and mutex_tryheld (a
+    lock or successful trylock and its unlock in one record)."""
     names = (["lttng_ust_pthread:pthread_mutex_unlock:"] if side == "lttng"
-             else ["pthread:mutex_unlock:", "pthread:mutex_held:"])
+             else ["pthread:mutex_unlock:", "pthread:mutex_held:", "pthread:mutex_tryheld:"])
     p = subprocess.Popen(["babeltrace2", trace_dir], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          text=True)
     n = sum(1 for line in p.stdout if any(x in line for x in names))
@@ -946,9 +975,10 @@ class Bench:
         build = os.path.dirname(os.path.dirname(self.plain))
         pt = os.path.join(build, "tests", "pthread")
         n = 10000 if self.smoke else 200000
-        w = {"lockloop": ([os.path.join(pt, "pt_lockloop"), str(n), "1"], None),
+        # name: (command, stdin, whether the command prints its own time)
+        w = {"lockloop": ([os.path.join(pt, "pt_lockloop"), str(n), "1"], None, False),
              "contend": ([os.path.join(pt, "pt_workload"), "contend", "/dev/null", "4",
-                          str(n // 20), "1"], None)}
+                          str(n // 20), "1"], None, False)}
         if shutil.which("sqlite3"):
             sql = os.path.join(self.work, "preload.sql")
             with open(sql, "w") as f:
@@ -956,9 +986,16 @@ class Bench:
                         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<%d)\n"
                         "INSERT INTO t SELECT (x*7919)%%%d, hex(randomblob(8)) FROM c;\nCOMMIT;\n"
                         "CREATE INDEX ti ON t(b);\nSELECT count(*) FROM t;\n" % (n * 5, n * 5))
-            w["sqlite3"] = ([shutil.which("sqlite3"), os.path.join(self.work, "preload.db")], sql)
+            w["sqlite3"] = ([shutil.which("sqlite3"), os.path.join(self.work, "preload.db")], sql, False)
         else:
             self.notes.append("sqlite3 not installed (scripts/deps.sh): no sqlite3 preload rows")
+        mc = shutil.which("memcached") or ("/usr/bin/memcached" if os.access("/usr/bin/memcached", os.X_OK) else None)
+        if mc and shutil.which("memcslap"):
+            w["memcached"] = ([sys.executable, "-c", MEMCACHED_DRIVER, mc, shutil.which("memcslap"),
+                               os.path.join(self.work, "memcached.sock"), str(n // 10)], None, True)
+        else:
+            self.notes.append("memcached or memcslap not installed (scripts/deps.sh: memcached, "
+                              "libmemcached-tools): no memcached preload rows")
         return w
 
     def preload(self):
@@ -973,7 +1010,7 @@ class Bench:
         lwrap = "/usr/lib/x86_64-linux-gnu/liblttng-ust-pthread-wrapper.so"
         sides = ["plain"] + (["strata"] if self.have_strata and os.access(lib, os.R_OK) else []) + \
             (["lttng"] if self.have_lttng and os.access(lwrap, os.R_OK) else [])
-        for name, (cmd, stdin) in self.preload_workloads().items():
+        for name, (cmd, stdin, selftimed) in self.preload_workloads().items():
             walls = {}
             # First one untimed run per traced side for the bytes and the
             # loss (the program alone in the trace), then the timed runs:
@@ -982,7 +1019,7 @@ class Bench:
             # session set-up and teardown are timed (the timer's own few
             # lock operations are, on both sides).
             for side in sides[1:]:
-                out = self.preload_run(side, name, cmd, stdin, lwrap, False)[1]
+                out = self.preload_run(side, name, cmd, stdin, lwrap, False, selftimed)[1]
                 disc, content = walk_packets(out)
                 pairs = count_unlocks(out, side)
                 self.results[("pre_bytes", name, side)] = content / pairs if pairs else None
@@ -991,14 +1028,14 @@ class Bench:
                 shutil.rmtree(out, ignore_errors=True)
             for _ in range(self.p["reps"]):
                 for side in sides:
-                    wall, out = self.preload_run(side, name, cmd, stdin, lwrap, True)
+                    wall, out = self.preload_run(side, name, cmd, stdin, lwrap, True, selftimed)
                     walls.setdefault(side, []).append(wall)
                     shutil.rmtree(out, ignore_errors=True)
             for side, v in walls.items():
                 self.results[("pre_wall", name, side)] = statistics.median(v)
             log("  preload %s wall (median s): %s" % (name, {k: statistics.median(v) for k, v in walls.items()}))
 
-    def preload_run(self, side, name, cmd, stdin, lwrap, timed):
+    def preload_run(self, side, name, cmd, stdin, lwrap, timed, selftimed=False):
         """One run of a preload workload: (wall s or None, trace dir)."""
         db = os.path.join(self.work, "preload.db")
         if os.path.exists(db):
@@ -1013,7 +1050,8 @@ class Bench:
             lname = self.lttng.create(out, "1M", 8, events="lttng_ust_pthread:*")
         fin = open(stdin) if stdin else subprocess.DEVNULL
         try:
-            p = subprocess.run(wrap + ([sys.executable, "-c", PRELOAD_TIMER] if timed else []) + cmd, env=env,
+            timer = [sys.executable, "-c", PRELOAD_TIMER] if timed and not selftimed else []
+            p = subprocess.run(wrap + timer + cmd, env=env,
                                stdin=fin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                timeout=600)
         finally:
@@ -1075,7 +1113,7 @@ class Bench:
                     prog = self.lbench
                     ctl = [["lttng", "--no-sessiond", "list", lname], ["lttng", "--no-sessiond", "list", "-u"]]
                 try:
-                    res = self.hold_many(prog, n, env, daemons, ctl)
+                    res = self.hold_many(prog, n, env, daemons, ctl, IDLE_BUFFER_MAPPING[side])
                 finally:
                     if side == "strata":
                         run([self.strata, "stop", "s"], env=env, check=False)
@@ -1098,7 +1136,7 @@ class Bench:
                 shutil.rmtree(out, ignore_errors=True)
 
     @staticmethod
-    def hold_many(prog, n, env, daemons, ctl):
+    def hold_many(prog, n, env, daemons, ctl, buf_re):
         tck = os.sysconf("SC_CLK_TCK")
         pids = daemons()
         cpu0 = sum(proc_cpu_ticks(x) for x in pids)
@@ -1128,6 +1166,14 @@ class Bench:
             res = {"threads": sum(proc_status(x, "Threads") for x in pids),
                    "rss_mib": sum(proc_status(x, "VmRSS") for x in pids) / 1024.0,
                    "cpu_ms": (sum(proc_cpu_ticks(x) for x in pids) - cpu0) * 1000.0 / tck}
+            # The buffers' memory per process, every process idle after its
+            # 100 events: the Pss of the buffer mappings summed over the
+            # processes and the daemons counts each resident page once,
+            # whoever maps it (LTTng's per-user buffers are shared by all).
+            pss = 0
+            for pid in [p.pid for p in procs] + pids:
+                pss += sum(v[1] for k, v in smaps_shared(pid).items() if buf_re.search(k))
+            res["buf_kib_per_proc"] = pss / float(n)
             # Every process alive and idle: the daemons' CPU over 2 s (a
             # measurement interval), then the time of the session
             # commands (best of 3; Strata: status, list; LTTng: list of
@@ -1264,6 +1310,8 @@ def smaps_shared(pid):
 # Which shared mappings are trace buffers (the rest, e.g. LTTng's wait and
 # error-accounting pages, is listed in the details only).
 BUFFER_MAPPING = {"lttng": re.compile(r"shm-ust-consumer"), "strata": re.compile(r"strata")}
+# The same for the many-processes step, without Strata's clock page.
+IDLE_BUFFER_MAPPING = {"lttng": BUFFER_MAPPING["lttng"], "strata": re.compile(r"strata-slot")}
 
 
 def trace_clocks(out):
@@ -1421,7 +1469,7 @@ def table(b):
         l = buffer_kib("lttng", l) if l is not None else None
         row("buffer memory, %d thread(s), Rss (KiB)" % t, s[0] if s else None, l[0] if l else None)
         row("buffer memory, %d thread(s), Pss (KiB)" % t, s[1] if s else None, l[1] if l else None)
-    for name in ("lockloop", "contend", "sqlite3"):
+    for name in ("lockloop", "contend", "sqlite3", "memcached"):
         if not any(k[0] == "pre_wall" and k[1] == name for k in r):
             continue
         base = r.get(("pre_wall", name, "plain"))
@@ -1442,6 +1490,9 @@ def table(b):
             "Strata <= %d (4 x CPUs)" % (4 * os.cpu_count()), lambda x: x <= 4 * os.cpu_count(),
             strata_only=True)
         row("%d live processes: daemons' RSS (MiB)" % n, s.get("rss_mib"), l.get("rss_mib"))
+        row("%d live processes: buffer memory per idle process (KiB; Pss summed over all)" % n,
+            s.get("buf_kib_per_proc"), l.get("buf_kib_per_proc"), "Strata <= 32 (a few pages)",
+            lambda x: x <= 32, strata_only=True)
         row("%d live processes: daemons' CPU, spawn to all ready (ms)" % n, s.get("cpu_ms"), l.get("cpu_ms"))
         row("%d live processes: daemons' CPU while they idle (%% of a CPU)" % n, s.get("idle_cpu_pct"),
             l.get("idle_cpu_pct"))

@@ -79,7 +79,7 @@
 	F(mutex_lock, pthread_mutex_lock, COMPAT, 0, mutex_lock, (pthread_mutex_t * m), (m),                \
 	  strata_pt_mutex_lock(m, CALLER()))                                                                \
 	F(mutex_trylock, pthread_mutex_trylock, COMPAT, 0, mutex_trylock, (pthread_mutex_t * m), (m),       \
-	  strata_pt_acquire(PT_MUTEX_TRYLOCK, m, 0, NULL, CALLER()))                                        \
+	  strata_pt_mutex_trylock(m, CALLER()))                                                             \
 	F(mutex_timedlock, pthread_mutex_timedlock, BOOT, EINVAL, mutex_timedlock,                          \
 	  (pthread_mutex_t * m, const struct timespec *t), (m, t),                                          \
 	  strata_pt_acquire(PT_MUTEX_TIMEDLOCK, m, 0, t, CALLER()))                                         \
@@ -522,7 +522,8 @@ static __attribute__((noinline)) void strata_pt_emit_sites(uint32_t state)
 struct strata_pt_pending {
 	uint64_t lock, t0, seq;
 	uint32_t site;
-	uint32_t tsc; /* t0 is a TSC value (else CLOCK_MONOTONIC ns) */
+	uint8_t try_; /* 1: a pthread_mutex_trylock (mutex_tryheld), 0: a lock */
+	uint8_t tsc;  /* t0 is a TSC value (else CLOCK_MONOTONIC ns) */
 };
 static STRATA_PT_TLS struct strata_pt_pending stash[STRATA_PT_STASH];
 static STRATA_PT_TLS uint64_t stash_seq; /* push order: a recursive mutex pops LIFO */
@@ -578,11 +579,14 @@ static void strata_pt_fold_atfork_child(void)
 	__atomic_store_n(&sites_busy, 0, __ATOMIC_RELAXED);
 }
 
-/* Folding applies: the three compact events on, no stacks requested. */
-static inline int strata_pt_fold_on(void)
+/* Folding applies: the kind's two compact events and site on, no stacks
+ * requested.  `try_`: a successful pthread_mutex_trylock. */
+static inline int strata_pt_fold_on(int try_)
 {
-	return strata_tracepoint_enabled(pthread, mutex_held) &&
-	       strata_tracepoint_enabled(pthread, mutex_acquired) &&
+	return (try_ ? strata_tracepoint_enabled(pthread, mutex_tryheld) &&
+				strata_tracepoint_enabled(pthread, mutex_tryacquired)
+		     : strata_tracepoint_enabled(pthread, mutex_held) &&
+				strata_tracepoint_enabled(pthread, mutex_acquired)) &&
 	       strata_tracepoint_enabled(pthread, site) &&
 	       __atomic_load_n(&strata_pt_depth, __ATOMIC_RELAXED) == 0; /* a setting: relaxed */
 }
@@ -707,8 +711,9 @@ static inline uint64_t strata_pt_since(const struct strata_pt_pending *p)
 
 /* ---- push and pop ----------------------------------------------------------- */
 
-/* Stash an uncontended acquisition; 0 when it must be traced in full. */
-static int strata_pt_stash_push(const void *lock, uint64_t caller)
+/* Stash an uncontended acquisition (`try_`: by a trylock); 0 when it must
+ * be traced in full. */
+static int strata_pt_stash_push(const void *lock, uint64_t caller, uint8_t try_)
 {
 	/* relaxed: a hint; a stale value only repeats the idempotent dump. */
 	uint32_t st = __atomic_load_n(&STRATA__TP(pthread, site).state, __ATOMIC_RELAXED);
@@ -717,12 +722,13 @@ static int strata_pt_stash_push(const void *lock, uint64_t caller)
 	uint32_t site = strata_pt_site_id(caller);
 	if (site == STRATA_PT_NO_SITE)
 		return 0;
-	const uint32_t tsc = strata_pt_clock() > 1;
+	const uint8_t tsc = strata_pt_clock() > 1;
 	for (uint32_t i = 0; i < STRATA_PT_STASH; i++) {
 		if (RELAXED_LOAD(&stash[i].lock) != 0 || !strata_pt_local_cas(&stash[i].lock, 0, 1))
 			continue;
 		strata_pt_local_add(&pending, 1);
 		RELAXED_STORE(&stash[i].site, site);
+		RELAXED_STORE(&stash[i].try_, try_);
 		RELAXED_STORE(&stash[i].seq, strata_pt_local_xadd(&stash_seq, 1) + 1);
 		RELAXED_STORE(&stash[i].tsc, tsc);
 		RELAXED_STORE(&stash[i].t0, tsc ? strata_pt_tsc() : strata_pt_now());
@@ -743,6 +749,7 @@ static inline int strata_pt_stash_take(uint32_t j, uint64_t lock, struct strata_
 	SIGNAL_FENCE(); /* the fields after the slot is ours */
 	out->lock = lock;
 	out->site = RELAXED_LOAD(&stash[j].site);
+	out->try_ = RELAXED_LOAD(&stash[j].try_);
 	out->t0 = RELAXED_LOAD(&stash[j].t0);
 	out->tsc = RELAXED_LOAD(&stash[j].tsc);
 	const uint64_t seq = RELAXED_LOAD(&stash[j].seq);
@@ -784,13 +791,22 @@ static inline int strata_pt_stash_pop(const void *lock, struct strata_pt_pending
 	return strata_pt_stash_scan(lock, out);
 }
 
+/* A popped acquisition as still held, age_ns ago. */
+static void strata_pt_emit_acquired(const struct strata_pt_pending *p, uint64_t age)
+{
+	if (p->try_)
+		strata_tracepoint(pthread, mutex_tryacquired, p->lock, p->site, age);
+	else
+		strata_tracepoint(pthread, mutex_acquired, p->lock, p->site, age);
+}
+
 /* Emit `lock`'s pending acquisition, if any, as still held (before a cond
  * wait releases it, or before a full unlock). */
 static void strata_pt_flush_acquired(const void *lock)
 {
 	struct strata_pt_pending p;
 	if (strata_pt_stash_pop(lock, &p))
-		strata_tracepoint(pthread, mutex_acquired, p.lock, p.site, strata_pt_since(&p));
+		strata_pt_emit_acquired(&p, strata_pt_since(&p));
 }
 
 /* ---- traced paths (out of line: the wrappers' fast path stays a load, a
@@ -944,19 +960,30 @@ static __attribute__((noinline)) int strata_pt_acquire_tried(enum strata_pt_kind
 	return ret;
 }
 
-/* pthread_mutex_lock, traced: an uncontended acquisition goes to the stash
- * (compact records), anything else to strata_pt_acquire's full event. */
-static __attribute__((noinline)) int strata_pt_mutex_lock(pthread_mutex_t *m, uint64_t caller)
+/* A mutex's try returned `ret`: if it succeeded, to the stash (compact
+ * records), anything else to strata_pt_acquire_tried's full event.
+ * `try_`: pthread_mutex_trylock (else pthread_mutex_lock). */
+static inline int strata_pt_mutex_tried(pthread_mutex_t *m, uint64_t caller, int ret, uint8_t try_)
 {
-	int ret = REAL(mutex_trylock)(m);
-	if (__builtin_expect(ret == 0, 1) && strata_pt_fold_on() &&
-	    (strata_pt_check_maps(caller), strata_pt_stash_push(m, caller)))
+	if (__builtin_expect(ret == 0, 1) && strata_pt_fold_on(try_) &&
+	    (strata_pt_check_maps(caller), strata_pt_stash_push(m, caller, try_)))
 		return 0;
-	return strata_pt_acquire_tried(PT_MUTEX_LOCK, m, 0, NULL, caller, ret);
+	return strata_pt_acquire_tried(try_ ? PT_MUTEX_TRYLOCK : PT_MUTEX_LOCK, m, 0, NULL, caller, ret);
 }
 
-/* pthread_mutex_unlock, traced: a pending uncontended acquisition of the
- * mutex and this unlock become one mutex_held. */
+static __attribute__((noinline)) int strata_pt_mutex_lock(pthread_mutex_t *m, uint64_t caller)
+{
+	return strata_pt_mutex_tried(m, caller, REAL(mutex_trylock)(m), 0);
+}
+
+static __attribute__((noinline)) int strata_pt_mutex_trylock(pthread_mutex_t *m, uint64_t caller)
+{
+	return strata_pt_mutex_tried(m, caller, REAL(mutex_trylock)(m), 1);
+}
+
+/* pthread_mutex_unlock, traced: a pending uncontended acquisition (or
+ * successful try) of the mutex and this unlock become one mutex_held (or
+ * mutex_tryheld). */
 static __attribute__((noinline)) int strata_pt_mutex_unlock(pthread_mutex_t *m, uint64_t caller)
 {
 	int ret = REAL(mutex_unlock)(m);
@@ -964,10 +991,13 @@ static __attribute__((noinline)) int strata_pt_mutex_unlock(pthread_mutex_t *m, 
 	if (RELAXED_LOAD(&pending) && strata_pt_stash_pop(m, &p)) {
 		uint64_t hold = strata_pt_since(&p);
 		if (__builtin_expect(hold <= UINT32_MAX, 1)) {
-			strata_tracepoint(pthread, mutex_held, p.lock, p.site, (uint32_t)hold);
+			if (p.try_)
+				strata_tracepoint(pthread, mutex_tryheld, p.lock, p.site, (uint32_t)hold);
+			else
+				strata_tracepoint(pthread, mutex_held, p.lock, p.site, (uint32_t)hold);
 			return ret;
 		}
-		strata_tracepoint(pthread, mutex_acquired, p.lock, p.site, hold);
+		strata_pt_emit_acquired(&p, hold);
 	}
 	strata_tracepoint(pthread, mutex_unlock, U64(m), ret, caller);
 	return ret;

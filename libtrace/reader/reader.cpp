@@ -439,9 +439,10 @@ ReadStatus Reader::next_packet(uint32_t lane, std::vector<uint8_t> *out, std::st
 // touches them: 1-14 us per page on a VM with software page tables
 // (docs/benchmarks.md), 1-3.5 ms per MiB.  Done up to `upto` (a position;
 // only whole sub-buffers of lap 0), also for the sub-buffer a writer is
-// still filling, whose pages it made when it opened the one before
-// (prefault_subbuf): so a drain that waits for it pays this while it
-// waits, not after, when the writer is already ahead.  Later laps are
+// still filling, whose pages it made when it opened the one before (the
+// first one's only in part: prefault_ahead, writer.cpp): so a drain that
+// waits for it pays this while it waits, not after, when the writer is
+// already ahead.  Later laps are
 // mapped.  `upto` may come from the hostile `head`: nothing past the
 // lane's first lap is touched.
 void Reader::map_ahead(uint32_t lane, LaneState &ls, uint64_t upto)

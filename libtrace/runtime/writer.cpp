@@ -276,18 +276,39 @@ void open_packet(Channel *ch, strata_lane_ctl *lc, uint32_t lane, char *lane_dat
 	commit_bytes(ch, commit_of(ch, lc, head), STRATA_PACKET_HEADER_SIZE, owned);
 }
 
-// The first lap of a fresh ring: map the sub-buffer at `pos` (a boundary)
-// in one system call instead of a page fault per page.  Each fault costs
+// The first lap of a fresh ring: map its pages ahead of the writer, a
+// range at a time, instead of a page fault per page.  Each fault costs
 // 1-11 us on a VM (docs/benchmarks.md), i.e. 10-85 ns per small event;
-// MADV_POPULATE_WRITE (Linux 5.14) does the same work for a whole
-// sub-buffer at a boundary, where a system call is allowed.  Only while
-// `pos` is in lap 0: later laps write pages this process already mapped.
-// Failure (an older kernel) only leaves the faults where they were.
-inline void prefault_subbuf(const Channel *ch, char *lane_data, uint64_t pos)
+// MADV_POPULATE_WRITE (Linux 5.14) does the same work for a whole range at
+// a boundary, where a system call is allowed.  Only in lap 0: later laps
+// write pages this process already mapped.  Failure (an older kernel)
+// only leaves the faults where they were.
+//
+// An idle process holds what its lanes' first packets took (issue 38:
+// "buffer memory per idle process a few pages"), so the first packet gets
+// only its first page (claim_lane: its header and about 250 small events;
+// past it the writer faults page by page, which costs about what the
+// populate would, 1.2-1.7 against 1.0-1.15 us a page here); the second
+// packet's open maps its own sub-buffer and the next, every later open the
+// next one (prefault_ahead).
+constexpr uint64_t kFirstPrefault = 4096;
+
+inline void prefault_first(const Channel *ch, char *lane_data)
 {
-	if (pos >= ch->lane_stride)
-		return;
-	madvise(lane_data + ring_off(ch, pos), ch->subbuf_size, kMadvPopulateWrite);
+	const uint64_t n = ch->subbuf_size < kFirstPrefault ? ch->subbuf_size : kFirstPrefault;
+	madvise(lane_data, n, kMadvPopulateWrite);
+}
+
+// At the open of the packet at `head` (a boundary in lap 0).
+inline void prefault_ahead(const Channel *ch, char *lane_data, uint64_t head)
+{
+	const uint64_t S = ch->subbuf_size;
+	if (head == 0)
+		return; // the first packet: claim_lane's prefix
+	const uint64_t from = head == S ? head : head + S;
+	const uint64_t end = head + 2 * S < ch->lane_stride ? head + 2 * S : ch->lane_stride;
+	if (from < end)
+		madvise(lane_data + ring_off(ch, from), end - from, kMadvPopulateWrite);
 }
 
 void close_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uint64_t start, uint64_t content,
@@ -377,12 +398,12 @@ bool claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 	// Relaxed: informational fields for the consumer, no ordering implied.
 	__atomic_store_n(&ch->lanes[lane].owner_tid, tid_of(t), __ATOMIC_RELAXED);
 	__atomic_fetch_add(&ch->hdr->lanes_claimed, 1, __ATOMIC_RELAXED);
-	// A lane nobody wrote yet: its first sub-buffer now, the next ones as
-	// they are opened (strata_reserve).  Relaxed: a hint; a stale 0 costs
-	// one redundant populate of mapped pages.
+	// A lane nobody wrote yet: the start of its first sub-buffer now, the
+	// rest as packets are opened (prefault_ahead).  Relaxed: a hint; a
+	// stale 0 costs one redundant populate of mapped pages.
 	const auto prefault_fresh = [ch](uint32_t i) {
 		if (__atomic_load_n(&ch->lanes[i].head, __ATOMIC_RELAXED) == 0)
-			prefault_subbuf(ch, ch->data + (uint64_t)i * ch->lane_stride, 0);
+			prefault_first(ch, ch->data + (uint64_t)i * ch->lane_stride);
 	};
 	prefault_fresh(lane);
 	// A sharer writes every shared lane sooner or later (shared_lane).
@@ -597,8 +618,8 @@ inline SwitchResult switch_packet(Channel *ch, uint32_t lane, uint64_t head, uin
 	std::atomic_thread_fence(std::memory_order_release);
 	STRATA_WHOOK(STRATA_W_OPEN_WON);
 	open_packet(ch, lc, lane, lane_data, head, now, tid_of(t), owned);
-	if (__builtin_expect(head < ch->lane_stride, 0)) // lap 0: the next one
-		prefault_subbuf(ch, lane_data, head + S);
+	if (__builtin_expect(head < ch->lane_stride, 0)) // lap 0: ahead of us
+		prefault_ahead(ch, lane_data, head);
 	return {head, Switch::kOpened};
 }
 
