@@ -447,7 +447,7 @@ static uint64_t sites[STRATA_PT_SITES];
 static uint32_t sites_emitted_state;
 static int sites_busy;
 
-static uint32_t strata_pt_site_id(uint64_t caller)
+static inline __attribute__((always_inline)) uint32_t strata_pt_site_id(uint64_t caller)
 {
 	uint32_t h = (uint32_t)((caller * 0x9e3779b97f4a7c15ull) >> 52) & (STRATA_PT_SITES - 1);
 	for (uint32_t i = 0; i < STRATA_PT_SITE_PROBES; i++) {
@@ -713,7 +713,8 @@ static inline uint64_t strata_pt_since(const struct strata_pt_pending *p)
 
 /* Stash an uncontended acquisition (`try_`: by a trylock); 0 when it must
  * be traced in full. */
-static int strata_pt_stash_push(const void *lock, uint64_t caller, uint8_t try_)
+static inline __attribute__((always_inline)) int strata_pt_stash_push(const void *lock, uint64_t caller,
+								      uint8_t try_)
 {
 	/* relaxed: a hint; a stale value only repeats the idempotent dump. */
 	uint32_t st = __atomic_load_n(&STRATA__TP(pthread, site).state, __ATOMIC_RELAXED);
@@ -963,7 +964,8 @@ static __attribute__((noinline)) int strata_pt_acquire_tried(enum strata_pt_kind
 /* A mutex's try returned `ret`: if it succeeded, to the stash (compact
  * records), anything else to strata_pt_acquire_tried's full event.
  * `try_`: pthread_mutex_trylock (else pthread_mutex_lock). */
-static inline int strata_pt_mutex_tried(pthread_mutex_t *m, uint64_t caller, int ret, uint8_t try_)
+static inline __attribute__((always_inline)) int strata_pt_mutex_tried(pthread_mutex_t *m, uint64_t caller,
+								       int ret, uint8_t try_)
 {
 	if (__builtin_expect(ret == 0, 1) && strata_pt_fold_on(try_) &&
 	    (strata_pt_check_maps(caller), strata_pt_stash_push(m, caller, try_)))
