@@ -53,6 +53,18 @@ constexpr int kFlushTimeoutMs = 500; // in-flight commits of a live producer
 constexpr unsigned kPacketsPerRound = 64;
 constexpr unsigned kBatch = 16;           // packets per write (at most kBatchBytes, drain_pool.h)
 constexpr size_t kHeldBytes = 256u << 10; // drain_once: one write while its sub-buffers are held
+// populate_ahead: at most this many bytes of pages made per turn (about
+// 0.2-0.5 ms on the 2-CPU VM), so that the other drains sharing the
+// worker wait at most that long for theirs.
+constexpr uint64_t kAheadPerTurn = 1u << 20;
+// The first lap's short waits (populate_ahead): a drain's first turn comes
+// right after the buffer's hand-off, before its writer did much, and a
+// writer wakes it only when a packet is complete (1 MiB: 2 ms of a fast
+// writer, its second sub-buffer already opened).  So it looks again after
+// 1 and 2 more milliseconds (the pool's back-off doubles the wait), then
+// waits as usual.  An idle process's drain costs two more turns.
+constexpr int kFirstPollMs = 1;
+constexpr uint8_t kFirstPolls = 2;
 
 uint64_t mono_ns()
 {
@@ -423,20 +435,62 @@ void Drain::prepare_batch(bool refresh)
 	batch_cap_ = b.cap;
 }
 
-// Events flow: latency matters from the first packet on, before the copy
-// buffer's page faults and the first write (fast writers fill a ring in a
-// few milliseconds), so the drain takes its scheduling weight (sched_policy.h)
-// and its copy buffer now, once.  Called at the first packet: drains of
-// processes that never fill one keep the default (earlier, at the writers'
-// first reservation, would move the sub-trace's file work into short
-// processes' lives).
+// Events flow: the drain takes its copy buffer now, once (before the
+// copy buffer's page faults and the first write).  Called at the first
+// packet: drains of processes that never fill one keep the default
+// (earlier, at the writers' first reservation, would move the sub-trace's
+// file work into short processes' lives).
 void Drain::begin_stream()
 {
 	if (stream_start_ns_) // begun already
 		return;
 	stream_start_ns_ = mono_ns();
-	sched_ = stream_scheduling();
 	prepare_batch(false);
+}
+
+// The scheduling weight and short slice (sched_policy.h), once, when
+// latency starts to matter: a lane's writers half a ring ahead of us (its
+// free sub-buffers running out), not at the first packet.  Before that,
+// nothing can be lost, and a woken drain with a 100 us slice preempts the
+// traced program on its CPU at each packet: on the 2-CPU VM a short run's
+// program lost 1.3 ms of its wall to it (docs/benchmarks.md, "A short
+// run's fresh pages").
+void Drain::take_scheduling()
+{
+	if (sched_taken_)
+		return;
+	const uint64_t half = reader_->info().lane_stride / 2;
+	for (uint32_t lane = 0; lane < n_lanes_; lane++)
+		if (reader_->lane_backlog(lane) >= half) {
+			sched_taken_ = true;
+			sched_ = stream_scheduling();
+			return;
+		}
+}
+
+// A busy writer's first lap: its next pages made by us, on our CPU, before
+// it reaches them (Reader::populate_ahead; docs/ring-buffer.md, "A busy
+// writer's first lap").  Bounded per turn; true if more is to be done now.
+// Not for a kernel buffer (its pages are the module's).
+bool Drain::populate_ahead()
+{
+	if (ahead_done_)
+		return false;
+	if (from_kernel_) {
+		ahead_done_ = true;
+		return false;
+	}
+	uint64_t budget = kAheadPerTurn, left = 0;
+	bool in_lap0 = false;
+	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
+		bool busy = false;
+		left += reader_->populate_ahead(lane, &budget, &busy);
+		busy_seen_ = busy_seen_ || busy;
+		in_lap0 = in_lap0 || reader_->lane_position(lane) < reader_->info().lane_stride;
+	}
+	if (!in_lap0)
+		ahead_done_ = true; // every lane's first lap is over
+	return left != 0;
 }
 
 // One round over every lane.  True if anything was written.  Each packet
@@ -664,6 +718,12 @@ StepResult Drain::step(StepWait *w)
 	}
 	const uint32_t seq = reader_->prepare_wait();
 	share_events();
+	if (stream_start_ns_)
+		take_scheduling();
+	// A busy writer's next pages before its packets: in its first lap
+	// nothing can be lost yet, while each page it must make itself costs
+	// it a microsecond or two.
+	const bool more_ahead = populate_ahead();
 	// The first packet begins the stream and opens the sub-trace
 	// (drain_once: after its copy, so that the ring has it back first).
 	// Not before it: drain_once maps the open sub-buffer's pages
@@ -673,7 +733,13 @@ StepResult Drain::step(StepWait *w)
 		return StepResult::kAgain;
 	if (stage() == Stage::Done) // the sub-trace could not be opened
 		return StepResult::kDone;
+	if (more_ahead)
+		return StepResult::kAgain;
 	w->timeout_ms = wait_ms();
+	if (!busy_seen_ && !ahead_done_ && first_polls_ < kFirstPolls) {
+		first_polls_++; // is a lane busy? (kFirstPollMs)
+		w->timeout_ms = kFirstPollMs;
+	}
 	if (const uint64_t period = out_ ? out_->live_period_ns() : 0) {
 		const uint64_t now = mono_ns();
 		if (now - last_live_ns_ >= period) {

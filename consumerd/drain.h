@@ -219,7 +219,7 @@ private:
 	uint8_t *batch_ = nullptr; // packets copied out of the ring, one write's worth: the
 				   // drain thread's buffer (prepare_batch)
 	size_t batch_cap_ = 0;
-	SchedChange sched_; // drain thread: what begin_stream changed (undone by the pool)
+	SchedChange sched_; // drain thread: what take_scheduling changed (undone by the pool)
 	bool nothing_recorded() const;
 	// known_: appended by the drain thread (share_events), copied out by
 	// known_events(), both under known_mu_; shared_n_: drain thread only.
@@ -234,6 +234,13 @@ private:
 	void report_loss();
 	void prepare_batch(bool refresh);
 	void begin_stream();
+	void take_scheduling();
+	bool sched_taken_ = false; // take_scheduling did (drain thread)
+	// A busy writer's first lap (populate_ahead): drain thread only.
+	bool populate_ahead();
+	bool ahead_done_ = false; // every lane past lap 0 or the buffer not ours to populate
+	bool busy_seen_ = false;  // some lane proved busy (Reader::populate_ahead)
+	uint8_t first_polls_ = 0; // short waits taken to see whether a lane is busy
 	uint32_t stream_id_ = 0;
 	bool overwrite_ = false;
 	// Overwrite mode: a duplicate of the buffer's fd for snapshot(); main
