@@ -449,19 +449,19 @@ void Drain::begin_stream()
 }
 
 // The scheduling weight and short slice (sched_policy.h), once, when
-// latency starts to matter: a lane's writers half a ring ahead of us (its
-// free sub-buffers running out), not at the first packet.  Before that,
-// nothing can be lost, and a woken drain with a 100 us slice preempts the
-// traced program on its CPU at each packet: on the 2-CPU VM a short run's
-// program lost 1.3 ms of its wall to it (docs/benchmarks.md, "A short
-// run's fresh pages").
+// latency starts to matter: a lane's writers in their second lap (each
+// packet now needs a sub-buffer we gave back) or half a ring ahead of us,
+// not at the first packet.  In a first lap nothing can be lost, and a
+// woken drain with a 100 us slice preempts the traced program on its CPU
+// at each packet: on the 2-CPU VM a short run's program lost about 1 ms of
+// its wall to it (docs/benchmarks.md, "A short run's fresh pages").
 void Drain::take_scheduling()
 {
 	if (sched_taken_)
 		return;
-	const uint64_t half = reader_->info().lane_stride / 2;
+	const uint64_t stride = reader_->info().lane_stride;
 	for (uint32_t lane = 0; lane < n_lanes_; lane++)
-		if (reader_->lane_backlog(lane) >= half) {
+		if (reader_->lane_position(lane) >= stride || reader_->lane_backlog(lane) >= stride / 2) {
 			sched_taken_ = true;
 			sched_ = stream_scheduling();
 			return;
