@@ -61,10 +61,12 @@ constexpr uint64_t kAheadPerTurn = 1u << 20;
 // right after the buffer's hand-off, before its writer did much, and a
 // writer wakes it only when a packet is complete (1 MiB: 2 ms of a fast
 // writer, its second sub-buffer already opened).  So it looks again after
-// 1 and 2 more milliseconds (the pool's back-off doubles the wait), then
-// waits as usual.  An idle process's drain costs two more turns.
+// 1 ms, and again while the writers moved since the last look (the pool's
+// back-off doubles each wait: 1, 2, 4 ... 32 ms), until a lane is busy or
+// at most kFirstPolls times; then it waits as usual.  An idle process's
+// drain costs one more turn.
 constexpr int kFirstPollMs = 1;
-constexpr uint8_t kFirstPolls = 2;
+constexpr uint8_t kFirstPolls = 6;
 
 uint64_t mono_ns()
 {
@@ -480,14 +482,18 @@ bool Drain::populate_ahead()
 		ahead_done_ = true;
 		return false;
 	}
-	uint64_t budget = kAheadPerTurn, left = 0;
+	uint64_t budget = kAheadPerTurn, left = 0, pos = 0;
 	bool in_lap0 = false;
 	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
 		bool busy = false;
 		left += reader_->populate_ahead(lane, &budget, &busy);
 		busy_seen_ = busy_seen_ || busy;
-		in_lap0 = in_lap0 || reader_->lane_position(lane) < reader_->info().lane_stride;
+		const uint64_t head = reader_->lane_position(lane);
+		in_lap0 = in_lap0 || head < reader_->info().lane_stride;
+		pos += head;
 	}
+	first_moved_ = pos != first_pos_;
+	first_pos_ = pos;
 	if (!in_lap0)
 		ahead_done_ = true; // every lane's first lap is over
 	return left != 0;
@@ -736,7 +742,8 @@ StepResult Drain::step(StepWait *w)
 	if (more_ahead)
 		return StepResult::kAgain;
 	w->timeout_ms = wait_ms();
-	if (!busy_seen_ && !ahead_done_ && first_polls_ < kFirstPolls) {
+	if (!busy_seen_ && !ahead_done_ && first_polls_ < kFirstPolls &&
+	    (first_polls_ == 0 || first_moved_)) {
 		first_polls_++; // is a lane busy? (kFirstPollMs)
 		w->timeout_ms = kFirstPollMs;
 	}

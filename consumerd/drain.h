@@ -238,9 +238,11 @@ private:
 	bool sched_taken_ = false; // take_scheduling did (drain thread)
 	// A busy writer's first lap (populate_ahead): drain thread only.
 	bool populate_ahead();
-	bool ahead_done_ = false; // every lane past lap 0 or the buffer not ours to populate
-	bool busy_seen_ = false;  // some lane proved busy (Reader::populate_ahead)
-	uint8_t first_polls_ = 0; // short waits taken to see whether a lane is busy
+	bool ahead_done_ = false;  // every lane past lap 0 or the buffer not ours to populate
+	bool busy_seen_ = false;   // some lane proved busy (Reader::populate_ahead)
+	uint8_t first_polls_ = 0;  // short waits taken to see whether a lane is busy
+	bool first_moved_ = false; // the writers moved since the last turn
+	uint64_t first_pos_ = 0;   // the lanes' positions summed, at the last turn
 	uint32_t stream_id_ = 0;
 	bool overwrite_ = false;
 	// Overwrite mode: a duplicate of the buffer's fd for snapshot(); main
