@@ -199,12 +199,41 @@ PRELOAD_TIMER = ("import subprocess, sys, time\n"
                  "sys.exit(r)\n")
 
 
+# The memcached workload of the preload step: memcached -t 2 (traced: it
+# inherits the preload) on a Unix socket, and memcslap (untraced: LD_PRELOAD
+# removed) driving it with 4 threads, `get` (each thread sets its keys,
+# then gets them); the time is memcslap's run alone, printed as the timer's.
+MEMCACHED_DRIVER = ("import os, socket, subprocess, sys, time\n"
+                    "mc, slap, sock, n = sys.argv[1:5]\n"
+                    "srv = subprocess.Popen([mc, '-t', '2', '-s', sock] + (['-u', 'root'] if os.getuid() == 0 else []))\n"
+                    "deadline = time.monotonic() + 30\n"
+                    "while True:\n"
+                    "    c = socket.socket(socket.AF_UNIX)\n"
+                    "    try:\n"
+                    "        c.connect(sock)\n"
+                    "        c.close()\n"
+                    "        break\n"
+                    "    except OSError:\n"
+                    "        c.close()\n"
+                    "        if srv.poll() is not None or time.monotonic() > deadline:\n"
+                    "            sys.exit('memcached did not start')\n"
+                    "        time.sleep(0.01)\n"
+                    "env = {k: v for k, v in os.environ.items() if k != 'LD_PRELOAD'}\n"
+                    "t = time.monotonic()\n"
+                    "r = subprocess.call([slap, '--servers=' + sock, '--concurrency=4', '--execute-number=' + n,\n"
+                    "                     '--test=get'], env=env, stdout=subprocess.DEVNULL)\n"
+                    "print('preload_wall_s=%.6f' % (time.monotonic() - t), file=sys.stderr)\n"
+                    "srv.terminate()\n"
+                    "srv.wait()\n"
+                    "sys.exit(r)\n")
+
+
 def count_unlocks(trace_dir, side):
     """Mutex unlocks a pthread trace recorded: LTTng's pthread_mutex_unlock;
-    Strata's mutex_unlock plus its compact mutex_held (a lock and its
-    unlock in one record)."""
+    Strata's mutex_unlock plus its compact mutex_held and mutex_tryheld (a
+    lock or successful trylock and its unlock in one record)."""
     names = (["lttng_ust_pthread:pthread_mutex_unlock:"] if side == "lttng"
-             else ["pthread:mutex_unlock:", "pthread:mutex_held:"])
+             else ["pthread:mutex_unlock:", "pthread:mutex_held:", "pthread:mutex_tryheld:"])
     p = subprocess.Popen(["babeltrace2", trace_dir], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          text=True)
     n = sum(1 for line in p.stdout if any(x in line for x in names))
@@ -946,9 +975,10 @@ class Bench:
         build = os.path.dirname(os.path.dirname(self.plain))
         pt = os.path.join(build, "tests", "pthread")
         n = 10000 if self.smoke else 200000
-        w = {"lockloop": ([os.path.join(pt, "pt_lockloop"), str(n), "1"], None),
+        # name: (command, stdin, whether the command prints its own time)
+        w = {"lockloop": ([os.path.join(pt, "pt_lockloop"), str(n), "1"], None, False),
              "contend": ([os.path.join(pt, "pt_workload"), "contend", "/dev/null", "4",
-                          str(n // 20), "1"], None)}
+                          str(n // 20), "1"], None, False)}
         if shutil.which("sqlite3"):
             sql = os.path.join(self.work, "preload.sql")
             with open(sql, "w") as f:
@@ -956,9 +986,16 @@ class Bench:
                         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<%d)\n"
                         "INSERT INTO t SELECT (x*7919)%%%d, hex(randomblob(8)) FROM c;\nCOMMIT;\n"
                         "CREATE INDEX ti ON t(b);\nSELECT count(*) FROM t;\n" % (n * 5, n * 5))
-            w["sqlite3"] = ([shutil.which("sqlite3"), os.path.join(self.work, "preload.db")], sql)
+            w["sqlite3"] = ([shutil.which("sqlite3"), os.path.join(self.work, "preload.db")], sql, False)
         else:
             self.notes.append("sqlite3 not installed (scripts/deps.sh): no sqlite3 preload rows")
+        mc = shutil.which("memcached") or ("/usr/bin/memcached" if os.access("/usr/bin/memcached", os.X_OK) else None)
+        if mc and shutil.which("memcslap"):
+            w["memcached"] = ([sys.executable, "-c", MEMCACHED_DRIVER, mc, shutil.which("memcslap"),
+                               os.path.join(self.work, "memcached.sock"), str(n // 10)], None, True)
+        else:
+            self.notes.append("memcached or memcslap not installed (scripts/deps.sh: memcached, "
+                              "libmemcached-tools): no memcached preload rows")
         return w
 
     def preload(self):
@@ -973,7 +1010,7 @@ class Bench:
         lwrap = "/usr/lib/x86_64-linux-gnu/liblttng-ust-pthread-wrapper.so"
         sides = ["plain"] + (["strata"] if self.have_strata and os.access(lib, os.R_OK) else []) + \
             (["lttng"] if self.have_lttng and os.access(lwrap, os.R_OK) else [])
-        for name, (cmd, stdin) in self.preload_workloads().items():
+        for name, (cmd, stdin, selftimed) in self.preload_workloads().items():
             walls = {}
             # First one untimed run per traced side for the bytes and the
             # loss (the program alone in the trace), then the timed runs:
@@ -982,7 +1019,7 @@ class Bench:
             # session set-up and teardown are timed (the timer's own few
             # lock operations are, on both sides).
             for side in sides[1:]:
-                out = self.preload_run(side, name, cmd, stdin, lwrap, False)[1]
+                out = self.preload_run(side, name, cmd, stdin, lwrap, False, selftimed)[1]
                 disc, content = walk_packets(out)
                 pairs = count_unlocks(out, side)
                 self.results[("pre_bytes", name, side)] = content / pairs if pairs else None
@@ -991,14 +1028,14 @@ class Bench:
                 shutil.rmtree(out, ignore_errors=True)
             for _ in range(self.p["reps"]):
                 for side in sides:
-                    wall, out = self.preload_run(side, name, cmd, stdin, lwrap, True)
+                    wall, out = self.preload_run(side, name, cmd, stdin, lwrap, True, selftimed)
                     walls.setdefault(side, []).append(wall)
                     shutil.rmtree(out, ignore_errors=True)
             for side, v in walls.items():
                 self.results[("pre_wall", name, side)] = statistics.median(v)
             log("  preload %s wall (median s): %s" % (name, {k: statistics.median(v) for k, v in walls.items()}))
 
-    def preload_run(self, side, name, cmd, stdin, lwrap, timed):
+    def preload_run(self, side, name, cmd, stdin, lwrap, timed, selftimed=False):
         """One run of a preload workload: (wall s or None, trace dir)."""
         db = os.path.join(self.work, "preload.db")
         if os.path.exists(db):
@@ -1013,7 +1050,8 @@ class Bench:
             lname = self.lttng.create(out, "1M", 8, events="lttng_ust_pthread:*")
         fin = open(stdin) if stdin else subprocess.DEVNULL
         try:
-            p = subprocess.run(wrap + ([sys.executable, "-c", PRELOAD_TIMER] if timed else []) + cmd, env=env,
+            timer = [sys.executable, "-c", PRELOAD_TIMER] if timed and not selftimed else []
+            p = subprocess.run(wrap + timer + cmd, env=env,
                                stdin=fin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                timeout=600)
         finally:
@@ -1431,7 +1469,7 @@ def table(b):
         l = buffer_kib("lttng", l) if l is not None else None
         row("buffer memory, %d thread(s), Rss (KiB)" % t, s[0] if s else None, l[0] if l else None)
         row("buffer memory, %d thread(s), Pss (KiB)" % t, s[1] if s else None, l[1] if l else None)
-    for name in ("lockloop", "contend", "sqlite3"):
+    for name in ("lockloop", "contend", "sqlite3", "memcached"):
         if not any(k[0] == "pre_wall" and k[1] == name for k in r):
             continue
         base = r.get(("pre_wall", name, "plain"))

@@ -87,7 +87,8 @@ void deliver(Sink *s, Event &&e, const uint64_t *site)
 
 // A compact record (docs/pthread.md): mutex_held is an uncontended
 // mutex_lock hold_ns before and a mutex_unlock now; mutex_acquired is the
-// mutex_lock age_ns before.  Streamed, the acquisition goes to the model
+// mutex_lock age_ns before; mutex_tryheld and mutex_tryacquired the same
+// with a successful mutex_trylock (the class's op).  Streamed, the acquisition goes to the model
 // out of time order only against other locks' events: none of this lock's
 // can fall inside an uncontended hold's acquisition and its record.
 void on_compact(Sink *s, const ClassOf &c, const bt_field *pl, Event &&base)
@@ -96,7 +97,7 @@ void on_compact(Sink *s, const ClassOf &c, const bt_field *pl, Event &&base)
 	const uint64_t back = c.u64(pl, held ? "hold_ns" : "age_ns");
 	const uint64_t site = c.u64(pl, "site");
 	const int64_t now = base.ts;
-	base.op = Op::MutexLock;
+	base.op = c.op;
 	base.lock = c.u64(pl, "lock");
 	base.ts = now - static_cast<int64_t>(back);
 	Event un;
@@ -124,10 +125,13 @@ void on_event(Sink *s, const bt_message *msg)
 			c.what = ClassOf::Mapping;
 		else if (name == "pthread:site")
 			c.what = ClassOf::Site;
-		else if (name == "pthread:mutex_held")
+		else if (name == "pthread:mutex_held" || name == "pthread:mutex_tryheld")
 			c.what = ClassOf::Held;
-		else if (name == "pthread:mutex_acquired")
+		else if (name == "pthread:mutex_acquired" || name == "pthread:mutex_tryacquired")
 			c.what = ClassOf::Acquired;
+		if ((c.what == ClassOf::Held || c.what == ClassOf::Acquired) &&
+		    name.find(":mutex_try") != name.npos)
+			c.op = Op::MutexTrylock;
 		else if (name.compare(0, 8, "pthread:") == 0 && op_from_name(name.substr(8), &c.op))
 			c.what = ClassOf::Lock;
 		cit = s->classes.emplace(ecl, c).first;

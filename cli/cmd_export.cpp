@@ -104,9 +104,10 @@ struct ClassInfo : MemberCache {
 	Kind kind = Kind::Instant;
 	std::string name; // shown name: "provider:event", a syscall's name, a span's base
 	analyze::Op op = analyze::Op::MutexLock;
-	// The preload's compact records (docs/pthread.md): 1 mutex_held (an
-	// uncontended hold, acquisition hold_ns before), 2 mutex_acquired (an
-	// acquisition age_ns before, its unlock to come).
+	// The preload's compact records (docs/pthread.md): 1 mutex_held or
+	// mutex_tryheld (an uncontended hold, acquisition hold_ns before), 2
+	// mutex_acquired or mutex_tryacquired (an acquisition age_ns before,
+	// its unlock to come).
 	int compact = 0;
 	int wake_kind = 0;
 	bool raw = false; // sys_enter / sys_exit
@@ -210,9 +211,10 @@ ClassInfo classify(const std::string &n, bool kernel)
 	if (n.compare(0, 8, "pthread:") == 0) {
 		if (n == "pthread:mapping" || n == "pthread:site")
 			c.kind = Kind::PthreadMapping; // not events of the timeline
-		else if (n == "pthread:mutex_held" || n == "pthread:mutex_acquired") {
+		else if (n == "pthread:mutex_held" || n == "pthread:mutex_acquired" ||
+			 n == "pthread:mutex_tryheld" || n == "pthread:mutex_tryacquired") {
 			c.kind = Kind::Pthread;
-			c.compact = n == "pthread:mutex_held" ? 1 : 2;
+			c.compact = n == "pthread:mutex_held" || n == "pthread:mutex_tryheld" ? 1 : 2;
 		} else if (analyze::op_from_name(n.substr(8), &c.op))
 			c.kind = Kind::Pthread;
 		return c;

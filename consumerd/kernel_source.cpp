@@ -210,9 +210,12 @@ std::unique_ptr<Drain> resume_drain(uint32_t slot, SlotState &st, int kfd, const
 {
 	st.resume = false;
 	if (memcmp(uuid, st.resume_uuid, 16) != 0) {
+		// Its sub-trace is made at its first packet: it may have none.
+		const bool made = access(st.resume_dir.c_str(), F_OK) == 0;
 		say(slot, "the previous daemon's kernel buffer is gone (the module cleared the slot): "
 			  "kernel events from its end to now were not recorded; " +
-				  st.resume_dir + " ends there");
+				  (made ? st.resume_dir + " ends there"
+					: "it had written no kernel sub-trace (" + st.resume_dir + ")"));
 		return nullptr;
 	}
 	std::string err;

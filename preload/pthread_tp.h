@@ -82,11 +82,18 @@ STRATA_EVENT(pthread, cond_broadcast, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_SIMP
  *   mutex_acquired  an uncontended acquisition age_ns before this event that
  *                   is still held (emitted before a cond wait on the mutex, or
  *                   before a full mutex_unlock when the hold exceeds 2^32 ns)
+ *   mutex_tryheld, mutex_tryacquired
+ *                   the same for a pthread_mutex_trylock that succeeded
+ *                   (ret 0; a failed try is traced in full, as EBUSY)
  *   site            the caller address of a site id, once per id and
  *                   session (again in a fork child) */
 STRATA_EVENT(pthread, mutex_held, STRATA_LOGLEVEL_DEBUG, strata_hex(uint64_t, lock),
 	     strata_int(uint32_t, site), strata_int(uint32_t, hold_ns))
 STRATA_EVENT(pthread, mutex_acquired, STRATA_LOGLEVEL_DEBUG, strata_hex(uint64_t, lock),
+	     strata_int(uint32_t, site), strata_int(uint64_t, age_ns))
+STRATA_EVENT(pthread, mutex_tryheld, STRATA_LOGLEVEL_DEBUG, strata_hex(uint64_t, lock),
+	     strata_int(uint32_t, site), strata_int(uint32_t, hold_ns))
+STRATA_EVENT(pthread, mutex_tryacquired, STRATA_LOGLEVEL_DEBUG, strata_hex(uint64_t, lock),
 	     strata_int(uint32_t, site), strata_int(uint64_t, age_ns))
 STRATA_EVENT(pthread, site, STRATA_LOGLEVEL_DEBUG, strata_int(uint32_t, id), strata_hex(uint64_t, caller))
 

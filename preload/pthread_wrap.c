@@ -501,6 +501,7 @@ static __attribute__((noinline)) void strata_pt_emit_sites(uint32_t state)
 struct strata_pt_pending {
 	uint64_t lock, t0, seq;
 	uint32_t site;
+	uint32_t try_; /* 1: a pthread_mutex_trylock (mutex_tryheld), 0: a lock */
 };
 static STRATA_PT_TLS struct strata_pt_pending stash[STRATA_PT_STASH];
 static STRATA_PT_TLS uint64_t stash_seq; /* push order: a recursive mutex pops LIFO */
@@ -519,17 +520,21 @@ static void strata_pt_fold_atfork_child(void)
 	__atomic_store_n(&sites_busy, 0, __ATOMIC_RELAXED);
 }
 
-/* Folding applies: the three compact events on, no stacks requested. */
-static inline int strata_pt_fold_on(void)
+/* Folding applies: the kind's two compact events and site on, no stacks
+ * requested.  `try_`: a successful pthread_mutex_trylock. */
+static inline int strata_pt_fold_on(int try_)
 {
-	return strata_tracepoint_enabled(pthread, mutex_held) &&
-	       strata_tracepoint_enabled(pthread, mutex_acquired) &&
+	return (try_ ? strata_tracepoint_enabled(pthread, mutex_tryheld) &&
+				strata_tracepoint_enabled(pthread, mutex_tryacquired)
+		     : strata_tracepoint_enabled(pthread, mutex_held) &&
+				strata_tracepoint_enabled(pthread, mutex_acquired)) &&
 	       strata_tracepoint_enabled(pthread, site) &&
 	       __atomic_load_n(&strata_pt_depth, __ATOMIC_RELAXED) == 0; /* a setting: relaxed */
 }
 
-/* Stash an uncontended acquisition; 0 when it must be traced in full. */
-static int strata_pt_stash_push(const void *lock, uint64_t caller)
+/* Stash an uncontended acquisition (`try_`: by a trylock); 0 when it must
+ * be traced in full. */
+static int strata_pt_stash_push(const void *lock, uint64_t caller, uint32_t try_)
 {
 	/* relaxed: a hint; a stale value only repeats the idempotent dump. */
 	uint32_t st = __atomic_load_n(&STRATA__TP(pthread, site).state, __ATOMIC_RELAXED);
@@ -545,6 +550,7 @@ static int strata_pt_stash_push(const void *lock, uint64_t caller)
 			continue;
 		__atomic_fetch_add(&pending, 1, __ATOMIC_RELAXED);
 		RELAXED_STORE(&stash[i].site, site);
+		RELAXED_STORE(&stash[i].try_, try_);
 		RELAXED_STORE(&stash[i].seq, __atomic_add_fetch(&stash_seq, 1, __ATOMIC_RELAXED));
 		RELAXED_STORE(&stash[i].t0, strata_pt_now());
 		RELAXED_STORE(&stash[i].lock, U64(lock));
@@ -568,6 +574,7 @@ static int strata_pt_stash_pop(const void *lock, struct strata_pt_pending *out)
 			return 0;
 		out->lock = U64(lock);
 		out->site = RELAXED_LOAD(&stash[best].site);
+		out->try_ = RELAXED_LOAD(&stash[best].try_);
 		out->t0 = RELAXED_LOAD(&stash[best].t0);
 		uint64_t expected = U64(lock);
 		/* A handler that took this slot meanwhile (a recursive mutex it
@@ -580,13 +587,22 @@ static int strata_pt_stash_pop(const void *lock, struct strata_pt_pending *out)
 	}
 }
 
+/* A popped acquisition as still held, age_ns ago. */
+static void strata_pt_emit_acquired(const struct strata_pt_pending *p, uint64_t age)
+{
+	if (p->try_)
+		strata_tracepoint(pthread, mutex_tryacquired, p->lock, p->site, age);
+	else
+		strata_tracepoint(pthread, mutex_acquired, p->lock, p->site, age);
+}
+
 /* Emit `lock`'s pending acquisition, if any, as still held (before a cond
  * wait releases it, or before a full unlock). */
 static void strata_pt_flush_acquired(const void *lock, uint64_t now)
 {
 	struct strata_pt_pending p;
 	if (strata_pt_stash_pop(lock, &p))
-		strata_tracepoint(pthread, mutex_acquired, p.lock, p.site, now - p.t0);
+		strata_pt_emit_acquired(&p, now - p.t0);
 }
 
 /* ---- traced paths (out of line: the wrappers' fast path stays a load, a
@@ -722,8 +738,9 @@ static __attribute__((noinline)) int strata_pt_acquire(enum strata_pt_kind k, vo
 		wait = strata_pt_now() - t0;
 		contended = 1;
 	}
-	if (k == PT_MUTEX_LOCK && ret == 0 && !contended && strata_pt_fold_on() &&
-	    (strata_pt_check_maps(caller), strata_pt_stash_push(lock, caller)))
+	const uint32_t try_ = k == PT_MUTEX_TRYLOCK;
+	if ((k == PT_MUTEX_LOCK || try_) && ret == 0 && !contended && strata_pt_fold_on((int)try_) &&
+	    (strata_pt_check_maps(caller), strata_pt_stash_push(lock, caller, try_)))
 		return ret;
 	strata_pt_emit_acq(k, lock, ret, contended, wait, caller);
 	return ret;
@@ -736,10 +753,13 @@ static __attribute__((noinline)) int strata_pt_unlock(int rw, void *lock, uint64
 	if (!rw && RELAXED_LOAD(&pending) && strata_pt_stash_pop(lock, &p)) {
 		uint64_t hold = strata_pt_now() - p.t0;
 		if (hold <= UINT32_MAX) {
-			strata_tracepoint(pthread, mutex_held, p.lock, p.site, (uint32_t)hold);
+			if (p.try_)
+				strata_tracepoint(pthread, mutex_tryheld, p.lock, p.site, (uint32_t)hold);
+			else
+				strata_tracepoint(pthread, mutex_held, p.lock, p.site, (uint32_t)hold);
 			return ret;
 		}
-		strata_tracepoint(pthread, mutex_acquired, p.lock, p.site, hold);
+		strata_pt_emit_acquired(&p, hold);
 	}
 	if (rw)
 		strata_tracepoint(pthread, rwlock_unlock, U64(lock), ret, caller);

@@ -14,7 +14,7 @@ STRATA_PACKAGES=(
   python3-lttnganalyses babeltrace
   socat
   sqlite3
-  memcached
+  memcached libmemcached-tools
 )
 strata_install_deps() {
   local missing=()

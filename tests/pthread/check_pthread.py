@@ -10,6 +10,7 @@ SCENARIO: contend basic fork dlopen signal sigstorm blocker ctor cxx stack pyloc
 """
 import argparse
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -199,6 +200,12 @@ def main():
               sem["holds"] == prog_out["sem_acq"],
               "semaphore: kind, %d failed calls (EAGAIN, ETIMEDOUT twice), holds (%r)" %
               (prog_out["sem_failed"], sem and {k: sem[k] for k in ("kind", "failed", "holds")}))
+        # A successful trylock and its unlock fold into one compact record
+        # (docs/pthread.md): ec's, and rec's innermost (unlocked first).
+        bt = subprocess.run(["babeltrace2", trace], capture_output=True, text=True)
+        tried = {int(x, 16) for x in re.findall(r"pthread:mutex_tryheld: .*?lock = (0x[0-9A-Fa-f]+)", bt.stdout)}
+        check(tried == {int(prog_out["ec"], 16), int(prog_out["rec"], 16)},
+              "mutex_tryheld records for ec and rec (%s)" % sorted(hex(x) for x in tried))
         lk = expect("one-letter global", "m", 1)
         check(lk is not None and lk["symbol"] == "m", "lock named m (not demangled as a type): %r"
               % (lk and lk["symbol"]))
