@@ -457,6 +457,9 @@ void Drain::begin_stream()
 // woken drain with a 100 us slice preempts the traced program on its CPU
 // at each packet: on the 2-CPU VM a short run's program lost about 1 ms of
 // its wall to it (docs/benchmarks.md, "A short run's fresh pages").
+// Sets sched_taken_ only: the driver running the drain applies it (run():
+// this thread, from now to the drain's end; the multiplexer: the worker of
+// each later turn, drain_pool.h).
 void Drain::take_scheduling()
 {
 	if (sched_taken_)
@@ -465,7 +468,6 @@ void Drain::take_scheduling()
 	for (uint32_t lane = 0; lane < n_lanes_; lane++)
 		if (reader_->lane_position(lane) >= stride || reader_->lane_backlog(lane) >= stride / 2) {
 			sched_taken_ = true;
-			sched_ = stream_scheduling();
 			return;
 		}
 }
@@ -775,8 +777,13 @@ bool Drain::multiplexable() const
 SchedChange Drain::run()
 {
 	StepWait w;
+	bool applied = false;
 	for (;;) {
 		const StepResult r = step(&w);
+		if (sched_taken_ && !applied) {
+			applied = true;
+			sched_ = stream_scheduling();
+		}
 		if (r == StepResult::kDone)
 			return sched_;
 		if (r == StepResult::kWait)

@@ -174,6 +174,7 @@ private:
 	SchedChange run_job() override { return run(); }
 	StepResult step(StepWait *w) override;
 	bool multiplexable() const override;
+	bool streaming() const override { return sched_taken_; }
 	void release() override;
 	bool released() const override { return stage() == Stage::Released; }
 	SchedChange run();
@@ -219,7 +220,7 @@ private:
 	uint8_t *batch_ = nullptr; // packets copied out of the ring, one write's worth: the
 				   // drain thread's buffer (prepare_batch)
 	size_t batch_cap_ = 0;
-	SchedChange sched_; // drain thread: what take_scheduling changed (undone by the pool)
+	SchedChange sched_; // run(): what it took for sched_taken_ (undone by the pool)
 	bool nothing_recorded() const;
 	// known_: appended by the drain thread (share_events), copied out by
 	// known_events(), both under known_mu_; shared_n_: drain thread only.
@@ -235,7 +236,7 @@ private:
 	void prepare_batch(bool refresh);
 	void begin_stream();
 	void take_scheduling();
-	bool sched_taken_ = false; // take_scheduling did (drain thread)
+	bool sched_taken_ = false; // the streaming scheduling wanted (take_scheduling; drain thread)
 	// A busy writer's first lap (populate_ahead): drain thread only.
 	bool populate_ahead();
 	bool ahead_done_ = false;  // every lane past lap 0 or the buffer not ours to populate
