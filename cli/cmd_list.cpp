@@ -3,7 +3,10 @@
  * registered with the daemon and are still running, and who is on each:
  * the active sessions whose rules record it, and the probes of the process
  * on it (its probe report, abi/strata_probe_report.h, read through
- * /proc/PID/fd; docs/probes.md, "Who is on a tracepoint").
+ * /proc/PID/fd; docs/probes.md, "Who is on a tracepoint").  A daemon that
+ * speaks version 7 marks each process (proto::ListEntry::probes): only
+ * those that have a report, or that it cannot vouch for, are read (10,000
+ * live processes: a few hundred microseconds, not 20-30 us each).
  */
 #include <atomic>
 #include <cstdio>
@@ -163,17 +166,24 @@ int strata_cmd_list(int argc, char **argv)
 		return cli::kFail;
 	const auto sessions = std::get<proto::StatusReply>(ans.body).sessions;
 	std::map<uint32_t, std::pair<std::vector<ProbeOn>, bool>> probes;
+	const std::pair<std::vector<ProbeOn>, bool> none({}, true);
 	printf("%-8s %-16s %-40s %-9s %s\n", "PID", "PROCESS", "TRACEPOINT", "LOGLEVEL", "ON");
 	for (const proto::ListEntry &e : entries) {
-		auto it = probes.find(e.pid);
-		if (it == probes.end()) {
-			bool readable = true;
-			std::vector<ProbeOn> p = probes_of(e.pid, &readable);
-			it = probes.emplace(e.pid, std::make_pair(std::move(p), readable)).first;
+		// Read only where the daemon does not vouch for "no report" (a
+		// reply below version 7 marks every process unknown).
+		const std::pair<std::vector<ProbeOn>, bool> *on = &none;
+		if (e.probes != proto::kProbesNone) {
+			auto it = probes.find(e.pid);
+			if (it == probes.end()) {
+				bool readable = true;
+				std::vector<ProbeOn> p = probes_of(e.pid, &readable);
+				it = probes.emplace(e.pid, std::make_pair(std::move(p), readable)).first;
+			}
+			on = &it->second;
 		}
 		printf("%-8u %-16s %-40s %-9s %s\n", e.pid, cli::escaped(e.comm).c_str(),
 		       cli::escaped(e.event).c_str(), cli::loglevel_name(e.loglevel),
-		       who_is_on(e, sessions, it->second.first, it->second.second).c_str());
+		       who_is_on(e, sessions, on->first, on->second).c_str());
 	}
 	return cli::kOk;
 }

@@ -87,8 +87,12 @@ void Daemon::do_list(Conn &c, const proto::Message &msg)
 		const Proc &p = kv.second;
 		if (c.cred.uid != 0 && p.uid != c.cred.uid)
 			continue;
+		const uint32_t probes = p.probes         ? proto::kProbesMarked
+					: p.tells_probes ? proto::kProbesNone
+							 : proto::kProbesUnknown;
 		for (const auto &e : p.events)
-			lr.entries.push_back({static_cast<uint32_t>(p.pid), p.comm, e.name, e.loglevel});
+			lr.entries.push_back(
+				{static_cast<uint32_t>(p.pid), p.comm, e.name, e.loglevel, probes});
 	}
 	send(c, msg.seq, lr);
 }

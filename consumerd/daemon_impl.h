@@ -160,6 +160,7 @@ private:
 
 	// procs.cpp: a process's messages.
 	void do_register(Conn &c, const proto::Message &m);
+	void note_probes(Conn &c, const proto::Register &m);
 	void grant_sessions(Conn &c, const Proc &p, proto::RegisterReply &rr);
 	void table_registered(Conn &c, Proc &p, uint64_t gen);
 	void do_buffer(Conn &c, const proto::Message &m);

@@ -45,6 +45,13 @@ struct Proc {
 	// It exited before its REGISTER was read (pidfd_open: ESRCH; it waits
 	// for no answer): its drains end when its connection does (drop).
 	bool gone = false;
+	// Probe marks (docs/probes.md, "Who is on a tracepoint"): it said it
+	// has a probe report (kRegisterProbes; only ever set: its REGISTERs
+	// may be read out of order), and its REGISTER that listed its events
+	// came over a version 7 connection, so it would have said so.  LIST
+	// says which (proto::kProbes*).
+	bool probes = false;
+	bool tells_probes = false;
 	std::vector<Drain *> drains;
 };
 

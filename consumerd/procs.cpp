@@ -62,6 +62,10 @@ void Daemon::do_register(Conn &c, const proto::Message &msg)
 			      " not supported (daemon: " + std::to_string(STRATA_ABI_MAJOR) + ")");
 		return;
 	}
+	if (m.flags & proto::kRegisterNote) {
+		note_probes(c, m);
+		return;
+	}
 	c.registered = true;
 	const pid_t pid = c.cred.pid;
 	// The peer's credentials, not the payload's, decide (the payload's pid
@@ -71,8 +75,14 @@ void Daemon::do_register(Conn &c, const proto::Message &msg)
 	p->vpid = static_cast<pid_t>(m.pid);
 	if (p->date.empty())
 		p->date = local_timestamp();
-	if (!m.events.empty() || p->events.empty()) // a re-query from a signal handler lists none
+	if (!m.events.empty() || p->events.empty()) { // a re-query from a signal handler lists none
 		p->events = m.events;
+		// What LIST shows and whether its probes mark can be believed
+		// come from the same REGISTER: an exec'd older image tells nothing.
+		p->tells_probes = c.version >= proto::kMarksVersion;
+	}
+	if (m.flags & proto::kRegisterProbes)
+		p->probes = true;
 	// Only ever set: REGISTERs of one process may be read out of order (a
 	// table join's, queued on the quiet socket, after the round trip tp-async
 	// made next on the socket itself), and a process never stops catching
@@ -108,6 +118,24 @@ void Daemon::do_register(Conn &c, const proto::Message &msg)
 	grant_sessions(c, *p, rr);
 	// The clock page travels with the answer (SCM_RIGHTS), read-only.
 	send(c, seq, rr, clock_page_ ? clock_page_->fd() : -1);
+}
+
+// REGISTER(kRegisterNote | kRegisterProbes): the process made its probe
+// report after it registered (libtrace/control/sync_query.cpp, note_probes).
+// The peer's credentials name the process, which only marks itself; its
+// record is made if this note was read before its REGISTER (they travel on
+// different connections), and nothing else is answered, joined or counted.
+void Daemon::note_probes(Conn &c, const proto::Register &m)
+{
+	Proc &p = proc_for(c.cred.pid, c.cred.uid);
+	if (p.gone && p.drains.empty() && p.events.empty()) {
+		procs_.erase(p.pidfd); // exited already: nothing to list
+		return;
+	}
+	if (p.comm.empty())
+		p.comm = m.comm;
+	p.probes = true;
+	VLOG("pid %d (%s) has a probe report", c.cred.pid, p.comm.c_str());
 }
 
 // A state query's answer: the active sessions open to the process, with the

@@ -30,6 +30,11 @@
  *     HELLO, REGISTER(kRegisterTable | kRegisterHandoff, generation),
  *       BUFFER(slot, session id) + memfd ---->   (one send; no answer)
  *
+ * And when the process has a probe report the daemon may not know of
+ * ("Probe marks" below; docs/control-protocol.md), on a connection of its own:
+ *     HELLO(7..7), REGISTER(kRegisterNote | kRegisterProbes) ---->  (no answer)
+ *   (a join from a version 7 table says kRegisterProbes on its REGISTER instead)
+ *
  * The process does not wait for BUFFER's answer: the daemon validates and
  * maps the buffer on its own time, and reads every BUFFER already sent
  * before it stops a session (conn.cpp, serve_pending), so the wait bought
@@ -184,6 +189,105 @@ const char *err_text(int e)
 	return buf;
 }
 
+// ---- Probe marks (docs/probes.md, "Who is on a tracepoint") -------------
+//
+// `strata list` reads a process's probe report (abi/strata_probe_report.h)
+// only if the daemon says it has one, so the process tells it: with
+// kRegisterProbes on a REGISTER in a version 7 header (a join from a table
+// written by a daemon that speaks 7), else with a note (proto.h,
+// kRegisterNote) on a connection of its own, no answer awaited.
+//
+// Contract.  Roles: the runtime's report hook (on_report_made: thread
+// context, the thread that registered a probe, once per pid) and the
+// queries (holder of g_busy, maybe a signal handler) after each REGISTER
+// (registered_with).  The report exists once g_has_report is true; the
+// daemon last registered with is g_reg.  Each side stores its own word and
+// then loads the other's, all seq_cst: whichever comes second in that order
+// sees both and sends the note (both may: a second note is harmless), so a
+// report made while a REGISTER without the flag is under way is never left
+// untold.  g_told (relaxed: it only spares a repeated note) names the
+// daemon told last.  The hook writes its own buffer; a query writes s.out.
+std::atomic<bool> g_has_report{false};
+// Bit 0: set; bit 1: the path index; bit 2: the daemon speaks below
+// version 7 (told nothing); bits 32..63: its pid, 0 unknown (the module path).
+std::atomic<uint64_t> g_reg{0};
+std::atomic<uint32_t> g_told{0};
+
+// connect_unix to path i's quiet socket (proto.h, kQuietSuffix), else to
+// the socket itself (an older daemon has no quiet socket, or its queue is full).
+int connect_quiet_first(int i, int64_t dl)
+{
+	const State &s = g_state;
+	int fd = -1;
+	char quiet[kPathMax];
+	const size_t n = strlen(s.paths[i]), k = strlen(proto::kQuietSuffix);
+	if (n + k < sizeof quiet) {
+		memcpy(quiet, s.paths[i], n);
+		memcpy(quiet + n, proto::kQuietSuffix, k + 1);
+		fd = proto::connect_unix(quiet, dl);
+	}
+	return fd >= 0 ? fd : proto::connect_unix(s.paths[i], dl);
+}
+
+// The note: HELLO(7..7) and REGISTER(kRegisterNote | kRegisterProbes), one
+// send to path i's daemon, encoded into buf.  The quiet socket first: a
+// controller's command reads its queue before it answers, so a `strata
+// list` that runs after this returned sees the mark.  0 or -errno.
+// Async-signal-safe.
+int send_note(uint8_t *buf, size_t cap, int i)
+{
+	const State &s = g_state;
+	const int64_t dl = s.timeout_ms > 0 ? -s.timeout_ms : 0;
+	Writer w(buf, cap);
+	w.version = proto::kMarksVersion;
+	proto::pc::encode_hello(w, 1);
+	Writer rw(buf + w.len, cap - w.len);
+	rw.version = proto::kMarksVersion;
+	proto::pc::encode_register(rw, 2, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getuid()),
+				   proto::kRegisterNote | proto::kRegisterProbes, 0, s.comm,
+				   strata_rt_event_name, 0);
+	if (!w.ok || !rw.ok)
+		return -EMSGSIZE;
+	const int fd = connect_quiet_first(i, dl);
+	if (fd < 0)
+		return fd;
+	const int r = proto::send_all(fd, buf, w.len + rw.len, -1, dl);
+	close(fd);
+	return r < 0 ? r : 0;
+}
+
+// The runtime's report hook (strata_rt_set_probe_report_hook).
+void on_report_made()
+{
+	g_has_report.store(true, std::memory_order_seq_cst);
+	const uint64_t reg = g_reg.load(std::memory_order_seq_cst);
+	if (!(reg & 1) || (reg & 4))
+		return;          // no daemon yet (its REGISTER will say), or one that cannot hear
+	static uint8_t buf[512]; // once per pid: one caller
+	if (send_note(buf, sizeof buf, static_cast<int>((reg >> 1) & 1)) == 0)
+		g_told.store(static_cast<uint32_t>(reg >> 32), std::memory_order_relaxed);
+}
+
+// A query's REGISTER left for path i's daemon (its pid, 0 unknown; old: it
+// speaks below version 7), with kRegisterProbes or without (flagged): the
+// note follows if the report exists and the daemon may not know.  Holder
+// of g_busy (s.out is free: what it held was sent).
+void registered_with(int i, uint32_t daemon_pid, bool old, bool flagged)
+{
+	const uint64_t reg = 1u | (static_cast<uint64_t>(i & 1) << 1) | (old ? 4u : 0u) |
+			     (static_cast<uint64_t>(daemon_pid) << 32);
+	g_reg.store(reg, std::memory_order_seq_cst);
+	if (flagged) {
+		g_told.store(daemon_pid, std::memory_order_relaxed);
+		return;
+	}
+	if (old || !g_has_report.load(std::memory_order_seq_cst) ||
+	    (daemon_pid && g_told.load(std::memory_order_relaxed) == daemon_pid))
+		return;
+	if (send_note(g_state.out, sizeof(g_state.out), i) == 0)
+		g_told.store(daemon_pid, std::memory_order_relaxed);
+}
+
 // Thread context only (getenv): fills what the handler reads.
 void init()
 {
@@ -202,6 +306,8 @@ void init()
 			s.timeout_ms = v;
 	}
 	g_ready.store(1, std::memory_order_release);
+	if (strata_rt_set_probe_report_hook(on_report_made))
+		g_has_report.store(true, std::memory_order_seq_cst); // made before we were here
 }
 
 // Send the message in s.out (w.len bytes), receive the answer into s.in.
@@ -577,9 +683,10 @@ int join_lazy(unsigned slot, const struct strata_channel_config *cfg, const uint
 // grant table"; docs/ring-buffer.md, "A buffer at the first event").  The
 // daemon checks each BUFFER against its sessions and signals an
 // asynchronous process whose table was stale.  Returns the joins.
-int table_join(int fd, int path, uint64_t gen, bool list_events, int64_t dl)
+int table_join(int fd, int path, const proto::pc::TableInfo &t, bool list_events, int64_t dl)
 {
 	State &s = g_state;
+	const uint64_t gen = t.gen;
 	const uint32_t n = s.grants.n;
 	int joined = 0;
 	for (uint32_t i = 0; i < n; i++) {
@@ -593,14 +700,22 @@ int table_join(int fd, int path, uint64_t gen, bool list_events, int64_t dl)
 		strata_rt_quiesce(); // armed before the daemon hears of it
 	stage("slots");
 	Writer w(s.out, sizeof(s.out));
-	w.version = 4;
-	int r = encode_hello_register(w, proto::kRegisterTable | (s.signo ? proto::kRegisterAsync : 0),
+	// A daemon that speaks version 7 hears it (it then believes our probe
+	// mark, kRegisterProbes, or its absence); an older one, version 4.
+	const bool marks = t.version >= proto::kMarksVersion;
+	w.version = marks ? proto::kMarksVersion : 4;
+	const bool flagged = marks && g_has_report.load(std::memory_order_seq_cst);
+	int r = encode_hello_register(w,
+				      proto::kRegisterTable | (s.signo ? proto::kRegisterAsync : 0) |
+					      (flagged ? proto::kRegisterProbes : 0),
 				      list_events, gen)
 			? 0
 			: -EMSGSIZE;
 	if (r == 0)
 		r = proto::send_all(fd, s.out, w.len, -1, dl);
 	stage("sendmsg");
+	if (r == 0)
+		registered_with(path, t.daemon_pid, !marks, flagged);
 	if (r < 0) { // the daemon would refuse our buffers: join nothing
 		say("cannot register with the consumer daemon: ", err_text(r));
 		for (uint32_t i = 0; i < n; i++)
@@ -827,21 +942,12 @@ bool join_from_table(int i, bool list_events, int64_t dl, int *joined)
 	stage("table");
 	if (table.version >= proto::kAggVersion)
 		g_daemon_agg.store(true, std::memory_order_relaxed);
-	int fd = -1;
-	char quiet[kPathMax];
-	const size_t n = strlen(s.paths[i]), k = strlen(proto::kQuietSuffix);
-	if (n + k < sizeof quiet) {
-		memcpy(quiet, s.paths[i], n);
-		memcpy(quiet + n, proto::kQuietSuffix, k + 1);
-		fd = proto::connect_unix(quiet, dl);
-	}
-	if (fd < 0) // no quiet socket (an older daemon), or its queue is full
-		fd = proto::connect_unix(s.paths[i], dl);
+	int fd = connect_quiet_first(i, dl);
 	stage("connect");
 	if (fd >= 0 && table_clock(table)) {
 		g_no_daemon = false;
 		stage("clock page");
-		*joined = table_join(fd, i, table.gen, list_events, dl);
+		*joined = table_join(fd, i, table, list_events, dl);
 		close(fd);
 		stage("closed");
 		return true;
@@ -856,7 +962,7 @@ bool join_from_table(int i, bool list_events, int64_t dl, int *joined)
 // send: the daemon answers in order, so start-up waits for one round trip
 // less (a HELLO it refuses is answered with an error and the connection
 // closed, REGISTER unread).
-int hello_register(int fd, bool list_events, int64_t dl)
+int hello_register(int fd, bool list_events, int64_t dl, uint16_t *version_out, uint32_t *daemon_pid)
 {
 	State &s = g_state;
 	char text[256];
@@ -867,8 +973,9 @@ int hello_register(int fd, bool list_events, int64_t dl)
 	s.seq = register_seq - 1; // the first answer is HELLO's
 	int r = exchange(fd, w, -1, proto::Type::HelloReply, dl, &len, text, sizeof(text));
 	uint16_t version = 0;
-	if (r > 0 && !proto::pc::parse_hello_reply(s.in + proto::kHeaderSize, len, &version))
+	if (r > 0 && !proto::pc::parse_hello_reply(s.in + proto::kHeaderSize, len, &version, daemon_pid))
 		r = -EPROTO;
+	*version_out = version;
 	s.seq = register_seq;
 	if (r > 0) {
 		w.len = 0;        // sent already: only receive
@@ -936,25 +1043,30 @@ int query_once(bool list_events)
 	bool fresh = list_events; // the constructor's query, nothing joined yet
 	for (unsigned i = 0; i < proto::kMaxSlots && fresh; i++)
 		fresh = !s.joined[i];
-	int fd = -1, joined = 0;
+	int fd = -1, joined = 0, path = 0;
 	for (int i = 0; i < s.n_paths && fd < 0; i++) {
 		if (access(s.paths[i], F_OK) != 0 && errno == ENOENT)
 			continue;
 		if (fresh && join_from_table(i, list_events, dl, &joined))
 			return joined;
 		fd = proto::connect_unix(s.paths[i], dl);
+		path = i;
 	}
 	g_no_daemon = fd < 0;
 	if (fd < 0)
 		return 0; // no daemon: tracing stays off, silently (or early, below)
 	stage("connect");
 	dl = proto::resolve_deadline(dl); // the round trip: one bound for the whole exchange
-	const int r = hello_register(fd, list_events, dl);
+	uint16_t version = 0;
+	uint32_t daemon_pid = 0;
+	const int r = hello_register(fd, list_events, dl, &version, &daemon_pid);
 	if (r < 0) {
 		close(fd);
 		return r;
 	}
 	stage("answers");
+	// Its REGISTER went before we knew the daemon's version: never flagged.
+	registered_with(path, daemon_pid, version < proto::kMarksVersion, false);
 	joined = apply_grants(fd, dl);
 	fd = agg_settle(fd, dl);
 	if (fd >= 0)
@@ -1091,10 +1203,14 @@ int kmod_query_once(bool list_events)
 	kmod_link_ack(gen);
 	g_no_daemon = false;
 	if (list_events) { // tell a daemon our events (LIST); buffers go later, at first events
-		int a = -ENOENT;
-		for (int i = 0; i < s.n_paths && (a == -ENOENT || a == -ECONNREFUSED); i++)
+		int a = -ENOENT, i = 0;
+		for (; i < s.n_paths && (a == -ENOENT || a == -ECONNREFUSED); i++)
 			a = to_daemon(s.paths[i], true, -1, -1, dl);
 		g_no_daemon = a == -ENOENT || a == -ECONNREFUSED;
+		// Its version unknown (no answer read): a note, which an older
+		// daemon refuses at its HELLO, when we have a report.
+		if (a == 0)
+			registered_with(i - 1, 0, false, false);
 	}
 	return joined;
 }
@@ -1204,6 +1320,11 @@ extern "C" int strata_ctl_fork_child(void)
 	g_again.store(0, std::memory_order_relaxed);
 	for (AggSlot &a : g_agg) // the regions are the child's (agg.cpp), unknown to the daemon
 		a.session_id = 0;
+	// The child is a process of its own to the daemon, and has no report
+	// of its own until its first probe change (probe_report.cpp).
+	g_has_report.store(false, std::memory_order_seq_cst);
+	g_reg.store(0, std::memory_order_seq_cst);
+	g_told.store(0, std::memory_order_relaxed);
 	if (g_ack_fd >= 0)
 		close(g_ack_fd);
 	g_ack_fd = -1;

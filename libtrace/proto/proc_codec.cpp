@@ -57,7 +57,7 @@ bool encode_hello(Writer &w, uint32_t seq)
 {
 	w.begin(Type::Hello, seq);
 	w.u16(w.version); // libstrata needs nothing of versions 2, 3 and 5
-	w.u16(w.version == kProcessVersion ? kAggVersion : w.version);
+	w.u16(w.version == kProcessVersion ? kProcessMaxVersion : w.version);
 	w.u32(static_cast<uint32_t>(Role::Process));
 	w.str("libstrata");
 	return w.end();
@@ -214,7 +214,7 @@ bool parse_header(const uint8_t h[kHeaderSize], size_t max_payload, Header *out)
 	out->length = r.u32();
 	out->seq = r.u32();
 	return r.ok && out->magic == kMagic && out->version >= kProcessVersion &&
-	       out->version <= kAggVersion && out->type >= 1 && out->type <= kTypeMaxV1 &&
+	       out->version <= kProcessMaxVersion && out->type >= 1 && out->type <= kTypeMaxV1 &&
 	       out->length <= max_payload && out->length <= kMaxPayload;
 }
 
@@ -281,11 +281,13 @@ bool parse_reply(const uint8_t *payload, size_t n, int32_t *status, char *text, 
 	return true;
 }
 
-bool parse_hello_reply(const uint8_t *payload, size_t n, uint16_t *version)
+bool parse_hello_reply(const uint8_t *payload, size_t n, uint16_t *version, uint32_t *server_pid)
 {
 	Reader r{payload, n};
 	*version = static_cast<uint16_t>(r.get(2));
-	r.u32();
+	const uint32_t pid = r.u32();
+	if (server_pid)
+		*server_pid = pid;
 	return r.done();
 }
 

@@ -42,9 +42,10 @@ struct Writer {
 	bool end();
 };
 
-// HELLO as a process: versions w.version..kAggVersion when w.version is 1
-// (a state query: the daemon answers a version 6 one with the grants'
-// aggregations), w.version only otherwise (4: a grant table's join).
+// HELLO as a process: versions w.version..kProcessMaxVersion when w.version
+// is 1 (a state query: the daemon answers a version 6 one with the grants'
+// aggregations, and a version 7 one knows the process tells its probe
+// report), w.version only otherwise (4 or 7: a grant table's join, 7: a note).
 bool encode_hello(Writer &w, uint32_t seq);
 // REGISTER.  Events 0..n_events-1 are read through event_name (the
 // signature of strata_rt_event_name); as many as fit are sent.  table_gen
@@ -58,7 +59,7 @@ bool encode_buffer(Writer &w, uint32_t seq, uint32_t slot, int32_t status, uint6
 // to a daemon that chose it); the memfd goes with it as SCM_RIGHTS.
 bool encode_agg_region(Writer &w, uint32_t seq, uint32_t slot, uint64_t session_id);
 
-// A checked header: magic, version 1..kAggVersion (what the daemon chose of
+// A checked header: magic, version 1..kProcessMaxVersion (what the daemon chose of
 // our HELLO's range), type 1..16, length <= max_payload.
 bool parse_header(const uint8_t h[kHeaderSize], size_t max_payload, Header *out);
 
@@ -80,7 +81,7 @@ struct Grants {
 // `version`: the header's (a grant's aggregation is read from version 6).
 bool parse_register_reply(const uint8_t *payload, size_t n, uint16_t version, Grants *out);
 bool parse_reply(const uint8_t *payload, size_t n, int32_t *status, char *text, size_t cap);
-bool parse_hello_reply(const uint8_t *payload, size_t n, uint16_t *version);
+bool parse_hello_reply(const uint8_t *payload, size_t n, uint16_t *version, uint32_t *server_pid = nullptr);
 // A grant table's bytes (proto.h, kTableMagic): true, with its generation,
 // its writer's version and grants, only if it is whole, valid, of this buffer ABI, written by a
 // daemon that speaks version 4, and answers without the daemon (no kTableAsk).

@@ -217,8 +217,13 @@ template <class A> void io(A &a, Register &m)
 	a.u32(m.abi_minor);
 	a.u32(m.flags);
 	a.u32(m.signo);
-	a.check(m.flags <= (kRegisterAsync | kRegisterModule | kRegisterTable | kRegisterHandoff),
+	a.check(m.flags <= (kRegisterAsync | kRegisterModule | kRegisterTable | kRegisterHandoff |
+			    kRegisterProbes | kRegisterNote),
 		"register: unknown flags");
+	a.check(!(m.flags & (kRegisterProbes | kRegisterNote)) || a.version >= kMarksVersion,
+		"register: the probe flags need protocol version 7");
+	a.check(!(m.flags & kRegisterNote) || m.flags == (kRegisterNote | kRegisterProbes),
+		"register: a note says kRegisterProbes and nothing else");
 	a.check(!(m.flags & kRegisterHandoff) || (m.flags & kRegisterTable),
 		"register: hand-off without the table flag");
 	a.check(!(m.flags & kRegisterTable) || a.version >= 4,
@@ -314,6 +319,10 @@ template <class A> void io(A &a, ListReply &m)
 		a.str(e.comm, kMaxName);
 		a.str(e.event, 2 * kMaxName + 1);
 		a.u32(e.loglevel);
+		if (a.version >= kMarksVersion) {
+			a.u32(e.probes);
+			a.check(e.probes <= kProbesUnknown, "list: unknown probes mark");
+		}
 	});
 }
 template <class A> void io(A &a, Status &m)

@@ -45,10 +45,16 @@ constexpr uint32_t kMagic = 0x4c435453u; // "STCL" little-endian
 // filter, AGG_REGION (a process hands the daemon its region's memfd) and
 // AGG_FETCH (a controller gets the regions of a session, one per request).
 // Both new types are refused in a header below version 6.
-constexpr uint16_t kVersion = 6;
-constexpr uint16_t kAggVersion = 6; // what aggregation sessions need
+// Version 7 adds the probe marks (docs/probes.md, "Who is on a
+// tracepoint"): REGISTER's kRegisterProbes and kRegisterNote, and
+// LIST_REPLY's per-entry probes mark, so that `strata list` reads the
+// probe report only of the processes that have one.
+constexpr uint16_t kVersion = 7;
+constexpr uint16_t kAggVersion = 6;   // what aggregation sessions need
+constexpr uint16_t kMarksVersion = 7; // what the probe marks need
 constexpr uint16_t kMinVersion = 1;
-constexpr uint16_t kProcessVersion = 1; // what libstrata speaks (proc_codec)
+constexpr uint16_t kProcessVersion = 1;    // what libstrata speaks (proc_codec)
+constexpr uint16_t kProcessMaxVersion = 7; // the newest libstrata offers and reads
 constexpr size_t kHeaderSize = 16;
 constexpr size_t kMaxPayload = 1u << 20; // 1 MiB: far above any real message
 // A daemon's LIST and STATUS replies grow with the live processes (a LIST
@@ -182,6 +188,18 @@ constexpr uint32_t kRegisterTable = 4;
 // event"); its BUFFER follows, nothing is answered, nothing is counted as
 // a join and a stale table_gen signals nothing (the join did).
 constexpr uint32_t kRegisterHandoff = 8;
+// Register.flags (version 7 header): this process has a probe report
+// (abi/strata_probe_report.h): `strata list` reads it.  Only ever set in
+// the daemon's record of the process.
+constexpr uint32_t kRegisterProbes = 16;
+// Register.flags (version 7 header, with kRegisterProbes and nothing else
+// but it): not a registration but a note for the daemon's record of the
+// process (made if unknown yet): nothing is answered, joined or counted,
+// and nothing else of the record changes but the mark (and an unknown
+// process's comm).  Sent alone on a connection of its own, after a HELLO
+// of versions 7..7 (an older daemon refuses the HELLO, reads nothing else
+// and closes): docs/control-protocol.md, "Probe marks".
+constexpr uint32_t kRegisterNote = 32;
 
 // The grant table: per uid, what a REGISTER_REPLY to a process of that uid
 // would grant, in the file <socket>.grants.<uid> (mode 0400, owned by that
@@ -208,7 +226,7 @@ constexpr const char *kQuietSuffix = ".quiet";
 struct Register {
 	uint32_t pid = 0, uid = 0;
 	uint32_t abi_major = 0, abi_minor = 0;
-	uint32_t flags = 0; // kRegisterAsync | kRegisterModule | kRegisterTable
+	uint32_t flags = 0; // kRegister* flags
 	uint32_t signo = 0; // with kRegisterAsync: the signal to send, 1..64
 	std::string comm;
 	std::vector<EventName> events; // tracepoints registered so far (for LIST)
@@ -273,11 +291,17 @@ struct Destroy {
 	std::string session;
 };
 struct List {};
+// ListEntry.probes (version 7): what the daemon knows of the process's
+// probe report.  A reply below version 7 carries none: read as kProbesUnknown.
+constexpr uint32_t kProbesNone = 0;    // it tells its report (version 7) and has none
+constexpr uint32_t kProbesMarked = 1;  // it said it has one (kRegisterProbes)
+constexpr uint32_t kProbesUnknown = 2; // an older libstrata, or an older table: read to know
 struct ListEntry {
 	uint32_t pid = 0;
 	std::string comm;
 	std::string event;
 	uint32_t loglevel = 0;
+	uint32_t probes = kProbesUnknown; // version 7
 };
 struct ListReply {
 	std::vector<ListEntry> entries;

@@ -12,7 +12,9 @@
  * writes the report under g_report_mu, only if its snapshot is newer than
  * the one written (two threads may finish in either order).  The reader is
  * another process (docs/probes.md, "Who is on a tracepoint"); the seqlock
- * on `seq` is in the ABI header.
+ * on `seq` is in the ABI header.  The call that makes the report runs the
+ * control plane's report hook (strata_rt_set_probe_report_hook) after it
+ * released g_report_mu: once per pid, since the report is made once per pid.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -33,6 +35,7 @@ pthread_mutex_t g_report_mu = PTHREAD_MUTEX_INITIALIZER;
 strata_probe_report *g_report; // under g_report_mu
 pid_t g_report_pid;            // the process that made g_report
 uint64_t g_written_gen;        // the snapshot generation in it
+strata_rt_report_hook g_hook;  // under g_report_mu
 
 // The report's memfd, mapped; in a forked child a new one (the inherited
 // mapping is its parent's).  nullptr if it cannot be made (then no report:
@@ -110,7 +113,9 @@ void probe_report_sync()
 	}
 	pthread_once(&g_atfork_once, install_atfork);
 	pthread_mutex_lock(&g_report_mu);
+	const bool existed = g_report && g_report_pid == getpid();
 	strata_probe_report *r = report_region();
+	const strata_rt_report_hook hook = !existed && r ? g_hook : nullptr;
 	if (r && gen > g_written_gen) {
 		g_written_gen = gen;
 		const uint32_t seq = __atomic_load_n(&r->seq, __ATOMIC_RELAXED); // only we write it
@@ -126,6 +131,19 @@ void probe_report_sync()
 		__atomic_store_n(&r->seq, seq + 2, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&g_report_mu);
+	if (hook) // the report is readable now: `strata list` finds what it was told of
+		hook();
 }
 
 } // namespace strata
+
+int strata_rt_set_probe_report_hook(strata_rt_report_hook hook)
+{
+	using namespace strata;
+	pthread_once(&g_atfork_once, install_atfork);
+	pthread_mutex_lock(&g_report_mu);
+	g_hook = hook;
+	const bool exists = g_report && g_report_pid == getpid();
+	pthread_mutex_unlock(&g_report_mu);
+	return exists ? 1 : 0;
+}

@@ -140,6 +140,19 @@ void strata_rt_set_fork_child_hook(strata_rt_fork_hook hook);
 typedef void (*strata_rt_change_hook)(void);
 void strata_rt_set_change_hook(strata_rt_change_hook hook);
 
+/*
+ * The probe report (abi/strata_probe_report.h): `hook` runs once per
+ * process (per pid: a forked child makes its own report) right after the
+ * report is made, in the thread that registered or unregistered a probe
+ * (thread context, no runtime lock held), so that the control plane can
+ * tell the daemon (docs/probes.md, "Who is on a tracepoint").  One hook;
+ * the last one set wins.  Returns 1 if this process's report exists
+ * already (the hook will not run for it: the caller tells now), else 0.
+ * Internal to libstrata: not exported.
+ */
+typedef void (*strata_rt_report_hook)(void);
+int strata_rt_set_probe_report_hook(strata_rt_report_hook hook);
+
 /* Counters of the runtime's own health (for `strata status` and tests):
  * broken invariants met (each one also warned once on stderr) and
  * tracepoints rejected at registration (bad magic, version or fields). */

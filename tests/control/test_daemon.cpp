@@ -2,7 +2,7 @@
  * test_daemon.cpp - strata-consumerd over a real socket: session
  * lifecycle and its errors, ownership by uid, hostile peers (garbage,
  * wrong role, fake buffers), the 16-slot limit, clean SIGTERM shutdown, and
- * the torn-file repair (--repair).
+ * the torn-file repair (--repair), the probe marks LIST gives.
  */
 #include "daemon_fixture.h"
 
@@ -204,7 +204,8 @@ TEST(Daemon, HostilePeersAreAnsweredAndDropped)
 	{
 		int fd = proto::connect_unix(d.socket, proto::now_ms() + 2000);
 		ASSERT_GE(fd, 0);
-		proto::Message req{1, proto::Hello{7, 9, 2, "future"}}, ans;
+		proto::Message req{1, proto::Hello{proto::kVersion + 1, proto::kVersion + 3, 2, "future"}},
+			ans;
 		ASSERT_EQ(proto::request(fd, req, ans, proto::now_ms() + 2000, err), 0) << err;
 		EXPECT_EQ(std::get<proto::Reply>(ans.body).status, -EPROTONOSUPPORT);
 		close(fd);
@@ -483,4 +484,151 @@ TEST(Daemon, AggregationSessionsAndTheirRegions)
 	EXPECT_EQ(st[0].aggregate, c.aggregate);
 	EXPECT_EQ(st[0].agg_regions, 1u);
 	close(fd);
+}
+
+namespace {
+// The probes mark LIST gives the entries of `pid` (-1: not listed).
+int mark_of(CtlClient &ctl, pid_t pid)
+{
+	proto::Message lst;
+	std::string err;
+	if (ctl.call(proto::List{}, lst, err) != 0 || lst.type() != proto::Type::ListReply)
+		return -2;
+	int mark = -1;
+	for (const proto::ListEntry &e : std::get<proto::ListReply>(lst.body).entries)
+		if (e.pid == static_cast<uint32_t>(pid))
+			mark = static_cast<int>(e.probes);
+	return mark;
+}
+
+// HELLO(min..max) and REGISTER(flags, events) in a `header` version header
+// on `sock`, sent; the REGISTER's answer awaited when one comes (not for a
+// note, whose connection the daemon closes after reading it: EOF).
+void say(const std::string &sock, uint16_t min, uint16_t max, uint16_t header, uint32_t flags,
+	 std::vector<proto::EventName> events)
+{
+	const int64_t dl = proto::now_ms() + 5000;
+	std::string err;
+	int fd = proto::connect_unix(sock, dl);
+	ASSERT_GE(fd, 0);
+	proto::Register reg;
+	reg.abi_major = STRATA_ABI_MAJOR;
+	reg.comm = "fake";
+	reg.flags = flags;
+	reg.events = std::move(events);
+	proto::Message ans;
+	ASSERT_EQ(proto::request(fd, {1, proto::Hello{min, max, 1, "fake"}, 1}, ans, dl, err), 0) << err;
+	ASSERT_EQ(ans.type(), proto::Type::HelloReply);
+	if (flags & (proto::kRegisterNote | proto::kRegisterTable)) { // no answer
+		EXPECT_EQ(proto::send_message(fd, {2, reg, header}, -1, dl), 0);
+	} else {
+		ASSERT_EQ(proto::request(fd, {2, reg, header}, ans, dl, err), 0) << err;
+		EXPECT_EQ(ans.type(), proto::Type::RegisterReply);
+	}
+	close(fd);
+}
+} // namespace
+
+// Protocol version 7 (docs/control-protocol.md, "Probe marks"): LIST says
+// per process whether it has a probe report (1), has none (0: it
+// registered its events over a version 7 connection and never said it has
+// one), or is unknown (2: an older libstrata).  A mark is only ever set; a
+// note names the peer itself, makes its record if it came first, and is
+// refused in an older header; a version 6 controller gets no mark.
+TEST(Daemon, ProbeMarksFollowWhatEachProcessSays)
+{
+	Daemon d;
+	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE));
+	std::string err;
+	CtlClient ctl;
+	ASSERT_EQ(ctl.open(d.socket, err), 0) << err;
+	const std::string quiet = d.socket + proto::kQuietSuffix;
+	const pid_t me = getpid();
+	const uint16_t v7 = proto::kMarksVersion;
+	EXPECT_EQ(mark_of(ctl, me), -1);
+	say(d.socket, 1, 6, 1, 0, {{"fake:one", 6}}); // an older libstrata
+	EXPECT_EQ(mark_of(ctl, me), static_cast<int>(proto::kProbesUnknown));
+	say(d.socket, 1, v7, 1, 0, {{"fake:one", 6}}); // a version 7 round trip, no report
+	EXPECT_EQ(mark_of(ctl, me), static_cast<int>(proto::kProbesNone));
+	say(d.socket, 1, v7, 1, 0, {}); // a re-query lists no events: nothing changes
+	EXPECT_EQ(mark_of(ctl, me), static_cast<int>(proto::kProbesNone));
+	say(quiet, v7, v7, v7, proto::kRegisterNote | proto::kRegisterProbes, {});
+	EXPECT_EQ(mark_of(ctl, me), static_cast<int>(proto::kProbesMarked));
+	say(d.socket, 1, 6, 1, 0, {{"fake:one", 6}}); // an exec'd older image: the mark stays
+	EXPECT_EQ(mark_of(ctl, me), static_cast<int>(proto::kProbesMarked));
+
+	// A note in a version 6 header: refused, the connection closed.
+	{
+		const int64_t dl = proto::now_ms() + 5000;
+		int fd = proto::connect_unix(d.socket, dl);
+		ASSERT_GE(fd, 0);
+		proto::Message ans;
+		ASSERT_EQ(proto::request(fd, {1, proto::Hello{1, v7, 1, "fake"}, 1}, ans, dl, err), 0) << err;
+		proto::Register reg;
+		reg.abi_major = STRATA_ABI_MAJOR;
+		reg.comm = "fake";
+		reg.flags = proto::kRegisterNote | proto::kRegisterProbes;
+		ASSERT_EQ(proto::request(fd, {2, reg, uint16_t(v7 - 1)}, ans, dl, err), 0) << err;
+		ASSERT_EQ(ans.type(), proto::Type::Reply);
+		EXPECT_EQ(std::get<proto::Reply>(ans.body).status, -EPROTO);
+		close(fd);
+	}
+
+	// Another process: its note read before its REGISTER (its record made
+	// by the note, not listed: no events), then a join from a version 7
+	// table with the flag; a third one joins with no flag.
+	int go[2][2], done[2];
+	ASSERT_EQ(pipe(go[0]), 0);
+	ASSERT_EQ(pipe(go[1]), 0);
+	ASSERT_EQ(pipe(done), 0);
+	pid_t kids[2];
+	for (int k = 0; k < 2; k++) {
+		kids[k] = fork();
+		ASSERT_GE(kids[k], 0);
+		if (kids[k] == 0) {
+			char b;
+			if (k == 0) {
+				say(quiet, v7, v7, v7, proto::kRegisterNote | proto::kRegisterProbes, {});
+				(void)!write(done[1], "n", 1);
+				(void)!read(go[k][0], &b, 1);
+				say(quiet, v7, v7, v7, proto::kRegisterTable | proto::kRegisterProbes,
+				    {{"fake:two", 3}});
+			} else {
+				say(quiet, v7, v7, v7, proto::kRegisterTable, {{"fake:two", 3}});
+			}
+			(void)!write(done[1], "r", 1);
+			(void)!read(go[k][0], &b, 1); // alive until the parent looked
+			_exit(0);
+		}
+	}
+	char b[2];
+	ASSERT_EQ(read(done[0], b, 1), 1); // the first child's note, the second's flagless join
+	ASSERT_EQ(read(done[0], b + 1, 1), 1);
+	EXPECT_EQ(mark_of(ctl, kids[0]), -1); // a record, no events: not listed
+	EXPECT_EQ(mark_of(ctl, kids[1]), static_cast<int>(proto::kProbesNone));
+	ASSERT_EQ(write(go[0][1], "g", 1), 1); // the first child's join
+	ASSERT_EQ(read(done[0], b, 1), 1);
+	EXPECT_EQ(mark_of(ctl, kids[0]), static_cast<int>(proto::kProbesMarked));
+	// A version 6 controller gets no mark: every entry reads as unknown.
+	{
+		const int64_t dl = proto::now_ms() + 5000;
+		int fd = proto::connect_unix(d.socket, dl);
+		ASSERT_GE(fd, 0);
+		proto::Message ans;
+		ASSERT_EQ(proto::request(fd, {1, proto::Hello{1, 6, 2, "old"}, 1}, ans, dl, err), 0) << err;
+		ASSERT_EQ(proto::request(fd, {2, proto::List{}, 6}, ans, dl, err), 0) << err;
+		ASSERT_EQ(ans.version, 6);
+		for (const proto::ListEntry &e : std::get<proto::ListReply>(ans.body).entries)
+			EXPECT_EQ(e.probes, proto::kProbesUnknown);
+		close(fd);
+	}
+	ASSERT_EQ(write(go[0][1], "g", 1), 1);
+	ASSERT_EQ(write(go[1][1], "g", 1), 1);
+	for (pid_t k : kids) {
+		int st = 0;
+		EXPECT_EQ(waitpid(k, &st, 0), k);
+		EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	EXPECT_TRUE(d.alive());
+	EXPECT_EQ(d.stop(), 0);
 }

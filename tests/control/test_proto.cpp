@@ -443,7 +443,7 @@ TEST(ProcCodec, AggregationGrantsAndRegions)
 	Message m;
 	ASSERT_TRUE(decode(buf, w.len, m));
 	EXPECT_EQ(std::get<Hello>(m.body).min_version, kProcessVersion);
-	EXPECT_EQ(std::get<Hello>(m.body).max_version, kAggVersion);
+	EXPECT_EQ(std::get<Hello>(m.body).max_version, kProcessMaxVersion);
 	ASSERT_TRUE(pc::encode_agg_region(w, 5, 9, 0x1122334455667788ull));
 	ASSERT_TRUE(decode(buf, w.len, m));
 	EXPECT_EQ(m.version, kAggVersion);
@@ -535,6 +535,88 @@ TEST(ProcCodec, FuzzedRepliesNeverCrashAndAreNoLooserThanTheDaemon)
 		}
 	}
 	printf("%llu of 50000 mutated replies accepted\n", static_cast<unsigned long long>(accepted));
+}
+
+// Version 7, the probe marks (docs/probes.md, "Who is on a tracepoint"):
+// LIST_REPLY's per-entry mark travels from version 7 on (an older reply has
+// none: read as unknown, every process is read), REGISTER's kRegisterProbes
+// and kRegisterNote need a version 7 header (a version 6 daemon refuses
+// them as unknown flags), a note says nothing else, and the process codec
+// writes what the daemon reads.
+TEST(Proto, ProbeMarksAreVersion7)
+{
+	ListReply lr;
+	lr.entries = {{1, "a", "p:e", 3, kProbesNone},
+		      {2, "b", "p:f", 7, kProbesMarked},
+		      {3, "c", "p:g", 1, kProbesUnknown}};
+	Message d;
+	std::vector<uint8_t> b7 = encode(Message{1, lr, kMarksVersion});
+	ASSERT_TRUE(decode(b7.data(), b7.size(), d));
+	const auto &e7 = std::get<ListReply>(d.body).entries;
+	ASSERT_EQ(e7.size(), 3u);
+	EXPECT_EQ(e7[0].probes, kProbesNone);
+	EXPECT_EQ(e7[1].probes, kProbesMarked);
+	EXPECT_EQ(e7[2].probes, kProbesUnknown);
+	std::vector<uint8_t> b6 = encode(Message{1, lr, uint16_t(kMarksVersion - 1)});
+	EXPECT_EQ(b6.size() + 3 * 4, b7.size()); // no mark on the wire
+	ASSERT_TRUE(decode(b6.data(), b6.size(), d));
+	for (const ListEntry &e : std::get<ListReply>(d.body).entries)
+		EXPECT_EQ(e.probes, kProbesUnknown);
+	lr.entries.resize(1);
+	lr.entries[0].probes = 3; // no such mark
+	EXPECT_EQ(decode_err(encode(Message{1, lr, kMarksVersion})), Error::OutOfRange);
+
+	Register reg;
+	reg.abi_major = 1;
+	reg.comm = "p";
+	for (uint32_t flags :
+	     {kRegisterProbes, kRegisterProbes | kRegisterTable, kRegisterNote | kRegisterProbes}) {
+		reg.flags = flags;
+		EXPECT_EQ(decode_err(encode(Message{1, reg, kMarksVersion})), Error::None) << flags;
+		EXPECT_EQ(decode_err(encode(Message{1, reg, uint16_t(kMarksVersion - 1)})), Error::OutOfRange)
+			<< flags;
+	}
+	for (uint32_t flags : {kRegisterNote, kRegisterNote | kRegisterProbes | kRegisterTable}) {
+		reg.flags = flags;
+		EXPECT_EQ(decode_err(encode(Message{1, reg, kMarksVersion})), Error::OutOfRange) << flags;
+	}
+	reg.flags = 64; // beyond every flag
+	EXPECT_EQ(decode_err(encode(Message{1, reg, kMarksVersion})), Error::OutOfRange);
+
+	// The process's note: HELLO 7..7 and REGISTER(note) in version 7 headers.
+	uint8_t buf[512];
+	pc::Writer w(buf, sizeof buf);
+	w.version = kMarksVersion;
+	ASSERT_TRUE(pc::encode_hello(w, 1));
+	ASSERT_TRUE(decode(buf, w.len, d));
+	EXPECT_EQ(std::get<Hello>(d.body).min_version, kMarksVersion);
+	EXPECT_EQ(std::get<Hello>(d.body).max_version, kMarksVersion);
+	ASSERT_TRUE(pc::encode_register(w, 2, 77, 1000, kRegisterNote | kRegisterProbes, 0, "prog",
+					two_events, 0));
+	DecodeResult r = decode(buf, w.len, d);
+	ASSERT_TRUE(r) << r.text;
+	EXPECT_EQ(d.version, kMarksVersion);
+	EXPECT_EQ(std::get<Register>(d.body).flags, kRegisterNote | kRegisterProbes);
+	EXPECT_EQ(std::get<Register>(d.body).comm, "prog");
+	EXPECT_TRUE(std::get<Register>(d.body).events.empty());
+	// A join from a version 7 table, flagged, events and generation kept.
+	ASSERT_TRUE(pc::encode_register(w, 3, 77, 1000, kRegisterTable | kRegisterProbes, 0, "prog",
+					two_events, 2, 42));
+	ASSERT_TRUE(decode(buf, w.len, d));
+	EXPECT_EQ(std::get<Register>(d.body).events.size(), 2u);
+	EXPECT_EQ(std::get<Register>(d.body).table_gen, 42u);
+	// What a version 7 daemon answers reaches the process: its header, and
+	// HELLO_REPLY's pid (the daemon told of the report, libtrace/control).
+	std::vector<uint8_t> hr = encode(Message{6, HelloReply{kMarksVersion, 4242}, kMarksVersion});
+	Header h;
+	ASSERT_TRUE(pc::parse_header(hr.data(), kMaxPayload, &h));
+	uint16_t v = 0;
+	uint32_t pid = 0;
+	ASSERT_TRUE(pc::parse_hello_reply(hr.data() + kHeaderSize, h.length, &v, &pid));
+	EXPECT_EQ(v, kMarksVersion);
+	EXPECT_EQ(pid, 4242u);
+	hr[4] = static_cast<uint8_t>(kProcessMaxVersion + 1); // newer than the process reads
+	EXPECT_FALSE(pc::parse_header(hr.data(), kMaxPayload, &h));
 }
 
 // Version 3: CREATE carries the relay and hostname, STATUS the relay line;

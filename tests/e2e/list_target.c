@@ -3,7 +3,10 @@
  * its own on lt:a (count_a, exported so that the report names it: the
  * build hides symbols by default, and dladdr sees only exported ones), and
  * whatever STRATA_AGGREGATE adds.  Says "ready PID" and waits: a line on
- * stdin unregisters the probe ("unregistered"), end of input exits.
+ * stdin unregisters the probe ("unregistered"), end of input exits.  With
+ * LIST_LATE_PROBE set it starts with no probe (no probe report, which
+ * `strata list` must then not look for) and registers it at the first line
+ * instead ("registered": the report made long after its start-up REGISTER).
  */
 #define STRATA_DEFINE_PROVIDERS
 #include <strata/tracepoint.h>
@@ -15,6 +18,7 @@ STRATA_EVENT(lt, d, STRATA_LOGLEVEL_DEBUG, strata_int(uint32_t, v))
 #include <strata/probe.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 unsigned long hits_a;
@@ -29,8 +33,10 @@ void count_a(const struct strata_probe_event *ev, void *priv)
 
 int main(void)
 {
-	strata_probe *p;
-	int rc = strata_probe_register("lt:a", -1, count_a, NULL, &p);
+	strata_probe *p = NULL;
+	const char *late = getenv("LIST_LATE_PROBE");
+	const int is_late = late && *late;
+	int rc = is_late ? 0 : strata_probe_register("lt:a", -1, count_a, NULL, &p);
 	if (rc < 0) {
 		fprintf(stderr, "probe: %s\n", strata_probe_strerror(rc));
 		return 1;
@@ -40,11 +46,16 @@ int main(void)
 	fflush(stdout);
 	char buf[64];
 	if (read(0, buf, sizeof buf) > 0) {
-		strata_probe_unregister(p);
-		printf("unregistered\n");
+		if (is_late) {
+			rc = strata_probe_register("lt:a", -1, count_a, NULL, &p);
+			printf("%s\n", rc < 0 ? strata_probe_strerror(rc) : "registered");
+		} else {
+			strata_probe_unregister(p);
+			printf("unregistered\n");
+		}
 		fflush(stdout);
 		while (read(0, buf, sizeof buf) > 0) {
 		}
 	}
-	return hits_a == 1 ? 0 : 2;
+	return hits_a == (is_late ? 0u : 1u) ? 0 : 2;
 }
