@@ -53,6 +53,20 @@ constexpr int kFlushTimeoutMs = 500; // in-flight commits of a live producer
 constexpr unsigned kPacketsPerRound = 64;
 constexpr unsigned kBatch = 16;           // packets per write (at most kBatchBytes, drain_pool.h)
 constexpr size_t kHeldBytes = 256u << 10; // drain_once: one write while its sub-buffers are held
+// populate_ahead: at most this many bytes of pages made per turn (about
+// 0.2-0.5 ms on the 2-CPU VM), so that the other drains sharing the
+// worker wait at most that long for theirs.
+constexpr uint64_t kAheadPerTurn = 1u << 20;
+// The first lap's short waits (populate_ahead): a drain's first turn comes
+// right after the buffer's hand-off, before its writer did much, and a
+// writer wakes it only when a packet is complete (1 MiB: 2 ms of a fast
+// writer, its second sub-buffer already opened).  So it looks again after
+// 1 ms, and again while the writers moved since the last look (the pool's
+// back-off doubles each wait: 1, 2, 4 ... 32 ms), until a lane is busy or
+// at most kFirstPolls times; then it waits as usual.  An idle process's
+// drain costs one more turn.
+constexpr int kFirstPollMs = 1;
+constexpr uint8_t kFirstPolls = 6;
 
 uint64_t mono_ns()
 {
@@ -423,20 +437,68 @@ void Drain::prepare_batch(bool refresh)
 	batch_cap_ = b.cap;
 }
 
-// Events flow: latency matters from the first packet on, before the copy
-// buffer's page faults and the first write (fast writers fill a ring in a
-// few milliseconds), so the drain takes its scheduling weight (sched_policy.h)
-// and its copy buffer now, once.  Called at the first packet: drains of
-// processes that never fill one keep the default (earlier, at the writers'
-// first reservation, would move the sub-trace's file work into short
-// processes' lives).
+// Events flow: the drain takes its copy buffer now, once (before the
+// copy buffer's page faults and the first write).  Called at the first
+// packet: drains of processes that never fill one keep the default
+// (earlier, at the writers' first reservation, would move the sub-trace's
+// file work into short processes' lives).
 void Drain::begin_stream()
 {
 	if (stream_start_ns_) // begun already
 		return;
 	stream_start_ns_ = mono_ns();
-	sched_ = stream_scheduling();
 	prepare_batch(false);
+}
+
+// The scheduling weight and short slice (sched_policy.h), once, when
+// latency starts to matter: a lane's writers in their second lap (each
+// packet now needs a sub-buffer we gave back) or half a ring ahead of us,
+// not at the first packet.  In a first lap nothing can be lost, and a
+// woken drain with a 100 us slice preempts the traced program on its CPU
+// at each packet: on the 2-CPU VM a short run's program lost about 1 ms of
+// its wall to it (docs/benchmarks.md, "A short run's fresh pages").
+// Sets sched_taken_ only: the driver running the drain applies it (run():
+// this thread, from now to the drain's end; the multiplexer: the worker of
+// each later turn, drain_pool.h).
+void Drain::take_scheduling()
+{
+	if (sched_taken_)
+		return;
+	const uint64_t stride = reader_->info().lane_stride;
+	for (uint32_t lane = 0; lane < n_lanes_; lane++)
+		if (reader_->lane_position(lane) >= stride || reader_->lane_backlog(lane) >= stride / 2) {
+			sched_taken_ = true;
+			return;
+		}
+}
+
+// A busy writer's first lap: its next pages made by us, on our CPU, before
+// it reaches them (Reader::populate_ahead; docs/ring-buffer.md, "A busy
+// writer's first lap").  Bounded per turn; true if more is to be done now.
+// Not for a kernel buffer (its pages are the module's).
+bool Drain::populate_ahead()
+{
+	if (ahead_done_)
+		return false;
+	if (from_kernel_) {
+		ahead_done_ = true;
+		return false;
+	}
+	uint64_t budget = kAheadPerTurn, left = 0, pos = 0;
+	bool in_lap0 = false;
+	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
+		bool busy = false;
+		left += reader_->populate_ahead(lane, &budget, &busy);
+		busy_seen_ = busy_seen_ || busy;
+		const uint64_t head = reader_->lane_position(lane);
+		in_lap0 = in_lap0 || head < reader_->info().lane_stride;
+		pos += head;
+	}
+	first_moved_ = pos != first_pos_;
+	first_pos_ = pos;
+	if (!in_lap0)
+		ahead_done_ = true; // every lane's first lap is over
+	return left != 0;
 }
 
 // One round over every lane.  True if anything was written.  Each packet
@@ -664,6 +726,12 @@ StepResult Drain::step(StepWait *w)
 	}
 	const uint32_t seq = reader_->prepare_wait();
 	share_events();
+	if (stream_start_ns_)
+		take_scheduling();
+	// A busy writer's next pages before its packets: in its first lap
+	// nothing can be lost yet, while each page it must make itself costs
+	// it a microsecond or two.
+	const bool more_ahead = populate_ahead();
 	// The first packet begins the stream and opens the sub-trace
 	// (drain_once: after its copy, so that the ring has it back first).
 	// Not before it: drain_once maps the open sub-buffer's pages
@@ -673,7 +741,14 @@ StepResult Drain::step(StepWait *w)
 		return StepResult::kAgain;
 	if (stage() == Stage::Done) // the sub-trace could not be opened
 		return StepResult::kDone;
+	if (more_ahead)
+		return StepResult::kAgain;
 	w->timeout_ms = wait_ms();
+	if (!busy_seen_ && !ahead_done_ && first_polls_ < kFirstPolls &&
+	    (first_polls_ == 0 || first_moved_)) {
+		first_polls_++; // is a lane busy? (kFirstPollMs)
+		w->timeout_ms = kFirstPollMs;
+	}
 	if (const uint64_t period = out_ ? out_->live_period_ns() : 0) {
 		const uint64_t now = mono_ns();
 		if (now - last_live_ns_ >= period) {
@@ -702,8 +777,13 @@ bool Drain::multiplexable() const
 SchedChange Drain::run()
 {
 	StepWait w;
+	bool applied = false;
 	for (;;) {
 		const StepResult r = step(&w);
+		if (sched_taken_ && !applied) {
+			applied = true;
+			sched_ = stream_scheduling();
+		}
 		if (r == StepResult::kDone)
 			return sched_;
 		if (r == StepResult::kWait)

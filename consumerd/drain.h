@@ -174,6 +174,7 @@ private:
 	SchedChange run_job() override { return run(); }
 	StepResult step(StepWait *w) override;
 	bool multiplexable() const override;
+	bool streaming() const override { return sched_taken_; }
 	void release() override;
 	bool released() const override { return stage() == Stage::Released; }
 	SchedChange run();
@@ -219,7 +220,7 @@ private:
 	uint8_t *batch_ = nullptr; // packets copied out of the ring, one write's worth: the
 				   // drain thread's buffer (prepare_batch)
 	size_t batch_cap_ = 0;
-	SchedChange sched_; // drain thread: what begin_stream changed (undone by the pool)
+	SchedChange sched_; // run(): what it took for sched_taken_ (undone by the pool)
 	bool nothing_recorded() const;
 	// known_: appended by the drain thread (share_events), copied out by
 	// known_events(), both under known_mu_; shared_n_: drain thread only.
@@ -234,6 +235,15 @@ private:
 	void report_loss();
 	void prepare_batch(bool refresh);
 	void begin_stream();
+	void take_scheduling();
+	bool sched_taken_ = false; // the streaming scheduling wanted (take_scheduling; drain thread)
+	// A busy writer's first lap (populate_ahead): drain thread only.
+	bool populate_ahead();
+	bool ahead_done_ = false;  // every lane past lap 0 or the buffer not ours to populate
+	bool busy_seen_ = false;   // some lane proved busy (Reader::populate_ahead)
+	uint8_t first_polls_ = 0;  // short waits taken to see whether a lane is busy
+	bool first_moved_ = false; // the writers moved since the last turn
+	uint64_t first_pos_ = 0;   // the lanes' positions summed, at the last turn
 	uint32_t stream_id_ = 0;
 	bool overwrite_ = false;
 	// Overwrite mode: a duplicate of the buffer's fd for snapshot(); main

@@ -348,12 +348,23 @@ void DrainPool::mux_worker()
 {
 	std::unique_lock<std::mutex> lk(mu_);
 	StepWait w;
+	SchedChange sched; // what this worker took for a streaming job
+	bool streaming = false;
 	for (;;) {
 		if (!ready_.empty()) {
 			PoolJob *d = ready_.front();
 			ready_.pop_front();
 			d->mux_ = PoolJob::Mux::kRunning;
 			lk.unlock();
+			// The job's turns are this thread's now (mu_ ordered them
+			// after its previous turn): its flag is ours to read.
+			if (d->streaming() != streaming) {
+				streaming = !streaming;
+				if (streaming)
+					sched = stream_scheduling();
+				else
+					default_scheduling(sched);
+			}
 			w = StepWait();
 			const StepResult r = d->step(&w);
 			lk.lock();

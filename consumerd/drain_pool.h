@@ -46,6 +46,12 @@
  *     A multiplexed drain with a futex wait in the ring is released only
  *     when that wait completed (cancelled at kDone): no completion names a
  *     freed Drain, no timer either (removed before release).
+ *   - scheduling: a threaded worker undoes what its drain changed
+ *     (run_job's SchedChange) before the next; a multiplexing worker takes
+ *     the streaming scheduling before a turn of a job that wants it
+ *     (PoolJob::streaming) and drops it before a turn of one that does
+ *     not, so that a drain streaming once does not leave its weight and
+ *     short slice to every later turn on that worker.
  *   - a worker keeps its copy buffer (ready_batch) for its next drain
  *     (threaded) or turn (multiplexed): at most kMaxIdle idle buffers of
  *     about 1 MiB each (more for larger sub-buffers), plus one per
@@ -112,6 +118,10 @@ public:
 	// Asked once, at run().  False for a job that waits on an fd or
 	// whose writes may block (a relay or serial output).
 	virtual bool multiplexable() const = 0;
+	// Do its turns want the streaming scheduling (sched_policy.h)?  Asked
+	// by the multiplexing driver before each turn, on the thread about to
+	// run it: that worker takes or drops it on a change.
+	virtual bool streaming() const { return false; }
 	// Under the pool's mutex: the worker is done with it / was it?
 	virtual void release() = 0;
 	virtual bool released() const = 0;

@@ -439,11 +439,10 @@ ReadStatus Reader::next_packet(uint32_t lane, std::vector<uint8_t> *out, std::st
 // touches them: 1-14 us per page on a VM with software page tables
 // (docs/benchmarks.md), 1-3.5 ms per MiB.  Done up to `upto` (a position;
 // only whole sub-buffers of lap 0), also for the sub-buffer a writer is
-// still filling, whose pages it made when it opened the one before (the
-// first one's only in part: prefault_ahead, writer.cpp): so a drain that
-// waits for it pays this while it waits, not after, when the writer is
-// already ahead.  Later laps are
-// mapped.  `upto` may come from the hostile `head`: nothing past the
+// still filling, whose pages it made when it opened it (the first one's
+// only in part: prefault_first, writer.cpp) or we made ahead of it
+// (populate_ahead): so a drain that waits for it pays this while it waits,
+// not after, when the writer is already ahead.  Later laps are mapped.  `upto` may come from the hostile `head`: nothing past the
 // lane's first lap is touched.
 void Reader::map_ahead(uint32_t lane, LaneState &ls, uint64_t upto)
 {
@@ -467,6 +466,48 @@ void Reader::map_ahead(uint32_t lane, LaneState &ls, uint64_t upto)
 		(void)sb;
 #endif
 	}
+}
+
+// Starts a margin past the writer's position, where its own faults are
+// not: two threads populating one page wait for each other.
+uint64_t Reader::populate_ahead(uint32_t lane, uint64_t *budget, bool *busy)
+{
+	*busy = false;
+	if (lane >= info_.n_lanes)
+		return 0;
+	LaneState &ls = lanes_[lane];
+	const uint64_t S = info_.subbuf_size, stride = info_.lane_stride;
+	constexpr uint64_t kMargin = 16u << 10, kPage = 4096;
+	// Relaxed: a hint about how far the writer got; the pages it names
+	// are only mapped, never read here.
+	const uint64_t head = __atomic_load_n(&lane_ctl(lane)->head, __ATOMIC_RELAXED);
+	if (head < std::min<uint64_t>(kBusyBytes, S) || head >= stride)
+		return 0; // idle so far, or its first lap is over
+	*busy = true;
+	const uint64_t end = std::min(stride, (head & ~(S - 1)) + 2 * S);
+	const uint64_t from = std::max({ls.ahead, ls.mapped, (head + kMargin + kPage - 1) & ~(kPage - 1)});
+	if (from >= end)
+		return 0;
+	const uint64_t n = std::min(end - from, *budget & ~(kPage - 1));
+	if (n == 0)
+		return end - from;
+	// Lap 0: positions are offsets into the lane's data.  A read populate
+	// of a shared memfd mapping allocates the pages (shmem has no shared
+	// zero page) and maps them in our read-only mapping, where map_ahead
+	// finds them when the packets are read.
+	uint8_t *p = const_cast<uint8_t *>(subbuf_at(lane, 0)) + from;
+	madvise(p, n, kMadvPopulateRead);
+	*budget -= n;
+	ls.ahead = from + n;
+	return end - ls.ahead;
+}
+
+uint64_t Reader::lane_backlog(uint32_t lane) const
+{
+	if (lane >= info_.n_lanes)
+		return 0;
+	const uint64_t head = lane_position(lane), rpos = lanes_[lane].rpos;
+	return head > rpos ? head - rpos : 0;
 }
 
 bool Reader::has_packet() const

@@ -208,6 +208,24 @@ public:
 	uint64_t lane_position(uint32_t lane) const;
 	bool producer_exited() const;
 
+	// The first lap of a busy lane: the shared memory's pages allocated
+	// ahead of its writer (docs/ring-buffer.md, "A busy writer's first
+	// lap"), so that the writer's own populate or fault of a page only
+	// maps a page that exists, about half the cost of allocating and
+	// zeroing it.  A lane is busy once its `head` passed kBusyBytes (or
+	// one sub-buffer, if smaller): an idle process's lanes (a few events)
+	// keep their few pages.  Up to the end of the sub-buffer after the
+	// writer's, never past the lane's first lap (`head` is hostile: only
+	// the validated geometry bounds the range), at most *budget bytes now
+	// (decreased by what was done).  Returns the bytes still to do (0:
+	// caught up, or nothing to do: not busy, past lap 0); *busy says
+	// whether the lane proved busy.
+	static constexpr uint64_t kBusyBytes = 64u << 10;
+	uint64_t populate_ahead(uint32_t lane, uint64_t *budget, bool *busy);
+	// Bytes the writers of `lane` are ahead of this reader (`head`, hostile,
+	// less the next position to read): 0 if `head` is behind it.
+	uint64_t lane_backlog(uint32_t lane) const;
+
 	// Waiting for data without polling: call prepare_wait() (sets
 	// consumer_waiting, returns the current wake_seq), re-check every lane,
 	// then wait(seq, timeout_ms) sleeps until a writer completes a
@@ -248,6 +266,7 @@ private:
 	struct LaneState {
 		uint64_t rpos = 0;   // next position to read (private copy)
 		uint64_t mapped = 0; // first lap: [0, mapped) populated in our mapping (map_ahead)
+		uint64_t ahead = 0;  // first lap: populated up to here ahead of the writer (populate_ahead)
 		uint64_t last_ts_end = 0;
 		uint64_t last_discarded = 0; // events_discarded of the last packet returned
 		uint64_t next_seq = 0;       // seq of the next packet to return

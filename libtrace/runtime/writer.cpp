@@ -288,9 +288,12 @@ void open_packet(Channel *ch, strata_lane_ctl *lc, uint32_t lane, char *lane_dat
 // "buffer memory per idle process a few pages"), so the first packet gets
 // only its first page (claim_lane: its header and about 250 small events;
 // past it the writer faults page by page, which costs about what the
-// populate would, 1.2-1.7 against 1.0-1.15 us a page here); the second
-// packet's open maps its own sub-buffer and the next, every later open the
-// next one (prefault_ahead).
+// populate would, 1.2-1.7 against 1.0-1.15 us a page here); every later
+// open of lap 0 maps its own sub-buffer (prefault_open), not the next one:
+// a run that ends in it would never use the next, and the consumer daemon
+// makes the pages ahead of a busy writer (Reader::populate_ahead), so that
+// this populate only maps pages that exist (0.4 against 0.75-0.9 us a page
+// here, docs/ring-buffer.md, "A busy writer's first lap").
 constexpr uint64_t kFirstPrefault = 4096;
 
 inline void prefault_first(const Channel *ch, char *lane_data)
@@ -300,15 +303,11 @@ inline void prefault_first(const Channel *ch, char *lane_data)
 }
 
 // At the open of the packet at `head` (a boundary in lap 0).
-inline void prefault_ahead(const Channel *ch, char *lane_data, uint64_t head)
+inline void prefault_open(const Channel *ch, char *lane_data, uint64_t head)
 {
-	const uint64_t S = ch->subbuf_size;
 	if (head == 0)
 		return; // the first packet: claim_lane's prefix
-	const uint64_t from = head == S ? head : head + S;
-	const uint64_t end = head + 2 * S < ch->lane_stride ? head + 2 * S : ch->lane_stride;
-	if (from < end)
-		madvise(lane_data + ring_off(ch, from), end - from, kMadvPopulateWrite);
+	madvise(lane_data + ring_off(ch, head), ch->subbuf_size, kMadvPopulateWrite);
 }
 
 void close_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uint64_t start, uint64_t content,
@@ -399,7 +398,7 @@ bool claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 	__atomic_store_n(&ch->lanes[lane].owner_tid, tid_of(t), __ATOMIC_RELAXED);
 	__atomic_fetch_add(&ch->hdr->lanes_claimed, 1, __ATOMIC_RELAXED);
 	// A lane nobody wrote yet: the start of its first sub-buffer now, the
-	// rest as packets are opened (prefault_ahead).  Relaxed: a hint; a
+	// rest as packets are opened (prefault_open).  Relaxed: a hint; a
 	// stale 0 costs one redundant populate of mapped pages.
 	const auto prefault_fresh = [ch](uint32_t i) {
 		if (__atomic_load_n(&ch->lanes[i].head, __ATOMIC_RELAXED) == 0)
@@ -618,8 +617,8 @@ inline SwitchResult switch_packet(Channel *ch, uint32_t lane, uint64_t head, uin
 	std::atomic_thread_fence(std::memory_order_release);
 	STRATA_WHOOK(STRATA_W_OPEN_WON);
 	open_packet(ch, lc, lane, lane_data, head, now, tid_of(t), owned);
-	if (__builtin_expect(head < ch->lane_stride, 0)) // lap 0: ahead of us
-		prefault_ahead(ch, lane_data, head);
+	if (__builtin_expect(head < ch->lane_stride, 0)) // lap 0: the packet's pages
+		prefault_open(ch, lane_data, head);
 	return {head, Switch::kOpened};
 }
 

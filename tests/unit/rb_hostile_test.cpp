@@ -520,3 +520,84 @@ TEST(Packets, SkippedLastPacketsShowInTheTrailingPacket)
 	EXPECT_EQ(ph.events_discarded, 0u);
 	EXPECT_FALSE(s.reader->trailing_loss_packet(0, &p)); // once
 }
+
+namespace {
+// Pages of [off, off + len) of the buffer resident in the memfd (mincore
+// on the test's mapping: shmem pages count whoever made them).
+size_t resident(const Scribbler &sc, uint64_t off, uint64_t len)
+{
+	const uint64_t pg = 4096;
+	std::vector<unsigned char> v(len / pg);
+	EXPECT_EQ(0, mincore(sc.base + off, len, v.data()));
+	size_t n = 0;
+	for (unsigned char c : v)
+		n += c & 1;
+	return n;
+}
+} // namespace
+
+// The consumer's populate ahead of a busy writer's first lap (issue 38,
+// docs/ring-buffer.md "A busy writer's first lap"): nothing for an idle
+// lane (an idle process keeps its few pages), the pages from a margin past
+// the writer to the end of its next sub-buffer for a busy one, bounded by
+// the budget, and never past the lane's first lap whatever `head` says.
+TEST(FirstLap, PagesAheadOfBusyLanesOnly)
+{
+	constexpr uint64_t S = 128u << 10, kPage = 4096;
+	Slot s(0, config(STRATA_MODE_DISCARD, 2, 8, S), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	Scribbler sc(s.fd);
+	const uint64_t data = sc.hdr()->data_offset, stride = 8 * S;
+	ASSERT_GE(sc.size, data + 2 * stride);
+	emit_recs(20); // a few events: lane 0's first page (prefault_first)
+	ASSERT_LT(s.reader->lane_position(0), kPage);
+	uint64_t budget = UINT64_MAX;
+	bool busy = true;
+	EXPECT_EQ(0u, s.reader->populate_ahead(0, &budget, &busy));
+	EXPECT_FALSE(busy);
+	EXPECT_EQ(budget, UINT64_MAX);
+	EXPECT_EQ(1u, resident(sc, data, stride)) << "an idle lane keeps its first page only";
+	EXPECT_EQ(0u, resident(sc, data + stride, stride));
+
+	// Busy: past kBusyBytes.  Its own pages are the writer's up to head.
+	emit_recs(strata::Reader::kBusyBytes * 5 / 4 / 24); // 24-byte records
+	const uint64_t head = s.reader->lane_position(0);
+	ASSERT_GE(head, strata::Reader::kBusyBytes);
+	ASSERT_LT(head, S);
+	EXPECT_EQ((head + kPage - 1) / kPage, resident(sc, data, stride));
+	// A budget of 16 pages makes 16 pages, and says what is left.
+	budget = 16 * kPage;
+	const uint64_t left = s.reader->populate_ahead(0, &budget, &busy);
+	EXPECT_TRUE(busy);
+	EXPECT_EQ(0u, budget);
+	EXPECT_GT(left, 0u);
+	EXPECT_EQ((head + kPage - 1) / kPage + 16, resident(sc, data, stride));
+	budget = UINT64_MAX;
+	EXPECT_EQ(0u, s.reader->populate_ahead(0, &budget, &busy));
+	// Everything up to the end of the next sub-buffer now, but the margin
+	// left to the writer's own faults; nothing further.
+	const uint64_t from = (head + (16u << 10) + kPage - 1) & ~(kPage - 1);
+	EXPECT_EQ((2 * S - from) / kPage, resident(sc, data + from, 2 * S - from));
+	EXPECT_EQ(0u, resident(sc, data + 2 * S, stride - 2 * S));
+	EXPECT_EQ(0u, s.reader->populate_ahead(0, &budget, &busy)) << "caught up: nothing more";
+
+	// A scribbled head: in the last sub-buffer of lap 0, at most the lap's
+	// end; beyond the lap (or absurd), nothing.  Never the next lane.
+	strata_lane_ctl *lc = sc.lane(0);
+	const uint64_t real = lc->head;
+	for (uint64_t h : {stride + 5, UINT64_MAX - 7, stride * 3}) {
+		lc->head = h;
+		budget = UINT64_MAX;
+		EXPECT_EQ(0u, s.reader->populate_ahead(0, &budget, &busy));
+		EXPECT_FALSE(busy);
+	}
+	EXPECT_EQ(0u, resident(sc, data + 2 * S, stride - 2 * S));
+	lc->head = 7 * S + 100;
+	budget = UINT64_MAX;
+	EXPECT_EQ(0u, s.reader->populate_ahead(0, &budget, &busy));
+	EXPECT_TRUE(busy);
+	const uint64_t from7 = (7 * S + 100 + (16u << 10) + kPage - 1) & ~(kPage - 1);
+	EXPECT_EQ((stride - from7) / kPage, resident(sc, data + 7 * S, S));
+	EXPECT_EQ(0u, resident(sc, data + stride, stride)) << "the next lane untouched";
+	lc->head = real;
+}
