@@ -35,7 +35,15 @@ pthread_mutex_t g_report_mu = PTHREAD_MUTEX_INITIALIZER;
 strata_probe_report *g_report; // under g_report_mu
 pid_t g_report_pid;            // the process that made g_report
 uint64_t g_written_gen;        // the snapshot generation in it
-strata_rt_report_hook g_hook;  // under g_report_mu
+// The control plane's hook, and the pid that made its report (0: none).
+// Not under g_report_mu: setting the hook (every process, at start-up) must
+// not install the fork handlers a process without probes never needed (a
+// preloaded pthread library would trace them in every fork child).  The
+// two seq_cst pairs (hook stored then pid loaded, pid stored then hook
+// loaded) make sure that a report made while the hook is set is either
+// seen by the setter or reported through the hook, or both.
+std::atomic<strata_rt_report_hook> g_hook;
+std::atomic<pid_t> g_made_pid;
 
 // The report's memfd, mapped; in a forked child a new one (the inherited
 // mapping is its parent's).  nullptr if it cannot be made (then no report:
@@ -115,7 +123,11 @@ void probe_report_sync()
 	pthread_mutex_lock(&g_report_mu);
 	const bool existed = g_report && g_report_pid == getpid();
 	strata_probe_report *r = report_region();
-	const strata_rt_report_hook hook = !existed && r ? g_hook : nullptr;
+	strata_rt_report_hook hook = nullptr;
+	if (!existed && r) {
+		g_made_pid.store(getpid(), std::memory_order_seq_cst); // pairs: see g_hook
+		hook = g_hook.load(std::memory_order_seq_cst);
+	}
 	if (r && gen > g_written_gen) {
 		g_written_gen = gen;
 		const uint32_t seq = __atomic_load_n(&r->seq, __ATOMIC_RELAXED); // only we write it
@@ -140,10 +152,6 @@ void probe_report_sync()
 int strata_rt_set_probe_report_hook(strata_rt_report_hook hook)
 {
 	using namespace strata;
-	pthread_once(&g_atfork_once, install_atfork);
-	pthread_mutex_lock(&g_report_mu);
-	g_hook = hook;
-	const bool exists = g_report && g_report_pid == getpid();
-	pthread_mutex_unlock(&g_report_mu);
-	return exists ? 1 : 0;
+	g_hook.store(hook, std::memory_order_seq_cst); // pairs: see g_hook
+	return g_made_pid.load(std::memory_order_seq_cst) == getpid() ? 1 : 0;
 }
