@@ -173,6 +173,12 @@ void FutexWaitv::waiter(Waiter *w)
 	struct futex_waitv v[1 + kSlots];
 	std::unique_lock<std::mutex> lk(mu_);
 	for (;;) {
+		// Cancels that came before this thread first ran (or while it
+		// was out of the call) complete now: their pokes bumped the
+		// control word before the value read below, so the call would
+		// not end for them (unit.futex_waits_test hung that way, a
+		// cancel submitted before the waiter thread had started).
+		settle(w, 0, -EINTR);
 		// The set as it is now; the control word's value read with it
 		// (under mu_, as every change bumps it): a change after this
 		// ends the call below at once.
