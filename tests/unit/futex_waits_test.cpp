@@ -179,10 +179,13 @@ void no_lost_wakeup(FutexWaits &f)
 	for (unsigned i = 0; i < kWords; i++)
 		submit(i);
 	// The writer's end is a wait too: the reaper may be blocked when it
-	// comes, with every other wait on a word that no longer moves.
+	// comes, with every other wait on a word that no longer moves.  On the
+	// word's current value: it is static, and a test that ran before left
+	// it bumped (a wait on 0 then ended at once, and the reaper could
+	// block for good: unit.futex_waits_test hung once in CI that way).
 	static uint32_t stop_word = 0;
 	std::atomic<bool> stop{false};
-	ASSERT_TRUE(f.submit_wait(&stop_word, 0, 5));
+	ASSERT_TRUE(f.submit_wait(&stop_word, __atomic_load_n(&stop_word, __ATOMIC_SEQ_CST), 5));
 	out++;
 	std::thread writer([&] {
 		for (unsigned r = 0; r < kRounds; r++)
