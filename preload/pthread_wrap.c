@@ -36,11 +36,14 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -211,12 +214,15 @@ static int strata_pt_resolved;
 static uint32_t maps_emitted_state;
 static int maps_busy;
 static void strata_pt_fold_atfork_child(void);
+static void strata_pt_count_atfork_child(void);
+static void strata_pt_count_init(void);
 static void strata_pt_atfork_child(void)
 {
 	/* relaxed: the child has one thread at this point. */
 	__atomic_store_n(&maps_emitted_state, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&maps_busy, 0, __ATOMIC_RELAXED);
 	strata_pt_fold_atfork_child();
+	strata_pt_count_atfork_child();
 }
 
 /* The default version of each symbol (for condvars GLIBC_2.3.2, the ABI
@@ -262,6 +268,7 @@ static __attribute__((noinline)) void strata_pt_resolve(void)
 static void __attribute__((constructor(102))) strata_pt_ctor(void)
 {
 	strata_pt_resolve();
+	strata_pt_count_init();
 	pthread_atfork(NULL, NULL, strata_pt_atfork_child);
 }
 
@@ -700,14 +707,26 @@ static inline uint64_t strata_pt_ticks_ns(uint64_t ticks)
 	return (uint64_t)(((unsigned __int128)ticks * (scale >> 32)) >> (scale & 63));
 }
 
-/* Nanoseconds since the pending acquisition `p`. */
-static inline uint64_t strata_pt_since(const struct strata_pt_pending *p)
+/* Nanoseconds since the pending acquisition `p`; *now: the clock value
+ * read (p's units). */
+static inline uint64_t strata_pt_since_at(const struct strata_pt_pending *p, uint64_t *now)
 {
-	if (!p->tsc)
-		return strata_pt_now() - p->t0;
-	int64_t d = (int64_t)(strata_pt_tsc() - p->t0);
+	if (!p->tsc) {
+		*now = strata_pt_now();
+		return *now - p->t0;
+	}
+	*now = strata_pt_tsc();
+	int64_t d = (int64_t)(*now - p->t0);
 	return d > 0 ? strata_pt_ticks_ns((uint64_t)d) : 0;
 }
+
+static inline uint64_t strata_pt_since(const struct strata_pt_pending *p)
+{
+	uint64_t now;
+	return strata_pt_since_at(p, &now);
+}
+
+#include "pthread_count.h"
 
 /* ---- push and pop ----------------------------------------------------------- */
 
@@ -985,14 +1004,19 @@ static __attribute__((noinline)) int strata_pt_mutex_trylock(pthread_mutex_t *m,
 
 /* pthread_mutex_unlock, traced: a pending uncontended acquisition (or
  * successful try) of the mutex and this unlock become one mutex_held (or
- * mutex_tryheld). */
+ * mutex_tryheld), or in counting mode one more pair counted
+ * (pthread_count.h). */
 static __attribute__((noinline)) int strata_pt_mutex_unlock(pthread_mutex_t *m, uint64_t caller)
 {
+	const int count = strata_pt_count_on(m);
 	int ret = REAL(mutex_unlock)(m);
 	struct strata_pt_pending p;
 	if (RELAXED_LOAD(&pending) && strata_pt_stash_pop(m, &p)) {
-		uint64_t hold = strata_pt_since(&p);
+		uint64_t now;
+		uint64_t hold = strata_pt_since_at(&p, &now);
 		if (__builtin_expect(hold <= UINT32_MAX, 1)) {
+			if (count && strata_pt_count(&p, hold, now))
+				return ret;
 			if (p.try_)
 				strata_tracepoint(pthread, mutex_tryheld, p.lock, p.site, (uint32_t)hold);
 			else

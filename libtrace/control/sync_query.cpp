@@ -1006,6 +1006,7 @@ int apply_grants(int fd, int64_t dl)
 	State &s = g_state;
 	int joined = 0;
 	bool changed = false, granted[proto::kMaxSlots] = {};
+	strata_rt_state_changing(); // while the sessions it may stop still record
 	for (uint32_t i = 0; i < s.grants.n; i++) {
 		const proto::pc::Grant &g = s.grants.g[i];
 		if (g.aggregate[0] && !g.n_rules) // it only aggregates (agg_settle): no buffer
@@ -1169,6 +1170,7 @@ int kmod_query_once(bool list_events)
 	int joined = 0;
 	bool changed = false, granted[proto::kMaxSlots] = {};
 	size_t off = 0;
+	strata_rt_state_changing(); // while the sessions it may stop still record
 	for (uint32_t i = 0; i < n; i++) {
 		strata_kabi_grant g;
 		if (size - off < sizeof g)

@@ -1,0 +1,391 @@
+/*
+ * pthread_count.h - counting mode of the pthread preload (docs/pthread.md,
+ * "Counting mode"): with STRATA_PTHREAD_COUNT=1 an uncontended pair that
+ * would be one mutex_held (mutex_tryheld) record updates a per-thread
+ * table instead, and pthread:mutex_counts records carry the counts when an
+ * entry is flushed.  Included once, by pthread_wrap.c, after the stash and
+ * the hold times (it uses both); not a header of its own API.
+ *
+ * Contract (who touches what):
+ *   - A thread's table (one of `pool`, static memory, so that a flusher
+ *     never reads freed memory; the thread's `ctab` points to it) is
+ *     UPDATED only by that thread and its signal handlers, inside `busy`:
+ *     a handler that finds busy set (it interrupted its thread's update or
+ *     flush) counts nothing and writes its pair as mutex_held instead; a
+ *     handler runs to completion before its thread resumes, so updates
+ *     never interleave.  Updates are single-writer stores in program
+ *     order (signal fences for the compiler; x86-64 keeps stores in order
+ *     and loads in order; elsewhere, and under TSan, release stores and
+ *     acquire loads: ORDERED_*).
+ *   - An entry is FLUSHED (a mutex_counts record of what was counted since
+ *     its marks fcount/fsum, then the marks advanced) only by the holder
+ *     of the table's flush lock `flusher` (0 or the holder's thread mark;
+ *     a lock-prefixed CAS, once per flush): the owner when an entry is
+ *     old, full or evicted, and at its exit (thread-specific data
+ *     destructor); any thread at the process' exit and before the control
+ *     plane changes tracepoint states (flush_all).  The owner only tries
+ *     the lock; the others spin for it (the holder is another thread, which
+ *     progresses).  flush_all skips its own thread's table when it
+ *     interrupted that thread's update or flush (a handler cannot wait for
+ *     the code it interrupted): those counts go in that entry's next record.
+ *   - A flusher on another thread reads an entry with a sequence check:
+ *     gen (counted at the end of each update) unchanged and busy 0 before
+ *     and after the entry's fields: the fields are one update's.
+ *   - Exit (the library's destructor, one thread): counts_closed is set,
+ *     then a process-wide memory barrier (membarrier): an update that set
+ *     busy before the barrier is seen busy by flush_all, which waits for it;
+ *     one that began after it sees counts_closed and writes mutex_held
+ *     (Dekker's pattern with the expensive fence on the rare side, as
+ *     liburcu's membarrier flavour).  Every pair is then either in a
+ *     record flush_all writes or in a mutex_held.
+ *   - A thread takes a free table of the pool at its first count (CAS of
+ *     `owned` 0 -> 1); its exit destructor, holding the flush lock, writes
+ *     it, empties it and frees it.  flush_all looks at every owned table;
+ *     one freed or taken again meanwhile holds nothing written already.
+ *     Past STRATA_PT_CTABLES threads at once a thread counts nothing (its
+ *     pairs stay mutex_held records).
+ *   - fork child: one thread; every table (copies of the parent's) is
+ *     emptied, the other threads' freed: the parent's counts are the
+ *     parent's to write, the child starts from zero.
+ * Nothing here allocates or takes a lock but the flush lock.
+ */
+
+#define STRATA_PT_CENTRIES 32u      /* entries per thread table */
+#define STRATA_PT_CPROBES 4u        /* probed entries per key */
+#define STRATA_PT_CTABLES 256u      /* threads with a table at once */
+#define STRATA_PT_CMAX (1ull << 20) /* pairs an entry counts before it is flushed */
+#define STRATA_PT_CAGE_NS 20000000u /* age of an entry's first unflushed pair that flushes it */
+
+struct strata_pt_centry {
+	uint64_t lock; /* 0: free */
+	uint32_t site;
+	uint8_t try_;
+	uint64_t count, sum, max; /* since the entry was made: owner-written */
+	uint64_t fcount, fsum;    /* flushed marks: written under the flush lock */
+	uint64_t first;           /* clock value of the first pair after the marks */
+};
+
+struct strata_pt_ctable {
+	uint32_t owned;    /* a thread has it */
+	uint32_t busy;     /* owner's update or flush in progress (see above) */
+	uint64_t gen;      /* updates done (the sequence check) */
+	uintptr_t flusher; /* the flush lock: 0 or the holder's thread mark */
+	struct strata_pt_centry e[STRATA_PT_CENTRIES];
+};
+
+static struct strata_pt_ctable pool[STRATA_PT_CTABLES];
+static STRATA_PT_TLS struct strata_pt_ctable *ctab; /* this thread's, or NULL */
+static STRATA_PT_TLS uint8_t ctab_closed;           /* exiting, or no table: count nothing */
+static STRATA_PT_TLS uint8_t ctab_mark;             /* its address: the thread's flush-lock mark */
+static uint32_t counts_closed;                      /* the process' final flush began */
+static int count_mode;                              /* STRATA_PTHREAD_COUNT: a setting */
+static pthread_key_t count_key;
+static int count_key_ok;
+
+#if defined(__x86_64__) && !defined(STRATA_TSAN)
+#define ORDERED_LOAD(p) __atomic_load_n(p, __ATOMIC_RELAXED)
+#define ORDERED_STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELAXED)
+#else
+#define ORDERED_LOAD(p) __atomic_load_n(p, __ATOMIC_ACQUIRE)
+#define ORDERED_STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
+#endif
+
+/* The record of what `e` counted since its marks (up to the snapshot
+ * count/sum/max), then the marks advanced.  Under the flush lock. */
+static void strata_pt_count_emit(struct strata_pt_centry *e, uint64_t lock, uint32_t site, uint8_t try_,
+				 uint64_t count, uint64_t sum, uint64_t max)
+{
+	const uint64_t n = count - RELAXED_LOAD(&e->fcount);
+	if (!n)
+		return;
+	strata_tracepoint(pthread, mutex_counts, lock, site, try_, n, sum - RELAXED_LOAD(&e->fsum),
+			  (uint32_t)max);
+	RELAXED_STORE(&e->fcount, count);
+	RELAXED_STORE(&e->fsum, sum);
+}
+
+/* The flush lock: 1 if taken (never waits). */
+static inline int strata_pt_count_trylock(struct strata_pt_ctable *t)
+{
+	uintptr_t expected = 0;
+	/* acquire: the marks the previous holder wrote; pairs with the release
+	 * in strata_pt_count_unlock. */
+	return __atomic_compare_exchange_n(&t->flusher, &expected, (uintptr_t)&ctab_mark, 0, __ATOMIC_ACQUIRE,
+					   __ATOMIC_RELAXED);
+}
+
+/* The flush lock, waiting for another thread that holds it. */
+static void strata_pt_count_lock(struct strata_pt_ctable *t)
+{
+	while (!strata_pt_count_trylock(t))
+		sched_yield();
+}
+
+static inline void strata_pt_count_unlock(struct strata_pt_ctable *t)
+{
+	__atomic_store_n(&t->flusher, 0, __ATOMIC_RELEASE); /* pairs with the lock's acquire */
+}
+
+/* The owner flushes its entry (inside busy). */
+static void strata_pt_count_flush_own(struct strata_pt_ctable *t, struct strata_pt_centry *e)
+{
+	if (!strata_pt_count_trylock(t))
+		return; /* flush_all has it, and writes this entry */
+	strata_pt_count_emit(e, e->lock, e->site, e->try_, e->count, e->sum, e->max);
+	strata_pt_count_unlock(t);
+}
+
+/* Take a table of the pool for this thread and arm its exit destructor;
+ * NULL when there is none (no key, every table owned): the thread then
+ * counts nothing. */
+static __attribute__((noinline)) struct strata_pt_ctable *strata_pt_count_register(void)
+{
+	ctab_closed = 1;                                       /* until it has one */
+	if (!__atomic_load_n(&count_key_ok, __ATOMIC_RELAXED)) /* a setting */
+		return NULL;
+	for (uint32_t i = 0; i < STRATA_PT_CTABLES; i++) {
+		uint32_t expected = 0;
+		/* acquire: the emptying by its previous owner (the release in
+		 * strata_pt_count_thread_exit). */
+		if (RELAXED_LOAD(&pool[i].owned) == 0 &&
+		    __atomic_compare_exchange_n(&pool[i].owned, &expected, 1, 0, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED)) {
+			int was_busy = strata_pt_busy;
+			strata_pt_busy = 1; /* glibc's TSD code: no traced locks */
+			pthread_setspecific(count_key, &pool[i]);
+			strata_pt_busy = was_busy;
+			ctab = &pool[i];
+			ctab_closed = 0;
+			return ctab;
+		}
+	}
+	return NULL;
+}
+
+/* The entry of (lock, site, try_), made (evicting an older one, written
+ * first) if needed; NULL: count nothing (the eviction's flush lock busy). */
+static inline struct strata_pt_centry *strata_pt_count_entry(struct strata_pt_ctable *t, uint64_t lock,
+							     uint32_t site, uint8_t try_)
+{
+	const uint32_t h = (uint32_t)(((lock ^ (uint64_t)site << 3) * 0x9e3779b97f4a7c15ull) >> 59);
+	struct strata_pt_centry *free_e = NULL;
+	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {
+		struct strata_pt_centry *e = &t->e[(h + i) & (STRATA_PT_CENTRIES - 1)];
+		if (e->lock == lock && e->site == site && e->try_ == try_)
+			return e;
+		if (!e->lock && !free_e)
+			free_e = e;
+	}
+	if (!free_e) { /* evict the first probed entry, its counts written */
+		free_e = &t->e[h & (STRATA_PT_CENTRIES - 1)];
+		if (!strata_pt_count_trylock(t))
+			return NULL;
+		strata_pt_count_emit(free_e, free_e->lock, free_e->site, free_e->try_, free_e->count,
+				     free_e->sum, free_e->max);
+		ORDERED_STORE(&free_e->lock, 0);
+		ORDERED_STORE(&free_e->count, 0);
+		ORDERED_STORE(&free_e->sum, 0);
+		ORDERED_STORE(&free_e->max, 0);
+		RELAXED_STORE(&free_e->fcount, 0); /* the marks: under the lock */
+		RELAXED_STORE(&free_e->fsum, 0);
+		strata_pt_count_unlock(t);
+	}
+	ORDERED_STORE(&free_e->site, site);
+	ORDERED_STORE(&free_e->try_, try_);
+	ORDERED_STORE(&free_e->lock, lock);
+	return free_e;
+}
+
+/* Age limit of an entry in the clock's units (TSC ticks or ns). */
+static inline uint64_t strata_pt_count_age(uint8_t tsc)
+{
+	if (!tsc)
+		return STRATA_PT_CAGE_NS;
+	uint64_t scale = __atomic_load_n(&pt_scale, __ATOMIC_RELAXED); /* see pt_scale */
+	uint64_t mult = scale >> 32;
+	/* ns = ticks * mult >> shift, so ticks = (ns << shift) / mult */
+	return mult ? (uint64_t)(((unsigned __int128)STRATA_PT_CAGE_NS << (scale & 63)) / mult)
+		    : (1ull << 26);
+}
+
+/* The update of entry `e` by one pair (inside busy); 1 if it is to be
+ * flushed now (old or full). */
+static inline int strata_pt_count_add(struct strata_pt_centry *e, uint64_t hold, uint64_t now, uint8_t tsc)
+{
+	const uint64_t c = e->count, fc = RELAXED_LOAD(&e->fcount);
+	if (c == fc)
+		ORDERED_STORE(&e->first, now);
+	ORDERED_STORE(&e->count, c + 1);
+	ORDERED_STORE(&e->sum, e->sum + hold);
+	if (hold > e->max)
+		ORDERED_STORE(&e->max, hold);
+	return c + 1 - fc >= STRATA_PT_CMAX || now - e->first >= strata_pt_count_age(tsc);
+}
+
+/*
+ * Count an uncontended pair `p` held `hold` ns, its unlock at clock value
+ * `now` (p's units): 1, or 0 when it must be written as mutex_held (a
+ * handler inside its thread's update, the thread or process exiting, no
+ * table, no entry).
+ */
+static int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold, uint64_t now)
+{
+	struct strata_pt_ctable *t = ctab;
+	if (__builtin_expect(!t, 0) && (ctab_closed || !(t = strata_pt_count_register())))
+		return 0;
+	if (RELAXED_LOAD(&t->busy) || ctab_closed)
+		return 0;
+	ORDERED_STORE(&t->busy, 1);
+	SIGNAL_FENCE();
+	struct strata_pt_centry *e = NULL;
+	/* relaxed: the exit's membarrier orders this load after the busy
+	 * store against the exiting thread (see the contract). */
+	if (!__atomic_load_n(&counts_closed, __ATOMIC_RELAXED))
+		e = strata_pt_count_entry(t, p->lock, p->site, p->try_);
+	if (!e) {
+		ORDERED_STORE(&t->busy, 0);
+		return 0;
+	}
+	const int flush = strata_pt_count_add(e, hold, now, p->tsc);
+	ORDERED_STORE(&t->gen, t->gen + 1);
+	if (__builtin_expect(flush, 0))
+		strata_pt_count_flush_own(t, e);
+	SIGNAL_FENCE();
+	ORDERED_STORE(&t->busy, 0);
+	return 1;
+}
+
+/* One entry of table `t` (its flush lock held) written from a consistent
+ * snapshot; 0 if its thread stayed busy. */
+static int strata_pt_count_flush_entry(struct strata_pt_ctable *t, struct strata_pt_centry *e)
+{
+	for (int tries = 0; tries < 1000000; tries++) {
+		const uint64_t g = ORDERED_LOAD(&t->gen);
+		if (ORDERED_LOAD(&t->busy)) {
+			sched_yield();
+			continue;
+		}
+		const uint64_t lock = ORDERED_LOAD(&e->lock), count = ORDERED_LOAD(&e->count);
+		const uint64_t sum = ORDERED_LOAD(&e->sum), max = ORDERED_LOAD(&e->max);
+		const uint32_t site = ORDERED_LOAD(&e->site);
+		const uint8_t try_ = ORDERED_LOAD(&e->try_);
+		if (ORDERED_LOAD(&t->busy) || ORDERED_LOAD(&t->gen) != g)
+			continue;
+		if (lock)
+			strata_pt_count_emit(e, lock, site, try_, count, sum, max);
+		return 1;
+	}
+	return 0;
+}
+
+/* Every entry of `t`.  1 if all were written (see the contract). */
+static int strata_pt_count_flush_table(struct strata_pt_ctable *t)
+{
+	if (t == ctab && RELAXED_LOAD(&t->busy))
+		return 0; /* we interrupted our own thread's update */
+	strata_pt_count_lock(t);
+	int ok = 1;
+	for (uint32_t i = 0; i < STRATA_PT_CENTRIES; i++)
+		ok &= strata_pt_count_flush_entry(t, &t->e[i]);
+	strata_pt_count_unlock(t);
+	return ok;
+}
+
+/* Every owned table (see the contract).  How many were written whole. */
+static uint32_t strata_pt_count_flush_all(void)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < STRATA_PT_CTABLES; i++)
+		/* relaxed: the flush lock orders what is read (its acquire). */
+		if (__atomic_load_n(&pool[i].owned, __ATOMIC_RELAXED))
+			n += (uint32_t)strata_pt_count_flush_table(&pool[i]);
+	return n;
+}
+
+/* The control plane is about to change tracepoint states (a session starts
+ * or stops, rules change): what was counted goes to the sessions that
+ * recorded it (strata_rt_set_before_change_hook; maybe in a handler). */
+static void strata_pt_count_before_change(void)
+{
+	if (strata_tracepoint_enabled(pthread, mutex_counts))
+		strata_pt_count_flush_all();
+}
+
+/* Thread exit (thread-specific data destructor): write the table, empty
+ * and free it, holding its flush lock. */
+static void strata_pt_count_thread_exit(void *arg)
+{
+	struct strata_pt_ctable *t = arg;
+	ctab_closed = 1; /* later destructors' pairs: mutex_held */
+	SIGNAL_FENCE();
+	strata_pt_count_lock(t);
+	for (uint32_t i = 0; i < STRATA_PT_CENTRIES; i++) {
+		struct strata_pt_centry *e = &t->e[i];
+		if (e->lock)
+			strata_pt_count_emit(e, e->lock, e->site, e->try_, e->count, e->sum, e->max);
+		ORDERED_STORE(&e->lock, 0);
+		ORDERED_STORE(&e->count, 0);
+		ORDERED_STORE(&e->sum, 0);
+		ORDERED_STORE(&e->max, 0);
+		RELAXED_STORE(&e->fcount, 0); /* the marks: under the lock */
+		RELAXED_STORE(&e->fsum, 0);
+	}
+	ctab = NULL;
+	strata_pt_count_unlock(t);
+	__atomic_store_n(&t->owned, 0, __ATOMIC_RELEASE); /* pairs with the register's acquire */
+}
+
+/* Process exit: close counting, order that against every thread (see the
+ * contract), write every table, then say so. */
+static void __attribute__((destructor)) strata_pt_count_exit(void)
+{
+	if (!__atomic_load_n(&count_mode, __ATOMIC_RELAXED) ||
+	    !strata_tracepoint_enabled(pthread, mutex_counts))
+		return;
+	__atomic_store_n(&counts_closed, 1, __ATOMIC_SEQ_CST);
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0 &&
+	    syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
+		__atomic_thread_fence(__ATOMIC_SEQ_CST); /* no membarrier: docs/pthread.md */
+	uint32_t n = strata_pt_count_flush_all();
+	strata_tracepoint(pthread, mutex_counts_done, n);
+}
+
+/* Constructor: the setting and the thread-exit key. */
+static void strata_pt_count_init(void)
+{
+	const char *c = getenv("STRATA_PTHREAD_COUNT");
+	if (!c || strcmp(c, "1") != 0)
+		return;
+	if (pthread_key_create(&count_key, strata_pt_count_thread_exit) == 0)
+		__atomic_store_n(&count_key_ok, 1, __ATOMIC_RELAXED); /* a setting */
+	__atomic_store_n(&count_mode, 1, __ATOMIC_RELAXED);           /* a setting */
+	strata_rt_set_before_change_hook(strata_pt_count_before_change);
+}
+
+/* fork child (one thread): the parent's counts stay the parent's. */
+static void strata_pt_count_atfork_child(void)
+{
+	for (uint32_t i = 0; i < STRATA_PT_CTABLES; i++)
+		if (RELAXED_LOAD(&pool[i].owned) && &pool[i] != ctab)
+			memset(&pool[i], 0, sizeof pool[i]); /* a parent thread's: not ours */
+	if (ctab) {                                          /* ours keeps its table and key, emptied */
+		memset(ctab->e, 0, sizeof ctab->e);
+		ctab->busy = 0;
+		ctab->flusher = 0;
+	}
+	RELAXED_STORE(&counts_closed, 0);
+}
+
+/* Counting applies to this unlock: the mode, its record enabled, and no
+ * waiter registered in glibc's lock word (2, or FUTEX_WAITERS for robust
+ * and PI mutexes): a wait's blockers need the hold's interval. */
+static inline int strata_pt_count_on(const pthread_mutex_t *m)
+{
+	if (!__atomic_load_n(&count_mode, __ATOMIC_RELAXED) ||
+	    !strata_tracepoint_enabled(pthread, mutex_counts))
+		return 0;
+	/* relaxed: a hint read before the real unlock; a waiter that comes
+	 * later finds its blocker counted (docs/pthread.md). */
+	const uint32_t w = __atomic_load_n((const uint32_t *)&m->__data.__lock, __ATOMIC_RELAXED);
+	return w != 2 && !(w & 0x80000000u);
+}
