@@ -342,7 +342,10 @@ static void __attribute__((destructor)) strata_pt_count_exit(void)
 	if (!__atomic_load_n(&count_mode, __ATOMIC_RELAXED) ||
 	    !strata_tracepoint_enabled(pthread, mutex_counts))
 		return;
-	__atomic_store_n(&counts_closed, 1, __ATOMIC_SEQ_CST);
+	/* seq_cst: the membarrier below orders it for the other threads; once
+	 * only (a second _exit, or _exit from a destructor). */
+	if (__atomic_exchange_n(&counts_closed, 1, __ATOMIC_SEQ_CST))
+		return;
 	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0 &&
 	    syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
 		__atomic_thread_fence(__ATOMIC_SEQ_CST); /* no membarrier: docs/pthread.md */
@@ -350,9 +353,26 @@ static void __attribute__((destructor)) strata_pt_count_exit(void)
 	strata_tracepoint(pthread, mutex_counts_done, n);
 }
 
+/* _exit (a fork child's usual way out) runs no destructor: the final flush
+ * runs here, then the next _exit (an interposer's, TSan's, or glibc's). */
+static void (*next_exit)(int);
+STRATA_PT_EXPORT __attribute__((noreturn)) void _exit(int status)
+{
+	strata_pt_count_exit();
+	void (*f)(int) = __atomic_load_n(&next_exit, __ATOMIC_RELAXED); /* a setting */
+	if (f)
+		f(status);
+	for (;;)
+		syscall(SYS_exit_group, status);
+}
+
 /* Constructor: the setting and the thread-exit key. */
 static void strata_pt_count_init(void)
 {
+	int was_busy = strata_pt_busy;
+	strata_pt_busy = 1; /* dlsym may lock */
+	__atomic_store_n(&next_exit, (void (*)(int))dlsym(RTLD_NEXT, "_exit"), __ATOMIC_RELAXED);
+	strata_pt_busy = was_busy;
 	const char *c = getenv("STRATA_PTHREAD_COUNT");
 	if (!c || strcmp(c, "1") != 0)
 		return;

@@ -6,7 +6,7 @@ the trace, and compares with what the program reports it did (pt_workload /
 pt_cxx write JSON: lock addresses, exact acquisition counts, own wait measure).
 
 usage: check_pthread.py SCENARIO --strata S --workload W --cxx C --dllib L --work DIR
-SCENARIO: contend basic fork dlopen signal sigstorm blocker ctor cxx stack pylock nest nest_monotonic
+SCENARIO: contend basic fork dlopen signal sigstorm blocker ctor cxx stack pylock nest nest_monotonic count
 """
 import argparse
 import json
@@ -109,6 +109,52 @@ def check_nest(rep, prog_out, pid, trace, lost, monotonic):
               "inner hold %d ns >= the program's %d ns" % (inner["hold_max_ns"], i))
 
 
+def check_count(rep, prog_out, pid, trace, lost):
+    """Counting mode (docs/pthread.md): every uncontended pair of the four
+    locks counted, none as a record of its own, each exactly: made by main,
+    by a thread that then idles until the process exits, by a thread that
+    exits, by a fork child that leaves by _exit.  The blocker rounds' waits
+    and blockers as without counting."""
+    if not check(lost == 0, "nothing lost (the oracles below are exact)"):
+        return
+    counted = 0
+    for name, who in (("main", pid), ("idle", pid), ("exit", pid), ("child_lock", prog_out["child"])):
+        lk = lock_of(rep, who, int(prog_out[name], 16))
+        want = prog_out[name.split("_")[0] + "_acq"]
+        got = lk and {k: lk[k] for k in ("acquisitions", "counted", "holds", "contended")}
+        check(got == {"acquisitions": want, "counted": want, "holds": want, "contended": 0},
+              "%s: every pair counted, exactly: %r == %d" % (name, got, want))
+        check(lk is not None and 0 < lk["hold_max_ns"] and lk["hold_total_ns"] >= lk["hold_max_ns"],
+              "%s: hold total and max (%r)" % (name, lk and (lk["hold_total_ns"], lk["hold_max_ns"])))
+        counted += want
+    check(rep["counts_unfinished"] == [], "every process's final flush is in the trace (%r)" %
+          rep["counts_unfinished"])
+    hot = lock_of(rep, pid, int(prog_out["hot"], 16))
+    if check(hot is not None, "hot lock analysed"):
+        check(hot["acquisitions"] == prog_out["hot_acq"] and hot["holds"] == hot["acquisitions"] and
+              hot["contended"] > 0 and hot["wait_total_ns"] > 0,
+              "hot lock: %d acquisitions, held as many times, waits timed (%r)" %
+              (prog_out["hot_acq"], {k: hot[k] for k in ("acquisitions", "holds", "contended", "wait_total_ns")}))
+        # A hold that had a waiter keeps its record (its interval): the
+        # blocker of every wait is main's hold_long().
+        check(hot["blockers"] and hot["blockers"][0]["function"].startswith("hold_long") and
+              hot["blockers"][0]["waits"] == hot["contended"],
+              "every wait blamed on hold_long() (%r)" % hot["blockers"][:1])
+        counted += hot["counted"]
+    check(rep["counted_pairs"] >= counted, "counted_pairs %d covers the locks' %d" % (rep["counted_pairs"], counted))
+    bt = subprocess.run(["babeltrace2", trace], capture_output=True, text=True)
+    check(bt.returncode == 0 and bt.stderr == "", "babeltrace2 reads the trace silently (%r)" % bt.stderr[:200])
+    mine = {int(prog_out[k], 16) for k in ("main", "idle", "exit", "child_lock")}
+    held = [int(x, 16) for x in re.findall(r"pthread:mutex_(?:try)?held: .*?lock = (0x[0-9A-Fa-f]+)", bt.stdout)]
+    check(not [x for x in held if x in mine], "no per-pair record of the counted locks")
+    total = {}
+    for m in re.finditer(r"pthread:mutex_counts: .*?lock = (0x[0-9A-Fa-f]+), .*?count = (\d+)", bt.stdout):
+        total[int(m.group(1), 16)] = total.get(int(m.group(1), 16), 0) + int(m.group(2))
+    check(all(total.get(int(prog_out[k], 16)) == prog_out[k.split("_")[0] + "_acq"]
+              for k in ("main", "idle", "exit", "child_lock")),
+          "mutex_counts records sum to the program's counts")
+
+
 def run(cmd, env=None, timeout=90):
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=timeout)
@@ -155,6 +201,9 @@ def main():
         prog = [a.workload, "blocker", out, "10"]
     elif sc.startswith("nest"):
         prog = [a.workload, "nest", out, "100"]
+    elif sc == "count":
+        prog = [a.workload, "count", out, "5000", "10"]
+        env["STRATA_PTHREAD_COUNT"] = "1"
     elif sc == "pylock":
         prog = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pt_pylock.py"), out,
                 "20", "500"]
@@ -332,6 +381,8 @@ def main():
                   (lk["wait_total_ns"], lk["wait_p99_ns"]))
     elif sc.startswith("nest"):
         check_nest(rep, prog_out, pid, trace, lost, sc == "nest_monotonic")
+    elif sc == "count":
+        check_count(rep, prog_out, pid, trace, lost)
     else:
         check(False, "unknown scenario " + sc)
 
