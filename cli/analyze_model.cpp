@@ -629,12 +629,22 @@ void Model::on_counts(const Event &e)
 	}
 	counts_done_[e.proc] = false;
 	Work &w = work_of(e.proc, e.lock, e.tried ? Op::MutexTrylock : Op::MutexLock);
+	const uint64_t timed = std::min(e.timed, e.count);
 	w.st.acquisitions += e.count;
 	w.st.counted += e.count;
 	w.st.holds += e.count;
-	w.st.hold_total += e.hold_sum;
+	// Untimed holds (sampling): estimated at the timed ones' mean.
+	w.st.hold_total += e.hold_sum + (timed ? static_cast<uint64_t>(static_cast<double>(e.hold_sum) /
+								       static_cast<double>(timed) *
+								       static_cast<double>(e.count - timed))
+					       : 0);
 	w.st.hold_max = std::max(w.st.hold_max, e.hold_max);
+	w.st.untimed += e.count - timed;
 	rep_.counted += e.count;
+	rep_.untimed += e.count - timed;
+	rep_.waited_untimed += e.waited_untimed;
+	if (e.waited_untimed)
+		rep_.blockers_partial = true; // holds others waited behind, without their interval
 	Site &s = w.sites[e.caller];
 	s.caller = e.caller;
 	s.acquisitions += e.count;

@@ -127,6 +127,8 @@ void on_counts(Sink *s, const ClassOf &c, const bt_field *pl, Event &&e)
 	e.lock = c.u64(pl, "lock");
 	e.tried = c.u64(pl, "try_") != 0;
 	e.count = c.u64(pl, "count");
+	e.timed = c.u64(pl, "timed");
+	e.waited_untimed = c.u64(pl, "waited_untimed");
 	e.hold_sum = c.u64(pl, "hold_sum_ns");
 	e.hold_max = c.u64(pl, "hold_max_ns");
 	deliver(s, std::move(e), &site);

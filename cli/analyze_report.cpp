@@ -103,8 +103,17 @@ std::vector<std::string> counts_notes(const Report &r)
 	if (r.counted)
 		out.push_back(std::to_string(r.counted) +
 			      " uncontended acquisitions were counted, not recorded one by one "
-			      "(STRATA_PTHREAD_COUNT=1): they are in the acquisitions, holds, hold total and "
+			      "(STRATA_PTHREAD_COUNT): they are in the acquisitions, holds, hold total and "
 			      "hold max, not in the timeline");
+	if (r.untimed)
+		out.push_back(std::to_string(r.untimed) +
+			      " of them were not timed (STRATA_PTHREAD_COUNT=N times one in N): hold totals "
+			      "count them at the mean of the timed holds of their lock and site, hold max is "
+			      "the longest timed hold");
+	if (r.waited_untimed)
+		out.push_back(std::to_string(r.waited_untimed) +
+			      " holds that others waited behind were not timed: the blockers do not credit "
+			      "them");
 	for (uint32_t p : r.counts_unfinished)
 		out.push_back(
 			"COUNTS INCOMPLETE: " + proc_label(r, p) +
@@ -270,7 +279,8 @@ void write_json(std::ostream &o, const Report &r, const Options &opt)
 	o << "{\n  \"analysis\": \"mutex\",\n  \"events\": " << r.events
 	  << ",\n  \"discarded\": " << r.discarded << ",\n  \"unmatched_unlocks\": " << r.unmatched_unlocks
 	  << ",\n  \"cond_waits\": " << r.cond_waits << ",\n  \"cond_signals\": " << r.cond_signals
-	  << ",\n  \"counted_pairs\": " << r.counted << ",\n  \"counts_unfinished\": [";
+	  << ",\n  \"counted_pairs\": " << r.counted << ",\n  \"untimed_holds\": " << r.untimed
+	  << ",\n  \"untimed_waited\": " << r.waited_untimed << ",\n  \"counts_unfinished\": [";
 	for (size_t i = 0; i < r.counts_unfinished.size(); i++)
 		o << (i ? ", " : "") << r.counts_unfinished[i];
 	o << "],\n  \"processes\": [";
@@ -286,8 +296,9 @@ void write_json(std::ostream &o, const Report &r, const Options &opt)
 		  << ", \"symbol\": " << json_str(l.name.function) << ", \"acquisitions\": " << l.acquisitions
 		  << ", \"contended\": " << l.contended
 		  << ", \"contended_share\": " << share(l.contended, l.acquisitions) / 100.0
-		  << ", \"counted\": " << l.counted << ", \"failed\": " << l.failed
-		  << ", \"failed_wait_ns\": " << l.failed_wait << ", \"wait_total_ns\": " << l.wait_total
+		  << ", \"counted\": " << l.counted << ", \"untimed\": " << l.untimed
+		  << ", \"failed\": " << l.failed << ", \"failed_wait_ns\": " << l.failed_wait
+		  << ", \"wait_total_ns\": " << l.wait_total
 		  << ", \"wait_mean_ns\": " << static_cast<uint64_t>(std::llround(l.wait_mean))
 		  << ", \"wait_p99_ns\": " << l.wait_p99 << ", \"wait_max_ns\": " << l.wait_max
 		  << ", \"holds\": " << l.holds << ", \"hold_total_ns\": " << l.hold_total

@@ -1074,7 +1074,7 @@ int run_export(const std::string &dir, bool json, const std::string &out_path)
 			std::fprintf(
 				stderr,
 				"strata export: %" PRIu64
-				" uncontended lock holds were counted (STRATA_PTHREAD_COUNT=1), not "
+				" uncontended lock holds were counted (STRATA_PTHREAD_COUNT), not "
 				"recorded one by one: not drawn; their counts are the pthread:mutex_counts "
 				"instants\n",
 				conv.counted_pairs);

@@ -6,6 +6,18 @@
  * entry is flushed.  Included once, by pthread_wrap.c, after the stash and
  * the hold times (it uses both); not a header of its own API.
  *
+ * Timing: STRATA_PTHREAD_COUNT=1 times every counted hold (two unfenced TSC
+ * reads, as a mutex_held's); =N (2..65536) times one pair in N of each
+ * thread (count_skip) and counts the others untimed (no clock read at
+ * all): a record says how many of its pairs were timed, and the sum and
+ * max are theirs.  An untimed pair cannot become a mutex_held (it has no
+ * interval): when it cannot be counted it is written alone as a
+ * mutex_counts of 1, and an untimed hold whose unlock found waiters is
+ * counted as such (waited_untimed: the blockers analysis cannot credit it).
+ * So that holds others wait behind keep their interval, a lock whose
+ * unlock found waiters joins the thread's `hot` locks (4, round robin),
+ * whose pairs are all timed: a timed pair with waiters stays a mutex_held.
+ *
  * Contract (who touches what):
  *   - A thread's table (one of `pool`, static memory, so that a flusher
  *     never reads freed memory; the thread's `ctab` points to it) is
@@ -55,14 +67,19 @@
 #define STRATA_PT_CTABLES 256u      /* threads with a table at once */
 #define STRATA_PT_CMAX (1ull << 20) /* pairs an entry counts before it is flushed */
 #define STRATA_PT_CAGE_NS 20000000u /* age of an entry's first unflushed pair that flushes it */
+#define STRATA_PT_UNTIMED 2         /* strata_pt_pending.tsc: no clock read for this pair */
+#define STRATA_PT_COUNT_ON 1        /* strata_pt_count_on: count this unlock's pair */
+#define STRATA_PT_COUNT_WAITERS 2   /* the same, but it has waiters: a timed pair keeps its record */
 
 struct strata_pt_centry {
 	uint64_t lock; /* 0: free */
 	uint32_t site;
 	uint8_t try_;
-	uint64_t count, sum, max; /* since the entry was made: owner-written */
-	uint64_t fcount, fsum;    /* flushed marks: written under the flush lock */
-	uint64_t first;           /* clock value of the first pair after the marks */
+	uint64_t count, sum, max;      /* since the entry was made: owner-written */
+	uint64_t timed, waited;        /* of them: timed; untimed whose unlock had waiters */
+	uint64_t fcount, fsum, ftimed; /* flushed marks: written under the flush lock */
+	uint64_t fwaited;              /* (the same) */
+	uint64_t first;                /* clock value of the first timed pair after the marks, 0: none */
 };
 
 struct strata_pt_ctable {
@@ -79,6 +96,11 @@ static STRATA_PT_TLS uint8_t ctab_closed;           /* exiting, or no table: cou
 static STRATA_PT_TLS uint8_t ctab_mark;             /* its address: the thread's flush-lock mark */
 static uint32_t counts_closed;                      /* the process' final flush began */
 static int count_mode;                              /* STRATA_PTHREAD_COUNT: a setting */
+static uint32_t count_every;                        /* time one pair in count_every: a setting */
+static STRATA_PT_TLS uint32_t count_skip;           /* untimed pairs before the next timed one */
+#define STRATA_PT_HOT 4u
+static STRATA_PT_TLS uint64_t hot[STRATA_PT_HOT]; /* locks lately unlocked with waiters: hints */
+static STRATA_PT_TLS uint32_t hot_next;
 static pthread_key_t count_key;
 static int count_key_ok;
 
@@ -90,18 +112,84 @@ static int count_key_ok;
 #define ORDERED_STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
 #endif
 
+/* One entry's figures, as a flusher read them. */
+struct strata_pt_csnap {
+	uint64_t lock, count, sum, max, timed, waited;
+	uint32_t site;
+	uint8_t try_;
+};
+
 /* The record of what `e` counted since its marks (up to the snapshot
- * count/sum/max), then the marks advanced.  Under the flush lock. */
-static void strata_pt_count_emit(struct strata_pt_centry *e, uint64_t lock, uint32_t site, uint8_t try_,
-				 uint64_t count, uint64_t sum, uint64_t max)
+ * `s`), then the marks advanced.  Under the flush lock. */
+static void strata_pt_count_emit(struct strata_pt_centry *e, const struct strata_pt_csnap *s)
 {
-	const uint64_t n = count - RELAXED_LOAD(&e->fcount);
+	const uint64_t n = s->count - RELAXED_LOAD(&e->fcount);
 	if (!n)
 		return;
-	strata_tracepoint(pthread, mutex_counts, lock, site, try_, n, sum - RELAXED_LOAD(&e->fsum),
-			  (uint32_t)max);
-	RELAXED_STORE(&e->fcount, count);
-	RELAXED_STORE(&e->fsum, sum);
+	strata_tracepoint(pthread, mutex_counts, s->lock, s->site, s->try_, n,
+			  s->timed - RELAXED_LOAD(&e->ftimed), s->sum - RELAXED_LOAD(&e->fsum),
+			  (uint32_t)s->max, (uint32_t)(s->waited - RELAXED_LOAD(&e->fwaited)));
+	RELAXED_STORE(&e->fcount, s->count);
+	RELAXED_STORE(&e->fsum, s->sum);
+	RELAXED_STORE(&e->ftimed, s->timed);
+	RELAXED_STORE(&e->fwaited, s->waited);
+}
+
+/* The owner's view of `e` (or a flush-lock holder's while the owner
+ * cannot update it). */
+static inline void strata_pt_count_own_snap(const struct strata_pt_centry *e, struct strata_pt_csnap *s)
+{
+	s->lock = e->lock;
+	s->count = e->count;
+	s->sum = e->sum;
+	s->max = e->max;
+	s->timed = e->timed;
+	s->waited = e->waited;
+	s->site = e->site;
+	s->try_ = e->try_;
+}
+
+/* Empty `e` (under the flush lock). */
+static void strata_pt_count_clear(struct strata_pt_centry *e)
+{
+	ORDERED_STORE(&e->lock, 0);
+	ORDERED_STORE(&e->count, 0);
+	ORDERED_STORE(&e->sum, 0);
+	ORDERED_STORE(&e->max, 0);
+	ORDERED_STORE(&e->timed, 0);
+	ORDERED_STORE(&e->waited, 0);
+	ORDERED_STORE(&e->first, 0);
+	RELAXED_STORE(&e->fcount, 0); /* the marks: under the lock */
+	RELAXED_STORE(&e->fsum, 0);
+	RELAXED_STORE(&e->ftimed, 0);
+	RELAXED_STORE(&e->fwaited, 0);
+}
+
+/* This pair of `lock` goes untimed (sampling, see "Timing").  A handler
+ * moving count_skip or `hot` only shifts the sample. */
+static inline int strata_pt_count_untimed_turn(const void *lock)
+{
+	const uint32_t every = __atomic_load_n(&count_every, __ATOMIC_RELAXED); /* a setting */
+	if (__builtin_expect(every <= 1, 1) || !strata_tracepoint_enabled(pthread, mutex_counts))
+		return 0;
+	if (!count_skip) {
+		count_skip = every - 1;
+		return 0;
+	}
+	count_skip--;
+	for (uint32_t i = 0; i < STRATA_PT_HOT; i++)
+		if (hot[i] == U64(lock))
+			return 0;
+	return 1;
+}
+
+/* An unlock of `lock` found waiters: time its next pairs. */
+static void strata_pt_count_hot(uint64_t lock)
+{
+	for (uint32_t i = 0; i < STRATA_PT_HOT; i++)
+		if (hot[i] == lock)
+			return;
+	hot[hot_next++ % STRATA_PT_HOT] = lock;
 }
 
 /* The flush lock: 1 if taken (never waits). */
@@ -131,7 +219,9 @@ static void strata_pt_count_flush_own(struct strata_pt_ctable *t, struct strata_
 {
 	if (!strata_pt_count_trylock(t))
 		return; /* flush_all has it, and writes this entry */
-	strata_pt_count_emit(e, e->lock, e->site, e->try_, e->count, e->sum, e->max);
+	struct strata_pt_csnap s;
+	strata_pt_count_own_snap(e, &s);
+	strata_pt_count_emit(e, &s);
 	strata_pt_count_unlock(t);
 }
 
@@ -180,14 +270,10 @@ static inline struct strata_pt_centry *strata_pt_count_entry(struct strata_pt_ct
 		free_e = &t->e[h & (STRATA_PT_CENTRIES - 1)];
 		if (!strata_pt_count_trylock(t))
 			return NULL;
-		strata_pt_count_emit(free_e, free_e->lock, free_e->site, free_e->try_, free_e->count,
-				     free_e->sum, free_e->max);
-		ORDERED_STORE(&free_e->lock, 0);
-		ORDERED_STORE(&free_e->count, 0);
-		ORDERED_STORE(&free_e->sum, 0);
-		ORDERED_STORE(&free_e->max, 0);
-		RELAXED_STORE(&free_e->fcount, 0); /* the marks: under the lock */
-		RELAXED_STORE(&free_e->fsum, 0);
+		struct strata_pt_csnap s;
+		strata_pt_count_own_snap(free_e, &s);
+		strata_pt_count_emit(free_e, &s);
+		strata_pt_count_clear(free_e);
 		strata_pt_count_unlock(t);
 	}
 	ORDERED_STORE(&free_e->site, site);
@@ -196,29 +282,49 @@ static inline struct strata_pt_centry *strata_pt_count_entry(struct strata_pt_ct
 	return free_e;
 }
 
-/* Age limit of an entry in the clock's units (TSC ticks or ns). */
+/* Age limit of an entry in the clock's units (TSC ticks or ns).  The
+ * ticks are computed once per scale (a 128-bit division): age_scale is the
+ * scale age_ticks was computed with (both relaxed: plain values, a racing
+ * thread computes the same ones; a pair of mismatched values only moves
+ * one flush by a fraction). */
+static uint64_t age_ticks, age_scale;
 static inline uint64_t strata_pt_count_age(uint8_t tsc)
 {
 	if (!tsc)
 		return STRATA_PT_CAGE_NS;
-	uint64_t scale = __atomic_load_n(&pt_scale, __ATOMIC_RELAXED); /* see pt_scale */
-	uint64_t mult = scale >> 32;
+	const uint64_t scale = __atomic_load_n(&pt_scale, __ATOMIC_RELAXED); /* see pt_scale */
+	if (__builtin_expect(scale == __atomic_load_n(&age_scale, __ATOMIC_RELAXED) && scale, 1))
+		return __atomic_load_n(&age_ticks, __ATOMIC_RELAXED);
+	const uint64_t mult = scale >> 32;
+	if (!mult)
+		return 1ull << 26;
 	/* ns = ticks * mult >> shift, so ticks = (ns << shift) / mult */
-	return mult ? (uint64_t)(((unsigned __int128)STRATA_PT_CAGE_NS << (scale & 63)) / mult)
-		    : (1ull << 26);
+	const uint64_t t = (uint64_t)(((unsigned __int128)STRATA_PT_CAGE_NS << (scale & 63)) / mult);
+	__atomic_store_n(&age_ticks, t, __ATOMIC_RELAXED);
+	__atomic_store_n(&age_scale, scale, __ATOMIC_RELAXED);
+	return t;
 }
 
 /* The update of entry `e` by one pair (inside busy); 1 if it is to be
- * flushed now (old or full). */
-static inline int strata_pt_count_add(struct strata_pt_centry *e, uint64_t hold, uint64_t now, uint8_t tsc)
+ * flushed now (old or full).  Untimed (timed 0): no hold, no clock. */
+static inline int strata_pt_count_add(struct strata_pt_centry *e, uint64_t hold, uint64_t now, uint8_t tsc,
+				      int timed, int waited)
 {
 	const uint64_t c = e->count, fc = RELAXED_LOAD(&e->fcount);
 	if (c == fc)
-		ORDERED_STORE(&e->first, now);
+		ORDERED_STORE(&e->first, 0);
 	ORDERED_STORE(&e->count, c + 1);
+	if (!timed) {
+		if (waited)
+			ORDERED_STORE(&e->waited, e->waited + 1);
+		return c + 1 - fc >= STRATA_PT_CMAX;
+	}
+	ORDERED_STORE(&e->timed, e->timed + 1);
 	ORDERED_STORE(&e->sum, e->sum + hold);
 	if (hold > e->max)
 		ORDERED_STORE(&e->max, hold);
+	if (!e->first)
+		ORDERED_STORE(&e->first, now + !now); /* 0 stays "none" */
 	return c + 1 - fc >= STRATA_PT_CMAX || now - e->first >= strata_pt_count_age(tsc);
 }
 
@@ -228,7 +334,8 @@ static inline int strata_pt_count_add(struct strata_pt_centry *e, uint64_t hold,
  * handler inside its thread's update, the thread or process exiting, no
  * table, no entry).
  */
-static int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold, uint64_t now)
+static int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold, uint64_t now, int timed,
+			   int waited)
 {
 	struct strata_pt_ctable *t = ctab;
 	if (__builtin_expect(!t, 0) && (ctab_closed || !(t = strata_pt_count_register())))
@@ -246,7 +353,7 @@ static int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold, uin
 		ORDERED_STORE(&t->busy, 0);
 		return 0;
 	}
-	const int flush = strata_pt_count_add(e, hold, now, p->tsc);
+	const int flush = strata_pt_count_add(e, hold, now, p->tsc, timed, waited);
 	ORDERED_STORE(&t->gen, t->gen + 1);
 	if (__builtin_expect(flush, 0))
 		strata_pt_count_flush_own(t, e);
@@ -265,14 +372,19 @@ static int strata_pt_count_flush_entry(struct strata_pt_ctable *t, struct strata
 			sched_yield();
 			continue;
 		}
-		const uint64_t lock = ORDERED_LOAD(&e->lock), count = ORDERED_LOAD(&e->count);
-		const uint64_t sum = ORDERED_LOAD(&e->sum), max = ORDERED_LOAD(&e->max);
-		const uint32_t site = ORDERED_LOAD(&e->site);
-		const uint8_t try_ = ORDERED_LOAD(&e->try_);
+		struct strata_pt_csnap s;
+		s.lock = ORDERED_LOAD(&e->lock);
+		s.count = ORDERED_LOAD(&e->count);
+		s.sum = ORDERED_LOAD(&e->sum);
+		s.max = ORDERED_LOAD(&e->max);
+		s.timed = ORDERED_LOAD(&e->timed);
+		s.waited = ORDERED_LOAD(&e->waited);
+		s.site = ORDERED_LOAD(&e->site);
+		s.try_ = ORDERED_LOAD(&e->try_);
 		if (ORDERED_LOAD(&t->busy) || ORDERED_LOAD(&t->gen) != g)
 			continue;
-		if (lock)
-			strata_pt_count_emit(e, lock, site, try_, count, sum, max);
+		if (s.lock)
+			strata_pt_count_emit(e, &s);
 		return 1;
 	}
 	return 0;
@@ -321,14 +433,11 @@ static void strata_pt_count_thread_exit(void *arg)
 	strata_pt_count_lock(t);
 	for (uint32_t i = 0; i < STRATA_PT_CENTRIES; i++) {
 		struct strata_pt_centry *e = &t->e[i];
-		if (e->lock)
-			strata_pt_count_emit(e, e->lock, e->site, e->try_, e->count, e->sum, e->max);
-		ORDERED_STORE(&e->lock, 0);
-		ORDERED_STORE(&e->count, 0);
-		ORDERED_STORE(&e->sum, 0);
-		ORDERED_STORE(&e->max, 0);
-		RELAXED_STORE(&e->fcount, 0); /* the marks: under the lock */
-		RELAXED_STORE(&e->fsum, 0);
+		struct strata_pt_csnap s;
+		strata_pt_count_own_snap(e, &s);
+		if (s.lock)
+			strata_pt_count_emit(e, &s);
+		strata_pt_count_clear(e);
 	}
 	ctab = NULL;
 	strata_pt_count_unlock(t);
@@ -374,8 +483,10 @@ static void strata_pt_count_init(void)
 	__atomic_store_n(&next_exit, (void (*)(int))dlsym(RTLD_NEXT, "_exit"), __ATOMIC_RELAXED);
 	strata_pt_busy = was_busy;
 	const char *c = getenv("STRATA_PTHREAD_COUNT");
-	if (!c || strcmp(c, "1") != 0)
+	const long every = c ? strtol(c, NULL, 10) : 0;
+	if (every < 1 || every > 65536)
 		return;
+	__atomic_store_n(&count_every, (uint32_t)every, __ATOMIC_RELAXED); /* a setting */
 	if (pthread_key_create(&count_key, strata_pt_count_thread_exit) == 0)
 		__atomic_store_n(&count_key_ok, 1, __ATOMIC_RELAXED); /* a setting */
 	__atomic_store_n(&count_mode, 1, __ATOMIC_RELAXED);           /* a setting */
@@ -396,9 +507,10 @@ static void strata_pt_count_atfork_child(void)
 	RELAXED_STORE(&counts_closed, 0);
 }
 
-/* Counting applies to this unlock: the mode, its record enabled, and no
- * waiter registered in glibc's lock word (2, or FUTEX_WAITERS for robust
- * and PI mutexes): a wait's blockers need the hold's interval. */
+/* Counting applies to this unlock: 0 no, STRATA_PT_COUNT_ON, or
+ * STRATA_PT_COUNT_WAITERS when glibc's lock word shows a waiter (2, or
+ * FUTEX_WAITERS for robust and PI mutexes): a wait's blockers need the
+ * hold's interval, so a timed pair keeps its mutex_held. */
 static inline int strata_pt_count_on(const pthread_mutex_t *m)
 {
 	if (!__atomic_load_n(&count_mode, __ATOMIC_RELAXED) ||
@@ -407,5 +519,15 @@ static inline int strata_pt_count_on(const pthread_mutex_t *m)
 	/* relaxed: a hint read before the real unlock; a waiter that comes
 	 * later finds its blocker counted (docs/pthread.md). */
 	const uint32_t w = __atomic_load_n((const uint32_t *)&m->__data.__lock, __ATOMIC_RELAXED);
-	return w != 2 && !(w & 0x80000000u);
+	return w != 2 && !(w & 0x80000000u) ? STRATA_PT_COUNT_ON : STRATA_PT_COUNT_WAITERS;
+}
+
+/* An untimed pair (sampling): counted, or when it cannot be (a handler
+ * inside its thread's update, exiting, no table) written alone: it has no
+ * interval for a mutex_held. */
+static void strata_pt_count_untimed(const struct strata_pt_pending *p, int waited)
+{
+	if (!strata_pt_count(p, 0, 0, 0, waited))
+		strata_tracepoint(pthread, mutex_counts, p->lock, p->site, p->try_, 1, 0, 0, 0,
+				  (uint32_t)waited);
 }

@@ -530,7 +530,7 @@ struct strata_pt_pending {
 	uint64_t lock, t0, seq;
 	uint32_t site;
 	uint8_t try_; /* 1: a pthread_mutex_trylock (mutex_tryheld), 0: a lock */
-	uint8_t tsc;  /* t0 is a TSC value (else CLOCK_MONOTONIC ns) */
+	uint8_t tsc;  /* t0 is a TSC value (1), CLOCK_MONOTONIC ns (0), not read (STRATA_PT_UNTIMED) */
 };
 static STRATA_PT_TLS struct strata_pt_pending stash[STRATA_PT_STASH];
 static STRATA_PT_TLS uint64_t stash_seq; /* push order: a recursive mutex pops LIFO */
@@ -742,7 +742,7 @@ static inline __attribute__((always_inline)) int strata_pt_stash_push(const void
 	uint32_t site = strata_pt_site_id(caller);
 	if (site == STRATA_PT_NO_SITE)
 		return 0;
-	const uint8_t tsc = strata_pt_clock() > 1;
+	const uint8_t tsc = strata_pt_count_untimed_turn(lock) ? STRATA_PT_UNTIMED : strata_pt_clock() > 1;
 	for (uint32_t i = 0; i < STRATA_PT_STASH; i++) {
 		if (RELAXED_LOAD(&stash[i].lock) != 0 || !strata_pt_local_cas(&stash[i].lock, 0, 1))
 			continue;
@@ -751,7 +751,7 @@ static inline __attribute__((always_inline)) int strata_pt_stash_push(const void
 		RELAXED_STORE(&stash[i].try_, try_);
 		RELAXED_STORE(&stash[i].seq, strata_pt_local_xadd(&stash_seq, 1) + 1);
 		RELAXED_STORE(&stash[i].tsc, tsc);
-		RELAXED_STORE(&stash[i].t0, tsc ? strata_pt_tsc() : strata_pt_now());
+		RELAXED_STORE(&stash[i].t0, tsc == 1 ? strata_pt_tsc() : tsc ? 0 : strata_pt_now());
 		SIGNAL_FENCE(); /* the fields before the lock that publishes them */
 		RELAXED_STORE(&stash[i].lock, U64(lock));
 		return 1;
@@ -825,7 +825,11 @@ static void strata_pt_emit_acquired(const struct strata_pt_pending *p, uint64_t 
 static void strata_pt_flush_acquired(const void *lock)
 {
 	struct strata_pt_pending p;
-	if (strata_pt_stash_pop(lock, &p))
+	if (!strata_pt_stash_pop(lock, &p))
+		return;
+	if (p.tsc == STRATA_PT_UNTIMED) /* no age to say: counted, see strata_pt_count_untimed */
+		strata_pt_count_untimed(&p, 0);
+	else
 		strata_pt_emit_acquired(&p, strata_pt_since(&p));
 }
 
@@ -1009,13 +1013,19 @@ static __attribute__((noinline)) int strata_pt_mutex_trylock(pthread_mutex_t *m,
 static __attribute__((noinline)) int strata_pt_mutex_unlock(pthread_mutex_t *m, uint64_t caller)
 {
 	const int count = strata_pt_count_on(m);
+	if (__builtin_expect(count == STRATA_PT_COUNT_WAITERS, 0))
+		strata_pt_count_hot(U64(m));
 	int ret = REAL(mutex_unlock)(m);
 	struct strata_pt_pending p;
 	if (RELAXED_LOAD(&pending) && strata_pt_stash_pop(m, &p)) {
+		if (p.tsc == STRATA_PT_UNTIMED) {
+			strata_pt_count_untimed(&p, count == STRATA_PT_COUNT_WAITERS);
+			return ret;
+		}
 		uint64_t now;
 		uint64_t hold = strata_pt_since_at(&p, &now);
 		if (__builtin_expect(hold <= UINT32_MAX, 1)) {
-			if (count && strata_pt_count(&p, hold, now))
+			if (count == STRATA_PT_COUNT_ON && strata_pt_count(&p, hold, now, 1, 0))
 				return ret;
 			if (p.try_)
 				strata_tracepoint(pthread, mutex_tryheld, p.lock, p.site, (uint32_t)hold);
