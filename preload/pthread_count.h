@@ -112,6 +112,12 @@ static int count_key_ok;
 #define ORDERED_STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
 #endif
 
+/* The window of `lock`'s entries: STRATA_PT_CPROBES from here. */
+static inline uint32_t strata_pt_count_hash(uint64_t lock)
+{
+	return (uint32_t)((lock * 0x9e3779b97f4a7c15ull) >> 59);
+}
+
 /* One entry's figures, as a flusher read them. */
 struct strata_pt_csnap {
 	uint64_t lock, count, sum, max, timed, waited;
@@ -180,7 +186,18 @@ static inline int strata_pt_count_untimed_turn(const void *lock)
 	for (uint32_t i = 0; i < STRATA_PT_HOT; i++)
 		if (hot[i] == U64(lock))
 			return 0;
-	return 1;
+	/* Untimed only where it will find an entry (its own or a free one):
+	 * else it would evict one, a record for maybe a pair or two. */
+	const struct strata_pt_ctable *t = ctab;
+	if (!t)
+		return !ctab_closed;
+	const uint32_t h = strata_pt_count_hash(U64(lock));
+	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {
+		const uint64_t l = t->e[(h + i) & (STRATA_PT_CENTRIES - 1)].lock;
+		if (l == U64(lock) || !l)
+			return 1;
+	}
+	return 0;
 }
 
 /* An unlock of `lock` found waiters: time its next pairs. */
@@ -252,36 +269,6 @@ static __attribute__((noinline)) struct strata_pt_ctable *strata_pt_count_regist
 	return NULL;
 }
 
-/* The entry of (lock, site, try_), made (evicting an older one, written
- * first) if needed; NULL: count nothing (the eviction's flush lock busy). */
-static inline struct strata_pt_centry *strata_pt_count_entry(struct strata_pt_ctable *t, uint64_t lock,
-							     uint32_t site, uint8_t try_)
-{
-	const uint32_t h = (uint32_t)(((lock ^ (uint64_t)site << 3) * 0x9e3779b97f4a7c15ull) >> 59);
-	struct strata_pt_centry *free_e = NULL;
-	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {
-		struct strata_pt_centry *e = &t->e[(h + i) & (STRATA_PT_CENTRIES - 1)];
-		if (e->lock == lock && e->site == site && e->try_ == try_)
-			return e;
-		if (!e->lock && !free_e)
-			free_e = e;
-	}
-	if (!free_e) { /* evict the first probed entry, its counts written */
-		free_e = &t->e[h & (STRATA_PT_CENTRIES - 1)];
-		if (!strata_pt_count_trylock(t))
-			return NULL;
-		struct strata_pt_csnap s;
-		strata_pt_count_own_snap(free_e, &s);
-		strata_pt_count_emit(free_e, &s);
-		strata_pt_count_clear(free_e);
-		strata_pt_count_unlock(t);
-	}
-	ORDERED_STORE(&free_e->site, site);
-	ORDERED_STORE(&free_e->try_, try_);
-	ORDERED_STORE(&free_e->lock, lock);
-	return free_e;
-}
-
 /* Age limit of an entry in the clock's units (TSC ticks or ns).  The
  * ticks are computed once per scale (a 128-bit division): age_scale is the
  * scale age_ticks was computed with (both relaxed: plain values, a racing
@@ -303,6 +290,43 @@ static inline uint64_t strata_pt_count_age(uint8_t tsc)
 	__atomic_store_n(&age_ticks, t, __ATOMIC_RELAXED);
 	__atomic_store_n(&age_scale, scale, __ATOMIC_RELAXED);
 	return t;
+}
+
+/* The entry of (lock, site, try_), made if needed; NULL: count nothing.
+ * A full window evicts its first entry (written first) for an untimed
+ * pair (which has nothing else to become), or for a timed one if that
+ * entry is older than the age limit; else the timed pair stays a
+ * mutex_held, never costing more than without counting (a program with
+ * more locks than the table, memcached's item locks). */
+static inline struct strata_pt_centry *strata_pt_count_entry(struct strata_pt_ctable *t, uint64_t lock,
+							     uint32_t site, uint8_t try_, int timed,
+							     uint64_t now, uint8_t tsc)
+{
+	const uint32_t h = strata_pt_count_hash(lock);
+	struct strata_pt_centry *free_e = NULL;
+	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {
+		struct strata_pt_centry *e = &t->e[(h + i) & (STRATA_PT_CENTRIES - 1)];
+		if (e->lock == lock && e->site == site && e->try_ == try_)
+			return e;
+		if (!e->lock && !free_e)
+			free_e = e;
+	}
+	if (!free_e) { /* evict the first probed entry, its counts written */
+		free_e = &t->e[h & (STRATA_PT_CENTRIES - 1)];
+		if (timed && !(free_e->first && now - free_e->first >= strata_pt_count_age(tsc)))
+			return NULL;
+		if (!strata_pt_count_trylock(t))
+			return NULL;
+		struct strata_pt_csnap s;
+		strata_pt_count_own_snap(free_e, &s);
+		strata_pt_count_emit(free_e, &s);
+		strata_pt_count_clear(free_e);
+		strata_pt_count_unlock(t);
+	}
+	ORDERED_STORE(&free_e->site, site);
+	ORDERED_STORE(&free_e->try_, try_);
+	ORDERED_STORE(&free_e->lock, lock);
+	return free_e;
 }
 
 /* The update of entry `e` by one pair (inside busy); 1 if it is to be
@@ -348,7 +372,7 @@ static int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold, uin
 	/* relaxed: the exit's membarrier orders this load after the busy
 	 * store against the exiting thread (see the contract). */
 	if (!__atomic_load_n(&counts_closed, __ATOMIC_RELAXED))
-		e = strata_pt_count_entry(t, p->lock, p->site, p->try_);
+		e = strata_pt_count_entry(t, p->lock, p->site, p->try_, timed, now, p->tsc);
 	if (!e) {
 		ORDERED_STORE(&t->busy, 0);
 		return 0;
