@@ -49,7 +49,11 @@
  *     one that began after it sees counts_closed and writes mutex_held
  *     (Dekker's pattern with the expensive fence on the rare side, as
  *     liburcu's membarrier flavour).  Every pair is then either in a
- *     record flush_all writes or in a mutex_held.
+ *     record flush_all writes or in a mutex_held.  The same around a
+ *     change the control plane applies (strata_rt_set_state_hooks): the
+ *     flag STRATA_PT_CSUSPENDED and the barrier before it flushes, the
+ *     flag cleared once the change is applied, so that the pairs of that
+ *     window are records of their own in the sessions still armed.
  *   - A thread takes a free table of the pool at its first count (CAS of
  *     `owned` 0 -> 1); its exit destructor, holding the flush lock, writes
  *     it, empties it and frees it.  flush_all looks at every owned table;
@@ -94,10 +98,13 @@ static struct strata_pt_ctable pool[STRATA_PT_CTABLES];
 static STRATA_PT_TLS struct strata_pt_ctable *ctab; /* this thread's, or NULL */
 static STRATA_PT_TLS uint8_t ctab_closed;           /* exiting, or no table: count nothing */
 static STRATA_PT_TLS uint8_t ctab_mark;             /* its address: the thread's flush-lock mark */
-static uint32_t counts_closed;                      /* the process' final flush began */
-static int count_mode;                              /* STRATA_PTHREAD_COUNT: a setting */
-static uint32_t count_every;                        /* time one pair in count_every: a setting */
-static STRATA_PT_TLS uint32_t count_skip;           /* untimed pairs before the next timed one */
+static uint32_t counts_closed;            /* STRATA_PT_CEXIT | STRATA_PT_CSUSPENDED: count nothing */
+#define STRATA_PT_CEXIT 1u                /* the process' final flush began */
+#define STRATA_PT_CSUSPENDED 2u           /* the control plane is applying a change */
+static pid_t count_pid;                   /* whose tables these are (a setting; fork child: its own) */
+static int count_mode;                    /* STRATA_PTHREAD_COUNT: a setting */
+static uint32_t count_every;              /* time one pair in count_every: a setting */
+static STRATA_PT_TLS uint32_t count_skip; /* untimed pairs before the next timed one */
 #define STRATA_PT_HOT 4u
 static STRATA_PT_TLS uint64_t hot[STRATA_PT_HOT]; /* locks lately unlocked with waiters: hints */
 static STRATA_PT_TLS uint32_t hot_next;
@@ -427,24 +434,58 @@ static int strata_pt_count_flush_table(struct strata_pt_ctable *t)
 	return ok;
 }
 
-/* Every owned table (see the contract).  How many were written whole. */
-static uint32_t strata_pt_count_flush_all(void)
+/* Every owned table (see the contract).  How many were written whole;
+ * *whole: all of them were. */
+static uint32_t strata_pt_count_flush_all(int *whole)
 {
 	uint32_t n = 0;
-	for (uint32_t i = 0; i < STRATA_PT_CTABLES; i++)
+	*whole = 1;
+	for (uint32_t i = 0; i < STRATA_PT_CTABLES; i++) {
 		/* relaxed: the flush lock orders what is read (its acquire). */
-		if (__atomic_load_n(&pool[i].owned, __ATOMIC_RELAXED))
-			n += (uint32_t)strata_pt_count_flush_table(&pool[i]);
+		if (!__atomic_load_n(&pool[i].owned, __ATOMIC_RELAXED))
+			continue;
+		const int ok = strata_pt_count_flush_table(&pool[i]);
+		n += (uint32_t)ok;
+		*whole &= ok;
+	}
 	return n;
 }
 
+/* Order counts_closed's new value against every thread's next update (see
+ * the contract): after it, an update in progress is seen busy, a later one
+ * sees the flag. */
+static void strata_pt_count_barrier(void)
+{
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0 &&
+	    syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
+		__atomic_thread_fence(__ATOMIC_SEQ_CST); /* no membarrier: docs/pthread.md */
+}
+
 /* The control plane is about to change tracepoint states (a session starts
- * or stops, rules change): what was counted goes to the sessions that
- * recorded it (strata_rt_set_before_change_hook; maybe in a handler). */
+ * or stops, rules change; strata_rt_set_state_hooks, maybe in a handler):
+ * counting is suspended (pairs until the change is applied are records of
+ * their own, in the sessions still armed) and what was counted goes to the
+ * sessions that recorded it.  Not in a fork child before our atfork
+ * handler emptied the parent's tables (count_pid). */
 static void strata_pt_count_before_change(void)
 {
-	if (strata_tracepoint_enabled(pthread, mutex_counts))
-		strata_pt_count_flush_all();
+	if (!strata_tracepoint_enabled(pthread, mutex_counts) ||
+	    getpid() != __atomic_load_n(&count_pid, __ATOMIC_RELAXED))
+		return;
+	/* seq_cst, then the barrier: as at exit. */
+	__atomic_fetch_or(&counts_closed, STRATA_PT_CSUSPENDED, __ATOMIC_SEQ_CST);
+	strata_pt_count_barrier();
+	int whole;
+	const uint32_t n = strata_pt_count_flush_all(&whole);
+	if (whole) /* everything counted so far is in the records before it */
+		strata_tracepoint(pthread, mutex_counts_done, n);
+}
+
+/* The change is applied: counting resumes where it is enabled.  (relaxed:
+ * a pair that still sees the flag writes its own record, exact either way.) */
+static void strata_pt_count_after_change(void)
+{
+	__atomic_fetch_and(&counts_closed, ~STRATA_PT_CSUSPENDED, __ATOMIC_RELAXED);
 }
 
 /* Thread exit (thread-specific data destructor): write the table, empty
@@ -477,13 +518,13 @@ static void __attribute__((destructor)) strata_pt_count_exit(void)
 		return;
 	/* seq_cst: the membarrier below orders it for the other threads; once
 	 * only (a second _exit, or _exit from a destructor). */
-	if (__atomic_exchange_n(&counts_closed, 1, __ATOMIC_SEQ_CST))
+	if (__atomic_fetch_or(&counts_closed, STRATA_PT_CEXIT, __ATOMIC_SEQ_CST) & STRATA_PT_CEXIT)
 		return;
-	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0 &&
-	    syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
-		__atomic_thread_fence(__ATOMIC_SEQ_CST); /* no membarrier: docs/pthread.md */
-	uint32_t n = strata_pt_count_flush_all();
-	strata_tracepoint(pthread, mutex_counts_done, n);
+	strata_pt_count_barrier();
+	int whole;
+	uint32_t n = strata_pt_count_flush_all(&whole);
+	if (whole)
+		strata_tracepoint(pthread, mutex_counts_done, n);
 }
 
 /* _exit (a fork child's usual way out) runs no destructor: the final flush
@@ -514,7 +555,8 @@ static void strata_pt_count_init(void)
 	if (pthread_key_create(&count_key, strata_pt_count_thread_exit) == 0)
 		__atomic_store_n(&count_key_ok, 1, __ATOMIC_RELAXED); /* a setting */
 	__atomic_store_n(&count_mode, 1, __ATOMIC_RELAXED);           /* a setting */
-	strata_rt_set_before_change_hook(strata_pt_count_before_change);
+	__atomic_store_n(&count_pid, getpid(), __ATOMIC_RELAXED);     /* a setting */
+	strata_rt_set_state_hooks(strata_pt_count_before_change, strata_pt_count_after_change);
 }
 
 /* fork child (one thread): the parent's counts stay the parent's. */
@@ -529,6 +571,7 @@ static void strata_pt_count_atfork_child(void)
 		ctab->flusher = 0;
 	}
 	RELAXED_STORE(&counts_closed, 0);
+	RELAXED_STORE(&count_pid, getpid());
 }
 
 /* Counting applies to this unlock: 0 no, STRATA_PT_COUNT_ON, or

@@ -108,8 +108,10 @@ STRATA_EVENT(pthread, site, STRATA_LOGLEVEL_DEBUG, strata_int(uint32_t, id), str
  *                      pairs so far (this record's or an earlier one's of the
  *                      same entry); waited_untimed: untimed holds whose
  *                      unlock found waiters (no interval for the blockers)
- *   mutex_counts_done  the process flushed every count (at its exit): a
- *                      process with mutex_counts and no mutex_counts_done
+ *   mutex_counts_done  every pair the process counted so far is in the
+ *                      mutex_counts before it (its exit's flush, or the one
+ *                      before a change of tracepoint states): a process
+ *                      whose last mutex_counts have no mutex_counts_done
  *                      after them stopped being recorded with pairs counted
  *                      and not written (`strata analyze mutex` says so);
  *                      threads: the thread tables flushed */

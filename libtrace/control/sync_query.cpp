@@ -1029,6 +1029,7 @@ int apply_grants(int fd, int64_t dl)
 	changed |= close_ungranted(granted);
 	if (changed)
 		strata_rt_quiesce(); // before the close that acknowledges
+	strata_rt_state_settled();
 	return joined;
 }
 
@@ -1202,6 +1203,7 @@ int kmod_query_once(bool list_events)
 	changed |= close_ungranted(granted);
 	if (changed)
 		strata_rt_quiesce(); // before the acknowledgement
+	strata_rt_state_settled();
 	kmod_link_ack(gen);
 	g_no_daemon = false;
 	if (list_events) { // tell a daemon our events (LIST); buffers go later, at first events

@@ -140,9 +140,11 @@ def check_count(rep, prog_out, pid, trace, lost, sampled):
         # A hold that had a waiter keeps its record (its interval): the
         # blocker of every wait is main's hold_long().
         blind = rep["untimed_waited"] if sampled else 0
-        check(blind <= 1 and hot["blockers"] and hot["blockers"][0]["function"].startswith("hold_long") and
-              hot["blockers"][0]["waits"] >= hot["contended"] - blind,
-              "every wait blamed on hold_long() but %d untimed (%r)" % (blind, hot["blockers"][:1]))
+        credited = hot["blockers"][0]["waits"] if hot["blockers"] else 0
+        check(blind <= 1 and credited >= hot["contended"] - blind and
+              all(b["function"].startswith("hold_long") for b in hot["blockers"]),
+              "all %d waits blamed on hold_long() but %d untimed (%r)" % (hot["contended"], blind,
+                                                                        hot["blockers"][:1]))
         if sampled:
             check(rep["untimed_holds"] > 0 and all(
                   lock_of(rep, w, int(prog_out[k], 16))["untimed"] > 0
