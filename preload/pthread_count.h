@@ -37,9 +37,10 @@
  *     destructor); any thread at the process' exit and before the control
  *     plane changes tracepoint states (flush_all).  The owner only tries
  *     the lock; the others spin for it (the holder is another thread, which
- *     progresses).  flush_all skips its own thread's table when it
- *     interrupted that thread's update or flush (a handler cannot wait for
- *     the code it interrupted): those counts go in that entry's next record.
+ *     progresses).  flush_all skips a table whose update or flush lock its
+ *     own thread holds, interrupted (a handler cannot wait for the code it
+ *     interrupted): those counts go in that entry's next record, and no
+ *     mutex_counts_done follows that flush.
  *   - A flusher on another thread reads an entry with a sequence check:
  *     gen (counted at the end of each update) unchanged and busy 0 before
  *     and after the entry's fields: the fields are one update's.
@@ -226,11 +227,18 @@ static inline int strata_pt_count_trylock(struct strata_pt_ctable *t)
 					   __ATOMIC_RELAXED);
 }
 
-/* The flush lock, waiting for another thread that holds it. */
-static void strata_pt_count_lock(struct strata_pt_ctable *t)
+/* The flush lock, waiting for another thread that holds it; 0 if this
+ * thread holds it (a handler that interrupted its own thread's flush, or
+ * its exit's: it cannot wait for the code it interrupted). */
+static int strata_pt_count_lock(struct strata_pt_ctable *t)
 {
-	while (!strata_pt_count_trylock(t))
+	while (!strata_pt_count_trylock(t)) {
+		/* relaxed: our own mark can only be there if we stored it */
+		if (__atomic_load_n(&t->flusher, __ATOMIC_RELAXED) == (uintptr_t)&ctab_mark)
+			return 0;
 		sched_yield();
+	}
+	return 1;
 }
 
 static inline void strata_pt_count_unlock(struct strata_pt_ctable *t)
@@ -424,9 +432,8 @@ static int strata_pt_count_flush_entry(struct strata_pt_ctable *t, struct strata
 /* Every entry of `t`.  1 if all were written (see the contract). */
 static int strata_pt_count_flush_table(struct strata_pt_ctable *t)
 {
-	if (t == ctab && RELAXED_LOAD(&t->busy))
-		return 0; /* we interrupted our own thread's update */
-	strata_pt_count_lock(t);
+	if ((t == ctab && RELAXED_LOAD(&t->busy)) || !strata_pt_count_lock(t))
+		return 0; /* we interrupted our own thread's update or flush */
 	int ok = 1;
 	for (uint32_t i = 0; i < STRATA_PT_CENTRIES; i++)
 		ok &= strata_pt_count_flush_entry(t, &t->e[i]);
@@ -495,7 +502,7 @@ static void strata_pt_count_thread_exit(void *arg)
 	struct strata_pt_ctable *t = arg;
 	ctab_closed = 1; /* later destructors' pairs: mutex_held */
 	SIGNAL_FENCE();
-	strata_pt_count_lock(t);
+	(void)strata_pt_count_lock(t); /* thread context: never held by this thread */
 	for (uint32_t i = 0; i < STRATA_PT_CENTRIES; i++) {
 		struct strata_pt_centry *e = &t->e[i];
 		struct strata_pt_csnap s;
