@@ -194,17 +194,17 @@ static inline int strata_pt_count_untimed_turn(const void *lock)
 	for (uint32_t i = 0; i < STRATA_PT_HOT; i++)
 		if (hot[i] == U64(lock))
 			return 0;
-	/* Untimed only where it will find an entry (its own or a free one):
-	 * else it would evict one, a record for maybe a pair or two. */
+	/* Untimed only where the lock has an entry already: a lock's first
+	 * pair is timed, so that it can stay a mutex_held if the lock is not
+	 * met again (memcached's item locks: an entry, then a 49-byte record,
+	 * for one pair, where a mutex_held is 20). */
 	const struct strata_pt_ctable *t = ctab;
 	if (!t)
-		return !ctab_closed;
+		return 0;
 	const uint32_t h = strata_pt_count_hash(U64(lock));
-	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {
-		const uint64_t l = t->e[(h + i) & (STRATA_PT_CENTRIES - 1)].lock;
-		if (l == U64(lock) || !l)
+	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++)
+		if (t->e[(h + i) & (STRATA_PT_CENTRIES - 1)].lock == U64(lock))
 			return 1;
-	}
 	return 0;
 }
 
@@ -307,34 +307,39 @@ static inline uint64_t strata_pt_count_age(uint8_t tsc)
 	return t;
 }
 
-/* The entry of (lock, site, try_), made if needed; NULL: count nothing.
- * A full window evicts its first entry (written first) for an untimed
- * pair (which has nothing else to become), or for a timed one if that
- * entry is older than the age limit; else the timed pair stays a
- * mutex_held, never costing more than without counting (a program with
- * more locks than the table, memcached's item locks). */
+/* The entry of (lock, site, try_), made if needed (*made: it was); NULL:
+ * count nothing.  A full window evicts, in that order: an entry with
+ * nothing unwritten (free), its first entry for an untimed pair (which has
+ * nothing else to become; its counts written first), or that entry for a
+ * timed pair if it is older than the age limit; else the timed pair stays
+ * a mutex_held. */
 static inline struct strata_pt_centry *strata_pt_count_entry(struct strata_pt_ctable *t, uint64_t lock,
 							     uint32_t site, uint8_t try_, int timed,
-							     uint64_t now, uint8_t tsc)
+							     uint64_t now, uint8_t tsc, int *made)
 {
 	const uint32_t h = strata_pt_count_hash(lock);
-	struct strata_pt_centry *free_e = NULL;
+	struct strata_pt_centry *free_e = NULL, *idle = NULL;
+	*made = 1;
 	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {
 		struct strata_pt_centry *e = &t->e[(h + i) & (STRATA_PT_CENTRIES - 1)];
-		if (e->lock == lock && e->site == site && e->try_ == try_)
+		if (e->lock == lock && e->site == site && e->try_ == try_) {
+			*made = 0;
 			return e;
+		}
 		if (!e->lock && !free_e)
 			free_e = e;
+		if (e->lock && e->count == RELAXED_LOAD(&e->fcount) && !idle)
+			idle = e;
 	}
-	if (!free_e) { /* evict the first probed entry, its counts written */
-		free_e = &t->e[h & (STRATA_PT_CENTRIES - 1)];
-		if (timed && !(free_e->first && now - free_e->first >= strata_pt_count_age(tsc)))
+	if (!free_e) {
+		free_e = idle ? idle : &t->e[h & (STRATA_PT_CENTRIES - 1)];
+		if (!idle && timed && !(free_e->first && now - free_e->first >= strata_pt_count_age(tsc)))
 			return NULL;
 		if (!strata_pt_count_trylock(t))
 			return NULL;
 		struct strata_pt_csnap s;
 		strata_pt_count_own_snap(free_e, &s);
-		strata_pt_count_emit(free_e, &s);
+		strata_pt_count_emit(free_e, &s); /* nothing for an idle one */
 		strata_pt_count_clear(free_e);
 		strata_pt_count_unlock(t);
 	}
@@ -384,11 +389,16 @@ static int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold, uin
 	ORDERED_STORE(&t->busy, 1);
 	SIGNAL_FENCE();
 	struct strata_pt_centry *e = NULL;
+	int made = 0;
 	/* relaxed: the exit's membarrier orders this load after the busy
 	 * store against the exiting thread (see the contract). */
 	if (!__atomic_load_n(&counts_closed, __ATOMIC_RELAXED))
-		e = strata_pt_count_entry(t, p->lock, p->site, p->try_, timed, now, p->tsc);
-	if (!e) {
+		e = strata_pt_count_entry(t, p->lock, p->site, p->try_, timed, now, p->tsc, &made);
+	/* A lock's first timed pair here stays a mutex_held and leaves an
+	 * empty entry: its next pairs are counted.  A lock met once (memcached's
+	 * item locks) so costs what it costs without counting; an empty entry
+	 * is evicted for free. */
+	if (!e || (made && timed)) {
 		ORDERED_STORE(&t->busy, 0);
 		return 0;
 	}
