@@ -179,9 +179,9 @@ static void strata_pt_count_clear(struct strata_pt_centry *e)
 	RELAXED_STORE(&e->fwaited, 0);
 }
 
-/* This pair of `lock` goes untimed (sampling, see "Timing").  A handler
- * moving count_skip or `hot` only shifts the sample. */
-static inline int strata_pt_count_untimed_turn(const void *lock)
+/* This pair of `lock` at `site` (a try: try_) goes untimed (sampling, see
+ * "Timing").  A handler moving count_skip or `hot` only shifts the sample. */
+static inline int strata_pt_count_untimed_turn(const void *lock, uint32_t site, uint8_t try_)
 {
 	const uint32_t every = __atomic_load_n(&count_every, __ATOMIC_RELAXED); /* a setting */
 	if (__builtin_expect(every <= 1, 1) || !strata_tracepoint_enabled(pthread, mutex_counts))
@@ -194,17 +194,19 @@ static inline int strata_pt_count_untimed_turn(const void *lock)
 	for (uint32_t i = 0; i < STRATA_PT_HOT; i++)
 		if (hot[i] == U64(lock))
 			return 0;
-	/* Untimed only where the lock has an entry already: a lock's first
-	 * pair is timed, so that it can stay a mutex_held if the lock is not
-	 * met again (memcached's item locks: an entry, then a 49-byte record,
-	 * for one pair, where a mutex_held is 20). */
+	/* Untimed only where its entry exists already: the first pair of a
+	 * (lock, site, kind) is timed, so that it can stay a mutex_held if it
+	 * is not met again (memcached's item locks: an entry, then a 49-byte
+	 * record, for one pair, where a mutex_held is 20). */
 	const struct strata_pt_ctable *t = ctab;
 	if (!t)
 		return 0;
 	const uint32_t h = strata_pt_count_hash(U64(lock));
-	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++)
-		if (t->e[(h + i) & (STRATA_PT_CENTRIES - 1)].lock == U64(lock))
+	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {
+		const struct strata_pt_centry *e = &t->e[(h + i) & (STRATA_PT_CENTRIES - 1)];
+		if (e->lock == U64(lock) && e->site == site && e->try_ == try_)
 			return 1;
+	}
 	return 0;
 }
 

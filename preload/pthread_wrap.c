@@ -742,7 +742,8 @@ static inline __attribute__((always_inline)) int strata_pt_stash_push(const void
 	uint32_t site = strata_pt_site_id(caller);
 	if (site == STRATA_PT_NO_SITE)
 		return 0;
-	const uint8_t tsc = strata_pt_count_untimed_turn(lock) ? STRATA_PT_UNTIMED : strata_pt_clock() > 1;
+	const uint8_t tsc =
+		strata_pt_count_untimed_turn(lock, site, try_) ? STRATA_PT_UNTIMED : strata_pt_clock() > 1;
 	for (uint32_t i = 0; i < STRATA_PT_STASH; i++) {
 		if (RELAXED_LOAD(&stash[i].lock) != 0 || !strata_pt_local_cas(&stash[i].lock, 0, 1))
 			continue;
