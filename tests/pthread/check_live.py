@@ -11,16 +11,15 @@ being issued is recorded, and no more pairs than were completed between
 the lock pair up exactly; the lock is named; babeltrace2 is silent.
 
 --count (counting mode, STRATA_PTHREAD_COUNT=1; docs/pthread.md "Counting
-mode"): the daemon drains a stopped session before it tells the process,
-so the pairs counted since the process's last flush cannot reach the trace:
-the oracle is that the analysis SAYS so (the process in counts_unfinished,
-"COUNTS INCOMPLETE" in the text), never more acquisitions than were made,
-and what the records hold at most the pairs completed by then.
---count --disable-first: `strata disable-event pthread:mutex_counts --wait`
-before the stop: the process flushes its counts into the running session
-before the change (and writes mutex_counts_done), its later pairs are
-records of their own, so the oracle is the exact one above again and the
-analysis says nothing is missing.
+mode"): `strata stop` first switches pthread:mutex_counts off and waits for
+the process, which flushes its counts into the running session (and writes
+mutex_counts_done): the same exact oracle, counted pairs included, and the
+analysis says nothing is missing.  --disable-first: the user does that step
+(`strata disable-event pthread:mutex_counts --wait`) 200 pairs before the
+stop.  --kill: the program is killed (SIGKILL) while it counts, before the
+stop: its last counts cannot reach the trace, and the oracle is that the
+analysis SAYS so (the process in counts_unfinished, "COUNTS INCOMPLETE" in
+the text), with never more acquisitions than were made.
 """
 import argparse
 import json
@@ -44,6 +43,7 @@ def main():
     ap.add_argument("--prog", required=True)
     ap.add_argument("--count", action="store_true")
     ap.add_argument("--disable-first", action="store_true")
+    ap.add_argument("--kill", action="store_true")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-live-")
     env = dict(os.environ)
@@ -75,6 +75,9 @@ def main():
             cd = pairs()
             wait_for(lambda: pairs() >= cd + 200, "200 pairs more, not counted")
         c2 = pairs()
+        if a.kill:
+            prog.kill()
+            prog.wait(timeout=30)
         strata("stop", "s", "--wait=20")
         c3 = pairs()
         strata("destroy", "s")
@@ -88,14 +91,15 @@ def main():
     check = Checks()
 
 
-    check(prog.returncode == 0, "the program ran to its end under the preload (status %s)" % prog.returncode)
+    check(prog.returncode == (-9 if a.kill else 0),
+          "the program ran to its end under the preload (status %s)" % prog.returncode)
     res = subprocess.run([a.strata, "analyze", "mutex", out, "--format=json"], capture_output=True, text=True)
     check(res.returncode == 0, "strata analyze exits 0 (%s)" % res.stderr.strip()[:200])
     locks = json.loads(res.stdout).get("locks", []) if res.returncode == 0 else []
     live = [l for l in locks if "live_lock" in json.dumps(l)]
     check(len(live) == 1, "the lock is named live_lock")
     n = live[0].get("acquisitions", -1) if live else -1
-    if a.count and not a.disable_first:
+    if a.kill:
         rep = json.loads(res.stdout)
         text = subprocess.run([a.strata, "analyze", "mutex", out], capture_output=True, text=True).stdout
         check(0 < n <= c3 - c0, "acquisitions %d at most the %d pairs from start to stop's ack" % (n, c3 - c0))
