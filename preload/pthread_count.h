@@ -532,8 +532,11 @@ static void strata_pt_count_thread_exit(void *arg)
  * contract), write every table, then say so. */
 static void __attribute__((destructor)) strata_pt_count_exit(void)
 {
+	/* Not in a vfork child calling _exit (it shares our memory, and runs
+	 * no atfork handler: count_pid is still ours). */
 	if (!__atomic_load_n(&count_mode, __ATOMIC_RELAXED) ||
-	    !strata_tracepoint_enabled(pthread, mutex_counts))
+	    !strata_tracepoint_enabled(pthread, mutex_counts) ||
+	    getpid() != __atomic_load_n(&count_pid, __ATOMIC_RELAXED))
 		return;
 	/* seq_cst: the membarrier below orders it for the other threads; once
 	 * only (a second _exit, or _exit from a destructor). */
