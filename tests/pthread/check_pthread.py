@@ -7,7 +7,7 @@ pt_cxx write JSON: lock addresses, exact acquisition counts, own wait measure).
 
 usage: check_pthread.py SCENARIO --strata S --workload W --cxx C --dllib L --work DIR
 SCENARIO: contend basic fork dlopen signal sigstorm blocker ctor cxx stack pylock nest nest_monotonic count
-          count16
+          count16, or any of them + "_count" (in counting mode, STRATA_PTHREAD_COUNT=16)
 """
 import argparse
 import json
@@ -238,6 +238,9 @@ def main():
     # A private consumerd: never a system-wide one a developer runs.
     env["STRATA_CONSUMERD_SOCKET"] = os.path.join(a.work, "no-daemon.sock")
     sc = a.scenario
+    if sc.endswith("_count"):  # the same scenario in counting mode, one hold in 16 timed
+        env["STRATA_PTHREAD_COUNT"] = "16"
+        sc = sc[:-len("_count")]
     if sc == "cxx":
         prog = [a.cxx, out]
     elif sc == "dlopen":
