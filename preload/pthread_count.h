@@ -3,7 +3,9 @@
  * "Counting mode"): with STRATA_PTHREAD_COUNT=1 an uncontended pair that
  * would be one mutex_held (mutex_tryheld) record updates a per-thread
  * table instead, and pthread:mutex_counts records carry the counts when an
- * entry is flushed.  Included once, by pthread_wrap.c, after the stash and
+ * entry is flushed; the first pair of each (thread, lock, site, kind) stays
+ * a mutex_held and leaves an empty entry (a lock met once costs no more
+ * than without counting).  Included once, by pthread_wrap.c, after the stash and
  * the hold times (it uses both); not a header of its own API.
  *
  * Timing: STRATA_PTHREAD_COUNT=1 times every counted hold (two unfenced TSC
@@ -405,6 +407,7 @@ static int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold, uin
 		return 0;
 	}
 	const int flush = strata_pt_count_add(e, hold, now, p->tsc, timed, waited);
+	SIGNAL_FENCE(); /* the fields, then gen (the compiler keeps relaxed stores' order only so) */
 	ORDERED_STORE(&t->gen, t->gen + 1);
 	if (__builtin_expect(flush, 0))
 		strata_pt_count_flush_own(t, e);
@@ -423,6 +426,7 @@ static int strata_pt_count_flush_entry(struct strata_pt_ctable *t, struct strata
 			sched_yield();
 			continue;
 		}
+		SIGNAL_FENCE(); /* gen and busy, then the fields, then both again (see the stores) */
 		struct strata_pt_csnap s;
 		s.lock = ORDERED_LOAD(&e->lock);
 		s.count = ORDERED_LOAD(&e->count);
@@ -432,6 +436,7 @@ static int strata_pt_count_flush_entry(struct strata_pt_ctable *t, struct strata
 		s.waited = ORDERED_LOAD(&e->waited);
 		s.site = ORDERED_LOAD(&e->site);
 		s.try_ = ORDERED_LOAD(&e->try_);
+		SIGNAL_FENCE();
 		if (ORDERED_LOAD(&t->busy) || ORDERED_LOAD(&t->gen) != g)
 			continue;
 		if (s.lock)
