@@ -101,10 +101,11 @@ std::vector<std::string> counts_notes(const Report &r)
 {
 	std::vector<std::string> out;
 	if (r.counted)
-		out.push_back(std::to_string(r.counted) +
-			      " uncontended acquisitions were counted, not recorded one by one "
-			      "(STRATA_PTHREAD_COUNT): they are in the acquisitions, holds, hold total and "
-			      "hold max, not in the timeline");
+		out.push_back(
+			std::to_string(r.counted) +
+			" uncontended acquisitions were counted, not recorded one by one "
+			"(STRATA_PTHREAD_COUNT): they are in the acquisitions, holds, hold total and "
+			"hold max, not in the timeline nor in any percentile (counted, not distributed)");
 	if (r.untimed)
 		out.push_back(std::to_string(r.untimed) +
 			      " of them were not timed (STRATA_PTHREAD_COUNT=N times one in N): hold totals "
