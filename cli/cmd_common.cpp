@@ -293,6 +293,11 @@ static const char kCounts[] = "pthread:mutex_counts";
 
 bool counts_enabled(const std::vector<proto::Rule> &rules)
 {
+	// Only for a user of the counting mode (the variable in the controller's
+	// environment too): other stops stay as they were, with no rule added.
+	const char *mode = getenv("STRATA_PTHREAD_COUNT");
+	if (!mode || !*mode || !strcmp(mode, "0"))
+		return false;
 	bool on = false;
 	for (const proto::Rule &r : rules) // later rules win
 		if (fnmatch(r.pattern.c_str(), kCounts, 0) == 0)

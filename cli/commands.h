@@ -103,7 +103,8 @@ int simple_command(const char *cmd, proto::Body body, bool print_text = true);
 int change_command(const char *cmd, const std::vector<proto::Body> &bodies, uint32_t wait_ms);
 
 // The pthread preload's counting mode before a stop (docs/pthread.md,
-// "Counting mode"): whether `rules` enable pthread:mutex_counts; switch it
+// "Counting mode"): whether `rules` enable pthread:mutex_counts and
+// STRATA_PTHREAD_COUNT is set in our environment (a counting user); switch it
 // off in `session` and wait (2 s at most) for the processes to flush their
 // counts into the running session; enable it again (after the stop).
 bool counts_enabled(const std::vector<proto::Rule> &rules);

@@ -56,6 +56,8 @@ def main():
     def strata(*args):
         subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
 
+    if a.count:  # the program's and the controller's environment (strata stop flushes then)
+        env["STRATA_PTHREAD_COUNT"] = "1"
     d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
     penv = dict(env, LD_PRELOAD=a.preload)
     if a.count:
