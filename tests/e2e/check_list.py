@@ -20,7 +20,10 @@ with "-" on lt:a, and `strata list` under strace opens the first one's
 after its start-up REGISTER) it is listed with "probe count_a".  Against a
 fake daemon that answers in version 6 (no marks) the command reads both
 processes' reports, as before version 7; against one that marks a process
-"no report" it reads nothing of it.  The process side against fake grant
+"no report" it reads nothing of it.  A non-dumpable process whose descriptors
+the CLI cannot read (run without capabilities under root): "probes: not
+readable" where it has to look (marked, unknown, a version 6 daemon), "-"
+where the process said it has no report.  The process side against fake grant
 tables: a version 6 daemon's table gets the join of before (HELLO 4..4, a
 version 4 REGISTER, no probe flag) and no note, which that daemon would
 refuse; a version 7 one gets a version 7 join and, once the program
@@ -230,6 +233,31 @@ def main():
         srv.close()
     late.stdin.close()
     check(late.wait(timeout=30) == 0, "the late prober exits 0")
+
+    # A process whose descriptors the caller cannot read (non-dumpable; the
+    # CLI without capabilities when the test runs as root): where the CLI
+    # has to look (marked, or unknown) it says "probes: not readable",
+    # never "-"; where the process told the daemon it has no report, "-".
+    hidden = subprocess.Popen([target], env=dict(env, LIST_NONDUMPABLE="1"), stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    ready = hidden.stdout.readline().split()
+    check(len(ready) == 2 and ready[0] == "ready", "the non-dumpable program is ready: %r" % ready)
+    hidden_pid = int(ready[1])
+    unpriv = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"] if os.geteuid() == 0 else []
+    for version, mark, want_on in ((7, 1, "probes: not readable"), (7, 2, "probes: not readable"),
+                                   (6, 2, "probes: not readable"), (7, 0, "-")):
+        fsock = os.path.join(work, "fake-hidden-%d-%d.sock" % (version, mark))
+        srv = fake_daemon(fsock, version, [(hidden_pid, "list-target", "lt:a", 6, mark)])
+        r = subprocess.run(unpriv + [strata, "list"], env=dict(env, STRATA_CONSUMERD_SOCKET=fsock),
+                           capture_output=True, text=True, timeout=60)
+        print("+ %sstrata list (version %d, mark %d) -> %d\n%s%s" % (
+            "setpriv " if unpriv else "", version, mark, r.returncode, r.stdout, r.stderr))
+        check(r.returncode == 0 and on(r.stdout, hidden_pid).get("lt:a") == ("info", want_on),
+              "version %d, mark %d, descriptors not readable: lt:a shows %r (%r)" % (
+                  version, mark, want_on, on(r.stdout, hidden_pid).get("lt:a")))
+        srv.close()
+    hidden.stdin.close()
+    check(hidden.wait(timeout=30) == 0, "the non-dumpable program exits 0")
 
     # The process side: what it tells a version 6 and a version 7 daemon.
     for version in (6, 7):
