@@ -17,7 +17,11 @@ Probe marks (protocol version 7, docs/probes.md "Who is on a tracepoint"):
 a second list_target (LIST_LATE_PROBE) starts with no probe: it is listed
 with "-" on lt:a, and `strata list` under strace opens the first one's
 /proc/PID/fd but never the second one's; once it registered its probe (long
-after its start-up REGISTER) it is listed with "probe count_a".  Against a
+after its start-up REGISTER) it is listed with "probe count_a".  A third
+registers its probe while the daemon's sockets are away (renamed): its note
+cannot leave, the probe is not listed; its next talk with the daemon (the
+hand-off of its first recorded event's buffer) sends the owed note, and the
+probe is listed.  Against a
 fake daemon that answers in version 6 (no marks) the command reads both
 processes' reports, as before version 7; against one that marks a process
 "no report" it reads nothing of it.  A non-dumpable process whose descriptors
@@ -215,6 +219,34 @@ def main():
     check(on(tout, late_pid) == want_late, "the late probe is listed: %r" % on(tout, late_pid))
     if opened is not None:
         check(late_pid in opened, "its report is read now: %r" % opened)
+
+    # A note that cannot leave (the daemon's sockets away for a moment when
+    # the probe is registered) is owed, and goes with the process's next
+    # talk with the daemon: here, a tp-sync process that never queries
+    # again, the buffer hand-off of its first lt:b event (session s).
+    away = subprocess.Popen([target], env=dict(env, LIST_LATE_PROBE="1"), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    ready = away.stdout.readline().split()
+    check(len(ready) == 2 and ready[0] == "ready", "the prober of the owed note is ready: %r" % ready)
+    away_pid = int(ready[1])
+    sock = env["STRATA_CONSUMERD_SOCKET"]
+    for path in (sock, sock + ".quiet"):
+        os.rename(path, path + ".away")
+    away.stdin.write("x\n")
+    away.stdin.flush()
+    registered = away.stdout.readline().strip()
+    for path in (sock, sock + ".quiet"):
+        os.rename(path + ".away", path)
+    check(registered == "registered", "it registered its probe while the daemon was away: %r" % registered)
+    got = on(run("list"), away_pid)
+    check(got.get("lt:a") == ("info", "-"), "its note did not leave: its probe not listed yet: %r" % got)
+    away.stdin.write("x\n")
+    away.stdin.flush()
+    check(away.stdout.readline().strip() == "fired", "it fired lt:b (its buffer handed to the daemon)")
+    got = on(run("list"), away_pid)
+    check(got.get("lt:a") == ("info", "probe count_a"), "the owed note went with the hand-off: %r" % got)
+    away.stdin.close()
+    check(away.wait(timeout=30) == 0, "the prober of the owed note exits 0")
 
     # Older and newer daemons, faked: version 6 marks nothing (every report
     # is read), version 7's "no report" is believed.

@@ -7,6 +7,7 @@
  * LIST_LATE_PROBE set it starts with no probe (no probe report, which
  * `strata list` must then not look for) and registers it at the first line
  * instead ("registered": the report made long after its start-up REGISTER).
+ * Each further line fires lt:b once ("fired").
  * With LIST_NONDUMPABLE set it makes itself non-dumpable (prctl) after its
  * report is made: its descriptors are then out of reach of a reader that is
  * not privileged (no CAP_SYS_PTRACE).
@@ -63,7 +64,10 @@ int main(void)
 			printf("unregistered\n");
 		}
 		fflush(stdout);
-		while (read(0, buf, sizeof buf) > 0) {
+		while (read(0, buf, sizeof buf) > 0) { // each further line: one lt:b event
+			strata_tracepoint(lt, b, 2);
+			printf("fired\n");
+			fflush(stdout);
 		}
 	}
 	return hits_a == (is_late ? 0u : 1u) ? 0 : 2;
