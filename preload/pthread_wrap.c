@@ -425,8 +425,10 @@ static size_t strata_pt_stack(uint64_t *out, uint64_t caller)
 	return k;
 }
 
-/* Enabled and not re-entered: the condition for the traced path. */
-#define TRACED(ev) (strata_tracepoint_enabled(pthread, ev) && !strata_pt_busy)
+/* Enabled, not re-entered, and not libstrata's own locking (its probe
+ * report's lock, liburcu's, its fork handlers': runtime.h, strata_rt_inside):
+ * the condition for the traced path. */
+#define TRACED(ev) (strata_tracepoint_enabled(pthread, ev) && !strata_pt_busy && !strata_rt_inside)
 #define CALLER() ((uint64_t)(uintptr_t)__builtin_return_address(0))
 #define U64(p) ((uint64_t)(uintptr_t)(p))
 
