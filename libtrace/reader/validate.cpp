@@ -8,7 +8,8 @@
  *
  * Cost: the drain calls this once per packet on its private copy, right
  * after the copy (the bytes are in the cache).  An event whose fields all
- * have a fixed size (most) costs a table look-up and an add per record
+ * have a fixed size (most) costs a compare with the previous record's id
+ * and an add per record, a table look-up where the id changes
  * (fixed_payload); strings and sequences are walked field by field.
  */
 #include "reader.h"
@@ -111,6 +112,9 @@ uint64_t Reader::walk(const uint8_t *pkt, uint64_t end, uint64_t ts_max, uint64_
 {
 	uint64_t o = kHdr, good = kHdr, prev = *ts;
 	bool absorbed = false;
+	// Nothing cached yet: an extended header may claim id UINT32_MAX, and
+	// kUndescribed is the right answer for it.
+	uint32_t last_id = UINT32_MAX, last_size = kUndescribed;
 	const uint32_t *lay = layout_.data();
 	uint64_t n_lay = layout_.size();
 	auto stop = [&](const char *w) {
@@ -161,7 +165,17 @@ uint64_t Reader::walk(const uint8_t *pkt, uint64_t end, uint64_t ts_max, uint64_
 			return stop("timestamp before the previous record's");
 		if (t > ts_max)
 			return stop("timestamp after the packet's end");
-		uint32_t size = id < n_lay ? lay[id] : kUndescribed;
+		// The previous record's id first: a stream is mostly runs of
+		// one event, and a predicted compare lets the next record's
+		// load start before this one's table look-up completes (the
+		// look-up otherwise sits on the chain record -> id -> size ->
+		// next record, about 4 ns a record).
+		uint32_t size = last_size;
+		if (__builtin_expect(id != last_id, 0)) {
+			size = id < n_lay ? lay[id] : kUndescribed;
+			last_id = id;
+			last_size = size;
+		}
 		if (__builtin_expect(size == kUndescribed, 0) && !absorbed) {
 			// Described after the caller's last read_new_events: a
 			// producer publishes a descriptor before any record of it.
@@ -170,6 +184,7 @@ uint64_t Reader::walk(const uint8_t *pkt, uint64_t end, uint64_t ts_max, uint64_
 			lay = layout_.data();
 			n_lay = layout_.size();
 			size = id < n_lay ? lay[id] : kUndescribed;
+			last_size = size;
 		}
 		if (size == kUndescribed)
 			return stop("undescribed event id");
