@@ -638,4 +638,9 @@ TEST_F(FirstLap, IdleLaneReadToItsEndKeepsItsPages)
 	EXPECT_EQ(RS::kEmpty, s.reader->next_packet(0, &p, &err));
 	EXPECT_EQ(1u, resident(sc, data, stride)) << "the packet read: still its one page";
 	EXPECT_EQ(0u, resident(sc, data + stride, stride));
+	// The process writes again (it never learned of the stop): its writer
+	// opens the next packet, whose pages it touches, not its sub-buffer.
+	emit_recs(1);
+	ASSERT_GT(s.reader->lane_position(0), S);
+	EXPECT_EQ(2u, resident(sc, data, stride)) << "the next packet: the one page its writer wrote";
 }
