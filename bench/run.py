@@ -538,8 +538,13 @@ class Bench:
         n, wu = str(self.p["n_enabled"]), str(self.p["warmup"])
         agg, rec = [], []
         for _ in range(self.p["reps"]):
-            p = run([self.strata, "record", "--aggregate", self.AGG_SPEC, "--json", "--", self.sbench,
+            # An output directory of the bench's own: record's default is
+            # the working directory's strata-record-* (an aggregated-only
+            # run leaves none since, but the bench writes only in its work).
+            out = self.tmpdir("agg-only")
+            p = run([self.strata, "record", "-o", out, "--aggregate", self.AGG_SPEC, "--json", "--", self.sbench,
                      "loop", "ints", "1", n, wu], env=self.env_nodaemon)
+            shutil.rmtree(out, ignore_errors=True)
             kv = parse_kv(p.stdout)
             j = json.loads(p.stdout[p.stdout.index("{"):])
             hits = sum(r["hits"] for r in j["regions"])

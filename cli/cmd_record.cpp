@@ -549,6 +549,7 @@ struct Record {
 	std::string preload_env;         // LD_PRELOAD's prefix: the --preload libraries
 	std::string jvm_agent, java_api; // with --jvm
 	bool is_static = false;          // CMD cannot load libstrata
+	bool out_existed = false;        // the output directory was there before: not ours to remove
 };
 
 const char *const kCmd = "record";
@@ -717,6 +718,8 @@ int prepare(Record &r)
 	}
 	if (create.output_dir.size() > proto::kMaxPath)
 		return cli::usage_error(kCmd, "output path longer than 4095 bytes");
+	struct stat st;
+	r.out_existed = stat(create.output_dir.c_str(), &st) == 0;
 	if (!r.add && create.relay.empty() && !dir_empty(create.output_dir)) {
 		fprintf(stderr,
 			"strata record: %s exists and is not empty: a recording there would mix with what "
@@ -960,6 +963,39 @@ void tell_nothing_joined(CtlClient &cl, const Record &rec, const Child &c)
 			name);
 }
 
+// Step 6b: where the trace went.  A buffer that never held an event leaves
+// no sub-trace (docs/control-protocol.md, "Lazy sub-traces"): a directory
+// this record made that holds none (nothing recorded, or only aggregated)
+// is removed rather than left behind (rmdir: only an empty one), so that a
+// working directory does not fill with empty strata-record-*; one that was
+// there before is the user's, and stays.
+void tell_where(const Record &rec)
+{
+	const proto::Create &create = rec.create;
+	const char *dir = create.output_dir.c_str();
+	if (!create.relay.empty()) {
+		fprintf(stderr, "strata record: trace streamed to %s\n", cli::streamed_to(create).c_str());
+		return;
+	}
+	if (has_subtrace(create.output_dir)) {
+		fprintf(stderr, "strata record: trace written to %s\nstrata record: %s\n", dir,
+			cli::loss_summary(cli::trace_loss(create.output_dir)).c_str());
+		return;
+	}
+	const bool removed = !rec.out_existed && rmdir(dir) == 0;
+	if (rec.patterns.empty())
+		return; // aggregated only: printed above, no trace asked for
+	if (removed)
+		fprintf(stderr,
+			"strata record: no event was recorded (no enabled tracepoint fired): no trace "
+			"written\n");
+	else
+		fprintf(stderr,
+			"strata record: no event was recorded (no enabled tracepoint fired): %s holds no "
+			"trace\n",
+			dir);
+}
+
 // Step 6: complete the trace (stop, destroy, the private daemon's end) and
 // say where it is and what was lost.  The exit status.
 int finish(CtlClient &cl, PrivateDaemon &priv, const Record &rec, int exit_code)
@@ -996,21 +1032,7 @@ int finish(CtlClient &cl, PrivateDaemon &priv, const Record &rec, int exit_code)
 		if (exit_code == 0)
 			exit_code = cli::kFail;
 	}
-	if (!create.relay.empty())
-		fprintf(stderr, "strata record: trace streamed to %s\n", cli::streamed_to(create).c_str());
-	else if (rec.patterns.empty())
-		; // aggregated only: printed above
-	else if (!has_subtrace(create.output_dir))
-		// A buffer that never held an event leaves no sub-trace
-		// (docs/control-protocol.md, "Lazy sub-traces").
-		fprintf(stderr,
-			"strata record: no event was recorded (no enabled tracepoint fired): %s holds no "
-			"trace\n",
-			create.output_dir.c_str());
-	else
-		fprintf(stderr, "strata record: trace written to %s\nstrata record: %s\n",
-			create.output_dir.c_str(),
-			cli::loss_summary(cli::trace_loss(create.output_dir)).c_str());
+	tell_where(rec);
 	return exit_code;
 }
 

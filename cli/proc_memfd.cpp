@@ -35,8 +35,15 @@ std::vector<Region> find_memfds(uint32_t pid, const char *name, std::string *err
 			continue;
 		char target[256];
 		ssize_t n = readlinkat(dfd, e->d_name, target, sizeof target - 1);
+		if (n < 0 && (errno == EACCES || errno == EPERM)) {
+			// The directory lists, its links do not: a non-dumpable
+			// process, to a reader without CAP_SYS_PTRACE (root in a
+			// container, or one that dropped it).  Not "no region".
+			*err = "cannot read " + dir + "/" + e->d_name + ": " + strerror(errno);
+			break;
+		}
 		if (n <= 0)
-			continue;
+			continue; // closed meanwhile
 		target[n] = 0;
 		if (strncmp(target, prefix.c_str(), prefix.size()) != 0 ||
 		    (target[prefix.size()] != 0 && target[prefix.size()] != ' '))
@@ -44,6 +51,10 @@ std::vector<Region> find_memfds(uint32_t pid, const char *name, std::string *err
 		const std::string path = dir + "/" + e->d_name;
 		int fd = openat(dfd, e->d_name, O_RDONLY | O_CLOEXEC);
 		struct stat st;
+		if (fd < 0 && (errno == EACCES || errno == EPERM)) {
+			*err = "cannot open " + path + ": " + strerror(errno);
+			break;
+		}
 		if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0) {
 			if (fd >= 0)
 				close(fd);

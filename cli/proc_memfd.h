@@ -22,7 +22,9 @@ struct Region {
 	size_t len = 0;
 };
 
-// Sorted by descriptor path; *err set if /proc/PID/fd cannot be read.
+// Sorted by descriptor path; *err set if /proc/PID/fd cannot be read, or
+// its descriptors cannot (EACCES, EPERM: the caller may not look into the
+// process; what was mapped before is returned, and more may exist).
 std::vector<Region> find_memfds(uint32_t pid, const char *name, std::string *err);
 
 } // namespace strata

@@ -60,6 +60,8 @@
 #define STRATA_PT_TLS __thread __attribute__((tls_model("initial-exec")))
 #define STRATA_PT_MAX_DEPTH 32
 
+#include "pt_hold.h" /* after STRATA_PT_TLS */
+
 /* ---- the wrapped functions: one list ------------------------------------ */
 
 /*
@@ -432,8 +434,10 @@ static size_t strata_pt_stack(uint64_t *out, uint64_t caller)
 	return k;
 }
 
-/* Enabled and not re-entered: the condition for the traced path. */
-#define TRACED(ev) (strata_tracepoint_enabled(pthread, ev) && !strata_pt_busy)
+/* Enabled, not re-entered, and not libstrata's own locking (its probe
+ * report's lock, liburcu's, its fork handlers': runtime.h, strata_rt_inside):
+ * the condition for the traced path. */
+#define TRACED(ev) (strata_tracepoint_enabled(pthread, ev) && !strata_pt_busy && !strata_rt_inside)
 #define CALLER() ((uint64_t)(uintptr_t)__builtin_return_address(0))
 #define U64(p) ((uint64_t)(uintptr_t)(p))
 
@@ -598,113 +602,16 @@ static inline int strata_pt_fold_on(int try_)
 	       __atomic_load_n(&strata_pt_depth, __ATOMIC_RELAXED) == 0; /* a setting: relaxed */
 }
 
-/* ---- hold times ----------------------------------------------------------- */
-
-/*
- * hold_ns is a duration on one thread, from the acquisition to the unlock:
- * both ends are plain `rdtsc` (no lfence), converted with the mult and
- * shift of the clock page that stamps the records, when there is one.  The
- * record's own timestamp stays the runtime's ordered read (strata_reserve):
- * it alone places the record among other threads' events and in its lane.
- * An unfenced read may run a few tens of cycles before or after the
- * instructions around it (the trylock, the real unlock), so a hold may be
- * off by that much, as it already was by the clock read's own duration;
- * a TSC difference on another CPU after a migration is synchronised by the
- * kernel's TSC clock source (the page is valid only then), and a negative
- * one (skew) counts as 0.  Without a page (STRATA_CLOCK=monotonic, no
- * consumer page) both ends are CLOCK_MONOTONIC reads, as before.
- *
- * pt_clock: 0 not known yet, 1 clock_gettime, else the page (set once, by
- * any thread, to the same value: relaxed would do, acquire pairs with the
- * runtime's release of the page's mapping for a thread that reads it from
- * here first).
- *
- * pt_scale: the page's (mult << 32 | shift) as last read valid (0: not yet
- * read), refreshed by every 1024th hold of each thread and by every hold
- * of 2^20 ticks or more (about 0.4 ms at 2.6 GHz); stored only on change,
- * so threads do not write one line pair by pair.  mult moves only by the kernel's NTP
- * frequency corrections (or the consumer's recalibration), parts per
- * million: on a short hold a stale scale is off by far less than a ns, and
- * long holds always convert with a fresh one.  A refresh that finds the
- * page busy or no longer valid (the clock source left the TSC) keeps the
- * last valid scale.
- */
-static uintptr_t pt_clock;
-static uint64_t pt_scale;
-
-static __attribute__((noinline)) uintptr_t strata_pt_clock_slow(void)
-{
-#if defined(__x86_64__)
-	const struct strata_kclock *k = strata_rt_clock_page();
-	uintptr_t v = k ? (uintptr_t)k : strata_rt_clock_id() == STRATA_CLOCK_MONOTONIC ? 1 : 0;
-#else
-	uintptr_t v = 1;
-#endif
-	if (v)
-		__atomic_store_n(&pt_clock, v, __ATOMIC_RELEASE); /* pairs with strata_pt_clock's acquire */
-	return v;
-}
-
-static inline uintptr_t strata_pt_clock(void)
-{
-	uintptr_t v = __atomic_load_n(&pt_clock, __ATOMIC_ACQUIRE); /* see pt_clock */
-	return __builtin_expect(v != 0, 1) ? v : strata_pt_clock_slow();
-}
+/* ---- hold times (pt_hold.h) ---------------------------------------------- */
 
 static inline uint64_t strata_pt_tsc(void)
 {
-	/* Unfenced on purpose (see above); the signal fences keep it in
+	/* Unfenced on purpose (pt_hold.h); the signal fences keep it in
 	 * program order for the compiler. */
 	SIGNAL_FENCE();
 	uint64_t t = strata_kclock_rdtsc_unordered();
 	SIGNAL_FENCE();
 	return t;
-}
-
-static STRATA_PT_TLS uint32_t scale_age; /* holds since this thread's refresh */
-
-/* Read the page's scale into pt_scale (seqcount as strata_kclock_try); a
- * busy or invalid page leaves the last valid scale. */
-static __attribute__((noinline)) uint64_t strata_pt_scale_refresh(void)
-{
-	scale_age = 0; /* a handler's increment lost meanwhile: harmless */
-	const struct strata_kclock *k =
-		(const struct strata_kclock *)__atomic_load_n(&pt_clock, __ATOMIC_ACQUIRE);
-	/* The writer busy: a few more tries (as strata_kclock_now) while there
-	 * is no scale yet, else keep the last one. */
-	for (int tries = 0; tries < 1000; tries++) {
-		/* Acquire: pairs with the writer's barrier before its final (even)
-		 * seq store, as strata_kclock_try. */
-		uint32_t seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
-		/* Acquire: each load before the re-check below (the fence of
-		 * strata_kclock_try, which TSan does not model; plain loads on
-		 * x86-64); the writer's barrier after its odd seq store pairs. */
-		uint32_t flags = __atomic_load_n(&k->flags, __ATOMIC_ACQUIRE);
-		uint64_t mult = __atomic_load_n(&k->mult, __ATOMIC_ACQUIRE);
-		uint32_t shift = __atomic_load_n(&k->shift, __ATOMIC_ACQUIRE);
-		uint64_t scale = mult << 32 | shift;
-		/* relaxed (pt_scale): a plain value, any valid one converts correctly. */
-		uint64_t last = __atomic_load_n(&pt_scale, __ATOMIC_RELAXED);
-		if (!(seq & 1) && __atomic_load_n(&k->seq, __ATOMIC_RELAXED) == seq) {
-			if (!(flags & STRATA_KCLOCK_VALID) || shift > 63)
-				return last; /* the clock source left the TSC */
-			if (last != scale)
-				__atomic_store_n(&pt_scale, scale, __ATOMIC_RELAXED);
-			return scale;
-		}
-		if (last)
-			return last;
-	}
-	return 0;
-}
-
-/* TSC ticks -> ns (see pt_scale). */
-static inline uint64_t strata_pt_ticks_ns(uint64_t ticks)
-{
-	uint64_t scale = __atomic_load_n(&pt_scale, __ATOMIC_RELAXED); /* see pt_scale */
-	if (__builtin_expect((++scale_age & 1023) == 0 || ticks >= (1u << 20) || scale == 0, 0))
-		scale = strata_pt_scale_refresh();
-	return (uint64_t)(((unsigned __int128)ticks * (scale >> 32)) >> (scale & 63));
 }
 
 /* Nanoseconds since the pending acquisition `p`; *now: the clock value
@@ -742,8 +649,8 @@ static inline __attribute__((always_inline)) int strata_pt_stash_push(const void
 	uint32_t site = strata_pt_site_id(caller);
 	if (site == STRATA_PT_NO_SITE)
 		return 0;
-	const uint8_t tsc =
-		strata_pt_count_untimed_turn(lock, site, try_) ? STRATA_PT_UNTIMED : strata_pt_clock() > 1;
+	const uint8_t tsc = strata_pt_count_untimed_turn(lock, site, try_) ? STRATA_PT_UNTIMED
+									   : (uint8_t)strata_pt_hold_tsc();
 	for (uint32_t i = 0; i < STRATA_PT_STASH; i++) {
 		if (RELAXED_LOAD(&stash[i].lock) != 0 || !strata_pt_local_cas(&stash[i].lock, 0, 1))
 			continue;

@@ -207,7 +207,14 @@ const char *err_text(int e)
 // report made while a REGISTER without the flag is under way is never left
 // untold.  g_told (relaxed: it only spares a repeated note) names the
 // daemon told last.  The hook writes its own buffer; a query writes s.out.
+// A note that could not leave (no connection within the timeout: the
+// daemon away, its queue full) is owed (g_note_owed, relaxed: a hint, a
+// second note is harmless): the process's next talk with the daemon sends
+// it, a query's REGISTER (registered_with) or, for a process that never
+// queries again (tp-sync), the next buffer hand-off (lazy_handoff, after
+// its own send; so also its retries while the daemon stays away).
 std::atomic<bool> g_has_report{false};
+std::atomic<bool> g_note_owed{false};
 // Bit 0: set; bit 1: the path index; bit 2: the daemon speaks below
 // version 7 (told nothing); bits 32..63: its pid, 0 unknown (the module path).
 std::atomic<uint64_t> g_reg{0};
@@ -256,16 +263,25 @@ int send_note(uint8_t *buf, size_t cap, int i)
 	return r < 0 ? r : 0;
 }
 
+// The note to the daemon last registered with, if it can hear one, into
+// buf; owed until it leaves.  Async-signal-safe.
+void note_last_daemon(uint8_t *buf, size_t cap)
+{
+	const uint64_t reg = g_reg.load(std::memory_order_seq_cst);
+	if (!(reg & 1) || (reg & 4))
+		return; // no daemon yet (its REGISTER will say), or one that cannot hear
+	const bool sent = send_note(buf, cap, static_cast<int>((reg >> 1) & 1)) == 0;
+	if (sent)
+		g_told.store(static_cast<uint32_t>(reg >> 32), std::memory_order_relaxed);
+	g_note_owed.store(!sent, std::memory_order_relaxed);
+}
+
 // The runtime's report hook (strata_rt_set_probe_report_hook).
 void on_report_made()
 {
 	g_has_report.store(true, std::memory_order_seq_cst);
-	const uint64_t reg = g_reg.load(std::memory_order_seq_cst);
-	if (!(reg & 1) || (reg & 4))
-		return;          // no daemon yet (its REGISTER will say), or one that cannot hear
 	static uint8_t buf[512]; // once per pid: one caller
-	if (send_note(buf, sizeof buf, static_cast<int>((reg >> 1) & 1)) == 0)
-		g_told.store(static_cast<uint32_t>(reg >> 32), std::memory_order_relaxed);
+	note_last_daemon(buf, sizeof buf);
 }
 
 // A query's REGISTER left for path i's daemon (its pid, 0 unknown; old: it
@@ -279,13 +295,16 @@ void registered_with(int i, uint32_t daemon_pid, bool old, bool flagged)
 	g_reg.store(reg, std::memory_order_seq_cst);
 	if (flagged) {
 		g_told.store(daemon_pid, std::memory_order_relaxed);
+		g_note_owed.store(false, std::memory_order_relaxed);
 		return;
 	}
 	if (old || !g_has_report.load(std::memory_order_seq_cst) ||
 	    (daemon_pid && g_told.load(std::memory_order_relaxed) == daemon_pid))
 		return;
-	if (send_note(g_state.out, sizeof(g_state.out), i) == 0)
+	const bool sent = send_note(g_state.out, sizeof(g_state.out), i) == 0;
+	if (sent)
 		g_told.store(daemon_pid, std::memory_order_relaxed);
+	g_note_owed.store(!sent, std::memory_order_relaxed);
 }
 
 // Thread context only (getenv): fills what the handler reads.
@@ -632,6 +651,10 @@ int lazy_handoff(unsigned slot, int memfd, const void *ctx)
 		w.len += bw.ok ? bw.len : 0;
 		r = w.ok && rw.ok && bw.ok ? proto::send_all(fd, out, w.len, memfd, dl) : -EMSGSIZE;
 		close(fd);
+		// The daemon is there: a probe note still owed goes now (out
+		// is free again).  Only after a note failed, never per event.
+		if (r >= 0 && g_note_owed.load(std::memory_order_relaxed))
+			note_last_daemon(out, sizeof out);
 	}
 	if (r < 0) {
 		memcpy(err, "errno ", 6);

@@ -434,38 +434,59 @@ ReadStatus Reader::next_packet(uint32_t lane, std::vector<uint8_t> *out, std::st
 	return st;
 }
 
-// The first lap: map sub-buffers' pages in our mapping with one system call
-// each (MADV_POPULATE_READ) rather than a fault per page as the copy
-// touches them: 1-14 us per page on a VM with software page tables
-// (docs/benchmarks.md), 1-3.5 ms per MiB.  Done up to `upto` (a position;
-// only whole sub-buffers of lap 0), also for the sub-buffer a writer is
-// still filling, whose pages it made when it opened it (the first one's
-// only in part: prefault_first, writer.cpp) or we made ahead of it
-// (populate_ahead): so a drain that waits for it pays this while it waits,
-// not after, when the writer is already ahead.  Later laps are mapped.  `upto` may come from the hostile `head`: nothing past the
-// lane's first lap is touched.
+// The first lap: map the pages the writers made in our mapping with one
+// system call (MADV_POPULATE_READ) rather than a fault per page as the
+// copy touches them: 1-14 us per page on a VM with software page tables
+// (docs/benchmarks.md), 1-3.5 ms per MiB.  Done up to `upto` (a position,
+// rounded up to a page; lap 0 only), also in the sub-buffer a writer is
+// still filling, so that a drain that waits for it pays this while it
+// waits, not after, when the writer is already ahead.  Later laps are
+// mapped.
+//
+// Only pages that exist: a read populate of a shared memfd allocates the
+// pages it finds missing (shmem has no shared zero page), so the callers
+// never name a page the writers did not make (or populate_ahead for a busy
+// lane): an idle lane's first sub-buffer has its first page (prefault_first,
+// writer.cpp) and what its writer faulted in, and mapping the rest would
+// give an idle process the whole sub-buffer (docs/ring-buffer.md, "The
+// buffer memory of an idle process").  `upto` may come from the hostile
+// `head` or header: nothing past the lane's first lap is touched.
 void Reader::map_ahead(uint32_t lane, LaneState &ls, uint64_t upto)
 {
 	const uint64_t S = info_.subbuf_size, stride = info_.lane_stride;
+	constexpr uint64_t kPage = 4096;
 	// What we read past (attached late, resynchronised) stays as it was:
 	// from a later lap on, nothing is populated.
 	ls.mapped = std::max(ls.mapped, ls.rpos & ~(S - 1));
-	for (; ls.mapped < upto && ls.mapped < stride; ls.mapped += S) {
-		uint8_t *const sb = const_cast<uint8_t *>(subbuf_at(lane, ls.mapped));
-		madvise(sb, S, kMadvPopulateRead);
-		// And touch each page: on a VM with shadow page tables the first
-		// access still traps after the populate (0.4-3.8 ms per MiB here).
-		// One byte a page, of a sub-buffer writers may still fill: the
-		// value is never used.  Not under ThreadSanitizer, which would
-		// call that read a race with the writer's bytes.
+	upto = upto > stride ? stride : (upto + kPage - 1) & ~(kPage - 1);
+	if (ls.mapped >= upto)
+		return;
+	// Lap 0: positions are offsets into the lane's data.
+	uint8_t *const p = const_cast<uint8_t *>(subbuf_at(lane, 0)) + ls.mapped;
+	const uint64_t n = upto - ls.mapped;
+	madvise(p, n, kMadvPopulateRead);
+	// And touch each page: on a VM with shadow page tables the first
+	// access still traps after the populate (0.4-3.8 ms per MiB here).
+	// One byte a page, of a sub-buffer writers may still fill: the value
+	// is never used.  Not under ThreadSanitizer, which would call that
+	// read a race with the writer's bytes.
 #if !defined(STRATA_TSAN)
-		const volatile uint8_t *touch = sb;
-		for (uint64_t o = 0; o < S; o += 4096)
-			(void)touch[o];
-#else
-		(void)sb;
+	const volatile uint8_t *touch = p;
+	for (uint64_t o = 0; o < n; o += kPage)
+		(void)touch[o];
 #endif
-	}
+	ls.mapped = upto;
+}
+
+// Busy: the lane's writers wrote kBusyBytes (or one sub-buffer) in its
+// first lap.  What they wrote is `head` less the rests of the packets our
+// closes ended early (closed_gap): a consumer close moves `head` to the
+// next sub-buffer, and an idle lane whose first packet a stop or a live
+// tick closed is not busy for that.
+bool Reader::lane_busy(const LaneState &ls, uint64_t head) const
+{
+	const uint64_t written = head > ls.closed_gap ? head - ls.closed_gap : 0;
+	return head < info_.lane_stride && written >= std::min<uint64_t>(kBusyBytes, info_.subbuf_size);
 }
 
 // Starts a margin past the writer's position, where its own faults are
@@ -481,7 +502,7 @@ uint64_t Reader::populate_ahead(uint32_t lane, uint64_t *budget, bool *busy)
 	// Relaxed: a hint about how far the writer got; the pages it names
 	// are only mapped, never read here.
 	const uint64_t head = __atomic_load_n(&lane_ctl(lane)->head, __ATOMIC_RELAXED);
-	if (head < std::min<uint64_t>(kBusyBytes, S) || head >= stride)
+	if (!lane_busy(ls, head))
 		return 0; // idle so far, or its first lap is over
 	*busy = true;
 	const uint64_t end = std::min(stride, (head & ~(S - 1)) + 2 * S);
@@ -535,9 +556,9 @@ ReadStatus Reader::peek_packet(uint32_t lane, strata_packet_header *hdr, const u
 	finish_close(lane, ls.producer_dead, &close_msg); // a flush that timed out
 	// Acquire: orders our later reads after the writer's closing CAS.
 	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
-	if (head < ls.rpos + S) { // the packet at rpos is open or not started
-		if (head > ls.rpos)
-			map_ahead(lane, ls, ls.rpos + S); // open: its pages exist
+	if (head < ls.rpos + S) {   // the packet at rpos is open or not started
+		if (head > ls.rpos) // open: the pages its writers reached, or we made ahead
+			map_ahead(lane, ls, std::min(ls.rpos + S, std::max(head, ls.ahead)));
 		return ReadStatus::kEmpty;
 	}
 	ReadStatus st = ReadStatus::kSkipped;
@@ -553,7 +574,11 @@ ReadStatus Reader::peek_packet(uint32_t lane, strata_packet_header *hdr, const u
 	const uint64_t expected = (ls.rpos / stride + 1) * S;
 	const uint64_t c = committed(lc, (ls.rpos / S) & (info_.n_subbuf - 1));
 	if (c < expected && !ls.producer_dead) {
-		map_ahead(lane, ls, ls.rpos + S);
+		// Closed by its writers (they reached its end), or by us where
+		// they were.
+		const bool ours = ls.close_pending && ls.close_start == ls.rpos;
+		map_ahead(lane, ls,
+			  std::min(ls.rpos + S, std::max(ls.ahead, ls.rpos + (ours ? ls.close_off : S))));
 		return ReadStatus::kEmpty; // a commit is still in flight
 	}
 	const uint8_t *sb = subbuf_at(lane, ls.rpos);
@@ -565,8 +590,11 @@ ReadStatus Reader::peek_packet(uint32_t lane, strata_packet_header *hdr, const u
 		*err = "lane " + std::to_string(lane) + ": commit counter beyond its sub-buffer; skipped";
 		stats_.corrupt_packets++;
 	} else {
-		map_ahead(lane, ls, ls.rpos + S); // lap 0 only
-		memcpy(hdr, sb, sizeof *hdr);     // validate a private copy, never the live header
+		memcpy(hdr, sb, sizeof *hdr); // validate a private copy, never the live header
+		// Lap 0 only: its content's pages (a close of ours ended it where
+		// its writers were), bounded by the sub-buffer whatever it says.
+		const uint64_t content = std::min<uint64_t>(S, hdr->content_size / 8);
+		map_ahead(lane, ls, std::min(ls.rpos + S, std::max(ls.ahead, ls.rpos + content)));
 		if (validate_header(lane, ls.rpos, hdr, err)) {
 			accept_packet(ls, *hdr);
 			// content_size is bounded by the sub-buffer (validate_header).
@@ -752,6 +780,8 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 			ls.close_pending = true;
 			ls.close_start = start;
 			ls.close_off = off;
+			if (start < info_.lane_stride) // lap 0: not the writers' bytes (lane_busy)
+				ls.closed_gap += S - off;
 			// Relaxed, read after our CAS: the count of any later
 			// close (ordered after it through head) is not smaller.
 			ls.close_disc = __atomic_load_n(&lc->events_discarded, __ATOMIC_RELAXED);

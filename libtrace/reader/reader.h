@@ -267,6 +267,8 @@ private:
 		uint64_t rpos = 0;   // next position to read (private copy)
 		uint64_t mapped = 0; // first lap: [0, mapped) populated in our mapping (map_ahead)
 		uint64_t ahead = 0;  // first lap: populated up to here ahead of the writer (populate_ahead)
+		uint64_t closed_gap =
+			0; // first lap: bytes our closes cut off the packets they ended (lane_busy)
 		uint64_t last_ts_end = 0;
 		uint64_t last_discarded = 0; // events_discarded of the last packet returned
 		uint64_t next_seq = 0;       // seq of the next packet to return
@@ -302,6 +304,7 @@ private:
 	uint64_t header_only_content() const; // content_size (bits) of a packet without records
 	uint64_t loss_bound(const LaneState &ls, uint64_t ts) const;
 	void map_ahead(uint32_t lane, LaneState &ls, uint64_t upto);
+	bool lane_busy(const LaneState &ls, uint64_t head) const;
 	strata_lane_ctl *lane_ctl(uint32_t lane) const;
 	const uint8_t *subbuf_at(uint32_t lane, uint64_t pos) const;
 	uint64_t now() const;

@@ -153,6 +153,7 @@ extern "C" STRATA_EXPORT int strata_dyn_declare(const char *provider, const char
 	*out = nullptr;
 	if (!provider || !name)
 		return -EINVAL;
+	const RtInside inside; // g_lock is not the program's (runtime.h)
 	pthread_mutex_lock(&g_lock);
 	int rc = 0;
 	DynEvent *e = g_events;
@@ -186,6 +187,7 @@ extern "C" STRATA_EXPORT void strata_dyn_release(strata_dyn_event *ev)
 	if (!ev)
 		return;
 	auto *e = reinterpret_cast<DynEvent *>(ev);
+	const RtInside inside; // g_lock is not the program's (runtime.h)
 	pthread_mutex_lock(&g_lock);
 	if (e->refs > 0 && --e->refs == 0)
 		strata_unregister_tracepoints(&e->self, &e->self + 1); // state = 0, unlisted

@@ -75,6 +75,9 @@ struct strata_probe {
 	bool wants_time;    // false only for the runtime's own (agg.cpp)
 };
 
+// runtime.h: the preload's "inside libstrata".
+STRATA_EXPORT __thread uint32_t strata_rt_inside;
+
 namespace strata {
 namespace {
 
@@ -198,7 +201,10 @@ ProbeList *take_retired()
 void grace_period()
 {
 	t_in_urcu = true; // see t_in_urcu
-	urcu_bp_synchronize_rcu();
+	{
+		const RtInside inside; // liburcu's locks are not the program's
+		urcu_bp_synchronize_rcu();
+	}
 	t_in_urcu = false;
 #ifdef STRATA_TSAN
 	__tsan_acquire(&g_grace_token);
@@ -218,9 +224,26 @@ void free_lists(ProbeList *l)
 // liburcu's registry lock held in the child: liburcu's fork handlers,
 // installed once the first probe exists (a process without probes pays
 // nothing at fork).
+// Inside libstrata (strata_rt_inside): the pthread preload sees none of
+// the locks they take and drop.
+void urcu_before_fork()
+{
+	const RtInside inside;
+	urcu_bp_before_fork();
+}
+void urcu_after_fork_parent()
+{
+	const RtInside inside;
+	urcu_bp_after_fork_parent();
+}
+void urcu_after_fork_child()
+{
+	const RtInside inside;
+	urcu_bp_after_fork_child();
+}
 void install_fork_handlers()
 {
-	pthread_atfork(urcu_bp_before_fork, urcu_bp_after_fork_parent, urcu_bp_after_fork_child);
+	pthread_atfork(urcu_before_fork, urcu_after_fork_parent, urcu_after_fork_child);
 }
 
 void drop_list_of(strata_tracepoint *tp, void *probe)
@@ -322,7 +345,10 @@ extern "C" STRATA_EXPORT void strata_probe_fire(struct strata_tracepoint *tp, co
 		// with its locks traced but not probed.  A signal handler that
 		// interrupts this registers nothing twice (urcu checks).
 		t_in_urcu = true;
-		urcu_bp_register_thread();
+		{
+			const RtInside inside;
+			urcu_bp_register_thread();
+		}
 		t_in_urcu = false;
 		t_urcu_known = true;
 	}

@@ -77,10 +77,12 @@ strata_probe_report *report_region()
 // child's copy of g_report_mu locked.
 void lock_report()
 {
+	const RtInside inside; // not the program's lock (runtime.h)
 	pthread_mutex_lock(&g_report_mu);
 }
 void unlock_report()
 {
+	const RtInside inside;
 	pthread_mutex_unlock(&g_report_mu);
 }
 pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
@@ -120,6 +122,7 @@ void probe_report_sync()
 		memset(e[i].reserved, 0, sizeof e[i].reserved);
 	}
 	pthread_once(&g_atfork_once, install_atfork);
+	const RtInside inside; // g_report_mu is not the program's lock (runtime.h)
 	pthread_mutex_lock(&g_report_mu);
 	const bool existed = g_report && g_report_pid == getpid();
 	strata_probe_report *r = report_region();

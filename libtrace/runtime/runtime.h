@@ -182,7 +182,31 @@ struct strata_rt_stats {
 };
 void strata_rt_get_stats(struct strata_rt_stats *out);
 
+/*
+ * Non-zero while this thread runs libstrata's own locking: the probe
+ * report's lock, liburcu-bp's (grace periods, thread registration, its fork
+ * handlers), the dynamic events' lock, and libstrata's fork handlers that
+ * take them.  The pthread preload traces nothing then: those locks are not
+ * the program's, and a lock taken in a fork's prepare handler and dropped
+ * in the child's showed there as an unlock without its lock.  Written by
+ * its own thread only (a depth, so nesting and a signal handler that
+ * interrupts inside are fine); read by the preload's wrappers, on their
+ * traced path only.  Initial-exec TLS: libstrata is loaded with the program
+ * (libstrata-pthread.so links it), as its other thread-locals.
+ */
+extern __thread uint32_t strata_rt_inside __attribute__((tls_model("initial-exec")));
+
 #ifdef __cplusplus
 }
+
+namespace strata {
+// strata_rt_inside for a scope.
+struct RtInside {
+	RtInside() { strata_rt_inside++; }
+	~RtInside() { strata_rt_inside--; }
+	RtInside(const RtInside &) = delete;
+	RtInside &operator=(const RtInside &) = delete;
+};
+} // namespace strata
 #endif
 #endif

@@ -302,11 +302,23 @@ inline void prefault_first(const Channel *ch, char *lane_data)
 	madvise(lane_data, n, kMadvPopulateWrite);
 }
 
-// At the open of the packet at `head` (a boundary in lap 0).
+// At the open of the packet at `head` (a boundary in lap 0): its whole
+// sub-buffer when its writers filled the previous packet (a busy lane).
+// One the consumer closed early (a stop's final drain, a live tick: at
+// most half full) says the lane is idle: the new packet gets the pages its
+// writer touches, as the first one, so that an idle process that writes
+// now and then (a tp-sync process never learns of a stop) keeps a few
+// pages instead of a sub-buffer per close.
 inline void prefault_open(const Channel *ch, char *lane_data, uint64_t head)
 {
 	if (head == 0)
 		return; // the first packet: claim_lane's prefix
+	const auto *prev = reinterpret_cast<const strata_packet_header *>(
+		lane_data + ring_off(ch, head - ch->subbuf_size));
+	// Relaxed: a hint, written by the previous packet's closer (the
+	// consumer's may not have written it yet: 0, no populate).
+	if (__atomic_load_n(&prev->content_size, __ATOMIC_RELAXED) / 8 < ch->subbuf_size / 2)
+		return;
 	madvise(lane_data + ring_off(ch, head), ch->subbuf_size, kMadvPopulateWrite);
 }
 

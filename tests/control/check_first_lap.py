@@ -12,7 +12,7 @@ at its open), then all stay alive and idle.  The buffer's allocated pages are re
 (st_blocks of /proc/PID/fd/N: shmem counts each page once, whoever made it).
 
 Oracle: the idle buffer holds its metadata pages and one page of events,
-nothing more, while the session runs; the early one reaches its metadata
+nothing more, while the session runs and after its stop; the early one reaches its metadata
 and two sub-buffers but the few pages between its writer and the daemon's
 margin (16 KiB past it), and never more; the busy one exactly its metadata
 and three sub-buffers (the third made by the daemon: up to the end of the
@@ -90,11 +90,15 @@ def main():
     check(buffer_kib(busy) == want, "the busy buffer: metadata + 3 sub-buffers, %d KiB (%d)" % (
         want, buffer_kib(busy)))
     # The idle one's drain looked at it meanwhile (its first turns, 1 and 3
-    # ms later): nothing made.  (At the stop, the final drain closes and
-    # reads its first packet, whose whole sub-buffer it maps: not checked.)
+    # ms later): nothing made.
     check(buffer_kib(idle) == meta + 4, "the idle buffer still holds %d KiB (%d)" % (meta + 4, buffer_kib(idle)))
-    # The session's last turns: nothing more for the busy one.
+    # The session's last turns: nothing more for the busy one, and the
+    # final drain, which closes the idle one's first packet and reads it,
+    # maps only the page its writer made (the process, tp-sync, never
+    # learns of the stop and keeps the buffer until it exits).
     strata("stop", "s")
+    check(buffer_kib(idle) == meta + 4, "after the stop, the idle buffer still holds %d KiB (%d)" % (
+        meta + 4, buffer_kib(idle)))
     check(buffer_kib(busy) == want, "the busy buffer still holds %d KiB (%d)" % (want, buffer_kib(busy)))
     check(buffer_kib(early) <= top, "the early buffer still holds at most %d KiB (%d)" % (top, buffer_kib(early)))
     for p in apps.values():

@@ -17,10 +17,17 @@ Probe marks (protocol version 7, docs/probes.md "Who is on a tracepoint"):
 a second list_target (LIST_LATE_PROBE) starts with no probe: it is listed
 with "-" on lt:a, and `strata list` under strace opens the first one's
 /proc/PID/fd but never the second one's; once it registered its probe (long
-after its start-up REGISTER) it is listed with "probe count_a".  Against a
+after its start-up REGISTER) it is listed with "probe count_a".  A third
+registers its probe while the daemon's sockets are away (renamed): its note
+cannot leave, the probe is not listed; its next talk with the daemon (the
+hand-off of its first recorded event's buffer) sends the owed note, and the
+probe is listed.  Against a
 fake daemon that answers in version 6 (no marks) the command reads both
 processes' reports, as before version 7; against one that marks a process
-"no report" it reads nothing of it.  The process side against fake grant
+"no report" it reads nothing of it.  A non-dumpable process whose descriptors
+the CLI cannot read (run without capabilities under root): "probes: not
+readable" where it has to look (marked, unknown, a version 6 daemon), "-"
+where the process said it has no report.  The process side against fake grant
 tables: a version 6 daemon's table gets the join of before (HELLO 4..4, a
 version 4 REGISTER, no probe flag) and no note, which that daemon would
 refuse; a version 7 one gets a version 7 join and, once the program
@@ -213,6 +220,34 @@ def main():
     if opened is not None:
         check(late_pid in opened, "its report is read now: %r" % opened)
 
+    # A note that cannot leave (the daemon's sockets away for a moment when
+    # the probe is registered) is owed, and goes with the process's next
+    # talk with the daemon: here, a tp-sync process that never queries
+    # again, the buffer hand-off of its first lt:b event (session s).
+    away = subprocess.Popen([target], env=dict(env, LIST_LATE_PROBE="1"), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    ready = away.stdout.readline().split()
+    check(len(ready) == 2 and ready[0] == "ready", "the prober of the owed note is ready: %r" % ready)
+    away_pid = int(ready[1])
+    sock = env["STRATA_CONSUMERD_SOCKET"]
+    for path in (sock, sock + ".quiet"):
+        os.rename(path, path + ".away")
+    away.stdin.write("x\n")
+    away.stdin.flush()
+    registered = away.stdout.readline().strip()
+    for path in (sock, sock + ".quiet"):
+        os.rename(path + ".away", path)
+    check(registered == "registered", "it registered its probe while the daemon was away: %r" % registered)
+    got = on(run("list"), away_pid)
+    check(got.get("lt:a") == ("info", "-"), "its note did not leave: its probe not listed yet: %r" % got)
+    away.stdin.write("x\n")
+    away.stdin.flush()
+    check(away.stdout.readline().strip() == "fired", "it fired lt:b (its buffer handed to the daemon)")
+    got = on(run("list"), away_pid)
+    check(got.get("lt:a") == ("info", "probe count_a"), "the owed note went with the hand-off: %r" % got)
+    away.stdin.close()
+    check(away.wait(timeout=30) == 0, "the prober of the owed note exits 0")
+
     # Older and newer daemons, faked: version 6 marks nothing (every report
     # is read), version 7's "no report" is believed.
     for version, mark in ((6, 2), (7, 0)):
@@ -230,6 +265,31 @@ def main():
         srv.close()
     late.stdin.close()
     check(late.wait(timeout=30) == 0, "the late prober exits 0")
+
+    # A process whose descriptors the caller cannot read (non-dumpable; the
+    # CLI without capabilities when the test runs as root): where the CLI
+    # has to look (marked, or unknown) it says "probes: not readable",
+    # never "-"; where the process told the daemon it has no report, "-".
+    hidden = subprocess.Popen([target], env=dict(env, LIST_NONDUMPABLE="1"), stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    ready = hidden.stdout.readline().split()
+    check(len(ready) == 2 and ready[0] == "ready", "the non-dumpable program is ready: %r" % ready)
+    hidden_pid = int(ready[1])
+    unpriv = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"] if os.geteuid() == 0 else []
+    for version, mark, want_on in ((7, 1, "probes: not readable"), (7, 2, "probes: not readable"),
+                                   (6, 2, "probes: not readable"), (7, 0, "-")):
+        fsock = os.path.join(work, "fake-hidden-%d-%d.sock" % (version, mark))
+        srv = fake_daemon(fsock, version, [(hidden_pid, "list-target", "lt:a", 6, mark)])
+        r = subprocess.run(unpriv + [strata, "list"], env=dict(env, STRATA_CONSUMERD_SOCKET=fsock),
+                           capture_output=True, text=True, timeout=60)
+        print("+ %sstrata list (version %d, mark %d) -> %d\n%s%s" % (
+            "setpriv " if unpriv else "", version, mark, r.returncode, r.stdout, r.stderr))
+        check(r.returncode == 0 and on(r.stdout, hidden_pid).get("lt:a") == ("info", want_on),
+              "version %d, mark %d, descriptors not readable: lt:a shows %r (%r)" % (
+                  version, mark, want_on, on(r.stdout, hidden_pid).get("lt:a")))
+        srv.close()
+    hidden.stdin.close()
+    check(hidden.wait(timeout=30) == 0, "the non-dumpable program exits 0")
 
     # The process side: what it tells a version 6 and a version 7 daemon.
     for version in (6, 7):

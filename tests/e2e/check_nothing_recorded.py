@@ -13,6 +13,9 @@ usage: check_nothing_recorded.py STRATA LOOP WORKDIR   ($STRATA_TEST_CONSUMERD: 
   - a pattern matching none of the program's events (its providers
     listed), a program that does not link libstrata, a preloaded program
     that took no lock: each its own message;
+  - nothing recorded leaves no empty directory that record made (with -o,
+    or the default strata-record-* in the working directory; also a run
+    that only aggregates), and keeps one that was there before;
   - a static executable (busybox): a warning before it runs, and "nothing
     recorded: ... statically linked" after;
   - kernel:* with no kernel module loaded: record and enable-event warn,
@@ -108,6 +111,29 @@ def main():
     check(("strata record: nothing recorded: no event matched the patterns (nosuch:*); the 1 process(es) of %s "
            "that joined declare the providers rloop (e.g. -e 'rloop:*'" % loop) in r.stderr,
           "a pattern that matches nothing is named, with the program's providers")
+    check("strata record: no event was recorded (no enabled tracepoint fired): no trace written" in r.stderr and
+          not os.path.exists(os.path.join(work, "n4")), "the directory record made for it is not left behind")
+
+    # Nothing recorded in a working directory, with record's default
+    # output: no empty strata-record-* left there; nor by a run that only
+    # aggregates (no trace asked for).  A directory that was there before
+    # (-o) is the user's: kept, and said to hold no trace.
+    cwd = os.path.join(work, "cwd")
+    os.makedirs(cwd)
+    for args in (["-e", "nosuch:*"], ["--aggregate", "rloop:tick"]):
+        r = subprocess.run([strata, "record"] + args + ["--", loop, "5"], env=env, cwd=cwd,
+                           capture_output=True, text=True, timeout=120)
+        sys.stdout.write(r.stderr)
+        check(r.returncode == 0 and os.listdir(cwd) == [],
+              "record %s: nothing left in the working directory (%r)" % (" ".join(args), os.listdir(cwd)))
+    kept = os.path.join(work, "kept")
+    os.makedirs(kept)
+    r = subprocess.run([strata, "record", "-o", kept, "-e", "nosuch:*", "--", loop, "5"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    sys.stdout.write(r.stderr)
+    check(("no event was recorded (no enabled tracepoint fired): %s holds no trace" % kept) in r.stderr and
+          os.path.isdir(kept), "an output directory that was there before is kept, and said empty")
+
     r = record("--", "true")
     check("strata record: nothing recorded: true did not join the session: no process of it asked the daemon "
           "for its state" in r.stderr, "a program that does not link libstrata is named")

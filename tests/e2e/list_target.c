@@ -7,6 +7,10 @@
  * LIST_LATE_PROBE set it starts with no probe (no probe report, which
  * `strata list` must then not look for) and registers it at the first line
  * instead ("registered": the report made long after its start-up REGISTER).
+ * Each further line fires lt:b once ("fired").
+ * With LIST_NONDUMPABLE set it makes itself non-dumpable (prctl) after its
+ * report is made: its descriptors are then out of reach of a reader that is
+ * not privileged (no CAP_SYS_PTRACE).
  */
 #define STRATA_DEFINE_PROVIDERS
 #include <strata/tracepoint.h>
@@ -19,6 +23,7 @@ STRATA_EVENT(lt, d, STRATA_LOGLEVEL_DEBUG, strata_int(uint32_t, v))
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 unsigned long hits_a;
@@ -42,6 +47,11 @@ int main(void)
 		return 1;
 	}
 	strata_tracepoint(lt, a, 1);
+	const char *nd = getenv("LIST_NONDUMPABLE");
+	if (nd && *nd && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+		perror("prctl");
+		return 1;
+	}
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
 	char buf[64];
@@ -54,7 +64,10 @@ int main(void)
 			printf("unregistered\n");
 		}
 		fflush(stdout);
-		while (read(0, buf, sizeof buf) > 0) {
+		while (read(0, buf, sizeof buf) > 0) { // each further line: one lt:b event
+			strata_tracepoint(lt, b, 2);
+			printf("fired\n");
+			fflush(stdout);
 		}
 	}
 	return hits_a == (is_late ? 0u : 1u) ? 0 : 2;

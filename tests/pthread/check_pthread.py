@@ -6,8 +6,8 @@ the trace, and compares with what the program reports it did (pt_workload /
 pt_cxx write JSON: lock addresses, exact acquisition counts, own wait measure).
 
 usage: check_pthread.py SCENARIO --strata S --workload W --cxx C --dllib L --work DIR
-SCENARIO: contend basic fork dlopen signal sigstorm blocker ctor cxx stack pylock nest nest_monotonic count
-          count16, or any of them + "_count" (in counting mode, STRATA_PTHREAD_COUNT=16)
+SCENARIO: contend basic fork fork_agg dlopen signal sigstorm blocker ctor cxx stack pylock nest nest_monotonic
+          count count16, or any of them + "_count" (in counting mode, STRATA_PTHREAD_COUNT=16)
 """
 import argparse
 import json
@@ -259,10 +259,16 @@ def main():
     elif sc == "pylock":
         prog = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pt_pylock.py"), out,
                 "20", "500"]
+    elif sc == "fork_agg":
+        prog = [a.workload, "fork", out]
     else:
         prog = [a.workload, sc, out]
     if sc == "stack":
         env["STRATA_PTHREAD_STACK_DEPTH"] = "6"
+    if sc == "fork_agg":
+        # An aggregation is a probe: libstrata's fork handlers (the probe
+        # report's lock, liburcu's) run at the fork, under the preload.
+        env["STRATA_AGGREGATE"] = "pthread:mutex_lock:wait_ns by lock"
     if sc == "nest_monotonic":
         # No clock page: hold_ns from CLOCK_MONOTONIC at both ends instead
         # of TSC ticks converted with the page's scale.
@@ -371,9 +377,14 @@ def main():
             check(held[0]["failed"] == 2 and held[0]["failed_wait_ns"] >= 1000000,
                   "timed-out wait counted as failed (%d calls, %d ns)" % (held[0]["failed"],
                                                                          held[0]["failed_wait_ns"]))
-    elif sc == "fork":
+    elif sc in ("fork", "fork_agg"):
         expect("parent", "lock", prog_out["parent_acq"])
         expect("child", "lock", prog_out["child_acq"], p=prog_out["child"])
+        # Libstrata's own locks (its fork handlers') are not the program's:
+        # none in either process, and no unlock without its lock.
+        check(rep["unmatched_unlocks"] == 0, "no unmatched unlock (%d)" % rep["unmatched_unlocks"])
+        names = sorted(set(lk["symbol"] for lk in rep["locks"]))
+        check(names == ["strata_ctor_lock", "strata_fork_lock"], "only the program's locks in the trace: %r" % names)
     elif sc == "dlopen":
         lk = expect("dlopen'd library", "lock", prog_out["acq"])
         if lk and lk["sites"]:

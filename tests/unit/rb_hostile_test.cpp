@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <memory>
 #include <random>
 
 #include "desc_rules.h"
@@ -534,6 +535,23 @@ size_t resident(const Scribbler &sc, uint64_t off, uint64_t len)
 		n += c & 1;
 	return n;
 }
+// Lane 0 of a buffer of 2 lanes x 8 x 128 KiB sub-buffers, after an idle
+// writer's few events (its first page, prefault_first).
+struct FirstLap : ::testing::Test {
+	static constexpr uint64_t S = 128u << 10, kPage = 4096, stride = 8 * S;
+	Slot s{0, config(STRATA_MODE_DISCARD, 2, 8, S), {rule("rbtest:rec")}};
+	std::unique_ptr<Scribbler> sc;
+	uint64_t data = 0;
+	void SetUp() override
+	{
+		ASSERT_TRUE(s.reader);
+		sc = std::make_unique<Scribbler>(s.fd);
+		data = sc->hdr()->data_offset;
+		ASSERT_GE(sc->size, data + 2 * stride);
+		emit_recs(20);
+		ASSERT_LT(s.reader->lane_position(0), kPage);
+	}
+};
 } // namespace
 
 // The consumer's populate ahead of a busy writer's first lap (issue 38,
@@ -541,16 +559,9 @@ size_t resident(const Scribbler &sc, uint64_t off, uint64_t len)
 // lane (an idle process keeps its few pages), the pages from a margin past
 // the writer to the end of its next sub-buffer for a busy one, bounded by
 // the budget, and never past the lane's first lap whatever `head` says.
-TEST(FirstLap, PagesAheadOfBusyLanesOnly)
+TEST_F(FirstLap, PagesAheadOfBusyLanesOnly)
 {
-	constexpr uint64_t S = 128u << 10, kPage = 4096;
-	Slot s(0, config(STRATA_MODE_DISCARD, 2, 8, S), {rule("rbtest:rec")});
-	ASSERT_TRUE(s.reader);
-	Scribbler sc(s.fd);
-	const uint64_t data = sc.hdr()->data_offset, stride = 8 * S;
-	ASSERT_GE(sc.size, data + 2 * stride);
-	emit_recs(20); // a few events: lane 0's first page (prefault_first)
-	ASSERT_LT(s.reader->lane_position(0), kPage);
+	Scribbler &sc = *this->sc;
 	uint64_t budget = UINT64_MAX;
 	bool busy = true;
 	EXPECT_EQ(0u, s.reader->populate_ahead(0, &budget, &busy));
@@ -600,4 +611,36 @@ TEST(FirstLap, PagesAheadOfBusyLanesOnly)
 	EXPECT_EQ((stride - from7) / kPage, resident(sc, data + 7 * S, S));
 	EXPECT_EQ(0u, resident(sc, data + stride, stride)) << "the next lane untouched";
 	lc->head = real;
+}
+
+// An idle lane read to its end (a stop's final drain, a live tick: our
+// close of its open packet, then the packet's copy): the reader maps the
+// pages its writer made and no other, so an idle process keeps its few
+// pages after a stop; the close's jump of `head` to the next sub-buffer
+// does not make the lane busy.
+TEST_F(FirstLap, IdleLaneReadToItsEndKeepsItsPages)
+{
+	const Scribbler &sc = *this->sc;
+	ASSERT_EQ(1u, resident(sc, data, stride));
+	std::vector<uint8_t> p;
+	std::string err;
+	using RS = strata::ReadStatus;
+	EXPECT_EQ(RS::kEmpty, s.reader->next_packet(0, &p, &err)) << "open: its pages mapped";
+	EXPECT_EQ(1u, resident(sc, data, stride)) << "only the page its writer made";
+	std::string msg;
+	ASSERT_EQ(strata::FlushStatus::kDone, s.reader->flush(0, false, 1000, &msg)) << msg;
+	ASSERT_EQ(S, s.reader->lane_position(0)) << "our close moved head to the next sub-buffer";
+	uint64_t budget = UINT64_MAX;
+	bool busy = true;
+	EXPECT_EQ(0u, s.reader->populate_ahead(0, &budget, &busy));
+	EXPECT_FALSE(busy) << "a close of ours does not make the lane busy";
+	ASSERT_EQ(RS::kPacket, s.reader->next_packet(0, &p, &err)) << err;
+	EXPECT_EQ(RS::kEmpty, s.reader->next_packet(0, &p, &err));
+	EXPECT_EQ(1u, resident(sc, data, stride)) << "the packet read: still its one page";
+	EXPECT_EQ(0u, resident(sc, data + stride, stride));
+	// The process writes again (it never learned of the stop): its writer
+	// opens the next packet, whose pages it touches, not its sub-buffer.
+	emit_recs(1);
+	ASSERT_GT(s.reader->lane_position(0), S);
+	EXPECT_EQ(2u, resident(sc, data, stride)) << "the next packet: the one page its writer wrote";
 }
