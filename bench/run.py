@@ -231,14 +231,26 @@ MEMCACHED_DRIVER = ("import os, socket, subprocess, sys, time\n"
 def count_unlocks(trace_dir, side):
     """Mutex unlocks a pthread trace recorded: LTTng's pthread_mutex_unlock;
     Strata's mutex_unlock plus its compact mutex_held and mutex_tryheld (a
-    lock or successful trylock and its unlock in one record)."""
+    lock or successful trylock and its unlock in one record), plus the
+    pairs its counting mode's mutex_counts records counted."""
     names = (["lttng_ust_pthread:pthread_mutex_unlock:"] if side == "lttng"
              else ["pthread:mutex_unlock:", "pthread:mutex_held:", "pthread:mutex_tryheld:"])
     p = subprocess.Popen(["babeltrace2", trace_dir], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          text=True)
-    n = sum(1 for line in p.stdout if any(x in line for x in names))
+    n = 0
+    for line in p.stdout:
+        if any(x in line for x in names):
+            n += 1
+        elif " pthread:mutex_counts: " in line:
+            m = re.search(r", count = (\d+)", line)
+            n += int(m.group(1)) if m else 0
     p.wait()
     return n
+
+
+# The preload step's counting-mode sides (docs/pthread.md, "Counting mode"):
+# side -> STRATA_PTHREAD_COUNT (1: every hold timed; 16: one in 16).
+PRELOAD_COUNT_SIDES = {"strata_count1": "1", "strata_count16": "16"}
 
 
 def trace_rate(acc, kv):
@@ -1013,7 +1025,8 @@ class Bench:
             return
         lib = os.path.join(build, "preload", "libstrata-pthread.so")
         lwrap = "/usr/lib/x86_64-linux-gnu/liblttng-ust-pthread-wrapper.so"
-        sides = ["plain"] + (["strata"] if self.have_strata and os.access(lib, os.R_OK) else []) + \
+        have = self.have_strata and os.access(lib, os.R_OK)
+        sides = ["plain"] + (["strata"] + list(PRELOAD_COUNT_SIDES) if have else []) + \
             (["lttng"] if self.have_lttng and os.access(lwrap, os.R_OK) else [])
         for name, (cmd, stdin, selftimed) in self.preload_workloads().items():
             walls = {}
@@ -1047,9 +1060,11 @@ class Bench:
             os.unlink(db)
         out = self.tmpdir("pre-%s-%s" % (side, name))
         env, wrap, lname = dict(self.env_nodaemon), [], None
-        if side == "strata":
+        if side.startswith("strata"):
             wrap = [self.strata, "record", "-o", out, "--preload", "pthread", "--subbuf-size", str(1 << 20),
                     "--subbuf-count", "8", "--"]
+            if side in PRELOAD_COUNT_SIDES:
+                env["STRATA_PTHREAD_COUNT"] = PRELOAD_COUNT_SIDES[side]
         elif side == "lttng":
             env = dict(os.environ, LD_PRELOAD=lwrap)
             lname = self.lttng.create(out, "1M", 8, events="lttng_ust_pthread:*")
@@ -1489,6 +1504,18 @@ def table(b):
             lambda x: x <= 1.3, strata_only=True)
         row("preload %s: events lost" % name, r.get(("pre_lost", name, "strata")),
             r.get(("pre_lost", name, "lttng")), "Strata 0", lambda x: x == 0, strata_only=True)
+        for side, every in PRELOAD_COUNT_SIDES.items():
+            how = "counting, STRATA_PTHREAD_COUNT=%s" % every
+            wc = r.get(("pre_wall", name, side))
+            row("preload %s (%s): trace bytes per lock+unlock pair" % (name, how), r.get(("pre_bytes", name, side)),
+                r.get(("pre_bytes", name, "lttng")))
+            row("preload %s (%s): added wall time (s)" % (name, how), wc - base if wc is not None and base else None,
+                wl - base if wl is not None and base else None, "<= 0.25", lambda x: x <= 0.25)
+            row("preload %s (%s): slowdown vs untraced (x)" % (name, how), wc / base if wc and base else None,
+                wl / base if wl and base else None, "sqlite3: Strata <= 1.3" if name == "sqlite3" else None,
+                lambda x: x <= 1.3, strata_only=True)
+            row("preload %s (%s): events lost" % (name, how), r.get(("pre_lost", name, side)), None, "Strata 0",
+                lambda x: x == 0, strata_only=True)
     for n in sorted({k[1] for k in r if k[0] == "procs"}):
         s, l = r.get(("procs", n, "strata")) or {}, r.get(("procs", n, "lttng")) or {}
         row("%d live processes: daemons' threads" % n, s.get("threads"), l.get("threads"),

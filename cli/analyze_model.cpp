@@ -330,6 +330,7 @@ private:
 	void evict(Work &w);
 	void on_acquire(const Event &e);
 	void on_cond_wait(const Event &e);
+	void on_counts(const Event &e);
 	void end_run(CondUse &cu, const Span &run);
 	void cond_locks();
 	void timeline();
@@ -347,6 +348,7 @@ private:
 	std::map<LockKey, CondUse> cond_use_;
 	std::map<std::pair<uint32_t, int64_t>, uint64_t> unlocks_of_;
 	std::set<LockKey> cond_lock_keys_;
+	std::map<uint32_t, bool> counts_done_; // per process with counts: its final flush seen since
 };
 
 Work &Model::work_of(uint32_t proc, uint64_t addr, Op op)
@@ -616,6 +618,38 @@ void Model::on_cond_wait(const Event &e)
 	evict(w);
 }
 
+// Counted uncontended pairs: acquisitions and holds without intervals (no
+// wait, no timeline, nothing for the blockers: the preload keeps the
+// per-pair record of a hold that had waiters).
+void Model::on_counts(const Event &e)
+{
+	if (e.op == Op::CountsDone) {
+		counts_done_[e.proc] = true;
+		return;
+	}
+	counts_done_[e.proc] = false;
+	Work &w = work_of(e.proc, e.lock, e.tried ? Op::MutexTrylock : Op::MutexLock);
+	const uint64_t timed = std::min(e.timed, e.count);
+	w.st.acquisitions += e.count;
+	w.st.counted += e.count;
+	w.st.holds += e.count;
+	// Untimed holds (sampling): estimated at the timed ones' mean.
+	w.st.hold_total += e.hold_sum + (timed ? static_cast<uint64_t>(static_cast<double>(e.hold_sum) /
+								       static_cast<double>(timed) *
+								       static_cast<double>(e.count - timed))
+					       : 0);
+	w.st.hold_max = std::max(w.st.hold_max, e.hold_max);
+	w.st.untimed += e.count - timed;
+	rep_.counted += e.count;
+	rep_.untimed += e.count - timed;
+	rep_.waited_untimed += e.waited_untimed;
+	if (e.waited_untimed)
+		rep_.blockers_partial = true; // holds others waited behind, without their interval
+	Site &s = w.sites[e.caller];
+	s.caller = e.caller;
+	s.acquisitions += e.count;
+}
+
 // One event, in time order; none is kept.
 void Model::on_event(const Event &e)
 {
@@ -624,7 +658,9 @@ void Model::on_event(const Event &e)
 	rep_.first_ts = std::min(rep_.first_ts, e.ts);
 	rep_.last_ts = std::max(rep_.last_ts, e.ts);
 	now_ = rep_.last_ts;
-	if (is_acquire(e.op)) {
+	if (e.op == Op::MutexCounts || e.op == Op::CountsDone) {
+		on_counts(e);
+	} else if (is_acquire(e.op)) {
 		on_acquire(e);
 	} else if (e.op == Op::MutexUnlock || e.op == Op::RwUnlock || e.op == Op::SemPost) {
 		unlocks_of_[{e.proc, e.tid}]++;
@@ -760,6 +796,9 @@ void Model::finish(const Symbolizer &sym)
 		rep_.locks.push_back(std::move(st));
 	}
 	cond_locks();
+	for (const auto &kv : counts_done_)
+		if (!kv.second)
+			rep_.counts_unfinished.push_back(kv.first);
 	std::sort(rep_.locks.begin(), rep_.locks.end(), [](const LockStats &a, const LockStats &b) {
 		return std::tie(a.wait_total, a.acquisitions, b.proc, b.addr) >
 		       std::tie(b.wait_total, b.acquisitions, a.proc, a.addr);

@@ -56,6 +56,11 @@ enum class Op {
 	SemTimedwait,
 	SemTrywait,
 	SemPost,
+	// Counting mode (docs/pthread.md, "Counting mode"): `count` uncontended
+	// pairs of `lock` taken at `caller` (MutexCounts; Event::tried: by a
+	// trylock), and a process's final flush (CountsDone).
+	MutexCounts,
+	CountsDone,
 };
 
 // Event name without the provider ("mutex_lock") -> Op; false if unknown.
@@ -73,6 +78,10 @@ struct Event {
 	uint64_t wait_ns = 0;
 	uint64_t caller = 0;
 	std::vector<uint64_t> stack;
+	// MutexCounts: pairs, how many of them were timed, the sum of those
+	// holds, the longest timed hold so far, untimed holds that had waiters.
+	uint64_t count = 0, timed = 0, hold_sum = 0, hold_max = 0, waited_untimed = 0;
+	bool tried = false;
 };
 
 struct Mapping {
@@ -146,6 +155,8 @@ struct LockStats {
 	uint64_t wait_total = 0, wait_max = 0, wait_p99 = 0;
 	double wait_mean = 0;
 	uint64_t holds = 0, hold_total = 0, hold_max = 0;
+	uint64_t counted = 0;     // acquisitions (and holds) counted, not recorded one by one
+	uint64_t untimed = 0;     // of them, holds not timed (sampling): estimated in hold_total
 	uint64_t failed = 0;      // trylock EBUSY, timedlock ETIMEDOUT, errors
 	uint64_t failed_wait = 0; // ns blocked in calls that did not acquire (timeouts)
 	uint64_t cond_waits = 0;  // condvar waits that released this mutex
@@ -198,6 +209,13 @@ struct Report {
 	bool blockers_partial = false;
 	uint64_t events = 0, discarded = 0, other_events = 0;
 	uint64_t unmatched_unlocks = 0; // unlock without a traced acquisition
+	// Counting mode: pairs counted (in acquisitions and holds, not in the
+	// timeline), and the processes whose counts end without their final
+	// flush (their trace stopped first: pairs counted since their last
+	// records are missing).
+	uint64_t counted = 0;
+	uint64_t untimed = 0, waited_untimed = 0; // sampling: holds not timed, of them with waiters
+	std::vector<uint32_t> counts_unfinished;
 	uint64_t cond_waits = 0, cond_signals = 0;
 	int64_t first_ts = 0, last_ts = 0;
 	std::vector<MissingDebug> missing_debug; // filled by the caller (cmd_analyze.cpp)

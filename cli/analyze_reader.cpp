@@ -21,7 +21,7 @@ namespace {
 struct ClassOf : MemberCache {
 	// Held and Acquired are the preload's compact records, Site its
 	// interned callers (docs/pthread.md).
-	enum { Other, Mapping, Lock, Site, Held, Acquired } what = Other;
+	enum { Other, Mapping, Lock, Site, Held, Acquired, Counts, CountsDone } what = Other;
 	Op op = Op::MutexLock;
 };
 
@@ -112,6 +112,28 @@ void on_compact(Sink *s, const ClassOf &c, const bt_field *pl, Event &&base)
 	s->reorder = true;
 }
 
+// Counting mode (docs/pthread.md): mutex_counts is `count` uncontended
+// pairs of the lock taken at the site, mutex_counts_done a process's final
+// flush.
+void on_counts(Sink *s, const ClassOf &c, const bt_field *pl, Event &&e)
+{
+	if (c.what == ClassOf::CountsDone) {
+		e.op = Op::CountsDone;
+		deliver(s, std::move(e), nullptr);
+		return;
+	}
+	const uint64_t site = c.u64(pl, "site");
+	e.op = Op::MutexCounts;
+	e.lock = c.u64(pl, "lock");
+	e.tried = c.u64(pl, "try_") != 0;
+	e.count = c.u64(pl, "count");
+	e.timed = c.u64(pl, "timed");
+	e.waited_untimed = c.u64(pl, "waited_untimed");
+	e.hold_sum = c.u64(pl, "hold_sum_ns");
+	e.hold_max = c.u64(pl, "hold_max_ns");
+	deliver(s, std::move(e), &site);
+}
+
 void on_event(Sink *s, const bt_message *msg)
 {
 	const bt_event *ev = bt_message_event_borrow_event_const(msg);
@@ -129,6 +151,10 @@ void on_event(Sink *s, const bt_message *msg)
 			c.what = ClassOf::Held;
 		else if (name == "pthread:mutex_acquired" || name == "pthread:mutex_tryacquired")
 			c.what = ClassOf::Acquired;
+		else if (name == "pthread:mutex_counts")
+			c.what = ClassOf::Counts;
+		else if (name == "pthread:mutex_counts_done")
+			c.what = ClassOf::CountsDone;
 		if ((c.what == ClassOf::Held || c.what == ClassOf::Acquired) &&
 		    name.find(":mutex_try") != name.npos)
 			c.op = Op::MutexTrylock;
@@ -170,6 +196,10 @@ void on_event(Sink *s, const bt_message *msg)
 	e.tid = event_tid(ev, &tid) ? tid : 0;
 	if (c.what == ClassOf::Held || c.what == ClassOf::Acquired) {
 		on_compact(s, c, pl, std::move(e));
+		return;
+	}
+	if (c.what == ClassOf::Counts || c.what == ClassOf::CountsDone) {
+		on_counts(s, c, pl, std::move(e));
 		return;
 	}
 	e.lock = c.u64(pl, "lock");

@@ -95,6 +95,35 @@ double share(uint64_t a, uint64_t b)
 	return b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 0.0;
 }
 
+// Counting mode's notes (docs/pthread.md, "Counting mode"), one per line:
+// what the figures hold, and every process whose counts end unflushed.
+std::vector<std::string> counts_notes(const Report &r)
+{
+	std::vector<std::string> out;
+	if (r.counted)
+		out.push_back(
+			std::to_string(r.counted) +
+			" uncontended acquisitions were counted, not recorded one by one "
+			"(STRATA_PTHREAD_COUNT): they are in the acquisitions, holds, hold total and "
+			"hold max, not in the timeline nor in any percentile (counted, not distributed)");
+	if (r.untimed)
+		out.push_back(std::to_string(r.untimed) +
+			      " of them were not timed (STRATA_PTHREAD_COUNT=N times one in N): hold totals "
+			      "count them at the mean of the timed holds of their lock and site, hold max is "
+			      "the longest timed hold");
+	if (r.waited_untimed)
+		out.push_back(std::to_string(r.waited_untimed) +
+			      " holds that others waited behind were not timed: the blockers do not credit "
+			      "them");
+	for (uint32_t p : r.counts_unfinished)
+		out.push_back(
+			"COUNTS INCOMPLETE: " + proc_label(r, p) +
+			" has no final flush of its counted pairs in the trace (recording stopped while it "
+			"ran, or it exec'd or was killed): the pairs it counted after its last "
+			"pthread:mutex_counts records are missing");
+	return out;
+}
+
 } // namespace
 
 std::string format_ns(double ns)
@@ -123,6 +152,8 @@ void write_text(std::ostream &o, const Report &r, const Options &opt)
 	if (r.blockers_partial)
 		o << "(blockers are partial: some waits outlasted the holds kept for them, "
 		     "docs/pthread.md)\n";
+	for (const std::string &n : counts_notes(r))
+		o << "(" << n << ")\n";
 	char line[4096];
 	// Names are shown whole: the name and process columns are as wide as
 	// their longest entry (at least 34 and 7).
@@ -249,7 +280,11 @@ void write_json(std::ostream &o, const Report &r, const Options &opt)
 	o << "{\n  \"analysis\": \"mutex\",\n  \"events\": " << r.events
 	  << ",\n  \"discarded\": " << r.discarded << ",\n  \"unmatched_unlocks\": " << r.unmatched_unlocks
 	  << ",\n  \"cond_waits\": " << r.cond_waits << ",\n  \"cond_signals\": " << r.cond_signals
-	  << ",\n  \"processes\": [";
+	  << ",\n  \"counted_pairs\": " << r.counted << ",\n  \"untimed_holds\": " << r.untimed
+	  << ",\n  \"untimed_waited\": " << r.waited_untimed << ",\n  \"counts_unfinished\": [";
+	for (size_t i = 0; i < r.counts_unfinished.size(); i++)
+		o << (i ? ", " : "") << r.counts_unfinished[i];
+	o << "],\n  \"processes\": [";
 	for (size_t i = 0; i < r.procs.size(); i++)
 		o << (i ? ", " : "") << "{\"index\": " << i << ", \"name\": " << json_str(r.procs[i].name)
 		  << ", \"pid\": " << r.procs[i].pid << "}";
@@ -262,6 +297,7 @@ void write_json(std::ostream &o, const Report &r, const Options &opt)
 		  << ", \"symbol\": " << json_str(l.name.function) << ", \"acquisitions\": " << l.acquisitions
 		  << ", \"contended\": " << l.contended
 		  << ", \"contended_share\": " << share(l.contended, l.acquisitions) / 100.0
+		  << ", \"counted\": " << l.counted << ", \"untimed\": " << l.untimed
 		  << ", \"failed\": " << l.failed << ", \"failed_wait_ns\": " << l.failed_wait
 		  << ", \"wait_total_ns\": " << l.wait_total
 		  << ", \"wait_mean_ns\": " << static_cast<uint64_t>(std::llround(l.wait_mean))
@@ -507,6 +543,9 @@ void write_html(std::ostream &o, const Report &r, const Options &opt)
 	  << " traced.";
 	if (r.discarded)
 		o << " <b>" << r.discarded << " events were lost: figures are lower bounds.</b>";
+	for (const std::string &n : counts_notes(r))
+		o << (n.compare(0, 6, "COUNTS") == 0 ? " <b>" : " ") << html_esc(n) << "."
+		  << (n.compare(0, 6, "COUNTS") == 0 ? "</b>" : "");
 	o << "</p>\n<table><tr><th>#</th><th>process</th><th>lock</th><th>kind</th><th>acquired</th>"
 	     "<th>contended</th><th>share</th><th>wait total</th><th>mean</th><th>p99</th><th>max</th>"
 	     "<th>hold max</th></tr>\n";

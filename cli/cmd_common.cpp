@@ -7,6 +7,7 @@
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -276,6 +277,59 @@ int simple_command(const char *cmd, proto::Body body, bool print_text)
 	if (print_text && !err.empty())
 		printf("%s\n", err.c_str());
 	return kOk;
+}
+
+/*
+ * The pthread preload's counting mode (docs/pthread.md, "Counting mode"):
+ * the pairs a process counted since its last pthread:mutex_counts record
+ * would miss a stopped session's trace, the daemon finishing the drains
+ * before it tells the processes.  So when the session's rules enable
+ * pthread:mutex_counts, the stop first switches that event off and waits
+ * for the processes to apply it: they flush their counts into the session
+ * while it records, and count nothing more.  Once stopped, the event is
+ * enabled again, so that a restart counts again.
+ */
+static const char kCounts[] = "pthread:mutex_counts";
+
+bool counts_enabled(const std::vector<proto::Rule> &rules)
+{
+	// Only for a user of the counting mode (the variable in the controller's
+	// environment too): other stops stay as they were, with no rule added.
+	const char *mode = getenv("STRATA_PTHREAD_COUNT");
+	if (!mode || !*mode || !strcmp(mode, "0"))
+		return false;
+	bool on = false;
+	for (const proto::Rule &r : rules) // later rules win
+		if (fnmatch(r.pattern.c_str(), kCounts, 0) == 0)
+			on = r.enable != 0;
+	return on;
+}
+
+// Switch counting off in `session`, acknowledged (bounded: a process that does not
+// answer leaves its counts out, and `strata analyze mutex` says so).
+void flush_counts(const std::string &socket, const std::string &session)
+{
+	CtlClient cl;
+	std::string err;
+	if (cl.open(socket, err) < 0 || cl.version() < 2)
+		return;
+	proto::Rule r;
+	r.pattern = kCounts;
+	r.enable = 0;
+	if (cl.command(proto::DisableEvent{session, r}, err) < 0)
+		return;
+	cl.timeout_ms = 2000 + 5000;
+	(void)cl.command(proto::Wait{2000}, err);
+}
+
+void counts_back_on(const std::string &session)
+{
+	CtlClient cl;
+	std::string err;
+	proto::Rule r;
+	r.pattern = kCounts;
+	if (cl.open("", err) == 0)
+		(void)cl.command(proto::EnableEvent{session, r}, err);
 }
 
 int change_command(const char *cmd, const std::vector<proto::Body> &bodies, uint32_t wait_ms)

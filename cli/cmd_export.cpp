@@ -109,6 +109,9 @@ struct ClassInfo : MemberCache {
 	// mutex_acquired or mutex_tryacquired (an acquisition age_ns before,
 	// its unlock to come).
 	int compact = 0;
+	// pthread:mutex_counts (counting mode): pairs with no interval, shown
+	// as the instant of their record and counted for the closing note.
+	bool counts = false;
 	int wake_kind = 0;
 	bool raw = false; // sys_enter / sys_exit
 };
@@ -211,6 +214,8 @@ ClassInfo classify(const std::string &n, bool kernel)
 	if (n.compare(0, 8, "pthread:") == 0) {
 		if (n == "pthread:mapping" || n == "pthread:site")
 			c.kind = Kind::PthreadMapping; // not events of the timeline
+		else if (n == "pthread:mutex_counts" || n == "pthread:mutex_counts_done")
+			c.counts = true; // instants: counted pairs are no intervals
 		else if (n == "pthread:mutex_held" || n == "pthread:mutex_acquired" ||
 			 n == "pthread:mutex_tryheld" || n == "pthread:mutex_tryacquired") {
 			c.kind = Kind::Pthread;
@@ -287,6 +292,7 @@ public:
 	explicit Converter(exp::Sink &sink) : sink_(sink) {}
 
 	uint64_t events = 0, discarded = 0, unmatched_ends = 0;
+	uint64_t counted_pairs = 0; // in pthread:mutex_counts records: not drawn
 	std::unordered_map<int64_t, Thread> threads;
 
 	void on_message(const bt_message *msg)
@@ -614,6 +620,8 @@ private:
 			return;
 		}
 		default:
+			if (c.counts)
+				counted_pairs += c.u64(pl, "count");
 			instant(ts, tid, tr, c, pl);
 			return;
 		}
@@ -839,6 +847,8 @@ private:
 			return;
 		case Op::CondSignal:
 		case Op::CondBroadcast:
+		case Op::MutexCounts: // not from a class (ClassInfo::counts): no interval
+		case Op::CountsDone:
 			instant(ts, tid, tr, c, pl);
 			return;
 		}
@@ -1060,6 +1070,14 @@ int run_export(const std::string &dir, bool json, const std::string &out_path)
 				     " syscall exits or unlocks had no beginning in the trace"
 				     " (begun before it): left out\n",
 				     conv.unmatched_ends);
+		if (conv.counted_pairs)
+			std::fprintf(
+				stderr,
+				"strata export: %" PRIu64
+				" uncontended lock holds were counted (STRATA_PTHREAD_COUNT), not "
+				"recorded one by one: not drawn; their counts are the pthread:mutex_counts "
+				"instants\n",
+				conv.counted_pairs);
 	}
 	return cli::kOk;
 }

@@ -1004,6 +1004,14 @@ int finish(CtlClient &cl, PrivateDaemon &priv, const Record &rec, int exit_code)
 	std::string err;
 	if (!create.aggregate.empty()) // before STOP: the regions of this run
 		cli::top_session_once(cl.path(), create.session, rec.agg_json);
+	// --preload: processes still running (a server it detached) flush the
+	// pairs they counted (cli::flush_counts) before the stop.
+	proto::Message ans;
+	if (!rec.preload_env.empty() && cl.call(proto::Status{create.session}, ans, err) == 0 &&
+	    ans.type() == proto::Type::StatusReply)
+		for (const proto::SessionStatus &s : std::get<proto::StatusReply>(ans.body).sessions)
+			if (s.name == create.session && cli::counts_enabled(s.rules))
+				cli::flush_counts(cl.path(), create.session);
 	int r = cl.command(proto::Stop{create.session}, err);
 	if (r < 0)
 		fprintf(stderr, "strata record: stop: %s\n", err.c_str());

@@ -46,19 +46,29 @@ template <class Msg> int session_command(int argc, char **argv, const char *what
 	// What a STOP or DESTROY ends: the session's trace, whose loss is told
 	// once it is complete (on disk; a streamed one is the relay's).
 	std::string out;
+	bool counts = false;
 	if (!std::is_same<Msg, proto::Start>::value) {
 		CtlClient cl;
 		std::string err;
 		proto::Message ans;
 		if (cl.open("", err) == 0 && cl.call(proto::Status{session}, ans, err) == 0 &&
 		    ans.type() == proto::Type::StatusReply) {
-			for (const proto::SessionStatus &s : std::get<proto::StatusReply>(ans.body).sessions)
-				if (s.name == session && s.relay.empty() &&
-				    s.state == static_cast<uint32_t>(proto::SessionState::Active))
+			for (const proto::SessionStatus &s :
+			     std::get<proto::StatusReply>(ans.body).sessions) {
+				if (s.name != session ||
+				    s.state != static_cast<uint32_t>(proto::SessionState::Active))
+					continue;
+				if (s.relay.empty())
 					out = s.output_dir;
+				counts = cli::counts_enabled(s.rules);
+			}
 		}
 	}
+	if (counts)
+		cli::flush_counts("", session);
 	const int r = cli::change_command(cmd, {m}, wait_ms);
+	if (counts && std::is_same<Msg, proto::Stop>::value)
+		cli::counts_back_on(session);
 	if (r == cli::kOk && !out.empty())
 		printf("%s\n", cli::loss_summary(cli::trace_loss(out)).c_str());
 	return r;

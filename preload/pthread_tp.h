@@ -97,6 +97,30 @@ STRATA_EVENT(pthread, mutex_tryacquired, STRATA_LOGLEVEL_DEBUG, strata_hex(uint6
 	     strata_int(uint32_t, site), strata_int(uint64_t, age_ns))
 STRATA_EVENT(pthread, site, STRATA_LOGLEVEL_DEBUG, strata_int(uint32_t, id), strata_hex(uint64_t, caller))
 
+/* Counting mode (STRATA_PTHREAD_COUNT=1, docs/pthread.md "Counting mode"):
+ * uncontended pairs that would each be a mutex_held (try_ 0) or a
+ * mutex_tryheld (try_ 1) are counted per thread and (lock, site, try_),
+ * and written when an entry is flushed:
+ *   mutex_counts       count pairs since the entry's previous record, of
+ *                      which `timed` had their hold timed (all of them with
+ *                      STRATA_PTHREAD_COUNT=1), hold_sum_ns the sum of those;
+ *                      hold_max_ns the longest timed hold of the entry's
+ *                      pairs so far (this record's or an earlier one's of the
+ *                      same entry); waited_untimed: untimed holds whose
+ *                      unlock found waiters (no interval for the blockers)
+ *   mutex_counts_done  every pair the process counted so far is in the
+ *                      mutex_counts before it (its exit's flush, or the one
+ *                      before a change of tracepoint states): a process
+ *                      whose last mutex_counts have no mutex_counts_done
+ *                      after them stopped being recorded with pairs counted
+ *                      and not written (`strata analyze mutex` says so);
+ *                      threads: the thread tables flushed */
+STRATA_EVENT(pthread, mutex_counts, STRATA_LOGLEVEL_DEBUG, strata_hex(uint64_t, lock),
+	     strata_int(uint32_t, site), strata_int(uint8_t, try_), strata_int(uint64_t, count),
+	     strata_int(uint64_t, timed), strata_int(uint64_t, hold_sum_ns),
+	     strata_int(uint32_t, hold_max_ns), strata_int(uint32_t, waited_untimed))
+STRATA_EVENT(pthread, mutex_counts_done, STRATA_LOGLEVEL_DEBUG, strata_int(uint32_t, threads))
+
 STRATA_EVENT(pthread, mapping, STRATA_LOGLEVEL_DEBUG, strata_hex(uint64_t, start), strata_hex(uint64_t, end),
 	     strata_hex(uint64_t, offset), strata_string(path))
 

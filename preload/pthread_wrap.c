@@ -36,11 +36,14 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -213,12 +216,15 @@ static int strata_pt_resolved;
 static uint32_t maps_emitted_state;
 static int maps_busy;
 static void strata_pt_fold_atfork_child(void);
+static void strata_pt_count_atfork_child(void);
+static void strata_pt_count_init(void);
 static void strata_pt_atfork_child(void)
 {
 	/* relaxed: the child has one thread at this point. */
 	__atomic_store_n(&maps_emitted_state, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&maps_busy, 0, __ATOMIC_RELAXED);
 	strata_pt_fold_atfork_child();
+	strata_pt_count_atfork_child();
 }
 
 /* The default version of each symbol (for condvars GLIBC_2.3.2, the ABI
@@ -264,6 +270,7 @@ static __attribute__((noinline)) void strata_pt_resolve(void)
 static void __attribute__((constructor(102))) strata_pt_ctor(void)
 {
 	strata_pt_resolve();
+	strata_pt_count_init();
 	pthread_atfork(NULL, NULL, strata_pt_atfork_child);
 }
 
@@ -527,7 +534,7 @@ struct strata_pt_pending {
 	uint64_t lock, t0, seq;
 	uint32_t site;
 	uint8_t try_; /* 1: a pthread_mutex_trylock (mutex_tryheld), 0: a lock */
-	uint8_t tsc;  /* t0 is a TSC value (else CLOCK_MONOTONIC ns) */
+	uint8_t tsc;  /* t0 is a TSC value (1), CLOCK_MONOTONIC ns (0), not read (STRATA_PT_UNTIMED) */
 };
 static STRATA_PT_TLS struct strata_pt_pending stash[STRATA_PT_STASH];
 static STRATA_PT_TLS uint64_t stash_seq; /* push order: a recursive mutex pops LIFO */
@@ -607,14 +614,26 @@ static inline uint64_t strata_pt_tsc(void)
 	return t;
 }
 
-/* Nanoseconds since the pending acquisition `p`. */
-static inline uint64_t strata_pt_since(const struct strata_pt_pending *p)
+/* Nanoseconds since the pending acquisition `p`; *now: the clock value
+ * read (p's units). */
+static inline uint64_t strata_pt_since_at(const struct strata_pt_pending *p, uint64_t *now)
 {
-	if (!p->tsc)
-		return strata_pt_now() - p->t0;
-	int64_t d = (int64_t)(strata_pt_tsc() - p->t0);
+	if (!p->tsc) {
+		*now = strata_pt_now();
+		return *now - p->t0;
+	}
+	*now = strata_pt_tsc();
+	int64_t d = (int64_t)(*now - p->t0);
 	return d > 0 ? strata_pt_ticks_ns((uint64_t)d) : 0;
 }
+
+static inline uint64_t strata_pt_since(const struct strata_pt_pending *p)
+{
+	uint64_t now;
+	return strata_pt_since_at(p, &now);
+}
+
+#include "pthread_count.h"
 
 /* ---- push and pop ----------------------------------------------------------- */
 
@@ -630,7 +649,8 @@ static inline __attribute__((always_inline)) int strata_pt_stash_push(const void
 	uint32_t site = strata_pt_site_id(caller);
 	if (site == STRATA_PT_NO_SITE)
 		return 0;
-	const uint8_t tsc = (uint8_t)strata_pt_hold_tsc();
+	const uint8_t tsc = strata_pt_count_untimed_turn(lock, site, try_) ? STRATA_PT_UNTIMED
+									   : (uint8_t)strata_pt_hold_tsc();
 	for (uint32_t i = 0; i < STRATA_PT_STASH; i++) {
 		if (RELAXED_LOAD(&stash[i].lock) != 0 || !strata_pt_local_cas(&stash[i].lock, 0, 1))
 			continue;
@@ -639,7 +659,7 @@ static inline __attribute__((always_inline)) int strata_pt_stash_push(const void
 		RELAXED_STORE(&stash[i].try_, try_);
 		RELAXED_STORE(&stash[i].seq, strata_pt_local_xadd(&stash_seq, 1) + 1);
 		RELAXED_STORE(&stash[i].tsc, tsc);
-		RELAXED_STORE(&stash[i].t0, tsc ? strata_pt_tsc() : strata_pt_now());
+		RELAXED_STORE(&stash[i].t0, tsc == 1 ? strata_pt_tsc() : tsc ? 0 : strata_pt_now());
 		SIGNAL_FENCE(); /* the fields before the lock that publishes them */
 		RELAXED_STORE(&stash[i].lock, U64(lock));
 		return 1;
@@ -713,7 +733,11 @@ static void strata_pt_emit_acquired(const struct strata_pt_pending *p, uint64_t 
 static void strata_pt_flush_acquired(const void *lock)
 {
 	struct strata_pt_pending p;
-	if (strata_pt_stash_pop(lock, &p))
+	if (!strata_pt_stash_pop(lock, &p))
+		return;
+	if (p.tsc == STRATA_PT_UNTIMED) /* no age to say: counted, see strata_pt_count_untimed */
+		strata_pt_count_untimed(&p, 0);
+	else
 		strata_pt_emit_acquired(&p, strata_pt_since(&p));
 }
 
@@ -892,14 +916,25 @@ static __attribute__((noinline)) int strata_pt_mutex_trylock(pthread_mutex_t *m,
 
 /* pthread_mutex_unlock, traced: a pending uncontended acquisition (or
  * successful try) of the mutex and this unlock become one mutex_held (or
- * mutex_tryheld). */
+ * mutex_tryheld), or in counting mode one more pair counted
+ * (pthread_count.h). */
 static __attribute__((noinline)) int strata_pt_mutex_unlock(pthread_mutex_t *m, uint64_t caller)
 {
+	const int count = strata_pt_count_on(m);
+	if (__builtin_expect(count == STRATA_PT_COUNT_WAITERS, 0))
+		strata_pt_count_hot(U64(m));
 	int ret = REAL(mutex_unlock)(m);
 	struct strata_pt_pending p;
 	if (RELAXED_LOAD(&pending) && strata_pt_stash_pop(m, &p)) {
-		uint64_t hold = strata_pt_since(&p);
+		if (p.tsc == STRATA_PT_UNTIMED) {
+			strata_pt_count_untimed(&p, count == STRATA_PT_COUNT_WAITERS);
+			return ret;
+		}
+		uint64_t now;
+		uint64_t hold = strata_pt_since_at(&p, &now);
 		if (__builtin_expect(hold <= UINT32_MAX, 1)) {
+			if (count == STRATA_PT_COUNT_ON && strata_pt_count(&p, hold, now, 1, 0))
+				return ret;
 			if (p.try_)
 				strata_tracepoint(pthread, mutex_tryheld, p.lock, p.site, (uint32_t)hold);
 			else

@@ -1029,6 +1029,7 @@ int apply_grants(int fd, int64_t dl)
 	State &s = g_state;
 	int joined = 0;
 	bool changed = false, granted[proto::kMaxSlots] = {};
+	strata_rt_state_changing(); // while the sessions it may stop still record
 	for (uint32_t i = 0; i < s.grants.n; i++) {
 		const proto::pc::Grant &g = s.grants.g[i];
 		if (g.aggregate[0] && !g.n_rules) // it only aggregates (agg_settle): no buffer
@@ -1051,6 +1052,7 @@ int apply_grants(int fd, int64_t dl)
 	changed |= close_ungranted(granted);
 	if (changed)
 		strata_rt_quiesce(); // before the close that acknowledges
+	strata_rt_state_settled();
 	return joined;
 }
 
@@ -1192,6 +1194,7 @@ int kmod_query_once(bool list_events)
 	int joined = 0;
 	bool changed = false, granted[proto::kMaxSlots] = {};
 	size_t off = 0;
+	strata_rt_state_changing(); // while the sessions it may stop still record
 	for (uint32_t i = 0; i < n; i++) {
 		strata_kabi_grant g;
 		if (size - off < sizeof g)
@@ -1223,6 +1226,7 @@ int kmod_query_once(bool list_events)
 	changed |= close_ungranted(granted);
 	if (changed)
 		strata_rt_quiesce(); // before the acknowledgement
+	strata_rt_state_settled();
 	kmod_link_ack(gen);
 	g_no_daemon = false;
 	if (list_events) { // tell a daemon our events (LIST); buffers go later, at first events

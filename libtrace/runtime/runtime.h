@@ -148,6 +148,16 @@ void strata_rt_set_fork_child_hook(strata_rt_fork_hook hook);
  * must be async-signal-safe.  The last one set wins; NULL removes it. */
 typedef void (*strata_rt_change_hook)(void);
 void strata_rt_set_change_hook(strata_rt_change_hook hook);
+/* A pair run around the control plane's application of an answer (slots
+ * joined, rules set, slots closed): `before` while the sessions it may stop
+ * still record, `after` once it is applied (and quiesced), whether or not
+ * anything changed.  The control plane calls strata_rt_state_changing and
+ * strata_rt_state_settled, in that order, in one query (the pthread
+ * preload's counts, docs/pthread.md "Counting mode").  One pair, the last
+ * one set wins.  [AS-safe] */
+void strata_rt_set_state_hooks(strata_rt_change_hook before, strata_rt_change_hook after);
+void strata_rt_state_changing(void);
+void strata_rt_state_settled(void);
 
 /*
  * The probe report (abi/strata_probe_report.h): `hook` runs once per

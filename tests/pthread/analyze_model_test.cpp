@@ -553,6 +553,66 @@ std::vector<Mapping> own_maps()
 
 } // namespace
 
+// Counting mode (docs/pthread.md): counted pairs are acquisitions and holds
+// of their lock and site, with no interval; untimed holds count at the
+// timed mean; a process whose counts end without its final flush is named.
+TEST(AnalyzeModel, CountedPairs)
+{
+	Input in;
+	in.procs.push_back({"prog", 42, ""});
+	in.procs.push_back({"child", 43, ""});
+	const uint64_t A = 0xa000;
+	auto counts = [](int64_t ts, uint32_t proc, uint64_t n, uint64_t timed, uint64_t sum, uint64_t max,
+			 uint64_t waited, uint64_t caller) {
+		Event e = ev(ts, 1, Op::MutexCounts, 0xa000, 0, false, 0, caller);
+		e.proc = proc;
+		e.count = n;
+		e.timed = timed;
+		e.hold_sum = sum;
+		e.hold_max = max;
+		e.waited_untimed = waited;
+		return e;
+	};
+	Event done = ev(900, 1, Op::CountsDone, 0);
+	in.events = {
+		ev(100, 2, Op::MutexLock, A, 0, true, 50, 0x222), // a contended one, in full
+		ev(150, 2, Op::MutexUnlock, A),
+		counts(200, 0, 1000, 1000, 20000, 90, 0, 0x111),
+		counts(300, 0, 160, 10, 300, 95, 1, 0x333), // sampled: 150 untimed at 30 ns
+		done,
+		counts(400, 1, 7, 7, 70, 12, 0, 0x111), // the child: no final flush after it
+	};
+	Report r = analyze(in, Options(), nullptr);
+	const LockStats *a = find(r, A);
+	ASSERT_TRUE(a);
+	EXPECT_EQ(a->acquisitions, 1161u);
+	EXPECT_EQ(a->counted, 1160u);
+	EXPECT_EQ(a->untimed, 150u);
+	EXPECT_EQ(a->holds, 1161u);
+	EXPECT_EQ(a->hold_total, 50u + 20000u + 300u + 150u * 30u);
+	EXPECT_EQ(a->hold_max, 95u);
+	EXPECT_EQ(a->contended, 1u);
+	EXPECT_EQ(a->wait_total, 50u);
+	ASSERT_EQ(a->sites.size(), 3u);
+	EXPECT_EQ(a->sites[0].caller, 0x222u); // by wait, then acquisitions
+	EXPECT_EQ(a->sites[1].caller, 0x111u);
+	EXPECT_EQ(a->sites[1].acquisitions, 1000u);
+	EXPECT_EQ(r.counted, 1167u);
+	EXPECT_EQ(r.untimed, 150u);
+	EXPECT_EQ(r.waited_untimed, 1u);
+	EXPECT_TRUE(r.blockers_partial);
+	EXPECT_EQ(r.counts_unfinished, std::vector<uint32_t>{1});
+	EXPECT_TRUE(std::none_of(r.timeline.begin(), r.timeline.end(),
+				 [](const Interval &iv) { return iv.end - iv.start == 0; }));
+	std::ostringstream text, json;
+	write_text(text, r, Options());
+	write_json(json, r, Options());
+	EXPECT_NE(text.str().find("1167 uncontended acquisitions were counted"), std::string::npos);
+	EXPECT_NE(text.str().find("COUNTS INCOMPLETE: child"), std::string::npos) << text.str();
+	EXPECT_NE(json.str().find("\"counts_unfinished\": [1]"), std::string::npos);
+	EXPECT_NE(json.str().find("\"counted\": 1160, \"untimed\": 150"), std::string::npos);
+}
+
 TEST(AnalyzeSymbols, OwnFunctionDataAndLine)
 {
 	SymbolTable t(own_maps());

@@ -9,10 +9,22 @@ memory: every pair completed between `start --wait` returning and `stop`
 being issued is recorded, and no more pairs than were completed between
 `start` being issued and `stop --wait` returning; lock and unlock events of
 the lock pair up exactly; the lock is named; babeltrace2 is silent.
+
+--count (counting mode, STRATA_PTHREAD_COUNT=1; docs/pthread.md "Counting
+mode"): `strata stop` first switches pthread:mutex_counts off and waits for
+the process, which flushes its counts into the running session (and writes
+mutex_counts_done): the same exact oracle, counted pairs included, and the
+analysis says nothing is missing.  --disable-first: the user does that step
+(`strata disable-event pthread:mutex_counts --wait`) 200 pairs before the
+stop.  --kill: the program is killed (SIGKILL) while it counts, before the
+stop: its last counts cannot reach the trace, and the oracle is that the
+analysis SAYS so (the process in counts_unfinished, "COUNTS INCOMPLETE" in
+the text), with never more acquisitions than were made.
 """
 import argparse
 import json
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -29,6 +41,9 @@ def main():
     ap.add_argument("--consumerd", required=True)
     ap.add_argument("--preload", required=True)
     ap.add_argument("--prog", required=True)
+    ap.add_argument("--count", action="store_true")
+    ap.add_argument("--disable-first", action="store_true")
+    ap.add_argument("--kill", action="store_true")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-live-")
     env = dict(os.environ)
@@ -41,8 +56,13 @@ def main():
     def strata(*args):
         subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
 
+    if a.count:  # the program's and the controller's environment (strata stop flushes then)
+        env["STRATA_PTHREAD_COUNT"] = "1"
     d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
-    prog = subprocess.Popen([a.prog, cnt, "100000000", "200"], env=dict(env, LD_PRELOAD=a.preload))
+    penv = dict(env, LD_PRELOAD=a.preload)
+    if a.count:
+        penv["STRATA_PTHREAD_COUNT"] = "1"
+    prog = subprocess.Popen([a.prog, cnt, "100000000", "200"], env=penv)
     out = os.path.join(work, "trace")
     try:
         wait_for(lambda: os.path.exists(cnt) and pairs() >= 200, "the program to run untraced")
@@ -52,7 +72,14 @@ def main():
         strata("start", "s", "--wait=20")
         c1 = pairs()
         wait_for(lambda: pairs() >= c1 + 500, "500 pairs while traced")
+        if a.disable_first:
+            strata("disable-event", "s", "pthread:mutex_counts", "--wait=20")
+            cd = pairs()
+            wait_for(lambda: pairs() >= cd + 200, "200 pairs more, not counted")
         c2 = pairs()
+        if a.kill:
+            prog.kill()
+            prog.wait(timeout=30)
         strata("stop", "s", "--wait=20")
         c3 = pairs()
         strata("destroy", "s")
@@ -66,19 +93,36 @@ def main():
     check = Checks()
 
 
-    check(prog.returncode == 0, "the program ran to its end under the preload (status %s)" % prog.returncode)
+    check(prog.returncode == (-9 if a.kill else 0),
+          "the program ran to its end under the preload (status %s)" % prog.returncode)
     res = subprocess.run([a.strata, "analyze", "mutex", out, "--format=json"], capture_output=True, text=True)
     check(res.returncode == 0, "strata analyze exits 0 (%s)" % res.stderr.strip()[:200])
     locks = json.loads(res.stdout).get("locks", []) if res.returncode == 0 else []
     live = [l for l in locks if "live_lock" in json.dumps(l)]
     check(len(live) == 1, "the lock is named live_lock")
     n = live[0].get("acquisitions", -1) if live else -1
+    if a.kill:
+        rep = json.loads(res.stdout)
+        text = subprocess.run([a.strata, "analyze", "mutex", out], capture_output=True, text=True).stdout
+        check(0 < n <= c3 - c0, "acquisitions %d at most the %d pairs from start to stop's ack" % (n, c3 - c0))
+        check(len(rep["counts_unfinished"]) == 1 and "COUNTS INCOMPLETE" in text,
+              "the analysis says the stopped process's last counts are missing (%r)" % rep["counts_unfinished"])
+        bt = subprocess.run(["babeltrace2", out], capture_output=True, text=True)
+        check(bt.returncode == 0 and bt.stderr == "", "babeltrace2 reads the trace with nothing on stderr")
+        check.finish()
+        return
+    if a.count:
+        rep = json.loads(res.stdout)
+        check(rep["counted_pairs"] > 0 and rep["counts_unfinished"] == [],
+              "%d pairs counted, all flushed before the change (%r)" % (rep["counted_pairs"], rep["counts_unfinished"]))
     check(c2 - c1 <= n <= c3 - c0,
           "acquisitions %d within [%d pairs after start's ack, %d pairs from start to stop's ack]" %
           (n, c2 - c1, c3 - c0))
     bt = subprocess.run(["babeltrace2", out], capture_output=True, text=True)
     # a compact pthread:mutex_held is one lock and its unlock (docs/pthread.md)
     held_ev = bt.stdout.count("pthread:mutex_held:")
+    if a.count:  # counted pairs: a lock and an unlock each
+        held_ev += sum(int(x) for x in re.findall(r"pthread:mutex_counts: .*?, count = (\d+)", bt.stdout))
     locks_ev = bt.stdout.count("pthread:mutex_lock:") + bt.stdout.count("pthread:mutex_acquired:") + held_ev
     unlocks_ev = bt.stdout.count("pthread:mutex_unlock:") + held_ev
     check(bt.returncode == 0 and bt.stderr == "", "babeltrace2 reads the trace with nothing on stderr")

@@ -7,6 +7,7 @@ pt_cxx write JSON: lock addresses, exact acquisition counts, own wait measure).
 
 usage: check_pthread.py SCENARIO --strata S --workload W --cxx C --dllib L --work DIR
 SCENARIO: contend basic fork fork_agg dlopen signal sigstorm blocker ctor cxx stack pylock nest nest_monotonic
+          count count16, or any of them + "_count" (in counting mode, STRATA_PTHREAD_COUNT=16)
 """
 import argparse
 import json
@@ -60,6 +61,35 @@ def hold_overlap_ns(trace, lock, pid):
     return sum(max(0, min(e, he) - max(b, hb)) for t, b, e in acq for ht, hb, he in holds if ht != t)
 
 
+def overlapped_waits(trace, lock, pid):
+    """How many contended waits of `lock` in `pid` overlap another thread's
+    recorded hold (a mutex_held, or a mutex_lock and its unlock)."""
+    import bt2
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+    from strata_testlib import event_tid
+    acq, holds, open_ = [], [], {}
+    for m in bt2.TraceCollectionMessageIterator(trace):
+        if type(m) is not bt2._EventMessageConst:
+            continue
+        ev = m.event
+        if int(ev.stream.trace.environment["vpid"]) != pid or ev.name not in (
+                "pthread:mutex_lock", "pthread:mutex_unlock", "pthread:mutex_held"):
+            continue
+        p = ev.payload_field
+        if int(p["lock"]) != lock:
+            continue
+        ts, tid = m.default_clock_snapshot.ns_from_origin, event_tid(ev)
+        if ev.name == "pthread:mutex_held":
+            holds.append((tid, ts - int(p["hold_ns"]), ts))
+        elif ev.name == "pthread:mutex_lock":
+            open_[tid] = ts
+            if int(p["contended"]):
+                acq.append((tid, ts - int(p["wait_ns"]), ts))
+        elif tid in open_:
+            holds.append((tid, open_.pop(tid), ts))
+    return sum(1 for t, b, e in acq if any(ht != t and min(e, he) > max(b, hb) for ht, hb, he in holds))
+
+
 def compact_counts(trace, pid):
     """Per lock address: (mutex_held records, full mutex_lock events); and
     the clocks that stamped the process's streams (trace env `clock`)."""
@@ -109,6 +139,71 @@ def check_nest(rep, prog_out, pid, trace, lost, monotonic):
               "inner hold %d ns >= the program's %d ns" % (inner["hold_max_ns"], i))
 
 
+def check_count(rep, prog_out, pid, trace, lost, sampled):
+    """Counting mode (docs/pthread.md): the uncontended pairs of four locks,
+    made by main (locks and tries), by a thread that then idles until the
+    process exits, by a thread that exits, by a fork child that leaves by
+    _exit, each exactly accounted for: the first pair of each (thread, lock,
+    site, lock-or-try) is a mutex_held (mutex_tryheld) and every later one
+    counted in mutex_counts records.  The blocker rounds' waits and blockers
+    as without counting; `sampled` (one hold in 16 timed): the hold of a
+    lock's first wait may be untimed, and is then said so."""
+    if not check(lost == 0, "nothing lost (the oracles below are exact)"):
+        return
+    bt = subprocess.run(["babeltrace2", trace], capture_output=True, text=True)
+    check(bt.returncode == 0 and bt.stderr == "", "babeltrace2 reads the trace silently (%r)" % bt.stderr[:200])
+    held, total = {}, {}
+    for x in re.findall(r"pthread:mutex_(?:try)?held: .*?lock = (0x[0-9A-Fa-f]+)", bt.stdout):
+        held[int(x, 16)] = held.get(int(x, 16), 0) + 1
+    for m in re.finditer(r"pthread:mutex_counts: .*?lock = (0x[0-9A-Fa-f]+), .*?count = (\d+)", bt.stdout):
+        total[int(m.group(1), 16)] = total.get(int(m.group(1), 16), 0) + int(m.group(2))
+    counted = 0
+    # first pairs: main's lock and trylock sites, one site for the others
+    for name, who, first in (("main", pid, 2), ("idle", pid, 1), ("exit", pid, 1),
+                             ("child_lock", prog_out["child"], 1)):
+        addr = int(prog_out[name], 16)
+        lk = lock_of(rep, who, addr)
+        want = prog_out[name.split("_")[0] + "_acq"]
+        got = lk and {k: lk[k] for k in ("acquisitions", "holds", "contended")}
+        # (sampled: a try site's first pair may go untimed, the lock having
+        # an entry from its other site, and then be counted)
+        h = held.get(addr, 0)
+        check(got == {"acquisitions": want, "holds": want, "contended": 0} and 1 <= h <= first and
+              lk["counted"] == want - h and total.get(addr) == want - h,
+              "%s: %d pairs, the first (%d, at most %d) per-pair records, the rest counted: %r, counted %r, "
+              "in records %r" % (name, want, h, first, got, lk and lk["counted"], total.get(addr)))
+        check(lk is not None and 0 < lk["hold_max_ns"] and lk["hold_total_ns"] >= lk["hold_max_ns"],
+              "%s: hold total and max (%r)" % (name, lk and (lk["hold_total_ns"], lk["hold_max_ns"])))
+        counted += want - h
+    check(rep["counts_unfinished"] == [], "every process's final flush is in the trace (%r)" %
+          rep["counts_unfinished"])
+    hot = lock_of(rep, pid, int(prog_out["hot"], 16))
+    if check(hot is not None, "hot lock analysed"):
+        check(hot["acquisitions"] == prog_out["hot_acq"] and hot["holds"] == hot["acquisitions"] and
+              hot["contended"] > 0 and hot["wait_total_ns"] > 0,
+              "hot lock: %d acquisitions, held as many times, waits timed (%r)" %
+              (prog_out["hot_acq"], {k: hot[k] for k in ("acquisitions", "holds", "contended", "wait_total_ns")}))
+        # A hold that had a waiter keeps its record (its interval), and the
+        # blocker of the waits is main's hold_long(): the waits credited are
+        # those that overlap a recorded hold (not one whose waiter was
+        # preempted between its try and its clock read, nor one whose holder
+        # saw no sleeping waiter yet: docs/pthread.md), most of them.
+        blind = rep["untimed_waited"] if sampled else 0
+        credited = hot["blockers"][0]["waits"] if hot["blockers"] else 0
+        over = overlapped_waits(trace, int(prog_out["hot"], 16), pid)
+        check(blind <= 1 and credited == over and 2 * credited >= hot["contended"] and
+              all(b["function"].startswith("hold_long") for b in hot["blockers"]),
+              "%d of %d waits blamed on hold_long(), those overlapping a recorded hold (%d; %d untimed: %r)" %
+              (credited, hot["contended"], over, blind, hot["blockers"][:1]))
+        if sampled:
+            check(rep["untimed_holds"] > 0 and all(
+                  lock_of(rep, w, int(prog_out[k], 16))["untimed"] > 0
+                  for k, w in (("main", pid), ("child_lock", prog_out["child"]))),
+                  "sampled: untimed holds counted as such (%d)" % rep["untimed_holds"])
+        counted += hot["counted"]
+    check(rep["counted_pairs"] >= counted, "counted_pairs %d covers the locks' %d" % (rep["counted_pairs"], counted))
+
+
 def run(cmd, env=None, timeout=90):
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=timeout)
@@ -143,6 +238,9 @@ def main():
     # A private consumerd: never a system-wide one a developer runs.
     env["STRATA_CONSUMERD_SOCKET"] = os.path.join(a.work, "no-daemon.sock")
     sc = a.scenario
+    if sc.endswith("_count"):  # the same scenario in counting mode, one hold in 16 timed
+        env["STRATA_PTHREAD_COUNT"] = "16"
+        sc = sc[:-len("_count")]
     if sc == "cxx":
         prog = [a.cxx, out]
     elif sc == "dlopen":
@@ -155,6 +253,9 @@ def main():
         prog = [a.workload, "blocker", out, "10"]
     elif sc.startswith("nest"):
         prog = [a.workload, "nest", out, "100"]
+    elif sc.startswith("count"):
+        prog = [a.workload, "count", out, "5000", "10"]
+        env["STRATA_PTHREAD_COUNT"] = "16" if sc == "count16" else "1"
     elif sc == "pylock":
         prog = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pt_pylock.py"), out,
                 "20", "500"]
@@ -343,6 +444,8 @@ def main():
                   (lk["wait_total_ns"], lk["wait_p99_ns"]))
     elif sc.startswith("nest"):
         check_nest(rep, prog_out, pid, trace, lost, sc == "nest_monotonic")
+    elif sc.startswith("count"):
+        check_count(rep, prog_out, pid, trace, lost, sc == "count16")
     else:
         check(False, "unknown scenario " + sc)
 

@@ -39,6 +39,10 @@ pthread_rwlock_t strata_rw_lock = PTHREAD_RWLOCK_INITIALIZER;
 pthread_mutex_t strata_fork_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t strata_sig_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t strata_ctor_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t strata_count_main = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t strata_count_idle = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t strata_count_exit = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t strata_count_child = PTHREAD_MUTEX_INITIALIZER;
 /* A one-letter name: "m" is also the mangled code of `unsigned long`, and
  * must be reported as the variable it is. */
 pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
@@ -195,6 +199,86 @@ static int mode_blocker(FILE *out, int rounds)
 	fprintf(out, "{\"pid\": %d, \"hot\": \"%p\", \"hot_acq\": %d}\n", (int)getpid(),
 		(void *)&strata_hot_lock, 2 * rounds);
 	return 0;
+}
+
+/* ---- count: counting mode's oracles (STRATA_PTHREAD_COUNT=1) ---------- */
+/* Uncontended pairs of four locks, each made by one party that then stops
+ * locking: main (locks and tries), a thread that then idles until the
+ * process exits (its counts are written by the exit's flush), a thread
+ * that exits (its own flush), a fork child that leaves by _exit; and the
+ * blocker rounds on the hot lock, whose waits stay exact. */
+static int count_n;
+static _Atomic int idle_counted;
+static int idle_pipe[2];
+
+static void count_pairs(pthread_mutex_t *m, int n)
+{
+	for (int i = 0; i < n; i++) {
+		CHECK(pthread_mutex_lock(m), 0);
+		CHECK(pthread_mutex_unlock(m), 0);
+	}
+}
+
+static void *count_idler(void *arg)
+{
+	(void)arg;
+	count_pairs(&strata_count_idle, count_n);
+	atomic_store(&idle_counted, 1);
+	char c;
+	while (read(idle_pipe[0], &c, 1) < 0 && errno == EINTR) /* never written: idles until exit */
+		;
+	return NULL;
+}
+
+static void *count_exiter(void *arg)
+{
+	(void)arg;
+	count_pairs(&strata_count_exit, count_n);
+	return NULL;
+}
+
+static int mode_count(FILE *out, int n, int rounds)
+{
+	pthread_t idler, exiter, worker;
+	count_n = n;
+	count_pairs(&strata_count_main, n);
+	for (int i = 0; i < n / 2; i++) {
+		CHECK(pthread_mutex_trylock(&strata_count_main), 0);
+		CHECK(pthread_mutex_unlock(&strata_count_main), 0);
+	}
+	if (pipe(idle_pipe))
+		return 1;
+	CHECK(pthread_create(&idler, NULL, count_idler, NULL), 0);
+	while (!atomic_load(&idle_counted))
+		sched_yield();
+	CHECK(pthread_create(&exiter, NULL, count_exiter, NULL), 0);
+	CHECK(pthread_join(exiter, NULL), 0);
+	fflush(out);
+	pid_t child = fork();
+	if (child < 0)
+		return 1;
+	if (child == 0) {
+		count_pairs(&strata_count_child, n);
+		_exit(0);
+	}
+	int st = 0;
+	if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return 1;
+	CHECK(pthread_create(&worker, NULL, blocked_worker, (void *)(intptr_t)rounds), 0);
+	for (int r = 1; r <= rounds; r++) {
+		hold_long(2u * 1000 * 1000);
+		while (atomic_load(&round_done) < r)
+			sched_yield();
+	}
+	CHECK(pthread_join(worker, NULL), 0);
+	fprintf(out,
+		"{\"pid\": %d, \"child\": %d, \"main\": \"%p\", \"idle\": \"%p\", \"exit\": \"%p\", "
+		"\"child_lock\": \"%p\", \"hot\": \"%p\", \"main_acq\": %d, \"idle_acq\": %d, "
+		"\"exit_acq\": %d, \"child_acq\": %d, \"hot_acq\": %d}\n",
+		(int)getpid(), (int)child, (void *)&strata_count_main, (void *)&strata_count_idle,
+		(void *)&strata_count_exit, (void *)&strata_count_child, (void *)&strata_hot_lock, n + n / 2,
+		n, n, n, 2 * rounds);
+	return 0; /* the idler is still blocked in read: the exit's flush writes its counts */
 }
 
 /* ---- basic: every wrapped call's return codes ------------------------- */
@@ -572,7 +656,8 @@ int main(int argc, char **argv)
 		return 3;
 	if (argc < 3) {
 		fprintf(stderr,
-			"usage: %s contend|basic|fork|dlopen|signal|sigstorm|blocker|ctor|nest OUT [args]\n",
+			"usage: %s contend|basic|fork|dlopen|signal|sigstorm|blocker|ctor|nest|count OUT "
+			"[args]\n",
 			argv[0]);
 		return 2;
 	}
@@ -598,6 +683,8 @@ int main(int argc, char **argv)
 		rc = mode_sigstorm(out, argc > 3 ? atoi(argv[3]) : 4, argc > 4 ? atoi(argv[4]) : 2000);
 	else if (!strcmp(m, "nest"))
 		rc = mode_nest(out, argc > 3 ? atoi(argv[3]) : 100);
+	else if (!strcmp(m, "count"))
+		rc = mode_count(out, argc > 3 ? atoi(argv[3]) : 5000, argc > 4 ? atoi(argv[4]) : 10);
 	else if (!strcmp(m, "ctor")) {
 		fprintf(out, "{\"pid\": %d, \"lock\": \"%p\", \"acq\": %d}\n", (int)getpid(),
 			(void *)&strata_ctor_lock, ctor_acquisitions);

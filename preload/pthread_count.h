@@ -1,0 +1,627 @@
+/*
+ * pthread_count.h - counting mode of the pthread preload (docs/pthread.md,
+ * "Counting mode"): with STRATA_PTHREAD_COUNT=1 an uncontended pair that
+ * would be one mutex_held (mutex_tryheld) record updates a per-thread
+ * table instead, and pthread:mutex_counts records carry the counts when an
+ * entry is flushed; the first pair of each (thread, lock, site, kind) stays
+ * a mutex_held and leaves an empty entry (a lock met once costs no more
+ * than without counting).  Included once, by pthread_wrap.c, after the stash and
+ * the hold times (it uses both); not a header of its own API.
+ *
+ * Timing: STRATA_PTHREAD_COUNT=1 times every counted hold (two unfenced TSC
+ * reads, as a mutex_held's); =N (2..65536) times one pair in N of each
+ * thread (count_skip) and counts the others untimed (no clock read at
+ * all): a record says how many of its pairs were timed, and the sum and
+ * max are theirs.  An untimed pair cannot become a mutex_held (it has no
+ * interval): when it cannot be counted it is written alone as a
+ * mutex_counts of 1, and an untimed hold whose unlock found waiters is
+ * counted as such (waited_untimed: the blockers analysis cannot credit it).
+ * So that holds others wait behind keep their interval, a lock whose
+ * unlock found waiters joins the thread's `hot` locks (4, round robin),
+ * whose pairs are all timed: a timed pair with waiters stays a mutex_held.
+ *
+ * Contract (who touches what):
+ *   - A thread's table (one of `pool`, static memory, so that a flusher
+ *     never reads freed memory; the thread's `ctab` points to it) is
+ *     UPDATED only by that thread and its signal handlers, inside `busy`:
+ *     a handler that finds busy set (it interrupted its thread's update or
+ *     flush) counts nothing and writes its pair as mutex_held instead; a
+ *     handler runs to completion before its thread resumes, so updates
+ *     never interleave.  Updates are single-writer stores in program
+ *     order (signal fences for the compiler; x86-64 keeps stores in order
+ *     and loads in order; elsewhere, and under TSan, release stores and
+ *     acquire loads: ORDERED_*).
+ *   - An entry is FLUSHED (a mutex_counts record of what was counted since
+ *     its marks fcount/fsum, then the marks advanced) only by the holder
+ *     of the table's flush lock `flusher` (0 or the holder's thread mark;
+ *     a lock-prefixed CAS, once per flush): the owner when an entry is
+ *     old, full or evicted, and at its exit (thread-specific data
+ *     destructor); any thread at the process' exit and before the control
+ *     plane changes tracepoint states (flush_all).  The owner only tries
+ *     the lock; the others spin for it (the holder is another thread, which
+ *     progresses).  flush_all skips a table whose update or flush lock its
+ *     own thread holds, interrupted (a handler cannot wait for the code it
+ *     interrupted): those counts go in that entry's next record, and no
+ *     mutex_counts_done follows that flush.
+ *   - A flusher on another thread reads an entry with a sequence check:
+ *     gen (counted at the end of each update) unchanged and busy 0 before
+ *     and after the entry's fields: the fields are one update's.
+ *   - Exit (the library's destructor, one thread): counts_closed is set,
+ *     then a process-wide memory barrier (membarrier): an update that set
+ *     busy before the barrier is seen busy by flush_all, which waits for it;
+ *     one that began after it sees counts_closed and writes mutex_held
+ *     (Dekker's pattern with the expensive fence on the rare side, as
+ *     liburcu's membarrier flavour).  Every pair is then either in a
+ *     record flush_all writes or in a mutex_held.  The same around a
+ *     change the control plane applies (strata_rt_set_state_hooks): the
+ *     flag STRATA_PT_CSUSPENDED and the barrier before it flushes, the
+ *     flag cleared once the change is applied, so that the pairs of that
+ *     window are records of their own in the sessions still armed.
+ *   - A thread takes a free table of the pool at its first count (CAS of
+ *     `owned` 0 -> 1); its exit destructor, holding the flush lock, writes
+ *     it, empties it and frees it.  flush_all looks at every owned table;
+ *     one freed or taken again meanwhile holds nothing written already.
+ *     Past STRATA_PT_CTABLES threads at once a thread counts nothing (its
+ *     pairs stay mutex_held records).
+ *   - fork child: one thread; every table (copies of the parent's) is
+ *     emptied, the other threads' freed: the parent's counts are the
+ *     parent's to write, the child starts from zero.
+ * Nothing here allocates or takes a lock but the flush lock.
+ */
+
+#define STRATA_PT_CENTRIES 32u      /* entries per thread table */
+#define STRATA_PT_CPROBES 4u        /* probed entries per key */
+#define STRATA_PT_CTABLES 256u      /* threads with a table at once */
+#define STRATA_PT_CMAX (1ull << 20) /* pairs an entry counts before it is flushed */
+#define STRATA_PT_CAGE_NS 20000000u /* age of an entry's first unflushed pair that flushes it */
+#define STRATA_PT_UNTIMED 2         /* strata_pt_pending.tsc: no clock read for this pair */
+#define STRATA_PT_COUNT_ON 1        /* strata_pt_count_on: count this unlock's pair */
+#define STRATA_PT_COUNT_WAITERS 2   /* the same, but it has waiters: a timed pair keeps its record */
+
+struct strata_pt_centry {
+	uint64_t lock; /* 0: free */
+	uint32_t site;
+	uint8_t try_;
+	uint64_t count, sum, max;      /* since the entry was made: owner-written */
+	uint64_t timed, waited;        /* of them: timed; untimed whose unlock had waiters */
+	uint64_t fcount, fsum, ftimed; /* flushed marks: written under the flush lock */
+	uint64_t fwaited;              /* (the same) */
+	uint64_t first;                /* clock value of the first timed pair after the marks, 0: none */
+};
+
+struct strata_pt_ctable {
+	uint32_t owned;    /* a thread has it */
+	uint32_t busy;     /* owner's update or flush in progress (see above) */
+	uint64_t gen;      /* updates done (the sequence check) */
+	uintptr_t flusher; /* the flush lock: 0 or the holder's thread mark */
+	struct strata_pt_centry e[STRATA_PT_CENTRIES];
+};
+
+static struct strata_pt_ctable pool[STRATA_PT_CTABLES];
+static STRATA_PT_TLS struct strata_pt_ctable *ctab; /* this thread's, or NULL */
+static STRATA_PT_TLS uint8_t ctab_closed;           /* exiting, or no table: count nothing */
+static STRATA_PT_TLS uint8_t ctab_mark;             /* its address: the thread's flush-lock mark */
+static uint32_t counts_closed;            /* STRATA_PT_CEXIT | STRATA_PT_CSUSPENDED: count nothing */
+#define STRATA_PT_CEXIT 1u                /* the process' final flush began */
+#define STRATA_PT_CSUSPENDED 2u           /* the control plane is applying a change */
+static pid_t count_pid;                   /* whose tables these are (a setting; fork child: its own) */
+static int count_mode;                    /* STRATA_PTHREAD_COUNT: a setting */
+static uint32_t count_every;              /* time one pair in count_every: a setting */
+static STRATA_PT_TLS uint32_t count_skip; /* untimed pairs before the next timed one */
+#define STRATA_PT_HOT 4u
+static STRATA_PT_TLS uint64_t hot[STRATA_PT_HOT]; /* locks lately unlocked with waiters: hints */
+static STRATA_PT_TLS uint32_t hot_next;
+static pthread_key_t count_key;
+static int count_key_ok;
+
+#if defined(__x86_64__) && !defined(STRATA_TSAN)
+#define ORDERED_LOAD(p) __atomic_load_n(p, __ATOMIC_RELAXED)
+#define ORDERED_STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELAXED)
+#else
+#define ORDERED_LOAD(p) __atomic_load_n(p, __ATOMIC_ACQUIRE)
+#define ORDERED_STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
+#endif
+
+/* The window of `lock`'s entries: STRATA_PT_CPROBES from here. */
+static inline uint32_t strata_pt_count_hash(uint64_t lock)
+{
+	return (uint32_t)((lock * 0x9e3779b97f4a7c15ull) >> 59);
+}
+
+/* One entry's figures, as a flusher read them. */
+struct strata_pt_csnap {
+	uint64_t lock, count, sum, max, timed, waited;
+	uint32_t site;
+	uint8_t try_;
+};
+
+/* The record of what `e` counted since its marks (up to the snapshot
+ * `s`), then the marks advanced.  Under the flush lock. */
+static void strata_pt_count_emit(struct strata_pt_centry *e, const struct strata_pt_csnap *s)
+{
+	const uint64_t n = s->count - RELAXED_LOAD(&e->fcount);
+	if (!n)
+		return;
+	strata_tracepoint(pthread, mutex_counts, s->lock, s->site, s->try_, n,
+			  s->timed - RELAXED_LOAD(&e->ftimed), s->sum - RELAXED_LOAD(&e->fsum),
+			  (uint32_t)s->max, (uint32_t)(s->waited - RELAXED_LOAD(&e->fwaited)));
+	RELAXED_STORE(&e->fcount, s->count);
+	RELAXED_STORE(&e->fsum, s->sum);
+	RELAXED_STORE(&e->ftimed, s->timed);
+	RELAXED_STORE(&e->fwaited, s->waited);
+}
+
+/* The owner's view of `e` (or a flush-lock holder's while the owner
+ * cannot update it). */
+static inline void strata_pt_count_own_snap(const struct strata_pt_centry *e, struct strata_pt_csnap *s)
+{
+	s->lock = e->lock;
+	s->count = e->count;
+	s->sum = e->sum;
+	s->max = e->max;
+	s->timed = e->timed;
+	s->waited = e->waited;
+	s->site = e->site;
+	s->try_ = e->try_;
+}
+
+/* Empty `e` (under the flush lock). */
+static void strata_pt_count_clear(struct strata_pt_centry *e)
+{
+	ORDERED_STORE(&e->lock, 0);
+	ORDERED_STORE(&e->count, 0);
+	ORDERED_STORE(&e->sum, 0);
+	ORDERED_STORE(&e->max, 0);
+	ORDERED_STORE(&e->timed, 0);
+	ORDERED_STORE(&e->waited, 0);
+	ORDERED_STORE(&e->first, 0);
+	RELAXED_STORE(&e->fcount, 0); /* the marks: under the lock */
+	RELAXED_STORE(&e->fsum, 0);
+	RELAXED_STORE(&e->ftimed, 0);
+	RELAXED_STORE(&e->fwaited, 0);
+}
+
+/* This pair of `lock` at `site` (a try: try_) goes untimed (sampling, see
+ * "Timing").  A handler moving count_skip or `hot` only shifts the sample. */
+static inline int strata_pt_count_untimed_turn(const void *lock, uint32_t site, uint8_t try_)
+{
+	const uint32_t every = __atomic_load_n(&count_every, __ATOMIC_RELAXED); /* a setting */
+	if (__builtin_expect(every <= 1, 1) || !strata_tracepoint_enabled(pthread, mutex_counts))
+		return 0;
+	if (!count_skip) {
+		count_skip = every - 1;
+		return 0;
+	}
+	count_skip--;
+	for (uint32_t i = 0; i < STRATA_PT_HOT; i++)
+		if (hot[i] == U64(lock))
+			return 0;
+	/* Untimed only where its entry exists already: the first pair of a
+	 * (lock, site, kind) is timed, so that it can stay a mutex_held if it
+	 * is not met again (memcached's item locks: an entry, then a 49-byte
+	 * record, for one pair, where a mutex_held is 20). */
+	const struct strata_pt_ctable *t = ctab;
+	if (!t)
+		return 0;
+	const uint32_t h = strata_pt_count_hash(U64(lock));
+	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {
+		const struct strata_pt_centry *e = &t->e[(h + i) & (STRATA_PT_CENTRIES - 1)];
+		if (e->lock == U64(lock) && e->site == site && e->try_ == try_)
+			return 1;
+	}
+	return 0;
+}
+
+/* An unlock of `lock` found waiters: time its next pairs. */
+static void strata_pt_count_hot(uint64_t lock)
+{
+	for (uint32_t i = 0; i < STRATA_PT_HOT; i++)
+		if (hot[i] == lock)
+			return;
+	hot[hot_next++ % STRATA_PT_HOT] = lock;
+}
+
+/* The flush lock: 1 if taken (never waits). */
+static inline int strata_pt_count_trylock(struct strata_pt_ctable *t)
+{
+	uintptr_t expected = 0;
+	/* acquire: the marks the previous holder wrote; pairs with the release
+	 * in strata_pt_count_unlock. */
+	return __atomic_compare_exchange_n(&t->flusher, &expected, (uintptr_t)&ctab_mark, 0, __ATOMIC_ACQUIRE,
+					   __ATOMIC_RELAXED);
+}
+
+/* The flush lock, waiting for another thread that holds it; 0 if this
+ * thread holds it (a handler that interrupted its own thread's flush, or
+ * its exit's: it cannot wait for the code it interrupted). */
+static int strata_pt_count_lock(struct strata_pt_ctable *t)
+{
+	while (!strata_pt_count_trylock(t)) {
+		/* relaxed: our own mark can only be there if we stored it */
+		if (__atomic_load_n(&t->flusher, __ATOMIC_RELAXED) == (uintptr_t)&ctab_mark)
+			return 0;
+		sched_yield();
+	}
+	return 1;
+}
+
+static inline void strata_pt_count_unlock(struct strata_pt_ctable *t)
+{
+	__atomic_store_n(&t->flusher, 0, __ATOMIC_RELEASE); /* pairs with the lock's acquire */
+}
+
+/* The owner flushes its entry (inside busy). */
+static void strata_pt_count_flush_own(struct strata_pt_ctable *t, struct strata_pt_centry *e)
+{
+	if (!strata_pt_count_trylock(t))
+		return; /* flush_all has it, and writes this entry */
+	struct strata_pt_csnap s;
+	strata_pt_count_own_snap(e, &s);
+	strata_pt_count_emit(e, &s);
+	strata_pt_count_unlock(t);
+}
+
+/* Take a table of the pool for this thread and arm its exit destructor;
+ * NULL when there is none (no key, every table owned): the thread then
+ * counts nothing. */
+static __attribute__((noinline)) struct strata_pt_ctable *strata_pt_count_register(void)
+{
+	ctab_closed = 1;                                       /* until it has one */
+	if (!__atomic_load_n(&count_key_ok, __ATOMIC_RELAXED)) /* a setting */
+		return NULL;
+	for (uint32_t i = 0; i < STRATA_PT_CTABLES; i++) {
+		uint32_t expected = 0;
+		/* acquire: the emptying by its previous owner (the release in
+		 * strata_pt_count_thread_exit). */
+		if (RELAXED_LOAD(&pool[i].owned) == 0 &&
+		    __atomic_compare_exchange_n(&pool[i].owned, &expected, 1, 0, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED)) {
+			int was_busy = strata_pt_busy;
+			strata_pt_busy = 1; /* glibc's TSD code: no traced locks */
+			pthread_setspecific(count_key, &pool[i]);
+			strata_pt_busy = was_busy;
+			ctab = &pool[i];
+			ctab_closed = 0;
+			return ctab;
+		}
+	}
+	return NULL;
+}
+
+/* Age limit of an entry in the clock's units (TSC ticks or ns).  The
+ * ticks are computed once per scale (a 128-bit division): age_scale is the
+ * scale age_ticks was computed with (both relaxed: plain values, a racing
+ * thread computes the same ones; a pair of mismatched values only moves
+ * one flush by a fraction). */
+static uint64_t age_ticks, age_scale;
+static inline uint64_t strata_pt_count_age(uint8_t tsc)
+{
+	if (!tsc)
+		return STRATA_PT_CAGE_NS;
+	const uint64_t scale = __atomic_load_n(&pt_scale, __ATOMIC_RELAXED); /* see pt_scale */
+	if (__builtin_expect(scale == __atomic_load_n(&age_scale, __ATOMIC_RELAXED) && scale, 1))
+		return __atomic_load_n(&age_ticks, __ATOMIC_RELAXED);
+	const uint64_t mult = scale >> 32;
+	if (!mult)
+		return 1ull << 26;
+	/* ns = ticks * mult >> shift, so ticks = (ns << shift) / mult */
+	const uint64_t t = (uint64_t)(((unsigned __int128)STRATA_PT_CAGE_NS << (scale & 63)) / mult);
+	__atomic_store_n(&age_ticks, t, __ATOMIC_RELAXED);
+	__atomic_store_n(&age_scale, scale, __ATOMIC_RELAXED);
+	return t;
+}
+
+/* The entry of (lock, site, try_), made if needed (*made: it was); NULL:
+ * count nothing.  A full window evicts, in that order: an entry with
+ * nothing unwritten (free), its first entry for an untimed pair (which has
+ * nothing else to become; its counts written first), or that entry for a
+ * timed pair if it is older than the age limit; else the timed pair stays
+ * a mutex_held. */
+static inline struct strata_pt_centry *strata_pt_count_entry(struct strata_pt_ctable *t, uint64_t lock,
+							     uint32_t site, uint8_t try_, int timed,
+							     uint64_t now, uint8_t tsc, int *made)
+{
+	const uint32_t h = strata_pt_count_hash(lock);
+	struct strata_pt_centry *free_e = NULL, *idle = NULL;
+	*made = 1;
+	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {
+		struct strata_pt_centry *e = &t->e[(h + i) & (STRATA_PT_CENTRIES - 1)];
+		if (e->lock == lock && e->site == site && e->try_ == try_) {
+			*made = 0;
+			return e;
+		}
+		if (!e->lock && !free_e)
+			free_e = e;
+		if (e->lock && e->count == RELAXED_LOAD(&e->fcount) && !idle)
+			idle = e;
+	}
+	if (!free_e) {
+		free_e = idle ? idle : &t->e[h & (STRATA_PT_CENTRIES - 1)];
+		if (!idle && timed && !(free_e->first && now - free_e->first >= strata_pt_count_age(tsc)))
+			return NULL;
+		if (!strata_pt_count_trylock(t))
+			return NULL;
+		struct strata_pt_csnap s;
+		strata_pt_count_own_snap(free_e, &s);
+		strata_pt_count_emit(free_e, &s); /* nothing for an idle one */
+		strata_pt_count_clear(free_e);
+		strata_pt_count_unlock(t);
+	}
+	ORDERED_STORE(&free_e->site, site);
+	ORDERED_STORE(&free_e->try_, try_);
+	ORDERED_STORE(&free_e->lock, lock);
+	return free_e;
+}
+
+/* The update of entry `e` by one pair (inside busy); 1 if it is to be
+ * flushed now (old or full).  Untimed (timed 0): no hold, no clock. */
+static inline int strata_pt_count_add(struct strata_pt_centry *e, uint64_t hold, uint64_t now, uint8_t tsc,
+				      int timed, int waited)
+{
+	const uint64_t c = e->count, fc = RELAXED_LOAD(&e->fcount);
+	if (c == fc)
+		ORDERED_STORE(&e->first, 0);
+	ORDERED_STORE(&e->count, c + 1);
+	if (!timed) {
+		if (waited)
+			ORDERED_STORE(&e->waited, e->waited + 1);
+		return c + 1 - fc >= STRATA_PT_CMAX;
+	}
+	ORDERED_STORE(&e->timed, e->timed + 1);
+	ORDERED_STORE(&e->sum, e->sum + hold);
+	if (hold > e->max)
+		ORDERED_STORE(&e->max, hold);
+	if (!e->first)
+		ORDERED_STORE(&e->first, now + !now); /* 0 stays "none" */
+	return c + 1 - fc >= STRATA_PT_CMAX || now - e->first >= strata_pt_count_age(tsc);
+}
+
+/*
+ * Count an uncontended pair `p` held `hold` ns, its unlock at clock value
+ * `now` (p's units): 1, or 0 when it must be written as mutex_held (a
+ * handler inside its thread's update, the thread or process exiting, no
+ * table, no entry).
+ */
+static int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold, uint64_t now, int timed,
+			   int waited)
+{
+	struct strata_pt_ctable *t = ctab;
+	if (__builtin_expect(!t, 0) && (ctab_closed || !(t = strata_pt_count_register())))
+		return 0;
+	if (RELAXED_LOAD(&t->busy) || ctab_closed)
+		return 0;
+	ORDERED_STORE(&t->busy, 1);
+	SIGNAL_FENCE();
+	struct strata_pt_centry *e = NULL;
+	int made = 0;
+	/* relaxed: the exit's membarrier orders this load after the busy
+	 * store against the exiting thread (see the contract). */
+	if (!__atomic_load_n(&counts_closed, __ATOMIC_RELAXED))
+		e = strata_pt_count_entry(t, p->lock, p->site, p->try_, timed, now, p->tsc, &made);
+	/* A lock's first timed pair here stays a mutex_held and leaves an
+	 * empty entry: its next pairs are counted.  A lock met once (memcached's
+	 * item locks) so costs what it costs without counting; an empty entry
+	 * is evicted for free. */
+	if (!e || (made && timed)) {
+		ORDERED_STORE(&t->busy, 0);
+		return 0;
+	}
+	const int flush = strata_pt_count_add(e, hold, now, p->tsc, timed, waited);
+	SIGNAL_FENCE(); /* the fields, then gen (the compiler keeps relaxed stores' order only so) */
+	ORDERED_STORE(&t->gen, t->gen + 1);
+	if (__builtin_expect(flush, 0))
+		strata_pt_count_flush_own(t, e);
+	SIGNAL_FENCE();
+	ORDERED_STORE(&t->busy, 0);
+	return 1;
+}
+
+/* One entry of table `t` (its flush lock held) written from a consistent
+ * snapshot; 0 if its thread stayed busy. */
+static int strata_pt_count_flush_entry(struct strata_pt_ctable *t, struct strata_pt_centry *e)
+{
+	for (int tries = 0; tries < 1000000; tries++) {
+		const uint64_t g = ORDERED_LOAD(&t->gen);
+		if (ORDERED_LOAD(&t->busy)) {
+			sched_yield();
+			continue;
+		}
+		SIGNAL_FENCE(); /* gen and busy, then the fields, then both again (see the stores) */
+		struct strata_pt_csnap s;
+		s.lock = ORDERED_LOAD(&e->lock);
+		s.count = ORDERED_LOAD(&e->count);
+		s.sum = ORDERED_LOAD(&e->sum);
+		s.max = ORDERED_LOAD(&e->max);
+		s.timed = ORDERED_LOAD(&e->timed);
+		s.waited = ORDERED_LOAD(&e->waited);
+		s.site = ORDERED_LOAD(&e->site);
+		s.try_ = ORDERED_LOAD(&e->try_);
+		SIGNAL_FENCE();
+		if (ORDERED_LOAD(&t->busy) || ORDERED_LOAD(&t->gen) != g)
+			continue;
+		if (s.lock)
+			strata_pt_count_emit(e, &s);
+		return 1;
+	}
+	return 0;
+}
+
+/* Every entry of `t`.  1 if all were written (see the contract). */
+static int strata_pt_count_flush_table(struct strata_pt_ctable *t)
+{
+	if ((t == ctab && RELAXED_LOAD(&t->busy)) || !strata_pt_count_lock(t))
+		return 0; /* we interrupted our own thread's update or flush */
+	int ok = 1;
+	for (uint32_t i = 0; i < STRATA_PT_CENTRIES; i++)
+		ok &= strata_pt_count_flush_entry(t, &t->e[i]);
+	strata_pt_count_unlock(t);
+	return ok;
+}
+
+/* Every owned table (see the contract).  How many were written whole;
+ * *whole: all of them were. */
+static uint32_t strata_pt_count_flush_all(int *whole)
+{
+	uint32_t n = 0;
+	*whole = 1;
+	for (uint32_t i = 0; i < STRATA_PT_CTABLES; i++) {
+		/* relaxed: the flush lock orders what is read (its acquire). */
+		if (!__atomic_load_n(&pool[i].owned, __ATOMIC_RELAXED))
+			continue;
+		const int ok = strata_pt_count_flush_table(&pool[i]);
+		n += (uint32_t)ok;
+		*whole &= ok;
+	}
+	return n;
+}
+
+/* Order counts_closed's new value against every thread's next update (see
+ * the contract): after it, an update in progress is seen busy, a later one
+ * sees the flag. */
+static void strata_pt_count_barrier(void)
+{
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0 &&
+	    syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
+		__atomic_thread_fence(__ATOMIC_SEQ_CST); /* no membarrier: docs/pthread.md */
+}
+
+/* The control plane is about to change tracepoint states (a session starts
+ * or stops, rules change; strata_rt_set_state_hooks, maybe in a handler):
+ * counting is suspended (pairs until the change is applied are records of
+ * their own, in the sessions still armed) and what was counted goes to the
+ * sessions that recorded it.  Not in a fork child before our atfork
+ * handler emptied the parent's tables (count_pid). */
+static void strata_pt_count_before_change(void)
+{
+	if (!strata_tracepoint_enabled(pthread, mutex_counts) ||
+	    getpid() != __atomic_load_n(&count_pid, __ATOMIC_RELAXED))
+		return;
+	/* seq_cst, then the barrier: as at exit. */
+	__atomic_fetch_or(&counts_closed, STRATA_PT_CSUSPENDED, __ATOMIC_SEQ_CST);
+	strata_pt_count_barrier();
+	int whole;
+	const uint32_t n = strata_pt_count_flush_all(&whole);
+	if (whole) /* everything counted so far is in the records before it */
+		strata_tracepoint(pthread, mutex_counts_done, n);
+}
+
+/* The change is applied: counting resumes where it is enabled.  (relaxed:
+ * a pair that still sees the flag writes its own record, exact either way.) */
+static void strata_pt_count_after_change(void)
+{
+	__atomic_fetch_and(&counts_closed, ~STRATA_PT_CSUSPENDED, __ATOMIC_RELAXED);
+}
+
+/* Thread exit (thread-specific data destructor): write the table, empty
+ * and free it, holding its flush lock. */
+static void strata_pt_count_thread_exit(void *arg)
+{
+	struct strata_pt_ctable *t = arg;
+	ctab_closed = 1; /* later destructors' pairs: mutex_held */
+	SIGNAL_FENCE();
+	(void)strata_pt_count_lock(t); /* thread context: never held by this thread */
+	for (uint32_t i = 0; i < STRATA_PT_CENTRIES; i++) {
+		struct strata_pt_centry *e = &t->e[i];
+		struct strata_pt_csnap s;
+		strata_pt_count_own_snap(e, &s);
+		if (s.lock)
+			strata_pt_count_emit(e, &s);
+		strata_pt_count_clear(e);
+	}
+	ctab = NULL;
+	strata_pt_count_unlock(t);
+	__atomic_store_n(&t->owned, 0, __ATOMIC_RELEASE); /* pairs with the register's acquire */
+}
+
+/* Process exit: close counting, order that against every thread (see the
+ * contract), write every table, then say so. */
+static void __attribute__((destructor)) strata_pt_count_exit(void)
+{
+	/* Not in a vfork child calling _exit (it shares our memory, and runs
+	 * no atfork handler: count_pid is still ours). */
+	if (!__atomic_load_n(&count_mode, __ATOMIC_RELAXED) ||
+	    !strata_tracepoint_enabled(pthread, mutex_counts) ||
+	    getpid() != __atomic_load_n(&count_pid, __ATOMIC_RELAXED))
+		return;
+	/* seq_cst: the membarrier below orders it for the other threads; once
+	 * only (a second _exit, or _exit from a destructor). */
+	if (__atomic_fetch_or(&counts_closed, STRATA_PT_CEXIT, __ATOMIC_SEQ_CST) & STRATA_PT_CEXIT)
+		return;
+	strata_pt_count_barrier();
+	int whole;
+	uint32_t n = strata_pt_count_flush_all(&whole);
+	if (whole)
+		strata_tracepoint(pthread, mutex_counts_done, n);
+}
+
+/* _exit (a fork child's usual way out) runs no destructor: the final flush
+ * runs here, then the next _exit (an interposer's, TSan's, or glibc's). */
+static void (*next_exit)(int);
+STRATA_PT_EXPORT __attribute__((noreturn)) void _exit(int status)
+{
+	strata_pt_count_exit();
+	void (*f)(int) = __atomic_load_n(&next_exit, __ATOMIC_RELAXED); /* a setting */
+	if (f)
+		f(status);
+	for (;;)
+		syscall(SYS_exit_group, status);
+}
+
+/* Constructor: the setting and the thread-exit key. */
+static void strata_pt_count_init(void)
+{
+	int was_busy = strata_pt_busy;
+	strata_pt_busy = 1; /* dlsym may lock */
+	__atomic_store_n(&next_exit, (void (*)(int))dlsym(RTLD_NEXT, "_exit"), __ATOMIC_RELAXED);
+	strata_pt_busy = was_busy;
+	const char *c = getenv("STRATA_PTHREAD_COUNT");
+	const long every = c ? strtol(c, NULL, 10) : 0;
+	if (every < 1 || every > 65536)
+		return;
+	__atomic_store_n(&count_every, (uint32_t)every, __ATOMIC_RELAXED); /* a setting */
+	if (pthread_key_create(&count_key, strata_pt_count_thread_exit) == 0)
+		__atomic_store_n(&count_key_ok, 1, __ATOMIC_RELAXED); /* a setting */
+	__atomic_store_n(&count_mode, 1, __ATOMIC_RELAXED);           /* a setting */
+	__atomic_store_n(&count_pid, getpid(), __ATOMIC_RELAXED);     /* a setting */
+	strata_rt_set_state_hooks(strata_pt_count_before_change, strata_pt_count_after_change);
+}
+
+/* fork child (one thread): the parent's counts stay the parent's. */
+static void strata_pt_count_atfork_child(void)
+{
+	for (uint32_t i = 0; i < STRATA_PT_CTABLES; i++)
+		if (RELAXED_LOAD(&pool[i].owned) && &pool[i] != ctab)
+			memset(&pool[i], 0, sizeof pool[i]); /* a parent thread's: not ours */
+	if (ctab) {                                          /* ours keeps its table and key, emptied */
+		memset(ctab->e, 0, sizeof ctab->e);
+		ctab->busy = 0;
+		ctab->flusher = 0;
+	}
+	RELAXED_STORE(&counts_closed, 0);
+	RELAXED_STORE(&count_pid, getpid());
+}
+
+/* Counting applies to this unlock: 0 no, STRATA_PT_COUNT_ON, or
+ * STRATA_PT_COUNT_WAITERS when glibc's lock word shows a waiter (2, or
+ * FUTEX_WAITERS for robust and PI mutexes): a wait's blockers need the
+ * hold's interval, so a timed pair keeps its mutex_held. */
+static inline int strata_pt_count_on(const pthread_mutex_t *m)
+{
+	if (!__atomic_load_n(&count_mode, __ATOMIC_RELAXED) ||
+	    !strata_tracepoint_enabled(pthread, mutex_counts))
+		return 0;
+	/* relaxed: a hint read before the real unlock; a waiter that comes
+	 * later finds its blocker counted (docs/pthread.md). */
+	const uint32_t w = __atomic_load_n((const uint32_t *)&m->__data.__lock, __ATOMIC_RELAXED);
+	return w != 2 && !(w & 0x80000000u) ? STRATA_PT_COUNT_ON : STRATA_PT_COUNT_WAITERS;
+}
+
+/* An untimed pair (sampling): counted, or when it cannot be (a handler
+ * inside its thread's update, exiting, no table) written alone: it has no
+ * interval for a mutex_held. */
+static void strata_pt_count_untimed(const struct strata_pt_pending *p, int waited)
+{
+	if (!strata_pt_count(p, 0, 0, 0, waited))
+		strata_tracepoint(pthread, mutex_counts, p->lock, p->site, p->try_, 1, 0, 0, 0,
+				  (uint32_t)waited);
+}
