@@ -327,7 +327,10 @@ void close_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uint64_t st
 {
 	auto *ph = (strata_packet_header *)(lane_data + ring_off(ch, start));
 	ph->timestamp_end = now;
-	ph->content_size = content * 8;
+	// Relaxed atomic: prefault_open's hint load of the previous packet's
+	// content_size, by the next packet's opener (another thread in a shared
+	// lane), pairs with nothing; the consumer reads it after commit_bytes.
+	__atomic_store_n(&ph->content_size, content * 8, __ATOMIC_RELAXED);
 	ph->packet_size = ch->subbuf_size * 8;
 	// Relaxed: see discard().
 	ph->events_discarded = __atomic_load_n(&lc->events_discarded, __ATOMIC_RELAXED);
