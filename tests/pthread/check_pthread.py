@@ -187,11 +187,14 @@ def check_count(rep, prog_out, pid, trace, lost, sampled):
         # blocker of the waits is main's hold_long(): the waits credited are
         # those that overlap a recorded hold (not one whose waiter was
         # preempted between its try and its clock read, nor one whose holder
-        # saw no sleeping waiter yet: docs/pthread.md), most of them.
+        # saw no sleeping waiter yet: docs/pthread.md).  Exactly those: how
+        # many there are depends on the scheduling (a TSan run of count16
+        # had 1 contended wait of 20 rounds, whose waiter had not slept
+        # yet), so the oracle is the trace's own overlaps, not a share.
         blind = rep["untimed_waited"] if sampled else 0
         credited = hot["blockers"][0]["waits"] if hot["blockers"] else 0
         over = overlapped_waits(trace, int(prog_out["hot"], 16), pid)
-        check(blind <= 1 and credited == over and 2 * credited >= hot["contended"] and
+        check(blind <= 1 and credited == over and credited <= hot["contended"] and
               all(b["function"].startswith("hold_long") for b in hot["blockers"]),
               "%d of %d waits blamed on hold_long(), those overlapping a recorded hold (%d; %d untimed: %r)" %
               (credited, hot["contended"], over, blind, hot["blockers"][:1]))
