@@ -27,10 +27,11 @@ def check(cond, what):
     return cond
 
 
-def hold_overlap_ns(trace, lock, pid):
-    """Sum over the contended acquisitions of `lock` in process `pid` of the
-    overlap of the wait ([ts - wait_ns, ts]) with the holds of other threads
-    ([lock acquired, unlock])."""
+def waits_and_holds(trace, lock, pid):
+    """The contended waits of `lock` in process `pid` ([ts - wait_ns, ts])
+    and the holds of it (compact records, docs/pthread.md: a mutex_held
+    whole, or begun by a mutex_acquired or a mutex_lock and ended by the
+    unlock), each as (tid, begin, end) in ns, read with babeltrace2."""
     import bt2
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
     from strata_testlib import event_tid
@@ -45,9 +46,7 @@ def hold_overlap_ns(trace, lock, pid):
         p = ev.payload_field
         if int(p["lock"]) != lock:
             continue
-        ts = m.default_clock_snapshot.ns_from_origin
-        tid = event_tid(ev)
-        # compact records (docs/pthread.md): an uncontended hold, whole or begun
+        ts, tid = m.default_clock_snapshot.ns_from_origin, event_tid(ev)
         if ev.name == "pthread:mutex_held":
             holds.append((tid, ts - int(p["hold_ns"]), ts))
         elif ev.name == "pthread:mutex_acquired":
@@ -58,35 +57,20 @@ def hold_overlap_ns(trace, lock, pid):
                 acq.append((tid, ts - int(p["wait_ns"]), ts))
         elif tid in open_:
             holds.append((tid, open_.pop(tid), ts))
+    return acq, holds
+
+
+def hold_overlap_ns(trace, lock, pid):
+    """Sum over the contended waits of `lock` in `pid` of their overlap with
+    other threads' holds."""
+    acq, holds = waits_and_holds(trace, lock, pid)
     return sum(max(0, min(e, he) - max(b, hb)) for t, b, e in acq for ht, hb, he in holds if ht != t)
 
 
 def overlapped_waits(trace, lock, pid):
     """How many contended waits of `lock` in `pid` overlap another thread's
-    recorded hold (a mutex_held, or a mutex_lock and its unlock)."""
-    import bt2
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-    from strata_testlib import event_tid
-    acq, holds, open_ = [], [], {}
-    for m in bt2.TraceCollectionMessageIterator(trace):
-        if type(m) is not bt2._EventMessageConst:
-            continue
-        ev = m.event
-        if int(ev.stream.trace.environment["vpid"]) != pid or ev.name not in (
-                "pthread:mutex_lock", "pthread:mutex_unlock", "pthread:mutex_held"):
-            continue
-        p = ev.payload_field
-        if int(p["lock"]) != lock:
-            continue
-        ts, tid = m.default_clock_snapshot.ns_from_origin, event_tid(ev)
-        if ev.name == "pthread:mutex_held":
-            holds.append((tid, ts - int(p["hold_ns"]), ts))
-        elif ev.name == "pthread:mutex_lock":
-            open_[tid] = ts
-            if int(p["contended"]):
-                acq.append((tid, ts - int(p["wait_ns"]), ts))
-        elif tid in open_:
-            holds.append((tid, open_.pop(tid), ts))
+    recorded hold."""
+    acq, holds = waits_and_holds(trace, lock, pid)
     return sum(1 for t, b, e in acq if any(ht != t and min(e, he) > max(b, hb) for ht, hb, he in holds))
 
 
