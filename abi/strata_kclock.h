@@ -81,11 +81,13 @@ static inline uint64_t strata_kclock_convert(uint64_t tsc, uint64_t cycle_last, 
 }
 
 /*
- * One attempt: 0 and *ns set; 1 when the writer was in the middle of an
- * update (odd or changed seq: try again); -1 when the page is not valid.
- * Inlined by hot callers, which take any non-zero to their slow path.
+ * One attempt: 0 and *ns set (and *tsc: the TSC value *ns converts, for a
+ * caller that also times a duration in ticks, the pthread preload's
+ * hold_ns); 1 when the writer was in the middle of an update (odd or
+ * changed seq: try again); -1 when the page is not valid.  Inlined by hot
+ * callers, which take any non-zero to their slow path.
  */
-static inline int strata_kclock_try(const struct strata_kclock *k, uint64_t *ns)
+static inline int strata_kclock_try_tsc(const struct strata_kclock *k, uint64_t *ns, uint64_t *tsc_out)
 {
 #if defined(__x86_64__)
 	/* Acquire: pairs with the kernel's smp_wmb before the final (even)
@@ -116,12 +118,21 @@ static inline int strata_kclock_try(const struct strata_kclock *k, uint64_t *ns)
 	if (!(flags & STRATA_KCLOCK_VALID) || shift > 63)
 		return -1;
 	*ns = strata_kclock_convert(tsc, last, mask, xn, base, mult, shift);
+	*tsc_out = tsc;
 	return 0;
 #else
 	(void)k;
 	(void)ns;
+	(void)tsc_out;
 	return -1;
 #endif
+}
+
+static inline int strata_kclock_try(const struct strata_kclock *k, uint64_t *ns)
+{
+	uint64_t tsc;
+
+	return strata_kclock_try_tsc(k, ns, &tsc);
 }
 
 static inline int strata_kclock_now(const struct strata_kclock *k, uint64_t *ns)

@@ -9,6 +9,9 @@
 #define STRATA_PRELOAD_PT_HOLD_H
 
 #include <stdint.h>
+#include <string.h>
+
+#include <strata/tracepoint.h>
 
 #include "runtime.h"
 #include "strata_kclock.h"
@@ -128,6 +131,65 @@ static inline int strata_pt_hold_tsc(void)
 	/* relaxed (pt_scale): once non-zero it never returns to 0. */
 	return __builtin_expect(__atomic_load_n(&pt_scale, __ATOMIC_RELAXED) != 0, 1) ||
 	       strata_pt_scale_refresh() != 0;
+}
+
+/* ---- a hold that ends at its record's clock read ------------------------- */
+
+/*
+ * The uncontended pair's unlock with a TSC-timed acquisition: the hold
+ * ends at the record's own ordered TSC read (strata_rt_reserve_hold), taken
+ * after the real unlock, instead of at a TSC read of its own (about 8 ns
+ * saved per pair, docs/pthread.md "The uncontended pair's cost").  The
+ * record's timestamp is then exactly the hold's end.  Only for the common
+ * case: one session slot records the event, no probe, no field filter,
+ * the runtime's fast path (an owned lane, room in the packet, the page
+ * readable), a hold short enough to convert with the scale as it is
+ * (below the 2^20 ticks that make strata_pt_ticks_ns refresh it, see
+ * pt_scale); anything else returns 0 with nothing written, and the caller
+ * takes the path with its own TSC read and the generated emitter.
+ */
+
+/* pthread:mutex_held's and mutex_tryheld's payload as the generated
+ * emitter writes it (pthread_tp.h: lock u64, site u32, hold_ns u32,
+ * byte-packed in order, native byte order); tests/unit/rb_hold_test.cpp
+ * compares the two. */
+#define STRATA_PT_HELD_SIZE 16u
+static inline void strata_pt_held_write(char *rec, uint64_t lock, uint32_t site, uint32_t hold_ns)
+{
+	memcpy(rec, &lock, 8);
+	memcpy(rec + 8, &site, 4);
+	memcpy(rec + 12, &hold_ns, 4);
+}
+
+/* The longest hold (ticks) timed at the record: below the refresh
+ * threshold, and at most 2^31 ns with the scale as it is (a refresh at the
+ * conversion moves mult by parts per million, far from the 2x left to
+ * UINT32_MAX); 0 for a page whose ticks are that long (no TSC's are). */
+static inline uint64_t strata_pt_held_max_ticks(void)
+{
+	const uint64_t max = (1u << 20) - 1;
+	uint64_t scale = __atomic_load_n(&pt_scale, __ATOMIC_RELAXED); /* see pt_scale */
+	return ((max * (scale >> 32)) >> (scale & 63)) <= (1u << 31) ? max : 0;
+}
+
+/* Emit `tp` (mutex_held or mutex_tryheld) for the hold of `lock` from TSC
+ * value t0 (strata_pt_hold_tsc was 1 at its start) to the record's clock
+ * read: 1 if written, 0 if nothing was (see above). */
+static inline int strata_pt_held_at_record(struct strata_tracepoint *tp, uint64_t lock, uint32_t site,
+					   uint64_t t0)
+{
+	/* Relaxed: as the generated emitter's read of the state. */
+	const uint32_t st = __atomic_load_n(&tp->state, __ATOMIC_RELAXED);
+	const uint32_t m = st & STRATA_TP_SLOTS_MASK;
+	struct strata_reservation r;
+	uint64_t ticks;
+	if (st != m || m == 0 || (m & (m - 1)) != 0 ||
+	    !strata_rt_reserve_hold(&r, tp, (unsigned)__builtin_ctz(m), STRATA_PT_HELD_SIZE, t0,
+				    strata_pt_held_max_ticks(), &ticks))
+		return 0;
+	strata_pt_held_write(r.rec, lock, site, (uint32_t)strata_pt_ticks_ns(ticks));
+	strata_commit(&r);
+	return 1;
 }
 
 #endif

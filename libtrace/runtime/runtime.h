@@ -127,6 +127,20 @@ uint64_t strata_rt_clock_now(void);
  * preload's hold_ns, docs/pthread.md).  [AS-safe] */
 struct strata_kclock;
 const struct strata_kclock *strata_rt_clock_page(void);
+/* strata_reserve's fast path for a record that also ends a duration the
+ * caller started at TSC value t0 (the pthread preload's mutex_held, whose
+ * hold ends at the record's own ordered clock read: docs/pthread.md, "Hold
+ * times").  1: reserved (payload and strata_commit as after strata_reserve)
+ * and *ticks = the record's TSC - t0 (0 if negative), which is at most
+ * max_ticks.  0: nothing reserved and nothing of the lane changed: the
+ * reservation would have left the fast path (any lane but an owned one,
+ * the packet's end, no clock page or a busy one, a lost CAS...), or the
+ * duration is longer than max_ticks; the caller then reads its own clock
+ * and uses strata_reserve.  [AS-safe] */
+struct strata_reservation;
+struct strata_tracepoint;
+int strata_rt_reserve_hold(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot,
+			   size_t size, uint64_t t0, uint64_t max_ticks, uint64_t *ticks);
 /* A clock page from strata-consumerd (received with REGISTER_REPLY): kept
  * (mapped read-only) if it is valid and the clock is not decided yet, for
  * the choice the first slot open makes.  The caller keeps and closes fd.

@@ -804,9 +804,6 @@ inline char *record_begin(const LaneRef &l, unsigned slot, ThreadState &t, uint3
 __attribute__((noinline)) int reserve_general(struct strata_reservation *r, struct strata_tracepoint *tp,
 					      unsigned slot, size_t size);
 
-} // namespace
-} // namespace strata
-
 // The common case: an owned FAST_OWNER lane already claimed, a compact
 // record that fits the open packet, the clock page readable, the unlocked
 // CAS won.  It makes no call but tail calls to reserve_general (and the
@@ -816,8 +813,16 @@ __attribute__((noinline)) int reserve_general(struct strata_reservation *r, stru
 // nothing): reserve_general then starts the reservation over, as a retry
 // would (a new head, a new clock read).  Same steps, same orders as
 // reserve_general: docs/ring-buffer.md, "The fast path".
-extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r, struct strata_tracepoint *tp,
-					    unsigned slot, size_t size)
+//
+// Hold (strata_rt_reserve_hold, the pthread preload's mutex_held): the
+// same steps, but every exit to reserve_general returns 0 instead, and so
+// does a record whose TSC is more than max_ticks after t0; both leave
+// before the CAS, so 0 always means nothing of the lane changed.  On
+// success *ticks is the record's TSC - t0 (skew: 0).
+template <bool Hold>
+__attribute__((always_inline)) inline int
+reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot, size_t size,
+	     uint64_t t0, uint64_t max_ticks, uint64_t *ticks)
 {
 	ThreadState &t = t_state;
 	if (__builtin_expect(slot >= STRATA_MAX_SLOTS, 0))
@@ -832,7 +837,7 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r, struct
 				     size > ch->subbuf_size - STRATA_PACKET_HEADER_SIZE - 1 -
 						     STRATA_REC_EXTENDED_SIZE - STRATA_REC_SHARED_CTX_SIZE,
 			     0))
-		return reserve_general(r, tp, slot, size);
+		return Hold ? 0 : reserve_general(r, tp, slot, size);
 	const uint32_t lane = t.lane[slot]; // owned: below first_shared, no thread context
 	strata_lane_ctl *lc = &ch->lanes[lane];
 	const uint32_t depth = t.depth++;
@@ -841,19 +846,21 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r, struct
 		busy_add(lc, false);
 		std::atomic_signal_fence(std::memory_order_seq_cst);
 		t.depth = depth;
-		return reserve_general(r, tp, slot, size);
+		return Hold ? 0 : reserve_general(r, tp, slot, size);
 	}
 	const uint64_t S = ch->subbuf_size, narrow = STRATA_REC_COMPACT_SIZE + size;
 	// Acquire: as reserve_general's (timestamps follow positions).
 	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
 	STRATA_WHOOK(STRATA_W_HEAD_LOADED);
-	uint64_t now;
-	const int clk = strata_kclock_try(k, &now);
+	uint64_t now, tsc;
+	const int clk = strata_kclock_try_tsc(k, &now, &tsc);
 	if (__builtin_expect(clk == 0, 1)) {
 		STRATA_WHOOK(STRATA_W_CLOCK_READ);
 		const uint64_t off = head & (S - 1);
+		const uint64_t d = (int64_t)(tsc - t0) > 0 ? tsc - t0 : 0; // Hold only
 		if (__builtin_expect(off != 0 && off + narrow < S &&
-					     record_size(t, slot, lane, now, narrow, narrow + 1) == narrow,
+					     record_size(t, slot, lane, now, narrow, narrow + 1) == narrow &&
+					     (!Hold || d <= max_ticks),
 				     1)) {
 			STRATA_WHOOK(STRATA_W_BEFORE_RESERVE_CAS);
 			if (__builtin_expect(head_cas(lc, &head, head + narrow, true), 1)) {
@@ -865,6 +872,8 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r, struct
 				r->rec = record_begin(l, slot, t, depth, (uint32_t)id, head, now, false);
 				r->lane = &t.ctx[depth];
 				r->size = narrow;
+				if (Hold)
+					*ticks = d;
 				return 1;
 			}
 		}
@@ -873,7 +882,23 @@ extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r, struct
 	busy_add(lc, false);
 	std::atomic_signal_fence(std::memory_order_seq_cst);
 	t.depth = depth;
-	return reserve_general(r, tp, slot, size);
+	return Hold ? 0 : reserve_general(r, tp, slot, size);
+}
+
+} // namespace
+} // namespace strata
+
+extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r, struct strata_tracepoint *tp,
+					    unsigned slot, size_t size)
+{
+	return reserve_fast<false>(r, tp, slot, size, 0, 0, nullptr);
+}
+
+extern "C" STRATA_EXPORT int strata_rt_reserve_hold(struct strata_reservation *r,
+						    struct strata_tracepoint *tp, unsigned slot, size_t size,
+						    uint64_t t0, uint64_t max_ticks, uint64_t *ticks)
+{
+	return reserve_fast<true>(r, tp, slot, size, t0, max_ticks, ticks);
 }
 
 namespace strata {

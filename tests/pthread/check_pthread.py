@@ -111,7 +111,9 @@ def check_nest(rep, prog_out, pid, trace, lost, monotonic):
     forms = [tuple(n.get(int(lk["lock"], 16), [0, 0])) for lk in locks]
     want = [(lk["acq"], 0) if i not in (8, 9) else (0, lk["acq"]) for i, lk in enumerate(locks)]
     check(forms == want, "(mutex_held, mutex_lock) per lock %r == %r" % (forms, want))
-    # hold_ns runs from after the trylock to after the real unlock: at least
+    # hold_ns runs from after the trylock to after the real unlock (the
+    # 200 us hold: to its record's own clock read; the 20 ms one, over the
+    # 2^20 ticks the record's read times: to an rdtsc of its own): at least
     # the program's measure (less a clock calibration's ppm), and for the
     # 20 ms hold at most 10 ms more (a preemption inside the wrappers).
     outer, inner = rows[4], rows[5]
