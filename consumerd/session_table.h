@@ -98,6 +98,19 @@ public:
 	Answer start(const Caller &c, const std::string &name);
 	Answer stop(const Caller &c, const std::string &name);
 	Answer destroy(const Caller &c, const std::string &name);
+	// A stop in two phases (docs/consumerd.md, "Stopping a session"):
+	// begin_stop makes the active session `s` look stopped to processes
+	// (Session::stopping; its trigger and the module's slot stop), its
+	// drains still running, and returns whom to tell (notify false: it was
+	// not active, or is stopping already); once they applied it (or did not
+	// in time), finish_stop finishes the drains and answers as STOP does,
+	// or as DESTROY (destroy: the session goes).
+	Answer begin_stop(Session &s);
+	Answer finish_stop(uint64_t id, bool destroy);
+	Session *by_id(uint64_t id);
+	// The sessions the owner `owner` (a connection id, or kPidOwner|pid)
+	// made with kCreateOwned, no longer owned: their ids, to end.
+	std::vector<uint64_t> disown(uint64_t owner);
 	Answer snapshot(const Caller &c, const proto::Snapshot &m);
 	Answer snapshot_on(const Caller &c, const proto::SnapshotOn &m);
 	// STATUS: the sessions `c` may see (one, if named); false with `err`
@@ -144,6 +157,9 @@ private:
 	uint32_t free_slot(uint32_t from, const Session *except = nullptr) const;
 	int share(uid_t uid, std::string &why) const; // the slot share (access.h)
 	void stop_session(Session &s);
+	void quiesce(Session &s);
+	void finish_drains(Session &s);
+	std::string stopped_text(const Session &s) const;
 	Answer destroy_session(Session &s);
 	Answer changed(const Session &s, std::string text, int rule = -1);
 	int take_snapshot(Session &s, std::string root, std::string &text);
