@@ -218,8 +218,8 @@ int Daemon::run()
 	}
 	for (;;) {
 		if (quit_ && !leaving_)
-			leave(); // stopping.cpp: the processes told, one bounded wait
-		if (leaving_ && !exit_gate_)
+			leave();                // stopping.cpp: the processes told, one bounded wait
+		if (leaving_ && stops_.empty()) // every stop's wait is over (leave()'s too)
 			break;
 		const int r = loop_.turn(acks_.timeout_ms());
 		if (r < 0) {

@@ -244,7 +244,6 @@ private:
 	uint64_t n_queries_ = 0, n_handoffs_ = 0;
 	bool quit_ = false;
 	bool leaving_ = false;               // quit_ seen: leave() told every session's processes
-	uint64_t exit_gate_ = 0;             // leave()'s wait under way (a key of stops_), 0: none
 	std::map<uint64_t, StopWait> stops_; // by gate id (PendingReply::gate)
 	uint64_t next_gate_ = 1;
 	bool serving_pending_ = false; // serve_pending runs: no nesting

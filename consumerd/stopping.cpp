@@ -74,11 +74,8 @@ void Daemon::end_stop(const DueReply &d)
 		logf("stopping %s: %s; what they still held may miss the trace",
 		     w.session_id ? ("session " + std::to_string(w.session_id)).c_str() : "at exit",
 		     d.text.c_str());
-	if (!w.session_id) { // leave()'s wait
-		exit_gate_ = 0;
-		return;
-	}
-	answer_stop(w, d);
+	if (w.session_id) // else leave()'s wait: shut_down finishes every session
+		answer_stop(w, d);
 }
 
 // The drains finished, the session stopped (and destroyed), and every
@@ -124,8 +121,9 @@ void Daemon::end_owned(uint64_t owner, pid_t peer)
 }
 
 // The daemon exits (quit_): every active session's processes are told, and
-// ONE bounded wait (exit_gate_) for all of them runs on the event loop;
-// shut_down then finishes the drains (SessionTable::stop_all).
+// ONE bounded wait for all of them (a stop of session 0) runs on the event
+// loop, with the stops already under way; once stops_ is empty, shut_down
+// finishes the drains (SessionTable::stop_all).
 void Daemon::leave()
 {
 	leaving_ = true;
@@ -151,9 +149,9 @@ void Daemon::leave()
 		return;
 	INFO("exiting: waiting up to %lld ms for %zu process(es) to leave their sessions",
 	     static_cast<long long>(kStopWaitMs), all.waiting.size());
-	exit_gate_ = next_gate_++;
-	stops_.emplace(exit_gate_, StopWait());
-	acks_.gate(exit_gate_, std::move(all), kStopWaitMs);
+	const uint64_t g = next_gate_++;
+	stops_.emplace(g, StopWait());
+	acks_.gate(g, std::move(all), kStopWaitMs);
 }
 
 } // namespace daemon_impl
