@@ -200,6 +200,7 @@ private:
 		uint64_t generation = 0;
 	};
 	void stop_in_two(uint64_t id, bool destroy, Conn *c, uint32_t seq);
+	void tell(const Answer &a, PendingReply &into);
 	void end_stop(const DueReply &d);
 	void answer_stop(const StopWait &w, const DueReply &d);
 	void end_owned(uint64_t owner, pid_t peer);

@@ -364,11 +364,15 @@ Answer SessionTable::begin_stop(Session &s)
 	host_.changed();
 	if (s.state != proto::SessionState::Active || s.stopping)
 		return Answer();
-	quiesce(s);
+	uint64_t comp_kgen = 0;
+	const Session *comp = quiesce(s, comp_kgen);
 	if (s.state != proto::SessionState::Active)
 		return Answer();
 	INFO("session %s stopping: its processes are told first", s.name.c_str());
-	return changed(s, "");
+	Answer a = changed(s, "");
+	if (comp) // its trigger's companion stops with it, in two phases too
+		a.also.emplace_back(*comp, comp_kgen);
+	return a;
 }
 
 Answer SessionTable::finish_stop(uint64_t id, bool destroy)
@@ -590,25 +594,36 @@ void SessionTable::stop_session(Session &s)
 	host_.changed();
 	if (s.state != proto::SessionState::Active)
 		return;
+	uint64_t comp_kgen = 0;
 	if (s.stopping)
 		host_.settle(); // BUFFERs sent while its processes were told join too
 	else
-		quiesce(s); // one phase: nobody to wait for
-	if (s.state == proto::SessionState::Active)
-		finish_drains(s);
-}
-
-// A stop's first part: what processes and the module see of the session
-// ends (its drains still run).
-void SessionTable::quiesce(Session &s)
-{
-	host_.settle(); // BUFFERs already sent join before the drains finish
+		quiesce(s, comp_kgen); // one phase: nobody to wait for
 	if (s.state != proto::SessionState::Active)
 		return;
 	if (s.trigger)
-		stop_trigger(s);     // its last look may still snapshot this session
+		stop_trigger(s); // its last look may still snapshot this session
+	finish_drains(s);
+}
+
+// A stop's first part: what processes and the module see of the session,
+// and of its trigger's companion, ends (their drains still run).  The
+// companion (null: none) and the module generation of its end.
+const Session *SessionTable::quiesce(Session &s, uint64_t &comp_kgen)
+{
+	host_.settle(); // BUFFERs already sent join before the drains finish
+	if (s.state != proto::SessionState::Active)
+		return nullptr;
+	Session *comp = s.trigger && s.trigger->companion ? by_id(s.trigger->companion) : nullptr;
+	if (comp && (comp->state != proto::SessionState::Active || comp->stopping))
+		comp = nullptr;
+	if (comp) {
+		comp_kgen = kernel_stop(comp->slot);
+		comp->stopping = true;
+	}
 	kgen_ = kernel_stop(s.slot); // kernel probes stop before the drains flush
 	s.stopping = true;
+	return comp;
 }
 
 void SessionTable::finish_drains(Session &s)

@@ -54,6 +54,9 @@ struct Answer {
 	Audience who;
 	int rule = -1;
 	uint64_t kgen = 0; // the module generation of the change (0: the module took none)
+	// Told with it, each with its module generation: a stopping session's
+	// trigger companion (SessionTable::begin_stop).
+	std::vector<std::pair<Audience, uint64_t>> also;
 };
 
 class SessionTable {
@@ -157,7 +160,7 @@ private:
 	uint32_t free_slot(uint32_t from, const Session *except = nullptr) const;
 	int share(uid_t uid, std::string &why) const; // the slot share (access.h)
 	void stop_session(Session &s);
-	void quiesce(Session &s);
+	const Session *quiesce(Session &s, uint64_t &comp_kgen);
 	void finish_drains(Session &s);
 	std::string stopped_text(const Session &s) const;
 	Answer destroy_session(Session &s);

@@ -22,6 +22,8 @@
  */
 #include "daemon_impl.h"
 
+#include <algorithm>
+
 namespace strata {
 namespace daemon_impl {
 
@@ -46,8 +48,7 @@ void Daemon::stop_in_two(uint64_t id, bool destroy, Conn *c, uint32_t seq)
 	const Answer a = s ? sessions_.begin_stop(*s) : Answer();
 	w.told = a.notify;
 	if (a.notify) {
-		publish_tables(); // a process told reads the tables without the session
-		w.signalled = acks_.signal(a.who, -1, a.kgen);
+		tell(a, w.signalled);
 		w.generation = acks_.generation();
 	}
 	if (w.signalled.waiting.empty()) { // nobody to wait for: complete now
@@ -58,6 +59,30 @@ void Daemon::stop_in_two(uint64_t id, bool destroy, Conn *c, uint32_t seq)
 	PendingReply p = w.signalled;
 	stops_.emplace(g, std::move(w));
 	acks_.gate(g, std::move(p), kStopWaitMs);
+}
+
+// The processes a stop concerns (`a`: the session's, its companion's)
+// signalled, and added to `into` (one entry a process, its latest
+// generation: its acknowledgement of that one is of every earlier one).
+void Daemon::tell(const Answer &a, PendingReply &into)
+{
+	publish_tables(); // a process told reads the tables without the session
+	std::vector<PendingReply> told{acks_.signal(a.who, -1, a.kgen)};
+	for (const auto &x : a.also)
+		told.push_back(acks_.signal(x.first, -1, x.second));
+	for (const PendingReply &p : told) {
+		for (const auto &w : p.waiting) {
+			auto it = std::find_if(
+				into.waiting.begin(), into.waiting.end(),
+				[&](const std::pair<pid_t, uint64_t> &x) { return x.first == w.first; });
+			if (it == into.waiting.end())
+				into.waiting.push_back(w);
+			else
+				it->second = std::max(it->second, w.second);
+		}
+		into.kgens.insert(into.kgens.end(), p.kgens.begin(), p.kgens.end());
+	}
+	into.signalled = into.waiting.size();
 }
 
 // The gate of a stop under way opened (deliver): its processes applied it,
@@ -137,13 +162,8 @@ void Daemon::leave()
 	for (uint64_t id : ids) {
 		Session *s = sessions_.by_id(id); // a trigger's stop erases its companion
 		const Answer a = s ? sessions_.begin_stop(*s) : Answer();
-		if (!a.notify)
-			continue;
-		publish_tables();
-		PendingReply p = acks_.signal(a.who, -1, a.kgen);
-		all.waiting.insert(all.waiting.end(), p.waiting.begin(), p.waiting.end());
-		all.kgens.insert(all.kgens.end(), p.kgens.begin(), p.kgens.end());
-		all.signalled += p.signalled;
+		if (a.notify)
+			tell(a, all);
 	}
 	if (all.waiting.empty())
 		return;

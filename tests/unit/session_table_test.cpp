@@ -491,6 +491,22 @@ TEST_F(SessionTableTest, ATriggerRunsACompanionWhileTheSessionIsActive)
 	table_->check_triggers();
 	EXPECT_EQ(host_.watches, (std::vector<bool>{true, false}));
 
+	// In two phases (stopping.cpp): the companion is told with the session,
+	// and stops (after a last look) with its second phase.
+	ASSERT_EQ(table_->start(me_, "fr").status, 0);
+	ASSERT_EQ(table_->all().size(), 2u);
+	a = table_->begin_stop(*table_->all()[0]);
+	EXPECT_TRUE(a.notify);
+	ASSERT_EQ(a.also.size(), 1u);
+	EXPECT_EQ(a.also[0].first.rules.size(), 1u);
+	EXPECT_EQ(a.also[0].first.rules[0].pattern, "app:crash");
+	ASSERT_EQ(table_->all().size(), 2u);
+	EXPECT_TRUE(table_->all()[1]->stopping);
+	a = table_->finish_stop(table_->all()[0]->id, false);
+	EXPECT_EQ(a.text,
+		  "session 'fr' stopped; trace in " + out("fr") + "; snapshots on app:crash: 0 taken");
+	ASSERT_EQ(table_->all().size(), 1u);
+
 	on.off = 1;
 	a = table_->snapshot_on(me_, on);
 	EXPECT_EQ(a.status, 0);
