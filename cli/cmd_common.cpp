@@ -280,14 +280,16 @@ int simple_command(const char *cmd, proto::Body body, bool print_text)
 }
 
 /*
- * The pthread preload's counting mode (docs/pthread.md, "Counting mode"):
+ * The pthread preload's counting mode (docs/pthread.md, "Counting mode")
+ * against a daemon older than protocol version 8 (proto::kStopsVersion):
  * the pairs a process counted since its last pthread:mutex_counts record
- * would miss a stopped session's trace, the daemon finishing the drains
+ * would miss a stopped session's trace, that daemon finishing the drains
  * before it tells the processes.  So when the session's rules enable
  * pthread:mutex_counts, the stop first switches that event off and waits
  * for the processes to apply it: they flush their counts into the session
  * while it records, and count nothing more.  Once stopped, the event is
- * enabled again, so that a restart counts again.
+ * enabled again, so that a restart counts again.  A version 8 daemon tells
+ * the processes and waits for them itself, at every stop: nothing to do.
  */
 static const char kCounts[] = "pthread:mutex_counts";
 
@@ -306,20 +308,22 @@ bool counts_enabled(const std::vector<proto::Rule> &rules)
 }
 
 // Switch counting off in `session`, acknowledged (bounded: a process that does not
-// answer leaves its counts out, and `strata analyze mutex` says so).
-void flush_counts(const std::string &socket, const std::string &session)
+// answer leaves its counts out, and `strata analyze mutex` says so), if the
+// daemon is older than version 8.  True if it was switched off.
+bool flush_counts(const std::string &socket, const std::string &session)
 {
 	CtlClient cl;
 	std::string err;
-	if (cl.open(socket, err) < 0 || cl.version() < 2)
-		return;
+	if (cl.open(socket, err) < 0 || cl.version() < 2 || cl.version() >= proto::kStopsVersion)
+		return false;
 	proto::Rule r;
 	r.pattern = kCounts;
 	r.enable = 0;
 	if (cl.command(proto::DisableEvent{session, r}, err) < 0)
-		return;
+		return false;
 	cl.timeout_ms = 2000 + 5000;
 	(void)cl.command(proto::Wait{2000}, err);
+	return true;
 }
 
 void counts_back_on(const std::string &session)

@@ -1004,8 +1004,9 @@ int finish(CtlClient &cl, PrivateDaemon &priv, const Record &rec, int exit_code)
 	std::string err;
 	if (!create.aggregate.empty()) // before STOP: the regions of this run
 		cli::top_session_once(cl.path(), create.session, rec.agg_json);
-	// --preload: processes still running (a server it detached) flush the
-	// pairs they counted (cli::flush_counts) before the stop.
+	// --preload against a daemon older than version 8: processes still
+	// running (a server it detached) flush the pairs they counted
+	// (cli::flush_counts) before the stop; a newer daemon's stop does it.
 	proto::Message ans;
 	if (!rec.preload_env.empty() && cl.call(proto::Status{create.session}, ans, err) == 0 &&
 	    ans.type() == proto::Type::StatusReply)

@@ -64,8 +64,7 @@ template <class Msg> int session_command(int argc, char **argv, const char *what
 			}
 		}
 	}
-	if (counts)
-		cli::flush_counts("", session);
+	counts = counts && cli::flush_counts("", session); // an older daemon's stop
 	const int r = cli::change_command(cmd, {m}, wait_ms);
 	if (counts && std::is_same<Msg, proto::Stop>::value)
 		cli::counts_back_on(session);

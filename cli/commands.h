@@ -102,13 +102,15 @@ int simple_command(const char *cmd, proto::Body body, bool print_text = true);
 // the change signalled acknowledged it; kFail naming those that did not.
 int change_command(const char *cmd, const std::vector<proto::Body> &bodies, uint32_t wait_ms);
 
-// The pthread preload's counting mode before a stop (docs/pthread.md,
-// "Counting mode"): whether `rules` enable pthread:mutex_counts and
-// STRATA_PTHREAD_COUNT is set in our environment (a counting user); switch it
-// off in `session` and wait (2 s at most) for the processes to flush their
-// counts into the running session; enable it again (after the stop).
+// The pthread preload's counting mode before a stop by a daemon older than
+// protocol version 8 (docs/pthread.md, "Counting mode"; a newer daemon's
+// stop waits for its processes itself): whether `rules` enable
+// pthread:mutex_counts and STRATA_PTHREAD_COUNT is set in our environment (a
+// counting user); switch it off in `session` and wait (2 s at most) for the
+// processes to flush their counts into the running session (false: nothing
+// done, a version 8 daemon); enable it again (after the stop).
 bool counts_enabled(const std::vector<proto::Rule> &rules);
-void flush_counts(const std::string &socket, const std::string &session); // "": the default daemon
+bool flush_counts(const std::string &socket, const std::string &session); // "": the default daemon
 void counts_back_on(const std::string &session);
 // "--wait" or "--wait=T" (T: seconds, or "<n>ms", "<n>s"): 1 consumed
 // (wait_ms set; default 10 s), 0 not that option, -1 usage error.

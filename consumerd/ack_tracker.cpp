@@ -112,6 +112,14 @@ void AckTracker::hold(PendingReply p)
 	pending_.push_back(std::move(p));
 }
 
+void AckTracker::gate(uint64_t id, PendingReply p, int64_t timeout_ms)
+{
+	p.conn_id = 0;
+	p.gate = id;
+	p.deadline = proto::now_ms() + timeout_ms;
+	hold(std::move(p));
+}
+
 void AckTracker::owe(uint64_t conn_id, const PendingReply &p)
 {
 	Owed &o = owed_[conn_id];
@@ -166,8 +174,10 @@ DueReply answer(const PendingReply &p, const ProcessRegistry &procs)
 	DueReply d;
 	d.conn_id = p.conn_id;
 	d.seq = p.seq;
+	d.gate = p.gate;
+	d.unacked = p.waiting.size();
 	const size_t acked = p.signalled - p.waiting.size();
-	if (!p.wait) {
+	if (!p.wait && !p.gate) {
 		d.text = p.text + " (" + std::to_string(acked) + " of " + std::to_string(p.signalled) +
 			 " running process(es) applied it)";
 	} else if (p.waiting.empty()) {

@@ -64,6 +64,9 @@ struct PendingReply {
 	// and whether that WAIT still runs (kwait_id != 0: answer after it).
 	std::vector<uint64_t> kgens;
 	uint64_t kwait_id = 0;
+	// A gate (a two-phase stop, Daemon::stop_in_two): nobody is answered;
+	// when due, the Daemon goes on with the stop whose id this is.
+	uint64_t gate = 0;
 };
 
 // An answer due now, for the connection `conn_id` if it is still open.
@@ -72,6 +75,8 @@ struct DueReply {
 	uint32_t seq = 0;
 	int status = 0;
 	std::string text;
+	uint64_t gate = 0;  // PendingReply::gate: status and text say who did not answer
+	size_t unacked = 0; // the processes that did not acknowledge (yet)
 };
 
 // Does `pid` catch `signo` right now?
@@ -102,6 +107,9 @@ public:
 	void owe(uint64_t conn_id, const PendingReply &p);
 	// WAIT from `conn_id`: held until what it owes is acknowledged.
 	void wait(uint64_t conn_id, uint32_t seq, int64_t timeout_ms);
+	// The gate `id` opens once `p`'s processes acknowledged, or after
+	// timeout_ms (due() hands it back with DueReply::gate set).
+	void gate(uint64_t id, PendingReply p, int64_t timeout_ms);
 	// The controller `conn_id` closed: it owes nothing any more.
 	void forget(uint64_t conn_id);
 	// `pid` applied every change up to `registered_at`.

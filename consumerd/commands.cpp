@@ -50,14 +50,26 @@ void Daemon::do_start(Conn &c, const proto::Message &msg)
 	answer(c, msg.seq, sessions_.start(c.caller(), std::get<proto::Start>(msg.body).session));
 }
 
+// STOP and DESTROY: in two phases (stopping.cpp), answered once complete.
 void Daemon::do_stop(Conn &c, const proto::Message &msg)
 {
-	answer(c, msg.seq, sessions_.stop(c.caller(), std::get<proto::Stop>(msg.body).session));
+	const std::string &name = std::get<proto::Stop>(msg.body).session;
+	Answer err;
+	const Session *s = sessions_.find(c.caller(), name, err);
+	if (s && s->state == proto::SessionState::Active)
+		stop_in_two(s->id, false, &c, msg.seq);
+	else
+		answer(c, msg.seq, sessions_.stop(c.caller(), name)); // its refusal
 }
 
 void Daemon::do_destroy(Conn &c, const proto::Message &msg)
 {
-	answer(c, msg.seq, sessions_.destroy(c.caller(), std::get<proto::Destroy>(msg.body).session));
+	Answer err;
+	const Session *s = sessions_.find(c.caller(), std::get<proto::Destroy>(msg.body).session, err);
+	if (s)
+		stop_in_two(s->id, true, &c, msg.seq);
+	else
+		answer(c, msg.seq, err);
 }
 
 void Daemon::do_snapshot(Conn &c, const proto::Message &msg)

@@ -102,9 +102,7 @@ void Daemon::drop(int fd)
 		on_exit(gone_pidfd);
 	// The sessions this connection owned (CREATE with kCreateOwned) end
 	// with it, whatever ended it; nobody is left to answer.
-	for (const Answer &a : sessions_.end_owned(conn_id, peer))
-		if (a.notify)
-			acks_.signal(a.who, -1, a.kgen);
+	end_owned(conn_id, peer);
 }
 
 size_t max_conns()
@@ -410,7 +408,9 @@ void Daemon::answer(Conn &c, uint32_t seq, const Answer &a)
 void Daemon::deliver(const std::vector<DueReply> &due)
 {
 	for (const DueReply &d : due)
-		if (Conn *c = conn_by_id(d.conn_id))
+		if (d.gate)
+			end_stop(d); // stopping.cpp
+		else if (Conn *c = conn_by_id(d.conn_id))
 			reply(*c, d.seq, d.status, d.text);
 }
 

@@ -216,7 +216,11 @@ int Daemon::run()
 		(void)w;
 		close(opt_.ready_fd);
 	}
-	while (!quit_) {
+	for (;;) {
+		if (quit_ && !leaving_)
+			leave();                // stopping.cpp: the processes told, one bounded wait
+		if (leaving_ && stops_.empty()) // every stop's wait is over (leave()'s too)
+			break;
 		const int r = loop_.turn(acks_.timeout_ms());
 		if (r < 0) {
 			logf("epoll_wait: %s", strerror(-r));

@@ -19,7 +19,10 @@
  *                 drop (the sessions a connection owns end with it);
  *   commands.cpp  a controller's commands, each handed to its part;
  *   procs.cpp     a process's messages: REGISTER, BUFFER hand-over (and
- *                 the attacher's results), exit, early adoption.
+ *                 the attacher's results), exit, early adoption;
+ *   stopping.cpp  two-phase stops: a session's processes told and waited
+ *                 for (bounded) before its drains finish (STOP, DESTROY,
+ *                 an owner's end, the daemon's exit).
  *
  * Objects, all owned by the main thread:
  *   Conn     a connected socket: role after HELLO, partial input, received
@@ -66,6 +69,8 @@ namespace daemon_impl {
 size_t max_conns();
 constexpr size_t kMaxQueuedFds = 16;
 constexpr int64_t kReplyTimeoutMs = 2000;
+// How long a stop waits for its processes to apply it (stopping.cpp).
+constexpr int64_t kStopWaitMs = 2000;
 
 std::string hostname();
 
@@ -178,6 +183,29 @@ private:
 	void adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid,
 				std::set<std::pair<dev_t, ino_t>> &seen);
 
+	// stopping.cpp: two-phase stops.  A stop under way: the session (0:
+	// the daemon's exit), whether it is destroyed at the end, the
+	// controllers to answer (each a STOP or a DESTROY) and what was signalled.
+	struct StopWait {
+		struct To {
+			uint64_t conn_id = 0;
+			uint32_t seq = 0;
+			bool destroy = false;
+		};
+		uint64_t session_id = 0;
+		bool destroy = false;
+		std::vector<To> to;
+		bool told = false; // the session was active: its processes were signalled
+		PendingReply signalled;
+		uint64_t generation = 0;
+	};
+	void stop_in_two(uint64_t id, bool destroy, Conn *c, uint32_t seq);
+	void tell(const Answer &a, PendingReply &into);
+	void end_stop(const DueReply &d);
+	void answer_stop(const StopWait &w, const DueReply &d);
+	void end_owned(uint64_t owner, pid_t peer);
+	void leave();
+
 	// restart.cpp: sessions kept across a crash of the daemon.
 	void persist_sessions();
 	void persist_later();
@@ -216,6 +244,9 @@ private:
 	// module processes' hand-offs and announcements: logged at exit.
 	uint64_t n_queries_ = 0, n_handoffs_ = 0;
 	bool quit_ = false;
+	bool leaving_ = false;               // quit_ seen: leave() told every session's processes
+	std::map<uint64_t, StopWait> stops_; // by gate id (PendingReply::gate)
+	uint64_t next_gate_ = 1;
 	bool serving_pending_ = false; // serve_pending runs: no nesting
 	// restart.cpp: the state store, whether it may be out of date, and
 	// the start times of the processes it names.

@@ -51,7 +51,7 @@ static std::vector<uint8_t> table_content(const SessionTable &sessions, uid_t ui
 	uint16_t flags = 0;
 	proto::RegisterReply rr;
 	for (const auto &s : sessions.all()) {
-		if (s->state != proto::SessionState::Active || !(s->uid == 0 || s->uid == uid))
+		if (s->state != proto::SessionState::Active || s->stopping || !(s->uid == 0 || s->uid == uid))
 			continue;
 		// Targeted rules: the answer depends on the process.  An
 		// aggregation: the table's version 1 message cannot carry it,

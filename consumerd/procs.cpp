@@ -143,7 +143,9 @@ void Daemon::note_probes(Conn &c, const proto::Register &m)
 void Daemon::grant_sessions(Conn &c, const Proc &p, proto::RegisterReply &rr)
 {
 	for (auto &s : sessions_.all()) {
-		if (s->state != proto::SessionState::Active || !(s->uid == 0 || s->uid == c.cred.uid))
+		// A stopping session (Session::stopping) is granted no more.
+		if (s->state != proto::SessionState::Active || s->stopping ||
+		    !(s->uid == 0 || s->uid == c.cred.uid))
 			continue;
 		// Only the rules that target this process; none (in a session
 		// that has rules): no buffer.

@@ -333,9 +333,7 @@ void Daemon::owner_exited(pid_t pid)
 	state_dirty_ = true;
 	if (pid <= 0)
 		return;
-	for (const Answer &a : sessions_.end_owned(kPidOwner | static_cast<uint32_t>(pid), pid))
-		if (a.notify)
-			acks_.signal(a.who, -1, a.kgen);
+	end_owned(kPidOwner | static_cast<uint32_t>(pid), pid);
 	if (Proc *p = procs_.find(pid))
 		if (p->gone && p->drains.empty())
 			procs_.erase(p->pidfd); // a stand-in made only to watch it

@@ -86,6 +86,11 @@ struct Session : Audience {
 	std::string out;
 	proto::ChannelConfig channel;
 	proto::SessionState state = proto::SessionState::Created;
+	// The first phase of a two-phase stop (SessionTable::begin_stop): still
+	// Active (its drains run, STATUS says active), but no process is
+	// granted it any more (REGISTER, the grant tables, the module's slot),
+	// so that its processes, told, leave it and write what they hold first.
+	bool stopping = false;
 	ClockInfo clock;
 	Owner owner; // set when a root daemon works for another user
 	// Streaming to lttng-relayd (relay.h): the link, shared with the relay

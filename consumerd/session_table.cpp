@@ -299,7 +299,7 @@ Answer SessionTable::rule(const Caller &c, const std::string &name, proto::Rule 
 		std::string(r.enable ? "enabled " : "disabled ") + r.pattern + " in session '" + name + "'";
 	if (!all)
 		text += " for the chosen processes";
-	if (s->state != proto::SessionState::Active)
+	if (s->state != proto::SessionState::Active || s->stopping) // kept for a restart
 		return ok(text);
 	apply_kernel(*s);
 	return changed(*s, text, static_cast<int>(s->rules.size() - 1));
@@ -313,6 +313,8 @@ Answer SessionTable::start(const Caller &c, const std::string &name)
 	Session *s = find(c, name, a);
 	if (!s)
 		return a;
+	if (s->stopping)
+		return fail(-EBUSY, "session '" + s->name + "' is stopping: start it once stopped");
 	if (s->state == proto::SessionState::Active)
 		return fail(-EALREADY, "session '" + s->name + "' is already started");
 	if (!s->lost.empty())
@@ -341,15 +343,71 @@ Answer SessionTable::stop(const Caller &c, const std::string &name)
 	if (s->state != proto::SessionState::Active)
 		return fail(-EALREADY, "session '" + s->name + "' is not started");
 	stop_session(*s);
+	return changed(*s, stopped_text(*s));
+}
+
+// STOP's answer, once the drains are finished.
+std::string SessionTable::stopped_text(const Session &s) const
+{
 	// One line: the answer's own suffix follows (the acknowledgements).
 	std::string problems;
-	for (char ch : session_problems(*s)) // lines, each ending in \n
+	for (char ch : session_problems(s)) // lines, each ending in \n
 		problems += ch == '\n' ? std::string("; ") : std::string(1, ch);
 	if (!problems.empty())
 		problems = "; problems: " + problems.substr(0, problems.size() - 2);
-	return changed(*s, "session '" + s->name + "' stopped; trace in " + trace_place(*s) +
-				   trigger_summary(*s) + (s->serial ? "; " + s->serial->stats() : "") +
-				   problems);
+	return "session '" + s.name + "' stopped; trace in " + trace_place(s) + trigger_summary(s) +
+	       (s.serial ? "; " + s.serial->stats() : "") + problems;
+}
+
+Answer SessionTable::begin_stop(Session &s)
+{
+	host_.changed();
+	if (s.state != proto::SessionState::Active || s.stopping)
+		return Answer();
+	uint64_t comp_kgen = 0;
+	const Session *comp = quiesce(s, comp_kgen);
+	if (s.state != proto::SessionState::Active)
+		return Answer();
+	INFO("session %s stopping: its processes are told first", s.name.c_str());
+	Answer a = changed(s, "");
+	if (comp) // its trigger's companion stops with it, in two phases too
+		a.also.emplace_back(*comp, comp_kgen);
+	return a;
+}
+
+Answer SessionTable::finish_stop(uint64_t id, bool destroy)
+{
+	Session *s = by_id(id);
+	if (!s)
+		return fail(-ENOENT, "the session is gone");
+	if (destroy) {
+		Answer a = destroy_session(*s);
+		a.notify = false; // its processes were told at begin_stop
+		return a;
+	}
+	if (s->state != proto::SessionState::Active)
+		return fail(-EALREADY, "session '" + s->name + "' is not started");
+	stop_session(*s);
+	return ok(stopped_text(*s));
+}
+
+Session *SessionTable::by_id(uint64_t id)
+{
+	for (auto &x : sessions_)
+		if (x->id == id)
+			return x.get();
+	return nullptr;
+}
+
+std::vector<uint64_t> SessionTable::disown(uint64_t owner)
+{
+	std::vector<uint64_t> ids;
+	for (auto &x : sessions_)
+		if (x->owner_conn == owner && owner) {
+			x->owner_conn = 0;
+			ids.push_back(x->id);
+		}
+	return ids;
 }
 
 Answer SessionTable::destroy(const Caller &c, const std::string &name)
@@ -536,17 +594,46 @@ void SessionTable::stop_session(Session &s)
 	host_.changed();
 	if (s.state != proto::SessionState::Active)
 		return;
-	host_.settle(); // BUFFERs already sent join before the drains finish
+	uint64_t comp_kgen = 0;
+	if (s.stopping)
+		host_.settle(); // BUFFERs sent while its processes were told join too
+	else
+		quiesce(s, comp_kgen); // one phase: nobody to wait for
 	if (s.state != proto::SessionState::Active)
 		return;
 	if (s.trigger)
-		stop_trigger(s);     // its last look may still snapshot this session
+		stop_trigger(s); // its last look may still snapshot this session
+	finish_drains(s);
+}
+
+// A stop's first part: what processes and the module see of the session,
+// and of its trigger's companion, ends (their drains still run).  The
+// companion (null: none) and the module generation of its end.
+const Session *SessionTable::quiesce(Session &s, uint64_t &comp_kgen)
+{
+	host_.settle(); // BUFFERs already sent join before the drains finish
+	if (s.state != proto::SessionState::Active)
+		return nullptr;
+	Session *comp = s.trigger && s.trigger->companion ? by_id(s.trigger->companion) : nullptr;
+	if (comp && (comp->state != proto::SessionState::Active || comp->stopping))
+		comp = nullptr;
+	if (comp) {
+		comp_kgen = kernel_stop(comp->slot);
+		comp->stopping = true;
+	}
 	kgen_ = kernel_stop(s.slot); // kernel probes stop before the drains flush
+	s.stopping = true;
+	return comp;
+}
+
+void SessionTable::finish_drains(Session &s)
+{
 	for (auto &d : s.drains)
 		d->finish(false);
 	for (auto &d : s.drains)
 		d->join();
 	s.state = proto::SessionState::Stopped;
+	s.stopping = false;
 	save_active();
 	uint64_t packets = 0;
 	for (auto &d : s.drains)
@@ -670,17 +757,14 @@ void SessionTable::erase(const Session &s)
 std::vector<Answer> SessionTable::end_owned(uint64_t conn_id, pid_t peer)
 {
 	// Whatever ended the connection: its controller (`strata record`)
-	// exited, was killed, or closed it.
+	// exited, was killed, or closed it.  (The Daemon stops them in two
+	// phases instead: stopping.cpp.)
 	std::vector<Answer> out;
-	for (;;) {
-		auto s = std::find_if(
-			sessions_.begin(), sessions_.end(),
-			[&](const std::unique_ptr<Session> &x) { return x->owner_conn == conn_id; });
-		if (s == sessions_.end())
-			break;
-		INFO("session %s: its owner (pid %d) closed its connection", (*s)->name.c_str(), peer);
-		out.push_back(destroy_session(**s));
-	}
+	for (uint64_t id : disown(conn_id))
+		if (Session *s = by_id(id)) {
+			INFO("session %s: its owner (pid %d) closed its connection", s->name.c_str(), peer);
+			out.push_back(destroy_session(*s));
+		}
 	return out;
 }
 

@@ -54,6 +54,9 @@ struct Answer {
 	Audience who;
 	int rule = -1;
 	uint64_t kgen = 0; // the module generation of the change (0: the module took none)
+	// Told with it, each with its module generation: a stopping session's
+	// trigger companion (SessionTable::begin_stop).
+	std::vector<std::pair<Audience, uint64_t>> also;
 };
 
 class SessionTable {
@@ -98,6 +101,19 @@ public:
 	Answer start(const Caller &c, const std::string &name);
 	Answer stop(const Caller &c, const std::string &name);
 	Answer destroy(const Caller &c, const std::string &name);
+	// A stop in two phases (docs/consumerd.md, "Stopping a session"):
+	// begin_stop makes the active session `s` look stopped to processes
+	// (Session::stopping; its trigger and the module's slot stop), its
+	// drains still running, and returns whom to tell (notify false: it was
+	// not active, or is stopping already); once they applied it (or did not
+	// in time), finish_stop finishes the drains and answers as STOP does,
+	// or as DESTROY (destroy: the session goes).
+	Answer begin_stop(Session &s);
+	Answer finish_stop(uint64_t id, bool destroy);
+	Session *by_id(uint64_t id);
+	// The sessions the owner `owner` (a connection id, or kPidOwner|pid)
+	// made with kCreateOwned, no longer owned: their ids, to end.
+	std::vector<uint64_t> disown(uint64_t owner);
 	Answer snapshot(const Caller &c, const proto::Snapshot &m);
 	Answer snapshot_on(const Caller &c, const proto::SnapshotOn &m);
 	// STATUS: the sessions `c` may see (one, if named); false with `err`
@@ -144,6 +160,9 @@ private:
 	uint32_t free_slot(uint32_t from, const Session *except = nullptr) const;
 	int share(uid_t uid, std::string &why) const; // the slot share (access.h)
 	void stop_session(Session &s);
+	const Session *quiesce(Session &s, uint64_t &comp_kgen);
+	void finish_drains(Session &s);
+	std::string stopped_text(const Session &s) const;
 	Answer destroy_session(Session &s);
 	Answer changed(const Session &s, std::string text, int rule = -1);
 	int take_snapshot(Session &s, std::string root, std::string &text);

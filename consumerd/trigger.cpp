@@ -57,7 +57,7 @@ Answer SessionTable::snapshot_on(const Caller &c, const proto::SnapshotOn &m)
 		a.text = "session '" + s->name + "' is not in overwrite mode: its trace is on disk already";
 		return a;
 	}
-	const bool active = s->state == proto::SessionState::Active;
+	const bool active = s->state == proto::SessionState::Active && !s->stopping;
 	if (active && s->trigger)
 		stop_trigger(*s);
 	if (m.off) {

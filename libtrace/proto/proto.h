@@ -49,7 +49,12 @@ constexpr uint32_t kMagic = 0x4c435453u; // "STCL" little-endian
 // tracepoint"): REGISTER's kRegisterProbes and kRegisterNote, and
 // LIST_REPLY's per-entry probes mark, so that `strata list` reads the
 // probe report only of the processes that have one.
-constexpr uint16_t kVersion = 7;
+// Version 8 changes no layout: it says that the daemon stops a session in
+// two phases (docs/consumerd.md, "Stopping a session"), answering STOP and
+// DESTROY once the processes applied them, so that a controller needs no
+// step of its own for what they write then (the pthread preload's counts).
+constexpr uint16_t kVersion = 8;
+constexpr uint16_t kStopsVersion = 8; // the daemon's stop waits for its processes
 constexpr uint16_t kAggVersion = 6;   // what aggregation sessions need
 constexpr uint16_t kMarksVersion = 7; // what the probe marks need
 constexpr uint16_t kMinVersion = 1;

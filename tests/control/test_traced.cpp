@@ -1022,6 +1022,47 @@ TEST_F(Traced, WaitTimeoutNamesTheProcessThatCannotAcknowledge)
 	expect_exact(s, 1, 20);
 }
 
+// Protocol version 8 (docs/consumerd.md, "Stopping a session"): STOP is
+// answered once the signalled processes applied it, 2 s at most, naming one
+// that did not; the one that did left the session before its drain finished.
+TEST_F(Traced, StopWaitsBoundedForItsProcessesAndNamesTheSilentOne)
+{
+	EXPECT_EQ(c.version(), proto::kStopsVersion);
+	ServeApp live, stopped;
+	ASSERT_TRUE(live.start(STRATA_ASYNC_APP, "1", "10"));
+	ASSERT_TRUE(stopped.start(named_app(d.dir, "frozen").c_str(), "1", "10"));
+	ASSERT_TRUE(wait_registered(c, live.pid));
+	ASSERT_TRUE(wait_registered(c, stopped.pid));
+	ASSERT_EQ(c.command(proto::Create{"s", out, {}}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::EnableEvent{"s", {"ctltest:*", -1, 1, ""}}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::Start{"s"}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::Wait{10000}, t), 0) << t;
+	ASSERT_TRUE(live.batch());
+	ASSERT_TRUE(stopped.batch());
+	ASSERT_EQ(kill(stopped.pid, SIGSTOP), 0);
+	const int64_t t0 = proto::now_ms();
+	c.timeout_ms = 10000;
+	ASSERT_EQ(c.command(proto::Stop{"s"}, t), 0) << t;
+	EXPECT_GE(proto::now_ms() - t0, 2000); // the bound, on the daemon's clock
+	EXPECT_NE(t.find("2 running process(es) signalled; not acknowledged in time by 1 of 2 process(es): " +
+			 std::to_string(stopped.pid) + " (frozen)"),
+		  std::string::npos)
+		<< t;
+	ASSERT_EQ(kill(stopped.pid, SIGCONT), 0);
+	EXPECT_EQ(live.finish(), 0);
+	EXPECT_EQ(stopped.finish(), 0);
+	// A session without processes: nobody to wait for.
+	ASSERT_EQ(c.command(proto::Create{"e", out + "-e", {}}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::EnableEvent{"e", {"ctltest:*", -1, 1, ""}}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::Start{"e"}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::Stop{"e"}, t), 0) << t;
+	EXPECT_NE(t.find("(generation "), std::string::npos) << t;
+	EXPECT_EQ(t.find("not acknowledged"), std::string::npos) << t;
+	Scan s;
+	scan_dir(out, s);
+	expect_exact(s, 1, 20); // each process's batch, whole
+}
+
 TEST_F(Traced, ProcessThatClosedAllItsDescriptorsStillFollowsChanges)
 {
 #ifdef STRATA_TSAN

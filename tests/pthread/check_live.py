@@ -11,10 +11,11 @@ being issued is recorded, and no more pairs than were completed between
 the lock pair up exactly; the lock is named; babeltrace2 is silent.
 
 --count (counting mode, STRATA_PTHREAD_COUNT=1; docs/pthread.md "Counting
-mode"): `strata stop` first switches pthread:mutex_counts off and waits for
-the process, which flushes its counts into the running session (and writes
+mode"): the daemon's stop first tells the process and waits for it, and it
+flushes its counts into the still running session (and writes
 mutex_counts_done): the same exact oracle, counted pairs included, and the
-analysis says nothing is missing.  --disable-first: the user does that step
+analysis says nothing is missing.  (check_stop_counts.py: the same with the
+variable in the program's environment only.)  --disable-first: the user does that step
 (`strata disable-event pthread:mutex_counts --wait`) 200 pairs before the
 stop.  --kill: the program is killed (SIGKILL) while it counts, before the
 stop: its last counts cannot reach the trace, and the oracle is that the

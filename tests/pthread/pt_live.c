@@ -3,7 +3,10 @@
  * unlocks one mutex in a loop, keeping the number of completed lock/unlock
  * pairs in the first 8 bytes of FILE (shared mapping), until FILE's second
  * word becomes non-zero or ITERS pairs are done.  For check_live.py: tracing
- * is switched on and off while it runs.
+ * is switched on and off while it runs.  A non-zero third word is an
+ * allowance: pairs stop (the program idles, locking nothing) while the
+ * count has reached it, so that a test knows exactly how many pairs were
+ * made while it traced (check_stop_counts.py).
  *
  *   pt_live FILE [ITERS] [INTERVAL_US]
  */
@@ -34,6 +37,10 @@ int main(int argc, char **argv)
 	if (w == MAP_FAILED)
 		return 1;
 	for (long i = 0; i < iters && !atomic_load(&w[1]); i++) {
+		while (atomic_load(&w[2]) && atomic_load(&w[0]) >= atomic_load(&w[2]) && !atomic_load(&w[1]))
+			usleep(500); /* the allowance is used up: idle until raised or ended */
+		if (atomic_load(&w[1]))
+			break;
 		if (pthread_mutex_lock(&live_lock) != 0 || pthread_mutex_unlock(&live_lock) != 0)
 			return 1;
 		atomic_fetch_add(&w[0], 1); /* after the pair: counted pairs are complete */

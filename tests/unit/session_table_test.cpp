@@ -289,6 +289,51 @@ TEST_F(SessionTableTest, StartStopDestroy)
 	EXPECT_EQ(err.status, -ENOENT);
 }
 
+// A stop in two phases (stopping.cpp): between them the session is still
+// active (STATUS, its drains, the .active file) but takes no change that
+// would reach processes; the second phase answers as STOP (or DESTROY).
+TEST_F(SessionTableTest, ATwoPhaseStopTellsFirstThenFinishes)
+{
+	ASSERT_EQ(table_->create(me_, create_msg("s")).status, 0);
+	ASSERT_EQ(table_->start(me_, "s").status, 0);
+	Session &s = *table_->all()[0];
+	const int settled = host_.settled;
+	Answer a = table_->begin_stop(s);
+	EXPECT_TRUE(a.notify); // its processes are told now
+	EXPECT_EQ(a.who.uid, s.uid);
+	EXPECT_EQ(host_.settled, settled + 1); // buffers already sent joined first
+	EXPECT_TRUE(s.stopping);
+	EXPECT_EQ(state("s"), proto::SessionState::Active);
+	EXPECT_EQ(active_file(), out("s") + "\n");
+	EXPECT_FALSE(table_->begin_stop(s).notify); // once
+
+	a = table_->rule(me_, "s", rule("app:late")); // kept for a restart, nobody told
+	EXPECT_EQ(a.status, 0);
+	EXPECT_FALSE(a.notify);
+	a = table_->start(me_, "s");
+	EXPECT_EQ(a.status, -EBUSY);
+
+	a = table_->finish_stop(s.id, false);
+	EXPECT_EQ(a.status, 0);
+	EXPECT_EQ(a.text, "session 's' stopped; trace in " + out("s"));
+	EXPECT_FALSE(a.notify);                // told already
+	EXPECT_EQ(host_.settled, settled + 2); // and what they sent meanwhile
+	EXPECT_EQ(state("s"), proto::SessionState::Stopped);
+	EXPECT_FALSE(table_->all()[0]->stopping);
+	EXPECT_FALSE(active_file_exists());
+
+	// Restarted, then destroyed in two phases.
+	ASSERT_EQ(table_->start(me_, "s").status, 0);
+	EXPECT_EQ(table_->all()[0]->rules.size(), 1u); // app:late
+	EXPECT_TRUE(table_->begin_stop(*table_->all()[0]).notify);
+	a = table_->finish_stop(table_->all()[0]->id, true);
+	EXPECT_EQ(a.status, 0);
+	EXPECT_EQ(a.text, "session 's' destroyed; trace in " + out("s"));
+	EXPECT_FALSE(a.notify);
+	EXPECT_TRUE(table_->all().empty());
+	EXPECT_EQ(table_->finish_stop(1, false).status, -ENOENT);
+}
+
 TEST_F(SessionTableTest, DestroyingAStoppedSessionSignalsNobody)
 {
 	ASSERT_EQ(table_->create(me_, create_msg("s")).status, 0);
@@ -445,6 +490,22 @@ TEST_F(SessionTableTest, ATriggerRunsACompanionWhileTheSessionIsActive)
 	// Nothing left to watch: the timer stops at the next look.
 	table_->check_triggers();
 	EXPECT_EQ(host_.watches, (std::vector<bool>{true, false}));
+
+	// In two phases (stopping.cpp): the companion is told with the session,
+	// and stops (after a last look) with its second phase.
+	ASSERT_EQ(table_->start(me_, "fr").status, 0);
+	ASSERT_EQ(table_->all().size(), 2u);
+	a = table_->begin_stop(*table_->all()[0]);
+	EXPECT_TRUE(a.notify);
+	ASSERT_EQ(a.also.size(), 1u);
+	EXPECT_EQ(a.also[0].first.rules.size(), 1u);
+	EXPECT_EQ(a.also[0].first.rules[0].pattern, "app:crash");
+	ASSERT_EQ(table_->all().size(), 2u);
+	EXPECT_TRUE(table_->all()[1]->stopping);
+	a = table_->finish_stop(table_->all()[0]->id, false);
+	EXPECT_EQ(a.text,
+		  "session 'fr' stopped; trace in " + out("fr") + "; snapshots on app:crash: 0 taken");
+	ASSERT_EQ(table_->all().size(), 1u);
 
 	on.off = 1;
 	a = table_->snapshot_on(me_, on);
