@@ -157,8 +157,12 @@ static int mode_contend(FILE *out, int threads, int iters, int hold_us)
 /* ---- blocker: who made others wait ------------------------------------ */
 /* main holds the lock in hold_long() while the worker asks for it in
  * ask_briefly(); main takes it again only after the worker let it go, so
- * every wait is the worker's, behind a hold taken in hold_long(). */
-static _Atomic int round_go, round_done;
+ * every wait is the worker's, behind a hold taken in hold_long().  main's
+ * hold lasts `ns` from the worker's announcement that it is about to ask
+ * (asking), not from the lock: a worker scheduled late on a loaded machine
+ * would otherwise find the lock free in every round, and the oracles that
+ * need a contended wait could not be checked. */
+static _Atomic int round_go, round_done, asking;
 
 static __attribute__((noinline)) void ask_briefly(void)
 {
@@ -169,7 +173,9 @@ static __attribute__((noinline)) void ask_briefly(void)
 static __attribute__((noinline)) void hold_long(uint64_t ns)
 {
 	CHECK(pthread_mutex_lock(&strata_hot_lock), 0);
-	atomic_fetch_add(&round_go, 1);
+	const int r = atomic_fetch_add(&round_go, 1) + 1;
+	while (atomic_load(&asking) < r)
+		sched_yield();
 	spin_ns(ns);
 	CHECK(pthread_mutex_unlock(&strata_hot_lock), 0);
 }
@@ -180,6 +186,7 @@ static void *blocked_worker(void *arg)
 	for (int r = 1; r <= rounds; r++) {
 		while (atomic_load(&round_go) < r)
 			sched_yield();
+		atomic_store(&asking, r);
 		ask_briefly();
 		atomic_store(&round_done, r);
 	}
