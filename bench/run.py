@@ -248,9 +248,13 @@ def count_unlocks(trace_dir, side):
     return n
 
 
-# The preload step's counting-mode sides (docs/pthread.md, "Counting mode"):
-# side -> STRATA_PTHREAD_COUNT (1: every hold timed; 16: one in 16).
-PRELOAD_COUNT_SIDES = {"strata_count1": "1", "strata_count16": "16"}
+# The preload step's other Strata sides (docs/pthread.md, "Counting mode"):
+# side -> STRATA_PTHREAD_COUNT.  The "strata" side is the default (counting,
+# one hold in 16 timed: no variable); 1: counting, every hold timed; 0: no
+# counting, every pair a record of its own.
+PRELOAD_COUNT_SIDES = {"strata_count1": "1", "strata_pairs": "0"}
+PRELOAD_SIDE_HOW = {"strata_count1": "counting, every hold timed, STRATA_PTHREAD_COUNT=1",
+                    "strata_pairs": "every pair a record, STRATA_PTHREAD_COUNT=0"}
 
 
 def trace_rate(acc, kv):
@@ -1063,6 +1067,7 @@ class Bench:
         if side.startswith("strata"):
             wrap = [self.strata, "record", "-o", out, "--preload", "pthread", "--subbuf-size", str(1 << 20),
                     "--subbuf-count", "8", "--"]
+            env.pop("STRATA_PTHREAD_COUNT", None)  # the "strata" side: the default
             if side in PRELOAD_COUNT_SIDES:
                 env["STRATA_PTHREAD_COUNT"] = PRELOAD_COUNT_SIDES[side]
         elif side == "lttng":
@@ -1504,8 +1509,8 @@ def table(b):
             lambda x: x <= 1.3, strata_only=True)
         row("preload %s: events lost" % name, r.get(("pre_lost", name, "strata")),
             r.get(("pre_lost", name, "lttng")), "Strata 0", lambda x: x == 0, strata_only=True)
-        for side, every in PRELOAD_COUNT_SIDES.items():
-            how = "counting, STRATA_PTHREAD_COUNT=%s" % every
+        for side in PRELOAD_COUNT_SIDES:
+            how = PRELOAD_SIDE_HOW[side]
             wc = r.get(("pre_wall", name, side))
             row("preload %s (%s): trace bytes per lock+unlock pair" % (name, how), r.get(("pre_bytes", name, side)),
                 r.get(("pre_bytes", name, "lttng")))

@@ -104,13 +104,16 @@ std::vector<std::string> counts_notes(const Report &r)
 		out.push_back(
 			std::to_string(r.counted) +
 			" uncontended acquisitions were counted, not recorded one by one "
-			"(STRATA_PTHREAD_COUNT): they are in the acquisitions, holds, hold total and "
-			"hold max, not in the timeline nor in any percentile (counted, not distributed)");
+			"(the preload's default; STRATA_PTHREAD_COUNT=0 records every pair): they are in "
+			"the acquisitions, holds, hold total and hold max, not in the timeline nor in any "
+			"percentile (counted, not distributed)");
 	if (r.untimed)
-		out.push_back(std::to_string(r.untimed) +
-			      " of them were not timed (STRATA_PTHREAD_COUNT=N times one in N): hold totals "
-			      "count them at the mean of the timed holds of their lock and site, hold max is "
-			      "the longest timed hold");
+		out.push_back(
+			std::to_string(r.untimed) +
+			" of them were not timed (one in 16 is, by default; STRATA_PTHREAD_COUNT=N times "
+			"one in N, =1 every one): hold totals "
+			"count them at the mean of the timed holds of their lock and site, hold max is "
+			"the longest timed hold");
 	if (r.waited_untimed)
 		out.push_back(std::to_string(r.waited_untimed) +
 			      " holds that others waited behind were not timed: the blockers do not credit "

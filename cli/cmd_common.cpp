@@ -295,10 +295,11 @@ static const char kCounts[] = "pthread:mutex_counts";
 
 bool counts_enabled(const std::vector<proto::Rule> &rules)
 {
-	// Only for a user of the counting mode (the variable in the controller's
-	// environment too): other stops stay as they were, with no rule added.
+	// Counting is the preload's default: only a controller whose
+	// environment says STRATA_PTHREAD_COUNT=0 (every pair a record, nothing
+	// counted) stops as before, with no rule added.
 	const char *mode = getenv("STRATA_PTHREAD_COUNT");
-	if (!mode || !*mode || !strcmp(mode, "0"))
+	if (mode && !strcmp(mode, "0"))
 		return false;
 	bool on = false;
 	for (const proto::Rule &r : rules) // later rules win

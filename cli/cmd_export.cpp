@@ -1074,9 +1074,9 @@ int run_export(const std::string &dir, bool json, const std::string &out_path)
 			std::fprintf(
 				stderr,
 				"strata export: %" PRIu64
-				" uncontended lock holds were counted (STRATA_PTHREAD_COUNT), not "
+				" uncontended lock holds were counted (the preload's default), not "
 				"recorded one by one: not drawn; their counts are the pthread:mutex_counts "
-				"instants\n",
+				"instants (STRATA_PTHREAD_COUNT=0 records every pair)\n",
 				conv.counted_pairs);
 	}
 	return cli::kOk;

@@ -676,10 +676,32 @@ bool loader_accepts(const std::string &lib)
 	return false;
 }
 
+// STRATA_PTHREAD_COUNT as the pthread preload reads it (docs/pthread.md,
+// "Counting mode"): unset, empty, or 0 to 65536.  Said here, before the
+// program runs, rather than by the library in each process it enters.
+bool pthread_count_ok()
+{
+	const char *c = getenv("STRATA_PTHREAD_COUNT");
+	if (!c || !*c)
+		return true;
+	char *end = nullptr;
+	const long v = strtol(c, &end, 10);
+	if (*end == 0 && v >= 0 && v <= 65536)
+		return true;
+	fprintf(stderr,
+		"strata record: STRATA_PTHREAD_COUNT=%s: give 0 (a record per lock pair), 1 (count "
+		"uncontended pairs, every hold timed) or N up to 65536 (one hold in N timed), or leave it "
+		"unset (the default, one in 16)\n",
+		c);
+	return false;
+}
+
 // Step 2a: the --preload libraries and the JVM agent, found and loadable.
 bool find_libraries(Record &r)
 {
 	for (const std::string &p : r.preloads) {
+		if (p == "pthread" && !pthread_count_ok())
+			return false;
 		std::string lib = find_preload(p);
 		if (lib.empty()) {
 			fprintf(stderr,

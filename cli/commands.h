@@ -105,8 +105,8 @@ int change_command(const char *cmd, const std::vector<proto::Body> &bodies, uint
 // The pthread preload's counting mode before a stop by a daemon older than
 // protocol version 8 (docs/pthread.md, "Counting mode"; a newer daemon's
 // stop waits for its processes itself): whether `rules` enable
-// pthread:mutex_counts and STRATA_PTHREAD_COUNT is set in our environment (a
-// counting user); switch it off in `session` and wait (2 s at most) for the
+// pthread:mutex_counts and our environment does not say STRATA_PTHREAD_COUNT=0
+// (counting is the preload's default); switch it off in `session` and wait (2 s at most) for the
 // processes to flush their counts into the running session (false: nothing
 // done, a version 8 daemon); enable it again (after the stop).
 bool counts_enabled(const std::vector<proto::Rule> &rules);

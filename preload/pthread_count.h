@@ -1,6 +1,6 @@
 /*
  * pthread_count.h - counting mode of the pthread preload (docs/pthread.md,
- * "Counting mode"): with STRATA_PTHREAD_COUNT=1 an uncontended pair that
+ * "Counting mode"): by default, or with STRATA_PTHREAD_COUNT=N, an uncontended pair that
  * would be one mutex_held (mutex_tryheld) record updates a per-thread
  * table instead, and pthread:mutex_counts records carry the counts when an
  * entry is flushed; the first pair of each (thread, lock, site, kind) stays
@@ -19,6 +19,9 @@
  * So that holds others wait behind keep their interval, a lock whose
  * unlock found waiters joins the thread's `hot` locks (4, round robin),
  * whose pairs are all timed: a timed pair with waiters stays a mutex_held.
+ *
+ * Counting is the default (STRATA_PT_CDEFAULT, one pair in 16 timed);
+ * STRATA_PTHREAD_COUNT=0 writes every pair as its own record.
  *
  * Contract (who touches what):
  *   - A thread's table (one of `pool`, static memory, so that a flusher
@@ -74,6 +77,7 @@
 #define STRATA_PT_CTABLES 256u      /* threads with a table at once */
 #define STRATA_PT_CMAX (1ull << 20) /* pairs an entry counts before it is flushed */
 #define STRATA_PT_CAGE_NS 20000000u /* age of an entry's first unflushed pair that flushes it */
+#define STRATA_PT_CDEFAULT 16       /* STRATA_PTHREAD_COUNT unset: one hold in 16 timed */
 #define STRATA_PT_UNTIMED 2         /* strata_pt_pending.tsc: no clock read for this pair */
 #define STRATA_PT_COUNT_ON 1        /* strata_pt_count_on: count this unlock's pair */
 #define STRATA_PT_COUNT_WAITERS 2   /* the same, but it has waiters: a timed pair keeps its record */
@@ -105,6 +109,7 @@ static uint32_t counts_closed;            /* STRATA_PT_CEXIT | STRATA_PT_CSUSPEN
 #define STRATA_PT_CEXIT 1u                /* the process' final flush began */
 #define STRATA_PT_CSUSPENDED 2u           /* the control plane is applying a change */
 static pid_t count_pid;                   /* whose tables these are (a setting; fork child: its own) */
+static uint32_t counts_written;           /* a mutex_counts record was written (this process) */
 static int count_mode;                    /* STRATA_PTHREAD_COUNT: a setting */
 static uint32_t count_every;              /* time one pair in count_every: a setting */
 static STRATA_PT_TLS uint32_t count_skip; /* untimed pairs before the next timed one */
@@ -145,6 +150,9 @@ static void strata_pt_count_emit(struct strata_pt_centry *e, const struct strata
 	strata_tracepoint(pthread, mutex_counts, s->lock, s->site, s->try_, n,
 			  s->timed - RELAXED_LOAD(&e->ftimed), s->sum - RELAXED_LOAD(&e->fsum),
 			  (uint32_t)s->max, (uint32_t)(s->waited - RELAXED_LOAD(&e->fwaited)));
+	/* release: the record before the flag (strata_pt_count_done's acquire) */
+	if (!__atomic_load_n(&counts_written, __ATOMIC_RELAXED))
+		__atomic_store_n(&counts_written, 1, __ATOMIC_RELEASE);
 	RELAXED_STORE(&e->fcount, s->count);
 	RELAXED_STORE(&e->fsum, s->sum);
 	RELAXED_STORE(&e->ftimed, s->timed);
@@ -475,6 +483,17 @@ static uint32_t strata_pt_count_flush_all(int *whole)
 	return n;
 }
 
+/* After a flush of every table (`whole`: all written, n of them): say that
+ * everything counted so far is in the records before it, once the process
+ * wrote a record at all (a program that counted nothing, `true` under
+ * --preload pthread, records nothing). */
+static void strata_pt_count_done(int whole, uint32_t n)
+{
+	/* acquire: pairs with the release in strata_pt_count_emit */
+	if (whole && __atomic_load_n(&counts_written, __ATOMIC_ACQUIRE))
+		strata_tracepoint(pthread, mutex_counts_done, n);
+}
+
 /* Order counts_closed's new value against every thread's next update (see
  * the contract): after it, an update in progress is seen busy, a later one
  * sees the flag. */
@@ -501,8 +520,7 @@ static void strata_pt_count_before_change(void)
 	strata_pt_count_barrier();
 	int whole;
 	const uint32_t n = strata_pt_count_flush_all(&whole);
-	if (whole) /* everything counted so far is in the records before it */
-		strata_tracepoint(pthread, mutex_counts_done, n);
+	strata_pt_count_done(whole, n);
 }
 
 /* The change is applied: counting resumes where it is enabled.  (relaxed:
@@ -550,8 +568,7 @@ static void __attribute__((destructor)) strata_pt_count_exit(void)
 	strata_pt_count_barrier();
 	int whole;
 	uint32_t n = strata_pt_count_flush_all(&whole);
-	if (whole)
-		strata_tracepoint(pthread, mutex_counts_done, n);
+	strata_pt_count_done(whole, n);
 }
 
 /* _exit (a fork child's usual way out) runs no destructor: the final flush
@@ -567,6 +584,26 @@ STRATA_PT_EXPORT __attribute__((noreturn)) void _exit(int status)
 		syscall(SYS_exit_group, status);
 }
 
+/* STRATA_PTHREAD_COUNT: unset or empty, the default (STRATA_PT_CDEFAULT);
+ * 0, every pair a record of its own (no counting); N in 1..65536, one
+ * timed pair in N.  Anything else is said on stderr (write(2): no stdio
+ * here) and the default applies. */
+static long strata_pt_count_setting(const char *c)
+{
+	if (!c || !*c)
+		return STRATA_PT_CDEFAULT;
+	char *end = NULL;
+	const long every = strtol(c, &end, 10);
+	if (*end == 0 && every >= 0 && every <= 65536)
+		return every;
+	static const char msg[] =
+		"strata: STRATA_PTHREAD_COUNT is not 0 (a record per lock pair) or 1 to "
+		"65536 (count uncontended pairs, one hold in N timed): the default applies\n";
+	ssize_t w = write(2, msg, sizeof msg - 1);
+	(void)w;
+	return STRATA_PT_CDEFAULT;
+}
+
 /* Constructor: the setting and the thread-exit key. */
 static void strata_pt_count_init(void)
 {
@@ -574,9 +611,8 @@ static void strata_pt_count_init(void)
 	strata_pt_busy = 1; /* dlsym may lock */
 	__atomic_store_n(&next_exit, (void (*)(int))dlsym(RTLD_NEXT, "_exit"), __ATOMIC_RELAXED);
 	strata_pt_busy = was_busy;
-	const char *c = getenv("STRATA_PTHREAD_COUNT");
-	const long every = c ? strtol(c, NULL, 10) : 0;
-	if (every < 1 || every > 65536)
+	const long every = strata_pt_count_setting(getenv("STRATA_PTHREAD_COUNT"));
+	if (every < 1)
 		return;
 	__atomic_store_n(&count_every, (uint32_t)every, __ATOMIC_RELAXED); /* a setting */
 	if (pthread_key_create(&count_key, strata_pt_count_thread_exit) == 0)
@@ -598,6 +634,7 @@ static void strata_pt_count_atfork_child(void)
 		ctab->flusher = 0;
 	}
 	RELAXED_STORE(&counts_closed, 0);
+	RELAXED_STORE(&counts_written, 0); /* the parent's records are not the child's */
 	RELAXED_STORE(&count_pid, getpid());
 }
 

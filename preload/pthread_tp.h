@@ -97,13 +97,15 @@ STRATA_EVENT(pthread, mutex_tryacquired, STRATA_LOGLEVEL_DEBUG, strata_hex(uint6
 	     strata_int(uint32_t, site), strata_int(uint64_t, age_ns))
 STRATA_EVENT(pthread, site, STRATA_LOGLEVEL_DEBUG, strata_int(uint32_t, id), strata_hex(uint64_t, caller))
 
-/* Counting mode (STRATA_PTHREAD_COUNT=1, docs/pthread.md "Counting mode"):
+/* Counting mode (the default; STRATA_PTHREAD_COUNT=0 turns it off;
+ * docs/pthread.md "Counting mode"):
  * uncontended pairs that would each be a mutex_held (try_ 0) or a
  * mutex_tryheld (try_ 1) are counted per thread and (lock, site, try_),
  * and written when an entry is flushed:
  *   mutex_counts       count pairs since the entry's previous record, of
  *                      which `timed` had their hold timed (all of them with
- *                      STRATA_PTHREAD_COUNT=1), hold_sum_ns the sum of those;
+ *                      STRATA_PTHREAD_COUNT=1, one in 16 by default),
+ *                      hold_sum_ns the sum of those;
  *                      hold_max_ns the longest timed hold of the entry's
  *                      pairs so far (this record's or an earlier one's of the
  *                      same entry); waited_untimed: untimed holds whose

@@ -143,6 +143,15 @@ def main():
                         r"none fired while true ran: a preloaded library records only the calls it wraps, and "
                         r"the program made none \(with --preload pthread: it took no pthread lock\)",
                         r.stderr) is not None, "a preloaded program that took no lock is named")
+        # A counting setting the preload would not understand: refused
+        # before the program runs, exit 1, no directory made.
+        bad = dict(env, STRATA_PTHREAD_COUNT="lots")
+        out = os.path.join(work, "badcount")
+        r = subprocess.run([strata, "record", "-o", out, "--preload", "pthread", "--", "true"], env=bad,
+                           capture_output=True, text=True, timeout=120)
+        sys.stdout.write(r.stderr)
+        check(r.returncode == 1 and "strata record: STRATA_PTHREAD_COUNT=lots: give 0 (a record per lock pair)" in
+              r.stderr and not os.path.exists(out), "a STRATA_PTHREAD_COUNT the preload cannot read is refused")
     else:
         print("skip: no libstrata-pthread.so")
 

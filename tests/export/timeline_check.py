@@ -24,8 +24,8 @@ def run(cmd, env=None):
 
 
 def record(strata, work, prog, subbuf="1M"):
-    """A fresh WORK/trace of PROG (argv) under the pthread preload, with a
-    private daemon socket; its path."""
+    """A fresh WORK/trace of PROG (argv) under the pthread preload, every
+    lock pair a record, with a private daemon socket; its path."""
     import shutil
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
@@ -33,6 +33,9 @@ def record(strata, work, prog, subbuf="1M"):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "no-daemon.sock")
+    # Every pair a record of its own, so that every hold is an interval
+    # (counting, the preload's default, draws none: docs/viewing.md).
+    env["STRATA_PTHREAD_COUNT"] = "0"
     run([strata, "record", "-o", trace, "--preload", "pthread", "--subbuf-size", subbuf, "--"] + prog, env=env)
     return trace
 

@@ -143,8 +143,11 @@ if run cc -std=c11 -O1 -pthread -o "$work/pt-plain" "$src/tests/package/pt_plain
 	babeltrace2 "$out" > "$work/preload.txt" 2> "$work/preload.err"
 	[ ! -s "$work/preload.err" ] && ok "preload: babeltrace2 stderr empty" || { cat "$work/preload.err"; fail "preload: babeltrace2 stderr empty"; }
 	# An acquisition is a mutex_lock, or an uncontended one folded into a
-	# mutex_held (or a mutex_acquired before a cond wait): docs/pthread.md.
-	got=$(grep -cE 'pthread:mutex_(lock|held|acquired):' "$work/preload.txt")
+	# mutex_held (or a mutex_acquired before a cond wait), or one of the
+	# `count` pairs of a mutex_counts (counting, the default): docs/pthread.md.
+	got=$(awk '/pthread:mutex_(lock|held|acquired):/ { n++ }
+		/pthread:mutex_counts:/ { if (match($0, / count = [0-9]+/)) n += substr($0, RSTART + 9, RLENGTH - 9) }
+		END { print n + 0 }' "$work/preload.txt")
 	[ "$got" -eq 1000 ] && ok "preload: 1000 mutex acquisitions recorded (2 threads x 500)" \
 		|| fail "preload: 1000 mutex acquisitions recorded (got $got)"
 else

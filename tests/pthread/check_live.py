@@ -57,8 +57,9 @@ def main():
     def strata(*args):
         subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
 
-    if a.count:  # the program's and the controller's environment (strata stop flushes then)
-        env["STRATA_PTHREAD_COUNT"] = "1"
+    # the program's and the controller's environment: counting (every hold
+    # timed) with --count, else every pair a record of its own
+    env["STRATA_PTHREAD_COUNT"] = "1" if a.count else "0"
     d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
     penv = dict(env, LD_PRELOAD=a.preload)
     if a.count:

@@ -53,6 +53,7 @@ def main():
                STRATA_CONSUMERD_SOCKET=os.path.join(a.work, "consumerd.sock"))
     for v in ("LD_PRELOAD", "STRATA_EARLY", "STRATA_AGGREGATE"):
         env.pop(v, None)
+    env["STRATA_PTHREAD_COUNT"] = "0"  # every pair a record: the oracle below counts records
     trace, sock, pidfile = (os.path.join(a.work, n) for n in ("trace", "mc.sock", "mc.pid"))
     errlog = os.path.join(a.work, "record.err")
     cmd = [a.strata, "record", "--preload", "pthread", "-o", trace, "--",

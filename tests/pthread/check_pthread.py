@@ -7,7 +7,8 @@ pt_cxx write JSON: lock addresses, exact acquisition counts, own wait measure).
 
 usage: check_pthread.py SCENARIO --strata S --workload W --cxx C --dllib L --work DIR
 SCENARIO: contend basic fork fork_agg dlopen signal sigstorm blocker ctor cxx stack pylock nest nest_monotonic
-          count count16, or any of them + "_count" (in counting mode, STRATA_PTHREAD_COUNT=16)
+          count count16 count_default, or any of them + "_count" (in counting mode,
+          STRATA_PTHREAD_COUNT=16); the others with STRATA_PTHREAD_COUNT=0 (every pair a record)
 """
 import argparse
 import json
@@ -226,6 +227,9 @@ def main():
     env.pop("LD_PRELOAD", None)
     # A private consumerd: never a system-wide one a developer runs.
     env["STRATA_CONSUMERD_SOCKET"] = os.path.join(a.work, "no-daemon.sock")
+    # Every pair a record of its own (counting is the preload's default):
+    # the per-pair oracles below; the count scenarios count.
+    env["STRATA_PTHREAD_COUNT"] = "0"
     sc = a.scenario
     if sc.endswith("_count"):  # the same scenario in counting mode, one hold in 16 timed
         env["STRATA_PTHREAD_COUNT"] = "16"
@@ -244,7 +248,10 @@ def main():
         prog = [a.workload, "nest", out, "100"]
     elif sc.startswith("count"):
         prog = [a.workload, "count", out, "5000", "10"]
-        env["STRATA_PTHREAD_COUNT"] = "16" if sc == "count16" else "1"
+        if sc == "count_default":  # no variable: the default, one hold in 16 timed
+            env.pop("STRATA_PTHREAD_COUNT")
+        else:
+            env["STRATA_PTHREAD_COUNT"] = "16" if sc == "count16" else "1"
     elif sc == "pylock":
         prog = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pt_pylock.py"), out,
                 "20", "500"]
@@ -434,7 +441,7 @@ def main():
     elif sc.startswith("nest"):
         check_nest(rep, prog_out, pid, trace, lost, sc == "nest_monotonic")
     elif sc.startswith("count"):
-        check_count(rep, prog_out, pid, trace, lost, sc == "count16")
+        check_count(rep, prog_out, pid, trace, lost, sc in ("count16", "count_default"))
     else:
         check(False, "unknown scenario " + sc)
 
