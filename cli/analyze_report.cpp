@@ -116,8 +116,10 @@ std::vector<std::string> counts_notes(const Report &r)
 			"the longest timed hold");
 	if (r.waited_untimed)
 		out.push_back(std::to_string(r.waited_untimed) +
-			      " holds that others waited behind were not timed: the blockers do not credit "
-			      "them");
+			      (r.waited_untimed == 1 ? " hold that others waited behind was not timed: the "
+						       "blockers do not credit it"
+						     : " holds that others waited behind were not timed: the "
+						       "blockers do not credit them"));
 	for (uint32_t p : r.counts_unfinished)
 		out.push_back(
 			"COUNTS INCOMPLETE: " + proc_label(r, p) +
