@@ -350,6 +350,7 @@ void DrainPool::mux_worker()
 	StepWait w;
 	SchedChange sched; // what this worker took for a streaming job
 	bool streaming = false;
+	(void)quiet_scheduling(true); // until a streaming job's turn
 	for (;;) {
 		if (!ready_.empty()) {
 			PoolJob *d = ready_.front();
@@ -360,10 +361,13 @@ void DrainPool::mux_worker()
 			// after its previous turn): its flag is ours to read.
 			if (d->streaming() != streaming) {
 				streaming = !streaming;
-				if (streaming)
+				if (streaming) {
+					(void)quiet_scheduling(false);
 					sched = stream_scheduling();
-				else
+				} else {
 					default_scheduling(sched);
+					(void)quiet_scheduling(true);
+				}
 			}
 			w = StepWait();
 			const StepResult r = d->step(&w);

@@ -46,7 +46,37 @@ bool set_own_slice(uint64_t runtime_ns)
 	a.sched_runtime = runtime_ns; // the slice; nice and weight unchanged
 	return syscall(SYS_sched_setattr, 0, &a, 0) == 0;
 }
+
+// The calling thread's policy between SCHED_OTHER and SCHED_BATCH (nice,
+// weight and slice unchanged); a policy someone else chose (real time,
+// SCHED_IDLE) is left alone.  True if the thread now has `policy`.
+bool set_own_policy(uint32_t policy)
+{
+	SchedAttr a;
+	memset(&a, 0, sizeof a);
+	if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0)
+		return false;
+	if (a.sched_policy == policy)
+		return true;
+	if (a.sched_policy != SCHED_OTHER && a.sched_policy != SCHED_BATCH)
+		return false;
+	a.size = sizeof a;
+	a.sched_policy = policy;
+	a.sched_flags = 0;
+	return syscall(SYS_sched_setattr, 0, &a, 0) == 0;
+}
 } // namespace
+
+bool quiet_scheduling(bool on)
+{
+	static const bool enabled = [] {
+		const char *e = getenv("STRATA_CONSUMERD_BATCH");
+		return !(e && !strcmp(e, "0"));
+	}();
+	if (!enabled)
+		return false;
+	return set_own_policy(on ? SCHED_BATCH : SCHED_OTHER);
+}
 
 bool short_slice()
 {

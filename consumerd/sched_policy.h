@@ -24,6 +24,16 @@ bool short_slice();
 // thread's nice was changed.
 bool streaming_weight();
 
+// A multiplexing worker between streaming turns: SCHED_BATCH (on) or back
+// to SCHED_OTHER (off), on the calling thread.  A batch thread is never
+// placed ahead of the task running on a CPU when it wakes (no wake-up
+// preemption): a first lap's turn, woken on the traced writer's CPU, waits
+// there for an idle CPU to take it instead of stopping the writer, and in
+// a first lap nothing can be lost (docs/benchmarks.md, "A short run's
+// wall is bimodal").  STRATA_CONSUMERD_BATCH=0 turns it off; a policy not
+// SCHED_OTHER or SCHED_BATCH is left alone.  True if the thread has it.
+bool quiet_scheduling(bool on);
+
 // What a streaming drain changed in its thread's scheduling.
 struct SchedChange {
 	bool sliced = false;  // short_slice
