@@ -37,6 +37,7 @@
 #include "control/names.h"
 #include "control/ctl_client.h"
 #include "proto/sock.h"
+#include "pthread_count_env.h"
 
 using namespace strata;
 
@@ -676,17 +677,13 @@ bool loader_accepts(const std::string &lib)
 	return false;
 }
 
-// STRATA_PTHREAD_COUNT as the pthread preload reads it (docs/pthread.md,
-// "Counting mode"): unset, empty, or 0 to 65536.  Said here, before the
-// program runs, rather than by the library in each process it enters.
+// STRATA_PTHREAD_COUNT as the pthread preload reads it (pthread_count_env.h):
+// said here, before the program runs, rather than by the library in each
+// process it enters.
 bool pthread_count_ok()
 {
 	const char *c = getenv("STRATA_PTHREAD_COUNT");
-	if (!c || !*c)
-		return true;
-	char *end = nullptr;
-	const long v = strtol(c, &end, 10);
-	if (*end == 0 && v >= 0 && v <= 65536)
+	if (strata_pthread_count_parse(c) >= 0)
 		return true;
 	fprintf(stderr,
 		"strata record: STRATA_PTHREAD_COUNT=%s: give 0 (a record per lock pair), 1 (count "

@@ -20,7 +20,8 @@
  * unlock found waiters joins the thread's `hot` locks (4, round robin),
  * whose pairs are all timed: a timed pair with waiters stays a mutex_held.
  *
- * Counting is the default (STRATA_PT_CDEFAULT, one pair in 16 timed);
+ * Counting is the default (STRATA_PTHREAD_COUNT_DEFAULT, one pair in 16
+ * timed: pthread_count_env.h);
  * STRATA_PTHREAD_COUNT=0 writes every pair as its own record.
  *
  * Contract (who touches what):
@@ -77,7 +78,6 @@
 #define STRATA_PT_CTABLES 256u      /* threads with a table at once */
 #define STRATA_PT_CMAX (1ull << 20) /* pairs an entry counts before it is flushed */
 #define STRATA_PT_CAGE_NS 20000000u /* age of an entry's first unflushed pair that flushes it */
-#define STRATA_PT_CDEFAULT 16       /* STRATA_PTHREAD_COUNT unset: one hold in 16 timed */
 #define STRATA_PT_UNTIMED 2         /* strata_pt_pending.tsc: no clock read for this pair */
 #define STRATA_PT_COUNT_ON 1        /* strata_pt_count_on: count this unlock's pair */
 #define STRATA_PT_COUNT_WAITERS 2   /* the same, but it has waiters: a timed pair keeps its record */
@@ -584,24 +584,19 @@ STRATA_PT_EXPORT __attribute__((noreturn)) void _exit(int status)
 		syscall(SYS_exit_group, status);
 }
 
-/* STRATA_PTHREAD_COUNT: unset or empty, the default (STRATA_PT_CDEFAULT);
- * 0, every pair a record of its own (no counting); N in 1..65536, one
- * timed pair in N.  Anything else is said on stderr (write(2): no stdio
- * here) and the default applies. */
+/* STRATA_PTHREAD_COUNT (pthread_count_env.h); a value it does not read is
+ * said on stderr (write(2): no stdio here) and the default applies. */
 static long strata_pt_count_setting(const char *c)
 {
-	if (!c || !*c)
-		return STRATA_PT_CDEFAULT;
-	char *end = NULL;
-	const long every = strtol(c, &end, 10);
-	if (*end == 0 && every >= 0 && every <= 65536)
+	const long every = strata_pthread_count_parse(c);
+	if (every >= 0)
 		return every;
 	static const char msg[] =
 		"strata: STRATA_PTHREAD_COUNT is not 0 (a record per lock pair) or 1 to "
 		"65536 (count uncontended pairs, one hold in N timed): the default applies\n";
 	ssize_t w = write(2, msg, sizeof msg - 1);
 	(void)w;
-	return STRATA_PT_CDEFAULT;
+	return STRATA_PTHREAD_COUNT_DEFAULT;
 }
 
 /* Constructor: the setting and the thread-exit key. */

@@ -51,6 +51,7 @@
 #include <libunwind.h>
 
 #define STRATA_DEFINE_PROVIDERS
+#include "pthread_count_env.h"
 #include "pthread_tp.h"
 #include "runtime.h"
 #include "strata_kclock.h"
