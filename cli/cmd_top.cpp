@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <termios.h>
@@ -185,10 +186,10 @@ void print_json(const Options &o, const std::vector<AggSnapshot> &snaps, const S
 
 // A session's processes: hits and rate since the last refresh, alive or
 // exited (last values).
-void print_procs(const Seen &seen, std::map<std::pair<size_t, std::string>, uint64_t> &last, double dt,
-		 uint32_t limit)
+void print_procs(FILE *out, const Seen &seen, std::map<std::pair<size_t, std::string>, uint64_t> &last,
+		 double dt, uint32_t limit)
 {
-	printf("\n  %-8s %-16s %12s %10s\n", "PID", "PROCESS", "HITS", "PER SEC");
+	fprintf(out, "\n  %-8s %-16s %12s %10s\n", "PID", "PROCESS", "HITS", "PER SEC");
 	std::vector<ProcHits> v = seen.procs;
 	std::stable_sort(v.begin(), v.end(),
 			 [](const ProcHits &a, const ProcHits &b) { return a.hits > b.hits; });
@@ -196,8 +197,8 @@ void print_procs(const Seen &seen, std::map<std::pair<size_t, std::string>, uint
 		uint64_t &prev = last[{SIZE_MAX, std::to_string(v[i].pid)}];
 		const double rate = dt > 0 && v[i].hits >= prev ? (double)(v[i].hits - prev) / dt : 0;
 		prev = v[i].hits;
-		printf("  %-8u %-16.16s %12llu %10.0f%s\n", v[i].pid, v[i].comm.c_str(),
-		       (unsigned long long)v[i].hits, rate, v[i].alive ? "" : "  exited: last values");
+		fprintf(out, "  %-8u %-16.16s %12llu %10.0f%s\n", v[i].pid, v[i].comm.c_str(),
+			(unsigned long long)v[i].hits, rate, v[i].alive ? "" : "  exited: last values");
 	}
 }
 
@@ -212,7 +213,7 @@ std::string bucket_range(unsigned b)
 	return s;
 }
 
-void print_text(const Options &o, const std::vector<AggSnapshot> &snaps,
+void print_text(FILE *out, const Options &o, const std::vector<AggSnapshot> &snaps,
 		std::map<std::pair<size_t, std::string>, uint64_t> &last, double dt, const Seen &seen)
 {
 	std::string who =
@@ -224,35 +225,36 @@ void print_text(const Options &o, const std::vector<AggSnapshot> &snaps,
 		      (seen.exited.empty()
 			       ? ""
 			       : " (" + std::to_string(seen.exited.size()) + " exited: last values)");
-	printf("strata top: %s   sort: %s%s%s   (%u ms)\n", who.c_str(),
-	       o.sort == Sort::kCount ? "count"
-	       : o.sort == Sort::kSum ? "sum"
-	       : o.sort == Sort::kMax ? "max"
-				      : "key",
-	       o.filter.empty() ? "" : "   filter: ", o.filter.c_str(), o.interval_ms);
+	fprintf(out, "strata top: %s   sort: %s%s%s   (%u ms)\n", who.c_str(),
+		o.sort == Sort::kCount ? "count"
+		: o.sort == Sort::kSum ? "sum"
+		: o.sort == Sort::kMax ? "max"
+				       : "key",
+		o.filter.empty() ? "" : "   filter: ", o.filter.c_str(), o.interval_ms);
 	if (snaps.empty() && !o.session.empty())
-		printf("\nNo process of session %s has aggregated yet.\n", o.session.c_str());
+		fprintf(out, "\nNo process of session %s has aggregated yet.\n", o.session.c_str());
 	else if (snaps.empty())
-		printf("\nNo aggregation in %s (STRATA_AGGREGATE='provider:event[:field] [by key]').\n",
-		       several(o) ? "these processes" : "this process");
+		fprintf(out, "\nNo aggregation in %s (STRATA_AGGREGATE='provider:event[:field] [by key]').\n",
+			several(o) ? "these processes" : "this process");
 	if (!o.session.empty() && !seen.procs.empty())
-		print_procs(seen, last, dt, o.limit);
+		print_procs(out, seen, last, dt, o.limit);
 	for (size_t r = 0; r < snaps.size(); r++) {
 		const AggSnapshot &s = snaps[r];
 		uint64_t &prev_hits = last[{r, "\n hits"}]; // not a key's name (names have no newline)
 		const double hit_rate = dt > 0 && s.hits >= prev_hits ? (double)(s.hits - prev_hits) / dt : 0;
 		prev_hits = s.hits;
-		printf("\n%s%s%s%s%s: %llu hits, %.0f/s", s.pattern.c_str(), s.value_field.empty() ? "" : ":",
-		       s.value_field.c_str(), s.key_field.empty() ? "" : " by ", s.key_field.c_str(),
-		       (unsigned long long)s.hits, hit_rate);
+		fprintf(out, "\n%s%s%s%s%s: %llu hits, %.0f/s", s.pattern.c_str(),
+			s.value_field.empty() ? "" : ":", s.value_field.c_str(),
+			s.key_field.empty() ? "" : " by ", s.key_field.c_str(), (unsigned long long)s.hits,
+			hit_rate);
 		if (s.overflow)
-			printf(", %llu over the key limit", (unsigned long long)s.overflow);
+			fprintf(out, ", %llu over the key limit", (unsigned long long)s.overflow);
 		if (s.no_value)
-			printf(", %llu without the field", (unsigned long long)s.no_value);
-		printf("\n  %-28s %12s %10s", "KEY", "COUNT", "PER SEC");
+			fprintf(out, ", %llu without the field", (unsigned long long)s.no_value);
+		fprintf(out, "\n  %-28s %12s %10s", "KEY", "COUNT", "PER SEC");
 		if (s.has_value)
-			printf(" %14s %12s %12s %12s", "SUM", "MIN", "AVG", "MAX");
-		printf("\n");
+			fprintf(out, " %14s %12s %12s %12s", "SUM", "MIN", "AVG", "MAX");
+		fprintf(out, "\n");
 		std::vector<const AggKey *> keys = chosen(s, o);
 		for (size_t i = 0; i < keys.size() && i < o.limit; i++) {
 			const AggKey &k = *keys[i];
@@ -260,11 +262,13 @@ void print_text(const Options &o, const std::vector<AggSnapshot> &snaps,
 			uint64_t &prev = last[{r, name}];
 			const double rate = dt > 0 && k.count >= prev ? (double)(k.count - prev) / dt : 0;
 			prev = k.count;
-			printf("  %-28.28s %12llu %10.0f", name.c_str(), (unsigned long long)k.count, rate);
+			fprintf(out, "  %-28.28s %12llu %10.0f", name.c_str(), (unsigned long long)k.count,
+				rate);
 			if (s.has_value && k.count)
-				printf(" %14lld %12lld %12lld %12lld", (long long)k.sum, (long long)k.min,
-				       (long long)(k.sum / (int64_t)k.count), (long long)k.max);
-			printf("\n");
+				fprintf(out, " %14lld %12lld %12lld %12lld", (long long)k.sum,
+					(long long)k.min, (long long)(k.sum / (int64_t)k.count),
+					(long long)k.max);
+			fprintf(out, "\n");
 		}
 		if (!s.has_value || keys.empty() || !keys[0]->count)
 			continue;
@@ -278,14 +282,14 @@ void print_text(const Options &o, const std::vector<AggSnapshot> &snaps,
 				lo = std::min(lo, b);
 				hi = b;
 			}
-		printf("  %s of %s (log2):\n", s.value_field.c_str(), key_name(s, k).c_str());
+		fprintf(out, "  %s of %s (log2):\n", s.value_field.c_str(), key_name(s, k).c_str());
 		for (unsigned b = lo; b <= hi && lo < STRATA_AGG_BUCKETS; b++) {
 			const int w = (int)(40 * k.hist[b] / peak);
-			printf("  %22s %10llu |%.*s\n", bucket_range(b).c_str(),
-			       (unsigned long long)k.hist[b], w, "########################################");
+			fprintf(out, "  %22s %10llu |%.*s\n", bucket_range(b).c_str(),
+				(unsigned long long)k.hist[b], w, "########################################");
 		}
 	}
-	fflush(stdout);
+	fflush(out);
 }
 
 // The regions of the processes shown, mapped as each is found and kept
@@ -478,6 +482,46 @@ private:
 };
 
 volatile sig_atomic_t g_stop;
+// One refresh of the live view: the screen cleared, then as many lines of
+// the text view as the terminal has rows, the last of them saying how many
+// did not fit.  Printing them all would scroll the title and the first
+// keys off a small terminal.
+void draw(const Options &o, const std::vector<AggSnapshot> &snaps,
+	  std::map<std::pair<size_t, std::string>, uint64_t> &last, double dt, const Seen &seen)
+{
+	char *buf = nullptr;
+	size_t len = 0;
+	FILE *mem = open_memstream(&buf, &len);
+	if (!mem) {
+		printf("\033[H\033[2J");
+		print_text(stdout, o, snaps, last, dt, seen);
+		return;
+	}
+	print_text(mem, o, snaps, last, dt, seen);
+	fclose(mem);
+	winsize ws{};
+	const size_t rows = ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 1 ? ws.ws_row : SIZE_MAX;
+	size_t n = 0, end = 0;
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] == '\n')
+			n++;
+	std::string screen = "\033[H\033[2J";
+	if (n < rows) {
+		screen.append(buf, len);
+	} else {
+		size_t shown = 0;
+		while (end < len && shown < rows - 1)
+			if (buf[end++] == '\n')
+				shown++;
+		screen.append(buf, end);
+		screen += "  ... " + std::to_string(n - shown) +
+			  " more lines: a taller window, --limit or --filter";
+	}
+	free(buf);
+	fwrite(screen.data(), 1, screen.size(), stdout);
+	fflush(stdout);
+}
+
 void on_sigint(int)
 {
 	g_stop = 1;
@@ -512,7 +556,7 @@ int print_once(const Options &o)
 	if (o.json)
 		print_json(o, snaps, w.seen());
 	else
-		print_text(o, snaps, last, 0, w.seen());
+		print_text(stdout, o, snaps, last, 0, w.seen());
 	return cli::kOk;
 }
 
@@ -639,8 +683,7 @@ int strata_cmd_top(int argc, char **argv)
 	while (!g_stop) {
 		w.scan(o, &err); // processes that started since (--name); errors said at start
 		w.snapshot(&snaps);
-		printf("\033[H\033[2J");
-		print_text(o, snaps, last, dt, w.seen());
+		draw(o, snaps, last, dt, w.seen());
 		pollfd p{0, POLLIN, 0};
 		if (poll(&p, tty ? 1 : 0, (int)o.interval_ms) > 0) {
 			char c = 0;

@@ -131,6 +131,24 @@ def live(check, strata, pid, p, work):
                                  capture_output=True, text=True, timeout=30).stdout)
             raise
         check(True, "tmux: the live view shows the routes with their counts")
+        # A window shorter than the view: the title and the first keys stay
+        # on screen, the last line says how many lines did not fit.
+        small = ["tmux", "-S", sock + ".small"]
+        subprocess.run(small + ["new-session", "-d", "-x", "120", "-y", "12", strata, "top", "--pid", str(pid),
+                                "--interval", "100", "--limit", "5"], check=True, timeout=30)
+        try:
+            def small_pane():
+                return subprocess.run(small + ["capture-pane", "-p"], capture_output=True, text=True,
+                                      timeout=30).stdout
+            wait_for(lambda: "more lines" in small_pane(), "tmux: a short window says what did not fit",
+                     timeout=60.0)
+            lines = small_pane().rstrip("\n").split("\n")
+            check(len(lines) == 12 and lines[0].startswith("strata top: pid %d" % pid)
+                  and "more lines: a taller window" in lines[-1],
+                  "tmux: a 12-row window keeps the title on its first row and says what did not fit (%r)"
+                  % lines)
+        finally:
+            subprocess.run(small + ["kill-server"], capture_output=True, timeout=30)
         subprocess.run(tmux + ["send-keys", "k"], check=True, timeout=30)
         wait_for(lambda: "sort: key" in pane(), "tmux: sort by key")
         screen = pane()
