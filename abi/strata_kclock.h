@@ -81,34 +81,42 @@ static inline uint64_t strata_kclock_convert(uint64_t tsc, uint64_t cycle_last, 
 }
 
 /*
- * One attempt: 0 and *ns set (and *tsc: the TSC value *ns converts, for a
- * caller that also times a duration in ticks, the pthread preload's
- * hold_ns); 1 when the writer was in the middle of an update (odd or
- * changed seq: try again); -1 when the page is not valid.  Inlined by hot
- * callers, which take any non-zero to their slow path.
+ * A read in two halves, for a hot caller that overlaps other work with the
+ * TSC read: strata_kclock_begin loads seq and reads the ordered TSC (the
+ * steps before the fence are all it waits for); strata_kclock_end loads the
+ * parameters, converts and re-checks seq.  Returns as strata_kclock_try_tsc.
+ * Between the two a caller may do anything but touch the page.
  */
-static inline int strata_kclock_try_tsc(const struct strata_kclock *k, uint64_t *ns, uint64_t *tsc_out)
+static inline uint64_t strata_kclock_begin(const struct strata_kclock *k, uint32_t *seq)
+{
+	/* Acquire: pairs with the kernel's smp_wmb before the final (even)
+	 * seq store; the fields read in strata_kclock_end are at least as new. */
+	*seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
+	/* The lfence orders the TSC after the seq load, and after every load
+	 * of the caller before it. */
+	return strata_kclock_rdtsc();
+}
+
+static inline int strata_kclock_end(const struct strata_kclock *k, uint32_t seq, uint64_t tsc, uint64_t *ns)
 {
 #if defined(__x86_64__)
-	/* Acquire: pairs with the kernel's smp_wmb before the final (even)
-	 * seq store; the fields below are at least as new. */
-	uint32_t seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
-
 	if (seq & 1)
 		return 1;
-	/* The TSC right after the seq load (the lfence orders it there), the
-	 * parameters after it: they load while the TSC is read, instead of
-	 * waiting for the fence, and are used at once (no register spills
-	 * around rdtsc).  Any order of the two inside the seq window is the
-	 * same read: the re-check below validates the parameters. */
-	uint64_t tsc = strata_kclock_rdtsc();
-	uint32_t flags = __atomic_load_n(&k->flags, __ATOMIC_RELAXED);
+	/* Loaded in the order the conversion uses them, and converted before
+	 * the re-check (shift masked: a torn snapshot is thrown away below, a
+	 * bad page refused): each parameter is used as it arrives and only
+	 * the result stays live across the re-check, where the hot callers
+	 * need every register they have. */
 	uint64_t last = __atomic_load_n(&k->cycle_last, __ATOMIC_RELAXED);
 	uint64_t mask = __atomic_load_n(&k->mask, __ATOMIC_RELAXED);
-	uint64_t xn = __atomic_load_n(&k->xtime_nsec, __ATOMIC_RELAXED);
-	uint64_t base = __atomic_load_n(&k->base_ns, __ATOMIC_RELAXED);
+	uint64_t delta = (int64_t)(tsc - last) > 0 ? (tsc - last) & mask : 0;
 	uint32_t mult = __atomic_load_n(&k->mult, __ATOMIC_RELAXED);
+	uint64_t xn = __atomic_load_n(&k->xtime_nsec, __ATOMIC_RELAXED);
+	unsigned __int128 p = (unsigned __int128)delta * mult + xn;
 	uint32_t shift = __atomic_load_n(&k->shift, __ATOMIC_RELAXED);
+	uint64_t v = (uint64_t)(p >> (shift & 63));
+	v += __atomic_load_n(&k->base_ns, __ATOMIC_RELAXED);
+	uint32_t flags = __atomic_load_n(&k->flags, __ATOMIC_RELAXED);
 
 	/* Acquire fence: the loads above complete before the re-check;
 	 * pairs with the kernel's smp_wmb after the odd seq store. */
@@ -117,15 +125,31 @@ static inline int strata_kclock_try_tsc(const struct strata_kclock *k, uint64_t 
 		return 1;
 	if (!(flags & STRATA_KCLOCK_VALID) || shift > 63)
 		return -1;
-	*ns = strata_kclock_convert(tsc, last, mask, xn, base, mult, shift);
-	*tsc_out = tsc;
+	*ns = v;
 	return 0;
 #else
 	(void)k;
+	(void)seq;
+	(void)tsc;
 	(void)ns;
-	(void)tsc_out;
 	return -1;
 #endif
+}
+
+/*
+ * One attempt: 0 and *ns set (and *tsc: the TSC value *ns converts, for a
+ * caller that also times a duration in ticks, the pthread preload's
+ * hold_ns); 1 when the writer was in the middle of an update (odd or
+ * changed seq: try again); -1 when the page is not valid.  Inlined by hot
+ * callers, which take any non-zero to their slow path.
+ */
+static inline int strata_kclock_try_tsc(const struct strata_kclock *k, uint64_t *ns, uint64_t *tsc_out)
+{
+	uint32_t seq;
+	uint64_t tsc = strata_kclock_begin(k, &seq);
+
+	*tsc_out = tsc;
+	return strata_kclock_end(k, seq, tsc, ns);
 }
 
 static inline int strata_kclock_try(const struct strata_kclock *k, uint64_t *ns)

@@ -156,6 +156,11 @@ void retry_handoff(Channel *ch, uint64_t now);
 // by slots.cpp after the Channel and the buffer header are complete; loaded
 // with acquire by the writer (pairs with that store).
 extern std::atomic<Channel *> g_slots[STRATA_MAX_SLOTS];
+// Registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED: the process's new
+// buffers are FAST_OWNER (slots.cpp).  Written by the constructor and in a
+// fork child only; the writer's fast path reads it as a hint before its TSC
+// read (each channel's fast_owner decides).
+extern bool g_membarrier_global;
 
 // Serialises the control plane.  lock() returns 0, or STRATA_RT_EBUSY when
 // the calling thread already holds it (a signal handler interrupted a

@@ -46,6 +46,13 @@
 extern "C" const unsigned char __ehdr_start[] __attribute__((visibility("hidden")));
 
 namespace strata {
+// Registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED, which a consumer issues
+// before it closes an owned lane of ours: our buffers are FAST_OWNER.
+// Constructor and fork child (a new mm) only (rt_internal.h).
+bool g_membarrier_global;
+} // namespace strata
+
+namespace strata {
 namespace {
 
 constexpr uint64_t kPage = 4096;
@@ -117,10 +124,6 @@ std::atomic<strata_rt_fork_hook> g_fork_hook{nullptr};
 // one (the JVM agent's thread_exists replay).
 std::atomic<uint32_t> g_slot_gen[STRATA_MAX_SLOTS];
 bool g_membarrier_private;
-// Registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED, which a consumer issues
-// before it closes an owned lane of ours: our buffers are FAST_OWNER.
-// Constructor and fork child (a new mm) only.
-bool g_membarrier_global;
 
 void register_global_membarrier()
 {

@@ -819,6 +819,20 @@ __attribute__((noinline)) int reserve_general(struct strata_reservation *r, stru
 // does a record whose TSC is more than max_ticks after t0; both leave
 // before the CAS, so 0 always means nothing of the lane changed.  On
 // success *ticks is the record's TSC - t0 (skew: 0).
+//
+// The ordered TSC is read first, so that the fence waits only for the
+// caller's loads and the three checks before it, and everything up to the
+// CAS runs while the TSC is read.  Those checks send to the general path,
+// before the read it could not use (it reads the clock after its load of
+// head), what would leave the fast path anyway: no clock page, no owned
+// lane in this slot (a thread beyond the owned lanes, or one yet to
+// claim), no FAST_OWNER buffers in this process (no membarrier).  The
+// TSC before the load of head, unlike the general path: on an owned lane
+// the only other writers of head are this thread's signal handlers, whose
+// records the last_ts check sees (record_size: a record that would stamp
+// a time before theirs leaves for the general path), and consumers'
+// closes, which take no clock and leave head at a packet boundary, where
+// this path does not go (docs/ring-buffer.md, "The fast path").
 template <bool Hold>
 __attribute__((always_inline)) inline int
 reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot, size_t size,
@@ -827,13 +841,19 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	ThreadState &t = t_state;
 	if (__builtin_expect(slot >= STRATA_MAX_SLOTS, 0))
 		return 0;
-	// Acquire: as slot_channel's.
-	Channel *ch = g_slots[slot].load(std::memory_order_acquire);
 	// Acquire: as clock_now's (the page's mapping before the pointer).
 	const strata_kclock *k = g_clock_page.load(std::memory_order_acquire);
+	// No page, no owned lane here, no FAST_OWNER buffers: general (see above).
+	if (__builtin_expect(!k || !(t.exclusive & (1u << slot)) || !g_membarrier_global, 0))
+		return Hold ? 0 : reserve_general(r, tp, slot, size);
+	uint32_t seq;
+	const uint64_t tsc = strata_kclock_begin(k, &seq);
+	STRATA_WHOOK(STRATA_W_TSC_READ);
+	// Acquire: as slot_channel's.
+	Channel *ch = g_slots[slot].load(std::memory_order_acquire);
 	const uint64_t id = tp->id;
-	if (__builtin_expect(!ch || t.ch[slot] != ch || !(t.exclusive & (1u << slot)) || !ch->fast_owner ||
-				     t.depth >= kMaxDepth || !k || id >= STRATA_REC_EXTENDED_ID ||
+	if (__builtin_expect(!ch || t.ch[slot] != ch || !ch->fast_owner || t.depth >= kMaxDepth ||
+				     id >= STRATA_REC_EXTENDED_ID ||
 				     size > ch->subbuf_size - STRATA_PACKET_HEADER_SIZE - 1 -
 						     STRATA_REC_EXTENDED_SIZE - STRATA_REC_SHARED_CTX_SIZE,
 			     0))
@@ -852,8 +872,8 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	// Acquire: as reserve_general's (timestamps follow positions).
 	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
 	STRATA_WHOOK(STRATA_W_HEAD_LOADED);
-	uint64_t now, tsc;
-	const int clk = strata_kclock_try_tsc(k, &now, &tsc);
+	uint64_t now;
+	const int clk = strata_kclock_end(k, seq, tsc, &now);
 	if (__builtin_expect(clk == 0, 1)) {
 		STRATA_WHOOK(STRATA_W_CLOCK_READ);
 		const uint64_t off = head & (S - 1);
@@ -905,6 +925,7 @@ namespace strata {
 namespace {
 int reserve_general(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot, size_t size)
 {
+	STRATA_WHOOK(STRATA_W_TSC_READ); // the fast path's step, so that every writer passes it
 	ThreadState &t = t_state;
 	Channel *ch = slot_channel(slot, t);
 	if (__builtin_expect(ch == nullptr, 0))

@@ -146,9 +146,9 @@ void run_plan(const Plan &plan, Outcome *out)
 std::string step_name(strata_writer_step s)
 {
 	static const char *const names[] = {
-		"HeadLoaded",   "ClockRead", "BeforeReserveCas", "BeforeCloseCas", "CloseWon",
-		"CloseWritten", "Closed",    "AtBoundary",       "FreeChecked",    "OpenWon",
-		"OpenWritten",  "Reserved",  "BeforeCommit"};
+		"TscRead",  "HeadLoaded",   "ClockRead", "BeforeReserveCas", "BeforeCloseCas",
+		"CloseWon", "CloseWritten", "Closed",    "AtBoundary",       "FreeChecked",
+		"OpenWon",  "OpenWritten",  "Reserved",  "BeforeCommit"};
 	static_assert(sizeof names / sizeof names[0] == STRATA_W_N_STEPS, "a name per step");
 	return names[s];
 }
@@ -188,6 +188,14 @@ TEST_P(NestedAtStep, UpToTheNestingLimitThenCounted)
 	run_plan({step, STRATA_W_RESERVED, 1, strata::kMaxDepth}, &deeper);
 	if (HasFatalFailure())
 		return;
+	if (step == STRATA_W_TSC_READ) {
+		// Before the reservation takes its nesting level: the writers
+		// nested there run at the outer one's depth, so the chain never
+		// reaches the limit and nothing may be discarded.
+		EXPECT_EQ(deeper.tally.discarded, 0u);
+		EXPECT_EQ(deeper.tally.records, deeper.emitted);
+		return;
+	}
 	EXPECT_GT(deeper.too_deep, 0u);
 	EXPECT_EQ(deeper.tally.discarded, deeper.too_deep);
 	EXPECT_EQ(deeper.tally.records + deeper.tally.discarded, deeper.emitted);
