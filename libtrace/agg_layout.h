@@ -22,7 +22,10 @@
 #include <stdint.h>
 
 #define STRATA_AGG_MAGIC 0x47474153u /* "SAGG" */
-#define STRATA_AGG_VERSION 1u
+/* Version 2: `hits` is no longer written; a reader derives it (the counts
+ * of the live entries + overflow + no_value, which is what it was).  A
+ * reader of version 2 still reads version 1 regions. */
+#define STRATA_AGG_VERSION 2u
 #define STRATA_AGG_BUCKETS 64 /* log2 histogram, see below */
 #define STRATA_AGG_KEY_TEXT 48
 #define STRATA_AGG_MAX_ENTRIES 4096u
@@ -52,7 +55,7 @@ struct strata_agg_header {
 	uint32_t key_kind;    /* enum strata_agg_key_kind */
 	uint32_t pid;         /* the aggregating process */
 	uint32_t has_value;   /* 1: sum/min/max/hist of value_field */
-	uint64_t hits;        /* hits seen (relaxed RMW) */
+	uint64_t hits;        /* version 1: hits seen; version 2: 0 (derived by readers) */
 	uint64_t overflow;    /* hits whose key found no entry */
 	uint64_t no_value;    /* hits whose event lacks an integer value_field (or key_field) */
 	uint64_t reserved[3];

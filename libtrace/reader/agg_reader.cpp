@@ -40,7 +40,8 @@ bool agg_read(const void *map, size_t len, AggSnapshot *out, std::string *err)
 		*err = "not an aggregation region (bad magic)";
 		return false;
 	}
-	if (load(&h->version) != STRATA_AGG_VERSION || load(&h->header_size) != sizeof *h ||
+	const uint32_t version = load(&h->version);
+	if ((version != STRATA_AGG_VERSION && version != 1) || load(&h->header_size) != sizeof *h ||
 	    load(&h->entry_size) != sizeof(strata_agg_entry)) {
 		*err = "aggregation region of another version or layout";
 		return false;
@@ -57,9 +58,11 @@ bool agg_read(const void *map, size_t len, AggSnapshot *out, std::string *err)
 	s.pattern = bounded(h->pattern, sizeof h->pattern);
 	s.value_field = bounded(h->value_field, sizeof h->value_field);
 	s.key_field = bounded(h->key_field, sizeof h->key_field);
-	s.hits = load(&h->hits);
 	s.overflow = load(&h->overflow);
 	s.no_value = load(&h->no_value);
+	// Version 1 counted hits in the header; version 2 leaves them to us:
+	// every hit is in one entry's count, in overflow or in no_value.
+	s.hits = version == 1 ? load(&h->hits) : s.overflow + s.no_value;
 	const auto *e =
 		reinterpret_cast<const strata_agg_entry *>(static_cast<const char *>(map) + sizeof *h);
 	std::map<std::pair<uint64_t, std::string>, AggKey> merged;
@@ -72,7 +75,10 @@ bool agg_read(const void *map, size_t len, AggSnapshot *out, std::string *err)
 		AggKey &k = merged[{key, text}];
 		k.key = key;
 		k.text = text;
-		k.count += load(&e[i].count);
+		const uint64_t count = load(&e[i].count);
+		k.count += count;
+		if (version != 1)
+			s.hits += count;
 		k.sum = (int64_t)((uint64_t)k.sum + (uint64_t)load(&e[i].sum));
 		k.min = std::min(k.min, load(&e[i].min));
 		k.max = std::max(k.max, load(&e[i].max));

@@ -291,7 +291,9 @@ void agg_hit(const strata_probe_event *ev, void *priv)
 	strata_agg_header *h = ag->hdr;
 	if (ag->filtered && !filter_eval(ag->filter, ev->desc, ev->argv))
 		return;
-	add(&h->hits, 1);
+	// No count of hits here: a reader adds up the entries' counts,
+	// overflow and no_value, which every hit past the filter lands in
+	// exactly once (agg_layout.h, version 2): one locked add a hit less.
 	const uint32_t plan = plan_of(ag, ev);
 	int64_t value = 0;
 	const bool has_value = h->has_value;

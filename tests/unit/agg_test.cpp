@@ -359,8 +359,25 @@ TEST(Agg, RefusedSpecsAndRegions)
 	EXPECT_FALSE(strata::agg_read(buf.data(), buf.size(), &snap, &err));
 	EXPECT_NE(std::string::npos, err.find("magic"));
 	good();
-	h->version = 2;
+	h->version = STRATA_AGG_VERSION + 1;
 	EXPECT_FALSE(strata::agg_read(buf.data(), buf.size(), &snap, &err));
+	EXPECT_NE(std::string::npos, err.find("another version"));
+	// Hits: version 2 derives them (every hit is in one count, in overflow
+	// or in no_value); a version 1 region's header counted them.
+	auto *e = reinterpret_cast<strata_agg_entry *>(buf.data() + sizeof(strata_agg_header));
+	good();
+	e[1].state = STRATA_AGG_LIVE;
+	e[1].count = 5;
+	h->overflow = 2;
+	h->no_value = 1;
+	h->hits = 99; // not read in version 2
+	ASSERT_TRUE(strata::agg_read(buf.data(), buf.size(), &snap, &err)) << err;
+	EXPECT_EQ(8u, snap.hits);
+	h->version = 1;
+	ASSERT_TRUE(strata::agg_read(buf.data(), buf.size(), &snap, &err)) << err;
+	EXPECT_EQ(99u, snap.hits);
+	ASSERT_EQ(1u, snap.keys.size());
+	EXPECT_EQ(5u, snap.keys[0].count);
 	good();
 	h->n_entries = 4; // more than the mapping holds
 	EXPECT_FALSE(strata::agg_read(buf.data(), buf.size(), &snap, &err));
