@@ -85,6 +85,7 @@
 #include <sys/prctl.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <linux/futex.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -895,8 +896,16 @@ int run_queries(bool list_events, bool thread_ctx);
 
 // The helper: blocked on its eventfd with every signal blocked (the
 // handler never runs on it, so waiting for g_busy cannot wait for itself).
-void *agg_helper(void *)
+// It says it runs (`started`, the starter's word) before its first read:
+// from then on it holds no lock, of libc or of a sanitizer's runtime, that
+// a fork could leave locked in the child.  A raw futex, not a semaphore:
+// the pthread preload would record ours among the program's.
+void *agg_helper(void *started)
 {
+	auto *word = static_cast<uint32_t *>(started);
+	// Release: pairs with the starter's acquire load.  Not touched after.
+	__atomic_store_n(word, 1u, __ATOMIC_RELEASE);
+	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 	for (;;) {
 		uint64_t n; // the descriptor was set before this thread was made
 		if (read(g_agg_wake.load(std::memory_order_relaxed), &n, sizeof n) != sizeof n) {
@@ -938,12 +947,20 @@ void agg_helper_start()
 	pthread_attr_setstacksize(&attr, 64 * 1024);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_t t;
+	uint32_t started = 0;
 	g_agg_wake.store(efd, std::memory_order_relaxed); // the thread reads it (ordered by its creation)
-	if (pthread_create(&t, &attr, agg_helper, nullptr) != 0) {
+	if (pthread_create(&t, &attr, agg_helper, &started) != 0) {
 		g_agg_wake.store(-1, std::memory_order_relaxed);
 		close(efd);
 	} else {
 		pthread_setname_np(t, "strata-agg");
+		// Until the thread runs its own code: a program that forks right
+		// after start (the constructor made the thread) must not fork
+		// while the thread's start-up holds a runtime lock (ASan's thread
+		// registry did, and the child then hung in pthread_create).
+		// Acquire: pairs with the helper's release store.
+		while (__atomic_load_n(&started, __ATOMIC_ACQUIRE) == 0)
+			syscall(SYS_futex, &started, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
 		// Published to handlers only now that a thread reads it.
 		g_agg_wake.store(efd, std::memory_order_release);
 	}
