@@ -807,12 +807,12 @@ __attribute__((noinline)) int reserve_general(struct strata_reservation *r, stru
 // The common case: an owned FAST_OWNER lane already claimed, a compact
 // record that fits the open packet, the clock page readable, the unlocked
 // CAS won.  It makes no call but tail calls to reserve_general (and the
-// hooks of the test build), so it needs no saved register and no spill;
-// anything else leaves for reserve_general before touching the lane, or
-// after undoing only its own busy window and depth (a lost CAS changed
-// nothing): reserve_general then starts the reservation over, as a retry
-// would (a new head, a new clock read).  Same steps, same orders as
-// reserve_general: docs/ring-buffer.md, "The fast path".
+// hooks of the test build); anything else leaves for reserve_general
+// before touching the lane, or after undoing only its own busy window and
+// depth (a lost CAS changed nothing): reserve_general then starts the
+// reservation over, as a retry would (a new head, a new clock read).  Same
+// steps as reserve_general, in the same order but the TSC read (below):
+// docs/ring-buffer.md, "The fast path".
 //
 // Hold (strata_rt_reserve_hold, the pthread preload's mutex_held): the
 // same steps, but every exit to reserve_general returns 0 instead, and so
