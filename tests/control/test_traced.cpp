@@ -376,20 +376,23 @@ TEST(TracedOutput, ASubTraceThatCannotBeMadeIsReportedAndTheNextProcessRecords)
 		blocker << "not a directory\n";
 	}
 	ASSERT_EQ(run_app({"1", "8000"}), 0);
-	// The first drain's failure is counted (a condition polled, with a
-	// deadline): only then is the way cleared for the second process.
+	// The first drain's failure is counted and said in the log (conditions
+	// polled, with a deadline; the count can be seen before the line is):
+	// only then is the way cleared for the second process.
 	uint64_t errors = 0;
+	bool said = false;
 	for (int64_t end = proto::now_ms() + 20000; proto::now_ms() < end;) {
 		proto::Message m;
 		ASSERT_EQ(c.call(proto::Status{"s"}, m, t), 0) << t;
 		errors = std::get<proto::StatusReply>(m.body).sessions.at(0).errors;
-		if (errors)
+		said = d.log_text().find("this buffer is not recorded") != std::string::npos;
+		if (errors && said)
 			break;
 		struct pollfd none;
 		poll(&none, 0, 5);
 	}
 	EXPECT_EQ(errors, 1u);
-	EXPECT_NE(d.log_text().find("this buffer is not recorded"), std::string::npos) << d.log_text();
+	EXPECT_TRUE(said) << d.log_text();
 	ASSERT_EQ(unlink((out + "/ust").c_str()), 0);
 	ASSERT_EQ(run_app({"1", "8000"}), 0);
 	EXPECT_EQ(c.command(proto::Stop{"s"}, t), 0) << t;
