@@ -956,8 +956,8 @@ void agg_helper_start()
 		pthread_setname_np(t, "strata-agg");
 		// Until the thread runs its own code: a program that forks right
 		// after start (the constructor made the thread) must not fork
-		// while the thread's start-up holds a runtime lock (ASan's thread
-		// registry did, and the child then hung in pthread_create).
+		// while the thread's start-up holds a runtime lock (the likely
+		// cause, unconfirmed, of a child hung under ASan in a CI run).
 		// Acquire: pairs with the helper's release store.
 		while (__atomic_load_n(&started, __ATOMIC_ACQUIRE) == 0)
 			syscall(SYS_futex, &started, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
