@@ -483,9 +483,9 @@ private:
 
 volatile sig_atomic_t g_stop;
 // One refresh of the live view: the screen cleared, then as many lines of
-// the text view as the terminal has rows, the last of them saying how many
-// did not fit.  Printing them all would scroll the title and the first
-// keys off a small terminal.
+// the text view as the terminal has rows, each cut to its width, the last
+// saying how many did not fit.  Printing them all, or letting the terminal
+// wrap them, would scroll the title and the first keys off a small one.
 void draw(const Options &o, const std::vector<AggSnapshot> &snaps,
 	  std::map<std::pair<size_t, std::string>, uint64_t> &last, double dt, const Seen &seen)
 {
@@ -500,22 +500,36 @@ void draw(const Options &o, const std::vector<AggSnapshot> &snaps,
 	print_text(mem, o, snaps, last, dt, seen);
 	fclose(mem);
 	winsize ws{};
-	const size_t rows = ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 1 ? ws.ws_row : SIZE_MAX;
-	size_t n = 0, end = 0;
-	for (size_t i = 0; i < len; i++)
-		if (buf[i] == '\n')
+	const bool known = ioctl(1, TIOCGWINSZ, &ws) == 0;
+	const size_t rows = known && ws.ws_row > 1 ? ws.ws_row : SIZE_MAX;
+	const size_t cols = known && ws.ws_col > 0 ? ws.ws_col : SIZE_MAX;
+	// Each line cut to the window's width (a UTF-8 continuation byte takes
+	// no column): a line the terminal wrapped would take two rows.
+	std::string text;
+	size_t n = 0, col = 0;
+	for (size_t i = 0; i < len; i++) {
+		const unsigned char ch = (unsigned char)buf[i];
+		if (ch == '\n') {
+			text += '\n';
 			n++;
+			col = 0;
+		} else if ((ch & 0xc0) == 0x80 ? col <= cols : col < cols) {
+			col += (ch & 0xc0) != 0x80;
+			text += (char)ch;
+		}
+	}
 	std::string screen = "\033[H\033[2J";
 	if (n < rows) {
-		screen.append(buf, len);
+		screen += text;
 	} else {
-		size_t shown = 0;
-		while (end < len && shown < rows - 1)
-			if (buf[end++] == '\n')
+		size_t shown = 0, end = 0;
+		while (end < text.size() && shown < rows - 1)
+			if (text[end++] == '\n')
 				shown++;
-		screen.append(buf, end);
-		screen += "  ... " + std::to_string(n - shown) +
-			  " more lines: a taller window, --limit or --filter";
+		screen.append(text, 0, end);
+		const std::string more = "  ... " + std::to_string(n - shown) +
+					 " more lines: a taller window, --limit or --filter";
+		screen += more.substr(0, std::min(more.size(), cols));
 	}
 	free(buf);
 	fwrite(screen.data(), 1, screen.size(), stdout);

@@ -134,7 +134,7 @@ def live(check, strata, pid, p, work):
         # A window shorter than the view: the title and the first keys stay
         # on screen, the last line says how many lines did not fit.
         small = ["tmux", "-S", sock + ".small"]
-        subprocess.run(small + ["new-session", "-d", "-x", "120", "-y", "12", strata, "top", "--pid", str(pid),
+        subprocess.run(small + ["new-session", "-d", "-x", "80", "-y", "12", strata, "top", "--pid", str(pid),
                                 "--interval", "100", "--limit", "5"], check=True, timeout=30)
         try:
             def small_pane():
@@ -145,7 +145,8 @@ def live(check, strata, pid, p, work):
             lines = small_pane().rstrip("\n").split("\n")
             check(len(lines) == 12 and lines[0].startswith("strata top: pid %d" % pid)
                   and "more lines: a taller window" in lines[-1],
-                  "tmux: a 12-row window keeps the title on its first row and says what did not fit (%r)"
+                  "tmux: a 12-row, 80-column window keeps the title on its first row (lines cut, not "
+                  "wrapped) and says what did not fit (%r)"
                   % lines)
         finally:
             subprocess.run(small + ["kill-server"], capture_output=True, timeout=30)
