@@ -149,7 +149,22 @@ bool Drain::open_trace(std::string &err)
 	for (const std::string &e : errors)
 		warn(dir_, "descriptor rejected: " + e);
 	std::string text = ctf_metadata(reader_->info().uuid, clock_, env_, stream_id_, events);
-	return out_->open(text, err);
+	if (!out_->live_period_ns())
+		return out_->open(text, err);
+	// Live: the producers' clock before the output shows the lanes'
+	// streams (what an empty lane's first packet is stamped with, relay.cpp),
+	// and the first tick one live period later, not at once: an empty
+	// lane's packet then waits for a writer stalled between its clock read
+	// and its reservation for a whole period, not for a few milliseconds.
+	const uint64_t opened_ns = producer_now_ ? producer_now_() : mono_ns();
+	last_live_ns_ = mono_ns();
+	if (!out_->open(text, err))
+		return false;
+	std::vector<strata_packet_header> empty(n_lanes_);
+	for (uint32_t lane = 0; lane < n_lanes_; lane++)
+		empty[lane] = reader_->empty_header(lane, 0);
+	out_->set_empty_packets(std::move(empty), opened_ns);
+	return true;
 }
 
 bool Drain::resume(std::string &err)

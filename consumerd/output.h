@@ -25,6 +25,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "strata_abi.h"
 
 struct iovec;
 
@@ -50,6 +53,16 @@ public:
 	// CLOCK_MONOTONIC ns), so live readers move on.  0: not live.
 	virtual uint64_t live_period_ns() const { return 0; }
 	virtual void beacon(uint32_t lane, uint64_t ts_ns) { (void)lane, (void)ts_ns; }
+	// Live outputs, right after open(): for each lane, the header of a
+	// packet without records (the drain's reader makes it), and the
+	// producers' clock when the sub-trace opened.  The relay output shows
+	// every lane's stream at open() and, for a lane still without packets
+	// at a beacon(), sends such a packet stamped at the opening first
+	// (docs/relay.md, "Live").
+	virtual void set_empty_packets(std::vector<strata_packet_header> headers, uint64_t opened_ns)
+	{
+		(void)headers, (void)opened_ns;
+	}
 	// Once per live tick, after beacon(): an output shared with other
 	// drains says "nothing before ts_ns" for what it still carries of the
 	// drains that ended (relay: their streams, which stay open), so that

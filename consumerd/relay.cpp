@@ -539,26 +539,40 @@ public:
 	}
 	~RelayOutput() override { close(); }
 
-	// The relay hears of the sub-trace with its first packet: its
-	// metadata stream and that lane's stream are published together.
+	// The relay hears of the whole sub-trace at once: its metadata stream
+	// and every lane's stream in one STREAMS_SENT, then the metadata text.
 	// (babeltrace2 2.0.4's live reader, given a trace's metadata stream
-	// alone, never reads the data streams published after it.)  Until
-	// then the metadata text waits here; a process that records nothing
-	// leaves nothing on the relay.
+	// alone, never reads the data streams published after it.)  Not with
+	// each lane's first packet, as before: a live reader that does not know
+	// a stream yet shows other streams' later events, and the stream's
+	// first packet, published after them, is then in its past: it fails
+	// ("Message's timestamp is less than lttng-live's message iterator's
+	// last returned timestamp", reported by babeltrace2 2.0.4 as a clock
+	// value of 2^63 that overflows).  A stream it knows and that has no
+	// packet yet makes it wait instead (docs/relay.md, "Live").
 	bool open(const std::string &text, std::string &err) override
 	{
-		(void)err;
-		pending_meta_ = text;
-		return !link_->broken() || (err = "relay link down: " + link_->why_broken(), false);
+		if (link_->broken())
+			return fail_broken(err);
+		if (!link_->add_stream("metadata", path_, meta_id_, err) ||
+		    !link_->send_metadata(meta_id_, text, err))
+			return false;
+		for (size_t lane = 0; lane < lanes_.size(); lane++)
+			if (!link_->add_stream(channel_ + "_" + std::to_string(lane), path_, lanes_[lane].id,
+					       err))
+				return false;
+		return link_->streams_sent(err);
 	}
 
 	bool append_metadata(const std::string &text, std::string &err) override
 	{
-		if (!meta_open_) {
-			pending_meta_ += text;
-			return true;
-		}
 		return link_->send_metadata(meta_id_, text, err);
+	}
+
+	void set_empty_packets(std::vector<strata_packet_header> headers, uint64_t opened_ns) override
+	{
+		empty_ = std::move(headers);
+		opened_ns_ = opened_ns;
 	}
 
 	size_t write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends,
@@ -567,21 +581,6 @@ public:
 		if (lane >= lanes_.size() || n_pkts == 0)
 			return 0;
 		Lane &l = lanes_[lane];
-		if (!meta_open_) {
-			if (!link_->add_stream("metadata", path_, meta_id_, err))
-				return 0;
-			meta_open_ = true;
-			if (!link_->send_metadata(meta_id_, pending_meta_, err))
-				return 0;
-			pending_meta_.clear();
-			pending_meta_.shrink_to_fit();
-		}
-		if (!l.added) {
-			if (!link_->add_stream(channel_ + "_" + std::to_string(lane), path_, l.id, err) ||
-			    !link_->streams_sent(err))
-				return 0;
-			l.added = true;
-		}
 		// The packets, contiguous (drain.cpp hands one piece today).
 		const uint8_t *base;
 		if (n_iov == 1) {
@@ -602,20 +601,8 @@ public:
 				break;
 			}
 			memcpy(&h, base + at, sizeof h);
-			RelayIndex ix;
-			// The relay's index must match the bytes it stores.
-			ix.packet_size_bits = static_cast<uint64_t>(len) * 8;
-			ix.content_size_bits = std::min<uint64_t>(h.content_size, ix.packet_size_bits);
-			ix.timestamp_begin = h.timestamp_begin;
-			ix.timestamp_end = h.timestamp_end;
-			ix.events_discarded = h.events_discarded;
-			ix.stream_class_id = h.stream_id;
-			ix.stream_instance_id = h.stream_instance_id;
-			ix.packet_seq_num = h.packet_seq_num;
-			if (!link_->send_packet(l.id, l.next_seq, base + at, len, ix, err))
+			if (!send_one(l, h, base + at, len, err))
 				break;
-			l.next_seq++;
-			l.stream_class = h.stream_id;
 		}
 		return k;
 	}
@@ -626,10 +613,27 @@ public:
 	{
 		if (lane >= lanes_.size() || link_->broken())
 			return;
-		const Lane &l = lanes_[lane];
-		// The relay ignores beacons of streams without packets.
+		Lane &l = lanes_[lane];
 		std::string err;
-		if (l.added && l.next_seq > 0) {
+		// The relay ignores beacons of streams without packets, and a
+		// live reader waits for such a stream: a packet without records
+		// first, stamped when the sub-trace opened (before the stream was
+		// shown; its lane had no record then, and had none at this
+		// beacon either: a later record is later than the opening unless
+		// its writer stood between its clock read and its reservation
+		// from before the opening until now, at least one live period).
+		// Then the beacon, once the relay stored that packet (a beacon
+		// while a packet is in flight is ignored too).
+		if (l.next_seq == 0 && lane < empty_.size()) {
+			strata_packet_header h = empty_[lane];
+			h.timestamp_begin = h.timestamp_end =
+				std::min(ts_ns, opened_ns_ > lane ? opened_ns_ - lane : 0);
+			if (!send_one(l, h, reinterpret_cast<const uint8_t *>(&h), STRATA_PACKET_HEADER_SIZE,
+				      err) ||
+			    !link_->wait_stored(l.id, 0, err))
+				return;
+		}
+		if (l.next_seq > 0) {
 			link_->send_beacon(l.id, l.stream_class, ts_ns, err);
 			// After close(): the drain's last word on this stream; the
 			// session's other drains beacon it from now on.
@@ -651,7 +655,7 @@ public:
 			return;
 		closed_ = true;
 		for (Lane &l : lanes_)
-			if (l.added && l.next_seq > 0 && !link_->broken() &&
+			if (l.next_seq > 0 && !link_->broken() &&
 			    !link_->wait_stored(l.id, l.next_seq - 1, err))
 				fprintf(stderr, "strata-consumerd: relay: %s: %s\n", path_.c_str(),
 					err.c_str());
@@ -659,16 +663,41 @@ public:
 
 private:
 	struct Lane {
-		bool added = false;
 		uint64_t id = 0, next_seq = 0, stream_class = 0;
 	};
+
+	bool fail_broken(std::string &err)
+	{
+		err = "relay link down: " + link_->why_broken();
+		return false;
+	}
+
+	// One whole packet (header h, bytes p..p+len) and its index.
+	bool send_one(Lane &l, const strata_packet_header &h, const uint8_t *p, size_t len, std::string &err)
+	{
+		RelayIndex ix;
+		// The relay's index must match the bytes it stores.
+		ix.packet_size_bits = static_cast<uint64_t>(len) * 8;
+		ix.content_size_bits = std::min<uint64_t>(h.content_size, ix.packet_size_bits);
+		ix.timestamp_begin = h.timestamp_begin;
+		ix.timestamp_end = h.timestamp_end;
+		ix.events_discarded = h.events_discarded;
+		ix.stream_class_id = h.stream_id;
+		ix.stream_instance_id = h.stream_instance_id;
+		ix.packet_seq_num = h.packet_seq_num;
+		if (!link_->send_packet(l.id, l.next_seq, p, len, ix, err))
+			return false;
+		l.next_seq++;
+		l.stream_class = h.stream_id;
+		return true;
+	}
 	std::shared_ptr<RelayLink> link_;
 	std::string path_, channel_;
 	std::vector<Lane> lanes_;
 	std::vector<uint8_t> flat_;
-	std::string pending_meta_;
+	std::vector<strata_packet_header> empty_; // set_empty_packets
+	uint64_t opened_ns_ = 0;
 	uint64_t meta_id_ = 0;
-	bool meta_open_ = false;
 	bool closed_ = false; // close() waited; beacons may still follow (drain.cpp)
 	uint64_t period_ns_;
 };

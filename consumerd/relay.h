@@ -77,7 +77,8 @@ public:
 	// control connection.
 	bool send_packet(uint64_t id, uint64_t seq, const uint8_t *p, size_t n, const RelayIndex &ix,
 			 std::string &err);
-	// Live: "nothing new up to ts" for a stream that has sent packets.
+	// Live: "nothing new up to ts" for a stream that has sent packets (the
+	// relay ignores it otherwise).
 	bool send_beacon(uint64_t id, uint64_t stream_class_id, uint64_t ts, std::string &err);
 	// Wait (bounded) until the relay stored packets up to last_seq.
 	// Streams are not closed one by one: closing the link closes them.
@@ -123,7 +124,7 @@ private:
 };
 
 // The relay output of one sub-trace: its streams ("metadata" and one per
-// lane, added on the lane's first packet) under link->base() + `rel_path`.
+// lane, all published at open()) under link->base() + `rel_path`.
 std::unique_ptr<Output> relay_output(std::shared_ptr<RelayLink> link, const std::string &rel_path,
 				     const std::string &channel, uint32_t n_lanes, uint32_t live_timer_us);
 

@@ -822,6 +822,21 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 	return FlushStatus::kPending;
 }
 
+strata_packet_header Reader::empty_header(uint32_t lane, uint64_t ts) const
+{
+	strata_packet_header ph{};
+	ph.magic = STRATA_CTF_MAGIC;
+	memcpy(ph.uuid, info_.uuid, 16);
+	ph.stream_id = info_.lane_stream_id(lane);
+	ph.stream_instance_id = lane;
+	ph.timestamp_begin = ph.timestamp_end = ts;
+	ph.vtid = info_.record_format == STRATA_REC_COMPACT && lane < info_.first_shared ? 0 : -1;
+	ph.content_size = header_only_content();
+	ph.packet_size = kHdr * 8;
+	ph.lane_id = lane;
+	return ph;
+}
+
 bool Reader::trailing_loss_packet(uint32_t lane, std::vector<uint8_t> *out)
 {
 	if (lane >= info_.n_lanes)
@@ -840,18 +855,9 @@ bool Reader::trailing_loss_packet(uint32_t lane, std::vector<uint8_t> *out)
 		d = ls.last_discarded; // never backwards (a scribbled counter)
 	if (d == ls.last_discarded && seq == ls.next_seq)
 		return false;
-	strata_packet_header ph{};
-	ph.magic = STRATA_CTF_MAGIC;
-	memcpy(ph.uuid, info_.uuid, 16);
-	ph.stream_id = info_.lane_stream_id(lane);
-	ph.stream_instance_id = lane;
-	ph.timestamp_begin = ph.timestamp_end = ls.have_packet ? ls.last_ts_end : now();
-	ph.vtid = info_.record_format == STRATA_REC_COMPACT && lane < info_.first_shared ? 0 : -1;
-	ph.content_size = header_only_content();
-	ph.packet_size = kHdr * 8;
+	strata_packet_header ph = empty_header(lane, ls.have_packet ? ls.last_ts_end : now());
 	ph.packet_seq_num = seq;
 	ph.events_discarded = d;
-	ph.lane_id = lane;
 	accept_packet(ls, ph);
 	ph.events_discarded += ls.cut_events; // as check_records: the trace's count
 	out->resize(kHdr);

@@ -166,6 +166,12 @@ public:
 	// cumulative count, so that recorded + discarded == emitted holds in
 	// babeltrace2.  Call last.
 	bool trailing_loss_packet(uint32_t lane, std::vector<uint8_t> *out);
+	// The header of a packet of `lane` without records, as
+	// trailing_loss_packet makes it, stamped ts (begin and end), sequence
+	// number 0, no discarded count; the reader's state is untouched.  For
+	// an output that must show a lane's stream before its first packet
+	// (relay.cpp, docs/relay.md "Live").
+	strata_packet_header empty_header(uint32_t lane, uint64_t ts) const;
 
 	// Overwrite mode: close the open packet, then copy the newest complete
 	// sub-buffers of the lane, oldest first, dropping any the writers lap
