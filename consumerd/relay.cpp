@@ -401,13 +401,35 @@ bool RelayLink::send_metadata(uint64_t id, const std::string &text, std::string 
 	return command(kSendMetadata, p, nullptr, 0, err); // unanswered
 }
 
-bool RelayLink::send_packet(uint64_t id, uint64_t seq, const uint8_t *pkt, size_t n, const RelayIndex &ix,
-			    std::string &err)
+bool RelayLink::send_packet(uint64_t id, const uint8_t *pkt, size_t n, std::string &err)
 {
+	std::lock_guard<std::mutex> g(mu_);
+	return send_packet_locked(id, pkt, n, err);
+}
+
+uint64_t RelayLink::packets_sent(uint64_t id)
+{
+	std::lock_guard<std::mutex> g(mu_);
+	auto it = streams_.find(id);
+	return it == streams_.end() ? 0 : it->second.next_seq;
+}
+
+// mu_ held.  The index is the packet's header (CTF packet context), its
+// sizes those of the bytes the relay stores.
+bool RelayLink::send_packet_locked(uint64_t id, const uint8_t *pkt, size_t n, std::string &err)
+{
+	strata_packet_header ph;
+	if (n < sizeof ph) {
+		err = "packet shorter than its header";
+		return false;
+	}
 	if (n > UINT32_MAX) {
 		err = "packet too large for the relay's data header";
 		return false;
 	}
+	memcpy(&ph, pkt, sizeof ph);
+	Stream &st = streams_[id];
+	const uint64_t seq = st.next_seq;
 	std::string h;
 	put64(h, 0);
 	put64(h, id);
@@ -417,18 +439,17 @@ bool RelayLink::send_packet(uint64_t id, uint64_t seq, const uint8_t *pkt, size_
 	std::string x;
 	put64(x, id);
 	put64(x, seq);
-	put64(x, ix.packet_size_bits);
-	put64(x, ix.content_size_bits);
-	put64(x, ix.timestamp_begin);
-	put64(x, ix.timestamp_end);
-	put64(x, ix.events_discarded);
-	put64(x, ix.stream_class_id);
+	put64(x, static_cast<uint64_t>(n) * 8);
+	put64(x, std::min<uint64_t>(ph.content_size, static_cast<uint64_t>(n) * 8));
+	put64(x, ph.timestamp_begin);
+	put64(x, ph.timestamp_end);
+	put64(x, ph.events_discarded);
+	put64(x, ph.stream_id);
 	if (minor_ >= 8) {
-		put64(x, ix.stream_instance_id);
-		put64(x, ix.packet_seq_num);
+		put64(x, ph.stream_instance_id);
+		put64(x, ph.packet_seq_num);
 	}
 	uint8_t r[4];
-	std::lock_guard<std::mutex> g(mu_);
 	if (broken_.load(std::memory_order_acquire))
 		return fail(why_, err);
 	if (!send_bytes(data_, h.data(), h.size(), "a data header", err) ||
@@ -440,11 +461,64 @@ bool RelayLink::send_packet(uint64_t id, uint64_t seq, const uint8_t *pkt, size_
 		err = "relay refused a packet index (code " + std::to_string(get32(r)) + ")";
 		return false;
 	}
+	st.next_seq++;
+	st.stream_class = ph.stream_id;
+	st.safe_ts = std::max(st.safe_ts, ph.timestamp_end);
+	st.pseq = ph.packet_seq_num;
+	st.discarded = ph.events_discarded;
 	return true;
 }
 
-bool RelayLink::send_beacon(uint64_t id, uint64_t stream_class_id, uint64_t ts, std::string &err)
+void RelayLink::set_empty(uint64_t id, const strata_packet_header &h)
 {
+	std::lock_guard<std::mutex> g(mu_);
+	Stream &st = streams_[id];
+	st.empty = h;
+	st.has_empty = true;
+}
+
+void RelayLink::nudge()
+{
+	std::lock_guard<std::mutex> g(mu_);
+	// Relaxed: under mu_, which fail() holds when it sets broken_.
+	if (broken_.load(std::memory_order_relaxed))
+		return;
+	for (auto &[id, st] : streams_) { // by id: the oldest first
+		if (st.next_seq == 0 || !st.has_empty)
+			continue;
+		std::string err;
+		send_empty_locked(id, st, st.safe_ts, err);
+		return;
+	}
+}
+
+bool RelayLink::send_empty(uint64_t id, uint64_t ts, std::string &err)
+{
+	std::lock_guard<std::mutex> g(mu_);
+	auto it = streams_.find(id);
+	if (it == streams_.end() || !it->second.has_empty) {
+		err = "no empty packet for stream " + std::to_string(id);
+		return false;
+	}
+	return send_empty_locked(id, it->second, ts, err);
+}
+
+// mu_ held.  The stream's empty packet stamped ts, with its last packet's
+// sequence number (no packet between: none lost) and discarded count (a
+// cumulative count), 0 for its first packet.
+bool RelayLink::send_empty_locked(uint64_t id, const Stream &st, uint64_t ts, std::string &err)
+{
+	strata_packet_header ph = st.empty;
+	ph.timestamp_begin = ph.timestamp_end = ts;
+	ph.packet_seq_num = st.pseq;
+	ph.events_discarded = st.discarded;
+	return send_packet_locked(id, reinterpret_cast<const uint8_t *>(&ph), STRATA_PACKET_HEADER_SIZE, err);
+}
+
+bool RelayLink::send_beacon(uint64_t id, uint64_t ts, std::string &err)
+{
+	std::lock_guard<std::mutex> g(mu_);
+	Stream &st = streams_[id];
 	std::string x;
 	put64(x, id);
 	put64(x, UINT64_MAX); // no packet
@@ -453,22 +527,22 @@ bool RelayLink::send_beacon(uint64_t id, uint64_t stream_class_id, uint64_t ts, 
 	put64(x, 0);
 	put64(x, ts); // timestamp_end: nothing before it is still to come
 	put64(x, 0);
-	put64(x, stream_class_id);
+	put64(x, st.stream_class);
 	if (minor_ >= 8) {
 		put64(x, 0);
 		put64(x, 0);
 	}
 	uint8_t r[4];
-	std::lock_guard<std::mutex> g(mu_);
 	if (!command(kSendIndex, x, r, sizeof r, err))
 		return false;
+	st.safe_ts = std::max(st.safe_ts, ts);
 	return true; // an ignored beacon is no loss
 }
 
-void RelayLink::retire(uint64_t id, uint64_t stream_class, uint64_t last_ts)
+void RelayLink::retire(uint64_t id, uint64_t last_ts)
 {
 	std::lock_guard<std::mutex> g(mu_);
-	retired_.push_back({id, stream_class, last_ts});
+	retired_.push_back({id, last_ts});
 }
 
 void RelayLink::beacon_retired(uint64_t ts, uint64_t period_ns)
@@ -490,13 +564,13 @@ void RelayLink::beacon_retired(uint64_t ts, uint64_t period_ns)
 			// drain's end; an earlier one would go back in time).
 			if (ts > kRetiredOffsetNs + i && t > retired_[i].last_ts) {
 				retired_[i].last_ts = t;
-				todo.push_back({retired_[i].id, retired_[i].stream_class, t});
+				todo.push_back({retired_[i].id, t});
 			}
 		}
 	}
 	std::string err;
 	for (const Retired &r : todo)
-		if (!send_beacon(r.id, r.stream_class, r.last_ts, err))
+		if (!send_beacon(r.id, r.last_ts, err))
 			return;
 }
 
@@ -561,7 +635,10 @@ public:
 			if (!link_->add_stream(channel_ + "_" + std::to_string(lane), path_, lanes_[lane].id,
 					       err))
 				return false;
-		return link_->streams_sent(err);
+		if (!link_->streams_sent(err))
+			return false;
+		link_->nudge();
+		return true;
 	}
 
 	bool append_metadata(const std::string &text, std::string &err) override
@@ -571,7 +648,9 @@ public:
 
 	void set_empty_packets(std::vector<strata_packet_header> headers, uint64_t opened_ns) override
 	{
-		empty_ = std::move(headers);
+		for (size_t lane = 0; lane < headers.size() && lane < lanes_.size(); lane++)
+			link_->set_empty(lanes_[lane].id, headers[lane]);
+		has_empty_ = true;
 		opened_ns_ = opened_ns;
 	}
 
@@ -595,13 +674,7 @@ public:
 		size_t at = 0, k = 0;
 		for (; k < n_pkts; at = ends[k++]) {
 			const size_t len = ends[k] - at;
-			strata_packet_header h;
-			if (len < sizeof h) {
-				err = "packet shorter than its header";
-				break;
-			}
-			memcpy(&h, base + at, sizeof h);
-			if (!send_one(l, h, base + at, len, err))
+			if (!link_->send_packet(l.id, base + at, len, err))
 				break;
 		}
 		return k;
@@ -624,21 +697,20 @@ public:
 		// from before the opening until now, at least one live period).
 		// Then the beacon, once the relay stored that packet (a beacon
 		// while a packet is in flight is ignored too).
-		if (l.next_seq == 0 && lane < empty_.size()) {
-			strata_packet_header h = empty_[lane];
-			h.timestamp_begin = h.timestamp_end =
-				std::min(ts_ns, opened_ns_ > lane ? opened_ns_ - lane : 0);
-			if (!send_one(l, h, reinterpret_cast<const uint8_t *>(&h), STRATA_PACKET_HEADER_SIZE,
-				      err) ||
+		uint64_t sent = link_->packets_sent(l.id);
+		if (sent == 0 && has_empty_) {
+			if (!link_->send_empty(
+				    l.id, std::min(ts_ns, opened_ns_ > lane ? opened_ns_ - lane : 0), err) ||
 			    !link_->wait_stored(l.id, 0, err))
 				return;
+			sent = 1;
 		}
-		if (l.next_seq > 0) {
-			link_->send_beacon(l.id, l.stream_class, ts_ns, err);
+		if (sent > 0) {
+			link_->send_beacon(l.id, ts_ns, err);
 			// After close(): the drain's last word on this stream; the
 			// session's other drains beacon it from now on.
 			if (closed_)
-				link_->retire(l.id, l.stream_class, ts_ns);
+				link_->retire(l.id, ts_ns);
 		}
 	}
 
@@ -654,16 +726,17 @@ public:
 		if (closed_)
 			return;
 		closed_ = true;
-		for (Lane &l : lanes_)
-			if (l.next_seq > 0 && !link_->broken() &&
-			    !link_->wait_stored(l.id, l.next_seq - 1, err))
+		for (Lane &l : lanes_) {
+			const uint64_t sent = link_->packets_sent(l.id);
+			if (sent > 0 && !link_->broken() && !link_->wait_stored(l.id, sent - 1, err))
 				fprintf(stderr, "strata-consumerd: relay: %s: %s\n", path_.c_str(),
 					err.c_str());
+		}
 	}
 
 private:
 	struct Lane {
-		uint64_t id = 0, next_seq = 0, stream_class = 0;
+		uint64_t id = 0; // the relay's stream (its packets are counted by the link)
 	};
 
 	bool fail_broken(std::string &err)
@@ -672,30 +745,11 @@ private:
 		return false;
 	}
 
-	// One whole packet (header h, bytes p..p+len) and its index.
-	bool send_one(Lane &l, const strata_packet_header &h, const uint8_t *p, size_t len, std::string &err)
-	{
-		RelayIndex ix;
-		// The relay's index must match the bytes it stores.
-		ix.packet_size_bits = static_cast<uint64_t>(len) * 8;
-		ix.content_size_bits = std::min<uint64_t>(h.content_size, ix.packet_size_bits);
-		ix.timestamp_begin = h.timestamp_begin;
-		ix.timestamp_end = h.timestamp_end;
-		ix.events_discarded = h.events_discarded;
-		ix.stream_class_id = h.stream_id;
-		ix.stream_instance_id = h.stream_instance_id;
-		ix.packet_seq_num = h.packet_seq_num;
-		if (!link_->send_packet(l.id, l.next_seq, p, len, ix, err))
-			return false;
-		l.next_seq++;
-		l.stream_class = h.stream_id;
-		return true;
-	}
 	std::shared_ptr<RelayLink> link_;
 	std::string path_, channel_;
 	std::vector<Lane> lanes_;
 	std::vector<uint8_t> flat_;
-	std::vector<strata_packet_header> empty_; // set_empty_packets
+	bool has_empty_ = false; // set_empty_packets
 	uint64_t opened_ns_ = 0;
 	uint64_t meta_id_ = 0;
 	bool closed_ = false; // close() waited; beacons may still follow (drain.cpp)

@@ -13,7 +13,9 @@
  *     shared (shared_ptr) by the session and the RelayOutputs of its
  *     drains, whose threads call it concurrently: one mutex serialises
  *     every exchange, so a packet's data and its index leave in that order
- *     and answers are read by the thread that asked.
+ *     and answers are read by the thread that asked, and guards what the
+ *     link keeps per stream (packets sent, latest stamps): a drain's
+ *     stream also gets packets from other drains' threads (nudge()).
  *   - nothing blocks without bound: every send and every answer has a
  *     deadline (kIoTimeoutMs); a failure or timeout breaks the link for
  *     good (both sockets closed, the reason kept).  After that every call
@@ -28,6 +30,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -47,14 +50,6 @@ struct RelayTarget {
 // False with err on a malformed text.
 bool parse_relay_target(const std::string &text, RelayTarget &t, std::string &err);
 
-// The per-packet facts a relay index carries (CTF packet context).
-struct RelayIndex {
-	uint64_t packet_size_bits = 0, content_size_bits = 0;
-	uint64_t timestamp_begin = 0, timestamp_end = 0;
-	uint64_t events_discarded = 0, stream_class_id = 0;
-	uint64_t stream_instance_id = 0, packet_seq_num = 0;
-};
-
 class RelayLink {
 public:
 	// Connect both sockets, negotiate the version, create the relay
@@ -73,22 +68,37 @@ public:
 	bool add_stream(const std::string &channel, const std::string &path, uint64_t &id, std::string &err);
 	bool streams_sent(std::string &err);
 	bool send_metadata(uint64_t id, const std::string &text, std::string &err);
-	// One whole packet on the data connection, then its index on the
-	// control connection.
-	bool send_packet(uint64_t id, uint64_t seq, const uint8_t *p, size_t n, const RelayIndex &ix,
-			 std::string &err);
+	// One whole packet (header first) on the data connection, then its
+	// index on the control connection; the link numbers a stream's
+	// packets (net sequence numbers 0, 1, 2...).
+	bool send_packet(uint64_t id, const uint8_t *p, size_t n, std::string &err);
+	// How many packets stream `id` has sent.
+	uint64_t packets_sent(uint64_t id);
 	// Live: "nothing new up to ts" for a stream that has sent packets (the
 	// relay ignores it otherwise).
-	bool send_beacon(uint64_t id, uint64_t stream_class_id, uint64_t ts, std::string &err);
+	bool send_beacon(uint64_t id, uint64_t ts, std::string &err);
 	// Wait (bounded) until the relay stored packets up to last_seq.
 	// Streams are not closed one by one: closing the link closes them.
 	bool wait_stored(uint64_t id, uint64_t last_seq, std::string &err);
+
+	// Live readers hear of new streams only with a packet of a stream they
+	// read (lttng-relayd 2.13.9, docs/relay.md "Live").  set_empty gives
+	// the header of a packet without records of stream `id`; nudge(),
+	// called once a sub-trace's streams are published, sends such a packet
+	// on the session's oldest stream that has packets, stamped at that
+	// stream's latest packet end or beacon (every later record of it is at
+	// or after that) with its latest sequence number and discarded count.
+	void set_empty(uint64_t id, const strata_packet_header &h);
+	void nudge();
+	// Stream id's empty packet stamped ts (its first packet, when a lane
+	// has none at its first beacon: RelayOutput::beacon).
+	bool send_empty(uint64_t id, uint64_t ts, std::string &err);
 
 	// A stream whose drain ended, after its last beacon at last_ts: it stays
 	// open on the relay (streams close with the link, docs/relay.md), and a
 	// live reader would wait for it forever; beacon_retired() tells readers
 	// it has nothing more.
-	void retire(uint64_t id, uint64_t stream_class, uint64_t last_ts);
+	void retire(uint64_t id, uint64_t last_ts);
 	// A beacon at about ts for every retired stream (ts less a small
 	// per-stream offset, and only above the stream's last beacon), at most
 	// once per period_ns for the whole link: called from every live drain's
@@ -101,6 +111,18 @@ public:
 private:
 	RelayLink() = default;
 	bool fail(const std::string &why, std::string &err); // mu_ held
+	// What the link knows of a data stream, for nudge() and for the
+	// stream's owner (RelayOutput) alike.
+	struct Stream {
+		uint64_t next_seq = 0;            // packets sent
+		uint64_t stream_class = 0;        // of its last packet
+		uint64_t safe_ts = 0;             // its latest packet end or beacon
+		uint64_t pseq = 0, discarded = 0; // of its last packet
+		bool has_empty = false;
+		strata_packet_header empty{};
+	};
+	bool send_packet_locked(uint64_t id, const uint8_t *p, size_t n, std::string &err);   // mu_ held
+	bool send_empty_locked(uint64_t id, const Stream &st, uint64_t ts, std::string &err); // mu_ held
 	bool command(uint32_t cmd, const std::string &payload, void *reply, size_t reply_len,
 		     std::string &err);
 	bool send_bytes(int fd, const void *p, size_t n, const char *what, std::string &err);
@@ -111,10 +133,11 @@ private:
 	uint32_t minor_ = 0;
 	uint64_t relay_session_ = 0;
 	std::mutex mu_;
-	int ctrl_ = -1, data_ = -1; // guarded by mu_
-	std::string why_;           // guarded by mu_
+	int ctrl_ = -1, data_ = -1;          // guarded by mu_
+	std::string why_;                    // guarded by mu_
+	std::map<uint64_t, Stream> streams_; // guarded by mu_: data streams by id
 	struct Retired {
-		uint64_t id, stream_class, last_ts;
+		uint64_t id, last_ts;
 	};
 	std::vector<Retired> retired_; // guarded by mu_
 	uint64_t retired_at_ = 0;      // guarded by mu_: the last beacon_retired ts

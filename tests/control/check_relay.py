@@ -17,8 +17,9 @@ Oracles:
     beacons), no warning or error logged by the reader;
   - session B (`strata record --relay --hostname hostB`) streams 500 events;
   - session P: control_snap_app emits 10 events and keeps running,
-    strata-demo (1 thread, 101 events) runs and exits, then the first
-    process emits 500 more: the live reader (attached first) shows all of
+    strata-demo (1 thread, 101 events) runs and exits: the live reader
+    (attached first) shows its 101 events while the first process stays
+    quiet; then the first process emits 500 more: the reader shows all of
     them while the first process still runs (the ended process's streams,
     still open on the relay, do not hold it back), ends by itself and logs
     no warning or error;
@@ -300,9 +301,16 @@ def main():
             r = subprocess.run([a.demo, "--threads", "1", "--events", "100"], env=env, capture_output=True,
                                text=True, timeout=60)
             check(r.returncode == 0, "P: strata-demo ran and exited")
-            # (lttng-relayd 2.13 tells a reader of new streams only with a
-            # packet of a stream it reads: the demo's streams reach the
-            # reader with the next ticks' packet; docs/relay.md, "Live".)
+            # lttng-relayd 2.13 tells a reader of new streams only with a
+            # packet of a stream it reads: the demo's sub-trace, published
+            # while every stream the reader knows is quiet, is made known by
+            # a packet without records on the session's oldest stream
+            # (docs/relay.md, "Live"), not by the other process's next events.
+            wait_for(lambda: p_count(" demo:") >= 101 or preader.poll() is not None,
+                     "P: the live reader shows the demo's events while the other process is quiet", timeout=30)
+            check(p_count(" demo:") == 101 and p_count(" snap:tick") == 10,
+                  "P: the demo's 101 events shown while the other process is quiet (%d, %d)" %
+                  (p_count(" demo:"), p_count(" snap:tick")))
             app.stdin.write("500\n")
             app.stdin.flush()
             app.stdout.readline()
