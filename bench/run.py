@@ -1356,6 +1356,38 @@ def buffer_kib(side, maps):
 
 # ---- the table ---------------------------------------------------------------
 
+def two_thread_bound(r):
+    """The two-thread row's arithmetic, from this run's figures.
+
+    With two writers and the daemons sharing two CPUs, each writer's wall
+    per event is about its own cost w plus the daemons' CPU per event d
+    (the two CPUs do 2w + 2d of work for each pair of events), so the
+    2-thread/1-thread ratio is about 1 + d / w: a side whose writer is
+    faster shows the same daemon work as a larger ratio.  Printed: d as
+    each side's two walls imply it, the d Strata's writer would need to
+    match LTTng-UST's ratio, and what this run's page cache charges for
+    16 bytes alone (the fresh-file probe: one writer, its wall about its
+    CPU), which every tracer writing through the page cache pays.
+    (docs/benchmarks.md, "Two threads: the arithmetic")"""
+    w = {}
+    for side in ("strata", "lttng"):
+        w1, w2 = r.get(("enabled_wall", "ints", 1, side)), r.get(("enabled_wall", "ints", 2, side))
+        if not (w1 and w2):
+            return None
+        w[side] = (w1, w2)
+    rates = r.get(("file_rate",))
+    (s1, s2), (l1, l2) = w["strata"], w["lttng"]
+    need = (l2 / l1 - 1) * s1
+    line = ("two threads: the daemons' CPU per event the walls imply (2-thread minus 1-thread wall): "
+            "Strata %.1f ns, LTTng-UST %.1f ns; LTTng-UST's ratio %.2f would need Strata's at most "
+            "%.1f ns" % (s2 - s1, l2 - l1, l2 / l1, need))
+    if rates:
+        pc = 16 / (sum(rates) / len(rates))  # GB/s -> ns per 16 bytes
+        line += ("; the page cache alone takes %.1f ns for an ints event's 16 bytes in this run "
+                 "(fresh-file probe), before the copy out of the ring and the record walk" % pc)
+    return line
+
+
 def fmt(v, unit=""):
     if v is None:
         return "n/a"
@@ -1711,6 +1743,9 @@ def main():
               "(before / after the enabled runs); a trace written faster for longer than its "
               "ring holds loses events" % (
                   work, fs_type(work), " / ".join("%.2f" % v for v in b.results[("file_rate",)])))
+    two = two_thread_bound(b.results)
+    if two:
+        print(two)
     wk = b.results.get(("wake",))
     if wk:
         room = ""
