@@ -203,6 +203,10 @@ PRELOAD_TIMER = ("import subprocess, sys, time\n"
 # inherits the preload) on a Unix socket, and memcslap (untraced: LD_PRELOAD
 # removed) driving it with 4 threads, `get` (each thread sets its keys,
 # then gets them); the time is memcslap's run alone, printed as the timer's.
+# Also printed: the server's own CPU over that run (every thread's on-CPU
+# ns from /proc/PID/task/*/schedstat, read before and after): six threads
+# on two CPUs make the wall move by a factor of two between runs, while
+# the CPU the server spends on the same requests is what its tracing adds.
 MEMCACHED_DRIVER = ("import os, socket, subprocess, sys, time\n"
                     "mc, slap, sock, n = sys.argv[1:5]\n"
                     "srv = subprocess.Popen([mc, '-t', '2', '-s', sock] + (['-u', 'root'] if os.getuid() == 0 else []))\n"
@@ -219,10 +223,15 @@ MEMCACHED_DRIVER = ("import os, socket, subprocess, sys, time\n"
                     "            sys.exit('memcached did not start')\n"
                     "        time.sleep(0.01)\n"
                     "env = {k: v for k, v in os.environ.items() if k != 'LD_PRELOAD'}\n"
+                    "def cpu():\n"
+                    "    d = '/proc/%d/task' % srv.pid\n"
+                    "    return sum(int(open(os.path.join(d, t, 'schedstat')).read().split()[0]) for t in os.listdir(d))\n"
+                    "c0 = cpu()\n"
                     "t = time.monotonic()\n"
                     "r = subprocess.call([slap, '--servers=' + sock, '--concurrency=4', '--execute-number=' + n,\n"
                     "                     '--test=get'], env=env, stdout=subprocess.DEVNULL)\n"
                     "print('preload_wall_s=%.6f' % (time.monotonic() - t), file=sys.stderr)\n"
+                    "print('preload_cpu_s=%.6f' % ((cpu() - c0) / 1e9), file=sys.stderr)\n"
                     "srv.terminate()\n"
                     "srv.wait()\n"
                     "sys.exit(r)\n")
@@ -1040,6 +1049,7 @@ class Bench:
             # neither strata record's daemon start and flush nor LTTng's
             # session set-up and teardown are timed (the timer's own few
             # lock operations are, on both sides).
+            cpus = {}
             for side in sides[1:]:
                 out = self.preload_run(side, name, cmd, stdin, lwrap, False, selftimed)[1]
                 disc, content = walk_packets(out)
@@ -1050,15 +1060,22 @@ class Bench:
                 shutil.rmtree(out, ignore_errors=True)
             for _ in range(self.p["reps"]):
                 for side in sides:
-                    wall, out = self.preload_run(side, name, cmd, stdin, lwrap, True, selftimed)
+                    wall, out, cpu = self.preload_run(side, name, cmd, stdin, lwrap, True, selftimed)
                     walls.setdefault(side, []).append(wall)
+                    if cpu is not None:
+                        cpus.setdefault(side, []).append(cpu)
                     shutil.rmtree(out, ignore_errors=True)
             for side, v in walls.items():
                 self.results[("pre_wall", name, side)] = statistics.median(v)
+            for side, v in cpus.items():
+                self.results[("pre_cpu", name, side)] = statistics.median(v)
+            if cpus:
+                log("  preload %s server CPU (median s): %s" % (name, {k: statistics.median(v) for k, v in cpus.items()}))
             log("  preload %s wall (median s): %s" % (name, {k: statistics.median(v) for k, v in walls.items()}))
 
     def preload_run(self, side, name, cmd, stdin, lwrap, timed, selftimed=False):
-        """One run of a preload workload: (wall s or None, trace dir)."""
+        """One run of a preload workload: (wall s or None, trace dir, the
+        server's CPU s where the workload prints it, else None)."""
         db = os.path.join(self.work, "preload.db")
         if os.path.exists(db):
             os.unlink(db)
@@ -1087,7 +1104,8 @@ class Bench:
         m = re.search(r"^preload_wall_s=([0-9.]+)$", p.stderr, re.M)
         if p.returncode != 0 or (timed and not m):
             raise BenchError("preload %s %s failed: %s" % (side, name, p.stderr.strip()[-500:]))
-        return (float(m.group(1)) if m else None), out
+        c = re.search(r"^preload_cpu_s=([0-9.]+)$", p.stderr, re.M)
+        return (float(m.group(1)) if m else None), out, (float(c.group(1)) if c else None)
 
     # 8. many live processes (issue 38): N processes of `hold 1 100` (one
     # thread, 100 `ints` events, then alive until stdin's EOF) in one
@@ -1540,6 +1558,11 @@ def table(b):
         row("preload %s: added wall time of the program (s; untraced %s s)" % (name, fmt(base)),
             ws - base if ws is not None and base else None, wl - base if wl is not None and base else None,
             "<= 0.25", lambda x: x <= 0.25)
+        cb, cs, cl = (r.get(("pre_cpu", name, k)) for k in ("plain", "strata", "lttng"))
+        if cb is not None:
+            row("preload %s: added CPU of the traced server (s; untraced %s s)" % (name, fmt(cb)),
+                cs - cb if cs is not None else None, cl - cb if cl is not None else None,
+                "<= 0.25", lambda x: x <= 0.25)
         row("preload %s: slowdown vs untraced (x)" % name, ws / base if ws and base else None,
             wl / base if wl and base else None, "sqlite3: Strata <= 1.3" if name == "sqlite3" else None,
             lambda x: x <= 1.3, strata_only=True)
