@@ -1374,8 +1374,8 @@ def buffer_kib(side, maps):
 
 # ---- the table ---------------------------------------------------------------
 
-def two_thread_bound(r):
-    """The two-thread row's arithmetic, from this run's figures.
+def daemon_arithmetic(r):
+    """The two-thread and whole-cost rows' arithmetic, from this run's figures.
 
     With two writers and the daemons sharing two CPUs, each writer's wall
     per event is about its own cost w plus the daemons' CPU per event d
@@ -1385,8 +1385,11 @@ def two_thread_bound(r):
     each side's two walls imply it, the d Strata's writer would need to
     match LTTng-UST's ratio, and what this run's page cache charges for
     16 bytes alone (the fresh-file probe: one writer, its wall about its
-    CPU), which every tracer writing through the page cache pays.
-    (docs/benchmarks.md, "Two threads: the arithmetic")"""
+    CPU), which every tracer writing through the page cache pays.  Then
+    the whole-cost rows the same way: what 0.4 of LTTng-UST's whole cost
+    leaves for everything outside Strata's loop (daemon, tools, start-up),
+    beside what that took.  (docs/benchmarks.md, "What the daemon's share
+    allows")"""
     w = {}
     for side in ("strata", "lttng"):
         w1, w2 = r.get(("enabled_wall", "ints", 1, side)), r.get(("enabled_wall", "ints", 2, side))
@@ -1403,6 +1406,14 @@ def two_thread_bound(r):
         pc = 16 / (sum(rates) / len(rates))  # GB/s -> ns per 16 bytes
         line += ("; the page cache alone takes %.1f ns for an ints event's 16 bytes in this run "
                  "(fresh-file probe), before the copy out of the ring and the record walk" % pc)
+    for t in (1, 2):
+        st, lt = r.get(("whole_tot", t, "strata")), r.get(("whole_tot", t, "lttng"))
+        sd = r.get(("whole_daemon", t, "strata"))
+        if st and lt and sd is not None:
+            # 0.4 of LTTng-UST's whole, less Strata's own loop
+            line += ("\nwhole cost, %d thread(s): Strata's loop %.1f + outside it %.1f ns per event; "
+                     "0.4 of LTTng-UST's %.1f leaves %.1f ns outside Strata's loop" % (
+                         t, st - sd, sd, lt, 0.4 * lt - (st - sd)))
     return line
 
 
@@ -1766,7 +1777,7 @@ def main():
               "(before / after the enabled runs); a trace written faster for longer than its "
               "ring holds loses events" % (
                   work, fs_type(work), " / ".join("%.2f" % v for v in b.results[("file_rate",)])))
-    two = two_thread_bound(b.results)
+    two = daemon_arithmetic(b.results)
     if two:
         print(two)
     wk = b.results.get(("wake",))
