@@ -1095,6 +1095,8 @@ bool Reader::absorb_descriptors()
 			if (layout_.size() <= ev.id)
 				layout_.resize(ev.id + 1, kUndescribed);
 			layout_[ev.id] = fixed_payload(ev);
+			if (layout_[ev.id] == kVariablePayload && info_.record_format == STRATA_REC_COMPACT)
+				make_plan(ev);
 			known_.push_back(std::move(ev));
 		} else {
 			stats_.descriptor_errors++;

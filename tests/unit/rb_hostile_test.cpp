@@ -44,6 +44,23 @@ void emit_recs(uint64_t n)
 		strata_tracepoint(rbtest, rec, 1u, i, checksum(1, i));
 }
 
+// The header of a packet the reader handed out.
+strata_packet_header header_of(const std::vector<uint8_t> &p)
+{
+	strata_packet_header ph;
+	memcpy(&ph, p.data(), sizeof ph);
+	return ph;
+}
+
+// Lane 0's open packet, closed by a flush and read: whole, no complaint.
+void read_closed_packet(Slot &s, std::vector<uint8_t> *p)
+{
+	std::string msg, err;
+	ASSERT_EQ(strata::FlushStatus::kDone, s.reader->flush(0, false, 1000, &msg)) << msg;
+	ASSERT_EQ(strata::ReadStatus::kPacket, s.reader->next_packet(0, p, &err)) << err;
+	EXPECT_TRUE(err.empty()) << err;
+}
+
 const strata::EventInfo *find(const std::map<uint32_t, strata::EventInfo> &evs, const char *name)
 {
 	for (auto &kv : evs)
@@ -457,11 +474,7 @@ TEST(Packets, BadRecordsAreCutAndCounted)
 	using RS = strata::ReadStatus;
 	std::vector<uint8_t> p;
 	std::string err;
-	auto hdr = [&p] {
-		strata_packet_header ph;
-		memcpy(&ph, p.data(), sizeof ph);
-		return ph;
-	};
+	auto hdr = [&p] { return header_of(p); };
 	ASSERT_EQ(RS::kPacket, s.reader->next_packet(0, &p, &err));
 	EXPECT_NE(err.find("undescribed event id"), std::string::npos) << err;
 	EXPECT_EQ(p.size(), STRATA_PACKET_HEADER_SIZE + 10 * 24);
@@ -483,11 +496,7 @@ TEST(Packets, BadRecordsAreCutAndCounted)
 	EXPECT_EQ(RS::kEmpty, s.reader->next_packet(0, &p, &err));
 	EXPECT_EQ(s.reader->stats().cut_packets, 3u);
 	// A whole good packet after the cuts: kept whole, the count carried.
-	std::string msg;
-	ASSERT_EQ(strata::FlushStatus::kDone, s.reader->flush(0, false, 1000, &msg)) << msg;
-	err.clear();
-	ASSERT_EQ(RS::kPacket, s.reader->next_packet(0, &p, &err)) << err;
-	EXPECT_TRUE(err.empty()) << err;
+	read_closed_packet(s, &p);
 	EXPECT_GT(p.size(), STRATA_PACKET_HEADER_SIZE);
 	EXPECT_EQ(hdr().content_size, p.size() * 8);
 	EXPECT_EQ(hdr().events_discarded, 3u);
@@ -495,6 +504,75 @@ TEST(Packets, BadRecordsAreCutAndCounted)
 	sc.lane(0)->events_discarded = 14866436420603507214ull;
 	EXPECT_FALSE(s.reader->trailing_loss_packet(0, &p));
 	EXPECT_EQ(s.reader->stats().bad_loss_counts, 1u);
+}
+
+// Records of an event with a string, an array and sequences are walked
+// field by field (the plan of make_plan, validate.cpp): a sequence whose
+// length runs past the packet's content cuts the packet before its record,
+// whichever of the event's two sequences it is, counted as one discarded
+// event there and in every later packet; a string whose NUL was
+// overwritten runs into the fields after it, which then run past the
+// content, and cuts it too; a whole packet stays whole, its fields read
+// back by the test's own decoder.
+TEST(Packets, VariableRecordsAreWalkedFieldByField)
+{
+	Slot s(0, config(STRATA_MODE_DISCARD, 1, 8, 4096), {rule("rbtest:all")});
+	ASSERT_TRUE(s.reader);
+	const int16_t h[3] = {1, -2, 3};
+	const uint32_t seq[4] = {0x5eed0001, 0x5eed0002, 0x5eed0003, 0x5eed0004};
+	const uint8_t bytes[2] = {0xde, 0xad};
+	for (int i = 0; i < 200; i++) // about 60 per packet: 3 packets and an open one
+		strata_tracepoint(rbtest, all, -5, 0xbeef, i, 2.5, -1.25f, 3, "hello", h, seq, 4, bytes, 2);
+	Scribbler sc(s.fd);
+	const auto &hd = *sc.hdr();
+	auto pkt = [&](int n) { return sc.base + hd.data_offset + (uint64_t)n * hd.subbuf_size; };
+	// The k-th record's first sequence element in packet n, found by value.
+	auto elem = [&](int n, int k) -> uint8_t * {
+		uint8_t *p = pkt(n) + STRATA_PACKET_HEADER_SIZE, *end = pkt(n) + hd.subbuf_size;
+		for (int found = 0; p + 4 <= end; p++)
+			if (!memcmp(p, &seq[0], 4) && found++ == k)
+				return p;
+		return nullptr;
+	};
+	ASSERT_TRUE(elem(0, 0) && elem(0, 1) && elem(2, 0));
+	const uint64_t rsize = (uint64_t)(elem(0, 1) - elem(0, 0)); // every header compact
+	const uint64_t first = (uint64_t)(elem(0, 0) - pkt(0)) - 4; // its length word
+	const uint32_t huge = 0x40000000, all_ones = 0xffffffff;
+	memcpy(elem(0, 5) - 4, &huge, 4);       // record 5's `i` length
+	memcpy(elem(1, 7) + 16, &all_ones, 4);  // record 7's `j` length
+	memset(elem(2, 0) - 4 - 6 - 6, 'x', 6); // record 0's "hello" and its NUL
+	memset(elem(2, 0) - 4 - 6, 0x7f, 6);    // and `h`, so that no byte ends it
+	memset(elem(2, 0) - 4, 0x7f, 1);        // nor `i`'s length (127 elements: past the end)
+
+	using RS = strata::ReadStatus;
+	std::vector<uint8_t> p;
+	std::string err;
+	auto hdr = [&p] { return header_of(p); };
+	const uint64_t rec0 = first - (first - STRATA_PACKET_HEADER_SIZE) % rsize; // record 0's start
+	ASSERT_EQ(rec0, STRATA_PACKET_HEADER_SIZE);
+	ASSERT_EQ(RS::kPacket, s.reader->next_packet(0, &p, &err));
+	EXPECT_NE(err.find("a field beyond the packet's content"), std::string::npos) << err;
+	EXPECT_EQ(p.size(), STRATA_PACKET_HEADER_SIZE + 5 * rsize);
+	EXPECT_EQ(hdr().content_size, p.size() * 8);
+	EXPECT_EQ(hdr().events_discarded, 1u);
+	ASSERT_EQ(RS::kPacket, s.reader->next_packet(0, &p, &err));
+	EXPECT_NE(err.find("a field beyond the packet's content"), std::string::npos) << err;
+	EXPECT_EQ(p.size(), STRATA_PACKET_HEADER_SIZE + 7 * rsize);
+	EXPECT_EQ(hdr().events_discarded, 2u);
+	ASSERT_EQ(RS::kPacket, s.reader->next_packet(0, &p, &err));
+	EXPECT_NE(err.find("a field beyond the packet's content"), std::string::npos) << err;
+	EXPECT_EQ(p.size(), STRATA_PACKET_HEADER_SIZE); // no record left: header only
+	EXPECT_EQ(hdr().events_discarded, 3u);
+	EXPECT_EQ(s.reader->stats().cut_packets, 3u);
+	read_closed_packet(s, &p);
+	std::vector<Record> recs;
+	ASSERT_TRUE(decode_packet(p, s.events, &recs, &err)) << err;
+	ASSERT_GT(recs.size(), 0u);
+	EXPECT_EQ(recs.back().fields[6].s, "hello");
+	EXPECT_EQ(recs.back().fields[8].elems,
+		  (std::vector<uint64_t>{0x5eed0001, 0x5eed0002, 0x5eed0003, 0x5eed0004}));
+	EXPECT_EQ((int64_t)recs.back().fields[2].u, 199);
+	EXPECT_EQ(hdr().events_discarded, 3u);
 }
 
 // The trailing-loss packet shows packets skipped at the end of a lane as a
