@@ -133,7 +133,17 @@ bool Reader::walk_plan(const uint32_t *step, const uint8_t *pkt, uint64_t end, u
 				return false;
 			o += n;
 		} else if (kind == kStepString) {
-			const void *nul = o < end ? memchr(pkt + o, 0, end - o) : nullptr;
+			// Most strings are short: their first bytes here, the
+			// rest (a call) by memchr.
+			const uint64_t left = end - o, head = left < 16 ? left : 16;
+			uint64_t i = 0;
+			while (i < head && pkt[o + i])
+				i++;
+			if (i < head) {
+				o += i + 1;
+				continue;
+			}
+			const void *nul = left > head ? memchr(pkt + o + head, 0, left - head) : nullptr;
 			if (!nul)
 				return false;
 			o = (uint64_t)((const uint8_t *)nul - pkt) + 1;
