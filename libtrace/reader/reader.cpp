@@ -1095,7 +1095,7 @@ bool Reader::absorb_descriptors()
 			if (layout_.size() <= ev.id)
 				layout_.resize(ev.id + 1, kUndescribed);
 			layout_[ev.id] = fixed_payload(ev);
-			if (layout_[ev.id] == kVariablePayload && info_.record_format == STRATA_REC_COMPACT)
+			if (layout_[ev.id] == kVariablePayload)
 				make_plan(ev);
 			known_.push_back(std::move(ev));
 		} else {

@@ -306,10 +306,16 @@ private:
 			      const char **why);
 	template <bool kCompact, bool kShared>
 	uint64_t walk(const uint8_t *pkt, uint64_t end, uint64_t ts_max, uint64_t *ts, const char **why);
-	bool walk_fields(const EventInfo &ev, const uint8_t *pkt, uint64_t end, uint64_t *o) const;
-	// COMPACT records of an event with strings or sequences: its fields as
-	// a few steps (plan_of_), consecutive fixed-size fields one skip.
-	enum : uint32_t { kStepFixed = 0, kStepString = 1, kStepSequence = 2, kStepEnd = 3 };
+	// The records of an event with strings or sequences: its fields as a
+	// few steps (make_plan), walked by walk_plan.
+	enum : uint32_t {
+		kStepFixed = 0,    // skip the step's bytes
+		kStepString = 1,   // up to and past a NUL
+		kStepSequence = 2, // a 4-byte length, then that many elements of the step's bytes
+		kStepWideSeq = 3,  // the same, the elements aligned to their size (WIDE)
+		kStepAlign = 4,    // to a multiple of the step's bytes (WIDE)
+		kStepEnd = 5,
+	};
 	void make_plan(const EventInfo &ev);
 	bool walk_plan(const uint32_t *step, const uint8_t *pkt, uint64_t end, uint64_t *o) const;
 	uint64_t header_only_content() const; // content_size (bits) of a packet without records
@@ -335,10 +341,9 @@ private:
 	// By event id: fixed_payload() of its event, kVariablePayload, or
 	// kUndescribed (the record walk's one look-up per record).
 	std::vector<uint32_t> layout_;
-	// By event id: the first step in plans_ of a COMPACT event with a
-	// string or sequence (make_plan), else UINT32_MAX.  A step is a kind
-	// (low 2 bits) and a byte count (the rest): the bytes a kStepFixed
-	// skips, a kStepSequence's element size.
+	// By event id: the first step in plans_ of an event with a string or a
+	// sequence (make_plan), else UINT32_MAX.  A step is a kind (low 3
+	// bits) and a byte count (the rest).
 	std::vector<uint32_t> plan_of_, plans_;
 	size_t known_returned_ = 0;
 	std::vector<std::string> desc_errors_;

@@ -11,8 +11,8 @@
  * have a fixed size (most) costs a compare with the previous record's id
  * and an add per record, a table look-up where the id changes
  * (fixed_payload); an event with strings or sequences is walked by its
- * plan (make_plan: consecutive fixed-size fields one skip) in COMPACT
- * buffers, field by field in WIDE ones.
+ * plan (make_plan: in COMPACT buffers consecutive fixed-size fields one
+ * skip).
  */
 #include "reader.h"
 
@@ -47,87 +47,63 @@ uint32_t Reader::fixed_payload(const EventInfo &ev) const
 	return o < kVariablePayload ? (uint32_t)o : kVariablePayload;
 }
 
-// The fields of one record of `ev` from *o, each inside [.., end): false
-// if one runs past it.  Moves *o to the record's end.
-bool Reader::walk_fields(const EventInfo &ev, const uint8_t *pkt, uint64_t end, uint64_t *op) const
-{
-	const bool compact = info_.record_format == STRATA_REC_COMPACT;
-	uint64_t o = *op;
-	auto align = [&o, compact](uint64_t a) { // a in 1, 2, 4, 8
-		if (!compact)
-			o = (o + a - 1) & ~(a - 1);
-	};
-	for (const FieldInfo &f : ev.fields) {
-		const uint64_t b = std::min<uint64_t>(f.elem_bits / 8, 8); // >= 1 (validated)
-		uint64_t n = f.type == STRATA_FT_ARRAY ? f.length : 1;
-		if (f.type == STRATA_FT_STRING) {
-			const void *nul = o < end ? memchr(pkt + o, 0, end - o) : nullptr;
-			if (!nul)
-				return false;
-			o = (uint64_t)((const uint8_t *)nul - pkt) + 1;
-			continue;
-		}
-		if (f.type == STRATA_FT_SEQUENCE) {
-			uint32_t len;
-			align(4);
-			if (o > end || end - o < 4)
-				return false;
-			memcpy(&len, pkt + o, 4);
-			o += 4;
-			n = len;
-		}
-		align(b);
-		if (o > end || n > (end - o) / b)
-			return false;
-		o += n * b;
-	}
-	*op = o;
-	return true;
-}
-
-// The steps of a COMPACT event with a string or a sequence: byte-packed
-// fields, so that the fixed-size ones between two variable ones are one
-// skip (bench:mixed's eight fields are a skip of 25 bytes, a string and a
-// skip of 4), walked by walk_plan without the descriptor's field list
-// (the walk of such an event was half of the daemon's CPU before).  A
-// field the steps cannot express (a skip past 2^30 bytes) leaves the
-// event to walk_fields.
+// The steps of an event with a string or a sequence, which walk_plan
+// follows as a CTF reader decodes the fields, each inside the content.
+// COMPACT records are byte-packed: the fixed-size fields between two
+// variable ones are one skip (bench:mixed's eight fields are a skip of
+// 25 bytes, a string and a skip of 4).  In WIDE (kernel) ones each field
+// is aligned to its size (at most 8) from the packet start, which after
+// a string is known only at run time: an align step before each.  Walked
+// through the descriptor's field list instead, such an event was half of
+// the daemon's CPU (docs/ring-buffer.md, "The validation's cost").
 void Reader::make_plan(const EventInfo &ev)
 {
+	const bool compact = info_.record_format == STRATA_REC_COMPACT;
+	constexpr uint64_t kMaxStep = 1u << 28; // a step's bytes fit its 29 bits
 	std::vector<uint32_t> steps;
 	uint64_t fixed = 0;
+	auto step = [&steps](uint32_t kind, uint64_t bytes) {
+		steps.push_back((uint32_t)(bytes << 3) | kind);
+	};
 	auto flush = [&]() {
-		if (fixed)
-			steps.push_back((uint32_t)(fixed << 2) | kStepFixed);
-		fixed = 0;
+		for (; fixed > 0; fixed -= std::min(fixed, kMaxStep))
+			step(kStepFixed, std::min(fixed, kMaxStep));
 	};
 	for (const FieldInfo &f : ev.fields) {
 		const uint64_t b = std::min<uint64_t>(f.elem_bits / 8, 8); // >= 1 (validated)
-		if (f.type == STRATA_FT_STRING || f.type == STRATA_FT_SEQUENCE) {
+		if (f.type == STRATA_FT_STRING) {
 			flush();
-			steps.push_back(f.type == STRATA_FT_STRING ? (uint32_t)kStepString
-								   : (uint32_t)(b << 2) | kStepSequence);
+			step(kStepString, 1);
 			continue;
 		}
-		fixed += (f.type == STRATA_FT_ARRAY ? f.length : 1) * b;
-		if (fixed >= (1u << 30))
-			return; // plan_of_ stays UINT32_MAX: walk_fields
+		const uint64_t a = f.type == STRATA_FT_SEQUENCE ? 4 : b;
+		if (!compact && a > 1) {
+			flush();
+			step(kStepAlign, a);
+		}
+		if (f.type == STRATA_FT_SEQUENCE) {
+			flush();
+			step(compact ? kStepSequence : kStepWideSeq, b);
+			continue;
+		}
+		fixed += (f.type == STRATA_FT_ARRAY ? f.length : 1) * b; // bounded by the descriptor rules
 	}
 	flush();
-	steps.push_back(kStepEnd);
+	step(kStepEnd, 0);
 	if (plan_of_.size() <= ev.id)
 		plan_of_.resize(ev.id + 1, UINT32_MAX);
 	plan_of_[ev.id] = (uint32_t)plans_.size();
 	plans_.insert(plans_.end(), steps.begin(), steps.end());
 }
 
-// walk_fields by a plan: the same bounds, the same result.
+// The fields of one record by its plan from *o, each inside [.., end):
+// false if one runs past it.  Moves *o to the record's end.
 bool Reader::walk_plan(const uint32_t *step, const uint8_t *pkt, uint64_t end, uint64_t *op) const
 {
-	uint64_t o = *op;
+	uint64_t o = *op; // <= end throughout
 	for (;; step++) {
-		const uint32_t kind = *step & 3u;
-		const uint64_t n = *step >> 2;
+		const uint32_t kind = *step & 7u;
+		const uint64_t n = *step >> 3;
 		if (kind == kStepFixed) {
 			if (end - o < n)
 				return false;
@@ -147,15 +123,24 @@ bool Reader::walk_plan(const uint32_t *step, const uint8_t *pkt, uint64_t end, u
 			if (!nul)
 				return false;
 			o = (uint64_t)((const uint8_t *)nul - pkt) + 1;
-		} else if (kind == kStepSequence) {
+		} else if (kind == kStepSequence || kind == kStepWideSeq) {
 			uint32_t len;
 			if (end - o < 4)
 				return false;
 			memcpy(&len, pkt + o, 4);
 			o += 4;
+			if (kind == kStepWideSeq) {
+				o = (o + n - 1) & ~(n - 1);
+				if (o > end)
+					return false;
+			}
 			if (len > (end - o) / n)
 				return false;
 			o += len * n;
+		} else if (kind == kStepAlign) {
+			o = (o + n - 1) & ~(n - 1);
+			if (o > end)
+				return false;
 		} else {
 			*op = o;
 			return true;
@@ -275,10 +260,10 @@ uint64_t Reader::walk(const uint8_t *pkt, uint64_t end, uint64_t ts_max, uint64_
 		} else {
 			// A copy of o: its address taken, o would live in memory
 			// for the whole loop.
+			// (Every event of variable size has a plan: made with its
+			// layout_ entry.)
 			uint64_t fo = o;
-			const uint32_t plan = kCompact && id < plan_of_.size() ? plan_of_[id] : UINT32_MAX;
-			if (!(plan != UINT32_MAX ? walk_plan(plans_.data() + plan, pkt, end, &fo)
-						 : walk_fields(known_[(size_t)by_id_[id]], pkt, end, &fo)))
+			if (!walk_plan(plans_.data() + plan_of_[id], pkt, end, &fo))
 				return stop("a field beyond the packet's content (string or sequence)");
 			o = fo;
 		}
