@@ -258,10 +258,9 @@ uint64_t Reader::walk(const uint8_t *pkt, uint64_t end, uint64_t ts_max, uint64_
 				return stop("record beyond the packet's content");
 			o += size;
 		} else {
-			// A copy of o: its address taken, o would live in memory
-			// for the whole loop.
-			// (Every event of variable size has a plan: made with its
-			// layout_ entry.)
+			// Every event of variable size has a plan (made with its
+			// layout_ entry).  A copy of o: its address taken, o would
+			// live in memory for the whole loop.
 			uint64_t fo = o;
 			if (!walk_plan(plans_.data() + plan_of_[id], pkt, end, &fo))
 				return stop("a field beyond the packet's content (string or sequence)");
