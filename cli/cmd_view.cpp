@@ -22,6 +22,8 @@
 
 #include "bt_fields.h"
 #include "commands.h"
+#include "strata_abi.h"
+#include "trace_reader.h"
 #include "view_graph.h"
 
 namespace strata {
@@ -290,6 +292,25 @@ struct TimeBound {
 	int64_t at = 0; // resolved: ns from the clock's origin
 };
 
+// What the filters and the line's prefix need of an event, from either
+// reader (babeltrace2's messages or Strata's own, trace_reader.h).
+struct Ev {
+	const void *trace = nullptr; // the sub-trace (a key)
+	bool timed = false;
+	int64_t ns = 0;
+	bool has_tid = false;
+	int64_t tid = -1;
+	int64_t cpu = -1;
+	const char *name = "";
+};
+
+// A sub-trace as the view names it: "procname[pid]", kernel or not, vpid.
+struct TraceWho {
+	std::string who;
+	bool kernel = false;
+	int64_t vpid = -1;
+};
+
 struct ViewSink {
 	uint64_t limit = UINT64_MAX;
 	uint64_t events = 0;
@@ -298,54 +319,44 @@ struct ViewSink {
 	std::vector<std::string> patterns;
 	TimeBound since, until;
 	bool first_seen = false;
-	std::unordered_map<int64_t, int64_t> tid_pid;                   // threads seen in user sub-traces
-	std::map<const bt_trace *, std::pair<bool, int64_t>> trace_pid; // trace -> (kernel, vpid)
-	std::map<const bt_trace *, std::string> who;                    // trace -> "procname[pid]"
+	std::unordered_map<int64_t, int64_t> tid_pid; // threads seen in user sub-traces
+	std::map<const void *, TraceWho> traces;      // sub-trace -> its name (filled by the pump)
 	std::string line;
 	bool write_failed = false;
+	uint64_t damaged = 0; // Strata's reader: damage named
 };
 
-const std::string &trace_who(ViewSink &s, const bt_trace *trace)
+// babeltrace2's sub-traces: named from their env on first sight.
+const TraceWho &bt_trace_who(ViewSink &s, const bt_trace *trace)
 {
-	auto it = s.who.find(trace);
-	if (it != s.who.end())
+	auto it = s.traces.find(trace);
+	if (it != s.traces.end())
 		return it->second;
-	std::string name = "?", pid = "?";
-	const bt_value *v = bt_trace_borrow_environment_entry_value_by_name_const(trace, "procname");
-	if (v && bt_value_get_type(v) == BT_VALUE_TYPE_STRING)
-		name = bt_value_string_get(v);
-	v = bt_trace_borrow_environment_entry_value_by_name_const(trace, "vpid");
-	if (v && bt_value_get_type(v) == BT_VALUE_TYPE_SIGNED_INTEGER)
-		pid = std::to_string(bt_value_integer_signed_get(v));
-	else if (v && bt_value_get_type(v) == BT_VALUE_TYPE_UNSIGNED_INTEGER)
-		pid = std::to_string(bt_value_integer_unsigned_get(v));
-	if (name == "?") {
-		v = bt_trace_borrow_environment_entry_value_by_name_const(trace, "domain");
-		if (v && bt_value_get_type(v) == BT_VALUE_TYPE_STRING)
-			name = bt_value_string_get(v);
-	}
-	return s.who.emplace(trace, name + "[" + pid + "]").first->second;
+	TraceWho w;
+	std::string name = "?", pid = "?", domain;
+	env_string(trace, "procname", &name);
+	if (env_int(trace, "vpid", &w.vpid))
+		pid = std::to_string(w.vpid);
+	w.kernel = env_string(trace, "domain", &domain) && domain == "kernel";
+	if (name == "?" && !domain.empty())
+		name = domain;
+	w.who = name + "[" + pid + "]";
+	return s.traces.emplace(trace, w).first->second;
 }
 
-// (kernel, vpid) of a sub-trace.
-const std::pair<bool, int64_t> &trace_pid(ViewSink &s, const bt_trace *tr)
+const TraceWho &native_trace_who(ViewSink &s, const SubTrace &t)
 {
-	auto it = s.trace_pid.find(tr);
-	if (it != s.trace_pid.end())
+	auto it = s.traces.find(&t);
+	if (it != s.traces.end())
 		return it->second;
-	std::string domain;
-	int64_t pid = -1;
-	env_int(tr, "vpid", &pid);
-	const bool kernel = env_string(tr, "domain", &domain) && domain == "kernel";
-	return s.trace_pid.emplace(tr, std::make_pair(kernel, pid)).first->second;
-}
-
-bool message_ns(const bt_message *msg, int64_t *ns)
-{
-	if (!bt_message_event_borrow_stream_class_default_clock_class_const(msg))
-		return false;
-	const bt_clock_snapshot *cs = bt_message_event_borrow_default_clock_snapshot_const(msg);
-	return bt_clock_snapshot_get_ns_from_origin(cs, ns) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK;
+	TraceWho w;
+	w.kernel = t.kernel;
+	w.vpid = t.meta.env_value("vpid") ? t.vpid : -1;
+	std::string name = t.procname.empty() ? "?" : t.procname;
+	if (name == "?" && !t.meta.env_string("domain").empty())
+		name = t.meta.env_string("domain");
+	w.who = name + "[" + (w.vpid >= 0 || t.meta.env_value("vpid") ? std::to_string(t.vpid) : "?") + "]";
+	return s.traces.emplace(&t, w).first->second;
 }
 
 void resolve(TimeBound &b, int64_t first)
@@ -368,44 +379,38 @@ void resolve(TimeBound &b, int64_t first)
 enum class Verdict { Show, Skip, Stop };
 
 // The filters of `strata view` for one event.
-Verdict filter_event(ViewSink &s, const bt_message *msg)
+Verdict filter_event(ViewSink &s, const Ev &ev)
 {
-	const bt_event *ev = bt_message_event_borrow_event_const(msg);
-	int64_t ns = 0;
-	const bool timed = message_ns(msg, &ns);
-	if (timed && !s.first_seen) {
+	if (ev.timed && !s.first_seen) {
 		s.first_seen = true;
-		resolve(s.since, ns);
-		resolve(s.until, ns);
+		resolve(s.since, ev.ns);
+		resolve(s.until, ev.ns);
 	}
-	if (timed && s.until.set && ns > s.until.at)
+	if (ev.timed && s.until.set && ev.ns > s.until.at)
 		return Verdict::Stop; // messages come in time order
-	if (timed && s.since.set && ns < s.since.at)
+	if (ev.timed && s.since.set && ev.ns < s.since.at)
 		return Verdict::Skip;
-	const auto &tp = trace_pid(s, bt_stream_borrow_trace_const(bt_event_borrow_stream_const(ev)));
-	int64_t tid = -1;
-	const bool has_tid = event_tid(ev, &tid);
-	if (!tp.first && has_tid && !s.pids.empty())
-		s.tid_pid[tid] = tp.second;
-	if (!s.tids.empty() && (!has_tid || !s.tids.count(tid)))
+	const TraceWho &tp = s.traces[ev.trace];
+	if (!tp.kernel && ev.has_tid && !s.pids.empty())
+		s.tid_pid[ev.tid] = tp.vpid;
+	if (!s.tids.empty() && (!ev.has_tid || !s.tids.count(ev.tid)))
 		return Verdict::Skip;
 	if (!s.pids.empty()) {
-		int64_t pid = tp.second;
-		if (tp.first) { // a kernel event: its thread's process, if known
-			auto it = has_tid ? s.tid_pid.find(tid) : s.tid_pid.end();
-			pid = it != s.tid_pid.end() ? it->second : tid;
+		int64_t pid = tp.vpid;
+		if (tp.kernel) { // a kernel event: its thread's process, if known
+			auto it = ev.has_tid ? s.tid_pid.find(ev.tid) : s.tid_pid.end();
+			pid = it != s.tid_pid.end() ? it->second : ev.tid;
 		}
 		if (!s.pids.count(pid))
 			return Verdict::Skip;
 	}
 	if (!s.patterns.empty()) {
-		const char *name = bt_event_class_get_name(bt_event_borrow_class_const(ev));
-		const std::string n = name ? name : "";
+		const std::string n = ev.name;
 		const std::string kn = "kernel:" + n;
 		bool match = false;
 		for (const std::string &p : s.patterns)
 			if (!fnmatch(p.c_str(), n.c_str(), 0) ||
-			    (tp.first && !fnmatch(p.c_str(), kn.c_str(), 0))) {
+			    (tp.kernel && !fnmatch(p.c_str(), kn.c_str(), 0))) {
 				match = true;
 				break;
 			}
@@ -415,124 +420,75 @@ Verdict filter_event(ViewSink &s, const bt_message *msg)
 	return Verdict::Show;
 }
 
-// A loss is shown unless --pid, --tid or -e leave out its stream, or it
-// falls outside --since/--until.
-bool show_discarded(ViewSink &s, const bt_message *msg, bool events)
+// The line's prefix: time, who, thread, CPU, name.
+void format_prefix(ViewSink &s, const Ev &ev)
 {
-	if (!s.tids.empty() || !s.patterns.empty())
-		return false;
-	const bt_stream *stream = events ? bt_message_discarded_events_borrow_stream_const(msg)
-					 : bt_message_discarded_packets_borrow_stream_const(msg);
-	if (!s.pids.empty() && !s.pids.count(trace_pid(s, bt_stream_borrow_trace_const(stream)).second))
-		return false;
-	const bt_stream_class *sc = bt_stream_borrow_class_const(stream);
-	const bool has_times = events ? bt_stream_class_discarded_events_have_default_clock_snapshots(sc)
-				      : bt_stream_class_discarded_packets_have_default_clock_snapshots(sc);
-	if ((s.since.set || s.until.set) && has_times) {
-		const bt_clock_snapshot *cb =
-			events ? bt_message_discarded_events_borrow_beginning_default_clock_snapshot_const(
-					 msg)
-			       : bt_message_discarded_packets_borrow_beginning_default_clock_snapshot_const(
-					 msg);
-		int64_t b = 0;
-		if (bt_clock_snapshot_get_ns_from_origin(cb, &b) ==
-			    BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK &&
-		    ((s.since.set && s.first_seen && b < s.since.at) ||
-		     (s.until.set && s.first_seen && b > s.until.at)))
-			return false;
-	}
-	return true;
-}
-
-void format_event(ViewSink &s, const bt_message *msg)
-{
-	const bt_event *ev = bt_message_event_borrow_event_const(msg);
-	const bt_event_class *ec = bt_event_borrow_class_const(ev);
-	const bt_stream *stream = bt_event_borrow_stream_const(ev);
 	std::string &out = s.line;
-
-	if (bt_message_event_borrow_stream_class_default_clock_class_const(msg)) {
-		int64_t ns = 0;
-		const bt_clock_snapshot *cs = bt_message_event_borrow_default_clock_snapshot_const(msg);
-		if (bt_clock_snapshot_get_ns_from_origin(cs, &ns) ==
-		    BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
-			append_time(out, ns);
-		else
-			out += "[overflow]";
-	} else {
+	if (ev.timed)
+		append_time(out, ev.ns);
+	else
 		out += "[no clock]";
-	}
 	out += ' ';
-	out += trace_who(s, bt_stream_borrow_trace_const(stream));
-
-	const bt_field *ctx = bt_event_borrow_common_context_field_const(ev);
-	int64_t v = 0;
+	out += s.traces[ev.trace].who;
 	out += " tid=";
-	if (event_tid(ev, &v))
-		out += std::to_string(v);
+	if (ev.has_tid)
+		out += std::to_string(ev.tid);
 	else
 		out += '?';
 	// The CPU where events say it (kernel events); user events do not
 	// carry it (their lanes are per thread: strata_abi.h).
-	if (integer_value(member(ctx, "cpu_id"), &v) || integer_value(member(ctx, "cpu"), &v))
-		out += " cpu=" + std::to_string(v);
+	if (ev.cpu >= 0)
+		out += " cpu=" + std::to_string(ev.cpu);
 	out += ' ';
-	const char *name = bt_event_class_get_name(ec);
-	out += name ? name : "<unnamed>";
-	const bt_field *payload = bt_event_borrow_payload_field_const(ev);
-	if (payload && bt_field_class_structure_get_member_count(bt_field_borrow_class_const(payload))) {
-		out += ": ";
-		append_field(out, payload, true);
-	}
-	out += '\n';
+	out += *ev.name ? ev.name : "<unnamed>";
 }
 
-void format_discarded(ViewSink &s, const bt_message *msg, bool events)
-{
-	const bt_stream *stream = events ? bt_message_discarded_events_borrow_stream_const(msg)
-					 : bt_message_discarded_packets_borrow_stream_const(msg);
-	const bt_stream_class *sc = bt_stream_borrow_class_const(stream);
+// A loss, from either reader.
+struct Loss {
+	const void *trace = nullptr;
+	bool events = true;
+	bool known = true;
 	uint64_t count = 0;
-	const bool known = events ? bt_message_discarded_events_get_count(msg, &count) ==
-					    BT_PROPERTY_AVAILABILITY_AVAILABLE
-				  : bt_message_discarded_packets_get_count(msg, &count) ==
-					    BT_PROPERTY_AVAILABILITY_AVAILABLE;
-	std::string &out = s.line;
-	const bool has_times = events ? bt_stream_class_discarded_events_have_default_clock_snapshots(sc)
-				      : bt_stream_class_discarded_packets_have_default_clock_snapshots(sc);
-	int64_t b = 0, e = 0;
 	bool times = false;
-	if (has_times) {
-		const bt_clock_snapshot *cb =
-			events ? bt_message_discarded_events_borrow_beginning_default_clock_snapshot_const(
-					 msg)
-			       : bt_message_discarded_packets_borrow_beginning_default_clock_snapshot_const(
-					 msg);
-		const bt_clock_snapshot *ce =
-			events ? bt_message_discarded_events_borrow_end_default_clock_snapshot_const(msg)
-			       : bt_message_discarded_packets_borrow_end_default_clock_snapshot_const(msg);
-		times = bt_clock_snapshot_get_ns_from_origin(cb, &b) ==
-				BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK &&
-			bt_clock_snapshot_get_ns_from_origin(ce, &e) ==
-				BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK;
-	}
+	int64_t b = 0, e = 0;
+	uint64_t stream = 0;
+};
+
+// A loss is shown unless --pid, --tid or -e leave out its stream, or it
+// falls outside --since/--until.
+bool show_discarded(ViewSink &s, const Loss &l)
+{
+	if (!s.tids.empty() || !s.patterns.empty())
+		return false;
+	if (!s.pids.empty() && !s.pids.count(s.traces[l.trace].vpid))
+		return false;
+	if ((s.since.set || s.until.set) && l.times &&
+	    ((s.since.set && s.first_seen && l.b < s.since.at) ||
+	     (s.until.set && s.first_seen && l.b > s.until.at)))
+		return false;
+	return true;
+}
+
+void format_discarded(ViewSink &s, const Loss &l)
+{
+	std::string &out = s.line;
 	// The muxer orders a loss by its beginning; show that time first so the
 	// output stays sorted.
-	if (times)
-		append_time(out, b);
+	if (l.times)
+		append_time(out, l.b);
 	else
 		out += "[--:--:--.---------]";
 	out += " *** ";
-	out += known ? std::to_string(count) : std::string("some");
-	out += events ? " events discarded in " : " packets discarded in ";
-	out += trace_who(s, bt_stream_borrow_trace_const(stream));
+	out += l.known ? std::to_string(l.count) : std::string("some");
+	out += l.events ? " events discarded in " : " packets discarded in ";
+	out += s.traces[l.trace].who;
 	out += " stream ";
-	out += std::to_string(bt_stream_get_id(stream));
-	if (times) {
+	out += std::to_string(l.stream);
+	if (l.times) {
 		out += " between ";
-		append_time(out, b);
+		append_time(out, l.b);
 		out += " and ";
-		append_time(out, e);
+		append_time(out, l.e);
 	}
 	out += '\n';
 }
@@ -545,15 +501,209 @@ bool flush_line(ViewSink &s)
 	return !s.write_failed;
 }
 
-// One message; false to stop (limit reached or output failed).
-bool on_message(ViewSink &s, const bt_message *msg)
+// After a message: false to stop (limit reached or output failed).
+bool after_message(ViewSink &s, bool more)
+{
+	if ((s.line.size() > (1u << 16) || !more) && !flush_line(s))
+		more = false;
+	return more;
+}
+
+// ---- babeltrace2's messages (traces Strata did not write) -----------------
+
+bool bt_time(const bt_clock_snapshot *cs, int64_t *ns)
+{
+	return bt_clock_snapshot_get_ns_from_origin(cs, ns) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK;
+}
+
+Ev bt_ev(ViewSink &s, const bt_message *msg)
+{
+	const bt_event *e = bt_message_event_borrow_event_const(msg);
+	Ev ev;
+	const bt_trace *tr = bt_stream_borrow_trace_const(bt_event_borrow_stream_const(e));
+	bt_trace_who(s, tr);
+	ev.trace = tr;
+	ev.timed = bt_message_event_borrow_stream_class_default_clock_class_const(msg) &&
+		   bt_time(bt_message_event_borrow_default_clock_snapshot_const(msg), &ev.ns);
+	ev.has_tid = event_tid(e, &ev.tid);
+	const bt_field *ctx = bt_event_borrow_common_context_field_const(e);
+	if (!integer_value(member(ctx, "cpu_id"), &ev.cpu) && !integer_value(member(ctx, "cpu"), &ev.cpu))
+		ev.cpu = -1;
+	const char *name = bt_event_class_get_name(bt_event_borrow_class_const(e));
+	ev.name = name ? name : "";
+	return ev;
+}
+
+Loss bt_loss(ViewSink &s, const bt_message *msg, bool events)
+{
+	Loss l;
+	l.events = events;
+	const bt_stream *stream = events ? bt_message_discarded_events_borrow_stream_const(msg)
+					 : bt_message_discarded_packets_borrow_stream_const(msg);
+	const bt_trace *tr = bt_stream_borrow_trace_const(stream);
+	bt_trace_who(s, tr);
+	l.trace = tr;
+	l.stream = bt_stream_get_id(stream);
+	const bt_stream_class *sc = bt_stream_borrow_class_const(stream);
+	l.known = events ? bt_message_discarded_events_get_count(msg, &l.count) ==
+				   BT_PROPERTY_AVAILABILITY_AVAILABLE
+			 : bt_message_discarded_packets_get_count(msg, &l.count) ==
+				   BT_PROPERTY_AVAILABILITY_AVAILABLE;
+	const bool has_times = events ? bt_stream_class_discarded_events_have_default_clock_snapshots(sc)
+				      : bt_stream_class_discarded_packets_have_default_clock_snapshots(sc);
+	if (has_times)
+		l.times =
+			bt_time(events ? bt_message_discarded_events_borrow_beginning_default_clock_snapshot_const(
+						 msg)
+				       : bt_message_discarded_packets_borrow_beginning_default_clock_snapshot_const(
+						 msg),
+				&l.b) &&
+			bt_time(events ? bt_message_discarded_events_borrow_end_default_clock_snapshot_const(
+						 msg)
+				       : bt_message_discarded_packets_borrow_end_default_clock_snapshot_const(
+						 msg),
+				&l.e);
+	return l;
+}
+
+// One babeltrace2 message; false to stop (limit reached or output failed).
+bool on_bt_message(ViewSink &s, const bt_message *msg)
 {
 	bool more = true;
 	switch (bt_message_get_type(msg)) {
-	case BT_MESSAGE_TYPE_EVENT:
-		switch (filter_event(s, msg)) {
+	case BT_MESSAGE_TYPE_EVENT: {
+		const Ev ev = bt_ev(s, msg);
+		switch (filter_event(s, ev)) {
+		case Verdict::Show: {
+			format_prefix(s, ev);
+			const bt_field *payload =
+				bt_event_borrow_payload_field_const(bt_message_event_borrow_event_const(msg));
+			if (payload &&
+			    bt_field_class_structure_get_member_count(bt_field_borrow_class_const(payload))) {
+				s.line += ": ";
+				append_field(s.line, payload, true);
+			}
+			s.line += '\n';
+			more = ++s.events < s.limit;
+			break;
+		}
+		case Verdict::Skip:
+			break;
+		case Verdict::Stop:
+			more = false;
+			break;
+		}
+		break;
+	}
+	case BT_MESSAGE_TYPE_DISCARDED_EVENTS:
+	case BT_MESSAGE_TYPE_DISCARDED_PACKETS: {
+		const Loss l = bt_loss(s, msg, bt_message_get_type(msg) == BT_MESSAGE_TYPE_DISCARDED_EVENTS);
+		if (show_discarded(s, l))
+			format_discarded(s, l);
+		break;
+	}
+	default:
+		break;
+	}
+	return after_message(s, more);
+}
+
+// ---- Strata's own reader ---------------------------------------------------
+
+// A field as append_field prints babeltrace2's: the same text.
+void append_value(std::string &out, const FieldValue &v)
+{
+	const FieldInfo &f = *v.info;
+	auto base_of = [](unsigned b) {
+		return b == 16  ? BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_HEXADECIMAL
+		       : b == 8 ? BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_OCTAL
+		       : b == 2 ? BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_BINARY
+				: BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_DECIMAL;
+	};
+	auto append_int = [&](uint64_t u, int64_t i, unsigned base) {
+		if (f.is_signed && base == 10)
+			out += std::to_string(i);
+		else
+			append_unsigned(out, f.is_signed ? (uint64_t)i : u, base_of(base));
+	};
+	switch (f.type) {
+	case STRATA_FT_INTEGER:
+		append_int(v.u, v.i, f.base);
+		break;
+	case STRATA_FT_ENUM: {
+		bool any = false;
+		for (const EnumLabel &l : f.labels) {
+			const bool in = f.is_signed ? (v.i >= l.first && v.i <= l.last)
+						    : (v.u >= (uint64_t)l.first && v.u <= (uint64_t)l.last);
+			if (!in)
+				continue;
+			if (any)
+				out += '|';
+			out += l.label;
+			any = true;
+		}
+		if (!any)
+			out += "<unknown>";
+		out += " (";
+		append_int(v.u, v.i, 10);
+		out += ')';
+		break;
+	}
+	case STRATA_FT_FLOAT:
+		if (f.elem_bits == 32)
+			append_real(out, (float)v.d);
+		else
+			append_real(out, v.d);
+		break;
+	case STRATA_FT_STRING:
+		append_quoted(out, std::string(v.str, v.len).c_str());
+		break;
+	case STRATA_FT_ARRAY:
+	case STRATA_FT_SEQUENCE:
+		out += "[ ";
+		for (uint32_t k = 0; k < v.count; k++) {
+			if (k)
+				out += ", ";
+			append_int(v.elem_u(k), v.elem_i(k), f.base);
+		}
+		out += v.count ? " ]" : "]";
+		break;
+	default:
+		out += "<?>";
+	}
+}
+
+bool on_native(ViewSink &s, const TraceMsg &m, std::vector<FieldValue> &fields)
+{
+	bool more = true;
+	switch (m.kind) {
+	case TraceMsgKind::Event: {
+		const TraceEvent &e = *m.event;
+		Ev ev;
+		native_trace_who(s, e.trace());
+		ev.trace = &e.trace();
+		ev.timed = true;
+		ev.ns = e.ns;
+		ev.has_tid = e.tid >= 0 || e.trace().kernel;
+		ev.tid = e.tid;
+		ev.cpu = e.cpu;
+		ev.name = e.cls->full_name.c_str();
+		switch (filter_event(s, ev)) {
 		case Verdict::Show:
-			format_event(s, msg);
+			format_prefix(s, ev);
+			if (!e.cls->info.fields.empty()) {
+				e.decode(&fields);
+				s.line += ": { ";
+				for (size_t k = 0; k < fields.size(); k++) {
+					if (k)
+						s.line += ", ";
+					s.line += fields[k].info->name;
+					s.line += " = ";
+					append_value(s.line, fields[k]);
+				}
+				s.line += " }";
+			}
+			s.line += '\n';
 			more = ++s.events < s.limit;
 			break;
 		case Verdict::Skip:
@@ -563,37 +713,62 @@ bool on_message(ViewSink &s, const bt_message *msg)
 			break;
 		}
 		break;
-	case BT_MESSAGE_TYPE_DISCARDED_EVENTS:
-		if (show_discarded(s, msg, true))
-			format_discarded(s, msg, true);
-		break;
-	case BT_MESSAGE_TYPE_DISCARDED_PACKETS:
-		if (show_discarded(s, msg, false))
-			format_discarded(s, msg, false);
-		break;
-	default:
+	}
+	case TraceMsgKind::DiscardedEvents:
+	case TraceMsgKind::DiscardedPackets: {
+		Loss l;
+		native_trace_who(s, *m.stream->trace);
+		l.trace = m.stream->trace;
+		l.events = m.kind == TraceMsgKind::DiscardedEvents;
+		l.count = m.count;
+		l.times = true;
+		l.b = m.begin_ns;
+		l.e = m.end_ns;
+		l.stream = m.stream->instance;
+		if (show_discarded(s, l))
+			format_discarded(s, l);
 		break;
 	}
-	if ((s.line.size() > (1u << 16) || !more) && !flush_line(s))
-		more = false;
-	return more;
+	case TraceMsgKind::Damage:
+		// Named on stderr (not mixed into the events), counted.
+		s.damaged++;
+		std::fprintf(stderr, "strata view: damaged: %s at byte %" PRIu64 "%s: %s\n",
+			     m.damage->file.c_str(), m.damage->offset,
+			     m.damage->bytes
+				     ? (" (" + std::to_string(m.damage->bytes) + " bytes skipped)").c_str()
+				     : "",
+			     m.damage->why.c_str());
+		break;
+	}
+	return after_message(s, more);
 }
 
 // --pid with a kernel sub-trace: the kernel names threads, not their
 // processes.  Read the other sub-traces once first to learn which process
 // each of their threads is in, so that a kernel event of such a thread is
 // shown from its first one (strata export does the same).
-void learn_threads(ViewSink &s, const std::string &dir)
+void learn_threads(ViewSink &s, const std::vector<std::string> &dirs, bool native)
 {
-	std::vector<std::string> dirs, user;
+	std::vector<std::string> user;
 	std::string why, warnings;
-	if (s.pids.empty() || !find_ctf_traces(dir, &dirs, &why))
+	if (s.pids.empty())
 		return;
 	for (const std::string &d : dirs)
 		if (!is_kernel_trace(d))
 			user.push_back(d);
 	if (user.empty() || user.size() == dirs.size())
 		return;
+	if (native) {
+		TraceReader r;
+		if (!r.open_dirs(user, &why))
+			return;
+		r.read([&s](const TraceMsg &m) {
+			if (m.kind == TraceMsgKind::Event && m.event->tid >= 0)
+				s.tid_pid.emplace(m.event->tid, m.event->trace().vpid);
+			return true;
+		});
+		return;
+	}
 	std::map<const bt_trace *, int64_t> pid_of; // this graph's own traces
 	read_ctf_trace_dirs(
 		user,
@@ -625,16 +800,42 @@ int run_view(const std::string &dir, ViewSink &sink)
 			     std::strerror(errno));
 		return kExitFailure;
 	}
-	learn_threads(sink, dir);
-	const bool ok = read_ctf_traces(
-		dir, [&sink](const bt_message *msg) { return on_message(sink, msg); }, &why, &warnings);
+	std::vector<std::string> dirs;
+	if (!find_ctf_traces(dir, &dirs, &why)) {
+		std::fprintf(stderr, "strata view: %s\n", why.c_str());
+		return kExitFailure;
+	}
+	const bool native = use_native_reader(dirs);
+	learn_threads(sink, dirs, native);
+	bool ok;
+	if (native) {
+		TraceReader r;
+		std::vector<FieldValue> fields;
+		ok = r.open_dirs(dirs, &why) &&
+		     r.read([&](const TraceMsg &m) { return on_native(sink, m, fields); });
+		for (const auto &t : r.traces())
+			if (!t->readable)
+				std::fprintf(stderr, "strata view: cannot read %s: %s\n", t->dir.c_str(),
+					     t->why.c_str());
+		if (ok && (r.stats().damaged || r.stats().unreadable_traces))
+			warnings +=
+				std::to_string(r.stats().damaged) + " damaged span(s) skipped, " +
+				std::to_string(r.stats().unreadable_traces) +
+				" unreadable sub-trace(s); every undamaged packet was read ('strata check " +
+				dir + "' lists them)\n";
+	} else {
+		ok = read_ctf_trace_dirs(
+			dirs, [&sink](const bt_message *msg) { return on_bt_message(sink, msg); }, &why,
+			&warnings);
+	}
 	flush_line(sink);
 	const bool flushed = std::fflush(stdout) == 0;
 	if (!warnings.empty())
 		std::fprintf(stderr, "strata view: warning: %s", warnings.c_str());
 	if (!ok) {
 		std::fprintf(stderr, "strata view: %s\n", why.c_str());
-		cli::hint_torn("view", dir);
+		if (!native)
+			cli::hint_torn("view", dir);
 		return kExitFailure;
 	}
 	if (!flushed || sink.write_failed) {
