@@ -81,7 +81,71 @@ void view_usage(FILE *f)
 
 // ---- formatting helpers --------------------------------------------------
 
-void append_time(std::string &out, int64_t ns_from_origin)
+// The output being built: a fixed buffer written out when it passes
+// kFlushAt (one append is a compare and a memcpy: std::string's calls were
+// a third of `strata view`'s time).  Lines longer than the buffer grow it.
+class LineBuf {
+public:
+	static constexpr size_t kFlushAt = 1u << 16;
+	LineBuf() : buf_(kFlushAt * 2) {}
+	void append(const char *p, size_t n)
+	{
+		if (__builtin_expect(len_ + n > buf_.size(), 0))
+			buf_.resize((len_ + n) * 2);
+		char *d = buf_.data() + len_;
+		len_ += n;
+		if (n <= 16) { // most pieces: a call to memcpy would cost more than the copy
+			while (n--)
+				*d++ = *p++;
+			return;
+		}
+		memcpy(d, p, n);
+	}
+	LineBuf &operator+=(char c)
+	{
+		if (__builtin_expect(len_ + 1 > buf_.size(), 0))
+			buf_.resize((len_ + 1) * 2);
+		buf_[len_++] = c;
+		return *this;
+	}
+	LineBuf &operator+=(const char *p)
+	{
+		append(p, strlen(p));
+		return *this;
+	}
+	LineBuf &operator+=(const std::string &t)
+	{
+		append(t.data(), t.size());
+		return *this;
+	}
+	const char *data() const { return buf_.data(); }
+	size_t size() const { return len_; }
+	bool empty() const { return len_ == 0; }
+	void clear() { len_ = 0; }
+
+private:
+	std::vector<char> buf_;
+	size_t len_ = 0;
+};
+
+template <class Out> void append_i64(Out &out, int64_t v)
+{
+	char buf[24];
+	auto r = std::to_chars(buf, buf + sizeof buf, v);
+	out.append(buf, (size_t)(r.ptr - buf));
+}
+
+// "[HH:MM:SS.nnnnnnnnn]" in local time; the last second's text is kept, so
+// that events within one second cost no time conversion.  Single-threaded
+// (the view's one thread).
+struct TimeText {
+	int64_t sec = INT64_MIN;
+	char head[40];
+	size_t len = 0;
+};
+TimeText g_time;
+
+template <class Out> void append_time(Out &out, int64_t ns_from_origin)
 {
 	int64_t sec = ns_from_origin / 1000000000;
 	int64_t ns = ns_from_origin % 1000000000;
@@ -89,21 +153,73 @@ void append_time(std::string &out, int64_t ns_from_origin)
 		ns += 1000000000;
 		sec -= 1;
 	}
-	const time_t t = static_cast<time_t>(sec);
-	struct tm tm;
-	char buf[48];
-	if (localtime_r(&t, &tm))
-		std::snprintf(buf, sizeof buf, "[%02d:%02d:%02d.%09" PRId64 "]", tm.tm_hour, tm.tm_min,
-			      tm.tm_sec, ns);
-	else
-		std::snprintf(buf, sizeof buf, "[%" PRId64 ".%09" PRId64 "]", sec, ns);
-	out += buf;
+	TimeText &t = g_time;
+	if (sec != t.sec) {
+		const time_t tt = static_cast<time_t>(sec);
+		struct tm tm;
+		int n;
+		if (localtime_r(&tt, &tm))
+			n = std::snprintf(t.head, sizeof t.head, "[%02d:%02d:%02d.", tm.tm_hour, tm.tm_min,
+					  tm.tm_sec);
+		else
+			n = std::snprintf(t.head, sizeof t.head, "[%" PRId64 ".", sec);
+		t.len = n > 0 ? (size_t)n : 0;
+		t.sec = sec;
+	}
+	out.append(t.head, t.len);
+	// Nine digits, two at a time.
+	static const char kPairs[] =
+		"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+		"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+		"8081828384858687888990919293949596979899";
+	char d[10];
+	uint32_t v = (uint32_t)ns;
+	for (int k = 7; k >= 1; k -= 2) {
+		const uint32_t q = v / 100, r = v - q * 100;
+		d[k] = kPairs[2 * r];
+		d[k + 1] = kPairs[2 * r + 1];
+		v = q;
+	}
+	d[0] = (char)('0' + v);
+	d[9] = ']';
+	out.append(d, 10);
 }
 
-void append_quoted(std::string &out, const char *s)
+// The length of the valid UTF-8 sequence at p (1..4), or 0 if it is not one.
+size_t utf8_len(const unsigned char *p)
 {
-	out += '"';
-	for (const unsigned char *p = reinterpret_cast<const unsigned char *>(s); *p; p++) {
+	const unsigned char c = p[0];
+	auto cont = [&](int k) { return (p[k] & 0xC0) == 0x80; };
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF)
+		return cont(1) ? 2 : 0;
+	if (c >= 0xE0 && c <= 0xEF) {
+		if (!cont(1) || !cont(2) || (c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F))
+			return 0;
+		return 3;
+	}
+	if (c >= 0xF0 && c <= 0xF4) {
+		if (!cont(1) || !cont(2) || !cont(3) || (c == 0xF0 && p[1] < 0x90) ||
+		    (c == 0xF4 && p[1] > 0x8F))
+			return 0;
+		return 4;
+	}
+	return 0;
+}
+
+// Text of any bytes (NUL-terminated): quotes and backslashes escaped,
+// control characters and bytes that are not UTF-8 as \xNN, so that the
+// line is valid UTF-8 whatever the trace holds.
+template <class Out> void append_escaped(Out &out, const char *s)
+{
+	for (const unsigned char *p = reinterpret_cast<const unsigned char *>(s); *p;) {
+		const size_t n = utf8_len(p); // stops at the NUL: a continuation check fails there
+		if (n > 1) {
+			out.append(reinterpret_cast<const char *>(p), n);
+			p += n;
+			continue;
+		}
 		if (*p == '"' || *p == '\\') {
 			out += '\\';
 			out += static_cast<char>(*p);
@@ -111,24 +227,33 @@ void append_quoted(std::string &out, const char *s)
 			out += "\\n";
 		} else if (*p == '\t') {
 			out += "\\t";
-		} else if (*p < 0x20 || *p == 0x7f) {
-			char buf[8];
-			std::snprintf(buf, sizeof buf, "\\x%02x", *p);
-			out += buf;
+		} else if (*p < 0x20 || *p == 0x7f || n == 0) {
+			static const char hex[] = "0123456789abcdef";
+			const char esc[4] = {'\\', 'x', hex[*p >> 4], hex[*p & 15]};
+			out.append(esc, 4);
 		} else {
 			out += static_cast<char>(*p);
 		}
+		p++;
 	}
+}
+
+template <class Out> void append_quoted(Out &out, const char *s)
+{
+	out += '"';
+	append_escaped(out, s);
 	out += '"';
 }
 
-void append_unsigned(std::string &out, uint64_t v, bt_field_class_integer_preferred_display_base base)
+template <class Out>
+void append_unsigned(Out &out, uint64_t v, bt_field_class_integer_preferred_display_base base)
 {
 	char buf[80];
 	switch (base) {
 	case BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_HEXADECIMAL:
-		std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-		break;
+		out += "0x";
+		out.append(buf, (size_t)(std::to_chars(buf, buf + sizeof buf, v, 16).ptr - buf));
+		return;
 	case BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_OCTAL:
 		std::snprintf(buf, sizeof buf, "0%" PRIo64, v);
 		break;
@@ -145,20 +270,20 @@ void append_unsigned(std::string &out, uint64_t v, bt_field_class_integer_prefer
 		break;
 	}
 	default:
-		std::snprintf(buf, sizeof buf, "%" PRIu64, v);
-		break;
+		out.append(buf, (size_t)(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
+		return;
 	}
 	out += buf;
 }
 
-template <typename T> void append_real(std::string &out, T v)
+template <class Out, typename T> void append_real(Out &out, T v)
 {
 	char buf[64];
 	auto r = std::to_chars(buf, buf + sizeof buf, v); // shortest round-trip form
-	out.append(buf, r.ptr);
+	out.append(buf, (size_t)(r.ptr - buf));
 }
 
-void append_field(std::string &out, const bt_field *field, bool is_root = false);
+void append_field(LineBuf &out, const bt_field *field, bool is_root = false);
 
 // A sequence's length is its own member of the payload (CTF 1.8); it is
 // shown as the length of the [ ] list, so hide the member itself.
@@ -184,7 +309,7 @@ void hide_length_members(const bt_field_class *st, std::vector<bool> &hide)
 	}
 }
 
-void append_enum_labels(std::string &out, const bt_field *field, bool is_signed)
+void append_enum_labels(LineBuf &out, const bt_field *field, bool is_signed)
 {
 	bt_field_class_enumeration_mapping_label_array labels = nullptr;
 	uint64_t count = 0;
@@ -201,7 +326,7 @@ void append_enum_labels(std::string &out, const bt_field *field, bool is_signed)
 	}
 }
 
-void append_field(std::string &out, const bt_field *field, bool is_root)
+void append_field(LineBuf &out, const bt_field *field, bool is_root)
 {
 	const bt_field_class *fc = bt_field_borrow_class_const(field);
 	const bt_field_class_type type = bt_field_get_class_type(field);
@@ -217,7 +342,7 @@ void append_field(std::string &out, const bt_field *field, bool is_root)
 			const int64_t v = bt_field_integer_signed_get_value(field);
 			const auto base = bt_field_class_integer_get_preferred_display_base(fc);
 			if (base == BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_DECIMAL || is_enum)
-				out += std::to_string(v);
+				append_i64(out, v);
 			else
 				append_unsigned(out, static_cast<uint64_t>(v), base);
 		} else {
@@ -321,10 +446,21 @@ struct ViewSink {
 	bool first_seen = false;
 	std::unordered_map<int64_t, int64_t> tid_pid; // threads seen in user sub-traces
 	std::map<const void *, TraceWho> traces;      // sub-trace -> its name (filled by the pump)
-	std::string line;
+	const void *last_trace = nullptr;             // traces' last look-up
+	const TraceWho *last_who = nullptr;
+	LineBuf line;
 	bool write_failed = false;
 	uint64_t damaged = 0; // Strata's reader: damage named
 };
+
+const TraceWho &who_of(ViewSink &s, const void *trace)
+{
+	if (trace != s.last_trace) {
+		s.last_trace = trace;
+		s.last_who = &s.traces[trace];
+	}
+	return *s.last_who;
+}
 
 // babeltrace2's sub-traces: named from their env on first sight.
 const TraceWho &bt_trace_who(ViewSink &s, const bt_trace *trace)
@@ -340,7 +476,8 @@ const TraceWho &bt_trace_who(ViewSink &s, const bt_trace *trace)
 	w.kernel = env_string(trace, "domain", &domain) && domain == "kernel";
 	if (name == "?" && !domain.empty())
 		name = domain;
-	w.who = name + "[" + pid + "]";
+	append_escaped(w.who, name.c_str());
+	w.who += "[" + pid + "]";
 	return s.traces.emplace(trace, w).first->second;
 }
 
@@ -355,7 +492,8 @@ const TraceWho &native_trace_who(ViewSink &s, const SubTrace &t)
 	std::string name = t.procname.empty() ? "?" : t.procname;
 	if (name == "?" && !t.meta.env_string("domain").empty())
 		name = t.meta.env_string("domain");
-	w.who = name + "[" + (w.vpid >= 0 || t.meta.env_value("vpid") ? std::to_string(t.vpid) : "?") + "]";
+	append_escaped(w.who, name.c_str());
+	w.who += "[" + (t.meta.env_value("vpid") ? std::to_string(t.vpid) : std::string("?")) + "]";
 	return s.traces.emplace(&t, w).first->second;
 }
 
@@ -390,7 +528,7 @@ Verdict filter_event(ViewSink &s, const Ev &ev)
 		return Verdict::Stop; // messages come in time order
 	if (ev.timed && s.since.set && ev.ns < s.since.at)
 		return Verdict::Skip;
-	const TraceWho &tp = s.traces[ev.trace];
+	const TraceWho &tp = who_of(s, ev.trace);
 	if (!tp.kernel && ev.has_tid && !s.pids.empty())
 		s.tid_pid[ev.tid] = tp.vpid;
 	if (!s.tids.empty() && (!ev.has_tid || !s.tids.count(ev.tid)))
@@ -423,22 +561,24 @@ Verdict filter_event(ViewSink &s, const Ev &ev)
 // The line's prefix: time, who, thread, CPU, name.
 void format_prefix(ViewSink &s, const Ev &ev)
 {
-	std::string &out = s.line;
+	LineBuf &out = s.line;
 	if (ev.timed)
 		append_time(out, ev.ns);
 	else
 		out += "[no clock]";
 	out += ' ';
-	out += s.traces[ev.trace].who;
+	out += who_of(s, ev.trace).who;
 	out += " tid=";
 	if (ev.has_tid)
-		out += std::to_string(ev.tid);
+		append_i64(out, ev.tid);
 	else
 		out += '?';
 	// The CPU where events say it (kernel events); user events do not
 	// carry it (their lanes are per thread: strata_abi.h).
-	if (ev.cpu >= 0)
-		out += " cpu=" + std::to_string(ev.cpu);
+	if (ev.cpu >= 0) {
+		out += " cpu=";
+		append_i64(out, ev.cpu);
+	}
 	out += ' ';
 	out += *ev.name ? ev.name : "<unnamed>";
 }
@@ -471,7 +611,7 @@ bool show_discarded(ViewSink &s, const Loss &l)
 
 void format_discarded(ViewSink &s, const Loss &l)
 {
-	std::string &out = s.line;
+	LineBuf &out = s.line;
 	// The muxer orders a loss by its beginning; show that time first so the
 	// output stays sorted.
 	if (l.times)
@@ -479,11 +619,14 @@ void format_discarded(ViewSink &s, const Loss &l)
 	else
 		out += "[--:--:--.---------]";
 	out += " *** ";
-	out += l.known ? std::to_string(l.count) : std::string("some");
+	if (l.known)
+		append_i64(out, (int64_t)l.count);
+	else
+		out += "some";
 	out += l.events ? " events discarded in " : " packets discarded in ";
 	out += s.traces[l.trace].who;
 	out += " stream ";
-	out += std::to_string(l.stream);
+	append_i64(out, (int64_t)l.stream);
 	if (l.times) {
 		out += " between ";
 		append_time(out, l.b);
@@ -611,7 +754,7 @@ bool on_bt_message(ViewSink &s, const bt_message *msg)
 // ---- Strata's own reader ---------------------------------------------------
 
 // A field as append_field prints babeltrace2's: the same text.
-void append_value(std::string &out, const FieldValue &v)
+void append_value(LineBuf &out, const FieldValue &v)
 {
 	const FieldInfo &f = *v.info;
 	auto base_of = [](unsigned b) {
@@ -622,7 +765,7 @@ void append_value(std::string &out, const FieldValue &v)
 	};
 	auto append_int = [&](uint64_t u, int64_t i, unsigned base) {
 		if (f.is_signed && base == 10)
-			out += std::to_string(i);
+			append_i64(out, i);
 		else
 			append_unsigned(out, f.is_signed ? (uint64_t)i : u, base_of(base));
 	};
@@ -656,7 +799,7 @@ void append_value(std::string &out, const FieldValue &v)
 			append_real(out, v.d);
 		break;
 	case STRATA_FT_STRING:
-		append_quoted(out, std::string(v.str, v.len).c_str());
+		append_quoted(out, v.str); // NUL-terminated in the packet (the walk checked)
 		break;
 	case STRATA_FT_ARRAY:
 	case STRATA_FT_SEQUENCE:
@@ -680,7 +823,8 @@ bool on_native(ViewSink &s, const TraceMsg &m, std::vector<FieldValue> &fields)
 	case TraceMsgKind::Event: {
 		const TraceEvent &e = *m.event;
 		Ev ev;
-		native_trace_who(s, e.trace());
+		if (&e.trace() != s.last_trace)
+			native_trace_who(s, e.trace());
 		ev.trace = &e.trace();
 		ev.timed = true;
 		ev.ns = e.ns;
@@ -692,15 +836,14 @@ bool on_native(ViewSink &s, const TraceMsg &m, std::vector<FieldValue> &fields)
 		case Verdict::Show:
 			format_prefix(s, ev);
 			if (!e.cls->info.fields.empty()) {
-				e.decode(&fields);
-				s.line += ": { ";
-				for (size_t k = 0; k < fields.size(); k++) {
-					if (k)
-						s.line += ", ";
-					s.line += fields[k].info->name;
+				const char *sep = ": { ";
+				e.for_each_field([&](const FieldValue &v) {
+					s.line += sep;
+					sep = ", ";
+					s.line += v.info->name;
 					s.line += " = ";
-					append_value(s.line, fields[k]);
-				}
+					append_value(s.line, v);
+				});
 				s.line += " }";
 			}
 			s.line += '\n';
@@ -813,10 +956,17 @@ int run_view(const std::string &dir, ViewSink &sink)
 		std::vector<FieldValue> fields;
 		ok = r.open_dirs(dirs, &why) &&
 		     r.read([&](const TraceMsg &m) { return on_native(sink, m, fields); });
-		for (const auto &t : r.traces())
+		size_t readable = 0;
+		for (const auto &t : r.traces()) {
+			readable += t->readable;
 			if (!t->readable)
 				std::fprintf(stderr, "strata view: cannot read %s: %s\n", t->dir.c_str(),
 					     t->why.c_str());
+		}
+		if (ok && !readable) {
+			ok = false;
+			why = "no sub-trace under '" + dir + "' can be read";
+		}
 		if (ok && (r.stats().damaged || r.stats().unreadable_traces))
 			warnings +=
 				std::to_string(r.stats().damaged) + " damaged span(s) skipped, " +

@@ -113,67 +113,8 @@ int64_t FieldValue::elem_i(uint32_t k) const
 
 void TraceEvent::decode(std::vector<FieldValue> *out) const
 {
-	const auto &fields = cls->info.fields;
-	out->resize(fields.size());
-	const bool wide = stream->trace->meta.record_format != STRATA_REC_COMPACT;
-	uint64_t o = payload;
-	auto align = [&](uint64_t a) {
-		if (wide && a > 1)
-			o = (o + a - 1) & ~(a - 1);
-	};
-	for (size_t k = 0; k < fields.size(); k++) {
-		const FieldInfo &f = fields[k];
-		FieldValue &v = (*out)[k];
-		v = FieldValue();
-		v.info = &f;
-		const unsigned b = std::min<unsigned>(f.elem_bits / 8, 8);
-		switch (f.type) {
-		case STRATA_FT_INTEGER:
-		case STRATA_FT_ENUM: {
-			align(b);
-			memcpy(&v.u, pkt + o, b);
-			o += b;
-			v.i = (int64_t)v.u;
-			if (f.is_signed && b < 8) {
-				const uint64_t sign = 1ull << (b * 8 - 1);
-				v.i = (int64_t)((v.u ^ sign) - sign);
-			}
-			break;
-		}
-		case STRATA_FT_FLOAT:
-			align(b);
-			if (b == 4) {
-				float x;
-				memcpy(&x, pkt + o, 4);
-				v.d = x;
-			} else {
-				memcpy(&v.d, pkt + o, 8);
-			}
-			o += b;
-			break;
-		case STRATA_FT_STRING:
-			v.str = (const char *)pkt + o;
-			v.len = strnlen(v.str, end - o);
-			o += v.len + 1;
-			break;
-		case STRATA_FT_ARRAY:
-			align(b);
-			v.count = f.length;
-			v.elems = pkt + o;
-			o += (uint64_t)f.length * b;
-			break;
-		case STRATA_FT_SEQUENCE:
-			align(4);
-			memcpy(&v.count, pkt + o, 4);
-			o += 4;
-			align(b);
-			v.elems = pkt + o;
-			o += (uint64_t)v.count * b;
-			break;
-		default:
-			break;
-		}
-	}
+	out->clear();
+	for_each_field([out](const FieldValue &v) { out->push_back(v); });
 }
 
 // A stream being read: its next packet, the current packet's records.
@@ -242,16 +183,32 @@ bool find_trace_dirs(const std::string &root, std::vector<std::string> *out, std
 
 bool strata_wrote(const std::vector<std::string> &dirs)
 {
+	// Strata's when no sub-trace is another tracer's: a metadata text that
+	// names another tracer, or LTTng's packetized metadata.  A metadata
+	// too damaged to say (cut before its env block) is read, and named, by
+	// Strata's reader, since babeltrace2 would refuse the whole tree for it.
+	bool any = false;
 	for (const std::string &d : dirs) {
 		std::ifstream f(d + "/metadata", std::ios::binary);
-		std::string head(4096, '\0');
+		std::string head(65536, '\0');
 		f.read(&head[0], (std::streamsize)head.size());
 		head.resize((size_t)f.gcount());
-		// The env block is near the top (consumerd/metadata.cpp).
-		if (!is_strata_metadata(head))
+		if (is_strata_metadata(head)) {
+			any = true;
+			continue;
+		}
+		// 0x75D11D57 in either byte order.
+		if (head.compare(0, 4, "\x57\x1d\xd1\x75") == 0 ||
+		    head.compare(0, 4, "\x75\xd1\x1d\x57") == 0 ||
+		    head.find("tracer_name") != std::string::npos)
+			return false;
+		// Cut before its env: nobody can say whose; Strata's reader
+		// names it unreadable and reads the rest.  With an env that names
+		// no tracer: not Strata's.
+		if (head.find("\nenv {") != std::string::npos)
 			return false;
 	}
-	return !dirs.empty();
+	return any || !dirs.empty();
 }
 
 bool TraceReader::open(const std::string &root, std::string *why)

@@ -31,12 +31,14 @@
 #define STRATA_LIBTRACE_TRACE_READER_H
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "record_walk.h"
+#include "strata_abi.h"
 #include "trace_meta.h"
 
 namespace strata {
@@ -108,7 +110,70 @@ struct TraceEvent {
 	// Every field, in order (out is resized); the record was walked, so
 	// every field lies inside the packet.
 	void decode(std::vector<FieldValue> *out) const;
+	// The same, one field at a time: fn(const FieldValue &) for each.
+	template <class Fn> void for_each_field(Fn &&fn) const;
 };
+
+template <class Fn> void TraceEvent::for_each_field(Fn &&fn) const
+{
+	const bool wide = stream->trace->meta.record_format != STRATA_REC_COMPACT;
+	uint64_t o = payload;
+	auto align = [&](uint64_t a) {
+		if (wide && a > 1)
+			o = (o + a - 1) & ~(a - 1);
+	};
+	for (const FieldInfo &f : cls->info.fields) {
+		FieldValue v;
+		v.info = &f;
+		const unsigned b = f.elem_bits / 8 < 8 ? f.elem_bits / 8 : 8;
+		switch (f.type) {
+		case STRATA_FT_INTEGER:
+		case STRATA_FT_ENUM:
+			align(b);
+			memcpy(&v.u, pkt + o, b); // little-endian (strata_abi.h)
+			o += b;
+			v.i = (int64_t)v.u;
+			if (f.is_signed && b < 8) {
+				const uint64_t sign = 1ull << (b * 8 - 1);
+				v.i = (int64_t)((v.u ^ sign) - sign);
+			}
+			break;
+		case STRATA_FT_FLOAT:
+			align(b);
+			if (b == 4) {
+				float x;
+				memcpy(&x, pkt + o, 4);
+				v.d = x;
+			} else {
+				memcpy(&v.d, pkt + o, 8);
+			}
+			o += b;
+			break;
+		case STRATA_FT_STRING:
+			v.str = (const char *)pkt + o;
+			v.len = strnlen(v.str, end - o);
+			o += v.len + 1;
+			break;
+		case STRATA_FT_ARRAY:
+			align(b);
+			v.count = f.length;
+			v.elems = pkt + o;
+			o += (uint64_t)f.length * b;
+			break;
+		case STRATA_FT_SEQUENCE:
+			align(4);
+			memcpy(&v.count, pkt + o, 4);
+			o += 4;
+			align(b);
+			v.elems = pkt + o;
+			o += (uint64_t)v.count * b;
+			break;
+		default:
+			break;
+		}
+		fn(v);
+	}
+}
 
 enum class TraceMsgKind { Event, DiscardedEvents, DiscardedPackets, Damage };
 
