@@ -932,7 +932,8 @@ bool parse_trace_meta(const std::string &text, TraceMeta *out, std::string *why)
 		return false;
 	const std::string first_why = *why;
 	*out = TraceMeta();
-	Parser again(text.substr(0, cut + 1), out);
+	const std::string head = text.substr(0, cut + 1); // the parser keeps a reference
+	Parser again(head, out);
 	if (!again.run(why)) {
 		*why = first_why;
 		return false;
