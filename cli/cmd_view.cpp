@@ -967,6 +967,15 @@ int run_view(const std::string &dir, ViewSink &sink)
 			ok = false;
 			why = "no sub-trace under '" + dir + "' can be read";
 		}
+		for (const TraceDamage &d : r.damages())
+			if (d.why == "packet runs past the end of the file" ||
+			    d.why == "truncated packet header") {
+				warnings +=
+					"a stream file ends inside a packet (a consumer daemon killed while "
+					"writing?): 'strata view --repair " +
+					dir + "' cuts it back to its last whole packet for other readers\n";
+				break;
+			}
 		if (ok && (r.stats().damaged || r.stats().unreadable_traces))
 			warnings +=
 				std::to_string(r.stats().damaged) + " damaged span(s) skipped, " +
