@@ -40,6 +40,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import demo_oracle  # noqa: E402
 
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from strata_testlib import readers_agree  # noqa: E402
+
 failures = []
 
 
@@ -183,6 +186,7 @@ def scenario_full(strata, demo, work, n=250000,
         check(len(seqs) == n, "thread %d: exactly %d events (got %d)" % (t, n, len(seqs)))
         check(seqs == list(range(n)), "thread %d: sequence numbers 0..%d in time order" % (t, n - 1))
     check_readback(tr)
+    readers_agree(check, strata, out)
     check(tr.events == threads * n + 1, "recorded == emitted: %d == %d" % (tr.events, threads * n + 1))
     b = babeltrace2_clean(out)
     check(b.stderr == "", "babeltrace2 prints nothing on stderr (got %r)" % b.stderr[:2000])
@@ -216,6 +220,7 @@ def scenario_discard(strata, demo, work):
     for t, seqs in sorted(tr.by_thread.items()):
         check(all(a < b for a, b in zip(seqs, seqs[1:])), "thread %d: sequence numbers increasing" % t)
     check_readback(tr)
+    readers_agree(check, strata, out)
     babeltrace2_clean(out)
 
 
@@ -240,6 +245,7 @@ def scenario_overwrite(strata, demo, work):
                   "thread %d: kept events are a contiguous newest tail (%d..%d, %d events)" %
                   (t, seqs[0], seqs[-1], len(seqs)))
     check_readback(tr)
+    readers_agree(check, strata, out)
     babeltrace2_clean(out)
 
 
@@ -257,6 +263,7 @@ def scenario_sigkill(strata, demo, work):
     print("recorded %d events, discarded %d events, %d packets" %
           (tr.events, tr.discarded_events, tr.discarded_packets))
     check_readback(tr)
+    readers_agree(check, strata, out)
     # Within a stream, a thread's next event is seq + 1 unless the stream
     # reported a loss in between.
     breaks = 0
