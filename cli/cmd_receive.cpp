@@ -314,24 +314,20 @@ void Receiver::announce(uint16_t id, const serial::Frame &f)
 		t.path = path;
 		t.channel = channel;
 		t.empty_bits = empty_bits;
+		// Its directory: the path, or path.N if that is taken (by an
+		// earlier sub-trace under the same name: a sender that started
+		// again).  Made with the first metadata it can hold: a sub-trace
+		// whose metadata never comes leaves nothing (an empty metadata
+		// file would make the whole trace unreadable).
 		std::string dir = out_ + "/" + path;
 		struct stat st;
-		int &n = suffix_[path]; // a sender restarted many times: no quadratic search
+		int &n = suffix_[path]; // the next N: no search from 1 each time
 		if (n > 0)
 			dir = out_ + "/" + path + "." + std::to_string(n);
-		for (; stat(dir.c_str(), &st) == 0;)
+		while (stat(dir.c_str(), &st) == 0)
 			dir = out_ + "/" + path + "." + std::to_string(++n);
+		n++;
 		t.dir = dir;
-		if (int r = mkdirs(dir); r < 0) {
-			fail("cannot create " + dir + ": " + strerror(-r));
-			return;
-		}
-		t.meta_fd = ::open((dir + "/metadata").c_str(),
-				   O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
-		if (t.meta_fd < 0) {
-			fail("cannot create " + dir + "/metadata: " + strerror(errno));
-			return;
-		}
 	}
 	if (meta_len <= t.text.size())
 		t.whole = std::max<size_t>(t.whole, meta_len);
@@ -368,11 +364,23 @@ void Receiver::flush_metadata(SubTrace &t)
 		t.whole = std::max(t.whole, *t.boundaries.begin());
 		t.boundaries.erase(t.boundaries.begin());
 	}
-	if (!t.announced || t.meta_fd < 0 || t.written >= t.whole)
+	if (!t.announced || t.written >= t.whole || failed())
 		return;
 	if (t.written == 0 && t.text.compare(0, 13, "/* CTF 1.8 */") != 0) {
 		fail(t.path + ": the metadata does not start with /* CTF 1.8 */");
 		return;
+	}
+	if (t.meta_fd < 0) {
+		if (int r = mkdirs(t.dir); r < 0) {
+			fail("cannot create " + t.dir + ": " + strerror(-r));
+			return;
+		}
+		t.meta_fd = ::open((t.dir + "/metadata").c_str(),
+				   O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
+		if (t.meta_fd < 0) {
+			fail("cannot create " + t.dir + "/metadata: " + strerror(errno));
+			return;
+		}
 	}
 	if (!write_all(t.meta_fd, t.text.data() + t.written, t.whole - t.written)) {
 		fail(t.dir + "/metadata: " + strerror(errno));

@@ -44,6 +44,7 @@ Cases and oracles:
     (a damaged delimiter costs the frame after it too).
 """
 import argparse
+import math
 import os
 import random
 import re
@@ -125,8 +126,11 @@ def rx_report(text):
         (rep["good"], rep["bad_crc"], rep["malformed"], rep["oversized"], rep["written"],
          rep["lost"]) = map(int, m.groups())
     for m in re.finditer(r"^  \S+/channel0_(\d+): (\d+) frame\(s\)(?:, (\d+) lost)?(?:; (\d+) packet\(s\) offered by the "
-                         r"sender, (\d+) written, (\d+) missing)?", text, re.M):
+                         r"sender, (\d+) written, (\d+) missing)?(?:; (\d+) event\(s\) missing)?", text, re.M):
         rep["lanes"][int(m.group(1))] = tuple(int(g) if g else 0 for g in m.groups()[1:])
+    m = re.search(r"(\d+) packet\(s\) and (\d+) event\(s\) missing, each marked in the trace", text)
+    if m:
+        rep["missing_packets"], rep["missing_events"] = int(m.group(1)), int(m.group(2))
     m = re.search(r"^  \S+/metadata: (\d+) frame\(s\), (\d+) lost", text, re.M)
     rep["meta_lost"] = int(m.group(2)) if m else None
     return rep
@@ -251,6 +255,11 @@ def case_over_capacity(args, env, tmp):
           "over: %d valid events, in order, the tail's last there (of %d)" % (len(seqs), n + 10))
     check(dpk == refused, "over: the trace shows each refused packet as discarded (%d discarded, %s refused)"
           % (dpk, refused))
+    # Discarded: by the writers (a ring of 4 KiB sub-buffers fills) and the
+    # events of the refused packets, which the receiver counts.
+    check(len(seqs) + dev == n + 10 and 0 < rep.get("missing_events", 0) <= dev,
+          "over: recorded %d + discarded %d == emitted %d; %s of them in the refused packets"
+          % (len(seqs), dev, n + 10, rep.get("missing_events")))
 
 
 def case_session(args, tmp):
@@ -396,11 +405,122 @@ def case_corrupter(args, env, tmp):
     check(sent is not None and sent - rep.get("written", -1) == lost_data == missing and lost_data > 0,
           "corrupt: every lost packet counted (sent %s - written %s = frames lost on data streams %d = missing %d)"
           % (sent, rep.get("written"), lost_data, missing))
-    check(dev == 0 and dpk == lost_data, "corrupt: the trace shows each lost packet as discarded (%d discarded "
-          "packet(s), %d discarded event(s) by the writers)" % (dpk, dev))
+    check(dpk == lost_data and len(seqs) + dev == n and dev == rep.get("missing_events"),
+          "corrupt: the trace shows each lost packet as discarded (%d discarded packet(s)) and its events (recorded "
+          "%d + discarded %d == emitted %d; the receiver says %s missing)" % (dpk, len(seqs), dev, n,
+                                                                                rep.get("missing_events")))
     check(0 < rep.get("lost", 0) <= 2 * d, "corrupt: resync within one frame (%s frames lost for %d damages)"
           % (rep.get("lost"), d))
     check(rep.get("bad_crc", 0) + rep.get("malformed", 0) > 0, "corrupt: damaged frames rejected by CRC or framing")
+
+
+def damage_positions(rng, per_mib, length, start=0):
+    """Offsets in [start, start + length) each damaged with probability
+    per_mib / 2^20 (geometric gaps: exact in expectation, cheap)."""
+    out = []
+    if per_mib <= 0:
+        return out
+    p = per_mib / float(1 << 20)
+    i = start - 1
+    while True:
+        i += int(math.log(1.0 - rng.random()) / math.log(1.0 - p)) + 1
+        if i >= start + length:
+            return out
+        out.append(i)
+
+
+def damage(buf, per_mib, rng, start=0):
+    """Random byte corruption: each chosen byte replaced by another value."""
+    b = bytearray(buf)
+    pos = damage_positions(rng, per_mib, len(b), start)
+    for i in pos:
+        b[i - start] ^= rng.randrange(1, 256)
+    return bytes(b), len(pos)
+
+
+def noisy_check(args, name, out, rxerr, n, floor):
+    """The oracle of a noisy line: babeltrace2 reads the rebuilt trace (exit
+    0); every event a valid tick, in order; recorded + the events the trace
+    reports as discarded == emitted, the receiver's count of missing events
+    and packets == what babeltrace2 reports; recorded >= floor * emitted."""
+    rep = rx_report(rxerr)
+    rc, bterr = bt_stderr(args, out)
+    check(rc == 0, "%s: babeltrace2 reads the rebuilt trace (%d %r)" % (name, rc, bterr[:300]))
+    seqs, dpk, dev = ticks(out)
+    check(all(0 <= seqs[i] < seqs[i + 1] < n for i in range(len(seqs) - 1)),
+          "%s: every event a valid tick, in order (%d)" % (name, len(seqs)))
+    check(len(seqs) + dev == n, "%s: recorded %d + discarded %d == emitted %d" % (name, len(seqs), dev, n))
+    check(dev == rep.get("missing_events") and dpk == rep.get("missing_packets"),
+          "%s: the trace marks what the receiver counts missing (%d event(s), %d packet(s); receiver %s, %s)"
+          % (name, dev, dpk, rep.get("missing_events"), rep.get("missing_packets")))
+    check(len(seqs) >= floor * n, "%s: %d of %d events delivered (%.1f%%, at least %d%%)"
+          % (name, len(seqs), n, 100.0 * len(seqs) / n, floor * 100))
+    return len(seqs)
+
+
+def case_noisy(args, env, tmp):
+    """Lines with 2 and 20 damaged bytes per MiB (issue 49): the packets on
+    the line are at most 4 KiB, so a damaged byte costs at most about 4 KiB
+    of events, marked in the trace.  Live through a corrupting relay at
+    20/MiB, then the relay's clean copy of the line replayed into `strata
+    receive FILE` at 0, 2 and 20 damaged bytes per MiB (two seeds each), and
+    at rates and inputs no line has (5000/MiB, random bytes): the receiver
+    ends with 0 and whatever it rebuilt reads."""
+    n = 100000
+    clean = bytearray()
+    damaged = [0]
+    rng = random.Random(49)
+
+    def relay(rfd, wfd):
+        pos = 0
+        with os.fdopen(rfd, "rb", buffering=0) as r, os.fdopen(wfd, "wb", buffering=0) as w:
+            while True:
+                chunk = r.read(65536)
+                if not chunk:
+                    break
+                clean.extend(chunk)
+                out, d = damage(chunk, 20, rng, pos)
+                damaged[0] += d
+                pos += len(chunk)
+                w.write(out)
+    # 4 Mbaud (400 KB/s, a 1.6 MB bucket): room for the ~1.3 MB at once;
+    # a 2 MiB ring: no event discarded by the writers.
+    err, rxerr, out, _ = pipe_case(args, env, tmp, "noisy-live", n, ["--subbuf-size", "256k", "--subbuf-count", "8"],
+                                   relay, baud=",4000000")
+    sent, refused = stop_counts(err)
+    check(refused == 0, "noisy: the line had room for every packet (refused %s)" % refused)
+    got = noisy_check(args, "noisy live 20/MiB", out, rxerr, n, 0.80)
+    print("noisy: live, 20 damaged bytes/MiB: %d damaged of %d bytes; %d of %d events delivered"
+          % (damaged[0], len(clean), got, n))
+    line = bytes(clean)
+    for per_mib, seeds, floor in ((0, (0,), 1.0), (2, (1, 2), 0.97), (20, (3, 4), 0.80)):
+        for seed in seeds:
+            data, d = damage(line, per_mib, random.Random(seed))
+            name = "noisy %d/MiB seed %d" % (per_mib, seed)
+            src = os.path.join(tmp, "noisy-%d-%d.bin" % (per_mib, seed))
+            open(src, "wb").write(data)
+            o = os.path.join(tmp, "noisy-%d-%d" % (per_mib, seed))
+            r = subprocess.run([args.strata, "receive", src, "-o", o], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, timeout=60)
+            check(r.returncode == 0, "%s: strata receive exits 0 (%d)" % (name, r.returncode))
+            got = noisy_check(args, name, o, r.stderr, n, floor)
+            print("noisy: %d damaged bytes/MiB (seed %d): %d damaged of %d bytes; %d of %d events delivered (%.1f%%)"
+                  % (per_mib, seed, d, len(data), got, n, 100.0 * got / n))
+    hostile = (("5000/MiB", damage(line, 5000, random.Random(5))[0]),
+               ("random bytes", bytes(random.Random(6).randrange(256) for _ in range(1 << 20))),
+               ("the line twice, spliced", line[:len(line) // 2] + line + line[len(line) // 3:]))
+    for name, data in hostile:
+        src = os.path.join(tmp, "hostile.bin")
+        open(src, "wb").write(data)
+        o = os.path.join(tmp, "hostile-" + name.replace(" ", "-").replace("/", "-"))
+        t0 = time.monotonic()
+        r = subprocess.run([args.strata, "receive", src, "-o", o], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+        check(r.returncode == 0 and "frame(s) good" in r.stderr,
+              "%s: strata receive ends with 0 and its report (%d, %.1f s)" % (name, r.returncode, time.monotonic() - t0))
+        if any(files for _, _, files in os.walk(o)):
+            rc, bterr = bt_stderr(args, o)
+            check(rc == 0, "%s: babeltrace2 reads what it rebuilt (%d %r)" % (name, rc, bterr[:300]))
 
 
 def main():
@@ -423,6 +543,7 @@ def main():
             print("skip pty: no socat")
         case_over_capacity(args, env, tmp)
         case_corrupter(args, env, tmp)
+        case_noisy(args, env, tmp)
     check.finish()
 
 
