@@ -10,10 +10,13 @@
  * lengths at which the text is whole, and a packet is appended (one write)
  * only once the metadata it needs is in the file; packets that wait for
  * metadata are held in memory (bounded, kMaxHeld) and dropped, counted, if
- * it never comes.  Lost frames show in the trace as gaps in the packets'
- * packet_seq_num (babeltrace2 reports discarded packets) and are counted
- * per stream, from the frames' own sequence numbers, in the report on
- * stderr at the end (EOF, or SIGINT/SIGTERM for a tty).
+ * it never comes.  Missing packets (lost on the line, refused by the
+ * sender, dropped here) are marked in the trace where they were: an empty
+ * packet whose packet_seq_num leaves a gap and whose events_discarded
+ * counts their events (LaneOut, mark(); docs/serial.md, "Loss marks").
+ * Frames lost are counted per stream, from the frames' own sequence
+ * numbers, in the report on stderr at the end (EOF, or SIGINT/SIGTERM for
+ * a tty), with the packets and events missing.
  */
 #include <algorithm>
 #include <cerrno>
@@ -133,18 +136,18 @@ struct LaneEnd {
 // follows its predecessor without a gap.
 struct LaneOut {
 	int fd = -1;
-	bool have = false;        // a packet of the sender written
-	uint64_t next_seq = 0;    // the sender's number after the last written
-	uint64_t records = 0;     // the sender's record count after it
-	uint64_t marks = 0;       // empty packets written
-	uint64_t added = 0;       // events added to events_discarded (what is missing)
-	uint64_t last_disc = 0;   // the last written packet's events_discarded as sent
-	uint64_t ts_end = 0;      // the last packet's timestamp_end in the file
-	strata_packet_header tmpl{}; // the last written packet's header
-	uint64_t written = 0;     // packets of the sender written
+	bool have = false;                       // a packet of the sender written
+	uint64_t next_seq = 0;                   // the sender's number after the last written
+	uint64_t records = 0;                    // the sender's record count after it
+	uint64_t marks = 0;                      // empty packets written
+	uint64_t added = 0;                      // events added to events_discarded (what is missing)
+	uint64_t last_disc = 0;                  // the last written packet's events_discarded as sent
+	uint64_t ts_end = 0;                     // the last packet's timestamp_end in the file
+	strata_packet_header tmpl{};             // the last written packet's header
+	uint64_t written = 0;                    // packets of the sender written
 	uint64_t lost_pkts = 0, lost_events = 0; // marked in the trace
-	uint64_t held = 0;        // packets waiting for metadata
-	bool trailed = false;     // the END frame's mark done
+	uint64_t held = 0;                       // packets waiting for metadata
+	bool trailed = false;                    // the END frame's mark done
 };
 
 struct SubTrace {
@@ -213,7 +216,7 @@ private:
 	size_t held_bytes_ = 0;
 	uint64_t dropped_held_ = 0, bad_packets_ = 0, bad_meta_ = 0;
 	std::map<std::pair<uint16_t, uint16_t>, uint64_t> frames_; // good frames per stream
-	std::deque<std::pair<uint64_t, uint16_t>> held_order_;       // (Piece::no, sub-trace), oldest first
+	std::deque<std::pair<uint64_t, uint16_t>> held_order_;     // (Piece::no, sub-trace), oldest first
 	uint64_t arrivals_ = 0;
 	std::map<std::string, int> suffix_; // DIR/path.N: the next N to try
 	std::string error_;
@@ -250,7 +253,8 @@ void Receiver::end(SubTrace &t, uint16_t id, const serial::Frame &f)
 	for (size_t i = 0, n = get16(f.payload + 16); i < n; i++) {
 		const uint8_t *e = f.payload + 18 + serial::kEndLane * i;
 		const uint16_t lane = get16(e);
-		if (lane == serial::kMetaStream || get64(e + 12) >= (1ull << 62) || get64(e + 20) >= (1ull << 62))
+		if (lane == serial::kMetaStream || get64(e + 12) >= (1ull << 62) ||
+		    get64(e + 20) >= (1ull << 62))
 			continue; // (no honest sender counts so far: kept clear of overflows)
 		LaneEnd &le = t.end[lane];
 		le.stream_id = get32(e + 4);
@@ -452,7 +456,8 @@ void Receiver::store(SubTrace &t, Piece &p)
 	const uint64_t s = h.packet_seq_num;
 	// In order after what the lane has (the line keeps the sender's
 	// order): anything else is not what an honest sender sends.
-	if (L.trailed || (L.have && (s < L.next_seq || p.before < L.records)) || h.timestamp_begin < L.ts_end) {
+	if (L.trailed || (L.have && (s < L.next_seq || p.before < L.records)) ||
+	    h.timestamp_begin < L.ts_end) {
 		bad_packets_++;
 		return;
 	}
@@ -533,8 +538,9 @@ void Receiver::packet(SubTrace &t, const serial::Frame &f)
 	memcpy(&h, f.payload + kPre, kHdr);
 	const size_t n = f.len - kPre;
 	if (h.magic != 0xC1FC1FC1u || h.packet_size != n * 8 || h.content_size > h.packet_size ||
-	    h.content_size < offsetof(strata_packet_header, vtid) * 8 || h.timestamp_begin > h.timestamp_end ||
-	    h.packet_seq_num >= (1ull << 62) || get64(f.payload + 4) >= (1ull << 62)) {
+	    h.content_size < offsetof(strata_packet_header, vtid) * 8 ||
+	    h.timestamp_begin > h.timestamp_end || h.packet_seq_num >= (1ull << 62) ||
+	    get64(f.payload + 4) >= (1ull << 62)) {
 		bad_packets_++;
 		return;
 	}
@@ -610,7 +616,8 @@ void Receiver::report(FILE *o, const serial::DecodeStats &ds)
 		(unsigned long long)lost_p, (unsigned long long)lost_e);
 	if (ds.other_version)
 		fprintf(o,
-			"strata receive: %llu frame(s) of wire format version %u ignored: this receiver reads "
+			"strata receive: %llu frame(s) of wire format version %u ignored: this receiver "
+			"reads "
 			"version %u (use the strata of the sender's release)\n",
 			(unsigned long long)ds.other_version, ds.version_seen, serial::kVersion);
 	for (auto &kv : frames_) {
@@ -632,12 +639,14 @@ void Receiver::report(FILE *o, const serial::DecodeStats &ds)
 			if (st.ended) {
 				auto e = st.end.find(stream);
 				const uint64_t offered = e != st.end.end() ? e->second.packets : 0;
-				fprintf(o, "; %llu packet(s) offered by the sender, %llu written, %llu missing",
+				fprintf(o,
+					"; %llu packet(s) offered by the sender, %llu written, %llu missing",
 					(unsigned long long)offered, (unsigned long long)got,
 					(unsigned long long)(offered > got ? offered - got : 0));
 			}
 			if (l != st.lanes.end())
-				fprintf(o, "; %llu event(s) missing", (unsigned long long)l->second.lost_events);
+				fprintf(o, "; %llu event(s) missing",
+					(unsigned long long)l->second.lost_events);
 		}
 		fputc('\n', o);
 	}
@@ -651,9 +660,11 @@ void Receiver::report(FILE *o, const serial::DecodeStats &ds)
 					"  %s/%s_%u: 0 frame(s); %llu packet(s) offered by the sender, 0 "
 					"written, %llu missing; %llu event(s) missing\n",
 					kv.second.path.c_str(), kv.second.channel.c_str(), e.first,
-					(unsigned long long)e.second.packets, (unsigned long long)e.second.packets,
-					(unsigned long long)(l != kv.second.lanes.end() ? l->second.lost_events
-											 : 0));
+					(unsigned long long)e.second.packets,
+					(unsigned long long)e.second.packets,
+					(unsigned long long)(l != kv.second.lanes.end()
+								     ? l->second.lost_events
+								     : 0));
 			}
 	if (bad_packets_ || bad_meta_)
 		fprintf(o,
@@ -676,7 +687,9 @@ int strata_cmd_receive(int argc, char **argv)
 			       "a file, or - (standard input).  DIR gets one sub-trace per process and\n"
 			       "kernel buffer, readable (babeltrace2 DIR) while frames arrive.  Ends at\n"
 			       "end of input, or on SIGINT/SIGTERM; then reports, per stream, the frames\n"
-			       "received and lost (docs/serial.md).\n\n"
+			       "received and lost.  Each packet that did not arrive is marked in the trace\n"
+			       "where it was (babeltrace2 reports its events as discarded; "
+			       "docs/serial.md).\n\n"
 			       "  -o, --output DIR  where the trace goes (created; must not hold a trace)\n\n"
 			       "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n");
 			return cli::kOk;
@@ -755,7 +768,8 @@ int strata_cmd_receive(int argc, char **argv)
 		if (dec.stats().other_version && !version_said) {
 			version_said = true;
 			fprintf(stderr,
-				"strata %s: the sender speaks wire format version %u; this receiver reads version "
+				"strata %s: the sender speaks wire format version %u; this receiver reads "
+				"version "
 				"%u: its frames are ignored (use the strata of the sender's release)\n",
 				cmd, dec.stats().version_seen, serial::kVersion);
 		}

@@ -244,7 +244,8 @@ void SerialLink::metadata(uint16_t trace, const std::string &text)
 	queue_meta(trace, from);
 }
 
-bool SerialLink::send(std::vector<std::vector<uint8_t>> &frames, uint64_t pkts, uint64_t bytes, std::string &err)
+bool SerialLink::send(std::vector<std::vector<uint8_t>> &frames, uint64_t pkts, uint64_t bytes,
+		      std::string &err)
 {
 	std::lock_guard<std::mutex> g(mu_);
 	if (broken()) {
@@ -424,8 +425,9 @@ public:
 	void set_reader(Reader *reader) override { reader_ = reader; }
 	bool open(const std::string &text, std::string &) override
 	{
-		const uint32_t empty_bits = reader_ ? static_cast<uint32_t>(reader_->empty_header(0, 0).content_size)
-						    : STRATA_PACKET_HEADER_SIZE * 8;
+		const uint32_t empty_bits =
+			reader_ ? static_cast<uint32_t>(reader_->empty_header(0, 0).content_size)
+				: STRATA_PACKET_HEADER_SIZE * 8;
 		trace_ = link_->add_trace(path_, channel_, empty_bits);
 		empty_bits_ = empty_bits;
 		meta_len_ = text.size();
@@ -470,12 +472,16 @@ public:
 					stored = k;
 				continue;
 			}
-			if (send && !link_->send(frames_, n_cut_, buf_.size(), err))
-				stored = k;
-			else if (!send)
-				link_->refused(n_cut_, buf_.size());
-			if (stored == n_pkts)
+			if (send && !too_big_ && link_->send(frames_, n_cut_, buf_.size(), err)) {
 				lanes_[lane].frame_seq += static_cast<uint32_t>(n_cut_);
+				continue;
+			}
+			if (!send || too_big_) // (send() counts what it refuses)
+				link_->refused(n_cut_, buf_.size());
+			if (send && too_big_) // a record past kMaxPayload: no receiver takes it
+				err = "a record larger than a serial frame carries";
+			if (send)
+				stored = k;
 		}
 		return stored;
 	}
@@ -508,6 +514,7 @@ private:
 		constexpr size_t kHdr = STRATA_PACKET_HEADER_SIZE;
 		frames_.clear();
 		n_cut_ = 0;
+		too_big_ = false;
 		if (buf_.size() < kHdr)
 			return false;
 		strata_packet_header ph;
@@ -522,16 +529,19 @@ private:
 		l.last = ph;
 		pieces_.clear();
 		if (reader_)
-			reader_->cut_packet(lane, buf_.data(), buf_.size(), serial::kPieceBytes - kHdr, &pieces_);
+			reader_->cut_packet(lane, buf_.data(), buf_.size(), serial::kPieceBytes - kHdr,
+					    &pieces_);
 		else
 			pieces_.push_back({kHdr, buf_.size(), ph.timestamp_begin, ph.timestamp_end, 0});
 		for (const Reader::Piece &pc : pieces_) {
-			if (encode) {
+			const uint64_t n = pc.end - pc.begin;
+			too_big_ = too_big_ || serial::kPacketPrefix + kHdr + n > serial::kMaxPayload;
+			if (encode && !too_big_) {
 				strata_packet_header h = ph;
-				const uint64_t n = pc.end - pc.begin;
 				h.timestamp_begin = pc.ts_begin;
 				h.timestamp_end = pc.ts_end;
-				h.content_size = n ? (kHdr + n) * 8 : std::min<uint64_t>(ph.content_size, empty_bits_);
+				h.content_size =
+					n ? (kHdr + n) * 8 : std::min<uint64_t>(ph.content_size, empty_bits_);
 				h.packet_size = (kHdr + n) * 8;
 				h.packet_seq_num = l.next;
 				uint8_t pre[serial::kPacketPrefix + kHdr];
@@ -541,8 +551,8 @@ private:
 				memcpy(pre + serial::kPacketPrefix, &h, kHdr);
 				std::vector<uint8_t> f;
 				serial::encode_frame(serial::kPacket, trace_, static_cast<uint16_t>(lane),
-						     l.frame_seq + static_cast<uint32_t>(n_cut_), pre, sizeof pre,
-						     buf_.data() + pc.begin, n, f);
+						     l.frame_seq + static_cast<uint32_t>(n_cut_), pre,
+						     sizeof pre, buf_.data() + pc.begin, n, f);
 				frames_.push_back(std::move(f));
 			}
 			n_cut_++;
@@ -591,6 +601,7 @@ private:
 	std::vector<Reader::Piece> pieces_;
 	std::vector<std::vector<uint8_t>> frames_;
 	uint64_t n_cut_ = 0;
+	bool too_big_ = false; // a piece the line cannot carry (cut())
 };
 
 } // namespace

@@ -115,13 +115,13 @@ void encode_frame(uint8_t type, uint16_t trace, uint16_t stream, uint32_t seq, c
 		  const uint8_t *b, size_t nb, std::vector<uint8_t> &out);
 
 struct DecodeStats {
-	uint64_t frames = 0;    // good frames handed out
-	uint64_t bad_crc = 0;   // well-formed COBS, wrong CRC
-	uint64_t malformed = 0; // bad COBS, too short, lengths that disagree
+	uint64_t frames = 0;        // good frames handed out
+	uint64_t bad_crc = 0;       // well-formed COBS, wrong CRC
+	uint64_t malformed = 0;     // bad COBS, too short, lengths that disagree
 	uint64_t other_version = 0; // CRC good, another wire format version
 	uint8_t version_seen = 0;   // the last such version
-	uint64_t oversized = 0; // no delimiter within encoded_max(kMaxBody) bytes
-	uint64_t bad_bytes = 0; // bytes of everything rejected above
+	uint64_t oversized = 0;     // no delimiter within encoded_max(kMaxBody) bytes
+	uint64_t bad_bytes = 0;     // bytes of everything rejected above
 };
 
 // Splits a byte stream at 0x00 delimiters and checks each frame.

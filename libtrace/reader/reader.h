@@ -159,7 +159,8 @@ public:
 	struct Piece {
 		uint64_t begin = 0, end = 0, ts_begin = 0, ts_end = 0, records = 0;
 	};
-	void cut_packet(uint32_t lane, const uint8_t *pkt, size_t len, size_t max_bytes, std::vector<Piece> *out);
+	void cut_packet(uint32_t lane, const uint8_t *pkt, size_t len, size_t max_bytes,
+			std::vector<Piece> *out);
 	// Some lane's writers are a whole sub-buffer past our read position
 	// (peek_packet would give a packet, a skip, or wait for a commit in
 	// flight).  No side effect: for a drain that waits for its first packet.

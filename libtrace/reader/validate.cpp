@@ -259,8 +259,8 @@ void Reader::cut_packet(uint32_t lane, const uint8_t *pkt, size_t len, size_t ma
 	v.p = {kHdr, kHdr, ph.timestamp_begin, ph.timestamp_begin, 0};
 	uint64_t ts = ph.timestamp_begin;
 	const char *why = nullptr;
-	walk_.walk(pkt, std::min<uint64_t>(len, ph.content_size / 8), lane >= info_.first_shared, ph.timestamp_end,
-		   &ts, &why, v);
+	walk_.walk(pkt, std::min<uint64_t>(len, ph.content_size / 8), lane >= info_.first_shared,
+		   ph.timestamp_end, &ts, &why, v);
 	// What follows a record that does not decode is not sent
 	// (check_records cut the packet there already).
 	v.p.ts_end = ph.timestamp_end;

@@ -107,8 +107,8 @@ TEST(CutPacket, VariableRecordsAndExtendedHeaders)
 	const uint32_t seq[4] = {1, 2, 3, 4};
 	const uint8_t bytes[2] = {0xde, 0xad};
 	for (int i = 0; i < 150; i++) {
-		strata_tracepoint(rbtest, all, -5, 0xbeef, i, 2.5, -1.25f, 3, i % 3 ? "hello" : "", h, seq, i % 5,
-				  bytes, i % 3);
+		strata_tracepoint(rbtest, all, -5, 0xbeef, i, 2.5, -1.25f, 3, i % 3 ? "hello" : "", h, seq,
+				  i % 5, bytes, i % 3);
 		strata_tracepoint(rbtest, noargs);
 		if (i % 50 == 0) // a gap longer than a compact timestamp: an extended header
 			usleep(140000);
