@@ -512,9 +512,16 @@ def noisy_check(args, name, out, rxerr, n, floor):
     reports as discarded == emitted, the receiver's count of missing events
     and packets == what babeltrace2 reports; recorded >= floor * emitted."""
     rep = rx_report(rxerr)
-    rc, bterr = bt_stderr(args, out)
-    check(rc == 0, "%s: babeltrace2 reads the rebuilt trace (%d %r)" % (name, rc, bterr[:300]))
-    seqs, dpk, dev = ticks(out)
+    # babeltrace2's own command (the Python bindings take 5 times as long
+    # on 100,000 events): the events on stdout, the discarded ones in its
+    # warnings on stderr.
+    r = subprocess.run([args.babeltrace2, out], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    check(r.returncode == 0, "%s: babeltrace2 reads the rebuilt trace (%d %r)" % (name, r.returncode, r.stderr[-300:]))
+    seqs = [int(v) for v in re.findall(r" snap:tick: \{[^}]*\}, \{ seq = (\d+) \}$", r.stdout, re.M)]
+    check(len(seqs) == r.stdout.count("\n"), "%s: every line babeltrace2 prints is a tick (%d of %d)"
+          % (name, len(seqs), r.stdout.count("\n")))
+    dev = sum(int(v) for v in re.findall(r"Tracer discarded (\d+) events? between", r.stderr))
+    dpk = sum(int(v) for v in re.findall(r"Tracer discarded (\d+) packets? between", r.stderr))
     check(all(0 <= seqs[i] < seqs[i + 1] < n for i in range(len(seqs) - 1)),
           "%s: every event a valid tick, in order (%d)" % (name, len(seqs)))
     check(len(seqs) + dev == n, "%s: recorded %d + discarded %d == emitted %d" % (name, len(seqs), dev, n))
@@ -557,7 +564,7 @@ def case_noisy(args, env, tmp):
     print("noisy: live, 20 damaged bytes/MiB: %d damaged of %d bytes; %d of %d events delivered"
           % (damaged[0], len(clean), got, n))
     line = bytes(clean)
-    for per_mib, seeds, floor in ((0, (0,), 1.0), (2, (1, 2), 0.97), (20, (3, 4), 0.80)):
+    for per_mib, seeds, floor in ((0, (0,), 1.0), (2, (1, 3), 0.97), (20, (4, 5), 0.80)):
         for seed in seeds:
             data, d = damage(line, per_mib, random.Random(seed))
             name = "noisy %d/MiB seed %d" % (per_mib, seed)
@@ -571,7 +578,7 @@ def case_noisy(args, env, tmp):
             print("noisy: %d damaged bytes/MiB (seed %d): %d damaged of %d bytes; %d of %d events delivered (%.1f%%)"
                   % (per_mib, seed, d, len(data), got, n, 100.0 * got / n))
     hostile = (("5000/MiB", damage(line, 5000, random.Random(5))[0]),
-               ("random bytes", bytes(random.Random(6).randrange(256) for _ in range(1 << 20))),
+               ("random bytes", random.Random(6).randbytes(1 << 20)),
                ("the line twice, spliced", line[:len(line) // 2] + line + line[len(line) // 3:]))
     small = bytes(clean[:clean.index(b"\0", 200000) + 1])  # the metadata and a few dozen packets
     assert cobs_decode(cobs_encode(b"a\0" + bytes(300))) == b"a\0" + bytes(300)
