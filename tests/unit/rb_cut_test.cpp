@@ -81,8 +81,9 @@ void check_cuts(Slot &s, size_t want_packets)
 			ASSERT_EQ(got.size(), whole.size()) << "max " << max;
 			for (size_t i = 0; i < got.size(); i++)
 				ASSERT_TRUE(same(got[i], whole[i])) << "record " << i << ", max " << max;
-			if (max == (1u << 20))
+			if (max == (1u << 20)) {
 				EXPECT_EQ(pieces.size(), 1u);
+			}
 		}
 	}
 	EXPECT_EQ(packets, want_packets);
