@@ -411,13 +411,12 @@ bool Receiver::append(SubTrace &t, uint16_t lane, LaneOut &L, const void *p, siz
 	return true;
 }
 
-// An empty packet where packets are missing, numbered seq (the sender's
-// number of the packet after the missing ones) + the marks before it: a
-// gap of gap_pkts after the lane's last packet (babeltrace2: discarded
-// packets); its events_discarded, `disc` + the missing events so far,
-// counts them
-// (discarded events), stamped from the end of what precedes to the start
-// of what follows.  A lane without a packet yet first gets one empty packet
+// An empty packet where packets are missing, stamped from the end of what
+// precedes to the start of what follows.  Numbered seq (the sender's number
+// of the packet after the missing ones) + the marks before it: a gap of
+// gap_pkts after the lane's last packet (babeltrace2: discarded packets).
+// Its events_discarded is `disc` + every missing event so far (discarded
+// events).  A lane without a packet yet first gets one empty packet
 // without loss, stamped at ts_begin: a CTF reader counts discarded events
 // from a stream's second packet on.
 void Receiver::mark(SubTrace &t, uint16_t lane, LaneOut &L, strata_packet_header h, uint64_t ts_begin,
