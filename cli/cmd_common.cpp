@@ -26,11 +26,6 @@ int usage_error(const char *cmd, const std::string &msg)
 	return kUsage;
 }
 
-bool is_help(const char *a)
-{
-	return !strcmp(a, "-h") || !strcmp(a, "--help");
-}
-
 bool parse_size(const char *s, uint64_t &out)
 {
 	char *end;

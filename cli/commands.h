@@ -44,7 +44,6 @@ constexpr int kOk = 0, kFail = 1, kUsage = 2;
 
 // "strata CMD: msg" + a hint to --help on stderr; returns kUsage.
 int usage_error(const char *cmd, const std::string &msg);
-bool is_help(const char *arg);
 // 4096, 64k, 1M, 2m...
 bool parse_size(const char *s, uint64_t &out);
 bool parse_u32(const char *s, uint32_t &out);
