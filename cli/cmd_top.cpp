@@ -493,7 +493,7 @@ namespace {
 
 const cli::Command kTop = {"top",
 			   "(--pid PID... | --name COMMAND | -s SESSION) [--once] [--json]\n"
-			   "[--interval MS] [--sort count|sum|max|key] [--limit N] [--filter TEXT]",
+			   " [--interval MS] [--sort count|sum|max|key] [--limit N] [--filter TEXT]",
 			   "Show the aggregates of running processes live, refreshing: per key its count,\n"
 			   "its rate, and the sum, min, average and max of the aggregated field, with the\n"
 			   "first key's log2 histogram drawn.  Several processes (--pid more than once, or\n"
