@@ -1,6 +1,8 @@
 // analyze_report.cpp - see analyze_report.h.
 #include "analyze_report.h"
 
+#include "clocksync.h"
+
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
@@ -23,20 +25,7 @@ std::string hex(uint64_t v)
 
 std::string json_str(const std::string &s)
 {
-	std::string o = "\"";
-	for (unsigned char c : s) {
-		if (c == '"' || c == '\\') {
-			o += '\\';
-			o += static_cast<char>(c);
-		} else if (c < 0x20) {
-			char b[8];
-			std::snprintf(b, sizeof b, "\\u%04x", c);
-			o += b;
-		} else {
-			o += static_cast<char>(c);
-		}
-	}
-	return o + "\"";
+	return clocksync::json_string(s); // the one JSON string writer
 }
 
 std::string html_esc(const std::string &s)

@@ -353,6 +353,24 @@ int64_t segment_map(const Segment &s, int64_t x)
 	return s.y0 + std::llround(s.slope * static_cast<double>(x - s.x0));
 }
 
+std::string json_string(const std::string &s)
+{
+	std::string o = "\"";
+	for (unsigned char c : s) {
+		if (c == '"' || c == '\\') {
+			o += '\\';
+			o += static_cast<char>(c);
+		} else if (c < 0x20) {
+			char b[8];
+			snprintf(b, sizeof b, "\\u%04x", c);
+			o += b;
+		} else {
+			o += static_cast<char>(c);
+		}
+	}
+	return o + "\"";
+}
+
 std::string segments_json(const std::vector<Segment> &segs, const std::string &in)
 {
 	std::string o = "[";
@@ -360,12 +378,9 @@ std::string segments_json(const std::vector<Segment> &segs, const std::string &i
 	for (size_t i = 0; i < segs.size(); i++) {
 		const Segment &s = segs[i];
 		o += i ? ",\n" : "\n";
-		o += in + "  {\"start\": \"" + start_name(s.start) + "\", \"note\": \"";
-		for (char c : s.note)
-			if (c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20)
-				o += c;
+		o += in + "  {\"start\": \"" + start_name(s.start) + "\", \"note\": " + json_string(s.note);
 		snprintf(buf, sizeof buf,
-			 "\", \"bounded\": %s, \"messages\": %" PRIu64 ", \"x_first\": %" PRId64
+			 ", \"bounded\": %s, \"messages\": %" PRIu64 ", \"x_first\": %" PRId64
 			 ", \"x_last\": %" PRId64 ",\n",
 			 s.bounded ? "true" : "false", s.messages, s.x_first, s.x_last);
 		o += buf;

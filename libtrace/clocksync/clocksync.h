@@ -138,6 +138,9 @@ bool segment_bound(const Segment &s, int64_t x, int64_t *lo, int64_t *hi);
 // The mapping of a stored segment at x (rounded to the nearest ns).
 int64_t segment_map(const Segment &s, int64_t x);
 
+// A JSON string literal of s (quotes and escapes; bytes >= 0x80 as they are).
+std::string json_string(const std::string &s);
+
 // JSON for one list of segments (the "segments" array of clocks.json).
 std::string segments_json(const std::vector<Segment> &segs, const std::string &indent);
 

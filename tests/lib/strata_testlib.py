@@ -166,3 +166,18 @@ class TraceScan:
                 self.ordered = False
             last[stream] = ts
             yield m, ts
+
+
+def tsc_usable():
+    """Whether the TSC can back the consumer's clock page here."""
+    with open("/proc/cpuinfo") as f:
+        flags = [ln.split() for ln in f if ln.startswith("flags")]
+    if not flags or not all("constant_tsc" in f and "nonstop_tsc" in f for f in flags):
+        return False
+    try:
+        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as f:
+            # kvm-clock is the TSC scaled by the hypervisor; the daemon
+            # checks that the CPUs' TSCs agree before it publishes a page.
+            return f.read().strip() in ("tsc", "kvm-clock")
+    except OSError:
+        return False

@@ -1,0 +1,201 @@
+#!/usr/bin/python3
+"""Two machines' clocks on one timeline (docs/clocks.md), on one machine.
+
+usage: check_clock_link.py STRATA PINGPONG WORKDIR [MESSAGES]
+
+Two daemons stand for a host and a guest: the guest's clock is made to run
+SKEW_NS ahead and SKEW_PPM faster (STRATA_TEST_CLOCK_SKEW, its clock page
+and so its processes' stamps).  The guest's daemon follows the host's over
+a TCP clock link (`--sync host=tcp:...`, the host `--sync-guest
+guest=listen:tcp:...`).  A client traced by the host and a server traced by
+the guest exchange MESSAGES messages each way over a unix socket, each
+recording syncpp:send before writing and syncpp:recv after reading.
+
+Oracles: babeltrace2 merging the two sessions' traces puts every receive
+after its send (0 inversions); the stored map's bound (clocks.json, read
+here as a reader would, docs/clocks.md "Stored format") holds against every
+one of those messages, which the link never saw; the guest's metadata says
+it is correlated and names the host; `strata status` shows the link with
+its bound.  Prints the bound's width beside the link's minimum RTT.
+Exit 77 (skipped) where the TSC cannot back a page.
+"""
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import bt2
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from strata_testlib import end_daemon, e2e_setup, start_daemon, tsc_usable, wait_for  # noqa: E402
+
+SKEW_NS = 2700000000
+SKEW_PPM = 80
+PERIOD_MS = 20
+
+
+def segment_bound(s, x):
+    """[lo, hi] of the target time at source time x from one stored segment
+    (docs/clocks.md, "Stored format"): knots interpolated, the extreme slopes
+    beyond them."""
+    k = s["knots"]
+    f, l = k[0], k[-1]
+    if x <= f[0]:
+        d = f[0] - x
+        return f[1] - math.ceil(s["slope_max"] * d), f[2] - math.floor(s["slope_min"] * d)
+    if x >= l[0]:
+        d = x - l[0]
+        return l[1] + math.floor(s["slope_min"] * d), l[2] + math.ceil(s["slope_max"] * d)
+    lo, hi = 0, len(k) - 1
+    while hi - lo > 1:
+        m = (lo + hi) // 2
+        if k[m][0] <= x:
+            lo = m
+        else:
+            hi = m
+    a, b = k[lo], k[hi]
+    t = (x - a[0]) / (b[0] - a[0])
+    return math.floor(a[1] + t * (b[1] - a[1])), math.ceil(a[2] + t * (b[2] - a[2]))
+
+
+def link_bound(link, x):
+    """The bound at x from a link's segments: its segment's, or between two
+    segments the union of both (a step lies there)."""
+    segs = [s for s in link["segments"] if s["bounded"] and s["knots"]]
+    for s in segs:
+        if s["x_first"] <= x <= s["x_last"]:
+            return segment_bound(s, x)
+    before = [s for s in segs if s["x_last"] < x]
+    after = [s for s in segs if s["x_first"] > x]
+    bs = [segment_bound(s, x) for s in (before[-1:] + after[:1])]
+    return min(b[0] for b in bs), max(b[1] for b in bs)
+
+
+def status_of(strata, env, name):
+    r = subprocess.run([strata, "status", name], env=env, capture_output=True, text=True, timeout=30)
+    return r.stdout + r.stderr
+
+
+def main():
+    strata, prog, work, consumerd, check = e2e_setup()
+    n = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
+    if not tsc_usable() or os.path.exists("/dev/strata"):
+        print("SKIP: no usable TSC, or the module's page would take precedence")
+        sys.exit(77)
+    with socket.socket() as s:  # a free port for the link
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # Pages refreshed often converge fast on their clocks: a fresh page's
+    # first rate, from 2 ms of calibration, is off by up to hundreds of ppm.
+    base = dict(os.environ, STRATA_CLOCK="consumer-page", STRATA_CLOCK_REFRESH_MS="5")
+    for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE", "XDG_RUNTIME_DIR", "STRATA_TEST_CLOCK_SKEW"):
+        base.pop(v, None)
+    envs, outs, daemons = {}, {}, {}
+    for who in ("host", "guest"):
+        sock = os.path.join(work, who + ".sock")
+        envs[who] = dict(base, STRATA_CONSUMERD=consumerd, STRATA_CONSUMERD_SOCKET=sock)
+        outs[who] = os.path.join(work, who + "-trace")
+    link = ["--sync-period", str(PERIOD_MS)]
+    daemons["host"] = start_daemon(consumerd, envs["host"]["STRATA_CONSUMERD_SOCKET"], envs["host"],
+                                   link + ["--sync-guest", "guest=listen:tcp:127.0.0.1:%d" % port])
+    genv = dict(envs["guest"], STRATA_TEST_CLOCK_SKEW="%d,%d" % (SKEW_NS, SKEW_PPM))
+    daemons["guest"] = start_daemon(consumerd, envs["guest"]["STRATA_CONSUMERD_SOCKET"], genv,
+                                    link + ["--sync", "host=tcp:127.0.0.1:%d" % port])
+    for who in ("host", "guest"):
+        for cmd in (["create", "S", "-o", outs[who]], ["enable-event", "S", "syncpp:*"], ["start", "S"]):
+            r = subprocess.run([strata] + cmd, env=envs[who], capture_output=True, text=True, timeout=30)
+            check(r.returncode == 0, "%s: strata %s" % (who, " ".join(cmd[:1])) + ("" if r.returncode == 0 else
+                                                                                   ": " + r.stderr.strip()))
+    wait_for(lambda: "bound width" in status_of(strata, envs["host"], "S"), "the link to have a bound", 30)
+    app = os.path.join(work, "app.sock")
+    server = subprocess.Popen([prog, "serve", app, str(n)], env=genv, stdout=subprocess.PIPE, text=True)
+    check(server.stdout.readline().strip() == "listening", "the server listens")
+    client = subprocess.run([prog, "client", app, str(n)], env=envs["host"], capture_output=True, text=True,
+                            timeout=120)
+    server_out = server.communicate(timeout=120)[0]
+    check(client.returncode == 0 and server.returncode == 0, "both programs ran (%s; %s)" %
+          (client.stdout.strip() + client.stderr.strip(), server_out.strip()))
+    # Probes after the last message, so that its time lies inside the map.
+    t_end = time.monotonic() + 20 * PERIOD_MS / 1000.0
+    wait_for(lambda: time.monotonic() > t_end, "probes after the exchange", 10)
+    status = status_of(strata, envs["host"], "S")
+    line = [ln.strip() for ln in status.splitlines() if "clock link guest" in ln]
+    check(bool(line) and "bound width" in line[0], "strata status shows the link and its bound: %s" %
+          (line[0] if line else status[-300:]))
+    for who in ("guest", "host"):
+        r = subprocess.run([strata, "stop", "S"], env=envs[who], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, who + ": strata stop")
+    for who in ("host", "guest"):
+        end_daemon(daemons[who], check)
+
+    clocks = {}
+    for who in ("host", "guest"):
+        p = os.path.join(outs[who], "clocks.json")
+        check(os.path.exists(p), who + ": clocks.json written")
+        clocks[who] = json.load(open(p)) if os.path.exists(p) else {"links": []}
+    glink = [lk for lk in clocks["guest"]["links"] if lk["role"] == "follower"]
+    hlink = [lk for lk in clocks["host"]["links"] if lk["role"] == "reference"]
+    check(len(glink) == 1 and glink[0]["correlated"], "the guest's link is correlated")
+    check(len(hlink) == 1 and hlink[0]["correlated"], "the host's link is correlated")
+    check(clocks["guest"].get("ctf", {}).get("rewritten") is True, "the guest's metadata clocks were rewritten")
+    if not glink or not hlink:
+        check.finish()
+
+    # One merged timeline: babeltrace2's own muxer over both traces.
+    sends, recvs, raw, envs_seen = {}, {}, {}, set()
+    prev = None
+    order_ok = True
+    for m in bt2.TraceCollectionMessageIterator([outs["host"], outs["guest"]]):
+        if type(m) is not bt2._EventMessageConst:
+            continue
+        ev = m.event
+        ns = m.default_clock_snapshot.ns_from_origin
+        if prev is not None and ns < prev:
+            order_ok = False
+        prev = ns
+        k, frm = int(ev.payload_field["k"]), int(ev.payload_field["from"])
+        # client (host) sends from 0 and receives from 1; the server (guest) the other way
+        on_guest = (ev.name == "syncpp:recv") == (frm == 0)
+        envs_seen.add((on_guest, str(ev.stream.trace.environment.get("sync_state", ""))))
+        (sends if ev.name == "syncpp:send" else recvs)[k] = ns
+        raw[(ev.name, k)] = (on_guest, m.default_clock_snapshot.value)
+    check(order_ok, "babeltrace2's merged order is by time")
+    check(len(sends) == 2 * n and len(recvs) == 2 * n, "%d sends and %d receives (expected %d each)" %
+          (len(sends), len(recvs), 2 * n))
+    inv = sum(1 for k in sends if k in recvs and not sends[k] < recvs[k])
+    check(inv == 0, "0 causal inversions after merging (%d of %d messages inverted)" % (inv, len(sends)))
+    check((True, "correlated") in envs_seen and (False, "") in envs_seen,
+          "the guest's sub-traces say sync_state = correlated, the host's nothing (%s)" % sorted(envs_seen))
+
+    # The stated bound against every message (the link never saw them):
+    # a message from the host at h received by the guest at g says
+    # f(g) > h, so the bound's hi(g) must exceed h; one from the guest at g
+    # received by the host at h says f(g) < h: lo(g) must be below h.
+    for name, lk in (("guest's", glink[0]), ("host's", hlink[0])):
+        bad, widths = 0, []
+        for k in sends:
+            (g_send_side, s_val), (_, r_val) = raw[("syncpp:send", k)], raw[("syncpp:recv", k)]
+            g = s_val if g_send_side else r_val
+            h = r_val if g_send_side else s_val
+            lo, hi = link_bound(lk, g)
+            widths.append(hi - lo)
+            if (g_send_side and not lo < h) or (not g_send_side and not hi > h):
+                bad += 1
+        widths.sort()
+        check(bad == 0, "the %s stated bound holds for all %d messages (%d violations)" % (name, len(sends), bad))
+        print("%s map: min RTT %.1f us, bound width at the messages %.1f us median, %.1f us max (%.2fx min RTT);"
+              " %d segment(s), %d probes used" %
+              (name, lk["min_rtt_ns"] / 1e3, widths[len(widths) // 2] / 1e3, widths[-1] / 1e3,
+               widths[-1] / max(1, lk["min_rtt_ns"]), len(lk["segments"]), lk["used"]))
+        seg = lk["segments"][-1]
+        off = seg["y0"] - seg["x0"]  # host - guest at the anchor
+        check(abs(off + SKEW_NS) < 2000000, "the %s map shows the guest %.6f s ahead (the skew: %.6f s; rate %+.1f ppm)"
+              % (name, -off / 1e9, SKEW_NS / 1e9, (1 / seg["slope"] - 1) * 1e6))
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()
