@@ -201,7 +201,7 @@ long decode_sync(const uint8_t *p, size_t n, SyncFrame *f)
 	if (n < 8)
 		return 0;
 	const size_t len = p[6] | static_cast<size_t>(p[7]) << 8;
-	if (p[4] != kSyncVersion || p[5] < kSyncHello || p[5] > kSyncPong || len < kSyncHeader ||
+	if (p[4] != kSyncVersion || p[5] < kSyncHello || p[5] > kSyncResult || len < kSyncHeader ||
 	    len > kSyncMaxFrame || (p[5] != kSyncHello && len != kSyncHeader))
 		return -1;
 	if (n < len)
@@ -459,6 +459,10 @@ void SyncLink::serve(int fd)
 	out_seq_ = 0;
 	const int64_t lost_ns = std::max<int64_t>(kLostNs, kLostPeriods * static_cast<int64_t>(period_ns_));
 	const bool device = spec_.kind == SyncSpec::Kind::Device;
+	if (!device) {
+		const int one = 1; // the kernel's receive times (read_stamped)
+		setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
+	}
 	while (!stop_.load(std::memory_order_relaxed)) {
 		const int64_t t = static_cast<int64_t>(now_());
 		if (t >= next_hello && !hello_seen) {
@@ -512,8 +516,11 @@ void SyncLink::serve(int fd)
 		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		uint8_t buf[4096];
-		const ssize_t n = read(fd, buf, sizeof buf);
-		const int64_t t_recv = static_cast<int64_t>(now_()); // after the read
+		int64_t t_recv = 0;
+		const ssize_t n =
+			device ? read(fd, buf, sizeof buf) : read_stamped(fd, buf, sizeof buf, &t_recv);
+		if (!t_recv)
+			t_recv = static_cast<int64_t>(now_()); // after the read
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			continue;
 		if (n <= 0) {
@@ -550,6 +557,49 @@ void SyncLink::serve(int fd)
 	}
 }
 
+// A socket's read with the kernel's receive time of its data
+// (SO_TIMESTAMPNS, CLOCK_REALTIME) put on the trace clock: the thread's
+// wake-up is then no part of the receive stamp.  The conversion reads
+// REALTIME before the trace clock, so that it can only come out late (a
+// late receive stamp weakens a constraint, never breaks it); *t_recv is the
+// earlier of that and the trace clock after the read, 0 if the socket
+// gave no time.
+ssize_t SyncLink::read_stamped(int fd, uint8_t *buf, size_t len, int64_t *t_recv)
+{
+	iovec iov{buf, len};
+	alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(timespec))];
+	msghdr m{};
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = ctl;
+	m.msg_controllen = sizeof ctl;
+	const ssize_t n = recvmsg(fd, &m, MSG_DONTWAIT);
+	timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	const int64_t now = static_cast<int64_t>(now_());
+	*t_recv = 0;
+	if (n <= 0)
+		return n;
+	for (cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS &&
+		    c->cmsg_len >= CMSG_LEN(sizeof(timespec))) {
+			timespec ts;
+			memcpy(&ts, CMSG_DATA(c), sizeof ts);
+			const int64_t age =
+				(rt.tv_sec - ts.tv_sec) * 1000000000LL + (rt.tv_nsec - ts.tv_nsec);
+			// A time in the future or older than a second is not
+			// believed (the realtime clock stepped between).
+			if (age >= 0 && age < 1000000000LL) {
+				*t_recv = now - age;
+				std::lock_guard<std::mutex> g(mu_);
+				kernel_stamps_++;
+			}
+		}
+	if (!*t_recv)
+		*t_recv = now;
+	return n;
+}
+
 void SyncLink::on_frame(int fd, const SyncFrame &f, int64_t t_recv)
 {
 	if (f.type == kSyncPing) {
@@ -562,49 +612,67 @@ void SyncLink::on_frame(int fd, const SyncFrame &f, int64_t t_recv)
 		send_frame(fd, r);
 		return;
 	}
-	std::lock_guard<std::mutex> g(mu_);
-	if (f.type == kSyncHello) {
-		const uint64_t nonce = static_cast<uint64_t>(f.t1) << 32 | f.seq;
-		if (peer_nonce_ && nonce != peer_nonce_) {
-			est_.break_segment(clocksync::Start::Fault, "the peer's daemon restarted");
-			breaks_++;
-		}
-		if (!peer_boot_id_.empty() && f.boot_id != peer_boot_id_) {
-			est_.break_segment(clocksync::Start::Fault, "the peer rebooted");
-			breaks_++;
-		}
-		peer_nonce_ = nonce;
-		peer_hostname_ = f.hostname;
-		peer_boot_id_ = f.boot_id;
-		peer_offset_ns_ = f.aux;
-		if (state_.rfind("up", 0) != 0)
-			state_ = "up";
+	if (f.type == kSyncPong) {
+		// Ours if it answers the probe in flight.
+		if (f.seq != out_seq_ || f.t1 != out_t1_)
+			return;
+		out_seq_ = 0;
+		// The peer is told the whole probe (RESULT), so that both
+		// ends' maps use every probe.
+		SyncFrame r = f;
+		r.type = kSyncResult;
+		r.aux = t_recv;
+		send_frame(fd, r);
+		std::lock_guard<std::mutex> g(mu_);
+		answered_++;
+		take_probe(f.t1, f.t2, f.t3, t_recv, true);
 		return;
 	}
-	// PONG: ours if it answers the probe in flight.
-	if (f.seq != out_seq_ || f.t1 != out_t1_)
+	std::lock_guard<std::mutex> g(mu_);
+	if (f.type == kSyncResult) {
+		take_probe(f.t1, f.t2, f.t3, f.aux, false);
 		return;
-	out_seq_ = 0;
-	answered_++;
-	const int64_t rtt = (t_recv - f.t1) - (f.t3 - f.t2);
+	}
+	// HELLO
+	const uint64_t nonce = static_cast<uint64_t>(f.t1) << 32 | f.seq;
+	if (peer_nonce_ && nonce != peer_nonce_) {
+		est_.break_segment(clocksync::Start::Fault, "the peer's daemon restarted");
+		breaks_++;
+	}
+	if (!peer_boot_id_.empty() && f.boot_id != peer_boot_id_) {
+		est_.break_segment(clocksync::Start::Fault, "the peer rebooted");
+		breaks_++;
+	}
+	peer_nonce_ = nonce;
+	peer_hostname_ = f.hostname;
+	peer_boot_id_ = f.boot_id;
+	peer_offset_ns_ = f.aux;
+	if (state_.rfind("up", 0) != 0)
+		state_ = "up";
+}
+
+// One probe's four stamps (mu_ held).  `ours`: this end sent at t1 and
+// received the answer at t4, the peer received at t2 and answered at t3;
+// else the other way round.
+void SyncLink::take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool ours)
+{
+	const int64_t rtt = (t4 - t1) - (t3 - t2);
 	if (rtt < 0)
-		return; // cannot be (the peer's clock runs backwards?): not believed
+		return; // cannot be (a clock ran backwards?): not believed
 	if (min_rtt_ < 0 || rtt < min_rtt_)
 		min_rtt_ = rtt;
 	state_ = "up";
 	if (rtt > kRttFactor * min_rtt_ + kRttSlackNs)
 		return;
 	used_++;
-	// Follower: source = this clock; reference: source = the peer's.
-	// Ours sent at t1, theirs received at t2; theirs sent at t3, ours
-	// received at t_recv.
-	const bool a = est_.add(spec_.follower, f.t1, f.t2);
-	const bool b = est_.add(!spec_.follower, f.t3, t_recv);
+	// The map's source is this clock for a follower, the peer's for a
+	// reference; the probe's first message is sent by its initiator.
+	const bool a = est_.add(spec_.follower == ours, t1, t2);
+	const bool b = est_.add(spec_.follower != ours, t3, t4);
 	if (!a || !b) {
 		breaks_++;
-		logf("clock link %s: no line fits the exchanges any more (a paused VM, a written TSC, a step "
-		     "of "
-		     "a clock): the map starts a new segment",
+		logf("clock link %s: no line fits the exchanges any more (a paused VM, a written TSC, a "
+		     "stepped clock): the map starts a new segment",
 		     spec_.name.c_str());
 	}
 }
@@ -639,7 +707,8 @@ std::string SyncLink::json(const std::string &in) const
 	const std::vector<clocksync::Segment> segs = est_.segments();
 	std::ostringstream o;
 	const std::string self = "(this machine)";
-	o << in << "{\"name\": " << clocksync::json_string(spec_.name) << ", \"spec\": " << clocksync::json_string(spec_.text)
+	o << in << "{\"name\": " << clocksync::json_string(spec_.name)
+	  << ", \"spec\": " << clocksync::json_string(spec_.text)
 	  << ", \"role\": " << (spec_.follower ? "\"follower\"" : "\"reference\"") << ",\n"
 	  << in << " \"source\": " << clocksync::json_string(spec_.follower ? self : spec_.name)
 	  << ", \"target\": " << clocksync::json_string(spec_.follower ? spec_.name : self) << ",\n"
@@ -650,7 +719,7 @@ std::string SyncLink::json(const std::string &in) const
 	  << ", \"correlated\": " << (!segs.empty() && segs.back().bounded ? "true" : "false")
 	  << ", \"probes\": " << probes_ << ", \"answered\": " << answered_ << ", \"used\": " << used_
 	  << ", \"min_rtt_ns\": " << min_rtt_ << ", \"width_now_ns\": " << est_.width_now()
-	  << ", \"garbage_bytes\": " << garbage_ << ",\n"
+	  << ", \"garbage_bytes\": " << garbage_ << ", \"kernel_receive_stamps\": " << kernel_stamps_ << ",\n"
 	  << in << " \"segments\": " << clocksync::segments_json(segs, in + " ") << "}";
 	return o.str();
 }
@@ -666,7 +735,8 @@ bool SyncLink::ctf_clock(const ClockInfo &local, ClockInfo *out, std::string *en
 			best = &s;
 	*out = local;
 	if (!best || peer_boot_id_.empty()) {
-		*env = "\tsync_state = \"uncorrelated\";\n\tsync_peer = " + clocksync::json_string(spec_.name) + ";\n";
+		*env = "\tsync_state = \"uncorrelated\";\n\tsync_peer = " +
+		       clocksync::json_string(spec_.name) + ";\n";
 		return false;
 	}
 	// local -> peer: y = y0 + slope*(x - x0); CTF: absolute(x) =
@@ -699,8 +769,8 @@ bool SyncLink::ctf_clock(const ClockInfo &local, ClockInfo *out, std::string *en
 		 "\tsync_state = \"correlated\";\n\tsync_peer = %s;\n\tsync_peer_hostname = %s;\n"
 		 "\tsync_segments = %zu;\n\tsync_valid_from = %" PRId64 ";\n\tsync_valid_to = %" PRId64
 		 ";\n\tsync_bound_ns = %" PRId64 ";\n\tsync_rate_rounding_ns = %" PRId64 ";\n",
-		 clocksync::json_string(spec_.name).c_str(), clocksync::json_string(peer_hostname_).c_str(), segs.size(), best->x_first,
-		 best->x_last, width, extra);
+		 clocksync::json_string(spec_.name).c_str(), clocksync::json_string(peer_hostname_).c_str(),
+		 segs.size(), best->x_first, best->x_last, width, extra);
 	*env = b;
 	return true;
 }
@@ -744,8 +814,8 @@ void SyncLinks::session_stopped(const std::string &out, const ClockInfo &clock,
 	if (!std::filesystem::is_directory(out, ec))
 		return;
 	std::ostringstream j;
-	j << "{\"format\": \"strata-clocks\", \"version\": 1,\n \"machine\": " << clocksync::json_string(hostname)
-	  << ", \"boot_id\": " << clocksync::json_string(clock.uuid)
+	j << "{\"format\": \"strata-clocks\", \"version\": 1,\n \"machine\": "
+	  << clocksync::json_string(hostname) << ", \"boot_id\": " << clocksync::json_string(clock.uuid)
 	  << ", \"clock_offset_ns\": " << clock.offset_s * 1000000000LL + clock.offset_ns
 	  << ",\n \"links\": [\n";
 	const SyncLink *follow = nullptr;

@@ -34,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <sys/types.h>
 #include <thread>
 #include <vector>
 
@@ -66,7 +67,9 @@ constexpr uint32_t kSyncMagic = 0x434e5953; // "SYNC"
 constexpr uint8_t kSyncVersion = 1;
 constexpr size_t kSyncHeader = 48;
 constexpr size_t kSyncMaxFrame = 512;
-enum SyncType : uint8_t { kSyncHello = 1, kSyncPing = 2, kSyncPong = 3 };
+// RESULT: the whole of a probe told back to its answerer (aux: the initiator's
+// receive stamp), so that both ends' maps use every probe.
+enum SyncType : uint8_t { kSyncHello = 1, kSyncPing = 2, kSyncPong = 3, kSyncResult = 4 };
 struct SyncFrame {
 	uint8_t type = 0;
 	uint32_t seq = 0;
@@ -107,8 +110,10 @@ private:
 	int open_link(std::string *why);
 	void serve(int fd);
 	void on_frame(int fd, const SyncFrame &f, int64_t t_recv);
+	void take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool ours);
 	bool send_frame(int fd, const SyncFrame &f);
 	bool sleep_ns(uint64_t ns); // false: stop asked
+	ssize_t read_stamped(int fd, uint8_t *buf, size_t len, int64_t *t_recv);
 
 	const SyncSpec spec_;
 	const std::string hostname_;
@@ -130,6 +135,7 @@ private:
 	uint64_t probes_ = 0, answered_ = 0, used_ = 0, garbage_ = 0, dropped_ = 0;
 	int64_t min_rtt_ = -1;
 	uint64_t breaks_ = 0;
+	uint64_t kernel_stamps_ = 0; // receives stamped by the kernel (SO_TIMESTAMPNS)
 	// Probe in flight: its seq and send stamp (thread only).
 	uint32_t next_seq_ = 1, out_seq_ = 0;
 	int64_t out_t1_ = 0, out_at_ = 0;
