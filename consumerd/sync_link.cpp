@@ -455,7 +455,7 @@ void SyncLink::serve(int fd)
 {
 	std::vector<uint8_t> in;
 	bool hello_seen = false;
-	int64_t next_probe = static_cast<int64_t>(now_()), next_hello = next_probe;
+	int64_t next_probe = static_cast<int64_t>(now_()), next_hello = next_probe, last_quick = 0;
 	out_seq_ = 0;
 	const int64_t lost_ns = std::max<int64_t>(kLostNs, kLostPeriods * static_cast<int64_t>(period_ns_));
 	const bool device = spec_.kind == SyncSpec::Kind::Device;
@@ -549,7 +549,14 @@ void SyncLink::serve(int fd)
 			off += static_cast<size_t>(r);
 			if (f.type == kSyncHello)
 				hello_seen = true;
-			on_frame(fd, f, t_recv);
+			// A slow probe: the next goes now (at most one such a
+			// period), so that a step after a pause or a stall is
+			// seen within about one round trip of its end.
+			if (on_frame(fd, f, t_recv) &&
+			    t_recv - last_quick >= static_cast<int64_t>(period_ns_)) {
+				next_probe = std::min(next_probe, t_recv);
+				last_quick = t_recv;
+			}
 		}
 		in.erase(in.begin(), in.begin() + static_cast<long>(off));
 		if (in.size() > 2 * kSyncMaxFrame)
@@ -600,7 +607,7 @@ ssize_t SyncLink::read_stamped(int fd, uint8_t *buf, size_t len, int64_t *t_recv
 	return n;
 }
 
-void SyncLink::on_frame(int fd, const SyncFrame &f, int64_t t_recv)
+bool SyncLink::on_frame(int fd, const SyncFrame &f, int64_t t_recv)
 {
 	if (f.type == kSyncPing) {
 		SyncFrame r;
@@ -610,12 +617,12 @@ void SyncLink::on_frame(int fd, const SyncFrame &f, int64_t t_recv)
 		r.t2 = t_recv;
 		r.t3 = static_cast<int64_t>(now_()); // before the write
 		send_frame(fd, r);
-		return;
+		return false;
 	}
 	if (f.type == kSyncPong) {
 		// Ours if it answers the probe in flight.
 		if (f.seq != out_seq_ || f.t1 != out_t1_)
-			return;
+			return false;
 		out_seq_ = 0;
 		// The peer is told the whole probe (RESULT), so that both
 		// ends' maps use every probe.
@@ -625,14 +632,11 @@ void SyncLink::on_frame(int fd, const SyncFrame &f, int64_t t_recv)
 		send_frame(fd, r);
 		std::lock_guard<std::mutex> g(mu_);
 		answered_++;
-		take_probe(f.t1, f.t2, f.t3, t_recv, true);
-		return;
+		return take_probe(f.t1, f.t2, f.t3, t_recv, true);
 	}
 	std::lock_guard<std::mutex> g(mu_);
-	if (f.type == kSyncResult) {
-		take_probe(f.t1, f.t2, f.t3, f.aux, false);
-		return;
-	}
+	if (f.type == kSyncResult)
+		return take_probe(f.t1, f.t2, f.t3, f.aux, false);
 	// HELLO
 	const uint64_t nonce = static_cast<uint64_t>(f.t1) << 32 | f.seq;
 	if (peer_nonce_ && nonce != peer_nonce_) {
@@ -649,21 +653,23 @@ void SyncLink::on_frame(int fd, const SyncFrame &f, int64_t t_recv)
 	peer_offset_ns_ = f.aux;
 	if (state_.rfind("up", 0) != 0)
 		state_ = "up";
+	return false;
 }
 
 // One probe's four stamps (mu_ held).  `ours`: this end sent at t1 and
 // received the answer at t4, the peer received at t2 and answered at t3;
-// else the other way round.
-void SyncLink::take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool ours)
+// else the other way round.  True if the probe was slow: a pause or a
+// stall may have just ended, and the next probe had better go at once.
+bool SyncLink::take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool ours)
 {
 	const int64_t rtt = (t4 - t1) - (t3 - t2);
 	if (rtt < 0)
-		return; // cannot be (a clock ran backwards?): not believed
+		return false; // cannot be (a clock ran backwards?): not believed
 	if (min_rtt_ < 0 || rtt < min_rtt_)
 		min_rtt_ = rtt;
 	state_ = "up";
 	if (rtt > kRttFactor * min_rtt_ + kRttSlackNs)
-		return;
+		return true;
 	used_++;
 	// The map's source is this clock for a follower, the peer's for a
 	// reference; the probe's first message is sent by its initiator.
@@ -675,6 +681,7 @@ void SyncLink::take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool o
 		     "stepped clock): the map starts a new segment",
 		     spec_.name.c_str());
 	}
+	return false;
 }
 
 std::string SyncLink::status_line() const

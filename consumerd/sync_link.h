@@ -109,8 +109,8 @@ private:
 	void run();
 	int open_link(std::string *why);
 	void serve(int fd);
-	void on_frame(int fd, const SyncFrame &f, int64_t t_recv);
-	void take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool ours);
+	bool on_frame(int fd, const SyncFrame &f, int64_t t_recv); // true: probe now
+	bool take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool ours);
 	bool send_frame(int fd, const SyncFrame &f);
 	bool sleep_ns(uint64_t ns); // false: stop asked
 	ssize_t read_stamped(int fd, uint8_t *buf, size_t len, int64_t *t_recv);

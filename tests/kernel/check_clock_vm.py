@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""A host and a qemu guest on one timeline (docs/clocks.md): its own VM boot.
+
+usage: check_clock_vm.py plain|pause STRATA CONSUMERD PINGPONG BUILD_ROOT WORKDIR [MESSAGES]
+
+The host's daemon maps the guest's clock onto its own over a virtio-serial
+port (`--sync-guest vm1=unix:WORK/sync.sock`, qemu's chardev); the guest's
+daemon follows it (`--sync host=virtio:/dev/vportNpM`, guest-clocks.sh) and
+writes its trace into a folder shared with the host.  A host program and a
+guest program exchange MESSAGES messages each way over a second port, each
+recording syncpp:send and syncpp:recv.  `pause`: the VM is stopped for
+PAUSE_S seconds (qemu monitor stop/cont) in the middle of the exchange:
+the guest's clock stands still meanwhile, so the map steps.
+
+Oracles (check_clock_link.py's): every stated bound holds against every
+message; the map, segment by segment, inverts none; babeltrace2's merge
+inverts none (plain; with a pause its one line per trace cannot follow the
+step: counted, said in the trace's env, not failed); `strata status` shows
+the link; with a pause the maps have a new segment.  Prints the widths
+beside the minimum RTT.  Exit 77 when the VM cannot boot here.
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+from strata_testlib import Checks, end_daemon, start_daemon, wait_for  # noqa: E402
+from check_clock_link import bounds, status_of, timeline  # noqa: E402
+
+PAUSE_S = 1.5
+
+
+def monitor(path, cmd):
+    """One HMP command on qemu's monitor socket (run-vm.sh's)."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(path)
+        s.settimeout(5)
+        s.recv(4096)  # the banner
+        s.sendall(cmd.encode() + b"\n")
+        time.sleep(0.2)  # the reply echoes; nothing waits on it
+
+
+def main():
+    mode, strata, consumerd, prog, build_root, work = sys.argv[1:7]
+    n = int(sys.argv[7]) if len(sys.argv) > 7 else 2000
+    check = Checks()
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    vm = os.path.join(work, "vm")
+    host_out = os.path.join(work, "host-trace")
+    sync_sock, app_sock = os.path.join(work, "sync.sock"), os.path.join(work, "app.sock")
+    env = dict(os.environ, STRATA_CONSUMERD=consumerd, STRATA_CONSUMERD_SOCKET=os.path.join(work, "h.sock"))
+    for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE", "XDG_RUNTIME_DIR", "STRATA_TEST_CLOCK_SKEW"):
+        env.pop(v, None)
+    d = start_daemon(consumerd, env["STRATA_CONSUMERD_SOCKET"], env,
+                     ["--sync-guest", "vm1=unix:" + sync_sock, "--sync-period", "10"])
+    for cmd in (["create", "S", "-o", host_out], ["enable-event", "S", "syncpp:*"], ["start", "S"]):
+        r = subprocess.run([strata] + cmd, env=env, capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0, "host: strata " + cmd[0] + ("" if r.returncode == 0 else ": " + r.stderr))
+    server = subprocess.Popen([prog, "serve", "unix:" + app_sock, str(n)] + (["pause"] if mode == "pause" else []),
+                              env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    guest = subprocess.Popen([os.path.join(HERE, "run-vm.sh"), "--out", vm, "--build-root", build_root,
+                              "--timeout", "300", "--port", "org.strata.sync=" + sync_sock,
+                              "--port", "org.strata.app=" + app_sock, "--",
+                              os.path.join(HERE, "guest-clocks.sh"), strata, consumerd, prog, str(n)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    half = server.stdout.readline().strip()
+    paused_at = None
+    if mode == "pause" and half == "half":
+        monitor(os.path.join(vm, "monitor.sock"), "stop")
+        paused_at = time.monotonic()
+        wait_for(lambda: time.monotonic() - paused_at >= PAUSE_S, "the pause's length", 10)
+        monitor(os.path.join(vm, "monitor.sock"), "cont")
+        server.stdin.write("go on\n")
+        server.stdin.flush()
+    vm_log = guest.communicate(timeout=400)[0]
+    if guest.returncode == 77:
+        print(vm_log)
+        print("SKIP: the VM cannot boot here")
+        server.kill()
+        sys.exit(77)
+    server_out = server.communicate(timeout=60)[0]
+    check(guest.returncode == 0, "the guest ran (run-vm.sh exit %d)" % guest.returncode)
+    if guest.returncode != 0:
+        print(vm_log[-3000:])
+    check(server.returncode == 0 and "messages each way" in server_out, "the host's program ran: " + server_out.strip())
+    line = [ln.strip() for ln in status_of(strata, env, "S").splitlines() if "clock link vm1" in ln]
+    check(bool(line) and "bound width" in line[0], "strata status shows the link and its bound: %s" %
+          (line[0] if line else "(none)"))
+    print("guest's status: " + open(os.path.join(vm, "guest-status.txt")).read().strip().replace("\n", " | ")
+          if os.path.exists(os.path.join(vm, "guest-status.txt")) else "guest: no status")
+    r = subprocess.run([strata, "stop", "S"], env=env, capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "host: strata stop")
+    end_daemon(d, check)
+
+    guest_out = os.path.join(vm, "guest-trace")
+    clocks = {}
+    for who, out in (("host", host_out), ("guest", guest_out)):
+        p = os.path.join(out, "clocks.json")
+        check(os.path.exists(p), who + ": clocks.json written")
+        clocks[who] = json.load(open(p)) if os.path.exists(p) else {"links": []}
+    glink = [lk for lk in clocks["guest"]["links"] if lk["role"] == "follower"]
+    hlink = [lk for lk in clocks["host"]["links"] if lk["role"] == "reference"]
+    check(len(glink) == 1 and glink[0]["correlated"], "the guest's link is correlated")
+    check(len(hlink) == 1 and hlink[0]["correlated"], "the host's link is correlated")
+    if not glink or not hlink:
+        check.finish()
+    sends, raw = timeline(check, [host_out, guest_out], n, client_on_guest=True,
+                          expect_inversions=mode == "pause")
+    for name, lk in (("guest's", glink[0]), ("host's", hlink[0])):
+        bounds(check, name, lk, sends, raw)
+        if mode == "pause":
+            check(len(lk["segments"]) >= 2, "the %s map has a new segment after the pause (%s)" %
+                  (name, ", ".join(s["start"] for s in lk["segments"])))
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()
