@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Two machines' clocks on one timeline (docs/clocks.md), on one machine.
 
-usage: check_clock_link.py STRATA PINGPONG WORKDIR [MESSAGES]
+usage: check_clock_link.py STRATA PINGPONG WORKDIR [MESSAGES [two]]
 
 Two daemons stand for a host and a guest: the guest's clock is made to run
 SKEW_NS ahead and SKEW_PPM faster (STRATA_TEST_CLOCK_SKEW, its clock page
@@ -17,6 +17,9 @@ here as a reader would, docs/clocks.md "Stored format") holds against every
 one of those messages, which the link never saw; the guest's metadata says
 it is correlated and names the host; `strata status` shows the link with
 its bound.  Prints the bound's width beside the link's minimum RTT.
+`two`: a second guest (another skew) follows the host too, and the first
+guest's client exchanges MESSAGES more with the second guest's server:
+the merge of the three traces must invert none of those either.
 Exit 77 (skipped) where the TSC cannot back a page.
 """
 import json
@@ -35,6 +38,7 @@ from strata_testlib import end_daemon, e2e_setup, start_daemon, tsc_usable, wait
 SKEW_NS = 2700000000
 SKEW_PPM = 80
 PERIOD_MS = 20
+KBASE2 = 1000000000  # k of the second pair (two guests)
 
 
 def segment_bound(s, x):
@@ -157,74 +161,100 @@ def status_of(strata, env, name):
     return r.stdout + r.stderr
 
 
+def run_pair(check, prog, n, server_env, client_env, app, kbase):
+    """The ping-pong between a server and a client program, k from kbase."""
+    server = subprocess.Popen([prog, "serve", "listen:" + app, str(n)], env=dict(server_env, SYNCPP_KBASE=str(kbase)),
+                              stdout=subprocess.PIPE, text=True)
+    check(server.stdout.readline().strip() == "listening", "the server listens")
+    client = subprocess.run([prog, "client", "unix:" + app, str(n)], env=dict(client_env, SYNCPP_KBASE=str(kbase)),
+                            capture_output=True, text=True, timeout=120)
+    server_out = server.communicate(timeout=120)[0]
+    check(client.returncode == 0 and server.returncode == 0, "both programs ran (%s; %s)" %
+          (client.stdout.strip() + client.stderr.strip(), server_out.strip()))
+
+
 def main():
     strata, prog, work, consumerd, check = e2e_setup()
     n = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
+    two = len(sys.argv) > 5 and sys.argv[5] == "two"
     if not tsc_usable() or os.path.exists("/dev/strata"):
         print("SKIP: no usable TSC, or the module's page would take precedence")
         sys.exit(77)
-    with socket.socket() as s:  # a free port for the link
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    # The guests, each with its skew (offset, ppm) and a free port for its link.
+    guests = {"guest": (SKEW_NS, SKEW_PPM)}
+    if two:
+        guests["guest2"] = (5100000000, -60)
+    ports = {}
+    for g in guests:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports[g] = s.getsockname()[1]
     # Pages refreshed often converge fast on their clocks: a fresh page's
     # first rate, from 2 ms of calibration, is off by up to hundreds of ppm.
     base = dict(os.environ, STRATA_CLOCK="consumer-page", STRATA_CLOCK_REFRESH_MS="5")
     for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE", "XDG_RUNTIME_DIR", "STRATA_TEST_CLOCK_SKEW"):
         base.pop(v, None)
+    machines = ["host"] + list(guests)
     envs, outs, daemons = {}, {}, {}
-    for who in ("host", "guest"):
+    for who in machines:
         sock = os.path.join(work, who + ".sock")
         envs[who] = dict(base, STRATA_CONSUMERD=consumerd, STRATA_CONSUMERD_SOCKET=sock)
+        if who in guests:
+            envs[who]["STRATA_TEST_CLOCK_SKEW"] = "%d,%d" % guests[who]
         outs[who] = os.path.join(work, who + "-trace")
     link = ["--sync-period", str(PERIOD_MS)]
-    daemons["host"] = start_daemon(consumerd, envs["host"]["STRATA_CONSUMERD_SOCKET"], envs["host"],
-                                   link + ["--sync-guest", "guest=listen:tcp:127.0.0.1:%d" % port])
-    genv = dict(envs["guest"], STRATA_TEST_CLOCK_SKEW="%d,%d" % (SKEW_NS, SKEW_PPM))
-    daemons["guest"] = start_daemon(consumerd, envs["guest"]["STRATA_CONSUMERD_SOCKET"], genv,
-                                    link + ["--sync", "host=tcp:127.0.0.1:%d" % port])
-    for who in ("host", "guest"):
+    hargs = link[:]
+    for g in guests:
+        hargs += ["--sync-guest", "%s=listen:tcp:127.0.0.1:%d" % (g, ports[g])]
+    daemons["host"] = start_daemon(consumerd, envs["host"]["STRATA_CONSUMERD_SOCKET"], envs["host"], hargs)
+    for g in guests:
+        daemons[g] = start_daemon(consumerd, envs[g]["STRATA_CONSUMERD_SOCKET"], envs[g],
+                                  link + ["--sync", "host=tcp:127.0.0.1:%d" % ports[g]])
+    for who in machines:
         for cmd in (["create", "S", "-o", outs[who]], ["enable-event", "S", "syncpp:*"], ["start", "S"]):
             r = subprocess.run([strata] + cmd, env=envs[who], capture_output=True, text=True, timeout=30)
             check(r.returncode == 0, "%s: strata %s" % (who, " ".join(cmd[:1])) + ("" if r.returncode == 0 else
                                                                                    ": " + r.stderr.strip()))
-    wait_for(lambda: "bound width" in status_of(strata, envs["host"], "S"), "the link to have a bound", 30)
-    app = os.path.join(work, "app.sock")
-    server = subprocess.Popen([prog, "serve", "listen:" + app, str(n)], env=genv, stdout=subprocess.PIPE, text=True)
-    check(server.stdout.readline().strip() == "listening", "the server listens")
-    client = subprocess.run([prog, "client", "unix:" + app, str(n)], env=envs["host"], capture_output=True, text=True,
-                            timeout=120)
-    server_out = server.communicate(timeout=120)[0]
-    check(client.returncode == 0 and server.returncode == 0, "both programs ran (%s; %s)" %
-          (client.stdout.strip() + client.stderr.strip(), server_out.strip()))
+    wait_for(lambda: status_of(strata, envs["host"], "S").count("bound width") == len(guests),
+             "the links to have a bound", 30)
+    # The host's client and the guest's server; with two guests also the
+    # first guest's client and the second's server (a guest-to-guest order
+    # that only the two maps onto the host's clock can get right).
+    run_pair(check, prog, n, envs["guest"], envs["host"], os.path.join(work, "app.sock"), 0)
+    if two:
+        run_pair(check, prog, n, envs["guest2"], envs["guest"], os.path.join(work, "app2.sock"), KBASE2)
     # Probes after the last message, so that its time lies inside the map.
     t_end = time.monotonic() + 20 * PERIOD_MS / 1000.0
     wait_for(lambda: time.monotonic() > t_end, "probes after the exchange", 10)
     status = status_of(strata, envs["host"], "S")
-    line = [ln.strip() for ln in status.splitlines() if "clock link guest" in ln]
-    check(bool(line) and "bound width" in line[0], "strata status shows the link and its bound: %s" %
-          (line[0] if line else status[-300:]))
-    for who in ("guest", "host"):
+    for g in guests:
+        line = [ln.strip() for ln in status.splitlines() if "clock link %s " % g in ln]
+        check(bool(line) and "bound width" in line[0], "strata status shows the link and its bound: %s" %
+              (line[0] if line else status[-300:]))
+    for who in reversed(machines):
         r = subprocess.run([strata, "stop", "S"], env=envs[who], capture_output=True, text=True, timeout=60)
         check(r.returncode == 0, who + ": strata stop")
-    for who in ("host", "guest"):
+    for who in machines:
         end_daemon(daemons[who], check)
 
     clocks = {}
-    for who in ("host", "guest"):
+    for who in machines:
         p = os.path.join(outs[who], "clocks.json")
         check(os.path.exists(p), who + ": clocks.json written")
         clocks[who] = json.load(open(p)) if os.path.exists(p) else {"links": []}
+    for g in guests:
+        check(clocks[g].get("ctf", {}).get("rewritten") is True, g + ": the metadata clocks were rewritten")
     glink = [lk for lk in clocks["guest"]["links"] if lk["role"] == "follower"]
-    hlink = [lk for lk in clocks["host"]["links"] if lk["role"] == "reference"]
+    hlink = [lk for lk in clocks["host"]["links"] if lk["role"] == "reference" and lk["name"] == "guest"]
     check(len(glink) == 1 and glink[0]["correlated"], "the guest's link is correlated")
     check(len(hlink) == 1 and hlink[0]["correlated"], "the host's link is correlated")
-    check(clocks["guest"].get("ctf", {}).get("rewritten") is True, "the guest's metadata clocks were rewritten")
     if not glink or not hlink:
         check.finish()
 
-    sends, raw = timeline(check, [outs["host"], outs["guest"]], n, client_on_guest=False)
+    sends, raw = timeline(check, [outs[m] for m in machines], n * (2 if two else 1), client_on_guest=False)
+    first = {k: v for k, v in sends.items() if k < KBASE2}
     for name, lk in (("guest's", glink[0]), ("host's", hlink[0])):
-        bounds(check, name, lk, sends, raw)
+        bounds(check, name, lk, first, raw)
         seg = lk["segments"][-1]
         off = seg["y0"] - seg["x0"]  # host - guest at the anchor
         check(abs(off + SKEW_NS) < 2000000, "the %s map shows the guest %.6f s ahead (the skew: %.6f s; rate %+.1f ppm)"

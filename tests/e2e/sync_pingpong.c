@@ -16,7 +16,8 @@
  * writes before the host end is connected is lost), then sends 2k and
  * receives 2k+1.  The server prints "half" on stdout after N/2 messages
  * and, with `pause`, reads a line from stdin there (the check pauses the
- * VM meanwhile).
+ * VM meanwhile).  SYNCPP_KBASE=B adds B to every k (two pairs in one
+ * timeline).
  */
 #define STRATA_DEFINE_PROVIDERS
 #include <strata/tracepoint.h>
@@ -144,13 +145,15 @@ int main(int argc, char **argv)
 		}
 		fcntl(fd, F_SETFL, fl);
 	}
+	const char *kb = getenv("SYNCPP_KBASE");
+	const uint64_t base = kb ? strtoull(kb, NULL, 10) : 0;
 	for (uint64_t i = 0; i < n; i++) {
 		v = 2 * i;
 		if (serve) {
 			do /* the client's late hellos */
 				io_word(fd, &v, 0);
 			while (v == HELLO);
-			strata_tracepoint(syncpp, recv, v, 0);
+			strata_tracepoint(syncpp, recv, base + v, 0);
 			v++;
 			if (i + 1 == n / 2) {
 				printf("half\n");
@@ -161,13 +164,13 @@ int main(int argc, char **argv)
 						return 1;
 				}
 			}
-			strata_tracepoint(syncpp, send, v, 1);
+			strata_tracepoint(syncpp, send, base + v, 1);
 			io_word(fd, &v, 1);
 		} else {
-			strata_tracepoint(syncpp, send, v, 0);
+			strata_tracepoint(syncpp, send, base + v, 0);
 			io_word(fd, &v, 1);
 			io_word(fd, &v, 0);
-			strata_tracepoint(syncpp, recv, v, 1);
+			strata_tracepoint(syncpp, recv, base + v, 1);
 		}
 	}
 	printf("%s: %llu messages each way\n", argv[1], (unsigned long long)n);

@@ -279,3 +279,113 @@ TEST(ClockSync, ManySeedsNeverWrong)
 }
 
 } // namespace
+
+// ---- KVM's facts (kvm_tsc.h) against a recorded debugfs tree -----------------
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "kvm_tsc.h"
+
+namespace {
+
+struct Tree {
+	std::string root;
+	Tree()
+	{
+		char t[] = "/tmp/strata-kvm-XXXXXX";
+		root = mkdtemp(t);
+	}
+	~Tree() { std::filesystem::remove_all(root); }
+	// One vCPU's files, as KVM's debugfs shows them (one number and "\n").
+	void vcpu(const std::string &vm, unsigned n, const std::string &offset, const std::string &ratio,
+		  const std::string &frac)
+	{
+		const std::string d = root + "/" + vm + "/vcpu" + std::to_string(n);
+		mkdir((root + "/" + vm).c_str(), 0755);
+		mkdir(d.c_str(), 0755);
+		std::ofstream(d + "/tsc-offset") << offset << "\n";
+		std::ofstream(d + "/tsc-scaling-ratio") << ratio << "\n";
+		std::ofstream(d + "/tsc-scaling-ratio-frac-bits") << frac << "\n";
+	}
+};
+
+TEST(KvmTsc, ReadsARecordedTree)
+{
+	Tree t;
+	// As recorded on an Intel host (48 fraction bits, ratio 1.0): a guest
+	// started long after the host booted has a large negative offset.
+	t.vcpu("4242-13", 0, "-1845623400112", "281474976710656", "48");
+	t.vcpu("4242-13", 1, "-1845623400112", "281474976710656", "48");
+	t.vcpu("777-9", 0, "5", "281474976710656", "48");
+	EXPECT_EQ(kvm_vm_dir(t.root, 4242), t.root + "/4242-13");
+	EXPECT_EQ(kvm_vm_dir(t.root, 4243), "");
+	std::vector<KvmTsc> v;
+	std::string err;
+	ASSERT_TRUE(read_kvm_tsc(t.root + "/4242-13", &v, &err)) << err;
+	ASSERT_EQ(v.size(), 2u);
+	EXPECT_EQ(v[1].vcpu, 1u);
+	EXPECT_EQ(v[0].offset, -1845623400112);
+	EXPECT_EQ(v[0].frac_bits, 48u);
+	EXPECT_EQ(kvm_vcpus_disagree(v), "");
+	EXPECT_EQ(kvm_host_tsc(v[0], 1000), 1000u + 1845623400112u);
+	// A guest's TSC written on one vCPU only.
+	t.vcpu("4242-13", 1, "-1845000000000", "281474976710656", "48");
+	ASSERT_TRUE(read_kvm_tsc(t.root + "/4242-13", &v, &err)) << err;
+	EXPECT_NE(kvm_vcpus_disagree(v).find("no one TSC"), std::string::npos);
+	// Damaged files are named, never trusted.
+	t.vcpu("9-1", 0, "12ab", "281474976710656", "48");
+	EXPECT_FALSE(read_kvm_tsc(t.root + "/9-1", &v, &err));
+	EXPECT_NE(err.find("tsc-offset"), std::string::npos) << err;
+	t.vcpu("9-2", 0, "0", "0", "48");
+	EXPECT_FALSE(read_kvm_tsc(t.root + "/9-2", &v, &err));
+	t.vcpu("9-3", 0, "0", "281474976710656", "99");
+	EXPECT_FALSE(read_kvm_tsc(t.root + "/9-3", &v, &err));
+	EXPECT_FALSE(read_kvm_tsc(t.root + "/none", &v, &err));
+}
+
+TEST(KvmTsc, CheckedAgainstTheExchanges)
+{
+	// Host TSC at 2.5 GHz; the guest's TSC scaled by 1.5 (ratio 1.5 << 48)
+	// and offset; each side's page maps its TSC to its ns.
+	KvmTsc k;
+	k.frac_bits = 48;
+	k.ratio = (3ull << 48) / 2;
+	k.offset = -4000000000000;
+	TscLine host{1000000000000ull, 400000000000, 0.4};
+	const uint64_t g0 =
+		(static_cast<unsigned __int128>(host.tsc0) * k.ratio >> 48) + static_cast<uint64_t>(k.offset);
+	TscLine guest{g0, 7000000000, 0.4 / 1.5};
+	// The true map guest ns -> host ns through the facts, and exchanges
+	// generated from it (30 us one way, jitter).
+	auto host_of = [&](double gns) {
+		const double gcyc = (gns - static_cast<double>(guest.ns0)) / guest.ns_per_cycle;
+		const double hcyc = gcyc / 1.5;
+		return static_cast<double>(host.ns0) + hcyc * host.ns_per_cycle;
+	};
+	Estimator e;
+	std::mt19937_64 rng(7);
+	std::exponential_distribution<double> ex(1.0 / 20000);
+	for (int i = 0; i < 400; i++) {
+		const double g = 8e9 + i * 1e7; // guest sends at guest time g
+		const double h_recv = host_of(g) + 30000 + ex(rng);
+		const double h_send = h_recv + 10000;
+		// The guest's ns run at the host's rate here (0.4 ns a host cycle).
+		const double g_recv = g + (h_send - host_of(g)) + 30000 + ex(rng);
+		e.add(true, static_cast<int64_t>(g), static_cast<int64_t>(std::ceil(h_recv)));
+		e.add(false, static_cast<int64_t>(h_send), static_cast<int64_t>(std::ceil(g_recv)));
+	}
+	const std::vector<Segment> segs = e.segments();
+	ASSERT_EQ(segs.size(), 1u);
+	EXPECT_EQ(kvm_check(segs[0], guest, k, host, 1000), "");
+	// A TSC written unseen: 1 ms of host cycles off.
+	KvmTsc moved = k;
+	moved.offset += 3750000; // guest cycles: 1.5 * 2.5e6
+	const std::string why = kvm_check(segs[0], guest, moved, host, 1000);
+	EXPECT_NE(why.find("the exchanges allow only"), std::string::npos) << why;
+}
+
+} // namespace
