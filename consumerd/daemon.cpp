@@ -271,7 +271,20 @@ void Daemon::shut_down()
 	attacher_.stop();
 	acks_.stop();
 	deliver(acks_.due(true));
+	// The active disk sessions' clocks.json and metadata clocks, as at a
+	// stop (sync_link.h), once stop_all finished their drains.
+	std::vector<std::pair<std::string, ClockInfo>> synced;
+	proto::StatusReply all;
+	Answer none;
+	if (!sync_.empty() && sessions_.status(Caller{}, "", all, none))
+		for (const proto::SessionStatus &st : all.sessions)
+			if (const Session *x = sessions_.find(Caller{}, st.name, none);
+			    x && x->state == proto::SessionState::Active && !x->streamed() &&
+			    x->aggregate.empty())
+				synced.emplace_back(x->out, x->clock);
 	sessions_.stop_all();
+	for (const auto &o : synced)
+		sync_.session_stopped(o.first, o.second, hostname_);
 	persist_sessions(); // none left: a clean exit ends them (restart.cpp)
 	tables_.remove();
 	conns_.clear();

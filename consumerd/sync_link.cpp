@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 #if __has_include(<linux/vm_sockets.h>)
@@ -94,6 +95,16 @@ std::string us(int64_t ns)
 	char b[32];
 	snprintf(b, sizeof b, "%.1f us", static_cast<double>(ns) / 1000.0);
 	return b;
+}
+
+// A connect that gives up after a second (SO_SNDTIMEO bounds connect on
+// Linux): the link's thread must notice a stop, and an unreachable peer
+// is tried again anyway.
+void bounded_connect(int fd)
+{
+	const timeval tv{1, 0};
+	if (fd >= 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
 } // namespace
@@ -353,6 +364,7 @@ int SyncLink::open_link(std::string *why)
 		}
 		for (addrinfo *r = res; r; r = r->ai_next) {
 			fd = socket(r->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			bounded_connect(fd);
 			if (fd >= 0 && connect(fd, r->ai_addr, r->ai_addrlen) == 0)
 				break;
 			*why = "connect to " + spec_.host + ":" + port + ": " + strerror(errno);
@@ -370,6 +382,7 @@ int SyncLink::open_link(std::string *why)
 	case SyncSpec::Kind::Vsock: {
 #ifdef AF_VSOCK
 		fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		bounded_connect(fd);
 		sockaddr_vm a{};
 		a.svm_family = AF_VSOCK;
 		a.svm_cid = spec_.cid;
@@ -693,7 +706,7 @@ std::string SyncLink::status_line() const
 	if (!peer_hostname_.empty())
 		s += ", peer host " + peer_hostname_;
 	s += "; " + std::to_string(answered_) + " of " + std::to_string(probes_) + " probe(s) answered, " +
-	     std::to_string(used_) + " used";
+	     std::to_string(used_) + " of both ends' used";
 	if (min_rtt_ >= 0)
 		s += ", min RTT " + us(min_rtt_);
 	const int64_t w = est_.width_now();
