@@ -173,6 +173,33 @@ def run_pair(check, prog, n, server_env, client_env, app, kbase):
           (client.stdout.strip() + client.stderr.strip(), server_out.strip()))
 
 
+def uncorrelated(check, strata, prog, consumerd, work, base):
+    """A follower whose link never comes up (nobody listens): its trace
+    says so (env sync_state = "uncorrelated", clocks.json correlated
+    false), its clock left as it was, and `strata status` says why."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    sock = os.path.join(work, "lonely.sock")
+    env = dict(base, STRATA_CONSUMERD=consumerd, STRATA_CONSUMERD_SOCKET=sock)
+    out = os.path.join(work, "lonely-trace")
+    d = start_daemon(consumerd, sock, env, ["--sync", "host=tcp:127.0.0.1:%d" % port])
+    for cmd in (["create", "S", "-o", out], ["enable-event", "S", "syncpp:*"], ["start", "S"]):
+        subprocess.run([strata] + cmd, env=env, capture_output=True, timeout=30)
+    run_pair(check, prog, 10, env, env, os.path.join(work, "app3.sock"), 0)
+    st = status_of(strata, env, "S")
+    check("uncorrelated" in st and "connect to 127.0.0.1" in st, "status says the lonely link is uncorrelated, and why: "
+          + " ".join(ln.strip() for ln in st.splitlines() if "clock link" in ln))
+    subprocess.run([strata, "stop", "S"], env=env, capture_output=True, timeout=60)
+    end_daemon(d, check)
+    j = json.load(open(os.path.join(out, "clocks.json")))
+    check(j["links"][0]["correlated"] is False and j["ctf"]["rewritten"] is False,
+          "its clocks.json says uncorrelated, nothing rewritten")
+    metas = [open(os.path.join(dp, "metadata")).read() for dp, _, fs in os.walk(out) if "metadata" in fs]
+    check(bool(metas) and all('sync_state = "uncorrelated";' in m and "freq = 1000000000;" in m for m in metas),
+          "its metadata says sync_state = uncorrelated, its clock unchanged (%d sub-traces)" % len(metas))
+
+
 def main():
     strata, prog, work, consumerd, check = e2e_setup()
     n = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
@@ -251,6 +278,8 @@ def main():
     if not glink or not hlink:
         check.finish()
 
+    if two:
+        uncorrelated(check, strata, prog, consumerd, work, base)
     sends, raw = timeline(check, [outs[m] for m in machines], n * (2 if two else 1), client_on_guest=False)
     first = {k: v for k, v in sends.items() if k < KBASE2}
     for name, lk in (("guest's", glink[0]), ("host's", hlink[0])):
