@@ -144,7 +144,7 @@ std::string kvm_check(const Segment &s, const TscLine &guest_page, const KvmTsc 
 				 "KVM's TSC offset and scaling put guest time %" PRId64
 				 " at host time %" PRId64 ", where the exchanges allow only [%" PRId64
 				 ", %" PRId64 "] (%+" PRId64 " ns beyond): the offset changed unseen (a TSC "
-							     "write, a migration) or a clock page is off",
+				 "write, a migration) or a clock page is off",
 				 kn.x, hns, kn.lo - slack_ns, kn.hi + slack_ns,
 				 hns < kn.lo - slack_ns ? hns - (kn.lo - slack_ns)
 							: hns - (kn.hi + slack_ns));
