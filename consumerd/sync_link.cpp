@@ -675,6 +675,12 @@ bool SyncLink::on_frame(int fd, const SyncFrame &f, int64_t t_recv)
 // stall may have just ended, and the next probe had better go at once.
 bool SyncLink::take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool ours)
 {
+	// Stamps from the peer are untrusted: beyond +-2^61 ns (73 years) no
+	// clock reads; within it every difference below fits.
+	constexpr int64_t kMax = int64_t{1} << 61;
+	for (int64_t t : {t1, t2, t3, t4})
+		if (t <= -kMax || t >= kMax)
+			return false;
 	const int64_t rtt = (t4 - t1) - (t3 - t2);
 	if (rtt < 0)
 		return false; // cannot be (a clock ran backwards?): not believed
