@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A host and a qemu guest on one timeline (docs/clocks.md): its own VM boot.
 
-usage: check_clock_vm.py plain|pause STRATA CONSUMERD PINGPONG BUILD_ROOT WORKDIR [MESSAGES]
+usage: check_clock_vm.py plain|pause|kernel STRATA CONSUMERD PINGPONG BUILD_ROOT WORKDIR [MESSAGES]
 
 The host's daemon maps the guest's clock onto its own over a virtio-serial
 port (`--sync-guest vm1=unix:WORK/sync.sock`, qemu's chardev); the guest's
@@ -10,7 +10,11 @@ writes its trace into a folder shared with the host.  A host program and a
 guest program exchange MESSAGES messages each way over a second port, each
 recording syncpp:send and syncpp:recv.  `pause`: the VM is stopped for
 PAUSE_S seconds (qemu monitor stop/cont) in the middle of the exchange:
-the guest's clock stands still meanwhile, so the map steps.
+the guest's clock stands still meanwhile, so the map steps.  `kernel`: the
+guest's module is loaded and its session also records the guest kernel's
+write and read system calls: in the merged trace each guest write of a
+message comes before the host's receive, and each host send before the
+guest kernel's read that returns it.
 
 Oracles (check_clock_link.py's): every stated bound holds against every
 message; the map, segment by segment, inverts none; babeltrace2's merge
@@ -30,7 +34,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from strata_testlib import Checks, end_daemon, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, end_daemon, event_tid, start_daemon, wait_for  # noqa: E402
 from check_clock_link import bounds, status_of, timeline  # noqa: E402
 
 PAUSE_S = 1.5
@@ -44,6 +48,47 @@ def monitor(path, cmd):
         s.recv(4096)  # the banner
         s.sendall(cmd.encode() + b"\n")
         time.sleep(0.2)  # the reply echoes; nothing waits on it
+
+
+def kernel_order(check, host_out, guest_out, n):
+    """The guest kernel's system calls against the host's events, in
+    babeltrace2's merge: the guest client (one thread) writes message k
+    (even) after its syncpp:send k, so its first syscall_entry_write after
+    that send must come before the host's syncpp:recv k; it reads message
+    k (odd) before its syncpp:recv k, so its last syscall_exit_read before
+    that recv must come after the host's syncpp:send k."""
+    import bt2
+    client_tid = None
+    last_exit_read = None
+    pending_send = None  # k of the guest's last send, waiting for its write
+    write_at, read_at, host = {}, {}, {}
+    for m in bt2.TraceCollectionMessageIterator([host_out, guest_out]):
+        if type(m) is not bt2._EventMessageConst:
+            continue
+        ev, ns = m.event, m.default_clock_snapshot.ns_from_origin
+        on_guest = "sync_state" in ev.stream.trace.environment
+        if ev.name.startswith("syncpp:"):
+            k = int(ev.payload_field["k"])
+            if not on_guest:
+                host[k] = ns
+            elif ev.name == "syncpp:send":
+                client_tid, pending_send = event_tid(ev), k
+            else:
+                read_at[k] = last_exit_read
+            continue
+        if client_tid is None or event_tid(ev) != client_tid:
+            continue
+        if ev.name.endswith("syscall_entry_write") and pending_send is not None:
+            write_at[pending_send], pending_send = ns, None
+        elif ev.name.endswith("syscall_exit_read"):
+            last_exit_read = ns
+    bad_w = sum(1 for k, w in write_at.items() if k in host and not w < host[k])
+    bad_r = sum(1 for k, r in read_at.items() if k in host and r is not None and not host[k] < r)
+    check(len(write_at) == n and len(read_at) == n and all(r is not None for r in read_at.values()),
+          "the guest kernel's write for each of the %d messages out and read for each in (%d, %d)" %
+          (n, len(write_at), len(read_at)))
+    check(bad_w == 0 and bad_r == 0, "the guest kernel's writes before the host's receives, the host's sends "
+          "before the guest kernel's reads (%d, %d inverted)" % (bad_w, bad_r))
 
 
 def main():
@@ -67,8 +112,10 @@ def main():
                               env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     guest = subprocess.Popen([os.path.join(HERE, "run-vm.sh"), "--out", vm, "--build-root", build_root,
                               "--timeout", "300", "--port", "org.strata.sync=" + sync_sock,
-                              "--port", "org.strata.app=" + app_sock, "--",
-                              os.path.join(HERE, "guest-clocks.sh"), strata, consumerd, prog, str(n)],
+                              "--port", "org.strata.app=" + app_sock]
+                             + (["--build-module"] if mode == "kernel" else [])
+                             + ["--", os.path.join(HERE, "guest-clocks.sh"), strata, consumerd, prog, str(n)]
+                             + (["kernel"] if mode == "kernel" else []),
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     half = server.stdout.readline().strip()
     paused_at = None
@@ -118,6 +165,8 @@ def main():
         if mode == "pause":
             check(len(lk["segments"]) >= 2, "the %s map has a new segment after the pause (%s)" %
                   (name, ", ".join(s["start"] for s in lk["segments"])))
+    if mode == "kernel":
+        kernel_order(check, host_out, guest_out, n)
     check.finish()
 
 
