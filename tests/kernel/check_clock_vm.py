@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A host and a qemu guest on one timeline (docs/clocks.md): its own VM boot.
 
-usage: check_clock_vm.py plain|pause|kernel STRATA CONSUMERD PINGPONG BUILD_ROOT WORKDIR [MESSAGES]
+usage: check_clock_vm.py plain|pause|kernel|two STRATA CONSUMERD PINGPONG BUILD_ROOT WORKDIR [MESSAGES]
 
 The host's daemon maps the guest's clock onto its own over a virtio-serial
 port (`--sync-guest vm1=unix:WORK/sync.sock`, qemu's chardev); the guest's
@@ -14,7 +14,9 @@ the guest's clock stands still meanwhile, so the map steps.  `kernel`: the
 guest's module is loaded and its session also records the guest kernel's
 write and read system calls: in the merged trace each guest write of a
 message comes before the host's receive, and each host send before the
-guest kernel's read that returns it.
+guest kernel's read that returns it.  `two`: two VMs at once, each
+following the host over its own port and exchanging with its own host
+program: the three traces merge in one order.
 
 Oracles (check_clock_link.py's): every stated bound holds against every
 message; the map, segment by segment, inverts none; babeltrace2's merge
@@ -38,6 +40,7 @@ from strata_testlib import Checks, end_daemon, event_tid, start_daemon, wait_for
 from check_clock_link import bounds, status_of, timeline  # noqa: E402
 
 PAUSE_S = 1.5
+KBASE2 = 1000000000  # k of the second VM's messages
 
 
 def monitor(path, cmd):
@@ -97,76 +100,96 @@ def main():
     check = Checks()
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    vm = os.path.join(work, "vm")
+    # The VMs: name -> (out dir, sync socket, app socket, k base).
+    names = ["vm1", "vm2"] if mode == "two" else ["vm1"]
+    vms = {v: (os.path.join(work, v), os.path.join(work, v + "-sync.sock"), os.path.join(work, v + "-app.sock"),
+               i * KBASE2) for i, v in enumerate(names)}
     host_out = os.path.join(work, "host-trace")
-    sync_sock, app_sock = os.path.join(work, "sync.sock"), os.path.join(work, "app.sock")
     env = dict(os.environ, STRATA_CONSUMERD=consumerd, STRATA_CONSUMERD_SOCKET=os.path.join(work, "h.sock"))
     for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE", "XDG_RUNTIME_DIR", "STRATA_TEST_CLOCK_SKEW"):
         env.pop(v, None)
-    d = start_daemon(consumerd, env["STRATA_CONSUMERD_SOCKET"], env,
-                     ["--sync-guest", "vm1=unix:" + sync_sock, "--sync-period", "10"])
+    args = ["--sync-period", "10"]
+    for v in names:
+        args += ["--sync-guest", "%s=unix:%s" % (v, vms[v][1])]
+    d = start_daemon(consumerd, env["STRATA_CONSUMERD_SOCKET"], env, args)
     for cmd in (["create", "S", "-o", host_out], ["enable-event", "S", "syncpp:*"], ["start", "S"]):
         r = subprocess.run([strata] + cmd, env=env, capture_output=True, text=True, timeout=30)
         check(r.returncode == 0, "host: strata " + cmd[0] + ("" if r.returncode == 0 else ": " + r.stderr))
-    server = subprocess.Popen([prog, "serve", "unix:" + app_sock, str(n)] + (["pause"] if mode == "pause" else []),
-                              env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    guest = subprocess.Popen([os.path.join(HERE, "run-vm.sh"), "--out", vm, "--build-root", build_root,
-                              "--timeout", "300", "--port", "org.strata.sync=" + sync_sock,
-                              "--port", "org.strata.app=" + app_sock]
-                             + (["--build-module"] if mode == "kernel" else [])
-                             + ["--", os.path.join(HERE, "guest-clocks.sh"), strata, consumerd, prog, str(n)]
-                             + (["kernel"] if mode == "kernel" else []),
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    half = server.stdout.readline().strip()
-    paused_at = None
+    servers, guests = {}, {}
+    for v in names:
+        out, sync_sock, app_sock, kbase = vms[v]
+        servers[v] = subprocess.Popen([prog, "serve", "unix:" + app_sock, str(n)] +
+                                      (["pause"] if mode == "pause" else []),
+                                      env=dict(env, SYNCPP_KBASE=str(kbase)), stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True)
+        guests[v] = subprocess.Popen([os.path.join(HERE, "run-vm.sh"), "--out", out, "--build-root", build_root,
+                                      "--timeout", "300", "--port", "org.strata.sync=" + sync_sock,
+                                      "--port", "org.strata.app=" + app_sock]
+                                     + (["--build-module"] if mode == "kernel" else [])
+                                     + ["--", os.path.join(HERE, "guest-clocks.sh"), strata, consumerd, prog, str(n),
+                                        "kernel" if mode == "kernel" else "plain", str(kbase)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    vm = vms["vm1"][0]
+    half = servers["vm1"].stdout.readline().strip()
     if mode == "pause" and half == "half":
         monitor(os.path.join(vm, "monitor.sock"), "stop")
         paused_at = time.monotonic()
         wait_for(lambda: time.monotonic() - paused_at >= PAUSE_S, "the pause's length", 10)
         monitor(os.path.join(vm, "monitor.sock"), "cont")
-        server.stdin.write("go on\n")
-        server.stdin.flush()
-    vm_log = guest.communicate(timeout=400)[0]
-    if guest.returncode == 77:
-        print(vm_log)
-        print("SKIP: the VM cannot boot here")
-        server.kill()
-        sys.exit(77)
-    server_out = server.communicate(timeout=60)[0]
-    check(guest.returncode == 0, "the guest ran (run-vm.sh exit %d)" % guest.returncode)
-    if guest.returncode != 0:
-        print(vm_log[-3000:])
-    check(server.returncode == 0 and "messages each way" in server_out, "the host's program ran: " + server_out.strip())
-    line = [ln.strip() for ln in status_of(strata, env, "S").splitlines() if "clock link vm1" in ln]
-    check(bool(line) and "bound width" in line[0], "strata status shows the link and its bound: %s" %
-          (line[0] if line else "(none)"))
-    print("guest's status: " + open(os.path.join(vm, "guest-status.txt")).read().strip().replace("\n", " | ")
-          if os.path.exists(os.path.join(vm, "guest-status.txt")) else "guest: no status")
+        servers["vm1"].stdin.write("go on\n")
+        servers["vm1"].stdin.flush()
+    for v in names:
+        vm_log = guests[v].communicate(timeout=400)[0]
+        if guests[v].returncode == 77:
+            print(vm_log)
+            print("SKIP: the VM cannot boot here")
+            for srv in servers.values():
+                srv.kill()
+            sys.exit(77)
+        server_out = servers[v].communicate(timeout=60)[0]
+        check(guests[v].returncode == 0, "%s ran (run-vm.sh exit %d)" % (v, guests[v].returncode))
+        if guests[v].returncode != 0:
+            print(vm_log[-3000:])
+        check(servers[v].returncode == 0 and "messages each way" in server_out,
+              "the host's program for %s ran: %s" % (v, server_out.strip()))
+    status = status_of(strata, env, "S")
+    for v in names:
+        line = [ln.strip() for ln in status.splitlines() if "clock link %s " % v in ln]
+        check(bool(line) and "bound width" in line[0], "strata status shows the link and its bound: %s" %
+              (line[0] if line else "(none)"))
+        p = os.path.join(vms[v][0], "guest-status.txt")
+        print("%s's status: " % v + (open(p).read().strip().replace("\n", " | ") if os.path.exists(p) else "none"))
     r = subprocess.run([strata, "stop", "S"], env=env, capture_output=True, text=True, timeout=60)
     check(r.returncode == 0, "host: strata stop")
     end_daemon(d, check)
 
-    guest_out = os.path.join(vm, "guest-trace")
-    clocks = {}
-    for who, out in (("host", host_out), ("guest", guest_out)):
-        p = os.path.join(out, "clocks.json")
-        check(os.path.exists(p), who + ": clocks.json written")
-        clocks[who] = json.load(open(p)) if os.path.exists(p) else {"links": []}
-    glink = [lk for lk in clocks["guest"]["links"] if lk["role"] == "follower"]
-    hlink = [lk for lk in clocks["host"]["links"] if lk["role"] == "reference"]
-    check(len(glink) == 1 and glink[0]["correlated"], "the guest's link is correlated")
-    check(len(hlink) == 1 and hlink[0]["correlated"], "the host's link is correlated")
-    if not glink or not hlink:
-        check.finish()
-    sends, raw = timeline(check, [host_out, guest_out], n, client_on_guest=True,
-                          expect_inversions=mode == "pause")
-    for name, lk in (("guest's", glink[0]), ("host's", hlink[0])):
-        bounds(check, name, lk, sends, raw)
-        if mode == "pause":
-            check(len(lk["segments"]) >= 2, "the %s map has a new segment after the pause (%s)" %
-                  (name, ", ".join(s["start"] for s in lk["segments"])))
+    p = os.path.join(host_out, "clocks.json")
+    check(os.path.exists(p), "host: clocks.json written")
+    hclocks = json.load(open(p)) if os.path.exists(p) else {"links": []}
+    links = []
+    for v in names:
+        guest_out = os.path.join(vms[v][0], "guest-trace")
+        p = os.path.join(guest_out, "clocks.json")
+        check(os.path.exists(p), v + ": clocks.json written")
+        gclocks = json.load(open(p)) if os.path.exists(p) else {"links": []}
+        glink = [lk for lk in gclocks["links"] if lk["role"] == "follower"]
+        hlink = [lk for lk in hclocks["links"] if lk["role"] == "reference" and lk["name"] == v]
+        check(len(glink) == 1 and glink[0]["correlated"], v + ": the guest's link is correlated")
+        check(len(hlink) == 1 and hlink[0]["correlated"], v + ": the host's link is correlated")
+        if not glink or not hlink:
+            check.finish()
+        links.append((v, vms[v][3], glink[0], hlink[0]))
+    sends, raw = timeline(check, [host_out] + [os.path.join(vms[v][0], "guest-trace") for v in names],
+                          n * len(names), client_on_guest=True, expect_inversions=mode == "pause")
+    for v, kbase, glink, hlink in links:
+        mine = {k: t for k, t in sends.items() if kbase <= k < kbase + KBASE2}
+        for name, lk in ((v + ": the guest's", glink), (v + ": the host's", hlink)):
+            bounds(check, name, lk, mine, raw)
+            if mode == "pause" and v == "vm1":
+                check(len(lk["segments"]) >= 2, "the %s map has a new segment after the pause (%s)" %
+                      (name, ", ".join(s["start"] for s in lk["segments"])))
     if mode == "kernel":
-        kernel_order(check, host_out, guest_out, n)
+        kernel_order(check, host_out, os.path.join(vm, "guest-trace"), n)
     check.finish()
 
 

@@ -1,12 +1,12 @@
 #!/bin/sh
-# guest-clocks.sh STRATA CONSUMERD PINGPONG N [kernel] - the guest's half of
+# guest-clocks.sh STRATA CONSUMERD PINGPONG N [plain|kernel [KBASE]] - the guest's half of
 # check_clock_vm.py (run by run-vm.sh in the guest): a daemon that follows
 # the host's clock over the virtio-serial port org.strata.sync, a session
 # recording syncpp:* (`kernel`: also the guest kernel's read and write
 # system calls, the module loaded by run-vm.sh) into $STRATA_VM_OUT/guest-trace (the folder shared with
 # the host), and the ping-pong's client on the port org.strata.app.
 set -u
-strata=$1 consumerd=$2 prog=$3 n=$4 kernel=${5:-}
+strata=$1 consumerd=$2 prog=$3 n=$4 kernel=${5:-} kbase=${6:-0}
 out=$STRATA_VM_OUT
 port() { # the device of the virtio-serial port named $1 (no udev here)
 	for d in /sys/class/virtio-ports/*; do
@@ -34,7 +34,7 @@ if [ "$kernel" = kernel ]; then
 fi
 "$strata" start G || exit 1
 wait_for 60 sh -c "'$strata' status G | grep -q 'bound width'" || { echo "guest: the link never came up"; "$strata" status G; exit 1; }
-"$prog" client "dev:$app" "$n" || { echo "guest: the ping-pong failed"; exit 1; }
+SYNCPP_KBASE=$kbase "$prog" client "dev:$app" "$n" || { echo "guest: the ping-pong failed"; exit 1; }
 # Probes after the last message, so that its time lies inside the map.
 a0=$(answered)
 wait_for 30 sh -c "[ \$('$strata' status G | sed -n 's/.* \([0-9]*\) of [0-9]* probe(s) answered.*/\1/p') -ge $((a0 + 10)) ]" ||
