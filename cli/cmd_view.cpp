@@ -421,6 +421,7 @@ struct ViewSink {
 	LineBuf line;
 	bool write_failed = false;
 	uint64_t damaged = 0; // Strata's reader: damage named
+	bool show_host = false; // sub-traces of several machines: "host:procname[pid]"
 	// Strata's reader: each event class's field labels, and the last one's.
 	std::unordered_map<const MetaEvent *, std::vector<std::string>> labels;
 	const MetaEvent *label_class = nullptr;
@@ -450,6 +451,11 @@ const TraceWho &bt_trace_who(ViewSink &s, const bt_trace *trace)
 	w.kernel = env_string(trace, "domain", &domain) && domain == "kernel";
 	if (name == "?" && !domain.empty())
 		name = domain;
+	std::string host;
+	if (s.show_host && env_string(trace, "hostname", &host)) {
+		append_escaped(w.who, host.c_str());
+		w.who += ':';
+	}
 	append_escaped(w.who, name.c_str());
 	w.who += "[" + pid + "]";
 	return s.traces.emplace(trace, w).first->second;
@@ -466,6 +472,10 @@ const TraceWho &native_trace_who(ViewSink &s, const SubTrace &t)
 	std::string name = t.procname.empty() ? "?" : t.procname;
 	if (name == "?" && !t.meta.env_string("domain").empty())
 		name = t.meta.env_string("domain");
+	if (s.show_host && t.meta.env_value("hostname")) {
+		append_escaped(w.who, t.hostname.c_str());
+		w.who += ':';
+	}
 	append_escaped(w.who, name.c_str());
 	w.who += "[" + (t.meta.env_value("vpid") ? std::to_string(t.vpid) : std::string("?")) + "]";
 	return s.traces.emplace(&t, w).first->second;
@@ -930,6 +940,7 @@ int run_view(const std::string &dir, ViewSink &sink)
 		return kExitFailure;
 	}
 	const bool native = use_native_reader(dirs);
+	sink.show_host = machines(dirs) > 1;
 	learn_threads(sink, dirs, native);
 	bool ok;
 	if (native) {

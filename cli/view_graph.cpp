@@ -4,6 +4,7 @@
 #include "trace_reader.h"
 
 #include <algorithm>
+#include <set>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -163,6 +164,24 @@ bool use_native_reader(const std::vector<std::string> &dirs)
 	if (r && !strcmp(r, "babeltrace2"))
 		return false;
 	return strata_wrote(dirs);
+}
+
+size_t machines(const std::vector<std::string> &dirs)
+{
+	std::set<std::string> hosts;
+	for (const std::string &d : dirs) {
+		std::ifstream f(d + "/metadata", std::ios::binary);
+		std::string head(65536, '\0');
+		f.read(&head[0], (std::streamsize)head.size());
+		head.resize((size_t)f.gcount());
+		const size_t at = head.find("\n\thostname = \"");
+		if (at == std::string::npos)
+			continue;
+		const size_t b = at + 14, e = head.find("\";\n", b);
+		if (e != std::string::npos)
+			hosts.insert(head.substr(b, e - b));
+	}
+	return hosts.size();
 }
 
 bool is_kernel_trace(const std::string &dir)

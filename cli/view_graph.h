@@ -29,6 +29,10 @@ bool find_ctf_traces(const std::string &root, std::vector<std::string> *out, std
 // sub-trace (its metadata says domain = "kernel").
 bool is_kernel_trace(const std::string &dir);
 
+// How many machines the sub-traces `dirs` come from (distinct env.hostname;
+// a guest's and its host's traces read together are two: docs/clocks.md).
+size_t machines(const std::vector<std::string> &dirs);
+
 // Whether the trace directories `dirs` are read by Strata's own reader
 // (libtrace/reader/trace_reader.h): every one of them written by Strata,
 // unless STRATA_READER=babeltrace2 asks for babeltrace2 (the tests compare
