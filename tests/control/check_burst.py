@@ -12,7 +12,7 @@ Oracle: every process serves its batch and exits 0, none says it could not
 hand its buffer over; per process, the recorded events with distinct
 (thread, seq) plus the discarded ones == THREADS x EVENTS, for every one of
 the N processes; babeltrace2 reads the trace.  The daemon's thread count at
-the burst's peak is printed (docs/benchmarks.md, "Many processes").
+the burst's peak is printed (docs/benchmarks.md, "Current figures": row 8).
 """
 import argparse
 import os
