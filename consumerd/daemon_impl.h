@@ -147,7 +147,7 @@ private:
 	void answer(Conn &c, uint32_t seq, const Answer &a);
 	void deliver(const std::vector<DueReply> &due); // the tracker's answers due
 
-	// commands.cpp: a controller's commands (and HELLO).
+	// commands.cpp: a controller's commands (do_hello: conn.cpp).
 	using Command = void (Daemon::*)(Conn &, const proto::Message &);
 	void do_hello(Conn &c, uint32_t seq, const proto::Hello &m);
 	void do_create(Conn &c, const proto::Message &m);
