@@ -143,11 +143,18 @@ void Daemon::accept_conns(int lfd, std::vector<int> *accepted)
 			c->fd = -1;
 			continue;
 		}
-		loop_.add(fd, EPOLLIN | EPOLLRDHUP, [this, fd] {
-			auto it = conns_.find(fd);
-			if (it != conns_.end())
-				on_readable(*it->second);
-		});
+		if (!loop_.add(fd, EPOLLIN | EPOLLRDHUP, [this, fd] {
+			    auto it = conns_.find(fd);
+			    if (it != conns_.end())
+				    on_readable(*it->second);
+		    })) {
+			// Kept unwatched its client would wait for an answer
+			// for good: refused, as when there are too many.
+			logf("cannot watch a new connection: %s: refusing it", strerror(errno));
+			close(fd);
+			c->fd = -1;
+			continue;
+		}
 		conns_[fd] = std::move(c);
 		if (accepted)
 			accepted->push_back(fd);

@@ -21,7 +21,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, start_daemon, strata_cli, wait_for  # noqa: E402
 
 
 def trace_bytes(out):
@@ -41,8 +41,7 @@ def main():
     env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
     out = os.path.join(work, "trace")
 
-    def strata(*args):
-        subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
+    strata = strata_cli(a.strata, env)
 
     d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
     strata("create", "s", "-o", out, "--blocking=300", "--subbuf-size", "4096", "--subbuf-count", "2",

@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon  # noqa: E402
+from strata_testlib import Checks, start_daemon, strata_cli  # noqa: E402
 
 
 def bt_events(path):
@@ -37,8 +37,7 @@ def main():
     env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
     out = os.path.join(work, "trace")
 
-    def strata(*args):
-        subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
+    strata = strata_cli(a.strata, env)
 
     d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
     strata("create", "s", "-o", out)

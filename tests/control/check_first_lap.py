@@ -28,7 +28,7 @@ import tempfile
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, end_daemon, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, end_daemon, start_daemon, strata_cli, wait_for  # noqa: E402
 
 SUBBUF = 128 << 10
 # ctltest:tick records are 20-32 bytes: 3,500 of them end inside the first
@@ -60,8 +60,7 @@ def main():
     env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
     out = os.path.join(work, "trace")
 
-    def strata(*args):
-        subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
+    strata = strata_cli(a.strata, env)
 
     d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
     check = Checks()

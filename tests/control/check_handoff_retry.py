@@ -24,7 +24,7 @@ import tempfile
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, check_readable, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, check_readable, start_daemon, strata_cli, wait_for  # noqa: E402
 
 THREADS, EVENTS = 1, 50
 
@@ -75,8 +75,7 @@ def main():
     env = dict(os.environ, STRATA_CONSUMERD_SOCKET=sock)
     out = os.path.join(work, "trace")
 
-    def strata(*args):
-        subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
+    strata = strata_cli(a.strata, env)
 
     d = start_daemon(a.consumerd, sock, env)
     check = Checks()

@@ -61,7 +61,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, event_tid, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, event_tid, start_daemon, strata_cli, wait_for  # noqa: E402
 
 KMARK = 3  # getppid calls per phase (--kernel)
 
@@ -219,8 +219,7 @@ def main():
     out = os.path.join(work, "trace")
     check = Checks()
 
-    def strata(*args):
-        subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
+    strata = strata_cli(a.strata, env)
 
     d = start_daemon(a.consumerd, sock, env)
     geometry = ["--subbuf-size", "4096", "--subbuf-count", "4", "--lanes", str(2 * a.threads)]

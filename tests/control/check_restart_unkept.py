@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon  # noqa: E402
+from strata_testlib import Checks, start_daemon, strata_cli  # noqa: E402
 
 
 def main():
@@ -35,11 +35,7 @@ def main():
     env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
     sock = env["STRATA_CONSUMERD_SOCKET"]
 
-    def strata(*args, ok=True):
-        r = subprocess.run([a.strata] + list(args), env=env, capture_output=True, text=True)
-        if ok and r.returncode != 0:
-            sys.exit("FAIL: strata %s: %s" % (" ".join(args), r.stderr.strip()))
-        return r
+    strata = strata_cli(a.strata, env)
 
     d = start_daemon(a.consumerd, sock, env)
     strata("create", "d", "-o", os.path.join(work, "d"))

@@ -57,7 +57,7 @@ import time
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, start_daemon, strata_cli, wait_for  # noqa: E402
 
 check = Checks()
 
@@ -262,9 +262,7 @@ def case_session(args, tmp):
         fifo = os.path.join(tmp, "line.fifo")
         os.mkfifo(fifo)
 
-        def strata(*a):
-            return subprocess.run([args.strata] + list(a), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, timeout=60)
+        strata = strata_cli(args.strata, env, ok=False, timeout=60)
         r = strata("create", "S0", "--serial", fifo)
         check(r.returncode == 1 and "no process reads the FIFO" in r.stderr,
               "session: a FIFO nobody reads is refused at create (%d %r)" % (r.returncode, r.stderr.strip()))

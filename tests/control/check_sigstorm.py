@@ -20,7 +20,7 @@ import threading
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, start_daemon, strata_cli, wait_for  # noqa: E402
 
 THREADS, EVENTS, BATCHES = 4, 30000, 3
 
@@ -36,8 +36,7 @@ def main():
     env.pop("STRATA_ASYNC_SIGNAL", None)
     out = os.path.join(work, "trace")
 
-    def strata(*args):
-        subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
+    strata = strata_cli(a.strata, env)
 
     d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
     strata("create", "s", "-o", out, "--subbuf-size", "1M")

@@ -30,7 +30,7 @@ import tempfile
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, start_daemon, strata_cli, wait_for  # noqa: E402
 from check_snapshot import first_packet_seq  # noqa: E402
 
 
@@ -61,11 +61,7 @@ def main():
     check = Checks()
     d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
 
-    def strata(*args, ok=True):
-        r = subprocess.run([a.strata] + list(args), env=env, capture_output=True, text=True, timeout=60)
-        if ok and r.returncode != 0:
-            sys.exit("FAIL: strata %s: %s" % (" ".join(args), r.stderr))
-        return r
+    strata = strata_cli(a.strata, env, timeout=60)
 
     out = os.path.join(work, "trace")
 

@@ -58,6 +58,19 @@ def start_daemon(consumerd, socket, env, extra=(), stderr=None):
     return d
 
 
+def strata_cli(exe, env, ok=True, timeout=120):
+    """The check's `strata` command: strata(*args, ok=ok, timeout=..., **kw)
+    runs `exe args` in `env` (kw to subprocess.run: input, cwd...) and
+    returns the CompletedProcess with stdout and stderr as text; with ok,
+    a non-zero exit ends the check (FAIL: the command and its stderr)."""
+    def strata(*args, ok=ok, timeout=timeout, **kw):
+        r = subprocess.run([exe] + list(args), env=env, capture_output=True, text=True, timeout=timeout, **kw)
+        if ok and r.returncode != 0:
+            sys.exit("FAIL: strata %s: exit %d: %s" % (" ".join(args), r.returncode, r.stderr.strip()))
+        return r
+    return strata
+
+
 def bt_clean(path):
     """(ok, status, other stderr) of babeltrace2 on path: ok when it exits 0
     and says nothing but its discarded-events warnings."""

@@ -33,7 +33,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, counter, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, counter, start_daemon, strata_cli, wait_for  # noqa: E402
 
 
 def main():
@@ -54,8 +54,7 @@ def main():
     def pairs():
         return counter(cnt)
 
-    def strata(*args):
-        subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
+    strata = strata_cli(a.strata, env)
 
     # the program's and the controller's environment: counting (every hold
     # timed) with --count, else every pair a record of its own

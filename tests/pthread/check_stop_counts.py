@@ -35,7 +35,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, bt_clean, counter, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, bt_clean, counter, start_daemon, strata_cli, wait_for  # noqa: E402
 
 N = 3000  # pairs made while the session records
 
@@ -52,11 +52,10 @@ def main():
     cnt = os.path.join(work, "counter")
     check = Checks()
 
-    def strata(*args):
-        r = subprocess.run([a.strata] + list(args), env=env, capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit("FAIL: strata %s: %s" % (" ".join(args), r.stderr.strip()))
-        return r.stdout
+    run = strata_cli(a.strata, env)
+
+    def strata(*args):  # its stdout
+        return run(*args).stdout
 
     def allow(n):  # the program's allowance word (pt_live.c)
         with open(cnt, "r+b") as f:
