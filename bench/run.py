@@ -1032,7 +1032,7 @@ class Bench:
         build = os.path.dirname(os.path.dirname(self.plain))
         cache = os.path.join(build, "CMakeCache.txt")
         if os.path.exists(cache) and re.search(r"^STRATA_SANITIZE:STRING=\S", open(cache).read(), re.M):
-            # bench_smoke in the ASan tree: the sanitized preload library
+            # bench.smoke in the ASan tree: the sanitized preload library
             # does not load into unsanitized programs (python3, sqlite3).
             self.notes.append("a sanitizer build: no preload rows")
             return
