@@ -17,11 +17,10 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, strata_cli, wait_for  # noqa: E402
+from strata_testlib import Checks, start_daemon, strata_cli, wait_for, work_dir  # noqa: E402
 
 
 def trace_bytes(out):
@@ -37,7 +36,7 @@ def main():
     ap.add_argument("--consumerd", required=True)
     ap.add_argument("--demo", required=True)
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-blockkill-")
+    work = work_dir("strata-blockkill-")
     env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
     out = os.path.join(work, "trace")
 

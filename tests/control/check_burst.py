@@ -19,12 +19,11 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, strata_cli  # noqa: E402
+from strata_testlib import Checks, start_daemon, strata_cli, work_dir  # noqa: E402
 
 THREADS, EVENTS = 1, 50
 
@@ -44,7 +43,7 @@ def main():
     ap.add_argument("--app", required=True)
     ap.add_argument("--procs", type=int, default=300)
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-burst-")
+    work = work_dir("strata-burst-")
     env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
     out = os.path.join(work, "trace")
 

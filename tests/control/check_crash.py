@@ -15,16 +15,14 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, strata_cli  # noqa: E402
+from strata_testlib import Checks, bt_text, start_daemon, strata_cli, work_dir  # noqa: E402
 
 
 def bt_events(path):
-    p = subprocess.run(["babeltrace2", path], capture_output=True, text=True)
-    errors = [l for l in p.stderr.splitlines() if " E " in l or "ERROR" in l]
-    return p.returncode, p.stdout.count("\n"), errors
+    rc, lines, errors, _ = bt_text(path)
+    return rc, len(lines), errors
 
 
 def main():
@@ -33,7 +31,7 @@ def main():
     ap.add_argument("--consumerd", required=True)
     ap.add_argument("--demo", required=True)
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-crash-")
+    work = work_dir("strata-crash-")
     env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
     out = os.path.join(work, "trace")
 

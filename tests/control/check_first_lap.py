@@ -23,12 +23,11 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
 
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, end_daemon, start_daemon, strata_cli, wait_for  # noqa: E402
+from strata_testlib import Checks, end_daemon, start_daemon, strata_cli, wait_for, work_dir  # noqa: E402
 
 SUBBUF = 128 << 10
 # ctltest:tick records are 20-32 bytes: 3,500 of them end inside the first
@@ -56,7 +55,7 @@ def main():
     ap.add_argument("--consumerd", required=True)
     ap.add_argument("--app", required=True)
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-firstlap-")
+    work = work_dir("strata-firstlap-")
     env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
     out = os.path.join(work, "trace")
 

@@ -25,13 +25,12 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, strata_cli  # noqa: E402
+from strata_testlib import Checks, start_daemon, strata_cli, work_dir  # noqa: E402
 
 THREADS, EVENTS = 1, 50
 
@@ -103,7 +102,7 @@ def main():
                     help="seconds idle before the idle CPU is measured (the safety nets backed off)")
     ap.add_argument("--json", action="store_true", help="print the measurements as one JSON line")
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-many-")
+    work = work_dir("strata-many-")
     env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
     if a.futex:
         env["STRATA_CONSUMERD_FUTEX"] = a.futex

@@ -19,10 +19,9 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, strata_cli  # noqa: E402
+from strata_testlib import Checks, start_daemon, strata_cli, work_dir  # noqa: E402
 
 
 def main():
@@ -31,7 +30,7 @@ def main():
     ap.add_argument("--consumerd", required=True)
     a = ap.parse_args()
     check = Checks()
-    work = tempfile.mkdtemp(prefix="strata-unkept-")
+    work = work_dir("strata-unkept-")
     env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
     sock = env["STRATA_CONSUMERD_SOCKET"]
 

@@ -57,7 +57,7 @@ import time
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, strata_cli, wait_for  # noqa: E402
+from strata_testlib import Checks, bt_text, start_daemon, strata_cli, wait_for  # noqa: E402
 
 check = Checks()
 
@@ -76,9 +76,8 @@ def ticks(path):
 
 
 def bt_stderr(args, path):
-    r = subprocess.run([args.babeltrace2, path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                       timeout=60)
-    return r.returncode, r.stderr
+    rc, _, _, err = bt_text(path, args.babeltrace2, timeout=60)
+    return rc, err
 
 
 def record(args, env, device, n, extra=(), tail=0, pause=1):

@@ -14,13 +14,12 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, strata_cli, wait_for  # noqa: E402
+from strata_testlib import Checks, start_daemon, strata_cli, wait_for, work_dir  # noqa: E402
 
 THREADS, EVENTS, BATCHES = 4, 30000, 3
 
@@ -31,7 +30,7 @@ def main():
     ap.add_argument("--consumerd", required=True)
     ap.add_argument("--app", required=True)
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-sigstorm-")
+    work = work_dir("strata-sigstorm-")
     env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
     env.pop("STRATA_ASYNC_SIGNAL", None)
     out = os.path.join(work, "trace")

@@ -19,12 +19,11 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, strata_cli  # noqa: E402
+from strata_testlib import Checks, start_daemon, strata_cli, work_dir  # noqa: E402
 
 
 def read_trace(path):
@@ -60,7 +59,7 @@ def main():
     ap.add_argument("--app", required=True)
     ap.add_argument("--babeltrace2", required=True)
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-snap-")
+    work = work_dir("strata-snap-")
     env = dict(os.environ)
     env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "consumerd.sock")
     env.pop("STRATA_EARLY", None)

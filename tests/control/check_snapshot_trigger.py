@@ -25,12 +25,11 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, strata_cli, wait_for  # noqa: E402
+from strata_testlib import Checks, start_daemon, strata_cli, wait_for, work_dir  # noqa: E402
 from check_snapshot import first_packet_seq  # noqa: E402
 
 
@@ -54,7 +53,7 @@ def main():
     ap.add_argument("--app", required=True)
     ap.add_argument("--babeltrace2", required=True)
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-snaptrig-")
+    work = work_dir("strata-snaptrig-")
     env = dict(os.environ)
     env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "consumerd.sock")
     env.pop("STRATA_EARLY", None)

@@ -71,6 +71,25 @@ def strata_cli(exe, env, ok=True, timeout=120):
     return strata
 
 
+def bt_text(path, babeltrace2="babeltrace2", timeout=120):
+    """babeltrace2's text of the trace at path: (status, its stdout lines,
+    the stderr lines that are errors (" E " or "ERROR"), its whole stderr)."""
+    p = subprocess.run([babeltrace2, path], capture_output=True, text=True, timeout=timeout)
+    errors = [ln for ln in p.stderr.splitlines() if " E " in ln or "ERROR" in ln]
+    return p.returncode, p.stdout.splitlines(), errors, p.stderr
+
+
+def work_dir(prefix):
+    """A new temporary directory for the check, removed when it exits
+    (kept with STRATA_TEST_KEEP=1 in the environment, for a look)."""
+    import shutil
+    import tempfile
+    work = tempfile.mkdtemp(prefix=prefix)
+    if os.environ.get("STRATA_TEST_KEEP") != "1":
+        atexit.register(shutil.rmtree, work, True)
+    return work
+
+
 def bt_clean(path):
     """(ok, status, other stderr) of babeltrace2 on path: ok when it exits 0
     and says nothing but its discarded-events warnings."""
