@@ -17,7 +17,6 @@ After a clean exit no session state is left.
 import argparse
 import os
 import signal
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
