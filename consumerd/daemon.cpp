@@ -43,8 +43,9 @@ uint64_t first_run_id()
 
 Daemon::Daemon(const DaemonOptions &opt)
     : opt_(opt), path_(opt.socket_path.empty() ? proto::server_socket_path() : opt.socket_path),
-      hostname_(hostname()), procs_([this](int fd) { return loop_.add(fd, EPOLLIN, [this, fd] { on_exit(fd); }); },
-				    [this](int fd) { loop_.remove(fd); }),
+      hostname_(hostname()),
+      procs_([this](int fd) { return loop_.add(fd, EPOLLIN, [this, fd] { on_exit(fd); }); },
+	     [this](int fd) { loop_.remove(fd); }),
       acks_(procs_), tables_(path_), sessions_(*this, SessionTable::Config{path_, hostname_, first_run_id()})
 {
 }

@@ -216,9 +216,10 @@ bool DrainPool::open_waits()
 	// nothing to do with it); said with -q too when a buffer is first
 	// polled, where it matters (mux_after).
 	if (!daemon_impl::g_quiet)
-		daemon_impl::logf("drains: futex waits on %u buffers at most (futex_waitv threads; io_uring "
-				  "futex waits need Linux >= 6.7): more are polled at the drains' wait, 50 ms",
-				  waitv_.capacity());
+		daemon_impl::logf(
+			"drains: futex waits on %u buffers at most (futex_waitv threads; io_uring "
+			"futex waits need Linux >= 6.7): more are polled at the drains' wait, 50 ms",
+			waitv_.capacity());
 	return true;
 }
 
@@ -304,10 +305,11 @@ void DrainPool::mux_after(PoolJob *d, StepResult r, const StepWait &w)
 		// "Linux 6.1"), which a newer kernel avoids.
 		if (!d->wait_out_ && waits_ == &waitv_ && !polled_said_) {
 			polled_said_ = true;
-			daemon_impl::logf("drains: more live buffers than the %u futex waits of this kernel: the "
-					  "others are polled every 50 ms, and a burst that fills one faster loses "
-					  "events (counted); Linux >= 6.7 waits on every buffer",
-					  waitv_.capacity());
+			daemon_impl::logf(
+				"drains: more live buffers than the %u futex waits of this kernel: the "
+				"others are polled every 50 ms, and a burst that fills one faster loses "
+				"events (counted); Linux >= 6.7 waits on every buffer",
+				waitv_.capacity());
 		}
 	}
 	int ms = w.timeout_ms;

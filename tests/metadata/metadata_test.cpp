@@ -252,7 +252,8 @@ TEST(Metadata, SessionClockIsAbsoluteAndShared)
 	auto clock_block = [](const std::string &m) {
 		const size_t at = m.find("clock {");
 		const size_t end = at == std::string::npos ? at : m.find("};", at);
-		return at == std::string::npos || end == std::string::npos ? std::string() : m.substr(at, end - at);
+		return at == std::string::npos || end == std::string::npos ? std::string()
+									   : m.substr(at, end - at);
 	};
 	const std::string ca = clock_block(a);
 	ASSERT_FALSE(ca.empty()) << a;
