@@ -30,8 +30,9 @@ void warn_without_rules(const std::string &session)
 			enabled = enabled || r.enable;
 		if (!enabled)
 			fprintf(stderr,
-				"strata start: session '%s' has no enabled event: it records nothing until one "
-				"is enabled:\n  strata enable-event %s 'PROVIDER:EVENT'   (globs: 'PROVIDER:*'; "
+				"strata start: session '%s' has no enabled event: it records nothing until "
+				"one is enabled:\n"
+				"  strata enable-event %s 'PROVIDER:EVENT'   (globs: 'PROVIDER:*'; "
 				"strata list shows the tracepoints)\n",
 				session.c_str(), session.c_str());
 	}
