@@ -9,7 +9,6 @@ appended to the largest stream file, as an interrupted write() leaves it.
 Oracle: babeltrace2 fails on the torn trace; after the next daemon started,
 it reads exactly the events it read before the tear, with no error.
 """
-import argparse
 import os
 import signal
 import struct
@@ -17,7 +16,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, bt_text, start_daemon, strata_cli, work_dir  # noqa: E402
+from strata_testlib import Checks, bt_text, control_setup, start_daemon  # noqa: E402
 
 
 def bt_events(path):
@@ -26,16 +25,8 @@ def bt_events(path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--strata", required=True)
-    ap.add_argument("--consumerd", required=True)
-    ap.add_argument("--demo", required=True)
-    a = ap.parse_args()
-    work = work_dir("strata-crash-")
-    env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
+    a, work, env, strata = control_setup("strata-crash-", "demo")
     out = os.path.join(work, "trace")
-
-    strata = strata_cli(a.strata, env)
 
     d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
     strata("create", "s", "-o", out)

@@ -14,26 +14,18 @@ daemon on the same socket:
   - after a second SIGKILL and restart, still names "ser" (until destroyed).
 After a clean exit no session state is left.
 """
-import argparse
 import os
 import signal
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, strata_cli, work_dir  # noqa: E402
+from strata_testlib import Checks, control_setup, start_daemon  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--strata", required=True)
-    ap.add_argument("--consumerd", required=True)
-    a = ap.parse_args()
+    a, work, env, strata = control_setup("strata-unkept-")
     check = Checks()
-    work = work_dir("strata-unkept-")
-    env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
     sock = env["STRATA_CONSUMERD_SOCKET"]
-
-    strata = strata_cli(a.strata, env)
 
     d = start_daemon(a.consumerd, sock, env)
     strata("create", "d", "-o", os.path.join(work, "d"))

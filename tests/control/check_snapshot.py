@@ -13,7 +13,6 @@ a second snapshot after more events ends at the new last, and a named
 output directory that exists is refused (exit 1).  After the snapshots,
 `strata stop` still writes the session's trace ending at the last event.
 """
-import argparse
 import os
 import signal
 import struct
@@ -23,7 +22,7 @@ import sys
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, strata_cli, work_dir  # noqa: E402
+from strata_testlib import Checks, control_setup, start_daemon  # noqa: E402
 
 
 def read_trace(path):
@@ -53,20 +52,9 @@ def first_packet_seq(path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--strata", required=True)
-    ap.add_argument("--consumerd", required=True)
-    ap.add_argument("--app", required=True)
-    ap.add_argument("--babeltrace2", required=True)
-    a = ap.parse_args()
-    work = work_dir("strata-snap-")
-    env = dict(os.environ)
-    env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "consumerd.sock")
-    env.pop("STRATA_EARLY", None)
+    a, work, env, strata = control_setup("strata-snap-", "app", "babeltrace2")
     check = Checks()
     d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
-
-    strata = strata_cli(a.strata, env, timeout=60)
 
     out = os.path.join(work, "trace")
     strata("create", "s", "-o", out, "--mode", "overwrite", "--subbuf-size", "4096", "--subbuf-count", "4",

@@ -71,6 +71,27 @@ def strata_cli(exe, env, ok=True, timeout=120):
     return strata
 
 
+def control_setup(prefix, *programs, more=None):
+    """The start of a check of its own daemon, run as `check_X.py --strata S
+    --consumerd D [--PROGRAM P]...` (`more(ap)` adds its other arguments):
+    (args, work, env, strata).  work: a work_dir(prefix); env: this
+    environment reaching a daemon on WORK/sock, with no early tracing
+    inherited; strata: the strata_cli runner in env.  The caller starts the
+    daemon (start_daemon(args.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)),
+    after any change of its own to env."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    for name in ("strata", "consumerd") + programs:
+        ap.add_argument("--" + name, required=True)
+    if more:
+        more(ap)
+    a = ap.parse_args()
+    work = work_dir(prefix)
+    env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
+    env.pop("STRATA_EARLY", None)
+    return a, work, env, strata_cli(a.strata, env)
+
+
 def bt_text(path, babeltrace2="babeltrace2", timeout=120):
     """babeltrace2's text of the trace at path: (status, its stdout lines,
     the stderr lines that are errors (" E " or "ERROR"), its whole stderr)."""
