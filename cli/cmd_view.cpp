@@ -22,6 +22,8 @@
 
 #include "bt_fields.h"
 #include "commands.h"
+#include "strata_abi.h"
+#include "trace_reader.h"
 #include "view_graph.h"
 
 namespace strata {
@@ -79,29 +81,153 @@ void view_usage(FILE *f)
 
 // ---- formatting helpers --------------------------------------------------
 
-void append_time(std::string &out, int64_t ns_from_origin)
-{
-	int64_t sec = ns_from_origin / 1000000000;
-	int64_t ns = ns_from_origin % 1000000000;
-	if (ns < 0) {
-		ns += 1000000000;
-		sec -= 1;
+// The output being built: a fixed buffer written out when it passes
+// kFlushAt (one append is a compare and a memcpy: std::string's calls were
+// a third of `strata view`'s time).  Lines longer than the buffer grow it.
+class LineBuf {
+public:
+	static constexpr size_t kFlushAt = 1u << 16;
+	LineBuf() : buf_(kFlushAt * 2) {}
+	void append(const char *p, size_t n)
+	{
+		if (__builtin_expect(len_ + n > buf_.size(), 0))
+			buf_.resize((len_ + n) * 2);
+		char *d = buf_.data() + len_;
+		len_ += n;
+		if (n <= 16) { // most pieces: a call to memcpy would cost more than the copy
+			while (n--)
+				*d++ = *p++;
+			return;
+		}
+		memcpy(d, p, n);
 	}
-	const time_t t = static_cast<time_t>(sec);
-	struct tm tm;
-	char buf[48];
-	if (localtime_r(&t, &tm))
-		std::snprintf(buf, sizeof buf, "[%02d:%02d:%02d.%09" PRId64 "]", tm.tm_hour, tm.tm_min,
-			      tm.tm_sec, ns);
-	else
-		std::snprintf(buf, sizeof buf, "[%" PRId64 ".%09" PRId64 "]", sec, ns);
-	out += buf;
+	LineBuf &operator+=(char c)
+	{
+		if (__builtin_expect(len_ + 1 > buf_.size(), 0))
+			buf_.resize((len_ + 1) * 2);
+		buf_[len_++] = c;
+		return *this;
+	}
+	LineBuf &operator+=(const char *p)
+	{
+		append(p, strlen(p));
+		return *this;
+	}
+	LineBuf &operator+=(const std::string &t)
+	{
+		append(t.data(), t.size());
+		return *this;
+	}
+	const char *data() const { return buf_.data(); }
+	size_t size() const { return len_; }
+	bool empty() const { return len_ == 0; }
+	void clear() { len_ = 0; }
+
+private:
+	std::vector<char> buf_;
+	size_t len_ = 0;
+};
+
+template <class Out> void append_i64(Out &out, int64_t v)
+{
+	char buf[24];
+	auto r = std::to_chars(buf, buf + sizeof buf, v);
+	out.append(buf, (size_t)(r.ptr - buf));
 }
 
-void append_quoted(std::string &out, const char *s)
+// "[HH:MM:SS.nnnnnnnnn]" in local time; the last second's text is kept, so
+// that events within one second cost no time conversion.  Single-threaded
+// (the view's one thread).
+struct TimeText {
+	int64_t sec = INT64_MIN;
+	int64_t lo = INT64_MAX; // sec's first ns
+	char head[40];
+	size_t len = 0;
+};
+TimeText g_time;
+
+template <class Out> void append_time(Out &out, int64_t ns_from_origin)
 {
-	out += '"';
-	for (const unsigned char *p = reinterpret_cast<const unsigned char *>(s); *p; p++) {
+	TimeText &t = g_time;
+	int64_t sec, ns;
+	if (ns_from_origin >= t.lo && ns_from_origin - t.lo < 1000000000) { // the same second: no division
+		sec = t.sec;
+		ns = ns_from_origin - t.lo;
+	} else {
+		sec = ns_from_origin / 1000000000;
+		ns = ns_from_origin % 1000000000;
+		if (ns < 0) {
+			ns += 1000000000;
+			sec -= 1;
+		}
+	}
+	if (sec != t.sec) {
+		t.lo = sec * 1000000000;
+		const time_t tt = static_cast<time_t>(sec);
+		struct tm tm;
+		int n;
+		if (localtime_r(&tt, &tm))
+			n = std::snprintf(t.head, sizeof t.head, "[%02d:%02d:%02d.", tm.tm_hour, tm.tm_min,
+					  tm.tm_sec);
+		else
+			n = std::snprintf(t.head, sizeof t.head, "[%" PRId64 ".", sec);
+		t.len = n > 0 ? (size_t)n : 0;
+		t.sec = sec;
+	}
+	out.append(t.head, t.len);
+	// Nine digits, two at a time.
+	static const char kPairs[] =
+		"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+		"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+		"8081828384858687888990919293949596979899";
+	char d[10];
+	uint32_t v = (uint32_t)ns;
+	for (int k = 7; k >= 1; k -= 2) {
+		const uint32_t q = v / 100, r = v - q * 100;
+		d[k] = kPairs[2 * r];
+		d[k + 1] = kPairs[2 * r + 1];
+		v = q;
+	}
+	d[0] = (char)('0' + v);
+	d[9] = ']';
+	out.append(d, 10);
+}
+
+// The length of the valid UTF-8 sequence at p (1..4), or 0 if it is not one.
+size_t utf8_len(const unsigned char *p)
+{
+	const unsigned char c = p[0];
+	auto cont = [&](int k) { return (p[k] & 0xC0) == 0x80; };
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF)
+		return cont(1) ? 2 : 0;
+	if (c >= 0xE0 && c <= 0xEF) {
+		if (!cont(1) || !cont(2) || (c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F))
+			return 0;
+		return 3;
+	}
+	if (c >= 0xF0 && c <= 0xF4) {
+		if (!cont(1) || !cont(2) || !cont(3) || (c == 0xF0 && p[1] < 0x90) ||
+		    (c == 0xF4 && p[1] > 0x8F))
+			return 0;
+		return 4;
+	}
+	return 0;
+}
+
+// Text of any bytes (NUL-terminated): quotes and backslashes escaped,
+// control characters and bytes that are not UTF-8 as \xNN, so that the
+// line is valid UTF-8 whatever the trace holds.
+template <class Out> void append_escaped(Out &out, const char *s)
+{
+	for (const unsigned char *p = reinterpret_cast<const unsigned char *>(s); *p;) {
+		const size_t n = utf8_len(p); // stops at the NUL: a continuation check fails there
+		if (n > 1) {
+			out.append(reinterpret_cast<const char *>(p), n);
+			p += n;
+			continue;
+		}
 		if (*p == '"' || *p == '\\') {
 			out += '\\';
 			out += static_cast<char>(*p);
@@ -109,24 +235,41 @@ void append_quoted(std::string &out, const char *s)
 			out += "\\n";
 		} else if (*p == '\t') {
 			out += "\\t";
-		} else if (*p < 0x20 || *p == 0x7f) {
-			char buf[8];
-			std::snprintf(buf, sizeof buf, "\\x%02x", *p);
-			out += buf;
+		} else if (*p < 0x20 || *p == 0x7f || n == 0) {
+			static const char hex[] = "0123456789abcdef";
+			const char esc[4] = {'\\', 'x', hex[*p >> 4], hex[*p & 15]};
+			out.append(esc, 4);
 		} else {
 			out += static_cast<char>(*p);
 		}
+		p++;
 	}
+}
+
+template <class Out> void append_quoted(Out &out, const char *s)
+{
+	out += '"';
+	append_escaped(out, s);
 	out += '"';
 }
 
-void append_unsigned(std::string &out, uint64_t v, bt_field_class_integer_preferred_display_base base)
+template <class Out>
+void append_unsigned(Out &out, uint64_t v, bt_field_class_integer_preferred_display_base base)
 {
 	char buf[80];
 	switch (base) {
-	case BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_HEXADECIMAL:
-		std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-		break;
+	case BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_HEXADECIMAL: {
+		static const char hex[] = "0123456789abcdef";
+		char *e = buf + sizeof buf, *p = e;
+		do {
+			*--p = hex[v & 15];
+			v >>= 4;
+		} while (v);
+		*--p = 'x';
+		*--p = '0';
+		out.append(p, (size_t)(e - p));
+		return;
+	}
 	case BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_OCTAL:
 		std::snprintf(buf, sizeof buf, "0%" PRIo64, v);
 		break;
@@ -143,20 +286,20 @@ void append_unsigned(std::string &out, uint64_t v, bt_field_class_integer_prefer
 		break;
 	}
 	default:
-		std::snprintf(buf, sizeof buf, "%" PRIu64, v);
-		break;
+		out.append(buf, (size_t)(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
+		return;
 	}
 	out += buf;
 }
 
-template <typename T> void append_real(std::string &out, T v)
+template <class Out, typename T> void append_real(Out &out, T v)
 {
 	char buf[64];
 	auto r = std::to_chars(buf, buf + sizeof buf, v); // shortest round-trip form
-	out.append(buf, r.ptr);
+	out.append(buf, (size_t)(r.ptr - buf));
 }
 
-void append_field(std::string &out, const bt_field *field, bool is_root = false);
+void append_field(LineBuf &out, const bt_field *field, bool is_root = false);
 
 // A sequence's length is its own member of the payload (CTF 1.8); it is
 // shown as the length of the [ ] list, so hide the member itself.
@@ -182,7 +325,7 @@ void hide_length_members(const bt_field_class *st, std::vector<bool> &hide)
 	}
 }
 
-void append_enum_labels(std::string &out, const bt_field *field, bool is_signed)
+void append_enum_labels(LineBuf &out, const bt_field *field, bool is_signed)
 {
 	bt_field_class_enumeration_mapping_label_array labels = nullptr;
 	uint64_t count = 0;
@@ -199,7 +342,7 @@ void append_enum_labels(std::string &out, const bt_field *field, bool is_signed)
 	}
 }
 
-void append_field(std::string &out, const bt_field *field, bool is_root)
+void append_field(LineBuf &out, const bt_field *field, bool is_root)
 {
 	const bt_field_class *fc = bt_field_borrow_class_const(field);
 	const bt_field_class_type type = bt_field_get_class_type(field);
@@ -215,7 +358,7 @@ void append_field(std::string &out, const bt_field *field, bool is_root)
 			const int64_t v = bt_field_integer_signed_get_value(field);
 			const auto base = bt_field_class_integer_get_preferred_display_base(fc);
 			if (base == BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_DECIMAL || is_enum)
-				out += std::to_string(v);
+				append_i64(out, v);
 			else
 				append_unsigned(out, static_cast<uint64_t>(v), base);
 		} else {
@@ -290,6 +433,25 @@ struct TimeBound {
 	int64_t at = 0; // resolved: ns from the clock's origin
 };
 
+// What the filters and the line's prefix need of an event, from either
+// reader (babeltrace2's messages or Strata's own, trace_reader.h).
+struct Ev {
+	const void *trace = nullptr; // the sub-trace (a key)
+	bool timed = false;
+	int64_t ns = 0;
+	bool has_tid = false;
+	int64_t tid = -1;
+	int64_t cpu = -1;
+	const char *name = "";
+};
+
+// A sub-trace as the view names it: "procname[pid]", kernel or not, vpid.
+struct TraceWho {
+	std::string who;
+	bool kernel = false;
+	int64_t vpid = -1;
+};
+
 struct ViewSink {
 	uint64_t limit = UINT64_MAX;
 	uint64_t events = 0;
@@ -298,54 +460,61 @@ struct ViewSink {
 	std::vector<std::string> patterns;
 	TimeBound since, until;
 	bool first_seen = false;
-	std::unordered_map<int64_t, int64_t> tid_pid;                   // threads seen in user sub-traces
-	std::map<const bt_trace *, std::pair<bool, int64_t>> trace_pid; // trace -> (kernel, vpid)
-	std::map<const bt_trace *, std::string> who;                    // trace -> "procname[pid]"
-	std::string line;
+	std::unordered_map<int64_t, int64_t> tid_pid; // threads seen in user sub-traces
+	std::map<const void *, TraceWho> traces;      // sub-trace -> its name (filled by the pump)
+	const void *last_trace = nullptr;             // traces' last look-up
+	const TraceWho *last_who = nullptr;
+	LineBuf line;
 	bool write_failed = false;
+	uint64_t damaged = 0; // Strata's reader: damage named
+	// Strata's reader: each event class's field labels, and the last one's.
+	std::unordered_map<const MetaEvent *, std::vector<std::string>> labels;
+	const MetaEvent *label_class = nullptr;
+	const std::vector<std::string> *class_labels = nullptr;
 };
 
-const std::string &trace_who(ViewSink &s, const bt_trace *trace)
+const TraceWho &who_of(ViewSink &s, const void *trace)
 {
-	auto it = s.who.find(trace);
-	if (it != s.who.end())
-		return it->second;
-	std::string name = "?", pid = "?";
-	const bt_value *v = bt_trace_borrow_environment_entry_value_by_name_const(trace, "procname");
-	if (v && bt_value_get_type(v) == BT_VALUE_TYPE_STRING)
-		name = bt_value_string_get(v);
-	v = bt_trace_borrow_environment_entry_value_by_name_const(trace, "vpid");
-	if (v && bt_value_get_type(v) == BT_VALUE_TYPE_SIGNED_INTEGER)
-		pid = std::to_string(bt_value_integer_signed_get(v));
-	else if (v && bt_value_get_type(v) == BT_VALUE_TYPE_UNSIGNED_INTEGER)
-		pid = std::to_string(bt_value_integer_unsigned_get(v));
-	if (name == "?") {
-		v = bt_trace_borrow_environment_entry_value_by_name_const(trace, "domain");
-		if (v && bt_value_get_type(v) == BT_VALUE_TYPE_STRING)
-			name = bt_value_string_get(v);
+	if (trace != s.last_trace) {
+		s.last_trace = trace;
+		s.last_who = &s.traces[trace];
 	}
-	return s.who.emplace(trace, name + "[" + pid + "]").first->second;
+	return *s.last_who;
 }
 
-// (kernel, vpid) of a sub-trace.
-const std::pair<bool, int64_t> &trace_pid(ViewSink &s, const bt_trace *tr)
+// babeltrace2's sub-traces: named from their env on first sight.
+const TraceWho &bt_trace_who(ViewSink &s, const bt_trace *trace)
 {
-	auto it = s.trace_pid.find(tr);
-	if (it != s.trace_pid.end())
+	auto it = s.traces.find(trace);
+	if (it != s.traces.end())
 		return it->second;
-	std::string domain;
-	int64_t pid = -1;
-	env_int(tr, "vpid", &pid);
-	const bool kernel = env_string(tr, "domain", &domain) && domain == "kernel";
-	return s.trace_pid.emplace(tr, std::make_pair(kernel, pid)).first->second;
+	TraceWho w;
+	std::string name = "?", pid = "?", domain;
+	env_string(trace, "procname", &name);
+	if (env_int(trace, "vpid", &w.vpid))
+		pid = std::to_string(w.vpid);
+	w.kernel = env_string(trace, "domain", &domain) && domain == "kernel";
+	if (name == "?" && !domain.empty())
+		name = domain;
+	append_escaped(w.who, name.c_str());
+	w.who += "[" + pid + "]";
+	return s.traces.emplace(trace, w).first->second;
 }
 
-bool message_ns(const bt_message *msg, int64_t *ns)
+const TraceWho &native_trace_who(ViewSink &s, const SubTrace &t)
 {
-	if (!bt_message_event_borrow_stream_class_default_clock_class_const(msg))
-		return false;
-	const bt_clock_snapshot *cs = bt_message_event_borrow_default_clock_snapshot_const(msg);
-	return bt_clock_snapshot_get_ns_from_origin(cs, ns) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK;
+	auto it = s.traces.find(&t);
+	if (it != s.traces.end())
+		return it->second;
+	TraceWho w;
+	w.kernel = t.kernel;
+	w.vpid = t.meta.env_value("vpid") ? t.vpid : -1;
+	std::string name = t.procname.empty() ? "?" : t.procname;
+	if (name == "?" && !t.meta.env_string("domain").empty())
+		name = t.meta.env_string("domain");
+	append_escaped(w.who, name.c_str());
+	w.who += "[" + (t.meta.env_value("vpid") ? std::to_string(t.vpid) : std::string("?")) + "]";
+	return s.traces.emplace(&t, w).first->second;
 }
 
 void resolve(TimeBound &b, int64_t first)
@@ -368,44 +537,38 @@ void resolve(TimeBound &b, int64_t first)
 enum class Verdict { Show, Skip, Stop };
 
 // The filters of `strata view` for one event.
-Verdict filter_event(ViewSink &s, const bt_message *msg)
+Verdict filter_event(ViewSink &s, const Ev &ev)
 {
-	const bt_event *ev = bt_message_event_borrow_event_const(msg);
-	int64_t ns = 0;
-	const bool timed = message_ns(msg, &ns);
-	if (timed && !s.first_seen) {
+	if (ev.timed && !s.first_seen) {
 		s.first_seen = true;
-		resolve(s.since, ns);
-		resolve(s.until, ns);
+		resolve(s.since, ev.ns);
+		resolve(s.until, ev.ns);
 	}
-	if (timed && s.until.set && ns > s.until.at)
+	if (ev.timed && s.until.set && ev.ns > s.until.at)
 		return Verdict::Stop; // messages come in time order
-	if (timed && s.since.set && ns < s.since.at)
+	if (ev.timed && s.since.set && ev.ns < s.since.at)
 		return Verdict::Skip;
-	const auto &tp = trace_pid(s, bt_stream_borrow_trace_const(bt_event_borrow_stream_const(ev)));
-	int64_t tid = -1;
-	const bool has_tid = event_tid(ev, &tid);
-	if (!tp.first && has_tid && !s.pids.empty())
-		s.tid_pid[tid] = tp.second;
-	if (!s.tids.empty() && (!has_tid || !s.tids.count(tid)))
+	const TraceWho &tp = who_of(s, ev.trace);
+	if (!tp.kernel && ev.has_tid && !s.pids.empty())
+		s.tid_pid[ev.tid] = tp.vpid;
+	if (!s.tids.empty() && (!ev.has_tid || !s.tids.count(ev.tid)))
 		return Verdict::Skip;
 	if (!s.pids.empty()) {
-		int64_t pid = tp.second;
-		if (tp.first) { // a kernel event: its thread's process, if known
-			auto it = has_tid ? s.tid_pid.find(tid) : s.tid_pid.end();
-			pid = it != s.tid_pid.end() ? it->second : tid;
+		int64_t pid = tp.vpid;
+		if (tp.kernel) { // a kernel event: its thread's process, if known
+			auto it = ev.has_tid ? s.tid_pid.find(ev.tid) : s.tid_pid.end();
+			pid = it != s.tid_pid.end() ? it->second : ev.tid;
 		}
 		if (!s.pids.count(pid))
 			return Verdict::Skip;
 	}
 	if (!s.patterns.empty()) {
-		const char *name = bt_event_class_get_name(bt_event_borrow_class_const(ev));
-		const std::string n = name ? name : "";
+		const std::string n = ev.name;
 		const std::string kn = "kernel:" + n;
 		bool match = false;
 		for (const std::string &p : s.patterns)
 			if (!fnmatch(p.c_str(), n.c_str(), 0) ||
-			    (tp.first && !fnmatch(p.c_str(), kn.c_str(), 0))) {
+			    (tp.kernel && !fnmatch(p.c_str(), kn.c_str(), 0))) {
 				match = true;
 				break;
 			}
@@ -415,124 +578,80 @@ Verdict filter_event(ViewSink &s, const bt_message *msg)
 	return Verdict::Show;
 }
 
-// A loss is shown unless --pid, --tid or -e leave out its stream, or it
-// falls outside --since/--until.
-bool show_discarded(ViewSink &s, const bt_message *msg, bool events)
+// The line's prefix: time, who, thread, CPU, name.
+void format_prefix(ViewSink &s, const Ev &ev)
 {
-	if (!s.tids.empty() || !s.patterns.empty())
-		return false;
-	const bt_stream *stream = events ? bt_message_discarded_events_borrow_stream_const(msg)
-					 : bt_message_discarded_packets_borrow_stream_const(msg);
-	if (!s.pids.empty() && !s.pids.count(trace_pid(s, bt_stream_borrow_trace_const(stream)).second))
-		return false;
-	const bt_stream_class *sc = bt_stream_borrow_class_const(stream);
-	const bool has_times = events ? bt_stream_class_discarded_events_have_default_clock_snapshots(sc)
-				      : bt_stream_class_discarded_packets_have_default_clock_snapshots(sc);
-	if ((s.since.set || s.until.set) && has_times) {
-		const bt_clock_snapshot *cb =
-			events ? bt_message_discarded_events_borrow_beginning_default_clock_snapshot_const(
-					 msg)
-			       : bt_message_discarded_packets_borrow_beginning_default_clock_snapshot_const(
-					 msg);
-		int64_t b = 0;
-		if (bt_clock_snapshot_get_ns_from_origin(cb, &b) ==
-			    BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK &&
-		    ((s.since.set && s.first_seen && b < s.since.at) ||
-		     (s.until.set && s.first_seen && b > s.until.at)))
-			return false;
-	}
-	return true;
-}
-
-void format_event(ViewSink &s, const bt_message *msg)
-{
-	const bt_event *ev = bt_message_event_borrow_event_const(msg);
-	const bt_event_class *ec = bt_event_borrow_class_const(ev);
-	const bt_stream *stream = bt_event_borrow_stream_const(ev);
-	std::string &out = s.line;
-
-	if (bt_message_event_borrow_stream_class_default_clock_class_const(msg)) {
-		int64_t ns = 0;
-		const bt_clock_snapshot *cs = bt_message_event_borrow_default_clock_snapshot_const(msg);
-		if (bt_clock_snapshot_get_ns_from_origin(cs, &ns) ==
-		    BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
-			append_time(out, ns);
-		else
-			out += "[overflow]";
-	} else {
+	LineBuf &out = s.line;
+	if (ev.timed)
+		append_time(out, ev.ns);
+	else
 		out += "[no clock]";
-	}
 	out += ' ';
-	out += trace_who(s, bt_stream_borrow_trace_const(stream));
-
-	const bt_field *ctx = bt_event_borrow_common_context_field_const(ev);
-	int64_t v = 0;
+	out += who_of(s, ev.trace).who;
 	out += " tid=";
-	if (event_tid(ev, &v))
-		out += std::to_string(v);
+	if (ev.has_tid)
+		append_i64(out, ev.tid);
 	else
 		out += '?';
 	// The CPU where events say it (kernel events); user events do not
 	// carry it (their lanes are per thread: strata_abi.h).
-	if (integer_value(member(ctx, "cpu_id"), &v) || integer_value(member(ctx, "cpu"), &v))
-		out += " cpu=" + std::to_string(v);
-	out += ' ';
-	const char *name = bt_event_class_get_name(ec);
-	out += name ? name : "<unnamed>";
-	const bt_field *payload = bt_event_borrow_payload_field_const(ev);
-	if (payload && bt_field_class_structure_get_member_count(bt_field_borrow_class_const(payload))) {
-		out += ": ";
-		append_field(out, payload, true);
+	if (ev.cpu >= 0) {
+		out += " cpu=";
+		append_i64(out, ev.cpu);
 	}
-	out += '\n';
+	out += ' ';
+	out += *ev.name ? ev.name : "<unnamed>";
 }
 
-void format_discarded(ViewSink &s, const bt_message *msg, bool events)
-{
-	const bt_stream *stream = events ? bt_message_discarded_events_borrow_stream_const(msg)
-					 : bt_message_discarded_packets_borrow_stream_const(msg);
-	const bt_stream_class *sc = bt_stream_borrow_class_const(stream);
+// A loss, from either reader.
+struct Loss {
+	const void *trace = nullptr;
+	bool events = true;
+	bool known = true;
 	uint64_t count = 0;
-	const bool known = events ? bt_message_discarded_events_get_count(msg, &count) ==
-					    BT_PROPERTY_AVAILABILITY_AVAILABLE
-				  : bt_message_discarded_packets_get_count(msg, &count) ==
-					    BT_PROPERTY_AVAILABILITY_AVAILABLE;
-	std::string &out = s.line;
-	const bool has_times = events ? bt_stream_class_discarded_events_have_default_clock_snapshots(sc)
-				      : bt_stream_class_discarded_packets_have_default_clock_snapshots(sc);
-	int64_t b = 0, e = 0;
 	bool times = false;
-	if (has_times) {
-		const bt_clock_snapshot *cb =
-			events ? bt_message_discarded_events_borrow_beginning_default_clock_snapshot_const(
-					 msg)
-			       : bt_message_discarded_packets_borrow_beginning_default_clock_snapshot_const(
-					 msg);
-		const bt_clock_snapshot *ce =
-			events ? bt_message_discarded_events_borrow_end_default_clock_snapshot_const(msg)
-			       : bt_message_discarded_packets_borrow_end_default_clock_snapshot_const(msg);
-		times = bt_clock_snapshot_get_ns_from_origin(cb, &b) ==
-				BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK &&
-			bt_clock_snapshot_get_ns_from_origin(ce, &e) ==
-				BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK;
-	}
+	int64_t b = 0, e = 0;
+	uint64_t stream = 0;
+};
+
+// A loss is shown unless --pid, --tid or -e leave out its stream, or it
+// falls outside --since/--until.
+bool show_discarded(ViewSink &s, const Loss &l)
+{
+	if (!s.tids.empty() || !s.patterns.empty())
+		return false;
+	if (!s.pids.empty() && !s.pids.count(s.traces[l.trace].vpid))
+		return false;
+	if ((s.since.set || s.until.set) && l.times &&
+	    ((s.since.set && s.first_seen && l.b < s.since.at) ||
+	     (s.until.set && s.first_seen && l.b > s.until.at)))
+		return false;
+	return true;
+}
+
+void format_discarded(ViewSink &s, const Loss &l)
+{
+	LineBuf &out = s.line;
 	// The muxer orders a loss by its beginning; show that time first so the
 	// output stays sorted.
-	if (times)
-		append_time(out, b);
+	if (l.times)
+		append_time(out, l.b);
 	else
 		out += "[--:--:--.---------]";
 	out += " *** ";
-	out += known ? std::to_string(count) : std::string("some");
-	out += events ? " events discarded in " : " packets discarded in ";
-	out += trace_who(s, bt_stream_borrow_trace_const(stream));
+	if (l.known)
+		append_i64(out, (int64_t)l.count);
+	else
+		out += "some";
+	out += l.events ? " events discarded in " : " packets discarded in ";
+	out += s.traces[l.trace].who;
 	out += " stream ";
-	out += std::to_string(bt_stream_get_id(stream));
-	if (times) {
+	append_i64(out, (int64_t)l.stream);
+	if (l.times) {
 		out += " between ";
-		append_time(out, b);
+		append_time(out, l.b);
 		out += " and ";
-		append_time(out, e);
+		append_time(out, l.e);
 	}
 	out += '\n';
 }
@@ -545,15 +664,216 @@ bool flush_line(ViewSink &s)
 	return !s.write_failed;
 }
 
-// One message; false to stop (limit reached or output failed).
-bool on_message(ViewSink &s, const bt_message *msg)
+// After a message: false to stop (limit reached or output failed).
+bool after_message(ViewSink &s, bool more)
+{
+	if ((s.line.size() > (1u << 16) || !more) && !flush_line(s))
+		more = false;
+	return more;
+}
+
+// ---- babeltrace2's messages (traces Strata did not write) -----------------
+
+bool bt_time(const bt_clock_snapshot *cs, int64_t *ns)
+{
+	return bt_clock_snapshot_get_ns_from_origin(cs, ns) == BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK;
+}
+
+Ev bt_ev(ViewSink &s, const bt_message *msg)
+{
+	const bt_event *e = bt_message_event_borrow_event_const(msg);
+	Ev ev;
+	const bt_trace *tr = bt_stream_borrow_trace_const(bt_event_borrow_stream_const(e));
+	bt_trace_who(s, tr);
+	ev.trace = tr;
+	ev.timed = bt_message_event_borrow_stream_class_default_clock_class_const(msg) &&
+		   bt_time(bt_message_event_borrow_default_clock_snapshot_const(msg), &ev.ns);
+	ev.has_tid = event_tid(e, &ev.tid);
+	const bt_field *ctx = bt_event_borrow_common_context_field_const(e);
+	if (!integer_value(member(ctx, "cpu_id"), &ev.cpu) && !integer_value(member(ctx, "cpu"), &ev.cpu))
+		ev.cpu = -1;
+	const char *name = bt_event_class_get_name(bt_event_borrow_class_const(e));
+	ev.name = name ? name : "";
+	return ev;
+}
+
+Loss bt_loss(ViewSink &s, const bt_message *msg, bool events)
+{
+	Loss l;
+	l.events = events;
+	const bt_stream *stream = events ? bt_message_discarded_events_borrow_stream_const(msg)
+					 : bt_message_discarded_packets_borrow_stream_const(msg);
+	const bt_trace *tr = bt_stream_borrow_trace_const(stream);
+	bt_trace_who(s, tr);
+	l.trace = tr;
+	l.stream = bt_stream_get_id(stream);
+	const bt_stream_class *sc = bt_stream_borrow_class_const(stream);
+	l.known = events ? bt_message_discarded_events_get_count(msg, &l.count) ==
+				   BT_PROPERTY_AVAILABILITY_AVAILABLE
+			 : bt_message_discarded_packets_get_count(msg, &l.count) ==
+				   BT_PROPERTY_AVAILABILITY_AVAILABLE;
+	const bool has_times = events ? bt_stream_class_discarded_events_have_default_clock_snapshots(sc)
+				      : bt_stream_class_discarded_packets_have_default_clock_snapshots(sc);
+	if (has_times)
+		l.times =
+			bt_time(events ? bt_message_discarded_events_borrow_beginning_default_clock_snapshot_const(
+						 msg)
+				       : bt_message_discarded_packets_borrow_beginning_default_clock_snapshot_const(
+						 msg),
+				&l.b) &&
+			bt_time(events ? bt_message_discarded_events_borrow_end_default_clock_snapshot_const(
+						 msg)
+				       : bt_message_discarded_packets_borrow_end_default_clock_snapshot_const(
+						 msg),
+				&l.e);
+	return l;
+}
+
+// One babeltrace2 message; false to stop (limit reached or output failed).
+bool on_bt_message(ViewSink &s, const bt_message *msg)
 {
 	bool more = true;
 	switch (bt_message_get_type(msg)) {
-	case BT_MESSAGE_TYPE_EVENT:
-		switch (filter_event(s, msg)) {
+	case BT_MESSAGE_TYPE_EVENT: {
+		const Ev ev = bt_ev(s, msg);
+		switch (filter_event(s, ev)) {
+		case Verdict::Show: {
+			format_prefix(s, ev);
+			const bt_field *payload =
+				bt_event_borrow_payload_field_const(bt_message_event_borrow_event_const(msg));
+			if (payload &&
+			    bt_field_class_structure_get_member_count(bt_field_borrow_class_const(payload))) {
+				s.line += ": ";
+				append_field(s.line, payload, true);
+			}
+			s.line += '\n';
+			more = ++s.events < s.limit;
+			break;
+		}
+		case Verdict::Skip:
+			break;
+		case Verdict::Stop:
+			more = false;
+			break;
+		}
+		break;
+	}
+	case BT_MESSAGE_TYPE_DISCARDED_EVENTS:
+	case BT_MESSAGE_TYPE_DISCARDED_PACKETS: {
+		const Loss l = bt_loss(s, msg, bt_message_get_type(msg) == BT_MESSAGE_TYPE_DISCARDED_EVENTS);
+		if (show_discarded(s, l))
+			format_discarded(s, l);
+		break;
+	}
+	default:
+		break;
+	}
+	return after_message(s, more);
+}
+
+// ---- Strata's own reader ---------------------------------------------------
+
+// A field as append_field prints babeltrace2's: the same text.
+void append_value(LineBuf &out, const FieldValue &v)
+{
+	const FieldInfo &f = *v.info;
+	auto base_of = [](unsigned b) {
+		return b == 16  ? BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_HEXADECIMAL
+		       : b == 8 ? BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_OCTAL
+		       : b == 2 ? BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_BINARY
+				: BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_DECIMAL;
+	};
+	auto append_int = [&](uint64_t u, int64_t i, unsigned base) {
+		if (f.is_signed && base == 10)
+			append_i64(out, i);
+		else
+			append_unsigned(out, f.is_signed ? (uint64_t)i : u, base_of(base));
+	};
+	switch (f.type) {
+	case STRATA_FT_INTEGER:
+		append_int(v.u, v.i, f.base);
+		break;
+	case STRATA_FT_ENUM: {
+		bool any = false;
+		for (const EnumLabel &l : f.labels) {
+			const bool in = f.is_signed ? (v.i >= l.first && v.i <= l.last)
+						    : (v.u >= (uint64_t)l.first && v.u <= (uint64_t)l.last);
+			if (!in)
+				continue;
+			if (any)
+				out += '|';
+			out += l.label;
+			any = true;
+		}
+		if (!any)
+			out += "<unknown>";
+		out += " (";
+		append_int(v.u, v.i, 10);
+		out += ')';
+		break;
+	}
+	case STRATA_FT_FLOAT:
+		if (f.elem_bits == 32)
+			append_real(out, (float)v.d);
+		else
+			append_real(out, v.d);
+		break;
+	case STRATA_FT_STRING:
+		append_quoted(out, v.str); // NUL-terminated in the packet (the walk checked)
+		break;
+	case STRATA_FT_ARRAY:
+	case STRATA_FT_SEQUENCE:
+		out += "[ ";
+		for (uint32_t k = 0; k < v.count; k++) {
+			if (k)
+				out += ", ";
+			append_int(v.elem_u(k), v.elem_i(k), f.base);
+		}
+		out += v.count ? " ]" : "]";
+		break;
+	default:
+		out += "<?>";
+	}
+}
+
+bool on_native(ViewSink &s, const TraceMsg &m, std::vector<FieldValue> &fields)
+{
+	bool more = true;
+	switch (m.kind) {
+	case TraceMsgKind::Event: {
+		const TraceEvent &e = *m.event;
+		Ev ev;
+		if (&e.trace() != s.last_trace)
+			native_trace_who(s, e.trace());
+		ev.trace = &e.trace();
+		ev.timed = true;
+		ev.ns = e.ns;
+		ev.has_tid = e.tid >= 0 || e.trace().kernel;
+		ev.tid = e.tid;
+		ev.cpu = e.cpu;
+		ev.name = e.cls->full_name.c_str();
+		switch (filter_event(s, ev)) {
 		case Verdict::Show:
-			format_event(s, msg);
+			format_prefix(s, ev);
+			if (!e.cls->info.fields.empty()) {
+				// ": { a = ", ", b = ", ...: made once per event class.
+				if (e.cls != s.label_class) {
+					auto &l = s.labels[e.cls];
+					if (l.empty())
+						for (const FieldInfo &f : e.cls->info.fields)
+							l.push_back((l.empty() ? ": { " : ", ") + f.name +
+								    " = ");
+					s.label_class = e.cls;
+					s.class_labels = &l;
+				}
+				const std::string *label = s.class_labels->data();
+				e.for_each_field([&](const FieldValue &v) {
+					s.line += *label++;
+					append_value(s.line, v);
+				});
+				s.line += " }";
+			}
+			s.line += '\n';
 			more = ++s.events < s.limit;
 			break;
 		case Verdict::Skip:
@@ -563,37 +883,62 @@ bool on_message(ViewSink &s, const bt_message *msg)
 			break;
 		}
 		break;
-	case BT_MESSAGE_TYPE_DISCARDED_EVENTS:
-		if (show_discarded(s, msg, true))
-			format_discarded(s, msg, true);
-		break;
-	case BT_MESSAGE_TYPE_DISCARDED_PACKETS:
-		if (show_discarded(s, msg, false))
-			format_discarded(s, msg, false);
-		break;
-	default:
+	}
+	case TraceMsgKind::DiscardedEvents:
+	case TraceMsgKind::DiscardedPackets: {
+		Loss l;
+		native_trace_who(s, *m.stream->trace);
+		l.trace = m.stream->trace;
+		l.events = m.kind == TraceMsgKind::DiscardedEvents;
+		l.count = m.count;
+		l.times = true;
+		l.b = m.begin_ns;
+		l.e = m.end_ns;
+		l.stream = m.stream->instance;
+		if (show_discarded(s, l))
+			format_discarded(s, l);
 		break;
 	}
-	if ((s.line.size() > (1u << 16) || !more) && !flush_line(s))
-		more = false;
-	return more;
+	case TraceMsgKind::Damage:
+		// Named on stderr (not mixed into the events), counted.
+		s.damaged++;
+		std::fprintf(stderr, "strata view: damaged: %s at byte %" PRIu64 "%s: %s\n",
+			     m.damage->file.c_str(), m.damage->offset,
+			     m.damage->bytes
+				     ? (" (" + std::to_string(m.damage->bytes) + " bytes skipped)").c_str()
+				     : "",
+			     m.damage->why.c_str());
+		break;
+	}
+	return after_message(s, more);
 }
 
 // --pid with a kernel sub-trace: the kernel names threads, not their
 // processes.  Read the other sub-traces once first to learn which process
 // each of their threads is in, so that a kernel event of such a thread is
 // shown from its first one (strata export does the same).
-void learn_threads(ViewSink &s, const std::string &dir)
+void learn_threads(ViewSink &s, const std::vector<std::string> &dirs, bool native)
 {
-	std::vector<std::string> dirs, user;
+	std::vector<std::string> user;
 	std::string why, warnings;
-	if (s.pids.empty() || !find_ctf_traces(dir, &dirs, &why))
+	if (s.pids.empty())
 		return;
 	for (const std::string &d : dirs)
 		if (!is_kernel_trace(d))
 			user.push_back(d);
 	if (user.empty() || user.size() == dirs.size())
 		return;
+	if (native) {
+		TraceReader r;
+		if (!r.open_dirs(user, &why))
+			return;
+		r.read([&s](const TraceMsg &m) {
+			if (m.kind == TraceMsgKind::Event && m.event->tid >= 0)
+				s.tid_pid.emplace(m.event->tid, m.event->trace().vpid);
+			return true;
+		});
+		return;
+	}
 	std::map<const bt_trace *, int64_t> pid_of; // this graph's own traces
 	read_ctf_trace_dirs(
 		user,
@@ -625,16 +970,58 @@ int run_view(const std::string &dir, ViewSink &sink)
 			     std::strerror(errno));
 		return kExitFailure;
 	}
-	learn_threads(sink, dir);
-	const bool ok = read_ctf_traces(
-		dir, [&sink](const bt_message *msg) { return on_message(sink, msg); }, &why, &warnings);
+	std::vector<std::string> dirs;
+	if (!find_ctf_traces(dir, &dirs, &why)) {
+		std::fprintf(stderr, "strata view: %s\n", why.c_str());
+		return kExitFailure;
+	}
+	const bool native = use_native_reader(dirs);
+	learn_threads(sink, dirs, native);
+	bool ok;
+	if (native) {
+		TraceReader r;
+		std::vector<FieldValue> fields;
+		ok = r.open_dirs(dirs, &why) &&
+		     r.read([&](const TraceMsg &m) { return on_native(sink, m, fields); });
+		size_t readable = 0;
+		for (const auto &t : r.traces()) {
+			readable += t->readable;
+			if (!t->readable)
+				std::fprintf(stderr, "strata view: cannot read %s: %s\n", t->dir.c_str(),
+					     t->why.c_str());
+		}
+		if (ok && !readable) {
+			ok = false;
+			why = "no sub-trace under '" + dir + "' can be read";
+		}
+		for (const TraceDamage &d : r.damages())
+			if (d.why == "packet runs past the end of the file" ||
+			    d.why == "truncated packet header") {
+				warnings +=
+					"a stream file ends inside a packet (a consumer daemon killed while "
+					"writing?): 'strata view --repair " +
+					dir + "' cuts it back to its last whole packet for other readers\n";
+				break;
+			}
+		if (ok && (r.stats().damaged || r.stats().unreadable_traces))
+			warnings +=
+				std::to_string(r.stats().damaged) + " damaged span(s) skipped, " +
+				std::to_string(r.stats().unreadable_traces) +
+				" unreadable sub-trace(s); every undamaged packet was read ('strata check " +
+				dir + "' lists them)\n";
+	} else {
+		ok = read_ctf_trace_dirs(
+			dirs, [&sink](const bt_message *msg) { return on_bt_message(sink, msg); }, &why,
+			&warnings);
+	}
 	flush_line(sink);
 	const bool flushed = std::fflush(stdout) == 0;
 	if (!warnings.empty())
 		std::fprintf(stderr, "strata view: warning: %s", warnings.c_str());
 	if (!ok) {
 		std::fprintf(stderr, "strata view: %s\n", why.c_str());
-		cli::hint_torn("view", dir);
+		if (!native)
+			cli::hint_torn("view", dir);
 		return kExitFailure;
 	}
 	if (!flushed || sink.write_failed) {

@@ -31,6 +31,7 @@ const Subcommand kCommands[] = {
 	{"view", strata_cmd_view, "print a trace"},
 	{"analyze", strata_cmd_analyze, "analyse a trace (e.g. mutex contention)"},
 	{"export", strata_cmd_export, "write a trace for Perfetto's UI or as Chrome JSON trace events"},
+	{"check", strata_cmd_check, "report a trace's damage; write a clean copy (--clean-copy)"},
 };
 
 void usage(FILE *f)

@@ -59,3 +59,8 @@ int strata_cmd_export(int argc, char **argv)
 {
 	return run_in_module("export", argc, argv);
 }
+
+int strata_cmd_check(int argc, char **argv)
+{
+	return run_in_module("check", argc, argv);
+}

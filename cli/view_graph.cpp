@@ -1,7 +1,11 @@
 // view_graph.cpp - see view_graph.h.
 #include "view_graph.h"
 
+#include "trace_reader.h"
+
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -150,37 +154,15 @@ bool add_trace(bt_graph *graph, const bt_component_class_source *src_cls, const 
 
 bool find_ctf_traces(const std::string &root, std::vector<std::string> *out, std::string *why)
 {
-	std::error_code ec;
-	if (!fs::is_directory(root, ec)) {
-		*why = "cannot open '" + root + "': " + (ec ? ec.message() : std::string("not a directory"));
+	return find_trace_dirs(root, out, why);
+}
+
+bool use_native_reader(const std::vector<std::string> &dirs)
+{
+	const char *r = getenv("STRATA_READER");
+	if (r && !strcmp(r, "babeltrace2"))
 		return false;
-	}
-	std::vector<fs::path> todo{fs::path(root)};
-	while (!todo.empty()) {
-		const fs::path dir = todo.back();
-		todo.pop_back();
-		if (fs::is_regular_file(dir / "metadata", ec)) {
-			out->push_back(dir.string());
-			continue;
-		}
-		fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
-		if (ec) {
-			*why = "cannot list '" + dir.string() + "': " + ec.message();
-			return false;
-		}
-		for (; it != fs::directory_iterator(); it.increment(ec)) {
-			if (ec)
-				break;
-			if (it->is_directory(ec) && !it->is_symlink(ec))
-				todo.push_back(it->path());
-		}
-	}
-	std::sort(out->begin(), out->end());
-	if (out->empty()) {
-		*why = "no CTF trace under '" + root + "' (no directory holds a 'metadata' file)";
-		return false;
-	}
-	return true;
+	return strata_wrote(dirs);
 }
 
 bool is_kernel_trace(const std::string &dir)

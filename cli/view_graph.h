@@ -29,6 +29,12 @@ bool find_ctf_traces(const std::string &root, std::vector<std::string> *out, std
 // sub-trace (its metadata says domain = "kernel").
 bool is_kernel_trace(const std::string &dir);
 
+// Whether the trace directories `dirs` are read by Strata's own reader
+// (libtrace/reader/trace_reader.h): every one of them written by Strata,
+// unless STRATA_READER=babeltrace2 asks for babeltrace2 (the tests compare
+// the two).  Traces another tracer wrote go to babeltrace2.
+bool use_native_reader(const std::vector<std::string> &dirs);
+
 // Called for each message in time order; the message is borrowed for the
 // duration of the call.  Return false to stop reading (not an error).
 using TraceMessageFn = std::function<bool(const bt_message *)>;

@@ -188,6 +188,7 @@ std::unique_ptr<Reader> Reader::attach(int fd, std::string *err)
 	i.mode = h.mode;
 	i.n_lanes = h.n_lanes;
 	i.record_format = h.record_format;
+	r->walk_ = RecordWalk(h.record_format);
 	r->fast_owner_ = (h.flags & STRATA_BUF_FAST_OWNER) != 0;
 	i.first_shared = h.record_format == STRATA_REC_COMPACT ? h.n_lanes - h.n_shared_lanes : h.n_lanes;
 	i.n_subbuf = h.n_subbuf;
@@ -1092,11 +1093,7 @@ bool Reader::absorb_descriptors()
 			if (by_id_.size() <= ev.id) // ids are <= 0xfffe (parse_descriptor)
 				by_id_.resize(ev.id + 1, -1);
 			by_id_[ev.id] = (int32_t)known_.size();
-			if (layout_.size() <= ev.id)
-				layout_.resize(ev.id + 1, kUndescribed);
-			layout_[ev.id] = fixed_payload(ev);
-			if (layout_[ev.id] == kVariablePayload)
-				make_plan(ev);
+			walk_.add(ev);
 			known_.push_back(std::move(ev));
 		} else {
 			stats_.descriptor_errors++;

@@ -36,6 +36,7 @@
 
 #include "strata_abi.h"
 #include "event_info.h"
+#include "record_walk.h"
 
 namespace strata {
 
@@ -142,6 +143,24 @@ public:
 	// "Records are never trusted").  next_packet and collect_overwrite
 	// call it; a peek_packet caller calls it on its own copy.
 	size_t check_records(uint32_t lane, uint8_t *pkt, size_t len, std::string *err);
+	// A checked packet (check_records passed it, header included) cut at
+	// record boundaries into pieces whose records take at most max_bytes
+	// each (a record larger than that is a piece of its own), for an
+	// output that carries small packets (the serial line, docs/serial.md,
+	// "Small packets").  Appends to *out, in order: [begin, end) the bytes
+	// of the piece's records in pkt (begin aligned as the records are, so
+	// that they keep their alignment at the packet offset kHdr), ts_begin
+	// the timestamp a packet of them starts at (the packet's
+	// timestamp_begin for the first, the previous record's timestamp for
+	// the others: the reference a CTF reader rebuilds a compact timestamp
+	// from), ts_end the last record's (the packet's timestamp_end for the
+	// last piece), records their number.  A packet without records is one
+	// piece without records.
+	struct Piece {
+		uint64_t begin = 0, end = 0, ts_begin = 0, ts_end = 0, records = 0;
+	};
+	void cut_packet(uint32_t lane, const uint8_t *pkt, size_t len, size_t max_bytes,
+			std::vector<Piece> *out);
 	// Some lane's writers are a whole sub-buffer past our read position
 	// (peek_packet would give a packet, a skip, or wait for a commit in
 	// flight).  No side effect: for a drain that waits for its first packet.
@@ -299,25 +318,10 @@ private:
 	bool finish_close(uint32_t lane, bool give_up, std::string *msg);
 	bool snapshot_ = false;   // set_snapshot()
 	bool fast_owner_ = false; // STRATA_BUF_FAST_OWNER at attach: flush() shakes hands with owners
-	// validate.cpp: the record walk of check_records and finish_close.
-	static constexpr uint32_t kVariablePayload = UINT32_MAX, kUndescribed = UINT32_MAX - 1;
-	uint32_t fixed_payload(const EventInfo &ev) const;
+	// validate.cpp: the record walk of check_records and finish_close
+	// (record_walk.h, shared with the trace file reader).
 	uint64_t walk_records(const uint8_t *pkt, uint64_t end, bool shared, uint64_t ts_max, uint64_t *ts,
 			      const char **why);
-	template <bool kCompact, bool kShared>
-	uint64_t walk(const uint8_t *pkt, uint64_t end, uint64_t ts_max, uint64_t *ts, const char **why);
-	// The records of an event with strings or sequences: its fields as a
-	// few steps (make_plan), walked by walk_plan.
-	enum : uint32_t {
-		kStepFixed = 0,    // skip the step's bytes
-		kStepString = 1,   // up to and past a NUL
-		kStepSequence = 2, // a 4-byte length, then that many elements of the step's bytes
-		kStepWideSeq = 3,  // the same, the elements aligned to their size (WIDE)
-		kStepAlign = 4,    // to a multiple of the step's bytes (WIDE)
-		kStepEnd = 5,
-	};
-	void make_plan(const EventInfo &ev);
-	bool walk_plan(const uint32_t *step, const uint8_t *pkt, uint64_t end, uint64_t *o) const;
 	uint64_t header_only_content() const; // content_size (bits) of a packet without records
 	uint64_t loss_bound(const LaneState &ls, uint64_t ts) const;
 	void map_ahead(uint32_t lane, LaneState &ls, uint64_t upto);
@@ -338,13 +342,7 @@ private:
 	// known_returned_) and not yet desc_errors_.
 	std::vector<EventInfo> known_;
 	std::vector<int32_t> by_id_;
-	// By event id: fixed_payload() of its event, kVariablePayload, or
-	// kUndescribed (the record walk's one look-up per record).
-	std::vector<uint32_t> layout_;
-	// By event id: the first step in plans_ of an event with a string or a
-	// sequence (make_plan), else UINT32_MAX.  A step is a kind (low 3
-	// bits) and a byte count (the rest).
-	std::vector<uint32_t> plan_of_, plans_;
+	RecordWalk walk_{STRATA_REC_WIDE}; // knows known_ (set to the buffer's format at attach)
 	size_t known_returned_ = 0;
 	std::vector<std::string> desc_errors_;
 	ReaderStats stats_;

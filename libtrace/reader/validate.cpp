@@ -15,6 +15,7 @@
  * skip).
  */
 #include "reader.h"
+#include "record_walk.h"
 
 #include <algorithm>
 #include <cstring>
@@ -32,9 +33,9 @@ constexpr uint64_t kHdr = STRATA_PACKET_HEADER_SIZE;
 // bytes later, and fields are aligned (at most 8) from the packet start:
 // the same as from the payload start, so the size holds wherever the
 // record lies.
-uint32_t Reader::fixed_payload(const EventInfo &ev) const
+uint32_t RecordWalk::fixed_payload(const EventInfo &ev) const
 {
-	const bool compact = info_.record_format == STRATA_REC_COMPACT;
+	const bool compact = format_ == STRATA_REC_COMPACT;
 	uint64_t o = 0;
 	for (const FieldInfo &f : ev.fields) {
 		if (f.type == STRATA_FT_STRING || f.type == STRATA_FT_SEQUENCE)
@@ -56,9 +57,9 @@ uint32_t Reader::fixed_payload(const EventInfo &ev) const
 // a string is known only at run time: an align step before each.  Walked
 // through the descriptor's field list instead, such an event was half of
 // the daemon's CPU (docs/ring-buffer.md, "The validation's cost").
-void Reader::make_plan(const EventInfo &ev)
+void RecordWalk::make_plan(const EventInfo &ev)
 {
-	const bool compact = info_.record_format == STRATA_REC_COMPACT;
+	const bool compact = format_ == STRATA_REC_COMPACT;
 	constexpr uint64_t kMaxStep = 1u << 28; // a step's bytes fit its 29 bits
 	std::vector<uint32_t> steps;
 	uint64_t fixed = 0;
@@ -98,7 +99,7 @@ void Reader::make_plan(const EventInfo &ev)
 
 // The fields of one record by its plan from *o, each inside [.., end):
 // false if one runs past it.  Moves *o to the record's end.
-bool Reader::walk_plan(const uint32_t *step, const uint8_t *pkt, uint64_t end, uint64_t *op) const
+bool RecordWalk::walk_plan(const uint32_t *step, const uint8_t *pkt, uint64_t end, uint64_t *op) const
 {
 	uint64_t o = *op; // <= end throughout
 	for (;; step++) {
@@ -148,129 +149,31 @@ bool Reader::walk_plan(const uint32_t *step, const uint8_t *pkt, uint64_t end, u
 	}
 }
 
-// Walks the records of a packet's content [kHdr, end) (a private copy)
-// with the descriptors, as a CTF reader decodes them.
-//   WIDE (kernel): each record 8-byte aligned, a 16-byte header, fields at
-//   natural alignment from the packet start (at most 8).
-//   COMPACT (user): byte-packed; a 4-byte compact or 13-byte extended
-//   header (the compact timestamp rebuilt from the previous one, as a CTF
-//   reader does), the 4-byte thread context in a shared lane, no padding.
-// Returns the end of the last good record: one that lies whole inside the
-// content, has a described id, and a timestamp neither before the previous
-// one (*ts on entry: the packet's timestamp_begin) nor after ts_max.  *ts
-// ends as the last good record's timestamp (records are in timestamp
-// order: the largest); *why says why the walk stopped before `end`.
+void RecordWalk::add(const EventInfo &ev)
+{
+	if (layout_.size() <= ev.id) // ids are <= 0xfffe (the descriptor and metadata rules)
+		layout_.resize(ev.id + 1, kUndescribed);
+	layout_[ev.id] = fixed_payload(ev);
+	if (layout_[ev.id] == kVariablePayload)
+		make_plan(ev);
+}
+
+// The consumer's walk (record_walk.h): an undescribed id makes it read the
+// descriptors appended since (once per packet).
 uint64_t Reader::walk_records(const uint8_t *pkt, uint64_t end, bool shared, uint64_t ts_max, uint64_t *ts,
 			      const char **why)
 {
-	*why = nullptr;
-	if (info_.record_format != STRATA_REC_COMPACT)
-		return walk<false, false>(pkt, end, ts_max, ts, why);
-	return shared ? walk<true, true>(pkt, end, ts_max, ts, why)
-		      : walk<true, false>(pkt, end, ts_max, ts, why);
-}
-
-// walk_records for one format and lane kind: the per-record work is a few
-// loads, compares and one table look-up (layout_) for events of fixed size.
-template <bool kCompact, bool kShared>
-uint64_t Reader::walk(const uint8_t *pkt, uint64_t end, uint64_t ts_max, uint64_t *ts, const char **why)
-{
-	uint64_t o = kHdr, good = kHdr, prev = *ts;
-	bool absorbed = false;
-	// Nothing cached yet: an extended header may claim id UINT32_MAX, and
-	// kUndescribed is the right answer for it.
-	uint32_t last_id = UINT32_MAX, last_size = kUndescribed;
-	const uint32_t *lay = layout_.data();
-	uint64_t n_lay = layout_.size();
-	auto stop = [&](const char *w) {
-		*why = w;
-		*ts = prev;
-		return good;
-	};
-	while (o < end) { // each round advances by >= 4 bytes or returns
-		uint32_t id;
-		uint64_t t;
-		if (kCompact) {
-			if (end - o < STRATA_REC_COMPACT_SIZE)
-				return stop("truncated record header");
-			uint32_t w;
-			memcpy(&w, pkt + o, sizeof w);
-			id = w & 31u;
-			if (__builtin_expect(id == STRATA_REC_EXTENDED_ID, 0)) {
-				if (end - o < STRATA_REC_EXTENDED_SIZE)
-					return stop("truncated record header");
-				if (pkt[o] != STRATA_REC_EXTENDED_ID) // bits 5..7: padding a writer leaves 0
-					return stop("extended record header with bits 5..7 set");
-				memcpy(&id, pkt + o + 1, sizeof id);
-				memcpy(&t, pkt + o + 5, sizeof t);
-				o += STRATA_REC_EXTENDED_SIZE;
-			} else {
-				const uint64_t mask = (1ull << STRATA_REC_COMPACT_TS_BITS) - 1;
-				t = (prev & ~mask) | (w >> 5);
-				if (t < prev)
-					t += mask + 1; // may wrap: then below prev, refused
-				o += STRATA_REC_COMPACT_SIZE;
-			}
-			if (kShared) {
-				if (end - o < STRATA_REC_SHARED_CTX_SIZE)
-					return stop("truncated record header");
-				o += STRATA_REC_SHARED_CTX_SIZE;
-			}
-		} else {
-			o = (o + STRATA_EVENT_ALIGN - 1) & ~(uint64_t)(STRATA_EVENT_ALIGN - 1);
-			if (o > end || end - o < STRATA_EVENT_HEADER_SIZE)
-				return stop("truncated record header");
-			uint16_t id16;
-			memcpy(&id16, pkt + o + STRATA_EVENT_ID_OFF, sizeof id16);
-			memcpy(&t, pkt + o + STRATA_EVENT_TS_OFF, sizeof t);
-			id = id16;
-			o += STRATA_EVENT_HEADER_SIZE;
+	struct Absorb : RecordWalk::NoVisit {
+		Reader *r;
+		bool undescribed()
+		{
+			const size_t before = r->known_.size();
+			r->absorb_descriptors();
+			return r->known_.size() != before;
 		}
-		if (t < prev)
-			return stop("timestamp before the previous record's");
-		if (t > ts_max)
-			return stop("timestamp after the packet's end");
-		// The previous record's id first: a stream is mostly runs of
-		// one event, and a predicted compare lets the next record's
-		// load start before this one's table look-up completes (the
-		// look-up otherwise sits on the chain record -> id -> size ->
-		// next record, about 4 ns a record).
-		uint32_t size = last_size;
-		if (__builtin_expect(id != last_id, 0)) {
-			size = id < n_lay ? lay[id] : kUndescribed;
-			last_id = id;
-			last_size = size;
-		}
-		if (__builtin_expect(size == kUndescribed, 0) && !absorbed) {
-			// Described after the caller's last read_new_events: a
-			// producer publishes a descriptor before any record of it.
-			absorbed = true;
-			absorb_descriptors();
-			lay = layout_.data();
-			n_lay = layout_.size();
-			size = id < n_lay ? lay[id] : kUndescribed;
-			last_size = size;
-		}
-		if (size == kUndescribed)
-			return stop("undescribed event id");
-		if (__builtin_expect(size != kVariablePayload, 1)) {
-			if (end - o < size)
-				return stop("record beyond the packet's content");
-			o += size;
-		} else {
-			// Every event of variable size has a plan (made with its
-			// layout_ entry).  A copy of o: its address taken, o would
-			// live in memory for the whole loop.
-			uint64_t fo = o;
-			if (!walk_plan(plans_.data() + plan_of_[id], pkt, end, &fo))
-				return stop("a field beyond the packet's content (string or sequence)");
-			o = fo;
-		}
-		prev = t;
-		good = o;
-	}
-	*ts = prev;
-	return good;
+	} v;
+	v.r = this;
+	return walk_.walk(pkt, end, shared, ts_max, ts, why, v);
 }
 
 uint64_t Reader::header_only_content() const
@@ -311,6 +214,57 @@ size_t Reader::check_records(uint32_t lane, uint8_t *pkt, size_t len, std::strin
 	ph.events_discarded += ls.cut_events;
 	memcpy(pkt, &ph, sizeof ph);
 	return ph.packet_size / 8;
+}
+
+// One walk of the packet (record_walk.h), its visitor closing a piece
+// before the record that would take it past max_bytes.  A piece starts at
+// its first record's header (WIDE: 8-byte aligned, as kHdr is, so that
+// the records keep their alignment at kHdr in a packet of their own).
+void Reader::cut_packet(uint32_t lane, const uint8_t *pkt, size_t len, size_t max_bytes,
+			std::vector<Piece> *out)
+{
+	strata_packet_header ph;
+	if (len < kHdr || lane >= info_.n_lanes) {
+		out->push_back({kHdr, kHdr, 0, 0, 0});
+		return;
+	}
+	memcpy(&ph, pkt, sizeof ph);
+	struct Cut : RecordWalk::NoVisit {
+		Reader *r;
+		std::vector<Piece> *out;
+		uint64_t max;
+		Piece p; // the piece being filled
+		void record(const WalkedRecord &w)
+		{
+			if (p.records && w.end - p.begin > max) {
+				out->push_back(p);
+				p = {w.start, w.start, p.ts_end, p.ts_end, 0};
+			}
+			if (!p.records)
+				p.begin = w.start;
+			p.records++;
+			p.end = w.end;
+			p.ts_end = w.ts;
+		}
+		bool undescribed()
+		{
+			const size_t before = r->known_.size();
+			r->absorb_descriptors();
+			return r->known_.size() != before;
+		}
+	} v;
+	v.r = this;
+	v.out = out;
+	v.max = max_bytes;
+	v.p = {kHdr, kHdr, ph.timestamp_begin, ph.timestamp_begin, 0};
+	uint64_t ts = ph.timestamp_begin;
+	const char *why = nullptr;
+	walk_.walk(pkt, std::min<uint64_t>(len, ph.content_size / 8), lane >= info_.first_shared,
+		   ph.timestamp_end, &ts, &why, v);
+	// What follows a record that does not decode is not sent
+	// (check_records cut the packet there already).
+	v.p.ts_end = ph.timestamp_end;
+	out->push_back(v.p);
 }
 
 } // namespace strata

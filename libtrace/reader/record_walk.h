@@ -1,0 +1,246 @@
+/*
+ * record_walk.h - the one walk over the records of a Strata packet, shared
+ * by the consumer's buffer reader (reader.h: every record copied out of a
+ * producer is checked before it reaches a trace) and the trace file reader
+ * (trace_reader.h: every record read back from a trace file is checked
+ * before it is decoded).  Both hold the bytes they walk as hostile.
+ *
+ * A RecordWalk knows one stream's record format and event descriptions
+ * (EventInfo, from a buffer's descriptor table or from a trace's CTF
+ * metadata) and walks the records of a packet's content [88, end) exactly
+ * as a CTF 1.8 reader decodes them:
+ *   WIDE (kernel): each record 8-byte aligned, a 16-byte header, fields at
+ *   natural alignment from the packet start (at most 8).
+ *   COMPACT (user): byte-packed; a 4-byte compact or 13-byte extended header
+ *   (the compact timestamp rebuilt from the previous one, as a CTF reader
+ *   does), the 4-byte thread context in a shared lane, no padding.
+ * A record is good when it lies whole inside the content, has a described
+ * id, and a timestamp neither before the previous record's nor after the
+ * packet's end; the walk stops at the first record that is not.  Its work
+ * is bounded by the bytes walked: every step advances at least 4 bytes or
+ * stops.
+ *
+ * Cost: an event whose fields all have a fixed size (most) costs a compare
+ * with the previous record's id and an add per record, a table look-up
+ * where the id changes; an event with strings or sequences is walked by its
+ * plan (COMPACT: consecutive fixed-size fields one skip).
+ *
+ * Not thread-safe: one walk per reader, used by one thread at a time.
+ */
+#ifndef STRATA_LIBTRACE_RECORD_WALK_H
+#define STRATA_LIBTRACE_RECORD_WALK_H
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "event_info.h"
+#include "strata_abi.h"
+
+namespace strata {
+
+// One good record, as the walk hands it to its visitor: offsets from the
+// packet start.
+struct WalkedRecord {
+	uint32_t id = 0;
+	uint64_t ts = 0;      // full clock value
+	uint64_t start = 0;   // the record header
+	uint64_t payload = 0; // the first payload field
+	uint64_t end = 0;     // one past the record
+	int32_t tid = -1;     // shared COMPACT lanes and WIDE: the record's thread context
+	uint16_t cpu = 0;     // WIDE: the record's CPU
+};
+
+class RecordWalk {
+public:
+	static constexpr uint32_t kVariablePayload = UINT32_MAX, kUndescribed = UINT32_MAX - 1;
+	static constexpr uint64_t kHdr = STRATA_PACKET_HEADER_SIZE;
+
+	explicit RecordWalk(uint32_t record_format = STRATA_REC_WIDE) : format_(record_format) {}
+	uint32_t format() const { return format_; }
+	// Learn an event (validated by the caller: desc_rules.h), or replace an
+	// id's description.
+	void add(const EventInfo &ev);
+	bool described(uint32_t id) const { return id < layout_.size() && layout_[id] != kUndescribed; }
+
+	// Visitor: `void record(const WalkedRecord &)` for each good record, and
+	// `bool undescribed()` when an id is not described: true if the caller
+	// learnt new events meanwhile (the walk looks once more).
+	struct NoVisit {
+		void record(const WalkedRecord &) {}
+		bool undescribed() { return false; }
+	};
+
+	// Walks [kHdr, end) of `pkt`.  Returns the end of the last good record;
+	// *ts: the packet's timestamp_begin on entry, the last good record's
+	// timestamp on return; *why: null, or why the walk stopped before end.
+	template <class Visit>
+	uint64_t walk(const uint8_t *pkt, uint64_t end, bool shared, uint64_t ts_max, uint64_t *ts,
+		      const char **why, Visit &v)
+	{
+		*why = nullptr;
+		if (format_ != STRATA_REC_COMPACT)
+			return walk_as<false, false>(pkt, end, ts_max, ts, why, v);
+		return shared ? walk_as<true, true>(pkt, end, ts_max, ts, why, v)
+			      : walk_as<true, false>(pkt, end, ts_max, ts, why, v);
+	}
+
+private:
+	enum : uint32_t {
+		kStepFixed = 0,    // skip the step's bytes
+		kStepString = 1,   // up to and past a NUL
+		kStepSequence = 2, // a 4-byte length, then that many elements of the step's bytes
+		kStepWideSeq = 3,  // the same, the elements aligned to their size (WIDE)
+		kStepAlign = 4,    // to a multiple of the step's bytes (WIDE)
+		kStepEnd = 5,
+	};
+	uint32_t fixed_payload(const EventInfo &ev) const;
+	void make_plan(const EventInfo &ev);
+	bool walk_plan(const uint32_t *step, const uint8_t *pkt, uint64_t end, uint64_t *o) const;
+
+	template <bool kCompact, bool kShared>
+	static const char *read_header(const uint8_t *pkt, uint64_t end, uint64_t prev, uint64_t *o,
+				       WalkedRecord *r);
+	template <bool kCompact, bool kShared, class Visit>
+	uint64_t walk_as(const uint8_t *pkt, uint64_t end, uint64_t ts_max, uint64_t *ts, const char **why,
+			 Visit &v);
+
+	uint32_t format_;
+	// By event id: fixed_payload() of its event, kVariablePayload, or
+	// kUndescribed (the walk's one look-up per record).
+	std::vector<uint32_t> layout_;
+	// By event id: the first step in plans_ of an event with a string or a
+	// sequence (make_plan), else UINT32_MAX.  A step is a kind (low 3
+	// bits) and a byte count (the rest).
+	std::vector<uint32_t> plan_of_, plans_;
+};
+
+// One record's header at *o (and, in a shared lane, its thread context):
+// *r filled and *o moved past them, or why they do not fit.  COMPACT's
+// 27-bit timestamps are rebuilt from the previous record's, as a CTF
+// reader does.
+template <bool kCompact, bool kShared>
+__attribute__((always_inline)) inline const char *
+RecordWalk::read_header(const uint8_t *pkt, uint64_t end, uint64_t prev, uint64_t *op, WalkedRecord *r)
+{
+	uint64_t o = *op;
+	r->start = o;
+	if (kCompact) {
+		if (end - o < STRATA_REC_COMPACT_SIZE)
+			return "truncated record header";
+		uint32_t w;
+		memcpy(&w, pkt + o, sizeof w);
+		r->id = w & 31u;
+		if (__builtin_expect(r->id == STRATA_REC_EXTENDED_ID, 0)) {
+			if (end - o < STRATA_REC_EXTENDED_SIZE)
+				return "truncated record header";
+			if (pkt[o] != STRATA_REC_EXTENDED_ID) // bits 5..7: padding a writer leaves 0
+				return "extended record header with bits 5..7 set";
+			memcpy(&r->id, pkt + o + 1, sizeof r->id);
+			memcpy(&r->ts, pkt + o + 5, sizeof r->ts);
+			o += STRATA_REC_EXTENDED_SIZE;
+		} else {
+			const uint64_t mask = (1ull << STRATA_REC_COMPACT_TS_BITS) - 1;
+			r->ts = (prev & ~mask) | (w >> 5);
+			if (r->ts < prev)
+				r->ts += mask + 1; // may wrap: then below prev, refused
+			o += STRATA_REC_COMPACT_SIZE;
+		}
+		if (kShared) {
+			if (end - o < STRATA_REC_SHARED_CTX_SIZE)
+				return "truncated record header";
+			memcpy(&r->tid, pkt + o, sizeof r->tid);
+			o += STRATA_REC_SHARED_CTX_SIZE;
+		}
+	} else {
+		o = (o + STRATA_EVENT_ALIGN - 1) & ~(uint64_t)(STRATA_EVENT_ALIGN - 1);
+		if (o > end || end - o < STRATA_EVENT_HEADER_SIZE)
+			return "truncated record header";
+		r->start = o;
+		uint16_t id16;
+		memcpy(&id16, pkt + o + STRATA_EVENT_ID_OFF, sizeof id16);
+		memcpy(&r->ts, pkt + o + STRATA_EVENT_TS_OFF, sizeof r->ts);
+		memcpy(&r->tid, pkt + o + STRATA_EVENT_TID_OFF, sizeof r->tid);
+		memcpy(&r->cpu, pkt + o + STRATA_EVENT_CPU_OFF, sizeof r->cpu);
+		r->id = id16;
+		o += STRATA_EVENT_HEADER_SIZE;
+	}
+	*op = o;
+	return nullptr;
+}
+
+// The per-record work is a few loads, compares and one table look-up
+// (layout_) for events of fixed size.
+template <bool kCompact, bool kShared, class Visit>
+uint64_t RecordWalk::walk_as(const uint8_t *pkt, uint64_t end, uint64_t ts_max, uint64_t *ts,
+			     const char **why, Visit &v)
+{
+	uint64_t o = kHdr, good = kHdr, prev = *ts;
+	bool asked = false;
+	// Nothing cached yet: an extended header may claim id UINT32_MAX, and
+	// kUndescribed is the right answer for it.
+	uint32_t last_id = UINT32_MAX, last_size = kUndescribed;
+	const uint32_t *lay = layout_.data();
+	uint64_t n_lay = layout_.size();
+	auto stop = [&](const char *w) {
+		*why = w;
+		*ts = prev;
+		return good;
+	};
+	while (o < end) { // each round advances by >= 4 bytes or returns
+		WalkedRecord r;
+		if (const char *w = read_header<kCompact, kShared>(pkt, end, prev, &o, &r))
+			return stop(w);
+		if (r.ts < prev)
+			return stop("timestamp before the previous record's");
+		if (r.ts > ts_max)
+			return stop("timestamp after the packet's end");
+		// The previous record's id first: a stream is mostly runs of
+		// one event, and a predicted compare lets the next record's
+		// load start before this one's table look-up completes (the
+		// look-up otherwise sits on the chain record -> id -> size ->
+		// next record, about 4 ns a record).
+		uint32_t size = last_size;
+		if (__builtin_expect(r.id != last_id, 0)) {
+			size = r.id < n_lay ? lay[r.id] : kUndescribed;
+			last_id = r.id;
+			last_size = size;
+		}
+		if (__builtin_expect(size == kUndescribed, 0) && !asked) {
+			// Described after the caller's last look: a producer
+			// publishes a descriptor before any record of it.
+			asked = true;
+			if (v.undescribed()) {
+				lay = layout_.data();
+				n_lay = layout_.size();
+				size = r.id < n_lay ? lay[r.id] : kUndescribed;
+				last_size = size;
+			}
+		}
+		if (size == kUndescribed)
+			return stop("undescribed event id");
+		r.payload = o;
+		if (__builtin_expect(size != kVariablePayload, 1)) {
+			if (end - o < size)
+				return stop("record beyond the packet's content");
+			o += size;
+		} else {
+			// Every event of variable size has a plan (made with its
+			// layout_ entry).  A copy of o: its address taken, o would
+			// live in memory for the whole loop.
+			uint64_t fo = o;
+			if (!walk_plan(plans_.data() + plan_of_[r.id], pkt, end, &fo))
+				return stop("a field beyond the packet's content (string or sequence)");
+			o = fo;
+		}
+		r.end = o;
+		prev = r.ts;
+		good = o;
+		v.record(r);
+	}
+	*ts = prev;
+	return good;
+}
+
+} // namespace strata
+#endif

@@ -1,0 +1,660 @@
+// trace_reader.cpp - reading Strata's trace files; contract in trace_reader.h.
+#include "trace_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "strata_abi.h"
+
+namespace strata {
+namespace fs = std::filesystem;
+
+// What the last whole header of a stream tells the next one.
+struct HeaderContext {
+	bool have = false;
+	uint32_t stream_id = 0;
+	uint64_t instance = 0;
+	uint64_t ts_begin = 0;
+};
+
+namespace {
+
+constexpr uint64_t kHdr = STRATA_PACKET_HEADER_SIZE;
+constexpr uint64_t kMaxMetadata = 64u << 20;
+constexpr uint64_t kScanChunk = 1u << 20;
+const uint8_t kMagic[4] = {0xC1, 0x1F, 0xFC, 0xC1}; // STRATA_CTF_MAGIC, little-endian
+
+bool read_at(int fd, void *buf, size_t n, uint64_t off)
+{
+	size_t done = 0;
+	while (done < n) {
+		const ssize_t r = pread(fd, (uint8_t *)buf + done, n - done, (off_t)(off + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		done += (size_t)r;
+	}
+	return true;
+}
+
+bool read_file(const std::string &path, std::string *out, uint64_t max)
+{
+	std::ifstream f(path, std::ios::binary);
+	if (!f)
+		return false;
+	out->clear();
+	char buf[65536];
+	while (f.read(buf, sizeof buf) || f.gcount() > 0) {
+		out->append(buf, (size_t)f.gcount());
+		if (out->size() > max)
+			return false;
+	}
+	return true;
+}
+
+// Why the header at `off` is not a packet of this stream, or null.
+const char *check_header(const strata_packet_header &h, const TraceMeta &m, const HeaderContext &ctx,
+			 uint64_t off, uint64_t file_size)
+{
+	if (h.magic != STRATA_CTF_MAGIC)
+		return "bad magic";
+	if (m.has_uuid && memcmp(h.uuid, m.uuid, 16) != 0)
+		return "uuid of another trace";
+	if (!m.known_stream(h.stream_id))
+		return "unknown stream class";
+	if (ctx.have && (h.stream_id != ctx.stream_id || h.stream_instance_id != ctx.instance))
+		return "another stream's packet";
+	const uint64_t min_content =
+		m.record_format == STRATA_REC_COMPACT
+			? kHdr
+			: offsetof(strata_packet_header, vtid); // WIDE leaves 84..88 unnamed
+	if (h.packet_size % 8 || h.content_size % 8)
+		return "sizes not whole bytes";
+	if (h.content_size > h.packet_size || h.content_size / 8 < min_content || h.packet_size / 8 < kHdr)
+		return "bad content or packet size";
+	if (h.packet_size / 8 > STRATA_MAX_SUBBUF_SIZE)
+		return "packet larger than any sub-buffer";
+	if (h.packet_size / 8 > file_size - off)
+		return "packet runs past the end of the file";
+	if (h.timestamp_begin > h.timestamp_end)
+		return "timestamp_begin after timestamp_end";
+	if (ctx.have && h.timestamp_begin < ctx.ts_begin)
+		return "timestamp_begin before the previous packet's";
+	return nullptr;
+}
+
+} // namespace
+
+uint64_t FieldValue::elem_u(uint32_t k) const
+{
+	const unsigned b = info->elem_bits / 8;
+	uint64_t v = 0;
+	memcpy(&v, elems + (size_t)k * b, b); // little-endian host (strata_abi.h)
+	return v;
+}
+
+int64_t FieldValue::elem_i(uint32_t k) const
+{
+	const unsigned bits = info->elem_bits;
+	const uint64_t v = elem_u(k);
+	if (!info->is_signed || bits == 64)
+		return (int64_t)v;
+	const uint64_t sign = 1ull << (bits - 1);
+	return (int64_t)((v ^ sign) - sign);
+}
+
+void TraceEvent::decode(std::vector<FieldValue> *out) const
+{
+	out->clear();
+	for_each_field([out](const FieldValue &v) { out->push_back(v); });
+}
+
+// A stream being read: its next packet, the current packet's records.
+struct TraceReader::Cursor {
+	StreamInfo *s = nullptr;
+	RecordWalk *walk = nullptr;
+	const std::map<uint32_t, MetaEvent> *classes = nullptr;
+	size_t next = 0; // next index entry to load
+	std::vector<uint8_t> buf;
+	std::vector<WalkedRecord> recs;
+	size_t ri = 0;
+	const PacketEntry *pe = nullptr;
+	const PacketEntry *prev = nullptr; // the last packet loaded (for loss)
+	uint64_t last_ts = 0;
+	bool have_ts = false;
+	TraceEvent ev;
+	// Messages due before the next record, oldest first.
+	std::vector<TraceMsg> pending;
+	size_t pi = 0;
+	std::vector<TraceDamage> own; // damage found while reading (stable storage: deque-like use)
+	int64_t key = 0;              // time of what is next
+	size_t order = 0;             // tie-break: stream order
+	int64_t base_ns = 0;          // freq 1e9: ns = base_ns + ts
+	bool fast_ns = false;
+};
+
+TraceReader::TraceReader() = default;
+TraceReader::~TraceReader() = default;
+
+bool find_trace_dirs(const std::string &root, std::vector<std::string> *out, std::string *why)
+{
+	std::error_code ec;
+	if (!fs::is_directory(root, ec)) {
+		*why = "cannot open '" + root + "': " + (ec ? ec.message() : std::string("not a directory"));
+		return false;
+	}
+	std::vector<std::pair<fs::path, int>> todo{{fs::path(root), 0}};
+	while (!todo.empty()) {
+		const auto [dir, depth] = todo.back();
+		todo.pop_back();
+		if (fs::is_regular_file(dir / "metadata", ec)) {
+			out->push_back(dir.string());
+			continue;
+		}
+		if (depth > 16)
+			continue;
+		fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+		if (ec) {
+			*why = "cannot list '" + dir.string() + "': " + ec.message();
+			return false;
+		}
+		for (; it != fs::directory_iterator(); it.increment(ec)) {
+			if (ec)
+				break;
+			if (it->is_directory(ec) && !it->is_symlink(ec))
+				todo.emplace_back(it->path(), depth + 1);
+		}
+	}
+	std::sort(out->begin(), out->end());
+	if (out->empty()) {
+		*why = "no CTF trace under '" + root + "' (no directory holds a 'metadata' file)";
+		return false;
+	}
+	return true;
+}
+
+bool strata_wrote(const std::vector<std::string> &dirs)
+{
+	// Strata's when no sub-trace is another tracer's: a metadata text that
+	// names another tracer, or LTTng's packetized metadata.  A metadata
+	// too damaged to say (cut before its env block) is read, and named, by
+	// Strata's reader, since babeltrace2 would refuse the whole tree for it.
+	bool any = false;
+	for (const std::string &d : dirs) {
+		std::ifstream f(d + "/metadata", std::ios::binary);
+		std::string head(65536, '\0');
+		f.read(&head[0], (std::streamsize)head.size());
+		head.resize((size_t)f.gcount());
+		if (is_strata_metadata(head)) {
+			any = true;
+			continue;
+		}
+		// 0x75D11D57 in either byte order.
+		if (head.compare(0, 4, "\x57\x1d\xd1\x75") == 0 ||
+		    head.compare(0, 4, "\x75\xd1\x1d\x57") == 0 ||
+		    head.find("tracer_name") != std::string::npos)
+			return false;
+		// Cut before its env: nobody can say whose; Strata's reader
+		// names it unreadable and reads the rest.  With an env that names
+		// no tracer: not Strata's.
+		if (head.find("\nenv {") != std::string::npos)
+			return false;
+	}
+	return any || !dirs.empty();
+}
+
+bool TraceReader::open(const std::string &root, std::string *why)
+{
+	std::vector<std::string> dirs;
+	if (!find_trace_dirs(root, &dirs, why))
+		return false;
+	return open_dirs(dirs, why);
+}
+
+bool TraceReader::open_dirs(const std::vector<std::string> &dirs, std::string *why)
+{
+	for (const std::string &d : dirs)
+		add_trace(d);
+	if (traces_.empty()) {
+		*why = "no trace";
+		return false;
+	}
+	return true;
+}
+
+void TraceReader::damage(const StreamInfo &s, uint64_t offset, uint64_t bytes, std::string why)
+{
+	damages_.push_back(TraceDamage{s.path, offset, bytes, std::move(why)});
+	stats_.damaged++;
+	stats_.damaged_bytes += bytes;
+}
+
+bool TraceReader::add_trace(const std::string &dir)
+{
+	auto t = std::make_unique<SubTrace>();
+	t->dir = dir;
+	std::string text;
+	if (!read_file(dir + "/metadata", &text, kMaxMetadata)) {
+		t->why = "cannot read its metadata (missing, unreadable or over 64 MiB)";
+	} else if (!parse_trace_meta(text, &t->meta, &t->why)) {
+		t->why = "metadata: " + t->why;
+	} else {
+		t->readable = true;
+	}
+	if (!t->readable) {
+		stats_.unreadable_traces++;
+		traces_.push_back(std::move(t));
+		walks_.push_back(nullptr);
+		return false;
+	}
+	const TraceMeta &m = t->meta;
+	t->procname = m.env_string("procname");
+	m.env_int("vpid", &t->vpid);
+	t->hostname = m.env_string("hostname");
+	t->kernel = m.is_kernel();
+	auto walk = std::make_unique<RecordWalk>(m.record_format);
+	auto cls = m.events.find(m.stream_id);
+	if (cls != m.events.end())
+		for (const auto &kv : cls->second)
+			walk->add(kv.second.info);
+	SubTrace *tp = t.get();
+	traces_.push_back(std::move(t));
+	walks_.push_back(std::move(walk));
+	// Its stream files: every regular file but the metadata and dot-files.
+	std::vector<std::string> files;
+	std::error_code ec;
+	for (fs::directory_iterator it(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+		const std::string name = it->path().filename().string();
+		if (name == "metadata" || name.empty() || name[0] == '.' || !it->is_regular_file(ec))
+			continue;
+		files.push_back(it->path().string());
+	}
+	std::sort(files.begin(), files.end());
+	for (const std::string &f : files) {
+		auto s = std::make_unique<StreamInfo>();
+		s->trace = tp;
+		s->path = f;
+		index_stream(s.get());
+		streams_.push_back(std::move(s));
+	}
+	if (!tp->meta.damage.empty())
+		damages_.push_back(TraceDamage{dir + "/metadata", 0, 0, tp->meta.damage});
+	return true;
+}
+
+namespace {
+
+// A stream file's headers, read one at a time (pread: a file cut meanwhile
+// cannot fault).
+struct HeaderScan {
+	int fd;
+	uint64_t size;
+	const TraceMeta &m;
+	HeaderContext ctx;
+	std::vector<uint8_t> chunk;
+
+	// Why the header at `o` is not the stream's next packet, or null.
+	const char *check_at(uint64_t o, strata_packet_header *h)
+	{
+		if (size - o < kHdr || !read_at(fd, h, sizeof *h, o))
+			return "truncated packet header";
+		return check_header(*h, m, ctx, o, size);
+	}
+	// The first offset after `from` holding a valid header, or UINT64_MAX:
+	// each byte scanned once, a header checked where the magic is.
+	uint64_t next_valid(uint64_t from)
+	{
+		for (uint64_t pos = from + 1; pos + kHdr <= size;) {
+			const uint64_t n = std::min<uint64_t>(kScanChunk + 3, size - pos);
+			chunk.resize(n);
+			if (n < 4 || !read_at(fd, chunk.data(), n, pos))
+				return UINT64_MAX;
+			for (uint64_t i = 0; i + 4 <= n; i++) {
+				const auto *p =
+					(const uint8_t *)memchr(chunk.data() + i, kMagic[0], n - i - 3);
+				if (!p)
+					break;
+				i = (uint64_t)(p - chunk.data());
+				strata_packet_header h;
+				if (memcmp(p, kMagic, 4) == 0 && !check_at(pos + i, &h))
+					return pos + i;
+			}
+			pos += n - 3;
+		}
+		return UINT64_MAX;
+	}
+};
+
+} // namespace
+
+// The packet index of one stream file: its headers, each checked; after a
+// bad one, the next valid header is searched for byte by byte.
+void TraceReader::index_stream(StreamInfo *s)
+{
+	const TraceMeta &m = s->trace->meta;
+	const int fd = ::open(s->path.c_str(), O_RDONLY | O_CLOEXEC);
+	struct stat st {};
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		damage(*s, 0, 0, std::string("cannot open: ") + strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	HeaderScan scan{fd, (uint64_t)st.st_size, m, {}, {}};
+	for (uint64_t off = 0; off < scan.size;) {
+		strata_packet_header h;
+		const char *why = scan.check_at(off, &h);
+		if (!why) {
+			accept_packet(s, off, h, &scan.ctx);
+			off += h.packet_size / 8;
+			continue;
+		}
+		const uint64_t found = scan.next_valid(off);
+		const uint64_t end = found == UINT64_MAX ? scan.size : found;
+		damage(*s, off, end - off, why);
+		off = end;
+	}
+	close(fd);
+}
+
+// A valid header at `off`: the stream's next index entry.
+void TraceReader::accept_packet(StreamInfo *s, uint64_t off, const strata_packet_header &h,
+				HeaderContext *ctx)
+{
+	const TraceMeta &m = s->trace->meta;
+	if (!ctx->have) {
+		ctx->have = true;
+		ctx->stream_id = h.stream_id;
+		ctx->instance = h.stream_instance_id;
+		s->stream_class = h.stream_id;
+		s->instance = h.stream_instance_id;
+		s->shared = m.shared_stream(h.stream_id);
+	}
+	ctx->ts_begin = h.timestamp_begin;
+	PacketEntry e;
+	e.offset = off;
+	e.size = h.packet_size / 8;
+	e.content = h.content_size / 8;
+	e.ts_begin = h.timestamp_begin;
+	e.ts_end = h.timestamp_end;
+	e.seq = h.packet_seq_num;
+	e.discarded = h.events_discarded;
+	e.lane = h.lane_id;
+	e.vtid = m.record_format == STRATA_REC_COMPACT ? h.vtid : -1;
+	s->packets.push_back(e);
+}
+
+void TraceReader::set_window(int64_t begin_ns, int64_t end_ns)
+{
+	win_begin_ = begin_ns;
+	win_end_ = end_ns;
+}
+
+void TraceReader::set_stream_filter(std::function<bool(const StreamInfo &)> keep)
+{
+	keep_ = std::move(keep);
+}
+
+// The loss packet `e` reveals against the cursor's previous packet: a gap
+// in the sequence numbers (packets), a rise of the cumulative count (events),
+// as babeltrace2 reports them.
+void TraceReader::queue_loss(Cursor &c, const PacketEntry &e)
+{
+	const TraceMeta &m = c.s->trace->meta;
+	const int64_t at = m.ns_from_origin(c.prev ? c.prev->ts_end : e.ts_begin);
+	TraceMsg msg;
+	msg.stream = c.s;
+	msg.begin_ns = at;
+	if (c.prev && e.seq > c.prev->seq + 1) {
+		msg.kind = TraceMsgKind::DiscardedPackets;
+		msg.count = e.seq - c.prev->seq - 1;
+		msg.end_ns = m.ns_from_origin(e.ts_begin);
+		stats_.discarded_packets += msg.count;
+		c.pending.push_back(msg);
+	}
+	const uint64_t prev_disc = c.prev ? c.prev->discarded : 0;
+	if (e.discarded > prev_disc) {
+		msg.kind = TraceMsgKind::DiscardedEvents;
+		msg.count = e.discarded - prev_disc;
+		msg.end_ns = m.ns_from_origin(e.ts_end);
+		stats_.discarded_events += msg.count;
+		c.pending.push_back(msg);
+	}
+}
+
+// Loads the cursor's next packet in the window and walks its records;
+// queues the loss the packet reveals.  False at the stream's end.
+bool TraceReader::load_packet(Cursor &c)
+{
+	const TraceMeta &m = c.s->trace->meta;
+	while (c.next < c.s->packets.size()) {
+		const PacketEntry &e = c.s->packets[c.next++];
+		if (m.ns_from_origin(e.ts_end) < win_begin_ || m.ns_from_origin(e.ts_begin) > win_end_) {
+			c.prev = &e;
+			continue;
+		}
+		const int fd = ::open(c.s->path.c_str(), O_RDONLY | O_CLOEXEC);
+		c.buf.resize(e.content);
+		const bool ok = fd >= 0 && read_at(fd, c.buf.data(), e.content, e.offset);
+		if (fd >= 0)
+			close(fd);
+		if (!ok) {
+			damage(*c.s, e.offset, e.size, "cannot read the packet (file changed?)");
+			continue;
+		}
+		queue_loss(c, e);
+		c.prev = &e;
+		c.pe = &e;
+		stats_.packets++;
+		// The records, by the consumer's walk.
+		struct Collect : RecordWalk::NoVisit {
+			std::vector<WalkedRecord> *out;
+			void record(const WalkedRecord &r) { out->push_back(r); }
+		} v;
+		c.recs.clear();
+		c.ri = 0;
+		v.out = &c.recs;
+		uint64_t ts = e.ts_begin;
+		const char *why = nullptr;
+		const uint64_t good =
+			c.walk->walk(c.buf.data(), e.content, c.s->shared, e.ts_end, &ts, &why, v);
+		// Across packets, a stream's records never go back in time.
+		size_t first = 0;
+		while (c.have_ts && first < c.recs.size() && c.recs[first].ts < c.last_ts)
+			first++;
+		if (first) {
+			why = "records before the previous packet's last";
+			c.recs.erase(c.recs.begin(), c.recs.begin() + (ptrdiff_t)first);
+		}
+		if (why) {
+			damage(*c.s, e.offset + (first ? 0 : good), 0,
+			       std::string(why) +
+				       (first ? "" : " (packet cut there; the rest of it skipped)"));
+			TraceMsg msg;
+			msg.kind = TraceMsgKind::Damage;
+			msg.stream = c.s;
+			msg.begin_ns = msg.end_ns =
+				m.ns_from_origin(c.recs.empty() ? e.ts_begin : c.recs.back().ts);
+			msg.damage = nullptr; // resolved in read(): damages_ may grow meanwhile
+			msg.count = damages_.size() - 1;
+			c.pending.push_back(msg);
+		}
+		return true;
+	}
+	return false;
+}
+
+// Moves the cursor to what comes next; false at the stream's end.
+bool TraceReader::next_record(Cursor &c)
+{
+	for (;;) {
+		if (c.pi < c.pending.size()) {
+			c.key = c.pending[c.pi].begin_ns;
+			return true;
+		}
+		c.pending.clear();
+		c.pi = 0;
+		if (c.ri < c.recs.size()) {
+			const WalkedRecord &r = c.recs[c.ri];
+			TraceEvent &ev = c.ev;
+			ev.ts = r.ts;
+			ev.ns = c.fast_ns ? c.base_ns + (int64_t)r.ts : c.s->trace->meta.ns_from_origin(r.ts);
+			auto it = c.classes->find(r.id);
+			ev.cls = it == c.classes->end() ? nullptr : &it->second;
+			ev.tid = c.s->trace->meta.record_format == STRATA_REC_COMPACT && !c.s->shared
+					 ? c.pe->vtid
+					 : r.tid;
+			ev.cpu = c.s->trace->meta.record_format == STRATA_REC_COMPACT ? -1 : r.cpu;
+			ev.pkt = c.buf.data();
+			ev.payload = r.payload;
+			ev.end = r.end;
+			ev.packet = c.pe;
+			c.last_ts = r.ts;
+			c.have_ts = true;
+			c.key = ev.ns;
+			return true;
+		}
+		if (!load_packet(c))
+			return false;
+	}
+}
+
+// A cursor on stream `s` (the i-th), before its first packet.
+std::unique_ptr<TraceReader::Cursor> TraceReader::make_cursor(StreamInfo *s, size_t i)
+{
+	auto c = std::make_unique<Cursor>();
+	c->s = s;
+	const size_t ti = (size_t)(std::find_if(traces_.begin(), traces_.end(),
+						[&](const auto &t) { return t.get() == s->trace; }) -
+				   traces_.begin());
+	c->walk = walks_[ti].get();
+	static const std::map<uint32_t, MetaEvent> kNone;
+	const auto &ev = s->trace->meta.events;
+	auto it = ev.find(s->trace->meta.stream_id);
+	c->classes = it == ev.end() ? &kNone : &it->second;
+	c->order = i;
+	c->ev.stream = s;
+	// ns = offset_s * 1e9 + offset + value where the clock counts ns.
+	const MetaClock &clk = s->trace->meta.clock;
+	c->fast_ns = clk.freq == 1000000000u && clk.offset >= 0 && clk.offset_s >= 0 &&
+		     clk.offset_s < INT64_MAX / 4000000000;
+	c->base_ns = c->fast_ns ? clk.offset_s * 1000000000 + clk.offset : 0;
+	return c;
+}
+
+bool TraceReader::read(const std::function<bool(const TraceMsg &)> &on)
+{
+	// Index damage first: named in the order found, at the start (their
+	// time is not known: the bytes that would say it are the damaged ones).
+	for (const TraceDamage &d : damages_) {
+		TraceMsg msg;
+		msg.kind = TraceMsgKind::Damage;
+		msg.damage = &d;
+		if (!on(msg))
+			return true;
+	}
+	std::vector<std::unique_ptr<Cursor>> cursors;
+	for (size_t i = 0; i < streams_.size(); i++) {
+		StreamInfo *s = streams_[i].get();
+		if (s->packets.empty() || (keep_ && !keep_(*s)))
+			continue;
+		auto c = make_cursor(s, i);
+		if (next_record(*c))
+			cursors.push_back(std::move(c));
+	}
+	// A binary min-heap of the cursors by (key, order).
+	auto less = [](const Cursor *a, const Cursor *b) {
+		return a->key < b->key || (a->key == b->key && a->order < b->order);
+	};
+	std::vector<Cursor *> heap;
+	for (auto &c : cursors)
+		heap.push_back(c.get());
+	auto sift_down = [&](size_t i) {
+		const size_t n = heap.size();
+		for (;;) {
+			size_t l = 2 * i + 1, best = i;
+			if (l < n && less(heap[l], heap[best]))
+				best = l;
+			if (l + 1 < n && less(heap[l + 1], heap[best]))
+				best = l + 1;
+			if (best == i)
+				return;
+			std::swap(heap[i], heap[best]);
+			i = best;
+		}
+	};
+	for (size_t i = heap.size(); i-- > 0;)
+		sift_down(i);
+	TraceMsg msg;
+	while (!heap.empty()) {
+		Cursor &c = *heap[0];
+		if (c.pi < c.pending.size()) {
+			TraceMsg &p = c.pending[c.pi++];
+			if (p.kind == TraceMsgKind::Damage)
+				p.damage = &damages_[p.count];
+			if (!on(p))
+				return true;
+		} else {
+			msg.kind = TraceMsgKind::Event;
+			msg.stream = c.s;
+			msg.event = &c.ev;
+			if (c.ev.cls) {
+				stats_.events++;
+				if (!on(msg))
+					return true;
+			}
+			c.ri++;
+		}
+		if (!next_record(c)) {
+			heap[0] = heap.back();
+			heap.pop_back();
+		}
+		if (!heap.empty())
+			sift_down(0);
+	}
+	return true;
+}
+
+void TraceReader::check_packets(const std::function<void(const StreamInfo &, const PacketEntry &, uint64_t,
+							 const char *, const std::vector<uint8_t> &)> &on)
+{
+	std::vector<uint8_t> buf;
+	for (size_t i = 0; i < streams_.size(); i++) {
+		const StreamInfo &s = *streams_[i];
+		const size_t ti = (size_t)(std::find_if(traces_.begin(), traces_.end(),
+							[&](const auto &t) { return t.get() == s.trace; }) -
+					   traces_.begin());
+		RecordWalk *walk = walks_[ti].get();
+		const int fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC);
+		uint64_t last_ts = 0;
+		for (const PacketEntry &e : s.packets) {
+			buf.resize(e.size);
+			if (fd < 0 || !read_at(fd, buf.data(), e.size, e.offset)) {
+				on(s, e, 88, "cannot read the packet", buf);
+				continue;
+			}
+			RecordWalk::NoVisit v;
+			uint64_t ts = std::max(e.ts_begin, last_ts);
+			const char *why = nullptr;
+			const uint64_t good =
+				walk->walk(buf.data(), e.content, s.shared, e.ts_end, &ts, &why, v);
+			if (e.ts_begin < last_ts && !why && good > kHdr)
+				why = "records before the previous packet's last";
+			last_ts = std::max(last_ts, ts);
+			on(s, e, good, why, buf);
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+}
+
+} // namespace strata

@@ -1,0 +1,269 @@
+/*
+ * trace_reader.h - Strata's reader of its own trace files: every sub-trace
+ * under a directory (CTF 1.8 as consumerd writes it), its streams merged by
+ * time, read past any damage.
+ *
+ * Glossary (docs/reading.md has the design):
+ *   sub-trace  a directory holding a `metadata` file and stream files (one
+ *              per process and channel, the kernel's); TraceMeta.
+ *   stream     one stream file: the packets of one lane.
+ *   packet     an 88-byte header (strata_abi.h) and records; the unit of
+ *              damage: a packet that fails its checks is skipped whole, a
+ *              packet whose records stop decoding is cut after its last good
+ *              record.
+ *   index      a stream's packets, found by reading their headers only.
+ *   damage     a span of a stream file that is not a valid packet (or the
+ *              records cut off one), named by file, offset and reason.
+ *
+ * The files are hostile (a flipped bit, a torn write, spliced bytes): every
+ * header is checked (magic, uuid, stream class, sizes inside the file,
+ * timestamps in order) before the packet is used, every record by the
+ * consumer's own walk (record_walk.h) before it is decoded, and after a bad
+ * header the reader looks for the next valid packet header byte by byte.
+ * The work is linear in the bytes read; nothing here allocates more than a
+ * packet (64 MiB at most, strata_abi.h) per stream, plus the index.
+ *
+ * Threading: one TraceReader per thread; callbacks run on the calling
+ * thread.  Memory: one packet per stream in flight (read with pread, so a
+ * file truncated meanwhile cannot fault).
+ */
+#ifndef STRATA_LIBTRACE_TRACE_READER_H
+#define STRATA_LIBTRACE_TRACE_READER_H
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "record_walk.h"
+#include "strata_abi.h"
+#include "trace_meta.h"
+
+namespace strata {
+
+// A sub-trace under the reader's root.
+struct SubTrace {
+	std::string dir;
+	TraceMeta meta;
+	bool readable = false; // its metadata parsed (else `why`)
+	std::string why;
+	// From the env: the process (empty and 0 for the kernel's).
+	std::string procname;
+	int64_t vpid = 0;
+	std::string hostname;
+	bool kernel = false;
+};
+
+struct PacketEntry {
+	uint64_t offset = 0;  // in the file
+	uint64_t size = 0;    // bytes (packet_size / 8)
+	uint64_t content = 0; // bytes (content_size / 8)
+	uint64_t ts_begin = 0, ts_end = 0;
+	uint64_t seq = 0, discarded = 0;
+	uint32_t lane = 0;
+	int32_t vtid = -1;
+};
+
+struct TraceDamage {
+	std::string file;
+	uint64_t offset = 0; // where the damage starts
+	uint64_t bytes = 0;  // how many bytes were skipped (0: records cut, see why)
+	std::string why;
+};
+
+struct StreamInfo {
+	const SubTrace *trace = nullptr;
+	std::string path;
+	uint32_t stream_class = 0;
+	uint64_t instance = 0;
+	bool shared = false;              // COMPACT shared lane: the thread in each record
+	std::vector<PacketEntry> packets; // the index (valid headers only)
+};
+
+// A decoded field value; pointers into the packet being read.
+struct FieldValue {
+	const FieldInfo *info = nullptr;
+	uint64_t u = 0;            // INTEGER / ENUM: the raw bits, zero-extended
+	int64_t i = 0;             // INTEGER / ENUM: sign-extended when signed
+	double d = 0;              // FLOAT
+	const char *str = nullptr; // STRING (NUL-terminated in the packet), len without the NUL
+	size_t len = 0;
+	const uint8_t *elems = nullptr; // ARRAY / SEQUENCE: count elements of elem_bits, little-endian
+	uint32_t count = 0;
+	uint64_t elem_u(uint32_t k) const;
+	int64_t elem_i(uint32_t k) const;
+};
+
+struct TraceEvent {
+	const StreamInfo *stream = nullptr;
+	const MetaEvent *cls = nullptr;
+	const PacketEntry *packet = nullptr;
+	uint64_t ts = 0;  // clock value
+	int64_t ns = 0;   // ns from the clock's origin (absolute: the Unix epoch)
+	int32_t tid = -1; // the record's thread (shared lanes, the kernel's), else the packet's
+	int32_t cpu = -1; // WIDE (kernel) records
+	const uint8_t *pkt = nullptr;
+	uint64_t payload = 0, end = 0;
+	const SubTrace &trace() const { return *stream->trace; }
+	// Every field, in order (out is resized); the record was walked, so
+	// every field lies inside the packet.
+	void decode(std::vector<FieldValue> *out) const;
+	// The same, one field at a time: fn(const FieldValue &) for each.
+	template <class Fn> void for_each_field(Fn &&fn) const;
+};
+
+template <class Fn> void TraceEvent::for_each_field(Fn &&fn) const
+{
+	const bool wide = stream->trace->meta.record_format != STRATA_REC_COMPACT;
+	uint64_t o = payload;
+	auto align = [&](uint64_t a) {
+		if (wide && a > 1)
+			o = (o + a - 1) & ~(a - 1);
+	};
+	for (const FieldInfo &f : cls->info.fields) {
+		FieldValue v;
+		v.info = &f;
+		const unsigned b = f.elem_bits / 8 < 8 ? f.elem_bits / 8 : 8;
+		switch (f.type) {
+		case STRATA_FT_INTEGER:
+		case STRATA_FT_ENUM:
+			align(b);
+			memcpy(&v.u, pkt + o, b); // little-endian (strata_abi.h)
+			o += b;
+			v.i = (int64_t)v.u;
+			if (f.is_signed && b < 8) {
+				const uint64_t sign = 1ull << (b * 8 - 1);
+				v.i = (int64_t)((v.u ^ sign) - sign);
+			}
+			break;
+		case STRATA_FT_FLOAT:
+			align(b);
+			if (b == 4) {
+				float x;
+				memcpy(&x, pkt + o, 4);
+				v.d = x;
+			} else {
+				memcpy(&v.d, pkt + o, 8);
+			}
+			o += b;
+			break;
+		case STRATA_FT_STRING:
+			v.str = (const char *)pkt + o;
+			v.len = strnlen(v.str, end - o);
+			o += v.len + 1;
+			break;
+		case STRATA_FT_ARRAY:
+			align(b);
+			v.count = f.length;
+			v.elems = pkt + o;
+			o += (uint64_t)f.length * b;
+			break;
+		case STRATA_FT_SEQUENCE:
+			align(4);
+			memcpy(&v.count, pkt + o, 4);
+			o += 4;
+			align(b);
+			v.elems = pkt + o;
+			o += (uint64_t)v.count * b;
+			break;
+		default:
+			break;
+		}
+		fn(v);
+	}
+}
+
+enum class TraceMsgKind { Event, DiscardedEvents, DiscardedPackets, Damage };
+
+struct TraceMsg {
+	TraceMsgKind kind = TraceMsgKind::Event;
+	const TraceEvent *event = nullptr;   // Event
+	const StreamInfo *stream = nullptr;  // every kind
+	uint64_t count = 0;                  // Discarded*: how many
+	int64_t begin_ns = 0, end_ns = 0;    // Discarded*, Damage: the span (ns from origin)
+	const TraceDamage *damage = nullptr; // Damage
+};
+
+struct TraceReadStats {
+	uint64_t events = 0, packets = 0;
+	uint64_t discarded_events = 0, discarded_packets = 0;
+	uint64_t damaged = 0;       // damages named (skipped spans, cut packets)
+	uint64_t damaged_bytes = 0; // bytes of stream files skipped
+	uint64_t unreadable_traces = 0;
+};
+
+struct HeaderContext; // trace_reader.cpp: what one header tells the next
+
+class TraceReader {
+public:
+	TraceReader();
+	~TraceReader();
+	TraceReader(const TraceReader &) = delete;
+	TraceReader &operator=(const TraceReader &) = delete;
+
+	// Every sub-trace at or under `root` (a directory holding `metadata`
+	// is one; its sub-directories are not searched, as in babeltrace2).
+	// False with *why when root is not a readable directory or holds no
+	// sub-trace.  Sub-traces whose metadata is unreadable are kept with
+	// their reason (readable false) and counted.
+	bool open(const std::string &root, std::string *why);
+	bool open_dirs(const std::vector<std::string> &dirs, std::string *why);
+
+	const std::vector<std::unique_ptr<SubTrace>> &traces() const { return traces_; }
+	const std::vector<std::unique_ptr<StreamInfo>> &streams() const { return streams_; }
+	// Damage found so far (the index's at open; the records' as they are read).
+	const std::vector<TraceDamage> &damages() const { return damages_; }
+	const TraceReadStats &stats() const { return stats_; }
+
+	// Read only packets that may hold events in [begin_ns, end_ns] (the
+	// index's timestamps; events outside are still delivered from packets
+	// that straddle the bounds: the caller filters).  Before read().
+	void set_window(int64_t begin_ns, int64_t end_ns);
+	// Read only the streams for which keep(stream) is true.  Before read().
+	void set_stream_filter(std::function<bool(const StreamInfo &)> keep);
+
+	// Every message in time order (ties: sub-trace, then stream order).
+	// Return false from `on` to stop.  True when the end (or a stop) was
+	// reached.
+	bool read(const std::function<bool(const TraceMsg &)> &on);
+
+	// For `strata check`: every packet of every stream, walked, in file
+	// order: on(stream, entry, good_end, why) with good_end the end of the
+	// last good record (== content when whole) and why null when whole.
+	void
+	check_packets(const std::function<void(const StreamInfo &, const PacketEntry &, uint64_t good_end,
+					       const char *why, const std::vector<uint8_t> &bytes)> &on);
+
+	struct Cursor; // reader.cpp: a stream being read
+
+private:
+	bool add_trace(const std::string &dir);
+	void index_stream(StreamInfo *s);
+	void accept_packet(StreamInfo *s, uint64_t off, const strata_packet_header &h, HeaderContext *ctx);
+	std::unique_ptr<Cursor> make_cursor(StreamInfo *s, size_t i);
+	bool load_packet(Cursor &c);
+	void queue_loss(Cursor &c, const PacketEntry &e);
+	bool next_record(Cursor &c);
+	void damage(const StreamInfo &s, uint64_t offset, uint64_t bytes, std::string why);
+
+	std::vector<std::unique_ptr<SubTrace>> traces_;
+	std::vector<std::unique_ptr<StreamInfo>> streams_;
+	std::vector<std::unique_ptr<RecordWalk>> walks_; // per sub-trace
+	std::vector<TraceDamage> damages_;
+	TraceReadStats stats_;
+	int64_t win_begin_ = INT64_MIN, win_end_ = INT64_MAX;
+	std::function<bool(const StreamInfo &)> keep_;
+};
+
+// Every directory at or under `root` holding a regular file `metadata`,
+// sorted (a trace directory's own sub-directories are not searched).
+bool find_trace_dirs(const std::string &root, std::vector<std::string> *out, std::string *why);
+
+// Whether every sub-trace under `root` is Strata's (its metadata says so):
+// such a tree is read by TraceReader, any other by babeltrace2.
+bool strata_wrote(const std::vector<std::string> &dirs);
+
+} // namespace strata
+#endif
