@@ -42,7 +42,7 @@ TEST(StopCoordinator, ALaterStopOfTheSameSessionJoinsIt)
 	EXPECT_EQ(w.to[2].conn_id, 3u);
 	EXPECT_TRUE(w.to[2].destroy);
 	EXPECT_TRUE(c.empty());
-	EXPECT_FALSE(c.take(g, w)); // once
+	EXPECT_FALSE(c.take(g, w));             // once
 	EXPECT_FALSE(c.join(5, false, &stop2)); // over: a new STOP is a new stop
 }
 
