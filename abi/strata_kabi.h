@@ -81,6 +81,10 @@
  * the same numbers hold for the daemon's sessions (docs/security.md). */
 #define STRATA_KABI_SLOTS_PER_UID 4u
 #define STRATA_KABI_SLOTS_ADMIN 4u
+/* The limits below that equal another header's are checked by static_assert
+ * (consumerd/kernel_source.cpp against proto.h and strata_abi.h, which
+ * libtrace/runtime/slots.cpp checks against runtime.h; kmod/strata_ctl.c
+ * against TASK_COMM_LEN). */
 #define STRATA_KABI_MAX_RULES 32u /* = STRATA_MAX_RULES of libtrace/runtime/runtime.h */
 #define STRATA_KABI_MAX_TARGETS 64u
 #define STRATA_KABI_PATTERN_MAX 128u /* = STRATA_PATTERN_MAX */

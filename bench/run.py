@@ -1032,7 +1032,7 @@ class Bench:
         build = os.path.dirname(os.path.dirname(self.plain))
         cache = os.path.join(build, "CMakeCache.txt")
         if os.path.exists(cache) and re.search(r"^STRATA_SANITIZE:STRING=\S", open(cache).read(), re.M):
-            # bench_smoke in the ASan tree: the sanitized preload library
+            # bench.smoke in the ASan tree: the sanitized preload library
             # does not load into unsanitized programs (python3, sqlite3).
             self.notes.append("a sanitizer build: no preload rows")
             return
@@ -1700,8 +1700,9 @@ def current_clocksource():
         return "?"
 
 
-def clock_source_line():
-    """The machine's clock source and TSC flags: figures hold for this kind."""
+def machine_info():
+    """The machine a run's figures hold for: CPU model and count, kernel,
+    clock source, TSC flags (written into the results file)."""
     src = current_clocksource()
     flags = set()
     try:
@@ -1721,8 +1722,46 @@ def clock_source_line():
             model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
     except OSError:
         pass
+    return {"cpu_model": model or "?", "cpus": os.cpu_count(), "kernel": os.uname().release,
+            "clock_source": src, "tsc_unstable": unstable, "tsc_flags": tsc or "none"}
+
+
+def clock_source_line():
+    """The machine's clock source and TSC flags: figures hold for this kind."""
+    m = machine_info()
     return "machine: %s, %d CPUs; clock source %s%s; TSC flags: %s" % (
-        model or "?", os.cpu_count(), src, " (tsc=unstable)" if unstable else "", tsc or "none")
+        m["cpu_model"], m["cpus"], m["clock_source"], " (tsc=unstable)" if m["tsc_unstable"] else "",
+        m["tsc_flags"])
+
+
+def source_commit():
+    """The short commit of the tree bench/ belongs to ("?" outside git)."""
+    p = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "describe", "--always",
+                        "--dirty"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return p.stdout.strip() if p.returncode == 0 and p.stdout.strip() else "?"
+
+
+def write_results(path, kind, date, rows, lines, b):
+    """The run as data (bench/table.py renders its table): the machine, the
+    clock source, the date and commit, every row's figures as printed, the
+    lines under the table, the notes and failures."""
+    doc = {
+        "schema": 1,
+        "command": "bash bench/run.sh " + " ".join(sys.argv[1:]),
+        "kind": kind,
+        "date": date,
+        "commit": source_commit(),
+        "machine": machine_info(),
+        "strata_clocks": sorted(b.clocks),
+        "rows": [dict(zip(ROW_KEYS, r)) for r in rows],
+        "lines": lines,
+        "notes": list(b.notes),
+        "failures": list(b.failures),
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
 
 
 def fs_type(path):
@@ -1762,12 +1801,60 @@ def paired_ratios(results):
     return out
 
 
+# A row of the table, as printed and as kept in the results file.
+ROW_KEYS = ("workload", "strata", "lttng", "ratio", "target", "met")
+
+
 def print_table(rows, f):
     head = ("workload", "Strata", "LTTng-UST", "ratio", "target", "met?")
     print("| " + " | ".join(head) + " |", file=f)
     print("|" + "|".join("---" for _ in head) + "|", file=f)
     for r in rows:
         print("| " + " | ".join(r) + " |", file=f)
+
+
+def report_lines(b, work):
+    """The lines printed under the table (and kept in the results file)."""
+    out = []
+    if ("costs",) in b.results:
+        out.append("building blocks (CPU ns each): " + ", ".join(
+            "%s %s" % (k[:-3], v) for k, v in b.results[("costs",)].items()))
+    for k, v in sorted(b.results.items()):
+        if k[0] == "enabled_wall":
+            out.append("wall time: enabled %s %s, %d thread(s): %.1f ns/event/thread" % (k[3], k[1], k[2], v))
+    paired = paired_ratios(b.results)
+    if paired:
+        out.append("enabled, paired: each repetition's Strata figure over the LTTng-UST run beside it "
+              "(the machine's slow phases slow both; the table's ratio is of the two medians): " +
+              "; ".join(paired))
+    for k, maps in sorted(b.results.items()):
+        if k[0] == "mem":
+            out.append("memory %s %d thread(s), shared mappings (Rss/Pss KiB): %s" % (k[2], k[1], "; ".join(
+                "%s %d/%d" % (n, v[0], v[1]) for n, v in sorted(maps.items()))))
+    if ("file_rate",) in b.results:
+        out.append("trace directory %s (%s): a fresh file takes buffered 1 MiB writes at %s GB/s "
+              "(before / after the enabled runs); a trace written faster for longer than its "
+              "ring holds loses events" % (
+                  work, fs_type(work), " / ".join("%.2f" % v for v in b.results[("file_rate",)])))
+    two = daemon_arithmetic(b.results)
+    if two:
+        out.append(two)
+    wk = b.results.get(("wake",))
+    if wk:
+        room = ""
+        full, bpe = b.results.get(("tput_full", "strata")), b.results.get(("bytes", "ints", "strata"))
+        if full and bpe:
+            room = ("; at Strata's unthrottled rate (%.1f M ev/s, %.0f bytes each) a 4 x 256 KiB lane "
+                    "has %.1f ms of room beyond the packet being drained" % (
+                        full / 1e6, bpe, 3 * 256 * 1024 / (full * bpe) * 1e3))
+        out.append("wake-up tail (no tracer; a thread sleeping 0.5 ms beside a spinning one, 2 s): late by "
+              "> 1 ms %s/s, > 2 ms %s/s, > 4 ms %s/s, longest %s ms%s" % (
+                  wk.get("late_1ms_per_s"), wk.get("late_2ms_per_s"), wk.get("late_4ms_per_s"),
+                  wk.get("late_max_ms"), room))
+    if b.clocks:
+        out.append("Strata events stamped with: %s (env.clock; STRATA_CLOCK=%s)" % (
+            ", ".join(sorted(b.clocks)), os.environ.get("STRATA_CLOCK", "unset")))
+    return out
 
 
 def main():
@@ -1777,6 +1864,7 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--only", help="comma-separated steps: costs,disabled,startup_nodaemon,enabled,"
                     "aggregate,whole,throughput,latency,startup_daemon,memory,preload,processes,reading,callgrind; and jvm, never run by default")
+    ap.add_argument("--json", help="where to write the results as data (default BUILD/bench/results.json)")
     ap.add_argument("build", help="the CMake build directory")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-bench-")
@@ -1807,52 +1895,22 @@ def main():
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
-    print("Strata vs LTTng-UST (%s run, %.0f s, %s)" % ("smoke" if a.smoke else "full",
-          time.monotonic() - t0, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
+    kind = "smoke" if a.smoke else ("only " + a.only if a.only else "full")
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    rows = table(b)
+    lines = report_lines(b, work)
+    print("Strata vs LTTng-UST (%s run, %.0f s, %s)" % (kind, time.monotonic() - t0, date))
     print(clock_source_line())
-    print_table(table(b), sys.stdout)
-    if ("costs",) in b.results:
-        print("building blocks (CPU ns each): " + ", ".join(
-            "%s %s" % (k[:-3], v) for k, v in b.results[("costs",)].items()))
-    for k, v in sorted(b.results.items()):
-        if k[0] == "enabled_wall":
-            print("wall time: enabled %s %s, %d thread(s): %.1f ns/event/thread" % (k[3], k[1], k[2], v))
-    paired = paired_ratios(b.results)
-    if paired:
-        print("enabled, paired: each repetition's Strata figure over the LTTng-UST run beside it "
-              "(the machine's slow phases slow both; the table's ratio is of the two medians): " +
-              "; ".join(paired))
-    for k, maps in sorted(b.results.items()):
-        if k[0] == "mem":
-            print("memory %s %d thread(s), shared mappings (Rss/Pss KiB): %s" % (k[2], k[1], "; ".join(
-                "%s %d/%d" % (n, v[0], v[1]) for n, v in sorted(maps.items()))))
-    if ("file_rate",) in b.results:
-        print("trace directory %s (%s): a fresh file takes buffered 1 MiB writes at %s GB/s "
-              "(before / after the enabled runs); a trace written faster for longer than its "
-              "ring holds loses events" % (
-                  work, fs_type(work), " / ".join("%.2f" % v for v in b.results[("file_rate",)])))
-    two = daemon_arithmetic(b.results)
-    if two:
-        print(two)
-    wk = b.results.get(("wake",))
-    if wk:
-        room = ""
-        full, bpe = b.results.get(("tput_full", "strata")), b.results.get(("bytes", "ints", "strata"))
-        if full and bpe:
-            room = ("; at Strata's unthrottled rate (%.1f M ev/s, %.0f bytes each) a 4 x 256 KiB lane "
-                    "has %.1f ms of room beyond the packet being drained" % (
-                        full / 1e6, bpe, 3 * 256 * 1024 / (full * bpe) * 1e3))
-        print("wake-up tail (no tracer; a thread sleeping 0.5 ms beside a spinning one, 2 s): late by "
-              "> 1 ms %s/s, > 2 ms %s/s, > 4 ms %s/s, longest %s ms%s" % (
-                  wk.get("late_1ms_per_s"), wk.get("late_2ms_per_s"), wk.get("late_4ms_per_s"),
-                  wk.get("late_max_ms"), room))
-    if b.clocks:
-        print("Strata events stamped with: %s (env.clock; STRATA_CLOCK=%s)" % (
-            ", ".join(sorted(b.clocks)), os.environ.get("STRATA_CLOCK", "unset")))
+    print_table(rows, sys.stdout)
+    for ln in lines:
+        print(ln)
     for n in b.notes:
         print("note: " + n)
     for f in b.failures:
         print("FAILED: " + f)
+    path = a.json or os.path.join(os.path.abspath(a.build), "bench", "results.json")
+    write_results(path, kind, date, rows, lines, b)
+    print("results: " + path)
     return 1 if b.failures else 0
 
 

@@ -1,8 +1,10 @@
 #!/bin/sh
-# bench/run.sh [--smoke] [--keep] [--only STEPS] [BUILD_DIR]
+# bench/run.sh [--smoke] [--keep] [--only STEPS] [--json FILE] [BUILD_DIR]
 # The single command of the benchmark suite: runs what CMake built in
-# BUILD_DIR/bench (default: ../build next to this folder) and prints the
-# table "workload | Strata | LTTng-UST | ratio | target | met?".
+# BUILD_DIR/bench (default: ../build next to this folder), prints the
+# table "workload | Strata | LTTng-UST | ratio | target | met?" and writes the
+# run as data (--json FILE, default BUILD_DIR/bench/results.json: machine,
+# CPU, clock source, date, commit, every row; bench/table.py renders it).
 # Builds nothing.  Needs root for lttng-sessiond.  See docs/benchmarks.md.
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,7 +16,7 @@ for a in "$@"; do
 		continue
 	fi
 	case "$a" in
-	--only) skip=1 ;;
+	--only | --json) skip=1 ;;
 	-*) ;;
 	*) build=$a ;;
 	esac

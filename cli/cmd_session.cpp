@@ -33,6 +33,33 @@ int parse_session_args(const cli::Command &c, bool waits, int argc, char **argv,
 	return cli::kParsed;
 }
 
+// A session started with no enabled event (and no aggregation) records
+// nothing: say so, with the command that adds one.  Quiet when the status
+// cannot be read (the start itself said what went wrong).
+void warn_without_rules(const std::string &session)
+{
+	CtlClient cl;
+	std::string err;
+	proto::Message ans;
+	if (cl.open("", err) != 0 || cl.call(proto::Status{session}, ans, err) != 0 ||
+	    ans.type() != proto::Type::StatusReply)
+		return;
+	for (const proto::SessionStatus &s : std::get<proto::StatusReply>(ans.body).sessions) {
+		if (s.name != session || !s.aggregate.empty())
+			continue;
+		bool enabled = false;
+		for (const proto::Rule &r : s.rules)
+			enabled = enabled || r.enable;
+		if (!enabled)
+			fprintf(stderr,
+				"strata start: session '%s' has no enabled event: it records nothing until "
+				"one is enabled:\n"
+				"  strata enable-event %s 'PROVIDER:EVENT'   (globs: 'PROVIDER:*'; "
+				"strata list shows the tracepoints)\n",
+				session.c_str(), session.c_str());
+	}
+}
+
 template <class Msg> int session_command(int argc, char **argv, const char *what)
 {
 	const char *cmd = argv[0];
@@ -73,6 +100,8 @@ template <class Msg> int session_command(int argc, char **argv, const char *what
 		cli::counts_back_on(session);
 	if (r == cli::kOk && !out.empty())
 		printf("%s\n", cli::loss_summary(cli::trace_loss(out)).c_str());
+	if (r == cli::kOk && std::is_same<Msg, proto::Start>::value)
+		warn_without_rules(session);
 	return r;
 }
 

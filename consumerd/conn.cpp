@@ -143,11 +143,18 @@ void Daemon::accept_conns(int lfd, std::vector<int> *accepted)
 			c->fd = -1;
 			continue;
 		}
-		loop_.add(fd, EPOLLIN | EPOLLRDHUP, [this, fd] {
-			auto it = conns_.find(fd);
-			if (it != conns_.end())
-				on_readable(*it->second);
-		});
+		if (!loop_.add(fd, EPOLLIN | EPOLLRDHUP, [this, fd] {
+			    auto it = conns_.find(fd);
+			    if (it != conns_.end())
+				    on_readable(*it->second);
+		    })) {
+			// Kept unwatched its client would wait for an answer
+			// for good: refused, as when there are too many.
+			logf("cannot watch a new connection: %s: refusing it", strerror(errno));
+			close(fd);
+			c->fd = -1;
+			continue;
+		}
 		conns_[fd] = std::move(c);
 		if (accepted)
 			accepted->push_back(fd);
@@ -318,6 +325,9 @@ namespace {
 // Who may send a message type: a process before or after its REGISTER, or
 // a controller.
 enum class From { Unregistered, Registered, Controller };
+// What a controller's command does to the sessions the state file keeps
+// (restart.cpp): a question that only reads them leaves the file as it is.
+enum class Effect { Reads, Changes };
 } // namespace
 
 // Returns false to close the connection.
@@ -327,25 +337,28 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 	struct Route {
 		Type type;
 		From from;
+		Effect effect; // a process's messages: what their handlers mark (procs.cpp)
 		Command fn;
 	};
+	// WAIT and SNAPSHOT are counted as changes: they settle what processes
+	// sent, and the file is rewritten after them as before.
 	static const Route routes[] = {
-		{Type::Register, From::Unregistered, &Daemon::do_register},
-		{Type::Buffer, From::Registered, &Daemon::do_buffer},
-		{Type::AggRegion, From::Registered, &Daemon::do_agg_region},
-		{Type::AggFetch, From::Controller, &Daemon::do_agg_fetch},
-		{Type::Create, From::Controller, &Daemon::do_create},
-		{Type::EnableEvent, From::Controller, &Daemon::do_enable},
-		{Type::DisableEvent, From::Controller, &Daemon::do_disable},
-		{Type::TargetRule, From::Controller, &Daemon::do_target_rule},
-		{Type::Start, From::Controller, &Daemon::do_start},
-		{Type::Stop, From::Controller, &Daemon::do_stop},
-		{Type::Destroy, From::Controller, &Daemon::do_destroy},
-		{Type::List, From::Controller, &Daemon::do_list},
-		{Type::Wait, From::Controller, &Daemon::do_wait},
-		{Type::Snapshot, From::Controller, &Daemon::do_snapshot},
-		{Type::SnapshotOn, From::Controller, &Daemon::do_snapshot_on},
-		{Type::Status, From::Controller, &Daemon::do_status},
+		{Type::Register, From::Unregistered, Effect::Changes, &Daemon::do_register},
+		{Type::Buffer, From::Registered, Effect::Changes, &Daemon::do_buffer},
+		{Type::AggRegion, From::Registered, Effect::Changes, &Daemon::do_agg_region},
+		{Type::AggFetch, From::Controller, Effect::Reads, &Daemon::do_agg_fetch},
+		{Type::Create, From::Controller, Effect::Changes, &Daemon::do_create},
+		{Type::EnableEvent, From::Controller, Effect::Changes, &Daemon::do_enable},
+		{Type::DisableEvent, From::Controller, Effect::Changes, &Daemon::do_disable},
+		{Type::TargetRule, From::Controller, Effect::Changes, &Daemon::do_target_rule},
+		{Type::Start, From::Controller, Effect::Changes, &Daemon::do_start},
+		{Type::Stop, From::Controller, Effect::Changes, &Daemon::do_stop},
+		{Type::Destroy, From::Controller, Effect::Changes, &Daemon::do_destroy},
+		{Type::List, From::Controller, Effect::Reads, &Daemon::do_list},
+		{Type::Wait, From::Controller, Effect::Changes, &Daemon::do_wait},
+		{Type::Snapshot, From::Controller, Effect::Changes, &Daemon::do_snapshot},
+		{Type::SnapshotOn, From::Controller, Effect::Changes, &Daemon::do_snapshot_on},
+		{Type::Status, From::Controller, Effect::Reads, &Daemon::do_status},
 	};
 	if (!c.hello) {
 		if (m.type() != Type::Hello) {
@@ -356,25 +369,29 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 		return c.hello;
 	}
 	const bool ctl = c.role == proto::Role::Controller;
+	const From from = ctl ? From::Controller : c.registered ? From::Registered : From::Unregistered;
+	const Route *route = nullptr;
+	for (const Route &r : routes)
+		if (r.type == m.type() && r.from == from)
+			route = &r;
 	// restart.cpp: sessions may change, except on a question that only
-	// reads them (STATUS, LIST: const), whose answer then describes what
+	// reads them (the table's Reads), whose answer then describes what
 	// the state file already holds, or what serve_quiet/settle_attaches
 	// below integrate, which marks the state dirty itself (procs.cpp).
 	// Not rewriting the file there keeps `strata status` cheap with
-	// thousands of live buffers (issue 38).
-	state_dirty_ |= ctl && m.type() != Type::Status && m.type() != Type::List;
+	// thousands of live buffers (issue 38).  A command refused below
+	// changes nothing.
+	state_dirty_ |= ctl && route && route->effect == Effect::Changes;
 	if (ctl) {
 		serve_quiet();     // a command sees every process that joined from the table
 		settle_attaches(); // a command sees every buffer already handed over
 		tables_.dirty();   // it may change what a process is granted
 	}
 	sessions_.take_kgen(); // what a change makes is the change's (Answer::kgen)
-	const From from = ctl ? From::Controller : c.registered ? From::Registered : From::Unregistered;
-	for (const Route &r : routes)
-		if (r.type == m.type() && r.from == from) {
-			(this->*r.fn)(c, m);
-			return true;
-		}
+	if (route) {
+		(this->*route->fn)(c, m);
+		return true;
+	}
 	reply(c, m.seq, -EPERM,
 	      "message type " + std::to_string(static_cast<int>(m.type())) +
 		      " not allowed here for this role");

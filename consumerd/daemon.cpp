@@ -43,8 +43,9 @@ uint64_t first_run_id()
 
 Daemon::Daemon(const DaemonOptions &opt)
     : opt_(opt), path_(opt.socket_path.empty() ? proto::server_socket_path() : opt.socket_path),
-      hostname_(hostname()), procs_([this](int fd) { loop_.add(fd, EPOLLIN, [this, fd] { on_exit(fd); }); },
-				    [this](int fd) { loop_.remove(fd); }),
+      hostname_(hostname()),
+      procs_([this](int fd) { return loop_.add(fd, EPOLLIN, [this, fd] { on_exit(fd); }); },
+	     [this](int fd) { loop_.remove(fd); }),
       acks_(procs_), tables_(path_), sessions_(*this, SessionTable::Config{path_, hostname_, first_run_id()})
 {
 }
@@ -124,8 +125,11 @@ bool Daemon::open_sockets()
 	lfd_ = listen_on(path_, 4096);
 	if (lfd_ < 0 || sigfd_ < 0 || !loop_.ok())
 		return false;
-	loop_.add(lfd_, EPOLLIN, [this] { accept_conns(); });
-	loop_.add(sigfd_, EPOLLIN, [this] { on_signal(); });
+	if (!loop_.add(lfd_, EPOLLIN, [this] { accept_conns(); }) ||
+	    !loop_.add(sigfd_, EPOLLIN, [this] { on_signal(); })) {
+		logf("cannot watch the socket and the signals: %s", strerror(errno));
+		return false;
+	}
 	open_quiet();
 	return true;
 }
@@ -135,9 +139,12 @@ void Daemon::open_quiet()
 	qfd_ = listen_on(path_ + proto::kQuietSuffix, 4096);
 	quiet_tfd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (qfd_ >= 0 && quiet_tfd_ >= 0) {
-		loop_.add(qfd_, EPOLLIN | EPOLLONESHOT, [this] { arm_quiet(true); });
-		loop_.add(quiet_tfd_, EPOLLIN, [this] { arm_quiet(false); });
-		return;
+		if (loop_.add(qfd_, EPOLLIN | EPOLLONESHOT, [this] { arm_quiet(true); })) {
+			if (loop_.add(quiet_tfd_, EPOLLIN, [this] { arm_quiet(false); }))
+				return;
+			loop_.remove(qfd_);
+		}
+		logf("cannot watch the quiet socket: %s", strerror(errno));
 	}
 	// Processes use the socket.
 	if (qfd_ >= 0) {
@@ -230,10 +237,20 @@ int Daemon::run()
 	start_clock_page();
 	if (!start_sync_links())
 		return 1;
-	if (attacher_.start()) // else BUFFERs are attached on the main thread
-		loop_.add(attacher_.efd(), EPOLLIN, [this] { collect_attaches(true); });
-	if (acks_.start())
-		loop_.add(acks_.efd(), EPOLLIN, [this] { acks_.on_wait_done(); });
+	// Else BUFFERs are attached on the main thread.
+	if (attacher_.start() && !loop_.add(attacher_.efd(), EPOLLIN, [this] { collect_attaches(true); })) {
+		logf("cannot watch the attacher thread: %s: BUFFERs are attached on the main thread",
+		     strerror(errno));
+		attacher_.stop();
+	}
+	// Else the module's WAITs are not used (processes acknowledge on their
+	// connections only).
+	if (acks_.start() && !loop_.add(acks_.efd(), EPOLLIN, [this] { acks_.on_wait_done(); })) {
+		logf("cannot watch the module's WAIT results: %s: acknowledgements through the module are "
+		     "not awaited",
+		     strerror(errno));
+		acks_.stop();
+	}
 	INFO("listening on %s (protocol %u, buffer ABI %u.%u)", path_.c_str(), proto::kVersion,
 	     STRATA_ABI_MAJOR, STRATA_ABI_MINOR);
 	sessions_.repair_after_crash();

@@ -56,6 +56,7 @@
 #include "proto/proto.h"
 #include "session_table.h"
 #include "state_store.h"
+#include "stop_coordinator.h"
 #include "sync_link.h"
 
 namespace strata {
@@ -149,7 +150,7 @@ private:
 	void answer(Conn &c, uint32_t seq, const Answer &a);
 	void deliver(const std::vector<DueReply> &due); // the tracker's answers due
 
-	// commands.cpp: a controller's commands (and HELLO).
+	// commands.cpp: a controller's commands (do_hello: conn.cpp).
 	using Command = void (Daemon::*)(Conn &, const proto::Message &);
 	void do_hello(Conn &c, uint32_t seq, const proto::Hello &m);
 	void do_create(Conn &c, const proto::Message &m);
@@ -185,22 +186,7 @@ private:
 	void adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid,
 				std::set<std::pair<dev_t, ino_t>> &seen);
 
-	// stopping.cpp: two-phase stops.  A stop under way: the session (0:
-	// the daemon's exit), whether it is destroyed at the end, the
-	// controllers to answer (each a STOP or a DESTROY) and what was signalled.
-	struct StopWait {
-		struct To {
-			uint64_t conn_id = 0;
-			uint32_t seq = 0;
-			bool destroy = false;
-		};
-		uint64_t session_id = 0;
-		bool destroy = false;
-		std::vector<To> to;
-		bool told = false; // the session was active: its processes were signalled
-		PendingReply signalled;
-		uint64_t generation = 0;
-	};
+	// stopping.cpp: two-phase stops (what waits: stop_coordinator.h).
 	void stop_in_two(uint64_t id, bool destroy, Conn *c, uint32_t seq);
 	void tell(const Answer &a, PendingReply &into);
 	void end_stop(const DueReply &d);
@@ -247,9 +233,8 @@ private:
 	// module processes' hand-offs and announcements: logged at exit.
 	uint64_t n_queries_ = 0, n_handoffs_ = 0;
 	bool quit_ = false;
-	bool leaving_ = false;               // quit_ seen: leave() told every session's processes
-	std::map<uint64_t, StopWait> stops_; // by gate id (PendingReply::gate)
-	uint64_t next_gate_ = 1;
+	bool leaving_ = false;         // quit_ seen: leave() told every session's processes
+	StopCoordinator stops_;        // the stops under way (stop_coordinator.h)
 	bool serving_pending_ = false; // serve_pending runs: no nesting
 	// restart.cpp: the state store, whether it may be out of date, and
 	// the start times of the processes it names.

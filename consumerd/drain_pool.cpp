@@ -212,11 +212,14 @@ bool DrainPool::open_waits()
 	if (!waitv_.open(n))
 		return false;
 	waits_ = &waitv_;
-	// Said once, even with -q: beyond the waiters' capacity a buffer's
-	// burst waits for its poll (docs/ring-buffer.md, "Many processes").
-	daemon_impl::logf("drains: futex waits on %u buffers at most (futex_waitv threads; io_uring futex "
-			  "waits need Linux >= 6.7): more are polled at the drains' wait, 50 ms",
-			  waitv_.capacity());
+	// In the daemon's log (not with -q: `strata record`'s terminal has
+	// nothing to do with it); said with -q too when a buffer is first
+	// polled, where it matters (mux_after).
+	if (!daemon_impl::g_quiet)
+		daemon_impl::logf(
+			"drains: futex waits on %u buffers at most (futex_waitv threads; io_uring "
+			"futex waits need Linux >= 6.7): more are polled at the drains' wait, 50 ms",
+			waitv_.capacity());
 	return true;
 }
 
@@ -295,8 +298,20 @@ void DrainPool::mux_after(PoolJob *d, StepResult r, const StepWait &w)
 	// False (FutexWaitv's slots all taken): no wait, the timer below at
 	// the drain's own step, never backed off, polls it; the next turn
 	// asks again.
-	if (!d->wait_out_ && w.word)
+	if (!d->wait_out_ && w.word) {
 		d->wait_out_ = waits_->submit_wait(w.word, w.val, reinterpret_cast<uintptr_t>(d));
+		// Said once, even with -q: from now on a burst of a polled
+		// buffer may wait 50 ms for its drain (docs/ring-buffer.md,
+		// "Linux 6.1"), which a newer kernel avoids.
+		if (!d->wait_out_ && waits_ == &waitv_ && !polled_said_) {
+			polled_said_ = true;
+			daemon_impl::logf(
+				"drains: more live buffers than the %u futex waits of this kernel: the "
+				"others are polled every 50 ms, and a burst that fills one faster loses "
+				"events (counted); Linux >= 6.7 waits on every buffer",
+				waitv_.capacity());
+		}
+	}
 	int ms = w.timeout_ms;
 	if (d->wait_out_) { // woken by its writers: the timer is only a safety net
 		for (unsigned i = 0; i < d->idle_turns_ && ms < kMaxIdleWaitMs; i++)

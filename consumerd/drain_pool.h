@@ -191,6 +191,7 @@ private:
 	FutexRing ring_;                 // Linux >= 6.7
 	FutexWaitv waitv_;               // else (Linux >= 5.16): a few waiter threads
 	FutexWaits *waits_ = nullptr;    // the one opened (set once under mu_, by mux_on)
+	bool polled_said_ = false;       // "more buffers than waits" logged (under mu_)
 	std::condition_variable mux_cv_; // workers wait for ready_ or their next timer
 	std::deque<PoolJob *> ready_;
 	std::set<std::pair<uint64_t, PoolJob *>> timers_; // (deadline ns, job)

@@ -33,6 +33,9 @@ public:
 
 	bool ok() const { return epfd_ >= 0; }
 	// Watch `fd` for `events` (EPOLLIN...): `h` runs when it is ready.
+	// False (errno from epoll_ctl, nothing kept) when it cannot be
+	// watched: every caller handles it (refuses the peer, or says in the
+	// log what it runs without), never keeps a descriptor unwatched.
 	bool add(int fd, uint32_t events, Handler h);
 	// EPOLL_CTL_MOD: a one-shot descriptor armed again.
 	bool rearm(int fd, uint32_t events);

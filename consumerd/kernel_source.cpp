@@ -20,7 +20,18 @@
 #include "strata_kmod.h"
 #include "strata_abi.h"
 
+#include <sys/un.h>
+
 namespace strata {
+
+// The module's limits are the protocol's (and through libtrace/runtime/
+// slots.cpp's checks, the runtime's): a session the daemon accepts fits the
+// module's slot (strata_kabi.h).
+static_assert(STRATA_KABI_MAX_RULES == proto::kMaxRules, "strata_kabi.h and proto.h: rules");
+static_assert(STRATA_KABI_PATTERN_MAX == proto::kMaxPattern + 1, "strata_kabi.h and proto.h: pattern");
+static_assert(STRATA_KABI_FILTER_MAX == proto::kMaxFilter + 1, "strata_kabi.h and proto.h: filter");
+static_assert(STRATA_KABI_NAME_MAX == STRATA_NAME_MAX, "strata_kabi.h and strata_abi.h: names");
+static_assert(STRATA_KABI_SOCK_MAX == sizeof(sockaddr_un::sun_path), "strata_kabi.h: a socket path");
 
 namespace {
 

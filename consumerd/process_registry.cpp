@@ -44,8 +44,11 @@ Proc &ProcessRegistry::get(pid_t pid, uid_t uid, bool *made)
 			else
 				logf("pid %d: pidfd_open: %s (exit detection off)", pid, strerror(errno));
 			pidfd = next_fake_--;
-		} else {
-			watch_(pidfd);
+		} else if (!watch_(pidfd)) {
+			// Watched nowhere: as without a pidfd.
+			logf("pid %d: cannot watch its exit: %s (exit detection off)", pid, strerror(errno));
+			close(pidfd);
+			pidfd = next_fake_--;
 		}
 		p = &procs_[pidfd];
 		p->pidfd = pidfd;

@@ -57,8 +57,11 @@ struct Proc {
 
 class ProcessRegistry {
 public:
-	using Watch = std::function<void(int pidfd)>;
-	ProcessRegistry(Watch watch, Watch unwatch) : watch_(std::move(watch)), unwatch_(std::move(unwatch))
+	// watch: false when the pidfd cannot be watched (the process is then
+	// kept without exit detection, as without a pidfd; said in the log).
+	using Watch = std::function<bool(int pidfd)>;
+	using Unwatch = std::function<void(int pidfd)>;
+	ProcessRegistry(Watch watch, Unwatch unwatch) : watch_(std::move(watch)), unwatch_(std::move(unwatch))
 	{
 	}
 	~ProcessRegistry();
@@ -82,7 +85,8 @@ public:
 	const std::map<int, Proc> &all() const { return procs_; }
 
 private:
-	Watch watch_, unwatch_;
+	Watch watch_;
+	Unwatch unwatch_;
 	std::map<int, Proc> procs_; // by pidfd
 	std::map<pid_t, int> pid_to_pidfd_;
 	int next_fake_ = -2; // stand-in keys for processes without a pidfd

@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -720,6 +721,17 @@ int SessionTable::take_snapshot(Session &s, std::string root, std::string &text)
 	}
 	INFO("session %s: snapshot of %zu buffer(s), %llu packet(s) in %s", s.name.c_str(), n,
 	     static_cast<unsigned long long>(packets), root.c_str());
+	if (errors.empty() && packets == 0) {
+		// Nothing recorded yet: no directory that holds no trace (made
+		// above, new: it did not exist).
+		std::error_code ec;
+		std::filesystem::remove_all(root, ec);
+		text = "session '" + s.name + "' has recorded nothing yet (" +
+		       (n == 0 ? std::string("no process has handed it a buffer")
+			       : std::to_string(n) + " buffer(s), no event in them") +
+		       "): no snapshot written";
+		return -ENODATA;
+	}
 	if (!errors.empty()) {
 		text = "snapshot in " + root + " is incomplete: " + errors;
 		return -EIO;

@@ -15,10 +15,10 @@
  * controllers answered.  A stop that signals nobody (no running process
  * to tell, or none that catches the signal) finishes at once, as before.
  *
- * Contract: main thread only.  stops_ holds the stops under way, by gate
- * id; a command on a session whose stop is under way joins it (its answer
- * comes with the others); a controller that closes meanwhile is answered
- * nowhere, the stop still completes.
+ * Contract: main thread only.  stops_ (stop_coordinator.h) holds the stops
+ * under way, by gate id; a command on a session whose stop is under way
+ * joins it (its answer comes with the others); a controller that closes
+ * meanwhile is answered nowhere, the stop still completes.
  */
 #include "daemon_impl.h"
 
@@ -32,13 +32,8 @@ namespace daemon_impl {
 void Daemon::stop_in_two(uint64_t id, bool destroy, Conn *c, uint32_t seq)
 {
 	const StopWait::To to{c ? c->id : 0, seq, destroy};
-	for (auto &kv : stops_)
-		if (kv.second.session_id == id) { // its stop is under way: this ends with it
-			kv.second.destroy |= destroy;
-			if (c)
-				kv.second.to.push_back(to);
-			return;
-		}
+	if (stops_.join(id, destroy, c ? &to : nullptr)) // under way: this ends with it
+		return;
 	StopWait w;
 	w.session_id = id;
 	w.destroy = destroy;
@@ -55,9 +50,8 @@ void Daemon::stop_in_two(uint64_t id, bool destroy, Conn *c, uint32_t seq)
 		answer_stop(w, DueReply());
 		return;
 	}
-	const uint64_t g = next_gate_++;
 	PendingReply p = w.signalled;
-	stops_.emplace(g, std::move(w));
+	const uint64_t g = stops_.wait(std::move(w));
 	acks_.gate(g, std::move(p), kStopWaitMs);
 }
 
@@ -89,11 +83,9 @@ void Daemon::tell(const Answer &a, PendingReply &into)
 // or kStopWaitMs passed.
 void Daemon::end_stop(const DueReply &d)
 {
-	auto it = stops_.find(d.gate);
-	if (it == stops_.end())
+	StopWait w;
+	if (!stops_.take(d.gate, w))
 		return;
-	const StopWait w = std::move(it->second);
-	stops_.erase(it);
 	state_dirty_ = true; // restart.cpp: the session stopped (or went) since
 	if (d.status)
 		logf("stopping %s: %s; what they still held may miss the trace",
@@ -175,9 +167,7 @@ void Daemon::leave()
 		return;
 	INFO("exiting: waiting up to %lld ms for %zu process(es) to leave their sessions",
 	     static_cast<long long>(kStopWaitMs), all.waiting.size());
-	const uint64_t g = next_gate_++;
-	stops_.emplace(g, StopWait());
-	acks_.gate(g, std::move(all), kStopWaitMs);
+	acks_.gate(stops_.wait(StopWait()), std::move(all), kStopWaitMs);
 }
 
 } // namespace daemon_impl

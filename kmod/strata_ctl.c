@@ -105,6 +105,8 @@ struct strata_ident {
 	kuid_t euid;
 	char comm[STRATA_KABI_COMM_MAX];
 };
+/* A comm target is compared with the task's whole comm. */
+static_assert(STRATA_KABI_COMM_MAX == TASK_COMM_LEN, "strata_kabi.h: STRATA_KABI_COMM_MAX = TASK_COMM_LEN");
 
 static DEFINE_MUTEX(strata_ctl_lock);
 static LIST_HEAD(strata_procs);           /* guarded by strata_ctl_lock */

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 source scripts/deps.sh
 strata_install_deps
 jobs=$(nproc)
-status=0 passed=0 failed=0
+status=0 passed=0 failed=0 skipped=0
 run_suite() { # name, cmake args, ctest args
   local name=$1 cmake_args=$2 ctest_args=$3 dir="build-test-$1"
   echo "==== $name: configure + build"
@@ -20,18 +20,23 @@ run_suite() { # name, cmake args, ctest args
     return
   fi
   echo "==== $name: ctest"
-  (cd "$dir" && ctest --output-on-failure -j"$jobs" $ctest_args) 2>&1 | tee "$dir.ctest.log" || true
-  local line p t
-  line=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$dir.ctest.log" | tail -n 1 || true)
-  if [ -z "$line" ]; then
+  local junit="$PWD/$dir.junit.xml"
+  rm -f "$junit"
+  (cd "$dir" && ctest --output-on-failure --output-junit "$junit" -j"$jobs" $ctest_args) 2>&1 |
+    tee "$dir.ctest.log" || true
+  # Passed, failed and skipped from ctest's own record (ctest's summary line
+  # counts a skipped test as passed); each skip with the reason it printed.
+  local sum p f s
+  if ! sum=$(python3 scripts/ctest-summary.py "$junit"); then
     echo "==== $name: ctest did not finish"
     status=1 failed=$((failed + 1))
     return
   fi
-  t=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
-  p=$(sed -E 's/.*tests passed, ([0-9]+) tests? failed.*/\1/' <<<"$line")
-  passed=$((passed + t - p)) failed=$((failed + p))
-  [ "$p" = 0 ] || status=1
+  sed '$d' <<<"$sum"
+  read -r p f s <<<"$(tail -n 1 <<<"$sum")"
+  echo "==== $name: $p passed, $f failed, $s skipped"
+  passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+  [ "$f" = 0 ] || status=1
 }
 run_suite normal "-DCMAKE_BUILD_TYPE=RelWithDebInfo" ""
 # Sanitizer builds: the kernel VM, packaging and benchmark smoke tests add
@@ -41,5 +46,5 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 run_suite asan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=address" "-LE no-sanitizer"
 run_suite tsan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=thread" "-LE no-sanitizer"
 echo "==== test suite (normal, asan+ubsan, tsan):"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 exit $status

@@ -78,6 +78,8 @@ constexpr size_t kMaxRelay = 300;     // "HOST[:CTRL[:DATA]]"
 constexpr size_t kMaxAggregate = 255; // "PROVIDER:EVENT[:FIELD] [by KEY] [limit N]"
 constexpr uint32_t kMaxSlots = 16;    // STRATA_MAX_SLOTS
 constexpr uint32_t kMaxRules = 32;    // STRATA_MAX_RULES
+// (Each "= another header's" limit above is checked by static_assert in
+// libtrace/runtime/slots.cpp and consumerd/kernel_source.cpp.)
 constexpr uint32_t kMaxEvents = 65536;
 
 enum class Type : uint16_t {

@@ -55,6 +55,8 @@ struct strata_rule {
 	char filter[STRATA_FILTER_MAX];   /* field filter expression, "" for none */
 };
 #define STRATA_MAX_RULES 32
+/* These limits equal the protocol's and the module's: static_assert in
+ * libtrace/runtime/slots.cpp and consumerd/kernel_source.cpp. */
 
 /*
  * [AS-safe] Create the shared-memory buffer of a session slot (memfd,

@@ -347,7 +347,8 @@ void close_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uint64_t st
 void close_foreign_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uint32_t tid)
 {
 	const uint64_t S = ch->subbuf_size;
-	// Acquire: as strata_reserve's loads of head (timestamps follow positions).
+	// Acquire: as the loads of head in reserve_fast, reserve_general and
+	// switch_packet (timestamps follow positions).
 	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
 	while (head & (S - 1)) {
 		const uint64_t off = head & (S - 1);
@@ -358,7 +359,7 @@ void close_foreign_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uin
 			return;
 		const uint64_t now = clock_now();
 		const uint64_t end = head - off + S;
-		// Acq_rel: as the close in strata_reserve.
+		// Acq_rel: as the close in switch_packet (head_cas).
 		if (__atomic_compare_exchange_n(&lc->head, &head, end, false, __ATOMIC_ACQ_REL,
 						__ATOMIC_ACQUIRE)) {
 			close_packet(ch, lc, lane_data, head - off, off, now, true); // we own the lane
@@ -664,7 +665,7 @@ __attribute__((noinline, cold)) bool block_wait(Channel *ch, unsigned slot, stra
 		// path (g_slots); the Channel stays mapped, its slot closed.
 		if (g_slots[slot].load(std::memory_order_acquire) != ch)
 			return false;
-		// Acquire: as strata_reserve's loads of head.
+		// Acquire: as the loads of head in reserve_fast and reserve_general.
 		if (__atomic_load_n(&lc->head, __ATOMIC_ACQUIRE) != head || subbuf_free(ch, lc, head))
 			return true;
 		timespec t;
@@ -739,7 +740,8 @@ __attribute__((noinline)) Reserved reserve_slow(Channel *ch, uint32_t lane, Thre
 					unlocked = open_busy_window(lc);
 				if (!retry)
 					return {head, now, 0};
-				// Acquire: as strata_reserve's; the clock read after.
+				// Acquire: as reserve_general's load of head; the clock
+				// read after.
 				head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
 				now = clock_now();
 				continue;

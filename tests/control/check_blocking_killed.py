@@ -12,16 +12,14 @@ discarded at once (without the mark, the remaining ~10^6 events would each
 wait 300 ms).  Exact discard counts are unit.rb_blocking_test's: the
 buffer is gone with the daemon, nothing reads it here.
 """
-import argparse
 import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, control_setup, start_daemon, wait_for  # noqa: E402
 
 
 def trace_bytes(out):
@@ -32,17 +30,8 @@ def trace_bytes(out):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--strata", required=True)
-    ap.add_argument("--consumerd", required=True)
-    ap.add_argument("--demo", required=True)
-    a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-blockkill-")
-    env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
+    a, work, env, strata = control_setup("strata-blockkill-", "demo")
     out = os.path.join(work, "trace")
-
-    def strata(*args):
-        subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
 
     d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
     strata("create", "s", "-o", out, "--blocking=300", "--subbuf-size", "4096", "--subbuf-count", "2",

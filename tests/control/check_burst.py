@@ -12,19 +12,17 @@ Oracle: every process serves its batch and exits 0, none says it could not
 hand its buffer over; per process, the recorded events with distinct
 (thread, seq) plus the discarded ones == THREADS x EVENTS, for every one of
 the N processes; babeltrace2 reads the trace.  The daemon's thread count at
-the burst's peak is printed (docs/benchmarks.md, "Many processes").
+the burst's peak is printed (docs/benchmarks.md, "Current figures": row 8).
 """
-import argparse
 import os
 import signal
 import subprocess
 import sys
-import tempfile
 
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon  # noqa: E402
+from strata_testlib import Checks, control_setup, start_daemon  # noqa: E402
 
 THREADS, EVENTS = 1, 50
 
@@ -38,18 +36,9 @@ def threads_of(pid):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--strata", required=True)
-    ap.add_argument("--consumerd", required=True)
-    ap.add_argument("--app", required=True)
-    ap.add_argument("--procs", type=int, default=300)
-    a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-burst-")
-    env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
+    a, work, env, strata = control_setup("strata-burst-", "app",
+                                         more=lambda ap: ap.add_argument("--procs", type=int, default=300))
     out = os.path.join(work, "trace")
-
-    def strata(*args):
-        subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
 
     d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
     apps = []

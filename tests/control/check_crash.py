@@ -9,36 +9,24 @@ appended to the largest stream file, as an interrupted write() leaves it.
 Oracle: babeltrace2 fails on the torn trace; after the next daemon started,
 it reads exactly the events it read before the tear, with no error.
 """
-import argparse
 import os
 import signal
 import struct
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon  # noqa: E402
+from strata_testlib import Checks, bt_text, control_setup, start_daemon  # noqa: E402
 
 
 def bt_events(path):
-    p = subprocess.run(["babeltrace2", path], capture_output=True, text=True)
-    errors = [l for l in p.stderr.splitlines() if " E " in l or "ERROR" in l]
-    return p.returncode, p.stdout.count("\n"), errors
+    rc, lines, errors, _ = bt_text(path)
+    return rc, len(lines), errors
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--strata", required=True)
-    ap.add_argument("--consumerd", required=True)
-    ap.add_argument("--demo", required=True)
-    a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-crash-")
-    env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
+    a, work, env, strata = control_setup("strata-crash-", "demo")
     out = os.path.join(work, "trace")
-
-    def strata(*args):
-        subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
 
     d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
     strata("create", "s", "-o", out)

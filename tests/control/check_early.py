@@ -13,12 +13,11 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, counter, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, counter, start_daemon, wait_for, work_dir  # noqa: E402
 
 
 def main():
@@ -27,7 +26,7 @@ def main():
     ap.add_argument("--consumerd", required=True)
     ap.add_argument("--strata", required=True)
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-early-")
+    work = work_dir("strata-early-")
     env = dict(os.environ)
     env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "consumerd.sock")
     env.pop("STRATA_EARLY", None)

@@ -19,16 +19,14 @@ and three sub-buffers (the third made by the daemon: up to the end of the
 sub-buffer after the writer's) and never more; every event is recorded or
 counted.
 """
-import argparse
 import os
 import subprocess
 import sys
-import tempfile
 
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, end_daemon, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, control_setup, end_daemon, start_daemon, wait_for  # noqa: E402
 
 SUBBUF = 128 << 10
 # ctltest:tick records are 20-32 bytes: 3,500 of them end inside the first
@@ -51,17 +49,8 @@ def buffer_kib(pid):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--strata", required=True)
-    ap.add_argument("--consumerd", required=True)
-    ap.add_argument("--app", required=True)
-    a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-firstlap-")
-    env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
+    a, work, env, strata = control_setup("strata-firstlap-", "app")
     out = os.path.join(work, "trace")
-
-    def strata(*args):
-        subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
 
     d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
     check = Checks()

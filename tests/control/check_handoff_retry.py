@@ -19,12 +19,11 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, check_readable, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, check_readable, start_daemon, strata_cli, wait_for, work_dir  # noqa: E402
 
 THREADS, EVENTS = 1, 50
 
@@ -70,13 +69,12 @@ def main():
     ap.add_argument("--consumerd", required=True)
     ap.add_argument("--app", required=True)
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-handoff-")
+    work = work_dir("strata-handoff-")
     sock = os.path.join(work, "sock")
     env = dict(os.environ, STRATA_CONSUMERD_SOCKET=sock)
     out = os.path.join(work, "trace")
 
-    def strata(*args):
-        subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
+    strata = strata_cli(a.strata, env)
 
     d = start_daemon(a.consumerd, sock, env)
     check = Checks()

@@ -52,13 +52,12 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, start_daemon, strata_cli, wait_for, work_dir  # noqa: E402
 
 
 def free_ports(n):
@@ -99,7 +98,7 @@ def main():
     ap.add_argument("--demo", default="")
     ap.add_argument("--async-app", default="")
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-relay-")
+    work = work_dir("strata-relay-")
     env = dict(os.environ)
     env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "consumerd.sock")
     env.pop("STRATA_EARLY", None)
@@ -112,11 +111,7 @@ def main():
     relayd = None
     readers = []
 
-    def strata(*args, ok=True, timeout=60, **kw):
-        r = subprocess.run([a.strata] + list(args), env=env, capture_output=True, text=True, timeout=timeout, **kw)
-        if ok and r.returncode != 0:
-            sys.exit("FAIL: strata %s: %s" % (" ".join(args), r.stderr))
-        return r
+    strata = strata_cli(a.strata, env, timeout=60)
 
     try:
         # 1. nothing listening

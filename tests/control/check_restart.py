@@ -58,10 +58,9 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, event_tid, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, bt_text, event_tid, start_daemon, strata_cli, wait_for, work_dir  # noqa: E402
 
 KMARK = 3  # getppid calls per phase (--kernel)
 
@@ -158,9 +157,8 @@ def scan(out, events, check, dead=(), a_threads=0):
 
 
 def bt_errors(out):
-    p = subprocess.run(["babeltrace2", out], capture_output=True, text=True)
-    errors = [l for l in p.stderr.splitlines() if " E " in l or "ERROR" in l]
-    return p.returncode, errors
+    rc, _, errors, _ = bt_text(out)
+    return rc, errors
 
 
 def record_killed(a, check, d, rec, state, env, sock, out, session, events, phases):
@@ -213,14 +211,13 @@ def main():
     per = events // phases
     recording = a.mode.startswith("record")
     procs = 1 if recording else a.procs
-    work = a.work or tempfile.mkdtemp(prefix="strata-restart-")
+    work = a.work or work_dir("strata-restart-")
     sock = os.path.join(work, "sock")
     env = dict(os.environ, STRATA_CONSUMERD_SOCKET=sock)
     out = os.path.join(work, "trace")
     check = Checks()
 
-    def strata(*args):
-        subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
+    strata = strata_cli(a.strata, env)
 
     d = start_daemon(a.consumerd, sock, env)
     geometry = ["--subbuf-size", "4096", "--subbuf-count", "4", "--lanes", str(2 * a.threads)]

@@ -14,32 +14,18 @@ daemon on the same socket:
   - after a second SIGKILL and restart, still names "ser" (until destroyed).
 After a clean exit no session state is left.
 """
-import argparse
 import os
 import signal
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon  # noqa: E402
+from strata_testlib import Checks, control_setup, start_daemon  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--strata", required=True)
-    ap.add_argument("--consumerd", required=True)
-    a = ap.parse_args()
+    a, work, env, strata = control_setup("strata-unkept-")
     check = Checks()
-    work = tempfile.mkdtemp(prefix="strata-unkept-")
-    env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
     sock = env["STRATA_CONSUMERD_SOCKET"]
-
-    def strata(*args, ok=True):
-        r = subprocess.run([a.strata] + list(args), env=env, capture_output=True, text=True)
-        if ok and r.returncode != 0:
-            sys.exit("FAIL: strata %s: %s" % (" ".join(args), r.stderr.strip()))
-        return r
 
     d = start_daemon(a.consumerd, sock, env)
     strata("create", "d", "-o", os.path.join(work, "d"))

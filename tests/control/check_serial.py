@@ -58,7 +58,7 @@ import time
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, bt_text, start_daemon, strata_cli, wait_for  # noqa: E402
 
 check = Checks()
 
@@ -77,9 +77,8 @@ def ticks(path):
 
 
 def bt_stderr(args, path):
-    r = subprocess.run([args.babeltrace2, path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                       timeout=60)
-    return r.returncode, r.stderr
+    rc, _, _, err = bt_text(path, args.babeltrace2, timeout=60)
+    return rc, err
 
 
 def record(args, env, device, n, extra=(), tail=0, pause=1):
@@ -271,9 +270,7 @@ def case_session(args, tmp):
         fifo = os.path.join(tmp, "line.fifo")
         os.mkfifo(fifo)
 
-        def strata(*a):
-            return subprocess.run([args.strata] + list(a), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, timeout=60)
+        strata = strata_cli(args.strata, env, ok=False, timeout=60)
         r = strata("create", "S0", "--serial", fifo)
         check(r.returncode == 1 and "no process reads the FIFO" in r.stderr,
               "session: a FIFO nobody reads is refused at create (%d %r)" % (r.returncode, r.stderr.strip()))

@@ -9,35 +9,24 @@ Oracle: the process serves every batch and exits 0; each (thread, seq) is
 recorded at most once, and recorded + discarded == emitted exactly; the
 handler ran (the daemon saw re-queries); babeltrace2 reads the trace.
 """
-import argparse
 import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, control_setup, start_daemon, wait_for  # noqa: E402
 
 THREADS, EVENTS, BATCHES = 4, 30000, 3
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--strata", required=True)
-    ap.add_argument("--consumerd", required=True)
-    ap.add_argument("--app", required=True)
-    a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-sigstorm-")
-    env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
+    a, work, env, strata = control_setup("strata-sigstorm-", "app")
     env.pop("STRATA_ASYNC_SIGNAL", None)
     out = os.path.join(work, "trace")
-
-    def strata(*args):
-        subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
 
     d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
     strata("create", "s", "-o", out, "--subbuf-size", "1M")

@@ -13,18 +13,16 @@ a second snapshot after more events ends at the new last, and a named
 output directory that exists is refused (exit 1).  After the snapshots,
 `strata stop` still writes the session's trace ending at the last event.
 """
-import argparse
 import os
 import signal
 import struct
 import subprocess
 import sys
-import tempfile
 
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon  # noqa: E402
+from strata_testlib import Checks, control_setup, start_daemon  # noqa: E402
 
 
 def read_trace(path):
@@ -54,30 +52,29 @@ def first_packet_seq(path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--strata", required=True)
-    ap.add_argument("--consumerd", required=True)
-    ap.add_argument("--app", required=True)
-    ap.add_argument("--babeltrace2", required=True)
-    a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-snap-")
-    env = dict(os.environ)
-    env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "consumerd.sock")
-    env.pop("STRATA_EARLY", None)
+    a, work, env, strata = control_setup("strata-snap-", "app", "babeltrace2")
     check = Checks()
     d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
-
-    def strata(*args, ok=True):
-        r = subprocess.run([a.strata] + list(args), env=env, capture_output=True, text=True, timeout=60)
-        if ok and r.returncode != 0:
-            sys.exit("FAIL: strata %s: %s" % (" ".join(args), r.stderr))
-        return r
 
     out = os.path.join(work, "trace")
     strata("create", "s", "-o", out, "--mode", "overwrite", "--subbuf-size", "4096", "--subbuf-count", "4",
            "--lanes", "1")
+    # A session with no enabled event: `start` says so and names the
+    # command that adds one; a snapshot of a session that recorded nothing
+    # says so and leaves no directory (issue 52).
+    strata("create", "e", "-o", os.path.join(work, "empty"), "--mode", "overwrite")
+    r = strata("start", "e")
+    check("session 'e' has no enabled event" in r.stderr and "strata enable-event e 'PROVIDER:EVENT'" in r.stderr,
+          "start of a session without rules names the command that adds one (%r)" % r.stderr)
+    r = strata("snapshot", "e", ok=False)
+    check(r.returncode == 1 and "session 'e' has recorded nothing yet" in r.stderr and r.stdout == "",
+          "snapshot of a session that recorded nothing says so, exit 1 (%d, %r)" % (r.returncode, r.stderr))
+    check(not [f for f in os.listdir(work) if f.startswith("empty-snapshot")],
+          "and leaves no snapshot directory (%s)" % sorted(os.listdir(work)))
+    strata("destroy", "e")
     strata("enable-event", "s", "snap:*")
-    strata("start", "s")
+    r = strata("start", "s")
+    check(r.stderr == "", "start of a session with a rule says nothing on stderr (%r)" % r.stderr)
     app = subprocess.Popen([a.app], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         check(app.stdout.readline().strip() == "ready", "the process started")

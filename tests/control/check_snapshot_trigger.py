@@ -19,18 +19,16 @@ events (snap:tick seq 0, 1, ...) in batches on command, and snap:fatal
      exist; bad uses are refused (discard-mode session: exit 1; a pattern
      without ':' or --on with --off: exit 2); --off answers.
 """
-import argparse
 import glob
 import os
 import signal
 import subprocess
 import sys
-import tempfile
 
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, control_setup, start_daemon, wait_for  # noqa: E402
 from check_snapshot import first_packet_seq  # noqa: E402
 
 
@@ -48,24 +46,9 @@ def read_trace(path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--strata", required=True)
-    ap.add_argument("--consumerd", required=True)
-    ap.add_argument("--app", required=True)
-    ap.add_argument("--babeltrace2", required=True)
-    a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-snaptrig-")
-    env = dict(os.environ)
-    env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "consumerd.sock")
-    env.pop("STRATA_EARLY", None)
+    a, work, env, strata = control_setup("strata-snaptrig-", "app", "babeltrace2")
     check = Checks()
     d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
-
-    def strata(*args, ok=True):
-        r = subprocess.run([a.strata] + list(args), env=env, capture_output=True, text=True, timeout=60)
-        if ok and r.returncode != 0:
-            sys.exit("FAIL: strata %s: %s" % (" ".join(args), r.stderr))
-        return r
 
     out = os.path.join(work, "trace")
 

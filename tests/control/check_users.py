@@ -158,6 +158,14 @@ def body(work, check, exes):
                  ["start", "fr"]):
         r = cli(A, *args)
         check(r.returncode == 0, "A: strata %s (%s)" % (" ".join(args), r.stderr.strip()))
+    # A snapshot holds what was recorded (a snapshot of nothing makes no
+    # directory): a process of A's records N events into fr (and into us,
+    # which counts it below) and waits.
+    fr_app = subprocess.Popen(["setpriv", "--reuid=%d" % A, "--regid=%d" % A, "--clear-groups", "--", app, "1",
+                               str(N), "serve"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    fr_app.stdin.write("\n")
+    fr_app.stdin.flush()
+    check(fr_app.stdout.readline().strip() == "ok", "A's process in fr emitted its %d events" % N)
     evil = os.path.join(work, "root", "evil")
     r = cli(A, "snapshot", "fr", "-o", evil)
     check(r.returncode != 0 and "inside a directory you own" in r.stderr and not os.path.exists(evil),
@@ -166,6 +174,8 @@ def body(work, check, exes):
     r = cli(A, "snapshot", "fr", "-o", snap)
     check(r.returncode == 0 and os.stat(snap).st_uid == A, "A's snapshot into its own directory is A's (%s)" %
           r.stderr.strip())
+    fr_app.stdin.close()
+    check(fr_app.wait(timeout=120) == 0, "A's process in fr exits 0")
     cli(A, "destroy", "fr")
 
     # 3c. A's serial line on root's daemon: only a file of A's, never made.
@@ -216,7 +226,8 @@ def body(work, check, exes):
     rc, n = bt_count(a_out, uid=A, pid=pid_a2)
     check(rc == 0 and n == N, "A reads its own trace: %d events of its process (got %d)" % (N, n))
     rc, n = bt_count(a_out, uid=A)
-    check(rc == 0 and n == N, "A's trace holds only A's process (%d events, got %d)" % (N, n))
+    check(rc == 0 and n == 2 * N, "A's trace holds only A's two processes (its second and fr's: %d events, got %d)"
+          % (2 * N, n))
     files = [os.path.join(r_, f) for r_, _, fs in os.walk(a_out) for f in fs]
     check(files and all(os.stat(f).st_uid == A for f in files), "A's trace files (%d) are A's" % len(files))
     r = as_user(B, ["cat"] + files[:1], None)

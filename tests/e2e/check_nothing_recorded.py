@@ -63,6 +63,22 @@ def main():
                STRATA_CONSUMERD_SOCKET=os.path.join(work, "nobody.sock"))  # record's own daemon
     env.pop("STRATA_EARLY", None)
 
+    # Only words a user can act on (issue 52): record's private daemon keeps
+    # its internal notices to itself, on either kernel path (Linux 6.1's
+    # futex_waitv threads forced, or this kernel's own).
+    for futex in ("waitv", None):
+        out = os.path.join(work, "quiet-%s" % futex)
+        e = dict(env)
+        if futex:
+            e["STRATA_CONSUMERD_FUTEX"] = futex
+        r = subprocess.run([strata, "record", "-o", out, "--", loop, "5"], env=e, capture_output=True,
+                           text=True, timeout=120)
+        sys.stdout.write(r.stderr)
+        notices = [l for l in r.stderr.splitlines() if l.startswith("strata-consumerd:")]
+        check(r.returncode == 0 and not notices and events(out)[1] == 50,
+              "record (STRATA_CONSUMERD_FUTEX=%s) records 5 bursts of 10 events and shows no daemon notice (%r)" %
+              (futex, notices))
+
     # A daemon that ends by itself.
     out = os.path.join(work, "daemon")
     r = subprocess.run([strata, "record", "-o", out, "--", loop, "300", "daemon"], env=env, capture_output=True,

@@ -1,5 +1,5 @@
 /*
- * clock_pingpong.c - workload of e2e_clock_pingpong: a parent and its
+ * clock_pingpong.c - workload of e2e.clock_pingpong: a parent and its
  * forked child take turns through two pipes N times; each emits one event
  * before writing to the other, so event k (k = 2*round + who) causally
  * precedes event k+1 in the other process.  Under a trace merged by time

@@ -58,6 +58,59 @@ def start_daemon(consumerd, socket, env, extra=(), stderr=None):
     return d
 
 
+def strata_cli(exe, env, ok=True, timeout=120):
+    """The check's `strata` command: strata(*args, ok=ok, timeout=..., **kw)
+    runs `exe args` in `env` (kw to subprocess.run: input, cwd...) and
+    returns the CompletedProcess with stdout and stderr as text; with ok,
+    a non-zero exit ends the check (FAIL: the command and its stderr)."""
+    def strata(*args, ok=ok, timeout=timeout, **kw):
+        r = subprocess.run([exe] + list(args), env=env, capture_output=True, text=True, timeout=timeout, **kw)
+        if ok and r.returncode != 0:
+            sys.exit("FAIL: strata %s: exit %d: %s" % (" ".join(args), r.returncode, r.stderr.strip()))
+        return r
+    return strata
+
+
+def control_setup(prefix, *programs, more=None):
+    """The start of a check of its own daemon, run as `check_X.py --strata S
+    --consumerd D [--PROGRAM P]...` (`more(ap)` adds its other arguments):
+    (args, work, env, strata).  work: a work_dir(prefix); env: this
+    environment reaching a daemon on WORK/sock, with no early tracing
+    inherited; strata: the strata_cli runner in env.  The caller starts the
+    daemon (start_daemon(args.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)),
+    after any change of its own to env."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    for name in ("strata", "consumerd") + programs:
+        ap.add_argument("--" + name, required=True)
+    if more:
+        more(ap)
+    a = ap.parse_args()
+    work = work_dir(prefix)
+    env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
+    env.pop("STRATA_EARLY", None)
+    return a, work, env, strata_cli(a.strata, env)
+
+
+def bt_text(path, babeltrace2="babeltrace2", timeout=120):
+    """babeltrace2's text of the trace at path: (status, its stdout lines,
+    the stderr lines that are errors (" E " or "ERROR"), its whole stderr)."""
+    p = subprocess.run([babeltrace2, path], capture_output=True, text=True, timeout=timeout)
+    errors = [ln for ln in p.stderr.splitlines() if " E " in ln or "ERROR" in ln]
+    return p.returncode, p.stdout.splitlines(), errors, p.stderr
+
+
+def work_dir(prefix):
+    """A new temporary directory for the check, removed when it exits
+    (kept with STRATA_TEST_KEEP=1 in the environment, for a look)."""
+    import shutil
+    import tempfile
+    work = tempfile.mkdtemp(prefix=prefix)
+    if os.environ.get("STRATA_TEST_KEEP") != "1":
+        atexit.register(shutil.rmtree, work, True)
+    return work
+
+
 def bt_clean(path):
     """(ok, status, other stderr) of babeltrace2 on path: ok when it exits 0
     and says nothing but its discarded-events warnings."""

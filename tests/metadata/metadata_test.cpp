@@ -211,19 +211,55 @@ TEST(Metadata, HandEncodedPacketReadsBackInBabeltrace2)
 
 TEST(Metadata, SessionClockIsAbsoluteAndShared)
 {
-	uint8_t uuid[16] = {1};
 	ClockInfo c = measure_session_clock();
-	TraceEnv env;
-	std::string a = ctf_metadata(uuid, c, env, 0, {});
-	std::string b = ctf_metadata(uuid, c, env, 0, {});
+	// Three sub-traces of one session: two processes (their own trace uuid,
+	// pid, name, events and stream class) and the kernel's.
+	uint8_t uuid_a[16] = {1}, uuid_b[16] = {2}, uuid_k[16] = {3};
+	TraceEnv env_a, env_b, env_k;
+	env_a.procname = "app";
+	env_a.pid = 100;
+	env_a.clock_source = "consumer-page";
+	env_b.procname = "other";
+	env_b.pid = 200;
+	env_b.host_pid = 4200;
+	env_b.clock_source = "monotonic";
+	env_b.record_format = STRATA_REC_COMPACT;
+	env_k.domain = "kernel";
+	env_k.clock_source = "kclock-page";
+	env_k.record_format = STRATA_REC_WIDE;
+	EventInfo ev;
+	ev.id = 0;
+	ev.provider = "demo";
+	ev.name = "tick";
+	EventInfo kev;
+	kev.id = 3;
+	kev.provider = "kernel";
+	kev.name = "sched_switch";
+	const std::string a = ctf_metadata(uuid_a, c, env_a, 0, {});
+	const std::string b = ctf_metadata(uuid_b, c, env_b, 2, {ev});
+	const std::string k = ctf_metadata(uuid_k, c, env_k, 0, {kev});
 	EXPECT_EQ(a.rfind("/* CTF 1.8 */", 0), 0u);
 	EXPECT_NE(a.find("absolute = true;"), std::string::npos);
 	EXPECT_NE(a.find("uuid = \"" + c.uuid + "\""), std::string::npos);
-	// Same session clock -> byte-identical clock blocks in every sub-trace.
+	// The sub-traces differ (the comparison below is not of one text with itself)...
+	EXPECT_NE(a, b);
+	EXPECT_NE(a, k);
+	EXPECT_NE(b, k);
+	EXPECT_NE(a.find(uuid_to_string(uuid_a)), std::string::npos);
+	EXPECT_EQ(b.find(uuid_to_string(uuid_a)), std::string::npos);
+	// ...and the same session clock gives byte-identical clock blocks in
+	// every one of them, so that readers put them on one timeline.
 	auto clock_block = [](const std::string &m) {
-		return m.substr(m.find("clock {"), m.find("};", m.find("clock {")) - m.find("clock {"));
+		const size_t at = m.find("clock {");
+		const size_t end = at == std::string::npos ? at : m.find("};", at);
+		return at == std::string::npos || end == std::string::npos ? std::string()
+									   : m.substr(at, end - at);
 	};
-	EXPECT_EQ(clock_block(a), clock_block(b));
+	const std::string ca = clock_block(a);
+	ASSERT_FALSE(ca.empty()) << a;
+	EXPECT_NE(ca.find("offset_s = " + std::to_string(c.offset_s) + ";"), std::string::npos) << ca;
+	EXPECT_EQ(clock_block(b), ca);
+	EXPECT_EQ(clock_block(k), ca);
 	EXPECT_GE(c.offset_ns, 0);
 	EXPECT_LT(c.offset_ns, 1000000000);
 	EXPECT_GT(c.offset_s, 1600000000); // REALTIME - MONOTONIC is a recent epoch

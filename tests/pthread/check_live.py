@@ -30,10 +30,9 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, counter, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, counter, start_daemon, strata_cli, wait_for, work_dir  # noqa: E402
 
 
 def main():
@@ -46,7 +45,7 @@ def main():
     ap.add_argument("--disable-first", action="store_true")
     ap.add_argument("--kill", action="store_true")
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-live-")
+    work = work_dir("strata-live-")
     env = dict(os.environ)
     env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "sock")
     cnt = os.path.join(work, "counter")
@@ -54,8 +53,7 @@ def main():
     def pairs():
         return counter(cnt)
 
-    def strata(*args):
-        subprocess.run([a.strata] + list(args), env=env, check=True, stdout=subprocess.DEVNULL)
+    strata = strata_cli(a.strata, env)
 
     # the program's and the controller's environment: counting (every hold
     # timed) with --count, else every pair a record of its own

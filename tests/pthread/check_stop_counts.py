@@ -31,11 +31,10 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, bt_clean, counter, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, bt_clean, counter, start_daemon, strata_cli, wait_for, work_dir  # noqa: E402
 
 N = 3000  # pairs made while the session records
 
@@ -46,17 +45,16 @@ def main():
     for opt in ("--strata", "--consumerd", "--preload", "--prog"):  # the binaries under test
         ap.add_argument(opt, required=True)
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="strata-stopcounts-")
+    work = work_dir("strata-stopcounts-")
     env = {k: v for k, v in os.environ.items() if k != "STRATA_PTHREAD_COUNT"}
     env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "sock")
     cnt = os.path.join(work, "counter")
     check = Checks()
 
-    def strata(*args):
-        r = subprocess.run([a.strata] + list(args), env=env, capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit("FAIL: strata %s: %s" % (" ".join(args), r.stderr.strip()))
-        return r.stdout
+    run = strata_cli(a.strata, env)
+
+    def strata(*args):  # its stdout
+        return run(*args).stdout
 
     def allow(n):  # the program's allowance word (pt_live.c)
         with open(cnt, "r+b") as f:

@@ -1,5 +1,5 @@
 /*
- * test_proto.cpp - the control protocol's decoders against hostile input:
+ * proto_test.cpp - the control protocol's decoders against hostile input:
  * round trips of every message type, each class of malformed message with
  * its exact error code, every truncation of valid messages, and a fuzz loop
  * (random bytes and mutations of valid messages) whose oracle is: the

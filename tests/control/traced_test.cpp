@@ -1,5 +1,5 @@
 /*
- * test_traced.cpp - traced processes end to end through strata-consumerd:
+ * traced_test.cpp - traced processes end to end through strata-consumerd:
  * registration before main() (tp-sync), buffers handed over, packets
  * drained to CTF stream files; exit, SIGKILL, rules, no daemon, LIST, and
  * `strata record`.

@@ -1,5 +1,5 @@
 /*
- * test_filter.cpp - field filters end to end: `strata enable-event
+ * filter_test.cpp - field filters end to end: `strata enable-event
  * --filter` on a session of a private strata-consumerd, a traced process
  * (traced_app, tp-sync) emitting ctltest:tick {thread, seq}, and the trace
  * read back with babeltrace2.

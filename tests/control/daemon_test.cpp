@@ -1,5 +1,5 @@
 /*
- * test_daemon.cpp - strata-consumerd over a real socket: session
+ * daemon_test.cpp - strata-consumerd over a real socket: session
  * lifecycle and its errors, ownership by uid, hostile peers (garbage,
  * wrong role, fake buffers), the 16-slot limit, clean SIGTERM shutdown, and
  * the torn-file repair (--repair), the probe marks LIST gives.

@@ -1,0 +1,96 @@
+// A descriptor the daemon's event loop cannot watch is said, never kept
+// unwatched (issue 52): EventLoop::add says false and keeps no handler, and
+// the process registry keeps a process whose pidfd it cannot watch without
+// exit detection (no descriptor left open for it), as without a pidfd.
+#include <gtest/gtest.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "event_loop.h"
+#include "process_registry.h"
+
+using strata::daemon_impl::EventLoop;
+using strata::daemon_impl::ProcessRegistry;
+
+namespace {
+
+size_t open_fds()
+{
+	size_t n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return 0;
+	while (struct dirent *e = readdir(d))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+TEST(EventLoop, ADescriptorItCannotWatchIsRefusedAndNeverRun)
+{
+	EventLoop loop;
+	ASSERT_TRUE(loop.ok());
+	int runs = 0;
+	// epoll takes no regular file (EPERM) and no closed descriptor (EBADF).
+	const int file = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	ASSERT_GE(file, 0);
+	EXPECT_FALSE(loop.add(file, EPOLLIN, [&] { runs++; }));
+	EXPECT_EQ(errno, EPERM);
+	EXPECT_FALSE(loop.add(-1, EPOLLIN, [&] { runs++; }));
+	EXPECT_EQ(errno, EBADF);
+	close(file);
+	// A descriptor it can watch runs its handler; the refused ones never.
+	const int efd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+	ASSERT_GE(efd, 0);
+	int ready = 0;
+	ASSERT_TRUE(loop.add(efd, EPOLLIN, [&] {
+		uint64_t v;
+		ready += read(efd, &v, sizeof v) == sizeof v;
+	}));
+	EXPECT_EQ(loop.turn(1000), 0);
+	EXPECT_EQ(ready, 1);
+	EXPECT_EQ(runs, 0);
+	loop.remove(efd);
+	close(efd);
+}
+
+TEST(ProcessRegistry, AProcessWhosePidfdCannotBeWatchedHasNoExitDetection)
+{
+	std::vector<int> watched, unwatched;
+	const size_t before = open_fds();
+	{
+		ProcessRegistry refused([&](int fd) { return watched.push_back(fd), false; },
+					[&](int fd) { unwatched.push_back(fd); });
+		bool made = false;
+		auto &p = refused.get(getpid(), getuid(), &made);
+		EXPECT_TRUE(made);
+		ASSERT_EQ(watched.size(), 1u); // asked once, with a real pidfd
+		EXPECT_GE(watched[0], 0);
+		EXPECT_LT(p.pidfd, 0); // a stand-in: its exit is not watched
+		EXPECT_EQ(open_fds(), before) << "the pidfd nobody watches is closed";
+		EXPECT_EQ(&refused.get(getpid(), getuid()), &p);
+		refused.erase(p.pidfd);
+		EXPECT_TRUE(unwatched.empty());
+	}
+	watched.clear();
+	{
+		ProcessRegistry accepted([&](int fd) { return watched.push_back(fd), true; },
+					 [&](int fd) { unwatched.push_back(fd); });
+		auto &p = accepted.get(getpid(), getuid());
+		ASSERT_EQ(watched.size(), 1u);
+		EXPECT_EQ(p.pidfd, watched[0]);
+		EXPECT_TRUE(accepted.watches(p.pidfd));
+		const int fd = p.pidfd;
+		accepted.erase(fd);
+		EXPECT_EQ(unwatched, std::vector<int>{fd});
+	}
+	EXPECT_EQ(open_fds(), before);
+}
+
+} // namespace
