@@ -131,6 +131,8 @@ bool Source::range(int64_t *begin, int64_t *end)
 void Source::on_damage(const TraceDamage &d)
 {
 	damaged_++;
+	if (quiet_)
+		return;
 	char skipped[48] = "";
 	if (d.bytes)
 		std::snprintf(skipped, sizeof skipped, " (%" PRIu64 " bytes skipped)", d.bytes);
@@ -190,7 +192,7 @@ bool Source::after_native_read(bool ok)
 	size_t readable = 0;
 	for (const auto &t : reader_->traces()) {
 		readable += t->readable;
-		if (!t->readable)
+		if (!t->readable && !quiet_)
 			std::fprintf(stderr, "strata %s: cannot read %s: %s\n", cmd_, t->dir.c_str(),
 				     t->why.c_str());
 	}

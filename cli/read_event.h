@@ -476,6 +476,8 @@ public:
 	bool open_dirs(const std::vector<std::string> &dirs, const std::string &root);
 	const std::vector<std::string> &dirs() const { return dirs_; }
 	bool native() const { return native_; }
+	// Quiet: damage is not named (another pass over the same traces does).
+	void set_quiet(bool q) { quiet_ = q; }
 
 	// The time range of the traces (the packets' bounds, read from their
 	// indexes), in ns from the clock's origin; false if unknown.
@@ -500,6 +502,7 @@ private:
 	std::string why_, warnings_;
 	uint64_t damaged_ = 0;
 	bool opened_ = false;
+	bool quiet_ = false;
 
 	bool open_native();
 	void on_damage(const TraceDamage &d);
