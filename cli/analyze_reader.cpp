@@ -40,6 +40,11 @@ struct Sink {
 	std::map<std::pair<uint32_t, uint64_t>, uint64_t> sites;
 	std::vector<std::pair<size_t, uint64_t>> by_site;
 	bool reorder = false;
+	// deliver()'s last site found in `sites` (forgotten when a site event
+	// changes `sites`).
+	std::pair<uint32_t, uint64_t> last_site{0, 0};
+	uint64_t last_caller = 0;
+	bool last_site_ok = false;
 
 	template <class E> bool event(const E &ev);
 	bool loss(const rd::Loss &l)
@@ -79,11 +84,22 @@ template <class E> uint32_t proc_of(Sink *s, const E &ev)
 void deliver(Sink *s, Event &&e, const uint64_t *site)
 {
 	if (site) {
-		auto it = s->sites.find({e.proc, *site});
-		if (it != s->sites.end())
-			e.caller = it->second;
-		else if (!s->on)
-			s->by_site.emplace_back(s->in->events.size(), *site);
+		// The last site's caller first (a compact record gives two
+		// events of one site; a loop, many).
+		const std::pair<uint32_t, uint64_t> key{e.proc, *site};
+		if (s->last_site_ok && s->last_site == key) {
+			e.caller = s->last_caller;
+		} else {
+			auto it = s->sites.find(key);
+			if (it != s->sites.end()) {
+				e.caller = it->second;
+				s->last_site = key;
+				s->last_caller = it->second;
+				s->last_site_ok = true;
+			} else if (!s->on) {
+				s->by_site.emplace_back(s->in->events.size(), *site);
+			}
+		}
 	}
 	if (s->progress)
 		(*s->progress)(e.ts);
@@ -192,6 +208,7 @@ template <class E> bool Sink::event(const E &ev)
 	}
 	if (c.what == ClassOf::Site) {
 		sites[{proc, c.u64(ev, "id")}] = c.u64(ev, "caller");
+		last_site_ok = false;
 		return true;
 	}
 	Event e;

@@ -123,6 +123,32 @@ struct SlotCache {
 
 // ---- Strata's reader ---------------------------------------------------------
 
+// An integer of 1, 2, 4 or 8 bytes, little-endian (strata_abi.h), sign-
+// extended when signed.  Loads of the integer's own width: a memcpy of a
+// variable size into a uint64_t, read back whole, stalls on the store.
+inline int64_t load_int(const uint8_t *p, unsigned bytes, bool is_signed)
+{
+	switch (bytes) {
+	case 1:
+		return is_signed ? (int64_t)(int8_t)p[0] : (int64_t)p[0];
+	case 2: {
+		uint16_t v;
+		memcpy(&v, p, 2);
+		return is_signed ? (int64_t)(int16_t)v : (int64_t)v;
+	}
+	case 4: {
+		uint32_t v;
+		memcpy(&v, p, 4);
+		return is_signed ? (int64_t)(int32_t)v : (int64_t)v;
+	}
+	default: {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		return (int64_t)v;
+	}
+	}
+}
+
 // What NativeEvent keeps across events: identities and decoded fields.
 struct NativeCtx {
 	std::unordered_map<const SubTrace *, TraceIdent> traces;
@@ -203,15 +229,8 @@ public:
 	}
 	int64_t i64(const FieldSlot &s) const
 	{
-		if (s.off >= 0) {
-			uint64_t u = 0;
-			memcpy(&u, e_.pkt + e_.payload + s.off, s.bytes); // little-endian (strata_abi.h)
-			if (s.is_signed && s.bytes < 8) {
-				const uint64_t sign = 1ull << (s.bytes * 8 - 1);
-				return (int64_t)((u ^ sign) - sign);
-			}
-			return (int64_t)u;
-		}
+		if (s.off >= 0)
+			return load_int(e_.pkt + e_.payload + s.off, s.bytes, s.is_signed);
 		const FieldValue *v = value(s);
 		return v && (s.type == STRATA_FT_INTEGER || s.type == STRATA_FT_ENUM) ? v->i : 0;
 	}
