@@ -21,6 +21,9 @@ struct ClassOf : rd::SlotCache {
 	// interned callers (docs/pthread.md).
 	enum { Other, Mapping, Lock, Site, Held, Acquired, Counts, CountsDone } what = Other;
 	Op op = Op::MutexLock;
+	// Held and Acquired: their fields' slots, resolved at the first record.
+	bool resolved = false;
+	rd::FieldSlot f_back, f_site, f_lock;
 };
 
 struct Sink {
@@ -115,18 +118,26 @@ void deliver(Sink *s, Event &&e, const uint64_t *site)
 // with a successful mutex_trylock (the class's op).  Streamed, the acquisition goes to the model
 // out of time order only against other locks' events: none of this lock's
 // can fall inside an uncontended hold's acquisition and its record.
-template <class E> void on_compact(Sink *s, const ClassOf &c, const E &ev, Event &&base)
+template <class E> void on_compact(Sink *s, ClassOf &c, const E &ev, Event &&base)
 {
 	const bool held = c.what == ClassOf::Held;
-	const uint64_t back = c.u64(ev, held ? "hold_ns" : "age_ns");
-	const uint64_t site = c.u64(ev, "site");
+	if (!c.resolved) { // the slots, once per class
+		c.f_back = c.get(ev, held ? "hold_ns" : "age_ns");
+		c.f_site = c.get(ev, "site");
+		c.f_lock = c.get(ev, "lock");
+		c.resolved = true;
+	}
+	const uint64_t back = ev.u64(c.f_back);
+	const uint64_t site = ev.u64(c.f_site);
 	const int64_t now = base.ts;
 	base.op = c.op;
-	base.lock = c.u64(ev, "lock");
+	base.lock = ev.u64(c.f_lock);
 	base.ts = now - static_cast<int64_t>(back);
-	Event un;
+	Event un; // base's copy, field by field (no vector to copy)
 	if (held) {
-		un = base;
+		un.proc = base.proc;
+		un.tid = base.tid;
+		un.lock = base.lock;
 		un.op = Op::MutexUnlock;
 		un.ts = now;
 	}
@@ -189,7 +200,7 @@ template <class E> bool Sink::event(const E &ev)
 		last_class = key;
 		last_of = &cit->second;
 	}
-	const ClassOf &c = *last_of;
+	ClassOf &c = *last_of;
 	if (c.what == ClassOf::Other) {
 		in->other_events++;
 		return true;

@@ -8,6 +8,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 namespace strata {
 
@@ -67,8 +68,44 @@ void escape_control(std::string &out, unsigned char c)
 
 } // namespace
 
+namespace {
+
+bool plain(unsigned char c)
+{
+	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
+// A short string with nothing to escape (keys, names, most values), with
+// `pre` before it and `post` after it, in one append: the per-event path
+// of `strata export --format json`.
+bool quote_plain(std::string &out, std::string_view pre, std::string_view s, std::string_view post)
+{
+	char b[128];
+	const size_t n = s.size();
+	if (pre.size() + n + post.size() + 2 > sizeof b)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!plain(static_cast<unsigned char>(s[i])))
+			return false;
+	char *d = b;
+	std::memcpy(d, pre.data(), pre.size());
+	d += pre.size();
+	*d++ = '"';
+	std::memcpy(d, s.data(), n);
+	d += n;
+	*d++ = '"';
+	std::memcpy(d, post.data(), post.size());
+	d += post.size();
+	out.append(b, static_cast<size_t>(d - b));
+	return true;
+}
+
+} // namespace
+
 void json_quote(std::string &out, std::string_view s)
 {
+	if (quote_plain(out, {}, s, {}))
+		return;
 	const auto *p = reinterpret_cast<const unsigned char *>(s.data());
 	const size_t n = s.size();
 	out += '"';
@@ -150,10 +187,17 @@ JsonWriter &JsonWriter::key(std::string_view k)
 		misuse();
 		return *this;
 	}
-	separator();
-	json_quote(out_, k);
-	out_ += style_ == Style::kSpaced ? ": " : ":";
-	stack_.back().want_value = true;
+	const std::string_view colon = style_ == Style::kSpaced ? ": " : ":";
+	Level &l = stack_.back();
+	if (pending_indent_ < 0 &&
+	    quote_plain(out_, l.any ? (style_ == Style::kSpaced ? ", " : ",") : "", k, colon)) {
+		l.any = true; // separator() and json_quote() in one append
+	} else {
+		separator();
+		json_quote(out_, k);
+		out_ += colon;
+	}
+	l.want_value = true;
 	return *this;
 }
 
