@@ -255,6 +255,16 @@ struct Done {
 struct Work {
 	LockStats st;
 	std::map<uint64_t, Site> sites;
+	uint64_t last_caller = 0;
+	Site *last_site = nullptr; // sites[last_caller] (std::map's nodes do not move)
+	Site &site_of(uint64_t caller)
+	{
+		if (!last_site || caller != last_caller) {
+			last_site = &sites[caller];
+			last_caller = caller;
+		}
+		return *last_site;
+	}
 	std::map<int64_t, std::vector<Hold>> open; // per thread, LIFO
 	// Per thread: the numbers (base + index in `recent`) of holds ended by
 	// a handoff, whose unlock (or cond wait) event has not come yet; LIFO
@@ -344,6 +354,8 @@ private:
 	size_t tl_cap_;           // timeline candidates kept per lock and kind
 	size_t tl_kept_ = 0;      // over all locks
 	std::map<LockKey, Work> locks_;
+	LockKey last_key_{0, 0};
+	Work *last_work_ = nullptr; // work_of()'s last answer
 	std::map<LockKey, CondStats> conds_;
 	std::map<LockKey, CondUse> cond_use_;
 	std::map<std::pair<uint32_t, int64_t>, uint64_t> unlocks_of_;
@@ -353,7 +365,13 @@ private:
 
 Work &Model::work_of(uint32_t proc, uint64_t addr, Op op)
 {
+	// The last lock's first: a thread mostly takes and releases one lock
+	// (std::map's nodes do not move).
+	if (last_work_ && last_key_.proc == proc && last_key_.addr == addr)
+		return *last_work_;
 	Work &w = locks_[LockKey{proc, addr}];
+	last_key_ = LockKey{proc, addr};
+	last_work_ = &w;
 	if (w.st.kind.empty()) {
 		w.st.proc = proc;
 		w.st.addr = addr;
@@ -543,7 +561,7 @@ void Model::on_acquire(const Event &e)
 	w.st.acquisitions++;
 	w.st.wait_total += e.wait_ns;
 	w.st.wait_max = std::max(w.st.wait_max, e.wait_ns);
-	Site &s = w.sites[e.caller];
+	Site &s = w.site_of(e.caller);
 	s.caller = e.caller;
 	s.acquisitions++;
 	s.wait_total += e.wait_ns;
@@ -555,7 +573,7 @@ void Model::on_acquire(const Event &e)
 		w.unblamed.push_back(wt);
 		keep(w.tl_waits, wt);
 	}
-	if (e.wait_ns > s.wait_max || s.stack.empty()) {
+	if (e.wait_ns > s.wait_max || (s.stack.empty() && !e.stack.empty())) { // else nothing changes
 		s.wait_max = std::max(s.wait_max, e.wait_ns);
 		s.stack = e.stack;
 	}

@@ -11,14 +11,13 @@
 //   site             the innermost frame of the enter's Java stack.
 #include "analyze_monitor.h"
 
-#include <babeltrace2/babeltrace.h>
-
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <unordered_map>
 #include <vector>
 
 #include "analyze_model.h"
@@ -26,9 +25,8 @@
 #include "java_names.h"
 #include "read_progress.h"
 #include "commands.h"
-#include "bt_fields.h"
 #include "json_writer.h"
-#include "view_graph.h"
+#include "read_event.h"
 
 namespace strata {
 namespace analyze {
@@ -53,28 +51,40 @@ struct Pending {
 	std::string key, site, stack;
 };
 
+// What an event class is to the analysis, decided once per class.
+struct ClassOf : rd::SlotCache {
+	enum { Other, Jvm, Thread, Enter, Entered } what = Other;
+};
+
 struct Model {
-	std::vector<Process> procs;                    // the traced JVMs, by index
-	std::map<const bt_trace *, size_t> proc_index; // sub-trace -> index in procs
-	std::map<std::string, Monitor> mons;           // key: proc/class@hash
+	std::vector<Process> procs;                // the traced JVMs, by index
+	std::map<const void *, size_t> proc_index; // sub-trace (trace_key()) -> index in procs
+	std::map<std::string, Monitor> mons;       // key: proc/class@hash
 	std::map<std::pair<std::string, int64_t>, std::string> by_os_tid, by_java_tid;
 	std::map<std::pair<std::string, int64_t>, Pending> pending; // (proc, tid)
+	std::unordered_map<const void *, ClassOf> classes;          // by class_key()
 	uint64_t jvm_events = 0, discarded = 0;
+
+	template <class E> bool event(const E &ev);
+	bool loss(const rd::Loss &l)
+	{
+		if (l.events && l.known)
+			discarded += l.count;
+		return true;
+	}
 };
 
 // The event's process: its index in m.procs (from the trace's
 // environment), and its label "java (1234)".
-size_t proc_of(Model &m, const bt_event *ev, std::string *label)
+template <class E> size_t proc_of(Model &m, const E &ev, std::string *label)
 {
-	const bt_trace *tr = bt_stream_borrow_trace_const(bt_event_borrow_stream_const(ev));
-	auto it = m.proc_index.find(tr);
+	auto it = m.proc_index.find(ev.trace_key());
 	if (it == m.proc_index.end()) {
+		const rd::TraceIdent &id = ev.trace();
 		Process p;
-		if (!env_string(tr, "procname", &p.name))
-			p.name = "process";
-		p.pid = -1;
-		env_int(tr, "vpid", &p.pid);
-		it = m.proc_index.emplace(tr, m.procs.size()).first;
+		p.name = id.procname.empty() ? "process" : id.procname;
+		p.pid = id.has_vpid ? id.vpid : -1;
+		it = m.proc_index.emplace(ev.trace_key(), m.procs.size()).first;
 		m.procs.push_back(p);
 	}
 	const Process &p = m.procs[it->second];
@@ -89,31 +99,39 @@ std::string thread_name(const std::map<std::pair<std::string, int64_t>, std::str
 	return it != map.end() ? it->second : std::string(what) + " " + std::to_string(id);
 }
 
-void on_event(Model &m, const bt_message *msg)
+template <class E> bool Model::event(const E &ev)
 {
-	const bt_event *ev = bt_message_event_borrow_event_const(msg);
-	const char *full = bt_event_class_get_name(bt_event_borrow_class_const(ev));
-	std::string name = full ? full : "";
-	if (name.compare(0, 4, "jvm:") != 0)
-		return;
+	Model &m = *this;
+	auto cit = classes.find(ev.class_key());
+	if (cit == classes.end()) {
+		ClassOf c;
+		const std::string name = ev.name();
+		if (name.compare(0, 4, "jvm:") == 0)
+			c.what = name == "jvm:thread_start" || name == "jvm:thread_exists" ? ClassOf::Thread
+				 : name == "jvm:monitor_contended_enter"                   ? ClassOf::Enter
+				 : name == "jvm:monitor_contended_entered"                 ? ClassOf::Entered
+											   : ClassOf::Jvm;
+		cit = classes.emplace(ev.class_key(), c).first;
+	}
+	const ClassOf &c = cit->second;
+	if (c.what == ClassOf::Other)
+		return true;
 	m.jvm_events++;
-	name = name.substr(4);
-	const bt_field *pl = bt_event_borrow_payload_field_const(ev);
 	std::string proc;
 	const size_t proc_index = proc_of(m, ev, &proc);
 	int64_t tid = 0;
-	if (!event_tid(ev, &tid))
+	if (!ev.tid(&tid))
 		tid = 0;
-	if (name == "thread_start" || name == "thread_exists") {
-		std::string n = as_str(member(pl, "name"));
-		m.by_os_tid[{proc, as_i64(member(pl, "os_tid"))}] = n;
-		m.by_java_tid[{proc, as_i64(member(pl, "java_tid"))}] = n;
-		return;
+	if (c.what == ClassOf::Thread) {
+		std::string n(c.str(ev, "name"));
+		m.by_os_tid[{proc, c.i64(ev, "os_tid")}] = n;
+		m.by_java_tid[{proc, c.i64(ev, "java_tid")}] = n;
+		return true;
 	}
-	if (name != "monitor_contended_enter" && name != "monitor_contended_entered")
-		return;
-	std::string cls = java_class_name(as_str(member(pl, "class")));
-	uint32_t hash = static_cast<uint32_t>(as_i64(member(pl, "hash")));
+	if (c.what != ClassOf::Enter && c.what != ClassOf::Entered)
+		return true;
+	std::string cls = java_class_name(std::string(c.str(ev, "class")));
+	uint32_t hash = static_cast<uint32_t>(c.i64(ev, "hash"));
 	char hx[16];
 	std::snprintf(hx, sizeof hx, "%08" PRIx32, hash);
 	std::string key = proc + "/" + cls + "@" + hx;
@@ -122,26 +140,26 @@ void on_event(Model &m, const bt_message *msg)
 	mon.proc_index = proc_index;
 	mon.cls = cls;
 	mon.hash = hash;
-	if (name == "monitor_contended_enter") {
+	if (c.what == ClassOf::Enter) {
 		mon.enters++;
 		mon.waiters[thread_name(m.by_os_tid, proc, tid, "tid")]++;
-		int64_t owner = as_i64(member(pl, "owner_java_tid"));
+		int64_t owner = c.i64(ev, "owner_java_tid");
 		if (owner >= 0)
 			mon.holders[thread_name(m.by_java_tid, proc, owner, "java tid")]++;
 		Pending p;
 		p.key = key;
-		p.stack = as_str(member(pl, "stack"));
+		p.stack = c.str(ev, "stack");
 		p.site = p.stack.substr(0, p.stack.find(';'));
 		if (p.site.empty())
 			p.site = "(no stack: agent option stack=0)";
 		mon.sites[p.site].enters++;
 		m.pending[{proc, tid}] = p;
-		return;
+		return true;
 	}
 	auto it = m.pending.find({proc, tid});
 	if (it == m.pending.end() || it->second.key != key)
-		return;
-	uint64_t w = static_cast<uint64_t>(as_i64(member(pl, "wait_ns")));
+		return true;
+	uint64_t w = c.u64(ev, "wait_ns");
 	mon.total_ns += w;
 	mon.max_ns = std::max(mon.max_ns, w);
 	mon.waits.add(w);
@@ -152,6 +170,7 @@ void on_event(Model &m, const bt_message *msg)
 		s.stack = it->second.stack;
 	}
 	m.pending.erase(it);
+	return true;
 }
 
 uint64_t p99(const WaitDist &v)
@@ -326,40 +345,37 @@ void write_html(std::ostream &o, const Model &m, size_t top)
 	o << "</table></body></html>\n";
 }
 
+// The model, with the progress bar's count.
+struct Counted {
+	Model &m;
+	Progress &progress;
+	uint64_t seen = 0;
+	template <class E> bool event(const E &ev)
+	{
+		if (ev.timed())
+			progress.update(++seen, ev.ns());
+		return m.event(ev);
+	}
+	bool loss(const rd::Loss &l) { return m.loss(l); }
+};
+
 } // namespace
 
 int analyze_monitor(const std::string &dir, const std::string &format, const std::string &html, size_t top)
 {
 	Model m;
-	std::string err, warnings;
-	std::vector<std::string> dirs;
-	find_ctf_traces(dir, &dirs, &err);
-	Progress progress = progress_for("analyze", dirs);
-	uint64_t seen = 0;
-	bool ok = read_ctf_traces(
-		dir,
-		[&m, &progress, &seen](const bt_message *msg) {
-			if (bt_message_get_type(msg) == BT_MESSAGE_TYPE_EVENT) {
-				int64_t ts = 0;
-				if (bt_message_event_borrow_stream_class_default_clock_class_const(msg) &&
-				    bt_clock_snapshot_get_ns_from_origin(
-					    bt_message_event_borrow_default_clock_snapshot_const(msg), &ts) ==
-					    BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
-					progress.update(++seen, ts);
-				on_event(m, msg);
-			} else if (bt_message_get_type(msg) == BT_MESSAGE_TYPE_DISCARDED_EVENTS) {
-				uint64_t c = 0;
-				if (bt_message_discarded_events_get_count(msg, &c) ==
-				    BT_PROPERTY_AVAILABILITY_AVAILABLE)
-					m.discarded += c;
-			}
-			return true;
-		},
-		&err, &warnings);
+	rd::Source src("analyze");
+	if (!src.open(dir))
+		return cli::kFail;
+	Progress progress = progress_for("analyze", src);
+	Counted h{m, progress};
+	const bool ok = src.read(h);
 	progress.done();
+	src.finish();
 	if (!ok) {
-		std::cerr << "strata analyze: " << err << "\n";
-		cli::hint_torn("analyze", dir);
+		std::cerr << "strata analyze: " << src.why() << "\n";
+		if (!src.native())
+			cli::hint_torn("analyze", dir);
 		return cli::kFail;
 	}
 	if (format == "json")

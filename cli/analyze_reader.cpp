@@ -1,38 +1,41 @@
 // analyze_reader.cpp - decode the `pthread` provider's events of a trace
-// directory.  The babeltrace2 graph (every sub-trace, merged by time) is
-// view_graph's; this file only turns messages into the analysis' input.
+// directory.  The events come from either reader (read_event.h: Strata's own
+// for the traces Strata wrote, babeltrace2 for the others), merged by time;
+// this file only turns them into the analysis' input, by one logic path.
 #include "analyze_reader.h"
-
-#include <babeltrace2/babeltrace.h>
 
 #include <algorithm>
 #include <map>
 #include <unordered_map>
 #include <vector>
 
-#include "bt_fields.h"
-#include "view_graph.h"
+#include "read_event.h"
 
 namespace strata {
 namespace analyze {
 namespace {
 
 // What an event class is to the analysis, decided once per class.
-struct ClassOf : MemberCache {
+struct ClassOf : rd::SlotCache {
 	// Held and Acquired are the preload's compact records, Site its
 	// interned callers (docs/pthread.md).
 	enum { Other, Mapping, Lock, Site, Held, Acquired, Counts, CountsDone } what = Other;
 	Op op = Op::MutexLock;
+	// Held and Acquired: their fields' slots, resolved at the first record.
+	bool resolved = false;
+	rd::FieldSlot f_back, f_site, f_lock;
 };
 
 struct Sink {
 	Input *in = nullptr;
-	std::unordered_map<const bt_event_class *, ClassOf> classes;
-	const bt_trace *last_trace = nullptr;
+	std::unordered_map<const void *, ClassOf> classes; // by class_key()
+	const void *last_class = nullptr;
+	ClassOf *last_of = nullptr;
+	const void *last_trace = nullptr;
 	uint32_t last_proc = 0;
 	const std::function<void(const Event &)> *on = nullptr; // streaming: each event, none kept
 	const std::function<void(int64_t)> *progress = nullptr;
-	std::map<const bt_trace *, uint32_t> procs;
+	std::map<const void *, uint32_t> procs; // by trace_key()
 	// Compact records: site id -> caller per process; kept events whose
 	// caller is still a site id (resolved after reading: a site event may
 	// follow its first use by another thread); whether kept events must be
@@ -40,11 +43,24 @@ struct Sink {
 	std::map<std::pair<uint32_t, uint64_t>, uint64_t> sites;
 	std::vector<std::pair<size_t, uint64_t>> by_site;
 	bool reorder = false;
+	// deliver()'s last site found in `sites` (forgotten when a site event
+	// changes `sites`).
+	std::pair<uint32_t, uint64_t> last_site{0, 0};
+	uint64_t last_caller = 0;
+	bool last_site_ok = false;
+
+	template <class E> bool event(const E &ev);
+	bool loss(const rd::Loss &l)
+	{
+		if (l.events && l.known)
+			in->discarded += l.count;
+		return true;
+	}
 };
 
-uint32_t proc_of(Sink *s, const bt_event *ev)
+template <class E> uint32_t proc_of(Sink *s, const E &ev)
 {
-	const bt_trace *tr = bt_stream_borrow_trace_const(bt_event_borrow_stream_const(ev));
+	const void *tr = ev.trace_key();
 	if (tr == s->last_trace)
 		return s->last_proc;
 	auto it = s->procs.find(tr);
@@ -52,12 +68,12 @@ uint32_t proc_of(Sink *s, const bt_event *ev)
 		s->last_trace = tr;
 		return s->last_proc = it->second;
 	}
+	const rd::TraceIdent &id = ev.trace();
 	Process p;
-	env_string(tr, "procname", &p.name);
-	env_int(tr, "vpid", &p.pid);
-	const char *tn = bt_trace_get_name(tr);
-	if (tn)
-		p.trace_dir = tn;
+	p.name = id.procname;
+	if (id.has_vpid)
+		p.pid = id.vpid;
+	p.trace_dir = id.name;
 	uint32_t idx = static_cast<uint32_t>(s->in->procs.size());
 	s->in->procs.push_back(p);
 	s->procs[tr] = idx;
@@ -71,11 +87,22 @@ uint32_t proc_of(Sink *s, const bt_event *ev)
 void deliver(Sink *s, Event &&e, const uint64_t *site)
 {
 	if (site) {
-		auto it = s->sites.find({e.proc, *site});
-		if (it != s->sites.end())
-			e.caller = it->second;
-		else if (!s->on)
-			s->by_site.emplace_back(s->in->events.size(), *site);
+		// The last site's caller first (a compact record gives two
+		// events of one site; a loop, many).
+		const std::pair<uint32_t, uint64_t> key{e.proc, *site};
+		if (s->last_site_ok && s->last_site == key) {
+			e.caller = s->last_caller;
+		} else {
+			auto it = s->sites.find(key);
+			if (it != s->sites.end()) {
+				e.caller = it->second;
+				s->last_site = key;
+				s->last_caller = it->second;
+				s->last_site_ok = true;
+			} else if (!s->on) {
+				s->by_site.emplace_back(s->in->events.size(), *site);
+			}
+		}
 	}
 	if (s->progress)
 		(*s->progress)(e.ts);
@@ -91,18 +118,26 @@ void deliver(Sink *s, Event &&e, const uint64_t *site)
 // with a successful mutex_trylock (the class's op).  Streamed, the acquisition goes to the model
 // out of time order only against other locks' events: none of this lock's
 // can fall inside an uncontended hold's acquisition and its record.
-void on_compact(Sink *s, const ClassOf &c, const bt_field *pl, Event &&base)
+template <class E> void on_compact(Sink *s, ClassOf &c, const E &ev, Event &&base)
 {
 	const bool held = c.what == ClassOf::Held;
-	const uint64_t back = c.u64(pl, held ? "hold_ns" : "age_ns");
-	const uint64_t site = c.u64(pl, "site");
+	if (!c.resolved) { // the slots, once per class
+		c.f_back = c.get(ev, held ? "hold_ns" : "age_ns");
+		c.f_site = c.get(ev, "site");
+		c.f_lock = c.get(ev, "lock");
+		c.resolved = true;
+	}
+	const uint64_t back = ev.u64(c.f_back);
+	const uint64_t site = ev.u64(c.f_site);
 	const int64_t now = base.ts;
 	base.op = c.op;
-	base.lock = c.u64(pl, "lock");
+	base.lock = ev.u64(c.f_lock);
 	base.ts = now - static_cast<int64_t>(back);
-	Event un;
+	Event un; // base's copy, field by field (no vector to copy)
 	if (held) {
-		un = base;
+		un.proc = base.proc;
+		un.tid = base.tid;
+		un.lock = base.lock;
 		un.op = Op::MutexUnlock;
 		un.ts = now;
 	}
@@ -115,106 +150,104 @@ void on_compact(Sink *s, const ClassOf &c, const bt_field *pl, Event &&base)
 // Counting mode (docs/pthread.md): mutex_counts is `count` uncontended
 // pairs of the lock taken at the site, mutex_counts_done a process's final
 // flush.
-void on_counts(Sink *s, const ClassOf &c, const bt_field *pl, Event &&e)
+template <class E> void on_counts(Sink *s, const ClassOf &c, const E &ev, Event &&e)
 {
 	if (c.what == ClassOf::CountsDone) {
 		e.op = Op::CountsDone;
 		deliver(s, std::move(e), nullptr);
 		return;
 	}
-	const uint64_t site = c.u64(pl, "site");
+	const uint64_t site = c.u64(ev, "site");
 	e.op = Op::MutexCounts;
-	e.lock = c.u64(pl, "lock");
-	e.tried = c.u64(pl, "try_") != 0;
-	e.count = c.u64(pl, "count");
-	e.timed = c.u64(pl, "timed");
-	e.waited_untimed = c.u64(pl, "waited_untimed");
-	e.hold_sum = c.u64(pl, "hold_sum_ns");
-	e.hold_max = c.u64(pl, "hold_max_ns");
+	e.lock = c.u64(ev, "lock");
+	e.tried = c.u64(ev, "try_") != 0;
+	e.count = c.u64(ev, "count");
+	e.timed = c.u64(ev, "timed");
+	e.waited_untimed = c.u64(ev, "waited_untimed");
+	e.hold_sum = c.u64(ev, "hold_sum_ns");
+	e.hold_max = c.u64(ev, "hold_max_ns");
 	deliver(s, std::move(e), &site);
 }
 
-void on_event(Sink *s, const bt_message *msg)
+template <class E> bool Sink::event(const E &ev)
 {
-	const bt_event *ev = bt_message_event_borrow_event_const(msg);
-	const bt_event_class *ecl = bt_event_borrow_class_const(ev);
-	auto cit = s->classes.find(ecl);
-	if (cit == s->classes.end()) {
-		ClassOf c;
-		const char *full = bt_event_class_get_name(ecl);
-		const std::string name = full ? full : "";
-		if (name == "pthread:mapping")
-			c.what = ClassOf::Mapping;
-		else if (name == "pthread:site")
-			c.what = ClassOf::Site;
-		else if (name == "pthread:mutex_held" || name == "pthread:mutex_tryheld")
-			c.what = ClassOf::Held;
-		else if (name == "pthread:mutex_acquired" || name == "pthread:mutex_tryacquired")
-			c.what = ClassOf::Acquired;
-		else if (name == "pthread:mutex_counts")
-			c.what = ClassOf::Counts;
-		else if (name == "pthread:mutex_counts_done")
-			c.what = ClassOf::CountsDone;
-		if ((c.what == ClassOf::Held || c.what == ClassOf::Acquired) &&
-		    name.find(":mutex_try") != name.npos)
-			c.op = Op::MutexTrylock;
-		else if (name.compare(0, 8, "pthread:") == 0 && op_from_name(name.substr(8), &c.op))
-			c.what = ClassOf::Lock;
-		cit = s->classes.emplace(ecl, c).first;
+	Sink *s = this;
+	const void *key = ev.class_key();
+	if (key != last_class) {
+		auto cit = classes.find(key);
+		if (cit == classes.end()) {
+			ClassOf c;
+			const std::string name = ev.name();
+			if (name == "pthread:mapping")
+				c.what = ClassOf::Mapping;
+			else if (name == "pthread:site")
+				c.what = ClassOf::Site;
+			else if (name == "pthread:mutex_held" || name == "pthread:mutex_tryheld")
+				c.what = ClassOf::Held;
+			else if (name == "pthread:mutex_acquired" || name == "pthread:mutex_tryacquired")
+				c.what = ClassOf::Acquired;
+			else if (name == "pthread:mutex_counts")
+				c.what = ClassOf::Counts;
+			else if (name == "pthread:mutex_counts_done")
+				c.what = ClassOf::CountsDone;
+			if ((c.what == ClassOf::Held || c.what == ClassOf::Acquired) &&
+			    name.find(":mutex_try") != name.npos)
+				c.op = Op::MutexTrylock;
+			else if (name.compare(0, 8, "pthread:") == 0 && op_from_name(name.substr(8), &c.op))
+				c.what = ClassOf::Lock;
+			cit = classes.emplace(key, c).first;
+		}
+		last_class = key;
+		last_of = &cit->second;
 	}
-	const ClassOf &c = cit->second;
+	ClassOf &c = *last_of;
 	if (c.what == ClassOf::Other) {
-		s->in->other_events++;
-		return;
+		in->other_events++;
+		return true;
 	}
-	const bt_field *pl = bt_event_borrow_payload_field_const(ev);
-	int64_t ts = 0;
-	const bt_clock_snapshot *cs = bt_message_event_borrow_default_clock_snapshot_const(msg);
-	if (cs &&
-	    bt_clock_snapshot_get_ns_from_origin(cs, &ts) != BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
-		ts = static_cast<int64_t>(bt_clock_snapshot_get_value(cs));
+	const int64_t ts = ev.ns();
 	uint32_t proc = proc_of(s, ev);
 	if (c.what == ClassOf::Mapping) {
 		Mapping m;
 		m.proc = proc;
-		m.start = c.u64(pl, "start");
-		m.end = c.u64(pl, "end");
-		m.offset = c.u64(pl, "offset");
-		m.path = c.str(pl, "path");
-		s->in->maps.push_back(std::move(m));
-		return;
+		m.start = c.u64(ev, "start");
+		m.end = c.u64(ev, "end");
+		m.offset = c.u64(ev, "offset");
+		m.path = c.str(ev, "path");
+		in->maps.push_back(std::move(m));
+		return true;
 	}
 	if (c.what == ClassOf::Site) {
-		s->sites[{proc, c.u64(pl, "id")}] = c.u64(pl, "caller");
-		return;
+		sites[{proc, c.u64(ev, "id")}] = c.u64(ev, "caller");
+		last_site_ok = false;
+		return true;
 	}
 	Event e;
 	e.op = c.op;
 	e.ts = ts;
 	e.proc = proc;
 	int64_t tid = 0;
-	e.tid = event_tid(ev, &tid) ? tid : 0;
+	e.tid = ev.tid(&tid) ? tid : 0;
 	if (c.what == ClassOf::Held || c.what == ClassOf::Acquired) {
-		on_compact(s, c, pl, std::move(e));
-		return;
+		on_compact(s, c, ev, std::move(e));
+		return true;
 	}
 	if (c.what == ClassOf::Counts || c.what == ClassOf::CountsDone) {
-		on_counts(s, c, pl, std::move(e));
-		return;
+		on_counts(s, c, ev, std::move(e));
+		return true;
 	}
-	e.lock = c.u64(pl, "lock");
-	e.cond = c.u64(pl, "cond");
-	e.ret = static_cast<int32_t>(c.i64(pl, "ret"));
-	e.contended = c.u64(pl, "contended") != 0;
-	e.wait_ns = c.u64(pl, "wait_ns");
-	e.caller = c.u64(pl, "caller");
-	const bt_field *st = c.field(pl, "stack");
-	if (st && bt_field_class_type_is(bt_field_get_class_type(st), BT_FIELD_CLASS_TYPE_ARRAY)) {
-		uint64_t n = bt_field_array_get_length(st);
-		for (uint64_t i = 0; i < n && i < 256; i++)
-			e.stack.push_back(as_u64(bt_field_array_borrow_element_field_by_index_const(st, i)));
-	}
+	e.lock = c.u64(ev, "lock");
+	e.cond = c.u64(ev, "cond");
+	e.ret = static_cast<int32_t>(c.i64(ev, "ret"));
+	e.contended = c.u64(ev, "contended") != 0;
+	e.wait_ns = c.u64(ev, "wait_ns");
+	e.caller = c.u64(ev, "caller");
+	const rd::FieldSlot &st = c.get(ev, "stack");
+	const uint32_t n = ev.count(st);
+	for (uint32_t i = 0; i < n && i < 256; i++)
+		e.stack.push_back(ev.elem_u64(st, i));
 	deliver(s, std::move(e), nullptr);
+	return true;
 }
 
 } // namespace
@@ -227,31 +260,26 @@ bool read_trace(const std::string &dir, Input *in, std::string *err)
 bool read_trace_feed(const std::string &dir, Input *in, const std::function<void(const Event &)> *on,
 		     const std::function<void(int64_t)> *progress, std::string *err)
 {
+	rd::Source src("analyze");
+	if (!src.open(dir)) {
+		*err = "no trace read under '" + dir + "'";
+		return false;
+	}
+	const bool ok = read_trace_feed(src, in, on, progress, err);
+	src.finish();
+	return ok;
+}
+
+bool read_trace_feed(rd::Source &src, Input *in, const std::function<void(const Event &)> *on,
+		     const std::function<void(int64_t)> *progress, std::string *err)
+{
 	Sink sink;
 	sink.in = in;
 	sink.on = on;
 	sink.progress = progress;
-	std::string warnings;
-	bool ok = read_ctf_traces(
-		dir,
-		[&sink](const bt_message *m) {
-			switch (bt_message_get_type(m)) {
-			case BT_MESSAGE_TYPE_EVENT:
-				on_event(&sink, m);
-				break;
-			case BT_MESSAGE_TYPE_DISCARDED_EVENTS: {
-				uint64_t c = 0;
-				if (bt_message_discarded_events_get_count(m, &c) ==
-				    BT_PROPERTY_AVAILABILITY_AVAILABLE)
-					sink.in->discarded += c;
-				break;
-			}
-			default:
-				break;
-			}
-			return true;
-		},
-		err, &warnings);
+	const bool ok = src.read(sink);
+	if (!ok)
+		*err = src.why();
 	for (const auto &[i, id] : sink.by_site) {
 		auto it = sink.sites.find({in->events[i].proc, id});
 		in->events[i].caller = it == sink.sites.end() ? 0 : it->second;

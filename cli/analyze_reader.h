@@ -1,5 +1,5 @@
 // analyze_reader.h - decode a trace directory's `pthread` events for the
-// lock analysis (babeltrace2 C API).
+// lock analysis, through either trace reader (read_event.h).
 #ifndef STRATA_CLI_ANALYZE_READER_H
 #define STRATA_CLI_ANALYZE_READER_H
 
@@ -7,6 +7,12 @@
 #include <string>
 
 #include "analyze_model.h"
+
+namespace strata {
+namespace rd {
+class Source;
+}
+} // namespace strata
 
 namespace strata {
 namespace analyze {
@@ -20,6 +26,10 @@ bool read_trace(const std::string &dir, Input *in, std::string *err);
 // instead of in->events; *progress (when not null) gets each event's time.
 // in gets the processes, mappings and counts.
 bool read_trace_feed(const std::string &dir, Input *in, const std::function<void(const Event &)> *on,
+		     const std::function<void(int64_t)> *progress, std::string *err);
+// The same from an opened source (its damage and warnings are the
+// caller's to finish()); *err empty when the reason was already printed.
+bool read_trace_feed(rd::Source &src, Input *in, const std::function<void(const Event &)> *on,
 		     const std::function<void(int64_t)> *progress, std::string *err);
 
 } // namespace analyze

@@ -17,6 +17,7 @@
 #include "analyze_reader.h"
 #include "analyze_report.h"
 #include "analyze_symbols.h"
+#include "read_event.h"
 #include "read_progress.h"
 #include "view_graph.h"
 
@@ -108,15 +109,16 @@ int strata_cmd_analyze(int argc, char **argv)
 	Input in;
 	std::string err;
 	bool ok = true;
-	std::vector<std::string> dirs;
-	strata::find_ctf_traces(dir, &dirs, &err);
-	strata::Progress progress = strata::progress_for("analyze", dirs);
+	strata::rd::Source src("analyze");
+	if (!src.open(dir))
+		return strata::cli::kFail;
+	strata::Progress progress = strata::progress_for("analyze", src);
 	uint64_t seen = 0;
 	const std::function<void(int64_t)> tick = [&](int64_t ts) { progress.update(++seen, ts); };
 	std::unique_ptr<SymbolTable> syms;
 	Report rep = analyze_feed(
 		[&](const std::function<void(const Event &)> &on) {
-			ok = read_trace_feed(dir, &in, &on, &tick, &err);
+			ok = read_trace_feed(src, &in, &on, &tick, &err);
 		},
 		in, opt,
 		[&](uint32_t proc, uint64_t addr, bool code) {
@@ -125,9 +127,11 @@ int strata_cmd_analyze(int argc, char **argv)
 			return syms->lookup(proc, addr, code);
 		});
 	progress.done();
+	src.finish();
 	if (!ok) {
 		std::cerr << "strata analyze: " << err << "\n";
-		strata::cli::hint_torn("analyze", dir);
+		if (!src.native())
+			strata::cli::hint_torn("analyze", dir);
 		return strata::cli::kFail;
 	}
 	if (syms)

@@ -10,8 +10,6 @@
 // other sub-traces are read once before (tids -> process, Java thread
 // names), so that a kernel thread track knows its process from its first
 // event.
-#include <babeltrace2/babeltrace.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,10 +24,10 @@
 #include <vector>
 
 #include "analyze_model.h"
-#include "bt_fields.h"
 #include "commands.h"
 #include "export_sink.h"
 #include "java_names.h"
+#include "read_event.h"
 #include "read_progress.h"
 #include "view_graph.h"
 
@@ -72,7 +70,7 @@ enum class Kind : uint8_t {
 	MonitorWaited,
 };
 
-struct ClassInfo : MemberCache {
+struct ClassInfo : rd::SlotCache {
 	Kind kind = Kind::Instant;
 	std::string name; // shown name: "provider:event", a syscall's name, a span's base
 	analyze::Op op = analyze::Op::MutexLock;
@@ -86,55 +84,6 @@ struct ClassInfo : MemberCache {
 	bool counts = false;
 	int wake_kind = 0;
 	bool raw = false; // sys_enter / sys_exit
-};
-
-// Where a stream class keeps the thread and the CPU: the index of `vtid`
-// (or `tid`) and `cpu_id` in the event common context, else of `vtid` and
-// `cpu_id` in the packet context (a lane owned by one thread); -1 absent.
-// The rule is bt_fields.h's event_tid(), resolved once per stream class.
-struct StreamCtx {
-	int64_t ev_tid = -1, ev_cpu = -1, pkt_tid = -1, pkt_cpu = -1;
-	explicit StreamCtx(const bt_stream_class *sc)
-	{
-		const bt_field_class *ec = bt_stream_class_borrow_event_common_context_field_class_const(sc);
-		ev_tid = member_index(ec, "vtid");
-		if (ev_tid < 0)
-			ev_tid = member_index(ec, "tid");
-		ev_cpu = member_index(ec, "cpu_id");
-		if (ev_cpu < 0)
-			ev_cpu = member_index(ec, "cpu");
-		const bt_field_class *pc = bt_stream_class_borrow_packet_context_field_class_const(sc);
-		pkt_tid = member_index(pc, "vtid");
-		pkt_cpu = member_index(pc, "cpu_id");
-	}
-	static const bt_field *at(const bt_field *st, int64_t i)
-	{
-		return st && i >= 0 ? bt_field_structure_borrow_member_field_by_index_const(
-					      st, static_cast<uint64_t>(i))
-				    : nullptr;
-	}
-	bool tid(const bt_event *ev, int64_t *out) const
-	{
-		if (ev_tid >= 0)
-			return integer_value(at(bt_event_borrow_common_context_field_const(ev), ev_tid), out);
-		if (pkt_tid < 0)
-			return false;
-		const bt_packet *p = bt_event_borrow_packet_const(ev);
-		return p && integer_value(at(bt_packet_borrow_context_field_const(p), pkt_tid), out) &&
-		       *out >= 0;
-	}
-	uint32_t cpu(const bt_event *ev) const
-	{
-		int64_t v = 0;
-		if (ev_cpu >= 0 &&
-		    integer_value(at(bt_event_borrow_common_context_field_const(ev), ev_cpu), &v))
-			return static_cast<uint32_t>(v);
-		const bt_packet *p = bt_event_borrow_packet_const(ev);
-		if (pkt_cpu >= 0 && p &&
-		    integer_value(at(bt_packet_borrow_context_field_const(p), pkt_cpu), &v))
-			return static_cast<uint32_t>(v);
-		return 0;
-	}
 };
 
 // "app:work_begin" -> (SpanBegin, "app:work").
@@ -267,31 +216,34 @@ public:
 	uint64_t counted_pairs = 0; // in pthread:mutex_counts records: not drawn
 	std::unordered_map<int64_t, Thread> threads;
 
-	void on_message(const bt_message *msg)
+	// A message of the pass (read_event.h).
+	template <class E> bool event(const E &ev)
 	{
-		switch (bt_message_get_type(msg)) {
-		case BT_MESSAGE_TYPE_EVENT:
-			on_event(msg);
-			break;
-		case BT_MESSAGE_TYPE_DISCARDED_EVENTS:
-		case BT_MESSAGE_TYPE_DISCARDED_PACKETS:
-			on_discarded(msg);
-			break;
-		default:
-			break;
-		}
+		on_event(ev);
+		return !sink_.failed();
+	}
+	bool loss(const rd::Loss &l)
+	{
+		on_discarded(l);
+		return !sink_.failed();
 	}
 
 	// The pre-pass over the user sub-traces: which process each thread is
 	// in, and Java threads' names.
-	void learn(const bt_message *msg)
+	struct Learner {
+		Converter &c;
+		template <class E> bool event(const E &ev)
+		{
+			c.learn(ev);
+			return true;
+		}
+		bool loss(const rd::Loss &) { return true; }
+	};
+	template <class E> void learn(const E &ev)
 	{
-		if (bt_message_get_type(msg) != BT_MESSAGE_TYPE_EVENT)
-			return;
-		const bt_event *ev = bt_message_event_borrow_event_const(msg);
 		const TraceInfo &tr = trace_of(ev);
 		int64_t tid = 0;
-		if (!stream_ctx(ev).tid(ev, &tid))
+		if (!ev.tid(&tid))
 			return;
 		Thread &t = threads[tid];
 		if (t.pid < 0)
@@ -301,17 +253,16 @@ public:
 			jvm_thread(ev, c, tr, false);
 	}
 
-	// Between the pre-pass and the pass: babeltrace2 objects of the first
-	// graph are gone, and their addresses may come back.
+	// Between the pre-pass and the pass: the first reader's objects are
+	// gone, and their addresses may come back.
 	void new_pass()
 	{
 		traces_.clear();
 		classes_.clear();
-		streams_.clear();
-		last_sc_ = nullptr;
-		last_ctx_ = nullptr;
 		last_trace_ = nullptr;
 		last_info_ = nullptr;
+		last_class_ = nullptr;
+		last_class_info_ = nullptr;
 	}
 
 	bool last_ts(int64_t *ts) const
@@ -322,13 +273,12 @@ public:
 
 private:
 	exp::Sink &sink_;
-	std::unordered_map<const bt_trace *, TraceInfo> traces_;
-	std::unordered_map<const bt_event_class *, ClassInfo> classes_;
-	std::unordered_map<const bt_stream_class *, StreamCtx> streams_;
-	const bt_trace *last_trace_ = nullptr;
+	std::unordered_map<const rd::TraceIdent *, TraceInfo> traces_;
+	std::unordered_map<const void *, ClassInfo> classes_; // by class_key()
+	const rd::TraceIdent *last_trace_ = nullptr;
 	TraceInfo *last_info_ = nullptr;
-	const bt_stream_class *last_sc_ = nullptr;
-	const StreamCtx *last_ctx_ = nullptr;
+	const void *last_class_ = nullptr;
+	const ClassInfo *last_class_info_ = nullptr;
 	std::unordered_map<int64_t, bool> procs_; // pid -> descriptor out
 	// pid -> its user sub-trace's procname (learnt in the pre-pass): a
 	// process first seen in the kernel's events is named by it, not by the
@@ -345,44 +295,33 @@ private:
 	bool have_ts_ = false;
 	Args args_;
 
-	TraceInfo &trace_of(const bt_event *ev)
+	template <class E> TraceInfo &trace_of(const E &ev) { return trace_info(ev.trace()); }
+	TraceInfo &trace_info(const rd::TraceIdent &id)
 	{
-		return trace_info(bt_stream_borrow_trace_const(bt_event_borrow_stream_const(ev)));
-	}
-	TraceInfo &trace_info(const bt_trace *trace)
-	{
-		if (trace == last_trace_)
+		if (&id == last_trace_)
 			return *last_info_;
-		last_trace_ = trace;
-		auto it = traces_.find(trace);
+		last_trace_ = &id;
+		auto it = traces_.find(&id);
 		if (it != traces_.end())
 			return *(last_info_ = &it->second);
 		TraceInfo t;
-		std::string domain;
-		t.kernel = env_string(trace, "domain", &domain) && domain == "kernel";
-		env_string(trace, "procname", &t.procname);
-		env_int(trace, "vpid", &t.pid);
+		t.kernel = id.kernel;
+		t.procname = id.procname;
+		t.pid = id.has_vpid ? id.vpid : -1;
 		if (!t.kernel && t.pid >= 0 && !t.procname.empty())
 			proc_names_.emplace(t.pid, t.procname);
-		return *(last_info_ = &traces_.emplace(trace, t).first->second);
+		return *(last_info_ = &traces_.emplace(&id, t).first->second);
 	}
-	const StreamCtx &stream_ctx(const bt_event *ev)
+	template <class E> const ClassInfo &class_of(const E &ev, const TraceInfo &tr)
 	{
-		const bt_stream_class *sc = bt_stream_borrow_class_const(bt_event_borrow_stream_const(ev));
-		if (sc != last_sc_) {
-			last_sc_ = sc;
-			last_ctx_ = &streams_.emplace(sc, StreamCtx(sc)).first->second;
-		}
-		return *last_ctx_;
-	}
-	const ClassInfo &class_of(const bt_event *ev, const TraceInfo &tr)
-	{
-		const bt_event_class *ec = bt_event_borrow_class_const(ev);
-		auto it = classes_.find(ec);
-		if (it != classes_.end())
-			return it->second;
-		const char *n = bt_event_class_get_name(ec);
-		return classes_.emplace(ec, classify(n ? n : "?", tr.kernel)).first->second;
+		const void *key = ev.class_key();
+		if (key == last_class_)
+			return *last_class_info_;
+		auto it = classes_.find(key);
+		if (it == classes_.end())
+			it = classes_.emplace(key, classify(ev.name(), tr.kernel)).first;
+		last_class_ = key;
+		return *(last_class_info_ = &it->second);
 	}
 
 	// ---- tracks ----
@@ -450,32 +389,22 @@ private:
 	}
 
 	// ---- events ----
-	void on_event(const bt_message *msg)
+	template <class E> void on_event(const E &pl)
 	{
-		const bt_event *ev = bt_message_event_borrow_event_const(msg);
-		TraceInfo &tr = trace_of(ev);
-		const ClassInfo &c = class_of(ev, tr);
-		int64_t ts = 0;
-		if (bt_message_event_borrow_stream_class_default_clock_class_const(msg)) {
-			const bt_clock_snapshot *cs =
-				bt_message_event_borrow_default_clock_snapshot_const(msg);
-			if (bt_clock_snapshot_get_ns_from_origin(cs, &ts) !=
-			    BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
-				ts = 0;
-		}
+		TraceInfo &tr = trace_of(pl);
+		const ClassInfo &c = class_of(pl, tr);
+		const int64_t ts = pl.ns();
 		last_ts_ = ts;
 		have_ts_ = true;
 		events++;
-		const bt_field *pl = bt_event_borrow_payload_field_const(ev);
 		int64_t tid = 0;
-		const StreamCtx &sctx = stream_ctx(ev);
-		const bool has_tid = sctx.tid(ev, &tid);
+		const bool has_tid = pl.tid(&tid);
 
 		switch (c.kind) {
 		case Kind::SchedSwitch: {
-			const uint32_t cpu = sctx.cpu(ev);
+			const uint32_t cpu = cpu_of(pl);
 			const int64_t prev = c.i64(pl, "prev_tid"), next = c.i64(pl, "next_tid");
-			const std::string pc = c.str(pl, "prev_comm"), nc = c.str(pl, "next_comm");
+			const std::string pc(c.str(pl, "prev_comm")), nc(c.str(pl, "next_comm"));
 			note_comm(prev, pc);
 			note_comm(next, nc);
 			sink_.sched_switch(ts, cpu, pc, prev, c.i64(pl, "prev_prio"), c.i64(pl, "prev_state"),
@@ -484,9 +413,9 @@ private:
 		}
 		case Kind::Wakeup: {
 			const int64_t t = c.i64(pl, "tid");
-			const std::string comm = c.str(pl, "comm");
+			const std::string comm(c.str(pl, "comm"));
 			note_comm(t, comm);
-			sink_.wakeup(ts, sctx.cpu(ev), c.wake_kind, comm, t, c.i64(pl, "prio"),
+			sink_.wakeup(ts, cpu_of(pl), c.wake_kind, comm, t, c.i64(pl, "prio"),
 				     c.i64(pl, "target_cpu"));
 			return;
 		}
@@ -537,9 +466,7 @@ private:
 			Thread &t = threads[tid];
 			fields(pl);
 			if (t.spans.empty() || t.spans.back() != c.name) { // not a pair: an instant
-				sink_.instant(ts, thread_track(tid, &tr),
-					      bt_event_class_get_name(bt_event_borrow_class_const(ev)),
-					      args_);
+				sink_.instant(ts, thread_track(tid, &tr), pl.name(), args_);
 				return;
 			}
 			t.spans.pop_back();
@@ -550,7 +477,7 @@ private:
 			pthread_event(ts, tid, tr, c, pl);
 			return;
 		case Kind::JvmThread:
-			jvm_thread(ev, c, tr, true);
+			jvm_thread(pl, c, tr, true);
 			instant(ts, tid, tr, c, pl);
 			return;
 		case Kind::MonitorEnter:
@@ -621,11 +548,11 @@ private:
 	std::unordered_map<std::string, MonitorOwner> monitors_;
 	std::unordered_map<int64_t, std::pair<std::string, int64_t>> entering_; // tid -> (monitor, enter ts)
 
-	std::string monitor_name(const ClassInfo &c, const bt_field *pl)
+	template <class E> std::string monitor_name(const ClassInfo &c, const E &pl)
 	{
 		char hash[16];
 		std::snprintf(hash, sizeof hash, "@%08" PRIx64, c.u64(pl, "hash") & 0xffffffffu);
-		return java_class_name(c.str(pl, "class")) + hash;
+		return java_class_name(std::string(c.str(pl, "class"))) + hash;
 	}
 
 	static std::string monitor_key(const TraceInfo &tr, const std::string &mon)
@@ -668,9 +595,8 @@ private:
 		o = {tid, ts};
 	}
 
-	void jvm_thread(const bt_event *ev, const ClassInfo &c, const TraceInfo &tr, bool live)
+	template <class E> void jvm_thread(const E &pl, const ClassInfo &c, const TraceInfo &tr, bool live)
 	{
-		const bt_field *pl = bt_event_borrow_payload_field_const(ev);
 		const int64_t os_tid = c.i64(pl, "os_tid");
 		if (os_tid <= 0)
 			return;
@@ -683,7 +609,8 @@ private:
 			thread_track(os_tid, &tr); // renamed: the descriptor again
 	}
 
-	void instant(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const bt_field *pl)
+	template <class E>
+	void instant(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const E &pl)
 	{
 		const uint64_t track = thread_track(tid, &tr);
 		fields(pl);
@@ -714,42 +641,38 @@ private:
 
 	// The payload's top-level integers, reals and strings as arguments
 	// (arrays and structures left out; a sequence's length member kept).
-	void fields(const bt_field *pl)
+	template <class E> void fields(const E &pl)
 	{
 		args_.clear();
-		if (!pl || bt_field_get_class_type(pl) != BT_FIELD_CLASS_TYPE_STRUCTURE)
-			return;
-		const bt_field_class *fc = bt_field_borrow_class_const(pl);
-		const uint64_t n = bt_field_class_structure_get_member_count(fc);
-		for (uint64_t i = 0; i < n; i++) {
-			const bt_field *f = bt_field_structure_borrow_member_field_by_index_const(pl, i);
-			const bt_field_class_type t = bt_field_get_class_type(f);
+		pl.for_each_field([this](const rd::Field &f) {
 			Arg a;
-			a.name = bt_field_class_structure_member_get_name(
-				bt_field_class_structure_borrow_member_by_index_const(fc, i));
-			if (bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_SIGNED_INTEGER)) {
+			a.name = f.name;
+			switch (f.kind) {
+			case rd::Field::Int:
 				a.kind = Arg::Int;
-				a.i = bt_field_integer_signed_get_value(f);
-			} else if (bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER)) {
+				a.i = f.i;
+				break;
+			case rd::Field::Uint:
 				a.kind = Arg::Uint;
-				a.u = bt_field_integer_unsigned_get_value(f);
-			} else if (t == BT_FIELD_CLASS_TYPE_STRING) {
+				a.u = f.u;
+				break;
+			case rd::Field::Real:
+				a.kind = Arg::Real;
+				a.d = f.d;
+				break;
+			case rd::Field::Str:
 				a.kind = Arg::Str;
-				a.s = bt_field_string_get_value(f);
-			} else if (t == BT_FIELD_CLASS_TYPE_DOUBLE_PRECISION_REAL) {
-				a.kind = Arg::Real;
-				a.d = bt_field_real_double_precision_get_value(f);
-			} else if (t == BT_FIELD_CLASS_TYPE_SINGLE_PRECISION_REAL) {
-				a.kind = Arg::Real;
-				a.d = bt_field_real_single_precision_get_value(f);
-			} else if (t == BT_FIELD_CLASS_TYPE_BOOL) {
-				a.kind = Arg::Uint;
-				a.u = bt_field_bool_get_value(f);
-			} else {
-				continue;
+				a.s.assign(f.s.data(), f.s.size());
+				break;
 			}
 			args_.push_back(std::move(a));
-		}
+		});
+	}
+
+	template <class E> static uint32_t cpu_of(const E &ev)
+	{
+		const int64_t c = ev.cpu();
+		return c >= 0 ? static_cast<uint32_t>(c) : 0;
 	}
 
 	// pthread: a wait is a slice on the waiting thread's own track (a
@@ -758,8 +681,8 @@ private:
 	// locks need not nest.  A flow goes from the release that a waiter
 	// received (a zero-length "release" slice on the releaser's track) to
 	// that waiter's wait.  Meaning of the fields: docs/pthread.md.
-	void pthread_event(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c,
-			   const bt_field *pl)
+	template <class E>
+	void pthread_event(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const E &pl)
 	{
 		using analyze::Op;
 		const uint64_t lock = c.u64(pl, "lock");
@@ -828,7 +751,8 @@ private:
 
 	// A condition wait: the mutex is released for the wait and taken again
 	// at its end; the wait itself is on the thread's track.
-	void cond_wait(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const bt_field *pl,
+	template <class E>
+	void cond_wait(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const E &pl,
 		       uint64_t lock, uint64_t lock_key)
 	{
 		const int64_t ret = c.i64(pl, "ret");
@@ -871,7 +795,8 @@ private:
 
 	// A lock, rwlock or semaphore acquisition (or a failed attempt): its
 	// wait on the thread's track, the hold that follows on the lock's.
-	void acquisition(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const bt_field *pl,
+	template <class E>
+	void acquisition(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const E &pl,
 			 const char *kind, uint64_t lock, uint64_t lock_key)
 	{
 		LockState &ls = locks_[lock_key];
@@ -917,32 +842,13 @@ private:
 
 	// A loss: a marker on the process (kernel: the kernel track) and a
 	// counter of events lost so far.
-	void on_discarded(const bt_message *msg)
+	void on_discarded(const rd::Loss &l)
 	{
-		const bool ev = bt_message_get_type(msg) == BT_MESSAGE_TYPE_DISCARDED_EVENTS;
-		const bt_stream *stream = ev ? bt_message_discarded_events_borrow_stream_const(msg)
-					     : bt_message_discarded_packets_borrow_stream_const(msg);
-		uint64_t count = 0;
-		const bool known = ev ? bt_message_discarded_events_get_count(msg, &count) ==
-						   BT_PROPERTY_AVAILABILITY_AVAILABLE
-				      : bt_message_discarded_packets_get_count(msg, &count) ==
-						   BT_PROPERTY_AVAILABILITY_AVAILABLE;
-		const bt_stream_class *sc = bt_stream_borrow_class_const(stream);
-		int64_t ts = last_ts_;
-		const bool has_times =
-			ev ? bt_stream_class_discarded_events_have_default_clock_snapshots(sc)
-			   : bt_stream_class_discarded_packets_have_default_clock_snapshots(sc);
-		if (has_times) {
-			const bt_clock_snapshot *cs =
-				ev ? bt_message_discarded_events_borrow_end_default_clock_snapshot_const(msg)
-				   : bt_message_discarded_packets_borrow_end_default_clock_snapshot_const(
-					     msg);
-			int64_t t = 0;
-			if (bt_clock_snapshot_get_ns_from_origin(cs, &t) ==
-			    BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
-				ts = t;
-		}
-		const TraceInfo &tr = trace_info(bt_stream_borrow_trace_const(stream));
+		const bool ev = l.events;
+		const uint64_t count = l.count;
+		const bool known = l.known;
+		const int64_t ts = l.times ? l.end : last_ts_;
+		const TraceInfo &tr = trace_info(*l.trace);
 		const uint64_t track = no_thread_track(tr);
 		Args a(1);
 		a[0].kind = Arg::Uint;
@@ -966,16 +872,27 @@ private:
 	}
 };
 
+// The pass's handler: the converter, and the progress bar after each event.
+struct Pass {
+	Converter &conv;
+	Progress &progress;
+	template <class E> bool event(const E &ev)
+	{
+		const bool more = conv.event(ev);
+		progress.update(conv.events, ev.ns());
+		return more;
+	}
+	bool loss(const rd::Loss &l) { return conv.loss(l); }
+};
+
 int run_export(const std::string &dir, bool json, const std::string &out_path)
 {
-	std::vector<std::string> dirs;
-	std::string why, warnings;
-	if (!find_ctf_traces(dir, &dirs, &why)) {
-		std::fprintf(stderr, "strata export: %s\n", why.c_str());
+	rd::Source src("export");
+	if (!src.open(dir))
 		return cli::kFail;
-	}
+	const std::vector<std::string> &dirs = src.dirs();
 	int64_t begin = 0, end = 0;
-	const bool ranged = trace_range(dirs, &begin, &end); // also the JSON's zero
+	const bool ranged = src.range(&begin, &end); // also the JSON's zero
 
 	FILE *out = stdout;
 	if (out_path != "-") {
@@ -992,40 +909,31 @@ int run_export(const std::string &dir, bool json, const std::string &out_path)
 
 	// Threads seen by the kernel belong to the processes of the user
 	// sub-traces: learn which first (only needed with a kernel sub-trace).
+	// Its damage is named by the pass that follows.
 	std::vector<std::string> user;
 	for (const std::string &d : dirs)
 		if (!is_kernel_trace(d))
 			user.push_back(d);
-	bool ok = true;
-	if (!user.empty() && user.size() < dirs.size())
-		ok = read_ctf_trace_dirs(
-			user,
-			[&conv](const bt_message *m) {
-				conv.learn(m);
-				return true;
-			},
-			&why, &warnings);
+	if (!user.empty() && user.size() < dirs.size()) {
+		rd::Source pre("export");
+		pre.open_dirs(user, dir);
+		pre.set_quiet(true);
+		Converter::Learner learner{conv};
+		pre.read(learner);
+	}
 
 	conv.new_pass();
 	Progress progress("export", ranged && isatty(STDERR_FILENO), begin, end);
-	ok = ok && read_ctf_trace_dirs(
-			   dirs,
-			   [&](const bt_message *m) {
-				   conv.on_message(m);
-				   int64_t ts = 0;
-				   if (conv.last_ts(&ts))
-					   progress.update(conv.events, ts);
-				   return !sink->failed();
-			   },
-			   &why, &warnings);
+	Pass pass{conv, progress};
+	const bool ok = src.read(pass);
 	progress.done();
 	const bool written = sink->finish();
 	const bool closed = out == stdout ? std::fflush(out) == 0 : std::fclose(out) == 0;
-	if (!warnings.empty())
-		std::fprintf(stderr, "strata export: warning: %s", warnings.c_str());
+	src.finish();
 	if (!ok) {
-		std::fprintf(stderr, "strata export: %s\n", why.c_str());
-		cli::hint_torn("export", dir);
+		std::fprintf(stderr, "strata export: %s\n", src.why().c_str());
+		if (!src.native())
+			cli::hint_torn("export", dir);
 		return cli::kFail;
 	}
 	if (!written || !closed) {

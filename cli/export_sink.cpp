@@ -4,6 +4,7 @@
 // decode our output with protoc.
 #include "export_sink.h"
 
+#include <charconv>
 #include <cinttypes>
 #include <cstring>
 #include <unordered_map>
@@ -466,9 +467,9 @@ private:
 	}
 	void async_id(uint64_t track)
 	{
-		char b[32];
-		std::snprintf(b, sizeof b, "0x%" PRIx64, track);
-		w_.key("cat").str("lock").key("id").str(b);
+		char b[32] = {'0', 'x'}; // "0x%" PRIx64, per event: no snprintf
+		char *e = std::to_chars(b + 2, b + sizeof b, track, 16).ptr;
+		w_.key("cat").str("lock").key("id").str(std::string_view(b, static_cast<size_t>(e - b)));
 	}
 	void json_args(const Args &args)
 	{

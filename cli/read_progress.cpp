@@ -1,6 +1,8 @@
 // read_progress.cpp - see read_progress.h.
 #include "read_progress.h"
 
+#include "read_event.h"
+
 #include <babeltrace2/babeltrace.h>
 #include <unistd.h>
 
@@ -111,6 +113,13 @@ Progress progress_for(const char *cmd, const std::vector<std::string> &dirs)
 	int64_t begin = 0, end = 0;
 	const bool ranged = trace_range(dirs, &begin, &end);
 	return Progress(cmd, ranged && isatty(STDERR_FILENO), begin, end);
+}
+
+Progress progress_for(const char *cmd, rd::Source &src)
+{
+	int64_t begin = 0, end = 0;
+	const bool ranged = isatty(STDERR_FILENO) && src.range(&begin, &end);
+	return Progress(cmd, ranged, begin, end);
 }
 
 } // namespace strata

@@ -10,6 +10,9 @@
 #include <vector>
 
 namespace strata {
+namespace rd {
+class Source;
+}
 
 // The time range of the traces in `dirs` (babeltrace2's
 // "babeltrace.trace-infos" query on source.ctf.fs, which reads packet
@@ -36,6 +39,8 @@ private:
 
 // A Progress for the traces under `root`, on when stderr is a terminal.
 Progress progress_for(const char *cmd, const std::vector<std::string> &dirs);
+// The same for the traces of `src` (their range from the reader's index).
+Progress progress_for(const char *cmd, rd::Source &src);
 
 } // namespace strata
 #endif

@@ -4,9 +4,11 @@
 #include "json_writer.h"
 
 #include <cassert>
+#include <charconv>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 namespace strata {
 
@@ -66,8 +68,44 @@ void escape_control(std::string &out, unsigned char c)
 
 } // namespace
 
+namespace {
+
+bool plain(unsigned char c)
+{
+	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
+// A short string with nothing to escape (keys, names, most values), with
+// `pre` before it and `post` after it, in one append: the per-event path
+// of `strata export --format json`.
+bool quote_plain(std::string &out, std::string_view pre, std::string_view s, std::string_view post)
+{
+	char b[128];
+	const size_t n = s.size();
+	if (pre.size() + n + post.size() + 2 > sizeof b)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!plain(static_cast<unsigned char>(s[i])))
+			return false;
+	char *d = b;
+	std::memcpy(d, pre.data(), pre.size());
+	d += pre.size();
+	*d++ = '"';
+	std::memcpy(d, s.data(), n);
+	d += n;
+	*d++ = '"';
+	std::memcpy(d, post.data(), post.size());
+	d += post.size();
+	out.append(b, static_cast<size_t>(d - b));
+	return true;
+}
+
+} // namespace
+
 void json_quote(std::string &out, std::string_view s)
 {
+	if (quote_plain(out, {}, s, {}))
+		return;
 	const auto *p = reinterpret_cast<const unsigned char *>(s.data());
 	const size_t n = s.size();
 	out += '"';
@@ -149,10 +187,17 @@ JsonWriter &JsonWriter::key(std::string_view k)
 		misuse();
 		return *this;
 	}
-	separator();
-	json_quote(out_, k);
-	out_ += style_ == Style::kSpaced ? ": " : ":";
-	stack_.back().want_value = true;
+	const std::string_view colon = style_ == Style::kSpaced ? ": " : ":";
+	Level &l = stack_.back();
+	if (pending_indent_ < 0 &&
+	    quote_plain(out_, l.any ? (style_ == Style::kSpaced ? ", " : ",") : "", k, colon)) {
+		l.any = true; // separator() and json_quote() in one append
+	} else {
+		separator();
+		json_quote(out_, k);
+		out_ += colon;
+	}
+	l.want_value = true;
 	return *this;
 }
 
@@ -212,8 +257,7 @@ JsonWriter &JsonWriter::u64(uint64_t v)
 {
 	before_value();
 	char b[24];
-	const int n = std::snprintf(b, sizeof b, "%" PRIu64, v);
-	out_.append(b, static_cast<size_t>(n));
+	out_.append(b, static_cast<size_t>(std::to_chars(b, b + sizeof b, v).ptr - b));
 	return *this;
 }
 
@@ -238,14 +282,23 @@ JsonWriter &JsonWriter::fixed(int64_t v, unsigned decimals)
 		scale *= 10;
 	const bool neg = v < 0;
 	const uint64_t a = neg ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+	// std::to_chars, not snprintf: this is the per-event path of `strata
+	// export --format json` (the same digits).
 	char b[48];
-	int n;
-	if (decimals)
-		n = std::snprintf(b, sizeof b, "%s%" PRIu64 ".%0*" PRIu64, neg ? "-" : "", a / scale,
-				  static_cast<int>(decimals), a % scale);
-	else
-		n = std::snprintf(b, sizeof b, "%s%" PRIu64, neg ? "-" : "", a);
-	out_.append(b, static_cast<size_t>(n));
+	char *p = b;
+	if (neg)
+		*p++ = '-';
+	p = std::to_chars(p, b + 24, a / scale).ptr;
+	if (decimals) {
+		*p++ = '.';
+		uint64_t f = a % scale;
+		for (unsigned k = decimals; k-- > 0;) {
+			p[k] = static_cast<char>('0' + f % 10);
+			f /= 10;
+		}
+		p += decimals;
+	}
+	out_.append(b, static_cast<size_t>(p - b));
 	return *this;
 }
 

@@ -140,6 +140,11 @@ struct TraceReader::Cursor {
 	size_t order = 0;             // tie-break: stream order
 	int64_t base_ns = 0;          // freq 1e9: ns = base_ns + ts
 	bool fast_ns = false;
+	// The class of the last record's id (the map's look-up was a sixth of
+	// the reader's time).
+	uint32_t last_id = 0;
+	bool have_id = false;
+	const MetaEvent *last_cls = nullptr;
 };
 
 TraceReader::TraceReader() = default;
@@ -508,8 +513,13 @@ bool TraceReader::next_record(Cursor &c)
 			TraceEvent &ev = c.ev;
 			ev.ts = r.ts;
 			ev.ns = c.fast_ns ? c.base_ns + (int64_t)r.ts : c.s->trace->meta.ns_from_origin(r.ts);
-			auto it = c.classes->find(r.id);
-			ev.cls = it == c.classes->end() ? nullptr : &it->second;
+			if (r.id != c.last_id || !c.have_id) { // a stream is mostly runs of one event
+				auto it = c.classes->find(r.id);
+				c.last_cls = it == c.classes->end() ? nullptr : &it->second;
+				c.last_id = r.id;
+				c.have_id = true;
+			}
+			ev.cls = c.last_cls;
 			ev.tid = c.s->trace->meta.record_format == STRATA_REC_COMPACT && !c.s->shared
 					 ? c.pe->vtid
 					 : r.tid;

@@ -130,7 +130,21 @@ template <class Fn> void TraceEvent::for_each_field(Fn &&fn) const
 		case STRATA_FT_INTEGER:
 		case STRATA_FT_ENUM:
 			align(b);
-			memcpy(&v.u, pkt + o, b); // little-endian (strata_abi.h)
+			// Little-endian (strata_abi.h); loads of the field's own width
+			// (a memcpy of a variable size, read back whole, stalls).
+			if (b == 8) {
+				memcpy(&v.u, pkt + o, 8);
+			} else if (b == 4) {
+				uint32_t x;
+				memcpy(&x, pkt + o, 4);
+				v.u = x;
+			} else if (b == 2) {
+				uint16_t x;
+				memcpy(&x, pkt + o, 2);
+				v.u = x;
+			} else {
+				v.u = pkt[o];
+			}
 			o += b;
 			v.i = (int64_t)v.u;
 			if (f.is_signed && b < 8) {
