@@ -5,8 +5,8 @@ that each stream holds several packets) is copied and damaged the ways disks,
 crashes and serial lines damage traces: flipped bits, a truncated stream, a
 zeroed run, an overwritten packet header, spliced bytes, a cut metadata file.
 
-Oracles, for each damaged copy and command (view, check; analyze and export
-where they read Strata's traces):
+Oracles, for each damaged copy and command (view, check, analyze mutex and
+monitor, export in both formats):
   - it ends (no hang) within a time proportional to the trace's size, with
     exit 0 or 1, and exit 1 comes with a message;
   - strata view prints every event of every stream the damage did not touch,
@@ -102,7 +102,8 @@ def main():
                 victim = rng.choice([s for s in streams_of(d) if os.path.getsize(s) > 200])
             damage(kind, victim, rng)
             name = "%s%d (%s)" % (kind, k, os.path.basename(victim))
-            for cmd in (["view"], ["check"]):
+            for cmd in (["view"], ["check"], ["analyze", "mutex"], ["analyze", "monitor"],
+                        ["export", "-o", d + ".perfetto-trace"], ["export", "--format", "json", "-o", d + ".json"]):
                 rc, out, err, t = run([strata] + cmd + [d], bound)
                 runs += 1
                 check(rc in (0, 1), "%s: strata %s ends with 0 or 1 in %.1f s (got %r)" % (name, cmd[0], t, rc))
@@ -140,7 +141,7 @@ def main():
             # Where view reported lost packets, so does babeltrace2 on the copy.
             if b"packets discarded" in view_out:
                 check(b"discarded" in b.stderr, "%s: babeltrace2 reports the loss in the clean copy" % name)
-    print("%d reader runs on %d damaged traces" % (runs, runs // 2))
+    print("%d reader runs on %d damaged traces" % (runs, runs // 6))
     if failures:
         print("%d check(s) failed" % len(failures))
         return 1
