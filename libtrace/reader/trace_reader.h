@@ -188,6 +188,7 @@ struct TraceMsg {
 
 struct TraceReadStats {
 	uint64_t events = 0, packets = 0;
+	uint64_t bytes = 0; // of packets read (their content)
 	uint64_t discarded_events = 0, discarded_packets = 0;
 	uint64_t damaged = 0;       // damages named (skipped spans, cut packets)
 	uint64_t damaged_bytes = 0; // bytes of stream files skipped
@@ -209,7 +210,7 @@ public:
 	bool open(const std::string &root, std::string *why);
 	bool open_dirs(const std::vector<std::string> &dirs, std::string *why);
 
-	const std::vector<std::unique_ptr<SubTrace>> &traces() const { return traces_; }
+	const std::vector<std::shared_ptr<SubTrace>> &traces() const { return traces_; }
 	const std::vector<std::unique_ptr<StreamInfo>> &streams() const { return streams_; }
 	// Damage found so far (the index's at open; the records' as they are read).
 	const std::vector<TraceDamage> &damages() const { return damages_; }
@@ -227,6 +228,19 @@ public:
 	// reached.
 	bool read(const std::function<bool(const TraceMsg &)> &on);
 
+	// The same, pulled: start(), then next() until it returns false (the
+	// end).  *out and what it points to stay valid until the next call.
+	// One pass per reader: a second start() gives nothing new.
+	void start();
+	bool next(TraceMsg *out);
+
+	// A reader over the sub-traces and packet index `from` has already
+	// read (nothing indexed again), with no window, filter or read state
+	// of its own: several passes over one opened trace, at once or one
+	// after another (the SQL tables' cursors, libtrace/query).  Before
+	// anything else on this reader; `from` need not outlive it.
+	void share_index(const TraceReader &from);
+
 	// For `strata check`: every packet of every stream, walked, in file
 	// order: on(stream, entry, good_end, why) with good_end the end of the
 	// last good record (== content when whole) and why null when whole.
@@ -243,9 +257,20 @@ private:
 	bool next_record(Cursor &c);
 	void damage(const StreamInfo &s, uint64_t offset, uint64_t bytes, std::string why);
 
-	std::vector<std::unique_ptr<SubTrace>> traces_;
+	std::vector<std::shared_ptr<SubTrace>> traces_;
 	std::vector<std::unique_ptr<StreamInfo>> streams_;
-	std::vector<std::unique_ptr<RecordWalk>> walks_; // per sub-trace
+	std::vector<std::shared_ptr<RecordWalk>>
+		walks_; // per sub-trace (a walk keeps no state between packets)
+	// The pass (start/next): the streams' cursors, a min-heap of them by
+	// time, the cursor to move on before the next message.
+	std::vector<std::unique_ptr<Cursor>> cursors_;
+	std::vector<Cursor *> heap_;
+	size_t index_damages_ = 0; // damages_ found by open (the index's)
+	size_t index_damage_next_ = 0, index_damage_end_ = 0;
+	bool started_ = false;
+	Cursor *advance_ = nullptr;
+	bool advance_event_ = false;
+	void heap_down(size_t i);
 	std::vector<TraceDamage> damages_;
 	TraceReadStats stats_;
 	int64_t win_begin_ = INT64_MIN, win_end_ = INT64_MAX;
