@@ -1033,22 +1033,32 @@ std::string slices_sql(const Trace &t)
 			parts.push_back(std::string("SELECT 'lock_hold', '") + (n + 8) +
 					"', ts - hold_ns, ts, hold_ns, " + kCols + ", lock, NULL FROM " +
 					quote_ident(n));
+	// An acquisition proves that the conflicting holds of other threads
+	// ended (their unlock event may be stamped late: a thread preempted
+	// between the real unlock and its event), so a hold ends at its
+	// thread's unlock or at the next conflicting acquisition of the lock,
+	// whichever comes first, as `strata analyze mutex` ends them.
 	std::vector<std::string> acq;
 	for (const char *n : {"pthread:mutex_lock", "pthread:mutex_timedlock", "pthread:mutex_trylock",
 			      "pthread:rwlock_rdlock", "pthread:rwlock_wrlock", "pthread:rwlock_tryrdlock",
 			      "pthread:rwlock_trywrlock"})
 		if (has(n) && cols_of(n, "ret") && cols_of(n, "caller"))
-			acq.push_back(std::string("SELECT ts, ") + kCols + ", lock, caller, 1 AS acq FROM " +
-				      quote_ident(n) + " WHERE ret = 0");
+			acq.push_back(std::string("SELECT ts, ") + kCols + ", lock, caller, 1 AS acq, " +
+				      (strstr(n, "rdlock") ? "0" : "1") + " AS excl, '" + (n + 8) +
+				      "' AS ev, 1 AS full FROM " + quote_ident(n) + " WHERE ret = 0");
 	for (const char *n : {"pthread:mutex_acquired", "pthread:mutex_tryacquired"})
 		if (has(n) && cols_of(n, "age_ns"))
-			acq.push_back(std::string("SELECT ts - age_ns, ") + kCols + ", lock, NULL, 1 FROM " +
-				      quote_ident(n));
+			acq.push_back(std::string("SELECT ts - age_ns, ") + kCols + ", lock, NULL, 1, 1, '" +
+				      (n + 8) + "', 1 FROM " + quote_ident(n));
+	for (const char *n : {"pthread:mutex_held", "pthread:mutex_tryheld"})
+		if (has(n) && cols_of(n, "hold_ns"))
+			acq.push_back(std::string("SELECT ts - hold_ns, ") + kCols + ", lock, NULL, 1, 1, '" +
+				      (n + 8) + "', 0 FROM " + quote_ident(n));
 	std::vector<std::string> rel;
 	for (const char *n : {"pthread:mutex_unlock", "pthread:rwlock_unlock"})
 		if (has(n))
-			rel.push_back(std::string("SELECT ts, ") + kCols + ", lock, NULL, 0 FROM " +
-				      quote_ident(n));
+			rel.push_back(std::string("SELECT ts, ") + kCols + ", lock, NULL, 0, 0, '" + (n + 8) +
+				      "', 1 FROM " + quote_ident(n));
 	if (!acq.empty() && !rel.empty()) {
 		std::string u;
 		for (const auto &s : acq)
@@ -1056,12 +1066,20 @@ std::string slices_sql(const Trace &t)
 		for (const auto &s : rel)
 			u += " UNION ALL " + s;
 		parts.push_back(
-			"SELECT 'lock_hold', 'mutex_lock', ts, nts, nts - ts, " + std::string(kCols) +
-			", lock, caller FROM (SELECT *, LEAD(ts) OVER w AS nts, LEAD(acq) OVER w AS nacq "
-			"FROM (" +
+			"SELECT 'lock_hold', ev, ts, min(nts, coalesce(CASE WHEN excl THEN nany ELSE nexcl "
+			"END, "
+			"nts)), min(nts, coalesce(CASE WHEN excl THEN nany ELSE nexcl END, nts)) - ts, " +
+			std::string(kCols) +
+			", lock, caller FROM (SELECT *, LEAD(ts) OVER t AS nts, LEAD(acq) OVER t AS nacq, "
+			"min(CASE WHEN acq THEN ts END) OVER l AS nany, min(CASE WHEN acq AND excl THEN ts "
+			"END) "
+			"OVER l AS nexcl FROM (" +
 			u +
-			") WINDOW w AS (PARTITION BY machine, pid, tid, lock ORDER BY ts)) WHERE acq = 1 "
-			"AND nacq = 0");
+			") WINDOW t AS (PARTITION BY machine, pid, tid, lock ORDER BY ts), l AS (PARTITION "
+			"BY "
+			"machine, pid, lock ORDER BY ts DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 "
+			"PRECEDING)) "
+			"WHERE acq = 1 AND full = 1 AND nacq = 0");
 	}
 	// JVM monitors: contended enters and waits end with their duration.
 	for (const char *n : {"jvm:monitor_contended_entered", "jvm:monitor_waited"})
@@ -1084,6 +1102,53 @@ std::string slices_sql(const Trace &t)
 	if (parts.empty())
 		return "SELECT NULL AS kind, NULL AS name, NULL AS ts, NULL AS ts_end, NULL AS dur, NULL AS "
 		       "machine, NULL AS pid, NULL AS tid, NULL AS process, NULL AS object, NULL AS caller "
+		       "WHERE 0";
+	std::string sql;
+	for (const auto &p : parts)
+		sql += (sql.empty() ? "" : " UNION ALL ") + p;
+	return sql;
+}
+
+// Every lock acquisition of the pthread preload's events, one row each
+// (a mutex_counts row stands for `pairs` counted ones): the rows
+// `strata analyze mutex` counts (docs/query.md).
+std::string acquisitions_sql(const Trace &t)
+{
+	auto has = [&](const std::string &n) { return t.typed_by_name.count(n) != 0; };
+	const char *kCols = "ts, machine, pid, tid, process, lock AS object";
+	std::vector<std::string> parts;
+	for (const char *n : {"pthread:mutex_lock", "pthread:mutex_timedlock", "pthread:rwlock_rdlock",
+			      "pthread:rwlock_wrlock", "pthread:sem_wait", "pthread:sem_timedwait"})
+		if (has(n))
+			parts.push_back(
+				std::string("SELECT ") + kCols + ", '" + (n + 8) +
+				"' AS name, contended, CASE WHEN contended THEN wait_ns ELSE 0 END AS "
+				"wait_ns, caller, 1 AS pairs FROM " +
+				quote_ident(n) + " WHERE ret IN (0, 130)"); // 130: EOWNERDEAD
+	for (const char *n : {"pthread:mutex_trylock", "pthread:rwlock_tryrdlock", "pthread:rwlock_trywrlock",
+			      "pthread:sem_trywait"})
+		if (has(n))
+			parts.push_back(std::string("SELECT ") + kCols + ", '" + (n + 8) +
+					"', 0, 0, caller, 1 FROM " + quote_ident(n) +
+					" WHERE ret IN (0, 130)");
+	for (const char *n : {"pthread:mutex_held", "pthread:mutex_tryheld"})
+		if (has(n))
+			parts.push_back(
+				std::string("SELECT ts - hold_ns, machine, pid, tid, process, lock, '") +
+				(n + 8) + "', 0, 0, NULL, 1 FROM " + quote_ident(n));
+	for (const char *n : {"pthread:mutex_acquired", "pthread:mutex_tryacquired"})
+		if (has(n))
+			parts.push_back(
+				std::string("SELECT ts - age_ns, machine, pid, tid, process, lock, '") +
+				(n + 8) + "', 0, 0, NULL, 1 FROM " + quote_ident(n));
+	if (has("pthread:mutex_counts"))
+		parts.push_back(std::string("SELECT ") + kCols +
+				", 'mutex_counts', 0, 0, NULL, count FROM \"pthread:mutex_counts\"");
+	if (parts.empty())
+		return "SELECT NULL AS ts, NULL AS machine, NULL AS pid, NULL AS tid, NULL AS process, NULL "
+		       "AS "
+		       "object, NULL AS name, NULL AS contended, NULL AS wait_ns, NULL AS caller, NULL AS "
+		       "pairs "
 		       "WHERE 0";
 	std::string sql;
 	for (const auto &p : parts)
@@ -1144,7 +1209,8 @@ bool open_trace(sqlite3 *db, const std::string &path, std::string *why)
 		return false;
 	};
 	for (const std::string &m : reg->made)
-		if (!exec((m == "slices" ? "DROP VIEW IF EXISTS temp." : "DROP TABLE IF EXISTS temp.") +
+		if (!exec((m == "slices" || m == "acquisitions" ? "DROP VIEW IF EXISTS temp."
+								: "DROP TABLE IF EXISTS temp.") +
 			  quote_ident(m)))
 			return false;
 	reg->made.clear();
@@ -1153,7 +1219,7 @@ bool open_trace(sqlite3 *db, const std::string &path, std::string *why)
 	std::vector<std::string> names = {"events", "lost", "processes", "threads"};
 	for (const TypedTable &tt : t->typed)
 		if (tt.name != "events" && tt.name != "lost" && tt.name != "processes" &&
-		    tt.name != "threads" && tt.name != "slices")
+		    tt.name != "threads" && tt.name != "slices" && tt.name != "acquisitions")
 			names.push_back(tt.name);
 	for (const std::string &n : names) {
 		if (!exec("CREATE VIRTUAL TABLE temp." + quote_ident(n) + " USING strata(" +
@@ -1164,6 +1230,9 @@ bool open_trace(sqlite3 *db, const std::string &path, std::string *why)
 	if (!exec("CREATE TEMP VIEW slices AS " + slices_sql(*t)))
 		return false;
 	reg->made.push_back("slices");
+	if (!exec("CREATE TEMP VIEW acquisitions AS " + acquisitions_sql(*t)))
+		return false;
+	reg->made.push_back("acquisitions");
 	return true;
 }
 
