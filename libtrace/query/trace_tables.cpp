@@ -668,6 +668,8 @@ void fill_threads(Cur *cur, Vtab *v)
 			continue;
 		}
 		for (const PacketEntry &p : s->packets) {
+			if (p.content <= STRATA_PACKET_HEADER_SIZE)
+				continue; // no record (a packet closed empty: only its counts)
 			T &t = th[{sub, p.vtid}];
 			t.packets++;
 			t.b = std::min(t.b, sub->meta.ns_from_origin(p.ts_begin));
