@@ -452,7 +452,13 @@ int strata_cmd_query(int argc, char **argv)
 		return cli::kFail;
 	}
 	tell_damage(db);
-	const int rc = have_sql ? (run_sql(db, sql, out) ? cli::kOk : cli::kFail) : shell(db, out);
+	int rc;
+	if (have_sql && !sql.empty() && sql[0] == '.') { // a dot command as the argument
+		bool quit = false;
+		rc = dot_command(db, sql, out, &quit) ? cli::kOk : cli::kFail;
+	} else {
+		rc = have_sql ? (run_sql(db, sql, out) ? cli::kOk : cli::kFail) : shell(db, out);
+	}
 	sqlite3_close(db);
 	return rc;
 }

@@ -2,6 +2,7 @@
 // the tables and their types in docs/query.md.
 #include "trace_tables.h"
 
+#include <charconv>
 #include <cinttypes>
 #include <cmath>
 #include <cstring>
@@ -148,22 +149,20 @@ void result_u64(sqlite3_context *ctx, uint64_t v)
 		return;
 	}
 	char b[24];
-	const int n = snprintf(b, sizeof b, "%" PRIu64, v);
+	const int n = (int)(std::to_chars(b, b + sizeof b, v).ptr - b);
 	sqlite3_result_text(ctx, b, n, SQLITE_TRANSIENT);
 }
 
 void json_number_u(std::string *o, uint64_t v)
 {
 	char b[24];
-	const int n = snprintf(b, sizeof b, "%" PRIu64, v);
-	o->append(b, (size_t)n);
+	o->append(b, (size_t)(std::to_chars(b, b + sizeof b, v).ptr - b));
 }
 
 void json_number_i(std::string *o, int64_t v)
 {
 	char b[24];
-	const int n = snprintf(b, sizeof b, "%" PRId64, v);
-	o->append(b, (size_t)n);
+	o->append(b, (size_t)(std::to_chars(b, b + sizeof b, v).ptr - b));
 }
 
 void json_double(std::string *o, double d)
@@ -385,8 +384,9 @@ struct Cur : sqlite3_vtab_cursor {
 	int64_t pid = 0, tid = 0;
 	// The current event's fields, decoded on first use.
 	std::vector<FieldValue> fv;
-	bool decoded = false;
+	int decoded = 0; // fields of fv decoded (the first ones)
 	const ClassMap *cm = nullptr;
+	const MetaEvent *cm_cls = nullptr, *other_cls = nullptr; // the classes last looked up
 	std::vector<int> col_field; // typed: column -> field index of this class (-1: none)
 	// Small tables.
 	std::vector<std::vector<Cell>> rows;
@@ -599,10 +599,15 @@ void next_event(Cur *cur, Vtab *v)
 		if (cur->want_pid && (e.trace().kernel || e.trace().vpid != cur->pid))
 			continue;
 		if (v->kind == Kind::Typed) {
-			auto it = v->t->classes.find(e.cls);
-			if (it == v->t->classes.end() || it->second.table != v->typed)
-				continue;
-			if (cur->cm != &it->second) {
+			if (e.cls == cur->other_cls)
+				continue; // the last class seen that is not this table's
+			if (!cur->cm || e.cls != cur->cm_cls) {
+				auto it = v->t->classes.find(e.cls);
+				if (it == v->t->classes.end() || it->second.table != v->typed) {
+					cur->other_cls = e.cls;
+					continue;
+				}
+				cur->cm_cls = e.cls;
 				cur->cm = &it->second;
 				cur->col_field.assign(v->t->typed[v->typed].cols.size() * 2, -1);
 				for (size_t f = 0; f < it->second.col.size(); f++) {
@@ -612,7 +617,7 @@ void next_event(Cur *cur, Vtab *v)
 				}
 			}
 		}
-		cur->decoded = false;
+		cur->decoded = 0;
 		cur->rowid++;
 		return;
 	}
@@ -932,9 +937,22 @@ int x_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col)
 	default:
 		break;
 	}
-	if (!cur->decoded) {
-		e.decode(&cur->fv);
-		cur->decoded = true;
+	// The fields up to the one asked for (all of them for `fields`),
+	// decoded in place: no allocation once the vector has grown.
+	const size_t k = (size_t)(col - kCommon);
+	int want = -1;
+	if (v->kind == Kind::Events)
+		want = col == kFields ? INT32_MAX : -1;
+	else if (k < cur->col_field.size())
+		want = cur->col_field[k];
+	if (want >= 0 && cur->decoded <= want && cur->decoded < (int)e.cls->info.fields.size()) {
+		cur->fv.resize(e.cls->info.fields.size());
+		int n = 0;
+		e.for_each_field([cur, &n, want](const FieldValue &fv) {
+			cur->fv[(size_t)n++] = fv;
+			return n <= want;
+		});
+		cur->decoded = n;
 	}
 	if (v->kind == Kind::Events) {
 		if (col == kProvider) {
@@ -944,14 +962,14 @@ int x_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col)
 			result_text(ctx, e.cls->full_name.data(), e.cls->full_name.size());
 		} else {
 			std::string o;
+			cur->fv.resize((size_t)cur->decoded);
 			json_fields(&o, cur->fv);
 			sqlite3_result_text(ctx, o.data(), (int)o.size(), SQLITE_TRANSIENT);
 		}
 		return SQLITE_OK;
 	}
-	const size_t k = (size_t)(col - kCommon);
-	const int f = k < cur->col_field.size() ? cur->col_field[k] : -1;
-	if (f < 0 || (size_t)f >= cur->fv.size()) {
+	const int f = want;
+	if (f < 0 || f >= cur->decoded) {
 		sqlite3_result_null(ctx);
 		return SQLITE_OK;
 	}

@@ -35,6 +35,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "record_walk.h"
@@ -110,7 +111,8 @@ struct TraceEvent {
 	// Every field, in order (out is resized); the record was walked, so
 	// every field lies inside the packet.
 	void decode(std::vector<FieldValue> *out) const;
-	// The same, one field at a time: fn(const FieldValue &) for each.
+	// The same, one field at a time: fn(const FieldValue &) for each; an
+	// fn that returns bool stops the walk by returning false.
 	template <class Fn> void for_each_field(Fn &&fn) const;
 };
 
@@ -130,7 +132,25 @@ template <class Fn> void TraceEvent::for_each_field(Fn &&fn) const
 		case STRATA_FT_INTEGER:
 		case STRATA_FT_ENUM:
 			align(b);
-			memcpy(&v.u, pkt + o, b); // little-endian (strata_abi.h)
+			switch (b) { // fixed-size loads; little-endian (strata_abi.h)
+			case 1:
+				v.u = pkt[o];
+				break;
+			case 2: {
+				uint16_t x;
+				memcpy(&x, pkt + o, 2);
+				v.u = x;
+				break;
+			}
+			case 4: {
+				uint32_t x;
+				memcpy(&x, pkt + o, 4);
+				v.u = x;
+				break;
+			}
+			default:
+				memcpy(&v.u, pkt + o, 8);
+			}
 			o += b;
 			v.i = (int64_t)v.u;
 			if (f.is_signed && b < 8) {
@@ -171,7 +191,12 @@ template <class Fn> void TraceEvent::for_each_field(Fn &&fn) const
 		default:
 			break;
 		}
-		fn(v);
+		if constexpr (std::is_same_v<decltype(fn(v)), bool>) {
+			if (!fn(v))
+				return;
+		} else {
+			fn(v);
+		}
 	}
 }
 
