@@ -1268,10 +1268,55 @@ class Bench:
                 self.results[("jvm", m.group(1).strip())] = float(m.group(2))
                 log("  " + line)
 
+    def reading(self):
+        """Reading a trace back (issue 49): `strata view > /dev/null` (Strata's
+        own reader) against babeltrace2 printing the same trace, CPU time of
+        each (user + system, from wait4), and each reader's peak RSS; the
+        same for `strata check`.  One writer of `ints` events recorded by
+        `strata record` (the issue's 10 M events, 153 MB)."""
+        if not self.have_strata:
+            return
+        n = 200000 if self.smoke else 10000000
+        out = self.tmpdir("reading")
+        run([self.strata, "record", "-o", out, "--", self.sbench, "loop", "ints", "1", str(n)],
+            env=self.env_nodaemon, timeout=1200)
+        recorded = count_events(out)
+        r = self.results
+        r[("read_events",)] = recorded
+
+        def measure(cmd, env=None):
+            # /usr/bin/time's %M: the reader's own peak RSS (a child forked
+            # from this Python would count Python's pages before its exec).
+            best = None
+            tf = os.path.join(self.work, "read-time")
+            for _ in range(1 if self.smoke else 3):
+                with open(os.devnull, "wb") as null:
+                    p = subprocess.Popen(["/usr/bin/time", "-o", tf, "-f", "%U %S %M"] + cmd, stdout=null,
+                                         stderr=subprocess.DEVNULL, env=dict(os.environ, **(env or {})))
+                    p.wait()
+                if p.returncode != 0:
+                    raise BenchError("%s exited %d" % (" ".join(cmd), p.returncode))
+                with open(tf) as f:
+                    u, sy, m = f.read().split()[-3:]
+                cpu = float(u) + float(sy)
+                if best is None or cpu < best[0]:
+                    best = (cpu, int(m))
+            return best
+
+        for key, cmd, env in (("view", [self.strata, "view", out], None),
+                              ("view_bt2", [self.strata, "view", out], {"STRATA_READER": "babeltrace2"}),
+                              ("babeltrace2", ["babeltrace2", out], None),
+                              ("check", [self.strata, "check", out], None)):
+            cpu, rss = measure(cmd, env)
+            r[("read_rate", key)] = recorded / cpu if cpu else None
+            r[("read_rss", key)] = rss / 1024.0
+            log("  %s: %d events in %.2f s CPU (%.1f M events/s), peak RSS %.1f MiB" % (
+                key, recorded, cpu, recorded / cpu / 1e6 if cpu else 0, rss / 1024.0))
+
     def all(self):
         steps_nodaemon = [self.costs, self.disabled, self.startup_nodaemon]
         steps_daemon = [self.enabled, self.aggregate, self.whole, self.throughput, self.latency,
-                        self.startup_daemon, self.memory, self.preload, self.processes]
+                        self.startup_daemon, self.memory, self.preload, self.processes, self.reading]
         if self.p["callgrind"]:
             steps_daemon.append(self.callgrind)
         for s in steps_nodaemon:
@@ -1443,6 +1488,15 @@ def table(b):
         rows.append((name, fmt(s, sfmt), fmt(l, sfmt), fmt(ratio) if ratio is not None else "",
                      target or "", met))
 
+    # issue 49: reading traces back, Strata's reader against babeltrace2
+    mev = lambda k: r.get(("read_rate", k)) / 1e6 if r.get(("read_rate", k)) else None  # noqa: E731
+    row("read: strata view > /dev/null vs babeltrace2, M events per CPU second (x)", mev("view"),
+        mev("babeltrace2"), ">= 10", lambda x: x >= 10)
+    row("read: strata view vs strata view through babeltrace2, M events per CPU second (x)", mev("view"),
+        mev("view_bt2"))
+    row("read: strata check, M events per CPU second", mev("check"), None)
+    row("read: peak RSS of strata view vs babeltrace2 (MiB)", r.get(("read_rss", "view")),
+        r.get(("read_rss", "babeltrace2")), "Strata < 64", lambda x: x < 64, strata_only=True)
     # issue 38: <= 0.33 for every shape where the TSC is the clock source,
     # <= 0.45 on kvm-clock (whose vDSO read makes LTTng-UST's events dearer)
     lim = 0.33 if current_clocksource() == "tsc" else 0.45
@@ -1722,7 +1776,7 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="tiny counts (< 60 s), for CI")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--only", help="comma-separated steps: costs,disabled,startup_nodaemon,enabled,"
-                    "aggregate,whole,throughput,latency,startup_daemon,memory,preload,processes,callgrind; and jvm, never run by default")
+                    "aggregate,whole,throughput,latency,startup_daemon,memory,preload,processes,reading,callgrind; and jvm, never run by default")
     ap.add_argument("build", help="the CMake build directory")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-bench-")

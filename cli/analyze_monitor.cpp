@@ -27,6 +27,7 @@
 #include "read_progress.h"
 #include "commands.h"
 #include "bt_fields.h"
+#include "json_writer.h"
 #include "view_graph.h"
 
 namespace strata {
@@ -222,15 +223,50 @@ void write_text(std::ostream &o, const Model &m, size_t top)
 	}
 }
 
-void json_counts(std::ostream &o, const std::map<std::string, uint64_t> &c)
+void json_counts(JsonWriter &w, const std::map<std::string, uint64_t> &c)
 {
-	o << "{";
-	bool first = true;
-	for (const auto &kv : c) {
-		o << (first ? "" : ", ") << json_str(kv.first) << ": " << kv.second;
-		first = false;
+	w.begin_object();
+	for (const auto &kv : c)
+		w.key(kv.first).u64(kv.second);
+	w.end_object();
+}
+
+// A call site: its function, counts, and the longest wait's Java stack,
+// innermost first.
+void monitor_site_json(JsonWriter &w, const std::string &function, const Site &s)
+{
+	w.begin_object().key("function").str(function).key("location").str("");
+	w.key("contended").u64(s.enters).key("wait_total_ns").u64(s.wait_ns);
+	w.key("wait_max_ns").u64(s.max_wait_ns).key("stack").begin_array();
+	const std::string &st = s.stack;
+	for (size_t from = 0; !st.empty() && from <= st.size();) {
+		size_t to = st.find(';', from);
+		if (to == std::string::npos)
+			to = st.size();
+		w.begin_object().key("function").str(st.substr(from, to - from)).end_object();
+		from = to + 1;
 	}
-	o << "}";
+	w.end_array().end_object();
+}
+
+void monitor_json(JsonWriter &w, const Monitor &mon)
+{
+	char hx[16];
+	std::snprintf(hx, sizeof hx, "%08" PRIx32, mon.hash);
+	w.newline(4).begin_object();
+	w.key("process").u64(mon.proc_index).key("kind").str("monitor");
+	w.key("name").str(mon.cls + "@" + hx).key("address").str(std::string("0x") + hx);
+	w.key("class").str(mon.cls).key("hash").u64(mon.hash).key("contended").u64(mon.enters);
+	w.key("wait_total_ns").u64(mon.total_ns).key("wait_mean_ns").u64(mean(mon));
+	w.key("wait_p99_ns").u64(p99(mon.waits)).key("wait_max_ns").u64(mon.max_ns);
+	w.key("waiters");
+	json_counts(w, mon.waiters);
+	w.key("holders");
+	json_counts(w, mon.holders);
+	w.newline(5).key("sites").begin_array();
+	for (const auto &s : ranked_sites(mon))
+		monitor_site_json(w, s.first, *s.second);
+	w.end_array().end_object();
 }
 
 // The schema `analyze mutex` writes (docs/pthread.md, "JSON output"):
@@ -238,52 +274,20 @@ void json_counts(std::ostream &o, const std::map<std::string, uint64_t> &c)
 // monitor's own facts (class, hash, waiters, holders) besides.
 void write_json(std::ostream &o, const Model &m)
 {
-	o << "{\n  \"analysis\": \"monitor\",\n  \"events\": " << m.jvm_events
-	  << ",\n  \"discarded\": " << m.discarded << ",\n  \"processes\": [";
-	for (size_t i = 0; i < m.procs.size(); i++)
-		o << (i ? ", " : "") << "{\"index\": " << i << ", \"name\": " << json_str(m.procs[i].name)
-		  << ", \"pid\": " << m.procs[i].pid << "}";
-	o << "],\n  \"locks\": [";
-	bool first = true;
-	for (const Monitor *mon : ranked(m)) {
-		char hx[16];
-		std::snprintf(hx, sizeof hx, "%08" PRIx32, mon->hash);
-		o << (first ? "" : ",") << "\n    {\"process\": " << mon->proc_index
-		  << ", \"kind\": \"monitor\", \"name\": " << json_str(mon->cls + "@" + hx)
-		  << ", \"address\": " << json_str(std::string("0x") + hx)
-		  << ", \"class\": " << json_str(mon->cls) << ", \"hash\": " << mon->hash
-		  << ", \"contended\": " << mon->enters << ", \"wait_total_ns\": " << mon->total_ns
-		  << ", \"wait_mean_ns\": " << mean(*mon) << ", \"wait_p99_ns\": " << p99(mon->waits)
-		  << ", \"wait_max_ns\": " << mon->max_ns << ", \"waiters\": ";
-		json_counts(o, mon->waiters);
-		o << ", \"holders\": ";
-		json_counts(o, mon->holders);
-		o << ",\n     \"sites\": [";
-		bool f2 = true;
-		for (const auto &s : ranked_sites(*mon)) {
-			o << (f2 ? "" : ", ") << "{\"function\": " << json_str(s.first)
-			  << ", \"location\": \"\""
-			  << ", \"contended\": " << s.second->enters
-			  << ", \"wait_total_ns\": " << s.second->wait_ns
-			  << ", \"wait_max_ns\": " << s.second->max_wait_ns << ", \"stack\": [";
-			// The longest wait's Java stack, innermost first.
-			std::string st = s.second->stack;
-			size_t k = 0;
-			for (size_t from = 0; !st.empty() && from <= st.size(); k++) {
-				size_t to = st.find(';', from);
-				if (to == std::string::npos)
-					to = st.size();
-				o << (k ? ", " : "")
-				  << "{\"function\": " << json_str(st.substr(from, to - from)) << "}";
-				from = to + 1;
-			}
-			o << "]}";
-			f2 = false;
-		}
-		o << "]}";
-		first = false;
+	std::string out;
+	JsonWriter w(out);
+	w.begin_object().newline(2).key("analysis").str("monitor");
+	w.newline(2).key("events").u64(m.jvm_events).newline(2).key("discarded").u64(m.discarded);
+	w.newline(2).key("processes").begin_array();
+	for (size_t i = 0; i < m.procs.size(); i++) {
+		w.begin_object().key("index").u64(i).key("name").str(m.procs[i].name);
+		w.key("pid").i64(m.procs[i].pid).end_object();
 	}
-	o << "\n  ]\n}\n";
+	w.end_array().newline(2).key("locks").begin_array();
+	for (const Monitor *mon : ranked(m))
+		monitor_json(w, *mon);
+	w.end_array().end_object();
+	o << out << "\n";
 }
 
 void write_html(std::ostream &o, const Model &m, size_t top)

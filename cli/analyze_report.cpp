@@ -1,6 +1,8 @@
 // analyze_report.cpp - see analyze_report.h.
 #include "analyze_report.h"
 
+#include "json_writer.h"
+
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
@@ -20,24 +22,6 @@ std::string hex(uint64_t v)
 }
 
 } // namespace
-
-std::string json_str(const std::string &s)
-{
-	std::string o = "\"";
-	for (unsigned char c : s) {
-		if (c == '"' || c == '\\') {
-			o += '\\';
-			o += static_cast<char>(c);
-		} else if (c < 0x20) {
-			char b[8];
-			std::snprintf(b, sizeof b, "\\u%04x", c);
-			o += b;
-		} else {
-			o += static_cast<char>(c);
-		}
-	}
-	return o + "\"";
-}
 
 std::string html_esc(const std::string &s)
 {
@@ -280,86 +264,119 @@ std::vector<std::string> debug_hints(const Report &r, bool html)
 	return out;
 }
 
-void write_json(std::ostream &o, const Report &r, const Options &opt)
+namespace {
+
+// {"caller", "function", "location", ...}: a call site's name.
+void site_name_json(JsonWriter &w, const Site &s)
 {
-	o << "{\n  \"analysis\": \"mutex\",\n  \"events\": " << r.events
-	  << ",\n  \"discarded\": " << r.discarded << ",\n  \"unmatched_unlocks\": " << r.unmatched_unlocks
-	  << ",\n  \"cond_waits\": " << r.cond_waits << ",\n  \"cond_signals\": " << r.cond_signals
-	  << ",\n  \"counted_pairs\": " << r.counted << ",\n  \"untimed_holds\": " << r.untimed
-	  << ",\n  \"untimed_waited\": " << r.waited_untimed << ",\n  \"counts_unfinished\": [";
-	for (size_t i = 0; i < r.counts_unfinished.size(); i++)
-		o << (i ? ", " : "") << r.counts_unfinished[i];
-	o << "],\n  \"processes\": [";
-	for (size_t i = 0; i < r.procs.size(); i++)
-		o << (i ? ", " : "") << "{\"index\": " << i << ", \"name\": " << json_str(r.procs[i].name)
-		  << ", \"pid\": " << r.procs[i].pid << "}";
-	o << "],\n  \"locks\": [";
-	for (size_t i = 0; i < r.locks.size(); i++) {
-		const LockStats &l = r.locks[i];
-		o << (i ? "," : "") << "\n    {\"process\": " << l.proc << ", \"kind\": " << json_str(l.kind)
-		  << ", \"name\": " << json_str(l.name.function.empty() ? hex(l.addr) : l.name.function)
-		  << ", \"address\": " << json_str(hex(l.addr))
-		  << ", \"symbol\": " << json_str(l.name.function) << ", \"acquisitions\": " << l.acquisitions
-		  << ", \"contended\": " << l.contended
-		  << ", \"contended_share\": " << share(l.contended, l.acquisitions) / 100.0
-		  << ", \"counted\": " << l.counted << ", \"untimed\": " << l.untimed
-		  << ", \"failed\": " << l.failed << ", \"failed_wait_ns\": " << l.failed_wait
-		  << ", \"wait_total_ns\": " << l.wait_total
-		  << ", \"wait_mean_ns\": " << static_cast<uint64_t>(std::llround(l.wait_mean))
-		  << ", \"wait_p99_ns\": " << l.wait_p99 << ", \"wait_max_ns\": " << l.wait_max
-		  << ", \"holds\": " << l.holds << ", \"hold_total_ns\": " << l.hold_total
-		  << ", \"hold_max_ns\": " << l.hold_max << ", \"cond_waits\": " << l.cond_waits
-		  << ",\n     \"sites\": [";
-		for (size_t k = 0; k < l.sites.size(); k++) {
-			const Site &s = l.sites[k];
-			o << (k ? ", " : "") << "{\"caller\": " << json_str(hex(s.caller))
-			  << ", \"function\": " << json_str(s.sym.function)
-			  << ", \"location\": " << json_str(s.sym.location)
-			  << ", \"acquisitions\": " << s.acquisitions << ", \"contended\": " << s.contended
-			  << ", \"wait_total_ns\": " << s.wait_total << ", \"wait_max_ns\": " << s.wait_max
-			  << ", \"stack\": [";
-			for (size_t f = 0; f < s.stack.size(); f++) {
-				o << (f ? ", " : "") << "{\"address\": " << json_str(hex(s.stack[f]));
-				if (f < s.stack_syms.size())
-					o << ", \"function\": " << json_str(s.stack_syms[f].function)
-					  << ", \"location\": " << json_str(s.stack_syms[f].location);
-				o << "}";
-			}
-			o << "]}";
-		}
-		o << "],\n     \"blockers\": [";
-		for (size_t k = 0; k < l.blockers.size(); k++) {
-			const Site &b = l.blockers[k];
-			o << (k ? ", " : "") << "{\"caller\": " << json_str(hex(b.caller))
-			  << ", \"function\": " << json_str(b.sym.function)
-			  << ", \"location\": " << json_str(b.sym.location) << ", \"waits\": " << b.contended
-			  << ", \"wait_total_ns\": " << b.wait_total << ", \"wait_max_ns\": " << b.wait_max
-			  << "}";
-		}
-		o << "]}";
+	w.key("caller").str(hex(s.caller)).key("function").str(s.sym.function);
+	w.key("location").str(s.sym.location);
+}
+
+void site_json(JsonWriter &w, const Site &s)
+{
+	w.begin_object();
+	site_name_json(w, s);
+	w.key("acquisitions").u64(s.acquisitions).key("contended").u64(s.contended);
+	w.key("wait_total_ns").u64(s.wait_total).key("wait_max_ns").u64(s.wait_max);
+	w.key("stack").begin_array();
+	for (size_t f = 0; f < s.stack.size(); f++) {
+		w.begin_object().key("address").str(hex(s.stack[f]));
+		if (f < s.stack_syms.size())
+			w.key("function")
+				.str(s.stack_syms[f].function)
+				.key("location")
+				.str(s.stack_syms[f].location);
+		w.end_object();
 	}
-	o << "\n  ],\n  \"missing_debug\": [";
-	for (size_t i = 0; i < r.missing_debug.size(); i++) {
-		const MissingDebug &m = r.missing_debug[i];
-		o << (i ? ", " : "") << "{\"object\": " << json_str(m.object)
-		  << ", \"build_id\": " << json_str(m.build_id)
-		  << ", \"debug_file\": " << json_str(m.debug_file)
-		  << ", \"debug_file_present\": " << (m.debug_file_present ? "true" : "false")
-		  << ", \"package\": " << json_str(m.package) << "}";
+	w.end_array().end_object();
+}
+
+void lock_json(JsonWriter &w, const LockStats &l)
+{
+	w.newline(4).begin_object();
+	w.key("process").u64(l.proc).key("kind").str(l.kind);
+	w.key("name").str(l.name.function.empty() ? hex(l.addr) : l.name.function);
+	w.key("address").str(hex(l.addr)).key("symbol").str(l.name.function);
+	w.key("acquisitions").u64(l.acquisitions).key("contended").u64(l.contended);
+	w.key("contended_share").f64(share(l.contended, l.acquisitions) / 100.0);
+	w.key("counted").u64(l.counted).key("untimed").u64(l.untimed);
+	w.key("failed").u64(l.failed).key("failed_wait_ns").u64(l.failed_wait);
+	w.key("wait_total_ns").u64(l.wait_total);
+	w.key("wait_mean_ns").u64(static_cast<uint64_t>(std::llround(l.wait_mean)));
+	w.key("wait_p99_ns").u64(l.wait_p99).key("wait_max_ns").u64(l.wait_max);
+	w.key("holds").u64(l.holds).key("hold_total_ns").u64(l.hold_total);
+	w.key("hold_max_ns").u64(l.hold_max).key("cond_waits").u64(l.cond_waits);
+	w.newline(5).key("sites").begin_array();
+	for (const Site &s : l.sites)
+		site_json(w, s);
+	w.end_array();
+	w.newline(5).key("blockers").begin_array();
+	for (const Site &b : l.blockers) {
+		w.begin_object();
+		site_name_json(w, b);
+		w.key("waits").u64(b.contended).key("wait_total_ns").u64(b.wait_total);
+		w.key("wait_max_ns").u64(b.wait_max).end_object();
 	}
-	o << "],\n  \"conds\": [";
-	for (size_t i = 0; i < r.conds.size(); i++) {
-		const CondStats &c = r.conds[i];
-		o << (i ? "," : "") << "\n    {\"process\": " << c.proc
-		  << ", \"address\": " << json_str(hex(c.addr))
-		  << ", \"symbol\": " << json_str(c.name.function)
-		  << ", \"mutex\": " << json_str(hex(c.mutex)) << ", \"waits\": " << c.waits
-		  << ", \"timeouts\": " << c.timeouts << ", \"signals\": " << c.signals
-		  << ", \"broadcasts\": " << c.broadcasts << ", \"wait_total_ns\": " << c.wait_total
-		  << ", \"wait_max_ns\": " << c.wait_max << "}";
+	w.end_array().end_object();
+}
+
+void cond_json(JsonWriter &w, const CondStats &c)
+{
+	w.newline(4).begin_object();
+	w.key("process").u64(c.proc).key("address").str(hex(c.addr)).key("symbol").str(c.name.function);
+	w.key("mutex").str(hex(c.mutex)).key("waits").u64(c.waits).key("timeouts").u64(c.timeouts);
+	w.key("signals").u64(c.signals).key("broadcasts").u64(c.broadcasts);
+	w.key("wait_total_ns").u64(c.wait_total).key("wait_max_ns").u64(c.wait_max);
+	w.end_object();
+}
+
+// "analysis" .. "processes": what the trace held, and its processes.
+void summary_json(JsonWriter &w, const Report &r)
+{
+	w.newline(2).key("analysis").str("mutex").newline(2).key("events").u64(r.events);
+	w.newline(2).key("discarded").u64(r.discarded);
+	w.newline(2).key("unmatched_unlocks").u64(r.unmatched_unlocks);
+	w.newline(2).key("cond_waits").u64(r.cond_waits).newline(2).key("cond_signals").u64(r.cond_signals);
+	w.newline(2).key("counted_pairs").u64(r.counted).newline(2).key("untimed_holds").u64(r.untimed);
+	w.newline(2).key("untimed_waited").u64(r.waited_untimed);
+	w.newline(2).key("counts_unfinished").begin_array();
+	for (uint32_t p : r.counts_unfinished)
+		w.u64(p);
+	w.end_array();
+	w.newline(2).key("processes").begin_array();
+	for (size_t i = 0; i < r.procs.size(); i++) {
+		w.begin_object().key("index").u64(i).key("name").str(r.procs[i].name);
+		w.key("pid").i64(r.procs[i].pid).end_object();
 	}
-	o << "\n  ]\n}\n";
-	(void)opt;
+	w.end_array();
+}
+
+} // namespace
+
+void write_json(std::ostream &o, const Report &r, const Options &)
+{
+	std::string out;
+	JsonWriter w(out);
+	w.begin_object();
+	summary_json(w, r);
+	w.newline(2).key("locks").begin_array();
+	for (const LockStats &l : r.locks)
+		lock_json(w, l);
+	w.end_array();
+	w.newline(2).key("missing_debug").begin_array();
+	for (const MissingDebug &m : r.missing_debug) {
+		w.begin_object().key("object").str(m.object).key("build_id").str(m.build_id);
+		w.key("debug_file").str(m.debug_file).key("debug_file_present").boolean(m.debug_file_present);
+		w.key("package").str(m.package).end_object();
+	}
+	w.end_array();
+	w.newline(2).key("conds").begin_array();
+	for (const CondStats &c : r.conds)
+		cond_json(w, c);
+	w.end_array();
+	w.end_object();
+	o << out << "\n";
 }
 
 namespace {

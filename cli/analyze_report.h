@@ -24,8 +24,7 @@ std::vector<std::string> debug_hints(const Report &r, bool html);
 // "12.3 us", "4.56 ms"...
 std::string format_ns(double ns);
 
-// A JSON string literal of s; s with HTML's special characters escaped.
-std::string json_str(const std::string &s);
+// s with HTML's special characters escaped.
 std::string html_esc(const std::string &s);
 
 } // namespace analyze

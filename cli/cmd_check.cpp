@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "commands.h"
+#include "json_writer.h"
+#include "options.h"
 #include "strata_abi.h"
 #include "trace_reader.h"
 
@@ -26,27 +28,6 @@ namespace strata {
 namespace {
 
 namespace fs = std::filesystem;
-
-void check_usage(FILE *f)
-{
-	std::fputs("usage: strata check [--clean-copy OUT] DIR\n"
-		   "\n"
-		   "Read every packet of the Strata trace(s) under DIR (every directory holding a\n"
-		   "'metadata' file) and report damage: each skipped span of a stream file (file,\n"
-		   "offset, bytes, why), each packet cut at a bad record, each sub-trace whose\n"
-		   "metadata cannot be read.  Prints no events.\n"
-		   "\n"
-		   "options:\n"
-		   "  --clean-copy OUT  also write a copy of the trace under OUT (a new or empty\n"
-		   "                    directory) holding every undamaged packet, that\n"
-		   "                    babeltrace2 reads: each dropped packet shows as discarded\n"
-		   "                    packets in its place, each cut packet's lost records as\n"
-		   "                    discarded events\n"
-		   "  -h, --help        this help\n"
-		   "\n"
-		   "exit status: 0 no damage, 1 damage found (or the trace cannot be read), 2 usage error\n",
-		   f);
-}
 
 // One stream's clean copy: the packets it keeps, their counts rewritten.
 struct CleanStream {
@@ -93,11 +74,22 @@ bool write_gap_marker(CleanStream &cs, const TraceMeta &m, uint64_t seq, uint64_
 	return write_packet(cs, h, nullptr, 0);
 }
 
-struct Totals {
-	uint64_t packets = 0, cut = 0, dropped_bytes = 0;
+// What the check found, in the order found.
+struct Finding {
+	const char *
+		kind; // "skipped" (a span of a stream file), "cut" (a packet's records), "unreadable" (a sub-trace)
+	std::string file;
+	uint64_t offset = 0, bytes = 0, packet = 0;
+	std::string why;
 };
 
-int run_check(const std::string &dir, const std::string &clean)
+struct Report {
+	std::vector<Finding> findings;
+	uint64_t packets = 0, cut = 0;
+};
+
+// The trace under `dir`, opened by Strata's reader; 0 or the exit status.
+int open_trace(const std::string &dir, TraceReader &r)
 {
 	struct stat st;
 	if (stat(dir.c_str(), &st) != 0) {
@@ -107,160 +99,223 @@ int run_check(const std::string &dir, const std::string &clean)
 	}
 	std::vector<std::string> dirs;
 	std::string why;
-	if (!find_trace_dirs(dir, &dirs, &why)) {
+	if (!find_trace_dirs(dir, &dirs, &why) ||
+	    (!strata_wrote(dirs) && (why = "'" + dir +
+					   "' holds traces Strata did not write (their metadata "
+					   "names another tracer); babeltrace2 reads them",
+				     true)) ||
+	    !r.open_dirs(dirs, &why)) {
 		std::fprintf(stderr, "strata check: %s\n", why.c_str());
 		return cli::kFail;
 	}
-	if (!strata_wrote(dirs)) {
-		std::fprintf(
-			stderr,
-			"strata check: '%s' holds traces Strata did not write (their metadata names another "
-			"tracer); babeltrace2 reads them\n",
-			dir.c_str());
-		return cli::kFail;
-	}
-	TraceReader r;
-	if (!r.open_dirs(dirs, &why)) {
-		std::fprintf(stderr, "strata check: %s\n", why.c_str());
-		return cli::kFail;
-	}
-	if (!clean.empty()) {
-		std::error_code ec;
-		if (fs::exists(clean, ec) && !fs::is_empty(clean, ec)) {
-			std::fprintf(stderr,
-				     "strata check: '%s' is not empty: give a new or empty directory\n",
-				     clean.c_str());
-			return cli::kUsage;
-		}
-	}
-	// Index damage: skipped spans, per file.
-	std::map<std::string, uint64_t> skipped_at; // file -> bytes skipped before the next packet, in order
-	for (const TraceDamage &d : r.damages())
-		std::printf("damaged: %s at byte %" PRIu64 " (%" PRIu64 " bytes skipped): %s\n",
-			    d.file.c_str(), d.offset, d.bytes, d.why.c_str());
-	for (const auto &t : r.traces()) {
-		if (t->readable)
-			continue;
-		std::printf("unreadable sub-trace: %s: %s\n", t->dir.c_str(), t->why.c_str());
-	}
-	Totals tot;
-	std::map<const StreamInfo *, CleanStream> copies;
-	bool write_failed = false;
-	if (!clean.empty()) {
-		for (const auto &t : r.traces()) {
-			if (!t->readable)
-				continue;
-			const fs::path rel = fs::relative(t->dir, dir);
-			const fs::path out = fs::path(clean) / rel;
-			std::error_code ec;
-			fs::create_directories(out, ec);
-			std::ifstream in(t->dir + "/metadata", std::ios::binary);
-			std::string text((std::istreambuf_iterator<char>(in)),
-					 std::istreambuf_iterator<char>());
-			text.resize(std::min(text.size(), t->meta.text_used));
-			std::ofstream mo(out / "metadata", std::ios::binary);
-			mo << text;
-			if (ec || !mo)
-				write_failed = true;
-		}
-		for (const auto &s : r.streams()) {
-			if (!s->trace->readable || s->packets.empty())
-				continue;
-			const fs::path out = fs::path(clean) / fs::relative(s->path, dir);
-			CleanStream &cs = copies[s.get()];
-			cs.out = std::fopen(out.c_str(), "wb");
-			if (!cs.out)
-				write_failed = true;
-		}
-	}
-	// Which packets follow a skipped span (their stream's index has a hole).
-	std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> spans; // file -> (offset, bytes)
+	return 0;
+}
+
+// The clean copy of every stream (CleanStream), fed packet by packet.
+class CleanCopy {
+public:
+	CleanCopy(const std::string &dir, const std::string &out) : dir_(dir), out_(out) {}
+	void open(const TraceReader &r);
+	void packet(const StreamInfo &s, const PacketEntry &e, uint64_t good, const char *why,
+		    const std::vector<uint8_t> &bytes);
+	bool close();
+
+private:
+	bool follows_skip(const StreamInfo &s, uint64_t offset) const;
+	std::string dir_, out_;
+	std::map<const StreamInfo *, CleanStream> copies_;
+	std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>>
+		spans_; // file -> skipped (offset, bytes)
+	bool failed_ = false;
+};
+
+void CleanCopy::open(const TraceReader &r)
+{
 	for (const TraceDamage &d : r.damages())
 		if (d.bytes)
-			spans[d.file].emplace_back(d.offset, d.bytes);
-	r.check_packets([&](const StreamInfo &s, const PacketEntry &e, uint64_t good, const char *pwhy,
-			    const std::vector<uint8_t> &bytes) {
-		tot.packets++;
-		if (pwhy) {
-			tot.cut++;
-			std::printf("damaged: %s at byte %" PRIu64 ": packet %" PRIu64
-				    " cut at its byte %" PRIu64 " (%" PRIu64
-				    " bytes of records dropped): %s\n",
-				    s.path.c_str(), e.offset + good, e.seq, good, e.content - good, pwhy);
-		}
-		auto it = copies.find(&s);
-		if (it == copies.end() || !it->second.out)
-			return;
-		CleanStream &cs = it->second;
-		const TraceMeta &m = s.trace->meta;
-		// A skipped span right before this packet: were packets lost?
-		bool hole = false;
-		for (const auto &sp : spans[s.path])
-			if (sp.first + sp.second == e.offset)
-				hole = true;
-		if (hole && cs.any && e.seq == cs.last.packet_seq_num + 1) {
-			// The sequence numbers show no gap: only garbage
-			// between two whole packets was skipped.
-		} else if (hole && !cs.any && e.seq >= 2) {
-			strata_packet_header first;
-			memcpy(&first, bytes.data(), sizeof first);
-			cs.last = first;
-			write_failed |= !write_gap_marker(cs, m, 0, e.ts_begin);
-		}
-		strata_packet_header h;
-		memcpy(&h, bytes.data(), sizeof h);
-		if (pwhy) {
-			cs.cut_events++;
-			h.content_size =
-				good == STRATA_PACKET_HEADER_SIZE ? header_only_content(m) : good * 8;
-			h.packet_size = std::max<uint64_t>(((h.content_size + 63) / 64) * 64,
-							   STRATA_PACKET_HEADER_SIZE * 8);
-			if (h.timestamp_begin < cs.last.timestamp_end && cs.any)
-				h.timestamp_begin = h.timestamp_end = cs.last.timestamp_end;
-		}
-		h.events_discarded += cs.cut_events;
-		const size_t body = (size_t)(h.content_size / 8 > STRATA_PACKET_HEADER_SIZE
-						     ? h.content_size / 8 - STRATA_PACKET_HEADER_SIZE
-						     : 0);
-		write_failed |= !write_packet(cs, h, bytes.data() + STRATA_PACKET_HEADER_SIZE, body);
-	});
-	// A stream whose last bytes were skipped: a marker after its last packet.
-	for (auto &kv : copies) {
+			spans_[d.file].emplace_back(d.offset, d.bytes);
+	for (const auto &t : r.traces()) {
+		if (!t->readable)
+			continue;
+		const fs::path out = fs::path(out_) / fs::relative(t->dir, dir_);
+		std::error_code ec;
+		fs::create_directories(out, ec);
+		std::ifstream in(t->dir + "/metadata", std::ios::binary);
+		std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+		text.resize(std::min(text.size(), t->meta.text_used)); // a damaged text: what was read of it
+		std::ofstream mo(out / "metadata", std::ios::binary);
+		mo << text;
+		failed_ |= ec || !mo;
+	}
+	for (const auto &s : r.streams()) {
+		if (!s->trace->readable || s->packets.empty())
+			continue;
+		CleanStream &cs = copies_[s.get()];
+		cs.out = std::fopen((fs::path(out_) / fs::relative(s->path, dir_)).c_str(), "wb");
+		failed_ |= !cs.out;
+	}
+}
+
+bool CleanCopy::follows_skip(const StreamInfo &s, uint64_t offset) const
+{
+	auto it = spans_.find(s.path);
+	if (it != spans_.end())
+		for (const auto &sp : it->second)
+			if (sp.first + sp.second == offset)
+				return true;
+	return false;
+}
+
+void CleanCopy::packet(const StreamInfo &s, const PacketEntry &e, uint64_t good, const char *why,
+		       const std::vector<uint8_t> &bytes)
+{
+	auto it = copies_.find(&s);
+	if (it == copies_.end() || !it->second.out)
+		return;
+	CleanStream &cs = it->second;
+	const TraceMeta &m = s.trace->meta;
+	strata_packet_header h;
+	memcpy(&h, bytes.data(), sizeof h);
+	// Packets lost before the first one kept: a marker before it whose
+	// sequence number leaves the gap (a gap between two kept packets
+	// shows by itself).
+	if (!cs.any && e.seq >= 2 && follows_skip(s, e.offset)) {
+		cs.last = h;
+		failed_ |= !write_gap_marker(cs, m, 0, e.ts_begin);
+	}
+	if (why) { // cut after its last good record; the rest counted as one lost event
+		cs.cut_events++;
+		h.content_size = good == STRATA_PACKET_HEADER_SIZE ? header_only_content(m) : good * 8;
+		h.packet_size =
+			std::max<uint64_t>(((h.content_size + 63) / 64) * 64, STRATA_PACKET_HEADER_SIZE * 8);
+		if (cs.any && h.timestamp_begin < cs.last.timestamp_end)
+			h.timestamp_begin = h.timestamp_end = cs.last.timestamp_end;
+	}
+	h.events_discarded += cs.cut_events;
+	const size_t body = (size_t)(h.content_size / 8 > STRATA_PACKET_HEADER_SIZE
+					     ? h.content_size / 8 - STRATA_PACKET_HEADER_SIZE
+					     : 0);
+	failed_ |= !write_packet(cs, h, bytes.data() + STRATA_PACKET_HEADER_SIZE, body);
+}
+
+bool CleanCopy::close()
+{
+	for (auto &kv : copies_) {
 		CleanStream &cs = kv.second;
 		if (!cs.out)
 			continue;
 		const StreamInfo &s = *kv.first;
+		// The stream's last bytes skipped: a marker after its last packet.
 		bool tail = false;
-		for (const auto &sp : spans[s.path])
-			if (!s.packets.empty() && sp.first >= s.packets.back().offset + s.packets.back().size)
-				tail = true;
+		auto it = spans_.find(s.path);
+		if (it != spans_.end())
+			for (const auto &sp : it->second)
+				tail |= sp.first >= s.packets.back().offset + s.packets.back().size;
 		if (tail && cs.any)
-			write_failed |= !write_gap_marker(cs, s.trace->meta, cs.last.packet_seq_num + 2,
-							  cs.last.timestamp_end);
-		write_failed |= std::fclose(cs.out) != 0;
+			failed_ |= !write_gap_marker(cs, s.trace->meta, cs.last.packet_seq_num + 2,
+						     cs.last.timestamp_end);
+		failed_ |= std::fclose(cs.out) != 0;
 	}
-	const TraceReadStats &stats = r.stats();
-	const bool damaged = stats.damaged || tot.cut || stats.unreadable_traces;
+	return !failed_;
+}
+
+void print_text(const Report &rep, const TraceReader &r)
+{
+	for (const Finding &f : rep.findings) {
+		if (!strcmp(f.kind, "skipped"))
+			std::printf("damaged: %s at byte %" PRIu64 " (%" PRIu64 " bytes skipped): %s\n",
+				    f.file.c_str(), f.offset, f.bytes, f.why.c_str());
+		else if (!strcmp(f.kind, "cut"))
+			std::printf("damaged: %s at byte %" PRIu64 ": packet %" PRIu64 " cut there (%" PRIu64
+				    " bytes of records dropped): %s\n",
+				    f.file.c_str(), f.offset, f.packet, f.bytes, f.why.c_str());
+		else
+			std::printf("%s: %s: %s\n", f.kind, f.file.c_str(), f.why.c_str());
+	}
+	const TraceReadStats &st = r.stats();
 	std::printf("%zu sub-trace(s), %zu stream(s), %" PRIu64 " packet(s) read: ", r.traces().size(),
-		    r.streams().size(), tot.packets);
-	if (!damaged)
+		    r.streams().size(), rep.packets);
+	if (rep.findings.empty())
 		std::printf("no damage\n");
 	else
-		std::printf("%" PRIu64 " damaged span(s) (%" PRIu64 " bytes) skipped, %" PRIu64
-			    " packet(s) cut, %" PRIu64 " unreadable sub-trace(s)\n",
-			    stats.damaged -
-				    (uint64_t)std::count_if(r.damages().begin(), r.damages().end(),
-							    [](const TraceDamage &d) { return !d.bytes; }),
-			    stats.damaged_bytes, tot.cut, stats.unreadable_traces);
-	if (!clean.empty()) {
-		if (write_failed) {
-			std::fprintf(stderr, "strata check: cannot write the clean copy under '%s': %s\n",
-				     clean.c_str(), std::strerror(errno));
-			return cli::kFail;
-		}
-		std::printf("clean copy: %s\n", clean.c_str());
+		std::printf(
+			"%" PRIu64 " damaged span(s) (%" PRIu64 " bytes) skipped, %" PRIu64
+			" packet(s) cut, %" PRIu64 " unreadable sub-trace(s)\n",
+			(uint64_t)std::count_if(rep.findings.begin(), rep.findings.end(),
+						[](const Finding &f) { return !strcmp(f.kind, "skipped"); }),
+			st.damaged_bytes, rep.cut, st.unreadable_traces);
+}
+
+void print_json(const Report &rep, const TraceReader &r, const std::string &clean)
+{
+	std::string out;
+	JsonWriter j(out);
+	j.begin_object().key("damaged").boolean(!rep.findings.empty());
+	j.key("sub_traces").u64(r.traces().size()).key("streams").u64(r.streams().size());
+	j.key("packets").u64(rep.packets).key("packets_cut").u64(rep.cut);
+	j.key("bytes_skipped").u64(r.stats().damaged_bytes);
+	j.key("unreadable_sub_traces").u64(r.stats().unreadable_traces);
+	j.key("findings").begin_array();
+	for (const Finding &f : rep.findings) {
+		j.newline(2).begin_object().key("kind").str(f.kind).key("file").str(f.file);
+		if (strcmp(f.kind, "unreadable"))
+			j.key("offset").u64(f.offset).key("bytes").u64(f.bytes);
+		if (!strcmp(f.kind, "cut"))
+			j.key("packet").u64(f.packet);
+		j.key("why").str(f.why).end_object();
 	}
-	return damaged ? cli::kFail : cli::kOk;
+	j.end_array();
+	if (!clean.empty())
+		j.key("clean_copy").str(clean);
+	j.end_object();
+	std::printf("%s\n", out.c_str());
+}
+
+int run_check(const std::string &dir, const std::string &clean, bool json)
+{
+	TraceReader r;
+	if (int rc = open_trace(dir, r))
+		return rc;
+	std::error_code ec;
+	if (!clean.empty() && fs::exists(clean, ec) && !fs::is_empty(clean, ec)) {
+		std::fprintf(stderr, "strata check: '%s' is not empty: give a new or empty directory\n",
+			     clean.c_str());
+		return cli::kUsage;
+	}
+	Report rep;
+	for (const TraceDamage &d : r.damages())
+		rep.findings.push_back(
+			{d.bytes ? "skipped" : "metadata", d.file, d.offset, d.bytes, 0, d.why});
+	for (const auto &t : r.traces())
+		if (!t->readable)
+			rep.findings.push_back({"unreadable", t->dir, 0, 0, 0, t->why});
+	CleanCopy copy(dir, clean);
+	if (!clean.empty())
+		copy.open(r);
+	r.check_packets([&](const StreamInfo &s, const PacketEntry &e, uint64_t good, const char *why,
+			    const std::vector<uint8_t> &bytes) {
+		rep.packets++;
+		if (why) {
+			rep.cut++;
+			rep.findings.push_back(
+				{"cut", s.path, e.offset + good, e.content - good, e.seq, why});
+		}
+		if (!clean.empty())
+			copy.packet(s, e, good, why, bytes);
+	});
+	const bool copied = clean.empty() || copy.close();
+	if (json)
+		print_json(rep, r, copied ? clean : "");
+	else
+		print_text(rep, r);
+	if (!copied) {
+		std::fprintf(stderr, "strata check: cannot write the clean copy under '%s': %s\n",
+			     clean.c_str(), std::strerror(errno));
+		return cli::kFail;
+	}
+	if (!clean.empty() && !json)
+		std::printf("clean copy: %s\n", clean.c_str());
+	return rep.findings.empty() ? cli::kOk : cli::kFail;
 }
 
 } // namespace
@@ -269,27 +324,30 @@ int run_check(const std::string &dir, const std::string &clean)
 int strata_cmd_check(int argc, char **argv)
 {
 	using namespace strata;
-	std::string dir, clean;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (cli::is_help(a)) {
-			check_usage(stdout);
-			return cli::kOk;
-		} else if (!std::strcmp(a, "--clean-copy")) {
-			if (i + 1 >= argc)
-				return cli::usage_error("check", "--clean-copy needs a directory");
-			clean = argv[++i];
-		} else if (!std::strncmp(a, "--clean-copy=", 13)) {
-			clean = a + 13;
-		} else if (a[0] == '-' && a[1]) {
-			return cli::usage_error("check", std::string("unknown option '") + a + "'");
-		} else if (dir.empty()) {
-			dir = a;
-		} else {
-			return cli::usage_error("check", "one trace directory only");
-		}
-	}
-	if (dir.empty())
-		return cli::usage_error("check", "which trace? (strata check DIR)");
-	return run_check(dir, clean);
+	std::string clean;
+	bool json = false;
+	static const cli::Command kCmd = {
+		"check", "[--clean-copy OUT] [--json] DIR",
+		"Read every packet of the Strata trace(s) under DIR (every directory holding a 'metadata' "
+		"file) "
+		"and report damage: each skipped span of a stream file (file, offset, bytes, why), each "
+		"packet cut "
+		"at a bad record, each sub-trace whose metadata cannot be read.  Prints no events.",
+		"", "Exit status: 0 no damage, 1 damage found (or the trace cannot be read), 2 usage error."};
+	const std::vector<cli::Option> opts = {
+		cli::path("clean-copy", 0, "OUT", "a directory",
+			  "also write a copy of the trace under OUT (a new or empty directory) holding every "
+			  "undamaged packet, that babeltrace2 reads: each dropped packet shows as discarded "
+			  "packets "
+			  "in its place, each cut packet's lost records as discarded events",
+			  clean),
+		cli::flag("json", 0, "the report as one JSON object (damage, sub-traces, counts)", json),
+	};
+	std::vector<char *> operands;
+	if (int r = cli::parse(kCmd, opts, argc, argv, operands); r != cli::kParsed)
+		return r;
+	if (operands.size() != 1)
+		return cli::usage_error(kCmd, operands.empty() ? "which trace? (strata check DIR)"
+							       : "one trace directory only");
+	return run_check(operands[0], clean, json);
 }

@@ -23,7 +23,7 @@ int strata_cmd_query(int, char **)
 #include <string>
 #include <vector>
 
-#include "json_text.h"
+#include "json_writer.h"
 #include "trace_tables.h"
 
 namespace strata {
@@ -109,7 +109,7 @@ void json_cell(std::string *o, sqlite3_stmt *st, int i)
 	}
 	default: {
 		const std::string s = cell_text(st, i);
-		query::json_string(o, s.data(), s.size());
+		json_quote(*o, std::string_view(s.data(), s.size()));
 	}
 	}
 }
@@ -275,7 +275,7 @@ bool run_sql(sqlite3 *db, const std::string &sql, const Out &out)
 					if (i)
 						buf += ',';
 					const char *nm = sqlite3_column_name(st, i);
-					query::json_string(&buf, nm ? nm : "", nm ? strlen(nm) : 0);
+					json_quote(buf, std::string_view(nm ? nm : "", nm ? strlen(nm) : 0));
 					buf += ':';
 					json_cell(&buf, st, i);
 				}

@@ -10,17 +10,22 @@
  * lengths at which the text is whole, and a packet is appended (one write)
  * only once the metadata it needs is in the file; packets that wait for
  * metadata are held in memory (bounded, kMaxHeld) and dropped, counted, if
- * it never comes.  Lost frames show in the trace as gaps in the packets'
- * packet_seq_num (babeltrace2 reports discarded packets) and are counted
- * per stream, from the frames' own sequence numbers, in the report on
- * stderr at the end (EOF, or SIGINT/SIGTERM for a tty).
+ * it never comes.  Missing packets (lost on the line, refused by the
+ * sender, dropped here) are marked in the trace where they were: an empty
+ * packet whose packet_seq_num leaves a gap and whose events_discarded
+ * counts their events (LaneOut, mark(); docs/serial.md, "Loss marks").
+ * Frames lost are counted per stream, from the frames' own sequence
+ * numbers, in the report on stderr at the end (EOF, or SIGINT/SIGTERM for
+ * a tty), with the packets and events missing.
  */
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 #include <fcntl.h>
@@ -29,12 +34,14 @@
 
 #include "commands.h"
 #include "proto/serial_frame.h"
+#include "strata_abi.h"
 
 using namespace strata;
 
 namespace {
 
 constexpr size_t kMaxHeld = 16u << 20; // packets waiting for their metadata, all sub-traces
+constexpr size_t kMaxText = 16u << 20; // a sub-trace's metadata (a kernel's is about 180 KB)
 
 volatile sig_atomic_t g_stop = 0;
 void on_signal(int)
@@ -98,26 +105,67 @@ bool safe_path(const std::string &p)
 	return true;
 }
 
-struct Held {
-	uint16_t lane;
-	uint32_t need;
+uint64_t get64(const uint8_t *p)
+{
+	return get32(p) | static_cast<uint64_t>(get32(p + 4)) << 32;
+}
+
+constexpr size_t kHdr = STRATA_PACKET_HEADER_SIZE;
+
+// A packet from the line: the CTF packet and what its frame says of it.
+struct Piece {
+	uint64_t no = 0; // arrival number (the oldest held is dropped first)
+	uint16_t lane = 0;
+	uint32_t need = 0;    // metadata length it needs
+	uint64_t before = 0;  // records of the lane before it (sender's count)
+	uint32_t records = 0; // in it
 	std::vector<uint8_t> pkt;
+};
+
+// What the END frame says of one lane (serial_frame.h).
+struct LaneEnd {
+	uint32_t stream_id = 0;
+	int32_t vtid = 0;
+	uint64_t packets = 0, records = 0, ts_end = 0, discarded = 0;
+};
+
+// One lane's stream file as rebuilt.  The sender numbers its packets
+// (packet_seq_num) and counts records; the trace's packet_seq_num is the
+// sender's plus the marks written before it, so that a mark (an empty
+// packet) stands where the missing packets were and every other packet
+// follows its predecessor without a gap.
+struct LaneOut {
+	int fd = -1;
+	bool have = false;                       // a packet of the sender written
+	uint64_t next_seq = 0;                   // the sender's number after the last written
+	uint64_t records = 0;                    // the sender's record count after it
+	uint64_t marks = 0;                      // empty packets written
+	uint64_t added = 0;                      // events added to events_discarded (what is missing)
+	uint64_t last_disc = 0;                  // the last written packet's events_discarded as sent
+	uint64_t ts_end = 0;                     // the last packet's timestamp_end in the file
+	strata_packet_header tmpl{};             // the last written packet's header
+	uint64_t written = 0;                    // packets of the sender written
+	uint64_t lost_pkts = 0, lost_events = 0; // marked in the trace
+	uint64_t held = 0;                       // packets waiting for metadata
+	bool trailed = false;                    // the END frame's mark done
 };
 
 struct SubTrace {
 	bool announced = false;
 	uint64_t nonce = 0;
+	uint32_t empty_bits = kHdr * 8; // content_size of a packet without records
 	std::string path, channel, dir;
 	std::string text;   // contiguous TSDL received from offset 0
 	size_t whole = 0;   // largest length <= text.size() at which the text is whole
 	size_t written = 0; // bytes of it in DIR/path/metadata
 	int meta_fd = -1;
-	std::map<uint16_t, int> lane_fd;
-	std::map<uint16_t, uint64_t> packets; // written, per lane
-	std::vector<Held> held;
-	std::vector<size_t> boundaries; // whole lengths announced beyond text.size()
-	bool ended = false;             // its kEnd frame came
-	std::vector<uint64_t> offered;  // from it: packets the sender's drain offered per lane
+	std::map<uint16_t, LaneOut> lanes;
+	std::deque<Piece> held;
+	std::set<size_t> boundaries; // whole lengths announced beyond text.size()
+	bool ended = false;          // its kEnd frame came
+	bool trailed = false;        // trail() done
+	uint8_t uuid[16] = {};
+	std::map<uint16_t, LaneEnd> end; // from it
 };
 
 class Receiver {
@@ -125,15 +173,11 @@ public:
 	explicit Receiver(const std::string &out) : out_(out) {}
 	~Receiver()
 	{
-		for (auto &kv : traces_) {
-			if (kv.second.meta_fd >= 0)
-				close(kv.second.meta_fd);
-			for (auto &l : kv.second.lane_fd)
-				close(l.second);
-		}
+		for (auto &kv : traces_)
+			close_files(kv.second);
 	}
 	void frame(const serial::Frame &f);
-	void finish(); // drops what still waits for metadata
+	void finish(); // drops what still waits for metadata, marks what is missing
 	void report(FILE *o, const serial::DecodeStats &ds);
 	bool failed() const { return !error_.empty(); }
 	const std::string &error() const { return error_; }
@@ -141,10 +185,25 @@ public:
 private:
 	void announce(uint16_t id, const serial::Frame &f);
 	void metadata(SubTrace &t, const serial::Frame &f);
-	void packet(SubTrace &t, uint16_t id, const serial::Frame &f);
+	void packet(SubTrace &t, const serial::Frame &f);
+	void end(SubTrace &t, uint16_t id, const serial::Frame &f);
 	void flush_metadata(SubTrace &t);
 	void release(SubTrace &t);
-	bool store(SubTrace &t, uint16_t lane, const uint8_t *p, size_t n);
+	void store(SubTrace &t, Piece &p);
+	void mark(SubTrace &t, uint16_t lane, LaneOut &L, strata_packet_header h, uint64_t ts_begin,
+		  uint64_t ts_end, uint64_t seq, uint64_t disc, uint64_t gap_pkts, uint64_t gap_events);
+	void trail(SubTrace &t);
+	bool append(SubTrace &t, uint16_t lane, LaneOut &L, const void *p, size_t n);
+	void close_files(SubTrace &t)
+	{
+		if (t.meta_fd >= 0)
+			close(t.meta_fd);
+		t.meta_fd = -1;
+		for (auto &l : t.lanes)
+			if (l.second.fd >= 0)
+				close(l.second.fd);
+		t.lanes.clear();
+	}
 	void fail(const std::string &why)
 	{
 		if (error_.empty())
@@ -157,6 +216,9 @@ private:
 	size_t held_bytes_ = 0;
 	uint64_t dropped_held_ = 0, bad_packets_ = 0, bad_meta_ = 0;
 	std::map<std::pair<uint16_t, uint16_t>, uint64_t> frames_; // good frames per stream
+	std::deque<std::pair<uint64_t, uint16_t>> held_order_;     // (Piece::no, sub-trace), oldest first
+	uint64_t arrivals_ = 0;
+	std::map<std::string, int> suffix_; // DIR/path.N: the next N to try
 	std::string error_;
 };
 
@@ -169,34 +231,56 @@ void Receiver::frame(const serial::Frame &f)
 	else if (f.type == serial::kMetadata && f.stream == serial::kMetaStream)
 		metadata(traces_[f.trace], f);
 	else if (f.type == serial::kPacket && f.stream != serial::kMetaStream)
-		packet(traces_[f.trace], f.trace, f);
-	else if (f.type == serial::kEnd && f.stream == serial::kMetaStream && f.len >= 2 &&
-		 f.len == 2 + 8u * get16(f.payload)) {
-		SubTrace &t = traces_[f.trace];
-		t.ended = true;
-		t.offered.assign(get16(f.payload), 0);
-		uint64_t sum = 0;
-		for (size_t i = 0; i < t.offered.size(); i++)
-			sum += t.offered[i] = get32(f.payload + 2 + 8 * i) |
-					      static_cast<uint64_t>(get32(f.payload + 6 + 8 * i)) << 32;
-		// Said as it comes: whoever follows the line learns that this
-		// sub-trace is complete.
-		fprintf(stderr, "strata receive: %s ended: %llu packet(s) offered by the sender\n",
-			t.announced ? t.path.c_str() : ("#" + std::to_string(f.trace)).c_str(),
-			(unsigned long long)sum);
-	} else
+		packet(traces_[f.trace], f);
+	else if (f.type == serial::kEnd && f.stream == serial::kMetaStream)
+		end(traces_[f.trace], f.trace, f);
+	else
 		bad_meta_++;
+}
+
+void Receiver::end(SubTrace &t, uint16_t id, const serial::Frame &f)
+{
+	// uuid, u16 n, n lanes of kEndLane bytes
+	if (f.len < 18 || f.len != 18 + serial::kEndLane * get16(f.payload + 16)) {
+		bad_meta_++;
+		return;
+	}
+	if (t.ended)
+		return; // the second copy
+	t.ended = true;
+	memcpy(t.uuid, f.payload, 16);
+	uint64_t sum = 0;
+	for (size_t i = 0, n = get16(f.payload + 16); i < n; i++) {
+		const uint8_t *e = f.payload + 18 + serial::kEndLane * i;
+		const uint16_t lane = get16(e);
+		if (lane == serial::kMetaStream || get64(e + 12) >= (1ull << 62) ||
+		    get64(e + 20) >= (1ull << 62))
+			continue; // (no honest sender counts so far: kept clear of overflows)
+		LaneEnd &le = t.end[lane];
+		le.stream_id = get32(e + 4);
+		le.vtid = static_cast<int32_t>(get32(e + 8));
+		le.packets = get64(e + 12);
+		le.records = get64(e + 20);
+		le.ts_end = get64(e + 28);
+		le.discarded = get64(e + 36);
+		sum += le.packets;
+	}
+	// Said as it comes: whoever follows the line learns that this
+	// sub-trace is complete.
+	fprintf(stderr, "strata receive: %s ended: %llu packet(s) offered by the sender\n",
+		t.announced ? t.path.c_str() : ("#" + std::to_string(id)).c_str(), (unsigned long long)sum);
+	trail(t);
 }
 
 void Receiver::announce(uint16_t id, const serial::Frame &f)
 {
-	// u64 nonce, u32 metadata length, u16 + path, u16 + channel
+	// u64 nonce, u32 metadata length, u16 + path, u16 + channel, u32 empty
 	const uint8_t *p = f.payload;
-	if (f.len < 16) {
+	if (f.len < 20) {
 		bad_meta_++;
 		return;
 	}
-	uint64_t nonce = get32(p) | static_cast<uint64_t>(get32(p + 4)) << 32;
+	uint64_t nonce = get64(p);
 	const uint32_t meta_len = get32(p + 8);
 	const uint16_t np = get16(p + 12);
 	if (f.len < 14u + np + 2u) {
@@ -205,12 +289,14 @@ void Receiver::announce(uint16_t id, const serial::Frame &f)
 	}
 	std::string path(reinterpret_cast<const char *>(p + 14), np);
 	const uint16_t nc = get16(p + 14 + np);
-	if (f.len != 16u + np + nc) {
+	if (f.len != 20u + np + nc) {
 		bad_meta_++;
 		return;
 	}
 	std::string channel(reinterpret_cast<const char *>(p + 16 + np), nc);
-	if (!safe_path(path) || !safe_path(channel) || channel.find('/') != std::string::npos) {
+	const uint32_t empty_bits = get32(p + 16 + np + nc);
+	if (!safe_path(path) || !safe_path(channel) || channel.find('/') != std::string::npos ||
+	    empty_bits > kHdr * 8 || empty_bits < offsetof(strata_packet_header, lane_id) * 8 + 32) {
 		bad_meta_++;
 		return;
 	}
@@ -219,11 +305,9 @@ void Receiver::announce(uint16_t id, const serial::Frame &f)
 		// Another sub-trace under the same number (the sender started
 		// again): the old one is complete as it is.
 		release(t);
-		t.held.clear();
-		if (t.meta_fd >= 0)
-			close(t.meta_fd);
-		for (auto &l : t.lane_fd)
-			close(l.second);
+		for (const Piece &h : t.held)
+			held_bytes_ -= h.pkt.size();
+		close_files(t);
 		t = SubTrace();
 		seq_.forget_trace(id);
 		seq_.see(f.trace, f.stream, f.seq);
@@ -233,26 +317,26 @@ void Receiver::announce(uint16_t id, const serial::Frame &f)
 		t.nonce = nonce;
 		t.path = path;
 		t.channel = channel;
+		t.empty_bits = empty_bits;
+		// Its directory: the path, or path.N if that is taken (by an
+		// earlier sub-trace under the same name: a sender that started
+		// again).  Made with the first metadata it can hold: a sub-trace
+		// whose metadata never comes leaves nothing (an empty metadata
+		// file would make the whole trace unreadable).
 		std::string dir = out_ + "/" + path;
 		struct stat st;
-		for (int n = 1; stat(dir.c_str(), &st) == 0; n++)
+		int &n = suffix_[path]; // the next N: no search from 1 each time
+		if (n > 0)
 			dir = out_ + "/" + path + "." + std::to_string(n);
+		while (stat(dir.c_str(), &st) == 0)
+			dir = out_ + "/" + path + "." + std::to_string(++n);
+		n++;
 		t.dir = dir;
-		if (int r = mkdirs(dir); r < 0) {
-			fail("cannot create " + dir + ": " + strerror(-r));
-			return;
-		}
-		t.meta_fd = ::open((dir + "/metadata").c_str(),
-				   O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
-		if (t.meta_fd < 0) {
-			fail("cannot create " + dir + "/metadata: " + strerror(errno));
-			return;
-		}
 	}
 	if (meta_len <= t.text.size())
 		t.whole = std::max<size_t>(t.whole, meta_len);
-	else if (std::find(t.boundaries.begin(), t.boundaries.end(), meta_len) == t.boundaries.end())
-		t.boundaries.push_back(meta_len);
+	else if (meta_len <= kMaxText)
+		t.boundaries.insert(meta_len);
 	flush_metadata(t);
 }
 
@@ -264,34 +348,43 @@ void Receiver::metadata(SubTrace &t, const serial::Frame &f)
 	}
 	const uint32_t off = get32(f.payload), whole = get32(f.payload + 4);
 	const size_t n = f.len - 8;
-	if (static_cast<uint64_t>(off) + n > whole) {
+	if (static_cast<uint64_t>(off) + n > whole || whole > kMaxText) {
 		bad_meta_++;
 		return;
 	}
 	if (off <= t.text.size() && off + n > t.text.size())
 		t.text.append(reinterpret_cast<const char *>(f.payload + 8) + (t.text.size() - off),
 			      off + n - t.text.size());
-	if (std::find(t.boundaries.begin(), t.boundaries.end(), whole) == t.boundaries.end())
-		t.boundaries.push_back(whole); // each length once: resends repeat them
+	if (whole > t.text.size())
+		t.boundaries.insert(whole); // each length once: resends repeat them
+	else
+		t.whole = std::max<size_t>(t.whole, whole);
 	flush_metadata(t);
 }
 
 void Receiver::flush_metadata(SubTrace &t)
 {
-	for (size_t i = 0; i < t.boundaries.size();) {
-		if (t.boundaries[i] <= t.text.size()) {
-			t.whole = std::max(t.whole, t.boundaries[i]);
-			t.boundaries[i] = t.boundaries.back();
-			t.boundaries.pop_back();
-		} else {
-			i++;
-		}
+	while (!t.boundaries.empty() && *t.boundaries.begin() <= t.text.size()) {
+		t.whole = std::max(t.whole, *t.boundaries.begin());
+		t.boundaries.erase(t.boundaries.begin());
 	}
-	if (!t.announced || t.meta_fd < 0 || t.written >= t.whole)
+	if (!t.announced || t.written >= t.whole || failed())
 		return;
 	if (t.written == 0 && t.text.compare(0, 13, "/* CTF 1.8 */") != 0) {
 		fail(t.path + ": the metadata does not start with /* CTF 1.8 */");
 		return;
+	}
+	if (t.meta_fd < 0) {
+		if (int r = mkdirs(t.dir); r < 0) {
+			fail("cannot create " + t.dir + ": " + strerror(-r));
+			return;
+		}
+		t.meta_fd = ::open((t.dir + "/metadata").c_str(),
+				   O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
+		if (t.meta_fd < 0) {
+			fail("cannot create " + t.dir + "/metadata: " + strerror(errno));
+			return;
+		}
 	}
 	if (!write_all(t.meta_fd, t.text.data() + t.written, t.whole - t.written)) {
 		fail(t.dir + "/metadata: " + strerror(errno));
@@ -301,80 +394,189 @@ void Receiver::flush_metadata(SubTrace &t)
 	release(t);
 }
 
-bool Receiver::store(SubTrace &t, uint16_t lane, const uint8_t *p, size_t n)
+bool Receiver::append(SubTrace &t, uint16_t lane, LaneOut &L, const void *p, size_t n)
 {
-	auto it = t.lane_fd.find(lane);
-	if (it == t.lane_fd.end()) {
+	if (L.fd < 0) {
 		const std::string file = t.dir + "/" + t.channel + "_" + std::to_string(lane);
-		int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-		if (fd < 0) {
+		L.fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+		if (L.fd < 0) {
 			fail("cannot create " + file + ": " + strerror(errno));
 			return false;
 		}
-		it = t.lane_fd.emplace(lane, fd).first;
 	}
-	if (!write_all(it->second, p, n)) {
+	if (!write_all(L.fd, p, n)) {
 		fail(t.dir + ": " + strerror(errno));
 		return false;
 	}
-	t.packets[lane]++;
 	return true;
+}
+
+// An empty packet where packets are missing, stamped from the end of what
+// precedes to the start of what follows.  Numbered seq (the sender's number
+// of the packet after the missing ones) + the marks before it: a gap of
+// gap_pkts after the lane's last packet (babeltrace2: discarded packets).
+// Its events_discarded is `disc` + every missing event so far (discarded
+// events).  A lane without a packet yet first gets one empty packet
+// without loss, stamped at ts_begin: a CTF reader counts discarded events
+// from a stream's second packet on.
+void Receiver::mark(SubTrace &t, uint16_t lane, LaneOut &L, strata_packet_header h, uint64_t ts_begin,
+		    uint64_t ts_end, uint64_t seq, uint64_t disc, uint64_t gap_pkts, uint64_t gap_events)
+{
+	h.content_size = t.empty_bits;
+	h.packet_size = kHdr * 8;
+	h.timestamp_begin = ts_begin;
+	h.timestamp_end = std::max(ts_begin, ts_end);
+	if (!L.have && L.marks == 0) {
+		strata_packet_header z = h;
+		z.timestamp_end = ts_begin;
+		z.packet_seq_num = 0;
+		z.events_discarded = 0;
+		if (!append(t, lane, L, &z, kHdr))
+			return;
+		L.marks++;
+	}
+	h.packet_seq_num = seq + L.marks;
+	h.events_discarded = disc + L.added + gap_events;
+	if (!append(t, lane, L, &h, kHdr))
+		return;
+	L.marks++;
+	L.added += gap_events;
+	L.lost_pkts += gap_pkts;
+	L.lost_events += gap_events;
+	L.ts_end = h.timestamp_end;
+}
+
+// A packet whose metadata is in the file, in the lane's order.
+void Receiver::store(SubTrace &t, Piece &p)
+{
+	LaneOut &L = t.lanes[p.lane];
+	strata_packet_header h;
+	memcpy(&h, p.pkt.data(), kHdr);
+	const uint64_t s = h.packet_seq_num;
+	// In order after what the lane has (the line keeps the sender's
+	// order): anything else is not what an honest sender sends.
+	if (L.trailed || (L.have && (s < L.next_seq || p.before < L.records)) ||
+	    h.timestamp_begin < L.ts_end) {
+		bad_packets_++;
+		return;
+	}
+	const uint64_t gap_p = s - (L.have ? L.next_seq : 0);
+	const uint64_t gap_e = p.before - (L.have ? L.records : 0);
+	if (gap_p || gap_e)
+		mark(t, p.lane, L, h, L.have ? L.ts_end : h.timestamp_begin, h.timestamp_begin, s,
+		     L.have ? L.last_disc : 0, gap_p, gap_e);
+	const uint64_t disc = h.events_discarded;
+	h.packet_seq_num = s + L.marks;
+	h.events_discarded = disc + L.added;
+	memcpy(p.pkt.data(), &h, kHdr);
+	if (!append(t, p.lane, L, p.pkt.data(), p.pkt.size()))
+		return;
+	L.have = true;
+	L.next_seq = s + 1;
+	L.records = p.before + p.records;
+	L.last_disc = disc;
+	L.ts_end = h.timestamp_end;
+	L.tmpl = h;
+	L.written++;
+}
+
+// After the END frame, once nothing of the sub-trace waits for metadata:
+// each lane's packets after its last one here that never came, marked.
+void Receiver::trail(SubTrace &t)
+{
+	if (t.trailed || !t.ended || !t.held.empty() || !t.announced || t.written == 0 || t.meta_fd < 0)
+		return;
+	t.trailed = true;
+	for (auto &kv : t.end) {
+		const LaneEnd &e = kv.second;
+		LaneOut &L = t.lanes[kv.first];
+		if (L.trailed)
+			continue;
+		L.trailed = true;
+		const uint64_t seq = L.have ? L.next_seq : 0, rec = L.have ? L.records : 0;
+		if (e.packets < seq || e.records < rec || (e.packets == seq && e.records == rec))
+			continue;
+		strata_packet_header h = L.tmpl;
+		if (!L.have) {
+			h = strata_packet_header{};
+			h.magic = 0xC1FC1FC1u;
+			memcpy(h.uuid, t.uuid, 16);
+			h.stream_id = e.stream_id;
+			h.stream_instance_id = kv.first;
+			h.lane_id = kv.first;
+			h.vtid = e.vtid;
+		}
+		const uint64_t from = L.have ? L.ts_end : e.ts_end;
+		mark(t, kv.first, L, h, from, e.ts_end, e.packets, std::max(e.discarded, L.last_disc),
+		     e.packets - seq, e.records - rec);
+	}
 }
 
 // Packets whose metadata is now in the file, in their arrival order.
 void Receiver::release(SubTrace &t)
 {
-	size_t k = 0;
-	for (size_t i = 0; i < t.held.size(); i++) {
-		Held &h = t.held[i];
-		if (t.announced && h.need <= t.written) {
-			held_bytes_ -= h.pkt.size();
-			store(t, h.lane, h.pkt.data(), h.pkt.size());
-		} else {
-			t.held[k++] = std::move(h);
-		}
+	while (!t.held.empty() && t.announced && t.held.front().need <= t.written) {
+		Piece &p = t.held.front();
+		held_bytes_ -= p.pkt.size();
+		t.lanes[p.lane].held--;
+		store(t, p);
+		t.held.pop_front();
 	}
-	t.held.resize(k);
+	trail(t);
 }
 
-void Receiver::packet(SubTrace &t, uint16_t id, const serial::Frame &f)
+void Receiver::packet(SubTrace &t, const serial::Frame &f)
 {
-	(void)id;
-	if (f.len < 4 + 8 || get32(f.payload + 4) != 0xC1FC1FC1u) {
+	// u32 need, u64 records before, u32 records, the CTF packet
+	constexpr size_t kPre = serial::kPacketPrefix;
+	strata_packet_header h;
+	if (f.len < kPre + kHdr) {
 		bad_packets_++;
 		return;
 	}
-	const uint32_t need = get32(f.payload);
-	const uint8_t *p = f.payload + 4;
-	const size_t n = f.len - 4;
-	// In order behind what already waits on this lane.
-	bool lane_waits = false;
-	for (const Held &h : t.held)
-		lane_waits |= h.lane == f.stream;
-	if (t.announced && need <= t.written && !lane_waits) {
-		store(t, f.stream, p, n);
+	memcpy(&h, f.payload + kPre, kHdr);
+	const size_t n = f.len - kPre;
+	if (h.magic != 0xC1FC1FC1u || h.packet_size != n * 8 || h.content_size > h.packet_size ||
+	    h.content_size < offsetof(strata_packet_header, vtid) * 8 ||
+	    h.timestamp_begin > h.timestamp_end || h.packet_seq_num >= (1ull << 62) ||
+	    get64(f.payload + 4) >= (1ull << 62)) {
+		bad_packets_++;
 		return;
 	}
-	while (held_bytes_ + n > kMaxHeld) {
-		// Drop the oldest held packet of any sub-trace.
-		bool any = false;
-		for (auto &kv : traces_)
-			if (!kv.second.held.empty()) {
-				held_bytes_ -= kv.second.held.front().pkt.size();
-				kv.second.held.erase(kv.second.held.begin());
-				dropped_held_++;
-				any = true;
-				break;
-			}
-		if (!any)
-			break;
+	Piece p;
+	p.no = arrivals_++;
+	p.lane = f.stream;
+	p.need = get32(f.payload);
+	p.before = get64(f.payload + 4);
+	p.records = get32(f.payload + 12);
+	p.pkt.assign(f.payload + kPre, f.payload + f.len);
+	// In order behind what already waits.
+	if (t.announced && p.need <= t.written && t.held.empty()) {
+		store(t, p);
+		return;
+	}
+	while (held_bytes_ + n > kMaxHeld && !held_order_.empty()) {
+		// Drop the oldest held packet of any sub-trace: its lane's next
+		// packet or END marks it missing.  (Entries of packets stored
+		// meanwhile are passed over, each once.)
+		const auto o = held_order_.front();
+		held_order_.pop_front();
+		auto it = traces_.find(o.second);
+		if (it == traces_.end() || it->second.held.empty() || it->second.held.front().no != o.first)
+			continue;
+		held_bytes_ -= it->second.held.front().pkt.size();
+		it->second.lanes[it->second.held.front().lane].held--;
+		it->second.held.pop_front();
+		dropped_held_++;
 	}
 	if (held_bytes_ + n > kMaxHeld) {
 		dropped_held_++;
 		return;
 	}
 	held_bytes_ += n;
-	t.held.push_back({f.stream, need, std::vector<uint8_t>(p, p + n)});
+	t.lanes[p.lane].held++;
+	held_order_.emplace_back(p.no, f.trace);
+	t.held.push_back(std::move(p));
 }
 
 void Receiver::finish()
@@ -382,16 +584,23 @@ void Receiver::finish()
 	for (auto &kv : traces_) {
 		dropped_held_ += kv.second.held.size();
 		kv.second.held.clear();
+		for (auto &l : kv.second.lanes)
+			l.second.held = 0;
+		trail(kv.second);
 	}
 	held_bytes_ = 0;
+	held_order_.clear();
 }
 
 void Receiver::report(FILE *o, const serial::DecodeStats &ds)
 {
-	uint64_t pkts = 0;
+	uint64_t pkts = 0, lost_p = 0, lost_e = 0;
 	for (auto &kv : traces_)
-		for (auto &l : kv.second.packets)
-			pkts += l.second;
+		for (auto &l : kv.second.lanes) {
+			pkts += l.second.written;
+			lost_p += l.second.lost_pkts;
+			lost_e += l.second.lost_events;
+		}
 	fprintf(o,
 		"strata receive: %llu frame(s) good, %llu with a bad CRC, %llu malformed, %llu oversized "
 		"(%llu byte(s) rejected); %llu packet(s) written; %llu frame(s) lost (sequence gaps); %llu "
@@ -400,6 +609,16 @@ void Receiver::report(FILE *o, const serial::DecodeStats &ds)
 		(unsigned long long)ds.malformed, (unsigned long long)ds.oversized,
 		(unsigned long long)ds.bad_bytes, (unsigned long long)pkts,
 		(unsigned long long)seq_.lost_total(), (unsigned long long)dropped_held_);
+	fprintf(o,
+		"strata receive: %llu packet(s) and %llu event(s) missing, each marked in the trace where it "
+		"was (lost on the line, refused by the sender, or dropped here)\n",
+		(unsigned long long)lost_p, (unsigned long long)lost_e);
+	if (ds.other_version)
+		fprintf(o,
+			"strata receive: %llu frame(s) of wire format version %u ignored: this receiver "
+			"reads "
+			"version %u (use the strata of the sender's release)\n",
+			(unsigned long long)ds.other_version, ds.version_seen, serial::kVersion);
 	for (auto &kv : frames_) {
 		const uint16_t id = kv.first.first, stream = kv.first.second;
 		auto t = traces_.find(id);
@@ -412,28 +631,40 @@ void Receiver::report(FILE *o, const serial::DecodeStats &ds)
 					  std::to_string(stream);
 		fprintf(o, "  %s/%s: %llu frame(s), %llu lost", name.c_str(), what.c_str(),
 			(unsigned long long)kv.second, (unsigned long long)seq_.lost(id, stream));
-		if (stream != serial::kMetaStream && t != traces_.end() && t->second.ended) {
-			const uint64_t offered =
-				stream < t->second.offered.size() ? t->second.offered[stream] : 0;
-			const uint64_t got =
-				t->second.packets.count(stream) ? t->second.packets.at(stream) : 0;
-			fprintf(o, "; %llu packet(s) offered by the sender, %llu written, %llu missing",
-				(unsigned long long)offered, (unsigned long long)got,
-				(unsigned long long)(offered > got ? offered - got : 0));
+		if (stream != serial::kMetaStream && t != traces_.end()) {
+			const SubTrace &st = t->second;
+			auto l = st.lanes.find(stream);
+			const uint64_t got = l != st.lanes.end() ? l->second.written : 0;
+			if (st.ended) {
+				auto e = st.end.find(stream);
+				const uint64_t offered = e != st.end.end() ? e->second.packets : 0;
+				fprintf(o,
+					"; %llu packet(s) offered by the sender, %llu written, %llu missing",
+					(unsigned long long)offered, (unsigned long long)got,
+					(unsigned long long)(offered > got ? offered - got : 0));
+			}
+			if (l != st.lanes.end())
+				fprintf(o, "; %llu event(s) missing",
+					(unsigned long long)l->second.lost_events);
 		}
 		fputc('\n', o);
 	}
 	// Sub-traces whose end came: lanes that sent packets none of which
 	// arrived have no line above.
 	for (auto &kv : traces_)
-		for (size_t l = 0; kv.second.ended && l < kv.second.offered.size(); l++)
-			if (kv.second.offered[l] && !frames_.count({kv.first, static_cast<uint16_t>(l)}))
+		for (auto &e : kv.second.end)
+			if (e.second.packets && !frames_.count({kv.first, e.first})) {
+				auto l = kv.second.lanes.find(e.first);
 				fprintf(o,
-					"  %s/%s_%zu: 0 frame(s); %llu packet(s) offered by the sender, 0 "
-					"written, %llu missing\n",
-					kv.second.path.c_str(), kv.second.channel.c_str(), l,
-					(unsigned long long)kv.second.offered[l],
-					(unsigned long long)kv.second.offered[l]);
+					"  %s/%s_%u: 0 frame(s); %llu packet(s) offered by the sender, 0 "
+					"written, %llu missing; %llu event(s) missing\n",
+					kv.second.path.c_str(), kv.second.channel.c_str(), e.first,
+					(unsigned long long)e.second.packets,
+					(unsigned long long)e.second.packets,
+					(unsigned long long)(l != kv.second.lanes.end()
+								     ? l->second.lost_events
+								     : 0));
+			}
 	if (bad_packets_ || bad_meta_)
 		fprintf(o,
 			"  %llu packet frame(s) and %llu other frame(s) with a good CRC but bad contents "
@@ -455,7 +686,9 @@ int strata_cmd_receive(int argc, char **argv)
 			       "a file, or - (standard input).  DIR gets one sub-trace per process and\n"
 			       "kernel buffer, readable (babeltrace2 DIR) while frames arrive.  Ends at\n"
 			       "end of input, or on SIGINT/SIGTERM; then reports, per stream, the frames\n"
-			       "received and lost (docs/serial.md).\n\n"
+			       "received and lost.  Each packet that did not arrive is marked in the trace\n"
+			       "where it was (babeltrace2 reports its events as discarded; "
+			       "docs/serial.md).\n\n"
 			       "  -o, --output DIR  where the trace goes (created; must not hold a trace)\n\n"
 			       "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n");
 			return cli::kOk;
@@ -518,6 +751,7 @@ int strata_cmd_receive(int argc, char **argv)
 	setvbuf(stderr, nullptr, _IOLBF, 0);
 	std::vector<uint8_t> buf(64 * 1024);
 	int rc = cli::kOk;
+	bool version_said = false;
 	while (!g_stop && !rx.failed()) {
 		ssize_t n = read(fd, buf.data(), buf.size());
 		if (n < 0 && errno == EINTR)
@@ -530,6 +764,14 @@ int strata_cmd_receive(int argc, char **argv)
 		if (n == 0)
 			break;
 		dec.feed(buf.data(), static_cast<size_t>(n), [&](const serial::Frame &f) { rx.frame(f); });
+		if (dec.stats().other_version && !version_said) {
+			version_said = true;
+			fprintf(stderr,
+				"strata %s: the sender speaks wire format version %u; this receiver reads "
+				"version "
+				"%u: its frames are ignored (use the strata of the sender's release)\n",
+				cmd, dec.stats().version_seen, serial::kVersion);
+		}
 	}
 	if (rx.failed()) {
 		fprintf(stderr, "strata %s: %s\n", cmd, rx.error().c_str());

@@ -32,8 +32,11 @@
 #include "commands.h"
 #include "control/ctl_client.h"
 #include "proc_memfd.h"
+#include "top_json.h"
 
 using namespace strata;
+using strata::cli::ProcHits;
+using strata::cli::Seen;
 
 namespace {
 
@@ -52,25 +55,11 @@ struct Options {
 	std::string filter;
 };
 
-std::string key_name(const AggSnapshot &s, const AggKey &k)
-{
-	if (!k.text.empty())
-		return k.text;
-	char b[32];
-	if (s.key_kind == STRATA_AGG_KEY_NONE)
-		return "(all)";
-	if (s.key_kind == STRATA_AGG_KEY_TID)
-		snprintf(b, sizeof b, "tid %llu", (unsigned long long)k.key);
-	else
-		snprintf(b, sizeof b, "0x%llx", (unsigned long long)k.key);
-	return b;
-}
-
 std::vector<const AggKey *> chosen(const AggSnapshot &s, const Options &o)
 {
 	std::vector<const AggKey *> v;
 	for (const AggKey &k : s.keys)
-		if (o.filter.empty() || key_name(s, k).find(o.filter) != std::string::npos)
+		if (o.filter.empty() || cli::agg_key_name(s, k).find(o.filter) != std::string::npos)
 			v.push_back(&k);
 	std::stable_sort(v.begin(), v.end(), [&](const AggKey *a, const AggKey *b) {
 		switch (o.sort) {
@@ -79,7 +68,7 @@ std::vector<const AggKey *> chosen(const AggSnapshot &s, const Options &o)
 		case Sort::kMax:
 			return a->max > b->max;
 		case Sort::kKey:
-			return key_name(s, *a) < key_name(s, *b);
+			return cli::agg_key_name(s, *a) < cli::agg_key_name(s, *b);
 		default:
 			return a->count > b->count;
 		}
@@ -87,101 +76,21 @@ std::vector<const AggKey *> chosen(const AggSnapshot &s, const Options &o)
 	return v;
 }
 
-std::string json_str(const std::string &s)
-{
-	std::string o = "\"";
-	for (unsigned char c : s) {
-		if (c == '"' || c == '\\') {
-			o += '\\';
-			o += (char)c;
-		} else if (c < 0x20) {
-			char b[8];
-			snprintf(b, sizeof b, "\\u%04x", c);
-			o += b;
-		} else {
-			o += (char)c;
-		}
-	}
-	return o + "\"";
-}
-
-// One process's part (a session's view): its regions' hits together.
-struct ProcHits {
-	uint32_t pid = 0;
-	std::string comm;
-	uint64_t hits = 0;
-	bool alive = true;
-};
-
-// The processes shown: pid(s) seen, and those that have exited (their
-// regions stay mapped: their last values are kept).
-struct Seen {
-	std::vector<uint32_t> pids, exited;
-	std::vector<ProcHits> procs; // -s only
-};
-
 bool several(const Options &o)
 {
 	return o.pids.size() > 1 || !o.name.empty() || !o.session.empty();
 }
 
-std::string pid_list(const std::vector<uint32_t> &v)
-{
-	std::string s;
-	for (uint32_t p : v)
-		s += (s.empty() ? "" : ", ") + std::to_string(p);
-	return s;
-}
-
 void print_json(const Options &o, const std::vector<AggSnapshot> &snaps, const Seen &seen)
 {
-	if (!several(o))
-		printf("{\"pid\": %u, \"alive\": %s, \"regions\": [", o.pid,
-		       seen.exited.empty() ? "true" : "false");
-	else
-		printf("{\"pids\": [%s], \"exited\": [%s], \"regions\": [", pid_list(seen.pids).c_str(),
-		       pid_list(seen.exited).c_str());
-	for (size_t r = 0; r < snaps.size(); r++) {
-		const AggSnapshot &s = snaps[r];
-		printf("%s\n {\"pattern\": %s, \"value\": %s, \"key\": %s, \"hits\": %llu, \"overflow\": "
-		       "%llu, "
-		       "\"no_value\": %llu, \"keys\": [",
-		       r ? "," : "", json_str(s.pattern).c_str(), json_str(s.value_field).c_str(),
-		       json_str(s.key_field).c_str(), (unsigned long long)s.hits,
-		       (unsigned long long)s.overflow, (unsigned long long)s.no_value);
-		std::vector<const AggKey *> keys = chosen(s, o);
-		for (size_t i = 0; i < keys.size(); i++) {
-			const AggKey &k = *keys[i];
-			printf("%s\n  {\"key\": %llu, \"name\": %s, \"count\": %llu", i ? "," : "",
-			       (unsigned long long)k.key, json_str(key_name(s, k)).c_str(),
-			       (unsigned long long)k.count);
-			if (s.has_value && k.count) {
-				printf(", \"sum\": %lld, \"min\": %lld, \"max\": %lld, \"hist\": {",
-				       (long long)k.sum, (long long)k.min, (long long)k.max);
-				bool first = true;
-				for (unsigned b = 0; b < STRATA_AGG_BUCKETS; b++)
-					if (k.hist[b]) {
-						printf("%s\"%u\": %llu", first ? "" : ", ", b,
-						       (unsigned long long)k.hist[b]);
-						first = false;
-					}
-				printf("}");
-			}
-			printf("}");
-		}
-		printf("]}");
-	}
-	printf("]");
-	if (!o.session.empty()) {
-		printf(", \"session\": %s, \"processes\": [", json_str(o.session).c_str());
-		for (size_t i = 0; i < seen.procs.size(); i++)
-			printf("%s\n {\"pid\": %u, \"comm\": %s, \"hits\": %llu, \"alive\": %s}",
-			       i ? "," : "", seen.procs[i].pid, json_str(seen.procs[i].comm).c_str(),
-			       (unsigned long long)seen.procs[i].hits,
-			       seen.procs[i].alive ? "true" : "false");
-		printf("]");
-	}
-	printf("}\n");
+	cli::TopJson t;
+	t.single = !several(o);
+	t.pid = o.pid;
+	t.session = o.session;
+	t.keys = [&o](const AggSnapshot &s) { return chosen(s, o); };
+	std::string out;
+	cli::top_json(out, t, snaps, seen);
+	fwrite(out.data(), 1, out.size(), stdout);
 }
 
 // A session's processes: hits and rate since the last refresh, alive or
@@ -258,7 +167,7 @@ void print_text(FILE *out, const Options &o, const std::vector<AggSnapshot> &sna
 		std::vector<const AggKey *> keys = chosen(s, o);
 		for (size_t i = 0; i < keys.size() && i < o.limit; i++) {
 			const AggKey &k = *keys[i];
-			const std::string name = key_name(s, k);
+			const std::string name = cli::agg_key_name(s, k);
 			uint64_t &prev = last[{r, name}];
 			const double rate = dt > 0 && k.count >= prev ? (double)(k.count - prev) / dt : 0;
 			prev = k.count;
@@ -282,7 +191,7 @@ void print_text(FILE *out, const Options &o, const std::vector<AggSnapshot> &sna
 				lo = std::min(lo, b);
 				hi = b;
 			}
-		fprintf(out, "  %s of %s (log2):\n", s.value_field.c_str(), key_name(s, k).c_str());
+		fprintf(out, "  %s of %s (log2):\n", s.value_field.c_str(), cli::agg_key_name(s, k).c_str());
 		for (unsigned b = lo; b <= hi && lo < STRATA_AGG_BUCKETS; b++) {
 			const int w = (int)(40 * k.hist[b] / peak);
 			fprintf(out, "  %22s %10llu |%.*s\n", bucket_range(b).c_str(),

@@ -140,6 +140,7 @@ template <class Out> void append_i64(Out &out, int64_t v)
 // (the view's one thread).
 struct TimeText {
 	int64_t sec = INT64_MIN;
+	int64_t lo = INT64_MAX; // sec's first ns
 	char head[40];
 	size_t len = 0;
 };
@@ -147,14 +148,21 @@ TimeText g_time;
 
 template <class Out> void append_time(Out &out, int64_t ns_from_origin)
 {
-	int64_t sec = ns_from_origin / 1000000000;
-	int64_t ns = ns_from_origin % 1000000000;
-	if (ns < 0) {
-		ns += 1000000000;
-		sec -= 1;
-	}
 	TimeText &t = g_time;
+	int64_t sec, ns;
+	if (ns_from_origin >= t.lo && ns_from_origin - t.lo < 1000000000) { // the same second: no division
+		sec = t.sec;
+		ns = ns_from_origin - t.lo;
+	} else {
+		sec = ns_from_origin / 1000000000;
+		ns = ns_from_origin % 1000000000;
+		if (ns < 0) {
+			ns += 1000000000;
+			sec -= 1;
+		}
+	}
 	if (sec != t.sec) {
+		t.lo = sec * 1000000000;
 		const time_t tt = static_cast<time_t>(sec);
 		struct tm tm;
 		int n;
@@ -250,10 +258,18 @@ void append_unsigned(Out &out, uint64_t v, bt_field_class_integer_preferred_disp
 {
 	char buf[80];
 	switch (base) {
-	case BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_HEXADECIMAL:
-		out += "0x";
-		out.append(buf, (size_t)(std::to_chars(buf, buf + sizeof buf, v, 16).ptr - buf));
+	case BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_HEXADECIMAL: {
+		static const char hex[] = "0123456789abcdef";
+		char *e = buf + sizeof buf, *p = e;
+		do {
+			*--p = hex[v & 15];
+			v >>= 4;
+		} while (v);
+		*--p = 'x';
+		*--p = '0';
+		out.append(p, (size_t)(e - p));
 		return;
+	}
 	case BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_OCTAL:
 		std::snprintf(buf, sizeof buf, "0%" PRIo64, v);
 		break;
@@ -451,6 +467,10 @@ struct ViewSink {
 	LineBuf line;
 	bool write_failed = false;
 	uint64_t damaged = 0; // Strata's reader: damage named
+	// Strata's reader: each event class's field labels, and the last one's.
+	std::unordered_map<const MetaEvent *, std::vector<std::string>> labels;
+	const MetaEvent *label_class = nullptr;
+	const std::vector<std::string> *class_labels = nullptr;
 };
 
 const TraceWho &who_of(ViewSink &s, const void *trace)
@@ -836,12 +856,19 @@ bool on_native(ViewSink &s, const TraceMsg &m, std::vector<FieldValue> &fields)
 		case Verdict::Show:
 			format_prefix(s, ev);
 			if (!e.cls->info.fields.empty()) {
-				const char *sep = ": { ";
+				// ": { a = ", ", b = ", ...: made once per event class.
+				if (e.cls != s.label_class) {
+					auto &l = s.labels[e.cls];
+					if (l.empty())
+						for (const FieldInfo &f : e.cls->info.fields)
+							l.push_back((l.empty() ? ": { " : ", ") + f.name +
+								    " = ");
+					s.label_class = e.cls;
+					s.class_labels = &l;
+				}
+				const std::string *label = s.class_labels->data();
 				e.for_each_field([&](const FieldValue &v) {
-					s.line += sep;
-					sep = ", ";
-					s.line += v.info->name;
-					s.line += " = ";
+					s.line += *label++;
 					append_value(s.line, v);
 				});
 				s.line += " }";
@@ -967,6 +994,15 @@ int run_view(const std::string &dir, ViewSink &sink)
 			ok = false;
 			why = "no sub-trace under '" + dir + "' can be read";
 		}
+		for (const TraceDamage &d : r.damages())
+			if (d.why == "packet runs past the end of the file" ||
+			    d.why == "truncated packet header") {
+				warnings +=
+					"a stream file ends inside a packet (a consumer daemon killed while "
+					"writing?): 'strata view --repair " +
+					dir + "' cuts it back to its last whole packet for other readers\n";
+				break;
+			}
 		if (ok && (r.stats().damaged || r.stats().unreadable_traces))
 			warnings +=
 				std::to_string(r.stats().damaged) + " damaged span(s) skipped, " +

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "export_proto.h"
+#include "json_writer.h"
 
 namespace strata {
 namespace exp {
@@ -267,32 +268,26 @@ private:
 
 class JsonSink final : public Sink {
 public:
-	JsonSink(FILE *out, int64_t t0) : out_(out), t0_(t0)
+	JsonSink(FILE *out, int64_t t0) : out_(out), t0_(t0), w_(buf_, JsonWriter::Style::kCompact)
 	{
-		buf_ = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+		w_.begin_object().key("displayTimeUnit").str("ns").key("traceEvents").begin_array();
 	}
 
 	void process(uint64_t uuid, int64_t pid, const std::string &name) override
 	{
 		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p'};
 		start_event("M");
-		buf_ += "\"name\":\"process_name\",\"pid\":";
-		num(pid);
-		buf_ += ",\"args\":{\"name\":";
-		quote(name);
-		buf_ += "}}";
+		w_.key("name").str("process_name").key("pid").i64(pid);
+		w_.key("args").begin_object().key("name").str(name).end_object();
+		w_.end_object();
 	}
 	void thread(uint64_t uuid, uint64_t, int64_t pid, int64_t tid, const std::string &name) override
 	{
 		tracks_[uuid] = Track{pid, tid, std::string(), false, 't'};
 		start_event("M");
-		buf_ += "\"name\":\"thread_name\",\"pid\":";
-		num(pid);
-		buf_ += ",\"tid\":";
-		num(tid);
-		buf_ += ",\"args\":{\"name\":";
-		quote(name);
-		buf_ += "}}";
+		w_.key("name").str("thread_name").key("pid").i64(pid).key("tid").i64(tid);
+		w_.key("args").begin_object().key("name").str(name).end_object();
+		w_.end_object();
 	}
 	void child_track(uint64_t uuid, uint64_t parent, int64_t pid, int64_t tid, const std::string &name,
 			 bool counter) override
@@ -308,14 +303,13 @@ public:
 		if (flow_in)
 			flow("f", flow_in, t, ts);
 		start_event(t.async ? "b" : "B");
-		buf_ += "\"name\":";
 		std::string shown = t.async ? name + " " + t.name : name;
-		quote(shown);
+		w_.key("name").str(shown);
 		if (t.async)
 			async_id(track);
 		where(t, ts);
 		json_args(args);
-		buf_ += '}';
+		w_.end_object();
 		open_names_[track].push_back(std::move(shown));
 	}
 	// An end carries its slice's name: speedscope ignores an E whose name
@@ -325,15 +319,14 @@ public:
 		const Track &t = tracks_[track];
 		start_event(t.async ? "e" : "E");
 		std::vector<std::string> &names = open_names_[track];
-		buf_ += "\"name\":";
-		quote(names.empty() ? t.name : names.back());
+		w_.key("name").str(names.empty() ? t.name : names.back());
 		if (!names.empty())
 			names.pop_back();
 		if (t.async)
 			async_id(track);
 		where(t, ts);
 		json_args(args);
-		buf_ += '}';
+		w_.end_object();
 		if (flow_out)
 			flow("s", flow_out, t, ts);
 	}
@@ -348,13 +341,11 @@ public:
 		if (flow_in)
 			flow("f", flow_in, t, ts);
 		start_event("X");
-		buf_ += "\"name\":";
-		quote(name);
+		w_.key("name").str(name);
 		where(t, ts);
-		buf_ += ",\"dur\":";
-		dur(end - ts);
+		w_.key("dur").fixed(end - ts < 0 ? 0 : end - ts, 3);
 		json_args(args);
-		buf_ += '}';
+		w_.end_object();
 		if (flow_out)
 			flow("s", flow_out, t, end);
 	}
@@ -362,27 +353,19 @@ public:
 	{
 		const Track &t = tracks_[track];
 		start_event("i");
-		buf_ += "\"s\":\"";
-		buf_ += t.scope;
-		buf_ += "\",\"name\":";
-		quote(name);
+		w_.key("s").str(std::string(1, t.scope)).key("name").str(name);
 		where(t, ts);
 		json_args(args);
-		buf_ += '}';
+		w_.end_object();
 	}
 	void counter(int64_t ts, uint64_t track, int64_t value) override
 	{
 		const Track &t = tracks_[track];
 		start_event("C");
-		buf_ += "\"name\":";
-		quote(t.name);
-		buf_ += ",\"pid\":";
-		num(t.pid);
-		buf_ += ",\"ts\":";
+		w_.key("name").str(t.name).key("pid").i64(t.pid).key("ts");
 		time(ts);
-		buf_ += ",\"args\":{\"value\":";
-		num(value);
-		buf_ += "}}";
+		w_.key("args").begin_object().key("value").i64(value).end_object();
+		w_.end_object();
 	}
 	void sched_switch(int64_t ts, uint32_t cpu, const std::string &, int64_t prev_tid, int64_t,
 			  int64_t prev_state, const std::string &next_comm, int64_t next_tid,
@@ -405,26 +388,20 @@ public:
 		static const char *const names[] = {"sched_waking", "sched_wakeup", "sched_wakeup_new"};
 		cpu_track(cpu);
 		start_event("i");
-		buf_ += "\"s\":\"t\",\"name\":\"";
-		buf_ += names[kind < 0 || kind > 2 ? 0 : kind];
-		buf_ += "\",\"pid\":0,\"tid\":";
-		num(cpu);
-		buf_ += ",\"ts\":";
+		w_.key("s").str("t").key("name").str(names[kind < 0 || kind > 2 ? 0 : kind]);
+		w_.key("pid").i64(0).key("tid").u64(cpu).key("ts");
 		time(ts);
-		buf_ += ",\"args\":{\"comm\":";
-		quote(comm);
-		buf_ += ",\"tid\":";
-		num(tid);
-		buf_ += ",\"target_cpu\":";
-		num(target_cpu);
-		buf_ += "}}";
+		w_.key("args").begin_object().key("comm").str(comm).key("tid").i64(tid);
+		w_.key("target_cpu").i64(target_cpu).end_object();
+		w_.end_object();
 	}
 	bool finish() override
 	{
 		for (auto &cr : running_)
 			if (cr.second.open)
 				cpu_event("E", cr.first, last_, cr.second.comm, -1, 0);
-		buf_ += "\n]}\n";
+		w_.newline().end_array().end_object();
+		buf_ += "\n";
 		flush();
 		return !failed_;
 	}
@@ -447,56 +424,33 @@ private:
 	FILE *out_;
 	int64_t t0_;
 	int64_t last_ = INT64_MIN; // the latest time written
-	std::string buf_;
-	bool first_ = true;
+	std::string buf_;          // drained into out_ at kFlushAt
+	JsonWriter w_;             // writes into buf_
 	std::unordered_map<uint64_t, Track> tracks_;
 	std::unordered_map<uint64_t, std::vector<std::string>> open_names_;
 	std::unordered_map<uint32_t, Running> running_;
 	bool cpus_named_ = false;
 	std::vector<bool> cpu_named_;
 
+	// An event's object opened, on a line of its own, with its phase.
 	void start_event(const char *ph)
 	{
-		if (!first_)
-			buf_ += ",\n";
-		first_ = false;
 		if (buf_.size() >= kFlushAt)
 			flush();
-		buf_ += "{\"ph\":\"";
-		buf_ += ph;
-		buf_ += "\",";
+		w_.newline().begin_object().key("ph").str(ph);
 	}
-	void num(int64_t v)
-	{
-		char b[24];
-		const int n = std::snprintf(b, sizeof b, "%" PRId64, v);
-		buf_.append(b, static_cast<size_t>(n));
-	}
-	// Microseconds with three decimals.
-	void us(int64_t ns)
-	{
-		char b[32];
-		const bool neg = ns < 0;
-		const uint64_t a = neg ? static_cast<uint64_t>(-ns) : static_cast<uint64_t>(ns);
-		const int n = std::snprintf(b, sizeof b, "%s%" PRIu64 ".%03u", neg ? "-" : "", a / 1000,
-					    static_cast<unsigned>(a % 1000));
-		buf_.append(b, static_cast<size_t>(n));
-	}
+	// Microseconds with three decimals after the trace's first time.
 	void time(int64_t ts)
 	{
 		last_ = ts > last_ ? ts : last_;
-		us(ts - t0_);
+		w_.fixed(ts - t0_, 3);
 	}
-	void dur(int64_t ns) { us(ns < 0 ? 0 : ns); }
 	void where(const Track &t, int64_t ts)
 	{
-		buf_ += ",\"pid\":";
-		num(t.pid);
-		if (t.scope == 't') {
-			buf_ += ",\"tid\":";
-			num(t.tid);
-		}
-		buf_ += ",\"ts\":";
+		w_.key("pid").i64(t.pid);
+		if (t.scope == 't')
+			w_.key("tid").i64(t.tid);
+		w_.key("ts");
 		time(ts);
 	}
 	// A flow's start ("s") or end ("f", bound to the enclosing slice).
@@ -504,73 +458,41 @@ private:
 	{
 		start_event(ph);
 		if (ph[0] == 'f')
-			buf_ += "\"bp\":\"e\",";
-		buf_ += "\"cat\":\"lock\",\"name\":\"handover\",\"id\":";
-		num(static_cast<int64_t>(id & 0x7fffffffffffffULL));
+			w_.key("bp").str("e");
+		w_.key("cat").str("lock").key("name").str("handover");
+		w_.key("id").u64(id & 0x7fffffffffffffULL);
 		where(t, ts);
-		buf_ += '}';
+		w_.end_object();
 	}
 	void async_id(uint64_t track)
 	{
-		char b[64];
-		std::snprintf(b, sizeof b, ",\"cat\":\"lock\",\"id\":\"0x%" PRIx64 "\"", track);
-		buf_ += b;
-	}
-	void quote(const std::string &s)
-	{
-		buf_ += '"';
-		for (const unsigned char c : s) {
-			if (c == '"' || c == '\\') {
-				buf_ += '\\';
-				buf_ += static_cast<char>(c);
-			} else if (c < 0x20 || c == 0x7f) {
-				char b[8];
-				std::snprintf(b, sizeof b, "\\u%04x", c);
-				buf_ += b;
-			} else {
-				buf_ += static_cast<char>(c); // UTF-8 passes through
-			}
-		}
-		buf_ += '"';
+		char b[32];
+		std::snprintf(b, sizeof b, "0x%" PRIx64, track);
+		w_.key("cat").str("lock").key("id").str(b);
 	}
 	void json_args(const Args &args)
 	{
 		if (args.empty())
 			return;
-		buf_ += ",\"args\":{";
-		bool first = true;
+		w_.key("args").begin_object();
 		for (const Arg &a : args) {
-			if (!first)
-				buf_ += ',';
-			first = false;
-			quote(a.name);
-			buf_ += ':';
+			w_.key(a.name);
 			switch (a.kind) {
 			case Arg::Int:
-				num(a.i);
+				w_.i64(a.i);
 				break;
-			case Arg::Uint: {
-				char b[24];
-				std::snprintf(b, sizeof b, "%" PRIu64, a.u);
-				buf_ += b;
+			case Arg::Uint:
+				w_.u64(a.u);
 				break;
-			}
-			case Arg::Real: {
-				char b[40];
-				std::snprintf(b, sizeof b, "%.17g", a.d);
-				// JSON has no NaN or infinity.
-				if (std::strpbrk(b, "ni"))
-					buf_ += "null";
-				else
-					buf_ += b;
+			case Arg::Real:
+				w_.f64(a.d); // JSON has no NaN or infinity: null
 				break;
-			}
 			case Arg::Str:
-				quote(a.s);
+				w_.str(a.s);
 				break;
 			}
 		}
-		buf_ += '}';
+		w_.end_object();
 	}
 	// A run's begin (args: tid) or end (args: tid, end_state; tid < 0:
 	// none, the end is a lost switch's).
@@ -578,27 +500,23 @@ private:
 		       int64_t end_state)
 	{
 		start_event(ph);
-		buf_ += "\"name\":";
-		quote(comm);
+		w_.key("name").str(comm);
 		where(Track{0, cpu, std::string(), false, 't'}, ts);
-		if (tid < 0) {
-			buf_ += '}';
-			return;
+		if (tid >= 0) {
+			w_.key("args").begin_object().key("tid").i64(tid);
+			if (ph[0] == 'E')
+				w_.key("end_state").i64(end_state);
+			w_.end_object();
 		}
-		buf_ += ",\"args\":{\"tid\":";
-		num(tid);
-		if (ph[0] == 'E') {
-			buf_ += ",\"end_state\":";
-			num(end_state);
-		}
-		buf_ += "}}";
+		w_.end_object();
 	}
 	void cpu_track(uint32_t cpu)
 	{
 		if (!cpus_named_) {
 			cpus_named_ = true;
 			start_event("M");
-			buf_ += "\"name\":\"process_name\",\"pid\":0,\"args\":{\"name\":\"CPUs\"}}";
+			w_.key("name").str("process_name").key("pid").i64(0);
+			w_.key("args").begin_object().key("name").str("CPUs").end_object().end_object();
 		}
 		if (cpu >= cpu_named_.size())
 			cpu_named_.resize(cpu + 1, false);
@@ -606,11 +524,9 @@ private:
 			return;
 		cpu_named_[cpu] = true;
 		start_event("M");
-		buf_ += "\"name\":\"thread_name\",\"pid\":0,\"tid\":";
-		num(cpu);
-		buf_ += ",\"args\":{\"name\":\"CPU ";
-		num(cpu);
-		buf_ += "\"}}";
+		w_.key("name").str("thread_name").key("pid").i64(0).key("tid").u64(cpu);
+		w_.key("args").begin_object().key("name").str("CPU " + std::to_string(cpu)).end_object();
+		w_.end_object();
 	}
 	void flush()
 	{

@@ -149,6 +149,7 @@ bool Drain::open_trace(std::string &err)
 	for (const std::string &e : errors)
 		warn(dir_, "descriptor rejected: " + e);
 	std::string text = ctf_metadata(reader_->info().uuid, clock_, env_, stream_id_, events);
+	out_->set_reader(reader_.get());
 	if (!out_->live_period_ns())
 		return out_->open(text, err);
 	// Live: the producers' clock before the output shows the lanes'

@@ -34,6 +34,7 @@ struct iovec;
 namespace strata {
 
 struct Owner;
+class Reader;
 
 class Output {
 public:
@@ -68,6 +69,10 @@ public:
 	// drains that ended (relay: their streams, which stay open), so that
 	// live readers do not wait for them while this drain goes on.
 	virtual void tick(uint64_t ts_ns) { (void)ts_ns; }
+	// Before open(): the drain's reader, for an output that cuts packets
+	// at record boundaries (serial: Reader::cut_packet).  Valid until
+	// close(); used only from the drain's thread, as the output is.
+	virtual void set_reader(Reader *reader) { (void)reader; }
 	// Flush and release; only beacon() may follow (the end of a live
 	// drain).  Idempotent.
 	virtual void close() = 0;

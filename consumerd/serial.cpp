@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "proto/serial_frame.h"
+#include "reader/reader.h"
 
 namespace strata {
 
@@ -137,9 +138,13 @@ std::shared_ptr<SerialLink> SerialLink::open(const SerialTarget &t, int64_t uid,
 	// packets must be able to pass when the line is idle, and a burst of
 	// a few seconds' worth too.  (With serial_subbuf_size, the queue
 	// then flushes in about four seconds at DESTROY.)
+	// A sub-buffer's packet goes as packets of at most kPieceBytes, each
+	// with its own header and frame.
 	const size_t pkt = std::min<size_t>(subbuf_size, serial::kMaxPayload);
-	l->depth_ = std::max(4 * rate, 4.0 * static_cast<double>(serial::encoded_max(
-						     serial::kMaxBody - serial::kMaxPayload + pkt)));
+	const size_t pieces = pkt / (serial::kPieceBytes - STRATA_PACKET_HEADER_SIZE) + 1;
+	const size_t framed = pkt + pieces * (STRATA_PACKET_HEADER_SIZE + serial::kHeaderSize +
+					      serial::kPacketPrefix + serial::kCrcSize + 2);
+	l->depth_ = std::max(4 * rate, 4.0 * static_cast<double>(serial::encoded_max(framed)));
 	l->tokens_ = l->depth_;
 	l->queue_cap_ = static_cast<size_t>(l->depth_) + serial::encoded_max(serial::kMaxBody);
 	l->start_ns_ = l->refilled_ns_ = l->resent_ns_ = now_ns();
@@ -199,6 +204,8 @@ void SerialLink::queue_meta(uint16_t trace, size_t from)
 		a += t.path;
 		put16(a, static_cast<uint16_t>(t.channel.size()));
 		a += t.channel;
+		a.resize(a.size() + 4);
+		put32(reinterpret_cast<uint8_t *>(&a[a.size() - 4]), t.empty_bits);
 		serial::encode_frame(serial::kAnnounce, trace, serial::kMetaStream, t.meta_seq++,
 				     reinterpret_cast<const uint8_t *>(a.data()), a.size(), nullptr, 0, f);
 		push(std::move(f));
@@ -215,13 +222,14 @@ void SerialLink::queue_meta(uint16_t trace, size_t from)
 	}
 }
 
-uint16_t SerialLink::add_trace(const std::string &path, const std::string &channel)
+uint16_t SerialLink::add_trace(const std::string &path, const std::string &channel, uint32_t empty_bits)
 {
 	std::lock_guard<std::mutex> g(mu_);
 	Trace t;
 	t.path = path.substr(path.find_first_not_of('/') == std::string::npos ? path.size()
 									      : path.find_first_not_of('/'));
 	t.channel = channel;
+	t.empty_bits = empty_bits;
 	traces_.push_back(std::move(t));
 	return static_cast<uint16_t>(traces_.size() - 1);
 }
@@ -236,38 +244,30 @@ void SerialLink::metadata(uint16_t trace, const std::string &text)
 	queue_meta(trace, from);
 }
 
-bool SerialLink::packet(uint16_t trace, uint32_t lane, const uint8_t *p, size_t n, std::string &err)
+bool SerialLink::send(std::vector<std::vector<uint8_t>> &frames, uint64_t pkts, uint64_t bytes,
+		      std::string &err)
 {
+	std::lock_guard<std::mutex> g(mu_);
 	if (broken()) {
-		std::lock_guard<std::mutex> g(mu_);
-		pkts_refused_++;
-		pkt_bytes_refused_ += n;
+		pkts_refused_ += pkts;
+		pkt_bytes_refused_ += bytes;
 		err = "the serial line is down: " + why_;
 		return false;
 	}
-	std::lock_guard<std::mutex> g(mu_);
-	if (trace >= traces_.size() || lane >= serial::kMetaStream)
-		return false;
-	Trace &t = traces_[trace];
-	if (t.lane_seq.size() <= lane)
-		t.lane_seq.resize(lane + 1, 0);
-	const size_t size = serial::encoded_max(serial::kHeaderSize + 4 + n + serial::kCrcSize);
+	size_t size = 0;
+	for (const auto &f : frames)
+		size += f.size();
 	refill(now_ns());
-	if (n + 4 > serial::kMaxPayload || tokens_ < static_cast<double>(size) ||
-	    queued_ + size > queue_cap_) {
-		pkts_refused_++;
-		pkt_bytes_refused_ += n;
+	if (tokens_ < static_cast<double>(size) || queued_ + size > queue_cap_) {
+		pkts_refused_ += pkts;
+		pkt_bytes_refused_ += bytes;
 		err = "over the serial line's capacity (" + std::to_string(line_bytes_per_s()) + " B/s)";
 		return false;
 	}
-	uint8_t need[4];
-	put32(need, static_cast<uint32_t>(t.text.size()));
-	std::vector<uint8_t> f;
-	serial::encode_frame(serial::kPacket, trace, static_cast<uint16_t>(lane), t.lane_seq[lane]++, need, 4,
-			     p, n, f);
-	pkts_sent_++;
-	pkt_bytes_sent_ += n;
-	push(std::move(f));
+	pkts_sent_ += pkts;
+	pkt_bytes_sent_ += bytes;
+	for (auto &f : frames)
+		push(std::move(f));
 	return true;
 }
 
@@ -278,22 +278,24 @@ void SerialLink::refused(uint64_t pkts, uint64_t bytes)
 	pkt_bytes_refused_ += bytes;
 }
 
-void SerialLink::end(uint16_t trace, const std::vector<uint64_t> &offered)
+void SerialLink::end(uint16_t trace, const std::vector<uint8_t> &payload)
 {
 	std::lock_guard<std::mutex> g(mu_);
-	if (trace >= traces_.size() || offered.size() >= serial::kMetaStream)
+	if (trace >= traces_.size())
 		return;
-	std::vector<uint8_t> p(2 + 8 * offered.size());
-	p[0] = static_cast<uint8_t>(offered.size());
-	p[1] = static_cast<uint8_t>(offered.size() >> 8);
-	for (size_t i = 0; i < offered.size(); i++)
-		for (int k = 0; k < 8; k++)
-			p[2 + 8 * i + k] = static_cast<uint8_t>(offered[i] >> (8 * k));
-	std::vector<uint8_t> f;
-	serial::encode_frame(serial::kEnd, trace, serial::kMetaStream, traces_[trace].meta_seq++, p.data(),
-			     p.size(), nullptr, 0, f);
+	// The metadata once more if it is short (within a second of line): a
+	// receiver that lost one of its frames releases the packets it holds
+	// without waiting for the next period.
+	if (traces_[trace].text.size() <= line_bytes_per_s())
+		queue_meta(trace, 0);
 	refill(now_ns());
-	push(std::move(f));
+	// Twice: the receiver marks the loss of a lane's last packets from it.
+	for (int i = 0; i < 2; i++) {
+		std::vector<uint8_t> f;
+		serial::encode_frame(serial::kEnd, trace, serial::kMetaStream, traces_[trace].meta_seq++,
+				     payload.data(), payload.size(), nullptr, 0, f);
+		push(std::move(f));
+	}
 }
 
 std::string SerialLink::describe()
@@ -403,33 +405,52 @@ void SerialLink::run()
 
 namespace {
 
+void put64(uint8_t *p, uint64_t v)
+{
+	put32(p, static_cast<uint32_t>(v));
+	put32(p + 4, static_cast<uint32_t>(v >> 32));
+}
+
+// One sub-trace on the line.  Each packet the drain gives is cut at record
+// boundaries into packets of at most kPieceBytes (the drain's reader
+// walks the records), renumbered per lane, and sent as one frame each;
+// the link takes a sub-buffer's packets all or none.  Everything here
+// runs on the drain's thread.
 class SerialOutput : public Output {
 public:
 	SerialOutput(std::shared_ptr<SerialLink> link, const std::string &path, const std::string &channel)
 	    : link_(std::move(link)), path_(path), channel_(channel)
 	{
 	}
+	void set_reader(Reader *reader) override { reader_ = reader; }
 	bool open(const std::string &text, std::string &) override
 	{
-		trace_ = link_->add_trace(path_, channel_);
+		const uint32_t empty_bits =
+			reader_ ? static_cast<uint32_t>(reader_->empty_header(0, 0).content_size)
+				: STRATA_PACKET_HEADER_SIZE * 8;
+		trace_ = link_->add_trace(path_, channel_, empty_bits);
+		empty_bits_ = empty_bits;
+		meta_len_ = text.size();
 		link_->metadata(trace_, text);
 		opened_ = true;
 		return true;
 	}
 	bool append_metadata(const std::string &text, std::string &) override
 	{
+		meta_len_ += text.size();
 		link_->metadata(trace_, text);
 		return true;
 	}
 	size_t write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends,
 			     size_t n_pkts, std::string &err) override
 	{
-		if (offered_.size() <= lane)
-			offered_.resize(lane + 1, 0);
-		offered_[lane] += n_pkts;
+		if (lane >= serial::kMetaStream)
+			return 0;
+		if (lanes_.size() <= lane)
+			lanes_.resize(lane + 1);
 		// Gather each packet (its pieces may span iov entries).
 		int vi = 0;
-		size_t voff = 0, start = 0;
+		size_t voff = 0, start = 0, stored = n_pkts;
 		for (size_t k = 0; k < n_pkts; k++) {
 			buf_.clear();
 			size_t need = ends[k] - start;
@@ -445,12 +466,24 @@ public:
 				}
 			}
 			start = ends[k];
-			if (!link_->packet(trace_, lane, buf_.data(), buf_.size(), err)) {
-				link_->refused(n_pkts - k - 1, ends[n_pkts - 1] - ends[k]);
-				return k;
+			const bool send = stored == n_pkts;
+			if (!cut(lane, send)) {
+				if (send)
+					stored = k;
+				continue;
 			}
+			if (send && !too_big_ && link_->send(frames_, n_cut_, buf_.size(), err)) {
+				lanes_[lane].frame_seq += static_cast<uint32_t>(n_cut_);
+				continue;
+			}
+			if (!send || too_big_) // (send() counts what it refuses)
+				link_->refused(n_cut_, buf_.size());
+			if (send && too_big_) // a record past kMaxPayload: no receiver takes it
+				err = "a record larger than a serial frame carries";
+			if (send)
+				stored = k;
 		}
-		return n_pkts;
+		return stored;
 	}
 	// Packets close every second (the drain's live tick), so that a slow
 	// line carries small packets as the events come.
@@ -458,17 +491,117 @@ public:
 	void close() override
 	{
 		if (opened_ && !ended_)
-			link_->end(trace_, offered_);
+			link_->end(trace_, end_payload());
 		ended_ = true;
+		reader_ = nullptr;
 	}
 
 private:
+	struct Lane {
+		bool any = false;
+		uint64_t last_seq = 0;  // the last sub-buffer packet's packet_seq_num
+		uint64_t next = 0;      // packet_seq_num of the next packet cut
+		uint64_t records = 0;   // in every packet cut so far
+		uint32_t frame_seq = 0; // frames sent on the line (serial_frame.h seq)
+		strata_packet_header last{};
+	};
+
+	// Cuts the packet in buf_ into frames_ (n_cut_ packets), counted in
+	// the lane's numbering whether or not they are then sent.  False for
+	// something that is not a packet (not sent, not counted).
+	bool cut(uint32_t lane, bool encode)
+	{
+		constexpr size_t kHdr = STRATA_PACKET_HEADER_SIZE;
+		frames_.clear();
+		n_cut_ = 0;
+		too_big_ = false;
+		if (buf_.size() < kHdr)
+			return false;
+		strata_packet_header ph;
+		memcpy(&ph, buf_.data(), kHdr);
+		Lane &l = lanes_[lane];
+		// A sub-buffer's packets missing before this one (the drain's
+		// sequence numbers) stay a gap in the numbering.
+		if (l.any && ph.packet_seq_num > l.last_seq + 1)
+			l.next += ph.packet_seq_num - l.last_seq - 1;
+		l.any = true;
+		l.last_seq = ph.packet_seq_num;
+		l.last = ph;
+		pieces_.clear();
+		if (reader_)
+			reader_->cut_packet(lane, buf_.data(), buf_.size(), serial::kPieceBytes - kHdr,
+					    &pieces_);
+		else
+			pieces_.push_back({kHdr, buf_.size(), ph.timestamp_begin, ph.timestamp_end, 0});
+		for (const Reader::Piece &pc : pieces_) {
+			const uint64_t n = pc.end - pc.begin;
+			too_big_ = too_big_ || serial::kPacketPrefix + kHdr + n > serial::kMaxPayload;
+			if (encode && !too_big_) {
+				strata_packet_header h = ph;
+				h.timestamp_begin = pc.ts_begin;
+				h.timestamp_end = pc.ts_end;
+				h.content_size =
+					n ? (kHdr + n) * 8 : std::min<uint64_t>(ph.content_size, empty_bits_);
+				h.packet_size = (kHdr + n) * 8;
+				h.packet_seq_num = l.next;
+				uint8_t pre[serial::kPacketPrefix + kHdr];
+				put32(pre, meta_len_);
+				put64(pre + 4, l.records);
+				put32(pre + 12, static_cast<uint32_t>(pc.records));
+				memcpy(pre + serial::kPacketPrefix, &h, kHdr);
+				std::vector<uint8_t> f;
+				serial::encode_frame(serial::kPacket, trace_, static_cast<uint16_t>(lane),
+						     l.frame_seq + static_cast<uint32_t>(n_cut_), pre,
+						     sizeof pre, buf_.data() + pc.begin, n, f);
+				frames_.push_back(std::move(f));
+			}
+			n_cut_++;
+			l.next++;
+			l.records += pc.records;
+		}
+		return true;
+	}
+
+	// END: the trace uuid, then each lane that cut packets (serial_frame.h).
+	std::vector<uint8_t> end_payload() const
+	{
+		std::vector<uint8_t> p(18);
+		uint16_t n = 0;
+		for (size_t i = 0; i < lanes_.size(); i++) {
+			const Lane &l = lanes_[i];
+			if (!l.any)
+				continue;
+			memcpy(p.data(), l.last.uuid, 16);
+			uint8_t e[serial::kEndLane] = {};
+			e[0] = static_cast<uint8_t>(i);
+			e[1] = static_cast<uint8_t>(i >> 8);
+			put32(e + 4, l.last.stream_id);
+			put32(e + 8, static_cast<uint32_t>(l.last.vtid));
+			put64(e + 12, l.next);
+			put64(e + 20, l.records);
+			put64(e + 28, l.last.timestamp_end);
+			put64(e + 36, l.last.events_discarded);
+			p.insert(p.end(), e, e + serial::kEndLane);
+			n++;
+		}
+		p[16] = static_cast<uint8_t>(n);
+		p[17] = static_cast<uint8_t>(n >> 8);
+		return p;
+	}
+
 	bool opened_ = false, ended_ = false;
-	std::vector<uint64_t> offered_; // packets offered per lane
 	std::shared_ptr<SerialLink> link_;
 	std::string path_, channel_;
 	uint16_t trace_ = 0;
+	Reader *reader_ = nullptr;
+	uint32_t empty_bits_ = STRATA_PACKET_HEADER_SIZE * 8;
+	uint32_t meta_len_ = 0;
+	std::vector<Lane> lanes_;
 	std::vector<uint8_t> buf_;
+	std::vector<Reader::Piece> pieces_;
+	std::vector<std::vector<uint8_t>> frames_;
+	uint64_t n_cut_ = 0;
+	bool too_big_ = false; // a piece the line cannot carry (cut())
 };
 
 } // namespace

@@ -9,6 +9,10 @@
  *     shared (shared_ptr) by the session and the serial outputs of its
  *     drains, whose threads call it concurrently: one mutex guards the
  *     queue, the token bucket, the sub-trace table and the counters.
+ *   - each serial output cuts its drain's packets at record boundaries
+ *     into packets of at most serial::kPieceBytes (Reader::cut_packet) and
+ *     encodes their frames on the drain's thread; the link queues the
+ *     frames of one sub-buffer's packet all or none.
  *   - never blocks a drain: a packet is queued whole if the line's token
  *     bucket (baud / 10 bytes per second: 8N1 costs 10 bits a byte) holds
  *     its encoded size and the queue has room, otherwise refused at once
@@ -67,17 +71,19 @@ public:
 	const SerialTarget &target() const { return target_; }
 	uint64_t line_bytes_per_s() const { return target_.baud / 10; }
 
-	// A new sub-trace: its number on the line.
-	uint16_t add_trace(const std::string &path, const std::string &channel);
+	// A new sub-trace: its number on the line.  empty_bits: the
+	// content_size of its packets without records (announced).
+	uint16_t add_trace(const std::string &path, const std::string &channel, uint32_t empty_bits);
 	void metadata(uint16_t trace, const std::string &text);
-	// One whole packet of `lane`, gathered; false: refused (line full,
-	// link broken), err says why.
-	bool packet(uint16_t trace, uint32_t lane, const uint8_t *p, size_t n, std::string &err);
-	// Packets of a batch after a refused one (the output stores a prefix):
-	// counted as refused too.
+	// The encoded frames of the packets one sub-buffer was cut into
+	// (`pkts` packets, `bytes` of CTF), queued all or none; false:
+	// refused (line full, link broken), err says why.
+	bool send(std::vector<std::vector<uint8_t>> &frames, uint64_t pkts, uint64_t bytes, std::string &err);
+	// Packets not offered to send() (after a refused one in a batch: the
+	// output stores a prefix): counted as refused too.
 	void refused(uint64_t pkts, uint64_t bytes);
-	// The sub-trace's drain ended having offered offered[lane] packets.
-	void end(uint16_t trace, const std::vector<uint64_t> &offered);
+	// The sub-trace's drain ended: its END frame's payload (sent twice).
+	void end(uint16_t trace, const std::vector<uint8_t> &payload);
 	// "N packet(s) sent (...), M refused over capacity (...); the session
 	// offered R B/s, P% of the line" (STOP's answer, describe()).
 	std::string stats();
@@ -91,7 +97,7 @@ private:
 	struct Trace {
 		std::string path, channel, text;
 		uint32_t meta_seq = 0;
-		std::vector<uint32_t> lane_seq;
+		uint32_t empty_bits = 0;
 	};
 	void run();
 	void refill(uint64_t now_ns);                 // mu_ held

@@ -208,13 +208,24 @@ void FrameDecoder::frame_end(const Sink &sink)
 	if (raw_.empty())
 		return; // consecutive delimiters: the sender's resync bytes
 	const size_t bad = raw_.size() + 1;
-	if (!cobs_decode(raw_.data(), raw_.size(), body_) || body_.size() < kHeaderSize + kCrcSize ||
-	    body_[0] >> 4 != kVersion) {
+	if (!cobs_decode(raw_.data(), raw_.size(), body_) || body_.size() < kHeaderSize + kCrcSize) {
 		stats_.malformed++;
 		stats_.bad_bytes += bad;
 		return;
 	}
 	const uint8_t *h = body_.data();
+	if (h[0] >> 4 != kVersion) {
+		// Every version frames and checks the same way: a good CRC says
+		// the sender speaks another version (the receiver reports it).
+		if (crc32c(h, body_.size() - kCrcSize) == get32(h + body_.size() - kCrcSize)) {
+			stats_.other_version++;
+			stats_.version_seen = static_cast<uint8_t>(h[0] >> 4);
+		} else {
+			stats_.malformed++;
+		}
+		stats_.bad_bytes += bad;
+		return;
+	}
 	const uint32_t len = get32(h + 12);
 	if (len != body_.size() - kHeaderSize - kCrcSize) {
 		// Either damage or a length that is a lie; the CRC decides which

@@ -10,7 +10,7 @@
  * (the resync rule: whatever the corruption, the frame after the next
  * delimiter decodes).  The body, little-endian:
  *
- *   0   u8  version << 4 | type      (version 1; kAnnounce, kMetadata, kPacket)
+ *   0   u8  version << 4 | type      (version 2; kAnnounce, kMetadata, kPacket, kEnd)
  *   1   u8  flags                    (0)
  *   2   u16 trace                    sub-trace number on this line
  *   4   u16 stream                   lane (kPacket), kMetaStream otherwise
@@ -40,11 +40,18 @@
 namespace strata {
 namespace serial {
 
-constexpr uint8_t kVersion = 1;
+// Version 2 (issue 49): packets of at most kPieceBytes, counted in
+// records; END describes each lane.  Version 1 sent whole sub-buffers.
+// The header, the CRC and the COBS framing are the same in every version,
+// so a receiver recognises (CRC good, version other) a sender of another
+// version and says so.
+constexpr uint8_t kVersion = 2;
 enum FrameType : uint8_t {
 	// Payload: u64 link nonce, u32 metadata length so far, u16 path length,
 	// path (relative: "ust/pid/comm-pid-date", "kernel"), u16 channel
-	// length, channel ("channel0", "kernel").  Re-sent with the metadata.
+	// length, channel ("channel0", "kernel"), u32 the content_size (bits)
+	// of a packet without records in this sub-trace (the receiver's loss
+	// marks).  Re-sent with the metadata.
 	kAnnounce = 1,
 	// Payload: u32 offset of these bytes in the TSDL text, u32 a length at
 	// which the text is whole (the sender's text size when it sent this;
@@ -52,13 +59,25 @@ enum FrameType : uint8_t {
 	// reader never sees half a block), the bytes.
 	kMetadata = 2,
 	// Payload: u32 metadata length the packet needs (its event classes are
-	// declared within that prefix), then one whole CTF packet.
+	// declared within that prefix), u64 records of the lane before this
+	// packet (every packet the sender cut, sent or refused), u32 records in
+	// it, then one whole CTF packet of at most kPieceBytes (unless one
+	// record is larger): the sender cuts each sub-buffer's packet at record
+	// boundaries, and its packet_seq_num counts these packets.
 	kPacket = 3,
-	// Payload: u16 lanes, then per lane u64 the packets the sub-trace's
-	// drain offered the line (sent or refused): sent once when the drain
-	// ends, so a receiver knows how many of them never arrived.
+	// Payload: the trace uuid (16 bytes), u16 n, then n lanes of 44 bytes:
+	// u16 lane, u16 0, u32 stream_id, s32 vtid, u64 packets the sender
+	// cut (the next packet_seq_num), u64 records in them, u64 the last
+	// one's timestamp_end, u64 its events_discarded.  Sent (twice) when
+	// the sub-trace's drain ends: the receiver marks what never arrived
+	// after the last packet it has.
 	kEnd = 4,
 };
+// The largest packet the sender cuts: a damaged byte on the line costs the
+// records of one such packet.
+constexpr size_t kPieceBytes = 4096;
+constexpr size_t kPacketPrefix = 16; // need, records before, records
+constexpr size_t kEndLane = 44;
 constexpr uint16_t kMetaStream = 0xFFFF;
 constexpr size_t kHeaderSize = 16;
 constexpr size_t kCrcSize = 4;
@@ -96,11 +115,13 @@ void encode_frame(uint8_t type, uint16_t trace, uint16_t stream, uint32_t seq, c
 		  const uint8_t *b, size_t nb, std::vector<uint8_t> &out);
 
 struct DecodeStats {
-	uint64_t frames = 0;    // good frames handed out
-	uint64_t bad_crc = 0;   // well-formed COBS, wrong CRC
-	uint64_t malformed = 0; // bad COBS, too short, lengths that disagree, bad version
-	uint64_t oversized = 0; // no delimiter within encoded_max(kMaxBody) bytes
-	uint64_t bad_bytes = 0; // bytes of everything rejected above
+	uint64_t frames = 0;        // good frames handed out
+	uint64_t bad_crc = 0;       // well-formed COBS, wrong CRC
+	uint64_t malformed = 0;     // bad COBS, too short, lengths that disagree
+	uint64_t other_version = 0; // CRC good, another wire format version
+	uint8_t version_seen = 0;   // the last such version
+	uint64_t oversized = 0;     // no delimiter within encoded_max(kMaxBody) bytes
+	uint64_t bad_bytes = 0;     // bytes of everything rejected above
 };
 
 // Splits a byte stream at 0x00 delimiters and checks each frame.

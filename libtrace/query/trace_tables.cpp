@@ -12,7 +12,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "json_text.h"
+#include "json_writer.h"
 #include "trace_reader.h"
 
 namespace strata {
@@ -133,12 +133,12 @@ void build_typed(Trace *t)
 
 void result_text(sqlite3_context *ctx, const char *s, size_t n)
 {
-	if (utf8_valid(s, n)) {
+	if (utf8_well_formed(std::string_view(s, n))) {
 		sqlite3_result_text(ctx, s, (int)n, SQLITE_TRANSIENT);
 		return;
 	}
 	std::string o;
-	utf8_append(&o, s, n);
+	utf8_append_repaired(o, std::string_view(s, n));
 	sqlite3_result_text(ctx, o.data(), (int)o.size(), SQLITE_TRANSIENT);
 }
 
@@ -218,7 +218,7 @@ void json_value(std::string *o, const FieldValue &v)
 		json_double(o, v.d);
 		break;
 	case STRATA_FT_STRING:
-		json_string(o, v.str, v.len);
+		json_quote(*o, std::string_view(v.str, v.len));
 		break;
 	case STRATA_FT_ARRAY:
 	case STRATA_FT_SEQUENCE:
@@ -237,17 +237,17 @@ void json_fields(std::string *o, const std::vector<FieldValue> &fv)
 		if (!first)
 			o->push_back(',');
 		first = false;
-		json_string(o, v.info->name.data(), v.info->name.size());
+		json_quote(*o, std::string_view(v.info->name.data(), v.info->name.size()));
 		o->push_back(':');
 		json_value(o, v);
 		if (v.info->type == STRATA_FT_ENUM) {
 			const std::string k = v.info->name + "_label";
 			o->push_back(',');
-			json_string(o, k.data(), k.size());
+			json_quote(*o, std::string_view(k.data(), k.size()));
 			o->push_back(':');
 			const char *l = enum_label(*v.info, int_value(v));
 			if (l)
-				json_string(o, l, strlen(l));
+				json_quote(*o, std::string_view(l, strlen(l)));
 			else
 				o->append("null");
 		}

@@ -143,6 +143,24 @@ public:
 	// "Records are never trusted").  next_packet and collect_overwrite
 	// call it; a peek_packet caller calls it on its own copy.
 	size_t check_records(uint32_t lane, uint8_t *pkt, size_t len, std::string *err);
+	// A checked packet (check_records passed it, header included) cut at
+	// record boundaries into pieces whose records take at most max_bytes
+	// each (a record larger than that is a piece of its own), for an
+	// output that carries small packets (the serial line, docs/serial.md,
+	// "Small packets").  Appends to *out, in order: [begin, end) the bytes
+	// of the piece's records in pkt (begin aligned as the records are, so
+	// that they keep their alignment at the packet offset kHdr), ts_begin
+	// the timestamp a packet of them starts at (the packet's
+	// timestamp_begin for the first, the previous record's timestamp for
+	// the others: the reference a CTF reader rebuilds a compact timestamp
+	// from), ts_end the last record's (the packet's timestamp_end for the
+	// last piece), records their number.  A packet without records is one
+	// piece without records.
+	struct Piece {
+		uint64_t begin = 0, end = 0, ts_begin = 0, ts_end = 0, records = 0;
+	};
+	void cut_packet(uint32_t lane, const uint8_t *pkt, size_t len, size_t max_bytes,
+			std::vector<Piece> *out);
 	// Some lane's writers are a whole sub-buffer past our read position
 	// (peek_packet would give a packet, a skip, or wait for a commit in
 	// flight).  No side effect: for a drain that waits for its first packet.

@@ -98,6 +98,9 @@ private:
 	void make_plan(const EventInfo &ev);
 	bool walk_plan(const uint32_t *step, const uint8_t *pkt, uint64_t end, uint64_t *o) const;
 
+	template <bool kCompact, bool kShared>
+	static const char *read_header(const uint8_t *pkt, uint64_t end, uint64_t prev, uint64_t *o,
+				       WalkedRecord *r);
 	template <bool kCompact, bool kShared, class Visit>
 	uint64_t walk_as(const uint8_t *pkt, uint64_t end, uint64_t ts_max, uint64_t *ts, const char **why,
 			 Visit &v);
@@ -111,6 +114,60 @@ private:
 	// bits) and a byte count (the rest).
 	std::vector<uint32_t> plan_of_, plans_;
 };
+
+// One record's header at *o (and, in a shared lane, its thread context):
+// *r filled and *o moved past them, or why they do not fit.  COMPACT's
+// 27-bit timestamps are rebuilt from the previous record's, as a CTF
+// reader does.
+template <bool kCompact, bool kShared>
+__attribute__((always_inline)) inline const char *
+RecordWalk::read_header(const uint8_t *pkt, uint64_t end, uint64_t prev, uint64_t *op, WalkedRecord *r)
+{
+	uint64_t o = *op;
+	r->start = o;
+	if (kCompact) {
+		if (end - o < STRATA_REC_COMPACT_SIZE)
+			return "truncated record header";
+		uint32_t w;
+		memcpy(&w, pkt + o, sizeof w);
+		r->id = w & 31u;
+		if (__builtin_expect(r->id == STRATA_REC_EXTENDED_ID, 0)) {
+			if (end - o < STRATA_REC_EXTENDED_SIZE)
+				return "truncated record header";
+			if (pkt[o] != STRATA_REC_EXTENDED_ID) // bits 5..7: padding a writer leaves 0
+				return "extended record header with bits 5..7 set";
+			memcpy(&r->id, pkt + o + 1, sizeof r->id);
+			memcpy(&r->ts, pkt + o + 5, sizeof r->ts);
+			o += STRATA_REC_EXTENDED_SIZE;
+		} else {
+			const uint64_t mask = (1ull << STRATA_REC_COMPACT_TS_BITS) - 1;
+			r->ts = (prev & ~mask) | (w >> 5);
+			if (r->ts < prev)
+				r->ts += mask + 1; // may wrap: then below prev, refused
+			o += STRATA_REC_COMPACT_SIZE;
+		}
+		if (kShared) {
+			if (end - o < STRATA_REC_SHARED_CTX_SIZE)
+				return "truncated record header";
+			memcpy(&r->tid, pkt + o, sizeof r->tid);
+			o += STRATA_REC_SHARED_CTX_SIZE;
+		}
+	} else {
+		o = (o + STRATA_EVENT_ALIGN - 1) & ~(uint64_t)(STRATA_EVENT_ALIGN - 1);
+		if (o > end || end - o < STRATA_EVENT_HEADER_SIZE)
+			return "truncated record header";
+		r->start = o;
+		uint16_t id16;
+		memcpy(&id16, pkt + o + STRATA_EVENT_ID_OFF, sizeof id16);
+		memcpy(&r->ts, pkt + o + STRATA_EVENT_TS_OFF, sizeof r->ts);
+		memcpy(&r->tid, pkt + o + STRATA_EVENT_TID_OFF, sizeof r->tid);
+		memcpy(&r->cpu, pkt + o + STRATA_EVENT_CPU_OFF, sizeof r->cpu);
+		r->id = id16;
+		o += STRATA_EVENT_HEADER_SIZE;
+	}
+	*op = o;
+	return nullptr;
+}
 
 // The per-record work is a few loads, compares and one table look-up
 // (layout_) for events of fixed size.
@@ -132,47 +189,8 @@ uint64_t RecordWalk::walk_as(const uint8_t *pkt, uint64_t end, uint64_t ts_max, 
 	};
 	while (o < end) { // each round advances by >= 4 bytes or returns
 		WalkedRecord r;
-		r.start = o;
-		if (kCompact) {
-			if (end - o < STRATA_REC_COMPACT_SIZE)
-				return stop("truncated record header");
-			uint32_t w;
-			memcpy(&w, pkt + o, sizeof w);
-			r.id = w & 31u;
-			if (__builtin_expect(r.id == STRATA_REC_EXTENDED_ID, 0)) {
-				if (end - o < STRATA_REC_EXTENDED_SIZE)
-					return stop("truncated record header");
-				if (pkt[o] != STRATA_REC_EXTENDED_ID) // bits 5..7: padding a writer leaves 0
-					return stop("extended record header with bits 5..7 set");
-				memcpy(&r.id, pkt + o + 1, sizeof r.id);
-				memcpy(&r.ts, pkt + o + 5, sizeof r.ts);
-				o += STRATA_REC_EXTENDED_SIZE;
-			} else {
-				const uint64_t mask = (1ull << STRATA_REC_COMPACT_TS_BITS) - 1;
-				r.ts = (prev & ~mask) | (w >> 5);
-				if (r.ts < prev)
-					r.ts += mask + 1; // may wrap: then below prev, refused
-				o += STRATA_REC_COMPACT_SIZE;
-			}
-			if (kShared) {
-				if (end - o < STRATA_REC_SHARED_CTX_SIZE)
-					return stop("truncated record header");
-				memcpy(&r.tid, pkt + o, sizeof r.tid);
-				o += STRATA_REC_SHARED_CTX_SIZE;
-			}
-		} else {
-			o = (o + STRATA_EVENT_ALIGN - 1) & ~(uint64_t)(STRATA_EVENT_ALIGN - 1);
-			if (o > end || end - o < STRATA_EVENT_HEADER_SIZE)
-				return stop("truncated record header");
-			r.start = o;
-			uint16_t id16;
-			memcpy(&id16, pkt + o + STRATA_EVENT_ID_OFF, sizeof id16);
-			memcpy(&r.ts, pkt + o + STRATA_EVENT_TS_OFF, sizeof r.ts);
-			memcpy(&r.tid, pkt + o + STRATA_EVENT_TID_OFF, sizeof r.tid);
-			memcpy(&r.cpu, pkt + o + STRATA_EVENT_CPU_OFF, sizeof r.cpu);
-			r.id = id16;
-			o += STRATA_EVENT_HEADER_SIZE;
-		}
+		if (const char *w = read_header<kCompact, kShared>(pkt, end, prev, &o, &r))
+			return stop(w);
 		if (r.ts < prev)
 			return stop("timestamp before the previous record's");
 		if (r.ts > ts_max)

@@ -40,13 +40,17 @@ public:
 	bool next(Token *t, std::string *why);
 
 private:
+	bool skip_space(std::string *why);
+	bool number(Token *t, std::string *why);
+	bool string(Token *t, std::string *why);
 	const std::string &s_;
 	size_t p_ = 0;
 };
 
-bool Lexer::next(Token *t, std::string *why)
+// Whitespace and comments.
+bool Lexer::skip_space(std::string *why)
 {
-	for (;;) { // whitespace and comments
+	for (;;) {
 		while (p_ < s_.size() &&
 		       (s_[p_] == ' ' || s_[p_] == '\t' || s_[p_] == '\n' || s_[p_] == '\r'))
 			p_++;
@@ -61,9 +65,83 @@ bool Lexer::next(Token *t, std::string *why)
 			const size_t e = s_.find('\n', p_);
 			p_ = e == std::string::npos ? s_.size() : e + 1;
 		} else {
-			break;
+			return true;
 		}
 	}
+}
+
+// A decimal or hexadecimal number, maybe negative, maybe with a suffix.
+bool Lexer::number(Token *t, std::string *why)
+{
+	if (s_[p_] == '-') {
+		t->neg = true;
+		p_++;
+	}
+	unsigned base = 10;
+	if (s_.compare(p_, 2, "0x") == 0 || s_.compare(p_, 2, "0X") == 0) {
+		base = 16;
+		p_ += 2;
+	}
+	const size_t b = p_;
+	uint64_t v = 0;
+	for (; p_ < s_.size(); p_++) {
+		const char d = s_[p_];
+		unsigned x;
+		if (d >= '0' && d <= '9')
+			x = (unsigned)(d - '0');
+		else if (base == 16 && std::isxdigit((unsigned char)d))
+			x = (unsigned)(std::tolower((unsigned char)d) - 'a' + 10);
+		else
+			break;
+		if (v > (UINT64_MAX - x) / base) {
+			*why = "number out of range";
+			return false;
+		}
+		v = v * base + x;
+	}
+	if (p_ == b) {
+		*why = "bad number";
+		return false;
+	}
+	while (p_ < s_.size() && s_[p_] && std::strchr("uUlL", s_[p_]))
+		p_++;
+	t->kind = Tok::Number;
+	t->num = v;
+	return true;
+}
+
+// A string literal: \xNN and the one-character escapes.
+bool Lexer::string(Token *t, std::string *why)
+{
+	p_++;
+	t->kind = Tok::String;
+	while (p_ < s_.size() && s_[p_] != '"') {
+		if (s_[p_] == '\\' && p_ + 1 < s_.size()) {
+			const char e = s_[p_ + 1];
+			if (e == 'x' && p_ + 3 < s_.size() && std::isxdigit((unsigned char)s_[p_ + 2]) &&
+			    std::isxdigit((unsigned char)s_[p_ + 3])) {
+				t->text += (char)std::stoi(s_.substr(p_ + 2, 2), nullptr, 16);
+				p_ += 4;
+				continue;
+			}
+			t->text += e == 'n' ? '\n' : e == 't' ? '\t' : e;
+			p_ += 2;
+			continue;
+		}
+		t->text += s_[p_++];
+	}
+	if (p_ >= s_.size()) {
+		*why = "unterminated string";
+		return false;
+	}
+	p_++;
+	return true;
+}
+
+bool Lexer::next(Token *t, std::string *why)
+{
+	if (!skip_space(why))
+		return false;
 	*t = Token();
 	t->at = p_;
 	if (p_ >= s_.size())
@@ -77,71 +155,10 @@ bool Lexer::next(Token *t, std::string *why)
 		t->text = s_.substr(b, p_ - b);
 		return true;
 	}
-	if (std::isdigit(c) || (c == '-' && p_ + 1 < s_.size() && std::isdigit((unsigned char)s_[p_ + 1]))) {
-		if (c == '-') {
-			t->neg = true;
-			p_++;
-		}
-		unsigned base = 10;
-		if (s_.compare(p_, 2, "0x") == 0 || s_.compare(p_, 2, "0X") == 0) {
-			base = 16;
-			p_ += 2;
-		}
-		const size_t b = p_;
-		uint64_t v = 0;
-		for (; p_ < s_.size(); p_++) {
-			const char d = s_[p_];
-			unsigned x;
-			if (d >= '0' && d <= '9')
-				x = (unsigned)(d - '0');
-			else if (base == 16 && d >= 'a' && d <= 'f')
-				x = (unsigned)(d - 'a' + 10);
-			else if (base == 16 && d >= 'A' && d <= 'F')
-				x = (unsigned)(d - 'A' + 10);
-			else
-				break;
-			if (v > (UINT64_MAX - x) / base) {
-				*why = "number out of range";
-				return false;
-			}
-			v = v * base + x;
-		}
-		if (p_ == b) {
-			*why = "bad number";
-			return false;
-		}
-		while (p_ < s_.size() && (s_[p_] == 'u' || s_[p_] == 'U' || s_[p_] == 'l' || s_[p_] == 'L'))
-			p_++;
-		t->kind = Tok::Number;
-		t->num = v;
-		return true;
-	}
-	if (c == '"') {
-		p_++;
-		t->kind = Tok::String;
-		while (p_ < s_.size() && s_[p_] != '"') {
-			if (s_[p_] == '\\' && p_ + 1 < s_.size()) {
-				const char e = s_[p_ + 1];
-				if (e == 'x' && p_ + 3 < s_.size() &&
-				    std::isxdigit((unsigned char)s_[p_ + 2]) &&
-				    std::isxdigit((unsigned char)s_[p_ + 3])) {
-					t->text += (char)std::stoi(s_.substr(p_ + 2, 2), nullptr, 16);
-					p_ += 4;
-					continue;
-				}
-				t->text += e == 'n' ? '\n' : e == 't' ? '\t' : e;
-				p_ += 2;
-				continue;
-			}
-			t->text += s_[p_++];
-		}
-		if (p_ >= s_.size()) {
-			*why = "unterminated string";
-			return false;
-		}
-		p_++;
-		return true;
-	}
+	if (std::isdigit(c) || (c == '-' && p_ + 1 < s_.size() && std::isdigit((unsigned char)s_[p_ + 1])))
+		return number(t, why);
+	if (c == '"')
+		return string(t, why);
 	t->kind = Tok::Punct;
 	if (s_.compare(p_, 2, ":=") == 0 || s_.compare(p_, 3, "...") == 0) {
 		const size_t n = s_[p_] == ':' ? 2 : 3;
@@ -149,7 +166,7 @@ bool Lexer::next(Token *t, std::string *why)
 		p_ += n;
 		return true;
 	}
-	if (std::strchr("{}[]<>();=:,.", c)) {
+	if (c && std::strchr("{}[]<>();=:,.", c)) {
 		t->text = std::string(1, (char)c);
 		p_++;
 		return true;
@@ -202,6 +219,15 @@ private:
 	bool declarator(Type::Member *m);
 	bool assignments(const std::function<bool(const std::string &, const Token &)> &on, int depth);
 	bool statement();
+	bool typealias_stmt();
+	bool struct_stmt();
+	bool trace_block();
+	bool env_block();
+	bool clock_block();
+	bool stream_block();
+	bool event_block();
+	bool enum_body(Type *t, int depth);
+	bool field_of(const std::string &event, const Type::Member &mb, bool packed, FieldInfo *f);
 	bool finish();
 	bool check_event(const std::string &name, uint64_t id, uint64_t sid, int64_t loglevel,
 			 const TypeP &fields);
@@ -407,6 +433,45 @@ bool Parser::struct_body(Type *t, int depth)
 	return true;
 }
 
+// enum : INTEGER-TYPE { "label" = v, "label" = a ... b, ... }
+bool Parser::enum_body(Type *t, int depth)
+{
+	t->kind = Type::Enum;
+	if (!advance() || !expect(":"))
+		return false;
+	TypeP c;
+	if (!type(&c, depth + 1))
+		return false;
+	if (c->kind != Type::Int)
+		return fail("an enumeration's container is not an integer");
+	t->size = c->size;
+	t->align = c->align;
+	t->is_signed = c->is_signed;
+	if (!expect("{"))
+		return false;
+	while (!is("}")) {
+		EnumLabel l;
+		if (cur_.kind != Tok::String && cur_.kind != Tok::Ident)
+			return fail("expected an enumeration label");
+		l.label = cur_.text;
+		if (!advance() || !expect("=") || !number(&l.first))
+			return false;
+		l.last = l.first;
+		if (is("...") && (!advance() || !number(&l.last)))
+			return false;
+		if (t->labels.size() >= 65536)
+			return fail("too many enumeration labels");
+		t->labels.push_back(std::move(l));
+		if (is(",")) {
+			if (!advance())
+				return false;
+		} else if (!is("}")) {
+			return fail("expected ',' or '}'");
+		}
+	}
+	return advance();
+}
+
 bool Parser::type(TypeP *out, int depth)
 {
 	if (depth > kMaxDepth)
@@ -425,41 +490,7 @@ bool Parser::type(TypeP *out, int depth)
 		if (is("{") && !assignments([](const std::string &, const Token &) { return true; }, depth))
 			return false;
 	} else if (is_ident("enum")) {
-		t->kind = Type::Enum;
-		if (!advance() || !expect(":"))
-			return false;
-		TypeP c;
-		if (!type(&c, depth + 1))
-			return false;
-		if (c->kind != Type::Int)
-			return fail("an enumeration's container is not an integer");
-		t->size = c->size;
-		t->align = c->align;
-		t->is_signed = c->is_signed;
-		if (!expect("{"))
-			return false;
-		while (!is("}")) {
-			EnumLabel l;
-			if (cur_.kind == Tok::String || cur_.kind == Tok::Ident)
-				l.label = cur_.text;
-			else
-				return fail("expected an enumeration label");
-			if (!advance() || !expect("=") || !number(&l.first))
-				return false;
-			l.last = l.first;
-			if (is("...") && (!advance() || !number(&l.last)))
-				return false;
-			if (t->labels.size() >= 65536)
-				return fail("too many enumeration labels");
-			t->labels.push_back(std::move(l));
-			if (is(",")) {
-				if (!advance())
-					return false;
-			} else if (!is("}")) {
-				return fail("expected ',' or '}'");
-			}
-		}
-		if (!advance())
+		if (!enum_body(t.get(), depth))
 			return false;
 	} else if (is_ident("struct")) {
 		t->kind = Type::Struct;
@@ -524,182 +555,216 @@ bool parse_uuid(const std::string &s, uint8_t out[16])
 	return j == 16;
 }
 
+// typealias TYPE := NAME;
+bool Parser::typealias_stmt()
+{
+	TypeP t;
+	if (!type(&t, 0) || !expect(":="))
+		return false;
+	std::string name;
+	while (cur_.kind == Tok::Ident) { // "unsigned long" style names
+		name += (name.empty() ? "" : " ") + cur_.text;
+		if (!advance())
+			return false;
+	}
+	if (name.empty())
+		return fail("expected an alias name");
+	aliases_[name] = t;
+	return expect(";");
+}
+
+// struct NAME { ... } align(N);  (a named struct)
+bool Parser::struct_stmt()
+{
+	std::string name;
+	if (!ident(&name))
+		return false;
+	auto t = std::make_shared<Type>();
+	t->kind = Type::Struct;
+	if (!struct_body(t.get(), 0))
+		return false;
+	structs_[name] = t;
+	return expect(";");
+}
+
+// trace { major; uuid; byte_order; packet.header := ...; };
+bool Parser::trace_block()
+{
+	have_trace_ = true;
+	if (!expect("{"))
+		return false;
+	while (!is("}")) {
+		std::string k;
+		if (!ident(&k))
+			return false;
+		if (k == "packet") { // packet.header := struct {...}
+			std::string h;
+			TypeP t;
+			if (!expect(".") || !ident(&h) || !expect(":=") || !type(&t, 0) || !expect(";"))
+				return false;
+			continue;
+		}
+		if (!expect("="))
+			return false;
+		const Token v = cur_;
+		if (!advance())
+			return false;
+		if (k == "uuid" && v.kind == Tok::String) {
+			if (!parse_uuid(v.text, m_->uuid))
+				return fail("bad trace uuid");
+			m_->has_uuid = true;
+		} else if (k == "byte_order" && !(v.kind == Tok::Ident && v.text == "le")) {
+			return fail("a trace not little-endian");
+		} else if (k == "major" && !(v.kind == Tok::Number && v.num == 1)) {
+			return fail("not CTF 1");
+		}
+		if (!expect(";"))
+			return false;
+	}
+	return advance() && expect(";");
+}
+
+// env { key = value; ... };
+bool Parser::env_block()
+{
+	bool ok = assignments(
+		[&](const std::string &k, const Token &v) {
+			MetaEnvValue e;
+			e.is_int = v.kind == Tok::Number;
+			e.i = as_i64(v);
+			e.s = v.text;
+			if (m_->env.size() < 4096)
+				m_->env.emplace_back(k, std::move(e));
+			return true;
+		},
+		0);
+	return ok && expect(";");
+}
+
+// clock { name; uuid; freq; offset_s; offset; absolute; ... };
+bool Parser::clock_block()
+{
+	have_clock_ = true;
+	MetaClock &c = m_->clock;
+	bool ok = assignments(
+		[&](const std::string &k, const Token &v) {
+			if (k == "name")
+				c.name = v.text;
+			else if (k == "uuid")
+				c.uuid = v.text;
+			else if (k == "description")
+				c.description = v.text;
+			else if (k == "freq" && v.kind == Tok::Number && v.num > 0 && !v.neg)
+				c.freq = v.num;
+			else if (k == "freq")
+				return fail("bad clock frequency");
+			else if (k == "offset_s")
+				c.offset_s = as_i64(v);
+			else if (k == "offset")
+				c.offset = as_i64(v);
+			else if (k == "absolute")
+				c.absolute = v.kind == Tok::Ident && v.text == "true";
+			return true;
+		},
+		0);
+	return ok && expect(";");
+}
+
+// stream { id; packet.context; event.header; event.context; };
+bool Parser::stream_block()
+{
+	if (!expect("{"))
+		return false;
+	uint64_t id = 0;
+	TypeP ctx;
+	while (!is("}")) {
+		std::string k;
+		if (!ident(&k))
+			return false;
+		if (k == "id") {
+			int64_t v;
+			if (!expect("=") || !number(&v) || !expect(";"))
+				return false;
+			if (v < 0 || v > UINT32_MAX)
+				return fail("bad stream id");
+			id = (uint64_t)v;
+			continue;
+		}
+		if (k != "packet" && k != "event")
+			return fail("unknown stream attribute " + k);
+		std::string sub;
+		TypeP t;
+		if (!expect(".") || !ident(&sub) || !expect(":=") || !type(&t, 0) || !expect(";"))
+			return false;
+		if (k == "event" && sub == "context")
+			ctx = t;
+		else if (k == "event" && sub == "header")
+			header_ = t;
+	}
+	if (streams_.size() > 64)
+		return fail("too many stream classes");
+	streams_[id] = ctx;
+	return advance() && expect(";");
+}
+
+// event { name; id; stream_id; loglevel; fields := struct { ... }; };
+bool Parser::event_block()
+{
+	PendingEvent e{"", UINT64_MAX, 0, 0, nullptr};
+	if (!expect("{"))
+		return false;
+	while (!is("}")) {
+		std::string k;
+		if (!ident(&k))
+			return false;
+		if (k == "fields") {
+			if (!expect(":=") || !type(&e.fields, 0) || !expect(";"))
+				return false;
+			continue;
+		}
+		if (k == "context")
+			return fail("events with their own context are not Strata's");
+		if (!expect("="))
+			return false;
+		const Token v = cur_;
+		if (!advance() || !expect(";"))
+			return false;
+		if (k == "name")
+			e.name = v.text;
+		else if (k == "id" && v.kind == Tok::Number)
+			e.id = v.num;
+		else if (k == "stream_id" && v.kind == Tok::Number)
+			e.sid = v.num;
+		else if (k == "loglevel" && v.kind == Tok::Number)
+			e.loglevel = as_i64(v);
+	}
+	if (e.name.empty() || e.id > kMaxEventId)
+		return fail("an event without a name or with a bad id");
+	if (events_.size() >= kMaxEventsPerClass * 2)
+		return fail("too many events");
+	events_.push_back(std::move(e));
+	return advance() && expect(";");
+}
+
 bool Parser::statement()
 {
 	std::string kw;
 	if (!ident(&kw))
 		return false;
-	if (kw == "typealias") {
-		TypeP t;
-		if (!type(&t, 0) || !expect(":="))
-			return false;
-		std::string name;
-		while (cur_.kind == Tok::Ident) { // "unsigned long" style names
-			name += (name.empty() ? "" : " ") + cur_.text;
-			if (!advance())
-				return false;
-		}
-		if (name.empty())
-			return fail("expected an alias name");
-		aliases_[name] = t;
-		return expect(";");
-	}
-	if (kw == "struct") { // a named struct definition
-		std::string name;
-		if (!ident(&name))
-			return false;
-		auto t = std::make_shared<Type>();
-		t->kind = Type::Struct;
-		if (!struct_body(t.get(), 0))
-			return false;
-		structs_[name] = t;
-		return expect(";");
-	}
-	if (kw == "trace") {
-		have_trace_ = true;
-		if (!expect("{"))
-			return false;
-		while (!is("}")) {
-			std::string k;
-			if (!ident(&k))
-				return false;
-			if (k == "packet") { // packet.header := struct {...}
-				std::string h;
-				TypeP t;
-				if (!expect(".") || !ident(&h) || !expect(":=") || !type(&t, 0) ||
-				    !expect(";"))
-					return false;
-				continue;
-			}
-			if (!expect("="))
-				return false;
-			const Token v = cur_;
-			if (!advance())
-				return false;
-			if (k == "uuid" && v.kind == Tok::String) {
-				if (!parse_uuid(v.text, m_->uuid))
-					return fail("bad trace uuid");
-				m_->has_uuid = true;
-			} else if (k == "byte_order" && !(v.kind == Tok::Ident && v.text == "le")) {
-				return fail("a trace not little-endian");
-			} else if (k == "major" && !(v.kind == Tok::Number && v.num == 1)) {
-				return fail("not CTF 1");
-			}
-			if (!expect(";"))
-				return false;
-		}
-		return advance() && expect(";");
-	}
-	if (kw == "env") {
-		bool ok = assignments(
-			[&](const std::string &k, const Token &v) {
-				MetaEnvValue e;
-				e.is_int = v.kind == Tok::Number;
-				e.i = as_i64(v);
-				e.s = v.text;
-				if (m_->env.size() < 4096)
-					m_->env.emplace_back(k, std::move(e));
-				return true;
-			},
-			0);
-		return ok && expect(";");
-	}
-	if (kw == "clock") {
-		have_clock_ = true;
-		MetaClock &c = m_->clock;
-		bool ok = assignments(
-			[&](const std::string &k, const Token &v) {
-				if (k == "name")
-					c.name = v.text;
-				else if (k == "uuid")
-					c.uuid = v.text;
-				else if (k == "description")
-					c.description = v.text;
-				else if (k == "freq" && v.kind == Tok::Number && v.num > 0 && !v.neg)
-					c.freq = v.num;
-				else if (k == "freq")
-					return fail("bad clock frequency");
-				else if (k == "offset_s")
-					c.offset_s = as_i64(v);
-				else if (k == "offset")
-					c.offset = as_i64(v);
-				else if (k == "absolute")
-					c.absolute = v.kind == Tok::Ident && v.text == "true";
-				return true;
-			},
-			0);
-		return ok && expect(";");
-	}
-	if (kw == "stream") {
-		if (!expect("{"))
-			return false;
-		uint64_t id = 0;
-		TypeP ctx;
-		while (!is("}")) {
-			std::string k;
-			if (!ident(&k))
-				return false;
-			if (k == "id") {
-				int64_t v;
-				if (!expect("=") || !number(&v) || !expect(";"))
-					return false;
-				if (v < 0 || v > UINT32_MAX)
-					return fail("bad stream id");
-				id = (uint64_t)v;
-				continue;
-			}
-			if (k != "packet" && k != "event")
-				return fail("unknown stream attribute " + k);
-			std::string sub;
-			TypeP t;
-			if (!expect(".") || !ident(&sub) || !expect(":=") || !type(&t, 0) || !expect(";"))
-				return false;
-			if (k == "event" && sub == "context")
-				ctx = t;
-			else if (k == "event" && sub == "header")
-				header_ = t;
-		}
-		if (streams_.size() > 64)
-			return fail("too many stream classes");
-		streams_[id] = ctx;
-		return advance() && expect(";");
-	}
-	if (kw == "event") {
-		PendingEvent e{"", UINT64_MAX, 0, 0, nullptr};
-		if (!expect("{"))
-			return false;
-		while (!is("}")) {
-			std::string k;
-			if (!ident(&k))
-				return false;
-			if (k == "fields") {
-				if (!expect(":=") || !type(&e.fields, 0) || !expect(";"))
-					return false;
-				continue;
-			}
-			if (k == "context")
-				return fail("events with their own context are not Strata's");
-			if (!expect("="))
-				return false;
-			const Token v = cur_;
-			if (!advance() || !expect(";"))
-				return false;
-			if (k == "name")
-				e.name = v.text;
-			else if (k == "id" && v.kind == Tok::Number)
-				e.id = v.num;
-			else if (k == "stream_id" && v.kind == Tok::Number)
-				e.sid = v.num;
-			else if (k == "loglevel" && v.kind == Tok::Number)
-				e.loglevel = as_i64(v);
-		}
-		if (e.name.empty() || e.id > kMaxEventId)
-			return fail("an event without a name or with a bad id");
-		if (events_.size() >= kMaxEventsPerClass * 2)
-			return fail("too many events");
-		events_.push_back(std::move(e));
-		return advance() && expect(";");
-	}
+	if (kw == "typealias")
+		return typealias_stmt();
+	if (kw == "struct")
+		return struct_stmt();
+	if (kw == "trace")
+		return trace_block();
+	if (kw == "env")
+		return env_block();
+	if (kw == "clock")
+		return clock_block();
+	if (kw == "stream")
+		return stream_block();
+	if (kw == "event")
+		return event_block();
 	return fail("unknown block " + kw);
 }
 
@@ -708,6 +773,54 @@ bool Parser::statement()
 bool field_int_ok(const Type &t, bool packed)
 {
 	return valid_int_bits(t.size) && t.align == (packed ? 8u : t.size) && valid_base(t.base);
+}
+
+// One member of an event's fields as the FieldInfo it was written from
+// (the member's name without the '_' metadata.cpp adds).  The sequence's
+// length member is the caller's.
+bool Parser::field_of(const std::string &event, const Type::Member &mb, bool packed, FieldInfo *f)
+{
+	const Type &t = *mb.type;
+	f->name = mb.name.size() > 1 && mb.name[0] == '_' ? mb.name.substr(1) : mb.name;
+	const std::string where = "event " + event + ": field " + f->name + ": ";
+	if (mb.array || mb.sequence) {
+		f->type = mb.array ? STRATA_FT_ARRAY : STRATA_FT_SEQUENCE;
+		f->length = (uint32_t)mb.length;
+		if (t.kind != Type::Int || !field_int_ok(t, packed))
+			return fail(where + "array of a type Strata does not write");
+		f->elem_bits = (uint8_t)t.size;
+		f->is_signed = t.is_signed;
+		f->base = (uint8_t)t.base;
+	} else if (t.kind == Type::Int) {
+		if (!field_int_ok(t, packed))
+			return fail(where + "integer layout");
+		f->type = STRATA_FT_INTEGER;
+		f->elem_bits = (uint8_t)t.size;
+		f->is_signed = t.is_signed;
+		f->base = (uint8_t)t.base;
+	} else if (t.kind == Type::Float) {
+		f->type = STRATA_FT_FLOAT;
+		f->elem_bits = t.exp_dig == 8 && t.mant_dig == 24    ? 32
+			       : t.exp_dig == 11 && t.mant_dig == 53 ? 64
+								     : 0;
+		if (!f->elem_bits || t.align != (packed ? 8u : f->elem_bits))
+			return fail(where + "float size or layout");
+	} else if (t.kind == Type::Enum) {
+		Type c = t;
+		c.base = 10;
+		if (!field_int_ok(c, packed))
+			return fail(where + "enum layout");
+		f->type = STRATA_FT_ENUM;
+		f->elem_bits = (uint8_t)t.size;
+		f->is_signed = t.is_signed;
+		f->labels = t.labels;
+	} else if (t.kind == Type::String) {
+		f->type = STRATA_FT_STRING;
+		f->elem_bits = 8;
+	} else {
+		return fail(where + "a type Strata does not write");
+	}
+	return true;
 }
 
 bool Parser::check_event(const std::string &name, uint64_t id, uint64_t sid, int64_t loglevel,
@@ -721,82 +834,29 @@ bool Parser::check_event(const std::string &name, uint64_t id, uint64_t sid, int
 	ev.loglevel = (uint32_t)std::max<int64_t>(0, std::min<int64_t>(loglevel, UINT32_MAX));
 	ev.info.id = (uint32_t)id;
 	const size_t colon = name.find(':');
-	if (colon != std::string::npos) {
-		ev.info.provider = name.substr(0, colon);
-		ev.info.name = name.substr(colon + 1);
-	} else {
-		ev.info.name = name;
-	}
+	ev.info.provider = colon == std::string::npos ? "" : name.substr(0, colon);
+	ev.info.name = colon == std::string::npos ? name : name.substr(colon + 1);
 	ev.info.loglevel = ev.loglevel;
-	if (fields) {
-		if (fields->kind != Type::Struct)
-			return fail("event " + name + ": fields not a struct");
-		const auto &ms = fields->members;
-		for (size_t i = 0; i < ms.size(); i++) {
-			const Type::Member &mb = ms[i];
+	if (fields && fields->kind != Type::Struct)
+		return fail("event " + name + ": fields not a struct");
+	const auto &ms = fields ? fields->members : std::vector<Type::Member>();
+	for (size_t i = 0; i < ms.size(); i++) {
+		const Type::Member &mb = ms[i];
+		// A sequence's length: a u32 member "__x_length" right before
+		// the sequence "_x[ __x_length ]".
+		if (i + 1 < ms.size() && ms[i + 1].sequence && ms[i + 1].length_name == mb.name) {
 			const Type &t = *mb.type;
-			FieldInfo f;
-			f.name = mb.name.size() > 1 && mb.name[0] == '_' ? mb.name.substr(1) : mb.name;
-			// A sequence's length: a u32 member "__x_length" right
-			// before the sequence "_x[ __x_length ]".
-			if (i + 1 < ms.size() && ms[i + 1].sequence && ms[i + 1].length_name == mb.name) {
-				if (t.kind != Type::Int || t.size != 32 || t.is_signed ||
-				    t.align != (packed ? 8u : 32u) || mb.array || mb.sequence)
-					return fail("event " + name + ": a sequence length not a u32");
-				continue;
-			}
-			if (mb.sequence) {
-				if (i == 0 || ms[i - 1].name != mb.length_name)
-					return fail("event " + name +
-						    ": a sequence without its length before it");
-				f.type = STRATA_FT_SEQUENCE;
-			} else if (mb.array) {
-				f.type = STRATA_FT_ARRAY;
-				f.length = (uint32_t)mb.length;
-			}
-			if (mb.array || mb.sequence) {
-				if (t.kind != Type::Int || !field_int_ok(t, packed))
-					return fail("event " + name +
-						    ": array of a type Strata does not write");
-				f.elem_bits = (uint8_t)t.size;
-				f.is_signed = t.is_signed;
-				f.base = (uint8_t)t.base;
-			} else if (t.kind == Type::Int) {
-				if (!field_int_ok(t, packed))
-					return fail("event " + name + ": field " + f.name +
-						    ": integer layout");
-				f.type = STRATA_FT_INTEGER;
-				f.elem_bits = (uint8_t)t.size;
-				f.is_signed = t.is_signed;
-				f.base = (uint8_t)t.base;
-			} else if (t.kind == Type::Float) {
-				f.type = STRATA_FT_FLOAT;
-				if (t.exp_dig == 8 && t.mant_dig == 24)
-					f.elem_bits = 32;
-				else if (t.exp_dig == 11 && t.mant_dig == 53)
-					f.elem_bits = 64;
-				else
-					return fail("event " + name + ": field " + f.name + ": float size");
-				if (t.align != (packed ? 8u : f.elem_bits))
-					return fail("event " + name + ": field " + f.name + ": float layout");
-			} else if (t.kind == Type::Enum) {
-				Type c = t;
-				c.base = 10;
-				if (!field_int_ok(c, packed))
-					return fail("event " + name + ": field " + f.name + ": enum layout");
-				f.type = STRATA_FT_ENUM;
-				f.elem_bits = (uint8_t)t.size;
-				f.is_signed = t.is_signed;
-				f.labels = t.labels;
-			} else if (t.kind == Type::String) {
-				f.type = STRATA_FT_STRING;
-				f.elem_bits = 8;
-			} else {
-				return fail("event " + name + ": field " + f.name +
-					    ": a type Strata does not write");
-			}
-			ev.info.fields.push_back(std::move(f));
+			if (t.kind != Type::Int || t.size != 32 || t.is_signed ||
+			    t.align != (packed ? 8u : 32u) || mb.array || mb.sequence)
+				return fail("event " + name + ": a sequence length not a u32");
+			continue;
 		}
+		if (mb.sequence && (i == 0 || ms[i - 1].name != mb.length_name))
+			return fail("event " + name + ": a sequence without its length before it");
+		FieldInfo f;
+		if (!field_of(name, mb, packed, &f))
+			return false;
+		ev.info.fields.push_back(std::move(f));
 	}
 	m_->events[(uint32_t)sid][(uint32_t)id] = std::move(ev);
 	return true;
@@ -932,7 +992,8 @@ bool parse_trace_meta(const std::string &text, TraceMeta *out, std::string *why)
 		return false;
 	const std::string first_why = *why;
 	*out = TraceMeta();
-	Parser again(text.substr(0, cut + 1), out);
+	const std::string head = text.substr(0, cut + 1); // the parser keeps a reference
+	Parser again(head, out);
 	if (!again.run(why)) {
 		*why = first_why;
 		return false;

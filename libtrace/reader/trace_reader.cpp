@@ -16,6 +16,15 @@
 
 namespace strata {
 namespace fs = std::filesystem;
+
+// What the last whole header of a stream tells the next one.
+struct HeaderContext {
+	bool have = false;
+	uint32_t stream_id = 0;
+	uint64_t instance = 0;
+	uint64_t ts_begin = 0;
+};
+
 namespace {
 
 constexpr uint64_t kHdr = STRATA_PACKET_HEADER_SIZE;
@@ -51,14 +60,6 @@ bool read_file(const std::string &path, std::string *out, uint64_t max)
 	}
 	return true;
 }
-
-// What the last whole header of a stream tells the next one.
-struct HeaderContext {
-	bool have = false;
-	uint32_t stream_id = 0;
-	uint64_t instance = 0;
-	uint64_t ts_begin = 0;
-};
 
 // Why the header at `off` is not a packet of this stream, or null.
 const char *check_header(const strata_packet_header &h, const TraceMeta &m, const HeaderContext &ctx,
@@ -291,9 +292,53 @@ bool TraceReader::add_trace(const std::string &dir)
 	return true;
 }
 
+namespace {
+
+// A stream file's headers, read one at a time (pread: a file cut meanwhile
+// cannot fault).
+struct HeaderScan {
+	int fd;
+	uint64_t size;
+	const TraceMeta &m;
+	HeaderContext ctx;
+	std::vector<uint8_t> chunk;
+
+	// Why the header at `o` is not the stream's next packet, or null.
+	const char *check_at(uint64_t o, strata_packet_header *h)
+	{
+		if (size - o < kHdr || !read_at(fd, h, sizeof *h, o))
+			return "truncated packet header";
+		return check_header(*h, m, ctx, o, size);
+	}
+	// The first offset after `from` holding a valid header, or UINT64_MAX:
+	// each byte scanned once, a header checked where the magic is.
+	uint64_t next_valid(uint64_t from)
+	{
+		for (uint64_t pos = from + 1; pos + kHdr <= size;) {
+			const uint64_t n = std::min<uint64_t>(kScanChunk + 3, size - pos);
+			chunk.resize(n);
+			if (n < 4 || !read_at(fd, chunk.data(), n, pos))
+				return UINT64_MAX;
+			for (uint64_t i = 0; i + 4 <= n; i++) {
+				const auto *p =
+					(const uint8_t *)memchr(chunk.data() + i, kMagic[0], n - i - 3);
+				if (!p)
+					break;
+				i = (uint64_t)(p - chunk.data());
+				strata_packet_header h;
+				if (memcmp(p, kMagic, 4) == 0 && !check_at(pos + i, &h))
+					return pos + i;
+			}
+			pos += n - 3;
+		}
+		return UINT64_MAX;
+	}
+};
+
+} // namespace
+
 // The packet index of one stream file: its headers, each checked; after a
-// bad one, the next valid header is searched for byte by byte (each byte
-// scanned once).
+// bad one, the next valid header is searched for byte by byte.
 void TraceReader::index_stream(StreamInfo *s)
 {
 	const TraceMeta &m = s->trace->meta;
@@ -305,80 +350,48 @@ void TraceReader::index_stream(StreamInfo *s)
 			close(fd);
 		return;
 	}
-	const uint64_t size = (uint64_t)st.st_size;
-	HeaderContext ctx;
-	uint64_t off = 0;
-	std::vector<uint8_t> chunk;
-	auto valid_at = [&](uint64_t o, strata_packet_header *h) -> const char * {
-		if (size - o < kHdr || !read_at(fd, h, sizeof *h, o))
-			return "truncated packet header";
-		return check_header(*h, m, ctx, o, size);
-	};
-	auto accept = [&](uint64_t o, const strata_packet_header &h) {
-		if (!ctx.have) {
-			ctx.have = true;
-			ctx.stream_id = h.stream_id;
-			ctx.instance = h.stream_instance_id;
-			s->stream_class = h.stream_id;
-			s->instance = h.stream_instance_id;
-			s->shared = m.shared_stream(h.stream_id);
-		}
-		ctx.ts_begin = h.timestamp_begin;
-		PacketEntry e;
-		e.offset = o;
-		e.size = h.packet_size / 8;
-		e.content = h.content_size / 8;
-		e.ts_begin = h.timestamp_begin;
-		e.ts_end = h.timestamp_end;
-		e.seq = h.packet_seq_num;
-		e.discarded = h.events_discarded;
-		e.lane = h.lane_id;
-		e.vtid = m.record_format == STRATA_REC_COMPACT ? h.vtid : -1;
-		s->packets.push_back(e);
-	};
-	while (off < size) {
+	HeaderScan scan{fd, (uint64_t)st.st_size, m, {}, {}};
+	for (uint64_t off = 0; off < scan.size;) {
 		strata_packet_header h;
-		const char *why = valid_at(off, &h);
+		const char *why = scan.check_at(off, &h);
 		if (!why) {
-			accept(off, h);
+			accept_packet(s, off, h, &scan.ctx);
 			off += h.packet_size / 8;
 			continue;
 		}
-		// Look for the next offset holding a valid header.
-		const uint64_t bad = off;
-		uint64_t found = UINT64_MAX;
-		uint64_t pos = off + 1;
-		while (pos + kHdr <= size && found == UINT64_MAX) {
-			const uint64_t n = std::min<uint64_t>(kScanChunk + 3, size - pos);
-			chunk.resize(n);
-			if (!read_at(fd, chunk.data(), n, pos))
-				break;
-			for (uint64_t i = 0; i + 4 <= n; i++) {
-				const uint8_t *p =
-					(const uint8_t *)memchr(chunk.data() + i, kMagic[0], n - i - 3);
-				if (!p)
-					break;
-				i = (uint64_t)(p - chunk.data());
-				if (memcmp(p, kMagic, 4) != 0)
-					continue;
-				strata_packet_header h2;
-				if (!valid_at(pos + i, &h2)) {
-					found = pos + i;
-					break;
-				}
-			}
-			if (n <= 3)
-				break;
-			pos += n - 3;
-		}
-		if (found == UINT64_MAX) {
-			damage(*s, bad, size - bad, why);
-			break;
-		}
-		damage(*s, bad, found - bad, why);
-		off = found;
+		const uint64_t found = scan.next_valid(off);
+		const uint64_t end = found == UINT64_MAX ? scan.size : found;
+		damage(*s, off, end - off, why);
+		off = end;
 	}
 	close(fd);
+}
+
+// A valid header at `off`: the stream's next index entry.
+void TraceReader::accept_packet(StreamInfo *s, uint64_t off, const strata_packet_header &h,
+				HeaderContext *ctx)
+{
+	const TraceMeta &m = s->trace->meta;
+	if (!ctx->have) {
+		ctx->have = true;
+		ctx->stream_id = h.stream_id;
+		ctx->instance = h.stream_instance_id;
+		s->stream_class = h.stream_id;
+		s->instance = h.stream_instance_id;
+		s->shared = m.shared_stream(h.stream_id);
+	}
+	ctx->ts_begin = h.timestamp_begin;
+	PacketEntry e;
+	e.offset = off;
+	e.size = h.packet_size / 8;
+	e.content = h.content_size / 8;
+	e.ts_begin = h.timestamp_begin;
+	e.ts_end = h.timestamp_end;
+	e.seq = h.packet_seq_num;
+	e.discarded = h.events_discarded;
+	e.lane = h.lane_id;
+	e.vtid = m.record_format == STRATA_REC_COMPACT ? h.vtid : -1;
+	s->packets.push_back(e);
 }
 
 void TraceReader::set_window(int64_t begin_ns, int64_t end_ns)
@@ -390,6 +403,33 @@ void TraceReader::set_window(int64_t begin_ns, int64_t end_ns)
 void TraceReader::set_stream_filter(std::function<bool(const StreamInfo &)> keep)
 {
 	keep_ = std::move(keep);
+}
+
+// The loss packet `e` reveals against the cursor's previous packet: a gap
+// in the sequence numbers (packets), a rise of the cumulative count (events),
+// as babeltrace2 reports them.
+void TraceReader::queue_loss(Cursor &c, const PacketEntry &e)
+{
+	const TraceMeta &m = c.s->trace->meta;
+	const int64_t at = m.ns_from_origin(c.prev ? c.prev->ts_end : e.ts_begin);
+	TraceMsg msg;
+	msg.stream = c.s;
+	msg.begin_ns = at;
+	if (c.prev && e.seq > c.prev->seq + 1) {
+		msg.kind = TraceMsgKind::DiscardedPackets;
+		msg.count = e.seq - c.prev->seq - 1;
+		msg.end_ns = m.ns_from_origin(e.ts_begin);
+		stats_.discarded_packets += msg.count;
+		c.pending.push_back(msg);
+	}
+	const uint64_t prev_disc = c.prev ? c.prev->discarded : 0;
+	if (e.discarded > prev_disc) {
+		msg.kind = TraceMsgKind::DiscardedEvents;
+		msg.count = e.discarded - prev_disc;
+		msg.end_ns = m.ns_from_origin(e.ts_end);
+		stats_.discarded_events += msg.count;
+		c.pending.push_back(msg);
+	}
 }
 
 // Loads the cursor's next packet in the window and walks its records;
@@ -412,29 +452,7 @@ bool TraceReader::load_packet(Cursor &c)
 			damage(*c.s, e.offset, e.size, "cannot read the packet (file changed?)");
 			continue;
 		}
-		// The loss this packet reveals against the previous one.
-		const int64_t at = m.ns_from_origin(c.prev ? c.prev->ts_end : e.ts_begin);
-		if (c.prev && e.seq > c.prev->seq + 1) {
-			TraceMsg msg;
-			msg.kind = TraceMsgKind::DiscardedPackets;
-			msg.stream = c.s;
-			msg.count = e.seq - c.prev->seq - 1;
-			msg.begin_ns = at;
-			msg.end_ns = m.ns_from_origin(e.ts_begin);
-			stats_.discarded_packets += msg.count;
-			c.pending.push_back(msg);
-		}
-		const uint64_t prev_disc = c.prev ? c.prev->discarded : 0;
-		if (e.discarded > prev_disc) {
-			TraceMsg msg;
-			msg.kind = TraceMsgKind::DiscardedEvents;
-			msg.stream = c.s;
-			msg.count = e.discarded - prev_disc;
-			msg.begin_ns = at;
-			msg.end_ns = m.ns_from_origin(e.ts_end);
-			stats_.discarded_events += msg.count;
-			c.pending.push_back(msg);
-		}
+		queue_loss(c, e);
 		c.prev = &e;
 		c.pe = &e;
 		stats_.packets++;
@@ -512,6 +530,29 @@ bool TraceReader::next_record(Cursor &c)
 	}
 }
 
+// A cursor on stream `s` (the i-th), before its first packet.
+std::unique_ptr<TraceReader::Cursor> TraceReader::make_cursor(StreamInfo *s, size_t i)
+{
+	auto c = std::make_unique<Cursor>();
+	c->s = s;
+	const size_t ti = (size_t)(std::find_if(traces_.begin(), traces_.end(),
+						[&](const auto &t) { return t.get() == s->trace; }) -
+				   traces_.begin());
+	c->walk = walks_[ti].get();
+	static const std::map<uint32_t, MetaEvent> kNone;
+	const auto &ev = s->trace->meta.events;
+	auto it = ev.find(s->trace->meta.stream_id);
+	c->classes = it == ev.end() ? &kNone : &it->second;
+	c->order = i;
+	c->ev.stream = s;
+	// ns = offset_s * 1e9 + offset + value where the clock counts ns.
+	const MetaClock &clk = s->trace->meta.clock;
+	c->fast_ns = clk.freq == 1000000000u && clk.offset >= 0 && clk.offset_s >= 0 &&
+		     clk.offset_s < INT64_MAX / 4000000000;
+	c->base_ns = c->fast_ns ? clk.offset_s * 1000000000 + clk.offset : 0;
+	return c;
+}
+
 bool TraceReader::read(const std::function<bool(const TraceMsg &)> &on)
 {
 	start();
@@ -571,22 +612,7 @@ void TraceReader::start()
 		StreamInfo *s = streams_[i].get();
 		if (s->packets.empty() || (keep_ && !keep_(*s)))
 			continue;
-		auto c = std::make_unique<Cursor>();
-		c->s = s;
-		const size_t ti = (size_t)(std::find_if(traces_.begin(), traces_.end(),
-							[&](const auto &t) { return t.get() == s->trace; }) -
-					   traces_.begin());
-		c->walk = walks_[ti].get();
-		const auto &ev = s->trace->meta.events;
-		static const std::map<uint32_t, MetaEvent> kNone;
-		auto it = ev.find(s->trace->meta.stream_id);
-		c->classes = it == ev.end() ? &kNone : &it->second;
-		c->order = i;
-		c->ev.stream = s;
-		const MetaClock &clk = s->trace->meta.clock;
-		c->fast_ns = clk.freq == 1000000000u && clk.offset >= 0 && clk.offset_s >= 0 &&
-			     clk.offset_s < INT64_MAX / 4000000000;
-		c->base_ns = c->fast_ns ? clk.offset_s * 1000000000 + clk.offset : 0;
+		auto c = make_cursor(s, i);
 		if (next_record(*c))
 			cursors_.push_back(std::move(c));
 	}

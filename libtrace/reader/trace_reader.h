@@ -220,6 +220,8 @@ struct TraceReadStats {
 	uint64_t unreadable_traces = 0;
 };
 
+struct HeaderContext; // trace_reader.cpp: what one header tells the next
+
 class TraceReader {
 public:
 	TraceReader();
@@ -278,7 +280,10 @@ public:
 private:
 	bool add_trace(const std::string &dir);
 	void index_stream(StreamInfo *s);
+	void accept_packet(StreamInfo *s, uint64_t off, const strata_packet_header &h, HeaderContext *ctx);
+	std::unique_ptr<Cursor> make_cursor(StreamInfo *s, size_t i);
 	bool load_packet(Cursor &c);
+	void queue_loss(Cursor &c, const PacketEntry &e);
 	bool next_record(Cursor &c);
 	void damage(const StreamInfo &s, uint64_t offset, uint64_t bytes, std::string why);
 

@@ -216,4 +216,55 @@ size_t Reader::check_records(uint32_t lane, uint8_t *pkt, size_t len, std::strin
 	return ph.packet_size / 8;
 }
 
+// One walk of the packet (record_walk.h), its visitor closing a piece
+// before the record that would take it past max_bytes.  A piece starts at
+// its first record's header (WIDE: 8-byte aligned, as kHdr is, so that
+// the records keep their alignment at kHdr in a packet of their own).
+void Reader::cut_packet(uint32_t lane, const uint8_t *pkt, size_t len, size_t max_bytes,
+			std::vector<Piece> *out)
+{
+	strata_packet_header ph;
+	if (len < kHdr || lane >= info_.n_lanes) {
+		out->push_back({kHdr, kHdr, 0, 0, 0});
+		return;
+	}
+	memcpy(&ph, pkt, sizeof ph);
+	struct Cut : RecordWalk::NoVisit {
+		Reader *r;
+		std::vector<Piece> *out;
+		uint64_t max;
+		Piece p; // the piece being filled
+		void record(const WalkedRecord &w)
+		{
+			if (p.records && w.end - p.begin > max) {
+				out->push_back(p);
+				p = {w.start, w.start, p.ts_end, p.ts_end, 0};
+			}
+			if (!p.records)
+				p.begin = w.start;
+			p.records++;
+			p.end = w.end;
+			p.ts_end = w.ts;
+		}
+		bool undescribed()
+		{
+			const size_t before = r->known_.size();
+			r->absorb_descriptors();
+			return r->known_.size() != before;
+		}
+	} v;
+	v.r = this;
+	v.out = out;
+	v.max = max_bytes;
+	v.p = {kHdr, kHdr, ph.timestamp_begin, ph.timestamp_begin, 0};
+	uint64_t ts = ph.timestamp_begin;
+	const char *why = nullptr;
+	walk_.walk(pkt, std::min<uint64_t>(len, ph.content_size / 8), lane >= info_.first_shared,
+		   ph.timestamp_end, &ts, &why, v);
+	// What follows a record that does not decode is not sent
+	// (check_records cut the packet there already).
+	v.p.ts_end = ph.timestamp_end;
+	out->push_back(v.p);
+}
+
 } // namespace strata

@@ -37,8 +37,8 @@ def check(cond, what):
         print("FAIL:", what)
 
 
-def run(args):
-    env = dict(os.environ, TZ="UTC")
+def run(args, env=None):
+    env = dict(env or os.environ, TZ="UTC")
     return subprocess.run(args, capture_output=True, text=True, env=env, timeout=60)
 
 
@@ -86,13 +86,18 @@ def main():
     os.makedirs(empty)
     r = run([strata, "view", empty])
     check(r.returncode == 1 and "metadata" in r.stderr, "dir without trace exits 1 and says why (%r)" % r.stderr)
-    # A stream file cut inside a packet: babeltrace2 refuses the trace.
+    # A stream file cut inside its only packet: nothing to show, the file
+    # named; babeltrace2 refuses the trace.
     bad = os.path.join(work, "bad")
     shutil.copytree(trace, bad)
     stream = os.path.join(bad, "ust", "pid", "fixture-4242", "channel0_0")
     os.truncate(stream, 100)
     r = run([strata, "view", bad])
-    check(r.returncode == 1 and "channel0_0" in r.stderr, "torn stream exits 1 and names the file (%r)" % r.stderr)
+    check(r.returncode == 0 and r.stdout == "" and "channel0_0" in r.stderr and "damaged" in r.stderr,
+          "torn stream: no event, the file named as damaged (%r)" % r.stderr)
+    r = run([strata, "view", bad], env=dict(os.environ, STRATA_READER="babeltrace2"))
+    check(r.returncode == 1 and "channel0_0" in r.stderr,
+          "torn stream through babeltrace2 exits 1 and names the file (%r)" % r.stderr)
 
     if failures:
         print("%d check(s) failed" % len(failures))

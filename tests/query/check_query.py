@@ -240,7 +240,7 @@ def pthread_checks(strata, trace):
 
 
 # A hand-made trace: every kind of field, losses, awkward text.
-RAW_MSG = b'say "hi"\\ \x01\x1f\n\t\xff\xfe ok \xc3\xa9'
+RAW_MSG = b'say "hi"\\ \x01\x1f\n\t\xff\xfe\xe2\x82 ok \xc3\xa9'
 
 
 class RawStr(str):
@@ -266,7 +266,7 @@ def fixture_checks(strata, work):
     text = RAW_MSG.decode("utf-8", "replace")
     rows, _ = q(strata, trace, 'SELECT msg, x64 FROM "demo:mix", "demo:ints" LIMIT 1')
     check(rows and rows[1][0] == text, "a string with quotes, control bytes and invalid UTF-8 comes out as "
-          "valid UTF-8, each bad byte U+FFFD (%r)" % (rows and rows[1][0]))
+          "valid UTF-8, each ill-formed subsequence U+FFFD (%r)" % (rows and rows[1][0]))
     r = run([strata, "query", "--json", trace, 'SELECT name, fields FROM events WHERE name = \'demo:mix\''])
     try:
         js = json.loads(r.stdout)

@@ -106,7 +106,7 @@ TEST(SerialFrame, RoundTripAndLayout)
 	ASSERT_TRUE(cobs_decode(wire.data(), wire.size() - 1, body));
 	// The byte-level layout docs/serial.md draws.
 	ASSERT_EQ(body.size(), 16u + 6 + 4);
-	EXPECT_EQ(body[0], 0x13); // version 1, type 3
+	EXPECT_EQ(body[0], 0x23); // version 2, type 3
 	EXPECT_EQ(body[2], 7);
 	EXPECT_EQ(body[4], 2);
 	EXPECT_EQ(body[8], 41);
@@ -183,7 +183,7 @@ TEST(SerialFrame, LengthFieldIsChecked)
 	// A frame whose length field lies, with a CRC that matches the lie:
 	// rejected as malformed, never read past.
 	std::vector<uint8_t> body(16 + 4 + 4, 0);
-	body[0] = 0x13;
+	body[0] = 0x23;
 	body[12] = 200; // says 200 bytes, carries 4
 	uint32_t crc = crc32c(body.data(), 20);
 	memcpy(body.data() + 20, &crc, 4);
@@ -193,6 +193,30 @@ TEST(SerialFrame, LengthFieldIsChecked)
 	FrameDecoder d;
 	EXPECT_TRUE(decode_all(d, wire).empty());
 	EXPECT_EQ(d.stats().malformed, 1u);
+}
+
+TEST(SerialFrame, AnotherVersionIsRecognised)
+{
+	// A sender of wire format 1 (whole sub-buffers in one frame): its
+	// frames check (same framing, same CRC) but are not used, and the
+	// decoder says which version it saw, so the receiver can say why.
+	std::vector<uint8_t> body(16 + 4 + 4, 0);
+	body[0] = 0x13; // version 1, PACKET
+	body[12] = 4;
+	uint32_t crc = crc32c(body.data(), 20);
+	memcpy(body.data() + 20, &crc, 4);
+	std::vector<uint8_t> wire;
+	cobs_encode(body.data(), body.size(), wire);
+	wire.push_back(0);
+	body[21] ^= 1; // a damaged one is malformed, as ever
+	cobs_encode(body.data(), body.size(), wire);
+	wire.push_back(0);
+	FrameDecoder d;
+	EXPECT_TRUE(decode_all(d, wire).empty());
+	EXPECT_EQ(d.stats().other_version, 1u);
+	EXPECT_EQ(d.stats().version_seen, 1u);
+	EXPECT_EQ(d.stats().malformed, 1u);
+	EXPECT_EQ(d.stats().frames, 0u);
 }
 
 // The corrupter: random damage at a known rate on a stream of frames of

@@ -1,0 +1,307 @@
+/*
+ * json_writer.cpp - see json_writer.h.
+ */
+#include "json_writer.h"
+
+#include <cassert>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+
+namespace strata {
+
+namespace {
+
+// The length of the well-formed UTF-8 sequence at s[0..n) (n > 0, s[0] >=
+// 0x80), or 0 with *bad = the length of its maximal ill-formed subpart
+// (Unicode 15, table 3-7: the second byte's range depends on the first).
+size_t utf8_length(const unsigned char *s, size_t n, size_t *bad)
+{
+	const unsigned char c = s[0];
+	size_t len;
+	unsigned char lo = 0x80, hi = 0xbf;
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+	else {
+		*bad = 1; // a continuation byte, C0, C1, F5..FF
+		return 0;
+	}
+	for (size_t k = 1; k < len; k++) {
+		const unsigned char b = k < n ? s[k] : 0;
+		if (k >= n || b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xbf)) {
+			*bad = k;
+			return 0;
+		}
+	}
+	return len;
+}
+
+void escape_control(std::string &out, unsigned char c)
+{
+	switch (c) {
+	case '\n':
+		out += "\\n";
+		return;
+	case '\t':
+		out += "\\t";
+		return;
+	case '\r':
+		out += "\\r";
+		return;
+	case '\b':
+		out += "\\b";
+		return;
+	case '\f':
+		out += "\\f";
+		return;
+	}
+	char b[8];
+	std::snprintf(b, sizeof b, "\\u%04x", c);
+	out += b;
+}
+
+} // namespace
+
+bool utf8_well_formed(std::string_view s)
+{
+	const auto *p = reinterpret_cast<const unsigned char *>(s.data());
+	for (size_t i = 0, bad = 0; i < s.size();) {
+		if (p[i] < 0x80) {
+			i++;
+			continue;
+		}
+		const size_t len = utf8_length(p + i, s.size() - i, &bad);
+		if (!len)
+			return false;
+		i += len;
+	}
+	return true;
+}
+
+void utf8_append_repaired(std::string &out, std::string_view s)
+{
+	const auto *p = reinterpret_cast<const unsigned char *>(s.data());
+	for (size_t i = 0, bad = 0; i < s.size();) {
+		size_t j = i; // a run of ASCII at once
+		while (j < s.size() && p[j] < 0x80)
+			j++;
+		out.append(s.data() + i, j - i);
+		if ((i = j) >= s.size())
+			break;
+		const size_t len = utf8_length(p + i, s.size() - i, &bad);
+		if (len)
+			out.append(s.data() + i, len);
+		else
+			out += "\xef\xbf\xbd"; // U+FFFD
+		i += len ? len : bad;
+	}
+}
+
+void json_quote(std::string &out, std::string_view s)
+{
+	const auto *p = reinterpret_cast<const unsigned char *>(s.data());
+	const size_t n = s.size();
+	out += '"';
+	for (size_t i = 0; i < n;) {
+		const unsigned char c = p[i];
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+			size_t j = i + 1; // a run of plain ASCII at once
+			while (j < n && p[j] >= 0x20 && p[j] < 0x7f && p[j] != '"' && p[j] != '\\')
+				j++;
+			out.append(s.data() + i, j - i);
+			i = j;
+		} else if (c == '"' || c == '\\') {
+			out += '\\';
+			out += static_cast<char>(c);
+			i++;
+		} else if (c < 0x80) {
+			escape_control(out, c);
+			i++;
+		} else {
+			size_t bad = 0;
+			const size_t len = utf8_length(p + i, n - i, &bad);
+			if (!len) {
+				out += "\xef\xbf\xbd"; // U+FFFD
+				i += bad;
+			} else if (len == 3 && c == 0xe2 && p[i + 1] == 0x80 && (p[i + 2] & 0xfe) == 0xa8) {
+				out += p[i + 2] == 0xa8 ? "\\u2028" : "\\u2029";
+				i += 3;
+			} else {
+				out.append(s.data() + i, len);
+				i += len;
+			}
+		}
+	}
+	out += '"';
+}
+
+void JsonWriter::misuse()
+{
+	misused_ = true;
+	assert(!"JsonWriter misused");
+}
+
+void JsonWriter::separator()
+{
+	Level &l = stack_.back();
+	if (l.any)
+		out_ += style_ == Style::kSpaced ? ", " : ",";
+	l.any = true;
+	if (pending_indent_ >= 0) {
+		out_ += '\n';
+		out_.append(static_cast<size_t>(pending_indent_), ' ');
+	}
+	pending_indent_ = -1;
+}
+
+// Where a value goes: at the top (once), after a key, or as an element.
+void JsonWriter::before_value()
+{
+	if (stack_.empty()) {
+		if (done_)
+			misuse();
+		done_ = true;
+		pending_indent_ = -1;
+		return;
+	}
+	Level &l = stack_.back();
+	if (l.object) {
+		if (!l.want_value)
+			misuse();
+		l.want_value = false;
+		return;
+	}
+	separator();
+}
+
+JsonWriter &JsonWriter::key(std::string_view k)
+{
+	if (stack_.empty() || !stack_.back().object || stack_.back().want_value) {
+		misuse();
+		return *this;
+	}
+	separator();
+	json_quote(out_, k);
+	out_ += style_ == Style::kSpaced ? ": " : ":";
+	stack_.back().want_value = true;
+	return *this;
+}
+
+JsonWriter &JsonWriter::begin_object()
+{
+	before_value();
+	out_ += '{';
+	stack_.push_back(Level{true});
+	return *this;
+}
+
+JsonWriter &JsonWriter::begin_array()
+{
+	before_value();
+	out_ += '[';
+	stack_.push_back(Level{false});
+	return *this;
+}
+
+JsonWriter &JsonWriter::end_object()
+{
+	if (stack_.empty() || !stack_.back().object || stack_.back().want_value) {
+		misuse();
+		return *this;
+	}
+	stack_.pop_back();
+	out_ += '}';
+	pending_indent_ = -1;
+	return *this;
+}
+
+JsonWriter &JsonWriter::end_array()
+{
+	if (stack_.empty() || stack_.back().object) {
+		misuse();
+		return *this;
+	}
+	stack_.pop_back();
+	out_ += ']';
+	pending_indent_ = -1;
+	return *this;
+}
+
+JsonWriter &JsonWriter::str(std::string_view s)
+{
+	before_value();
+	json_quote(out_, s);
+	return *this;
+}
+
+JsonWriter &JsonWriter::i64(int64_t v)
+{
+	return fixed(v, 0);
+}
+
+JsonWriter &JsonWriter::u64(uint64_t v)
+{
+	before_value();
+	char b[24];
+	const int n = std::snprintf(b, sizeof b, "%" PRIu64, v);
+	out_.append(b, static_cast<size_t>(n));
+	return *this;
+}
+
+JsonWriter &JsonWriter::f64(double v)
+{
+	if (!std::isfinite(v))
+		return null();
+	before_value();
+	char b[40];
+	const int n = std::snprintf(b, sizeof b, "%.17g", v);
+	out_.append(b, static_cast<size_t>(n));
+	return *this;
+}
+
+JsonWriter &JsonWriter::fixed(int64_t v, unsigned decimals)
+{
+	before_value();
+	if (decimals > 18)
+		decimals = 18;
+	uint64_t scale = 1;
+	for (unsigned k = 0; k < decimals; k++)
+		scale *= 10;
+	const bool neg = v < 0;
+	const uint64_t a = neg ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+	char b[48];
+	int n;
+	if (decimals)
+		n = std::snprintf(b, sizeof b, "%s%" PRIu64 ".%0*" PRIu64, neg ? "-" : "", a / scale,
+				  static_cast<int>(decimals), a % scale);
+	else
+		n = std::snprintf(b, sizeof b, "%s%" PRIu64, neg ? "-" : "", a);
+	out_.append(b, static_cast<size_t>(n));
+	return *this;
+}
+
+JsonWriter &JsonWriter::boolean(bool v)
+{
+	before_value();
+	out_ += v ? "true" : "false";
+	return *this;
+}
+
+JsonWriter &JsonWriter::null()
+{
+	before_value();
+	out_ += "null";
+	return *this;
+}
+
+JsonWriter &JsonWriter::newline(unsigned indent)
+{
+	pending_indent_ = static_cast<int>(indent);
+	return *this;
+}
+
+} // namespace strata

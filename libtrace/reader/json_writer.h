@@ -1,0 +1,108 @@
+/*
+ * json_writer.h - a streaming JSON writer with one escaper: whatever bytes
+ * a string holds (a command name, a field read from a hostile trace), the
+ * text written is valid JSON (RFC 8259).
+ *
+ * Strings: '"' and '\\' are escaped, control characters (U+0000..U+001F and
+ * DEL) are written \n, \t, \r, \b, \f or \u00XX, U+2028 and U+2029 as
+ * \u2028 and \u2029 (JavaScript's line separators); valid UTF-8 passes
+ * through; every maximal ill-formed subsequence (a stray continuation
+ * byte, a truncated sequence, an overlong form, a surrogate, a code point
+ * above U+10FFFF, bytes F5..FF) is REPLACED by U+FFFD, one per subsequence
+ * (Unicode's "substitution of maximal subparts", what Python's
+ * decode('utf-8', 'replace') does).  Numbers: NaN and infinities, which
+ * JSON lacks, are written null.
+ *
+ * The writer appends to a std::string the caller owns, which it may drain
+ * (write out and clear) at any point: the writer keeps only its nesting.
+ * Commas are the writer's; the caller says what comes next:
+ *
+ *   std::string out;
+ *   JsonWriter w(out);
+ *   w.begin_object();
+ *   w.key("pid").u64(42);
+ *   w.key("comm").str(comm);
+ *   w.key("keys").begin_array();
+ *   for (...) { w.newline(1); w.begin_object() ... w.end_object(); }
+ *   w.end_array();
+ *   w.end_object();          // out: {"pid": 42, "comm": "...", "keys": [\n {...}]}
+ *
+ * A misuse (a value where a key is due, a key in an array, an end that does
+ * not match) is a bug of the caller: it asserts in debug builds; release
+ * builds write on and `valid()` turns false.  Not thread-safe.
+ */
+#ifndef STRATA_JSON_WRITER_H
+#define STRATA_JSON_WRITER_H
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata {
+
+// Appends s to out as a JSON string, quotes included (the one escaper).
+void json_quote(std::string &out, std::string_view s);
+
+// Whether s is well-formed UTF-8 throughout; and s appended to out with
+// every maximal ill-formed subsequence replaced by U+FFFD, as json_quote
+// does (text for SQL: `strata query`, libtrace/query).
+bool utf8_well_formed(std::string_view s);
+void utf8_append_repaired(std::string &out, std::string_view s);
+
+class JsonWriter {
+public:
+	enum class Style {
+		kSpaced,  // ", " and ": " between items (Python's json.dumps)
+		kCompact, // "," and ":"
+	};
+	explicit JsonWriter(std::string &out, Style style = Style::kSpaced) : out_(out), style_(style) {}
+
+	JsonWriter &begin_object();
+	JsonWriter &end_object();
+	JsonWriter &begin_array();
+	JsonWriter &end_array();
+	// A member's name; its value is the next call.
+	JsonWriter &key(std::string_view k);
+
+	JsonWriter &str(std::string_view s);
+	JsonWriter &i64(int64_t v);
+	JsonWriter &u64(uint64_t v);
+	// %.17g (round-trips); NaN and infinities: null.
+	JsonWriter &f64(double v);
+	// v / 10^decimals with exactly `decimals` digits after the point
+	// (microseconds from nanoseconds: fixed(ns, 3)); decimals <= 18.
+	JsonWriter &fixed(int64_t v, unsigned decimals);
+	JsonWriter &boolean(bool v);
+	JsonWriter &null();
+
+	// The next item (member or element) starts a new line indented by
+	// `indent` spaces (layout only; a top-level value ignores it).
+	JsonWriter &newline(unsigned indent = 0);
+
+	// Nesting depth: 0 once the top-level value is complete.
+	size_t depth() const { return stack_.size(); }
+	// No misuse so far, and (once depth() is 0) one whole value written.
+	bool valid() const { return !misused_; }
+	bool complete() const { return !misused_ && stack_.empty() && done_; }
+
+private:
+	struct Level {
+		bool object;
+		bool any = false;        // an item written
+		bool want_value = false; // object: a key was written
+	};
+	std::string &out_;
+	Style style_;
+	std::vector<Level> stack_;
+	bool done_ = false, misused_ = false;
+	int pending_indent_ = -1;
+
+	void before_value();
+	void separator();
+	void misuse();
+};
+
+} // namespace strata
+
+#endif
