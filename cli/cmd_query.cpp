@@ -12,6 +12,7 @@ int strata_cmd_query(int, char **)
 	return strata::cli::kFail;
 }
 #else
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -117,20 +118,27 @@ void json_cell(std::string *o, sqlite3_stmt *st, int i)
 // The table form: columns as wide as their first 1000 rows' widest value
 // (later rows may push theirs wider); NULL as empty.
 class TablePrinter {
+	struct Cell {
+		std::string text;
+		bool number; // INTEGER or REAL: right-aligned
+	};
+
 public:
 	explicit TablePrinter(sqlite3_stmt *st) : st_(st), n_(sqlite3_column_count(st))
 	{
 		for (int i = 0; i < n_; i++)
-			names_.push_back(
-				cli::escaped(sqlite3_column_name(st, i) ? sqlite3_column_name(st, i) : ""));
+			names_.push_back(Cell{
+				cli::escaped(sqlite3_column_name(st, i) ? sqlite3_column_name(st, i) : ""),
+				false});
 	}
 	void row()
 	{
-		std::vector<std::string> r;
-		for (int i = 0; i < n_; i++)
-			r.push_back(sqlite3_column_type(st_, i) == SQLITE_NULL
-					    ? std::string()
-					    : cli::escaped(cell_text(st_, i)));
+		std::vector<Cell> r;
+		for (int i = 0; i < n_; i++) {
+			const int t = sqlite3_column_type(st_, i);
+			r.push_back(Cell{t == SQLITE_NULL ? std::string() : cli::escaped(cell_text(st_, i)),
+					 t == SQLITE_INTEGER || t == SQLITE_FLOAT});
+		}
 		if (flushed_) {
 			print(r);
 			return;
@@ -146,10 +154,10 @@ public:
 		flushed_ = true;
 		width_.assign((size_t)n_, 0);
 		for (int i = 0; i < n_; i++)
-			width_[(size_t)i] = columns(names_[(size_t)i]);
+			width_[(size_t)i] = columns(names_[(size_t)i].text);
 		for (const auto &r : rows_)
 			for (int i = 0; i < n_; i++)
-				width_[(size_t)i] = std::max(width_[(size_t)i], columns(r[(size_t)i]));
+				width_[(size_t)i] = std::max(width_[(size_t)i], columns(r[(size_t)i].text));
 		print(names_);
 		std::string rule;
 		for (int i = 0; i < n_; i++)
@@ -168,28 +176,26 @@ private:
 			n += (c & 0xc0) != 0x80; // code points, as a terminal shows most
 		return n;
 	}
-	void print(const std::vector<std::string> &r)
+	void print(const std::vector<Cell> &r)
 	{
 		std::string line;
 		for (int i = 0; i < n_; i++) {
-			const std::string &v = r[(size_t)i];
+			const Cell &c = r[(size_t)i];
 			if (i)
 				line += "  ";
-			const bool num = sqlite3_column_type(st_, i) == SQLITE_INTEGER ||
-					 sqlite3_column_type(st_, i) == SQLITE_FLOAT;
-			const size_t pad =
-				width_[(size_t)i] > columns(v) ? width_[(size_t)i] - columns(v) : 0;
-			if (num && &r != &names_)
-				line += std::string(pad, ' ') + v;
+			const size_t w = columns(c.text);
+			const size_t pad = width_[(size_t)i] > w ? width_[(size_t)i] - w : 0;
+			if (c.number) // numbers to the right
+				line += std::string(pad, ' ') + c.text;
 			else
-				line += v + (i + 1 < n_ ? std::string(pad, ' ') : std::string());
+				line += c.text + (i + 1 < n_ ? std::string(pad, ' ') : std::string());
 		}
 		std::printf("%s\n", line.c_str());
 	}
 	sqlite3_stmt *st_;
 	int n_;
-	std::vector<std::string> names_;
-	std::vector<std::vector<std::string>> rows_;
+	std::vector<Cell> names_;
+	std::vector<std::vector<Cell>> rows_;
 	std::vector<size_t> width_;
 	bool flushed_ = false;
 };
@@ -283,14 +289,15 @@ bool run_sql(sqlite3 *db, const std::string &sql, const Out &out)
 				std::fputs(buf.c_str(), stdout);
 			}
 		}
+		const bool ok = rc == SQLITE_DONE;
+		const std::string err = ok ? "" : sqlite3_errmsg(db); // before anything else asks SQLite
 		if (tp)
 			tp->flush();
 		if (n && out.mode == Mode::Json)
 			std::fputs(rows ? "\n]\n" : "]\n", stdout);
 		std::fflush(stdout);
-		const bool ok = rc == SQLITE_DONE;
 		if (!ok)
-			std::fprintf(stderr, "strata query: %s\n", sqlite3_errmsg(db));
+			std::fprintf(stderr, "strata query: %s\n", err.c_str());
 		sqlite3_finalize(st);
 		tell_damage(db);
 		if (out.stats) {
@@ -368,13 +375,29 @@ bad:
 	return false;
 }
 
+sqlite3 *g_shell_db = nullptr; // for the SIGINT handler
+
+void on_sigint(int)
+{
+	sqlite3_interrupt(g_shell_db); // the running statement stops ("interrupted"); the shell goes on
+}
+
 int shell(sqlite3 *db, Out &out)
 {
 	const bool tty = isatty(0);
+	if (tty) {
+		g_shell_db = db;
+		struct sigaction sa {};
+		sa.sa_handler = on_sigint;
+		sa.sa_flags = SA_RESTART;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, nullptr);
+	}
 	bool failed = false;
 	std::string buf, line;
 	if (tty)
-		std::printf("strata query: SQL statements end with ';'; .help for the commands\n");
+		std::printf("strata query: SQL statements end with ';'; .help for the commands; ^C stops a "
+			    "statement, ^D or .quit leaves\n");
 	for (;;) {
 		if (tty) {
 			std::fputs(buf.empty() ? "strata> " : "   ...> ", stdout);
