@@ -1055,51 +1055,49 @@ std::string slices_sql(const Trace &t)
 					quote_ident(n));
 	// An acquisition proves that the conflicting holds of other threads
 	// ended (their unlock event may be stamped late: a thread preempted
-	// between the real unlock and its event), so a hold ends at its
-	// thread's unlock or at the next conflicting acquisition of the lock,
-	// whichever comes first, as `strata analyze mutex` ends them.
+	// between the real unlock and its event), so `strata analyze mutex`
+	// ends a hold at its thread's unlock or at the first conflicting
+	// acquisition it reads meanwhile, whichever comes first.  It reads
+	// events in record order, and a compact record's acquisition (ts -
+	// hold_ns) at the record (`pos` here); the hold then ends at that
+	// acquisition's time, or at its own start if that was later.
 	std::vector<std::string> acq;
+	const std::string cols = std::string(", ") + kCols + ", lock, ";
 	for (const char *n : {"pthread:mutex_lock", "pthread:mutex_timedlock", "pthread:mutex_trylock",
 			      "pthread:rwlock_rdlock", "pthread:rwlock_wrlock", "pthread:rwlock_tryrdlock",
 			      "pthread:rwlock_trywrlock"})
 		if (has(n) && cols_of(n, "ret") && cols_of(n, "caller"))
-			acq.push_back(std::string("SELECT ts, ") + kCols + ", lock, caller, 1 AS acq, " +
+			acq.push_back("SELECT ts, ts AS pos" + cols + "caller, 1 AS acq, " +
 				      (strstr(n, "rdlock") ? "0" : "1") + " AS excl, '" + (n + 8) +
-				      "' AS ev, 1 AS full FROM " + quote_ident(n) + " WHERE ret = 0");
+				      "' AS ev, 1 AS full FROM " + quote_ident(n) + " WHERE ret IN (0, 130)");
 	for (const char *n : {"pthread:mutex_acquired", "pthread:mutex_tryacquired"})
 		if (has(n) && cols_of(n, "age_ns"))
-			acq.push_back(std::string("SELECT ts - age_ns, ") + kCols + ", lock, NULL, 1, 1, '" +
-				      (n + 8) + "', 1 FROM " + quote_ident(n));
+			acq.push_back("SELECT ts - age_ns, ts" + cols + "NULL, 1, 1, '" + (n + 8) +
+				      "', 1 FROM " + quote_ident(n));
 	for (const char *n : {"pthread:mutex_held", "pthread:mutex_tryheld"})
 		if (has(n) && cols_of(n, "hold_ns"))
-			acq.push_back(std::string("SELECT ts - hold_ns, ") + kCols + ", lock, NULL, 1, 1, '" +
-				      (n + 8) + "', 0 FROM " + quote_ident(n));
+			acq.push_back("SELECT ts - hold_ns, ts" + cols + "NULL, 1, 1, '" + (n + 8) +
+				      "', 0 FROM " + quote_ident(n));
 	std::vector<std::string> rel;
 	for (const char *n : {"pthread:mutex_unlock", "pthread:rwlock_unlock"})
 		if (has(n))
-			rel.push_back(std::string("SELECT ts, ") + kCols + ", lock, NULL, 0, 0, '" + (n + 8) +
-				      "', 1 FROM " + quote_ident(n));
+			rel.push_back("SELECT ts, ts" + cols + "NULL, 0, 0, '" + (n + 8) +
+				      "', 1, NULL, NULL, NULL FROM " + quote_ident(n));
 	if (!acq.empty() && !rel.empty()) {
-		std::string u;
-		for (const auto &s : acq)
-			u += (u.empty() ? "" : " UNION ALL ") + s;
-		for (const auto &s : rel)
-			u += " UNION ALL " + s;
+		std::string a, u;
+		for (const auto &x : acq)
+			a += (a.empty() ? "" : " UNION ALL ") + x;
+		for (const auto &x : rel)
+			u += " UNION ALL " + x;
 		parts.push_back(
-			"SELECT 'lock_hold', ev, ts, min(nts, coalesce(CASE WHEN excl THEN nany ELSE nexcl "
-			"END, "
-			"nts)), min(nts, coalesce(CASE WHEN excl THEN nany ELSE nexcl END, nts)) - ts, " +
-			std::string(kCols) +
-			", lock, caller FROM (SELECT *, LEAD(ts) OVER t AS nts, LEAD(acq) OVER t AS nacq, "
-			"min(CASE WHEN acq THEN ts END) OVER l AS nany, min(CASE WHEN acq AND excl THEN ts "
-			"END) "
-			"OVER l AS nexcl FROM (" +
-			u +
-			") WINDOW t AS (PARTITION BY machine, pid, tid, lock ORDER BY ts), l AS (PARTITION "
-			"BY "
-			"machine, pid, lock ORDER BY ts DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 "
-			"PRECEDING)) "
-			"WHERE acq = 1 AND full = 1 AND nacq = 0");
+			"SELECT 'lock_hold', ev, ts, e, e - ts, " + std::string(kCols) +
+			", lock, caller FROM (SELECT *, CASE WHEN npos < nts AND (excl OR nexcl) THEN "
+			"max(nat, ts) ELSE nts END AS e FROM (SELECT *, LEAD(ts) OVER t AS nts, LEAD(acq) "
+			"OVER t AS nacq FROM (SELECT *, LEAD(ts) OVER l AS nat, LEAD(pos) OVER l AS npos, "
+			"LEAD(excl) OVER l AS nexcl FROM (" +
+			a + ") WINDOW l AS (PARTITION BY machine, pid, lock ORDER BY pos)" + u +
+			") WINDOW t AS (PARTITION BY machine, pid, tid, lock ORDER BY ts)) WHERE acq = 1 "
+			"AND full = 1 AND nacq = 0)");
 	}
 	// JVM monitors: contended enters and waits end with their duration.
 	for (const char *n : {"jvm:monitor_contended_entered", "jvm:monitor_waited"})

@@ -192,25 +192,32 @@ def pthread_checks(strata, trace):
     got = sorted(tuple(int(x) for x in r) for r in rows[1:]) if rows else None
     check(got == exp and exp, "lock waits (begin/end) equal bt2's (%d)" % len(exp))
     # Holds of full records: each acquisition and its thread's next unlock of
-    # the lock, ended early by another thread's acquisition (analyze's rule).
+    # the lock, ended early by the first acquisition of the lock read after it
+    # (analyze's rule: records in order, a compact record's acquisition at its
+    # record) if that comes before the unlock: at that acquisition's time, or
+    # at the hold's own start if that was later.
     seq = {}
-    acqs = []  # (acquired at, lock) of every thread, for the early end
+    acqs = []  # (read at, acquired at, lock, exclusive) of every thread
     for ts, n, tid, pid, p in evs:
         if n in ("pthread:mutex_lock", "pthread:rwlock_rdlock", "pthread:rwlock_wrlock") and p["ret"] == 0:
             seq.setdefault((tid, p["lock"]), []).append((ts, "a", n))
-            acqs.append((ts, p["lock"], tid, n != "pthread:rwlock_rdlock"))
-        elif n in ("pthread:mutex_held",):
-            acqs.append((ts - p["hold_ns"], p["lock"], tid, True))
+            acqs.append((ts, ts, p["lock"], n != "pthread:rwlock_rdlock"))
+        elif n == "pthread:mutex_held":
+            acqs.append((ts, ts - p["hold_ns"], p["lock"], True))
         elif n in ("pthread:mutex_unlock", "pthread:rwlock_unlock"):
             seq.setdefault((tid, p["lock"]), []).append((ts, "u", n))
+    acqs.sort(key=lambda x: x[0])
     exp = []
-    for (tid, lock), s in seq.items():
-        s.sort()
-        for a, b in zip(s, s[1:]):
+    for (tid, lock), s_ in seq.items():
+        s_.sort()
+        for a, b in zip(s_, s_[1:]):
             if a[1] == "a" and b[1] == "u":
                 excl = a[2] != "pthread:rwlock_rdlock"
-                later = [t for t, lk, th, ex in acqs if lk == lock and t > a[0] and (excl or ex)]
-                exp.append((a[0], min([b[0]] + later), tid, lock))
+                later = [x for x in acqs if x[2] == lock and x[0] > a[0]]
+                end = b[0]
+                if later and later[0][0] < b[0] and (excl or later[0][3]):
+                    end = max(later[0][1], a[0])
+                exp.append((a[0], end, tid, lock))
     rows, _ = q(strata, trace, "SELECT ts, ts_end, tid, object FROM slices WHERE kind = 'lock_hold' "
                 "AND name NOT LIKE 'mutex_held'")
     got = sorted(tuple(int(x) for x in r) for r in rows[1:]) if rows else None
