@@ -129,7 +129,10 @@ std::string format_ns(double ns)
 	return b;
 }
 
-void write_text(std::ostream &o, const Report &r, const Options &opt)
+namespace {
+
+// The first lines: what the trace held, and notes on the figures.
+void text_summary(std::ostream &o, const Report &r)
 {
 	o << "Lock contention: " << r.locks.size() << " locks, " << r.events << " lock events, "
 	  << r.procs.size() << " process(es)";
@@ -143,6 +146,48 @@ void write_text(std::ostream &o, const Report &r, const Options &opt)
 		     "docs/pthread.md)\n";
 	for (const std::string &n : counts_notes(r))
 		o << "(" << n << ")\n";
+}
+
+// For each contended lock shown: the call sites that waited most, and the
+// holds that made them wait.
+void text_sites(std::ostream &o, const Report &r, const Options &opt)
+{
+	char line[256];
+	for (size_t i = 0; i < r.locks.size() && i < opt.top; i++) {
+		const LockStats &l = r.locks[i];
+		if (!l.contended)
+			continue;
+		o << "\n#" << i + 1 << " " << proc_label(r, l.proc) << " " << lock_label(l)
+		  << ": top waiting call sites\n";
+		for (const Site &s : l.sites) {
+			if (!s.contended)
+				continue;
+			std::snprintf(line, sizeof line, "  %11s in %6" PRIu64 " waits  ",
+				      format_ns(static_cast<double>(s.wait_total)).c_str(), s.contended);
+			o << line << site_label(s) << "\n";
+			for (size_t k = 1; k < s.stack_syms.size(); k++) {
+				const Symbol &f = s.stack_syms[k];
+				o << "        from " << (f.function.empty() ? hex(s.stack[k]) : f.function);
+				if (!f.location.empty())
+					o << " at " << f.location;
+				o << "\n";
+			}
+		}
+		if (!l.blockers.empty())
+			o << "  held, while others waited, by the holds taken at\n";
+		for (const Site &b : l.blockers) {
+			std::snprintf(line, sizeof line, "  %11s in %6" PRIu64 " waits  ",
+				      format_ns(static_cast<double>(b.wait_total)).c_str(), b.contended);
+			o << line << site_label(b) << "\n";
+		}
+	}
+}
+
+} // namespace
+
+void write_text(std::ostream &o, const Report &r, const Options &opt)
+{
+	text_summary(o, r);
 	char line[4096];
 	// Names are shown whole: the name and process columns are as wide as
 	// their longest entry (at least 34 and 7).
@@ -195,34 +240,7 @@ void write_text(std::ostream &o, const Report &r, const Options &opt)
 			      format_ns(static_cast<double>(c.wait_max)).c_str());
 		o << pcol(proc_label(r, c.proc)) << line;
 	}
-	for (size_t i = 0; i < r.locks.size() && i < opt.top; i++) {
-		const LockStats &l = r.locks[i];
-		if (!l.contended)
-			continue;
-		o << "\n#" << i + 1 << " " << proc_label(r, l.proc) << " " << lock_label(l)
-		  << ": top waiting call sites\n";
-		for (const Site &s : l.sites) {
-			if (!s.contended)
-				continue;
-			std::snprintf(line, sizeof line, "  %11s in %6" PRIu64 " waits  ",
-				      format_ns(static_cast<double>(s.wait_total)).c_str(), s.contended);
-			o << line << site_label(s) << "\n";
-			for (size_t k = 1; k < s.stack_syms.size(); k++) {
-				const Symbol &f = s.stack_syms[k];
-				o << "        from " << (f.function.empty() ? hex(s.stack[k]) : f.function);
-				if (!f.location.empty())
-					o << " at " << f.location;
-				o << "\n";
-			}
-		}
-		if (!l.blockers.empty())
-			o << "  held, while others waited, by the holds taken at\n";
-		for (const Site &b : l.blockers) {
-			std::snprintf(line, sizeof line, "  %11s in %6" PRIu64 " waits  ",
-				      format_ns(static_cast<double>(b.wait_total)).c_str(), b.contended);
-			o << line << site_label(b) << "\n";
-		}
-	}
+	text_sites(o, r, opt);
 	const std::vector<std::string> hints = debug_hints(r, false);
 	if (!hints.empty())
 		o << "\n";
@@ -545,6 +563,69 @@ void svg_timeline(std::ostream &o, const Report &r, const Options &opt)
 
 } // namespace
 
+namespace {
+
+// The condition variables' table.
+void html_conds(std::ostream &o, const Report &r, const Options &opt)
+{
+	if (r.conds.empty())
+		return;
+	o << "<h2>Condition variables</h2>\n<p class=note>Time threads spent waiting for a condition "
+	     "(waiting for work, not slowed by a "
+	     "lock).</p>\n<table><tr><th>process</th><th>condition "
+	     "variable</th><th>mutex</th><th>waits</th><th>timeouts</th><th>signals</"
+	     "th><th>broadcasts</th>"
+	     "<th>wait total</th><th>wait max</th></tr>\n";
+	for (size_t i = 0; i < r.conds.size() && i < opt.top; i++) {
+		const CondStats &c = r.conds[i];
+		o << "<tr><td>" << html_esc(proc_label(r, c.proc)) << "</td><td><code>" << hex(c.addr)
+		  << (c.name.function.empty() ? "" : " (" + html_esc(c.name.function) + ")")
+		  << "</code></td><td><code>" << hex(c.mutex) << "</code></td><td class=n>" << c.waits
+		  << "</td><td class=n>" << c.timeouts << "</td><td class=n>" << c.signals
+		  << "</td><td class=n>" << c.broadcasts << "</td><td class=n>"
+		  << format_ns(static_cast<double>(c.wait_total)) << "</td><td class=n>"
+		  << format_ns(static_cast<double>(c.wait_max)) << "</td></tr>\n";
+	}
+	o << "</table>\n";
+}
+
+// Lock i's section: its wait-time distribution, call sites and blockers.
+void html_lock(std::ostream &o, const Report &r, size_t i)
+{
+	const LockStats &l = r.locks[i];
+	o << "<h2>#" << i + 1 << " " << html_esc(proc_label(r, l.proc)) << " <code>"
+	  << html_esc(lock_label(l)) << "</code></h2>\n<h3>Wait-time distribution</h3>\n";
+	svg_histogram(o, l, palette[i % (sizeof palette / sizeof *palette)]);
+	o << "<h3>Call sites</h3>\n<table><tr><th>site</th><th>acquired</th><th>contended</th>"
+	     "<th>wait total</th><th>wait max</th><th>stack of the longest wait</th></tr>\n";
+	for (const Site &s : l.sites) {
+		o << "<tr><td><code>" << html_esc(site_label(s)) << "</code></td><td class=n>"
+		  << s.acquisitions << "</td><td class=n>" << s.contended << "</td><td class=n>"
+		  << format_ns(static_cast<double>(s.wait_total)) << "</td><td class=n>"
+		  << format_ns(static_cast<double>(s.wait_max)) << "</td><td><code>";
+		for (size_t k = 1; k < s.stack_syms.size(); k++)
+			o << html_esc(s.stack_syms[k].function.empty() ? hex(s.stack[k])
+								       : s.stack_syms[k].function)
+			  << (s.stack_syms[k].location.empty() ? ""
+							       : " at " + html_esc(s.stack_syms[k].location))
+			  << "<br>";
+		o << "</code></td></tr>\n";
+	}
+	o << "</table>\n";
+	if (l.blockers.empty())
+		return;
+	o << "<h3>Holds that others waited behind (where they were "
+	     "taken)</h3>\n<table><tr><th>site</th>"
+	     "<th>waits caused</th><th>wait total</th><th>wait max</th></tr>\n";
+	for (const Site &b : l.blockers)
+		o << "<tr><td><code>" << html_esc(site_label(b)) << "</code></td><td class=n>" << b.contended
+		  << "</td><td class=n>" << format_ns(static_cast<double>(b.wait_total))
+		  << "</td><td class=n>" << format_ns(static_cast<double>(b.wait_max)) << "</td></tr>\n";
+	o << "</table>\n";
+}
+
+} // namespace
+
 void write_html(std::ostream &o, const Report &r, const Options &opt)
 {
 	o << "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>strata: lock contention</title>\n"
@@ -586,62 +667,12 @@ void write_html(std::ostream &o, const Report &r, const Options &opt)
 		  << format_ns(static_cast<double>(l.hold_max)) << "</td></tr>\n";
 	}
 	o << "</table>\n";
-	if (!r.conds.empty()) {
-		o << "<h2>Condition variables</h2>\n<p class=note>Time threads spent waiting for a condition "
-		     "(waiting for work, not slowed by a "
-		     "lock).</p>\n<table><tr><th>process</th><th>condition "
-		     "variable</th><th>mutex</th><th>waits</th><th>timeouts</th><th>signals</"
-		     "th><th>broadcasts</th>"
-		     "<th>wait total</th><th>wait max</th></tr>\n";
-		for (size_t i = 0; i < r.conds.size() && i < opt.top; i++) {
-			const CondStats &c = r.conds[i];
-			o << "<tr><td>" << html_esc(proc_label(r, c.proc)) << "</td><td><code>" << hex(c.addr)
-			  << (c.name.function.empty() ? "" : " (" + html_esc(c.name.function) + ")")
-			  << "</code></td><td><code>" << hex(c.mutex) << "</code></td><td class=n>" << c.waits
-			  << "</td><td class=n>" << c.timeouts << "</td><td class=n>" << c.signals
-			  << "</td><td class=n>" << c.broadcasts << "</td><td class=n>"
-			  << format_ns(static_cast<double>(c.wait_total)) << "</td><td class=n>"
-			  << format_ns(static_cast<double>(c.wait_max)) << "</td></tr>\n";
-		}
-		o << "</table>\n";
-	}
+	html_conds(o, r, opt);
 	o << "<h2 id=timeline>Per-thread timeline of the top " << std::min(opt.timeline_locks, r.locks.size())
 	  << (std::min(opt.timeline_locks, r.locks.size()) == 1 ? " lock" : " locks") << "</h2>\n";
 	svg_timeline(o, r, opt);
-	for (size_t i = 0; i < r.locks.size() && i < opt.timeline_locks; i++) {
-		const LockStats &l = r.locks[i];
-		o << "<h2>#" << i + 1 << " " << html_esc(proc_label(r, l.proc)) << " <code>"
-		  << html_esc(lock_label(l)) << "</code></h2>\n<h3>Wait-time distribution</h3>\n";
-		svg_histogram(o, l, palette[i % (sizeof palette / sizeof *palette)]);
-		o << "<h3>Call sites</h3>\n<table><tr><th>site</th><th>acquired</th><th>contended</th>"
-		     "<th>wait total</th><th>wait max</th><th>stack of the longest wait</th></tr>\n";
-		for (const Site &s : l.sites) {
-			o << "<tr><td><code>" << html_esc(site_label(s)) << "</code></td><td class=n>"
-			  << s.acquisitions << "</td><td class=n>" << s.contended << "</td><td class=n>"
-			  << format_ns(static_cast<double>(s.wait_total)) << "</td><td class=n>"
-			  << format_ns(static_cast<double>(s.wait_max)) << "</td><td><code>";
-			for (size_t k = 1; k < s.stack_syms.size(); k++)
-				o << html_esc(s.stack_syms[k].function.empty() ? hex(s.stack[k])
-									       : s.stack_syms[k].function)
-				  << (s.stack_syms[k].location.empty()
-					      ? ""
-					      : " at " + html_esc(s.stack_syms[k].location))
-				  << "<br>";
-			o << "</code></td></tr>\n";
-		}
-		o << "</table>\n";
-		if (l.blockers.empty())
-			continue;
-		o << "<h3>Holds that others waited behind (where they were "
-		     "taken)</h3>\n<table><tr><th>site</th>"
-		     "<th>waits caused</th><th>wait total</th><th>wait max</th></tr>\n";
-		for (const Site &b : l.blockers)
-			o << "<tr><td><code>" << html_esc(site_label(b)) << "</code></td><td class=n>"
-			  << b.contended << "</td><td class=n>"
-			  << format_ns(static_cast<double>(b.wait_total)) << "</td><td class=n>"
-			  << format_ns(static_cast<double>(b.wait_max)) << "</td></tr>\n";
-		o << "</table>\n";
-	}
+	for (size_t i = 0; i < r.locks.size() && i < opt.timeline_locks; i++)
+		html_lock(o, r, i);
 	const std::vector<std::string> hints = debug_hints(r, true);
 	if (!hints.empty()) {
 		o << "<h2>Missing symbols</h2>\n<pre>";

@@ -22,34 +22,67 @@
 
 namespace {
 
-const char usage[] =
-	"Usage: strata analyze mutex TRACE_DIR [--format=text|json] [--report=FILE.html] [--top N]\n"
-	"       strata analyze monitor TRACE_DIR [same options]\n"
-	"\n"
+const strata::cli::Command kAnalyze = {
+	"analyze",
+	"mutex TRACE_DIR [--format=text|json] [--report=FILE.html] [--top N]\n"
+	"monitor TRACE_DIR [same options]",
 	"monitor: Java monitor contention of a trace recorded with strata record --jvm\n"
 	"-e 'jvm:*' (docs/jvm.md): one row per monitor (class@identity hash) sorted by\n"
 	"total wait: contended enters, wait statistics, waiting and holding threads\n"
 	"(holders need STRATA_JVM_OWNER=1), Java call sites.\n"
 	"\n"
-	"mutex: "
-	"lock contention of a trace recorded with the pthread preload library\n"
+	"mutex: lock contention of a trace recorded with the pthread preload library\n"
 	"(strata record --preload pthread -- PROG): one row per lock, sorted by total\n"
 	"wait time: acquisitions, contended acquisitions and their share, total, mean,\n"
 	"p99 and max wait, max hold time, and the call sites that waited most\n"
-	"(function+offset, file:line when debug info exists).\n"
-	"\n"
-	"  --format=text|json   output on stdout (default text)\n"
-	"  --report=FILE.html   also write a self-contained HTML report (wait-time\n"
-	"                       distributions and a per-thread timeline of waits and holds)\n"
-	"  --top N              locks shown in text and HTML (default 10; JSON lists all)\n"
-	"\n"
+	"(function+offset, file:line when debug info exists).",
 	"Environment for the traced program: STRATA_PTHREAD_STACK_DEPTH=N records N\n"
-	"caller frames per acquisition (default 0).\n"
-	"Exit status: 0 ok, 1 the trace could not be read, 2 usage error.\n";
+	"caller frames per acquisition (default 0).",
+	"Exit status: 0 ok, 1 the trace could not be read, 2 usage error."};
 
-int usage_error(const std::string &msg)
+// What `analyze` was asked.
+struct AnalyzeArgs {
+	std::string what, dir, report;
+	int format = 0; // text, json
+	uint64_t top = 10;
+};
+
+// The command line into a: kParsed to go on, else the exit status.
+int parse_args(int argc, char **argv, AnalyzeArgs &a)
 {
-	return strata::cli::usage_error("analyze", msg);
+	using namespace strata;
+	const std::vector<cli::Option> opts = {
+		cli::choice("format", 0, "text|json", "output on stdout (default text)", a.format,
+			    {"text", "json"}),
+		cli::text("report", 0, "FILE.html", "a file name",
+			  "also write a self-contained HTML report (wait-time distributions and a "
+			  "per-thread timeline of waits and holds)",
+			  a.report),
+		cli::number("top", 0, "N", "a positive number",
+			    "locks shown in text and HTML (default 10; JSON "
+			    "lists all)",
+			    a.top, 1, 100000),
+	};
+	// argv[0] is "analyze" (main passes argc - 1, argv + 1); tolerate a
+	// caller that passes the arguments after it.
+	const bool bare = argc > 0 && (!std::strcmp(argv[0], "mutex") || !std::strcmp(argv[0], "monitor"));
+	std::vector<char *> operands;
+	if (bare)
+		operands.push_back(argv[0]);
+	if (const int r = cli::parse(kAnalyze, opts, argc, argv, operands); r != cli::kParsed)
+		return r;
+	if (operands.empty())
+		return cli::usage_error(kAnalyze, "missing analysis name");
+	a.what = operands[0];
+	if (a.what != "mutex" && a.what != "monitor")
+		return cli::usage_error(kAnalyze,
+					"unknown analysis '" + a.what + "' (available: mutex, monitor)");
+	if (operands.size() > 2)
+		return cli::usage_error(kAnalyze, "more than one trace directory");
+	if (operands.size() < 2)
+		return cli::usage_error(kAnalyze, "missing TRACE_DIR");
+	a.dir = operands[1];
+	return cli::kParsed;
 }
 
 } // namespace
@@ -57,56 +90,16 @@ int usage_error(const std::string &msg)
 int strata_cmd_analyze(int argc, char **argv)
 {
 	using namespace strata::analyze;
-	// argv[0] is "analyze" (main passes argc - 1, argv + 1); tolerate a
-	// caller that passes the arguments after it.
-	int i = (argc > 0 && (!std::strcmp(argv[0], "mutex") || !std::strcmp(argv[0], "monitor"))) ? 0 : 1;
-	if (i < argc && strata::cli::is_help(argv[i])) {
-		std::cout << usage;
-		return 0;
-	}
-	if (i >= argc)
-		return usage_error("missing analysis name");
-	std::string what = argv[i++];
-	if (what != "mutex" && what != "monitor")
-		return usage_error("unknown analysis '" + what + "' (available: mutex, monitor)");
-	std::string dir, format = "text", report;
+	AnalyzeArgs a;
+	if (const int r = parse_args(argc, argv, a); r != strata::cli::kParsed)
+		return r;
+	const std::string &dir = a.dir, &report = a.report, format = a.format ? "json" : "text";
 	Options opt;
-	for (; i < argc; i++) {
-		std::string a = argv[i];
-		if (strata::cli::is_help(argv[i])) {
-			std::cout << usage;
-			return 0;
-		} else if (a.rfind("--format=", 0) == 0) {
-			format = a.substr(9);
-		} else if (a == "--format" && i + 1 < argc) {
-			format = argv[++i];
-		} else if (a.rfind("--report=", 0) == 0) {
-			report = a.substr(9);
-		} else if (a == "--report" && i + 1 < argc) {
-			report = argv[++i];
-		} else if (a == "--top" || a.rfind("--top=", 0) == 0) {
-			std::string v = a == "--top" ? (i + 1 < argc ? argv[++i] : "") : a.substr(6);
-			char *end = nullptr;
-			long n = std::strtol(v.c_str(), &end, 10);
-			if (v.empty() || *end || n < 1 || n > 100000)
-				return usage_error("--top needs a positive number");
-			opt.top = static_cast<size_t>(n);
-		} else if (!a.empty() && a[0] == '-') {
-			return usage_error("unknown option " + a);
-		} else if (dir.empty()) {
-			dir = a;
-		} else {
-			return usage_error("more than one trace directory");
-		}
-	}
-	if (dir.empty())
-		return usage_error("missing TRACE_DIR");
-	if (format != "text" && format != "json")
-		return usage_error("--format must be text or json");
+	opt.top = static_cast<size_t>(a.top);
 	// The timeline draws no more locks than the report shows ("top 5"
 	// under --top 3 was wrong).
 	opt.timeline_locks = std::min(opt.timeline_locks, opt.top);
-	if (what == "monitor")
+	if (a.what == "monitor")
 		return analyze_monitor(dir, format, report, opt.top);
 
 	// Streaming: the reader hands each event to the model, which keeps

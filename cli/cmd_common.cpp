@@ -26,11 +26,6 @@ int usage_error(const char *cmd, const std::string &msg)
 	return kUsage;
 }
 
-bool is_help(const char *a)
-{
-	return !strcmp(a, "-h") || !strcmp(a, "--help");
-}
-
 bool parse_size(const char *s, uint64_t &out)
 {
 	char *end;
@@ -109,141 +104,145 @@ std::string absolute_path(const std::string &p)
 	return std::string(cwd) + "/" + p;
 }
 
-const char *const kChannelHelp =
-	"  --mode discard|overwrite  when the buffer is full: drop new events and count\n"
-	"                            them (discard, default) or reuse the oldest\n"
-	"                            sub-buffer (overwrite, flight recorder)\n"
-	"  --subbuf-size N           bytes per sub-buffer, power of two, 4k..64M\n"
-	"                            (default 128k; suffixes k and M)\n"
-	"  --subbuf-count N          sub-buffers per lane, power of two, 2..64 (default 8)\n"
-	"  --lanes N                 lanes per process (default 2 x CPUs, at least 4)\n"
-	"  --blocking[=MS]           discard mode: a writer whose buffer is full waits\n"
-	"                            up to MS ms (default 1000) for the consumer\n"
-	"                            instead of dropping; signal handlers interrupting\n"
-	"                            an event and a gone consumer still drop and count\n";
+namespace {
 
-int parse_channel_option(const char *cmd, int argc, char **argv, int &i, proto::ChannelConfig &c)
+// The channel as changed: "" if the daemon would take it, else why not.
+std::string checked(const proto::ChannelConfig &c)
 {
-	const std::string a = argv[i];
-	if (a == "--blocking" || a.rfind("--blocking=", 0) == 0) {
-		uint32_t ms = kDefaultBlockMs;
-		if (a.size() > 10 &&
-		    (!parse_u32(a.c_str() + 11, ms) || ms == 0 || ms > STRATA_MODE_BLOCK_MAX_MS))
-			return usage_error(cmd, "--blocking=MS needs 1.." +
-							std::to_string(STRATA_MODE_BLOCK_MAX_MS) +
-							" milliseconds, not '" + a.substr(11) + "'"),
-			       -1;
-		c.mode = (c.mode & STRATA_MODE_MASK) | (ms << STRATA_MODE_BLOCK_SHIFT);
-		std::string why;
-		if (!proto::valid_channel(c, why))
-			return usage_error(cmd, why), -1;
-		return 1;
-	}
-	if (a != "--mode" && a != "--subbuf-size" && a != "--subbuf-count" && a != "--lanes")
-		return 0;
-	if (i + 1 >= argc) {
-		usage_error(cmd, a + " needs a value");
-		return -1;
-	}
-	const char *v = argv[++i];
-	uint64_t n = 0;
-	uint32_t u = 0;
-	if (a == "--mode") {
-		// Keeps a --blocking given before it (the mode word, strata_abi.h).
-		if (!strcmp(v, "discard"))
-			c.mode = (c.mode & ~STRATA_MODE_MASK) | STRATA_MODE_DISCARD;
-		else if (!strcmp(v, "overwrite"))
-			c.mode = (c.mode & ~STRATA_MODE_MASK) | STRATA_MODE_OVERWRITE;
-		else
-			return usage_error(cmd, std::string("--mode must be discard or overwrite, not '") +
-							v + "'"),
-			       -1;
-	} else if (a == "--subbuf-size") {
-		if (!parse_size(v, n) || n == 0) // 0 would mean "the default" on the wire
-			return usage_error(cmd,
-					   std::string("bad size '") + v + "' (a power of two, 4k..64M)"),
-			       -1;
-		c.subbuf_size = n;
-	} else if (a == "--subbuf-count") {
-		if (!parse_u32(v, u) || u == 0)
-			return usage_error(cmd, std::string("bad count '") + v + "' (a power of two, 2..64)"),
-			       -1;
-		c.n_subbuf = u;
-	} else {
-		if (!parse_u32(v, u) || u == 0)
-			return usage_error(cmd, std::string("bad lane count '") + v + "'"), -1;
-		c.n_lanes = u;
-	}
 	std::string why;
-	if (!proto::valid_channel(c, why))
-		return usage_error(cmd, why), -1;
-	return 1;
+	return proto::valid_channel(c, why) ? std::string() : why;
 }
 
-const char *const kRelayHelp =
-	"  --relay HOST[:CTRL[:DATA]] stream to a running lttng-relayd instead of\n"
-	"                            writing a directory (ports 5342:5343 by default;\n"
-	"                            CTRL alone means DATA = CTRL+1); the relay files\n"
-	"                            the trace under HOSTNAME/SESSION-DATE\n"
-	"  --hostname NAME           the hostname given to the relay (default: this\n"
-	"                            machine's)\n"
-	"  --serial DEVICE[,BAUD]    stream over a byte line instead of writing a\n"
-	"                            directory: a tty (set raw, BAUD default 115200),\n"
-	"                            a FIFO, a file, or - (standard output); what\n"
-	"                            the line's BAUD/10 bytes/s cannot carry is\n"
-	"                            dropped and counted; `strata receive` rebuilds\n"
-	"                            the trace (docs/serial.md)\n";
-
-int parse_relay_option(const char *cmd, int argc, char **argv, int &i, proto::Create &m)
+std::string take_blocking(proto::ChannelConfig &c, const char *v)
 {
-	const std::string a = argv[i];
-	if (a != "--relay" && a != "--hostname" && a != "--serial")
-		return 0;
-	if (i + 1 >= argc) {
-		usage_error(cmd, a + " needs a value");
-		return -1;
+	uint32_t ms = kDefaultBlockMs;
+	if (v && (!parse_u32(v, ms) || ms == 0 || ms > STRATA_MODE_BLOCK_MAX_MS))
+		return "--blocking=MS needs 1.." + std::to_string(STRATA_MODE_BLOCK_MAX_MS) +
+		       " milliseconds, not '" + v + "'";
+	c.mode = (c.mode & STRATA_MODE_MASK) | (ms << STRATA_MODE_BLOCK_SHIFT);
+	return checked(c);
+}
+
+std::string take_mode(proto::ChannelConfig &c, const char *v)
+{
+	// Keeps a --blocking given before it (the mode word, strata_abi.h).
+	if (!strcmp(v, "discard"))
+		c.mode = (c.mode & ~STRATA_MODE_MASK) | STRATA_MODE_DISCARD;
+	else if (!strcmp(v, "overwrite"))
+		c.mode = (c.mode & ~STRATA_MODE_MASK) | STRATA_MODE_OVERWRITE;
+	else
+		return std::string("--mode must be discard or overwrite, not '") + v + "'";
+	return checked(c);
+}
+
+} // namespace
+
+std::vector<Option> channel_options(proto::ChannelConfig &c)
+{
+	proto::ChannelConfig *ch = &c;
+	std::vector<Option> v;
+	v.push_back(custom("mode", 0, "discard|overwrite", "discard or overwrite",
+			   "when the buffer is full: drop new events and count them (discard, default) "
+			   "or reuse the oldest sub-buffer (overwrite, flight recorder)",
+			   [ch](const char *s) { return take_mode(*ch, s); }));
+	v.push_back(custom("subbuf-size", 0, "N", "a size",
+			   "bytes per sub-buffer, power of two, 4k..64M "
+			   "(default 128k; suffixes k and M)",
+			   [ch](const char *s) {
+				   uint64_t n = 0;
+				   if (!parse_size(s, n) || n == 0) // 0 would mean "the default" on the wire
+					   return std::string("bad size '") + s +
+						  "' (a power of two, 4k..64M)";
+				   ch->subbuf_size = n;
+				   return checked(*ch);
+			   }));
+	v.push_back(custom("subbuf-count", 0, "N", "a count",
+			   "sub-buffers per lane, power of two, 2..64 "
+			   "(default 8)",
+			   [ch](const char *s) {
+				   uint32_t u = 0;
+				   if (!parse_u32(s, u) || u == 0)
+					   return std::string("bad count '") + s +
+						  "' (a power of two, 2..64)";
+				   ch->n_subbuf = u;
+				   return checked(*ch);
+			   }));
+	v.push_back(custom("lanes", 0, "N", "a count", "lanes per process (default 2 x CPUs, at least 4)",
+			   [ch](const char *s) {
+				   uint32_t u = 0;
+				   if (!parse_u32(s, u) || u == 0)
+					   return std::string("bad lane count '") + s + "'";
+				   ch->n_lanes = u;
+				   return checked(*ch);
+			   }));
+	Option blocking =
+		custom("blocking", 0, "MS", "milliseconds",
+		       "discard mode: a writer whose buffer is full waits up to MS ms (default 1000) "
+		       "for the consumer instead of dropping; signal handlers interrupting an event "
+		       "and a gone consumer still drop and count",
+		       [ch](const char *s) { return take_blocking(*ch, s); });
+	blocking.optional = true;
+	v.push_back(blocking);
+	return v;
+}
+
+namespace {
+
+std::string take_serial(proto::Create &m, const char *v)
+{
+	if (!m.relay.empty())
+		return "one of --relay and --serial, once";
+	// "-": our standard output, which the daemon opens again through
+	// /proc while we wait for its answer (a pipe or tty stays open in
+	// the daemon after we exit).
+	std::string dev = v, baud;
+	const size_t comma = dev.rfind(',');
+	if (comma != std::string::npos) {
+		baud = dev.substr(comma);
+		dev.resize(comma);
 	}
-	const char *v = argv[++i];
-	if ((a == "--relay" || a == "--serial") && !m.relay.empty()) {
-		usage_error(cmd, "one of --relay and --serial, once");
-		return -1;
-	}
-	if (a == "--serial") {
-		// "-": our standard output, which the daemon opens again through
-		// /proc while we wait for its answer (a pipe or tty stays open in
-		// the daemon after we exit).
-		std::string dev = v, baud;
-		const size_t comma = dev.rfind(',');
-		if (comma != std::string::npos) {
-			baud = dev.substr(comma);
-			dev.resize(comma);
-		}
-		if (dev.empty()) {
-			usage_error(cmd, "--serial needs DEVICE[,BAUD]");
-			return -1;
-		}
-		dev = dev == "-" ? "/proc/" + std::to_string(getpid()) + "/fd/1" : absolute_path(dev);
-		m.relay = "serial:" + dev + baud;
-		if (m.relay.size() > proto::kMaxRelay) {
-			usage_error(cmd, "--serial: device path too long");
-			return -1;
-		}
-		return 1;
-	}
-	if (a == "--relay") {
-		if (!*v || strlen(v) > proto::kMaxRelay) {
-			usage_error(cmd, "--relay needs HOST[:CTRL_PORT[:DATA_PORT]]");
-			return -1;
-		}
-		m.relay = v;
-	} else {
-		if (!proto::valid_session_name(v)) {
-			usage_error(cmd, "a hostname for the relay is 1 to 63 of [A-Za-z0-9._-]");
-			return -1;
-		}
-		m.hostname = v;
-	}
-	return 1;
+	if (dev.empty())
+		return "--serial needs DEVICE[,BAUD]";
+	dev = dev == "-" ? "/proc/" + std::to_string(getpid()) + "/fd/1" : absolute_path(dev);
+	m.relay = "serial:" + dev + baud;
+	if (m.relay.size() > proto::kMaxRelay)
+		return "--serial: device path too long";
+	return "";
+}
+
+} // namespace
+
+std::vector<Option> relay_options(proto::Create &m)
+{
+	proto::Create *c = &m;
+	std::vector<Option> v;
+	v.push_back(custom("relay", 0, "HOST[:CTRL[:DATA]]", "HOST[:CTRL_PORT[:DATA_PORT]]",
+			   "stream to a running lttng-relayd instead of writing a directory (ports "
+			   "5342:5343 by default; CTRL alone means DATA = CTRL+1); the relay files the "
+			   "trace under HOSTNAME/SESSION-DATE",
+			   [c](const char *s) {
+				   if (!c->relay.empty())
+					   return std::string("one of --relay and --serial, once");
+				   if (!*s || strlen(s) > proto::kMaxRelay)
+					   return std::string("--relay needs HOST[:CTRL_PORT[:DATA_PORT]]");
+				   c->relay = s;
+				   return std::string();
+			   }));
+	v.push_back(custom("hostname", 0, "NAME", "a hostname",
+			   "the hostname given to the relay (default: this machine's)", [c](const char *s) {
+				   if (!proto::valid_session_name(s))
+					   return std::string(
+						   "a hostname for the relay is 1 to 63 of [A-Za-z0-9._-]");
+				   c->hostname = s;
+				   return std::string();
+			   }));
+	v.push_back(custom("serial", 0, "DEVICE[,BAUD]", "DEVICE[,BAUD]",
+			   "stream over a byte line instead of writing a directory: a tty (set raw, BAUD "
+			   "default 115200), a FIFO, a file, or - (standard output); what the line's "
+			   "BAUD/10 bytes/s cannot carry is dropped and counted; `strata receive` rebuilds "
+			   "the trace (docs/serial.md)",
+			   [c](const char *s) { return take_serial(*c, s); }));
+	return v;
 }
 
 std::string streamed_to(const proto::Create &m)
@@ -371,39 +370,30 @@ int change_command(const char *cmd, const std::vector<proto::Body> &bodies, uint
 	return kOk;
 }
 
-int parse_wait_option(const char *cmd, const char *arg, uint32_t &wait_ms)
+Option wait_option(uint32_t &wait_ms, const char *help)
 {
-	if (strncmp(arg, "--wait", 6) || (arg[6] && arg[6] != '='))
-		return 0;
-	if (!arg[6]) {
-		wait_ms = 10000;
-		return 1;
-	}
-	const char *v = arg + 7;
-	char *end;
-	errno = 0;
-	double t = strtod(v, &end);
-	if (end == v || errno || t <= 0)
-		return usage_error(cmd, std::string("bad --wait timeout '") + v + "'"), -1;
-	if (!strcmp(end, "ms"))
-		t /= 1000;
-	else if (*end && strcmp(end, "s"))
-		return usage_error(cmd, std::string("bad --wait timeout '") + v + "' (seconds, or <n>ms)"),
-		       -1;
-	if (t * 1000 < 1 || t * 1000 > proto::kMaxWaitMs)
-		return usage_error(cmd, "--wait timeout must be 1 ms .. 600 s"), -1;
-	wait_ms = static_cast<uint32_t>(t * 1000);
-	return 1;
-}
-
-int session_argument(const char *cmd, const char *arg, std::string &session)
-{
-	if (arg[0] == '-')
-		return usage_error(cmd, std::string("unknown option '") + arg + "'");
-	if (!session.empty())
-		return usage_error(cmd, "one session name only");
-	session = arg;
-	return -1;
+	uint32_t *dest = &wait_ms;
+	Option o = custom("wait", 0, "TIMEOUT", "a timeout", help, [dest](const char *v) {
+		if (!v) {
+			*dest = 10000;
+			return std::string();
+		}
+		char *end;
+		errno = 0;
+		double t = strtod(v, &end);
+		if (end == v || errno || !(t > 0))
+			return std::string("bad --wait timeout '") + v + "'";
+		if (!strcmp(end, "ms"))
+			t /= 1000;
+		else if (*end && strcmp(end, "s"))
+			return std::string("bad --wait timeout '") + v + "' (seconds, or <n>ms)";
+		if (t * 1000 < 1 || t * 1000 > proto::kMaxWaitMs)
+			return std::string("--wait timeout must be 1 ms .. 600 s");
+		*dest = static_cast<uint32_t>(t * 1000);
+		return std::string();
+	});
+	o.optional = true;
+	return o;
 }
 
 bool resolve_session(const char *cmd, std::string &session)

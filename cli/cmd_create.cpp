@@ -14,86 +14,79 @@
 
 using namespace strata;
 
+namespace {
+
+const cli::Command kCreate = {"create", "SESSION [-o DIR] [OPTIONS]",
+			      "Create a tracing session.  Enable events, then start it."};
+
+// Step 1: the command line into m.  kParsed to go on, else the exit status.
+int parse_args(int argc, char **argv, proto::Create &m)
+{
+	std::vector<cli::Option> opts = {
+		cli::path("output", 'o', "DIR", "a directory",
+			  "trace directory (default:\n./strata-SESSION-YYYYMMDD-HHMMSS)", m.output_dir),
+		cli::text("aggregate", 0, "SPEC", "a spec",
+			  "aggregate instead of recording: in every process the session reaches, count "
+			  "SPEC's events, and sum, min, max and log2 histogram of a field, per key: "
+			  "'PROVIDER:EVENT[:FIELD] [by KEY] [limit N]' (KEY a field, $tid or $event; N keys, "
+			  "default 256); see it with strata top -s SESSION",
+			  m.aggregate),
+		cli::text("filter", 0, "EXPR", "an expression",
+			  "with --aggregate: only the events whose fields satisfy EXPR (docs/filters.md)",
+			  m.agg_filter),
+	};
+	cli::append(opts, cli::channel_options(m.channel));
+	cli::append(opts, cli::relay_options(m));
+	std::vector<char *> operands;
+	if (const int r = cli::parse(kCreate, opts, argc, argv, operands); r != cli::kParsed)
+		return r;
+	if (operands.size() > 1)
+		return cli::usage_error(kCreate, "one session name only");
+	if (operands.empty())
+		return cli::usage_error(kCreate, "missing session name");
+	m.session = operands[0];
+	return cli::kParsed;
+}
+
+// Step 2: what the daemon would refuse, refused here.  kParsed or kUsage.
+int check_args(proto::Create &m)
+{
+	if (!proto::valid_session_name(m.session))
+		return cli::usage_error(kCreate, "a session name is 1 to 63 of [A-Za-z0-9._-]");
+	if (m.output_dir.empty())
+		m.output_dir = cli::absolute_path("strata-" + m.session + "-" + local_timestamp());
+	if (m.output_dir.size() > proto::kMaxPath)
+		return cli::usage_error(kCreate, "output path too long");
+	if (!m.agg_filter.empty() && m.aggregate.empty())
+		return cli::usage_error(
+			kCreate, "--filter goes with --aggregate (enable-event --filter for recording)");
+	if (m.aggregate.empty())
+		return cli::kParsed;
+	struct strata_agg_spec spec;
+	char why[128];
+	if (m.aggregate.size() > proto::kMaxAggregate ||
+	    agg_spec_parse(m.aggregate.c_str(), &spec, why, sizeof why) != 0)
+		return cli::usage_error(
+			kCreate, "bad --aggregate '" + m.aggregate + "': " +
+					 (m.aggregate.size() > proto::kMaxAggregate ? "too long" : why));
+	strata::FilterProgram prog;
+	strata::FilterError fe{};
+	if (m.agg_filter.size() > proto::kMaxFilter || !filter_compile(m.agg_filter.c_str(), &prog, &fe))
+		return cli::usage_error(kCreate, "bad --filter '" + m.agg_filter +
+							 "': " + (fe.msg ? fe.msg : "too long"));
+	return cli::kParsed;
+}
+
+} // namespace
+
 int strata_cmd_create(int argc, char **argv)
 {
 	const char *cmd = "create";
 	proto::Create m;
-	for (int i = 1; i < argc; i++) {
-		if (cli::is_help(argv[i])) {
-			printf("Usage: strata create SESSION [-o DIR] [OPTIONS]\n\n"
-			       "Create a tracing session.  Enable events, then start it.\n\n"
-			       "  -o, --output DIR          trace directory (default:\n"
-			       "                            ./strata-SESSION-YYYYMMDD-HHMMSS)\n"
-			       "  --aggregate SPEC          aggregate instead of recording: in every process "
-			       "the\n"
-			       "                            session reaches, count SPEC's events, and sum, "
-			       "min,\n"
-			       "                            max and log2 histogram of a field, per key:\n"
-			       "                            'PROVIDER:EVENT[:FIELD] [by KEY] [limit N]' (KEY "
-			       "a\n"
-			       "                            field, $tid or $event; N keys, default 256); see "
-			       "it\n"
-			       "                            with strata top -s SESSION\n"
-			       "  --filter EXPR             with --aggregate: only the events whose fields\n"
-			       "                            satisfy EXPR (docs/filters.md)\n"
-			       "%s%s\nExit status: 0 ok, 1 runtime failure, 2 usage error.\n",
-			       cli::kChannelHelp, cli::kRelayHelp);
-			return cli::kOk;
-		}
-		int r = cli::parse_channel_option(cmd, argc, argv, i, m.channel);
-		if (r < 0)
-			return cli::kUsage;
-		if (r > 0)
-			continue;
-		r = cli::parse_relay_option(cmd, argc, argv, i, m);
-		if (r < 0)
-			return cli::kUsage;
-		if (r > 0)
-			continue;
-		if (!strcmp(argv[i], "--aggregate") || !strcmp(argv[i], "--filter")) {
-			const bool agg = argv[i][2] == 'a';
-			if (++i >= argc || !*argv[i])
-				return cli::usage_error(cmd, agg ? "--aggregate needs a spec"
-								 : "--filter needs an expression");
-			(agg ? m.aggregate : m.agg_filter) = argv[i];
-		} else if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) {
-			if (++i >= argc || !*argv[i])
-				return cli::usage_error(cmd, "-o needs a directory");
-			m.output_dir = cli::absolute_path(argv[i]);
-		} else if (argv[i][0] == '-') {
-			return cli::usage_error(cmd, std::string("unknown option '") + argv[i] + "'");
-		} else if (m.session.empty()) {
-			m.session = argv[i];
-		} else {
-			return cli::usage_error(cmd, "one session name only");
-		}
-	}
-	if (m.session.empty())
-		return cli::usage_error(cmd, "missing session name");
-	if (!proto::valid_session_name(m.session))
-		return cli::usage_error(cmd, "a session name is 1 to 63 of [A-Za-z0-9._-]");
-	if (m.output_dir.empty())
-		m.output_dir = cli::absolute_path("strata-" + m.session + "-" + local_timestamp());
-	if (m.output_dir.size() > proto::kMaxPath)
-		return cli::usage_error(cmd, "output path too long");
-	if (!m.agg_filter.empty() && m.aggregate.empty())
-		return cli::usage_error(
-			cmd, "--filter goes with --aggregate (enable-event --filter for recording)");
-	if (!m.aggregate.empty()) {
-		struct strata_agg_spec spec;
-		char why[128];
-		if (m.aggregate.size() > proto::kMaxAggregate ||
-		    agg_spec_parse(m.aggregate.c_str(), &spec, why, sizeof why) != 0)
-			return cli::usage_error(
-				cmd, "bad --aggregate '" + m.aggregate + "': " +
-					     (m.aggregate.size() > proto::kMaxAggregate ? "too long" : why));
-		strata::FilterProgram prog;
-		strata::FilterError fe{};
-		if (m.agg_filter.size() > proto::kMaxFilter ||
-		    !filter_compile(m.agg_filter.c_str(), &prog, &fe))
-			return cli::usage_error(cmd, "bad --filter '" + m.agg_filter +
-							     "': " + (fe.msg ? fe.msg : "too long"));
-	}
+	if (const int r = parse_args(argc, argv, m); r != cli::kParsed)
+		return r;
+	if (const int r = check_args(m); r != cli::kParsed)
+		return r;
 	CtlClient cl;
 	std::string err;
 	if (cl.open("", err) < 0) {

@@ -27,124 +27,134 @@ struct EventArgs {
 	uint32_t wait_ms = 0;
 };
 
-void help(const char *cmd, bool enable)
+// --pid PID or --name COMM: only in those processes.
+std::vector<cli::Option> target_options(EventArgs &e)
 {
-	printf("Usage: strata %s [SESSION] PATTERN... [--loglevel LEVEL] [--pid PID]...\n"
-	       "       [--name COMM]... [--wait[=TIMEOUT]]%s\n\n"
-	       "%s the tracepoints matching PATTERN (\"provider:event\", '*' matches\n"
-	       "any run of characters; \"*\" matches every event) in SESSION (default:\n"
-	       "the only session). Running tp-async processes follow at once; tp-sync\n"
-	       "processes see the rules of started sessions when they start.\n\n"
-	       "  --kprobe SYMBOL    a dynamic probe on kernel function SYMBOL (event\n"
-	       "                     kernel:kprobe_SYMBOL; needs strata.ko and root)\n"
-	       "  --kretprobe SYMBOL a probe on the returns of kernel function SYMBOL\n"
-	       "                     (event kernel:kretprobe_SYMBOL: ip, parent_ip, ret)\n"
-	       "  --loglevel LEVEL   only events at LEVEL or more severe: emerg, alert,\n"
-	       "                     crit, err, warning, notice, info, debug, or 0..15\n"
-	       "  --pid PID          only in process PID (repeatable)\n"
-	       "  --name COMM        only in processes named COMM (repeatable); with\n"
-	       "                     neither, every process of your user\n"
-	       "  --wait[=TIMEOUT]   return once every running process concerned applied\n"
-	       "                     the change (TIMEOUT seconds or <n>ms, default 10);\n"
-	       "                     on timeout exit 1 naming the processes that did not\n"
-	       "%s"
-	       "\nExit status: 0 ok, 1 runtime failure, 2 usage error.\n",
-	       cmd, enable ? " [--filter EXPR]" : "", enable ? "Enable" : "Disable",
-	       enable ? "  --filter EXPR      record only events whose fields satisfy EXPR, e.g.\n"
-			"                     'size > 4096 && path == \"/tmp/*\"' (docs/filters.md);\n"
-			"                     an event lacking a named field does not match\n"
-		      : "");
-}
-
-// --pid PID or --name COMM at argv[i] (i moves to its value).  -1 taken,
-// else the exit status.
-int parse_target(EventArgs &e, int argc, char **argv, int &i)
-{
-	const bool pid = argv[i][2] == 'p';
-	uint32_t v = 0;
-	if (++i >= argc || (pid && (!cli::parse_u32(argv[i], v) || !v)) ||
-	    (!pid && (!*argv[i] || strlen(argv[i]) > proto::kMaxName)))
-		return cli::usage_error(e.cmd,
-					pid ? "--pid needs a process id" : "--name needs a process name");
-	if (pid)
-		e.pids.push_back(v);
-	else
-		e.names.push_back(argv[i]);
-	if (e.pids.size() > proto::kMaxTargetPids || e.names.size() > proto::kMaxTargetNames)
-		return cli::usage_error(e.cmd, "at most 64 --pid and 16 --name");
-	return -1;
+	EventArgs *ep = &e;
+	const auto limit = [ep]() {
+		return ep->pids.size() > proto::kMaxTargetPids || ep->names.size() > proto::kMaxTargetNames
+			       ? std::string("at most 64 --pid and 16 --name")
+			       : std::string();
+	};
+	return {
+		cli::custom("pid", 0, "PID", "a process id", "only in process PID (repeatable)",
+			    [ep, limit](const char *v) {
+				    uint32_t pid = 0;
+				    if (!cli::parse_u32(v, pid) || !pid)
+					    return std::string("--pid needs a process id");
+				    ep->pids.push_back(pid);
+				    return limit();
+			    }),
+		cli::custom("name", 0, "COMM", "a process name",
+			    "only in processes named COMM (repeatable); with neither, every process of "
+			    "your user",
+			    [ep, limit](const char *v) {
+				    if (!*v || strlen(v) > proto::kMaxName)
+					    return std::string("--name needs a process name");
+				    ep->names.push_back(v);
+				    return limit();
+			    }),
+	};
 }
 
 // --kprobe SYMBOL or --kretprobe SYMBOL: a dynamic probe on a kernel
 // function's calls or returns, the module's rule pattern kernel:kprobe_SYMBOL
-// or kernel:kretprobe_SYMBOL (docs/kernel-module.md).  -1 taken, else the
-// exit status.
-int parse_kprobe(EventArgs &e, int argc, char **argv, int &i)
+// or kernel:kretprobe_SYMBOL (docs/kernel-module.md).
+cli::Option kprobe_option(EventArgs &e, bool ret)
 {
-	const std::string prefix = strcmp(argv[i], "--kretprobe") ? "kernel:kprobe_" : "kernel:kretprobe_";
-	const char *opt = argv[i];
-	if (++i >= argc || !*argv[i] || strlen(argv[i]) > 127 - prefix.size() ||
-	    strspn(argv[i], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") !=
-		    strlen(argv[i]))
-		return cli::usage_error(e.cmd, std::string(opt) + " needs a kernel symbol ([A-Za-z0-9_.])");
-	e.patterns.push_back(prefix + argv[i]);
-	return -1;
+	EventArgs *ep = &e;
+	const std::string prefix = ret ? "kernel:kretprobe_" : "kernel:kprobe_";
+	const std::string opt = ret ? "--kretprobe" : "--kprobe";
+	return cli::custom(
+		ret ? "kretprobe" : "kprobe", 0, "SYMBOL", "a kernel symbol",
+		ret ? "a probe on the returns of kernel function SYMBOL (event "
+		      "kernel:kretprobe_SYMBOL: ip, parent_ip, ret)"
+		    : "a dynamic probe on kernel function SYMBOL (event kernel:kprobe_SYMBOL; "
+		      "needs strata.ko and root)",
+		[ep, prefix, opt](const char *v) {
+			const size_t n = strlen(v);
+			if (!n || n > 127 - prefix.size() ||
+			    strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") !=
+				    n)
+				return opt + " needs a kernel symbol ([A-Za-z0-9_.])";
+			ep->patterns.push_back(prefix + v);
+			return std::string();
+		});
 }
 
 // --filter EXPR, checked with the runtime's own parser before it is sent.
-// -1 taken, else the exit status.
-int parse_filter(EventArgs &e, const char *expr)
+std::string take_filter(EventArgs &e, const char *expr)
 {
 	e.filter = expr;
 	if (e.filter.empty())
-		return cli::usage_error(e.cmd, "--filter needs an expression, not \"\"");
+		return "--filter needs an expression, not \"\"";
 	if (e.filter.size() > proto::kMaxFilter)
-		return cli::usage_error(e.cmd, "filter longer than 255 bytes");
+		return "filter longer than 255 bytes";
 	strata::FilterProgram prog;
 	strata::FilterError fe;
 	if (!strata::filter_compile(e.filter.c_str(), &prog, &fe)) {
-		fprintf(stderr, "strata %s: bad --filter at column %u: %s\n  %s\n  %*s^\n", e.cmd, fe.column,
-			fe.msg, e.filter.c_str(), (int)fe.column - 1, "");
-		return cli::kUsage;
+		char caret[300];
+		snprintf(caret, sizeof caret, "bad --filter at column %u: %s\n  %s\n  %*s^", fe.column,
+			 fe.msg, e.filter.c_str(), (int)fe.column - 1, "");
+		return caret;
 	}
-	return -1;
+	return "";
 }
 
-// The argument at argv[i] (i moves past an option's value).  -1 taken,
-// else the exit status.
-int parse_arg(EventArgs &e, int argc, char **argv, int &i)
+std::vector<cli::Option> event_options(EventArgs &e)
 {
-	const char *a = argv[i];
-	int w = cli::parse_wait_option(e.cmd, a, e.wait_ms);
-	if (w != 0)
-		return w < 0 ? cli::kUsage : -1;
-	if (!strcmp(a, "--pid") || !strcmp(a, "--name"))
-		return parse_target(e, argc, argv, i);
-	if (cli::is_help(a)) {
-		help(e.cmd, e.enable);
-		return cli::kOk;
+	EventArgs *ep = &e;
+	std::vector<cli::Option> opts = {kprobe_option(e, false), kprobe_option(e, true)};
+	opts.push_back(cli::custom(
+		"loglevel", 0, "LEVEL", "a level",
+		"only events at LEVEL or more severe: emerg, alert, crit, err, warning, "
+		"notice, info, debug, or 0..15",
+		[ep](const char *v) {
+			return cli::parse_loglevel(v, ep->loglevel)
+				       ? std::string()
+				       : std::string("--loglevel needs a level (emerg..debug or 0..15)");
+		}));
+	cli::append(opts, target_options(e));
+	opts.push_back(cli::wait_option(e.wait_ms, "return once every running process concerned applied "
+						   "the change (TIMEOUT seconds or <n>ms, default 10); on "
+						   "timeout exit 1 naming the processes that did not"));
+	if (e.enable)
+		opts.push_back(
+			cli::custom("filter", 0, "EXPR", "an expression",
+				    "record only events whose fields satisfy EXPR, e.g. 'size > 4096 && "
+				    "path == \"/tmp/*\"' (docs/filters.md); an event lacking a named field "
+				    "does not match",
+				    [ep](const char *v) { return take_filter(*ep, v); }));
+	return opts;
+}
+
+// The command line into e: kParsed to go on, else the exit status.
+int parse_args(EventArgs &e, int argc, char **argv)
+{
+	const std::string usage = std::string("[SESSION] PATTERN... [--loglevel LEVEL] [--pid PID]... ") +
+				  "[--name COMM]... [--wait[=TIMEOUT]]" +
+				  (e.enable ? " [--filter EXPR]" : "");
+	const std::string about =
+		std::string(e.enable ? "Enable" : "Disable") +
+		" the tracepoints matching PATTERN (\"provider:event\", '*' matches\nany run of "
+		"characters; \"*\" matches every event) in SESSION (default:\nthe only session). Running "
+		"tp-async processes follow at once; tp-sync\nprocesses see the rules of started sessions "
+		"when they start.";
+	const cli::Command c = {e.cmd, usage.c_str(), about.c_str()};
+	std::vector<char *> operands;
+	if (const int r = cli::parse(c, event_options(e), argc, argv, operands); r != cli::kParsed)
+		return r;
+	for (const char *a : operands) {
+		if (e.session.empty() && proto::valid_session_name(a)) {
+			e.session = a;
+			continue;
+		}
+		const std::string why = cli::bad_pattern(a);
+		if (!why.empty())
+			return cli::usage_error(c, why);
+		e.patterns.push_back(a);
 	}
-	if (!strcmp(a, "--kprobe") || !strcmp(a, "--kretprobe"))
-		return parse_kprobe(e, argc, argv, i);
-	if (!strcmp(a, "--loglevel")) {
-		if (++i >= argc || !cli::parse_loglevel(argv[i], e.loglevel))
-			return cli::usage_error(e.cmd, "--loglevel needs a level (emerg..debug or 0..15)");
-		return -1;
-	}
-	if (e.enable && !strcmp(a, "--filter"))
-		return ++i >= argc ? cli::usage_error(e.cmd, "--filter needs an expression")
-				   : parse_filter(e, argv[i]);
-	if (a[0] == '-' && a[1])
-		return cli::usage_error(e.cmd, std::string("unknown option '") + a + "'");
-	if (e.session.empty() && proto::valid_session_name(a)) {
-		e.session = a;
-		return -1;
-	}
-	const std::string why = cli::bad_pattern(a);
-	if (!why.empty())
-		return cli::usage_error(e.cmd, why);
-	e.patterns.push_back(a);
-	return -1;
+	return cli::kParsed;
 }
 
 int event_command(int argc, char **argv, bool enable)
@@ -152,11 +162,8 @@ int event_command(int argc, char **argv, bool enable)
 	EventArgs e;
 	e.cmd = enable ? "enable-event" : "disable-event";
 	e.enable = enable;
-	for (int i = 1; i < argc; i++) {
-		const int r = parse_arg(e, argc, argv, i);
-		if (r >= 0)
-			return r;
-	}
+	if (const int r = parse_args(e, argc, argv); r != cli::kParsed)
+		return r;
 	if (e.patterns.empty() && !e.session.empty()) { // "strata enable-event ev": ev is the pattern
 		e.patterns.push_back(e.session);
 		e.session.clear();

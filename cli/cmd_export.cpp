@@ -39,34 +39,6 @@ namespace {
 using exp::Arg;
 using exp::Args;
 
-void export_usage(FILE *f)
-{
-	std::fputs("usage: strata export [--format perfetto|json] [-o FILE] [DIR]\n"
-		   "\n"
-		   "Write every trace under DIR (default: the current directory; user, kernel and\n"
-		   "JVM sub-traces, several processes, relay and snapshot outputs) as one timeline:\n"
-		   "\n"
-		   "  --format perfetto   Perfetto's protobuf trace (default; FILE: DIR.perfetto-trace,\n"
-		   "                      or trace.perfetto-trace); open it in https://ui.perfetto.dev\n"
-		   "  --format json       Chrome's JSON trace events (FILE: DIR.json); for small traces\n"
-		   "                      and viewers that read only that (chrome://tracing, speedscope)\n"
-		   "  -o, --output FILE   where to write ('-': standard output)\n"
-		   "  -h, --help          this help\n"
-		   "\n"
-		   "Processes and threads are named (Java threads by their Java names); kernel\n"
-		   "scheduling gives per-CPU tracks and thread states; syscalls are slices on their\n"
-		   "threads; an event pair NAME_begin/NAME_end (also _start/_end, _start/_finish,\n"
-		   "_entry/_exit, _enter/_exit) on one thread is a slice NAME, any other event an\n"
-		   "instant; pthread lock waits and holds and JVM monitor waits are slices, with a\n"
-		   "flow from the thread that released a lock to the waiter that got it (for\n"
-		   "JVM monitors, inferred: docs/viewing.md); lost\n"
-		   "events are a counter and a marker.  docs/viewing.md says more.\n"
-		   "A progress bar is drawn on standard error when it is a terminal.\n"
-		   "\n"
-		   "exit status: 0 ok, 1 the trace cannot be read or the output written, 2 usage error\n",
-		   f);
-}
-
 // ---- track ids -------------------------------------------------------------
 // One uuid space: the top byte says what the track is.
 constexpr uint64_t kProcTrack = 1ULL << 56, kThreadTrack = 2ULL << 56, kLockTrack = 3ULL << 56,
@@ -1085,39 +1057,56 @@ int run_export(const std::string &dir, bool json, const std::string &out_path)
 } // namespace
 } // namespace strata
 
+namespace {
+
+const strata::cli::Command kExport = {
+	"export", "[--format perfetto|json] [-o FILE] [DIR]",
+	"Write every trace under DIR (default: the current directory; user, kernel and\n"
+	"JVM sub-traces, several processes, relay and snapshot outputs) as one timeline.",
+	"Processes and threads are named (Java threads by their Java names); kernel\n"
+	"scheduling gives per-CPU tracks and thread states; syscalls are slices on their\n"
+	"threads; an event pair NAME_begin/NAME_end (also _start/_end, _start/_finish,\n"
+	"_entry/_exit, _enter/_exit) on one thread is a slice NAME, any other event an\n"
+	"instant; pthread lock waits and holds and JVM monitor waits are slices, with a\n"
+	"flow from the thread that released a lock to the waiter that got it (for\n"
+	"JVM monitors, inferred: docs/viewing.md); lost\n"
+	"events are a counter and a marker.  docs/viewing.md says more.\n"
+	"A progress bar is drawn on standard error when it is a terminal.",
+	"Exit status: 0 ok, 1 the trace cannot be read or the output written, 2 usage error."};
+
+// The command line: kParsed to go on, else the exit status.
+int parse_export_args(int argc, char **argv, const char *&dir, std::string &out, int &format)
+{
+	using namespace strata;
+	const std::vector<cli::Option> opts = {
+		cli::choice("format", 0, "perfetto|json",
+			    "perfetto: Perfetto's protobuf trace (default; FILE: DIR.perfetto-trace, or "
+			    "trace.perfetto-trace); open it in https://ui.perfetto.dev\n"
+			    "json: Chrome's JSON trace events (FILE: DIR.json); for small traces and viewers "
+			    "that read only that (chrome://tracing, speedscope)",
+			    format, {"perfetto", "json"}),
+		cli::text("output", 'o', "FILE", "a file name", "where to write ('-': standard output)", out),
+	};
+	std::vector<char *> operands;
+	if (const int r = cli::parse(kExport, opts, argc, argv, operands); r != cli::kParsed)
+		return r;
+	if (operands.size() > 1)
+		return cli::usage_error(kExport, "one trace directory only");
+	dir = operands.empty() ? nullptr : operands[0];
+	return cli::kParsed;
+}
+
+} // namespace
+
 int strata_cmd_export(int argc, char **argv)
 {
 	using namespace strata;
 	const char *dir = nullptr;
-	std::string out, format = "perfetto";
-	bool options_done = false;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (!options_done && cli::is_help(a)) {
-			export_usage(stdout);
-			return cli::kOk;
-		} else if (!options_done && (!std::strcmp(a, "--format") || !std::strcmp(a, "-o") ||
-					     !std::strcmp(a, "--output"))) {
-			if (i + 1 >= argc)
-				return cli::usage_error("export", std::string(a) + " needs a value");
-			(a[1] == 'o' || !std::strcmp(a, "--output") ? out : format) = argv[++i];
-		} else if (!options_done && !std::strncmp(a, "--format=", 9)) {
-			format = a + 9;
-		} else if (!options_done && !std::strncmp(a, "--output=", 9)) {
-			out = a + 9;
-		} else if (!options_done && !std::strcmp(a, "--")) {
-			options_done = true;
-		} else if (!options_done && a[0] == '-' && a[1]) {
-			return cli::usage_error("export", std::string("unknown option '") + a + "'");
-		} else if (!dir) {
-			dir = a;
-		} else {
-			return cli::usage_error("export", "one trace directory only");
-		}
-	}
-	if (format != "perfetto" && format != "json")
-		return cli::usage_error("export", "--format is perfetto or json, not '" + format + "'");
-	const bool json = format == "json";
+	std::string out;
+	int format = 0;
+	if (const int r = parse_export_args(argc, argv, dir, out, format); r != cli::kParsed)
+		return r;
+	const bool json = format == 1;
 	const std::string d = dir ? dir : ".";
 	if (out.empty()) {
 		std::string base = d;

@@ -140,19 +140,18 @@ std::string who_is_on(const proto::ListEntry &e, const std::vector<proto::Sessio
 int strata_cmd_list(int argc, char **argv)
 {
 	const char *cmd = "list";
-	for (int i = 1; i < argc; i++) {
-		if (cli::is_help(argv[i])) {
-			printf("Usage: strata list\n\n"
-			       "List the tracepoints of running traced processes that registered with\n"
-			       "the daemon (yours; every process for root), and who is on each: the\n"
-			       "active sessions whose rules record it ('(filtered)': only through a\n"
-			       "field filter) and the process's probes on it (strata_probe_register's\n"
-			       "callbacks, named by symbol, and 'aggregate' for STRATA_AGGREGATE).\n\n"
-			       "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n");
-			return cli::kOk;
-		}
-		return cli::usage_error(cmd, std::string("unexpected argument '") + argv[i] + "'");
-	}
+	static const cli::Command kList = {
+		"list", "",
+		"List the tracepoints of running traced processes that registered with\n"
+		"the daemon (yours; every process for root), and who is on each: the\n"
+		"active sessions whose rules record it ('(filtered)': only through a\n"
+		"field filter) and the process's probes on it (strata_probe_register's\n"
+		"callbacks, named by symbol, and 'aggregate' for STRATA_AGGREGATE)."};
+	std::vector<char *> operands;
+	if (const int r = cli::parse(kList, {}, argc, argv, operands); r != cli::kParsed)
+		return r;
+	if (!operands.empty())
+		return cli::usage_error(kList, std::string("unexpected argument '") + operands[0] + "'");
 	CtlClient cl;
 	proto::Message ans;
 	if (cli::query(cmd, cl, proto::List{}, proto::Type::ListReply, ans) != cli::kOk)

@@ -25,33 +25,13 @@ int strata_cmd_query(int, char **)
 #include <vector>
 
 #include "json_writer.h"
+#include "options.h"
 #include "trace_tables.h"
 
 namespace strata {
 namespace {
 
 enum class Mode { Table, Csv, Json };
-
-void query_usage(FILE *f)
-{
-	std::fputs("usage: strata query [--csv | --json] [--stats] TRACE ['SQL']\n"
-		   "\n"
-		   "Answer SQL about the Strata trace under TRACE (docs/query.md has the tables and\n"
-		   "worked questions): events, one table per event class (\"pthread:mutex_lock\",\n"
-		   "its fields as columns), processes, threads, lost, and the view slices.\n"
-		   "Without SQL, statements (ending in ';') are read from stdin, with a prompt on a\n"
-		   "terminal; .tables, .schema [TABLE], .mode table|csv|json, .help and .quit.\n"
-		   "\n"
-		   "options:\n"
-		   "  --csv       rows as CSV (RFC 4180) with a header line\n"
-		   "  --json      rows as a JSON array of objects, one per statement\n"
-		   "  --stats     after each statement, on stderr: rows, packet bytes read, time\n"
-		   "  -h, --help  this help\n"
-		   "\n"
-		   "A damaged trace answers from what is readable; what was skipped is said on\n"
-		   "stderr.  exit status: 0 ok, 1 bad SQL or unreadable trace, 2 usage error\n",
-		   f);
-}
 
 struct Out {
 	Mode mode = Mode::Table;
@@ -434,32 +414,35 @@ int strata_cmd_query(int argc, char **argv)
 {
 	using namespace strata;
 	Out out;
-	std::string trace, sql;
-	bool have_sql = false;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (cli::is_help(a)) {
-			query_usage(stdout);
-			return cli::kOk;
-		} else if (!std::strcmp(a, "--csv")) {
-			out.mode = Mode::Csv;
-		} else if (!std::strcmp(a, "--json")) {
-			out.mode = Mode::Json;
-		} else if (!std::strcmp(a, "--stats")) {
-			out.stats = true;
-		} else if (a[0] == '-' && a[1] && trace.empty()) {
-			return cli::usage_error("query", std::string("unknown option '") + a + "'");
-		} else if (trace.empty()) {
-			trace = a;
-		} else if (!have_sql) {
-			sql = a;
-			have_sql = true;
-		} else {
-			return cli::usage_error("query", "one SQL argument (statements separated by ';')");
-		}
-	}
-	if (trace.empty())
-		return cli::usage_error("query", "which trace? (strata query TRACE 'SQL')");
+	bool csv = false, json = false;
+	static const cli::Command kCmd = {
+		"query", "[--csv | --json] [--stats] TRACE ['SQL']",
+		"Answer SQL about the Strata trace under TRACE (docs/query.md has the tables and worked "
+		"questions): events, one table per event class (\"pthread:mutex_lock\", its fields as "
+		"columns), processes, threads, lost, and the views slices and acquisitions.  Without SQL, "
+		"statements (ending in ';') are read from stdin, with a prompt on a terminal; .tables, "
+		".schema [TABLE], .mode table|csv|json, .help and .quit.",
+		"A damaged trace answers from what is readable; what was skipped is said on stderr.",
+		"Exit status: 0 ok, 1 bad SQL or an unreadable trace, 2 usage error."};
+	const std::vector<cli::Option> opts = {
+		cli::flag("csv", 0, "rows as CSV (RFC 4180) with a header line", csv),
+		cli::flag("json", 0, "rows as a JSON array of objects, one per statement", json),
+		cli::flag("stats", 0, "after each statement, on stderr: rows, packet bytes read, time",
+			  out.stats),
+	};
+	std::vector<char *> operands;
+	if (int r = cli::parse(kCmd, opts, argc, argv, operands); r != cli::kParsed)
+		return r;
+	if (csv && json)
+		return cli::usage_error(kCmd, "--csv or --json, not both");
+	out.mode = csv ? Mode::Csv : json ? Mode::Json : Mode::Table;
+	if (operands.empty())
+		return cli::usage_error(kCmd, "which trace? (strata query TRACE 'SQL')");
+	if (operands.size() > 2)
+		return cli::usage_error(kCmd, "one SQL argument (statements separated by ';')");
+	const std::string trace = operands[0];
+	const bool have_sql = operands.size() == 2;
+	const std::string sql = have_sql ? operands[1] : "";
 	sqlite3 *db = nullptr;
 	if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
 	    SQLITE_OK) {

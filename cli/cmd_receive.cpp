@@ -674,52 +674,56 @@ void Receiver::report(FILE *o, const serial::DecodeStats &ds)
 
 } // namespace
 
-int strata_cmd_receive(int argc, char **argv)
-{
-	const char *cmd = "receive";
-	std::string device, out;
-	for (int i = 1; i < argc; i++) {
-		if (cli::is_help(argv[i])) {
-			printf("Usage: strata receive DEVICE[,BAUD] -o DIR\n\n"
+namespace {
+
+const cli::Command kReceive = {"receive", "DEVICE[,BAUD] -o DIR",
 			       "Rebuild the trace a session streams over a byte line (strata create or\n"
 			       "record --serial): DEVICE is a tty (set raw, BAUD default 115200), a FIFO,\n"
 			       "a file, or - (standard input).  DIR gets one sub-trace per process and\n"
 			       "kernel buffer, readable (babeltrace2 DIR) while frames arrive.  Ends at\n"
 			       "end of input, or on SIGINT/SIGTERM; then reports, per stream, the frames\n"
 			       "received and lost.  Each packet that did not arrive is marked in the trace\n"
-			       "where it was (babeltrace2 reports its events as discarded; "
-			       "docs/serial.md).\n\n"
-			       "  -o, --output DIR  where the trace goes (created; must not hold a trace)\n\n"
-			       "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n");
-			return cli::kOk;
-		}
-		if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) {
-			if (++i >= argc)
-				return cli::usage_error(cmd, "-o needs a directory");
-			out = cli::absolute_path(argv[i]);
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			return cli::usage_error(cmd, std::string("unknown option '") + argv[i] + "'");
-		} else if (device.empty()) {
-			device = argv[i];
-		} else {
-			return cli::usage_error(cmd, "one device only");
-		}
-	}
-	if (device.empty())
-		return cli::usage_error(cmd, "missing DEVICE (or - for standard input)");
+			       "where it was (babeltrace2 reports its events as discarded; docs/serial.md)."};
+
+// The device and -o DIR: kParsed to go on, else the exit status.
+int parse_args(int argc, char **argv, std::string &device, std::string &out)
+{
+	const std::vector<cli::Option> opts = {
+		cli::path("output", 'o', "DIR", "a directory",
+			  "where the trace goes (created; must not hold a trace)", out),
+	};
+	std::vector<char *> operands;
+	if (const int r = cli::parse(kReceive, opts, argc, argv, operands); r != cli::kParsed)
+		return r;
+	if (operands.size() > 1)
+		return cli::usage_error(kReceive, "one device only");
+	if (operands.empty())
+		return cli::usage_error(kReceive, "missing DEVICE (or - for standard input)");
+	device = operands[0];
 	if (out.empty())
-		return cli::usage_error(cmd, "missing -o DIR");
+		return cli::usage_error(kReceive, "missing -o DIR");
+	return cli::kParsed;
+}
+
+} // namespace
+
+int strata_cmd_receive(int argc, char **argv)
+{
+	const char *cmd = "receive";
+	std::string device, out;
+	if (const int r = parse_args(argc, argv, device, out); r != cli::kParsed)
+		return r;
 	uint32_t baud = 115200;
 	bool baud_given = false;
 	if (size_t comma = device.rfind(','); comma != std::string::npos && device != "-") {
 		if (!cli::parse_u32(device.c_str() + comma + 1, baud))
-			return cli::usage_error(cmd, "bad speed in " + device);
+			return cli::usage_error(kReceive, "bad speed in " + device);
 		baud_given = true;
 		device.resize(comma);
 	}
 	struct stat st;
 	if (stat((out + "/metadata").c_str(), &st) == 0)
-		return cli::usage_error(cmd, out + " already holds a trace");
+		return cli::usage_error(kReceive, out + " already holds a trace");
 	int fd = 0;
 	if (device != "-") {
 		fd = open(device.c_str(), O_RDONLY | O_NOCTTY | O_CLOEXEC);

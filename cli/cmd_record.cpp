@@ -468,40 +468,6 @@ void why_nothing(const proto::SessionStatus &st, const char *cmd, bool preloaded
 	}
 }
 
-void help()
-{
-	printf("Usage: strata record [-o DIR] [-e PATTERN]... [OPTIONS] -- CMD [ARGS]\n\n"
-	       "Run CMD and record its tracepoints.  Uses the running strata-consumerd if one\n"
-	       "answers, else starts a private one for the duration of CMD.  CMD must link\n"
-	       "libstrata and tp-sync or tp-async (Strata::tp_sync, Strata::tp_async).\n\n"
-	       "  -o, --output DIR          trace directory (default ./strata-record-YYYYMMDD-HHMMSS)\n"
-	       "  --aggregate SPEC          aggregate instead of recording (strata create --aggregate):\n"
-	       "                            'PROVIDER:EVENT[:FIELD] [by KEY] [limit N]'; once CMD\n"
-	       "                            ended, the aggregates are printed as strata top -s\n"
-	       "                            --once shows them (--json: as JSON); with -e, both\n"
-	       "  -e, --event PATTERN       enable \"provider:event\" globs (default: \"*\");\n"
-	       "                            repeatable\n"
-	       "  --add                     record into DIR although it is not empty (else refused:\n"
-	       "                            two recordings in one directory mix)\n"
-	       "  --loglevel LEVEL          with -e: only LEVEL or more severe\n"
-	       "  --preload NAME            LD_PRELOAD libstrata-NAME.so (e.g. pthread), or the library at\n"
-	       "                            NAME if it has a /; refused up front if the loader refuses it\n"
-	       "  --jvm                     load libstrata-jvm.so into Java (JAVA_TOOL_OPTIONS\n"
-	       "                            -agentpath, strata.jar on the boot class path):\n"
-	       "                            jvm:* events and the Java API\n"
-	       "%s%s"
-	       "\nWithout --subbuf-size, record's sub-buffers are sized from the memory and the\n"
-	       "CPUs (here %s; docs/ring-buffer.md, \"record's default buffers\").\n"
-	       "\nWhen CMD ends, the last lines (stderr) give the trace directory and what was\n"
-	       "discarded: \"N event(s) and M packet(s) discarded\" with the processes that lost\n"
-	       "most, or \"nothing discarded\".\n"
-	       "Exit status: CMD's (128+N if killed by signal N), whatever was discarded (the\n"
-	       "loss is told, not an error); 1 if recording failed before CMD ran or the\n"
-	       "daemon did not complete the trace; 2 usage error.\n",
-	       cli::kChannelHelp, cli::kRelayHelp,
-	       cli::human_bytes(default_subbuf_size(proto::ChannelConfig{})).c_str());
-}
-
 // A session directory with at least one sub-trace (user or kernel) in it.
 bool has_subtrace(const std::string &out)
 {
@@ -555,114 +521,96 @@ struct Record {
 
 const char *const kCmd = "record";
 
-// record's own options (the channel and relay options are cli's).  A row:
-// its names, and either what its value does ("" or the usage error) or the
-// flag it sets.  A new option is one row.
-struct RecordOption {
-	const char *name, *alias;
-	std::string (*apply)(Record &r, const std::string &opt, const char *value);
-	bool Record::*flag;
-};
-
-std::string set_output(Record &r, const std::string &opt, const char *v)
+// record's own options (the channel and relay options are cli's): one row
+// an option, its help beside it.
+std::vector<cli::Option> record_options(Record &r)
 {
-	if (!*v)
-		return opt + " needs a directory, not \"\"";
-	r.create.output_dir = cli::absolute_path(v);
-	return "";
+	Record *rp = &r;
+	return {
+		cli::path("output", 'o', "DIR", "a directory",
+			  "trace directory (default ./strata-record-YYYYMMDD-HHMMSS)", r.create.output_dir),
+		cli::custom(
+			"aggregate", 0, "SPEC", "a spec",
+			"aggregate instead of recording (strata create --aggregate): 'PROVIDER:EVENT[:FIELD] "
+			"[by KEY] [limit N]'; once CMD ended, the aggregates are printed as strata top -s "
+			"--once shows them (--json: as JSON); with -e, both",
+			[rp](const char *v) {
+				struct strata_agg_spec spec;
+				char why[128] = "too long";
+				if (strlen(v) > proto::kMaxAggregate ||
+				    agg_spec_parse(v, &spec, why, sizeof why) != 0)
+					return std::string(
+						       "--aggregate needs 'PROVIDER:EVENT[:FIELD] [by KEY] "
+						       "[limit N]': ") +
+					       why;
+				rp->create.aggregate = v;
+				return std::string();
+			}),
+		cli::flag("json", 0, "with --aggregate: print the aggregates as JSON", r.agg_json),
+		cli::custom("event", 'e', "PATTERN", "a pattern",
+			    "enable \"provider:event\" globs (default: \"*\"); repeatable",
+			    [rp](const char *v) {
+				    const std::string why = cli::bad_pattern(v);
+				    if (why.empty())
+					    rp->patterns.push_back(v);
+				    return why;
+			    }),
+		cli::flag("add", 0,
+			  "record into DIR although it is not empty (else refused: two recordings in one "
+			  "directory mix)",
+			  r.add),
+		cli::custom("loglevel", 0, "LEVEL", "a level", "with -e: only LEVEL or more severe",
+			    [rp](const char *v) {
+				    return cli::parse_loglevel(v, rp->loglevel)
+						   ? std::string()
+						   : std::string("bad log level '") + v + "'";
+			    }),
+		cli::texts("preload", 0, "NAME", "a library",
+			   "LD_PRELOAD libstrata-NAME.so (e.g. pthread), or the library at NAME if it has a "
+			   "/; refused up front if the loader refuses it",
+			   r.preloads),
+		cli::flag("jvm", 0,
+			  "load libstrata-jvm.so into Java (JAVA_TOOL_OPTIONS -agentpath, strata.jar on the "
+			  "boot class path): jvm:* events and the Java API",
+			  r.jvm),
+	};
 }
-
-std::string add_pattern(Record &r, const std::string &, const char *v)
-{
-	const std::string why = cli::bad_pattern(v);
-	if (why.empty())
-		r.patterns.push_back(v);
-	return why;
-}
-
-std::string set_loglevel(Record &r, const std::string &, const char *v)
-{
-	return cli::parse_loglevel(v, r.loglevel) ? "" : std::string("bad log level '") + v + "'";
-}
-
-std::string add_preload(Record &r, const std::string &, const char *v)
-{
-	r.preloads.push_back(v);
-	return "";
-}
-
-std::string set_aggregate(Record &r, const std::string &, const char *v)
-{
-	struct strata_agg_spec spec;
-	char why[128];
-	if (strlen(v) > proto::kMaxAggregate || agg_spec_parse(v, &spec, why, sizeof why) != 0)
-		return std::string("--aggregate needs 'PROVIDER:EVENT[:FIELD] [by KEY] [limit N]': ") + why;
-	r.create.aggregate = v;
-	return "";
-}
-
-const RecordOption kOptions[] = {
-	// One row an option:
-	// clang-format off
-	{"-o", "--output", set_output, nullptr},
-	{"-e", "--event", add_pattern, nullptr},
-	{"--loglevel", nullptr, set_loglevel, nullptr},
-	{"--preload", nullptr, add_preload, nullptr},
-	{"--aggregate", nullptr, set_aggregate, nullptr},
-	{"--json", nullptr, nullptr, &Record::agg_json},
-	{"--jvm", nullptr, nullptr, &Record::jvm},
-	{"--add", nullptr, nullptr, &Record::add},
-	// clang-format on
-};
 
 // Step 1: the command line into `r`.  -1 to go on, else the exit status.
 int parse_args(int argc, char **argv, Record &r)
 {
-	int i = 1;
-	for (; i < argc; i++) {
-		if (!strcmp(argv[i], "--")) {
-			i++;
-			break;
-		}
-		if (cli::is_help(argv[i])) {
-			help();
-			return cli::kOk;
-		}
-		int c = cli::parse_channel_option(kCmd, argc, argv, i, r.create.channel);
-		if (c == 0)
-			c = cli::parse_relay_option(kCmd, argc, argv, i, r.create);
-		if (c < 0)
-			return cli::kUsage;
-		if (c > 0)
-			continue;
-		const std::string a = argv[i];
-		const RecordOption *o =
-			std::find_if(std::begin(kOptions), std::end(kOptions), [&](const RecordOption &x) {
-				return a == x.name || (x.alias && a == x.alias);
-			});
-		if (o == std::end(kOptions) && a[0] == '-')
-			return cli::usage_error(kCmd, "unknown option '" + a + "'");
-		if (o == std::end(kOptions))
-			break; // CMD without "--"
-		if (o->flag) {
-			r.*o->flag = true;
-			continue;
-		}
-		if (i + 1 >= argc)
-			return cli::usage_error(kCmd, a + " needs a value");
-		const std::string why = o->apply(r, a, argv[++i]);
-		if (!why.empty())
-			return cli::usage_error(kCmd, why);
-	}
-	if (i >= argc)
-		return cli::usage_error(kCmd, "missing command to run (strata record -- CMD [ARGS])");
+	const std::string more =
+		"Without --subbuf-size, record's sub-buffers are sized from the memory and the\nCPUs (here " +
+		cli::human_bytes(default_subbuf_size(proto::ChannelConfig{})) +
+		"; docs/ring-buffer.md, \"record's default buffers\").\n\n"
+		"When CMD ends, the last lines (stderr) give the trace directory and what was\n"
+		"discarded: \"N event(s) and M packet(s) discarded\" with the processes that lost\n"
+		"most, or \"nothing discarded\".";
+	cli::Command c = {kCmd,
+			  "[-o DIR] [-e PATTERN]... [OPTIONS] -- CMD [ARGS]",
+			  "Run CMD and record its tracepoints.  Uses the running strata-consumerd if one\n"
+			  "answers, else starts a private one for the duration of CMD.  CMD must link\n"
+			  "libstrata and tp-sync or tp-async (Strata::tp_sync, Strata::tp_async).",
+			  more.c_str(),
+			  "Exit status: CMD's (128+N if killed by signal N), whatever was discarded (the\n"
+			  "loss is told, not an error); 1 if recording failed before CMD ran or the\n"
+			  "daemon did not complete the trace; 2 usage error.",
+			  true};
+	std::vector<cli::Option> opts = record_options(r);
+	cli::append(opts, cli::channel_options(r.create.channel));
+	cli::append(opts, cli::relay_options(r.create));
+	std::vector<char *> operands;
+	if (const int p = cli::parse(c, opts, argc, argv, operands); p != cli::kParsed)
+		return p;
+	if (operands.empty())
+		return cli::usage_error(c, "missing command to run (strata record -- CMD [ARGS])");
 	if (r.patterns.size() > proto::kMaxRules)
-		return cli::usage_error(kCmd, "at most 32 patterns");
+		return cli::usage_error(c, "at most 32 patterns");
 	if (r.patterns.empty() && r.create.aggregate.empty())
 		r.patterns.push_back("*");
 	if (r.agg_json && r.create.aggregate.empty())
-		return cli::usage_error(kCmd, "--json goes with --aggregate");
-	r.command = argv + i;
+		return cli::usage_error(c, "--json goes with --aggregate");
+	r.command = argv + (argc - static_cast<int>(operands.size()));
 	return -1;
 }
 

@@ -11,34 +11,37 @@ using namespace strata;
 
 namespace {
 
+// The session named by the operands ("" none: the implicit one) and, for
+// start and stop, --wait.  kParsed to go on, else the exit status.
+int parse_session_args(const cli::Command &c, bool waits, int argc, char **argv, std::string &session,
+		       uint32_t &wait_ms)
+{
+	std::vector<cli::Option> opts;
+	if (waits)
+		opts.push_back(cli::wait_option(wait_ms,
+						"return once every running tp-async process "
+						"concerned applied it (TIMEOUT seconds or <n>ms, "
+						"default 10); on timeout exit 1 naming those that did "
+						"not"));
+	std::vector<char *> operands;
+	if (const int r = cli::parse(c, opts, argc, argv, operands); r != cli::kParsed)
+		return r;
+	if (operands.size() > 1)
+		return cli::usage_error(c, "one session name only");
+	if (!operands.empty())
+		session = operands[0];
+	return cli::kParsed;
+}
+
 template <class Msg> int session_command(int argc, char **argv, const char *what)
 {
 	const char *cmd = argv[0];
 	std::string session;
 	uint32_t wait_ms = 0;
 	const bool waits = std::is_same<Msg, proto::Start>::value || std::is_same<Msg, proto::Stop>::value;
-	for (int i = 1; i < argc; i++) {
-		if (cli::is_help(argv[i])) {
-			printf("Usage: strata %s [SESSION]%s\n\n%s\n%s\nExit status: 0 ok, 1 runtime "
-			       "failure, 2 usage error.\n",
-			       cmd, waits ? " [--wait[=TIMEOUT]]" : "", what,
-			       waits ? "\n  --wait[=TIMEOUT]  return once every running tp-async process "
-				       "concerned\n"
-				       "                    applied it (TIMEOUT seconds or <n>ms, default "
-				       "10);\n"
-				       "                    on timeout exit 1 naming those that did not\n"
-				     : "");
-			return cli::kOk;
-		}
-		int w = waits ? cli::parse_wait_option(cmd, argv[i], wait_ms) : 0;
-		if (w < 0)
-			return cli::kUsage;
-		if (w > 0)
-			continue;
-		const int s = cli::session_argument(cmd, argv[i], session);
-		if (s >= 0)
-			return s;
-	}
+	const cli::Command c = {cmd, waits ? "[SESSION] [--wait[=TIMEOUT]]" : "[SESSION]", what};
+	if (const int r = parse_session_args(c, waits, argc, argv, session, wait_ms); r != cli::kParsed)
+		return r;
 	if (!cli::resolve_session(cmd, session))
 		return cli::kFail;
 	Msg m;

@@ -74,18 +74,16 @@ void print_session(const proto::SessionStatus &s)
 int strata_cmd_status(int argc, char **argv)
 {
 	const char *cmd = "status";
+	static const cli::Command kStatus = {"status", "[SESSION]",
+					     "Show your sessions (every session for root), or one."};
 	proto::Status m;
-	for (int i = 1; i < argc; i++) {
-		if (cli::is_help(argv[i])) {
-			printf("Usage: strata status [SESSION]\n\n"
-			       "Show your sessions (every session for root), or one.\n\n"
-			       "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n");
-			return cli::kOk;
-		}
-		if (argv[i][0] == '-' || !m.session.empty())
-			return cli::usage_error(cmd, std::string("unexpected argument '") + argv[i] + "'");
-		m.session = argv[i];
-	}
+	std::vector<char *> operands;
+	if (const int r = cli::parse(kStatus, {}, argc, argv, operands); r != cli::kParsed)
+		return r;
+	if (operands.size() > 1)
+		return cli::usage_error(kStatus, std::string("unexpected argument '") + operands[1] + "'");
+	if (!operands.empty())
+		m.session = operands[0];
 	CtlClient cl;
 	proto::Message ans;
 	if (cli::query(cmd, cl, m, proto::Type::StatusReply, ans) != cli::kOk)

@@ -450,11 +450,6 @@ void on_sigint(int)
 	g_stop = 1;
 }
 
-int usage(const char *cmd, const std::string &msg)
-{
-	return cli::usage_error(cmd, msg);
-}
-
 } // namespace
 
 // The first look for the processes or the session: false once said why not.
@@ -494,91 +489,81 @@ int cli::top_session_once(const std::string &socket, const std::string &session,
 	return print_once(o);
 }
 
+namespace {
+
+const cli::Command kTop = {"top",
+			   "(--pid PID... | --name COMMAND | -s SESSION) [--once] [--json]\n"
+			   " [--interval MS] [--sort count|sum|max|key] [--limit N] [--filter TEXT]",
+			   "Show the aggregates of running processes live, refreshing: per key its count,\n"
+			   "its rate, and the sum, min, average and max of the aggregated field, with the\n"
+			   "first key's log2 histogram drawn.  Several processes (--pid more than once, or\n"
+			   "--name: every process of that command name, the ones started later found at\n"
+			   "each refresh) are merged per spec; one that exits keeps its last values.\n"
+			   "A process aggregates what it was started with in STRATA_AGGREGATE, e.g.\n"
+			   "    STRATA_AGGREGATE='pthread:mutex_lock:wait_ns by lock' prog\n"
+			   "(';' between several; 'by $tid' per thread, 'by $event' per event, 'limit N'\n"
+			   "keys, default 256), or what the session -s SESSION asks every process it\n"
+			   "reaches for (strata create SESSION --aggregate SPEC): then the processes are\n"
+			   "listed too, with their hits and rates, and those that exited keep their last\n"
+			   "values.  Keys: q quits, c s m k sort by count, sum, max, key."};
+
+// The command line into o: kParsed to go on, else the exit status.
+int parse_args(int argc, char **argv, Options &o)
+{
+	Options *op = &o;
+	int sort = 0;
+	const std::vector<cli::Option> opts = {
+		cli::custom("pid", 0, "PID", "a process id", "a process to watch (repeatable)",
+			    [op](const char *v) {
+				    if (!cli::parse_u32(v, op->pid) || op->pid == 0)
+					    return std::string("--pid needs a process id");
+				    op->pids.push_back(op->pid);
+				    return std::string();
+			    }),
+		cli::custom("name", 0, "COMMAND", "a command name",
+			    "every process of that command name, and those started later",
+			    [op](const char *v) {
+				    if (!*v || strlen(v) > 64)
+					    return std::string("--name needs a command name");
+				    op->name = v;
+				    return std::string();
+			    }),
+		cli::custom("session", 's', "SESSION", "a session name",
+			    "the processes of an aggregation session (strata create --aggregate)",
+			    [op](const char *v) {
+				    if (!proto::valid_session_name(v))
+					    return std::string("-s needs a session name");
+				    op->session = v;
+				    return std::string();
+			    }),
+		cli::flag("once", 0, "print one snapshot and exit", o.once),
+		cli::flag("json", 0, "print one snapshot as JSON and exit", o.json),
+		cli::number("interval", 0, "MS", "milliseconds (at least 50)",
+			    "refresh every MS ms (default 1000)", o.interval_ms, 50u, UINT32_MAX),
+		cli::choice("sort", 0, "count|sum|max|key", "the keys' order (default count)", sort,
+			    {"count", "sum", "max", "key"}),
+		cli::number("limit", 0, "N", "a positive count", "keys shown per spec (default 10)", o.limit,
+			    1u, UINT32_MAX),
+		cli::text("filter", 0, "TEXT", "a text", "only the keys whose name holds TEXT", o.filter),
+	};
+	std::vector<char *> operands;
+	if (const int r = cli::parse(kTop, opts, argc, argv, operands); r != cli::kParsed)
+		return r;
+	if (!operands.empty())
+		return cli::usage_error(kTop, std::string("unexpected argument '") + operands[0] + "'");
+	o.sort = static_cast<Sort>(sort);
+	return cli::kParsed;
+}
+
+} // namespace
+
 int strata_cmd_top(int argc, char **argv)
 {
-	const char *cmd = "top";
 	Options o;
-	for (int i = 1; i < argc; i++) {
-		const std::string a = argv[i];
-		auto value = [&](const char **v) {
-			if (i + 1 >= argc)
-				return false;
-			*v = argv[++i];
-			return true;
-		};
-		const char *v = nullptr;
-		if (cli::is_help(argv[i])) {
-			printf("Usage: strata top (--pid PID... | --name COMMAND | -s SESSION) [--once] "
-			       "[--json]\n"
-			       "                  [--interval MS]\n"
-			       "                  [--sort count|sum|max|key] [--limit N] [--filter TEXT]\n\n"
-			       "Show the aggregates of running processes live, refreshing: per key its "
-			       "count,\n"
-			       "its rate, and the sum, min, average and max of the aggregated field, with "
-			       "the\n"
-			       "first key's log2 histogram drawn.  Several processes (--pid more than once, "
-			       "or\n"
-			       "--name: every process of that command name, the ones started later found at\n"
-			       "each refresh) are merged per spec; one that exits keeps its last values.\n"
-			       "A process aggregates what it was started with in STRATA_AGGREGATE, e.g.\n"
-			       "    STRATA_AGGREGATE='pthread:mutex_lock:wait_ns by lock' prog\n"
-			       "(';' between several; 'by $tid' per thread, 'by $event' per event, 'limit "
-			       "N'\n"
-			       "keys, default 256), or what the session -s SESSION asks every process it\n"
-			       "reaches for (strata create SESSION --aggregate SPEC): then the processes "
-			       "are\n"
-			       "listed too, with their hits and rates, and those that exited keep their "
-			       "last\n"
-			       "values.  Keys: q quits, c s m k sort by count, sum, max, key.\n"
-			       "--once prints one snapshot and exits; --json prints it as JSON.\n\n"
-			       "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n");
-			return cli::kOk;
-		} else if (a == "--pid") {
-			if (!value(&v) || !cli::parse_u32(v, o.pid) || o.pid == 0)
-				return usage(cmd, "--pid needs a process id");
-			o.pids.push_back(o.pid);
-		} else if (a == "--name") {
-			if (!value(&v) || !*v || strlen(v) > 64)
-				return usage(cmd, "--name needs a command name");
-			o.name = v;
-		} else if (a == "-s" || a == "--session") {
-			if (!value(&v) || !proto::valid_session_name(v))
-				return usage(cmd, "-s needs a session name");
-			o.session = v;
-		} else if (a == "--once") {
-			o.once = true;
-		} else if (a == "--json") {
-			o.json = true;
-		} else if (a == "--interval") {
-			if (!value(&v) || !cli::parse_u32(v, o.interval_ms) || o.interval_ms < 50)
-				return usage(cmd, "--interval needs milliseconds (at least 50)");
-		} else if (a == "--limit") {
-			if (!value(&v) || !cli::parse_u32(v, o.limit) || o.limit == 0)
-				return usage(cmd, "--limit needs a positive count");
-		} else if (a == "--filter") {
-			if (!value(&v))
-				return usage(cmd, "--filter needs a text");
-			o.filter = v;
-		} else if (a == "--sort") {
-			if (!value(&v))
-				return usage(cmd, "--sort needs count, sum, max or key");
-			const std::string s = v;
-			if (s == "count")
-				o.sort = Sort::kCount;
-			else if (s == "sum")
-				o.sort = Sort::kSum;
-			else if (s == "max")
-				o.sort = Sort::kMax;
-			else if (s == "key")
-				o.sort = Sort::kKey;
-			else
-				return usage(cmd, "--sort needs count, sum, max or key");
-		} else {
-			return usage(cmd, "unexpected argument '" + a + "'");
-		}
-	}
+	if (const int r = parse_args(argc, argv, o); r != cli::kParsed)
+		return r;
 	if ((o.pids.empty() && o.name.empty()) == o.session.empty())
-		return usage(cmd, "--pid, --name or (alone) -s is needed");
+		return cli::usage_error(kTop, "--pid, --name or (alone) -s is needed");
 	if (o.json)
 		o.once = true;
 	if (o.once)

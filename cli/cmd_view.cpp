@@ -33,52 +33,6 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 
-void view_usage_short()
-{
-	std::fputs("usage: strata view [-n N] [--pid PID] [--tid TID] [-e PATTERN] [--since T] [--until T]\n"
-		   "                   [--repair] [DIR]   (strata view --help for details)\n",
-		   stderr);
-}
-
-void view_usage(FILE *f)
-{
-	std::fputs("usage: strata view [-n N] [--pid PID] [--tid TID] [-e PATTERN] [--since T] [--until T]\n"
-		   "                   [--repair] [DIR]\n"
-		   "\n"
-		   "Print the events of the trace(s) under DIR (default: the current directory),\n"
-		   "merged by time, one line per event:\n"
-		   "\n"
-		   "  [HH:MM:SS.nnnnnnnnn] PROCNAME[PID] tid=TID cpu=CPU PROVIDER:EVENT: { FIELD = VALUE, "
-		   "... }\n"
-		   "\n"
-		   "Times are absolute, in local time (set TZ=UTC for UTC).  Enumerations print as\n"
-		   "'label (value)', strings quoted, arrays and sequences in [ ].  Lost data prints as\n"
-		   "'*** N events discarded ...' and '*** N packets discarded ...' lines.\n"
-		   "Every directory under DIR that holds a CTF 'metadata' file is read.\n"
-		   "\n"
-		   "options:\n"
-		   "  -n, --limit N   stop after N events (those the filters below let through)\n"
-		   "  --pid PID       only process PID: its sub-trace's events and losses, and kernel\n"
-		   "                  events of its threads (the tid PID, and the threads its\n"
-		   "                  sub-trace's events name)\n"
-		   "  --tid TID       only events of thread TID (repeat --pid/--tid for several)\n"
-		   "  -e PATTERN      only events whose name matches the glob PATTERN\n"
-		   "                  ('pthread:mutex_*'; kernel events as 'kernel:NAME' or 'NAME');\n"
-		   "                  repeat for several\n"
-		   "  --since T, --until T\n"
-		   "                  only events at or after / at or before T: '+SECONDS' after the\n"
-		   "                  trace's first event ('+1.5'), or a time of day as printed\n"
-		   "                  ('12:03:04.5', local time, on the day of the first event)\n"
-		   "  --repair        first cut every stream file that ends inside a packet (a\n"
-		   "                  consumer daemon killed while writing) back to its last\n"
-		   "                  whole packet (strata-consumerd --repair); changes DIR\n"
-		   "  -h, --help      this help\n"
-		   "\n"
-		   "exit status: 0 ok, 1 the trace cannot be read or does not exist (the reason is\n"
-		   "printed), 2 usage error\n",
-		   f);
-}
-
 // ---- formatting helpers --------------------------------------------------
 
 // The output being built: a fixed buffer written out when it passes
@@ -1100,6 +1054,88 @@ bool parse_time(const char *s, TimeBound *b)
 	return true;
 }
 
+const cli::Command kView = {
+	"view", "[-n N] [--pid PID] [--tid TID] [-e PATTERN] [--since T] [--until T] [--repair] [DIR]",
+	"Print the events of the trace(s) under DIR (default: the current directory),\n"
+	"merged by time, one line per event:\n"
+	"\n"
+	"  [HH:MM:SS.nnnnnnnnn] PROCNAME[PID] tid=TID cpu=CPU PROVIDER:EVENT: { FIELD = VALUE, ... }\n"
+	"\n"
+	"Times are absolute, in local time (set TZ=UTC for UTC).  Enumerations print as\n"
+	"'label (value)', strings quoted, arrays and sequences in [ ].  Lost data prints as\n"
+	"'*** N events discarded ...' and '*** N packets discarded ...' lines.\n"
+	"Every directory under DIR that holds a CTF 'metadata' file is read.",
+	"",
+	"Exit status: 0 ok, 1 the trace cannot be read or does not exist (the reason is\n"
+	"printed), 2 usage error."};
+
+// --pid PID or --tid TID (repeatable): into `ids`.
+cli::Option id_option(const char *name, const char *arg, const char *help, std::set<int64_t> &ids)
+{
+	const std::string why = std::string("--") + name + " needs a number";
+	return cli::custom(name, 0, arg, "a number", help, [&ids, why](const char *v) {
+		int64_t n = 0;
+		if (!parse_i64(v, &n) || n < 0)
+			return why;
+		ids.insert(n);
+		return std::string();
+	});
+}
+
+// --since T or --until T.
+cli::Option time_option(const char *name, const char *help, TimeBound &bound)
+{
+	const std::string why = std::string("--") + name + " needs a time: +SECONDS or HH:MM:SS[.frac]";
+	return cli::custom(name, 0, "T", "a time", help, [&bound, why](const char *v) {
+		return parse_time(v, &bound) ? std::string() : why;
+	});
+}
+
+// The command line into sink, dir and repair: kParsed to go on, else the
+// exit status.
+int parse_view_args(int argc, char **argv, ViewSink &sink, const char *&dir, bool &repair)
+{
+	ViewSink *sp = &sink;
+	const std::vector<cli::Option> opts = {
+		cli::custom("limit", 'n', "N", "a number of events",
+			    "stop after N events (those the filters below let through)",
+			    [sp](const char *v) {
+				    return parse_limit(v, &sp->limit)
+						   ? std::string()
+						   : std::string("-n needs a number of events");
+			    }),
+		id_option("pid", "PID",
+			  "only process PID: its sub-trace's events and losses, and kernel events of its "
+			  "threads (the tid PID, and the threads its sub-trace's events name)",
+			  sink.pids),
+		id_option("tid", "TID", "only events of thread TID (repeat --pid/--tid for several)",
+			  sink.tids),
+		cli::texts(nullptr, 'e', "PATTERN", "a pattern",
+			   "only events whose name matches the glob PATTERN ('pthread:mutex_*'; kernel "
+			   "events as 'kernel:NAME' or 'NAME'); repeat for several",
+			   sink.patterns),
+		time_option("since",
+			    "only events at or after T: '+SECONDS' after the trace's first event "
+			    "('+1.5'), or a time of day as printed ('12:03:04.5', local time, on the "
+			    "day of the first event)",
+			    sink.since),
+		time_option("until", "only events at or before T (as --since)", sink.until),
+		cli::flag("repair", 0,
+			  "first cut every stream file that ends inside a packet (a consumer daemon killed "
+			  "while writing) back to its last whole packet (strata-consumerd --repair); changes "
+			  "DIR",
+			  repair),
+	};
+	std::vector<char *> operands;
+	if (const int r = cli::parse(kView, opts, argc, argv, operands); r != cli::kParsed)
+		return r;
+	if (operands.size() > 1)
+		return cli::usage_error(kView, std::string("one trace directory only ('") + operands[0] +
+						       "' and '" + operands[1] + "')");
+	dir = operands.empty() ? nullptr : operands[0];
+	return cli::kParsed;
+}
+
 } // namespace
 } // namespace strata
 
@@ -1108,68 +1144,10 @@ int strata_cmd_view(int argc, char **argv)
 	using namespace strata;
 	ViewSink sink;
 	const char *dir = nullptr;
-	bool options_done = false, repair = false;
+	bool repair = false;
 
-	// argv[0] is "view".
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (!options_done && (!std::strcmp(a, "-h") || !std::strcmp(a, "--help"))) {
-			view_usage(stdout);
-			return kExitOk;
-		} else if (!options_done && (!std::strcmp(a, "-n") || !std::strcmp(a, "--limit"))) {
-			if (i + 1 >= argc || !parse_limit(argv[i + 1], &sink.limit)) {
-				std::fprintf(stderr, "strata view: %s needs a number of events\n", a);
-				view_usage_short();
-				return kExitUsage;
-			}
-			i++;
-		} else if (!options_done && !std::strncmp(a, "--limit=", 8)) {
-			if (!parse_limit(a + 8, &sink.limit)) {
-				std::fprintf(stderr, "strata view: --limit needs a number of events\n");
-				view_usage_short();
-				return kExitUsage;
-			}
-		} else if (!options_done && !std::strcmp(a, "--repair")) {
-			repair = true;
-		} else if (!options_done &&
-			   (!std::strcmp(a, "--pid") || !std::strcmp(a, "--tid") || !std::strcmp(a, "-e") ||
-			    !std::strcmp(a, "--since") || !std::strcmp(a, "--until"))) {
-			const char *v = i + 1 < argc ? argv[i + 1] : nullptr;
-			int64_t n = 0;
-			bool ok = v != nullptr;
-			if (ok && (!std::strcmp(a, "--pid") || !std::strcmp(a, "--tid"))) {
-				ok = parse_i64(v, &n) && n >= 0;
-				(a[2] == 'p' ? sink.pids : sink.tids).insert(n);
-			} else if (ok && !std::strcmp(a, "-e")) {
-				sink.patterns.push_back(v);
-			} else if (ok) {
-				ok = parse_time(v, !std::strcmp(a, "--since") ? &sink.since : &sink.until);
-			}
-			if (!ok) {
-				std::fprintf(stderr, "strata view: %s needs %s\n", a,
-					     a[1] == 'e' ? "a pattern"
-					     : a[2] == 'p' || a[2] == 't'
-						     ? "a number"
-						     : "a time: +SECONDS or HH:MM:SS[.frac]");
-				view_usage_short();
-				return kExitUsage;
-			}
-			i++;
-		} else if (!options_done && !std::strcmp(a, "--")) {
-			options_done = true;
-		} else if (!options_done && a[0] == '-' && a[1]) {
-			std::fprintf(stderr, "strata view: unknown option '%s'\n", a);
-			view_usage_short();
-			return kExitUsage;
-		} else if (!dir) {
-			dir = a;
-		} else {
-			std::fprintf(stderr, "strata view: one trace directory only ('%s' and '%s')\n", dir,
-				     a);
-			view_usage_short();
-			return kExitUsage;
-		}
-	}
+	if (const int r = parse_view_args(argc, argv, sink, dir, repair); r != cli::kParsed)
+		return r;
 	if (sink.limit == 0)
 		return kExitOk;
 	if (repair && cli::run_consumerd_repair(dir ? dir : ".", false) != 0) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "options.h"
 #include "proto/proto.h"
 
 int strata_cmd_create(int argc, char **argv);
@@ -45,7 +46,6 @@ constexpr int kOk = 0, kFail = 1, kUsage = 2;
 
 // "strata CMD: msg" + a hint to --help on stderr; returns kUsage.
 int usage_error(const char *cmd, const std::string &msg);
-bool is_help(const char *arg);
 // 4096, 64k, 1M, 2m...
 bool parse_size(const char *s, uint64_t &out);
 bool parse_u32(const char *s, uint32_t &out);
@@ -75,19 +75,18 @@ int run_consumerd_repair(const std::string &dir, bool check_only);
 // packet (a consumer killed while writing), say so and how to repair.
 void hint_torn(const char *cmd, const std::string &dir);
 
-// Parses one of the channel options shared by `create` and `record` at
-// argv[i] (advancing i over its value).  1 consumed, 0 not a channel
-// option, -1 usage error (already reported).
+// The channel options shared by `create` and `record` (--mode,
+// --subbuf-size, --subbuf-count, --lanes, --blocking[=MS]), rows of their
+// option tables (options.h) that fill `c`, each value checked as the daemon
+// would (proto::valid_channel).
 // `--blocking` without a value: a writer waits up to 1 s for a full buffer
 // (docs/ring-buffer.md, "Blocking mode").
 constexpr uint32_t kDefaultBlockMs = 1000;
-int parse_channel_option(const char *cmd, int argc, char **argv, int &i, proto::ChannelConfig &c);
-extern const char *const kChannelHelp;
-// --relay HOST[:CTRL[:DATA]] and --hostname NAME of create and record
-// (streaming to lttng-relayd, docs/relay.md): 1 consumed (i advanced),
-// 0 not ours, -1 usage error (printed).
-int parse_relay_option(const char *cmd, int argc, char **argv, int &i, proto::Create &m);
-extern const char *const kRelayHelp;
+std::vector<Option> channel_options(proto::ChannelConfig &c);
+// --relay HOST[:CTRL[:DATA]], --hostname NAME and --serial DEVICE[,BAUD] of
+// create and record (streaming to lttng-relayd, docs/relay.md, or over a
+// byte line, docs/serial.md): rows that fill m.relay and m.hostname.
+std::vector<Option> relay_options(proto::Create &m);
 // Where a session with a relay field streams: "lttng-relayd HOST..." or
 // "the serial line DEVICE[,BAUD]".
 std::string streamed_to(const proto::Create &m);
@@ -114,19 +113,14 @@ int change_command(const char *cmd, const std::vector<proto::Body> &bodies, uint
 bool counts_enabled(const std::vector<proto::Rule> &rules);
 bool flush_counts(const std::string &socket, const std::string &session); // "": the default daemon
 void counts_back_on(const std::string &session);
-// "--wait" or "--wait=T" (T: seconds, or "<n>ms", "<n>s"): 1 consumed
-// (wait_ms set; default 10 s), 0 not that option, -1 usage error.
-int parse_wait_option(const char *cmd, const char *arg, uint32_t &wait_ms);
+// "--wait" or "--wait=T" (T: seconds, or "<n>ms", "<n>s"; 1 ms .. 600 s):
+// wait_ms = 10 s without T.
+Option wait_option(uint32_t &wait_ms, const char *help);
 // The only session this user can see, for commands whose SESSION is left
 // out; "" (and a message on stderr) when there is none or several.
 std::string implicit_session(const char *cmd);
 // session, or if it is "" the implicit one: false (told) if there is none.
 bool resolve_session(const char *cmd, std::string &session);
-// A session command's argument that is not one of its options: its one
-// SESSION (an unknown option or a second name is a usage error).  -1 taken,
-// else kUsage (told).
-int session_argument(const char *cmd, const char *arg, std::string &session);
-
 // A pattern as the daemon takes it: 1..127 bytes of printable ASCII with no
 // space ("" if so, else why not).
 std::string bad_pattern(const std::string &p);

@@ -288,15 +288,20 @@ void print_row(FILE *f, const Option &o)
 	wrap(f, o.help, kHelpColumn);
 }
 
-// Usage's forms, one a line: "Usage: strata NAME FORM", "       strata NAME FORM2".
+// Usage's forms, one a line: "Usage: strata NAME FORM", "       strata NAME
+// FORM2"; a line starting with a space continues the form above it.
 void print_usage(FILE *f, const Command &cmd, const char *first_word)
 {
 	const char *u = cmd.usage;
 	bool first = true;
 	do {
 		const size_t n = strcspn(u, "\n");
-		fprintf(f, "%s strata %s%s%.*s\n", first ? first_word : "      ", cmd.name, n ? " " : "",
-			static_cast<int>(n), u);
+		if (*u == ' ')
+			fprintf(f, "%*s%.*s\n", static_cast<int>(strlen(first_word) + 8 + strlen(cmd.name)),
+				"", static_cast<int>(n - 1), u + 1);
+		else
+			fprintf(f, "%s strata %s%s%.*s\n", first ? first_word : "      ", cmd.name,
+				n ? " " : "", static_cast<int>(n), u);
 		first = false;
 		u += n;
 	} while (*u++);

@@ -42,8 +42,10 @@ namespace cli {
 
 // What a command's help says around its option table.
 struct Command {
-	const char *name;      // "create": "strata create ..."
-	const char *usage;     // after "Usage: strata NAME "; '\n' starts another form
+	const char *name; // "create": "strata create ..."
+	// After "Usage: strata NAME "; '\n' starts another form, "\n " continues
+	// this one on the next line.
+	const char *usage;
 	const char *about;     // paragraphs before the options ("" none)
 	const char *more = ""; // paragraphs after the options
 	const char *exit_status = "Exit status: 0 ok, 1 runtime failure, 2 usage error.";

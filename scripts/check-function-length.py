@@ -11,8 +11,10 @@ public header's inlines) and the preload's wrappers. The daemon's dispatch
 is what turns a control message or a descriptor's readiness into work
 (consumerd's commands, conn, procs, daemon, event_loop, session_table, and
 the parts they call: triggers, acknowledgements, the process registry, the
-grant tables). Other files may hold longer functions (--all lists those of
-every C and C++ file of the tree, and exits 0).
+grant tables). The command line (cli/: every `strata` command, its option
+table, its readers and outputs) is checked too, but for the files listed in
+NOT_YET. Other files may hold longer functions (--all lists those of every
+C and C++ file of the tree, and exits 0).
 
 A function is counted from the line of its name to its closing brace.  The
 scanner is a brace counter for this tree's style, not a C++ parser: comments,
@@ -50,6 +52,16 @@ CHECKED = [
     "consumerd/daemon.cpp",
     "consumerd/event_loop.cpp",
     "consumerd/session_table.cpp",
+    "cli/*.cpp",  # the `strata` command (issue 52)
+    "cli/*.h",
+]
+
+# Checked files still holding a function over the limit, until they are
+# split: the trace readers of export and analyze (on_event, run_export),
+# which the reader rewrite of issue 52 replaces.
+NOT_YET = [
+    "cli/cmd_export.cpp",
+    "cli/analyze_reader.cpp",
 ]
 
 CONTAINER = re.compile(r'(^|[\s;}])(namespace(\s+[\w:]+)?|extern\s+"C"|(class|struct|union|enum(\s+class)?)\b[^()]*)\s*$')
@@ -204,7 +216,8 @@ def main(argv):
             dirs[:] = [x for x in dirs if not x.startswith(('.', 'build', 'Testing'))]
             files += [os.path.join(d, x) for x in sorted(names) if x.endswith(('.c', '.cpp', '.h'))]
     elif not files:
-        files = sorted(f for pattern in CHECKED for f in glob.glob(os.path.join(top, pattern)))
+        skip = set(os.path.join(top, f) for f in NOT_YET)
+        files = sorted(f for pattern in CHECKED for f in glob.glob(os.path.join(top, pattern)) if f not in skip)
     bad = 0
     for path in files:
         for name, first, last in functions(path):
@@ -214,7 +227,7 @@ def main(argv):
                                                               lines, limit))
                 bad += 1
     if bad and not show_all:
-        print('%d function(s) longer than %d lines in the event path or the daemon\'s dispatch: '
+        print('%d function(s) longer than %d lines in the event path, the daemon\'s dispatch or the CLI: '
               'split them into named steps (CONTRIBUTING.md, "Style")' % (bad, limit))
     return 1 if bad and not show_all else 0
 

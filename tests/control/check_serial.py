@@ -528,6 +528,13 @@ def noisy_check(args, name, out, rxerr, n, floor):
     check(dev == rep.get("missing_events") and dpk == rep.get("missing_packets"),
           "%s: the trace marks what the receiver counts missing (%d event(s), %d packet(s); receiver %s, %s)"
           % (name, dev, dpk, rep.get("missing_events"), rep.get("missing_packets")))
+    # Strata's own reader (strata view) reports the same, in place.
+    v = subprocess.run([args.strata, "view", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=60)
+    vev = sum(int(x) for x in re.findall(r"^\[[^]]*\] \*\*\* (\d+) events discarded in ", v.stdout, re.M))
+    vpk = sum(int(x) for x in re.findall(r"^\[[^]]*\] \*\*\* (\d+) packets discarded in ", v.stdout, re.M))
+    check(v.returncode == 0 and v.stdout.count(" snap:tick: ") == len(seqs) and (vev, vpk) == (dev, dpk),
+          "%s: strata view shows the same events and losses (%d; %d %d)" % (name, v.returncode, vev, vpk))
     check(len(seqs) >= floor * n, "%s: %d of %d events delivered (%.1f%%, at least %d%%)"
           % (name, len(seqs), n, 100.0 * len(seqs) / n, floor * 100))
     return len(seqs)

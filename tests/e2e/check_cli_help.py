@@ -1,0 +1,74 @@
+#!/usr/bin/python3
+"""Every command's --help and its parser are one table (cli/options.h).
+
+usage: check_cli_help.py STRATA
+
+For every command `strata --help` lists: `strata CMD --help` exits 0 and
+starts with "Usage: strata CMD"; every option its help shows is accepted
+by the parser: given an empty or unwanted value ("--name=" or "-x ''") it is
+a usage error (exit 2, "strata CMD: why"), never "unknown option"; an option that is not in the help is an "unknown option" (exit 2).
+No daemon is needed: a usage error is told before anything is done.
+"""
+import re
+import subprocess
+import sys
+
+ROW = re.compile(r"^  (?:-(\w)(?:, )?)?(?:--([\w-]+))?(\[=)?")
+
+
+def main():
+    strata = sys.argv[1]
+    env = {"PATH": "/usr/bin:/bin", "STRATA_CONSUMERD_SOCKET": "/nonexistent/strata.sock"}
+    failures = 0
+
+    def run(*args):
+        return subprocess.run([strata] + list(args), capture_output=True, text=True, timeout=60, env=env)
+
+    def check(ok, what):
+        nonlocal failures
+        print("%s %s" % ("ok  " if ok else "FAIL", what))
+        failures += 0 if ok else 1
+
+    top = run("--help").stdout
+    commands = re.findall(r"^  ([a-z-]+) ", top, re.M)
+    check(len(commands) >= 16, "strata --help lists the commands (%s)" % commands)
+    for cmd in commands:
+        h = run(cmd, "--help")
+        check(h.returncode == 0 and h.stdout.startswith("Usage: strata " + cmd),
+              "strata %s --help exits 0 with its usage" % cmd)
+        options = 0
+        for line in h.stdout.splitlines():
+            m = ROW.match(line)
+            if not m or not (m.group(1) or m.group(2)):
+                continue
+            options += 1
+            arg = ("--%s=" % m.group(2)) if m.group(2) else ("-" + m.group(1))
+            args = [cmd, arg] if m.group(2) else [cmd, arg, ""]
+            r = run(*args)
+            check(r.returncode == 2 and "unknown option" not in r.stderr and
+                  r.stderr.startswith("strata %s: " % cmd),
+                  "strata %s: %s shown by --help is parsed (exit %d: %s)"
+                  % (cmd, arg, r.returncode, r.stderr.strip().splitlines()[:1]))
+        r = run(cmd, "--no-such-option")
+        check(r.returncode == 2 and "unknown option '--no-such-option'" in r.stderr,
+              "strata %s --no-such-option is refused as unknown (%d options in its help)" % (cmd, options))
+    # The parser's rules (options.h): "--" ends the options, a long name
+    # may be shortened, options may follow operands, a value may be joined.
+    r = run("view", "--", "--bogus")
+    check(r.returncode == 1 and "unknown option" not in r.stderr, "after --, --bogus is an operand (exit %d)" % r.returncode)
+    check(run("view", "--hel").returncode == 0, "--hel is --help (an unambiguous prefix)")
+    r = run("top", "--s", "x")
+    check(r.returncode == 2 and "unknown option '--s'" in r.stderr, "--s is ambiguous (--session, --sort)")
+    r = run("view", "/nonexistent", "-n", "x")
+    check(r.returncode == 2 and "-n needs a number of events" in r.stderr, "an option after an operand is parsed")
+    r = run("view", "-nx")
+    check(r.returncode == 2 and "-n needs a number of events" in r.stderr, "-nVALUE is -n VALUE")
+    r = run("record", "--json", "true", "--bogus")  # refused after the parse: nothing runs
+    check(r.returncode == 2 and "--json goes with --aggregate" in r.stderr,
+          "record: what follows CMD is CMD's (%r)" % r.stderr[:200])
+    print("%d failure(s)" % failures)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
