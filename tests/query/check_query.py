@@ -347,6 +347,45 @@ def extension_checks(ext, trace, evs):
     db2.close()
 
 
+def mutation_checks(strata, trace, work, n=30, seed=50):
+    """Hostile bytes (flipped, cut, inserted, in the stream files and the
+    metadata): every query exits 0 or 1, in bounded time, never by a signal."""
+    import random
+    rng = random.Random(seed)
+    bad = []
+    for k in range(n):
+        d = os.path.join(work, "mutated")
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(trace, d)
+        files = [os.path.join(r, f) for r, _, fs in os.walk(d) for f in fs]
+        for _ in range(rng.randint(1, 20)):
+            f = rng.choice(files)
+            with open(f, "rb") as fh:
+                b = bytearray(fh.read())
+            if not b:
+                continue
+            i, op = rng.randrange(len(b)), rng.random()
+            if op < 0.6:
+                b[i] = rng.randrange(256)
+            elif op < 0.8:
+                del b[i:i + rng.randint(1, 64)]
+            else:
+                b[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
+            with open(f, "wb") as fh:
+                fh.write(b)
+        try:
+            r = subprocess.run([strata, "query", d, "SELECT count(*), max(fields) FROM events; SELECT * FROM lost; "
+                                "SELECT * FROM threads; SELECT count(*) FROM slices; "
+                                "SELECT * FROM \"demo:mix\" WHERE ts > 0 AND tid = 5"],
+                               capture_output=True, timeout=30)
+            if r.returncode not in (0, 1):
+                bad.append((k, r.returncode, r.stderr[-200:]))
+        except subprocess.TimeoutExpired:
+            bad.append((k, "timeout"))
+    check(not bad, "%d mutated copies of the demo trace: every query exits 0 or 1 in bounded time (%r)" %
+          (n, bad[:3]))
+
+
 def main():
     strata, demo, workload, ext, work = sys.argv[1:6]
     shutil.rmtree(work, ignore_errors=True)
@@ -359,6 +398,7 @@ def main():
               env):
         evs = demo_checks(strata, demo_trace)
         extension_checks(ext, demo_trace, evs)
+        mutation_checks(strata, demo_trace, work)
     pt_trace = os.path.join(work, "pthread")
     env_pt = dict(env, STRATA_PTHREAD_COUNT="0")
     if record(strata, pt_trace, ["--preload", "pthread", "--", workload, "contend", "-", "4", "100", "50"],
