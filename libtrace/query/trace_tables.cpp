@@ -1215,6 +1215,7 @@ bool open_trace(sqlite3 *db, const std::string &path, std::string *why)
 		return false;
 	}
 	Registry *reg = registry_of(db);
+	reg->traces.erase(path); // indexed again: a trace still being written has grown
 	auto t = get_trace(reg, path, why);
 	if (!t)
 		return false;
