@@ -67,6 +67,15 @@ void print_session(const proto::SessionStatus &s)
 			printf("    %s\n", cli::escaped(s.problems.substr(b, e - b)).c_str());
 		}
 	}
+	if (!s.clocks.empty()) { // the daemon's clock links (docs/clocks.md), lines
+		printf("  clocks:\n");
+		for (size_t b = 0, e; b < s.clocks.size(); b = e + 1) {
+			e = s.clocks.find('\n', b);
+			if (e == std::string::npos)
+				e = s.clocks.size();
+			printf("    %s\n", cli::escaped(s.clocks.substr(b, e - b)).c_str());
+		}
+	}
 }
 
 } // namespace

@@ -41,11 +41,57 @@ constexpr size_t kPageSize = 4096;
 // first mapping is published; pairs with the acquire load there.
 std::atomic<const strata_kclock *> g_page{nullptr};
 
-uint64_t mono_ns()
+uint64_t real_mono_ns()
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Tests only: STRATA_TEST_CLOCK_SKEW="OFFSET_NS[,PPM]" makes this daemon's
+// clock (its page, and so its processes' stamps, and its clock links) run
+// OFFSET_NS ahead and PPM faster than CLOCK_MONOTONIC from its first read:
+// a second machine's clock on this one (docs/clocks.md, tests/e2e
+// check_clock_link.py).  Read once, before any other thread.
+struct Skew {
+	int64_t offset = 0;
+	double ppm = 0;
+	uint64_t t0 = 0;
+	bool on = false;
+};
+const Skew &skew()
+{
+	static const Skew s = [] {
+		Skew k;
+		const char *e = getenv("STRATA_TEST_CLOCK_SKEW");
+		if (!e || !*e)
+			return k;
+		char *end;
+		k.offset = strtoll(e, &end, 10);
+		if (*end == ',')
+			k.ppm = strtod(end + 1, &end);
+		if (*end || k.ppm < -400 || k.ppm > 400) {
+			fprintf(stderr,
+				"strata-consumerd: STRATA_TEST_CLOCK_SKEW '%s' ignored (OFFSET_NS[,PPM], "
+				"|PPM| <= 400)\n",
+				e);
+			return Skew();
+		}
+		k.t0 = real_mono_ns();
+		k.on = true;
+		return k;
+	}();
+	return s;
+}
+
+uint64_t mono_ns()
+{
+	const uint64_t t = real_mono_ns();
+	const Skew &k = skew();
+	if (!k.on)
+		return t;
+	const double drift = static_cast<double>(t - k.t0) * k.ppm * 1e-6;
+	return static_cast<uint64_t>(static_cast<int64_t>(t) + k.offset + static_cast<int64_t>(drift));
 }
 
 // The tightest of 16 (rdtsc, clock_gettime, rdtsc) triples.

@@ -86,9 +86,12 @@ void Daemon::do_status(Conn &c, const proto::Message &msg)
 {
 	proto::StatusReply sr;
 	Answer err;
-	if (sessions_.status(c.caller(), std::get<proto::Status>(msg.body).session, sr, err))
+	if (sessions_.status(c.caller(), std::get<proto::Status>(msg.body).session, sr, err)) {
+		const std::string clocks = sync_.status(); // the daemon's clock links, in every session's
+		for (proto::SessionStatus &s : sr.sessions)
+			s.clocks = clocks;
 		send(c, msg.seq, sr);
-	else
+	} else
 		answer(c, msg.seq, err);
 }
 

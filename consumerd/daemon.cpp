@@ -164,6 +164,33 @@ void Daemon::start_clock_page()
 	VLOG("clock page published (refresh every %llu ms)", static_cast<unsigned long long>(p / 1000000));
 }
 
+// The clock links (sync_link.h), each on its own thread, stamping with the
+// clock the daemon's processes use (the page just started, if any).
+bool Daemon::start_sync_links()
+{
+	const ClockInfo me = measure_session_clock();
+	for (int follower = 1; follower >= 0; follower--)
+		for (const std::string &a : follower ? opt_.sync : opt_.sync_guest) {
+			SyncSpec spec;
+			std::string err;
+			if (!parse_sync(a, follower, &spec, &err)) {
+				logf("clock link: %s", err.c_str());
+				return false;
+			}
+			auto l = std::make_unique<SyncLink>(
+				spec, hostname_, me, opt_.sync_period_ms * 1000000ull, consumer_page_now);
+			if (!l->start(&err)) {
+				logf("clock link %s: %s", spec.name.c_str(), err.c_str());
+				return false;
+			}
+			INFO("clock link %s: %s (%s)", spec.name.c_str(), spec.text.c_str(),
+			     follower ? "this machine's traces go onto its clock"
+				      : "its clock mapped onto this one");
+			sync_.add(std::move(l));
+		}
+	return true;
+}
+
 void Daemon::on_signal()
 {
 	struct signalfd_siginfo si;
@@ -201,6 +228,8 @@ int Daemon::run()
 	if (!open_sockets())
 		return 1;
 	start_clock_page();
+	if (!start_sync_links())
+		return 1;
 	if (attacher_.start()) // else BUFFERs are attached on the main thread
 		loop_.add(attacher_.efd(), EPOLLIN, [this] { collect_attaches(true); });
 	if (acks_.start())
@@ -242,7 +271,20 @@ void Daemon::shut_down()
 	attacher_.stop();
 	acks_.stop();
 	deliver(acks_.due(true));
+	// The active disk sessions' clocks.json and metadata clocks, as at a
+	// stop (sync_link.h), once stop_all finished their drains.
+	std::vector<std::pair<std::string, ClockInfo>> synced;
+	proto::StatusReply all;
+	Answer none;
+	if (!sync_.empty() && sessions_.status(Caller{}, "", all, none))
+		for (const proto::SessionStatus &st : all.sessions)
+			if (const Session *x = sessions_.find(Caller{}, st.name, none);
+			    x && x->state == proto::SessionState::Active && !x->streamed() &&
+			    x->aggregate.empty())
+				synced.emplace_back(x->out, x->clock);
 	sessions_.stop_all();
+	for (const auto &o : synced)
+		sync_.session_stopped(o.first, o.second, hostname_);
 	persist_sessions(); // none left: a clean exit ends them (restart.cpp)
 	tables_.remove();
 	conns_.clear();

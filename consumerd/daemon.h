@@ -21,6 +21,7 @@
 #define STRATA_CONSUMERD_DAEMON_H
 
 #include <string>
+#include <vector>
 
 namespace strata {
 
@@ -33,6 +34,11 @@ struct DaemonOptions {
 	// they may trace.  Off by default: a private daemon (strata record) must
 	// record only its own command.
 	bool adopt_early = false;
+	// Clock links to other machines' daemons (sync_link.h, docs/clocks.md):
+	// "NAME=SPEC" each; `sync`: this machine follows the peer's clock (a
+	// guest), `sync_guest`: the peer follows this one (its host).
+	std::vector<std::string> sync, sync_guest;
+	uint32_t sync_period_ms = 100; // between probes
 };
 
 // Runs until SIGTERM/SIGINT; returns the process exit code.

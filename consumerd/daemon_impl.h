@@ -56,6 +56,7 @@
 #include "proto/proto.h"
 #include "session_table.h"
 #include "state_store.h"
+#include "sync_link.h"
 
 namespace strata {
 namespace daemon_impl {
@@ -121,6 +122,7 @@ private:
 	int listen_on(const std::string &path, int backlog = 128);
 	void open_quiet();
 	void start_clock_page();
+	bool start_sync_links(); // sync_link.h: the --sync and --sync-guest links
 	void on_signal();
 	void publish_tables();
 	void shut_down();
@@ -233,6 +235,7 @@ private:
 	GrantTables tables_;
 	SessionTable sessions_;
 	std::unique_ptr<ClockPage> clock_page_; // null: TSC unusable
+	SyncLinks sync_;                        // clock links to other machines
 	int lfd_ = -1, sigfd_ = -1;
 	// The quiet socket (proto.h, kQuietSuffix): in epoll one-shot; its first
 	// connection arms quiet_tfd_ (one-shot, kQuietDelayNs), whose expiry

@@ -13,12 +13,14 @@
 #include "sched_policy.h"
 #include "recover.h"
 #include "repair.h"
+#include "sync_link.h"
 
 namespace {
 
 void usage(FILE *f)
 {
 	fputs("Usage: strata-consumerd [--socket PATH] [--ready-fd N] [--adopt-early] [-q] [-v]\n"
+	      "                        [--sync NAME=SPEC]... [--sync-guest NAME=SPEC]... [--sync-period MS]\n"
 	      "       strata-consumerd --repair DIR | --check DIR\n"
 	      "       strata-consumerd --version\n"
 	      "\n"
@@ -32,6 +34,14 @@ void usage(FILE *f)
 	      "  --adopt-early   a session that starts also records the processes that\n"
 	      "                  began tracing with no daemon (STRATA_EARLY), from their\n"
 	      "                  first event (e.g. the system daemon after early boot)\n"
+	      "  --sync NAME=SPEC        a clock link to the daemon of NAME, whose clock this\n"
+	      "                  machine's traces are put onto (in a guest: its host).\n"
+	      "                  SPEC: virtio:PATH, unix:PATH, tcp:HOST:PORT, vsock:CID:PORT,\n"
+	      "                  or listen:unix:PATH, listen:tcp:ADDR:PORT, listen:vsock:PORT\n"
+	      "  --sync-guest NAME=SPEC  a clock link to a machine that follows this one's\n"
+	      "                  clock (a guest); its map and bound in clocks.json, `strata\n"
+	      "                  status` (docs/clocks.md)\n"
+	      "  --sync-period MS  between two probes of a link (default 100)\n"
 	      "  --repair DIR    truncate every torn stream file under DIR to its last\n"
 	      "                  whole packet, then exit\n"
 	      "  --check DIR     list the torn stream files under DIR, change nothing;\n"
@@ -93,6 +103,25 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			opt.ready_fd = static_cast<int>(fd);
+		} else if (a == "--sync" || a == "--sync-guest") {
+			const std::string v = value(a.c_str());
+			strata::daemon_impl::SyncSpec spec;
+			std::string err;
+			if (!strata::daemon_impl::parse_sync(v, a == "--sync", &spec, &err)) {
+				fprintf(stderr, "strata-consumerd: %s %s\n", a.c_str(), err.c_str());
+				return 2;
+			}
+			(a == "--sync" ? opt.sync : opt.sync_guest).push_back(v);
+		} else if (a == "--sync-period") {
+			char *end;
+			const char *v = value("--sync-period");
+			long ms = strtol(v, &end, 10);
+			if (*end || ms < 1 || ms > 60000) {
+				fprintf(stderr, "strata-consumerd: bad --sync-period '%s' (1..60000 ms)\n",
+					v);
+				return 2;
+			}
+			opt.sync_period_ms = static_cast<uint32_t>(ms);
 		} else if (a == "--adopt-early") {
 			opt.adopt_early = true;
 		} else if (a == "--repair") {

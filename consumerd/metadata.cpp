@@ -201,12 +201,7 @@ void write_env(std::ostringstream &o, const TraceEnv &env)
 // The clock and its 64-bit integer type.
 void write_clock(std::ostringstream &o, const ClockInfo &clock)
 {
-	o << "clock {\n\tname = \"" << clock.name << "\";\n";
-	if (!clock.uuid.empty())
-		o << "\tuuid = \"" << clock.uuid << "\";\n";
-	o << "\tdescription = " << quote(clock.description)
-	  << ";\n\tfreq = 1000000000;\n\tprecision = 1;\n\toffset_s = " << clock.offset_s
-	  << ";\n\toffset = " << clock.offset_ns << ";\n\tabsolute = true;\n};\n\n";
+	o << ctf_clock_block(clock) << "\n";
 	o << "typealias integer { size = 64; align = 8; signed = false; map = clock." << clock.name
 	  << ".value; } := uint64_clock_t;\n\n";
 }
@@ -262,6 +257,18 @@ void write_wide_stream(std::ostringstream &o, const ClockInfo &clock, uint32_t s
 }
 
 } // namespace
+
+std::string ctf_clock_block(const ClockInfo &clock)
+{
+	std::ostringstream o;
+	o << "clock {\n\tname = \"" << clock.name << "\";\n";
+	if (!clock.uuid.empty())
+		o << "\tuuid = \"" << clock.uuid << "\";\n";
+	o << "\tdescription = " << quote(clock.description) << ";\n\tfreq = " << clock.freq
+	  << ";\n\tprecision = 1;\n\toffset_s = " << clock.offset_s << ";\n\toffset = " << clock.offset_ns
+	  << ";\n\tabsolute = true;\n};\n";
+	return o.str();
+}
 
 std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const TraceEnv &env,
 			 uint32_t stream_id, const std::vector<EventInfo> &events)

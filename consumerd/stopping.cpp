@@ -108,8 +108,14 @@ void Daemon::end_stop(const DueReply &d)
 // plus who did not apply it in time (d.status: -ETIMEDOUT).
 void Daemon::answer_stop(const StopWait &w, const DueReply &d)
 {
+	std::string out; // a disk session's: clocks.json and metadata clocks (sync_link.h)
+	ClockInfo clock;
+	if (const Session *s = sessions_.by_id(w.session_id); s && !s->streamed() && s->aggregate.empty())
+		out = s->out, clock = s->clock;
 	const Answer st = sessions_.finish_stop(w.session_id, false);
 	const Answer de = w.destroy ? sessions_.finish_stop(w.session_id, true) : Answer();
+	if (!out.empty() && st.status == 0)
+		sync_.session_stopped(out, clock, hostname_);
 	const size_t n = w.signalled.signalled; // of which d.unacked did not apply it
 	for (const StopWait::To &t : w.to) {
 		Conn *c = conn_by_id(t.conn_id);

@@ -356,6 +356,8 @@ template <class A> void io(A &a, StatusReply &m)
 			a.str(s.agg_filter, kMaxFilter);
 			a.u32(s.agg_regions);
 		}
+		if (a.version >= kClocksVersion)
+			a.str(s.clocks, kMaxText);
 		a.check(s.slot < kMaxSlots, "status: slot out of range");
 		a.check(s.state <= 2, "status: unknown state");
 	});

@@ -53,7 +53,9 @@ constexpr uint32_t kMagic = 0x4c435453u; // "STCL" little-endian
 // two phases (docs/consumerd.md, "Stopping a session"), answering STOP and
 // DESTROY once the processes applied them, so that a controller needs no
 // step of its own for what they write then (the pthread preload's counts).
-constexpr uint16_t kVersion = 8;
+// Version 9 adds STATUS_REPLY's clock links (docs/clocks.md).
+constexpr uint16_t kVersion = 9;
+constexpr uint16_t kClocksVersion = 9;
 constexpr uint16_t kStopsVersion = 8; // the daemon's stop waits for its processes
 constexpr uint16_t kAggVersion = 6;   // what aggregation sessions need
 constexpr uint16_t kMarksVersion = 7; // what the probe marks need
@@ -344,6 +346,9 @@ struct SessionStatus {
 	std::string aggregate{};
 	std::string agg_filter{};
 	uint32_t agg_regions = 0;
+	// Version 9: the daemon's clock links to other machines (docs/clocks.md),
+	// one line each ("" none): state, probes, minimum RTT, bound width.
+	std::string clocks{};
 };
 constexpr uint32_t kMaxDeclared = 256;
 struct StatusReply {

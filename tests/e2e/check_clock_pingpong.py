@@ -21,23 +21,9 @@ import sys
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks  # noqa: E402
+from strata_testlib import Checks, tsc_usable  # noqa: E402
 
 REFRESH_MS = 5
-
-
-def tsc_usable():
-    with open("/proc/cpuinfo") as f:
-        flags = [ln.split() for ln in f if ln.startswith("flags")]
-    if not flags or not all("constant_tsc" in f and "nonstop_tsc" in f for f in flags):
-        return False
-    try:
-        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as f:
-            # kvm-clock is the TSC scaled by the hypervisor; the daemon
-            # checks that the CPUs' TSCs agree before it publishes a page.
-            return f.read().strip() in ("tsc", "kvm-clock")
-    except OSError:
-        return False
 
 
 def main():

@@ -906,6 +906,25 @@ def check_serial_over(d, vmout):
     return None
 
 
+def check_readers(d):
+    """Strata's own trace reader and babeltrace2 agree on every trace the
+    kernel VM recorded (the kernel's WIDE records, syscalls with their
+    strings, user sub-traces beside them): `strata view` through each, line
+    by line (issue 49).  STRATA_TEST_CLI names the strata command."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+    from strata_testlib import readers_agree
+    strata = os.environ.get("STRATA_TEST_CLI", "")
+    traces = sorted(os.path.join(d, t) for t in os.listdir(d) if os.path.isdir(os.path.join(d, t)))
+    kernel = 0
+    for t in traces:
+        subs = [root for root, _, files in os.walk(t) if "metadata" in files]
+        if not subs:
+            continue
+        kernel += any(b'domain = "kernel"' in open(os.path.join(s, "metadata"), "rb").read() for s in subs)
+        readers_agree(check, strata, t, os.path.basename(t))
+    check(kernel > 0, "a trace with a kernel sub-trace among the %d compared" % len(traces))
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -936,6 +955,8 @@ def main():
             return 77
     elif what == "kretprobe":
         check_kretprobe(d)
+    elif what == "readers":
+        check_readers(d)
     elif what in ("lttng_analyses", "lttng_cputop", "lttng_iolatencytop"):
         fn = {"lttng_analyses": check_lttng_analyses, "lttng_cputop": check_cputop,
               "lttng_iolatencytop": check_iolatencytop}[what]

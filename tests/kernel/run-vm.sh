@@ -26,6 +26,10 @@
 # the GUEST_PANICKED event, dumps the guest's physical memory as an ELF
 # core to FILE (dump-guest-memory) and quits qemu.  Success is then that
 # dump, not the guest command's status (it never returns).
+# --port NAME=SOCK (repeatable): a virtio-serial port named NAME in the guest
+# (/sys/class/virtio-ports/*/name; no udev, so no /dev/virtio-ports link),
+# whose host end is the unix socket SOCK, qemu listening (docs/clocks.md:
+# clock links and the VM clock checks).
 # --disk MB: the guest also gets a virtio disk of MB MiB (a sparse raw
 # image, DIR/disk.img, zeros), /dev/vda: a block device for the block
 # request events (the root is shared over 9p, which has none).
@@ -47,7 +51,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 src_root=$(cd "$here/../.." && pwd)
 out="" module="" build_module=0 kver="" tmo=600 append="" build_root_opt="" init_prog="" init_libs="" early_module=0
-disk_mb=0 mem_mb=2048 crash_dump=""
+disk_mb=0 mem_mb=2048 crash_dump="" ports=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=$2; shift 2 ;;
@@ -63,6 +67,7 @@ while [ $# -gt 0 ]; do
 	--disk) disk_mb=$2; shift 2 ;;
 	--mem) mem_mb=$2; shift 2 ;;
 	--crash-dump) crash_dump=$2; shift 2 ;;
+	--port) ports+=("$2"); shift 2 ;;
 	--) shift; break ;;
 	*) echo "run-vm.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -121,6 +126,7 @@ add_mod() {
 wanted="virtio_pci 9pnet_virtio 9p"
 [ "$disk_mb" = 0 ] || wanted="$wanted virtio_blk"
 [ -z "$crash_dump" ] || wanted="$wanted pvpanic-pci"
+[ ${#ports[@]} = 0 ] || wanted="$wanted virtio_console"
 for want in $wanted; do
 	rel=$(grep -m1 -E "/$want\.ko(\.[a-z]+)?:" "$moddir/modules.dep" | cut -d: -f1)
 	[ -n "$rel" ] || skip "module $want not found for kernel $kver"
@@ -236,6 +242,16 @@ if [ -n "$crash_dump" ]; then
 	crash_opt=(-device pvpanic-pci -action panic=pause -qmp "unix:$out/qmp.sock,server=on,wait=off")
 	append="$append panic=0"
 fi
+port_opt=()
+if [ ${#ports[@]} != 0 ]; then
+	port_opt=(-device virtio-serial-pci)
+	i=0
+	for p in "${ports[@]}"; do
+		port_opt+=(-chardev "socket,id=port$i,path=${p#*=},server=on,wait=off"
+			-device "virtserialport,chardev=port$i,name=${p%%=*}")
+		i=$((i + 1))
+	done
+fi
 start=$(date +%s)
 # A guest still running 40 s before the timeout gets an NMI through qemu's
 # monitor: with unknown_nmi_panic it panics, and panic_print=0x40 prints
@@ -272,7 +288,7 @@ timeout --kill-after=10 "$tmo" "$qemu" -accel tcg,thread=single -smp 2 -m "$mem_
 	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 	-virtfs local,path="$src_root",mount_tag=src,security_model=none,readonly=on,multidevs=remap \
 	-virtfs local,path="$build_root",mount_tag=bld,security_model=none,multidevs=remap \
-	-virtfs local,path="$out",mount_tag=out,security_model=none "${disk_opt[@]}" "${crash_opt[@]}" \
+	-virtfs local,path="$out",mount_tag=out,security_model=none "${disk_opt[@]}" "${crash_opt[@]}" "${port_opt[@]}" \
 	-serial stdio -serial "file:$out/ttyS1.bin" -serial "file:$out/ttyS2.bin" \
 	< /dev/null > "$out/console.log" 2>&1 &
 q_pid=$!

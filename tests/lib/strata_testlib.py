@@ -209,3 +209,18 @@ def readers_agree(check, strata, trace, what=""):
     check(same, "%sStrata's reader and babeltrace2 agree on every line of %s (%d lines; exits %d/%d; %s)" %
           (what + ": " if what else "", trace, n, rc_n, rc_b, (err_n + err_b)[-300:]))
     return same
+
+
+def tsc_usable():
+    """Whether the TSC can back the consumer's clock page here."""
+    with open("/proc/cpuinfo") as f:
+        flags = [ln.split() for ln in f if ln.startswith("flags")]
+    if not flags or not all("constant_tsc" in f and "nonstop_tsc" in f for f in flags):
+        return False
+    try:
+        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as f:
+            # kvm-clock is the TSC scaled by the hypervisor; the daemon
+            # checks that the CPUs' TSCs agree before it publishes a page.
+            return f.read().strip() in ("tsc", "kvm-clock")
+    except OSError:
+        return False

@@ -1,0 +1,168 @@
+/*
+ * sync_link.h - the daemon's clock links to other machines' daemons
+ * (docs/clocks.md): periodic timestamp exchanges over a byte stream, the
+ * map between the two trace clocks with its bound (libtrace/clocksync),
+ * and what is written with a session's trace.
+ *
+ * Roles.  `--sync NAME=SPEC` makes this daemon the follower of the link
+ * (a guest): its traces are put onto the peer's clock (the estimator maps
+ * this clock onto the peer's; at each stop the session's metadata clock
+ * blocks are rewritten onto it).  `--sync-guest NAME=SPEC` makes it the
+ * reference (the host): it maps the peer's clock onto its own, shows it in
+ * `strata status` and stores it in clocks.json.  Both ends probe and
+ * answer alike; only what they store differs.
+ *
+ * Contract:
+ *   - each SyncLink owns one thread (started by start(), stopped and joined
+ *     by the destructor) that alone touches the link's descriptors;
+ *   - everything the main thread reads (status_line, json, ctf_clock) is
+ *     under the link's mutex, held by the thread only to update its state,
+ *     never across a system call;
+ *   - stamps are the daemon's trace clock (consumer_page_now(): the clock
+ *     page its processes use, else CLOCK_MONOTONIC), a send stamp taken
+ *     before the write, a receive stamp after the read returns, so that
+ *     each message's constraint holds whatever the delays;
+ *   - every byte from the peer is untrusted: frames have a magic, a
+ *     version and a bounded length; garbage is skipped byte by byte and
+ *     counted; a peer's clock is believed only as message constraints.
+ */
+#ifndef STRATA_CONSUMERD_SYNC_LINK_H
+#define STRATA_CONSUMERD_SYNC_LINK_H
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <sys/types.h>
+#include <thread>
+#include <vector>
+
+#include "clocksync.h"
+#include "metadata.h"
+
+namespace strata {
+namespace daemon_impl {
+
+struct SyncSpec {
+	enum class Kind { Device, Unix, ListenUnix, Tcp, ListenTcp, Vsock, ListenVsock };
+	std::string name; // the peer, as this side names it
+	bool follower = false;
+	Kind kind = Kind::Unix;
+	std::string path;  // Device, Unix, ListenUnix
+	std::string host;  // Tcp, ListenTcp (address to bind)
+	uint32_t port = 0; // Tcp, ListenTcp, Vsock, ListenVsock
+	uint32_t cid = 0;  // Vsock
+	std::string text;  // SPEC as given
+};
+
+// "NAME=SPEC", SPEC one of virtio:PATH (a character device), unix:PATH,
+// listen:unix:PATH, tcp:HOST:PORT, listen:tcp:ADDR:PORT, vsock:CID:PORT,
+// listen:vsock:PORT.  False with *err.
+bool parse_sync(const std::string &arg, bool follower, SyncSpec *out, std::string *err);
+
+// The frame on the wire (little-endian): magic, version, type, length,
+// seq, three stamps and an aux word; HELLO adds "hostname\0boot_id\0".
+constexpr uint32_t kSyncMagic = 0x434e5953; // "SYNC"
+constexpr uint8_t kSyncVersion = 1;
+constexpr size_t kSyncHeader = 48;
+constexpr size_t kSyncMaxFrame = 512;
+// RESULT: the whole of a probe told back to its answerer (aux: the initiator's
+// receive stamp), so that both ends' maps use every probe.
+enum SyncType : uint8_t { kSyncHello = 1, kSyncPing = 2, kSyncPong = 3, kSyncResult = 4 };
+struct SyncFrame {
+	uint8_t type = 0;
+	uint32_t seq = 0;
+	int64_t t1 = 0, t2 = 0, t3 = 0;
+	int64_t aux = 0; // HELLO: REALTIME - MONOTONIC of the sender (ns); its nonce in seq
+	std::string hostname, boot_id;
+};
+std::vector<uint8_t> encode_sync(const SyncFrame &f);
+// One frame from the front of buf[0..n): its length (consumed), 0 if more
+// bytes are needed, -1 if the first byte cannot start a frame (skip it).
+long decode_sync(const uint8_t *buf, size_t n, SyncFrame *f);
+
+class SyncLink {
+public:
+	using Clock = uint64_t (*)();
+	// hostname, boot id and REALTIME - MONOTONIC: this machine's, sent in HELLO.
+	SyncLink(const SyncSpec &spec, const std::string &hostname, const ClockInfo &clock,
+		 uint64_t period_ns, Clock now);
+	~SyncLink();
+	SyncLink(const SyncLink &) = delete;
+	SyncLink &operator=(const SyncLink &) = delete;
+
+	bool start(std::string *err);
+	const SyncSpec &spec() const { return spec_; }
+
+	// One line for `strata status`.
+	std::string status_line() const;
+	// The link's entry of clocks.json (docs/clocks.md, "Stored format").
+	std::string json(const std::string &indent) const;
+	// Follower: the clock block that puts this machine's trace onto the
+	// peer's (the longest bounded segment's line), and the env lines that
+	// say so.  False (and env lines saying "uncorrelated") when there is no
+	// bounded map.
+	bool ctf_clock(const ClockInfo &local, ClockInfo *out, std::string *env_lines) const;
+
+private:
+	void run();
+	int open_link(std::string *why);
+	void serve(int fd);
+	bool on_frame(int fd, const SyncFrame &f, int64_t t_recv); // true: probe now
+	bool take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool ours);
+	bool send_frame(int fd, const SyncFrame &f);
+	bool sleep_ns(uint64_t ns); // false: stop asked
+	ssize_t read_stamped(int fd, uint8_t *buf, size_t len, int64_t *t_recv);
+
+	const SyncSpec spec_;
+	const std::string hostname_;
+	const ClockInfo clock_;
+	const uint64_t period_ns_;
+	const Clock now_;
+	const uint64_t nonce_;
+	int stop_fd_ = -1;   // eventfd: the destructor's stop
+	int listen_fd_ = -1; // listen: kinds
+	std::thread thread_;
+	std::atomic<bool> stop_{false}; // relaxed: stop_fd_'s wake-up orders it
+
+	mutable std::mutex mu_; // guards everything below
+	clocksync::Estimator est_;
+	std::string state_ = "starting";
+	std::string peer_hostname_, peer_boot_id_;
+	int64_t peer_offset_ns_ = 0;
+	uint64_t peer_nonce_ = 0;
+	uint64_t probes_ = 0, answered_ = 0, used_ = 0, garbage_ = 0, dropped_ = 0;
+	int64_t min_rtt_ = -1;
+	uint64_t breaks_ = 0;
+	uint64_t kernel_stamps_ = 0; // receives stamped by the kernel (SO_TIMESTAMPNS)
+	// Probe in flight: its seq and send stamp (thread only).
+	uint32_t next_seq_ = 1, out_seq_ = 0;
+	int64_t out_t1_ = 0, out_at_ = 0;
+};
+
+// Every link of the daemon, and what a session's stop does with them.
+class SyncLinks {
+public:
+	void add(std::unique_ptr<SyncLink> l) { links_.push_back(std::move(l)); }
+	bool empty() const { return links_.empty(); }
+	// Lines, each ending in \n ("" with no link).
+	std::string status() const;
+	// A disk session stopped (its drains done): clocks.json written in
+	// `out`, and with a follower link every metadata file under `out`
+	// rewritten onto the peer's clock.  Problems are logged, never fatal.
+	void session_stopped(const std::string &out, const ClockInfo &clock,
+			     const std::string &hostname) const;
+
+private:
+	std::vector<std::unique_ptr<SyncLink>> links_;
+};
+
+// The metadata text with its clock block replaced by `c` and its env given
+// `env_lines` (earlier sync_ lines dropped).  Unchanged if it has no clock
+// block.
+std::string rewrite_metadata_clock(const std::string &text, const ClockInfo &c, const std::string &env_lines);
+
+} // namespace daemon_impl
+} // namespace strata
+#endif

@@ -1,0 +1,396 @@
+// clocksync.cpp - the convex-hull clock map; see clocksync.h and docs/clocks.md.
+#include "clocksync.h"
+
+#include "json_writer.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace strata {
+namespace clocksync {
+namespace {
+
+// Cross product of (a - o) and (b - o): > 0 a left turn o -> a -> b.
+__int128 cross(const Point &o, const Point &a, const Point &b)
+{
+	return static_cast<__int128>(a.x - o.x) * (b.y - o.y) -
+	       static_cast<__int128>(a.y - o.y) * (b.x - o.x);
+}
+
+// Search iterations: the slope interval is at most 2e-3 wide; (2/3)^90
+// shrinks it below 1e-18, which over 1e12 ns of source time is 1e-6 ns.
+constexpr int kIter = 90;
+// g(a) <= kFit: a line fits (doubles over relative coordinates of up to
+// ~1e12 ns carry ~1e-4 ns of rounding).
+constexpr double kFit = 0.01;
+
+double rel(int64_t v, int64_t org)
+{
+	return static_cast<double>(v - org);
+}
+
+} // namespace
+
+const char *start_name(Start s)
+{
+	switch (s) {
+	case Start::First:
+		return "first";
+	case Start::LinkLost:
+		return "link-lost";
+	case Start::Step:
+		return "step";
+	case Start::Fault:
+		return "fault";
+	}
+	return "?";
+}
+
+Estimator::Estimator(const Options &o) : opt_(o)
+{
+}
+
+// Upper hull (the line must pass above these points), x increasing.
+void Estimator::push_lower(std::vector<Point> &h, Point p)
+{
+	if (!h.empty() && p.x < h.back().x) {
+		// Out of order: rebuild from the hull and p (points inside the
+		// hull never constrain a line).
+		std::vector<Point> all = h;
+		all.push_back(p);
+		std::sort(all.begin(), all.end(), [](const Point &a, const Point &b) {
+			return a.x < b.x || (a.x == b.x && a.y > b.y);
+		});
+		h.clear();
+		for (const Point &q : all)
+			push_lower(h, q);
+		return;
+	}
+	if (!h.empty() && p.x == h.back().x) {
+		if (p.y <= h.back().y)
+			return;
+		h.pop_back();
+	}
+	while (h.size() >= 2 && cross(h[h.size() - 2], h.back(), p) >= 0)
+		h.pop_back();
+	h.push_back(p);
+}
+
+// Lower hull (the line must pass below these points), x increasing.
+void Estimator::push_upper(std::vector<Point> &h, Point p)
+{
+	if (!h.empty() && p.x < h.back().x) {
+		std::vector<Point> all = h;
+		all.push_back(p);
+		std::sort(all.begin(), all.end(), [](const Point &a, const Point &b) {
+			return a.x < b.x || (a.x == b.x && a.y < b.y);
+		});
+		h.clear();
+		for (const Point &q : all)
+			push_upper(h, q);
+		return;
+	}
+	if (!h.empty() && p.x == h.back().x) {
+		if (p.y >= h.back().y)
+			return;
+		h.pop_back();
+	}
+	while (h.size() >= 2 && cross(h[h.size() - 2], h.back(), p) <= 0)
+		h.pop_back();
+	h.push_back(p);
+}
+
+namespace {
+
+// For slope a: the least offset a line above every lower point may have,
+// and the greatest a line below every upper point may have (relative
+// coordinates).
+double b_low(const std::vector<Point> &lower, const Point &org, double a)
+{
+	double m = -std::numeric_limits<double>::infinity();
+	for (const Point &p : lower)
+		m = std::max(m, rel(p.y, org.y) - a * rel(p.x, org.x));
+	return m;
+}
+
+double b_high(const std::vector<Point> &upper, const Point &org, double a)
+{
+	double m = std::numeric_limits<double>::infinity();
+	for (const Point &p : upper)
+		m = std::min(m, rel(p.y, org.y) - a * rel(p.x, org.x));
+	return m;
+}
+
+// Minimum of a convex function over [lo, hi] (ternary search): its argument.
+template <class F> double argmin_convex(F f, double lo, double hi)
+{
+	for (int i = 0; i < kIter; i++) {
+		const double m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
+		if (f(m1) <= f(m2))
+			hi = m2;
+		else
+			lo = m1;
+	}
+	return (lo + hi) / 2;
+}
+
+} // namespace
+
+// The interval of slopes that fit both hulls.  False: none fits.
+bool Estimator::slopes(const Hulls &h, double *amin, double *amax) const
+{
+	const double p = opt_.max_ppm * 1e-6;
+	double lo = 1 - p, hi = 1 + p;
+	if (h.lower.empty() || h.upper.empty()) {
+		*amin = lo, *amax = hi;
+		return true;
+	}
+	auto g = [&](double a) { return b_low(h.lower, h.org, a) - b_high(h.upper, h.org, a); };
+	const double best = argmin_convex(g, lo, hi);
+	if (g(best) > kFit)
+		return false;
+	// The fitting slopes' ends, by bisection from the best one outwards;
+	// each end kept on its outer (not fitting) side, so the interval found
+	// contains the true one.
+	auto edge = [&](double out) {
+		if (g(out) <= kFit)
+			return out;
+		double in = best;
+		for (int i = 0; i < kIter; i++) {
+			const double m = (in + out) / 2;
+			(g(m) <= kFit ? in : out) = m;
+		}
+		return out;
+	};
+	lo = edge(lo);
+	hi = edge(hi);
+	*amin = lo, *amax = hi;
+	return true;
+}
+
+// [lo, hi]: the target times the fitting lines give at source time x.
+// lo(x) = min over a of (a*x + b_low(a)) (convex in a), hi(x) = max over a
+// of (a*x + b_high(a)) (concave).  Rounded outwards, plus 1 ns for the
+// search's own error.
+bool Estimator::extent(const Hulls &h, double amin, double amax, int64_t x, int64_t *lo, int64_t *hi) const
+{
+	if (h.lower.empty() || h.upper.empty())
+		return false;
+	const double xr = rel(x, h.org.x);
+	auto flo = [&](double a) { return a * xr + b_low(h.lower, h.org, a); };
+	auto fhi = [&](double a) { return -(a * xr + b_high(h.upper, h.org, a)); };
+	const double vlo = flo(argmin_convex(flo, amin, amax));
+	const double vhi = -fhi(argmin_convex(fhi, amin, amax));
+	*lo = h.org.y + static_cast<int64_t>(std::floor(vlo)) - 1;
+	*hi = h.org.y + static_cast<int64_t>(std::ceil(vhi)) + 1;
+	if (*lo > *hi) // a fitting set thinner than the rounding
+		std::swap(*lo, *hi);
+	return true;
+}
+
+bool Estimator::add(bool source_sent, int64_t send, int64_t recv)
+{
+	total_++;
+	const Point p = source_sent ? Point{send, recv} : Point{recv, send};
+	if (pending_break_) {
+		if (cur_.n) {
+			done_.push_back(summarise(cur_));
+			cur_ = Hulls();
+		}
+		cur_.start = done_.empty() ? Start::First : pending_why_;
+		cur_.note = done_.empty() ? std::string() : pending_note_;
+		pending_break_ = false;
+	}
+	if (!cur_.n) {
+		cur_.org = p;
+		cur_.x_first = cur_.x_last = p.x;
+	}
+	Hulls next = cur_;
+	if (source_sent)
+		push_upper(next.upper, p);
+	else
+		push_lower(next.lower, p);
+	double amin, amax;
+	bool fits = slopes(next, &amin, &amax);
+	if (!fits) {
+		// The step came after this kind's last message that fitted:
+		// the old segment ends there (what lies between is the gap
+		// whose map is either segment's, docs/clocks.md).
+		const int64_t end = source_sent ? cur_.x_last_upper : cur_.x_last_lower;
+		if (end != INT64_MIN)
+			cur_.x_last = std::max(cur_.x_first, std::min(cur_.x_last, end));
+		done_.push_back(summarise(cur_));
+		next = Hulls();
+		next.start = Start::Step;
+		next.org = p;
+		next.x_first = next.x_last = p.x;
+		if (source_sent)
+			next.upper.push_back(p);
+		else
+			next.lower.push_back(p);
+	}
+	next.n++;
+	(source_sent ? next.x_last_upper : next.x_last_lower) =
+		std::max(source_sent ? next.x_last_upper : next.x_last_lower, p.x);
+	next.x_first = std::min(next.x_first, p.x);
+	next.x_last = std::max(next.x_last, p.x);
+	cur_ = std::move(next);
+	return fits;
+}
+
+void Estimator::break_segment(Start why, const std::string &note)
+{
+	pending_break_ = true;
+	pending_why_ = why;
+	pending_note_ = note;
+}
+
+Segment Estimator::summarise(const Hulls &h) const
+{
+	Segment s;
+	s.start = h.start;
+	s.note = h.note;
+	s.x_first = h.x_first;
+	s.x_last = h.x_last;
+	s.messages = h.n;
+	double amin = 1, amax = 1;
+	if (!slopes(h, &amin, &amax)) // cannot happen: add() kept it fitting
+		return s;
+	s.slope_min = amin;
+	s.slope_max = amax;
+	s.bounded = !h.lower.empty() && !h.upper.empty();
+	if (!s.bounded) {
+		s.x0 = h.org.x, s.y0 = h.org.y;
+		return s;
+	}
+	// The middle of the min- and max-slope lines (each with its middle
+	// offset): a fitting line, since the fitting set is convex.
+	auto mid_b = [&](double a) { return (b_low(h.lower, h.org, a) + b_high(h.upper, h.org, a)) / 2; };
+	const double a = (amin + amax) / 2, b = (mid_b(amin) + mid_b(amax)) / 2;
+	// Anchor in the segment's middle, where the offset is best known.
+	s.x0 = h.x_first + (h.x_last - h.x_first) / 2;
+	s.slope = a;
+	s.y0 = h.org.y + std::llround(a * rel(s.x0, h.org.x) + b);
+	int64_t step = opt_.knot_step_ns;
+	const int64_t span = h.x_last - h.x_first;
+	if (opt_.max_knots > 2 && span / step > static_cast<int64_t>(opt_.max_knots) - 2)
+		step = span / (opt_.max_knots - 2) + 1;
+	for (int64_t x = h.x_first;; x += step) {
+		if (x > h.x_last)
+			x = h.x_last;
+		Knot k;
+		k.x = x;
+		extent(h, amin, amax, x, &k.lo, &k.hi);
+		s.knots.push_back(k);
+		if (x == h.x_last)
+			break;
+	}
+	return s;
+}
+
+std::vector<Segment> Estimator::segments() const
+{
+	std::vector<Segment> v = done_;
+	if (cur_.n)
+		v.push_back(summarise(cur_));
+	return v;
+}
+
+bool Estimator::correlated() const
+{
+	return cur_.n && !cur_.lower.empty() && !cur_.upper.empty();
+}
+
+bool Estimator::bound(int64_t x, int64_t *lo, int64_t *hi) const
+{
+	double amin, amax;
+	if (!correlated() || !slopes(cur_, &amin, &amax))
+		return false;
+	return extent(cur_, amin, amax, x, lo, hi);
+}
+
+int64_t Estimator::width_now() const
+{
+	int64_t lo, hi;
+	if (!bound(cur_.x_last, &lo, &hi))
+		return -1;
+	return hi - lo;
+}
+
+bool segment_bound(const Segment &s, int64_t x, int64_t *lo, int64_t *hi)
+{
+	if (s.knots.empty())
+		return false;
+	const Knot &f = s.knots.front(), &l = s.knots.back();
+	if (x <= f.x) {
+		// Before the first knot, d = f.x - x back: a fitting line of
+		// slope a is at its value at f.x less a*d, within
+		// [f.lo - slope_max*d, f.hi - slope_min*d].
+		const double d = static_cast<double>(f.x - x);
+		*lo = f.lo - static_cast<int64_t>(std::ceil(s.slope_max * d));
+		*hi = f.hi - static_cast<int64_t>(std::floor(s.slope_min * d));
+		return true;
+	}
+	if (x >= l.x) {
+		const double d = static_cast<double>(x - l.x);
+		*lo = l.lo + static_cast<int64_t>(std::floor(s.slope_min * d));
+		*hi = l.hi + static_cast<int64_t>(std::ceil(s.slope_max * d));
+		return true;
+	}
+	// The knot pair around x (knots are in increasing x).
+	auto it = std::upper_bound(s.knots.begin(), s.knots.end(), x,
+				   [](int64_t v, const Knot &k) { return v < k.x; });
+	const Knot &b = *it, &a = *(it - 1);
+	const long double t = static_cast<long double>(x - a.x) / static_cast<long double>(b.x - a.x);
+	*lo = static_cast<int64_t>(std::floor(a.lo + t * (b.lo - a.lo)));
+	*hi = static_cast<int64_t>(std::ceil(a.hi + t * (b.hi - a.hi)));
+	return true;
+}
+
+int64_t segment_map(const Segment &s, int64_t x)
+{
+	return s.y0 + std::llround(s.slope * static_cast<double>(x - s.x0));
+}
+
+std::string json_string(const std::string &s)
+{
+	std::string o;
+	json_quote(o, s); // the project's one JSON escaper (json_writer.h)
+	return o;
+}
+
+std::string segments_json(const std::vector<Segment> &segs, const std::string &in)
+{
+	std::string o = "[";
+	char buf[256];
+	for (size_t i = 0; i < segs.size(); i++) {
+		const Segment &s = segs[i];
+		o += i ? ",\n" : "\n";
+		o += in + "  {\"start\": \"" + start_name(s.start) + "\", \"note\": " + json_string(s.note);
+		snprintf(buf, sizeof buf,
+			 ", \"bounded\": %s, \"messages\": %" PRIu64 ", \"x_first\": %" PRId64
+			 ", \"x_last\": %" PRId64 ",\n",
+			 s.bounded ? "true" : "false", s.messages, s.x_first, s.x_last);
+		o += buf;
+		snprintf(buf, sizeof buf,
+			 "%s   \"x0\": %" PRId64 ", \"y0\": %" PRId64
+			 ", \"slope\": %.17g, \"slope_min\": %.17g, \"slope_max\": %.17g,\n",
+			 in.c_str(), s.x0, s.y0, s.slope, s.slope_min, s.slope_max);
+		o += buf;
+		o += in + "   \"knots\": [";
+		for (size_t k = 0; k < s.knots.size(); k++) {
+			snprintf(buf, sizeof buf, "%s[%" PRId64 ", %" PRId64 ", %" PRId64 "]", k ? ", " : "",
+				 s.knots[k].x, s.knots[k].lo, s.knots[k].hi);
+			o += buf;
+		}
+		o += "]}";
+	}
+	o += "\n" + in + "]";
+	return o;
+}
+
+} // namespace clocksync
+} // namespace strata

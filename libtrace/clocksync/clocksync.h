@@ -1,0 +1,149 @@
+/*
+ * clocksync.h - the map of one machine's trace clock onto another's, with a
+ * guaranteed bound, from the messages the two exchange (docs/clocks.md).
+ *
+ * Each message between the two clocks says that its send happened before
+ * its receive.  With the map source -> target taken as a line
+ * y = a*x + b within a segment, a message from the target (sent at y,
+ * received at x) puts the line above the point (x, y), a message from the
+ * source (sent at x, received at y) below it.  The Estimator keeps the two
+ * convex hulls that matter, the interval of slopes that fit them, and from
+ * these the exact interval [lo, hi] of target times any fitting line gives
+ * at a source time, and the mapping: the middle of the min- and max-slope
+ * lines, which fits every message (the fitting set is convex), so no
+ * exchanged message is inverted once mapped.  When no line fits any more
+ * (a step: a paused VM, a written TSC) or the caller says the link was lost,
+ * the next message starts a new segment.
+ *
+ * Contract: an Estimator is plain data, used by one thread at a time (the
+ * daemon's sync link thread, under its lock).  Times are signed ns of each
+ * clock; messages are expected in roughly increasing source time (a late
+ * one costs a hull rebuild, never correctness).  Nothing here reads a clock.
+ */
+#ifndef STRATA_CLOCKSYNC_H
+#define STRATA_CLOCKSYNC_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata {
+namespace clocksync {
+
+// Why a segment starts.
+enum class Start {
+	First,    // the first message ever
+	LinkLost, // break_segment(): no answer for too long, reconnected
+	Step,     // no line fits the previous segment and this message
+	Fault,    // break_segment(): a fault the caller knows of (TSC written, ...)
+};
+const char *start_name(Start s);
+
+struct Point {
+	int64_t x = 0; // source ns
+	int64_t y = 0; // target ns
+};
+
+// The fitting set's extent at source time x: every line that fits gives a
+// target time in [lo, hi] there.
+struct Knot {
+	int64_t x = 0;
+	int64_t lo = 0;
+	int64_t hi = 0;
+};
+
+// One segment's result.  The mapping: y = y0 + slope * (x - x0).
+struct Segment {
+	Start start = Start::First;
+	std::string note;    // the caller's words for a Fault / LinkLost
+	int64_t x_first = 0; // source times of its first and last messages
+	int64_t x_last = 0;
+	uint64_t messages = 0;  // messages in it (each probe gives two)
+	int64_t x0 = 0, y0 = 0; // the mapping's anchor (integers: exact in JSON)
+	double slope = 1.0;     // and its slope (target ns per source ns)
+	double slope_min = 1.0; // the fitting slopes
+	double slope_max = 1.0;
+	std::vector<Knot> knots; // x increasing; x_first and x_last included
+	bool bounded = false;    // both kinds of message seen: lo and hi finite
+};
+
+struct Options {
+	double max_ppm = 1000; // a priori |slope - 1| bound
+	// Knots at least this far apart (source ns), at most max_knots a
+	// segment (spread wider for long segments).
+	int64_t knot_step_ns = 100000000;
+	unsigned max_knots = 2048;
+};
+
+class Estimator {
+public:
+	explicit Estimator(const Options &o = Options());
+
+	// A message: source_sent true: sent by the source at `send` (source
+	// clock), received by the target at `recv` (target clock); false: sent
+	// by the target at `send`, received by the source at `recv`.  False when
+	// it could not join the current segment (no line fits): a new segment
+	// began with it (Start::Step).
+	bool add(bool source_sent, int64_t send, int64_t recv);
+	// The next message starts a new segment (link lost, a known fault).
+	void break_segment(Start why, const std::string &note = "");
+
+	// The finished segments, then the current one (its knots computed now).
+	std::vector<Segment> segments() const;
+	size_t segment_count() const { return done_.size() + (cur_.n ? 1 : 0); }
+	uint64_t messages() const { return total_; }
+
+	// The current segment: is there a bounded map, and its bound at x
+	// (exact: the extreme fitting lines' values at x).
+	bool correlated() const;
+	bool bound(int64_t x, int64_t *lo, int64_t *hi) const;
+	// hi - lo at the current segment's last message (-1: not correlated).
+	int64_t width_now() const;
+
+private:
+	struct Hulls {
+		uint64_t n = 0; // messages
+		int64_t x_first = 0, x_last = 0;
+		// The last source time of each kind of message: a step shows
+		// as a message of one kind that no line fits; the other kind's
+		// messages since that kind's last one may be on either side
+		// of the step, so the segment ends at that kind's last.
+		int64_t x_last_lower = INT64_MIN, x_last_upper = INT64_MIN;
+		Point org;                // coordinates below are relative to it
+		std::vector<Point> lower; // upper hull of "line above" points
+		std::vector<Point> upper; // lower hull of "line below" points
+		Start start = Start::First;
+		std::string note;
+	};
+	static void push_lower(std::vector<Point> &h, Point p);
+	static void push_upper(std::vector<Point> &h, Point p);
+	bool slopes(const Hulls &h, double *amin, double *amax) const;
+	bool extent(const Hulls &h, double amin, double amax, int64_t x, int64_t *lo, int64_t *hi) const;
+	Segment summarise(const Hulls &h) const;
+
+	Options opt_;
+	Hulls cur_;
+	std::vector<Segment> done_;
+	bool pending_break_ = false;
+	Start pending_why_ = Start::First;
+	std::string pending_note_;
+	uint64_t total_ = 0;
+};
+
+// The bound a stored segment gives at source time x (docs/clocks.md,
+// "Stored format"): between knots by linear interpolation (safe: lo is
+// concave, hi convex), beyond them by the extreme slopes.  False if the
+// segment has no knots.
+bool segment_bound(const Segment &s, int64_t x, int64_t *lo, int64_t *hi);
+// The mapping of a stored segment at x (rounded to the nearest ns).
+int64_t segment_map(const Segment &s, int64_t x);
+
+// A JSON string literal of s (quotes and escapes; bytes >= 0x80 as they are).
+std::string json_string(const std::string &s);
+
+// JSON for one list of segments (the "segments" array of clocks.json).
+std::string segments_json(const std::vector<Segment> &segs, const std::string &indent);
+
+} // namespace clocksync
+} // namespace strata
+#endif

@@ -1,0 +1,295 @@
+#!/usr/bin/python3
+"""Two machines' clocks on one timeline (docs/clocks.md), on one machine.
+
+usage: check_clock_link.py STRATA PINGPONG WORKDIR [MESSAGES [two]]
+
+Two daemons stand for a host and a guest: the guest's clock is made to run
+SKEW_NS ahead and SKEW_PPM faster (STRATA_TEST_CLOCK_SKEW, its clock page
+and so its processes' stamps).  The guest's daemon follows the host's over
+a TCP clock link (`--sync host=tcp:...`, the host `--sync-guest
+guest=listen:tcp:...`).  A client traced by the host and a server traced by
+the guest exchange MESSAGES messages each way over a unix socket, each
+recording syncpp:send before writing and syncpp:recv after reading.
+
+Oracles: babeltrace2 merging the two sessions' traces puts every receive
+after its send (0 inversions); the stored map's bound (clocks.json, read
+here as a reader would, docs/clocks.md "Stored format") holds against every
+one of those messages, which the link never saw; the guest's metadata says
+it is correlated and names the host; `strata status` shows the link with
+its bound.  Prints the bound's width beside the link's minimum RTT.
+`two`: a second guest (another skew) follows the host too, and the first
+guest's client exchanges MESSAGES more with the second guest's server:
+the merge of the three traces must invert none of those either.
+Exit 77 (skipped) where the TSC cannot back a page.
+"""
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import bt2
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from strata_testlib import end_daemon, e2e_setup, start_daemon, tsc_usable, wait_for  # noqa: E402
+
+SKEW_NS = 2700000000
+SKEW_PPM = 80
+PERIOD_MS = 20
+KBASE2 = 1000000000  # k of the second pair (two guests)
+
+
+def segment_bound(s, x):
+    """[lo, hi] of the target time at source time x from one stored segment
+    (docs/clocks.md, "Stored format"): knots interpolated, the extreme slopes
+    beyond them."""
+    k = s["knots"]
+    f, l = k[0], k[-1]
+    if x <= f[0]:
+        d = f[0] - x
+        return f[1] - math.ceil(s["slope_max"] * d), f[2] - math.floor(s["slope_min"] * d)
+    if x >= l[0]:
+        d = x - l[0]
+        return l[1] + math.floor(s["slope_min"] * d), l[2] + math.ceil(s["slope_max"] * d)
+    lo, hi = 0, len(k) - 1
+    while hi - lo > 1:
+        m = (lo + hi) // 2
+        if k[m][0] <= x:
+            lo = m
+        else:
+            hi = m
+    a, b = k[lo], k[hi]
+    t = (x - a[0]) / (b[0] - a[0])
+    return math.floor(a[1] + t * (b[1] - a[1])), math.ceil(a[2] + t * (b[2] - a[2]))
+
+
+def link_bound(link, x):
+    """The bound at x from a link's segments: its segment's, or between two
+    segments the union of both (a step lies there)."""
+    segs = [s for s in link["segments"] if s["bounded"] and s["knots"]]
+    for s in segs:
+        if s["x_first"] <= x <= s["x_last"]:
+            return segment_bound(s, x)
+    before = [s for s in segs if s["x_last"] < x]
+    after = [s for s in segs if s["x_first"] > x]
+    bs = [segment_bound(s, x) for s in (before[-1:] + after[:1])]
+    return min(b[0] for b in bs), max(b[1] for b in bs)
+
+
+def timeline(check, dirs, n, client_on_guest, expect_inversions=False):
+    """babeltrace2's merge of the traces in `dirs` (its own muxer): order by
+    time, the syncpp events all there, 0 inversions (unless
+    expect_inversions: then only counted), the guest's sub-traces marked
+    correlated.  Returns (sends {k: ns}, raw {(name, k): (on_guest,
+    clock value)})."""
+    sends, recvs, raw, envs_seen = {}, {}, {}, set()
+    prev = None
+    order_ok = True
+    for m in bt2.TraceCollectionMessageIterator(dirs):
+        if type(m) is not bt2._EventMessageConst:
+            continue
+        ev = m.event
+        if not ev.name.startswith("syncpp:"):
+            continue
+        ns = m.default_clock_snapshot.ns_from_origin
+        if prev is not None and ns < prev:
+            order_ok = False
+        prev = ns
+        k, frm = int(ev.payload_field["k"]), int(ev.payload_field["from"])
+        # the client sends from 0 and receives from 1, the server the other way
+        on_client = (ev.name == "syncpp:send") == (frm == 0)
+        on_guest = on_client == client_on_guest
+        envs_seen.add((on_guest, str(ev.stream.trace.environment.get("sync_state", ""))))
+        (sends if ev.name == "syncpp:send" else recvs)[k] = ns
+        raw[(ev.name, k)] = (on_guest, m.default_clock_snapshot.value)
+    check(order_ok, "babeltrace2's merged order is by time")
+    check(len(sends) == 2 * n and len(recvs) == 2 * n, "%d sends and %d receives (expected %d each)" %
+          (len(sends), len(recvs), 2 * n))
+    inv = sum(1 for k in sends if k in recvs and not sends[k] < recvs[k])
+    if expect_inversions:
+        print("babeltrace2's merge (one line per trace): %d of %d messages inverted" % (inv, len(sends)))
+    else:
+        check(inv == 0, "0 causal inversions after merging (%d of %d messages inverted)" % (inv, len(sends)))
+    check((True, "correlated") in envs_seen and (False, "") in envs_seen,
+          "the guest's sub-traces say sync_state = correlated, the host's nothing (%s)" % sorted(envs_seen))
+    return sends, raw
+
+
+def link_map(link, x):
+    """The map of a link at source time x: its segment's line; between two
+    segments the earlier one's (docs/clocks.md: a step is seen within about
+    a round trip of its end, so most of a gap lies before it)."""
+    segs = [s for s in link["segments"] if s["bounded"]]
+    seg = ([s for s in segs if s["x_first"] <= x] or segs[:1])[-1]
+    return seg["y0"] + round(seg["slope"] * (x - seg["x0"]))
+
+
+def bounds(check, name, lk, sends, raw):
+    """The stated bound against every message (the link never saw them): a
+    message from the host at h received by the guest at g says f(g) > h,
+    so the bound's hi(g) must exceed h; one from the guest at g received
+    by the host at h says f(g) < h: lo(g) must be below h.  Also the
+    inversions left once the guest's times are mapped segment by segment
+    (what a reader of clocks.json does).  Prints the widths."""
+    bad, widths, inv = 0, [], 0
+    for k in sends:
+        (g_send_side, s_val), (_, r_val) = raw[("syncpp:send", k)], raw[("syncpp:recv", k)]
+        g = s_val if g_send_side else r_val
+        h = r_val if g_send_side else s_val
+        lo, hi = link_bound(lk, g)
+        widths.append(hi - lo)
+        if (g_send_side and not lo < h) or (not g_send_side and not hi > h):
+            bad += 1
+        mg = link_map(lk, g)
+        if (g_send_side and not mg < h) or (not g_send_side and not h < mg):
+            inv += 1
+    widths.sort()
+    check(bad == 0, "the %s stated bound holds for all %d messages (%d violations)" % (name, len(sends), bad))
+    check(inv == 0, "the %s map, segment by segment, inverts none of them (%d)" % (name, inv))
+    print("%s map: min RTT %.1f us, bound width at the messages %.1f us median, %.1f us max (%.2fx min RTT);"
+          " %d segment(s) (%s), %d probes used" %
+          (name, lk["min_rtt_ns"] / 1e3, widths[len(widths) // 2] / 1e3, widths[-1] / 1e3,
+           widths[-1] / max(1, lk["min_rtt_ns"]), len(lk["segments"]),
+           ", ".join(s["start"] for s in lk["segments"]), lk["used"]))
+    return widths
+
+
+def status_of(strata, env, name):
+    r = subprocess.run([strata, "status", name], env=env, capture_output=True, text=True, timeout=30)
+    return r.stdout + r.stderr
+
+
+def run_pair(check, prog, n, server_env, client_env, app, kbase):
+    """The ping-pong between a server and a client program, k from kbase."""
+    server = subprocess.Popen([prog, "serve", "listen:" + app, str(n)], env=dict(server_env, SYNCPP_KBASE=str(kbase)),
+                              stdout=subprocess.PIPE, text=True)
+    check(server.stdout.readline().strip() == "listening", "the server listens")
+    client = subprocess.run([prog, "client", "unix:" + app, str(n)], env=dict(client_env, SYNCPP_KBASE=str(kbase)),
+                            capture_output=True, text=True, timeout=120)
+    server_out = server.communicate(timeout=120)[0]
+    check(client.returncode == 0 and server.returncode == 0, "both programs ran (%s; %s)" %
+          (client.stdout.strip() + client.stderr.strip(), server_out.strip()))
+
+
+def uncorrelated(check, strata, prog, consumerd, work, base):
+    """A follower whose link never comes up (nobody listens): its trace
+    says so (env sync_state = "uncorrelated", clocks.json correlated
+    false), its clock left as it was, and `strata status` says why."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    sock = os.path.join(work, "lonely.sock")
+    env = dict(base, STRATA_CONSUMERD=consumerd, STRATA_CONSUMERD_SOCKET=sock)
+    out = os.path.join(work, "lonely-trace")
+    d = start_daemon(consumerd, sock, env, ["--sync", "host=tcp:127.0.0.1:%d" % port])
+    for cmd in (["create", "S", "-o", out], ["enable-event", "S", "syncpp:*"], ["start", "S"]):
+        subprocess.run([strata] + cmd, env=env, capture_output=True, timeout=30)
+    run_pair(check, prog, 10, env, env, os.path.join(work, "app3.sock"), 0)
+    st = status_of(strata, env, "S")
+    check("uncorrelated" in st and "connect to 127.0.0.1" in st, "status says the lonely link is uncorrelated, and why: "
+          + " ".join(ln.strip() for ln in st.splitlines() if "clock link" in ln))
+    subprocess.run([strata, "stop", "S"], env=env, capture_output=True, timeout=60)
+    end_daemon(d, check)
+    j = json.load(open(os.path.join(out, "clocks.json")))
+    check(j["links"][0]["correlated"] is False and j["ctf"]["rewritten"] is False,
+          "its clocks.json says uncorrelated, nothing rewritten")
+    metas = [open(os.path.join(dp, "metadata")).read() for dp, _, fs in os.walk(out) if "metadata" in fs]
+    check(bool(metas) and all('sync_state = "uncorrelated";' in m and "freq = 1000000000;" in m for m in metas),
+          "its metadata says sync_state = uncorrelated, its clock unchanged (%d sub-traces)" % len(metas))
+
+
+def main():
+    strata, prog, work, consumerd, check = e2e_setup()
+    n = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
+    two = len(sys.argv) > 5 and sys.argv[5] == "two"
+    if not tsc_usable() or os.path.exists("/dev/strata"):
+        print("SKIP: no usable TSC, or the module's page would take precedence")
+        sys.exit(77)
+    # The guests, each with its skew (offset, ppm) and a free port for its link.
+    guests = {"guest": (SKEW_NS, SKEW_PPM)}
+    if two:
+        guests["guest2"] = (5100000000, -60)
+    ports = {}
+    for g in guests:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports[g] = s.getsockname()[1]
+    # Pages refreshed often converge fast on their clocks: a fresh page's
+    # first rate, from 2 ms of calibration, is off by up to hundreds of ppm.
+    base = dict(os.environ, STRATA_CLOCK="consumer-page", STRATA_CLOCK_REFRESH_MS="5")
+    for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE", "XDG_RUNTIME_DIR", "STRATA_TEST_CLOCK_SKEW"):
+        base.pop(v, None)
+    machines = ["host"] + list(guests)
+    envs, outs, daemons = {}, {}, {}
+    for who in machines:
+        sock = os.path.join(work, who + ".sock")
+        envs[who] = dict(base, STRATA_CONSUMERD=consumerd, STRATA_CONSUMERD_SOCKET=sock)
+        if who in guests:
+            envs[who]["STRATA_TEST_CLOCK_SKEW"] = "%d,%d" % guests[who]
+        outs[who] = os.path.join(work, who + "-trace")
+    link = ["--sync-period", str(PERIOD_MS)]
+    hargs = link[:]
+    for g in guests:
+        hargs += ["--sync-guest", "%s=listen:tcp:127.0.0.1:%d" % (g, ports[g])]
+    daemons["host"] = start_daemon(consumerd, envs["host"]["STRATA_CONSUMERD_SOCKET"], envs["host"], hargs)
+    for g in guests:
+        daemons[g] = start_daemon(consumerd, envs[g]["STRATA_CONSUMERD_SOCKET"], envs[g],
+                                  link + ["--sync", "host=tcp:127.0.0.1:%d" % ports[g]])
+    for who in machines:
+        for cmd in (["create", "S", "-o", outs[who]], ["enable-event", "S", "syncpp:*"], ["start", "S"]):
+            r = subprocess.run([strata] + cmd, env=envs[who], capture_output=True, text=True, timeout=30)
+            check(r.returncode == 0, "%s: strata %s" % (who, " ".join(cmd[:1])) + ("" if r.returncode == 0 else
+                                                                                   ": " + r.stderr.strip()))
+    wait_for(lambda: status_of(strata, envs["host"], "S").count("bound width") == len(guests),
+             "the links to have a bound", 30)
+    # The host's client and the guest's server; with two guests also the
+    # first guest's client and the second's server (a guest-to-guest order
+    # that only the two maps onto the host's clock can get right).
+    run_pair(check, prog, n, envs["guest"], envs["host"], os.path.join(work, "app.sock"), 0)
+    if two:
+        run_pair(check, prog, n, envs["guest2"], envs["guest"], os.path.join(work, "app2.sock"), KBASE2)
+    # Probes after the last message, so that its time lies inside the map.
+    t_end = time.monotonic() + 20 * PERIOD_MS / 1000.0
+    wait_for(lambda: time.monotonic() > t_end, "probes after the exchange", 10)
+    status = status_of(strata, envs["host"], "S")
+    for g in guests:
+        line = [ln.strip() for ln in status.splitlines() if "clock link %s " % g in ln]
+        check(bool(line) and "bound width" in line[0], "strata status shows the link and its bound: %s" %
+              (line[0] if line else status[-300:]))
+    for who in reversed(machines):
+        r = subprocess.run([strata, "stop", "S"], env=envs[who], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, who + ": strata stop")
+    for who in machines:
+        end_daemon(daemons[who], check)
+
+    clocks = {}
+    for who in machines:
+        p = os.path.join(outs[who], "clocks.json")
+        check(os.path.exists(p), who + ": clocks.json written")
+        clocks[who] = json.load(open(p)) if os.path.exists(p) else {"links": []}
+    for g in guests:
+        check(clocks[g].get("ctf", {}).get("rewritten") is True, g + ": the metadata clocks were rewritten")
+    glink = [lk for lk in clocks["guest"]["links"] if lk["role"] == "follower"]
+    hlink = [lk for lk in clocks["host"]["links"] if lk["role"] == "reference" and lk["name"] == "guest"]
+    check(len(glink) == 1 and glink[0]["correlated"], "the guest's link is correlated")
+    check(len(hlink) == 1 and hlink[0]["correlated"], "the host's link is correlated")
+    if not glink or not hlink:
+        check.finish()
+
+    if two:
+        uncorrelated(check, strata, prog, consumerd, work, base)
+    sends, raw = timeline(check, [outs[m] for m in machines], n * (2 if two else 1), client_on_guest=False)
+    first = {k: v for k, v in sends.items() if k < KBASE2}
+    for name, lk in (("guest's", glink[0]), ("host's", hlink[0])):
+        bounds(check, name, lk, first, raw)
+        seg = lk["segments"][-1]
+        off = seg["y0"] - seg["x0"]  # host - guest at the anchor
+        check(abs(off + SKEW_NS) < 2000000, "the %s map shows the guest %.6f s ahead (the skew: %.6f s; rate %+.1f ppm)"
+              % (name, -off / 1e9, SKEW_NS / 1e9, (1 / seg["slope"] - 1) * 1e6))
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()

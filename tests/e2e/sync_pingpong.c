@@ -1,0 +1,178 @@
+/*
+ * sync_pingpong.c - workload of the clock link checks (check_clock_link.py,
+ * tests/kernel/check_clock_vm.py): two programs, each traced by its own
+ * daemon (two machines' clocks), take turns N times.  Each emits
+ * syncpp:send before writing a message and syncpp:recv after reading one,
+ * with the message's number k and who sent it (0: the client), so that
+ * every message is a send/receive pair whose order the merged trace must
+ * keep.
+ *
+ *   strata-test-sync-pingpong serve|client ENDPOINT N [pause]
+ *
+ * ENDPOINT: listen:PATH (a unix socket this program listens on), unix:PATH
+ * (one it connects to, retrying for 60 s: qemu's chardev), dev:PATH (a
+ * character device: a virtio-serial port).  The client first says hello
+ * (HELLO words, every 10 ms until the server answers GO: what a guest
+ * writes before the host end is connected is lost), then sends 2k and
+ * receives 2k+1.  The server prints "half" on stdout after N/2 messages
+ * and, with `pause`, reads a line from stdin there (the check pauses the
+ * VM meanwhile).  SYNCPP_KBASE=B adds B to every k (two pairs in one
+ * timeline).
+ */
+#define STRATA_DEFINE_PROVIDERS
+#include <strata/tracepoint.h>
+
+STRATA_EVENT(syncpp, send, STRATA_LOGLEVEL_INFO, strata_int(uint64_t, k), strata_int(uint32_t, from))
+STRATA_EVENT(syncpp, recv, STRATA_LOGLEVEL_INFO, strata_int(uint64_t, k), strata_int(uint32_t, from))
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HELLO 0xfeedfacecafef00dULL
+#define GO 0x600d600d600d600dULL
+
+/* One 8-byte word, whole (a byte stream may cut it). */
+static int io_word(int fd, uint64_t *v, int out)
+{
+	size_t done = 0;
+	while (done < sizeof *v) {
+		ssize_t n = out ? write(fd, (char *)v + done, sizeof *v - done)
+				: read(fd, (char *)v + done, sizeof *v - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd p = {fd, out ? POLLOUT : POLLIN, 0};
+			poll(&p, 1, 100);
+			continue;
+		}
+		if (n <= 0) {
+			if (!out && n == 0 && done == 0) { /* a port with no peer yet */
+				struct timespec ts = {0, 1000000};
+				nanosleep(&ts, NULL);
+				continue;
+			}
+			perror(out ? "write" : "read");
+			exit(1);
+		}
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+static int open_endpoint(const char *ep)
+{
+	struct sockaddr_un a;
+	int fd;
+
+	if (!strncmp(ep, "dev:", 4))
+		return open(ep + 4, O_RDWR | O_NOCTTY);
+	memset(&a, 0, sizeof a);
+	a.sun_family = AF_UNIX;
+	const char *path = strchr(ep, ':') ? strchr(ep, ':') + 1 : ep;
+	if (strlen(path) >= sizeof a.sun_path)
+		return -1;
+	strcpy(a.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (fd < 0)
+		return -1;
+	if (!strncmp(ep, "listen:", 7)) {
+		unlink(path);
+		if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 1) < 0)
+			return -1;
+		printf("listening\n");
+		fflush(stdout);
+		int c = accept(fd, NULL, NULL);
+		close(fd);
+		return c;
+	}
+	for (int i = 0; i < 6000; i++) { /* qemu may not have made it yet */
+		if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0)
+			return fd;
+		struct timespec ts = {0, 10000000};
+		nanosleep(&ts, NULL);
+	}
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	int fd, serve;
+	uint64_t n, v;
+	int pause_at_half = 0;
+
+	if (argc < 4 || (strcmp(argv[1], "serve") && strcmp(argv[1], "client"))) {
+		fprintf(stderr, "usage: %s serve|client listen:PATH|unix:PATH|dev:PATH N [pause]\n", argv[0]);
+		return 2;
+	}
+	serve = !strcmp(argv[1], "serve");
+	n = strtoull(argv[3], NULL, 10);
+	if (argc > 4)
+		pause_at_half = !strcmp(argv[4], "pause");
+	fd = open_endpoint(argv[2]);
+	if (fd < 0) {
+		perror(argv[2]);
+		return 1;
+	}
+	if (serve) {
+		io_word(fd, &v, 0);
+		if (v != HELLO) {
+			fprintf(stderr, "serve: no hello\n");
+			return 1;
+		}
+		v = GO;
+		io_word(fd, &v, 1);
+	} else {
+		int fl = fcntl(fd, F_GETFL);
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+		for (;;) {
+			uint64_t h = HELLO, r;
+			io_word(fd, &h, 1);
+			struct pollfd p = {fd, POLLIN, 0};
+			if (poll(&p, 1, 10) > 0 && (p.revents & POLLIN)) {
+				io_word(fd, &r, 0);
+				if (r == GO)
+					break;
+			}
+		}
+		fcntl(fd, F_SETFL, fl);
+	}
+	const char *kb = getenv("SYNCPP_KBASE");
+	const uint64_t base = kb ? strtoull(kb, NULL, 10) : 0;
+	for (uint64_t i = 0; i < n; i++) {
+		v = 2 * i;
+		if (serve) {
+			do /* the client's late hellos */
+				io_word(fd, &v, 0);
+			while (v == HELLO);
+			strata_tracepoint(syncpp, recv, base + v, 0);
+			v++;
+			if (i + 1 == n / 2) {
+				printf("half\n");
+				fflush(stdout);
+				if (pause_at_half) {
+					char line[64];
+					if (!fgets(line, sizeof line, stdin))
+						return 1;
+				}
+			}
+			strata_tracepoint(syncpp, send, base + v, 1);
+			io_word(fd, &v, 1);
+		} else {
+			strata_tracepoint(syncpp, send, base + v, 0);
+			io_word(fd, &v, 1);
+			io_word(fd, &v, 0);
+			strata_tracepoint(syncpp, recv, base + v, 1);
+		}
+	}
+	printf("%s: %llu messages each way\n", argv[1], (unsigned long long)n);
+	return 0;
+}

@@ -1,0 +1,197 @@
+#!/usr/bin/python3
+"""A host and a qemu guest on one timeline (docs/clocks.md): its own VM boot.
+
+usage: check_clock_vm.py plain|pause|kernel|two STRATA CONSUMERD PINGPONG BUILD_ROOT WORKDIR [MESSAGES]
+
+The host's daemon maps the guest's clock onto its own over a virtio-serial
+port (`--sync-guest vm1=unix:WORK/sync.sock`, qemu's chardev); the guest's
+daemon follows it (`--sync host=virtio:/dev/vportNpM`, guest-clocks.sh) and
+writes its trace into a folder shared with the host.  A host program and a
+guest program exchange MESSAGES messages each way over a second port, each
+recording syncpp:send and syncpp:recv.  `pause`: the VM is stopped for
+PAUSE_S seconds (qemu monitor stop/cont) in the middle of the exchange:
+the guest's clock stands still meanwhile, so the map steps.  `kernel`: the
+guest's module is loaded and its session also records the guest kernel's
+write and read system calls: in the merged trace each guest write of a
+message comes before the host's receive, and each host send before the
+guest kernel's read that returns it.  `two`: two VMs at once, each
+following the host over its own port and exchanging with its own host
+program: the three traces merge in one order.
+
+Oracles (check_clock_link.py's): every stated bound holds against every
+message; the map, segment by segment, inverts none; babeltrace2's merge
+inverts none (plain; with a pause its one line per trace cannot follow the
+step: counted, said in the trace's env, not failed); `strata status` shows
+the link; with a pause the maps have a new segment.  Prints the widths
+beside the minimum RTT.  Exit 77 when the VM cannot boot here.
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+from strata_testlib import Checks, end_daemon, event_tid, start_daemon, wait_for  # noqa: E402
+from check_clock_link import bounds, status_of, timeline  # noqa: E402
+
+PAUSE_S = 1.5
+KBASE2 = 1000000000  # k of the second VM's messages
+
+
+def monitor(path, cmd):
+    """One HMP command on qemu's monitor socket (run-vm.sh's)."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(path)
+        s.settimeout(5)
+        s.recv(4096)  # the banner
+        s.sendall(cmd.encode() + b"\n")
+        time.sleep(0.2)  # the reply echoes; nothing waits on it
+
+
+def kernel_order(check, host_out, guest_out, n):
+    """The guest kernel's system calls against the host's events, in
+    babeltrace2's merge: the guest client (one thread) writes message k
+    (even) after its syncpp:send k, so its first syscall_entry_write after
+    that send must come before the host's syncpp:recv k; it reads message
+    k (odd) before its syncpp:recv k, so its last syscall_exit_read before
+    that recv must come after the host's syncpp:send k."""
+    import bt2
+    client_tid = None
+    last_exit_read = None
+    pending_send = None  # k of the guest's last send, waiting for its write
+    write_at, read_at, host = {}, {}, {}
+    for m in bt2.TraceCollectionMessageIterator([host_out, guest_out]):
+        if type(m) is not bt2._EventMessageConst:
+            continue
+        ev, ns = m.event, m.default_clock_snapshot.ns_from_origin
+        on_guest = "sync_state" in ev.stream.trace.environment
+        if ev.name.startswith("syncpp:"):
+            k = int(ev.payload_field["k"])
+            if not on_guest:
+                host[k] = ns
+            elif ev.name == "syncpp:send":
+                client_tid, pending_send = event_tid(ev), k
+            else:
+                read_at[k] = last_exit_read
+            continue
+        if client_tid is None or event_tid(ev) != client_tid:
+            continue
+        if ev.name.endswith("syscall_entry_write") and pending_send is not None:
+            write_at[pending_send], pending_send = ns, None
+        elif ev.name.endswith("syscall_exit_read"):
+            last_exit_read = ns
+    bad_w = sum(1 for k, w in write_at.items() if k in host and not w < host[k])
+    bad_r = sum(1 for k, r in read_at.items() if k in host and r is not None and not host[k] < r)
+    check(len(write_at) == n and len(read_at) == n and all(r is not None for r in read_at.values()),
+          "the guest kernel's write for each of the %d messages out and read for each in (%d, %d)" %
+          (n, len(write_at), len(read_at)))
+    check(bad_w == 0 and bad_r == 0, "the guest kernel's writes before the host's receives, the host's sends "
+          "before the guest kernel's reads (%d, %d inverted)" % (bad_w, bad_r))
+
+
+def main():
+    mode, strata, consumerd, prog, build_root, work = sys.argv[1:7]
+    n = int(sys.argv[7]) if len(sys.argv) > 7 else 2000
+    check = Checks()
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    # The VMs: name -> (out dir, sync socket, app socket, k base).
+    names = ["vm1", "vm2"] if mode == "two" else ["vm1"]
+    vms = {v: (os.path.join(work, v), os.path.join(work, v + "-sync.sock"), os.path.join(work, v + "-app.sock"),
+               i * KBASE2) for i, v in enumerate(names)}
+    host_out = os.path.join(work, "host-trace")
+    env = dict(os.environ, STRATA_CONSUMERD=consumerd, STRATA_CONSUMERD_SOCKET=os.path.join(work, "h.sock"))
+    for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE", "XDG_RUNTIME_DIR", "STRATA_TEST_CLOCK_SKEW"):
+        env.pop(v, None)
+    args = ["--sync-period", "10"]
+    for v in names:
+        args += ["--sync-guest", "%s=unix:%s" % (v, vms[v][1])]
+    d = start_daemon(consumerd, env["STRATA_CONSUMERD_SOCKET"], env, args)
+    for cmd in (["create", "S", "-o", host_out], ["enable-event", "S", "syncpp:*"], ["start", "S"]):
+        r = subprocess.run([strata] + cmd, env=env, capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0, "host: strata " + cmd[0] + ("" if r.returncode == 0 else ": " + r.stderr))
+    servers, guests = {}, {}
+    for v in names:
+        out, sync_sock, app_sock, kbase = vms[v]
+        servers[v] = subprocess.Popen([prog, "serve", "unix:" + app_sock, str(n)] +
+                                      (["pause"] if mode == "pause" else []),
+                                      env=dict(env, SYNCPP_KBASE=str(kbase)), stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True)
+        guests[v] = subprocess.Popen([os.path.join(HERE, "run-vm.sh"), "--out", out, "--build-root", build_root,
+                                      "--timeout", "300", "--port", "org.strata.sync=" + sync_sock,
+                                      "--port", "org.strata.app=" + app_sock]
+                                     + (["--build-module"] if mode == "kernel" else [])
+                                     + ["--", os.path.join(HERE, "guest-clocks.sh"), strata, consumerd, prog, str(n),
+                                        "kernel" if mode == "kernel" else "plain", str(kbase)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    vm = vms["vm1"][0]
+    half = servers["vm1"].stdout.readline().strip()
+    if mode == "pause" and half == "half":
+        monitor(os.path.join(vm, "monitor.sock"), "stop")
+        paused_at = time.monotonic()
+        wait_for(lambda: time.monotonic() - paused_at >= PAUSE_S, "the pause's length", 10)
+        monitor(os.path.join(vm, "monitor.sock"), "cont")
+        servers["vm1"].stdin.write("go on\n")
+        servers["vm1"].stdin.flush()
+    for v in names:
+        vm_log = guests[v].communicate(timeout=400)[0]
+        if guests[v].returncode == 77:
+            print(vm_log)
+            print("SKIP: the VM cannot boot here")
+            for srv in servers.values():
+                srv.kill()
+            sys.exit(77)
+        server_out = servers[v].communicate(timeout=60)[0]
+        check(guests[v].returncode == 0, "%s ran (run-vm.sh exit %d)" % (v, guests[v].returncode))
+        if guests[v].returncode != 0:
+            print(vm_log[-3000:])
+        check(servers[v].returncode == 0 and "messages each way" in server_out,
+              "the host's program for %s ran: %s" % (v, server_out.strip()))
+    status = status_of(strata, env, "S")
+    for v in names:
+        line = [ln.strip() for ln in status.splitlines() if "clock link %s " % v in ln]
+        check(bool(line) and "bound width" in line[0], "strata status shows the link and its bound: %s" %
+              (line[0] if line else "(none)"))
+        p = os.path.join(vms[v][0], "guest-status.txt")
+        print("%s's status: " % v + (open(p).read().strip().replace("\n", " | ") if os.path.exists(p) else "none"))
+    r = subprocess.run([strata, "stop", "S"], env=env, capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "host: strata stop")
+    end_daemon(d, check)
+
+    p = os.path.join(host_out, "clocks.json")
+    check(os.path.exists(p), "host: clocks.json written")
+    hclocks = json.load(open(p)) if os.path.exists(p) else {"links": []}
+    links = []
+    for v in names:
+        guest_out = os.path.join(vms[v][0], "guest-trace")
+        p = os.path.join(guest_out, "clocks.json")
+        check(os.path.exists(p), v + ": clocks.json written")
+        gclocks = json.load(open(p)) if os.path.exists(p) else {"links": []}
+        glink = [lk for lk in gclocks["links"] if lk["role"] == "follower"]
+        hlink = [lk for lk in hclocks["links"] if lk["role"] == "reference" and lk["name"] == v]
+        check(len(glink) == 1 and glink[0]["correlated"], v + ": the guest's link is correlated")
+        check(len(hlink) == 1 and hlink[0]["correlated"], v + ": the host's link is correlated")
+        if not glink or not hlink:
+            check.finish()
+        links.append((v, vms[v][3], glink[0], hlink[0]))
+    sends, raw = timeline(check, [host_out] + [os.path.join(vms[v][0], "guest-trace") for v in names],
+                          n * len(names), client_on_guest=True, expect_inversions=mode == "pause")
+    for v, kbase, glink, hlink in links:
+        mine = {k: t for k, t in sends.items() if kbase <= k < kbase + KBASE2}
+        for name, lk in ((v + ": the guest's", glink), (v + ": the host's", hlink)):
+            bounds(check, name, lk, mine, raw)
+            if mode == "pause" and v == "vm1":
+                check(len(lk["segments"]) >= 2, "the %s map has a new segment after the pause (%s)" %
+                      (name, ", ".join(s["start"] for s in lk["segments"])))
+    if mode == "kernel":
+        kernel_order(check, host_out, os.path.join(vm, "guest-trace"), n)
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+#!/bin/sh
+# guest-clocks.sh STRATA CONSUMERD PINGPONG N [plain|kernel [KBASE]] - the guest's half of
+# check_clock_vm.py (run by run-vm.sh in the guest): a daemon that follows
+# the host's clock over the virtio-serial port org.strata.sync, a session
+# recording syncpp:* (`kernel`: also the guest kernel's read and write
+# system calls, the module loaded by run-vm.sh) into $STRATA_VM_OUT/guest-trace (the folder shared with
+# the host), and the ping-pong's client on the port org.strata.app.
+set -u
+strata=$1 consumerd=$2 prog=$3 n=$4 kernel=${5:-} kbase=${6:-0}
+out=$STRATA_VM_OUT
+port() { # the device of the virtio-serial port named $1 (no udev here)
+	for d in /sys/class/virtio-ports/*; do
+		[ "$(cat "$d/name")" = "$1" ] && echo "/dev/$(basename "$d")"
+	done
+}
+# wait_for SECONDS CMD...: CMD until it succeeds, at most SECONDS
+wait_for() {
+	t=$(($1 * 10)); shift
+	while ! "$@" > /dev/null 2>&1; do
+		t=$((t - 1)); [ $t -gt 0 ] || return 1
+		sleep 0.1
+	done
+}
+answered() { "$strata" status G 2>/dev/null | sed -n 's/.* \([0-9]*\) of [0-9]* probe(s) answered.*/\1/p'; }
+sync=$(port org.strata.sync) app=$(port org.strata.app)
+[ -n "$sync" ] && [ -n "$app" ] || { echo "guest: no virtio ports"; ls /sys/class/virtio-ports; exit 1; }
+export STRATA_CONSUMERD_SOCKET=/tmp/g.sock
+"$consumerd" --socket /tmp/g.sock --sync "host=virtio:$sync" --sync-period 10 -q &
+dpid=$!
+wait_for 30 test -S /tmp/g.sock || { echo "guest: no daemon"; exit 1; }
+"$strata" create G -o "$out/guest-trace" && "$strata" enable-event G 'syncpp:*' || exit 1
+if [ "$kernel" = kernel ]; then
+	"$strata" enable-event G 'kernel:syscall_entry_write' && "$strata" enable-event G 'kernel:syscall_exit_read' || exit 1
+fi
+"$strata" start G || exit 1
+wait_for 60 sh -c "'$strata' status G | grep -q 'bound width'" || { echo "guest: the link never came up"; "$strata" status G; exit 1; }
+SYNCPP_KBASE=$kbase "$prog" client "dev:$app" "$n" || { echo "guest: the ping-pong failed"; exit 1; }
+# Probes after the last message, so that its time lies inside the map.
+a0=$(answered)
+wait_for 30 sh -c "[ \$('$strata' status G | sed -n 's/.* \([0-9]*\) of [0-9]* probe(s) answered.*/\1/p') -ge $((a0 + 10)) ]" ||
+	echo "guest: few probes after the exchange"
+"$strata" status G > "$out/guest-status.txt"
+"$strata" stop G || exit 1
+kill "$dpid"; wait "$dpid"
+echo "guest: done"

@@ -1,0 +1,391 @@
+/*
+ * The clock map between two machines (libtrace/clocksync, docs/clocks.md)
+ * against synthetic exchanges whose true map is known: an offset, a drift,
+ * one-way delays with jitter and asymmetry, a step (a paused VM), a lost
+ * link, a message out of order.  Oracles: the true map lies within the
+ * stated bound at every probed time (exact bound and the stored knots'),
+ * no exchanged message is inverted after mapping, the segments start where
+ * and why they should; the bound's width is printed beside the minimum RTT.
+ */
+#include <gtest/gtest.h>
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "clocksync.h"
+
+using namespace strata::clocksync;
+
+namespace {
+
+// The source clock against true time (the target's clock, in ns): source
+// reads x = (t - b) / a before the step, with the step `step_ns` added to
+// b from true time `step_at` on (the source's clock stood still).
+struct Truth {
+	double a = 1.0; // target ns per source ns
+	double b = 0;   // target time at source time 0
+	double step_at = 1e300;
+	double step_ns = 0;
+	double offset(double t) const { return b + (t >= step_at ? step_ns : 0); }
+	int64_t source_at(double t) const { return static_cast<int64_t>(std::floor((t - offset(t)) / a)); }
+	// The true target time of source time x on the side of the step that
+	// true time t is on.
+	double target_of(int64_t x, double t) const { return a * static_cast<double>(x) + offset(t); }
+};
+
+struct Msg {
+	bool source_sent;
+	int64_t send, recv;
+	double t_send; // true time of the send (for the truth at it)
+};
+
+struct Exchanges {
+	std::vector<Msg> msgs;
+	int64_t min_rtt = INT64_MAX;
+};
+
+// `probes` probes `period` ns apart from true time t0: the source sends,
+// the target answers after `turn` ns; delays base + exponential jitter,
+// `asym` more on the way back.
+Exchanges simulate(const Truth &tr, int probes, double t0, double period, double base, double jitter,
+		   double asym, double turn, uint32_t seed)
+{
+	std::mt19937_64 rng(seed);
+	std::exponential_distribution<double> ex(1.0 / jitter);
+	Exchanges r;
+	for (int i = 0; i < probes; i++) {
+		const double ts = t0 + i * period;
+		const double tr1 = ts + base + ex(rng);
+		const double tt = tr1 + turn;
+		const double tr2 = tt + base + asym + ex(rng);
+		const int64_t x1 = tr.source_at(ts);
+		const int64_t y2 = static_cast<int64_t>(std::ceil(tr1));
+		const int64_t y3 = static_cast<int64_t>(std::floor(tt));
+		const int64_t x4 = tr.source_at(tr2) + 1;
+		r.msgs.push_back({true, x1, y2, ts});
+		r.msgs.push_back({false, y3, x4, tt});
+		// RTT in source ns (the two clocks' rates differ by ppm).
+		r.min_rtt = std::min(r.min_rtt, (x4 - x1) - (y3 - y2));
+	}
+	return r;
+}
+
+// The segment of `segs` whose source range holds x, else nullptr.
+const Segment *covering(const std::vector<Segment> &segs, int64_t x)
+{
+	for (const Segment &s : segs)
+		if (x >= s.x_first && x <= s.x_last)
+			return &s;
+	return nullptr;
+}
+
+struct Checked {
+	int64_t worst_width = 0, mid_width = 0;
+	size_t inversions = 0, outside = 0, checked = 0, in_gaps = 0;
+};
+
+// Every message: the truth at its source time within its segment's stored
+// bound, and not inverted by the segment's map.
+Checked check(const Truth &tr, const Exchanges &run, const std::vector<Segment> &segs)
+{
+	Checked c;
+	for (const Msg &m : run.msgs) {
+		const int64_t x = m.source_sent ? m.send : m.recv;
+		const Segment *s = covering(segs, x);
+		int64_t lo, hi;
+		if (!s) {
+			// Between two segments (around a step): either map, the
+			// union of the two bounds (docs/clocks.md).
+			const Segment *before = nullptr, *after = nullptr;
+			for (const Segment &g : segs) {
+				if (g.x_last < x)
+					before = &g;
+				if (g.x_first > x && !after)
+					after = &g;
+			}
+			int64_t l1, h1, l2, h2;
+			if (!before || !after || !segment_bound(*before, x, &l1, &h1) ||
+			    !segment_bound(*after, x, &l2, &h2))
+				continue;
+			c.checked++, c.in_gaps++;
+			const double truth = tr.target_of(x, m.t_send);
+			if (truth < std::min(l1, l2) || truth > std::max(h1, h2))
+				c.outside++;
+			continue;
+		}
+		if (!s->bounded || !segment_bound(*s, x, &lo, &hi))
+			continue;
+		c.checked++;
+		const double truth = tr.target_of(x, m.t_send);
+		if (truth < lo || truth > hi)
+			c.outside++;
+		c.worst_width = std::max(c.worst_width, hi - lo);
+		const int64_t y = segment_map(*s, x);
+		if (m.source_sent ? !(y <= m.recv) : !(y >= m.send))
+			c.inversions++;
+	}
+	for (const Segment &s : segs)
+		if (s.bounded && !s.knots.empty())
+			c.mid_width = std::max(c.mid_width, s.knots[s.knots.size() / 2].hi -
+								    s.knots[s.knots.size() / 2].lo);
+	return c;
+}
+
+Estimator feed(const Exchanges &run)
+{
+	Estimator e;
+	for (const Msg &m : run.msgs)
+		e.add(m.source_sent, m.send, m.recv);
+	return e;
+}
+
+TEST(ClockSync, OffsetDriftJitter)
+{
+	Truth tr;
+	tr.a = 1 + 47e-6; // 47 ppm
+	tr.b = 3.7e9;     // the target 3.7 s ahead
+	// 2000 probes 10 ms apart: 20 s; 40 us one way, 30 us mean jitter,
+	// 5 us asymmetry.
+	const Exchanges run = simulate(tr, 2000, 5e9, 1e7, 40000, 30000, 5000, 20000, 1);
+	const Estimator e = feed(run);
+	const std::vector<Segment> segs = e.segments();
+	ASSERT_EQ(segs.size(), 1u);
+	EXPECT_EQ(segs[0].start, Start::First);
+	EXPECT_TRUE(segs[0].bounded);
+	EXPECT_LE(segs[0].slope_min, tr.a);
+	EXPECT_GE(segs[0].slope_max, tr.a);
+	const Checked c = check(tr, run, segs);
+	EXPECT_EQ(c.checked, run.msgs.size());
+	EXPECT_EQ(c.outside, 0u);
+	EXPECT_EQ(c.inversions, 0u);
+	// Exact bound at every 997th message, and the knots never narrower.
+	for (size_t i = 0; i < run.msgs.size(); i += 997) {
+		const int64_t x = run.msgs[i].source_sent ? run.msgs[i].send : run.msgs[i].recv;
+		int64_t lo, hi, klo, khi;
+		ASSERT_TRUE(e.bound(x, &lo, &hi));
+		ASSERT_TRUE(segment_bound(segs[0], x, &klo, &khi));
+		EXPECT_LE(klo, lo + 1);
+		EXPECT_GE(khi, hi - 1);
+	}
+	// The width stays within the minimum RTT (it is the sum of the two
+	// least one-way delays' uncertainty).
+	EXPECT_LE(c.worst_width, 2 * run.min_rtt);
+	printf("offset+drift+jitter: min RTT %" PRId64 " ns, bound width %" PRId64
+	       " ns at the middle, %" PRId64 " ns worst, %zu knots\n",
+	       run.min_rtt, c.mid_width, c.worst_width, segs[0].knots.size());
+	// Before and after the exchanges: the extrapolated bound still holds.
+	for (double t : {1e9, 40e9}) {
+		const int64_t x = tr.source_at(t);
+		int64_t lo, hi;
+		ASSERT_TRUE(segment_bound(segs[0], x, &lo, &hi));
+		EXPECT_LE(lo, tr.target_of(x, t));
+		EXPECT_GE(hi, tr.target_of(x, t));
+	}
+}
+
+TEST(ClockSync, PauseSteps)
+{
+	// The source (a guest) paused for 0.8 s at true 12.34 s: its clock
+	// stood still, so it is then 0.8 s further behind the target.
+	Truth tr;
+	tr.a = 1 - 12e-6;
+	tr.b = -2.5e9;
+	tr.step_at = 12.34e9;
+	tr.step_ns = 0.8e9;
+	Exchanges run = simulate(tr, 500, 7e9, 1e7, 30000, 20000, 0, 10000, 2);
+	const Exchanges after = simulate(tr, 500, 13.2e9, 1e7, 30000, 20000, 0, 10000, 3);
+	run.msgs.insert(run.msgs.end(), after.msgs.begin(), after.msgs.end());
+	run.min_rtt = std::min(run.min_rtt, after.min_rtt);
+	const Estimator e = feed(run);
+	const std::vector<Segment> segs = e.segments();
+	ASSERT_EQ(segs.size(), 2u);
+	EXPECT_EQ(segs[1].start, Start::Step);
+	// The step shows between the segments' maps.
+	const int64_t step = segment_map(segs[1], segs[1].x_first) - segment_map(segs[0], segs[1].x_first);
+	EXPECT_NEAR(static_cast<double>(step), 0.8e9, 1e5);
+	const Checked c = check(tr, run, segs);
+	EXPECT_EQ(c.checked, run.msgs.size());
+	EXPECT_LE(c.in_gaps, 2u); // at most the step's own probe
+	EXPECT_EQ(c.outside, 0u);
+	EXPECT_EQ(c.inversions, 0u);
+	printf("pause step: min RTT %" PRId64 " ns, bound width %" PRId64 " ns worst, step %" PRId64 " ns\n",
+	       run.min_rtt, c.worst_width, step);
+}
+
+TEST(ClockSync, LinkLostAndOneWay)
+{
+	Truth tr;
+	tr.b = 1e9;
+	const Exchanges a = simulate(tr, 100, 1e9, 1e7, 30000, 10000, 0, 5000, 4);
+	const Exchanges b = simulate(tr, 100, 5e9, 1e7, 30000, 10000, 0, 5000, 5);
+	Estimator e;
+	// One direction only: never bounded.
+	for (const Msg &m : a.msgs)
+		if (m.source_sent)
+			e.add(m.source_sent, m.send, m.recv);
+	EXPECT_FALSE(e.correlated());
+	EXPECT_EQ(e.width_now(), -1);
+	for (const Msg &m : a.msgs)
+		if (!m.source_sent)
+			e.add(m.source_sent, m.send, m.recv);
+	EXPECT_TRUE(e.correlated()); // late and out of order: rebuilt hulls
+	e.break_segment(Start::LinkLost, "no answer for 2 s");
+	for (const Msg &m : b.msgs)
+		e.add(m.source_sent, m.send, m.recv);
+	const std::vector<Segment> segs = e.segments();
+	ASSERT_EQ(segs.size(), 2u);
+	EXPECT_EQ(segs[0].start, Start::First);
+	EXPECT_EQ(segs[1].start, Start::LinkLost);
+	EXPECT_EQ(segs[1].note, "no answer for 2 s");
+	Exchanges all = a;
+	all.msgs.insert(all.msgs.end(), b.msgs.begin(), b.msgs.end());
+	const Checked c = check(tr, all, segs);
+	EXPECT_EQ(c.checked, all.msgs.size());
+	EXPECT_EQ(c.outside, 0u);
+	EXPECT_EQ(c.inversions, 0u);
+	EXPECT_GT(e.width_now(), 0);
+	// The stored form names every field a reader needs.
+	const std::string j = segments_json(segs, "");
+	for (const char *k : {"\"start\": \"link-lost\"", "\"x0\"", "\"y0\"", "\"slope\"", "\"slope_min\"",
+			      "\"slope_max\"", "\"knots\"", "\"bounded\": true"})
+		EXPECT_NE(j.find(k), std::string::npos) << k;
+}
+
+TEST(ClockSync, ManySeedsNeverWrong)
+{
+	// Random offsets, drifts up to 200 ppm, delays and asymmetries: the
+	// oracle over 40 runs.
+	std::mt19937_64 rng(42);
+	std::uniform_real_distribution<double> u(0, 1);
+	size_t outside = 0, inversions = 0, checked = 0;
+	for (int i = 0; i < 40; i++) {
+		Truth tr;
+		tr.a = 1 + (u(rng) - 0.5) * 400e-6;
+		tr.b = (u(rng) - 0.5) * 1e12;
+		const Exchanges run = simulate(tr, 300, 2e9, 2e6 + u(rng) * 2e7, 5000 + u(rng) * 100000,
+					       1000 + u(rng) * 50000, (u(rng) - 0.5) * 20000, u(rng) * 50000,
+					       static_cast<uint32_t>(100 + i));
+		const Estimator e = feed(run);
+		const std::vector<Segment> segs = e.segments();
+		EXPECT_EQ(segs.size(), 1u);
+		const Checked c = check(tr, run, segs);
+		outside += c.outside, inversions += c.inversions, checked += c.checked;
+	}
+	EXPECT_EQ(checked, 40u * 600u);
+	EXPECT_EQ(outside, 0u);
+	EXPECT_EQ(inversions, 0u);
+}
+
+} // namespace
+
+// ---- KVM's facts (kvm_tsc.h) against a recorded debugfs tree -----------------
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "kvm_tsc.h"
+
+namespace {
+
+struct Tree {
+	std::string root;
+	Tree()
+	{
+		char t[] = "/tmp/strata-kvm-XXXXXX";
+		root = mkdtemp(t);
+	}
+	~Tree() { std::filesystem::remove_all(root); }
+	// One vCPU's files, as KVM's debugfs shows them (one number and "\n").
+	void vcpu(const std::string &vm, unsigned n, const std::string &offset, const std::string &ratio,
+		  const std::string &frac)
+	{
+		const std::string d = root + "/" + vm + "/vcpu" + std::to_string(n);
+		mkdir((root + "/" + vm).c_str(), 0755);
+		mkdir(d.c_str(), 0755);
+		std::ofstream(d + "/tsc-offset") << offset << "\n";
+		std::ofstream(d + "/tsc-scaling-ratio") << ratio << "\n";
+		std::ofstream(d + "/tsc-scaling-ratio-frac-bits") << frac << "\n";
+	}
+};
+
+TEST(KvmTsc, ReadsARecordedTree)
+{
+	Tree t;
+	// As recorded on an Intel host (48 fraction bits, ratio 1.0): a guest
+	// started long after the host booted has a large negative offset.
+	t.vcpu("4242-13", 0, "-1845623400112", "281474976710656", "48");
+	t.vcpu("4242-13", 1, "-1845623400112", "281474976710656", "48");
+	t.vcpu("777-9", 0, "5", "281474976710656", "48");
+	EXPECT_EQ(kvm_vm_dir(t.root, 4242), t.root + "/4242-13");
+	EXPECT_EQ(kvm_vm_dir(t.root, 4243), "");
+	std::vector<KvmTsc> v;
+	std::string err;
+	ASSERT_TRUE(read_kvm_tsc(t.root + "/4242-13", &v, &err)) << err;
+	ASSERT_EQ(v.size(), 2u);
+	EXPECT_EQ(v[1].vcpu, 1u);
+	EXPECT_EQ(v[0].offset, -1845623400112);
+	EXPECT_EQ(v[0].frac_bits, 48u);
+	EXPECT_EQ(kvm_vcpus_disagree(v), "");
+	EXPECT_EQ(kvm_host_tsc(v[0], 1000), 1000u + 1845623400112u);
+	// A guest's TSC written on one vCPU only.
+	t.vcpu("4242-13", 1, "-1845000000000", "281474976710656", "48");
+	ASSERT_TRUE(read_kvm_tsc(t.root + "/4242-13", &v, &err)) << err;
+	EXPECT_NE(kvm_vcpus_disagree(v).find("no one TSC"), std::string::npos);
+	// Damaged files are named, never trusted.
+	t.vcpu("9-1", 0, "12ab", "281474976710656", "48");
+	EXPECT_FALSE(read_kvm_tsc(t.root + "/9-1", &v, &err));
+	EXPECT_NE(err.find("tsc-offset"), std::string::npos) << err;
+	t.vcpu("9-2", 0, "0", "0", "48");
+	EXPECT_FALSE(read_kvm_tsc(t.root + "/9-2", &v, &err));
+	t.vcpu("9-3", 0, "0", "281474976710656", "99");
+	EXPECT_FALSE(read_kvm_tsc(t.root + "/9-3", &v, &err));
+	EXPECT_FALSE(read_kvm_tsc(t.root + "/none", &v, &err));
+}
+
+TEST(KvmTsc, CheckedAgainstTheExchanges)
+{
+	// Host TSC at 2.5 GHz; the guest's TSC scaled by 1.5 (ratio 1.5 << 48)
+	// and offset; each side's page maps its TSC to its ns.
+	KvmTsc k;
+	k.frac_bits = 48;
+	k.ratio = (3ull << 48) / 2;
+	k.offset = -4000000000000;
+	TscLine host{1000000000000ull, 400000000000, 0.4};
+	const uint64_t g0 =
+		(static_cast<unsigned __int128>(host.tsc0) * k.ratio >> 48) + static_cast<uint64_t>(k.offset);
+	TscLine guest{g0, 7000000000, 0.4 / 1.5};
+	// The true map guest ns -> host ns through the facts, and exchanges
+	// generated from it (30 us one way, jitter).
+	auto host_of = [&](double gns) {
+		const double gcyc = (gns - static_cast<double>(guest.ns0)) / guest.ns_per_cycle;
+		const double hcyc = gcyc / 1.5;
+		return static_cast<double>(host.ns0) + hcyc * host.ns_per_cycle;
+	};
+	Estimator e;
+	std::mt19937_64 rng(7);
+	std::exponential_distribution<double> ex(1.0 / 20000);
+	for (int i = 0; i < 400; i++) {
+		const double g = 8e9 + i * 1e7; // guest sends at guest time g
+		const double h_recv = host_of(g) + 30000 + ex(rng);
+		const double h_send = h_recv + 10000;
+		// The guest's ns run at the host's rate here (0.4 ns a host cycle).
+		const double g_recv = g + (h_send - host_of(g)) + 30000 + ex(rng);
+		e.add(true, static_cast<int64_t>(g), static_cast<int64_t>(std::ceil(h_recv)));
+		e.add(false, static_cast<int64_t>(h_send), static_cast<int64_t>(std::ceil(g_recv)));
+	}
+	const std::vector<Segment> segs = e.segments();
+	ASSERT_EQ(segs.size(), 1u);
+	EXPECT_EQ(kvm_check(segs[0], guest, k, host, 1000), "");
+	// A TSC written unseen: 1 ms of host cycles off.
+	KvmTsc moved = k;
+	moved.offset += 3750000; // guest cycles: 1.5 * 2.5e6
+	const std::string why = kvm_check(segs[0], guest, moved, host, 1000);
+	EXPECT_NE(why.find("the exchanges allow only"), std::string::npos) << why;
+}
+
+} // namespace

@@ -1,0 +1,139 @@
+/*
+ * strata-consumerd's clock links (consumerd/sync_link.h, docs/clocks.md)
+ * without a peer: the SPEC table (accepted and refused, with the error's
+ * words), the frame codec against every cut, garbage and random bytes, and
+ * the metadata clock rewrite (babeltrace2-visible text, done twice = once).
+ */
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "metadata.h"
+#include "strata_abi.h"
+#include "sync_link.h"
+
+using namespace strata;
+using namespace strata::daemon_impl;
+
+namespace {
+
+TEST(SyncSpec, AcceptedAndRefused)
+{
+	SyncSpec s;
+	std::string err;
+	ASSERT_TRUE(parse_sync("host=virtio:/dev/vport1p1", true, &s, &err)) << err;
+	EXPECT_EQ(s.kind, SyncSpec::Kind::Device);
+	EXPECT_EQ(s.path, "/dev/vport1p1");
+	EXPECT_TRUE(s.follower);
+	ASSERT_TRUE(parse_sync("vm1=unix:/run/qemu/vm1-sync.sock", false, &s, &err)) << err;
+	EXPECT_EQ(s.kind, SyncSpec::Kind::Unix);
+	ASSERT_TRUE(parse_sync("b=listen:tcp:0.0.0.0:5344", false, &s, &err)) << err;
+	EXPECT_EQ(s.kind, SyncSpec::Kind::ListenTcp);
+	EXPECT_EQ(s.port, 5344u);
+	ASSERT_TRUE(parse_sync("a=tcp:[::1]:7", true, &s, &err)) << err;
+	EXPECT_EQ(s.host, "::1");
+	ASSERT_TRUE(parse_sync("g=vsock:3:5344", true, &s, &err)) << err;
+	EXPECT_EQ(s.cid, 3u);
+	ASSERT_TRUE(parse_sync("g=listen:vsock:5344", false, &s, &err)) << err;
+	EXPECT_EQ(s.kind, SyncSpec::Kind::ListenVsock);
+	const struct {
+		const char *arg, *says;
+	} bad[] = {
+		{"novalue", "NAME=SPEC"},
+		{"=unix:/x", "NAME=SPEC"},
+		{"a b=unix:/x", "letters, digits"},
+		{"a=unix:", "no path"},
+		{"a=tcp:host", "tcp:HOST:PORT"},
+		{"a=tcp:host:0", "tcp:HOST:PORT"},
+		{"a=tcp:host:65536", "tcp:HOST:PORT"},
+		{"a=tcp:host:12x", "tcp:HOST:PORT"},
+		{"a=vsock:3", "vsock:CID:PORT"},
+		{"a=listen:virtio:/dev/x", "expected virtio:PATH"},
+		{"a=serial:/dev/ttyS0", "expected virtio:PATH"},
+	};
+	for (const auto &b : bad) {
+		err.clear();
+		EXPECT_FALSE(parse_sync(b.arg, true, &s, &err)) << b.arg;
+		EXPECT_NE(err.find(b.says), std::string::npos) << b.arg << ": " << err;
+	}
+	EXPECT_FALSE(parse_sync("a=unix:/" + std::string(120, 'x'), true, &s, &err));
+	EXPECT_NE(err.find("at most 107"), std::string::npos) << err;
+}
+
+TEST(SyncFrames, RoundTripCutsAndGarbage)
+{
+	SyncFrame h;
+	h.type = kSyncHello;
+	h.seq = 0x12345678;
+	h.t1 = -5;
+	h.aux = 1795677484348930803;
+	h.hostname = "vm\x01one";
+	h.boot_id = "f5c620ec-505c-499c-addb-57758d93b1f0";
+	const std::vector<uint8_t> b = encode_sync(h);
+	SyncFrame f;
+	ASSERT_EQ(decode_sync(b.data(), b.size(), &f), static_cast<long>(b.size()));
+	EXPECT_EQ(f.type, kSyncHello);
+	EXPECT_EQ(f.seq, h.seq);
+	EXPECT_EQ(f.t1, -5);
+	EXPECT_EQ(f.aux, h.aux);
+	EXPECT_EQ(f.hostname, "vmone"); // control bytes dropped
+	EXPECT_EQ(f.boot_id, h.boot_id);
+	// Every cut of a frame asks for more bytes; never a frame, never a skip.
+	for (size_t n = 0; n < b.size(); n++)
+		EXPECT_EQ(decode_sync(b.data(), n, &f), 0) << n;
+	// A PING with a HELLO's length, a version or type out of range: skipped.
+	SyncFrame p;
+	p.type = kSyncPing;
+	std::vector<uint8_t> q = encode_sync(p);
+	for (int field : {4, 5, 6}) {
+		std::vector<uint8_t> x = q;
+		x[field] ^= 0x40;
+		EXPECT_EQ(decode_sync(x.data(), x.size(), &f), -1) << field;
+	}
+	// Random bytes: any answer but a crash, and never a length beyond them.
+	std::mt19937 rng(1);
+	for (int i = 0; i < 20000; i++) {
+		std::vector<uint8_t> r(rng() % 80);
+		for (auto &c : r)
+			c = static_cast<uint8_t>(rng());
+		if (r.size() >= 4 && i % 2) // half of them start like a frame
+			for (int k = 0; k < 4; k++)
+				r[k] = q[k];
+		const long n = decode_sync(r.data(), r.size(), &f);
+		EXPECT_LE(n, static_cast<long>(r.size()));
+	}
+}
+
+TEST(SyncMetadata, ClockRewrittenOnceAndAgain)
+{
+	uint8_t uuid[16] = {1, 2, 3};
+	ClockInfo c;
+	c.uuid = "f5c620ec-505c-499c-addb-57758d93b1f0";
+	c.offset_s = 1795677484;
+	c.offset_ns = 348930793;
+	TraceEnv env;
+	env.hostname = "guest";
+	env.record_format = STRATA_REC_COMPACT;
+	const std::string text = ctf_metadata(uuid, c, env, 0, {});
+	ClockInfo m = c;
+	m.freq = 1000089588;
+	m.offset_s = 1795677481;
+	m.offset_ns = 758118040;
+	m.uuid = "0c7b0e8e-7e5c-4d35-9f5e-3a7f6d2b1c00";
+	const std::string env_lines = "\tsync_state = \"correlated\";\n\tsync_peer = \"host\";\n";
+	const std::string once = rewrite_metadata_clock(text, m, env_lines);
+	EXPECT_NE(once.find("freq = 1000089588;"), std::string::npos);
+	EXPECT_NE(once.find("offset = 758118040;"), std::string::npos);
+	EXPECT_EQ(once.find("freq = 1000000000;"), std::string::npos);
+	EXPECT_NE(once.find("env {\n"), std::string::npos);
+	EXPECT_NE(once.find("\tsync_state = \"correlated\";"), std::string::npos);
+	EXPECT_NE(once.find("hostname = \"guest\";"), std::string::npos); // the rest of env kept
+	EXPECT_NE(once.find("map = clock.monotonic.value"), std::string::npos);
+	EXPECT_EQ(once.rfind("/* CTF 1.8 */", 0), 0u);
+	// A second stop rewrites it again: the same text, no sync_ line twice.
+	EXPECT_EQ(rewrite_metadata_clock(once, m, env_lines), once);
+	// Text without a clock block is left alone.
+	EXPECT_EQ(rewrite_metadata_clock("/* CTF 1.8 */\n", m, env_lines), "/* CTF 1.8 */\n");
+}
+
+} // namespace
