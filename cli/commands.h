@@ -30,6 +30,7 @@ int strata_cmd_view(int argc, char **argv);    // cli/cmd_view.cpp ("tools")
 int strata_cmd_analyze(int argc, char **argv); // cli/cmd_analyze*.cpp ("pthread")
 int strata_cmd_export(int argc, char **argv);  // cli/cmd_export.cpp (docs/viewing.md)
 int strata_cmd_check(int argc, char **argv);   // cli/cmd_check.cpp (docs/reading.md)
+int strata_cmd_query(int argc, char **argv);   // cli/cmd_query.cpp (docs/query.md)
 int strata_cmd_top(int argc, char **argv);     // cli/cmd_top.cpp (docs/probes.md)
 
 // ---- shared helpers (cli/cmd_common.cpp) -----------------------------------

@@ -32,6 +32,7 @@ const Subcommand kCommands[] = {
 	{"analyze", strata_cmd_analyze, "analyse a trace (e.g. mutex contention)"},
 	{"export", strata_cmd_export, "write a trace for Perfetto's UI or as Chrome JSON trace events"},
 	{"check", strata_cmd_check, "report a trace's damage; write a clean copy (--clean-copy)"},
+	{"query", strata_cmd_query, "answer SQL about a trace (docs/query.md)"},
 };
 
 void usage(FILE *f)

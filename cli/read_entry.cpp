@@ -18,5 +18,7 @@ extern "C" __attribute__((visibility("default"))) int strata_cli_read_main(const
 		return strata_cmd_export(argc, argv);
 	if (!strcmp(cmd, "check"))
 		return strata_cmd_check(argc, argv);
+	if (!strcmp(cmd, "query"))
+		return strata_cmd_query(argc, argv);
 	return strata::cli::kUsage;
 }

@@ -1,7 +1,8 @@
 /*
- * read_module.cpp - `strata view`, `strata analyze` and `strata export`, which read traces
- * with babeltrace2, live in a module of their own (libstrata-cli-read.so,
- * cli/read_entry.cpp) that only these two commands load.  The control
+ * read_module.cpp - `strata view`, `analyze`, `export`, `check` and `query`,
+ * which read traces (Strata's reader, babeltrace2, SQLite), live in a module
+ * of their own (libstrata-cli-read.so, cli/read_entry.cpp) that only these
+ * commands load.  The control
  * commands (create, enable-event, start, ...) are process starts that a
  * user, a script or the enablement latency waits for; not mapping
  * libbabeltrace2, glib and pcre2 there saves about fifty page faults,
@@ -63,4 +64,9 @@ int strata_cmd_export(int argc, char **argv)
 int strata_cmd_check(int argc, char **argv)
 {
 	return run_in_module("check", argc, argv);
+}
+
+int strata_cmd_query(int argc, char **argv)
+{
+	return run_in_module("query", argc, argv);
 }

@@ -13,7 +13,7 @@ STRATA_PACKAGES=(
   mmdebstrap initramfs-tools systemd e2fsprogs
   python3-lttnganalyses babeltrace
   socat
-  sqlite3 time
+  sqlite3 libsqlite3-dev time
   memcached libmemcached-tools
 )
 strata_install_deps() {

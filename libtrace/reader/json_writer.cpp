@@ -68,6 +68,41 @@ void escape_control(std::string &out, unsigned char c)
 
 } // namespace
 
+bool utf8_well_formed(std::string_view s)
+{
+	const auto *p = reinterpret_cast<const unsigned char *>(s.data());
+	for (size_t i = 0, bad = 0; i < s.size();) {
+		if (p[i] < 0x80) {
+			i++;
+			continue;
+		}
+		const size_t len = utf8_length(p + i, s.size() - i, &bad);
+		if (!len)
+			return false;
+		i += len;
+	}
+	return true;
+}
+
+void utf8_append_repaired(std::string &out, std::string_view s)
+{
+	const auto *p = reinterpret_cast<const unsigned char *>(s.data());
+	for (size_t i = 0, bad = 0; i < s.size();) {
+		size_t j = i; // a run of ASCII at once
+		while (j < s.size() && p[j] < 0x80)
+			j++;
+		out.append(s.data() + i, j - i);
+		if ((i = j) >= s.size())
+			break;
+		const size_t len = utf8_length(p + i, s.size() - i, &bad);
+		if (len)
+			out.append(s.data() + i, len);
+		else
+			out += "\xef\xbf\xbd"; // U+FFFD
+		i += len ? len : bad;
+	}
+}
+
 namespace {
 
 bool plain(unsigned char c)

@@ -229,6 +229,7 @@ bool TraceReader::open_dirs(const std::vector<std::string> &dirs, std::string *w
 {
 	for (const std::string &d : dirs)
 		add_trace(d);
+	index_damages_ = damages_.size();
 	if (traces_.empty()) {
 		*why = "no trace";
 		return false;
@@ -245,7 +246,7 @@ void TraceReader::damage(const StreamInfo &s, uint64_t offset, uint64_t bytes, s
 
 bool TraceReader::add_trace(const std::string &dir)
 {
-	auto t = std::make_unique<SubTrace>();
+	auto t = std::make_shared<SubTrace>();
 	t->dir = dir;
 	std::string text;
 	if (!read_file(dir + "/metadata", &text, kMaxMetadata)) {
@@ -266,7 +267,7 @@ bool TraceReader::add_trace(const std::string &dir)
 	m.env_int("vpid", &t->vpid);
 	t->hostname = m.env_string("hostname");
 	t->kernel = m.is_kernel();
-	auto walk = std::make_unique<RecordWalk>(m.record_format);
+	auto walk = std::make_shared<RecordWalk>(m.record_format);
 	auto cls = m.events.find(m.stream_id);
 	if (cls != m.events.end())
 		for (const auto &kv : cls->second)
@@ -460,6 +461,7 @@ bool TraceReader::load_packet(Cursor &c)
 		c.prev = &e;
 		c.pe = &e;
 		stats_.packets++;
+		stats_.bytes += e.content;
 		// The records, by the consumer's walk.
 		struct Collect : RecordWalk::NoVisit {
 			std::vector<WalkedRecord> *out;
@@ -563,75 +565,119 @@ std::unique_ptr<TraceReader::Cursor> TraceReader::make_cursor(StreamInfo *s, siz
 
 bool TraceReader::read(const std::function<bool(const TraceMsg &)> &on)
 {
-	// Index damage first: named in the order found, at the start (their
-	// time is not known: the bytes that would say it are the damaged ones).
-	for (const TraceDamage &d : damages_) {
-		TraceMsg msg;
-		msg.kind = TraceMsgKind::Damage;
-		msg.damage = &d;
+	start();
+	TraceMsg msg;
+	while (next(&msg))
 		if (!on(msg))
 			return true;
+	return true;
+}
+
+void TraceReader::share_index(const TraceReader &from)
+{
+	traces_ = from.traces_;
+	walks_ = from.walks_;
+	streams_.clear();
+	for (const auto &s : from.streams_)
+		streams_.push_back(std::make_unique<StreamInfo>(*s));
+	// The index's damage (that found while reading is each pass's own).
+	index_damages_ = from.index_damages_;
+	damages_.assign(from.damages_.begin(), from.damages_.begin() + (ptrdiff_t)index_damages_);
+	stats_ = TraceReadStats();
+	stats_.unreadable_traces = from.stats_.unreadable_traces;
+	stats_.damaged = damages_.size();
+	for (const TraceDamage &d : damages_)
+		stats_.damaged_bytes += d.bytes;
+}
+
+void TraceReader::heap_down(size_t i)
+{
+	// A binary min-heap of the cursors by (key, order).
+	auto less = [](const Cursor *a, const Cursor *b) {
+		return a->key < b->key || (a->key == b->key && a->order < b->order);
+	};
+	const size_t n = heap_.size();
+	for (;;) {
+		size_t l = 2 * i + 1, best = i;
+		if (l < n && less(heap_[l], heap_[best]))
+			best = l;
+		if (l + 1 < n && less(heap_[l + 1], heap_[best]))
+			best = l + 1;
+		if (best == i)
+			return;
+		std::swap(heap_[i], heap_[best]);
+		i = best;
 	}
-	std::vector<std::unique_ptr<Cursor>> cursors;
+}
+
+void TraceReader::start()
+{
+	if (started_)
+		return;
+	started_ = true;
+	// Index damage first: named in the order found, at the start (their
+	// time is not known: the bytes that would say it are the damaged ones).
+	index_damage_end_ = damages_.size();
 	for (size_t i = 0; i < streams_.size(); i++) {
 		StreamInfo *s = streams_[i].get();
 		if (s->packets.empty() || (keep_ && !keep_(*s)))
 			continue;
 		auto c = make_cursor(s, i);
 		if (next_record(*c))
-			cursors.push_back(std::move(c));
+			cursors_.push_back(std::move(c));
 	}
-	// A binary min-heap of the cursors by (key, order).
-	auto less = [](const Cursor *a, const Cursor *b) {
-		return a->key < b->key || (a->key == b->key && a->order < b->order);
-	};
-	std::vector<Cursor *> heap;
-	for (auto &c : cursors)
-		heap.push_back(c.get());
-	auto sift_down = [&](size_t i) {
-		const size_t n = heap.size();
-		for (;;) {
-			size_t l = 2 * i + 1, best = i;
-			if (l < n && less(heap[l], heap[best]))
-				best = l;
-			if (l + 1 < n && less(heap[l + 1], heap[best]))
-				best = l + 1;
-			if (best == i)
-				return;
-			std::swap(heap[i], heap[best]);
-			i = best;
+	for (auto &c : cursors_)
+		heap_.push_back(c.get());
+	for (size_t i = heap_.size(); i-- > 0;)
+		heap_down(i);
+}
+
+bool TraceReader::next(TraceMsg *out)
+{
+	if (!started_)
+		start();
+	if (index_damage_next_ < index_damage_end_) {
+		*out = TraceMsg();
+		out->kind = TraceMsgKind::Damage;
+		out->damage = &damages_[index_damage_next_++];
+		return true;
+	}
+	for (;;) {
+		// Move on from what the previous call gave.
+		if (advance_) {
+			Cursor &c = *advance_;
+			advance_ = nullptr;
+			if (advance_event_)
+				c.ri++;
+			if (!next_record(c)) {
+				heap_[0] = heap_.back();
+				heap_.pop_back();
+			}
+			if (!heap_.empty())
+				heap_down(0);
 		}
-	};
-	for (size_t i = heap.size(); i-- > 0;)
-		sift_down(i);
-	TraceMsg msg;
-	while (!heap.empty()) {
-		Cursor &c = *heap[0];
+		if (heap_.empty())
+			return false;
+		Cursor &c = *heap_[0];
+		advance_ = &c;
 		if (c.pi < c.pending.size()) {
+			advance_event_ = false;
 			TraceMsg &p = c.pending[c.pi++];
 			if (p.kind == TraceMsgKind::Damage)
 				p.damage = &damages_[p.count];
-			if (!on(p))
-				return true;
-		} else {
-			msg.kind = TraceMsgKind::Event;
-			msg.stream = c.s;
-			msg.event = &c.ev;
-			if (c.ev.cls) {
-				stats_.events++;
-				if (!on(msg))
-					return true;
-			}
-			c.ri++;
+			*out = p;
+			return true;
 		}
-		if (!next_record(c)) {
-			heap[0] = heap.back();
-			heap.pop_back();
-		}
-		if (!heap.empty())
-			sift_down(0);
+		advance_event_ = true;
+		if (!c.ev.cls)
+			continue; // an id no class describes (the walk let it through)
+		stats_.events++;
+		*out = TraceMsg();
+		out->kind = TraceMsgKind::Event;
+		out->stream = c.s;
+		out->event = &c.ev;
+		return true;
 	}
-	return true;
 }
 
 void TraceReader::check_packets(const std::function<void(const StreamInfo &, const PacketEntry &, uint64_t,

@@ -35,6 +35,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "record_walk.h"
@@ -110,7 +111,8 @@ struct TraceEvent {
 	// Every field, in order (out is resized); the record was walked, so
 	// every field lies inside the packet.
 	void decode(std::vector<FieldValue> *out) const;
-	// The same, one field at a time: fn(const FieldValue &) for each.
+	// The same, one field at a time: fn(const FieldValue &) for each; an
+	// fn that returns bool stops the walk by returning false.
 	template <class Fn> void for_each_field(Fn &&fn) const;
 };
 
@@ -130,20 +132,24 @@ template <class Fn> void TraceEvent::for_each_field(Fn &&fn) const
 		case STRATA_FT_INTEGER:
 		case STRATA_FT_ENUM:
 			align(b);
-			// Little-endian (strata_abi.h); loads of the field's own width
-			// (a memcpy of a variable size, read back whole, stalls).
-			if (b == 8) {
-				memcpy(&v.u, pkt + o, 8);
-			} else if (b == 4) {
-				uint32_t x;
-				memcpy(&x, pkt + o, 4);
-				v.u = x;
-			} else if (b == 2) {
+			switch (b) { // fixed-size loads; little-endian (strata_abi.h)
+			case 1:
+				v.u = pkt[o];
+				break;
+			case 2: {
 				uint16_t x;
 				memcpy(&x, pkt + o, 2);
 				v.u = x;
-			} else {
-				v.u = pkt[o];
+				break;
+			}
+			case 4: {
+				uint32_t x;
+				memcpy(&x, pkt + o, 4);
+				v.u = x;
+				break;
+			}
+			default:
+				memcpy(&v.u, pkt + o, 8);
 			}
 			o += b;
 			v.i = (int64_t)v.u;
@@ -185,7 +191,12 @@ template <class Fn> void TraceEvent::for_each_field(Fn &&fn) const
 		default:
 			break;
 		}
-		fn(v);
+		if constexpr (std::is_same_v<decltype(fn(v)), bool>) {
+			if (!fn(v))
+				return;
+		} else {
+			fn(v);
+		}
 	}
 }
 
@@ -202,6 +213,7 @@ struct TraceMsg {
 
 struct TraceReadStats {
 	uint64_t events = 0, packets = 0;
+	uint64_t bytes = 0; // of packets read (their content)
 	uint64_t discarded_events = 0, discarded_packets = 0;
 	uint64_t damaged = 0;       // damages named (skipped spans, cut packets)
 	uint64_t damaged_bytes = 0; // bytes of stream files skipped
@@ -225,7 +237,7 @@ public:
 	bool open(const std::string &root, std::string *why);
 	bool open_dirs(const std::vector<std::string> &dirs, std::string *why);
 
-	const std::vector<std::unique_ptr<SubTrace>> &traces() const { return traces_; }
+	const std::vector<std::shared_ptr<SubTrace>> &traces() const { return traces_; }
 	const std::vector<std::unique_ptr<StreamInfo>> &streams() const { return streams_; }
 	// Damage found so far (the index's at open; the records' as they are read).
 	const std::vector<TraceDamage> &damages() const { return damages_; }
@@ -242,6 +254,19 @@ public:
 	// Return false from `on` to stop.  True when the end (or a stop) was
 	// reached.
 	bool read(const std::function<bool(const TraceMsg &)> &on);
+
+	// The same, pulled: start(), then next() until it returns false (the
+	// end).  *out and what it points to stay valid until the next call.
+	// One pass per reader: a second start() gives nothing new.
+	void start();
+	bool next(TraceMsg *out);
+
+	// A reader over the sub-traces and packet index `from` has already
+	// read (nothing indexed again), with no window, filter or read state
+	// of its own: several passes over one opened trace, at once or one
+	// after another (the SQL tables' cursors, libtrace/query).  Before
+	// anything else on this reader; `from` need not outlive it.
+	void share_index(const TraceReader &from);
 
 	// For `strata check`: every packet of every stream, walked, in file
 	// order: on(stream, entry, good_end, why) with good_end the end of the
@@ -262,9 +287,20 @@ private:
 	bool next_record(Cursor &c);
 	void damage(const StreamInfo &s, uint64_t offset, uint64_t bytes, std::string why);
 
-	std::vector<std::unique_ptr<SubTrace>> traces_;
+	std::vector<std::shared_ptr<SubTrace>> traces_;
 	std::vector<std::unique_ptr<StreamInfo>> streams_;
-	std::vector<std::unique_ptr<RecordWalk>> walks_; // per sub-trace
+	std::vector<std::shared_ptr<RecordWalk>>
+		walks_; // per sub-trace (a walk keeps no state between packets)
+	// The pass (start/next): the streams' cursors, a min-heap of them by
+	// time, the cursor to move on before the next message.
+	std::vector<std::unique_ptr<Cursor>> cursors_;
+	std::vector<Cursor *> heap_;
+	size_t index_damages_ = 0; // damages_ found by open (the index's)
+	size_t index_damage_next_ = 0, index_damage_end_ = 0;
+	bool started_ = false;
+	Cursor *advance_ = nullptr;
+	bool advance_event_ = false;
+	void heap_down(size_t i);
 	std::vector<TraceDamage> damages_;
 	TraceReadStats stats_;
 	int64_t win_begin_ = INT64_MIN, win_end_ = INT64_MAX;

@@ -91,6 +91,23 @@ if [ -d "$work/trace-cmake" ]; then
 	fi
 fi
 
+# 3c. `strata query` of the installed CLI, and the installed SQLite
+# extension (lib/libstrata-sqlite.so, docs/query.md) in the sqlite3 shell.
+if [ -d "$work/trace-cmake" ]; then
+	got=$("$prefix/bin/strata" query --csv "$work/trace-cmake" \
+		"SELECT count(*) FROM \"outside:step\"" 2> "$work/query.err" | tail -n 1 | tr -d '\r')
+	[ "$got" = 100 ] && ok "installed strata query: 100 outside:step rows" \
+		|| { cat "$work/query.err"; fail "installed strata query: 100 outside:step rows (got '$got')"; }
+	if [ -e "$prefix/lib/libstrata-sqlite.so" ] && command -v sqlite3 > /dev/null; then
+		got=$(printf '.load %s\nSELECT strata_open(%s) > 0;\nSELECT count(*) FROM events;\n' \
+			"$prefix/lib/libstrata-sqlite" "'$work/trace-cmake'" | sqlite3 2> "$work/sqlite.err" | tail -n 1)
+		[ "$got" = 100 ] && ok "sqlite3 .load libstrata-sqlite: 100 events" \
+			|| { cat "$work/sqlite.err"; fail "sqlite3 .load libstrata-sqlite: 100 events (got '$got')"; }
+	else
+		fail "installed lib/libstrata-sqlite.so (and the sqlite3 shell to load it)"
+	fi
+fi
+
 # 4. pkg-config.
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 flags=$(pkg-config --cflags --libs strata 2>&1)

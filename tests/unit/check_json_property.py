@@ -11,7 +11,9 @@ each string as Python's bytes.decode('utf-8', 'replace') makes it (every
 maximal ill-formed subsequence one U+FFFD).  For the writer's documents the
 scalars are compared one by one, in order (integers exactly, doubles by
 their bits, fixed-point numbers as decimals); for export, analyze and top
-every string put in must be one of the document's strings.
+every string put in must be one of the document's strings; for text (SQL's,
+utf8_append_repaired) the repaired string and whether the bytes were
+well-formed (utf8_well_formed) against Python's strict decoding.
 """
 import decimal
 import json
@@ -56,6 +58,12 @@ def expected(token):
         return ("v", decimal.Decimal(int(v)).scaleb(-int(d)))
     if kind == "b":
         return ("v", rest == "1")
+    if kind == "w":  # whether the bytes are well-formed UTF-8
+        try:
+            bytes.fromhex(rest[1:]).decode("utf-8")
+            return ("v", True)
+        except UnicodeDecodeError:
+            return ("v", False)
     return ("v", None)
 
 
@@ -103,7 +111,7 @@ def main():
             continue
         got = scalars(parsed, [])
         want = [expected(t) for t in tokens]
-        if kind == "writer":
+        if kind in ("writer", "text"):
             ok = len(got) == len(want) and all(same(g, w) for g, w in zip(got, want))
         else:
             strings = set(v for k, v in got if isinstance(v, str))
@@ -114,7 +122,7 @@ def main():
             failures += 1
             print("FAIL %s: %r\n  want %r\n  got  %r" % (kind, doc[:400], want[:20], got[:20]))
     print("%s documents, %d failed" % (", ".join("%d %s" % (v, k) for k, v in sorted(docs.items())), failures))
-    return 1 if failures or len(docs) != 4 else 0
+    return 1 if failures or len(docs) != 5 else 0
 
 
 if __name__ == "__main__":

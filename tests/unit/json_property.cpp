@@ -2,7 +2,8 @@
  * json_property.cpp - random bytes through the JSON writer and through each
  * JSON output a test can drive without a trace: `strata export --format
  * json`'s sink (cli/export_sink.cpp), `strata analyze mutex --format json`
- * (cli/analyze_report.cpp) and `strata top --json` (cli/top_json.cpp).
+ * (cli/analyze_report.cpp) and `strata top --json` (cli/top_json.cpp), and
+ * the repair of text for SQL (utf8_append_repaired, utf8_well_formed).
  * The strings are random bytes: NULs, control characters, quotes,
  * backslashes, valid UTF-8 and every kind of invalid UTF-8 (stray
  * continuation bytes, truncated sequences, overlongs, surrogates, above
@@ -12,9 +13,10 @@
  *
  * Writes one record per document, which check_json_property.py parses
  * with a strict parser and compares with what went in:
- *   CASE KIND N            KIND: writer, export, analyze or top
+ *   CASE KIND N            KIND: writer, export, analyze, top or text
  *   N lines of tokens      writer: the document's scalars in order
  *                          ("s HEX" a string or key, "i N", "u N", "d HEX"
+ *                          ("w HEX": whether HEX's bytes are well-formed UTF-8)
  *                          a double's bits, "x V D" V/10^D, "b 0|1", "n");
  *                          the others: "s HEX", the strings put in
  *   LEN                    then LEN bytes of the document, then "\n"
@@ -355,6 +357,19 @@ void top_case()
 	record("top", t, out);
 }
 
+// Text for SQL (`strata query`): the repaired bytes as a string, and
+// whether the bytes were well-formed; the checker compares both with
+// Python's decoding of the bytes.
+void text_case()
+{
+	const std::string s = random_bytes();
+	std::string repaired, out;
+	utf8_append_repaired(repaired, s);
+	JsonWriter w(out);
+	w.begin_array().str(repaired).boolean(utf8_well_formed(s)).end_array();
+	record("text", {"s " + hex(s), "w " + hex(s)}, out);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -368,6 +383,7 @@ int main(int argc, char **argv)
 	for (long k = 0; k < cases; k++) {
 		if (!writer_case())
 			return 1;
+		text_case();
 		if (k % 4 == 0) {
 			export_case();
 			analyze_case();

@@ -1,0 +1,471 @@
+// cmd_query.cpp - `strata query TRACE ['SQL']`: questions about a trace as
+// SQL (docs/query.md), on SQLite and the tables of libtrace/query; with no
+// SQL, statements read from stdin (a prompt when it is a terminal), in the
+// manner of the sqlite3 shell.
+#include "commands.h"
+
+#ifndef STRATA_HAVE_QUERY
+#include <cstdio>
+int strata_cmd_query(int, char **)
+{
+	std::fputs("strata query: this strata was built without SQLite (libsqlite3-dev)\n", stderr);
+	return strata::cli::kFail;
+}
+#else
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "json_writer.h"
+#include "options.h"
+#include "trace_tables.h"
+
+namespace strata {
+namespace {
+
+enum class Mode { Table, Csv, Json };
+
+struct Out {
+	Mode mode = Mode::Table;
+	bool stats = false;
+};
+
+std::string cell_text(sqlite3_stmt *st, int i)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+	return t ? std::string((const char *)t, (size_t)sqlite3_column_bytes(st, i)) : std::string();
+}
+
+void csv_field(std::string *o, const std::string &s)
+{
+	if (s.find_first_of(",\"\r\n") == std::string::npos) {
+		*o += s;
+		return;
+	}
+	*o += '"';
+	for (char c : s)
+		*o += c == '"' ? std::string("\"\"") : std::string(1, c);
+	*o += '"';
+}
+
+void json_cell(std::string *o, sqlite3_stmt *st, int i)
+{
+	switch (sqlite3_column_type(st, i)) {
+	case SQLITE_INTEGER:
+		*o += std::to_string((long long)sqlite3_column_int64(st, i));
+		return;
+	case SQLITE_FLOAT: {
+		const double d = sqlite3_column_double(st, i);
+		if (!std::isfinite(d)) {
+			*o += "null";
+			return;
+		}
+		char b[32];
+		std::snprintf(b, sizeof b, "%.17g", d);
+		*o += b;
+		return;
+	}
+	case SQLITE_NULL:
+		*o += "null";
+		return;
+	case SQLITE_BLOB: { // as hex text
+		static const char kHex[] = "0123456789abcdef";
+		const auto *p = (const unsigned char *)sqlite3_column_blob(st, i);
+		const int n = sqlite3_column_bytes(st, i);
+		*o += '"';
+		for (int k = 0; k < n; k++) {
+			*o += kHex[p[k] >> 4];
+			*o += kHex[p[k] & 15];
+		}
+		*o += '"';
+		return;
+	}
+	default: {
+		const std::string s = cell_text(st, i);
+		json_quote(*o, std::string_view(s.data(), s.size()));
+	}
+	}
+}
+
+// The table form: columns as wide as their first 1000 rows' widest value
+// (later rows may push theirs wider); NULL as empty.
+class TablePrinter {
+	struct Cell {
+		std::string text;
+		bool number; // INTEGER or REAL: right-aligned
+	};
+
+public:
+	explicit TablePrinter(sqlite3_stmt *st) : st_(st), n_(sqlite3_column_count(st))
+	{
+		for (int i = 0; i < n_; i++)
+			names_.push_back(Cell{
+				cli::escaped(sqlite3_column_name(st, i) ? sqlite3_column_name(st, i) : ""),
+				false});
+	}
+	void row()
+	{
+		std::vector<Cell> r;
+		for (int i = 0; i < n_; i++) {
+			const int t = sqlite3_column_type(st_, i);
+			r.push_back(Cell{t == SQLITE_NULL ? std::string() : cli::escaped(cell_text(st_, i)),
+					 t == SQLITE_INTEGER || t == SQLITE_FLOAT});
+		}
+		if (flushed_) {
+			print(r);
+			return;
+		}
+		rows_.push_back(std::move(r));
+		if (rows_.size() >= 1000)
+			flush();
+	}
+	void flush()
+	{
+		if (flushed_)
+			return;
+		flushed_ = true;
+		width_.assign((size_t)n_, 0);
+		for (int i = 0; i < n_; i++)
+			width_[(size_t)i] = columns(names_[(size_t)i].text);
+		for (const auto &r : rows_)
+			for (int i = 0; i < n_; i++)
+				width_[(size_t)i] = std::max(width_[(size_t)i], columns(r[(size_t)i].text));
+		print(names_);
+		std::string rule;
+		for (int i = 0; i < n_; i++)
+			rule += (i ? "  " : "") + std::string(width_[(size_t)i], '-');
+		std::printf("%s\n", rule.c_str());
+		for (const auto &r : rows_)
+			print(r);
+		rows_.clear();
+	}
+
+private:
+	static size_t columns(const std::string &s)
+	{
+		size_t n = 0;
+		for (unsigned char c : s)
+			n += (c & 0xc0) != 0x80; // code points, as a terminal shows most
+		return n;
+	}
+	void print(const std::vector<Cell> &r)
+	{
+		std::string line;
+		for (int i = 0; i < n_; i++) {
+			const Cell &c = r[(size_t)i];
+			if (i)
+				line += "  ";
+			const size_t w = columns(c.text);
+			const size_t pad = width_[(size_t)i] > w ? width_[(size_t)i] - w : 0;
+			if (c.number) // numbers to the right
+				line += std::string(pad, ' ') + c.text;
+			else
+				line += c.text + (i + 1 < n_ ? std::string(pad, ' ') : std::string());
+		}
+		std::printf("%s\n", line.c_str());
+	}
+	sqlite3_stmt *st_;
+	int n_;
+	std::vector<Cell> names_;
+	std::vector<std::vector<Cell>> rows_;
+	std::vector<size_t> width_;
+	bool flushed_ = false;
+};
+
+void tell_damage(sqlite3 *db)
+{
+	for (const std::string &l : query::take_damage(db))
+		std::fprintf(stderr, "strata query: skipped: %s\n", l.c_str());
+}
+
+// Where in `sql` the error is: "line L, column C" and the line with a caret.
+std::string error_place(const std::string &sql, int off)
+{
+	if (off < 0 || (size_t)off > sql.size())
+		return "";
+	size_t ls = sql.rfind('\n', off ? (size_t)off - 1 : 0);
+	ls = ls == std::string::npos || (size_t)off == 0 ? 0 : ls + 1;
+	if (off > 0 && sql[(size_t)off - 1] == '\n')
+		ls = (size_t)off;
+	size_t le = sql.find('\n', (size_t)off);
+	if (le == std::string::npos)
+		le = sql.size();
+	int line = 1;
+	for (size_t k = 0; k < ls; k++)
+		line += sql[k] == '\n';
+	return " (line " + std::to_string(line) + ", column " + std::to_string(off - (int)ls + 1) + ")\n  " +
+	       cli::escaped(sql.substr(ls, le - ls)) + "\n  " + std::string((size_t)off - ls, ' ') + "^";
+}
+
+// Runs every statement of sql; false at the first error (told).
+bool run_sql(sqlite3 *db, const std::string &sql, const Out &out)
+{
+	const char *p = sql.c_str();
+	const char *end = p + sql.size();
+	while (p < end) {
+		sqlite3_stmt *st = nullptr;
+		const char *tail = nullptr;
+		if (sqlite3_prepare_v2(db, p, (int)(end - p), &st, &tail) != SQLITE_OK) {
+			const int off = sqlite3_error_offset(db);
+			std::fprintf(stderr, "strata query: %s%s\n", sqlite3_errmsg(db),
+				     error_place(sql, off < 0 ? -1 : off + (int)(p - sql.c_str())).c_str());
+			return false;
+		}
+		p = tail;
+		if (!st)
+			continue; // whitespace or a comment
+		const auto t0 = std::chrono::steady_clock::now();
+		query::take_bytes_read(db);
+		const int n = sqlite3_column_count(st);
+		uint64_t rows = 0;
+		std::string buf;
+		TablePrinter *tp = nullptr;
+		TablePrinter table(st);
+		if (n && out.mode == Mode::Table)
+			tp = &table;
+		if (n && out.mode == Mode::Csv) {
+			for (int i = 0; i < n; i++) {
+				if (i)
+					buf += ',';
+				csv_field(&buf, sqlite3_column_name(st, i) ? sqlite3_column_name(st, i) : "");
+			}
+			std::printf("%s\r\n", buf.c_str());
+		}
+		if (n && out.mode == Mode::Json)
+			std::fputs("[", stdout);
+		int rc;
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			rows++;
+			if (tp) {
+				tp->row();
+			} else if (out.mode == Mode::Csv) {
+				buf.clear();
+				for (int i = 0; i < n; i++) {
+					if (i)
+						buf += ',';
+					if (sqlite3_column_type(st, i) != SQLITE_NULL)
+						csv_field(&buf, cell_text(st, i));
+				}
+				std::printf("%s\r\n", buf.c_str());
+			} else {
+				buf = rows > 1 ? ",\n{" : "\n{";
+				for (int i = 0; i < n; i++) {
+					if (i)
+						buf += ',';
+					const char *nm = sqlite3_column_name(st, i);
+					json_quote(buf, std::string_view(nm ? nm : "", nm ? strlen(nm) : 0));
+					buf += ':';
+					json_cell(&buf, st, i);
+				}
+				buf += '}';
+				std::fputs(buf.c_str(), stdout);
+			}
+		}
+		const bool ok = rc == SQLITE_DONE;
+		const std::string err = ok ? "" : sqlite3_errmsg(db); // before anything else asks SQLite
+		if (tp)
+			tp->flush();
+		if (n && out.mode == Mode::Json)
+			std::fputs(rows ? "\n]\n" : "]\n", stdout);
+		std::fflush(stdout);
+		if (!ok)
+			std::fprintf(stderr, "strata query: %s\n", err.c_str());
+		sqlite3_finalize(st);
+		tell_damage(db);
+		if (out.stats) {
+			const double s =
+				std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+			std::fprintf(stderr,
+				     "strata query: %" PRIu64 " row(s), %" PRIu64
+				     " packet bytes read, %.3f s\n",
+				     rows, query::take_bytes_read(db), s);
+		}
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+bool dot_command(sqlite3 *db, const std::string &line, Out &out, bool *quit)
+{
+	std::vector<std::string> w;
+	size_t i = 0;
+	while (i < line.size()) {
+		while (i < line.size() && isspace((unsigned char)line[i]))
+			i++;
+		const size_t b = i;
+		while (i < line.size() && !isspace((unsigned char)line[i]))
+			i++;
+		if (i > b)
+			w.push_back(line.substr(b, i - b));
+	}
+	const std::string &c = w[0];
+	if (c == ".quit" || c == ".exit") {
+		*quit = true;
+		return true;
+	}
+	if (c == ".help") {
+		std::puts(".tables           the tables and views\n"
+			  ".schema [TABLE]   their columns\n"
+			  ".mode table|csv|json\n"
+			  ".quit             leave (also: end of input)");
+		return true;
+	}
+	if (c == ".tables")
+		return run_sql(db,
+			       "SELECT name FROM sqlite_temp_master WHERE type IN ('table', 'view') ORDER BY "
+			       "type, name",
+			       out);
+	if (c == ".schema") {
+		std::string q =
+			"SELECT s.name, group_concat(p.name || CASE WHEN p.type = '' THEN '' ELSE ' ' "
+			"|| p.type END, ', ') AS columns FROM sqlite_temp_master AS s, "
+			"pragma_table_info(s.name, 'temp') AS p WHERE s.type IN ('table', 'view')";
+		if (w.size() > 1) {
+			char *e = sqlite3_mprintf(" AND s.name = %Q", w[1].c_str());
+			q += e;
+			sqlite3_free(e);
+		}
+		q += " GROUP BY s.name ORDER BY s.name";
+		const Mode m = out.mode;
+		return run_sql(db, q, out) || (out.mode = m, false);
+	}
+	if (c == ".mode" && w.size() == 2) {
+		if (w[1] == "table")
+			out.mode = Mode::Table;
+		else if (w[1] == "csv")
+			out.mode = Mode::Csv;
+		else if (w[1] == "json")
+			out.mode = Mode::Json;
+		else
+			goto bad;
+		return true;
+	}
+bad:
+	std::fprintf(stderr, "strata query: unknown command '%s' (.help lists them)\n",
+		     cli::escaped(line).c_str());
+	return false;
+}
+
+sqlite3 *g_shell_db = nullptr; // for the SIGINT handler
+
+void on_sigint(int)
+{
+	sqlite3_interrupt(g_shell_db); // the running statement stops ("interrupted"); the shell goes on
+}
+
+int shell(sqlite3 *db, Out &out)
+{
+	const bool tty = isatty(0);
+	if (tty) {
+		g_shell_db = db;
+		struct sigaction sa {};
+		sa.sa_handler = on_sigint;
+		sa.sa_flags = SA_RESTART;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, nullptr);
+	}
+	bool failed = false;
+	std::string buf, line;
+	if (tty)
+		std::printf("strata query: SQL statements end with ';'; .help for the commands; ^C stops a "
+			    "statement, ^D or .quit leaves\n");
+	for (;;) {
+		if (tty) {
+			std::fputs(buf.empty() ? "strata> " : "   ...> ", stdout);
+			std::fflush(stdout);
+		}
+		if (!std::getline(std::cin, line))
+			break;
+		if (buf.empty() && !line.empty() && line[0] == '.') {
+			bool quit = false;
+			failed |= !dot_command(db, line, out, &quit);
+			if (quit)
+				break;
+			continue;
+		}
+		buf += line + "\n";
+		if (!sqlite3_complete(buf.c_str()))
+			continue;
+		failed |= !run_sql(db, buf, out);
+		buf.clear();
+	}
+	if (tty)
+		std::puts("");
+	if (buf.find_first_not_of(" \t\r\n") != std::string::npos) {
+		std::fprintf(stderr, "strata query: input ends inside a statement (no ';')\n");
+		failed = true;
+	}
+	return failed && !tty ? cli::kFail : cli::kOk;
+}
+
+} // namespace
+} // namespace strata
+
+int strata_cmd_query(int argc, char **argv)
+{
+	using namespace strata;
+	Out out;
+	bool csv = false, json = false;
+	static const cli::Command kCmd = {
+		"query", "[--csv | --json] [--stats] TRACE ['SQL']",
+		"Answer SQL about the Strata trace under TRACE (docs/query.md has the tables and worked "
+		"questions): events, one table per event class (\"pthread:mutex_lock\", its fields as "
+		"columns), processes, threads, lost, and the views slices and acquisitions.  Without SQL, "
+		"statements (ending in ';') are read from stdin, with a prompt on a terminal; .tables, "
+		".schema [TABLE], .mode table|csv|json, .help and .quit.",
+		"A damaged trace answers from what is readable; what was skipped is said on stderr.",
+		"Exit status: 0 ok, 1 bad SQL or an unreadable trace, 2 usage error."};
+	const std::vector<cli::Option> opts = {
+		cli::flag("csv", 0, "rows as CSV (RFC 4180) with a header line", csv),
+		cli::flag("json", 0, "rows as a JSON array of objects, one per statement", json),
+		cli::flag("stats", 0, "after each statement, on stderr: rows, packet bytes read, time",
+			  out.stats),
+	};
+	std::vector<char *> operands;
+	if (int r = cli::parse(kCmd, opts, argc, argv, operands); r != cli::kParsed)
+		return r;
+	if (csv && json)
+		return cli::usage_error(kCmd, "--csv or --json, not both");
+	out.mode = csv ? Mode::Csv : json ? Mode::Json : Mode::Table;
+	if (operands.empty())
+		return cli::usage_error(kCmd, "which trace? (strata query TRACE 'SQL')");
+	if (operands.size() > 2)
+		return cli::usage_error(kCmd, "one SQL argument (statements separated by ';')");
+	const std::string trace = operands[0];
+	const bool have_sql = operands.size() == 2;
+	const std::string sql = have_sql ? operands[1] : "";
+	sqlite3 *db = nullptr;
+	if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+	    SQLITE_OK) {
+		std::fprintf(stderr, "strata query: cannot open SQLite: %s\n",
+			     db ? sqlite3_errmsg(db) : "no memory");
+		sqlite3_close(db);
+		return cli::kFail;
+	}
+	std::string why;
+	if (!query::open_trace(db, trace, &why)) {
+		std::fprintf(stderr, "strata query: %s\n", why.c_str());
+		sqlite3_close(db);
+		return cli::kFail;
+	}
+	tell_damage(db);
+	int rc;
+	if (have_sql && !sql.empty() && sql[0] == '.') { // a dot command as the argument
+		bool quit = false;
+		rc = dot_command(db, sql, out, &quit) ? cli::kOk : cli::kFail;
+	} else {
+		rc = have_sql ? (run_sql(db, sql, out) ? cli::kOk : cli::kFail) : shell(db, out);
+	}
+	sqlite3_close(db);
+	return rc;
+}
+#endif // STRATA_HAVE_QUERY

@@ -1,0 +1,48 @@
+/*
+ * trace_tables.h - Strata traces as SQLite virtual tables (docs/query.md).
+ *
+ * One module, `strata`, whose tables each show one view of a trace read by
+ * Strata's own reader (libtrace/reader/trace_reader.h):
+ *   CREATE VIRTUAL TABLE temp.events USING strata('/path/to/trace', 'events')
+ * with the second argument 'events', 'lost', 'processes', 'threads', or an
+ * event class's name ('pthread:mutex_lock', 'sched_switch'): its typed
+ * table.  open_trace() (and the SQL function strata_open(PATH)) makes every
+ * table of a trace at once in the `temp` schema, and the `slices` view.
+ * The tables of one path share one opened trace (its packet index, read
+ * once); each scan is a pass of its own, so self-joins work.
+ *
+ * Pushed down to the reader: ts bounds (=, <, <=, >, >=) become its window
+ * (only the packets that may hold such events are read); pid = and tid =
+ * become its stream filter (streams that cannot hold such events are not
+ * read).  Rows come in ts order (ORDER BY ts costs nothing).
+ */
+#ifndef STRATA_QUERY_TRACE_TABLES_H
+#define STRATA_QUERY_TRACE_TABLES_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sqlite_api.h"
+
+namespace strata {
+namespace query {
+
+// Registers the `strata` module and the strata_open() function on db.
+int register_strata(sqlite3 *db);
+
+// Opens the trace at path (a directory at or above its sub-traces) and
+// makes its tables and views in `temp` (dropping those of a trace opened
+// before).  False with *why when it is not a readable trace.
+bool open_trace(sqlite3 *db, const std::string &path, std::string *why);
+
+// What the reads of db's open traces skipped so far and was not told yet
+// (damaged spans, unreadable sub-traces), one line each; cleared.
+std::vector<std::string> take_damage(sqlite3 *db);
+
+// Bytes of packets read by db's table scans since the last call; cleared.
+uint64_t take_bytes_read(sqlite3 *db);
+
+} // namespace query
+} // namespace strata
+#endif

@@ -1,0 +1,413 @@
+#!/usr/bin/python3
+"""`strata query` and libstrata-sqlite.so (docs/query.md) against babeltrace2.
+
+usage: check_query.py STRATA DEMO WORKLOAD SQLITE_EXT WORKDIR
+
+On traces made here (strata-demo recorded by `strata record`, a pthread
+program recorded with `--preload pthread`, a hand-made trace with losses, a
+u64 past INT64_MAX and a string with quotes, control characters and
+invalid UTF-8), the answers to a set of questions equal what the bt2 Python
+bindings compute from the same trace: counts per event and thread, min, max
+and sum of fields, every field of every event (typed tables and the JSON
+column), a time window (and that it reads fewer bytes), pid and tid
+filters, begin/end pairs (slices), the SQL of docs/query.md that gives
+`strata analyze mutex`'s figures (equal to its JSON), the lost table, bad
+SQL (its position), a damaged trace (answers, and says what it skipped),
+and the extension loaded by Python's sqlite3; and 30 mutated copies of the
+demo trace (every query exits 0 or 1, in bounded time).
+"""
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+import bt2
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+from strata_testlib import Checks, event_tid  # noqa: E402
+
+check = Checks()
+
+
+def run(args, env=None, timeout=120):
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def q(strata, trace, sql, *opts):
+    """Rows of `strata query --csv` (a list of lists of str, header first) and stderr."""
+    r = run([strata, "query", "--csv"] + list(opts) + [trace, sql])
+    if r.returncode != 0:
+        print("query failed:", sql, r.stderr)
+        return None, r.stderr
+    return list(csv.reader(io.StringIO(r.stdout))), r.stderr
+
+
+def bt_events(trace):
+    """Every event of the trace: (ts_ns, name, tid, vpid, payload dict)."""
+    out = []
+    for m in bt2.TraceCollectionMessageIterator(trace):
+        if type(m) is not bt2._EventMessageConst:
+            continue
+        ev = m.event
+        env = ev.stream.trace.environment
+        vpid = int(env["vpid"]) if "vpid" in env else None
+        out.append((m.default_clock_snapshot.ns_from_origin, ev.name, event_tid(ev), vpid,
+                    bt_payload(ev.payload_field)))
+    return out
+
+
+def bt_value(f):
+    if isinstance(f, bt2._EnumerationFieldConst):
+        return int(f)
+    if isinstance(f, bt2._IntegerFieldConst):
+        return int(f)
+    if isinstance(f, bt2._RealFieldConst):
+        return float(f)
+    if isinstance(f, bt2._StringFieldConst):
+        return str(f)
+    if isinstance(f, bt2._ArrayFieldConst):
+        return [bt_value(x) for x in f]
+    raise TypeError(type(f))
+
+
+def bt_payload(p):
+    d = {}
+    if p is None:
+        return d
+    for k in p:
+        if k.startswith("_"):
+            continue  # a sequence's length field (CTF's), not one of Strata's fields
+        f = p[k]
+        d[k] = bt_value(f)
+        if isinstance(f, bt2._EnumerationFieldConst):
+            labels = list(f.labels)
+            d[k + "_label"] = labels[0] if labels else None
+    return d
+
+
+def as_int(s):
+    return None if s == "" else int(s)
+
+
+def record(strata, out, args, env=None):
+    shutil.rmtree(out, ignore_errors=True)
+    r = run([strata, "record", "-o", out] + args, env=env)
+    check(r.returncode == 0, "strata record %s exits 0 (%s)" % (" ".join(args[-3:]), r.stderr[-300:]))
+    return r.returncode == 0
+
+
+def demo_checks(strata, trace):
+    evs = bt_events(trace)
+    check(len(evs) > 1000, "bt2 reads the demo trace (%d events)" % len(evs))
+    # Counts per event and thread.
+    exp = {}
+    for ts, name, tid, pid, p in evs:
+        exp[(name, tid)] = exp.get((name, tid), 0) + 1
+    rows, _ = q(strata, trace, "SELECT name, tid, count(*) FROM events GROUP BY name, tid")
+    got = {(r[0], int(r[1])): int(r[2]) for r in rows[1:]} if rows else {}
+    check(got == exp, "count per event and thread equals bt2's (%d groups)" % len(exp))
+    # min/max/sum of fields, among them a u64 past INT64_MAX (as exact text).
+    ints = [p for ts, n, tid, pid, p in evs if n == "demo:ints"]
+    rows, _ = q(strata, trace, 'SELECT min(s64), max(s64), sum(u32), min(s8), max(u16), count(*), '
+                'sum(CAST(x64 AS TEXT) = \'%d\') FROM "demo:ints"' % max(p["x64"] for p in ints))
+    r = rows[1] if rows else []
+    check(r == [str(min(p["s64"] for p in ints)), str(max(p["s64"] for p in ints)),
+                str(sum(p["u32"] for p in ints)), str(min(p["s8"] for p in ints)),
+                str(max(p["u16"] for p in ints)), str(len(ints)), "1"],
+          "min/max/sum of demo:ints fields and the largest x64 equal bt2's (%r)" % r)
+    rows, _ = q(strata, trace, 'SELECT x64, typeof(x64) FROM "demo:ints"')
+    got = sorted(int(r[0]) for r in rows[1:]) if rows else []
+    check(got == sorted(p["x64"] for p in ints) and all(r[1] == "text" for r in rows[1:]),
+          "every x64 (u64 past INT64_MAX) comes out exact, as text")
+    # Every field of every demo:mix event, typed columns.
+    mix = [(ts, tid, p) for ts, n, tid, pid, p in evs if n == "demo:mix"]
+    rows, _ = q(strata, trace, 'SELECT ts, tid, f_thread, seq, f32, f64, state, state_label, msg, arr, vals, '
+                'blob, typeof(f32), typeof(state) FROM "demo:mix"')
+    got = []
+    for r in rows[1:] if rows else []:
+        got.append((int(r[0]), int(r[1]), {"thread": int(r[2]), "seq": int(r[3]), "f32": float(r[4]),
+                                          "f64": float(r[5]), "state": int(r[6]),
+                                          "state_label": r[7] or None, "msg": r[8],
+                                          "arr": json.loads(r[9]), "vals": json.loads(r[10]),
+                                          "blob": json.loads(r[11])}))
+    check(sorted(got, key=lambda x: (x[0], x[1], x[2]["seq"])) ==
+          sorted(mix, key=lambda x: (x[0], x[1], x[2]["seq"])),
+          "every demo:mix row (floats, enum value and label, string, array, sequences) equals bt2's")
+    check(all(r[12] == "real" and r[13] == "integer" for r in rows[1:]), "floats are REAL, enums INTEGER")
+    # The fields as JSON, every event.
+    rows, _ = q(strata, trace, "SELECT ts, tid, name, fields FROM events")
+    got = sorted((int(r[0]), int(r[1]), r[2], json.dumps(json.loads(r[3]), sort_keys=True))
+                 for r in rows[1:]) if rows else []
+    exp = sorted((ts, tid, n, json.dumps(p, sort_keys=True)) for ts, n, tid, pid, p in evs)
+    check(got == exp, "events.fields (JSON) of every event equals bt2's payload")
+    # A time window: the middle third; fewer packet bytes read than the whole.
+    tss = sorted(e[0] for e in evs)
+    t1, t2 = tss[len(tss) // 3], tss[2 * len(tss) // 3]
+    rows, err_w = q(strata, trace, "SELECT count(*), min(ts), max(ts) FROM events WHERE ts BETWEEN %d AND %d"
+                    % (t1, t2), "--stats")
+    n = sum(1 for t in tss if t1 <= t <= t2)
+    check(rows and rows[1] == [str(n), str(t1), str(t2)], "a ts window's rows equal bt2's (%d)" % n)
+    _, err_all = q(strata, trace, "SELECT count(*) FROM events", "--stats")
+    bw = re.search(r"(\d+) packet bytes read", err_w)
+    ba = re.search(r"(\d+) packet bytes read", err_all)
+    check(bw and ba and int(bw.group(1)) < int(ba.group(1)),
+          "the window reads fewer packet bytes than the whole (%s vs %s)" %
+          (bw and bw.group(1), ba and ba.group(1)))
+    # tid and pid equality (pushed down to the streams).
+    tid = sorted({e[2] for e in evs if e[1] == "demo:ints"})[1]
+    pid = evs[0][3]
+    rows, err_t = q(strata, trace, "SELECT count(*) FROM events WHERE tid = %d" % tid, "--stats")
+    check(rows and int(rows[1][0]) == sum(1 for e in evs if e[2] == tid), "tid = %d counts as bt2" % tid)
+    bt = re.search(r"(\d+) packet bytes read", err_t)
+    check(bt and ba and int(bt.group(1)) < int(ba.group(1)), "tid = X reads fewer bytes than the whole")
+    rows, _ = q(strata, trace, "SELECT count(*) FROM events WHERE pid = %d" % pid)
+    check(rows and int(rows[1][0]) == len(evs), "pid = X counts every event of that process")
+    rows, _ = q(strata, trace, "SELECT count(*) FROM events WHERE pid = %d" % (pid + 1))
+    check(rows and int(rows[1][0]) == 0, "another pid has no event")
+    # ORDER BY ts comes in the reader's order: equal to bt2's timestamps.
+    rows, _ = q(strata, trace, "SELECT ts FROM events ORDER BY ts")
+    check(rows and [int(r[0]) for r in rows[1:]] == tss, "ORDER BY ts gives bt2's timestamps in order")
+    # processes and threads.
+    rows, _ = q(strata, trace, "SELECT pid, process, domain FROM processes")
+    check(rows and rows[1:] == [[str(pid), "strata-demo", "ust"]], "processes names the demo (%r)" % rows)
+    rows, _ = q(strata, trace, "SELECT tid FROM threads ORDER BY tid")
+    check(rows and sorted(int(r[0]) for r in rows[1:]) == sorted({e[2] for e in evs}),
+          "threads lists every thread bt2 saw")
+    return evs
+
+
+def pthread_checks(strata, trace):
+    evs = bt_events(trace)
+    check(any(e[1] == "pthread:mutex_lock" for e in evs), "the pthread trace holds mutex_lock events")
+    # Waits: each contended acquisition's [ts - wait_ns, ts].
+    exp = sorted((ts - p["wait_ns"], ts, tid, p["lock"]) for ts, n, tid, pid, p in evs
+                 if n == "pthread:mutex_lock" and p["wait_ns"] > 0)
+    rows, _ = q(strata, trace, "SELECT ts, ts_end, tid, object FROM slices WHERE kind = 'lock_wait'")
+    got = sorted(tuple(int(x) for x in r) for r in rows[1:]) if rows else None
+    check(got == exp and exp, "lock waits (begin/end) equal bt2's (%d)" % len(exp))
+    # Holds of full records: each acquisition and its thread's next unlock of
+    # the lock, ended early by the first acquisition of the lock read after it
+    # (analyze's rule: records in order, a compact record's acquisition at its
+    # record) if that comes before the unlock: at that acquisition's time, or
+    # at the hold's own start if that was later.
+    seq = {}
+    acqs = []  # (read at, acquired at, lock, exclusive) of every thread
+    for ts, n, tid, pid, p in evs:
+        if n in ("pthread:mutex_lock", "pthread:rwlock_rdlock", "pthread:rwlock_wrlock") and p["ret"] == 0:
+            seq.setdefault((tid, p["lock"]), []).append((ts, "a", n))
+            acqs.append((ts, ts, p["lock"], n != "pthread:rwlock_rdlock"))
+        elif n == "pthread:mutex_held":
+            acqs.append((ts, ts - p["hold_ns"], p["lock"], True))
+        elif n in ("pthread:mutex_unlock", "pthread:rwlock_unlock"):
+            seq.setdefault((tid, p["lock"]), []).append((ts, "u", n))
+    acqs.sort(key=lambda x: x[0])
+    exp = []
+    for (tid, lock), s_ in seq.items():
+        s_.sort()
+        for a, b in zip(s_, s_[1:]):
+            if a[1] == "a" and b[1] == "u":
+                excl = a[2] != "pthread:rwlock_rdlock"
+                later = [x for x in acqs if x[2] == lock and x[0] > a[0]]
+                end = b[0]
+                if later and later[0][0] < b[0] and (excl or later[0][3]):
+                    end = max(later[0][1], a[0])
+                exp.append((a[0], end, tid, lock))
+    rows, _ = q(strata, trace, "SELECT ts, ts_end, tid, object FROM slices WHERE kind = 'lock_hold' "
+                "AND name NOT LIKE 'mutex_held'")
+    got = sorted(tuple(int(x) for x in r) for r in rows[1:]) if rows else None
+    check(got == sorted(exp) and exp, "lock holds of full records (begin/end join) equal bt2's (%d)" % len(exp))
+    # docs/query.md's SQL for analyze mutex's figures, against its JSON.
+    with open(os.path.join(HERE, "..", "..", "docs", "query.md")) as f:
+        doc = f.read()
+    m = re.search(r"<!-- query-test: analyze-mutex -->\s*```sql\n(.*?)```", doc, re.S)
+    check(m is not None, "docs/query.md holds the analyze-mutex SQL")
+    if not m:
+        return
+    rows, _ = q(strata, trace, m.group(1))
+    r = run([strata, "analyze", "mutex", trace, "--format=json"])
+    check(r.returncode == 0, "analyze mutex --format=json exits 0")
+    keys = ["acquisitions", "contended", "wait_total_ns", "wait_max_ns", "holds", "hold_total_ns",
+            "hold_max_ns"]
+    exp = {}
+    for lk in json.loads(r.stdout)["locks"]:
+        exp[int(lk["address"], 16)] = [lk[k] for k in keys]
+    got = {}
+    hdr = rows[0] if rows else []
+    for row in rows[1:] if rows else []:
+        d = dict(zip(hdr, row))
+        got[int(d["address"], 16)] = [as_int(d[k]) or 0 for k in keys]
+    diff = {a: (got.get(a), exp.get(a)) for a in set(got) | set(exp) if got.get(a) != exp.get(a)}
+    check(not diff and exp, "the docs' SQL gives analyze mutex's figures per lock (%d locks; differing: "
+          "address: (SQL, analyze) %r)" % (len(exp), diff))
+
+
+# A hand-made trace: every kind of field, losses, awkward text.
+RAW_MSG = b'say "hi"\\ \x01\x1f\n\t\xff\xfe\xe2\x82 ok \xc3\xa9'
+
+
+class RawStr(str):
+    def encode(self, *a, **k):
+        return RAW_MSG
+
+
+def fixture_checks(strata, work):
+    import demo_oracle
+    import make_fixture_trace
+    orig = demo_oracle.mix
+
+    def mix(t, i):
+        v = orig(t, i)
+        v["msg"] = RawStr("raw")
+        return v
+    demo_oracle.mix = mix
+    trace = os.path.join(work, "fixture")
+    sub = os.path.join(trace, "ust", "pid", "fixture-4242")
+    sys.argv = ["make_fixture_trace.py", sub]
+    make_fixture_trace.main()
+    demo_oracle.mix = orig
+    text = RAW_MSG.decode("utf-8", "replace")
+    rows, _ = q(strata, trace, 'SELECT msg, x64 FROM "demo:mix", "demo:ints" LIMIT 1')
+    check(rows and rows[1][0] == text, "a string with quotes, control bytes and invalid UTF-8 comes out as "
+          "valid UTF-8, each ill-formed subsequence U+FFFD (%r)" % (rows and rows[1][0]))
+    r = run([strata, "query", "--json", trace, 'SELECT name, fields FROM events WHERE name = \'demo:mix\''])
+    try:
+        js = json.loads(r.stdout)
+        fields = json.loads(js[0]["fields"])
+        check(fields["msg"] == text and fields["state_label"] == "busy", "--json and events.fields are "
+              "valid JSON holding that string and the enum's label")
+    except (ValueError, IndexError, KeyError) as e:
+        check(False, "--json output parses (%s: %r)" % (e, r.stdout[:300]))
+    rows, _ = q(strata, trace, 'SELECT x64 FROM "demo:ints" ORDER BY ts LIMIT 1')
+    check(rows and rows[1][0] == str(0xdead000000000000), "u64 0xdead000000000000 exact (%r)" % rows)
+    rows, _ = q(strata, trace, "SELECT kind, count FROM lost ORDER BY ts")
+    check(rows and rows[1:] == [["events", "5"], ["packets", "2"]], "lost: 5 events, then 2 packets (%r)" % rows)
+    # A damaged copy: answers from the rest, says what it skipped.
+    bad = os.path.join(work, "fixture-damaged")
+    shutil.rmtree(bad, ignore_errors=True)
+    shutil.copytree(trace, bad)
+    stream = os.path.join(bad, "ust", "pid", "fixture-4242", "channel0_0")
+    size = os.path.getsize(stream)
+    with open(stream, "r+b") as f:  # the second packet's magic
+        data = f.read()
+        second = data.find(b"\xc1\x1f\xfc\xc1", 1)
+        f.seek(second)
+        f.write(b"\0\0\0\0")
+    check(0 < second < size, "the fixture has a second packet to damage")
+    r = run([strata, "query", "--csv", bad, "SELECT count(*) FROM events"])
+    check(r.returncode == 0 and r.stdout.splitlines()[1:] == ["4"] and "skipped: damaged" in r.stderr
+          and "channel0_0" in r.stderr, "a damaged trace answers from the rest and says what it skipped "
+          "(%r, %r)" % (r.stdout, r.stderr))
+    # Bad SQL: SQLite's message and where.
+    r = run([strata, "query", trace, "SELECT count(*) FROM events\nWHERE ts >> AND 1"])
+    check(r.returncode == 1 and "syntax error" in r.stderr and "line 2, column" in r.stderr,
+          "bad SQL exits 1 with SQLite's message and its line and column (%r)" % r.stderr)
+    r = run([strata, "query", trace, "SELECT nosuch FROM events"])
+    check(r.returncode == 1 and "no such column: nosuch" in r.stderr, "an unknown column is named")
+    r = run([strata, "query", os.path.join(work, "no-such-trace"), "SELECT 1"])
+    check(r.returncode == 1 and "no-such-trace" in r.stderr, "a missing trace exits 1 and names it")
+    # The shell: statements over several lines, dot commands.
+    r = subprocess.run([strata, "query", trace], input=".tables\nSELECT count(*)\n  FROM events;\n.quit\n",
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0 and "demo:mix" in r.stdout and re.search(r"\n *5\n", r.stdout),
+          "the shell reads statements ending in ';' and .tables (%r)" % r.stdout)
+
+
+def extension_checks(ext, trace, evs):
+    db = sqlite3.connect(":memory:")
+    db.enable_load_extension(True)
+    db.load_extension(ext)
+    db.enable_load_extension(False)
+    db.execute("SELECT strata_open(?)", (trace,))
+    got = {(n, t): c for n, t, c in db.execute("SELECT name, tid, count(*) FROM events GROUP BY 1, 2")}
+    exp = {}
+    for ts, name, tid, pid, p in evs:
+        exp[(name, tid)] = exp.get((name, tid), 0) + 1
+    check(got == exp, "the extension from Python's sqlite3: counts per event and thread equal bt2's")
+    x = [r[0] for r in db.execute('SELECT x64 FROM "demo:ints"')]
+    check(sorted(int(v) for v in x) == sorted(p["x64"] for ts, n, tid, pid, p in evs if n == "demo:ints"),
+          "the extension: x64 exact from Python")
+    db2 = sqlite3.connect(":memory:")
+    db2.enable_load_extension(True)
+    db2.load_extension(ext)
+    db2.execute("CREATE VIRTUAL TABLE temp.ev USING strata(?, 'events')".replace("?", "'%s'" % trace))
+    n = db2.execute("SELECT count(*) FROM ev").fetchone()[0]
+    check(n == len(evs), "CREATE VIRTUAL TABLE ... USING strata(PATH, 'events') counts every event")
+    try:
+        db2.execute("SELECT strata_open('/no/such/trace')")
+        check(False, "strata_open of a missing trace fails")
+    except sqlite3.OperationalError as e:
+        check("no/such/trace" in str(e), "strata_open of a missing trace fails naming it (%s)" % e)
+    db.close()
+    db2.close()
+
+
+def mutation_checks(strata, trace, work, n=30, seed=50):
+    """Hostile bytes (flipped, cut, inserted, in the stream files and the
+    metadata): every query exits 0 or 1, in bounded time, never by a signal."""
+    import random
+    rng = random.Random(seed)
+    bad = []
+    for k in range(n):
+        d = os.path.join(work, "mutated")
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(trace, d)
+        files = [os.path.join(r, f) for r, _, fs in os.walk(d) for f in fs]
+        for _ in range(rng.randint(1, 20)):
+            f = rng.choice(files)
+            with open(f, "rb") as fh:
+                b = bytearray(fh.read())
+            if not b:
+                continue
+            i, op = rng.randrange(len(b)), rng.random()
+            if op < 0.6:
+                b[i] = rng.randrange(256)
+            elif op < 0.8:
+                del b[i:i + rng.randint(1, 64)]
+            else:
+                b[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
+            with open(f, "wb") as fh:
+                fh.write(b)
+        try:
+            r = subprocess.run([strata, "query", d, "SELECT count(*), max(fields) FROM events; SELECT * FROM lost; "
+                                "SELECT * FROM threads; SELECT count(*) FROM slices; "
+                                "SELECT * FROM \"demo:mix\" WHERE ts > 0 AND tid = 5"],
+                               capture_output=True, timeout=30)
+            if r.returncode not in (0, 1):
+                bad.append((k, r.returncode, r.stderr[-200:]))
+        except subprocess.TimeoutExpired:
+            bad.append((k, "timeout"))
+    check(not bad, "%d mutated copies of the demo trace: every query exits 0 or 1 in bounded time (%r)" %
+          (n, bad[:3]))
+
+
+def main():
+    strata, demo, workload, ext, work = sys.argv[1:6]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "no-daemon.sock"))
+    for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE"):
+        env.pop(v, None)
+    demo_trace = os.path.join(work, "demo")
+    if record(strata, demo_trace, ["--subbuf-size", "4k", "--blocking", "--", demo, "--threads", "3", "--events", "3000"],
+              env):
+        evs = demo_checks(strata, demo_trace)
+        extension_checks(ext, demo_trace, evs)
+        mutation_checks(strata, demo_trace, work)
+    pt_trace = os.path.join(work, "pthread")
+    env_pt = dict(env, STRATA_PTHREAD_COUNT="0")
+    if record(strata, pt_trace, ["--preload", "pthread", "--", workload, "contend", "-", "4", "100", "50"],
+              env_pt):
+        pthread_checks(strata, pt_trace)
+    fixture_checks(strata, work)
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()
