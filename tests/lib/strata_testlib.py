@@ -1,6 +1,7 @@
 """Helpers shared by the Python end-to-end checks (tests/*/check_*.py)."""
 import atexit
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -251,6 +252,29 @@ def readers_agree(check, strata, trace, what=""):
     rc_n, native, err_n = _view_groups(strata, trace, "strata")
     rc_b, bt2, err_b = _view_groups(strata, trace, "babeltrace2")
     n = sum(len(g) for g in native)
+    stale = 0
+    if rc_n == rc_b == 0 and len(native) == len(bt2) and native != bt2:
+        # babeltrace2 2.0.4 sometimes prints an empty string field as the
+        # string the same field held in an earlier event (seen on kernel
+        # syscall_entry_newfstatat with AT_EMPTY_PATH: the record's bytes
+        # hold the NUL at once, docs/reading.md).  Tolerated only there:
+        # Strata's "" against babeltrace2's string, the lines equal
+        # otherwise.
+        strip = lambda ln: re.sub(rb'= "(?:[^"\\]|\\.)*"', b'= ""', ln)  # noqa: E731
+        for i, (a, b) in enumerate(zip(native, bt2)):
+            if a == b:
+                continue
+            if len(a) != len(b) or sorted(map(strip, a)) != sorted(map(strip, b)):
+                break
+            for x, y in zip(sorted(a, key=strip), sorted(b, key=strip)):
+                if x != y:
+                    if len(re.findall(rb'= ""', x)) <= len(re.findall(rb'= ""', y)):
+                        break
+                    stale += 1
+            else:
+                native[i] = bt2[i]
+    if stale:
+        print("babeltrace2 printed %d empty string(s) as an earlier event's string" % stale)
     same = rc_n == rc_b == 0 and native == bt2
     if not same:
         for i, (a, b) in enumerate(zip(native, bt2)):
