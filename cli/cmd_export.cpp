@@ -189,6 +189,7 @@ struct TraceInfo {
 	bool kernel = false;
 	int64_t pid = -1;
 	std::string procname;
+	std::string hostname; // env.hostname ("" when the env has none)
 };
 
 // The last release of a lock not yet followed by an acquisition: a flow
@@ -211,6 +212,9 @@ struct HoldKeyHash {
 class Converter {
 public:
 	explicit Converter(exp::Sink &sink) : sink_(sink) {}
+	// Sub-traces of several machines (env.hostname): each process is named
+	// "host: procname", so that each machine reads as its own group.
+	void name_machines(bool on) { name_hosts_ = on; }
 
 	uint64_t events = 0, discarded = 0, unmatched_ends = 0;
 	uint64_t counted_pairs = 0; // in pthread:mutex_counts records: not drawn
@@ -284,6 +288,8 @@ private:
 	// process first seen in the kernel's events is named by it, not by the
 	// comm its thread had then (a JVM's before its exec: "strata").
 	std::unordered_map<int64_t, std::string> proc_names_;
+	std::unordered_map<int64_t, std::string> proc_hosts_; // pid -> its user sub-trace's hostname
+	bool name_hosts_ = false;                             // the sub-traces come from several machines
 	std::unordered_map<uint64_t, LockState> locks_;
 	std::unordered_map<HoldKey, uint32_t, HoldKeyHash> holds_; // open holds per (thread, lock)
 	std::unordered_map<uint64_t, bool> child_tracks_;
@@ -308,8 +314,11 @@ private:
 		t.kernel = id.kernel;
 		t.procname = id.procname;
 		t.pid = id.has_vpid ? id.vpid : -1;
+		t.hostname = id.hostname;
 		if (!t.kernel && t.pid >= 0 && !t.procname.empty())
 			proc_names_.emplace(t.pid, t.procname);
+		if (!t.kernel && t.pid >= 0 && !t.hostname.empty())
+			proc_hosts_.emplace(t.pid, t.hostname);
 		return *(last_info_ = &traces_.emplace(&id, t).first->second);
 	}
 	template <class E> const ClassInfo &class_of(const E &ev, const TraceInfo &tr)
@@ -325,13 +334,24 @@ private:
 	}
 
 	// ---- tracks ----
-	void ensure_process(int64_t pid, const std::string &name)
+	// host: the machine of the sub-trace that first shows the process,
+	// named only when the trace holds several (a user sub-trace's says
+	// best, learnt in the pre-pass and kept for the pass).
+	void ensure_process(int64_t pid, const std::string &name, const TraceInfo *tr)
 	{
 		auto it = procs_.find(pid);
 		if (it != procs_.end())
 			return;
 		procs_[pid] = true;
-		sink_.process(kProcTrack | static_cast<uint64_t>(pid), pid, name);
+		std::string shown = name;
+		if (name_hosts_) {
+			auto h = proc_hosts_.find(pid);
+			const std::string &host =
+				h != proc_hosts_.end() ? h->second : (tr ? tr->hostname : std::string());
+			if (!host.empty())
+				shown = host + (name.empty() ? "" : ": ") + name;
+		}
+		sink_.process(kProcTrack | static_cast<uint64_t>(pid), pid, shown);
 	}
 	uint64_t thread_track(int64_t tid, const TraceInfo *tr)
 	{
@@ -349,7 +369,7 @@ private:
 				pname = pn->second;
 			else if (pid == tid)
 				pname = t.name();
-			ensure_process(pid, pname);
+			ensure_process(pid, pname, tr);
 			sink_.thread(uuid, kProcTrack | static_cast<uint64_t>(pid), pid, tid, t.name());
 			t.emitted = true;
 			t.emitted_name = t.name();
@@ -620,7 +640,7 @@ private:
 	uint64_t no_thread_track(const TraceInfo &tr)
 	{
 		if (!tr.kernel && tr.pid >= 0) {
-			ensure_process(tr.pid, tr.procname);
+			ensure_process(tr.pid, tr.procname, &tr);
 			return kProcTrack | static_cast<uint64_t>(tr.pid);
 		}
 		if (!kernel_track_) {
@@ -906,6 +926,7 @@ int run_export(const std::string &dir, bool json, const std::string &out_path)
 	std::unique_ptr<exp::Sink> sink =
 		json ? exp::make_json_sink(out, ranged ? begin : 0) : exp::make_perfetto_sink(out);
 	Converter conv(*sink);
+	conv.name_machines(machines(dirs) > 1);
 
 	// Threads seen by the kernel belong to the processes of the user
 	// sub-traces: learn which first (only needed with a kernel sub-trace).

@@ -22,8 +22,13 @@
 namespace strata {
 namespace daemon_impl {
 
+// Tests only: STRATA_TEST_HOSTNAME names this daemon's machine (its
+// sub-traces' env.hostname, its links' HELLO), so that a second daemon on
+// this machine can stand for another one (docs/clocks.md).
 std::string hostname()
 {
+	if (const char *h = getenv("STRATA_TEST_HOSTNAME"); h && *h)
+		return h;
 	char buf[256] = {};
 	gethostname(buf, sizeof(buf) - 1);
 	return buf;

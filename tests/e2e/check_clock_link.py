@@ -17,6 +17,9 @@ here as a reader would, docs/clocks.md "Stored format") holds against every
 one of those messages, which the link never saw; the guest's metadata says
 it is correlated and names the host; `strata status` shows the link with
 its bound.  Prints the bound's width beside the link's minimum RTT.
+Each daemon has its own host name (STRATA_TEST_HOSTNAME): with the guest's
+trace copied beside the host's, `strata export` (JSON and Perfetto) and
+`strata view` name each process's machine.
 `two`: a second guest (another skew) follows the host too, and the first
 guest's client exchanges MESSAGES more with the second guest's server:
 the merge of the three traces must invert none of those either.
@@ -25,6 +28,7 @@ Exit 77 (skipped) where the TSC cannot back a page.
 import json
 import math
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -200,6 +204,39 @@ def uncorrelated(check, strata, prog, consumerd, work, base):
           "its metadata says sync_state = uncorrelated, its clock unchanged (%d sub-traces)" % len(metas))
 
 
+def machines_named(check, strata, work, outs, guests):
+    """The guests' traces collected beside the host's: `strata export`
+    names each process's machine ("sim-host: ...", "sim-guest: ..."), in
+    JSON (process_name) and in Perfetto (the names as strings), and
+    `strata view` its sub-traces (host:procname[pid])."""
+    both = os.path.join(work, "collected")
+    shutil.copytree(outs["host"], both)
+    for g in guests:
+        shutil.copytree(outs[g], os.path.join(both, g))
+    hosts = ["sim-host"] + ["sim-" + g for g in guests]
+    js = os.path.join(work, "collected.json")
+    r = subprocess.run([strata, "export", "--format", "json", "-o", js, both], capture_output=True, text=True,
+                       timeout=120)
+    check(r.returncode == 0, "strata export --format json of the collected traces" + ("" if r.returncode == 0 else
+                                                                                      ": " + r.stderr.strip()))
+    names = set()
+    if r.returncode == 0:
+        doc = json.load(open(js))
+        evs = doc["traceEvents"] if isinstance(doc, dict) else doc
+        names = {e["args"]["name"] for e in evs if e.get("ph") == "M" and e.get("name") == "process_name"}
+    for h in hosts:
+        check(any(n.startswith(h + ": sync-pingpong") or n.startswith(h + ": strata-test") for n in names),
+              "the JSON export names a process of %s (%s)" % (h, sorted(names)))
+    pf = os.path.join(work, "collected.perfetto-trace")
+    r = subprocess.run([strata, "export", "-o", pf, both], capture_output=True, text=True, timeout=120)
+    data = open(pf, "rb").read() if r.returncode == 0 else b""
+    check(r.returncode == 0 and all((h + ": ").encode() in data for h in hosts),
+          "the Perfetto export names every machine's processes (%s)" % ", ".join(hosts))
+    r = subprocess.run([strata, "view", both], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0 and all(h + ":" in r.stdout for h in hosts),
+          "strata view names every machine's sub-traces" + ("" if r.returncode == 0 else ": " + r.stderr.strip()))
+
+
 def main():
     strata, prog, work, consumerd, check = e2e_setup()
     n = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
@@ -219,13 +256,15 @@ def main():
     # Pages refreshed often converge fast on their clocks: a fresh page's
     # first rate, from 2 ms of calibration, is off by up to hundreds of ppm.
     base = dict(os.environ, STRATA_CLOCK="consumer-page", STRATA_CLOCK_REFRESH_MS="5")
-    for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE", "XDG_RUNTIME_DIR", "STRATA_TEST_CLOCK_SKEW"):
+    for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE", "XDG_RUNTIME_DIR", "STRATA_TEST_CLOCK_SKEW",
+              "STRATA_TEST_HOSTNAME"):
         base.pop(v, None)
     machines = ["host"] + list(guests)
     envs, outs, daemons = {}, {}, {}
     for who in machines:
         sock = os.path.join(work, who + ".sock")
         envs[who] = dict(base, STRATA_CONSUMERD=consumerd, STRATA_CONSUMERD_SOCKET=sock)
+        envs[who]["STRATA_TEST_HOSTNAME"] = "sim-" + who
         if who in guests:
             envs[who]["STRATA_TEST_CLOCK_SKEW"] = "%d,%d" % guests[who]
         outs[who] = os.path.join(work, who + "-trace")
@@ -288,6 +327,7 @@ def main():
         off = seg["y0"] - seg["x0"]  # host - guest at the anchor
         check(abs(off + SKEW_NS) < 2000000, "the %s map shows the guest %.6f s ahead (the skew: %.6f s; rate %+.1f ppm)"
               % (name, -off / 1e9, SKEW_NS / 1e9, (1 / seg["slope"] - 1) * 1e6))
+    machines_named(check, strata, work, outs, guests)
     check.finish()
 
 
