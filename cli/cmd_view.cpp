@@ -420,7 +420,7 @@ struct ViewSink {
 	const TraceWho *last_who = nullptr;
 	LineBuf line;
 	bool write_failed = false;
-	uint64_t damaged = 0; // Strata's reader: damage named
+	uint64_t damaged = 0;   // Strata's reader: damage named
 	bool show_host = false; // sub-traces of several machines: "host:procname[pid]"
 	// Strata's reader: each event class's field labels, and the last one's.
 	std::unordered_map<const MetaEvent *, std::vector<std::string>> labels;
