@@ -205,6 +205,35 @@ std::string error_place(const std::string &sql, int off)
 	       cli::escaped(sql.substr(ls, le - ls)) + "\n  " + std::string((size_t)off - ls, ' ') + "^";
 }
 
+// One row of a statement's result in the output's mode (the rows-th).
+void print_row(sqlite3_stmt *st, int n, const Out &out, uint64_t rows, TablePrinter *tp, std::string &buf)
+{
+	if (tp) {
+		tp->row();
+	} else if (out.mode == Mode::Csv) {
+		buf.clear();
+		for (int i = 0; i < n; i++) {
+			if (i)
+				buf += ',';
+			if (sqlite3_column_type(st, i) != SQLITE_NULL)
+				csv_field(&buf, cell_text(st, i));
+		}
+		std::printf("%s\r\n", buf.c_str());
+	} else {
+		buf = rows > 1 ? ",\n{" : "\n{";
+		for (int i = 0; i < n; i++) {
+			if (i)
+				buf += ',';
+			const char *nm = sqlite3_column_name(st, i);
+			json_quote(buf, std::string_view(nm ? nm : "", nm ? strlen(nm) : 0));
+			buf += ':';
+			json_cell(&buf, st, i);
+		}
+		buf += '}';
+		std::fputs(buf.c_str(), stdout);
+	}
+}
+
 // Runs every statement of sql; false at the first error (told).
 bool run_sql(sqlite3 *db, const std::string &sql, const Out &out)
 {
@@ -242,33 +271,8 @@ bool run_sql(sqlite3 *db, const std::string &sql, const Out &out)
 		if (n && out.mode == Mode::Json)
 			std::fputs("[", stdout);
 		int rc;
-		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-			rows++;
-			if (tp) {
-				tp->row();
-			} else if (out.mode == Mode::Csv) {
-				buf.clear();
-				for (int i = 0; i < n; i++) {
-					if (i)
-						buf += ',';
-					if (sqlite3_column_type(st, i) != SQLITE_NULL)
-						csv_field(&buf, cell_text(st, i));
-				}
-				std::printf("%s\r\n", buf.c_str());
-			} else {
-				buf = rows > 1 ? ",\n{" : "\n{";
-				for (int i = 0; i < n; i++) {
-					if (i)
-						buf += ',';
-					const char *nm = sqlite3_column_name(st, i);
-					json_quote(buf, std::string_view(nm ? nm : "", nm ? strlen(nm) : 0));
-					buf += ':';
-					json_cell(&buf, st, i);
-				}
-				buf += '}';
-				std::fputs(buf.c_str(), stdout);
-			}
-		}
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+			print_row(st, n, out, ++rows, tp, buf);
 		const bool ok = rc == SQLITE_DONE;
 		const std::string err = ok ? "" : sqlite3_errmsg(db); // before anything else asks SQLite
 		if (tp)
