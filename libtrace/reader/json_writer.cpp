@@ -122,14 +122,19 @@ bool quote_plain(std::string &out, std::string_view pre, std::string_view s, std
 	for (size_t i = 0; i < n; i++)
 		if (!plain(static_cast<unsigned char>(s[i])))
 			return false;
+	// An empty string_view may hold a null pointer, which memcpy must not
+	// be given even for 0 bytes (UBSan).
 	char *d = b;
-	std::memcpy(d, pre.data(), pre.size());
+	if (!pre.empty())
+		std::memcpy(d, pre.data(), pre.size());
 	d += pre.size();
 	*d++ = '"';
-	std::memcpy(d, s.data(), n);
+	if (n)
+		std::memcpy(d, s.data(), n);
 	d += n;
 	*d++ = '"';
-	std::memcpy(d, post.data(), post.size());
+	if (!post.empty())
+		std::memcpy(d, post.data(), post.size());
 	d += post.size();
 	out.append(b, static_cast<size_t>(d - b));
 	return true;
