@@ -504,12 +504,14 @@ void SyncLink::serve(int fd)
 					 " ms)";
 				out_seq_ = 0;
 			}
-			// A probe unanswered for kReprobePeriods periods is
-			// replaced (its late answer ignored): the peer may be
-			// paused, and a ping sent during the pause is the one
-			// whose receive, read at the resume, shows the step at
-			// once (take_probe).
-			if (!out_seq_ || t - out_t1_ >= kReprobePeriods * static_cast<int64_t>(period_ns_)) {
+			// A probe unanswered for kReprobePeriods periods, once
+			// the peer has said hello, is replaced (its late answer
+			// ignored): the peer may be paused, and a ping sent
+			// during the pause is the one whose receive, read at the
+			// resume, shows the step at once (take_probe).
+			if (!out_seq_ ||
+			    (hello_seen &&
+			     t - out_t1_ >= kReprobePeriods * static_cast<int64_t>(period_ns_))) {
 				SyncFrame p;
 				p.type = kSyncPing;
 				p.seq = next_seq_++;
