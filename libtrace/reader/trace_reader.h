@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -55,6 +56,10 @@ struct SubTrace {
 	int64_t vpid = 0;
 	std::string hostname;
 	bool kernel = false;
+	// How its clock values are placed: "" by the metadata's clock; else
+	// what says otherwise ("mapped by DIR/clocks.json, N segment(s)", or
+	// why clocks.json could not be used).
+	std::string clock_note;
 };
 
 struct PacketEntry {
@@ -279,6 +284,7 @@ public:
 
 private:
 	bool add_trace(const std::string &dir);
+	void load_clock_map(SubTrace *t);
 	void index_stream(StreamInfo *s);
 	void accept_packet(StreamInfo *s, uint64_t off, const strata_packet_header &h, HeaderContext *ctx);
 	std::unique_ptr<Cursor> make_cursor(StreamInfo *s, size_t i);
@@ -302,6 +308,8 @@ private:
 	bool advance_event_ = false;
 	void heap_down(size_t i);
 	std::vector<TraceDamage> damages_;
+	// clocks.json read so far, by path and link: the map, or why not.
+	std::map<std::string, std::pair<std::shared_ptr<const ClockMap>, std::string>> clock_maps_;
 	TraceReadStats stats_;
 	int64_t win_begin_ = INT64_MIN, win_end_ = INT64_MAX;
 	std::function<bool(const StreamInfo &)> keep_;
