@@ -12,7 +12,8 @@ clock does when its TSC is written or a paused VM's is caught up), and the
 exchange goes on once the link has seen the step: the guest's map gets a
 second segment, and its metadata keeps one line (the longest segment's).
 
-Oracles: `strata view` of the host's and the guest's traces together,
+Oracles: the stored bound holds against every message (check_clock_link.py's
+`bounds`); `strata view` of the host's and the guest's traces together,
 which applies the guest's clocks.json segment by segment, prints every
 message's receive after its send (0 inversions of 2 x MESSAGES) and its
 times in order; `strata export` (JSON) gives every receive a later time
@@ -33,7 +34,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from strata_testlib import end_daemon, e2e_setup, start_daemon, tsc_usable, wait_for  # noqa: E402
-from check_clock_link import status_of, timeline  # noqa: E402
+from check_clock_link import bounds, status_of, timeline  # noqa: E402
 
 SKEW_NS = 2700000000
 SKEW_PPM = 80
@@ -170,7 +171,9 @@ def main():
         check.finish()
 
     # babeltrace2: one line per trace (counted, not failed).
-    timeline(check, [outs["host"], outs["guest"]], n, client_on_guest=False, expect_inversions=True)
+    sends, raw = timeline(check, [outs["host"], outs["guest"]], n, client_on_guest=False, expect_inversions=True)
+    # The stored bound against every message, across the step too.
+    bounds(check, "guest's", glink[0], sends, raw)
     both = collect(work, outs["host"], [("guest", outs["guest"])])
     rc, err, pos, events, ordered = view_order(strata, both)
     inv = view_inversions(pos)

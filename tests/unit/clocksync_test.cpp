@@ -257,8 +257,9 @@ std::string clocks_json(const std::vector<Segment> &segs, int64_t peer_offset)
 	       "\"clock_offset_ns\": 5,\n \"links\": [\n  {\"name\": \"host\", \"spec\": \"tcp:h:1\", "
 	       "\"role\": \"follower\",\n   \"source\": \"(this machine)\", \"target\": \"host\",\n   "
 	       "\"peer_hostname\": \"h\", \"peer_boot_id\": \"c\", \"peer_clock_offset_ns\": " +
-	       std::to_string(peer_offset) + ",\n   \"state\": \"up\", \"correlated\": true, \"segments\": " +
-	       segments_json(segs, "   ") + "}\n ],\n \"ctf\": {\"link\": \"host\", \"rewritten\": true}\n}\n";
+	       std::to_string(peer_offset) +
+	       ",\n   \"state\": \"up\", \"correlated\": true, \"segments\": " + segments_json(segs, "   ") +
+	       "}\n ],\n \"ctf\": {\"link\": \"host\", \"rewritten\": true}\n}\n";
 }
 
 TEST(ClockMap, ReadBackSegmentBySegment)
@@ -283,8 +284,9 @@ TEST(ClockMap, ReadBackSegmentBySegment)
 	ASSERT_TRUE(strata::parse_clock_map(text, "host", &m, &why)) << why;
 	ASSERT_EQ(m.pieces.size(), 2u);
 	EXPECT_EQ(m.offset_ns, off);
-	for (int64_t x : {segs[0].x_first - 1000000000, segs[0].x_first, segs[0].x_last, segs[0].x_last + 1,
-			  segs[1].x_first - 1, segs[1].x_first, segs[1].x_last, segs[1].x_last + 1000000000}) {
+	for (int64_t x :
+	     {segs[0].x_first - 1000000000, segs[0].x_first, segs[0].x_last, segs[0].x_last + 1,
+	      segs[1].x_first - 1, segs[1].x_first, segs[1].x_last, segs[1].x_last + 1000000000}) {
 		const Segment &s = x < segs[1].x_first ? segs[0] : segs[1];
 		EXPECT_EQ(m.ns(static_cast<uint64_t>(x)), off + segment_map(s, x)) << x;
 	}
@@ -305,7 +307,8 @@ TEST(ClockMap, HostileTextRefusedWithAReason)
 {
 	Truth tr;
 	tr.b = 1e9;
-	const std::vector<Segment> segs = feed(simulate(tr, 50, 1e9, 1e7, 30000, 20000, 0, 10000, 4)).segments();
+	const std::vector<Segment> segs =
+		feed(simulate(tr, 50, 1e9, 1e7, 30000, 20000, 0, 10000, 4)).segments();
 	const std::string text = clocks_json(segs, 7);
 	strata::ClockMap m;
 	std::string why;
