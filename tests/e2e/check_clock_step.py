@@ -17,7 +17,9 @@ Oracles: the stored bound holds against every message (check_clock_link.py's
 which applies the guest's clocks.json segment by segment, prints every
 message's receive after its send (0 inversions of 2 x MESSAGES) and its
 times in order; `strata export` (JSON) gives every receive a later time
-than its send; with the guest's clocks.json damaged, `strata view` says so
+than its send; `strata check --clean-copy` copies the guest's clocks.json
+along (its view inverts none either); with the guest's clocks.json
+damaged, `strata view` says so
 and still prints every event (on the metadata's line).  Counted and
 printed, not failed: babeltrace2's merge (one line per trace, which cannot
 follow the step).  Exit 77 (skipped) where the TSC cannot back a page.
@@ -185,6 +187,15 @@ def main():
     rc, err, einv, esends = export_inversions(strata, both, work)
     check(rc == 0 and einv == 0 and esends == 2 * n, "strata export --format json: %s of %d messages inverted%s" %
           (einv, esends, ": " + err.strip() if rc else ""))
+
+    # `strata check --clean-copy` carries the guest's clocks.json along.
+    clean = os.path.join(work, "clean")
+    r = subprocess.run([strata, "check", both, "--clean-copy", clean], capture_output=True, text=True, timeout=300)
+    rc, err, pos, events, _ = view_order(strata, clean)
+    inv = view_inversions(pos)
+    check(r.returncode == 0 and os.path.exists(os.path.join(clean, "guest", "clocks.json")) and events == 4 * n and
+          inv == 0, "strata check's clean copy has the guest's clocks.json; its view inverts %d of %d messages (%s)" %
+          (inv, 2 * n, (r.stdout + r.stderr).strip()[-200:]))
 
     # The guest's clocks.json damaged: said, the metadata's line used.
     cj = os.path.join(both, "guest", "clocks.json")
