@@ -324,11 +324,8 @@ void TraceReader::load_clock_map(SubTrace *t)
 		else if (!parse_clock_map(text, link, map.get(), &why))
 			why = "cannot use it: " + why;
 		map->file = path;
-		if (!why.empty())
-			map.reset();
-		it = clock_maps_.emplace(key, std::make_pair(std::shared_ptr<const ClockMap>(map), why))
-			     .first;
 		if (!why.empty()) {
+			map.reset();
 			damages_.push_back(
 				TraceDamage{path.empty() ? t->dir + "/clocks.json" : path, 0, 0,
 					    "clock map of link '" + link + "': " + why +
@@ -336,13 +333,9 @@ void TraceReader::load_clock_map(SubTrace *t)
 						    "one clock line (off by any step: a paused VM)"});
 			stats_.damaged++;
 		}
+		it = clock_maps_.emplace(key, std::move(map)).first;
 	}
-	t->meta.map = it->second.first;
-	if (t->meta.map)
-		t->clock_note = "mapped by " + path + " (" + std::to_string(t->meta.map->pieces.size()) +
-				" segment(s))";
-	else
-		t->clock_note = it->second.second;
+	t->meta.map = it->second;
 }
 
 namespace {

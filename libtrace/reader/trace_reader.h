@@ -56,10 +56,6 @@ struct SubTrace {
 	int64_t vpid = 0;
 	std::string hostname;
 	bool kernel = false;
-	// How its clock values are placed: "" by the metadata's clock; else
-	// what says otherwise ("mapped by DIR/clocks.json, N segment(s)", or
-	// why clocks.json could not be used).
-	std::string clock_note;
 };
 
 struct PacketEntry {
@@ -236,6 +232,10 @@ public:
 
 	// Every sub-trace at or under `root` (a directory holding `metadata`
 	// is one; its sub-directories are not searched, as in babeltrace2).
+	// A follower's sub-trace (its metadata says sync_state = "correlated")
+	// is placed by the clocks.json above it, segment by segment
+	// (clock_map.h); one that cannot be used is named as damage and the
+	// metadata's clock places its sub-traces.
 	// False with *why when root is not a readable directory or holds no
 	// sub-trace.  Sub-traces whose metadata is unreadable are kept with
 	// their reason (readable false) and counted.
@@ -308,8 +308,8 @@ private:
 	bool advance_event_ = false;
 	void heap_down(size_t i);
 	std::vector<TraceDamage> damages_;
-	// clocks.json read so far, by path and link: the map, or why not.
-	std::map<std::string, std::pair<std::shared_ptr<const ClockMap>, std::string>> clock_maps_;
+	// clocks.json read so far, by path and link: the map (null: unusable, named once).
+	std::map<std::string, std::shared_ptr<const ClockMap>> clock_maps_;
 	TraceReadStats stats_;
 	int64_t win_begin_ = INT64_MIN, win_end_ = INT64_MAX;
 	std::function<bool(const StreamInfo &)> keep_;
