@@ -186,19 +186,26 @@ TEST(ClockSync, OffsetDriftJitter)
 	}
 }
 
-TEST(ClockSync, PauseSteps)
+// The source (a guest) paused for 0.8 s at true 12.34 s: its clock stood
+// still, so it is then 0.8 s further behind the target.  `probes` probes
+// before the pause and as many after it.
+Exchanges paused(Truth *tr, int probes)
 {
-	// The source (a guest) paused for 0.8 s at true 12.34 s: its clock
-	// stood still, so it is then 0.8 s further behind the target.
-	Truth tr;
-	tr.a = 1 - 12e-6;
-	tr.b = -2.5e9;
-	tr.step_at = 12.34e9;
-	tr.step_ns = 0.8e9;
-	Exchanges run = simulate(tr, 500, 7e9, 1e7, 30000, 20000, 0, 10000, 2);
-	const Exchanges after = simulate(tr, 500, 13.2e9, 1e7, 30000, 20000, 0, 10000, 3);
+	tr->a = 1 - 12e-6;
+	tr->b = -2.5e9;
+	tr->step_at = 12.34e9;
+	tr->step_ns = 0.8e9;
+	Exchanges run = simulate(*tr, probes, 7e9, 1e7, 30000, 20000, 0, 10000, 2);
+	const Exchanges after = simulate(*tr, probes, 13.2e9, 1e7, 30000, 20000, 0, 10000, 3);
 	run.msgs.insert(run.msgs.end(), after.msgs.begin(), after.msgs.end());
 	run.min_rtt = std::min(run.min_rtt, after.min_rtt);
+	return run;
+}
+
+TEST(ClockSync, PauseSteps)
+{
+	Truth tr;
+	const Exchanges run = paused(&tr, 500);
 	const Estimator e = feed(run);
 	const std::vector<Segment> segs = e.segments();
 	ASSERT_EQ(segs.size(), 2u);
@@ -268,14 +275,7 @@ TEST(ClockMap, ReadBackSegmentBySegment)
 	// does: within a segment its line, between two the earlier one's,
 	// before the first the first's; on the reference's absolute time.
 	Truth tr;
-	tr.a = 1 - 12e-6;
-	tr.b = -2.5e9;
-	tr.step_at = 12.34e9;
-	tr.step_ns = 0.8e9;
-	Exchanges run = simulate(tr, 300, 7e9, 1e7, 30000, 20000, 0, 10000, 2);
-	const Exchanges after = simulate(tr, 300, 13.2e9, 1e7, 30000, 20000, 0, 10000, 3);
-	run.msgs.insert(run.msgs.end(), after.msgs.begin(), after.msgs.end());
-	const std::vector<Segment> segs = feed(run).segments();
+	const std::vector<Segment> segs = feed(paused(&tr, 300)).segments();
 	ASSERT_EQ(segs.size(), 2u);
 	const int64_t off = 1795677481000000000;
 	const std::string text = clocks_json(segs, off);
