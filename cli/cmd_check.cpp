@@ -146,6 +146,19 @@ void CleanCopy::open(const TraceReader &r)
 		std::ofstream mo(out / "metadata", std::ios::binary);
 		mo << text;
 		failed_ |= ec || !mo;
+		// A follower's clock map goes along (docs/clocks.md), where it
+		// lies under DIR.
+		if (t->meta.map) {
+			const fs::path rel =
+				fs::path(t->meta.map->file)
+					.lexically_relative(fs::absolute(dir_).lexically_normal());
+			if (!rel.empty() && *rel.begin() != "..") {
+				fs::create_directories((fs::path(out_) / rel).parent_path(), ec);
+				fs::copy_file(t->meta.map->file, fs::path(out_) / rel,
+					      fs::copy_options::overwrite_existing, ec);
+				failed_ |= static_cast<bool>(ec);
+			}
+		}
 	}
 	for (const auto &s : r.streams()) {
 		if (!s->trace->readable || s->packets.empty())
@@ -283,9 +296,14 @@ int run_check(const std::string &dir, const std::string &clean, bool json)
 		return cli::kUsage;
 	}
 	Report rep;
-	for (const TraceDamage &d : r.damages())
-		rep.findings.push_back(
-			{d.bytes ? "skipped" : "metadata", d.file, d.offset, d.bytes, 0, d.why});
+	for (const TraceDamage &d : r.damages()) {
+		const bool clocks =
+			d.file.size() >= 11 && d.file.compare(d.file.size() - 11, 11, "clocks.json") == 0;
+		rep.findings.push_back({d.bytes  ? "skipped"
+					: clocks ? "clocks"
+						 : "metadata",
+					d.file, d.offset, d.bytes, 0, d.why});
+	}
 	for (const auto &t : r.traces())
 		if (!t->readable)
 			rep.findings.push_back({"unreadable", t->dir, 0, 0, 0, t->why});

@@ -84,14 +84,55 @@ const Skew &skew()
 	return s;
 }
 
+// Tests only: STRATA_TEST_CLOCK_STEP="STEP_NS:PATH" makes this daemon's
+// clock jump STEP_NS (> 0) ahead once PATH exists: a step in the middle of
+// a run (a TSC written in a guest; its page steps forward at its next
+// refresh), for check_clock_link.py's `step`.  Read once, like the skew.
+struct Step {
+	int64_t ns = 0;
+	std::string path;
+	bool on = false;
+};
+const Step &step()
+{
+	static const Step s = [] {
+		Step k;
+		const char *e = getenv("STRATA_TEST_CLOCK_STEP");
+		if (!e || !*e)
+			return k;
+		char *end;
+		k.ns = strtoll(e, &end, 10);
+		if (*end != ':' || !end[1] || k.ns <= 0) {
+			fprintf(stderr,
+				"strata-consumerd: STRATA_TEST_CLOCK_STEP '%s' ignored (STEP_NS:PATH, "
+				"STEP_NS > 0)\n",
+				e);
+			return Step();
+		}
+		k.path = end + 1;
+		k.on = true;
+		return k;
+	}();
+	return s;
+}
+// Set once the page's refresh saw PATH (relaxed: only the refresh thread
+// sets it, and it moves the page's anchors with it; another thread's
+// mono_ns() only matters where there is no page).
+std::atomic<bool> g_stepped{false};
+
 uint64_t mono_ns()
 {
 	const uint64_t t = real_mono_ns();
+	int64_t extra = 0;
+	const Step &st = step();
+	if (st.on && g_stepped.load(std::memory_order_relaxed))
+		extra = st.ns;
 	const Skew &k = skew();
 	if (!k.on)
-		return t;
+		return t + static_cast<uint64_t>(extra);
 	const double drift = static_cast<double>(t - k.t0) * k.ppm * 1e-6;
-	return static_cast<uint64_t>(static_cast<int64_t>(t) + k.offset + static_cast<int64_t>(drift));
+	return static_cast<uint64_t>(static_cast<int64_t>(t) + k.offset + extra +
+				     static_cast<int64_t>(drift));
 }
 
 // The tightest of 16 (rdtsc, clock_gettime, rdtsc) triples.
@@ -384,6 +425,14 @@ void ClockPage::publish_first(const TscMapping &m)
 void ClockPage::refresh(bool last)
 {
 #if defined(__x86_64__)
+	// The test step (STRATA_TEST_CLOCK_STEP): the anchors move with the
+	// clock, so that the rate stays the measured one and the page steps.
+	const Step &st = step();
+	if (st.on && !g_stepped.load(std::memory_order_relaxed) && access(st.path.c_str(), F_OK) == 0) {
+		g_stepped.store(true, std::memory_order_relaxed);
+		for (unsigned i = 0; i < n_anchors_ && i < 16; i++)
+			anchors_[i].ns += static_cast<uint64_t>(st.ns);
+	}
 	const TscSample s = sample();
 	if (s.width == UINT64_MAX)
 		return;

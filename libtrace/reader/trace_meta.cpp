@@ -947,6 +947,8 @@ bool TraceMeta::env_int(const std::string &key, int64_t *out) const
 
 int64_t TraceMeta::ns_from_origin(uint64_t value) const
 {
+	if (map)
+		return map->ns(value);
 	// As babeltrace2 computes it: offset_s s + (offset + value) cycles.
 	const unsigned __int128 cycles =
 		(unsigned __int128)value + (uint64_t)(clock.offset < 0 ? 0 : clock.offset);

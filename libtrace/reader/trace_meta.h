@@ -20,10 +20,12 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "clock_map.h"
 #include "event_info.h"
 
 namespace strata {
@@ -67,6 +69,9 @@ struct TraceMeta {
 	// read up to the damage: what was lost.
 	std::string damage;
 	size_t text_used = 0; // bytes of the text read (all of it, unless damaged)
+	// A follower's clock map (clocks.json, clock_map.h): when set, it and
+	// not `clock` places the values (the reader sets it after parsing).
+	std::shared_ptr<const ClockMap> map;
 
 	const MetaEnvValue *env_value(const std::string &key) const;
 	std::string env_string(const std::string &key) const; // "" if absent or not a string
@@ -74,7 +79,8 @@ struct TraceMeta {
 	bool is_kernel() const { return env_string("domain") == "kernel"; }
 	bool shared_stream(uint32_t sid) const { return has_shared && sid == stream_id + 1; }
 	bool known_stream(uint32_t sid) const { return sid == stream_id || shared_stream(sid); }
-	// ns from the clock's origin (the Unix epoch when absolute) of a clock value.
+	// ns from the clock's origin (the Unix epoch when absolute) of a clock
+	// value: by the map when there is one, else by the clock's one line.
 	int64_t ns_from_origin(uint64_t value) const;
 };
 

@@ -140,6 +140,10 @@ struct TraceReader::Cursor {
 	size_t order = 0;             // tie-break: stream order
 	int64_t base_ns = 0;          // freq 1e9: ns = base_ns + ts
 	bool fast_ns = false;
+	// A clock map (a follower's): the current packet's piece, found once
+	// a packet; SIZE_MAX when the packet straddles a step (each record's).
+	const ClockMap *map = nullptr;
+	size_t piece = SIZE_MAX;
 	// The class of the last record's id (the map's look-up was a sixth of
 	// the reader's time).
 	uint32_t last_id = 0;
@@ -262,6 +266,7 @@ bool TraceReader::add_trace(const std::string &dir)
 		walks_.push_back(nullptr);
 		return false;
 	}
+	load_clock_map(t.get());
 	const TraceMeta &m = t->meta;
 	t->procname = m.env_string("procname");
 	m.env_int("vpid", &t->vpid);
@@ -295,6 +300,42 @@ bool TraceReader::add_trace(const std::string &dir)
 	if (!tp->meta.damage.empty())
 		damages_.push_back(TraceDamage{dir + "/metadata", 0, 0, tp->meta.damage});
 	return true;
+}
+
+// A follower's sub-trace (its metadata says sync_state = "correlated"):
+// its clock map from the clocks.json above it, applied segment by segment
+// (clock_map.h).  A clocks.json missing or not trusted: the metadata's one
+// line, and a damage that says so (once per file).
+void TraceReader::load_clock_map(SubTrace *t)
+{
+	if (t->meta.env_string("sync_state") != "correlated")
+		return;
+	const std::string link = t->meta.env_string("sync_peer");
+	const std::string path = find_clocks_json(t->dir);
+	const std::string key = path + '\n' + link;
+	auto it = clock_maps_.find(key);
+	if (it == clock_maps_.end()) {
+		auto map = std::make_shared<ClockMap>();
+		std::string text, why;
+		if (path.empty())
+			why = "no clocks.json in it or above it";
+		else if (!read_file(path, &text, kMaxMetadata))
+			why = "cannot read it (unreadable or over 64 MiB)";
+		else if (!parse_clock_map(text, link, map.get(), &why))
+			why = "cannot use it: " + why;
+		map->file = path;
+		if (!why.empty()) {
+			map.reset();
+			damages_.push_back(
+				TraceDamage{path.empty() ? t->dir + "/clocks.json" : path, 0, 0,
+					    "clock map of link '" + link + "': " + why +
+						    "; its sub-traces are placed by their metadata's "
+						    "one clock line (off by any step: a paused VM)"});
+			stats_.damaged++;
+		}
+		it = clock_maps_.emplace(key, std::move(map)).first;
+	}
+	t->meta.map = it->second;
 }
 
 namespace {
@@ -460,6 +501,11 @@ bool TraceReader::load_packet(Cursor &c)
 		queue_loss(c, e);
 		c.prev = &e;
 		c.pe = &e;
+		if (c.map) {
+			c.piece = c.map->piece_at(e.ts_begin);
+			if (c.map->piece_end(c.piece) <= e.ts_end)
+				c.piece = SIZE_MAX;
+		}
 		stats_.packets++;
 		stats_.bytes += e.content;
 		// The records, by the consumer's walk.
@@ -514,7 +560,11 @@ bool TraceReader::next_record(Cursor &c)
 			const WalkedRecord &r = c.recs[c.ri];
 			TraceEvent &ev = c.ev;
 			ev.ts = r.ts;
-			ev.ns = c.fast_ns ? c.base_ns + (int64_t)r.ts : c.s->trace->meta.ns_from_origin(r.ts);
+			if (c.map)
+				ev.ns = c.piece != SIZE_MAX ? c.map->ns_with(c.piece, r.ts) : c.map->ns(r.ts);
+			else
+				ev.ns = c.fast_ns ? c.base_ns + (int64_t)r.ts
+						  : c.s->trace->meta.ns_from_origin(r.ts);
 			if (r.id != c.last_id || !c.have_id) { // a stream is mostly runs of one event
 				auto it = c.classes->find(r.id);
 				c.last_cls = it == c.classes->end() ? nullptr : &it->second;
@@ -557,7 +607,8 @@ std::unique_ptr<TraceReader::Cursor> TraceReader::make_cursor(StreamInfo *s, siz
 	c->ev.stream = s;
 	// ns = offset_s * 1e9 + offset + value where the clock counts ns.
 	const MetaClock &clk = s->trace->meta.clock;
-	c->fast_ns = clk.freq == 1000000000u && clk.offset >= 0 && clk.offset_s >= 0 &&
+	c->map = s->trace->meta.map.get();
+	c->fast_ns = !c->map && clk.freq == 1000000000u && clk.offset >= 0 && clk.offset_s >= 0 &&
 		     clk.offset_s < INT64_MAX / 4000000000;
 	c->base_ns = c->fast_ns ? clk.offset_s * 1000000000 + clk.offset : 0;
 	return c;

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -231,6 +232,10 @@ public:
 
 	// Every sub-trace at or under `root` (a directory holding `metadata`
 	// is one; its sub-directories are not searched, as in babeltrace2).
+	// A follower's sub-trace (its metadata says sync_state = "correlated")
+	// is placed by the clocks.json above it, segment by segment
+	// (clock_map.h); one that cannot be used is named as damage and the
+	// metadata's clock places its sub-traces.
 	// False with *why when root is not a readable directory or holds no
 	// sub-trace.  Sub-traces whose metadata is unreadable are kept with
 	// their reason (readable false) and counted.
@@ -279,6 +284,7 @@ public:
 
 private:
 	bool add_trace(const std::string &dir);
+	void load_clock_map(SubTrace *t);
 	void index_stream(StreamInfo *s);
 	void accept_packet(StreamInfo *s, uint64_t off, const strata_packet_header &h, HeaderContext *ctx);
 	std::unique_ptr<Cursor> make_cursor(StreamInfo *s, size_t i);
@@ -302,6 +308,8 @@ private:
 	bool advance_event_ = false;
 	void heap_down(size_t i);
 	std::vector<TraceDamage> damages_;
+	// clocks.json read so far, by path and link: the map (null: unusable, named once).
+	std::map<std::string, std::shared_ptr<const ClockMap>> clock_maps_;
 	TraceReadStats stats_;
 	int64_t win_begin_ = INT64_MIN, win_end_ = INT64_MAX;
 	std::function<bool(const StreamInfo &)> keep_;

@@ -22,9 +22,11 @@ Oracles (check_clock_link.py's): every stated bound holds against every
 message; the map, segment by segment, inverts none within a segment (in
 the gap around a step they are counted and printed); babeltrace2's merge
 inverts none (plain; with a pause its one line per trace cannot follow the
-step: counted, said in the trace's env, not failed); `strata status` shows
-the link; with a pause the maps have a new segment.  Prints the widths
-beside the minimum RTT.  Exit 77 when the VM cannot boot here.
+step: counted, said in the trace's env, not failed); `strata view` of the
+host's and guests' traces collected together inverts none (Strata's
+reader applies each guest's clocks.json segment by segment, across the
+pause too); `strata status` shows the link; with a pause the maps have a
+new segment.  Prints the widths beside the minimum RTT.  Exit 77 when the VM cannot boot here.
 """
 import json
 import os
@@ -38,7 +40,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 from strata_testlib import Checks, end_daemon, event_tid, start_daemon, wait_for  # noqa: E402
-from check_clock_link import bounds, status_of, timeline  # noqa: E402
+from check_clock_link import bounds, in_gap, status_of, timeline  # noqa: E402
+from check_clock_step import collect, view_order  # noqa: E402
 
 PAUSE_S = 1.5
 KBASE2 = 1000000000  # k of the second VM's messages
@@ -93,6 +96,25 @@ def kernel_order(check, host_out, guest_out, n):
           (n, len(write_at), len(read_at)))
     check(bad_w == 0 and bad_r == 0, "the guest kernel's writes before the host's receives, the host's sends "
           "before the guest kernel's reads (%d, %d inverted)" % (bad_w, bad_r))
+
+
+def strata_view_order(check, strata, work, host_out, guests, n, in_gaps):
+    """`strata view` of the host's trace and the guests' collected beside
+    it: Strata's reader applies each guest's clocks.json segment by
+    segment, so that across a pause too every receive prints after its
+    send: none of the 2 x n messages inverted outside the gaps around a
+    step (`in_gaps`: the messages whose guest time lies in one, where the
+    map is either segment's; counted and printed, as bounds() does)."""
+    both = collect(work, host_out, guests)
+    rc, err, pos, events, ordered = view_order(strata, both)
+    sends = [k for (name, k) in pos if name == "syncpp:send"]
+    inverted = [k for k in sends if ("syncpp:recv", k) in pos and pos[("syncpp:recv", k)] < pos[("syncpp:send", k)]]
+    inv = sum(1 for k in inverted if k not in in_gaps)
+    check(rc == 0 and "clocks.json" not in err, "strata view of the host's and guests' traces" +
+          ("" if rc == 0 and "clocks.json" not in err else ": " + err.strip()[-500:]))
+    check(events == 4 * n and ordered, "strata view prints the %d syncpp events in time order (%d)" % (4 * n, events))
+    check(inv == 0, "strata view (clocks.json, segment by segment): %d of %d messages outside the gaps inverted"
+          " (in the gaps: %d of %d)" % (inv, 2 * n - len(in_gaps), len(inverted) - inv, len(in_gaps)))
 
 
 def main():
@@ -189,6 +211,15 @@ def main():
             if mode == "pause" and v == "vm1":
                 check(len(lk["segments"]) >= 2, "the %s map has a new segment after the pause (%s)" %
                       (name, ", ".join(s["start"] for s in lk["segments"])))
+    in_gaps = set()
+    for v, kbase, glink, hlink in links:
+        for k in sends:
+            if kbase <= k < kbase + KBASE2:
+                (g_send_side, s_val), (_, r_val) = raw[("syncpp:send", k)], raw[("syncpp:recv", k)]
+                if in_gap(glink, s_val if g_send_side else r_val):
+                    in_gaps.add(k)
+    strata_view_order(check, strata, work, host_out, [(v, os.path.join(vms[v][0], "guest-trace")) for v in names],
+                      n * len(names), in_gaps)
     if mode == "kernel":
         kernel_order(check, host_out, os.path.join(vm, "guest-trace"), n)
     check.finish()

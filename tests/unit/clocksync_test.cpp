@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <random>
 
+#include "clock_map.h"
 #include "clocksync.h"
 
 using namespace strata::clocksync;
@@ -185,19 +186,26 @@ TEST(ClockSync, OffsetDriftJitter)
 	}
 }
 
-TEST(ClockSync, PauseSteps)
+// The source (a guest) paused for 0.8 s at true 12.34 s: its clock stood
+// still, so it is then 0.8 s further behind the target.  `probes` probes
+// before the pause and as many after it.
+Exchanges paused(Truth *tr, int probes)
 {
-	// The source (a guest) paused for 0.8 s at true 12.34 s: its clock
-	// stood still, so it is then 0.8 s further behind the target.
-	Truth tr;
-	tr.a = 1 - 12e-6;
-	tr.b = -2.5e9;
-	tr.step_at = 12.34e9;
-	tr.step_ns = 0.8e9;
-	Exchanges run = simulate(tr, 500, 7e9, 1e7, 30000, 20000, 0, 10000, 2);
-	const Exchanges after = simulate(tr, 500, 13.2e9, 1e7, 30000, 20000, 0, 10000, 3);
+	tr->a = 1 - 12e-6;
+	tr->b = -2.5e9;
+	tr->step_at = 12.34e9;
+	tr->step_ns = 0.8e9;
+	Exchanges run = simulate(*tr, probes, 7e9, 1e7, 30000, 20000, 0, 10000, 2);
+	const Exchanges after = simulate(*tr, probes, 13.2e9, 1e7, 30000, 20000, 0, 10000, 3);
 	run.msgs.insert(run.msgs.end(), after.msgs.begin(), after.msgs.end());
 	run.min_rtt = std::min(run.min_rtt, after.min_rtt);
+	return run;
+}
+
+TEST(ClockSync, PauseSteps)
+{
+	Truth tr;
+	const Exchanges run = paused(&tr, 500);
 	const Estimator e = feed(run);
 	const std::vector<Segment> segs = e.segments();
 	ASSERT_EQ(segs.size(), 2u);
@@ -246,6 +254,96 @@ TEST(ClockSync, ContradictsShowsAStepOnly)
 	EXPECT_EQ(segs[1].x_first, resume_x);
 	Estimator empty;
 	EXPECT_FALSE(empty.contradicts(true, 1, 2));
+}
+
+// A clocks.json as a follower writes it (consumerd/sync_link.cpp), with
+// `segs` as its map.
+std::string clocks_json(const std::vector<Segment> &segs, int64_t peer_offset)
+{
+	return "{\"format\": \"strata-clocks\", \"version\": 1,\n \"machine\": \"g\", \"boot_id\": \"b\", "
+	       "\"clock_offset_ns\": 5,\n \"links\": [\n  {\"name\": \"host\", \"spec\": \"tcp:h:1\", "
+	       "\"role\": \"follower\",\n   \"source\": \"(this machine)\", \"target\": \"host\",\n   "
+	       "\"peer_hostname\": \"h\", \"peer_boot_id\": \"c\", \"peer_clock_offset_ns\": " +
+	       std::to_string(peer_offset) +
+	       ",\n   \"state\": \"up\", \"correlated\": true, \"segments\": " + segments_json(segs, "   ") +
+	       "}\n ],\n \"ctf\": {\"link\": \"host\", \"rewritten\": true}\n}\n";
+}
+
+TEST(ClockMap, ReadBackSegmentBySegment)
+{
+	// The pause of PauseSteps, stored and read back as Strata's reader
+	// does: within a segment its line, between two the earlier one's,
+	// before the first the first's; on the reference's absolute time.
+	Truth tr;
+	const std::vector<Segment> segs = feed(paused(&tr, 300)).segments();
+	ASSERT_EQ(segs.size(), 2u);
+	const int64_t off = 1795677481000000000;
+	const std::string text = clocks_json(segs, off);
+	strata::ClockMap m;
+	std::string why;
+	ASSERT_TRUE(strata::parse_clock_map(text, "host", &m, &why)) << why;
+	ASSERT_EQ(m.pieces.size(), 2u);
+	EXPECT_EQ(m.offset_ns, off);
+	for (int64_t x :
+	     {segs[0].x_first - 1000000000, segs[0].x_first, segs[0].x_last, segs[0].x_last + 1,
+	      segs[1].x_first - 1, segs[1].x_first, segs[1].x_last, segs[1].x_last + 1000000000}) {
+		const Segment &s = x < segs[1].x_first ? segs[0] : segs[1];
+		EXPECT_EQ(m.ns(static_cast<uint64_t>(x)), off + segment_map(s, x)) << x;
+	}
+	// A packet's piece once, then each record by its line: the same.
+	const size_t p = m.piece_at(static_cast<uint64_t>(segs[0].x_last));
+	EXPECT_EQ(p, 0u);
+	EXPECT_EQ(m.piece_end(p), static_cast<uint64_t>(segs[1].x_first));
+	EXPECT_EQ(m.piece_end(1), UINT64_MAX);
+	// Not the link the metadata names, or not a follower's: refused.
+	EXPECT_FALSE(strata::parse_clock_map(text, "vm1", &m, &why));
+	EXPECT_NE(why.find("vm1"), std::string::npos);
+	std::string ref = text;
+	ref.replace(ref.find("\"follower\""), 10, "\"reference");
+	EXPECT_FALSE(strata::parse_clock_map(ref, "host", &m, &why));
+}
+
+TEST(ClockMap, HostileTextRefusedWithAReason)
+{
+	Truth tr;
+	tr.b = 1e9;
+	const std::vector<Segment> segs =
+		feed(simulate(tr, 50, 1e9, 1e7, 30000, 20000, 0, 10000, 4)).segments();
+	const std::string text = clocks_json(segs, 7);
+	strata::ClockMap m;
+	std::string why;
+	ASSERT_TRUE(strata::parse_clock_map(text, "host", &m, &why)) << why;
+	// Every cut: refused with a reason (only the whole text is whole).
+	for (size_t n = 0; n < text.size() - 1; n++) {
+		why.clear();
+		const bool ok = strata::parse_clock_map(text.substr(0, n), "host", &m, &why);
+		EXPECT_TRUE(!ok && !why.empty()) << n;
+	}
+	// Flipped bytes: never a crash; a map read is one the checks passed.
+	std::mt19937_64 rng(9);
+	size_t taken = 0;
+	for (int i = 0; i < 4000; i++) {
+		std::string t = text;
+		for (int k = 0; k < 3; k++)
+			t[rng() % t.size()] = static_cast<char>(rng() % 256);
+		why.clear();
+		if (strata::parse_clock_map(t, "host", &m, &why)) {
+			taken++;
+			ASSERT_FALSE(m.pieces.empty());
+			for (const strata::ClockPiece &p : m.pieces)
+				ASSERT_TRUE(p.slope >= 0.99 && p.slope <= 1.01);
+		} else {
+			ASSERT_FALSE(why.empty());
+		}
+	}
+	printf("flipped clocks.json: %zu of 4000 still read (a digit or a name changed)\n", taken);
+	// Deep nesting, huge numbers, slopes out of range: refused.
+	EXPECT_FALSE(strata::parse_clock_map(std::string(100000, '['), "host", &m, &why));
+	std::string bad = text;
+	const size_t sl = bad.find("\"slope\": ") + 9;
+	bad.replace(sl, bad.find(',', sl) - sl, "1e308");
+	EXPECT_FALSE(strata::parse_clock_map(bad, "host", &m, &why));
+	EXPECT_NE(why.find("out of range"), std::string::npos) << why;
 }
 
 TEST(ClockSync, LinkLostAndOneWay)

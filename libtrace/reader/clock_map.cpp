@@ -1,0 +1,289 @@
+// clock_map.cpp - a follower's clocks.json read back; contract in clock_map.h.
+#include "clock_map.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+namespace strata {
+
+namespace {
+
+// A JSON value, as much of JSON as clocks.json uses (all of it but
+// \u escapes' meaning: a string is only compared, never shown).
+struct JVal {
+	enum Kind { Null, Bool, Num, Str, Arr, Obj } kind = Null;
+	bool b = false;
+	std::string text; // Num: as written; Str: the bytes (escapes kept)
+	std::vector<JVal> arr;
+	std::vector<std::pair<std::string, JVal>> obj;
+
+	const JVal *get(const char *key) const
+	{
+		for (const auto &kv : obj)
+			if (kv.first == key)
+				return &kv.second;
+		return nullptr;
+	}
+};
+
+// Recursive descent, depth bounded, linear in the text.
+struct JParser {
+	const std::string &s;
+	size_t i = 0;
+	std::string err;
+
+	void ws()
+	{
+		while (i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r'))
+			i++;
+	}
+	bool fail(const char *what)
+	{
+		if (err.empty())
+			err = std::string(what) + " at byte " + std::to_string(i);
+		return false;
+	}
+	bool string(std::string *out)
+	{
+		if (i >= s.size() || s[i] != '"')
+			return fail("a string expected");
+		for (i++; i < s.size() && s[i] != '"'; i++) {
+			if (static_cast<unsigned char>(s[i]) < 0x20)
+				return fail("a control character in a string");
+			if (s[i] == '\\' && ++i >= s.size())
+				break;
+			out->push_back(s[i]);
+		}
+		if (i >= s.size())
+			return fail("a string not closed");
+		i++;
+		return true;
+	}
+	bool value(JVal *v, int depth)
+	{
+		if (depth > 16)
+			return fail("nested too deep");
+		ws();
+		if (i >= s.size())
+			return fail("the text ends where a value was expected");
+		const char c = s[i];
+		if (c == '{' || c == '[') {
+			const bool is_obj = c == '{';
+			v->kind = is_obj ? JVal::Obj : JVal::Arr;
+			i++;
+			ws();
+			if (i < s.size() && s[i] == (is_obj ? '}' : ']')) {
+				i++;
+				return true;
+			}
+			for (;;) {
+				ws();
+				if (is_obj) {
+					v->obj.emplace_back();
+					if (!string(&v->obj.back().first))
+						return false;
+					ws();
+					if (i >= s.size() || s[i] != ':')
+						return fail("':' expected");
+					i++;
+					if (!value(&v->obj.back().second, depth + 1))
+						return false;
+				} else {
+					v->arr.emplace_back();
+					if (!value(&v->arr.back(), depth + 1))
+						return false;
+				}
+				ws();
+				if (i < s.size() && s[i] == ',') {
+					i++;
+					continue;
+				}
+				if (i < s.size() && s[i] == (is_obj ? '}' : ']')) {
+					i++;
+					return true;
+				}
+				return fail(is_obj ? "',' or '}' expected" : "',' or ']' expected");
+			}
+		}
+		if (c == '"') {
+			v->kind = JVal::Str;
+			return string(&v->text);
+		}
+		for (const char *w : {"true", "false", "null"})
+			if (s.compare(i, strlen(w), w) == 0) {
+				v->kind = w[0] == 'n' ? JVal::Null : JVal::Bool;
+				v->b = w[0] == 't';
+				i += strlen(w);
+				return true;
+			}
+		const size_t b = i;
+		while (i < s.size() && (isdigit(static_cast<unsigned char>(s[i])) || s[i] == '-' ||
+					s[i] == '+' || s[i] == '.' || s[i] == 'e' || s[i] == 'E'))
+			i++;
+		if (i == b || i - b > 40)
+			return fail("a value expected");
+		v->kind = JVal::Num;
+		v->text = s.substr(b, i - b);
+		return true;
+	}
+};
+
+bool as_int(const JVal *v, int64_t *out)
+{
+	if (!v || v->kind != JVal::Num)
+		return false;
+	errno = 0;
+	char *end = nullptr;
+	const long long x = strtoll(v->text.c_str(), &end, 10);
+	if (errno || *end)
+		return false;
+	*out = x;
+	return true;
+}
+
+bool as_double(const JVal *v, double *out)
+{
+	if (!v || v->kind != JVal::Num)
+		return false;
+	char *end = nullptr;
+	const double x = strtod(v->text.c_str(), &end);
+	if (*end || !std::isfinite(x))
+		return false;
+	*out = x;
+	return true;
+}
+
+bool is_str(const JVal *v, const char *s)
+{
+	return v && v->kind == JVal::Str && v->text == s;
+}
+
+// One stored segment as a piece; false when it gives none (unbounded) or
+// cannot be trusted (*why set).
+bool piece_of(const JVal &seg, ClockPiece *p, std::string *why)
+{
+	const JVal *bounded = seg.get("bounded");
+	if (bounded && bounded->kind == JVal::Bool && !bounded->b)
+		return false;
+	int64_t x_first, x_last;
+	if (!as_int(seg.get("x_first"), &x_first) || !as_int(seg.get("x_last"), &x_last) ||
+	    !as_int(seg.get("x0"), &p->x0) || !as_int(seg.get("y0"), &p->y0) ||
+	    !as_double(seg.get("slope"), &p->slope)) {
+		*why = "a segment lacks x_first, x_last, x0, y0 or slope";
+		return false;
+	}
+	// Slopes are bounded by +-1000 ppm a priori (docs/clocks.md); the
+	// times are ns of a clock since boot (whole centuries at most).
+	constexpr int64_t kMax = INT64_C(1) << 62;
+	if (x_first > x_last || p->slope < 0.99 || p->slope > 1.01 || std::llabs(p->x0) > kMax ||
+	    std::llabs(p->y0) > kMax || std::llabs(x_first) > kMax || std::llabs(x_last) > kMax) {
+		*why = "a segment's numbers are out of range";
+		return false;
+	}
+	p->from = x_first;
+	return true;
+}
+
+} // namespace
+
+size_t ClockMap::piece_at(uint64_t x) const
+{
+	const int64_t v = x > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(x);
+	// The last piece that starts at or before v (the first for anything before).
+	auto it = std::upper_bound(pieces.begin() + 1, pieces.end(), v,
+				   [](int64_t a, const ClockPiece &p) { return a < p.from; });
+	return static_cast<size_t>(it - pieces.begin()) - 1;
+}
+
+uint64_t ClockMap::piece_end(size_t i) const
+{
+	return i + 1 < pieces.size() ? static_cast<uint64_t>(pieces[i + 1].from) : UINT64_MAX;
+}
+
+bool parse_clock_map(const std::string &text, const std::string &link, ClockMap *out, std::string *why)
+{
+	JParser p{text, 0, {}};
+	JVal root;
+	if (!p.value(&root, 0)) {
+		*why = "not JSON: " + p.err;
+		return false;
+	}
+	p.ws();
+	if (p.i != text.size()) {
+		*why = "not JSON: text after the value at byte " + std::to_string(p.i);
+		return false;
+	}
+	const JVal *links = root.get("links");
+	int64_t version = 0;
+	if (root.kind != JVal::Obj || !is_str(root.get("format"), "strata-clocks") ||
+	    !as_int(root.get("version"), &version) || version != 1 || !links || links->kind != JVal::Arr) {
+		*why = "not a strata-clocks file of version 1 with links";
+		return false;
+	}
+	const JVal *lk = nullptr;
+	for (const JVal &l : links->arr)
+		if (l.kind == JVal::Obj && is_str(l.get("name"), link.c_str()) &&
+		    is_str(l.get("role"), "follower"))
+			lk = &l;
+	if (!lk) {
+		*why = "no follower link named '" + link + "' (the metadata's sync_peer)";
+		return false;
+	}
+	const JVal *segs = lk->get("segments");
+	if (!as_int(lk->get("peer_clock_offset_ns"), &out->offset_ns) || !segs || segs->kind != JVal::Arr) {
+		*why = "link '" + link + "' lacks peer_clock_offset_ns or segments";
+		return false;
+	}
+	out->link = link;
+	out->pieces.clear();
+	for (const JVal &s : segs->arr) {
+		ClockPiece piece;
+		why->clear();
+		if (s.kind != JVal::Obj || !piece_of(s, &piece, why)) {
+			if (s.kind != JVal::Obj || !why->empty()) {
+				*why = "link '" + link +
+				       "': " + (why->empty() ? "a segment is not an object" : *why);
+				return false;
+			}
+			continue; // unbounded: no line (the earlier segment's covers it)
+		}
+		if (!out->pieces.empty() && piece.from <= out->pieces.back().from) {
+			*why = "link '" + link + "': segments not in increasing time";
+			return false;
+		}
+		out->pieces.push_back(piece);
+	}
+	if (out->pieces.empty()) {
+		*why = "link '" + link + "' has no bounded segment";
+		return false;
+	}
+	out->pieces.front().from = INT64_MIN;
+	return true;
+}
+
+std::string find_clocks_json(const std::string &dir)
+{
+	namespace fs = std::filesystem;
+	std::error_code ec;
+	fs::path d = fs::absolute(fs::path(dir), ec).lexically_normal();
+	if (ec)
+		return "";
+	if (d.filename().empty())
+		d = d.parent_path();
+	for (int up = 0; up <= 8 && !d.empty(); up++) {
+		const fs::path f = d / "clocks.json";
+		if (fs::is_regular_file(f, ec))
+			return f.string();
+		if (d == d.parent_path())
+			break;
+		d = d.parent_path();
+	}
+	return "";
+}
+
+} // namespace strata

@@ -1,0 +1,73 @@
+/*
+ * clock_map.h - a follower sub-trace's clock put onto its reference's, as
+ * the follower's clocks.json stores it (docs/clocks.md, "Stored format").
+ *
+ * A follower daemon (a guest) rewrites its sub-traces' metadata clock with
+ * one line, its map's longest segment: a reader of the metadata alone
+ * places every event after a step (a paused VM) off by the step.  The map
+ * in clocks.json has every segment; Strata's reader applies it: a raw
+ * clock value x of the follower maps with the line of the last segment
+ * that starts at or before x (within a segment its line, in the gap
+ * between two its earlier one's; before the first, the first's), then
+ * onto the reference's absolute time by the reference's REALTIME -
+ * MONOTONIC (`peer_clock_offset_ns`, the quantity the metadata rewrite
+ * uses too).
+ *
+ * Glossary:
+ *   piece  one bounded segment's line, used from its first source time
+ *          (x_first) up to the next piece's.
+ *
+ * The file is hostile: the parser's work is linear in its size, its depth
+ * bounded, every number range-checked; a file it does not trust is
+ * refused with a reason (the caller falls back to the metadata's line and
+ * says so).  Plain data, immutable once loaded: shared by every sub-trace
+ * under one clocks.json and by every reader pass.
+ */
+#ifndef STRATA_LIBTRACE_CLOCK_MAP_H
+#define STRATA_LIBTRACE_CLOCK_MAP_H
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+struct ClockPiece {
+	int64_t from = INT64_MIN; // first source ns it covers (the first piece: all before too)
+	int64_t x0 = 0, y0 = 0;   // the line: y = y0 + slope * (x - x0), target ns
+	double slope = 1.0;
+};
+
+struct ClockMap {
+	std::string file;               // the clocks.json it came from
+	std::string link;               // the follower link's name (the metadata's sync_peer)
+	int64_t offset_ns = 0;          // the reference's REALTIME - MONOTONIC
+	std::vector<ClockPiece> pieces; // from increasing; never empty once loaded
+
+	// The piece that maps source value x.
+	size_t piece_at(uint64_t x) const;
+	// First source value the piece after `i` covers (UINT64_MAX: none).
+	uint64_t piece_end(size_t i) const;
+	// ns from the Unix epoch on the reference's clock of source value x
+	// mapped by piece i (as clocksync::segment_map rounds it).
+	int64_t ns_with(size_t i, uint64_t x) const
+	{
+		const ClockPiece &p = pieces[i];
+		const double d = static_cast<double>(static_cast<int64_t>(x) - p.x0);
+		return offset_ns + p.y0 + std::llround(p.slope * d);
+	}
+	int64_t ns(uint64_t x) const { return ns_with(piece_at(x), x); }
+};
+
+// The map of follower link `link` in the text of a clocks.json.  False
+// with *why when the text is not a clocks.json this reader trusts, or the
+// link is absent, not a follower's, or has no bounded segment.
+bool parse_clock_map(const std::string &text, const std::string &link, ClockMap *out, std::string *why);
+
+// The clocks.json that governs the sub-trace in `dir`: the nearest one in
+// `dir` or above it (at most 8 levels up), or "" when none.
+std::string find_clocks_json(const std::string &dir);
+
+} // namespace strata
+#endif

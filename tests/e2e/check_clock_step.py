@@ -1,0 +1,215 @@
+#!/usr/bin/python3
+"""A step in a follower's clock, on one timeline (docs/clocks.md), on one machine.
+
+usage: check_clock_step.py STRATA PINGPONG WORKDIR [MESSAGES]
+
+As check_clock_link.py: two daemons stand for a host and a guest whose
+clock runs SKEW_NS ahead and SKEW_PPM fast; the guest follows the host
+over a TCP clock link; a host client and a guest server exchange MESSAGES
+messages each way.  Half-way (the server's `pause`), the guest's clock
+jumps STEP_NS ahead (STRATA_TEST_CLOCK_STEP: its page steps, as a guest's
+clock does when its TSC is written or a paused VM's is caught up), and the
+exchange goes on once the link has seen the step: the guest's map gets a
+second segment, and its metadata keeps one line (the longest segment's).
+
+Oracles: the stored bound holds against every message (check_clock_link.py's
+`bounds`); `strata view` of the host's and the guest's traces together,
+which applies the guest's clocks.json segment by segment, prints every
+message's receive after its send (0 inversions of 2 x MESSAGES) and its
+times in order; `strata export` (JSON) gives every receive a later time
+than its send; `strata check --clean-copy` copies the guest's clocks.json
+along (its view inverts none either); with the guest's clocks.json
+damaged, `strata view` says so
+and still prints every event (on the metadata's line).  Counted and
+printed, not failed: babeltrace2's merge (one line per trace, which cannot
+follow the step).  Exit 77 (skipped) where the TSC cannot back a page.
+"""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from strata_testlib import end_daemon, e2e_setup, start_daemon, tsc_usable, wait_for  # noqa: E402
+from check_clock_link import bounds, status_of, timeline  # noqa: E402
+
+SKEW_NS = 2700000000
+SKEW_PPM = 80
+STEP_NS = 1500000000
+PERIOD_MS = 20
+
+LINE = re.compile(r"^\[(\d\d):(\d\d):(\d\d)\.(\d{9})\] .*? (syncpp:send|syncpp:recv): \{ k = (\d+), from = (\d+) \}$")
+
+
+def view_order(strata, trace, env=None):
+    """`strata view TRACE` (TZ=UTC): (returncode, stderr, {(name, k): line
+    index}, events, times in order).  The order is the user's: a receive
+    printed before its send is an inversion."""
+    r = subprocess.run([strata, "view", trace], capture_output=True, text=True, timeout=300,
+                       env=dict(env or os.environ, TZ="UTC"))
+    pos, prev, ordered, n = {}, None, True, 0
+    for i, ln in enumerate(r.stdout.splitlines()):
+        m = LINE.match(ln)
+        if not m:
+            continue
+        n += 1
+        t = ((int(m.group(1)) * 60 + int(m.group(2))) * 60 + int(m.group(3))) * 1000000000 + int(m.group(4))
+        # a merge across midnight wraps the time of day: not a disorder
+        if prev is not None and t < prev and prev - t < 43200 * 1000000000:
+            ordered = False
+        prev = t
+        pos[(m.group(5), int(m.group(6)))] = i
+    return r.returncode, r.stderr, pos, n, ordered
+
+
+def view_inversions(pos):
+    """Messages whose receive `strata view` printed before the send."""
+    sends = [k for (name, k) in pos if name == "syncpp:send"]
+    return sum(1 for k in sends if ("syncpp:recv", k) in pos and pos[("syncpp:recv", k)] < pos[("syncpp:send", k)])
+
+
+def collect(work, host_out, guests):
+    """The host's trace with each guest's copied beside it (as a shared
+    folder or relay would bring them): one directory for `strata view`."""
+    both = os.path.join(work, "collected")
+    shutil.rmtree(both, ignore_errors=True)
+    shutil.copytree(host_out, both)
+    for name, out in guests:
+        shutil.copytree(out, os.path.join(both, name))
+    return both
+
+
+def export_inversions(strata, trace, work):
+    """`strata export --format json`: messages whose receive's time is not
+    after its send's."""
+    js = os.path.join(work, "export.json")
+    r = subprocess.run([strata, "export", "--format", "json", "-o", js, trace], capture_output=True, text=True,
+                       timeout=300)
+    if r.returncode != 0:
+        return r.returncode, r.stderr, None, 0
+    doc = json.load(open(js))
+    evs = doc["traceEvents"] if isinstance(doc, dict) else doc
+    at = {}
+    for e in evs:
+        if e.get("name") in ("syncpp:send", "syncpp:recv", "send", "recv") and "k" in e.get("args", {}):
+            at[(e["name"].split(":")[-1], int(e["args"]["k"]))] = float(e["ts"])
+    sends = [k for (name, k) in at if name == "send"]
+    inv = sum(1 for k in sends if ("recv", k) in at and not at[("send", k)] < at[("recv", k)])
+    return 0, "", inv, len(sends)
+
+
+def main():
+    strata, prog, work, consumerd, check = e2e_setup()
+    n = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
+    if not tsc_usable() or os.path.exists("/dev/strata"):
+        print("SKIP: no usable TSC, or the module's page would take precedence")
+        sys.exit(77)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    step_file = os.path.join(work, "step-now")
+    base = dict(os.environ, STRATA_CLOCK="consumer-page", STRATA_CLOCK_REFRESH_MS="5")
+    for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE", "XDG_RUNTIME_DIR", "STRATA_TEST_CLOCK_SKEW",
+              "STRATA_TEST_CLOCK_STEP", "STRATA_TEST_HOSTNAME"):
+        base.pop(v, None)
+    envs, outs = {}, {}
+    for who in ("host", "guest"):
+        envs[who] = dict(base, STRATA_CONSUMERD=consumerd, STRATA_CONSUMERD_SOCKET=os.path.join(work, who + ".sock"),
+                         STRATA_TEST_HOSTNAME="sim-" + who)
+        outs[who] = os.path.join(work, who + "-trace")
+    envs["guest"]["STRATA_TEST_CLOCK_SKEW"] = "%d,%d" % (SKEW_NS, SKEW_PPM)
+    envs["guest"]["STRATA_TEST_CLOCK_STEP"] = "%d:%s" % (STEP_NS, step_file)
+    link = ["--sync-period", str(PERIOD_MS)]
+    daemons = {
+        "host": start_daemon(consumerd, envs["host"]["STRATA_CONSUMERD_SOCKET"], envs["host"],
+                             link + ["--sync-guest", "guest=listen:tcp:127.0.0.1:%d" % port]),
+        "guest": start_daemon(consumerd, envs["guest"]["STRATA_CONSUMERD_SOCKET"], envs["guest"],
+                              link + ["--sync", "host=tcp:127.0.0.1:%d" % port]),
+    }
+    for who in ("host", "guest"):
+        for cmd in (["create", "S", "-o", outs[who]], ["enable-event", "S", "syncpp:*"], ["start", "S"]):
+            r = subprocess.run([strata] + cmd, env=envs[who], capture_output=True, text=True, timeout=30)
+            check(r.returncode == 0, "%s: strata %s" % (who, cmd[0]) + ("" if r.returncode == 0 else
+                                                                     ": " + r.stderr.strip()))
+    wait_for(lambda: "bound width" in status_of(strata, envs["host"], "S"), "the link to have a bound", 30)
+
+    # The guest's server pauses half-way; the guest's clock steps there.
+    app = os.path.join(work, "app.sock")
+    server = subprocess.Popen([prog, "serve", "listen:" + app, str(n), "pause"], env=envs["guest"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    check(server.stdout.readline().strip() == "listening", "the server listens")
+    client = subprocess.Popen([prog, "client", "unix:" + app, str(n)], env=envs["host"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    check(server.stdout.readline().strip() == "half", "the exchange is half-way")
+    open(step_file, "w").close()
+    wait_for(lambda: "2 segments" in status_of(strata, envs["guest"], "S"), "the guest's link to see the step", 20)
+    server.stdin.write("go on\n")
+    server.stdin.flush()
+    client_out = client.communicate(timeout=120)[0]
+    server_out = server.communicate(timeout=120)[0]
+    check(client.returncode == 0 and server.returncode == 0, "both programs ran (%s; %s)" %
+          (client_out.strip(), server_out.strip()))
+    # Probes after the last message, so that its time lies inside the map.
+    t_end = time.monotonic() + 20 * PERIOD_MS / 1000.0
+    wait_for(lambda: time.monotonic() > t_end, "probes after the exchange", 10)
+    for who in ("guest", "host"):
+        r = subprocess.run([strata, "stop", "S"], env=envs[who], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, who + ": strata stop")
+    for who in ("host", "guest"):
+        end_daemon(daemons[who], check)
+
+    p = os.path.join(outs["guest"], "clocks.json")
+    gclocks = json.load(open(p)) if os.path.exists(p) else {"links": []}
+    glink = [lk for lk in gclocks["links"] if lk["role"] == "follower"]
+    check(len(glink) == 1 and glink[0]["correlated"] and len(glink[0]["segments"]) >= 2,
+          "the guest's map has a new segment at the step (%s)" %
+          (", ".join(s["start"] for s in glink[0]["segments"]) if glink else "no follower link"))
+    if not glink:
+        check.finish()
+
+    # babeltrace2: one line per trace (counted, not failed).
+    sends, raw = timeline(check, [outs["host"], outs["guest"]], n, client_on_guest=False, expect_inversions=True)
+    # The stored bound against every message, across the step too.
+    bounds(check, "guest's", glink[0], sends, raw)
+    both = collect(work, outs["host"], [("guest", outs["guest"])])
+    rc, err, pos, events, ordered = view_order(strata, both)
+    inv = view_inversions(pos)
+    check(rc == 0 and "clocks.json" not in err, "strata view of the host's and guest's traces" +
+          ("" if rc == 0 and "clocks.json" not in err else ": " + err.strip()))
+    check(events == 4 * n, "strata view prints every syncpp event (%d of %d)" % (events, 4 * n))
+    check(ordered, "strata view prints them in time order")
+    check(inv == 0, "strata view (clocks.json, segment by segment): %d of %d messages inverted" % (inv, 2 * n))
+    rc, err, einv, esends = export_inversions(strata, both, work)
+    check(rc == 0 and einv == 0 and esends == 2 * n, "strata export --format json: %s of %d messages inverted%s" %
+          (einv, esends, ": " + err.strip() if rc else ""))
+
+    # `strata check --clean-copy` carries the guest's clocks.json along.
+    clean = os.path.join(work, "clean")
+    r = subprocess.run([strata, "check", both, "--clean-copy", clean], capture_output=True, text=True, timeout=300)
+    rc, err, pos, events, _ = view_order(strata, clean)
+    inv = view_inversions(pos)
+    check(r.returncode == 0 and os.path.exists(os.path.join(clean, "guest", "clocks.json")) and events == 4 * n and
+          inv == 0, "strata check's clean copy has the guest's clocks.json; its view inverts %d of %d messages (%s)" %
+          (inv, 2 * n, (r.stdout + r.stderr).strip()[-200:]))
+
+    # The guest's clocks.json damaged: said, the metadata's line used.
+    cj = os.path.join(both, "guest", "clocks.json")
+    text = open(cj).read()
+    with open(cj, "w") as f:
+        f.write(text[:len(text) // 2])
+    rc, err, pos, events, _ = view_order(strata, both)
+    check(rc == 0 and "clocks.json" in err and events == 4 * n,
+          "with the guest's clocks.json cut, strata view says so and prints every event (%d): %s" %
+          (events, " ".join(err.split())[:300]))
+    print("strata view on the metadata's one line (clocks.json cut): %d of %d messages inverted" %
+          (view_inversions(pos), 2 * n))
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()
