@@ -656,15 +656,55 @@ void fill_processes(Cur *cur, Vtab *v)
 	}
 }
 
+// The (comm, tid) field pairs of a kernel class that name a thread:
+// "comm" and "tid", or "X_comm" and "X_tid" (sched_switch's prev_ and
+// next_, sched_process_fork's parent_ and child_).  Indices into its fields.
+std::vector<std::pair<int, int>> naming_fields(const MetaEvent &me)
+{
+	std::vector<std::pair<int, int>> out;
+	const auto &fs = me.info.fields;
+	for (size_t c = 0; c < fs.size(); c++) {
+		const std::string &n = fs[c].name;
+		if (fs[c].type != STRATA_FT_STRING || n.size() < 4 || n.compare(n.size() - 4, 4, "comm") != 0)
+			continue;
+		const std::string tid = n.substr(0, n.size() - 4) + "tid";
+		for (size_t t = 0; t < fs.size(); t++)
+			if (fs[t].name == tid && (fs[t].type == STRATA_FT_INTEGER) && fs[t].elem_bits <= 64)
+				out.emplace_back((int)c, (int)t);
+	}
+	return out;
+}
+
 // Threads: owned lanes' from the index; shared lanes' and the kernel's
-// from their records (those streams only are read).
+// from their records (those streams only are read).  A kernel thread has a
+// row per name it went by, in time order (a rename starts a row): its names
+// come from the kernel's events that name threads (naming_fields), each of
+// its events belongs to the name it last went by (its first name before
+// any), and a row spans the first to the last of its events and namings.
+// Tid 0 (the idle tasks, one per CPU: swapper/N) keeps no name.
 void fill_threads(Cur *cur, Vtab *v)
 {
 	struct T {
 		int64_t b = INT64_MAX, e = INT64_MIN;
 		uint64_t packets = 0;
+		std::string name;
+		bool named = false;
 	};
-	std::map<std::tuple<const SubTrace *, int64_t>, T> th;
+	std::map<std::tuple<const SubTrace *, int64_t>, std::vector<T>> th;
+	auto seen = [&](const SubTrace *sub, int64_t tid, int64_t ns, const char *name, size_t len) {
+		std::vector<T> &runs = th[{sub, tid}];
+		const bool naming = name && len && tid != 0;
+		if (runs.empty() || (naming && runs.back().named &&
+				     runs.back().name.compare(0, std::string::npos, name, len) != 0))
+			runs.emplace_back();
+		T &t = runs.back();
+		if (naming && !t.named) {
+			t.name.assign(name, len);
+			t.named = true;
+		}
+		t.b = std::min(t.b, ns);
+		t.e = std::max(t.e, ns);
+	};
 	bool read = false;
 	for (const auto &s : v->t->index.streams()) {
 		const SubTrace *sub = s->trace;
@@ -675,7 +715,10 @@ void fill_threads(Cur *cur, Vtab *v)
 		for (const PacketEntry &p : s->packets) {
 			if (p.content <= STRATA_PACKET_HEADER_SIZE)
 				continue; // no record (a packet closed empty: only its counts)
-			T &t = th[{sub, p.vtid}];
+			std::vector<T> &runs = th[{sub, p.vtid}];
+			if (runs.empty())
+				runs.emplace_back();
+			T &t = runs.back();
 			t.packets++;
 			t.b = std::min(t.b, sub->meta.ns_from_origin(p.ts_begin));
 			t.e = std::max(t.e, sub->meta.ns_from_origin(p.ts_end));
@@ -687,29 +730,50 @@ void fill_threads(Cur *cur, Vtab *v)
 		r.set_stream_filter([](const StreamInfo &s) {
 			return s.shared || s.trace->meta.record_format != STRATA_REC_COMPACT;
 		});
+		std::unordered_map<const MetaEvent *, std::vector<std::pair<int, int>>> naming;
+		std::vector<FieldValue> fv;
 		TraceMsg m;
 		while (r.next(&m)) {
-			if (m.kind != TraceMsgKind::Event || m.event->tid < 0)
+			if (m.kind != TraceMsgKind::Event)
 				continue;
-			T &t = th[{m.stream->trace, m.event->tid}];
-			t.b = std::min(t.b, m.event->ns);
-			t.e = std::max(t.e, m.event->ns);
+			const TraceEvent &e = *m.event;
+			const SubTrace *sub = m.stream->trace;
+			if (e.tid >= 0)
+				seen(sub, e.tid, e.ns, nullptr, 0);
+			if (!sub->kernel)
+				continue;
+			auto it = naming.find(e.cls);
+			if (it == naming.end())
+				it = naming.emplace(e.cls, naming_fields(*e.cls)).first;
+			if (it->second.empty())
+				continue;
+			e.decode(&fv);
+			for (const auto &ct : it->second) {
+				const FieldValue &c = fv[(size_t)ct.first], &t = fv[(size_t)ct.second];
+				const int64_t tid = t.info->is_signed ? t.i : (int64_t)t.u;
+				if (tid >= 0)
+					seen(sub, tid, e.ns, c.str, c.len);
+			}
 		}
 		v->reg->bytes += r.stats().bytes;
 	}
 	for (const auto &kv : th) {
 		const SubTrace *sub = std::get<0>(kv.first);
 		const int64_t tid = std::get<1>(kv.first);
-		std::vector<Cell> r;
-		r.push_back(ctext(sub->hostname));
-		r.push_back(sub->kernel ? Cell() : cint(sub->vpid));
-		r.push_back(cint(tid));
-		r.push_back(sub->kernel ? Cell() : ctext(sub->procname));
-		r.push_back(!sub->kernel && tid == sub->vpid ? ctext(sub->procname) : Cell());
-		r.push_back(cint(kv.second.b));
-		r.push_back(cint(kv.second.e));
-		r.push_back(cint((int64_t)kv.second.packets));
-		cur->rows.push_back(std::move(r));
+		for (const T &t : kv.second) {
+			std::vector<Cell> r;
+			r.push_back(ctext(sub->hostname));
+			r.push_back(sub->kernel ? Cell() : cint(sub->vpid));
+			r.push_back(cint(tid));
+			r.push_back(sub->kernel ? Cell() : ctext(sub->procname));
+			r.push_back(t.named                            ? ctext(t.name)
+				    : !sub->kernel && tid == sub->vpid ? ctext(sub->procname)
+								       : Cell());
+			r.push_back(cint(t.b));
+			r.push_back(cint(t.e));
+			r.push_back(cint((int64_t)t.packets));
+			cur->rows.push_back(std::move(r));
+		}
 	}
 }
 
@@ -1174,6 +1238,58 @@ std::string acquisitions_sql(const Trace &t)
 	return sql;
 }
 
+// Scheduling: each sched_switch starts its next thread's slice on that
+// CPU, which the CPU's next switch ends (docs/query.md).  end_state is
+// the ending switch's prev_state when it switched that thread out; a
+// switch of another thread means one was lost between: the slice then
+// ends there, its state unknown.  A CPU's last slice has no end.
+std::string sched_sql(const Trace &t)
+{
+	auto it = t.typed_by_name.find("sched_switch");
+	bool ok = it != t.typed_by_name.end();
+	for (const char *c : {"prev_tid", "prev_state", "next_comm", "next_tid", "next_prio"}) {
+		bool has = false;
+		if (ok)
+			for (const FieldCol &fc : t.typed[it->second].cols)
+				has |= fc.name == c;
+		ok = ok && has;
+	}
+	if (!ok)
+		return "SELECT NULL AS ts, NULL AS ts_end, NULL AS dur, NULL AS machine, NULL AS cpu, NULL "
+		       "AS "
+		       "tid, NULL AS comm, NULL AS prio, NULL AS end_state, NULL AS next_tid, NULL AS "
+		       "next_comm WHERE 0";
+	return "SELECT ts, nts AS ts_end, nts - ts AS dur, machine, cpu, next_tid AS tid, next_comm AS comm, "
+	       "next_prio AS prio, CASE WHEN nprev = next_tid THEN nstate END AS end_state, nnext AS "
+	       "next_tid, nncomm AS next_comm FROM (SELECT ts, machine, cpu, next_tid, next_comm, "
+	       "next_prio, LEAD(ts) OVER w AS nts, LEAD(prev_tid) OVER w AS nprev, LEAD(prev_state) OVER "
+	       "w AS nstate, LEAD(next_tid) OVER w AS nnext, LEAD(next_comm) OVER w AS nncomm FROM "
+	       "sched_switch WHERE cpu IS NOT NULL WINDOW w AS (PARTITION BY machine, cpu ORDER BY ts, "
+	       "rowid))";
+}
+
+// Counting mode's holds (docs/pthread.md): a mutex_counts row's pairs,
+// their timed holds' sum and longest, and hold_total_ns as `strata analyze
+// mutex` counts it: the untimed ones at the mean of the row's timed ones.
+std::string hold_counts_sql(const Trace &t)
+{
+	if (!t.typed_by_name.count("pthread:mutex_counts"))
+		return "SELECT NULL AS ts, NULL AS machine, NULL AS pid, NULL AS tid, NULL AS process, NULL "
+		       "AS "
+		       "object, NULL AS site, NULL AS tried, NULL AS pairs, NULL AS timed, NULL AS "
+		       "hold_sum_ns, NULL AS hold_max_ns, NULL AS hold_total_ns WHERE 0";
+	return "SELECT ts, machine, pid, tid, process, lock AS object, site, try_ AS tried, count AS pairs, "
+	       "timed, hold_sum_ns, hold_max_ns, hold_sum_ns + CASE WHEN min(timed, count) > 0 THEN "
+	       "CAST(CAST(hold_sum_ns AS REAL) / min(timed, count) * (count - min(timed, count)) AS "
+	       "INTEGER) ELSE 0 END AS hold_total_ns FROM \"pthread:mutex_counts\"";
+}
+
+// The views open_trace makes: a class of such a name gets no table.
+bool is_view(const std::string &n)
+{
+	return n == "slices" || n == "acquisitions" || n == "hold_counts" || n == "sched";
+}
+
 void f_open(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
 	const unsigned char *p = argc == 1 ? sqlite3_value_text(argv[0]) : nullptr;
@@ -1228,8 +1344,7 @@ bool open_trace(sqlite3 *db, const std::string &path, std::string *why)
 		return false;
 	};
 	for (const std::string &m : reg->made)
-		if (!exec((m == "slices" || m == "acquisitions" ? "DROP VIEW IF EXISTS temp."
-								: "DROP TABLE IF EXISTS temp.") +
+		if (!exec((is_view(m) ? "DROP VIEW IF EXISTS temp." : "DROP TABLE IF EXISTS temp.") +
 			  quote_ident(m)))
 			return false;
 	reg->made.clear();
@@ -1238,7 +1353,7 @@ bool open_trace(sqlite3 *db, const std::string &path, std::string *why)
 	std::vector<std::string> names = {"events", "lost", "processes", "threads"};
 	for (const TypedTable &tt : t->typed)
 		if (tt.name != "events" && tt.name != "lost" && tt.name != "processes" &&
-		    tt.name != "threads" && tt.name != "slices" && tt.name != "acquisitions")
+		    tt.name != "threads" && !is_view(tt.name))
 			names.push_back(tt.name);
 	for (const std::string &n : names) {
 		if (!exec("CREATE VIRTUAL TABLE temp." + quote_ident(n) + " USING strata(" +
@@ -1246,12 +1361,15 @@ bool open_trace(sqlite3 *db, const std::string &path, std::string *why)
 			return false;
 		reg->made.push_back(n);
 	}
-	if (!exec("CREATE TEMP VIEW slices AS " + slices_sql(*t)))
-		return false;
-	reg->made.push_back("slices");
-	if (!exec("CREATE TEMP VIEW acquisitions AS " + acquisitions_sql(*t)))
-		return false;
-	reg->made.push_back("acquisitions");
+	const std::pair<const char *, std::string> views[] = {{"slices", slices_sql(*t)},
+							      {"acquisitions", acquisitions_sql(*t)},
+							      {"hold_counts", hold_counts_sql(*t)},
+							      {"sched", sched_sql(*t)}};
+	for (const auto &view : views) {
+		if (!exec(std::string("CREATE TEMP VIEW ") + view.first + " AS " + view.second))
+			return false;
+		reg->made.push_back(view.first);
+	}
 	return true;
 }
 
