@@ -19,7 +19,7 @@ namespace strata {
 namespace query {
 namespace {
 
-enum class Kind { Events, Typed, Lost, Processes, Threads };
+enum class Kind { Events, Typed, Lost, Processes, Threads, Sched };
 
 // The columns every event table starts with (docs/query.md).
 enum : int { kTs, kMachine, kPid, kTid, kProcess, kThread, kCpu, kCommon };
@@ -388,10 +388,20 @@ struct Cur : sqlite3_vtab_cursor {
 	const ClassMap *cm = nullptr;
 	const MetaEvent *cm_cls = nullptr, *other_cls = nullptr; // the classes last looked up
 	std::vector<int> col_field; // typed: column -> field index of this class (-1: none)
-	// Small tables.
+	// Small tables; sched's rows ready to be read.
 	std::vector<std::vector<Cell>> rows;
 	size_t ri = 0;
 	uint64_t bytes_before = 0;
+	// sched: each CPU's slice begun and not yet ended, and where a
+	// sched_switch class keeps prev_tid, prev_state, next_comm, next_tid,
+	// next_prio (empty: not a sched_switch).
+	struct Running {
+		int64_t ts = 0, tid = 0, prio = 0;
+		std::string comm;
+	};
+	std::map<std::pair<const SubTrace *, int32_t>, Running> running;
+	std::unordered_map<const MetaEvent *, std::vector<int>> switch_fields;
+	bool sched_done = false;
 };
 
 const char *const kLostDecl =
@@ -400,6 +410,9 @@ const char *const kLostDecl =
 const char *const kProcDecl = "CREATE TABLE x(machine TEXT, pid INTEGER, process TEXT, domain TEXT, "
 			      "ts INTEGER, ts_end INTEGER, streams INTEGER, packets INTEGER, bytes "
 			      "INTEGER, trace TEXT)";
+const char *const kSchedDecl =
+	"CREATE TABLE x(ts INTEGER, ts_end INTEGER, dur INTEGER, machine TEXT, cpu INTEGER, tid INTEGER, "
+	"comm TEXT, prio INTEGER, end_state INTEGER, next_tid INTEGER, next_comm TEXT)";
 const char *const kThreadDecl =
 	"CREATE TABLE x(machine TEXT, pid INTEGER, tid INTEGER, process TEXT, thread TEXT, ts INTEGER, "
 	"ts_end INTEGER, packets INTEGER)";
@@ -431,7 +444,7 @@ int x_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3
 	auto *reg = (Registry *)aux;
 	if (argc != 5) {
 		*err = sqlite3_mprintf("strata: USING strata('TRACE PATH', 'TABLE'): TABLE is events, lost, "
-				       "processes, threads or an event class's name");
+				       "processes, threads, sched or an event class's name");
 		return SQLITE_ERROR;
 	}
 	const std::string path = unquote(argv[3]), table = unquote(argv[4]);
@@ -458,6 +471,9 @@ int x_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3
 	} else if (table == "threads") {
 		v->kind = Kind::Threads;
 		decl = kThreadDecl;
+	} else if (table == "sched") {
+		v->kind = Kind::Sched;
+		decl = kSchedDecl;
 	} else {
 		auto it = t->typed_by_name.find(table);
 		if (it == t->typed_by_name.end()) {
@@ -498,7 +514,7 @@ int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 	const auto *v = static_cast<Vtab *>(vt);
 	std::string ops;
 	double cost = 1e6;
-	if (event_table(v)) {
+	if (event_table(v) || v->kind == Kind::Sched) {
 		for (int i = 0; i < info->nConstraint; i++) {
 			const auto &c = info->aConstraint[i];
 			if (!c.usable)
@@ -524,6 +540,8 @@ int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 				default:
 					break;
 				}
+			} else if (!event_table(v)) {
+				// sched: ts bounds only
 			} else if (c.iColumn == kPid && c.op == SQLITE_INDEX_CONSTRAINT_EQ) {
 				op = 'p';
 			} else if (c.iColumn == kTid && c.op == SQLITE_INDEX_CONSTRAINT_EQ) {
@@ -536,8 +554,9 @@ int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 			info->aConstraintUsage[i].omit = 0; // checked again by SQLite: the bounds may be REAL
 			cost /= op == 'a' ? 100 : op == 'p' || op == 't' ? 5 : 4;
 		}
-		// Rows come in ts order.
-		if (info->nOrderBy == 1 && info->aOrderBy[0].iColumn == kTs && !info->aOrderBy[0].desc)
+		// Rows come in ts order (sched's as their slices end).
+		if (event_table(v) && info->nOrderBy == 1 && info->aOrderBy[0].iColumn == kTs &&
+		    !info->aOrderBy[0].desc)
 			info->orderByConsumed = 1;
 	} else {
 		cost = 1e3;
@@ -621,6 +640,81 @@ void next_event(Cur *cur, Vtab *v)
 		cur->rowid++;
 		return;
 	}
+}
+
+// sched: the next slices that end (or, at the end of the trace, every
+// CPU's last slice), into cur->rows; EOF when none is left.  Each
+// sched_switch ends its CPU's running slice and begins the next thread's.
+// A lower ts bound is the reader's window (a slice that begins in it has
+// its end in it too); past an upper bound no slice begins, and the pass
+// ends once those begun are ended.
+void sched_advance(Cur *cur, Vtab *v)
+{
+	while (cur->rows.empty()) {
+		if (cur->sched_done) {
+			cur->eof = true;
+			return;
+		}
+		if (!cur->r->next(&cur->m)) {
+			for (const auto &kv : cur->running) // still running at the end: no end known
+				cur->rows.push_back({cint(kv.second.ts), Cell(), Cell(),
+						     ctext(kv.first.first->hostname), cint(kv.first.second),
+						     cint(kv.second.tid), ctext(kv.second.comm),
+						     cint(kv.second.prio), Cell(), Cell(), Cell()});
+			cur->running.clear();
+			cur->sched_done = true;
+			continue;
+		}
+		if (cur->m.kind == TraceMsgKind::Damage) {
+			note_damage(v->reg, damage_line(*cur->m.damage));
+			continue;
+		}
+		if (cur->m.kind != TraceMsgKind::Event)
+			continue;
+		const TraceEvent &e = *cur->m.event;
+		if (e.ns < cur->lo || e.cpu < 0)
+			continue;
+		auto it = cur->switch_fields.find(e.cls);
+		if (it == cur->switch_fields.end()) {
+			std::vector<int> idx;
+			if (e.cls->full_name == "sched_switch")
+				for (const char *n :
+				     {"prev_tid", "prev_state", "next_comm", "next_tid", "next_prio"})
+					for (size_t f = 0; f < e.cls->info.fields.size(); f++)
+						if (e.cls->info.fields[f].name == n)
+							idx.push_back((int)f);
+			if (idx.size() != 5)
+				idx.clear();
+			it = cur->switch_fields.emplace(e.cls, std::move(idx)).first;
+		}
+		const std::vector<int> &x = it->second;
+		if (x.empty())
+			continue;
+		e.decode(&cur->fv);
+		const FieldValue &comm = cur->fv[(size_t)x[2]];
+		if (comm.info->type != STRATA_FT_STRING)
+			continue;
+		const int64_t prev = int_value(cur->fv[(size_t)x[0]]),
+			      next = int_value(cur->fv[(size_t)x[3]]);
+		const std::string next_comm(comm.str, comm.len);
+		const SubTrace *sub = &e.trace();
+		auto run = cur->running.find({sub, e.cpu});
+		if (run != cur->running.end()) {
+			const Cur::Running &r = run->second;
+			cur->rows.push_back({cint(r.ts), cint(e.ns), cint(e.ns - r.ts), ctext(sub->hostname),
+					     cint(e.cpu), cint(r.tid), ctext(r.comm), cint(r.prio),
+					     prev == r.tid ? cint(int_value(cur->fv[(size_t)x[1]])) : Cell(),
+					     cint(next), ctext(next_comm)});
+			if (e.ns > cur->hi)
+				cur->running.erase(run);
+		}
+		if (e.ns <= cur->hi)
+			cur->running[{sub, e.cpu}] =
+				Cur::Running{e.ns, next, int_value(cur->fv[(size_t)x[4]]), next_comm};
+		else if (cur->running.empty())
+			cur->sched_done = true; // every slice begun by the bound has ended
+	}
+	cur->eof = false;
 }
 
 void fill_processes(Cur *cur, Vtab *v)
@@ -830,7 +924,9 @@ int x_filter(sqlite3_vtab_cursor *c, int, const char *idx, int argc, sqlite3_val
 	cur->rowid = 0;
 	cur->eof = false;
 	cur->cm = nullptr;
-	if (!event_table(v)) {
+	cur->running.clear();
+	cur->sched_done = false;
+	if (!event_table(v) && v->kind != Kind::Sched) {
 		if (v->kind == Kind::Processes)
 			fill_processes(cur, v);
 		else if (v->kind == Kind::Threads)
@@ -907,6 +1003,13 @@ int x_filter(sqlite3_vtab_cursor *c, int, const char *idx, int argc, sqlite3_val
 	cur->r = std::make_unique<TraceReader>();
 	cur->r->share_index(v->t->index);
 	cur->bytes_before = 0;
+	if (v->kind == Kind::Sched) {
+		if (cur->lo != INT64_MIN)
+			cur->r->set_window(cur->lo, INT64_MAX); // the slices' ends lie past hi
+		cur->r->set_stream_filter([](const StreamInfo &s) { return s.trace->kernel; });
+		sched_advance(cur, v);
+		return SQLITE_OK;
+	}
 	if (cur->lo != INT64_MIN || cur->hi != INT64_MAX)
 		cur->r->set_window(cur->lo, cur->hi);
 	if (cur->want_pid || cur->want_tid) {
@@ -932,6 +1035,15 @@ int x_next(sqlite3_vtab_cursor *c)
 {
 	auto *cur = static_cast<Cur *>(c);
 	auto *v = static_cast<Vtab *>(c->pVtab);
+	if (v->kind == Kind::Sched) {
+		cur->rowid++;
+		if (++cur->ri >= cur->rows.size()) {
+			cur->rows.clear();
+			cur->ri = 0;
+			sched_advance(cur, v);
+		}
+		return SQLITE_OK;
+	}
 	if (!event_table(v)) {
 		cur->eof = ++cur->ri >= cur->rows.size();
 		return SQLITE_OK;
@@ -1044,7 +1156,8 @@ int x_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col)
 int x_rowid(sqlite3_vtab_cursor *c, sqlite3_int64 *out)
 {
 	auto *cur = static_cast<Cur *>(c);
-	*out = event_table(static_cast<Vtab *>(c->pVtab)) ? cur->rowid : (sqlite3_int64)cur->ri + 1;
+	const auto *v = static_cast<Vtab *>(c->pVtab);
+	*out = event_table(v) || v->kind == Kind::Sched ? cur->rowid : (sqlite3_int64)cur->ri + 1;
 	return SQLITE_OK;
 }
 
@@ -1238,36 +1351,6 @@ std::string acquisitions_sql(const Trace &t)
 	return sql;
 }
 
-// Scheduling: each sched_switch starts its next thread's slice on that
-// CPU, which the CPU's next switch ends (docs/query.md).  end_state is
-// the ending switch's prev_state when it switched that thread out; a
-// switch of another thread means one was lost between: the slice then
-// ends there, its state unknown.  A CPU's last slice has no end.
-std::string sched_sql(const Trace &t)
-{
-	auto it = t.typed_by_name.find("sched_switch");
-	bool ok = it != t.typed_by_name.end();
-	for (const char *c : {"prev_tid", "prev_state", "next_comm", "next_tid", "next_prio"}) {
-		bool has = false;
-		if (ok)
-			for (const FieldCol &fc : t.typed[it->second].cols)
-				has |= fc.name == c;
-		ok = ok && has;
-	}
-	if (!ok)
-		return "SELECT NULL AS ts, NULL AS ts_end, NULL AS dur, NULL AS machine, NULL AS cpu, NULL "
-		       "AS "
-		       "tid, NULL AS comm, NULL AS prio, NULL AS end_state, NULL AS next_tid, NULL AS "
-		       "next_comm WHERE 0";
-	return "SELECT ts, nts AS ts_end, nts - ts AS dur, machine, cpu, next_tid AS tid, next_comm AS comm, "
-	       "next_prio AS prio, CASE WHEN nprev = next_tid THEN nstate END AS end_state, nnext AS "
-	       "next_tid, nncomm AS next_comm FROM (SELECT ts, machine, cpu, next_tid, next_comm, "
-	       "next_prio, LEAD(ts) OVER w AS nts, LEAD(prev_tid) OVER w AS nprev, LEAD(prev_state) OVER "
-	       "w AS nstate, LEAD(next_tid) OVER w AS nnext, LEAD(next_comm) OVER w AS nncomm FROM "
-	       "sched_switch WHERE cpu IS NOT NULL WINDOW w AS (PARTITION BY machine, cpu ORDER BY ts, "
-	       "rowid))";
-}
-
 // Counting mode's holds (docs/pthread.md): a mutex_counts row's pairs,
 // their timed holds' sum and longest, and hold_total_ns as `strata analyze
 // mutex` counts it: the untimed ones at the mean of the row's timed ones.
@@ -1287,7 +1370,7 @@ std::string hold_counts_sql(const Trace &t)
 // The views open_trace makes: a class of such a name gets no table.
 bool is_view(const std::string &n)
 {
-	return n == "slices" || n == "acquisitions" || n == "hold_counts" || n == "sched";
+	return n == "slices" || n == "acquisitions" || n == "hold_counts";
 }
 
 void f_open(sqlite3_context *ctx, int argc, sqlite3_value **argv)
@@ -1350,10 +1433,10 @@ bool open_trace(sqlite3 *db, const std::string &path, std::string *why)
 	reg->made.clear();
 	reg->open.clear();
 	reg->open.push_back(t);
-	std::vector<std::string> names = {"events", "lost", "processes", "threads"};
+	std::vector<std::string> names = {"events", "lost", "processes", "threads", "sched"};
 	for (const TypedTable &tt : t->typed)
 		if (tt.name != "events" && tt.name != "lost" && tt.name != "processes" &&
-		    tt.name != "threads" && !is_view(tt.name))
+		    tt.name != "threads" && tt.name != "sched" && !is_view(tt.name))
 			names.push_back(tt.name);
 	for (const std::string &n : names) {
 		if (!exec("CREATE VIRTUAL TABLE temp." + quote_ident(n) + " USING strata(" +
@@ -1363,8 +1446,7 @@ bool open_trace(sqlite3 *db, const std::string &path, std::string *why)
 	}
 	const std::pair<const char *, std::string> views[] = {{"slices", slices_sql(*t)},
 							      {"acquisitions", acquisitions_sql(*t)},
-							      {"hold_counts", hold_counts_sql(*t)},
-							      {"sched", sched_sql(*t)}};
+							      {"hold_counts", hold_counts_sql(*t)}};
 	for (const auto &view : views) {
 		if (!exec(std::string("CREATE TEMP VIEW ") + view.first + " AS " + view.second))
 			return false;

@@ -388,6 +388,18 @@ def sched_checks(strata, work, ext):
     check(got == exp and len(per_cpu) == 3 and lost > 0,
           "sched: every CPU slice equals bt2's switches paired per CPU (%d slices, %d after a lost switch)"
           % (len(exp), lost))
+    # ts bounds pushed down: the slices that begin in a window, fewer bytes read.
+    tss = sorted(d["ts"] for d in exp)
+    t1, t2 = tss[len(tss) // 3], tss[len(tss) // 2]
+    rows, err_w = q(strata, trace, "SELECT * FROM sched WHERE ts >= %d AND ts <= %d ORDER BY ts, cpu" % (t1, t2),
+                    "--stats")
+    _, err_all = q(strata, trace, "SELECT count(*) FROM sched", "--stats")
+    bw = re.search(r"(\d+) packet bytes read", err_w)
+    ba = re.search(r"(\d+) packet bytes read", err_all)
+    got = [typed(rows[0], r) for r in rows[1:]] if rows else None
+    check(got == [d for d in exp if t1 <= d["ts"] <= t2] and bw and ba and int(bw.group(1)) < int(ba.group(1)) / 2,
+          "sched in a ts window: bt2's slices that begin in it, %s of %s packet bytes read" %
+          (bw and bw.group(1), ba and ba.group(1)))
     # The worked question of docs/query.md, at a time T of the trace.
     with open(os.path.join(HERE, "..", "..", "docs", "query.md")) as f:
         doc = f.read()
@@ -445,6 +457,9 @@ def sched_checks(strata, work, ext):
     n = db.execute("SELECT count(*), sum(dur) FROM sched").fetchone()
     check(n == (len(exp), sum(d["dur"] or 0 for d in exp)), "the extension: sched's count and sum(dur) (%r)" % (n,))
     db.close()
+    mutation_checks(strata, trace, work, n=10, seed=51, what="the sched trace",
+                    sql="SELECT count(*), sum(dur), max(comm) FROM sched; SELECT * FROM threads; "
+                    "SELECT * FROM sched WHERE ts > 1100000000 AND ts < 1200000000")
 
 
 def extension_checks(ext, trace, evs):
@@ -476,7 +491,11 @@ def extension_checks(ext, trace, evs):
     db2.close()
 
 
-def mutation_checks(strata, trace, work, n=30, seed=50):
+DEMO_MUTATION_SQL = ("SELECT count(*), max(fields) FROM events; SELECT * FROM lost; SELECT * FROM threads; "
+                     "SELECT count(*) FROM slices; SELECT * FROM \"demo:mix\" WHERE ts > 0 AND tid = 5")
+
+
+def mutation_checks(strata, trace, work, n=30, seed=50, sql=DEMO_MUTATION_SQL, what="the demo trace"):
     """Hostile bytes (flipped, cut, inserted, in the stream files and the
     metadata): every query exits 0 or 1, in bounded time, never by a signal."""
     import random
@@ -503,16 +522,13 @@ def mutation_checks(strata, trace, work, n=30, seed=50):
             with open(f, "wb") as fh:
                 fh.write(b)
         try:
-            r = subprocess.run([strata, "query", d, "SELECT count(*), max(fields) FROM events; SELECT * FROM lost; "
-                                "SELECT * FROM threads; SELECT count(*) FROM slices; "
-                                "SELECT * FROM \"demo:mix\" WHERE ts > 0 AND tid = 5"],
-                               capture_output=True, timeout=30)
+            r = subprocess.run([strata, "query", d, sql], capture_output=True, timeout=30)
             if r.returncode not in (0, 1):
                 bad.append((k, r.returncode, r.stderr[-200:]))
         except subprocess.TimeoutExpired:
             bad.append((k, "timeout"))
-    check(not bad, "%d mutated copies of the demo trace: every query exits 0 or 1 in bounded time (%r)" %
-          (n, bad[:3]))
+    check(not bad, "%d mutated copies of %s: every query exits 0 or 1 in bounded time (%r)" %
+          (n, what, bad[:3]))
 
 
 def main():

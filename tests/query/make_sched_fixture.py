@@ -5,7 +5,7 @@ kernel sub-trace layout of tests/export/make_timeline_fixture.py (domain
 context), made by a seeded random walk, so that the tests compute what to
 expect from the trace itself (with babeltrace2), not from this file.
 
-usage: make_sched_fixture.py OUTDIR [SEED]
+usage: make_sched_fixture.py OUTDIR [SEED [SPAN_NS]]
 
 What it holds: 3 CPUs switching among 10 threads (and the idle task 0,
 "swapper/N") every 0.05 to 0.6 ms for about 0.6 s, over several packets;
@@ -30,7 +30,7 @@ KERNEL = [e for e in tl.KERNEL if e[0] in ("sched_switch", "sched_waking")] + [
 CPUS = 3
 
 
-def make(out, seed=50):
+def make(out, seed=50, span_ns=600000000):
     rng = random.Random(seed)
     names = {t: "worker-%d" % t for t in range(101, 110)}
     prio = {t: rng.choice((100, 120, 120, 139)) for t in range(101, 111)}
@@ -42,7 +42,7 @@ def make(out, seed=50):
     def comm(t, cpu):
         return "swapper/%d" % cpu if t == 0 else names[t]
 
-    while ts < 600000000:
+    while ts < span_ns:
         ts += rng.randrange(50000, 600000)
         cpu = rng.randrange(CPUS)
         cur = running[cpu]
@@ -85,4 +85,5 @@ def make(out, seed=50):
 
 
 if __name__ == "__main__":
-    make(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 50)
+    make(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 50,
+         int(sys.argv[3]) if len(sys.argv) > 3 else 600000000)
