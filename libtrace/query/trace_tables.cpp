@@ -592,20 +592,27 @@ std::string damage_line(const TraceDamage &d)
 	       (d.bytes ? " (" + std::to_string(d.bytes) + " bytes skipped)" : std::string()) + ": " + d.why;
 }
 
+// The pass's next event into cur->m (damage on the way noted); false at
+// its end.
+bool read_event(Cur *cur, Vtab *v)
+{
+	while (cur->r->next(&cur->m)) {
+		if (cur->m.kind == TraceMsgKind::Damage)
+			note_damage(v->reg, damage_line(*cur->m.damage));
+		else if (cur->m.kind == TraceMsgKind::Event)
+			return true;
+	}
+	return false;
+}
+
 // The next event row of an event table (or EOF).
 void next_event(Cur *cur, Vtab *v)
 {
 	for (;;) {
-		if (!cur->r->next(&cur->m)) {
+		if (!read_event(cur, v)) {
 			cur->eof = true;
 			return;
 		}
-		if (cur->m.kind == TraceMsgKind::Damage) {
-			note_damage(v->reg, damage_line(*cur->m.damage));
-			continue;
-		}
-		if (cur->m.kind != TraceMsgKind::Event)
-			continue;
 		const TraceEvent &e = *cur->m.event;
 		if (e.ns > cur->hi) { // merged by time: nothing later can be in the window
 			cur->eof = true;
@@ -655,7 +662,7 @@ void sched_advance(Cur *cur, Vtab *v)
 			cur->eof = true;
 			return;
 		}
-		if (!cur->r->next(&cur->m)) {
+		if (!read_event(cur, v)) {
 			for (const auto &kv : cur->running) // still running at the end: no end known
 				cur->rows.push_back({cint(kv.second.ts), Cell(), Cell(),
 						     ctext(kv.first.first->hostname), cint(kv.first.second),
@@ -665,12 +672,6 @@ void sched_advance(Cur *cur, Vtab *v)
 			cur->sched_done = true;
 			continue;
 		}
-		if (cur->m.kind == TraceMsgKind::Damage) {
-			note_damage(v->reg, damage_line(*cur->m.damage));
-			continue;
-		}
-		if (cur->m.kind != TraceMsgKind::Event)
-			continue;
 		const TraceEvent &e = *cur->m.event;
 		if (e.ns < cur->lo || e.cpu < 0)
 			continue;
