@@ -19,7 +19,7 @@ namespace strata {
 namespace query {
 namespace {
 
-enum class Kind { Events, Typed, Lost, Processes, Threads };
+enum class Kind { Events, Typed, Lost, Processes, Threads, Sched };
 
 // The columns every event table starts with (docs/query.md).
 enum : int { kTs, kMachine, kPid, kTid, kProcess, kThread, kCpu, kCommon };
@@ -388,10 +388,20 @@ struct Cur : sqlite3_vtab_cursor {
 	const ClassMap *cm = nullptr;
 	const MetaEvent *cm_cls = nullptr, *other_cls = nullptr; // the classes last looked up
 	std::vector<int> col_field; // typed: column -> field index of this class (-1: none)
-	// Small tables.
+	// Small tables; sched's rows ready to be read.
 	std::vector<std::vector<Cell>> rows;
 	size_t ri = 0;
 	uint64_t bytes_before = 0;
+	// sched: each CPU's slice begun and not yet ended, and where a
+	// sched_switch class keeps prev_tid, prev_state, next_comm, next_tid,
+	// next_prio (empty: not a sched_switch).
+	struct Running {
+		int64_t ts = 0, tid = 0, prio = 0;
+		std::string comm;
+	};
+	std::map<std::pair<const SubTrace *, int32_t>, Running> running;
+	std::unordered_map<const MetaEvent *, std::vector<int>> switch_fields;
+	bool sched_done = false;
 };
 
 const char *const kLostDecl =
@@ -400,6 +410,9 @@ const char *const kLostDecl =
 const char *const kProcDecl = "CREATE TABLE x(machine TEXT, pid INTEGER, process TEXT, domain TEXT, "
 			      "ts INTEGER, ts_end INTEGER, streams INTEGER, packets INTEGER, bytes "
 			      "INTEGER, trace TEXT)";
+const char *const kSchedDecl =
+	"CREATE TABLE x(ts INTEGER, ts_end INTEGER, dur INTEGER, machine TEXT, cpu INTEGER, tid INTEGER, "
+	"comm TEXT, prio INTEGER, end_state INTEGER, next_tid INTEGER, next_comm TEXT)";
 const char *const kThreadDecl =
 	"CREATE TABLE x(machine TEXT, pid INTEGER, tid INTEGER, process TEXT, thread TEXT, ts INTEGER, "
 	"ts_end INTEGER, packets INTEGER)";
@@ -431,7 +444,7 @@ int x_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3
 	auto *reg = (Registry *)aux;
 	if (argc != 5) {
 		*err = sqlite3_mprintf("strata: USING strata('TRACE PATH', 'TABLE'): TABLE is events, lost, "
-				       "processes, threads or an event class's name");
+				       "processes, threads, sched or an event class's name");
 		return SQLITE_ERROR;
 	}
 	const std::string path = unquote(argv[3]), table = unquote(argv[4]);
@@ -458,6 +471,9 @@ int x_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3
 	} else if (table == "threads") {
 		v->kind = Kind::Threads;
 		decl = kThreadDecl;
+	} else if (table == "sched") {
+		v->kind = Kind::Sched;
+		decl = kSchedDecl;
 	} else {
 		auto it = t->typed_by_name.find(table);
 		if (it == t->typed_by_name.end()) {
@@ -498,7 +514,7 @@ int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 	const auto *v = static_cast<Vtab *>(vt);
 	std::string ops;
 	double cost = 1e6;
-	if (event_table(v)) {
+	if (event_table(v) || v->kind == Kind::Sched) {
 		for (int i = 0; i < info->nConstraint; i++) {
 			const auto &c = info->aConstraint[i];
 			if (!c.usable)
@@ -524,6 +540,8 @@ int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 				default:
 					break;
 				}
+			} else if (!event_table(v)) {
+				// sched: ts bounds only
 			} else if (c.iColumn == kPid && c.op == SQLITE_INDEX_CONSTRAINT_EQ) {
 				op = 'p';
 			} else if (c.iColumn == kTid && c.op == SQLITE_INDEX_CONSTRAINT_EQ) {
@@ -536,8 +554,9 @@ int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 			info->aConstraintUsage[i].omit = 0; // checked again by SQLite: the bounds may be REAL
 			cost /= op == 'a' ? 100 : op == 'p' || op == 't' ? 5 : 4;
 		}
-		// Rows come in ts order.
-		if (info->nOrderBy == 1 && info->aOrderBy[0].iColumn == kTs && !info->aOrderBy[0].desc)
+		// Rows come in ts order (sched's as their slices end).
+		if (event_table(v) && info->nOrderBy == 1 && info->aOrderBy[0].iColumn == kTs &&
+		    !info->aOrderBy[0].desc)
 			info->orderByConsumed = 1;
 	} else {
 		cost = 1e3;
@@ -573,20 +592,27 @@ std::string damage_line(const TraceDamage &d)
 	       (d.bytes ? " (" + std::to_string(d.bytes) + " bytes skipped)" : std::string()) + ": " + d.why;
 }
 
+// The pass's next event into cur->m (damage on the way noted); false at
+// its end.
+bool read_event(Cur *cur, Vtab *v)
+{
+	while (cur->r->next(&cur->m)) {
+		if (cur->m.kind == TraceMsgKind::Damage)
+			note_damage(v->reg, damage_line(*cur->m.damage));
+		else if (cur->m.kind == TraceMsgKind::Event)
+			return true;
+	}
+	return false;
+}
+
 // The next event row of an event table (or EOF).
 void next_event(Cur *cur, Vtab *v)
 {
 	for (;;) {
-		if (!cur->r->next(&cur->m)) {
+		if (!read_event(cur, v)) {
 			cur->eof = true;
 			return;
 		}
-		if (cur->m.kind == TraceMsgKind::Damage) {
-			note_damage(v->reg, damage_line(*cur->m.damage));
-			continue;
-		}
-		if (cur->m.kind != TraceMsgKind::Event)
-			continue;
 		const TraceEvent &e = *cur->m.event;
 		if (e.ns > cur->hi) { // merged by time: nothing later can be in the window
 			cur->eof = true;
@@ -623,6 +649,75 @@ void next_event(Cur *cur, Vtab *v)
 	}
 }
 
+// sched: the next slices that end (or, at the end of the trace, every
+// CPU's last slice), into cur->rows; EOF when none is left.  Each
+// sched_switch ends its CPU's running slice and begins the next thread's.
+// A lower ts bound is the reader's window (a slice that begins in it has
+// its end in it too); past an upper bound no slice begins, and the pass
+// ends once those begun are ended.
+void sched_advance(Cur *cur, Vtab *v)
+{
+	while (cur->rows.empty()) {
+		if (cur->sched_done) {
+			cur->eof = true;
+			return;
+		}
+		if (!read_event(cur, v)) {
+			for (const auto &kv : cur->running) // still running at the end: no end known
+				cur->rows.push_back({cint(kv.second.ts), Cell(), Cell(),
+						     ctext(kv.first.first->hostname), cint(kv.first.second),
+						     cint(kv.second.tid), ctext(kv.second.comm),
+						     cint(kv.second.prio), Cell(), Cell(), Cell()});
+			cur->running.clear();
+			cur->sched_done = true;
+			continue;
+		}
+		const TraceEvent &e = *cur->m.event;
+		if (e.ns < cur->lo || e.cpu < 0)
+			continue;
+		auto it = cur->switch_fields.find(e.cls);
+		if (it == cur->switch_fields.end()) {
+			std::vector<int> idx;
+			if (e.cls->full_name == "sched_switch")
+				for (const char *n :
+				     {"prev_tid", "prev_state", "next_comm", "next_tid", "next_prio"})
+					for (size_t f = 0; f < e.cls->info.fields.size(); f++)
+						if (e.cls->info.fields[f].name == n)
+							idx.push_back((int)f);
+			if (idx.size() != 5)
+				idx.clear();
+			it = cur->switch_fields.emplace(e.cls, std::move(idx)).first;
+		}
+		const std::vector<int> &x = it->second;
+		if (x.empty())
+			continue;
+		e.decode(&cur->fv);
+		const FieldValue &comm = cur->fv[(size_t)x[2]];
+		if (comm.info->type != STRATA_FT_STRING)
+			continue;
+		const int64_t prev = int_value(cur->fv[(size_t)x[0]]),
+			      next = int_value(cur->fv[(size_t)x[3]]);
+		const std::string next_comm(comm.str, comm.len);
+		const SubTrace *sub = &e.trace();
+		auto run = cur->running.find({sub, e.cpu});
+		if (run != cur->running.end()) {
+			const Cur::Running &r = run->second;
+			cur->rows.push_back({cint(r.ts), cint(e.ns), cint(e.ns - r.ts), ctext(sub->hostname),
+					     cint(e.cpu), cint(r.tid), ctext(r.comm), cint(r.prio),
+					     prev == r.tid ? cint(int_value(cur->fv[(size_t)x[1]])) : Cell(),
+					     cint(next), ctext(next_comm)});
+			if (e.ns > cur->hi)
+				cur->running.erase(run);
+		}
+		if (e.ns <= cur->hi)
+			cur->running[{sub, e.cpu}] =
+				Cur::Running{e.ns, next, int_value(cur->fv[(size_t)x[4]]), next_comm};
+		else if (cur->running.empty())
+			cur->sched_done = true; // every slice begun by the bound has ended
+	}
+	cur->eof = false;
+}
+
 void fill_processes(Cur *cur, Vtab *v)
 {
 	for (const auto &sub : v->t->index.traces()) {
@@ -656,15 +751,55 @@ void fill_processes(Cur *cur, Vtab *v)
 	}
 }
 
+// The (comm, tid) field pairs of a kernel class that name a thread:
+// "comm" and "tid", or "X_comm" and "X_tid" (sched_switch's prev_ and
+// next_, sched_process_fork's parent_ and child_).  Indices into its fields.
+std::vector<std::pair<int, int>> naming_fields(const MetaEvent &me)
+{
+	std::vector<std::pair<int, int>> out;
+	const auto &fs = me.info.fields;
+	for (size_t c = 0; c < fs.size(); c++) {
+		const std::string &n = fs[c].name;
+		if (fs[c].type != STRATA_FT_STRING || n.size() < 4 || n.compare(n.size() - 4, 4, "comm") != 0)
+			continue;
+		const std::string tid = n.substr(0, n.size() - 4) + "tid";
+		for (size_t t = 0; t < fs.size(); t++)
+			if (fs[t].name == tid && (fs[t].type == STRATA_FT_INTEGER) && fs[t].elem_bits <= 64)
+				out.emplace_back((int)c, (int)t);
+	}
+	return out;
+}
+
 // Threads: owned lanes' from the index; shared lanes' and the kernel's
-// from their records (those streams only are read).
+// from their records (those streams only are read).  A kernel thread has a
+// row per name it went by, in time order (a rename starts a row): its names
+// come from the kernel's events that name threads (naming_fields), each of
+// its events belongs to the name it last went by (its first name before
+// any), and a row spans the first to the last of its events and namings.
+// Tid 0 (the idle tasks, one per CPU: swapper/N) keeps no name.
 void fill_threads(Cur *cur, Vtab *v)
 {
 	struct T {
 		int64_t b = INT64_MAX, e = INT64_MIN;
 		uint64_t packets = 0;
+		std::string name;
+		bool named = false;
 	};
-	std::map<std::tuple<const SubTrace *, int64_t>, T> th;
+	std::map<std::tuple<const SubTrace *, int64_t>, std::vector<T>> th;
+	auto seen = [&](const SubTrace *sub, int64_t tid, int64_t ns, const char *name, size_t len) {
+		std::vector<T> &runs = th[{sub, tid}];
+		const bool naming = name && len && tid != 0;
+		if (runs.empty() || (naming && runs.back().named &&
+				     runs.back().name.compare(0, std::string::npos, name, len) != 0))
+			runs.emplace_back();
+		T &t = runs.back();
+		if (naming && !t.named) {
+			t.name.assign(name, len);
+			t.named = true;
+		}
+		t.b = std::min(t.b, ns);
+		t.e = std::max(t.e, ns);
+	};
 	bool read = false;
 	for (const auto &s : v->t->index.streams()) {
 		const SubTrace *sub = s->trace;
@@ -675,7 +810,10 @@ void fill_threads(Cur *cur, Vtab *v)
 		for (const PacketEntry &p : s->packets) {
 			if (p.content <= STRATA_PACKET_HEADER_SIZE)
 				continue; // no record (a packet closed empty: only its counts)
-			T &t = th[{sub, p.vtid}];
+			std::vector<T> &runs = th[{sub, p.vtid}];
+			if (runs.empty())
+				runs.emplace_back();
+			T &t = runs.back();
 			t.packets++;
 			t.b = std::min(t.b, sub->meta.ns_from_origin(p.ts_begin));
 			t.e = std::max(t.e, sub->meta.ns_from_origin(p.ts_end));
@@ -687,29 +825,50 @@ void fill_threads(Cur *cur, Vtab *v)
 		r.set_stream_filter([](const StreamInfo &s) {
 			return s.shared || s.trace->meta.record_format != STRATA_REC_COMPACT;
 		});
+		std::unordered_map<const MetaEvent *, std::vector<std::pair<int, int>>> naming;
+		std::vector<FieldValue> fv;
 		TraceMsg m;
 		while (r.next(&m)) {
-			if (m.kind != TraceMsgKind::Event || m.event->tid < 0)
+			if (m.kind != TraceMsgKind::Event)
 				continue;
-			T &t = th[{m.stream->trace, m.event->tid}];
-			t.b = std::min(t.b, m.event->ns);
-			t.e = std::max(t.e, m.event->ns);
+			const TraceEvent &e = *m.event;
+			const SubTrace *sub = m.stream->trace;
+			if (e.tid >= 0)
+				seen(sub, e.tid, e.ns, nullptr, 0);
+			if (!sub->kernel)
+				continue;
+			auto it = naming.find(e.cls);
+			if (it == naming.end())
+				it = naming.emplace(e.cls, naming_fields(*e.cls)).first;
+			if (it->second.empty())
+				continue;
+			e.decode(&fv);
+			for (const auto &ct : it->second) {
+				const FieldValue &c = fv[(size_t)ct.first], &t = fv[(size_t)ct.second];
+				const int64_t tid = t.info->is_signed ? t.i : (int64_t)t.u;
+				if (tid >= 0)
+					seen(sub, tid, e.ns, c.str, c.len);
+			}
 		}
 		v->reg->bytes += r.stats().bytes;
 	}
 	for (const auto &kv : th) {
 		const SubTrace *sub = std::get<0>(kv.first);
 		const int64_t tid = std::get<1>(kv.first);
-		std::vector<Cell> r;
-		r.push_back(ctext(sub->hostname));
-		r.push_back(sub->kernel ? Cell() : cint(sub->vpid));
-		r.push_back(cint(tid));
-		r.push_back(sub->kernel ? Cell() : ctext(sub->procname));
-		r.push_back(!sub->kernel && tid == sub->vpid ? ctext(sub->procname) : Cell());
-		r.push_back(cint(kv.second.b));
-		r.push_back(cint(kv.second.e));
-		r.push_back(cint((int64_t)kv.second.packets));
-		cur->rows.push_back(std::move(r));
+		for (const T &t : kv.second) {
+			std::vector<Cell> r;
+			r.push_back(ctext(sub->hostname));
+			r.push_back(sub->kernel ? Cell() : cint(sub->vpid));
+			r.push_back(cint(tid));
+			r.push_back(sub->kernel ? Cell() : ctext(sub->procname));
+			r.push_back(t.named                            ? ctext(t.name)
+				    : !sub->kernel && tid == sub->vpid ? ctext(sub->procname)
+								       : Cell());
+			r.push_back(cint(t.b));
+			r.push_back(cint(t.e));
+			r.push_back(cint((int64_t)t.packets));
+			cur->rows.push_back(std::move(r));
+		}
 	}
 }
 
@@ -766,7 +925,9 @@ int x_filter(sqlite3_vtab_cursor *c, int, const char *idx, int argc, sqlite3_val
 	cur->rowid = 0;
 	cur->eof = false;
 	cur->cm = nullptr;
-	if (!event_table(v)) {
+	cur->running.clear();
+	cur->sched_done = false;
+	if (!event_table(v) && v->kind != Kind::Sched) {
 		if (v->kind == Kind::Processes)
 			fill_processes(cur, v);
 		else if (v->kind == Kind::Threads)
@@ -843,6 +1004,13 @@ int x_filter(sqlite3_vtab_cursor *c, int, const char *idx, int argc, sqlite3_val
 	cur->r = std::make_unique<TraceReader>();
 	cur->r->share_index(v->t->index);
 	cur->bytes_before = 0;
+	if (v->kind == Kind::Sched) {
+		if (cur->lo != INT64_MIN)
+			cur->r->set_window(cur->lo, INT64_MAX); // the slices' ends lie past hi
+		cur->r->set_stream_filter([](const StreamInfo &s) { return s.trace->kernel; });
+		sched_advance(cur, v);
+		return SQLITE_OK;
+	}
 	if (cur->lo != INT64_MIN || cur->hi != INT64_MAX)
 		cur->r->set_window(cur->lo, cur->hi);
 	if (cur->want_pid || cur->want_tid) {
@@ -868,6 +1036,15 @@ int x_next(sqlite3_vtab_cursor *c)
 {
 	auto *cur = static_cast<Cur *>(c);
 	auto *v = static_cast<Vtab *>(c->pVtab);
+	if (v->kind == Kind::Sched) {
+		cur->rowid++;
+		if (++cur->ri >= cur->rows.size()) {
+			cur->rows.clear();
+			cur->ri = 0;
+			sched_advance(cur, v);
+		}
+		return SQLITE_OK;
+	}
 	if (!event_table(v)) {
 		cur->eof = ++cur->ri >= cur->rows.size();
 		return SQLITE_OK;
@@ -980,7 +1157,8 @@ int x_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col)
 int x_rowid(sqlite3_vtab_cursor *c, sqlite3_int64 *out)
 {
 	auto *cur = static_cast<Cur *>(c);
-	*out = event_table(static_cast<Vtab *>(c->pVtab)) ? cur->rowid : (sqlite3_int64)cur->ri + 1;
+	const auto *v = static_cast<Vtab *>(c->pVtab);
+	*out = event_table(v) || v->kind == Kind::Sched ? cur->rowid : (sqlite3_int64)cur->ri + 1;
 	return SQLITE_OK;
 }
 
@@ -1174,6 +1352,28 @@ std::string acquisitions_sql(const Trace &t)
 	return sql;
 }
 
+// Counting mode's holds (docs/pthread.md): a mutex_counts row's pairs,
+// their timed holds' sum and longest, and hold_total_ns as `strata analyze
+// mutex` counts it: the untimed ones at the mean of the row's timed ones.
+std::string hold_counts_sql(const Trace &t)
+{
+	if (!t.typed_by_name.count("pthread:mutex_counts"))
+		return "SELECT NULL AS ts, NULL AS machine, NULL AS pid, NULL AS tid, NULL AS process, NULL "
+		       "AS "
+		       "object, NULL AS site, NULL AS tried, NULL AS pairs, NULL AS timed, NULL AS "
+		       "hold_sum_ns, NULL AS hold_max_ns, NULL AS hold_total_ns WHERE 0";
+	return "SELECT ts, machine, pid, tid, process, lock AS object, site, try_ AS tried, count AS pairs, "
+	       "timed, hold_sum_ns, hold_max_ns, hold_sum_ns + CASE WHEN min(timed, count) > 0 THEN "
+	       "CAST(CAST(hold_sum_ns AS REAL) / min(timed, count) * (count - min(timed, count)) AS "
+	       "INTEGER) ELSE 0 END AS hold_total_ns FROM \"pthread:mutex_counts\"";
+}
+
+// The views open_trace makes: a class of such a name gets no table.
+bool is_view(const std::string &n)
+{
+	return n == "slices" || n == "acquisitions" || n == "hold_counts";
+}
+
 void f_open(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
 	const unsigned char *p = argc == 1 ? sqlite3_value_text(argv[0]) : nullptr;
@@ -1228,17 +1428,16 @@ bool open_trace(sqlite3 *db, const std::string &path, std::string *why)
 		return false;
 	};
 	for (const std::string &m : reg->made)
-		if (!exec((m == "slices" || m == "acquisitions" ? "DROP VIEW IF EXISTS temp."
-								: "DROP TABLE IF EXISTS temp.") +
+		if (!exec((is_view(m) ? "DROP VIEW IF EXISTS temp." : "DROP TABLE IF EXISTS temp.") +
 			  quote_ident(m)))
 			return false;
 	reg->made.clear();
 	reg->open.clear();
 	reg->open.push_back(t);
-	std::vector<std::string> names = {"events", "lost", "processes", "threads"};
+	std::vector<std::string> names = {"events", "lost", "processes", "threads", "sched"};
 	for (const TypedTable &tt : t->typed)
 		if (tt.name != "events" && tt.name != "lost" && tt.name != "processes" &&
-		    tt.name != "threads" && tt.name != "slices" && tt.name != "acquisitions")
+		    tt.name != "threads" && tt.name != "sched" && !is_view(tt.name))
 			names.push_back(tt.name);
 	for (const std::string &n : names) {
 		if (!exec("CREATE VIRTUAL TABLE temp." + quote_ident(n) + " USING strata(" +
@@ -1246,12 +1445,14 @@ bool open_trace(sqlite3 *db, const std::string &path, std::string *why)
 			return false;
 		reg->made.push_back(n);
 	}
-	if (!exec("CREATE TEMP VIEW slices AS " + slices_sql(*t)))
-		return false;
-	reg->made.push_back("slices");
-	if (!exec("CREATE TEMP VIEW acquisitions AS " + acquisitions_sql(*t)))
-		return false;
-	reg->made.push_back("acquisitions");
+	const std::pair<const char *, std::string> views[] = {{"slices", slices_sql(*t)},
+							      {"acquisitions", acquisitions_sql(*t)},
+							      {"hold_counts", hold_counts_sql(*t)}};
+	for (const auto &view : views) {
+		if (!exec(std::string("CREATE TEMP VIEW ") + view.first + " AS " + view.second))
+			return false;
+		reg->made.push_back(view.first);
+	}
 	return true;
 }
 

@@ -4,10 +4,11 @@
  * One module, `strata`, whose tables each show one view of a trace read by
  * Strata's own reader (libtrace/reader/trace_reader.h):
  *   CREATE VIRTUAL TABLE temp.events USING strata('/path/to/trace', 'events')
- * with the second argument 'events', 'lost', 'processes', 'threads', or an
- * event class's name ('pthread:mutex_lock', 'sched_switch'): its typed
- * table.  open_trace() (and the SQL function strata_open(PATH)) makes every
- * table of a trace at once in the `temp` schema, and the `slices` view.
+ * with the second argument 'events', 'lost', 'processes', 'threads', 'sched'
+ * (the CPUs' slices, from sched_switch), or an event class's name
+ * ('pthread:mutex_lock', 'sched_switch'): its typed table.  open_trace() (and the SQL function strata_open(PATH)) makes every
+ * table of a trace at once in the `temp` schema, and the views over them:
+ * `slices`, `acquisitions` and `hold_counts`.
  * The tables of one path share one opened trace (its packet index, read
  * once); each scan is a pass of its own, so self-joins work.
  *

@@ -223,6 +223,32 @@ def pthread_checks(strata, trace):
                 "AND name NOT LIKE 'mutex_held'")
     got = sorted(tuple(int(x) for x in r) for r in rows[1:]) if rows else None
     check(got == sorted(exp) and exp, "lock holds of full records (begin/end join) equal bt2's (%d)" % len(exp))
+    analyze_sql_checks(strata, trace, "every pair a record")
+
+
+def counting_checks(strata, trace):
+    """Counting mode (docs/pthread.md): hold_counts' rows from bt2's
+    mutex_counts, and the docs' SQL for analyze mutex again."""
+    evs = bt_events(trace)
+    exp = []
+    for ts, n, tid, pid, p in evs:
+        if n != "pthread:mutex_counts":
+            continue
+        timed = min(p["timed"], p["count"])
+        total = p["hold_sum_ns"] + (int(float(p["hold_sum_ns"]) / timed * (p["count"] - timed)) if timed else 0)
+        exp.append((ts, tid, p["lock"], p["site"], p["try_"], p["count"], p["timed"], p["hold_sum_ns"],
+                    p["hold_max_ns"], total))
+    check(any(e[5] > e[6] > 0 for e in exp), "the counting trace has rows with untimed pairs among timed ones "
+          "(%d rows)" % len(exp))
+    rows, _ = q(strata, trace, "SELECT ts, tid, object, site, tried, pairs, timed, hold_sum_ns, hold_max_ns, "
+                "hold_total_ns FROM hold_counts")
+    got = sorted(tuple(int(x) for x in r) for r in rows[1:]) if rows else None
+    check(got == sorted(exp) and exp, "hold_counts equals bt2's mutex_counts, untimed holds at the timed "
+          "ones' mean (%d rows)" % len(exp))
+    analyze_sql_checks(strata, trace, "counting mode")
+
+
+def analyze_sql_checks(strata, trace, what):
     # docs/query.md's SQL for analyze mutex's figures, against its JSON.
     with open(os.path.join(HERE, "..", "..", "docs", "query.md")) as f:
         doc = f.read()
@@ -244,8 +270,8 @@ def pthread_checks(strata, trace):
         d = dict(zip(hdr, row))
         got[int(d["address"], 16)] = [as_int(d[k]) or 0 for k in keys]
     diff = {a: (got.get(a), exp.get(a)) for a in set(got) | set(exp) if got.get(a) != exp.get(a)}
-    check(not diff and exp, "the docs' SQL gives analyze mutex's figures per lock (%d locks; differing: "
-          "address: (SQL, analyze) %r)" % (len(exp), diff))
+    check(not diff and exp, "%s: the docs' SQL gives analyze mutex's figures per lock (%d locks; differing: "
+          "address: (SQL, analyze) %r)" % (what, len(exp), diff))
 
 
 # A hand-made trace: every kind of field, losses, awkward text.
@@ -319,6 +345,123 @@ def fixture_checks(strata, work):
           "the shell reads statements ending in ';' and .tables (%r)" % r.stdout)
 
 
+def opt_int(s):
+    return None if s == "" else int(s)
+
+
+def sched_checks(strata, work, ext):
+    """A synthetic kernel trace (make_sched_fixture.py): the sched view and
+    the kernel threads' names over time, each from bt2's reading of it."""
+    import make_sched_fixture
+    trace = os.path.join(work, "sched")
+    shutil.rmtree(trace, ignore_errors=True)
+    make_sched_fixture.make(trace)
+    evs = []  # (ts, name, tid, cpu, payload)
+    for m in bt2.TraceCollectionMessageIterator(trace):
+        if type(m) is bt2._EventMessageConst:
+            ev = m.event
+            evs.append((m.default_clock_snapshot.ns_from_origin, ev.name, event_tid(ev),
+                        int(ev.common_context_field["cpu_id"]), bt_payload(ev.payload_field)))
+    # sched: each switch starts next_tid's slice on its CPU, the CPU's next
+    # switch ends it (with its prev_state when it switched that thread out).
+    per_cpu = {}
+    for ts, n, tid, cpu, p in evs:
+        if n == "sched_switch":
+            per_cpu.setdefault(cpu, []).append((ts, p))
+    cols = ["ts", "ts_end", "dur", "machine", "cpu", "tid", "comm", "prio", "end_state", "next_tid", "next_comm"]
+    exp = []
+    for cpu, sw in per_cpu.items():
+        for (ts, p), nx in zip(sw, sw[1:] + [None]):
+            exp.append({"ts": ts, "ts_end": nx and nx[0], "dur": nx and nx[0] - ts, "machine": "box", "cpu": cpu,
+                        "tid": p["next_tid"], "comm": p["next_comm"], "prio": p["next_prio"],
+                        "end_state": nx[1]["prev_state"] if nx and nx[1]["prev_tid"] == p["next_tid"] else None,
+                        "next_tid": nx and nx[1]["next_tid"], "next_comm": nx and nx[1]["next_comm"]})
+    exp.sort(key=lambda d: (d["ts"], d["cpu"]))
+    ints = {"ts", "ts_end", "dur", "cpu", "tid", "prio", "end_state", "next_tid"}
+
+    def typed(hdr, r):
+        return {k: (opt_int(v) if k in ints else v or None) for k, v in zip(hdr, r)}
+    rows, _ = q(strata, trace, "SELECT * FROM sched ORDER BY ts, cpu")
+    got = [typed(rows[0], r) for r in rows[1:]] if rows else None
+    lost = sum(1 for d in exp if d["ts_end"] is not None and d["end_state"] is None)
+    check(rows and rows[0] == cols, "sched's columns (%r)" % (rows and rows[0]))
+    check(got == exp and len(per_cpu) == 3 and lost > 0,
+          "sched: every CPU slice equals bt2's switches paired per CPU (%d slices, %d after a lost switch)"
+          % (len(exp), lost))
+    # ts bounds pushed down: the slices that begin in a window, fewer bytes read.
+    tss = sorted(d["ts"] for d in exp)
+    t1, t2 = tss[len(tss) // 3], tss[len(tss) // 2]
+    rows, err_w = q(strata, trace, "SELECT * FROM sched WHERE ts >= %d AND ts <= %d ORDER BY ts, cpu" % (t1, t2),
+                    "--stats")
+    _, err_all = q(strata, trace, "SELECT count(*) FROM sched", "--stats")
+    bw = re.search(r"(\d+) packet bytes read", err_w)
+    ba = re.search(r"(\d+) packet bytes read", err_all)
+    got = [typed(rows[0], r) for r in rows[1:]] if rows else None
+    check(got == [d for d in exp if t1 <= d["ts"] <= t2] and bw and ba and int(bw.group(1)) < int(ba.group(1)) / 2,
+          "sched in a ts window: bt2's slices that begin in it, %s of %s packet bytes read" %
+          (bw and bw.group(1), ba and ba.group(1)))
+    # The worked question of docs/query.md, at a time T of the trace.
+    with open(os.path.join(HERE, "..", "..", "docs", "query.md")) as f:
+        doc = f.read()
+    m = re.search(r"<!-- query-test: cpu-before-spike -->\s*```sql\n(.*?)```", doc, re.S)
+    check(m is not None, "docs/query.md holds the cpu-before-spike SQL")
+    if m:
+        on1 = [d["ts"] for d in exp if d["cpu"] == 1]
+        t = on1[len(on1) // 2] + 1
+        sql = m.group(1).replace("1795680261540000000", str(t))
+        rows, _ = q(strata, trace, sql)
+        want = [d for d in exp if d["cpu"] == 1 and d["ts"] <= t and (d["ts_end"] is None or
+                                                                     d["ts_end"] >= t - 10000000)]
+        got = [typed(rows[0], r) for r in rows[1:]] if rows else None
+        check(rows and got == [{k: d[k] for k in rows[0]} for d in want] and len(want) > 3,
+              "the docs' question (what ran on CPU 1 in the 10 ms before T) gives bt2's %d slices" % len(want))
+        m = re.search(r"<!-- query-test: cpu-share -->\s*```sql\n(.*?)```", doc, re.S)
+        check(m is not None, "docs/query.md holds the cpu-share SQL")
+        share = {}
+        for d in want:
+            n, ran = share.get(d["tid"], (0, 0))
+            end = t if d["ts_end"] is None else min(d["ts_end"], t)
+            share[d["tid"]] = (n + 1, ran + end - max(d["ts"], t - 10000000))
+        rows, _ = q(strata, trace, m.group(1).replace("1795680261540000000", str(t))) if m else (None, "")
+        got = [tuple(int(x) for x in r) for r in rows[1:]] if rows else None
+        check(got == sorted(((k,) + v for k, v in share.items()), key=lambda x: (-x[2], x[0])),
+              "the docs' CPU share in that window gives bt2's (%r)" % got)
+    # threads: a kernel thread's row per name, in time order.
+    runs = {}
+
+    def seen(tid, ts, name=None):
+        r = runs.setdefault(tid, [])
+        naming = bool(name) and tid != 0
+        if not r or (naming and r[-1][0] is not None and r[-1][0] != name):
+            r.append([None, ts, ts])
+        if naming and r[-1][0] is None:
+            r[-1][0] = name
+        r[-1][1] = min(r[-1][1], ts)
+        r[-1][2] = max(r[-1][2], ts)
+    for ts, n, tid, cpu, p in evs:
+        if tid >= 0:
+            seen(tid, ts)
+        for k in p:
+            if k.endswith("comm") and k[:-4] + "tid" in p and p[k[:-4] + "tid"] >= 0:
+                seen(p[k[:-4] + "tid"], ts, p[k])
+    exp_t = sorted((tid, name, b, e) for tid, r in runs.items() for name, b, e in r)
+    rows, _ = q(strata, trace, "SELECT tid, thread, ts, ts_end FROM threads")
+    got = sorted((int(r[0]), r[1] or None, int(r[2]), int(r[3])) for r in rows[1:]) if rows else None
+    renamed = len(exp_t) - len(runs)
+    check(got == exp_t and renamed > 0 and 110 in runs,
+          "threads: each kernel thread's names over time equal bt2's (%d rows, %d renames)" % (len(exp_t), renamed))
+    db = sqlite3.connect(":memory:")
+    db.enable_load_extension(True)
+    db.load_extension(ext)
+    db.execute("SELECT strata_open(?)", (trace,))
+    n = db.execute("SELECT count(*), sum(dur) FROM sched").fetchone()
+    check(n == (len(exp), sum(d["dur"] or 0 for d in exp)), "the extension: sched's count and sum(dur) (%r)" % (n,))
+    db.close()
+    mutation_checks(strata, trace, work, n=10, seed=51, what="the sched trace",
+                    sql="SELECT count(*), sum(dur), max(comm) FROM sched; SELECT * FROM threads; "
+                    "SELECT * FROM sched WHERE ts > 1100000000 AND ts < 1200000000")
+
+
 def extension_checks(ext, trace, evs):
     db = sqlite3.connect(":memory:")
     db.enable_load_extension(True)
@@ -348,7 +491,11 @@ def extension_checks(ext, trace, evs):
     db2.close()
 
 
-def mutation_checks(strata, trace, work, n=30, seed=50):
+DEMO_MUTATION_SQL = ("SELECT count(*), max(fields) FROM events; SELECT * FROM lost; SELECT * FROM threads; "
+                     "SELECT count(*) FROM slices; SELECT * FROM \"demo:mix\" WHERE ts > 0 AND tid = 5")
+
+
+def mutation_checks(strata, trace, work, n=30, seed=50, sql=DEMO_MUTATION_SQL, what="the demo trace"):
     """Hostile bytes (flipped, cut, inserted, in the stream files and the
     metadata): every query exits 0 or 1, in bounded time, never by a signal."""
     import random
@@ -375,16 +522,13 @@ def mutation_checks(strata, trace, work, n=30, seed=50):
             with open(f, "wb") as fh:
                 fh.write(b)
         try:
-            r = subprocess.run([strata, "query", d, "SELECT count(*), max(fields) FROM events; SELECT * FROM lost; "
-                                "SELECT * FROM threads; SELECT count(*) FROM slices; "
-                                "SELECT * FROM \"demo:mix\" WHERE ts > 0 AND tid = 5"],
-                               capture_output=True, timeout=30)
+            r = subprocess.run([strata, "query", d, sql], capture_output=True, timeout=30)
             if r.returncode not in (0, 1):
                 bad.append((k, r.returncode, r.stderr[-200:]))
         except subprocess.TimeoutExpired:
             bad.append((k, "timeout"))
-    check(not bad, "%d mutated copies of the demo trace: every query exits 0 or 1 in bounded time (%r)" %
-          (n, bad[:3]))
+    check(not bad, "%d mutated copies of %s: every query exits 0 or 1 in bounded time (%r)" %
+          (n, what, bad[:3]))
 
 
 def main():
@@ -405,6 +549,13 @@ def main():
     if record(strata, pt_trace, ["--preload", "pthread", "--", workload, "contend", "-", "4", "100", "50"],
               env_pt):
         pthread_checks(strata, pt_trace)
+    cnt_trace = os.path.join(work, "pthread-counting")
+    env_cnt = dict(env)
+    env_cnt.pop("STRATA_PTHREAD_COUNT", None)  # the default: one pair in 16 timed
+    if record(strata, cnt_trace, ["--preload", "pthread", "--", workload, "contend", "-", "4", "100", "50"],
+              env_cnt):
+        counting_checks(strata, cnt_trace)
+    sched_checks(strata, work, ext)
     fixture_checks(strata, work)
     check.finish()
 
