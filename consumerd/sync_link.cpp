@@ -849,32 +849,32 @@ std::string rewrite_metadata_clock(const std::string &text, const ClockInfo &c, 
 	return rewrite_metadata_env(out, env_lines);
 }
 
-std::string SyncLinks::clocks_json(const ClockInfo &clock, const std::string &hostname,
-				   const SyncLink **follow, ClockInfo *mapped, std::string *env,
-				   bool *ok) const
+SyncLinks::Written SyncLinks::clocks_written(const ClockInfo &clock, const std::string &hostname) const
 {
+	Written w;
 	std::ostringstream j;
 	j << "{\"format\": \"strata-clocks\", \"version\": 1,\n \"machine\": "
 	  << clocksync::json_string(hostname) << ", \"boot_id\": " << clocksync::json_string(clock.uuid)
 	  << ", \"clock_offset_ns\": " << clock.offset_s * 1000000000LL + clock.offset_ns
 	  << ",\n \"links\": [\n";
-	*follow = nullptr;
 	for (size_t i = 0; i < links_.size(); i++) {
 		j << links_[i]->json("  ") << (i + 1 < links_.size() ? ",\n" : "\n");
-		if (links_[i]->spec().follower && !*follow)
-			*follow = links_[i].get();
+		if (links_[i]->spec().follower && !w.follow)
+			w.follow = links_[i].get();
 	}
-	*ok = false;
-	if (*follow) {
-		*ok = (*follow)->ctf_clock(clock, mapped, env);
-		j << " ],\n \"ctf\": {\"link\": " << clocksync::json_string((*follow)->spec().name)
-		  << ", \"rewritten\": " << (*ok ? "true" : "false") << ", \"freq\": " << mapped->freq
-		  << ", \"offset_s\": " << mapped->offset_s << ", \"offset\": " << mapped->offset_ns
+	if (w.follow) {
+		ClockInfo mapped;
+		const bool ok = w.follow->ctf_clock(clock, &mapped, &w.env);
+		j << " ],\n \"ctf\": {\"link\": " << clocksync::json_string(w.follow->spec().name)
+		  << ", \"rewritten\": " << (ok ? "true" : "false") << ", \"freq\": " << mapped.freq
+		  << ", \"offset_s\": " << mapped.offset_s << ", \"offset\": " << mapped.offset_ns
 		  << "}\n}\n";
+		w.clock = ok ? mapped : clock;
 	} else {
 		j << " ]\n}\n";
 	}
-	return j.str();
+	w.json = j.str();
+	return w;
 }
 
 void SyncLinks::session_stopped(const std::string &out, const ClockInfo &clock,
@@ -885,21 +885,17 @@ void SyncLinks::session_stopped(const std::string &out, const ClockInfo &clock,
 	std::error_code ec;
 	if (!std::filesystem::is_directory(out, ec))
 		return;
-	const SyncLink *follow = nullptr;
-	ClockInfo mapped;
-	std::string env;
-	bool ok = false;
-	const std::string json = clocks_json(clock, hostname, &follow, &mapped, &env, &ok);
+	const Written w = clocks_written(clock, hostname);
 	const std::string path = out + "/clocks.json", tmp = path + ".tmp";
 	{
 		std::ofstream f(tmp, std::ios::trunc);
-		f << json;
+		f << w.json;
 		if (!f)
 			logf("clock links: cannot write %s", tmp.c_str());
 	}
 	if (rename(tmp.c_str(), path.c_str()) < 0)
 		logf("clock links: cannot write %s: %s", path.c_str(), strerror(errno));
-	if (!follow)
+	if (!w.follow)
 		return;
 	// Every sub-trace's metadata, in place (the drains append with
 	// O_APPEND, so a later append still lands at the end).
@@ -914,7 +910,7 @@ void SyncLinks::session_stopped(const std::string &out, const ClockInfo &clock,
 		const std::string text = ss.str();
 		if (text.rfind("/* CTF 1.8 */", 0) != 0)
 			continue;
-		const std::string nt = rewrite_metadata_clock(text, ok ? mapped : clock, env);
+		const std::string nt = rewrite_metadata_clock(text, w.clock, w.env);
 		if (nt == text)
 			continue;
 		const int fd = open(it->path().c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
@@ -925,7 +921,7 @@ void SyncLinks::session_stopped(const std::string &out, const ClockInfo &clock,
 		n++;
 	}
 	VLOG("clock links: %zu metadata file(s) under %s put onto %s's clock", n, out.c_str(),
-	     follow->spec().name.c_str());
+	     w.follow->spec().name.c_str());
 }
 
 bool SyncLinks::follows() const
@@ -958,24 +954,17 @@ void SyncLinks::relay_ending(RelayLink &link, const ClockInfo &clock, const std:
 		     link.base().c_str(), link.why_broken().c_str());
 		return;
 	}
-	const SyncLink *follow = nullptr;
-	ClockInfo mapped;
-	std::string env;
-	bool ok = false;
-	const std::string json = clocks_json(clock, hostname, &follow, &mapped, &env, &ok);
+	const Written w = clocks_written(clock, hostname);
 	std::string err;
-	if (follow) {
+	if (w.follow) {
 		const size_t n = link.rewrite_metadata(
-			[&](const std::string &t) {
-				return rewrite_metadata_clock(t, ok ? mapped : clock, env);
-			},
-			err);
+			[&](const std::string &t) { return rewrite_metadata_clock(t, w.clock, w.env); }, err);
 		if (!err.empty())
 			logf("clock links: relay trace %s: %s", link.base().c_str(), err.c_str());
 		VLOG("clock links: %zu relayed metadata of %s sent onto %s's clock", n, link.base().c_str(),
-		     follow->spec().name.c_str());
+		     w.follow->spec().name.c_str());
 	}
-	if (!link.put_file("clocks.json", json, err))
+	if (!link.put_file("clocks.json", w.json, err))
 		logf("clock links: relay trace %s: clocks.json not stored: %s", link.base().c_str(),
 		     err.c_str());
 }

@@ -165,11 +165,16 @@ public:
 	void relay_ending(RelayLink &link, const ClockInfo &clock, const std::string &hostname) const;
 
 private:
-	// clocks.json's text; *follow the follower link (null: none), *ok
-	// whether it has a map (*mapped and *env: the clock and env lines the
-	// metadata get).
-	std::string clocks_json(const ClockInfo &clock, const std::string &hostname, const SyncLink **follow,
-				ClockInfo *mapped, std::string *env, bool *ok) const;
+	// What a session's end writes: clocks.json's text, and with a follower
+	// link the clock and env lines its metadata get (the peer's clock when
+	// it has a map, else this one's, said "uncorrelated").
+	struct Written {
+		std::string json;
+		const SyncLink *follow = nullptr;
+		ClockInfo clock;
+		std::string env;
+	};
+	Written clocks_written(const ClockInfo &clock, const std::string &hostname) const;
 
 	std::vector<std::unique_ptr<SyncLink>> links_;
 };
