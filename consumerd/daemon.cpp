@@ -18,20 +18,47 @@
 
 #include "proto/sock.h"
 #include "strata_abi.h"
+#include <cstdio>
 
 namespace strata {
 namespace daemon_impl {
 
-// Tests only: STRATA_TEST_HOSTNAME names this daemon's machine (its
-// sub-traces' env.hostname, its links' HELLO), so that a second daemon on
-// this machine can stand for another one (docs/clocks.md).
+// The first line of a small file, "" if none.
+static std::string first_line(const char *path)
+{
+	char buf[256] = {};
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return "";
+	const bool ok = fgets(buf, sizeof buf, f) != nullptr;
+	fclose(f);
+	std::string s = ok ? buf : "";
+	while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+		s.pop_back();
+	return s;
+}
+
+// This daemon's machine's name (its sub-traces' env.hostname, its links'
+// HELLO).  A machine with no name (the kernel's "(none)", as in a guest
+// booted without one) gets /etc/hostname's, else "unnamed-" and the start
+// of its boot id: two such guests in one merged view stay apart, and the
+// name says why it is not a host name.  Tests only: STRATA_TEST_HOSTNAME
+// names it, so that a second daemon on this machine can stand for another
+// one (docs/clocks.md).
 std::string hostname()
 {
 	if (const char *h = getenv("STRATA_TEST_HOSTNAME"); h && *h)
 		return h;
 	char buf[256] = {};
 	gethostname(buf, sizeof(buf) - 1);
-	return buf;
+	std::string name = buf;
+	if (!name.empty() && name != "(none)")
+		return name;
+	name = first_line("/etc/hostname");
+	if (!name.empty())
+		return name;
+	const std::string boot = first_line("/proc/sys/kernel/random/boot_id");
+	return "unnamed-" + (boot.size() >= 8 ? boot.substr(0, 8) : std::string("machine"));
 }
 
 namespace {

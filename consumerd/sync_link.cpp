@@ -36,6 +36,8 @@ namespace {
 // link is lost (a paused VM, a cut cable) and the map starts a new segment.
 constexpr int64_t kLostNs = 2000000000;
 constexpr int kLostPeriods = 5;
+// A probe unanswered for this many periods is replaced by a new one.
+constexpr int kReprobePeriods = 3;
 // A probe whose round trip exceeds this multiple of the least one seen (plus
 // kRttSlackNs) is not fed to the estimator: it is valid but loose, and the
 // hulls would drop it anyway (docs/clocks.md, "RTT filter").
@@ -492,26 +494,35 @@ void SyncLink::serve(int fd)
 			next_hello = t + 1000000000;
 		}
 		if (t >= next_probe) {
-			if (out_seq_ && t - out_at_ > lost_ns) {
+			if (out_seq_ && t - out_since_ > lost_ns) {
 				std::lock_guard<std::mutex> g(mu_);
 				est_.break_segment(clocksync::Start::LinkLost,
 						   "no answer for " +
-							   std::to_string((t - out_at_) / 1000000) + " ms");
+							   std::to_string((t - out_since_) / 1000000) +
+							   " ms");
 				breaks_++;
-				state_ = "lost (no answer for " + std::to_string((t - out_at_) / 1000000) +
+				state_ = "lost (no answer for " + std::to_string((t - out_since_) / 1000000) +
 					 " ms)";
 				out_seq_ = 0;
 			}
-			if (!out_seq_) {
+			// A probe unanswered for kReprobePeriods periods, once
+			// the peer has said hello, is replaced (its late answer
+			// ignored): the peer may be paused, and a ping sent
+			// during the pause is the one whose receive, read at the
+			// resume, shows the step at once (take_probe).
+			if (!out_seq_ ||
+			    (hello_seen &&
+			     t - out_t1_ >= kReprobePeriods * static_cast<int64_t>(period_ns_))) {
 				SyncFrame p;
 				p.type = kSyncPing;
 				p.seq = next_seq_++;
 				p.t1 = static_cast<int64_t>(now_()); // before the write
 				if (!send_frame(fd, p))
 					return;
+				if (!out_seq_)
+					out_since_ = p.t1;
 				out_seq_ = p.seq;
 				out_t1_ = p.t1;
-				out_at_ = p.t1;
 				std::lock_guard<std::mutex> g(mu_);
 				probes_++;
 			}
@@ -688,20 +699,47 @@ bool SyncLink::take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool o
 	if (min_rtt_ < 0 || rtt < min_rtt_)
 		min_rtt_ = rtt;
 	state_ = "up";
-	if (rtt > kRttFactor * min_rtt_ + kRttSlackNs)
-		return true;
-	used_++;
 	// The map's source is this clock for a follower, the peer's for a
 	// reference; the probe's first message is sent by its initiator.
-	const bool a = est_.add(spec_.follower == ours, t1, t2);
-	const bool b = est_.add(spec_.follower != ours, t3, t4);
-	if (!a || !b) {
-		breaks_++;
-		logf("clock link %s: no line fits the exchanges any more (a paused VM, a written TSC, a "
-		     "stepped clock): the map starts a new segment",
-		     spec_.name.c_str());
+	const bool src = spec_.follower == ours;
+	if (rtt > kRttFactor * min_rtt_ + kRttSlackNs) {
+		// A slow probe is not fed: it is loose, and it may straddle a
+		// step (its ping sent before a pause, received after) while
+		// fitting the old line, which would stretch the old segment
+		// past the step.  But a leg that no line of the current
+		// segment fits proves a step before its receive: fed, it
+		// starts the new segment there.  After a pause that is the
+		// first ping the paused end reads (one sent during the pause,
+		// see serve()'s re-probe), so the gap ends at the resume
+		// rather than a round trip or a period later.
+		if (est_.contradicts(src, t1, t2)) {
+			est_.add(src, t1, t2);  // starts the new segment
+			est_.add(!src, t3, t4); // after the step too
+			step_seen("a delayed probe");
+		} else if (est_.contradicts(!src, t3, t4)) {
+			est_.add(!src, t3, t4);
+			step_seen("a delayed probe");
+		}
+		return true;
 	}
+	used_++;
+	const bool a = est_.add(src, t1, t2);
+	const bool b = est_.add(!src, t3, t4);
+	if (!a || !b)
+		step_seen("a probe");
 	return false;
+}
+
+// A step seen by `what`: a new segment began (mu_ held).
+void SyncLink::step_seen(const char *what)
+{
+	breaks_++;
+	const std::vector<clocksync::Segment> segs = est_.segments();
+	const int64_t gap = segs.size() >= 2 ? segs.back().x_first - segs[segs.size() - 2].x_last : 0;
+	logf("clock link %s: no line fits the exchanges any more (a paused VM, a written TSC, a "
+	     "stepped clock): the map starts a new segment (seen by %s; %.3f ms of the source's time "
+	     "between the segments)",
+	     spec_.name.c_str(), what, static_cast<double>(gap) / 1e6);
 }
 
 std::string SyncLink::status_line() const

@@ -112,6 +112,7 @@ private:
 	void serve(int fd);
 	bool on_frame(int fd, const SyncFrame &f, int64_t t_recv); // true: probe now
 	bool take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool ours);
+	void step_seen(const char *what);
 	bool send_frame(int fd, const SyncFrame &f);
 	bool sleep_ns(uint64_t ns); // false: stop asked
 	ssize_t read_stamped(int fd, uint8_t *buf, size_t len, int64_t *t_recv);
@@ -137,9 +138,10 @@ private:
 	int64_t min_rtt_ = -1;
 	uint64_t breaks_ = 0;
 	uint64_t kernel_stamps_ = 0; // receives stamped by the kernel (SO_TIMESTAMPNS)
-	// Probe in flight: its seq and send stamp (thread only).
+	// Probe in flight: its seq and send stamp, and since when probes have
+	// gone unanswered (thread only).
 	uint32_t next_seq_ = 1, out_seq_ = 0;
-	int64_t out_t1_ = 0, out_at_ = 0;
+	int64_t out_t1_ = 0, out_since_ = 0;
 };
 
 // Every link of the daemon, and what a session's stop does with them.

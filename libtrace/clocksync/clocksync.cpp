@@ -241,6 +241,19 @@ bool Estimator::add(bool source_sent, int64_t send, int64_t recv)
 	return fits;
 }
 
+bool Estimator::contradicts(bool source_sent, int64_t send, int64_t recv) const
+{
+	if (!cur_.n || pending_break_)
+		return false;
+	Hulls next = cur_;
+	if (source_sent)
+		push_upper(next.upper, Point{send, recv});
+	else
+		push_lower(next.lower, Point{recv, send});
+	double amin, amax;
+	return !slopes(next, &amin, &amax);
+}
+
 void Estimator::break_segment(Start why, const std::string &note)
 {
 	pending_break_ = true;

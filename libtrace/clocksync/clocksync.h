@@ -85,6 +85,10 @@ public:
 	// it could not join the current segment (no line fits): a new segment
 	// began with it (Start::Step).
 	bool add(bool source_sent, int64_t send, int64_t recv);
+	// True if no line of the current segment fits this message (so a step
+	// lies before its receive), without adding it.  False with no current
+	// segment or a break pending: nothing to contradict.
+	bool contradicts(bool source_sent, int64_t send, int64_t recv) const;
 	// The next message starts a new segment (link lost, a known fault).
 	void break_segment(Start why, const std::string &note = "");
 

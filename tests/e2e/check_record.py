@@ -166,7 +166,7 @@ def check_readback(tr):
     check(tr.other == 0, "no unexpected event names (%d)" % tr.other)
 
 
-def scenario_full(strata, demo, work, n=250000,
+def scenario_full(strata, demo, work, n=int(os.environ.get("STRATA_RECORD_EVENTS", "250000")),
                   # 32 MiB per lane and a lane per thread: everything fits even if the
                   # consumer never got to drain, so the counts are exact on any machine.
                   opts=("--lanes", "8", "--subbuf-size", "1048576", "--subbuf-count", "32")):

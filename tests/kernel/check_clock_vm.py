@@ -19,7 +19,8 @@ following the host over its own port and exchanging with its own host
 program: the three traces merge in one order.
 
 Oracles (check_clock_link.py's): every stated bound holds against every
-message; the map, segment by segment, inverts none; babeltrace2's merge
+message; the map, segment by segment, inverts none within a segment (in
+the gap around a step they are counted and printed); babeltrace2's merge
 inverts none (plain; with a pause its one line per trace cannot follow the
 step: counted, said in the trace's env, not failed); `strata status` shows
 the link; with a pause the maps have a new segment.  Prints the widths

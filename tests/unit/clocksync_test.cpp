@@ -214,6 +214,40 @@ TEST(ClockSync, PauseSteps)
 	       run.min_rtt, c.worst_width, step);
 }
 
+// The daemon's early sight of a step (consumerd/sync_link.cpp, a slow
+// probe's legs): a message the target sent during the source's pause,
+// received at its resume, contradicts the segment; one sent before the
+// pause and received after it does not (it straddles the step and fits
+// the old line), nor does an ordinary message.  Asking changes nothing.
+TEST(ClockSync, ContradictsShowsAStepOnly)
+{
+	Truth tr;
+	tr.b = 1e9;
+	tr.step_at = 10.5e9;
+	tr.step_ns = 1.5e9;
+	const Exchanges run = simulate(tr, 300, 7e9, 1e7, 30000, 20000, 0, 10000, 4);
+	Estimator e = feed(run);
+	ASSERT_TRUE(e.correlated());
+	const uint64_t before = e.messages();
+	// Source resumes at true 12.0 s (its clock reads as at 10.5 s).
+	const int64_t resume_x = tr.source_at(12.0e9 + 1000);
+	EXPECT_FALSE(e.contradicts(false, static_cast<int64_t>(10.49e9), resume_x)); // straddles
+	EXPECT_TRUE(e.contradicts(false, static_cast<int64_t>(11.0e9), resume_x));   // sent in the pause
+	EXPECT_FALSE(e.contradicts(true, resume_x, static_cast<int64_t>(12.0e9 + 50000))); // loose, fits
+	const int64_t ok_x = tr.source_at(10.2e9);
+	EXPECT_FALSE(e.contradicts(false, static_cast<int64_t>(10.2e9) - 40000, ok_x));
+	EXPECT_EQ(e.messages(), before);
+	EXPECT_EQ(e.segment_count(), 1u);
+	// Fed, the contradicting message starts the new segment at the resume.
+	EXPECT_FALSE(e.add(false, static_cast<int64_t>(11.0e9), resume_x));
+	const std::vector<Segment> segs = e.segments();
+	ASSERT_EQ(segs.size(), 2u);
+	EXPECT_EQ(segs[1].start, Start::Step);
+	EXPECT_EQ(segs[1].x_first, resume_x);
+	Estimator empty;
+	EXPECT_FALSE(empty.contradicts(true, 1, 2));
+}
+
 TEST(ClockSync, LinkLostAndOneWay)
 {
 	Truth tr;
