@@ -977,8 +977,7 @@ std::string SyncLinks::relay_pending_env() const
 			return "\tsync_state = \"uncorrelated\";\n\tsync_peer = " +
 			       clocksync::json_string(l->spec().name) +
 			       ";\n\tsync_relay = \"this machine's clock; put onto the peer's when the "
-			       "session is "
-			       "destroyed\";\n";
+			       "session ends\";\n";
 	return "";
 }
 

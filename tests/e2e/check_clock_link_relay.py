@@ -13,20 +13,21 @@ the host's session is on its disk.  The host's client exchanges MESSAGES
 messages with the first guest's server, the first guest's client MESSAGES
 more with the second guest's server (sync_pingpong).
 
-Oracles: while the relay sessions live (after stop, before destroy) the
-relay's copies say their clock is the guest's own (sync_state =
-"uncorrelated", sync_relay = "rewritten at destroy"); after destroy each
-guest's relay trace holds clocks.json beside its sub-traces (the
-follower's link, correlated, ctf rewritten) and metadata put onto the
-host's clock (sync_state = "correlated"); babeltrace2 merging the relayd's
-output with the host's trace puts every receive after its send (0
-inversions of 2 x MESSAGES), and so does `strata view` of the two
-collected together; the map and bound read from the relay's clocks.json
-and from the host's hold against every host-guest message; a live reader
-attached to the second guest's session when it is created shows every
-receive of that guest on its own clock (its skew away from the same event
-in the rewritten trace: what its metadata said) and ends by itself after
-destroy, silent (the hidden streams did not disturb it).  Exit 77
+The first guest's session ends with `strata destroy`, the second's with
+its daemon's exit.  Oracles: while the relay sessions live (after stop,
+before their end) the relay's copies say their clock is the guest's own
+(sync_state = "uncorrelated", sync_relay); after their end each guest's
+relay trace holds clocks.json beside its sub-traces (the follower's link,
+correlated, ctf rewritten) and metadata put onto the host's clock
+(sync_state = "correlated"); babeltrace2 merging the relayd's output with
+the host's trace puts every receive after its send (0 inversions of 2 x 2
+x MESSAGES), and so does `strata view` of the two collected together; the
+map and bound read from the relay's clocks.json and from the host's hold
+against every host-guest message; a live reader attached to the second
+guest's session when it is created shows every receive of that guest on
+its own clock (its skew away from the same event in the rewritten trace:
+what its metadata said) and ends by itself once that guest's daemon
+exited, silent (the hidden streams did not disturb it).  Exit 77
 (skipped) where the TSC cannot back a page or lttng-relayd is missing.
 """
 import atexit
@@ -154,7 +155,7 @@ def main():
         r = subprocess.run([strata, "stop", "S"], env=envs[who], capture_output=True, text=True, timeout=60)
         check(r.returncode == 0, who + ": strata stop")
 
-    # Stopped, not destroyed: the relay sessions live on (a live reader may
+    # Stopped, not ended: the relay sessions live on (a live reader may
     # still read them), their copies on the guests' own clocks, said so.
     traces = {g: glob.glob(os.path.join(relay_out, "sim-" + g, "S-*")) for g in GUESTS}
     for g in GUESTS:
@@ -163,12 +164,14 @@ def main():
         texts = [open(p).read() for p in metas]
         check(bool(texts) and all('sync_state = "uncorrelated";' in t and "sync_relay = " in t and
                                   "freq = 1000000000;" in t for t in texts),
-              "%s: before destroy, the relay's %d metadata say sync_state = uncorrelated (its own clock, "
-              "rewritten at destroy)" % (g, len(texts)))
-    # The live reader caught up (the second guest's last event) before destroy.
+              "%s: before the session's end, the relay's %d metadata say sync_state = uncorrelated (its "
+              "own clock, rewritten at the end)" % (g, len(texts)))
+    # The live reader caught up (the second guest's last event) before the end.
     last = "k = %d," % (ccl.KBASE2 + 2 * n - 1)
     wait_for(lambda: last in open(reader.out).read(), "the live reader to show guest2's last event", 30)
-    for who in reversed(machines):
+    # The first guest's session ends with DESTROY, the second's with its
+    # daemon (SIGTERM): both are a relay session's end.
+    for who in ("guest", "host"):
         r = subprocess.run([strata, "destroy", "S"], env=envs[who], capture_output=True, text=True, timeout=60)
         check(r.returncode == 0, who + ": strata destroy" + ("" if r.returncode == 0 else ": " + r.stderr.strip()))
     for who in machines:
@@ -179,7 +182,7 @@ def main():
         rc = None
     err = open(reader.err).read()
     check(rc == 0 and "ERROR" not in err and "WARN" not in err,
-          "the live reader ends by itself after destroy, exit 0, no error or warning (%s; %s)" % (rc, err.strip()[-300:]))
+          "the live reader ends by itself once its daemon exited, exit 0, no error or warning (%s; %s)" % (rc, err.strip()[-300:]))
     relayd.terminate()
     check(relayd.wait(timeout=30) == 0, "lttng-relayd exits 0")
     if not all(len(traces[g]) == 1 for g in GUESTS):
