@@ -115,6 +115,8 @@ def main():
                                "-L", "tcp://127.0.0.1:%d" % live, "-o", relay_out],
                               env=dict(os.environ, LTTNG_HOME=work), stdout=subprocess.DEVNULL,
                               stderr=open(os.path.join(work, "relayd.err"), "w"))
+    # A check that ends early (wait_for, an exception) must not leave it running.
+    atexit.register(lambda: relayd.poll() is None and relayd.kill())
     wait_for(lambda: listening(ctrl) and listening(data), "lttng-relayd listening")
 
     base = dict(os.environ, STRATA_CLOCK="consumer-page", STRATA_CLOCK_REFRESH_MS="5")
