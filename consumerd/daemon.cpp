@@ -255,6 +255,26 @@ bool Daemon::watch_triggers(bool on)
 	return trigger_tfd_ >= 0;
 }
 
+// SessionTable::Host: a relayed session's clocks (docs/clocks.md,
+// "Relayed followers").  A follower's link keeps the sub-traces' metadata
+// texts, which go out first saying their clock is not mapped yet.
+void Daemon::relay_opened(Session &s)
+{
+	if (!sync_.follows() || !s.aggregate.empty())
+		return;
+	s.relay->keep_metadata([env = sync_.relay_pending_env()](const std::string &t) {
+		return rewrite_metadata_env(t, env);
+	});
+}
+
+// ... and at its end they go out again onto the reference's clock, with
+// clocks.json beside them.
+void Daemon::relay_ending(Session &s)
+{
+	if (s.aggregate.empty())
+		sync_.relay_ending(*s.relay, s.clock, hostname_);
+}
+
 void Daemon::publish_tables()
 {
 	tables_.publish(sessions_, procs_, clock_page_ ? clock_page_->fd() : -1);

@@ -209,6 +209,8 @@ private:
 	void changed() override { tables_.dirty(); }
 	void adopt_early(Session &s) override;
 	bool watch_triggers(bool on) override;
+	void relay_opened(Session &s) override;
+	void relay_ending(Session &s) override;
 
 	DaemonOptions opt_;
 	std::string path_;

@@ -356,6 +356,18 @@ bool RelayLink::command(uint32_t cmd, const std::string &payload, void *reply, s
 bool RelayLink::add_stream(const std::string &channel, const std::string &path, uint64_t &id,
 			   std::string &err)
 {
+	std::lock_guard<std::mutex> g(mu_);
+	if (!add_stream_locked(channel, path, id, err))
+		return false;
+	if (keep_ && channel == "metadata")
+		kept_[id].path = path;
+	return true;
+}
+
+// mu_ held.
+bool RelayLink::add_stream_locked(const std::string &channel, const std::string &path, uint64_t &id,
+				  std::string &err)
+{
 	if (path.size() >= kPathMax || channel.size() >= kChannelNameLen) {
 		err = "relay: stream path too long for the relay (" + path + ")";
 		return false;
@@ -366,7 +378,6 @@ bool RelayLink::add_stream(const std::string &channel, const std::string &path, 
 	put64(p, 0); // no tracefile rotation
 	put64(p, 0);
 	uint8_t r[12];
-	std::lock_guard<std::mutex> g(mu_);
 	if (!command(kAddStream, p, r, sizeof r, err))
 		return false;
 	if (get32(r + 8) != kLttngOk) {
@@ -393,12 +404,102 @@ bool RelayLink::streams_sent(std::string &err)
 
 bool RelayLink::send_metadata(uint64_t id, const std::string &text, std::string &err)
 {
+	std::lock_guard<std::mutex> g(mu_);
+	auto k = kept_.find(id);
+	if (k == kept_.end())
+		return send_metadata_locked(id, text, err);
+	const std::string t = k->second.text.empty() && at_open_ ? at_open_(text) : text;
+	if (!send_metadata_locked(id, t, err))
+		return false;
+	k->second.text += t;
+	return true;
+}
+
+// mu_ held.
+bool RelayLink::send_metadata_locked(uint64_t id, const std::string &text, std::string &err)
+{
 	std::string p;
 	put64(p, id);
 	put32(p, 0); // no padding
 	p += text;
-	std::lock_guard<std::mutex> g(mu_);
 	return command(kSendMetadata, p, nullptr, 0, err); // unanswered
+}
+
+void RelayLink::keep_metadata(std::function<std::string(const std::string &)> at_open)
+{
+	std::lock_guard<std::mutex> g(mu_);
+	keep_ = true;
+	at_open_ = std::move(at_open);
+}
+
+size_t RelayLink::rewrite_metadata(const std::function<std::string(const std::string &)> &rewrite,
+				   std::string &err)
+{
+	std::lock_guard<std::mutex> g(mu_);
+	std::map<uint64_t, Kept> now;
+	size_t n = 0;
+	for (auto &[id, k] : kept_) {
+		// ADD_STREAM of a path that has a metadata stream: lttng-relayd
+		// 2.13 opens <path>/metadata again with O_TRUNC; the stream is
+		// never published (no STREAMS_SENT follows on this link), so live
+		// readers see only the first one, whose text they read.
+		const std::string t = rewrite(k.text);
+		uint64_t nid = 0;
+		if (!add_stream_locked("metadata", k.path, nid, err) || !send_metadata_locked(nid, t, err)) {
+			now.emplace(id, std::move(k)); // what the relay holds: unknown
+			continue;
+		}
+		now.emplace(nid, Kept{k.path, t});
+		n++;
+	}
+	kept_ = std::move(now);
+	return n;
+}
+
+bool RelayLink::put_file(const std::string &name, const std::string &bytes, std::string &err)
+{
+	if (bytes.empty() || bytes.size() > UINT32_MAX) {
+		err = "relay: a file of " + std::to_string(bytes.size()) + " bytes cannot be sent";
+		return false;
+	}
+	uint64_t id = 0;
+	{
+		std::lock_guard<std::mutex> g(mu_);
+		if (!add_stream_locked(name, base_, id, err))
+			return false;
+		// One "packet": the bytes, and an index entry (the relay counts a
+		// stream of a 2.4+ peer stored once data and index are both in).
+		std::string h;
+		put64(h, 0);
+		put64(h, id);
+		put64(h, 0); // net sequence number
+		put32(h, static_cast<uint32_t>(bytes.size()));
+		put32(h, 0);
+		std::string x;
+		put64(x, id);
+		put64(x, 0);
+		put64(x, static_cast<uint64_t>(bytes.size()) * 8); // packet_size
+		put64(x, static_cast<uint64_t>(bytes.size()) * 8); // content_size
+		for (int i = 0; i < 4; i++)                        // stamps, discarded, stream class
+			put64(x, 0);
+		if (minor_ >= 8) {
+			put64(x, 0);
+			put64(x, 0);
+		}
+		uint8_t r[4];
+		if (broken_.load(std::memory_order_relaxed)) // under mu_, which fail() holds
+			return fail(why_, err);
+		if (!send_bytes(data_, h.data(), h.size(), "a data header", err) ||
+		    !send_bytes(data_, bytes.data(), bytes.size(), "a file", err) ||
+		    !command(kSendIndex, x, r, sizeof r, err))
+			return false;
+		if (get32(r) != kLttngOk) {
+			err = "relay refused the index of " + name + " (code " + std::to_string(get32(r)) +
+			      ")";
+			return false;
+		}
+	}
+	return wait_stored(id, 0, err);
 }
 
 bool RelayLink::send_packet(uint64_t id, const uint8_t *pkt, size_t n, std::string &err)

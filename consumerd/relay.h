@@ -30,6 +30,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -108,6 +109,24 @@ public:
 	bool broken() const { return broken_.load(std::memory_order_acquire); }
 	std::string why_broken();
 
+	// A clock follower's link (docs/clocks.md, "Relayed followers"): the
+	// link keeps every sub-trace's metadata text as sent, each first text
+	// through `at_open` (which says in its env that the clock is not mapped
+	// yet).  Before the first add_stream.
+	void keep_metadata(std::function<std::string(const std::string &)> at_open);
+	// The session's last words on the link, after its drains ended (no
+	// stream is published after them): each kept metadata text through
+	// `rewrite`, sent whole on a new metadata stream of the same path that
+	// is never published (the relay opens the file again, truncated: live
+	// readers keep the text they read; lttng-relayd refuses RESET_METADATA
+	// on a live session).  How many were sent; err: why not all.
+	size_t rewrite_metadata(const std::function<std::string(const std::string &)> &rewrite,
+				std::string &err);
+	// A file `name` beside the trace's sub-traces (base()/name), as a data
+	// stream that is never published (the relay writes it and an index of
+	// one entry, base()/index/name.idx), stored when it returns true.
+	bool put_file(const std::string &name, const std::string &bytes, std::string &err);
+
 private:
 	RelayLink() = default;
 	bool fail(const std::string &why, std::string &err); // mu_ held
@@ -121,7 +140,10 @@ private:
 		bool has_empty = false;
 		strata_packet_header empty{};
 	};
-	bool send_packet_locked(uint64_t id, const uint8_t *p, size_t n, std::string &err);   // mu_ held
+	bool send_packet_locked(uint64_t id, const uint8_t *p, size_t n, std::string &err); // mu_ held
+	bool add_stream_locked(const std::string &channel, const std::string &path, uint64_t &id,
+			       std::string &err);                                             // mu_ held
+	bool send_metadata_locked(uint64_t id, const std::string &text, std::string &err);    // mu_ held
 	bool send_empty_locked(uint64_t id, const Stream &st, uint64_t ts, std::string &err); // mu_ held
 	bool command(uint32_t cmd, const std::string &payload, void *reply, size_t reply_len,
 		     std::string &err);
@@ -140,7 +162,14 @@ private:
 		uint64_t id, last_ts;
 	};
 	std::vector<Retired> retired_; // guarded by mu_
-	uint64_t retired_at_ = 0;      // guarded by mu_: the last beacon_retired ts
+	// keep_metadata: metadata streams by id, their path and whole text.
+	struct Kept {
+		std::string path, text;
+	};
+	std::function<std::string(const std::string &)> at_open_; // guarded by mu_
+	bool keep_ = false;                                       // guarded by mu_
+	std::map<uint64_t, Kept> kept_;                           // guarded by mu_
+	uint64_t retired_at_ = 0; // guarded by mu_: the last beacon_retired ts
 	// Set under mu_ (release) when the link breaks; read without it
 	// (acquire) so a broken link fails fast.
 	std::atomic<bool> broken_{false};

@@ -210,6 +210,7 @@ Answer SessionTable::create(const Caller &c, const proto::Create &m)
 	if (link) {
 		s->relay = std::move(link);
 		s->live_timer_us = kLiveTimerUs;
+		host_.relay_opened(*s);
 	}
 	s->serial = std::move(line);
 	s->aggregate = m.aggregate;
@@ -759,8 +760,10 @@ Answer SessionTable::destroy_session(Session &s)
 }
 
 // The session goes, and its drains with it.
-void SessionTable::erase(const Session &s)
+void SessionTable::erase(Session &s)
 {
+	if (s.relay)
+		host_.relay_ending(s);
 	host_.forget_drains(s);
 	sessions_.erase(std::find_if(sessions_.begin(), sessions_.end(),
 				     [&](const std::unique_ptr<Session> &x) { return x.get() == &s; }));
@@ -784,8 +787,11 @@ void SessionTable::stop_all()
 {
 	// By index: stopping a session erases its trigger's companion, which
 	// always comes after it (trigger.cpp).
-	for (size_t i = 0; i < sessions_.size(); i++)
+	for (size_t i = 0; i < sessions_.size(); i++) {
 		stop_session(*sessions_[i]);
+		if (sessions_[i]->relay)
+			host_.relay_ending(*sessions_[i]);
+	}
 	sessions_.clear();
 }
 

@@ -79,6 +79,12 @@ public:
 		// A trigger is watched (on) or none is left (off): the trigger
 		// timer, which calls check_triggers.  False: no timer.
 		virtual bool watch_triggers(bool on) = 0;
+		// A session streaming to lttng-relayd was made (CREATE) / is going
+		// (DESTROY, its owner's end, the daemon's exit) with its relay
+		// link, its drains ended: what the clock links add to a relayed
+		// trace (docs/clocks.md, "Relayed followers").
+		virtual void relay_opened(Session &s) { (void)s; }
+		virtual void relay_ending(Session &s) { (void)s; }
 	};
 	struct Config {
 		std::string socket_path; // "<socket>.active"; the module's grants name it
@@ -170,7 +176,7 @@ private:
 	KmodGrant grant_of(const Session &s) const;
 	void move_off_busy_slot(Session &s);
 	void save_active();
-	void erase(const Session &s);
+	void erase(Session &s);
 	// Triggers (trigger.cpp).
 	Session *start_trigger(Session &s, std::string &err);
 	void stop_trigger(Session &s);

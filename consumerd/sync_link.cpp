@@ -26,6 +26,7 @@
 #include <sstream>
 
 #include "log.h"
+#include "relay.h"
 
 namespace strata {
 namespace daemon_impl {
@@ -847,26 +848,71 @@ std::string SyncLinks::status() const
 	return s;
 }
 
-std::string rewrite_metadata_clock(const std::string &text, const ClockInfo &c, const std::string &env_lines)
+namespace {
+
+// The block "\nNAME {\n...\n};\n" of a metadata text: *b at the newline
+// before NAME, *e at its closing "\n};\n".  False if there is none.
+bool find_block(const std::string &text, const char *name, size_t *b, size_t *e)
 {
-	const size_t cb = text.find("\nclock {\n");
-	if (cb == std::string::npos)
-		return text;
-	const size_t ce = text.find("\n};\n", cb);
-	if (ce == std::string::npos)
-		return text;
-	std::string out = text.substr(0, cb + 1) + ctf_clock_block(c) + text.substr(ce + 4);
+	*b = text.find(std::string("\n") + name + " {\n");
+	*e = *b == std::string::npos ? *b : text.find("\n};\n", *b);
+	return *e != std::string::npos;
+}
+
+} // namespace
+
+std::string rewrite_metadata_env(const std::string &text, const std::string &env_lines)
+{
 	// The env block: earlier sync_ lines out, the new ones in.
-	const size_t eb = out.find("\nenv {\n");
-	if (eb == std::string::npos || eb > cb)
-		return out;
-	const size_t ee = out.find("\n};\n", eb);
-	std::string body = out.substr(eb + 7, ee + 1 - (eb + 7)), kept;
+	size_t eb, ee;
+	if (!find_block(text, "env", &eb, &ee))
+		return text;
+	std::string body = text.substr(eb + 7, ee + 1 - (eb + 7)), kept;
 	std::istringstream lines(body);
 	for (std::string l; std::getline(lines, l);)
 		if (l.rfind("\tsync_", 0) != 0)
 			kept += l + "\n";
-	return out.substr(0, eb + 7) + kept + env_lines + out.substr(ee + 1);
+	return text.substr(0, eb + 7) + kept + env_lines + text.substr(ee + 1);
+}
+
+std::string rewrite_metadata_clock(const std::string &text, const ClockInfo &c, const std::string &env_lines)
+{
+	size_t cb, ce;
+	if (!find_block(text, "clock", &cb, &ce))
+		return text;
+	std::string out = text.substr(0, cb + 1) + ctf_clock_block(c) + text.substr(ce + 4);
+	const size_t eb = out.find("\nenv {\n");
+	if (eb == std::string::npos || eb > cb)
+		return out;
+	return rewrite_metadata_env(out, env_lines);
+}
+
+SyncLinks::Written SyncLinks::clocks_written(const ClockInfo &clock, const std::string &hostname) const
+{
+	Written w;
+	std::ostringstream j;
+	j << "{\"format\": \"strata-clocks\", \"version\": 1,\n \"machine\": "
+	  << clocksync::json_string(hostname) << ", \"boot_id\": " << clocksync::json_string(clock.uuid)
+	  << ", \"clock_offset_ns\": " << clock.offset_s * 1000000000LL + clock.offset_ns
+	  << ",\n \"links\": [\n";
+	for (size_t i = 0; i < links_.size(); i++) {
+		j << links_[i]->json("  ") << (i + 1 < links_.size() ? ",\n" : "\n");
+		if (links_[i]->spec().follower && !w.follow)
+			w.follow = links_[i].get();
+	}
+	if (w.follow) {
+		ClockInfo mapped;
+		const bool ok = w.follow->ctf_clock(clock, &mapped, &w.env);
+		j << " ],\n \"ctf\": {\"link\": " << clocksync::json_string(w.follow->spec().name)
+		  << ", \"rewritten\": " << (ok ? "true" : "false") << ", \"freq\": " << mapped.freq
+		  << ", \"offset_s\": " << mapped.offset_s << ", \"offset\": " << mapped.offset_ns
+		  << "}\n}\n";
+		w.clock = ok ? mapped : clock;
+	} else {
+		j << " ]\n}\n";
+	}
+	w.json = j.str();
+	return w;
 }
 
 void SyncLinks::session_stopped(const std::string &out, const ClockInfo &clock,
@@ -877,39 +923,17 @@ void SyncLinks::session_stopped(const std::string &out, const ClockInfo &clock,
 	std::error_code ec;
 	if (!std::filesystem::is_directory(out, ec))
 		return;
-	std::ostringstream j;
-	j << "{\"format\": \"strata-clocks\", \"version\": 1,\n \"machine\": "
-	  << clocksync::json_string(hostname) << ", \"boot_id\": " << clocksync::json_string(clock.uuid)
-	  << ", \"clock_offset_ns\": " << clock.offset_s * 1000000000LL + clock.offset_ns
-	  << ",\n \"links\": [\n";
-	const SyncLink *follow = nullptr;
-	for (size_t i = 0; i < links_.size(); i++) {
-		j << links_[i]->json("  ") << (i + 1 < links_.size() ? ",\n" : "\n");
-		if (links_[i]->spec().follower && !follow)
-			follow = links_[i].get();
-	}
-	ClockInfo mapped;
-	std::string env;
-	bool ok = false;
-	if (follow) {
-		ok = follow->ctf_clock(clock, &mapped, &env);
-		j << " ],\n \"ctf\": {\"link\": " << clocksync::json_string(follow->spec().name)
-		  << ", \"rewritten\": " << (ok ? "true" : "false") << ", \"freq\": " << mapped.freq
-		  << ", \"offset_s\": " << mapped.offset_s << ", \"offset\": " << mapped.offset_ns
-		  << "}\n}\n";
-	} else {
-		j << " ]\n}\n";
-	}
+	const Written w = clocks_written(clock, hostname);
 	const std::string path = out + "/clocks.json", tmp = path + ".tmp";
 	{
 		std::ofstream f(tmp, std::ios::trunc);
-		f << j.str();
+		f << w.json;
 		if (!f)
 			logf("clock links: cannot write %s", tmp.c_str());
 	}
 	if (rename(tmp.c_str(), path.c_str()) < 0)
 		logf("clock links: cannot write %s: %s", path.c_str(), strerror(errno));
-	if (!follow)
+	if (!w.follow)
 		return;
 	// Every sub-trace's metadata, in place (the drains append with
 	// O_APPEND, so a later append still lands at the end).
@@ -924,7 +948,7 @@ void SyncLinks::session_stopped(const std::string &out, const ClockInfo &clock,
 		const std::string text = ss.str();
 		if (text.rfind("/* CTF 1.8 */", 0) != 0)
 			continue;
-		const std::string nt = rewrite_metadata_clock(text, ok ? mapped : clock, env);
+		const std::string nt = rewrite_metadata_clock(text, w.clock, w.env);
 		if (nt == text)
 			continue;
 		const int fd = open(it->path().c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
@@ -935,7 +959,51 @@ void SyncLinks::session_stopped(const std::string &out, const ClockInfo &clock,
 		n++;
 	}
 	VLOG("clock links: %zu metadata file(s) under %s put onto %s's clock", n, out.c_str(),
-	     follow->spec().name.c_str());
+	     w.follow->spec().name.c_str());
+}
+
+bool SyncLinks::follows() const
+{
+	for (const auto &l : links_)
+		if (l->spec().follower)
+			return true;
+	return false;
+}
+
+std::string SyncLinks::relay_pending_env() const
+{
+	for (const auto &l : links_)
+		if (l->spec().follower)
+			return "\tsync_state = \"uncorrelated\";\n\tsync_peer = " +
+			       clocksync::json_string(l->spec().name) +
+			       ";\n\tsync_relay = \"this machine's clock; put onto the peer's when the "
+			       "session ends\";\n";
+	return "";
+}
+
+void SyncLinks::relay_ending(RelayLink &link, const ClockInfo &clock, const std::string &hostname) const
+{
+	if (links_.empty())
+		return;
+	if (link.broken()) {
+		logf("clock links: relay trace %s: the link is down (%s): its clocks are not put onto the "
+		     "reference's, no clocks.json",
+		     link.base().c_str(), link.why_broken().c_str());
+		return;
+	}
+	const Written w = clocks_written(clock, hostname);
+	std::string err;
+	if (w.follow) {
+		const size_t n = link.rewrite_metadata(
+			[&](const std::string &t) { return rewrite_metadata_clock(t, w.clock, w.env); }, err);
+		if (!err.empty())
+			logf("clock links: relay trace %s: %s", link.base().c_str(), err.c_str());
+		VLOG("clock links: %zu relayed metadata of %s sent onto %s's clock", n, link.base().c_str(),
+		     w.follow->spec().name.c_str());
+	}
+	if (!link.put_file("clocks.json", w.json, err))
+		logf("clock links: relay trace %s: clocks.json not stored: %s", link.base().c_str(),
+		     err.c_str());
 }
 
 } // namespace daemon_impl

@@ -42,6 +42,7 @@
 #include "metadata.h"
 
 namespace strata {
+class RelayLink;
 namespace daemon_impl {
 
 struct SyncSpec {
@@ -155,8 +156,28 @@ public:
 	// rewritten onto the peer's clock.  Problems are logged, never fatal.
 	void session_stopped(const std::string &out, const ClockInfo &clock,
 			     const std::string &hostname) const;
+	// Relayed sessions (docs/clocks.md, "Relayed followers").  A follower's
+	// relay link keeps its metadata texts; each goes out first with these
+	// env lines (its clock is this machine's until the session ends).
+	bool follows() const;
+	std::string relay_pending_env() const;
+	// The session goes with its relay link, its drains ended: with a
+	// follower link every kept metadata text sent again onto the peer's
+	// clock, then clocks.json beside the sub-traces.  Problems are logged.
+	void relay_ending(RelayLink &link, const ClockInfo &clock, const std::string &hostname) const;
 
 private:
+	// What a session's end writes: clocks.json's text, and with a follower
+	// link the clock and env lines its metadata get (the peer's clock when
+	// it has a map, else this one's, said "uncorrelated").
+	struct Written {
+		std::string json;
+		const SyncLink *follow = nullptr;
+		ClockInfo clock;
+		std::string env;
+	};
+	Written clocks_written(const ClockInfo &clock, const std::string &hostname) const;
+
 	std::vector<std::unique_ptr<SyncLink>> links_;
 };
 
@@ -164,6 +185,8 @@ private:
 // `env_lines` (earlier sync_ lines dropped).  Unchanged if it has no clock
 // block.
 std::string rewrite_metadata_clock(const std::string &text, const ClockInfo &c, const std::string &env_lines);
+// The same for the env block alone (the clock block kept).
+std::string rewrite_metadata_env(const std::string &text, const std::string &env_lines);
 
 } // namespace daemon_impl
 } // namespace strata

@@ -49,7 +49,6 @@ import argparse
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -57,27 +56,7 @@ import time
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon, strata_cli, wait_for, work_dir  # noqa: E402
-
-
-def free_ports(n):
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
-
-
-def listening(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
+from strata_testlib import Checks, free_ports, listening, start_daemon, strata_cli, wait_for, work_dir  # noqa: E402
 
 
 def seqs_of(path):

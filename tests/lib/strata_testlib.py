@@ -2,6 +2,7 @@
 import atexit
 import os
 import re
+import socket
 import struct
 import subprocess
 import sys
@@ -41,6 +42,26 @@ def check_readable(check, out):
     p = subprocess.run(["babeltrace2", out], capture_output=True, text=True)
     errors = [l for l in p.stderr.splitlines() if "discarded" not in l and l.strip()]
     check(p.returncode == 0 and not errors, "babeltrace2 reads the trace (%s)" % errors[:1])
+
+
+def free_ports(n):
+    """n loopback TCP ports free a moment ago (bound together, then closed)."""
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def listening(port):
+    """Something accepts connections on loopback `port`."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
 
 
 def start_daemon(consumerd, socket, env, extra=(), stderr=None):

@@ -136,4 +136,33 @@ TEST(SyncMetadata, ClockRewrittenOnceAndAgain)
 	EXPECT_EQ(rewrite_metadata_clock("/* CTF 1.8 */\n", m, env_lines), "/* CTF 1.8 */\n");
 }
 
+// A relayed follower's sub-trace (docs/clocks.md, "Relayed followers"):
+// its first text says the clock is its own (env only, clock untouched),
+// and the rewrite at the session's end replaces those lines.
+TEST(SyncMetadata, RelayPendingEnvThenRewritten)
+{
+	uint8_t uuid[16] = {4, 5, 6};
+	ClockInfo c;
+	c.uuid = "f5c620ec-505c-499c-addb-57758d93b1f0";
+	TraceEnv env;
+	env.hostname = "guest";
+	env.record_format = STRATA_REC_COMPACT;
+	const std::string text = ctf_metadata(uuid, c, env, 0, {});
+	const std::string pending = "\tsync_state = \"uncorrelated\";\n\tsync_relay = \"later\";\n";
+	const std::string first = rewrite_metadata_env(text, pending);
+	EXPECT_EQ(first.size(), text.size() + pending.size());
+	EXPECT_NE(first.find(pending + "};\n"), std::string::npos); // at the env block's end
+	EXPECT_NE(first.find("hostname = \"guest\";"), std::string::npos);
+	EXPECT_EQ(rewrite_metadata_env(first, pending), first); // idempotent
+	EXPECT_EQ(rewrite_metadata_env("/* CTF 1.8 */\nenv {\n", pending),
+		  "/* CTF 1.8 */\nenv {\n"); // unclosed
+	ClockInfo m = c;
+	m.freq = 999940000;
+	const std::string fin = rewrite_metadata_clock(first, m, "\tsync_state = \"correlated\";\n");
+	EXPECT_EQ(fin.find("sync_relay"), std::string::npos);
+	EXPECT_EQ(fin.find("uncorrelated"), std::string::npos);
+	EXPECT_NE(fin.find("\tsync_state = \"correlated\";"), std::string::npos);
+	EXPECT_NE(fin.find("freq = 999940000;"), std::string::npos);
+}
+
 } // namespace
