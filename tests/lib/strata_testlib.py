@@ -214,15 +214,22 @@ def e2e_setup():
 
 
 class Checks:
-    """Named checks: `check(ok, what)` prints ok/FAIL lines; `finish()` exits
-    1 if any failed."""
+    """Named checks: `check(ok, what, detail="")` prints ok/FAIL lines (with
+    quiet, the FAIL lines only; `detail`'s tail under a FAIL) and returns
+    ok; `failures` counts them; `finish()` exits 1 if any failed."""
 
-    def __init__(self):
+    def __init__(self, quiet=False):
         self.failures = 0
+        self.quiet = quiet
 
-    def __call__(self, ok, what):
-        print(("ok   " if ok else "FAIL ") + what)
-        self.failures += 0 if ok else 1
+    def __call__(self, ok, what, detail=""):
+        if not ok or not self.quiet:
+            print(("ok   " if ok else "FAIL ") + what, flush=True)
+        if not ok:
+            self.failures += 1
+            if detail:
+                print(detail[-3000:])
+        return ok
 
     def finish(self):
         print("%d failure(s)" % self.failures)
