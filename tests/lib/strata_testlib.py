@@ -109,13 +109,21 @@ def payload_ints(path, *fields, names=None):
     return recs, lost_packets, discarded
 
 
-def strata_cli(exe, env, ok=True, timeout=120):
-    """The check's `strata` command: strata(*args, ok=ok, timeout=..., **kw)
-    runs `exe args` in `env` (kw to subprocess.run: input, cwd...) and
-    returns the CompletedProcess with stdout and stderr as text; with ok,
-    a non-zero exit ends the check (FAIL: the command and its stderr)."""
-    def strata(*args, ok=ok, timeout=timeout, **kw):
-        r = subprocess.run([exe] + list(args), env=env, capture_output=True, text=True, timeout=timeout, **kw)
+def strata_cli(exe, env, ok=True, timeout=120, log=False):
+    """The check's `strata` command: strata(*args, ok=ok, timeout=...,
+    env=None, **kw) runs `exe args` in `env` (or the call's own; kw to
+    subprocess.run: input, cwd...) and returns the CompletedProcess with
+    stdout and stderr as text; with ok, a non-zero exit ends the check
+    (FAIL: the command and its stderr); with log, each call prints a line
+    "+ strata ARGS -> STATUS STDOUT STDERR" (their tails)."""
+    base_env = env
+
+    def strata(*args, ok=ok, timeout=timeout, env=None, **kw):
+        r = subprocess.run([exe] + list(args), env=env or base_env, capture_output=True, text=True,
+                           timeout=timeout, **kw)
+        if log:
+            print("+ strata %s -> %d %s %s" % (" ".join(args), r.returncode, r.stdout.strip()[-400:],
+                                               r.stderr.strip()[-400:]))
         if ok and r.returncode != 0:
             sys.exit("FAIL: strata %s: exit %d: %s" % (" ".join(args), r.returncode, r.stderr.strip()))
         return r
