@@ -27,15 +27,10 @@ BAD_CASES = {
     6: ("integer for a string field", r"wrong_int[\s\S]*char|char[\s\S]*wrong_int"),
 }
 
-failures = []
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from strata_testlib import Checks  # noqa: E402
 
-
-def check(cond, what, detail=""):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-        if detail:
-            print(detail[-3000:])
+check = Checks()
 
 
 def cxx_of(cc):
@@ -75,11 +70,7 @@ def main():
                 check(rc != 0, "%s: %s is rejected (no -Werror)" % (tag, what), out)
                 check(re.search(pattern, out) is not None,
                       "%s: the error for '%s' names the argument" % (tag, what), out)
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("all compile checks passed")
-    return 0
+    check.finish()
 
 
 if __name__ == "__main__":

@@ -8,28 +8,17 @@ discarded, id 0 (emitted before any daemon existed) included, k + 1 at least
 the requests served before `strata stop` was issued and at most those served
 after it returned; babeltrace2 reads the trace with nothing on stderr.
 """
-import argparse
 import os
 import signal
 import subprocess
 import sys
 
-import bt2
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, counter, start_daemon, wait_for, work_dir  # noqa: E402
+from strata_testlib import Checks, control_setup, counter, payload_ints, start_daemon, wait_for  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--svc", required=True)
-    ap.add_argument("--consumerd", required=True)
-    ap.add_argument("--strata", required=True)
-    a = ap.parse_args()
-    work = work_dir("strata-early-")
-    env = dict(os.environ)
-    env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "consumerd.sock")
-    env.pop("STRATA_EARLY", None)
+    a, work, env, strata = control_setup("strata-early-", "svc")
     cnt = os.path.join(work, "counter")
     svc_env = dict(env, STRATA_EARLY="svc:*")
     svc = subprocess.Popen([a.svc, "--interval-us", "500", "--counter", cnt], env=svc_env,
@@ -44,26 +33,22 @@ def main():
         # 2. a daemon appears; a session starts and adopts the buffer
         d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env, ["--adopt-early"])
         out = os.path.join(work, "trace")
-        subprocess.run([a.strata, "create", "s", "-o", out], env=env, check=True, stdout=subprocess.DEVNULL)
-        subprocess.run([a.strata, "start", "s"], env=env, check=True, stdout=subprocess.DEVNULL)
+        strata("create", "s", "-o", out)
+        strata("start", "s")
         c0 = counter(cnt)
         wait_for(lambda: counter(cnt) >= c0 + 100, "100 more requests once adopted")
         before = counter(cnt)
-        subprocess.run([a.strata, "stop", "s"], env=env, check=True, stdout=subprocess.DEVNULL)
+        strata("stop", "s")
         after = counter(cnt)
-        subprocess.run([a.strata, "destroy", "s"], env=env, check=True, stdout=subprocess.DEVNULL)
-        d.send_signal(signal.SIGTERM)
+        strata("destroy", "s")
+        d.terminate()
         d.wait(timeout=30)
     finally:
         svc.send_signal(signal.SIGTERM)
         svc.wait(timeout=30)
 
-    ids, discarded = [], 0
-    for m in bt2.TraceCollectionMessageIterator(out):
-        if type(m) is bt2._EventMessageConst and m.event.name == "svc:request":
-            ids.append(int(m.event.payload_field["id"]))
-        elif type(m) is bt2._DiscardedEventsMessageConst and m.count:
-            discarded += m.count
+    recs, _, discarded = payload_ints(out, "id", names={"svc:request"})
+    ids = [f["id"] for _, f in recs]
 
 
     check(bool(ids) and ids[0] == 0, "the first request (id 0, before any daemon) is recorded")

@@ -23,10 +23,8 @@ import os
 import subprocess
 import sys
 
-import bt2
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, control_setup, end_daemon, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, control_setup, end_daemon, start_daemon, tick_tally, wait_for  # noqa: E402
 
 SUBBUF = 128 << 10
 # ctltest:tick records are 20-32 bytes: 3,500 of them end inside the first
@@ -96,14 +94,8 @@ def main():
         p.stdout.close()
     strata("destroy", "s")
     end_daemon(d, check)
-    got = {}
-    for msg in bt2.TraceCollectionMessageIterator(out):
-        if type(msg) is bt2._EventMessageConst and msg.event.name == "ctltest:tick":
-            pid = int(msg.event.stream.trace.environment["vpid"])
-            got[pid] = got.get(pid, 0) + 1
-        elif type(msg) is bt2._DiscardedEventsMessageConst and msg.count:
-            pid = int(msg.stream.trace.environment["vpid"])
-            got[pid] = got.get(pid, 0) + msg.count
+    ticks, discarded = tick_tally(out)
+    got = {pid: len(ticks.get(pid, ())) + discarded.get(pid, 0) for pid in set(ticks) | set(discarded)}
     check(got.get(idle) == IDLE and got.get(early) == EARLY and got.get(busy) == BUSY,
           "every event recorded or counted: idle %s of %d, early %s of %d, busy %s of %d" % (
               got.get(idle), IDLE, got.get(early), EARLY, got.get(busy), BUSY))

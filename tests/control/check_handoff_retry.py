@@ -14,16 +14,12 @@ babeltrace2 reads the trace.  Then a second process whose daemon's socket
 never comes back: it says on stderr how many bytes and discarded events
 its unhanded buffer held (the only place left to count them).
 """
-import argparse
 import os
-import signal
 import subprocess
 import sys
 
-import bt2
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, check_readable, start_daemon, strata_cli, wait_for, work_dir  # noqa: E402
+from strata_testlib import Checks, check_readable, control_setup, end_session, start_daemon, tick_tally, wait_for  # noqa: E402
 
 THREADS, EVENTS = 1, 50
 
@@ -64,17 +60,9 @@ def finish(p):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--strata", required=True)
-    ap.add_argument("--consumerd", required=True)
-    ap.add_argument("--app", required=True)
-    a = ap.parse_args()
-    work = work_dir("strata-handoff-")
-    sock = os.path.join(work, "sock")
-    env = dict(os.environ, STRATA_CONSUMERD_SOCKET=sock)
+    a, work, env, strata = control_setup("strata-handoff-", "app")
+    sock = env["STRATA_CONSUMERD_SOCKET"]
     out = os.path.join(work, "trace")
-
-    strata = strata_cli(a.strata, env)
 
     d = start_daemon(a.consumerd, sock, env)
     check = Checks()
@@ -105,19 +93,10 @@ def main():
     except BaseException:
         d.kill()
         raise
-    strata("stop", "s")
-    strata("destroy", "s")
-    d.send_signal(signal.SIGTERM)
-    d.wait(timeout=60)
+    end_session(strata, d)
 
-    seqs, discarded = set(), 0
-    for m in bt2.TraceCollectionMessageIterator(out):
-        if type(m) is bt2._EventMessageConst and m.event.name == "ctltest:tick":
-            if int(m.event.stream.trace.environment["vpid"]) == p.pid:
-                seqs.add((int(m.event.payload_field["thread"]), int(m.event.payload_field["seq"])))
-        elif type(m) is bt2._DiscardedEventsMessageConst and m.count:
-            if int(m.stream.trace.environment["vpid"]) == p.pid:
-                discarded += m.count
+    ticks, lost = tick_tally(out)
+    seqs, discarded = set(ticks.get(p.pid, ())), lost.get(p.pid, 0)
     check(len(seqs) + discarded == 2 * THREADS * EVENTS,
           "the first process: recorded %d + discarded %d == %d" % (len(seqs), discarded, 2 * THREADS * EVENTS))
     check_readable(check, out)

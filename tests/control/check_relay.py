@@ -45,7 +45,6 @@ Oracles:
     receives nothing from the session, and a new session streams to it
     (exactly 100 events read back).
 """
-import argparse
 import os
 import re
 import signal
@@ -53,34 +52,22 @@ import subprocess
 import sys
 import time
 
-import bt2
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, free_ports, listening, start_daemon, strata_cli, wait_for, work_dir  # noqa: E402
+from strata_testlib import (Checks, control_setup, free_ports, listening, payload_ints, start_daemon,  # noqa: E402
+                            strata_cli, wait_for)
 
 
 def seqs_of(path):
-    seqs = []
-    for msg in bt2.TraceCollectionMessageIterator(path):
-        if type(msg) is bt2._EventMessageConst and msg.event.name == "snap:tick":
-            seqs.append(int(msg.event.payload_field["seq"]))
-    return seqs
+    return [f["seq"] for _, f in payload_ints(path, "seq", names={"snap:tick"})[0]]
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--strata", required=True)
-    ap.add_argument("--consumerd", required=True)
-    ap.add_argument("--app", required=True)
-    ap.add_argument("--babeltrace2", required=True)
-    ap.add_argument("--relayd", default="/usr/bin/lttng-relayd")
-    ap.add_argument("--demo", default="")
-    ap.add_argument("--async-app", default="")
-    a = ap.parse_args()
-    work = work_dir("strata-relay-")
-    env = dict(os.environ)
-    env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "consumerd.sock")
-    env.pop("STRATA_EARLY", None)
+    def optional(ap):
+        ap.add_argument("--relayd", default="/usr/bin/lttng-relayd")
+        ap.add_argument("--demo", default="")
+        ap.add_argument("--async-app", default="")
+
+    a, work, env, _ = control_setup("strata-relay-", "app", "babeltrace2", more=optional)
     renv = dict(os.environ)
     renv["LTTNG_HOME"] = work  # the relayd's own sockets stay in our directory
     check = Checks()
@@ -237,8 +224,7 @@ def main():
                   "E: the exec'd image's sub-trace gets its own relay path (%s)" % subs)
             counts = []
             for sub in subs:
-                counts.append(sum(1 for msg in bt2.TraceCollectionMessageIterator(os.path.join(e_dir, sub))
-                                  if type(msg) is bt2._EventMessageConst and msg.event.name == "ctltest:tick"))
+                counts.append(len(payload_ints(os.path.join(e_dir, sub), names={"ctltest:tick"})[0]))
             bt = subprocess.run([a.babeltrace2, e_dir], capture_output=True, text=True, timeout=120)
             check(counts == [200, 200] and bt.returncode == 0 and bt.stderr == "",
                   "E: each image's 200 events read back, babeltrace2 silent (%s, %r)" % (counts, bt.stderr[:300]))

@@ -25,24 +25,15 @@ import signal
 import subprocess
 import sys
 
-import bt2
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, control_setup, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, control_setup, payload_ints, start_daemon, wait_for  # noqa: E402
 from check_snapshot import first_packet_seq  # noqa: E402
 
 
 def read_trace(path):
     """[(name, value)] in time order: ("tick", seq) and ("fatal", after)."""
-    evs = []
-    for msg in bt2.TraceCollectionMessageIterator(path):
-        if type(msg) is bt2._EventMessageConst:
-            ev = msg.event
-            if ev.name == "snap:tick":
-                evs.append(("tick", int(ev.payload_field["seq"])))
-            elif ev.name == "snap:fatal":
-                evs.append(("fatal", int(ev.payload_field["after"])))
-    return evs
+    recs = payload_ints(path, "seq", "after", names={"snap:tick", "snap:fatal"})[0]
+    return [("tick", f["seq"]) if name == "snap:tick" else ("fatal", f["after"]) for name, f in recs]
 
 
 def main():

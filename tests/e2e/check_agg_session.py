@@ -34,7 +34,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from strata_testlib import e2e_setup, end_daemon, private_daemon, wait_for  # noqa: E402
+from strata_testlib import e2e_setup, end_daemon, private_daemon, strata_cli, wait_for  # noqa: E402
 from check_agg_top import ROUTES, WORKERS, expected_routes  # noqa: E402
 
 N0, N1, N2 = 200, 300, 500
@@ -55,11 +55,7 @@ def main():
     env, daemon = private_daemon(work, consumerd)
     env["XDG_RUNTIME_DIR"] = work
 
-    def run(*args):
-        r = subprocess.run([strata] + list(args), env=env, capture_output=True, text=True, timeout=60)
-        print("+ strata %s -> %d %s %s" % (" ".join(args), r.returncode, r.stdout.strip()[:300],
-                                           r.stderr.strip()[:300]))
-        return r
+    run = strata_cli(strata, env, ok=False, timeout=60, log=True)
 
     def ok(*args):
         r = run(*args)

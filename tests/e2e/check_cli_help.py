@@ -9,9 +9,12 @@ by the parser: given an empty or unwanted value ("--name=" or "-x ''") it is
 a usage error (exit 2, "strata CMD: why"), never "unknown option"; an option that is not in the help is an "unknown option" (exit 2).
 No daemon is needed: a usage error is told before anything is done.
 """
+import os
 import re
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from strata_testlib import Checks, strata_cli  # noqa: E402
 
 ROW = re.compile(r"^  (?:-(\w)(?:, )?)?(?:--([\w-]+))?(\[=)?")
 
@@ -19,15 +22,8 @@ ROW = re.compile(r"^  (?:-(\w)(?:, )?)?(?:--([\w-]+))?(\[=)?")
 def main():
     strata = sys.argv[1]
     env = {"PATH": "/usr/bin:/bin", "STRATA_CONSUMERD_SOCKET": "/nonexistent/strata.sock"}
-    failures = 0
-
-    def run(*args):
-        return subprocess.run([strata] + list(args), capture_output=True, text=True, timeout=60, env=env)
-
-    def check(ok, what):
-        nonlocal failures
-        print("%s %s" % ("ok  " if ok else "FAIL", what))
-        failures += 0 if ok else 1
+    run = strata_cli(strata, env, ok=False, timeout=60)
+    check = Checks()
 
     top = run("--help").stdout
     commands = re.findall(r"^  ([a-z-]+) ", top, re.M)
@@ -66,8 +62,7 @@ def main():
     r = run("record", "--json", "true", "--bogus")  # refused after the parse: nothing runs
     check(r.returncode == 2 and "--json goes with --aggregate" in r.stderr,
           "record: what follows CMD is CMD's (%r)" % r.stderr[:200])
-    print("%d failure(s)" % failures)
-    return 1 if failures else 0
+    check.finish()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import e2e_setup, start_daemon  # noqa: E402
+from strata_testlib import e2e_setup, start_daemon, strata_cli  # noqa: E402
 
 
 def main():
@@ -28,10 +28,7 @@ def main():
     env.pop("STRATA_EARLY", None)
     daemon = start_daemon(consumerd, sock, env)
 
-    def run(*args, e=env):
-        r = subprocess.run([strata] + list(args), env=e, capture_output=True, text=True, timeout=120)
-        print("+ strata %r -> %d %s" % (args, r.returncode, r.stderr.strip()[:300]))
-        return r
+    run = strata_cli(strata, env, ok=False, log=True)
 
     def refused(rc, msg, *args):
         r = run(*args)
@@ -51,7 +48,7 @@ def main():
         refused(2, "a pattern is printable ASCII with no space", "record", "-o", out, "-e", pat, "--", "true")
         refused(2, "a pattern is printable ASCII with no space", "enable-event", "v", pat)
     long_sock = "/tmp/" + "s" * 200
-    r = run("status", e=dict(env, STRATA_CONSUMERD_SOCKET=long_sock))
+    r = run("status", env=dict(env, STRATA_CONSUMERD_SOCKET=long_sock))
     check(r.returncode == 1 and "STRATA_CONSUMERD_SOCKET is 205 bytes long: a socket path is at most 107 bytes"
           in r.stderr, "an over-long socket path is named")
 

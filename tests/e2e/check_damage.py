@@ -21,13 +21,11 @@ import subprocess
 import sys
 import time
 
-failures = []
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from strata_testlib import Checks  # noqa: E402
 
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
+check = Checks(quiet=True)
 
 
 def run(cmd, timeout):
@@ -142,11 +140,7 @@ def main():
             if b"packets discarded" in view_out:
                 check(b"discarded" in b.stderr, "%s: babeltrace2 reports the loss in the clean copy" % name)
     print("%d reader runs on %d damaged traces" % (runs, runs // 6))
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("all checks passed")
-    return 0
+    check.finish()
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import e2e_setup, private_daemon, wait_for  # noqa: E402
+from strata_testlib import e2e_setup, private_daemon, strata_cli, wait_for  # noqa: E402
 
 FIELDS = "svc:request has id (integer), latency_us (integer)"
 
@@ -32,10 +32,7 @@ def main():
     strata, svc, work, consumerd, check = e2e_setup()
     env, daemon = private_daemon(work, consumerd)
 
-    def run(*args):
-        r = subprocess.run([strata] + list(args), env=env, capture_output=True, text=True, timeout=60)
-        print("+ strata %r -> %d %s%s" % (args, r.returncode, r.stdout.strip()[:400], r.stderr.strip()[:400]))
-        return r
+    run = strata_cli(strata, env, ok=False, timeout=60, log=True)
 
     def ok(*args):
         r = run(*args)

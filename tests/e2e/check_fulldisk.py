@@ -27,10 +27,8 @@ import shutil
 import subprocess
 import sys
 
-import bt2
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, bt_clean, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, bt_clean, payload_ints, start_daemon, wait_for  # noqa: E402
 
 ENOSPC = "No space left on device"
 
@@ -90,8 +88,7 @@ def main():
             p.wait()
 
         def later_events(path):
-            return [int(m.event.payload_field["i"]) for m in bt2.TraceCollectionMessageIterator(path)
-                    if type(m) is bt2._EventMessageConst and int(m.event.payload_field["phase"]) == 2]
+            return [f["i"] for _, f in payload_ints(path, "phase", "i")[0] if f["phase"] == 2]
 
         # 1. Full while a process records, then room again.
         out = os.path.join(mnt, "trace")
@@ -110,12 +107,9 @@ def main():
         ok, rc, why = bt_clean(out)
         check(ok, "1: babeltrace2 reads the trace with no error (rc %d) %s" % (rc, why))
         phase = {1: [], 2: []}
-        lost_packets = 0
-        for msg in bt2.TraceCollectionMessageIterator(out):
-            if type(msg) is bt2._EventMessageConst:
-                phase[int(msg.event.payload_field["phase"])].append(int(msg.event.payload_field["i"]))
-            elif type(msg) is bt2._DiscardedPacketsMessageConst:
-                lost_packets += msg.count if msg.count is not None else 1
+        recs, lost_packets, _ = payload_ints(out, "phase", "i")
+        for _, f in recs:
+            phase[f["phase"]].append(f["i"])
         check(phase[2] == list(range(5000)), "1: recording resumed: all 5000 later events (read %d)" % len(phase[2]))
         check(0 < len(phase[1]) < 60000 and phase[1] == sorted(set(phase[1])),
               "1: a part of the first 60000, in order, each once (read %d)" % len(phase[1]))
@@ -140,7 +134,7 @@ def main():
         cli("stop", "s2")
         ok, rc, why = bt_clean(out2)
         check(ok, "2: babeltrace2 reads the session with no error (rc %d) %s" % (rc, why))
-        n = sum(1 for m in bt2.TraceCollectionMessageIterator(out2) if type(m) is bt2._EventMessageConst)
+        n = len(payload_ints(out2)[0])
         check(n == 150, "2: the later process's 150 events are there (%d)" % n)
         cli("destroy", "s2")
         shutil.rmtree(out2)

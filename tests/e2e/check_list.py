@@ -44,7 +44,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import e2e_setup, private_daemon  # noqa: E402
+from strata_testlib import e2e_setup, private_daemon, strata_cli  # noqa: E402
 
 
 MAGIC = 0x4c435453
@@ -150,8 +150,10 @@ def main():
     strata, target, work, consumerd, check = e2e_setup()
     env, daemon = private_daemon(work, consumerd)
 
+    cli = strata_cli(strata, env, ok=False, timeout=60)
+
     def run(*args, env=env):
-        r = subprocess.run([strata] + list(args), env=env, capture_output=True, text=True, timeout=60)
+        r = cli(*args, env=env)
         print("+ strata %r -> %d\n%s%s" % (args, r.returncode, r.stdout, r.stderr))
         check(r.returncode == 0, "strata %r exits 0" % (args,))
         return r.stdout

@@ -13,15 +13,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from strata_testlib import readers_agree  # noqa: E402
+from strata_testlib import Checks, readers_agree  # noqa: E402
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
+check = Checks(quiet=True)
 
 
 def record(strata, out, opts, cmd, env=None):
@@ -52,11 +46,7 @@ def main():
         r = subprocess.run([strata, "check", out], capture_output=True, text=True, timeout=300)
         check(r.returncode == 0 and "no damage" in r.stdout,
               "%s: strata check finds no damage (%d: %s)" % (name, r.returncode, (r.stdout + r.stderr)[-300:]))
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("all checks passed")
-    return 0
+    check.finish()
 
 
 if __name__ == "__main__":

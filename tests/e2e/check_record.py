@@ -41,16 +41,9 @@ sys.path.insert(0, HERE)
 import demo_oracle  # noqa: E402
 
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from strata_testlib import readers_agree  # noqa: E402
+from strata_testlib import Checks, readers_agree  # noqa: E402
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
+check = Checks(quiet=True)
 
 
 def record(strata, demo, out, record_opts, demo_opts, expect_ok=True):
@@ -413,11 +406,8 @@ def main():
         print("unknown scenario", scenario)
         return 2
     fn(strata, demo, work)
-    if failures:
-        print("%s: %d check(s) failed" % (scenario, len(failures)))
-        return 1
-    print("%s: all checks passed" % scenario)
-    return 0
+    print(scenario + ":", end=" ")
+    check.finish()
 
 
 if __name__ == "__main__":

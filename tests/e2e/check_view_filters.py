@@ -15,7 +15,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "export"))
 import make_timeline_fixture  # noqa: E402
-from check_view_fixture import check, failures, run  # noqa: E402
+from check_view_fixture import check, run  # noqa: E402
 
 def main():
     strata, work = sys.argv[1], sys.argv[2]
@@ -83,11 +83,7 @@ def main():
                 ["--until", "+x", trace], ["-e"]):
         r = run([strata, "view"] + bad)
         check(r.returncode == 2 and "usage" in r.stderr, "usage error %r exits 2 (got %d %r)" % (bad, r.returncode, r.stderr))
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("all checks passed")
-    return 0
+    check.finish()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from strata_testlib import Checks  # noqa: E402
 
 EXPECTED = [
     "[00:00:01.000000000] fixture[4242] tid=100 cpu=0 demo:start",
@@ -28,13 +30,7 @@ EXPECTED = [
     "[00:00:03.000000000] fixture[4242] tid=100 cpu=0 demo:start",
 ]
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
+check = Checks(quiet=True)
 
 
 def run(args, env=None):
@@ -99,11 +95,7 @@ def main():
     check(r.returncode == 1 and "channel0_0" in r.stderr,
           "torn stream through babeltrace2 exits 1 and names the file (%r)" % r.stderr)
 
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("all checks passed")
-    return 0
+    check.finish()
 
 
 if __name__ == "__main__":

@@ -37,16 +37,9 @@ import sys
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import event_tid  # noqa: E402
+from strata_testlib import Checks, event_tid  # noqa: E402
 
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-    return cond
+check = Checks()
 
 
 def events(path):
@@ -154,5 +147,4 @@ def main_boot():
 
 
 main_boot() if sys.argv[3:] == ["boot"] else main()
-print("%d failure(s)" % len(failures))
-sys.exit(1 if failures else 0)
+check.finish()

@@ -123,20 +123,13 @@ import sys
 import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import event_tid  # noqa: E402
+from strata_testlib import Checks, event_tid  # noqa: E402
 
 SYS_GETPPID = 110  # x86-64
 EXPECTED_CLOCK_ID = {"page": 1, "monotonic": 0, "consumer": 2}  # enum strata_clock_id
 ENV_CLOCK = {"page": "kclock-page", "monotonic": "monotonic",
              "consumer": "consumer-page"}  # env.clock of the sub-trace
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-    return cond
+check = Checks()
 
 
 def read_file(path):
@@ -178,7 +171,7 @@ def check_record(d):
           "strata record exits 0 (stderr: %r)" % read_file(os.path.join(d, "record.err"))[-300:])
     check(os.path.isfile(os.path.join(tr, "kernel", "metadata")), "kernel sub-trace in the session directory")
     check(os.path.isdir(os.path.join(tr, "ust")), "user sub-trace in the session directory")
-    if failures:
+    if check.failures:
         return
     lines = babeltrace2_silent(tr)
     evs, lost = events(tr)
@@ -250,7 +243,7 @@ def check_causal(d, clock):
     check("clock_id=%d " % EXPECTED_CLOCK_ID[clock] in out, "user events stamped by the %s clock (%r)" %
           (clock, out.strip()))
     check("emitted=100000" in out, "100000 iterations ran")
-    if failures:
+    if check.failures:
         return
     babeltrace2_silent_ok = subprocess.run(["babeltrace2", tr], stdout=subprocess.DEVNULL,
                                            stderr=subprocess.DEVNULL).returncode == 0
@@ -557,7 +550,7 @@ def check_iolatencytop(d):
     record_ok(d, "dio")
     check("dio_reads %d" % DIO_N in read_file(os.path.join(d, "dio.out")), "the workload read %d blocks" % DIO_N)
     kt = os.path.join(d, "dio", "kernel")
-    if failures or not check(os.path.isfile(os.path.join(kt, "metadata")), "kernel sub-trace recorded"):
+    if check.failures or not check(os.path.isfile(os.path.join(kt, "metadata")), "kernel sub-trace recorded"):
         return
     babeltrace2_silent(kt)
     evs, lost = kernel_events(kt)
@@ -791,7 +784,7 @@ def check_relay(d):
     ust = [t for t in traces if re.fullmatch(r"vmk/kr-\d{8}-\d{6}/ust/pid/strata-demo-\d+-[0-9-]+", t)]
     check(len(kern) == 1 and len(ust) == 1 and len(traces) == 2,
           "the relayd wrote one kernel and one user sub-trace of the session (%s)" % sorted(traces))
-    if failures:
+    if check.failures:
         return None
     lines = babeltrace2_silent(out)
     n_evs, n_demo, lost = 0, 0, 0  # by name only: a user event's thread id is not read here
@@ -864,7 +857,7 @@ def check_serial(d, vmout):
     subs = sorted({r[0] for r in rows})
     check(len(subs) == 2 and subs[0] == "kernel" and subs[1].startswith("ust/pid/strata-demo-"),
           "one kernel and one strata-demo sub-trace (%s)" % subs)
-    if failures:
+    if check.failures:
         return None
     babeltrace2_silent(out)
     n_demo, lost = 0, 0
@@ -886,7 +879,7 @@ def check_serial_over(d, vmout):
     err = read_file(os.path.join(d, "serial-over.err"))
     m = re.search(r"(\d+) packet\(s\) sent .*?, (\d+) refused over capacity", err)
     check(m is not None, "strata record said what the line carried (%r)" % err[-300:])
-    if failures:
+    if check.failures:
         return None
     sent, refused = int(m.group(1)), int(m.group(2))
     rc, rep, out, rows = receive(d, vmout, "ttyS2", "serial-over")
@@ -967,8 +960,8 @@ def main():
     else:
         print(__doc__)
         return 2
-    print("PASS" if not failures else "FAIL: %d check(s)" % len(failures))
-    return 1 if failures else 0
+    print("PASS" if not check.failures else "FAIL: %d check(s)" % check.failures)
+    return 1 if check.failures else 0
 
 
 if __name__ == "__main__":

@@ -80,13 +80,71 @@ def start_daemon(consumerd, socket, env, extra=(), stderr=None):
     return d
 
 
-def strata_cli(exe, env, ok=True, timeout=120):
-    """The check's `strata` command: strata(*args, ok=ok, timeout=..., **kw)
-    runs `exe args` in `env` (kw to subprocess.run: input, cwd...) and
-    returns the CompletedProcess with stdout and stderr as text; with ok,
-    a non-zero exit ends the check (FAIL: the command and its stderr)."""
-    def strata(*args, ok=ok, timeout=timeout, **kw):
-        r = subprocess.run([exe] + list(args), env=env, capture_output=True, text=True, timeout=timeout, **kw)
+def end_session(strata, d, timeout=60, session="s"):
+    """`strata stop` and `strata destroy` of a check's session, then SIGTERM
+    to its daemon (start_daemon): the daemon's exit status."""
+    strata("stop", session)
+    strata("destroy", session)
+    d.terminate()
+    return d.wait(timeout=timeout)
+
+
+def tick_tally(path, event="ctltest:tick"):
+    """The `event` records (payload `thread`, `seq`) of the trace at path by
+    process (its sub-trace's `vpid`, -1 without one): ({pid: [(thread,
+    seq), ...] in trace order, duplicates kept}, {pid: discarded events})."""
+    import bt2
+    ticks, discarded = {}, {}
+
+    def pid_of(trace):
+        env = trace.environment
+        return int(env["vpid"]) if "vpid" in env else -1
+
+    for m in bt2.TraceCollectionMessageIterator(path):
+        if type(m) is bt2._EventMessageConst and m.event.name == event:
+            f = m.event.payload_field
+            ticks.setdefault(pid_of(m.event.stream.trace), []).append((int(f["thread"]), int(f["seq"])))
+        elif type(m) is bt2._DiscardedEventsMessageConst and m.count:
+            pid = pid_of(m.stream.trace)
+            discarded[pid] = discarded.get(pid, 0) + m.count
+    return ticks, discarded
+
+
+def payload_ints(path, *fields, names=None):
+    """The event records of the trace at path (babeltrace2), those named in
+    `names` or all, in time order, as (event name, {field: int value} for
+    each of `fields` in its payload), the packets the trace says were lost
+    (the discarded-packets messages' counts, 1 where not given) and the
+    events it says were discarded: (records, lost packets, discarded)."""
+    import bt2
+    recs, lost_packets, discarded = [], 0, 0
+    for m in bt2.TraceCollectionMessageIterator(path):
+        if type(m) is bt2._EventMessageConst:
+            if names is None or m.event.name in names:
+                f = m.event.payload_field
+                recs.append((m.event.name, {k: int(f[k]) for k in fields if k in f}))
+        elif type(m) is bt2._DiscardedPacketsMessageConst:
+            lost_packets += m.count if m.count is not None else 1
+        elif type(m) is bt2._DiscardedEventsMessageConst and m.count:
+            discarded += m.count
+    return recs, lost_packets, discarded
+
+
+def strata_cli(exe, env, ok=True, timeout=120, log=False):
+    """The check's `strata` command: strata(*args, ok=ok, timeout=...,
+    env=None, **kw) runs `exe args` in `env` (or the call's own; kw to
+    subprocess.run: input, cwd...) and returns the CompletedProcess with
+    stdout and stderr as text; with ok, a non-zero exit ends the check
+    (FAIL: the command and its stderr); with log, each call prints a line
+    "+ strata ARGS -> STATUS STDOUT STDERR" (their tails)."""
+    base_env = env
+
+    def strata(*args, ok=ok, timeout=timeout, env=None, **kw):
+        r = subprocess.run([exe] + list(args), env=env or base_env, capture_output=True, text=True,
+                           timeout=timeout, **kw)
+        if log:
+            print("+ strata %s -> %d %s %s" % (" ".join(args), r.returncode, r.stdout.strip()[-400:],
+                                               r.stderr.strip()[-400:]))
         if ok and r.returncode != 0:
             sys.exit("FAIL: strata %s: exit %d: %s" % (" ".join(args), r.returncode, r.stderr.strip()))
         return r
@@ -185,15 +243,22 @@ def e2e_setup():
 
 
 class Checks:
-    """Named checks: `check(ok, what)` prints ok/FAIL lines; `finish()` exits
-    1 if any failed."""
+    """Named checks: `check(ok, what, detail="")` prints ok/FAIL lines (with
+    quiet, the FAIL lines only; `detail`'s tail under a FAIL) and returns
+    ok; `failures` counts them; `finish()` exits 1 if any failed."""
 
-    def __init__(self):
+    def __init__(self, quiet=False):
         self.failures = 0
+        self.quiet = quiet
 
-    def __call__(self, ok, what):
-        print(("ok   " if ok else "FAIL ") + what)
-        self.failures += 0 if ok else 1
+    def __call__(self, ok, what, detail=""):
+        if not ok or not self.quiet:
+            print(("ok   " if ok else "FAIL ") + what, flush=True)
+        if not ok:
+            self.failures += 1
+            if detail:
+                print(detail[-3000:])
+        return ok
 
     def finish(self):
         print("%d failure(s)" % self.failures)

@@ -22,7 +22,6 @@ stop: its last counts cannot reach the trace, and the oracle is that the
 analysis SAYS so (the process in counts_unfinished, "COUNTS INCOMPLETE" in
 the text), with never more acquisitions than were made.
 """
-import argparse
 import json
 import os
 import re
@@ -32,28 +31,19 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, counter, start_daemon, strata_cli, wait_for, work_dir  # noqa: E402
+from strata_testlib import Checks, control_setup, counter, start_daemon, wait_for  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--strata", required=True)
-    ap.add_argument("--consumerd", required=True)
-    ap.add_argument("--preload", required=True)
-    ap.add_argument("--prog", required=True)
-    ap.add_argument("--count", action="store_true")
-    ap.add_argument("--disable-first", action="store_true")
-    ap.add_argument("--kill", action="store_true")
-    a = ap.parse_args()
-    work = work_dir("strata-live-")
-    env = dict(os.environ)
-    env["STRATA_CONSUMERD_SOCKET"] = os.path.join(work, "sock")
+    def flags(ap):
+        for flag in ("--count", "--disable-first", "--kill"):
+            ap.add_argument(flag, action="store_true")
+
+    a, work, env, strata = control_setup("strata-live-", "preload", "prog", more=flags)
     cnt = os.path.join(work, "counter")
 
     def pairs():
         return counter(cnt)
-
-    strata = strata_cli(a.strata, env)
 
     # the program's and the controller's environment: counting (every hold
     # timed) with --count, else every pair a record of its own
