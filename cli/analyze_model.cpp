@@ -251,6 +251,7 @@ struct Done {
 	Span s;
 	int64_t closed_at;
 };
+constexpr uint64_t kBlock = 64;
 
 struct Work {
 	LockStats st;
@@ -272,9 +273,14 @@ struct Work {
 	std::map<int64_t, std::vector<uint64_t>> closed_early;
 	std::deque<Done> recent;
 	uint64_t base = 0; // number of recent.front()
+	// The earliest start of the holds numbered [kBlock * k, kBlock * (k + 1)),
+	// k from base / kBlock on (a lower bound once the block's first holds
+	// have left `recent`): blame() skips a block that started after a wait.
+	std::deque<int64_t> block_start;
 	size_t evict_at = kEvictBatch;
 	std::deque<Span> unblamed;         // contended waits, by end
 	int64_t hold_longest = 0;          // of the holds closed so far
+	int64_t lag_longest = 0;           // of closed_at - start, over the holds closed so far
 	std::map<uint64_t, Site> blockers; // by caller of the blocking holds
 	Longest tl_waits, tl_holds;
 };
@@ -387,7 +393,13 @@ uint64_t Model::close_hold(Work &w, int64_t tid, const Hold &h, int64_t at)
 	w.recent.push_back({{h.ts, std::max(at, h.ts), tid, h.caller}, now_});
 	recent_total_++;
 	w.hold_longest = std::max(w.hold_longest, w.recent.back().s.end - h.ts);
-	return w.base + w.recent.size() - 1;
+	w.lag_longest = std::max(w.lag_longest, now_ - h.ts);
+	const uint64_t n = w.base + w.recent.size() - 1;
+	if (n % kBlock == 0 || w.block_start.empty())
+		w.block_start.push_back(h.ts);
+	else
+		w.block_start.back() = std::min(w.block_start.back(), h.ts);
+	return n;
 }
 
 void Model::count_hold(Work &w, const Span &h)
@@ -463,12 +475,32 @@ int64_t Model::nonfinal_from(const Work &w)
 
 // Blockers: a contended wait's time is shared among the other threads'
 // holds it overlapped, by overlap, and credited to where those holds were
-// taken.  A hold closed before the wait started cannot overlap it, and
-// closed_at does not decrease along `recent`: scan back to there.
+// taken.  A hold closed before the wait started cannot overlap it, nor
+// can one closed lag_longest or more after the wait's end (it started at
+// or after that end); closed_at does not decrease along `recent`: scan
+// back from the last hold closed before that to the first one closed
+// after the wait started (a wait is blamed kSettleNs after its end, and
+// the holds closed meanwhile would otherwise be scanned for nothing).
 void Model::blame(Work &w, const Span &wt)
 {
 	std::map<uint64_t, uint64_t> share_of;
-	for (size_t i = w.recent.size(); i-- > 0;) {
+	const int64_t past = wt.end > std::numeric_limits<int64_t>::max() - w.lag_longest
+				     ? std::numeric_limits<int64_t>::max()
+				     : wt.end + w.lag_longest;
+	const size_t upto = static_cast<size_t>(
+		std::partition_point(w.recent.begin(), w.recent.end(),
+				     [past](const Done &d) { return d.closed_at < past; }) -
+		w.recent.begin());
+	for (size_t i = upto; i-- > 0;) {
+		const uint64_t n = w.base + i;
+		if (w.block_start[n / kBlock - w.base / kBlock] >= wt.end) {
+			// The block's holds started at or after the wait's end
+			// (those closed before it started would end the scan:
+			// the next one looked at ends it then).
+			const uint64_t first = n / kBlock * kBlock;
+			i = first > w.base ? static_cast<size_t>(first - w.base) : 0;
+			continue;
+		}
 		const Done &d = w.recent[i];
 		if (d.closed_at < wt.start)
 			break;
@@ -526,7 +558,8 @@ void Model::evict(Work &w)
 			rep_.blockers_partial = true;
 		count_hold(w, w.recent.front().s);
 		w.recent.pop_front();
-		w.base++;
+		if (++w.base % kBlock == 0)
+			w.block_start.pop_front();
 		recent_total_--;
 	}
 	w.evict_at = w.recent.size() + kEvictBatch;
@@ -796,6 +829,7 @@ void Model::finish(const Symbolizer &sym)
 			count_hold(w, d.s);
 		w.base += w.recent.size();
 		w.recent.clear();
+		w.block_start.clear();
 		// Over the waits (contended acquisitions), not over every
 		// acquisition: most acquisitions of a busy lock do not wait, and
 		// their zeros would hide the waits (p99 0 ns).
