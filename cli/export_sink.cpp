@@ -379,7 +379,7 @@ public:
 
 	void process(uint64_t uuid, int64_t pid, const std::string &name) override
 	{
-		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p'};
+		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p', {}, {}};
 		JsonWriter w = start_event("M");
 		w.key("name").str("process_name").key("pid").i64(pid);
 		w.key("args").begin_object().key("name").str(name).end_object();
@@ -387,7 +387,7 @@ public:
 	}
 	void thread(uint64_t uuid, uint64_t, int64_t pid, int64_t tid, const std::string &name) override
 	{
-		tracks_[uuid] = Track{pid, tid, std::string(), false, 't'};
+		tracks_[uuid] = Track{pid, tid, std::string(), false, 't', {}, {}};
 		JsonWriter w = start_event("M");
 		w.key("name").str("thread_name").key("pid").i64(pid).key("tid").i64(tid);
 		w.key("args").begin_object().key("name").str(name).end_object();
@@ -398,7 +398,7 @@ public:
 	{
 		// A track of no process or thread (the kernel's own events) is
 		// global.
-		tracks_[uuid] = Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g'};
+		tracks_[uuid] = Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g', {}, {}};
 	}
 	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args,
 		   uint64_t flow_in) override
@@ -419,7 +419,7 @@ public:
 		Line l;
 		l.lit(t.async ? "{\"ph\":\"b\",\"name\":" : "{\"ph\":\"B\",\"name\":").str(shown);
 		if (t.async)
-			async_id(l, track);
+			async_id(l, t, track);
 		where(l, t, ts);
 		args_line(l, args);
 		if (put(l))
@@ -442,7 +442,7 @@ public:
 		Line l;
 		l.lit(t.async ? "{\"ph\":\"e\",\"name\":" : "{\"ph\":\"E\",\"name\":").str(name);
 		if (t.async)
-			async_id(l, track);
+			async_id(l, t, track);
 		where(l, t, ts);
 		args_line(l, args);
 		if (!put(l)) {
@@ -559,6 +559,9 @@ private:
 		std::string name;
 		bool async = false;
 		char scope = 't'; // of instants: thread, process, global
+		// Line's text of where() but the time: ,"pid":P,"tid":T,"ts":
+		// (made at the track's first event), and of async_id().
+		mutable std::string at, id;
 	};
 	// The names of a track's open slices, innermost last: v[0, n) (the
 	// strings past n kept for their buffers).
@@ -652,12 +655,19 @@ private:
 	}
 	void where(Line &l, const Track &t, int64_t ts)
 	{
-		l.lit(",\"pid\":").i64(t.pid);
-		if (t.scope == 't')
-			l.lit(",\"tid\":").i64(t.tid);
-		l.lit(",\"ts\":").us(ts - t0_);
-		if (l.ok)
-			last_ = ts > last_ ? ts : last_;
+		if (t.at.empty()) {
+			char b[24];
+			t.at = ",\"pid\":";
+			t.at.append(b, static_cast<size_t>(std::to_chars(b, b + sizeof b, t.pid).ptr - b));
+			if (t.scope == 't') {
+				t.at += ",\"tid\":";
+				t.at.append(b, static_cast<size_t>(std::to_chars(b, b + sizeof b, t.tid).ptr -
+								   b));
+			}
+			t.at += ",\"ts\":";
+		}
+		l.lit(t.at).us(ts - t0_);
+		last_ = ts > last_ ? ts : last_;
 	}
 	// A flow's start ("s") or end ("f", bound to the enclosing slice).
 	void flow(const char *ph, uint64_t id, const Track &t, int64_t ts)
@@ -676,7 +686,17 @@ private:
 		char *e = std::to_chars(b + 2, b + sizeof b, track, 16).ptr;
 		w.key("cat").str("lock").key("id").str(std::string_view(b, static_cast<size_t>(e - b)));
 	}
-	static void async_id(Line &l, uint64_t track) { l.lit(",\"cat\":\"lock\",\"id\":").hex(track); }
+	static void async_id(Line &l, const Track &t, uint64_t track)
+	{
+		if (t.id.empty()) {
+			char b[24];
+			t.id = ",\"cat\":\"lock\",\"id\":\"0x" +
+			       std::string(b, static_cast<size_t>(
+						      std::to_chars(b, b + sizeof b, track, 16).ptr - b)) +
+			       "\"";
+		}
+		l.lit(t.id);
+	}
 	void json_args(JsonWriter &w, const Args &args)
 	{
 		if (args.empty())
@@ -735,7 +755,7 @@ private:
 	{
 		JsonWriter w = start_event(ph);
 		w.key("name").str(comm);
-		where(w, Track{0, cpu, std::string(), false, 't'}, ts);
+		where(w, Track{0, cpu, std::string(), false, 't', {}, {}}, ts);
 		if (tid >= 0) {
 			w.key("args").begin_object().key("tid").i64(tid);
 			if (ph[0] == 'E')
