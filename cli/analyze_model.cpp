@@ -267,6 +267,17 @@ struct Work {
 		return *last_site;
 	}
 	std::map<int64_t, std::vector<Hold>> open; // per thread, LIFO
+	// open[last_tid] (std::map's nodes do not move, and none is erased).
+	int64_t last_tid = 0;
+	std::vector<Hold> *last_open = nullptr;
+	std::vector<Hold> &open_of(int64_t tid)
+	{
+		if (!last_open || tid != last_tid) {
+			last_open = &open[tid];
+			last_tid = tid;
+		}
+		return *last_open;
+	}
 	// Per thread: the numbers (base + index in `recent`) of holds ended by
 	// a handoff, whose unlock (or cond wait) event has not come yet; LIFO
 	// like `open`.
@@ -365,6 +376,16 @@ private:
 	std::map<LockKey, CondStats> conds_;
 	std::map<LockKey, CondUse> cond_use_;
 	std::map<std::pair<uint32_t, int64_t>, uint64_t> unlocks_of_;
+	std::pair<uint32_t, int64_t> last_unlocker_{0, 0};
+	uint64_t *last_unlocks_ = nullptr; // unlocks_of_[last_unlocker_] (nodes do not move)
+	uint64_t &unlocks_of(uint32_t proc, int64_t tid)
+	{
+		if (!last_unlocks_ || last_unlocker_.first != proc || last_unlocker_.second != tid) {
+			last_unlocker_ = {proc, tid};
+			last_unlocks_ = &unlocks_of_[last_unlocker_];
+		}
+		return *last_unlocks_;
+	}
 	std::set<LockKey> cond_lock_keys_;
 	std::map<uint32_t, bool> counts_done_; // per process with counts: its final flush seen since
 };
@@ -420,23 +441,25 @@ void Model::count_hold(Work &w, const Span &h)
 void Model::handoff(Work &w, int64_t tid, bool exclusive, int64_t at)
 {
 	for (auto &th : w.open) {
-		if (th.first == tid)
+		if (th.first == tid || th.second.empty())
 			continue;
-		std::vector<Hold> keep;
-		for (const Hold &h : th.second) {
+		// The holds kept moved down in place (their order kept).
+		size_t k = 0;
+		for (size_t i = 0; i < th.second.size(); i++) {
+			const Hold h = th.second[i];
 			if (exclusive || h.exclusive)
 				w.closed_early[th.first].push_back(close_hold(w, th.first, h, at));
 			else
-				keep.push_back(h);
+				th.second[k++] = h;
 		}
-		th.second.swap(keep);
+		th.second.resize(k);
 	}
 }
 
 bool Model::end_hold(Work &w, const ThreadKey &tk, int64_t at)
 {
-	auto it = w.open.find(tk.tid);
-	if (it == w.open.end() || it->second.empty()) {
+	std::vector<Hold> &mine = w.open_of(tk.tid);
+	if (mine.empty()) {
 		// The hold was ended by another thread's acquisition; its own
 		// release came no later than that and may be earlier (a cond
 		// wait's release, seen only when the wait returns).
@@ -452,8 +475,8 @@ bool Model::end_hold(Work &w, const ThreadKey &tk, int64_t at)
 		}
 		return true;
 	}
-	Hold h = it->second.back();
-	it->second.pop_back();
+	Hold h = mine.back();
+	mine.pop_back();
 	close_hold(w, tk.tid, h, at);
 	return true;
 }
@@ -612,7 +635,7 @@ void Model::on_acquire(const Event &e)
 	}
 	const bool excl = e.op != Op::RwRdlock && e.op != Op::RwTryrdlock;
 	handoff(w, e.tid, excl, e.ts);
-	w.open[e.tid].push_back({e.ts, e.caller, excl});
+	w.open_of(e.tid).push_back({e.ts, e.caller, excl});
 	settle(w);
 	evict(w);
 }
@@ -639,7 +662,7 @@ void Model::on_cond_wait(const Event &e)
 	rep_.cond_waits++;
 	CondUse &cu = cond_use_[LockKey{e.proc, e.cond}];
 	cu.waiters[e.tid]++;
-	const uint64_t unlocks = unlocks_of_[{e.proc, e.tid}];
+	const uint64_t unlocks = unlocks_of(e.proc, e.tid);
 	auto r = cu.run.find(e.tid);
 	if (r != cu.run.end() && r->second.second == unlocks) {
 		r->second.first.end = e.ts; // the same wait, retried
@@ -664,7 +687,7 @@ void Model::on_cond_wait(const Event &e)
 	end_hold(w, ThreadKey{e.proc, e.tid, e.lock}, e.ts - static_cast<int64_t>(e.wait_ns));
 	// The wait returns with the mutex held (also on ETIMEDOUT).
 	handoff(w, e.tid, true, e.ts);
-	w.open[e.tid].push_back({e.ts, e.caller, true});
+	w.open_of(e.tid).push_back({e.ts, e.caller, true});
 	settle(w);
 	evict(w);
 }
@@ -714,7 +737,7 @@ void Model::on_event(const Event &e)
 	} else if (is_acquire(e.op)) {
 		on_acquire(e);
 	} else if (e.op == Op::MutexUnlock || e.op == Op::RwUnlock || e.op == Op::SemPost) {
-		unlocks_of_[{e.proc, e.tid}]++;
+		unlocks_of(e.proc, e.tid)++;
 		if (!succeeded(e.ret))
 			return;
 		Work &w = work_of(e.proc, e.lock, e.op);
