@@ -1313,6 +1313,33 @@ class Bench:
             log("  %s: %d events in %.2f s CPU (%.1f M events/s), peak RSS %.1f MiB" % (
                 key, recorded, cpu, recorded / cpu / 1e6 if cpu else 0, rss / 1024.0))
 
+        # analyze mutex and both exports (output to /dev/null: the tool's
+        # CPU, not the file system's), on the ints trace and on a pthread
+        # trace (every pair a record: mutex_held records and the waits of
+        # 4 threads contending for one lock).
+        build = os.path.dirname(os.path.dirname(self.plain))
+        ptw = os.path.join(build, "tests", "pthread", "pt_workload")
+        traces = [("ints", out, recorded)]
+        if os.access(ptw, os.X_OK) and os.access(os.path.join(build, "preload", "libstrata-pthread.so"),
+                                                 os.R_OK):
+            pout = self.tmpdir("reading-pthread")
+            run([self.strata, "record", "--preload", "pthread", "-o", pout, "--", ptw, "contend",
+                 "/dev/null", "4", str(n // 4), "0"],
+                env=dict(self.env_nodaemon, STRATA_PTHREAD_COUNT="0"), timeout=1200)
+            traces.append(("pthread", pout, count_events(pout)))
+        else:
+            self.notes.append("reading: pt_workload or the pthread preload not built: no pthread rows")
+        for tname, tdir, events in traces:
+            r[("tool_events", tname)] = events
+            for key, cmd in (("analyze", [self.strata, "analyze", "mutex", tdir]),
+                             ("perfetto", [self.strata, "export", "--format", "perfetto", "-o",
+                                           os.devnull, tdir]),
+                             ("json", [self.strata, "export", "--format", "json", "-o", os.devnull, tdir])):
+                cpu, rss = measure(cmd)
+                r[("tool_rate", key, tname)] = events / cpu if cpu else None
+                log("  %s on %s: %d events in %.2f s CPU (%.1f M events/s), peak RSS %.1f MiB" % (
+                    key, tname, events, cpu, events / cpu / 1e6 if cpu else 0, rss / 1024.0))
+
     def all(self):
         steps_nodaemon = [self.costs, self.disabled, self.startup_nodaemon]
         steps_daemon = [self.enabled, self.aggregate, self.whole, self.throughput, self.latency,
@@ -1497,6 +1524,12 @@ def table(b):
     row("read: strata check, M events per CPU second", mev("check"), None)
     row("read: peak RSS of strata view vs babeltrace2 (MiB)", r.get(("read_rss", "view")),
         r.get(("read_rss", "babeltrace2")), "Strata < 64", lambda x: x < 64, strata_only=True)
+    for key, what in (("analyze", "strata analyze mutex"), ("perfetto", "strata export --format perfetto"),
+                      ("json", "strata export --format json")):
+        for tname in ("ints", "pthread"):
+            v = r.get(("tool_rate", key, tname))
+            row("read: %s, %s trace, M events per CPU second" % (what, tname), v / 1e6 if v else None, None,
+                ">= 20", lambda x: x >= 20, strata_only=True)
     # issue 38: <= 0.33 for every shape where the TSC is the clock source,
     # <= 0.45 on kvm-clock (whose vDSO read makes LTTng-UST's events dearer)
     lim = 0.33 if current_clocksource() == "tsc" else 0.45

@@ -251,6 +251,7 @@ struct Done {
 	Span s;
 	int64_t closed_at;
 };
+constexpr uint64_t kBlock = 64;
 
 struct Work {
 	LockStats st;
@@ -266,15 +267,31 @@ struct Work {
 		return *last_site;
 	}
 	std::map<int64_t, std::vector<Hold>> open; // per thread, LIFO
+	// open[last_tid] (std::map's nodes do not move, and none is erased).
+	int64_t last_tid = 0;
+	std::vector<Hold> *last_open = nullptr;
+	std::vector<Hold> &open_of(int64_t tid)
+	{
+		if (!last_open || tid != last_tid) {
+			last_open = &open[tid];
+			last_tid = tid;
+		}
+		return *last_open;
+	}
 	// Per thread: the numbers (base + index in `recent`) of holds ended by
 	// a handoff, whose unlock (or cond wait) event has not come yet; LIFO
 	// like `open`.
 	std::map<int64_t, std::vector<uint64_t>> closed_early;
 	std::deque<Done> recent;
 	uint64_t base = 0; // number of recent.front()
+	// The earliest start of the holds numbered [kBlock * k, kBlock * (k + 1)),
+	// k from base / kBlock on (a lower bound once the block's first holds
+	// have left `recent`): blame() skips a block that started after a wait.
+	std::deque<int64_t> block_start;
 	size_t evict_at = kEvictBatch;
 	std::deque<Span> unblamed;         // contended waits, by end
 	int64_t hold_longest = 0;          // of the holds closed so far
+	int64_t lag_longest = 0;           // of closed_at - start, over the holds closed so far
 	std::map<uint64_t, Site> blockers; // by caller of the blocking holds
 	Longest tl_waits, tl_holds;
 };
@@ -359,6 +376,16 @@ private:
 	std::map<LockKey, CondStats> conds_;
 	std::map<LockKey, CondUse> cond_use_;
 	std::map<std::pair<uint32_t, int64_t>, uint64_t> unlocks_of_;
+	std::pair<uint32_t, int64_t> last_unlocker_{0, 0};
+	uint64_t *last_unlocks_ = nullptr; // unlocks_of_[last_unlocker_] (nodes do not move)
+	uint64_t &unlocks_of(uint32_t proc, int64_t tid)
+	{
+		if (!last_unlocks_ || last_unlocker_.first != proc || last_unlocker_.second != tid) {
+			last_unlocker_ = {proc, tid};
+			last_unlocks_ = &unlocks_of_[last_unlocker_];
+		}
+		return *last_unlocks_;
+	}
 	std::set<LockKey> cond_lock_keys_;
 	std::map<uint32_t, bool> counts_done_; // per process with counts: its final flush seen since
 };
@@ -387,7 +414,13 @@ uint64_t Model::close_hold(Work &w, int64_t tid, const Hold &h, int64_t at)
 	w.recent.push_back({{h.ts, std::max(at, h.ts), tid, h.caller}, now_});
 	recent_total_++;
 	w.hold_longest = std::max(w.hold_longest, w.recent.back().s.end - h.ts);
-	return w.base + w.recent.size() - 1;
+	w.lag_longest = std::max(w.lag_longest, now_ - h.ts);
+	const uint64_t n = w.base + w.recent.size() - 1;
+	if (n % kBlock == 0 || w.block_start.empty())
+		w.block_start.push_back(h.ts);
+	else
+		w.block_start.back() = std::min(w.block_start.back(), h.ts);
+	return n;
 }
 
 void Model::count_hold(Work &w, const Span &h)
@@ -408,23 +441,25 @@ void Model::count_hold(Work &w, const Span &h)
 void Model::handoff(Work &w, int64_t tid, bool exclusive, int64_t at)
 {
 	for (auto &th : w.open) {
-		if (th.first == tid)
+		if (th.first == tid || th.second.empty())
 			continue;
-		std::vector<Hold> keep;
-		for (const Hold &h : th.second) {
+		// The holds kept moved down in place (their order kept).
+		size_t k = 0;
+		for (size_t i = 0; i < th.second.size(); i++) {
+			const Hold h = th.second[i];
 			if (exclusive || h.exclusive)
 				w.closed_early[th.first].push_back(close_hold(w, th.first, h, at));
 			else
-				keep.push_back(h);
+				th.second[k++] = h;
 		}
-		th.second.swap(keep);
+		th.second.resize(k);
 	}
 }
 
 bool Model::end_hold(Work &w, const ThreadKey &tk, int64_t at)
 {
-	auto it = w.open.find(tk.tid);
-	if (it == w.open.end() || it->second.empty()) {
+	std::vector<Hold> &mine = w.open_of(tk.tid);
+	if (mine.empty()) {
 		// The hold was ended by another thread's acquisition; its own
 		// release came no later than that and may be earlier (a cond
 		// wait's release, seen only when the wait returns).
@@ -440,8 +475,8 @@ bool Model::end_hold(Work &w, const ThreadKey &tk, int64_t at)
 		}
 		return true;
 	}
-	Hold h = it->second.back();
-	it->second.pop_back();
+	Hold h = mine.back();
+	mine.pop_back();
 	close_hold(w, tk.tid, h, at);
 	return true;
 }
@@ -463,12 +498,32 @@ int64_t Model::nonfinal_from(const Work &w)
 
 // Blockers: a contended wait's time is shared among the other threads'
 // holds it overlapped, by overlap, and credited to where those holds were
-// taken.  A hold closed before the wait started cannot overlap it, and
-// closed_at does not decrease along `recent`: scan back to there.
+// taken.  A hold closed before the wait started cannot overlap it, nor
+// can one closed lag_longest or more after the wait's end (it started at
+// or after that end); closed_at does not decrease along `recent`: scan
+// back from the last hold closed before that to the first one closed
+// after the wait started (a wait is blamed kSettleNs after its end, and
+// the holds closed meanwhile would otherwise be scanned for nothing).
 void Model::blame(Work &w, const Span &wt)
 {
 	std::map<uint64_t, uint64_t> share_of;
-	for (size_t i = w.recent.size(); i-- > 0;) {
+	const int64_t past = wt.end > std::numeric_limits<int64_t>::max() - w.lag_longest
+				     ? std::numeric_limits<int64_t>::max()
+				     : wt.end + w.lag_longest;
+	const size_t upto = static_cast<size_t>(
+		std::partition_point(w.recent.begin(), w.recent.end(),
+				     [past](const Done &d) { return d.closed_at < past; }) -
+		w.recent.begin());
+	for (size_t i = upto; i-- > 0;) {
+		const uint64_t n = w.base + i;
+		if (w.block_start[n / kBlock - w.base / kBlock] >= wt.end) {
+			// The block's holds started at or after the wait's end
+			// (those closed before it started would end the scan:
+			// the next one looked at ends it then).
+			const uint64_t first = n / kBlock * kBlock;
+			i = first > w.base ? static_cast<size_t>(first - w.base) : 0;
+			continue;
+		}
 		const Done &d = w.recent[i];
 		if (d.closed_at < wt.start)
 			break;
@@ -526,7 +581,8 @@ void Model::evict(Work &w)
 			rep_.blockers_partial = true;
 		count_hold(w, w.recent.front().s);
 		w.recent.pop_front();
-		w.base++;
+		if (++w.base % kBlock == 0)
+			w.block_start.pop_front();
 		recent_total_--;
 	}
 	w.evict_at = w.recent.size() + kEvictBatch;
@@ -579,7 +635,7 @@ void Model::on_acquire(const Event &e)
 	}
 	const bool excl = e.op != Op::RwRdlock && e.op != Op::RwTryrdlock;
 	handoff(w, e.tid, excl, e.ts);
-	w.open[e.tid].push_back({e.ts, e.caller, excl});
+	w.open_of(e.tid).push_back({e.ts, e.caller, excl});
 	settle(w);
 	evict(w);
 }
@@ -606,7 +662,7 @@ void Model::on_cond_wait(const Event &e)
 	rep_.cond_waits++;
 	CondUse &cu = cond_use_[LockKey{e.proc, e.cond}];
 	cu.waiters[e.tid]++;
-	const uint64_t unlocks = unlocks_of_[{e.proc, e.tid}];
+	const uint64_t unlocks = unlocks_of(e.proc, e.tid);
 	auto r = cu.run.find(e.tid);
 	if (r != cu.run.end() && r->second.second == unlocks) {
 		r->second.first.end = e.ts; // the same wait, retried
@@ -631,7 +687,7 @@ void Model::on_cond_wait(const Event &e)
 	end_hold(w, ThreadKey{e.proc, e.tid, e.lock}, e.ts - static_cast<int64_t>(e.wait_ns));
 	// The wait returns with the mutex held (also on ETIMEDOUT).
 	handoff(w, e.tid, true, e.ts);
-	w.open[e.tid].push_back({e.ts, e.caller, true});
+	w.open_of(e.tid).push_back({e.ts, e.caller, true});
 	settle(w);
 	evict(w);
 }
@@ -681,7 +737,7 @@ void Model::on_event(const Event &e)
 	} else if (is_acquire(e.op)) {
 		on_acquire(e);
 	} else if (e.op == Op::MutexUnlock || e.op == Op::RwUnlock || e.op == Op::SemPost) {
-		unlocks_of_[{e.proc, e.tid}]++;
+		unlocks_of(e.proc, e.tid)++;
 		if (!succeeded(e.ret))
 			return;
 		Work &w = work_of(e.proc, e.lock, e.op);
@@ -796,6 +852,7 @@ void Model::finish(const Symbolizer &sym)
 			count_hold(w, d.s);
 		w.base += w.recent.size();
 		w.recent.clear();
+		w.block_start.clear();
 		// Over the waits (contended acquisitions), not over every
 		// acquisition: most acquisitions of a busy lock do not wait, and
 		// their zeros would hide the waits (p99 0 ns).

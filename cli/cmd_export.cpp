@@ -267,6 +267,7 @@ public:
 		last_info_ = nullptr;
 		last_class_ = nullptr;
 		last_class_info_ = nullptr;
+		last_lt_ = LastLockTrack();
 	}
 
 	bool last_ts(int64_t *ts) const
@@ -291,6 +292,16 @@ private:
 	std::unordered_map<int64_t, std::string> proc_hosts_; // pid -> its user sub-trace's hostname
 	bool name_hosts_ = false;                             // the sub-traces come from several machines
 	std::unordered_map<uint64_t, LockState> locks_;
+	uint64_t last_lock_key_ = 0;
+	LockState *last_lock_ = nullptr; // locks_[last_lock_key_] (never erased: it stays)
+	LockState &lock_state(uint64_t key)
+	{
+		if (!last_lock_ || key != last_lock_key_) {
+			last_lock_ = &locks_[key];
+			last_lock_key_ = key;
+		}
+		return *last_lock_;
+	}
 	std::unordered_map<HoldKey, uint32_t, HoldKeyHash> holds_; // open holds per (thread, lock)
 	std::unordered_map<uint64_t, bool> child_tracks_;
 	std::unordered_map<int64_t, uint64_t> discarded_by_pid_;
@@ -376,8 +387,19 @@ private:
 		}
 		return uuid;
 	}
+	// The last (thread, lock)'s track (a thread mostly takes one lock
+	// again and again), valid while no thread was renamed (names_gen_).
+	struct LastLockTrack {
+		int64_t tid = 0;
+		uint64_t lock = 0, uuid = 0, gen = 0;
+		const TraceInfo *tr = nullptr;
+	} last_lt_;
+	uint64_t names_gen_ = 0; // bumped at each change of a thread's comm or Java name
 	uint64_t lock_track(int64_t tid, const TraceInfo &tr, uint64_t lock, const char *kind)
 	{
+		if (last_lt_.tr == &tr && last_lt_.tid == tid && last_lt_.lock == lock &&
+		    last_lt_.gen == names_gen_)
+			return last_lt_.uuid; // its thread's track and its own are out
 		const uint64_t parent = thread_track(tid, &tr);
 		const uint64_t uuid = kLockTrack | (mix(static_cast<uint64_t>(tid) ^ mix(lock)) >> 8);
 		if (child_tracks_.find(uuid) == child_tracks_.end()) {
@@ -387,6 +409,7 @@ private:
 			sink_.child_track(uuid, parent, threads[tid].pid >= 0 ? threads[tid].pid : tid, tid,
 					  name, false);
 		}
+		last_lt_ = LastLockTrack{tid, lock, uuid, names_gen_, &tr};
 		return uuid;
 	}
 
@@ -622,6 +645,7 @@ private:
 			return;
 		Thread &t = threads[os_tid];
 		t.java = c.str(pl, "name");
+		names_gen_++;
 		if (t.pid < 0)
 			t.pid = tr.pid;
 		java_tids_[c.i64(pl, "java_tid")] = os_tid;
@@ -655,8 +679,10 @@ private:
 		if (tid <= 0 || comm.empty())
 			return;
 		Thread &t = threads[tid];
-		if (t.comm.empty())
+		if (t.comm.empty()) {
 			t.comm = comm;
+			names_gen_++;
+		}
 	}
 
 	// The payload's top-level integers, reals and strings as arguments
@@ -712,7 +738,7 @@ private:
 				 c.op == Op::SemPost;
 		const char *kind = c.compact ? "mutex" : rw ? "rwlock" : sem ? "semaphore" : "mutex";
 		const uint64_t lock_key = mix(static_cast<uint64_t>(tr.pid) * 1000003u) ^ lock;
-		LockState &ls = locks_[lock_key];
+		LockState &ls = lock_state(lock_key);
 		args_.clear();
 		if (c.compact) { // uncontended: a hold from its acquisition, no wait
 			const bool held = c.compact == 1;
@@ -819,7 +845,7 @@ private:
 	void acquisition(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const E &pl,
 			 const char *kind, uint64_t lock, uint64_t lock_key)
 	{
-		LockState &ls = locks_[lock_key];
+		LockState &ls = lock_state(lock_key);
 		const int64_t ret = c.i64(pl, "ret");
 		const int64_t wait = static_cast<int64_t>(c.u64(pl, "wait_ns"));
 		const bool acquired = ret == 0 || ret == 130; // EOWNERDEAD: acquired

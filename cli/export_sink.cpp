@@ -6,7 +6,9 @@
 
 #include <charconv>
 #include <cinttypes>
+#include <cmath>
 #include <cstring>
+#include <string_view>
 #include <unordered_map>
 
 #include "export_proto.h"
@@ -267,106 +269,251 @@ private:
 // at the trace's last time), on a thread "CPU n" of a
 // process "CPUs" (pid 0); wakeups are instants there.
 
+// One event's line, built in a local buffer: the per-event path writes
+// its members here and appends the line at once.  Strings with anything to
+// escape, or too long for the buffer, fail it (ok false): the event is then
+// written by the JsonWriter, byte for byte what this writes.
+class Line {
+public:
+	bool ok = true;
+	std::string_view text() const { return std::string_view(b_, static_cast<size_t>(p_ - b_)); }
+	Line &lit(std::string_view s)
+	{
+		if (room(s.size()))
+			p_ = copy(p_, s);
+		return *this;
+	}
+	Line &str(std::string_view s)
+	{
+		if (!room(s.size() + 2))
+			return *this;
+		for (const char c : s)
+			if (!plain(static_cast<unsigned char>(c))) {
+				ok = false;
+				return *this;
+			}
+		*p_++ = '"';
+		p_ = copy(p_, s);
+		*p_++ = '"';
+		return *this;
+	}
+	// A member: ,"k": (the separator the caller's: first members are literals).
+	Line &key(std::string_view k)
+	{
+		lit(",");
+		str(k);
+		return lit(":");
+	}
+	Line &i64(int64_t v)
+	{
+		if (room(24))
+			p_ = std::to_chars(p_, p_ + 24, v).ptr;
+		return *this;
+	}
+	Line &u64(uint64_t v)
+	{
+		if (room(24))
+			p_ = std::to_chars(p_, p_ + 24, v).ptr;
+		return *this;
+	}
+	Line &hex(uint64_t v) // "0x..." quoted
+	{
+		if (room(24)) {
+			p_ = copy(p_, "\"0x");
+			p_ = std::to_chars(p_, p_ + 16, v, 16).ptr;
+			*p_++ = '"';
+		}
+		return *this;
+	}
+	// JsonWriter::fixed(v, 3): microseconds from nanoseconds.
+	Line &us(int64_t v)
+	{
+		if (!room(32))
+			return *this;
+		if (v < 0)
+			*p_++ = '-';
+		const uint64_t a = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+		p_ = std::to_chars(p_, p_ + 24, a / 1000).ptr;
+		const unsigned f = static_cast<unsigned>(a % 1000);
+		p_[0] = '.';
+		p_[1] = static_cast<char>('0' + f / 100);
+		p_[2] = static_cast<char>('0' + f / 10 % 10);
+		p_[3] = static_cast<char>('0' + f % 10);
+		p_ += 4;
+		return *this;
+	}
+	Line &f64(double v) // JsonWriter::f64
+	{
+		if (!std::isfinite(v))
+			return lit("null");
+		if (room(40))
+			p_ += std::snprintf(p_, 40, "%.17g", v);
+		return *this;
+	}
+
+private:
+	char b_[1024];
+	char *p_ = b_;
+	static bool plain(unsigned char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; }
+	static char *copy(char *d, std::string_view s)
+	{
+		if (!s.empty())
+			std::memcpy(d, s.data(), s.size());
+		return d + s.size();
+	}
+	bool room(size_t n)
+	{
+		if (static_cast<size_t>(b_ + sizeof b_ - p_) < n)
+			ok = false;
+		return ok;
+	}
+};
+
 class JsonSink final : public Sink {
 public:
-	JsonSink(FILE *out, int64_t t0) : out_(out), t0_(t0), w_(buf_, JsonWriter::Style::kCompact)
+	JsonSink(FILE *out, int64_t t0) : out_(out), t0_(t0)
 	{
-		w_.begin_object().key("displayTimeUnit").str("ns").key("traceEvents").begin_array();
+		buf_.reserve(kFlushAt + 4096);
+		buf_ += "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
 	}
 
 	void process(uint64_t uuid, int64_t pid, const std::string &name) override
 	{
-		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p'};
-		start_event("M");
-		w_.key("name").str("process_name").key("pid").i64(pid);
-		w_.key("args").begin_object().key("name").str(name).end_object();
-		w_.end_object();
+		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p', {}, {}};
+		JsonWriter w = start_event("M");
+		w.key("name").str("process_name").key("pid").i64(pid);
+		w.key("args").begin_object().key("name").str(name).end_object();
+		w.end_object();
 	}
 	void thread(uint64_t uuid, uint64_t, int64_t pid, int64_t tid, const std::string &name) override
 	{
-		tracks_[uuid] = Track{pid, tid, std::string(), false, 't'};
-		start_event("M");
-		w_.key("name").str("thread_name").key("pid").i64(pid).key("tid").i64(tid);
-		w_.key("args").begin_object().key("name").str(name).end_object();
-		w_.end_object();
+		tracks_[uuid] = Track{pid, tid, std::string(), false, 't', {}, {}};
+		JsonWriter w = start_event("M");
+		w.key("name").str("thread_name").key("pid").i64(pid).key("tid").i64(tid);
+		w.key("args").begin_object().key("name").str(name).end_object();
+		w.end_object();
 	}
 	void child_track(uint64_t uuid, uint64_t parent, int64_t pid, int64_t tid, const std::string &name,
 			 bool counter) override
 	{
 		// A track of no process or thread (the kernel's own events) is
 		// global.
-		tracks_[uuid] = Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g'};
+		tracks_[uuid] = Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g', {}, {}};
 	}
 	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args,
 		   uint64_t flow_in) override
 	{
-		const Track &t = tracks_[track];
+		const Track &t = track_of(track);
 		if (flow_in)
 			flow("f", flow_in, t, ts);
-		start_event(t.async ? "b" : "B");
-		std::string shown = t.async ? name + " " + t.name : name;
-		w_.key("name").str(shown);
+		// The name shown, kept for the end (a slot reused: no allocation).
+		Names &names = names_of(track);
+		if (names.n == names.v.size())
+			names.v.emplace_back();
+		std::string &shown = names.v[names.n++];
+		shown.assign(name);
+		if (t.async) {
+			shown += ' ';
+			shown += t.name;
+		}
+		Line l;
+		l.lit(t.async ? "{\"ph\":\"b\",\"name\":" : "{\"ph\":\"B\",\"name\":").str(shown);
 		if (t.async)
-			async_id(track);
-		where(t, ts);
-		json_args(args);
-		w_.end_object();
-		open_names_[track].push_back(std::move(shown));
+			async_id(l, t, track);
+		where(l, t, ts);
+		args_line(l, args);
+		if (put(l))
+			return;
+		JsonWriter w = start_event(t.async ? "b" : "B");
+		w.key("name").str(shown);
+		if (t.async)
+			async_id(w, track);
+		where(w, t, ts);
+		json_args(w, args);
+		w.end_object();
 	}
 	// An end carries its slice's name: speedscope ignores an E whose name
 	// is not the innermost B's.
 	void end(int64_t ts, uint64_t track, const Args &args, uint64_t flow_out) override
 	{
-		const Track &t = tracks_[track];
-		start_event(t.async ? "e" : "E");
-		std::vector<std::string> &names = open_names_[track];
-		w_.key("name").str(names.empty() ? t.name : names.back());
-		if (!names.empty())
-			names.pop_back();
+		const Track &t = track_of(track);
+		Names &names = names_of(track);
+		const std::string &name = names.n ? names.v[names.n - 1] : t.name;
+		Line l;
+		l.lit(t.async ? "{\"ph\":\"e\",\"name\":" : "{\"ph\":\"E\",\"name\":").str(name);
 		if (t.async)
-			async_id(track);
-		where(t, ts);
-		json_args(args);
-		w_.end_object();
+			async_id(l, t, track);
+		where(l, t, ts);
+		args_line(l, args);
+		if (!put(l)) {
+			JsonWriter w = start_event(t.async ? "e" : "E");
+			w.key("name").str(name);
+			if (t.async)
+				async_id(w, track);
+			where(w, t, ts);
+			json_args(w, args);
+			w.end_object();
+		}
+		if (names.n)
+			names.n--;
 		if (flow_out)
 			flow("s", flow_out, t, ts);
 	}
 	void complete(int64_t ts, int64_t end, uint64_t track, const std::string &name, const Args &args,
 		      uint64_t flow_in, uint64_t flow_out) override
 	{
-		const Track &t = tracks_[track];
+		const Track &t = track_of(track);
 		if (t.async) { // no X on async tracks
 			Sink::complete(ts, end, track, name, args, flow_in, flow_out);
 			return;
 		}
 		if (flow_in)
 			flow("f", flow_in, t, ts);
-		start_event("X");
-		w_.key("name").str(name);
-		where(t, ts);
-		w_.key("dur").fixed(end - ts < 0 ? 0 : end - ts, 3);
-		json_args(args);
-		w_.end_object();
+		const int64_t dur = end - ts < 0 ? 0 : end - ts;
+		Line l;
+		l.lit("{\"ph\":\"X\",\"name\":").str(name);
+		where(l, t, ts);
+		l.lit(",\"dur\":").us(dur);
+		args_line(l, args);
+		if (!put(l)) {
+			JsonWriter w = start_event("X");
+			w.key("name").str(name);
+			where(w, t, ts);
+			w.key("dur").fixed(dur, 3);
+			json_args(w, args);
+			w.end_object();
+		}
 		if (flow_out)
 			flow("s", flow_out, t, end);
 	}
 	void instant(int64_t ts, uint64_t track, const std::string &name, const Args &args) override
 	{
-		const Track &t = tracks_[track];
-		start_event("i");
-		w_.key("s").str(std::string(1, t.scope)).key("name").str(name);
-		where(t, ts);
-		json_args(args);
-		w_.end_object();
+		const Track &t = track_of(track);
+		static const char *const kHead[] = {
+			"{\"ph\":\"i\",\"s\":\"t\",\"name\":", "{\"ph\":\"i\",\"s\":\"p\",\"name\":",
+			"{\"ph\":\"i\",\"s\":\"g\",\"name\":"};
+		Line l;
+		if (t.scope == 't' || t.scope == 'p' || t.scope == 'g') {
+			l.lit(kHead[t.scope == 't' ? 0 : t.scope == 'p' ? 1 : 2]).str(name);
+			where(l, t, ts);
+			args_line(l, args);
+			if (put(l))
+				return;
+		}
+		JsonWriter w = start_event("i");
+		w.key("s").str(std::string(1, t.scope)).key("name").str(name);
+		where(w, t, ts);
+		json_args(w, args);
+		w.end_object();
 	}
 	void counter(int64_t ts, uint64_t track, int64_t value) override
 	{
-		const Track &t = tracks_[track];
-		start_event("C");
-		w_.key("name").str(t.name).key("pid").i64(t.pid).key("ts");
-		time(ts);
-		w_.key("args").begin_object().key("value").i64(value).end_object();
-		w_.end_object();
+		const Track &t = track_of(track);
+		JsonWriter w = start_event("C");
+		w.key("name").str(t.name).key("pid").i64(t.pid).key("ts");
+		time(w, ts);
+		w.key("args").begin_object().key("value").i64(value).end_object();
+		w.end_object();
 	}
 	void sched_switch(int64_t ts, uint32_t cpu, const std::string &, int64_t prev_tid, int64_t,
 			  int64_t prev_state, const std::string &next_comm, int64_t next_tid,
@@ -388,21 +535,20 @@ public:
 	{
 		static const char *const names[] = {"sched_waking", "sched_wakeup", "sched_wakeup_new"};
 		cpu_track(cpu);
-		start_event("i");
-		w_.key("s").str("t").key("name").str(names[kind < 0 || kind > 2 ? 0 : kind]);
-		w_.key("pid").i64(0).key("tid").u64(cpu).key("ts");
-		time(ts);
-		w_.key("args").begin_object().key("comm").str(comm).key("tid").i64(tid);
-		w_.key("target_cpu").i64(target_cpu).end_object();
-		w_.end_object();
+		JsonWriter w = start_event("i");
+		w.key("s").str("t").key("name").str(names[kind < 0 || kind > 2 ? 0 : kind]);
+		w.key("pid").i64(0).key("tid").u64(cpu).key("ts");
+		time(w, ts);
+		w.key("args").begin_object().key("comm").str(comm).key("tid").i64(tid);
+		w.key("target_cpu").i64(target_cpu).end_object();
+		w.end_object();
 	}
 	bool finish() override
 	{
 		for (auto &cr : running_)
 			if (cr.second.open)
 				cpu_event("E", cr.first, last_, cr.second.comm, -1, 0);
-		w_.newline().end_array().end_object();
-		buf_ += "\n";
+		buf_ += "]}\n";
 		flush();
 		return !failed_;
 	}
@@ -413,6 +559,15 @@ private:
 		std::string name;
 		bool async = false;
 		char scope = 't'; // of instants: thread, process, global
+		// Line's text of where() but the time: ,"pid":P,"tid":T,"ts":
+		// (made at the track's first event), and of async_id().
+		mutable std::string at, id;
+	};
+	// The names of a track's open slices, innermost last: v[0, n) (the
+	// strings past n kept for their buffers).
+	struct Names {
+		std::vector<std::string> v;
+		size_t n = 0;
 	};
 	// A run on a CPU is a B/E pair, not an X: the E's time is then the next
 	// B's, digit for digit, where ts + dur in a reader's doubles may come
@@ -425,109 +580,207 @@ private:
 	FILE *out_;
 	int64_t t0_;
 	int64_t last_ = INT64_MIN; // the latest time written
-	std::string buf_;          // drained into out_ at kFlushAt
-	JsonWriter w_;             // writes into buf_
+	// {"displayTimeUnit":"ns","traceEvents":[ then one event a line, each
+	// an object, drained into out_ at kFlushAt.
+	std::string buf_;
+	bool any_ = false; // an event written (the next one after a comma)
 	std::unordered_map<uint64_t, Track> tracks_;
-	std::unordered_map<uint64_t, std::vector<std::string>> open_names_;
+	std::unordered_map<uint64_t, Names> open_names_;
+	// The last track and names looked up (unordered_map's elements do
+	// not move).
+	uint64_t last_track_ = 0, last_names_ = 0;
+	Track *last_track_p_ = nullptr;
+	Names *last_names_p_ = nullptr;
 	std::unordered_map<uint32_t, Running> running_;
 	bool cpus_named_ = false;
 	std::vector<bool> cpu_named_;
 
-	// An event's object opened, on a line of its own, with its phase.
-	void start_event(const char *ph)
+	Track &track_of(uint64_t uuid)
+	{
+		if (!last_track_p_ || uuid != last_track_) {
+			last_track_p_ = &tracks_[uuid];
+			last_track_ = uuid;
+		}
+		return *last_track_p_;
+	}
+	Names &names_of(uint64_t uuid)
+	{
+		if (!last_names_p_ || uuid != last_names_) {
+			last_names_p_ = &open_names_[uuid];
+			last_names_ = uuid;
+		}
+		return *last_names_p_;
+	}
+	// An event's line: after the previous one's comma.
+	void next_line()
 	{
 		if (buf_.size() >= kFlushAt)
 			flush();
-		w_.newline().begin_object().key("ph").str(ph);
+		buf_ += any_ ? ",\n" : "\n";
+		any_ = true;
+	}
+	// The line built, closed and appended; false (nothing written) when
+	// it could not be built.
+	bool put(Line &l)
+	{
+		l.lit("}");
+		if (!l.ok)
+			return false;
+		next_line();
+		buf_ += l.text();
+		return true;
+	}
+	// An event's object opened, on a line of its own, with its phase, by a
+	// writer of its own (the rare events, and those Line cannot take).
+	JsonWriter start_event(const char *ph)
+	{
+		next_line();
+		JsonWriter w(buf_, JsonWriter::Style::kCompact);
+		w.begin_object().key("ph").str(ph);
+		return w;
 	}
 	// Microseconds with three decimals after the trace's first time.
-	void time(int64_t ts)
+	void time(JsonWriter &w, int64_t ts)
 	{
 		last_ = ts > last_ ? ts : last_;
-		w_.fixed(ts - t0_, 3);
+		w.fixed(ts - t0_, 3);
 	}
-	void where(const Track &t, int64_t ts)
+	void where(JsonWriter &w, const Track &t, int64_t ts)
 	{
-		w_.key("pid").i64(t.pid);
+		w.key("pid").i64(t.pid);
 		if (t.scope == 't')
-			w_.key("tid").i64(t.tid);
-		w_.key("ts");
-		time(ts);
+			w.key("tid").i64(t.tid);
+		w.key("ts");
+		time(w, ts);
+	}
+	void where(Line &l, const Track &t, int64_t ts)
+	{
+		if (t.at.empty()) {
+			char b[24];
+			t.at = ",\"pid\":";
+			t.at.append(b, static_cast<size_t>(std::to_chars(b, b + sizeof b, t.pid).ptr - b));
+			if (t.scope == 't') {
+				t.at += ",\"tid\":";
+				t.at.append(b, static_cast<size_t>(std::to_chars(b, b + sizeof b, t.tid).ptr -
+								   b));
+			}
+			t.at += ",\"ts\":";
+		}
+		l.lit(t.at).us(ts - t0_);
+		last_ = ts > last_ ? ts : last_;
 	}
 	// A flow's start ("s") or end ("f", bound to the enclosing slice).
 	void flow(const char *ph, uint64_t id, const Track &t, int64_t ts)
 	{
-		start_event(ph);
+		JsonWriter w = start_event(ph);
 		if (ph[0] == 'f')
-			w_.key("bp").str("e");
-		w_.key("cat").str("lock").key("name").str("handover");
-		w_.key("id").u64(id & 0x7fffffffffffffULL);
-		where(t, ts);
-		w_.end_object();
+			w.key("bp").str("e");
+		w.key("cat").str("lock").key("name").str("handover");
+		w.key("id").u64(id & 0x7fffffffffffffULL);
+		where(w, t, ts);
+		w.end_object();
 	}
-	void async_id(uint64_t track)
+	void async_id(JsonWriter &w, uint64_t track)
 	{
 		char b[32] = {'0', 'x'}; // "0x%" PRIx64, per event: no snprintf
 		char *e = std::to_chars(b + 2, b + sizeof b, track, 16).ptr;
-		w_.key("cat").str("lock").key("id").str(std::string_view(b, static_cast<size_t>(e - b)));
+		w.key("cat").str("lock").key("id").str(std::string_view(b, static_cast<size_t>(e - b)));
 	}
-	void json_args(const Args &args)
+	static void async_id(Line &l, const Track &t, uint64_t track)
+	{
+		if (t.id.empty()) {
+			char b[24];
+			t.id = ",\"cat\":\"lock\",\"id\":\"0x" +
+			       std::string(b, static_cast<size_t>(
+						      std::to_chars(b, b + sizeof b, track, 16).ptr - b)) +
+			       "\"";
+		}
+		l.lit(t.id);
+	}
+	void json_args(JsonWriter &w, const Args &args)
 	{
 		if (args.empty())
 			return;
-		w_.key("args").begin_object();
+		w.key("args").begin_object();
 		for (const Arg &a : args) {
-			w_.key(a.name);
+			w.key(a.name);
 			switch (a.kind) {
 			case Arg::Int:
-				w_.i64(a.i);
+				w.i64(a.i);
 				break;
 			case Arg::Uint:
-				w_.u64(a.u);
+				w.u64(a.u);
 				break;
 			case Arg::Real:
-				w_.f64(a.d); // JSON has no NaN or infinity: null
+				w.f64(a.d); // JSON has no NaN or infinity: null
 				break;
 			case Arg::Str:
-				w_.str(a.s);
+				w.str(a.s);
 				break;
 			}
 		}
-		w_.end_object();
+		w.end_object();
+	}
+	static void args_line(Line &l, const Args &args)
+	{
+		if (args.empty())
+			return;
+		l.lit(",\"args\":{");
+		for (size_t k = 0; k < args.size(); k++) {
+			const Arg &a = args[k];
+			if (k)
+				l.lit(",");
+			l.str(a.name).lit(":");
+			switch (a.kind) {
+			case Arg::Int:
+				l.i64(a.i);
+				break;
+			case Arg::Uint:
+				l.u64(a.u);
+				break;
+			case Arg::Real:
+				l.f64(a.d);
+				break;
+			case Arg::Str:
+				l.str(a.s);
+				break;
+			}
+		}
+		l.lit("}");
 	}
 	// A run's begin (args: tid) or end (args: tid, end_state; tid < 0:
 	// none, the end is a lost switch's).
 	void cpu_event(const char *ph, uint32_t cpu, int64_t ts, const std::string &comm, int64_t tid,
 		       int64_t end_state)
 	{
-		start_event(ph);
-		w_.key("name").str(comm);
-		where(Track{0, cpu, std::string(), false, 't'}, ts);
+		JsonWriter w = start_event(ph);
+		w.key("name").str(comm);
+		where(w, Track{0, cpu, std::string(), false, 't', {}, {}}, ts);
 		if (tid >= 0) {
-			w_.key("args").begin_object().key("tid").i64(tid);
+			w.key("args").begin_object().key("tid").i64(tid);
 			if (ph[0] == 'E')
-				w_.key("end_state").i64(end_state);
-			w_.end_object();
+				w.key("end_state").i64(end_state);
+			w.end_object();
 		}
-		w_.end_object();
+		w.end_object();
 	}
 	void cpu_track(uint32_t cpu)
 	{
 		if (!cpus_named_) {
 			cpus_named_ = true;
-			start_event("M");
-			w_.key("name").str("process_name").key("pid").i64(0);
-			w_.key("args").begin_object().key("name").str("CPUs").end_object().end_object();
+			JsonWriter w = start_event("M");
+			w.key("name").str("process_name").key("pid").i64(0);
+			w.key("args").begin_object().key("name").str("CPUs").end_object().end_object();
 		}
 		if (cpu >= cpu_named_.size())
 			cpu_named_.resize(cpu + 1, false);
 		if (cpu_named_[cpu])
 			return;
 		cpu_named_[cpu] = true;
-		start_event("M");
-		w_.key("name").str("thread_name").key("pid").i64(0).key("tid").u64(cpu);
-		w_.key("args").begin_object().key("name").str("CPU " + std::to_string(cpu)).end_object();
-		w_.end_object();
+		JsonWriter w = start_event("M");
+		w.key("name").str("thread_name").key("pid").i64(0).key("tid").u64(cpu);
+		w.key("args").begin_object().key("name").str("CPU " + std::to_string(cpu)).end_object();
+		w.end_object();
 	}
 	void flush()
 	{
