@@ -14,7 +14,6 @@
 #include <cstring>
 #include <sys/epoll.h>
 #include <sys/resource.h>
-#include <sys/timerfd.h>
 
 #include "proto/sock.h"
 

@@ -12,9 +12,6 @@
 #include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
-#include <sys/stat.h>
-#include <sys/timerfd.h>
-#include <sys/un.h>
 
 #include "proto/sock.h"
 #include "strata_abi.h"
