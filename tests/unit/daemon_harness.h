@@ -21,7 +21,6 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <sys/socket.h>
@@ -31,6 +30,7 @@
 #include "daemon_impl.h"
 #include "proto/proto.h"
 #include "proto/sock.h"
+#include "temp_dir.h"
 
 namespace strata_test {
 
@@ -96,30 +96,21 @@ struct FakePeer {
 
 class InProcessDaemon {
 public:
-	explicit InProcessDaemon(const char *tag)
+	explicit InProcessDaemon(const char *tag) : dir_(tag)
 	{
-		std::string t = std::string("/tmp/strata-") + tag + "-XXXXXX";
-		if (mkdtemp(&t[0]))
-			dir_ = t;
 		strata::DaemonOptions opt;
-		opt.socket_path = dir_ + "/consumerd.sock";
+		opt.socket_path = dir_.path() + "/consumerd.sock";
 		opt.quiet = true; // its refusals are the test's oracle, not its log
 		d_ = std::make_unique<strata::daemon_impl::Daemon>(opt);
-		started_ = !dir_.empty() && d_->start();
+		started_ = dir_.ok() && d_->start();
 	}
 	~InProcessDaemon()
 	{
 		if (started_)
 			d_->shut_down();
-		d_.reset();
-		if (!dir_.empty()) {
-			const std::string cmd = "rm -rf '" + dir_ + "'";
-			if (system(cmd.c_str()) != 0)
-				ADD_FAILURE() << "cannot remove " << dir_;
-		}
 	}
 	bool started() const { return started_; }
-	const std::string &dir() const { return dir_; }
+	const std::string &dir() const { return dir_.path(); }
 	strata::daemon_impl::Daemon &daemon() { return *d_; }
 
 	// A new peer: a socketpair whose other end the daemon serves.
@@ -171,7 +162,7 @@ public:
 	static constexpr int kMaxTurns = 50;
 
 private:
-	std::string dir_;
+	TempDir dir_; // goes after the daemon
 	std::unique_ptr<strata::daemon_impl::Daemon> d_;
 	bool started_ = false;
 };
