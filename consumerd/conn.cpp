@@ -14,7 +14,6 @@
 #include <cstring>
 #include <sys/epoll.h>
 #include <sys/resource.h>
-#include <sys/timerfd.h>
 
 #include "proto/sock.h"
 
@@ -25,8 +24,8 @@ void Daemon::send(Conn &c, uint32_t seq, proto::Body body, int pass_fd)
 {
 	if (c.table) // a table join reads no answer (grant_tables.h); refusals are logged
 		return;
-	if (state_dirty_ && c.role == proto::Role::Controller)
-		persist_sessions(); // restart.cpp: kept before a controller hears of it
+	if (c.role == proto::Role::Controller)
+		persist_.save_if_changed(); // persistence.h: kept before a controller hears of it
 	proto::Message m;
 	m.seq = seq;
 	m.body = std::move(body);
@@ -60,8 +59,8 @@ void Daemon::flush_out(Conn &c)
 		c.out.clear();
 	if (c.out.empty())
 		return;
-	if (state_dirty_ && c.role == proto::Role::Controller)
-		persist_sessions(); // as in send()
+	if (c.role == proto::Role::Controller)
+		persist_.save_if_changed(); // as in send()
 	int r = proto::send_all(c.fd, c.out.data(), c.out.size(), -1, proto::now_ms() + kReplyTimeoutMs);
 	c.out.clear();
 	if (r < 0)
@@ -118,84 +117,47 @@ size_t max_conns()
 	return n;
 }
 
-void Daemon::accept_conns(int lfd, std::vector<int> *accepted)
+// Listener::Host: a connection accepted (or a test's socketpair end).
+bool Daemon::take_conn(int fd, bool quiet)
 {
-	if (lfd < 0)
-		lfd = lfd_;
-	for (;;) {
-		int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				logf("accept: %s", strerror(errno));
-			return;
-		}
-		if (conns_.size() >= max_conns()) {
-			close(fd);
-			logf("too many connections, refusing one");
-			continue;
-		}
-		auto c = std::make_unique<Conn>();
-		c->fd = fd;
-		c->id = next_conn_id_++;
-		socklen_t l = sizeof(c->cred);
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &l) < 0) {
-			close(fd);
-			c->fd = -1;
-			continue;
-		}
-		if (!loop_.add(fd, EPOLLIN | EPOLLRDHUP, [this, fd] {
-			    auto it = conns_.find(fd);
-			    if (it != conns_.end())
-				    on_readable(*it->second);
-		    })) {
-			// Kept unwatched its client would wait for an answer
-			// for good: refused, as when there are too many.
-			logf("cannot watch a new connection: %s: refusing it", strerror(errno));
-			close(fd);
-			c->fd = -1;
-			continue;
-		}
-		conns_[fd] = std::move(c);
-		if (accepted)
-			accepted->push_back(fd);
+	if (conns_.size() >= max_conns()) {
+		close(fd);
+		logf("too many connections, refusing one");
+		return false;
 	}
+	auto c = std::make_unique<Conn>();
+	c->fd = fd; // closed with c when refused
+	c->id = next_conn_id_++;
+	c->quiet = quiet;
+	socklen_t l = sizeof(c->cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &l) < 0)
+		return false;
+	if (!loop_.add(fd, EPOLLIN | EPOLLRDHUP, [this, fd] {
+		    auto it = conns_.find(fd);
+		    if (it != conns_.end())
+			    on_readable(*it->second);
+	    })) {
+		// Kept unwatched its client would wait for an answer
+		// for good: refused, as when there are too many.
+		logf("cannot watch a new connection: %s: refusing it", strerror(errno));
+		return false;
+	}
+	conns_[fd] = std::move(c);
+	return true;
 }
 
-// The quiet socket's queue (proto.h, kQuietSuffix): every connection
-// accepted and what it sent read now, so that a command or a stop sees the
+// Listener::Host: the quiet socket's queue (listener.h): every connection
+// taken and what it sent read now, so that a command or a stop sees the
 // processes that joined from the table before it.
 void Daemon::serve_quiet()
 {
-	if (qfd_ < 0)
-		return;
 	std::vector<int> fds;
-	accept_conns(qfd_, &fds);
+	listener_.accept(true, &fds);
 	for (int fd : fds) {
 		auto it = conns_.find(fd); // handling one may have dropped another
-		if (it != conns_.end()) {
-			it->second->quiet = true;
+		if (it != conns_.end())
 			on_readable(*it->second);
-		}
 	}
-}
-
-// on_socket: the quiet socket has a connection: wait kQuietDelayNs for more
-// (one timer, one wake-up for a burst of starts).  Else the timer fired:
-// serve the queue, then listen for the next first connection.
-void Daemon::arm_quiet(bool on_socket)
-{
-	constexpr long kQuietDelayNs = 20 * 1000 * 1000;
-	if (on_socket && quiet_tfd_ >= 0) {
-		struct itimerspec its = {};
-		its.it_value.tv_nsec = kQuietDelayNs;
-		if (timerfd_settime(quiet_tfd_, 0, &its, nullptr) == 0)
-			return;
-	}
-	uint64_t ticks;
-	if (quiet_tfd_ >= 0 && read(quiet_tfd_, &ticks, sizeof ticks) < 0 && errno != EAGAIN)
-		logf("quiet timer: %s", strerror(errno));
-	serve_quiet();
-	loop_.rearm(qfd_, EPOLLIN | EPOLLONESHOT);
 }
 
 void Daemon::on_readable(Conn &c)
@@ -297,7 +259,7 @@ void Daemon::serve_pending()
 	if (serving_pending_)
 		return;
 	serving_pending_ = true;
-	accept_conns();
+	listener_.accept(false);
 	serve_quiet();
 	std::vector<int> fds;
 	for (auto &kv : conns_) {
@@ -321,12 +283,18 @@ Conn *Daemon::conn_by_id(uint64_t id)
 	return nullptr;
 }
 
+pid_t Daemon::conn_pid(uint64_t id)
+{
+	const Conn *c = conn_by_id(id);
+	return c ? c->cred.pid : 0;
+}
+
 namespace {
 // Who may send a message type: a process before or after its REGISTER, or
 // a controller.
 enum class From { Unregistered, Registered, Controller };
 // What a controller's command does to the sessions the state file keeps
-// (restart.cpp): a question that only reads them leaves the file as it is.
+// (persistence.h): a question that only reads them leaves the file as it is.
 enum class Effect { Reads, Changes };
 } // namespace
 
@@ -374,14 +342,15 @@ bool Daemon::handle(Conn &c, const proto::Message &m)
 	for (const Route &r : routes)
 		if (r.type == m.type() && r.from == from)
 			route = &r;
-	// restart.cpp: sessions may change, except on a question that only
+	// persistence.h: sessions may change, except on a question that only
 	// reads them (the table's Reads), whose answer then describes what
 	// the state file already holds, or what serve_quiet/settle_attaches
 	// below integrate, which marks the state dirty itself (procs.cpp).
 	// Not rewriting the file there keeps `strata status` cheap with
 	// thousands of live buffers (issue 38).  A command refused below
 	// changes nothing.
-	state_dirty_ |= ctl && route && route->effect == Effect::Changes;
+	if (ctl && route && route->effect == Effect::Changes)
+		persist_.changed();
 	if (ctl) {
 		serve_quiet();     // a command sees every process that joined from the table
 		settle_attaches(); // a command sees every buffer already handed over

@@ -12,9 +12,6 @@
 #include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
-#include <sys/stat.h>
-#include <sys/timerfd.h>
-#include <sys/un.h>
 
 #include "proto/sock.h"
 #include "strata_abi.h"
@@ -78,68 +75,14 @@ Daemon::Daemon(const DaemonOptions &opt)
       hostname_(hostname()),
       procs_([this](int fd) { return loop_.add(fd, EPOLLIN, [this, fd] { on_exit(fd); }); },
 	     [this](int fd) { loop_.remove(fd); }),
-      acks_(procs_), tables_(path_), sessions_(*this, SessionTable::Config{path_, hostname_, first_run_id()})
+      acks_(procs_), tables_(path_), sessions_(*this, SessionTable::Config{path_, hostname_, first_run_id()}),
+      listener_(loop_, *this, path_),
+      persist_(*this, loop_, sessions_, procs_, Persistence::Config{path_, hostname_})
 {
 }
 
-int Daemon::listen_on(const std::string &path, int backlog)
-{
-	struct sockaddr_un sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	if (path.size() >= sizeof(sa.sun_path)) {
-		logf("socket path too long: %s", path.c_str());
-		return -ENAMETOOLONG;
-	}
-	// The directory holding the socket: private (0700) when we create it,
-	// open to every user (0755) on a root daemon (access.h).
-	size_t slash = path.rfind('/');
-	if (slash != std::string::npos && slash > 0) {
-		std::string dir = path.substr(0, slash);
-		struct stat dst;
-		const bool existed = stat(dir.c_str(), &dst) == 0;
-		int r = make_dirs(dir, socket_dir_mode());
-		if (r < 0) {
-			logf("cannot create %s: %s", dir.c_str(), strerror(-r));
-			return r;
-		}
-		open_socket_dir(dir, !existed);
-	}
-	// A socket file already there: refuse if a daemon answers, else stale.
-	struct stat st;
-	if (lstat(path.c_str(), &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			logf("%s exists and is not a socket", path.c_str());
-			return -EEXIST;
-		}
-		int fd = proto::connect_unix(path, proto::now_ms() + 500);
-		if (fd >= 0) {
-			close(fd);
-			logf("another strata-consumerd already listens on %s", path.c_str());
-			return -EADDRINUSE;
-		}
-		unlink(path.c_str());
-	}
-	memcpy(sa.sun_path, path.c_str(), path.size() + 1);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	mode_t old = umask(0077);
-	int r = bind(fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof(sa));
-	umask(old);
-	if (r == 0)
-		r = chmod(path.c_str(), socket_mode()); // 0666 on a root daemon (access.h)
-	if (r < 0 || listen(fd, backlog) < 0) {
-		int e = errno;
-		logf("cannot listen on %s: %s", path.c_str(), strerror(e));
-		close(fd);
-		return -e;
-	}
-	return fd;
-}
-
-// The signals, the socket and the quiet socket, in the event loop.
-bool Daemon::open_sockets()
+// The signals, in the event loop (run() only: a test keeps its own).
+bool Daemon::open_signals()
 {
 	sigset_t set;
 	sigemptyset(&set);
@@ -150,41 +93,15 @@ bool Daemon::open_sockets()
 	pthread_sigmask(SIG_BLOCK, &set, nullptr);
 	signal(SIGPIPE, SIG_IGN);
 	sigfd_ = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-	// The kernel's cap (net.core.somaxconn, 4096 by default): every
-	// process of a burst connects twice (its join, then its first event's
-	// BUFFER hand-over), and a full backlog makes each of them wait
-	// (proto::connect_unix) while the main thread accepts.
-	lfd_ = listen_on(path_, 4096);
-	if (lfd_ < 0 || sigfd_ < 0 || !loop_.ok())
-		return false;
-	if (!loop_.add(lfd_, EPOLLIN, [this] { accept_conns(); }) ||
-	    !loop_.add(sigfd_, EPOLLIN, [this] { on_signal(); })) {
-		logf("cannot watch the socket and the signals: %s", strerror(errno));
+	if (sigfd_ < 0 || !loop_.ok()) {
+		logf("cannot receive signals: %s", strerror(errno));
 		return false;
 	}
-	open_quiet();
+	if (!loop_.add(sigfd_, EPOLLIN, [this] { on_signal(); })) {
+		logf("cannot watch the signals: %s", strerror(errno));
+		return false;
+	}
 	return true;
-}
-
-void Daemon::open_quiet()
-{
-	qfd_ = listen_on(path_ + proto::kQuietSuffix, 4096);
-	quiet_tfd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (qfd_ >= 0 && quiet_tfd_ >= 0) {
-		if (loop_.add(qfd_, EPOLLIN | EPOLLONESHOT, [this] { arm_quiet(true); })) {
-			if (loop_.add(quiet_tfd_, EPOLLIN, [this] { arm_quiet(false); }))
-				return;
-			loop_.remove(qfd_);
-		}
-		logf("cannot watch the quiet socket: %s", strerror(errno));
-	}
-	// Processes use the socket.
-	if (qfd_ >= 0) {
-		close(qfd_);
-		unlink((path_ + proto::kQuietSuffix).c_str());
-	}
-	qfd_ = -1;
-	logf("no quiet socket: every process start wakes the daemon");
 }
 
 // The clock page (clock_page.h) and its refresh timer: first after 100 ms,
@@ -280,15 +197,19 @@ void Daemon::publish_tables()
 	tables_.publish(sessions_, procs_, clock_page_ ? clock_page_->fd() : -1);
 }
 
-int Daemon::run()
+// The parts started and a dead predecessor's sessions taken up; the
+// sockets are open already (run) or never (in-process).
+bool Daemon::start()
 {
 	g_verbose = opt_.verbose;
 	g_quiet = opt_.quiet;
-	if (!open_sockets())
-		return 1;
+	if (!loop_.ok()) {
+		logf("no event loop: %s", strerror(errno));
+		return false;
+	}
 	start_clock_page();
 	if (!start_sync_links())
-		return 1;
+		return false;
 	// Else BUFFERs are attached on the main thread.
 	if (attacher_.start() && !loop_.add(attacher_.efd(), EPOLLIN, [this] { collect_attaches(true); })) {
 		logf("cannot watch the attacher thread: %s: BUFFERs are attached on the main thread",
@@ -303,12 +224,36 @@ int Daemon::run()
 		     strerror(errno));
 		acks_.stop();
 	}
-	INFO("listening on %s (protocol %u, buffer ABI %u.%u)", path_.c_str(), proto::kVersion,
-	     STRATA_ABI_MAJOR, STRATA_ABI_MINOR);
+	if (listener_.listening())
+		INFO("listening on %s (protocol %u, buffer ABI %u.%u)", path_.c_str(), proto::kVersion,
+		     STRATA_ABI_MAJOR, STRATA_ABI_MINOR);
 	sessions_.repair_after_crash();
-	restore_sessions(); // restart.cpp: a crashed daemon's active sessions, taken up
+	persist_.restore(); // persistence.h: a crashed daemon's active sessions, taken up
 	tables_.remove();   // a crashed daemon's: their runs are gone
 	publish_tables();
+	return true;
+}
+
+int Daemon::turn(int timeout_ms)
+{
+	const int r = loop_.turn(timeout_ms);
+	if (r < 0) {
+		logf("epoll_wait: %s", strerror(-r));
+		return r;
+	}
+	collect_attaches(); // drains whose process did not wait (attacher.h)
+	deliver(acks_.due(false));
+	publish_tables();
+	persist_.save_later();
+	return 0;
+}
+
+int Daemon::run()
+{
+	g_verbose = opt_.verbose;
+	g_quiet = opt_.quiet;
+	if (!open_signals() || !listener_.open() || !start())
+		return 1;
 	if (opt_.ready_fd >= 0) {
 		ssize_t w = write(opt_.ready_fd, "ready\n", 6);
 		(void)w;
@@ -319,15 +264,8 @@ int Daemon::run()
 			leave();                // stopping.cpp: the processes told, one bounded wait
 		if (leaving_ && stops_.empty()) // every stop's wait is over (leave()'s too)
 			break;
-		const int r = loop_.turn(acks_.timeout_ms());
-		if (r < 0) {
-			logf("epoll_wait: %s", strerror(-r));
+		if (turn(acks_.timeout_ms()) < 0)
 			break;
-		}
-		collect_attaches(); // drains whose process did not wait (attacher.h)
-		deliver(acks_.due(false));
-		publish_tables();
-		persist_later(); // restart.cpp
 	}
 	shut_down();
 	return 0;
@@ -354,18 +292,15 @@ void Daemon::shut_down()
 	sessions_.stop_all();
 	for (const auto &o : synced)
 		sync_.session_stopped(o.first, o.second, hostname_);
-	persist_sessions(); // none left: a clean exit ends them (restart.cpp)
+	persist_.save(); // none left: a clean exit ends them (persistence.h)
 	tables_.remove();
 	conns_.clear();
-	unlink(path_.c_str());
-	close(lfd_);
-	if (qfd_ >= 0) {
-		unlink((path_ + proto::kQuietSuffix).c_str());
-		close(qfd_);
+	listener_.close();
+	if (sigfd_ >= 0) {
+		loop_.remove(sigfd_);
+		close(sigfd_);
+		sigfd_ = -1;
 	}
-	if (quiet_tfd_ >= 0)
-		close(quiet_tfd_);
-	close(sigfd_);
 	INFO("served %llu state queries and %llu joins from the grant table (%llu by the quiet socket); %llu "
 	     "hand-offs and announcements from processes the kernel module answers",
 	     static_cast<unsigned long long>(n_queries_), static_cast<unsigned long long>(tables_.joins()),

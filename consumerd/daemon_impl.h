@@ -11,12 +11,18 @@
  *   ack_tracker.h       generations, held answers, the module's WAITs;
  *   attacher.h          the attacher thread (BUFFER -> drain);
  *   grant_tables.h      the grant table files, per uid;
- *   clock_page.h        the clock page and its refresh.
- * The Daemon owns the parts, the sockets and the connections, and is the
+ *   clock_page.h        the clock page and its refresh;
+ *   listener.h          the socket and the quiet socket: accepts;
+ *   persistence.h       the sessions kept across a crash of the daemon;
+ *   stop_coordinator.h  the two-phase stops under way.
+ * The Daemon owns the parts, the signals and the connections, and is the
  * only one that talks to a peer:
- *   daemon.cpp    its life: options, sockets, signals, the loop, shutdown;
- *   conn.cpp      connections: accept, read, frame, route (handle), answer,
- *                 drop (the sessions a connection owns end with it);
+ *   daemon.cpp    its life: options, signals, the parts started, the loop
+ *                 (run, or turn by turn in-process: start, serve, turn),
+ *                 shutdown;
+ *   conn.cpp      connections: take (from the listener, or a test's
+ *                 socketpair), read, frame, route (handle), answer, drop
+ *                 (the sessions a connection owns end with it);
  *   commands.cpp  a controller's commands, each handed to its part;
  *   procs.cpp     a process's messages: REGISTER, BUFFER hand-over (and
  *                 the attacher's results), exit, early adoption;
@@ -51,11 +57,12 @@
 #include "clock_page.h"
 #include "event_loop.h"
 #include "grant_tables.h"
+#include "listener.h"
 #include "log.h"
+#include "persistence.h"
 #include "process_registry.h"
 #include "proto/proto.h"
 #include "session_table.h"
-#include "state_store.h"
 #include "stop_coordinator.h"
 #include "sync_link.h"
 
@@ -94,7 +101,7 @@ struct Conn {
 	bool registered = false;
 	bool kmod = false;  // REGISTER with kRegisterModule
 	bool table = false; // REGISTER with kRegisterTable (grant_tables.h)
-	bool quiet = false; // accepted from the quiet socket (serve_quiet)
+	bool quiet = false; // accepted from the quiet socket (listener.h)
 	std::map<uint32_t, Grant> grants;
 	// Its BUFFERs at the attacher: true while this connection is open (an
 	// answer may be awaited); see attacher.h.
@@ -112,26 +119,37 @@ struct Conn {
 	}
 };
 
-class Daemon : private SessionTable::Host {
+class Daemon : private SessionTable::Host, private Listener::Host, private Persistence::Host {
 public:
 	explicit Daemon(const DaemonOptions &opt);
+	// Listens, starts, serves until SIGTERM or SIGINT, shuts down: the
+	// process's exit code.
 	int run();
+
+	// In-process, without a socket file or signals (tests/unit/
+	// daemon_harness_test.cpp), main thread only: start() once (false:
+	// said in the log), then serve() peers and turn() the loop, then
+	// shut_down() once.
+	bool start();
+	// A connected socket (a socketpair's end, owned from now on) served as
+	// a peer the listener accepted.  False: refused (closed).
+	bool serve(int fd) { return take_conn(fd, false); }
+	// One event-loop turn (waiting up to timeout_ms) and the work that
+	// follows each: 0, or -errno of epoll_wait (logged).
+	int turn(int timeout_ms);
+	void shut_down();
 
 private:
 	// daemon.cpp: life.
-	bool open_sockets();
-	int listen_on(const std::string &path, int backlog = 128);
-	void open_quiet();
+	bool open_signals();
 	void start_clock_page();
 	bool start_sync_links(); // sync_link.h: the --sync and --sync-guest links
 	void on_signal();
 	void publish_tables();
-	void shut_down();
 
 	// conn.cpp: connections.
-	void accept_conns(int lfd = -1, std::vector<int> *accepted = nullptr);
-	void serve_quiet(); // accept and read every queued quiet connection
-	void arm_quiet(bool on_socket);
+	bool take_conn(int fd, bool quiet) override; // Listener::Host
+	void serve_quiet() override; // Listener::Host: every queued quiet connection taken and read
 	void on_readable(Conn &c);
 	bool frame(Conn &c, size_t &off); // one read's complete messages handled
 	// Every process message already sent, read and handled now (before a
@@ -140,6 +158,7 @@ private:
 	bool hello_from_process(const Conn &c);
 	bool handle(Conn &c, const proto::Message &m);
 	Conn *conn_by_id(uint64_t id);
+	pid_t conn_pid(uint64_t id) override; // Persistence::Host
 	void send(Conn &c, uint32_t seq, proto::Body body, int pass_fd = -1);
 	void reply(Conn &c, uint32_t seq, int status, const std::string &text);
 	void flush_out(Conn &c);
@@ -191,16 +210,8 @@ private:
 	void tell(const Answer &a, PendingReply &into);
 	void end_stop(const DueReply &d);
 	void answer_stop(const StopWait &w, const DueReply &d);
-	void end_owned(uint64_t owner, pid_t peer);
+	void end_owned(uint64_t owner, pid_t peer) override; // also Persistence::Host
 	void leave();
-
-	// restart.cpp: sessions kept across a crash of the daemon.
-	void persist_sessions();
-	void persist_later();
-	void restore_sessions();
-	bool restore_buffer(Session &s, const BufferRecord &b);
-	void lost_buffer(Session &s, const BufferRecord &b, const std::string &why);
-	void owner_exited(pid_t pid);
 
 	// SessionTable::Host (procs.cpp, daemon.cpp).
 	void settle() override;
@@ -224,11 +235,9 @@ private:
 	SessionTable sessions_;
 	std::unique_ptr<ClockPage> clock_page_; // null: TSC unusable
 	SyncLinks sync_;                        // clock links to other machines
-	int lfd_ = -1, sigfd_ = -1;
-	// The quiet socket (proto.h, kQuietSuffix): in epoll one-shot; its first
-	// connection arms quiet_tfd_ (one-shot, kQuietDelayNs), whose expiry
-	// serves the queue and re-arms the socket.
-	int qfd_ = -1, quiet_tfd_ = -1;
+	Listener listener_;                     // the socket and the quiet socket
+	Persistence persist_;                   // the sessions kept across a crash
+	int sigfd_ = -1;
 	int trigger_tfd_ = -1; // the session table's trigger timer (loop_'s)
 	uint64_t next_conn_id_ = 1;
 	// State queries answered here (REGISTER without kRegisterModule), and
@@ -238,13 +247,6 @@ private:
 	bool leaving_ = false;         // quit_ seen: leave() told every session's processes
 	StopCoordinator stops_;        // the stops under way (stop_coordinator.h)
 	bool serving_pending_ = false; // serve_pending runs: no nesting
-	// restart.cpp: the state store, whether it may be out of date, and
-	// the start times of the processes it names.
-	std::unique_ptr<StateStore> store_;
-	bool state_dirty_ = false;
-	int persist_tfd_ = -1;       // one-shot: persist_later's delay
-	bool persist_armed_ = false; // it runs
-	std::map<pid_t, uint64_t> start_times_;
 };
 
 } // namespace daemon_impl

@@ -58,7 +58,7 @@ struct KmodGrant {
 	// empty for "every process of the session's user".
 	std::vector<std::pair<std::vector<uint32_t>, std::vector<std::string>>> targets;
 	// The module keeps the slot for a restarted daemon (STRATA_KABI_SET_KEEP):
-	// for a session that daemon takes up (restart.cpp, kept()).
+	// for a session that daemon takes up (persistence.cpp, kept()).
 	bool keep = false;
 };
 

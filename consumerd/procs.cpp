@@ -525,7 +525,7 @@ void Daemon::attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const Gr
 	d->start();
 	p.drains.push_back(d.get());
 	s.drains.push_back(std::move(d));
-	state_dirty_ = true; // restart.cpp: a buffer to keep
+	persist_.changed(); // persistence.h: a buffer to keep
 	VLOG("pid %d: draining slot %u into %s", p.pid, slot, dir.c_str());
 }
 
@@ -560,7 +560,7 @@ void Daemon::on_exit(int pidfd)
 	for (Drain *d : p->drains)
 		d->finish(true); // the drain flushes and closes on its own thread
 	procs_.erase(pidfd);
-	owner_exited(pid); // restart.cpp: a restored session's owner; the books changed
+	persist_.owner_exited(pid); // a restored session's owner; the books changed
 }
 
 // SessionTable::Host: buffers already sent, or being attached, join now.
@@ -608,7 +608,7 @@ void Daemon::integrate(AttachJob &j)
 		flush_out(*c);
 	}
 	p->drains.push_back(j.drain.get());
-	state_dirty_ = true; // restart.cpp: a buffer to keep
+	persist_.changed(); // persistence.h: a buffer to keep
 	VLOG("pid %d: draining into %s", static_cast<int>(j.pid), j.drain->dir().c_str());
 	s->drains.push_back(std::move(j.drain));
 }

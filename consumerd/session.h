@@ -123,10 +123,10 @@ struct Session : Audience {
 	std::string aggregate;
 	std::string agg_filter;
 	std::vector<std::unique_ptr<AggRegionRec>> regions;
-	// Taken up from a dead daemon (restart.cpp): the buffers it could not
+	// Taken up from a dead daemon (persistence.h): the buffers it could not
 	// take back, one line each (STATUS, STOP: session_problems); bounded.
 	std::vector<std::string> restart_losses;
-	// Not taken up after a daemon restart (restart.cpp), only named: why.
+	// Not taken up after a daemon restart (persistence.h), only named: why.
 	// Such a session is STOPPED, cannot be started (destroy it, create it
 	// again) and has no output.
 	std::string lost;

@@ -153,7 +153,7 @@ public:
 	void note_joined(const Proc &p);
 	// A crashed daemon's active outputs repaired (at start).
 	void repair_after_crash();
-	// A session taken up from a dead daemon's state (restart.cpp): ACTIVE,
+	// A session taken up from a dead daemon's state (persistence.h): ACTIVE,
 	// keeping its run id (what grants name), with a fresh id.  False (not
 	// taken) if its name or its slot is taken already.
 	// active = false: a session only named (Session::lost), STOPPED.

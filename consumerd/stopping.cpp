@@ -86,7 +86,7 @@ void Daemon::end_stop(const DueReply &d)
 	StopWait w;
 	if (!stops_.take(d.gate, w))
 		return;
-	state_dirty_ = true; // restart.cpp: the session stopped (or went) since
+	persist_.changed(); // persistence.h: the session stopped (or went) since
 	if (d.status)
 		logf("stopping %s: %s; what they still held may miss the trace",
 		     w.session_id ? ("session " + std::to_string(w.session_id)).c_str() : "at exit",

@@ -52,6 +52,9 @@ CHECKED = [
     "consumerd/daemon.cpp",
     "consumerd/event_loop.cpp",
     "consumerd/session_table.cpp",
+    "consumerd/stopping.cpp",  # two-phase stops
+    "consumerd/listener.cpp",  # the socket and the quiet socket
+    "consumerd/persistence.cpp",  # sessions kept across a crash
     "cli/*.cpp",  # the `strata` command (issue 52)
     "cli/*.h",
 ]

@@ -1,39 +1,21 @@
 /*
- * restart.cpp - the daemon's side of "a daemon that comes back loses
- * nothing its processes still hold" (docs/crash.md, "The daemon dies"):
- * the glue between the session table and the state store (state_store.h),
- * and the taking up of a dead predecessor's sessions (reattach.h).
- *
- * Contract: main thread only.  persist_sessions() runs 20 ms after the end
- * of an event-loop turn in which something it records may have changed
- * (state_dirty_: a controller's message but STATUS and LIST, which only read
- * (conn.cpp), a buffer integrated, a process
- * exit; persist_later), and before any answer leaves for a controller
- * (send, flush_out):
- * what a controller was told (a session started, N buffers) is kept
- * before it hears it; restore_sessions() once at start, before the first connection is
- * served, after repair_after_crash().  What is kept: every ACTIVE disk
- * session (its definition, its clock, its run id) and, per buffer being
- * drained of a live process, the process (pid and start time), the memfd
- * (dev, ino), the trace uuid and the sub-trace directory, and the kernel
- * buffer's uuid and sub-trace.  The session's mirror in the kernel module
- * is set again by adopt() (SessionTable::apply_kernel): the module kept
- * it for us (STRATA_KABI_SET_KEEP), with its kernel buffer, which
- * kernel_resume continues.  Named, not taken up: sessions streamed to a
- * relay or a serial line (a STOPPED stand-in, Session::lost), a session's
- * snapshot trigger (Session::restart_losses).  Not kept: trigger
- * companions, created or stopped sessions.  A buffer that cannot be
- * taken back is marked lost in its sub-trace (lost_buffer; docs/crash.md,
+ * persistence.cpp - the sessions kept across a crash of the daemon
+ * (persistence.h; docs/crash.md, "The daemon dies").  A buffer that cannot
+ * be taken back is marked lost in its sub-trace (lost_buffer; docs/crash.md,
  * "Limits").
  */
-#include "daemon_impl.h"
+#include "persistence.h"
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
+#include <unistd.h>
 
 #include "control/names.h"
+#include "kernel_source.h"
+#include "log.h"
 #include "reattach.h"
 #include "state_store.h"
 
@@ -48,7 +30,7 @@ bool kept(const Session &s)
 }
 
 // An active session that a restarted daemon does not take up, but names
-// (restore_sessions): why, "" for the others.  A trigger's hidden
+// (restore): why, "" for the others.  A trigger's hidden
 // companion is its session's business (SessionRecord::trigger).
 std::string unkept_why(const Session &s)
 {
@@ -61,12 +43,12 @@ std::string unkept_why(const Session &s)
 }
 
 // A restored session owned by `strata record` is owned by record's pid
-// (its connection died with the daemon): SessionTable::end_owned ends it
+// (its connection died with the daemon): the Daemon's end_owned ends it
 // with this stand-in connection id when that pid exits.  Real connection
 // ids count up from 1 and never reach the bit.
 constexpr uint64_t kPidOwner = uint64_t(1) << 63;
 
-constexpr long kPersistDelayNs = 20000000; // persist_later
+constexpr long kPersistDelayNs = 20000000; // save_later
 
 // The session's definition, as the state file keeps it (r.unkept set).
 void fill_definition(const Session &s, SessionRecord &r)
@@ -106,9 +88,45 @@ void kernel_record(const Session &s, SessionRecord &r)
 
 } // namespace
 
-void Daemon::persist_sessions()
+Persistence::~Persistence()
 {
-	state_dirty_ = false;
+	if (timer_fd_ >= 0) {
+		loop_.remove(timer_fd_);
+		close(timer_fd_);
+	}
+}
+
+// Per buffer of `s` being drained of a live process (`holder`): what takes
+// it back (r.buffers).
+void Persistence::keep_buffers(const Session &s, const std::map<const Drain *, const Proc *> &holder,
+			       SessionRecord &r)
+{
+	for (auto &d : s.drains) {
+		auto h = holder.find(d.get());
+		if (h == holder.end() || d->finished() || !d->buffer_ino())
+			continue;
+		const Proc &p = *h->second;
+		BufferRecord b;
+		b.pid = static_cast<uint32_t>(p.pid);
+		auto st = start_times_.find(p.pid);
+		if (st == start_times_.end())
+			st = start_times_.emplace(p.pid, proc_start_time(static_cast<uint32_t>(p.pid))).first;
+		b.start_time = st->second;
+		b.dev = d->buffer_dev();
+		b.ino = d->buffer_ino();
+		memcpy(b.uuid, d->uuid(), 16);
+		b.signo = p.kmod ? 0 : p.signo; // a module process is the module's to signal
+		b.kmod = p.kmod;
+		b.uid = p.uid;
+		b.comm = p.comm;
+		b.dir = d->dir();
+		r.buffers.push_back(b);
+	}
+}
+
+void Persistence::save()
+{
+	changed_ = false;
 	if (!store_)
 		return;
 	// Which live process holds each drain's buffer.
@@ -125,37 +143,12 @@ void Daemon::persist_sessions()
 		if (!kept(s) && r.unkept.empty())
 			continue;
 		fill_definition(s, r);
-		if (s.owner_conn & kPidOwner) {
+		if (s.owner_conn & kPidOwner)
 			r.owner_pid = static_cast<uint32_t>(s.owner_conn & ~kPidOwner);
-		} else if (s.owner_conn) {
-			const Conn *c = conn_by_id(s.owner_conn);
-			r.owner_pid = c ? static_cast<uint32_t>(c->cred.pid) : 0;
-		}
-		for (auto &d : s.drains) {
-			if (!r.unkept.empty())
-				break;
-			auto h = holder.find(d.get());
-			if (h == holder.end() || d->finished() || !d->buffer_ino())
-				continue;
-			const Proc &p = *h->second;
-			BufferRecord b;
-			b.pid = static_cast<uint32_t>(p.pid);
-			auto st = start_times_.find(p.pid);
-			if (st == start_times_.end())
-				st = start_times_
-					     .emplace(p.pid, proc_start_time(static_cast<uint32_t>(p.pid)))
-					     .first;
-			b.start_time = st->second;
-			b.dev = d->buffer_dev();
-			b.ino = d->buffer_ino();
-			memcpy(b.uuid, d->uuid(), 16);
-			b.signo = p.kmod ? 0 : p.signo; // a module process is the module's to signal
-			b.kmod = p.kmod;
-			b.uid = p.uid;
-			b.comm = p.comm;
-			b.dir = d->dir();
-			r.buffers.push_back(b);
-		}
+		else if (s.owner_conn)
+			r.owner_pid = static_cast<uint32_t>(host_.conn_pid(s.owner_conn));
+		if (r.unkept.empty())
+			keep_buffers(s, holder, r);
 		kernel_record(s, r);
 		names.insert(s.name);
 		if (!store_->save(r))
@@ -172,20 +165,18 @@ void Daemon::persist_sessions()
 }
 
 // End of an event-loop turn: what changed is kept kPersistDelayNs later,
-// in one write for a burst of hand-overs, off the moment a process starts
-// (a save costs the main thread ~0.14 ms, which on the starting process's
-// CPU would delay it: docs/crash.md).  A controller's answer does not
-// wait for it (send, flush_out).
-void Daemon::persist_later()
+// in one write for a burst of hand-overs (persistence.h).  A controller's
+// answer does not wait for it (save_if_changed).
+void Persistence::save_later()
 {
-	if (!state_dirty_ || persist_armed_)
+	if (!changed_ || armed_)
 		return;
 	struct itimerspec its = {};
 	its.it_value.tv_nsec = kPersistDelayNs;
-	if (persist_tfd_ >= 0 && timerfd_settime(persist_tfd_, 0, &its, nullptr) == 0)
-		persist_armed_ = true;
+	if (timer_fd_ >= 0 && timerfd_settime(timer_fd_, 0, &its, nullptr) == 0)
+		armed_ = true;
 	else
-		persist_sessions();
+		save();
 }
 
 // A buffer of a restored session that cannot be taken back (`why`): its
@@ -193,7 +184,7 @@ void Daemon::persist_later()
 // went with it.  How much it held is unknowable; the sub-trace's lanes end
 // with a discarded-packets mark (mark_lost_tail), and `strata status`
 // and the log name the process (docs/crash.md, "Limits").
-void Daemon::lost_buffer(Session &s, const BufferRecord &b, const std::string &why)
+void Persistence::lost_buffer(Session &s, const BufferRecord &b, const std::string &why)
 {
 	std::string err;
 	const unsigned lanes = mark_lost_tail(b.dir, b.uuid, err);
@@ -211,7 +202,7 @@ void Daemon::lost_buffer(Session &s, const BufferRecord &b, const std::string &w
 
 // One buffer of a restored session: taken back from its process and
 // drained on from where its sub-trace ends.
-bool Daemon::restore_buffer(Session &s, const BufferRecord &b)
+bool Persistence::restore_buffer(Session &s, const BufferRecord &b)
 {
 	std::string err;
 	const int fd = reclaim_memfd(b.pid, b.start_time, b.dev, b.ino, err);
@@ -222,7 +213,7 @@ bool Daemon::restore_buffer(Session &s, const BufferRecord &b)
 	TraceEnv env;
 	env.procname = b.comm;
 	env.pid = b.pid;
-	env.hostname = hostname_;
+	env.hostname = cfg_.hostname;
 	std::unique_ptr<Drain> d = Drain::create(fd, b.uuid, b.dir, s.clock, env, s.owner, err);
 	if (!d || !d->resume(err)) {
 		lost_buffer(s, b, "its buffer cannot be taken up (" + err + ")");
@@ -250,20 +241,21 @@ bool Daemon::restore_buffer(Session &s, const BufferRecord &b)
 	return true;
 }
 
-void Daemon::restore_sessions()
+void Persistence::restore()
 {
-	store_ = std::make_unique<StateStore>(path_ + ".state");
-	persist_tfd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (persist_tfd_ >= 0 && !loop_.add(persist_tfd_, EPOLLIN, [this] {
+	store_ = std::make_unique<StateStore>(cfg_.socket_path + ".state");
+	timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (timer_fd_ >= 0 && !loop_.add(timer_fd_, EPOLLIN, [this] {
 		    uint64_t n;
-		    if (read(persist_tfd_, &n, sizeof n) < 0 && errno != EAGAIN)
+		    if (read(timer_fd_, &n, sizeof n) < 0 && errno != EAGAIN)
 			    return;
-		    persist_armed_ = false;
-		    if (state_dirty_)
-			    persist_sessions();
+		    armed_ = false;
+		    save_if_changed();
 	    })) {
-		close(persist_tfd_);
-		persist_tfd_ = -1; // then persist_later saves at once
+		logf("cannot watch the state's save timer: %s: every change is saved at once",
+		     strerror(errno));
+		close(timer_fd_);
+		timer_fd_ = -1; // then save_later saves at once
 	}
 	std::vector<std::string> errors;
 	std::vector<SessionRecord> recs = store_->load(errors);
@@ -320,7 +312,7 @@ void Daemon::restore_sessions()
 		     "re-attached",
 		     r.name.c_str(), n, r.buffers.size());
 	}
-	state_dirty_ = true;
+	changed_ = true;
 	// An owner (strata record) watched as a process: its exit ends its
 	// session (on_exit); one that ended while no daemon ran, at once.
 	for (auto &o : owners)
@@ -328,12 +320,12 @@ void Daemon::restore_sessions()
 			owner_exited(static_cast<pid_t>(o.first));
 }
 
-void Daemon::owner_exited(pid_t pid)
+void Persistence::owner_exited(pid_t pid)
 {
-	state_dirty_ = true;
+	changed_ = true;
 	if (pid <= 0)
 		return;
-	end_owned(kPidOwner | static_cast<uint32_t>(pid), pid);
+	host_.end_owned(kPidOwner | static_cast<uint32_t>(pid), pid);
 	if (Proc *p = procs_.find(pid))
 		if (p->gone && p->drains.empty())
 			procs_.erase(p->pidfd); // a stand-in made only to watch it

@@ -1,0 +1,171 @@
+/*
+ * daemon_harness.h - strata-consumerd in-process (consumerd/daemon_impl.h),
+ * its peers faked over socketpair(2), as Perfetto tests its tracing
+ * service with mock producers and consumers.
+ *
+ * The Daemon is made with a socket path in a temporary directory, but
+ * never listens there (no socket file, no signals): Daemon::start() starts
+ * its parts, Daemon::serve() takes one end of a socketpair as a peer the
+ * listener accepted, and the test turns its event loop (Daemon::turn) on
+ * the test's own thread.  A peer's message is handled in the turn that
+ * reads it, so await() needs no sleep: it turns the loop until the answer
+ * is whole, the peer's end is closed, or a bounded number of turns passed
+ * (a failure, not a wait).
+ *
+ * Everything here runs on the test's thread, which is the daemon's main
+ * thread; the daemon's own threads (attacher, drain pool) are its own.
+ */
+#ifndef STRATA_TESTS_UNIT_DAEMON_HARNESS_H
+#define STRATA_TESTS_UNIT_DAEMON_HARNESS_H
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <memory>
+#include <string>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <vector>
+
+#include "daemon_impl.h"
+#include "proto/proto.h"
+#include "proto/sock.h"
+#include "temp_dir.h"
+
+namespace strata_test {
+
+// One side of a socketpair: what a client or a traced process holds.
+struct FakePeer {
+	int fd = -1;
+	std::vector<uint8_t> in; // bytes read, not yet a whole message
+	bool eof = false;        // the daemon closed its end
+	uint32_t seq = 0;
+
+	FakePeer() = default;
+	FakePeer(const FakePeer &) = delete;
+	FakePeer &operator=(const FakePeer &) = delete;
+	~FakePeer() { hang_up(); }
+	void hang_up()
+	{
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	bool send_bytes(const std::vector<uint8_t> &b)
+	{
+		return strata::proto::send_all(fd, b.data(), b.size(), -1, strata::proto::now_ms() + 2000) ==
+		       0;
+	}
+	// A message encoded as libstrata or `strata` encode it; its seq.
+	uint32_t send(strata::proto::Body body, uint16_t version = strata::proto::kVersion)
+	{
+		strata::proto::Message m;
+		m.seq = ++seq;
+		m.version = version;
+		m.body = std::move(body);
+		EXPECT_TRUE(send_bytes(strata::proto::encode(m)));
+		return m.seq;
+	}
+	// What the daemon sent so far read (descriptors passed with it
+	// closed); a whole message taken out of it into `m`.
+	bool take(strata::proto::Message &m)
+	{
+		uint8_t buf[65536];
+		std::vector<int> fds;
+		for (;;) {
+			const long r = strata::proto::recv_some(fd, buf, sizeof buf, &fds);
+			if (r <= 0) {
+				eof = eof || r == 0;
+				break;
+			}
+			in.insert(in.end(), buf, buf + r);
+		}
+		for (int f : fds)
+			close(f);
+		strata::proto::Header h;
+		if (in.size() < strata::proto::kHeaderSize ||
+		    !strata::proto::decode_header(in.data(), strata::proto::kHeaderSize, h) ||
+		    in.size() - strata::proto::kHeaderSize < h.length)
+			return false;
+		const size_t n = strata::proto::kHeaderSize + h.length;
+		const bool ok = static_cast<bool>(strata::proto::decode(in.data(), n, m));
+		in.erase(in.begin(), in.begin() + static_cast<long>(n));
+		return ok;
+	}
+};
+
+class InProcessDaemon {
+public:
+	explicit InProcessDaemon(const char *tag) : dir_(tag)
+	{
+		strata::DaemonOptions opt;
+		opt.socket_path = dir_.path() + "/consumerd.sock";
+		opt.quiet = true; // its refusals are the test's oracle, not its log
+		d_ = std::make_unique<strata::daemon_impl::Daemon>(opt);
+		started_ = dir_.ok() && d_->start();
+	}
+	~InProcessDaemon()
+	{
+		if (started_)
+			d_->shut_down();
+	}
+	bool started() const { return started_; }
+	const std::string &dir() const { return dir_.path(); }
+	strata::daemon_impl::Daemon &daemon() { return *d_; }
+
+	// A new peer: a socketpair whose other end the daemon serves.
+	bool connect(FakePeer &p)
+	{
+		int sv[2];
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0)
+			return false;
+		p.fd = sv[0];
+		return d_->serve(sv[1]);
+	}
+	// The daemon's next message to `p`, turning the loop until it is
+	// whole.  False: the daemon closed the connection first, or it did
+	// not answer within kMaxTurns turns.
+	bool await(FakePeer &p, strata::proto::Message &m)
+	{
+		for (int i = 0; i < kMaxTurns; i++) {
+			if (p.take(m))
+				return true;
+			if (p.eof)
+				return false;
+			turn();
+		}
+		return false;
+	}
+	// Whether the daemon closed `p`'s connection (turning the loop until
+	// it has, or kMaxTurns turns passed).
+	bool closed(FakePeer &p)
+	{
+		strata::proto::Message m;
+		for (int i = 0; i < kMaxTurns && !p.eof; i++) {
+			turn();
+			p.take(m);
+		}
+		return p.eof;
+	}
+	// One turn of the daemon's loop: up to 100 ms when nothing is ready.
+	void turn() { EXPECT_EQ(d_->turn(100), 0); }
+	// A request from `p` and its answer.
+	strata::proto::Message ask(FakePeer &p, strata::proto::Body body)
+	{
+		const uint32_t seq = p.send(std::move(body));
+		strata::proto::Message m;
+		EXPECT_TRUE(await(p, m)) << "no answer";
+		EXPECT_EQ(m.seq, seq);
+		return m;
+	}
+
+	static constexpr int kMaxTurns = 50;
+
+private:
+	TempDir dir_; // goes after the daemon
+	std::unique_ptr<strata::daemon_impl::Daemon> d_;
+	bool started_ = false;
+};
+
+} // namespace strata_test
+#endif
