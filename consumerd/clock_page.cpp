@@ -13,6 +13,7 @@
 #include "clock_page.h"
 
 #include <atomic>
+#include <mutex>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -487,6 +488,61 @@ uint64_t consumer_page_now()
 	if (k && strata_kclock_now_patient(k, &ns, 50000000) == 0)
 		return ns;
 	return mono_ns();
+}
+
+namespace {
+// One (TSC, page ns) reading of the daemon's page, with its rate now.
+bool page_sample(const strata_kclock *k, uint64_t *tsc, uint64_t *ns, double *ns_per_cycle)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		// Acquire: pairs with the writer's release of the even seq; the
+		// rate read below is at least that new, and the re-checks (in
+		// strata_kclock_try_tsc and below) throw a torn one away.
+		const uint32_t seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
+		if (seq & 1)
+			continue;
+		const uint32_t mult = __atomic_load_n(&k->mult, __ATOMIC_RELAXED);
+		const uint32_t shift = __atomic_load_n(&k->shift, __ATOMIC_RELAXED);
+		if (strata_kclock_try_tsc(k, ns, tsc) != 0)
+			continue;
+		// Acquire fence: the loads above before the re-check; pairs
+		// with the writer's fence after its odd seq store.
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&k->seq, __ATOMIC_RELAXED) != seq || shift > 63)
+			continue;
+		*ns_per_cycle = static_cast<double>(mult) / static_cast<double>(uint64_t{1} << shift);
+		return true;
+	}
+	return false;
+}
+} // namespace
+
+bool consumer_page_line(uint64_t *tsc0, int64_t *ns0, double *ns_per_cycle)
+{
+	// Acquire: pairs with the release store in publish_first.
+	const strata_kclock *k = g_page.load(std::memory_order_acquire);
+	uint64_t tsc, ns;
+	double rate;
+	if (!k || !page_sample(k, &tsc, &ns, &rate))
+		return false;
+	// The page's rate now includes its slew (up to kMaxSlewPpm for one
+	// period): a line drawn back seconds with it would be off by
+	// milliseconds.  The page stays within microseconds of its clock, so
+	// the line through the first reading and this one is the true rate
+	// to a few ppm once they are 100 ms apart.
+	static std::mutex mu;
+	static uint64_t first_tsc = 0, first_ns = 0;
+	std::lock_guard<std::mutex> g(mu);
+	if (!first_tsc) {
+		first_tsc = tsc;
+		first_ns = ns;
+	} else if (ns - first_ns >= 100000000 && tsc > first_tsc) {
+		rate = static_cast<double>(ns - first_ns) / static_cast<double>(tsc - first_tsc);
+	}
+	*tsc0 = tsc;
+	*ns0 = static_cast<int64_t>(ns);
+	*ns_per_cycle = rate;
+	return true;
 }
 
 } // namespace strata

@@ -124,6 +124,11 @@ private:
 // producers' clock for buffers stamped with STRATA_CLOCK_CONSUMER_PAGE),
 // else clock_gettime.  Any thread.  Reader::set_clock takes it.
 uint64_t consumer_page_now();
+// The daemon's page's mapping now, as a line: at TSC value *tsc0 the page
+// reads *ns0, and it advances *ns_per_cycle ns a cycle.  False without a
+// page.  Any thread.  (The clock link sends it to the host, which checks
+// KVM's facts with it: sync_kvm.h.)
+bool consumer_page_line(uint64_t *tsc0, int64_t *ns0, double *ns_per_cycle);
 
 } // namespace strata
 #endif

@@ -1,5 +1,6 @@
 // sync_link.cpp - clock links between daemons; see sync_link.h and docs/clocks.md.
 #include "sync_link.h"
+#include "clock_page.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -131,6 +132,18 @@ bool parse_sync(const std::string &arg, bool follower, SyncSpec *out, std::strin
 		}
 	std::string v = arg.substr(eq + 1);
 	s.text = v;
+	const size_t kvm = v.rfind(",kvm=");
+	if (kvm != std::string::npos) {
+		uint32_t pid = 0;
+		if (follower || !parse_port(v.substr(kvm + 5), 1u << 22, &pid) || !pid) {
+			*err = "'" + v + "': " +
+			       (follower ? std::string("kvm=PID belongs to the guest's host (--sync-guest)")
+					 : "expected ,kvm=PID (the guest's qemu process)");
+			return false;
+		}
+		s.kvm_pid = pid;
+		v = v.substr(0, kvm);
+	}
 	bool listen = false;
 	if (v.rfind("listen:", 0) == 0) {
 		listen = true;
@@ -215,7 +228,7 @@ long decode_sync(const uint8_t *p, size_t n, SyncFrame *f)
 	if (n < 8)
 		return 0;
 	const size_t len = p[6] | static_cast<size_t>(p[7]) << 8;
-	if (p[4] != kSyncVersion || p[5] < kSyncHello || p[5] > kSyncResult || len < kSyncHeader ||
+	if (p[4] != kSyncVersion || p[5] < kSyncHello || p[5] > kSyncTsc || len < kSyncHeader ||
 	    len > kSyncMaxFrame || (p[5] != kSyncHello && len != kSyncHeader))
 		return -1;
 	if (n < len)
@@ -244,6 +257,8 @@ SyncLink::SyncLink(const SyncSpec &spec, const std::string &hostname, const Cloc
     : spec_(spec), hostname_(hostname), clock_(clock), period_ns_(period_ns), now_(now),
       nonce_(std::random_device()() | static_cast<uint64_t>(std::random_device()()) << 32 | 1)
 {
+	if (spec.kvm_pid)
+		kvm_ = std::make_unique<KvmWatch>(spec.kvm_pid);
 }
 
 SyncLink::~SyncLink()
@@ -472,6 +487,7 @@ void SyncLink::serve(int fd)
 	std::vector<uint8_t> in;
 	bool hello_seen = false;
 	int64_t next_probe = static_cast<int64_t>(now_()), next_hello = next_probe, last_quick = 0;
+	int64_t next_second = next_probe; // the page's line sent, KVM's facts read
 	out_seq_ = 0;
 	const int64_t lost_ns = std::max<int64_t>(kLostNs, kLostPeriods * static_cast<int64_t>(period_ns_));
 	const bool device = spec_.kind == SyncSpec::Kind::Device;
@@ -492,6 +508,11 @@ void SyncLink::serve(int fd)
 			if (!send_frame(fd, h))
 				return;
 			next_hello = t + 1000000000;
+		}
+		if (t >= next_second && hello_seen) {
+			next_second = t + 1000000000;
+			if (!send_second(fd))
+				return;
 		}
 		if (t >= next_probe) {
 			if (out_seq_ && t - out_since_ > lost_ns) {
@@ -530,7 +551,7 @@ void SyncLink::serve(int fd)
 			if (next_probe <= t)
 				next_probe = t + static_cast<int64_t>(period_ns_);
 		}
-		const int64_t wait = std::min(next_probe, hello_seen ? next_probe : next_hello) -
+		const int64_t wait = std::min(next_probe, hello_seen ? next_second : next_hello) -
 				     static_cast<int64_t>(now_());
 		pollfd p[2] = {{fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
 		const int ms = wait <= 0 ? 0 : static_cast<int>((wait + 999999) / 1000000);
@@ -662,6 +683,15 @@ bool SyncLink::on_frame(int fd, const SyncFrame &f, int64_t t_recv)
 	std::lock_guard<std::mutex> g(mu_);
 	if (f.type == kSyncResult)
 		return take_probe(f.t1, f.t2, f.t3, f.aux, false);
+	if (f.type == kSyncTsc) {
+		// Untrusted: a rate far from any TSC's is not believed.
+		const double npc = static_cast<double>(f.aux) / 4294967296.0;
+		if (npc > 0.01 && npc < 100) {
+			peer_page_ = clocksync::TscLine{static_cast<uint64_t>(f.t1), f.t2, npc};
+			have_peer_page_ = true;
+		}
+		return false;
+	}
 	// HELLO
 	const uint64_t nonce = static_cast<uint64_t>(f.t1) << 32 | f.seq;
 	if (peer_nonce_ && nonce != peer_nonce_) {
@@ -742,6 +772,48 @@ void SyncLink::step_seen(const char *what)
 	     spec_.name.c_str(), what, static_cast<double>(gap) / 1e6);
 }
 
+// Once a second with a peer: a follower sends its clock page's line (for
+// the host's KVM check); a reference with kvm=PID reads KVM's facts, and a
+// change of the guest's TSC offset starts a new segment.  False if the
+// link broke.
+bool SyncLink::send_second(int fd)
+{
+	SyncFrame f;
+	f.type = kSyncTsc;
+	uint64_t tsc0;
+	double npc;
+	// Both ends read their line: its first reading is its rate's base.
+	if (consumer_page_line(&tsc0, &f.t2, &npc) && spec_.follower) {
+		f.t1 = static_cast<int64_t>(tsc0);
+		f.aux = static_cast<int64_t>(std::llround(npc * 4294967296.0));
+		if (!send_frame(fd, f))
+			return false;
+	}
+	if (kvm_) {
+		const KvmReading r = kvm_->poll(); // files: outside the lock
+		std::lock_guard<std::mutex> g(mu_);
+		const std::string change = kvm_->apply(r);
+		if (!change.empty()) {
+			est_.break_segment(clocksync::Start::Fault, change);
+			breaks_++;
+			logf("clock link %s: %s: the map starts a new segment", spec_.name.c_str(),
+			     change.c_str());
+		}
+	}
+	return true;
+}
+
+// KVM's facts checked against the map now, in words (mu_ held).
+std::string SyncLink::kvm_checked() const
+{
+	clocksync::TscLine host;
+	uint64_t tsc0;
+	const bool have_host = consumer_page_line(&tsc0, &host.ns0, &host.ns_per_cycle);
+	host.tsc0 = tsc0;
+	kvm_->check(est_.segments(), have_peer_page_ ? &peer_page_ : nullptr, have_host ? &host : nullptr);
+	return kvm_->summary();
+}
+
 std::string SyncLink::status_line() const
 {
 	std::lock_guard<std::mutex> g(mu_);
@@ -763,6 +835,8 @@ std::string SyncLink::status_line() const
 	if (segs > 1)
 		s += ", " + std::to_string(segs) + " segments (" + std::to_string(segs - 1) +
 		     " step(s) or break(s): lost link, pause, restart)";
+	if (kvm_)
+		s += "; " + kvm_checked();
 	return s;
 }
 
@@ -785,7 +859,14 @@ std::string SyncLink::json(const std::string &in) const
 	  << ", \"probes\": " << probes_ << ", \"answered\": " << answered_ << ", \"used\": " << used_
 	  << ", \"min_rtt_ns\": " << min_rtt_ << ", \"width_now_ns\": " << est_.width_now()
 	  << ", \"garbage_bytes\": " << garbage_ << ", \"kernel_receive_stamps\": " << kernel_stamps_ << ",\n"
-	  << in << " \"segments\": " << clocksync::segments_json(segs, in + " ") << "}";
+	  << in << " \"segments\": " << clocksync::segments_json(segs, in + " ");
+	if (kvm_) {
+		const std::string words = kvm_checked();
+		if (kvm_->checked() && words.find("DISAGREES") != std::string::npos)
+			logf("clock link %s: %s", spec_.name.c_str(), words.c_str());
+		o << ",\n" << in << " \"kvm\": " << kvm_->json();
+	}
+	o << "}";
 	return o.str();
 }
 

@@ -40,6 +40,7 @@
 
 #include "clocksync.h"
 #include "metadata.h"
+#include "sync_kvm.h"
 
 namespace strata {
 class RelayLink;
@@ -54,12 +55,15 @@ struct SyncSpec {
 	std::string host;  // Tcp, ListenTcp (address to bind)
 	uint32_t port = 0; // Tcp, ListenTcp, Vsock, ListenVsock
 	uint32_t cid = 0;  // Vsock
+	long kvm_pid = 0;  // reference: ",kvm=PID", the guest's qemu (sync_kvm.h)
 	std::string text;  // SPEC as given
 };
 
 // "NAME=SPEC", SPEC one of virtio:PATH (a character device), unix:PATH,
 // listen:unix:PATH, tcp:HOST:PORT, listen:tcp:ADDR:PORT, vsock:CID:PORT,
-// listen:vsock:PORT.  False with *err.
+// listen:vsock:PORT; on the reference's side (a guest's host) ",kvm=PID" may
+// follow: the guest's qemu process, whose KVM facts are checked.  False
+// with *err.
 bool parse_sync(const std::string &arg, bool follower, SyncSpec *out, std::string *err);
 
 // The frame on the wire (little-endian): magic, version, type, length,
@@ -70,7 +74,10 @@ constexpr size_t kSyncHeader = 48;
 constexpr size_t kSyncMaxFrame = 512;
 // RESULT: the whole of a probe told back to its answerer (aux: the initiator's
 // receive stamp), so that both ends' maps use every probe.
-enum SyncType : uint8_t { kSyncHello = 1, kSyncPing = 2, kSyncPong = 3, kSyncResult = 4 };
+// TSC: the sender's clock page as a line (t1: a TSC value, t2: the page's
+// ns there, aux: ns per cycle x 2^32), about once a second from a follower
+// with a page, for the host's check of KVM's facts.
+enum SyncType : uint8_t { kSyncHello = 1, kSyncPing = 2, kSyncPong = 3, kSyncResult = 4, kSyncTsc = 5 };
 struct SyncFrame {
 	uint8_t type = 0;
 	uint32_t seq = 0;
@@ -113,6 +120,8 @@ private:
 	bool on_frame(int fd, const SyncFrame &f, int64_t t_recv); // true: probe now
 	bool take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool ours);
 	void step_seen(const char *what);
+	bool send_second(int fd);
+	std::string kvm_checked() const; // mu_ held: the summary after a fresh check
 	bool send_frame(int fd, const SyncFrame &f);
 	bool sleep_ns(uint64_t ns); // false: stop asked
 	ssize_t read_stamped(int fd, uint8_t *buf, size_t len, int64_t *t_recv);
@@ -130,6 +139,9 @@ private:
 
 	mutable std::mutex mu_; // guards everything below
 	clocksync::Estimator est_;
+	std::unique_ptr<KvmWatch> kvm_; // reference with kvm=PID
+	clocksync::TscLine peer_page_;  // the peer's clock page (kSyncTsc)
+	bool have_peer_page_ = false;
 	std::string state_ = "starting";
 	std::string peer_hostname_, peer_boot_id_;
 	int64_t peer_offset_ns_ = 0;

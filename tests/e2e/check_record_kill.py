@@ -33,20 +33,10 @@ import termios
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import e2e_setup, start_daemon  # noqa: E402
+from strata_testlib import e2e_setup, poll, start_daemon  # noqa: E402
 
 RUNS = 40
 MODES = ["term", "term2", "hup", "kill", "pty"]
-
-
-def poll(cond, timeout):
-    """Poll a real condition until it holds or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def status(strata, env):

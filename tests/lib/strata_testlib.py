@@ -36,6 +36,17 @@ def wait_for(cond, what, timeout=30.0):
         time.sleep(0.01)
 
 
+def poll(cond, timeout, step=0.01):
+    """Poll an external condition with a deadline: whether it came true
+    (the caller says what failed, with what it saw)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(step)
+    return True
+
+
 def check_readable(check, out):
     """babeltrace2 reads the trace at `out` with no error but the discarded
     events' notes (a Checks item)."""
