@@ -143,6 +143,7 @@ struct TraceReader::Cursor {
 	size_t order = 0;             // tie-break: stream order
 	int64_t base_ns = 0;          // freq 1e9: ns = base_ns + ts
 	bool fast_ns = false;
+	bool compact = false; // COMPACT records (user); else WIDE (kernel)
 	// The class of the last record's id (the map's look-up was a sixth of
 	// the reader's time).
 	uint32_t last_id = 0;
@@ -537,10 +538,8 @@ bool TraceReader::next_record(Cursor &c)
 				c.have_id = true;
 			}
 			ev.cls = c.last_cls;
-			ev.tid = c.s->trace->meta.record_format == STRATA_REC_COMPACT && !c.s->shared
-					 ? c.pe->vtid
-					 : r.tid;
-			ev.cpu = c.s->trace->meta.record_format == STRATA_REC_COMPACT ? -1 : r.cpu;
+			ev.tid = c.compact && !c.s->shared ? c.pe->vtid : r.tid;
+			ev.cpu = c.compact ? -1 : r.cpu;
 			ev.pkt = c.buf.data();
 			ev.payload = r.payload;
 			ev.end = r.end;
@@ -570,6 +569,7 @@ std::unique_ptr<TraceReader::Cursor> TraceReader::make_cursor(StreamInfo *s, siz
 	c->classes = it == ev.end() ? &kNone : &it->second;
 	c->order = i;
 	c->ev.stream = s;
+	c->compact = s->trace->meta.record_format == STRATA_REC_COMPACT;
 	// ns = offset_s * 1e9 + offset + value where the clock counts ns.
 	const MetaClock &clk = s->trace->meta.clock;
 	c->fast_ns = clk.freq == 1000000000u && clk.offset >= 0 && clk.offset_s >= 0 &&
@@ -666,7 +666,7 @@ bool TraceReader::next(TraceMsg *out)
 				heap_[0] = heap_.back();
 				heap_.pop_back();
 			}
-			if (!heap_.empty())
+			if (heap_.size() > 1)
 				heap_down(0);
 		}
 		if (heap_.empty())
