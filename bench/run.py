@@ -1012,10 +1012,7 @@ class Bench:
         if shutil.which("sqlite3"):
             sql = os.path.join(self.work, "preload.sql")
             with open(sql, "w") as f:
-                f.write("PRAGMA threads=2;\nCREATE TABLE t(a INTEGER, b TEXT);\nBEGIN;\n"
-                        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<%d)\n"
-                        "INSERT INTO t SELECT (x*7919)%%%d, hex(randomblob(8)) FROM c;\nCOMMIT;\n"
-                        "CREATE INDEX ti ON t(b);\nSELECT count(*) FROM t;\n" % (n * 5, n * 5))
+                f.write(sqlite_script(n * 5))
             w["sqlite3"] = ([shutil.which("sqlite3"), os.path.join(self.work, "preload.db")], sql, False)
         else:
             self.notes.append("sqlite3 not installed (scripts/deps.sh): no sqlite3 preload rows")
@@ -1030,10 +1027,7 @@ class Bench:
 
     def preload(self):
         build = os.path.dirname(os.path.dirname(self.plain))
-        cache = os.path.join(build, "CMakeCache.txt")
-        if os.path.exists(cache) and re.search(r"^STRATA_SANITIZE:STRING=\S", open(cache).read(), re.M):
-            # bench.smoke in the ASan tree: the sanitized preload library
-            # does not load into unsanitized programs (python3, sqlite3).
+        if sanitized_build(build):  # bench.smoke in the ASan tree
             self.notes.append("a sanitizer build: no preload rows")
             return
         lib = os.path.join(build, "preload", "libstrata-pthread.so")
@@ -1340,10 +1334,86 @@ class Bench:
                 log("  %s on %s: %d events in %.2f s CPU (%.1f M events/s), peak RSS %.1f MiB" % (
                     key, tname, events, cpu, events / cpu / 1e6 if cpu else 0, rss / 1024.0))
 
+    # 11. the readers on a large trace (issues 49 and 50): Debian's sqlite3
+    # under `strata record --preload pthread` with every lock operation a
+    # record (STRATA_PTHREAD_COUNT=0), the preload step's workload with
+    # 6.3 M inserts: about 45 M events, 0.9 GB.  Each reader once (a run of
+    # `export --format json` alone takes minutes), its CPU time (user +
+    # system) and peak RSS from /usr/bin/time.
+    def reading_large(self):
+        if not self.have_strata:
+            return
+        sqlite3 = shutil.which("sqlite3")
+        if not sqlite3:
+            self.notes.append("sqlite3 not installed (scripts/deps.sh): no large-trace reader rows")
+            return
+        if sanitized_build(os.path.dirname(os.path.dirname(self.plain))):
+            self.notes.append("a sanitizer build: no large-trace reader rows")
+            return
+        rows = 50000 if self.smoke else 6300000
+        out = self.tmpdir("reading-large")
+        sql = os.path.join(self.work, "large.sql")
+        with open(sql, "w") as f:
+            f.write(sqlite_script(rows))
+        with open(sql) as fin:
+            p = subprocess.run([self.strata, "record", "-o", out, "--preload", "pthread", "--subbuf-size",
+                                str(1 << 20), "--subbuf-count", "8", "--", sqlite3,
+                                os.path.join(self.work, "large.db")],
+                               env=dict(self.env_nodaemon, STRATA_PTHREAD_COUNT="0"), stdin=fin,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=1200)
+        os.unlink(os.path.join(self.work, "large.db"))
+        if p.returncode != 0:
+            raise BenchError("reading_large: recording sqlite3 failed: " + p.stderr.strip()[-500:])
+        r = self.results
+        tf = os.path.join(self.work, "large-time")
+
+        def timed(key, args):
+            # (CPU s, peak RSS MiB, stdout): the reader alone under /usr/bin/time
+            with open(os.path.join(self.work, "large-out"), "w+b") as o:
+                q = subprocess.run(["/usr/bin/time", "-o", tf, "-f", "%U %S %M", self.strata] + args,
+                                   stdout=o if key.startswith("query") else subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, timeout=1800)
+                o.seek(0)
+                text = o.read().decode(errors="replace")
+            if q.returncode != 0:
+                raise BenchError("strata %s exited %d: %s" % (" ".join(args), q.returncode, q.stderr[-300:]))
+            u, sy, m = open(tf).read().split()[-3:]
+            r[("large_cpu", key)], r[("large_rss", key)] = float(u) + float(sy), int(m) / 1024.0
+            return text
+
+        csv = lambda sqltext: ["query", "--csv", out, sqltext]  # noqa: E731
+        events = int(timed("query_count", csv("SELECT count(*) FROM events")).split()[-1])
+        r[("large_events",)] = events
+        held = int(timed("query_typed", csv('SELECT count(*), sum(hold_ns) FROM "pthread:mutex_held"'))
+                   .split()[-1].split(",")[0])
+        # The question of issue 50: which lock did thread X (the main
+        # thread) wait on longest in [t1, t2] (the middle third of the run).
+        pid, t0, t1 = (int(x) for x in run([self.strata, "query", "--csv", out,
+                                             "SELECT pid, ts, ts_end FROM processes"]).stdout.split()[-1].split(","))
+        lo, hi = t0 + (t1 - t0) // 3, t1 - (t1 - t0) // 3
+        timed("query_question", csv(
+            "SELECT printf('0x%%x', object) AS lock, dur AS waited_ns, ts_end AS acquired FROM slices "
+            "WHERE kind = 'lock_wait' AND tid = %d AND ts_end BETWEEN %d AND %d ORDER BY dur DESC LIMIT 1"
+            % (pid, lo, hi)))
+        for key, args in (("view", ["view", out]), ("check", ["check", out]),
+                          ("analyze", ["analyze", "mutex", out]), ("export", ["export", "-o", "-", out]),
+                          ("export_json", ["export", "--format", "json", "-o", "-", out])):
+            timed(key, args)
+        for key in ("view", "check", "analyze", "export", "export_json", "query_count", "query_typed",
+                    "query_question"):
+            cpu = r[("large_cpu", key)]
+            n = held if key == "query_typed" else events
+            if key != "query_question":
+                r[("large_rate", key)] = n / cpu if cpu else None
+            log("  %s: %d rows in %.2f s CPU (%.1f M/s), peak RSS %.1f MiB" % (
+                key, n, cpu, n / cpu / 1e6 if cpu else 0, r[("large_rss", key)]))
+        shutil.rmtree(out, ignore_errors=True)
+
     def all(self):
         steps_nodaemon = [self.costs, self.disabled, self.startup_nodaemon]
         steps_daemon = [self.enabled, self.aggregate, self.whole, self.throughput, self.latency,
-                        self.startup_daemon, self.memory, self.preload, self.processes, self.reading]
+                        self.startup_daemon, self.memory, self.preload, self.processes, self.reading,
+                        self.reading_large]
         if self.p["callgrind"]:
             steps_daemon.append(self.callgrind)
         for s in steps_nodaemon:
@@ -1370,6 +1440,23 @@ class Bench:
 
 def subbuf_bytes(s):
     return int(s[:-1]) << {"K": 10, "M": 20}[s[-1]] if s[-1] in "KM" else int(s)
+
+
+def sqlite_script(rows):
+    """The sqlite3 workload of the preload and reading_large steps: a file
+    database, two worker threads, `rows` inserts in one transaction, then
+    an index (sorted by the workers)."""
+    return ("PRAGMA threads=2;\nCREATE TABLE t(a INTEGER, b TEXT);\nBEGIN;\n"
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<%d)\n"
+            "INSERT INTO t SELECT (x*7919)%%%d, hex(randomblob(8)) FROM c;\nCOMMIT;\n"
+            "CREATE INDEX ti ON t(b);\nSELECT count(*) FROM t;\n" % (rows, rows))
+
+
+def sanitized_build(build):
+    """Whether `build` is a sanitizer build, whose preload library does not
+    load into unsanitized programs (python3, sqlite3)."""
+    cache = os.path.join(build, "CMakeCache.txt")
+    return os.path.exists(cache) and re.search(r"^STRATA_SANITIZE:STRING=\S", open(cache).read(), re.M)
 
 
 def first_tick(trace_dir):
@@ -1530,6 +1617,24 @@ def table(b):
             v = r.get(("tool_rate", key, tname))
             row("read: %s, %s trace, M events per CPU second" % (what, tname), v / 1e6 if v else None, None,
                 ">= 20", lambda x: x >= 20, strata_only=True)
+    # issues 49 and 50 at scale: the sqlite3 lock trace of reading_large
+    big = "large read (sqlite3 lock trace, %s M events)" % (
+        "%.1f" % (r[("large_events",)] / 1e6) if r.get(("large_events",)) else "n/a")
+    rate = lambda k: r.get(("large_rate", k)) / 1e6 if r.get(("large_rate", k)) else None  # noqa: E731
+    for k, what in (("view", "strata view > /dev/null"), ("check", "strata check"),
+                    ("analyze", "strata analyze mutex"), ("export", "strata export (Perfetto)"),
+                    ("export_json", "strata export --format json")):
+        row("%s: %s, peak RSS (MiB)" % (big, what), r.get(("large_rss", k)), None, "< 64",
+            lambda x: x < 64, strata_only=True)
+        row("%s: %s, M events per CPU second" % (big, what), rate(k), None)
+    for k, what in (("query_count", "strata query 'SELECT count(*) FROM events'"),
+                    ("query_typed", "strata query, sum over a field of \"pthread:mutex_held\""),
+                    ("query_question", "strata query, the lock thread X waited on longest in [t1, t2]")):
+        row("%s: %s, peak RSS (MiB)" % (big, what), r.get(("large_rss", k)), None, "< 256",
+            lambda x: x < 256, strata_only=True)
+        if k != "query_question":
+            row("%s: %s, M rows per CPU second" % (big, what), rate(k), None, ">= 10",
+                lambda x: x >= 10, strata_only=True)
     # issue 38: <= 0.33 for every shape where the TSC is the clock source,
     # <= 0.45 on kvm-clock (whose vDSO read makes LTTng-UST's events dearer)
     lim = 0.33 if current_clocksource() == "tsc" else 0.45
@@ -1896,7 +2001,7 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="tiny counts (< 60 s), for CI")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--only", help="comma-separated steps: costs,disabled,startup_nodaemon,enabled,"
-                    "aggregate,whole,throughput,latency,startup_daemon,memory,preload,processes,reading,callgrind; and jvm, never run by default")
+                    "aggregate,whole,throughput,latency,startup_daemon,memory,preload,processes,reading,reading_large,callgrind; and jvm, never run by default")
     ap.add_argument("--json", help="where to write the results as data (default BUILD/bench/results.json)")
     ap.add_argument("build", help="the CMake build directory")
     a = ap.parse_args()

@@ -45,7 +45,34 @@ struct ClassMap {
 	size_t table = 0;
 	std::vector<int> col;   // by field index: the value's column (from 0 after the common ones)
 	std::vector<int> label; // by field index: an enum's label column, or -1
+	// By field index: a scalar's offset from the payload when every field
+	// before it has a fixed size, else -1 (x_column then reads it at once).
+	std::vector<int64_t> off;
 };
+
+// The offsets of ClassMap::off, as TraceEvent::for_each_field lays the
+// fields out (WIDE: each aligned to its size, from a payload 8-aligned).
+std::vector<int64_t> scalar_offsets(const EventInfo &info, bool wide)
+{
+	std::vector<int64_t> off;
+	int64_t o = 0;
+	bool fixed = true;
+	for (const FieldInfo &f : info.fields) {
+		const int64_t b = f.elem_bits / 8 < 8 ? f.elem_bits / 8 : 8;
+		const bool scalar =
+			f.type == STRATA_FT_INTEGER || f.type == STRATA_FT_ENUM || f.type == STRATA_FT_FLOAT;
+		if (fixed && wide && b > 1 && (scalar || f.type == STRATA_FT_ARRAY))
+			o = (o + b - 1) & ~(b - 1);
+		off.push_back(fixed && scalar ? o : -1);
+		if (scalar)
+			o += b;
+		else if (f.type == STRATA_FT_ARRAY)
+			o += (int64_t)f.length * b;
+		else
+			fixed = false;
+	}
+	return off;
+}
 
 // One opened trace, shared by the tables of its path.
 struct Trace {
@@ -124,6 +151,7 @@ void build_typed(Trace *t)
 				cm.label.push_back(f.type == STRATA_FT_ENUM ? find(col + "_label", true)
 									    : -1);
 			}
+			cm.off = scalar_offsets(me.info, sub->meta.record_format != STRATA_REC_COMPACT);
 			t->classes.emplace(&me, std::move(cm));
 		}
 	}
@@ -1122,6 +1150,19 @@ int x_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col)
 		want = col == kFields ? INT32_MAX : -1;
 	else if (k < cur->col_field.size())
 		want = cur->col_field[k];
+	if (v->kind == Kind::Typed && want >= 0 && cur->cm->off[(size_t)want] >= 0) {
+		// A scalar at a fixed offset: read at once, nothing else decoded.
+		FieldValue fv;
+		fv.info = &e.cls->info.fields[(size_t)want];
+		read_scalar(*fv.info, e.pkt + e.payload + cur->cm->off[(size_t)want], &fv);
+		if (fv.info->type == STRATA_FT_INTEGER && fv.info->is_signed)
+			sqlite3_result_int64(ctx, fv.i);
+		else if (fv.info->type == STRATA_FT_INTEGER)
+			result_u64(ctx, fv.u);
+		else
+			result_field(ctx, fv, v->t->typed[v->typed].cols[k].label);
+		return SQLITE_OK;
+	}
 	if (want >= 0 && cur->decoded <= want && cur->decoded < (int)e.cls->info.fields.size()) {
 		cur->fv.resize(e.cls->info.fields.size());
 		int n = 0;

@@ -85,6 +85,31 @@ public:
 			      : walk_as<true, false>(pkt, end, ts_max, ts, why, v);
 	}
 
+	// One record of a packet walk() has passed: the record at *o, which
+	// ends at or before the good end walk() returned; prev is the
+	// previous record's timestamp (the packet's timestamp_begin for the
+	// first).  Fills *r as walk() handed it and moves *o past it.  None
+	// of walk()'s checks is made again: a reader walks a packet once to
+	// check it, then steps through its records as they are asked for
+	// (trace_reader.cpp), instead of keeping every record's offsets.
+	__attribute__((always_inline)) void step(const uint8_t *pkt, uint64_t end, bool shared, uint64_t prev,
+						 uint64_t *o, WalkedRecord *r) const
+	{
+		if (format_ != STRATA_REC_COMPACT)
+			read_header<false, false>(pkt, end, prev, o, r);
+		else if (shared)
+			read_header<true, true>(pkt, end, prev, o, r);
+		else
+			read_header<true, false>(pkt, end, prev, o, r);
+		r->payload = *o;
+		const uint32_t size = layout_[r->id]; // described: walk() checked it
+		if (__builtin_expect(size != kVariablePayload, 1))
+			*o += size;
+		else
+			walk_plan(plans_.data() + plan_of_[r->id], pkt, end, o);
+		r->end = *o;
+	}
+
 private:
 	enum : uint32_t {
 		kStepFixed = 0,    // skip the step's bytes

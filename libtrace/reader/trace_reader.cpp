@@ -125,8 +125,11 @@ struct TraceReader::Cursor {
 	const std::map<uint32_t, MetaEvent> *classes = nullptr;
 	size_t next = 0; // next index entry to load
 	std::vector<uint8_t> buf;
-	std::vector<WalkedRecord> recs;
-	size_t ri = 0;
+	// The packet's records, walked (checked) whole when it was loaded and
+	// stepped through one at a time: the next one's offset, the end of
+	// the good ones, the previous one's timestamp (a compact header's
+	// base).  Memory: the packet, whatever its number of records.
+	uint64_t ro = 0, rend = 0, rprev = 0;
 	const PacketEntry *pe = nullptr;
 	const PacketEntry *prev = nullptr; // the last packet loaded (for loss)
 	uint64_t last_ts = 0;
@@ -144,6 +147,7 @@ struct TraceReader::Cursor {
 	// a packet; SIZE_MAX when the packet straddles a step (each record's).
 	const ClockMap *map = nullptr;
 	size_t piece = SIZE_MAX;
+	bool compact = false; // COMPACT records (user); else WIDE (kernel)
 	// The class of the last record's id (the map's look-up was a sixth of
 	// the reader's time).
 	uint32_t last_id = 0;
@@ -508,26 +512,37 @@ bool TraceReader::load_packet(Cursor &c)
 		}
 		stats_.packets++;
 		stats_.bytes += e.content;
-		// The records, by the consumer's walk.
-		struct Collect : RecordWalk::NoVisit {
-			std::vector<WalkedRecord> *out;
-			void record(const WalkedRecord &r) { out->push_back(r); }
+		// The records, by the consumer's walk: checked now, decoded as
+		// they are read (next_record).  Across packets, a stream's
+		// records never go back in time: those before the last one
+		// delivered are dropped (a leading run: timestamps never go
+		// back within a walk).
+		struct Count : RecordWalk::NoVisit {
+			uint64_t n = 0, before = 0, last_ts = 0;
+			bool have = false;
+			void record(const WalkedRecord &r)
+			{
+				n++;
+				before += have && r.ts < last_ts;
+			}
 		} v;
-		c.recs.clear();
-		c.ri = 0;
-		v.out = &c.recs;
+		v.have = c.have_ts;
+		v.last_ts = c.last_ts;
 		uint64_t ts = e.ts_begin;
 		const char *why = nullptr;
 		const uint64_t good =
 			c.walk->walk(c.buf.data(), e.content, c.s->shared, e.ts_end, &ts, &why, v);
-		// Across packets, a stream's records never go back in time.
-		size_t first = 0;
-		while (c.have_ts && first < c.recs.size() && c.recs[first].ts < c.last_ts)
-			first++;
-		if (first) {
-			why = "records before the previous packet's last";
-			c.recs.erase(c.recs.begin(), c.recs.begin() + (ptrdiff_t)first);
+		c.ro = RecordWalk::kHdr;
+		c.rend = good;
+		c.rprev = e.ts_begin;
+		const uint64_t first = v.before;
+		for (uint64_t k = 0; k < first; k++) {
+			WalkedRecord r;
+			c.walk->step(c.buf.data(), e.content, c.s->shared, c.rprev, &c.ro, &r);
+			c.rprev = r.ts;
 		}
+		if (first)
+			why = "records before the previous packet's last";
 		if (why) {
 			damage(*c.s, e.offset + (first ? 0 : good), 0,
 			       std::string(why) +
@@ -535,8 +550,7 @@ bool TraceReader::load_packet(Cursor &c)
 			TraceMsg msg;
 			msg.kind = TraceMsgKind::Damage;
 			msg.stream = c.s;
-			msg.begin_ns = msg.end_ns =
-				m.ns_from_origin(c.recs.empty() ? e.ts_begin : c.recs.back().ts);
+			msg.begin_ns = msg.end_ns = m.ns_from_origin(v.n == first ? e.ts_begin : ts);
 			msg.damage = nullptr; // resolved in read(): damages_ may grow meanwhile
 			msg.count = damages_.size() - 1;
 			c.pending.push_back(msg);
@@ -556,8 +570,10 @@ bool TraceReader::next_record(Cursor &c)
 		}
 		c.pending.clear();
 		c.pi = 0;
-		if (c.ri < c.recs.size()) {
-			const WalkedRecord &r = c.recs[c.ri];
+		if (c.ro < c.rend) {
+			WalkedRecord r;
+			c.walk->step(c.buf.data(), c.rend, c.s->shared, c.rprev, &c.ro, &r);
+			c.rprev = r.ts;
 			TraceEvent &ev = c.ev;
 			ev.ts = r.ts;
 			if (c.map)
@@ -572,10 +588,8 @@ bool TraceReader::next_record(Cursor &c)
 				c.have_id = true;
 			}
 			ev.cls = c.last_cls;
-			ev.tid = c.s->trace->meta.record_format == STRATA_REC_COMPACT && !c.s->shared
-					 ? c.pe->vtid
-					 : r.tid;
-			ev.cpu = c.s->trace->meta.record_format == STRATA_REC_COMPACT ? -1 : r.cpu;
+			ev.tid = c.compact && !c.s->shared ? c.pe->vtid : r.tid;
+			ev.cpu = c.compact ? -1 : r.cpu;
 			ev.pkt = c.buf.data();
 			ev.payload = r.payload;
 			ev.end = r.end;
@@ -605,6 +619,7 @@ std::unique_ptr<TraceReader::Cursor> TraceReader::make_cursor(StreamInfo *s, siz
 	c->classes = it == ev.end() ? &kNone : &it->second;
 	c->order = i;
 	c->ev.stream = s;
+	c->compact = s->trace->meta.record_format == STRATA_REC_COMPACT;
 	// ns = offset_s * 1e9 + offset + value where the clock counts ns.
 	const MetaClock &clk = s->trace->meta.clock;
 	c->map = s->trace->meta.map.get();
@@ -698,13 +713,11 @@ bool TraceReader::next(TraceMsg *out)
 		if (advance_) {
 			Cursor &c = *advance_;
 			advance_ = nullptr;
-			if (advance_event_)
-				c.ri++;
 			if (!next_record(c)) {
 				heap_[0] = heap_.back();
 				heap_.pop_back();
 			}
-			if (!heap_.empty())
+			if (heap_.size() > 1)
 				heap_down(0);
 		}
 		if (heap_.empty())
@@ -712,14 +725,12 @@ bool TraceReader::next(TraceMsg *out)
 		Cursor &c = *heap_[0];
 		advance_ = &c;
 		if (c.pi < c.pending.size()) {
-			advance_event_ = false;
 			TraceMsg &p = c.pending[c.pi++];
 			if (p.kind == TraceMsgKind::Damage)
 				p.damage = &damages_[p.count];
 			*out = p;
 			return true;
 		}
-		advance_event_ = true;
 		if (!c.ev.cls)
 			continue; // an id no class describes (the walk let it through)
 		stats_.events++;

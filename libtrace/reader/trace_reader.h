@@ -117,6 +117,47 @@ struct TraceEvent {
 	template <class Fn> void for_each_field(Fn &&fn) const;
 };
 
+// An INTEGER, ENUM or FLOAT field's value at p (fixed-size loads,
+// little-endian: strata_abi.h); v->info is set by the caller.
+inline void read_scalar(const FieldInfo &f, const uint8_t *p, FieldValue *v)
+{
+	const unsigned b = f.elem_bits / 8 < 8 ? f.elem_bits / 8 : 8;
+	if (f.type == STRATA_FT_FLOAT) {
+		if (b == 4) {
+			float x;
+			memcpy(&x, p, 4);
+			v->d = x;
+		} else {
+			memcpy(&v->d, p, 8);
+		}
+		return;
+	}
+	switch (b) {
+	case 1:
+		v->u = *p;
+		break;
+	case 2: {
+		uint16_t x;
+		memcpy(&x, p, 2);
+		v->u = x;
+		break;
+	}
+	case 4: {
+		uint32_t x;
+		memcpy(&x, p, 4);
+		v->u = x;
+		break;
+	}
+	default:
+		memcpy(&v->u, p, 8);
+	}
+	v->i = (int64_t)v->u;
+	if (f.is_signed && b < 8) {
+		const uint64_t sign = 1ull << (b * 8 - 1);
+		v->i = (int64_t)((v->u ^ sign) - sign);
+	}
+}
+
 template <class Fn> void TraceEvent::for_each_field(Fn &&fn) const
 {
 	const bool wide = stream->trace->meta.record_format != STRATA_REC_COMPACT;
@@ -132,42 +173,9 @@ template <class Fn> void TraceEvent::for_each_field(Fn &&fn) const
 		switch (f.type) {
 		case STRATA_FT_INTEGER:
 		case STRATA_FT_ENUM:
-			align(b);
-			switch (b) { // fixed-size loads; little-endian (strata_abi.h)
-			case 1:
-				v.u = pkt[o];
-				break;
-			case 2: {
-				uint16_t x;
-				memcpy(&x, pkt + o, 2);
-				v.u = x;
-				break;
-			}
-			case 4: {
-				uint32_t x;
-				memcpy(&x, pkt + o, 4);
-				v.u = x;
-				break;
-			}
-			default:
-				memcpy(&v.u, pkt + o, 8);
-			}
-			o += b;
-			v.i = (int64_t)v.u;
-			if (f.is_signed && b < 8) {
-				const uint64_t sign = 1ull << (b * 8 - 1);
-				v.i = (int64_t)((v.u ^ sign) - sign);
-			}
-			break;
 		case STRATA_FT_FLOAT:
 			align(b);
-			if (b == 4) {
-				float x;
-				memcpy(&x, pkt + o, 4);
-				v.d = x;
-			} else {
-				memcpy(&v.d, pkt + o, 8);
-			}
+			read_scalar(f, pkt + o, &v);
 			o += b;
 			break;
 		case STRATA_FT_STRING:
@@ -305,7 +313,6 @@ private:
 	size_t index_damage_next_ = 0, index_damage_end_ = 0;
 	bool started_ = false;
 	Cursor *advance_ = nullptr;
-	bool advance_event_ = false;
 	void heap_down(size_t i);
 	std::vector<TraceDamage> damages_;
 	// clocks.json read so far, by path and link: the map (null: unusable, named once).
