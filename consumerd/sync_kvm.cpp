@@ -42,8 +42,9 @@ KvmReading KvmWatch::poll() const
 std::string KvmWatch::apply(const KvmReading &r)
 {
 	std::string change;
-	if (r.ok && have_ && (r.tsc.offset != last_.tsc.offset || r.tsc.ratio != last_.tsc.ratio ||
-			      r.tsc.frac_bits != last_.tsc.frac_bits)) {
+	if (r.ok && have_ &&
+	    (r.tsc.offset != last_.tsc.offset || r.tsc.ratio != last_.tsc.ratio ||
+	     r.tsc.frac_bits != last_.tsc.frac_bits)) {
 		char b[200];
 		snprintf(b, sizeof b,
 			 "KVM's TSC offset of the guest changed from %" PRId64 " to %" PRId64
@@ -122,13 +123,15 @@ std::string KvmWatch::json() const
 		o += ", \"tsc_offset\": " + std::to_string(last_.tsc.offset) +
 		     ", \"tsc_scaling_ratio\": " + std::to_string(last_.tsc.ratio) +
 		     ", \"tsc_scaling_frac_bits\": " + std::to_string(last_.tsc.frac_bits) +
-		     ", \"vcpus\": " + std::to_string(last_.vcpus) + ", \"changes\": " + std::to_string(changes_);
+		     ", \"vcpus\": " + std::to_string(last_.vcpus) +
+		     ", \"changes\": " + std::to_string(changes_);
 	o += ", \"checked\": " + std::string(checked_ ? "true" : "false");
 	if (checked_)
 		o += ", \"agrees\": " + std::string(check_.empty() ? "true" : "false") +
 		     ", \"error\": " + clocksync::json_string(check_);
 	else
-		o += ", \"why_unchecked\": " + clocksync::json_string(unchecked_why_.empty() ? last_.why : unchecked_why_);
+		o += ", \"why_unchecked\": " +
+		     clocksync::json_string(unchecked_why_.empty() ? last_.why : unchecked_why_);
 	if (have_ && !last_.why.empty())
 		o += ", \"problem\": " + clocksync::json_string(last_.why);
 	return o + "}";
