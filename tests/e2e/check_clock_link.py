@@ -28,6 +28,7 @@ Exit 77 (skipped) where the TSC cannot back a page.
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -255,6 +256,34 @@ def machines_named(check, strata, work, outs, guests):
     r = subprocess.run([strata, "view", both], capture_output=True, text=True, timeout=120)
     check(r.returncode == 0 and all(h + ":" in r.stdout for h in hosts),
           "strata view names every machine's sub-traces" + ("" if r.returncode == 0 else ": " + r.stderr.strip()))
+    guest_between(check, strata, both)
+
+
+def guest_between(check, strata, both):
+    """docs/query.md's worked question "events of a guest between two host
+    events", run as written (the machines' names put in) on the collected
+    traces, against babeltrace2's merge of the same traces."""
+    doc = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "query.md")).read()
+    m = re.search(r"<!-- query-test: guest-between -->\s*```sql\n(.*?)```", doc, re.S)
+    if not check(m is not None, "docs/query.md holds the guest-between question"):
+        return
+    sql = m.group(1).replace("'host'", "'sim-host'").replace("'guest'", "'sim-guest'")
+    r = subprocess.run([strata, "query", "--csv", both, sql], capture_output=True, text=True, timeout=120)
+    rows = [ln.split(",") for ln in r.stdout.splitlines()[1:] if ln]
+    got = [(name, int(k)) for _, name, k in rows] if r.returncode == 0 else None
+    # babeltrace2: the host's sends in time order, the guest's events strictly between the 11th and 21st.
+    evs = []
+    for msg in bt2.TraceCollectionMessageIterator(both):
+        if type(msg) is bt2._EventMessageConst and msg.event.name.startswith("syncpp:"):
+            host = str(msg.event.stream.trace.environment.get("hostname", ""))
+            evs.append((msg.default_clock_snapshot.ns_from_origin, host, msg.event.name,
+                        int(msg.event.payload_field["k"])))
+    sends = sorted(t for t, h, n, _ in evs if h == "sim-host" and n == "syncpp:send")
+    want = [(n, k) for t, h, n, k in sorted(evs) if h == "sim-guest" and sends[10] < t < sends[20]] \
+        if len(sends) > 20 else []
+    check(got == want and len(want) > 0, "the guest-between question: %s rows, babeltrace2's merge %d%s" %
+          (len(got) if got is not None else r.stderr.strip()[-300:], len(want),
+           "" if got == want else " (first rows %s vs %s)" % ((got or [])[:3], want[:3])))
 
 
 def main():
