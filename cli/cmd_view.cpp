@@ -800,7 +800,7 @@ void append_value(LineBuf &out, const FieldValue &v)
 	}
 }
 
-bool on_native(ViewSink &s, const TraceMsg &m, std::vector<FieldValue> &fields)
+bool on_native(ViewSink &s, const TraceMsg &m)
 {
 	bool more = true;
 	switch (m.kind) {
@@ -945,9 +945,7 @@ int run_view(const std::string &dir, ViewSink &sink)
 	bool ok;
 	if (native) {
 		TraceReader r;
-		std::vector<FieldValue> fields;
-		ok = r.open_dirs(dirs, &why) &&
-		     r.read([&](const TraceMsg &m) { return on_native(sink, m, fields); });
+		ok = r.open_dirs(dirs, &why) && r.read([&](const TraceMsg &m) { return on_native(sink, m); });
 		size_t readable = 0;
 		for (const auto &t : r.traces()) {
 			readable += t->readable;
