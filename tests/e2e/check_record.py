@@ -6,7 +6,7 @@ oracle.
 usage: check_record.py SCENARIO STRATA DEMO WORKDIR
 
 Scenarios:
-  full       4 threads x 250,000 events, buffers that hold them all: every event present
+  full       4 threads x 125,000 events, buffers that hold them all: every event present
              exactly once, every field value as demo_oracle.py defines it,
              timestamps non-decreasing per stream, `babeltrace2 DIR` exits 0
              with an empty stderr.
@@ -159,7 +159,7 @@ def check_readback(tr):
     check(tr.other == 0, "no unexpected event names (%d)" % tr.other)
 
 
-def scenario_full(strata, demo, work, n=int(os.environ.get("STRATA_RECORD_EVENTS", "250000")),
+def scenario_full(strata, demo, work, n=int(os.environ.get("STRATA_RECORD_EVENTS", "125000")),
                   # 32 MiB per lane and a lane per thread: everything fits even if the
                   # consumer never got to drain, so the counts are exact on any machine.
                   opts=("--lanes", "8", "--subbuf-size", "1048576", "--subbuf-count", "32")):
@@ -243,7 +243,7 @@ def scenario_overwrite(strata, demo, work):
 
 
 def scenario_sigkill(strata, demo, work):
-    threads, kill_at = 4, 100000
+    threads, kill_at = 4, int(os.environ.get("STRATA_SIGKILL_AT", "100000"))
     out = os.path.join(work, "trace")
     # --lanes 8: every thread gets a lane of its own, so a lane's loss count
     # is its thread's.

@@ -13,7 +13,7 @@
 # VM cannot run here.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-build=$1 strata=$2 consumerd=$3 app=$4 app_async=$5 out=$6 kills=${STRATA_RESTART_KILLS:-4}
+build=$1 strata=$2 consumerd=$3 app=$4 app_async=$5 out=$6 kills=${STRATA_RESTART_KILLS:-2}
 mkdir -p "$out" || exit 1
 "$here/run-vm.sh" --out "$out/vm" --build-root "$build" --build-module --timeout 600 --append "tsc=reliable" \
 	-- "$here/guest-restart.sh" "$strata" "$consumerd" "$app" "$app_async" "$kills"
