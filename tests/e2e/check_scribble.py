@@ -128,7 +128,7 @@ def session_round(strata, prog, work, check, good):
 
 def main():
     strata, prog, work = sys.argv[1:4]
-    rounds = int(sys.argv[4]) if len(sys.argv) > 4 else int(os.environ.get("STRATA_SCRIBBLE_ROUNDS", "50"))
+    rounds = int(sys.argv[4]) if len(sys.argv) > 4 else int(os.environ.get("STRATA_SCRIBBLE_ROUNDS", "30"))
     good = 20000
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
