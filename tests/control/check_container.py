@@ -22,10 +22,9 @@ import shutil
 import subprocess
 import sys
 
-import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import run_checks, end_daemon, start_daemon, wait_for  # noqa: E402
+from strata_testlib import bt_text, end_daemon, run_checks, start_daemon, trace_messages, wait_for  # noqa: E402
 
 N = 3000
 
@@ -89,14 +88,12 @@ exec "$APP" 1 %d wait
 
     subs = [os.path.join(rt, x) for rt, ds, _ in os.walk(out) for x in ds if "-%d-" % host_pid in x]
     check(len(subs) == 1, "one sub-trace named by the host pid %d: %s" % (host_pid, subs))
-    bt = subprocess.run(["babeltrace2", out], capture_output=True, text=True, timeout=120)
-    check(bt.returncode == 0 and not bt.stderr.strip(), "babeltrace2 reads the session (%d, %s)" %
-          (bt.returncode, bt.stderr.strip()[-300:]))
+    rc, _, _, stderr = bt_text(out)
+    check(rc == 0 and not stderr.strip(), "babeltrace2 reads the session (%d, %s)" % (rc, stderr.strip()[-300:]))
     n, envs = 0, set()
-    for m in bt2.TraceCollectionMessageIterator(out):
-        if type(m) is bt2._EventMessageConst and m.event.name == "ctltest:tick":
-            e = m.event.packet.stream.trace.environment
-            envs.add((int(e["vpid"]), int(e["pid"]) if "pid" in e else None))
+    for m in trace_messages(out):
+        if m.kind == "event" and m.name == "ctltest:tick":
+            envs.add((m.env_int("vpid"), m.env_int("pid", None)))
             n += 1
     check(n == N, "%d events recorded (got %d)" % (N, n))
     check(envs == {(1, host_pid)}, "env vpid = 1 and pid = the host pid (%s)" % sorted(envs))

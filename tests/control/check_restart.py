@@ -60,7 +60,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, bt_text, event_tid, start_daemon, strata_cli, wait_for, work_dir  # noqa: E402
+from strata_testlib import Checks, bt_text, start_daemon, strata_cli, trace_messages, wait_for, work_dir  # noqa: E402
 
 KMARK = 3  # getppid calls per phase (--kernel)
 
@@ -100,7 +100,6 @@ def stream_files(out):
 def scan(out, events, check, dead=(), a_threads=0):
     """The oracle (module docstring) over the trace in `out`; the threads
     of the processes in `dead` need not reach the end."""
-    import bt2
     last = {}      # (proc, thread) -> last i seen
     owner = {}     # stream -> (proc, thread)
     pending = {}   # stream -> discarded since its last event
@@ -108,27 +107,25 @@ def scan(out, events, check, dead=(), a_threads=0):
     kernel = {"marks": 0, "lost": 0}  # the test's getppid entries, kernel events lost
     first_bad = None
     scan.marked = 0
-    for m in bt2.TraceCollectionMessageIterator(out):
-        st = m.event.stream if type(m) is bt2._EventMessageConst else \
-            m.stream if type(m) is bt2._DiscardedEventsMessageConst else None
-        if st is not None and str(st.trace.environment["domain"]) == "kernel":
-            if type(m) is bt2._DiscardedEventsMessageConst:
-                kernel["lost"] += m.count or 0
-            elif m.event.name == "syscall_entry_getppid" and event_tid(m.event) == os.getpid():
+    for m in trace_messages(out):
+        if m.kind != "discarded_packets" and m.env_get("domain") == "kernel":
+            if m.kind == "discarded_events":
+                kernel["lost"] += m.count
+            elif m.name == "syscall_entry_getppid" and m.tid == os.getpid():
                 kernel["marks"] += 1
             continue
-        if type(m) is bt2._DiscardedEventsMessageConst:
-            pending[m.stream.addr] = pending.get(m.stream.addr, 0) + (m.count or 0)
-            discarded += m.count or 0
-        elif type(m) is bt2._DiscardedPacketsMessageConst:
+        if m.kind == "discarded_events":
+            pending[m.stream] = pending.get(m.stream, 0) + m.count
+            discarded += m.count
+        elif m.kind == "discarded_packets":
             lost_packets += 1
-            if owner.get(m.stream.addr, (None,))[0] in dead:
+            if owner.get(m.stream, (None,))[0] in dead:
                 scan.marked += 1  # a lost tail, marked by the next daemon
-        elif type(m) is bt2._EventMessageConst:
-            f = m.event.payload_field
-            key = (int(f["proc"]), int(f["thread"]))
-            i = int(f["i"])
-            s = m.event.stream.addr
+        else:
+            f = m.fields
+            key = (f["proc"], f["thread"])
+            i = f["i"]
+            s = m.stream
             if owner.setdefault(s, key) != key:
                 dup_or_gap += 1
                 first_bad = first_bad or "stream shared by %s and %s" % (owner[s], key)
@@ -177,12 +174,11 @@ def record_killed(a, check, d, rec, state, env, sock, out, session, events, phas
     d.wait(timeout=60)
     rc, errors = bt_errors(out)
     check(rc == 0 and not errors, "babeltrace2 reads the trace with no error (status %d, %s)" % (rc, errors[:2]))
-    import bt2
     seen, dup = {}, 0
-    for m in bt2.TraceCollectionMessageIterator(out):
-        if type(m) is bt2._EventMessageConst:
-            f = m.event.payload_field
-            key = (int(f["thread"]), int(f["i"]))
+    for m in trace_messages(out):
+        if m.kind == "event":
+            f = m.fields
+            key = (f["thread"], f["i"])
             dup += key in seen
             seen[key] = 1
     per_thread = [sum(1 for k in seen if k[0] == t) for t in range(a.threads)]

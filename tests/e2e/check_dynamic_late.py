@@ -14,10 +14,9 @@ import shutil
 import subprocess
 import sys
 
-import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks  # noqa: E402
+from strata_testlib import Checks, bt_text, trace_messages  # noqa: E402
 
 
 def main():
@@ -35,22 +34,21 @@ def main():
     check(r.returncode == 0, "strata record exits 0 (got %d)" % r.returncode)
     kv = dict(w.split("=", 1) for w in r.stdout.split() if "=" in w)
     n1, n2 = int(kv.get("first", -1)), int(kv.get("late", -1))
-    bt = subprocess.run(["babeltrace2", out], capture_output=True, text=True, timeout=300)
-    check(bt.returncode == 0 and bt.stderr.strip() == "",
-          "babeltrace2 reads the trace silently (rc %d, stderr %r)" % (bt.returncode, bt.stderr[:300]))
+    rc, _, _, stderr = bt_text(out, timeout=300)
+    check(rc == 0 and stderr.strip() == "", "babeltrace2 reads the trace silently (rc %d, stderr %r)" % (rc, stderr[:300]))
     first, late, bad = [], [], 0
-    for msg in bt2.TraceCollectionMessageIterator(out):
-        if type(msg) is not bt2._EventMessageConst:
+    for msg in trace_messages(out):
+        if msg.kind != "event":
             continue
-        ev, p = msg.event, msg.event.payload_field
-        if ev.name == "dyn:first":
-            first.append(int(p["seq"]))
-            if float(p["half"]) != int(p["seq"]) / 2.0:
+        p = msg.fields
+        if msg.name == "dyn:first":
+            first.append(p["seq"])
+            if p["half"] != p["seq"] / 2.0:
                 bad += 1
-        elif ev.name == "dyn:late":
-            i = int(p["seq"])
+        elif msg.name == "dyn:late":
+            i = p["seq"]
             late.append(i)
-            if str(p["tag"]) != ("three" if i % 3 else "zero") or int(p["neg"]) != -(i % 1000):
+            if p["tag"] != ("three" if i % 3 else "zero") or p["neg"] != -(i % 1000):
                 bad += 1
     check(first == list(range(n1)), "dyn:first: %d events in order (read %d)" % (n1, len(first)))
     check(late == list(range(n2)), "dyn:late, declared mid-run: %d events in order (read %d)" %

@@ -23,10 +23,8 @@ import shutil
 import subprocess
 import sys
 
-import bt2
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, start_daemon  # noqa: E402
+from strata_testlib import Checks, bt_clean, start_daemon, trace_messages  # noqa: E402
 
 
 def one_round(strata, prog, work, check, k, good):
@@ -42,29 +40,22 @@ def one_round(strata, prog, work, check, k, good):
     check(r.returncode == 0 and int(kv.get("good", -1)) == good,
           "round %d: strata record exits 0, the child emitted %d (rc %d, %r)" %
           (k, good, r.returncode, r.stdout))
-    bt = subprocess.run(["babeltrace2", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                        text=True, timeout=120)
     # Its only words: the losses counted in the trace.
-    other = [ln for ln in bt.stderr.splitlines() if ln.strip() and not
-             ln.startswith(("WARNING: Tracer discarded", "WARNING: Tracer may have discarded"))]
-    check(bt.returncode == 0 and not other,
-          "round %d: babeltrace2 reads the whole session cleanly (rc %d) %s" %
-          (k, bt.returncode, "\n".join(other)[-2000:]))
+    ok, rc, other = bt_clean(out)
+    check(ok, "round %d: babeltrace2 reads the whole session cleanly (rc %d) %s" % (k, rc, other))
     if k % 10 == 0:  # `strata view` reads it too (the same reader, through the CLI)
         v = subprocess.run([strata, "view", out], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            text=True, timeout=120)
         check(v.returncode == 0, "round %d: strata view reads it (rc %d) %s" % (k, v.returncode, v.stderr[-500:]))
     got = []
     discarded = 0
-    for msg in bt2.TraceCollectionMessageIterator(out):
-        t = type(msg)
-        if t is bt2._EventMessageConst:
-            ev = msg.event
-            if int(ev.packet.stream.trace.environment["vpid"]) == child:
-                got.append((int(ev.payload_field["i"]), str(ev.payload_field["s"])))
-        elif t in (bt2._DiscardedEventsMessageConst, bt2._DiscardedPacketsMessageConst):
-            if int(msg.stream.trace.environment["vpid"]) == child:
-                discarded += msg.count if msg.count is not None else 1
+    for msg in trace_messages(out):
+        if msg.env_int("vpid") != child:
+            continue
+        if msg.kind == "event":
+            got.append((msg.fields["i"], msg.fields["s"]))
+        else:
+            discarded += msg.count
     want = [(i, "g%d" % i) for i in range(good)]
     check(got == want, "round %d: the child's %d events exact (read %d)" % (k, good, len(got)))
     check(discarded == 0, "round %d: nothing of the child's discarded (%d)" % (k, discarded))
@@ -116,11 +107,8 @@ def session_round(strata, prog, work, check, good):
               "session: and not the well-behaved ones")
         if named:
             sys.stderr.write(named)
-        bt = subprocess.run(["babeltrace2", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, timeout=120)
-        other = [ln for ln in bt.stderr.splitlines() if ln.strip() and not
-                 ln.startswith(("WARNING: Tracer discarded", "WARNING: Tracer may have discarded"))]
-        check(bt.returncode == 0 and not other, "session: babeltrace2 reads the session cleanly")
+        ok, rc, other = bt_clean(out)
+        check(ok, "session: babeltrace2 reads the session cleanly (rc %d) %s" % (rc, other))
     finally:
         d.terminate()
         d.wait()

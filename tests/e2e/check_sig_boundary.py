@@ -17,10 +17,9 @@ import shutil
 import subprocess
 import sys
 
-import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks  # noqa: E402
+from strata_testlib import Checks, trace_messages  # noqa: E402
 
 
 def one_run(strata, prog, work, check, k):
@@ -39,15 +38,13 @@ def one_run(strata, prog, work, check, k):
     loops = {0: [], 1: []}
     handled = {0: [], 1: []}
     discarded = 0
-    for msg in bt2.TraceCollectionMessageIterator(out):
-        if type(msg) is bt2._DiscardedEventsMessageConst:
-            discarded += msg.count if msg.count is not None else 1
-        elif type(msg) is bt2._EventMessageConst:
-            ev = msg.event
-            if ev.name == "sigb:loop":
-                loops[int(ev.payload_field["who"])].append(int(ev.payload_field["i"]))
-            elif ev.name == "sigb:alarm":
-                handled[int(ev.payload_field["who"])].append(int(ev.payload_field["n"]))
+    for msg in trace_messages(out):
+        if msg.kind == "discarded_events":
+            discarded += msg.count
+        elif msg.kind == "event" and msg.name == "sigb:loop":
+            loops[msg.fields["who"]].append(msg.fields["i"])
+        elif msg.kind == "event" and msg.name == "sigb:alarm":
+            handled[msg.fields["who"]].append(msg.fields["n"])
     for who, name in ((0, "parent"), (1, "child")):
         got = loops[who]
         check(got == list(range(want[who])),

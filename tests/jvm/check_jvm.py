@@ -29,11 +29,10 @@ import signal
 import subprocess
 import sys
 
-import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from strata_testlib import Checks, event_tid  # noqa: E402
+from strata_testlib import Checks, bt_text, trace_messages  # noqa: E402
 from jvm_testlib import fresh_work  # noqa: E402
 
 N_STEP, ROUNDS = 3000, 20
@@ -84,18 +83,13 @@ def main():
             threads[name] = (int(jtid), int(tid))
         elif k:
             kv[k] = v
-    bt = subprocess.run(["babeltrace2", out], capture_output=True, text=True, timeout=300)
-    check(bt.returncode == 0 and bt.stderr.strip() == "",
-          "babeltrace2 reads the trace silently (rc %d, stderr %r)" % (bt.returncode, bt.stderr[:300]))
+    rc, _, _, stderr = bt_text(out, timeout=300)
+    check(rc == 0 and stderr.strip() == "", "babeltrace2 reads the trace silently (rc %d, stderr %r)" % (rc, stderr[:300]))
 
     evs = []  # (ns, name, vtid, payload dict)
-    for msg in bt2.TraceCollectionMessageIterator(out):
-        if type(msg) is not bt2._EventMessageConst:
-            continue
-        ev = msg.event
-        p = {f: ev.payload_field[f] for f in ev.payload_field}
-        vtid = event_tid(ev)
-        evs.append((msg.default_clock_snapshot.ns_from_origin, ev.name, vtid, p))
+    for msg in trace_messages(out):
+        if msg.kind == "event":
+            evs.append((msg.ts, msg.name, msg.tid, msg.fields))
     names = [e[1] for e in evs]
     count = {n: names.count(n) for n in set(names)}
     ts = [e[0] for e in evs]

@@ -319,6 +319,107 @@ class TraceScan:
             yield m, ts
 
 
+def field_value(f):
+    """A babeltrace2 field as a plain Python value: int (enumerations
+    too: their integer), float, str, bool, dict (structures), list
+    (arrays and sequences), the selected option's value (variants),
+    None (an empty option)."""
+    import bt2
+    if isinstance(f, bt2._StructureFieldConst):
+        return {k: field_value(v) for k, v in f.items()}
+    if isinstance(f, bt2._ArrayFieldConst):
+        return [field_value(x) for x in f]
+    if isinstance(f, bt2._StringFieldConst):
+        return str(f)
+    if isinstance(f, bt2._RealFieldConst):
+        return float(f)
+    if isinstance(f, bt2._BoolFieldConst):
+        return bool(f)
+    if isinstance(f, bt2._VariantFieldConst):
+        return field_value(f.selected_option)
+    if isinstance(f, bt2._OptionFieldConst):
+        return field_value(f.field) if f.has_field else None
+    return int(f)
+
+
+class Msg:
+    """One message of a trace as babeltrace2 gives it (trace_messages):
+    `kind` is "event", "discarded_events" or "discarded_packets".  Every
+    message has `stream` (a key of its stream, equal for the messages of
+    one stream) and `env` (its trace's environment, plain values); an event
+    has `name`, `ts` (ns from the clock's origin), `tid` (event_tid) and
+    `fields` (its payload as plain values, field_value); a discarded-X
+    message has `count` (1 where the trace does not say how many)."""
+    __slots__ = ("kind", "_m", "_fields")
+
+    def __init__(self, kind, m):
+        self.kind, self._m, self._fields = kind, m, None
+
+    @property
+    def _stream(self):
+        return self._m.event.stream if self.kind == "event" else self._m.stream
+
+    @property
+    def stream(self):
+        return self._stream.addr
+
+    @property
+    def env(self):
+        return {k: self.env_get(k) for k in self._stream.trace.environment}
+
+    def env_get(self, key, default=None):
+        """One environment entry as a plain value (default when absent)."""
+        e = self._stream.trace.environment
+        if key not in e:
+            return default
+        import bt2
+        v = e[key]
+        if isinstance(v, bt2._IntegerValueConst):
+            return int(v)
+        if isinstance(v, bt2._RealValueConst):
+            return float(v)
+        return str(v)
+
+    def env_int(self, key, default=-1):
+        """One environment entry as an int (default when absent)."""
+        v = self.env_get(key)
+        return default if v is None else int(v)
+
+    @property
+    def name(self):
+        return self._m.event.name
+
+    @property
+    def ts(self):
+        return self._m.default_clock_snapshot.ns_from_origin
+
+    @property
+    def tid(self):
+        return event_tid(self._m.event)
+
+    @property
+    def fields(self):
+        if self._fields is None:
+            self._fields = field_value(self._m.event.payload_field)
+        return self._fields
+
+    @property
+    def count(self):
+        return self._m.count if self._m.count is not None else 1
+
+
+def trace_messages(path):
+    """The event and discarded-events/-packets messages of the trace (or
+    session directory) at path, in babeltrace2's merged order, as Msg."""
+    import bt2
+    kinds = {bt2._EventMessageConst: "event", bt2._DiscardedEventsMessageConst: "discarded_events",
+             bt2._DiscardedPacketsMessageConst: "discarded_packets"}
+    for m in bt2.TraceCollectionMessageIterator(path):
+        kind = kinds.get(type(m))
+        if kind is not None:
+            yield Msg(kind, m)
+
+
 def _view_groups(strata, trace, reader):
     """`strata view` of `trace` through one reader ("strata" or
     "babeltrace2"): (exit status, lines grouped by their time stamp, in
