@@ -22,11 +22,10 @@ import shutil
 import subprocess
 import sys
 
-import bt2
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from strata_testlib import e2e_setup, start_daemon  # noqa: E402
+from strata_testlib import e2e_setup, start_daemon, trace_messages  # noqa: E402
 
 SUMMARY = re.compile(r"(\d+) event\(s\) and (\d+) packet\(s\) discarded \(the ring buffers were full: "
                      r"larger --subbuf-size or --subbuf-count\); most by ([^ ]+) \((\d+) event\(s\), "
@@ -37,11 +36,11 @@ def bt2_loss(path):
     if not os.path.isdir(path):
         return None
     ev = pk = 0
-    for m in bt2.TraceCollectionMessageIterator(path):
-        if type(m) is bt2._DiscardedEventsMessageConst:
-            ev += m.count or 0
-        elif type(m) is bt2._DiscardedPacketsMessageConst:
-            pk += m.count or 0
+    for m in trace_messages(path):
+        if m.kind == "discarded_events":
+            ev += m.count
+        elif m.kind == "discarded_packets":
+            pk += m.count
     return ev, pk
 
 

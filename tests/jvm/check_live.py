@@ -35,11 +35,10 @@ import sys
 import threading
 import time
 
-import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from strata_testlib import Checks, start_daemon  # noqa: E402
+from strata_testlib import Checks, start_daemon, trace_messages  # noqa: E402
 from jvm_testlib import fresh_work  # noqa: E402
 
 N = 2000
@@ -182,8 +181,7 @@ def main():
           (len(mon), [ln for ln in mon if "Live$MonB" not in ln][:2]))
     check_thread_map(check, out, printed, listed, comm)
     for o in (out2, out3):
-        names = {str(m.event.payload_field["name"]) for m in bt2.TraceCollectionMessageIterator(o)
-                 if type(m) is bt2._EventMessageConst and m.event.name == "jvm:thread_exists"}
+        names = {m.fields["name"] for m in trace_messages(o) if m.kind == "event" and m.name == "jvm:thread_exists"}
         check({"main", "live-worker-0"} <= names, "%s: the thread map of the running JVM (%d threads)" %
               (os.path.basename(o), len(names)))
     check.finish()
@@ -193,10 +191,10 @@ def check_thread_map(check, out, printed, listed, comm):
     ours = ["main"] + ["live-worker-%d" % k for k in range(3)]
     check(sorted(printed) == sorted(ours), "the program's threads said their tids (%r)" % printed)
     exists = []  # (name, java_tid, os_tid)
-    for msg in bt2.TraceCollectionMessageIterator(out):
-        if type(msg) is bt2._EventMessageConst and msg.event.name == "jvm:thread_exists":
-            p = msg.event.payload_field
-            exists.append((str(p["name"]), int(p["java_tid"]), int(p["os_tid"])))
+    for msg in trace_messages(out):
+        if msg.kind == "event" and msg.name == "jvm:thread_exists":
+            p = msg.fields
+            exists.append((p["name"], p["java_tid"], p["os_tid"]))
     agent = [e for e in exists if e[0] == "Strata JVM agent"]
     want = sorted(jt for _, jt in listed) + [e[1] for e in agent]
     check(len(agent) == 1 and sorted(e[1] for e in exists) == sorted(want),

@@ -18,6 +18,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from strata_testlib import trace_messages  # noqa: E402
+
 FAILS = []
 
 
@@ -33,29 +36,24 @@ def waits_and_holds(trace, lock, pid):
     and the holds of it (compact records, docs/pthread.md: a mutex_held
     whole, or begun by a mutex_acquired or a mutex_lock and ended by the
     unlock), each as (tid, begin, end) in ns, read with babeltrace2."""
-    import bt2
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-    from strata_testlib import event_tid
     acq, holds, open_ = [], [], {}
-    for m in bt2.TraceCollectionMessageIterator(trace):
-        if type(m) is not bt2._EventMessageConst:
+    for m in trace_messages(trace):
+        if m.kind != "event" or m.name not in (
+                "pthread:mutex_lock", "pthread:mutex_unlock", "pthread:mutex_held", "pthread:mutex_acquired") \
+                or m.env_int("vpid") != pid:
             continue
-        ev = m.event
-        if int(ev.stream.trace.environment["vpid"]) != pid or ev.name not in (
-                "pthread:mutex_lock", "pthread:mutex_unlock", "pthread:mutex_held", "pthread:mutex_acquired"):
+        p = m.fields
+        if p["lock"] != lock:
             continue
-        p = ev.payload_field
-        if int(p["lock"]) != lock:
-            continue
-        ts, tid = m.default_clock_snapshot.ns_from_origin, event_tid(ev)
-        if ev.name == "pthread:mutex_held":
-            holds.append((tid, ts - int(p["hold_ns"]), ts))
-        elif ev.name == "pthread:mutex_acquired":
-            open_[tid] = ts - int(p["age_ns"])
-        elif ev.name == "pthread:mutex_lock":
+        ts, tid = m.ts, m.tid
+        if m.name == "pthread:mutex_held":
+            holds.append((tid, ts - p["hold_ns"], ts))
+        elif m.name == "pthread:mutex_acquired":
+            open_[tid] = ts - p["age_ns"]
+        elif m.name == "pthread:mutex_lock":
             open_[tid] = ts
-            if int(p["contended"]):
-                acq.append((tid, ts - int(p["wait_ns"]), ts))
+            if p["contended"]:
+                acq.append((tid, ts - p["wait_ns"], ts))
         elif tid in open_:
             holds.append((tid, open_.pop(tid), ts))
     return acq, holds
@@ -78,17 +76,13 @@ def overlapped_waits(trace, lock, pid):
 def compact_counts(trace, pid):
     """Per lock address: (mutex_held records, full mutex_lock events); and
     the clocks that stamped the process's streams (trace env `clock`)."""
-    import bt2
     n, clocks = {}, set()
-    for m in bt2.TraceCollectionMessageIterator(trace):
-        if type(m) is not bt2._EventMessageConst:
-            continue
-        ev = m.event
-        if ev.name in ("pthread:mutex_held", "pthread:mutex_lock") and \
-                int(ev.stream.trace.environment["vpid"]) == pid:
-            c = n.setdefault(int(ev.payload_field["lock"]), [0, 0])
-            c[0 if ev.name == "pthread:mutex_held" else 1] += 1
-            clocks.add(str(ev.stream.trace.environment["clock"]))
+    for m in trace_messages(trace):
+        if m.kind == "event" and m.name in ("pthread:mutex_held", "pthread:mutex_lock") and \
+                m.env_int("vpid") == pid:
+            c = n.setdefault(m.fields["lock"], [0, 0])
+            c[0 if m.name == "pthread:mutex_held" else 1] += 1
+            clocks.add(m.env_get("clock"))
     return n, clocks
 
 
