@@ -46,10 +46,9 @@ import struct
 import subprocess
 import sys
 
-import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, vm_boot_counts  # noqa: E402
+from strata_testlib import Checks, trace_messages, vm_boot_counts  # noqa: E402
 
 
 def main():
@@ -78,32 +77,31 @@ def main():
     last = {}
     stray = 0
     ordered = True
-    for m in bt2.TraceCollectionMessageIterator(trace):
-        if type(m) is bt2._DiscardedEventsMessageConst:
-            discarded += m.count or 0
-            if m.stream.trace.environment["domain"] != "kernel":
-                vp = int(m.stream.trace.environment["vpid"])
-                disc_pid[vp] = disc_pid.get(vp, 0) + (m.count or 0)
-        if type(m) is not bt2._EventMessageConst:
+    for m in trace_messages(trace):
+        if m.kind == "discarded_events":
+            discarded += m.count
+            if m.env_get("domain") != "kernel":
+                vp = m.env_int("vpid")
+                disc_pid[vp] = disc_pid.get(vp, 0) + m.count
+        if m.kind != "event":
             continue
-        ev = m.event
-        ts = m.default_clock_snapshot.ns_from_origin
-        clocks.add(m.default_clock_snapshot.clock_class.uuid)
-        if ev.stream.trace.environment["domain"] == "kernel":
-            kev.append((ev.name, ts, {k: (str(v) if k.endswith("comm") else int(v)) for k, v in ev.payload_field.items()}))
+        ts = m.ts
+        clocks.add(m.clock_uuid)
+        if m.env_get("domain") == "kernel":
+            kev.append((m.name, ts, dict(m.fields.items())))
             continue
-        sid = (int(ev.stream.trace.environment["vpid"]), ev.stream.id)
+        sid = (m.env_int("vpid"), m.stream)
         if sid in last and ts < last[sid]:
             ordered = False
         last[sid] = ts
-        p = ev.payload_field
-        if ev.name == "boot:child":
-            children.setdefault(int(p["child"]), []).append(int(p["k"]))
+        p = m.fields
+        if m.name == "boot:child":
+            children.setdefault(p["child"], []).append(p["k"])
             child_ts.setdefault(sid[0], []).append(ts)
         elif sid[0] != 1:
             stray += 1
         else:
-            init.append((ev.name, ts, {k: int(v) for k, v in p.items()}))
+            init.append((m.name, ts, dict(p.items())))
     names = [n for n, _, _ in init]
     check(bool(init) and init[0][0] == "boot:ctor" and init[0][2]["pid"] == 1,
           "init's first event is boot:ctor from pid 1 (%s)" % (init[:1],))

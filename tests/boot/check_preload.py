@@ -18,10 +18,9 @@ import os
 import subprocess
 import sys
 
-import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, event_tid, vm_boot_counts  # noqa: E402
+from strata_testlib import Checks, trace_messages, vm_boot_counts  # noqa: E402
 
 
 def main():
@@ -34,30 +33,29 @@ def main():
     ops = {}          # vtid -> ["lock"/"unlock", ...] on hot, in order
     order = []        # vtid of each lock on hot, in timestamp order
     clocks, discarded, last, ordered, other_pid = set(), 0, {}, True, 0
-    for m in bt2.TraceCollectionMessageIterator(trace):
-        if type(m) is bt2._DiscardedEventsMessageConst:
-            discarded += m.count or 0
-        if type(m) is not bt2._EventMessageConst:
+    for m in trace_messages(trace):
+        if m.kind == "discarded_events":
+            discarded += m.count
+        if m.kind != "event":
             continue
-        ev = m.event
-        ts = m.default_clock_snapshot.ns_from_origin
-        clocks.add(m.default_clock_snapshot.clock_class.uuid)
-        pid = int(ev.stream.trace.environment["vpid"])
-        sid = (pid, ev.stream.id)
+        ts = m.ts
+        clocks.add(m.clock_uuid)
+        pid = m.env_int("vpid")
+        sid = (pid, m.stream)
         if sid in last and ts < last[sid]:
             ordered = False
         last[sid] = ts
         if pid != 1:
             other_pid += 1
             continue
-        if ev.name not in ("pthread:mutex_lock", "pthread:mutex_unlock", "pthread:mutex_held"):
+        if m.name not in ("pthread:mutex_lock", "pthread:mutex_unlock", "pthread:mutex_held"):
             continue
-        if int(ev.payload_field["lock"]) != mutex:
+        if m.fields["lock"] != mutex:
             continue
-        vtid = event_tid(ev)
+        vtid = m.tid
         # mutex_held: a lock and its unlock in one compact record (docs/pthread.md;
         # only while pthread:site is enabled too, which mutex_* does not)
-        for op in (["lock", "unlock"] if ev.name == "pthread:mutex_held" else [ev.name.split("_")[-1]]):
+        for op in (["lock", "unlock"] if m.name == "pthread:mutex_held" else [m.name.split("_")[-1]]):
             ops.setdefault(vtid, []).append(op)
             if op == "lock":
                 order.append(vtid)

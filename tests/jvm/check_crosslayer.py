@@ -33,10 +33,9 @@ import os
 import subprocess
 import sys
 
-import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import event_tid  # noqa: E402
+from strata_testlib import bt_text, trace_messages  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "export"))
 
@@ -60,26 +59,23 @@ def main():
     check(rc == "0", "strata record --jvm exited 0 in the guest (%s; %s)" %
           (rc, open(os.path.join(d, "record.err")).read()[-300:]))
     out = os.path.join(d, "trace")
-    bt = subprocess.run(["babeltrace2", out], capture_output=True, text=True, timeout=600)
-    check(bt.returncode == 0 and bt.stderr.strip() == "", "babeltrace2 reads the session silently (%r)" % bt.stderr[:300])
+    rc, _, _, stderr = bt_text(out, timeout=600)
+    check(rc == 0 and stderr.strip() == "", "babeltrace2 reads the session silently (%r)" % stderr[:300])
     evs, lost = [], 0
     procnames = {}  # vpid -> procname of the user sub-traces
-    for msg in bt2.TraceCollectionMessageIterator(out):
-        if type(msg) is bt2._DiscardedEventsMessageConst:
-            lost += msg.count or 0
+    for msg in trace_messages(out):
+        if msg.kind == "discarded_events":
+            lost += msg.count
             continue
-        if type(msg) is not bt2._EventMessageConst:
+        if msg.kind != "event":
             continue
-        ev = msg.event
-        tid = event_tid(ev)
         # Kernel events are named as lttng-modules names them (no provider).
-        name = ev.name
-        env = ev.stream.trace.environment
-        if str(env["domain"]) != "kernel":
-            procnames[int(env["vpid"])] = str(env["procname"])
-        if str(env["domain"]) == "kernel":
+        name = msg.name
+        if msg.env_get("domain") != "kernel":
+            procnames[msg.env_int("vpid")] = msg.env_get("procname")
+        else:
             name = "kernel:" + name
-        evs.append((name, msg.default_clock_snapshot.ns_from_origin, tid, ev.payload_field))
+        evs.append((name, msg.ts, msg.tid, msg.fields))
     steps = sum(1 for e in evs if e[0] == "japp:step")
     check(steps == 300, "exactly 300 japp:step (%d)" % steps)
     check(any(e[0].startswith("kernel:") for e in evs), "kernel events in the same session")

@@ -34,10 +34,9 @@ import re
 import subprocess
 import sys
 
-import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, event_tid  # noqa: E402
+from strata_testlib import Checks, bt_text, trace_messages  # noqa: E402
 
 check = Checks()
 
@@ -48,22 +47,18 @@ def events(path):
     trace and the recovered one share for the same kernel record: their ns
     differ by the two traces' separately measured clock offsets."""
     out, lost = [], 0
-    for msg in bt2.TraceCollectionMessageIterator(path):
-        if type(msg) is bt2._EventMessageConst:
-            ev = msg.event
-            dom = str(ev.stream.trace.environment["domain"])
-            cs = msg.default_clock_snapshot
-            out.append((ev.name, cs.ns_from_origin, event_tid(ev), ev.payload_field, dom, cs.value))
-        elif type(msg) is bt2._DiscardedEventsMessageConst:
-            lost += msg.count or 0
+    for msg in trace_messages(path):
+        if msg.kind == "event":
+            out.append((msg.name, msg.ts, msg.tid, msg.fields, msg.env_get("domain"), msg.clock_value))
+        elif msg.kind == "discarded_events":
+            lost += msg.count
     return out, lost
 
 
 def bt2_silent(path, what):
-    r = subprocess.run(["babeltrace2", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True, timeout=300)
-    check(r.returncode == 0 and r.stderr.strip() == "",
-          "%s: babeltrace2 exits 0 with no warning (rc %d, stderr %r)" % (what, r.returncode, r.stderr[:300]))
+    rc, _, _, stderr = bt_text(path, timeout=300)
+    check(rc == 0 and stderr.strip() == "",
+          "%s: babeltrace2 exits 0 with no warning (rc %d, stderr %r)" % (what, rc, stderr[:300]))
 
 
 def main():

@@ -120,10 +120,9 @@ import shutil
 import subprocess
 import sys
 
-import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, event_tid  # noqa: E402
+from strata_testlib import Checks, trace_messages  # noqa: E402
 
 SYS_GETPPID = 110  # x86-64
 EXPECTED_CLOCK_ID = {"page": 1, "monotonic": 0, "consumer": 2}  # enum strata_clock_id
@@ -143,17 +142,16 @@ def read_file(path):
 def events(path):
     """(name, ts, vtid, payload) in babeltrace2's merged order, plus loss."""
     out, lost = [], 0
-    for msg in bt2.TraceCollectionMessageIterator(path):
-        if type(msg) is bt2._EventMessageConst:
-            ev = msg.event
+    for msg in trace_messages(path):
+        if msg.kind == "event":
             # Kernel events are named as lttng-modules names them (no
             # provider): tell them apart here by their sub-trace's domain.
-            name = ev.name
-            if str(ev.stream.trace.environment["domain"]) == "kernel":
+            name = msg.name
+            if msg.env_get("domain") == "kernel":
                 name = "kernel:" + name
-            out.append((name, msg.default_clock_snapshot.value, event_tid(ev), ev.payload_field))
-        elif type(msg) is bt2._DiscardedEventsMessageConst:
-            lost += msg.count or 0
+            out.append((name, msg.clock_value, msg.tid, msg.fields))
+        elif msg.kind == "discarded_events":
+            lost += msg.count
     return out, lost
 
 
@@ -249,19 +247,17 @@ def check_causal(d, clock):
                                            stderr=subprocess.DEVNULL).returncode == 0
     check(babeltrace2_silent_ok, "babeltrace2 reads the trace")
     user, kern, lost, env_clock = {}, [], 0, {}
-    for msg in bt2.TraceCollectionMessageIterator(tr):
-        if type(msg) is bt2._EventMessageConst:
-            ev = msg.event
-            env = ev.stream.trace.environment
-            env_clock.setdefault(str(env["domain"]), set()).add(str(env["clock"]) if "clock" in env else None)
-            ts = msg.default_clock_snapshot.value
-            tid = event_tid(ev)
-            if ev.name == "kcausal:before":
-                user[(tid, int(ev.payload_field["seq"]))] = ts
-            elif ev.name == "sys_enter" and str(env["domain"]) == "kernel" and int(ev.payload_field["id"]) == SYS_GETPPID:
-                kern.append((tid, int(ev.payload_field["args"][0]), ts))
-        elif type(msg) is bt2._DiscardedEventsMessageConst:
-            lost += msg.count or 0
+    for msg in trace_messages(tr):
+        if msg.kind == "event":
+            domain = msg.env_get("domain")
+            env_clock.setdefault(domain, set()).add(msg.env_get("clock"))
+            ts = msg.clock_value
+            if msg.name == "kcausal:before":
+                user[(msg.tid, msg.fields["seq"])] = ts
+            elif msg.name == "sys_enter" and domain == "kernel" and msg.fields["id"] == SYS_GETPPID:
+                kern.append((msg.tid, msg.fields["args"][0], ts))
+        elif msg.kind == "discarded_events":
+            lost += msg.count
     check(env_clock == {"ust": {ENV_CLOCK[clock]}, "kernel": {"monotonic"}},
           "trace env names the clock of each sub-trace (%s)" % env_clock)
     margins = sorted(ts - user[(tid, seq)] for tid, seq, ts in kern if (tid, seq) in user)
@@ -293,14 +289,11 @@ ENOENT, EFAULT = 2, 14
 def kernel_events(path):
     """(name, ns_from_origin, vtid, cpu_id, payload) of a kernel sub-trace, plus loss."""
     out, lost = [], 0
-    for msg in bt2.TraceCollectionMessageIterator(path):
-        if type(msg) is bt2._EventMessageConst:
-            ev = msg.event
-            out.append((ev.name, msg.default_clock_snapshot.ns_from_origin,
-                        int(ev.common_context_field["vtid"]), int(ev.common_context_field["cpu_id"]),
-                        ev.payload_field))
-        elif type(msg) is bt2._DiscardedEventsMessageConst:
-            lost += msg.count or 0
+    for msg in trace_messages(path):
+        if msg.kind == "event":
+            out.append((msg.name, msg.ts, msg.context("vtid"), msg.context("cpu_id"), msg.fields))
+        elif msg.kind == "discarded_events":
+            lost += msg.count
     return out, lost
 
 
@@ -788,12 +781,12 @@ def check_relay(d):
         return None
     lines = babeltrace2_silent(out)
     n_evs, n_demo, lost = 0, 0, 0  # by name only: a user event's thread id is not read here
-    for msg in bt2.TraceCollectionMessageIterator(out):
-        if type(msg) is bt2._EventMessageConst:
+    for msg in trace_messages(out):
+        if msg.kind == "event":
             n_evs += 1
-            n_demo += msg.event.name.startswith("demo:")
-        elif type(msg) is bt2._DiscardedEventsMessageConst:
-            lost += msg.count or 0
+            n_demo += msg.name.startswith("demo:")
+        elif msg.kind == "discarded_events":
+            lost += msg.count
     check(lines == n_evs, "babeltrace2 prints every event bt2 reads (%d == %d)" % (lines, n_evs))
     check(lost == 0, "no event discarded (%d)" % lost)
     check(n_demo == 2 * 200 + 1, "every demo event on the relay (%d == 401)" % n_demo)
@@ -861,11 +854,11 @@ def check_serial(d, vmout):
         return None
     babeltrace2_silent(out)
     n_demo, lost = 0, 0
-    for msg in bt2.TraceCollectionMessageIterator(out):
-        if type(msg) is bt2._EventMessageConst:
-            n_demo += msg.event.name.startswith("demo:")
-        elif type(msg) in (bt2._DiscardedEventsMessageConst, bt2._DiscardedPacketsMessageConst):
-            lost += msg.count or 0
+    for msg in trace_messages(out):
+        if msg.kind == "event":
+            n_demo += msg.name.startswith("demo:")
+        else:
+            lost += msg.count
     check(lost == 0, "nothing discarded (%d)" % lost)
     check(n_demo == 101, "every demo event (%d == 101)" % n_demo)
     check_workload_openat(os.path.join(out, "kernel"), 100, "")

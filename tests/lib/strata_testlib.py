@@ -319,12 +319,26 @@ class TraceScan:
             yield m, ts
 
 
+_BT2 = []
+
+
+def _bt2():
+    """babeltrace2's Python bindings, imported once (only checks that read
+    traces need them)."""
+    if not _BT2:
+        import bt2
+        _BT2.append(bt2)
+    return _BT2[0]
+
+
 def field_value(f):
     """A babeltrace2 field as a plain Python value: int (enumerations
     too: their integer), float, str, bool, dict (structures), list
     (arrays and sequences), the selected option's value (variants),
     None (an empty option)."""
-    import bt2
+    if isinstance(f, _bt2()._IntegerFieldConst):  # the most common first
+        return int(f)
+    bt2 = _bt2()
     if isinstance(f, bt2._StructureFieldConst):
         return {k: field_value(v) for k, v in f.items()}
     if isinstance(f, bt2._ArrayFieldConst):
@@ -342,13 +356,48 @@ def field_value(f):
     return int(f)
 
 
+class Fields:
+    """A babeltrace2 structure field read lazily as plain values: each
+    member is converted (field_value) when it is looked up, so a check that
+    keeps every event's payload pays only for the members it reads."""
+    __slots__ = ("_f",)
+
+    def __init__(self, f):
+        self._f = f
+
+    def __getitem__(self, key):
+        return field_value(self._f[key])
+
+    def __contains__(self, key):
+        return key in self._f
+
+    def __iter__(self):
+        return iter(self._f)
+
+    def __len__(self):
+        return len(self._f)
+
+    def get(self, key, default=None):
+        return field_value(self._f[key]) if key in self._f else default
+
+    def keys(self):
+        return self._f.keys()
+
+    def items(self):
+        return [(k, field_value(v)) for k, v in self._f.items()]
+
+    def __repr__(self):
+        return repr(dict(self.items()))
+
+
 class Msg:
     """One message of a trace as babeltrace2 gives it (trace_messages):
     `kind` is "event", "discarded_events" or "discarded_packets".  Every
     message has `stream` (a key of its stream, equal for the messages of
     one stream) and `env` (its trace's environment, plain values); an event
-    has `name`, `ts` (ns from the clock's origin), `tid` (event_tid) and
-    `fields` (its payload as plain values, field_value); a discarded-X
+    has `name`, `ts` (ns from the clock's origin), `clock_value` (raw),
+    `clock_uuid`, `tid` (event_tid), `context(key)` (its common context) and
+    `fields` (its payload, members as plain values when read: Fields); a discarded-X
     message has `count` (1 where the trace does not say how many)."""
     __slots__ = ("kind", "_m", "_fields")
 
@@ -394,13 +443,30 @@ class Msg:
         return self._m.default_clock_snapshot.ns_from_origin
 
     @property
+    def clock_value(self):
+        """The raw clock value (cycles), not converted to ns."""
+        return self._m.default_clock_snapshot.value
+
+    @property
+    def clock_uuid(self):
+        return self._m.default_clock_snapshot.clock_class.uuid
+
+    @property
     def tid(self):
         return event_tid(self._m.event)
 
+    def context(self, key, default=None):
+        """One member of the event's common context (vtid, cpu_id, ...)."""
+        try:
+            return field_value(self._m.event.common_context_field[key])
+        except (KeyError, TypeError):  # no such member, or no common context
+            return default
+
     @property
     def fields(self):
+        """The payload (Fields: members converted when read)."""
         if self._fields is None:
-            self._fields = field_value(self._m.event.payload_field)
+            self._fields = Fields(self._m.event.payload_field)
         return self._fields
 
     @property
