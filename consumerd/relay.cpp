@@ -578,16 +578,26 @@ void RelayLink::set_empty(uint64_t id, const strata_packet_header &h)
 	st.has_empty = true;
 }
 
-void RelayLink::nudge()
+void RelayLink::nudge(uint64_t retired_ts)
 {
 	std::lock_guard<std::mutex> g(mu_);
 	// Relaxed: under mu_, which fail() holds when it sets broken_.
 	if (broken_.load(std::memory_order_relaxed))
 		return;
+	// First move the retired streams' inactivity up to the new sub-trace's
+	// opening: with no drain left to tick, they stay at their drain's end,
+	// and babeltrace2 2.0.4 stops its round over a trace's streams at the
+	// first one whose inactivity time did not change (it answers "again"
+	// and starts over with that stream), so it would never ask for the
+	// nudged stream's index (docs/relay.md, "Live").  Then the nudge, at the
+	// nudged stream's latest stamp (that beacon, if it is a retired one).
+	std::string err;
+	for (const Retired &r : advance_retired_locked(retired_ts))
+		if (!send_beacon_locked(r.id, r.last_ts, err))
+			return;
 	for (auto &[id, st] : streams_) { // by id: the oldest first
 		if (st.next_seq == 0 || !st.has_empty)
 			continue;
-		std::string err;
 		send_empty_locked(id, st, st.safe_ts, err);
 		return;
 	}
@@ -619,6 +629,12 @@ bool RelayLink::send_empty_locked(uint64_t id, const Stream &st, uint64_t ts, st
 bool RelayLink::send_beacon(uint64_t id, uint64_t ts, std::string &err)
 {
 	std::lock_guard<std::mutex> g(mu_);
+	return send_beacon_locked(id, ts, err);
+}
+
+// mu_ held.
+bool RelayLink::send_beacon_locked(uint64_t id, uint64_t ts, std::string &err)
+{
 	Stream &st = streams_[id];
 	std::string x;
 	put64(x, id);
@@ -646,11 +662,29 @@ void RelayLink::retire(uint64_t id, uint64_t last_ts)
 	retired_.push_back({id, last_ts});
 }
 
+// mu_ held.  The retired streams' beacons at about ts: below the lanes'
+// beacons of a tick at ts (ts - lane), distinct per stream (babeltrace2
+// warns when two streams' inactivity times are equal), and only forward
+// (a stream's last beacon was its drain's end; an earlier one would go
+// back in time).
+std::vector<RelayLink::Retired> RelayLink::advance_retired_locked(uint64_t ts)
+{
+	constexpr uint64_t kRetiredOffsetNs = 1000;
+	std::vector<Retired> todo;
+	for (size_t i = 0; i < retired_.size(); i++) {
+		const uint64_t t = ts - kRetiredOffsetNs - i;
+		if (ts > kRetiredOffsetNs + i && t > retired_[i].last_ts) {
+			retired_[i].last_ts = t;
+			todo.push_back({retired_[i].id, t});
+		}
+	}
+	if (!todo.empty())
+		retired_at_ = std::max(retired_at_, ts);
+	return todo;
+}
+
 void RelayLink::beacon_retired(uint64_t ts, uint64_t period_ns)
 {
-	// Below the lanes' beacons of the same tick (ts - lane), distinct per
-	// stream: babeltrace2 warns when two streams' inactivity times are equal.
-	constexpr uint64_t kRetiredOffsetNs = 1000;
 	std::vector<Retired> todo;
 	{
 		std::lock_guard<std::mutex> g(mu_);
@@ -659,15 +693,7 @@ void RelayLink::beacon_retired(uint64_t ts, uint64_t period_ns)
 		    ts < retired_at_ + period_ns)
 			return;
 		retired_at_ = ts;
-		for (size_t i = 0; i < retired_.size(); i++) {
-			const uint64_t t = ts - kRetiredOffsetNs - i;
-			// A stream's beacons only move forward (its last one was its
-			// drain's end; an earlier one would go back in time).
-			if (ts > kRetiredOffsetNs + i && t > retired_[i].last_ts) {
-				retired_[i].last_ts = t;
-				todo.push_back({retired_[i].id, t});
-			}
-		}
+		todo = advance_retired_locked(ts);
 	}
 	std::string err;
 	for (const Retired &r : todo)
@@ -736,10 +762,7 @@ public:
 			if (!link_->add_stream(channel_ + "_" + std::to_string(lane), path_, lanes_[lane].id,
 					       err))
 				return false;
-		if (!link_->streams_sent(err))
-			return false;
-		link_->nudge();
-		return true;
+		return link_->streams_sent(err); // the nudge: set_empty_packets
 	}
 
 	bool append_metadata(const std::string &text, std::string &err) override
@@ -753,6 +776,11 @@ public:
 			link_->set_empty(lanes_[lane].id, headers[lane]);
 		has_empty_ = true;
 		opened_ns_ = opened_ns;
+		// Live readers hear of the streams just published with the nudge;
+		// the retired streams' beacons go up to just below this
+		// sub-trace's empty packets (opened_ns less the lane).
+		const uint64_t below = opened_ns > lanes_.size() ? opened_ns - lanes_.size() : 0;
+		link_->nudge(below);
 	}
 
 	size_t write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends,
@@ -813,6 +841,14 @@ public:
 			if (closed_)
 				link_->retire(l.id, ts_ns);
 		}
+		// The drain's end (its last lane's last beacon): the streams of
+		// drains that ended before go up to here too, now.  A live
+		// reader shows no event past a stream's latest beacon, and with
+		// no drain left to tick (this was the only one recording) they
+		// would stay at their own ends: this drain's events would wait
+		// for the next sub-trace, or the session's end (docs/relay.md).
+		if (closed_ && lane + 1 == lanes_.size())
+			link_->beacon_retired(ts_ns, 0);
 	}
 
 	void tick(uint64_t ts_ns) override { link_->beacon_retired(ts_ns, period_ns_); }

@@ -85,12 +85,16 @@ public:
 	// Live readers hear of new streams only with a packet of a stream they
 	// read (lttng-relayd 2.13.9, docs/relay.md "Live").  set_empty gives
 	// the header of a packet without records of stream `id`; nudge(),
-	// called once a sub-trace's streams are published, sends such a packet
-	// on the session's oldest stream that has packets, stamped at that
-	// stream's latest packet end or beacon (every later record of it is at
-	// or after that) with its latest sequence number and discarded count.
+	// called once a sub-trace's streams are published, first beacons the
+	// retired streams forward to about retired_ts (below every record of
+	// the new sub-trace: babeltrace2 2.0.4 reads no further stream of a
+	// trace while one's inactivity time stands still), then sends such a
+	// packet on the session's oldest stream that has packets, stamped at
+	// that stream's latest packet end or beacon (every later record of it
+	// is at or after that) with its latest sequence number and discarded
+	// count.
 	void set_empty(uint64_t id, const strata_packet_header &h);
-	void nudge();
+	void nudge(uint64_t retired_ts);
 	// Stream id's empty packet stamped ts (its first packet, when a lane
 	// has none at its first beacon: RelayOutput::beacon).
 	bool send_empty(uint64_t id, uint64_t ts, std::string &err);
@@ -140,6 +144,11 @@ private:
 		bool has_empty = false;
 		strata_packet_header empty{};
 	};
+	struct Retired {
+		uint64_t id, last_ts;
+	};
+	bool send_beacon_locked(uint64_t id, uint64_t ts, std::string &err);                // mu_ held
+	std::vector<Retired> advance_retired_locked(uint64_t ts);                           // mu_ held
 	bool send_packet_locked(uint64_t id, const uint8_t *p, size_t n, std::string &err); // mu_ held
 	bool add_stream_locked(const std::string &channel, const std::string &path, uint64_t &id,
 			       std::string &err);                                             // mu_ held
@@ -158,10 +167,7 @@ private:
 	int ctrl_ = -1, data_ = -1;          // guarded by mu_
 	std::string why_;                    // guarded by mu_
 	std::map<uint64_t, Stream> streams_; // guarded by mu_: data streams by id
-	struct Retired {
-		uint64_t id, last_ts;
-	};
-	std::vector<Retired> retired_; // guarded by mu_
+	std::vector<Retired> retired_;       // guarded by mu_
 	// keep_metadata: metadata streams by id, their path and whole text.
 	struct Kept {
 		std::string path, text;
