@@ -747,14 +747,18 @@ void RelayLink::beacon_retired_by(uint64_t ts, uint64_t period_ns)
 {
 	std::unique_lock<std::mutex> g(mu_);
 	// Waits at most one period, on the ending drain's thread: an advance
-	// made meanwhile by another thread covers ts if it went at least as far.
+	// made meanwhile by another thread covers ts if it went at least as far,
+	// which it does: it goes up to the latest end among the waiting drains
+	// (their streams are all retired: nothing of them comes after).
+	pending_by_ = std::max(pending_by_, ts);
 	while (retired_at_ < ts) {
 		// Relaxed: under mu_, which fail() holds when it sets broken_.
 		if (broken_.load(std::memory_order_relaxed) || retired_.empty())
 			return;
 		if (advance_due_locked(period_ns)) {
 			std::string err;
-			advance_locked(ts, err);
+			advance_locked(std::max(ts, pending_by_), err);
+			pending_by_ = 0;
 			return;
 		}
 		const int64_t left = advanced_ms_ + static_cast<int64_t>(period_ns / 1000000) - now_ms();

@@ -184,10 +184,11 @@ private:
 	std::function<std::string(const std::string &)> at_open_; // guarded by mu_
 	bool keep_ = false;                                       // guarded by mu_
 	std::map<uint64_t, Kept> kept_;                           // guarded by mu_
-	uint64_t retired_at_ = 0;                    // guarded by mu_: the latest retired beacons' ts
-	int64_t advanced_ms_ = INT64_MIN / 2;        // guarded by mu_: when they went (CLOCK_MONOTONIC)
-	std::condition_variable advanced_;           // with mu_: an advance went
-	bool advance_due_locked(uint64_t period_ns); // mu_ held
+	uint64_t retired_at_ = 0;             // guarded by mu_: the latest retired beacons' ts
+	int64_t advanced_ms_ = INT64_MIN / 2; // guarded by mu_: when they went (CLOCK_MONOTONIC)
+	std::condition_variable advanced_;    // with mu_: an advance went
+	uint64_t pending_by_ = 0;             // guarded by mu_: the latest ts beacon_retired_by waits for
+	bool advance_due_locked(uint64_t period_ns);        // mu_ held
 	bool advance_locked(uint64_t ts, std::string &err); // mu_ held
 	// Set under mu_ (release) when the link breaks; read without it
 	// (acquire) so a broken link fails fast.
