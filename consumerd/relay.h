@@ -29,6 +29,7 @@
 #define STRATA_CONSUMERD_RELAY_H
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -85,12 +86,17 @@ public:
 	// Live readers hear of new streams only with a packet of a stream they
 	// read (lttng-relayd 2.13.9, docs/relay.md "Live").  set_empty gives
 	// the header of a packet without records of stream `id`; nudge(),
-	// called once a sub-trace's streams are published, sends such a packet
-	// on the session's oldest stream that has packets, stamped at that
-	// stream's latest packet end or beacon (every later record of it is at
-	// or after that) with its latest sequence number and discarded count.
+	// called once a sub-trace's streams are published, first beacons the
+	// retired streams forward to about retired_ts (below every record of
+	// the new sub-trace: babeltrace2 2.0.4 reads no further stream of a
+	// trace while one's inactivity time stands still) unless that was done
+	// less than period_ns ago (beacon_retired), then sends such a
+	// packet on the session's oldest stream that has packets, stamped at
+	// that stream's latest packet end or beacon (every later record of it
+	// is at or after that) with its latest sequence number and discarded
+	// count.
 	void set_empty(uint64_t id, const strata_packet_header &h);
-	void nudge();
+	void nudge(uint64_t retired_ts, uint64_t period_ns);
 	// Stream id's empty packet stamped ts (its first packet, when a lane
 	// has none at its first beacon: RelayOutput::beacon).
 	bool send_empty(uint64_t id, uint64_t ts, std::string &err);
@@ -105,6 +111,11 @@ public:
 	// once per period_ns for the whole link: called from every live drain's
 	// tick.
 	void beacon_retired(uint64_t ts, uint64_t period_ns);
+	// The same at a drain's end, with nothing left to tick perhaps: returns
+	// once the retired streams were beaconed up to ts or later, by this
+	// call or another thread's, within one period_ns (it waits for the rate
+	// limit rather than skip).
+	void beacon_retired_by(uint64_t ts, uint64_t period_ns);
 
 	bool broken() const { return broken_.load(std::memory_order_acquire); }
 	std::string why_broken();
@@ -140,6 +151,13 @@ private:
 		bool has_empty = false;
 		strata_packet_header empty{};
 	};
+	struct Retired {
+		uint64_t id, last_ts;
+	};
+	bool send_beacon_locked(uint64_t id, uint64_t ts, std::string &err);                // mu_ held
+	bool send_beacons_locked(const std::vector<Retired> &beacons, std::string &err);    // mu_ held
+	std::string beacon_command(uint64_t id, uint64_t ts);                               // mu_ held
+	std::vector<Retired> advance_retired_locked(uint64_t ts);                           // mu_ held
 	bool send_packet_locked(uint64_t id, const uint8_t *p, size_t n, std::string &err); // mu_ held
 	bool add_stream_locked(const std::string &channel, const std::string &path, uint64_t &id,
 			       std::string &err);                                             // mu_ held
@@ -158,10 +176,7 @@ private:
 	int ctrl_ = -1, data_ = -1;          // guarded by mu_
 	std::string why_;                    // guarded by mu_
 	std::map<uint64_t, Stream> streams_; // guarded by mu_: data streams by id
-	struct Retired {
-		uint64_t id, last_ts;
-	};
-	std::vector<Retired> retired_; // guarded by mu_
+	std::vector<Retired> retired_;       // guarded by mu_
 	// keep_metadata: metadata streams by id, their path and whole text.
 	struct Kept {
 		std::string path, text;
@@ -169,7 +184,12 @@ private:
 	std::function<std::string(const std::string &)> at_open_; // guarded by mu_
 	bool keep_ = false;                                       // guarded by mu_
 	std::map<uint64_t, Kept> kept_;                           // guarded by mu_
-	uint64_t retired_at_ = 0; // guarded by mu_: the last beacon_retired ts
+	uint64_t retired_at_ = 0;             // guarded by mu_: the latest retired beacons' ts
+	int64_t advanced_ms_ = INT64_MIN / 2; // guarded by mu_: when they went (CLOCK_MONOTONIC)
+	std::condition_variable advanced_;    // with mu_: an advance went
+	uint64_t pending_by_ = 0;             // guarded by mu_: the latest ts beacon_retired_by waits for
+	bool advance_due_locked(uint64_t period_ns);        // mu_ held
+	bool advance_locked(uint64_t ts, std::string &err); // mu_ held
 	// Set under mu_ (release) when the link breaks; read without it
 	// (acquire) so a broken link fails fast.
 	std::atomic<bool> broken_{false};
