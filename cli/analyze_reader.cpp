@@ -36,7 +36,7 @@ struct Sink {
 	const std::function<void(const Event &)> *on = nullptr; // streaming: each event, none kept
 	const std::function<void(int64_t)> *progress = nullptr;
 	std::map<const void *, uint32_t> procs; // by trace_key()
-	bool several_machines = false;           // the sub-traces' env.hostname differ
+	bool several_machines = false;          // the sub-traces' env.hostname differ
 	// Compact records: site id -> caller per process; kept events whose
 	// caller is still a site id (resolved after reading: a site event may
 	// follow its first use by another thread); whether kept events must be

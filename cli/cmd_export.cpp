@@ -220,9 +220,9 @@ public:
 	void name_machines(bool on) { name_hosts_ = on; }
 
 	uint64_t events = 0, discarded = 0, unmatched_ends = 0;
-	uint64_t counted_pairs = 0; // in pthread:mutex_counts records: not drawn
+	uint64_t counted_pairs = 0;                  // in pthread:mutex_counts records: not drawn
 	std::unordered_map<int64_t, Thread> threads; // by machine_id(tid)
-	uint32_t machines_over = 0; // machines past kMaxMachine (sharing its ids)
+	uint32_t machines_over = 0;                  // machines past kMaxMachine (sharing its ids)
 
 	// A message of the pass (read_event.h).
 	template <class E> bool event(const E &ev)
@@ -332,7 +332,10 @@ private:
 	{
 		return name_hosts_ && id > 0 ? id & ((int64_t(1) << exp::kMachineShift) - 1) : id;
 	}
-	std::string tid_label(int64_t tid) { return threads[tid].name() + " (tid " + std::to_string(real_id(tid)) + ")"; }
+	std::string tid_label(int64_t tid)
+	{
+		return threads[tid].name() + " (tid " + std::to_string(real_id(tid)) + ")";
+	}
 	std::unordered_map<uint64_t, LockState> locks_;
 	uint64_t last_lock_key_ = 0;
 	LockState *last_lock_ = nullptr; // locks_[last_lock_key_] (never erased: it stays)
@@ -399,7 +402,8 @@ private:
 		if (name_hosts_ && m >= 1 && m <= machine_names_.size()) {
 			ensure_machine(m);
 			const std::string real = "pid " + std::to_string(real_id(pid));
-			shown = machine_names_[m - 1] + ": " + (name.empty() ? real : name + " (" + real + ")");
+			shown = machine_names_[m - 1] + ": " +
+				(name.empty() ? real : name + " (" + real + ")");
 		}
 		sink_.process(kProcTrack | static_cast<uint64_t>(pid), pid, shown);
 	}
@@ -421,7 +425,9 @@ private:
 				pname = t.name();
 			ensure_process(pid, pname);
 			sink_.thread(uuid, kProcTrack | static_cast<uint64_t>(pid), pid, tid,
-				     name_hosts_ ? tid_label(tid) : t.name());
+				     !name_hosts_       ? t.name()
+				     : t.name().empty() ? "tid " + std::to_string(real_id(tid))
+							: tid_label(tid));
 			t.emitted = true;
 			t.emitted_name = t.name();
 		}
@@ -494,8 +500,8 @@ private:
 			note_comm(prev, pc);
 			note_comm(next, nc);
 			ensure_machine(m);
-			sink_.sched_switch(ts, m, cpu, pc, prev, c.i64(pl, "prev_prio"), c.i64(pl, "prev_state"),
-					   nc, next, c.i64(pl, "next_prio"));
+			sink_.sched_switch(ts, m, cpu, pc, prev, c.i64(pl, "prev_prio"),
+					   c.i64(pl, "prev_state"), nc, next, c.i64(pl, "next_prio"));
 			return;
 		}
 		case Kind::Wakeup: {
@@ -717,8 +723,8 @@ private:
 		}
 		const uint64_t uuid = kKernelTrack | tr.machine;
 		if (kernel_tracks_.emplace(uuid, true).second)
-			sink_.child_track(uuid, ensure_machine(tr.machine), exp::machine_pid(tr.machine), 0, "kernel",
-					  false);
+			sink_.child_track(uuid, ensure_machine(tr.machine), exp::machine_pid(tr.machine), 0,
+					  "kernel", false);
 		return uuid;
 	}
 
@@ -1024,9 +1030,10 @@ int run_export(const std::string &dir, bool json, const std::string &out_path)
 	const bool ok = src.read(pass);
 	progress.done();
 	if (conv.machines_over)
-		std::fprintf(stderr,
-			     "strata export: more than %u machines: the last %u share the ids of machine %u\n",
-			     exp::kMaxMachine, conv.machines_over + 1, exp::kMaxMachine);
+		std::fprintf(
+			stderr,
+			"strata export: more than %u machines: the last %u share the ids of machine %u\n",
+			exp::kMaxMachine, conv.machines_over + 1, exp::kMaxMachine);
 	const bool written = sink->finish();
 	const bool closed = out == stdout ? std::fflush(out) == 0 : std::fclose(out) == 0;
 	src.finish();

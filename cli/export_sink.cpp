@@ -148,8 +148,8 @@ public:
 		close_packet(pkt);
 	}
 	void sched_switch(int64_t ts, uint32_t m, uint32_t cpu, const std::string &prev_comm,
-			  int64_t prev_tid, int64_t prev_prio, int64_t prev_state, const std::string &next_comm,
-			  int64_t next_tid, int64_t next_prio) override
+			  int64_t prev_tid, int64_t prev_prio, int64_t prev_state,
+			  const std::string &next_comm, int64_t next_tid, int64_t next_prio) override
 	{
 		const size_t pkt = open_packet();
 		const size_t fb = w_.begin(kPktFtraceEvents);
@@ -185,8 +185,10 @@ public:
 		w_.i64(kWkPid, tid);
 		w_.i64(kWkPrio, prio);
 		w_.i64(kWkSuccess, 1);
-		w_.i64(kWkTargetCpu, target_cpu >= 0 ? static_cast<int64_t>(machine_cpu(m, static_cast<uint32_t>(target_cpu)))
-						      : target_cpu);
+		w_.i64(kWkTargetCpu,
+		       target_cpu >= 0
+			       ? static_cast<int64_t>(machine_cpu(m, static_cast<uint32_t>(target_cpu)))
+			       : target_cpu);
 		w_.end(wk);
 		w_.end(fe);
 		w_.end(fb);
@@ -417,7 +419,8 @@ public:
 		if (parent && machines_.count(parent))
 			tracks_[uuid] = Track{pid, 0, name, false, 'p', {}, {}};
 		else
-			tracks_[uuid] = Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g', {}, {}};
+			tracks_[uuid] =
+				Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g', {}, {}};
 	}
 	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args,
 		   uint64_t flow_in) override
@@ -566,8 +569,8 @@ public:
 	{
 		for (auto &cr : running_)
 			if (cr.second.open)
-				cpu_event("E", static_cast<uint32_t>(cr.first >> 32), static_cast<uint32_t>(cr.first),
-					  last_, cr.second.comm, -1, 0);
+				cpu_event("E", static_cast<uint32_t>(cr.first >> 32),
+					  static_cast<uint32_t>(cr.first), last_, cr.second.comm, -1, 0);
 		buf_ += "]}\n";
 		flush();
 		return !failed_;

@@ -46,7 +46,10 @@ inline int64_t machine_id(uint32_t m, int64_t id)
 }
 // The id of machine m itself (its own process in JSON: its CPUs, its
 // kernel's events); 0 with one machine.
-inline int64_t machine_pid(uint32_t m) { return static_cast<int64_t>(m) << kMachineShift; }
+inline int64_t machine_pid(uint32_t m)
+{
+	return static_cast<int64_t>(m) << kMachineShift;
+}
 
 class Sink {
 public:
@@ -84,12 +87,12 @@ public:
 	virtual void counter(int64_t ts, uint64_t track, int64_t value) = 0;
 	// Kernel scheduling (per-CPU tracks and thread states in Perfetto), on
 	// CPU `cpu` of machine m (0: the only one); tids already machine_id()s.
-	virtual void sched_switch(int64_t ts, uint32_t m, uint32_t cpu, const std::string &prev_comm, int64_t prev_tid,
-				  int64_t prev_prio, int64_t prev_state, const std::string &next_comm,
-				  int64_t next_tid, int64_t next_prio) = 0;
+	virtual void sched_switch(int64_t ts, uint32_t m, uint32_t cpu, const std::string &prev_comm,
+				  int64_t prev_tid, int64_t prev_prio, int64_t prev_state,
+				  const std::string &next_comm, int64_t next_tid, int64_t next_prio) = 0;
 	// kind: 0 sched_waking, 1 sched_wakeup, 2 sched_wakeup_new.
-	virtual void wakeup(int64_t ts, uint32_t m, uint32_t cpu, int kind, const std::string &comm, int64_t tid,
-			    int64_t prio, int64_t target_cpu) = 0;
+	virtual void wakeup(int64_t ts, uint32_t m, uint32_t cpu, int kind, const std::string &comm,
+			    int64_t tid, int64_t prio, int64_t target_cpu) = 0;
 	// Ends the output; false when it could not be written.
 	virtual bool finish() = 0;
 	bool failed() const { return failed_; }
