@@ -94,6 +94,10 @@ struct Process {
 	std::string name; // procname
 	int64_t pid = 0;
 	std::string trace_dir;
+	// Its machine (env.hostname) when the trace holds several: then its
+	// threads and locks are its own as in any process, and it is shown
+	// "machine: name[pid]" (docs/pthread.md).
+	std::string machine = std::string();
 };
 
 struct Input {

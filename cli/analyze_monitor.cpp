@@ -60,6 +60,7 @@ struct Model {
 	std::vector<Process> procs;                // the traced JVMs, by index
 	std::map<const void *, size_t> proc_index; // sub-trace (trace_key()) -> index in procs
 	std::map<std::string, Monitor> mons;       // key: proc/class@hash
+	bool several_machines = false;             // the sub-traces' env.hostname differ
 	std::map<std::pair<std::string, int64_t>, std::string> by_os_tid, by_java_tid;
 	std::map<std::pair<std::string, int64_t>, Pending> pending; // (proc, tid)
 	std::unordered_map<const void *, ClassOf> classes;          // by class_key()
@@ -84,11 +85,17 @@ template <class E> size_t proc_of(Model &m, const E &ev, std::string *label)
 		Process p;
 		p.name = id.procname.empty() ? "process" : id.procname;
 		p.pid = id.has_vpid ? id.vpid : -1;
+		if (m.several_machines)
+			p.machine = id.hostname;
 		it = m.proc_index.emplace(ev.trace_key(), m.procs.size()).first;
 		m.procs.push_back(p);
 	}
+	// The label keys the process's threads and monitors: two machines'
+	// JVMs of one pid stay two ("host: java (1234)").
 	const Process &p = m.procs[it->second];
 	*label = p.pid >= 0 ? p.name + " (" + std::to_string(p.pid) + ")" : p.name;
+	if (!p.machine.empty())
+		*label = p.machine + ": " + *label;
 	return it->second;
 }
 
@@ -300,7 +307,10 @@ void write_json(std::ostream &o, const Model &m)
 	w.newline(2).key("processes").begin_array();
 	for (size_t i = 0; i < m.procs.size(); i++) {
 		w.begin_object().key("index").u64(i).key("name").str(m.procs[i].name);
-		w.key("pid").i64(m.procs[i].pid).end_object();
+		w.key("pid").i64(m.procs[i].pid);
+		if (!m.procs[i].machine.empty())
+			w.key("machine").str(m.procs[i].machine);
+		w.end_object();
 	}
 	w.end_array().newline(2).key("locks").begin_array();
 	for (const Monitor *mon : ranked(m))
@@ -367,6 +377,7 @@ int analyze_monitor(const std::string &dir, const std::string &format, const std
 	rd::Source src("analyze");
 	if (!src.open(dir))
 		return cli::kFail;
+	m.several_machines = machines(src.dirs()) > 1;
 	Progress progress = progress_for("analyze", src);
 	Counted h{m, progress};
 	const bool ok = src.read(h);

@@ -36,6 +36,7 @@ struct Sink {
 	const std::function<void(const Event &)> *on = nullptr; // streaming: each event, none kept
 	const std::function<void(int64_t)> *progress = nullptr;
 	std::map<const void *, uint32_t> procs; // by trace_key()
+	bool several_machines = false;          // the sub-traces' env.hostname differ
 	// Compact records: site id -> caller per process; kept events whose
 	// caller is still a site id (resolved after reading: a site event may
 	// follow its first use by another thread); whether kept events must be
@@ -73,6 +74,8 @@ template <class E> uint32_t proc_of(Sink *s, const E &ev)
 	p.name = id.procname;
 	if (id.has_vpid)
 		p.pid = id.vpid;
+	if (s->several_machines)
+		p.machine = id.hostname;
 	p.trace_dir = id.name;
 	uint32_t idx = static_cast<uint32_t>(s->in->procs.size());
 	s->in->procs.push_back(p);
@@ -275,6 +278,7 @@ bool read_trace_feed(rd::Source &src, Input *in, const std::function<void(const 
 {
 	Sink sink;
 	sink.in = in;
+	sink.several_machines = machines(src.dirs()) > 1;
 	sink.on = on;
 	sink.progress = progress;
 	const bool ok = src.read(sink);

@@ -55,6 +55,8 @@ std::string proc_label(const Report &r, uint32_t p)
 		return "?";
 	const Process &pr = r.procs[p];
 	std::string n = pr.name.empty() ? "process" : pr.name;
+	if (!pr.machine.empty())
+		n = pr.machine + ": " + n;
 	return pr.pid ? n + "[" + std::to_string(pr.pid) + "]" : n;
 }
 
@@ -365,7 +367,10 @@ void summary_json(JsonWriter &w, const Report &r)
 	w.newline(2).key("processes").begin_array();
 	for (size_t i = 0; i < r.procs.size(); i++) {
 		w.begin_object().key("index").u64(i).key("name").str(r.procs[i].name);
-		w.key("pid").i64(r.procs[i].pid).end_object();
+		w.key("pid").i64(r.procs[i].pid);
+		if (!r.procs[i].machine.empty())
+			w.key("machine").str(r.procs[i].machine);
+		w.end_object();
 	}
 	w.end_array();
 }

@@ -18,6 +18,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -40,7 +41,7 @@ using exp::Args;
 // ---- track ids -------------------------------------------------------------
 // One uuid space: the top byte says what the track is.
 constexpr uint64_t kProcTrack = 1ULL << 56, kThreadTrack = 2ULL << 56, kLockTrack = 3ULL << 56,
-		   kCounterTrack = 4ULL << 56, kKernelTrack = 5ULL << 56;
+		   kCounterTrack = 4ULL << 56, kKernelTrack = 5ULL << 56, kMachineTrack = 6ULL << 56;
 
 uint64_t mix(uint64_t h)
 {
@@ -187,7 +188,8 @@ struct Thread {
 
 struct TraceInfo {
 	bool kernel = false;
-	int64_t pid = -1;
+	uint32_t machine = 0; // 0: the trace is of one machine (exp::machine_id())
+	int64_t pid = -1;     // a machine_id()
 	std::string procname;
 	std::string hostname; // env.hostname ("" when the env has none)
 };
@@ -212,13 +214,15 @@ struct HoldKeyHash {
 class Converter {
 public:
 	explicit Converter(exp::Sink &sink) : sink_(sink) {}
-	// Sub-traces of several machines (env.hostname): each process is named
-	// "host: procname", so that each machine reads as its own group.
+	// Sub-traces of several machines (env.hostname): each machine is a
+	// group of its own, its pids and tids kept apart from the others'
+	// (exp::machine_id()), each process named "host: procname (pid N)".
 	void name_machines(bool on) { name_hosts_ = on; }
 
 	uint64_t events = 0, discarded = 0, unmatched_ends = 0;
-	uint64_t counted_pairs = 0; // in pthread:mutex_counts records: not drawn
-	std::unordered_map<int64_t, Thread> threads;
+	uint64_t counted_pairs = 0;                  // in pthread:mutex_counts records: not drawn
+	std::unordered_map<int64_t, Thread> threads; // by machine_id(tid)
+	uint32_t machines_over = 0;                  // machines past kMaxMachine (sharing its ids)
 
 	// A message of the pass (read_event.h).
 	template <class E> bool event(const E &ev)
@@ -249,7 +253,7 @@ public:
 		int64_t tid = 0;
 		if (!ev.tid(&tid))
 			return;
-		Thread &t = threads[tid];
+		Thread &t = threads[exp::machine_id(tr.machine, tid)];
 		if (t.pid < 0)
 			t.pid = tr.pid;
 		const ClassInfo &c = class_of(ev, tr);
@@ -289,8 +293,49 @@ private:
 	// process first seen in the kernel's events is named by it, not by the
 	// comm its thread had then (a JVM's before its exec: "strata").
 	std::unordered_map<int64_t, std::string> proc_names_;
-	std::unordered_map<int64_t, std::string> proc_hosts_; // pid -> its user sub-trace's hostname
-	bool name_hosts_ = false;                             // the sub-traces come from several machines
+	bool name_hosts_ = false; // the sub-traces come from several machines
+	// Machines by host name ("" one too), numbered from 1 as first met
+	// (kept across the passes); names_[m - 1] is machine m's, emitted_ says
+	// whether its group is out.
+	std::unordered_map<std::string, uint32_t> machine_of_;
+	std::vector<std::string> machine_names_;
+	std::vector<bool> machine_out_;
+	uint32_t machine_index(const std::string &host)
+	{
+		auto it = machine_of_.find(host);
+		if (it != machine_of_.end())
+			return it->second;
+		uint32_t m = static_cast<uint32_t>(machine_names_.size()) + 1;
+		if (m > exp::kMaxMachine) {
+			machines_over++;
+			m = exp::kMaxMachine;
+		} else {
+			machine_names_.push_back(host.empty() ? "(unnamed)" : host);
+			machine_out_.push_back(false);
+		}
+		machine_of_.emplace(host, m);
+		return m;
+	}
+	// Machine m's group, before anything of it.
+	uint64_t ensure_machine(uint32_t m)
+	{
+		if (!m)
+			return 0;
+		if (!machine_out_[m - 1]) {
+			machine_out_[m - 1] = true;
+			sink_.machine(m, kMachineTrack | m, machine_names_[m - 1]);
+		}
+		return kMachineTrack | m;
+	}
+	// An id of the trace as the user knows it (a machine_id() undone).
+	int64_t real_id(int64_t id) const
+	{
+		return name_hosts_ && id > 0 ? id & ((int64_t(1) << exp::kMachineShift) - 1) : id;
+	}
+	std::string tid_label(int64_t tid)
+	{
+		return threads[tid].name() + " (tid " + std::to_string(real_id(tid)) + ")";
+	}
 	std::unordered_map<uint64_t, LockState> locks_;
 	uint64_t last_lock_key_ = 0;
 	LockState *last_lock_ = nullptr; // locks_[last_lock_key_] (never erased: it stays)
@@ -307,7 +352,7 @@ private:
 	std::unordered_map<int64_t, uint64_t> discarded_by_pid_;
 	uint64_t next_flow_ = 1;
 	bool named_syscalls_ = false; // a syscall_entry_NAME was seen: raw sys_enter/exit are left out
-	bool kernel_track_ = false;
+	std::unordered_map<uint64_t, bool> kernel_tracks_; // a machine's kernel track is out
 	int64_t last_ts_ = 0;
 	bool have_ts_ = false;
 	Args args_;
@@ -324,12 +369,11 @@ private:
 		TraceInfo t;
 		t.kernel = id.kernel;
 		t.procname = id.procname;
-		t.pid = id.has_vpid ? id.vpid : -1;
 		t.hostname = id.hostname;
+		t.machine = name_hosts_ ? machine_index(t.hostname) : 0;
+		t.pid = id.has_vpid ? exp::machine_id(t.machine, id.vpid) : -1;
 		if (!t.kernel && t.pid >= 0 && !t.procname.empty())
 			proc_names_.emplace(t.pid, t.procname);
-		if (!t.kernel && t.pid >= 0 && !t.hostname.empty())
-			proc_hosts_.emplace(t.pid, t.hostname);
 		return *(last_info_ = &traces_.emplace(&id, t).first->second);
 	}
 	template <class E> const ClassInfo &class_of(const E &ev, const TraceInfo &tr)
@@ -345,22 +389,21 @@ private:
 	}
 
 	// ---- tracks ----
-	// host: the machine of the sub-trace that first shows the process,
-	// named only when the trace holds several (a user sub-trace's says
-	// best, learnt in the pre-pass and kept for the pass).
-	void ensure_process(int64_t pid, const std::string &name, const TraceInfo *tr)
+	// pid: a machine_id(), which says the machine (named only when the
+	// trace holds several; the real pid then in the name).
+	void ensure_process(int64_t pid, const std::string &name)
 	{
 		auto it = procs_.find(pid);
 		if (it != procs_.end())
 			return;
 		procs_[pid] = true;
 		std::string shown = name;
-		if (name_hosts_) {
-			auto h = proc_hosts_.find(pid);
-			const std::string &host =
-				h != proc_hosts_.end() ? h->second : (tr ? tr->hostname : std::string());
-			if (!host.empty())
-				shown = host + (name.empty() ? "" : ": ") + name;
+		const uint32_t m = static_cast<uint32_t>(pid >> exp::kMachineShift);
+		if (name_hosts_ && m >= 1 && m <= machine_names_.size()) {
+			ensure_machine(m);
+			const std::string real = "pid " + std::to_string(real_id(pid));
+			shown = machine_names_[m - 1] + ": " +
+				(name.empty() ? real : name + " (" + real + ")");
 		}
 		sink_.process(kProcTrack | static_cast<uint64_t>(pid), pid, shown);
 	}
@@ -380,8 +423,11 @@ private:
 				pname = pn->second;
 			else if (pid == tid)
 				pname = t.name();
-			ensure_process(pid, pname, tr);
-			sink_.thread(uuid, kProcTrack | static_cast<uint64_t>(pid), pid, tid, t.name());
+			ensure_process(pid, pname);
+			sink_.thread(uuid, kProcTrack | static_cast<uint64_t>(pid), pid, tid,
+				     !name_hosts_       ? t.name()
+				     : t.name().empty() ? "tid " + std::to_string(real_id(tid))
+							: tid_label(tid));
 			t.emitted = true;
 			t.emitted_name = t.name();
 		}
@@ -442,23 +488,28 @@ private:
 		events++;
 		int64_t tid = 0;
 		const bool has_tid = pl.tid(&tid);
+		const uint32_t m = tr.machine;
+		tid = exp::machine_id(m, tid);
 
 		switch (c.kind) {
 		case Kind::SchedSwitch: {
 			const uint32_t cpu = cpu_of(pl);
-			const int64_t prev = c.i64(pl, "prev_tid"), next = c.i64(pl, "next_tid");
+			const int64_t prev = exp::machine_id(m, c.i64(pl, "prev_tid")),
+				      next = exp::machine_id(m, c.i64(pl, "next_tid"));
 			const std::string pc(c.str(pl, "prev_comm")), nc(c.str(pl, "next_comm"));
 			note_comm(prev, pc);
 			note_comm(next, nc);
-			sink_.sched_switch(ts, cpu, pc, prev, c.i64(pl, "prev_prio"), c.i64(pl, "prev_state"),
-					   nc, next, c.i64(pl, "next_prio"));
+			ensure_machine(m);
+			sink_.sched_switch(ts, m, cpu, pc, prev, c.i64(pl, "prev_prio"),
+					   c.i64(pl, "prev_state"), nc, next, c.i64(pl, "next_prio"));
 			return;
 		}
 		case Kind::Wakeup: {
-			const int64_t t = c.i64(pl, "tid");
+			const int64_t t = exp::machine_id(m, c.i64(pl, "tid"));
 			const std::string comm(c.str(pl, "comm"));
 			note_comm(t, comm);
-			sink_.wakeup(ts, cpu_of(pl), c.wake_kind, comm, t, c.i64(pl, "prio"),
+			ensure_machine(m);
+			sink_.wakeup(ts, m, cpu_of(pl), c.wake_kind, comm, t, c.i64(pl, "prio"),
 				     c.i64(pl, "target_cpu"));
 			return;
 		}
@@ -467,7 +518,9 @@ private:
 		default:
 			break;
 		}
-		if (!has_tid) { // an event of no thread: on the process (or kernel) track
+		// An event of no thread: on the process (or kernel) track; with
+		// several machines, one of an idle task (tid 0) on its machine's.
+		if (!has_tid || (m && tid == 0)) {
 			fields(pl);
 			sink_.instant(ts, no_thread_track(tr), c.name, args_);
 			return;
@@ -529,13 +582,12 @@ private:
 			const std::string mon = monitor_name(c, pl);
 			if (c.kind == Kind::MonitorEnter) {
 				const int64_t owner = c.i64(pl, "owner_java_tid");
-				auto it = java_tids_.find(owner);
+				auto it = java_tids_.find({tr.pid, owner});
 				if (it != java_tids_.end()) {
 					Arg a;
 					a.kind = Arg::Str;
 					a.name = "holder";
-					a.s = threads[it->second].name() + " (tid " +
-					      std::to_string(it->second) + ")";
+					a.s = tid_label(it->second);
 					args_.push_back(std::move(a));
 					monitor_owned(tr, mon, it->second, ts);
 				}
@@ -569,7 +621,7 @@ private:
 		}
 	}
 
-	std::unordered_map<int64_t, int64_t> java_tids_; // java_tid -> os tid
+	std::map<std::pair<int64_t, int64_t>, int64_t> java_tids_; // (pid, java_tid) -> os tid
 
 	/*
 	 * JVM monitor flows.  JVMTI reports no monitor exit, so who released a
@@ -623,13 +675,13 @@ private:
 			Arg a;
 			a.kind = Arg::Str;
 			a.name = "to";
-			a.s = threads[tid].name() + " (tid " + std::to_string(tid) + ")";
+			a.s = tid_label(tid);
 			args_.push_back(a);
 			const uint64_t from = thread_track(o.tid, &tr);
 			sink_.complete(ts, ts, from, "monitor released " + mon, args_, 0, flow);
 			args_.clear();
 			a.name = "from";
-			a.s = threads[o.tid].name() + " (tid " + std::to_string(o.tid) + ")";
+			a.s = tid_label(o.tid);
 			args_.push_back(a);
 			const uint64_t to = thread_track(tid, &tr);
 			sink_.complete(ts, ts, to, "monitor acquired " + mon, args_, flow, 0);
@@ -640,7 +692,7 @@ private:
 
 	template <class E> void jvm_thread(const E &pl, const ClassInfo &c, const TraceInfo &tr, bool live)
 	{
-		const int64_t os_tid = c.i64(pl, "os_tid");
+		const int64_t os_tid = exp::machine_id(tr.machine, c.i64(pl, "os_tid"));
 		if (os_tid <= 0)
 			return;
 		Thread &t = threads[os_tid];
@@ -648,7 +700,7 @@ private:
 		names_gen_++;
 		if (t.pid < 0)
 			t.pid = tr.pid;
-		java_tids_[c.i64(pl, "java_tid")] = os_tid;
+		java_tids_[{tr.pid, c.i64(pl, "java_tid")}] = os_tid;
 		if (live && t.emitted)
 			thread_track(os_tid, &tr); // renamed: the descriptor again
 	}
@@ -661,17 +713,19 @@ private:
 		sink_.instant(ts, track, c.name, args_); // never a span's class: their names are cut
 	}
 
+	// A process's own track, else its machine's kernel track (one
+	// machine: a global one).
 	uint64_t no_thread_track(const TraceInfo &tr)
 	{
 		if (!tr.kernel && tr.pid >= 0) {
-			ensure_process(tr.pid, tr.procname, &tr);
+			ensure_process(tr.pid, tr.procname);
 			return kProcTrack | static_cast<uint64_t>(tr.pid);
 		}
-		if (!kernel_track_) {
-			kernel_track_ = true;
-			sink_.child_track(kKernelTrack, 0, 0, 0, "kernel", false);
-		}
-		return kKernelTrack;
+		const uint64_t uuid = kKernelTrack | tr.machine;
+		if (kernel_tracks_.emplace(uuid, true).second)
+			sink_.child_track(uuid, ensure_machine(tr.machine), exp::machine_pid(tr.machine), 0,
+					  "kernel", false);
+		return uuid;
 	}
 
 	void note_comm(int64_t tid, const std::string &comm)
@@ -865,7 +919,7 @@ private:
 				Arg to;
 				to.kind = Arg::Str;
 				to.name = "to";
-				to.s = threads[tid].name() + " (tid " + std::to_string(tid) + ")";
+				to.s = tid_label(tid);
 				args_.push_back(std::move(to));
 				sink_.complete(ls.release_ts, ls.release_ts,
 					       thread_track(ls.released_by, &tr),
@@ -908,11 +962,12 @@ private:
 			      a);
 		if (!ev)
 			return;
-		const int64_t key = tr.kernel ? -1 : tr.pid;
+		const int64_t key = tr.kernel ? -1 - static_cast<int64_t>(tr.machine) : tr.pid;
 		const uint64_t ctrack = kCounterTrack | static_cast<uint32_t>(key);
 		uint64_t &total = discarded_by_pid_[key];
 		if (total == 0 && child_tracks_.emplace(ctrack, true).second)
-			sink_.child_track(ctrack, track, tr.kernel ? 0 : tr.pid, 0, "discarded events", true);
+			sink_.child_track(ctrack, track, tr.kernel ? exp::machine_pid(tr.machine) : tr.pid, 0,
+					  "discarded events", true);
 		total += count;
 		sink_.counter(ts, ctrack, static_cast<int64_t>(total));
 	}
@@ -974,6 +1029,11 @@ int run_export(const std::string &dir, bool json, const std::string &out_path)
 	Pass pass{conv, progress};
 	const bool ok = src.read(pass);
 	progress.done();
+	if (conv.machines_over)
+		std::fprintf(
+			stderr,
+			"strata export: more than %u machines: the last %u share the ids of machine %u\n",
+			exp::kMaxMachine, conv.machines_over + 1, exp::kMaxMachine);
 	const bool written = sink->finish();
 	const bool closed = out == stdout ? std::fflush(out) == 0 : std::fclose(out) == 0;
 	src.finish();

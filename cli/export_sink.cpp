@@ -55,6 +55,15 @@ class PerfettoSink final : public Sink {
 public:
 	explicit PerfettoSink(FILE *out) : out_(out) {}
 
+	void machine(uint32_t, uint64_t uuid, const std::string &name) override
+	{
+		const size_t pkt = open_packet();
+		const size_t td = w_.begin(kPktTrackDescriptor);
+		w_.u64(kTdUuid, uuid);
+		w_.str(kTdName, name);
+		w_.end(td);
+		close_packet(pkt);
+	}
 	void process(uint64_t uuid, int64_t pid, const std::string &name) override
 	{
 		const size_t pkt = open_packet();
@@ -138,13 +147,13 @@ public:
 		w_.end(te);
 		close_packet(pkt);
 	}
-	void sched_switch(int64_t ts, uint32_t cpu, const std::string &prev_comm, int64_t prev_tid,
-			  int64_t prev_prio, int64_t prev_state, const std::string &next_comm,
-			  int64_t next_tid, int64_t next_prio) override
+	void sched_switch(int64_t ts, uint32_t m, uint32_t cpu, const std::string &prev_comm,
+			  int64_t prev_tid, int64_t prev_prio, int64_t prev_state,
+			  const std::string &next_comm, int64_t next_tid, int64_t next_prio) override
 	{
 		const size_t pkt = open_packet();
 		const size_t fb = w_.begin(kPktFtraceEvents);
-		w_.u64(kFbCpu, cpu);
+		w_.u64(kFbCpu, machine_cpu(m, cpu));
 		const size_t fe = w_.begin(kFbEvent);
 		w_.u64(kFeTimestamp, static_cast<uint64_t>(ts));
 		w_.u64(kFePid, static_cast<uint64_t>(prev_tid));
@@ -161,13 +170,13 @@ public:
 		w_.end(fb);
 		close_packet(pkt);
 	}
-	void wakeup(int64_t ts, uint32_t cpu, int kind, const std::string &comm, int64_t tid, int64_t prio,
-		    int64_t target_cpu) override
+	void wakeup(int64_t ts, uint32_t m, uint32_t cpu, int kind, const std::string &comm, int64_t tid,
+		    int64_t prio, int64_t target_cpu) override
 	{
 		static const uint32_t fields[] = {kFeSchedWaking, kFeSchedWakeup, kFeSchedWakeupNew};
 		const size_t pkt = open_packet();
 		const size_t fb = w_.begin(kPktFtraceEvents);
-		w_.u64(kFbCpu, cpu);
+		w_.u64(kFbCpu, machine_cpu(m, cpu));
 		const size_t fe = w_.begin(kFbEvent);
 		w_.u64(kFeTimestamp, static_cast<uint64_t>(ts));
 		w_.u64(kFePid, static_cast<uint64_t>(tid));
@@ -176,7 +185,10 @@ public:
 		w_.i64(kWkPid, tid);
 		w_.i64(kWkPrio, prio);
 		w_.i64(kWkSuccess, 1);
-		w_.i64(kWkTargetCpu, target_cpu);
+		w_.i64(kWkTargetCpu,
+		       target_cpu >= 0
+			       ? static_cast<int64_t>(machine_cpu(m, static_cast<uint32_t>(target_cpu)))
+			       : target_cpu);
 		w_.end(wk);
 		w_.end(fe);
 		w_.end(fb);
@@ -192,6 +204,9 @@ private:
 	FILE *out_;
 	pb::Writer w_;
 	bool first_ = true;
+
+	// Perfetto keys its CPU tracks by number alone: each machine's own.
+	static uint32_t machine_cpu(uint32_t m, uint32_t cpu) { return m * kCpuSpan + cpu; }
 
 	// A slice's begin or an instant.
 	void named_event(uint64_t type, int64_t ts, uint64_t track, const std::string &name, const Args &args,
@@ -267,7 +282,10 @@ private:
 // id is the track; counters are C events named after their track; sched_switch
 // becomes one B/E slice per time a thread ran (those running at the end end
 // at the trace's last time), on a thread "CPU n" of a
-// process "CPUs" (pid 0); wakeups are instants there.
+// process "CPUs" (pid 0); wakeups are instants there.  With several
+// machines each is a process machine_pid(m) named by its host name, with
+// its CPUs and its kernel's events, and every process's sort index is its
+// machine's, so that a machine's processes are listed together.
 
 // One event's line, built in a local buffer: the per-event path writes
 // its members here and appends the line at once.  Strings with anything to
@@ -377,28 +395,32 @@ public:
 		buf_ += "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
 	}
 
+	void machine(uint32_t m, uint64_t uuid, const std::string &name) override
+	{
+		machines_[uuid] = m;
+		multi_ = true;
+		process_name(machine_pid(m), name);
+	}
 	void process(uint64_t uuid, int64_t pid, const std::string &name) override
 	{
 		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p', {}, {}};
-		JsonWriter w = start_event("M");
-		w.key("name").str("process_name").key("pid").i64(pid);
-		w.key("args").begin_object().key("name").str(name).end_object();
-		w.end_object();
+		process_name(pid, name);
 	}
 	void thread(uint64_t uuid, uint64_t, int64_t pid, int64_t tid, const std::string &name) override
 	{
 		tracks_[uuid] = Track{pid, tid, std::string(), false, 't', {}, {}};
-		JsonWriter w = start_event("M");
-		w.key("name").str("thread_name").key("pid").i64(pid).key("tid").i64(tid);
-		w.key("args").begin_object().key("name").str(name).end_object();
-		w.end_object();
+		thread_name(pid, tid, name);
 	}
 	void child_track(uint64_t uuid, uint64_t parent, int64_t pid, int64_t tid, const std::string &name,
 			 bool counter) override
 	{
 		// A track of no process or thread (the kernel's own events) is
-		// global.
-		tracks_[uuid] = Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g', {}, {}};
+		// global, or its machine's.
+		if (parent && machines_.count(parent))
+			tracks_[uuid] = Track{pid, 0, name, false, 'p', {}, {}};
+		else
+			tracks_[uuid] =
+				Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g', {}, {}};
 	}
 	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args,
 		   uint64_t flow_in) override
@@ -515,29 +537,29 @@ public:
 		w.key("args").begin_object().key("value").i64(value).end_object();
 		w.end_object();
 	}
-	void sched_switch(int64_t ts, uint32_t cpu, const std::string &, int64_t prev_tid, int64_t,
-			  int64_t prev_state, const std::string &next_comm, int64_t next_tid,
+	void sched_switch(int64_t ts, uint32_t m, uint32_t cpu, const std::string &, int64_t prev_tid,
+			  int64_t, int64_t prev_state, const std::string &next_comm, int64_t next_tid,
 			  int64_t) override
 	{
-		cpu_track(cpu);
-		Running &r = running_[cpu];
+		cpu_track(m, cpu);
+		Running &r = running_[cpu_key(m, cpu)];
 		if (r.open) { // its end (a switch from another thread: a switch was lost)
-			cpu_event("E", cpu, ts, r.comm, r.tid == prev_tid ? prev_tid : -1, prev_state);
+			cpu_event("E", m, cpu, ts, r.comm, r.tid == prev_tid ? prev_tid : -1, prev_state);
 			r.open = false;
 		}
 		if (next_tid != 0) {
-			cpu_event("B", cpu, ts, next_comm, next_tid, -1);
+			cpu_event("B", m, cpu, ts, next_comm, next_tid, -1);
 			r = Running{true, next_tid, next_comm};
 		}
 	}
-	void wakeup(int64_t ts, uint32_t cpu, int kind, const std::string &comm, int64_t tid, int64_t,
-		    int64_t target_cpu) override
+	void wakeup(int64_t ts, uint32_t m, uint32_t cpu, int kind, const std::string &comm, int64_t tid,
+		    int64_t, int64_t target_cpu) override
 	{
 		static const char *const names[] = {"sched_waking", "sched_wakeup", "sched_wakeup_new"};
-		cpu_track(cpu);
+		cpu_track(m, cpu);
 		JsonWriter w = start_event("i");
 		w.key("s").str("t").key("name").str(names[kind < 0 || kind > 2 ? 0 : kind]);
-		w.key("pid").i64(0).key("tid").u64(cpu).key("ts");
+		w.key("pid").i64(machine_pid(m)).key("tid").u64(cpu).key("ts");
 		time(w, ts);
 		w.key("args").begin_object().key("comm").str(comm).key("tid").i64(tid);
 		w.key("target_cpu").i64(target_cpu).end_object();
@@ -547,7 +569,8 @@ public:
 	{
 		for (auto &cr : running_)
 			if (cr.second.open)
-				cpu_event("E", cr.first, last_, cr.second.comm, -1, 0);
+				cpu_event("E", static_cast<uint32_t>(cr.first >> 32),
+					  static_cast<uint32_t>(cr.first), last_, cr.second.comm, -1, 0);
 		buf_ += "]}\n";
 		flush();
 		return !failed_;
@@ -591,9 +614,27 @@ private:
 	uint64_t last_track_ = 0, last_names_ = 0;
 	Track *last_track_p_ = nullptr;
 	Names *last_names_p_ = nullptr;
-	std::unordered_map<uint32_t, Running> running_;
+	std::unordered_map<uint64_t, Running> running_; // by cpu_key()
 	bool cpus_named_ = false;
-	std::vector<bool> cpu_named_;
+	std::vector<bool> cpu_named_;                     // machine 0's
+	std::unordered_map<uint64_t, bool> cpu_named_m_;  // several machines': by cpu_key()
+	std::unordered_map<uint64_t, uint32_t> machines_; // a machine's uuid -> its number
+	bool multi_ = false;                              // machines declared: sort processes by machine
+
+	static uint64_t cpu_key(uint32_t m, uint32_t cpu) { return static_cast<uint64_t>(m) << 32 | cpu; }
+	void process_name(int64_t pid, const std::string &name)
+	{
+		JsonWriter w = start_event("M");
+		w.key("name").str("process_name").key("pid").i64(pid);
+		w.key("args").begin_object().key("name").str(name).end_object();
+		w.end_object();
+		if (!multi_)
+			return;
+		JsonWriter s = start_event("M");
+		s.key("name").str("process_sort_index").key("pid").i64(pid);
+		s.key("args").begin_object().key("sort_index").i64(pid >> kMachineShift).end_object();
+		s.end_object();
+	}
 
 	Track &track_of(uint64_t uuid)
 	{
@@ -750,12 +791,12 @@ private:
 	}
 	// A run's begin (args: tid) or end (args: tid, end_state; tid < 0:
 	// none, the end is a lost switch's).
-	void cpu_event(const char *ph, uint32_t cpu, int64_t ts, const std::string &comm, int64_t tid,
-		       int64_t end_state)
+	void cpu_event(const char *ph, uint32_t m, uint32_t cpu, int64_t ts, const std::string &comm,
+		       int64_t tid, int64_t end_state)
 	{
 		JsonWriter w = start_event(ph);
 		w.key("name").str(comm);
-		where(w, Track{0, cpu, std::string(), false, 't', {}, {}}, ts);
+		where(w, Track{machine_pid(m), cpu, std::string(), false, 't', {}, {}}, ts);
 		if (tid >= 0) {
 			w.key("args").begin_object().key("tid").i64(tid);
 			if (ph[0] == 'E')
@@ -764,8 +805,16 @@ private:
 		}
 		w.end_object();
 	}
-	void cpu_track(uint32_t cpu)
+	void cpu_track(uint32_t m, uint32_t cpu)
 	{
+		if (m) { // its process named by machine()
+			bool &named = cpu_named_m_[cpu_key(m, cpu)];
+			if (!named) {
+				named = true;
+				thread_name(machine_pid(m), cpu, "CPU " + std::to_string(cpu));
+			}
+			return;
+		}
 		if (!cpus_named_) {
 			cpus_named_ = true;
 			JsonWriter w = start_event("M");
@@ -777,9 +826,13 @@ private:
 		if (cpu_named_[cpu])
 			return;
 		cpu_named_[cpu] = true;
+		thread_name(0, cpu, "CPU " + std::to_string(cpu));
+	}
+	void thread_name(int64_t pid, int64_t tid, const std::string &name)
+	{
 		JsonWriter w = start_event("M");
-		w.key("name").str("thread_name").key("pid").i64(0).key("tid").u64(cpu);
-		w.key("args").begin_object().key("name").str("CPU " + std::to_string(cpu)).end_object();
+		w.key("name").str("thread_name").key("pid").i64(pid).key("tid").i64(tid);
+		w.key("args").begin_object().key("name").str(name).end_object();
 		w.end_object();
 	}
 	void flush()

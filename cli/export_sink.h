@@ -28,9 +28,37 @@ struct Arg {
 };
 using Args = std::vector<Arg>;
 
+// Several machines in one export (docs/viewing.md, "Several machines"):
+// machine m (1, 2, ... in the order first met; 0 when the trace is of one
+// machine) gets its own range of pids and tids, so that a host's and a
+// guest's pid 500 are two processes, and of CPU numbers in Perfetto.  A
+// Linux pid or tid is below 2^22 (PID_MAX_LIMIT); machine 511 ends below
+// 2^31, Perfetto's int32 pids.  Id 0 (the idle task) and negative ids are
+// kept as they are.
+constexpr int kMachineShift = 22;
+constexpr uint32_t kMaxMachine = 511;
+constexpr uint32_t kCpuSpan = 1000; // Perfetto: CPU c of machine m is m * 1000 + c
+inline int64_t machine_id(uint32_t m, int64_t id)
+{
+	if (m == 0 || id <= 0)
+		return id;
+	return static_cast<int64_t>(m) << kMachineShift | (id & ((int64_t(1) << kMachineShift) - 1));
+}
+// The id of machine m itself (its own process in JSON: its CPUs, its
+// kernel's events); 0 with one machine.
+inline int64_t machine_pid(uint32_t m)
+{
+	return static_cast<int64_t>(m) << kMachineShift;
+}
+
 class Sink {
 public:
 	virtual ~Sink() = default;
+	// A machine of several (m >= 1): its group, named by its host name
+	// (Perfetto: a top-level track, the parent of its machine-wide tracks;
+	// JSON: the process machine_pid(m), holding its CPUs and kernel events).
+	// Declared before anything of that machine.
+	virtual void machine(uint32_t m, uint64_t uuid, const std::string &name) = 0;
 	// Tracks.  uuid: unique in the trace.  A thread track's events are the
 	// thread's own nested slices; a child track (parent: a thread or
 	// process track) holds slices that need not nest with the thread's
@@ -57,13 +85,14 @@ public:
 	}
 	virtual void instant(int64_t ts, uint64_t track, const std::string &name, const Args &args) = 0;
 	virtual void counter(int64_t ts, uint64_t track, int64_t value) = 0;
-	// Kernel scheduling (per-CPU tracks and thread states in Perfetto).
-	virtual void sched_switch(int64_t ts, uint32_t cpu, const std::string &prev_comm, int64_t prev_tid,
-				  int64_t prev_prio, int64_t prev_state, const std::string &next_comm,
-				  int64_t next_tid, int64_t next_prio) = 0;
+	// Kernel scheduling (per-CPU tracks and thread states in Perfetto), on
+	// CPU `cpu` of machine m (0: the only one); tids already machine_id()s.
+	virtual void sched_switch(int64_t ts, uint32_t m, uint32_t cpu, const std::string &prev_comm,
+				  int64_t prev_tid, int64_t prev_prio, int64_t prev_state,
+				  const std::string &next_comm, int64_t next_tid, int64_t next_prio) = 0;
 	// kind: 0 sched_waking, 1 sched_wakeup, 2 sched_wakeup_new.
-	virtual void wakeup(int64_t ts, uint32_t cpu, int kind, const std::string &comm, int64_t tid,
-			    int64_t prio, int64_t target_cpu) = 0;
+	virtual void wakeup(int64_t ts, uint32_t m, uint32_t cpu, int kind, const std::string &comm,
+			    int64_t tid, int64_t prio, int64_t target_cpu) = 0;
 	// Ends the output; false when it could not be written.
 	virtual bool finish() = 0;
 	bool failed() const { return failed_; }

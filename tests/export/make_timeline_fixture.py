@@ -6,6 +6,13 @@ tests/e2e/make_fixture_trace.py (whose packet writer is reused).
 
 usage: make_timeline_fixture.py OUTDIR
 
+make(out, hostname, uuid_base, extra) writes the same trace as machine
+HOSTNAME (env.hostname of every sub-trace), with trace uuids from uuid_base
+(two machines' copies side by side must differ), and with `extra` two more
+events: app:note msg="guest only" at 1950 on tid 501, and in the kernel
+irq_handler_entry irq=6 name="virtio0" at 2550 on the idle task (tid 0,
+cpu 1).
+
 Times are ns after 1 s (clock offset 0).  Threads: app 501 (main), 502
 (worker); java 701 (main), 702 (Java "Worker-1").
 
@@ -130,8 +137,9 @@ def write(out, sub, uuid_bytes, env, events, packets):
             f.write(packet(fn, S + b, S + e, seq, discarded, uuid=uuid_bytes))
 
 
-def make(out):
+def make(out, hostname=None, uuid_base=32, extra=False):
     """Write the trace into directory `out`."""
+    host = '\n\thostname = "%s";' % hostname if hostname else ""
     app = writer(APP)
 
     def app1(r):
@@ -141,13 +149,15 @@ def make(out):
         app(r, "pthread:mutex_lock", 1600, 502, 1, 0xa000, 0, 1, 400, 0x402000)
         app(r, "app:note", 1700, 502, 1, "hello")
         app(r, "pthread:mutex_unlock", 1900, 502, 1, 0xa000, 0, 0x402010)
+        if extra:
+            app(r, "app:note", 1950, 501, 0, "guest only")
         app(r, "app:work_end", 2000, 501, 0, 1)
 
     def app2(r):
         app(r, "app:note", 3000, 501, 0, "after loss")
 
-    write(out, "app", bytes(range(32, 48)),
-          '\tdomain = "ust";\n\ttracer_name = "strata";\n\tprocname = "app";\n\tvpid = 500;',
+    write(out, "app", bytes(range(uuid_base, uuid_base + 16)),
+          '\tdomain = "ust";\n\ttracer_name = "strata";\n\tprocname = "app";\n\tvpid = 500;' + host,
           APP, [(app1, 1000, 2000, 0), (app2, 3000, 3000, 3)])
 
     java = writer(JAVA)
@@ -158,8 +168,8 @@ def make(out):
         java(r, "jvm:monitor_contended_enter", 1300, 702, 0, "[I", 0x7645a180, 702, 1, "Main.run:10")
         java(r, "jvm:monitor_contended_entered", 1800, 702, 0, "[I", 0x7645a180, 702, 500)
 
-    write(out, "java", bytes(range(48, 64)),
-          '\tdomain = "ust";\n\ttracer_name = "strata";\n\tprocname = "java";\n\tvpid = 700;',
+    write(out, "java", bytes(range(uuid_base + 16, uuid_base + 32)),
+          '\tdomain = "ust";\n\ttracer_name = "strata";\n\tprocname = "java";\n\tvpid = 700;' + host,
           JAVA, [(java1, 1050, 1800, 0)])
 
     k = writer(KERNEL)
@@ -175,11 +185,13 @@ def make(out):
         k(r, "syscall_exit_futex", 1580, 502, 1, 0)
         k(r, "sys_exit", 1590, 502, 1, 202, 0)
         k(r, "irq_handler_entry", 2500, 501, 0, 5, "eth0")
+        if extra:
+            k(r, "irq_handler_entry", 2550, 0, 1, 6, "virtio0")
         k(r, "sys_enter", 2600, 501, 0, 1)
         k(r, "sys_exit", 2700, 501, 0, 1, 8)
 
-    write(out, "kernel", bytes(range(64, 80)),
-          '\tdomain = "kernel";\n\ttracer_name = "lttng-modules";\n\tsysname = "Linux";',
+    write(out, "kernel", bytes(range(uuid_base + 32, uuid_base + 48)),
+          '\tdomain = "kernel";\n\ttracer_name = "lttng-modules";\n\tsysname = "Linux";' + host,
           KERNEL, [(k1, 1140, 2700, 0)])
 
 

@@ -267,8 +267,13 @@ void export_case()
 	sink->complete(1700, 1800, 2, put(t), args, 7, 0);
 	sink->instant(1900, 3, put(t), args);
 	sink->counter(2000, 4, -5);
-	sink->sched_switch(2100, 1, "prev", 0, 120, 0, put(t), 11, 120); // prev_comm: not written
-	sink->wakeup(2200, 1, 1, put(t), 11, 120, 0);
+	sink->sched_switch(2100, 0, 1, "prev", 0, 120, 0, put(t), 11, 120); // prev_comm: not written
+	sink->wakeup(2200, 0, 1, 1, put(t), 11, 120, 0);
+	// A second machine: its name, its kernel's instants, its CPU.
+	sink->machine(1, 5, put(t));
+	sink->child_track(6, 5, exp::machine_pid(1), 0, "kernel", false);
+	sink->instant(2250, 6, put(t), args);
+	sink->sched_switch(2300, 1, 2, "prev", 0, 120, 0, put(t), exp::machine_id(1, 11), 120);
 	sink->finish();
 	std::fclose(f);
 	record("export", t, std::string(mem, len));
