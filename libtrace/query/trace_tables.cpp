@@ -2,6 +2,7 @@
 // the tables and their types in docs/query.md.
 #include "trace_tables.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cinttypes>
 #include <cmath>
@@ -897,15 +898,34 @@ struct Cur : sqlite3_vtab_cursor {
 	std::vector<std::vector<Cell>> rows;
 	size_t ri = 0;
 	uint64_t bytes_before = 0;
-	// sched: each CPU's slice begun and not yet ended, and where a
-	// sched_switch class keeps prev_tid, prev_state, next_comm, next_tid,
-	// next_prio (empty: not a sched_switch).
+	// sched: each CPU's slice begun and not yet ended; what each class
+	// gives (SchedClass); each thread's first wake-up since it last ran
+	// and the process the kernel's forks last gave it; the user
+	// sub-traces' threads by kernel sub-trace (sched_user_pids).
 	struct Running {
 		int64_t ts = 0, tid = 0, prio = 0;
 		std::string comm;
+		Cell pid;
+		int64_t wake = INT64_MIN; // none
+	};
+	struct SchedClass {
+		enum { None, Switch, Wake, Fork } kind = None;
+		std::vector<int> idx; // Switch: prev_tid, prev_state, next_comm, next_tid, next_prio;
+				      // Wake: tid; Fork: parent_tid, parent_pid, child_tid, child_pid
 	};
 	std::map<std::pair<const SubTrace *, int32_t>, Running> running;
-	std::unordered_map<const MetaEvent *, std::vector<int>> switch_fields;
+	std::unordered_map<const MetaEvent *, SchedClass> sched_classes;
+	struct SubTid {
+		size_t operator()(const std::pair<const SubTrace *, int64_t> &k) const
+		{
+			return std::hash<int64_t>()(k.second) ^ std::hash<const void *>()(k.first);
+		}
+	};
+	// By (kernel sub-trace, tid): the first wake-up since it ran; the fork's pid.
+	std::unordered_map<std::pair<const SubTrace *, int64_t>, int64_t, SubTid> woken, forked;
+	bool sched_history = false; // pid or a wake column asked for: read from the start
+	std::map<const SubTrace *, std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>>>
+		user_pids; // kernel sub-trace -> tid -> (since, pid), by since
 	bool sched_done = false;
 	std::unique_ptr<SliceState> sl; // slices
 };
@@ -917,8 +937,10 @@ const char *const kProcDecl = "CREATE TABLE x(machine TEXT, pid INTEGER, process
 			      "ts INTEGER, ts_end INTEGER, streams INTEGER, packets INTEGER, bytes "
 			      "INTEGER, trace TEXT)";
 const char *const kSchedDecl =
-	"CREATE TABLE x(ts INTEGER, ts_end INTEGER, dur INTEGER, machine TEXT, cpu INTEGER, tid INTEGER, "
-	"comm TEXT, prio INTEGER, end_state INTEGER, next_tid INTEGER, next_comm TEXT)";
+	"CREATE TABLE x(ts INTEGER, ts_end INTEGER, dur INTEGER, machine TEXT, cpu INTEGER, pid INTEGER, "
+	"tid INTEGER, comm TEXT, prio INTEGER, end_state INTEGER, next_tid INTEGER, next_comm TEXT, "
+	"wake_ts INTEGER, wake_latency INTEGER)";
+enum : int { kSchedPid = 5, kSchedWakeTs = 12, kSchedWakeLatency = 13 };
 const char *const kThreadDecl =
 	"CREATE TABLE x(machine TEXT, pid INTEGER, tid INTEGER, process TEXT, thread TEXT, ts INTEGER, "
 	"ts_end INTEGER, packets INTEGER)";
@@ -1111,6 +1133,10 @@ int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 	} else {
 		cost = 1e3;
 	}
+	// sched: 1 when pid or a wake column is used (the pass reads from the start).
+	if (v->kind == Kind::Sched &&
+	    (info->colUsed & ((1ull << kSchedPid) | (1ull << kSchedWakeTs) | (1ull << kSchedWakeLatency))))
+		info->idxNum = 1;
 	info->estimatedCost = cost;
 	info->estimatedRows = (sqlite3_int64)cost;
 	if (!ops.empty()) {
@@ -1199,12 +1225,105 @@ void next_event(Cur *cur, Vtab *v)
 	}
 }
 
+// sched: what a kernel class gives the sched table.
+Cur::SchedClass sched_class(const MetaEvent &me)
+{
+	Cur::SchedClass c;
+	auto pick = [&](std::initializer_list<const char *> names) {
+		std::vector<int> idx;
+		for (const char *n : names)
+			for (size_t f = 0; f < me.info.fields.size(); f++)
+				if (me.info.fields[f].name == n)
+					idx.push_back((int)f);
+		return idx.size() == names.size() ? idx : std::vector<int>();
+	};
+	const std::string &n = me.full_name;
+	if (n == "sched_switch")
+		c.idx = pick({"prev_tid", "prev_state", "next_comm", "next_tid", "next_prio"});
+	else if (n == "sched_waking" || n == "sched_wakeup" || n == "sched_wakeup_new")
+		c.idx = pick({"tid"});
+	else if (n == "sched_process_fork")
+		c.idx = pick({"parent_tid", "parent_pid", "child_tid", "child_pid"});
+	if (!c.idx.empty())
+		c.kind = n == "sched_switch"         ? Cur::SchedClass::Switch
+			 : n == "sched_process_fork" ? Cur::SchedClass::Fork
+						     : Cur::SchedClass::Wake;
+	return c;
+}
+
+// sched: the user sub-traces' threads on each kernel sub-trace's machine,
+// from the packet index (nothing read): an owned lane's packets name
+// their thread, and a process's main thread is its pid.
+void sched_user_pids(Cur *cur, Vtab *v)
+{
+	cur->user_pids.clear();
+	std::map<std::string, std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>>> by_host;
+	for (const auto &s : v->t->index.streams()) {
+		const SubTrace *sub = s->trace;
+		if (sub->kernel)
+			continue;
+		auto &tids = by_host[sub->hostname];
+		for (const PacketEntry &p : s->packets) {
+			const int64_t b = sub->meta.ns_from_origin(p.ts_begin);
+			tids[sub->vpid].emplace_back(b, sub->vpid);
+			if (!s->shared && sub->meta.record_format == STRATA_REC_COMPACT && p.vtid >= 0 &&
+			    p.content > STRATA_PACKET_HEADER_SIZE)
+				tids[p.vtid].emplace_back(b, sub->vpid);
+		}
+	}
+	for (auto &h : by_host)
+		for (auto &t : h.second) {
+			std::sort(t.second.begin(), t.second.end());
+			// A (since, pid) per change of process.
+			std::vector<std::pair<int64_t, int64_t>> runs;
+			for (const auto &x : t.second)
+				if (runs.empty() || runs.back().second != x.second)
+					runs.push_back(x);
+			t.second.swap(runs);
+		}
+	for (const auto &sub : v->t->index.traces())
+		if (sub->kernel && by_host.count(sub->hostname))
+			cur->user_pids[sub.get()] = by_host[sub->hostname];
+}
+
+// sched: the process of kernel sub-trace sub's thread tid at ns: the
+// tgid the last fork that named it (as parent or child) gave it; else the
+// user sub-trace of the same machine that recorded the thread (the last
+// to begin recording it at or before ns, else the first); tid 0 (the idle
+// tasks) is pid 0; else NULL.
+Cell sched_pid(Cur *cur, const SubTrace *sub, int64_t tid, int64_t ns)
+{
+	if (tid == 0)
+		return cint(0);
+	auto f = cur->forked.find({sub, tid});
+	if (f != cur->forked.end())
+		return cint(f->second);
+	auto u = cur->user_pids.find(sub);
+	if (u == cur->user_pids.end())
+		return Cell();
+	auto t = u->second.find(tid);
+	if (t == u->second.end() || t->second.empty())
+		return Cell();
+	int64_t pid = t->second.front().second;
+	for (const auto &x : t->second)
+		if (x.first <= ns)
+			pid = x.second;
+	return cint(pid);
+}
+
 // sched: the next slices that end (or, at the end of the trace, every
 // CPU's last slice), into cur->rows; EOF when none is left.  Each
 // sched_switch ends its CPU's running slice and begins the next thread's.
 // A lower ts bound is the reader's window (a slice that begins in it has
-// its end in it too); past an upper bound no slice begins, and the pass
-// ends once those begun are ended.
+// its end in it too), unless pid or a wake column is asked for: those
+// need what came before (forks, wake-ups), so the pass then reads from the
+// start and begins no slice before the bound.  Past an upper bound no
+// slice begins, and the pass ends once those begun are ended.
+//
+// Wake-ups: a sched_waking, sched_wakeup or sched_wakeup_new of a thread
+// is its wake-up unless one came already since the thread last ran (was
+// the thread of a kernel event, switched in or out); the switch that puts
+// it on a CPU takes it: wake_ts, and wake_latency = ts - wake_ts.
 void sched_advance(Cur *cur, Vtab *v)
 {
 	while (cur->rows.empty()) {
@@ -1213,55 +1332,68 @@ void sched_advance(Cur *cur, Vtab *v)
 			return;
 		}
 		if (!read_event(cur, v)) {
-			for (const auto &kv : cur->running) // still running at the end: no end known
-				cur->rows.push_back({cint(kv.second.ts), Cell(), Cell(),
+			for (const auto &kv : cur->running) { // still running at the end: no end known
+				const Cur::Running &r = kv.second;
+				cur->rows.push_back({cint(r.ts), Cell(), Cell(),
 						     ctext(kv.first.first->hostname), cint(kv.first.second),
-						     cint(kv.second.tid), ctext(kv.second.comm),
-						     cint(kv.second.prio), Cell(), Cell(), Cell()});
+						     r.pid, cint(r.tid), ctext(r.comm), cint(r.prio), Cell(),
+						     Cell(), Cell(),
+						     r.wake == INT64_MIN ? Cell() : cint(r.wake),
+						     r.wake == INT64_MIN ? Cell() : cint(r.ts - r.wake)});
+			}
 			cur->running.clear();
 			cur->sched_done = true;
 			continue;
 		}
 		const TraceEvent &e = *cur->m.event;
-		if (e.ns < cur->lo || e.cpu < 0)
-			continue;
-		auto it = cur->switch_fields.find(e.cls);
-		if (it == cur->switch_fields.end()) {
-			std::vector<int> idx;
-			if (e.cls->full_name == "sched_switch")
-				for (const char *n :
-				     {"prev_tid", "prev_state", "next_comm", "next_tid", "next_prio"})
-					for (size_t f = 0; f < e.cls->info.fields.size(); f++)
-						if (e.cls->info.fields[f].name == n)
-							idx.push_back((int)f);
-			if (idx.size() != 5)
-				idx.clear();
-			it = cur->switch_fields.emplace(e.cls, std::move(idx)).first;
-		}
-		const std::vector<int> &x = it->second;
-		if (x.empty())
+		const SubTrace *sub = &e.trace();
+		if (e.tid >= 0 && !cur->woken.empty())
+			cur->woken.erase({sub, e.tid}); // it ran
+		auto it = cur->sched_classes.find(e.cls);
+		if (it == cur->sched_classes.end())
+			it = cur->sched_classes.emplace(e.cls, sched_class(*e.cls)).first;
+		const Cur::SchedClass &sc = it->second;
+		if (sc.kind == Cur::SchedClass::None)
 			continue;
 		e.decode(&cur->fv);
-		const FieldValue &comm = cur->fv[(size_t)x[2]];
+		auto val = [&](size_t k) { return int_value(cur->fv[(size_t)sc.idx[k]]); };
+		if (sc.kind == Cur::SchedClass::Wake) {
+			cur->woken.emplace(std::make_pair(sub, val(0)), e.ns); // the first since it ran
+			continue;
+		}
+		if (sc.kind == Cur::SchedClass::Fork) {
+			cur->forked[{sub, val(0)}] = val(1);
+			cur->forked[{sub, val(2)}] = val(3);
+			continue;
+		}
+		if (e.cpu < 0)
+			continue;
+		const FieldValue &comm = cur->fv[(size_t)sc.idx[2]];
 		if (comm.info->type != STRATA_FT_STRING)
 			continue;
-		const int64_t prev = int_value(cur->fv[(size_t)x[0]]),
-			      next = int_value(cur->fv[(size_t)x[3]]);
+		const int64_t prev = val(0), next = val(3);
+		cur->woken.erase({sub, prev});
+		auto w = cur->woken.find({sub, next});
+		const int64_t wake = w == cur->woken.end() ? INT64_MIN : w->second;
+		if (w != cur->woken.end())
+			cur->woken.erase(w);
+		if (e.ns < cur->lo)
+			continue; // before the window: the state only
 		const std::string next_comm(comm.str, comm.len);
-		const SubTrace *sub = &e.trace();
 		auto run = cur->running.find({sub, e.cpu});
 		if (run != cur->running.end()) {
 			const Cur::Running &r = run->second;
 			cur->rows.push_back({cint(r.ts), cint(e.ns), cint(e.ns - r.ts), ctext(sub->hostname),
-					     cint(e.cpu), cint(r.tid), ctext(r.comm), cint(r.prio),
-					     prev == r.tid ? cint(int_value(cur->fv[(size_t)x[1]])) : Cell(),
-					     cint(next), ctext(next_comm)});
+					     cint(e.cpu), r.pid, cint(r.tid), ctext(r.comm), cint(r.prio),
+					     prev == r.tid ? cint(val(1)) : Cell(), cint(next),
+					     ctext(next_comm), r.wake == INT64_MIN ? Cell() : cint(r.wake),
+					     r.wake == INT64_MIN ? Cell() : cint(r.ts - r.wake)});
 			if (e.ns > cur->hi)
 				cur->running.erase(run);
 		}
 		if (e.ns <= cur->hi)
-			cur->running[{sub, e.cpu}] =
-				Cur::Running{e.ns, next, int_value(cur->fv[(size_t)x[4]]), next_comm};
+			cur->running[{sub, e.cpu}] = Cur::Running{
+				e.ns, next, val(4), next_comm, sched_pid(cur, sub, next, e.ns), wake};
 		else if (cur->running.empty())
 			cur->sched_done = true; // every slice begun by the bound has ended
 	}
@@ -1593,7 +1725,7 @@ void fill_lost(Cur *cur, Vtab *v)
 	v->reg->bytes += r.stats().bytes;
 }
 
-int x_filter(sqlite3_vtab_cursor *c, int, const char *idx, int argc, sqlite3_value **argv)
+int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sqlite3_value **argv)
 {
 	auto *cur = static_cast<Cur *>(c);
 	auto *v = static_cast<Vtab *>(c->pVtab);
@@ -1707,7 +1839,12 @@ int x_filter(sqlite3_vtab_cursor *c, int, const char *idx, int argc, sqlite3_val
 		return SQLITE_OK;
 	}
 	if (v->kind == Kind::Sched) {
-		if (cur->lo != INT64_MIN)
+		cur->sched_history = idx_num & 1;
+		cur->woken.clear();
+		cur->forked.clear();
+		if (cur->sched_history)
+			sched_user_pids(cur, v);
+		else if (cur->lo != INT64_MIN)
 			cur->r->set_window(cur->lo, INT64_MAX); // the slices' ends lie past hi
 		cur->r->set_stream_filter([](const StreamInfo &s) { return s.trace->kernel; });
 		sched_advance(cur, v);
