@@ -476,6 +476,17 @@ def sched_checks(strata, work, ext):
         got = [tuple(int(x) for x in r) for r in rows[1:]] if rows else None
         check(got == sorted(((k,) + v for k, v in share.items()), key=lambda x: (-x[2], x[0])),
               "the docs' CPU share in that window gives bt2's (%r)" % got)
+        m = re.search(r"<!-- query-test: wake-latency -->\s*```sql\n(.*?)```", doc, re.S)
+        check(m is not None, "docs/query.md holds the wake-latency SQL")
+        worst = {}
+        for d in exp:
+            if d["wake_latency"] is not None:
+                n, mx, sm = worst.get(d["tid"], (0, 0, 0))
+                worst[d["tid"]] = (n + 1, max(mx, d["wake_latency"]), sm + d["wake_latency"])
+        want = sorted(((pids[t], t) + v for t, v in worst.items()), key=lambda x: (-x[3], x[1]))[:10]
+        rows, _ = q(strata, trace, m.group(1)) if m else (None, "")
+        got = [tuple(opt_int(x) for x in r) for r in rows[1:]] if rows else None
+        check(got == want and len(want) == 10, "the docs' longest wake-up latencies give bt2's (%r)" % (got,))
     # threads: a kernel thread's row per name, in time order.
     runs = {}
 
