@@ -700,13 +700,15 @@ struct SliceState {
 	std::map<std::pair<std::string, int64_t>, int> proc_ids; // (machine, pid)
 	std::map<std::string, int> host_ids;
 	std::unordered_map<const SubTrace *, std::pair<int, int>> sub_ids; // (proc, host)
+	const SubTrace *last_sub = nullptr;
+	std::pair<int, int> last_ids;
 	std::unordered_map<TKey, Pending, TKeyHash> pending;
 	std::unordered_map<LKey, Last, LKeyHash> last;
 	std::map<std::pair<int, int32_t>, Sys> sys; // (host, tid): a syscall entered
 	uint64_t seq = 0;
 	std::vector<FieldValue> fv;
-	std::vector<SliceRow> rows;
-	size_t ri = 0;
+	std::vector<SliceRow> rows; // the first nrows are the rows ready (the others kept for reuse)
+	size_t nrows = 0, ri = 0;
 	bool done = false;
 
 	const SliceClass &class_of(const MetaEvent *m)
@@ -722,6 +724,17 @@ struct SliceState {
 	}
 	std::pair<int, int> ids(const SubTrace *sub)
 	{
+		if (sub == last_sub)
+			return last_ids;
+		last_sub = sub;
+		auto it = sub_ids.find(sub);
+		if (it != sub_ids.end())
+			return last_ids = it->second;
+		last_ids = make_ids(sub);
+		return last_ids;
+	}
+	std::pair<int, int> make_ids(const SubTrace *sub)
+	{
 		auto it = sub_ids.find(sub);
 		if (it != sub_ids.end())
 			return it->second;
@@ -734,8 +747,7 @@ struct SliceState {
 	}
 	SliceRow &row(const char *kind, std::string_view name, const TraceEvent &e)
 	{
-		rows.emplace_back();
-		SliceRow &r = rows.back();
+		SliceRow &r = next_row();
 		r.kind = kind;
 		r.name = name;
 		r.sub = &e.trace();
@@ -743,10 +755,24 @@ struct SliceState {
 		return r;
 	}
 
+	SliceRow &next_row()
+	{
+		if (nrows == rows.size())
+			rows.emplace_back();
+		SliceRow &r = rows[nrows++];
+		for (Cell *c : {&r.ts, &r.ts_end, &r.dur, &r.object, &r.caller}) {
+			c->type = Cell::Null;
+			c->s.clear();
+		}
+		return r;
+	}
+
 	// An acquisition row of the pairing: at time xa, read at xpos.
 	void acquisition(const TKey &k, int64_t xa, int64_t xpos, bool xexcl, bool full, const SliceClass &sc,
 			 const TraceEvent &e, Cell caller)
 	{
+		if (!full && pending.empty())
+			return; // no hold pending: an acquisition that begins none changes nothing
 		const LKey lk{k.proc, k.lock};
 		auto li = last.find(lk);
 		if (li != last.end()) {
@@ -785,8 +811,7 @@ struct SliceState {
 		const int64_t end =
 			a.has_next && a.npos < e.ns && (a.excl || a.nexcl) ? std::max(a.nat, a.a) : e.ns;
 		if (end <= end_max) {
-			rows.emplace_back();
-			SliceRow &r = rows.back();
+			SliceRow &r = next_row();
 			r.kind = "lock_hold";
 			r.name = a.name;
 			r.ts = cint(a.a);
@@ -1461,10 +1486,10 @@ void slices_start(Cur *cur, Vtab *v, unsigned kinds, int64_t elo, int64_t ehi)
 void slices_advance(Cur *cur, Vtab *v)
 {
 	SliceState &s = *cur->sl;
-	s.rows.clear();
+	s.nrows = 0;
 	s.ri = 0;
 	const bool holds = (s.kinds & kSlLockHold) && s.parts.holds;
-	while (s.rows.empty()) {
+	while (!s.nrows) {
 		if (s.done) {
 			cur->eof = true;
 			return;
@@ -1877,7 +1902,7 @@ int x_next(sqlite3_vtab_cursor *c)
 	auto *v = static_cast<Vtab *>(c->pVtab);
 	if (v->kind == Kind::Slices) {
 		cur->rowid++;
-		if (++cur->sl->ri >= cur->sl->rows.size())
+		if (++cur->sl->ri >= cur->sl->nrows)
 			slices_advance(cur, v);
 		return SQLITE_OK;
 	}
