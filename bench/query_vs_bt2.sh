@@ -7,8 +7,8 @@
 # events), answered three ways: `strata query` over the `slices` table,
 # the same SQL from Python's sqlite3 with libstrata-sqlite.so loaded, and
 # babeltrace2's text output read by a streaming filter.  For every thread
-# of the trace and two windows [t1, t2]: the middle third of the process's
-# time span, and all of it.
+# of the trace and three windows [t1, t2]: the middle and the last third of
+# the process's time span, and all of it.
 # Prints each answer, the CPU time (user + sys) and peak RSS of each, and
 # whether they agree; exit status 1 when they do not.  --trace DIR asks a
 # trace made before (kept); else one is recorded in a temporary directory
@@ -71,7 +71,8 @@ procs = query("SELECT pid, ts, ts_end FROM processes WHERE domain = 'ust'")
 if len(procs) != 1:
     sys.exit("query_vs_bt2.sh: expected one process in %s, found %d" % (trace, len(procs)))
 pid, b, e = (int(x) for x in procs[0])
-WINDOWS = (("the middle third", b + (e - b) // 3, e - (e - b) // 3), ("the whole run", b, e))
+WINDOWS = (("the middle third", b + (e - b) // 3, e - (e - b) // 3), ("the last third", e - (e - b) // 3, e),
+           ("the whole run", b, e))
 tids = [int(r[0]) for r in query("SELECT DISTINCT tid FROM threads WHERE pid = %d ORDER BY tid" % pid)]
 events = int(query("SELECT count(*) FROM events")[0][0])
 SQL = ("SELECT printf('0x%x', object) AS lock, dur AS waited_ns, ts_end AS acquired FROM slices "
