@@ -1395,12 +1395,14 @@ class Bench:
             "SELECT printf('0x%%x', object) AS lock, dur AS waited_ns, ts_end AS acquired FROM slices "
             "WHERE kind = 'lock_wait' AND tid = %d AND ts_end BETWEEN %d AND %d ORDER BY dur DESC LIMIT 1"
             % (pid, lo, hi)))
+        # Every slice (the lock holds and waits of every record): one pass.
+        timed("query_slices", csv("SELECT count(*), sum(dur) FROM slices"))
         for key, args in (("view", ["view", out]), ("check", ["check", out]),
                           ("analyze", ["analyze", "mutex", out]), ("export", ["export", "-o", "-", out]),
                           ("export_json", ["export", "--format", "json", "-o", "-", out])):
             timed(key, args)
         for key in ("view", "check", "analyze", "export", "export_json", "query_count", "query_typed",
-                    "query_question"):
+                    "query_question", "query_slices"):
             cpu = r[("large_cpu", key)]
             n = held if key == "query_typed" else events
             if key != "query_question":
@@ -1409,11 +1411,48 @@ class Bench:
                 key, n, cpu, n / cpu / 1e6 if cpu else 0, r[("large_rss", key)]))
         shutil.rmtree(out, ignore_errors=True)
 
+    # 12. the sched table (issue 50) on a synthetic kernel trace of
+    # tests/query/make_sched_fixture.py (3 CPUs; 400 s of switches: about
+    # 1.1 M sched_switch and 0.7 M sched_waking): every slice with its pid
+    # and wake-up latency (a pass from the start), and the docs' question
+    # of the 10 ms before a time T (a third into the trace).
+    def query_sched(self):
+        if not self.have_strata:
+            return
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "query"))
+        import make_sched_fixture
+        out = self.tmpdir("sched")
+        make_sched_fixture.make(out, 7, 4000000000 if self.smoke else 400000000000)
+        r = self.results
+        tf = os.path.join(self.work, "sched-time")
+
+        def timed(key, sqltext):
+            q = subprocess.run(["/usr/bin/time", "-o", tf, "-f", "%U %S %M", self.strata, "query", "--csv", out,
+                                sqltext], capture_output=True, text=True, timeout=1800)
+            if q.returncode != 0:
+                raise BenchError("strata query exited %d: %s" % (q.returncode, q.stderr[-300:]))
+            u, sy, m = open(tf).read().split()[-3:]
+            r[("sched_cpu", key)], r[("sched_rss", key)] = float(u) + float(sy), int(m) / 1024.0
+            return q.stdout.split()[-1].split(",")
+
+        n = int(timed("all", "SELECT count(*), sum(dur), count(pid), count(wake_latency), max(wake_latency) "
+                      "FROM sched")[0])
+        r[("sched_slices",)] = n
+        b, e = (int(x) for x in run([self.strata, "query", "--csv", out, "SELECT min(ts), max(ts) FROM sched"])
+                .stdout.split()[-1].split(","))
+        t = b + (e - b) // 3
+        timed("question", "SELECT ts, dur, pid, tid, comm, end_state, wake_latency FROM sched WHERE cpu = 1 AND "
+              "ts <= %d AND (ts_end IS NULL OR ts_end >= %d) ORDER BY ts" % (t, t - 10000000))
+        for key in ("all", "question"):
+            log("  sched %s: %d slices in the trace, %.2f s CPU, peak RSS %.1f MiB" % (
+                key, n, r[("sched_cpu", key)], r[("sched_rss", key)]))
+        shutil.rmtree(out, ignore_errors=True)
+
     def all(self):
         steps_nodaemon = [self.costs, self.disabled, self.startup_nodaemon]
         steps_daemon = [self.enabled, self.aggregate, self.whole, self.throughput, self.latency,
                         self.startup_daemon, self.memory, self.preload, self.processes, self.reading,
-                        self.reading_large]
+                        self.reading_large, self.query_sched]
         if self.p["callgrind"]:
             steps_daemon.append(self.callgrind)
         for s in steps_nodaemon:
@@ -1629,12 +1668,24 @@ def table(b):
         row("%s: %s, M events per CPU second" % (big, what), rate(k), None)
     for k, what in (("query_count", "strata query 'SELECT count(*) FROM events'"),
                     ("query_typed", "strata query, sum over a field of \"pthread:mutex_held\""),
-                    ("query_question", "strata query, the lock thread X waited on longest in [t1, t2]")):
+                    ("query_question", "strata query, the lock thread X waited on longest in [t1, t2]"),
+                    ("query_slices", "strata query 'SELECT count(*), sum(dur) FROM slices'")):
         row("%s: %s, peak RSS (MiB)" % (big, what), r.get(("large_rss", k)), None, "< 256",
             lambda x: x < 256, strata_only=True)
-        if k != "query_question":
+        if k == "query_slices":
+            row("%s: %s, M events per CPU second" % (big, what), rate(k), None)
+        elif k != "query_question":
             row("%s: %s, M rows per CPU second" % (big, what), rate(k), None, ">= 10",
                 lambda x: x >= 10, strata_only=True)
+    # issue 50: the sched table on the synthetic kernel trace of query_sched
+    n = r.get(("sched_slices",))
+    sch = "query sched (synthetic kernel trace, %s M slices)" % ("%.2f" % (n / 1e6) if n else "n/a")
+    cpu = r.get(("sched_cpu", "all"))
+    row("%s: every slice with pid and wake_latency, M slices per CPU second" % sch,
+        n / cpu / 1e6 if n and cpu else None, None)
+    row("%s: every slice, peak RSS (MiB)" % sch, r.get(("sched_rss", "all")), None, "< 256", lambda x: x < 256,
+        strata_only=True)
+    row("%s: a CPU's 10 ms before T (a third in), CPU seconds" % sch, r.get(("sched_cpu", "question")), None)
     # issue 38: <= 0.33 for every shape where the TSC is the clock source,
     # <= 0.45 on kvm-clock (whose vDSO read makes LTTng-UST's events dearer)
     lim = 0.33 if current_clocksource() == "tsc" else 0.45
@@ -2001,7 +2052,7 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="tiny counts (< 60 s), for CI")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--only", help="comma-separated steps: costs,disabled,startup_nodaemon,enabled,"
-                    "aggregate,whole,throughput,latency,startup_daemon,memory,preload,processes,reading,reading_large,callgrind; and jvm, never run by default")
+                    "aggregate,whole,throughput,latency,startup_daemon,memory,preload,processes,reading,reading_large,query_sched,callgrind; and jvm, never run by default")
     ap.add_argument("--json", help="where to write the results as data (default BUILD/bench/results.json)")
     ap.add_argument("build", help="the CMake build directory")
     a = ap.parse_args()

@@ -423,7 +423,8 @@ int strata_cmd_query(int argc, char **argv)
 		"query", "[--csv | --json] [--stats] TRACE ['SQL']",
 		"Answer SQL about the Strata trace under TRACE (docs/query.md has the tables and worked "
 		"questions): events, one table per event class (\"pthread:mutex_lock\", its fields as "
-		"columns), processes, threads, lost, and the views slices and acquisitions.  Without SQL, "
+		"columns), processes, threads, lost, sched, slices, and the views acquisitions and "
+		"hold_counts.  Without SQL, "
 		"statements (ending in ';') are read from stdin, with a prompt on a terminal; .tables, "
 		".schema [TABLE], .mode table|csv|json, .help and .quit.",
 		"A damaged trace answers from what is readable; what was skipped is said on stderr.",

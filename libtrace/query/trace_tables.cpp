@@ -2,6 +2,7 @@
 // the tables and their types in docs/query.md.
 #include "trace_tables.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cinttypes>
 #include <cmath>
@@ -19,7 +20,7 @@ namespace strata {
 namespace query {
 namespace {
 
-enum class Kind { Events, Typed, Lost, Processes, Threads, Sched };
+enum class Kind { Events, Typed, Lost, Processes, Threads, Sched, Slices };
 
 // The columns every event table starts with (docs/query.md).
 enum : int { kTs, kMachine, kPid, kTid, kProcess, kThread, kCpu, kCommon };
@@ -383,8 +384,9 @@ struct Vtab : sqlite3_vtab {
 
 // A row of the small tables (processes, threads, lost): made whole at xFilter.
 struct Cell {
-	enum { Null, Int, Text } type = Null;
+	enum { Null, Int, Real, Text } type = Null;
 	int64_t i = 0;
+	double d = 0;
 	std::string s;
 };
 Cell cint(int64_t v)
@@ -401,6 +403,507 @@ Cell ctext(const std::string &v)
 	c.s = v;
 	return c;
 }
+
+// ---- slices: begin/end pairs, one pass ----------------------------------------
+//
+// The `slices` table pairs beginnings and ends (docs/query.md) in one pass
+// over the trace: each event is given to the kinds it may begin or end,
+// and the pairings that need what came before keep a state per key
+// (bounded by what is pending: an acquisition not yet released, a syscall
+// not yet exited).  The rows are those of the SQL over the typed tables
+// that it replaces (`strata analyze mutex`'s pairing of holds, below).
+
+enum : unsigned {
+	kSlLockWait = 1,
+	kSlCondWait = 2,
+	kSlLockHold = 4,
+	kSlMonitorWait = 8,
+	kSlSyscall = 16,
+	kSlAll = 31
+};
+
+// What one event class gives the slices: field indices (-1: none).
+struct SliceClass {
+	unsigned wait = 0; // kSlLockWait, kSlCondWait or kSlMonitorWait: a row ending at ts
+	int f_wait = -1, f_obj = -1, f_caller = -1, f_ret = -1, f_hold = -1, f_age = -1, f_lock = -1;
+	bool held = false;     // mutex_held, mutex_tryheld: a hold row; an acquisition at ts - hold_ns
+	bool acq = false;      // a full acquisition (ret 0 or 130) at ts
+	bool excl = true;      // acq: not a read lock
+	bool acquired = false; // mutex_acquired, mutex_tryacquired: acquired age_ns before ts
+	bool release = false;  // mutex_unlock, rwlock_unlock
+	bool sys = false, sys_entry = false; // named syscall_* (syscall_entry_*), any case
+	std::string_view name;               // the row's name (the class's, less its provider)
+	std::string exit_name;               // sys_entry: the exit that ends it
+	bool any() const { return wait || held || acq || acquired || release || sys; }
+};
+
+bool ascii_prefix_nocase(const std::string &s, const char *p)
+{
+	const size_t n = strlen(p);
+	if (s.size() < n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (tolower((unsigned char)s[i]) != p[i])
+			return false;
+	return true;
+}
+
+// Which parts of the pairing this trace has (the SQL made a part only for
+// the classes present): full holds need an acquisition and a release class,
+// syscalls an entry class.
+struct SliceParts {
+	bool holds = false, syscalls = false;
+};
+
+SliceParts slice_parts(const Trace &t)
+{
+	SliceParts p;
+	bool acq = false, rel = false;
+	for (const auto &kv : t.typed_by_name) {
+		const std::string &n = kv.first;
+		for (const char *a :
+		     {"pthread:mutex_lock", "pthread:mutex_timedlock", "pthread:mutex_trylock",
+		      "pthread:rwlock_rdlock", "pthread:rwlock_wrlock", "pthread:rwlock_tryrdlock",
+		      "pthread:rwlock_trywrlock", "pthread:mutex_acquired", "pthread:mutex_tryacquired",
+		      "pthread:mutex_held", "pthread:mutex_tryheld"})
+			acq |= n == a;
+		rel |= n == "pthread:mutex_unlock" || n == "pthread:rwlock_unlock";
+		p.syscalls |= n.compare(0, 14, "syscall_entry_") == 0;
+	}
+	p.holds = acq && rel;
+	return p;
+}
+
+SliceClass slice_class(const MetaEvent &me)
+{
+	SliceClass c;
+	const std::string &n = me.full_name;
+	auto field = [&](const char *f) {
+		for (size_t k = 0; k < me.info.fields.size(); k++)
+			if (me.info.fields[k].name == f)
+				return (int)k;
+		return -1;
+	};
+	auto is = [&](std::initializer_list<const char *> names) {
+		for (const char *x : names)
+			if (n == x)
+				return true;
+		return false;
+	};
+	c.name = std::string_view(n);
+	if (n.compare(0, 8, "pthread:") == 0)
+		c.name.remove_prefix(8);
+	else if (n.compare(0, 4, "jvm:") == 0)
+		c.name.remove_prefix(4);
+	c.f_lock = field("lock");
+	c.f_caller = field("caller");
+	if (is({"pthread:mutex_lock", "pthread:mutex_timedlock", "pthread:rwlock_rdlock",
+		"pthread:rwlock_wrlock", "pthread:sem_wait", "pthread:sem_timedwait"}) &&
+	    field("wait_ns") >= 0 && c.f_lock >= 0) {
+		c.wait = kSlLockWait;
+		c.f_wait = field("wait_ns");
+		c.f_obj = c.f_lock;
+	}
+	if (is({"pthread:cond_wait", "pthread:cond_timedwait"}) && field("wait_ns") >= 0 &&
+	    field("cond") >= 0) {
+		c.wait = kSlCondWait;
+		c.f_wait = field("wait_ns");
+		c.f_obj = field("cond");
+	}
+	if (is({"jvm:monitor_contended_entered", "jvm:monitor_waited"}) && field("wait_ns") >= 0) {
+		c.wait = kSlMonitorWait;
+		c.f_wait = field("wait_ns");
+		c.f_obj = field("class");
+		c.f_caller = -1;
+	}
+	if (is({"pthread:mutex_held", "pthread:mutex_tryheld"}) && field("hold_ns") >= 0) {
+		c.held = true;
+		c.f_hold = field("hold_ns");
+	}
+	if (is({"pthread:mutex_lock", "pthread:mutex_timedlock", "pthread:mutex_trylock",
+		"pthread:rwlock_rdlock", "pthread:rwlock_wrlock", "pthread:rwlock_tryrdlock",
+		"pthread:rwlock_trywrlock"}) &&
+	    field("ret") >= 0 && c.f_caller >= 0) {
+		c.acq = true;
+		c.f_ret = field("ret");
+		c.excl = n.find("rdlock") == std::string::npos;
+	}
+	if (is({"pthread:mutex_acquired", "pthread:mutex_tryacquired"}) && field("age_ns") >= 0) {
+		c.acquired = true;
+		c.f_age = field("age_ns");
+	}
+	c.release = is({"pthread:mutex_unlock", "pthread:rwlock_unlock"});
+	c.sys = ascii_prefix_nocase(n, "syscall_");
+	c.sys_entry = ascii_prefix_nocase(n, "syscall_entry_");
+	if (c.sys_entry) {
+		c.name = std::string_view(n).substr(14);
+		c.exit_name = "syscall_exit_" + n.substr(14);
+	}
+	return c;
+}
+
+// A field's value as its typed table's column gives it.
+Cell cell_of(const FieldValue &v)
+{
+	Cell c;
+	switch (v.info->type) {
+	case STRATA_FT_INTEGER:
+	case STRATA_FT_ENUM:
+		if (v.info->is_signed || v.u <= (uint64_t)INT64_MAX)
+			return cint(v.info->is_signed ? v.i : (int64_t)v.u);
+		c.type = Cell::Text;
+		json_number_u(&c.s, v.u);
+		return c;
+	case STRATA_FT_FLOAT:
+		if (std::isnan(v.d))
+			return c;
+		c.type = Cell::Real;
+		c.d = v.d;
+		return c;
+	case STRATA_FT_STRING:
+		c.type = Cell::Text;
+		if (utf8_well_formed(std::string_view(v.str, v.len)))
+			c.s.assign(v.str, v.len);
+		else
+			utf8_append_repaired(c.s, std::string_view(v.str, v.len));
+		return c;
+	case STRATA_FT_ARRAY:
+	case STRATA_FT_SEQUENCE:
+		c.type = Cell::Text;
+		json_elems(&c.s, v);
+		return c;
+	default:
+		return c;
+	}
+}
+
+// SQLite's `ts - x` for an INTEGER ts and a column's value x.
+Cell cell_minus(int64_t ts, const Cell &x)
+{
+	if (x.type == Cell::Int)
+		return cint(ts - x.i);
+	Cell c;
+	if (x.type == Cell::Null)
+		return c;
+	c.type = Cell::Real;
+	c.d = (double)ts - (x.type == Cell::Real ? x.d : strtod(x.s.c_str(), nullptr));
+	return c;
+}
+
+// SQLite's `x > 0` (TEXT compares above every number).
+bool cell_positive(const Cell &x)
+{
+	return x.type == Cell::Text || (x.type == Cell::Int && x.i > 0) || (x.type == Cell::Real && x.d > 0);
+}
+
+// A time for the pairing's comparisons (a value past INT64_MAX: its bits).
+int64_t cell_time(const Cell &x)
+{
+	if (x.type == Cell::Int)
+		return x.i;
+	if (x.type == Cell::Real)
+		return (int64_t)x.d;
+	return x.type == Cell::Text ? (int64_t)strtoull(x.s.c_str(), nullptr, 10) : 0;
+}
+
+struct SliceRow {
+	const char *kind = nullptr;
+	std::string_view name;
+	Cell ts, ts_end, dur, object, caller;
+	const SubTrace *sub = nullptr;
+	int32_t tid = -1;
+};
+
+enum : int {
+	kSlKind,
+	kSlName,
+	kSlTs,
+	kSlTsEnd,
+	kSlDur,
+	kSlMachine,
+	kSlPid,
+	kSlTid,
+	kSlProcess,
+	kSlObject,
+	kSlCaller
+};
+const char *const kSlicesDecl =
+	"CREATE TABLE x(kind TEXT, name TEXT, ts INTEGER, ts_end INTEGER, dur INTEGER, "
+	"machine TEXT, pid INTEGER, tid INTEGER, process TEXT, object, caller)";
+
+// The pass's state.  Holds of full records follow `strata analyze mutex`
+// (docs/query.md): an acquisition A of lock L by thread T (a full
+// mutex_lock, rwlock_*lock or their tries, or a mutex_acquired, at its
+// acquisition time) makes a hold when the next of T's rows on L in time
+// (acquisitions, the compact records' at ts - hold_ns, releases) is a
+// release R; the hold ends at R, or earlier when the next acquisition of
+// L by any thread in record order (`pos`: the record's ts) was recorded
+// before R and one of the two is exclusive: then at that acquisition's
+// time, or at A if that was later.  Records come in time order, so a
+// release ends the pending acquisition of its (T, L) at once: an
+// acquisition read after it lies at or past it.
+struct SliceState {
+	struct TKey {
+		int proc;
+		int32_t tid;
+		uint64_t lock;
+		bool operator==(const TKey &o) const
+		{
+			return proc == o.proc && tid == o.tid && lock == o.lock;
+		}
+	};
+	struct TKeyHash {
+		size_t operator()(const TKey &k) const
+		{
+			return std::hash<uint64_t>()(k.lock * 0x9e3779b97f4a7c15ull ^
+						     ((uint64_t)k.proc << 32) ^ (uint32_t)k.tid);
+		}
+	};
+	struct Pending {
+		int64_t a = 0; // acquired at
+		Cell caller;
+		std::string_view name;
+		const SubTrace *sub = nullptr;
+		bool excl = true;
+		bool has_next = false; // the lock's next acquisition (any thread) is known
+		int64_t nat = 0, npos = 0;
+		bool nexcl = false;
+		uint64_t seq = 0;
+	};
+	struct LKey {
+		int proc;
+		uint64_t lock;
+		bool operator==(const LKey &o) const { return proc == o.proc && lock == o.lock; }
+	};
+	struct LKeyHash {
+		size_t operator()(const LKey &k) const
+		{
+			return std::hash<uint64_t>()(k.lock * 0x9e3779b97f4a7c15ull ^ (uint64_t)k.proc);
+		}
+	};
+	struct Last { // the lock's last acquisition, when it is a pending one
+		int32_t tid;
+		uint64_t seq;
+	};
+	struct Sys {
+		const SliceClass *entry;
+		int64_t ts;
+		const SubTrace *sub;
+	};
+	SliceParts parts;
+	unsigned kinds = kSlAll;
+	int64_t begin_max = INT64_MAX; // holds: no acquisition after this can make a row
+	int64_t end_max = INT64_MAX;   // no row ends after this
+	std::unordered_map<const MetaEvent *, SliceClass> classes;
+	const MetaEvent *last_cls = nullptr;
+	const SliceClass *last_sc = nullptr;
+	std::map<std::pair<std::string, int64_t>, int> proc_ids; // (machine, pid)
+	std::map<std::string, int> host_ids;
+	std::unordered_map<const SubTrace *, std::pair<int, int>> sub_ids; // (proc, host)
+	const SubTrace *last_sub = nullptr;
+	std::pair<int, int> last_ids;
+	std::unordered_map<TKey, Pending, TKeyHash> pending;
+	std::unordered_map<LKey, Last, LKeyHash> last;
+	std::map<std::pair<int, int32_t>, Sys> sys; // (host, tid): a syscall entered
+	uint64_t seq = 0;
+	std::vector<FieldValue> fv;
+	std::vector<SliceRow> rows; // the first nrows are the rows ready (the others kept for reuse)
+	size_t nrows = 0, ri = 0;
+	bool done = false;
+
+	const SliceClass &class_of(const MetaEvent *m)
+	{
+		if (m == last_cls)
+			return *last_sc;
+		auto it = classes.find(m);
+		if (it == classes.end())
+			it = classes.emplace(m, slice_class(*m)).first;
+		last_cls = m;
+		last_sc = &it->second;
+		return it->second;
+	}
+	std::pair<int, int> ids(const SubTrace *sub)
+	{
+		if (sub == last_sub)
+			return last_ids;
+		last_sub = sub;
+		auto it = sub_ids.find(sub);
+		if (it != sub_ids.end())
+			return last_ids = it->second;
+		last_ids = make_ids(sub);
+		return last_ids;
+	}
+	std::pair<int, int> make_ids(const SubTrace *sub)
+	{
+		auto it = sub_ids.find(sub);
+		if (it != sub_ids.end())
+			return it->second;
+		const int p =
+			proc_ids.emplace(std::make_pair(sub->hostname, sub->kernel ? INT64_MIN : sub->vpid),
+					 (int)proc_ids.size())
+				.first->second;
+		const int h = host_ids.emplace(sub->hostname, (int)host_ids.size()).first->second;
+		return sub_ids[sub] = {p, h};
+	}
+	SliceRow &row(const char *kind, std::string_view name, const TraceEvent &e)
+	{
+		SliceRow &r = next_row();
+		r.kind = kind;
+		r.name = name;
+		r.sub = &e.trace();
+		r.tid = e.tid;
+		return r;
+	}
+
+	SliceRow &next_row()
+	{
+		if (nrows == rows.size())
+			rows.emplace_back();
+		SliceRow &r = rows[nrows++];
+		for (Cell *c : {&r.ts, &r.ts_end, &r.dur, &r.object, &r.caller}) {
+			c->type = Cell::Null;
+			c->s.clear();
+		}
+		return r;
+	}
+
+	// An acquisition row of the pairing: at time xa, read at xpos.
+	void acquisition(const TKey &k, int64_t xa, int64_t xpos, bool xexcl, bool full, const SliceClass &sc,
+			 const TraceEvent &e, Cell caller)
+	{
+		if (!full && pending.empty())
+			return; // no hold pending: an acquisition that begins none changes nothing
+		const LKey lk{k.proc, k.lock};
+		auto li = last.find(lk);
+		if (li != last.end()) {
+			auto p = pending.find(TKey{k.proc, li->second.tid, k.lock});
+			if (p != pending.end() && p->second.seq == li->second.seq && !p->second.has_next) {
+				p->second.has_next = true;
+				p->second.nat = xa;
+				p->second.npos = xpos;
+				p->second.nexcl = xexcl;
+			}
+			last.erase(li);
+		}
+		auto p = pending.find(k);
+		if (p != pending.end() && (xa == xpos || xa > p->second.a)) {
+			pending.erase(p); // its thread's next row on the lock is this acquisition: no hold
+			p = pending.end();
+		}
+		if (!full || p != pending.end() || xa > begin_max)
+			return;
+		Pending &n = pending[k];
+		n.a = xa;
+		n.caller = std::move(caller);
+		n.name = sc.name;
+		n.sub = &e.trace();
+		n.excl = xexcl;
+		n.seq = ++seq;
+		last[lk] = Last{k.tid, n.seq};
+	}
+
+	void release(const TKey &k, const TraceEvent &e)
+	{
+		auto p = pending.find(k);
+		if (p == pending.end())
+			return;
+		const Pending &a = p->second;
+		const int64_t end =
+			a.has_next && a.npos < e.ns && (a.excl || a.nexcl) ? std::max(a.nat, a.a) : e.ns;
+		if (end <= end_max) {
+			SliceRow &r = next_row();
+			r.kind = "lock_hold";
+			r.name = a.name;
+			r.ts = cint(a.a);
+			r.ts_end = cint(end);
+			r.dur = cint(end - a.a);
+			r.object = k.lock <= (uint64_t)INT64_MAX ? cint((int64_t)k.lock) : Cell();
+			if (k.lock > (uint64_t)INT64_MAX) {
+				r.object.type = Cell::Text;
+				json_number_u(&r.object.s, k.lock);
+			}
+			r.caller = a.caller;
+			r.sub = a.sub;
+			r.tid = k.tid;
+		}
+		pending.erase(p);
+	}
+
+	// One event: the rows it ends, the state it changes.
+	void event(const TraceEvent &e)
+	{
+		const SliceClass &sc = class_of(e.cls);
+		if (!sc.any())
+			return;
+		const bool past = e.ns > end_max; // only ends pending holds
+		if (sc.sys && (kinds & kSlSyscall) && parts.syscalls && !past) {
+			const std::pair<int, int32_t> k{ids(&e.trace()).second, e.tid};
+			auto it = sys.find(k);
+			if (it != sys.end() && it->second.entry->exit_name == e.cls->full_name) {
+				SliceRow &r = row("syscall", it->second.entry->name, e);
+				r.ts = cint(it->second.ts);
+				r.ts_end = cint(e.ns);
+				r.dur = cint(e.ns - it->second.ts);
+				r.sub = it->second.sub;
+			}
+			if (sc.sys_entry && e.ns <= begin_max)
+				sys[k] = Sys{&sc, e.ns, &e.trace()};
+			else if (it != sys.end())
+				sys.erase(it);
+		}
+		const bool pair = (kinds & kSlLockHold) && parts.holds;
+		const bool wait = sc.wait && (kinds & sc.wait) && !past;
+		const bool held = sc.held && (kinds & kSlLockHold);
+		if (!wait && !held && !(pair && (sc.acq || sc.acquired || sc.release)))
+			return;
+		e.decode(&fv);
+		if (wait) {
+			const Cell w = cell_of(fv[(size_t)sc.f_wait]);
+			if (sc.wait != kSlLockWait || cell_positive(w)) {
+				SliceRow &r = row(sc.wait == kSlLockWait   ? "lock_wait"
+						  : sc.wait == kSlCondWait ? "cond_wait"
+									   : "monitor_wait",
+						  sc.name, e);
+				r.ts = cell_minus(e.ns, w);
+				r.ts_end = cint(e.ns);
+				r.dur = w;
+				if (sc.f_obj >= 0)
+					r.object = cell_of(fv[(size_t)sc.f_obj]);
+				if (sc.f_caller >= 0 && sc.wait != kSlMonitorWait)
+					r.caller = cell_of(fv[(size_t)sc.f_caller]);
+			}
+		}
+		if (held && !past) {
+			const Cell h = cell_of(fv[(size_t)sc.f_hold]);
+			SliceRow &r = row("lock_hold", sc.name, e);
+			r.ts = cell_minus(e.ns, h);
+			r.ts_end = cint(e.ns);
+			r.dur = h;
+			if (sc.f_lock >= 0)
+				r.object = cell_of(fv[(size_t)sc.f_lock]);
+		}
+		if (!pair || sc.f_lock < 0)
+			return;
+		const FieldValue &lv = fv[(size_t)sc.f_lock];
+		if (lv.info->type != STRATA_FT_INTEGER && lv.info->type != STRATA_FT_ENUM)
+			return;
+		const TKey k{ids(&e.trace()).first, e.tid, lv.u};
+		if (sc.release) {
+			release(k, e);
+		} else if (sc.acq) {
+			const Cell ret = cell_of(fv[(size_t)sc.f_ret]);
+			if (ret.type == Cell::Int && (ret.i == 0 || ret.i == 130))
+				acquisition(k, e.ns, e.ns, sc.excl, true, sc, e,
+					    cell_of(fv[(size_t)sc.f_caller]));
+		} else if (sc.acquired) {
+			acquisition(k, cell_time(cell_minus(e.ns, cell_of(fv[(size_t)sc.f_age]))), e.ns, true,
+				    true, sc, e, Cell());
+		} else if (sc.held) {
+			acquisition(k, cell_time(cell_minus(e.ns, cell_of(fv[(size_t)sc.f_hold]))), e.ns,
+				    true, false, sc, e, Cell());
+		}
+	}
+};
 
 struct Cur : sqlite3_vtab_cursor {
 	std::unique_ptr<TraceReader> r;
@@ -420,16 +923,36 @@ struct Cur : sqlite3_vtab_cursor {
 	std::vector<std::vector<Cell>> rows;
 	size_t ri = 0;
 	uint64_t bytes_before = 0;
-	// sched: each CPU's slice begun and not yet ended, and where a
-	// sched_switch class keeps prev_tid, prev_state, next_comm, next_tid,
-	// next_prio (empty: not a sched_switch).
+	// sched: each CPU's slice begun and not yet ended; what each class
+	// gives (SchedClass); each thread's first wake-up since it last ran
+	// and the process the kernel's forks last gave it; the user
+	// sub-traces' threads by kernel sub-trace (sched_user_pids).
 	struct Running {
 		int64_t ts = 0, tid = 0, prio = 0;
 		std::string comm;
+		Cell pid;
+		int64_t wake = INT64_MIN; // none
+	};
+	struct SchedClass {
+		enum { None, Switch, Wake, Fork } kind = None;
+		std::vector<int> idx; // Switch: prev_tid, prev_state, next_comm, next_tid, next_prio;
+				      // Wake: tid; Fork: parent_tid, parent_pid, child_tid, child_pid
 	};
 	std::map<std::pair<const SubTrace *, int32_t>, Running> running;
-	std::unordered_map<const MetaEvent *, std::vector<int>> switch_fields;
+	std::unordered_map<const MetaEvent *, SchedClass> sched_classes;
+	struct SubTid {
+		size_t operator()(const std::pair<const SubTrace *, int64_t> &k) const
+		{
+			return std::hash<int64_t>()(k.second) ^ std::hash<const void *>()(k.first);
+		}
+	};
+	// By (kernel sub-trace, tid): the first wake-up since it ran; the fork's pid.
+	std::unordered_map<std::pair<const SubTrace *, int64_t>, int64_t, SubTid> woken, forked;
+	bool sched_history = false; // pid or a wake column asked for: read from the start
+	std::map<const SubTrace *, std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>>>
+		user_pids; // kernel sub-trace -> tid -> (since, pid), by since
 	bool sched_done = false;
+	std::unique_ptr<SliceState> sl; // slices
 };
 
 const char *const kLostDecl =
@@ -439,8 +962,10 @@ const char *const kProcDecl = "CREATE TABLE x(machine TEXT, pid INTEGER, process
 			      "ts INTEGER, ts_end INTEGER, streams INTEGER, packets INTEGER, bytes "
 			      "INTEGER, trace TEXT)";
 const char *const kSchedDecl =
-	"CREATE TABLE x(ts INTEGER, ts_end INTEGER, dur INTEGER, machine TEXT, cpu INTEGER, tid INTEGER, "
-	"comm TEXT, prio INTEGER, end_state INTEGER, next_tid INTEGER, next_comm TEXT)";
+	"CREATE TABLE x(ts INTEGER, ts_end INTEGER, dur INTEGER, machine TEXT, cpu INTEGER, pid INTEGER, "
+	"tid INTEGER, comm TEXT, prio INTEGER, end_state INTEGER, next_tid INTEGER, next_comm TEXT, "
+	"wake_ts INTEGER, wake_latency INTEGER)";
+enum : int { kSchedPid = 5, kSchedWakeTs = 12, kSchedWakeLatency = 13 };
 const char *const kThreadDecl =
 	"CREATE TABLE x(machine TEXT, pid INTEGER, tid INTEGER, process TEXT, thread TEXT, ts INTEGER, "
 	"ts_end INTEGER, packets INTEGER)";
@@ -472,7 +997,7 @@ int x_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3
 	auto *reg = (Registry *)aux;
 	if (argc != 5) {
 		*err = sqlite3_mprintf("strata: USING strata('TRACE PATH', 'TABLE'): TABLE is events, lost, "
-				       "processes, threads, sched or an event class's name");
+				       "processes, threads, sched, slices or an event class's name");
 		return SQLITE_ERROR;
 	}
 	const std::string path = unquote(argv[3]), table = unquote(argv[4]);
@@ -502,6 +1027,9 @@ int x_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3
 	} else if (table == "sched") {
 		v->kind = Kind::Sched;
 		decl = kSchedDecl;
+	} else if (table == "slices") {
+		v->kind = Kind::Slices;
+		decl = kSlicesDecl;
 	} else {
 		auto it = t->typed_by_name.find(table);
 		if (it == t->typed_by_name.end()) {
@@ -542,7 +1070,48 @@ int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 	const auto *v = static_cast<Vtab *>(vt);
 	std::string ops;
 	double cost = 1e6;
-	if (event_table(v) || v->kind == Kind::Sched) {
+	if (v->kind == Kind::Slices) {
+		// a-e: ts as below; f-j: ts_end likewise; k: kind =; p: pid =; t: tid =.
+		for (int i = 0; i < info->nConstraint; i++) {
+			const auto &c = info->aConstraint[i];
+			if (!c.usable)
+				continue;
+			char op = 0;
+			if (c.iColumn == kSlTs || c.iColumn == kSlTsEnd) {
+				const char base = c.iColumn == kSlTs ? 'a' : 'f';
+				switch (c.op) {
+				case SQLITE_INDEX_CONSTRAINT_EQ:
+					op = base;
+					break;
+				case SQLITE_INDEX_CONSTRAINT_GT:
+					op = (char)(base + 1);
+					break;
+				case SQLITE_INDEX_CONSTRAINT_GE:
+					op = (char)(base + 2);
+					break;
+				case SQLITE_INDEX_CONSTRAINT_LT:
+					op = (char)(base + 3);
+					break;
+				case SQLITE_INDEX_CONSTRAINT_LE:
+					op = (char)(base + 4);
+					break;
+				default:
+					break;
+				}
+			} else if (c.op == SQLITE_INDEX_CONSTRAINT_EQ) {
+				op = c.iColumn == kSlKind  ? 'k'
+				     : c.iColumn == kSlPid ? 'p'
+				     : c.iColumn == kSlTid ? 't'
+							   : 0;
+			}
+			if (!op)
+				continue;
+			ops += op;
+			info->aConstraintUsage[i].argvIndex = (int)ops.size();
+			info->aConstraintUsage[i].omit = 0;
+			cost /= op == 'k' ? 3 : op == 'p' || op == 't' ? 5 : 4;
+		}
+	} else if (event_table(v) || v->kind == Kind::Sched) {
 		for (int i = 0; i < info->nConstraint; i++) {
 			const auto &c = info->aConstraint[i];
 			if (!c.usable)
@@ -589,6 +1158,10 @@ int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 	} else {
 		cost = 1e3;
 	}
+	// sched: 1 when pid or a wake column is used (the pass reads from the start).
+	if (v->kind == Kind::Sched &&
+	    (info->colUsed & ((1ull << kSchedPid) | (1ull << kSchedWakeTs) | (1ull << kSchedWakeLatency))))
+		info->idxNum = 1;
 	info->estimatedCost = cost;
 	info->estimatedRows = (sqlite3_int64)cost;
 	if (!ops.empty()) {
@@ -677,12 +1250,105 @@ void next_event(Cur *cur, Vtab *v)
 	}
 }
 
+// sched: what a kernel class gives the sched table.
+Cur::SchedClass sched_class(const MetaEvent &me)
+{
+	Cur::SchedClass c;
+	auto pick = [&](std::initializer_list<const char *> names) {
+		std::vector<int> idx;
+		for (const char *n : names)
+			for (size_t f = 0; f < me.info.fields.size(); f++)
+				if (me.info.fields[f].name == n)
+					idx.push_back((int)f);
+		return idx.size() == names.size() ? idx : std::vector<int>();
+	};
+	const std::string &n = me.full_name;
+	if (n == "sched_switch")
+		c.idx = pick({"prev_tid", "prev_state", "next_comm", "next_tid", "next_prio"});
+	else if (n == "sched_waking" || n == "sched_wakeup" || n == "sched_wakeup_new")
+		c.idx = pick({"tid"});
+	else if (n == "sched_process_fork")
+		c.idx = pick({"parent_tid", "parent_pid", "child_tid", "child_pid"});
+	if (!c.idx.empty())
+		c.kind = n == "sched_switch"         ? Cur::SchedClass::Switch
+			 : n == "sched_process_fork" ? Cur::SchedClass::Fork
+						     : Cur::SchedClass::Wake;
+	return c;
+}
+
+// sched: the user sub-traces' threads on each kernel sub-trace's machine,
+// from the packet index (nothing read): an owned lane's packets name
+// their thread, and a process's main thread is its pid.
+void sched_user_pids(Cur *cur, Vtab *v)
+{
+	cur->user_pids.clear();
+	std::map<std::string, std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>>> by_host;
+	for (const auto &s : v->t->index.streams()) {
+		const SubTrace *sub = s->trace;
+		if (sub->kernel)
+			continue;
+		auto &tids = by_host[sub->hostname];
+		for (const PacketEntry &p : s->packets) {
+			const int64_t b = sub->meta.ns_from_origin(p.ts_begin);
+			tids[sub->vpid].emplace_back(b, sub->vpid);
+			if (!s->shared && sub->meta.record_format == STRATA_REC_COMPACT && p.vtid >= 0 &&
+			    p.content > STRATA_PACKET_HEADER_SIZE)
+				tids[p.vtid].emplace_back(b, sub->vpid);
+		}
+	}
+	for (auto &h : by_host)
+		for (auto &t : h.second) {
+			std::sort(t.second.begin(), t.second.end());
+			// A (since, pid) per change of process.
+			std::vector<std::pair<int64_t, int64_t>> runs;
+			for (const auto &x : t.second)
+				if (runs.empty() || runs.back().second != x.second)
+					runs.push_back(x);
+			t.second.swap(runs);
+		}
+	for (const auto &sub : v->t->index.traces())
+		if (sub->kernel && by_host.count(sub->hostname))
+			cur->user_pids[sub.get()] = by_host[sub->hostname];
+}
+
+// sched: the process of kernel sub-trace sub's thread tid at ns: the
+// tgid the last fork that named it (as parent or child) gave it; else the
+// user sub-trace of the same machine that recorded the thread (the last
+// to begin recording it at or before ns, else the first); tid 0 (the idle
+// tasks) is pid 0; else NULL.
+Cell sched_pid(Cur *cur, const SubTrace *sub, int64_t tid, int64_t ns)
+{
+	if (tid == 0)
+		return cint(0);
+	auto f = cur->forked.find({sub, tid});
+	if (f != cur->forked.end())
+		return cint(f->second);
+	auto u = cur->user_pids.find(sub);
+	if (u == cur->user_pids.end())
+		return Cell();
+	auto t = u->second.find(tid);
+	if (t == u->second.end() || t->second.empty())
+		return Cell();
+	int64_t pid = t->second.front().second;
+	for (const auto &x : t->second)
+		if (x.first <= ns)
+			pid = x.second;
+	return cint(pid);
+}
+
 // sched: the next slices that end (or, at the end of the trace, every
 // CPU's last slice), into cur->rows; EOF when none is left.  Each
 // sched_switch ends its CPU's running slice and begins the next thread's.
 // A lower ts bound is the reader's window (a slice that begins in it has
-// its end in it too); past an upper bound no slice begins, and the pass
-// ends once those begun are ended.
+// its end in it too), unless pid or a wake column is asked for: those
+// need what came before (forks, wake-ups), so the pass then reads from the
+// start and begins no slice before the bound.  Past an upper bound no
+// slice begins, and the pass ends once those begun are ended.
+//
+// Wake-ups: a sched_waking, sched_wakeup or sched_wakeup_new of a thread
+// is its wake-up unless one came already since the thread last ran (was
+// the thread of a kernel event, switched in or out); the switch that puts
+// it on a CPU takes it: wake_ts, and wake_latency = ts - wake_ts.
 void sched_advance(Cur *cur, Vtab *v)
 {
 	while (cur->rows.empty()) {
@@ -691,59 +1357,202 @@ void sched_advance(Cur *cur, Vtab *v)
 			return;
 		}
 		if (!read_event(cur, v)) {
-			for (const auto &kv : cur->running) // still running at the end: no end known
-				cur->rows.push_back({cint(kv.second.ts), Cell(), Cell(),
+			for (const auto &kv : cur->running) { // still running at the end: no end known
+				const Cur::Running &r = kv.second;
+				cur->rows.push_back({cint(r.ts), Cell(), Cell(),
 						     ctext(kv.first.first->hostname), cint(kv.first.second),
-						     cint(kv.second.tid), ctext(kv.second.comm),
-						     cint(kv.second.prio), Cell(), Cell(), Cell()});
+						     r.pid, cint(r.tid), ctext(r.comm), cint(r.prio), Cell(),
+						     Cell(), Cell(),
+						     r.wake == INT64_MIN ? Cell() : cint(r.wake),
+						     r.wake == INT64_MIN ? Cell() : cint(r.ts - r.wake)});
+			}
 			cur->running.clear();
 			cur->sched_done = true;
 			continue;
 		}
 		const TraceEvent &e = *cur->m.event;
-		if (e.ns < cur->lo || e.cpu < 0)
-			continue;
-		auto it = cur->switch_fields.find(e.cls);
-		if (it == cur->switch_fields.end()) {
-			std::vector<int> idx;
-			if (e.cls->full_name == "sched_switch")
-				for (const char *n :
-				     {"prev_tid", "prev_state", "next_comm", "next_tid", "next_prio"})
-					for (size_t f = 0; f < e.cls->info.fields.size(); f++)
-						if (e.cls->info.fields[f].name == n)
-							idx.push_back((int)f);
-			if (idx.size() != 5)
-				idx.clear();
-			it = cur->switch_fields.emplace(e.cls, std::move(idx)).first;
-		}
-		const std::vector<int> &x = it->second;
-		if (x.empty())
+		const SubTrace *sub = &e.trace();
+		if (e.tid >= 0 && !cur->woken.empty())
+			cur->woken.erase({sub, e.tid}); // it ran
+		auto it = cur->sched_classes.find(e.cls);
+		if (it == cur->sched_classes.end())
+			it = cur->sched_classes.emplace(e.cls, sched_class(*e.cls)).first;
+		const Cur::SchedClass &sc = it->second;
+		if (sc.kind == Cur::SchedClass::None)
 			continue;
 		e.decode(&cur->fv);
-		const FieldValue &comm = cur->fv[(size_t)x[2]];
+		auto val = [&](size_t k) { return int_value(cur->fv[(size_t)sc.idx[k]]); };
+		if (sc.kind == Cur::SchedClass::Wake) {
+			cur->woken.emplace(std::make_pair(sub, val(0)), e.ns); // the first since it ran
+			continue;
+		}
+		if (sc.kind == Cur::SchedClass::Fork) {
+			cur->forked[{sub, val(0)}] = val(1);
+			cur->forked[{sub, val(2)}] = val(3);
+			continue;
+		}
+		if (e.cpu < 0)
+			continue;
+		const FieldValue &comm = cur->fv[(size_t)sc.idx[2]];
 		if (comm.info->type != STRATA_FT_STRING)
 			continue;
-		const int64_t prev = int_value(cur->fv[(size_t)x[0]]),
-			      next = int_value(cur->fv[(size_t)x[3]]);
+		const int64_t prev = val(0), next = val(3);
+		cur->woken.erase({sub, prev});
+		auto w = cur->woken.find({sub, next});
+		const int64_t wake = w == cur->woken.end() ? INT64_MIN : w->second;
+		if (w != cur->woken.end())
+			cur->woken.erase(w);
+		if (e.ns < cur->lo)
+			continue; // before the window: the state only
 		const std::string next_comm(comm.str, comm.len);
-		const SubTrace *sub = &e.trace();
 		auto run = cur->running.find({sub, e.cpu});
 		if (run != cur->running.end()) {
 			const Cur::Running &r = run->second;
 			cur->rows.push_back({cint(r.ts), cint(e.ns), cint(e.ns - r.ts), ctext(sub->hostname),
-					     cint(e.cpu), cint(r.tid), ctext(r.comm), cint(r.prio),
-					     prev == r.tid ? cint(int_value(cur->fv[(size_t)x[1]])) : Cell(),
-					     cint(next), ctext(next_comm)});
+					     cint(e.cpu), r.pid, cint(r.tid), ctext(r.comm), cint(r.prio),
+					     prev == r.tid ? cint(val(1)) : Cell(), cint(next),
+					     ctext(next_comm), r.wake == INT64_MIN ? Cell() : cint(r.wake),
+					     r.wake == INT64_MIN ? Cell() : cint(r.ts - r.wake)});
 			if (e.ns > cur->hi)
 				cur->running.erase(run);
 		}
 		if (e.ns <= cur->hi)
-			cur->running[{sub, e.cpu}] =
-				Cur::Running{e.ns, next, int_value(cur->fv[(size_t)x[4]]), next_comm};
+			cur->running[{sub, e.cpu}] = Cur::Running{
+				e.ns, next, val(4), next_comm, sched_pid(cur, sub, next, e.ns), wake};
 		else if (cur->running.empty())
 			cur->sched_done = true; // every slice begun by the bound has ended
 	}
 	cur->eof = false;
+}
+
+void result_cell(sqlite3_context *ctx, const Cell &cell)
+{
+	if (cell.type == Cell::Int)
+		sqlite3_result_int64(ctx, cell.i);
+	else if (cell.type == Cell::Real)
+		sqlite3_result_double(ctx, cell.d);
+	else if (cell.type == Cell::Text)
+		result_text(ctx, cell.s.data(), cell.s.size());
+	else
+		sqlite3_result_null(ctx);
+}
+
+// slices: a pass for these kinds and bounds (ts in [cur->lo, cur->hi],
+// ts_end in [elo, ehi]).  A row that ends at its event (the waits, the
+// compact holds) lies in the window [max(ts lower, ts_end lower), ts_end
+// upper]; a pair (a full hold, a syscall) begins at or after the lower
+// bound on ts, and a full hold may end past every bound (ended early by
+// another acquisition): the pass then goes on until the holds begun by the
+// bounds have ended.  `tid =` becomes the stream filter only without full
+// holds, whose ends need every thread's acquisitions.
+void slices_start(Cur *cur, Vtab *v, unsigned kinds, int64_t elo, int64_t ehi)
+{
+	cur->sl = std::make_unique<SliceState>();
+	SliceState &s = *cur->sl;
+	s.parts = slice_parts(*v->t);
+	s.kinds = kinds;
+	s.begin_max = std::min(cur->hi, ehi);
+	s.end_max = ehi;
+	const bool holds = (kinds & kSlLockHold) && s.parts.holds;
+	int64_t wlo = INT64_MAX;
+	if (kinds & (kSlLockWait | kSlCondWait | kSlMonitorWait))
+		wlo = std::max(elo, cur->lo);
+	if (kinds & (kSlLockHold | kSlSyscall))
+		wlo = std::min(wlo, cur->lo);
+	const int64_t whi = holds ? INT64_MAX : ehi;
+	if (wlo != INT64_MIN || whi != INT64_MAX)
+		cur->r->set_window(wlo, whi);
+	const bool wp = cur->want_pid, wt = cur->want_tid && !holds;
+	const int64_t pid = cur->pid, tid = cur->tid;
+	const bool kernel = (kinds & kSlSyscall) && s.parts.syscalls, user = kinds & ~kSlSyscall;
+	cur->r->set_stream_filter([=](const StreamInfo &st) {
+		const SubTrace &sub = *st.trace;
+		if (sub.kernel ? !kernel : !user && !kernel)
+			return false;
+		if (wp && (sub.kernel || sub.vpid != pid))
+			return false;
+		if (wt && !st.shared && sub.meta.record_format == STRATA_REC_COMPACT) {
+			for (const PacketEntry &p : st.packets)
+				if (p.vtid == tid)
+					return true;
+			return false;
+		}
+		return true;
+	});
+}
+
+// slices: the next rows (those the next events end) into cur->sl->rows;
+// EOF at the end of the pass.
+void slices_advance(Cur *cur, Vtab *v)
+{
+	SliceState &s = *cur->sl;
+	s.nrows = 0;
+	s.ri = 0;
+	const bool holds = (s.kinds & kSlLockHold) && s.parts.holds;
+	while (!s.nrows) {
+		if (s.done) {
+			cur->eof = true;
+			return;
+		}
+		if (!read_event(cur, v)) {
+			s.done = true; // acquisitions still pending: never released, no hold
+			continue;
+		}
+		const TraceEvent &e = *cur->m.event;
+		if (e.ns > s.end_max && (!holds || s.pending.empty())) {
+			s.done = true;
+			continue;
+		}
+		s.event(e);
+	}
+	cur->eof = false;
+}
+
+void slices_column(const SliceState &s, sqlite3_context *ctx, int col)
+{
+	const SliceRow &r = s.rows[s.ri];
+	const SubTrace &sub = *r.sub;
+	const Cell *cell = col == kSlTs       ? &r.ts
+			   : col == kSlTsEnd  ? &r.ts_end
+			   : col == kSlDur    ? &r.dur
+			   : col == kSlObject ? &r.object
+			   : col == kSlCaller ? &r.caller
+					      : nullptr;
+	if (cell) {
+		result_cell(ctx, *cell);
+		return;
+	}
+	switch (col) {
+	case kSlKind:
+		sqlite3_result_text(ctx, r.kind, -1, SQLITE_STATIC);
+		return;
+	case kSlName:
+		result_text(ctx, r.name.data(), r.name.size());
+		return;
+	case kSlMachine:
+		result_text(ctx, sub.hostname.data(), sub.hostname.size());
+		return;
+	case kSlPid:
+		if (sub.kernel)
+			sqlite3_result_null(ctx);
+		else
+			sqlite3_result_int64(ctx, sub.vpid);
+		return;
+	case kSlTid:
+		if (r.tid < 0)
+			sqlite3_result_null(ctx);
+		else
+			sqlite3_result_int64(ctx, r.tid);
+		return;
+	case kSlProcess:
+		if (sub.kernel)
+			sqlite3_result_null(ctx);
+		else
+			result_text(ctx, sub.procname.data(), sub.procname.size());
+		return;
+	default:
+		sqlite3_result_null(ctx);
+	}
 }
 
 void fill_processes(Cur *cur, Vtab *v)
@@ -941,7 +1750,7 @@ void fill_lost(Cur *cur, Vtab *v)
 	v->reg->bytes += r.stats().bytes;
 }
 
-int x_filter(sqlite3_vtab_cursor *c, int, const char *idx, int argc, sqlite3_value **argv)
+int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sqlite3_value **argv)
 {
 	auto *cur = static_cast<Cur *>(c);
 	auto *v = static_cast<Vtab *>(c->pVtab);
@@ -955,7 +1764,7 @@ int x_filter(sqlite3_vtab_cursor *c, int, const char *idx, int argc, sqlite3_val
 	cur->cm = nullptr;
 	cur->running.clear();
 	cur->sched_done = false;
-	if (!event_table(v) && v->kind != Kind::Sched) {
+	if (!event_table(v) && v->kind != Kind::Sched && v->kind != Kind::Slices) {
 		if (v->kind == Kind::Processes)
 			fill_processes(cur, v);
 		else if (v->kind == Kind::Threads)
@@ -967,10 +1776,27 @@ int x_filter(sqlite3_vtab_cursor *c, int, const char *idx, int argc, sqlite3_val
 	}
 	cur->lo = INT64_MIN;
 	cur->hi = INT64_MAX;
+	int64_t elo = INT64_MIN, ehi = INT64_MAX; // slices: bounds on ts_end
+	unsigned kinds = kSlAll;                  // slices: the kinds asked for
 	cur->want_pid = cur->want_tid = false;
 	bool none = false; // a bound no row can meet (NULL, text)
 	for (int i = 0; i < argc && idx && idx[i]; i++) {
 		sqlite3_value *a = argv[i];
+		if (idx[i] == 'k') {
+			const unsigned char *k = sqlite3_value_text(a);
+			const std::string ks =
+				k && sqlite3_value_type(a) == SQLITE_TEXT ? (const char *)k : "";
+			kinds &= ks == "lock_wait"      ? kSlLockWait
+				 : ks == "cond_wait"    ? kSlCondWait
+				 : ks == "lock_hold"    ? kSlLockHold
+				 : ks == "monitor_wait" ? kSlMonitorWait
+				 : ks == "syscall"      ? kSlSyscall
+							: 0u;
+			continue;
+		}
+		int64_t &lo = idx[i] >= 'f' && idx[i] <= 'j' ? elo : cur->lo;
+		int64_t &hi = idx[i] >= 'f' && idx[i] <= 'j' ? ehi : cur->hi;
+		const char op = idx[i] >= 'f' && idx[i] <= 'j' ? (char)(idx[i] - 5) : idx[i];
 		const int t = sqlite3_value_numeric_type(a);
 		if (t != SQLITE_INTEGER && t != SQLITE_FLOAT) {
 			none |= t == SQLITE_NULL;
@@ -992,22 +1818,22 @@ int x_filter(sqlite3_vtab_cursor *c, int, const char *idx, int argc, sqlite3_val
 			       : d >= 9.2e18  ? INT64_MAX
 					      : (int64_t)std::ceil(d);
 		};
-		switch (idx[i]) {
+		switch (op) {
 		case 'a':
-			cur->lo = std::max(cur->lo, floor64());
-			cur->hi = std::min(cur->hi, ceil64());
+			lo = std::max(lo, floor64());
+			hi = std::min(hi, ceil64());
 			break;
 		case 'b':
-			cur->lo = std::max(cur->lo, is_int && iv < INT64_MAX ? iv + 1 : floor64());
+			lo = std::max(lo, is_int && iv < INT64_MAX ? iv + 1 : floor64());
 			break;
 		case 'c':
-			cur->lo = std::max(cur->lo, floor64());
+			lo = std::max(lo, floor64());
 			break;
 		case 'd':
-			cur->hi = std::min(cur->hi, is_int && iv > INT64_MIN ? iv - 1 : ceil64());
+			hi = std::min(hi, is_int && iv > INT64_MIN ? iv - 1 : ceil64());
 			break;
 		case 'e':
-			cur->hi = std::min(cur->hi, ceil64());
+			hi = std::min(hi, ceil64());
 			break;
 		case 'p':
 			if (is_int) {
@@ -1025,15 +1851,25 @@ int x_filter(sqlite3_vtab_cursor *c, int, const char *idx, int argc, sqlite3_val
 			break;
 		}
 	}
-	if (none || cur->lo > cur->hi) {
+	if (none || cur->lo > cur->hi || elo > ehi || !kinds) {
 		cur->eof = true;
 		return SQLITE_OK;
 	}
 	cur->r = std::make_unique<TraceReader>();
 	cur->r->share_index(v->t->index);
 	cur->bytes_before = 0;
+	if (v->kind == Kind::Slices) {
+		slices_start(cur, v, kinds, elo, ehi);
+		slices_advance(cur, v);
+		return SQLITE_OK;
+	}
 	if (v->kind == Kind::Sched) {
-		if (cur->lo != INT64_MIN)
+		cur->sched_history = idx_num & 1;
+		cur->woken.clear();
+		cur->forked.clear();
+		if (cur->sched_history)
+			sched_user_pids(cur, v);
+		else if (cur->lo != INT64_MIN)
 			cur->r->set_window(cur->lo, INT64_MAX); // the slices' ends lie past hi
 		cur->r->set_stream_filter([](const StreamInfo &s) { return s.trace->kernel; });
 		sched_advance(cur, v);
@@ -1064,6 +1900,12 @@ int x_next(sqlite3_vtab_cursor *c)
 {
 	auto *cur = static_cast<Cur *>(c);
 	auto *v = static_cast<Vtab *>(c->pVtab);
+	if (v->kind == Kind::Slices) {
+		cur->rowid++;
+		if (++cur->sl->ri >= cur->sl->nrows)
+			slices_advance(cur, v);
+		return SQLITE_OK;
+	}
 	if (v->kind == Kind::Sched) {
 		cur->rowid++;
 		if (++cur->ri >= cur->rows.size()) {
@@ -1090,14 +1932,12 @@ int x_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col)
 {
 	auto *cur = static_cast<Cur *>(c);
 	auto *v = static_cast<Vtab *>(c->pVtab);
+	if (v->kind == Kind::Slices) {
+		slices_column(*cur->sl, ctx, col);
+		return SQLITE_OK;
+	}
 	if (!event_table(v)) {
-		const Cell &cell = cur->rows[cur->ri][(size_t)col];
-		if (cell.type == Cell::Int)
-			sqlite3_result_int64(ctx, cell.i);
-		else if (cell.type == Cell::Text)
-			result_text(ctx, cell.s.data(), cell.s.size());
-		else
-			sqlite3_result_null(ctx);
+		result_cell(ctx, cur->rows[cur->ri][(size_t)col]);
 		return SQLITE_OK;
 	}
 	const TraceEvent &e = *cur->m.event;
@@ -1199,7 +2039,9 @@ int x_rowid(sqlite3_vtab_cursor *c, sqlite3_int64 *out)
 {
 	auto *cur = static_cast<Cur *>(c);
 	const auto *v = static_cast<Vtab *>(c->pVtab);
-	*out = event_table(v) || v->kind == Kind::Sched ? cur->rowid : (sqlite3_int64)cur->ri + 1;
+	*out = event_table(v) || v->kind == Kind::Sched || v->kind == Kind::Slices
+		       ? cur->rowid
+		       : (sqlite3_int64)cur->ri + 1;
 	return SQLITE_OK;
 }
 
@@ -1235,116 +2077,7 @@ void drop_registry(void *p)
 	delete reg;
 }
 
-// ---- slices: begin/end pairs as SQL over the typed tables ---------------------
-
-// The parts of the slices view this trace has tables for.
-std::string slices_sql(const Trace &t)
-{
-	auto has = [&](const std::string &n) { return t.typed_by_name.count(n) != 0; };
-	auto cols_of = [&](const std::string &n, const char *col) {
-		auto it = t.typed_by_name.find(n);
-		if (it == t.typed_by_name.end())
-			return false;
-		for (const FieldCol &c : t.typed[it->second].cols)
-			if (c.name == col)
-				return true;
-		return false;
-	};
-	std::vector<std::string> parts;
-	const char *kCols = "machine, pid, tid, process";
-	// Lock waits: a blocking call's one event is its end; it began wait_ns before.
-	for (const char *n : {"pthread:mutex_lock", "pthread:mutex_timedlock", "pthread:rwlock_rdlock",
-			      "pthread:rwlock_wrlock", "pthread:sem_wait", "pthread:sem_timedwait"})
-		if (has(n) && cols_of(n, "wait_ns") && cols_of(n, "lock"))
-			parts.push_back(std::string("SELECT 'lock_wait' AS kind, '") + (n + 8) +
-					"' AS name, ts - wait_ns AS ts, ts AS ts_end, wait_ns AS dur, " +
-					kCols + ", lock AS object, caller FROM " + quote_ident(n) +
-					" WHERE wait_ns > 0");
-	for (const char *n : {"pthread:cond_wait", "pthread:cond_timedwait"})
-		if (has(n) && cols_of(n, "wait_ns") && cols_of(n, "cond"))
-			parts.push_back(std::string("SELECT 'cond_wait', '") + (n + 8) +
-					"', ts - wait_ns, ts, wait_ns, " + kCols + ", cond, caller FROM " +
-					quote_ident(n));
-	// Holds: compact records carry their own; full records pair an
-	// acquisition with the same thread's next unlock of that lock.
-	for (const char *n : {"pthread:mutex_held", "pthread:mutex_tryheld"})
-		if (has(n) && cols_of(n, "hold_ns"))
-			parts.push_back(std::string("SELECT 'lock_hold', '") + (n + 8) +
-					"', ts - hold_ns, ts, hold_ns, " + kCols + ", lock, NULL FROM " +
-					quote_ident(n));
-	// An acquisition proves that the conflicting holds of other threads
-	// ended (their unlock event may be stamped late: a thread preempted
-	// between the real unlock and its event), so `strata analyze mutex`
-	// ends a hold at its thread's unlock or at the first conflicting
-	// acquisition it reads meanwhile, whichever comes first.  It reads
-	// events in record order, and a compact record's acquisition (ts -
-	// hold_ns) at the record (`pos` here); the hold then ends at that
-	// acquisition's time, or at its own start if that was later.
-	std::vector<std::string> acq;
-	const std::string cols = std::string(", ") + kCols + ", lock, ";
-	for (const char *n : {"pthread:mutex_lock", "pthread:mutex_timedlock", "pthread:mutex_trylock",
-			      "pthread:rwlock_rdlock", "pthread:rwlock_wrlock", "pthread:rwlock_tryrdlock",
-			      "pthread:rwlock_trywrlock"})
-		if (has(n) && cols_of(n, "ret") && cols_of(n, "caller"))
-			acq.push_back("SELECT ts, ts AS pos" + cols + "caller, 1 AS acq, " +
-				      (strstr(n, "rdlock") ? "0" : "1") + " AS excl, '" + (n + 8) +
-				      "' AS ev, 1 AS full FROM " + quote_ident(n) + " WHERE ret IN (0, 130)");
-	for (const char *n : {"pthread:mutex_acquired", "pthread:mutex_tryacquired"})
-		if (has(n) && cols_of(n, "age_ns"))
-			acq.push_back("SELECT ts - age_ns, ts" + cols + "NULL, 1, 1, '" + (n + 8) +
-				      "', 1 FROM " + quote_ident(n));
-	for (const char *n : {"pthread:mutex_held", "pthread:mutex_tryheld"})
-		if (has(n) && cols_of(n, "hold_ns"))
-			acq.push_back("SELECT ts - hold_ns, ts" + cols + "NULL, 1, 1, '" + (n + 8) +
-				      "', 0 FROM " + quote_ident(n));
-	std::vector<std::string> rel;
-	for (const char *n : {"pthread:mutex_unlock", "pthread:rwlock_unlock"})
-		if (has(n))
-			rel.push_back("SELECT ts, ts" + cols + "NULL, 0, 0, '" + (n + 8) +
-				      "', 1, NULL, NULL, NULL FROM " + quote_ident(n));
-	if (!acq.empty() && !rel.empty()) {
-		std::string a, u;
-		for (const auto &x : acq)
-			a += (a.empty() ? "" : " UNION ALL ") + x;
-		for (const auto &x : rel)
-			u += " UNION ALL " + x;
-		parts.push_back(
-			"SELECT 'lock_hold', ev, ts, e, e - ts, " + std::string(kCols) +
-			", lock, caller FROM (SELECT *, CASE WHEN npos < nts AND (excl OR nexcl) THEN "
-			"max(nat, ts) ELSE nts END AS e FROM (SELECT *, LEAD(ts) OVER t AS nts, LEAD(acq) "
-			"OVER t AS nacq FROM (SELECT *, LEAD(ts) OVER l AS nat, LEAD(pos) OVER l AS npos, "
-			"LEAD(excl) OVER l AS nexcl FROM (" +
-			a + ") WINDOW l AS (PARTITION BY machine, pid, lock ORDER BY pos)" + u +
-			") WINDOW t AS (PARTITION BY machine, pid, tid, lock ORDER BY ts)) WHERE acq = 1 "
-			"AND full = 1 AND nacq = 0)");
-	}
-	// JVM monitors: contended enters and waits end with their duration.
-	for (const char *n : {"jvm:monitor_contended_entered", "jvm:monitor_waited"})
-		if (has(n) && cols_of(n, "wait_ns"))
-			parts.push_back(std::string("SELECT 'monitor_wait', '") + (n + 4) +
-					"', ts - wait_ns, ts, wait_ns, " + kCols + ", \"class\", NULL FROM " +
-					quote_ident(n));
-	// Syscalls: an entry and the same thread's next event, when that is its exit.
-	bool sys = false;
-	for (const auto &kv : t.typed_by_name)
-		sys |= kv.first.compare(0, 14, "syscall_entry_") == 0;
-	if (sys)
-		parts.push_back(
-			"SELECT 'syscall', substr(name, 15), ts, nts, nts - ts, machine, pid, tid, process, "
-			"NULL, NULL FROM (SELECT ts, machine, pid, tid, process, name, LEAD(ts) OVER w AS "
-			"nts, "
-			"LEAD(name) OVER w AS nname FROM events WHERE name LIKE 'syscall\\_%' ESCAPE '\\' "
-			"WINDOW w AS (PARTITION BY machine, tid ORDER BY ts)) WHERE name LIKE "
-			"'syscall\\_entry\\_%' ESCAPE '\\' AND nname = 'syscall_exit_' || substr(name, 15)");
-	if (parts.empty())
-		return "SELECT NULL AS kind, NULL AS name, NULL AS ts, NULL AS ts_end, NULL AS dur, NULL AS "
-		       "machine, NULL AS pid, NULL AS tid, NULL AS process, NULL AS object, NULL AS caller "
-		       "WHERE 0";
-	std::string sql;
-	for (const auto &p : parts)
-		sql += (sql.empty() ? "" : " UNION ALL ") + p;
-	return sql;
-}
+// ---- the views ---------------------------------------------------------------
 
 // Every lock acquisition of the pthread preload's events, one row each
 // (a mutex_counts row stands for `pairs` counted ones): the rows
@@ -1412,7 +2145,7 @@ std::string hold_counts_sql(const Trace &t)
 // The views open_trace makes: a class of such a name gets no table.
 bool is_view(const std::string &n)
 {
-	return n == "slices" || n == "acquisitions" || n == "hold_counts";
+	return n == "acquisitions" || n == "hold_counts";
 }
 
 void f_open(sqlite3_context *ctx, int argc, sqlite3_value **argv)
@@ -1475,10 +2208,10 @@ bool open_trace(sqlite3 *db, const std::string &path, std::string *why)
 	reg->made.clear();
 	reg->open.clear();
 	reg->open.push_back(t);
-	std::vector<std::string> names = {"events", "lost", "processes", "threads", "sched"};
+	std::vector<std::string> names = {"events", "lost", "processes", "threads", "sched", "slices"};
 	for (const TypedTable &tt : t->typed)
 		if (tt.name != "events" && tt.name != "lost" && tt.name != "processes" &&
-		    tt.name != "threads" && tt.name != "sched" && !is_view(tt.name))
+		    tt.name != "threads" && tt.name != "sched" && tt.name != "slices" && !is_view(tt.name))
 			names.push_back(tt.name);
 	for (const std::string &n : names) {
 		if (!exec("CREATE VIRTUAL TABLE temp." + quote_ident(n) + " USING strata(" +
@@ -1486,8 +2219,7 @@ bool open_trace(sqlite3 *db, const std::string &path, std::string *why)
 			return false;
 		reg->made.push_back(n);
 	}
-	const std::pair<const char *, std::string> views[] = {{"slices", slices_sql(*t)},
-							      {"acquisitions", acquisitions_sql(*t)},
+	const std::pair<const char *, std::string> views[] = {{"acquisitions", acquisitions_sql(*t)},
 							      {"hold_counts", hold_counts_sql(*t)}};
 	for (const auto &view : views) {
 		if (!exec(std::string("CREATE TEMP VIEW ") + view.first + " AS " + view.second))

@@ -5,17 +5,19 @@
  * Strata's own reader (libtrace/reader/trace_reader.h):
  *   CREATE VIRTUAL TABLE temp.events USING strata('/path/to/trace', 'events')
  * with the second argument 'events', 'lost', 'processes', 'threads', 'sched'
- * (the CPUs' slices, from sched_switch), or an event class's name
- * ('pthread:mutex_lock', 'sched_switch'): its typed table.  open_trace() (and the SQL function strata_open(PATH)) makes every
- * table of a trace at once in the `temp` schema, and the views over them:
- * `slices`, `acquisitions` and `hold_counts`.
+ * (the CPUs' slices, from sched_switch), 'slices' (begin/end pairs, one
+ * pass), or an event class's name ('pthread:mutex_lock', 'sched_switch'):
+ * its typed table.  open_trace() (and the SQL function strata_open(PATH))
+ * makes every table of a trace at once in the `temp` schema, and the views
+ * over them: `acquisitions` and `hold_counts`.
  * The tables of one path share one opened trace (its packet index, read
  * once); each scan is a pass of its own, so self-joins work.
  *
  * Pushed down to the reader: ts bounds (=, <, <=, >, >=) become its window
  * (only the packets that may hold such events are read); pid = and tid =
  * become its stream filter (streams that cannot hold such events are not
- * read).  Rows come in ts order (ORDER BY ts costs nothing).
+ * read).  The event tables' rows come in ts order (ORDER BY ts costs
+ * nothing); sched's and slices' as they end.
  */
 #ifndef STRATA_QUERY_TRACE_TABLES_H
 #define STRATA_QUERY_TRACE_TABLES_H

@@ -192,6 +192,14 @@ def pthread_checks(strata, trace):
     rows, _ = q(strata, trace, "SELECT ts, ts_end, tid, object FROM slices WHERE kind = 'lock_wait'")
     got = sorted(tuple(int(x) for x in r) for r in rows[1:]) if rows else None
     check(got == exp and exp, "lock waits (begin/end) equal bt2's (%d)" % len(exp))
+    # kind, tid and a ts_end window pushed down (the question of issue 50).
+    tid = max(set(e[2] for e in exp), key=lambda t: sum(1 for e in exp if e[2] == t))
+    t1, t2 = exp[len(exp) // 4][1], exp[3 * len(exp) // 4][1]
+    rows, err = q(strata, trace, "SELECT ts, ts_end, tid, object FROM slices WHERE kind = 'lock_wait' AND tid = %d "
+                  "AND ts_end BETWEEN %d AND %d" % (tid, t1, t2), "--stats")
+    got = sorted(tuple(int(x) for x in r) for r in rows[1:]) if rows else None
+    want = [e for e in exp if e[2] == tid and t1 <= e[1] <= t2]
+    check(got == want and want, "lock waits of thread %d ending in a window equal bt2's (%d)" % (tid, len(want)))
     # Holds of full records: each acquisition and its thread's next unlock of
     # the lock, ended early by the first acquisition of the lock read after it
     # (analyze's rule: records in order, a compact record's acquisition at its
@@ -223,6 +231,13 @@ def pthread_checks(strata, trace):
                 "AND name NOT LIKE 'mutex_held'")
     got = sorted(tuple(int(x) for x in r) for r in rows[1:]) if rows else None
     check(got == sorted(exp) and exp, "lock holds of full records (begin/end join) equal bt2's (%d)" % len(exp))
+    exp.sort()
+    t1, t2 = exp[len(exp) // 3][0], exp[2 * len(exp) // 3][1]
+    rows, _ = q(strata, trace, "SELECT ts, ts_end, tid, object FROM slices WHERE kind = 'lock_hold' AND name NOT LIKE "
+                "'mutex_held' AND ts >= %d AND ts_end <= %d" % (t1, t2))
+    got = sorted(tuple(int(x) for x in r) for r in rows[1:]) if rows else None
+    want = [e for e in exp if e[0] >= t1 and e[1] <= t2]
+    check(got == want and want, "lock holds of full records in a window equal bt2's (%d)" % len(want))
     analyze_sql_checks(strata, trace, "every pair a record")
 
 
@@ -356,28 +371,50 @@ def sched_checks(strata, work, ext):
     trace = os.path.join(work, "sched")
     shutil.rmtree(trace, ignore_errors=True)
     make_sched_fixture.make(trace)
-    evs = []  # (ts, name, tid, cpu, payload)
+    evs = []  # the kernel's: (ts, name, tid, cpu, payload)
+    user_pid = {}  # tid -> pid: the threads of the user sub-traces (of machine "box")
     for m in bt2.TraceCollectionMessageIterator(trace):
         if type(m) is bt2._EventMessageConst:
             ev = m.event
+            env = ev.stream.trace.environment
+            if env["domain"] != "kernel":
+                check(env["hostname"] == "box", "the user sub-trace is of the kernel's machine")
+                user_pid[event_tid(ev)] = int(env["vpid"])
+                continue
             evs.append((m.default_clock_snapshot.ns_from_origin, ev.name, event_tid(ev),
                         int(ev.common_context_field["cpu_id"]), bt_payload(ev.payload_field)))
     # sched: each switch starts next_tid's slice on its CPU, the CPU's next
     # switch ends it (with its prev_state when it switched that thread out).
+    # Its pid: the last fork naming the thread, else its user sub-trace's,
+    # 0 for the idle task.  Its wake-up: the first sched_waking of the
+    # thread since it was last the thread of an event or switched out.
     per_cpu = {}
+    forked, woken = {}, {}
     for ts, n, tid, cpu, p in evs:
-        if n == "sched_switch":
-            per_cpu.setdefault(cpu, []).append((ts, p))
-    cols = ["ts", "ts_end", "dur", "machine", "cpu", "tid", "comm", "prio", "end_state", "next_tid", "next_comm"]
+        if tid >= 0:
+            woken.pop(tid, None)
+        if n == "sched_process_fork":
+            forked[p["parent_tid"]] = p["parent_pid"]
+            forked[p["child_tid"]] = p["child_pid"]
+        elif n == "sched_waking":
+            woken.setdefault(p["tid"], ts)
+        elif n == "sched_switch":
+            woken.pop(p["prev_tid"], None)
+            nt = p["next_tid"]
+            pid = 0 if nt == 0 else forked.get(nt, user_pid.get(nt))
+            per_cpu.setdefault(cpu, []).append((ts, p, pid, woken.pop(nt, None)))
+    cols = ["ts", "ts_end", "dur", "machine", "cpu", "pid", "tid", "comm", "prio", "end_state", "next_tid",
+            "next_comm", "wake_ts", "wake_latency"]
     exp = []
     for cpu, sw in per_cpu.items():
-        for (ts, p), nx in zip(sw, sw[1:] + [None]):
+        for (ts, p, pid, wake), nx in zip(sw, sw[1:] + [None]):
             exp.append({"ts": ts, "ts_end": nx and nx[0], "dur": nx and nx[0] - ts, "machine": "box", "cpu": cpu,
-                        "tid": p["next_tid"], "comm": p["next_comm"], "prio": p["next_prio"],
+                        "pid": pid, "tid": p["next_tid"], "comm": p["next_comm"], "prio": p["next_prio"],
                         "end_state": nx[1]["prev_state"] if nx and nx[1]["prev_tid"] == p["next_tid"] else None,
-                        "next_tid": nx and nx[1]["next_tid"], "next_comm": nx and nx[1]["next_comm"]})
+                        "next_tid": nx and nx[1]["next_tid"], "next_comm": nx and nx[1]["next_comm"],
+                        "wake_ts": wake, "wake_latency": None if wake is None else ts - wake})
     exp.sort(key=lambda d: (d["ts"], d["cpu"]))
-    ints = {"ts", "ts_end", "dur", "cpu", "tid", "prio", "end_state", "next_tid"}
+    ints = {"ts", "ts_end", "dur", "cpu", "pid", "tid", "prio", "end_state", "next_tid", "wake_ts", "wake_latency"}
 
     def typed(hdr, r):
         return {k: (opt_int(v) if k in ints else v or None) for k, v in zip(hdr, r)}
@@ -385,21 +422,34 @@ def sched_checks(strata, work, ext):
     got = [typed(rows[0], r) for r in rows[1:]] if rows else None
     lost = sum(1 for d in exp if d["ts_end"] is not None and d["end_state"] is None)
     check(rows and rows[0] == cols, "sched's columns (%r)" % (rows and rows[0]))
+    pids = {d["tid"]: d["pid"] for d in exp}
     check(got == exp and len(per_cpu) == 3 and lost > 0,
           "sched: every CPU slice equals bt2's switches paired per CPU (%d slices, %d after a lost switch)"
           % (len(exp), lost))
-    # ts bounds pushed down: the slices that begin in a window, fewer bytes read.
+    woke = [d["wake_latency"] for d in exp if d["wake_latency"] is not None]
+    check(len(woke) > len(exp) // 2 and pids.get(102) == 101 and pids.get(107) == 106 and pids.get(108) == 108
+          and pids.get(109, 0) is None and pids.get(110) == 110,
+          "sched: pid from the forks and the user sub-trace, wake_latency of %d slices (min %d, max %d ns) as bt2's"
+          % (len(woke), min(woke or [0]), max(woke or [0])))
+    # ts bounds pushed down: the slices that begin in a window, fewer bytes read
+    # (pid and the wake columns need what came before: read from the start).
     tss = sorted(d["ts"] for d in exp)
     t1, t2 = tss[len(tss) // 3], tss[len(tss) // 2]
-    rows, err_w = q(strata, trace, "SELECT * FROM sched WHERE ts >= %d AND ts <= %d ORDER BY ts, cpu" % (t1, t2),
-                    "--stats")
+    win = [d for d in exp if t1 <= d["ts"] <= t2]
+    few = [c for c in cols if c not in ("pid", "wake_ts", "wake_latency")]
+    rows, err_w = q(strata, trace, "SELECT %s FROM sched WHERE ts >= %d AND ts <= %d ORDER BY ts, cpu"
+                    % (", ".join(few), t1, t2), "--stats")
     _, err_all = q(strata, trace, "SELECT count(*) FROM sched", "--stats")
     bw = re.search(r"(\d+) packet bytes read", err_w)
     ba = re.search(r"(\d+) packet bytes read", err_all)
     got = [typed(rows[0], r) for r in rows[1:]] if rows else None
-    check(got == [d for d in exp if t1 <= d["ts"] <= t2] and bw and ba and int(bw.group(1)) < int(ba.group(1)) / 2,
+    check(got == [{k: d[k] for k in few} for d in win] and bw and ba and int(bw.group(1)) < int(ba.group(1)) / 2,
           "sched in a ts window: bt2's slices that begin in it, %s of %s packet bytes read" %
           (bw and bw.group(1), ba and ba.group(1)))
+    rows, _ = q(strata, trace, "SELECT * FROM sched WHERE ts >= %d AND ts <= %d ORDER BY ts, cpu" % (t1, t2))
+    got = [typed(rows[0], r) for r in rows[1:]] if rows else None
+    check(got == win and any(d["wake_latency"] is not None for d in win),
+          "sched in a ts window with pid and wake_latency: bt2's (%d slices)" % len(win))
     # The worked question of docs/query.md, at a time T of the trace.
     with open(os.path.join(HERE, "..", "..", "docs", "query.md")) as f:
         doc = f.read()
@@ -426,6 +476,17 @@ def sched_checks(strata, work, ext):
         got = [tuple(int(x) for x in r) for r in rows[1:]] if rows else None
         check(got == sorted(((k,) + v for k, v in share.items()), key=lambda x: (-x[2], x[0])),
               "the docs' CPU share in that window gives bt2's (%r)" % got)
+        m = re.search(r"<!-- query-test: wake-latency -->\s*```sql\n(.*?)```", doc, re.S)
+        check(m is not None, "docs/query.md holds the wake-latency SQL")
+        worst = {}
+        for d in exp:
+            if d["wake_latency"] is not None:
+                n, mx, sm = worst.get(d["tid"], (0, 0, 0))
+                worst[d["tid"]] = (n + 1, max(mx, d["wake_latency"]), sm + d["wake_latency"])
+        want = sorted(((pids[t], t) + v for t, v in worst.items()), key=lambda x: (-x[3], x[1]))[:10]
+        rows, _ = q(strata, trace, m.group(1)) if m else (None, "")
+        got = [tuple(opt_int(x) for x in r) for r in rows[1:]] if rows else None
+        check(got == want and len(want) == 10, "the docs' longest wake-up latencies give bt2's (%r)" % (got,))
     # threads: a kernel thread's row per name, in time order.
     runs = {}
 
@@ -445,7 +506,7 @@ def sched_checks(strata, work, ext):
             if k.endswith("comm") and k[:-4] + "tid" in p and p[k[:-4] + "tid"] >= 0:
                 seen(p[k[:-4] + "tid"], ts, p[k])
     exp_t = sorted((tid, name, b, e) for tid, r in runs.items() for name, b, e in r)
-    rows, _ = q(strata, trace, "SELECT tid, thread, ts, ts_end FROM threads")
+    rows, _ = q(strata, trace, "SELECT tid, thread, ts, ts_end FROM threads WHERE pid IS NULL")
     got = sorted((int(r[0]), r[1] or None, int(r[2]), int(r[3])) for r in rows[1:]) if rows else None
     renamed = len(exp_t) - len(runs)
     check(got == exp_t and renamed > 0 and 110 in runs,

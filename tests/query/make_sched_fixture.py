@@ -14,6 +14,12 @@ sched_waking before most switches in; prev_state 0 (preempted), 1 (S) or 2
 has another prev_tid); threads renamed mid-trace (prctl's PR_SET_NAME: later
 events carry the new comm); sched_process_fork naming a child thread before
 it first runs.  Timestamps are distinct and increasing.
+
+Processes: forks at the start put threads 101-105 in process 101 and
+106-107 in process 106 (forked by "init", 1); 108 has no fork, but a user
+sub-trace of the same machine (pid 108, two events) has it as its main
+thread; 109 is in no process the trace names; 110 is forked mid-trace as
+a process of its own.
 """
 import os
 import random
@@ -27,6 +33,7 @@ KERNEL = [e for e in tl.KERNEL if e[0] in ("sched_switch", "sched_waking")] + [
                             (tl.STR, "child_comm", "s", 1), (tl.S32, "child_tid", "i", 4),
                             (tl.S32, "parent_pid", "i", 4), (tl.S32, "child_pid", "i", 4)]),
 ]
+USER = [("app:note", [(tl.S32, "n", "i", 4)])]
 CPUS = 3
 
 
@@ -37,6 +44,12 @@ def make(out, seed=50, span_ns=600000000):
     running = {c: 0 for c in range(CPUS)}
     born = set(range(101, 110))  # 110 is forked mid-trace
     evs = []  # (name, ts, context tid, cpu, values)
+    pid = {}
+    for t, parent in ((101, 1), (102, 101), (103, 101), (104, 101), (105, 101), (106, 1), (107, 106)):
+        pid[t] = t if parent == 1 else pid[parent]
+        pname = "init" if parent == 1 else names[parent]
+        evs.append(("sched_process_fork", 100 + t, parent, 0,
+                    (pname, parent, names[t], t, pid.get(parent, parent), pid[t])))
     ts = 1000
 
     def comm(t, cpu):
@@ -50,7 +63,7 @@ def make(out, seed=50, span_ns=600000000):
         if r < 0.03 and 110 not in born and cur:
             born.add(110)
             names[110] = "child"
-            evs.append(("sched_process_fork", ts, cur, cpu, (names[cur], cur, "child", 110, 100, 100)))
+            evs.append(("sched_process_fork", ts, cur, cpu, (names[cur], cur, "child", 110, pid.get(cur, cur), 110)))
             continue
         if 0.03 <= r < 0.034 and cur:
             names[cur] = "%s.r%d" % (names[cur].split(".")[0], ts // 1000)  # renamed: later events say so
@@ -81,6 +94,15 @@ def make(out, seed=50, span_ns=600000000):
     tl.write(out, "kernel", bytes(range(80, 96)),
              '\tdomain = "kernel";\n\ttracer_name = "lttng-modules";\n\tsysname = "Linux";\n'
              '\thostname = "box";', KERNEL, packets)
+    u = tl.writer(USER)
+    last = evs[-1][1]
+
+    def fill_user(r):
+        u(r, "app:note", 2000, 108, 0, 1)
+        u(r, "app:note", last // 2, 108, 0, 2)
+    tl.write(out, "ust-108", bytes(range(96, 112)),
+             '\tdomain = "ust";\n\ttracer_name = "strata";\n\tprocname = "worker-108";\n\tvpid = 108;\n'
+             '\thostname = "box";', USER, [(fill_user, 2000, last // 2, 0)])
     return len(evs)
 
 
