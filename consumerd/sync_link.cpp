@@ -870,6 +870,47 @@ std::string SyncLink::json(const std::string &in) const
 	return o.str();
 }
 
+// mu_ held: the clock block and env lines that put this machine's values
+// onto the peer's by segment `seg`'s line (its rate in whole Hz).
+void SyncLink::segment_clock(const clocksync::Segment &seg, size_t n_segs, const ClockInfo &local,
+			     ClockInfo *out, std::string *env) const
+{
+	// local -> peer: y = y0 + slope*(x - x0); CTF: absolute(x) =
+	// offset_s*1e9 + (offset + x)*1e9/freq.  freq = round(1e9/slope), a'
+	// its slope; C = peer_offset + y0 - a'*x0 the absolute time at x = 0.
+	*out = local;
+	const uint64_t freq = static_cast<uint64_t>(std::llround(1e9 / seg.slope));
+	const long double a2 = 1e9L / static_cast<long double>(freq);
+	const long double c = static_cast<long double>(peer_offset_ns_) +
+			      static_cast<long double>(seg.y0 - seg.x0) -
+			      (a2 - 1) * static_cast<long double>(seg.x0);
+	int64_t cs = static_cast<int64_t>(std::floor(c / 1e9L));
+	const long double rem = c - static_cast<long double>(cs) * 1e9L; // [0, 1e9)
+	int64_t cyc = std::llround(rem / a2);
+	out->freq = freq;
+	out->offset_s = cs;
+	out->offset_ns = cyc; // in cycles of freq (CTF's `offset`)
+	out->uuid = peer_boot_id_;
+	out->description = "monotonic clock of " + hostname_ + " mapped onto " + spec_.name + "'s (" +
+			   (peer_hostname_.empty() ? "?" : peer_hostname_) + ")";
+	// The rounding of the rate to whole Hz, at the segment's ends.
+	const long double span =
+		static_cast<long double>(std::max(seg.x_last - seg.x0, seg.x0 - seg.x_first));
+	const int64_t extra =
+		static_cast<int64_t>(std::ceil(std::fabs(static_cast<double>(a2 - seg.slope)) * span)) + 1;
+	int64_t width = 0;
+	for (const auto &k : seg.knots)
+		width = std::max(width, k.hi - k.lo);
+	char b[512];
+	snprintf(b, sizeof b,
+		 "\tsync_state = \"correlated\";\n\tsync_peer = %s;\n\tsync_peer_hostname = %s;\n"
+		 "\tsync_segments = %zu;\n\tsync_valid_from = %" PRId64 ";\n\tsync_valid_to = %" PRId64
+		 ";\n\tsync_bound_ns = %" PRId64 ";\n\tsync_rate_rounding_ns = %" PRId64 ";\n",
+		 clocksync::json_string(spec_.name).c_str(), clocksync::json_string(peer_hostname_).c_str(),
+		 n_segs, seg.x_first, seg.x_last, width, extra);
+	*env = b;
+}
+
 bool SyncLink::ctf_clock(const ClockInfo &local, ClockInfo *out, std::string *env) const
 {
 	std::lock_guard<std::mutex> g(mu_);
@@ -885,40 +926,27 @@ bool SyncLink::ctf_clock(const ClockInfo &local, ClockInfo *out, std::string *en
 		       clocksync::json_string(spec_.name) + ";\n";
 		return false;
 	}
-	// local -> peer: y = y0 + slope*(x - x0); CTF: absolute(x) =
-	// offset_s*1e9 + (offset + x)*1e9/freq.  freq = round(1e9/slope), a'
-	// its slope; C = peer_offset + y0 - a'*x0 the absolute time at x = 0.
-	const uint64_t freq = static_cast<uint64_t>(std::llround(1e9 / best->slope));
-	const long double a2 = 1e9L / static_cast<long double>(freq);
-	const long double c = static_cast<long double>(peer_offset_ns_) +
-			      static_cast<long double>(best->y0 - best->x0) -
-			      (a2 - 1) * static_cast<long double>(best->x0);
-	int64_t cs = static_cast<int64_t>(std::floor(c / 1e9L));
-	const long double rem = c - static_cast<long double>(cs) * 1e9L; // [0, 1e9)
-	int64_t cyc = std::llround(rem / a2);
-	out->freq = freq;
-	out->offset_s = cs;
-	out->offset_ns = cyc; // in cycles of freq (CTF's `offset`)
-	out->uuid = peer_boot_id_;
-	out->description = "monotonic clock of " + hostname_ + " mapped onto " + spec_.name + "'s (" +
-			   (peer_hostname_.empty() ? "?" : peer_hostname_) + ")";
-	// The rounding of the rate to whole Hz, at the segment's ends.
-	const long double span =
-		static_cast<long double>(std::max(best->x_last - best->x0, best->x0 - best->x_first));
-	const int64_t extra =
-		static_cast<int64_t>(std::ceil(std::fabs(static_cast<double>(a2 - best->slope)) * span)) + 1;
-	int64_t width = 0;
-	for (const auto &k : best->knots)
-		width = std::max(width, k.hi - k.lo);
-	char b[512];
-	snprintf(b, sizeof b,
-		 "\tsync_state = \"correlated\";\n\tsync_peer = %s;\n\tsync_peer_hostname = %s;\n"
-		 "\tsync_segments = %zu;\n\tsync_valid_from = %" PRId64 ";\n\tsync_valid_to = %" PRId64
-		 ";\n\tsync_bound_ns = %" PRId64 ";\n\tsync_rate_rounding_ns = %" PRId64 ";\n",
-		 clocksync::json_string(spec_.name).c_str(), clocksync::json_string(peer_hostname_).c_str(),
-		 segs.size(), best->x_first, best->x_last, width, extra);
-	*env = b;
+	segment_clock(*best, segs.size(), local, out, env);
 	return true;
+}
+
+std::vector<CtfPiece> SyncLink::ctf_pieces(const ClockInfo &local) const
+{
+	std::lock_guard<std::mutex> g(mu_);
+	std::vector<CtfPiece> v;
+	if (peer_boot_id_.empty())
+		return v;
+	const std::vector<clocksync::Segment> segs = est_.segments();
+	for (size_t i = 0; i < segs.size(); i++) {
+		if (!segs[i].bounded)
+			continue;
+		CtfPiece p;
+		p.segment = i;
+		p.from = v.empty() ? INT64_MIN : segs[i].x_first; // as clock_map.h's pieces
+		segment_clock(segs[i], segs.size(), local, &p.clock, &p.env);
+		v.push_back(std::move(p));
+	}
+	return v;
 }
 
 std::string SyncLinks::status() const
@@ -1016,31 +1044,61 @@ void SyncLinks::session_stopped(const std::string &out, const ClockInfo &clock,
 		logf("clock links: cannot write %s: %s", path.c_str(), strerror(errno));
 	if (!w.follow)
 		return;
-	// Every sub-trace's metadata, in place (the drains append with
-	// O_APPEND, so a later append still lands at the end).
-	size_t n = 0;
+	// Every sub-trace's metadata (listed first: a split makes directories).
+	std::vector<std::string> dirs;
 	for (auto it = std::filesystem::recursive_directory_iterator(out, ec);
-	     !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-		if (it->path().filename() != "metadata" || !it->is_regular_file(ec))
-			continue;
-		std::ifstream f(it->path());
-		std::stringstream ss;
-		ss << f.rdbuf();
-		const std::string text = ss.str();
+	     !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+		if (it->path().filename() == "metadata" && it->is_regular_file(ec) &&
+		    !is_piece_dir(it->path().parent_path().string()))
+			dirs.push_back(it->path().parent_path().string());
+	// Across a step (two pieces or more): one CTF trace per piece, so that
+	// babeltrace2 places every event as clocks.json does (trace_split.h).
+	const std::vector<CtfPiece> pieces = w.clock.freq && w.env.find("\"correlated\"") != std::string::npos
+						     ? w.follow->ctf_pieces(clock)
+						     : std::vector<CtfPiece>();
+	size_t n = 0;
+	SplitStats st;
+	for (const std::string &d : dirs) {
+		std::string text;
+		{
+			std::ifstream f(d + "/metadata");
+			std::stringstream ss;
+			ss << f.rdbuf();
+			text = ss.str();
+		}
 		if (text.rfind("/* CTF 1.8 */", 0) != 0)
 			continue;
+		if (pieces.size() > 1) {
+			std::string err;
+			if (!split_subtrace(d, pieces, &st, &err))
+				logf("clock links: %s: cannot split it by clock piece (%s): babeltrace2 "
+				     "places it on "
+				     "one clock line",
+				     d.c_str(), err.c_str());
+			else
+				n++;
+			continue;
+		}
+		// In place (the drains append with O_APPEND, so a later append
+		// still lands at the end).
 		const std::string nt = rewrite_metadata_clock(text, w.clock, w.env);
 		if (nt == text)
 			continue;
-		const int fd = open(it->path().c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+		const std::string path = d + "/metadata";
+		const int fd = open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0 || write(fd, nt.data(), nt.size()) != static_cast<ssize_t>(nt.size()))
-			logf("clock links: cannot rewrite %s: %s", it->path().c_str(), strerror(errno));
+			logf("clock links: cannot rewrite %s: %s", path.c_str(), strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		n++;
 	}
-	VLOG("clock links: %zu metadata file(s) under %s put onto %s's clock", n, out.c_str(),
-	     w.follow->spec().name.c_str());
+	if (pieces.size() > 1)
+		INFO("clock links: %zu sub-trace(s) under %s split into %zu clock pieces (%zu piece "
+		     "directories written, %zu packet(s) moved, %zu cut at a record boundary)",
+		     n, out.c_str(), pieces.size(), st.dirs_made, st.packets_moved, st.packets_cut);
+	else
+		VLOG("clock links: %zu metadata file(s) under %s put onto %s's clock", n, out.c_str(),
+		     w.follow->spec().name.c_str());
 }
 
 bool SyncLinks::follows() const

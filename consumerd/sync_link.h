@@ -41,6 +41,7 @@
 #include "clocksync.h"
 #include "metadata.h"
 #include "sync_kvm.h"
+#include "trace_split.h"
 
 namespace strata {
 class RelayLink;
@@ -112,6 +113,9 @@ public:
 	// say so.  False (and env lines saying "uncorrelated") when there is no
 	// bounded map.
 	bool ctf_clock(const ClockInfo &local, ClockInfo *out, std::string *env_lines) const;
+	// Follower: every bounded segment as a piece (trace_split.h) with its
+	// own line; empty without a bounded map.
+	std::vector<CtfPiece> ctf_pieces(const ClockInfo &local) const;
 
 private:
 	void run();
@@ -122,6 +126,8 @@ private:
 	void step_seen(const char *what);
 	bool send_second(int fd);
 	std::string kvm_checked() const; // mu_ held: the summary after a fresh check
+	void segment_clock(const clocksync::Segment &seg, size_t n_segs, const ClockInfo &local,
+			   ClockInfo *out, std::string *env) const; // mu_ held
 	bool send_frame(int fd, const SyncFrame &f);
 	bool sleep_ns(uint64_t ns); // false: stop asked
 	ssize_t read_stamped(int fd, uint8_t *buf, size_t len, int64_t *t_recv);

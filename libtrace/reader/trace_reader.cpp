@@ -276,6 +276,10 @@ bool TraceReader::add_trace(const std::string &dir)
 	m.env_int("vpid", &t->vpid);
 	t->hostname = m.env_string("hostname");
 	t->kernel = m.is_kernel();
+	if (int64_t v; m.env_int("sync_piece_from", &v) && v > 0)
+		t->piece_from = static_cast<uint64_t>(v);
+	if (int64_t v; m.env_int("sync_piece_to", &v) && v > 0)
+		t->piece_to = static_cast<uint64_t>(v);
 	auto walk = std::make_shared<RecordWalk>(m.record_format);
 	auto cls = m.events.find(m.stream_id);
 	if (cls != m.events.end())
@@ -431,6 +435,8 @@ void TraceReader::accept_packet(StreamInfo *s, uint64_t off, const strata_packet
 		s->shared = m.shared_stream(h.stream_id);
 	}
 	ctx->ts_begin = h.timestamp_begin;
+	if (h.timestamp_begin < s->trace->piece_from || h.timestamp_begin >= s->trace->piece_to)
+		return; // a sibling piece's (SubTrace::piece_from)
 	PacketEntry e;
 	e.offset = off;
 	e.size = h.packet_size / 8;

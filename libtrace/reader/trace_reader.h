@@ -56,6 +56,12 @@ struct SubTrace {
 	int64_t vpid = 0;
 	std::string hostname;
 	bool kernel = false;
+	// A follower's sub-trace split by clock piece (docs/clocks.md,
+	// "babeltrace2 across a step"): the raw values its packets begin in
+	// (env sync_piece_from / sync_piece_to); a packet outside belongs to a
+	// sibling piece directory and is skipped (a split cut short by a kill
+	// shows no packet twice).
+	uint64_t piece_from = 0, piece_to = UINT64_MAX;
 };
 
 struct PacketEntry {
