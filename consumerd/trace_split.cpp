@@ -76,8 +76,10 @@ bool read_text(int dirfd, const char *name, std::string *out)
 bool put_text(int dirfd, const char *name, const std::string &text, const Owner &own, std::string *err)
 {
 	const std::string tmp = std::string(".") + name + ".split";
-	const int fd = openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
-	if (fd < 0 || !write_all(fd, text.data(), text.size()) || renameat(dirfd, tmp.c_str(), dirfd, name) != 0) {
+	const int fd =
+		openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
+	if (fd < 0 || !write_all(fd, text.data(), text.size()) ||
+	    renameat(dirfd, tmp.c_str(), dirfd, name) != 0) {
 		*err = std::string("cannot write ") + name + ": " + strerror(errno);
 		if (fd >= 0)
 			close(fd);
@@ -100,8 +102,8 @@ size_t piece_of(const std::vector<CtfPiece> &p, uint64_t x)
 
 // The parts of one stream file; false (plan->whole) when a header does not
 // check: the file then stays as it is.
-void plan_file(int fd, uint64_t size, const TraceMeta &m, RecordWalk &walk, const std::vector<CtfPiece> &pieces,
-	       FilePlan *plan, SplitStats *st)
+void plan_file(int fd, uint64_t size, const TraceMeta &m, RecordWalk &walk,
+	       const std::vector<CtfPiece> &pieces, FilePlan *plan, SplitStats *st)
 {
 	std::vector<uint8_t> buf;
 	uint64_t prev_begin = 0;
@@ -158,8 +160,8 @@ void plan_file(int fd, uint64_t size, const TraceMeta &m, RecordWalk &walk, cons
 		} runs{pieces, {}, {}, 0, {}};
 		uint64_t ts = h.timestamp_begin;
 		const char *why = nullptr;
-		const uint64_t end = walk.walk(buf.data(), content, m.shared_stream(h.stream_id), h.timestamp_end, &ts,
-					       &why, runs);
+		const uint64_t end = walk.walk(buf.data(), content, m.shared_stream(h.stream_id),
+					       h.timestamp_end, &ts, &why, runs);
 		if (end != content || runs.run_piece.size() < 2) {
 			// Not walked to its end, or in one piece after all.
 			if (!runs.run_piece.empty())
@@ -180,7 +182,8 @@ void plan_file(int fd, uint64_t size, const TraceMeta &m, RecordWalk &walk, cons
 			p.len = e - b;
 			p.h = h;
 			p.h.timestamp_begin = i == 0 ? h.timestamp_begin : runs.firsts[i].ts;
-			p.h.timestamp_end = i + 1 < runs.run_piece.size() ? runs.run_last_ts[i] : h.timestamp_end;
+			p.h.timestamp_end =
+				i + 1 < runs.run_piece.size() ? runs.run_last_ts[i] : h.timestamp_end;
 			p.h.content_size = (kHdr + p.len) * 8;
 			p.h.packet_size = p.h.content_size;
 			p.ts_begin = p.h.timestamp_begin;
@@ -220,7 +223,8 @@ uint64_t last_begin(int fd)
 	uint64_t last = 0;
 	for (uint64_t off = 0; off + kHdr <= static_cast<uint64_t>(st.st_size);) {
 		strata_packet_header h;
-		if (!read_at(fd, &h, sizeof h, off) || h.magic != STRATA_CTF_MAGIC || h.packet_size / 8 < kHdr)
+		if (!read_at(fd, &h, sizeof h, off) || h.magic != STRATA_CTF_MAGIC ||
+		    h.packet_size / 8 < kHdr)
 			break;
 		last = h.timestamp_begin;
 		off += h.packet_size / 8;
@@ -273,7 +277,8 @@ std::string drop_trace_uuid(const std::string &text)
 	return text.substr(0, u) + text.substr(ue);
 }
 
-bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces, SplitStats *st, std::string *err)
+bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces, SplitStats *st,
+		    std::string *err)
 {
 	if (pieces.empty())
 		return true;
@@ -295,7 +300,8 @@ bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces,
 		return false;
 	}
 	Fd pfd(open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-	Fd dfd(pfd.fd >= 0 ? openat(pfd.fd, leaf.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW) : -1);
+	Fd dfd(pfd.fd >= 0 ? openat(pfd.fd, leaf.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
+			   : -1);
 	if (dfd.fd < 0) {
 		*err = "cannot open " + dir + ": " + strerror(errno);
 		return false;
@@ -320,7 +326,8 @@ bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces,
 			continue;
 		plans.push_back(FilePlan{name, {}, false});
 	}
-	std::sort(plans.begin(), plans.end(), [](const FilePlan &a, const FilePlan &b) { return a.name < b.name; });
+	std::sort(plans.begin(), plans.end(),
+		  [](const FilePlan &a, const FilePlan &b) { return a.name < b.name; });
 	size_t keep = 0; // the base's piece: the latest that has a packet
 	bool any = false;
 	for (FilePlan &f : plans) {
@@ -332,7 +339,8 @@ bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces,
 		}
 		plan_file(fd.fd, static_cast<uint64_t>(fst.st_size), m, walk, pieces, &f, st);
 		if (f.whole)
-			logf("clock links: %s/%s: a packet header does not check; the file stays whole in its "
+			logf("clock links: %s/%s: a packet header does not check; the file stays whole in "
+			     "its "
 			     "directory (on one clock line)",
 			     dir.c_str(), f.name.c_str());
 		for (const Part &p : f.parts)
@@ -370,10 +378,11 @@ bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces,
 					continue;
 				if (out.fd < 0) {
 					out.fd = openat(kfd.fd, f.name.c_str(),
-							O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+							O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+							0640);
 					if (out.fd < 0 || in.fd < 0) {
-						*err = "cannot create " + parent + "/" + pname + "/" + f.name + ": " +
-						       strerror(errno);
+						*err = "cannot create " + parent + "/" + pname + "/" +
+						       f.name + ": " + strerror(errno);
 						return false;
 					}
 					own.apply(out.fd);
@@ -428,7 +437,8 @@ bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces,
 			continue;
 		}
 		const std::string tmp = "." + f.name + ".split";
-		Fd out(openat(dfd.fd, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640));
+		Fd out(openat(dfd.fd, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+			      0640));
 		bool ok = in.fd >= 0 && out.fd >= 0;
 		for (const Part &p : f.parts)
 			if (ok && p.piece == keep)

@@ -48,10 +48,10 @@ namespace strata {
 namespace daemon_impl {
 
 struct CtfPiece {
-	size_t segment = 0;      // its index in clocks.json's segments (the piece dir's name)
+	size_t segment = 0;       // its index in clocks.json's segments (the piece dir's name)
 	int64_t from = INT64_MIN; // first raw value it covers (the first piece: all before too)
-	ClockInfo clock;         // its line as a CTF clock
-	std::string env;         // its env lines (sync_*)
+	ClockInfo clock;          // its line as a CTF clock
+	std::string env;          // its env lines (sync_*)
 };
 
 struct SplitStats {
