@@ -840,10 +840,14 @@ std::string SyncLink::status_line() const
 	return s;
 }
 
-std::string SyncLink::json(const std::string &in) const
+std::string SyncLink::json(const std::string &in, const ClockInfo *local, CtfLines *lines) const
 {
 	std::lock_guard<std::mutex> g(mu_);
 	const std::vector<clocksync::Segment> segs = est_.segments();
+	if (local && lines) { // the same state of the map as the text's
+		lines->ok = ctf_clock_of(segs, *local, &lines->clock, &lines->env);
+		lines->pieces = lines->ok ? ctf_pieces_of(segs, *local) : std::vector<CtfPiece>();
+	}
 	std::ostringstream o;
 	const std::string self = "(this machine)";
 	o << in << "{\"name\": " << clocksync::json_string(spec_.name)
@@ -914,7 +918,12 @@ void SyncLink::segment_clock(const clocksync::Segment &seg, size_t n_segs, const
 bool SyncLink::ctf_clock(const ClockInfo &local, ClockInfo *out, std::string *env) const
 {
 	std::lock_guard<std::mutex> g(mu_);
-	const std::vector<clocksync::Segment> segs = est_.segments();
+	return ctf_clock_of(est_.segments(), local, out, env);
+}
+
+bool SyncLink::ctf_clock_of(const std::vector<clocksync::Segment> &segs, const ClockInfo &local,
+			    ClockInfo *out, std::string *env) const
+{
 	// The longest bounded segment: babeltrace2 takes one line per trace.
 	const clocksync::Segment *best = nullptr;
 	for (const auto &s : segs)
@@ -930,13 +939,14 @@ bool SyncLink::ctf_clock(const ClockInfo &local, ClockInfo *out, std::string *en
 	return true;
 }
 
-std::vector<CtfPiece> SyncLink::ctf_pieces(const ClockInfo &local) const
+// Every bounded segment as a piece (trace_split.h) with its own line, as
+// clock_map.h makes them; empty without a bounded map.
+std::vector<CtfPiece> SyncLink::ctf_pieces_of(const std::vector<clocksync::Segment> &segs,
+					      const ClockInfo &local) const
 {
-	std::lock_guard<std::mutex> g(mu_);
 	std::vector<CtfPiece> v;
 	if (peer_boot_id_.empty())
 		return v;
-	const std::vector<clocksync::Segment> segs = est_.segments();
 	for (size_t i = 0; i < segs.size(); i++) {
 		if (!segs[i].bounded)
 			continue;
@@ -1004,14 +1014,20 @@ SyncLinks::Written SyncLinks::clocks_written(const ClockInfo &clock, const std::
 	  << clocksync::json_string(hostname) << ", \"boot_id\": " << clocksync::json_string(clock.uuid)
 	  << ", \"clock_offset_ns\": " << clock.offset_s * 1000000000LL + clock.offset_ns
 	  << ",\n \"links\": [\n";
+	SyncLink::CtfLines lines;
 	for (size_t i = 0; i < links_.size(); i++) {
-		j << links_[i]->json("  ") << (i + 1 < links_.size() ? ",\n" : "\n");
-		if (links_[i]->spec().follower && !w.follow)
+		const bool first_follower = links_[i]->spec().follower && !w.follow;
+		if (first_follower)
 			w.follow = links_[i].get();
+		j << links_[i]->json("  ", first_follower ? &clock : nullptr,
+				     first_follower ? &lines : nullptr)
+		  << (i + 1 < links_.size() ? ",\n" : "\n");
 	}
 	if (w.follow) {
-		ClockInfo mapped;
-		const bool ok = w.follow->ctf_clock(clock, &mapped, &w.env);
+		const ClockInfo mapped = lines.clock;
+		const bool ok = lines.ok;
+		w.env = lines.env;
+		w.pieces = std::move(lines.pieces);
 		j << " ],\n \"ctf\": {\"link\": " << clocksync::json_string(w.follow->spec().name)
 		  << ", \"rewritten\": " << (ok ? "true" : "false") << ", \"freq\": " << mapped.freq
 		  << ", \"offset_s\": " << mapped.offset_s << ", \"offset\": " << mapped.offset_ns
@@ -1053,9 +1069,7 @@ void SyncLinks::session_stopped(const std::string &out, const ClockInfo &clock,
 			dirs.push_back(it->path().parent_path().string());
 	// Across a step (two pieces or more): one CTF trace per piece, so that
 	// babeltrace2 places every event as clocks.json does (trace_split.h).
-	const std::vector<CtfPiece> pieces = w.clock.freq && w.env.find("\"correlated\"") != std::string::npos
-						     ? w.follow->ctf_pieces(clock)
-						     : std::vector<CtfPiece>();
+	const std::vector<CtfPiece> &pieces = w.pieces; // of the map clocks.json holds
 	size_t n = 0;
 	SplitStats st;
 	for (const std::string &d : dirs) {

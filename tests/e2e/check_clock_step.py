@@ -265,6 +265,20 @@ def main():
     if not glink:
         check.finish()
 
+    # Each piece's metadata took its line from the map clocks.json holds
+    # (one state of it: the link refines its last segment meanwhile).
+    stale = []
+    for d, _, files in os.walk(outs["guest"]):
+        if "metadata" not in files:
+            continue
+        text = open(os.path.join(d, "metadata")).read()
+        env = dict(re.findall(r"^\t(sync_piece|sync_valid_from|sync_valid_to) = (-?\d+);$", text, re.M))
+        seg = glink[0]["segments"][int(env["sync_piece"])] if "sync_piece" in env else None
+        if not seg or (int(env["sync_valid_from"]), int(env["sync_valid_to"])) != (seg["x_first"], seg["x_last"]):
+            stale.append(os.path.relpath(d, outs["guest"]))
+    check(not stale, "every guest sub-trace's metadata has its piece's line from clocks.json's map (%s)" %
+          (", ".join(stale) or "all"))
+
     # babeltrace2: one CTF trace per clock piece.
     sends, raw = timeline(check, [outs["host"], outs["guest"]], n, client_on_guest=False, expect_inversions=True)
     bt2_check(check, [outs["host"], outs["guest"]], n, glink[0], raw)
