@@ -237,6 +237,19 @@ bool TraceReader::open_dirs(const std::vector<std::string> &dirs, std::string *w
 {
 	for (const std::string &d : dirs)
 		add_trace(d);
+	// Piece directories to their base (SubTrace::whole).
+	std::map<std::string, SubTrace *> by_dir;
+	for (const auto &t : traces_)
+		by_dir.emplace(t->dir, t.get());
+	for (const auto &t : traces_) {
+		const size_t p = t->dir.rfind("~seg");
+		if (p == std::string::npos || p + 4 >= t->dir.size() ||
+		    t->dir.find_first_not_of("0123456789", p + 4) != std::string::npos)
+			continue;
+		auto it = by_dir.find(t->dir.substr(0, p));
+		if (it != by_dir.end() && it->second->readable && t->readable)
+			t->whole = it->second;
+	}
 	index_damages_ = damages_.size();
 	if (traces_.empty()) {
 		*why = "no trace";

@@ -62,7 +62,18 @@ struct SubTrace {
 	// sibling piece directory and is skipped (a split cut short by a kill
 	// shows no packet twice).
 	uint64_t piece_from = 0, piece_to = UINT64_MAX;
+	// A piece directory's (`<dir>~seg<k>`) sub-trace: the base `<dir>`'s,
+	// when the reader opened it too; null otherwise.  One process, one
+	// kernel: what groups by sub-trace (analyze's processes, the query
+	// tables' processes and threads) groups a piece with its base.
+	const SubTrace *whole = nullptr;
 };
+
+// The sub-trace `t` is a piece of, or t itself.
+inline const SubTrace &whole_of(const SubTrace &t)
+{
+	return t.whole ? *t.whole : t;
+}
 
 struct PacketEntry {
 	uint64_t offset = 0;  // in the file

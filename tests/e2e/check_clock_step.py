@@ -293,6 +293,13 @@ def main():
     check(events == 4 * n and len(pos) == 4 * n, "strata view prints every syncpp event once (%d, %d distinct, of %d)" % (events, len(pos), 4 * n))
     check(ordered, "strata view prints them in time order")
     check(inv == 0, "strata view (clocks.json, segment by segment): %d of %d messages inverted" % (inv, 2 * n))
+    # The guest's piece directories are one process to the reader: one
+    # row of `processes` and of `threads` for the guest's server.
+    r = subprocess.run([strata, "query", both, "SELECT machine, pid FROM processes UNION ALL "
+                        "SELECT machine, tid FROM threads"], capture_output=True, text=True, timeout=120)
+    rows = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("sim-guest")]
+    check(r.returncode == 0 and len(rows) == 2, "strata query: the guest's process and thread once each, its "
+          "piece directories with it (%s)" % (rows if r.returncode == 0 else r.stderr.strip()))
     rc, err, einv, esends = export_inversions(strata, both, work)
     check(rc == 0 and einv == 0 and esends == 2 * n, "strata export --format json: %s of %d messages inverted%s" %
           (einv, esends, ": " + err.strip() if rc else ""))
