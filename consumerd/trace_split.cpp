@@ -17,6 +17,7 @@
 #include "strata_abi.h"
 #include "sync_link.h"
 #include "trace_meta.h"
+#include "trace_reader.h"
 
 namespace strata {
 namespace daemon_impl {
@@ -258,10 +259,7 @@ struct Fd {
 
 bool is_piece_dir(const std::string &dir)
 {
-	const size_t p = dir.rfind("~seg");
-	if (p == std::string::npos || p + 4 >= dir.size())
-		return false;
-	return dir.find_first_not_of("0123456789", p + 4) == std::string::npos;
+	return piece_dir_base(dir, nullptr);
 }
 
 std::string drop_trace_uuid(const std::string &text)

@@ -225,6 +225,17 @@ bool strata_wrote(const std::vector<std::string> &dirs)
 	return any || !dirs.empty();
 }
 
+bool piece_dir_base(const std::string &dir, std::string *base)
+{
+	const size_t p = dir.rfind("~seg");
+	if (p == std::string::npos || p + 4 >= dir.size() ||
+	    dir.find_first_not_of("0123456789", p + 4) != std::string::npos)
+		return false;
+	if (base)
+		*base = dir.substr(0, p);
+	return true;
+}
+
 bool TraceReader::open(const std::string &root, std::string *why)
 {
 	std::vector<std::string> dirs;
@@ -242,11 +253,10 @@ bool TraceReader::open_dirs(const std::vector<std::string> &dirs, std::string *w
 	for (const auto &t : traces_)
 		by_dir.emplace(t->dir, t.get());
 	for (const auto &t : traces_) {
-		const size_t p = t->dir.rfind("~seg");
-		if (p == std::string::npos || p + 4 >= t->dir.size() ||
-		    t->dir.find_first_not_of("0123456789", p + 4) != std::string::npos)
+		std::string base;
+		if (!piece_dir_base(t->dir, &base))
 			continue;
-		auto it = by_dir.find(t->dir.substr(0, p));
+		auto it = by_dir.find(base);
 		if (it != by_dir.end() && it->second->readable && t->readable)
 			t->whole = it->second;
 	}

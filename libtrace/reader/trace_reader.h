@@ -69,6 +69,10 @@ struct SubTrace {
 	const SubTrace *whole = nullptr;
 };
 
+// Whether `dir` names a piece directory (`<base>~seg<k>`, docs/clocks.md);
+// *base (may be null) gets <base>.
+bool piece_dir_base(const std::string &dir, std::string *base);
+
 // The sub-trace `t` is a piece of, or t itself.
 inline const SubTrace &whole_of(const SubTrace &t)
 {
