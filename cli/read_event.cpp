@@ -143,7 +143,7 @@ void Source::on_damage(const TraceDamage &d)
 Loss Source::native_loss(NativeCtx &ctx, const TraceMsg &m)
 {
 	Loss l;
-	l.trace = &ctx.ident(*m.stream->trace);
+	l.trace = &ctx.ident(whole_of(*m.stream->trace));
 	l.events = m.kind == TraceMsgKind::DiscardedEvents;
 	l.known = true;
 	l.count = m.count;

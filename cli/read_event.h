@@ -185,8 +185,8 @@ public:
 
 	const void *class_key() const { return e_.cls; }
 	const char *name() const { return e_.cls->full_name.c_str(); }
-	const void *trace_key() const { return &e_.trace(); }
-	const TraceIdent &trace() const { return ctx_.ident(e_.trace()); }
+	const void *trace_key() const { return &whole_of(e_.trace()); }
+	const TraceIdent &trace() const { return ctx_.ident(whole_of(e_.trace())); }
 	bool timed() const { return true; }
 	int64_t ns() const { return e_.ns; }
 	bool tid(int64_t *t) const

@@ -840,10 +840,14 @@ std::string SyncLink::status_line() const
 	return s;
 }
 
-std::string SyncLink::json(const std::string &in) const
+std::string SyncLink::json(const std::string &in, const ClockInfo *local, CtfLines *lines) const
 {
 	std::lock_guard<std::mutex> g(mu_);
 	const std::vector<clocksync::Segment> segs = est_.segments();
+	if (local && lines) { // the same state of the map as the text's
+		lines->ok = ctf_clock_of(segs, *local, &lines->clock, &lines->env);
+		lines->pieces = lines->ok ? ctf_pieces_of(segs, *local) : std::vector<CtfPiece>();
+	}
 	std::ostringstream o;
 	const std::string self = "(this machine)";
 	o << in << "{\"name\": " << clocksync::json_string(spec_.name)
@@ -870,29 +874,20 @@ std::string SyncLink::json(const std::string &in) const
 	return o.str();
 }
 
-bool SyncLink::ctf_clock(const ClockInfo &local, ClockInfo *out, std::string *env) const
+// mu_ held: the clock block and env lines that put this machine's values
+// onto the peer's by segment `seg`'s line (its rate in whole Hz).
+void SyncLink::segment_clock(const clocksync::Segment &seg, size_t n_segs, const ClockInfo &local,
+			     ClockInfo *out, std::string *env) const
 {
-	std::lock_guard<std::mutex> g(mu_);
-	const std::vector<clocksync::Segment> segs = est_.segments();
-	// The longest bounded segment: babeltrace2 takes one line per trace.
-	const clocksync::Segment *best = nullptr;
-	for (const auto &s : segs)
-		if (s.bounded && (!best || s.x_last - s.x_first > best->x_last - best->x_first))
-			best = &s;
-	*out = local;
-	if (!best || peer_boot_id_.empty()) {
-		*env = "\tsync_state = \"uncorrelated\";\n\tsync_peer = " +
-		       clocksync::json_string(spec_.name) + ";\n";
-		return false;
-	}
 	// local -> peer: y = y0 + slope*(x - x0); CTF: absolute(x) =
 	// offset_s*1e9 + (offset + x)*1e9/freq.  freq = round(1e9/slope), a'
 	// its slope; C = peer_offset + y0 - a'*x0 the absolute time at x = 0.
-	const uint64_t freq = static_cast<uint64_t>(std::llround(1e9 / best->slope));
+	*out = local;
+	const uint64_t freq = static_cast<uint64_t>(std::llround(1e9 / seg.slope));
 	const long double a2 = 1e9L / static_cast<long double>(freq);
 	const long double c = static_cast<long double>(peer_offset_ns_) +
-			      static_cast<long double>(best->y0 - best->x0) -
-			      (a2 - 1) * static_cast<long double>(best->x0);
+			      static_cast<long double>(seg.y0 - seg.x0) -
+			      (a2 - 1) * static_cast<long double>(seg.x0);
 	int64_t cs = static_cast<int64_t>(std::floor(c / 1e9L));
 	const long double rem = c - static_cast<long double>(cs) * 1e9L; // [0, 1e9)
 	int64_t cyc = std::llround(rem / a2);
@@ -904,11 +899,11 @@ bool SyncLink::ctf_clock(const ClockInfo &local, ClockInfo *out, std::string *en
 			   (peer_hostname_.empty() ? "?" : peer_hostname_) + ")";
 	// The rounding of the rate to whole Hz, at the segment's ends.
 	const long double span =
-		static_cast<long double>(std::max(best->x_last - best->x0, best->x0 - best->x_first));
+		static_cast<long double>(std::max(seg.x_last - seg.x0, seg.x0 - seg.x_first));
 	const int64_t extra =
-		static_cast<int64_t>(std::ceil(std::fabs(static_cast<double>(a2 - best->slope)) * span)) + 1;
+		static_cast<int64_t>(std::ceil(std::fabs(static_cast<double>(a2 - seg.slope)) * span)) + 1;
 	int64_t width = 0;
-	for (const auto &k : best->knots)
+	for (const auto &k : seg.knots)
 		width = std::max(width, k.hi - k.lo);
 	char b[512];
 	snprintf(b, sizeof b,
@@ -916,9 +911,52 @@ bool SyncLink::ctf_clock(const ClockInfo &local, ClockInfo *out, std::string *en
 		 "\tsync_segments = %zu;\n\tsync_valid_from = %" PRId64 ";\n\tsync_valid_to = %" PRId64
 		 ";\n\tsync_bound_ns = %" PRId64 ";\n\tsync_rate_rounding_ns = %" PRId64 ";\n",
 		 clocksync::json_string(spec_.name).c_str(), clocksync::json_string(peer_hostname_).c_str(),
-		 segs.size(), best->x_first, best->x_last, width, extra);
+		 n_segs, seg.x_first, seg.x_last, width, extra);
 	*env = b;
+}
+
+bool SyncLink::ctf_clock(const ClockInfo &local, ClockInfo *out, std::string *env) const
+{
+	std::lock_guard<std::mutex> g(mu_);
+	return ctf_clock_of(est_.segments(), local, out, env);
+}
+
+bool SyncLink::ctf_clock_of(const std::vector<clocksync::Segment> &segs, const ClockInfo &local,
+			    ClockInfo *out, std::string *env) const
+{
+	// The longest bounded segment: babeltrace2 takes one line per trace.
+	const clocksync::Segment *best = nullptr;
+	for (const auto &s : segs)
+		if (s.bounded && (!best || s.x_last - s.x_first > best->x_last - best->x_first))
+			best = &s;
+	*out = local;
+	if (!best || peer_boot_id_.empty()) {
+		*env = "\tsync_state = \"uncorrelated\";\n\tsync_peer = " +
+		       clocksync::json_string(spec_.name) + ";\n";
+		return false;
+	}
+	segment_clock(*best, segs.size(), local, out, env);
 	return true;
+}
+
+// Every bounded segment as a piece (trace_split.h) with its own line, as
+// clock_map.h makes them; empty without a bounded map.
+std::vector<CtfPiece> SyncLink::ctf_pieces_of(const std::vector<clocksync::Segment> &segs,
+					      const ClockInfo &local) const
+{
+	std::vector<CtfPiece> v;
+	if (peer_boot_id_.empty())
+		return v;
+	for (size_t i = 0; i < segs.size(); i++) {
+		if (!segs[i].bounded)
+			continue;
+		CtfPiece p;
+		p.segment = i;
+		p.from = v.empty() ? INT64_MIN : segs[i].x_first; // as clock_map.h's pieces
+		segment_clock(segs[i], segs.size(), local, &p.clock, &p.env);
+		v.push_back(std::move(p));
+	}
+	return v;
 }
 
 std::string SyncLinks::status() const
@@ -976,14 +1014,20 @@ SyncLinks::Written SyncLinks::clocks_written(const ClockInfo &clock, const std::
 	  << clocksync::json_string(hostname) << ", \"boot_id\": " << clocksync::json_string(clock.uuid)
 	  << ", \"clock_offset_ns\": " << clock.offset_s * 1000000000LL + clock.offset_ns
 	  << ",\n \"links\": [\n";
+	SyncLink::CtfLines lines;
 	for (size_t i = 0; i < links_.size(); i++) {
-		j << links_[i]->json("  ") << (i + 1 < links_.size() ? ",\n" : "\n");
-		if (links_[i]->spec().follower && !w.follow)
+		const bool first_follower = links_[i]->spec().follower && !w.follow;
+		if (first_follower)
 			w.follow = links_[i].get();
+		j << links_[i]->json("  ", first_follower ? &clock : nullptr,
+				     first_follower ? &lines : nullptr)
+		  << (i + 1 < links_.size() ? ",\n" : "\n");
 	}
 	if (w.follow) {
-		ClockInfo mapped;
-		const bool ok = w.follow->ctf_clock(clock, &mapped, &w.env);
+		const ClockInfo mapped = lines.clock;
+		const bool ok = lines.ok;
+		w.env = lines.env;
+		w.pieces = std::move(lines.pieces);
 		j << " ],\n \"ctf\": {\"link\": " << clocksync::json_string(w.follow->spec().name)
 		  << ", \"rewritten\": " << (ok ? "true" : "false") << ", \"freq\": " << mapped.freq
 		  << ", \"offset_s\": " << mapped.offset_s << ", \"offset\": " << mapped.offset_ns
@@ -1016,31 +1060,59 @@ void SyncLinks::session_stopped(const std::string &out, const ClockInfo &clock,
 		logf("clock links: cannot write %s: %s", path.c_str(), strerror(errno));
 	if (!w.follow)
 		return;
-	// Every sub-trace's metadata, in place (the drains append with
-	// O_APPEND, so a later append still lands at the end).
-	size_t n = 0;
+	// Every sub-trace's metadata (listed first: a split makes directories).
+	std::vector<std::string> dirs;
 	for (auto it = std::filesystem::recursive_directory_iterator(out, ec);
-	     !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-		if (it->path().filename() != "metadata" || !it->is_regular_file(ec))
-			continue;
-		std::ifstream f(it->path());
-		std::stringstream ss;
-		ss << f.rdbuf();
-		const std::string text = ss.str();
+	     !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+		if (it->path().filename() == "metadata" && it->is_regular_file(ec) &&
+		    !is_piece_dir(it->path().parent_path().string()))
+			dirs.push_back(it->path().parent_path().string());
+	// Across a step (two pieces or more): one CTF trace per piece, so that
+	// babeltrace2 places every event as clocks.json does (trace_split.h).
+	const std::vector<CtfPiece> &pieces = w.pieces; // of the map clocks.json holds
+	size_t n = 0;
+	SplitStats st;
+	for (const std::string &d : dirs) {
+		std::string text;
+		{
+			std::ifstream f(d + "/metadata");
+			std::stringstream ss;
+			ss << f.rdbuf();
+			text = ss.str();
+		}
 		if (text.rfind("/* CTF 1.8 */", 0) != 0)
 			continue;
+		if (pieces.size() > 1) {
+			std::string err;
+			if (!split_subtrace(d, pieces, &st, &err))
+				logf("clock links: %s: cannot split it by clock piece (%s): babeltrace2 "
+				     "places it on "
+				     "one clock line",
+				     d.c_str(), err.c_str());
+			else
+				n++;
+			continue;
+		}
+		// In place (the drains append with O_APPEND, so a later append
+		// still lands at the end).
 		const std::string nt = rewrite_metadata_clock(text, w.clock, w.env);
 		if (nt == text)
 			continue;
-		const int fd = open(it->path().c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+		const std::string path = d + "/metadata";
+		const int fd = open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0 || write(fd, nt.data(), nt.size()) != static_cast<ssize_t>(nt.size()))
-			logf("clock links: cannot rewrite %s: %s", it->path().c_str(), strerror(errno));
+			logf("clock links: cannot rewrite %s: %s", path.c_str(), strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		n++;
 	}
-	VLOG("clock links: %zu metadata file(s) under %s put onto %s's clock", n, out.c_str(),
-	     w.follow->spec().name.c_str());
+	if (pieces.size() > 1)
+		INFO("clock links: %zu sub-trace(s) under %s split into %zu clock pieces (%zu piece "
+		     "directories written, %zu packet(s) moved, %zu cut at a record boundary)",
+		     n, out.c_str(), pieces.size(), st.dirs_made, st.packets_moved, st.packets_cut);
+	else
+		VLOG("clock links: %zu metadata file(s) under %s put onto %s's clock", n, out.c_str(),
+		     w.follow->spec().name.c_str());
 }
 
 bool SyncLinks::follows() const

@@ -41,6 +41,7 @@
 #include "clocksync.h"
 #include "metadata.h"
 #include "sync_kvm.h"
+#include "trace_split.h"
 
 namespace strata {
 class RelayLink;
@@ -105,8 +106,21 @@ public:
 
 	// One line for `strata status`.
 	std::string status_line() const;
-	// The link's entry of clocks.json (docs/clocks.md, "Stored format").
-	std::string json(const std::string &indent) const;
+	// What a follower's metadata get at a stop: the longest bounded
+	// segment's clock block and env lines (ok false: no bounded map, the
+	// clock the local one, the env saying "uncorrelated"), and every piece
+	// (trace_split.h).
+	struct CtfLines {
+		bool ok = false;
+		ClockInfo clock;
+		std::string env;
+		std::vector<CtfPiece> pieces;
+	};
+	// The link's entry of clocks.json (docs/clocks.md, "Stored format");
+	// with `local` and `lines`, also the CTF lines of the same state of
+	// the map (the link's thread refines it meanwhile).
+	std::string json(const std::string &indent, const ClockInfo *local = nullptr,
+			 CtfLines *lines = nullptr) const;
 	// Follower: the clock block that puts this machine's trace onto the
 	// peer's (the longest bounded segment's line), and the env lines that
 	// say so.  False (and env lines saying "uncorrelated") when there is no
@@ -122,6 +136,12 @@ private:
 	void step_seen(const char *what);
 	bool send_second(int fd);
 	std::string kvm_checked() const; // mu_ held: the summary after a fresh check
+	bool ctf_clock_of(const std::vector<clocksync::Segment> &segs, const ClockInfo &local, ClockInfo *out,
+			  std::string *env) const; // mu_ held
+	std::vector<CtfPiece> ctf_pieces_of(const std::vector<clocksync::Segment> &segs,
+					    const ClockInfo &local) const; // mu_ held
+	void segment_clock(const clocksync::Segment &seg, size_t n_segs, const ClockInfo &local,
+			   ClockInfo *out, std::string *env) const; // mu_ held
 	bool send_frame(int fd, const SyncFrame &f);
 	bool sleep_ns(uint64_t ns); // false: stop asked
 	ssize_t read_stamped(int fd, uint8_t *buf, size_t len, int64_t *t_recv);
@@ -187,6 +207,7 @@ private:
 		const SyncLink *follow = nullptr;
 		ClockInfo clock;
 		std::string env;
+		std::vector<CtfPiece> pieces; // of the same map as json
 	};
 	Written clocks_written(const ClockInfo &clock, const std::string &hostname) const;
 

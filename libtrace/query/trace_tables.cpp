@@ -1371,7 +1371,7 @@ void sched_advance(Cur *cur, Vtab *v)
 			continue;
 		}
 		const TraceEvent &e = *cur->m.event;
-		const SubTrace *sub = &e.trace();
+		const SubTrace *sub = &whole_of(e.trace());
 		if (e.tid >= 0 && !cur->woken.empty())
 			cur->woken.erase({sub, e.tid}); // it ran
 		auto it = cur->sched_classes.find(e.cls);
@@ -1558,19 +1558,19 @@ void slices_column(const SliceState &s, sqlite3_context *ctx, int col)
 void fill_processes(Cur *cur, Vtab *v)
 {
 	for (const auto &sub : v->t->index.traces()) {
-		if (!sub->readable)
-			continue;
+		if (!sub->readable || sub->whole)
+			continue; // a piece directory: counted with its base
 		int64_t b = INT64_MAX, e = INT64_MIN;
 		uint64_t streams = 0, packets = 0, bytes = 0;
 		for (const auto &s : v->t->index.streams()) {
-			if (s->trace != sub.get())
+			if (&whole_of(*s->trace) != sub.get())
 				continue;
 			streams++;
 			for (const PacketEntry &p : s->packets) {
 				packets++;
 				bytes += p.size;
-				b = std::min(b, sub->meta.ns_from_origin(p.ts_begin));
-				e = std::max(e, sub->meta.ns_from_origin(p.ts_end));
+				b = std::min(b, s->trace->meta.ns_from_origin(p.ts_begin));
+				e = std::max(e, s->trace->meta.ns_from_origin(p.ts_end));
 			}
 		}
 		std::vector<Cell> r;
@@ -1647,7 +1647,7 @@ void fill_threads(Cur *cur, Vtab *v)
 		for (const PacketEntry &p : s->packets) {
 			if (p.content <= STRATA_PACKET_HEADER_SIZE)
 				continue; // no record (a packet closed empty: only its counts)
-			std::vector<T> &runs = th[{sub, p.vtid}];
+			std::vector<T> &runs = th[{&whole_of(*sub), p.vtid}];
 			if (runs.empty())
 				runs.emplace_back();
 			T &t = runs.back();
@@ -1669,7 +1669,7 @@ void fill_threads(Cur *cur, Vtab *v)
 			if (m.kind != TraceMsgKind::Event)
 				continue;
 			const TraceEvent &e = *m.event;
-			const SubTrace *sub = m.stream->trace;
+			const SubTrace *sub = &whole_of(*m.stream->trace);
 			if (e.tid >= 0)
 				seen(sub, e.tid, e.ns, nullptr, 0);
 			if (!sub->kernel)

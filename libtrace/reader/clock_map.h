@@ -3,9 +3,10 @@
  * the follower's clocks.json stores it (docs/clocks.md, "Stored format").
  *
  * A follower daemon (a guest) rewrites its sub-traces' metadata clock with
- * one line, its map's longest segment: a reader of the metadata alone
- * places every event after a step (a paused VM) off by the step.  The map
- * in clocks.json has every segment; Strata's reader applies it: a raw
+ * one line per directory (across a step it splits each sub-trace into one
+ * directory per piece, consumerd/trace_split.h); a metadata copied or cut
+ * apart from that split places events after a step off by it.  The map in
+ * clocks.json has every segment; Strata's reader applies it: a raw
  * clock value x of the follower maps with the line of the last segment
  * that starts at or before x (within a segment its line, in the gap
  * between two its earlier one's; before the first, the first's), then

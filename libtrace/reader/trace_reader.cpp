@@ -225,6 +225,17 @@ bool strata_wrote(const std::vector<std::string> &dirs)
 	return any || !dirs.empty();
 }
 
+bool piece_dir_base(const std::string &dir, std::string *base)
+{
+	const size_t p = dir.rfind("~seg");
+	if (p == std::string::npos || p + 4 >= dir.size() ||
+	    dir.find_first_not_of("0123456789", p + 4) != std::string::npos)
+		return false;
+	if (base)
+		*base = dir.substr(0, p);
+	return true;
+}
+
 bool TraceReader::open(const std::string &root, std::string *why)
 {
 	std::vector<std::string> dirs;
@@ -237,6 +248,18 @@ bool TraceReader::open_dirs(const std::vector<std::string> &dirs, std::string *w
 {
 	for (const std::string &d : dirs)
 		add_trace(d);
+	// Piece directories to their base (SubTrace::whole).
+	std::map<std::string, SubTrace *> by_dir;
+	for (const auto &t : traces_)
+		by_dir.emplace(t->dir, t.get());
+	for (const auto &t : traces_) {
+		std::string base;
+		if (!piece_dir_base(t->dir, &base))
+			continue;
+		auto it = by_dir.find(base);
+		if (it != by_dir.end() && it->second->readable && t->readable)
+			t->whole = it->second;
+	}
 	index_damages_ = damages_.size();
 	if (traces_.empty()) {
 		*why = "no trace";
@@ -276,6 +299,10 @@ bool TraceReader::add_trace(const std::string &dir)
 	m.env_int("vpid", &t->vpid);
 	t->hostname = m.env_string("hostname");
 	t->kernel = m.is_kernel();
+	if (int64_t v; m.env_int("sync_piece_from", &v) && v > 0)
+		t->piece_from = static_cast<uint64_t>(v);
+	if (int64_t v; m.env_int("sync_piece_to", &v) && v > 0)
+		t->piece_to = static_cast<uint64_t>(v);
 	auto walk = std::make_shared<RecordWalk>(m.record_format);
 	auto cls = m.events.find(m.stream_id);
 	if (cls != m.events.end())
@@ -431,6 +458,8 @@ void TraceReader::accept_packet(StreamInfo *s, uint64_t off, const strata_packet
 		s->shared = m.shared_stream(h.stream_id);
 	}
 	ctx->ts_begin = h.timestamp_begin;
+	if (h.timestamp_begin < s->trace->piece_from || h.timestamp_begin >= s->trace->piece_to)
+		return; // a sibling piece's (SubTrace::piece_from)
 	PacketEntry e;
 	e.offset = off;
 	e.size = h.packet_size / 8;

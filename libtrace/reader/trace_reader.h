@@ -56,7 +56,28 @@ struct SubTrace {
 	int64_t vpid = 0;
 	std::string hostname;
 	bool kernel = false;
+	// A follower's sub-trace split by clock piece (docs/clocks.md,
+	// "babeltrace2 across a step"): the raw values its packets begin in
+	// (env sync_piece_from / sync_piece_to); a packet outside belongs to a
+	// sibling piece directory and is skipped (a split cut short by a kill
+	// shows no packet twice).
+	uint64_t piece_from = 0, piece_to = UINT64_MAX;
+	// A piece directory's (`<dir>~seg<k>`) sub-trace: the base `<dir>`'s,
+	// when the reader opened it too; null otherwise.  One process, one
+	// kernel: what groups by sub-trace (analyze's processes, the query
+	// tables' processes and threads) groups a piece with its base.
+	const SubTrace *whole = nullptr;
 };
+
+// Whether `dir` names a piece directory (`<base>~seg<k>`, docs/clocks.md);
+// *base (may be null) gets <base>.
+bool piece_dir_base(const std::string &dir, std::string *base);
+
+// The sub-trace `t` is a piece of, or t itself.
+inline const SubTrace &whole_of(const SubTrace &t)
+{
+	return t.whole ? *t.whole : t;
+}
 
 struct PacketEntry {
 	uint64_t offset = 0;  // in the file

@@ -114,7 +114,7 @@ def timeline(check, dirs, n, client_on_guest, expect_inversions=False):
           (len(sends), len(recvs), 2 * n))
     inv = sum(1 for k in sends if k in recvs and not sends[k] < recvs[k])
     if expect_inversions:
-        print("babeltrace2's merge (one line per trace): %d of %d messages inverted" % (inv, len(sends)))
+        print("babeltrace2's merge: %d of %d messages inverted (counted; the caller checks)" % (inv, len(sends)))
     else:
         check(inv == 0, "0 causal inversions after merging (%d of %d messages inverted)" % (inv, len(sends)))
     check((True, "correlated") in envs_seen and (False, "") in envs_seen,

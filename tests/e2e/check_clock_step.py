@@ -13,16 +13,22 @@ exchange goes on once the link has seen the step: the guest's map gets a
 second segment, and its metadata keeps one line (the longest segment's).
 
 Oracles: the stored bound holds against every message (check_clock_link.py's
-`bounds`); `strata view` of the host's and the guest's traces together,
-which applies the guest's clocks.json segment by segment, prints every
-message's receive after its send (0 inversions of 2 x MESSAGES) and its
-times in order; `strata export` (JSON) gives every receive a later time
-than its send; `strata check --clean-copy` copies the guest's clocks.json
-along (its view inverts none either); with the guest's clocks.json
-damaged, `strata view` says so
-and still prints every event (on the metadata's line).  Counted and
-printed, not failed: babeltrace2's merge (one line per trace, which cannot
-follow the step).  Exit 77 (skipped) where the TSC cannot back a page.
+`bounds`); at the stop the guest's daemon splits each sub-trace into one CTF
+trace per clock piece (docs/clocks.md, "babeltrace2 across a step"): a
+`~seg<k>` sibling per earlier piece, with its own clock line; a second
+start/stop leaves the split trace byte for byte as it was.  babeltrace2's
+merge of the session's whole output directories (python3-bt2 and the
+`babeltrace2` CLI) holds every syncpp event exactly once (4 x MESSAGES), in
+time order, and inverts none of the messages outside the gap around the
+step (those in the gap are counted and printed); `strata view` of the host's
+and the guest's traces together, which applies the guest's clocks.json
+segment by segment, prints every message's receive after its send (0
+inversions of 2 x MESSAGES), every event once, its times in order;
+`strata export` (JSON) gives every receive a later time than its send;
+`strata check --clean-copy` copies the guest's clocks.json along (its view
+inverts none either); with the guest's clocks.json damaged, `strata view`
+says so and still prints every event once (on each piece's metadata
+line).  Exit 77 (skipped) where the TSC cannot back a page.
 """
 import json
 import os
@@ -36,7 +42,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from strata_testlib import end_daemon, e2e_setup, start_daemon, tsc_usable, wait_for  # noqa: E402
-from check_clock_link import bounds, status_of, timeline  # noqa: E402
+from check_clock_link import bounds, in_gap, status_of, timeline  # noqa: E402
 
 SKEW_NS = 2700000000
 SKEW_PPM = 80
@@ -65,6 +71,70 @@ def view_order(strata, trace, env=None):
         prev = t
         pos[(m.group(5), int(m.group(6)))] = i
     return r.returncode, r.stderr, pos, n, ordered
+
+
+def tree_bytes(root):
+    """{relative path: bytes} of every file under root."""
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(d, f)
+            out[os.path.relpath(p, root)] = open(p, "rb").read()
+    return out
+
+
+def bt2_check(check, dirs, n, link, sends_raw):
+    """babeltrace2 (python3-bt2, its own muxer) over the sessions' whole
+    output directories: every syncpp event exactly once, in time order, and
+    no message outside the step's gap inverted.  sends_raw: {(name, k):
+    (on_guest, raw value)} from timeline(), for the gap test."""
+    import bt2
+    seen, at, prev, ordered = {}, {}, None, True
+    for m in bt2.TraceCollectionMessageIterator(dirs):
+        if type(m) is not bt2._EventMessageConst or not m.event.name.startswith("syncpp:"):
+            continue
+        ns = m.default_clock_snapshot.ns_from_origin
+        if prev is not None and ns < prev:
+            ordered = False
+        prev = ns
+        key = (m.event.name, int(m.event.payload_field["k"]), int(m.event.payload_field["from"]))
+        seen[key] = seen.get(key, 0) + 1
+        at[key[:2]] = ns
+    total = sum(seen.values())
+    check(total == 4 * n and len(seen) == 4 * n, "babeltrace2 reads every syncpp event exactly once (%d events, %d "
+          "distinct, of %d)" % (total, len(seen), 4 * n))
+    check(ordered, "babeltrace2's merged order is by time")
+    out_gap, in_gap_n, inv_out, inv_in = 0, 0, 0, 0
+    for (name, k) in list(at):
+        if name != "syncpp:send" or ("syncpp:recv", k) not in at:
+            continue
+        bad = not at[("syncpp:send", k)] < at[("syncpp:recv", k)]
+        g_send, s_val = sends_raw[("syncpp:send", k)]
+        _, r_val = sends_raw[("syncpp:recv", k)]
+        if in_gap(link, s_val if g_send else r_val):
+            in_gap_n += 1
+            inv_in += bad
+        else:
+            out_gap += 1
+            inv_out += bad
+    check(inv_out == 0, "babeltrace2 (one CTF trace per clock piece): %d of %d messages outside the step's gap "
+          "inverted" % (inv_out, out_gap))
+    print("babeltrace2 in the step's gap: %d of %d messages inverted" % (inv_in, in_gap_n))
+
+
+def cli_check(check, dirs, n):
+    """The `babeltrace2` CLI over the same directories: every syncpp event
+    once, no warning, times in order (its text output, TZ=UTC)."""
+    r = subprocess.run(["babeltrace2", "--clock-gmt", "--clock-date"] + dirs, capture_output=True, text=True,
+                       timeout=300)
+    stamps = re.findall(r"^\[\d{4}-\d\d-\d\d (\d\d):(\d\d):(\d\d)\.(\d{9})\] .*? syncpp:(send|recv):.*?k = (\d+), "
+                        r"from = (\d+)", r.stdout, re.M)
+    keys = set((e, k, f) for (_, _, _, _, e, k, f) in stamps)
+    ts = [((int(h) * 60 + int(mi)) * 60 + int(se)) * 10 ** 9 + int(ns) for (h, mi, se, ns, _, _, _) in stamps]
+    ordered = all(b >= a or a - b > 43200 * 10 ** 9 for a, b in zip(ts, ts[1:]))
+    check(r.returncode == 0 and len(stamps) == 4 * n and len(keys) == 4 * n and ordered and "W " not in r.stderr,
+          "babeltrace2 CLI on the output directories: %d syncpp events (%d distinct, of %d), in order: %s%s" %
+          (len(stamps), len(keys), 4 * n, ordered, (": " + r.stderr.strip()[-300:]) if r.stderr.strip() else ""))
 
 
 def view_inversions(pos):
@@ -160,6 +230,29 @@ def main():
     for who in ("guest", "host"):
         r = subprocess.run([strata, "stop", "S"], env=envs[who], capture_output=True, text=True, timeout=60)
         check(r.returncode == 0, who + ": strata stop")
+    # The split is idempotent: started and stopped again (nothing
+    # recorded meanwhile), the guest's trace is the same bytes but
+    # clocks.json and, in the base directory's metadata, the last piece's
+    # line (the link's current segment, refined by the probes since) and
+    # the map's segment count (a step seen meanwhile adds one).
+    def line_free(path, data):
+        if "~seg" in path or not path.endswith("metadata"):
+            return data
+        return b"\n".join(ln for ln in data.split(b"\n") if not re.search(
+            rb"^\t(offset|offset_s|freq|sync_segments|sync_valid_from|sync_valid_to|sync_bound_ns|sync_rate_rounding_ns) = ", ln))
+
+    first = tree_bytes(outs["guest"])
+    for cmd in ("start", "stop"):
+        r = subprocess.run([strata, cmd, "S"], env=envs["guest"], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, "guest: strata %s again" % cmd)
+    again = tree_bytes(outs["guest"])
+    pieces = sorted(p for p in first if "~seg" in p)
+    differ = [p for p in set(first) | set(again)
+              if p != "clocks.json" and line_free(p, first.get(p, b"")) != line_free(p, again.get(p, b""))]
+    check(bool(pieces) and set(first) == set(again) and not differ,
+          "the guest's split trace (%s) is unchanged by a second stop (%s)" %
+          (", ".join(pieces) or "no piece directory",
+           ", ".join(differ) or "same bytes"))
     for who in ("host", "guest"):
         end_daemon(daemons[who], check)
 
@@ -172,8 +265,24 @@ def main():
     if not glink:
         check.finish()
 
-    # babeltrace2: one line per trace (counted, not failed).
+    # Each piece's metadata took its line from the map clocks.json holds
+    # (one state of it: the link refines its last segment meanwhile).
+    stale = []
+    for d, _, files in os.walk(outs["guest"]):
+        if "metadata" not in files:
+            continue
+        text = open(os.path.join(d, "metadata")).read()
+        env = dict(re.findall(r"^\t(sync_piece|sync_valid_from|sync_valid_to) = (-?\d+);$", text, re.M))
+        seg = glink[0]["segments"][int(env["sync_piece"])] if "sync_piece" in env else None
+        if not seg or (int(env["sync_valid_from"]), int(env["sync_valid_to"])) != (seg["x_first"], seg["x_last"]):
+            stale.append(os.path.relpath(d, outs["guest"]))
+    check(not stale, "every guest sub-trace's metadata has its piece's line from clocks.json's map (%s)" %
+          (", ".join(stale) or "all"))
+
+    # babeltrace2: one CTF trace per clock piece.
     sends, raw = timeline(check, [outs["host"], outs["guest"]], n, client_on_guest=False, expect_inversions=True)
+    bt2_check(check, [outs["host"], outs["guest"]], n, glink[0], raw)
+    cli_check(check, [outs["host"], outs["guest"]], n)
     # The stored bound against every message, across the step too.
     bounds(check, "guest's", glink[0], sends, raw)
     both = collect(work, outs["host"], [("guest", outs["guest"])])
@@ -181,9 +290,16 @@ def main():
     inv = view_inversions(pos)
     check(rc == 0 and "clocks.json" not in err, "strata view of the host's and guest's traces" +
           ("" if rc == 0 and "clocks.json" not in err else ": " + err.strip()))
-    check(events == 4 * n, "strata view prints every syncpp event (%d of %d)" % (events, 4 * n))
+    check(events == 4 * n and len(pos) == 4 * n, "strata view prints every syncpp event once (%d, %d distinct, of %d)" % (events, len(pos), 4 * n))
     check(ordered, "strata view prints them in time order")
     check(inv == 0, "strata view (clocks.json, segment by segment): %d of %d messages inverted" % (inv, 2 * n))
+    # The guest's piece directories are one process to the reader: one
+    # row of `processes` and of `threads` for the guest's server.
+    r = subprocess.run([strata, "query", both, "SELECT machine, pid FROM processes UNION ALL "
+                        "SELECT machine, tid FROM threads"], capture_output=True, text=True, timeout=120)
+    rows = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("sim-guest")]
+    check(r.returncode == 0 and len(rows) == 2, "strata query: the guest's process and thread once each, its "
+          "piece directories with it (%s)" % (rows if r.returncode == 0 else r.stderr.strip()))
     rc, err, einv, esends = export_inversions(strata, both, work)
     check(rc == 0 and einv == 0 and esends == 2 * n, "strata export --format json: %s of %d messages inverted%s" %
           (einv, esends, ": " + err.strip() if rc else ""))
@@ -197,6 +313,28 @@ def main():
           inv == 0, "strata check's clean copy has the guest's clocks.json; its view inverts %d of %d messages (%s)" %
           (inv, 2 * n, (r.stdout + r.stderr).strip()[-200:]))
 
+    # A split cut short by a kill (a piece directory written, the base not
+    # yet cut): the base holds its earlier packets again.  Strata's reader
+    # skips those outside the base's piece range: every event once.
+    shown = os.path.join(work, "interrupted")
+    shutil.rmtree(shown, ignore_errors=True)
+    shutil.copytree(both, shown)
+    restored = 0
+    for d, _, files in os.walk(shown):
+        if "~seg" not in os.path.basename(d):
+            continue
+        base = d[:d.rindex("~seg")]
+        for f in files:
+            if f != "metadata" and os.path.exists(os.path.join(base, f)):
+                data = open(os.path.join(d, f), "rb").read() + open(os.path.join(base, f), "rb").read()
+                open(os.path.join(base, f), "wb").write(data)
+                restored += 1
+    rc, err, pos, events, ordered = view_order(strata, shown)
+    check(restored > 0 and rc == 0 and events == 4 * n and len(pos) == 4 * n and view_inversions(pos) == 0,
+          "a split cut short (%d stream file(s) holding their moved packets again): strata view prints every "
+          "event once (%d, %d distinct, of %d), %d inverted" % (restored, events, len(pos), 4 * n,
+                                                                view_inversions(pos)))
+
     # The guest's clocks.json damaged: said, the metadata's line used.
     cj = os.path.join(both, "guest", "clocks.json")
     text = open(cj).read()
@@ -206,7 +344,7 @@ def main():
     check(rc == 0 and "clocks.json" in err and events == 4 * n,
           "with the guest's clocks.json cut, strata view says so and prints every event (%d): %s" %
           (events, " ".join(err.split())[:300]))
-    print("strata view on the metadata's one line (clocks.json cut): %d of %d messages inverted" %
+    print("strata view on each piece's metadata line (clocks.json cut): %d of %d messages inverted" %
           (view_inversions(pos), 2 * n))
     check.finish()
 

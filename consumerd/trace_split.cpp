@@ -1,0 +1,456 @@
+// trace_split.cpp - a follower's sub-trace split by clock piece; contract in
+// trace_split.h, design in docs/clocks.md ("babeltrace2 across a step").
+#include "trace_split.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "log.h"
+#include "record_walk.h"
+#include "strata_abi.h"
+#include "sync_link.h"
+#include "trace_meta.h"
+#include "trace_reader.h"
+
+namespace strata {
+namespace daemon_impl {
+
+namespace {
+
+namespace fs = std::filesystem;
+constexpr uint64_t kHdr = STRATA_PACKET_HEADER_SIZE;
+constexpr size_t kMaxMetadata = 64u << 20;
+
+// One part of a stream file bound for one piece: a whole packet (copied as
+// it is), or a run of a cut packet's records under a new header.
+struct Part {
+	size_t piece = 0;
+	uint64_t ts_begin = 0;
+	uint64_t off = 0, len = 0; // the bytes in the source file (a cut part: its records)
+	bool cut = false;
+	strata_packet_header h{}; // a cut part's new header
+};
+
+struct FilePlan {
+	std::string name;
+	std::vector<Part> parts;
+	bool whole = false; // damaged: stays in the base as it is
+};
+
+bool read_at(int fd, void *p, size_t n, uint64_t off)
+{
+	auto *c = static_cast<uint8_t *>(p);
+	while (n) {
+		const ssize_t r = pread(fd, c, n, static_cast<off_t>(off));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		c += r, n -= static_cast<size_t>(r), off += static_cast<uint64_t>(r);
+	}
+	return true;
+}
+
+bool read_text(int dirfd, const char *name, std::string *out)
+{
+	const int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) > kMaxMetadata) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	out->resize(static_cast<size_t>(st.st_size));
+	const bool ok = out->empty() || read_at(fd, &(*out)[0], out->size(), 0);
+	close(fd);
+	return ok;
+}
+
+// A whole file `name` in dirfd, written beside it and renamed over it.
+bool put_text(int dirfd, const char *name, const std::string &text, const Owner &own, std::string *err)
+{
+	const std::string tmp = std::string(".") + name + ".split";
+	const int fd =
+		openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
+	if (fd < 0 || !write_all(fd, text.data(), text.size()) ||
+	    renameat(dirfd, tmp.c_str(), dirfd, name) != 0) {
+		*err = std::string("cannot write ") + name + ": " + strerror(errno);
+		if (fd >= 0)
+			close(fd);
+		unlinkat(dirfd, tmp.c_str(), 0);
+		return false;
+	}
+	own.apply(fd);
+	close(fd);
+	return true;
+}
+
+size_t piece_of(const std::vector<CtfPiece> &p, uint64_t x)
+{
+	const int64_t v = x > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(x);
+	size_t i = 0;
+	while (i + 1 < p.size() && p[i + 1].from <= v)
+		i++;
+	return i;
+}
+
+// The parts of one stream file; false (plan->whole) when a header does not
+// check: the file then stays as it is.
+void plan_file(int fd, uint64_t size, const TraceMeta &m, RecordWalk &walk,
+	       const std::vector<CtfPiece> &pieces, FilePlan *plan, SplitStats *st)
+{
+	std::vector<uint8_t> buf;
+	uint64_t prev_begin = 0;
+	for (uint64_t off = 0; off < size;) {
+		strata_packet_header h;
+		if (size - off < kHdr || !read_at(fd, &h, sizeof h, off) || h.magic != STRATA_CTF_MAGIC ||
+		    h.packet_size % 8 || h.content_size % 8 || h.content_size > h.packet_size ||
+		    h.content_size / 8 < kHdr - 4 || h.packet_size / 8 > STRATA_MAX_SUBBUF_SIZE ||
+		    h.packet_size / 8 > size - off || h.timestamp_begin > h.timestamp_end ||
+		    h.timestamp_begin < prev_begin || !m.known_stream(h.stream_id)) {
+			plan->whole = true;
+			plan->parts.clear();
+			return;
+		}
+		prev_begin = h.timestamp_begin;
+		const uint64_t psize = h.packet_size / 8, content = h.content_size / 8;
+		const size_t pa = piece_of(pieces, h.timestamp_begin), pb = piece_of(pieces, h.timestamp_end);
+		Part whole;
+		whole.piece = pa;
+		whole.ts_begin = h.timestamp_begin;
+		whole.off = off;
+		whole.len = psize;
+		if (pa == pb || content <= kHdr) {
+			plan->parts.push_back(whole);
+			off += psize;
+			continue;
+		}
+		// Records in two pieces or more: the record boundaries by the
+		// consumer's walk, cut where the piece changes.
+		buf.resize(content);
+		if (!read_at(fd, buf.data(), content, off)) {
+			plan->parts.push_back(whole);
+			off += psize;
+			continue;
+		}
+		struct Runs {
+			const std::vector<CtfPiece> &pieces;
+			std::vector<WalkedRecord> firsts; // each run's first record
+			std::vector<size_t> run_piece;
+			uint64_t last_ts = 0;
+			std::vector<uint64_t> run_last_ts;
+			void record(const WalkedRecord &r)
+			{
+				const size_t p = piece_of(pieces, r.ts);
+				if (run_piece.empty() || run_piece.back() != p) {
+					if (!run_piece.empty())
+						run_last_ts.push_back(last_ts);
+					firsts.push_back(r);
+					run_piece.push_back(p);
+				}
+				last_ts = r.ts;
+			}
+			bool undescribed() { return false; }
+		} runs{pieces, {}, {}, 0, {}};
+		uint64_t ts = h.timestamp_begin;
+		const char *why = nullptr;
+		const uint64_t end = walk.walk(buf.data(), content, m.shared_stream(h.stream_id),
+					       h.timestamp_end, &ts, &why, runs);
+		if (end != content || runs.run_piece.size() < 2) {
+			// Not walked to its end, or in one piece after all.
+			if (!runs.run_piece.empty())
+				whole.piece = runs.run_piece.front();
+			plan->parts.push_back(whole);
+			off += psize;
+			continue;
+		}
+		runs.run_last_ts.push_back(runs.last_ts);
+		st->packets_cut++;
+		for (size_t i = 0; i < runs.run_piece.size(); i++) {
+			Part p;
+			p.piece = runs.run_piece[i];
+			p.cut = true;
+			const uint64_t b = i == 0 ? kHdr : runs.firsts[i].start;
+			const uint64_t e = i + 1 < runs.run_piece.size() ? runs.firsts[i + 1].start : content;
+			p.off = off + b;
+			p.len = e - b;
+			p.h = h;
+			p.h.timestamp_begin = i == 0 ? h.timestamp_begin : runs.firsts[i].ts;
+			p.h.timestamp_end =
+				i + 1 < runs.run_piece.size() ? runs.run_last_ts[i] : h.timestamp_end;
+			p.h.content_size = (kHdr + p.len) * 8;
+			p.h.packet_size = p.h.content_size;
+			p.ts_begin = p.h.timestamp_begin;
+			plan->parts.push_back(p);
+		}
+		off += psize;
+	}
+}
+
+bool copy_bytes(int in, uint64_t off, uint64_t len, int out, std::vector<uint8_t> *buf)
+{
+	buf->resize(1u << 20);
+	while (len) {
+		const size_t n = static_cast<size_t>(std::min<uint64_t>(len, buf->size()));
+		if (!read_at(in, buf->data(), n, off) || !write_all(out, buf->data(), n))
+			return false;
+		off += n, len -= n;
+	}
+	return true;
+}
+
+bool write_part(int in, const Part &p, int out, std::vector<uint8_t> *buf)
+{
+	if (p.cut && !write_all(out, &p.h, sizeof p.h))
+		return false;
+	return copy_bytes(in, p.off, p.len, out, buf);
+}
+
+// The timestamp_begin of the last packet of a stream file (0: none): a
+// piece dir's file appended to again skips what it holds (a split that a
+// kill interrupted before the base was cut).
+uint64_t last_begin(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return 0;
+	uint64_t last = 0;
+	for (uint64_t off = 0; off + kHdr <= static_cast<uint64_t>(st.st_size);) {
+		strata_packet_header h;
+		if (!read_at(fd, &h, sizeof h, off) || h.magic != STRATA_CTF_MAGIC ||
+		    h.packet_size / 8 < kHdr)
+			break;
+		last = h.timestamp_begin;
+		off += h.packet_size / 8;
+	}
+	return last;
+}
+
+std::string range_env(const std::vector<CtfPiece> &pieces, size_t k, bool open_ended)
+{
+	std::string s = "\tsync_piece = " + std::to_string(pieces[k].segment) + ";\n";
+	if (k > 0)
+		s += "\tsync_piece_from = " + std::to_string(pieces[k].from) + ";\n";
+	if (!open_ended && k + 1 < pieces.size())
+		s += "\tsync_piece_to = " + std::to_string(pieces[k + 1].from) + ";\n";
+	return s;
+}
+
+struct Fd {
+	int fd = -1;
+	explicit Fd(int f) : fd(f) {}
+	~Fd()
+	{
+		if (fd >= 0)
+			close(fd);
+	}
+	Fd(const Fd &) = delete;
+	Fd &operator=(const Fd &) = delete;
+};
+
+} // namespace
+
+bool is_piece_dir(const std::string &dir)
+{
+	return piece_dir_base(dir, nullptr);
+}
+
+std::string drop_trace_uuid(const std::string &text)
+{
+	const size_t tb = text.find("\ntrace {\n");
+	if (tb == std::string::npos)
+		return text;
+	const size_t te = text.find("\n};\n", tb);
+	const size_t u = text.find("\n\tuuid = \"", tb);
+	if (u == std::string::npos || u > te)
+		return text;
+	const size_t ue = text.find('\n', u + 1);
+	return text.substr(0, u) + text.substr(ue);
+}
+
+bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces, SplitStats *st,
+		    std::string *err)
+{
+	if (pieces.empty())
+		return true;
+	const fs::path base(dir);
+	const std::string parent = base.parent_path().string(), leaf = base.filename().string();
+	// With the owner's rights (fs.h): a root daemon splitting a user's trace
+	// creates nothing the user could not.
+	struct stat dst;
+	if (lstat(dir.c_str(), &dst) != 0 || !S_ISDIR(dst.st_mode)) {
+		*err = dir + ": not a directory";
+		return false;
+	}
+	Owner own;
+	if (geteuid() == 0 && dst.st_uid != 0)
+		own.uid = dst.st_uid, own.gid = dst.st_gid;
+	AsOwner as(own);
+	if (!as.ok()) {
+		*err = "cannot take the rights of uid " + std::to_string(own.uid);
+		return false;
+	}
+	Fd pfd(open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	Fd dfd(pfd.fd >= 0 ? openat(pfd.fd, leaf.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
+			   : -1);
+	if (dfd.fd < 0) {
+		*err = "cannot open " + dir + ": " + strerror(errno);
+		return false;
+	}
+	std::string text, why;
+	TraceMeta m;
+	if (!read_text(dfd.fd, "metadata", &text) || !parse_trace_meta(text, &m, &why)) {
+		*err = dir + "/metadata: " + (why.empty() ? "cannot read it" : why);
+		return false;
+	}
+	RecordWalk walk(m.record_format);
+	if (auto cls = m.events.find(m.stream_id); cls != m.events.end())
+		for (const auto &kv : cls->second)
+			walk.add(kv.second.info);
+
+	// The plan: every stream file's parts, by piece.
+	std::vector<FilePlan> plans;
+	std::error_code ec;
+	for (fs::directory_iterator it(base, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+		const std::string name = it->path().filename().string();
+		if (name == "metadata" || name.empty() || name[0] == '.' || !it->is_regular_file(ec))
+			continue;
+		plans.push_back(FilePlan{name, {}, false});
+	}
+	std::sort(plans.begin(), plans.end(),
+		  [](const FilePlan &a, const FilePlan &b) { return a.name < b.name; });
+	size_t keep = 0; // the base's piece: the latest that has a packet
+	bool any = false;
+	for (FilePlan &f : plans) {
+		Fd fd(openat(dfd.fd, f.name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+		struct stat fst;
+		if (fd.fd < 0 || fstat(fd.fd, &fst) != 0) {
+			f.whole = true;
+			continue;
+		}
+		plan_file(fd.fd, static_cast<uint64_t>(fst.st_size), m, walk, pieces, &f, st);
+		if (f.whole)
+			logf("clock links: %s/%s: a packet header does not check; the file stays whole in "
+			     "its "
+			     "directory (on one clock line)",
+			     dir.c_str(), f.name.c_str());
+		for (const Part &p : f.parts)
+			keep = std::max(keep, p.piece), any = true;
+	}
+	if (!any)
+		keep = pieces.size() - 1; // nothing recorded yet: later appends are the latest piece's
+
+	// Each earlier piece's directory: its stream files, then its metadata.
+	std::vector<uint8_t> buf;
+	const std::string nouuid = drop_trace_uuid(text);
+	for (size_t k = 0; k < keep; k++) {
+		bool has = false;
+		for (const FilePlan &f : plans)
+			for (const Part &p : f.parts)
+				has |= p.piece == k;
+		if (!has)
+			continue;
+		const std::string pname = leaf + "~seg" + std::to_string(pieces[k].segment);
+		if (mkdirat(pfd.fd, pname.c_str(), 0750) != 0 && errno != EEXIST) {
+			*err = "cannot create " + parent + "/" + pname + ": " + strerror(errno);
+			return false;
+		}
+		Fd kfd(openat(pfd.fd, pname.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+		if (kfd.fd < 0) {
+			*err = "cannot open " + parent + "/" + pname + ": " + strerror(errno);
+			return false;
+		}
+		for (const FilePlan &f : plans) {
+			Fd in(openat(dfd.fd, f.name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+			Fd out(-1);
+			uint64_t held = 0;
+			for (const Part &p : f.parts) {
+				if (p.piece != k)
+					continue;
+				if (out.fd < 0) {
+					out.fd = openat(kfd.fd, f.name.c_str(),
+							O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+							0640);
+					if (out.fd < 0 || in.fd < 0) {
+						*err = "cannot create " + parent + "/" + pname + "/" +
+						       f.name + ": " + strerror(errno);
+						return false;
+					}
+					own.apply(out.fd);
+					held = last_begin(out.fd);
+				}
+				if (held && p.ts_begin <= held)
+					continue; // there already
+				if (!write_part(in.fd, p, out.fd, &buf)) {
+					*err = "cannot write " + parent + "/" + pname + "/" + f.name + ": " +
+					       strerror(errno);
+					return false;
+				}
+				st->packets_moved++;
+				st->bytes_moved += p.len;
+			}
+		}
+		const std::string mt = rewrite_metadata_clock(nouuid, pieces[k].clock,
+							      pieces[k].env + range_env(pieces, k, false));
+		if (!put_text(kfd.fd, "metadata", mt, own, err)) {
+			*err = parent + "/" + pname + ": " + *err;
+			return false;
+		}
+		st->dirs_made++;
+	}
+
+	// The base: its metadata onto its piece's line (from then on a reader
+	// skips what moved), then each stream file cut to its piece's parts.
+	// A damaged file stayed whole: no range then (its earlier packets are
+	// still here).
+	bool damaged = false;
+	for (const FilePlan &f : plans)
+		damaged |= f.whole;
+	const std::string bt = rewrite_metadata_clock(
+		text, pieces[keep].clock,
+		pieces[keep].env + (damaged ? std::string() : range_env(pieces, keep, true)));
+	if (bt != text && !put_text(dfd.fd, "metadata", bt, own, err)) {
+		*err = dir + ": " + *err;
+		return false;
+	}
+	for (const FilePlan &f : plans) {
+		bool moves = false;
+		for (const Part &p : f.parts)
+			moves |= p.piece != keep;
+		if (f.whole || !moves)
+			continue;
+		Fd in(openat(dfd.fd, f.name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+		bool left = false;
+		for (const Part &p : f.parts)
+			left |= p.piece == keep;
+		if (!left) {
+			unlinkat(dfd.fd, f.name.c_str(), 0);
+			continue;
+		}
+		const std::string tmp = "." + f.name + ".split";
+		Fd out(openat(dfd.fd, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+			      0640));
+		bool ok = in.fd >= 0 && out.fd >= 0;
+		for (const Part &p : f.parts)
+			if (ok && p.piece == keep)
+				ok = write_part(in.fd, p, out.fd, &buf);
+		if (ok)
+			own.apply(out.fd);
+		if (!ok || renameat(dfd.fd, tmp.c_str(), dfd.fd, f.name.c_str()) != 0) {
+			*err = "cannot rewrite " + dir + "/" + f.name + ": " + strerror(errno);
+			unlinkat(dfd.fd, tmp.c_str(), 0);
+			return false;
+		}
+	}
+	return true;
+}
+
+} // namespace daemon_impl
+} // namespace strata
