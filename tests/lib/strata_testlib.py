@@ -363,7 +363,7 @@ class Fields:
     __slots__ = ("_f",)
 
     def __init__(self, f):
-        self._f = f
+        self._f = f if f is not None else {}
 
     def __getitem__(self, key):
         return field_value(self._f[key])
@@ -379,6 +379,12 @@ class Fields:
 
     def get(self, key, default=None):
         return field_value(self._f[key]) if key in self._f else default
+
+    def labels(self, key):
+        """An enumeration member's labels (a list, empty when its value has
+        none); None when the member is not an enumeration."""
+        f = self._f[key]
+        return list(f.labels) if isinstance(f, _bt2()._EnumerationFieldConst) else None
 
     def keys(self):
         return self._f.keys()

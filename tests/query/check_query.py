@@ -26,12 +26,11 @@ import sqlite3
 import subprocess
 import sys
 
-import bt2
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from strata_testlib import Checks, event_tid  # noqa: E402
+from strata_testlib import Checks, trace_messages  # noqa: E402
 
 check = Checks()
 
@@ -52,42 +51,22 @@ def q(strata, trace, sql, *opts):
 def bt_events(trace):
     """Every event of the trace: (ts_ns, name, tid, vpid, payload dict)."""
     out = []
-    for m in bt2.TraceCollectionMessageIterator(trace):
-        if type(m) is not bt2._EventMessageConst:
-            continue
-        ev = m.event
-        env = ev.stream.trace.environment
-        vpid = int(env["vpid"]) if "vpid" in env else None
-        out.append((m.default_clock_snapshot.ns_from_origin, ev.name, event_tid(ev), vpid,
-                    bt_payload(ev.payload_field)))
+    for m in trace_messages(trace):
+        if m.kind == "event":
+            out.append((m.ts, m.name, m.tid, m.env_int("vpid", None), bt_payload(m.fields)))
     return out
 
 
-def bt_value(f):
-    if isinstance(f, bt2._EnumerationFieldConst):
-        return int(f)
-    if isinstance(f, bt2._IntegerFieldConst):
-        return int(f)
-    if isinstance(f, bt2._RealFieldConst):
-        return float(f)
-    if isinstance(f, bt2._StringFieldConst):
-        return str(f)
-    if isinstance(f, bt2._ArrayFieldConst):
-        return [bt_value(x) for x in f]
-    raise TypeError(type(f))
-
-
 def bt_payload(p):
+    """The payload as the query tables give it: an enumeration also as its
+    label (`NAME_label`), a sequence's CTF length field left out."""
     d = {}
-    if p is None:
-        return d
     for k in p:
         if k.startswith("_"):
             continue  # a sequence's length field (CTF's), not one of Strata's fields
-        f = p[k]
-        d[k] = bt_value(f)
-        if isinstance(f, bt2._EnumerationFieldConst):
-            labels = list(f.labels)
+        d[k] = p[k]
+        labels = p.labels(k)
+        if labels is not None:
             d[k + "_label"] = labels[0] if labels else None
     return d
 
@@ -373,16 +352,13 @@ def sched_checks(strata, work, ext):
     make_sched_fixture.make(trace)
     evs = []  # the kernel's: (ts, name, tid, cpu, payload)
     user_pid = {}  # tid -> pid: the threads of the user sub-traces (of machine "box")
-    for m in bt2.TraceCollectionMessageIterator(trace):
-        if type(m) is bt2._EventMessageConst:
-            ev = m.event
-            env = ev.stream.trace.environment
-            if env["domain"] != "kernel":
-                check(env["hostname"] == "box", "the user sub-trace is of the kernel's machine")
-                user_pid[event_tid(ev)] = int(env["vpid"])
+    for m in trace_messages(trace):
+        if m.kind == "event":
+            if m.env_get("domain") != "kernel":
+                check(m.env_get("hostname") == "box", "the user sub-trace is of the kernel's machine")
+                user_pid[m.tid] = m.env_int("vpid")
                 continue
-            evs.append((m.default_clock_snapshot.ns_from_origin, ev.name, event_tid(ev),
-                        int(ev.common_context_field["cpu_id"]), bt_payload(ev.payload_field)))
+            evs.append((m.ts, m.name, m.tid, m.context("cpu_id"), bt_payload(m.fields)))
     # sched: each switch starts next_tid's slice on its CPU, the CPU's next
     # switch ends it (with its prev_state when it switched that thread out).
     # Its pid: the last fork naming the thread, else its user sub-trace's,
