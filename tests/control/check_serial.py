@@ -55,10 +55,9 @@ import tempfile
 import threading
 import time
 
-import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, bt_text, start_daemon, strata_cli, wait_for  # noqa: E402
+from strata_testlib import Checks, bt_text, start_daemon, strata_cli, trace_messages, wait_for  # noqa: E402
 
 check = Checks()
 
@@ -66,13 +65,14 @@ check = Checks()
 def ticks(path):
     """(seqs of snap:tick in trace order, discarded packets, discarded events)"""
     seqs, dpk, dev = [], 0, 0
-    for m in bt2.TraceCollectionMessageIterator(path):
-        if type(m) is bt2._EventMessageConst and m.event.name == "snap:tick":
-            seqs.append(int(m.event.payload_field["seq"]))
-        elif type(m) is bt2._DiscardedPacketsMessageConst:
-            dpk += m.count or 0
-        elif type(m) is bt2._DiscardedEventsMessageConst:
-            dev += m.count or 0
+    for m in trace_messages(path):
+        if m.kind == "event":
+            if m.name == "snap:tick":
+                seqs.append(m.fields["seq"])
+        elif m.kind == "discarded_packets":
+            dpk += m.count
+        else:
+            dev += m.count
     return seqs, dpk, dev
 
 

@@ -35,10 +35,9 @@ import subprocess
 import sys
 import time
 
-import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import end_daemon, e2e_setup, start_daemon, tsc_usable, wait_for  # noqa: E402
+from strata_testlib import end_daemon, e2e_setup, start_daemon, trace_messages, tsc_usable, wait_for  # noqa: E402
 
 SKEW_NS = 2700000000
 SKEW_PPM = 80
@@ -92,23 +91,20 @@ def timeline(check, dirs, n, client_on_guest, expect_inversions=False):
     sends, recvs, raw, envs_seen = {}, {}, {}, set()
     prev = None
     order_ok = True
-    for m in bt2.TraceCollectionMessageIterator(dirs):
-        if type(m) is not bt2._EventMessageConst:
+    for m in trace_messages(dirs):
+        if m.kind != "event" or not m.name.startswith("syncpp:"):
             continue
-        ev = m.event
-        if not ev.name.startswith("syncpp:"):
-            continue
-        ns = m.default_clock_snapshot.ns_from_origin
+        ns = m.ts
         if prev is not None and ns < prev:
             order_ok = False
         prev = ns
-        k, frm = int(ev.payload_field["k"]), int(ev.payload_field["from"])
+        k, frm = m.fields["k"], m.fields["from"]
         # the client sends from 0 and receives from 1, the server the other way
-        on_client = (ev.name == "syncpp:send") == (frm == 0)
+        on_client = (m.name == "syncpp:send") == (frm == 0)
         on_guest = on_client == client_on_guest
-        envs_seen.add((on_guest, str(ev.stream.trace.environment.get("sync_state", ""))))
-        (sends if ev.name == "syncpp:send" else recvs)[k] = ns
-        raw[(ev.name, k)] = (on_guest, m.default_clock_snapshot.value)
+        envs_seen.add((on_guest, m.env_get("sync_state", "")))
+        (sends if m.name == "syncpp:send" else recvs)[k] = ns
+        raw[(m.name, k)] = (on_guest, m.clock_value)
     check(order_ok, "babeltrace2's merged order is by time")
     check(len(sends) == 2 * n and len(recvs) == 2 * n, "%d sends and %d receives (expected %d each)" %
           (len(sends), len(recvs), 2 * n))
@@ -273,11 +269,9 @@ def guest_between(check, strata, both):
     got = [(name, int(k)) for _, name, k in rows] if r.returncode == 0 else None
     # babeltrace2: the host's sends in time order, the guest's events strictly between the 11th and 21st.
     evs = []
-    for msg in bt2.TraceCollectionMessageIterator(both):
-        if type(msg) is bt2._EventMessageConst and msg.event.name.startswith("syncpp:"):
-            host = str(msg.event.stream.trace.environment.get("hostname", ""))
-            evs.append((msg.default_clock_snapshot.ns_from_origin, host, msg.event.name,
-                        int(msg.event.payload_field["k"])))
+    for msg in trace_messages(both):
+        if msg.kind == "event" and msg.name.startswith("syncpp:"):
+            evs.append((msg.ts, msg.env_get("hostname", ""), msg.name, msg.fields["k"]))
     sends = sorted(t for t, h, n, _ in evs if h == "sim-host" and n == "syncpp:send")
     want = [(n, k) for t, h, n, k in sorted(evs) if h == "sim-guest" and sends[10] < t < sends[20]] \
         if len(sends) > 20 else []

@@ -40,13 +40,12 @@ import subprocess
 import sys
 import time
 
-import bt2
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import check_clock_link as ccl  # noqa: E402
-from strata_testlib import (end_daemon, e2e_setup, free_ports, listening, start_daemon, tsc_usable,  # noqa: E402
-                            wait_for)
+from strata_testlib import (end_daemon, e2e_setup, free_ports, listening, start_daemon, trace_messages,  # noqa: E402
+                            tsc_usable, wait_for)
 
 GUESTS = {"guest": (ccl.SKEW_NS, ccl.SKEW_PPM), "guest2": (5100000000, -60)}
 
@@ -218,9 +217,8 @@ def main():
     # read said), each receive its skew away from the same receive on the
     # host's timeline (the relayed trace once rewritten).
     skew2 = GUESTS["guest2"][0]
-    mapped = {int(m.event.payload_field["k"]): m.default_clock_snapshot.ns_from_origin
-              for m in bt2.TraceCollectionMessageIterator(traces["guest2"][0])
-              if type(m) is bt2._EventMessageConst and m.event.name == "syncpp:recv"}
+    mapped = {m.fields["k"]: m.ts for m in trace_messages(traces["guest2"][0])
+              if m.kind == "event" and m.name == "syncpp:recv"}
     pat = re.compile(r"^\[(\d\d):(\d\d):(\d\d)\.(\d{9})\].*syncpp:recv:.*\bk = (\d+),")
     seen = [(int(m.group(5)), ns_of_day(m)) for m in map(pat.match, open(reader.out)) if m]
     ds = [t - mapped[k] % (86400 * 10**9) for k, t in seen if k in mapped]

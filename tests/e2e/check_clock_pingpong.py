@@ -18,10 +18,9 @@ import shutil
 import subprocess
 import sys
 
-import bt2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, tsc_usable  # noqa: E402
+from strata_testlib import Checks, trace_messages, tsc_usable  # noqa: E402
 
 REFRESH_MS = 5
 
@@ -55,16 +54,14 @@ def main():
 
     ks, ts, clocks, per_stream = [], [], set(), {}
     bad_stream = 0
-    for msg in bt2.TraceCollectionMessageIterator(out):
-        if type(msg) is not bt2._EventMessageConst:
+    for msg in trace_messages(out):
+        if msg.kind != "event":
             continue
-        ev = msg.event
-        t = msg.default_clock_snapshot.ns_from_origin
-        ks.append(int(ev.payload_field["k"]))
+        t = msg.ts
+        ks.append(msg.fields["k"])
         ts.append(t)
-        trace = ev.stream.trace
-        clocks.add(str(trace.environment["clock"]) if "clock" in trace.environment else None)
-        key = (str(trace.uuid), ev.stream.id)
+        clocks.add(msg.env_get("clock"))
+        key = msg.stream
         if per_stream.get(key, t) > t:
             bad_stream += 1
         per_stream[key] = t

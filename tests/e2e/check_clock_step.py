@@ -41,7 +41,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from strata_testlib import end_daemon, e2e_setup, start_daemon, tsc_usable, wait_for  # noqa: E402
+from strata_testlib import end_daemon, e2e_setup, start_daemon, trace_messages, tsc_usable, wait_for  # noqa: E402
 from check_clock_link import bounds, in_gap, status_of, timeline  # noqa: E402
 
 SKEW_NS = 2700000000
@@ -88,16 +88,15 @@ def bt2_check(check, dirs, n, link, sends_raw):
     output directories: every syncpp event exactly once, in time order, and
     no message outside the step's gap inverted.  sends_raw: {(name, k):
     (on_guest, raw value)} from timeline(), for the gap test."""
-    import bt2
     seen, at, prev, ordered = {}, {}, None, True
-    for m in bt2.TraceCollectionMessageIterator(dirs):
-        if type(m) is not bt2._EventMessageConst or not m.event.name.startswith("syncpp:"):
+    for m in trace_messages(dirs):
+        if m.kind != "event" or not m.name.startswith("syncpp:"):
             continue
-        ns = m.default_clock_snapshot.ns_from_origin
+        ns = m.ts
         if prev is not None and ns < prev:
             ordered = False
         prev = ns
-        key = (m.event.name, int(m.event.payload_field["k"]), int(m.event.payload_field["from"]))
+        key = (m.name, m.fields["k"], m.fields["from"])
         seen[key] = seen.get(key, 0) + 1
         at[key[:2]] = ns
     total = sum(seen.values())

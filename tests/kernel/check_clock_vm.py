@@ -41,7 +41,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from strata_testlib import Checks, end_daemon, event_tid, start_daemon, wait_for  # noqa: E402
+from strata_testlib import Checks, end_daemon, start_daemon, trace_messages, wait_for  # noqa: E402
 from check_clock_link import bounds, in_gap, status_of, timeline  # noqa: E402
 from check_clock_step import collect, view_order  # noqa: E402
 
@@ -66,30 +66,29 @@ def kernel_order(check, host_out, guest_out, n):
     that send must come before the host's syncpp:recv k; it reads message
     k (odd) before its syncpp:recv k, so its last syscall_exit_read before
     that recv must come after the host's syncpp:send k."""
-    import bt2
     client_tid = None
     last_exit_read = None
     pending_send = None  # k of the guest's last send, waiting for its write
     write_at, read_at, host = {}, {}, {}
-    for m in bt2.TraceCollectionMessageIterator([host_out, guest_out]):
-        if type(m) is not bt2._EventMessageConst:
+    for m in trace_messages([host_out, guest_out]):
+        if m.kind != "event":
             continue
-        ev, ns = m.event, m.default_clock_snapshot.ns_from_origin
-        on_guest = "sync_state" in ev.stream.trace.environment
-        if ev.name.startswith("syncpp:"):
-            k = int(ev.payload_field["k"])
+        name, ns = m.name, m.ts
+        on_guest = m.env_get("sync_state") is not None
+        if name.startswith("syncpp:"):
+            k = m.fields["k"]
             if not on_guest:
                 host[k] = ns
-            elif ev.name == "syncpp:send":
-                client_tid, pending_send = event_tid(ev), k
+            elif name == "syncpp:send":
+                client_tid, pending_send = m.tid, k
             else:
                 read_at[k] = last_exit_read
             continue
-        if client_tid is None or event_tid(ev) != client_tid:
+        if client_tid is None or m.tid != client_tid:
             continue
-        if ev.name.endswith("syscall_entry_write") and pending_send is not None:
+        if name.endswith("syscall_entry_write") and pending_send is not None:
             write_at[pending_send], pending_send = ns, None
-        elif ev.name.endswith("syscall_exit_read"):
+        elif name.endswith("syscall_exit_read"):
             last_exit_read = ns
     bad_w = sum(1 for k, w in write_at.items() if k in host and not w < host[k])
     bad_r = sum(1 for k, r in read_at.items() if k in host and r is not None and not host[k] < r)
@@ -105,14 +104,13 @@ def bt2_pieces(check, dirs, n, in_gaps):
     guests' whole output directories (each guest sub-trace split by clock
     piece, its `~seg<k>` siblings beside it): every syncpp event exactly
     once, none of the messages outside the gaps inverted."""
-    import bt2
     seen, at = {}, {}
-    for m in bt2.TraceCollectionMessageIterator(dirs):
-        if type(m) is not bt2._EventMessageConst or not m.event.name.startswith("syncpp:"):
+    for m in trace_messages(dirs):
+        if m.kind != "event" or not m.name.startswith("syncpp:"):
             continue
-        key = (m.event.name, int(m.event.payload_field["k"]), int(m.event.payload_field["from"]))
+        key = (m.name, m.fields["k"], m.fields["from"])
         seen[key] = seen.get(key, 0) + 1
-        at[key[:2]] = m.default_clock_snapshot.ns_from_origin
+        at[key[:2]] = m.ts
     total = sum(seen.values())
     check(total == 4 * n and len(seen) == 4 * n, "babeltrace2 reads every syncpp event exactly once (%d events, "
           "%d distinct, of %d)" % (total, len(seen), 4 * n))

@@ -482,7 +482,8 @@ class Msg:
 
 def trace_messages(path):
     """The event and discarded-events/-packets messages of the trace (or
-    session directory) at path, in babeltrace2's merged order, as Msg."""
+    session directory) at path, or of the list of them merged, in
+    babeltrace2's merged order, as Msg."""
     import bt2
     kinds = {bt2._EventMessageConst: "event", bt2._DiscardedEventsMessageConst: "discarded_events",
              bt2._DiscardedPacketsMessageConst: "discarded_packets"}
