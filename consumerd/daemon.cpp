@@ -72,11 +72,11 @@ uint64_t first_run_id()
 
 Daemon::Daemon(const DaemonOptions &opt)
     : opt_(opt), path_(opt.socket_path.empty() ? proto::server_socket_path() : opt.socket_path),
-      hostname_(hostname()),
+      hostname_(hostname()), conns_(loop_, listener_, *this),
       procs_([this](int fd) { return loop_.add(fd, EPOLLIN, [this, fd] { on_exit(fd); }); },
 	     [this](int fd) { loop_.remove(fd); }),
       acks_(procs_), tables_(path_), sessions_(*this, SessionTable::Config{path_, hostname_, first_run_id()}),
-      listener_(loop_, *this, path_),
+      listener_(loop_, conns_, path_),
       persist_(*this, loop_, sessions_, procs_, Persistence::Config{path_, hostname_})
 {
 }
@@ -273,8 +273,8 @@ int Daemon::run()
 
 void Daemon::shut_down()
 {
-	serve_quiet();     // every process that joined from the table is known
-	settle_attaches(); // every buffer handed over joins its session
+	conns_.serve_quiet(); // every process that joined from the table is known
+	settle_attaches();    // every buffer handed over joins its session
 	attacher_.stop();
 	acks_.stop();
 	deliver(acks_.due(true));

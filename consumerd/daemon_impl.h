@@ -55,6 +55,7 @@
 #include "ack_tracker.h"
 #include "attacher.h"
 #include "clock_page.h"
+#include "connections.h"
 #include "event_loop.h"
 #include "grant_tables.h"
 #include "listener.h"
@@ -69,57 +70,12 @@
 namespace strata {
 namespace daemon_impl {
 
-// Connections at once: every live traced process keeps one (with its
-// pidfd, about 1.5 descriptors a process), so the bound follows the
-// descriptors the daemon may open (main.cpp raises the soft limit to the
-// hard one): two thirds of them, less a reserve for files and buffers, and
-// never below 1,024 (the fixed bound before: 10,000 live processes were
-// refused beyond it).
-size_t max_conns();
-constexpr size_t kMaxQueuedFds = 16;
-constexpr int64_t kReplyTimeoutMs = 2000;
 // How long a stop waits for its processes to apply it (stopping.cpp).
 constexpr int64_t kStopWaitMs = 2000;
 
 std::string hostname();
 
-struct Conn {
-	uint64_t id = 0;
-	uint64_t registered_at = 0;                // generation when it sent REGISTER
-	uint16_t version = proto::kProcessVersion; // negotiated at HELLO
-	int fd = -1;
-	struct ucred cred = {};
-	bool hello = false;
-	proto::Role role = proto::Role::Process;
-	std::vector<uint8_t> in;
-	// While the messages of one read are handled, their answers collect
-	// here and leave in one send (flush_out): a process that sent HELLO and
-	// REGISTER together wakes once for both answers.
-	std::vector<uint8_t> out;
-	bool corked = false;
-	std::deque<int> fds;
-	bool registered = false;
-	bool kmod = false;  // REGISTER with kRegisterModule
-	bool table = false; // REGISTER with kRegisterTable (grant_tables.h)
-	bool quiet = false; // accepted from the quiet socket (listener.h)
-	std::map<uint32_t, Grant> grants;
-	// Its BUFFERs at the attacher: true while this connection is open (an
-	// answer may be awaited); see attacher.h.
-	std::vector<std::shared_ptr<std::atomic<bool>>> attaching;
-	Caller caller() const { return Caller{cred.uid, cred.gid, id}; }
-	~Conn()
-	{
-		for (auto &a : attaching)
-			a->store(false,
-				 std::memory_order_relaxed); // attacher.h: only a wake-up depends on it
-		for (int f : fds)
-			close(f);
-		if (fd >= 0)
-			close(fd);
-	}
-};
-
-class Daemon : private SessionTable::Host, private Listener::Host, private Persistence::Host {
+class Daemon : private SessionTable::Host, private Connections::Host, private Persistence::Host {
 public:
 	explicit Daemon(const DaemonOptions &opt);
 	// Listens, starts, serves until SIGTERM or SIGINT, shuts down: the
@@ -133,7 +89,7 @@ public:
 	bool start();
 	// A connected socket (a socketpair's end, owned from now on) served as
 	// a peer the listener accepted.  False: refused (closed).
-	bool serve(int fd) { return take_conn(fd, false); }
+	bool serve(int fd) { return conns_.take_conn(fd, false); }
 	// One event-loop turn (waiting up to timeout_ms) and the work that
 	// follows each: 0, or -errno of epoll_wait (logged).
 	int turn(int timeout_ms);
@@ -147,31 +103,20 @@ private:
 	void on_signal();
 	void publish_tables();
 
-	// conn.cpp: connections.
-	bool take_conn(int fd, bool quiet) override; // Listener::Host
-	void serve_quiet() override; // Listener::Host: every queued quiet connection taken and read
-	void on_readable(Conn &c);
-	bool frame(Conn &c, size_t &off); // one read's complete messages handled
-	// Every process message already sent, read and handled now (before a
-	// session stops: a process does not wait for BUFFER's answer).
-	void serve_pending();
-	bool hello_from_process(const Conn &c);
-	bool handle(Conn &c, const proto::Message &m);
-	Conn *conn_by_id(uint64_t id);
-	pid_t conn_pid(uint64_t id) override; // Persistence::Host
-	void send(Conn &c, uint32_t seq, proto::Body body, int pass_fd = -1);
-	void reply(Conn &c, uint32_t seq, int status, const std::string &text);
-	void flush_out(Conn &c);
-	void drop(int fd);
+	// conn.cpp: Connections::Host, and the route table.
+	bool dispatch(Conn &c, const proto::Message &m) override;
+	void before_answers() override { publish_tables(); }
+	void before_controller_answer() override { persist_.save_if_changed(); }
+	void closed(const Ended &e) override;
+	pid_t conn_pid(uint64_t id) override { return conns_.pid_of(id); } // Persistence::Host
 	// A part's answer to `c`: sent, or when the change reaches running
 	// processes, they are signalled and the answer says so (version 2) or
 	// waits for their acknowledgements (version 1).
 	void answer(Conn &c, uint32_t seq, const Answer &a);
 	void deliver(const std::vector<DueReply> &due); // the tracker's answers due
 
-	// commands.cpp: a controller's commands (do_hello: conn.cpp).
+	// commands.cpp: a controller's commands.
 	using Command = void (Daemon::*)(Conn &, const proto::Message &);
-	void do_hello(Conn &c, uint32_t seq, const proto::Hello &m);
 	void do_create(Conn &c, const proto::Message &m);
 	void do_enable(Conn &c, const proto::Message &m);
 	void do_disable(Conn &c, const proto::Message &m);
@@ -227,7 +172,7 @@ private:
 	std::string path_;
 	std::string hostname_;
 	EventLoop loop_;
-	std::map<int, std::unique_ptr<Conn>> conns_;
+	Connections conns_; // the peers (made before listener_, which it hosts)
 	ProcessRegistry procs_;
 	AckTracker acks_;
 	Attacher attacher_;
@@ -239,14 +184,12 @@ private:
 	Persistence persist_;                   // the sessions kept across a crash
 	int sigfd_ = -1;
 	int trigger_tfd_ = -1; // the session table's trigger timer (loop_'s)
-	uint64_t next_conn_id_ = 1;
 	// State queries answered here (REGISTER without kRegisterModule), and
 	// module processes' hand-offs and announcements: logged at exit.
 	uint64_t n_queries_ = 0, n_handoffs_ = 0;
 	bool quit_ = false;
-	bool leaving_ = false;         // quit_ seen: leave() told every session's processes
-	StopCoordinator stops_;        // the stops under way (stop_coordinator.h)
-	bool serving_pending_ = false; // serve_pending runs: no nesting
+	bool leaving_ = false;  // quit_ seen: leave() told every session's processes
+	StopCoordinator stops_; // the stops under way (stop_coordinator.h)
 };
 
 } // namespace daemon_impl

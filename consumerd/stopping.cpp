@@ -110,25 +110,26 @@ void Daemon::answer_stop(const StopWait &w, const DueReply &d)
 		sync_.session_stopped(out, clock, hostname_);
 	const size_t n = w.signalled.signalled; // of which d.unacked did not apply it
 	for (const StopWait::To &t : w.to) {
-		Conn *c = conn_by_id(t.conn_id);
+		Conn *c = conns_.by_id(t.conn_id);
 		if (!c)
 			continue;
 		const Answer &a = t.destroy ? de : st;
 		if (a.status != 0 || !w.told || (c->version < 2 && w.signalled.waiting.empty())) {
-			reply(*c, t.seq, a.status, a.text); // as answer() did
+			conns_.reply(*c, t.seq, a.status, a.text); // as answer() did
 			continue;
 		}
 		const std::string late = d.status ? "; " + d.text : "";
 		if (c->version < 2) {
-			reply(*c, t.seq, 0,
-			      a.text + " (" + std::to_string(n - d.unacked) + " of " + std::to_string(n) +
-				      " running process(es) applied it" + late + ")");
+			conns_.reply(*c, t.seq, 0,
+				     a.text + " (" + std::to_string(n - d.unacked) + " of " +
+					     std::to_string(n) + " running process(es) applied it" + late +
+					     ")");
 			continue;
 		}
 		acks_.owe(c->id, w.signalled); // a WAIT after it asks again
-		reply(*c, t.seq, 0,
-		      a.text + " (generation " + std::to_string(w.generation) + ", " + std::to_string(n) +
-			      " running process(es) signalled" + late + ")");
+		conns_.reply(*c, t.seq, 0,
+			     a.text + " (generation " + std::to_string(w.generation) + ", " +
+				     std::to_string(n) + " running process(es) signalled" + late + ")");
 	}
 }
 
@@ -150,8 +151,8 @@ void Daemon::end_owned(uint64_t owner, pid_t peer)
 void Daemon::leave()
 {
 	leaving_ = true;
-	serve_quiet();     // every process that joined from the table is known
-	settle_attaches(); // every buffer handed over joins its session
+	conns_.serve_quiet(); // every process that joined from the table is known
+	settle_attaches();    // every buffer handed over joins its session
 	PendingReply all;
 	std::vector<uint64_t> ids;
 	for (auto &s : sessions_.all())
