@@ -77,7 +77,8 @@ Daemon::Daemon(const DaemonOptions &opt)
 	     [this](int fd) { loop_.remove(fd); }),
       acks_(procs_), tables_(path_), sessions_(*this, SessionTable::Config{path_, hostname_, first_run_id()}),
       listener_(loop_, conns_, path_),
-      persist_(*this, loop_, sessions_, procs_, Persistence::Config{path_, hostname_})
+      persist_(*this, loop_, sessions_, procs_, Persistence::Config{path_, hostname_}),
+      commands_(*this, Commands::Parts{conns_, sessions_, procs_, acks_, tables_, persist_, sync_})
 {
 }
 
@@ -242,7 +243,7 @@ int Daemon::turn(int timeout_ms)
 		return r;
 	}
 	collect_attaches(); // drains whose process did not wait (attacher.h)
-	deliver(acks_.due(false));
+	commands_.deliver(acks_.due(false));
 	publish_tables();
 	persist_.save_later();
 	return 0;
@@ -277,7 +278,7 @@ void Daemon::shut_down()
 	settle_attaches();    // every buffer handed over joins its session
 	attacher_.stop();
 	acks_.stop();
-	deliver(acks_.due(true));
+	commands_.deliver(acks_.due(true));
 	// The active disk sessions' clocks.json and metadata clocks, as at a
 	// stop (sync_link.h), once stop_all finished their drains.
 	std::vector<std::pair<std::string, ClockInfo>> synced;

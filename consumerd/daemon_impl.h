@@ -1,10 +1,14 @@
 /*
- * daemon_impl.h - the Daemon: the parts of strata-consumerd wired
- * together, and the messages dispatched to them (docs/consumerd.md).
+ * daemon_impl.h - the Daemon: the parts of strata-consumerd made and wired
+ * together, the event loop, and the daemon's life (docs/consumerd.md).
  *
  * The threading contract is daemon.h's.  Each part owns its state and
  * opens with its own contract:
  *   event_loop.h        descriptors -> handlers (epoll), timers;
+ *   listener.h          the socket and the quiet socket: accepts;
+ *   connections.h       the peers: the connection table (Conn), reading,
+ *                       framing, HELLO, answers, a connection's end;
+ *   commands.h          the route table and a controller's commands;
  *   session_table.h     sessions, slots, rules, triggers, outputs and the
  *                       commands on them (session.h: what a session is);
  *   process_registry.h  the traced processes, by pidfd and pid;
@@ -12,42 +16,34 @@
  *   attacher.h          the attacher thread (BUFFER -> drain);
  *   grant_tables.h      the grant table files, per uid;
  *   clock_page.h        the clock page and its refresh;
- *   listener.h          the socket and the quiet socket: accepts;
  *   persistence.h       the sessions kept across a crash of the daemon;
  *   stop_coordinator.h  the two-phase stops under way.
- * The Daemon owns the parts, the signals and the connections, and is the
- * only one that talks to a peer:
+ * The Daemon owns the parts, the signals, the clock page and the clock
+ * links, and is the host the parts call back (SessionTable::Host,
+ * Connections::Host, Commands::Host, Persistence::Host):
  *   daemon.cpp    its life: options, signals, the parts started, the loop
  *                 (run, or turn by turn in-process: start, serve, turn),
  *                 shutdown;
- *   conn.cpp      connections: take (from the listener, or a test's
- *                 socketpair), read, frame, route (handle), answer, drop
- *                 (the sessions a connection owns end with it);
- *   commands.cpp  a controller's commands, each handed to its part;
- *   procs.cpp     a process's messages: REGISTER, BUFFER hand-over (and
- *                 the attacher's results), exit, early adoption;
+ *   procs.cpp     a process's messages (Commands::Host): REGISTER, BUFFER
+ *                 hand-over (and the attacher's results), AGG_REGION, exit,
+ *                 early adoption; a connection's end (Connections::Host:
+ *                 its acknowledgement, the sessions it owned);
  *   stopping.cpp  two-phase stops: a session's processes told and waited
  *                 for (bounded) before its drains finish (STOP, DESTROY,
  *                 an owner's end, the daemon's exit).
  *
- * Objects, all owned by the main thread:
- *   Conn     a connected socket: role after HELLO, partial input, received
- *            fds, and for a process the slots granted to it.
- *   Session  (session.h) and Proc (process_registry.h), owned by their
- *            parts.
+ * Objects, all owned by the main thread: Conn (connections.h), Session
+ * (session.h) and Proc (process_registry.h), owned by their parts.
  */
 #ifndef STRATA_CONSUMERD_DAEMON_IMPL_H
 #define STRATA_CONSUMERD_DAEMON_IMPL_H
 
 #include "daemon.h"
 
-#include <atomic>
-#include <deque>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
-#include <sys/socket.h>
 #include <unistd.h>
 #include <vector>
 
@@ -55,6 +51,7 @@
 #include "ack_tracker.h"
 #include "attacher.h"
 #include "clock_page.h"
+#include "commands.h"
 #include "connections.h"
 #include "event_loop.h"
 #include "grant_tables.h"
@@ -75,7 +72,10 @@ constexpr int64_t kStopWaitMs = 2000;
 
 std::string hostname();
 
-class Daemon : private SessionTable::Host, private Connections::Host, private Persistence::Host {
+class Daemon : private SessionTable::Host,
+	       private Connections::Host,
+	       private Commands::Host,
+	       private Persistence::Host {
 public:
 	explicit Daemon(const DaemonOptions &opt);
 	// Listens, starts, serves until SIGTERM or SIGINT, shuts down: the
@@ -103,47 +103,27 @@ private:
 	void on_signal();
 	void publish_tables();
 
-	// conn.cpp: Connections::Host, and the route table.
-	bool dispatch(Conn &c, const proto::Message &m) override;
+	// Connections::Host: messages to the route table (commands.h), a
+	// connection's end (procs.cpp: its acknowledgement, its owned sessions).
+	bool dispatch(Conn &c, const proto::Message &m) override { return commands_.dispatch(c, m); }
 	void before_answers() override { publish_tables(); }
 	void before_controller_answer() override { persist_.save_if_changed(); }
 	void closed(const Ended &e) override;
 	pid_t conn_pid(uint64_t id) override { return conns_.pid_of(id); } // Persistence::Host
-	// A part's answer to `c`: sent, or when the change reaches running
-	// processes, they are signalled and the answer says so (version 2) or
-	// waits for their acknowledgements (version 1).
-	void answer(Conn &c, uint32_t seq, const Answer &a);
-	void deliver(const std::vector<DueReply> &due); // the tracker's answers due
-
-	// commands.cpp: a controller's commands.
-	using Command = void (Daemon::*)(Conn &, const proto::Message &);
-	void do_create(Conn &c, const proto::Message &m);
-	void do_enable(Conn &c, const proto::Message &m);
-	void do_disable(Conn &c, const proto::Message &m);
-	void do_target_rule(Conn &c, const proto::Message &m);
-	void do_start(Conn &c, const proto::Message &m);
-	void do_stop(Conn &c, const proto::Message &m);
-	void do_destroy(Conn &c, const proto::Message &m);
-	void do_list(Conn &c, const proto::Message &m);
-	void do_wait(Conn &c, const proto::Message &m);
-	void do_snapshot(Conn &c, const proto::Message &m);
-	void do_snapshot_on(Conn &c, const proto::Message &m);
-	void do_status(Conn &c, const proto::Message &m);
 
 	// procs.cpp: a process's messages.
-	void do_register(Conn &c, const proto::Message &m);
+	void do_register(Conn &c, const proto::Message &m) override; // Commands::Host
 	void note_probes(Conn &c, const proto::Register &m);
 	void grant_sessions(Conn &c, const Proc &p, proto::RegisterReply &rr);
 	void table_registered(Conn &c, Proc &p, uint64_t gen);
-	void do_buffer(Conn &c, const proto::Message &m);
-	void do_agg_region(Conn &c, const proto::Message &m);
-	void do_agg_fetch(Conn &c, const proto::Message &m);
+	void do_buffer(Conn &c, const proto::Message &m) override;
+	void do_agg_region(Conn &c, const proto::Message &m) override;
 	bool find_grant(Conn &c, uint32_t seq, const proto::Buffer &m, int fd, Grant &grant);
 	void attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const Grant &grant, uint32_t slot);
 	Proc &proc_for(pid_t pid, uid_t uid);
 	void on_exit(int pidfd);
 	void collect_attaches(bool woken = false);
-	void settle_attaches();
+	void settle_attaches() override; // Commands::Host
 	void integrate(AttachJob &j);
 	void drop_attach(AttachJob &j);
 	void adopt_early_buffers(Session &s);
@@ -151,9 +131,9 @@ private:
 				std::set<std::pair<dev_t, ino_t>> &seen);
 
 	// stopping.cpp: two-phase stops (what waits: stop_coordinator.h).
-	void stop_in_two(uint64_t id, bool destroy, Conn *c, uint32_t seq);
+	void stop_in_two(uint64_t id, bool destroy, Conn *c, uint32_t seq) override; // Commands::Host
 	void tell(const Answer &a, PendingReply &into);
-	void end_stop(const DueReply &d);
+	void end_stop(const DueReply &d) override; // Commands::Host
 	void answer_stop(const StopWait &w, const DueReply &d);
 	void end_owned(uint64_t owner, pid_t peer) override; // also Persistence::Host
 	void leave();
@@ -172,7 +152,7 @@ private:
 	std::string path_;
 	std::string hostname_;
 	EventLoop loop_;
-	Connections conns_; // the peers (made before listener_, which it hosts)
+	Connections conns_; // the peers (listener_ hands them over)
 	ProcessRegistry procs_;
 	AckTracker acks_;
 	Attacher attacher_;
@@ -182,6 +162,7 @@ private:
 	SyncLinks sync_;                        // clock links to other machines
 	Listener listener_;                     // the socket and the quiet socket
 	Persistence persist_;                   // the sessions kept across a crash
+	Commands commands_;                     // the route table, a controller's commands
 	int sigfd_ = -1;
 	int trigger_tfd_ = -1; // the session table's trigger timer (loop_'s)
 	// State queries answered here (REGISTER without kRegisterModule), and

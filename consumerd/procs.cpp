@@ -423,32 +423,6 @@ void Daemon::do_agg_region(Conn &c, const proto::Message &msg)
 	conns_.reply(c, msg.seq, 0, "ok");
 }
 
-// AGG_FETCH: the index-th region of a session the caller may see, with a
-// read-only descriptor of it, or -ENODATA past the last.
-void Daemon::do_agg_fetch(Conn &c, const proto::Message &msg)
-{
-	const proto::AggFetch &m = std::get<proto::AggFetch>(msg.body);
-	Answer err;
-	Session *s = sessions_.find(c.caller(), m.session, err);
-	if (!s) {
-		answer(c, msg.seq, err);
-		return;
-	}
-	if (s->aggregate.empty()) {
-		conns_.reply(c, msg.seq, -EINVAL,
-			     "session '" + s->name + "' does not aggregate (strata create --aggregate)");
-		return;
-	}
-	if (m.index >= s->regions.size()) {
-		conns_.reply(c, msg.seq, -ENODATA, std::to_string(s->regions.size()) + " region(s)");
-		return;
-	}
-	const AggRegionRec &r = *s->regions[m.index];
-	conns_.send(c, msg.seq,
-		    proto::Reply{0, std::to_string(r.pid) + " " + (r.alive ? "1" : "0") + " " + r.comm},
-		    r.fd);
-}
-
 // The grant a BUFFER claims: the module's (our session in that slot, the
 // buffer's own uuid), the grant table's (the session it names, if still
 // active), or the one REGISTER answered.  False: answered (refused).
@@ -528,6 +502,27 @@ void Daemon::attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const Gr
 	s.drains.push_back(std::move(d));
 	persist_.changed(); // persistence.h: a buffer to keep
 	VLOG("pid %d: draining slot %u into %s", p.pid, slot, dir.c_str());
+}
+
+// Connections::Host: a connection ended.  A process closes its connection
+// after applying what it was granted (and quiescing): that is its
+// acknowledgement.
+void Daemon::closed(const Ended &e)
+{
+	Proc *p = e.registered ? procs_.find(e.pid) : nullptr;
+	if (e.registered && !e.kmod) { // a module process acknowledges to the module
+		if (p)
+			p->acked = std::max(p->acked, e.registered_at);
+		acks_.acknowledge(e.pid, e.registered_at);
+	}
+	const int gone_pidfd =
+		p && p->gone ? p->pidfd : 0; // a process that exited before we read it: its exit is now
+	acks_.forget(e.id);
+	if (gone_pidfd)
+		on_exit(gone_pidfd);
+	// The sessions this connection owned (CREATE with kCreateOwned) end
+	// with it, whatever ended it; nobody is left to answer.
+	end_owned(e.id, e.pid);
 }
 
 void Daemon::on_exit(int pidfd)
