@@ -179,7 +179,7 @@ TEST_F(SessionTableTest, SixteenSlotsThenNoSpace)
 TEST_F(SessionTableTest, NamesAreCheckedByTheDecoderBeforeTheTable)
 {
 	// A session name the protocol refuses never reaches the table: the
-	// decoder answers the error (conn.cpp replies -EPROTO with its text).
+	// decoder answers the error (connections.cpp replies -EPROTO with its text).
 	proto::Message m;
 	m.seq = 1;
 	m.version = proto::kVersion;
