@@ -97,7 +97,7 @@ void Commands::deliver(const std::vector<DueReply> &due)
 {
 	for (const DueReply &d : due)
 		if (d.gate)
-			host_.end_stop(d); // stopping.cpp
+			host_.end_stop(d); // stopping.h
 		else if (Conn *c = p_.conns.by_id(d.conn_id))
 			p_.conns.reply(*c, d.seq, d.status, d.text);
 }
@@ -138,7 +138,7 @@ void Commands::do_start(Conn &c, const proto::Message &msg)
 	answer(c, msg.seq, p_.sessions.start(c.caller(), std::get<proto::Start>(msg.body).session));
 }
 
-// STOP and DESTROY: in two phases (stopping.cpp), answered once complete.
+// STOP and DESTROY: in two phases (stopping.h), answered once complete.
 void Commands::do_stop(Conn &c, const proto::Message &msg)
 {
 	const std::string &name = std::get<proto::Stop>(msg.body).session;

@@ -9,7 +9,7 @@
  * given to its part (SessionTable, ProcessRegistry, AckTracker, SyncLinks),
  * whose Answer goes back through answer(); a process's messages (REGISTER,
  * BUFFER, AGG_REGION) and the two-phase stops are the Host's (the Daemon:
- * procs.cpp, stopping.cpp).  The AckTracker's answers that fall due are
+ * procs.cpp, and Stopping, stopping.h).  The AckTracker's answers that fall due are
  * delivered here (deliver, each event-loop turn and at a WAIT).
  *
  * Contract:
@@ -60,7 +60,7 @@ public:
 		virtual void do_buffer(Conn &c, const proto::Message &m) = 0;
 		virtual void do_agg_region(Conn &c, const proto::Message &m) = 0;
 		// STOP (destroy false) or DESTROY of session `id` in two phases,
-		// answered to `c` (stopping.cpp) once complete.
+		// answered to `c` (stopping.h) once complete.
 		virtual void stop_in_two(uint64_t id, bool destroy, Conn *c, uint32_t seq) = 0;
 		// A stop's gate opened (an AckTracker answer with a gate).
 		virtual void end_stop(const DueReply &d) = 0;

@@ -78,7 +78,8 @@ Daemon::Daemon(const DaemonOptions &opt)
       acks_(procs_), tables_(path_), sessions_(*this, SessionTable::Config{path_, hostname_, first_run_id()}),
       listener_(loop_, conns_, path_),
       persist_(*this, loop_, sessions_, procs_, Persistence::Config{path_, hostname_}),
-      commands_(*this, Commands::Parts{conns_, sessions_, procs_, acks_, tables_, persist_, sync_})
+      commands_(*this, Commands::Parts{conns_, sessions_, procs_, acks_, tables_, persist_, sync_}),
+      stopping_(*this, Stopping::Parts{conns_, sessions_, acks_, sync_, persist_, hostname_})
 {
 }
 
@@ -261,9 +262,11 @@ int Daemon::run()
 		close(opt_.ready_fd);
 	}
 	for (;;) {
-		if (quit_ && !leaving_)
-			leave();                // stopping.cpp: the processes told, one bounded wait
-		if (leaving_ && stops_.empty()) // every stop's wait is over (leave()'s too)
+		if (quit_ && !leaving_) {
+			leaving_ = true;
+			stopping_.leave(); // the processes told, one bounded wait
+		}
+		if (leaving_ && stopping_.idle()) // every stop's wait is over (leave()'s too)
 			break;
 		if (turn(acks_.timeout_ms()) < 0)
 			break;

@@ -17,20 +17,20 @@
  *   grant_tables.h      the grant table files, per uid;
  *   clock_page.h        the clock page and its refresh;
  *   persistence.h       the sessions kept across a crash of the daemon;
- *   stop_coordinator.h  the two-phase stops under way.
+ *   stopping.h          two-phase stops: a session's processes told and
+ *                       waited for (bounded) before its drains finish
+ *                       (STOP, DESTROY, an owner's end, the daemon's exit),
+ *                       over stop_coordinator.h, the stops under way.
  * The Daemon owns the parts, the signals, the clock page and the clock
  * links, and is the host the parts call back (SessionTable::Host,
- * Connections::Host, Commands::Host, Persistence::Host):
+ * Connections::Host, Commands::Host, Stopping::Host, Persistence::Host):
  *   daemon.cpp    its life: options, signals, the parts started, the loop
  *                 (run, or turn by turn in-process: start, serve, turn),
  *                 shutdown;
  *   procs.cpp     a process's messages (Commands::Host): REGISTER, BUFFER
  *                 hand-over (and the attacher's results), AGG_REGION, exit,
  *                 early adoption; a connection's end (Connections::Host:
- *                 its acknowledgement, the sessions it owned);
- *   stopping.cpp  two-phase stops: a session's processes told and waited
- *                 for (bounded) before its drains finish (STOP, DESTROY,
- *                 an owner's end, the daemon's exit).
+ *                 its acknowledgement, the sessions it owned).
  *
  * Objects, all owned by the main thread: Conn (connections.h), Session
  * (session.h) and Proc (process_registry.h), owned by their parts.
@@ -61,20 +61,18 @@
 #include "process_registry.h"
 #include "proto/proto.h"
 #include "session_table.h"
-#include "stop_coordinator.h"
+#include "stopping.h"
 #include "sync_link.h"
 
 namespace strata {
 namespace daemon_impl {
-
-// How long a stop waits for its processes to apply it (stopping.cpp).
-constexpr int64_t kStopWaitMs = 2000;
 
 std::string hostname();
 
 class Daemon : private SessionTable::Host,
 	       private Connections::Host,
 	       private Commands::Host,
+	       private Stopping::Host,
 	       private Persistence::Host {
 public:
 	explicit Daemon(const DaemonOptions &opt);
@@ -101,7 +99,7 @@ private:
 	void start_clock_page();
 	bool start_sync_links(); // sync_link.h: the --sync and --sync-guest links
 	void on_signal();
-	void publish_tables();
+	void publish_tables() override; // Stopping::Host
 
 	// Connections::Host: messages to the route table (commands.h), a
 	// connection's end (procs.cpp: its acknowledgement, its owned sessions).
@@ -123,20 +121,20 @@ private:
 	Proc &proc_for(pid_t pid, uid_t uid);
 	void on_exit(int pidfd);
 	void collect_attaches(bool woken = false);
-	void settle_attaches() override; // Commands::Host
+	void settle_attaches() override; // Commands::Host, Stopping::Host
 	void integrate(AttachJob &j);
 	void drop_attach(AttachJob &j);
 	void adopt_early_buffers(Session &s);
 	void adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid,
 				std::set<std::pair<dev_t, ino_t>> &seen);
 
-	// stopping.cpp: two-phase stops (what waits: stop_coordinator.h).
-	void stop_in_two(uint64_t id, bool destroy, Conn *c, uint32_t seq) override; // Commands::Host
-	void tell(const Answer &a, PendingReply &into);
-	void end_stop(const DueReply &d) override; // Commands::Host
-	void answer_stop(const StopWait &w, const DueReply &d);
-	void end_owned(uint64_t owner, pid_t peer) override; // also Persistence::Host
-	void leave();
+	// Commands::Host, Persistence::Host: the stops (stopping.h).
+	void stop_in_two(uint64_t id, bool destroy, Conn *c, uint32_t seq) override
+	{
+		stopping_.stop(id, destroy, c, seq);
+	}
+	void end_stop(const DueReply &d) override { stopping_.end(d); }
+	void end_owned(uint64_t owner, pid_t peer) override { stopping_.end_owned(owner, peer); }
 
 	// SessionTable::Host (procs.cpp, daemon.cpp).
 	void settle() override;
@@ -163,14 +161,14 @@ private:
 	Listener listener_;                     // the socket and the quiet socket
 	Persistence persist_;                   // the sessions kept across a crash
 	Commands commands_;                     // the route table, a controller's commands
+	Stopping stopping_;                     // the two-phase stops under way
 	int sigfd_ = -1;
 	int trigger_tfd_ = -1; // the session table's trigger timer (loop_'s)
 	// State queries answered here (REGISTER without kRegisterModule), and
 	// module processes' hand-offs and announcements: logged at exit.
 	uint64_t n_queries_ = 0, n_handoffs_ = 0;
 	bool quit_ = false;
-	bool leaving_ = false;  // quit_ seen: leave() told every session's processes
-	StopCoordinator stops_; // the stops under way (stop_coordinator.h)
+	bool leaving_ = false; // quit_ seen: Stopping::leave told every session's processes
 };
 
 } // namespace daemon_impl

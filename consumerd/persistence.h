@@ -63,7 +63,7 @@ public:
 		virtual ~Host() = default;
 		// The peer pid of connection `conn_id`, 0 when it is closed.
 		virtual pid_t conn_pid(uint64_t conn_id) = 0;
-		// The sessions `owner` made with kCreateOwned end (stopping.cpp).
+		// The sessions `owner` made with kCreateOwned end (stopping.h).
 		virtual void end_owned(uint64_t owner, pid_t peer) = 0;
 	};
 	struct Config {
