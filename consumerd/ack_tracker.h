@@ -64,7 +64,7 @@ struct PendingReply {
 	// and whether that WAIT still runs (kwait_id != 0: answer after it).
 	std::vector<uint64_t> kgens;
 	uint64_t kwait_id = 0;
-	// A gate (a two-phase stop, Daemon::stop_in_two): nobody is answered;
+	// A gate (a two-phase stop, Stopping::stop): nobody is answered;
 	// when due, the Daemon goes on with the stop whose id this is.
 	uint64_t gate = 0;
 };

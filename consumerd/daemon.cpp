@@ -72,12 +72,14 @@ uint64_t first_run_id()
 
 Daemon::Daemon(const DaemonOptions &opt)
     : opt_(opt), path_(opt.socket_path.empty() ? proto::server_socket_path() : opt.socket_path),
-      hostname_(hostname()),
+      hostname_(hostname()), conns_(loop_, listener_, *this),
       procs_([this](int fd) { return loop_.add(fd, EPOLLIN, [this, fd] { on_exit(fd); }); },
 	     [this](int fd) { loop_.remove(fd); }),
       acks_(procs_), tables_(path_), sessions_(*this, SessionTable::Config{path_, hostname_, first_run_id()}),
-      listener_(loop_, *this, path_),
-      persist_(*this, loop_, sessions_, procs_, Persistence::Config{path_, hostname_})
+      listener_(loop_, conns_, path_),
+      persist_(*this, loop_, sessions_, procs_, Persistence::Config{path_, hostname_}),
+      commands_(*this, Commands::Parts{conns_, sessions_, procs_, acks_, tables_, persist_, sync_}),
+      stopping_(*this, Stopping::Parts{conns_, sessions_, acks_, sync_, persist_, hostname_})
 {
 }
 
@@ -242,7 +244,7 @@ int Daemon::turn(int timeout_ms)
 		return r;
 	}
 	collect_attaches(); // drains whose process did not wait (attacher.h)
-	deliver(acks_.due(false));
+	commands_.deliver(acks_.due(false));
 	publish_tables();
 	persist_.save_later();
 	return 0;
@@ -260,9 +262,11 @@ int Daemon::run()
 		close(opt_.ready_fd);
 	}
 	for (;;) {
-		if (quit_ && !leaving_)
-			leave();                // stopping.cpp: the processes told, one bounded wait
-		if (leaving_ && stops_.empty()) // every stop's wait is over (leave()'s too)
+		if (quit_ && !leaving_) {
+			leaving_ = true;
+			stopping_.leave(); // the processes told, one bounded wait
+		}
+		if (leaving_ && stopping_.idle()) // every stop's wait is over (leave()'s too)
 			break;
 		if (turn(acks_.timeout_ms()) < 0)
 			break;
@@ -273,11 +277,11 @@ int Daemon::run()
 
 void Daemon::shut_down()
 {
-	serve_quiet();     // every process that joined from the table is known
-	settle_attaches(); // every buffer handed over joins its session
+	conns_.serve_quiet(); // every process that joined from the table is known
+	settle_attaches();    // every buffer handed over joins its session
 	attacher_.stop();
 	acks_.stop();
-	deliver(acks_.due(true));
+	commands_.deliver(acks_.due(true));
 	// The active disk sessions' clocks.json and metadata clocks, as at a
 	// stop (sync_link.h), once stop_all finished their drains.
 	std::vector<std::pair<std::string, ClockInfo>> synced;

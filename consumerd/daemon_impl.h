@@ -1,10 +1,14 @@
 /*
- * daemon_impl.h - the Daemon: the parts of strata-consumerd wired
- * together, and the messages dispatched to them (docs/consumerd.md).
+ * daemon_impl.h - the Daemon: the parts of strata-consumerd made and wired
+ * together, the event loop, and the daemon's life (docs/consumerd.md).
  *
  * The threading contract is daemon.h's.  Each part owns its state and
  * opens with its own contract:
  *   event_loop.h        descriptors -> handlers (epoll), timers;
+ *   listener.h          the socket and the quiet socket: accepts;
+ *   connections.h       the peers: the connection table (Conn), reading,
+ *                       framing, HELLO, answers, a connection's end;
+ *   commands.h          the route table and a controller's commands;
  *   session_table.h     sessions, slots, rules, triggers, outputs and the
  *                       commands on them (session.h: what a session is);
  *   process_registry.h  the traced processes, by pidfd and pid;
@@ -12,42 +16,34 @@
  *   attacher.h          the attacher thread (BUFFER -> drain);
  *   grant_tables.h      the grant table files, per uid;
  *   clock_page.h        the clock page and its refresh;
- *   listener.h          the socket and the quiet socket: accepts;
  *   persistence.h       the sessions kept across a crash of the daemon;
- *   stop_coordinator.h  the two-phase stops under way.
- * The Daemon owns the parts, the signals and the connections, and is the
- * only one that talks to a peer:
+ *   stopping.h          two-phase stops: a session's processes told and
+ *                       waited for (bounded) before its drains finish
+ *                       (STOP, DESTROY, an owner's end, the daemon's exit),
+ *                       over stop_coordinator.h, the stops under way.
+ * The Daemon owns the parts, the signals, the clock page and the clock
+ * links, and is the host the parts call back (SessionTable::Host,
+ * Connections::Host, Commands::Host, Stopping::Host, Persistence::Host):
  *   daemon.cpp    its life: options, signals, the parts started, the loop
  *                 (run, or turn by turn in-process: start, serve, turn),
  *                 shutdown;
- *   conn.cpp      connections: take (from the listener, or a test's
- *                 socketpair), read, frame, route (handle), answer, drop
- *                 (the sessions a connection owns end with it);
- *   commands.cpp  a controller's commands, each handed to its part;
- *   procs.cpp     a process's messages: REGISTER, BUFFER hand-over (and
- *                 the attacher's results), exit, early adoption;
- *   stopping.cpp  two-phase stops: a session's processes told and waited
- *                 for (bounded) before its drains finish (STOP, DESTROY,
- *                 an owner's end, the daemon's exit).
+ *   procs.cpp     a process's messages (Commands::Host): REGISTER, BUFFER
+ *                 hand-over (and the attacher's results), AGG_REGION, exit,
+ *                 early adoption; a connection's end (Connections::Host:
+ *                 its acknowledgement, the sessions it owned).
  *
- * Objects, all owned by the main thread:
- *   Conn     a connected socket: role after HELLO, partial input, received
- *            fds, and for a process the slots granted to it.
- *   Session  (session.h) and Proc (process_registry.h), owned by their
- *            parts.
+ * Objects, all owned by the main thread: Conn (connections.h), Session
+ * (session.h) and Proc (process_registry.h), owned by their parts.
  */
 #ifndef STRATA_CONSUMERD_DAEMON_IMPL_H
 #define STRATA_CONSUMERD_DAEMON_IMPL_H
 
 #include "daemon.h"
 
-#include <atomic>
-#include <deque>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
-#include <sys/socket.h>
 #include <unistd.h>
 #include <vector>
 
@@ -55,6 +51,8 @@
 #include "ack_tracker.h"
 #include "attacher.h"
 #include "clock_page.h"
+#include "commands.h"
+#include "connections.h"
 #include "event_loop.h"
 #include "grant_tables.h"
 #include "listener.h"
@@ -63,63 +61,19 @@
 #include "process_registry.h"
 #include "proto/proto.h"
 #include "session_table.h"
-#include "stop_coordinator.h"
+#include "stopping.h"
 #include "sync_link.h"
 
 namespace strata {
 namespace daemon_impl {
 
-// Connections at once: every live traced process keeps one (with its
-// pidfd, about 1.5 descriptors a process), so the bound follows the
-// descriptors the daemon may open (main.cpp raises the soft limit to the
-// hard one): two thirds of them, less a reserve for files and buffers, and
-// never below 1,024 (the fixed bound before: 10,000 live processes were
-// refused beyond it).
-size_t max_conns();
-constexpr size_t kMaxQueuedFds = 16;
-constexpr int64_t kReplyTimeoutMs = 2000;
-// How long a stop waits for its processes to apply it (stopping.cpp).
-constexpr int64_t kStopWaitMs = 2000;
-
 std::string hostname();
 
-struct Conn {
-	uint64_t id = 0;
-	uint64_t registered_at = 0;                // generation when it sent REGISTER
-	uint16_t version = proto::kProcessVersion; // negotiated at HELLO
-	int fd = -1;
-	struct ucred cred = {};
-	bool hello = false;
-	proto::Role role = proto::Role::Process;
-	std::vector<uint8_t> in;
-	// While the messages of one read are handled, their answers collect
-	// here and leave in one send (flush_out): a process that sent HELLO and
-	// REGISTER together wakes once for both answers.
-	std::vector<uint8_t> out;
-	bool corked = false;
-	std::deque<int> fds;
-	bool registered = false;
-	bool kmod = false;  // REGISTER with kRegisterModule
-	bool table = false; // REGISTER with kRegisterTable (grant_tables.h)
-	bool quiet = false; // accepted from the quiet socket (listener.h)
-	std::map<uint32_t, Grant> grants;
-	// Its BUFFERs at the attacher: true while this connection is open (an
-	// answer may be awaited); see attacher.h.
-	std::vector<std::shared_ptr<std::atomic<bool>>> attaching;
-	Caller caller() const { return Caller{cred.uid, cred.gid, id}; }
-	~Conn()
-	{
-		for (auto &a : attaching)
-			a->store(false,
-				 std::memory_order_relaxed); // attacher.h: only a wake-up depends on it
-		for (int f : fds)
-			close(f);
-		if (fd >= 0)
-			close(fd);
-	}
-};
-
-class Daemon : private SessionTable::Host, private Listener::Host, private Persistence::Host {
+class Daemon : private SessionTable::Host,
+	       private Connections::Host,
+	       private Commands::Host,
+	       private Stopping::Host,
+	       private Persistence::Host {
 public:
 	explicit Daemon(const DaemonOptions &opt);
 	// Listens, starts, serves until SIGTERM or SIGINT, shuts down: the
@@ -133,7 +87,7 @@ public:
 	bool start();
 	// A connected socket (a socketpair's end, owned from now on) served as
 	// a peer the listener accepted.  False: refused (closed).
-	bool serve(int fd) { return take_conn(fd, false); }
+	bool serve(int fd) { return conns_.take_conn(fd, false); }
 	// One event-loop turn (waiting up to timeout_ms) and the work that
 	// follows each: 0, or -errno of epoll_wait (logged).
 	int turn(int timeout_ms);
@@ -145,73 +99,42 @@ private:
 	void start_clock_page();
 	bool start_sync_links(); // sync_link.h: the --sync and --sync-guest links
 	void on_signal();
-	void publish_tables();
+	void publish_tables() override; // Stopping::Host
 
-	// conn.cpp: connections.
-	bool take_conn(int fd, bool quiet) override; // Listener::Host
-	void serve_quiet() override; // Listener::Host: every queued quiet connection taken and read
-	void on_readable(Conn &c);
-	bool frame(Conn &c, size_t &off); // one read's complete messages handled
-	// Every process message already sent, read and handled now (before a
-	// session stops: a process does not wait for BUFFER's answer).
-	void serve_pending();
-	bool hello_from_process(const Conn &c);
-	bool handle(Conn &c, const proto::Message &m);
-	Conn *conn_by_id(uint64_t id);
-	pid_t conn_pid(uint64_t id) override; // Persistence::Host
-	void send(Conn &c, uint32_t seq, proto::Body body, int pass_fd = -1);
-	void reply(Conn &c, uint32_t seq, int status, const std::string &text);
-	void flush_out(Conn &c);
-	void drop(int fd);
-	// A part's answer to `c`: sent, or when the change reaches running
-	// processes, they are signalled and the answer says so (version 2) or
-	// waits for their acknowledgements (version 1).
-	void answer(Conn &c, uint32_t seq, const Answer &a);
-	void deliver(const std::vector<DueReply> &due); // the tracker's answers due
-
-	// commands.cpp: a controller's commands (do_hello: conn.cpp).
-	using Command = void (Daemon::*)(Conn &, const proto::Message &);
-	void do_hello(Conn &c, uint32_t seq, const proto::Hello &m);
-	void do_create(Conn &c, const proto::Message &m);
-	void do_enable(Conn &c, const proto::Message &m);
-	void do_disable(Conn &c, const proto::Message &m);
-	void do_target_rule(Conn &c, const proto::Message &m);
-	void do_start(Conn &c, const proto::Message &m);
-	void do_stop(Conn &c, const proto::Message &m);
-	void do_destroy(Conn &c, const proto::Message &m);
-	void do_list(Conn &c, const proto::Message &m);
-	void do_wait(Conn &c, const proto::Message &m);
-	void do_snapshot(Conn &c, const proto::Message &m);
-	void do_snapshot_on(Conn &c, const proto::Message &m);
-	void do_status(Conn &c, const proto::Message &m);
+	// Connections::Host: messages to the route table (commands.h), a
+	// connection's end (procs.cpp: its acknowledgement, its owned sessions).
+	bool dispatch(Conn &c, const proto::Message &m) override { return commands_.dispatch(c, m); }
+	void before_answers() override { publish_tables(); }
+	void before_controller_answer() override { persist_.save_if_changed(); }
+	void closed(const Ended &e) override;
+	pid_t conn_pid(uint64_t id) override { return conns_.pid_of(id); } // Persistence::Host
 
 	// procs.cpp: a process's messages.
-	void do_register(Conn &c, const proto::Message &m);
+	void do_register(Conn &c, const proto::Message &m) override; // Commands::Host
 	void note_probes(Conn &c, const proto::Register &m);
 	void grant_sessions(Conn &c, const Proc &p, proto::RegisterReply &rr);
 	void table_registered(Conn &c, Proc &p, uint64_t gen);
-	void do_buffer(Conn &c, const proto::Message &m);
-	void do_agg_region(Conn &c, const proto::Message &m);
-	void do_agg_fetch(Conn &c, const proto::Message &m);
+	void do_buffer(Conn &c, const proto::Message &m) override;
+	void do_agg_region(Conn &c, const proto::Message &m) override;
 	bool find_grant(Conn &c, uint32_t seq, const proto::Buffer &m, int fd, Grant &grant);
 	void attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const Grant &grant, uint32_t slot);
 	Proc &proc_for(pid_t pid, uid_t uid);
 	void on_exit(int pidfd);
 	void collect_attaches(bool woken = false);
-	void settle_attaches();
+	void settle_attaches() override; // Commands::Host, Stopping::Host
 	void integrate(AttachJob &j);
 	void drop_attach(AttachJob &j);
 	void adopt_early_buffers(Session &s);
 	void adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid,
 				std::set<std::pair<dev_t, ino_t>> &seen);
 
-	// stopping.cpp: two-phase stops (what waits: stop_coordinator.h).
-	void stop_in_two(uint64_t id, bool destroy, Conn *c, uint32_t seq);
-	void tell(const Answer &a, PendingReply &into);
-	void end_stop(const DueReply &d);
-	void answer_stop(const StopWait &w, const DueReply &d);
-	void end_owned(uint64_t owner, pid_t peer) override; // also Persistence::Host
-	void leave();
+	// Commands::Host, Persistence::Host: the stops (stopping.h).
+	void stop_in_two(uint64_t id, bool destroy, Conn *c, uint32_t seq) override
+	{
+		stopping_.stop(id, destroy, c, seq);
+	}
+	void end_stop(const DueReply &d) override { stopping_.end(d); }
+	void end_owned(uint64_t owner, pid_t peer) override { stopping_.end_owned(owner, peer); }
 
 	// SessionTable::Host (procs.cpp, daemon.cpp).
 	void settle() override;
@@ -227,7 +150,7 @@ private:
 	std::string path_;
 	std::string hostname_;
 	EventLoop loop_;
-	std::map<int, std::unique_ptr<Conn>> conns_;
+	Connections conns_; // the peers (listener_ hands them over)
 	ProcessRegistry procs_;
 	AckTracker acks_;
 	Attacher attacher_;
@@ -237,16 +160,15 @@ private:
 	SyncLinks sync_;                        // clock links to other machines
 	Listener listener_;                     // the socket and the quiet socket
 	Persistence persist_;                   // the sessions kept across a crash
+	Commands commands_;                     // the route table, a controller's commands
+	Stopping stopping_;                     // the two-phase stops under way
 	int sigfd_ = -1;
 	int trigger_tfd_ = -1; // the session table's trigger timer (loop_'s)
-	uint64_t next_conn_id_ = 1;
 	// State queries answered here (REGISTER without kRegisterModule), and
 	// module processes' hand-offs and announcements: logged at exit.
 	uint64_t n_queries_ = 0, n_handoffs_ = 0;
 	bool quit_ = false;
-	bool leaving_ = false;         // quit_ seen: leave() told every session's processes
-	StopCoordinator stops_;        // the stops under way (stop_coordinator.h)
-	bool serving_pending_ = false; // serve_pending runs: no nesting
+	bool leaving_ = false; // quit_ seen: Stopping::leave told every session's processes
 };
 
 } // namespace daemon_impl

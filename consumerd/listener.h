@@ -40,7 +40,8 @@ namespace daemon_impl {
 
 class Listener {
 public:
-	// What the listener hands its connections to (the Daemon).
+	// What the listener hands its connections to (the Connections,
+	// connections.h).
 	class Host {
 	public:
 		virtual ~Host() = default;

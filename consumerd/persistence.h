@@ -24,9 +24,9 @@
  *     that owns a session; it writes them only in restore() (sessions
  *     through SessionTable::adopt, process records for the buffers it
  *     takes back) and owner_exited() (a stand-in record erased);
- *   - who marks what changed (changed()): the Daemon, for a controller's
- *     command its route table says Changes (conn.cpp), a buffer
- *     integrated, a stop's end; owner_exited itself;
+ *   - who marks what changed (changed()): Commands, for a controller's
+ *     command its route table says Changes (commands.h); the Daemon, for
+ *     a buffer integrated, a stop's end; owner_exited itself;
  *   - when it saves: save_later() at the end of every event-loop turn (20
  *     ms later, one write for a burst of hand-overs, off the moment a
  *     process starts: a save costs the main thread ~0.14 ms, docs/crash.md),
@@ -63,7 +63,7 @@ public:
 		virtual ~Host() = default;
 		// The peer pid of connection `conn_id`, 0 when it is closed.
 		virtual pid_t conn_pid(uint64_t conn_id) = 0;
-		// The sessions `owner` made with kCreateOwned end (stopping.cpp).
+		// The sessions `owner` made with kCreateOwned end (stopping.h).
 		virtual void end_owned(uint64_t owner, pid_t peer) = 0;
 	};
 	struct Config {

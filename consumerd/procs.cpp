@@ -57,9 +57,9 @@ void Daemon::do_register(Conn &c, const proto::Message &msg)
 	const proto::Register &m = std::get<proto::Register>(msg.body);
 	const uint32_t seq = msg.seq;
 	if (m.abi_major != STRATA_ABI_MAJOR) {
-		reply(c, seq, -EPROTONOSUPPORT,
-		      "buffer ABI " + std::to_string(m.abi_major) +
-			      " not supported (daemon: " + std::to_string(STRATA_ABI_MAJOR) + ")");
+		conns_.reply(c, seq, -EPROTONOSUPPORT,
+			     "buffer ABI " + std::to_string(m.abi_major) +
+				     " not supported (daemon: " + std::to_string(STRATA_ABI_MAJOR) + ")");
 		return;
 	}
 	if (m.flags & proto::kRegisterNote) {
@@ -110,14 +110,14 @@ void Daemon::do_register(Conn &c, const proto::Message &msg)
 	if (p->kmod) { // an announcement or a hand-off: no grant from us
 		c.kmod = true;
 		n_handoffs_++;
-		send(c, seq, proto::RegisterReply{});
+		conns_.send(c, seq, proto::RegisterReply{});
 		return;
 	}
 	n_queries_++;
 	proto::RegisterReply rr;
 	grant_sessions(c, *p, rr);
 	// The clock page travels with the answer (SCM_RIGHTS), read-only.
-	send(c, seq, rr, clock_page_ ? clock_page_->fd() : -1);
+	conns_.send(c, seq, rr, clock_page_ ? clock_page_->fd() : -1);
 }
 
 // REGISTER(kRegisterNote | kRegisterProbes): the process made its probe
@@ -332,7 +332,7 @@ void Daemon::do_buffer(Conn &c, const proto::Message &msg)
 	int fd = -1;
 	if (m.status == 0) {
 		if (c.fds.empty()) {
-			reply(c, seq, -EBADF, "BUFFER without its file descriptor");
+			conns_.reply(c, seq, -EBADF, "BUFFER without its file descriptor");
 			return;
 		}
 		fd = c.fds.front();
@@ -347,19 +347,19 @@ void Daemon::do_buffer(Conn &c, const proto::Message &msg)
 	if (m.status != 0) {
 		logf("pid %d could not open its buffer for slot %u: %s", c.cred.pid, m.slot,
 		     strerror(-m.status));
-		reply(c, seq, 0, "noted");
+		conns_.reply(c, seq, 0, "noted");
 		return;
 	}
 	Session *s = sessions_.by_run(grant.session_id);
 	if (!s || s->state != proto::SessionState::Active) {
 		close(fd);
-		reply(c, seq, -ESTALE, "the session is no longer active");
+		conns_.reply(c, seq, -ESTALE, "the session is no longer active");
 		return;
 	}
 	Proc *p = procs_.find(c.cred.pid);
 	if (!p) { // exit already handled (on_exit reads first: not expected)
 		close(fd);
-		reply(c, seq, -ESRCH, "the process has exited");
+		conns_.reply(c, seq, -ESRCH, "the process has exited");
 		return;
 	}
 	attach(c, seq, *s, *p, fd, grant, m.slot);
@@ -380,7 +380,7 @@ void Daemon::do_agg_region(Conn &c, const proto::Message &msg)
 {
 	const proto::AggRegion &m = std::get<proto::AggRegion>(msg.body);
 	if (c.fds.empty()) {
-		reply(c, msg.seq, -EBADF, "AGG_REGION without its file descriptor");
+		conns_.reply(c, msg.seq, -EBADF, "AGG_REGION without its file descriptor");
 		return;
 	}
 	const int fd = c.fds.front();
@@ -410,7 +410,7 @@ void Daemon::do_agg_region(Conn &c, const proto::Message &msg)
 	close(fd);
 	if (!why.empty()) {
 		logf("pid %d: aggregation region refused: %s", c.cred.pid, why.c_str());
-		reply(c, msg.seq, -ESTALE, why);
+		conns_.reply(c, msg.seq, -ESTALE, why);
 		return;
 	}
 	auto r = std::make_unique<AggRegionRec>();
@@ -420,32 +420,7 @@ void Daemon::do_agg_region(Conn &c, const proto::Message &msg)
 	s->regions.push_back(std::move(r));
 	VLOG("pid %d (%s): aggregation region %zu of session %s", c.cred.pid, p->comm.c_str(),
 	     s->regions.size(), s->name.c_str());
-	reply(c, msg.seq, 0, "ok");
-}
-
-// AGG_FETCH: the index-th region of a session the caller may see, with a
-// read-only descriptor of it, or -ENODATA past the last.
-void Daemon::do_agg_fetch(Conn &c, const proto::Message &msg)
-{
-	const proto::AggFetch &m = std::get<proto::AggFetch>(msg.body);
-	Answer err;
-	Session *s = sessions_.find(c.caller(), m.session, err);
-	if (!s) {
-		answer(c, msg.seq, err);
-		return;
-	}
-	if (s->aggregate.empty()) {
-		reply(c, msg.seq, -EINVAL,
-		      "session '" + s->name + "' does not aggregate (strata create --aggregate)");
-		return;
-	}
-	if (m.index >= s->regions.size()) {
-		reply(c, msg.seq, -ENODATA, std::to_string(s->regions.size()) + " region(s)");
-		return;
-	}
-	const AggRegionRec &r = *s->regions[m.index];
-	send(c, msg.seq, proto::Reply{0, std::to_string(r.pid) + " " + (r.alive ? "1" : "0") + " " + r.comm},
-	     r.fd);
+	conns_.reply(c, msg.seq, 0, "ok");
 }
 
 // The grant a BUFFER claims: the module's (our session in that slot, the
@@ -456,8 +431,8 @@ bool Daemon::find_grant(Conn &c, uint32_t seq, const proto::Buffer &m, int fd, G
 	if (c.kmod) {
 		Session *s = sessions_.active_in_slot(m.slot, c.cred.uid);
 		if (!s || !grant_of_buffer(s->run_id, fd, grant)) {
-			reply(c, seq, -ESTALE,
-			      "no session of yours is active in slot " + std::to_string(m.slot));
+			conns_.reply(c, seq, -ESTALE,
+				     "no session of yours is active in slot " + std::to_string(m.slot));
 			return false;
 		}
 		return true;
@@ -467,15 +442,15 @@ bool Daemon::find_grant(Conn &c, uint32_t seq, const proto::Buffer &m, int fd, G
 			logf("pid %d: its buffer for slot %u names a session that is not active (any more): "
 			     "dropped",
 			     c.cred.pid, m.slot);
-			reply(c, seq, -ESTALE,
-			      "no session of yours is active in slot " + std::to_string(m.slot));
+			conns_.reply(c, seq, -ESTALE,
+				     "no session of yours is active in slot " + std::to_string(m.slot));
 			return false;
 		}
 		return true;
 	}
 	auto g = c.grants.find(m.slot);
 	if (g == c.grants.end()) {
-		reply(c, seq, -EINVAL, "slot " + std::to_string(m.slot) + " was not granted");
+		conns_.reply(c, seq, -EINVAL, "slot " + std::to_string(m.slot) + " was not granted");
 		return false;
 	}
 	grant = g->second;
@@ -511,15 +486,15 @@ void Daemon::attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const Gr
 	std::unique_ptr<Drain> d = Drain::create(fd, grant.uuid, dir, s.clock, env, s.owner, err);
 	if (!d) {
 		logf("pid %d slot %u: buffer rejected: %s", c.cred.pid, slot, err.c_str());
-		reply(c, seq, -EINVAL, "buffer rejected: " + err);
+		conns_.reply(c, seq, -EINVAL, "buffer rejected: " + err);
 		return;
 	}
 	// Validated and mapped: answer now, the process is waiting in its
 	// constructor.  The thread start and all file work (directories,
 	// metadata) come after; a failure there is logged by the drain thread
 	// and costs the process only its bounded buffer.
-	reply(c, seq, 0, "ok");
-	flush_out(c); // out of the cork: the thread start below takes a while
+	conns_.reply(c, seq, 0, "ok");
+	conns_.flush_out(c); // out of the cork: the thread start below takes a while
 	c.corked = true;
 	attach_output(s, *d);
 	d->start();
@@ -527,6 +502,27 @@ void Daemon::attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const Gr
 	s.drains.push_back(std::move(d));
 	persist_.changed(); // persistence.h: a buffer to keep
 	VLOG("pid %d: draining slot %u into %s", p.pid, slot, dir.c_str());
+}
+
+// Connections::Host: a connection ended.  A process closes its connection
+// after applying what it was granted (and quiescing): that is its
+// acknowledgement.
+void Daemon::closed(const Ended &e)
+{
+	Proc *p = e.registered ? procs_.find(e.pid) : nullptr;
+	if (e.registered && !e.kmod) { // a module process acknowledges to the module
+		if (p)
+			p->acked = std::max(p->acked, e.registered_at);
+		acks_.acknowledge(e.pid, e.registered_at);
+	}
+	const int gone_pidfd =
+		p && p->gone ? p->pidfd : 0; // a process that exited before we read it: its exit is now
+	acks_.forget(e.id);
+	if (gone_pidfd)
+		on_exit(gone_pidfd);
+	// The sessions this connection owned (CREATE with kCreateOwned) end
+	// with it, whatever ended it; nobody is left to answer.
+	end_owned(e.id, e.pid);
 }
 
 void Daemon::on_exit(int pidfd)
@@ -538,15 +534,7 @@ void Daemon::on_exit(int pidfd)
 	// unread on its connection (epoll may list the pidfd first) is adopted
 	// and drained with the rest, and needs its Proc to be found.
 	const pid_t pid = p->pid;
-	std::vector<int> mine;
-	for (auto &c : conns_)
-		if (c.second->cred.pid == pid && c.second->role == proto::Role::Process)
-			mine.push_back(c.first);
-	for (int fd : mine) {
-		auto c = conns_.find(fd);
-		if (c != conns_.end())
-			on_readable(*c->second); // may drop it (EOF)
-	}
+	conns_.read_process(pid);
 	settle_attaches(); // its drains, all of them, before they are told it died
 	p = procs_.by_pidfd(pidfd);
 	if (!p)
@@ -566,7 +554,7 @@ void Daemon::on_exit(int pidfd)
 // SessionTable::Host: buffers already sent, or being attached, join now.
 void Daemon::settle()
 {
-	serve_pending();
+	conns_.serve_pending();
 	settle_attaches();
 }
 
@@ -587,12 +575,12 @@ void Daemon::settle_attaches()
 // connection (if still open) gets the answer BUFFER used to get at once.
 void Daemon::integrate(AttachJob &j)
 {
-	Conn *c = conn_by_id(j.conn_id);
+	Conn *c = conns_.by_id(j.conn_id);
 	if (!j.drain) {
 		logf("pid %d: buffer rejected: %s", static_cast<int>(j.pid), j.err.c_str());
 		if (c) {
-			reply(*c, j.seq, -EINVAL, "buffer rejected: " + j.err);
-			flush_out(*c);
+			conns_.reply(*c, j.seq, -EINVAL, "buffer rejected: " + j.err);
+			conns_.flush_out(*c);
 		}
 		return;
 	}
@@ -604,8 +592,8 @@ void Daemon::integrate(AttachJob &j)
 		return;
 	}
 	if (c) {
-		reply(*c, j.seq, 0, "ok");
-		flush_out(*c);
+		conns_.reply(*c, j.seq, 0, "ok");
+		conns_.flush_out(*c);
 	}
 	p->drains.push_back(j.drain.get());
 	persist_.changed(); // persistence.h: a buffer to keep

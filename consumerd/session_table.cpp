@@ -773,7 +773,7 @@ std::vector<Answer> SessionTable::end_owned(uint64_t conn_id, pid_t peer)
 {
 	// Whatever ended the connection: its controller (`strata record`)
 	// exited, was killed, or closed it.  (The Daemon stops them in two
-	// phases instead: stopping.cpp.)
+	// phases instead: stopping.h.)
 	std::vector<Answer> out;
 	for (uint64_t id : disown(conn_id))
 		if (Session *s = by_id(id)) {

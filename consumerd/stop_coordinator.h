@@ -1,10 +1,10 @@
 /*
- * stop_coordinator.h - the two-phase stops under way (stopping.cpp;
+ * stop_coordinator.h - the two-phase stops under way (stopping.h;
  * docs/consumerd.md, "Stopping a session").
  *
  * A stop first tells a session's processes, then waits (an AckTracker gate)
  * for them to apply it before its drains finish and its controllers are
- * answered.  This part keeps what waits; the Daemon does the telling,
+ * answered.  This part keeps what waits; Stopping (stopping.h) does the telling,
  * finishing and answering.
  *
  * Contract:

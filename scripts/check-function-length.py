@@ -9,8 +9,8 @@ and what it runs at a sub-buffer's end), the field filters, the process's
 state query (libtrace/control), the tracepoint glue (tp-sync, tp-async, the
 public header's inlines) and the preload's wrappers. The daemon's dispatch
 is what turns a control message or a descriptor's readiness into work
-(consumerd's commands, conn, procs, daemon, event_loop, session_table, and
-the parts they call: triggers, acknowledgements, the process registry, the
+(consumerd's commands, connections, procs, daemon, event_loop, session_table,
+and the parts they call: triggers, acknowledgements, the process registry, the
 grant tables). The command line (cli/: every `strata` command, its option
 table, its readers and outputs) is checked too, but for the files listed in
 NOT_YET. Other files may hold longer functions (--all lists those of every
@@ -42,8 +42,8 @@ CHECKED = [
     "tp-async/tp_async.c",
     "preload/pthread_wrap.c",
     "preload/pthread_tp.h",
-    "consumerd/commands.cpp",
-    "consumerd/conn.cpp",
+    "consumerd/commands.cpp",  # the route table, a controller's commands
+    "consumerd/connections.cpp",  # the peers: read, frame, HELLO, answers
     "consumerd/procs.cpp",  # a process's messages
     "consumerd/trigger.cpp",
     "consumerd/ack_tracker.cpp",

@@ -37,7 +37,7 @@
  *
  * The process does not wait for BUFFER's answer: the daemon validates and
  * maps the buffer on its own time, and reads every BUFFER already sent
- * before it stops a session (conn.cpp, serve_pending), so the wait bought
+ * before it stops a session (connections.cpp, serve_pending), so the wait bought
  * nothing but a refusal message, at a round trip (0.2-0.3 ms on a VM) per
  * process start.  A refused buffer is logged by the daemon; the process
  * then records into a buffer nobody reads, bounded by the channel's size,

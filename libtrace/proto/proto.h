@@ -67,7 +67,7 @@ constexpr size_t kMaxPayload = 1u << 20; // 1 MiB: far above any real message
 // A daemon's LIST and STATUS replies grow with the live processes (a LIST
 // entry per process and event: 1.5 MB for 10,000 processes of 4 events):
 // they alone may reach this.  Only clients take such a message; the daemon
-// takes none above kMaxPayload (consumerd/conn.cpp, Daemon::frame).
+// takes none above kMaxPayload (consumerd/connections.cpp, Connections::frame).
 constexpr size_t kMaxReplyPayload = 64u << 20;
 constexpr size_t kMaxName = 63; // session, channel, comm names
 constexpr size_t kMaxPath = 4095;

@@ -12,6 +12,10 @@
  * is whole, the peer's end is closed, or a bounded number of turns passed
  * (a failure, not a wait).
  *
+ * PartsRig makes the dispatch's parts alone (Connections and Commands,
+ * with the parts a command reaches) and fakes the Daemon around them, so
+ * a test sees what each part hands back.
+ *
  * Everything here runs on the test's thread, which is the daemon's main
  * thread; the daemon's own threads (attacher, drain pool) are its own.
  */
@@ -27,6 +31,8 @@
 #include <unistd.h>
 #include <vector>
 
+#include "commands.h"
+#include "connections.h"
 #include "daemon_impl.h"
 #include "proto/proto.h"
 #include "proto/sock.h"
@@ -94,7 +100,53 @@ struct FakePeer {
 	}
 };
 
-class InProcessDaemon {
+// What turns a daemon's loop on the test's thread, and the peer's side of
+// a conversation with it.
+class Turner {
+public:
+	virtual ~Turner() = default;
+	// One turn of the loop: up to 100 ms when nothing is ready.
+	virtual void turn() = 0;
+
+	// The daemon's next message to `p`, turning the loop until it is
+	// whole.  False: the daemon closed the connection first, or it did
+	// not answer within kMaxTurns turns.
+	bool await(FakePeer &p, strata::proto::Message &m)
+	{
+		for (int i = 0; i < kMaxTurns; i++) {
+			if (p.take(m))
+				return true;
+			if (p.eof)
+				return false;
+			turn();
+		}
+		return false;
+	}
+	// Whether the daemon closed `p`'s connection (turning the loop until
+	// it has, or kMaxTurns turns passed).
+	bool closed(FakePeer &p)
+	{
+		strata::proto::Message m;
+		for (int i = 0; i < kMaxTurns && !p.eof; i++) {
+			turn();
+			p.take(m);
+		}
+		return p.eof;
+	}
+	// A request from `p` and its answer.
+	strata::proto::Message ask(FakePeer &p, strata::proto::Body body)
+	{
+		const uint32_t seq = p.send(std::move(body));
+		strata::proto::Message m;
+		EXPECT_TRUE(await(p, m)) << "no answer";
+		EXPECT_EQ(m.seq, seq);
+		return m;
+	}
+
+	static constexpr int kMaxTurns = 50;
+};
+
+class InProcessDaemon : public Turner {
 public:
 	explicit InProcessDaemon(const char *tag) : dir_(tag)
 	{
@@ -122,49 +174,123 @@ public:
 		p.fd = sv[0];
 		return d_->serve(sv[1]);
 	}
-	// The daemon's next message to `p`, turning the loop until it is
-	// whole.  False: the daemon closed the connection first, or it did
-	// not answer within kMaxTurns turns.
-	bool await(FakePeer &p, strata::proto::Message &m)
-	{
-		for (int i = 0; i < kMaxTurns; i++) {
-			if (p.take(m))
-				return true;
-			if (p.eof)
-				return false;
-			turn();
-		}
-		return false;
-	}
-	// Whether the daemon closed `p`'s connection (turning the loop until
-	// it has, or kMaxTurns turns passed).
-	bool closed(FakePeer &p)
-	{
-		strata::proto::Message m;
-		for (int i = 0; i < kMaxTurns && !p.eof; i++) {
-			turn();
-			p.take(m);
-		}
-		return p.eof;
-	}
-	// One turn of the daemon's loop: up to 100 ms when nothing is ready.
-	void turn() { EXPECT_EQ(d_->turn(100), 0); }
-	// A request from `p` and its answer.
-	strata::proto::Message ask(FakePeer &p, strata::proto::Body body)
-	{
-		const uint32_t seq = p.send(std::move(body));
-		strata::proto::Message m;
-		EXPECT_TRUE(await(p, m)) << "no answer";
-		EXPECT_EQ(m.seq, seq);
-		return m;
-	}
-
-	static constexpr int kMaxTurns = 50;
+	void turn() override { EXPECT_EQ(d_->turn(100), 0); }
 
 private:
 	TempDir dir_; // goes after the daemon
 	std::unique_ptr<strata::daemon_impl::Daemon> d_;
 	bool started_ = false;
+};
+
+// The dispatch's parts made alone (consumerd/connections.h, commands.h),
+// with the parts a command reaches, never listening; the rest of the
+// Daemon faked: what the parts hand back to it is recorded here.  With
+// to_commands false, Connections' messages stop here (recorded, each
+// answered "seen"); with it, they go through Commands' route table.
+class PartsRig : public Turner,
+		 private strata::daemon_impl::SessionTable::Host,
+		 private strata::daemon_impl::Connections::Host,
+		 private strata::daemon_impl::Commands::Host,
+		 private strata::daemon_impl::Persistence::Host {
+public:
+	using Conn = strata::daemon_impl::Conn;
+	using Ended = strata::daemon_impl::Connections::Host::Ended;
+	struct Stop {
+		uint64_t session = 0;
+		bool destroy = false;
+		uint32_t seq = 0;
+	};
+
+	using Turner::closed;
+
+	explicit PartsRig(const char *tag) : dir_(tag) { strata::daemon_impl::g_quiet = true; }
+	const std::string &dir() const { return dir_.path(); }
+	void turn() override { EXPECT_EQ(loop.turn(100), 0); }
+	// A new peer served by the Connections.
+	bool connect(FakePeer &p)
+	{
+		int sv[2];
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0)
+			return false;
+		p.fd = sv[0];
+		return conns.take_conn(sv[1], false);
+	}
+
+	// What the parts handed back.
+	bool to_commands = true;
+	bool close_on_dispatch = false;                    // to_commands false: dispatch says false
+	std::vector<strata::proto::Type> dispatched;       // to_commands false
+	std::vector<Ended> ended;                          // Connections::Host::closed
+	int ended_in_table = 0;                            // of which the Conn was still in the table
+	int batches = 0;                                   // Connections::Host::before_answers: one a read
+	int controller_answers = 0;                        // Connections::Host::before_controller_answer
+	int settles = 0;                                   // Commands::Host::settle_attaches
+	std::vector<strata::proto::Type> process_messages; // Commands::Host's
+	std::vector<Stop> stops;                           // Commands::Host::stop_in_two
+
+private:
+	// Connections::Host
+	bool dispatch(Conn &c, const strata::proto::Message &m) override
+	{
+		if (to_commands)
+			return commands.dispatch(c, m);
+		dispatched.push_back(m.type());
+		conns.reply(c, m.seq, 0, "seen");
+		return !close_on_dispatch;
+	}
+	void before_answers() override { batches++; }
+	void before_controller_answer() override { controller_answers++; }
+	void closed(const Ended &e) override
+	{
+		ended.push_back(e);
+		ended_in_table += conns.by_id(e.id) != nullptr;
+	}
+	// Commands::Host: a process's messages answered "process", a stop
+	// "stopping" at once.
+	void do_register(Conn &c, const strata::proto::Message &m) override { process(c, m); }
+	void do_buffer(Conn &c, const strata::proto::Message &m) override { process(c, m); }
+	void do_agg_region(Conn &c, const strata::proto::Message &m) override { process(c, m); }
+	void process(Conn &c, const strata::proto::Message &m)
+	{
+		process_messages.push_back(m.type());
+		c.registered = true;
+		conns.reply(c, m.seq, 0, "process");
+	}
+	void stop_in_two(uint64_t id, bool destroy, Conn *c, uint32_t seq) override
+	{
+		stops.push_back({id, destroy, seq});
+		if (c)
+			conns.reply(*c, seq, 0, "stopping");
+	}
+	void end_stop(const strata::daemon_impl::DueReply &) override {}
+	void settle_attaches() override { settles++; }
+	// SessionTable::Host: nothing attached, no trigger timer.
+	void settle() override {}
+	void collect() override {}
+	void forget_drains(const strata::daemon_impl::Session &) override {}
+	void changed() override {}
+	void adopt_early(strata::daemon_impl::Session &) override {}
+	bool watch_triggers(bool) override { return false; }
+	// Persistence::Host
+	pid_t conn_pid(uint64_t id) override { return conns.pid_of(id); }
+	void end_owned(uint64_t, pid_t) override {}
+
+	TempDir dir_;
+	const std::string path_ = dir_.path() + "/consumerd.sock"; // never listened on
+
+public:
+	strata::daemon_impl::EventLoop loop;
+	strata::daemon_impl::Listener listener{loop, conns, path_};
+	strata::daemon_impl::Connections conns{loop, listener, *this};
+	strata::daemon_impl::ProcessRegistry procs{[](int) { return false; }, [](int) {}};
+	strata::daemon_impl::AckTracker acks{procs};
+	strata::daemon_impl::GrantTables tables{path_};
+	strata::daemon_impl::SessionTable sessions{*this, {path_, "rig", 1 << 16 | 1}};
+	strata::daemon_impl::SyncLinks sync;
+	strata::daemon_impl::Persistence persist{*this, loop, sessions, procs, {path_, "rig"}};
+	strata::daemon_impl::Commands commands{
+		*this,
+		strata::daemon_impl::Commands::Parts{conns, sessions, procs, acks, tables, persist, sync}};
 };
 
 } // namespace strata_test

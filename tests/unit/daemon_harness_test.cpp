@@ -10,6 +10,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "strata_abi.h"
@@ -18,6 +20,8 @@ namespace strata_test {
 namespace {
 
 namespace proto = strata::proto;
+using strata::daemon_impl::Answer;
+using strata::daemon_impl::Caller;
 
 proto::Hello hello(proto::Role role)
 {
@@ -242,6 +246,188 @@ TEST_F(DaemonHarness, APeerThatHangsUpMidMessageIsDropped)
 		owner.hang_up();
 		EXPECT_EQ(sessions(d), std::vector<std::string>{"other"}) << "cut at " << cut;
 	}
+}
+
+// The parts alone (PartsRig): Connections frames, says HELLO and hands on
+// only what follows it; a malformed message ends the connection there;
+// its end reaches the host after the Conn has gone.
+TEST(Connections, FrameHelloAndEndBeforeTheHost)
+{
+	PartsRig rig("conns");
+	rig.to_commands = false;
+	FakePeer ctl;
+	ASSERT_TRUE(rig.connect(ctl));
+	EXPECT_EQ(rig.conns.size(), 1u);
+	// HELLO and a command in one write: one read, both answers in order,
+	// the command (not the HELLO) handed to the host.
+	proto::Message hm{1, hello(proto::Role::Controller)};
+	proto::Message st{2, proto::Status{}};
+	std::vector<uint8_t> b = proto::encode(hm);
+	const std::vector<uint8_t> b2 = proto::encode(st);
+	b.insert(b.end(), b2.begin(), b2.end());
+	ASSERT_TRUE(ctl.send_bytes(b));
+	proto::Message m;
+	ASSERT_TRUE(rig.await(ctl, m));
+	EXPECT_EQ(m.type(), proto::Type::HelloReply);
+	EXPECT_EQ(m.seq, 1u);
+	ASSERT_TRUE(rig.await(ctl, m));
+	EXPECT_EQ(reply_of(m), std::make_pair(0, std::string("seen")));
+	EXPECT_EQ(m.seq, 2u);
+	EXPECT_EQ(rig.dispatched, std::vector<proto::Type>{proto::Type::Status});
+	EXPECT_EQ(rig.batches, 1);
+	EXPECT_GE(rig.controller_answers, 1); // persistence's turn before a controller hears
+
+	// A process's answers are not a controller's.
+	FakePeer proc;
+	ASSERT_TRUE(rig.connect(proc));
+	const int before = rig.controller_answers;
+	EXPECT_EQ(rig.ask(proc, hello(proto::Role::Process)).type(), proto::Type::HelloReply);
+	EXPECT_EQ(reply_of(rig.ask(proc, proto::List{})).second, "seen");
+	EXPECT_EQ(rig.controller_answers, before);
+
+	// Malformed: bad magic after HELLO; -EPROTO with the reason, closed,
+	// nothing handed on; its end told once the Conn left the table.
+	b = proto::encode(st);
+	b[0] ^= 0xff;
+	ASSERT_TRUE(ctl.send_bytes(b));
+	ASSERT_TRUE(rig.await(ctl, m));
+	EXPECT_EQ(reply_of(m).first, -EPROTO);
+	EXPECT_NE(reply_of(m).second.find("bad magic"), std::string::npos) << reply_of(m).second;
+	EXPECT_TRUE(rig.closed(ctl));
+	EXPECT_EQ(rig.dispatched.size(), 2u); // STATUS, LIST: the bad one not
+	ASSERT_EQ(rig.ended.size(), 1u);
+	EXPECT_EQ(rig.ended[0].id, 1u);
+	EXPECT_EQ(rig.ended[0].pid, getpid());
+	EXPECT_FALSE(rig.ended[0].registered);
+	EXPECT_EQ(rig.ended_in_table, 0);
+	EXPECT_EQ(rig.conns.size(), 1u);
+
+	// Anything but HELLO first: refused there, closed.
+	FakePeer early;
+	ASSERT_TRUE(rig.connect(early));
+	EXPECT_EQ(reply_of(rig.ask(early, proto::Status{})),
+		  std::make_pair(-EPROTO, std::string("HELLO expected first")));
+	EXPECT_TRUE(rig.closed(early));
+	// A host that says false closes the connection after its answer.
+	rig.close_on_dispatch = true;
+	EXPECT_EQ(reply_of(rig.ask(proc, proto::List{})).second, "seen");
+	EXPECT_TRUE(rig.closed(proc));
+	EXPECT_EQ(rig.ended.size(), 3u);
+	EXPECT_EQ(rig.conns.size(), 0u);
+}
+
+// EventLoop::add refused (here EEXIST: the descriptor is watched already):
+// the peer is refused, its socket closed (its client sees the end rather
+// than waiting for good), nothing kept, nothing told to the host.
+TEST(Connections, APeerTheLoopCannotWatchIsRefusedAndClosed)
+{
+	PartsRig rig("refused");
+	int sv[2];
+	ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
+	FakePeer p;
+	p.fd = sv[0];
+	int runs = 0;
+	ASSERT_TRUE(rig.loop.add(sv[1], EPOLLIN, [&] { runs++; }));
+	EXPECT_FALSE(rig.conns.take_conn(sv[1], false));
+	EXPECT_EQ(rig.conns.size(), 0u);
+	EXPECT_EQ(fcntl(sv[1], F_GETFD), -1) << "the refused socket is closed";
+	rig.loop.remove(sv[1]);
+	EXPECT_TRUE(rig.closed(p));
+	EXPECT_TRUE(rig.ended.empty());
+	// Not a socket (no peer credentials): refused the same way.
+	int pp[2];
+	ASSERT_EQ(pipe2(pp, O_CLOEXEC | O_NONBLOCK), 0);
+	EXPECT_FALSE(rig.conns.take_conn(pp[0], false));
+	EXPECT_EQ(fcntl(pp[0], F_GETFD), -1);
+	close(pp[1]);
+	// The Connections serve on.
+	FakePeer next;
+	ASSERT_TRUE(rig.connect(next));
+	EXPECT_EQ(rig.ask(next, hello(proto::Role::Controller)).type(), proto::Type::HelloReply);
+	EXPECT_EQ(runs, 0);
+}
+
+// The route table: who may send what, and which commands change what
+// persistence keeps (only LIST, STATUS and AGG_FETCH read).
+TEST(Commands, TheRouteTableSaysWhoMaySendWhatAndWhatChangesState)
+{
+	using From = strata::daemon_impl::Commands::From;
+	using Effect = strata::daemon_impl::Commands::Effect;
+	using strata::daemon_impl::Commands;
+	std::vector<proto::Type> reads, from_procs;
+	int routes = 0;
+	for (int t = 0; t < 64; t++)
+		for (From f : {From::Unregistered, From::Registered, From::Controller})
+			if (const Commands::Route *r = Commands::route(static_cast<proto::Type>(t), f)) {
+				routes++;
+				EXPECT_EQ(static_cast<int>(r->type), t);
+				EXPECT_EQ(r->from, f);
+				if (f != From::Controller)
+					from_procs.push_back(r->type);
+				else if (r->effect == Effect::Reads)
+					reads.push_back(r->type);
+			}
+	EXPECT_EQ(routes, 16);
+	EXPECT_EQ(reads,
+		  (std::vector<proto::Type>{proto::Type::List, proto::Type::Status, proto::Type::AggFetch}));
+	EXPECT_EQ(from_procs, (std::vector<proto::Type>{proto::Type::Register, proto::Type::Buffer,
+							proto::Type::AggRegion}));
+	EXPECT_EQ(Commands::route(proto::Type::Buffer, From::Unregistered), nullptr);
+	EXPECT_EQ(Commands::route(proto::Type::Hello, From::Controller), nullptr); // Connections'
+}
+
+// Commands' dispatch over socketpairs: a controller's commands reach their
+// parts and are answered; a process's messages and the two-phase stops go
+// to the host; a refused type is answered -EPERM, the connection kept.
+TEST(Commands, DispatchHandsEachMessageToItsPart)
+{
+	PartsRig rig("commands");
+	FakePeer ctl, proc;
+	ASSERT_TRUE(rig.connect(ctl));
+	ASSERT_TRUE(rig.connect(proc));
+	EXPECT_EQ(rig.ask(ctl, hello(proto::Role::Controller)).type(), proto::Type::HelloReply);
+	EXPECT_EQ(rig.ask(proc, hello(proto::Role::Process)).type(), proto::Type::HelloReply);
+
+	proto::Create c;
+	c.session = "s";
+	c.output_dir = rig.dir() + "/out-s";
+	EXPECT_EQ(reply_of(rig.ask(ctl, c)).first, 0);
+	EXPECT_EQ(rig.settles, 1); // before each controller's command
+	EXPECT_EQ(reply_of(rig.ask(ctl, proto::Start{"s"})).first, 0);
+	proto::Message m = rig.ask(ctl, proto::Status{"s"});
+	ASSERT_EQ(m.type(), proto::Type::StatusReply);
+	ASSERT_EQ(std::get<proto::StatusReply>(m.body).sessions.size(), 1u);
+	EXPECT_EQ(std::get<proto::StatusReply>(m.body).sessions[0].state,
+		  static_cast<uint32_t>(proto::SessionState::Active));
+	EXPECT_EQ(rig.settles, 3);
+
+	// A process's BUFFER before its REGISTER: not its route; REGISTER
+	// goes to the host (which marks it registered), then BUFFER does.
+	EXPECT_EQ(reply_of(rig.ask(proc, proto::Buffer{})).first, -EPERM);
+	EXPECT_EQ(reply_of(rig.ask(proc, registration())).second, "process");
+	EXPECT_EQ(reply_of(rig.ask(proc, proto::Buffer{})).second, "process");
+	EXPECT_EQ(rig.process_messages,
+		  (std::vector<proto::Type>{proto::Type::Register, proto::Type::Buffer}));
+	EXPECT_EQ(rig.settles, 3); // a process's messages settle nothing
+
+	// STOP of the active session: the host's two-phase stop; of a
+	// session that is not: the table's refusal, no stop.
+	const uint32_t seq = ctl.seq + 1;
+	EXPECT_EQ(reply_of(rig.ask(ctl, proto::Stop{"s"})).second, "stopping");
+	ASSERT_EQ(rig.stops.size(), 1u);
+	Answer none;
+	const strata::daemon_impl::Session *s = rig.sessions.find(Caller{getuid(), getgid(), 0}, "s", none);
+	ASSERT_NE(s, nullptr);
+	EXPECT_EQ(rig.stops[0].session, s->id);
+	EXPECT_FALSE(rig.stops[0].destroy);
+	EXPECT_EQ(rig.stops[0].seq, seq);
+	EXPECT_EQ(reply_of(rig.ask(ctl, proto::Destroy{"nosuch"})).first, -ENOENT);
+	EXPECT_EQ(rig.stops.size(), 1u);
+	// WAIT with nothing owed: answered at once through deliver.
+	EXPECT_EQ(reply_of(rig.ask(ctl, proto::Wait{100})).first, 0);
+	// A controller may not REGISTER: refused, kept.
+	EXPECT_EQ(reply_of(rig.ask(ctl, registration())).first, -EPERM);
+	EXPECT_EQ(reply_of(rig.ask(ctl, proto::List{})).first, 1); // a LIST_REPLY: still served
 }
 
 } // namespace

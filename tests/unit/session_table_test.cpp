@@ -179,7 +179,7 @@ TEST_F(SessionTableTest, SixteenSlotsThenNoSpace)
 TEST_F(SessionTableTest, NamesAreCheckedByTheDecoderBeforeTheTable)
 {
 	// A session name the protocol refuses never reaches the table: the
-	// decoder answers the error (conn.cpp replies -EPROTO with its text).
+	// decoder answers the error (connections.cpp replies -EPROTO with its text).
 	proto::Message m;
 	m.seq = 1;
 	m.version = proto::kVersion;
@@ -289,7 +289,7 @@ TEST_F(SessionTableTest, StartStopDestroy)
 	EXPECT_EQ(err.status, -ENOENT);
 }
 
-// A stop in two phases (stopping.cpp): between them the session is still
+// A stop in two phases (stopping.h): between them the session is still
 // active (STATUS, its drains, the .active file) but takes no change that
 // would reach processes; the second phase answers as STOP (or DESTROY).
 TEST_F(SessionTableTest, ATwoPhaseStopTellsFirstThenFinishes)
@@ -491,7 +491,7 @@ TEST_F(SessionTableTest, ATriggerRunsACompanionWhileTheSessionIsActive)
 	table_->check_triggers();
 	EXPECT_EQ(host_.watches, (std::vector<bool>{true, false}));
 
-	// In two phases (stopping.cpp): the companion is told with the session,
+	// In two phases (stopping.h): the companion is told with the session,
 	// and stops (after a last look) with its second phase.
 	ASSERT_EQ(table_->start(me_, "fr").status, 0);
 	ASSERT_EQ(table_->all().size(), 2u);

@@ -1,13 +1,8 @@
 /*
- * conn.cpp - the control connections (daemon_impl.h): accept, read,
- * frame, route each message to its handler, answer, drop.
- *
- * Contract: main thread only.  Every byte read goes through the protocol
- * decoder; a peer that sends garbage gets an error REPLY and is dropped.
- * Answers to one read collect in Conn::out (corked) and leave in one send;
- * a send never blocks longer than kReplyTimeoutMs.
+ * connections.cpp - the daemon's peers (connections.h): take, read, frame,
+ * HELLO, answer, drop.  The contract is connections.h's.
  */
-#include "daemon_impl.h"
+#include "connections.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -15,17 +10,19 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 
+#include "access.h"
+#include "log.h"
 #include "proto/sock.h"
 
 namespace strata {
 namespace daemon_impl {
 
-void Daemon::send(Conn &c, uint32_t seq, proto::Body body, int pass_fd)
+void Connections::send(Conn &c, uint32_t seq, proto::Body body, int pass_fd)
 {
 	if (c.table) // a table join reads no answer (grant_tables.h); refusals are logged
 		return;
 	if (c.role == proto::Role::Controller)
-		persist_.save_if_changed(); // persistence.h: kept before a controller hears of it
+		host_.before_controller_answer(); // persistence.h: kept before a controller hears of it
 	proto::Message m;
 	m.seq = seq;
 	m.body = std::move(body);
@@ -52,7 +49,7 @@ void Daemon::send(Conn &c, uint32_t seq, proto::Body body, int pass_fd)
 		VLOG("send to pid %d failed: %s", c.cred.pid, strerror(-r));
 }
 
-void Daemon::flush_out(Conn &c)
+void Connections::flush_out(Conn &c)
 {
 	c.corked = false;
 	if (c.table) // HELLO_REPLY, queued before REGISTER said so: nobody reads it
@@ -60,14 +57,14 @@ void Daemon::flush_out(Conn &c)
 	if (c.out.empty())
 		return;
 	if (c.role == proto::Role::Controller)
-		persist_.save_if_changed(); // as in send()
+		host_.before_controller_answer(); // as in send()
 	int r = proto::send_all(c.fd, c.out.data(), c.out.size(), -1, proto::now_ms() + kReplyTimeoutMs);
 	c.out.clear();
 	if (r < 0)
 		VLOG("send to pid %d failed: %s", c.cred.pid, strerror(-r));
 }
 
-void Daemon::reply(Conn &c, uint32_t seq, int status, const std::string &text)
+void Connections::reply(Conn &c, uint32_t seq, int status, const std::string &text)
 {
 	proto::Reply r;
 	r.status = status;
@@ -75,7 +72,7 @@ void Daemon::reply(Conn &c, uint32_t seq, int status, const std::string &text)
 	send(c, seq, r);
 }
 
-void Daemon::drop(int fd)
+void Connections::drop(int fd)
 {
 	loop_.remove(fd);
 	auto it = conns_.find(fd);
@@ -83,25 +80,14 @@ void Daemon::drop(int fd)
 		return;
 	Conn &c = *it->second;
 	flush_out(c); // an error answer goes out before the close
-	Proc *p = c.registered ? procs_.find(c.cred.pid) : nullptr;
-	// A process closes its connection after applying what it was granted
-	// (and quiescing): that is its acknowledgement.
-	if (c.registered && !c.kmod) { // a module process acknowledges to the module
-		if (p)
-			p->acked = std::max(p->acked, c.registered_at);
-		acks_.acknowledge(c.cred.pid, c.registered_at);
-	}
-	const int gone_pidfd =
-		p && p->gone ? p->pidfd : 0; // a process that exited before we read it: its exit is now
-	const uint64_t conn_id = c.id;
-	const pid_t peer = c.cred.pid;
+	Host::Ended e;
+	e.id = c.id;
+	e.pid = c.cred.pid;
+	e.registered = c.registered;
+	e.kmod = c.kmod;
+	e.registered_at = c.registered_at;
 	conns_.erase(it);
-	acks_.forget(conn_id);
-	if (gone_pidfd)
-		on_exit(gone_pidfd);
-	// The sessions this connection owned (CREATE with kCreateOwned) end
-	// with it, whatever ended it; nobody is left to answer.
-	end_owned(conn_id, peer);
+	host_.closed(e);
 }
 
 size_t max_conns()
@@ -118,7 +104,7 @@ size_t max_conns()
 }
 
 // Listener::Host: a connection accepted (or a test's socketpair end).
-bool Daemon::take_conn(int fd, bool quiet)
+bool Connections::take_conn(int fd, bool quiet)
 {
 	if (conns_.size() >= max_conns()) {
 		close(fd);
@@ -127,7 +113,7 @@ bool Daemon::take_conn(int fd, bool quiet)
 	}
 	auto c = std::make_unique<Conn>();
 	c->fd = fd; // closed with c when refused
-	c->id = next_conn_id_++;
+	c->id = next_id_++;
 	c->quiet = quiet;
 	socklen_t l = sizeof(c->cred);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &l) < 0)
@@ -149,7 +135,7 @@ bool Daemon::take_conn(int fd, bool quiet)
 // Listener::Host: the quiet socket's queue (listener.h): every connection
 // taken and what it sent read now, so that a command or a stop sees the
 // processes that joined from the table before it.
-void Daemon::serve_quiet()
+void Connections::serve_quiet()
 {
 	std::vector<int> fds;
 	listener_.accept(true, &fds);
@@ -160,7 +146,7 @@ void Daemon::serve_quiet()
 	}
 }
 
-void Daemon::on_readable(Conn &c)
+void Connections::on_readable(Conn &c)
 {
 	const int fd = c.fd;
 	uint8_t buf[65536];
@@ -186,7 +172,7 @@ void Daemon::on_readable(Conn &c)
 			drop(fd);
 			return;
 		}
-		publish_tables(); // before a controller's answer: a process it starts sees the change
+		host_.before_answers(); // grant_tables.h: a process a controller starts sees the change
 		flush_out(c);
 		c.in.erase(c.in.begin(), c.in.begin() + static_cast<long>(off));
 	}
@@ -194,7 +180,7 @@ void Daemon::on_readable(Conn &c)
 
 // Every complete message in c.in from `off` on decoded and handled, its
 // answers corked; `off` past the last one.  False: close the connection.
-bool Daemon::frame(Conn &c, size_t &off)
+bool Connections::frame(Conn &c, size_t &off)
 {
 	c.corked = true;
 	while (c.in.size() - off >= proto::kHeaderSize) {
@@ -228,7 +214,7 @@ bool Daemon::frame(Conn &c, size_t &off)
 
 // A connection that has not said HELLO yet: is the HELLO waiting in its
 // socket (with what it read already) a process's?  Peeked, not consumed.
-bool Daemon::hello_from_process(const Conn &c)
+bool Connections::hello_from_process(const Conn &c)
 {
 	uint8_t buf[512];
 	size_t have = std::min(c.in.size(), sizeof(buf));
@@ -254,7 +240,7 @@ bool Daemon::hello_from_process(const Conn &c)
 // so after every BUFFER that command's processes sent.  Controllers'
 // connections are left alone (their commands keep their order), and so is
 // a connection whose HELLO is not all there yet.
-void Daemon::serve_pending()
+void Connections::serve_pending()
 {
 	if (serving_pending_)
 		return;
@@ -275,7 +261,7 @@ void Daemon::serve_pending()
 	serving_pending_ = false;
 }
 
-Conn *Daemon::conn_by_id(uint64_t id)
+Conn *Connections::by_id(uint64_t id)
 {
 	for (auto &kv : conns_)
 		if (kv.second->id == id)
@@ -283,124 +269,39 @@ Conn *Daemon::conn_by_id(uint64_t id)
 	return nullptr;
 }
 
-pid_t Daemon::conn_pid(uint64_t id)
+pid_t Connections::pid_of(uint64_t id)
 {
-	const Conn *c = conn_by_id(id);
+	const Conn *c = by_id(id);
 	return c ? c->cred.pid : 0;
 }
 
-namespace {
-// Who may send a message type: a process before or after its REGISTER, or
-// a controller.
-enum class From { Unregistered, Registered, Controller };
-// What a controller's command does to the sessions the state file keeps
-// (persistence.h): a question that only reads them leaves the file as it is.
-enum class Effect { Reads, Changes };
-} // namespace
+void Connections::read_process(pid_t pid)
+{
+	std::vector<int> mine;
+	for (auto &c : conns_)
+		if (c.second->cred.pid == pid && c.second->role == proto::Role::Process)
+			mine.push_back(c.first);
+	for (int fd : mine) {
+		auto c = conns_.find(fd);
+		if (c != conns_.end())
+			on_readable(*c->second); // may drop it (EOF)
+	}
+}
 
 // Returns false to close the connection.
-bool Daemon::handle(Conn &c, const proto::Message &m)
+bool Connections::handle(Conn &c, const proto::Message &m)
 {
-	using proto::Type;
-	struct Route {
-		Type type;
-		From from;
-		Effect effect; // a process's messages: what their handlers mark (procs.cpp)
-		Command fn;
-	};
-	// WAIT and SNAPSHOT are counted as changes: they settle what processes
-	// sent, and the file is rewritten after them as before.
-	static const Route routes[] = {
-		{Type::Register, From::Unregistered, Effect::Changes, &Daemon::do_register},
-		{Type::Buffer, From::Registered, Effect::Changes, &Daemon::do_buffer},
-		{Type::AggRegion, From::Registered, Effect::Changes, &Daemon::do_agg_region},
-		{Type::AggFetch, From::Controller, Effect::Reads, &Daemon::do_agg_fetch},
-		{Type::Create, From::Controller, Effect::Changes, &Daemon::do_create},
-		{Type::EnableEvent, From::Controller, Effect::Changes, &Daemon::do_enable},
-		{Type::DisableEvent, From::Controller, Effect::Changes, &Daemon::do_disable},
-		{Type::TargetRule, From::Controller, Effect::Changes, &Daemon::do_target_rule},
-		{Type::Start, From::Controller, Effect::Changes, &Daemon::do_start},
-		{Type::Stop, From::Controller, Effect::Changes, &Daemon::do_stop},
-		{Type::Destroy, From::Controller, Effect::Changes, &Daemon::do_destroy},
-		{Type::List, From::Controller, Effect::Reads, &Daemon::do_list},
-		{Type::Wait, From::Controller, Effect::Changes, &Daemon::do_wait},
-		{Type::Snapshot, From::Controller, Effect::Changes, &Daemon::do_snapshot},
-		{Type::SnapshotOn, From::Controller, Effect::Changes, &Daemon::do_snapshot_on},
-		{Type::Status, From::Controller, Effect::Reads, &Daemon::do_status},
-	};
-	if (!c.hello) {
-		if (m.type() != Type::Hello) {
-			reply(c, m.seq, -EPROTO, "HELLO expected first");
-			return false;
-		}
-		do_hello(c, m.seq, std::get<proto::Hello>(m.body));
-		return c.hello;
+	if (c.hello)
+		return host_.dispatch(c, m);
+	if (m.type() != proto::Type::Hello) {
+		reply(c, m.seq, -EPROTO, "HELLO expected first");
+		return false;
 	}
-	const bool ctl = c.role == proto::Role::Controller;
-	const From from = ctl ? From::Controller : c.registered ? From::Registered : From::Unregistered;
-	const Route *route = nullptr;
-	for (const Route &r : routes)
-		if (r.type == m.type() && r.from == from)
-			route = &r;
-	// persistence.h: sessions may change, except on a question that only
-	// reads them (the table's Reads), whose answer then describes what
-	// the state file already holds, or what serve_quiet/settle_attaches
-	// below integrate, which marks the state dirty itself (procs.cpp).
-	// Not rewriting the file there keeps `strata status` cheap with
-	// thousands of live buffers (issue 38).  A command refused below
-	// changes nothing.
-	if (ctl && route && route->effect == Effect::Changes)
-		persist_.changed();
-	if (ctl) {
-		serve_quiet();     // a command sees every process that joined from the table
-		settle_attaches(); // a command sees every buffer already handed over
-		tables_.dirty();   // it may change what a process is granted
-	}
-	sessions_.take_kgen(); // what a change makes is the change's (Answer::kgen)
-	if (route) {
-		(this->*route->fn)(c, m);
-		return true;
-	}
-	reply(c, m.seq, -EPERM,
-	      "message type " + std::to_string(static_cast<int>(m.type())) +
-		      " not allowed here for this role");
-	return true;
+	hello(c, m.seq, std::get<proto::Hello>(m.body));
+	return c.hello;
 }
 
-void Daemon::answer(Conn &c, uint32_t seq, const Answer &a)
-{
-	if (a.status != 0 || !a.notify) {
-		reply(c, seq, a.status, a.text);
-		return;
-	}
-	PendingReply p = acks_.signal(a.who, a.rule, a.kgen);
-	p.conn_id = c.id;
-	p.seq = seq;
-	p.text = a.text;
-	if (c.version >= 2) { // answered now; WAIT asks for the acknowledgements
-		acks_.owe(c.id, p);
-		reply(c, seq, 0,
-		      a.text + " (generation " + std::to_string(acks_.generation()) + ", " +
-			      std::to_string(p.signalled) + " running process(es) signalled)");
-		return;
-	}
-	if (p.waiting.empty()) {
-		reply(c, seq, 0, a.text);
-		return;
-	}
-	acks_.hold(std::move(p));
-}
-
-void Daemon::deliver(const std::vector<DueReply> &due)
-{
-	for (const DueReply &d : due)
-		if (d.gate)
-			end_stop(d); // stopping.cpp
-		else if (Conn *c = conn_by_id(d.conn_id))
-			reply(*c, d.seq, d.status, d.text);
-}
-
-void Daemon::do_hello(Conn &c, uint32_t seq, const proto::Hello &m)
+void Connections::hello(Conn &c, uint32_t seq, const proto::Hello &m)
 {
 	if (m.max_version < proto::kMinVersion || m.min_version > proto::kVersion) {
 		reply(c, seq, -EPROTONOSUPPORT,
