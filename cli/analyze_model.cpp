@@ -251,6 +251,47 @@ struct Done {
 	Span s;
 	int64_t closed_at;
 };
+
+// A FIFO of a power-of-two capacity, indexed from its front: what
+// std::deque gave `recent` and `block_start`, without its chunk per 12
+// holds allocated and freed as they pass nor its division per index
+// (blame() indexes along thousands of holds per wait).  It grows and
+// never shrinks: its peak is the deque's.
+template <class T> class Ring {
+public:
+	size_t size() const { return n_; }
+	bool empty() const { return n_ == 0; }
+	T &operator[](size_t i) { return v_[(head_ + i) & (v_.size() - 1)]; }
+	const T &operator[](size_t i) const { return v_[(head_ + i) & (v_.size() - 1)]; }
+	T &front() { return v_[head_]; }
+	const T &front() const { return v_[head_]; }
+	T &back() { return (*this)[n_ - 1]; }
+	void push_back(const T &x)
+	{
+		if (n_ == v_.size())
+			grow();
+		v_[(head_ + n_) & (v_.size() - 1)] = x;
+		n_++;
+	}
+	void pop_front()
+	{
+		head_ = (head_ + 1) & (v_.size() - 1);
+		n_--;
+	}
+	void clear() { head_ = n_ = 0; }
+
+private:
+	std::vector<T> v_;
+	size_t head_ = 0, n_ = 0;
+	void grow()
+	{
+		std::vector<T> v(v_.empty() ? 16 : v_.size() * 2);
+		for (size_t i = 0; i < n_; i++)
+			v[i] = (*this)[i];
+		v_.swap(v);
+		head_ = 0;
+	}
+};
 constexpr uint64_t kBlock = 64;
 
 struct Work {
@@ -267,6 +308,7 @@ struct Work {
 		return *last_site;
 	}
 	std::map<int64_t, std::vector<Hold>> open; // per thread, LIFO
+	size_t open_n = 0;                         // holds in `open`, over its threads
 	// open[last_tid] (std::map's nodes do not move, and none is erased).
 	int64_t last_tid = 0;
 	std::vector<Hold> *last_open = nullptr;
@@ -282,12 +324,13 @@ struct Work {
 	// a handoff, whose unlock (or cond wait) event has not come yet; LIFO
 	// like `open`.
 	std::map<int64_t, std::vector<uint64_t>> closed_early;
-	std::deque<Done> recent;
+	size_t early_n = 0; // numbers in closed_early, over its threads
+	Ring<Done> recent;
 	uint64_t base = 0; // number of recent.front()
 	// The earliest start of the holds numbered [kBlock * k, kBlock * (k + 1)),
 	// k from base / kBlock on (a lower bound once the block's first holds
 	// have left `recent`): blame() skips a block that started after a wait.
-	std::deque<int64_t> block_start;
+	Ring<int64_t> block_start;
 	size_t evict_at = kEvictBatch;
 	std::deque<Span> unblamed;         // contended waits, by end
 	int64_t hold_longest = 0;          // of the holds closed so far
@@ -361,6 +404,8 @@ private:
 	void end_run(CondUse &cu, const Span &run);
 	void cond_locks();
 	void timeline();
+	std::vector<std::pair<uint64_t, uint64_t>> shares_; // blame()'s, kept for its buffer
+	std::unordered_map<uint64_t, size_t> share_index_;  // into shares_, past 16 callers
 	void keep(Longest &l, const Span &s);
 	void shrink_timelines();
 
@@ -371,20 +416,36 @@ private:
 	size_t tl_cap_;           // timeline candidates kept per lock and kind
 	size_t tl_kept_ = 0;      // over all locks
 	std::map<LockKey, Work> locks_;
-	LockKey last_key_{0, 0};
-	Work *last_work_ = nullptr; // work_of()'s last answer
+	// work_of()'s last answers, most recent first (a thread nesting two
+	// locks alternates between them; std::map's nodes do not move).
+	static constexpr size_t kRecent = 4;
+	struct RecentWork {
+		LockKey key{0, 0};
+		Work *w = nullptr;
+	} recent_work_[kRecent];
 	std::map<LockKey, CondStats> conds_;
 	std::map<LockKey, CondUse> cond_use_;
 	std::map<std::pair<uint32_t, int64_t>, uint64_t> unlocks_of_;
-	std::pair<uint32_t, int64_t> last_unlocker_{0, 0};
-	uint64_t *last_unlocks_ = nullptr; // unlocks_of_[last_unlocker_] (nodes do not move)
+	// unlocks_of_'s last entries, most recent first (threads' events
+	// interleave; nodes do not move).
+	struct RecentUnlocks {
+		std::pair<uint32_t, int64_t> key{0, 0};
+		uint64_t *n = nullptr;
+	} recent_unlocks_[kRecent];
 	uint64_t &unlocks_of(uint32_t proc, int64_t tid)
 	{
-		if (!last_unlocks_ || last_unlocker_.first != proc || last_unlocker_.second != tid) {
-			last_unlocker_ = {proc, tid};
-			last_unlocks_ = &unlocks_of_[last_unlocker_];
-		}
-		return *last_unlocks_;
+		const std::pair<uint32_t, int64_t> key{proc, tid};
+		size_t i = 0;
+		while (i < kRecent && !(recent_unlocks_[i].n && recent_unlocks_[i].key == key))
+			i++;
+		if (i == 0)
+			return *recent_unlocks_[0].n;
+		const RecentUnlocks hit =
+			i < kRecent ? recent_unlocks_[i] : RecentUnlocks{key, &unlocks_of_[key]};
+		std::move_backward(recent_unlocks_, recent_unlocks_ + (i < kRecent ? i : kRecent - 1),
+				   recent_unlocks_ + (i < kRecent ? i + 1 : kRecent));
+		recent_unlocks_[0] = hit;
+		return *hit.n;
 	}
 	std::set<LockKey> cond_lock_keys_;
 	std::map<uint32_t, bool> counts_done_; // per process with counts: its final flush seen since
@@ -394,11 +455,18 @@ Work &Model::work_of(uint32_t proc, uint64_t addr, Op op)
 {
 	// The last lock's first: a thread mostly takes and releases one lock
 	// (std::map's nodes do not move).
-	if (last_work_ && last_key_.proc == proc && last_key_.addr == addr)
-		return *last_work_;
-	Work &w = locks_[LockKey{proc, addr}];
-	last_key_ = LockKey{proc, addr};
-	last_work_ = &w;
+	if (recent_work_[0].w && recent_work_[0].key.proc == proc && recent_work_[0].key.addr == addr)
+		return *recent_work_[0].w;
+	size_t i = 1;
+	while (i < kRecent &&
+	       !(recent_work_[i].w && recent_work_[i].key.proc == proc && recent_work_[i].key.addr == addr))
+		i++;
+	const RecentWork hit =
+		i < kRecent ? recent_work_[i] : RecentWork{{proc, addr}, &locks_[LockKey{proc, addr}]};
+	std::move_backward(recent_work_, recent_work_ + (i < kRecent ? i : kRecent - 1),
+			   recent_work_ + (i < kRecent ? i + 1 : kRecent));
+	recent_work_[0] = hit;
+	Work &w = *hit.w;
 	if (w.st.kind.empty()) {
 		w.st.proc = proc;
 		w.st.addr = addr;
@@ -440,6 +508,8 @@ void Model::count_hold(Work &w, const Span &h)
  */
 void Model::handoff(Work &w, int64_t tid, bool exclusive, int64_t at)
 {
+	if (w.open_n == w.open_of(tid).size())
+		return; // no other thread holds it (the common case: nothing to walk)
 	for (auto &th : w.open) {
 		if (th.first == tid || th.second.empty())
 			continue;
@@ -447,11 +517,13 @@ void Model::handoff(Work &w, int64_t tid, bool exclusive, int64_t at)
 		size_t k = 0;
 		for (size_t i = 0; i < th.second.size(); i++) {
 			const Hold h = th.second[i];
-			if (exclusive || h.exclusive)
+			if (exclusive || h.exclusive) {
 				w.closed_early[th.first].push_back(close_hold(w, th.first, h, at));
-			else
+				w.early_n++;
+			} else
 				th.second[k++] = h;
 		}
+		w.open_n -= th.second.size() - k;
 		th.second.resize(k);
 	}
 }
@@ -468,6 +540,7 @@ bool Model::end_hold(Work &w, const ThreadKey &tk, int64_t at)
 			return false;
 		const uint64_t n = ce->second.back();
 		ce->second.pop_back();
+		w.early_n--;
 		if (n >= w.base) { // else counted already (cap reached)
 			Span &h = w.recent[n - w.base].s;
 			if (at < h.end)
@@ -477,6 +550,7 @@ bool Model::end_hold(Work &w, const ThreadKey &tk, int64_t at)
 	}
 	Hold h = mine.back();
 	mine.pop_back();
+	w.open_n--;
 	close_hold(w, tk.tid, h, at);
 	return true;
 }
@@ -486,6 +560,8 @@ bool Model::end_hold(Work &w, const ThreadKey &tk, int64_t at)
 int64_t Model::nonfinal_from(const Work &w)
 {
 	int64_t m = std::numeric_limits<int64_t>::max();
+	if (!w.open_n && !w.early_n)
+		return m;
 	for (const auto &th : w.open)
 		for (const Hold &h : th.second)
 			m = std::min(m, h.ts);
@@ -506,14 +582,28 @@ int64_t Model::nonfinal_from(const Work &w)
 // the holds closed meanwhile would otherwise be scanned for nothing).
 void Model::blame(Work &w, const Span &wt)
 {
-	std::map<uint64_t, uint64_t> share_of;
+	// The shares by caller: a few callers, each mostly many holds in a
+	// row (a flat table, the last one's place first).
+	std::vector<std::pair<uint64_t, uint64_t>> &share_of = shares_;
+	share_of.clear();
+	if (!share_index_.empty())
+		share_index_.clear();
+	size_t last_share = 0;
 	const int64_t past = wt.end > std::numeric_limits<int64_t>::max() - w.lag_longest
 				     ? std::numeric_limits<int64_t>::max()
 				     : wt.end + w.lag_longest;
-	const size_t upto = static_cast<size_t>(
-		std::partition_point(w.recent.begin(), w.recent.end(),
-				     [past](const Done &d) { return d.closed_at < past; }) -
-		w.recent.begin());
+	// The first hold closed at or after `past` (closed_at does not
+	// decrease along `recent`).
+	size_t upto = 0;
+	for (size_t len = w.recent.size(); len > 0;) {
+		const size_t half = len / 2;
+		if (w.recent[upto + half].closed_at < past) {
+			upto += half + 1;
+			len -= half + 1;
+		} else {
+			len = half;
+		}
+	}
 	for (size_t i = upto; i-- > 0;) {
 		const uint64_t n = w.base + i;
 		if (w.block_start[n / kBlock - w.base / kBlock] >= wt.end) {
@@ -530,8 +620,25 @@ void Model::blame(Work &w, const Span &wt)
 		if (d.s.tid == wt.tid || d.s.start >= wt.end)
 			continue;
 		int64_t lo = std::max(d.s.start, wt.start), hi = std::min(d.s.end, wt.end);
-		if (hi > lo)
-			share_of[d.s.caller] += static_cast<uint64_t>(hi - lo);
+		if (hi > lo) {
+			if (last_share >= share_of.size() || share_of[last_share].first != d.s.caller) {
+				if (share_of.size() < 16) { // a look along the table
+					last_share = 0;
+					while (last_share < share_of.size() &&
+					       share_of[last_share].first != d.s.caller)
+						last_share++;
+				} else { // many callers: their places by caller
+					if (share_index_.empty())
+						for (size_t k = 0; k < share_of.size(); k++)
+							share_index_.emplace(share_of[k].first, k);
+					auto it = share_index_.emplace(d.s.caller, share_of.size()).first;
+					last_share = it->second;
+				}
+				if (last_share == share_of.size())
+					share_of.emplace_back(d.s.caller, 0);
+			}
+			share_of[last_share].second += static_cast<uint64_t>(hi - lo);
+		}
 	}
 	if (w.base > 0 && !w.recent.empty() && w.recent.front().closed_at >= wt.start)
 		rep_.blockers_partial = true; // holds it overlapped may be gone
@@ -636,6 +743,7 @@ void Model::on_acquire(const Event &e)
 	const bool excl = e.op != Op::RwRdlock && e.op != Op::RwTryrdlock;
 	handoff(w, e.tid, excl, e.ts);
 	w.open_of(e.tid).push_back({e.ts, e.caller, excl});
+	w.open_n++;
 	settle(w);
 	evict(w);
 }
@@ -688,6 +796,7 @@ void Model::on_cond_wait(const Event &e)
 	// The wait returns with the mutex held (also on ETIMEDOUT).
 	handoff(w, e.tid, true, e.ts);
 	w.open_of(e.tid).push_back({e.ts, e.caller, true});
+	w.open_n++;
 	settle(w);
 	evict(w);
 }
@@ -848,8 +957,8 @@ void Model::finish(const Symbolizer &sym)
 		for (const Span &wt : w.unblamed)
 			blame(w, wt);
 		w.unblamed.clear();
-		for (const Done &d : w.recent)
-			count_hold(w, d.s);
+		for (size_t i = 0; i < w.recent.size(); i++)
+			count_hold(w, w.recent[i].s);
 		w.base += w.recent.size();
 		w.recent.clear();
 		w.block_start.clear();
