@@ -309,16 +309,24 @@ struct Work {
 	}
 	std::map<int64_t, std::vector<Hold>> open; // per thread, LIFO
 	size_t open_n = 0;                         // holds in `open`, over its threads
-	// open[last_tid] (std::map's nodes do not move, and none is erased).
-	int64_t last_tid = 0;
-	std::vector<Hold> *last_open = nullptr;
+	// open[tid] of the last threads, most recent first (their events
+	// interleave; std::map's nodes do not move, and none is erased).
+	struct RecentOpen {
+		int64_t tid = 0;
+		std::vector<Hold> *v = nullptr;
+	} recent_open[4];
 	std::vector<Hold> &open_of(int64_t tid)
 	{
-		if (!last_open || tid != last_tid) {
-			last_open = &open[tid];
-			last_tid = tid;
-		}
-		return *last_open;
+		if (recent_open[0].v && recent_open[0].tid == tid)
+			return *recent_open[0].v;
+		size_t i = 1;
+		while (i < 4 && !(recent_open[i].v && recent_open[i].tid == tid))
+			i++;
+		const RecentOpen hit = i < 4 ? recent_open[i] : RecentOpen{tid, &open[tid]};
+		std::move_backward(recent_open, recent_open + (i < 4 ? i : 3),
+				   recent_open + (i < 4 ? i + 1 : 4));
+		recent_open[0] = hit;
+		return *hit.v;
 	}
 	// Per thread: the numbers (base + index in `recent`) of holds ended by
 	// a handoff, whose unlock (or cond wait) event has not come yet; LIFO
