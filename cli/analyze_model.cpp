@@ -293,6 +293,7 @@ private:
 	}
 };
 constexpr uint64_t kBlock = 64;
+constexpr uint64_t kSuper = kBlock * 64; // blocks of blocks (super_start)
 
 struct Work {
 	LockStats st;
@@ -339,6 +340,10 @@ struct Work {
 	// k from base / kBlock on (a lower bound once the block's first holds
 	// have left `recent`): blame() skips a block that started after a wait.
 	Ring<int64_t> block_start;
+	// The same per kSuper holds: blame() skips 64 blocks at once (one
+	// long hold makes lag_longest long, and every later wait would step
+	// through that many blocks closed after it).
+	Ring<int64_t> super_start;
 	size_t evict_at = kEvictBatch;
 	std::deque<Span> unblamed;         // contended waits, by end
 	int64_t hold_longest = 0;          // of the holds closed so far
@@ -496,6 +501,10 @@ uint64_t Model::close_hold(Work &w, int64_t tid, const Hold &h, int64_t at)
 		w.block_start.push_back(h.ts);
 	else
 		w.block_start.back() = std::min(w.block_start.back(), h.ts);
+	if (n % kSuper == 0 || w.super_start.empty())
+		w.super_start.push_back(h.ts);
+	else
+		w.super_start.back() = std::min(w.super_start.back(), h.ts);
 	return n;
 }
 
@@ -614,6 +623,11 @@ void Model::blame(Work &w, const Span &wt)
 	}
 	for (size_t i = upto; i-- > 0;) {
 		const uint64_t n = w.base + i;
+		if (w.super_start[n / kSuper - w.base / kSuper] >= wt.end) { // as below, 64 blocks
+			const uint64_t first = n / kSuper * kSuper;
+			i = first > w.base ? static_cast<size_t>(first - w.base) : 0;
+			continue;
+		}
 		if (w.block_start[n / kBlock - w.base / kBlock] >= wt.end) {
 			// The block's holds started at or after the wait's end
 			// (those closed before it started would end the scan:
@@ -698,6 +712,8 @@ void Model::evict(Work &w)
 		w.recent.pop_front();
 		if (++w.base % kBlock == 0)
 			w.block_start.pop_front();
+		if (w.base % kSuper == 0)
+			w.super_start.pop_front();
 		recent_total_--;
 	}
 	w.evict_at = w.recent.size() + kEvictBatch;
@@ -970,6 +986,7 @@ void Model::finish(const Symbolizer &sym)
 		w.base += w.recent.size();
 		w.recent.clear();
 		w.block_start.clear();
+		w.super_start.clear();
 		// Over the waits (contended acquisitions), not over every
 		// acquisition: most acquisitions of a busy lock do not wait, and
 		// their zeros would hide the waits (p99 0 ns).
