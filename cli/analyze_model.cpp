@@ -6,6 +6,7 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <memory>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -252,45 +253,59 @@ struct Done {
 	int64_t closed_at;
 };
 
-// A FIFO of a power-of-two capacity, indexed from its front: what
-// std::deque gave `recent` and `block_start`, without its chunk per 12
-// holds allocated and freed as they pass nor its division per index
-// (blame() indexes along thousands of holds per wait).  It grows and
-// never shrinks: its peak is the deque's.
+// A FIFO indexed from its front, in chunks of 1024: what std::deque gave
+// `recent` and `block_start`, without its chunk per 12 holds allocated and
+// freed as they pass, nor its division per index (blame() indexes along
+// thousands of holds per wait).  Memory: the elements held, rounded up to
+// whole chunks, and one spare chunk.
 template <class T> class Ring {
 public:
 	size_t size() const { return n_; }
 	bool empty() const { return n_ == 0; }
-	T &operator[](size_t i) { return v_[(head_ + i) & (v_.size() - 1)]; }
-	const T &operator[](size_t i) const { return v_[(head_ + i) & (v_.size() - 1)]; }
-	T &front() { return v_[head_]; }
-	const T &front() const { return v_[head_]; }
-	T &back() { return (*this)[n_ - 1]; }
+	T &operator[](size_t i) { return at(head_ + i); }
+	const T &operator[](size_t i) const
+	{
+		const size_t j = head_ + i;
+		return chunks_[c0_ + j / kChunk][j % kChunk];
+	}
+	T &front() { return at(head_); }
+	const T &front() const { return (*this)[0]; }
+	T &back() { return at(head_ + n_ - 1); }
 	void push_back(const T &x)
 	{
-		if (n_ == v_.size())
-			grow();
-		v_[(head_ + n_) & (v_.size() - 1)] = x;
+		const size_t j = head_ + n_;
+		if (c0_ + j / kChunk == chunks_.size())
+			chunks_.push_back(spare_ ? std::move(spare_) : std::make_unique<T[]>(kChunk));
+		at(j) = x;
 		n_++;
 	}
 	void pop_front()
 	{
-		head_ = (head_ + 1) & (v_.size() - 1);
 		n_--;
+		if (++head_ == kChunk) {
+			spare_ = std::move(chunks_[c0_++]);
+			head_ = 0;
+			if (c0_ >= 64 && 2 * c0_ >= chunks_.size()) {
+				chunks_.erase(chunks_.begin(), chunks_.begin() + static_cast<ptrdiff_t>(c0_));
+				c0_ = 0;
+			}
+		}
 	}
-	void clear() { head_ = n_ = 0; }
+	void clear()
+	{
+		chunks_.clear();
+		c0_ = head_ = n_ = 0;
+	}
 
 private:
-	std::vector<T> v_;
-	size_t head_ = 0, n_ = 0;
-	void grow()
-	{
-		std::vector<T> v(v_.empty() ? 16 : v_.size() * 2);
-		for (size_t i = 0; i < n_; i++)
-			v[i] = (*this)[i];
-		v_.swap(v);
-		head_ = 0;
-	}
+	static constexpr size_t kChunk = 1024;
+	// The chunks in use are chunks_[c0_, end): those popped are dropped
+	// from the table once they are half of it.
+	std::vector<std::unique_ptr<T[]>> chunks_;
+	size_t c0_ = 0;
+	std::unique_ptr<T[]> spare_;
+	size_t head_ = 0, n_ = 0; // head_: the front's place in chunks_[c0_]
+	T &at(size_t j) { return chunks_[c0_ + j / kChunk][j % kChunk]; }
 };
 constexpr uint64_t kBlock = 64;
 constexpr uint64_t kSuper = kBlock * 64; // blocks of blocks (super_start)
