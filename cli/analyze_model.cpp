@@ -6,6 +6,7 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <memory>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -251,7 +252,63 @@ struct Done {
 	Span s;
 	int64_t closed_at;
 };
+
+// A FIFO indexed from its front, in chunks of 1024: what std::deque gave
+// `recent` and `block_start`, without its chunk per 12 holds allocated and
+// freed as they pass, nor its division per index (blame() indexes along
+// thousands of holds per wait).  Memory: the elements held, rounded up to
+// whole chunks, and one spare chunk.
+template <class T> class Ring {
+public:
+	size_t size() const { return n_; }
+	bool empty() const { return n_ == 0; }
+	T &operator[](size_t i) { return at(head_ + i); }
+	const T &operator[](size_t i) const
+	{
+		const size_t j = head_ + i;
+		return chunks_[c0_ + j / kChunk][j % kChunk];
+	}
+	T &front() { return at(head_); }
+	const T &front() const { return (*this)[0]; }
+	T &back() { return at(head_ + n_ - 1); }
+	void push_back(const T &x)
+	{
+		const size_t j = head_ + n_;
+		if (c0_ + j / kChunk == chunks_.size())
+			chunks_.push_back(spare_ ? std::move(spare_) : std::make_unique<T[]>(kChunk));
+		at(j) = x;
+		n_++;
+	}
+	void pop_front()
+	{
+		n_--;
+		if (++head_ == kChunk) {
+			spare_ = std::move(chunks_[c0_++]);
+			head_ = 0;
+			if (c0_ >= 64 && 2 * c0_ >= chunks_.size()) {
+				chunks_.erase(chunks_.begin(), chunks_.begin() + static_cast<ptrdiff_t>(c0_));
+				c0_ = 0;
+			}
+		}
+	}
+	void clear()
+	{
+		chunks_.clear();
+		c0_ = head_ = n_ = 0;
+	}
+
+private:
+	static constexpr size_t kChunk = 1024;
+	// The chunks in use are chunks_[c0_, end): those popped are dropped
+	// from the table once they are half of it.
+	std::vector<std::unique_ptr<T[]>> chunks_;
+	size_t c0_ = 0;
+	std::unique_ptr<T[]> spare_;
+	size_t head_ = 0, n_ = 0; // head_: the front's place in chunks_[c0_]
+	T &at(size_t j) { return chunks_[c0_ + j / kChunk][j % kChunk]; }
+};
 constexpr uint64_t kBlock = 64;
+constexpr uint64_t kSuper = kBlock * 64; // blocks of blocks (super_start)
 
 struct Work {
 	LockStats st;
@@ -267,27 +324,41 @@ struct Work {
 		return *last_site;
 	}
 	std::map<int64_t, std::vector<Hold>> open; // per thread, LIFO
-	// open[last_tid] (std::map's nodes do not move, and none is erased).
-	int64_t last_tid = 0;
-	std::vector<Hold> *last_open = nullptr;
+	size_t open_n = 0;                         // holds in `open`, over its threads
+	// open[tid] of the last threads, most recent first (their events
+	// interleave; std::map's nodes do not move, and none is erased).
+	struct RecentOpen {
+		int64_t tid = 0;
+		std::vector<Hold> *v = nullptr;
+	} recent_open[4];
 	std::vector<Hold> &open_of(int64_t tid)
 	{
-		if (!last_open || tid != last_tid) {
-			last_open = &open[tid];
-			last_tid = tid;
-		}
-		return *last_open;
+		if (recent_open[0].v && recent_open[0].tid == tid)
+			return *recent_open[0].v;
+		size_t i = 1;
+		while (i < 4 && !(recent_open[i].v && recent_open[i].tid == tid))
+			i++;
+		const RecentOpen hit = i < 4 ? recent_open[i] : RecentOpen{tid, &open[tid]};
+		std::move_backward(recent_open, recent_open + (i < 4 ? i : 3),
+				   recent_open + (i < 4 ? i + 1 : 4));
+		recent_open[0] = hit;
+		return *hit.v;
 	}
 	// Per thread: the numbers (base + index in `recent`) of holds ended by
 	// a handoff, whose unlock (or cond wait) event has not come yet; LIFO
 	// like `open`.
 	std::map<int64_t, std::vector<uint64_t>> closed_early;
-	std::deque<Done> recent;
+	size_t early_n = 0; // numbers in closed_early, over its threads
+	Ring<Done> recent;
 	uint64_t base = 0; // number of recent.front()
 	// The earliest start of the holds numbered [kBlock * k, kBlock * (k + 1)),
 	// k from base / kBlock on (a lower bound once the block's first holds
 	// have left `recent`): blame() skips a block that started after a wait.
-	std::deque<int64_t> block_start;
+	Ring<int64_t> block_start;
+	// The same per kSuper holds: blame() skips 64 blocks at once (one
+	// long hold makes lag_longest long, and every later wait would step
+	// through that many blocks closed after it).
+	Ring<int64_t> super_start;
 	size_t evict_at = kEvictBatch;
 	std::deque<Span> unblamed;         // contended waits, by end
 	int64_t hold_longest = 0;          // of the holds closed so far
@@ -361,6 +432,8 @@ private:
 	void end_run(CondUse &cu, const Span &run);
 	void cond_locks();
 	void timeline();
+	std::vector<std::pair<uint64_t, uint64_t>> shares_; // blame()'s, kept for its buffer
+	std::unordered_map<uint64_t, size_t> share_index_;  // into shares_, past 16 callers
 	void keep(Longest &l, const Span &s);
 	void shrink_timelines();
 
@@ -371,20 +444,36 @@ private:
 	size_t tl_cap_;           // timeline candidates kept per lock and kind
 	size_t tl_kept_ = 0;      // over all locks
 	std::map<LockKey, Work> locks_;
-	LockKey last_key_{0, 0};
-	Work *last_work_ = nullptr; // work_of()'s last answer
+	// work_of()'s last answers, most recent first (a thread nesting two
+	// locks alternates between them; std::map's nodes do not move).
+	static constexpr size_t kRecent = 4;
+	struct RecentWork {
+		LockKey key{0, 0};
+		Work *w = nullptr;
+	} recent_work_[kRecent];
 	std::map<LockKey, CondStats> conds_;
 	std::map<LockKey, CondUse> cond_use_;
 	std::map<std::pair<uint32_t, int64_t>, uint64_t> unlocks_of_;
-	std::pair<uint32_t, int64_t> last_unlocker_{0, 0};
-	uint64_t *last_unlocks_ = nullptr; // unlocks_of_[last_unlocker_] (nodes do not move)
+	// unlocks_of_'s last entries, most recent first (threads' events
+	// interleave; nodes do not move).
+	struct RecentUnlocks {
+		std::pair<uint32_t, int64_t> key{0, 0};
+		uint64_t *n = nullptr;
+	} recent_unlocks_[kRecent];
 	uint64_t &unlocks_of(uint32_t proc, int64_t tid)
 	{
-		if (!last_unlocks_ || last_unlocker_.first != proc || last_unlocker_.second != tid) {
-			last_unlocker_ = {proc, tid};
-			last_unlocks_ = &unlocks_of_[last_unlocker_];
-		}
-		return *last_unlocks_;
+		const std::pair<uint32_t, int64_t> key{proc, tid};
+		size_t i = 0;
+		while (i < kRecent && !(recent_unlocks_[i].n && recent_unlocks_[i].key == key))
+			i++;
+		if (i == 0)
+			return *recent_unlocks_[0].n;
+		const RecentUnlocks hit =
+			i < kRecent ? recent_unlocks_[i] : RecentUnlocks{key, &unlocks_of_[key]};
+		std::move_backward(recent_unlocks_, recent_unlocks_ + (i < kRecent ? i : kRecent - 1),
+				   recent_unlocks_ + (i < kRecent ? i + 1 : kRecent));
+		recent_unlocks_[0] = hit;
+		return *hit.n;
 	}
 	std::set<LockKey> cond_lock_keys_;
 	std::map<uint32_t, bool> counts_done_; // per process with counts: its final flush seen since
@@ -394,11 +483,18 @@ Work &Model::work_of(uint32_t proc, uint64_t addr, Op op)
 {
 	// The last lock's first: a thread mostly takes and releases one lock
 	// (std::map's nodes do not move).
-	if (last_work_ && last_key_.proc == proc && last_key_.addr == addr)
-		return *last_work_;
-	Work &w = locks_[LockKey{proc, addr}];
-	last_key_ = LockKey{proc, addr};
-	last_work_ = &w;
+	if (recent_work_[0].w && recent_work_[0].key.proc == proc && recent_work_[0].key.addr == addr)
+		return *recent_work_[0].w;
+	size_t i = 1;
+	while (i < kRecent &&
+	       !(recent_work_[i].w && recent_work_[i].key.proc == proc && recent_work_[i].key.addr == addr))
+		i++;
+	const RecentWork hit =
+		i < kRecent ? recent_work_[i] : RecentWork{{proc, addr}, &locks_[LockKey{proc, addr}]};
+	std::move_backward(recent_work_, recent_work_ + (i < kRecent ? i : kRecent - 1),
+			   recent_work_ + (i < kRecent ? i + 1 : kRecent));
+	recent_work_[0] = hit;
+	Work &w = *hit.w;
 	if (w.st.kind.empty()) {
 		w.st.proc = proc;
 		w.st.addr = addr;
@@ -420,6 +516,10 @@ uint64_t Model::close_hold(Work &w, int64_t tid, const Hold &h, int64_t at)
 		w.block_start.push_back(h.ts);
 	else
 		w.block_start.back() = std::min(w.block_start.back(), h.ts);
+	if (n % kSuper == 0 || w.super_start.empty())
+		w.super_start.push_back(h.ts);
+	else
+		w.super_start.back() = std::min(w.super_start.back(), h.ts);
 	return n;
 }
 
@@ -440,6 +540,8 @@ void Model::count_hold(Work &w, const Span &h)
  */
 void Model::handoff(Work &w, int64_t tid, bool exclusive, int64_t at)
 {
+	if (w.open_n == w.open_of(tid).size())
+		return; // no other thread holds it (the common case: nothing to walk)
 	for (auto &th : w.open) {
 		if (th.first == tid || th.second.empty())
 			continue;
@@ -447,11 +549,13 @@ void Model::handoff(Work &w, int64_t tid, bool exclusive, int64_t at)
 		size_t k = 0;
 		for (size_t i = 0; i < th.second.size(); i++) {
 			const Hold h = th.second[i];
-			if (exclusive || h.exclusive)
+			if (exclusive || h.exclusive) {
 				w.closed_early[th.first].push_back(close_hold(w, th.first, h, at));
-			else
+				w.early_n++;
+			} else
 				th.second[k++] = h;
 		}
+		w.open_n -= th.second.size() - k;
 		th.second.resize(k);
 	}
 }
@@ -468,6 +572,7 @@ bool Model::end_hold(Work &w, const ThreadKey &tk, int64_t at)
 			return false;
 		const uint64_t n = ce->second.back();
 		ce->second.pop_back();
+		w.early_n--;
 		if (n >= w.base) { // else counted already (cap reached)
 			Span &h = w.recent[n - w.base].s;
 			if (at < h.end)
@@ -477,6 +582,7 @@ bool Model::end_hold(Work &w, const ThreadKey &tk, int64_t at)
 	}
 	Hold h = mine.back();
 	mine.pop_back();
+	w.open_n--;
 	close_hold(w, tk.tid, h, at);
 	return true;
 }
@@ -486,6 +592,8 @@ bool Model::end_hold(Work &w, const ThreadKey &tk, int64_t at)
 int64_t Model::nonfinal_from(const Work &w)
 {
 	int64_t m = std::numeric_limits<int64_t>::max();
+	if (!w.open_n && !w.early_n)
+		return m;
 	for (const auto &th : w.open)
 		for (const Hold &h : th.second)
 			m = std::min(m, h.ts);
@@ -506,16 +614,35 @@ int64_t Model::nonfinal_from(const Work &w)
 // the holds closed meanwhile would otherwise be scanned for nothing).
 void Model::blame(Work &w, const Span &wt)
 {
-	std::map<uint64_t, uint64_t> share_of;
+	// The shares by caller: a few callers, each mostly many holds in a
+	// row (a flat table, the last one's place first).
+	std::vector<std::pair<uint64_t, uint64_t>> &share_of = shares_;
+	share_of.clear();
+	if (!share_index_.empty())
+		share_index_.clear();
+	size_t last_share = 0;
 	const int64_t past = wt.end > std::numeric_limits<int64_t>::max() - w.lag_longest
 				     ? std::numeric_limits<int64_t>::max()
 				     : wt.end + w.lag_longest;
-	const size_t upto = static_cast<size_t>(
-		std::partition_point(w.recent.begin(), w.recent.end(),
-				     [past](const Done &d) { return d.closed_at < past; }) -
-		w.recent.begin());
+	// The first hold closed at or after `past` (closed_at does not
+	// decrease along `recent`).
+	size_t upto = 0;
+	for (size_t len = w.recent.size(); len > 0;) {
+		const size_t half = len / 2;
+		if (w.recent[upto + half].closed_at < past) {
+			upto += half + 1;
+			len -= half + 1;
+		} else {
+			len = half;
+		}
+	}
 	for (size_t i = upto; i-- > 0;) {
 		const uint64_t n = w.base + i;
+		if (w.super_start[n / kSuper - w.base / kSuper] >= wt.end) { // as below, 64 blocks
+			const uint64_t first = n / kSuper * kSuper;
+			i = first > w.base ? static_cast<size_t>(first - w.base) : 0;
+			continue;
+		}
 		if (w.block_start[n / kBlock - w.base / kBlock] >= wt.end) {
 			// The block's holds started at or after the wait's end
 			// (those closed before it started would end the scan:
@@ -530,8 +657,25 @@ void Model::blame(Work &w, const Span &wt)
 		if (d.s.tid == wt.tid || d.s.start >= wt.end)
 			continue;
 		int64_t lo = std::max(d.s.start, wt.start), hi = std::min(d.s.end, wt.end);
-		if (hi > lo)
-			share_of[d.s.caller] += static_cast<uint64_t>(hi - lo);
+		if (hi > lo) {
+			if (last_share >= share_of.size() || share_of[last_share].first != d.s.caller) {
+				if (share_of.size() < 16) { // a look along the table
+					last_share = 0;
+					while (last_share < share_of.size() &&
+					       share_of[last_share].first != d.s.caller)
+						last_share++;
+				} else { // many callers: their places by caller
+					if (share_index_.empty())
+						for (size_t k = 0; k < share_of.size(); k++)
+							share_index_.emplace(share_of[k].first, k);
+					auto it = share_index_.emplace(d.s.caller, share_of.size()).first;
+					last_share = it->second;
+				}
+				if (last_share == share_of.size())
+					share_of.emplace_back(d.s.caller, 0);
+			}
+			share_of[last_share].second += static_cast<uint64_t>(hi - lo);
+		}
 	}
 	if (w.base > 0 && !w.recent.empty() && w.recent.front().closed_at >= wt.start)
 		rep_.blockers_partial = true; // holds it overlapped may be gone
@@ -583,6 +727,8 @@ void Model::evict(Work &w)
 		w.recent.pop_front();
 		if (++w.base % kBlock == 0)
 			w.block_start.pop_front();
+		if (w.base % kSuper == 0)
+			w.super_start.pop_front();
 		recent_total_--;
 	}
 	w.evict_at = w.recent.size() + kEvictBatch;
@@ -636,6 +782,7 @@ void Model::on_acquire(const Event &e)
 	const bool excl = e.op != Op::RwRdlock && e.op != Op::RwTryrdlock;
 	handoff(w, e.tid, excl, e.ts);
 	w.open_of(e.tid).push_back({e.ts, e.caller, excl});
+	w.open_n++;
 	settle(w);
 	evict(w);
 }
@@ -688,6 +835,7 @@ void Model::on_cond_wait(const Event &e)
 	// The wait returns with the mutex held (also on ETIMEDOUT).
 	handoff(w, e.tid, true, e.ts);
 	w.open_of(e.tid).push_back({e.ts, e.caller, true});
+	w.open_n++;
 	settle(w);
 	evict(w);
 }
@@ -848,11 +996,12 @@ void Model::finish(const Symbolizer &sym)
 		for (const Span &wt : w.unblamed)
 			blame(w, wt);
 		w.unblamed.clear();
-		for (const Done &d : w.recent)
-			count_hold(w, d.s);
+		for (size_t i = 0; i < w.recent.size(); i++)
+			count_hold(w, w.recent[i].s);
 		w.base += w.recent.size();
 		w.recent.clear();
 		w.block_start.clear();
+		w.super_start.clear();
 		// Over the waits (contended acquisitions), not over every
 		// acquisition: most acquisitions of a busy lock do not wait, and
 		// their zeros would hide the waits (p99 0 ns).

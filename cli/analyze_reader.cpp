@@ -44,11 +44,19 @@ struct Sink {
 	std::map<std::pair<uint32_t, uint64_t>, uint64_t> sites;
 	std::vector<std::pair<size_t, uint64_t>> by_site;
 	bool reorder = false;
-	// deliver()'s last site found in `sites` (forgotten when a site event
-	// changes `sites`).
-	std::pair<uint32_t, uint64_t> last_site{0, 0};
-	uint64_t last_caller = 0;
-	bool last_site_ok = false;
+	// deliver()'s last sites found in `sites`, most recent first (a thread
+	// nesting two locks alternates between two); forgotten when a site
+	// event changes `sites`.
+	struct RecentSite {
+		std::pair<uint32_t, uint64_t> key{0, 0};
+		uint64_t caller = 0;
+		bool ok = false;
+	} recent_sites[4];
+	void forget_sites()
+	{
+		for (RecentSite &r : recent_sites)
+			r.ok = false;
+	}
 
 	template <class E> bool event(const E &ev);
 	bool loss(const rd::Loss &l)
@@ -93,15 +101,23 @@ void deliver(Sink *s, Event &&e, const uint64_t *site)
 		// The last site's caller first (a compact record gives two
 		// events of one site; a loop, many).
 		const std::pair<uint32_t, uint64_t> key{e.proc, *site};
-		if (s->last_site_ok && s->last_site == key) {
-			e.caller = s->last_caller;
+		Sink::RecentSite *r = s->recent_sites;
+		size_t i = 0;
+		while (i < 4 && !(r[i].ok && r[i].key == key))
+			i++;
+		if (i < 4) {
+			e.caller = r[i].caller;
+			if (i) {
+				const Sink::RecentSite hit = r[i];
+				std::move_backward(r, r + i, r + i + 1);
+				r[0] = hit;
+			}
 		} else {
 			auto it = s->sites.find(key);
 			if (it != s->sites.end()) {
 				e.caller = it->second;
-				s->last_site = key;
-				s->last_caller = it->second;
-				s->last_site_ok = true;
+				std::move_backward(r, r + 3, r + 4);
+				r[0] = Sink::RecentSite{key, it->second, true};
 			} else if (!s->on) {
 				s->by_site.emplace_back(s->in->events.size(), *site);
 			}
@@ -222,7 +238,7 @@ template <class E> bool Sink::event(const E &ev)
 	}
 	if (c.what == ClassOf::Site) {
 		sites[{proc, c.u64(ev, "id")}] = c.u64(ev, "caller");
-		last_site_ok = false;
+		forget_sites();
 		return true;
 	}
 	Event e;

@@ -271,7 +271,8 @@ public:
 		last_info_ = nullptr;
 		last_class_ = nullptr;
 		last_class_info_ = nullptr;
-		last_lt_ = LastLockTrack();
+		for (LastLockTrack &l : last_lt_)
+			l = LastLockTrack();
 	}
 
 	bool last_ts(int64_t *ts) const
@@ -337,15 +338,26 @@ private:
 		return threads[tid].name() + " (tid " + std::to_string(real_id(tid)) + ")";
 	}
 	std::unordered_map<uint64_t, LockState> locks_;
-	uint64_t last_lock_key_ = 0;
-	LockState *last_lock_ = nullptr; // locks_[last_lock_key_] (never erased: it stays)
+	// The last locks looked up, most recent first (a thread often nests
+	// two locks, so one entry misses at every event): locks_'s elements,
+	// never erased, do not move.
+	static constexpr size_t kRecent = 4;
+	struct RecentLock {
+		uint64_t key = 0;
+		LockState *ls = nullptr;
+	} recent_locks_[kRecent];
 	LockState &lock_state(uint64_t key)
 	{
-		if (!last_lock_ || key != last_lock_key_) {
-			last_lock_ = &locks_[key];
-			last_lock_key_ = key;
-		}
-		return *last_lock_;
+		if (recent_locks_[0].ls && recent_locks_[0].key == key)
+			return *recent_locks_[0].ls;
+		size_t i = 1;
+		while (i < kRecent && !(recent_locks_[i].ls && recent_locks_[i].key == key))
+			i++;
+		RecentLock hit = i < kRecent ? recent_locks_[i] : RecentLock{key, &locks_[key]};
+		std::move_backward(recent_locks_, recent_locks_ + (i < kRecent ? i : kRecent - 1),
+				   recent_locks_ + (i < kRecent ? i + 1 : kRecent));
+		recent_locks_[0] = hit;
+		return *hit.ls;
 	}
 	std::unordered_map<HoldKey, uint32_t, HoldKeyHash> holds_; // open holds per (thread, lock)
 	std::unordered_map<uint64_t, bool> child_tracks_;
@@ -435,17 +447,24 @@ private:
 	}
 	// The last (thread, lock)'s track (a thread mostly takes one lock
 	// again and again), valid while no thread was renamed (names_gen_).
+	// The last few, most recent first (a thread nesting two locks).
 	struct LastLockTrack {
 		int64_t tid = 0;
 		uint64_t lock = 0, uuid = 0, gen = 0;
 		const TraceInfo *tr = nullptr;
-	} last_lt_;
+	} last_lt_[kRecent];
 	uint64_t names_gen_ = 0; // bumped at each change of a thread's comm or Java name
 	uint64_t lock_track(int64_t tid, const TraceInfo &tr, uint64_t lock, const char *kind)
 	{
-		if (last_lt_.tr == &tr && last_lt_.tid == tid && last_lt_.lock == lock &&
-		    last_lt_.gen == names_gen_)
-			return last_lt_.uuid; // its thread's track and its own are out
+		for (size_t i = 0; i < kRecent; i++) {
+			const LastLockTrack &l = last_lt_[i];
+			if (l.tr == &tr && l.tid == tid && l.lock == lock && l.gen == names_gen_) {
+				const LastLockTrack hit = l;
+				std::move_backward(last_lt_, last_lt_ + i, last_lt_ + i + 1);
+				last_lt_[0] = hit;
+				return hit.uuid; // its thread's track and its own are out
+			}
+		}
 		const uint64_t parent = thread_track(tid, &tr);
 		const uint64_t uuid = kLockTrack | (mix(static_cast<uint64_t>(tid) ^ mix(lock)) >> 8);
 		if (child_tracks_.find(uuid) == child_tracks_.end()) {
@@ -455,7 +474,8 @@ private:
 			sink_.child_track(uuid, parent, threads[tid].pid >= 0 ? threads[tid].pid : tid, tid,
 					  name, false);
 		}
-		last_lt_ = LastLockTrack{tid, lock, uuid, names_gen_, &tr};
+		std::move_backward(last_lt_, last_lt_ + kRecent - 1, last_lt_ + kRecent);
+		last_lt_[0] = LastLockTrack{tid, lock, uuid, names_gen_, &tr};
 		return uuid;
 	}
 

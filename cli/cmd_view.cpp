@@ -945,7 +945,8 @@ int run_view(const std::string &dir, ViewSink &sink)
 	bool ok;
 	if (native) {
 		TraceReader r;
-		ok = r.open_dirs(dirs, &why) && r.read([&](const TraceMsg &m) { return on_native(sink, m); });
+		ok = r.open_dirs(dirs, &why) &&
+		     r.read_each([&](const TraceMsg &m) { return on_native(sink, m); });
 		size_t readable = 0;
 		for (const auto &t : r.traces()) {
 			readable += t->readable;

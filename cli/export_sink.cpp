@@ -115,6 +115,8 @@ public:
 	}
 	void end(int64_t ts, uint64_t track, const Args &args, uint64_t flow_out) override
 	{
+		if (plain_event(kTypeSliceEnd, ts, track, nullptr, args, 0, flow_out))
+			return;
 		const size_t pkt = open_packet(ts);
 		const size_t te = w_.begin(kPktTrackEvent);
 		w_.u64(kTeType, kTypeSliceEnd);
@@ -212,6 +214,8 @@ private:
 	void named_event(uint64_t type, int64_t ts, uint64_t track, const std::string &name, const Args &args,
 			 uint64_t flow_in, uint64_t flow_out)
 	{
+		if (plain_event(type, ts, track, &name, args, flow_in, flow_out))
+			return;
 		const size_t pkt = open_packet(ts);
 		const size_t te = w_.begin(kPktTrackEvent);
 		w_.u64(kTeType, type);
@@ -224,6 +228,113 @@ private:
 			w_.fixed64(kTeTerminatingFlowIds, flow_in);
 		w_.end(te);
 		close_packet(pkt);
+	}
+	// Most events (a lock's hold begins and ends, an event's instant with
+	// its fields): a TrackEvent of a type, a track, maybe a name, a few
+	// short arguments and flows.  Written at once into the buffer, each
+	// annotation's length one byte, the packet's and the TrackEvent's two
+	// (a varint with a redundant continuation byte when short, as
+	// pb::Writer's four): the same fields as open_packet() and the Writer
+	// give them, in a third of the time.  False (nothing written) when
+	// the event does not fit that shape.
+	bool plain_event(uint64_t type, int64_t ts, uint64_t track, const std::string *name, const Args &args,
+			 uint64_t flow_in, uint64_t flow_out)
+	{
+		constexpr size_t kMaxName = 64, kMaxArgs = 8, kMaxArgName = 32, kMaxArgStr = 64;
+		if (first_ || ts < 0 || type >= 0x80 || (name && name->size() > kMaxName) ||
+		    args.size() > kMaxArgs)
+			return false;
+		size_t names[kMaxArgs];
+		for (size_t k = 0; k < args.size(); k++) {
+			names[k] = std::strlen(args[k].name);
+			if (names[k] > kMaxArgName ||
+			    (args[k].kind == Arg::Str && args[k].s.size() > kMaxArgStr))
+				return false;
+		}
+		char *const p0 = w_.buf.room(64 + kMaxName + kMaxArgs * (16 + kMaxArgName + kMaxArgStr));
+		char *p = p0;
+		*p++ = static_cast<char>(kTracePacket << 3 | pb::kLen);
+		char *const pkt_len = p;
+		p += 2;
+		*p++ = static_cast<char>(kPktTimestamp << 3 | pb::kVarint);
+		p = varint(p, static_cast<uint64_t>(ts));
+		*p++ = static_cast<char>(kPktSeqId << 3 | pb::kVarint);
+		*p++ = static_cast<char>(kSequence);
+		*p++ = static_cast<char>(kPktTrackEvent << 3 | pb::kLen);
+		char *const te_len = p;
+		p += 2;
+		*p++ = static_cast<char>(kTeType << 3 | pb::kVarint);
+		*p++ = static_cast<char>(type);
+		*p++ = static_cast<char>(kTeTrackUuid << 3 | pb::kVarint);
+		p = varint(p, track);
+		if (name) {
+			p = varint(p, kTeName << 3 | pb::kLen);
+			*p++ = static_cast<char>(name->size());
+			std::memcpy(p, name->data(), name->size());
+			p += name->size();
+		}
+		for (size_t k = 0; k < args.size(); k++) {
+			const Arg &a = args[k];
+			*p++ = static_cast<char>(kTeDebugAnnotations << 3 | pb::kLen);
+			char *const da_len = p++;
+			*p++ = static_cast<char>(kDaName << 3 | pb::kLen);
+			*p++ = static_cast<char>(names[k]);
+			std::memcpy(p, a.name, names[k]);
+			p += names[k];
+			switch (a.kind) {
+			case Arg::Int:
+				*p++ = static_cast<char>(kDaInt << 3 | pb::kVarint);
+				p = varint(p, static_cast<uint64_t>(a.i));
+				break;
+			case Arg::Uint:
+				*p++ = static_cast<char>(kDaUint << 3 | pb::kVarint);
+				p = varint(p, a.u);
+				break;
+			case Arg::Real:
+				*p++ = static_cast<char>(kDaDouble << 3 | pb::kFixed64);
+				std::memcpy(p, &a.d, 8); // little-endian (strata_abi.h)
+				p += 8;
+				break;
+			case Arg::Str:
+				*p++ = static_cast<char>(kDaString << 3 | pb::kLen);
+				*p++ = static_cast<char>(a.s.size());
+				std::memcpy(p, a.s.data(), a.s.size());
+				p += a.s.size();
+				break;
+			}
+			*da_len = static_cast<char>(p - da_len - 1);
+		}
+		if (flow_out) {
+			p = varint(p, kTeFlowIds << 3 | pb::kFixed64);
+			std::memcpy(p, &flow_out, 8);
+			p += 8;
+		}
+		if (flow_in) {
+			p = varint(p, kTeTerminatingFlowIds << 3 | pb::kFixed64);
+			std::memcpy(p, &flow_in, 8);
+			p += 8;
+		}
+		len2(te_len, static_cast<size_t>(p - te_len - 2));
+		len2(pkt_len, static_cast<size_t>(p - pkt_len - 2));
+		w_.buf.commit(static_cast<size_t>(p - p0));
+		if (w_.buf.size() >= kFlushAt)
+			flush();
+		return true;
+	}
+	// A length below 2^14 as a two-byte varint.
+	static void len2(char *at, size_t n)
+	{
+		at[0] = static_cast<char>((n & 0x7f) | 0x80);
+		at[1] = static_cast<char>(n >> 7);
+	}
+	static char *varint(char *p, uint64_t v)
+	{
+		while (v >= 0x80) {
+			*p++ = static_cast<char>((v & 0x7f) | 0x80);
+			v >>= 7;
+		}
+		*p++ = static_cast<char>(v);
+		return p;
 	}
 	size_t open_packet(int64_t ts = -1)
 	{
@@ -294,7 +405,15 @@ private:
 class Line {
 public:
 	bool ok = true;
-	std::string_view text() const { return std::string_view(b_, static_cast<size_t>(p_ - b_)); }
+	std::string_view text() const { return std::string_view(b_ + 2, static_cast<size_t>(p_ - b_ - 2)); }
+	// The text after the separator of a line that follows another (",\n")
+	// or of the first ("\n"): appended at once.
+	std::string_view line(bool after)
+	{
+		b_[0] = ',';
+		b_[1] = '\n';
+		return std::string_view(b_ + !after, static_cast<size_t>(p_ - b_) - !after);
+	}
 	Line &lit(std::string_view s)
 	{
 		if (room(s.size()))
@@ -371,7 +490,7 @@ public:
 
 private:
 	char b_[1024];
-	char *p_ = b_;
+	char *p_ = b_ + 2; // b_[0, 2): room for line()'s separator
 	static bool plain(unsigned char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; }
 	static char *copy(char *d, std::string_view s)
 	{
@@ -433,10 +552,17 @@ public:
 		if (names.n == names.v.size())
 			names.v.emplace_back();
 		std::string &shown = names.v[names.n++];
-		shown.assign(name);
-		if (t.async) {
-			shown += ' ';
-			shown += t.name;
+		// The slot mostly holds this very name already (a lock's holds,
+		// one after another): then it is not built again.
+		const size_t tail = t.async ? t.name.size() + 1 : 0;
+		if (shown.size() != name.size() + tail || shown.compare(0, name.size(), name) != 0 ||
+		    (t.async && (shown[name.size()] != ' ' ||
+				 shown.compare(name.size() + 1, t.name.size(), t.name) != 0))) {
+			shown.assign(name);
+			if (t.async) {
+				shown += ' ';
+				shown += t.name;
+			}
 		}
 		Line l;
 		l.lit(t.async ? "{\"ph\":\"b\",\"name\":" : "{\"ph\":\"B\",\"name\":").str(shown);
@@ -609,11 +735,30 @@ private:
 	bool any_ = false; // an event written (the next one after a comma)
 	std::unordered_map<uint64_t, Track> tracks_;
 	std::unordered_map<uint64_t, Names> open_names_;
-	// The last track and names looked up (unordered_map's elements do
-	// not move).
-	uint64_t last_track_ = 0, last_names_ = 0;
-	Track *last_track_p_ = nullptr;
-	Names *last_names_p_ = nullptr;
+	// The last tracks looked up, most recent first, with their names
+	// (unordered_map's elements do not move; a thread nesting two locks
+	// alternates between two tracks).
+	struct Recent {
+		uint64_t uuid = 0;
+		Track *track = nullptr;
+		Names *names = nullptr;
+	};
+	static constexpr size_t kRecent = 4;
+	Recent recent_[kRecent];
+	Recent &recent(uint64_t uuid)
+	{
+		if (recent_[0].track && recent_[0].uuid == uuid)
+			return recent_[0];
+		size_t i = 1;
+		while (i < kRecent && !(recent_[i].track && recent_[i].uuid == uuid))
+			i++;
+		const Recent hit =
+			i < kRecent ? recent_[i] : Recent{uuid, &tracks_[uuid], &open_names_[uuid]};
+		std::move_backward(recent_, recent_ + (i < kRecent ? i : kRecent - 1),
+				   recent_ + (i < kRecent ? i + 1 : kRecent));
+		recent_[0] = hit;
+		return recent_[0];
+	}
 	std::unordered_map<uint64_t, Running> running_; // by cpu_key()
 	bool cpus_named_ = false;
 	std::vector<bool> cpu_named_;                     // machine 0's
@@ -636,22 +781,8 @@ private:
 		s.end_object();
 	}
 
-	Track &track_of(uint64_t uuid)
-	{
-		if (!last_track_p_ || uuid != last_track_) {
-			last_track_p_ = &tracks_[uuid];
-			last_track_ = uuid;
-		}
-		return *last_track_p_;
-	}
-	Names &names_of(uint64_t uuid)
-	{
-		if (!last_names_p_ || uuid != last_names_) {
-			last_names_p_ = &open_names_[uuid];
-			last_names_ = uuid;
-		}
-		return *last_names_p_;
-	}
+	Track &track_of(uint64_t uuid) { return *recent(uuid).track; }
+	Names &names_of(uint64_t uuid) { return *recent(uuid).names; }
 	// An event's line: after the previous one's comma.
 	void next_line()
 	{
@@ -667,8 +798,10 @@ private:
 		l.lit("}");
 		if (!l.ok)
 			return false;
-		next_line();
-		buf_ += l.text();
+		if (buf_.size() >= kFlushAt)
+			flush();
+		buf_ += l.line(any_);
+		any_ = true;
 		return true;
 	}
 	// An event's object opened, on a line of its own, with its phase, by a

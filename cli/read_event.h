@@ -105,7 +105,16 @@ struct FieldSlot {
 struct SlotCache {
 	mutable std::vector<std::pair<const char *, FieldSlot>> slots;
 
-	template <class E> const FieldSlot &get(const E &ev, const char *name) const
+	// Inlined: the look-up is a compare or two per field read, the call
+	// was more.
+	template <class E>
+	__attribute__((always_inline)) const FieldSlot &get(const E &ev, const char *name) const
+	{
+		if (__builtin_expect(!slots.empty() && slots[0].first == name, 1))
+			return slots[0].second;
+		return get_slow(ev, name);
+	}
+	template <class E> const FieldSlot &get_slow(const E &ev, const char *name) const
 	{
 		for (const auto &p : slots)
 			if (p.first == name)
@@ -536,7 +545,7 @@ template <class H> bool Source::read(H &h)
 		if (!open_native())
 			return false;
 		NativeCtx ctx;
-		const bool ok = reader_->read([&](const TraceMsg &m) {
+		const bool ok = reader_->read_each([&](const TraceMsg &m) {
 			switch (m.kind) {
 			case TraceMsgKind::Event: {
 				const NativeEvent e(*m.event, ctx);

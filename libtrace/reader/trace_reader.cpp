@@ -597,8 +597,10 @@ bool TraceReader::next_record(Cursor &c)
 			c.key = c.pending[c.pi].begin_ns;
 			return true;
 		}
-		c.pending.clear();
-		c.pi = 0;
+		if (!c.pending.empty()) {
+			c.pending.clear();
+			c.pi = 0;
+		}
 		if (c.ro < c.rend) {
 			WalkedRecord r;
 			c.walk->step(c.buf.data(), c.rend, c.s->shared, c.rprev, &c.ro, &r);
@@ -746,8 +748,17 @@ bool TraceReader::next(TraceMsg *out)
 				heap_[0] = heap_.back();
 				heap_.pop_back();
 			}
-			if (heap_.size() > 1)
-				heap_down(0);
+			// Most often the cursor moved on stays the first (a run of
+			// one stream's events): two compares, no sift.
+			const size_t n = heap_.size();
+			if (n > 1) {
+				const Cursor *t = heap_[0];
+				auto before = [t](const Cursor *o) {
+					return o->key < t->key || (o->key == t->key && o->order < t->order);
+				};
+				if (before(heap_[1]) || (n > 2 && before(heap_[2])))
+					heap_down(0);
+			}
 		}
 		if (heap_.empty())
 			return false;

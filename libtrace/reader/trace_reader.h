@@ -288,6 +288,17 @@ public:
 	// Return false from `on` to stop.  True when the end (or a stop) was
 	// reached.
 	bool read(const std::function<bool(const TraceMsg &)> &on);
+	// The same with any callable (called directly, not through a
+	// std::function: a few ns an event).
+	template <class F> bool read_each(F &&on)
+	{
+		start();
+		TraceMsg msg;
+		while (next(&msg))
+			if (!on(msg))
+				return true;
+		return true;
+	}
 
 	// The same, pulled: start(), then next() until it returns false (the
 	// end).  *out and what it points to stay valid until the next call.
