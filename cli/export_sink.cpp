@@ -273,37 +273,8 @@ private:
 			std::memcpy(p, name->data(), name->size());
 			p += name->size();
 		}
-		for (size_t k = 0; k < args.size(); k++) {
-			const Arg &a = args[k];
-			*p++ = static_cast<char>(kTeDebugAnnotations << 3 | pb::kLen);
-			char *const da_len = p++;
-			*p++ = static_cast<char>(kDaName << 3 | pb::kLen);
-			*p++ = static_cast<char>(names[k]);
-			std::memcpy(p, a.name, names[k]);
-			p += names[k];
-			switch (a.kind) {
-			case Arg::Int:
-				*p++ = static_cast<char>(kDaInt << 3 | pb::kVarint);
-				p = varint(p, static_cast<uint64_t>(a.i));
-				break;
-			case Arg::Uint:
-				*p++ = static_cast<char>(kDaUint << 3 | pb::kVarint);
-				p = varint(p, a.u);
-				break;
-			case Arg::Real:
-				*p++ = static_cast<char>(kDaDouble << 3 | pb::kFixed64);
-				std::memcpy(p, &a.d, 8); // little-endian (strata_abi.h)
-				p += 8;
-				break;
-			case Arg::Str:
-				*p++ = static_cast<char>(kDaString << 3 | pb::kLen);
-				*p++ = static_cast<char>(a.s.size());
-				std::memcpy(p, a.s.data(), a.s.size());
-				p += a.s.size();
-				break;
-			}
-			*da_len = static_cast<char>(p - da_len - 1);
-		}
+		for (size_t k = 0; k < args.size(); k++)
+			p = plain_annotation(p, args[k], names[k]);
 		if (flow_out) {
 			p = varint(p, kTeFlowIds << 3 | pb::kFixed64);
 			std::memcpy(p, &flow_out, 8);
@@ -320,6 +291,40 @@ private:
 		if (w_.buf.size() >= kFlushAt)
 			flush();
 		return true;
+	}
+	// One short debug annotation of plain_event (its name's length
+	// name_len, checked there): the end of what it wrote.
+	static char *plain_annotation(char *p, const Arg &a, size_t name_len)
+	{
+		*p++ = static_cast<char>(kTeDebugAnnotations << 3 | pb::kLen);
+		char *const da_len = p++;
+		*p++ = static_cast<char>(kDaName << 3 | pb::kLen);
+		*p++ = static_cast<char>(name_len);
+		std::memcpy(p, a.name, name_len);
+		p += name_len;
+		switch (a.kind) {
+		case Arg::Int:
+			*p++ = static_cast<char>(kDaInt << 3 | pb::kVarint);
+			p = varint(p, static_cast<uint64_t>(a.i));
+			break;
+		case Arg::Uint:
+			*p++ = static_cast<char>(kDaUint << 3 | pb::kVarint);
+			p = varint(p, a.u);
+			break;
+		case Arg::Real:
+			*p++ = static_cast<char>(kDaDouble << 3 | pb::kFixed64);
+			std::memcpy(p, &a.d, 8); // little-endian (strata_abi.h)
+			p += 8;
+			break;
+		case Arg::Str:
+			*p++ = static_cast<char>(kDaString << 3 | pb::kLen);
+			*p++ = static_cast<char>(a.s.size());
+			std::memcpy(p, a.s.data(), a.s.size());
+			p += a.s.size();
+			break;
+		}
+		*da_len = static_cast<char>(p - da_len - 1);
+		return p;
 	}
 	// A length below 2^14 as a two-byte varint.
 	static void len2(char *at, size_t n)
