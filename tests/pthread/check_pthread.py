@@ -19,16 +19,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import trace_messages  # noqa: E402
+from strata_testlib import Checks, trace_messages  # noqa: E402
 
-FAILS = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        FAILS.append(what)
-    return cond
+check = Checks()
 
 
 def waits_and_holds(trace, lock, pid):
@@ -441,8 +434,8 @@ def main():
 
     rc, so, se = run([a.strata, "analyze", "mutex", trace, "--top", "3"])
     check(rc == 0 and "Lock contention" in so, "text report")
-    print("%d failure(s)" % len(FAILS))
-    return 1 if FAILS else 0
+    print("%d failure(s)" % check.failures)
+    return 1 if check.failures else 0
 
 
 if __name__ == "__main__":
