@@ -215,7 +215,8 @@ bool Daemon::start()
 	if (!start_sync_links())
 		return false;
 	// Else BUFFERs are attached on the main thread.
-	if (attacher_.start() && !loop_.add(attacher_.efd(), EPOLLIN, [this] { processes_.collect_attaches(true); })) {
+	if (attacher_.start() &&
+	    !loop_.add(attacher_.efd(), EPOLLIN, [this] { processes_.collect_attaches(true); })) {
 		logf("cannot watch the attacher thread: %s: BUFFERs are attached on the main thread",
 		     strerror(errno));
 		attacher_.stop();
@@ -279,7 +280,7 @@ int Daemon::run()
 
 void Daemon::shut_down()
 {
-	conns_.serve_quiet(); // every process that joined from the table is known
+	conns_.serve_quiet();         // every process that joined from the table is known
 	processes_.settle_attaches(); // every buffer handed over joins its session
 	attacher_.stop();
 	acks_.stop();
@@ -309,7 +310,8 @@ void Daemon::shut_down()
 	}
 	INFO("served %llu state queries and %llu joins from the grant table (%llu by the quiet socket); %llu "
 	     "hand-offs and announcements from processes the kernel module answers",
-	     static_cast<unsigned long long>(processes_.queries()), static_cast<unsigned long long>(tables_.joins()),
+	     static_cast<unsigned long long>(processes_.queries()),
+	     static_cast<unsigned long long>(tables_.joins()),
 	     static_cast<unsigned long long>(tables_.quiet_joins()),
 	     static_cast<unsigned long long>(processes_.handoffs()));
 	INFO("exited cleanly");

@@ -64,8 +64,8 @@ void Processes::do_register(Conn &c, const proto::Message &msg)
 	const uint32_t seq = msg.seq;
 	if (m.abi_major != STRATA_ABI_MAJOR) {
 		p_.conns.reply(c, seq, -EPROTONOSUPPORT,
-			     "buffer ABI " + std::to_string(m.abi_major) +
-				     " not supported (daemon: " + std::to_string(STRATA_ABI_MAJOR) + ")");
+			       "buffer ABI " + std::to_string(m.abi_major) +
+				       " not supported (daemon: " + std::to_string(STRATA_ABI_MAJOR) + ")");
 		return;
 	}
 	if (m.flags & proto::kRegisterNote) {
@@ -278,7 +278,7 @@ void Processes::adopt_early_buffers(Session &s)
 
 // One early buffer `buf` (owned here) found in process `holder`.
 void Processes::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid,
-				std::set<std::pair<dev_t, ino_t>> &seen)
+				   std::set<std::pair<dev_t, ino_t>> &seen)
 {
 	struct stat bst;
 	if (fstat(buf, &bst) != 0 || !seen.insert({bst.st_dev, bst.st_ino}).second) {
@@ -438,7 +438,7 @@ bool Processes::find_grant(Conn &c, uint32_t seq, const proto::Buffer &m, int fd
 		Session *s = p_.sessions.active_in_slot(m.slot, c.cred.uid);
 		if (!s || !grant_of_buffer(s->run_id, fd, grant)) {
 			p_.conns.reply(c, seq, -ESTALE,
-				     "no session of yours is active in slot " + std::to_string(m.slot));
+				       "no session of yours is active in slot " + std::to_string(m.slot));
 			return false;
 		}
 		return true;
@@ -449,7 +449,7 @@ bool Processes::find_grant(Conn &c, uint32_t seq, const proto::Buffer &m, int fd
 			     "dropped",
 			     c.cred.pid, m.slot);
 			p_.conns.reply(c, seq, -ESTALE,
-				     "no session of yours is active in slot " + std::to_string(m.slot));
+				       "no session of yours is active in slot " + std::to_string(m.slot));
 			return false;
 		}
 		return true;
