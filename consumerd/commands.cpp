@@ -47,7 +47,7 @@ bool Commands::dispatch(Conn &c, const proto::Message &m)
 	// persistence.h: sessions may change, except on a question that only
 	// reads them (the table's Reads), whose answer then describes what
 	// the state file already holds, or what serve_quiet/settle_attaches
-	// below integrate, which marks the state dirty itself (procs.cpp).
+	// below integrate, which marks the state dirty itself (processes.cpp).
 	// Not rewriting the file there keeps `strata status` cheap with
 	// thousands of live buffers (issue 38).  A command refused below
 	// changes nothing.

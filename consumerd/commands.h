@@ -8,8 +8,8 @@
  * hands it to dispatch(); a controller's command is decoded here and
  * given to its part (SessionTable, ProcessRegistry, AckTracker, SyncLinks),
  * whose Answer goes back through answer(); a process's messages (REGISTER,
- * BUFFER, AGG_REGION) and the two-phase stops are the Host's (the Daemon:
- * procs.cpp, and Stopping, stopping.h).  The AckTracker's answers that fall due are
+ * BUFFER, AGG_REGION) and the two-phase stops are the Host's (the Daemon,
+ * which hands them to Processes, processes.h, and Stopping, stopping.h).  The AckTracker's answers that fall due are
  * delivered here (deliver, each event-loop turn and at a WAIT).
  *
  * Contract:
@@ -55,7 +55,7 @@ public:
 	class Host {
 	public:
 		virtual ~Host() = default;
-		// A process's messages (procs.cpp), answered there.
+		// A process's messages (processes.h), answered there.
 		virtual void do_register(Conn &c, const proto::Message &m) = 0;
 		virtual void do_buffer(Conn &c, const proto::Message &m) = 0;
 		virtual void do_agg_region(Conn &c, const proto::Message &m) = 0;
@@ -89,7 +89,7 @@ public:
 	struct Route {
 		proto::Type type;
 		From from;
-		Effect effect; // a process's messages: what their handlers mark (procs.cpp)
+		Effect effect; // a process's messages: what their handlers mark (processes.cpp)
 		Handler fn;
 	};
 	// The route of `type` from `from`, null: not allowed.

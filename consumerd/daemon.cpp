@@ -73,13 +73,15 @@ uint64_t first_run_id()
 Daemon::Daemon(const DaemonOptions &opt)
     : opt_(opt), path_(opt.socket_path.empty() ? proto::server_socket_path() : opt.socket_path),
       hostname_(hostname()), conns_(loop_, listener_, *this),
-      procs_([this](int fd) { return loop_.add(fd, EPOLLIN, [this, fd] { on_exit(fd); }); },
+      procs_([this](int fd) { return loop_.add(fd, EPOLLIN, [this, fd] { processes_.on_exit(fd); }); },
 	     [this](int fd) { loop_.remove(fd); }),
       acks_(procs_), tables_(path_), sessions_(*this, SessionTable::Config{path_, hostname_, first_run_id()}),
       listener_(loop_, conns_, path_),
       persist_(*this, loop_, sessions_, procs_, Persistence::Config{path_, hostname_}),
       commands_(*this, Commands::Parts{conns_, sessions_, procs_, acks_, tables_, persist_, sync_}),
-      stopping_(*this, Stopping::Parts{conns_, sessions_, acks_, sync_, persist_, hostname_})
+      stopping_(*this, Stopping::Parts{conns_, sessions_, acks_, sync_, persist_, hostname_}),
+      processes_(*this, Processes::Parts{conns_, sessions_, procs_, acks_, attacher_, tables_, persist_,
+					 hostname_, opt.adopt_early})
 {
 }
 
@@ -213,7 +215,8 @@ bool Daemon::start()
 	if (!start_sync_links())
 		return false;
 	// Else BUFFERs are attached on the main thread.
-	if (attacher_.start() && !loop_.add(attacher_.efd(), EPOLLIN, [this] { collect_attaches(true); })) {
+	if (attacher_.start() &&
+	    !loop_.add(attacher_.efd(), EPOLLIN, [this] { processes_.collect_attaches(true); })) {
 		logf("cannot watch the attacher thread: %s: BUFFERs are attached on the main thread",
 		     strerror(errno));
 		attacher_.stop();
@@ -243,7 +246,7 @@ int Daemon::turn(int timeout_ms)
 		logf("epoll_wait: %s", strerror(-r));
 		return r;
 	}
-	collect_attaches(); // drains whose process did not wait (attacher.h)
+	processes_.collect_attaches(); // drains whose process did not wait (attacher.h)
 	commands_.deliver(acks_.due(false));
 	publish_tables();
 	persist_.save_later();
@@ -277,8 +280,8 @@ int Daemon::run()
 
 void Daemon::shut_down()
 {
-	conns_.serve_quiet(); // every process that joined from the table is known
-	settle_attaches();    // every buffer handed over joins its session
+	conns_.serve_quiet();         // every process that joined from the table is known
+	processes_.settle_attaches(); // every buffer handed over joins its session
 	attacher_.stop();
 	acks_.stop();
 	commands_.deliver(acks_.due(true));
@@ -307,9 +310,10 @@ void Daemon::shut_down()
 	}
 	INFO("served %llu state queries and %llu joins from the grant table (%llu by the quiet socket); %llu "
 	     "hand-offs and announcements from processes the kernel module answers",
-	     static_cast<unsigned long long>(n_queries_), static_cast<unsigned long long>(tables_.joins()),
+	     static_cast<unsigned long long>(processes_.queries()),
+	     static_cast<unsigned long long>(tables_.joins()),
 	     static_cast<unsigned long long>(tables_.quiet_joins()),
-	     static_cast<unsigned long long>(n_handoffs_));
+	     static_cast<unsigned long long>(processes_.handoffs()));
 	INFO("exited cleanly");
 }
 

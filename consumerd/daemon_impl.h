@@ -20,17 +20,16 @@
  *   stopping.h          two-phase stops: a session's processes told and
  *                       waited for (bounded) before its drains finish
  *                       (STOP, DESTROY, an owner's end, the daemon's exit),
- *                       over stop_coordinator.h, the stops under way.
+ *                       over stop_coordinator.h, the stops under way;
+ *   processes.h         a process's messages (REGISTER, BUFFER and the
+ *                       attacher's results, AGG_REGION), its exit, a
+ *                       connection's end, early adoption.
  * The Daemon owns the parts, the signals, the clock page and the clock
  * links, and is the host the parts call back (SessionTable::Host,
- * Connections::Host, Commands::Host, Stopping::Host, Persistence::Host):
- *   daemon.cpp    its life: options, signals, the parts started, the loop
- *                 (run, or turn by turn in-process: start, serve, turn),
- *                 shutdown;
- *   procs.cpp     a process's messages (Commands::Host): REGISTER, BUFFER
- *                 hand-over (and the attacher's results), AGG_REGION, exit,
- *                 early adoption; a connection's end (Connections::Host:
- *                 its acknowledgement, the sessions it owned).
+ * Connections::Host, Commands::Host, Stopping::Host, Persistence::Host,
+ * Processes::Host), handing each call to the part that does it; its life
+ * is daemon.cpp's: options, signals, the parts started, the loop (run, or
+ * turn by turn in-process: start, serve, turn), shutdown.
  *
  * Objects, all owned by the main thread: Conn (connections.h), Session
  * (session.h) and Proc (process_registry.h), owned by their parts.
@@ -42,7 +41,6 @@
 
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -59,6 +57,7 @@
 #include "log.h"
 #include "persistence.h"
 #include "process_registry.h"
+#include "processes.h"
 #include "proto/proto.h"
 #include "session_table.h"
 #include "stopping.h"
@@ -73,7 +72,8 @@ class Daemon : private SessionTable::Host,
 	       private Connections::Host,
 	       private Commands::Host,
 	       private Stopping::Host,
-	       private Persistence::Host {
+	       private Persistence::Host,
+	       private Processes::Host {
 public:
 	explicit Daemon(const DaemonOptions &opt);
 	// Listens, starts, serves until SIGTERM or SIGINT, shuts down: the
@@ -102,33 +102,24 @@ private:
 	void publish_tables() override; // Stopping::Host
 
 	// Connections::Host: messages to the route table (commands.h), a
-	// connection's end (procs.cpp: its acknowledgement, its owned sessions).
+	// connection's end (processes.h: its acknowledgement, its owned sessions).
 	bool dispatch(Conn &c, const proto::Message &m) override { return commands_.dispatch(c, m); }
 	void before_answers() override { publish_tables(); }
 	void before_controller_answer() override { persist_.save_if_changed(); }
-	void closed(const Ended &e) override;
+	void closed(const Ended &e) override { processes_.closed(e); }
 	pid_t conn_pid(uint64_t id) override { return conns_.pid_of(id); } // Persistence::Host
 
-	// procs.cpp: a process's messages.
-	void do_register(Conn &c, const proto::Message &m) override; // Commands::Host
-	void note_probes(Conn &c, const proto::Register &m);
-	void grant_sessions(Conn &c, const Proc &p, proto::RegisterReply &rr);
-	void table_registered(Conn &c, Proc &p, uint64_t gen);
-	void do_buffer(Conn &c, const proto::Message &m) override;
-	void do_agg_region(Conn &c, const proto::Message &m) override;
-	bool find_grant(Conn &c, uint32_t seq, const proto::Buffer &m, int fd, Grant &grant);
-	void attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const Grant &grant, uint32_t slot);
-	Proc &proc_for(pid_t pid, uid_t uid);
-	void on_exit(int pidfd);
-	void collect_attaches(bool woken = false);
-	void settle_attaches() override; // Commands::Host, Stopping::Host
-	void integrate(AttachJob &j);
-	void drop_attach(AttachJob &j);
-	void adopt_early_buffers(Session &s);
-	void adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid,
-				std::set<std::pair<dev_t, ino_t>> &seen);
+	// Commands::Host: a process's messages (processes.h).
+	void do_register(Conn &c, const proto::Message &m) override { processes_.do_register(c, m); }
+	void do_buffer(Conn &c, const proto::Message &m) override { processes_.do_buffer(c, m); }
+	void do_agg_region(Conn &c, const proto::Message &m) override { processes_.do_agg_region(c, m); }
+	// Commands::Host, Stopping::Host.
+	void settle_attaches() override { processes_.settle_attaches(); }
+	// Processes::Host.
+	int clock_page_fd() override { return clock_page_ ? clock_page_->fd() : -1; }
 
-	// Commands::Host, Persistence::Host: the stops (stopping.h).
+	// Commands::Host, Persistence::Host, Processes::Host: the stops
+	// (stopping.h).
 	void stop_in_two(uint64_t id, bool destroy, Conn *c, uint32_t seq) override
 	{
 		stopping_.stop(id, destroy, c, seq);
@@ -136,12 +127,12 @@ private:
 	void end_stop(const DueReply &d) override { stopping_.end(d); }
 	void end_owned(uint64_t owner, pid_t peer) override { stopping_.end_owned(owner, peer); }
 
-	// SessionTable::Host (procs.cpp, daemon.cpp).
-	void settle() override;
-	void collect() override { collect_attaches(); }
+	// SessionTable::Host (processes.h, daemon.cpp).
+	void settle() override { processes_.settle(); }
+	void collect() override { processes_.collect_attaches(); }
 	void forget_drains(const Session &s) override { procs_.forget_drains(s); }
 	void changed() override { tables_.dirty(); }
-	void adopt_early(Session &s) override;
+	void adopt_early(Session &s) override { processes_.adopt_early(s); }
 	bool watch_triggers(bool on) override;
 	void relay_opened(Session &s) override;
 	void relay_ending(Session &s) override;
@@ -162,11 +153,9 @@ private:
 	Persistence persist_;                   // the sessions kept across a crash
 	Commands commands_;                     // the route table, a controller's commands
 	Stopping stopping_;                     // the two-phase stops under way
+	Processes processes_;                   // a process's messages, its exit
 	int sigfd_ = -1;
 	int trigger_tfd_ = -1; // the session table's trigger timer (loop_'s)
-	// State queries answered here (REGISTER without kRegisterModule), and
-	// module processes' hand-offs and announcements: logged at exit.
-	uint64_t n_queries_ = 0, n_handoffs_ = 0;
 	bool quit_ = false;
 	bool leaving_ = false; // quit_ seen: Stopping::leave told every session's processes
 };

@@ -44,7 +44,7 @@ CHECKED = [
     "preload/pthread_tp.h",
     "consumerd/commands.cpp",  # the route table, a controller's commands
     "consumerd/connections.cpp",  # the peers: read, frame, HELLO, answers
-    "consumerd/procs.cpp",  # a process's messages
+    "consumerd/processes.cpp",  # a process's messages
     "consumerd/trigger.cpp",
     "consumerd/ack_tracker.cpp",
     "consumerd/process_registry.cpp",

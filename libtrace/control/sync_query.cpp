@@ -1153,7 +1153,7 @@ bool our_daemon(const char *sock)
 // One connection to the daemon at `path`: HELLO, REGISTER(kRegisterModule)
 // and with slot >= 0 a BUFFER (memfd < 0: its error), in one send; no
 // answer is waited for (the module granted the slot; the daemon checks the
-// grant with the module, procs.cpp).  0, or -errno of the connect or send.
+// grant with the module, consumerd/processes.cpp).  0, or -errno of the connect or send.
 int to_daemon(const char *path, bool list_events, int slot, int memfd, int64_t dl)
 {
 	State &s = g_state;

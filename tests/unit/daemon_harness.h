@@ -13,8 +13,8 @@
  * (a failure, not a wait).
  *
  * PartsRig makes the dispatch's parts alone (Connections and Commands,
- * with the parts a command reaches) and fakes the Daemon around them, so
- * a test sees what each part hands back.
+ * with the parts a command reaches, and Processes) and fakes the Daemon
+ * around them, so a test sees what each part hands back.
  *
  * Everything here runs on the test's thread, which is the daemon's main
  * thread; the daemon's own threads (attacher, drain pool) are its own.
@@ -34,6 +34,7 @@
 #include "commands.h"
 #include "connections.h"
 #include "daemon_impl.h"
+#include "processes.h"
 #include "proto/proto.h"
 #include "proto/sock.h"
 #include "temp_dir.h"
@@ -183,15 +184,20 @@ private:
 };
 
 // The dispatch's parts made alone (consumerd/connections.h, commands.h),
-// with the parts a command reaches, never listening; the rest of the
-// Daemon faked: what the parts hand back to it is recorded here.  With
-// to_commands false, Connections' messages stop here (recorded, each
-// answered "seen"); with it, they go through Commands' route table.
+// with the parts a command reaches and Processes (processes.h, its
+// Attacher never started: BUFFERs attach on the main thread), never
+// listening; the rest of the Daemon faked: what the parts hand back to it
+// is recorded here.  With to_commands false, Connections' messages stop
+// here (recorded, each answered "seen"); with it, they go through Commands'
+// route table.  With to_processes, a process's messages and a connection's
+// end go on to Processes; without, a process's messages are answered
+// "process" here.
 class PartsRig : public Turner,
 		 private strata::daemon_impl::SessionTable::Host,
 		 private strata::daemon_impl::Connections::Host,
 		 private strata::daemon_impl::Commands::Host,
-		 private strata::daemon_impl::Persistence::Host {
+		 private strata::daemon_impl::Persistence::Host,
+		 private strata::daemon_impl::Processes::Host {
 public:
 	using Conn = strata::daemon_impl::Conn;
 	using Ended = strata::daemon_impl::Connections::Host::Ended;
@@ -218,6 +224,7 @@ public:
 
 	// What the parts handed back.
 	bool to_commands = true;
+	bool to_processes = false;
 	bool close_on_dispatch = false;                    // to_commands false: dispatch says false
 	std::vector<strata::proto::Type> dispatched;       // to_commands false
 	std::vector<Ended> ended;                          // Connections::Host::closed
@@ -244,6 +251,8 @@ private:
 	{
 		ended.push_back(e);
 		ended_in_table += conns.by_id(e.id) != nullptr;
+		if (to_processes)
+			processes.closed(e);
 	}
 	// Commands::Host: a process's messages answered "process", a stop
 	// "stopping" at once.
@@ -253,6 +262,16 @@ private:
 	void process(Conn &c, const strata::proto::Message &m)
 	{
 		process_messages.push_back(m.type());
+		if (to_processes) {
+			using P = strata::proto::Type;
+			if (m.type() == P::Register)
+				processes.do_register(c, m);
+			else if (m.type() == P::Buffer)
+				processes.do_buffer(c, m);
+			else
+				processes.do_agg_region(c, m);
+			return;
+		}
 		c.registered = true;
 		conns.reply(c, m.seq, 0, "process");
 	}
@@ -263,7 +282,12 @@ private:
 			conns.reply(*c, seq, 0, "stopping");
 	}
 	void end_stop(const strata::daemon_impl::DueReply &) override {}
-	void settle_attaches() override { settles++; }
+	void settle_attaches() override
+	{
+		settles++;
+		if (to_processes)
+			processes.settle_attaches();
+	}
 	// SessionTable::Host: nothing attached, no trigger timer.
 	void settle() override {}
 	void collect() override {}
@@ -273,7 +297,9 @@ private:
 	bool watch_triggers(bool) override { return false; }
 	// Persistence::Host
 	pid_t conn_pid(uint64_t id) override { return conns.pid_of(id); }
-	void end_owned(uint64_t, pid_t) override {}
+	void end_owned(uint64_t, pid_t) override {} // and Processes::Host's
+	// Processes::Host: no clock page.
+	int clock_page_fd() override { return -1; }
 
 	TempDir dir_;
 	const std::string path_ = dir_.path() + "/consumerd.sock"; // never listened on
@@ -291,6 +317,11 @@ public:
 	strata::daemon_impl::Commands commands{
 		*this,
 		strata::daemon_impl::Commands::Parts{conns, sessions, procs, acks, tables, persist, sync}};
+	strata::daemon_impl::Attacher attacher; // never started
+	const std::string hostname = "rig";
+	strata::daemon_impl::Processes processes{
+		*this, strata::daemon_impl::Processes::Parts{conns, sessions, procs, acks, attacher, tables,
+							     persist, hostname, false}};
 };
 
 } // namespace strata_test

@@ -430,5 +430,66 @@ TEST(Commands, DispatchHandsEachMessageToItsPart)
 	EXPECT_EQ(reply_of(rig.ask(ctl, proto::List{})).first, 1); // a LIST_REPLY: still served
 }
 
+// Processes alone (PartsRig, to_processes): a REGISTER over a socketpair
+// is answered with the active session granted and counted as a state
+// query; malformed BUFFERs are refused with their reason, the connection
+// kept; its end is its acknowledgement.
+TEST(Processes, RegisterGrantsAndAMalformedBufferIsRefused)
+{
+	PartsRig rig("processes");
+	rig.to_processes = true;
+	FakePeer ctl, proc;
+	ASSERT_TRUE(rig.connect(ctl));
+	ASSERT_TRUE(rig.connect(proc));
+	EXPECT_EQ(rig.ask(ctl, hello(proto::Role::Controller)).type(), proto::Type::HelloReply);
+	EXPECT_EQ(rig.ask(proc, hello(proto::Role::Process)).type(), proto::Type::HelloReply);
+	proto::Create c;
+	c.session = "s";
+	c.output_dir = rig.dir() + "/out-s";
+	EXPECT_EQ(reply_of(rig.ask(ctl, c)).first, 0);
+	EXPECT_EQ(reply_of(rig.ask(ctl, proto::Start{"s"})).first, 0);
+
+	proto::Message m = rig.ask(proc, registration());
+	ASSERT_EQ(m.type(), proto::Type::RegisterReply);
+	const auto &grants = std::get<proto::RegisterReply>(m.body).sessions;
+	ASSERT_EQ(grants.size(), 1u);
+	EXPECT_EQ(rig.processes.queries(), 1u);
+	EXPECT_EQ(rig.processes.handoffs(), 0u);
+	const strata::daemon_impl::Proc *p = rig.procs.find(getpid());
+	ASSERT_NE(p, nullptr);
+	EXPECT_EQ(p->comm, "harness");
+	EXPECT_EQ(p->events.size(), 1u);
+
+	// The granted slot without its descriptor; a slot never granted.
+	proto::Buffer b;
+	b.slot = grants[0].slot;
+	EXPECT_EQ(reply_of(rig.ask(proc, b)),
+		  std::make_pair(-EBADF, std::string("BUFFER without its file descriptor")));
+	b.slot = grants[0].slot + 1;
+	b.status = -ENOMEM; // nothing to pass: the grant is checked first
+	EXPECT_EQ(reply_of(rig.ask(proc, b)),
+		  std::make_pair(-EINVAL, "slot " + std::to_string(b.slot) + " was not granted"));
+	// An AGG_REGION without its descriptor: refused the same way.
+	proto::AggRegion a;
+	a.slot = grants[0].slot;
+	EXPECT_EQ(reply_of(rig.ask(proc, a)),
+		  std::make_pair(-EBADF, std::string("AGG_REGION without its file descriptor")));
+	// Still served: a failed buffer open on the granted slot is noted.
+	b.slot = grants[0].slot;
+	EXPECT_EQ(reply_of(rig.ask(proc, b)), std::make_pair(0, std::string("noted")));
+	EXPECT_EQ(rig.procs.find(getpid())->drains.size(), 0u);
+
+	// Its end acknowledges what it was granted.
+	proc.hang_up();
+	for (int i = 0; i < Turner::kMaxTurns && rig.ended.empty(); i++)
+		rig.turn();
+	ASSERT_EQ(rig.ended.size(), 1u);
+	EXPECT_TRUE(rig.ended[0].registered);
+	ASSERT_NE(rig.procs.find(getpid()), nullptr);
+	EXPECT_GT(rig.ended[0].registered_at, 0u); // CREATE and START changed the state
+	EXPECT_EQ(rig.procs.find(getpid())->acked, rig.ended[0].registered_at);
+	EXPECT_EQ(rig.processes.queries(), 1u);
+}
+
 } // namespace
 } // namespace strata_test

@@ -1,26 +1,32 @@
 /*
- * procs.cpp - a process's messages (daemon_impl.h): REGISTER answers its
- * state query, BUFFER attaches its ring to a session's drain (on the
- * attacher thread, attacher.h, whose results join here), its exit ends its
- * drains; and early adoption at START.
+ * processes.cpp - a process's messages and life (processes.h): REGISTER
+ * answers its state query, BUFFER attaches its ring to a session's drain
+ * (on the attacher thread, attacher.h, whose results join here), its exit
+ * ends its drains, its connection's end is its acknowledgement; and early
+ * adoption at START.
  *
- * Contract: main thread only.  A process is known by its pidfd
- * (process_registry.h); the buffer is hostile (Drain::create validates it).
+ * Contract: processes.h's.  Main thread only.  A process is known by its
+ * pidfd (process_registry.h); the buffer is hostile (Drain::create
+ * validates it).
  */
-#include "daemon_impl.h"
+#include "processes.h"
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
+#include <memory>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include "agg_layout.h"
 #include "control/names.h"
 #include "kernel_source.h"
+#include "log.h"
 #include "strata_abi.h"
 
 namespace strata {
@@ -52,14 +58,14 @@ TraceEnv trace_env(const Proc &p, const std::string &hostname)
 }
 } // namespace
 
-void Daemon::do_register(Conn &c, const proto::Message &msg)
+void Processes::do_register(Conn &c, const proto::Message &msg)
 {
 	const proto::Register &m = std::get<proto::Register>(msg.body);
 	const uint32_t seq = msg.seq;
 	if (m.abi_major != STRATA_ABI_MAJOR) {
-		conns_.reply(c, seq, -EPROTONOSUPPORT,
-			     "buffer ABI " + std::to_string(m.abi_major) +
-				     " not supported (daemon: " + std::to_string(STRATA_ABI_MAJOR) + ")");
+		p_.conns.reply(c, seq, -EPROTONOSUPPORT,
+			       "buffer ABI " + std::to_string(m.abi_major) +
+				       " not supported (daemon: " + std::to_string(STRATA_ABI_MAJOR) + ")");
 		return;
 	}
 	if (m.flags & proto::kRegisterNote) {
@@ -90,9 +96,9 @@ void Daemon::do_register(Conn &c, const proto::Message &msg)
 	if (m.flags & proto::kRegisterAsync)
 		p->signo = static_cast<int>(m.signo);
 	p->kmod = (m.flags & proto::kRegisterModule) != 0;
-	c.registered_at = acks_.generation();
+	c.registered_at = p_.acks.generation();
 	if (!(m.flags & proto::kRegisterHandoff))
-		sessions_.note_joined(*p);
+		p_.sessions.note_joined(*p);
 	if (m.flags & proto::kRegisterHandoff) { // a buffer made at a first event follows
 		c.table = true;
 		c.registered_at = 0; // its close acknowledges no change
@@ -110,14 +116,14 @@ void Daemon::do_register(Conn &c, const proto::Message &msg)
 	if (p->kmod) { // an announcement or a hand-off: no grant from us
 		c.kmod = true;
 		n_handoffs_++;
-		conns_.send(c, seq, proto::RegisterReply{});
+		p_.conns.send(c, seq, proto::RegisterReply{});
 		return;
 	}
 	n_queries_++;
 	proto::RegisterReply rr;
 	grant_sessions(c, *p, rr);
 	// The clock page travels with the answer (SCM_RIGHTS), read-only.
-	conns_.send(c, seq, rr, clock_page_ ? clock_page_->fd() : -1);
+	p_.conns.send(c, seq, rr, host_.clock_page_fd());
 }
 
 // REGISTER(kRegisterNote | kRegisterProbes): the process made its probe
@@ -125,11 +131,11 @@ void Daemon::do_register(Conn &c, const proto::Message &msg)
 // The peer's credentials name the process, which only marks itself; its
 // record is made if this note was read before its REGISTER (they travel on
 // different connections), and nothing else is answered, joined or counted.
-void Daemon::note_probes(Conn &c, const proto::Register &m)
+void Processes::note_probes(Conn &c, const proto::Register &m)
 {
 	Proc &p = proc_for(c.cred.pid, c.cred.uid);
 	if (p.gone && p.drains.empty() && p.events.empty()) {
-		procs_.erase(p.pidfd); // exited already: nothing to list
+		p_.procs.erase(p.pidfd); // exited already: nothing to list
 		return;
 	}
 	if (p.comm.empty())
@@ -140,9 +146,9 @@ void Daemon::note_probes(Conn &c, const proto::Register &m)
 
 // A state query's answer: the active sessions open to the process, with the
 // rules that target it, each with a new trace uuid (remembered for BUFFER).
-void Daemon::grant_sessions(Conn &c, const Proc &p, proto::RegisterReply &rr)
+void Processes::grant_sessions(Conn &c, const Proc &p, proto::RegisterReply &rr)
 {
-	for (auto &s : sessions_.all()) {
+	for (auto &s : p_.sessions.all()) {
 		// A stopping session (Session::stopping) is granted no more.
 		if (s->state != proto::SessionState::Active || s->stopping ||
 		    !(s->uid == 0 || s->uid == c.cred.uid))
@@ -180,13 +186,13 @@ void Daemon::grant_sessions(Conn &c, const Proc &p, proto::RegisterReply &rr)
 // generation `gen`, armed and quiesced before it sent this; its BUFFERs
 // follow on this connection and nothing is answered.  From a stale table,
 // an asynchronous process is signalled to ask again.
-void Daemon::table_registered(Conn &c, Proc &p, uint64_t gen)
+void Processes::table_registered(Conn &c, Proc &p, uint64_t gen)
 {
 	c.table = true;
-	const bool fresh = tables_.joined(c.cred.uid, gen, c.quiet);
+	const bool fresh = p_.tables.joined(c.cred.uid, gen, c.quiet);
 	// Its close acknowledges what it applied: the state at `gen`, i.e.
 	// every change so far when nothing changed since.
-	c.registered_at = fresh ? acks_.generation() : 0;
+	c.registered_at = fresh ? p_.acks.generation() : 0;
 	if (fresh)
 		return;
 	VLOG("pid %d joined from a stale grant table (generation %llu)%s", p.pid,
@@ -198,12 +204,12 @@ void Daemon::table_registered(Conn &c, Proc &p, uint64_t gen)
 
 // The process record of `pid` (process_registry.h); a uid not seen yet
 // gets its grant table.
-Proc &Daemon::proc_for(pid_t pid, uid_t uid)
+Proc &Processes::proc_for(pid_t pid, uid_t uid)
 {
 	bool made = false;
-	Proc &p = procs_.get(pid, uid, &made);
+	Proc &p = p_.procs.get(pid, uid, &made);
 	if (made)
-		tables_.saw_uid(uid);
+		p_.tables.saw_uid(uid);
 	return p;
 }
 
@@ -215,18 +221,18 @@ Proc &Daemon::proc_for(pid_t pid, uid_t uid)
 // yet: the buffer is opened through
 // /proc/PID/fd and drained like any other, from its first event.  The
 // buffer is hostile like any other: Drain validates it.
-void Daemon::adopt_early(Session &s)
+void Processes::adopt_early(Session &s)
 {
-	if (opt_.adopt_early)
+	if (p_.adopt_early)
 		adopt_early_buffers(s);
 }
 
-void Daemon::adopt_early_buffers(Session &s)
+void Processes::adopt_early_buffers(Session &s)
 {
 	// The module's kernel events from boot, when it recorded some (root
 	// sessions only: kernel events show every process).
 	if (s.uid == 0)
-		kernel_adopt_boot(s.out, s.clock, s.owner, hostname_, s.drains,
+		kernel_adopt_boot(s.out, s.clock, s.owner, p_.hostname, s.drains,
 				  [&](Drain &d) { attach_output(s, d); });
 	DIR *proc = opendir("/proc");
 	if (!proc)
@@ -241,7 +247,7 @@ void Daemon::adopt_early_buffers(Session &s)
 		struct stat st;
 		if (stat(base.c_str(), &st) != 0 || !(s.uid == 0 || st.st_uid == s.uid))
 			continue;
-		const Proc *known = procs_.find(static_cast<pid_t>(pid));
+		const Proc *known = p_.procs.find(static_cast<pid_t>(pid));
 		if (known && !known->drains.empty())
 			continue; // already drained by a session of ours
 		DIR *fds = opendir((base + "/fd").c_str());
@@ -271,8 +277,8 @@ void Daemon::adopt_early_buffers(Session &s)
 }
 
 // One early buffer `buf` (owned here) found in process `holder`.
-void Daemon::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid,
-				std::set<std::pair<dev_t, ino_t>> &seen)
+void Processes::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid,
+				   std::set<std::pair<dev_t, ino_t>> &seen)
 {
 	struct stat bst;
 	if (fstat(buf, &bst) != 0 || !seen.insert({bst.st_dev, bst.st_ino}).second) {
@@ -291,7 +297,7 @@ void Daemon::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid,
 					 ? static_cast<long>(hdr.pid)
 					 : holder;
 		if (pid != holder) {
-			const Proc *known = procs_.find(static_cast<pid_t>(pid));
+			const Proc *known = p_.procs.find(static_cast<pid_t>(pid));
 			if (known && !known->drains.empty()) {
 				close(buf);
 				return; // already drained by a session of ours
@@ -304,7 +310,7 @@ void Daemon::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid,
 		if (p.date.empty())
 			p.date = local_timestamp();
 		const std::string dir = sub_trace_dir(s, p);
-		const TraceEnv env = trace_env(p, hostname_);
+		const TraceEnv env = trace_env(p, p_.hostname);
 		std::string err;
 		std::unique_ptr<Drain> d =
 			Drain::create(buf, hdr.trace_uuid, dir, s.clock, env, s.owner, err);
@@ -325,14 +331,14 @@ void Daemon::adopt_early_buffer(Session &s, int buf, pid_t holder, uid_t uid,
 	}
 }
 
-void Daemon::do_buffer(Conn &c, const proto::Message &msg)
+void Processes::do_buffer(Conn &c, const proto::Message &msg)
 {
 	const proto::Buffer &m = std::get<proto::Buffer>(msg.body);
 	const uint32_t seq = msg.seq;
 	int fd = -1;
 	if (m.status == 0) {
 		if (c.fds.empty()) {
-			conns_.reply(c, seq, -EBADF, "BUFFER without its file descriptor");
+			p_.conns.reply(c, seq, -EBADF, "BUFFER without its file descriptor");
 			return;
 		}
 		fd = c.fds.front();
@@ -347,19 +353,19 @@ void Daemon::do_buffer(Conn &c, const proto::Message &msg)
 	if (m.status != 0) {
 		logf("pid %d could not open its buffer for slot %u: %s", c.cred.pid, m.slot,
 		     strerror(-m.status));
-		conns_.reply(c, seq, 0, "noted");
+		p_.conns.reply(c, seq, 0, "noted");
 		return;
 	}
-	Session *s = sessions_.by_run(grant.session_id);
+	Session *s = p_.sessions.by_run(grant.session_id);
 	if (!s || s->state != proto::SessionState::Active) {
 		close(fd);
-		conns_.reply(c, seq, -ESTALE, "the session is no longer active");
+		p_.conns.reply(c, seq, -ESTALE, "the session is no longer active");
 		return;
 	}
-	Proc *p = procs_.find(c.cred.pid);
+	Proc *p = p_.procs.find(c.cred.pid);
 	if (!p) { // exit already handled (on_exit reads first: not expected)
 		close(fd);
-		conns_.reply(c, seq, -ESRCH, "the process has exited");
+		p_.conns.reply(c, seq, -ESRCH, "the process has exited");
 		return;
 	}
 	attach(c, seq, *s, *p, fd, grant, m.slot);
@@ -376,17 +382,17 @@ AggRegionRec::~AggRegionRec()
 // the memfd: what a controller gets cannot write it); its content is read
 // as hostile by whoever maps it (agg_reader.h), the daemon itself never
 // maps it.  Answered, though the process does not wait for the answer.
-void Daemon::do_agg_region(Conn &c, const proto::Message &msg)
+void Processes::do_agg_region(Conn &c, const proto::Message &msg)
 {
 	const proto::AggRegion &m = std::get<proto::AggRegion>(msg.body);
 	if (c.fds.empty()) {
-		conns_.reply(c, msg.seq, -EBADF, "AGG_REGION without its file descriptor");
+		p_.conns.reply(c, msg.seq, -EBADF, "AGG_REGION without its file descriptor");
 		return;
 	}
 	const int fd = c.fds.front();
 	c.fds.pop_front();
-	Session *s = sessions_.by_run(m.session_id);
-	Proc *p = procs_.find(c.cred.pid);
+	Session *s = p_.sessions.by_run(m.session_id);
+	Proc *p = p_.procs.find(c.cred.pid);
 	struct stat st;
 	std::string why;
 	if (!s || s->state != proto::SessionState::Active || s->slot != m.slot || s->aggregate.empty())
@@ -410,7 +416,7 @@ void Daemon::do_agg_region(Conn &c, const proto::Message &msg)
 	close(fd);
 	if (!why.empty()) {
 		logf("pid %d: aggregation region refused: %s", c.cred.pid, why.c_str());
-		conns_.reply(c, msg.seq, -ESTALE, why);
+		p_.conns.reply(c, msg.seq, -ESTALE, why);
 		return;
 	}
 	auto r = std::make_unique<AggRegionRec>();
@@ -420,37 +426,37 @@ void Daemon::do_agg_region(Conn &c, const proto::Message &msg)
 	s->regions.push_back(std::move(r));
 	VLOG("pid %d (%s): aggregation region %zu of session %s", c.cred.pid, p->comm.c_str(),
 	     s->regions.size(), s->name.c_str());
-	conns_.reply(c, msg.seq, 0, "ok");
+	p_.conns.reply(c, msg.seq, 0, "ok");
 }
 
 // The grant a BUFFER claims: the module's (our session in that slot, the
 // buffer's own uuid), the grant table's (the session it names, if still
 // active), or the one REGISTER answered.  False: answered (refused).
-bool Daemon::find_grant(Conn &c, uint32_t seq, const proto::Buffer &m, int fd, Grant &grant)
+bool Processes::find_grant(Conn &c, uint32_t seq, const proto::Buffer &m, int fd, Grant &grant)
 {
 	if (c.kmod) {
-		Session *s = sessions_.active_in_slot(m.slot, c.cred.uid);
+		Session *s = p_.sessions.active_in_slot(m.slot, c.cred.uid);
 		if (!s || !grant_of_buffer(s->run_id, fd, grant)) {
-			conns_.reply(c, seq, -ESTALE,
-				     "no session of yours is active in slot " + std::to_string(m.slot));
+			p_.conns.reply(c, seq, -ESTALE,
+				       "no session of yours is active in slot " + std::to_string(m.slot));
 			return false;
 		}
 		return true;
 	}
 	if (c.table) {
-		if (!GrantTables::grant(sessions_, c.cred.uid, m, fd, grant)) {
+		if (!GrantTables::grant(p_.sessions, c.cred.uid, m, fd, grant)) {
 			logf("pid %d: its buffer for slot %u names a session that is not active (any more): "
 			     "dropped",
 			     c.cred.pid, m.slot);
-			conns_.reply(c, seq, -ESTALE,
-				     "no session of yours is active in slot " + std::to_string(m.slot));
+			p_.conns.reply(c, seq, -ESTALE,
+				       "no session of yours is active in slot " + std::to_string(m.slot));
 			return false;
 		}
 		return true;
 	}
 	auto g = c.grants.find(m.slot);
 	if (g == c.grants.end()) {
-		conns_.reply(c, seq, -EINVAL, "slot " + std::to_string(m.slot) + " was not granted");
+		p_.conns.reply(c, seq, -EINVAL, "slot " + std::to_string(m.slot) + " was not granted");
 		return false;
 	}
 	grant = g->second;
@@ -461,11 +467,11 @@ bool Daemon::find_grant(Conn &c, uint32_t seq, const proto::Buffer &m, int fd, G
 // The buffer `fd` (owned here) of process `p` gets its drain in session
 // `s`: on the attacher thread, answered from there, or (a streamed session,
 // no attacher) here.
-void Daemon::attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const Grant &grant, uint32_t slot)
+void Processes::attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const Grant &grant, uint32_t slot)
 {
 	const std::string dir = sub_trace_dir(s, p);
-	const TraceEnv env = trace_env(p, hostname_);
-	if (!s.streamed() && attacher_.running()) {
+	const TraceEnv env = trace_env(p, p_.hostname);
+	if (!s.streamed() && p_.attacher.running()) {
 		AttachJob j;
 		j.conn_id = c.id;
 		j.seq = seq;
@@ -479,129 +485,129 @@ void Daemon::attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const Gr
 		j.owner = s.owner;
 		j.awaited = std::make_shared<std::atomic<bool>>(true);
 		c.attaching.push_back(j.awaited);
-		attacher_.queue(std::move(j));
+		p_.attacher.queue(std::move(j));
 		return;
 	}
 	std::string err;
 	std::unique_ptr<Drain> d = Drain::create(fd, grant.uuid, dir, s.clock, env, s.owner, err);
 	if (!d) {
 		logf("pid %d slot %u: buffer rejected: %s", c.cred.pid, slot, err.c_str());
-		conns_.reply(c, seq, -EINVAL, "buffer rejected: " + err);
+		p_.conns.reply(c, seq, -EINVAL, "buffer rejected: " + err);
 		return;
 	}
 	// Validated and mapped: answer now, the process is waiting in its
 	// constructor.  The thread start and all file work (directories,
 	// metadata) come after; a failure there is logged by the drain thread
 	// and costs the process only its bounded buffer.
-	conns_.reply(c, seq, 0, "ok");
-	conns_.flush_out(c); // out of the cork: the thread start below takes a while
+	p_.conns.reply(c, seq, 0, "ok");
+	p_.conns.flush_out(c); // out of the cork: the thread start below takes a while
 	c.corked = true;
 	attach_output(s, *d);
 	d->start();
 	p.drains.push_back(d.get());
 	s.drains.push_back(std::move(d));
-	persist_.changed(); // persistence.h: a buffer to keep
+	p_.persist.changed(); // persistence.h: a buffer to keep
 	VLOG("pid %d: draining slot %u into %s", p.pid, slot, dir.c_str());
 }
 
 // Connections::Host: a connection ended.  A process closes its connection
 // after applying what it was granted (and quiescing): that is its
 // acknowledgement.
-void Daemon::closed(const Ended &e)
+void Processes::closed(const Connections::Host::Ended &e)
 {
-	Proc *p = e.registered ? procs_.find(e.pid) : nullptr;
+	Proc *p = e.registered ? p_.procs.find(e.pid) : nullptr;
 	if (e.registered && !e.kmod) { // a module process acknowledges to the module
 		if (p)
 			p->acked = std::max(p->acked, e.registered_at);
-		acks_.acknowledge(e.pid, e.registered_at);
+		p_.acks.acknowledge(e.pid, e.registered_at);
 	}
 	const int gone_pidfd =
 		p && p->gone ? p->pidfd : 0; // a process that exited before we read it: its exit is now
-	acks_.forget(e.id);
+	p_.acks.forget(e.id);
 	if (gone_pidfd)
 		on_exit(gone_pidfd);
 	// The sessions this connection owned (CREATE with kCreateOwned) end
 	// with it, whatever ended it; nobody is left to answer.
-	end_owned(e.id, e.pid);
+	host_.end_owned(e.id, e.pid);
 }
 
-void Daemon::on_exit(int pidfd)
+void Processes::on_exit(int pidfd)
 {
-	Proc *p = procs_.by_pidfd(pidfd);
+	Proc *p = p_.procs.by_pidfd(pidfd);
 	if (!p)
 		return;
 	// What the process sent before it died comes first: a BUFFER still
 	// unread on its connection (epoll may list the pidfd first) is adopted
 	// and drained with the rest, and needs its Proc to be found.
 	const pid_t pid = p->pid;
-	conns_.read_process(pid);
+	p_.conns.read_process(pid);
 	settle_attaches(); // its drains, all of them, before they are told it died
-	p = procs_.by_pidfd(pidfd);
+	p = p_.procs.by_pidfd(pidfd);
 	if (!p)
 		return;
 	VLOG("pid %d (%s) exited", p->pid, p->comm.c_str());
-	acks_.acknowledge(p->pid, UINT64_MAX); // nothing left to apply
-	for (auto &s : sessions_.all())        // its regions keep their last values
+	p_.acks.acknowledge(p->pid, UINT64_MAX); // nothing left to apply
+	for (auto &s : p_.sessions.all())        // its regions keep their last values
 		for (auto &r : s->regions)
 			if (r->pid == p->pid)
 				r->alive = false;
 	for (Drain *d : p->drains)
 		d->finish(true); // the drain flushes and closes on its own thread
-	procs_.erase(pidfd);
-	persist_.owner_exited(pid); // a restored session's owner; the books changed
+	p_.procs.erase(pidfd);
+	p_.persist.owner_exited(pid); // a restored session's owner; the books changed
 }
 
 // SessionTable::Host: buffers already sent, or being attached, join now.
-void Daemon::settle()
+void Processes::settle()
 {
-	conns_.serve_pending();
+	p_.conns.serve_pending();
 	settle_attaches();
 }
 
 // Main thread: the attacher's results so far (woken: its eventfd fired).
-void Daemon::collect_attaches(bool woken)
+void Processes::collect_attaches(bool woken)
 {
-	for (AttachJob &j : attacher_.take(woken))
+	for (AttachJob &j : p_.attacher.take(woken))
 		integrate(j);
 }
 
-void Daemon::settle_attaches()
+void Processes::settle_attaches()
 {
-	for (AttachJob &j : attacher_.settle())
+	for (AttachJob &j : p_.attacher.settle())
 		integrate(j);
 }
 
 // Main thread: one job's result joins its session and process, and its
 // connection (if still open) gets the answer BUFFER used to get at once.
-void Daemon::integrate(AttachJob &j)
+void Processes::integrate(AttachJob &j)
 {
-	Conn *c = conns_.by_id(j.conn_id);
+	Conn *c = p_.conns.by_id(j.conn_id);
 	if (!j.drain) {
 		logf("pid %d: buffer rejected: %s", static_cast<int>(j.pid), j.err.c_str());
 		if (c) {
-			conns_.reply(*c, j.seq, -EINVAL, "buffer rejected: " + j.err);
-			conns_.flush_out(*c);
+			p_.conns.reply(*c, j.seq, -EINVAL, "buffer rejected: " + j.err);
+			p_.conns.flush_out(*c);
 		}
 		return;
 	}
-	Session *s = sessions_.by_run(j.run_id);
-	Proc *p = procs_.find(j.pid);
+	Session *s = p_.sessions.by_run(j.run_id);
+	Proc *p = p_.procs.find(j.pid);
 	if (!s || s->state != proto::SessionState::Active || !p) {
 		// Not expected: whatever ends a session or a process settles first.
 		drop_attach(j);
 		return;
 	}
 	if (c) {
-		conns_.reply(*c, j.seq, 0, "ok");
-		conns_.flush_out(*c);
+		p_.conns.reply(*c, j.seq, 0, "ok");
+		p_.conns.flush_out(*c);
 	}
 	p->drains.push_back(j.drain.get());
-	persist_.changed(); // persistence.h: a buffer to keep
+	p_.persist.changed(); // persistence.h: a buffer to keep
 	VLOG("pid %d: draining into %s", static_cast<int>(j.pid), j.drain->dir().c_str());
 	s->drains.push_back(std::move(j.drain));
 }
 
-void Daemon::drop_attach(AttachJob &j)
+void Processes::drop_attach(AttachJob &j)
 {
 	logf("pid %d: its session or its record went away while its buffer was attached; "
 	     "what it recorded is flushed to %s",
