@@ -11,17 +11,12 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import make_timeline_fixture  # noqa: E402
+from strata_testlib import run_ok  # noqa: E402
 from timeline_check import check_json, fail, one, packets, protoc_decode  # noqa: E402
 
 S = 1000000000
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
-        fail("%s: exit %d\n%s%s" % (cmd, r.returncode, r.stdout, r.stderr))
-    return r
 
 
 def ann(ev):
@@ -271,14 +266,14 @@ def main():
     make_timeline_fixture.make(trace)
     pf = os.path.join(work, "out.perfetto-trace")
     js = os.path.join(work, "out.json")
-    r = run([strata, "export", trace, "-o", pf])
+    r = run_ok([strata, "export", trace, "-o", pf])
     if "24 events (3 discarded)" not in r.stderr:
         fail("summary line: %r" % r.stderr)
     check_perfetto(pf)
-    run([strata, "export", "--format", "json", "-o", js, trace])
+    run_ok([strata, "export", "--format", "json", "-o", js, trace])
     check_chrome_json(js)
     # The default name, and to standard output.
-    run([strata, "export", trace])
+    run_ok([strata, "export", trace])
     if not os.path.getsize(trace + ".perfetto-trace"):
         fail("no default output")
     out = subprocess.run([strata, "export", "--format=json", "-o", "-", trace], capture_output=True, timeout=60)

@@ -26,12 +26,13 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import make_timeline_fixture  # noqa: E402
+from strata_testlib import run_ok  # noqa: E402
 from timeline_check import check_json, fail, one, protoc_decode  # noqa: E402
 from check_export_fixture import timeline  # noqa: E402
 
@@ -40,13 +41,6 @@ MASK = (1 << SHIFT) - 1
 CPU_SPAN = 1000  # exp::kCpuSpan
 HOSTS = ("sim-host", "sim-guest")
 PROC_NAME = re.compile(r"^(sim-host|sim-guest): (\w+) \(pid (\d+)\)$")
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
-        fail("%s: exit %d\n%s%s" % (cmd, r.returncode, r.stdout, r.stderr))
-    return r
 
 
 def perfetto_parts(path, multi):
@@ -188,7 +182,7 @@ def check_analyze(strata, trace):
     """One lock and one monitor per machine, each as in the single machine's
     trace."""
     for what, name in (("mutex", "0xa000"), ("monitor", "int[]@7645a180")):
-        rep = json.loads(run([strata, "analyze", what, trace, "--format=json"]).stdout)
+        rep = json.loads(run_ok([strata, "analyze", what, trace, "--format=json"]).stdout)
         procs = {p["index"]: p for p in rep["processes"]}
         if sorted(p.get("machine") for p in procs.values()) != sorted(HOSTS):
             fail("analyze %s: processes %r, want one per machine" % (what, rep["processes"]))
@@ -204,7 +198,7 @@ def check_analyze(strata, trace):
             got = {k: lk[k] for k in want}
             if got != want:
                 fail("analyze %s on %s: %r, want %r" % (what, procs[lk["process"]]["machine"], got, want))
-        text = run([strata, "analyze", what, trace]).stdout
+        text = run_ok([strata, "analyze", what, trace]).stdout
         if not all(h + ": " in text for h in HOSTS):
             fail("analyze %s names no machine in its text:\n%s" % (what, text))
 
@@ -231,8 +225,8 @@ def main():
     make_timeline_fixture.make(os.path.join(both, "guest"), "sim-guest", 96, extra=True)
 
     pf1, pf2 = os.path.join(work, "one.perfetto-trace"), os.path.join(work, "both.perfetto-trace")
-    run([strata, "export", "-o", pf1, one_trace])
-    r = run([strata, "export", "-o", pf2, both])
+    run_ok([strata, "export", "-o", pf1, one_trace])
+    r = run_ok([strata, "export", "-o", pf2, both])
     if "50 events (6 discarded)" not in r.stderr:
         fail("summary line: %r" % r.stderr)
     single = perfetto_parts(pf1, False)[None]
@@ -248,8 +242,8 @@ def main():
         fail("Perfetto: %d items in the one machine's export, want 22" % n)
 
     js1, js2 = os.path.join(work, "one.json"), os.path.join(work, "both.json")
-    run([strata, "export", "--format", "json", "-o", js1, one_trace])
-    run([strata, "export", "--format", "json", "-o", js2, both])
+    run_ok([strata, "export", "--format", "json", "-o", js1, one_trace])
+    run_ok([strata, "export", "--format", "json", "-o", js2, both])
     jsingle = json_parts(js1, False)[None]
     jextra = guest_extra("JSON", json_parts(js2, True), jsingle)
     if sorted((str(k[1]), k[2] or 0) for k in jextra) != [("500", 501), ("machine", 0)] or sum(jextra.values()) != 2:

@@ -25,6 +25,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 import threading
 import urllib.parse
 import zlib
@@ -65,8 +66,8 @@ class Skip(Exception):
     pass
 
 
-def fail(msg):
-    raise SystemExit("FAIL: " + msg)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from strata_testlib import fail  # noqa: E402,F401  (the checks import it from here too)
 
 
 def site(cache, work):

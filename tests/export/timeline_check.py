@@ -6,13 +6,14 @@ import json
 import os
 import re
 import subprocess
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROTO = os.path.join(HERE, "perfetto_subset.proto")
 
 
-def fail(msg):
-    raise SystemExit("FAIL: " + msg)
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from strata_testlib import fail  # noqa: E402,F401  (the checks import it from here too)
 
 
 def run(cmd, env=None):

@@ -27,6 +27,19 @@ def event_tid(ev):
     return -1
 
 
+def fail(msg):
+    """End a check that stops at its first failure."""
+    raise SystemExit("FAIL: " + msg)
+
+
+def run_ok(cmd, timeout=120):
+    """Run cmd (text output captured); fail() unless it exits 0."""
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        fail("%s: exit %d\n%s%s" % (cmd, r.returncode, r.stdout, r.stderr))
+    return r
+
+
 def wait_for(cond, what, timeout=30.0):
     """Poll an external condition with a deadline (never a bare sleep)."""
     deadline = time.monotonic() + timeout
