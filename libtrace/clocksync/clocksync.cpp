@@ -279,16 +279,10 @@ Segment Estimator::summarise(const Hulls &h) const
 		s.x0 = h.org.x, s.y0 = h.org.y;
 		return s;
 	}
-	// The line farthest from both hulls: the slope where the band
-	// between them is widest (b_high - b_low is concave in the slope: the
-	// one slopes() searched for), its offset in the band's middle.  The
-	// middle of the min- and max-slope lines, used before, tilts with the
-	// few messages at a short segment's two ends (a 1.5 s segment came out
-	// 21 ppm off a rate of 1 and inverted program messages near its end);
-	// the widest band follows every message along the segment.
+	// The middle of the min- and max-slope lines (each with its middle
+	// offset): a fitting line, since the fitting set is convex.
 	auto mid_b = [&](double a) { return (b_low(h.lower, h.org, a) + b_high(h.upper, h.org, a)) / 2; };
-	auto narrowness = [&](double a) { return b_low(h.lower, h.org, a) - b_high(h.upper, h.org, a); };
-	const double a = argmin_convex(narrowness, amin, amax), b = mid_b(a);
+	const double a = (amin + amax) / 2, b = (mid_b(amin) + mid_b(amax)) / 2;
 	// Anchor in the segment's middle, where the offset is best known.
 	s.x0 = h.x_first + (h.x_last - h.x_first) / 2;
 	s.slope = a;
