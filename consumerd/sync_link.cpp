@@ -27,6 +27,7 @@
 #include <sstream>
 
 #include "log.h"
+#include "clock_map.h"
 #include "relay.h"
 
 namespace strata {
@@ -947,14 +948,26 @@ std::vector<CtfPiece> SyncLink::ctf_pieces_of(const std::vector<clocksync::Segme
 	std::vector<CtfPiece> v;
 	if (peer_boot_id_.empty())
 		return v;
+	const auto line = [](const clocksync::Segment &s) {
+		ClockPiece l;
+		l.x0 = s.x0;
+		l.y0 = s.y0;
+		l.slope = s.slope;
+		return l;
+	};
+	const clocksync::Segment *prev = nullptr;
 	for (size_t i = 0; i < segs.size(); i++) {
 		if (!segs[i].bounded)
 			continue;
 		CtfPiece p;
 		p.segment = i;
-		p.from = v.empty() ? INT64_MIN : segs[i].x_first; // as clock_map.h's pieces
+		// From the handover, as clock_map.h's pieces: an event in the gap
+		// goes to the side of the step the reader puts it on.
+		p.from = !prev ? INT64_MIN
+			       : piece_handover(line(*prev), prev->x_last, line(segs[i]), segs[i].x_first);
 		segment_clock(segs[i], segs.size(), local, &p.clock, &p.env);
 		v.push_back(std::move(p));
+		prev = &segs[i];
 	}
 	return v;
 }

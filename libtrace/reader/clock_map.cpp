@@ -165,7 +165,7 @@ bool is_str(const JVal *v, const char *s)
 
 // One stored segment as a piece; false when it gives none (unbounded) or
 // cannot be trusted (*why set).
-bool piece_of(const JVal &seg, ClockPiece *p, std::string *why)
+bool piece_of(const JVal &seg, ClockPiece *p, int64_t *last, std::string *why)
 {
 	const JVal *bounded = seg.get("bounded");
 	if (bounded && bounded->kind == JVal::Bool && !bounded->b)
@@ -186,10 +186,28 @@ bool piece_of(const JVal &seg, ClockPiece *p, std::string *why)
 		return false;
 	}
 	p->from = x_first;
+	*last = x_last;
 	return true;
 }
 
 } // namespace
+
+int64_t piece_handover(const ClockPiece &earlier, int64_t earlier_last, const ClockPiece &later,
+		       int64_t later_first)
+{
+	const int64_t lo = earlier_last < later_first ? earlier_last + 1 : later_first;
+	// earlier.at(x) == later.at(later_first), solved for x (long double:
+	// the values are ns since boot, the slopes within 1%).
+	const long double y = static_cast<long double>(later.at(later_first));
+	const long double x =
+		static_cast<long double>(earlier.x0) +
+		(y - static_cast<long double>(earlier.y0)) / static_cast<long double>(earlier.slope);
+	if (!(x > static_cast<long double>(lo)))
+		return lo;
+	if (!(x < static_cast<long double>(later_first)))
+		return later_first;
+	return static_cast<int64_t>(std::ceil(x));
+}
 
 size_t ClockMap::piece_at(uint64_t x) const
 {
@@ -241,10 +259,12 @@ bool parse_clock_map(const std::string &text, const std::string &link, ClockMap 
 	}
 	out->link = link;
 	out->pieces.clear();
+	int64_t prev_last = 0;
 	for (const JVal &s : segs->arr) {
 		ClockPiece piece;
+		int64_t last = 0;
 		why->clear();
-		if (s.kind != JVal::Obj || !piece_of(s, &piece, why)) {
+		if (s.kind != JVal::Obj || !piece_of(s, &piece, &last, why)) {
 			if (s.kind != JVal::Obj || !why->empty()) {
 				*why = "link '" + link +
 				       "': " + (why->empty() ? "a segment is not an object" : *why);
@@ -256,6 +276,9 @@ bool parse_clock_map(const std::string &text, const std::string &link, ClockMap 
 			*why = "link '" + link + "': segments not in increasing time";
 			return false;
 		}
+		if (!out->pieces.empty())
+			piece.from = piece_handover(out->pieces.back(), prev_last, piece, piece.from);
+		prev_last = last;
 		out->pieces.push_back(piece);
 	}
 	if (out->pieces.empty()) {

@@ -118,13 +118,30 @@ def timeline(check, dirs, n, client_on_guest, expect_inversions=False):
     return sends, raw
 
 
-def link_map(link, x):
-    """The map of a link at source time x: its segment's line; between two
-    segments the earlier one's (docs/clocks.md: a step is seen within about
-    a round trip of its end, so most of a gap lies before it)."""
-    segs = [s for s in link["segments"] if s["bounded"]]
-    seg = ([s for s in segs if s["x_first"] <= x] or segs[:1])[-1]
+def line_at(seg, x):
     return seg["y0"] + round(seg["slope"] * (x - seg["x0"]))
+
+
+def handover(a, b):
+    """Where segment b's line takes over from a's (libtrace/reader/clock_map.h):
+    where a's line reaches b's target time at b's first message, within
+    (a's last, b's first]."""
+    lo = a["x_last"] + 1 if a["x_last"] < b["x_first"] else b["x_first"]
+    x = a["x0"] + (line_at(b, b["x_first"]) - a["y0"]) / a["slope"]
+    return lo if not x > lo else b["x_first"] if not x < b["x_first"] else math.ceil(x)
+
+
+def link_map(link, x):
+    """The map of a link at source time x, as Strata's reader applies it
+    (docs/clocks.md, "Across a step"): its segment's line; in the gap
+    between two the earlier one's up to the handover, the later one's
+    after it."""
+    segs = [s for s in link["segments"] if s["bounded"]]
+    seg = segs[0]
+    for a, b in zip(segs, segs[1:]):
+        if x >= handover(a, b):
+            seg = b
+    return line_at(seg, x)
 
 
 def in_gap(link, x):

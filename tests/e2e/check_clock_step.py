@@ -232,13 +232,14 @@ def main():
     # The split is idempotent: started and stopped again (nothing
     # recorded meanwhile), the guest's trace is the same bytes but
     # clocks.json and, in the base directory's metadata, the last piece's
-    # line (the link's current segment, refined by the probes since) and
+    # line (the link's current segment, refined by the probes since), its
+    # handover (where the earlier line meets that line: clock_map.h) and
     # the map's segment count (a step seen meanwhile adds one).
     def line_free(path, data):
         if "~seg" in path or not path.endswith("metadata"):
             return data
         return b"\n".join(ln for ln in data.split(b"\n") if not re.search(
-            rb"^\t(offset|offset_s|freq|sync_segments|sync_valid_from|sync_valid_to|sync_bound_ns|sync_rate_rounding_ns) = ", ln))
+            rb"^\t(offset|offset_s|freq|sync_segments|sync_piece_from|sync_valid_from|sync_valid_to|sync_bound_ns|sync_rate_rounding_ns) = ", ln))
 
     first = tree_bytes(outs["guest"])
     for cmd in ("start", "stop"):

@@ -284,6 +284,9 @@ TEST(ClockMap, ReadBackSegmentBySegment)
 	ASSERT_TRUE(strata::parse_clock_map(text, "host", &m, &why)) << why;
 	ASSERT_EQ(m.pieces.size(), 2u);
 	EXPECT_EQ(m.offset_ns, off);
+	// A pause: the later line lies above the earlier one's at its start,
+	// so the earlier line holds across the whole gap.
+	EXPECT_EQ(m.pieces[1].from, segs[1].x_first);
 	for (int64_t x :
 	     {segs[0].x_first - 1000000000, segs[0].x_first, segs[0].x_last, segs[0].x_last + 1,
 	      segs[1].x_first - 1, segs[1].x_first, segs[1].x_last, segs[1].x_last + 1000000000}) {
@@ -301,6 +304,47 @@ TEST(ClockMap, ReadBackSegmentBySegment)
 	std::string ref = text;
 	ref.replace(ref.find("\"follower\""), 10, "\"reference");
 	EXPECT_FALSE(strata::parse_clock_map(ref, "host", &m, &why));
+}
+
+TEST(ClockMap, AForwardStepSortsTheGapsEvents)
+{
+	// The source's clock jumps 1.5 s ahead at true 1.005 s (a written
+	// TSC); the link saw its last message before at 1.0 s and its first
+	// after at true 1.02 s.  Events in the gap on either side of the step
+	// land at their true times: the earlier line below the handover, the
+	// later one above it.
+	constexpr int64_t kStep = 1500000000;
+	std::vector<Segment> segs(2);
+	segs[0].x_first = 100000000;
+	segs[0].x_last = 1000000000;
+	segs[0].x0 = segs[0].y0 = 500000000;
+	segs[1].start = Start::Step;
+	segs[1].x_first = 1020000000 + kStep;
+	segs[1].x_last = 2000000000 + kStep;
+	segs[1].x0 = 1500000000 + kStep;
+	segs[1].y0 = 1500000000;
+	for (Segment &s : segs) {
+		s.bounded = true;
+		s.messages = 100;
+		s.knots = {{s.x_first, s.x_first - s.x0 + s.y0 - 1000, s.x_first - s.x0 + s.y0 + 1000},
+			   {s.x_last, s.x_last - s.x0 + s.y0 - 1000, s.x_last - s.x0 + s.y0 + 1000}};
+	}
+	strata::ClockMap m;
+	std::string why;
+	ASSERT_TRUE(strata::parse_clock_map(clocks_json(segs, 0), "host", &m, &why)) << why;
+	ASSERT_EQ(m.pieces.size(), 2u);
+	EXPECT_EQ(m.pieces[1].from, 1020000000); // the earlier line reaches 1.02 s there
+	for (int64_t t : {1000000001, 1003000000, 1005000000})
+		EXPECT_EQ(m.ns(static_cast<uint64_t>(t)), t) << "before the step " << t;
+	for (int64_t t : {1005000001, 1010000000, 1019999999})
+		EXPECT_EQ(m.ns(static_cast<uint64_t>(t + kStep)), t) << "after the step " << t;
+	// The handover stays within the gap whatever the lines say.
+	strata::ClockPiece a, b;
+	b.y0 = kStep; // b far above a (a pause): a holds to b's first
+	EXPECT_EQ(strata::piece_handover(a, 10, b, 20), 20);
+	b.y0 = -kStep; // b far below a (a forward step): b right after a's last
+	EXPECT_EQ(strata::piece_handover(a, 10, b, 20), 11);
+	EXPECT_EQ(strata::piece_handover(a, 30, b, 20), 20); // overlapping: b's first
 }
 
 TEST(ClockMap, HostileTextRefusedWithAReason)
