@@ -9,8 +9,9 @@
  * source (sent at x, received at y) below it.  The Estimator keeps the two
  * convex hulls that matter, the interval of slopes that fit them, and from
  * these the exact interval [lo, hi] of target times any fitting line gives
- * at a source time, and the mapping: the middle of the min- and max-slope
- * lines, which fits every message (the fitting set is convex), so no
+ * at a source time, and the mapping: the middle slope with the offset
+ * half-way between the hulls there, which fits every message (the fitting
+ * set is convex), so no
  * exchanged message is inverted once mapped.  When no line fits any more
  * (a step: a paused VM, a written TSC) or the caller says the link was lost,
  * the next message starts a new segment.
