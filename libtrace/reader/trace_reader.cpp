@@ -662,12 +662,7 @@ std::unique_ptr<TraceReader::Cursor> TraceReader::make_cursor(StreamInfo *s, siz
 
 bool TraceReader::read(const std::function<bool(const TraceMsg &)> &on)
 {
-	start();
-	TraceMsg msg;
-	while (next(&msg))
-		if (!on(msg))
-			return true;
-	return true;
+	return read_each(on);
 }
 
 void TraceReader::share_index(const TraceReader &from)

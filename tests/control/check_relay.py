@@ -47,13 +47,12 @@ Oracles:
 """
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import (Checks, control_setup, free_ports, listening, payload_ints, start_daemon,  # noqa: E402
+from strata_testlib import (Checks, control_setup, free_ports, listening, payload_ints, start_daemon, stop_all,  # noqa: E402
                             strata_cli, wait_for)
 
 
@@ -381,15 +380,7 @@ def main():
         sr = seqs_of(os.path.join(out2, "hostR")) if os.path.isdir(os.path.join(out2, "hostR")) else []
         check(sr == list(range(100)), "R: a new session streams to the restarted relayd: seq 0..99 (%d)" % len(sr))
     finally:
-        for p in readers:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        if relayd and relayd.poll() is None:
-            relayd.kill()
-            relayd.wait()
-        d.send_signal(signal.SIGTERM)
-        d.wait(timeout=30)
+        stop_all(readers + [relayd], d)
     check.finish()
 
 

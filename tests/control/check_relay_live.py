@@ -26,13 +26,12 @@ about 10 s.
 """
 import os
 import re
-import signal
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from strata_testlib import (Checks, control_setup, free_ports, listening, payload_ints, poll, start_daemon,  # noqa: E402
-                            strata_cli, wait_for)
+                            stop_all, strata_cli, wait_for)
 
 
 def main():
@@ -134,15 +133,7 @@ def main():
         sr = [f["seq"] for _, f in payload_ints(os.path.join(out, "hostR"), "seq", names={"snap:tick"})[0]]
         check(sr == list(range(100)), "R: the relay's output holds the session's 100 events (%d)" % len(sr))
     finally:
-        for p in readers:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        if relayd and relayd.poll() is None:
-            relayd.kill()
-            relayd.wait()
-        d.send_signal(signal.SIGTERM)
-        d.wait(timeout=30)
+        stop_all(readers + [relayd], d)
     check.finish()
 
 

@@ -231,6 +231,19 @@ def end_daemon(d, check):
     check(d.wait(timeout=60) == 0, "the daemon exits 0")
 
 
+def stop_all(procs, daemon=None):
+    """A test's teardown: every process of `procs` (None skipped) still
+    running killed and reaped, then the daemon (if any) sent SIGTERM and
+    reaped."""
+    for p in procs:
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
+    if daemon is not None:
+        daemon.terminate()
+        daemon.wait(timeout=30)
+
+
 def run_checks(prefix, body):
     """body(work, check) with a fresh temporary directory `work` (removed
     after) and a Checks; exits as Checks.finish does."""
