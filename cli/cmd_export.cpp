@@ -217,7 +217,14 @@ public:
 	// Sub-traces of several machines (env.hostname): each machine is a
 	// group of its own, its pids and tids kept apart from the others'
 	// (exp::machine_id()), each process named "host: procname (pid N)".
-	void name_machines(bool on) { name_hosts_ = on; }
+	// The reference machine (reference_machine(): the host of the clock
+	// links) is machine 1, Perfetto's machine 0 (exp::perfetto_machine()).
+	void name_machines(bool on, const std::string &reference)
+	{
+		name_hosts_ = on;
+		if (on)
+			machine_index(reference);
+	}
 
 	uint64_t events = 0, discarded = 0, unmatched_ends = 0;
 	uint64_t counted_pairs = 0;                  // in pthread:mutex_counts records: not drawn
@@ -295,9 +302,10 @@ private:
 	// comm its thread had then (a JVM's before its exec: "strata").
 	std::unordered_map<int64_t, std::string> proc_names_;
 	bool name_hosts_ = false; // the sub-traces come from several machines
-	// Machines by host name ("" one too), numbered from 1 as first met
-	// (kept across the passes); names_[m - 1] is machine m's, emitted_ says
-	// whether its group is out.
+	// Machines by host name ("" one too), numbered from 1: the reference
+	// machine, then the others as first met (kept across the passes);
+	// machine_names_[m - 1] is machine m's, machine_out_ says whether its
+	// group is out.
 	std::unordered_map<std::string, uint32_t> machine_of_;
 	std::vector<std::string> machine_names_;
 	std::vector<bool> machine_out_;
@@ -1027,7 +1035,7 @@ int run_export(const std::string &dir, bool json, const std::string &out_path)
 	std::unique_ptr<exp::Sink> sink =
 		json ? exp::make_json_sink(out, ranged ? begin : 0) : exp::make_perfetto_sink(out);
 	Converter conv(*sink);
-	conv.name_machines(machines(dirs) > 1);
+	conv.name_machines(machines(dirs) > 1, reference_machine(dirs));
 
 	// Threads seen by the kernel belong to the processes of the user
 	// sub-traces: learn which first (only needed with a kernel sub-trace).

@@ -26,7 +26,7 @@ constexpr size_t kFlushAt = 1u << 20;
 constexpr uint32_t kTracePacket = 1;
 // message TracePacket
 constexpr uint32_t kPktFtraceEvents = 1, kPktTimestamp = 8, kPktSeqId = 10, kPktTrackEvent = 11,
-		   kPktSequenceFlags = 13, kPktTrackDescriptor = 60;
+		   kPktSequenceFlags = 13, kPktTrackDescriptor = 60, kPktMachineId = 98;
 constexpr uint64_t kSeqIncrementalStateCleared = 1;
 // message TrackDescriptor
 constexpr uint32_t kTdUuid = 1, kTdName = 2, kTdProcess = 3, kTdThread = 4, kTdParent = 5, kTdCounter = 8;
@@ -48,16 +48,22 @@ constexpr uint32_t kSwPrevComm = 1, kSwPrevPid = 2, kSwPrevPrio = 3, kSwPrevStat
 		   kSwNextPid = 6, kSwNextPrio = 7;
 constexpr uint32_t kWkComm = 1, kWkPid = 2, kWkPrio = 3, kWkSuccess = 4, kWkTargetCpu = 5;
 
-// Every packet is on one writer sequence.
+// A machine's packets are on one writer sequence: kSequence + its Perfetto
+// machine id (perfetto_machine()).  The trace processor reads each machine
+// id's packets apart, each with its own sequences, so each machine's first
+// packet clears its sequence's incremental state; a reader that knows no
+// machine_id sees a sequence per machine, as from a writer per machine.
 constexpr uint64_t kSequence = 1;
 
 class PerfettoSink final : public Sink {
 public:
 	explicit PerfettoSink(FILE *out) : out_(out) {}
 
-	void machine(uint32_t, uint64_t uuid, const std::string &name) override
+	void machine(uint32_t m, uint64_t uuid, const std::string &name) override
 	{
-		const size_t pkt = open_packet();
+		multi_ = true;
+		const uint32_t mach = describe(uuid, perfetto_machine(m));
+		const size_t pkt = open_packet(mach);
 		const size_t td = w_.begin(kPktTrackDescriptor);
 		w_.u64(kTdUuid, uuid);
 		w_.str(kTdName, name);
@@ -66,7 +72,7 @@ public:
 	}
 	void process(uint64_t uuid, int64_t pid, const std::string &name) override
 	{
-		const size_t pkt = open_packet();
+		const size_t pkt = open_packet(describe(uuid, machine_of_id(pid)));
 		const size_t td = w_.begin(kPktTrackDescriptor);
 		w_.u64(kTdUuid, uuid);
 		const size_t pd = w_.begin(kTdProcess);
@@ -80,7 +86,7 @@ public:
 	void thread(uint64_t uuid, uint64_t parent, int64_t pid, int64_t tid,
 		    const std::string &name) override
 	{
-		const size_t pkt = open_packet();
+		const size_t pkt = open_packet(describe(uuid, machine_of_id(pid)));
 		const size_t td = w_.begin(kPktTrackDescriptor);
 		w_.u64(kTdUuid, uuid);
 		if (parent)
@@ -94,10 +100,11 @@ public:
 		w_.end(td);
 		close_packet(pkt);
 	}
-	void child_track(uint64_t uuid, uint64_t parent, int64_t, int64_t, const std::string &name,
+	void child_track(uint64_t uuid, uint64_t parent, int64_t pid, int64_t, const std::string &name,
 			 bool counter) override
 	{
-		const size_t pkt = open_packet();
+		const size_t pkt =
+			open_packet(describe(uuid, parent ? machine_of_track(parent) : machine_of_id(pid)));
 		const size_t td = w_.begin(kPktTrackDescriptor);
 		w_.u64(kTdUuid, uuid);
 		if (parent)
@@ -115,9 +122,10 @@ public:
 	}
 	void end(int64_t ts, uint64_t track, const Args &args, uint64_t flow_out) override
 	{
-		if (plain_event(kTypeSliceEnd, ts, track, nullptr, args, 0, flow_out))
+		const uint32_t mach = machine_of_track(track);
+		if (plain_event(mach, kTypeSliceEnd, ts, track, nullptr, args, 0, flow_out))
 			return;
-		const size_t pkt = open_packet(ts);
+		const size_t pkt = open_packet(mach, ts);
 		const size_t te = w_.begin(kPktTrackEvent);
 		w_.u64(kTeType, kTypeSliceEnd);
 		w_.u64(kTeTrackUuid, track);
@@ -141,7 +149,7 @@ public:
 	}
 	void counter(int64_t ts, uint64_t track, int64_t value) override
 	{
-		const size_t pkt = open_packet(ts);
+		const size_t pkt = open_packet(machine_of_track(track), ts);
 		const size_t te = w_.begin(kPktTrackEvent);
 		w_.u64(kTeType, kTypeCounter);
 		w_.u64(kTeTrackUuid, track);
@@ -153,7 +161,7 @@ public:
 			  int64_t prev_tid, int64_t prev_prio, int64_t prev_state,
 			  const std::string &next_comm, int64_t next_tid, int64_t next_prio) override
 	{
-		const size_t pkt = open_packet();
+		const size_t pkt = open_packet(multi_ ? perfetto_machine(m) : 0);
 		const size_t fb = w_.begin(kPktFtraceEvents);
 		w_.u64(kFbCpu, machine_cpu(m, cpu));
 		const size_t fe = w_.begin(kFbEvent);
@@ -176,7 +184,7 @@ public:
 		    int64_t prio, int64_t target_cpu) override
 	{
 		static const uint32_t fields[] = {kFeSchedWaking, kFeSchedWakeup, kFeSchedWakeupNew};
-		const size_t pkt = open_packet();
+		const size_t pkt = open_packet(multi_ ? perfetto_machine(m) : 0);
 		const size_t fb = w_.begin(kPktFtraceEvents);
 		w_.u64(kFbCpu, machine_cpu(m, cpu));
 		const size_t fe = w_.begin(kFbEvent);
@@ -205,7 +213,45 @@ public:
 private:
 	FILE *out_;
 	pb::Writer w_;
-	bool first_ = true;
+	// Perfetto machine id -> its sequence's first packet is written.
+	bool started_[kMaxMachine + 1] = {};
+	// Several machines: each track's Perfetto machine, from its
+	// descriptor (with one machine every packet is machine 0's).
+	bool multi_ = false;
+	std::unordered_map<uint64_t, uint32_t> track_machine_;
+	uint64_t last_track_ = 0; // the last track looked up, and its machine
+	uint32_t last_machine_ = 0;
+
+	// A track's machine, as its descriptor said (0: not described, or
+	// one machine); the last one kept, most events following one another
+	// on one thread's tracks.
+	uint32_t machine_of_track(uint64_t track)
+	{
+		if (!multi_)
+			return 0;
+		if (track != last_track_) {
+			auto it = track_machine_.find(track);
+			last_track_ = track;
+			last_machine_ = it == track_machine_.end() ? 0 : it->second;
+		}
+		return last_machine_;
+	}
+	// The machine of a pid or tid: its machine_id() bits.
+	uint32_t machine_of_id(int64_t id) const
+	{
+		if (!multi_ || id <= 0)
+			return 0;
+		return perfetto_machine(static_cast<uint32_t>(id >> kMachineShift));
+	}
+	uint32_t describe(uint64_t uuid, uint32_t mach)
+	{
+		if (multi_) {
+			track_machine_[uuid] = mach;
+			if (uuid == last_track_)
+				last_machine_ = mach;
+		}
+		return mach;
+	}
 
 	// Perfetto keys its CPU tracks by number alone: each machine's own.
 	static uint32_t machine_cpu(uint32_t m, uint32_t cpu) { return m * kCpuSpan + cpu; }
@@ -214,9 +260,10 @@ private:
 	void named_event(uint64_t type, int64_t ts, uint64_t track, const std::string &name, const Args &args,
 			 uint64_t flow_in, uint64_t flow_out)
 	{
-		if (plain_event(type, ts, track, &name, args, flow_in, flow_out))
+		const uint32_t mach = machine_of_track(track);
+		if (plain_event(mach, type, ts, track, &name, args, flow_in, flow_out))
 			return;
-		const size_t pkt = open_packet(ts);
+		const size_t pkt = open_packet(mach, ts);
 		const size_t te = w_.begin(kPktTrackEvent);
 		w_.u64(kTeType, type);
 		w_.u64(kTeTrackUuid, track);
@@ -237,11 +284,11 @@ private:
 	// pb::Writer's four): the same fields as open_packet() and the Writer
 	// give them, in a third of the time.  False (nothing written) when
 	// the event does not fit that shape.
-	bool plain_event(uint64_t type, int64_t ts, uint64_t track, const std::string *name, const Args &args,
-			 uint64_t flow_in, uint64_t flow_out)
+	bool plain_event(uint32_t mach, uint64_t type, int64_t ts, uint64_t track, const std::string *name,
+			 const Args &args, uint64_t flow_in, uint64_t flow_out)
 	{
 		constexpr size_t kMaxName = 64, kMaxArgs = 8, kMaxArgName = 32, kMaxArgStr = 64;
-		if (first_ || ts < 0 || type >= 0x80 || (name && name->size() > kMaxName) ||
+		if (!started_[mach] || ts < 0 || type >= 0x80 || (name && name->size() > kMaxName) ||
 		    args.size() > kMaxArgs)
 			return false;
 		size_t names[kMaxArgs];
@@ -259,7 +306,11 @@ private:
 		*p++ = static_cast<char>(kPktTimestamp << 3 | pb::kVarint);
 		p = varint(p, static_cast<uint64_t>(ts));
 		*p++ = static_cast<char>(kPktSeqId << 3 | pb::kVarint);
-		*p++ = static_cast<char>(kSequence);
+		p = varint(p, kSequence + mach);
+		if (mach) {
+			p = varint(p, kPktMachineId << 3 | pb::kVarint);
+			p = varint(p, mach);
+		}
 		*p++ = static_cast<char>(kPktTrackEvent << 3 | pb::kLen);
 		char *const te_len = p;
 		p += 2;
@@ -341,15 +392,18 @@ private:
 		*p++ = static_cast<char>(v);
 		return p;
 	}
-	size_t open_packet(int64_t ts = -1)
+	// A packet of Perfetto machine `mach` (0: the host, the field left out).
+	size_t open_packet(uint32_t mach, int64_t ts = -1)
 	{
 		const size_t at = w_.begin(kTracePacket);
 		if (ts >= 0)
 			w_.u64(kPktTimestamp, static_cast<uint64_t>(ts));
-		w_.u64(kPktSeqId, kSequence);
-		if (first_) {
+		w_.u64(kPktSeqId, kSequence + mach);
+		if (mach)
+			w_.u64(kPktMachineId, mach);
+		if (!started_[mach]) {
 			w_.u64(kPktSequenceFlags, kSeqIncrementalStateCleared);
-			first_ = false;
+			started_[mach] = true;
 		}
 		return at;
 	}

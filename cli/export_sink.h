@@ -51,13 +51,25 @@ inline int64_t machine_pid(uint32_t m)
 	return static_cast<int64_t>(m) << kMachineShift;
 }
 
+// Perfetto's number of machine m (TracePacket.machine_id; docs/viewing.md,
+// "Several machines"): 0, the field left out, for machine 1 (the reference
+// machine, the host of the clock links) and for a trace of one machine
+// (m 0); m for every other machine.  Every packet of a machine carries it:
+// its tracks' descriptors, its events, its sched events.
+inline uint32_t perfetto_machine(uint32_t m)
+{
+	return m <= 1 ? 0 : m > kMaxMachine ? kMaxMachine : m;
+}
+
 class Sink {
 public:
 	virtual ~Sink() = default;
 	// A machine of several (m >= 1): its group, named by its host name
 	// (Perfetto: a top-level track, the parent of its machine-wide tracks;
 	// JSON: the process machine_pid(m), holding its CPUs and kernel events).
-	// Declared before anything of that machine.
+	// Declared before anything of that machine.  Perfetto: a process's or
+	// thread's machine is that of its pid (machine_id()), a child track's
+	// that of its parent, an event's that of its track.
 	virtual void machine(uint32_t m, uint64_t uuid, const std::string &name) = 0;
 	// Tracks.  uuid: unique in the trace.  A thread track's events are the
 	// thread's own nested slices; a child track (parent: a thread or

@@ -166,22 +166,58 @@ bool use_native_reader(const std::vector<std::string> &dirs)
 	return strata_wrote(dirs);
 }
 
+namespace {
+// The head of a sub-trace's metadata (its env block comes before its event
+// classes), and the string value of one env entry in it.
+std::string metadata_head(const std::string &dir)
+{
+	std::ifstream f(dir + "/metadata", std::ios::binary);
+	std::string head(65536, '\0');
+	f.read(&head[0], (std::streamsize)head.size());
+	head.resize((size_t)f.gcount());
+	return head;
+}
+bool env_entry(const std::string &head, const std::string &key, std::string *value)
+{
+	const std::string pat = "\n\t" + key + " = \"";
+	const size_t at = head.find(pat);
+	if (at == std::string::npos)
+		return false;
+	const size_t b = at + pat.size(), e = head.find("\";\n", b);
+	if (e == std::string::npos)
+		return false;
+	*value = head.substr(b, e - b);
+	return true;
+}
+} // namespace
+
 size_t machines(const std::vector<std::string> &dirs)
 {
 	std::set<std::string> hosts;
 	for (const std::string &d : dirs) {
-		std::ifstream f(d + "/metadata", std::ios::binary);
-		std::string head(65536, '\0');
-		f.read(&head[0], (std::streamsize)head.size());
-		head.resize((size_t)f.gcount());
-		const size_t at = head.find("\n\thostname = \"");
-		if (at == std::string::npos)
-			continue;
-		const size_t b = at + 14, e = head.find("\";\n", b);
-		if (e != std::string::npos)
-			hosts.insert(head.substr(b, e - b));
+		std::string host;
+		if (env_entry(metadata_head(d), "hostname", &host))
+			hosts.insert(host);
 	}
 	return hosts.size();
+}
+
+std::string reference_machine(const std::vector<std::string> &dirs)
+{
+	std::string first, host, peer;
+	bool have_first = false;
+	for (const std::string &d : dirs) {
+		const std::string head = metadata_head(d);
+		if (!env_entry(head, "hostname", &host))
+			continue;
+		if (!env_entry(head, "sync_peer", &peer))
+			return host;
+		if (!have_first) {
+			first = host;
+			have_first = true;
+		}
+	}
+	return first;
 }
 
 bool is_kernel_trace(const std::string &dir)

@@ -33,6 +33,11 @@ bool is_kernel_trace(const std::string &dir);
 // a guest's and its host's traces read together are two: docs/clocks.md).
 size_t machines(const std::vector<std::string> &dirs);
 
+// The reference machine of the sub-traces `dirs` (docs/clocks.md): the host
+// name of the first one that follows no clock link (its env has no
+// sync_peer), else of the first with a host name; "" when none has one.
+std::string reference_machine(const std::vector<std::string> &dirs);
+
 // Whether the trace directories `dirs` are read by Strata's own reader
 // (libtrace/reader/trace_reader.h): every one of them written by Strata,
 // unless STRATA_READER=babeltrace2 asks for babeltrace2 (the tests compare

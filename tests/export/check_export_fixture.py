@@ -28,43 +28,65 @@ def ann(ev):
     return out
 
 
-def timeline(trace):
+def timeline(trace, machine_of=None):
     """Descriptors (last one per uuid wins, as for a renamed thread), slices
     rebuilt per track (begin/end stacks in time order), instants, counters,
-    ftrace events."""
+    ftrace events.  Each slice, instant and counter has the "machine" of its
+    packets (TracePacket.machine_id, 0 when absent); machine_of, a dict,
+    gets ("track", uuid) and ("ftrace", index) -> machine.  Checked on the
+    way: each machine's packets on sequence 1 + its id, the first of each
+    clearing the incremental state (the trace processor reads a machine's
+    packets apart); a track's events, a thread and a child track on their
+    track's, process's or parent's machine."""
     tracks, slices, instants, counters, ftrace = {}, [], [], [], []
     seen = set()
     pending = {}
     evs = []
+    machine_of = {} if machine_of is None else machine_of
+    started = set()
     for i, p in enumerate(packets(trace)):
-        if one(p, "trusted_packet_sequence_id") != 1:
-            fail("packet %d not on sequence 1" % i)
-        if i == 0 and one(p, "sequence_flags") != 1:
-            fail("the first packet does not clear the incremental state")
+        mach = one(p, "machine_id", 0)
+        if "machine_id" in p and not mach:
+            fail("packet %d names machine 0 (the host's packets leave machine_id out)" % i)
+        if one(p, "trusted_packet_sequence_id") != 1 + mach:
+            fail("packet %d of machine %d not on sequence %d" % (i, mach, 1 + mach))
+        if mach not in started:
+            started.add(mach)
+            if one(p, "sequence_flags", 0) != 1:
+                fail("packet %d, the first of machine %d, does not clear the incremental state" % (i, mach))
         if "track_descriptor" in p:
             td = one(p, "track_descriptor")
             uuid = one(td, "uuid")
             tracks[uuid] = td
             seen.add(uuid)
+            machine_of[("track", uuid)] = mach
+            if "parent_uuid" in td and machine_of.get(("track", one(td, "parent_uuid"))) != mach:
+                fail("track %r of machine %d under a track of machine %r" %
+                     (td, mach, machine_of.get(("track", one(td, "parent_uuid")))))
         elif "track_event" in p:
             te = one(p, "track_event")
             if one(te, "track_uuid") not in seen:
                 fail("track event on track %s before its descriptor" % one(te, "track_uuid"))
-            evs.append((one(p, "timestamp"), i, te))
+            if machine_of[("track", one(te, "track_uuid"))] != mach:
+                fail("packet %d of machine %d: an event on a track of machine %d" %
+                     (i, mach, machine_of[("track", one(te, "track_uuid"))]))
+            evs.append((one(p, "timestamp"), i, te, mach))
         elif "ftrace_events" in p:
             fb = one(p, "ftrace_events")
             for fe in fb["event"]:
+                machine_of[("ftrace", len(ftrace))] = mach
                 ftrace.append((one(fb, "cpu"), fe))
         else:
             fail("unexpected packet %r" % p)
     evs.sort(key=lambda x: (x[0], x[1]))
-    for ts, _, te in evs:
+    for ts, _, te, mach in evs:
         t = one(te, "type")
         track = one(te, "track_uuid")
         if t == "TYPE_SLICE_BEGIN":
             pending.setdefault(track, []).append(dict(name=one(te, "name"), begin=ts, args=ann(te),
                                                       flow_in=te.get("terminating_flow_ids", []),
-                                                      flow_out=te.get("flow_ids", []), track=track))
+                                                      flow_out=te.get("flow_ids", []), track=track,
+                                                      machine=mach))
         elif t == "TYPE_SLICE_END":
             if not pending.get(track):
                 fail("slice end without begin on %s at %d" % (track, ts))
@@ -74,9 +96,9 @@ def timeline(trace):
             s["flow_out"] = s["flow_out"] + te.get("flow_ids", [])
             slices.append(s)
         elif t == "TYPE_INSTANT":
-            instants.append(dict(name=one(te, "name"), ts=ts, args=ann(te), track=track))
+            instants.append(dict(name=one(te, "name"), ts=ts, args=ann(te), track=track, machine=mach))
         elif t == "TYPE_COUNTER":
-            counters.append(dict(track=track, ts=ts, value=one(te, "counter_value")))
+            counters.append(dict(track=track, ts=ts, value=one(te, "counter_value"), machine=mach))
     if any(pending.values()):
         fail("slices left open: %r" % pending)
     return tracks, slices, instants, counters, ftrace

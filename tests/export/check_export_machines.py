@@ -5,18 +5,25 @@ lock addresses coincide (docs/viewing.md, "Several machines").
 usage: check_export_machines.py STRATA WORKDIR
 
 The trace of make_timeline_fixture.py written twice side by side, as
-machine "sim-host" and machine "sim-guest" (env.hostname): the same
-processes (app 500, java 700), threads (501, 502, 701, 702), mutex 0xa000
-and monitor int[]@7645a180 on both, the guest with two events more (a note
-on tid 501, an irq on its idle task).  Oracles:
-  * Perfetto (decoded by protoc): one top-level track per machine, named by
-    it; four processes with four distinct pids, each named
-    "machine: procname (pid N)"; eight threads, each under a process of its
-    own machine; the guest's idle-task irq on a "kernel" track under the
-    guest's machine track; sched events on each machine's own CPU numbers;
-    every flow within one machine.  Each machine's part, its ids taken back
-    to the real ones, is exactly the export of the host's trace alone, plus
-    the guest's two events for the guest.
+machine "sim-host" and machine "sim-guest" (env.hostname; the guest's env
+says it follows the clock link "host", and its directory sorts first): the
+same processes (app 500, java 700), threads (501, 502, 701, 702), mutex
+0xa000 and monitor int[]@7645a180 on both, the guest with two events more
+(a note on tid 501, an irq on its idle task).  Oracles:
+  * Perfetto (decoded by protoc): the host is machine 1 (its ids 1 << 22 |
+    id, its CPUs 1000 + cpu), the guest machine 2; every packet of the
+    guest's (track descriptors of its machine, processes, threads, lock
+    and counter tracks; its events; its sched events) carries
+    TracePacket.machine_id 2 on sequence 3, every packet of the host's none
+    on sequence 1.  One top-level track per machine, named by it; four
+    processes with four distinct pids and tracks, app 500 and java 700 on
+    each machine, each named "machine: procname (pid N)"; eight threads,
+    each under a process of its own machine; the guest's idle-task irq on a
+    "kernel" track under the guest's machine track; sched events on each
+    machine's own CPU numbers; every flow within one machine.  Each
+    machine's part, its ids taken back to the real ones, is exactly the
+    export of the host's trace alone, plus the guest's two events for the
+    guest: 22 and 24 items, counted by machine_id.
   * JSON: the same, per machine: each machine a process of its own (its
     CPUs), every other event equal to the single machine's export.
   * analyze mutex and monitor: one lock and one monitor per machine, each
@@ -44,14 +51,24 @@ PROC_NAME = re.compile(r"^(sim-host|sim-guest): (\w+) \(pid (\d+)\)$")
 
 
 def perfetto_parts(path, multi):
-    """machine -> Counter of the export's items (slices, instants, counters,
-    sched events) with real ids; machine None for a one-machine export.
-    Checks the structure of a several-machine export on the way."""
-    tracks, slices, instants, counters, ftrace = timeline(protoc_decode(path))
+    """(machine -> Counter of the export's items (slices, instants, counters,
+    sched events) with real ids, TracePacket.machine_id -> how many items);
+    machine None for a one-machine export.  Checks the structure of a
+    several-machine export on the way."""
+    machine_of = {}  # ("track", uuid) or ("ftrace", index) -> its packet's machine_id
+    tracks, slices, instants, counters, ftrace = timeline(protoc_decode(path), machine_of)
     groups = {u: one(td, "name") for u, td in tracks.items()
               if set(td) == {"uuid", "name"}}  # a machine's track: a name, nothing else
+    # Perfetto's machine of each machine: the host's machine_id left out.
+    pmach = {None: 0}
+    if multi:
+        pmach = {name: machine_of[("track", u)] for u, name in groups.items()}
+        if pmach != {"sim-host": 0, "sim-guest": 2}:
+            fail("machine tracks' machine_id %r, want the host's none (0) and the guest's 2" % pmach)
+    elif set(machine_of.values()) != {0}:
+        fail("a one-machine export with a machine_id: %r" % sorted(set(machine_of.values())))
     procs = {}  # pid -> (machine, real pid)
-    for td in tracks.values():
+    for uuid, td in tracks.items():
         if "process" in td:
             pd = one(td, "process")
             pid, name = one(pd, "pid"), one(pd, "process_name")
@@ -62,8 +79,18 @@ def perfetto_parts(path, multi):
             if not m or int(m.group(3)) != pid & MASK or "parent_uuid" in td:
                 fail("process %r named %r" % (pid, name))
             procs[pid] = (m.group(1), int(m.group(3)))
+            if machine_of[("track", uuid)] != pmach[m.group(1)]:
+                fail("process %r of %s with machine_id %d" % (name, m.group(1), machine_of[("track", uuid)]))
     machine_of_num = {pid >> SHIFT: mach for pid, (mach, _) in procs.items()}
     if multi:
+        if machine_of_num != {1: "sim-host", 2: "sim-guest"}:
+            fail("machine numbers %r: want the host (the guest follows its clock link) first" % machine_of_num)
+        # The same pid on two machines: two process tracks, one per machine_id.
+        for rpid in (500, 700):
+            same = [(u, machine_of[("track", u)]) for u, td in tracks.items()
+                    if "process" in td and one(one(td, "process"), "pid") & MASK == rpid]
+            if len(same) != 2 or len({u for u, _ in same}) != 2 or sorted(pm for _, pm in same) != [0, 2]:
+                fail("pid %d: process tracks %r, want one on each machine_id (0, 2)" % (rpid, same))
         if sorted(groups.values()) != sorted(HOSTS):
             fail("machine tracks %r, want one per machine %r" % (groups, HOSTS))
         if sorted(procs.values()) != sorted((h, p) for h in HOSTS for p in (500, 700)) or len(procs) != 4:
@@ -94,8 +121,12 @@ def perfetto_parts(path, multi):
         return mach, what + (one(td, "name"),)
 
     parts = {}
+    per_machine_id = Counter()
 
-    def add(mach, item):
+    def add(mach, item, machine_id):
+        if machine_id != pmach[mach]:
+            fail("%s's item %r in a packet of machine_id %d, want %d" % (mach, item, machine_id, pmach[mach]))
+        per_machine_id[machine_id] += 1
         parts.setdefault(mach, Counter())[item] = parts.setdefault(mach, Counter())[item] + 1
 
     flows = {}
@@ -104,18 +135,18 @@ def perfetto_parts(path, multi):
         for f in s["flow_in"] + s["flow_out"]:
             flows.setdefault(f, set()).add(mach)
         add(mach, ("slice", s["name"], s["begin"], s["end"], w, tuple(sorted(s["args"].items())),
-                   tuple(sorted(s["end_args"].items())), bool(s["flow_in"]), bool(s["flow_out"])))
+                   tuple(sorted(s["end_args"].items())), bool(s["flow_in"]), bool(s["flow_out"])), s["machine"])
     if any(len(ms) != 1 for ms in flows.values()):
         fail("a flow between machines: %r" % flows)
     for i in instants:
         mach, w = where(i["track"])
         if w == ("global", "kernel"):  # one machine's kernel track: its machine's in the other
             w = ("machine", "kernel")
-        add(mach, ("instant", i["name"], i["ts"], w, tuple(sorted(i["args"].items()))))
+        add(mach, ("instant", i["name"], i["ts"], w, tuple(sorted(i["args"].items()))), i["machine"])
     for c in counters:
         mach, w = where(c["track"])
-        add(mach, ("counter", c["ts"], c["value"], w))
-    for cpu, fe in ftrace:
+        add(mach, ("counter", c["ts"], c["value"], w), c["machine"])
+    for k, (cpu, fe) in enumerate(ftrace):
         kind = [k for k in fe if k not in ("timestamp", "pid")][0]
         fields = one(fe, kind)
         real = {k: (v[0] & MASK if multi and k.endswith("pid") else v[0]) for k, v in fields.items()}
@@ -130,8 +161,9 @@ def perfetto_parts(path, multi):
             if mach is None or any(i and i >> SHIFT != cpu // CPU_SPAN for i in ids):
                 fail("sched event on CPU %d of no machine or with another machine's threads: %r" % (cpu, fe))
         add(mach, ("ftrace", cpu % CPU_SPAN if multi else cpu, one(fe, "timestamp"), kind,
-                   one(fe, "pid") & MASK if multi else one(fe, "pid"), tuple(sorted(real.items()))))
-    return parts
+                   one(fe, "pid") & MASK if multi else one(fe, "pid"), tuple(sorted(real.items()))),
+            machine_of[("ftrace", k)])
+    return parts, per_machine_id
 
 
 def json_parts(path, multi):
@@ -222,15 +254,16 @@ def main():
     one_trace, both = os.path.join(work, "one"), os.path.join(work, "both")
     make_timeline_fixture.make(one_trace, "sim-host")
     make_timeline_fixture.make(os.path.join(both, "host"), "sim-host", 32)
-    make_timeline_fixture.make(os.path.join(both, "guest"), "sim-guest", 96, extra=True)
+    make_timeline_fixture.make(os.path.join(both, "guest"), "sim-guest", 96, extra=True, follows="host")
 
     pf1, pf2 = os.path.join(work, "one.perfetto-trace"), os.path.join(work, "both.perfetto-trace")
     run_ok([strata, "export", "-o", pf1, one_trace])
     r = run_ok([strata, "export", "-o", pf2, both])
     if "50 events (6 discarded)" not in r.stderr:
         fail("summary line: %r" % r.stderr)
-    single = perfetto_parts(pf1, False)[None]
-    extra = guest_extra("Perfetto", perfetto_parts(pf2, True), single)
+    single = perfetto_parts(pf1, False)[0][None]
+    parts, per_machine_id = perfetto_parts(pf2, True)
+    extra = guest_extra("Perfetto", parts, single)
     S = make_timeline_fixture.S
     want = Counter({("instant", "app:note", S + 1950, ("thread", 500, 501), (("msg", "guest only"),)): 1,
                     ("instant", "irq_handler_entry", S + 2550, ("machine", "kernel"),
@@ -240,6 +273,9 @@ def main():
     n = sum(single.values())
     if n != 22:  # check_export_fixture.py: 10 slices, 6 instants, 1 counter, 5 sched events
         fail("Perfetto: %d items in the one machine's export, want 22" % n)
+    if per_machine_id != Counter({0: 22, 2: 24}):
+        fail("Perfetto: items per machine_id %r, want the host's 22 (none) and the guest's 24 (2)" %
+             dict(per_machine_id))
 
     js1, js2 = os.path.join(work, "one.json"), os.path.join(work, "both.json")
     run_ok([strata, "export", "--format", "json", "-o", js1, one_trace])
@@ -257,8 +293,8 @@ def main():
             if not re.match(want, e["args"]["name"]):
                 fail("JSON thread name %r" % e)
     check_analyze(strata, both)
-    print("ok: two machines with equal pids, tids and locks kept apart: Perfetto %d + %d items, JSON %d + %d "
-          "events, one group each, analyze one lock and one monitor each" %
+    print("ok: two machines with equal pids, tids and locks kept apart: Perfetto %d + %d items (the guest's "
+          "with machine_id 2), JSON %d + %d events, one group each, analyze one lock and one monitor each" %
           (n, n + 2, sum(jsingle.values()), sum(jsingle.values()) + 2))
 
 

@@ -6,12 +6,14 @@ tests/e2e/make_fixture_trace.py (whose packet writer is reused).
 
 usage: make_timeline_fixture.py OUTDIR
 
-make(out, hostname, uuid_base, extra) writes the same trace as machine
-HOSTNAME (env.hostname of every sub-trace), with trace uuids from uuid_base
-(two machines' copies side by side must differ), and with `extra` two more
-events: app:note msg="guest only" at 1950 on tid 501, and in the kernel
-irq_handler_entry irq=6 name="virtio0" at 2550 on the idle task (tid 0,
-cpu 1).
+make(out, hostname, uuid_base, extra, follows) writes the same trace as
+machine HOSTNAME (env.hostname of every sub-trace), with trace uuids from
+uuid_base (two machines' copies side by side must differ), and with `extra`
+two more events: app:note msg="guest only" at 1950 on tid 501, and in the
+kernel irq_handler_entry irq=6 name="virtio0" at 2550 on the idle task
+(tid 0, cpu 1).  With `follows` (a link's name) its env says it follows
+that clock link, uncorrelated (docs/clocks.md: sync_state, sync_peer), so
+that it is a guest, its times unchanged.
 
 Times are ns after 1 s (clock offset 0).  Threads: app 501 (main), 502
 (worker); java 701 (main), 702 (Java "Worker-1").
@@ -137,9 +139,11 @@ def write(out, sub, uuid_bytes, env, events, packets):
             f.write(packet(fn, S + b, S + e, seq, discarded, uuid=uuid_bytes))
 
 
-def make(out, hostname=None, uuid_base=32, extra=False):
+def make(out, hostname=None, uuid_base=32, extra=False, follows=None):
     """Write the trace into directory `out`."""
     host = '\n\thostname = "%s";' % hostname if hostname else ""
+    if follows:
+        host += '\n\tsync_state = "uncorrelated";\n\tsync_peer = "%s";' % follows
     app = writer(APP)
 
     def app1(r):
