@@ -19,7 +19,9 @@ it is correlated and names the host; `strata status` shows the link with
 its bound.  Prints the bound's width beside the link's minimum RTT.
 Each daemon has its own host name (STRATA_TEST_HOSTNAME): with the guest's
 trace copied beside the host's, `strata export` (JSON and Perfetto) and
-`strata view` name each process's machine.
+`strata view` name each process's machine; in Perfetto (decoded by protoc)
+the host's packets carry no machine_id and each guest's its own, on its
+processes' tracks and every event on them.
 `two`: a second guest (another skew) follows the host too, and the first
 guest's client exchanges MESSAGES more with the second guest's server:
 the merge of the three traces must invert none of those either.
@@ -37,6 +39,7 @@ import time
 
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "export"))
 from strata_testlib import end_daemon, e2e_setup, start_daemon, trace_messages, tsc_usable, wait_for  # noqa: E402
 
 SKEW_NS = 2700000000
@@ -266,10 +269,37 @@ def machines_named(check, strata, work, outs, guests):
     data = open(pf, "rb").read() if r.returncode == 0 else b""
     check(r.returncode == 0 and all((h + ": ").encode() in data for h in hosts),
           "the Perfetto export names every machine's processes (%s)" % ", ".join(hosts))
+    if r.returncode == 0:
+        perfetto_machines(check, pf, hosts)
     r = subprocess.run([strata, "view", both], capture_output=True, text=True, timeout=120)
     check(r.returncode == 0 and all(h + ":" in r.stdout for h in hosts),
           "strata view names every machine's sub-traces" + ("" if r.returncode == 0 else ": " + r.stderr.strip()))
     guest_between(check, strata, both)
+
+
+def perfetto_machines(check, pf, hosts):
+    """Each process track's TracePacket.machine_id by its name's host: none
+    (0) for the host, one of its own for each guest; timeline() checks
+    that every event has its track's machine_id, each machine's packets on
+    their own sequence."""
+    from check_export_fixture import timeline
+    from timeline_check import one, protoc_decode
+    machine_of = {}
+    tracks, slices, instants, _, _ = timeline(protoc_decode(pf), machine_of)
+    ids = {}  # host -> the machine_ids of its processes
+    for uuid, td in tracks.items():
+        if "process" in td:
+            name = one(one(td, "process"), "process_name", "")
+            host = name.split(": ")[0]
+            ids.setdefault(host, set()).add(machine_of[("track", uuid)])
+    guest_ids = [ids.get(h, set()) for h in hosts[1:]]
+    check(ids.get(hosts[0]) == {0} and all(len(g) == 1 and 0 not in g for g in guest_ids) and
+          len(set().union(*guest_ids)) == len(guest_ids),
+          "Perfetto machine_id: the host's processes none, each guest's its own (%r)" % ids)
+    on = {}
+    for e in slices + instants:
+        on[e["machine"]] = on.get(e["machine"], 0) + 1
+    check(set(on) == set().union(*ids.values()), "Perfetto events on every machine_id (%r)" % on)
 
 
 def guest_between(check, strata, both):
