@@ -213,6 +213,8 @@ Answer SessionTable::create(const Caller &c, const proto::Create &m)
 		host_.relay_opened(*s);
 	}
 	s->serial = std::move(line);
+	if (s->serial)
+		host_.serial_opened(*s);
 	s->aggregate = m.aggregate;
 	s->agg_filter = m.agg_filter;
 	a.text = trace_place(*s);
@@ -642,8 +644,10 @@ void SessionTable::finish_drains(Session &s)
 		packets += d->counters().packets.load(std::memory_order_relaxed);
 	INFO("session %s stopped: %zu buffer(s), %llu packet(s) written", s.name.c_str(), s.drains.size(),
 	     static_cast<unsigned long long>(packets));
-	if (s.serial)
+	if (s.serial) {
 		INFO("session %s: %s", s.name.c_str(), s.serial->describe().c_str());
+		host_.serial_stopped(s); // clocks.json and rewritten metadata on the line
+	}
 	if (s.relay && s.relay->broken())
 		logf("session %s: the relay link broke (%s); packets it could not send are counted as errors",
 		     s.name.c_str(), s.relay->why_broken().c_str());
