@@ -85,8 +85,9 @@ enum FrameType : uint8_t {
 	kRewrite = 5,
 	// A file for the top of the received trace (clocks.json), sent before
 	// the rewrites.  trace = kMetaStream (no sub-trace).  Payload: u32
-	// offset, u32 total length, u32 generation, u16 name length, the name,
-	// up to kRewriteChunk bytes at a multiple of it.
+	// offset, u32 total length, u32 generation, u8 name length, u8 0, the
+	// name ("clocks.json", the only one), up to kRewriteChunk bytes at a
+	// multiple of it.
 	kFile = 6,
 	// A receiver that does not know a kind counts its frames and skips
 	// them (a receiver of before kRewrite counted them as bad contents):
