@@ -193,6 +193,8 @@ public:
 	void frame(const serial::Frame &f);
 	void finish(); // drops what still waits for metadata, marks what is missing
 	void report(FILE *o, const serial::DecodeStats &ds);
+	void report_streams(FILE *o);
+	void report_clocks(FILE *o);
 	bool failed() const { return !error_.empty(); }
 	const std::string &error() const { return error_; }
 
@@ -776,6 +778,21 @@ void Receiver::report(FILE *o, const serial::DecodeStats &ds)
 			"reads "
 			"version %u (use the strata of the sender's release)\n",
 			(unsigned long long)ds.other_version, ds.version_seen, serial::kVersion);
+	report_streams(o);
+	report_clocks(o);
+	if (unknown_)
+		fprintf(o, "  %llu frame(s) of a kind this receiver does not know skipped\n",
+			(unsigned long long)unknown_);
+	if (bad_packets_ || bad_meta_)
+		fprintf(o,
+			"  %llu packet frame(s) and %llu other frame(s) with a good CRC but bad contents "
+			"ignored\n",
+			(unsigned long long)bad_packets_, (unsigned long long)bad_meta_);
+}
+
+// Per stream: frames received and lost, packets and events missing.
+void Receiver::report_streams(FILE *o)
+{
 	for (auto &kv : frames_) {
 		const uint16_t id = kv.first.first, stream = kv.first.second;
 		auto t = traces_.find(id);
@@ -827,6 +844,11 @@ void Receiver::report(FILE *o, const serial::DecodeStats &ds)
 								     ? l->second.lost_events
 								     : 0));
 			}
+}
+
+// What became of a clock follower's rewrite (docs/clocks.md, "Serial followers").
+void Receiver::report_clocks(FILE *o)
+{
 	// A clock follower's sub-traces (docs/clocks.md, "Serial followers").
 	size_t corr = 0, own = 0, waiting = 0;
 	for (auto &kv : traces_) {
@@ -836,31 +858,20 @@ void Receiver::report(FILE *o, const serial::DecodeStats &ds)
 		else if (t.written && t.text.find("\tsync_serial = ") != std::string::npos)
 			waiting++;
 	}
+	const bool json = files_.count("clocks.json") && files_["clocks.json"].applied;
 	if (corr || own)
 		fprintf(o,
 			"strata receive: %zu sub-trace(s) put onto the sender's clock reference's clock at "
-			"its stop "
-			"(clocks.json %s), %zu rewritten on its own clock (no map)\n",
-			corr,
-			files_.count("clocks.json") && files_["clocks.json"].applied ? "written" : "MISSING",
-			own);
+			"its "
+			"stop (clocks.json %s), %zu rewritten on its own clock (no map)\n",
+			corr, json ? "written" : "MISSING", own);
 	if (waiting)
 		fprintf(o,
 			"strata receive: %zu sub-trace(s) stay on the sender's own clock: it follows a clock "
-			"link, but "
-			"the line ended before its stop sent their rewrite (their metadata say sync_state = "
-			"\"uncorrelated\")\n",
+			"link, but the line ended before its stop sent their rewrite (their metadata say "
+			"sync_state = \"uncorrelated\")\n",
 			waiting);
-	if (unknown_)
-		fprintf(o, "  %llu frame(s) of a kind this receiver does not know skipped\n",
-			(unsigned long long)unknown_);
-	if (bad_packets_ || bad_meta_)
-		fprintf(o,
-			"  %llu packet frame(s) and %llu other frame(s) with a good CRC but bad contents "
-			"ignored\n",
-			(unsigned long long)bad_packets_, (unsigned long long)bad_meta_);
 }
-
 } // namespace
 
 namespace {
