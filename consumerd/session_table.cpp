@@ -207,6 +207,8 @@ Answer SessionTable::create(const Caller &c, const proto::Create &m)
 	s->owner = owner;
 	if (m.flags & proto::kCreateOwned)
 		s->owner_conn = c.conn_id;
+	s->aggregate = m.aggregate; // before the hooks below, which look at it
+	s->agg_filter = m.agg_filter;
 	if (link) {
 		s->relay = std::move(link);
 		s->live_timer_us = kLiveTimerUs;
@@ -215,8 +217,6 @@ Answer SessionTable::create(const Caller &c, const proto::Create &m)
 	s->serial = std::move(line);
 	if (s->serial)
 		host_.serial_opened(*s);
-	s->aggregate = m.aggregate;
-	s->agg_filter = m.agg_filter;
 	a.text = trace_place(*s);
 	INFO("session %s created (slot %u, %s mode, blocking %u ms) -> %s", s->name.c_str(), slot,
 	     m.channel.mode == STRATA_MODE_OVERWRITE ? "overwrite" : "discard",
