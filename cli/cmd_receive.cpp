@@ -40,8 +40,9 @@ using namespace strata;
 
 namespace {
 
-constexpr size_t kMaxHeld = 16u << 20; // packets waiting for their metadata, all sub-traces
-constexpr size_t kMaxText = 16u << 20; // a sub-trace's metadata (a kernel's is about 180 KB)
+constexpr size_t kMaxHeld = 16u << 20;       // packets waiting for their metadata, all sub-traces
+constexpr size_t kMaxText = 16u << 20;       // a sub-trace's metadata (a kernel's is about 180 KB)
+constexpr size_t kMaxAssembling = 32u << 20; // rewrites and files being assembled, all together
 
 volatile sig_atomic_t g_stop = 0;
 void on_signal(int)
@@ -150,6 +151,16 @@ struct LaneOut {
 	bool trailed = false;                    // the END frame's mark done
 };
 
+// A text sent in chunks of one generation (kRewrite, kFile): whole once
+// every chunk came.
+struct Assembly {
+	uint32_t gen = 0, applied = 0; // collected, last written
+	uint32_t total = 0, base = 0;
+	std::string text;
+	std::vector<bool> have;
+	size_t missing = 0;
+};
+
 struct SubTrace {
 	bool announced = false;
 	uint64_t nonce = 0;
@@ -166,6 +177,9 @@ struct SubTrace {
 	bool trailed = false;        // trail() done
 	uint8_t uuid[16] = {};
 	std::map<uint16_t, LaneEnd> end; // from it
+	Assembly rw;                     // its metadata rewritten at the sender's stop
+	bool rewritten = false;          // DIR/path/metadata is a rewrite (rw.applied)
+	bool rw_correlated = false;      // ... saying sync_state = "correlated"
 };
 
 class Receiver {
@@ -179,6 +193,8 @@ public:
 	void frame(const serial::Frame &f);
 	void finish(); // drops what still waits for metadata, marks what is missing
 	void report(FILE *o, const serial::DecodeStats &ds);
+	void report_streams(FILE *o);
+	void report_clocks(FILE *o);
 	bool failed() const { return !error_.empty(); }
 	const std::string &error() const { return error_; }
 
@@ -187,6 +203,11 @@ private:
 	void metadata(SubTrace &t, const serial::Frame &f);
 	void packet(SubTrace &t, const serial::Frame &f);
 	void end(SubTrace &t, uint16_t id, const serial::Frame &f);
+	void rewrite(SubTrace &t, const serial::Frame &f);
+	void file(const serial::Frame &f);
+	bool chunk(Assembly &a, uint32_t off, uint32_t total, uint32_t base, uint32_t gen, const uint8_t *p,
+		   size_t n);
+	bool replace(const std::string &path, const std::string &text, int *keep_fd);
 	void flush_metadata(SubTrace &t);
 	void release(SubTrace &t);
 	void store(SubTrace &t, Piece &p);
@@ -214,7 +235,9 @@ private:
 	std::map<uint16_t, SubTrace> traces_;
 	serial::SeqTracker seq_;
 	size_t held_bytes_ = 0;
-	uint64_t dropped_held_ = 0, bad_packets_ = 0, bad_meta_ = 0;
+	uint64_t dropped_held_ = 0, bad_packets_ = 0, bad_meta_ = 0, unknown_ = 0;
+	std::map<std::string, Assembly> files_;                    // kFile: by name
+	size_t assembling_ = 0;                                    // bytes of every Assembly's text
 	std::map<std::pair<uint16_t, uint16_t>, uint64_t> frames_; // good frames per stream
 	std::deque<std::pair<uint64_t, uint16_t>> held_order_;     // (Piece::no, sub-trace), oldest first
 	uint64_t arrivals_ = 0;
@@ -234,8 +257,144 @@ void Receiver::frame(const serial::Frame &f)
 		packet(traces_[f.trace], f);
 	else if (f.type == serial::kEnd && f.stream == serial::kMetaStream)
 		end(traces_[f.trace], f.trace, f);
+	else if (f.type == serial::kFile && f.stream == serial::kMetaStream && f.trace == serial::kMetaStream)
+		file(f);
+	else if (f.type == serial::kRewrite && f.stream == serial::kMetaStream &&
+		 f.trace != serial::kMetaStream)
+		rewrite(traces_[f.trace], f);
+	else if (f.type > serial::kFile)
+		unknown_++; // a later sender's kind: nothing a trace needs
 	else
 		bad_meta_++;
+}
+
+// One chunk of a text in assembly: false for a chunk no honest sender
+// sends.  A newer generation starts again; an older one, or one already
+// written, is passed over.
+bool Receiver::chunk(Assembly &a, uint32_t off, uint32_t total, uint32_t base, uint32_t gen, const uint8_t *p,
+		     size_t n)
+{
+	if (total == 0 || total > kMaxText || base > kMaxText || off % serial::kRewriteChunk ||
+	    off >= total || n != std::min<size_t>(serial::kRewriteChunk, total - off))
+		return false;
+	if (gen <= a.applied || gen < a.gen)
+		return true;
+	if (gen != a.gen || total != a.total || base != a.base) {
+		if (assembling_ - a.text.size() + total > kMaxAssembling)
+			return false;
+		assembling_ = assembling_ - a.text.size() + total;
+		a.gen = gen;
+		a.total = total;
+		a.base = base;
+		a.text.assign(total, '\0');
+		a.missing = (total + serial::kRewriteChunk - 1) / serial::kRewriteChunk;
+		a.have.assign(a.missing, false);
+	}
+	const size_t i = off / serial::kRewriteChunk;
+	if (!a.have[i]) {
+		memcpy(&a.text[off], p, n);
+		a.have[i] = true;
+		a.missing--;
+	}
+	return true;
+}
+
+// `text` as the file `path`, atomically: written beside the trace (a
+// hidden name at DIR's top, where no reader looks) and renamed over.
+// keep_fd: the new file's descriptor is left open there (O_APPEND).
+bool Receiver::replace(const std::string &path, const std::string &text, int *keep_fd)
+{
+	const std::string tmp = out_ + "/.strata-receive.tmp";
+	const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0640);
+	if (fd < 0 || !write_all(fd, text.data(), text.size()) || rename(tmp.c_str(), path.c_str()) != 0) {
+		fprintf(stderr, "strata receive: cannot write %s: %s\n", path.c_str(), strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+			unlink(tmp.c_str());
+		}
+		return false;
+	}
+	if (keep_fd)
+		*keep_fd = fd;
+	else
+		close(fd);
+	return true;
+}
+
+// kRewrite: the sub-trace's metadata onto the clock of its sender's
+// reference (docs/clocks.md, "Serial followers"), once whole.
+void Receiver::rewrite(SubTrace &t, const serial::Frame &f)
+{
+	const uint8_t *p = f.payload;
+	if (f.len < serial::kRewritePrefix ||
+	    !chunk(t.rw, get32(p), get32(p + 4), get32(p + 8), get32(p + 12), p + serial::kRewritePrefix,
+		   f.len - serial::kRewritePrefix)) {
+		bad_meta_++;
+		return;
+	}
+	Assembly &a = t.rw;
+	if (a.missing || a.gen <= a.applied || !t.announced || failed())
+		return;
+	a.applied = a.gen;
+	assembling_ -= a.text.size();
+	std::string text;
+	text.swap(a.text);
+	a.have.clear();
+	if (text.compare(0, 13, "/* CTF 1.8 */") != 0) {
+		bad_meta_++;
+		return;
+	}
+	if (int r = mkdirs(t.dir); r < 0) {
+		fail("cannot create " + t.dir + ": " + strerror(-r));
+		return;
+	}
+	int fd = -1;
+	if (!replace(t.dir + "/metadata", text, &fd))
+		return;
+	if (t.meta_fd >= 0)
+		close(t.meta_fd);
+	t.meta_fd = fd;
+	t.rewritten = true;
+	t.rw_correlated = text.find("\tsync_state = \"correlated\";") != std::string::npos;
+	// The rewrite stands for the text up to `base`; what the sender
+	// appended after it follows as before.
+	t.whole = std::max<size_t>(t.whole, a.base);
+	t.written = std::max<size_t>(t.written, a.base);
+	fprintf(stderr, "strata receive: %s: metadata rewritten by the sender at its stop (%s)\n",
+		t.path.c_str(),
+		t.rw_correlated ? "on its clock link's reference's clock"
+				: "its own clock: no map, said uncorrelated");
+	release(t);
+}
+
+// kFile: clocks.json for DIR's top.
+void Receiver::file(const serial::Frame &f)
+{
+	const uint8_t *p = f.payload;
+	if (f.len < serial::kFilePrefix || f.len < serial::kFilePrefix + p[12] || p[13] != 0) {
+		bad_meta_++;
+		return;
+	}
+	const std::string name(reinterpret_cast<const char *>(p + serial::kFilePrefix), p[12]);
+	if (name != "clocks.json") { // the only one there is
+		bad_meta_++;
+		return;
+	}
+	const size_t pre = serial::kFilePrefix + name.size();
+	Assembly &a = files_[name];
+	if (!chunk(a, get32(p), get32(p + 4), 0, get32(p + 8), p + pre, f.len - pre)) {
+		bad_meta_++;
+		return;
+	}
+	if (a.missing || a.gen <= a.applied || failed())
+		return;
+	a.applied = a.gen;
+	assembling_ -= a.text.size();
+	std::string text;
+	text.swap(a.text);
+	a.have.clear();
+	if (replace(out_ + "/" + name, text, nullptr))
+		fprintf(stderr, "strata receive: %s written (the sender's clock links)\n", name.c_str());
 }
 
 void Receiver::end(SubTrace &t, uint16_t id, const serial::Frame &f)
@@ -619,11 +778,31 @@ void Receiver::report(FILE *o, const serial::DecodeStats &ds)
 			"reads "
 			"version %u (use the strata of the sender's release)\n",
 			(unsigned long long)ds.other_version, ds.version_seen, serial::kVersion);
+	report_streams(o);
+	report_clocks(o);
+	if (unknown_)
+		fprintf(o, "  %llu frame(s) of a kind this receiver does not know skipped\n",
+			(unsigned long long)unknown_);
+	if (bad_packets_ || bad_meta_)
+		fprintf(o,
+			"  %llu packet frame(s) and %llu other frame(s) with a good CRC but bad contents "
+			"ignored\n",
+			(unsigned long long)bad_packets_, (unsigned long long)bad_meta_);
+}
+
+// Per stream: frames received and lost, packets and events missing.
+void Receiver::report_streams(FILE *o)
+{
 	for (auto &kv : frames_) {
 		const uint16_t id = kv.first.first, stream = kv.first.second;
 		auto t = traces_.find(id);
 		const std::string name =
 			t != traces_.end() && t->second.announced ? t->second.path : "#" + std::to_string(id);
+		if (id == serial::kMetaStream) { // kFile: the trace's top
+			fprintf(o, "  clocks.json: %llu frame(s), %llu lost\n", (unsigned long long)kv.second,
+				(unsigned long long)seq_.lost(id, stream));
+			continue;
+		}
 		const std::string what =
 			stream == serial::kMetaStream
 				? "metadata"
@@ -665,13 +844,34 @@ void Receiver::report(FILE *o, const serial::DecodeStats &ds)
 								     ? l->second.lost_events
 								     : 0));
 			}
-	if (bad_packets_ || bad_meta_)
-		fprintf(o,
-			"  %llu packet frame(s) and %llu other frame(s) with a good CRC but bad contents "
-			"ignored\n",
-			(unsigned long long)bad_packets_, (unsigned long long)bad_meta_);
 }
 
+// What became of a clock follower's rewrite (docs/clocks.md, "Serial followers").
+void Receiver::report_clocks(FILE *o)
+{
+	// A clock follower's sub-traces (docs/clocks.md, "Serial followers").
+	size_t corr = 0, own = 0, waiting = 0;
+	for (auto &kv : traces_) {
+		const SubTrace &t = kv.second;
+		if (t.rewritten)
+			(t.rw_correlated ? corr : own)++;
+		else if (t.written && t.text.find("\tsync_serial = ") != std::string::npos)
+			waiting++;
+	}
+	const bool json = files_.count("clocks.json") && files_["clocks.json"].applied;
+	if (corr || own)
+		fprintf(o,
+			"strata receive: %zu sub-trace(s) put onto the sender's clock reference's clock at "
+			"its "
+			"stop (clocks.json %s), %zu rewritten on its own clock (no map)\n",
+			corr, json ? "written" : "MISSING", own);
+	if (waiting)
+		fprintf(o,
+			"strata receive: %zu sub-trace(s) stay on the sender's own clock: it follows a clock "
+			"link, but the line ended before its stop sent their rewrite (their metadata say "
+			"sync_state = \"uncorrelated\")\n",
+			waiting);
+}
 } // namespace
 
 namespace {

@@ -196,6 +196,20 @@ void Daemon::relay_ending(Session &s)
 		sync_.relay_ending(*s.relay, s.clock, hostname_);
 }
 
+// A serial session's line: the same at each stop, sent on the line for
+// its receiver to write (docs/clocks.md, "Serial followers").
+void Daemon::serial_opened(Session &s)
+{
+	if (s.aggregate.empty())
+		sync_.serial_opened(*s.serial);
+}
+
+void Daemon::serial_stopped(Session &s)
+{
+	if (s.aggregate.empty())
+		sync_.serial_stopped(*s.serial, s.clock, hostname_);
+}
+
 void Daemon::publish_tables()
 {
 	tables_.publish(sessions_, procs_, clock_page_ ? clock_page_->fd() : -1);

@@ -136,6 +136,8 @@ private:
 	bool watch_triggers(bool on) override;
 	void relay_opened(Session &s) override;
 	void relay_ending(Session &s) override;
+	void serial_opened(Session &s) override;
+	void serial_stopped(Session &s) override;
 
 	DaemonOptions opt_;
 	std::string path_;

@@ -234,14 +234,98 @@ uint16_t SerialLink::add_trace(const std::string &path, const std::string &chann
 	return static_cast<uint16_t>(traces_.size() - 1);
 }
 
-void SerialLink::metadata(uint16_t trace, const std::string &text)
+uint32_t SerialLink::metadata(uint16_t trace, const std::string &text)
 {
 	std::lock_guard<std::mutex> g(mu_);
 	if (trace >= traces_.size())
-		return;
+		return 0;
 	const size_t from = traces_[trace].text.size();
-	traces_[trace].text += text;
+	traces_[trace].text += from == 0 && opening_ ? opening_(text) : text;
 	queue_meta(trace, from);
+	return static_cast<uint32_t>(traces_[trace].text.size());
+}
+
+void SerialLink::set_opening_filter(std::function<std::string(const std::string &)> f)
+{
+	std::lock_guard<std::mutex> g(mu_);
+	opening_ = std::move(f);
+}
+
+std::string SerialLink::why_broken()
+{
+	std::lock_guard<std::mutex> g(mu_);
+	return why_;
+}
+
+void SerialLink::queue_chunks(uint8_t type, uint16_t trace, uint32_t &seq, const std::string &prefix,
+			      const std::string &text)
+{
+	for (size_t off = 0; off < text.size(); off += serial::kRewriteChunk) {
+		std::string pre = prefix;
+		put32(reinterpret_cast<uint8_t *>(&pre[0]), static_cast<uint32_t>(off));
+		std::vector<uint8_t> f;
+		serial::encode_frame(type, trace, serial::kMetaStream, seq++,
+				     reinterpret_cast<const uint8_t *>(pre.data()), pre.size(),
+				     reinterpret_cast<const uint8_t *>(text.data()) + off,
+				     std::min(serial::kRewriteChunk, text.size() - off), f);
+		push(std::move(f));
+	}
+}
+
+bool SerialLink::clock_rewrite(const std::string &file_name, const std::string &file,
+			       const std::function<std::string(const std::string &)> *rewrite, size_t *n,
+			       std::string &err)
+{
+	std::lock_guard<std::mutex> g(mu_);
+	*n = 0;
+	if (broken()) {
+		err = "the serial line is down: " + why_;
+		return false;
+	}
+	if (file.empty() || file.size() > UINT32_MAX || file_name.size() > 255) {
+		err = "a file of " + std::to_string(file.size()) + " bytes cannot be sent";
+		return false;
+	}
+	const uint32_t gen = ++rewrite_gen_;
+	// The rewritten texts first (each sub-trace's text as the receiver
+	// has it, whole: a text still growing is left as it is).
+	std::vector<std::pair<uint16_t, std::string>> texts;
+	size_t bytes = file.size();
+	if (rewrite)
+		for (size_t i = 0; i < traces_.size(); i++) {
+			const std::string &t = traces_[i].text;
+			if (t.empty() || t.size() > UINT32_MAX)
+				continue;
+			std::string r = (*rewrite)(t);
+			if (r.empty() || r.size() > UINT32_MAX)
+				continue;
+			bytes += r.size();
+			texts.emplace_back(static_cast<uint16_t>(i), std::move(r));
+		}
+	refill(now_ns());
+	// clocks.json, then the rewrites: a receiver that gets a rewrite has
+	// the map it names.  Twice when short (as END): a frame damaged on the
+	// line costs the first copy only.
+	const int copies = bytes <= line_bytes_per_s() ? 2 : 1;
+	for (int c = 0; c < copies; c++) {
+		std::string fp(serial::kFilePrefix, '\0');
+		put32(reinterpret_cast<uint8_t *>(&fp[4]), static_cast<uint32_t>(file.size()));
+		put32(reinterpret_cast<uint8_t *>(&fp[8]), gen);
+		fp[12] = static_cast<char>(file_name.size());
+		fp[13] = 0;
+		fp += file_name;
+		queue_chunks(serial::kFile, serial::kMetaStream, file_seq_, fp, file);
+		for (const auto &[i, r] : texts) {
+			std::string rp(serial::kRewritePrefix, '\0');
+			put32(reinterpret_cast<uint8_t *>(&rp[4]), static_cast<uint32_t>(r.size()));
+			put32(reinterpret_cast<uint8_t *>(&rp[8]),
+			      static_cast<uint32_t>(traces_[i].text.size()));
+			put32(reinterpret_cast<uint8_t *>(&rp[12]), gen);
+			queue_chunks(serial::kRewrite, i, traces_[i].meta_seq, rp, r);
+		}
+	}
+	*n = texts.size();
+	return true;
 }
 
 bool SerialLink::send(std::vector<std::vector<uint8_t>> &frames, uint64_t pkts, uint64_t bytes,
@@ -430,15 +514,13 @@ public:
 				: STRATA_PACKET_HEADER_SIZE * 8;
 		trace_ = link_->add_trace(path_, channel_, empty_bits);
 		empty_bits_ = empty_bits;
-		meta_len_ = text.size();
-		link_->metadata(trace_, text);
+		meta_len_ = link_->metadata(trace_, text);
 		opened_ = true;
 		return true;
 	}
 	bool append_metadata(const std::string &text, std::string &) override
 	{
-		meta_len_ += text.size();
-		link_->metadata(trace_, text);
+		meta_len_ = link_->metadata(trace_, text);
 		return true;
 	}
 	size_t write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends,

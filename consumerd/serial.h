@@ -33,6 +33,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -74,7 +75,23 @@ public:
 	// A new sub-trace: its number on the line.  empty_bits: the
 	// content_size of its packets without records (announced).
 	uint16_t add_trace(const std::string &path, const std::string &channel, uint32_t empty_bits);
-	void metadata(uint16_t trace, const std::string &text);
+	// Appends to the sub-trace's metadata text; its length on the line
+	// after it (what its packets then need).  The first text of each
+	// sub-trace passes through the opening filter, if one is set.
+	uint32_t metadata(uint16_t trace, const std::string &text);
+	// A clock follower's session (docs/clocks.md, "Serial followers"):
+	// each sub-trace's first metadata text goes out through `f` (its env
+	// saying the clock is this machine's until a stop rewrites it).  Set
+	// before any drain opens.
+	void set_opening_filter(std::function<std::string(const std::string &)> f);
+	// At a stop, the drains ended: `file` (clocks.json) for the top of the
+	// received trace, then, with `rewrite`, every sub-trace's metadata text
+	// as sent, rewritten (kRewrite frames), all of one new generation;
+	// twice when it takes at most a second of line.  The number of
+	// sub-traces rewritten; false (err) on a broken line.
+	bool clock_rewrite(const std::string &file_name, const std::string &file,
+			   const std::function<std::string(const std::string &)> *rewrite, size_t *n,
+			   std::string &err);
 	// The encoded frames of the packets one sub-buffer was cut into
 	// (`pkts` packets, `bytes` of CTF), queued all or none; false:
 	// refused (line full, link broken), err says why.
@@ -91,6 +108,7 @@ public:
 	// "serial DEVICE BAUD baud (N B/s): ..." for STATUS and logs.
 	std::string describe();
 	bool broken() const { return broken_.load(std::memory_order_acquire); }
+	std::string why_broken();
 
 private:
 	SerialLink() = default;
@@ -103,6 +121,10 @@ private:
 	void refill(uint64_t now_ns);                 // mu_ held
 	void queue_meta(uint16_t trace, size_t from); // mu_ held: announce + text[from..]
 	void push(std::vector<uint8_t> &&frame);      // mu_ held
+	// mu_ held: kFile or kRewrite frames of `text` (prefix: the payload's
+	// fixed part before the chunk, its offset filled in per chunk).
+	void queue_chunks(uint8_t type, uint16_t trace, uint32_t &seq, const std::string &prefix,
+			  const std::string &text);
 
 	SerialTarget target_;
 	int fd_ = -1;
@@ -113,9 +135,12 @@ private:
 	size_t queued_ = 0, queue_cap_ = 0;      // bytes; guarded by mu_
 	double tokens_ = 0, depth_ = 0;          // guarded by mu_
 	uint64_t refilled_ns_ = 0, resent_ns_ = 0, start_ns_ = 0;
-	std::vector<Trace> traces_; // guarded by mu_
-	bool stop_ = false;         // guarded by mu_
-	std::string why_;           // guarded by mu_
+	std::vector<Trace> traces_;                               // guarded by mu_
+	std::function<std::string(const std::string &)> opening_; // guarded by mu_
+	uint32_t rewrite_gen_ = 0;                                // guarded by mu_
+	uint32_t file_seq_ = 0; // kFile frames' seq (trace kMetaStream); guarded by mu_
+	bool stop_ = false;     // guarded by mu_
+	std::string why_;       // guarded by mu_
 	// Counters, guarded by mu_.
 	uint64_t pkts_sent_ = 0, pkt_bytes_sent_ = 0, wire_bytes_ = 0;
 	uint64_t pkts_refused_ = 0, pkt_bytes_refused_ = 0, meta_resends_ = 0;

@@ -207,14 +207,16 @@ Answer SessionTable::create(const Caller &c, const proto::Create &m)
 	s->owner = owner;
 	if (m.flags & proto::kCreateOwned)
 		s->owner_conn = c.conn_id;
+	s->aggregate = m.aggregate; // before the hooks below, which look at it
+	s->agg_filter = m.agg_filter;
 	if (link) {
 		s->relay = std::move(link);
 		s->live_timer_us = kLiveTimerUs;
 		host_.relay_opened(*s);
 	}
 	s->serial = std::move(line);
-	s->aggregate = m.aggregate;
-	s->agg_filter = m.agg_filter;
+	if (s->serial)
+		host_.serial_opened(*s);
 	a.text = trace_place(*s);
 	INFO("session %s created (slot %u, %s mode, blocking %u ms) -> %s", s->name.c_str(), slot,
 	     m.channel.mode == STRATA_MODE_OVERWRITE ? "overwrite" : "discard",
@@ -642,8 +644,10 @@ void SessionTable::finish_drains(Session &s)
 		packets += d->counters().packets.load(std::memory_order_relaxed);
 	INFO("session %s stopped: %zu buffer(s), %llu packet(s) written", s.name.c_str(), s.drains.size(),
 	     static_cast<unsigned long long>(packets));
-	if (s.serial)
+	if (s.serial) {
 		INFO("session %s: %s", s.name.c_str(), s.serial->describe().c_str());
+		host_.serial_stopped(s); // clocks.json and rewritten metadata on the line
+	}
 	if (s.relay && s.relay->broken())
 		logf("session %s: the relay link broke (%s); packets it could not send are counted as errors",
 		     s.name.c_str(), s.relay->why_broken().c_str());

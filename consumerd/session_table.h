@@ -85,6 +85,10 @@ public:
 		// trace (docs/clocks.md, "Relayed followers").
 		virtual void relay_opened(Session &s) { (void)s; }
 		virtual void relay_ending(Session &s) { (void)s; }
+		// A session streaming over a serial line was made (CREATE) /
+		// stopped, its drains ended (docs/clocks.md, "Serial followers").
+		virtual void serial_opened(Session &s) { (void)s; }
+		virtual void serial_stopped(Session &s) { (void)s; }
 	};
 	struct Config {
 		std::string socket_path; // "<socket>.active"; the module's grants name it

@@ -1,6 +1,7 @@
 // sync_link.cpp - clock links between daemons; see sync_link.h and docs/clocks.md.
 #include "sync_link.h"
 #include "clock_page.h"
+#include "serial.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -23,6 +24,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 
@@ -1136,15 +1138,63 @@ bool SyncLinks::follows() const
 	return false;
 }
 
+namespace {
+
+// The env lines of a streamed follower's metadata before the rewrite:
+// `what` ("relay", "serial") and when the rewrite comes.
+std::string pending_env(const std::string &peer, const char *what, const char *when)
+{
+	return "\tsync_state = \"uncorrelated\";\n\tsync_peer = " + clocksync::json_string(peer) +
+	       ";\n\tsync_" + what + " = \"this machine's clock; put onto the peer's when the session " +
+	       when + "\";\n";
+}
+
+} // namespace
+
 std::string SyncLinks::relay_pending_env() const
 {
 	for (const auto &l : links_)
 		if (l->spec().follower)
-			return "\tsync_state = \"uncorrelated\";\n\tsync_peer = " +
-			       clocksync::json_string(l->spec().name) +
-			       ";\n\tsync_relay = \"this machine's clock; put onto the peer's when the "
-			       "session ends\";\n";
+			return pending_env(l->spec().name, "relay", "ends");
 	return "";
+}
+
+void SyncLinks::serial_opened(SerialLink &line) const
+{
+	for (const auto &l : links_)
+		if (l->spec().follower) {
+			line.set_opening_filter(
+				[env = pending_env(l->spec().name, "serial", "stops")](const std::string &t) {
+					return rewrite_metadata_env(t, env);
+				});
+			return;
+		}
+}
+
+void SyncLinks::serial_stopped(SerialLink &line, const ClockInfo &clock, const std::string &hostname) const
+{
+	if (links_.empty())
+		return;
+	const std::string where = line.target().device;
+	if (line.broken()) {
+		logf("clock links: serial line %s is down (%s): the received trace stays on this machine's "
+		     "clock, no clocks.json",
+		     where.c_str(), line.why_broken().c_str());
+		return;
+	}
+	const Written w = clocks_written(clock, hostname);
+	const std::function<std::string(const std::string &)> rw = [&](const std::string &t) {
+		return t.rfind("/* CTF 1.8 */", 0) == 0 ? rewrite_metadata_clock(t, w.clock, w.env)
+							: std::string();
+	};
+	std::string err;
+	size_t n = 0;
+	if (!line.clock_rewrite("clocks.json", w.json, w.follow ? &rw : nullptr, &n, err))
+		logf("clock links: serial line %s: clocks.json and the rewritten metadata not sent: %s",
+		     where.c_str(), err.c_str());
+	else if (w.follow)
+		VLOG("clock links: %zu metadata of serial line %s sent onto %s's clock", n, where.c_str(),
+		     w.follow->spec().name.c_str());
 }
 
 void SyncLinks::relay_ending(RelayLink &link, const ClockInfo &clock, const std::string &hostname) const

@@ -45,6 +45,7 @@
 
 namespace strata {
 class RelayLink;
+class SerialLink;
 namespace daemon_impl {
 
 struct SyncSpec {
@@ -197,6 +198,14 @@ public:
 	// follower link every kept metadata text sent again onto the peer's
 	// clock, then clocks.json beside the sub-traces.  Problems are logged.
 	void relay_ending(RelayLink &link, const ClockInfo &clock, const std::string &hostname) const;
+	// Serial sessions (docs/clocks.md, "Serial followers").  Opening: with
+	// a follower link, each sub-trace's first metadata goes out saying
+	// its clock is this machine's until a stop.  Stopped (its drains
+	// ended): clocks.json for the received trace's top and, with a
+	// follower link, every sub-trace's metadata rewritten onto the peer's
+	// clock, sent on the line.  Problems are logged.
+	void serial_opened(SerialLink &line) const;
+	void serial_stopped(SerialLink &line, const ClockInfo &clock, const std::string &hostname) const;
 
 private:
 	// What a session's end writes: clocks.json's text, and with a follower

@@ -10,7 +10,8 @@
  * (the resync rule: whatever the corruption, the frame after the next
  * delimiter decodes).  The body, little-endian:
  *
- *   0   u8  version << 4 | type      (version 2; kAnnounce, kMetadata, kPacket, kEnd)
+ *   0   u8  version << 4 | type      (version 2; kAnnounce, kMetadata, kPacket, kEnd,
+ *                                    kRewrite, kFile)
  *   1   u8  flags                    (0)
  *   2   u16 trace                    sub-trace number on this line
  *   4   u16 stream                   lane (kPacket), kMetaStream otherwise
@@ -72,7 +73,29 @@ enum FrameType : uint8_t {
 	// the sub-trace's drain ends: the receiver marks what never arrived
 	// after the last packet it has.
 	kEnd = 4,
+	// A clock follower's sub-trace put onto its reference's clock, sent at
+	// each stop of the session once its drains ended (docs/clocks.md,
+	// "Serial followers"): the sub-trace's whole metadata rewritten.
+	// Payload: u32 offset of these bytes in the rewritten text, u32 its
+	// length, u32 the length of the text as sent (kMetadata) that it
+	// replaces, u32 the rewrite's generation (each stop a higher one), up
+	// to kRewriteChunk bytes at an offset that is a multiple of it.  The
+	// receiver replaces the sub-trace's metadata file (a rename) once it
+	// holds every chunk of one generation.
+	kRewrite = 5,
+	// A file for the top of the received trace (clocks.json), sent before
+	// the rewrites.  trace = kMetaStream (no sub-trace).  Payload: u32
+	// offset, u32 total length, u32 generation, u8 name length, u8 0, the
+	// name ("clocks.json", the only one), up to kRewriteChunk bytes at a
+	// multiple of it.
+	kFile = 6,
+	// A receiver that does not know a kind counts its frames and skips
+	// them (a receiver of before kRewrite counted them as bad contents):
+	// they carry nothing a trace needs to be read.
 };
+constexpr size_t kRewriteChunk = 1024;
+constexpr size_t kRewritePrefix = 16; // offset, total, base, generation
+constexpr size_t kFilePrefix = 14;    // offset, total, generation, name length
 // The largest packet the sender cuts: a damaged byte on the line costs the
 // records of one such packet.
 constexpr size_t kPieceBytes = 4096;

@@ -49,6 +49,7 @@ import os
 import random
 import re
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -503,6 +504,53 @@ def hostile_sender(line, seed, rounds):
     return b"\0" + b"".join(cobs_encode(f) + b"\0" for f in frames)
 
 
+def frame(kind, trace, stream, seq, payload):
+    """One frame of wire format 2 (docs/serial.md), its CRC right."""
+    b = bytes([2 << 4 | kind, 0]) + struct.pack("<HHHII", trace, stream, 0, seq, len(payload)) + payload
+    return cobs_encode(b + crc32c(b).to_bytes(4, "little")) + b"\0"
+
+
+def case_clock_frames(args, tmp, small):
+    """Frames of the clock rewrite (docs/clocks.md, "Serial followers") that
+    no honest sender sends, after a good line: a kind this receiver does not
+    know, clocks.json under another name or longer than any text, a rewrite
+    chunk off its grid, a whole rewrite that is not CTF, one for a sub-trace
+    never announced.  The receiver ends with 0, counts the unknown kind
+    apart, and writes none of them: the same metadata as without them, no
+    clocks.json, no temporary file; babeltrace2 reads the trace."""
+    ctf = b"/* CTF 1.8 */\n"
+    bad = [frame(7, 0x7777, 0xFFFF, 0, b"later"),
+           frame(6, 0xFFFF, 0xFFFF, 0, struct.pack("<IIIBB", 0, 4, 1, 6, 0) + b"../etc" + b"abcd"),
+           frame(6, 0xFFFF, 0xFFFF, 1, struct.pack("<IIIBB", 0, 0x7FFFFFFF, 1, 11, 0) + b"clocks.json" + b"x"),
+           frame(5, 0, 0xFFFF, 1000, struct.pack("<IIII", 3, 4000, 10, 1) + b"x" * 1024),
+           frame(5, 0, 0xFFFF, 1001, struct.pack("<IIII", 0, 10, 10, 1) + b"not a tsdl"),
+           frame(5, 9, 0xFFFF, 0, struct.pack("<IIII", 0, len(ctf), 10, 1) + ctf)]
+    outs = {}
+    for name, data in (("clean", small), ("clock frames", small + b"".join(bad))):
+        src = os.path.join(tmp, "clock-frames.bin")
+        open(src, "wb").write(data)
+        o = outs[name] = os.path.join(tmp, "clock-frames-" + name.replace(" ", "-"))
+        r = subprocess.run([args.strata, "receive", src, "-o", o], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+        check(r.returncode == 0, "%s: strata receive exits 0 (%d)" % (name, r.returncode))
+    check("1 frame(s) of a kind this receiver does not know skipped" in r.stderr and
+          "0 packet frame(s) and 4 other frame(s) with a good CRC but bad contents ignored" in r.stderr,
+          "clock frames: the unknown kind skipped and counted, 4 lying frames ignored as bad, the unannounced rewrite unused: " +
+          " | ".join(ln.strip() for ln in r.stderr.splitlines() if "frame(s) of" in ln or "bad contents" in ln))
+    metas = {}
+    for name, o in outs.items():
+        metas[name] = {os.path.relpath(os.path.join(dp, f), o): open(os.path.join(dp, f), "rb").read()
+                       for dp, _, fs in os.walk(o) for f in fs if f == "metadata"}
+    o = outs["clock frames"]
+    check(metas["clean"] and metas["clean"] == metas["clock frames"] and
+          not os.path.exists(os.path.join(o, "clocks.json")) and
+          not os.path.exists(os.path.join(o, ".strata-receive.tmp")),
+          "clock frames: the metadata as without them (%d file(s)), no clocks.json, no temporary file" %
+          len(metas["clean"]))
+    rc, bterr = bt_stderr(args, o)
+    check(rc == 0, "clock frames: babeltrace2 reads the trace (%d %r)" % (rc, bterr[:300]))
+
+
 def noisy_check(args, name, out, rxerr, n, floor):
     """The oracle of a noisy line: babeltrace2 reads the rebuilt trace (exit
     0); every event a valid tick, in order; recorded + the events the trace
@@ -587,6 +635,7 @@ def case_noisy(args, env, tmp):
     small = bytes(clean[:clean.index(b"\0", 200000) + 1])  # the metadata and a few dozen packets
     assert cobs_decode(cobs_encode(b"a\0" + bytes(300))) == b"a\0" + bytes(300)
     check(hostile_sender(small, 0, 0) == small, "hostile sender: the line re-framed unchanged is the line")
+    case_clock_frames(args, tmp, small)
     hostile += tuple(("hostile sender %d" % seed, hostile_sender(small, seed, 1 + seed % 7)) for seed in range(30))
     for name, data in hostile:
         src = os.path.join(tmp, "hostile.bin")

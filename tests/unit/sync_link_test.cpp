@@ -6,9 +6,16 @@
  */
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+#include <map>
 #include <random>
+#include <sstream>
+#include <unistd.h>
 
 #include "metadata.h"
+#include "proto/serial_frame.h"
+#include "serial.h"
 #include "strata_abi.h"
 #include "sync_link.h"
 
@@ -163,6 +170,116 @@ TEST(SyncMetadata, RelayPendingEnvThenRewritten)
 	EXPECT_EQ(fin.find("uncorrelated"), std::string::npos);
 	EXPECT_NE(fin.find("\tsync_state = \"correlated\";"), std::string::npos);
 	EXPECT_NE(fin.find("freq = 999940000;"), std::string::npos);
+}
+
+// A serial follower's line (docs/clocks.md, "Serial followers"): its first
+// metadata text goes out through the opening filter, the lengths its
+// packets need count the text as sent, and a stop's clock rewrite puts
+// clocks.json then the rewritten text on the line in CRC'd chunks of one
+// generation, twice when short, numbered on the sub-trace's metadata
+// stream without a gap.
+TEST(SerialRewrite, FramesOnTheLine)
+{
+	char path[] = "/tmp/strata-serial-rewrite-XXXXXX";
+	const int tfd = mkstemp(path);
+	ASSERT_GE(tfd, 0);
+	close(tfd);
+	uint8_t uuid[16] = {7, 8, 9};
+	ClockInfo c;
+	c.uuid = "f5c620ec-505c-499c-addb-57758d93b1f0";
+	TraceEnv env;
+	env.hostname = "guest";
+	env.record_format = STRATA_REC_COMPACT;
+	const std::string text = ctf_metadata(uuid, c, env, 0, {});
+	const std::string pending = "\tsync_state = \"uncorrelated\";\n\tsync_serial = \"later\";\n";
+	const std::string more = "/* more event classes */\n";
+	const std::string json = std::string(1500, 'j') + "\n"; // two chunks
+	ClockInfo m = c;
+	m.freq = 999940000;
+	const std::function<std::string(const std::string &)> rw = [&](const std::string &t) {
+		return rewrite_metadata_clock(t, m, "\tsync_state = \"correlated\";\n");
+	};
+	{
+		std::string err;
+		SerialTarget t{path, 4000000};
+		auto line = SerialLink::open(t, -1, 8192, err);
+		ASSERT_TRUE(line) << err;
+		line->set_opening_filter(
+			[&](const std::string &x) { return rewrite_metadata_env(x, pending); });
+		const uint16_t tr = line->add_trace("ust/pid/app-1-20261126-000000", "channel0", 704);
+		EXPECT_EQ(line->metadata(tr, text), text.size() + pending.size());
+		EXPECT_EQ(line->metadata(tr, more),
+			  text.size() + pending.size() + more.size()); // not filtered
+		size_t n = 0;
+		ASSERT_TRUE(line->clock_rewrite("clocks.json", json, &rw, &n, err)) << err;
+		EXPECT_EQ(n, 1u);
+		ASSERT_TRUE(line->clock_rewrite("clocks.json", json, nullptr, &n, err))
+			<< err; // a reference's
+		EXPECT_EQ(n, 0u);
+	} // flushed and closed
+	std::ifstream f(path, std::ios::binary);
+	std::stringstream ss;
+	ss << f.rdbuf();
+	const std::string wire = ss.str();
+	unlink(path);
+	serial::FrameDecoder dec;
+	serial::SeqTracker seq;
+	const std::string sent = rewrite_metadata_env(text, pending) + more;
+	// generation -> (text assembled, chunks seen)
+	std::map<uint32_t, std::pair<std::string, int>> rewrites, files;
+	std::string meta;
+	dec.feed(reinterpret_cast<const uint8_t *>(wire.data()), wire.size(), [&](const serial::Frame &fr) {
+		EXPECT_EQ(seq.see(fr.trace, fr.stream, fr.seq), 0u);
+		const auto get32 = [&](size_t o) {
+			return static_cast<uint32_t>(fr.payload[o] | fr.payload[o + 1] << 8 |
+						     fr.payload[o + 2] << 16 |
+						     static_cast<uint32_t>(fr.payload[o + 3]) << 24);
+		};
+		if (fr.type == serial::kMetadata && get32(0) == meta.size())
+			meta.append(reinterpret_cast<const char *>(fr.payload + 8), fr.len - 8);
+		if (fr.type == serial::kRewrite) {
+			ASSERT_EQ(fr.trace, 0u);
+			ASSERT_GE(fr.len, serial::kRewritePrefix);
+			EXPECT_EQ(get32(8), sent.size()); // the text it replaces
+			auto &r = rewrites[get32(12)];
+			r.first.resize(get32(4));
+			EXPECT_EQ(get32(0) % serial::kRewriteChunk, 0u);
+			r.first.replace(get32(0), fr.len - serial::kRewritePrefix,
+					reinterpret_cast<const char *>(fr.payload + serial::kRewritePrefix),
+					fr.len - serial::kRewritePrefix);
+			r.second++;
+		}
+		if (fr.type == serial::kFile) {
+			ASSERT_EQ(fr.trace, serial::kMetaStream);
+			ASSERT_GE(fr.len, serial::kFilePrefix + 11u);
+			EXPECT_EQ(
+				std::string(reinterpret_cast<const char *>(fr.payload + serial::kFilePrefix),
+					    fr.payload[12]),
+				"clocks.json");
+			const size_t pre = serial::kFilePrefix + fr.payload[12];
+			auto &r = files[get32(8)];
+			r.first.resize(get32(4));
+			r.first.replace(get32(0), fr.len - pre,
+					reinterpret_cast<const char *>(fr.payload + pre), fr.len - pre);
+			r.second++;
+		}
+	});
+	EXPECT_EQ(dec.stats().bad_crc + dec.stats().malformed, 0u);
+	EXPECT_EQ(seq.lost_total(), 0u);
+	EXPECT_EQ(meta.substr(0, sent.size()), sent);
+	ASSERT_EQ(rewrites.size(), 1u);
+	EXPECT_EQ(rewrites.begin()->first, 1u); // the first stop's generation
+	EXPECT_EQ(rewrites.begin()->second.first, rw(sent));
+	EXPECT_NE(rewrites.begin()->second.first.find("freq = 999940000;"), std::string::npos);
+	EXPECT_EQ(rewrites.begin()->second.first.find("sync_serial"), std::string::npos);
+	const int chunks =
+		static_cast<int>((rw(sent).size() + serial::kRewriteChunk - 1) / serial::kRewriteChunk);
+	EXPECT_EQ(rewrites.begin()->second.second, 2 * chunks); // twice: short
+	ASSERT_EQ(files.size(), 2u);                            // generations 1 and 2
+	for (const auto &kv : files) {
+		EXPECT_EQ(kv.second.first, json);
+		EXPECT_EQ(kv.second.second, 4);
+	}
 }
 
 } // namespace
