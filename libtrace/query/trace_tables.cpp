@@ -1276,17 +1276,28 @@ Cur::SchedClass sched_class(const MetaEvent &me)
 	return c;
 }
 
-// sched: the user sub-traces' threads on each kernel sub-trace's machine,
-// from the packet index (nothing read): an owned lane's packets name
-// their thread, and a process's main thread is its pid.
+// A user stream whose records name their thread (a shared lane, or a
+// format with a tid per record): its threads are known by reading it.
+bool tid_per_record(const StreamInfo &s)
+{
+	return !s.trace->kernel && (s.shared || s.trace->meta.record_format != STRATA_REC_COMPACT);
+}
+
+// sched: the user sub-traces' threads on each kernel sub-trace's machine:
+// an owned lane's packets name their thread and a process's main thread is
+// its pid (the packet index: nothing read); the threads of the streams
+// that name the thread per record (shared lanes) from those records, one
+// entry per packet and thread (at its first record there).
 void sched_user_pids(Cur *cur, Vtab *v)
 {
 	cur->user_pids.clear();
 	std::map<std::string, std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>>> by_host;
+	bool read = false;
 	for (const auto &s : v->t->index.streams()) {
 		const SubTrace *sub = s->trace;
 		if (sub->kernel)
 			continue;
+		read |= tid_per_record(*s);
 		auto &tids = by_host[sub->hostname];
 		for (const PacketEntry &p : s->packets) {
 			const int64_t b = sub->meta.ns_from_origin(p.ts_begin);
@@ -1295,6 +1306,25 @@ void sched_user_pids(Cur *cur, Vtab *v)
 			    p.content > STRATA_PACKET_HEADER_SIZE)
 				tids[p.vtid].emplace_back(b, sub->vpid);
 		}
+	}
+	if (read) {
+		TraceReader r;
+		r.share_index(v->t->index);
+		r.set_stream_filter([](const StreamInfo &s) { return tid_per_record(s); });
+		std::unordered_map<int64_t, const PacketEntry *> last; // tid -> the packet of its last entry
+		TraceMsg m;
+		while (r.next(&m)) {
+			if (m.kind != TraceMsgKind::Event || m.event->tid < 0)
+				continue;
+			const TraceEvent &e = *m.event;
+			const PacketEntry *&lp = last[e.tid];
+			if (lp == e.packet)
+				continue;
+			lp = e.packet;
+			const SubTrace &sub = e.trace();
+			by_host[sub.hostname][e.tid].emplace_back(e.ns, sub.vpid);
+		}
+		v->reg->bytes += r.stats().bytes;
 	}
 	for (auto &h : by_host)
 		for (auto &t : h.second) {

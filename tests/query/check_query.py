@@ -499,6 +499,33 @@ def sched_checks(strata, work, ext):
                     "SELECT * FROM sched WHERE ts > 1100000000 AND ts < 1200000000")
 
 
+def shared_lane_checks(strata, trace):
+    """Threads that wrote only to a shared lane (strata-demo's workers under
+    `--lanes 1`: its main thread holds the one owned lane) have their
+    process's pid in events, threads and sched (a kernel sub-trace beside
+    the user one switches to each of them, with no fork to say whose they
+    are), as bt2 reads the user records."""
+    import make_sched_fixture
+    pid, host, shared_only, owned = {}, None, set(), set()
+    for m in trace_messages(trace):
+        if m.kind == "event":
+            pid[m.tid] = m.env_int("vpid")
+            host = m.env_get("hostname")
+            (shared_only if m.context("vtid") is not None else owned).add(m.tid)
+    shared_only -= owned
+    check(len(shared_only) == 3 and len(set(pid.values())) == 1,
+          "bt2: 3 threads wrote only to the shared lane (%r) of one process" % sorted(shared_only))
+    rows, _ = q(strata, trace, "SELECT tid, pid FROM events GROUP BY tid, pid")
+    check(rows and {int(r[0]): as_int(r[1]) for r in rows[1:]} == pid, "events: every thread's pid is bt2's")
+    rows, _ = q(strata, trace, "SELECT tid, pid FROM threads")
+    check(rows and {int(r[0]): as_int(r[1]) for r in rows[1:]} == pid, "threads: every thread's pid is bt2's")
+    make_sched_fixture.make_switches(trace, host, sorted(shared_only))
+    rows, _ = q(strata, trace, "SELECT tid, pid FROM sched WHERE tid != 0")
+    got = {int(r[0]): as_int(r[1]) for r in rows[1:]} if rows else None
+    check(got == {t: pid[t] for t in shared_only},
+          "sched: a shared-lane-only thread's pid is its process's, as bt2 reads it (%r)" % got)
+
+
 def extension_checks(ext, trace, evs):
     db = sqlite3.connect(":memory:")
     db.enable_load_extension(True)
@@ -581,6 +608,10 @@ def main():
         evs = demo_checks(strata, demo_trace)
         extension_checks(ext, demo_trace, evs)
         mutation_checks(strata, demo_trace, work)
+    shared_trace = os.path.join(work, "shared")
+    if record(strata, shared_trace, ["--blocking", "--lanes", "1", "--", demo, "--threads", "3", "--events", "200"],
+              env):
+        shared_lane_checks(strata, shared_trace)
     pt_trace = os.path.join(work, "pthread")
     env_pt = dict(env, STRATA_PTHREAD_COUNT="0")
     if record(strata, pt_trace, ["--preload", "pthread", "--", workload, "contend", "-", "4", "100", "50"],

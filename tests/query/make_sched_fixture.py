@@ -106,6 +106,23 @@ def make(out, seed=50, span_ns=600000000):
     return len(evs)
 
 
+def make_switches(out, hostname, tids):
+    """A kernel sub-trace (out/kernel) of machine `hostname` whose CPU 0
+    switches to each of `tids` in turn (1 ms each, from the idle task), no
+    fork: their pid can come only from the user sub-traces beside it."""
+    k = tl.writer(KERNEL)
+    seq = [0] + list(tids) + [0]
+
+    def fill(r):
+        for i, (prev, nxt) in enumerate(zip(seq, seq[1:])):
+            k(r, "sched_switch", 1000000 * (i + 1), prev, 0,
+              "swapper/0" if prev == 0 else "t%d" % prev, prev, 120, 1 if prev else 0,
+              "swapper/0" if nxt == 0 else "t%d" % nxt, nxt, 120)
+    tl.write(out, "kernel", bytes(range(112, 128)),
+             '\tdomain = "kernel";\n\ttracer_name = "lttng-modules";\n\tsysname = "Linux";\n'
+             '\thostname = "%s";' % hostname, KERNEL, [(fill, 1000000, 1000000 * (len(seq) - 1), 0)])
+
+
 if __name__ == "__main__":
     make(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 50,
          int(sys.argv[3]) if len(sys.argv) > 3 else 600000000)
