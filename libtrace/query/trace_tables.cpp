@@ -41,7 +41,22 @@ struct TypedTable {
 	std::vector<FieldCol> cols;
 };
 
-// Where a class's fields go in its typed table.
+// How x_column gives a typed table's column for one class: a number at a
+// fixed offset from the payload is loaded as it is (Int: signed, Uint:
+// unsigned, of `bytes`), a float or an enum's label at a fixed offset is
+// read there (Scalar), anything else decodes the fields up to it (Decode);
+// None: the class has no such field (NULL).
+struct ColPlan {
+	enum Kind : uint8_t { None, Int, Uint, Scalar, Decode } kind = None;
+	uint8_t bytes = 0;
+	bool label = false;
+	int32_t field = -1; // the field's index in the class
+	int64_t off = -1;
+};
+
+// Where a class's fields go in its typed table, and its names as the
+// events table gives them (valid UTF-8, made once: x_column hands them to
+// SQLite without a copy).
 struct ClassMap {
 	size_t table = 0;
 	std::vector<int> col;   // by field index: the value's column (from 0 after the common ones)
@@ -49,6 +64,13 @@ struct ClassMap {
 	// By field index: a scalar's offset from the payload when every field
 	// before it has a fixed size, else -1 (x_column then reads it at once).
 	std::vector<int64_t> off;
+	std::vector<ColPlan> plan; // by column of its table (from 0 after the common ones)
+	std::string provider, name;
+};
+
+// A sub-trace's names as the event tables give them (valid UTF-8).
+struct SubText {
+	std::string machine, process;
 };
 
 // The offsets of ClassMap::off, as TraceEvent::for_each_field lays the
@@ -82,6 +104,7 @@ struct Trace {
 	std::vector<TypedTable> typed;
 	std::map<std::string, size_t> typed_by_name;
 	std::unordered_map<const MetaEvent *, ClassMap> classes;
+	std::unordered_map<const SubTrace *, SubText> sub_text;
 };
 
 std::string quote_ident(const std::string &s)
@@ -116,6 +139,43 @@ const char *decl_type(const FieldInfo &f)
 	default:
 		return " TEXT"; // strings; arrays and sequences as JSON
 	}
+}
+
+std::string valid_utf8(const std::string &s)
+{
+	if (utf8_well_formed(std::string_view(s.data(), s.size())))
+		return s;
+	std::string o;
+	utf8_append_repaired(o, std::string_view(s.data(), s.size()));
+	return o;
+}
+
+// Each column's ColPlan for a class (its table's columns all known).
+std::vector<ColPlan> col_plans(const MetaEvent &me, const ClassMap &cm, size_t ncols)
+{
+	std::vector<ColPlan> plan(ncols);
+	for (size_t f = 0; f < cm.col.size(); f++) {
+		const FieldInfo &fi = me.info.fields[f];
+		const unsigned b = fi.elem_bits / 8 < 8 ? fi.elem_bits / 8 : 8;
+		for (int label = 0; label < 2; label++) {
+			const int c = label ? cm.label[f] : cm.col[f];
+			if (c < 0)
+				continue;
+			ColPlan &p = plan[(size_t)c];
+			p.field = (int32_t)f;
+			p.label = label;
+			p.off = cm.off[f];
+			p.bytes = (uint8_t)b;
+			const bool integer = fi.type == STRATA_FT_INTEGER || fi.type == STRATA_FT_ENUM;
+			if (p.off < 0)
+				p.kind = ColPlan::Decode;
+			else if (integer && !label && (b == 1 || b == 2 || b == 4 || b == 8))
+				p.kind = fi.is_signed ? ColPlan::Int : ColPlan::Uint;
+			else
+				p.kind = ColPlan::Scalar;
+		}
+	}
+	return plan;
 }
 
 void build_typed(Trace *t)
@@ -153,9 +213,15 @@ void build_typed(Trace *t)
 									    : -1);
 			}
 			cm.off = scalar_offsets(me.info, sub->meta.record_format != STRATA_REC_COMPACT);
+			cm.provider = valid_utf8(sub->kernel ? std::string("kernel") : me.info.provider);
+			cm.name = valid_utf8(me.full_name);
 			t->classes.emplace(&me, std::move(cm));
 		}
 	}
+	for (auto &kv : t->classes)
+		kv.second.plan = col_plans(*kv.first, kv.second, t->typed[kv.second.table].cols.size());
+	for (const auto &sub : t->index.traces())
+		t->sub_text[sub.get()] = SubText{valid_utf8(sub->hostname), valid_utf8(sub->procname)};
 }
 
 // ---- values -----------------------------------------------------------------
@@ -171,15 +237,19 @@ void result_text(sqlite3_context *ctx, const char *s, size_t n)
 	sqlite3_result_text(ctx, o.data(), (int)o.size(), SQLITE_TRANSIENT);
 }
 
-void result_u64(sqlite3_context *ctx, uint64_t v)
+__attribute__((noinline)) void result_u64_text(sqlite3_context *ctx, uint64_t v)
 {
-	if (v <= (uint64_t)INT64_MAX) {
-		sqlite3_result_int64(ctx, (int64_t)v);
-		return;
-	}
 	char b[24];
 	const int n = (int)(std::to_chars(b, b + sizeof b, v).ptr - b);
 	sqlite3_result_text(ctx, b, n, SQLITE_TRANSIENT);
+}
+
+inline void result_u64(sqlite3_context *ctx, uint64_t v)
+{
+	if (__builtin_expect(v <= (uint64_t)INT64_MAX, 1))
+		sqlite3_result_int64(ctx, (int64_t)v);
+	else
+		result_u64_text(ctx, v); // past INT64_MAX: its exact digits, as TEXT
 }
 
 void json_number_u(std::string *o, uint64_t v)
@@ -915,10 +985,12 @@ struct Cur : sqlite3_vtab_cursor {
 	int64_t pid = 0, tid = 0;
 	// The current event's fields, decoded on first use.
 	std::vector<FieldValue> fv;
-	int decoded = 0; // fields of fv decoded (the first ones)
-	const ClassMap *cm = nullptr;
+	int decoded = 0;              // fields of fv decoded (the first ones)
+	const ClassMap *cm = nullptr; // the event's class (typed: only its table's)
 	const MetaEvent *cm_cls = nullptr, *other_cls = nullptr; // the classes last looked up
-	std::vector<int> col_field; // typed: column -> field index of this class (-1: none)
+	const SubTrace *tsub = nullptr;                          // the sub-trace last looked up
+	const SubText *tsub_text = nullptr;                      // and its names
+	std::string json;                                        // the fields column's text
 	// Small tables; sched's rows ready to be read.
 	std::vector<std::vector<Cell>> rows;
 	size_t ri = 0;
@@ -1193,21 +1265,43 @@ std::string damage_line(const TraceDamage &d)
 	       (d.bytes ? " (" + std::to_string(d.bytes) + " bytes skipped)" : std::string()) + ": " + d.why;
 }
 
+__attribute__((noinline)) void note_damage_msg(Vtab *v, const TraceMsg &m)
+{
+	note_damage(v->reg, damage_line(*m.damage));
+}
+
 // The pass's next event into cur->m (damage on the way noted); false at
-// its end.
-bool read_event(Cur *cur, Vtab *v)
+// its end.  The row loop's: kept small, the rare work out of line.
+inline bool read_event(Cur *cur, Vtab *v)
 {
 	while (cur->r->next(&cur->m)) {
-		if (cur->m.kind == TraceMsgKind::Damage)
-			note_damage(v->reg, damage_line(*cur->m.damage));
-		else if (cur->m.kind == TraceMsgKind::Event)
+		if (__builtin_expect(cur->m.kind == TraceMsgKind::Event, 1))
 			return true;
+		if (cur->m.kind == TraceMsgKind::Damage)
+			note_damage_msg(v, cur->m);
 	}
 	return false;
 }
 
+// An event's class as the cursor's table takes it (typed: false when it
+// is not the table's class), into cur->cm.
+__attribute__((noinline)) bool take_class(Cur *cur, Vtab *v, const MetaEvent *cls)
+{
+	if (cls == cur->other_cls)
+		return false; // the last class seen that is not this table's
+	auto it = v->t->classes.find(cls);
+	const ClassMap *cm = it == v->t->classes.end() ? nullptr : &it->second;
+	if (v->kind == Kind::Typed && (!cm || cm->table != v->typed)) {
+		cur->other_cls = cls;
+		return false;
+	}
+	cur->cm_cls = cls;
+	cur->cm = cm;
+	return true;
+}
+
 // The next event row of an event table (or EOF).
-void next_event(Cur *cur, Vtab *v)
+__attribute__((always_inline)) inline void next_event(Cur *cur, Vtab *v)
 {
 	for (;;) {
 		if (!read_event(cur, v)) {
@@ -1225,25 +1319,8 @@ void next_event(Cur *cur, Vtab *v)
 			continue;
 		if (cur->want_pid && (e.trace().kernel || e.trace().vpid != cur->pid))
 			continue;
-		if (v->kind == Kind::Typed) {
-			if (e.cls == cur->other_cls)
-				continue; // the last class seen that is not this table's
-			if (!cur->cm || e.cls != cur->cm_cls) {
-				auto it = v->t->classes.find(e.cls);
-				if (it == v->t->classes.end() || it->second.table != v->typed) {
-					cur->other_cls = e.cls;
-					continue;
-				}
-				cur->cm_cls = e.cls;
-				cur->cm = &it->second;
-				cur->col_field.assign(v->t->typed[v->typed].cols.size() * 2, -1);
-				for (size_t f = 0; f < it->second.col.size(); f++) {
-					cur->col_field[(size_t)it->second.col[f]] = (int)f;
-					if (it->second.label[f] >= 0)
-						cur->col_field[(size_t)it->second.label[f]] = (int)f;
-				}
-			}
-		}
+		if (e.cls != cur->cm_cls && !take_class(cur, v, e.cls))
+			continue; // a stream is mostly runs of one class: one compare
 		cur->decoded = 0;
 		cur->rowid++;
 		return;
@@ -1792,6 +1869,7 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 	cur->rowid = 0;
 	cur->eof = false;
 	cur->cm = nullptr;
+	cur->cm_cls = cur->other_cls = nullptr;
 	cur->running.clear();
 	cur->sched_done = false;
 	if (!event_table(v) && v->kind != Kind::Sched && v->kind != Kind::Slices) {
@@ -1926,10 +2004,9 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 	return SQLITE_OK;
 }
 
-int x_next(sqlite3_vtab_cursor *c)
+// x_next of the tables other than the event tables.
+__attribute__((noinline)) int next_other(Cur *cur, Vtab *v)
 {
-	auto *cur = static_cast<Cur *>(c);
-	auto *v = static_cast<Vtab *>(c->pVtab);
 	if (v->kind == Kind::Slices) {
 		cur->rowid++;
 		if (++cur->sl->ri >= cur->sl->nrows)
@@ -1945,10 +2022,18 @@ int x_next(sqlite3_vtab_cursor *c)
 		}
 		return SQLITE_OK;
 	}
-	if (!event_table(v)) {
-		cur->eof = ++cur->ri >= cur->rows.size();
-		return SQLITE_OK;
-	}
+	cur->eof = ++cur->ri >= cur->rows.size();
+	return SQLITE_OK;
+}
+
+// The row loop: an event table's next row takes a few compares past the
+// reader's next event, the rest out of line (next_other, take_class).
+int x_next(sqlite3_vtab_cursor *c)
+{
+	auto *cur = static_cast<Cur *>(c);
+	auto *v = static_cast<Vtab *>(c->pVtab);
+	if (__builtin_expect(!event_table(v), 0))
+		return next_other(cur, v);
 	next_event(cur, v);
 	return SQLITE_OK;
 }
@@ -1958,26 +2043,118 @@ int x_eof(sqlite3_vtab_cursor *c)
 	return static_cast<Cur *>(c)->eof;
 }
 
-int x_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col)
+// A number of `bytes` (1, 2, 4, 8) at p, sign-extended or not.
+inline int64_t load_int(const uint8_t *p, unsigned bytes, bool is_signed)
 {
-	auto *cur = static_cast<Cur *>(c);
-	auto *v = static_cast<Vtab *>(c->pVtab);
-	if (v->kind == Kind::Slices) {
-		slices_column(*cur->sl, ctx, col);
-		return SQLITE_OK;
+	switch (bytes) {
+	case 1:
+		return is_signed ? (int64_t)(int8_t)*p : (int64_t)*p;
+	case 2: {
+		uint16_t x;
+		memcpy(&x, p, 2);
+		return is_signed ? (int64_t)(int16_t)x : (int64_t)x;
 	}
+	case 4: {
+		uint32_t x;
+		memcpy(&x, p, 4);
+		return is_signed ? (int64_t)(int32_t)x : (int64_t)x;
+	}
+	default: {
+		int64_t x;
+		memcpy(&x, p, 8);
+		return x;
+	}
+	}
+}
+
+// The names of the event's sub-trace (valid UTF-8, kept by the trace),
+// or null when it is not one the trace indexed.
+inline const SubText *sub_text(Cur *cur, Vtab *v, const SubTrace *sub)
+{
+	if (sub != cur->tsub) {
+		auto it = v->t->sub_text.find(sub);
+		cur->tsub = sub;
+		cur->tsub_text = it == v->t->sub_text.end() ? nullptr : &it->second;
+	}
+	return cur->tsub_text;
+}
+
+// A text the trace keeps as long as the table exists (valid UTF-8): given
+// to SQLite without a copy.
+inline void result_kept(sqlite3_context *ctx, const std::string &s)
+{
+	sqlite3_result_text(ctx, s.data(), (int)s.size(), SQLITE_STATIC);
+}
+
+// Decodes the event's fields up to the want-th (every one for INT32_MAX),
+// in place: no allocation once the vector has grown.
+void decode_to(Cur *cur, const TraceEvent &e, int want)
+{
+	if (cur->decoded > want || cur->decoded >= (int)e.cls->info.fields.size())
+		return;
+	cur->fv.resize(e.cls->info.fields.size());
+	int n = 0;
+	e.for_each_field([cur, &n, want](const FieldValue &fv) {
+		cur->fv[(size_t)n++] = fv;
+		return n <= want;
+	});
+	cur->decoded = n;
+}
+
+__attribute__((noinline)) int column_other(Cur *cur, Vtab *v, sqlite3_context *ctx, int col)
+{
 	if (!event_table(v)) {
-		result_cell(ctx, cur->rows[cur->ri][(size_t)col]);
+		if (v->kind == Kind::Slices)
+			slices_column(*cur->sl, ctx, col);
+		else
+			result_cell(ctx, cur->rows[cur->ri][(size_t)col]);
 		return SQLITE_OK;
 	}
 	const TraceEvent &e = *cur->m.event;
+	if (v->kind == Kind::Typed && col >= kCommon) {
+		// The class's plan for the column (docs/query.md "Memory"):
+		// a number at a fixed offset is loaded, nothing else decoded.
+		const ColPlan &p = cur->cm->plan[(size_t)(col - kCommon)];
+		const uint8_t *at = e.pkt + e.payload + p.off;
+		switch (p.kind) {
+		case ColPlan::Int:
+			sqlite3_result_int64(ctx, load_int(at, p.bytes, true));
+			return SQLITE_OK;
+		case ColPlan::Uint:
+			if (p.bytes == 8)
+				result_u64(ctx, (uint64_t)load_int(at, 8, false));
+			else
+				sqlite3_result_int64(ctx, load_int(at, p.bytes, false));
+			return SQLITE_OK;
+		case ColPlan::Scalar: {
+			FieldValue fv;
+			fv.info = &e.cls->info.fields[(size_t)p.field];
+			read_scalar(*fv.info, at, &fv);
+			result_field(ctx, fv, p.label);
+			return SQLITE_OK;
+		}
+		case ColPlan::Decode:
+			decode_to(cur, e, p.field);
+			if (p.field < cur->decoded)
+				result_field(ctx, cur->fv[(size_t)p.field], p.label);
+			else
+				sqlite3_result_null(ctx);
+			return SQLITE_OK;
+		default:
+			sqlite3_result_null(ctx); // a field this class lacks
+			return SQLITE_OK;
+		}
+	}
 	const SubTrace &sub = e.trace();
 	switch (col) {
 	case kTs:
 		sqlite3_result_int64(ctx, e.ns);
 		return SQLITE_OK;
 	case kMachine:
-		result_text(ctx, sub.hostname.data(), sub.hostname.size());
+		if (const SubText *st = sub_text(cur, v, &sub))
+			result_kept(ctx, st->machine);
+		else
+			result_text(ctx, sub.hostname.data(), sub.hostname.size());
 		return SQLITE_OK;
 	case kPid:
 		if (sub.kernel)
@@ -1992,16 +2169,13 @@ int x_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col)
 			sqlite3_result_int64(ctx, e.tid);
 		return SQLITE_OK;
 	case kProcess:
-		if (sub.kernel)
-			sqlite3_result_null(ctx);
-		else
-			result_text(ctx, sub.procname.data(), sub.procname.size());
-		return SQLITE_OK;
 	case kThread:
-		if (!sub.kernel && e.tid == sub.vpid)
-			result_text(ctx, sub.procname.data(), sub.procname.size());
-		else
+		if (sub.kernel || (col == kThread && e.tid != sub.vpid))
 			sqlite3_result_null(ctx);
+		else if (const SubText *st = sub_text(cur, v, &sub))
+			result_kept(ctx, st->process);
+		else
+			result_text(ctx, sub.procname.data(), sub.procname.size());
 		return SQLITE_OK;
 	case kCpu:
 		if (e.cpu < 0)
@@ -2009,60 +2183,61 @@ int x_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col)
 		else
 			sqlite3_result_int64(ctx, e.cpu);
 		return SQLITE_OK;
+	case kProvider:
+		if (cur->cm) {
+			result_kept(ctx, cur->cm->provider);
+		} else {
+			const std::string &p = sub.kernel ? std::string("kernel") : e.cls->info.provider;
+			result_text(ctx, p.data(), p.size());
+		}
+		return SQLITE_OK;
+	case kName:
+		if (cur->cm)
+			result_kept(ctx, cur->cm->name);
+		else
+			result_text(ctx, e.cls->full_name.data(), e.cls->full_name.size());
+		return SQLITE_OK;
 	default:
 		break;
 	}
-	// The fields up to the one asked for (all of them for `fields`),
-	// decoded in place: no allocation once the vector has grown.
-	const size_t k = (size_t)(col - kCommon);
-	int want = -1;
-	if (v->kind == Kind::Events)
-		want = col == kFields ? INT32_MAX : -1;
-	else if (k < cur->col_field.size())
-		want = cur->col_field[k];
-	if (v->kind == Kind::Typed && want >= 0 && cur->cm->off[(size_t)want] >= 0) {
-		// A scalar at a fixed offset: read at once, nothing else decoded.
-		FieldValue fv;
-		fv.info = &e.cls->info.fields[(size_t)want];
-		read_scalar(*fv.info, e.pkt + e.payload + cur->cm->off[(size_t)want], &fv);
-		if (fv.info->type == STRATA_FT_INTEGER && fv.info->is_signed)
-			sqlite3_result_int64(ctx, fv.i);
-		else if (fv.info->type == STRATA_FT_INTEGER)
-			result_u64(ctx, fv.u);
-		else
-			result_field(ctx, fv, v->t->typed[v->typed].cols[k].label);
-		return SQLITE_OK;
-	}
-	if (want >= 0 && cur->decoded <= want && cur->decoded < (int)e.cls->info.fields.size()) {
-		cur->fv.resize(e.cls->info.fields.size());
-		int n = 0;
-		e.for_each_field([cur, &n, want](const FieldValue &fv) {
-			cur->fv[(size_t)n++] = fv;
-			return n <= want;
-		});
-		cur->decoded = n;
-	}
-	if (v->kind == Kind::Events) {
-		if (col == kProvider) {
-			const std::string &p = sub.kernel ? std::string("kernel") : e.cls->info.provider;
-			result_text(ctx, p.data(), p.size());
-		} else if (col == kName) {
-			result_text(ctx, e.cls->full_name.data(), e.cls->full_name.size());
-		} else {
-			std::string o;
-			cur->fv.resize((size_t)cur->decoded);
-			json_fields(&o, cur->fv);
-			sqlite3_result_text(ctx, o.data(), (int)o.size(), SQLITE_TRANSIENT);
-		}
-		return SQLITE_OK;
-	}
-	const int f = want;
-	if (f < 0 || f >= cur->decoded) {
-		sqlite3_result_null(ctx);
-		return SQLITE_OK;
-	}
-	result_field(ctx, cur->fv[(size_t)f], v->t->typed[v->typed].cols[k].label);
+	// fields: every field as JSON, into the cursor's buffer (no
+	// allocation once it has grown).
+	decode_to(cur, e, INT32_MAX);
+	cur->fv.resize((size_t)cur->decoded);
+	cur->json.clear();
+	json_fields(&cur->json, cur->fv);
+	sqlite3_result_text(ctx, cur->json.data(), (int)cur->json.size(), SQLITE_TRANSIENT);
 	return SQLITE_OK;
+}
+
+// The columns a scan asks most, read at once (a typed table's number at a
+// fixed offset, ts, tid); the rest out of line (column_other).
+int x_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col)
+{
+	auto *cur = static_cast<Cur *>(c);
+	auto *v = static_cast<Vtab *>(c->pVtab);
+	if (event_table(v)) {
+		const TraceEvent &e = *cur->m.event;
+		if (col >= kCommon && v->kind == Kind::Typed) {
+			const ColPlan &p = cur->cm->plan[(size_t)(col - kCommon)];
+			if (p.kind == ColPlan::Int || (p.kind == ColPlan::Uint && p.bytes < 8)) {
+				sqlite3_result_int64(ctx, load_int(e.pkt + e.payload + p.off, p.bytes,
+								   p.kind == ColPlan::Int));
+				return SQLITE_OK;
+			}
+			if (p.kind == ColPlan::Uint) {
+				result_u64(ctx, (uint64_t)load_int(e.pkt + e.payload + p.off, 8, false));
+				return SQLITE_OK;
+			}
+		} else if (col == kTs) {
+			sqlite3_result_int64(ctx, e.ns);
+			return SQLITE_OK;
+		} else if (col == kTid && e.tid >= 0) {
+			sqlite3_result_int64(ctx, e.tid);
+			return SQLITE_OK;
+		}
+	}
+	return column_other(cur, v, ctx, col);
 }
 
 int x_rowid(sqlite3_vtab_cursor *c, sqlite3_int64 *out)
