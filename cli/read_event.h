@@ -132,32 +132,6 @@ struct SlotCache {
 
 // ---- Strata's reader ---------------------------------------------------------
 
-// An integer of 1, 2, 4 or 8 bytes, little-endian (strata_abi.h), sign-
-// extended when signed.  Loads of the integer's own width: a memcpy of a
-// variable size into a uint64_t, read back whole, stalls on the store.
-inline int64_t load_int(const uint8_t *p, unsigned bytes, bool is_signed)
-{
-	switch (bytes) {
-	case 1:
-		return is_signed ? (int64_t)(int8_t)p[0] : (int64_t)p[0];
-	case 2: {
-		uint16_t v;
-		memcpy(&v, p, 2);
-		return is_signed ? (int64_t)(int16_t)v : (int64_t)v;
-	}
-	case 4: {
-		uint32_t v;
-		memcpy(&v, p, 4);
-		return is_signed ? (int64_t)(int32_t)v : (int64_t)v;
-	}
-	default: {
-		uint64_t v;
-		memcpy(&v, p, 8);
-		return (int64_t)v;
-	}
-	}
-}
-
 // What NativeEvent keeps across events: identities and decoded fields.
 struct NativeCtx {
 	std::unordered_map<const SubTrace *, TraceIdent> traces;

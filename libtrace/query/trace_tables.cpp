@@ -2043,30 +2043,6 @@ int x_eof(sqlite3_vtab_cursor *c)
 	return static_cast<Cur *>(c)->eof;
 }
 
-// A number of `bytes` (1, 2, 4, 8) at p, sign-extended or not.
-inline int64_t load_int(const uint8_t *p, unsigned bytes, bool is_signed)
-{
-	switch (bytes) {
-	case 1:
-		return is_signed ? (int64_t)(int8_t)*p : (int64_t)*p;
-	case 2: {
-		uint16_t x;
-		memcpy(&x, p, 2);
-		return is_signed ? (int64_t)(int16_t)x : (int64_t)x;
-	}
-	case 4: {
-		uint32_t x;
-		memcpy(&x, p, 4);
-		return is_signed ? (int64_t)(int32_t)x : (int64_t)x;
-	}
-	default: {
-		int64_t x;
-		memcpy(&x, p, 8);
-		return x;
-	}
-	}
-}
-
 // The names of the event's sub-trace (valid UTF-8, kept by the trace),
 // or null when it is not one the trace indexed.
 inline const SubText *sub_text(Cur *cur, Vtab *v, const SubTrace *sub)
