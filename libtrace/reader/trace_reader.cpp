@@ -589,6 +589,37 @@ bool TraceReader::load_packet(Cursor &c)
 	return false;
 }
 
+// The packet's next record (c.ro < c.rend) into c.ev: the path of most
+// calls of next(), inlined there (C: TraceReader::Cursor, private).
+template <class C> __attribute__((always_inline)) inline void take_record(C &c)
+{
+	WalkedRecord r;
+	c.walk->step(c.buf.data(), c.rend, c.s->shared, c.rprev, &c.ro, &r);
+	c.rprev = r.ts;
+	TraceEvent &ev = c.ev;
+	ev.ts = r.ts;
+	if (c.map)
+		ev.ns = c.piece != SIZE_MAX ? c.map->ns_with(c.piece, r.ts) : c.map->ns(r.ts);
+	else
+		ev.ns = c.fast_ns ? c.base_ns + (int64_t)r.ts : c.s->trace->meta.ns_from_origin(r.ts);
+	if (r.id != c.last_id || !c.have_id) { // a stream is mostly runs of one event
+		auto it = c.classes->find(r.id);
+		c.last_cls = it == c.classes->end() ? nullptr : &it->second;
+		c.last_id = r.id;
+		c.have_id = true;
+	}
+	ev.cls = c.last_cls;
+	ev.tid = c.compact && !c.s->shared ? c.pe->vtid : r.tid;
+	ev.cpu = c.compact ? -1 : r.cpu;
+	ev.pkt = c.buf.data();
+	ev.payload = r.payload;
+	ev.end = r.end;
+	ev.packet = c.pe;
+	c.last_ts = r.ts;
+	c.have_ts = true;
+	c.key = ev.ns;
+}
+
 // Moves the cursor to what comes next; false at the stream's end.
 bool TraceReader::next_record(Cursor &c)
 {
@@ -602,32 +633,7 @@ bool TraceReader::next_record(Cursor &c)
 			c.pi = 0;
 		}
 		if (c.ro < c.rend) {
-			WalkedRecord r;
-			c.walk->step(c.buf.data(), c.rend, c.s->shared, c.rprev, &c.ro, &r);
-			c.rprev = r.ts;
-			TraceEvent &ev = c.ev;
-			ev.ts = r.ts;
-			if (c.map)
-				ev.ns = c.piece != SIZE_MAX ? c.map->ns_with(c.piece, r.ts) : c.map->ns(r.ts);
-			else
-				ev.ns = c.fast_ns ? c.base_ns + (int64_t)r.ts
-						  : c.s->trace->meta.ns_from_origin(r.ts);
-			if (r.id != c.last_id || !c.have_id) { // a stream is mostly runs of one event
-				auto it = c.classes->find(r.id);
-				c.last_cls = it == c.classes->end() ? nullptr : &it->second;
-				c.last_id = r.id;
-				c.have_id = true;
-			}
-			ev.cls = c.last_cls;
-			ev.tid = c.compact && !c.s->shared ? c.pe->vtid : r.tid;
-			ev.cpu = c.compact ? -1 : r.cpu;
-			ev.pkt = c.buf.data();
-			ev.payload = r.payload;
-			ev.end = r.end;
-			ev.packet = c.pe;
-			c.last_ts = r.ts;
-			c.have_ts = true;
-			c.key = ev.ns;
+			take_record(c);
 			return true;
 		}
 		if (!load_packet(c))
@@ -739,7 +745,11 @@ bool TraceReader::next(TraceMsg *out)
 		if (advance_) {
 			Cursor &c = *advance_;
 			advance_ = nullptr;
-			if (!next_record(c)) {
+			// Most often the packet's next record (inlined); else
+			// what is pending, the next packet, or the stream's end.
+			if (__builtin_expect(c.pending.empty() && c.ro < c.rend, 1))
+				take_record(c);
+			else if (!next_record(c)) {
 				heap_[0] = heap_.back();
 				heap_.pop_back();
 			}
