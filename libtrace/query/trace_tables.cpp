@@ -982,6 +982,7 @@ struct Cur : sqlite3_vtab_cursor {
 	int64_t rowid = 0;
 	int64_t lo = INT64_MIN, hi = INT64_MAX;
 	bool want_pid = false, want_tid = false;
+	bool filtered = false; // a window, want_pid or want_tid: checked per row
 	int64_t pid = 0, tid = 0;
 	// The current event's fields, decoded on first use.
 	std::vector<FieldValue> fv;
@@ -1309,16 +1310,18 @@ __attribute__((always_inline)) inline void next_event(Cur *cur, Vtab *v)
 			return;
 		}
 		const TraceEvent &e = *cur->m.event;
-		if (e.ns > cur->hi) { // merged by time: nothing later can be in the window
-			cur->eof = true;
-			return;
+		if (cur->filtered) {
+			if (e.ns > cur->hi) { // merged by time: nothing later can be in the window
+				cur->eof = true;
+				return;
+			}
+			if (e.ns < cur->lo)
+				continue;
+			if (cur->want_tid && e.tid != cur->tid)
+				continue;
+			if (cur->want_pid && (e.trace().kernel || e.trace().vpid != cur->pid))
+				continue;
 		}
-		if (e.ns < cur->lo)
-			continue;
-		if (cur->want_tid && e.tid != cur->tid)
-			continue;
-		if (cur->want_pid && (e.trace().kernel || e.trace().vpid != cur->pid))
-			continue;
 		if (e.cls != cur->cm_cls && !take_class(cur, v, e.cls))
 			continue; // a stream is mostly runs of one class: one compare
 		cur->decoded = 0;
@@ -1985,6 +1988,7 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 	}
 	if (cur->lo != INT64_MIN || cur->hi != INT64_MAX)
 		cur->r->set_window(cur->lo, cur->hi);
+	cur->filtered = cur->lo != INT64_MIN || cur->hi != INT64_MAX || cur->want_pid || cur->want_tid;
 	if (cur->want_pid || cur->want_tid) {
 		const bool wp = cur->want_pid, wt = cur->want_tid;
 		const int64_t pid = cur->pid, tid = cur->tid;

@@ -148,6 +148,9 @@ struct TraceReader::Cursor {
 	const ClockMap *map = nullptr;
 	size_t piece = SIZE_MAX;
 	bool compact = false; // COMPACT records (user); else WIDE (kernel)
+	// The packet's thread when its records do not name theirs (an owned
+	// lane: its vtid), else INT32_MIN.
+	int32_t packet_tid = INT32_MIN;
 	// The class of the last record's id (the map's look-up was a sixth of
 	// the reader's time).
 	uint32_t last_id = 0;
@@ -534,6 +537,7 @@ bool TraceReader::load_packet(Cursor &c)
 		queue_loss(c, e);
 		c.prev = &e;
 		c.pe = &e;
+		c.packet_tid = c.compact && !c.s->shared ? e.vtid : INT32_MIN;
 		if (c.map) {
 			c.piece = c.map->piece_at(e.ts_begin);
 			if (c.map->piece_end(c.piece) <= e.ts_end)
@@ -609,7 +613,7 @@ template <class C> __attribute__((always_inline)) inline void take_record(C &c)
 		c.have_id = true;
 	}
 	ev.cls = c.last_cls;
-	ev.tid = c.compact && !c.s->shared ? c.pe->vtid : r.tid;
+	ev.tid = c.packet_tid != INT32_MIN ? c.packet_tid : r.tid;
 	ev.cpu = c.compact ? -1 : r.cpu;
 	ev.pkt = c.buf.data();
 	ev.payload = r.payload;
