@@ -595,6 +595,23 @@ bool TraceReader::load_packet(Cursor &c)
 
 // The packet's next record (c.ro < c.rend) into c.ev: the path of most
 // calls of next(), inlined there (C: TraceReader::Cursor, private).
+// The rarer parts of take_record, out of line: a time through a clock
+// map or another clock's frequency, and the class of a new id.
+template <class C> __attribute__((noinline)) int64_t slow_ns(const C &c, uint64_t ts)
+{
+	if (c.map)
+		return c.piece != SIZE_MAX ? c.map->ns_with(c.piece, ts) : c.map->ns(ts);
+	return c.s->trace->meta.ns_from_origin(ts);
+}
+
+template <class C> __attribute__((noinline)) void take_class(C &c, uint32_t id)
+{
+	auto it = c.classes->find(id);
+	c.last_cls = it == c.classes->end() ? nullptr : &it->second;
+	c.last_id = id;
+	c.have_id = true;
+}
+
 template <class C> __attribute__((always_inline)) inline void take_record(C &c)
 {
 	WalkedRecord r;
@@ -602,16 +619,9 @@ template <class C> __attribute__((always_inline)) inline void take_record(C &c)
 	c.rprev = r.ts;
 	TraceEvent &ev = c.ev;
 	ev.ts = r.ts;
-	if (c.map)
-		ev.ns = c.piece != SIZE_MAX ? c.map->ns_with(c.piece, r.ts) : c.map->ns(r.ts);
-	else
-		ev.ns = c.fast_ns ? c.base_ns + (int64_t)r.ts : c.s->trace->meta.ns_from_origin(r.ts);
-	if (r.id != c.last_id || !c.have_id) { // a stream is mostly runs of one event
-		auto it = c.classes->find(r.id);
-		c.last_cls = it == c.classes->end() ? nullptr : &it->second;
-		c.last_id = r.id;
-		c.have_id = true;
-	}
+	ev.ns = __builtin_expect(!c.map && c.fast_ns, 1) ? c.base_ns + (int64_t)r.ts : slow_ns(c, r.ts);
+	if (r.id != c.last_id || !c.have_id) // a stream is mostly runs of one event
+		take_class(c, r.id);
 	ev.cls = c.last_cls;
 	ev.tid = c.packet_tid != INT32_MIN ? c.packet_tid : r.tid;
 	ev.cpu = c.compact ? -1 : r.cpu;
