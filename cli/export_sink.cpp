@@ -429,11 +429,10 @@ public:
 	{
 		if (!room(s.size() + 2))
 			return *this;
-		for (const char c : s)
-			if (!plain(static_cast<unsigned char>(c))) {
-				ok = false;
-				return *this;
-			}
+		if (!json_plain(s)) {
+			ok = false;
+			return *this;
+		}
 		*p_++ = '"';
 		p_ = copy(p_, s);
 		*p_++ = '"';
@@ -496,7 +495,6 @@ public:
 private:
 	char b_[1024];
 	char *p_ = b_ + 2; // b_[0, 2): room for line()'s separator
-	static bool plain(unsigned char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; }
 	static char *copy(char *d, std::string_view s)
 	{
 		if (!s.empty())
@@ -560,9 +558,9 @@ public:
 		// The slot mostly holds this very name already (a lock's holds,
 		// one after another): then it is not built again.
 		const size_t tail = t.async ? t.name.size() + 1 : 0;
-		if (shown.size() != name.size() + tail || shown.compare(0, name.size(), name) != 0 ||
-		    (t.async && (shown[name.size()] != ' ' ||
-				 shown.compare(name.size() + 1, t.name.size(), t.name) != 0))) {
+		if (shown.size() != name.size() + tail || !same(shown.data(), name) ||
+		    (t.async &&
+		     (shown[name.size()] != ' ' || !same(shown.data() + name.size() + 1, t.name)))) {
 			shown.assign(name);
 			if (t.async) {
 				shown += ' ';
@@ -786,6 +784,12 @@ private:
 		s.end_object();
 	}
 
+	// Whether the s.size() bytes at p are s (inlined: std::string's
+	// compare() is a call).
+	static bool same(const char *p, const std::string &s)
+	{
+		return s.empty() || std::memcmp(p, s.data(), s.size()) == 0;
+	}
 	Track &track_of(uint64_t uuid) { return *recent(uuid).track; }
 	Names &names_of(uint64_t uuid) { return *recent(uuid).names; }
 	// An event's line: after the previous one's comma.

@@ -44,6 +44,11 @@ namespace strata {
 // Appends s to out as a JSON string, quotes included (the one escaper).
 void json_quote(std::string &out, std::string_view s);
 
+// Whether json_quote() writes s as it is between its quotes: every byte
+// printable ASCII (0x20..0x7e) other than '"' and '\\'.  Eight bytes at a
+// time (the per-event path of `strata export --format json`).
+bool json_plain(std::string_view s);
+
 // Whether s is well-formed UTF-8 throughout; and s appended to out with
 // every maximal ill-formed subsequence replaced by U+FFFD, as json_quote
 // does (text for SQL: `strata query`, libtrace/query).
