@@ -410,9 +410,11 @@ void symbolize(Report &rep, const Options &opt, const Symbolizer &sym)
 	}
 }
 
-class Model {
+class Model final : public EventSink {
 public:
 	Model(Report &rep, const Options &opt) : rep_(rep), opt_(opt), tl_cap_(opt.timeline_max) {}
+	void event(const Event &e) override { on_event(e); }
+	void held(const Event &acq, int64_t unlock_ts) override;
 	void on_event(const Event &e);
 	void finish(const Symbolizer &sym);
 
@@ -872,6 +874,54 @@ void Model::on_counts(const Event &e)
 	s.acquisitions += e.count;
 }
 
+/*
+ * A compact record's hold: what on_event() does with its acquisition and
+ * its unlock, in one pass (the preload's records are nearly all these):
+ * one look-up of the lock and of the thread's holds, and the hold never
+ * pushed on them.  Only when the acquisition's own steps change nothing
+ * but the counts: no other thread's hold to hand off (handoff() returns
+ * at once), no wait that settle() could blame (the first unblamed one
+ * ended after the acquisition, which is then not final, or is younger
+ * than the settling time), and evict() finds `recent` as the lock's last
+ * event left it, below evict_at.  Otherwise the two events in turn.
+ */
+void Model::held(const Event &acq, int64_t unlock_ts)
+{
+	Work &w = work_of(acq.proc, acq.lock, acq.op);
+	std::vector<Hold> &mine = w.open_of(acq.tid);
+	bool blames = false;
+	if (!w.unblamed.empty()) {
+		const int64_t end = w.unblamed.front().end;
+		const int64_t now = std::max(rep_.events ? rep_.last_ts : acq.ts, acq.ts);
+		blames = end + std::max(kSettleNs, w.hold_longest) <= now
+				 ? end <= acq.ts
+				 : end == std::numeric_limits<int64_t>::min();
+	}
+	if (blames || w.open_n != mine.size()) {
+		on_event(acq);
+		on_event(unlock_of(acq, unlock_ts));
+		return;
+	}
+	// The acquisition (on_event, on_acquire).
+	if (rep_.events++ == 0)
+		rep_.first_ts = rep_.last_ts = acq.ts;
+	rep_.first_ts = std::min(rep_.first_ts, acq.ts);
+	rep_.last_ts = std::max(rep_.last_ts, acq.ts);
+	w.st.acquisitions++;
+	Site &s = w.site_of(acq.caller);
+	s.caller = acq.caller;
+	s.acquisitions++;
+	// The unlock (on_event, end_hold): the hold just taken is the last.
+	rep_.events++;
+	rep_.first_ts = std::min(rep_.first_ts, unlock_ts);
+	rep_.last_ts = std::max(rep_.last_ts, unlock_ts);
+	now_ = rep_.last_ts;
+	unlocks_of(acq.proc, acq.tid)++;
+	close_hold(w, acq.tid, Hold{acq.ts, acq.caller, true}, unlock_ts);
+	settle(w);
+	evict(w);
+}
+
 // One event, in time order; none is kept.
 void Model::on_event(const Event &e)
 {
@@ -1045,7 +1095,7 @@ void Model::finish(const Symbolizer &sym)
 Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 {
 	return analyze_feed(
-		[&in](const std::function<void(const Event &)> &on) {
+		[&in](EventSink &on) {
 			for (const Event &e : in.events)
 				on(e);
 		},
@@ -1057,7 +1107,7 @@ Report analyze_feed(const EventFeed &feed, const Input &meta, const Options &opt
 {
 	Report rep;
 	Model m(rep, opt);
-	feed([&m](const Event &e) { m.on_event(e); });
+	feed(m);
 	rep.procs = meta.procs;
 	rep.discarded = meta.discarded;
 	rep.other_events = meta.other_events;

@@ -234,13 +234,43 @@ struct Options {
 
 Report analyze(const Input &in, const Options &opt, const Symbolizer &sym);
 
+// What a feed gives its events to, in time order: the model itself,
+// one call an event (no std::function between the reader and it).
+class EventSink {
+public:
+	virtual void event(const Event &e) = 0;
+	void operator()(const Event &e) { event(e); }
+	// A compact record's uncontended hold (docs/pthread.md): event(acq),
+	// then event() of its unlock at unlock_ts (acq's thread and lock).
+	// acq: a successful MutexLock or MutexTrylock, no wait, no stack.
+	virtual void held(const Event &acq, int64_t unlock_ts)
+	{
+		event(acq);
+		event(unlock_of(acq, unlock_ts));
+	}
+	static Event unlock_of(const Event &acq, int64_t ts)
+	{
+		Event u;
+		u.proc = acq.proc;
+		u.tid = acq.tid;
+		u.lock = acq.lock;
+		u.caller = acq.caller;
+		u.op = Op::MutexUnlock;
+		u.ts = ts;
+		return u;
+	}
+
+protected:
+	~EventSink() = default;
+};
+
 // The same, streaming: `feed` calls its argument with each event in time
 // order (the reader decodes them one at a time), and none is kept; memory
 // is bounded by the locks, threads and call sites, not by the events
 // (see analyze_model.cpp, "Memory"); `meta`
 // (procs, discarded, other_events) is read once feed has returned, so the
 // reader may fill it meanwhile.  Input::events is not used.
-using EventFeed = std::function<void(const std::function<void(const Event &)> &)>;
+using EventFeed = std::function<void(EventSink &)>;
 Report analyze_feed(const EventFeed &feed, const Input &meta, const Options &opt, const Symbolizer &sym);
 
 // Nearest-rank percentile (p in 0..100) of unsorted values; 0 if empty.
