@@ -332,14 +332,33 @@ private:
 		at[0] = static_cast<char>((n & 0x7f) | 0x80);
 		at[1] = static_cast<char>(n >> 7);
 	}
+	// v as a varint at p (plain_event's room: it may store up to 8 bytes
+	// past the varint's end).  Straight-line: a timestamp or a track's
+	// uuid is 9 or 10 bytes, whose loop was a third of plain_event's time.
 	static char *varint(char *p, uint64_t v)
 	{
-		while (v >= 0x80) {
-			*p++ = static_cast<char>((v & 0x7f) | 0x80);
-			v >>= 7;
+		if (v < 0x80) {
+			*p = static_cast<char>(v);
+			return p + 1;
 		}
-		*p++ = static_cast<char>(v);
-		return p;
+		// The low 56 bits in 8 groups of 7, one a byte, little-endian.
+		uint64_t w = (v & 0x7f) | (v << 1 & 0x7f00) | (v << 2 & 0x7f0000) | (v << 3 & 0x7f000000) |
+			     (v << 4 & 0x7f00000000) | (v << 5 & 0x7f0000000000) |
+			     (v << 6 & 0x7f000000000000) | (v << 7 & 0x7f00000000000000);
+		const unsigned n = (64 - static_cast<unsigned>(__builtin_clzll(v)) + 6) / 7; // 2..10 bytes
+		if (n <= 8) {
+			w |= 0x8080808080808080ull >> (8 * (9 - n)); // every byte but the last
+			std::memcpy(p, &w, 8);
+			return p + n;
+		}
+		w |= 0x8080808080808080ull;
+		std::memcpy(p, &w, 8);
+		p[8] = static_cast<char>(v >> 56 & 0x7f);
+		if (n == 9)
+			return p + 9;
+		p[8] = static_cast<char>(p[8] | 0x80);
+		p[9] = static_cast<char>(v >> 63);
+		return p + 10;
 	}
 	size_t open_packet(int64_t ts = -1)
 	{
