@@ -80,6 +80,10 @@ struct ClassInfo : rd::SlotCache {
 	// mutex_acquired or mutex_tryacquired (an acquisition age_ns before,
 	// its unlock to come).
 	int compact = 0;
+	// Their fields' slots, resolved at the first record (the per-event
+	// path: no look-up by name).
+	bool resolved = false;
+	rd::FieldSlot f_lock, f_back;
 	// pthread:mutex_counts (counting mode): pairs with no interval, shown
 	// as the instant of their record and counted for the closing note.
 	bool counts = false;
@@ -288,7 +292,7 @@ private:
 	const rd::TraceIdent *last_trace_ = nullptr;
 	TraceInfo *last_info_ = nullptr;
 	const void *last_class_ = nullptr;
-	const ClassInfo *last_class_info_ = nullptr;
+	ClassInfo *last_class_info_ = nullptr;
 	std::unordered_map<int64_t, bool> procs_; // pid -> descriptor out
 	// pid -> its user sub-trace's procname (learnt in the pre-pass): a
 	// process first seen in the kernel's events is named by it, not by the
@@ -388,7 +392,7 @@ private:
 			proc_names_.emplace(t.pid, t.procname);
 		return *(last_info_ = &traces_.emplace(&id, t).first->second);
 	}
-	template <class E> const ClassInfo &class_of(const E &ev, const TraceInfo &tr)
+	template <class E> ClassInfo &class_of(const E &ev, const TraceInfo &tr)
 	{
 		const void *key = ev.class_key();
 		if (key == last_class_)
@@ -501,7 +505,7 @@ private:
 	template <class E> void on_event(const E &pl)
 	{
 		TraceInfo &tr = trace_of(pl);
-		const ClassInfo &c = class_of(pl, tr);
+		ClassInfo &c = class_of(pl, tr);
 		const int64_t ts = pl.ns();
 		last_ts_ = ts;
 		have_ts_ = true;
@@ -802,10 +806,15 @@ private:
 	// received (a zero-length "release" slice on the releaser's track) to
 	// that waiter's wait.  Meaning of the fields: docs/pthread.md.
 	template <class E>
-	void pthread_event(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const E &pl)
+	void pthread_event(int64_t ts, int64_t tid, const TraceInfo &tr, ClassInfo &c, const E &pl)
 	{
 		using analyze::Op;
-		const uint64_t lock = c.u64(pl, "lock");
+		if (c.compact && !c.resolved) {
+			c.f_lock = c.get(pl, "lock");
+			c.f_back = c.get(pl, c.compact == 1 ? "hold_ns" : "age_ns");
+			c.resolved = true;
+		}
+		const uint64_t lock = c.compact ? pl.u64(c.f_lock) : c.u64(pl, "lock");
 		const bool rw = c.op == Op::RwRdlock || c.op == Op::RwWrlock || c.op == Op::RwTryrdlock ||
 				c.op == Op::RwTrywrlock || c.op == Op::RwUnlock;
 		const bool sem = c.op == Op::SemWait || c.op == Op::SemTimedwait || c.op == Op::SemTrywait ||
@@ -816,8 +825,7 @@ private:
 		args_.clear();
 		if (c.compact) { // uncontended: a hold from its acquisition, no wait
 			const bool held = c.compact == 1;
-			const int64_t from =
-				ts - static_cast<int64_t>(c.u64(pl, held ? "hold_ns" : "age_ns"));
+			const int64_t from = ts - static_cast<int64_t>(pl.u64(c.f_back));
 			const uint64_t track = lock_track(tid, tr, lock, kind);
 			ls.released = false;
 			sink_.begin(from, track, "hold", args_, 0);
