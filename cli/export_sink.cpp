@@ -544,12 +544,12 @@ public:
 	}
 	void process(uint64_t uuid, int64_t pid, const std::string &name) override
 	{
-		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p', {}, {}};
+		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p', {}, {}, {}};
 		process_name(pid, name);
 	}
 	void thread(uint64_t uuid, uint64_t, int64_t pid, int64_t tid, const std::string &name) override
 	{
-		tracks_[uuid] = Track{pid, tid, std::string(), false, 't', {}, {}};
+		tracks_[uuid] = Track{pid, tid, std::string(), false, 't', {}, {}, {}};
 		thread_name(pid, tid, name);
 	}
 	void child_track(uint64_t uuid, uint64_t parent, int64_t pid, int64_t tid, const std::string &name,
@@ -558,10 +558,10 @@ public:
 		// A track of no process or thread (the kernel's own events) is
 		// global, or its machine's.
 		if (parent && machines_.count(parent))
-			tracks_[uuid] = Track{pid, 0, name, false, 'p', {}, {}};
+			tracks_[uuid] = Track{pid, 0, name, false, 'p', {}, {}, {}};
 		else
-			tracks_[uuid] =
-				Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g', {}, {}};
+			tracks_[uuid] = Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g',
+					      {},  {},  {}};
 	}
 	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args,
 		   uint64_t flow_in) override
@@ -586,13 +586,7 @@ public:
 				shown += t.name;
 			}
 		}
-		Line l;
-		l.lit(t.async ? "{\"ph\":\"b\",\"name\":" : "{\"ph\":\"B\",\"name\":").str(shown);
-		if (t.async)
-			async_id(l, t, track);
-		where(l, t, ts);
-		args_line(l, args);
-		if (put(l))
+		if (head_line(t, track, 0, shown, ts, args))
 			return;
 		JsonWriter w = start_event(t.async ? "b" : "B");
 		w.key("name").str(shown);
@@ -609,13 +603,7 @@ public:
 		const Track &t = track_of(track);
 		Names &names = names_of(track);
 		const std::string &name = names.n ? names.v[names.n - 1] : t.name;
-		Line l;
-		l.lit(t.async ? "{\"ph\":\"e\",\"name\":" : "{\"ph\":\"E\",\"name\":").str(name);
-		if (t.async)
-			async_id(l, t, track);
-		where(l, t, ts);
-		args_line(l, args);
-		if (!put(l)) {
+		if (!head_line(t, track, 1, name, ts, args)) {
 			JsonWriter w = start_event(t.async ? "e" : "E");
 			w.key("name").str(name);
 			if (t.async)
@@ -733,6 +721,14 @@ private:
 		// Line's text of where() but the time: ,"pid":P,"tid":T,"ts":
 		// (made at the track's first event), and of async_id().
 		mutable std::string at, id;
+		// A B/b (0) and an E/e (1) line up to its time, for the slice
+		// name it was made for (head_line()); ok false when Line could
+		// not make it.
+		struct Head {
+			std::string name, text;
+			bool ok = false, made = false;
+		};
+		mutable Head heads[2];
 	};
 	// The names of a track's open slices, innermost last: v[0, n) (the
 	// strings past n kept for their buffers).
@@ -857,6 +853,11 @@ private:
 	}
 	void where(Line &l, const Track &t, int64_t ts)
 	{
+		l.lit(at_of(t)).us(ts - t0_);
+		last_ = ts > last_ ? ts : last_;
+	}
+	static const std::string &at_of(const Track &t)
+	{
 		if (t.at.empty()) {
 			char b[24];
 			t.at = ",\"pid\":";
@@ -868,8 +869,37 @@ private:
 			}
 			t.at += ",\"ts\":";
 		}
-		l.lit(t.at).us(ts - t0_);
+		return t.at;
+	}
+	// A slice's begin (end 0) or end (1) on track t as a Line, put: its
+	// text up to the time is the track's, made once per slice name (a
+	// lock's holds: one name, 2 lines each): byte for byte what Line
+	// makes of its parts.  False (nothing written) when Line cannot.
+	bool head_line(const Track &t, uint64_t track, int end, const std::string &name, int64_t ts,
+		       const Args &args)
+	{
+		Track::Head &h = t.heads[end];
+		if (!h.made || h.name.size() != name.size() || !same(h.name.data(), name)) {
+			static const char *const kPh[2][2] = {
+				{"{\"ph\":\"B\",\"name\":", "{\"ph\":\"b\",\"name\":"},
+				{"{\"ph\":\"E\",\"name\":", "{\"ph\":\"e\",\"name\":"}};
+			Line l;
+			l.lit(kPh[end][t.async]).str(name);
+			if (t.async)
+				async_id(l, t, track);
+			l.lit(at_of(t));
+			h.name = name;
+			h.text = l.text();
+			h.ok = l.ok;
+			h.made = true;
+		}
 		last_ = ts > last_ ? ts : last_;
+		if (!h.ok)
+			return false;
+		Line l;
+		l.lit(h.text).us(ts - t0_);
+		args_line(l, args);
+		return put(l);
 	}
 	// A flow's start ("s") or end ("f", bound to the enclosing slice).
 	void flow(const char *ph, uint64_t id, const Track &t, int64_t ts)
@@ -957,7 +987,7 @@ private:
 	{
 		JsonWriter w = start_event(ph);
 		w.key("name").str(comm);
-		where(w, Track{machine_pid(m), cpu, std::string(), false, 't', {}, {}}, ts);
+		where(w, Track{machine_pid(m), cpu, std::string(), false, 't', {}, {}, {}}, ts);
 		if (tid >= 0) {
 			w.key("args").begin_object().key("tid").i64(tid);
 			if (ph[0] == 'E')
