@@ -275,7 +275,8 @@ public:
 	{
 		const size_t j = head_ + n_;
 		if (c0_ + j / kChunk == chunks_.size())
-			chunks_.push_back(spare_ ? std::move(spare_) : std::make_unique<T[]>(kChunk));
+			chunks_.push_back(spare_ ? std::move(spare_)
+						 : std::unique_ptr<T[]>(new T[kChunk])); // not zeroed
 		at(j) = x;
 		n_++;
 	}
@@ -509,9 +510,10 @@ Work &Model::work_of(uint32_t proc, uint64_t addr, Op op)
 // move earlier, see end_hold): when they leave `recent`.
 uint64_t Model::close_hold(Work &w, int64_t tid, const Hold &h, int64_t at)
 {
-	w.recent.push_back({{h.ts, std::max(at, h.ts), tid, h.caller}, now_});
+	const int64_t end = std::max(at, h.ts);
+	w.recent.push_back({{h.ts, end, tid, h.caller}, now_});
 	recent_total_++;
-	w.hold_longest = std::max(w.hold_longest, w.recent.back().s.end - h.ts);
+	w.hold_longest = std::max(w.hold_longest, end - h.ts);
 	w.lag_longest = std::max(w.lag_longest, now_ - h.ts);
 	const uint64_t n = w.base + w.recent.size() - 1;
 	if (n % kBlock == 0 || w.block_start.empty())
