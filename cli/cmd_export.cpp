@@ -342,26 +342,25 @@ private:
 		return threads[tid].name() + " (tid " + std::to_string(real_id(tid)) + ")";
 	}
 	std::unordered_map<uint64_t, LockState> locks_;
-	// The last locks looked up, most recent first (a thread often nests
-	// two locks, so one entry misses at every event): locks_'s elements,
-	// never erased, do not move.
-	static constexpr size_t kRecent = 4;
+	// The locks looked up, in a table of kCached places by key (several
+	// threads each nesting two locks take turns: a most-recent-first list
+	// of a few missed, or walked and moved far at every event): locks_'s
+	// elements, never erased, do not move.
+	static constexpr size_t kCached = 64;
+	static size_t cache_place(uint64_t a, uint64_t b)
+	{
+		return static_cast<size_t>((a * 0x9e3779b97f4a7c15ULL + b * 0xc2b2ae3d27d4eb4fULL) >> 58);
+	}
 	struct RecentLock {
 		uint64_t key = 0;
 		LockState *ls = nullptr;
-	} recent_locks_[kRecent];
+	} recent_locks_[kCached];
 	LockState &lock_state(uint64_t key)
 	{
-		if (recent_locks_[0].ls && recent_locks_[0].key == key)
-			return *recent_locks_[0].ls;
-		size_t i = 1;
-		while (i < kRecent && !(recent_locks_[i].ls && recent_locks_[i].key == key))
-			i++;
-		RecentLock hit = i < kRecent ? recent_locks_[i] : RecentLock{key, &locks_[key]};
-		std::move_backward(recent_locks_, recent_locks_ + (i < kRecent ? i : kRecent - 1),
-				   recent_locks_ + (i < kRecent ? i + 1 : kRecent));
-		recent_locks_[0] = hit;
-		return *hit.ls;
+		RecentLock &r = recent_locks_[cache_place(key, 0)];
+		if (!r.ls || r.key != key)
+			r = RecentLock{key, &locks_[key]};
+		return *r.ls;
 	}
 	std::unordered_map<HoldKey, uint32_t, HoldKeyHash> holds_; // open holds per (thread, lock)
 	std::unordered_map<uint64_t, bool> child_tracks_;
@@ -449,26 +448,20 @@ private:
 		}
 		return uuid;
 	}
-	// The last (thread, lock)'s track (a thread mostly takes one lock
-	// again and again), valid while no thread was renamed (names_gen_).
-	// The last few, most recent first (a thread nesting two locks).
+	// The (thread, lock)s' tracks looked up, by key (as recent_locks_),
+	// each valid while no thread was renamed (names_gen_): then its
+	// thread's track and its own are out.
 	struct LastLockTrack {
 		int64_t tid = 0;
 		uint64_t lock = 0, uuid = 0, gen = 0;
 		const TraceInfo *tr = nullptr;
-	} last_lt_[kRecent];
+	} last_lt_[kCached];
 	uint64_t names_gen_ = 0; // bumped at each change of a thread's comm or Java name
 	uint64_t lock_track(int64_t tid, const TraceInfo &tr, uint64_t lock, const char *kind)
 	{
-		for (size_t i = 0; i < kRecent; i++) {
-			const LastLockTrack &l = last_lt_[i];
-			if (l.tr == &tr && l.tid == tid && l.lock == lock && l.gen == names_gen_) {
-				const LastLockTrack hit = l;
-				std::move_backward(last_lt_, last_lt_ + i, last_lt_ + i + 1);
-				last_lt_[0] = hit;
-				return hit.uuid; // its thread's track and its own are out
-			}
-		}
+		LastLockTrack &l = last_lt_[cache_place(static_cast<uint64_t>(tid), lock)];
+		if (l.tr == &tr && l.tid == tid && l.lock == lock && l.gen == names_gen_)
+			return l.uuid;
 		const uint64_t parent = thread_track(tid, &tr);
 		const uint64_t uuid = kLockTrack | (mix(static_cast<uint64_t>(tid) ^ mix(lock)) >> 8);
 		if (child_tracks_.find(uuid) == child_tracks_.end()) {
@@ -478,8 +471,7 @@ private:
 			sink_.child_track(uuid, parent, threads[tid].pid >= 0 ? threads[tid].pid : tid, tid,
 					  name, false);
 		}
-		std::move_backward(last_lt_, last_lt_ + kRecent - 1, last_lt_ + kRecent);
-		last_lt_[0] = LastLockTrack{tid, lock, uuid, names_gen_, &tr};
+		l = LastLockTrack{tid, lock, uuid, names_gen_, &tr};
 		return uuid;
 	}
 
