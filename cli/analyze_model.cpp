@@ -447,36 +447,27 @@ private:
 	size_t tl_cap_;           // timeline candidates kept per lock and kind
 	size_t tl_kept_ = 0;      // over all locks
 	std::map<LockKey, Work> locks_;
-	// work_of()'s last answers, most recent first (a thread nesting two
-	// locks alternates between them; std::map's nodes do not move).
-	static constexpr size_t kRecent = 4;
+	// work_of()'s answers by key (cache_place(); std::map's nodes do not
+	// move, and none is erased).
 	struct RecentWork {
 		LockKey key{0, 0};
 		Work *w = nullptr;
-	} recent_work_[kRecent];
+	} recent_work_[kCachePlaces];
 	std::map<LockKey, CondStats> conds_;
 	std::map<LockKey, CondUse> cond_use_;
 	std::map<std::pair<uint32_t, int64_t>, uint64_t> unlocks_of_;
-	// unlocks_of_'s last entries, most recent first (threads' events
-	// interleave; nodes do not move).
+	// unlocks_of_'s entries by key (as recent_work_).
 	struct RecentUnlocks {
 		std::pair<uint32_t, int64_t> key{0, 0};
 		uint64_t *n = nullptr;
-	} recent_unlocks_[kRecent];
+	} recent_unlocks_[kCachePlaces];
 	uint64_t &unlocks_of(uint32_t proc, int64_t tid)
 	{
 		const std::pair<uint32_t, int64_t> key{proc, tid};
-		size_t i = 0;
-		while (i < kRecent && !(recent_unlocks_[i].n && recent_unlocks_[i].key == key))
-			i++;
-		if (i == 0)
-			return *recent_unlocks_[0].n;
-		const RecentUnlocks hit =
-			i < kRecent ? recent_unlocks_[i] : RecentUnlocks{key, &unlocks_of_[key]};
-		std::move_backward(recent_unlocks_, recent_unlocks_ + (i < kRecent ? i : kRecent - 1),
-				   recent_unlocks_ + (i < kRecent ? i + 1 : kRecent));
-		recent_unlocks_[0] = hit;
-		return *hit.n;
+		RecentUnlocks &r = recent_unlocks_[cache_place(proc, static_cast<uint64_t>(tid))];
+		if (!r.n || r.key != key)
+			r = RecentUnlocks{key, &unlocks_of_[key]};
+		return *r.n;
 	}
 	std::set<LockKey> cond_lock_keys_;
 	std::map<uint32_t, bool> counts_done_; // per process with counts: its final flush seen since
@@ -484,20 +475,10 @@ private:
 
 Work &Model::work_of(uint32_t proc, uint64_t addr, Op op)
 {
-	// The last lock's first: a thread mostly takes and releases one lock
-	// (std::map's nodes do not move).
-	if (recent_work_[0].w && recent_work_[0].key.proc == proc && recent_work_[0].key.addr == addr)
-		return *recent_work_[0].w;
-	size_t i = 1;
-	while (i < kRecent &&
-	       !(recent_work_[i].w && recent_work_[i].key.proc == proc && recent_work_[i].key.addr == addr))
-		i++;
-	const RecentWork hit =
-		i < kRecent ? recent_work_[i] : RecentWork{{proc, addr}, &locks_[LockKey{proc, addr}]};
-	std::move_backward(recent_work_, recent_work_ + (i < kRecent ? i : kRecent - 1),
-			   recent_work_ + (i < kRecent ? i + 1 : kRecent));
-	recent_work_[0] = hit;
-	Work &w = *hit.w;
+	RecentWork &r = recent_work_[cache_place(proc, addr)];
+	if (!r.w || r.key.proc != proc || r.key.addr != addr)
+		r = RecentWork{{proc, addr}, &locks_[LockKey{proc, addr}]};
+	Work &w = *r.w;
 	if (w.st.kind.empty()) {
 		w.st.proc = proc;
 		w.st.addr = addr;

@@ -66,6 +66,16 @@ enum class Op {
 // Event name without the provider ("mutex_lock") -> Op; false if unknown.
 bool op_from_name(const std::string &name, Op *op);
 
+// The place of a key (a, b) in a table of 64 that caches look-ups of a
+// map (the model's locks and threads, the exporter's lock tracks):
+// several threads each nesting two locks take turns, which a short
+// most-recent-first list missed, or walked and moved far, at every event.
+constexpr size_t kCachePlaces = 64;
+inline size_t cache_place(uint64_t a, uint64_t b)
+{
+	return static_cast<size_t>((a * 0x9e3779b97f4a7c15ULL + b * 0xc2b2ae3d27d4eb4fULL) >> 58);
+}
+
 struct Event {
 	int64_t ts = 0;    // ns from the clock's origin
 	uint32_t proc = 0; // index into Input::procs

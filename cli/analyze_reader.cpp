@@ -46,14 +46,13 @@ struct Sink {
 	std::map<std::pair<uint32_t, uint64_t>, uint64_t> sites;
 	std::vector<std::pair<size_t, uint64_t>> by_site;
 	bool reorder = false;
-	// deliver()'s last sites found in `sites`, most recent first (a thread
-	// nesting two locks alternates between two); forgotten when a site
-	// event changes `sites`.
+	// site_caller()'s answers from `sites` by key (cache_place());
+	// forgotten when a site event changes `sites`.
 	struct RecentSite {
 		std::pair<uint32_t, uint64_t> key{0, 0};
 		uint64_t caller = 0;
 		bool ok = false;
-	} recent_sites[4];
+	} recent_sites[kCachePlaces];
 	void forget_sites()
 	{
 		for (RecentSite &r : recent_sites)
@@ -101,28 +100,15 @@ template <class E> uint32_t proc_of(Sink *s, const E &ev)
 // when the site is not known yet.
 bool site_caller(Sink *s, uint32_t proc, uint64_t site, Event *e)
 {
-	// The last site's caller first (a compact record gives two
-	// events of one site; a loop, many).
 	const std::pair<uint32_t, uint64_t> key{proc, site};
-	Sink::RecentSite *r = s->recent_sites;
-	size_t i = 0;
-	while (i < 4 && !(r[i].ok && r[i].key == key))
-		i++;
-	if (i < 4) {
-		e->caller = r[i].caller;
-		if (i) {
-			const Sink::RecentSite hit = r[i];
-			std::move_backward(r, r + i, r + i + 1);
-			r[0] = hit;
-		}
-		return true;
+	Sink::RecentSite &r = s->recent_sites[cache_place(proc, site)];
+	if (!r.ok || r.key != key) {
+		auto it = s->sites.find(key);
+		if (it == s->sites.end())
+			return false;
+		r = Sink::RecentSite{key, it->second, true};
 	}
-	auto it = s->sites.find(key);
-	if (it == s->sites.end())
-		return false;
-	e->caller = it->second;
-	std::move_backward(r, r + 3, r + 4);
-	r[0] = Sink::RecentSite{key, it->second, true};
+	e->caller = r.caller;
 	return true;
 }
 

@@ -342,22 +342,16 @@ private:
 		return threads[tid].name() + " (tid " + std::to_string(real_id(tid)) + ")";
 	}
 	std::unordered_map<uint64_t, LockState> locks_;
-	// The locks looked up, in a table of kCached places by key (several
-	// threads each nesting two locks take turns: a most-recent-first list
-	// of a few missed, or walked and moved far at every event): locks_'s
+	// The locks looked up, by key (analyze::cache_place()): locks_'s
 	// elements, never erased, do not move.
-	static constexpr size_t kCached = 64;
-	static size_t cache_place(uint64_t a, uint64_t b)
-	{
-		return static_cast<size_t>((a * 0x9e3779b97f4a7c15ULL + b * 0xc2b2ae3d27d4eb4fULL) >> 58);
-	}
+	static constexpr size_t kCached = analyze::kCachePlaces;
 	struct RecentLock {
 		uint64_t key = 0;
 		LockState *ls = nullptr;
 	} recent_locks_[kCached];
 	LockState &lock_state(uint64_t key)
 	{
-		RecentLock &r = recent_locks_[cache_place(key, 0)];
+		RecentLock &r = recent_locks_[analyze::cache_place(key, 0)];
 		if (!r.ls || r.key != key)
 			r = RecentLock{key, &locks_[key]};
 		return *r.ls;
@@ -459,7 +453,7 @@ private:
 	uint64_t names_gen_ = 0; // bumped at each change of a thread's comm or Java name
 	uint64_t lock_track(int64_t tid, const TraceInfo &tr, uint64_t lock, const char *kind)
 	{
-		LastLockTrack &l = last_lt_[cache_place(static_cast<uint64_t>(tid), lock)];
+		LastLockTrack &l = last_lt_[analyze::cache_place(static_cast<uint64_t>(tid), lock)];
 		if (l.tr == &tr && l.tid == tid && l.lock == lock && l.gen == names_gen_)
 			return l.uuid;
 		const uint64_t parent = thread_track(tid, &tr);
