@@ -427,12 +427,6 @@ private:
 // escape, or too long for the buffer, fail it (ok false): the event is then
 // written by the JsonWriter, byte for byte what this writes.
 class Line {
-	// "00" to "99".
-	static constexpr char kPairs[] =
-		"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-		"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-		"8081828384858687888990919293949596979899";
-
 public:
 	bool ok = true;
 	std::string_view text() const { return std::string_view(b_ + 2, static_cast<size_t>(p_ - b_ - 2)); }
@@ -491,38 +485,21 @@ public:
 		}
 		return *this;
 	}
-	// JsonWriter::fixed(v, 3): microseconds from nanoseconds.  The digits
-	// of |v| two at a time (one division by a constant each), at least
-	// four, then the point put before the last three.
+	// JsonWriter::fixed(v, 3): microseconds from nanoseconds.
 	Line &us(int64_t v)
 	{
 		if (!room(32))
 			return *this;
 		if (v < 0)
 			*p_++ = '-';
-		uint64_t a = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
-		char d[24];
-		char *const e = d + sizeof d;
-		char *q = e;
-		while (a >= 100) {
-			q -= 2;
-			std::memcpy(q, kPairs + a % 100 * 2, 2);
-			a /= 100;
-		}
-		if (a >= 10) {
-			q -= 2;
-			std::memcpy(q, kPairs + a * 2, 2);
-		} else {
-			*--q = static_cast<char>('0' + a);
-		}
-		while (e - q < 4)
-			*--q = '0';
-		const size_t whole = static_cast<size_t>(e - q) - 3;
-		std::memcpy(p_, q, whole);
-		p_ += whole;
-		*p_++ = '.';
-		std::memcpy(p_, e - 3, 3);
-		p_ += 3;
+		const uint64_t a = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+		p_ = std::to_chars(p_, p_ + 24, a / 1000).ptr;
+		const unsigned f = static_cast<unsigned>(a % 1000);
+		p_[0] = '.';
+		p_[1] = static_cast<char>('0' + f / 100);
+		p_[2] = static_cast<char>('0' + f / 10 % 10);
+		p_[3] = static_cast<char>('0' + f % 10);
+		p_ += 4;
 		return *this;
 	}
 	Line &f64(double v) // JsonWriter::f64

@@ -105,42 +105,6 @@ void utf8_append_repaired(std::string &out, std::string_view s)
 
 namespace {
 
-bool plain(unsigned char c)
-{
-	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
-}
-
-} // namespace
-
-/*
- * Eight bytes x at a time, each test exact for "is there such a byte"
- * (a borrow or carry may set more high bits once one is found):
- *   a byte below 0x20     (x - 0x20 each) & ~x, its high bit
- *   a byte above 0x7e     (x + 0x01 each) | x, its high bit
- *   a byte equal to c     the same as below 0x01 of x ^ (c each)
- */
-bool json_plain(std::string_view s)
-{
-	constexpr uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
-	const char *p = s.data();
-	size_t n = s.size();
-	for (; n >= 8; p += 8, n -= 8) {
-		uint64_t x;
-		std::memcpy(&x, p, 8);
-		const uint64_t q = x ^ (kOnes * '"'), b = x ^ (kOnes * '\\');
-		const uint64_t bad =
-			((x - kOnes * 0x20) & ~x) | (x + kOnes) | x | ((q - kOnes) & ~q) | ((b - kOnes) & ~b);
-		if (bad & kHighs)
-			return false;
-	}
-	for (; n; p++, n--)
-		if (!plain(static_cast<unsigned char>(*p)))
-			return false;
-	return true;
-}
-
-namespace {
-
 // A short string with nothing to escape (keys, names, most values), with
 // `pre` before it and `post` after it, in one append: the per-event path
 // of `strata export --format json`.
