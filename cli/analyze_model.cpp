@@ -275,7 +275,8 @@ public:
 	{
 		const size_t j = head_ + n_;
 		if (c0_ + j / kChunk == chunks_.size())
-			chunks_.push_back(spare_ ? std::move(spare_) : std::make_unique<T[]>(kChunk));
+			chunks_.push_back(spare_ ? std::move(spare_)
+						 : std::unique_ptr<T[]>(new T[kChunk])); // not zeroed
 		at(j) = x;
 		n_++;
 	}
@@ -410,9 +411,11 @@ void symbolize(Report &rep, const Options &opt, const Symbolizer &sym)
 	}
 }
 
-class Model {
+class Model final : public EventSink {
 public:
 	Model(Report &rep, const Options &opt) : rep_(rep), opt_(opt), tl_cap_(opt.timeline_max) {}
+	void event(const Event &e) override { on_event(e); }
+	void held(const Event &acq, int64_t unlock_ts) override;
 	void on_event(const Event &e);
 	void finish(const Symbolizer &sym);
 
@@ -444,36 +447,27 @@ private:
 	size_t tl_cap_;           // timeline candidates kept per lock and kind
 	size_t tl_kept_ = 0;      // over all locks
 	std::map<LockKey, Work> locks_;
-	// work_of()'s last answers, most recent first (a thread nesting two
-	// locks alternates between them; std::map's nodes do not move).
-	static constexpr size_t kRecent = 4;
+	// work_of()'s answers by key (cache_place(); std::map's nodes do not
+	// move, and none is erased).
 	struct RecentWork {
 		LockKey key{0, 0};
 		Work *w = nullptr;
-	} recent_work_[kRecent];
+	} recent_work_[kCachePlaces];
 	std::map<LockKey, CondStats> conds_;
 	std::map<LockKey, CondUse> cond_use_;
 	std::map<std::pair<uint32_t, int64_t>, uint64_t> unlocks_of_;
-	// unlocks_of_'s last entries, most recent first (threads' events
-	// interleave; nodes do not move).
+	// unlocks_of_'s entries by key (as recent_work_).
 	struct RecentUnlocks {
 		std::pair<uint32_t, int64_t> key{0, 0};
 		uint64_t *n = nullptr;
-	} recent_unlocks_[kRecent];
+	} recent_unlocks_[kCachePlaces];
 	uint64_t &unlocks_of(uint32_t proc, int64_t tid)
 	{
 		const std::pair<uint32_t, int64_t> key{proc, tid};
-		size_t i = 0;
-		while (i < kRecent && !(recent_unlocks_[i].n && recent_unlocks_[i].key == key))
-			i++;
-		if (i == 0)
-			return *recent_unlocks_[0].n;
-		const RecentUnlocks hit =
-			i < kRecent ? recent_unlocks_[i] : RecentUnlocks{key, &unlocks_of_[key]};
-		std::move_backward(recent_unlocks_, recent_unlocks_ + (i < kRecent ? i : kRecent - 1),
-				   recent_unlocks_ + (i < kRecent ? i + 1 : kRecent));
-		recent_unlocks_[0] = hit;
-		return *hit.n;
+		RecentUnlocks &r = recent_unlocks_[cache_place(proc, static_cast<uint64_t>(tid))];
+		if (!r.n || r.key != key)
+			r = RecentUnlocks{key, &unlocks_of_[key]};
+		return *r.n;
 	}
 	std::set<LockKey> cond_lock_keys_;
 	std::map<uint32_t, bool> counts_done_; // per process with counts: its final flush seen since
@@ -481,20 +475,10 @@ private:
 
 Work &Model::work_of(uint32_t proc, uint64_t addr, Op op)
 {
-	// The last lock's first: a thread mostly takes and releases one lock
-	// (std::map's nodes do not move).
-	if (recent_work_[0].w && recent_work_[0].key.proc == proc && recent_work_[0].key.addr == addr)
-		return *recent_work_[0].w;
-	size_t i = 1;
-	while (i < kRecent &&
-	       !(recent_work_[i].w && recent_work_[i].key.proc == proc && recent_work_[i].key.addr == addr))
-		i++;
-	const RecentWork hit =
-		i < kRecent ? recent_work_[i] : RecentWork{{proc, addr}, &locks_[LockKey{proc, addr}]};
-	std::move_backward(recent_work_, recent_work_ + (i < kRecent ? i : kRecent - 1),
-			   recent_work_ + (i < kRecent ? i + 1 : kRecent));
-	recent_work_[0] = hit;
-	Work &w = *hit.w;
+	RecentWork &r = recent_work_[cache_place(proc, addr)];
+	if (!r.w || r.key.proc != proc || r.key.addr != addr)
+		r = RecentWork{{proc, addr}, &locks_[LockKey{proc, addr}]};
+	Work &w = *r.w;
 	if (w.st.kind.empty()) {
 		w.st.proc = proc;
 		w.st.addr = addr;
@@ -507,9 +491,10 @@ Work &Model::work_of(uint32_t proc, uint64_t addr, Op op)
 // move earlier, see end_hold): when they leave `recent`.
 uint64_t Model::close_hold(Work &w, int64_t tid, const Hold &h, int64_t at)
 {
-	w.recent.push_back({{h.ts, std::max(at, h.ts), tid, h.caller}, now_});
+	const int64_t end = std::max(at, h.ts);
+	w.recent.push_back({{h.ts, end, tid, h.caller}, now_});
 	recent_total_++;
-	w.hold_longest = std::max(w.hold_longest, w.recent.back().s.end - h.ts);
+	w.hold_longest = std::max(w.hold_longest, end - h.ts);
 	w.lag_longest = std::max(w.lag_longest, now_ - h.ts);
 	const uint64_t n = w.base + w.recent.size() - 1;
 	if (n % kBlock == 0 || w.block_start.empty())
@@ -872,6 +857,54 @@ void Model::on_counts(const Event &e)
 	s.acquisitions += e.count;
 }
 
+/*
+ * A compact record's hold: what on_event() does with its acquisition and
+ * its unlock, in one pass (the preload's records are nearly all these):
+ * one look-up of the lock and of the thread's holds, and the hold never
+ * pushed on them.  Only when the acquisition's own steps change nothing
+ * but the counts: no other thread's hold to hand off (handoff() returns
+ * at once), no wait that settle() could blame (the first unblamed one
+ * ended after the acquisition, which is then not final, or is younger
+ * than the settling time), and evict() finds `recent` as the lock's last
+ * event left it, below evict_at.  Otherwise the two events in turn.
+ */
+void Model::held(const Event &acq, int64_t unlock_ts)
+{
+	Work &w = work_of(acq.proc, acq.lock, acq.op);
+	std::vector<Hold> &mine = w.open_of(acq.tid);
+	bool blames = false;
+	if (!w.unblamed.empty()) {
+		const int64_t end = w.unblamed.front().end;
+		const int64_t now = std::max(rep_.events ? rep_.last_ts : acq.ts, acq.ts);
+		blames = end + std::max(kSettleNs, w.hold_longest) <= now
+				 ? end <= acq.ts
+				 : end == std::numeric_limits<int64_t>::min();
+	}
+	if (blames || w.open_n != mine.size()) {
+		on_event(acq);
+		on_event(unlock_of(acq, unlock_ts));
+		return;
+	}
+	// The acquisition (on_event, on_acquire).
+	if (rep_.events++ == 0)
+		rep_.first_ts = rep_.last_ts = acq.ts;
+	rep_.first_ts = std::min(rep_.first_ts, acq.ts);
+	rep_.last_ts = std::max(rep_.last_ts, acq.ts);
+	w.st.acquisitions++;
+	Site &s = w.site_of(acq.caller);
+	s.caller = acq.caller;
+	s.acquisitions++;
+	// The unlock (on_event, end_hold): the hold just taken is the last.
+	rep_.events++;
+	rep_.first_ts = std::min(rep_.first_ts, unlock_ts);
+	rep_.last_ts = std::max(rep_.last_ts, unlock_ts);
+	now_ = rep_.last_ts;
+	unlocks_of(acq.proc, acq.tid)++;
+	close_hold(w, acq.tid, Hold{acq.ts, acq.caller, true}, unlock_ts);
+	settle(w);
+	evict(w);
+}
+
 // One event, in time order; none is kept.
 void Model::on_event(const Event &e)
 {
@@ -1045,7 +1078,7 @@ void Model::finish(const Symbolizer &sym)
 Report analyze(const Input &in, const Options &opt, const Symbolizer &sym)
 {
 	return analyze_feed(
-		[&in](const std::function<void(const Event &)> &on) {
+		[&in](EventSink &on) {
 			for (const Event &e : in.events)
 				on(e);
 		},
@@ -1057,7 +1090,7 @@ Report analyze_feed(const EventFeed &feed, const Input &meta, const Options &opt
 {
 	Report rep;
 	Model m(rep, opt);
-	feed([&m](const Event &e) { m.on_event(e); });
+	feed(m);
 	rep.procs = meta.procs;
 	rep.discarded = meta.discarded;
 	rep.other_events = meta.other_events;

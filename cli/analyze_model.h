@@ -66,6 +66,16 @@ enum class Op {
 // Event name without the provider ("mutex_lock") -> Op; false if unknown.
 bool op_from_name(const std::string &name, Op *op);
 
+// The place of a key (a, b) in a table of 64 that caches look-ups of a
+// map (the model's locks and threads, the exporter's lock tracks):
+// several threads each nesting two locks take turns, which a short
+// most-recent-first list missed, or walked and moved far, at every event.
+constexpr size_t kCachePlaces = 64;
+inline size_t cache_place(uint64_t a, uint64_t b)
+{
+	return static_cast<size_t>((a * 0x9e3779b97f4a7c15ULL + b * 0xc2b2ae3d27d4eb4fULL) >> 58);
+}
+
 struct Event {
 	int64_t ts = 0;    // ns from the clock's origin
 	uint32_t proc = 0; // index into Input::procs
@@ -234,13 +244,43 @@ struct Options {
 
 Report analyze(const Input &in, const Options &opt, const Symbolizer &sym);
 
+// What a feed gives its events to, in time order: the model itself,
+// one call an event (no std::function between the reader and it).
+class EventSink {
+public:
+	virtual void event(const Event &e) = 0;
+	void operator()(const Event &e) { event(e); }
+	// A compact record's uncontended hold (docs/pthread.md): event(acq),
+	// then event() of its unlock at unlock_ts (acq's thread and lock).
+	// acq: a successful MutexLock or MutexTrylock, no wait, no stack.
+	virtual void held(const Event &acq, int64_t unlock_ts)
+	{
+		event(acq);
+		event(unlock_of(acq, unlock_ts));
+	}
+	static Event unlock_of(const Event &acq, int64_t ts)
+	{
+		Event u;
+		u.proc = acq.proc;
+		u.tid = acq.tid;
+		u.lock = acq.lock;
+		u.caller = acq.caller;
+		u.op = Op::MutexUnlock;
+		u.ts = ts;
+		return u;
+	}
+
+protected:
+	~EventSink() = default;
+};
+
 // The same, streaming: `feed` calls its argument with each event in time
 // order (the reader decodes them one at a time), and none is kept; memory
 // is bounded by the locks, threads and call sites, not by the events
 // (see analyze_model.cpp, "Memory"); `meta`
 // (procs, discarded, other_events) is read once feed has returned, so the
 // reader may fill it meanwhile.  Input::events is not used.
-using EventFeed = std::function<void(const std::function<void(const Event &)> &)>;
+using EventFeed = std::function<void(EventSink &)>;
 Report analyze_feed(const EventFeed &feed, const Input &meta, const Options &opt, const Symbolizer &sym);
 
 // Nearest-rank percentile (p in 0..100) of unsorted values; 0 if empty.

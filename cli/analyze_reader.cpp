@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "read_event.h"
+#include "read_progress.h"
 
 namespace strata {
 namespace analyze {
@@ -33,8 +34,9 @@ struct Sink {
 	ClassOf *last_of = nullptr;
 	const void *last_trace = nullptr;
 	uint32_t last_proc = 0;
-	const std::function<void(const Event &)> *on = nullptr; // streaming: each event, none kept
-	const std::function<void(int64_t)> *progress = nullptr;
+	EventSink *on = nullptr; // streaming: each event, none kept
+	Progress *progress = nullptr;
+	uint64_t delivered = 0;
 	std::map<const void *, uint32_t> procs; // by trace_key()
 	bool several_machines = false;          // the sub-traces' env.hostname differ
 	// Compact records: site id -> caller per process; kept events whose
@@ -44,14 +46,13 @@ struct Sink {
 	std::map<std::pair<uint32_t, uint64_t>, uint64_t> sites;
 	std::vector<std::pair<size_t, uint64_t>> by_site;
 	bool reorder = false;
-	// deliver()'s last sites found in `sites`, most recent first (a thread
-	// nesting two locks alternates between two); forgotten when a site
-	// event changes `sites`.
+	// site_caller()'s answers from `sites` by key (cache_place());
+	// forgotten when a site event changes `sites`.
 	struct RecentSite {
 		std::pair<uint32_t, uint64_t> key{0, 0};
 		uint64_t caller = 0;
 		bool ok = false;
-	} recent_sites[4];
+	} recent_sites[kCachePlaces];
 	void forget_sites()
 	{
 		for (RecentSite &r : recent_sites)
@@ -95,38 +96,30 @@ template <class E> uint32_t proc_of(Sink *s, const E &ev)
 // An event to the model (streaming) or kept.  With a site id, its caller
 // is looked up now; a kept event whose site is not known yet is resolved
 // after reading, a streamed one keeps caller 0.
+// The caller of site id `site` of process `proc` into e->caller; false
+// when the site is not known yet.
+bool site_caller(Sink *s, uint32_t proc, uint64_t site, Event *e)
+{
+	const std::pair<uint32_t, uint64_t> key{proc, site};
+	Sink::RecentSite &r = s->recent_sites[cache_place(proc, site)];
+	if (!r.ok || r.key != key) {
+		auto it = s->sites.find(key);
+		if (it == s->sites.end())
+			return false;
+		r = Sink::RecentSite{key, it->second, true};
+	}
+	e->caller = r.caller;
+	return true;
+}
+
 void deliver(Sink *s, Event &&e, const uint64_t *site)
 {
-	if (site) {
-		// The last site's caller first (a compact record gives two
-		// events of one site; a loop, many).
-		const std::pair<uint32_t, uint64_t> key{e.proc, *site};
-		Sink::RecentSite *r = s->recent_sites;
-		size_t i = 0;
-		while (i < 4 && !(r[i].ok && r[i].key == key))
-			i++;
-		if (i < 4) {
-			e.caller = r[i].caller;
-			if (i) {
-				const Sink::RecentSite hit = r[i];
-				std::move_backward(r, r + i, r + i + 1);
-				r[0] = hit;
-			}
-		} else {
-			auto it = s->sites.find(key);
-			if (it != s->sites.end()) {
-				e.caller = it->second;
-				std::move_backward(r, r + 3, r + 4);
-				r[0] = Sink::RecentSite{key, it->second, true};
-			} else if (!s->on) {
-				s->by_site.emplace_back(s->in->events.size(), *site);
-			}
-		}
-	}
+	if (site && !site_caller(s, e.proc, *site, &e) && !s->on)
+		s->by_site.emplace_back(s->in->events.size(), *site);
 	if (s->progress)
-		(*s->progress)(e.ts);
+		s->progress->update(++s->delivered, e.ts);
 	if (s->on)
-		(*s->on)(e);
+		s->on->event(e);
 	else
 		s->in->events.push_back(std::move(e));
 }
@@ -152,18 +145,23 @@ template <class E> void on_compact(Sink *s, ClassOf &c, const E &ev, Event &&bas
 	base.op = c.op;
 	base.lock = ev.u64(c.f_lock);
 	base.ts = now - static_cast<int64_t>(back);
-	Event un; // base's copy, field by field (no vector to copy)
-	if (held) {
-		un.proc = base.proc;
-		un.tid = base.tid;
-		un.lock = base.lock;
-		un.op = Op::MutexUnlock;
-		un.ts = now;
-	}
-	deliver(s, std::move(base), &site);
-	if (held)
-		deliver(s, std::move(un), &site);
 	s->reorder = true;
+	if (held && s->on) { // streamed: both events in one call
+		site_caller(s, base.proc, site, &base);
+		if (s->progress) {
+			s->progress->update(++s->delivered, base.ts);
+			s->progress->update(++s->delivered, now);
+		}
+		s->on->held(base, now);
+		return;
+	}
+	if (!held) {
+		deliver(s, std::move(base), &site);
+		return;
+	}
+	Event un = EventSink::unlock_of(base, now);
+	deliver(s, std::move(base), &site);
+	deliver(s, std::move(un), &site);
 }
 
 // Counting mode (docs/pthread.md): mutex_counts is `count` uncontended
@@ -276,8 +274,7 @@ bool read_trace(const std::string &dir, Input *in, std::string *err)
 	return read_trace_feed(dir, in, nullptr, nullptr, err);
 }
 
-bool read_trace_feed(const std::string &dir, Input *in, const std::function<void(const Event &)> *on,
-		     const std::function<void(int64_t)> *progress, std::string *err)
+bool read_trace_feed(const std::string &dir, Input *in, EventSink *on, Progress *progress, std::string *err)
 {
 	rd::Source src("analyze");
 	if (!src.open(dir)) {
@@ -289,8 +286,7 @@ bool read_trace_feed(const std::string &dir, Input *in, const std::function<void
 	return ok;
 }
 
-bool read_trace_feed(rd::Source &src, Input *in, const std::function<void(const Event &)> *on,
-		     const std::function<void(int64_t)> *progress, std::string *err)
+bool read_trace_feed(rd::Source &src, Input *in, EventSink *on, Progress *progress, std::string *err)
 {
 	Sink sink;
 	sink.in = in;

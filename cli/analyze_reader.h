@@ -9,6 +9,7 @@
 #include "analyze_model.h"
 
 namespace strata {
+class Progress;
 namespace rd {
 class Source;
 }
@@ -23,14 +24,12 @@ namespace analyze {
 bool read_trace(const std::string &dir, Input *in, std::string *err);
 
 // The same, streaming: each pthread event goes to *on (when not null)
-// instead of in->events; *progress (when not null) gets each event's time.
+// instead of in->events; *progress (when not null) is updated after each.
 // in gets the processes, mappings and counts.
-bool read_trace_feed(const std::string &dir, Input *in, const std::function<void(const Event &)> *on,
-		     const std::function<void(int64_t)> *progress, std::string *err);
+bool read_trace_feed(const std::string &dir, Input *in, EventSink *on, Progress *progress, std::string *err);
 // The same from an opened source (its damage and warnings are the
 // caller's to finish()); *err empty when the reason was already printed.
-bool read_trace_feed(rd::Source &src, Input *in, const std::function<void(const Event &)> *on,
-		     const std::function<void(int64_t)> *progress, std::string *err);
+bool read_trace_feed(rd::Source &src, Input *in, EventSink *on, Progress *progress, std::string *err);
 
 } // namespace analyze
 } // namespace strata

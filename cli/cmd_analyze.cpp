@@ -113,14 +113,9 @@ int strata_cmd_analyze(int argc, char **argv)
 	if (!src.open(dir))
 		return strata::cli::kFail;
 	strata::Progress progress = strata::progress_for("analyze", src);
-	uint64_t seen = 0;
-	const std::function<void(int64_t)> tick = [&](int64_t ts) { progress.update(++seen, ts); };
 	std::unique_ptr<SymbolTable> syms;
 	Report rep = analyze_feed(
-		[&](const std::function<void(const Event &)> &on) {
-			ok = read_trace_feed(src, &in, &on, &tick, &err);
-		},
-		in, opt,
+		[&](EventSink &on) { ok = read_trace_feed(src, &in, &on, &progress, &err); }, in, opt,
 		[&](uint32_t proc, uint64_t addr, bool code) {
 			if (!syms)
 				syms.reset(new SymbolTable(in.maps));

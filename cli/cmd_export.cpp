@@ -80,6 +80,10 @@ struct ClassInfo : rd::SlotCache {
 	// mutex_acquired or mutex_tryacquired (an acquisition age_ns before,
 	// its unlock to come).
 	int compact = 0;
+	// Their fields' slots, resolved at the first record (the per-event
+	// path: no look-up by name).
+	bool resolved = false;
+	rd::FieldSlot f_lock, f_back;
 	// pthread:mutex_counts (counting mode): pairs with no interval, shown
 	// as the instant of their record and counted for the closing note.
 	bool counts = false;
@@ -295,7 +299,7 @@ private:
 	const rd::TraceIdent *last_trace_ = nullptr;
 	TraceInfo *last_info_ = nullptr;
 	const void *last_class_ = nullptr;
-	const ClassInfo *last_class_info_ = nullptr;
+	ClassInfo *last_class_info_ = nullptr;
 	std::unordered_map<int64_t, bool> procs_; // pid -> descriptor out
 	// pid -> its user sub-trace's procname (learnt in the pre-pass): a
 	// process first seen in the kernel's events is named by it, not by the
@@ -346,26 +350,19 @@ private:
 		return threads[tid].name() + " (tid " + std::to_string(real_id(tid)) + ")";
 	}
 	std::unordered_map<uint64_t, LockState> locks_;
-	// The last locks looked up, most recent first (a thread often nests
-	// two locks, so one entry misses at every event): locks_'s elements,
-	// never erased, do not move.
-	static constexpr size_t kRecent = 4;
+	// The locks looked up, by key (analyze::cache_place()): locks_'s
+	// elements, never erased, do not move.
+	static constexpr size_t kCached = analyze::kCachePlaces;
 	struct RecentLock {
 		uint64_t key = 0;
 		LockState *ls = nullptr;
-	} recent_locks_[kRecent];
+	} recent_locks_[kCached];
 	LockState &lock_state(uint64_t key)
 	{
-		if (recent_locks_[0].ls && recent_locks_[0].key == key)
-			return *recent_locks_[0].ls;
-		size_t i = 1;
-		while (i < kRecent && !(recent_locks_[i].ls && recent_locks_[i].key == key))
-			i++;
-		RecentLock hit = i < kRecent ? recent_locks_[i] : RecentLock{key, &locks_[key]};
-		std::move_backward(recent_locks_, recent_locks_ + (i < kRecent ? i : kRecent - 1),
-				   recent_locks_ + (i < kRecent ? i + 1 : kRecent));
-		recent_locks_[0] = hit;
-		return *hit.ls;
+		RecentLock &r = recent_locks_[analyze::cache_place(key, 0)];
+		if (!r.ls || r.key != key)
+			r = RecentLock{key, &locks_[key]};
+		return *r.ls;
 	}
 	std::unordered_map<HoldKey, uint32_t, HoldKeyHash> holds_; // open holds per (thread, lock)
 	std::unordered_map<uint64_t, bool> child_tracks_;
@@ -396,7 +393,7 @@ private:
 			proc_names_.emplace(t.pid, t.procname);
 		return *(last_info_ = &traces_.emplace(&id, t).first->second);
 	}
-	template <class E> const ClassInfo &class_of(const E &ev, const TraceInfo &tr)
+	template <class E> ClassInfo &class_of(const E &ev, const TraceInfo &tr)
 	{
 		const void *key = ev.class_key();
 		if (key == last_class_)
@@ -453,26 +450,20 @@ private:
 		}
 		return uuid;
 	}
-	// The last (thread, lock)'s track (a thread mostly takes one lock
-	// again and again), valid while no thread was renamed (names_gen_).
-	// The last few, most recent first (a thread nesting two locks).
+	// The (thread, lock)s' tracks looked up, by key (as recent_locks_),
+	// each valid while no thread was renamed (names_gen_): then its
+	// thread's track and its own are out.
 	struct LastLockTrack {
 		int64_t tid = 0;
 		uint64_t lock = 0, uuid = 0, gen = 0;
 		const TraceInfo *tr = nullptr;
-	} last_lt_[kRecent];
+	} last_lt_[kCached];
 	uint64_t names_gen_ = 0; // bumped at each change of a thread's comm or Java name
 	uint64_t lock_track(int64_t tid, const TraceInfo &tr, uint64_t lock, const char *kind)
 	{
-		for (size_t i = 0; i < kRecent; i++) {
-			const LastLockTrack &l = last_lt_[i];
-			if (l.tr == &tr && l.tid == tid && l.lock == lock && l.gen == names_gen_) {
-				const LastLockTrack hit = l;
-				std::move_backward(last_lt_, last_lt_ + i, last_lt_ + i + 1);
-				last_lt_[0] = hit;
-				return hit.uuid; // its thread's track and its own are out
-			}
-		}
+		LastLockTrack &l = last_lt_[analyze::cache_place(static_cast<uint64_t>(tid), lock)];
+		if (l.tr == &tr && l.tid == tid && l.lock == lock && l.gen == names_gen_)
+			return l.uuid;
 		const uint64_t parent = thread_track(tid, &tr);
 		const uint64_t uuid = kLockTrack | (mix(static_cast<uint64_t>(tid) ^ mix(lock)) >> 8);
 		if (child_tracks_.find(uuid) == child_tracks_.end()) {
@@ -482,8 +473,7 @@ private:
 			sink_.child_track(uuid, parent, threads[tid].pid >= 0 ? threads[tid].pid : tid, tid,
 					  name, false);
 		}
-		std::move_backward(last_lt_, last_lt_ + kRecent - 1, last_lt_ + kRecent);
-		last_lt_[0] = LastLockTrack{tid, lock, uuid, names_gen_, &tr};
+		l = LastLockTrack{tid, lock, uuid, names_gen_, &tr};
 		return uuid;
 	}
 
@@ -509,7 +499,7 @@ private:
 	template <class E> void on_event(const E &pl)
 	{
 		TraceInfo &tr = trace_of(pl);
-		const ClassInfo &c = class_of(pl, tr);
+		ClassInfo &c = class_of(pl, tr);
 		const int64_t ts = pl.ns();
 		last_ts_ = ts;
 		have_ts_ = true;
@@ -810,10 +800,15 @@ private:
 	// received (a zero-length "release" slice on the releaser's track) to
 	// that waiter's wait.  Meaning of the fields: docs/pthread.md.
 	template <class E>
-	void pthread_event(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const E &pl)
+	void pthread_event(int64_t ts, int64_t tid, const TraceInfo &tr, ClassInfo &c, const E &pl)
 	{
 		using analyze::Op;
-		const uint64_t lock = c.u64(pl, "lock");
+		if (c.compact && !c.resolved) {
+			c.f_lock = c.get(pl, "lock");
+			c.f_back = c.get(pl, c.compact == 1 ? "hold_ns" : "age_ns");
+			c.resolved = true;
+		}
+		const uint64_t lock = c.compact ? pl.u64(c.f_lock) : c.u64(pl, "lock");
 		const bool rw = c.op == Op::RwRdlock || c.op == Op::RwWrlock || c.op == Op::RwTryrdlock ||
 				c.op == Op::RwTrywrlock || c.op == Op::RwUnlock;
 		const bool sem = c.op == Op::SemWait || c.op == Op::SemTimedwait || c.op == Op::SemTrywait ||
@@ -824,8 +819,7 @@ private:
 		args_.clear();
 		if (c.compact) { // uncontended: a hold from its acquisition, no wait
 			const bool held = c.compact == 1;
-			const int64_t from =
-				ts - static_cast<int64_t>(c.u64(pl, held ? "hold_ns" : "age_ns"));
+			const int64_t from = ts - static_cast<int64_t>(pl.u64(c.f_back));
 			const uint64_t track = lock_track(tid, tr, lock, kind);
 			ls.released = false;
 			sink_.begin(from, track, "hold", args_, 0);

@@ -383,14 +383,33 @@ private:
 		at[0] = static_cast<char>((n & 0x7f) | 0x80);
 		at[1] = static_cast<char>(n >> 7);
 	}
+	// v as a varint at p (plain_event's room: it may store up to 8 bytes
+	// past the varint's end).  Straight-line: a timestamp or a track's
+	// uuid is 9 or 10 bytes, whose loop was a third of plain_event's time.
 	static char *varint(char *p, uint64_t v)
 	{
-		while (v >= 0x80) {
-			*p++ = static_cast<char>((v & 0x7f) | 0x80);
-			v >>= 7;
+		if (v < 0x80) {
+			*p = static_cast<char>(v);
+			return p + 1;
 		}
-		*p++ = static_cast<char>(v);
-		return p;
+		// The low 56 bits in 8 groups of 7, one a byte, little-endian.
+		uint64_t w = (v & 0x7f) | (v << 1 & 0x7f00) | (v << 2 & 0x7f0000) | (v << 3 & 0x7f000000) |
+			     (v << 4 & 0x7f00000000) | (v << 5 & 0x7f0000000000) |
+			     (v << 6 & 0x7f000000000000) | (v << 7 & 0x7f00000000000000);
+		const unsigned n = (64 - static_cast<unsigned>(__builtin_clzll(v)) + 6) / 7; // 2..10 bytes
+		if (n <= 8) {
+			w |= 0x8080808080808080ull >> (8 * (9 - n)); // every byte but the last
+			std::memcpy(p, &w, 8);
+			return p + n;
+		}
+		w |= 0x8080808080808080ull;
+		std::memcpy(p, &w, 8);
+		p[8] = static_cast<char>(v >> 56 & 0x7f);
+		if (n == 9)
+			return p + 9;
+		p[8] = static_cast<char>(p[8] | 0x80);
+		p[9] = static_cast<char>(v >> 63);
+		return p + 10;
 	}
 	// A packet of Perfetto machine `mach` (0: the host, the field left out).
 	size_t open_packet(uint32_t mach, int64_t ts = -1)
@@ -483,11 +502,10 @@ public:
 	{
 		if (!room(s.size() + 2))
 			return *this;
-		for (const char c : s)
-			if (!plain(static_cast<unsigned char>(c))) {
-				ok = false;
-				return *this;
-			}
+		if (!json_plain(s)) {
+			ok = false;
+			return *this;
+		}
 		*p_++ = '"';
 		p_ = copy(p_, s);
 		*p_++ = '"';
@@ -550,7 +568,6 @@ public:
 private:
 	char b_[1024];
 	char *p_ = b_ + 2; // b_[0, 2): room for line()'s separator
-	static bool plain(unsigned char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; }
 	static char *copy(char *d, std::string_view s)
 	{
 		if (!s.empty())
@@ -581,12 +598,12 @@ public:
 	}
 	void process(uint64_t uuid, int64_t pid, const std::string &name) override
 	{
-		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p', {}, {}};
+		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p', {}, {}, {}};
 		process_name(pid, name);
 	}
 	void thread(uint64_t uuid, uint64_t, int64_t pid, int64_t tid, const std::string &name) override
 	{
-		tracks_[uuid] = Track{pid, tid, std::string(), false, 't', {}, {}};
+		tracks_[uuid] = Track{pid, tid, std::string(), false, 't', {}, {}, {}};
 		thread_name(pid, tid, name);
 	}
 	void child_track(uint64_t uuid, uint64_t parent, int64_t pid, int64_t tid, const std::string &name,
@@ -595,10 +612,10 @@ public:
 		// A track of no process or thread (the kernel's own events) is
 		// global, or its machine's.
 		if (parent && machines_.count(parent))
-			tracks_[uuid] = Track{pid, 0, name, false, 'p', {}, {}};
+			tracks_[uuid] = Track{pid, 0, name, false, 'p', {}, {}, {}};
 		else
-			tracks_[uuid] =
-				Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g', {}, {}};
+			tracks_[uuid] = Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g',
+					      {},  {},  {}};
 	}
 	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args,
 		   uint64_t flow_in) override
@@ -614,22 +631,16 @@ public:
 		// The slot mostly holds this very name already (a lock's holds,
 		// one after another): then it is not built again.
 		const size_t tail = t.async ? t.name.size() + 1 : 0;
-		if (shown.size() != name.size() + tail || shown.compare(0, name.size(), name) != 0 ||
-		    (t.async && (shown[name.size()] != ' ' ||
-				 shown.compare(name.size() + 1, t.name.size(), t.name) != 0))) {
+		if (shown.size() != name.size() + tail || !same(shown.data(), name) ||
+		    (t.async &&
+		     (shown[name.size()] != ' ' || !same(shown.data() + name.size() + 1, t.name)))) {
 			shown.assign(name);
 			if (t.async) {
 				shown += ' ';
 				shown += t.name;
 			}
 		}
-		Line l;
-		l.lit(t.async ? "{\"ph\":\"b\",\"name\":" : "{\"ph\":\"B\",\"name\":").str(shown);
-		if (t.async)
-			async_id(l, t, track);
-		where(l, t, ts);
-		args_line(l, args);
-		if (put(l))
+		if (head_line(t, track, 0, shown, ts, args))
 			return;
 		JsonWriter w = start_event(t.async ? "b" : "B");
 		w.key("name").str(shown);
@@ -646,13 +657,7 @@ public:
 		const Track &t = track_of(track);
 		Names &names = names_of(track);
 		const std::string &name = names.n ? names.v[names.n - 1] : t.name;
-		Line l;
-		l.lit(t.async ? "{\"ph\":\"e\",\"name\":" : "{\"ph\":\"E\",\"name\":").str(name);
-		if (t.async)
-			async_id(l, t, track);
-		where(l, t, ts);
-		args_line(l, args);
-		if (!put(l)) {
+		if (!head_line(t, track, 1, name, ts, args)) {
 			JsonWriter w = start_event(t.async ? "e" : "E");
 			w.key("name").str(name);
 			if (t.async)
@@ -770,6 +775,14 @@ private:
 		// Line's text of where() but the time: ,"pid":P,"tid":T,"ts":
 		// (made at the track's first event), and of async_id().
 		mutable std::string at, id;
+		// A B/b (0) and an E/e (1) line up to its time, for the slice
+		// name it was made for (head_line()); ok false when Line could
+		// not make it.
+		struct Head {
+			std::string name, text;
+			bool ok = false, made = false;
+		};
+		mutable Head heads[2];
 	};
 	// The names of a track's open slices, innermost last: v[0, n) (the
 	// strings past n kept for their buffers).
@@ -840,6 +853,12 @@ private:
 		s.end_object();
 	}
 
+	// Whether the s.size() bytes at p are s (inlined: std::string's
+	// compare() is a call).
+	static bool same(const char *p, const std::string &s)
+	{
+		return s.empty() || std::memcmp(p, s.data(), s.size()) == 0;
+	}
 	Track &track_of(uint64_t uuid) { return *recent(uuid).track; }
 	Names &names_of(uint64_t uuid) { return *recent(uuid).names; }
 	// An event's line: after the previous one's comma.
@@ -888,6 +907,11 @@ private:
 	}
 	void where(Line &l, const Track &t, int64_t ts)
 	{
+		l.lit(at_of(t)).us(ts - t0_);
+		last_ = ts > last_ ? ts : last_;
+	}
+	static const std::string &at_of(const Track &t)
+	{
 		if (t.at.empty()) {
 			char b[24];
 			t.at = ",\"pid\":";
@@ -899,8 +923,37 @@ private:
 			}
 			t.at += ",\"ts\":";
 		}
-		l.lit(t.at).us(ts - t0_);
+		return t.at;
+	}
+	// A slice's begin (end 0) or end (1) on track t as a Line, put: its
+	// text up to the time is the track's, made once per slice name (a
+	// lock's holds: one name, 2 lines each): byte for byte what Line
+	// makes of its parts.  False (nothing written) when Line cannot.
+	bool head_line(const Track &t, uint64_t track, int end, const std::string &name, int64_t ts,
+		       const Args &args)
+	{
+		Track::Head &h = t.heads[end];
+		if (!h.made || h.name.size() != name.size() || !same(h.name.data(), name)) {
+			static const char *const kPh[2][2] = {
+				{"{\"ph\":\"B\",\"name\":", "{\"ph\":\"b\",\"name\":"},
+				{"{\"ph\":\"E\",\"name\":", "{\"ph\":\"e\",\"name\":"}};
+			Line l;
+			l.lit(kPh[end][t.async]).str(name);
+			if (t.async)
+				async_id(l, t, track);
+			l.lit(at_of(t));
+			h.name = name;
+			h.text = l.text();
+			h.ok = l.ok;
+			h.made = true;
+		}
 		last_ = ts > last_ ? ts : last_;
+		if (!h.ok)
+			return false;
+		Line l;
+		l.lit(h.text).us(ts - t0_);
+		args_line(l, args);
+		return put(l);
 	}
 	// A flow's start ("s") or end ("f", bound to the enclosing slice).
 	void flow(const char *ph, uint64_t id, const Track &t, int64_t ts)
@@ -988,7 +1041,7 @@ private:
 	{
 		JsonWriter w = start_event(ph);
 		w.key("name").str(comm);
-		where(w, Track{machine_pid(m), cpu, std::string(), false, 't', {}, {}}, ts);
+		where(w, Track{machine_pid(m), cpu, std::string(), false, 't', {}, {}, {}}, ts);
 		if (tid >= 0) {
 			w.key("args").begin_object().key("tid").i64(tid);
 			if (ph[0] == 'E')

@@ -105,11 +105,6 @@ void utf8_append_repaired(std::string &out, std::string_view s)
 
 namespace {
 
-bool plain(unsigned char c)
-{
-	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
-}
-
 // A short string with nothing to escape (keys, names, most values), with
 // `pre` before it and `post` after it, in one append: the per-event path
 // of `strata export --format json`.
@@ -117,11 +112,8 @@ bool quote_plain(std::string &out, std::string_view pre, std::string_view s, std
 {
 	char b[128];
 	const size_t n = s.size();
-	if (pre.size() + n + post.size() + 2 > sizeof b)
+	if (pre.size() + n + post.size() + 2 > sizeof b || !json_plain(s))
 		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!plain(static_cast<unsigned char>(s[i])))
-			return false;
 	// An empty string_view may hold a null pointer, which memcpy must not
 	// be given even for 0 bytes (UBSan).
 	char *d = b;

@@ -35,6 +35,7 @@
 #define STRATA_JSON_WRITER_H
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,36 @@ namespace strata {
 
 // Appends s to out as a JSON string, quotes included (the one escaper).
 void json_quote(std::string &out, std::string_view s);
+
+// Whether json_quote() writes s as it is between its quotes: every byte
+// printable ASCII (0x20..0x7e) other than '"' and '\\'.  Inlined, eight
+// bytes x at a time (the per-event path of `strata export --format
+// json`), each test exact for "is there such a byte" (a borrow or carry
+// may set more high bits once one is found):
+//   a byte below 0x20     (x - 0x20 each) & ~x, its high bit
+//   a byte above 0x7e     (x + 0x01 each) | x, its high bit
+//   a byte equal to c     the same as below 0x01 of x ^ (c each)
+inline bool json_plain(std::string_view s)
+{
+	constexpr uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
+	const char *p = s.data();
+	size_t n = s.size();
+	for (; n >= 8; p += 8, n -= 8) {
+		uint64_t x;
+		std::memcpy(&x, p, 8);
+		const uint64_t q = x ^ (kOnes * '"'), b = x ^ (kOnes * '\\');
+		const uint64_t bad =
+			((x - kOnes * 0x20) & ~x) | (x + kOnes) | x | ((q - kOnes) & ~q) | ((b - kOnes) & ~b);
+		if (bad & kHighs)
+			return false;
+	}
+	for (; n; p++, n--) {
+		const unsigned char c = static_cast<unsigned char>(*p);
+		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
+			return false;
+	}
+	return true;
+}
 
 // Whether s is well-formed UTF-8 throughout; and s appended to out with
 // every maximal ill-formed subsequence replaced by U+FFFD, as json_quote

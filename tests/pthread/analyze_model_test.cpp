@@ -292,7 +292,7 @@ TEST(AnalyzeModel, LongStreamStaysExact)
 	const int64_t n = 3000000 / kStreamScale;
 	uint64_t waits = 0;
 	Report r = analyze_feed(
-		[&](const std::function<void(const Event &)> &on) {
+		[&](EventSink &on) {
 			for (int64_t i = 0; i < n; i++) {
 				const int64_t t = i * 1000;
 				if (i % 500000 == 250000) {
@@ -335,7 +335,7 @@ TEST(AnalyzeModel, ManyBusyLocksShareTheTimelineBudget)
 	// for any number of equally busy locks above the 5 that are kept.
 	const int locks = 300 / kStreamScale, per = 10000;
 	Report r = analyze_feed(
-		[&](const std::function<void(const Event &)> &on) {
+		[&](EventSink &on) {
 			for (int i = 0; i < per; i++)
 				for (int l = 0; l < locks; l++) {
 					const int64_t t = (static_cast<int64_t>(i) * locks + l) * 100;
