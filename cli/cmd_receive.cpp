@@ -207,6 +207,19 @@ private:
 	void file(const serial::Frame &f);
 	bool chunk(Assembly &a, uint32_t off, uint32_t total, uint32_t base, uint32_t gen, const uint8_t *p,
 		   size_t n);
+	// A's text into *text once every chunk of a generation not yet
+	// written came (and nothing failed); false otherwise.
+	bool take(Assembly &a, std::string *text)
+	{
+		if (a.missing || a.gen <= a.applied || failed())
+			return false;
+		a.applied = a.gen;
+		assembling_ -= a.text.size();
+		text->swap(a.text);
+		a.text.clear();
+		a.have.clear();
+		return true;
+	}
 	bool replace(const std::string &path, const std::string &text, int *keep_fd);
 	void flush_metadata(SubTrace &t);
 	void release(SubTrace &t);
@@ -332,14 +345,9 @@ void Receiver::rewrite(SubTrace &t, const serial::Frame &f)
 		bad_meta_++;
 		return;
 	}
-	Assembly &a = t.rw;
-	if (a.missing || a.gen <= a.applied || !t.announced || failed())
-		return;
-	a.applied = a.gen;
-	assembling_ -= a.text.size();
 	std::string text;
-	text.swap(a.text);
-	a.have.clear();
+	if (!t.announced || !take(t.rw, &text))
+		return;
 	if (text.compare(0, 13, "/* CTF 1.8 */") != 0) {
 		bad_meta_++;
 		return;
@@ -358,8 +366,8 @@ void Receiver::rewrite(SubTrace &t, const serial::Frame &f)
 	t.rw_correlated = text.find("\tsync_state = \"correlated\";") != std::string::npos;
 	// The rewrite stands for the text up to `base`; what the sender
 	// appended after it follows as before.
-	t.whole = std::max<size_t>(t.whole, a.base);
-	t.written = std::max<size_t>(t.written, a.base);
+	t.whole = std::max<size_t>(t.whole, t.rw.base);
+	t.written = std::max<size_t>(t.written, t.rw.base);
 	fprintf(stderr, "strata receive: %s: metadata rewritten by the sender at its stop (%s)\n",
 		t.path.c_str(),
 		t.rw_correlated ? "on its clock link's reference's clock"
@@ -386,13 +394,9 @@ void Receiver::file(const serial::Frame &f)
 		bad_meta_++;
 		return;
 	}
-	if (a.missing || a.gen <= a.applied || failed())
-		return;
-	a.applied = a.gen;
-	assembling_ -= a.text.size();
 	std::string text;
-	text.swap(a.text);
-	a.have.clear();
+	if (!take(a, &text))
+		return;
 	if (replace(out_ + "/" + name, text, nullptr))
 		fprintf(stderr, "strata receive: %s written (the sender's clock links)\n", name.c_str());
 }
