@@ -327,6 +327,72 @@ TEST(AnalyzeModel, LongStreamStaysExact)
 	EXPECT_EQ(r.timeline.size(), Options().timeline_max);
 }
 
+// The model's one-call hold (Model::held, the compact records' fast path)
+// against the two events it stands for (EventSink::held's default): the
+// same report, text and JSON, on random streams where other threads'
+// holds, contended acquisitions and failed trylocks interleave with the
+// compact holds, and pauses beyond the settling time let waits be blamed.
+TEST(AnalyzeModel, OneCallHoldEqualsItsTwoEvents)
+{
+	const int seeds = 60 / kStreamScale + 4;
+	for (int seed = 1; seed <= seeds; seed++) {
+		auto feed = [seed](EventSink &on, bool one_call) {
+			uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(seed);
+			auto rnd = [&x](uint64_t n) {
+				x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+				return x % n;
+			};
+			std::map<std::pair<int64_t, uint64_t>, int64_t> open; // (tid, lock) -> since
+			int64_t t = 1000;
+			for (int i = 0; i < 3000; i++) {
+				t += 1 + static_cast<int64_t>(rnd(rnd(100) == 0 ? 30000000 : 2000));
+				const int64_t tid = 1 + static_cast<int64_t>(rnd(4));
+				const uint64_t lock = 0x100 * (1 + rnd(3));
+				const uint64_t caller = 0x1000 + 0x10 * rnd(3);
+				const uint64_t k = rnd(10);
+				auto held = open.find({tid, lock});
+				if (held != open.end()) { // its own open hold: released
+					on(ev(t, tid, Op::MutexUnlock, lock));
+					open.erase(held);
+				} else if (k < 6) { // a compact hold
+					const Event acq =
+						ev(t, tid, rnd(4) ? Op::MutexLock : Op::MutexTrylock, lock, 0,
+						   false, 0, caller);
+					const int64_t end = t + 1 + static_cast<int64_t>(rnd(500));
+					if (one_call)
+						on.held(acq, end);
+					else
+						on.EventSink::held(acq, end);
+				} else if (k <
+					   8) { // an acquisition left open for a while, maybe after a wait
+					const bool waited = rnd(2);
+					on(ev(t, tid, Op::MutexLock, lock, 0, waited,
+					      waited ? 1 + rnd(5000) : 0, caller));
+					open[{tid, lock}] = t;
+				} else if (k < 9) {
+					on(ev(t, tid, Op::MutexTrylock, lock, EBUSY, false, 0, caller));
+				} else if (!open.empty()) { // another thread's hold ends
+					auto it = open.begin();
+					std::advance(it, static_cast<long>(rnd(open.size())));
+					on(ev(t, it->first.first, Op::MutexUnlock, it->first.second));
+					open.erase(it);
+				}
+			}
+		};
+		Options opt;
+		std::ostringstream j1, j2, t1, t2;
+		const Report a = analyze_feed([&](EventSink &on) { feed(on, true); }, Input(), opt, nullptr);
+		const Report b = analyze_feed([&](EventSink &on) { feed(on, false); }, Input(), opt, nullptr);
+		write_json(j1, a, opt);
+		write_json(j2, b, opt);
+		write_text(t1, a, opt);
+		write_text(t2, b, opt);
+		ASSERT_EQ(j1.str(), j2.str()) << "seed " << seed;
+		ASSERT_EQ(t1.str(), t2.str()) << "seed " << seed;
+		ASSERT_GT(a.events, 3000u);
+	}
+}
+
 // Many busy locks: the timeline's candidates over all locks stay within
 // their budget (each lock keeps fewer), counts stay exact.
 TEST(AnalyzeModel, ManyBusyLocksShareTheTimelineBudget)
