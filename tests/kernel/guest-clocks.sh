@@ -25,7 +25,7 @@ answered() { "$strata" status G 2>/dev/null | sed -n 's/.* \([0-9]*\) of [0-9]* 
 sync=$(port org.strata.sync) app=$(port org.strata.app)
 [ -n "$sync" ] && [ -n "$app" ] || { echo "guest: no virtio ports"; ls /sys/class/virtio-ports; exit 1; }
 export STRATA_CONSUMERD_SOCKET=/tmp/g.sock
-"$consumerd" --socket /tmp/g.sock --sync "host=virtio:$sync" --sync-period 10 -q &
+"$consumerd" --socket /tmp/g.sock --sync "host=virtio:$sync" --sync-period 4 -q &
 dpid=$!
 wait_for 30 test -S /tmp/g.sock || { echo "guest: no daemon"; exit 1; }
 "$strata" create G -o "$out/guest-trace" && "$strata" enable-event G 'syncpp:*' || exit 1
