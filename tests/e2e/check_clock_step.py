@@ -205,7 +205,17 @@ def main():
             r = subprocess.run([strata] + cmd, env=envs[who], capture_output=True, text=True, timeout=30)
             check(r.returncode == 0, "%s: strata %s" % (who, cmd[0]) + ("" if r.returncode == 0 else
                                                                      ": " + r.stderr.strip()))
-    wait_for(lambda: "bound width" in status_of(strata, envs["host"], "S"), "the link to have a bound", 30)
+    # Half a second of probes (25 periods, each end's) before the exchange:
+    # the messages before the step are mapped by the first segment's line,
+    # and in the gap before the step (where the probes of a loaded machine
+    # may all be too slow to be fed) by that line carried on.  A first
+    # segment of two or three probes knows its slope to a few hundred ppm
+    # only: carried 100 ms on, tens of us off, where a message takes 5.
+    def used(who):
+        m = re.search(r"(\d+) of both ends' used", status_of(strata, envs[who], "S"))
+        return int(m.group(1)) if m else 0
+
+    wait_for(lambda: used("guest") >= 50, "half a second of probes on the link", 30)
 
     # The guest's server pauses half-way; the guest's clock steps there.
     app = os.path.join(work, "app.sock")
