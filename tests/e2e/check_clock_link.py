@@ -85,7 +85,7 @@ def link_bound(link, x):
     return min(b[0] for b in bs), max(b[1] for b in bs)
 
 
-def timeline(check, dirs, n, client_on_guest, expect_inversions=False):
+def timeline(check, dirs, n, client_on_guest, expect_inversions=False, inverted_out=None):
     """babeltrace2's merge of the traces in `dirs` (its own muxer): order by
     time, the syncpp events all there, 0 inversions (unless
     expect_inversions: then only counted), the guest's sub-traces marked
@@ -112,6 +112,8 @@ def timeline(check, dirs, n, client_on_guest, expect_inversions=False):
     check(len(sends) == 2 * n and len(recvs) == 2 * n, "%d sends and %d receives (expected %d each)" %
           (len(sends), len(recvs), 2 * n))
     inv = sum(1 for k in sends if k in recvs and not sends[k] < recvs[k])
+    if inverted_out is not None:
+        inverted_out.update(k for k in sends if k in recvs and not sends[k] < recvs[k])
     if expect_inversions:
         print("babeltrace2's merge: %d of %d messages inverted (counted; the caller checks)" % (inv, len(sends)))
     else:
@@ -155,7 +157,7 @@ def in_gap(link, x):
             any(s["x_last"] < x for s in segs) and any(s["x_first"] > x for s in segs))
 
 
-def bounds(check, name, lk, sends, raw):
+def bounds(check, name, lk, sends, raw, map_inverted=None):
     """The stated bound against every message (the link never saw them): a
     message from the host at h received by the guest at g says f(g) > h,
     so the bound's hi(g) must exceed h; one from the guest at g received
@@ -164,7 +166,11 @@ def bounds(check, name, lk, sends, raw):
     (what a reader of clocks.json does): none within a segment; in a gap
     between two (a step lies somewhere in it: its map is either segment's,
     its bound the union) they are counted and printed, and the stated
-    bound must still hold there.  Prints the widths and the gaps."""
+    bound must still hold there.  Prints the widths and the gaps.
+    `map_inverted`, a set: the k of the messages the map inverts within a
+    segment (or leaves within 1 us of it) are put in it, and the
+    inversions counted and printed instead of checked (a
+    link whose probes are slower than the messages: check_clock_vm.py)."""
     bad, widths, inv, gap_msgs, gap_inv = 0, [], 0, 0, 0
     for k in sends:
         (g_send_side, s_val), (_, r_val) = raw[("syncpp:send", k)], raw[("syncpp:recv", k)]
@@ -181,10 +187,18 @@ def bounds(check, name, lk, sends, raw):
             gap_inv += inverted
         else:
             inv += inverted
+            # Within 1 us of inverted: a reader's own rounding (the CTF
+            # clock line's rate, its integer ns) may tip it.
+            if map_inverted is not None and (inverted or abs(mg - h) < 1000):
+                map_inverted.add(k)
     widths.sort()
     check(bad == 0, "the %s stated bound holds for all %d messages (%d violations)" % (name, len(sends), bad))
-    check(inv == 0, "the %s map, segment by segment, inverts none of the %d messages within a segment (%d)" %
-          (name, len(sends) - gap_msgs, inv))
+    if map_inverted is None:
+        check(inv == 0, "the %s map, segment by segment, inverts none of the %d messages within a segment (%d)" %
+              (name, len(sends) - gap_msgs, inv))
+    else:
+        print("the %s map, segment by segment, inverts %d of the %d messages within a segment (counted)" %
+              (name, inv, len(sends) - gap_msgs))
     segs = [s for s in lk["segments"] if s["bounded"]]
     gaps = ["%.2f ms" % ((b["x_first"] - a["x_last"]) / 1e6) for a, b in zip(segs, segs[1:])]
     print("%s map: min RTT %.1f us, bound width at the messages %.1f us median, %.1f us max (%.2fx min RTT);"
