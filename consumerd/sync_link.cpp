@@ -135,6 +135,19 @@ bool parse_sync(const std::string &arg, bool follower, SyncSpec *out, std::strin
 		}
 	std::string v = arg.substr(eq + 1);
 	s.text = v;
+	int spin = -1; // not given
+	for (const char *opt : {",spin=on", ",spin=off"}) {
+		const size_t at = v.rfind(opt);
+		if (at != std::string::npos && at + strlen(opt) == v.size()) {
+			spin = !strcmp(opt, ",spin=on");
+			v = v.substr(0, at);
+			break;
+		}
+	}
+	if (v.find(",spin=") != std::string::npos) {
+		*err = "'" + s.text + "': expected ,spin=on or ,spin=off, last";
+		return false;
+	}
 	const size_t kvm = v.rfind(",kvm=");
 	if (kvm != std::string::npos) {
 		uint32_t pid = 0;
@@ -192,6 +205,9 @@ bool parse_sync(const std::string &arg, bool follower, SyncSpec *out, std::strin
 		       "listen:...)";
 		return false;
 	}
+	s.spin = spin >= 0
+			 ? spin == 1
+			 : follower && (s.kind == SyncSpec::Kind::Device || s.kind == SyncSpec::Kind::Vsock);
 	if ((s.kind == SyncSpec::Kind::Device || s.kind == SyncSpec::Kind::Unix ||
 	     s.kind == SyncSpec::Kind::ListenUnix) &&
 	    s.path.empty()) {
@@ -490,7 +506,8 @@ void SyncLink::serve(int fd)
 	std::vector<uint8_t> in;
 	bool hello_seen = false;
 	int64_t next_probe = static_cast<int64_t>(now_()), next_hello = next_probe, last_quick = 0;
-	int64_t next_second = next_probe; // the page's line sent, KVM's facts read
+	int64_t next_second = next_probe;      // the page's line sent, KVM's facts read
+	int64_t spin_from = 0, spin_until = 0; // polling for our probe's answer (SyncSpec::spin)
 	out_seq_ = 0;
 	const int64_t lost_ns = std::max<int64_t>(kLostNs, kLostPeriods * static_cast<int64_t>(period_ns_));
 	const bool device = spec_.kind == SyncSpec::Kind::Device;
@@ -537,6 +554,9 @@ void SyncLink::serve(int fd)
 			if (!out_seq_ ||
 			    (hello_seen &&
 			     t - out_t1_ >= kReprobePeriods * static_cast<int64_t>(period_ns_))) {
+				// Spin only on a live link (the last probe answered):
+				// a lost peer costs no CPU.
+				const bool live = !out_seq_ && hello_seen;
 				SyncFrame p;
 				p.type = kSyncPing;
 				p.seq = next_seq_++;
@@ -547,6 +567,16 @@ void SyncLink::serve(int fd)
 					out_since_ = p.t1;
 				out_seq_ = p.seq;
 				out_t1_ = p.t1;
+				if (spec_.spin && live) {
+					// Until the answer, at most 4 least round trips
+					// (1 ms before one is known) and a quarter period.
+					// min_rtt_ is written by this thread only.
+					const int64_t cap = std::min<int64_t>(
+						min_rtt_ < 0 ? 1000000 : kRttFactor * min_rtt_ + kRttSlackNs,
+						static_cast<int64_t>(period_ns_) / 4);
+					spin_from = p.t1;
+					spin_until = p.t1 + cap;
+				}
 				std::lock_guard<std::mutex> g(mu_);
 				probes_++;
 			}
@@ -557,7 +587,19 @@ void SyncLink::serve(int fd)
 		const int64_t wait = std::min(next_probe, hello_seen ? next_second : next_hello) -
 				     static_cast<int64_t>(now_());
 		pollfd p[2] = {{fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-		const int ms = wait <= 0 ? 0 : static_cast<int>((wait + 999999) / 1000000);
+		int ms = wait <= 0 ? 0 : static_cast<int>((wait + 999999) / 1000000);
+		if (spin_until) {
+			// Spinning: poll without sleeping, so that this CPU (a
+			// guest's vCPU) is running when the answer comes.
+			const int64_t now = static_cast<int64_t>(now_());
+			if (out_seq_ && now < spin_until) {
+				ms = 0;
+			} else {
+				std::lock_guard<std::mutex> g(mu_);
+				spun_ns_ += now - spin_from;
+				spin_until = 0;
+			}
+		}
 		if (poll(p, 2, ms) < 0 && errno != EINTR)
 			return;
 		if (p[1].revents)
@@ -838,6 +880,12 @@ std::string SyncLink::status_line() const
 	if (segs > 1)
 		s += ", " + std::to_string(segs) + " segments (" + std::to_string(segs - 1) +
 		     " step(s) or break(s): lost link, pause, restart)";
+	if (spec_.spin) {
+		char b[64];
+		snprintf(b, sizeof b, "; %.1f ms spent spinning for answers",
+			 static_cast<double>(spun_ns_) / 1e6);
+		s += b;
+	}
 	if (kvm_)
 		s += "; " + kvm_checked();
 	return s;

@@ -58,14 +58,19 @@ struct SyncSpec {
 	uint32_t port = 0; // Tcp, ListenTcp, Vsock, ListenVsock
 	uint32_t cid = 0;  // Vsock
 	long kvm_pid = 0;  // reference: ",kvm=PID", the guest's qemu (sync_kvm.h)
-	std::string text;  // SPEC as given
+	// Wait for this end's probe's answer by polling rather than sleeping
+	// (",spin=on|off"; on by default for a follower's virtio: and vsock:
+	// links, the guest's end): a vCPU that halts while the answer is in
+	// flight adds its wake-up to the answer's leg (docs/clocks.md, "Spin").
+	bool spin = false;
+	std::string text; // SPEC as given
 };
 
 // "NAME=SPEC", SPEC one of virtio:PATH (a character device), unix:PATH,
 // listen:unix:PATH, tcp:HOST:PORT, listen:tcp:ADDR:PORT, vsock:CID:PORT,
 // listen:vsock:PORT; on the reference's side (a guest's host) ",kvm=PID" may
-// follow: the guest's qemu process, whose KVM facts are checked.  False
-// with *err.
+// follow: the guest's qemu process, whose KVM facts are checked; on either
+// side ",spin=on" or ",spin=off" (SyncSpec::spin).  False with *err.
 bool parse_sync(const std::string &arg, bool follower, SyncSpec *out, std::string *err);
 
 // The frame on the wire (little-endian): magic, version, type, length,
@@ -171,6 +176,7 @@ private:
 	int64_t min_rtt_ = -1;
 	uint64_t breaks_ = 0;
 	uint64_t kernel_stamps_ = 0; // receives stamped by the kernel (SO_TIMESTAMPNS)
+	int64_t spun_ns_ = 0;        // spent polling for answers (SyncSpec::spin)
 	// Probe in flight: its seq and send stamp, and since when probes have
 	// gone unanswered (thread only).
 	uint32_t next_seq_ = 1, out_seq_ = 0;

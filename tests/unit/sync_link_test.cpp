@@ -43,6 +43,22 @@ TEST(SyncSpec, AcceptedAndRefused)
 	EXPECT_EQ(s.cid, 3u);
 	ASSERT_TRUE(parse_sync("g=listen:vsock:5344", false, &s, &err)) << err;
 	EXPECT_EQ(s.kind, SyncSpec::Kind::ListenVsock);
+	// Spinning for answers: by default on a guest's end of a VM link only.
+	ASSERT_TRUE(parse_sync("host=virtio:/dev/vport1p1", true, &s, &err)) << err;
+	EXPECT_TRUE(s.spin);
+	ASSERT_TRUE(parse_sync("host=vsock:2:5344", true, &s, &err)) << err;
+	EXPECT_TRUE(s.spin);
+	ASSERT_TRUE(parse_sync("host=tcp:h:7", true, &s, &err)) << err;
+	EXPECT_FALSE(s.spin);
+	ASSERT_TRUE(parse_sync("vm1=unix:/run/vm1.sock", false, &s, &err)) << err;
+	EXPECT_FALSE(s.spin);
+	ASSERT_TRUE(parse_sync("host=virtio:/dev/vport1p1,spin=off", true, &s, &err)) << err;
+	EXPECT_FALSE(s.spin);
+	EXPECT_EQ(s.path, "/dev/vport1p1");
+	ASSERT_TRUE(parse_sync("vm1=unix:/run/vm1.sock,kvm=42,spin=on", false, &s, &err)) << err;
+	EXPECT_TRUE(s.spin);
+	EXPECT_EQ(s.kvm_pid, 42);
+	EXPECT_EQ(s.path, "/run/vm1.sock");
 	const struct {
 		const char *arg, *says;
 	} bad[] = {
@@ -57,6 +73,8 @@ TEST(SyncSpec, AcceptedAndRefused)
 		{"a=vsock:3", "vsock:CID:PORT"},
 		{"a=listen:virtio:/dev/x", "expected virtio:PATH"},
 		{"a=serial:/dev/ttyS0", "expected virtio:PATH"},
+		{"a=virtio:/dev/x,spin=yes", ",spin=on or ,spin=off"},
+		{"a=virtio:/dev/x,spin=on,kvm=3", ",spin=on or ,spin=off"},
 	};
 	for (const auto &b : bad) {
 		err.clear();
