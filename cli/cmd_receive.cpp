@@ -35,6 +35,7 @@
 #include "commands.h"
 #include "proto/serial_frame.h"
 #include "strata_abi.h"
+#include "trace_split.h"
 
 using namespace strata;
 
@@ -195,6 +196,18 @@ public:
 	void report(FILE *o, const serial::DecodeStats &ds);
 	void report_streams(FILE *o);
 	void report_clocks(FILE *o);
+	// Every file closed: nothing more is written (the split may run).
+	void close_all()
+	{
+		for (auto &kv : traces_)
+			close_files(kv.second);
+	}
+	// Whether a clocks.json came whole and was written at DIR's top.
+	bool clocks_written() const
+	{
+		const auto it = files_.find("clocks.json");
+		return it != files_.end() && it->second.applied;
+	}
 	bool failed() const { return !error_.empty(); }
 	const std::string &error() const { return error_; }
 
@@ -989,5 +1002,29 @@ int strata_cmd_receive(int argc, char **argv)
 	rx.report(stderr, dec.stats());
 	if (fd > 0)
 		close(fd);
+	rx.close_all();
+	// A clock follower's trace across a step: one CTF trace per clock
+	// piece, as a disk follower's stop splits it (docs/clocks.md, "Serial
+	// followers").  At the end only: the lanes' files stay open across the
+	// sender's stop and start, and nothing more comes now.
+	if (rx.clocks_written()) {
+		TreeSplit ts;
+		std::string err;
+		if (!split_tree(out, &ts, &err))
+			fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
+		for (const std::string &n : ts.notes)
+			fprintf(stderr, "strata %s: %s\n", cmd, n.c_str());
+		for (const std::string &f : ts.st.whole_files)
+			fprintf(stderr,
+				"strata %s: %s: a packet header does not check; the file stays whole (on one "
+				"clock line)\n",
+				cmd, f.c_str());
+		if (ts.split)
+			fprintf(stderr,
+				"strata %s: %zu sub-trace(s) split by clock piece for babeltrace2 (%zu piece "
+				"director%s written, %zu packet(s) moved, %zu cut at a record boundary)\n",
+				cmd, ts.split, ts.st.dirs_made, ts.st.dirs_made == 1 ? "y" : "ies",
+				ts.st.packets_moved, ts.st.packets_cut);
+	}
 	return rc;
 }
