@@ -179,9 +179,25 @@ void plan_file(int fd, uint64_t size, const TraceMeta &m, RecordWalk &walk,
 		const uint64_t end = walk.walk(buf.data(), content, m.shared_stream(h.stream_id),
 					       h.timestamp_end, &ts, &why, runs);
 		if (end != content || runs.run_piece.size() < 2) {
-			// Not walked to its end, or in one piece after all.
+			// Not walked to its end, or in one piece after all: the
+			// piece of its first record.  Opened before that piece
+			// began (a packet open across the step whose records all
+			// came after it), it gets that record's value as its
+			// timestamp_begin, so that it begins inside its piece's
+			// range (a reader skips a packet outside it).
 			if (!runs.run_piece.empty())
 				whole.piece = runs.run_piece.front();
+			if (whole.piece != pa) {
+				whole.cut = true;
+				whole.off = off + kHdr;
+				whole.len = content - kHdr;
+				whole.h = h;
+				whole.h.timestamp_begin = runs.firsts.front().ts;
+				whole.h.content_size = content * 8;
+				whole.h.packet_size = whole.h.content_size;
+				whole.ts_begin = whole.h.timestamp_begin;
+				st->packets_cut++;
+			}
 			plan->parts.push_back(whole);
 			off += psize;
 			continue;
@@ -425,7 +441,7 @@ bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces,
 	for (const FilePlan &f : plans) {
 		bool moves = false;
 		for (const Part &p : f.parts)
-			moves |= p.piece != keep;
+			moves |= p.piece != keep || p.cut; // a cut part that stays: its new header
 		if (f.whole || !moves)
 			continue;
 		Fd in(openat(dfd.fd, f.name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));

@@ -223,6 +223,39 @@ TEST_F(TraceSplit, CutAtRecordBoundariesEveryRecordOnce)
 	EXPECT_EQ(once, want);
 }
 
+// A packet opened in one piece whose records all lie in the next (open
+// across the step, nothing written before it): it goes to its records'
+// piece with their first value as its timestamp_begin, so that it begins
+// inside that piece's range and Strata's reader shows its records.
+TEST_F(TraceSplit, PacketOpenedBeforeItsRecordsPieceBeginsWithThem)
+{
+	auto p = packet(0, 305, 10, 3, 2);
+	strata_packet_header h;
+	memcpy(&h, p.data(), sizeof h);
+	h.timestamp_begin = 250; // piece 0's
+	memcpy(p.data(), &h, sizeof h);
+	std::ofstream(base_ / "channel0_2", std::ios::binary)
+		.write(reinterpret_cast<const char *>(p.data()), static_cast<std::streamsize>(p.size()));
+	SplitStats st;
+	std::string err;
+	ASSERT_TRUE(split_subtrace(base_.string(), pieces_, &st, &err)) << err;
+	const std::string moved = slurp(root_ / "kernel~seg1" / "channel0_2");
+	ASSERT_GE(moved.size(), sizeof h);
+	memcpy(&h, moved.data(), sizeof h);
+	EXPECT_EQ(h.timestamp_begin, 305u);
+	EXPECT_EQ(h.content_size, h.packet_size);
+	size_t damage = 0;
+	auto got = read_back(root_, &damage);
+	EXPECT_EQ(damage, 0u);
+	size_t in_seg1 = 0;
+	for (uint64_t ts : got["kernel~seg1"])
+		in_seg1 += ts == 305 || ts == 315 || ts == 325;
+	EXPECT_EQ(in_seg1, 3u);
+	const auto before = tree(root_);
+	ASSERT_TRUE(split_subtrace(base_.string(), pieces_, &st, &err)) << err;
+	EXPECT_EQ(tree(root_), before); // a second split changes nothing
+}
+
 TEST(TraceSplitNames, PieceDirAndUuid)
 {
 	EXPECT_TRUE(is_piece_dir("/t/ust/pid/a-1-2~seg0"));
