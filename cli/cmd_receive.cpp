@@ -922,6 +922,57 @@ int parse_args(int argc, char **argv, std::string &device, std::string &out)
 	return cli::kParsed;
 }
 
+// The line to read: DEVICE opened (a tty set raw at baud), or standard
+// input for "-"; -1 after saying why.
+int open_line(const char *cmd, const std::string &device, uint32_t baud, bool baud_given)
+{
+	int fd = 0;
+	if (device != "-") {
+		fd = open(device.c_str(), O_RDONLY | O_NOCTTY | O_CLOEXEC);
+		if (fd < 0) {
+			fprintf(stderr, "strata %s: cannot open %s: %s\n", cmd, device.c_str(),
+				strerror(errno));
+			return -1;
+		}
+	}
+	if (fd != 0 && isatty(fd)) { // a terminal on standard input is left as it is
+		std::string err;
+		if (!serial::set_raw_tty(fd, baud, err)) {
+			fprintf(stderr, "strata %s: %s: %s\n", cmd, device.c_str(), err.c_str());
+			close(fd);
+			return -1;
+		}
+	} else if (baud_given) {
+		fprintf(stderr, "strata %s: %s is not a tty: the speed is ignored\n", cmd, device.c_str());
+	}
+	return fd;
+}
+
+// A clock follower's trace across a step: one CTF trace per clock piece,
+// as a disk follower's stop splits it (docs/clocks.md, "Serial
+// followers").  At the receiver's end only: the lanes' files stay open
+// across the sender's stop and start, and nothing more comes now.
+void split_received(const char *cmd, const std::string &out)
+{
+	TreeSplit ts;
+	std::string err;
+	if (!split_tree(out, &ts, &err))
+		fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
+	for (const std::string &n : ts.notes)
+		fprintf(stderr, "strata %s: %s\n", cmd, n.c_str());
+	for (const std::string &f : ts.st.whole_files)
+		fprintf(stderr,
+			"strata %s: %s: a packet header does not check; the file stays whole (on one clock "
+			"line)\n",
+			cmd, f.c_str());
+	if (ts.split)
+		fprintf(stderr,
+			"strata %s: %zu sub-trace(s) split by clock piece for babeltrace2 (%zu piece "
+			"director%s written, %zu packet(s) moved, %zu cut at a record boundary)\n",
+			cmd, ts.split, ts.st.dirs_made, ts.st.dirs_made == 1 ? "y" : "ies",
+			ts.st.packets_moved, ts.st.packets_cut);
+}
+
 } // namespace
 
 int strata_cmd_receive(int argc, char **argv)
@@ -941,24 +992,9 @@ int strata_cmd_receive(int argc, char **argv)
 	struct stat st;
 	if (stat((out + "/metadata").c_str(), &st) == 0)
 		return cli::usage_error(kReceive, out + " already holds a trace");
-	int fd = 0;
-	if (device != "-") {
-		fd = open(device.c_str(), O_RDONLY | O_NOCTTY | O_CLOEXEC);
-		if (fd < 0) {
-			fprintf(stderr, "strata %s: cannot open %s: %s\n", cmd, device.c_str(),
-				strerror(errno));
-			return cli::kFail;
-		}
-	}
-	if (fd != 0 && isatty(fd)) { // a terminal on standard input is left as it is
-		std::string err;
-		if (!serial::set_raw_tty(fd, baud, err)) {
-			fprintf(stderr, "strata %s: %s: %s\n", cmd, device.c_str(), err.c_str());
-			return cli::kFail;
-		}
-	} else if (baud_given) {
-		fprintf(stderr, "strata %s: %s is not a tty: the speed is ignored\n", cmd, device.c_str());
-	}
+	const int fd = open_line(cmd, device, baud, baud_given);
+	if (fd < 0)
+		return cli::kFail;
 	if (int r = mkdirs(out); r < 0) {
 		fprintf(stderr, "strata %s: cannot create %s: %s\n", cmd, out.c_str(), strerror(-r));
 		return cli::kFail;
@@ -1003,28 +1039,7 @@ int strata_cmd_receive(int argc, char **argv)
 	if (fd > 0)
 		close(fd);
 	rx.close_all();
-	// A clock follower's trace across a step: one CTF trace per clock
-	// piece, as a disk follower's stop splits it (docs/clocks.md, "Serial
-	// followers").  At the end only: the lanes' files stay open across the
-	// sender's stop and start, and nothing more comes now.
-	if (rx.clocks_written()) {
-		TreeSplit ts;
-		std::string err;
-		if (!split_tree(out, &ts, &err))
-			fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
-		for (const std::string &n : ts.notes)
-			fprintf(stderr, "strata %s: %s\n", cmd, n.c_str());
-		for (const std::string &f : ts.st.whole_files)
-			fprintf(stderr,
-				"strata %s: %s: a packet header does not check; the file stays whole (on one "
-				"clock line)\n",
-				cmd, f.c_str());
-		if (ts.split)
-			fprintf(stderr,
-				"strata %s: %zu sub-trace(s) split by clock piece for babeltrace2 (%zu piece "
-				"director%s written, %zu packet(s) moved, %zu cut at a record boundary)\n",
-				cmd, ts.split, ts.st.dirs_made, ts.st.dirs_made == 1 ? "y" : "ies",
-				ts.st.packets_moved, ts.st.packets_cut);
-	}
+	if (rx.clocks_written())
+		split_received(cmd, out);
 	return rc;
 }
