@@ -960,11 +960,6 @@ void split_received(const char *cmd, const std::string &out)
 		fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
 	for (const std::string &n : ts.notes)
 		fprintf(stderr, "strata %s: %s\n", cmd, n.c_str());
-	for (const std::string &f : ts.st.whole_files)
-		fprintf(stderr,
-			"strata %s: %s: a packet header does not check; the file stays whole (on one clock "
-			"line)\n",
-			cmd, f.c_str());
 	if (ts.split)
 		fprintf(stderr,
 			"strata %s: %zu sub-trace(s) split by clock piece for babeltrace2 (%zu piece "

@@ -163,11 +163,6 @@ int strata_cmd_split(int argc, char **argv)
 	const bool ok = split_tree(root, &ts, &err);
 	for (const std::string &n : ts.notes)
 		fprintf(stderr, "strata %s: %s\n", cmd, n.c_str());
-	for (const std::string &f : ts.st.whole_files)
-		fprintf(stderr,
-			"strata %s: %s: a packet header does not check; the file stays whole (on one clock "
-			"line)\n",
-			cmd, f.c_str());
 	printf("%s: %zu sub-trace(s), %zu split by clock piece (%zu piece director%s written, %zu packet(s) "
 	       "moved, %zu cut at a record boundary), %zu on a one-piece map, %zu left as they were\n",
 	       root.c_str(), ts.subtraces, ts.split, ts.st.dirs_made, ts.st.dirs_made == 1 ? "y" : "ies",

@@ -596,7 +596,13 @@ bool split_tree(const std::string &root, TreeSplit *out, std::string *err)
 			continue;
 		}
 		std::string e;
-		if (!split_subtrace(d, mp.pieces, &out->st, &e)) {
+		const size_t whole = out->st.whole_files.size();
+		const bool done = split_subtrace(d, mp.pieces, &out->st, &e);
+		for (size_t i = whole; i < out->st.whole_files.size(); i++)
+			out->notes.push_back(out->st.whole_files[i] +
+					     ": a packet header does not check; the file stays whole (on one "
+					     "clock line)");
+		if (!done) {
 			out->notes.push_back(d + ": cannot split it by clock piece: " + e);
 			if (ok)
 				*err = e;

@@ -98,7 +98,7 @@ struct TreeSplit {
 	size_t one_piece = 0; // of which on a one-piece map: nothing to do
 	size_t skipped = 0;   // not correlated (no rewrite), or no usable map: said in notes
 	SplitStats st;
-	std::vector<std::string> notes; // one line per sub-trace left as it was, and why
+	std::vector<std::string> notes; // one line per sub-trace or file left as it was, and why
 };
 
 // Every follower sub-trace under `root` (a received or relayed trace: each
