@@ -38,7 +38,9 @@ const cli::Command kSplit = {"split", "DIR [-o OUT]",
 			     "clock) on the reference's timeline.  Needs the trace's clocks.json; changes\n"
 			     "nothing on a trace already split or whose map has one piece.  In place it\n"
 			     "refuses while a process holds a file under DIR open for writing; with -o OUT\n"
-			     "it splits a copy.  See docs/clocks.md."};
+			     "it splits a copy.  Exits 1 when a follower's sub-trace stays on one clock\n"
+			     "line (no usable map, or its rewrite never came), saying why.  See\n"
+			     "docs/clocks.md."};
 
 // Whether a process this user may inspect holds a file under `dir` open
 // for writing: *who gets "PID (COMM)".
@@ -163,13 +165,14 @@ int strata_cmd_split(int argc, char **argv)
 	const bool ok = split_tree(root, &ts, &err);
 	for (const std::string &n : ts.notes)
 		fprintf(stderr, "strata %s: %s\n", cmd, n.c_str());
-	printf("%s: %zu sub-trace(s), %zu split by clock piece (%zu piece director%s written, %zu packet(s) "
-	       "moved, %zu cut at a record boundary), %zu on a one-piece map, %zu left as they were\n",
+	printf("%s: %zu sub-trace(s), %zu on a map of several clock pieces, split (now: %zu piece "
+	       "director%s written, %zu packet(s) moved, %zu cut at a record boundary), %zu on a one-piece "
+	       "map, %zu left as they were\n",
 	       root.c_str(), ts.subtraces, ts.split, ts.st.dirs_made, ts.st.dirs_made == 1 ? "y" : "ies",
 	       ts.st.packets_moved, ts.st.packets_cut, ts.one_piece, ts.skipped);
-	if (!ok) {
+	if (!ok)
 		fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
-		return cli::kFail;
-	}
+	if (!ok || ts.skipped)
+		return cli::kFail; // a follower's sub-trace stays on one line: said above
 	return cli::kOk;
 }

@@ -16,7 +16,8 @@ The host's session is on its disk; the guest's streams over a serial line
 Oracles.  serial: the receiver ends at the line's end, exit 0, and says it
 split the sub-trace by clock piece.  relay: `strata split` refuses a
 directory with no clocks.json and a trace a process holds open for
-writing (both exit 1, said why); `strata split DIR -o OUT` splits a copy
+writing, and splits nothing with its clocks.json cut (each exit 1, said
+why); `strata split DIR -o OUT` splits a copy
 and leaves DIR byte for byte as it was; `strata split DIR` splits in
 place, and a second run changes no byte; babeltrace2 reads the guest's
 syncpp events exactly once before and after the split (2 x MESSAGES).
@@ -80,6 +81,8 @@ def relay_split(check, strata, work, top, n):
     if not streams:
         return
     unsplit = tree_bytes(top)
+    unsplit_copy = os.path.join(work, "unsplit")
+    shutil.copytree(top, unsplit_copy)
     with open(streams[0], "ab"):
         r = subprocess.run([strata, "split", top], capture_output=True, text=True, timeout=60)
     check(r.returncode == 1 and "being written" in r.stderr and tree_bytes(top) == unsplit,
@@ -92,13 +95,23 @@ def relay_split(check, strata, work, top, n):
           "strata split -o OUT splits a copy (%d piece dir(s)), the relayed trace untouched: %s" %
           (len(pieces), (r.stdout + r.stderr).strip()[-300:]))
     r = subprocess.run([strata, "split", top], capture_output=True, text=True, timeout=120)
-    check(r.returncode == 0 and "1 split by clock piece" in r.stdout, "strata split DIR in place: %s" %
+    check(r.returncode == 0 and "1 on a map of several clock pieces, split" in r.stdout, "strata split DIR in place: %s" %
           (r.stdout + r.stderr).strip()[-300:])
     once = tree_bytes(top)
     check(once == tree_bytes(copy), "the split in place and the split copy are the same bytes")
     r = subprocess.run([strata, "split", top], capture_output=True, text=True, timeout=120)
     check(r.returncode == 0 and tree_bytes(top) == once, "a second strata split changes no byte (%s)" %
           (r.stdout + r.stderr).strip()[-200:])
+    cut = os.path.join(work, "cut-clocks")
+    shutil.copytree(unsplit_copy, cut)
+    text = open(os.path.join(cut, "clocks.json")).read()
+    with open(os.path.join(cut, "clocks.json"), "w") as f:
+        f.write(text[:len(text) // 2])
+    r = subprocess.run([strata, "split", cut], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 1 and "not JSON" in r.stderr and "1 left as they were" in r.stdout and
+          not glob.glob(os.path.join(cut, "**", "*~seg*"), recursive=True),
+          "strata split with clocks.json cut: exit 1, says why, splits nothing (%s)" %
+          (r.stdout + r.stderr).strip()[-300:])
     after = guest_events(top)
     check(after == before, "babeltrace2 reads the guest's split trace: %d syncpp events (%d distinct), as before "
           "the split" % after)
