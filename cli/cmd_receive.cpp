@@ -202,6 +202,15 @@ public:
 		for (auto &kv : traces_)
 			close_files(kv.second);
 	}
+	// The sub-trace directories this receiver made.
+	std::vector<std::string> dirs() const
+	{
+		std::vector<std::string> v;
+		for (const auto &kv : traces_)
+			if (!kv.second.dir.empty())
+				v.push_back(kv.second.dir);
+		return v;
+	}
 	// Whether a clocks.json came whole and was written at DIR's top.
 	bool clocks_written() const
 	{
@@ -952,11 +961,11 @@ int open_line(const char *cmd, const std::string &device, uint32_t baud, bool ba
 // as a disk follower's stop splits it (docs/clocks.md, "Serial
 // followers").  At the receiver's end only: the lanes' files stay open
 // across the sender's stop and start, and nothing more comes now.
-void split_received(const char *cmd, const std::string &out)
+void split_received(const char *cmd, const std::string &out, const std::vector<std::string> &mine)
 {
 	TreeSplit ts;
 	std::string err;
-	if (!split_tree(out, &ts, &err))
+	if (!split_tree(out, &ts, &err, &mine))
 		fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
 	for (const std::string &n : ts.notes)
 		fprintf(stderr, "strata %s: %s\n", cmd, n.c_str());
@@ -1035,6 +1044,6 @@ int strata_cmd_receive(int argc, char **argv)
 		close(fd);
 	rx.close_all();
 	if (rx.clocks_written())
-		split_received(cmd, out);
+		split_received(cmd, out, rx.dirs());
 	return rc;
 }

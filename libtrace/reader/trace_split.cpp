@@ -507,7 +507,8 @@ std::vector<CtfPiece> ctf_pieces(const std::vector<SegmentLine> &segs, size_t n_
 	return v;
 }
 
-bool split_tree(const std::string &root, TreeSplit *out, std::string *err)
+bool split_tree(const std::string &root, TreeSplit *out, std::string *err,
+		const std::vector<std::string> *only)
 {
 	namespace fs = std::filesystem;
 	std::error_code ec;
@@ -521,6 +522,17 @@ bool split_tree(const std::string &root, TreeSplit *out, std::string *err)
 	if (ec) {
 		*err = "cannot list " + root + ": " + ec.message();
 		return false;
+	}
+	if (only) {
+		std::vector<std::string> mine;
+		for (const std::string &o : *only)
+			mine.push_back(fs::absolute(fs::path(o), ec).lexically_normal().string());
+		std::sort(mine.begin(), mine.end());
+		dirs.erase(std::remove_if(dirs.begin(), dirs.end(),
+					  [&](const std::string &d) {
+						  return !std::binary_search(mine.begin(), mine.end(), d);
+					  }),
+			   dirs.end());
 	}
 	std::sort(dirs.begin(), dirs.end());
 	struct Map {

@@ -104,9 +104,12 @@ struct TreeSplit {
 // Every follower sub-trace under `root` (a received or relayed trace: each
 // directory holding a `metadata` that says sync_state "correlated", piece
 // dirs aside) split by the pieces of the nearest clocks.json's map of its
-// link (clock_map.h).  False with *err when one could not be split (the
-// others still are).
-bool split_tree(const std::string &root, TreeSplit *out, std::string *err);
+// link (clock_map.h).  With `only`, those sub-trace directories alone (a
+// receiver's own: another run's under the same root may follow another
+// map).  False with *err when one could not be split (the others still
+// are).
+bool split_tree(const std::string &root, TreeSplit *out, std::string *err,
+		const std::vector<std::string> *only = nullptr);
 
 // Whether `dir` names a piece dir (`...~seg<k>`).
 bool is_piece_dir(const std::string &dir);
