@@ -256,6 +256,61 @@ TEST_F(TraceSplit, PacketOpenedBeforeItsRecordsPieceBeginsWithThem)
 	EXPECT_EQ(tree(root_), before); // a second split changes nothing
 }
 
+// split_tree: the pieces rebuilt from a stored clocks.json (the CLI's
+// path: strata receive, strata split); only a clocks.json inside the
+// root counts; a second run changes nothing.
+TEST_F(TraceSplit, TreeFromClocksJson)
+{
+	const std::string text = slurp(base_ / "metadata");
+	std::ofstream(base_ / "metadata", std::ios::trunc)
+		<< rewrite_metadata_env(text, "\tsync_state = \"correlated\";\n\tsync_peer = \"host\";\n");
+	const std::string json =
+		"{\"format\": \"strata-clocks\", \"version\": 1, \"machine\": \"guest\", \"links\": [\n"
+		" {\"name\": \"host\", \"role\": \"follower\", \"peer_hostname\": \"h\", \"peer_boot_id\": "
+		"\"f5c620ec-505c-499c-addb-57758d93b1f0\", \"peer_clock_offset_ns\": 1000, \"segments\": [\n"
+		"  {\"bounded\": true, \"x_first\": 100, \"x_last\": 250, \"x0\": 150, \"y0\": 1150, "
+		"\"slope\": 1.0, \"knots\": [[100, 1090, 1110]]},\n"
+		"  {\"bounded\": true, \"x_first\": 300, \"x_last\": 500, \"x0\": 400, \"y0\": 9400, "
+		"\"slope\": 1.0, \"knots\": []}]}]}\n";
+	// Above the root: not this trace's.
+	fs::create_directories(root_ / "t");
+	fs::rename(base_, root_ / "t" / "kernel");
+	std::ofstream(root_ / "clocks.json") << json;
+	TreeSplit above;
+	std::string err;
+	ASSERT_TRUE(split_tree((root_ / "t").string(), &above, &err)) << err;
+	EXPECT_EQ(above.subtraces, 1u);
+	EXPECT_EQ(above.skipped, 1u);
+	EXPECT_EQ(above.split, 0u);
+	ASSERT_EQ(above.notes.size(), 1u);
+	EXPECT_NE(above.notes[0].find("no clocks.json"), std::string::npos) << above.notes[0];
+	// Inside it: split at the handover (300: the earlier line meets the
+	// later's first time only past it).
+	fs::rename(root_ / "clocks.json", root_ / "t" / "clocks.json");
+	TreeSplit ts;
+	ASSERT_TRUE(split_tree((root_ / "t").string(), &ts, &err)) << err;
+	EXPECT_EQ(ts.split, 1u);
+	EXPECT_TRUE(ts.notes.empty());
+	const std::string m0 = slurp(root_ / "t" / "kernel~seg0" / "metadata");
+	EXPECT_NE(m0.find("sync_piece = 0;"), std::string::npos);
+	EXPECT_NE(m0.find("sync_piece_to = 300;"), std::string::npos);
+	EXPECT_NE(m0.find("sync_bound_ns = 20;"), std::string::npos);
+	EXPECT_NE(m0.find("monotonic clock of guest mapped onto host's (h)"), std::string::npos);
+	const std::string mb = slurp(root_ / "t" / "kernel" / "metadata");
+	EXPECT_NE(mb.find("sync_piece = 1;"), std::string::npos);
+	EXPECT_NE(mb.find("sync_piece_from = 300;"), std::string::npos);
+	const auto before = tree(root_);
+	TreeSplit again;
+	ASSERT_TRUE(split_tree((root_ / "t").string(), &again, &err)) << err;
+	EXPECT_EQ(again.st.packets_moved, 0u);
+	EXPECT_EQ(tree(root_), before);
+	// Only the listed directories.
+	TreeSplit none;
+	const std::vector<std::string> other = {(root_ / "t" / "elsewhere").string()};
+	ASSERT_TRUE(split_tree((root_ / "t").string(), &none, &err, &other)) << err;
+	EXPECT_EQ(none.subtraces, 0u);
+}
+
 TEST(TraceSplitNames, PieceDirAndUuid)
 {
 	EXPECT_TRUE(is_piece_dir("/t/ust/pid/a-1-2~seg0"));
