@@ -35,6 +35,7 @@
 #include "commands.h"
 #include "proto/serial_frame.h"
 #include "strata_abi.h"
+#include "trace_split.h"
 
 using namespace strata;
 
@@ -195,6 +196,27 @@ public:
 	void report(FILE *o, const serial::DecodeStats &ds);
 	void report_streams(FILE *o);
 	void report_clocks(FILE *o);
+	// Every file closed: nothing more is written (the split may run).
+	void close_all()
+	{
+		for (auto &kv : traces_)
+			close_files(kv.second);
+	}
+	// The sub-trace directories this receiver made.
+	std::vector<std::string> dirs() const
+	{
+		std::vector<std::string> v;
+		for (const auto &kv : traces_)
+			if (!kv.second.dir.empty())
+				v.push_back(kv.second.dir);
+		return v;
+	}
+	// Whether a clocks.json came whole and was written at DIR's top.
+	bool clocks_written() const
+	{
+		const auto it = files_.find("clocks.json");
+		return it != files_.end() && it->second.applied;
+	}
 	bool failed() const { return !error_.empty(); }
 	const std::string &error() const { return error_; }
 
@@ -909,6 +931,52 @@ int parse_args(int argc, char **argv, std::string &device, std::string &out)
 	return cli::kParsed;
 }
 
+// The line to read: DEVICE opened (a tty set raw at baud), or standard
+// input for "-"; -1 after saying why.
+int open_line(const char *cmd, const std::string &device, uint32_t baud, bool baud_given)
+{
+	int fd = 0;
+	if (device != "-") {
+		fd = open(device.c_str(), O_RDONLY | O_NOCTTY | O_CLOEXEC);
+		if (fd < 0) {
+			fprintf(stderr, "strata %s: cannot open %s: %s\n", cmd, device.c_str(),
+				strerror(errno));
+			return -1;
+		}
+	}
+	if (fd != 0 && isatty(fd)) { // a terminal on standard input is left as it is
+		std::string err;
+		if (!serial::set_raw_tty(fd, baud, err)) {
+			fprintf(stderr, "strata %s: %s: %s\n", cmd, device.c_str(), err.c_str());
+			close(fd);
+			return -1;
+		}
+	} else if (baud_given) {
+		fprintf(stderr, "strata %s: %s is not a tty: the speed is ignored\n", cmd, device.c_str());
+	}
+	return fd;
+}
+
+// A clock follower's trace across a step: one CTF trace per clock piece,
+// as a disk follower's stop splits it (docs/clocks.md, "Serial
+// followers").  At the receiver's end only: the lanes' files stay open
+// across the sender's stop and start, and nothing more comes now.
+void split_received(const char *cmd, const std::string &out, const std::vector<std::string> &mine)
+{
+	TreeSplit ts;
+	std::string err;
+	if (!split_tree(out, &ts, &err, &mine))
+		fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
+	for (const std::string &n : ts.notes)
+		fprintf(stderr, "strata %s: %s\n", cmd, n.c_str());
+	if (ts.split)
+		fprintf(stderr,
+			"strata %s: %zu sub-trace(s) split by clock piece for babeltrace2 (%zu piece "
+			"director%s written, %zu packet(s) moved, %zu cut at a record boundary)\n",
+			cmd, ts.split, ts.st.dirs_made, ts.st.dirs_made == 1 ? "y" : "ies",
+			ts.st.packets_moved, ts.st.packets_cut);
+}
+
 } // namespace
 
 int strata_cmd_receive(int argc, char **argv)
@@ -928,24 +996,9 @@ int strata_cmd_receive(int argc, char **argv)
 	struct stat st;
 	if (stat((out + "/metadata").c_str(), &st) == 0)
 		return cli::usage_error(kReceive, out + " already holds a trace");
-	int fd = 0;
-	if (device != "-") {
-		fd = open(device.c_str(), O_RDONLY | O_NOCTTY | O_CLOEXEC);
-		if (fd < 0) {
-			fprintf(stderr, "strata %s: cannot open %s: %s\n", cmd, device.c_str(),
-				strerror(errno));
-			return cli::kFail;
-		}
-	}
-	if (fd != 0 && isatty(fd)) { // a terminal on standard input is left as it is
-		std::string err;
-		if (!serial::set_raw_tty(fd, baud, err)) {
-			fprintf(stderr, "strata %s: %s: %s\n", cmd, device.c_str(), err.c_str());
-			return cli::kFail;
-		}
-	} else if (baud_given) {
-		fprintf(stderr, "strata %s: %s is not a tty: the speed is ignored\n", cmd, device.c_str());
-	}
+	const int fd = open_line(cmd, device, baud, baud_given);
+	if (fd < 0)
+		return cli::kFail;
 	if (int r = mkdirs(out); r < 0) {
 		fprintf(stderr, "strata %s: cannot create %s: %s\n", cmd, out.c_str(), strerror(-r));
 		return cli::kFail;
@@ -989,5 +1042,8 @@ int strata_cmd_receive(int argc, char **argv)
 	rx.report(stderr, dec.stats());
 	if (fd > 0)
 		close(fd);
+	rx.close_all();
+	if (rx.clocks_written())
+		split_received(cmd, out, rx.dirs());
 	return rc;
 }

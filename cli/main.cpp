@@ -26,6 +26,8 @@ const Subcommand kCommands[] = {
 	{"list", strata_cmd_list, "list the tracepoints of registered traced processes"},
 	{"status", strata_cmd_status, "show sessions and what they recorded"},
 	{"receive", strata_cmd_receive, "rebuild a trace streamed over a serial line (--serial)"},
+	{"split", strata_cmd_split,
+	 "split a relayed or received follower's trace by clock piece (babeltrace2)"},
 	{"top", strata_cmd_top, "live view of a process's aggregates (STRATA_AGGREGATE)"},
 	{"recover", strata_cmd_recover, "write the buffers of a crashed kernel's memory image as a trace"},
 	{"view", strata_cmd_view, "print a trace"},

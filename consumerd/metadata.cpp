@@ -15,24 +15,6 @@
 namespace strata {
 namespace {
 
-std::string quote(const std::string &s)
-{
-	std::string out = "\"";
-	for (unsigned char c : s) {
-		if (c == '"' || c == '\\') {
-			out += '\\';
-			out += static_cast<char>(c);
-		} else if (c < 0x20 || c == 0x7f) {
-			char buf[8];
-			std::snprintf(buf, sizeof buf, "\\x%02x", c);
-			out += buf;
-		} else {
-			out += static_cast<char>(c);
-		}
-	}
-	return out + "\"";
-}
-
 // Field names are prefixed with '_' (readers strip one), so a field called
 // "event" or "struct" cannot collide with a TSDL keyword.
 std::string ident(const std::string &name)
@@ -77,7 +59,7 @@ void field_decl(std::ostringstream &o, const FieldInfo &f, bool packed)
 		o << "\t\tenum : " << integer_type(f.elem_bits, f.is_signed, 10, packed) << " {";
 		bool first = true;
 		for (const EnumLabel &l : f.labels) {
-			o << (first ? " " : ", ") << quote(l.label) << " = " << l.first;
+			o << (first ? " " : ", ") << tsdl_quote(l.label) << " = " << l.first;
 			if (l.last != l.first)
 				o << " ... " << l.last;
 			first = false;
@@ -133,7 +115,7 @@ std::string ctf_metadata_events(uint32_t stream_id, const std::vector<EventInfo>
 	for (uint32_t sid = stream_id; sid <= stream_id + (packed ? 1u : 0u); sid++) {
 		for (const EventInfo &e : events) {
 			const std::string name = bare ? e.name : e.provider + ":" + e.name;
-			o << "\nevent {\n\tname = " << quote(name) << ";\n\tid = " << e.id
+			o << "\nevent {\n\tname = " << tsdl_quote(name) << ";\n\tid = " << e.id
 			  << ";\n\tstream_id = " << sid << ";\n\tloglevel = " << e.loglevel
 			  << ";\n\tfields := struct {\n";
 			for (const FieldInfo &f : e.fields)
@@ -177,24 +159,25 @@ void write_env(std::ostringstream &o, const TraceEnv &env)
 		o << "env {\n\tdomain = \"kernel\";\n\ttracer_name = \"lttng-modules\";\n"
 		     "\ttracer_major = 2;\n\ttracer_minor = 13;\n\ttracer_patchlevel = 0;\n"
 		     "\ttracer_buffering_scheme = \"global\";\n"
-		  << "\tstrata_tracer = " << quote(env.tracer_name) << ";\n\tsysname = " << quote(u.sysname)
-		  << ";\n\tkernel_release = " << quote(u.release)
-		  << ";\n\tkernel_version = " << quote(u.version) << ";\n";
+		  << "\tstrata_tracer = " << tsdl_quote(env.tracer_name)
+		  << ";\n\tsysname = " << tsdl_quote(u.sysname)
+		  << ";\n\tkernel_release = " << tsdl_quote(u.release)
+		  << ";\n\tkernel_version = " << tsdl_quote(u.version) << ";\n";
 	} else {
-		o << "env {\n\tdomain = " << quote(env.domain)
-		  << ";\n\ttracer_name = " << quote(env.tracer_name)
+		o << "env {\n\tdomain = " << tsdl_quote(env.domain)
+		  << ";\n\ttracer_name = " << tsdl_quote(env.tracer_name)
 		  << ";\n\ttracer_major = 0;\n\ttracer_minor = 1;\n";
 	}
 	if (!env.procname.empty())
-		o << "\tprocname = " << quote(env.procname) << ";\n";
+		o << "\tprocname = " << tsdl_quote(env.procname) << ";\n";
 	if (env.pid)
 		o << "\tvpid = " << env.pid << ";\n";
 	if (env.host_pid && env.host_pid != env.pid)
 		o << "\tpid = " << env.host_pid << ";\n";
 	if (!env.hostname.empty())
-		o << "\thostname = " << quote(env.hostname) << ";\n";
+		o << "\thostname = " << tsdl_quote(env.hostname) << ";\n";
 	if (!env.clock_source.empty())
-		o << "\tclock = " << quote(env.clock_source) << ";\n";
+		o << "\tclock = " << tsdl_quote(env.clock_source) << ";\n";
 	o << "};\n\n";
 }
 
@@ -257,18 +240,6 @@ void write_wide_stream(std::ostringstream &o, const ClockInfo &clock, uint32_t s
 }
 
 } // namespace
-
-std::string ctf_clock_block(const ClockInfo &clock)
-{
-	std::ostringstream o;
-	o << "clock {\n\tname = \"" << clock.name << "\";\n";
-	if (!clock.uuid.empty())
-		o << "\tuuid = \"" << clock.uuid << "\";\n";
-	o << "\tdescription = " << quote(clock.description) << ";\n\tfreq = " << clock.freq
-	  << ";\n\tprecision = 1;\n\toffset_s = " << clock.offset_s << ";\n\toffset = " << clock.offset_ns
-	  << ";\n\tabsolute = true;\n};\n";
-	return o.str();
-}
 
 std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const TraceEnv &env,
 			 uint32_t stream_id, const std::vector<EventInfo> &events)

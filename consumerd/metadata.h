@@ -21,21 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "ctf_clock.h"
 #include "event_info.h"
 
 namespace strata {
-
-struct ClockInfo {
-	std::string name = "monotonic";
-	std::string uuid;      // boot id, 8-4-4-4-12
-	int64_t offset_s = 0;  // REALTIME - MONOTONIC, seconds part
-	int64_t offset_ns = 0; // and nanoseconds part, 0 <= offset_ns < 1e9 (CTF's `offset`:
-			       // cycles of freq when freq is not 1e9)
-	std::string description = "Monotonic Clock";
-	// Cycles per second of the values: 1e9 (ns) but in a sub-trace put onto
-	// another machine's clock (docs/clocks.md: the drift as a rate).
-	uint64_t freq = 1000000000;
-};
 
 struct TraceEnv {
 	std::string domain = "ust";
@@ -63,9 +52,6 @@ std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const T
 // env: the sub-trace's (event names depend on its domain).
 std::string ctf_metadata_events(uint32_t stream_id, const std::vector<EventInfo> &events,
 				const TraceEnv &env);
-
-// The `clock { ... };` block alone (what rewrite_metadata_clock replaces).
-std::string ctf_clock_block(const ClockInfo &clock);
 
 // Boot id and REALTIME - MONOTONIC, measured now (call once per session).
 ClockInfo measure_session_clock();

@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -28,6 +29,7 @@
 #include <random>
 #include <sstream>
 
+#include "fs.h"
 #include "log.h"
 #include "clock_map.h"
 #include "relay.h"
@@ -925,45 +927,36 @@ std::string SyncLink::json(const std::string &in, const ClockInfo *local, CtfLin
 	return o.str();
 }
 
-// mu_ held: the clock block and env lines that put this machine's values
-// onto the peer's by segment `seg`'s line (its rate in whole Hz).
-void SyncLink::segment_clock(const clocksync::Segment &seg, size_t n_segs, const ClockInfo &local,
-			     ClockInfo *out, std::string *env) const
+// mu_ held: who maps onto whom, for the clock blocks and env lines of
+// ctf_clock.h (shared with the CLI's split of a received or relayed trace).
+namespace {
+
+// Segment i of the map as ctf_clock.h's line.
+SegmentLine line_of(const clocksync::Segment &seg, size_t i)
 {
-	// local -> peer: y = y0 + slope*(x - x0); CTF: absolute(x) =
-	// offset_s*1e9 + (offset + x)*1e9/freq.  freq = round(1e9/slope), a'
-	// its slope; C = peer_offset + y0 - a'*x0 the absolute time at x = 0.
-	*out = local;
-	const uint64_t freq = static_cast<uint64_t>(std::llround(1e9 / seg.slope));
-	const long double a2 = 1e9L / static_cast<long double>(freq);
-	const long double c = static_cast<long double>(peer_offset_ns_) +
-			      static_cast<long double>(seg.y0 - seg.x0) -
-			      (a2 - 1) * static_cast<long double>(seg.x0);
-	int64_t cs = static_cast<int64_t>(std::floor(c / 1e9L));
-	const long double rem = c - static_cast<long double>(cs) * 1e9L; // [0, 1e9)
-	int64_t cyc = std::llround(rem / a2);
-	out->freq = freq;
-	out->offset_s = cs;
-	out->offset_ns = cyc; // in cycles of freq (CTF's `offset`)
-	out->uuid = peer_boot_id_;
-	out->description = "monotonic clock of " + hostname_ + " mapped onto " + spec_.name + "'s (" +
-			   (peer_hostname_.empty() ? "?" : peer_hostname_) + ")";
-	// The rounding of the rate to whole Hz, at the segment's ends.
-	const long double span =
-		static_cast<long double>(std::max(seg.x_last - seg.x0, seg.x0 - seg.x_first));
-	const int64_t extra =
-		static_cast<int64_t>(std::ceil(std::fabs(static_cast<double>(a2 - seg.slope)) * span)) + 1;
-	int64_t width = 0;
+	SegmentLine l;
+	l.index = i;
+	l.x_first = seg.x_first;
+	l.x_last = seg.x_last;
+	l.x0 = seg.x0;
+	l.y0 = seg.y0;
+	l.slope = seg.slope;
 	for (const auto &k : seg.knots)
-		width = std::max(width, k.hi - k.lo);
-	char b[512];
-	snprintf(b, sizeof b,
-		 "\tsync_state = \"correlated\";\n\tsync_peer = %s;\n\tsync_peer_hostname = %s;\n"
-		 "\tsync_segments = %zu;\n\tsync_valid_from = %" PRId64 ";\n\tsync_valid_to = %" PRId64
-		 ";\n\tsync_bound_ns = %" PRId64 ";\n\tsync_rate_rounding_ns = %" PRId64 ";\n",
-		 clocksync::json_string(spec_.name).c_str(), clocksync::json_string(peer_hostname_).c_str(),
-		 n_segs, seg.x_first, seg.x_last, width, extra);
-	*env = b;
+		l.width = std::max(l.width, k.hi - k.lo);
+	return l;
+}
+
+} // namespace
+
+MapNames SyncLink::names() const
+{
+	MapNames n;
+	n.link = spec_.name;
+	n.hostname = hostname_;
+	n.peer_hostname = peer_hostname_;
+	n.peer_boot_id = peer_boot_id_;
+	n.peer_offset_ns = peer_offset_ns_;
+	return n;
 }
 
 bool SyncLink::ctf_clock(const ClockInfo &local, ClockInfo *out, std::string *env) const
@@ -986,7 +979,8 @@ bool SyncLink::ctf_clock_of(const std::vector<clocksync::Segment> &segs, const C
 		       clocksync::json_string(spec_.name) + ";\n";
 		return false;
 	}
-	segment_clock(*best, segs.size(), local, out, env);
+	segment_clock(line_of(*best, static_cast<size_t>(best - segs.data())), segs.size(), names(), local,
+		      out, env);
 	return true;
 }
 
@@ -995,31 +989,11 @@ bool SyncLink::ctf_clock_of(const std::vector<clocksync::Segment> &segs, const C
 std::vector<CtfPiece> SyncLink::ctf_pieces_of(const std::vector<clocksync::Segment> &segs,
 					      const ClockInfo &local) const
 {
-	std::vector<CtfPiece> v;
-	if (peer_boot_id_.empty())
-		return v;
-	const auto line = [](const clocksync::Segment &s) {
-		ClockPiece l;
-		l.x0 = s.x0;
-		l.y0 = s.y0;
-		l.slope = s.slope;
-		return l;
-	};
-	const clocksync::Segment *prev = nullptr;
-	for (size_t i = 0; i < segs.size(); i++) {
-		if (!segs[i].bounded)
-			continue;
-		CtfPiece p;
-		p.segment = i;
-		// From the handover, as clock_map.h's pieces: an event in the gap
-		// goes to the side of the step the reader puts it on.
-		p.from = !prev ? INT64_MIN
-			       : piece_handover(line(*prev), prev->x_last, line(segs[i]), segs[i].x_first);
-		segment_clock(segs[i], segs.size(), local, &p.clock, &p.env);
-		v.push_back(std::move(p));
-		prev = &segs[i];
-	}
-	return v;
+	std::vector<SegmentLine> lines;
+	for (size_t i = 0; i < segs.size(); i++)
+		if (segs[i].bounded)
+			lines.push_back(line_of(segs[i], i));
+	return ctf_pieces(lines, segs.size(), names(), local);
 }
 
 std::string SyncLinks::status() const
@@ -1032,42 +1006,38 @@ std::string SyncLinks::status() const
 
 namespace {
 
-// The block "\nNAME {\n...\n};\n" of a metadata text: *b at the newline
-// before NAME, *e at its closing "\n};\n".  False if there is none.
-bool find_block(const std::string &text, const char *name, size_t *b, size_t *e)
+// trace_split.h's split with the sub-trace owner's rights (fs.h): a root
+// daemon splitting a user's trace creates nothing the user could not, and
+// hands what it creates to the user.
+bool split_as_owner(const std::string &dir, const std::vector<CtfPiece> &pieces, SplitStats *st,
+		    std::string *err)
 {
-	*b = text.find(std::string("\n") + name + " {\n");
-	*e = *b == std::string::npos ? *b : text.find("\n};\n", *b);
-	return *e != std::string::npos;
+	struct stat dst;
+	if (lstat(dir.c_str(), &dst) != 0 || !S_ISDIR(dst.st_mode)) {
+		*err = dir + ": not a directory";
+		return false;
+	}
+	Owner own;
+	if (geteuid() == 0 && dst.st_uid != 0)
+		own.uid = dst.st_uid, own.gid = dst.st_gid;
+	AsOwner as(own);
+	if (!as.ok()) {
+		*err = "cannot take the rights of uid " + std::to_string(own.uid);
+		return false;
+	}
+	SplitOwner give;
+	if (own.uid >= 0)
+		give.give = [&own](int fd) { own.apply(fd); };
+	const size_t whole = st->whole_files.size();
+	const bool ok = split_subtrace(dir, pieces, st, err, give);
+	for (size_t i = whole; i < st->whole_files.size(); i++)
+		logf("clock links: %s: a packet header does not check; the file stays whole in its "
+		     "directory (on one clock line)",
+		     st->whole_files[i].c_str());
+	return ok;
 }
 
 } // namespace
-
-std::string rewrite_metadata_env(const std::string &text, const std::string &env_lines)
-{
-	// The env block: earlier sync_ lines out, the new ones in.
-	size_t eb, ee;
-	if (!find_block(text, "env", &eb, &ee))
-		return text;
-	std::string body = text.substr(eb + 7, ee + 1 - (eb + 7)), kept;
-	std::istringstream lines(body);
-	for (std::string l; std::getline(lines, l);)
-		if (l.rfind("\tsync_", 0) != 0)
-			kept += l + "\n";
-	return text.substr(0, eb + 7) + kept + env_lines + text.substr(ee + 1);
-}
-
-std::string rewrite_metadata_clock(const std::string &text, const ClockInfo &c, const std::string &env_lines)
-{
-	size_t cb, ce;
-	if (!find_block(text, "clock", &cb, &ce))
-		return text;
-	std::string out = text.substr(0, cb + 1) + ctf_clock_block(c) + text.substr(ce + 4);
-	const size_t eb = out.find("\nenv {\n");
-	if (eb == std::string::npos || eb > cb)
-		return out;
-	return rewrite_metadata_env(out, env_lines);
-}
 
 SyncLinks::Written SyncLinks::clocks_written(const ClockInfo &clock, const std::string &hostname) const
 {
@@ -1147,7 +1117,7 @@ void SyncLinks::session_stopped(const std::string &out, const ClockInfo &clock,
 			continue;
 		if (pieces.size() > 1) {
 			std::string err;
-			if (!split_subtrace(d, pieces, &st, &err))
+			if (!split_as_owner(d, pieces, &st, &err))
 				logf("clock links: %s: cannot split it by clock piece (%s): babeltrace2 "
 				     "places it on "
 				     "one clock line",

@@ -146,8 +146,7 @@ private:
 			  std::string *env) const; // mu_ held
 	std::vector<CtfPiece> ctf_pieces_of(const std::vector<clocksync::Segment> &segs,
 					    const ClockInfo &local) const; // mu_ held
-	void segment_clock(const clocksync::Segment &seg, size_t n_segs, const ClockInfo &local,
-			   ClockInfo *out, std::string *env) const; // mu_ held
+	MapNames names() const;                                            // mu_ held
 	bool send_frame(int fd, const SyncFrame &f);
 	bool sleep_ns(uint64_t ns); // false: stop asked
 	ssize_t read_stamped(int fd, uint8_t *buf, size_t len, int64_t *t_recv);
@@ -228,13 +227,6 @@ private:
 
 	std::vector<std::unique_ptr<SyncLink>> links_;
 };
-
-// The metadata text with its clock block replaced by `c` and its env given
-// `env_lines` (earlier sync_ lines dropped).  Unchanged if it has no clock
-// block.
-std::string rewrite_metadata_clock(const std::string &text, const ClockInfo &c, const std::string &env_lines);
-// The same for the env block alone (the clock block kept).
-std::string rewrite_metadata_env(const std::string &text, const std::string &env_lines);
 
 } // namespace daemon_impl
 } // namespace strata

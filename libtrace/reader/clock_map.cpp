@@ -165,7 +165,7 @@ bool is_str(const JVal *v, const char *s)
 
 // One stored segment as a piece; false when it gives none (unbounded) or
 // cannot be trusted (*why set).
-bool piece_of(const JVal &seg, ClockPiece *p, int64_t *last, std::string *why)
+bool piece_of(const JVal &seg, ClockPiece *p, int64_t *last, SegmentLine *line, std::string *why)
 {
 	const JVal *bounded = seg.get("bounded");
 	if (bounded && bounded->kind == JVal::Bool && !bounded->b)
@@ -187,6 +187,20 @@ bool piece_of(const JVal &seg, ClockPiece *p, int64_t *last, std::string *why)
 	}
 	p->from = x_first;
 	*last = x_last;
+	line->x_first = x_first;
+	line->x_last = x_last;
+	line->x0 = p->x0;
+	line->y0 = p->y0;
+	line->slope = p->slope;
+	line->width = 0; // the widest knot (what the daemon's metadata says)
+	if (const JVal *knots = seg.get("knots"); knots && knots->kind == JVal::Arr)
+		for (const JVal &k : knots->arr) {
+			int64_t lo, hi;
+			if (k.kind == JVal::Arr && k.arr.size() == 3 && as_int(&k.arr[1], &lo) &&
+			    as_int(&k.arr[2], &hi) && lo > -kMax && lo < kMax && hi > -kMax && hi < kMax &&
+			    hi - lo > line->width)
+				line->width = hi - lo;
+		}
 	return true;
 }
 
@@ -259,12 +273,25 @@ bool parse_clock_map(const std::string &text, const std::string &link, ClockMap 
 	}
 	out->link = link;
 	out->pieces.clear();
+	out->lines.clear();
+	out->n_segments = segs->arr.size();
+	out->names = MapNames();
+	out->names.link = link;
+	out->names.peer_offset_ns = out->offset_ns;
+	if (const JVal *v = root.get("machine"); v && v->kind == JVal::Str)
+		out->names.hostname = v->text;
+	if (const JVal *v = lk->get("peer_hostname"); v && v->kind == JVal::Str)
+		out->names.peer_hostname = v->text;
+	if (const JVal *v = lk->get("peer_boot_id"); v && v->kind == JVal::Str)
+		out->names.peer_boot_id = v->text;
 	int64_t prev_last = 0;
 	for (const JVal &s : segs->arr) {
 		ClockPiece piece;
+		SegmentLine line;
+		line.index = static_cast<size_t>(&s - segs->arr.data());
 		int64_t last = 0;
 		why->clear();
-		if (s.kind != JVal::Obj || !piece_of(s, &piece, &last, why)) {
+		if (s.kind != JVal::Obj || !piece_of(s, &piece, &last, &line, why)) {
 			if (s.kind != JVal::Obj || !why->empty()) {
 				*why = "link '" + link +
 				       "': " + (why->empty() ? "a segment is not an object" : *why);
@@ -280,6 +307,7 @@ bool parse_clock_map(const std::string &text, const std::string &link, ClockMap 
 			piece.from = piece_handover(out->pieces.back(), prev_last, piece, piece.from);
 		prev_last = last;
 		out->pieces.push_back(piece);
+		out->lines.push_back(line);
 	}
 	if (out->pieces.empty()) {
 		*why = "link '" + link + "' has no bounded segment";

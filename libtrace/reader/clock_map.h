@@ -44,6 +44,8 @@
 #include <string>
 #include <vector>
 
+#include "ctf_clock.h"
+
 namespace strata {
 
 struct ClockPiece {
@@ -68,6 +70,12 @@ struct ClockMap {
 	std::string link;               // the follower link's name (the metadata's sync_peer)
 	int64_t offset_ns = 0;          // the reference's REALTIME - MONOTONIC
 	std::vector<ClockPiece> pieces; // from increasing; never empty once loaded
+	// What a split by piece (trace_split.h) writes into each piece's
+	// metadata: each piece's segment (lines[i] is pieces[i]'s), the map's
+	// segment count (unbounded ones too) and the names.
+	std::vector<SegmentLine> lines;
+	size_t n_segments = 0;
+	MapNames names;
 
 	// The piece that maps source value x.
 	size_t piece_at(uint64_t x) const;

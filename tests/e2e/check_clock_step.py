@@ -16,7 +16,8 @@ Oracles: the stored bound holds against every message (check_clock_link.py's
 `bounds`); at the stop the guest's daemon splits each sub-trace into one CTF
 trace per clock piece (docs/clocks.md, "babeltrace2 across a step"): a
 `~seg<k>` sibling per earlier piece, with its own clock line; a second
-start/stop leaves the split trace byte for byte as it was.  babeltrace2's
+start/stop leaves the split trace byte for byte as it was, and so does
+`strata split` (the CLI's split, its pieces rebuilt from clocks.json).  babeltrace2's
 merge of the session's whole output directories (python3-bt2 and the
 `babeltrace2` CLI) holds every syncpp event exactly once (4 x MESSAGES), in
 time order, and inverts none of the messages outside the gap around the
@@ -265,6 +266,14 @@ def main():
            ", ".join(differ) or "same bytes"))
     for who in ("host", "guest"):
         end_daemon(daemons[who], check)
+
+    # `strata split` rebuilds the pieces from clocks.json (the CLI's path for
+    # relayed and received traces): on the daemon's split trace it changes
+    # no byte, so both write the same lines and the same directories.
+    resplit = os.path.join(work, "resplit")
+    r = subprocess.run([strata, "split", outs["guest"], "-o", resplit], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0 and tree_bytes(resplit) == tree_bytes(outs["guest"]),
+          "strata split of the daemon's split trace changes no byte (%s)" % (r.stdout + r.stderr).strip()[-300:])
 
     p = os.path.join(outs["guest"], "clocks.json")
     gclocks = json.load(open(p)) if os.path.exists(p) else {"links": []}

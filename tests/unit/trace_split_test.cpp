@@ -1,5 +1,5 @@
 // trace_split_test.cpp - a follower's sub-trace split into one CTF trace per
-// clock piece (consumerd/trace_split.h, docs/clocks.md "babeltrace2 across a
+// clock piece (libtrace/reader/trace_split.h, docs/clocks.md "babeltrace2 across a
 // step"): a WIDE (kernel layout) sub-trace whose packets straddle two piece
 // boundaries is cut at record boundaries; every record lands in exactly one
 // directory, inside that directory's piece, read back by Strata's reader
@@ -20,7 +20,6 @@
 #include "trace_split.h"
 
 using namespace strata;
-using namespace strata::daemon_impl;
 namespace fs = std::filesystem;
 
 namespace {
@@ -222,6 +221,94 @@ TEST_F(TraceSplit, CutAtRecordBoundariesEveryRecordOnce)
 		once.insert(once.end(), kv.second.begin(), kv.second.end());
 	std::sort(once.begin(), once.end());
 	EXPECT_EQ(once, want);
+}
+
+// A packet opened in one piece whose records all lie in the next (open
+// across the step, nothing written before it): it goes to its records'
+// piece with their first value as its timestamp_begin, so that it begins
+// inside that piece's range and Strata's reader shows its records.
+TEST_F(TraceSplit, PacketOpenedBeforeItsRecordsPieceBeginsWithThem)
+{
+	auto p = packet(0, 305, 10, 3, 2);
+	strata_packet_header h;
+	memcpy(&h, p.data(), sizeof h);
+	h.timestamp_begin = 250; // piece 0's
+	memcpy(p.data(), &h, sizeof h);
+	std::ofstream(base_ / "channel0_2", std::ios::binary)
+		.write(reinterpret_cast<const char *>(p.data()), static_cast<std::streamsize>(p.size()));
+	SplitStats st;
+	std::string err;
+	ASSERT_TRUE(split_subtrace(base_.string(), pieces_, &st, &err)) << err;
+	const std::string moved = slurp(root_ / "kernel~seg1" / "channel0_2");
+	ASSERT_GE(moved.size(), sizeof h);
+	memcpy(&h, moved.data(), sizeof h);
+	EXPECT_EQ(h.timestamp_begin, 305u);
+	EXPECT_EQ(h.content_size, h.packet_size);
+	size_t damage = 0;
+	auto got = read_back(root_, &damage);
+	EXPECT_EQ(damage, 0u);
+	size_t in_seg1 = 0;
+	for (uint64_t ts : got["kernel~seg1"])
+		in_seg1 += ts == 305 || ts == 315 || ts == 325;
+	EXPECT_EQ(in_seg1, 3u);
+	const auto before = tree(root_);
+	ASSERT_TRUE(split_subtrace(base_.string(), pieces_, &st, &err)) << err;
+	EXPECT_EQ(tree(root_), before); // a second split changes nothing
+}
+
+// split_tree: the pieces rebuilt from a stored clocks.json (the CLI's
+// path: strata receive, strata split); only a clocks.json inside the
+// root counts; a second run changes nothing.
+TEST_F(TraceSplit, TreeFromClocksJson)
+{
+	const std::string text = slurp(base_ / "metadata");
+	std::ofstream(base_ / "metadata", std::ios::trunc)
+		<< rewrite_metadata_env(text, "\tsync_state = \"correlated\";\n\tsync_peer = \"host\";\n");
+	const std::string json =
+		"{\"format\": \"strata-clocks\", \"version\": 1, \"machine\": \"guest\", \"links\": [\n"
+		" {\"name\": \"host\", \"role\": \"follower\", \"peer_hostname\": \"h\", \"peer_boot_id\": "
+		"\"f5c620ec-505c-499c-addb-57758d93b1f0\", \"peer_clock_offset_ns\": 1000, \"segments\": [\n"
+		"  {\"bounded\": true, \"x_first\": 100, \"x_last\": 250, \"x0\": 150, \"y0\": 1150, "
+		"\"slope\": 1.0, \"knots\": [[100, 1090, 1110]]},\n"
+		"  {\"bounded\": true, \"x_first\": 300, \"x_last\": 500, \"x0\": 400, \"y0\": 9400, "
+		"\"slope\": 1.0, \"knots\": []}]}]}\n";
+	// Above the root: not this trace's.
+	fs::create_directories(root_ / "t");
+	fs::rename(base_, root_ / "t" / "kernel");
+	std::ofstream(root_ / "clocks.json") << json;
+	TreeSplit above;
+	std::string err;
+	ASSERT_TRUE(split_tree((root_ / "t").string(), &above, &err)) << err;
+	EXPECT_EQ(above.subtraces, 1u);
+	EXPECT_EQ(above.skipped, 1u);
+	EXPECT_EQ(above.split, 0u);
+	ASSERT_EQ(above.notes.size(), 1u);
+	EXPECT_NE(above.notes[0].find("no clocks.json"), std::string::npos) << above.notes[0];
+	// Inside it: split at the handover (300: the earlier line meets the
+	// later's first time only past it).
+	fs::rename(root_ / "clocks.json", root_ / "t" / "clocks.json");
+	TreeSplit ts;
+	ASSERT_TRUE(split_tree((root_ / "t").string(), &ts, &err)) << err;
+	EXPECT_EQ(ts.split, 1u);
+	EXPECT_TRUE(ts.notes.empty());
+	const std::string m0 = slurp(root_ / "t" / "kernel~seg0" / "metadata");
+	EXPECT_NE(m0.find("sync_piece = 0;"), std::string::npos);
+	EXPECT_NE(m0.find("sync_piece_to = 300;"), std::string::npos);
+	EXPECT_NE(m0.find("sync_bound_ns = 20;"), std::string::npos);
+	EXPECT_NE(m0.find("monotonic clock of guest mapped onto host's (h)"), std::string::npos);
+	const std::string mb = slurp(root_ / "t" / "kernel" / "metadata");
+	EXPECT_NE(mb.find("sync_piece = 1;"), std::string::npos);
+	EXPECT_NE(mb.find("sync_piece_from = 300;"), std::string::npos);
+	const auto before = tree(root_);
+	TreeSplit again;
+	ASSERT_TRUE(split_tree((root_ / "t").string(), &again, &err)) << err;
+	EXPECT_EQ(again.st.packets_moved, 0u);
+	EXPECT_EQ(tree(root_), before);
+	// Only the listed directories.
+	TreeSplit none;
+	const std::vector<std::string> other = {(root_ / "t" / "elsewhere").string()};
+	ASSERT_TRUE(split_tree((root_ / "t").string(), &none, &err, &other)) << err;
+	EXPECT_EQ(none.subtraces, 0u);
 }
 
 TEST(TraceSplitNames, PieceDirAndUuid)

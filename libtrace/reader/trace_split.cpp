@@ -8,19 +8,17 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <map>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fs.h"
-#include "log.h"
+#include "clock_map.h"
 #include "record_walk.h"
 #include "strata_abi.h"
-#include "sync_link.h"
 #include "trace_meta.h"
 #include "trace_reader.h"
 
 namespace strata {
-namespace daemon_impl {
 
 namespace {
 
@@ -43,6 +41,23 @@ struct FilePlan {
 	std::vector<Part> parts;
 	bool whole = false; // damaged: stays in the base as it is
 };
+
+bool write_all(int fd, const void *p, size_t n)
+{
+	auto *c = static_cast<const uint8_t *>(p);
+	while (n) {
+		const ssize_t w = write(fd, c, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = ENOSPC;
+			return false;
+		}
+		c += w, n -= static_cast<size_t>(w);
+	}
+	return true;
+}
 
 bool read_at(int fd, void *p, size_t n, uint64_t off)
 {
@@ -74,7 +89,7 @@ bool read_text(int dirfd, const char *name, std::string *out)
 }
 
 // A whole file `name` in dirfd, written beside it and renamed over it.
-bool put_text(int dirfd, const char *name, const std::string &text, const Owner &own, std::string *err)
+bool put_text(int dirfd, const char *name, const std::string &text, const SplitOwner &own, std::string *err)
 {
 	const std::string tmp = std::string(".") + name + ".split";
 	const int fd =
@@ -164,9 +179,25 @@ void plan_file(int fd, uint64_t size, const TraceMeta &m, RecordWalk &walk,
 		const uint64_t end = walk.walk(buf.data(), content, m.shared_stream(h.stream_id),
 					       h.timestamp_end, &ts, &why, runs);
 		if (end != content || runs.run_piece.size() < 2) {
-			// Not walked to its end, or in one piece after all.
+			// Not walked to its end, or in one piece after all: the
+			// piece of its first record.  Opened before that piece
+			// began (a packet open across the step whose records all
+			// came after it), it gets that record's value as its
+			// timestamp_begin, so that it begins inside its piece's
+			// range (a reader skips a packet outside it).
 			if (!runs.run_piece.empty())
 				whole.piece = runs.run_piece.front();
+			if (whole.piece != pa) {
+				whole.cut = true;
+				whole.off = off + kHdr;
+				whole.len = content - kHdr;
+				whole.h = h;
+				whole.h.timestamp_begin = runs.firsts.front().ts;
+				whole.h.content_size = content * 8;
+				whole.h.packet_size = whole.h.content_size;
+				whole.ts_begin = whole.h.timestamp_begin;
+				st->packets_cut++;
+			}
 			plan->parts.push_back(whole);
 			off += psize;
 			continue;
@@ -276,25 +307,15 @@ std::string drop_trace_uuid(const std::string &text)
 }
 
 bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces, SplitStats *st,
-		    std::string *err)
+		    std::string *err, const SplitOwner &own)
 {
 	if (pieces.empty())
 		return true;
 	const fs::path base(dir);
 	const std::string parent = base.parent_path().string(), leaf = base.filename().string();
-	// With the owner's rights (fs.h): a root daemon splitting a user's trace
-	// creates nothing the user could not.
 	struct stat dst;
 	if (lstat(dir.c_str(), &dst) != 0 || !S_ISDIR(dst.st_mode)) {
 		*err = dir + ": not a directory";
-		return false;
-	}
-	Owner own;
-	if (geteuid() == 0 && dst.st_uid != 0)
-		own.uid = dst.st_uid, own.gid = dst.st_gid;
-	AsOwner as(own);
-	if (!as.ok()) {
-		*err = "cannot take the rights of uid " + std::to_string(own.uid);
 		return false;
 	}
 	Fd pfd(open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -337,10 +358,7 @@ bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces,
 		}
 		plan_file(fd.fd, static_cast<uint64_t>(fst.st_size), m, walk, pieces, &f, st);
 		if (f.whole)
-			logf("clock links: %s/%s: a packet header does not check; the file stays whole in "
-			     "its "
-			     "directory (on one clock line)",
-			     dir.c_str(), f.name.c_str());
+			st->whole_files.push_back(dir + "/" + f.name);
 		for (const Part &p : f.parts)
 			keep = std::max(keep, p.piece), any = true;
 	}
@@ -423,14 +441,18 @@ bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces,
 	for (const FilePlan &f : plans) {
 		bool moves = false;
 		for (const Part &p : f.parts)
-			moves |= p.piece != keep;
+			moves |= p.piece != keep || p.cut; // a cut part that stays: its new header
 		if (f.whole || !moves)
 			continue;
 		Fd in(openat(dfd.fd, f.name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
 		bool left = false;
 		for (const Part &p : f.parts)
 			left |= p.piece == keep;
+		// A relayd's index of the file (index/<name>.idx, which
+		// babeltrace2 trusts over a scan) no longer matches: gone.
+		const std::string idx = "index/" + f.name + ".idx";
 		if (!left) {
+			unlinkat(dfd.fd, idx.c_str(), 0);
 			unlinkat(dfd.fd, f.name.c_str(), 0);
 			continue;
 		}
@@ -443,6 +465,8 @@ bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces,
 				ok = write_part(in.fd, p, out.fd, &buf);
 		if (ok)
 			own.apply(out.fd);
+		if (ok)
+			unlinkat(dfd.fd, idx.c_str(), 0);
 		if (!ok || renameat(dfd.fd, tmp.c_str(), dfd.fd, f.name.c_str()) != 0) {
 			*err = "cannot rewrite " + dir + "/" + f.name + ": " + strerror(errno);
 			unlinkat(dfd.fd, tmp.c_str(), 0);
@@ -452,5 +476,154 @@ bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces,
 	return true;
 }
 
-} // namespace daemon_impl
+} // namespace strata
+
+namespace strata {
+
+std::vector<CtfPiece> ctf_pieces(const std::vector<SegmentLine> &segs, size_t n_segs, const MapNames &names,
+				 const ClockInfo &local)
+{
+	std::vector<CtfPiece> v;
+	if (names.peer_boot_id.empty())
+		return v;
+	const auto line = [](const SegmentLine &s) {
+		ClockPiece l;
+		l.x0 = s.x0;
+		l.y0 = s.y0;
+		l.slope = s.slope;
+		return l;
+	};
+	const SegmentLine *prev = nullptr;
+	for (const SegmentLine &s : segs) {
+		CtfPiece p;
+		p.segment = s.index;
+		// From the handover, as clock_map.h's pieces: an event in the gap
+		// goes to the side of the step the reader puts it on.
+		p.from = !prev ? INT64_MIN : piece_handover(line(*prev), prev->x_last, line(s), s.x_first);
+		segment_clock(s, n_segs, names, local, &p.clock, &p.env);
+		v.push_back(std::move(p));
+		prev = &s;
+	}
+	return v;
+}
+
+bool split_tree(const std::string &root, TreeSplit *out, std::string *err,
+		const std::vector<std::string> *only)
+{
+	namespace fs = std::filesystem;
+	std::error_code ec;
+	const fs::path top = fs::absolute(fs::path(root), ec).lexically_normal();
+	std::vector<std::string> dirs; // listed first: a split makes directories
+	for (auto it = fs::recursive_directory_iterator(top, ec);
+	     !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+		if (it->path().filename() == "metadata" && it->is_regular_file(ec) &&
+		    !is_piece_dir(it->path().parent_path().string()))
+			dirs.push_back(it->path().parent_path().string());
+	if (ec) {
+		*err = "cannot list " + root + ": " + ec.message();
+		return false;
+	}
+	if (only) {
+		std::vector<std::string> mine;
+		for (const std::string &o : *only)
+			mine.push_back(fs::absolute(fs::path(o), ec).lexically_normal().string());
+		std::sort(mine.begin(), mine.end());
+		dirs.erase(std::remove_if(dirs.begin(), dirs.end(),
+					  [&](const std::string &d) {
+						  return !std::binary_search(mine.begin(), mine.end(), d);
+					  }),
+			   dirs.end());
+	}
+	std::sort(dirs.begin(), dirs.end());
+	struct Map {
+		bool ok = false;
+		std::string why;
+		std::vector<CtfPiece> pieces;
+	};
+	std::map<std::pair<std::string, std::string>, Map> maps; // by (clocks.json, link)
+	bool ok = true;
+	for (const std::string &d : dirs) {
+		out->subtraces++;
+		Fd dfd(open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+		std::string text, why;
+		TraceMeta m;
+		if (dfd.fd < 0 || !read_text(dfd.fd, "metadata", &text) ||
+		    !parse_trace_meta(text, &m, &why)) {
+			out->skipped++;
+			out->notes.push_back(d + ": its metadata cannot be read (" +
+					     (why.empty() ? std::string(strerror(errno)) : why) +
+					     "): left as it is");
+			continue;
+		}
+		const std::string link = m.env_string("sync_peer");
+		if (link.empty())
+			continue; // not a follower's sub-trace (a reference's, or no link)
+		if (m.env_string("sync_state") != "correlated") {
+			out->skipped++;
+			out->notes.push_back(d + ": on its own clock (sync_state \"" +
+					     m.env_string("sync_state") +
+					     "\": the follower's rewrite never came): left as it is");
+			continue;
+		}
+		// The clocks.json of the trace (within root: one above it is
+		// another trace's).
+		const std::string cj = find_clocks_json(d);
+		const std::string rel =
+			cj.empty() ? std::string() : fs::path(cj).lexically_relative(top).string();
+		if (cj.empty() || rel.empty() || rel.rfind("..", 0) == 0) {
+			out->skipped++;
+			out->notes.push_back(
+				d + ": no clocks.json in the trace: left on its metadata's one line");
+			continue;
+		}
+		Map &mp = maps[{cj, link}];
+		if (!mp.ok && mp.why.empty()) {
+			std::string jtext;
+			ClockMap cm;
+			Fd jfd(open(cj.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+			struct stat jst;
+			if (jfd.fd < 0 || fstat(jfd.fd, &jst) != 0 ||
+			    static_cast<uint64_t>(jst.st_size) > kMaxMetadata) {
+				mp.why = "cannot read it";
+			} else {
+				jtext.resize(static_cast<size_t>(jst.st_size));
+				if (!jtext.empty() && !read_at(jfd.fd, &jtext[0], jtext.size(), 0))
+					mp.why = "cannot read it";
+				else if (parse_clock_map(jtext, link, &cm, &mp.why))
+					mp.pieces =
+						ctf_pieces(cm.lines, cm.n_segments, cm.names, ClockInfo());
+				if (mp.why.empty() && mp.pieces.empty())
+					mp.why = "it names no reference boot id";
+				mp.ok = mp.why.empty();
+			}
+		}
+		if (!mp.ok) {
+			out->skipped++;
+			out->notes.push_back(d + ": " + cj + ": " + mp.why +
+					     ": left on its metadata's one line");
+			continue;
+		}
+		if (mp.pieces.size() < 2) {
+			out->one_piece++;
+			continue;
+		}
+		std::string e;
+		const size_t whole = out->st.whole_files.size();
+		const bool done = split_subtrace(d, mp.pieces, &out->st, &e);
+		for (size_t i = whole; i < out->st.whole_files.size(); i++)
+			out->notes.push_back(out->st.whole_files[i] +
+					     ": a packet header does not check; the file stays whole (on one "
+					     "clock line)");
+		if (!done) {
+			out->notes.push_back(d + ": cannot split it by clock piece: " + e);
+			if (ok)
+				*err = e;
+			ok = false;
+			continue;
+		}
+		out->split++;
+	}
+	return ok;
+}
+
 } // namespace strata
