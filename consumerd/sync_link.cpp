@@ -99,6 +99,14 @@ std::string clean(const std::string &s)
 	return o;
 }
 
+// The calling thread's CPU time.
+int64_t thread_cpu_ns()
+{
+	timespec ts{};
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 std::string us(int64_t ns)
 {
 	char b[32];
@@ -508,8 +516,11 @@ void SyncLink::serve(int fd)
 	std::vector<uint8_t> in;
 	bool hello_seen = false;
 	int64_t next_probe = static_cast<int64_t>(now_()), next_hello = next_probe, last_quick = 0;
-	int64_t next_second = next_probe;      // the page's line sent, KVM's facts read
-	int64_t spin_from = 0, spin_until = 0; // polling for our probe's answer (SyncSpec::spin)
+	int64_t next_second = next_probe; // the page's line sent, KVM's facts read
+	// Polling for our probe's answer (SyncSpec::spin): until when, and this
+	// thread's CPU time when it began (the status reports CPU, not the
+	// time a preempted spin spent off the CPU).
+	int64_t spin_cpu0 = 0, spin_until = 0;
 	out_seq_ = 0;
 	const int64_t lost_ns = std::max<int64_t>(kLostNs, kLostPeriods * static_cast<int64_t>(period_ns_));
 	const bool device = spec_.kind == SyncSpec::Kind::Device;
@@ -570,13 +581,14 @@ void SyncLink::serve(int fd)
 				out_seq_ = p.seq;
 				out_t1_ = p.t1;
 				if (spec_.spin && live) {
-					// Until the answer, at most 4 least round trips
-					// (1 ms before one is known) and a quarter period.
-					// min_rtt_ is written by this thread only.
+					// Until the answer, at most 2 least round trips +
+					// 50 us (1 ms before one is known) and a quarter
+					// period: the answers that tighten the map come
+					// early.  min_rtt_ is written by this thread only.
 					const int64_t cap = std::min<int64_t>(
-						min_rtt_ < 0 ? 1000000 : kRttFactor * min_rtt_ + kRttSlackNs,
+						min_rtt_ < 0 ? 1000000 : 2 * min_rtt_ + kRttSlackNs,
 						static_cast<int64_t>(period_ns_) / 4);
-					spin_from = p.t1;
+					spin_cpu0 = thread_cpu_ns();
 					spin_until = p.t1 + cap;
 				}
 				std::lock_guard<std::mutex> g(mu_);
@@ -598,7 +610,7 @@ void SyncLink::serve(int fd)
 				ms = 0;
 			} else {
 				std::lock_guard<std::mutex> g(mu_);
-				spun_ns_ += now - spin_from;
+				spun_ns_ += thread_cpu_ns() - spin_cpu0;
 				spin_until = 0;
 			}
 		}
@@ -884,7 +896,7 @@ std::string SyncLink::status_line() const
 		     " step(s) or break(s): lost link, pause, restart)";
 	if (spec_.spin) {
 		char b[64];
-		snprintf(b, sizeof b, "; %.1f ms spent spinning for answers",
+		snprintf(b, sizeof b, "; %.1f ms of CPU spent spinning for answers",
 			 static_cast<double>(spun_ns_) / 1e6);
 		s += b;
 	}

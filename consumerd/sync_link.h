@@ -175,7 +175,7 @@ private:
 	int64_t min_rtt_ = -1;
 	uint64_t breaks_ = 0;
 	uint64_t kernel_stamps_ = 0; // receives stamped by the kernel (SO_TIMESTAMPNS)
-	int64_t spun_ns_ = 0;        // spent polling for answers (SyncSpec::spin)
+	int64_t spun_ns_ = 0;        // CPU spent polling for answers (SyncSpec::spin)
 	// Probe in flight: its seq and send stamp, and since when probes have
 	// gone unanswered (thread only).
 	uint32_t next_seq_ = 1, out_seq_ = 0;

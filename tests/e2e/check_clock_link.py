@@ -157,7 +157,7 @@ def in_gap(link, x):
             any(s["x_last"] < x for s in segs) and any(s["x_first"] > x for s in segs))
 
 
-def bounds(check, name, lk, sends, raw, map_inverted=None):
+def bounds(check, name, lk, sends, raw, map_inverted=None, count_only=False):
     """The stated bound against every message (the link never saw them): a
     message from the host at h received by the guest at g says f(g) > h,
     so the bound's hi(g) must exceed h; one from the guest at g received
@@ -166,12 +166,14 @@ def bounds(check, name, lk, sends, raw, map_inverted=None):
     (what a reader of clocks.json does): none within a segment; in a gap
     between two (a step lies somewhere in it: its map is either segment's,
     its bound the union) they are counted and printed, and the stated
-    bound must still hold there.  Prints the widths and the gaps.
-    `map_inverted`, a set: the k of the messages the map inverts within a
-    segment (or leaves within 1 us of it) are put in it, and the
-    inversions counted and printed instead of checked (a
-    link whose probes are slower than the messages: check_clock_vm.py)."""
+    bound must still hold there.  Prints the widths, the gaps and the
+    closest message to an inversion in each direction (its delay once
+    mapped).  `map_inverted`, a set: the k of the messages the map inverts
+    within a segment (or leaves within 1 us of it) are put in it (the
+    readers' checks allow those a reader's rounding may tip).
+    `count_only`: the inversions are counted and printed, not checked."""
     bad, widths, inv, gap_msgs, gap_inv = 0, [], 0, 0, 0
+    closest = {True: None, False: None}  # guest->host, host->guest: least delay as mapped
     for k in sends:
         (g_send_side, s_val), (_, r_val) = raw[("syncpp:send", k)], raw[("syncpp:recv", k)]
         g = s_val if g_send_side else r_val
@@ -187,13 +189,16 @@ def bounds(check, name, lk, sends, raw, map_inverted=None):
             gap_inv += inverted
         else:
             inv += inverted
+            d = (h - mg) if g_send_side else (mg - h)
+            if closest[g_send_side] is None or d < closest[g_send_side]:
+                closest[g_send_side] = d
             # Within 1 us of inverted: a reader's own rounding (the CTF
             # clock line's rate, its integer ns) may tip it.
             if map_inverted is not None and (inverted or abs(mg - h) < 1000):
                 map_inverted.add(k)
     widths.sort()
     check(bad == 0, "the %s stated bound holds for all %d messages (%d violations)" % (name, len(sends), bad))
-    if map_inverted is None:
+    if not count_only:
         check(inv == 0, "the %s map, segment by segment, inverts none of the %d messages within a segment (%d)" %
               (name, len(sends) - gap_msgs, inv))
     else:
@@ -208,6 +213,8 @@ def bounds(check, name, lk, sends, raw, map_inverted=None):
            widths[-1] / max(1, lk["min_rtt_ns"]), len(lk["segments"]),
            ", ".join(s["start"] for s in lk["segments"]), lk["used"], ", ".join(gaps) or "none",
            gap_msgs, gap_inv))
+    print("%s map: the closest messages to an inversion took %s (guest->host) and %s (host->guest) once mapped" %
+          (name, *("%.1f us" % (closest[d] / 1e3) if closest[d] is not None else "-" for d in (True, False))))
     return widths
 
 

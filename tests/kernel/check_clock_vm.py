@@ -20,9 +20,11 @@ program: the three traces merge in one order.
 
 Oracles (check_clock_link.py's): every stated bound holds against every
 message; the maps' inversions within a segment are counted and printed
-(under TCG the program's host->guest messages can cross faster than the
-probes' fastest legs, and no line can order those: docs/clocks.md,
-"Measured here"; the loopback checks, e2e.clock_*, require none); in the
+(under TCG, and more so on a loaded host, the program's host->guest
+messages can cross faster than the probes' fastest legs, the guest's
+spinning for its answers notwithstanding, and no line can order those:
+docs/clocks.md, "Measured here"; the loopback checks, e2e.clock_*,
+require none); in the
 gap around a step they are counted and printed too; babeltrace2's merge
 inverts nothing the guest's map does not (with a pause: the guest's
 daemon split each sub-trace into one CTF trace per clock piece at its
@@ -32,7 +34,8 @@ counted and printed); `strata view` of the host's and guests' traces
 collected together likewise (Strata's reader applies each guest's
 clocks.json segment by segment, across the pause too); `strata status`
 shows the link; with a pause the maps have a new segment.  Prints the
-widths beside the minimum RTT.  Exit 77 when the VM cannot boot here.
+widths beside the minimum RTT and the closest messages to an inversion.
+Exit 77 when the VM cannot boot here.
 """
 import json
 import os
@@ -254,7 +257,8 @@ def main():
     for v, kbase, glink, hlink in links:
         mine = {k: t for k, t in sends.items() if kbase <= k < kbase + KBASE2}
         for name, lk in ((v + ": the guest's", glink), (v + ": the host's", hlink)):
-            w = bounds(check, name, lk, mine, raw, map_inverted=map_inv if lk is glink else set())
+            w = bounds(check, name, lk, mine, raw, map_inverted=map_inv if lk is glink else set(),
+                       count_only=True)
             if lk is glink and w:
                 widest = max(widest, w[-1])
             if mode == "pause" and v == "vm1":
