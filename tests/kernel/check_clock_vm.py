@@ -33,12 +33,14 @@ inverts nothing outside the gap that the map does not; those in it are
 counted and printed); `strata view` of the host's and guests' traces
 collected together likewise (Strata's reader applies each guest's
 clocks.json segment by segment, across the pause too); `strata status`
-shows the link; with a pause the maps have a new segment.  Prints the
+shows the link, and the guest's its spin (some, at most 1 ms a probe);
+with a pause the maps have a new segment.  Prints the
 widths beside the minimum RTT and the closest messages to an inversion.
 Exit 77 when the VM cannot boot here.
 """
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -223,7 +225,14 @@ def main():
         check(bool(line) and "bound width" in line[0], "strata status shows the link and its bound: %s" %
               (line[0] if line else "(none)"))
         p = os.path.join(vms[v][0], "guest-status.txt")
-        print("%s's status: " % v + (open(p).read().strip().replace("\n", " | ") if os.path.exists(p) else "none"))
+        gstatus = open(p).read() if os.path.exists(p) else ""
+        print("%s's status: " % v + (gstatus.strip().replace("\n", " | ") or "none"))
+        # The guest's end spins for its probes' answers (a virtio: link's
+        # default), each spin at most a quarter of the 4 ms period.
+        m = re.search(r"(\d+) of (\d+) probe\(s\) answered.*; ([0-9.]+) ms of CPU spent spinning", gstatus)
+        check(bool(m) and 0 < float(m.group(3)) <= 1.0 * int(m.group(2)) + 1,
+              "%s: the guest's link spun for its answers, at most 1 ms a probe (%s)" %
+              (v, "%s ms over %s probes" % (m.group(3), m.group(2)) if m else "not said"))
     r = subprocess.run([strata, "stop", "S"], env=env, capture_output=True, text=True, timeout=60)
     check(r.returncode == 0, "host: strata stop")
     end_daemon(d, check)
