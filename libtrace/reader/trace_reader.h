@@ -25,7 +25,8 @@
  *
  * Threading: one TraceReader per thread; callbacks run on the calling
  * thread.  Memory: one packet per stream in flight (read with pread, so a
- * file truncated meanwhile cannot fault).
+ * file truncated meanwhile cannot fault) and its records as the walk that
+ * checked it decoded them (at most 65,536 of 24 bytes per stream).
  */
 #ifndef STRATA_LIBTRACE_TRACE_READER_H
 #define STRATA_LIBTRACE_TRACE_READER_H
