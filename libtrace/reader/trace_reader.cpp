@@ -808,7 +808,36 @@ void TraceReader::start()
 		heap_down(i);
 }
 
+// Most calls: the cursor that gave the previous event has another record
+// of its packet, still the earliest of all (a run of one stream's
+// events).  advance_ is set only once the pass started and the index's
+// damage was given, and heap_[0] is the cursor it names.
 bool TraceReader::next(TraceMsg *out)
+{
+	Cursor *c = advance_;
+	if (__builtin_expect(c && c->pending.empty() && has_record(*c), 1)) {
+		take_record(*c);
+		const size_t n = heap_.size();
+		auto before = [c](const Cursor *o) {
+			return o->key < c->key || (o->key == c->key && o->order < c->order);
+		};
+		const bool first = n < 2 || !(before(heap_[1]) || (n > 2 && before(heap_[2])));
+		if (__builtin_expect(first && c->ev.cls, 1)) {
+			stats_.events++;
+			*out = TraceMsg();
+			out->kind = TraceMsgKind::Event;
+			out->stream = c->s;
+			out->event = &c->ev;
+			return true;
+		}
+		if (!first)
+			heap_down(0);
+		advance_ = nullptr; // moved on: next_slow() takes the first
+	}
+	return next_slow(out);
+}
+
+bool TraceReader::next_slow(TraceMsg *out)
 {
 	if (!started_)
 		start();

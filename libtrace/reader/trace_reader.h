@@ -373,6 +373,7 @@ private:
 	bool started_ = false;
 	Cursor *advance_ = nullptr;
 	void heap_down(size_t i);
+	bool next_slow(TraceMsg *out);
 	std::vector<TraceDamage> damages_;
 	// clocks.json read so far, by path and link: the map (null: unusable, named once).
 	std::map<std::string, std::shared_ptr<const ClockMap>> clock_maps_;
