@@ -22,9 +22,11 @@ struct ClassOf : rd::SlotCache {
 	// interned callers (docs/pthread.md).
 	enum { Other, Mapping, Lock, Site, Held, Acquired, Counts, CountsDone } what = Other;
 	Op op = Op::MutexLock;
-	// Held and Acquired: their fields' slots, resolved at the first record.
+	// Held, Acquired and Lock: their fields' slots, resolved at the first
+	// record (a name look-up per field read was a tenth of a wait's cost).
 	bool resolved = false;
 	rd::FieldSlot f_back, f_site, f_lock;
+	rd::FieldSlot f_cond, f_ret, f_contended, f_wait, f_caller, f_stack; // Lock
 };
 
 struct Sink {
@@ -98,7 +100,7 @@ template <class E> uint32_t proc_of(Sink *s, const E &ev)
 // after reading, a streamed one keeps caller 0.
 // The caller of site id `site` of process `proc` into e->caller; false
 // when the site is not known yet.
-bool site_caller(Sink *s, uint32_t proc, uint64_t site, Event *e)
+inline __attribute__((always_inline)) bool site_caller(Sink *s, uint32_t proc, uint64_t site, Event *e)
 {
 	const std::pair<uint32_t, uint64_t> key{proc, site};
 	Sink::RecentSite &r = s->recent_sites[cache_place(proc, site)];
@@ -253,13 +255,23 @@ template <class E> bool Sink::event(const E &ev)
 		on_counts(s, c, ev, std::move(e));
 		return true;
 	}
-	e.lock = c.u64(ev, "lock");
-	e.cond = c.u64(ev, "cond");
-	e.ret = static_cast<int32_t>(c.i64(ev, "ret"));
-	e.contended = c.u64(ev, "contended") != 0;
-	e.wait_ns = c.u64(ev, "wait_ns");
-	e.caller = c.u64(ev, "caller");
-	const rd::FieldSlot &st = c.get(ev, "stack");
+	if (!c.resolved) {
+		c.f_lock = c.get(ev, "lock");
+		c.f_cond = c.get(ev, "cond");
+		c.f_ret = c.get(ev, "ret");
+		c.f_contended = c.get(ev, "contended");
+		c.f_wait = c.get(ev, "wait_ns");
+		c.f_caller = c.get(ev, "caller");
+		c.f_stack = c.get(ev, "stack");
+		c.resolved = true;
+	}
+	e.lock = ev.u64(c.f_lock);
+	e.cond = ev.u64(c.f_cond);
+	e.ret = static_cast<int32_t>(ev.i64(c.f_ret));
+	e.contended = ev.u64(c.f_contended) != 0;
+	e.wait_ns = ev.u64(c.f_wait);
+	e.caller = ev.u64(c.f_caller);
+	const rd::FieldSlot &st = c.f_stack;
 	const uint32_t n = ev.count(st);
 	for (uint32_t i = 0; i < n && i < 256; i++)
 		e.stack.push_back(ev.elem_u64(st, i));

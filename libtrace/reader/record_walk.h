@@ -89,9 +89,9 @@ public:
 	// ends at or before the good end walk() returned; prev is the
 	// previous record's timestamp (the packet's timestamp_begin for the
 	// first).  Fills *r as walk() handed it and moves *o past it.  None
-	// of walk()'s checks is made again: a reader walks a packet once to
-	// check it, then steps through its records as they are asked for
-	// (trace_reader.cpp), instead of keeping every record's offsets.
+	// of walk()'s checks is made again: a reader whose walk of a packet
+	// kept only the first records it decoded steps through the rest as
+	// they are asked for (trace_reader.cpp).
 	__attribute__((always_inline)) void step(const uint8_t *pkt, uint64_t end, bool shared, uint64_t prev,
 						 uint64_t *o, WalkedRecord *r) const
 	{

@@ -118,6 +118,21 @@ void TraceEvent::decode(std::vector<FieldValue> *out) const
 	for_each_field([out](const FieldValue &v) { out->push_back(v); });
 }
 
+// One good record as the walk decoded it: what next() delivers of it.
+// Offsets fit 32 bits (a packet is at most 64 MiB, strata_abi.h), ids 16
+// (a described id is at most 0xfffe: the metadata rules).
+struct DecodedRecord {
+	uint64_t ts;
+	uint32_t payload, end;
+	int32_t tid;
+	uint16_t id, cpu;
+};
+static_assert(sizeof(DecodedRecord) == 24, "a decoded record is 24 bytes");
+
+// Records decoded per refill of a cursor (1.5 MiB): a 1 MiB packet of
+// records of 16 bytes or more is walked once.
+constexpr size_t kMaxDecoded = 65536;
+
 // A stream being read: its next packet, the current packet's records.
 struct TraceReader::Cursor {
 	StreamInfo *s = nullptr;
@@ -125,10 +140,15 @@ struct TraceReader::Cursor {
 	const std::map<uint32_t, MetaEvent> *classes = nullptr;
 	size_t next = 0; // next index entry to load
 	std::vector<uint8_t> buf;
-	// The packet's records, walked (checked) whole when it was loaded and
-	// stepped through one at a time: the next one's offset, the end of
-	// the good ones, the previous one's timestamp (a compact header's
-	// base).  Memory: the packet, whatever its number of records.
+	// The packet's records, decoded by the walk that checks the packet
+	// when it is loaded (the first kMaxDecoded of them; memory: the packet
+	// and at most kMaxDecoded * 24 bytes), served from recs[ri, rn) one
+	// at a time.  Past them, ro is the next record's offset, rend the end
+	// of the good ones, rprev the previous one's timestamp (a compact
+	// header's base): refill() steps through the next kMaxDecoded
+	// (RecordWalk::step, no check made again).
+	std::unique_ptr<DecodedRecord[]> recs; // recs_cap of them, uninitialised
+	size_t recs_cap = 0, ri = 0, rn = 0;
 	uint64_t ro = 0, rend = 0, rprev = 0;
 	const PacketEntry *pe = nullptr;
 	const PacketEntry *prev = nullptr; // the last packet loaded (for loss)
@@ -514,6 +534,30 @@ void TraceReader::queue_loss(Cursor &c, const PacketEntry &e)
 	}
 }
 
+// The next kMaxDecoded records past those decoded (c.ro < c.rend), into
+// c.recs: stepped through, the walk that loaded the packet having checked
+// them.
+template <class C> __attribute__((noinline)) void refill(C &c)
+{
+	const size_t cap = c.recs_cap;
+	size_t n = 0;
+	while (n < cap && c.ro < c.rend) {
+		WalkedRecord r;
+		c.walk->step(c.buf.data(), c.rend, c.s->shared, c.rprev, &c.ro, &r);
+		c.rprev = r.ts;
+		c.recs[n++] = DecodedRecord{r.ts,  (uint32_t)r.payload, (uint32_t)r.end,
+					    r.tid, (uint16_t)r.id,      r.cpu};
+	}
+	c.ri = 0;
+	c.rn = n;
+}
+
+// Whether the cursor's packet has a record left to deliver.
+template <class C> __attribute__((always_inline)) inline bool has_record(const C &c)
+{
+	return c.ri < c.rn || c.ro < c.rend;
+}
+
 // Loads the cursor's next packet in the window and walks its records;
 // queues the loss the packet reveals.  False at the stream's end.
 bool TraceReader::load_packet(Cursor &c)
@@ -545,35 +589,55 @@ bool TraceReader::load_packet(Cursor &c)
 		}
 		stats_.packets++;
 		stats_.bytes += e.content;
-		// The records, by the consumer's walk: checked now, decoded as
-		// they are read (next_record).  Across packets, a stream's
-		// records never go back in time: those before the last one
-		// delivered are dropped (a leading run: timestamps never go
-		// back within a walk).
-		struct Count : RecordWalk::NoVisit {
-			uint64_t n = 0, before = 0, last_ts = 0;
-			bool have = false;
+		// The records, by the consumer's walk: checked and decoded in
+		// one pass (the first kMaxDecoded kept, the rest stepped through
+		// later by refill()), delivered one at a time.  Across packets,
+		// a stream's records never go back in time: those before the
+		// last one delivered are dropped.
+		// Room for every record the content can hold (each takes 4
+		// bytes or more), up to kMaxDecoded: grown to the largest
+		// packet's, left uninitialised (pages touched as records fill
+		// them).
+		const size_t cap =
+			std::min<size_t>(kMaxDecoded, e.content > kHdr ? (e.content - kHdr) / 4 : 0);
+		if (c.recs_cap < cap) {
+			c.recs.reset(new DecodedRecord[cap]);
+			c.recs_cap = cap;
+		}
+		struct Decode : RecordWalk::NoVisit {
+			DecodedRecord *p, *full; // the next place, the end of recs
 			void record(const WalkedRecord &r)
 			{
-				n++;
-				before += have && r.ts < last_ts;
+				if (__builtin_expect(p != full, 1))
+					*p++ = DecodedRecord{r.ts,  (uint32_t)r.payload, (uint32_t)r.end,
+							     r.tid, (uint16_t)r.id,      r.cpu};
 			}
 		} v;
-		v.have = c.have_ts;
-		v.last_ts = c.last_ts;
+		v.p = c.recs.get();
+		v.full = v.p + cap;
 		uint64_t ts = e.ts_begin;
 		const char *why = nullptr;
 		const uint64_t good =
 			c.walk->walk(c.buf.data(), e.content, c.s->shared, e.ts_end, &ts, &why, v);
-		c.ro = RecordWalk::kHdr;
+		c.ri = 0;
+		c.rn = (size_t)(v.p - c.recs.get());
 		c.rend = good;
-		c.rprev = e.ts_begin;
-		const uint64_t first = v.before;
-		for (uint64_t k = 0; k < first; k++) {
-			WalkedRecord r;
-			c.walk->step(c.buf.data(), e.content, c.s->shared, c.rprev, &c.ro, &r);
-			c.rprev = r.ts;
-		}
+		// Past the records kept (all of them unless recs is full):
+		// where refill() goes on from.
+		c.ro = c.rn ? c.recs[c.rn - 1].end : good;
+		c.rprev = c.rn ? c.recs[c.rn - 1].ts : e.ts_begin;
+		// The leading run of records before the last one delivered
+		// (timestamps never go back within a walk), skipped.
+		uint64_t first = 0;
+		if (c.have_ts && c.rn && c.recs[0].ts < c.last_ts)
+			while (has_record(c)) {
+				if (c.ri == c.rn)
+					refill(c);
+				if (c.recs[c.ri].ts >= c.last_ts)
+					break;
+				c.ri++;
+				first++;
+			}
 		if (first)
 			why = "records before the previous packet's last";
 		if (why) {
@@ -583,7 +647,7 @@ bool TraceReader::load_packet(Cursor &c)
 			TraceMsg msg;
 			msg.kind = TraceMsgKind::Damage;
 			msg.stream = c.s;
-			msg.begin_ns = msg.end_ns = m.ns_from_origin(v.n == first ? e.ts_begin : ts);
+			msg.begin_ns = msg.end_ns = m.ns_from_origin(has_record(c) ? ts : e.ts_begin);
 			msg.damage = nullptr; // resolved in read(): damages_ may grow meanwhile
 			msg.count = damages_.size() - 1;
 			c.pending.push_back(msg);
@@ -614,9 +678,9 @@ template <class C> __attribute__((noinline)) void take_class(C &c, uint32_t id)
 
 template <class C> __attribute__((always_inline)) inline void take_record(C &c)
 {
-	WalkedRecord r;
-	c.walk->step(c.buf.data(), c.rend, c.s->shared, c.rprev, &c.ro, &r);
-	c.rprev = r.ts;
+	if (__builtin_expect(c.ri == c.rn, 0))
+		refill(c);
+	const DecodedRecord &r = c.recs[c.ri++];
 	TraceEvent &ev = c.ev;
 	ev.ts = r.ts;
 	ev.ns = __builtin_expect(!c.map && c.fast_ns, 1) ? c.base_ns + (int64_t)r.ts : slow_ns(c, r.ts);
@@ -646,7 +710,7 @@ bool TraceReader::next_record(Cursor &c)
 			c.pending.clear();
 			c.pi = 0;
 		}
-		if (c.ro < c.rend) {
+		if (has_record(c)) {
 			take_record(c);
 			return true;
 		}
@@ -744,7 +808,36 @@ void TraceReader::start()
 		heap_down(i);
 }
 
+// Most calls: the cursor that gave the previous event has another record
+// of its packet, still the earliest of all (a run of one stream's
+// events).  advance_ is set only once the pass started and the index's
+// damage was given, and heap_[0] is the cursor it names.
 bool TraceReader::next(TraceMsg *out)
+{
+	Cursor *c = advance_;
+	if (__builtin_expect(c && c->pending.empty() && has_record(*c), 1)) {
+		take_record(*c);
+		const size_t n = heap_.size();
+		auto before = [c](const Cursor *o) {
+			return o->key < c->key || (o->key == c->key && o->order < c->order);
+		};
+		const bool first = n < 2 || !(before(heap_[1]) || (n > 2 && before(heap_[2])));
+		if (__builtin_expect(first && c->ev.cls, 1)) {
+			stats_.events++;
+			*out = TraceMsg();
+			out->kind = TraceMsgKind::Event;
+			out->stream = c->s;
+			out->event = &c->ev;
+			return true;
+		}
+		if (!first)
+			heap_down(0);
+		advance_ = nullptr; // moved on: next_slow() takes the first
+	}
+	return next_slow(out);
+}
+
+bool TraceReader::next_slow(TraceMsg *out)
 {
 	if (!started_)
 		start();
@@ -761,7 +854,7 @@ bool TraceReader::next(TraceMsg *out)
 			advance_ = nullptr;
 			// Most often the packet's next record (inlined); else
 			// what is pending, the next packet, or the stream's end.
-			if (__builtin_expect(c.pending.empty() && c.ro < c.rend, 1))
+			if (__builtin_expect(c.pending.empty() && has_record(c), 1))
 				take_record(c);
 			else if (!next_record(c)) {
 				heap_[0] = heap_.back();

@@ -25,7 +25,8 @@
  *
  * Threading: one TraceReader per thread; callbacks run on the calling
  * thread.  Memory: one packet per stream in flight (read with pread, so a
- * file truncated meanwhile cannot fault).
+ * file truncated meanwhile cannot fault) and its records as the walk that
+ * checked it decoded them (at most 65,536 of 24 bytes per stream).
  */
 #ifndef STRATA_LIBTRACE_TRACE_READER_H
 #define STRATA_LIBTRACE_TRACE_READER_H
@@ -372,6 +373,7 @@ private:
 	bool started_ = false;
 	Cursor *advance_ = nullptr;
 	void heap_down(size_t i);
+	bool next_slow(TraceMsg *out);
 	std::vector<TraceDamage> damages_;
 	// clocks.json read so far, by path and link: the map (null: unusable, named once).
 	std::map<std::string, std::shared_ptr<const ClockMap>> clock_maps_;
