@@ -426,6 +426,14 @@ struct ViewSink {
 	std::unordered_map<const MetaEvent *, std::vector<std::string>> labels;
 	const MetaEvent *label_class = nullptr;
 	const std::vector<std::string> *class_labels = nullptr;
+	// The last event's line after its time (" who tid=T cpu=C name"), and
+	// what it was made of: successive events of one thread share it.
+	struct {
+		const void *trace = nullptr;
+		bool has_tid = false;
+		int64_t tid = 0, cpu = 0;
+		std::string name, text;
+	} prefix;
 };
 
 const TraceWho &who_of(ViewSink &s, const void *trace)
@@ -550,21 +558,29 @@ void format_prefix(ViewSink &s, const Ev &ev)
 		append_time(out, ev.ns);
 	else
 		out += "[no clock]";
-	out += ' ';
-	out += who_of(s, ev.trace).who;
-	out += " tid=";
-	if (ev.has_tid)
-		append_i64(out, ev.tid);
-	else
-		out += '?';
-	// The CPU where events say it (kernel events); user events do not
-	// carry it (their lanes are per thread: strata_abi.h).
-	if (ev.cpu >= 0) {
-		out += " cpu=";
-		append_i64(out, ev.cpu);
+	auto &p = s.prefix;
+	if (p.trace != ev.trace || p.has_tid != ev.has_tid || p.tid != ev.tid || p.cpu != ev.cpu ||
+	    p.name != ev.name || p.text.empty()) {
+		// (The name by its text: babeltrace2 may free a class and make
+		// another at its address.)
+		p.trace = ev.trace;
+		p.has_tid = ev.has_tid;
+		p.tid = ev.tid;
+		p.cpu = ev.cpu;
+		p.name = ev.name;
+		std::string &t = p.text;
+		t = ' ';
+		t += who_of(s, ev.trace).who;
+		t += " tid=";
+		t += ev.has_tid ? std::to_string(ev.tid) : std::string("?");
+		// The CPU where events say it (kernel events); user events do
+		// not carry it (their lanes are per thread: strata_abi.h).
+		if (ev.cpu >= 0)
+			t += " cpu=" + std::to_string(ev.cpu);
+		t += ' ';
+		t += *ev.name ? ev.name : "<unnamed>";
 	}
-	out += ' ';
-	out += *ev.name ? ev.name : "<unnamed>";
+	out += p.text;
 }
 
 // A loss, from either reader.
