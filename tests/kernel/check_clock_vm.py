@@ -33,7 +33,7 @@ inverts nothing outside the gap that the map does not; those in it are
 counted and printed); `strata view` of the host's and guests' traces
 collected together likewise (Strata's reader applies each guest's
 clocks.json segment by segment, across the pause too); `strata status`
-shows the link, and the guest's its spin (some, at most 1 ms a probe);
+shows the link, and the guest's its spin (some, at most half the probe period a probe);
 with a pause the maps have a new segment.  Prints the
 widths beside the minimum RTT and the closest messages to an inversion.
 Exit 77 when the VM cannot boot here.
@@ -228,10 +228,15 @@ def main():
         gstatus = open(p).read() if os.path.exists(p) else ""
         print("%s's status: " % v + (gstatus.strip().replace("\n", " | ") or "none"))
         # The guest's end spins for its probes' answers (a virtio: link's
-        # default), each spin at most a quarter of the 4 ms period.
+        # default), each spin at most a quarter of the 4 ms period by the
+        # wall clock.  The guest counts its thread's CPU clock, and under
+        # TCG a vCPU the host preempts mid-spin still counts that time as
+        # run (CI measured 1.1 ms a probe on a loaded host; 0.4-0.7 ms on a
+        # quiet one), so the oracle is half the period: a spin without its
+        # bound would spend the whole period, 4 ms a probe.
         m = re.search(r"(\d+) of (\d+) probe\(s\) answered.*; ([0-9.]+) ms of CPU spent spinning", gstatus)
-        check(bool(m) and 0 < float(m.group(3)) <= 1.0 * int(m.group(2)) + 1,
-              "%s: the guest's link spun for its answers, at most 1 ms a probe (%s)" %
+        check(bool(m) and 0 < float(m.group(3)) <= 2.0 * int(m.group(2)) + 1,
+              "%s: the guest's link spun for its answers, at most 2 ms (half the period) a probe (%s)" %
               (v, "%s ms over %s probes" % (m.group(3), m.group(2)) if m else "not said"))
     r = subprocess.run([strata, "stop", "S"], env=env, capture_output=True, text=True, timeout=60)
     check(r.returncode == 0, "host: strata stop")
