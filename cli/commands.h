@@ -27,6 +27,7 @@ int strata_cmd_record(int argc, char **argv);
 int strata_cmd_receive(int argc, char **argv); // cli/cmd_receive.cpp (docs/serial.md)
 int strata_cmd_recover(int argc, char **argv); // cli/cmd_recover.cpp (docs/crash.md)
 int strata_cmd_split(int argc, char **argv);   // cli/cmd_split.cpp (docs/clocks.md)
+int strata_cmd_align(int argc, char **argv);   // cli/cmd_align.cpp (docs/clocks.md)
 int strata_cmd_view(int argc, char **argv);    // cli/cmd_view.cpp ("tools")
 int strata_cmd_analyze(int argc, char **argv); // cli/cmd_analyze*.cpp ("pthread")
 int strata_cmd_export(int argc, char **argv);  // cli/cmd_export.cpp (docs/viewing.md)

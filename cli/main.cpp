@@ -28,6 +28,7 @@ const Subcommand kCommands[] = {
 	{"receive", strata_cmd_receive, "rebuild a trace streamed over a serial line (--serial)"},
 	{"split", strata_cmd_split,
 	 "split a relayed or received follower's trace by clock piece (babeltrace2)"},
+	{"align", strata_cmd_align, "refine a guest trace's clock map with traced messages (--match)"},
 	{"top", strata_cmd_top, "live view of a process's aggregates (STRATA_AGGREGATE)"},
 	{"recover", strata_cmd_recover, "write the buffers of a crashed kernel's memory image as a trace"},
 	{"view", strata_cmd_view, "print a trace"},

@@ -1,12 +1,14 @@
 // clocksync.cpp - the convex-hull clock map; see clocksync.h and docs/clocks.md.
 #include "clocksync.h"
 
+#include "clock_map.h"
 #include "json_writer.h"
 
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 
 namespace strata {
@@ -274,6 +276,8 @@ Segment Estimator::summarise(const Hulls &h) const
 		return s;
 	s.slope_min = amin;
 	s.slope_max = amax;
+	s.hull_lower = h.lower;
+	s.hull_upper = h.upper;
 	s.bounded = !h.lower.empty() && !h.upper.empty();
 	if (!s.bounded) {
 		s.x0 = h.org.x, s.y0 = h.org.y;
@@ -340,6 +344,81 @@ int64_t Estimator::width_now() const
 	return hi - lo;
 }
 
+bool refine_segment(const Segment &seg, const std::vector<Point> &lower, const std::vector<Point> &upper,
+		    Segment *out, std::vector<size_t> *contradicting, const Options &o)
+{
+	const Segment &pr = seg.probes.empty() ? seg : seg.probes.front();
+	// The probes' constraints: their hulls, else the knots (every fitting
+	// line passes at or above lo and at or below hi there: a superset of
+	// the probes' feasible set, so what fits the probes fits these).
+	// (A refined segment stores the probes' hulls as its own.)
+	std::vector<Point> plo = seg.hull_lower, pup = seg.hull_upper;
+	if (plo.empty() && pup.empty())
+		for (const Knot &k : pr.knots) {
+			plo.push_back(Point{k.x, k.lo});
+			pup.push_back(Point{k.x, k.hi});
+		}
+	const Estimator est(o);
+	auto hulls = [&](const std::vector<Point> &lo, const std::vector<Point> &up) {
+		Estimator::Hulls h;
+		std::vector<Point> a = lo, b = up;
+		std::sort(a.begin(), a.end(), [](const Point &p, const Point &q) {
+			return p.x < q.x || (p.x == q.x && p.y > q.y);
+		});
+		std::sort(b.begin(), b.end(), [](const Point &p, const Point &q) {
+			return p.x < q.x || (p.x == q.x && p.y < q.y);
+		});
+		for (const Point &p : a)
+			Estimator::push_lower(h.lower, p);
+		for (const Point &p : b)
+			Estimator::push_upper(h.upper, p);
+		h.org = !a.empty() ? a.front() : !b.empty() ? b.front() : Point{seg.x_first, seg.x_first};
+		h.x_first = seg.x_first;
+		h.x_last = seg.x_last;
+		h.n = pr.messages;
+		h.start = seg.start;
+		h.note = seg.note;
+		return h;
+	};
+	std::vector<Point> alo = plo, aup = pup;
+	alo.insert(alo.end(), lower.begin(), lower.end());
+	aup.insert(aup.end(), upper.begin(), upper.end());
+	const Estimator::Hulls h = hulls(alo, aup);
+	double amin, amax;
+	if (!est.slopes(h, &amin, &amax)) {
+		if (contradicting) {
+			contradicting->clear();
+			const Estimator::Hulls base = hulls(plo, pup);
+			for (size_t i = 0; i < lower.size() + upper.size(); i++) {
+				Estimator::Hulls one = base;
+				if (i < lower.size())
+					Estimator::push_lower(one.lower, lower[i]);
+				else
+					Estimator::push_upper(one.upper, upper[i - lower.size()]);
+				if (!est.slopes(one, &amin, &amax))
+					contradicting->push_back(i);
+			}
+		}
+		return false;
+	}
+	Segment r = est.summarise(h);
+	r.messages = pr.messages;
+	// The probes' own constraints stay what the file stores (never the
+	// messages': a second refinement starts from the same set).
+	r.hull_lower = seg.hull_lower;
+	r.hull_upper = seg.hull_upper;
+	r.matched = lower.size() + upper.size();
+	r.contradicting = 0;
+	Segment keep = pr;
+	keep.probes.clear();
+	keep.hull_lower.clear(); // stored once, at the segment's level
+	keep.hull_upper.clear();
+	keep.matched = keep.contradicting = 0;
+	r.probes.assign(1, keep);
+	*out = std::move(r);
+	return true;
+}
+
 bool segment_bound(const Segment &s, int64_t x, int64_t *lo, int64_t *hi)
 {
 	if (s.knots.empty())
@@ -375,6 +454,122 @@ int64_t segment_map(const Segment &s, int64_t x)
 	return s.y0 + std::llround(s.slope * static_cast<double>(x - s.x0));
 }
 
+namespace {
+
+bool parse_one(const JsonValue &v, Segment *s, std::string *why, int depth)
+{
+	constexpr int64_t kMax = INT64_C(1) << 62;
+	const auto num = [&](const char *k, int64_t *out) {
+		const JsonValue *f = v.get(k);
+		if (!f || !f->as_int(out) || *out > kMax || *out < -kMax) {
+			*why = std::string("a segment's \"") + k + "\" is missing or out of range";
+			return false;
+		}
+		return true;
+	};
+	const auto dbl = [&](const char *k, double *out) {
+		const JsonValue *f = v.get(k);
+		if (!f || !f->as_double(out) || *out < 0.99 || *out > 1.01) {
+			*why = std::string("a segment's \"") + k + "\" is missing or out of range";
+			return false;
+		}
+		return true;
+	};
+	if (v.kind != JsonValue::Obj) {
+		*why = "a segment is not an object";
+		return false;
+	}
+	int64_t n = 0;
+	if (!num("x_first", &s->x_first) || !num("x_last", &s->x_last) || !num("x0", &s->x0) ||
+	    !num("y0", &s->y0) || !dbl("slope", &s->slope) || !dbl("slope_min", &s->slope_min) ||
+	    !dbl("slope_max", &s->slope_max) || !num("messages", &n))
+		return false;
+	if (s->x_first > s->x_last || n < 0) {
+		*why = "a segment ends before it begins";
+		return false;
+	}
+	s->messages = static_cast<uint64_t>(n);
+	const JsonValue *st = v.get("start");
+	s->start = Start::First;
+	if (st && st->kind == JsonValue::Str)
+		for (Start k : {Start::First, Start::LinkLost, Start::Step, Start::Fault})
+			if (st->text == start_name(k))
+				s->start = k;
+	if (const JsonValue *nt = v.get("note"); nt && nt->kind == JsonValue::Str)
+		s->note = nt->text;
+	const JsonValue *b = v.get("bounded");
+	s->bounded = !b || b->kind != JsonValue::Bool || b->b;
+	const auto triples = [&](const char *k, size_t width, const std::function<void(const int64_t *)> &put) {
+		const JsonValue *a = v.get(k);
+		if (!a)
+			return true;
+		if (a->kind != JsonValue::Arr) {
+			*why = std::string("a segment's \"") + k + "\" is not a list";
+			return false;
+		}
+		for (const JsonValue &e : a->arr) {
+			int64_t t[3] = {0, 0, 0};
+			bool good = e.kind == JsonValue::Arr && e.arr.size() == width;
+			for (size_t i = 0; good && i < width; i++)
+				good = e.arr[i].as_int(&t[i]) && t[i] < kMax && t[i] > -kMax;
+			if (!good) {
+				*why = std::string("a segment's \"") + k + "\" holds a bad entry";
+				return false;
+			}
+			put(t);
+		}
+		return true;
+	};
+	s->knots.clear();
+	s->hull_lower.clear();
+	s->hull_upper.clear();
+	if (!triples("knots", 3, [&](const int64_t *t) { s->knots.push_back(Knot{t[0], t[1], t[2]}); }) ||
+	    !triples("hull_lower", 2, [&](const int64_t *t) { s->hull_lower.push_back(Point{t[0], t[1]}); }) ||
+	    !triples("hull_upper", 2, [&](const int64_t *t) { s->hull_upper.push_back(Point{t[0], t[1]}); }))
+		return false;
+	for (size_t i = 1; i < s->knots.size(); i++)
+		if (s->knots[i].x <= s->knots[i - 1].x) {
+			*why = "a segment's knots are not in increasing x";
+			return false;
+		}
+	int64_t m = 0;
+	if (const JsonValue *f = v.get("matched_messages"); f && f->as_int(&m) && m > 0)
+		s->matched = static_cast<uint64_t>(m);
+	if (const JsonValue *f = v.get("contradicting_messages"); f && f->as_int(&m) && m > 0)
+		s->contradicting = static_cast<uint64_t>(m);
+	if (int64_t f; v.get("piece_from") && v.get("piece_from")->as_int(&f))
+		s->piece_from = f;
+	s->probes.clear();
+	if (const JsonValue *p = v.get("probes_map")) {
+		if (depth > 0) {
+			*why = "a probes_map inside a probes_map";
+			return false;
+		}
+		Segment q;
+		if (!parse_one(*p, &q, why, depth + 1))
+			return false;
+		s->probes.push_back(std::move(q));
+	}
+	return true;
+}
+
+} // namespace
+
+bool parse_segments(const JsonValue &segs, std::vector<Segment> *out, std::string *why)
+{
+	out->clear();
+	if (segs.kind != JsonValue::Arr) {
+		*why = "\"segments\" is not a list";
+		return false;
+	}
+	for (const JsonValue &v : segs.arr) {
+		out->emplace_back();
+		if (!parse_one(v, &out->back(), why, 0))
+			return false;
+	}
+	return true;
+}
+
 std::string json_string(const std::string &s)
 {
 	std::string o;
@@ -406,7 +601,37 @@ std::string segments_json(const std::vector<Segment> &segs, const std::string &i
 				 s.knots[k].x, s.knots[k].lo, s.knots[k].hi);
 			o += buf;
 		}
-		o += "]}";
+		o += "]";
+		const auto points = [&](const char *name, const std::vector<Point> &v) {
+			if (v.empty())
+				return;
+			o += ",\n" + in + "   \"" + name + "\": [";
+			for (size_t k = 0; k < v.size(); k++) {
+				snprintf(buf, sizeof buf, "%s[%" PRId64 ", %" PRId64 "]", k ? ", " : "", v[k].x,
+					 v[k].y);
+				o += buf;
+			}
+			o += "]";
+		};
+		points("hull_lower", s.hull_lower);
+		points("hull_upper", s.hull_upper);
+		if (s.piece_from != INT64_MIN) {
+			snprintf(buf, sizeof buf, ",\n%s   \"piece_from\": %" PRId64, in.c_str(), s.piece_from);
+			o += buf;
+		}
+		if (s.matched || s.contradicting) {
+			snprintf(buf, sizeof buf,
+				 ",\n%s   \"matched_messages\": %" PRIu64 ", \"contradicting_messages\": %" PRIu64,
+				 in.c_str(), s.matched, s.contradicting);
+			o += buf;
+		}
+		if (!s.probes.empty()) {
+			const std::string p = segments_json(s.probes, in + "   ");
+			// The one-element array's object alone.
+			const size_t b = p.find('{'), e = p.rfind('}');
+			o += ",\n" + in + "   \"probes_map\": " + p.substr(b, e - b + 1);
+		}
+		o += "}";
 	}
 	o += "\n" + in + "]";
 	return o;

@@ -29,6 +29,7 @@
 #include <vector>
 
 namespace strata {
+struct JsonValue; // clock_map.h
 namespace clocksync {
 
 // Why a segment starts.
@@ -66,6 +67,24 @@ struct Segment {
 	double slope_max = 1.0;
 	std::vector<Knot> knots; // x increasing; x_first and x_last included
 	bool bounded = false;    // both kinds of message seen: lo and hi finite
+	// The probes' constraints that matter: the upper hull of the "line
+	// above" points and the lower hull of the "line below" points (x
+	// increasing).  Exactly the feasible set's description: a refinement
+	// (refine_segment) starts from them.  Empty in a file written before
+	// they were stored: the knots then stand for them (weaker, sound).
+	std::vector<Point> hull_lower, hull_upper;
+	// Set by a refinement with traced messages (`strata align`,
+	// docs/clocks.md "Traced messages as constraints"): how many of them
+	// this segment used, how many contradicted the probes (then none is
+	// used and the map stays the probes'), and the map the probes alone
+	// gave (0 or 1 element: kept so that a refinement is idempotent and the
+	// probes' map recoverable).
+	uint64_t matched = 0;
+	uint64_t contradicting = 0;
+	std::vector<Segment> probes;
+	// The first source value its piece covers, when a refinement keeps the
+	// split's handover (clock_map.h); INT64_MIN: not stored.
+	int64_t piece_from = INT64_MIN;
 };
 
 struct Options {
@@ -125,6 +144,8 @@ private:
 	bool slopes(const Hulls &h, double *amin, double *amax) const;
 	bool extent(const Hulls &h, double amin, double amax, int64_t x, int64_t *lo, int64_t *hi) const;
 	Segment summarise(const Hulls &h) const;
+	friend bool refine_segment(const Segment &, const std::vector<Point> &, const std::vector<Point> &,
+				   Segment *, std::vector<size_t> *, const Options &);
 
 	Options opt_;
 	Hulls cur_;
@@ -143,8 +164,27 @@ bool segment_bound(const Segment &s, int64_t x, int64_t *lo, int64_t *hi);
 // The mapping of a stored segment at x (rounded to the nearest ns).
 int64_t segment_map(const Segment &s, int64_t x);
 
+// A stored segment refined by more messages than its probes (traced
+// messages matched across the two machines): the probes' constraints
+// (seg's hulls, else its knots' lo and hi) with `lower` ("line above")
+// and `upper` ("line below") points added, fitted as the Estimator fits a
+// segment (same middle line, knots, extent), seg's x_first, x_last, start
+// and note kept.  If no line fits them all, false: *out untouched and
+// *contradicting (may be null) gets the indices of the points that no line
+// fits together with the probes alone (lower ones first, then upper ones
+// numbered after them; empty when only several together contradict).
+// `seg` itself may be a refined one: its probes' map is started from, so a
+// second refinement with the same points gives the same segment.
+bool refine_segment(const Segment &seg, const std::vector<Point> &lower, const std::vector<Point> &upper,
+		    Segment *out, std::vector<size_t> *contradicting, const Options &o = Options());
+
 // A JSON string literal of s (quotes and escapes; bytes >= 0x80 as they are).
 std::string json_string(const std::string &s);
+
+// The "segments" array of a clocks.json read back (what segments_json
+// writes: knots, hulls, a refinement's probes_map).  False with *why when
+// a segment lacks a field or holds a number out of range.
+bool parse_segments(const JsonValue &segs, std::vector<Segment> *out, std::string *why);
 
 // JSON for one list of segments (the "segments" array of clocks.json).
 std::string segments_json(const std::vector<Segment> &segs, const std::string &indent);

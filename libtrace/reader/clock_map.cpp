@@ -13,23 +13,7 @@ namespace strata {
 
 namespace {
 
-// A JSON value, as much of JSON as clocks.json uses (all of it but
-// \u escapes' meaning: a string is only compared, never shown).
-struct JVal {
-	enum Kind { Null, Bool, Num, Str, Arr, Obj } kind = Null;
-	bool b = false;
-	std::string text; // Num: as written; Str: the bytes (escapes kept)
-	std::vector<JVal> arr;
-	std::vector<std::pair<std::string, JVal>> obj;
-
-	const JVal *get(const char *key) const
-	{
-		for (const auto &kv : obj)
-			if (kv.first == key)
-				return &kv.second;
-		return nullptr;
-	}
-};
+using JVal = JsonValue;
 
 // Recursive descent, depth bounded, linear in the text.
 struct JParser {
@@ -71,6 +55,13 @@ struct JParser {
 		ws();
 		if (i >= s.size())
 			return fail("the text ends where a value was expected");
+		v->begin = i;
+		const bool r = value_at(v, depth);
+		v->end = i;
+		return r;
+	}
+	bool value_at(JVal *v, int depth)
+	{
 		const char c = s[i];
 		if (c == '{' || c == '[') {
 			const bool is_obj = c == '{';
@@ -187,6 +178,9 @@ bool piece_of(const JVal &seg, ClockPiece *p, int64_t *last, SegmentLine *line, 
 	}
 	p->from = x_first;
 	*last = x_last;
+	line->piece_from = INT64_MIN;
+	if (int64_t f; as_int(seg.get("piece_from"), &f))
+		line->piece_from = f; // kept by a refinement (checked by the caller)
 	line->x_first = x_first;
 	line->x_last = x_last;
 	line->x0 = p->x0;
@@ -205,6 +199,40 @@ bool piece_of(const JVal &seg, ClockPiece *p, int64_t *last, SegmentLine *line, 
 }
 
 } // namespace
+
+const JsonValue *JsonValue::get(const char *key) const
+{
+	for (const auto &kv : obj)
+		if (kv.first == key)
+			return &kv.second;
+	return nullptr;
+}
+
+bool JsonValue::as_int(int64_t *out) const
+{
+	return strata::as_int(this, out);
+}
+
+bool JsonValue::as_double(double *out) const
+{
+	return strata::as_double(this, out);
+}
+
+bool parse_json(const std::string &text, JsonValue *out, std::string *why)
+{
+	JParser p{text, 0, {}};
+	*out = JsonValue();
+	if (!p.value(out, 0)) {
+		*why = "not JSON: " + p.err;
+		return false;
+	}
+	p.ws();
+	if (p.i != text.size()) {
+		*why = "not JSON: text after the value at byte " + std::to_string(p.i);
+		return false;
+	}
+	return true;
+}
 
 int64_t piece_handover(const ClockPiece &earlier, int64_t earlier_last, const ClockPiece &later,
 		       int64_t later_first)
@@ -239,17 +267,9 @@ uint64_t ClockMap::piece_end(size_t i) const
 
 bool parse_clock_map(const std::string &text, const std::string &link, ClockMap *out, std::string *why)
 {
-	JParser p{text, 0, {}};
 	JVal root;
-	if (!p.value(&root, 0)) {
-		*why = "not JSON: " + p.err;
+	if (!parse_json(text, &root, why))
 		return false;
-	}
-	p.ws();
-	if (p.i != text.size()) {
-		*why = "not JSON: text after the value at byte " + std::to_string(p.i);
-		return false;
-	}
 	const JVal *links = root.get("links");
 	int64_t version = 0;
 	if (root.kind != JVal::Obj || !is_str(root.get("format"), "strata-clocks") ||
@@ -303,8 +323,18 @@ bool parse_clock_map(const std::string &text, const std::string &link, ClockMap 
 			*why = "link '" + link + "': segments not in increasing time";
 			return false;
 		}
-		if (!out->pieces.empty())
-			piece.from = piece_handover(out->pieces.back(), prev_last, piece, piece.from);
+		if (!out->pieces.empty()) {
+			// A stored handover (a refinement keeps the split's) within
+			// the gap, else the one the lines give.
+			const int64_t first = piece.from;
+			if (line.piece_from > prev_last && line.piece_from <= first)
+				piece.from = line.piece_from;
+			else
+				piece.from = piece_handover(out->pieces.back(), prev_last, piece, first);
+			line.piece_from = piece.from;
+		} else {
+			line.piece_from = INT64_MIN;
+		}
 		prev_last = last;
 		out->pieces.push_back(piece);
 		out->lines.push_back(line);

@@ -53,6 +53,10 @@ struct SegmentLine {
 	int64_t x0 = 0, y0 = 0;
 	double slope = 1.0;
 	int64_t width = 0; // the widest knot's hi - lo
+	// The first source value its piece covers when stored (a refinement
+	// keeps the split's handover, clocks.json's `piece_from`); INT64_MIN:
+	// none, the handover the lines give (clock_map.h).
+	int64_t piece_from = INT64_MIN;
 };
 
 // Who maps onto whom: the names a mapped clock block and its env carry.

@@ -373,9 +373,22 @@ bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces,
 		for (const FilePlan &f : plans)
 			for (const Part &p : f.parts)
 				has |= p.piece == k;
-		if (!has)
-			continue;
 		const std::string pname = leaf + "~seg" + std::to_string(pieces[k].segment);
+		if (!has) {
+			// Split before: its metadata onto the piece's line as the
+			// map gives it now (a refined map: `strata align`).
+			Fd kfd(openat(pfd.fd, pname.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+			std::string old;
+			if (kfd.fd < 0 || !read_text(kfd.fd, "metadata", &old))
+				continue;
+			const std::string mt = rewrite_metadata_clock(
+				nouuid, pieces[k].clock, pieces[k].env + range_env(pieces, k, false));
+			if (mt != old && !put_text(kfd.fd, "metadata", mt, own, err)) {
+				*err = parent + "/" + pname + ": " + *err;
+				return false;
+			}
+			continue;
+		}
 		if (mkdirat(pfd.fd, pname.c_str(), 0750) != 0 && errno != EEXIST) {
 			*err = "cannot create " + parent + "/" + pname + ": " + strerror(errno);
 			return false;
@@ -500,6 +513,8 @@ std::vector<CtfPiece> ctf_pieces(const std::vector<SegmentLine> &segs, size_t n_
 		// From the handover, as clock_map.h's pieces: an event in the gap
 		// goes to the side of the step the reader puts it on.
 		p.from = !prev ? INT64_MIN : piece_handover(line(*prev), prev->x_last, line(s), s.x_first);
+		if (prev && s.piece_from > prev->x_last && s.piece_from <= s.x_first)
+			p.from = s.piece_from; // stored: a refinement keeps the split's
 		segment_clock(s, n_segs, names, local, &p.clock, &p.env);
 		v.push_back(std::move(p));
 		prev = &s;
@@ -508,7 +523,7 @@ std::vector<CtfPiece> ctf_pieces(const std::vector<SegmentLine> &segs, size_t n_
 }
 
 bool split_tree(const std::string &root, TreeSplit *out, std::string *err,
-		const std::vector<std::string> *only)
+		const std::vector<std::string> *only, bool reline)
 {
 	namespace fs = std::filesystem;
 	std::error_code ec;
@@ -605,6 +620,20 @@ bool split_tree(const std::string &root, TreeSplit *out, std::string *err,
 		}
 		if (mp.pieces.size() < 2) {
 			out->one_piece++;
+			// Its metadata onto the one line the map gives now (a
+			// refined map), when asked.
+			const std::string nt = rewrite_metadata_clock(text, mp.pieces[0].clock, mp.pieces[0].env);
+			std::string e;
+			if (reline && nt != text) {
+				if (!put_text(dfd.fd, "metadata", nt, SplitOwner(), &e)) {
+					out->notes.push_back(d + ": " + e);
+					if (ok)
+						*err = d + ": " + e;
+					ok = false;
+					continue;
+				}
+				out->relined++;
+			}
 			continue;
 		}
 		std::string e;

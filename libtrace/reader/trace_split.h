@@ -78,7 +78,10 @@ struct SplitOwner {
 };
 
 // Split sub-trace `dir` (a follower's, its metadata already rewritten onto
-// the peer's clock) by `pieces` (from increasing, at least one).  False
+// the peer's clock) by `pieces` (from increasing, at least one).  Piece
+// dirs made before get their metadata onto their piece's line as `pieces`
+// give it now (a map refined since; the pieces' ranges are the same when
+// their handovers are kept, clocks.json's `piece_from`).  False
 // with *err when it could not (the directory is then left readable: whole,
 // or split up to a consistent point).
 bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces, SplitStats *st,
@@ -97,6 +100,7 @@ struct TreeSplit {
 	size_t split = 0;     // of which split (their map has two pieces or more)
 	size_t one_piece = 0; // of which on a one-piece map: nothing to do
 	size_t skipped = 0;   // not correlated (no rewrite), or no usable map: said in notes
+	size_t relined = 0;   // one-piece ones whose metadata took the map's line anew (reline)
 	SplitStats st;
 	std::vector<std::string> notes; // one line per sub-trace or file left as it was, and why
 };
@@ -106,10 +110,13 @@ struct TreeSplit {
 // dirs aside) split by the pieces of the nearest clocks.json's map of its
 // link (clock_map.h).  With `only`, those sub-trace directories alone (a
 // receiver's own: another run's under the same root may follow another
-// map).  False with *err when one could not be split (the others still
-// are).
+// map).  With `reline`, a sub-trace on a one-piece map also gets its
+// metadata's clock block and env onto that piece's line when they differ
+// (a map refined since: `strata align`), and split pieces' metadata are
+// rewritten anyway (split_subtrace).  False with *err when one could not
+// be split (the others still are).
 bool split_tree(const std::string &root, TreeSplit *out, std::string *err,
-		const std::vector<std::string> *only = nullptr);
+		const std::vector<std::string> *only = nullptr, bool reline = false);
 
 // Whether `dir` names a piece dir (`...~seg<k>`).
 bool is_piece_dir(const std::string &dir);

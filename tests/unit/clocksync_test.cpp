@@ -480,6 +480,152 @@ TEST(ClockSync, ManySeedsNeverWrong)
 	EXPECT_EQ(inversions, 0u);
 }
 
+// Traced messages as constraints (refine_segment, `strata align`): program
+// messages that cross in 2-5 us where no probe leg took under 40 us.
+struct FastMessages {
+	std::vector<Point> lower, upper; // as refine_segment takes them
+};
+
+FastMessages fast_messages(const Truth &tr, double t0, double t1, int n, uint32_t seed)
+{
+	std::mt19937_64 rng(seed);
+	std::uniform_real_distribution<double> u(0, 1);
+	FastMessages f;
+	for (int i = 0; i < n; i++) {
+		const double t = t0 + (t1 - t0) * (i + u(rng)) / n;
+		const double d = 2000 + 3000 * u(rng);
+		if (i % 2) { // the source sends at x, the target receives d later
+			const int64_t x = tr.source_at(t);
+			f.upper.push_back({x, static_cast<int64_t>(std::ceil(t + d))});
+		} else { // the target sends at t, the source receives d later
+			f.lower.push_back({tr.source_at(t + d) + 1, static_cast<int64_t>(std::floor(t))});
+		}
+	}
+	return f;
+}
+
+size_t inverted(const Segment &s, const FastMessages &f)
+{
+	size_t n = 0;
+	for (const Point &p : f.upper)
+		n += segment_map(s, p.x) >= p.y;
+	for (const Point &p : f.lower)
+		n += segment_map(s, p.x) <= p.y;
+	return n;
+}
+
+TEST(ClockRefine, AMessageFasterThanAnyProbeGetsOrdered)
+{
+	Truth tr;
+	tr.a = 1 + 31e-6;
+	tr.b = 1.9e9;
+	// 400 probes 10 ms apart, at least 40 us one way (and 20 us mean
+	// jitter): the band is about 80 us wide, its middle 40 us from either
+	// side, so a 2-5 us message of either direction can come out inverted.
+	const Exchanges run = simulate(tr, 400, 5e9, 1e7, 40000, 20000, 0, 20000, 7);
+	const std::vector<Segment> segs = feed(run).segments();
+	ASSERT_EQ(segs.size(), 1u);
+	ASSERT_FALSE(segs[0].hull_lower.empty());
+	ASSERT_FALSE(segs[0].hull_upper.empty());
+	const FastMessages f = fast_messages(tr, 5.1e9, 8.9e9, 200, 8);
+	const size_t before = inverted(segs[0], f);
+	EXPECT_GT(before, 0u); // the probes alone cannot order them
+	Segment r;
+	std::vector<size_t> contra;
+	ASSERT_TRUE(refine_segment(segs[0], f.lower, f.upper, &r, &contra));
+	EXPECT_EQ(inverted(r, f), 0u);
+	EXPECT_EQ(r.matched, 200u);
+	EXPECT_EQ(r.x_first, segs[0].x_first);
+	EXPECT_EQ(r.x_last, segs[0].x_last);
+	ASSERT_EQ(r.probes.size(), 1u); // the probes' map, recoverable
+	EXPECT_EQ(r.probes[0].y0, segs[0].y0);
+	EXPECT_EQ(r.probes[0].slope, segs[0].slope);
+	// The refined bound holds for every message and for the truth, and
+	// is no wider than the probes'.
+	for (const Point &p : f.upper) {
+		int64_t lo, hi;
+		ASSERT_TRUE(segment_bound(r, p.x, &lo, &hi));
+		EXPECT_LT(lo, p.y);
+	}
+	for (const Point &p : f.lower) {
+		int64_t lo, hi;
+		ASSERT_TRUE(segment_bound(r, p.x, &lo, &hi));
+		EXPECT_GT(hi, p.y);
+	}
+	for (const Knot &k : r.knots) {
+		const double t = tr.a * static_cast<double>(k.x) + tr.b;
+		EXPECT_LE(k.lo, t);
+		EXPECT_GE(k.hi, t);
+		int64_t lo, hi;
+		ASSERT_TRUE(segment_bound(segs[0], k.x, &lo, &hi));
+		EXPECT_LE(k.hi - k.lo, hi - lo + 2);
+	}
+	EXPECT_EQ(check(tr, run, {r}).inversions, 0u); // the probes too
+	printf("refined by 200 messages of 2-5 us: %zu inverted by the probes' map, 0 after; width "
+	       "%" PRId64 " -> %" PRId64 " ns at the first knot\n",
+	       before, segs[0].knots[0].hi - segs[0].knots[0].lo, r.knots[0].hi - r.knots[0].lo);
+
+	// Idempotent: the stored refined segment, read back and refined with
+	// the same messages, is the same text.
+	const std::string j1 = segments_json({r}, "");
+	strata::JsonValue v;
+	std::string why;
+	ASSERT_TRUE(strata::parse_json(j1, &v, &why)) << why;
+	std::vector<Segment> back;
+	ASSERT_TRUE(parse_segments(v, &back, &why)) << why;
+	ASSERT_EQ(back.size(), 1u);
+	EXPECT_EQ(segments_json(back, ""), j1);
+	Segment r2;
+	ASSERT_TRUE(refine_segment(back[0], f.lower, f.upper, &r2, nullptr));
+	EXPECT_EQ(segments_json({r2}, ""), j1);
+	// With no message, a refined segment gives the probes' map back.
+	Segment r0;
+	ASSERT_TRUE(refine_segment(back[0], {}, {}, &r0, nullptr));
+	EXPECT_EQ(r0.y0, segs[0].y0);
+	EXPECT_EQ(r0.slope, segs[0].slope);
+
+	// A file from before the hulls were stored: the knots stand for the
+	// probes (a wider set, so still sound); the messages still ordered.
+	Segment old = segs[0];
+	old.hull_lower.clear();
+	old.hull_upper.clear();
+	Segment r3;
+	ASSERT_TRUE(refine_segment(old, f.lower, f.upper, &r3, nullptr));
+	EXPECT_EQ(inverted(r3, f), 0u);
+	for (const Knot &k : r3.knots) {
+		const double t = tr.a * static_cast<double>(k.x) + tr.b;
+		EXPECT_LE(k.lo, t);
+		EXPECT_GE(k.hi, t);
+	}
+}
+
+TEST(ClockRefine, AContradictingMessageIsReportedAndNothingChanges)
+{
+	Truth tr;
+	tr.a = 1 - 20e-6;
+	tr.b = -4.2e9;
+	const Exchanges run = simulate(tr, 300, 3e9, 1e7, 30000, 20000, 0, 10000, 9);
+	const std::vector<Segment> segs = feed(run).segments();
+	ASSERT_EQ(segs.size(), 1u);
+	FastMessages f = fast_messages(tr, 3.1e9, 5.9e9, 50, 10);
+	// One "received" 1 ms before it was sent (a wrong match, or a step
+	// the probes did not see): no line fits it and the probes.
+	const int64_t x = tr.source_at(4e9);
+	f.upper.push_back({x, static_cast<int64_t>(tr.target_of(x, 4e9) - 1e6)});
+	const size_t bad = f.lower.size() + f.upper.size() - 1; // its index
+	Segment r;
+	r.y0 = 12345;
+	std::vector<size_t> contra;
+	EXPECT_FALSE(refine_segment(segs[0], f.lower, f.upper, &r, &contra));
+	ASSERT_EQ(contra.size(), 1u);
+	EXPECT_EQ(contra[0], bad);
+	EXPECT_EQ(r.y0, 12345); // untouched
+	// Without it, the others refine.
+	f.upper.pop_back();
+	EXPECT_TRUE(refine_segment(segs[0], f.lower, f.upper, &r, &contra));
+	EXPECT_EQ(inverted(r, f), 0u);
+}
+
 } // namespace
 
 // ---- KVM's facts (kvm_tsc.h) against a recorded debugfs tree -----------------

@@ -1,0 +1,663 @@
+// strata align HOST_TRACE GUEST_TRACE... --match SEND,RECV,KEY[+KEY...]:
+// a follower's stored clock map refined with the traced messages between
+// it and its reference, each one a constraint as the probes' are
+// (docs/clocks.md, "Traced messages as constraints").
+//
+// A SEND event in one machine's trace and the RECV event with the same key
+// in the other's say that the send happened before the receive: a point
+// that the map's line must pass above or below, as a probe's leg does.
+// Each segment of the follower's clocks.json is fitted again from its
+// probes' constraints (its stored hulls; in an older file its knots, a
+// weaker but sound stand-in) with these points added (clocksync.h's
+// refine_segment), and the result written back: clocks.json (the probes'
+// map kept beside each refined segment, the refinement named at the link)
+// and the follower's sub-traces' metadata clock blocks (one line, or one
+// per piece across a step: trace_split.h), so that babeltrace2 and
+// Strata's reader show the refined order.  Idempotent: a refinement
+// always starts from the probes' map.
+//
+// A segment whose messages no line fits together with its probes keeps
+// the probes' map: said, with the first contradicting keys, and exit 1.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <unordered_map>
+#include <vector>
+
+#include "clock_map.h"
+#include "clocksync.h"
+#include "commands.h"
+#include "options.h"
+#include "trace_reader.h"
+#include "trace_split.h"
+
+namespace {
+
+using namespace strata;
+namespace fs = std::filesystem;
+
+const cli::Command kAlign = {
+	"align", "HOST_TRACE GUEST_TRACE... --match SEND,RECV,KEY[+KEY...]",
+	"Refine the clock map of each guest trace (a clock follower's, docs/clocks.md)\n"
+	"with the messages traced between it and the host: a SEND event in one\n"
+	"machine's trace and the RECV event with the same KEY fields in the other's say\n"
+	"that the send came first, a constraint on the map like the daemons' own\n"
+	"probes.  The map then orders every message (a message faster than any probe\n"
+	"too) and its stated bound holds for each.  Writes the guest's clocks.json (the\n"
+	"probes' map kept beside each refined segment) and its sub-traces' metadata\n"
+	"clock blocks, so that babeltrace2 and `strata view` show the refined order;\n"
+	"a second run with the same messages changes no byte.  Run it once the\n"
+	"sessions stopped: a later stop writes the probes' map again.  Exits 1 when a\n"
+	"segment's messages contradict its probes (that segment keeps the probes' map,\n"
+	"said with the keys) or nothing could be written.",
+	"Example: strata align host-trace guest-trace --match app:send,app:recv,seq+sender"};
+
+struct Match {
+	std::string send, recv;
+	std::vector<std::string> keys;
+};
+
+// A message end: which trace (0: the host's, i: the i-th guest's), its raw
+// clock value, how many times its key was seen there.
+struct End {
+	size_t machine = 0;
+	uint64_t ts = 0;
+	uint32_t seen = 0;
+	bool parity_known = false;
+	bool odd = false; // the first key field's parity (an integer's)
+};
+
+// One event class's key fields' indices (SIZE_MAX: the class lacks it).
+struct KeyFields {
+	bool send = false;
+	std::vector<size_t> idx;
+};
+
+struct Trace {
+	std::string arg, root;
+	std::vector<std::string> dirs;
+	bool follower = false;
+	std::string boot_id; // a host trace's clock uuid
+	// A follower's: the clocks.json and its link.
+	std::string json_path, link;
+};
+
+std::string field_text(const FieldValue &v)
+{
+	const FieldInfo &f = *v.info;
+	switch (f.type) {
+	case STRATA_FT_INTEGER:
+	case STRATA_FT_ENUM:
+		return f.is_signed ? std::to_string(v.i) : std::to_string(v.u);
+	case STRATA_FT_STRING:
+		return std::string(v.str, v.len);
+	case STRATA_FT_FLOAT: {
+		char b[64];
+		snprintf(b, sizeof b, "%.17g", v.d);
+		return b;
+	}
+	default: { // arrays, sequences: their bytes
+		const unsigned b = f.elem_bits / 8 ? f.elem_bits / 8 : 1;
+		return std::string(reinterpret_cast<const char *>(v.elems), static_cast<size_t>(v.count) * b);
+	}
+	}
+}
+
+bool read_file(const std::string &path, std::string *out)
+{
+	std::ifstream f(path, std::ios::binary);
+	if (!f)
+		return false;
+	std::ostringstream s;
+	s << f.rdbuf();
+	*out = s.str();
+	return static_cast<bool>(f) || f.eof();
+}
+
+bool write_file(const std::string &path, const std::string &text, std::string *err)
+{
+	const std::string tmp = path + ".align.tmp";
+	{
+		std::ofstream f(tmp, std::ios::trunc | std::ios::binary);
+		f << text;
+		f.flush();
+		if (!f) {
+			*err = "cannot write " + tmp;
+			unlink(tmp.c_str());
+			return false;
+		}
+	}
+	if (rename(tmp.c_str(), path.c_str()) != 0) {
+		*err = "cannot rename " + tmp + " over " + path + ": " + strerror(errno);
+		unlink(tmp.c_str());
+		return false;
+	}
+	return true;
+}
+
+// The median of v (0 when empty).
+int64_t median(std::vector<int64_t> v)
+{
+	if (v.empty())
+		return 0;
+	std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+	return v[v.size() / 2];
+}
+
+} // namespace
+
+int strata_cmd_align(int argc, char **argv)
+{
+	const char *cmd = "align";
+	std::string match_text;
+	int hold_out = 0; // 0 none, 1 even, 2 odd
+	bool dry = false;
+	const std::vector<cli::Option> opts = {
+		cli::text("match", 'm', "SEND,RECV,KEY[+KEY...]", "a match",
+			  "the events that send and receive a message (full names, e.g. app:send) "
+			  "and the fields, joined by '+', whose values name a message in both",
+			  match_text),
+		cli::choice("hold-out", 0, "none|even|odd",
+			    "do not use the messages whose first KEY field is even (or odd) as "
+			    "constraints, only check them against the refined map (how well it "
+			    "orders messages it never saw)",
+			    hold_out, {"none", "even", "odd"}),
+		cli::flag("dry-run", 'n', "say what the refinement gives; write nothing", dry),
+	};
+	std::vector<char *> operands;
+	if (const int r = cli::parse(kAlign, opts, argc, argv, operands); r != cli::kParsed)
+		return r;
+	if (match_text.empty())
+		return cli::usage_error(kAlign, "--match is needed (SEND,RECV,KEY[+KEY...])");
+	if (operands.size() < 2)
+		return cli::usage_error(kAlign, operands.empty() ? "missing HOST_TRACE and GUEST_TRACE"
+								 : "missing GUEST_TRACE");
+	Match mt;
+	{
+		std::vector<std::string> parts;
+		std::stringstream ss(match_text);
+		for (std::string p; std::getline(ss, p, ',');)
+			parts.push_back(p);
+		if (parts.size() != 3 || parts[0].empty() || parts[1].empty() || parts[2].empty())
+			return cli::usage_error(kAlign, "--match " + match_text +
+								": expected SEND,RECV,KEY[+KEY...] (three parts)");
+		mt.send = parts[0];
+		mt.recv = parts[1];
+		std::stringstream ks(parts[2]);
+		for (std::string k; std::getline(ks, k, '+');) {
+			if (k.empty())
+				return cli::usage_error(kAlign, "--match " + match_text + ": an empty KEY field");
+			mt.keys.push_back(k);
+		}
+		if (mt.send == mt.recv)
+			return cli::usage_error(kAlign, "--match " + match_text +
+								": SEND and RECV are one event");
+	}
+
+	// The traces: the host's first, then the followers'.
+	std::vector<Trace> traces;
+	for (char *a : operands) {
+		Trace t;
+		t.arg = a;
+		std::error_code ec;
+		t.root = fs::absolute(a, ec).lexically_normal().string();
+		std::string why;
+		if (ec || !find_trace_dirs(t.root, &t.dirs, &why) || t.dirs.empty()) {
+			fprintf(stderr, "strata %s: %s: %s\n", cmd, a,
+				why.empty() ? "no trace (no directory holding a metadata file)" : why.c_str());
+			return cli::kFail;
+		}
+		traces.push_back(std::move(t));
+	}
+	// Each trace's sub-traces: a follower's name their link and clocks.json.
+	for (size_t i = 0; i < traces.size(); i++) {
+		Trace &t = traces[i];
+		for (const std::string &d : t.dirs) {
+			std::string text, why;
+			TraceMeta m;
+			if (!read_file(d + "/metadata", &text) || !parse_trace_meta(text, &m, &why))
+				continue;
+			const bool corr = m.env_string("sync_state") == "correlated";
+			if (i == 0) {
+				if (corr) {
+					fprintf(stderr,
+						"strata %s: %s: %s is a clock follower's sub-trace: HOST_TRACE "
+						"must be the reference's (the host's) trace\n",
+						cmd, t.arg.c_str(), d.c_str());
+					return cli::kFail;
+				}
+				if (t.boot_id.empty())
+					t.boot_id = m.clock.uuid;
+				continue;
+			}
+			if (!corr)
+				continue;
+			const std::string cj = find_clocks_json(d);
+			if (cj.empty())
+				continue;
+			if (!t.json_path.empty() && (cj != t.json_path || m.env_string("sync_peer") != t.link)) {
+				fprintf(stderr,
+					"strata %s: %s holds sub-traces of two clock maps (%s, link '%s'; %s, "
+					"link '%s'): name each follower's session directory apart\n",
+					cmd, t.arg.c_str(), t.json_path.c_str(), t.link.c_str(), cj.c_str(),
+					m.env_string("sync_peer").c_str());
+				return cli::kFail;
+			}
+			t.json_path = cj;
+			t.link = m.env_string("sync_peer");
+			t.follower = true;
+		}
+		if (i > 0 && !t.follower) {
+			fprintf(stderr,
+				"strata %s: %s: no sub-trace put onto another machine's clock with a "
+				"clocks.json (sync_state \"correlated\" in its metadata): not a clock "
+				"follower's trace, or its session has not stopped yet\n",
+				cmd, t.arg.c_str());
+			return cli::kFail;
+		}
+	}
+	// Each follower's map, and that it follows this host.
+	struct Follower {
+		std::string text; // clocks.json
+		JsonValue root;
+		const JsonValue *link = nullptr;
+		std::vector<clocksync::Segment> segs;
+		ClockMap before;
+		std::vector<clocksync::Point> lower, upper; // per message, in key order
+		std::vector<size_t> seg_of;                 // unused
+	};
+	std::vector<Follower> fol(traces.size());
+	for (size_t i = 1; i < traces.size(); i++) {
+		Follower &f = fol[i];
+		const Trace &t = traces[i];
+		std::string why;
+		if (!read_file(t.json_path, &f.text) || !parse_json(f.text, &f.root, &why) ||
+		    !parse_clock_map(f.text, t.link, &f.before, &why)) {
+			fprintf(stderr, "strata %s: %s: %s\n", cmd, t.json_path.c_str(),
+				why.empty() ? "cannot read it" : why.c_str());
+			return cli::kFail;
+		}
+		if (const JsonValue *links = f.root.get("links"))
+			for (const JsonValue &l : links->arr)
+				if (const JsonValue *n = l.get("name"), *r = l.get("role");
+				    n && r && n->text == t.link && r->text == "follower")
+					f.link = &l;
+		const JsonValue *sv = f.link ? f.link->get("segments") : nullptr;
+		if (!sv || !clocksync::parse_segments(*sv, &f.segs, &why)) {
+			fprintf(stderr, "strata %s: %s: link '%s': %s\n", cmd, t.json_path.c_str(),
+				t.link.c_str(), why.c_str());
+			return cli::kFail;
+		}
+		if (!traces[0].boot_id.empty() && f.before.names.peer_boot_id != traces[0].boot_id) {
+			fprintf(stderr,
+				"strata %s: %s follows the machine of boot %s (link '%s', host %s); %s is "
+				"on the clock of boot %s: not its host's trace\n",
+				cmd, t.arg.c_str(), f.before.names.peer_boot_id.c_str(), t.link.c_str(),
+				f.before.names.peer_hostname.c_str(), traces[0].arg.c_str(),
+				traces[0].boot_id.c_str());
+			return cli::kFail;
+		}
+	}
+
+	// The events: every send and receive, by key.
+	std::unordered_map<std::string, End> sends, recvs;
+	bool saw_send = false, saw_recv = false;
+	uint64_t bad_key = 0;
+	for (size_t i = 0; i < traces.size(); i++) {
+		TraceReader rd;
+		std::string why;
+		if (!rd.open(traces[i].root, &why)) {
+			fprintf(stderr, "strata %s: %s: %s\n", cmd, traces[i].arg.c_str(), why.c_str());
+			return cli::kFail;
+		}
+		std::map<const MetaEvent *, KeyFields> classes;
+		for (const auto &st : rd.traces()) {
+			if (!st->readable)
+				continue;
+			for (const auto &sc : st->meta.events)
+				for (const auto &kv : sc.second) {
+					const MetaEvent &e = kv.second;
+					const bool is_send = e.full_name == mt.send;
+					if (!is_send && e.full_name != mt.recv)
+						continue;
+					(is_send ? saw_send : saw_recv) = true;
+					KeyFields kf;
+					kf.send = is_send;
+					for (const std::string &k : mt.keys) {
+						size_t at = SIZE_MAX;
+						for (size_t j = 0; j < e.info.fields.size(); j++)
+							if (e.info.fields[j].name == k)
+								at = j;
+						if (at == SIZE_MAX) {
+							std::string have;
+							for (const FieldInfo &fi : e.info.fields)
+								have += (have.empty() ? "" : ", ") + fi.name;
+							fprintf(stderr,
+								"strata %s: --match: %s in %s has no field '%s' "
+								"(its fields: %s)\n",
+								cmd, e.full_name.c_str(), st->dir.c_str(), k.c_str(),
+								have.empty() ? "none" : have.c_str());
+							return cli::kUsage;
+						}
+						kf.idx.push_back(at);
+					}
+					classes[&e] = kf;
+				}
+		}
+		if (classes.empty())
+			continue;
+		std::vector<FieldValue> vals;
+		rd.read_each([&](const TraceMsg &m) {
+			if (m.kind != TraceMsgKind::Event)
+				return true;
+			const TraceEvent &ev = *m.event;
+			auto c = classes.find(ev.cls);
+			if (c == classes.end())
+				return true;
+			ev.decode(&vals);
+			std::string key;
+			End end;
+			end.machine = i;
+			end.ts = ev.ts;
+			for (size_t j = 0; j < c->second.idx.size(); j++) {
+				const size_t at = c->second.idx[j];
+				if (at >= vals.size()) {
+					bad_key++;
+					return true;
+				}
+				key += field_text(vals[at]);
+				key += '\x1f';
+				if (j == 0 && (vals[at].info->type == STRATA_FT_INTEGER)) {
+					end.parity_known = true;
+					end.odd = vals[at].u & 1;
+				}
+			}
+			auto &tab = c->second.send ? sends : recvs;
+			auto [it, fresh] = tab.emplace(key, end);
+			if (!fresh)
+				it->second.seen++;
+			else
+				it->second.seen = 1;
+			return true;
+		});
+	}
+	if (!saw_send || !saw_recv) {
+		fprintf(stderr,
+			"strata %s: --match: no event named '%s' in any of the traces' metadata (full "
+			"names, as `strata view` prints them: provider:event)\n",
+			cmd, (!saw_send ? mt.send : mt.recv).c_str());
+		return cli::kUsage;
+	}
+
+	// The messages between the host and each follower, as points.
+	struct Msg {
+		size_t guest = 0;
+		bool guest_sent = false;
+		int64_t x = 0, y = 0; // guest raw, host raw
+		bool held = false;
+		std::string key;
+	};
+	std::vector<Msg> msgs;
+	uint64_t ambiguous = 0, unmatched = 0, same_machine = 0, between_followers = 0;
+	for (const auto &kv : sends) {
+		auto r = recvs.find(kv.first);
+		if (r == recvs.end()) {
+			unmatched++;
+			continue;
+		}
+		const End &s = kv.second, &v = r->second;
+		if (s.seen > 1 || v.seen > 1) {
+			ambiguous++;
+			continue;
+		}
+		if (s.machine == v.machine) {
+			same_machine++;
+			continue;
+		}
+		if (s.machine != 0 && v.machine != 0) {
+			between_followers++;
+			continue;
+		}
+		Msg m;
+		m.guest_sent = s.machine != 0;
+		m.guest = m.guest_sent ? s.machine : v.machine;
+		m.x = static_cast<int64_t>(m.guest_sent ? s.ts : v.ts);
+		m.y = static_cast<int64_t>(m.guest_sent ? v.ts : s.ts);
+		m.held = hold_out && s.parity_known && s.odd == (hold_out == 2);
+		m.key = kv.first;
+		std::replace(m.key.begin(), m.key.end(), '\x1f', ' ');
+		if (!m.key.empty())
+			m.key.pop_back();
+		msgs.push_back(std::move(m));
+	}
+	std::sort(msgs.begin(), msgs.end(), [](const Msg &a, const Msg &b) { return a.x < b.x; });
+	for (const auto &kv : recvs)
+		unmatched += !sends.count(kv.first);
+
+	bool failed = false;
+	printf("%zu message(s) between %s and its guest trace(s) matched by %s", msgs.size(),
+	       traces[0].arg.c_str(), match_text.c_str());
+	if (ambiguous || unmatched || same_machine || between_followers)
+		printf(" (not used: %" PRIu64 " key(s) seen more than once, %" PRIu64
+		       " send(s) or receive(s) without their other end, %" PRIu64 " within one machine, %" PRIu64
+		       " between two guests)",
+		       ambiguous, unmatched, same_machine, between_followers);
+	printf("\n");
+
+	for (size_t g = 1; g < traces.size(); g++) {
+		Follower &f = fol[g];
+		const Trace &t = traces[g];
+		// Each message to the segment that covers its guest time.
+		std::vector<std::vector<clocksync::Point>> lo(f.segs.size()), up(f.segs.size());
+		std::vector<std::vector<const Msg *>> lo_m(f.segs.size()), up_m(f.segs.size());
+		uint64_t outside = 0, held = 0, used = 0, total = 0;
+		for (const Msg &m : msgs) {
+			if (m.guest != g)
+				continue;
+			total++;
+			if (m.held) {
+				held++;
+				continue;
+			}
+			size_t s = SIZE_MAX;
+			for (size_t k = 0; k < f.segs.size(); k++)
+				if (f.segs[k].bounded && m.x >= f.segs[k].x_first && m.x <= f.segs[k].x_last)
+					s = k;
+			if (s == SIZE_MAX) {
+				outside++;
+				continue;
+			}
+			used++;
+			// A guest's send: the line passes below (x_s, y_r); a
+			// host's: above (x_r, y_s).
+			if (m.guest_sent)
+				up[s].push_back({m.x, m.y}), up_m[s].push_back(&m);
+			else
+				lo[s].push_back({m.x, m.y}), lo_m[s].push_back(&m);
+		}
+		// The handovers the split used stay (the piece directories' ranges).
+		std::vector<int64_t> handover(f.segs.size(), INT64_MIN);
+		for (const SegmentLine &l : f.before.lines)
+			if (l.index < f.segs.size())
+				handover[l.index] = l.piece_from;
+		std::vector<clocksync::Segment> out = f.segs;
+		size_t refined = 0, kept = 0;
+		for (size_t k = 0; k < f.segs.size(); k++) {
+			const clocksync::Segment &s = f.segs[k];
+			// The probes' own map, whatever an earlier run made of it.
+			clocksync::Segment probes = s.probes.empty() ? s : s.probes.front();
+			probes.hull_lower = s.hull_lower;
+			probes.hull_upper = s.hull_upper;
+			probes.probes.clear();
+			probes.matched = probes.contradicting = 0;
+			if (!s.bounded) {
+				out[k] = probes;
+				continue;
+			}
+			std::vector<size_t> contra;
+			clocksync::Segment r;
+			if (lo[k].empty() && up[k].empty()) {
+				out[k] = probes;
+			} else if (clocksync::refine_segment(s, lo[k], up[k], &r, &contra)) {
+				out[k] = std::move(r);
+				refined++;
+			} else {
+				out[k] = probes;
+				out[k].contradicting = contra.empty() ? lo[k].size() + up[k].size() : contra.size();
+				kept++;
+				failed = true;
+				std::string keys;
+				for (size_t c = 0; c < contra.size() && c < 5; c++) {
+					const Msg *m = contra[c] < lo_m[k].size() ? lo_m[k][contra[c]]
+										: up_m[k][contra[c] - lo_m[k].size()];
+					keys += std::string(c ? "; " : "") + m->key + (m->guest_sent ? " (guest to host)" : " (host to guest)");
+				}
+				fprintf(stderr,
+					"strata %s: %s: link '%s', segment %zu (%s, %.3f s of the guest's time): %s "
+					"of its %zu matched message(s) contradict its probes: no line fits %s and "
+					"the probes (a step the probes did not see, or messages matched "
+					"wrongly)%s%s; the segment keeps the probes' map\n",
+					cmd, t.arg.c_str(), t.link.c_str(), k, clocksync::start_name(s.start),
+					static_cast<double>(s.x_last - s.x_first) / 1e9,
+					contra.empty() ? "together, all" : std::to_string(contra.size()).c_str(),
+					lo[k].size() + up[k].size(), contra.empty() ? "them all" : "each of these",
+					keys.empty() ? "" : ": ", keys.c_str());
+			}
+			out[k].piece_from = handover[k];
+		}
+		// The new text: the link's segments and its "refined" object, the
+		// root's "ctf" line.
+		std::string segs_json = clocksync::segments_json(out, "  ");
+		std::ostringstream ref;
+		ref << "{\"by\": \"strata align\", \"match\": " << clocksync::json_string(match_text)
+		    << ", \"hold_out\": \"" << (hold_out == 1 ? "even" : hold_out == 2 ? "odd" : "none")
+		    << "\", \"messages\": " << total << ", \"used\": " << used << ", \"held_out\": " << held
+		    << ", \"outside_segments\": " << outside << ", \"segments_refined\": " << refined
+		    << ", \"segments_contradicted\": " << kept << "}";
+		std::vector<std::pair<size_t, std::pair<size_t, std::string>>> edits; // begin, (end, text)
+		const JsonValue *sv = f.link->get("segments");
+		edits.push_back({sv->begin, {sv->end, segs_json}});
+		if (const JsonValue *rv = f.link->get("refined"))
+			edits.push_back({rv->begin, {rv->end, ref.str()}});
+		else
+			edits.push_back({f.link->end - 1, {f.link->end - 1, ",\n   \"refined\": " + ref.str()}});
+		// The map as it reads now, for the metadata line and the checks.
+		std::string nt = f.text;
+		const auto apply = [&](std::string text) {
+			std::sort(edits.begin(), edits.end(), [](const auto &a, const auto &b) { return a.first > b.first; });
+			for (const auto &e : edits)
+				text.replace(e.first, e.second.first - e.first, e.second.second);
+			return text;
+		};
+		nt = apply(nt);
+		ClockMap after;
+		std::string why;
+		if (!parse_clock_map(nt, t.link, &after, &why)) {
+			fprintf(stderr, "strata %s: %s: the refined map does not read back: %s\n", cmd,
+				t.json_path.c_str(), why.c_str());
+			return cli::kFail;
+		}
+		if (const JsonValue *cv = f.root.get("ctf"); cv && cv->kind == JsonValue::Obj) {
+			// The line the one-line rewrite takes: the longest bounded segment's.
+			const SegmentLine *best = nullptr;
+			for (const SegmentLine &l : after.lines)
+				if (!best || l.x_last - l.x_first > best->x_last - best->x_first)
+					best = &l;
+			ClockInfo c;
+			std::string env;
+			segment_clock(*best, after.n_segments, after.names, ClockInfo(), &c, &env);
+			char b[320];
+			snprintf(b, sizeof b,
+				 "{\"link\": %s, \"rewritten\": true, \"freq\": %" PRIu64 ", \"offset_s\": %" PRId64
+				 ", \"offset\": %" PRId64 "}",
+				 clocksync::json_string(t.link).c_str(), c.freq, c.offset_s, c.offset_ns);
+			edits.push_back({cv->begin, {cv->end, b}});
+			nt = apply(f.text);
+		}
+
+		// What the refined map does with every message, used or held out,
+		// against the map before.
+		const auto place = [](const ClockMap &cm, int64_t x) {
+			return cm.pieces[cm.piece_at(static_cast<uint64_t>(x))].at(x);
+		};
+		uint64_t inv_before = 0, inv_used = 0, inv_held = 0, bound_broken = 0;
+		std::vector<int64_t> width_before, width_after;
+		for (const Msg &m : msgs) {
+			if (m.guest != g)
+				continue;
+			const auto inverted = [&](const ClockMap &cm) {
+				const int64_t y = place(cm, m.x);
+				return m.guest_sent ? y >= m.y : y <= m.y;
+			};
+			inv_before += inverted(f.before);
+			if (inverted(after))
+				(m.held ? inv_held : inv_used)++;
+			for (size_t k = 0; k < out.size(); k++) {
+				if (!out[k].bounded || m.x < out[k].x_first || m.x > out[k].x_last)
+					continue;
+				int64_t l0, h0, l1, h1;
+				const clocksync::Segment &pr = out[k].probes.empty() ? out[k] : out[k].probes.front();
+				if (clocksync::segment_bound(pr, m.x, &l0, &h0))
+					width_before.push_back(h0 - l0);
+				if (clocksync::segment_bound(out[k], m.x, &l1, &h1)) {
+					width_after.push_back(h1 - l1);
+					// The bound must allow the message: a guest's send
+					// below its receive, a host's send below the guest's.
+					if (m.guest_sent ? l1 >= m.y : h1 <= m.y)
+						bound_broken++;
+				}
+			}
+		}
+		printf("%s: link '%s' (%s): %" PRIu64 " message(s) with %s: %" PRIu64 " used, %" PRIu64
+		       " held out, %" PRIu64 " outside the map's segments (not used); %zu of %zu segment(s) "
+		       "refined, %zu kept the probes' map\n",
+		       t.arg.c_str(), t.link.c_str(), t.json_path.c_str(), total, traces[0].arg.c_str(), used,
+		       held, outside, refined, out.size(), kept);
+		printf("%s: inverted: %" PRIu64 " of %" PRIu64 " under the probes' map; under the refined "
+		       "map %" PRIu64 " of %" PRIu64 " used, %" PRIu64 " of %" PRIu64 " held out; bound width at "
+		       "the messages (median) %.1f us, was %.1f us; the bound excludes %" PRIu64 " message(s)\n",
+		       t.arg.c_str(), inv_before, total, inv_used, used, inv_held, held,
+		       static_cast<double>(median(width_after)) / 1e3, static_cast<double>(median(width_before)) / 1e3,
+		       bound_broken);
+		if (bound_broken)
+			failed = true;
+		if (dry)
+			continue;
+		if (nt != f.text) {
+			std::string err;
+			if (!write_file(t.json_path, nt, &err)) {
+				fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
+				return cli::kFail;
+			}
+		}
+		// The sub-traces' metadata: one line, or one per piece (split).
+		TreeSplit ts;
+		std::string err;
+		const std::string top = fs::path(t.json_path).parent_path().string();
+		const bool ok = split_tree(top, &ts, &err, nullptr, true);
+		for (const std::string &n : ts.notes)
+			fprintf(stderr, "strata %s: %s\n", cmd, n.c_str());
+		printf("%s: %s %s; %zu sub-trace(s) of the follower: %zu on one clock line (%zu rewritten), "
+		       "%zu split by piece (%zu packet(s) moved)\n",
+		       t.arg.c_str(), t.json_path.c_str(), nt != f.text ? "written" : "unchanged", ts.subtraces,
+		       ts.one_piece, ts.relined, ts.split, ts.st.packets_moved);
+		if (!ok) {
+			fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
+			failed = true;
+		}
+		if (ts.skipped)
+			failed = true;
+	}
+	if (bad_key)
+		fprintf(stderr, "strata %s: %" PRIu64 " event(s) whose key fields could not be read: not used\n",
+			cmd, bad_key);
+	return failed ? cli::kFail : cli::kOk;
+}
