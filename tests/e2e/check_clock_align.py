@@ -148,8 +148,7 @@ def main():
     ctf = after["ctf"]
     metas = [open(os.path.join(d, "metadata")).read() for d, _, fs in os.walk(outs["guest"]) if "metadata" in fs]
     check(bool(metas) and all("freq = %d;" % ctf["freq"] in m and "offset_s = %d;" % ctf["offset_s"] in m and
-                              "offset = %d;" % ctf["offset"] in m for m in metas) and
-          ctf != before["ctf"] or before["ctf"] == ctf,
+                              "offset = %d;" % ctf["offset"] in m for m in metas),
           "the guest's %d metadata clock block(s) carry the refined line (freq %d, offset_s %d, offset %d)" %
           (len(metas), ctf["freq"], ctf["offset_s"], ctf["offset"]))
 

@@ -36,6 +36,10 @@ clocks.json segment by segment, across the pause too); `strata status`
 shows the link, and the guest's its spin (some, at most half the probe period a probe);
 with a pause the maps have a new segment.  Prints the
 widths beside the minimum RTT and the closest messages to an inversion.
+Then `strata align` with the program's messages (aligned()): refined with
+the even keys only, how many odd ones still invert (printed); refined with
+all, none inverted by the maps, babeltrace2 or `strata view` (outside a
+step's gap), every bound holding.
 Exit 77 when the VM cannot boot here.
 """
 import json
@@ -295,7 +299,52 @@ def main():
                       n * len(names), in_gaps, map_inv)
     if mode == "kernel":
         kernel_order(check, host_out, os.path.join(vm, "guest-trace"), n, widest)
+    aligned(check, strata, work, host_out, names, vms, links, sends, raw, in_gaps, n, mode)
     check.finish()
+
+
+def aligned(check, strata, work, host_out, names, vms, links, sends, raw, in_gaps, n, mode):
+    """`strata align` (docs/clocks.md, "Traced messages as constraints"):
+    the guests' maps refined with the program's own messages.  First the
+    held-out figure: refined with the even keys only (the guest->host
+    direction here), not written, how many of the odd ones the refined map
+    inverts (printed, not required).  Then with every message, written:
+    0 inversions required of the maps within their segments, of
+    babeltrace2's merge and of `strata view` (outside the gaps around a
+    step, whose messages no segment owns: counted and printed), and every
+    refined bound holds."""
+    guest_outs = [os.path.join(vms[v][0], "guest-trace") for v in names]
+    match = "syncpp:send,syncpp:recv,k+from"
+    r = subprocess.run([strata, "align", host_out] + guest_outs + ["--match", match, "--hold-out", "odd",
+                                                                   "--dry-run"],
+                       capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0, "strata align --hold-out odd --dry-run" + ("" if r.returncode == 0 else
+                                                                        ": " + r.stderr.strip()[-500:]))
+    for ln in r.stdout.splitlines():
+        m = re.search(r"inverted: (\d+) of (\d+) under the probes' map; under the refined map (\d+) of (\d+) used, "
+                      r"(\d+) of (\d+) held out", ln)
+        if m:
+            print("held out (refined with the even keys only): %s of %s odd messages inverted by the refined map "
+                  "(the probes' map: %s of all %s)" % (m.group(5), m.group(6), m.group(1), m.group(2)))
+    r = subprocess.run([strata, "align", host_out] + guest_outs + ["--match", match], capture_output=True, text=True,
+                       timeout=300)
+    print(r.stdout.strip())
+    check(r.returncode == 0, "strata align --match %s with every message" % match +
+          ("" if r.returncode == 0 else ": " + r.stderr.strip()[-500:]))
+    for v, kbase, _, _ in links:
+        gclocks = json.load(open(os.path.join(vms[v][0], "guest-trace", "clocks.json")))
+        glink = [lk for lk in gclocks["links"] if lk["role"] == "follower"][0]
+        check(glink.get("refined", {}).get("segments_contradicted") == 0 and glink["refined"]["used"] > 0,
+              "%s: clocks.json says refined by %s messages (%s)" % (v, glink.get("refined", {}).get("used"),
+                                                                 glink.get("refined")))
+        mine = {k: t for k, t in sends.items() if kbase <= k < kbase + KBASE2}
+        bounds(check, v + ": the refined", glink, mine, raw)
+    dirs = [host_out] + guest_outs
+    if mode == "pause":
+        bt2_pieces(check, dirs, n * len(names), in_gaps, set())
+    else:
+        timeline(check, dirs, n * len(names), client_on_guest=True)
+    strata_view_order(check, strata, work, host_out, list(zip(names, guest_outs)), n * len(names), in_gaps, set())
 
 
 if __name__ == "__main__":
