@@ -432,10 +432,10 @@ int strata_cmd_align(int argc, char **argv)
 		m.x = static_cast<int64_t>(m.guest_sent ? s.ts : v.ts);
 		m.y = static_cast<int64_t>(m.guest_sent ? v.ts : s.ts);
 		m.held = hold_out && s.parity_known && s.odd == (hold_out == 2);
-		m.key = kv.first;
-		std::replace(m.key.begin(), m.key.end(), '\x1f', ' ');
-		if (!m.key.empty())
-			m.key.pop_back();
+		// Shown as "k=1, from=0".
+		size_t field = 0, at = 0;
+		for (size_t e; (e = kv.first.find('\x1f', at)) != std::string::npos; at = e + 1, field++)
+			m.key += (field ? ", " : "") + mt.keys[field] + "=" + kv.first.substr(at, e - at);
 		msgs.push_back(std::move(m));
 	}
 	std::sort(msgs.begin(), msgs.end(), [](const Msg &a, const Msg &b) { return a.x < b.x; });
