@@ -307,7 +307,7 @@ std::string drop_trace_uuid(const std::string &text)
 }
 
 bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces, SplitStats *st,
-		    std::string *err, const SplitOwner &own)
+		    std::string *err, const SplitOwner &own, bool reline)
 {
 	if (pieces.empty())
 		return true;
@@ -374,15 +374,20 @@ bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces,
 			for (const Part &p : f.parts)
 				has |= p.piece == k;
 		const std::string pname = leaf + "~seg" + std::to_string(pieces[k].segment);
+		if (!has && !reline)
+			continue;
 		if (!has) {
 			// Split before: its metadata onto the piece's line as the
-			// map gives it now (a refined map: `strata align`).
+			// map gives it now (a refined map: `strata align`, which
+			// keeps the handovers, so the ranges stay).
 			Fd kfd(openat(pfd.fd, pname.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
 			std::string old;
 			if (kfd.fd < 0 || !read_text(kfd.fd, "metadata", &old))
 				continue;
+			// Its own text (its event classes are those of its
+			// packets), only the clock block and env lines changed.
 			const std::string mt = rewrite_metadata_clock(
-				nouuid, pieces[k].clock, pieces[k].env + range_env(pieces, k, false));
+				old, pieces[k].clock, pieces[k].env + range_env(pieces, k, false));
 			if (mt != old && !put_text(kfd.fd, "metadata", mt, own, err)) {
 				*err = parent + "/" + pname + ": " + *err;
 				return false;
@@ -638,7 +643,7 @@ bool split_tree(const std::string &root, TreeSplit *out, std::string *err,
 		}
 		std::string e;
 		const size_t whole = out->st.whole_files.size();
-		const bool done = split_subtrace(d, mp.pieces, &out->st, &e);
+		const bool done = split_subtrace(d, mp.pieces, &out->st, &e, SplitOwner(), reline);
 		for (size_t i = whole; i < out->st.whole_files.size(); i++)
 			out->notes.push_back(out->st.whole_files[i] +
 					     ": a packet header does not check; the file stays whole (on one "

@@ -78,14 +78,15 @@ struct SplitOwner {
 };
 
 // Split sub-trace `dir` (a follower's, its metadata already rewritten onto
-// the peer's clock) by `pieces` (from increasing, at least one).  Piece
-// dirs made before get their metadata onto their piece's line as `pieces`
-// give it now (a map refined since; the pieces' ranges are the same when
-// their handovers are kept, clocks.json's `piece_from`).  False
-// with *err when it could not (the directory is then left readable: whole,
-// or split up to a consistent point).
+// the peer's clock) by `pieces` (from increasing, at least one).  With
+// `reline`, piece dirs made before that get no packet now still get their
+// metadata's clock block and env onto their piece's line as `pieces` give
+// it (a map refined since, `strata align`, which keeps the handovers in
+// clocks.json's `piece_from`, so that the ranges stay).  False with *err
+// when it could not (the directory is then left readable: whole, or split
+// up to a consistent point).
 bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces, SplitStats *st,
-		    std::string *err, const SplitOwner &own = SplitOwner());
+		    std::string *err, const SplitOwner &own = SplitOwner(), bool reline = false);
 
 // Every bounded segment as a piece with its own line (segs: the bounded
 // ones, in order; n_segs: the map's segment count, unbounded ones too),
