@@ -187,19 +187,21 @@ int strata_cmd_align(int argc, char **argv)
 		for (std::string p; std::getline(ss, p, ',');)
 			parts.push_back(p);
 		if (parts.size() != 3 || parts[0].empty() || parts[1].empty() || parts[2].empty())
-			return cli::usage_error(kAlign, "--match " + match_text +
-								": expected SEND,RECV,KEY[+KEY...] (three parts)");
+			return cli::usage_error(kAlign,
+						"--match " + match_text +
+							": expected SEND,RECV,KEY[+KEY...] (three parts)");
 		mt.send = parts[0];
 		mt.recv = parts[1];
 		std::stringstream ks(parts[2]);
 		for (std::string k; std::getline(ks, k, '+');) {
 			if (k.empty())
-				return cli::usage_error(kAlign, "--match " + match_text + ": an empty KEY field");
+				return cli::usage_error(kAlign,
+							"--match " + match_text + ": an empty KEY field");
 			mt.keys.push_back(k);
 		}
 		if (mt.send == mt.recv)
-			return cli::usage_error(kAlign, "--match " + match_text +
-								": SEND and RECV are one event");
+			return cli::usage_error(kAlign,
+						"--match " + match_text + ": SEND and RECV are one event");
 	}
 
 	// The traces: the host's first, then the followers'.
@@ -212,7 +214,8 @@ int strata_cmd_align(int argc, char **argv)
 		std::string why;
 		if (ec || !find_trace_dirs(t.root, &t.dirs, &why) || t.dirs.empty()) {
 			fprintf(stderr, "strata %s: %s: %s\n", cmd, a,
-				why.empty() ? "no trace (no directory holding a metadata file)" : why.c_str());
+				why.empty() ? "no trace (no directory holding a metadata file)"
+					    : why.c_str());
 			return cli::kFail;
 		}
 		traces.push_back(std::move(t));
@@ -229,7 +232,8 @@ int strata_cmd_align(int argc, char **argv)
 			if (i == 0) {
 				if (corr) {
 					fprintf(stderr,
-						"strata %s: %s: %s is a clock follower's sub-trace: HOST_TRACE "
+						"strata %s: %s: %s is a clock follower's sub-trace: "
+						"HOST_TRACE "
 						"must be the reference's (the host's) trace\n",
 						cmd, t.arg.c_str(), d.c_str());
 					return cli::kFail;
@@ -243,9 +247,11 @@ int strata_cmd_align(int argc, char **argv)
 			const std::string cj = find_clocks_json(d);
 			if (cj.empty())
 				continue;
-			if (!t.json_path.empty() && (cj != t.json_path || m.env_string("sync_peer") != t.link)) {
+			if (!t.json_path.empty() &&
+			    (cj != t.json_path || m.env_string("sync_peer") != t.link)) {
 				fprintf(stderr,
-					"strata %s: %s holds sub-traces of two clock maps (%s, link '%s'; %s, "
+					"strata %s: %s holds sub-traces of two clock maps (%s, link '%s'; "
+					"%s, "
 					"link '%s'): name each follower's session directory apart\n",
 					cmd, t.arg.c_str(), t.json_path.c_str(), t.link.c_str(), cj.c_str(),
 					m.env_string("sync_peer").c_str());
@@ -341,9 +347,11 @@ int strata_cmd_align(int argc, char **argv)
 							for (const FieldInfo &fi : e.info.fields)
 								have += (have.empty() ? "" : ", ") + fi.name;
 							fprintf(stderr,
-								"strata %s: --match: %s in %s has no field '%s' "
+								"strata %s: --match: %s in %s has no field "
+								"'%s' "
 								"(its fields: %s)\n",
-								cmd, e.full_name.c_str(), st->dir.c_str(), k.c_str(),
+								cmd, e.full_name.c_str(), st->dir.c_str(),
+								k.c_str(),
 								have.empty() ? "none" : have.c_str());
 							return cli::kUsage;
 						}
@@ -447,8 +455,8 @@ int strata_cmd_align(int argc, char **argv)
 	       traces[0].arg.c_str(), match_text.c_str());
 	if (ambiguous || unmatched || same_machine || between_followers)
 		printf(" (not used: %" PRIu64 " key(s) seen more than once, %" PRIu64
-		       " send(s) or receive(s) without their other end, %" PRIu64 " within one machine, %" PRIu64
-		       " between two guests)",
+		       " send(s) or receive(s) without their other end, %" PRIu64
+		       " within one machine, %" PRIu64 " between two guests)",
 		       ambiguous, unmatched, same_machine, between_followers);
 	printf("\n");
 
@@ -511,24 +519,31 @@ int strata_cmd_align(int argc, char **argv)
 				refined++;
 			} else {
 				out[k] = probes;
-				out[k].contradicting = contra.empty() ? lo[k].size() + up[k].size() : contra.size();
+				out[k].contradicting =
+					contra.empty() ? lo[k].size() + up[k].size() : contra.size();
 				kept++;
 				failed = true;
 				std::string keys;
 				for (size_t c = 0; c < contra.size() && c < 5; c++) {
-					const Msg *m = contra[c] < lo_m[k].size() ? lo_m[k][contra[c]]
-										: up_m[k][contra[c] - lo_m[k].size()];
-					keys += std::string(c ? "; " : "") + m->key + (m->guest_sent ? " (guest to host)" : " (host to guest)");
+					const Msg *m = contra[c] < lo_m[k].size()
+							       ? lo_m[k][contra[c]]
+							       : up_m[k][contra[c] - lo_m[k].size()];
+					keys += std::string(c ? "; " : "") + m->key +
+						(m->guest_sent ? " (guest to host)" : " (host to guest)");
 				}
 				fprintf(stderr,
-					"strata %s: %s: link '%s', segment %zu (%s, %.3f s of the guest's time): %s "
-					"of its %zu matched message(s) contradict its probes: no line fits %s and "
+					"strata %s: %s: link '%s', segment %zu (%s, %.3f s of the guest's "
+					"time): %s "
+					"of its %zu matched message(s) contradict its probes: no line fits "
+					"%s and "
 					"the probes (a step the probes did not see, or messages matched "
 					"wrongly)%s%s; the segment keeps the probes' map\n",
 					cmd, t.arg.c_str(), t.link.c_str(), k, clocksync::start_name(s.start),
 					static_cast<double>(s.x_last - s.x_first) / 1e9,
-					contra.empty() ? "together, all" : std::to_string(contra.size()).c_str(),
-					lo[k].size() + up[k].size(), contra.empty() ? "them all" : "each of these",
+					contra.empty() ? "together, all"
+						       : std::to_string(contra.size()).c_str(),
+					lo[k].size() + up[k].size(),
+					contra.empty() ? "them all" : "each of these",
 					keys.empty() ? "" : ": ", keys.c_str());
 			}
 			out[k].piece_from = handover[k];
@@ -538,7 +553,10 @@ int strata_cmd_align(int argc, char **argv)
 		std::string segs_json = clocksync::segments_json(out, "  ");
 		std::ostringstream ref;
 		ref << "{\"by\": \"strata align\", \"match\": " << clocksync::json_string(match_text)
-		    << ", \"hold_out\": \"" << (hold_out == 1 ? "even" : hold_out == 2 ? "odd" : "none")
+		    << ", \"hold_out\": \""
+		    << (hold_out == 1   ? "even"
+			: hold_out == 2 ? "odd"
+					: "none")
 		    << "\", \"messages\": " << total << ", \"used\": " << used << ", \"held_out\": " << held
 		    << ", \"outside_segments\": " << outside << ", \"segments_refined\": " << refined
 		    << ", \"segments_contradicted\": " << kept << "}";
@@ -548,11 +566,13 @@ int strata_cmd_align(int argc, char **argv)
 		if (const JsonValue *rv = f.link->get("refined"))
 			edits.push_back({rv->begin, {rv->end, ref.str()}});
 		else
-			edits.push_back({f.link->end - 1, {f.link->end - 1, ",\n   \"refined\": " + ref.str()}});
+			edits.push_back(
+				{f.link->end - 1, {f.link->end - 1, ",\n   \"refined\": " + ref.str()}});
 		// The map as it reads now, for the metadata line and the checks.
 		std::string nt = f.text;
 		const auto apply = [&](std::string text) {
-			std::sort(edits.begin(), edits.end(), [](const auto &a, const auto &b) { return a.first > b.first; });
+			std::sort(edits.begin(), edits.end(),
+				  [](const auto &a, const auto &b) { return a.first > b.first; });
 			for (const auto &e : edits)
 				text.replace(e.first, e.second.first - e.first, e.second.second);
 			return text;
@@ -576,8 +596,8 @@ int strata_cmd_align(int argc, char **argv)
 			segment_clock(*best, after.n_segments, after.names, ClockInfo(), &c, &env);
 			char b[320];
 			snprintf(b, sizeof b,
-				 "{\"link\": %s, \"rewritten\": true, \"freq\": %" PRIu64 ", \"offset_s\": %" PRId64
-				 ", \"offset\": %" PRId64 "}",
+				 "{\"link\": %s, \"rewritten\": true, \"freq\": %" PRIu64
+				 ", \"offset_s\": %" PRId64 ", \"offset\": %" PRId64 "}",
 				 clocksync::json_string(t.link).c_str(), c.freq, c.offset_s, c.offset_ns);
 			edits.push_back({cv->begin, {cv->end, b}});
 			nt = apply(f.text);
@@ -604,7 +624,8 @@ int strata_cmd_align(int argc, char **argv)
 				if (!out[k].bounded || m.x < out[k].x_first || m.x > out[k].x_last)
 					continue;
 				int64_t l0, h0, l1, h1;
-				const clocksync::Segment &pr = out[k].probes.empty() ? out[k] : out[k].probes.front();
+				const clocksync::Segment &pr =
+					out[k].probes.empty() ? out[k] : out[k].probes.front();
 				if (clocksync::segment_bound(pr, m.x, &l0, &h0))
 					width_before.push_back(h0 - l0);
 				if (clocksync::segment_bound(out[k], m.x, &l1, &h1)) {
@@ -622,11 +643,13 @@ int strata_cmd_align(int argc, char **argv)
 		       t.arg.c_str(), t.link.c_str(), t.json_path.c_str(), total, traces[0].arg.c_str(), used,
 		       held, outside, refined, out.size(), kept);
 		printf("%s: inverted: %" PRIu64 " of %" PRIu64 " under the probes' map; under the refined "
-		       "map %" PRIu64 " of %" PRIu64 " used, %" PRIu64 " of %" PRIu64 " held out; bound width at "
-		       "the messages (median) %.1f us, was %.1f us; the bound excludes %" PRIu64 " message(s)\n",
+		       "map %" PRIu64 " of %" PRIu64 " used, %" PRIu64 " of %" PRIu64
+		       " held out; bound width at "
+		       "the messages (median) %.1f us, was %.1f us; the bound excludes %" PRIu64
+		       " message(s)\n",
 		       t.arg.c_str(), inv_before, total, inv_used, used, inv_held, held,
-		       static_cast<double>(median(width_after)) / 1e3, static_cast<double>(median(width_before)) / 1e3,
-		       bound_broken);
+		       static_cast<double>(median(width_after)) / 1e3,
+		       static_cast<double>(median(width_before)) / 1e3, bound_broken);
 		if (bound_broken)
 			failed = true;
 		if (dry)
@@ -647,8 +670,8 @@ int strata_cmd_align(int argc, char **argv)
 			fprintf(stderr, "strata %s: %s\n", cmd, n.c_str());
 		printf("%s: %s %s; %zu sub-trace(s) of the follower: %zu on one clock line (%zu rewritten), "
 		       "%zu split by piece (%zu packet(s) moved)\n",
-		       t.arg.c_str(), t.json_path.c_str(), nt != f.text ? "written" : "unchanged", ts.subtraces,
-		       ts.one_piece, ts.relined, ts.split, ts.st.packets_moved);
+		       t.arg.c_str(), t.json_path.c_str(), nt != f.text ? "written" : "unchanged",
+		       ts.subtraces, ts.one_piece, ts.relined, ts.split, ts.st.packets_moved);
 		if (!ok) {
 			fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
 			failed = true;
@@ -657,7 +680,8 @@ int strata_cmd_align(int argc, char **argv)
 			failed = true;
 	}
 	if (bad_key)
-		fprintf(stderr, "strata %s: %" PRIu64 " event(s) whose key fields could not be read: not used\n",
-			cmd, bad_key);
+		fprintf(stderr,
+			"strata %s: %" PRIu64 " event(s) whose key fields could not be read: not used\n", cmd,
+			bad_key);
 	return failed ? cli::kFail : cli::kOk;
 }

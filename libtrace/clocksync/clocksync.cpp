@@ -499,7 +499,8 @@ bool parse_one(const JsonValue &v, Segment *s, std::string *why, int depth)
 		s->note = nt->text;
 	const JsonValue *b = v.get("bounded");
 	s->bounded = !b || b->kind != JsonValue::Bool || b->b;
-	const auto triples = [&](const char *k, size_t width, const std::function<void(const int64_t *)> &put) {
+	const auto triples = [&](const char *k, size_t width,
+				 const std::function<void(const int64_t *)> &put) {
 		const JsonValue *a = v.get(k);
 		if (!a)
 			return true;
@@ -523,9 +524,17 @@ bool parse_one(const JsonValue &v, Segment *s, std::string *why, int depth)
 	s->knots.clear();
 	s->hull_lower.clear();
 	s->hull_upper.clear();
-	if (!triples("knots", 3, [&](const int64_t *t) { s->knots.push_back(Knot{t[0], t[1], t[2]}); }) ||
-	    !triples("hull_lower", 2, [&](const int64_t *t) { s->hull_lower.push_back(Point{t[0], t[1]}); }) ||
-	    !triples("hull_upper", 2, [&](const int64_t *t) { s->hull_upper.push_back(Point{t[0], t[1]}); }))
+	if (!triples("knots", 3,
+		     [&](const int64_t *t) {
+			     s->knots.push_back(Knot{t[0], t[1], t[2]});
+		     }) ||
+	    !triples("hull_lower", 2,
+		     [&](const int64_t *t) {
+			     s->hull_lower.push_back(Point{t[0], t[1]});
+		     }) ||
+	    !triples("hull_upper", 2, [&](const int64_t *t) {
+		    s->hull_upper.push_back(Point{t[0], t[1]});
+	    }))
 		return false;
 	for (size_t i = 1; i < s->knots.size(); i++)
 		if (s->knots[i].x <= s->knots[i - 1].x) {
@@ -607,8 +616,8 @@ std::string segments_json(const std::vector<Segment> &segs, const std::string &i
 				return;
 			o += ",\n" + in + "   \"" + name + "\": [";
 			for (size_t k = 0; k < v.size(); k++) {
-				snprintf(buf, sizeof buf, "%s[%" PRId64 ", %" PRId64 "]", k ? ", " : "", v[k].x,
-					 v[k].y);
+				snprintf(buf, sizeof buf, "%s[%" PRId64 ", %" PRId64 "]", k ? ", " : "",
+					 v[k].x, v[k].y);
 				o += buf;
 			}
 			o += "]";
@@ -616,12 +625,14 @@ std::string segments_json(const std::vector<Segment> &segs, const std::string &i
 		points("hull_lower", s.hull_lower);
 		points("hull_upper", s.hull_upper);
 		if (s.piece_from != INT64_MIN) {
-			snprintf(buf, sizeof buf, ",\n%s   \"piece_from\": %" PRId64, in.c_str(), s.piece_from);
+			snprintf(buf, sizeof buf, ",\n%s   \"piece_from\": %" PRId64, in.c_str(),
+				 s.piece_from);
 			o += buf;
 		}
 		if (s.matched || s.contradicting) {
 			snprintf(buf, sizeof buf,
-				 ",\n%s   \"matched_messages\": %" PRIu64 ", \"contradicting_messages\": %" PRIu64,
+				 ",\n%s   \"matched_messages\": %" PRIu64
+				 ", \"contradicting_messages\": %" PRIu64,
 				 in.c_str(), s.matched, s.contradicting);
 			o += buf;
 		}

@@ -78,8 +78,8 @@ struct JsonValue {
 	size_t begin = 0, end = 0; // the value's bytes in the text: [begin, end)
 
 	const JsonValue *get(const char *key) const;
-	bool as_int(int64_t *out) const;    // a whole number in int64_t
-	bool as_double(double *out) const;  // a finite number
+	bool as_int(int64_t *out) const;   // a whole number in int64_t
+	bool as_double(double *out) const; // a finite number
 };
 
 // The text as one JSON value (depth at most 16, linear in the text).

@@ -380,7 +380,8 @@ bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces,
 			// Split before: its metadata onto the piece's line as the
 			// map gives it now (a refined map: `strata align`, which
 			// keeps the handovers, so the ranges stay).
-			Fd kfd(openat(pfd.fd, pname.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+			Fd kfd(openat(pfd.fd, pname.c_str(),
+				      O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
 			std::string old;
 			if (kfd.fd < 0 || !read_text(kfd.fd, "metadata", &old))
 				continue;
@@ -627,7 +628,8 @@ bool split_tree(const std::string &root, TreeSplit *out, std::string *err,
 			out->one_piece++;
 			// Its metadata onto the one line the map gives now (a
 			// refined map), when asked.
-			const std::string nt = rewrite_metadata_clock(text, mp.pieces[0].clock, mp.pieces[0].env);
+			const std::string nt =
+				rewrite_metadata_clock(text, mp.pieces[0].clock, mp.pieces[0].env);
 			std::string e;
 			if (reline && nt != text) {
 				if (!put_text(dfd.fd, "metadata", nt, SplitOwner(), &e)) {

@@ -584,7 +584,8 @@ TEST(ClockRefine, AMessageFasterThanAnyProbeGetsOrdered)
 	ASSERT_TRUE(refine_segment(back[0], {}, {}, &r0, nullptr));
 	// (the same hulls, fitted from other coordinates' origin: the same
 	// line to the rounding)
-	EXPECT_NEAR(static_cast<double>(segment_map(r0, r0.x0)), static_cast<double>(segment_map(segs[0], r0.x0)), 2);
+	EXPECT_NEAR(static_cast<double>(segment_map(r0, r0.x0)),
+		    static_cast<double>(segment_map(segs[0], r0.x0)), 2);
 	EXPECT_NEAR(r0.slope, segs[0].slope, 1e-12);
 
 	// A file from before the hulls were stored: the knots stand for the
