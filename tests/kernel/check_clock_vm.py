@@ -326,6 +326,8 @@ def aligned(check, strata, work, host_out, names, vms, links, sends, raw, in_gap
         if m:
             print("held out (refined with the even keys only): %s of %s odd messages inverted by the refined map "
                   "(the probes' map: %s of all %s)" % (m.group(5), m.group(6), m.group(1), m.group(2)))
+        if "held-out messages closest" in ln:
+            print(ln)
     r = subprocess.run([strata, "align", host_out] + guest_outs + ["--match", match], capture_output=True, text=True,
                        timeout=300)
     print(r.stdout.strip())
