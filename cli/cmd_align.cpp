@@ -158,18 +158,19 @@ int strata_cmd_align(int argc, char **argv)
 {
 	const char *cmd = "align";
 	std::string match_text;
-	int hold_out = 0; // 0 none, 1 even, 2 odd
+	int hold_out = 0; // 0 none, 1 even, 2 odd, 3 alternate
 	bool dry = false;
 	const std::vector<cli::Option> opts = {
 		cli::text("match", 'm', "SEND,RECV,KEY[+KEY...]", "a match",
 			  "the events that send and receive a message (full names, e.g. app:send) "
 			  "and the fields, joined by '+', whose values name a message in both",
 			  match_text),
-		cli::choice("hold-out", 0, "none|even|odd",
-			    "do not use the messages whose first KEY field is even (or odd) as "
-			    "constraints, only check them against the refined map (how well it "
-			    "orders messages it never saw)",
-			    hold_out, {"none", "even", "odd"}),
+		cli::choice("hold-out", 0, "none|even|odd|alternate",
+			    "do not use some messages as constraints, only check them against the "
+			    "refined map (how well it orders messages it never saw): those whose "
+			    "first KEY field is even (or odd), or every second one of each "
+			    "direction in time order (alternate)",
+			    hold_out, {"none", "even", "odd", "alternate"}),
 		cli::flag("dry-run", 'n', "say what the refinement gives; write nothing", dry),
 	};
 	std::vector<char *> operands;
@@ -439,7 +440,7 @@ int strata_cmd_align(int argc, char **argv)
 		m.guest = m.guest_sent ? s.machine : v.machine;
 		m.x = static_cast<int64_t>(m.guest_sent ? s.ts : v.ts);
 		m.y = static_cast<int64_t>(m.guest_sent ? v.ts : s.ts);
-		m.held = hold_out && s.parity_known && s.odd == (hold_out == 2);
+		m.held = (hold_out == 1 || hold_out == 2) && s.parity_known && s.odd == (hold_out == 2);
 		// Shown as "k=1, from=0".
 		size_t field = 0, at = 0;
 		for (size_t e; (e = kv.first.find('\x1f', at)) != std::string::npos; at = e + 1, field++)
@@ -447,6 +448,11 @@ int strata_cmd_align(int argc, char **argv)
 		msgs.push_back(std::move(m));
 	}
 	std::sort(msgs.begin(), msgs.end(), [](const Msg &a, const Msg &b) { return a.x < b.x; });
+	if (hold_out == 3) { // every second one of each guest and direction
+		std::map<std::pair<size_t, bool>, uint64_t> nth;
+		for (Msg &m : msgs)
+			m.held = nth[{m.guest, m.guest_sent}]++ % 2 == 1;
+	}
 	for (const auto &kv : recvs)
 		unmatched += !sends.count(kv.first);
 
@@ -556,6 +562,7 @@ int strata_cmd_align(int argc, char **argv)
 		    << ", \"hold_out\": \""
 		    << (hold_out == 1   ? "even"
 			: hold_out == 2 ? "odd"
+			: hold_out == 3 ? "alternate"
 					: "none")
 		    << "\", \"messages\": " << total << ", \"used\": " << used << ", \"held_out\": " << held
 		    << ", \"outside_segments\": " << outside << ", \"segments_refined\": " << refined

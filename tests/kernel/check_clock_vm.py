@@ -306,28 +306,31 @@ def main():
 def aligned(check, strata, work, host_out, names, vms, links, sends, raw, in_gaps, n, mode):
     """`strata align` (docs/clocks.md, "Traced messages as constraints"):
     the guests' maps refined with the program's own messages.  First the
-    held-out figure: refined with the even keys only (the guest->host
-    direction here), not written, how many of the odd ones the refined map
-    inverts (printed, not required).  Then with every message, written:
+    held-out figures, not written, printed, not required: refined with the
+    even keys only (the guest->host direction here), how many of the odd
+    ones (host->guest) the refined map inverts; refined with every second
+    message of each direction, how many of the others.  Then with every message, written:
     0 inversions required of the maps within their segments, of
     babeltrace2's merge and of `strata view` (outside the gaps around a
     step, whose messages no segment owns: counted and printed), and every
     refined bound holds."""
     guest_outs = [os.path.join(vms[v][0], "guest-trace") for v in names]
     match = "syncpp:send,syncpp:recv,k+from"
-    r = subprocess.run([strata, "align", host_out] + guest_outs + ["--match", match, "--hold-out", "odd",
-                                                                   "--dry-run"],
-                       capture_output=True, text=True, timeout=300)
-    check(r.returncode == 0, "strata align --hold-out odd --dry-run" + ("" if r.returncode == 0 else
-                                                                        ": " + r.stderr.strip()[-500:]))
-    for ln in r.stdout.splitlines():
-        m = re.search(r"inverted: (\d+) of (\d+) under the probes' map; under the refined map (\d+) of (\d+) used, "
-                      r"(\d+) of (\d+) held out", ln)
-        if m:
-            print("held out (refined with the even keys only): %s of %s odd messages inverted by the refined map "
-                  "(the probes' map: %s of all %s)" % (m.group(5), m.group(6), m.group(1), m.group(2)))
-        if "held-out messages closest" in ln:
-            print(ln)
+    for how, words in (("odd", "refined with the even keys only (guest->host)"),
+                       ("alternate", "refined with every second message of each direction")):
+        r = subprocess.run([strata, "align", host_out] + guest_outs + ["--match", match, "--hold-out", how,
+                                                                       "--dry-run"],
+                           capture_output=True, text=True, timeout=300)
+        check(r.returncode == 0, "strata align --hold-out %s --dry-run" % how +
+              ("" if r.returncode == 0 else ": " + r.stderr.strip()[-500:]))
+        for ln in r.stdout.splitlines():
+            m = re.search(r"inverted: (\d+) of (\d+) under the probes' map; under the refined map (\d+) of (\d+) "
+                          r"used, (\d+) of (\d+) held out", ln)
+            if m:
+                print("held out (%s): %s of %s held-out messages inverted by the refined map (the probes' map: "
+                      "%s of all %s)" % (words, m.group(5), m.group(6), m.group(1), m.group(2)))
+            if "held-out messages closest" in ln:
+                print(ln)
     r = subprocess.run([strata, "align", host_out] + guest_outs + ["--match", match], capture_output=True, text=True,
                        timeout=300)
     print(r.stdout.strip())
