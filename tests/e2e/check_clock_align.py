@@ -163,6 +163,11 @@ def main():
           "--hold-out odd --dry-run reports and writes nothing: " +
           " ".join(ln for ln in out3.splitlines() if "inverted" in ln))
 
+    rc, out5, err = align(strata, outs["host"], outs["guest"], "--match", MATCH, "--hold-out", "alternate", "-n")
+    check(rc == 0 and "%d used, %d held out" % (n, n) in out5 and "closest to an inversion" in out5 and
+          tree_bytes(outs["guest"]) == snap,
+          "--hold-out alternate -n: every second message of each direction held out, none written: " +
+          " ".join(ln for ln in out5.splitlines() if "closest" in ln))
     # Contradicting messages: said, and the segment keeps the probes' map.
     swapped = os.path.join(work, "guest-swapped")
     shutil.copytree(pristine, swapped)
