@@ -152,61 +152,88 @@ int64_t median(std::vector<int64_t> v)
 	return v[v.size() / 2];
 }
 
-} // namespace
+// A follower's map as read, and what the refinement makes of it.
+struct Follower {
+	std::string text; // clocks.json
+	JsonValue root;
+	const JsonValue *link = nullptr;
+	std::vector<clocksync::Segment> segs;
+	ClockMap before;
+};
 
-int strata_cmd_align(int argc, char **argv)
-{
+// A matched message between the host and a guest.
+struct Msg {
+	size_t guest = 0;
+	bool guest_sent = false;
+	int64_t x = 0, y = 0; // guest raw, host raw
+	bool held = false;
+	std::string key; // shown as "k=1, from=0"
+};
+
+// One guest's messages by segment: "line above" (lo) and "line below" (up)
+// points, and the messages they came from.
+struct BySegment {
+	std::vector<std::vector<clocksync::Point>> lo, up;
+	std::vector<std::vector<const Msg *>> lo_m, up_m;
+	uint64_t outside = 0, held = 0, used = 0, total = 0;
+};
+
+// One run of the command: each step a method, in the order run() calls them.
+struct Align {
 	const char *cmd = "align";
 	std::string match_text;
 	int hold_out = 0; // 0 none, 1 even, 2 odd, 3 alternate
 	bool dry = false;
-	const std::vector<cli::Option> opts = {
-		cli::text("match", 'm', "SEND,RECV,KEY[+KEY...]", "a match",
-			  "the events that send and receive a message (full names, e.g. app:send) "
-			  "and the fields, joined by '+', whose values name a message in both",
-			  match_text),
-		cli::choice("hold-out", 0, "none|even|odd|alternate",
-			    "do not use some messages as constraints, only check them against the "
-			    "refined map (how well it orders messages it never saw): those whose "
-			    "first KEY field is even (or odd), or every second one of each "
-			    "direction in time order (alternate)",
-			    hold_out, {"none", "even", "odd", "alternate"}),
-		cli::flag("dry-run", 'n', "say what the refinement gives; write nothing", dry),
-	};
-	std::vector<char *> operands;
-	if (const int r = cli::parse(kAlign, opts, argc, argv, operands); r != cli::kParsed)
-		return r;
-	if (match_text.empty())
-		return cli::usage_error(kAlign, "--match is needed (SEND,RECV,KEY[+KEY...])");
-	if (operands.size() < 2)
-		return cli::usage_error(kAlign, operands.empty() ? "missing HOST_TRACE and GUEST_TRACE"
-								 : "missing GUEST_TRACE");
 	Match mt;
-	{
-		std::vector<std::string> parts;
-		std::stringstream ss(match_text);
-		for (std::string p; std::getline(ss, p, ',');)
-			parts.push_back(p);
-		if (parts.size() != 3 || parts[0].empty() || parts[1].empty() || parts[2].empty())
-			return cli::usage_error(kAlign,
-						"--match " + match_text +
-							": expected SEND,RECV,KEY[+KEY...] (three parts)");
-		mt.send = parts[0];
-		mt.recv = parts[1];
-		std::stringstream ks(parts[2]);
-		for (std::string k; std::getline(ks, k, '+');) {
-			if (k.empty())
-				return cli::usage_error(kAlign,
-							"--match " + match_text + ": an empty KEY field");
-			mt.keys.push_back(k);
-		}
-		if (mt.send == mt.recv)
-			return cli::usage_error(kAlign,
-						"--match " + match_text + ": SEND and RECV are one event");
-	}
+	std::vector<Trace> traces; // the host's first
+	std::vector<Follower> fol; // by trace (the host's unused)
+	std::unordered_map<std::string, End> sends, recvs;
+	uint64_t bad_key = 0;
+	std::vector<Msg> msgs;
+	bool failed = false;
 
-	// The traces: the host's first, then the followers'.
-	std::vector<Trace> traces;
+	int parse_match();
+	int open_traces(const std::vector<char *> &operands);
+	int find_link(size_t i);
+	int load_follower(size_t i);
+	int read_events(size_t i, bool *saw_send, bool *saw_recv);
+	int key_fields(const MetaEvent &e, const std::string &dir, KeyFields *kf) const;
+	void pair_messages();
+	BySegment by_segment(size_t g, const Follower &f) const;
+	std::vector<clocksync::Segment> refine(size_t g, const Follower &f, const BySegment &b,
+					       size_t *refined, size_t *kept);
+	std::string refined_text(size_t g, const Follower &f, const std::vector<clocksync::Segment> &out,
+				 const BySegment &b, size_t refined, size_t kept, ClockMap *after);
+	void report(size_t g, const Follower &f, const std::vector<clocksync::Segment> &out,
+		    const ClockMap &after, const BySegment &b, size_t refined, size_t kept);
+	int write(size_t g, const Follower &f, const std::string &nt);
+	int align_follower(size_t g);
+};
+
+int Align::parse_match()
+{
+	std::vector<std::string> parts;
+	std::stringstream ss(match_text);
+	for (std::string p; std::getline(ss, p, ',');)
+		parts.push_back(p);
+	if (parts.size() != 3 || parts[0].empty() || parts[1].empty() || parts[2].empty())
+		return cli::usage_error(kAlign, "--match " + match_text +
+							": expected SEND,RECV,KEY[+KEY...] (three parts)");
+	mt.send = parts[0];
+	mt.recv = parts[1];
+	std::stringstream ks(parts[2]);
+	for (std::string k; std::getline(ks, k, '+');) {
+		if (k.empty())
+			return cli::usage_error(kAlign, "--match " + match_text + ": an empty KEY field");
+		mt.keys.push_back(k);
+	}
+	if (mt.send == mt.recv)
+		return cli::usage_error(kAlign, "--match " + match_text + ": SEND and RECV are one event");
+	return cli::kOk;
+}
+
+int Align::open_traces(const std::vector<char *> &operands)
+{
 	for (char *a : operands) {
 		Trace t;
 		t.arg = a;
@@ -221,218 +248,191 @@ int strata_cmd_align(int argc, char **argv)
 		}
 		traces.push_back(std::move(t));
 	}
-	// Each trace's sub-traces: a follower's name their link and clocks.json.
-	for (size_t i = 0; i < traces.size(); i++) {
-		Trace &t = traces[i];
-		for (const std::string &d : t.dirs) {
-			std::string text, why;
-			TraceMeta m;
-			if (!read_file(d + "/metadata", &text) || !parse_trace_meta(text, &m, &why))
-				continue;
-			const bool corr = m.env_string("sync_state") == "correlated";
-			if (i == 0) {
-				if (corr) {
-					fprintf(stderr,
-						"strata %s: %s: %s is a clock follower's sub-trace: "
-						"HOST_TRACE "
-						"must be the reference's (the host's) trace\n",
-						cmd, t.arg.c_str(), d.c_str());
-					return cli::kFail;
-				}
-				if (t.boot_id.empty())
-					t.boot_id = m.clock.uuid;
-				continue;
-			}
-			if (!corr)
-				continue;
-			const std::string cj = find_clocks_json(d);
-			if (cj.empty())
-				continue;
-			if (!t.json_path.empty() &&
-			    (cj != t.json_path || m.env_string("sync_peer") != t.link)) {
-				fprintf(stderr,
-					"strata %s: %s holds sub-traces of two clock maps (%s, link '%s'; "
-					"%s, "
-					"link '%s'): name each follower's session directory apart\n",
-					cmd, t.arg.c_str(), t.json_path.c_str(), t.link.c_str(), cj.c_str(),
-					m.env_string("sync_peer").c_str());
-				return cli::kFail;
-			}
-			t.json_path = cj;
-			t.link = m.env_string("sync_peer");
-			t.follower = true;
-		}
-		if (i > 0 && !t.follower) {
-			fprintf(stderr,
-				"strata %s: %s: no sub-trace put onto another machine's clock with a "
-				"clocks.json (sync_state \"correlated\" in its metadata): not a clock "
-				"follower's trace, or its session has not stopped yet\n",
-				cmd, t.arg.c_str());
-			return cli::kFail;
-		}
-	}
-	// Each follower's map, and that it follows this host.
-	struct Follower {
-		std::string text; // clocks.json
-		JsonValue root;
-		const JsonValue *link = nullptr;
-		std::vector<clocksync::Segment> segs;
-		ClockMap before;
-		std::vector<clocksync::Point> lower, upper; // per message, in key order
-		std::vector<size_t> seg_of;                 // unused
-	};
-	std::vector<Follower> fol(traces.size());
-	for (size_t i = 1; i < traces.size(); i++) {
-		Follower &f = fol[i];
-		const Trace &t = traces[i];
-		std::string why;
-		if (!read_file(t.json_path, &f.text) || !parse_json(f.text, &f.root, &why) ||
-		    !parse_clock_map(f.text, t.link, &f.before, &why)) {
-			fprintf(stderr, "strata %s: %s: %s\n", cmd, t.json_path.c_str(),
-				why.empty() ? "cannot read it" : why.c_str());
-			return cli::kFail;
-		}
-		if (const JsonValue *links = f.root.get("links"))
-			for (const JsonValue &l : links->arr)
-				if (const JsonValue *n = l.get("name"), *r = l.get("role");
-				    n && r && n->text == t.link && r->text == "follower")
-					f.link = &l;
-		const JsonValue *sv = f.link ? f.link->get("segments") : nullptr;
-		if (!sv || !clocksync::parse_segments(*sv, &f.segs, &why)) {
-			fprintf(stderr, "strata %s: %s: link '%s': %s\n", cmd, t.json_path.c_str(),
-				t.link.c_str(), why.c_str());
-			return cli::kFail;
-		}
-		if (!traces[0].boot_id.empty() && f.before.names.peer_boot_id != traces[0].boot_id) {
-			fprintf(stderr,
-				"strata %s: %s follows the machine of boot %s (link '%s', host %s); %s is "
-				"on the clock of boot %s: not its host's trace\n",
-				cmd, t.arg.c_str(), f.before.names.peer_boot_id.c_str(), t.link.c_str(),
-				f.before.names.peer_hostname.c_str(), traces[0].arg.c_str(),
-				traces[0].boot_id.c_str());
-			return cli::kFail;
-		}
-	}
+	for (size_t i = 0; i < traces.size(); i++)
+		if (const int r = find_link(i); r != cli::kOk)
+			return r;
+	fol.resize(traces.size());
+	for (size_t i = 1; i < traces.size(); i++)
+		if (const int r = load_follower(i); r != cli::kOk)
+			return r;
+	return cli::kOk;
+}
 
-	// The events: every send and receive, by key.
-	std::unordered_map<std::string, End> sends, recvs;
-	bool saw_send = false, saw_recv = false;
-	uint64_t bad_key = 0;
-	for (size_t i = 0; i < traces.size(); i++) {
-		TraceReader rd;
-		std::string why;
-		if (!rd.open(traces[i].root, &why)) {
-			fprintf(stderr, "strata %s: %s: %s\n", cmd, traces[i].arg.c_str(), why.c_str());
-			return cli::kFail;
-		}
-		std::map<const MetaEvent *, KeyFields> classes;
-		for (const auto &st : rd.traces()) {
-			if (!st->readable)
-				continue;
-			for (const auto &sc : st->meta.events)
-				for (const auto &kv : sc.second) {
-					const MetaEvent &e = kv.second;
-					const bool is_send = e.full_name == mt.send;
-					if (!is_send && e.full_name != mt.recv)
-						continue;
-					(is_send ? saw_send : saw_recv) = true;
-					KeyFields kf;
-					kf.send = is_send;
-					for (const std::string &k : mt.keys) {
-						size_t at = SIZE_MAX;
-						for (size_t j = 0; j < e.info.fields.size(); j++)
-							if (e.info.fields[j].name == k)
-								at = j;
-						if (at == SIZE_MAX) {
-							std::string have;
-							for (const FieldInfo &fi : e.info.fields)
-								have += (have.empty() ? "" : ", ") + fi.name;
-							fprintf(stderr,
-								"strata %s: --match: %s in %s has no field "
-								"'%s' "
-								"(its fields: %s)\n",
-								cmd, e.full_name.c_str(), st->dir.c_str(),
-								k.c_str(),
-								have.empty() ? "none" : have.c_str());
-							return cli::kUsage;
-						}
-						kf.idx.push_back(at);
-					}
-					classes[&e] = kf;
-				}
-		}
-		if (classes.empty())
+// Trace i's sub-traces: the host's must follow nobody (its clock uuid is
+// its boot id); a guest's name their link and clocks.json.
+int Align::find_link(size_t i)
+{
+	Trace &t = traces[i];
+	for (const std::string &d : t.dirs) {
+		std::string text, why;
+		TraceMeta m;
+		if (!read_file(d + "/metadata", &text) || !parse_trace_meta(text, &m, &why))
 			continue;
-		std::vector<FieldValue> vals;
-		rd.read_each([&](const TraceMsg &m) {
-			if (m.kind != TraceMsgKind::Event)
-				return true;
-			const TraceEvent &ev = *m.event;
-			auto c = classes.find(ev.cls);
-			if (c == classes.end())
-				return true;
-			ev.decode(&vals);
-			std::string key;
-			End end;
-			end.machine = i;
-			end.ts = ev.ts;
-			for (size_t j = 0; j < c->second.idx.size(); j++) {
-				const size_t at = c->second.idx[j];
-				if (at >= vals.size()) {
-					bad_key++;
-					return true;
-				}
-				key += field_text(vals[at]);
-				key += '\x1f';
-				if (j == 0 && (vals[at].info->type == STRATA_FT_INTEGER)) {
-					end.parity_known = true;
-					end.odd = vals[at].u & 1;
-				}
-			}
-			auto &tab = c->second.send ? sends : recvs;
-			auto [it, fresh] = tab.emplace(key, end);
-			if (!fresh)
-				it->second.seen++;
-			else
-				it->second.seen = 1;
-			return true;
-		});
+		const bool corr = m.env_string("sync_state") == "correlated";
+		if (i == 0 && corr) {
+			fprintf(stderr,
+				"strata %s: %s: %s is a clock follower's sub-trace: HOST_TRACE must be the "
+				"reference's (the host's) trace\n",
+				cmd, t.arg.c_str(), d.c_str());
+			return cli::kFail;
+		}
+		if (i == 0 && t.boot_id.empty())
+			t.boot_id = m.clock.uuid;
+		const std::string cj = i && corr ? find_clocks_json(d) : std::string();
+		if (cj.empty())
+			continue;
+		if (!t.json_path.empty() && (cj != t.json_path || m.env_string("sync_peer") != t.link)) {
+			fprintf(stderr,
+				"strata %s: %s holds sub-traces of two clock maps (%s, link '%s'; %s, link "
+				"'%s'): name each follower's session directory apart\n",
+				cmd, t.arg.c_str(), t.json_path.c_str(), t.link.c_str(), cj.c_str(),
+				m.env_string("sync_peer").c_str());
+			return cli::kFail;
+		}
+		t.json_path = cj;
+		t.link = m.env_string("sync_peer");
+		t.follower = true;
 	}
-	if (!saw_send || !saw_recv) {
+	if (i > 0 && !t.follower) {
 		fprintf(stderr,
-			"strata %s: --match: no event named '%s' in any of the traces' metadata (full "
-			"names, as `strata view` prints them: provider:event)\n",
-			cmd, (!saw_send ? mt.send : mt.recv).c_str());
-		return cli::kUsage;
+			"strata %s: %s: no sub-trace put onto another machine's clock with a clocks.json "
+			"(sync_state \"correlated\" in its metadata): not a clock follower's trace, or its "
+			"session has not stopped yet\n",
+			cmd, t.arg.c_str());
+		return cli::kFail;
 	}
+	return cli::kOk;
+}
 
-	// The messages between the host and each follower, as points.
-	struct Msg {
-		size_t guest = 0;
-		bool guest_sent = false;
-		int64_t x = 0, y = 0; // guest raw, host raw
-		bool held = false;
+// Guest i's map, and that it follows the host's trace.
+int Align::load_follower(size_t i)
+{
+	Follower &f = fol[i];
+	const Trace &t = traces[i];
+	std::string why;
+	if (!read_file(t.json_path, &f.text) || !parse_json(f.text, &f.root, &why) ||
+	    !parse_clock_map(f.text, t.link, &f.before, &why)) {
+		fprintf(stderr, "strata %s: %s: %s\n", cmd, t.json_path.c_str(),
+			why.empty() ? "cannot read it" : why.c_str());
+		return cli::kFail;
+	}
+	if (const JsonValue *links = f.root.get("links"))
+		for (const JsonValue &l : links->arr)
+			if (const JsonValue *n = l.get("name"), *r = l.get("role");
+			    n && r && n->text == t.link && r->text == "follower")
+				f.link = &l;
+	const JsonValue *sv = f.link ? f.link->get("segments") : nullptr;
+	if (!sv || !clocksync::parse_segments(*sv, &f.segs, &why)) {
+		fprintf(stderr, "strata %s: %s: link '%s': %s\n", cmd, t.json_path.c_str(), t.link.c_str(),
+			why.c_str());
+		return cli::kFail;
+	}
+	if (!traces[0].boot_id.empty() && f.before.names.peer_boot_id != traces[0].boot_id) {
+		fprintf(stderr,
+			"strata %s: %s follows the machine of boot %s (link '%s', host %s); %s is on the "
+			"clock of boot %s: not its host's trace\n",
+			cmd, t.arg.c_str(), f.before.names.peer_boot_id.c_str(), t.link.c_str(),
+			f.before.names.peer_hostname.c_str(), traces[0].arg.c_str(),
+			traces[0].boot_id.c_str());
+		return cli::kFail;
+	}
+	return cli::kOk;
+}
+
+// Where event class e holds each KEY field; a usage error naming its
+// fields when it lacks one.
+int Align::key_fields(const MetaEvent &e, const std::string &dir, KeyFields *kf) const
+{
+	for (const std::string &k : mt.keys) {
+		size_t at = SIZE_MAX;
+		for (size_t j = 0; j < e.info.fields.size(); j++)
+			if (e.info.fields[j].name == k)
+				at = j;
+		if (at == SIZE_MAX) {
+			std::string have;
+			for (const FieldInfo &fi : e.info.fields)
+				have += (have.empty() ? "" : ", ") + fi.name;
+			fprintf(stderr, "strata %s: --match: %s in %s has no field '%s' (its fields: %s)\n",
+				cmd, e.full_name.c_str(), dir.c_str(), k.c_str(),
+				have.empty() ? "none" : have.c_str());
+			return cli::kUsage;
+		}
+		kf->idx.push_back(at);
+	}
+	return cli::kOk;
+}
+
+// Trace i's sends and receives, by key, with their raw clock values.
+int Align::read_events(size_t i, bool *saw_send, bool *saw_recv)
+{
+	TraceReader rd;
+	std::string why;
+	if (!rd.open(traces[i].root, &why)) {
+		fprintf(stderr, "strata %s: %s: %s\n", cmd, traces[i].arg.c_str(), why.c_str());
+		return cli::kFail;
+	}
+	std::map<const MetaEvent *, KeyFields> classes;
+	for (const auto &st : rd.traces())
+		for (const auto &sc : st->meta.events)
+			for (const auto &kv : sc.second) {
+				if (!st->readable)
+					break;
+				const MetaEvent &e = kv.second;
+				KeyFields kf;
+				kf.send = e.full_name == mt.send;
+				if (!kf.send && e.full_name != mt.recv)
+					continue;
+				(kf.send ? *saw_send : *saw_recv) = true;
+				if (const int r = key_fields(e, st->dir, &kf); r != cli::kOk)
+					return r;
+				classes[&e] = kf;
+			}
+	if (classes.empty())
+		return cli::kOk;
+	std::vector<FieldValue> vals;
+	rd.read_each([&](const TraceMsg &m) {
+		auto c = m.kind == TraceMsgKind::Event ? classes.find(m.event->cls) : classes.end();
+		if (c == classes.end())
+			return true;
+		m.event->decode(&vals);
 		std::string key;
-	};
-	std::vector<Msg> msgs;
+		End end;
+		end.machine = i;
+		end.ts = m.event->ts;
+		for (size_t j = 0; j < c->second.idx.size(); j++) {
+			const size_t at = c->second.idx[j];
+			if (at >= vals.size()) {
+				bad_key++;
+				return true;
+			}
+			key += field_text(vals[at]) + '\x1f';
+			if (j == 0 && vals[at].info->type == STRATA_FT_INTEGER)
+				end.parity_known = true, end.odd = vals[at].u & 1;
+		}
+		auto [it, fresh] = (c->second.send ? sends : recvs).emplace(key, end);
+		it->second.seen = fresh ? 1 : it->second.seen + 1;
+		return true;
+	});
+	return cli::kOk;
+}
+
+// The keys seen once as a send and once as a receive, on the host and one
+// guest: the messages, in guest time order, held out as asked.
+void Align::pair_messages()
+{
 	uint64_t ambiguous = 0, unmatched = 0, same_machine = 0, between_followers = 0;
 	for (const auto &kv : sends) {
 		auto r = recvs.find(kv.first);
+		const End &s = kv.second;
 		if (r == recvs.end()) {
 			unmatched++;
 			continue;
 		}
-		const End &s = kv.second, &v = r->second;
-		if (s.seen > 1 || v.seen > 1) {
-			ambiguous++;
-			continue;
-		}
-		if (s.machine == v.machine) {
-			same_machine++;
-			continue;
-		}
-		if (s.machine != 0 && v.machine != 0) {
-			between_followers++;
+		const End &v = r->second;
+		if (s.seen > 1 || v.seen > 1 || s.machine == v.machine || (s.machine && v.machine)) {
+			ambiguous += s.seen > 1 || v.seen > 1;
+			same_machine += s.seen == 1 && v.seen == 1 && s.machine == v.machine;
+			between_followers += s.seen == 1 && v.seen == 1 && s.machine != v.machine;
 			continue;
 		}
 		Msg m;
@@ -441,7 +441,6 @@ int strata_cmd_align(int argc, char **argv)
 		m.x = static_cast<int64_t>(m.guest_sent ? s.ts : v.ts);
 		m.y = static_cast<int64_t>(m.guest_sent ? v.ts : s.ts);
 		m.held = (hold_out == 1 || hold_out == 2) && s.parity_known && s.odd == (hold_out == 2);
-		// Shown as "k=1, from=0".
 		size_t field = 0, at = 0;
 		for (size_t e; (e = kv.first.find('\x1f', at)) != std::string::npos; at = e + 1, field++)
 			m.key += (field ? ", " : "") + mt.keys[field] + "=" + kv.first.substr(at, e - at);
@@ -455,8 +454,6 @@ int strata_cmd_align(int argc, char **argv)
 	}
 	for (const auto &kv : recvs)
 		unmatched += !sends.count(kv.first);
-
-	bool failed = false;
 	printf("%zu message(s) between %s and its guest trace(s) matched by %s", msgs.size(),
 	       traces[0].arg.c_str(), match_text.c_str());
 	if (ambiguous || unmatched || same_machine || between_followers)
@@ -465,252 +462,297 @@ int strata_cmd_align(int argc, char **argv)
 		       " within one machine, %" PRIu64 " between two guests)",
 		       ambiguous, unmatched, same_machine, between_followers);
 	printf("\n");
+}
 
-	for (size_t g = 1; g < traces.size(); g++) {
-		Follower &f = fol[g];
-		const Trace &t = traces[g];
-		// Each message to the segment that covers its guest time.
-		std::vector<std::vector<clocksync::Point>> lo(f.segs.size()), up(f.segs.size());
-		std::vector<std::vector<const Msg *>> lo_m(f.segs.size()), up_m(f.segs.size());
-		uint64_t outside = 0, held = 0, used = 0, total = 0;
-		for (const Msg &m : msgs) {
-			if (m.guest != g)
-				continue;
-			total++;
-			if (m.held) {
-				held++;
-				continue;
-			}
-			size_t s = SIZE_MAX;
-			for (size_t k = 0; k < f.segs.size(); k++)
-				if (f.segs[k].bounded && m.x >= f.segs[k].x_first && m.x <= f.segs[k].x_last)
-					s = k;
-			if (s == SIZE_MAX) {
-				outside++;
-				continue;
-			}
-			used++;
-			// A guest's send: the line passes below (x_s, y_r); a
-			// host's: above (x_r, y_s).
-			if (m.guest_sent)
-				up[s].push_back({m.x, m.y}), up_m[s].push_back(&m);
-			else
-				lo[s].push_back({m.x, m.y}), lo_m[s].push_back(&m);
-		}
-		// The handovers the split used stay (the piece directories' ranges).
-		std::vector<int64_t> handover(f.segs.size(), INT64_MIN);
-		for (const SegmentLine &l : f.before.lines)
-			if (l.index < f.segs.size())
-				handover[l.index] = l.piece_from;
-		std::vector<clocksync::Segment> out = f.segs;
-		size_t refined = 0, kept = 0;
-		for (size_t k = 0; k < f.segs.size(); k++) {
-			const clocksync::Segment &s = f.segs[k];
-			// The probes' own map, whatever an earlier run made of it.
-			clocksync::Segment probes = s.probes.empty() ? s : s.probes.front();
-			probes.hull_lower = s.hull_lower;
-			probes.hull_upper = s.hull_upper;
-			probes.probes.clear();
-			probes.matched = probes.contradicting = 0;
-			if (!s.bounded) {
-				out[k] = probes;
-				continue;
-			}
-			std::vector<size_t> contra;
-			clocksync::Segment r;
-			if (lo[k].empty() && up[k].empty()) {
-				out[k] = probes;
-			} else if (clocksync::refine_segment(s, lo[k], up[k], &r, &contra)) {
-				out[k] = std::move(r);
-				refined++;
-			} else {
-				out[k] = probes;
-				out[k].contradicting =
-					contra.empty() ? lo[k].size() + up[k].size() : contra.size();
-				kept++;
-				failed = true;
-				std::string keys;
-				for (size_t c = 0; c < contra.size() && c < 5; c++) {
-					const Msg *m = contra[c] < lo_m[k].size()
-							       ? lo_m[k][contra[c]]
-							       : up_m[k][contra[c] - lo_m[k].size()];
-					keys += std::string(c ? "; " : "") + m->key +
-						(m->guest_sent ? " (guest to host)" : " (host to guest)");
-				}
-				fprintf(stderr,
-					"strata %s: %s: link '%s', segment %zu (%s, %.3f s of the guest's "
-					"time): %s "
-					"of its %zu matched message(s) contradict its probes: no line fits "
-					"%s and "
-					"the probes (a step the probes did not see, or messages matched "
-					"wrongly)%s%s; the segment keeps the probes' map\n",
-					cmd, t.arg.c_str(), t.link.c_str(), k, clocksync::start_name(s.start),
-					static_cast<double>(s.x_last - s.x_first) / 1e9,
-					contra.empty() ? "together, all"
-						       : std::to_string(contra.size()).c_str(),
-					lo[k].size() + up[k].size(),
-					contra.empty() ? "them all" : "each of these",
-					keys.empty() ? "" : ": ", keys.c_str());
-			}
-			out[k].piece_from = handover[k];
-		}
-		// The new text: the link's segments and its "refined" object, the
-		// root's "ctf" line.
-		std::string segs_json = clocksync::segments_json(out, "  ");
-		std::ostringstream ref;
-		ref << "{\"by\": \"strata align\", \"match\": " << clocksync::json_string(match_text)
-		    << ", \"hold_out\": \""
-		    << (hold_out == 1   ? "even"
-			: hold_out == 2 ? "odd"
-			: hold_out == 3 ? "alternate"
-					: "none")
-		    << "\", \"messages\": " << total << ", \"used\": " << used << ", \"held_out\": " << held
-		    << ", \"outside_segments\": " << outside << ", \"segments_refined\": " << refined
-		    << ", \"segments_contradicted\": " << kept << "}";
-		std::vector<std::pair<size_t, std::pair<size_t, std::string>>> edits; // begin, (end, text)
-		const JsonValue *sv = f.link->get("segments");
-		edits.push_back({sv->begin, {sv->end, segs_json}});
-		if (const JsonValue *rv = f.link->get("refined"))
-			edits.push_back({rv->begin, {rv->end, ref.str()}});
-		else
-			edits.push_back(
-				{f.link->end - 1, {f.link->end - 1, ",\n   \"refined\": " + ref.str()}});
-		// The map as it reads now, for the metadata line and the checks.
-		std::string nt = f.text;
-		const auto apply = [&](std::string text) {
-			std::sort(edits.begin(), edits.end(),
-				  [](const auto &a, const auto &b) { return a.first > b.first; });
-			for (const auto &e : edits)
-				text.replace(e.first, e.second.first - e.first, e.second.second);
-			return text;
-		};
-		nt = apply(nt);
-		ClockMap after;
-		std::string why;
-		if (!parse_clock_map(nt, t.link, &after, &why)) {
-			fprintf(stderr, "strata %s: %s: the refined map does not read back: %s\n", cmd,
-				t.json_path.c_str(), why.c_str());
-			return cli::kFail;
-		}
-		if (const JsonValue *cv = f.root.get("ctf"); cv && cv->kind == JsonValue::Obj) {
-			// The line the one-line rewrite takes: the longest bounded segment's.
-			const SegmentLine *best = nullptr;
-			for (const SegmentLine &l : after.lines)
-				if (!best || l.x_last - l.x_first > best->x_last - best->x_first)
-					best = &l;
-			ClockInfo c;
-			std::string env;
-			segment_clock(*best, after.n_segments, after.names, ClockInfo(), &c, &env);
-			char b[320];
-			snprintf(b, sizeof b,
-				 "{\"link\": %s, \"rewritten\": true, \"freq\": %" PRIu64
-				 ", \"offset_s\": %" PRId64 ", \"offset\": %" PRId64 "}",
-				 clocksync::json_string(t.link).c_str(), c.freq, c.offset_s, c.offset_ns);
-			edits.push_back({cv->begin, {cv->end, b}});
-			nt = apply(f.text);
-		}
-
-		// What the refined map does with every message, used or held out,
-		// against the map before.
-		const auto place = [](const ClockMap &cm, int64_t x) {
-			return cm.pieces[cm.piece_at(static_cast<uint64_t>(x))].at(x);
-		};
-		uint64_t inv_before = 0, inv_used = 0, inv_held = 0, bound_broken = 0;
-		// The held-out messages' least delay once mapped, per direction
-		// (guest->host, host->guest): how near the refined map came to
-		// inverting one it never saw.
-		int64_t closest[2] = {INT64_MAX, INT64_MAX};
-		std::vector<int64_t> width_before, width_after;
-		for (const Msg &m : msgs) {
-			if (m.guest != g)
-				continue;
-			const auto inverted = [&](const ClockMap &cm) {
-				const int64_t y = place(cm, m.x);
-				return m.guest_sent ? y >= m.y : y <= m.y;
-			};
-			inv_before += inverted(f.before);
-			if (inverted(after))
-				(m.held ? inv_held : inv_used)++;
-			if (m.held) {
-				const int64_t y = place(after, m.x);
-				int64_t &c = closest[m.guest_sent ? 0 : 1];
-				c = std::min(c, m.guest_sent ? m.y - y : y - m.y);
-			}
-			for (size_t k = 0; k < out.size(); k++) {
-				if (!out[k].bounded || m.x < out[k].x_first || m.x > out[k].x_last)
-					continue;
-				int64_t l0, h0, l1, h1;
-				const clocksync::Segment &pr =
-					out[k].probes.empty() ? out[k] : out[k].probes.front();
-				if (clocksync::segment_bound(pr, m.x, &l0, &h0))
-					width_before.push_back(h0 - l0);
-				if (clocksync::segment_bound(out[k], m.x, &l1, &h1)) {
-					width_after.push_back(h1 - l1);
-					// The bound must allow the message: a guest's send
-					// below its receive, a host's send below the guest's.
-					if (m.guest_sent ? l1 >= m.y : h1 <= m.y)
-						bound_broken++;
-				}
-			}
-		}
-		printf("%s: link '%s' (%s): %" PRIu64 " message(s) with %s: %" PRIu64 " used, %" PRIu64
-		       " held out, %" PRIu64 " outside the map's segments (not used); %zu of %zu segment(s) "
-		       "refined, %zu kept the probes' map\n",
-		       t.arg.c_str(), t.link.c_str(), t.json_path.c_str(), total, traces[0].arg.c_str(), used,
-		       held, outside, refined, out.size(), kept);
-		printf("%s: inverted: %" PRIu64 " of %" PRIu64 " under the probes' map; under the refined "
-		       "map %" PRIu64 " of %" PRIu64 " used, %" PRIu64 " of %" PRIu64
-		       " held out; bound width at "
-		       "the messages (median) %.1f us, was %.1f us; the bound excludes %" PRIu64
-		       " message(s)\n",
-		       t.arg.c_str(), inv_before, total, inv_used, used, inv_held, held,
-		       static_cast<double>(median(width_after)) / 1e3,
-		       static_cast<double>(median(width_before)) / 1e3, bound_broken);
-		if (held) {
-			const auto us = [](int64_t v) {
-				char b[32];
-				if (v == INT64_MAX)
-					return std::string("-");
-				snprintf(b, sizeof b, "%.1f us", static_cast<double>(v) / 1e3);
-				return std::string(b);
-			};
-			printf("%s: the held-out messages closest to an inversion took %s (guest to host) "
-			       "and %s "
-			       "(host to guest) once mapped by the refined map\n",
-			       t.arg.c_str(), us(closest[0]).c_str(), us(closest[1]).c_str());
-		}
-		if (bound_broken)
-			failed = true;
-		if (dry)
+// Guest g's messages to the segment that covers their guest time.
+BySegment Align::by_segment(size_t g, const Follower &f) const
+{
+	BySegment b;
+	const size_t n = f.segs.size();
+	b.lo.resize(n), b.up.resize(n), b.lo_m.resize(n), b.up_m.resize(n);
+	for (const Msg &m : msgs) {
+		if (m.guest != g)
 			continue;
-		if (nt != f.text) {
-			std::string err;
-			if (!write_file(t.json_path, nt, &err)) {
-				fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
-				return cli::kFail;
-			}
+		b.total++;
+		if (m.held) {
+			b.held++;
+			continue;
 		}
-		// The sub-traces' metadata: one line, or one per piece (split).
-		TreeSplit ts;
-		std::string err;
-		const std::string top = fs::path(t.json_path).parent_path().string();
-		const bool ok = split_tree(top, &ts, &err, nullptr, true);
-		for (const std::string &n : ts.notes)
-			fprintf(stderr, "strata %s: %s\n", cmd, n.c_str());
-		printf("%s: %s %s; %zu sub-trace(s) of the follower: %zu on one clock line (%zu rewritten), "
-		       "%zu split by piece (%zu packet(s) moved)\n",
-		       t.arg.c_str(), t.json_path.c_str(), nt != f.text ? "written" : "unchanged",
-		       ts.subtraces, ts.one_piece, ts.relined, ts.split, ts.st.packets_moved);
-		if (!ok) {
-			fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
-			failed = true;
+		size_t s = SIZE_MAX;
+		for (size_t k = 0; k < n; k++)
+			if (f.segs[k].bounded && m.x >= f.segs[k].x_first && m.x <= f.segs[k].x_last)
+				s = k;
+		if (s == SIZE_MAX) {
+			b.outside++;
+			continue;
 		}
-		if (ts.skipped)
-			failed = true;
+		b.used++;
+		// A guest's send: the line passes below (x_s, y_r); a host's:
+		// above (x_r, y_s).
+		if (m.guest_sent)
+			b.up[s].push_back({m.x, m.y}), b.up_m[s].push_back(&m);
+		else
+			b.lo[s].push_back({m.x, m.y}), b.lo_m[s].push_back(&m);
 	}
-	if (bad_key)
+	return b;
+}
+
+// Each segment refined from its probes' map, or left as the probes gave it
+// (said) when its messages contradict them.
+std::vector<clocksync::Segment> Align::refine(size_t g, const Follower &f, const BySegment &b,
+					      size_t *refined, size_t *kept)
+{
+	// The handovers the split used stay (the piece directories' ranges).
+	std::vector<int64_t> handover(f.segs.size(), INT64_MIN);
+	for (const SegmentLine &l : f.before.lines)
+		if (l.index < f.segs.size())
+			handover[l.index] = l.piece_from;
+	std::vector<clocksync::Segment> out = f.segs;
+	for (size_t k = 0; k < f.segs.size(); k++) {
+		const clocksync::Segment &s = f.segs[k];
+		clocksync::Segment probes = s.probes.empty() ? s : s.probes.front();
+		probes.hull_lower = s.hull_lower;
+		probes.hull_upper = s.hull_upper;
+		probes.probes.clear();
+		probes.matched = probes.contradicting = 0;
+		std::vector<size_t> contra;
+		clocksync::Segment r;
+		out[k] = probes;
+		out[k].piece_from = handover[k];
+		if (!s.bounded || (b.lo[k].empty() && b.up[k].empty()))
+			continue;
+		if (clocksync::refine_segment(s, b.lo[k], b.up[k], &r, &contra)) {
+			out[k] = std::move(r);
+			out[k].piece_from = handover[k];
+			++*refined;
+			continue;
+		}
+		const size_t n = b.lo[k].size() + b.up[k].size();
+		out[k].contradicting = contra.empty() ? n : contra.size();
+		++*kept;
+		failed = true;
+		std::string keys;
+		for (size_t c = 0; c < contra.size() && c < 5; c++) {
+			const Msg *m = contra[c] < b.lo_m[k].size() ? b.lo_m[k][contra[c]]
+								    : b.up_m[k][contra[c] - b.lo_m[k].size()];
+			keys += std::string(c ? "; " : "") + m->key +
+				(m->guest_sent ? " (guest to host)" : " (host to guest)");
+		}
 		fprintf(stderr,
-			"strata %s: %" PRIu64 " event(s) whose key fields could not be read: not used\n", cmd,
-			bad_key);
-	return failed ? cli::kFail : cli::kOk;
+			"strata %s: %s: link '%s', segment %zu (%s, %.3f s of the guest's time): %s of its "
+			"%zu matched message(s) contradict its probes: no line fits %s and the probes (a "
+			"step "
+			"the probes did not see, or messages matched wrongly)%s%s; the segment keeps the "
+			"probes' map\n",
+			cmd, traces[g].arg.c_str(), traces[g].link.c_str(), k, clocksync::start_name(s.start),
+			static_cast<double>(s.x_last - s.x_first) / 1e9,
+			contra.empty() ? "together, all" : std::to_string(contra.size()).c_str(), n,
+			contra.empty() ? "them all" : "each of these", keys.empty() ? "" : ": ",
+			keys.c_str());
+	}
+	return out;
+}
+
+// clocks.json with the link's segments, its "refined" object and the
+// root's "ctf" line replaced (the rest byte for byte); *after: the map it
+// gives.  Empty when it does not read back.
+std::string Align::refined_text(size_t g, const Follower &f, const std::vector<clocksync::Segment> &out,
+				const BySegment &b, size_t refined, size_t kept, ClockMap *after)
+{
+	static const char *const kHold[] = {"none", "even", "odd", "alternate"};
+	std::ostringstream ref;
+	ref << "{\"by\": \"strata align\", \"match\": " << clocksync::json_string(match_text)
+	    << ", \"hold_out\": \"" << kHold[hold_out] << "\", \"messages\": " << b.total
+	    << ", \"used\": " << b.used << ", \"held_out\": " << b.held
+	    << ", \"outside_segments\": " << b.outside << ", \"segments_refined\": " << refined
+	    << ", \"segments_contradicted\": " << kept << "}";
+	std::vector<std::pair<size_t, std::pair<size_t, std::string>>> edits; // begin, (end, text)
+	const JsonValue *sv = f.link->get("segments");
+	edits.push_back({sv->begin, {sv->end, clocksync::segments_json(out, "  ")}});
+	if (const JsonValue *rv = f.link->get("refined"))
+		edits.push_back({rv->begin, {rv->end, ref.str()}});
+	else
+		edits.push_back({f.link->end - 1, {f.link->end - 1, ",\n   \"refined\": " + ref.str()}});
+	const auto apply = [&]() {
+		std::string text = f.text;
+		std::sort(edits.begin(), edits.end(),
+			  [](const auto &x, const auto &y) { return x.first > y.first; });
+		for (const auto &e : edits)
+			text.replace(e.first, e.second.first - e.first, e.second.second);
+		return text;
+	};
+	std::string why;
+	if (!parse_clock_map(apply(), traces[g].link, after, &why)) {
+		fprintf(stderr, "strata %s: %s: the refined map does not read back: %s\n", cmd,
+			traces[g].json_path.c_str(), why.c_str());
+		return std::string();
+	}
+	if (const JsonValue *cv = f.root.get("ctf"); cv && cv->kind == JsonValue::Obj) {
+		// The one-line rewrite's line: the longest bounded segment's.
+		const SegmentLine *best = nullptr;
+		for (const SegmentLine &l : after->lines)
+			if (!best || l.x_last - l.x_first > best->x_last - best->x_first)
+				best = &l;
+		ClockInfo c;
+		std::string env;
+		segment_clock(*best, after->n_segments, after->names, ClockInfo(), &c, &env);
+		char buf[320];
+		snprintf(buf, sizeof buf,
+			 "{\"link\": %s, \"rewritten\": true, \"freq\": %" PRIu64 ", \"offset_s\": %" PRId64
+			 ", \"offset\": %" PRId64 "}",
+			 clocksync::json_string(traces[g].link).c_str(), c.freq, c.offset_s, c.offset_ns);
+		edits.push_back({cv->begin, {cv->end, buf}});
+	}
+	return apply();
+}
+
+// What the refined map does with every message, used or held out, against
+// the probes' map: inversions, the bound's width, the bound against each.
+void Align::report(size_t g, const Follower &f, const std::vector<clocksync::Segment> &out,
+		   const ClockMap &after, const BySegment &b, size_t refined, size_t kept)
+{
+	const auto place = [](const ClockMap &cm, int64_t x) {
+		return cm.pieces[cm.piece_at(static_cast<uint64_t>(x))].at(x);
+	};
+	uint64_t inv_before = 0, inv_used = 0, inv_held = 0, bound_broken = 0;
+	int64_t closest[2] = {INT64_MAX, INT64_MAX}; // held out: guest->host, host->guest
+	std::vector<int64_t> w0, w1;
+	for (const Msg &m : msgs) {
+		if (m.guest != g)
+			continue;
+		const int64_t y0 = place(f.before, m.x), y1 = place(after, m.x);
+		inv_before += m.guest_sent ? y0 >= m.y : y0 <= m.y;
+		if (m.guest_sent ? y1 >= m.y : y1 <= m.y)
+			(m.held ? inv_held : inv_used)++;
+		if (m.held)
+			closest[m.guest_sent ? 0 : 1] =
+				std::min(closest[m.guest_sent ? 0 : 1], m.guest_sent ? m.y - y1 : y1 - m.y);
+		for (const clocksync::Segment &s : out) {
+			int64_t l0, h0, l1, h1;
+			if (!s.bounded || m.x < s.x_first || m.x > s.x_last)
+				continue;
+			if (clocksync::segment_bound(s.probes.empty() ? s : s.probes.front(), m.x, &l0, &h0))
+				w0.push_back(h0 - l0);
+			if (!clocksync::segment_bound(s, m.x, &l1, &h1))
+				continue;
+			w1.push_back(h1 - l1);
+			bound_broken += m.guest_sent ? l1 >= m.y : h1 <= m.y; // the bound must allow it
+		}
+	}
+	const Trace &t = traces[g];
+	printf("%s: link '%s' (%s): %" PRIu64 " message(s) with %s: %" PRIu64 " used, %" PRIu64
+	       " held out, %" PRIu64 " outside the map's segments (not used); %zu of %zu segment(s) refined, "
+	       "%zu kept the probes' map\n",
+	       t.arg.c_str(), t.link.c_str(), t.json_path.c_str(), b.total, traces[0].arg.c_str(), b.used,
+	       b.held, b.outside, refined, out.size(), kept);
+	printf("%s: inverted: %" PRIu64 " of %" PRIu64
+	       " under the probes' map; under the refined map %" PRIu64 " of %" PRIu64 " used, %" PRIu64
+	       " of %" PRIu64 " held out; bound width at the messages (median) "
+	       "%.1f us, was %.1f us; the bound excludes %" PRIu64 " message(s)\n",
+	       t.arg.c_str(), inv_before, b.total, inv_used, b.used, inv_held, b.held,
+	       static_cast<double>(median(w1)) / 1e3, static_cast<double>(median(w0)) / 1e3, bound_broken);
+	const auto us = [](int64_t v) {
+		char buf[32];
+		snprintf(buf, sizeof buf, "%.1f us", static_cast<double>(v) / 1e3);
+		return v == INT64_MAX ? std::string("-") : std::string(buf);
+	};
+	if (b.held)
+		printf("%s: the held-out messages closest to an inversion took %s (guest to host) and %s "
+		       "(host to "
+		       "guest) once mapped by the refined map\n",
+		       t.arg.c_str(), us(closest[0]).c_str(), us(closest[1]).c_str());
+	failed |= bound_broken > 0;
+}
+
+// clocks.json, then the follower's sub-traces' metadata: one line, or one
+// per piece (split).
+int Align::write(size_t g, const Follower &f, const std::string &nt)
+{
+	const Trace &t = traces[g];
+	std::string err;
+	if (nt != f.text && !write_file(t.json_path, nt, &err)) {
+		fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
+		return cli::kFail;
+	}
+	TreeSplit ts;
+	const std::string top = fs::path(t.json_path).parent_path().string();
+	const bool ok = split_tree(top, &ts, &err, nullptr, true);
+	for (const std::string &n : ts.notes)
+		fprintf(stderr, "strata %s: %s\n", cmd, n.c_str());
+	printf("%s: %s %s; %zu sub-trace(s) of the follower: %zu on one clock line (%zu rewritten), %zu "
+	       "split by "
+	       "piece (%zu packet(s) moved)\n",
+	       t.arg.c_str(), t.json_path.c_str(), nt != f.text ? "written" : "unchanged", ts.subtraces,
+	       ts.one_piece, ts.relined, ts.split, ts.st.packets_moved);
+	if (!ok)
+		fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
+	failed |= !ok || ts.skipped;
+	return cli::kOk;
+}
+
+int Align::align_follower(size_t g)
+{
+	const Follower &f = fol[g];
+	const BySegment b = by_segment(g, f);
+	size_t refined = 0, kept = 0;
+	const std::vector<clocksync::Segment> out = refine(g, f, b, &refined, &kept);
+	ClockMap after;
+	const std::string nt = refined_text(g, f, out, b, refined, kept, &after);
+	if (nt.empty())
+		return cli::kFail;
+	report(g, f, out, after, b, refined, kept);
+	return dry ? cli::kOk : write(g, f, nt);
+}
+
+} // namespace
+
+int strata_cmd_align(int argc, char **argv)
+{
+	Align a;
+	const std::vector<cli::Option> opts = {
+		cli::text("match", 'm', "SEND,RECV,KEY[+KEY...]", "a match",
+			  "the events that send and receive a message (full names, e.g. app:send) "
+			  "and the fields, joined by '+', whose values name a message in both",
+			  a.match_text),
+		cli::choice("hold-out", 0, "none|even|odd|alternate",
+			    "do not use some messages as constraints, only check them against the "
+			    "refined map (how well it orders messages it never saw): those whose "
+			    "first KEY field is even (or odd), or every second one of each "
+			    "direction in time order (alternate)",
+			    a.hold_out, {"none", "even", "odd", "alternate"}),
+		cli::flag("dry-run", 'n', "say what the refinement gives; write nothing", a.dry),
+	};
+	std::vector<char *> operands;
+	if (const int r = cli::parse(kAlign, opts, argc, argv, operands); r != cli::kParsed)
+		return r;
+	if (a.match_text.empty())
+		return cli::usage_error(kAlign, "--match is needed (SEND,RECV,KEY[+KEY...])");
+	if (operands.size() < 2)
+		return cli::usage_error(kAlign, operands.empty() ? "missing HOST_TRACE and GUEST_TRACE"
+								 : "missing GUEST_TRACE");
+	if (const int r = a.parse_match(); r != cli::kOk)
+		return r;
+	if (const int r = a.open_traces(operands); r != cli::kOk)
+		return r;
+	bool saw_send = false, saw_recv = false;
+	for (size_t i = 0; i < a.traces.size(); i++)
+		if (const int r = a.read_events(i, &saw_send, &saw_recv); r != cli::kOk)
+			return r;
+	if (!saw_send || !saw_recv) {
+		fprintf(stderr,
+			"strata %s: --match: no event named '%s' in any of the traces' metadata (full names, "
+			"as "
+			"`strata view` prints them: provider:event)\n",
+			a.cmd, (!saw_send ? a.mt.send : a.mt.recv).c_str());
+		return cli::kUsage;
+	}
+	a.pair_messages();
+	for (size_t g = 1; g < a.traces.size(); g++)
+		if (const int r = a.align_follower(g); r != cli::kOk)
+			return r;
+	if (a.bad_key)
+		fprintf(stderr,
+			"strata %s: %" PRIu64 " event(s) whose key fields could not be read: not used\n",
+			a.cmd, a.bad_key);
+	return a.failed ? cli::kFail : cli::kOk;
 }
