@@ -173,6 +173,49 @@ def export_inversions(strata, trace, work):
     return 0, "", inv, len(sends)
 
 
+def aligned(check, strata, work, outs, n):
+    """`strata align` on a copy of the split guest trace (docs/clocks.md,
+    "Traced messages as constraints"): the map refined segment by segment
+    with the program's messages, every piece directory's metadata put onto
+    its refined line, no packet moved (the handovers kept), and
+    babeltrace2's merge and `strata view` still invert none outside the
+    step's gap."""
+    guest = os.path.join(work, "aligned-guest")
+    shutil.rmtree(guest, ignore_errors=True)
+    shutil.copytree(outs["guest"], guest)
+    before = tree_bytes(guest)
+    r = subprocess.run([strata, "align", outs["host"], guest, "--match", "syncpp:send,syncpp:recv,k+from"],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "strata align on the split guest trace" +
+          ("" if r.returncode == 0 else ": " + r.stderr.strip()[-300:]))
+    after = tree_bytes(guest)
+    moved = [f for f in before if os.path.basename(f) not in ("metadata", "clocks.json") and
+             before[f] != after.get(f)]
+    check(not moved and set(before) == set(after), "no stream file changed or moved (%s)" % (moved[:3] or "none"))
+    link = [lk for lk in json.load(open(os.path.join(guest, "clocks.json")))["links"] if lk["role"] == "follower"][0]
+    segs = link["segments"]
+    check(link.get("refined", {}).get("segments_refined", 0) >= 2 and
+          all(s.get("piece_from") is not None for s in segs[1:] if s["bounded"]),
+          "clocks.json: every bounded segment refined, its handover kept (%s)" % link.get("refined"))
+    off = []
+    for d, _, files in os.walk(guest):
+        if "metadata" not in files:
+            continue
+        text = open(os.path.join(d, "metadata")).read()
+        piece = re.search(r"^\tsync_piece = (\d+);$", text, re.M)
+        freq = re.search(r"^\tfreq = (\d+);$", text, re.M)
+        if piece and freq and int(freq.group(1)) != round(1e9 / segs[int(piece.group(1))]["slope"]):
+            off.append(os.path.relpath(d, guest))
+    check(not off, "every piece's metadata carries its refined segment's rate (%s)" % (", ".join(off) or "all"))
+    sends, raw = timeline(check, [outs["host"], guest], n, client_on_guest=False, expect_inversions=True)
+    bt2_check(check, [outs["host"], guest], n, link, raw)
+    bounds(check, "refined", link, sends, raw)
+    both = collect(os.path.join(work, "aligned"), outs["host"], [("guest", guest)])
+    rc, err, pos, events, ordered = view_order(strata, both)
+    check(rc == 0 and events == 4 * n and view_inversions(pos) == 0,
+          "strata view after strata align: %d of %d messages inverted" % (view_inversions(pos), 2 * n))
+
+
 def main():
     strata, prog, work, consumerd, check = e2e_setup()
     n = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
@@ -365,6 +408,7 @@ def main():
           (events, " ".join(err.split())[:300]))
     print("strata view on each piece's metadata line (clocks.json cut): %d of %d messages inverted" %
           (view_inversions(pos), 2 * n))
+    aligned(check, strata, work, outs, n)
     check.finish()
 
 
