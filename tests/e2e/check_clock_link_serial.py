@@ -46,17 +46,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import check_clock_link as ccl  # noqa: E402
 import check_clock_link_relay as ccr  # noqa: E402
-from strata_testlib import (end_daemon, e2e_setup, free_ports, start_daemon, trace_messages,  # noqa: E402
-                            tsc_usable, wait_for)
+from strata_testlib import (end_daemon, e2e_setup, free_ports, start_daemon, strata_checked,  # noqa: E402
+                            trace_messages, tsc_usable, wait_for)
 
 BAUD = 3000000
-
-
-def strata_ok(check, strata, env, what, *args):
-    r = subprocess.run([strata] + list(args), env=env, capture_output=True, text=True, timeout=60)
-    check(r.returncode == 0, "%s: strata %s" % (what, " ".join(args[:2])) +
-          ("" if r.returncode == 0 else ": " + r.stderr.strip()[-300:]))
-    return r
 
 
 def receiver(work, tag, out):
@@ -86,21 +79,21 @@ def metas(top):
 
 def intact(check, strata, prog, work, n, envs, port):
     host_out, rx_out = os.path.join(work, "host-trace"), os.path.join(work, "received")
-    strata_ok(check, strata, envs["host"], "host", "create", "S", "-o", host_out)
+    strata_checked(check, strata, envs["host"], "host", "create", "S", "-o", host_out)
     rx, fifo, w = receiver(work, "a", rx_out)
-    strata_ok(check, strata, envs["guest"], "guest", "create", "S", "--serial", "%s,%d" % (fifo, BAUD))
+    strata_checked(check, strata, envs["guest"], "guest", "create", "S", "--serial", "%s,%d" % (fifo, BAUD))
     os.close(w)  # the daemon holds the line now: the receiver ends when it closes it
     for who in ("host", "guest"):
-        strata_ok(check, strata, envs[who], who, "enable-event", "S", "syncpp:*")
-        strata_ok(check, strata, envs[who], who, "start", "S")
+        strata_checked(check, strata, envs[who], who, "enable-event", "S", "syncpp:*")
+        strata_checked(check, strata, envs[who], who, "start", "S")
     wait_for(lambda: "bound width" in ccl.status_of(strata, envs["host"], "S"), "the link to have a bound", 30)
     ccl.run_pair(check, prog, n, envs["guest"], envs["host"], os.path.join(work, "app.sock"), 0)
     # Probes after the last message, so that its time lies inside the map.
     t_end = time.monotonic() + 20 * ccl.PERIOD_MS / 1000.0
     wait_for(lambda: time.monotonic() > t_end, "probes after the exchange", 10)
     for who in ("guest", "host"):
-        strata_ok(check, strata, envs[who], who, "stop", "S")
-        strata_ok(check, strata, envs[who], who, "destroy", "S")
+        strata_checked(check, strata, envs[who], who, "stop", "S")
+        strata_checked(check, strata, envs[who], who, "destroy", "S")
     try:
         rc = rx.wait(timeout=60)
     except subprocess.TimeoutExpired:
@@ -141,13 +134,13 @@ def intact(check, strata, prog, work, n, envs, port):
 
 def cut(check, strata, prog, work, n, envs):
     host_out, rx_out = os.path.join(work, "host-trace2"), os.path.join(work, "received2")
-    strata_ok(check, strata, envs["host"], "host", "create", "S2", "-o", host_out)
+    strata_checked(check, strata, envs["host"], "host", "create", "S2", "-o", host_out)
     rx, fifo, w = receiver(work, "b", rx_out)
-    strata_ok(check, strata, envs["guest"], "guest", "create", "S2", "--serial", "%s,%d" % (fifo, BAUD))
+    strata_checked(check, strata, envs["guest"], "guest", "create", "S2", "--serial", "%s,%d" % (fifo, BAUD))
     os.close(w)
     for who in ("host", "guest"):
-        strata_ok(check, strata, envs[who], who, "enable-event", "S2", "syncpp:*")
-        strata_ok(check, strata, envs[who], who, "start", "S2")
+        strata_checked(check, strata, envs[who], who, "enable-event", "S2", "syncpp:*")
+        strata_checked(check, strata, envs[who], who, "start", "S2")
     kb = ccl.KBASE2
     ccl.run_pair(check, prog, n, envs["guest"], envs["host"], os.path.join(work, "app2.sock"), kb)
 
@@ -164,8 +157,8 @@ def cut(check, strata, prog, work, n, envs):
           "the receiver says the sub-trace stays on the sender's own clock: " +
           " | ".join(ln for ln in err.splitlines() if "clock" in ln))
     for who in ("guest", "host"):
-        strata_ok(check, strata, envs[who], who, "stop", "S2")
-        strata_ok(check, strata, envs[who], who, "destroy", "S2")
+        strata_checked(check, strata, envs[who], who, "stop", "S2")
+        strata_checked(check, strata, envs[who], who, "destroy", "S2")
     texts = metas(rx_out)
     check(len(texts) == 1 and all('sync_state = "uncorrelated";' in t and "sync_serial = " in t and
                                   "freq = 1000000000;" in t and "mapped onto" not in t for t in texts),
