@@ -30,7 +30,14 @@ the received trace reads (babeltrace2, every guest event), its metadata say
 sync_state = "uncorrelated" (sync_serial: rewritten at a stop) with the
 clock unchanged, no clocks.json; and its events are on the guest's own
 clock: each message the guest sent prints its skew after the host's
-receive.  Exit 77 (skipped) where the TSC cannot back a page.
+receive.
+
+One receiver across a stop and start of the guest's session (the rule of
+docs/clocks.md "Serial followers"): two exchanges of MESSAGES / 10, the
+guest's session stopped and started between them: the receiver ends at
+the line's end with clocks.json written, both programs' sub-traces on the
+host's clock, every event once, 0 inversions in babeltrace2's merge and
+in `strata view`, the bound holding for every message.  Exit 77 (skipped) where the TSC cannot back a page.
 """
 import collections
 import json
@@ -178,6 +185,59 @@ def cut(check, strata, prog, work, n, envs):
           " (its skew: %.3f s)" % (len(ds), min(ds or [0]) / 1e9, max(ds or [0]) / 1e9, ccl.SKEW_NS / 1e9))
 
 
+def restarted(check, strata, prog, work, n, envs):
+    """One receiver across the guest session's stop and start: two
+    exchanges of n messages each way, the guest stopped and started again
+    between them (a new sub-trace for the second program), the host's
+    session running throughout."""
+    host_out, rx_out = os.path.join(work, "host-trace3"), os.path.join(work, "received3")
+    strata_checked(check, strata, envs["host"], "host", "create", "S3", "-o", host_out)
+    rx, fifo, w = receiver(work, "c", rx_out)
+    strata_checked(check, strata, envs["guest"], "guest", "create", "S3", "--serial", "%s,%d" % (fifo, BAUD))
+    os.close(w)
+    for who in ("host", "guest"):
+        strata_checked(check, strata, envs[who], who, "enable-event", "S3", "syncpp:*")
+        strata_checked(check, strata, envs[who], who, "start", "S3")
+    for run, kb in enumerate((2 * ccl.KBASE2, 3 * ccl.KBASE2)):
+        if run:
+            strata_checked(check, strata, envs["guest"], "guest", "start", "S3")
+        ccl.run_pair(check, prog, n, envs["guest"], envs["host"], os.path.join(work, "app3.sock"), kb)
+        t_end = time.monotonic() + 20 * ccl.PERIOD_MS / 1000.0
+        wait_for(lambda: time.monotonic() > t_end, "probes after the exchange", 10)
+        strata_checked(check, strata, envs["guest"], "guest", "stop", "S3")
+    strata_checked(check, strata, envs["guest"], "guest", "destroy", "S3")
+    for what in ("stop", "destroy"):
+        strata_checked(check, strata, envs["host"], "host", what, "S3")
+    try:
+        rc = rx.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        rx.kill()
+        rc = None
+    err = open(rx.err).read()
+    check(rc == 0 and "clocks.json written" in err, "restarted: the receiver ends at the line's end, exit 0, "
+          "clocks.json written (%s: %s)" % (rc, " | ".join(ln for ln in err.splitlines() if "clock" in ln)))
+    texts = metas(rx_out)
+    check(len(texts) == 2 and all('sync_state = "correlated";' in t and "mapped onto host's (sim-host)" in t
+                                  for t in texts),
+          "restarted: both programs' received metadata (%d) are on the host's clock" % len(texts))
+    ev = syncpp([host_out, rx_out])
+    dup = sum(1 for v in ev.values() if len(v) != 1)
+    check(len(ev) == 8 * n and dup == 0, "restarted: every syncpp event of both runs exactly once (%d distinct of %d,"
+          " %d more than once)" % (len(ev), 8 * n, dup))
+    sends, raw = ccl.timeline(check, [host_out, rx_out], 2 * n, client_on_guest=False)
+    p = os.path.join(rx_out, "clocks.json")
+    clocks = json.load(open(p)) if os.path.exists(p) else {"links": []}
+    glink = [lk for lk in clocks["links"] if lk["role"] == "follower" and lk["correlated"]]
+    check(len(glink) == 1, "restarted: the received clocks.json holds the guest's correlated follower link")
+    if glink:
+        ccl.bounds(check, "restarted", glink[0], sends, raw)
+    both = os.path.join(work, "collected3")
+    shutil.copytree(host_out, os.path.join(both, "host"))
+    shutil.copytree(rx_out, os.path.join(both, "received"))
+    inv, total = ccr.view_inversions(check, strata, both, 4 * n)
+    check(inv == 0, "restarted: strata view: 0 causal inversions (%d of %d messages inverted)" % (inv, total))
+
+
 def main():
     strata, prog, work, consumerd, check = e2e_setup()
     n = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
@@ -201,6 +261,7 @@ def main():
                                     link + ["--sync", "host=tcp:127.0.0.1:%d" % port])
     intact(check, strata, prog, work, n, envs, port)
     cut(check, strata, prog, work, max(10, n // 10), envs)
+    restarted(check, strata, prog, work, max(10, n // 10), envs)
     for who in ("host", "guest"):
         end_daemon(daemons[who], check)
     check.finish()
