@@ -5,6 +5,9 @@ scripts/test.sh runs ctest with --output-junit and reads this script's last
 line, "PASSED FAILED SKIPPED".  A skipped test (its SKIP_RETURN_CODE) is
 listed with the reason it printed (its last line of output); a skip that
 printed nothing is counted as failed: a test that cannot run says why.
+A failed test is listed with the lines of its output that say why (its
+checks' "FAIL" lines, a sanitizer's report heads, gtest's failures, the last
+lines otherwise), so that the end of a long log names the cause.
 Other lines go to standard output as they are, for the log.
 """
 import sys
@@ -15,6 +18,15 @@ def reason(case):
     out = case.findtext("system-out") or ""
     lines = [l.strip() for l in out.splitlines() if l.strip()]
     return lines[-1] if lines else ""
+
+
+def why_failed(case, most=12):
+    out = case.findtext("system-out") or ""
+    lines = [l.rstrip() for l in out.splitlines() if l.strip()]
+    keys = ("FAIL", "ERROR", "Error", "error:", "WARNING: ThreadSanitizer", "ERROR: AddressSanitizer",
+            "SUMMARY:", "runtime error", "[  FAILED  ]", "Traceback", "Timeout", "timed out")
+    said = [l for l in lines if any(k in l for k in keys)]
+    return (said or lines[-5:])[:most]
 
 
 def main(argv):
@@ -43,6 +55,9 @@ def main(argv):
             continue
         else:
             failed += 1
+            print("FAILED: %s (%s)" % (name, status))
+            for line in why_failed(case):
+                print("    " + line[:300])
     print("%d %d %d" % (passed, failed, skipped))
     return 0
 

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 source scripts/deps.sh
 strata_install_deps
 jobs=$(nproc)
-status=0 passed=0 failed=0 skipped=0
+status=0 passed=0 failed=0 skipped=0 why=""
 run_suite() { # name, cmake args, ctest args
   local name=$1 cmake_args=$2 ctest_args=$3 dir="build-test-$1"
   echo "==== $name: configure + build"
@@ -33,6 +33,8 @@ run_suite() { # name, cmake args, ctest args
     return
   fi
   sed '$d' <<<"$sum"
+  # each failure with its reason, again at the very end of the log
+  why+=$(sed '$d' <<<"$sum" | awk -v n="$name" '/^FAILED: /{print n ": " $0; f=1; next} /^    /&&f{print; next} {f=0}')$'\n'
   read -r p f s <<<"$(tail -n 1 <<<"$sum")"
   echo "==== $name: $p passed, $f failed, $s skipped"
   passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
@@ -46,5 +48,6 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 run_suite asan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=address" "-LE no-sanitizer"
 run_suite tsan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=thread" "-LE no-sanitizer"
 echo "==== test suite (normal, asan+ubsan, tsan):"
+[ -z "${why//$'\n'/}" ] || printf '%s' "$why" | sed '/^$/d'
 echo "$passed passed, $failed failed, $skipped skipped"
 exit $status

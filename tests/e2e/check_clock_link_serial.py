@@ -30,7 +30,14 @@ the received trace reads (babeltrace2, every guest event), its metadata say
 sync_state = "uncorrelated" (sync_serial: rewritten at a stop) with the
 clock unchanged, no clocks.json; and its events are on the guest's own
 clock: each message the guest sent prints its skew after the host's
-receive.  Exit 77 (skipped) where the TSC cannot back a page.
+receive.
+
+One receiver across a stop and start of the guest's session (the rule of
+docs/clocks.md "Serial followers"): two exchanges of MESSAGES / 10, the
+guest's session stopped and started between them: the receiver ends at
+the line's end with clocks.json written, both programs' sub-traces on the
+host's clock, every event once, 0 inversions in babeltrace2's merge and
+in `strata view`, the bound holding for every message.  Exit 77 (skipped) where the TSC cannot back a page.
 """
 import collections
 import json
@@ -46,17 +53,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import check_clock_link as ccl  # noqa: E402
 import check_clock_link_relay as ccr  # noqa: E402
-from strata_testlib import (end_daemon, e2e_setup, free_ports, start_daemon, trace_messages,  # noqa: E402
-                            tsc_usable, wait_for)
+from strata_testlib import (end_daemon, e2e_setup, free_ports, start_daemon, strata_checked,  # noqa: E402
+                            trace_messages, tsc_usable, wait_for)
 
 BAUD = 3000000
-
-
-def strata_ok(check, strata, env, what, *args):
-    r = subprocess.run([strata] + list(args), env=env, capture_output=True, text=True, timeout=60)
-    check(r.returncode == 0, "%s: strata %s" % (what, " ".join(args[:2])) +
-          ("" if r.returncode == 0 else ": " + r.stderr.strip()[-300:]))
-    return r
 
 
 def receiver(work, tag, out):
@@ -86,21 +86,21 @@ def metas(top):
 
 def intact(check, strata, prog, work, n, envs, port):
     host_out, rx_out = os.path.join(work, "host-trace"), os.path.join(work, "received")
-    strata_ok(check, strata, envs["host"], "host", "create", "S", "-o", host_out)
+    strata_checked(check, strata, envs["host"], "host", "create", "S", "-o", host_out)
     rx, fifo, w = receiver(work, "a", rx_out)
-    strata_ok(check, strata, envs["guest"], "guest", "create", "S", "--serial", "%s,%d" % (fifo, BAUD))
+    strata_checked(check, strata, envs["guest"], "guest", "create", "S", "--serial", "%s,%d" % (fifo, BAUD))
     os.close(w)  # the daemon holds the line now: the receiver ends when it closes it
     for who in ("host", "guest"):
-        strata_ok(check, strata, envs[who], who, "enable-event", "S", "syncpp:*")
-        strata_ok(check, strata, envs[who], who, "start", "S")
+        strata_checked(check, strata, envs[who], who, "enable-event", "S", "syncpp:*")
+        strata_checked(check, strata, envs[who], who, "start", "S")
     wait_for(lambda: "bound width" in ccl.status_of(strata, envs["host"], "S"), "the link to have a bound", 30)
     ccl.run_pair(check, prog, n, envs["guest"], envs["host"], os.path.join(work, "app.sock"), 0)
     # Probes after the last message, so that its time lies inside the map.
     t_end = time.monotonic() + 20 * ccl.PERIOD_MS / 1000.0
     wait_for(lambda: time.monotonic() > t_end, "probes after the exchange", 10)
     for who in ("guest", "host"):
-        strata_ok(check, strata, envs[who], who, "stop", "S")
-        strata_ok(check, strata, envs[who], who, "destroy", "S")
+        strata_checked(check, strata, envs[who], who, "stop", "S")
+        strata_checked(check, strata, envs[who], who, "destroy", "S")
     try:
         rc = rx.wait(timeout=60)
     except subprocess.TimeoutExpired:
@@ -141,13 +141,13 @@ def intact(check, strata, prog, work, n, envs, port):
 
 def cut(check, strata, prog, work, n, envs):
     host_out, rx_out = os.path.join(work, "host-trace2"), os.path.join(work, "received2")
-    strata_ok(check, strata, envs["host"], "host", "create", "S2", "-o", host_out)
+    strata_checked(check, strata, envs["host"], "host", "create", "S2", "-o", host_out)
     rx, fifo, w = receiver(work, "b", rx_out)
-    strata_ok(check, strata, envs["guest"], "guest", "create", "S2", "--serial", "%s,%d" % (fifo, BAUD))
+    strata_checked(check, strata, envs["guest"], "guest", "create", "S2", "--serial", "%s,%d" % (fifo, BAUD))
     os.close(w)
     for who in ("host", "guest"):
-        strata_ok(check, strata, envs[who], who, "enable-event", "S2", "syncpp:*")
-        strata_ok(check, strata, envs[who], who, "start", "S2")
+        strata_checked(check, strata, envs[who], who, "enable-event", "S2", "syncpp:*")
+        strata_checked(check, strata, envs[who], who, "start", "S2")
     kb = ccl.KBASE2
     ccl.run_pair(check, prog, n, envs["guest"], envs["host"], os.path.join(work, "app2.sock"), kb)
 
@@ -164,8 +164,8 @@ def cut(check, strata, prog, work, n, envs):
           "the receiver says the sub-trace stays on the sender's own clock: " +
           " | ".join(ln for ln in err.splitlines() if "clock" in ln))
     for who in ("guest", "host"):
-        strata_ok(check, strata, envs[who], who, "stop", "S2")
-        strata_ok(check, strata, envs[who], who, "destroy", "S2")
+        strata_checked(check, strata, envs[who], who, "stop", "S2")
+        strata_checked(check, strata, envs[who], who, "destroy", "S2")
     texts = metas(rx_out)
     check(len(texts) == 1 and all('sync_state = "uncorrelated";' in t and "sync_serial = " in t and
                                   "freq = 1000000000;" in t and "mapped onto" not in t for t in texts),
@@ -183,6 +183,59 @@ def cut(check, strata, prog, work, n, envs):
     check(len(ds) == n and all(abs(d - ccl.SKEW_NS) < 2 * 10**8 for d in ds),
           "the cut trace is on the guest's own clock: each of its %d sends %.3f to %.3f s after the host's receive"
           " (its skew: %.3f s)" % (len(ds), min(ds or [0]) / 1e9, max(ds or [0]) / 1e9, ccl.SKEW_NS / 1e9))
+
+
+def restarted(check, strata, prog, work, n, envs):
+    """One receiver across the guest session's stop and start: two
+    exchanges of n messages each way, the guest stopped and started again
+    between them (a new sub-trace for the second program), the host's
+    session running throughout."""
+    host_out, rx_out = os.path.join(work, "host-trace3"), os.path.join(work, "received3")
+    strata_checked(check, strata, envs["host"], "host", "create", "S3", "-o", host_out)
+    rx, fifo, w = receiver(work, "c", rx_out)
+    strata_checked(check, strata, envs["guest"], "guest", "create", "S3", "--serial", "%s,%d" % (fifo, BAUD))
+    os.close(w)
+    for who in ("host", "guest"):
+        strata_checked(check, strata, envs[who], who, "enable-event", "S3", "syncpp:*")
+        strata_checked(check, strata, envs[who], who, "start", "S3")
+    for run, kb in enumerate((2 * ccl.KBASE2, 3 * ccl.KBASE2)):
+        if run:
+            strata_checked(check, strata, envs["guest"], "guest", "start", "S3")
+        ccl.run_pair(check, prog, n, envs["guest"], envs["host"], os.path.join(work, "app3.sock"), kb)
+        t_end = time.monotonic() + 20 * ccl.PERIOD_MS / 1000.0
+        wait_for(lambda: time.monotonic() > t_end, "probes after the exchange", 10)
+        strata_checked(check, strata, envs["guest"], "guest", "stop", "S3")
+    strata_checked(check, strata, envs["guest"], "guest", "destroy", "S3")
+    for what in ("stop", "destroy"):
+        strata_checked(check, strata, envs["host"], "host", what, "S3")
+    try:
+        rc = rx.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        rx.kill()
+        rc = None
+    err = open(rx.err).read()
+    check(rc == 0 and "clocks.json written" in err, "restarted: the receiver ends at the line's end, exit 0, "
+          "clocks.json written (%s: %s)" % (rc, " | ".join(ln for ln in err.splitlines() if "clock" in ln)))
+    texts = metas(rx_out)
+    check(len(texts) == 2 and all('sync_state = "correlated";' in t and "mapped onto host's (sim-host)" in t
+                                  for t in texts),
+          "restarted: both programs' received metadata (%d) are on the host's clock" % len(texts))
+    ev = syncpp([host_out, rx_out])
+    dup = sum(1 for v in ev.values() if len(v) != 1)
+    check(len(ev) == 8 * n and dup == 0, "restarted: every syncpp event of both runs exactly once (%d distinct of %d,"
+          " %d more than once)" % (len(ev), 8 * n, dup))
+    sends, raw = ccl.timeline(check, [host_out, rx_out], 2 * n, client_on_guest=False)
+    p = os.path.join(rx_out, "clocks.json")
+    clocks = json.load(open(p)) if os.path.exists(p) else {"links": []}
+    glink = [lk for lk in clocks["links"] if lk["role"] == "follower" and lk["correlated"]]
+    check(len(glink) == 1, "restarted: the received clocks.json holds the guest's correlated follower link")
+    if glink:
+        ccl.bounds(check, "restarted", glink[0], sends, raw)
+    both = os.path.join(work, "collected3")
+    shutil.copytree(host_out, os.path.join(both, "host"))
+    shutil.copytree(rx_out, os.path.join(both, "received"))
+    inv, total = ccr.view_inversions(check, strata, both, 4 * n)
+    check(inv == 0, "restarted: strata view: 0 causal inversions (%d of %d messages inverted)" % (inv, total))
 
 
 def main():
@@ -208,6 +261,7 @@ def main():
                                     link + ["--sync", "host=tcp:127.0.0.1:%d" % port])
     intact(check, strata, prog, work, n, envs, port)
     cut(check, strata, prog, work, max(10, n // 10), envs)
+    restarted(check, strata, prog, work, max(10, n // 10), envs)
     for who in ("host", "guest"):
         end_daemon(daemons[who], check)
     check.finish()

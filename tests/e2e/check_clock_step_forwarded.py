@@ -44,17 +44,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 import check_clock_link as ccl  # noqa: E402
 import check_clock_link_relay as ccr  # noqa: E402
 from check_clock_step import STEP_NS, bt2_check, cli_check, tree_bytes  # noqa: E402
-from strata_testlib import (end_daemon, e2e_setup, free_ports, listening, start_daemon, trace_messages,  # noqa: E402
-                            tsc_usable, wait_for)
+from strata_testlib import (end_daemon, e2e_setup, free_ports, listening, start_daemon,  # noqa: E402
+                            strata_checked, trace_messages, tsc_usable, wait_for)
 
 BAUD = 3000000
-
-
-def strata_ok(check, strata, env, what, *args):
-    r = subprocess.run([strata] + list(args), env=env, capture_output=True, text=True, timeout=60)
-    check(r.returncode == 0, "%s: strata %s" % (what, " ".join(args[:2])) +
-          ("" if r.returncode == 0 else ": " + r.stderr.strip()[-300:]))
-    return r
 
 
 def guest_events(path):
@@ -151,7 +144,7 @@ def main():
                               link + ["--sync", "host=tcp:127.0.0.1:%d" % port]),
     }
     host_out = os.path.join(work, "host-trace")
-    strata_ok(check, strata, envs["host"], "host", "create", "S", "-o", host_out)
+    strata_checked(check, strata, envs["host"], "host", "create", "S", "-o", host_out)
     if mode == "serial":
         guest_top = os.path.join(work, "received")
         fifo = os.path.join(work, "line")
@@ -160,7 +153,7 @@ def main():
         rx = subprocess.Popen([strata, "receive", fifo, "-o", guest_top], stderr=open(rx_err, "w"))
         atexit.register(lambda: rx.poll() is None and rx.kill())
         w = os.open(fifo, os.O_WRONLY)  # returns once the receiver has it open
-        strata_ok(check, strata, envs["guest"], "guest", "create", "S", "--serial", "%s,%d" % (fifo, BAUD))
+        strata_checked(check, strata, envs["guest"], "guest", "create", "S", "--serial", "%s,%d" % (fifo, BAUD))
         os.close(w)  # the daemon holds the line now: the receiver ends when it closes it
     else:
         relay_out = os.path.join(work, "relayd-out")
@@ -170,10 +163,10 @@ def main():
                                   stderr=open(os.path.join(work, "relayd.err"), "w"))
         atexit.register(lambda: relayd.poll() is None and relayd.kill())
         wait_for(lambda: listening(ctrl) and listening(data), "lttng-relayd listening")
-        strata_ok(check, strata, envs["guest"], "guest", "create", "S", "--relay", "127.0.0.1:%d:%d" % (ctrl, data))
+        strata_checked(check, strata, envs["guest"], "guest", "create", "S", "--relay", "127.0.0.1:%d:%d" % (ctrl, data))
     for who in ("host", "guest"):
-        strata_ok(check, strata, envs[who], who, "enable-event", "S", "syncpp:*")
-        strata_ok(check, strata, envs[who], who, "start", "S")
+        strata_checked(check, strata, envs[who], who, "enable-event", "S", "syncpp:*")
+        strata_checked(check, strata, envs[who], who, "start", "S")
 
     def used():
         m = re.search(r"(\d+) of both ends' used", ccl.status_of(strata, envs["guest"], "S"))
@@ -199,8 +192,8 @@ def main():
     t_end = time.monotonic() + 20 * ccl.PERIOD_MS / 1000.0
     wait_for(lambda: time.monotonic() > t_end, "probes after the exchange", 10)
     for who in ("guest", "host"):
-        strata_ok(check, strata, envs[who], who, "stop", "S")
-        strata_ok(check, strata, envs[who], who, "destroy", "S")
+        strata_checked(check, strata, envs[who], who, "stop", "S")
+        strata_checked(check, strata, envs[who], who, "destroy", "S")
     if mode == "serial":
         try:
             rc = rx.wait(timeout=60)

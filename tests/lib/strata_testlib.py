@@ -175,6 +175,15 @@ def strata_cli(exe, env, ok=True, timeout=120, log=False):
     return strata
 
 
+def strata_checked(check, strata, env, what, *args):
+    """`strata ARGS` in env as one check: "WHAT: strata A B" passes on exit
+    0, else fails with the tail of stderr; returns the CompletedProcess."""
+    r = subprocess.run([strata] + list(args), env=env, capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "%s: strata %s" % (what, " ".join(args[:2])) +
+          ("" if r.returncode == 0 else ": " + r.stderr.strip()[-300:]))
+    return r
+
+
 def control_setup(prefix, *programs, more=None):
     """The start of a check of its own daemon, run as `check_X.py --strata S
     --consumerd D [--PROGRAM P]...` (`more(ap)` adds its other arguments):
