@@ -145,10 +145,15 @@ struct TraceLoss {
 	uint64_t events = 0, packets = 0;
 	unsigned traces = 0;   // sub-traces read
 	std::vector<Sub> subs; // those that lost something, most events first
+	// Stream files whose walk met a header that is not a packet's (damage:
+	// nothing after it counted), and the first of them ("PATH at offset N").
+	unsigned damaged_files = 0;
+	std::string damaged;
 };
 TraceLoss trace_loss(const std::string &dir);
 // "nothing discarded", or "N event(s) and M packet(s) discarded (...); most
-// by COMM-PID-DATE (n event(s), m packet(s)), ..." (the three worst).
+// by COMM-PID-DATE (n event(s), m packet(s)), ..." (the three worst); then
+// "; N stream file(s) damaged, ..." when a walk met damage.
 std::string loss_summary(const TraceLoss &loss);
 
 // Send a request whose answer is of type `expected` (LIST, STATUS) over a

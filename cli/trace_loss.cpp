@@ -9,9 +9,11 @@
  * number.  A stream's discarded events are its last packet's count; its
  * discarded packets are the gaps between consecutive sequence numbers.
  * That is what babeltrace2 reports as "discarded events" and "discarded
- * packets".  Headers are read, never trusted: a header that is not a
- * Strata packet header, or a packet that runs past the end of the file (a
- * stream being written, a torn file), ends the walk of that file.
+ * packets".  Headers are read, never trusted: a packet that runs past the
+ * end of the file (a stream being written, a torn file) ends the walk of
+ * that file quietly; a header that is not a Strata packet header ends it
+ * too, and is said (the file, the offset: damage that `strata check`
+ * names, beyond which this walk counts nothing).
  */
 #include <algorithm>
 #include <cerrno>
@@ -30,9 +32,11 @@ namespace cli {
 
 namespace {
 
-// One stream file's loss.
-void scan_stream(int dfd, const char *name, uint64_t &events, uint64_t &packets)
+// One stream file's loss; a damaged header's offset in *damaged_at (else
+// UINT64_MAX).
+void scan_stream(int dfd, const char *name, uint64_t &events, uint64_t &packets, uint64_t *damaged_at)
 {
+	*damaged_at = UINT64_MAX;
 	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return;
@@ -45,8 +49,12 @@ void scan_stream(int dfd, const char *name, uint64_t &events, uint64_t &packets)
 	       pread(fd, &h, sizeof h, static_cast<off_t>(off)) == (ssize_t)sizeof h) {
 		const uint64_t bytes = h.packet_size / 8;
 		if (h.magic != STRATA_CTF_MAGIC || h.packet_size % 8 || bytes < sizeof h - 4 ||
-		    bytes > STRATA_MAX_SUBBUF_SIZE || bytes > size - off)
+		    bytes > STRATA_MAX_SUBBUF_SIZE) {
+			*damaged_at = off;
 			break;
+		}
+		if (bytes > size - off)
+			break; // being written, or torn at the end
 		if (!first && h.packet_seq_num > prev_seq + 1)
 			packets += h.packet_seq_num - prev_seq - 1;
 		prev_seq = h.packet_seq_num;
@@ -77,8 +85,16 @@ void walk(const std::string &dir, const std::string &rel, TraceLoss &loss, int d
 			continue;
 		if (S_ISDIR(st.st_mode))
 			walk(dir + "/" + n, rel.empty() ? n : rel + "/" + n, loss, depth + 1);
-		else if (is_trace && S_ISREG(st.st_mode) && strcmp(n, "metadata") != 0)
-			scan_stream(dirfd(d), n, sub.events, sub.packets);
+		else if (is_trace && S_ISREG(st.st_mode) && strcmp(n, "metadata") != 0) {
+			uint64_t at;
+			scan_stream(dirfd(d), n, sub.events, sub.packets, &at);
+			if (at != UINT64_MAX) {
+				if (loss.damaged.empty())
+					loss.damaged = (rel.empty() ? std::string(n) : rel + "/" + n) +
+						       " at offset " + std::to_string(at);
+				loss.damaged_files++;
+			}
+		}
 	}
 	closedir(d);
 	if (!is_trace)
@@ -104,8 +120,13 @@ TraceLoss trace_loss(const std::string &dir)
 
 std::string loss_summary(const TraceLoss &loss)
 {
+	std::string damage;
+	if (loss.damaged_files)
+		damage = "; " + std::to_string(loss.damaged_files) +
+			 " stream file(s) damaged, counted up to the damage only (first: " + loss.damaged +
+			 "; `strata check` names it)";
 	if (!loss.events && !loss.packets)
-		return "nothing discarded";
+		return "nothing discarded" + damage;
 	std::string s =
 		std::to_string(loss.events) + " event(s) and " + std::to_string(loss.packets) +
 		" packet(s) discarded (the ring buffers were full: larger --subbuf-size or --subbuf-count)";
@@ -118,7 +139,7 @@ std::string loss_summary(const TraceLoss &loss)
 	}
 	if (loss.subs.size() > worst)
 		s += " and " + std::to_string(loss.subs.size() - worst) + " more";
-	return s;
+	return s + damage;
 }
 
 } // namespace cli

@@ -144,10 +144,14 @@ int main(int argc, char **argv)
 	}
 	if (!repair.empty()) {
 		strata::RepairStats s = strata::repair_tree(repair, check_only);
-		printf("%llu stream file(s) examined, %llu %s, %llu byte(s) %s, %llu error(s)\n",
+		printf("%llu stream file(s) examined, %llu %s, %llu byte(s) %s, %llu error(s)",
 		       static_cast<unsigned long long>(s.files), static_cast<unsigned long long>(s.repaired),
 		       check_only ? "torn" : "repaired", static_cast<unsigned long long>(s.bytes_cut),
 		       check_only ? "to cut" : "cut", static_cast<unsigned long long>(s.errors));
+		if (s.damaged)
+			printf(", %llu damaged inside and left as they are (strata check names the damage)",
+			       static_cast<unsigned long long>(s.damaged));
+		printf("\n");
 		if (s.errors)
 			return 1;
 		return check_only && s.repaired ? 3 : 0;

@@ -137,8 +137,13 @@ bool stream_tail(const std::string &path, const uint8_t uuid[16], PacketTail &ta
 	}
 	uint64_t cut = 0;
 	std::string why;
-	if (repair_stream_file(path, cut, why) < 0) {
+	const int r = repair_stream_file(path, cut, why);
+	if (r < 0) {
 		err = "cannot repair " + path + ": " + why;
+		return false;
+	}
+	if (r == 2) { // left as it is: nothing is appended after damage
+		err = path + ": damaged inside (" + why + "), not continued";
 		return false;
 	}
 	int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);

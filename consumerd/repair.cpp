@@ -1,9 +1,12 @@
 /*
  * repair.cpp - see repair.h.  The file is read, never trusted: a header that
- * is not a Strata packet header ends the walk like a torn tail does.
+ * is not a Strata packet header ends the walk like a torn tail does; what
+ * follows is cut only when no whole packet of the same trace follows it
+ * (damage inside a file is left for the readers that skip it).
  */
 #include "repair.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
@@ -16,6 +19,43 @@
 #include "strata_abi.h"
 
 namespace strata {
+
+namespace {
+
+// A plausible packet header at `off` of a file of `size` bytes: magic,
+// sizes, the packet inside the file, and (when `uuid`) that trace's uuid.
+bool packet_at(int fd, uint64_t off, uint64_t size, const uint8_t *uuid)
+{
+	struct strata_packet_header h;
+	if (size - off < sizeof(h) ||
+	    pread(fd, &h, sizeof(h), static_cast<off_t>(off)) != static_cast<ssize_t>(sizeof(h)))
+		return false;
+	const uint64_t bits = h.packet_size, min_bits = 8ull * offsetof(struct strata_packet_header, vtid);
+	return h.magic == STRATA_CTF_MAGIC && (!uuid || memcmp(h.uuid, uuid, 16) == 0) && bits % 8 == 0 &&
+	       bits >= min_bits && bits <= 8ull * STRATA_MAX_SUBBUF_SIZE && h.content_size <= bits &&
+	       h.content_size >= min_bits && bits / 8 <= size - off;
+}
+
+// The first offset after `from` holding a plausible packet header, or
+// `size`: each byte read once (64 KiB at a time), a header read where the
+// magic's first byte is.
+uint64_t next_packet(int fd, uint64_t from, uint64_t size, const uint8_t *uuid)
+{
+	static const uint32_t magic = STRATA_CTF_MAGIC;
+	uint8_t buf[65536];
+	for (uint64_t pos = from + 1; pos + sizeof(struct strata_packet_header) <= size;) {
+		const size_t n = static_cast<size_t>(std::min<uint64_t>(sizeof buf, size - pos));
+		if (pread(fd, buf, n, static_cast<off_t>(pos)) != static_cast<ssize_t>(n) || n < 4)
+			return size;
+		for (size_t i = 0; i + 4 <= n; i++)
+			if (!memcmp(buf + i, &magic, 4) && packet_at(fd, pos + i, size, uuid))
+				return pos + i;
+		pos += n - 3;
+	}
+	return size;
+}
+
+} // namespace
 
 int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string &why, bool check_only)
 {
@@ -31,6 +71,7 @@ int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string
 	}
 	const uint64_t size = static_cast<uint64_t>(st.st_size);
 	uint64_t off = 0;
+	uint8_t uuid[16];
 	why.clear();
 	while (off < size) {
 		struct strata_packet_header h;
@@ -60,7 +101,19 @@ int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string
 			why = "last packet torn";
 			break;
 		}
+		if (!off)
+			memcpy(uuid, h.uuid, 16);
 		off += bits / 8;
+	}
+	if (off < size && why != "read error") {
+		const uint64_t next = next_packet(fd, off, size, off ? uuid : nullptr);
+		if (next < size) {
+			// Whole packets after the damage: cutting would lose them.
+			why += " at byte " + std::to_string(off) + ", whole packets from byte " +
+			       std::to_string(next) + " on";
+			close(fd);
+			return 2;
+		}
 	}
 	int ret = 0;
 	if (off < size && check_only) {
@@ -110,6 +163,12 @@ void walk(const std::string &dir, RepairStats &s, int depth, bool check_only)
 				s.errors++;
 				fprintf(stderr, "strata-consumerd: repair: %s: %s\n", p.c_str(),
 					strerror(-r));
+			} else if (r == 2) {
+				s.damaged++;
+				fprintf(stderr,
+					"strata-consumerd: damaged %s: %s: left as it is (Strata's readers "
+					"skip the damage; `strata check` names it and writes a clean copy)\n",
+					p.c_str(), why.c_str());
 			} else if (r > 0) {
 				s.repaired++;
 				s.bytes_cut += cut;

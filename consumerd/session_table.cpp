@@ -171,6 +171,9 @@ Answer SessionTable::check_output(const Caller &c, const proto::Create &m, bool 
 		if (rs.repaired)
 			INFO("repaired %llu torn stream file(s) under %s",
 			     static_cast<unsigned long long>(rs.repaired), m.output_dir.c_str());
+		if (rs.damaged)
+			INFO("%llu stream file(s) under %s damaged inside, left as they are",
+			     static_cast<unsigned long long>(rs.damaged), m.output_dir.c_str());
 	}
 	return Answer();
 }

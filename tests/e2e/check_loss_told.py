@@ -15,10 +15,15 @@ usage: check_loss_told.py STRATA DEMO WORKDIR   ($STRATA_TEST_CONSUMERD: the dae
     last two lines are "trace written to DIR" and the summary, whose counts
     equal babeltrace2's (and are not 0), naming strata-demo's sub-trace;
   - no loss: a large buffer for a small run says "nothing discarded".
+  - damage: a copy of the fixture whose second packet header is zeroed:
+    a session created on it cuts nothing (whole packets follow), `strata
+    status` says one stream file is damaged, naming it and the offset
+    `strata check` names, and the third packet still reads.
 """
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -77,6 +82,37 @@ def main():
           SUMMARY.search(sp.stdout).groups()[:3] == ("5", "2", "fixture-4242-20260101-000000"),
           "strata stop tells 5 events, 2 packets, most by the fixture")
     run([strata, "destroy", "s"], env)
+
+    # damage inside a file: the fixture's second packet header zeroed.  A
+    # session created on the directory leaves the file as it is (whole
+    # packets follow: cutting would lose them); status counts up to the
+    # damage and says where it is; the third packet still reads.
+    dam = os.path.join(work, "damaged")
+    dsub = os.path.join(dam, "ust", "pid", "fixture-4242-20260101-000000")
+    shutil.copytree(sub, dsub)
+    stream = os.path.join(dsub, "channel0_0")
+    with open(stream, "r+b") as f:
+        data = f.read()
+        off = struct.unpack_from("<Q", data, 56)[0] // 8
+        f.seek(off)
+        f.write(bytes(88))
+    size = os.path.getsize(stream)
+    ck = subprocess.run([strata, "check", dam], capture_output=True, text=True, timeout=60)
+    check("channel0_0" in ck.stdout + ck.stderr and str(off) in ck.stdout + ck.stderr,
+          "strata check names the zeroed header (channel0_0 at %d)" % off)
+    run([strata, "create", "d", "-o", dam], env)
+    run([strata, "start", "d"], env)
+    check(os.path.getsize(stream) == size, "a session created on the directory cuts nothing from the damaged file "
+          "(%d of %d bytes)" % (os.path.getsize(stream), size))
+    st = run([strata, "status", "d"], env)
+    want = ("  loss:     nothing discarded; 1 stream file(s) damaged, counted up to the damage only (first: "
+            "ust/pid/fixture-4242-20260101-000000/channel0_0 at offset %d; `strata check` names it)" % off)
+    check(want in st.stdout, "strata status says the damage and where it is: %s" %
+          [ln for ln in st.stdout.splitlines() if "loss:" in ln])
+    run([strata, "destroy", "d"], env)
+    v = subprocess.run([strata, "view", dam], capture_output=True, text=True, timeout=60, env=dict(env, TZ="UTC"))
+    check("00:00:03.000000000" in v.stdout, "the packet after the damage still reads (strata view: %s)" %
+          v.stdout.strip().splitlines()[-1:])
 
     # record, on the running daemon and on its own.
     private_env = dict(base, STRATA_CONSUMERD_SOCKET=os.path.join(work, "nobody.sock"))
