@@ -183,27 +183,23 @@ struct Span {
 // the timeline's candidates.  `dropped`: some were not kept.
 class Longest {
 public:
-	// True when it kept one more.
+	// True when it kept one more.  Inlined up to the common answer of a
+	// full heap: no longer than the shortest kept.
 	bool add(const Span &s, size_t cap)
 	{
-		if (heap_.size() < cap) {
-			heap_.push_back(s);
-			std::push_heap(heap_.begin(), heap_.end(), longer);
-			return true;
-		}
+		if (heap_.size() < cap)
+			return push(s);
 		dropped = true;
 		if (cap == 0 || len(s) <= len(heap_.front()))
 			return false;
-		std::pop_heap(heap_.begin(), heap_.end(), longer);
-		heap_.back() = s;
-		std::push_heap(heap_.begin(), heap_.end(), longer);
+		replace(s);
 		return false;
 	}
 	// Keeps the `cap` longest; how many it keeps.
 	size_t shrink(size_t cap)
 	{
 		while (heap_.size() > cap) {
-			std::pop_heap(heap_.begin(), heap_.end(), longer);
+			std::pop_heap(heap_.begin(), heap_.end(), Longer());
 			heap_.pop_back();
 			dropped = true;
 		}
@@ -215,7 +211,21 @@ public:
 
 private:
 	static int64_t len(const Span &s) { return s.end - s.start; }
-	static bool longer(const Span &a, const Span &b) { return len(a) > len(b); }
+	struct Longer {
+		bool operator()(const Span &a, const Span &b) const { return len(a) > len(b); }
+	};
+	__attribute__((noinline)) bool push(const Span &s)
+	{
+		heap_.push_back(s);
+		std::push_heap(heap_.begin(), heap_.end(), Longer());
+		return true;
+	}
+	__attribute__((noinline)) void replace(const Span &s)
+	{
+		std::pop_heap(heap_.begin(), heap_.end(), Longer());
+		heap_.back() = s;
+		std::push_heap(heap_.begin(), heap_.end(), Longer());
+	}
 	std::vector<Span> heap_;
 };
 
@@ -257,7 +267,9 @@ struct Done {
 // `recent` and `block_start`, without its chunk per 12 holds allocated and
 // freed as they pass, nor its division per index (blame() indexes along
 // thousands of holds per wait).  Memory: the elements held, rounded up to
-// whole chunks, and one spare chunk.
+// whole chunks, and one spare chunk.  push_back() and back() go through
+// the next free place of the last chunk (tail_), kept beside the table:
+// a close of a hold pushes on three rings.
 template <class T> class Ring {
 public:
 	size_t size() const { return n_; }
@@ -270,14 +282,12 @@ public:
 	}
 	T &front() { return at(head_); }
 	const T &front() const { return (*this)[0]; }
-	T &back() { return at(head_ + n_ - 1); }
+	T &back() { return tail_[-1]; } // not empty: the last push is just before tail_
 	void push_back(const T &x)
 	{
-		const size_t j = head_ + n_;
-		if (c0_ + j / kChunk == chunks_.size())
-			chunks_.push_back(spare_ ? std::move(spare_)
-						 : std::unique_ptr<T[]>(new T[kChunk])); // not zeroed
-		at(j) = x;
+		if (__builtin_expect(tail_ == tail_end_, 0))
+			add_chunk();
+		*tail_++ = x;
 		n_++;
 	}
 	void pop_front()
@@ -296,6 +306,7 @@ public:
 	{
 		chunks_.clear();
 		c0_ = head_ = n_ = 0;
+		tail_ = tail_end_ = nullptr;
 	}
 
 private:
@@ -306,7 +317,18 @@ private:
 	size_t c0_ = 0;
 	std::unique_ptr<T[]> spare_;
 	size_t head_ = 0, n_ = 0; // head_: the front's place in chunks_[c0_]
+	// The next place to push, in the last chunk, and that chunk's end
+	// (equal when it is full, or when the last chunk went spare: the
+	// ring emptied at a chunk's end).
+	T *tail_ = nullptr, *tail_end_ = nullptr;
 	T &at(size_t j) { return chunks_[c0_ + j / kChunk][j % kChunk]; }
+	__attribute__((noinline)) void add_chunk()
+	{
+		chunks_.push_back(spare_ ? std::move(spare_)
+					 : std::unique_ptr<T[]>(new T[kChunk])); // not zeroed
+		tail_ = chunks_.back().get();
+		tail_end_ = tail_ + kChunk;
+	}
 };
 constexpr uint64_t kBlock = 64;
 constexpr uint64_t kSuper = kBlock * 64; // blocks of blocks (super_start)
@@ -437,7 +459,11 @@ private:
 	void timeline();
 	std::vector<std::pair<uint64_t, uint64_t>> shares_; // blame()'s, kept for its buffer
 	std::unordered_map<uint64_t, size_t> share_index_;  // into shares_, past 16 callers
-	void keep(Longest &l, const Span &s);
+	void keep(Longest &l, const Span &s)
+	{
+		if (l.add(s, tl_cap_) && ++tl_kept_ > kTimelineBudget)
+			shrink_timelines();
+	}
 	void shrink_timelines();
 
 	Report &rep_;
@@ -717,12 +743,6 @@ void Model::evict(Work &w)
 		recent_total_--;
 	}
 	w.evict_at = w.recent.size() + kEvictBatch;
-}
-
-void Model::keep(Longest &l, const Span &s)
-{
-	if (l.add(s, tl_cap_) && ++tl_kept_ > kTimelineBudget)
-		shrink_timelines();
 }
 
 void Model::shrink_timelines()
