@@ -350,22 +350,30 @@ struct Work {
 	size_t open_n = 0;                         // holds in `open`, over its threads
 	// open[tid] of the last threads, most recent first (their events
 	// interleave; std::map's nodes do not move, and none is erased).
+	// With each, the thread's unlock count (Model::unlocks_of(), null
+	// until the model asks for it).
 	struct RecentOpen {
 		int64_t tid = 0;
 		std::vector<Hold> *v = nullptr;
+		uint64_t *unlocks = nullptr;
 	} recent_open[4];
-	std::vector<Hold> &open_of(int64_t tid)
+	std::vector<Hold> &open_of(int64_t tid) { return *open_entry(tid).v; }
+	RecentOpen &open_entry(int64_t tid)
 	{
-		if (recent_open[0].v && recent_open[0].tid == tid)
-			return *recent_open[0].v;
+		if (__builtin_expect(recent_open[0].v && recent_open[0].tid == tid, 1))
+			return recent_open[0];
+		return open_miss(tid);
+	}
+	__attribute__((noinline)) RecentOpen &open_miss(int64_t tid)
+	{
 		size_t i = 1;
 		while (i < 4 && !(recent_open[i].v && recent_open[i].tid == tid))
 			i++;
-		const RecentOpen hit = i < 4 ? recent_open[i] : RecentOpen{tid, &open[tid]};
+		const RecentOpen hit = i < 4 ? recent_open[i] : RecentOpen{tid, &open[tid], nullptr};
 		std::move_backward(recent_open, recent_open + (i < 4 ? i : 3),
 				   recent_open + (i < 4 ? i + 1 : 4));
 		recent_open[0] = hit;
-		return *hit.v;
+		return recent_open[0];
 	}
 	// Per thread: the numbers (base + index in `recent`) of holds ended by
 	// a handoff, whose unlock (or cond wait) event has not come yet; LIFO
@@ -442,15 +450,33 @@ public:
 	void finish(const Symbolizer &sym);
 
 private:
-	Work &work_of(uint32_t proc, uint64_t addr, Op op);
+	// The lock's state: the cache's answer inline, else work_miss().
+	Work &work_of(uint32_t proc, uint64_t addr, Op op)
+	{
+		const RecentWork &r = recent_work_[cache_place(proc, addr)];
+		if (__builtin_expect(r.w && r.key.proc == proc && r.key.addr == addr, 1))
+			return *r.w;
+		return work_miss(proc, addr, op);
+	}
+	Work &work_miss(uint32_t proc, uint64_t addr, Op op);
 	uint64_t close_hold(Work &w, int64_t tid, const Hold &h, int64_t at);
 	void count_hold(Work &w, const Span &h);
 	void handoff(Work &w, int64_t tid, bool exclusive, int64_t at);
 	bool end_hold(Work &w, const ThreadKey &tk, int64_t at);
 	static int64_t nonfinal_from(const Work &w);
 	void blame(Work &w, const Span &wt);
-	void settle(Work &w);
-	void evict(Work &w);
+	void settle(Work &w)
+	{
+		if (!w.unblamed.empty())
+			settle_waits(w);
+	}
+	void settle_waits(Work &w);
+	void evict(Work &w)
+	{
+		if (w.recent.size() >= w.evict_at)
+			evict_holds(w);
+	}
+	void evict_holds(Work &w);
 	void on_acquire(const Event &e);
 	void on_cond_wait(const Event &e);
 	void on_counts(const Event &e);
@@ -499,11 +525,11 @@ private:
 	std::map<uint32_t, bool> counts_done_; // per process with counts: its final flush seen since
 };
 
-Work &Model::work_of(uint32_t proc, uint64_t addr, Op op)
+// A lock's first use sets its kind: the first look-up misses the cache.
+Work &Model::work_miss(uint32_t proc, uint64_t addr, Op op)
 {
 	RecentWork &r = recent_work_[cache_place(proc, addr)];
-	if (!r.w || r.key.proc != proc || r.key.addr != addr)
-		r = RecentWork{{proc, addr}, &locks_[LockKey{proc, addr}]};
+	r = RecentWork{{proc, addr}, &locks_[LockKey{proc, addr}]};
 	Work &w = *r.w;
 	if (w.st.kind.empty()) {
 		w.st.proc = proc;
@@ -702,10 +728,8 @@ void Model::blame(Work &w, const Span &wt)
 // Blames the waits whose overlapping holds are all final (kSettleNs);
 // past kUnblamedCap waiting, the oldest now (a read hold that never ends
 // would keep them all).
-void Model::settle(Work &w)
+void Model::settle_waits(Work &w)
 {
-	if (w.unblamed.empty())
-		return;
 	const int64_t settle = std::max(kSettleNs, w.hold_longest);
 	int64_t from = std::numeric_limits<int64_t>::min();
 	if (w.unblamed.front().end + settle <= now_)
@@ -718,10 +742,8 @@ void Model::settle(Work &w)
 	}
 }
 
-void Model::evict(Work &w)
+void Model::evict_holds(Work &w)
 {
-	if (w.recent.size() < w.evict_at)
-		return;
 	settle(w);
 	int64_t horizon = std::max<int64_t>(kHorizonMinNs, 2 * static_cast<int64_t>(w.st.wait_max));
 	int64_t limit = std::min(now_ - horizon, nonfinal_from(w));
@@ -891,7 +913,8 @@ void Model::on_counts(const Event &e)
 void Model::held(const Event &acq, int64_t unlock_ts)
 {
 	Work &w = work_of(acq.proc, acq.lock, acq.op);
-	std::vector<Hold> &mine = w.open_of(acq.tid);
+	Work::RecentOpen &ro = w.open_entry(acq.tid);
+	std::vector<Hold> &mine = *ro.v;
 	bool blames = false;
 	if (!w.unblamed.empty()) {
 		const int64_t end = w.unblamed.front().end;
@@ -919,7 +942,9 @@ void Model::held(const Event &acq, int64_t unlock_ts)
 	rep_.first_ts = std::min(rep_.first_ts, unlock_ts);
 	rep_.last_ts = std::max(rep_.last_ts, unlock_ts);
 	now_ = rep_.last_ts;
-	unlocks_of(acq.proc, acq.tid)++;
+	if (__builtin_expect(!ro.unlocks, 0))
+		ro.unlocks = &unlocks_of(acq.proc, acq.tid);
+	(*ro.unlocks)++;
 	close_hold(w, acq.tid, Hold{acq.ts, acq.caller, true}, unlock_ts);
 	settle(w);
 	evict(w);
