@@ -330,7 +330,7 @@ private:
 		tail_end_ = tail_ + kChunk;
 	}
 };
-constexpr uint64_t kBlock = 64;
+constexpr uint64_t kBlock = 16;
 constexpr uint64_t kSuper = kBlock * 64; // blocks of blocks (super_start)
 
 struct Work {
@@ -390,8 +390,29 @@ struct Work {
 	// long hold makes lag_longest long, and every later wait would step
 	// through that many blocks closed after it).
 	Ring<int64_t> super_start;
+	// The blocks whose earliest start is below every later block's (their
+	// numbers and starts both increasing): the last block with a hold
+	// that started before a time t is the last of them below t, which
+	// bounds blame()'s scan (lag_longest is one hold's, often far longer
+	// than those closed after a wait that started before its end: a
+	// mutex has one such hold at a time).
+	struct BlockLow {
+		uint64_t block;
+		int64_t start;
+	};
+	std::deque<BlockLow> lows;
+	void low(uint64_t block, int64_t start) // block is the last one; start its new earliest
+	{
+		if (!lows.empty() && lows.back().block == block)
+			lows.pop_back();
+		while (!lows.empty() && lows.back().start >= start)
+			lows.pop_back();
+		lows.push_back({block, start});
+	}
 	size_t evict_at = kEvictBatch;
-	std::deque<Span> unblamed;         // contended waits, by end
+	std::deque<Span> unblamed; // contended waits, by end
+	// Before this time (now_) settle_waits() blames none of them (arm()).
+	int64_t settle_at = std::numeric_limits<int64_t>::max();
 	int64_t hold_longest = 0;          // of the holds closed so far
 	int64_t lag_longest = 0;           // of closed_at - start, over the holds closed so far
 	std::map<uint64_t, Site> blockers; // by caller of the blocking holds
@@ -467,9 +488,10 @@ private:
 	void blame(Work &w, const Span &wt);
 	void settle(Work &w)
 	{
-		if (!w.unblamed.empty())
+		if (now_ >= w.settle_at)
 			settle_waits(w);
 	}
+	static void arm(Work &w);
 	void settle_waits(Work &w);
 	void evict(Work &w)
 	{
@@ -549,10 +571,13 @@ uint64_t Model::close_hold(Work &w, int64_t tid, const Hold &h, int64_t at)
 	w.hold_longest = std::max(w.hold_longest, end - h.ts);
 	w.lag_longest = std::max(w.lag_longest, now_ - h.ts);
 	const uint64_t n = w.base + w.recent.size() - 1;
-	if (n % kBlock == 0 || w.block_start.empty())
+	if (n % kBlock == 0 || w.block_start.empty()) {
 		w.block_start.push_back(h.ts);
-	else
-		w.block_start.back() = std::min(w.block_start.back(), h.ts);
+		w.low(n / kBlock, h.ts);
+	} else if (h.ts < w.block_start.back()) {
+		w.block_start.back() = h.ts;
+		w.low(n / kBlock, h.ts);
+	}
 	if (n % kSuper == 0 || w.super_start.empty())
 		w.super_start.push_back(h.ts);
 	else
@@ -673,28 +698,46 @@ void Model::blame(Work &w, const Span &wt)
 			len = half;
 		}
 	}
-	for (size_t i = upto; i-- > 0;) {
-		const uint64_t n = w.base + i;
+	// No hold after the last block that holds one started before the
+	// wait's end can overlap it.
+	{
+		size_t lo = 0, hi = w.lows.size(); // lows[lo, hi): starts below wt.end before lo
+		while (lo < hi) {
+			const size_t mid = lo + (hi - lo) / 2;
+			if (w.lows[mid].start < wt.end)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		const uint64_t bound = lo ? (w.lows[lo - 1].block + 1) * kBlock : 0;
+		upto = std::min<size_t>(upto, bound > w.base ? static_cast<size_t>(bound - w.base) : 0);
+	}
+	// Back from `upto`, a block (or 64 of them) at a time: one that
+	// started at or after the wait's end is skipped whole (those closed
+	// before it started would end the scan: the next one looked at ends
+	// it then); the others' holds are looked at one by one.
+	for (size_t i = upto; i > 0;) {
+		const uint64_t n = w.base + i - 1;
 		if (w.super_start[n / kSuper - w.base / kSuper] >= wt.end) { // as below, 64 blocks
 			const uint64_t first = n / kSuper * kSuper;
 			i = first > w.base ? static_cast<size_t>(first - w.base) : 0;
 			continue;
 		}
+		const uint64_t first = n / kBlock * kBlock;
+		const size_t from = first > w.base ? static_cast<size_t>(first - w.base) : 0;
 		if (w.block_start[n / kBlock - w.base / kBlock] >= wt.end) {
-			// The block's holds started at or after the wait's end
-			// (those closed before it started would end the scan:
-			// the next one looked at ends it then).
-			const uint64_t first = n / kBlock * kBlock;
-			i = first > w.base ? static_cast<size_t>(first - w.base) : 0;
+			i = from;
 			continue;
 		}
-		const Done &d = w.recent[i];
-		if (d.closed_at < wt.start)
-			break;
-		if (d.s.tid == wt.tid || d.s.start >= wt.end)
-			continue;
-		int64_t lo = std::max(d.s.start, wt.start), hi = std::min(d.s.end, wt.end);
-		if (hi > lo) {
+		for (; i > from; i--) {
+			const Done &d = w.recent[i - 1];
+			if (d.closed_at < wt.start)
+				goto scanned;
+			if (d.s.tid == wt.tid || d.s.start >= wt.end)
+				continue;
+			const int64_t lo = std::max(d.s.start, wt.start), hi = std::min(d.s.end, wt.end);
+			if (hi <= lo)
+				continue;
 			if (last_share >= share_of.size() || share_of[last_share].first != d.s.caller) {
 				if (share_of.size() < 16) { // a look along the table
 					last_share = 0;
@@ -714,6 +757,7 @@ void Model::blame(Work &w, const Span &wt)
 			share_of[last_share].second += static_cast<uint64_t>(hi - lo);
 		}
 	}
+scanned:
 	if (w.base > 0 && !w.recent.empty() && w.recent.front().closed_at >= wt.start)
 		rep_.blockers_partial = true; // holds it overlapped may be gone
 	for (auto &kv : share_of) {
@@ -723,6 +767,22 @@ void Model::blame(Work &w, const Span &wt)
 		b.wait_total += kv.second;
 		b.wait_max = std::max(b.wait_max, kv.second);
 	}
+}
+
+// When settle_waits() may blame a wait next: at once past kUnblamedCap
+// or for a wait ending at the clock's lowest value, else not before the
+// first one's end and the settling time (the settling time can only grow
+// meanwhile, with hold_longest: then it is called early and arms again).
+void Model::arm(Work &w)
+{
+	int64_t at = std::numeric_limits<int64_t>::max();
+	if (!w.unblamed.empty()) {
+		const int64_t end = w.unblamed.front().end;
+		if (w.unblamed.size() > kUnblamedCap || end == std::numeric_limits<int64_t>::min() ||
+		    __builtin_add_overflow(end, std::max(kSettleNs, w.hold_longest), &at))
+			at = std::numeric_limits<int64_t>::min();
+	}
+	w.settle_at = at;
 }
 
 // Blames the waits whose overlapping holds are all final (kSettleNs);
@@ -740,6 +800,7 @@ void Model::settle_waits(Work &w)
 		blame(w, w.unblamed.front());
 		w.unblamed.pop_front();
 	}
+	arm(w);
 }
 
 void Model::evict_holds(Work &w)
@@ -758,8 +819,11 @@ void Model::evict_holds(Work &w)
 			rep_.blockers_partial = true;
 		count_hold(w, w.recent.front().s);
 		w.recent.pop_front();
-		if (++w.base % kBlock == 0)
+		if (++w.base % kBlock == 0) {
 			w.block_start.pop_front();
+			while (!w.lows.empty() && w.lows.front().block < w.base / kBlock)
+				w.lows.pop_front();
+		}
 		if (w.base % kSuper == 0)
 			w.super_start.pop_front();
 		recent_total_--;
@@ -800,6 +864,8 @@ void Model::on_acquire(const Event &e)
 		s.contended++;
 		const Span wt{e.ts - static_cast<int64_t>(e.wait_ns), e.ts, e.tid, e.caller};
 		w.unblamed.push_back(wt);
+		if (w.unblamed.size() == 1 || w.unblamed.size() > kUnblamedCap)
+			arm(w);
 		keep(w.tl_waits, wt);
 	}
 	if (e.wait_ns > s.wait_max || (s.stack.empty() && !e.stack.empty())) { // else nothing changes
@@ -1074,12 +1140,14 @@ void Model::finish(const Symbolizer &sym)
 		for (const Span &wt : w.unblamed)
 			blame(w, wt);
 		w.unblamed.clear();
+		arm(w);
 		for (size_t i = 0; i < w.recent.size(); i++)
 			count_hold(w, w.recent[i].s);
 		w.base += w.recent.size();
 		w.recent.clear();
 		w.block_start.clear();
 		w.super_start.clear();
+		w.lows.clear();
 		// Over the waits (contended acquisitions), not over every
 		// acquisition: most acquisitions of a busy lock do not wait, and
 		// their zeros would hide the waits (p99 0 ns).
