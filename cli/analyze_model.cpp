@@ -336,15 +336,19 @@ constexpr uint64_t kSuper = kBlock * 64; // blocks of blocks (super_start)
 struct Work {
 	LockStats st;
 	std::map<uint64_t, Site> sites;
-	uint64_t last_caller = 0;
-	Site *last_site = nullptr; // sites[last_caller] (std::map's nodes do not move)
+	// sites[caller] of the last callers, by cache_place() (std::map's
+	// nodes do not move): a lock taken in turns at a few sites (malloc
+	// and free) missed a cache of the last one at every other event.
+	struct RecentSite {
+		uint64_t caller = 0;
+		Site *site = nullptr;
+	} recent_sites[4];
 	Site &site_of(uint64_t caller)
 	{
-		if (!last_site || caller != last_caller) {
-			last_site = &sites[caller];
-			last_caller = caller;
-		}
-		return *last_site;
+		RecentSite &r = recent_sites[cache_place(caller, 0) >> 4];
+		if (__builtin_expect(!r.site || r.caller != caller, 0))
+			r = RecentSite{caller, &sites[caller]};
+		return *r.site;
 	}
 	std::map<int64_t, std::vector<Hold>> open; // per thread, LIFO
 	size_t open_n = 0;                         // holds in `open`, over its threads
@@ -400,14 +404,26 @@ struct Work {
 		uint64_t block;
 		int64_t start;
 	};
-	std::deque<BlockLow> lows;
+	// lows[lows_from, end): those of blocks still in `recent` (the
+	// others dropped once they are half of the vector).
+	std::vector<BlockLow> lows;
+	size_t lows_from = 0;
 	void low(uint64_t block, int64_t start) // block is the last one; start its new earliest
 	{
-		if (!lows.empty() && lows.back().block == block)
+		if (lows.size() > lows_from && lows.back().block == block)
 			lows.pop_back();
-		while (!lows.empty() && lows.back().start >= start)
+		while (lows.size() > lows_from && lows.back().start >= start)
 			lows.pop_back();
 		lows.push_back({block, start});
+	}
+	void drop_lows(uint64_t below) // the blocks before `below` left
+	{
+		while (lows_from < lows.size() && lows[lows_from].block < below)
+			lows_from++;
+		if (lows_from >= 64 && 2 * lows_from >= lows.size()) {
+			lows.erase(lows.begin(), lows.begin() + static_cast<ptrdiff_t>(lows_from));
+			lows_from = 0;
+		}
 	}
 	size_t evict_at = kEvictBatch;
 	std::deque<Span> unblamed; // contended waits, by end
@@ -480,7 +496,8 @@ private:
 		return work_miss(proc, addr, op);
 	}
 	Work &work_miss(uint32_t proc, uint64_t addr, Op op);
-	uint64_t close_hold(Work &w, int64_t tid, const Hold &h, int64_t at);
+	inline __attribute__((always_inline)) uint64_t close_hold(Work &w, int64_t tid, const Hold &h,
+								  int64_t at);
 	void count_hold(Work &w, const Span &h);
 	void handoff(Work &w, int64_t tid, bool exclusive, int64_t at);
 	bool end_hold(Work &w, const ThreadKey &tk, int64_t at);
@@ -563,7 +580,7 @@ Work &Model::work_miss(uint32_t proc, uint64_t addr, Op op)
 
 // Holds are counted once their end is final (a handoff's end may still
 // move earlier, see end_hold): when they leave `recent`.
-uint64_t Model::close_hold(Work &w, int64_t tid, const Hold &h, int64_t at)
+inline uint64_t Model::close_hold(Work &w, int64_t tid, const Hold &h, int64_t at)
 {
 	const int64_t end = std::max(at, h.ts);
 	w.recent.push_back({{h.ts, end, tid, h.caller}, now_});
@@ -701,7 +718,7 @@ void Model::blame(Work &w, const Span &wt)
 	// No hold after the last block that holds one started before the
 	// wait's end can overlap it.
 	{
-		size_t lo = 0, hi = w.lows.size(); // lows[lo, hi): starts below wt.end before lo
+		size_t lo = w.lows_from, hi = w.lows.size(); // starts below wt.end before lo
 		while (lo < hi) {
 			const size_t mid = lo + (hi - lo) / 2;
 			if (w.lows[mid].start < wt.end)
@@ -709,7 +726,7 @@ void Model::blame(Work &w, const Span &wt)
 			else
 				hi = mid;
 		}
-		const uint64_t bound = lo ? (w.lows[lo - 1].block + 1) * kBlock : 0;
+		const uint64_t bound = lo > w.lows_from ? (w.lows[lo - 1].block + 1) * kBlock : 0;
 		upto = std::min<size_t>(upto, bound > w.base ? static_cast<size_t>(bound - w.base) : 0);
 	}
 	// Back from `upto`, a block (or 64 of them) at a time: one that
@@ -821,8 +838,7 @@ void Model::evict_holds(Work &w)
 		w.recent.pop_front();
 		if (++w.base % kBlock == 0) {
 			w.block_start.pop_front();
-			while (!w.lows.empty() && w.lows.front().block < w.base / kBlock)
-				w.lows.pop_front();
+			w.drop_lows(w.base / kBlock);
 		}
 		if (w.base % kSuper == 0)
 			w.super_start.pop_front();
@@ -1148,6 +1164,7 @@ void Model::finish(const Symbolizer &sym)
 		w.block_start.clear();
 		w.super_start.clear();
 		w.lows.clear();
+		w.lows_from = 0;
 		// Over the waits (contended acquisitions), not over every
 		// acquisition: most acquisitions of a busy lock do not wait, and
 		// their zeros would hide the waits (p99 0 ns).
