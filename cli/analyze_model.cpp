@@ -336,19 +336,25 @@ constexpr uint64_t kSuper = kBlock * 64; // blocks of blocks (super_start)
 struct Work {
 	LockStats st;
 	std::map<uint64_t, Site> sites;
-	// sites[caller] of the last callers, by cache_place() (std::map's
-	// nodes do not move): a lock taken in turns at a few sites (malloc
-	// and free) missed a cache of the last one at every other event.
+	// sites[caller] of recent callers (std::map's nodes do not move): a
+	// lock taken in turns at a few sites (malloc and free) missed a cache
+	// of the last one at every other event.  Two places per cache_place()
+	// pair (two callers of a lock often fall in one): a new caller goes
+	// first, the first one's moves second.
 	struct RecentSite {
 		uint64_t caller = 0;
 		Site *site = nullptr;
-	} recent_sites[4];
+	} recent_sites[16];
 	Site &site_of(uint64_t caller)
 	{
-		RecentSite &r = recent_sites[cache_place(caller, 0) >> 4];
-		if (__builtin_expect(!r.site || r.caller != caller, 0))
-			r = RecentSite{caller, &sites[caller]};
-		return *r.site;
+		RecentSite *r = &recent_sites[(cache_place(caller, 0) >> 2) & ~size_t(1)];
+		if (__builtin_expect(r[0].site && r[0].caller == caller, 1))
+			return *r[0].site;
+		if (r[1].site && r[1].caller == caller)
+			return *r[1].site;
+		r[1] = r[0];
+		r[0] = RecentSite{caller, &sites[caller]};
+		return *r[0].site;
 	}
 	std::map<int64_t, std::vector<Hold>> open; // per thread, LIFO
 	size_t open_n = 0;                         // holds in `open`, over its threads
