@@ -290,6 +290,15 @@ public:
 		*tail_++ = x;
 		n_++;
 	}
+	void pop_back() // a last chunk left empty goes spare
+	{
+		n_--;
+		if (--tail_ == chunks_.back().get() && chunks_.size() - c0_ > 1) {
+			spare_ = std::move(chunks_.back());
+			chunks_.pop_back();
+			tail_ = tail_end_ = chunks_.back().get() + kChunk;
+		}
+	}
 	void pop_front()
 	{
 		n_--;
@@ -330,7 +339,7 @@ private:
 		tail_end_ = tail_ + kChunk;
 	}
 };
-constexpr uint64_t kBlock = 16;
+constexpr uint64_t kBlock = 32;
 constexpr uint64_t kSuper = kBlock * 64; // blocks of blocks (super_start)
 
 struct Work {
@@ -410,26 +419,19 @@ struct Work {
 		uint64_t block;
 		int64_t start;
 	};
-	// lows[lows_from, end): those of blocks still in `recent` (the
-	// others dropped once they are half of the vector).
-	std::vector<BlockLow> lows;
-	size_t lows_from = 0;
+	Ring<BlockLow> lows;
 	void low(uint64_t block, int64_t start) // block is the last one; start its new earliest
 	{
-		if (lows.size() > lows_from && lows.back().block == block)
+		if (!lows.empty() && lows.back().block == block)
 			lows.pop_back();
-		while (lows.size() > lows_from && lows.back().start >= start)
+		while (!lows.empty() && lows.back().start >= start)
 			lows.pop_back();
 		lows.push_back({block, start});
 	}
 	void drop_lows(uint64_t below) // the blocks before `below` left
 	{
-		while (lows_from < lows.size() && lows[lows_from].block < below)
-			lows_from++;
-		if (lows_from >= 64 && 2 * lows_from >= lows.size()) {
-			lows.erase(lows.begin(), lows.begin() + static_cast<ptrdiff_t>(lows_from));
-			lows_from = 0;
-		}
+		while (!lows.empty() && lows.front().block < below)
+			lows.pop_front();
 	}
 	size_t evict_at = kEvictBatch;
 	std::deque<Span> unblamed; // contended waits, by end
@@ -724,7 +726,7 @@ void Model::blame(Work &w, const Span &wt)
 	// No hold after the last block that holds one started before the
 	// wait's end can overlap it.
 	{
-		size_t lo = w.lows_from, hi = w.lows.size(); // starts below wt.end before lo
+		size_t lo = 0, hi = w.lows.size(); // starts below wt.end before lo
 		while (lo < hi) {
 			const size_t mid = lo + (hi - lo) / 2;
 			if (w.lows[mid].start < wt.end)
@@ -732,7 +734,7 @@ void Model::blame(Work &w, const Span &wt)
 			else
 				hi = mid;
 		}
-		const uint64_t bound = lo > w.lows_from ? (w.lows[lo - 1].block + 1) * kBlock : 0;
+		const uint64_t bound = lo ? (w.lows[lo - 1].block + 1) * kBlock : 0;
 		upto = std::min<size_t>(upto, bound > w.base ? static_cast<size_t>(bound - w.base) : 0);
 	}
 	// Back from `upto`, a block (or 64 of them) at a time: one that
@@ -1170,7 +1172,6 @@ void Model::finish(const Symbolizer &sym)
 		w.block_start.clear();
 		w.super_start.clear();
 		w.lows.clear();
-		w.lows_from = 0;
 		// Over the waits (contended acquisitions), not over every
 		// acquisition: most acquisitions of a busy lock do not wait, and
 		// their zeros would hide the waits (p99 0 ns).
