@@ -385,7 +385,11 @@ struct Work {
 	}
 	__attribute__((noinline)) RecentOpen &open_miss(int64_t tid)
 	{
-		size_t i = 1;
+		if (recent_open[1].v && recent_open[1].tid == tid) { // two threads in turns
+			std::swap(recent_open[0], recent_open[1]);
+			return recent_open[0];
+		}
+		size_t i = 2;
 		while (i < 4 && !(recent_open[i].v && recent_open[i].tid == tid))
 			i++;
 		const RecentOpen hit = i < 4 ? recent_open[i] : RecentOpen{tid, &open[tid], nullptr};
