@@ -715,22 +715,21 @@ void Model::blame(Work &w, const Span &wt)
 	const int64_t past = wt.end > std::numeric_limits<int64_t>::max() - w.lag_longest
 				     ? std::numeric_limits<int64_t>::max()
 				     : wt.end + w.lag_longest;
-	// The first hold closed at or after `past` (closed_at does not
-	// decrease along `recent`).
-	size_t upto = 0;
-	for (size_t len = w.recent.size(); len > 0;) {
-		const size_t half = len / 2;
-		if (w.recent[upto + half].closed_at < past) {
-			upto += half + 1;
-			len -= half + 1;
-		} else {
-			len = half;
-		}
-	}
 	// No hold after the last block that holds one started before the
-	// wait's end can overlap it.
+	// wait's end can overlap it.  The waits blamed are recent: that
+	// block is looked for from the end, by steps that double (the
+	// places a search from the middle of `lows` and `recent` looked at
+	// were cache misses, most of a wait's cost).
+	size_t upto = 0;
 	{
-		size_t lo = 0, hi = w.lows.size(); // starts below wt.end before lo
+		size_t lo = 0, hi = w.lows.size(); // starts below wt.end before lo, none from hi
+		for (size_t step = 1; step <= hi; step *= 2) {
+			if (w.lows[hi - step].start < wt.end) {
+				lo = hi - step + 1;
+				break;
+			}
+			hi -= step;
+		}
 		while (lo < hi) {
 			const size_t mid = lo + (hi - lo) / 2;
 			if (w.lows[mid].start < wt.end)
@@ -739,7 +738,23 @@ void Model::blame(Work &w, const Span &wt)
 				hi = mid;
 		}
 		const uint64_t bound = lo ? (w.lows[lo - 1].block + 1) * kBlock : 0;
-		upto = std::min<size_t>(upto, bound > w.base ? static_cast<size_t>(bound - w.base) : 0);
+		upto = std::min<size_t>(w.recent.size(),
+					bound > w.base ? static_cast<size_t>(bound - w.base) : 0);
+	}
+	// Nor can one closed at or after `past` (closed_at does not decrease
+	// along `recent`): the first of them, if before upto.
+	if (upto > 0 && w.recent[upto - 1].closed_at >= past) {
+		size_t first = 0;
+		for (size_t len = upto; len > 0;) {
+			const size_t half = len / 2;
+			if (w.recent[first + half].closed_at < past) {
+				first += half + 1;
+				len -= half + 1;
+			} else {
+				len = half;
+			}
+		}
+		upto = first;
 	}
 	// Back from `upto`, a block (or 64 of them) at a time: one that
 	// started at or after the wait's end is skipped whole (those closed
