@@ -183,27 +183,23 @@ struct Span {
 // the timeline's candidates.  `dropped`: some were not kept.
 class Longest {
 public:
-	// True when it kept one more.
+	// True when it kept one more.  Inlined up to the common answer of a
+	// full heap: no longer than the shortest kept.
 	bool add(const Span &s, size_t cap)
 	{
-		if (heap_.size() < cap) {
-			heap_.push_back(s);
-			std::push_heap(heap_.begin(), heap_.end(), longer);
-			return true;
-		}
+		if (heap_.size() < cap)
+			return push(s);
 		dropped = true;
 		if (cap == 0 || len(s) <= len(heap_.front()))
 			return false;
-		std::pop_heap(heap_.begin(), heap_.end(), longer);
-		heap_.back() = s;
-		std::push_heap(heap_.begin(), heap_.end(), longer);
+		replace(s);
 		return false;
 	}
 	// Keeps the `cap` longest; how many it keeps.
 	size_t shrink(size_t cap)
 	{
 		while (heap_.size() > cap) {
-			std::pop_heap(heap_.begin(), heap_.end(), longer);
+			std::pop_heap(heap_.begin(), heap_.end(), Longer());
 			heap_.pop_back();
 			dropped = true;
 		}
@@ -215,7 +211,21 @@ public:
 
 private:
 	static int64_t len(const Span &s) { return s.end - s.start; }
-	static bool longer(const Span &a, const Span &b) { return len(a) > len(b); }
+	struct Longer {
+		bool operator()(const Span &a, const Span &b) const { return len(a) > len(b); }
+	};
+	__attribute__((noinline)) bool push(const Span &s)
+	{
+		heap_.push_back(s);
+		std::push_heap(heap_.begin(), heap_.end(), Longer());
+		return true;
+	}
+	__attribute__((noinline)) void replace(const Span &s)
+	{
+		std::pop_heap(heap_.begin(), heap_.end(), Longer());
+		heap_.back() = s;
+		std::push_heap(heap_.begin(), heap_.end(), Longer());
+	}
 	std::vector<Span> heap_;
 };
 
@@ -257,7 +267,9 @@ struct Done {
 // `recent` and `block_start`, without its chunk per 12 holds allocated and
 // freed as they pass, nor its division per index (blame() indexes along
 // thousands of holds per wait).  Memory: the elements held, rounded up to
-// whole chunks, and one spare chunk.
+// whole chunks, and one spare chunk.  push_back() and back() go through
+// the next free place of the last chunk (tail_), kept beside the table:
+// a close of a hold pushes on three rings.
 template <class T> class Ring {
 public:
 	size_t size() const { return n_; }
@@ -270,15 +282,22 @@ public:
 	}
 	T &front() { return at(head_); }
 	const T &front() const { return (*this)[0]; }
-	T &back() { return at(head_ + n_ - 1); }
+	T &back() { return tail_[-1]; } // not empty: the last push is just before tail_
 	void push_back(const T &x)
 	{
-		const size_t j = head_ + n_;
-		if (c0_ + j / kChunk == chunks_.size())
-			chunks_.push_back(spare_ ? std::move(spare_)
-						 : std::unique_ptr<T[]>(new T[kChunk])); // not zeroed
-		at(j) = x;
+		if (__builtin_expect(tail_ == tail_end_, 0))
+			add_chunk();
+		*tail_++ = x;
 		n_++;
+	}
+	void pop_back() // a last chunk left empty goes spare
+	{
+		n_--;
+		if (--tail_ == chunks_.back().get() && chunks_.size() - c0_ > 1) {
+			spare_ = std::move(chunks_.back());
+			chunks_.pop_back();
+			tail_ = tail_end_ = chunks_.back().get() + kChunk;
+		}
 	}
 	void pop_front()
 	{
@@ -296,6 +315,7 @@ public:
 	{
 		chunks_.clear();
 		c0_ = head_ = n_ = 0;
+		tail_ = tail_end_ = nullptr;
 	}
 
 private:
@@ -306,44 +326,77 @@ private:
 	size_t c0_ = 0;
 	std::unique_ptr<T[]> spare_;
 	size_t head_ = 0, n_ = 0; // head_: the front's place in chunks_[c0_]
+	// The next place to push, in the last chunk, and that chunk's end
+	// (equal when it is full, or when the last chunk went spare: the
+	// ring emptied at a chunk's end).
+	T *tail_ = nullptr, *tail_end_ = nullptr;
 	T &at(size_t j) { return chunks_[c0_ + j / kChunk][j % kChunk]; }
+	__attribute__((noinline)) void add_chunk()
+	{
+		chunks_.push_back(spare_ ? std::move(spare_)
+					 : std::unique_ptr<T[]>(new T[kChunk])); // not zeroed
+		tail_ = chunks_.back().get();
+		tail_end_ = tail_ + kChunk;
+	}
 };
-constexpr uint64_t kBlock = 64;
+constexpr uint64_t kBlock = 32;
 constexpr uint64_t kSuper = kBlock * 64; // blocks of blocks (super_start)
 
 struct Work {
 	LockStats st;
 	std::map<uint64_t, Site> sites;
-	uint64_t last_caller = 0;
-	Site *last_site = nullptr; // sites[last_caller] (std::map's nodes do not move)
+	// sites[caller] of recent callers (std::map's nodes do not move): a
+	// lock taken in turns at a few sites (malloc and free) missed a cache
+	// of the last one at every other event.  Two places per cache_place()
+	// pair (two callers of a lock often fall in one): a new caller goes
+	// first, the first one's moves second.
+	struct RecentSite {
+		uint64_t caller = 0;
+		Site *site = nullptr;
+	} recent_sites[16];
 	Site &site_of(uint64_t caller)
 	{
-		if (!last_site || caller != last_caller) {
-			last_site = &sites[caller];
-			last_caller = caller;
-		}
-		return *last_site;
+		RecentSite *r = &recent_sites[(cache_place(caller, 0) >> 2) & ~size_t(1)];
+		if (__builtin_expect(r[0].site && r[0].caller == caller, 1))
+			return *r[0].site;
+		if (r[1].site && r[1].caller == caller)
+			return *r[1].site;
+		r[1] = r[0];
+		r[0] = RecentSite{caller, &sites[caller]};
+		return *r[0].site;
 	}
 	std::map<int64_t, std::vector<Hold>> open; // per thread, LIFO
 	size_t open_n = 0;                         // holds in `open`, over its threads
 	// open[tid] of the last threads, most recent first (their events
 	// interleave; std::map's nodes do not move, and none is erased).
+	// With each, the thread's unlock count (Model::unlocks_of(), null
+	// until the model asks for it).
 	struct RecentOpen {
 		int64_t tid = 0;
 		std::vector<Hold> *v = nullptr;
+		uint64_t *unlocks = nullptr;
 	} recent_open[4];
-	std::vector<Hold> &open_of(int64_t tid)
+	std::vector<Hold> &open_of(int64_t tid) { return *open_entry(tid).v; }
+	RecentOpen &open_entry(int64_t tid)
 	{
-		if (recent_open[0].v && recent_open[0].tid == tid)
-			return *recent_open[0].v;
-		size_t i = 1;
+		if (__builtin_expect(recent_open[0].v && recent_open[0].tid == tid, 1))
+			return recent_open[0];
+		return open_miss(tid);
+	}
+	__attribute__((noinline)) RecentOpen &open_miss(int64_t tid)
+	{
+		if (recent_open[1].v && recent_open[1].tid == tid) { // two threads in turns
+			std::swap(recent_open[0], recent_open[1]);
+			return recent_open[0];
+		}
+		size_t i = 2;
 		while (i < 4 && !(recent_open[i].v && recent_open[i].tid == tid))
 			i++;
-		const RecentOpen hit = i < 4 ? recent_open[i] : RecentOpen{tid, &open[tid]};
+		const RecentOpen hit = i < 4 ? recent_open[i] : RecentOpen{tid, &open[tid], nullptr};
 		std::move_backward(recent_open, recent_open + (i < 4 ? i : 3),
 				   recent_open + (i < 4 ? i + 1 : 4));
 		recent_open[0] = hit;
-		return *hit.v;
+		return recent_open[0];
 	}
 	// Per thread: the numbers (base + index in `recent`) of holds ended by
 	// a handoff, whose unlock (or cond wait) event has not come yet; LIFO
@@ -360,8 +413,34 @@ struct Work {
 	// long hold makes lag_longest long, and every later wait would step
 	// through that many blocks closed after it).
 	Ring<int64_t> super_start;
+	// The blocks whose earliest start is below every later block's (their
+	// numbers and starts both increasing): the last block with a hold
+	// that started before a time t is the last of them below t, which
+	// bounds blame()'s scan (lag_longest is one hold's, often far longer
+	// than those closed after a wait that started before its end: a
+	// mutex has one such hold at a time).
+	struct BlockLow {
+		uint64_t block;
+		int64_t start;
+	};
+	Ring<BlockLow> lows;
+	void low(uint64_t block, int64_t start) // block is the last one; start its new earliest
+	{
+		if (!lows.empty() && lows.back().block == block)
+			lows.pop_back();
+		while (!lows.empty() && lows.back().start >= start)
+			lows.pop_back();
+		lows.push_back({block, start});
+	}
+	void drop_lows(uint64_t below) // the blocks before `below` left
+	{
+		while (!lows.empty() && lows.front().block < below)
+			lows.pop_front();
+	}
 	size_t evict_at = kEvictBatch;
-	std::deque<Span> unblamed;         // contended waits, by end
+	std::deque<Span> unblamed; // contended waits, by end
+	// Before this time (now_) settle_waits() blames none of them (arm()).
+	int64_t settle_at = std::numeric_limits<int64_t>::max();
 	int64_t hold_longest = 0;          // of the holds closed so far
 	int64_t lag_longest = 0;           // of closed_at - start, over the holds closed so far
 	std::map<uint64_t, Site> blockers; // by caller of the blocking holds
@@ -420,15 +499,35 @@ public:
 	void finish(const Symbolizer &sym);
 
 private:
-	Work &work_of(uint32_t proc, uint64_t addr, Op op);
-	uint64_t close_hold(Work &w, int64_t tid, const Hold &h, int64_t at);
+	// The lock's state: the cache's answer inline, else work_miss().
+	Work &work_of(uint32_t proc, uint64_t addr, Op op)
+	{
+		const RecentWork &r = recent_work_[cache_place(proc, addr)];
+		if (__builtin_expect(r.w && r.key.proc == proc && r.key.addr == addr, 1))
+			return *r.w;
+		return work_miss(proc, addr, op);
+	}
+	Work &work_miss(uint32_t proc, uint64_t addr, Op op);
+	inline __attribute__((always_inline)) uint64_t close_hold(Work &w, int64_t tid, const Hold &h,
+								  int64_t at);
 	void count_hold(Work &w, const Span &h);
 	void handoff(Work &w, int64_t tid, bool exclusive, int64_t at);
 	bool end_hold(Work &w, const ThreadKey &tk, int64_t at);
 	static int64_t nonfinal_from(const Work &w);
 	void blame(Work &w, const Span &wt);
-	void settle(Work &w);
-	void evict(Work &w);
+	void settle(Work &w)
+	{
+		if (now_ >= w.settle_at)
+			settle_waits(w);
+	}
+	static void arm(Work &w);
+	void settle_waits(Work &w);
+	void evict(Work &w)
+	{
+		if (w.recent.size() >= w.evict_at)
+			evict_holds(w);
+	}
+	void evict_holds(Work &w);
 	void on_acquire(const Event &e);
 	void on_cond_wait(const Event &e);
 	void on_counts(const Event &e);
@@ -437,7 +536,11 @@ private:
 	void timeline();
 	std::vector<std::pair<uint64_t, uint64_t>> shares_; // blame()'s, kept for its buffer
 	std::unordered_map<uint64_t, size_t> share_index_;  // into shares_, past 16 callers
-	void keep(Longest &l, const Span &s);
+	void keep(Longest &l, const Span &s)
+	{
+		if (l.add(s, tl_cap_) && ++tl_kept_ > kTimelineBudget)
+			shrink_timelines();
+	}
 	void shrink_timelines();
 
 	Report &rep_;
@@ -473,11 +576,11 @@ private:
 	std::map<uint32_t, bool> counts_done_; // per process with counts: its final flush seen since
 };
 
-Work &Model::work_of(uint32_t proc, uint64_t addr, Op op)
+// A lock's first use sets its kind: the first look-up misses the cache.
+Work &Model::work_miss(uint32_t proc, uint64_t addr, Op op)
 {
 	RecentWork &r = recent_work_[cache_place(proc, addr)];
-	if (!r.w || r.key.proc != proc || r.key.addr != addr)
-		r = RecentWork{{proc, addr}, &locks_[LockKey{proc, addr}]};
+	r = RecentWork{{proc, addr}, &locks_[LockKey{proc, addr}]};
 	Work &w = *r.w;
 	if (w.st.kind.empty()) {
 		w.st.proc = proc;
@@ -489,7 +592,7 @@ Work &Model::work_of(uint32_t proc, uint64_t addr, Op op)
 
 // Holds are counted once their end is final (a handoff's end may still
 // move earlier, see end_hold): when they leave `recent`.
-uint64_t Model::close_hold(Work &w, int64_t tid, const Hold &h, int64_t at)
+inline uint64_t Model::close_hold(Work &w, int64_t tid, const Hold &h, int64_t at)
 {
 	const int64_t end = std::max(at, h.ts);
 	w.recent.push_back({{h.ts, end, tid, h.caller}, now_});
@@ -497,10 +600,13 @@ uint64_t Model::close_hold(Work &w, int64_t tid, const Hold &h, int64_t at)
 	w.hold_longest = std::max(w.hold_longest, end - h.ts);
 	w.lag_longest = std::max(w.lag_longest, now_ - h.ts);
 	const uint64_t n = w.base + w.recent.size() - 1;
-	if (n % kBlock == 0 || w.block_start.empty())
+	if (n % kBlock == 0 || w.block_start.empty()) {
 		w.block_start.push_back(h.ts);
-	else
-		w.block_start.back() = std::min(w.block_start.back(), h.ts);
+		w.low(n / kBlock, h.ts);
+	} else if (h.ts < w.block_start.back()) {
+		w.block_start.back() = h.ts;
+		w.low(n / kBlock, h.ts);
+	}
 	if (n % kSuper == 0 || w.super_start.empty())
 		w.super_start.push_back(h.ts);
 	else
@@ -609,40 +715,73 @@ void Model::blame(Work &w, const Span &wt)
 	const int64_t past = wt.end > std::numeric_limits<int64_t>::max() - w.lag_longest
 				     ? std::numeric_limits<int64_t>::max()
 				     : wt.end + w.lag_longest;
-	// The first hold closed at or after `past` (closed_at does not
-	// decrease along `recent`).
+	// No hold after the last block that holds one started before the
+	// wait's end can overlap it.  The waits blamed are recent: that
+	// block is looked for from the end, by steps that double (the
+	// places a search from the middle of `lows` and `recent` looked at
+	// were cache misses, most of a wait's cost).
 	size_t upto = 0;
-	for (size_t len = w.recent.size(); len > 0;) {
-		const size_t half = len / 2;
-		if (w.recent[upto + half].closed_at < past) {
-			upto += half + 1;
-			len -= half + 1;
-		} else {
-			len = half;
+	{
+		size_t lo = 0, hi = w.lows.size(); // starts below wt.end before lo, none from hi
+		for (size_t step = 1; step <= hi; step *= 2) {
+			if (w.lows[hi - step].start < wt.end) {
+				lo = hi - step + 1;
+				break;
+			}
+			hi -= step;
 		}
+		while (lo < hi) {
+			const size_t mid = lo + (hi - lo) / 2;
+			if (w.lows[mid].start < wt.end)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		const uint64_t bound = lo ? (w.lows[lo - 1].block + 1) * kBlock : 0;
+		upto = std::min<size_t>(w.recent.size(),
+					bound > w.base ? static_cast<size_t>(bound - w.base) : 0);
 	}
-	for (size_t i = upto; i-- > 0;) {
-		const uint64_t n = w.base + i;
+	// Nor can one closed at or after `past` (closed_at does not decrease
+	// along `recent`): the first of them, if before upto.
+	if (upto > 0 && w.recent[upto - 1].closed_at >= past) {
+		size_t first = 0;
+		for (size_t len = upto; len > 0;) {
+			const size_t half = len / 2;
+			if (w.recent[first + half].closed_at < past) {
+				first += half + 1;
+				len -= half + 1;
+			} else {
+				len = half;
+			}
+		}
+		upto = first;
+	}
+	// Back from `upto`, a block (or 64 of them) at a time: one that
+	// started at or after the wait's end is skipped whole (those closed
+	// before it started would end the scan: the next one looked at ends
+	// it then); the others' holds are looked at one by one.
+	for (size_t i = upto; i > 0;) {
+		const uint64_t n = w.base + i - 1;
 		if (w.super_start[n / kSuper - w.base / kSuper] >= wt.end) { // as below, 64 blocks
 			const uint64_t first = n / kSuper * kSuper;
 			i = first > w.base ? static_cast<size_t>(first - w.base) : 0;
 			continue;
 		}
+		const uint64_t first = n / kBlock * kBlock;
+		const size_t from = first > w.base ? static_cast<size_t>(first - w.base) : 0;
 		if (w.block_start[n / kBlock - w.base / kBlock] >= wt.end) {
-			// The block's holds started at or after the wait's end
-			// (those closed before it started would end the scan:
-			// the next one looked at ends it then).
-			const uint64_t first = n / kBlock * kBlock;
-			i = first > w.base ? static_cast<size_t>(first - w.base) : 0;
+			i = from;
 			continue;
 		}
-		const Done &d = w.recent[i];
-		if (d.closed_at < wt.start)
-			break;
-		if (d.s.tid == wt.tid || d.s.start >= wt.end)
-			continue;
-		int64_t lo = std::max(d.s.start, wt.start), hi = std::min(d.s.end, wt.end);
-		if (hi > lo) {
+		for (; i > from; i--) {
+			const Done &d = w.recent[i - 1];
+			if (d.closed_at < wt.start)
+				goto scanned;
+			if (d.s.tid == wt.tid || d.s.start >= wt.end)
+				continue;
+			const int64_t lo = std::max(d.s.start, wt.start), hi = std::min(d.s.end, wt.end);
+			if (hi <= lo)
+				continue;
 			if (last_share >= share_of.size() || share_of[last_share].first != d.s.caller) {
 				if (share_of.size() < 16) { // a look along the table
 					last_share = 0;
@@ -662,6 +801,7 @@ void Model::blame(Work &w, const Span &wt)
 			share_of[last_share].second += static_cast<uint64_t>(hi - lo);
 		}
 	}
+scanned:
 	if (w.base > 0 && !w.recent.empty() && w.recent.front().closed_at >= wt.start)
 		rep_.blockers_partial = true; // holds it overlapped may be gone
 	for (auto &kv : share_of) {
@@ -673,13 +813,27 @@ void Model::blame(Work &w, const Span &wt)
 	}
 }
 
+// When settle_waits() may blame a wait next: at once past kUnblamedCap
+// or for a wait ending at the clock's lowest value, else not before the
+// first one's end and the settling time (the settling time can only grow
+// meanwhile, with hold_longest: then it is called early and arms again).
+void Model::arm(Work &w)
+{
+	int64_t at = std::numeric_limits<int64_t>::max();
+	if (!w.unblamed.empty()) {
+		const int64_t end = w.unblamed.front().end;
+		if (w.unblamed.size() > kUnblamedCap || end == std::numeric_limits<int64_t>::min() ||
+		    __builtin_add_overflow(end, std::max(kSettleNs, w.hold_longest), &at))
+			at = std::numeric_limits<int64_t>::min();
+	}
+	w.settle_at = at;
+}
+
 // Blames the waits whose overlapping holds are all final (kSettleNs);
 // past kUnblamedCap waiting, the oldest now (a read hold that never ends
 // would keep them all).
-void Model::settle(Work &w)
+void Model::settle_waits(Work &w)
 {
-	if (w.unblamed.empty())
-		return;
 	const int64_t settle = std::max(kSettleNs, w.hold_longest);
 	int64_t from = std::numeric_limits<int64_t>::min();
 	if (w.unblamed.front().end + settle <= now_)
@@ -690,12 +844,11 @@ void Model::settle(Work &w)
 		blame(w, w.unblamed.front());
 		w.unblamed.pop_front();
 	}
+	arm(w);
 }
 
-void Model::evict(Work &w)
+void Model::evict_holds(Work &w)
 {
-	if (w.recent.size() < w.evict_at)
-		return;
 	settle(w);
 	int64_t horizon = std::max<int64_t>(kHorizonMinNs, 2 * static_cast<int64_t>(w.st.wait_max));
 	int64_t limit = std::min(now_ - horizon, nonfinal_from(w));
@@ -710,19 +863,15 @@ void Model::evict(Work &w)
 			rep_.blockers_partial = true;
 		count_hold(w, w.recent.front().s);
 		w.recent.pop_front();
-		if (++w.base % kBlock == 0)
+		if (++w.base % kBlock == 0) {
 			w.block_start.pop_front();
+			w.drop_lows(w.base / kBlock);
+		}
 		if (w.base % kSuper == 0)
 			w.super_start.pop_front();
 		recent_total_--;
 	}
 	w.evict_at = w.recent.size() + kEvictBatch;
-}
-
-void Model::keep(Longest &l, const Span &s)
-{
-	if (l.add(s, tl_cap_) && ++tl_kept_ > kTimelineBudget)
-		shrink_timelines();
 }
 
 void Model::shrink_timelines()
@@ -758,6 +907,8 @@ void Model::on_acquire(const Event &e)
 		s.contended++;
 		const Span wt{e.ts - static_cast<int64_t>(e.wait_ns), e.ts, e.tid, e.caller};
 		w.unblamed.push_back(wt);
+		if (w.unblamed.size() == 1 || w.unblamed.size() > kUnblamedCap)
+			arm(w);
 		keep(w.tl_waits, wt);
 	}
 	if (e.wait_ns > s.wait_max || (s.stack.empty() && !e.stack.empty())) { // else nothing changes
@@ -871,7 +1022,8 @@ void Model::on_counts(const Event &e)
 void Model::held(const Event &acq, int64_t unlock_ts)
 {
 	Work &w = work_of(acq.proc, acq.lock, acq.op);
-	std::vector<Hold> &mine = w.open_of(acq.tid);
+	Work::RecentOpen &ro = w.open_entry(acq.tid);
+	std::vector<Hold> &mine = *ro.v;
 	bool blames = false;
 	if (!w.unblamed.empty()) {
 		const int64_t end = w.unblamed.front().end;
@@ -899,7 +1051,9 @@ void Model::held(const Event &acq, int64_t unlock_ts)
 	rep_.first_ts = std::min(rep_.first_ts, unlock_ts);
 	rep_.last_ts = std::max(rep_.last_ts, unlock_ts);
 	now_ = rep_.last_ts;
-	unlocks_of(acq.proc, acq.tid)++;
+	if (__builtin_expect(!ro.unlocks, 0))
+		ro.unlocks = &unlocks_of(acq.proc, acq.tid);
+	(*ro.unlocks)++;
 	close_hold(w, acq.tid, Hold{acq.ts, acq.caller, true}, unlock_ts);
 	settle(w);
 	evict(w);
@@ -1029,12 +1183,14 @@ void Model::finish(const Symbolizer &sym)
 		for (const Span &wt : w.unblamed)
 			blame(w, wt);
 		w.unblamed.clear();
+		arm(w);
 		for (size_t i = 0; i < w.recent.size(); i++)
 			count_hold(w, w.recent[i].s);
 		w.base += w.recent.size();
 		w.recent.clear();
 		w.block_start.clear();
 		w.super_start.clear();
+		w.lows.clear();
 		// Over the waits (contended acquisitions), not over every
 		// acquisition: most acquisitions of a busy lock do not wait, and
 		// their zeros would hide the waits (p99 0 ns).

@@ -39,6 +39,9 @@ struct Sink {
 	EventSink *on = nullptr; // streaming: each event, none kept
 	Progress *progress = nullptr;
 	uint64_t delivered = 0;
+	// A streamed compact hold's acquisition (held_streamed()): the fields
+	// it sets, the others as a new Event's (no one changes them).
+	Event held_ev;
 	std::map<const void *, uint32_t> procs; // by trace_key()
 	bool several_machines = false;          // the sub-traces' env.hostname differ
 	// Compact records: site id -> caller per process; kept events whose
@@ -70,11 +73,19 @@ struct Sink {
 	}
 };
 
-template <class E> uint32_t proc_of(Sink *s, const E &ev)
+template <class E> uint32_t proc_miss(Sink *s, const E &ev);
+
+// The process of the event's sub-trace: the last one's inline.
+template <class E> inline __attribute__((always_inline)) uint32_t proc_of(Sink *s, const E &ev)
+{
+	if (__builtin_expect(ev.trace_key() == s->last_trace, 1))
+		return s->last_proc;
+	return proc_miss(s, ev);
+}
+
+template <class E> __attribute__((noinline)) uint32_t proc_miss(Sink *s, const E &ev)
 {
 	const void *tr = ev.trace_key();
-	if (tr == s->last_trace)
-		return s->last_proc;
 	auto it = s->procs.find(tr);
 	if (it != s->procs.end()) {
 		s->last_trace = tr;
@@ -114,12 +125,20 @@ inline __attribute__((always_inline)) bool site_caller(Sink *s, uint32_t proc, u
 	return true;
 }
 
+// Progress::update() draws at most every 65536 events: the calls between
+// are left out (two per hold, a tenth of the reader's own steps).
+inline void progressed(Sink *s, int64_t ts)
+{
+	if ((++s->delivered & 0xffff) == 0)
+		s->progress->update(s->delivered, ts);
+}
+
 void deliver(Sink *s, Event &&e, const uint64_t *site)
 {
 	if (site && !site_caller(s, e.proc, *site, &e) && !s->on)
 		s->by_site.emplace_back(s->in->events.size(), *site);
 	if (s->progress)
-		s->progress->update(++s->delivered, e.ts);
+		progressed(s, e.ts);
 	if (s->on)
 		s->on->event(e);
 	else
@@ -151,8 +170,8 @@ template <class E> void on_compact(Sink *s, ClassOf &c, const E &ev, Event &&bas
 	if (held && s->on) { // streamed: both events in one call
 		site_caller(s, base.proc, site, &base);
 		if (s->progress) {
-			s->progress->update(++s->delivered, base.ts);
-			s->progress->update(++s->delivered, now);
+			progressed(s, base.ts);
+			progressed(s, now);
 		}
 		s->on->held(base, now);
 		return;
@@ -164,6 +183,41 @@ template <class E> void on_compact(Sink *s, ClassOf &c, const E &ev, Event &&bas
 	Event un = EventSink::unlock_of(base, now);
 	deliver(s, std::move(base), &site);
 	deliver(s, std::move(un), &site);
+}
+
+// A compact hold record, streamed (nearly every record of a trace of the
+// preload): on_compact()'s steps without an Event made and dropped each
+// time.
+template <class E> inline __attribute__((always_inline)) void held_streamed(Sink *s, ClassOf &c, const E &ev)
+{
+	if (__builtin_expect(!c.resolved, 0)) {
+		c.f_back = c.get(ev, "hold_ns");
+		c.f_site = c.get(ev, "site");
+		c.f_lock = c.get(ev, "lock");
+		c.resolved = true;
+	}
+	Event &b = s->held_ev;
+	const int64_t now = ev.ns();
+	b.proc = proc_of(s, ev);
+	int64_t tid = 0;
+	b.tid = ev.tid(&tid) ? tid : 0;
+	b.op = c.op;
+	const uint64_t back = ev.u64(c.f_back);
+	const uint64_t site = ev.u64(c.f_site);
+	b.lock = ev.u64(c.f_lock);
+	b.ts = now - static_cast<int64_t>(back);
+	b.caller = 0;
+	s->reorder = true;
+	site_caller(s, b.proc, site, &b);
+	if (s->progress) {
+		if (__builtin_expect(((s->delivered + 2) & 0xffff) < 2, 0)) {
+			progressed(s, b.ts);
+			progressed(s, now);
+		} else {
+			s->delivered += 2; // neither is a multiple of 65536
+		}
+	}
+	s->on->held(b, now);
 }
 
 // Counting mode (docs/pthread.md): mutex_counts is `count` uncontended
@@ -220,6 +274,10 @@ template <class E> bool Sink::event(const E &ev)
 		last_of = &cit->second;
 	}
 	ClassOf &c = *last_of;
+	if (__builtin_expect(c.what == ClassOf::Held && on != nullptr, 1)) {
+		held_streamed(s, c, ev);
+		return true;
+	}
 	if (c.what == ClassOf::Other) {
 		in->other_events++;
 		return true;

@@ -811,17 +811,16 @@ void TraceReader::start()
 // Most calls: the cursor that gave the previous event has another record
 // of its packet, still the earliest of all (a run of one stream's
 // events).  advance_ is set only once the pass started and the index's
-// damage was given, and heap_[0] is the cursor it names.
+// damage was given, and heap_[0] is the cursor it names; rival_ the first
+// of the others (the earlier of heap_[1] and heap_[2], which do not move
+// while heap_[0] stays first), or null.
 bool TraceReader::next(TraceMsg *out)
 {
 	Cursor *c = advance_;
 	if (__builtin_expect(c && c->pending.empty() && has_record(*c), 1)) {
 		take_record(*c);
-		const size_t n = heap_.size();
-		auto before = [c](const Cursor *o) {
-			return o->key < c->key || (o->key == c->key && o->order < c->order);
-		};
-		const bool first = n < 2 || !(before(heap_[1]) || (n > 2 && before(heap_[2])));
+		const Cursor *o = rival_;
+		const bool first = !o || !(o->key < c->key || (o->key == c->key && o->order < c->order));
 		if (__builtin_expect(first && c->ev.cls, 1)) {
 			stats_.events++;
 			*out = TraceMsg();
@@ -876,6 +875,12 @@ bool TraceReader::next_slow(TraceMsg *out)
 			return false;
 		Cursor &c = *heap_[0];
 		advance_ = &c;
+		const size_t n = heap_.size();
+		rival_ = n < 2 ? nullptr
+			 : n < 3 || heap_[1]->key < heap_[2]->key ||
+					 (heap_[1]->key == heap_[2]->key && heap_[1]->order < heap_[2]->order)
+				 ? heap_[1]
+				 : heap_[2];
 		if (c.pi < c.pending.size()) {
 			TraceMsg &p = c.pending[c.pi++];
 			if (p.kind == TraceMsgKind::Damage)

@@ -372,6 +372,7 @@ private:
 	size_t index_damage_next_ = 0, index_damage_end_ = 0;
 	bool started_ = false;
 	Cursor *advance_ = nullptr;
+	const Cursor *rival_ = nullptr; // next(): the first cursor after advance_
 	void heap_down(size_t i);
 	bool next_slow(TraceMsg *out);
 	std::vector<TraceDamage> damages_;
