@@ -373,6 +373,7 @@ private:
 	int64_t last_ts_ = 0;
 	bool have_ts_ = false;
 	Args args_;
+	std::string label_; // the string of an argument made here (args_ views it)
 
 	template <class E> TraceInfo &trace_of(const E &ev) { return trace_info(ev.trace()); }
 	TraceInfo &trace_info(const rd::TraceIdent &id)
@@ -605,7 +606,8 @@ private:
 					Arg a;
 					a.kind = Arg::Str;
 					a.name = "holder";
-					a.s = tid_label(it->second);
+					label_ = tid_label(it->second);
+					a.s = label_;
 					args_.push_back(std::move(a));
 					monitor_owned(tr, mon, it->second, ts);
 				}
@@ -693,13 +695,15 @@ private:
 			Arg a;
 			a.kind = Arg::Str;
 			a.name = "to";
-			a.s = tid_label(tid);
+			label_ = tid_label(tid);
+			a.s = label_;
 			args_.push_back(a);
 			const uint64_t from = thread_track(o.tid, &tr);
 			sink_.complete(ts, ts, from, "monitor released " + mon, args_, 0, flow);
 			args_.clear();
 			a.name = "from";
-			a.s = tid_label(o.tid);
+			label_ = tid_label(o.tid);
+			a.s = label_;
 			args_.push_back(a);
 			const uint64_t to = thread_track(tid, &tr);
 			sink_.complete(ts, ts, to, "monitor acquired " + mon, args_, flow, 0);
@@ -780,10 +784,10 @@ private:
 				break;
 			case rd::Field::Str:
 				a.kind = Arg::Str;
-				a.s.assign(f.s.data(), f.s.size());
+				a.s = f.s;
 				break;
 			}
-			args_.push_back(std::move(a));
+			args_.push_back(a);
 		});
 	}
 
@@ -941,8 +945,9 @@ private:
 				Arg to;
 				to.kind = Arg::Str;
 				to.name = "to";
-				to.s = tid_label(tid);
-				args_.push_back(std::move(to));
+				label_ = tid_label(tid);
+				to.s = label_;
+				args_.push_back(to);
 				sink_.complete(ls.release_ts, ls.release_ts,
 					       thread_track(ls.released_by, &tr),
 					       std::string("release ") + (name + 5), args_, 0, flow);

@@ -293,7 +293,7 @@ private:
 			return false;
 		size_t names[kMaxArgs];
 		for (size_t k = 0; k < args.size(); k++) {
-			names[k] = std::strlen(args[k].name);
+			names[k] = args[k].name.size();
 			if (names[k] > kMaxArgName ||
 			    (args[k].kind == Arg::Str && args[k].s.size() > kMaxArgStr))
 				return false;
@@ -351,7 +351,7 @@ private:
 		char *const da_len = p++;
 		*p++ = static_cast<char>(kDaName << 3 | pb::kLen);
 		*p++ = static_cast<char>(name_len);
-		std::memcpy(p, a.name, name_len);
+		std::memcpy(p, a.name.data(), name_len);
 		p += name_len;
 		switch (a.kind) {
 		case Arg::Int:
@@ -436,7 +436,7 @@ private:
 	{
 		for (const Arg &a : args) {
 			const size_t da = w_.begin(kTeDebugAnnotations);
-			w_.str(kDaName, a.name, std::strlen(a.name));
+			w_.str(kDaName, a.name.data(), a.name.size());
 			switch (a.kind) {
 			case Arg::Int:
 				w_.i64(kDaInt, a.i);

@@ -82,7 +82,7 @@ struct Loss {
 // A top-level payload field, for commands that list them all.
 struct Field {
 	enum Kind : uint8_t { Int, Uint, Real, Str } kind = Int;
-	const char *name = "";
+	std::string_view name = "";
 	int64_t i = 0;
 	uint64_t u = 0;
 	double d = 0;
@@ -240,7 +240,7 @@ public:
 	{
 		e_.for_each_field([&](const FieldValue &v) {
 			Field f;
-			f.name = v.info->name.c_str();
+			f.name = v.info->name;
 			switch (v.info->type) {
 			case STRATA_FT_INTEGER:
 			case STRATA_FT_ENUM:
@@ -262,7 +262,7 @@ public:
 				break;
 			case STRATA_FT_SEQUENCE: // its length is a member of its own in CTF
 				f.kind = Field::Uint;
-				f.name = ctx_.length_name(*v.info).c_str();
+				f.name = ctx_.length_name(*v.info);
 				f.u = v.count;
 				break;
 			default:
