@@ -284,27 +284,61 @@ private:
 	// pb::Writer's four): the same fields as open_packet() and the Writer
 	// give them, in a third of the time.  False (nothing written) when
 	// the event does not fit that shape.
-	bool plain_event(uint32_t mach, uint64_t type, int64_t ts, uint64_t track, const std::string *name,
-			 const Args &args, uint64_t flow_in, uint64_t flow_out)
+	static constexpr size_t kMaxName = 64, kMaxArgs = 8, kMaxArgName = 32, kMaxArgStr = 64;
+	// The bytes of such a packet from its sequence id to the TrackEvent's
+	// name (its sequence, machine, type, track and name), the same for
+	// every event of a (track, type, name): made once, then copied whole.
+	struct Head {
+		uint64_t track = 0, type = 0;
+		uint32_t mach = 0;
+		bool named = false, made = false;
+		uint8_t len = 0, te_len = 0; // its size; where the TrackEvent's length goes
+		uint8_t name_len = 0;
+		char name[kMaxName];
+		char bytes[128]; // copied whole: 16 + 15 + 3 + kMaxName < 128
+	};
+	static constexpr size_t kHeads = 64; // by the top 6 bits of the track's hash, plus the type
+	Head heads_[kHeads];
+	// A time's varint: the bytes above its low 28 bits (its last ones),
+	// the same for successive times (2^28 ns: 0.27 s), as the previous
+	// time's (ts_hi_: those bits, 0 when unknown).
+	uint64_t ts_hi_ = 0;
+	char ts_tail_[8] = {};
+	size_t ts_tail_len_ = 0;
+	char *ts_varint(char *p, uint64_t v)
 	{
-		constexpr size_t kMaxName = 64, kMaxArgs = 8, kMaxArgName = 32, kMaxArgStr = 64;
-		if (!started_[mach] || ts < 0 || type >= 0x80 || (name && name->size() > kMaxName) ||
-		    args.size() > kMaxArgs)
-			return false;
-		size_t names[kMaxArgs];
-		for (size_t k = 0; k < args.size(); k++) {
-			names[k] = args[k].name.size();
-			if (names[k] > kMaxArgName ||
-			    (args[k].kind == Arg::Str && args[k].s.size() > kMaxArgStr))
-				return false;
+		const uint64_t hi = v >> 28;
+		if (__builtin_expect(hi != ts_hi_ || hi == 0, 0)) {
+			if (hi == 0) // 4 bytes or fewer
+				return varint(p, v);
+			char b[16];
+			ts_tail_len_ = static_cast<size_t>(varint(b, v) - b) - 4;
+			std::memcpy(ts_tail_, b + 4, 8);
+			ts_hi_ = hi;
 		}
-		char *const p0 = w_.buf.room(64 + kMaxName + kMaxArgs * (16 + kMaxArgName + kMaxArgStr));
-		char *p = p0;
-		*p++ = static_cast<char>(kTracePacket << 3 | pb::kLen);
-		char *const pkt_len = p;
-		p += 2;
-		*p++ = static_cast<char>(kPktTimestamp << 3 | pb::kVarint);
-		p = varint(p, static_cast<uint64_t>(ts));
+		const uint32_t lo =
+			static_cast<uint32_t>((v & 0x7f) | (v << 1 & 0x7f00) | (v << 2 & 0x7f0000) |
+					      (v << 3 & 0x7f000000) | 0x80808080u);
+		std::memcpy(p, &lo, 4);
+		std::memcpy(p + 4, ts_tail_, 8);
+		return p + 4 + ts_tail_len_;
+	}
+	const Head &head(uint32_t mach, uint64_t type, uint64_t track, const std::string *name)
+	{
+		Head &h =
+			heads_[(((track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 58) + type) & (kHeads - 1)];
+		if (h.made && h.track == track && h.type == type && h.mach == mach &&
+		    h.named == (name != nullptr) &&
+		    (!name || (h.name_len == name->size() && same_short(h.name, *name))))
+			return h;
+		h.track = track;
+		h.type = type;
+		h.mach = mach;
+		h.named = name != nullptr;
+		h.name_len = static_cast<uint8_t>(name ? name->size() : 0);
+		if (name)
+			std::memcpy(h.name, name->data(), name->size());
+		char *p = h.bytes;
 		*p++ = static_cast<char>(kPktSeqId << 3 | pb::kVarint);
 		p = varint(p, kSequence + mach);
 		if (mach) {
@@ -312,7 +346,7 @@ private:
 			p = varint(p, mach);
 		}
 		*p++ = static_cast<char>(kPktTrackEvent << 3 | pb::kLen);
-		char *const te_len = p;
+		h.te_len = static_cast<uint8_t>(p - h.bytes);
 		p += 2;
 		*p++ = static_cast<char>(kTeType << 3 | pb::kVarint);
 		*p++ = static_cast<char>(type);
@@ -324,8 +358,64 @@ private:
 			std::memcpy(p, name->data(), name->size());
 			p += name->size();
 		}
-		for (size_t k = 0; k < args.size(); k++)
-			p = plain_annotation(p, args[k], names[k]);
+		h.len = static_cast<uint8_t>(p - h.bytes);
+		h.made = true;
+		return h;
+	}
+	// Whether the s.size() bytes at p (at most kMaxName) are s, without a
+	// call: overlapping loads of 8 bytes (of 4, 1 for shorter ones).
+	static bool same_short(const char *p, std::string_view s)
+	{
+		const size_t n = s.size();
+		const char *q = s.data();
+		if (n >= 8) {
+			uint64_t a, b;
+			for (size_t k = 0; k + 8 <= n; k += 8) {
+				std::memcpy(&a, p + k, 8);
+				std::memcpy(&b, q + k, 8);
+				if (a != b)
+					return false;
+			}
+			std::memcpy(&a, p + n - 8, 8);
+			std::memcpy(&b, q + n - 8, 8);
+			return a == b;
+		}
+		if (n >= 4) {
+			uint32_t a, b, c, d;
+			std::memcpy(&a, p, 4);
+			std::memcpy(&b, q, 4);
+			std::memcpy(&c, p + n - 4, 4);
+			std::memcpy(&d, q + n - 4, 4);
+			return a == b && c == d;
+		}
+		for (size_t k = 0; k < n; k++)
+			if (p[k] != q[k])
+				return false;
+		return true;
+	}
+	bool plain_event(uint32_t mach, uint64_t type, int64_t ts, uint64_t track, const std::string *name,
+			 const Args &args, uint64_t flow_in, uint64_t flow_out)
+	{
+		if (!started_[mach] || ts < 0 || type >= 0x80 || (name && name->size() > kMaxName) ||
+		    args.size() > kMaxArgs)
+			return false;
+		for (const Arg &a : args)
+			if (a.name.size() > kMaxArgName || (a.kind == Arg::Str && a.s.size() > kMaxArgStr))
+				return false;
+		const Head &h = head(mach, type, track, name);
+		char *const p0 =
+			w_.buf.room(64 + sizeof h.bytes + kMaxArgs * (16 + kMaxArgName + kMaxArgStr));
+		char *p = p0;
+		*p++ = static_cast<char>(kTracePacket << 3 | pb::kLen);
+		char *const pkt_len = p;
+		p += 2;
+		*p++ = static_cast<char>(kPktTimestamp << 3 | pb::kVarint);
+		p = ts_varint(p, static_cast<uint64_t>(ts));
+		std::memcpy(p, h.bytes, sizeof h.bytes); // whole: the room's slack
+		char *const te_len = p + h.te_len;
+		p += h.len;
+		for (const Arg &a : args)
+			p = plain_annotation(p, a);
 		if (flow_out) {
 			p = varint(p, kTeFlowIds << 3 | pb::kFixed64);
 			std::memcpy(p, &flow_out, 8);
@@ -343,16 +433,17 @@ private:
 			flush();
 		return true;
 	}
-	// One short debug annotation of plain_event (its name's length
-	// name_len, checked there): the end of what it wrote.
-	static char *plain_annotation(char *p, const Arg &a, size_t name_len)
+	// One short debug annotation of plain_event (its name's and string's
+	// lengths checked there): the end of what it wrote.  Names and strings
+	// are copied at their longest (the room's slack), not by a call.
+	static char *plain_annotation(char *p, const Arg &a)
 	{
 		*p++ = static_cast<char>(kTeDebugAnnotations << 3 | pb::kLen);
 		char *const da_len = p++;
 		*p++ = static_cast<char>(kDaName << 3 | pb::kLen);
-		*p++ = static_cast<char>(name_len);
-		std::memcpy(p, a.name.data(), name_len);
-		p += name_len;
+		*p++ = static_cast<char>(a.name.size());
+		copy_short<kMaxArgName>(p, a.name);
+		p += a.name.size();
 		switch (a.kind) {
 		case Arg::Int:
 			*p++ = static_cast<char>(kDaInt << 3 | pb::kVarint);
@@ -370,12 +461,43 @@ private:
 		case Arg::Str:
 			*p++ = static_cast<char>(kDaString << 3 | pb::kLen);
 			*p++ = static_cast<char>(a.s.size());
-			std::memcpy(p, a.s.data(), a.s.size());
+			copy_short<kMaxArgStr>(p, a.s);
 			p += a.s.size();
 			break;
 		}
 		*da_len = static_cast<char>(p - da_len - 1);
 		return p;
+	}
+	// s (at most N bytes) at p, N bytes written: 16 at a time from s's
+	// first bytes, so that nothing past s is read.
+	template <size_t N> static void copy_short(char *p, std::string_view s)
+	{
+		const size_t n = s.size();
+		if (n >= 16) {
+			size_t k = 0;
+			for (; k + 16 <= n; k += 16)
+				std::memcpy(p + k, s.data() + k, 16);
+			std::memcpy(p + n - 16, s.data() + n - 16, 16);
+			return;
+		}
+		// Below 16: two overlapping loads of 8, 4 or 1..3 bytes.
+		if (n >= 8) {
+			uint64_t a, b;
+			std::memcpy(&a, s.data(), 8);
+			std::memcpy(&b, s.data() + n - 8, 8);
+			std::memcpy(p, &a, 8);
+			std::memcpy(p + n - 8, &b, 8);
+		} else if (n >= 4) {
+			uint32_t a, b;
+			std::memcpy(&a, s.data(), 4);
+			std::memcpy(&b, s.data() + n - 4, 4);
+			std::memcpy(p, &a, 4);
+			std::memcpy(p + n - 4, &b, 4);
+		} else if (n) {
+			p[0] = s[0];
+			p[n / 2] = s[n / 2];
+			p[n - 1] = s[n - 1];
+		}
 	}
 	// A length below 2^14 as a two-byte varint.
 	static void len2(char *at, size_t n)
