@@ -55,6 +55,39 @@ constexpr uint32_t kWkComm = 1, kWkPid = 2, kWkPrio = 3, kWkSuccess = 4, kWkTarg
 // machine_id sees a sequence per machine, as from a writer per machine.
 constexpr uint64_t kSequence = 1;
 
+// Whether the s.size() bytes at p are s, without a call (the names of
+// successive events mostly are): 8 bytes at a time, the last 8 (4, 1 for
+// shorter ones) overlapping.
+inline bool same_bytes(const char *p, std::string_view s)
+{
+	const size_t n = s.size();
+	const char *q = s.data();
+	if (n >= 8) {
+		uint64_t a, b;
+		for (size_t k = 0; k + 8 <= n; k += 8) {
+			std::memcpy(&a, p + k, 8);
+			std::memcpy(&b, q + k, 8);
+			if (a != b)
+				return false;
+		}
+		std::memcpy(&a, p + n - 8, 8);
+		std::memcpy(&b, q + n - 8, 8);
+		return a == b;
+	}
+	if (n >= 4) {
+		uint32_t a, b, c, d;
+		std::memcpy(&a, p, 4);
+		std::memcpy(&b, q, 4);
+		std::memcpy(&c, p + n - 4, 4);
+		std::memcpy(&d, q + n - 4, 4);
+		return a == b && c == d;
+	}
+	for (size_t k = 0; k < n; k++)
+		if (p[k] != q[k])
+			return false;
+	return true;
+}
+
 class PerfettoSink final : public Sink {
 public:
 	explicit PerfettoSink(FILE *out) : out_(out) {}
@@ -329,7 +362,7 @@ private:
 			heads_[(((track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 58) + type) & (kHeads - 1)];
 		if (h.made && h.track == track && h.type == type && h.mach == mach &&
 		    h.named == (name != nullptr) &&
-		    (!name || (h.name_len == name->size() && same_short(h.name, *name))))
+		    (!name || (h.name_len == name->size() && same_bytes(h.name, *name))))
 			return h;
 		h.track = track;
 		h.type = type;
@@ -361,37 +394,6 @@ private:
 		h.len = static_cast<uint8_t>(p - h.bytes);
 		h.made = true;
 		return h;
-	}
-	// Whether the s.size() bytes at p (at most kMaxName) are s, without a
-	// call: overlapping loads of 8 bytes (of 4, 1 for shorter ones).
-	static bool same_short(const char *p, std::string_view s)
-	{
-		const size_t n = s.size();
-		const char *q = s.data();
-		if (n >= 8) {
-			uint64_t a, b;
-			for (size_t k = 0; k + 8 <= n; k += 8) {
-				std::memcpy(&a, p + k, 8);
-				std::memcpy(&b, q + k, 8);
-				if (a != b)
-					return false;
-			}
-			std::memcpy(&a, p + n - 8, 8);
-			std::memcpy(&b, q + n - 8, 8);
-			return a == b;
-		}
-		if (n >= 4) {
-			uint32_t a, b, c, d;
-			std::memcpy(&a, p, 4);
-			std::memcpy(&b, q, 4);
-			std::memcpy(&c, p + n - 4, 4);
-			std::memcpy(&d, q + n - 4, 4);
-			return a == b && c == d;
-		}
-		for (size_t k = 0; k < n; k++)
-			if (p[k] != q[k])
-				return false;
-		return true;
 	}
 	bool plain_event(uint32_t mach, uint64_t type, int64_t ts, uint64_t track, const std::string *name,
 			 const Args &args, uint64_t flow_in, uint64_t flow_out)
@@ -623,6 +625,36 @@ struct UsDigits {
 	size_t len = 0;
 };
 
+// JsonWriter::fixed(v, 3) at p (32 bytes of room): microseconds from
+// nanoseconds.  The digits above the last three whole microseconds come
+// from `c` when they are the previous call's (successive times of a trace
+// share them), the last three and the fraction from a table: a conversion
+// of every digit was a sixth of the JSON export's time.
+inline char *us_text(char *p, int64_t v, UsDigits &c)
+{
+	if (v < 0)
+		*p++ = '-';
+	const uint64_t a = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+	const uint64_t q = a / 1000;
+	if (q < 1000) {
+		p = std::to_chars(p, p + 24, q).ptr;
+	} else {
+		const uint64_t hi = q / 1000; // at most 13 digits
+		if (hi != c.hi) {
+			c.len = static_cast<size_t>(std::to_chars(c.text, c.text + sizeof c.text, hi).ptr -
+						    c.text);
+			c.hi = hi;
+		}
+		std::memcpy(p, c.text, sizeof c.text); // 16 bytes fit in the 32
+		p += c.len;
+		std::memcpy(p, kDigits3.d[q % 1000], 3);
+		p += 3;
+	}
+	*p++ = '.';
+	std::memcpy(p, kDigits3.d[a % 1000], 3);
+	return p + 3;
+}
+
 class Line {
 public:
 	bool ok = true;
@@ -689,29 +721,8 @@ public:
 	// of every digit was a sixth of the JSON export's time.
 	Line &us(int64_t v, UsDigits &c)
 	{
-		if (!room(32))
-			return *this;
-		if (v < 0)
-			*p_++ = '-';
-		const uint64_t a = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
-		const uint64_t q = a / 1000;
-		if (q < 1000) {
-			p_ = std::to_chars(p_, p_ + 24, q).ptr;
-		} else {
-			const uint64_t hi = q / 1000; // at most 13 digits
-			if (hi != c.hi) {
-				c.len = static_cast<size_t>(
-					std::to_chars(c.text, c.text + sizeof c.text, hi).ptr - c.text);
-				c.hi = hi;
-			}
-			std::memcpy(p_, c.text, sizeof c.text); // room(32): 16 bytes fit
-			p_ += c.len;
-			std::memcpy(p_, kDigits3.d[q % 1000], 3);
-			p_ += 3;
-		}
-		*p_++ = '.';
-		std::memcpy(p_, kDigits3.d[a % 1000], 3);
-		p_ += 3;
+		if (room(32))
+			p_ = us_text(p_, v, c);
 		return *this;
 	}
 	Line &f64(double v) // JsonWriter::f64
@@ -744,8 +755,8 @@ class JsonSink final : public Sink {
 public:
 	JsonSink(FILE *out, int64_t t0) : out_(out), t0_(t0)
 	{
-		buf_.reserve(kFlushAt + 4096);
-		buf_ += "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+		static const char kTop[] = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+		text_.append(kTop, sizeof kTop - 1);
 	}
 
 	void machine(uint32_t m, uint64_t uuid, const std::string &name) override
@@ -862,12 +873,21 @@ public:
 		static const char *const kHead[] = {
 			"{\"ph\":\"i\",\"s\":\"t\",\"name\":", "{\"ph\":\"i\",\"s\":\"p\",\"name\":",
 			"{\"ph\":\"i\",\"s\":\"g\",\"name\":"};
-		Line l;
 		if (t.scope == 't' || t.scope == 'p' || t.scope == 'g') {
-			l.lit(kHead[t.scope == 't' ? 0 : t.scope == 'p' ? 1 : 2]).str(name);
-			where(l, t, ts);
-			args_line(l, args);
-			if (put(l))
+			// Its text up to the time, made once per name (an event
+			// class's instants, one after another).
+			Track::Head &h = t.heads[2];
+			if (!h.made || h.name.size() != name.size() || !same(h.name.data(), name)) {
+				Line l;
+				l.lit(kHead[t.scope == 't' ? 0 : t.scope == 'p' ? 1 : 2]).str(name);
+				l.lit(at_of(t));
+				h.name = name;
+				h.text = l.text();
+				h.ok = l.ok;
+				h.made = true;
+			}
+			last_ = ts > last_ ? ts : last_;
+			if (h.ok && put_line(h.text, ts, args))
 				return;
 		}
 		JsonWriter w = start_event("i");
@@ -919,7 +939,8 @@ public:
 			if (cr.second.open)
 				cpu_event("E", static_cast<uint32_t>(cr.first >> 32),
 					  static_cast<uint32_t>(cr.first), last_, cr.second.comm, -1, 0);
-		buf_ += "]}\n";
+		settle();
+		text_.append("]}\n", 3);
 		flush();
 		return !failed_;
 	}
@@ -940,7 +961,7 @@ private:
 			std::string name, text;
 			bool ok = false, made = false;
 		};
-		mutable Head heads[2];
+		mutable Head heads[3]; // and an instant's (2)
 	};
 	// The names of a track's open slices, innermost last: v[0, n) (the
 	// strings past n kept for their buffers).
@@ -961,8 +982,11 @@ private:
 	int64_t last_ = INT64_MIN; // the latest time written
 	UsDigits at_us_, dur_us_;  // Line::us()'s digits of times and of durations
 	// {"displayTimeUnit":"ns","traceEvents":[ then one event a line, each
-	// an object, drained into out_ at kFlushAt.
-	std::string buf_;
+	// an object, drained into out_ at kFlushAt.  The lines of the per-event
+	// path are written straight into text_; a JsonWriter writes its event
+	// into slow_, appended to text_ before anything that follows.
+	pb::Buf text_;
+	std::string slow_;
 	bool any_ = false; // an event written (the next one after a comma)
 	std::unordered_map<uint64_t, Track> tracks_;
 	std::unordered_map<uint64_t, Names> open_names_;
@@ -1014,19 +1038,25 @@ private:
 
 	// Whether the s.size() bytes at p are s (inlined: std::string's
 	// compare() is a call).
-	static bool same(const char *p, const std::string &s)
-	{
-		return s.empty() || std::memcmp(p, s.data(), s.size()) == 0;
-	}
+	static bool same(const char *p, const std::string &s) { return same_bytes(p, s); }
 	Track &track_of(uint64_t uuid) { return *recent(uuid).track; }
 	Names &names_of(uint64_t uuid) { return *recent(uuid).names; }
 	// An event's line: after the previous one's comma.
 	void next_line()
 	{
-		if (buf_.size() >= kFlushAt)
+		settle();
+		if (text_.size() >= kFlushAt)
 			flush();
-		buf_ += any_ ? ",\n" : "\n";
+		slow_ += any_ ? ",\n" : "\n";
 		any_ = true;
+	}
+	// A JsonWriter's event, once written, into text_.
+	void settle()
+	{
+		if (__builtin_expect(!slow_.empty(), 0)) {
+			text_.append(slow_.data(), slow_.size());
+			slow_.clear();
+		}
 	}
 	// The line built, closed and appended; false (nothing written) when
 	// it could not be built.
@@ -1035,9 +1065,11 @@ private:
 		l.lit("}");
 		if (!l.ok)
 			return false;
-		if (buf_.size() >= kFlushAt)
+		settle();
+		if (text_.size() >= kFlushAt)
 			flush();
-		buf_ += l.line(any_);
+		const std::string_view t = l.line(any_);
+		text_.append(t.data(), t.size());
 		any_ = true;
 		return true;
 	}
@@ -1046,7 +1078,7 @@ private:
 	JsonWriter start_event(const char *ph)
 	{
 		next_line();
-		JsonWriter w(buf_, JsonWriter::Style::kCompact);
+		JsonWriter w(slow_, JsonWriter::Style::kCompact);
 		w.begin_object().key("ph").str(ph);
 		return w;
 	}
@@ -1107,12 +1139,73 @@ private:
 			h.made = true;
 		}
 		last_ = ts > last_ ? ts : last_;
-		if (!h.ok)
-			return false;
-		Line l;
-		l.lit(h.text).us(ts - t0_, at_us_);
-		args_line(l, args);
-		return put(l);
+		return h.ok && put_line(h.text, ts, args);
+	}
+	// An event's line straight into text_: `head` (its text up to the
+	// time), the time, the arguments and the closing brace, byte for byte
+	// what Line makes of them.  False (nothing written) when an argument
+	// has anything to escape.
+	bool put_line(std::string_view head, int64_t ts, const Args &args)
+	{
+		size_t need = 2 + head.size() + 32 + 12;
+		for (const Arg &a : args)
+			need += a.name.size() + a.s.size() + 48;
+		settle();
+		if (text_.size() >= kFlushAt)
+			flush();
+		char *const p0 = text_.room(need);
+		char *p = p0;
+		*p = ',';
+		p += any_;
+		*p++ = '\n';
+		std::memcpy(p, head.data(), head.size());
+		p += head.size();
+		p = us_text(p, ts - t0_, at_us_);
+		if (!args.empty()) {
+			std::memcpy(p, ",\"args\":{", 9);
+			p += 9;
+			for (size_t k = 0; k < args.size(); k++) {
+				const Arg &a = args[k];
+				if (k)
+					*p++ = ',';
+				if (!json_plain(a.name))
+					return false;
+				*p++ = '"';
+				std::memcpy(p, a.name.data(), a.name.size());
+				p += a.name.size();
+				*p++ = '"';
+				*p++ = ':';
+				switch (a.kind) {
+				case Arg::Int:
+					p = std::to_chars(p, p + 24, a.i).ptr;
+					break;
+				case Arg::Uint:
+					p = std::to_chars(p, p + 24, a.u).ptr;
+					break;
+				case Arg::Real:
+					if (!std::isfinite(a.d)) {
+						std::memcpy(p, "null", 4);
+						p += 4;
+					} else {
+						p += std::snprintf(p, 40, "%.17g", a.d);
+					}
+					break;
+				case Arg::Str:
+					if (!json_plain(a.s))
+						return false;
+					*p++ = '"';
+					std::memcpy(p, a.s.data(), a.s.size());
+					p += a.s.size();
+					*p++ = '"';
+					break;
+				}
+			}
+			*p++ = '}';
+		}
+		*p++ = '}';
+		text_.commit(static_cast<size_t>(p - p0));
+		any_ = true;
+		return true;
 	}
 	// A flow's start ("s") or end ("f", bound to the enclosing slice).
 	void flow(const char *ph, uint64_t id, const Track &t, int64_t ts)
@@ -1241,9 +1334,10 @@ private:
 	}
 	void flush()
 	{
-		if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), out_) != buf_.size())
+		settle();
+		if (!text_.empty() && std::fwrite(text_.data(), 1, text_.size(), out_) != text_.size())
 			failed_ = true;
-		buf_.clear();
+		text_.clear();
 	}
 };
 
