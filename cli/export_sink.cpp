@@ -870,26 +870,9 @@ public:
 	void instant(int64_t ts, uint64_t track, const std::string &name, const Args &args) override
 	{
 		const Track &t = track_of(track);
-		static const char *const kHead[] = {
-			"{\"ph\":\"i\",\"s\":\"t\",\"name\":", "{\"ph\":\"i\",\"s\":\"p\",\"name\":",
-			"{\"ph\":\"i\",\"s\":\"g\",\"name\":"};
-		if (t.scope == 't' || t.scope == 'p' || t.scope == 'g') {
-			// Its text up to the time, made once per name (an event
-			// class's instants, one after another).
-			Track::Head &h = t.heads[2];
-			if (!h.made || h.name.size() != name.size() || !same(h.name.data(), name)) {
-				Line l;
-				l.lit(kHead[t.scope == 't' ? 0 : t.scope == 'p' ? 1 : 2]).str(name);
-				l.lit(at_of(t));
-				h.name = name;
-				h.text = l.text();
-				h.ok = l.ok;
-				h.made = true;
-			}
-			last_ = ts > last_ ? ts : last_;
-			if (h.ok && put_line(h.text, ts, args))
-				return;
-		}
+		if ((t.scope == 't' || t.scope == 'p' || t.scope == 'g') &&
+		    head_line(t, track, 2, name, ts, args))
+			return;
 		JsonWriter w = start_event("i");
 		w.key("s").str(std::string(1, t.scope)).key("name").str(name);
 		where(w, t, ts);
@@ -1116,21 +1099,28 @@ private:
 		}
 		return t.at;
 	}
-	// A slice's begin (end 0) or end (1) on track t as a Line, put: its
-	// text up to the time is the track's, made once per slice name (a
-	// lock's holds: one name, 2 lines each): byte for byte what Line
-	// makes of its parts.  False (nothing written) when Line cannot.
-	bool head_line(const Track &t, uint64_t track, int end, const std::string &name, int64_t ts,
+	// A slice's begin (kind 0) or end (1), or an instant (2, on a track
+	// of scope t, p or g), on track t, put: its text up to the time is the
+	// track's, made once per name (a lock's holds: one name, 2 lines each;
+	// an event class's instants): byte for byte what Line makes of its
+	// parts.  False (nothing written) when Line cannot.
+	bool head_line(const Track &t, uint64_t track, int kind, const std::string &name, int64_t ts,
 		       const Args &args)
 	{
-		Track::Head &h = t.heads[end];
+		Track::Head &h = t.heads[kind];
 		if (!h.made || h.name.size() != name.size() || !same(h.name.data(), name)) {
 			static const char *const kPh[2][2] = {
 				{"{\"ph\":\"B\",\"name\":", "{\"ph\":\"b\",\"name\":"},
 				{"{\"ph\":\"E\",\"name\":", "{\"ph\":\"e\",\"name\":"}};
+			static const char *const kInstant[] = {
+				"{\"ph\":\"i\",\"s\":\"t\",\"name\":", "{\"ph\":\"i\",\"s\":\"p\",\"name\":",
+				"{\"ph\":\"i\",\"s\":\"g\",\"name\":"};
 			Line l;
-			l.lit(kPh[end][t.async]).str(name);
-			if (t.async)
+			if (kind == 2)
+				l.lit(kInstant[t.scope == 't' ? 0 : t.scope == 'p' ? 1 : 2]).str(name);
+			else
+				l.lit(kPh[kind][t.async]).str(name);
+			if (kind != 2 && t.async)
 				async_id(l, t, track);
 			l.lit(at_of(t));
 			h.name = name;
