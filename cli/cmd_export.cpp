@@ -284,6 +284,7 @@ public:
 		last_class_info_ = nullptr;
 		for (LastLockTrack &l : last_lt_)
 			l = LastLockTrack();
+		last_thread_ = LastThread();
 	}
 
 	bool last_ts(int64_t *ts) const
@@ -425,12 +426,24 @@ private:
 		}
 		sink_.process(kProcTrack | static_cast<uint64_t>(pid), pid, shown);
 	}
+	// The thread whose track was looked up last (most events follow
+	// others of their thread), valid while no thread was renamed
+	// (names_gen_): then its track is out and its pid known.
+	struct LastThread {
+		int64_t tid = 0;
+		uint64_t gen = 0;
+		const TraceInfo *tr = nullptr;
+		bool valid = false;
+	} last_thread_;
 	uint64_t thread_track(int64_t tid, const TraceInfo *tr)
 	{
+		const uint64_t uuid = kThreadTrack | static_cast<uint32_t>(tid);
+		if (last_thread_.valid && last_thread_.tid == tid && last_thread_.tr == tr &&
+		    last_thread_.gen == names_gen_)
+			return uuid;
 		Thread &t = threads[tid];
 		if (tr && !tr->kernel && t.pid < 0)
 			t.pid = tr->pid;
-		const uint64_t uuid = kThreadTrack | static_cast<uint32_t>(tid);
 		if (!t.emitted || (t.emitted_name != t.name() && !t.name().empty())) {
 			// A thread whose process nothing says (a kernel thread, or a
 			// process not traced in user space) is its own process.
@@ -449,6 +462,7 @@ private:
 			t.emitted = true;
 			t.emitted_name = t.name();
 		}
+		last_thread_ = LastThread{tid, names_gen_, tr, true};
 		return uuid;
 	}
 	// The (thread, lock)s' tracks looked up, by key (as recent_locks_),
