@@ -516,6 +516,17 @@ private:
 			*p = static_cast<char>(v);
 			return p + 1;
 		}
+		// Short values (arguments, lengths): a byte at a time.
+		if (v < (1u << 21)) {
+			*p++ = static_cast<char>(v | 0x80);
+			if (v < (1u << 14)) {
+				*p = static_cast<char>(v >> 7);
+				return p + 1;
+			}
+			*p++ = static_cast<char>(v >> 7 | 0x80);
+			*p = static_cast<char>(v >> 14);
+			return p + 1;
+		}
 		// The low 56 bits in 8 groups of 7, one a byte, little-endian.
 		uint64_t w = (v & 0x7f) | (v << 1 & 0x7f00) | (v << 2 & 0x7f0000) | (v << 3 & 0x7f000000) |
 			     (v << 4 & 0x7f00000000) | (v << 5 & 0x7f0000000000) |
