@@ -781,7 +781,11 @@ private:
 	{
 		args_.clear();
 		pl.for_each_field([this](const rd::Field &f) {
-			Arg a;
+			// Made in place: an Arg made on the stack and copied in was
+			// read back in 16-byte loads from its 8-byte stores, which
+			// the CPU does not forward (a stall of a quarter of the
+			// export's time).
+			Arg &a = args_.emplace_back();
 			a.name = f.name;
 			switch (f.kind) {
 			case rd::Field::Int:
@@ -801,7 +805,6 @@ private:
 				a.s = f.s;
 				break;
 			}
-			args_.push_back(a);
 		});
 	}
 
