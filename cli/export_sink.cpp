@@ -516,16 +516,20 @@ private:
 			*p = static_cast<char>(v);
 			return p + 1;
 		}
-		// Short values (arguments, lengths): a byte at a time.
-		if (v < (1u << 21)) {
-			*p++ = static_cast<char>(v | 0x80);
-			if (v < (1u << 14)) {
-				*p = static_cast<char>(v >> 7);
-				return p + 1;
-			}
-			*p++ = static_cast<char>(v >> 7 | 0x80);
-			*p = static_cast<char>(v >> 14);
-			return p + 1;
+		// Short values (arguments, lengths): 2 bytes, else 4 stored at
+		// once, the last one's continuation bit cleared.
+		if (v < (1u << 14)) {
+			p[0] = static_cast<char>(v | 0x80);
+			p[1] = static_cast<char>(v >> 7);
+			return p + 2;
+		}
+		if (v < (1u << 28)) {
+			const uint32_t w =
+				static_cast<uint32_t>((v & 0x7f) | (v << 1 & 0x7f00) | (v << 2 & 0x7f0000) |
+						      (v << 3 & 0x7f000000)) |
+				(v < (1u << 21) ? 0x8080u : 0x808080u);
+			std::memcpy(p, &w, 4);
+			return p + (v < (1u << 21) ? 3 : 4);
 		}
 		// The low 56 bits in 8 groups of 7, one a byte, little-endian.
 		uint64_t w = (v & 0x7f) | (v << 1 & 0x7f00) | (v << 2 & 0x7f0000) | (v << 3 & 0x7f000000) |
