@@ -804,30 +804,38 @@ public:
 	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args,
 		   uint64_t flow_in) override
 	{
-		const Track &t = track_of(track);
+		const Recent r = recent(track);
+		const Track &t = *r.track;
 		if (flow_in)
 			flow("f", flow_in, t, ts);
-		// The name shown, kept for the end (a slot reused: no allocation).
-		Names &names = names_of(track);
-		if (names.n == names.v.size())
-			names.v.emplace_back();
-		std::string &shown = names.v[names.n++];
-		// The slot mostly holds this very name already (a lock's holds,
-		// one after another): then it is not built again.
-		const size_t tail = t.async ? t.name.size() + 1 : 0;
-		if (shown.size() != name.size() + tail || !same(shown.data(), name) ||
-		    (t.async &&
-		     (shown[name.size()] != ' ' || !same(shown.data() + name.size() + 1, t.name)))) {
-			shown.assign(name);
+		// The name shown (an async slice's followed by its track's) and
+		// the line's head, made once per name (a lock's holds, one after
+		// another); the shown name kept for the end in a slot reused (no
+		// allocation), copied only when it is another one (its gen).
+		Track::Head &h = t.heads[0];
+		if (!h.made || h.src.size() != name.size() || !same(h.src.data(), name)) {
+			std::string shown = name;
 			if (t.async) {
 				shown += ' ';
 				shown += t.name;
 			}
+			make_head(t, track, 0, shown);
+			h.src = name;
+			h.gen = ++shown_gen_;
 		}
-		if (head_line(t, track, 0, shown, ts, args))
+		Names &names = *r.names;
+		if (names.n == names.v.size())
+			names.v.emplace_back();
+		Names::Slot &slot = names.v[names.n++];
+		if (slot.gen != h.gen) {
+			slot.name = h.name;
+			slot.gen = h.gen;
+		}
+		last_ = ts > last_ ? ts : last_;
+		if (h.ok && put_line(h.text, ts, args))
 			return;
 		JsonWriter w = start_event(t.async ? "b" : "B");
-		w.key("name").str(shown);
+		w.key("name").str(slot.name);
 		if (t.async)
 			async_id(w, track);
 		where(w, t, ts);
@@ -838,10 +846,21 @@ public:
 	// is not the innermost B's.
 	void end(int64_t ts, uint64_t track, const Args &args, uint64_t flow_out) override
 	{
-		const Track &t = track_of(track);
-		Names &names = names_of(track);
-		const std::string &name = names.n ? names.v[names.n - 1] : t.name;
-		if (!head_line(t, track, 1, name, ts, args)) {
+		const Recent r = recent(track);
+		const Track &t = *r.track;
+		Names &names = *r.names;
+		const Names::Slot *top = names.n ? &names.v[names.n - 1] : nullptr;
+		const std::string &name = top ? top->name : t.name;
+		// The head made for this name: known by its gen, else compared.
+		Track::Head &h = t.heads[1];
+		const uint64_t gen = top ? top->gen : 0;
+		if (!h.made ||
+		    !((gen && h.gen == gen) || (h.name.size() == name.size() && same(h.name.data(), name)))) {
+			make_head(t, track, 1, name);
+		}
+		h.gen = gen;
+		last_ = ts > last_ ? ts : last_;
+		if (!(h.ok && put_line(h.text, ts, args))) {
 			JsonWriter w = start_event(t.async ? "e" : "E");
 			w.key("name").str(name);
 			if (t.async)
@@ -955,8 +974,12 @@ private:
 		// A B/b (0) and an E/e (1) line up to its time, for the slice
 		// name it was made for (head_line()); ok false when Line could
 		// not make it.
+		// A begin's head also keeps the name it was given (src; name is
+		// the name shown) and a number (gen) unique to its shown name,
+		// which the end's head and the open slices' names keep too.
 		struct Head {
-			std::string name, text;
+			std::string name, text, src;
+			uint64_t gen = 0;
 			bool ok = false, made = false;
 		};
 		mutable Head heads[3]; // and an instant's (2)
@@ -964,9 +987,14 @@ private:
 	// The names of a track's open slices, innermost last: v[0, n) (the
 	// strings past n kept for their buffers).
 	struct Names {
-		std::vector<std::string> v;
+		struct Slot {
+			std::string name;
+			uint64_t gen = 0; // its begin's head's (Track::Head::gen)
+		};
+		std::vector<Slot> v;
 		size_t n = 0;
 	};
+	uint64_t shown_gen_ = 0; // the last Track::Head::gen given
 	// A run on a CPU is a B/E pair, not an X: the E's time is then the next
 	// B's, digit for digit, where ts + dur in a reader's doubles may come
 	// out a hair later and nest the next run in this one (speedscope).
@@ -1038,7 +1066,6 @@ private:
 	// compare() is a call).
 	static bool same(const char *p, const std::string &s) { return same_bytes(p, s); }
 	Track &track_of(uint64_t uuid) { return *recent(uuid).track; }
-	Names &names_of(uint64_t uuid) { return *recent(uuid).names; }
 	// An event's line: after the previous one's comma.
 	void next_line()
 	{
@@ -1123,7 +1150,15 @@ private:
 		       const Args &args)
 	{
 		Track::Head &h = t.heads[kind];
-		if (!h.made || h.name.size() != name.size() || !same(h.name.data(), name)) {
+		if (!h.made || h.name.size() != name.size() || !same(h.name.data(), name))
+			make_head(t, track, kind, name);
+		last_ = ts > last_ ? ts : last_;
+		return h.ok && put_line(h.text, ts, args);
+	}
+	void make_head(const Track &t, uint64_t track, int kind, const std::string &name) const
+	{
+		Track::Head &h = t.heads[kind];
+		{
 			static const char *const kPh[2][2] = {
 				{"{\"ph\":\"B\",\"name\":", "{\"ph\":\"b\",\"name\":"},
 				{"{\"ph\":\"E\",\"name\":", "{\"ph\":\"e\",\"name\":"}};
@@ -1143,8 +1178,6 @@ private:
 			h.ok = l.ok;
 			h.made = true;
 		}
-		last_ = ts > last_ ? ts : last_;
-		return h.ok && put_line(h.text, ts, args);
 	}
 	// An event's line straight into text_: `head` (its text up to the
 	// time), the time, the arguments and the closing brace, byte for byte
