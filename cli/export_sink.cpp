@@ -330,7 +330,7 @@ private:
 		char name[kMaxName];
 		char bytes[128]; // copied whole: 16 + 15 + 3 + kMaxName < 128
 	};
-	static constexpr size_t kHeads = 64; // by the top 6 bits of the track's hash, plus the type
+	static constexpr size_t kHeads = 128; // by the top 7 bits of the track's hash, plus the type
 	Head heads_[kHeads];
 	// A time's varint: the bytes above its low 28 bits (its last ones),
 	// the same for successive times (2^28 ns: 0.27 s), as the previous
@@ -359,7 +359,7 @@ private:
 	const Head &head(uint32_t mach, uint64_t type, uint64_t track, const std::string *name)
 	{
 		Head &h =
-			heads_[(((track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 58) + type) & (kHeads - 1)];
+			heads_[(((track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 57) + type) & (kHeads - 1)];
 		if (h.made && h.track == track && h.type == type && h.mach == mach &&
 		    h.named == (name != nullptr) &&
 		    (!name || (h.name_len == name->size() && same_bytes(h.name, *name))))
@@ -395,8 +395,9 @@ private:
 		h.made = true;
 		return h;
 	}
-	bool plain_event(uint32_t mach, uint64_t type, int64_t ts, uint64_t track, const std::string *name,
-			 const Args &args, uint64_t flow_in, uint64_t flow_out)
+	__attribute__((always_inline)) bool plain_event(uint32_t mach, uint64_t type, int64_t ts,
+							uint64_t track, const std::string *name,
+							const Args &args, uint64_t flow_in, uint64_t flow_out)
 	{
 		if (!started_[mach] || ts < 0 || type >= 0x80 || (name && name->size() > kMaxName) ||
 		    args.size() > kMaxArgs)
