@@ -805,8 +805,9 @@ public:
 	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args,
 		   uint64_t flow_in) override
 	{
-		const Recent r = recent(track);
+		const Recent &r = recent(track);
 		const Track &t = *r.track;
+		Names &names = *r.names;
 		if (flow_in)
 			flow("f", flow_in, t, ts);
 		// The name shown (an async slice's followed by its track's) and
@@ -824,7 +825,6 @@ public:
 			h.src = name;
 			h.gen = ++shown_gen_;
 		}
-		Names &names = *r.names;
 		if (names.n == names.v.size())
 			names.v.emplace_back();
 		Names::Slot &slot = names.v[names.n++];
@@ -847,7 +847,7 @@ public:
 	// is not the innermost B's.
 	void end(int64_t ts, uint64_t track, const Args &args, uint64_t flow_out) override
 	{
-		const Recent r = recent(track);
+		const Recent &r = recent(track);
 		const Track &t = *r.track;
 		Names &names = *r.names;
 		const Names::Slot *top = names.n ? &names.v[names.n - 1] : nullptr;
@@ -1027,6 +1027,9 @@ private:
 	};
 	static constexpr size_t kRecent = 4;
 	Recent recent_[kRecent];
+	// Moved field by field: a Recent copied whole was read back in a
+	// 16-byte load from the 8-byte stores of the previous move, which the
+	// CPU does not forward (a stall per event when threads alternate).
 	Recent &recent(uint64_t uuid)
 	{
 		if (recent_[0].track && recent_[0].uuid == uuid)
@@ -1034,11 +1037,24 @@ private:
 		size_t i = 1;
 		while (i < kRecent && !(recent_[i].track && recent_[i].uuid == uuid))
 			i++;
-		const Recent hit =
-			i < kRecent ? recent_[i] : Recent{uuid, &tracks_[uuid], &open_names_[uuid]};
-		std::move_backward(recent_, recent_ + (i < kRecent ? i : kRecent - 1),
-				   recent_ + (i < kRecent ? i + 1 : kRecent));
-		recent_[0] = hit;
+		Track *track;
+		Names *names;
+		if (i < kRecent) {
+			track = recent_[i].track;
+			names = recent_[i].names;
+		} else {
+			track = &tracks_[uuid];
+			names = &open_names_[uuid];
+			i = kRecent - 1;
+		}
+		for (; i > 0; i--) {
+			recent_[i].uuid = recent_[i - 1].uuid;
+			recent_[i].track = recent_[i - 1].track;
+			recent_[i].names = recent_[i - 1].names;
+		}
+		recent_[0].uuid = uuid;
+		recent_[0].track = track;
+		recent_[0].names = names;
 		return recent_[0];
 	}
 	std::unordered_map<uint64_t, Running> running_; // by cpu_key()
