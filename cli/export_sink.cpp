@@ -634,6 +634,82 @@ struct Digits3 {
 };
 constexpr Digits3 kDigits3;
 
+// The two digits of 0..99.
+struct Digits2 {
+	char d[200];
+	constexpr Digits2() : d()
+	{
+		for (int i = 0; i < 100; i++) {
+			d[2 * i] = static_cast<char>('0' + i / 10);
+			d[2 * i + 1] = static_cast<char>('0' + i % 10);
+		}
+	}
+};
+constexpr Digits2 kDigits2;
+
+// v in decimal at p (20 bytes of room), as std::to_chars writes it (its
+// call was a fifth of the JSON export of integer fields): the length from
+// v's bit length, then two digits at a time from the end, in 32-bit
+// arithmetic below 2^32.
+template <class U> inline char *dec_digits(char *e, U v)
+{
+	while (v >= 100) {
+		const unsigned r = static_cast<unsigned>(v % 100);
+		v /= 100;
+		e -= 2;
+		std::memcpy(e, kDigits2.d + 2 * r, 2);
+	}
+	if (v >= 10) {
+		e -= 2;
+		std::memcpy(e, kDigits2.d + 2 * v, 2);
+	} else {
+		*--e = static_cast<char>('0' + v);
+	}
+	return e;
+}
+inline char *dec_text(char *p, uint64_t v)
+{
+	static constexpr uint64_t kPow10[20] = {1ull,
+						10ull,
+						100ull,
+						1000ull,
+						10000ull,
+						100000ull,
+						1000000ull,
+						10000000ull,
+						100000000ull,
+						1000000000ull,
+						10000000000ull,
+						100000000000ull,
+						1000000000000ull,
+						10000000000000ull,
+						100000000000000ull,
+						1000000000000000ull,
+						10000000000000000ull,
+						100000000000000000ull,
+						1000000000000000000ull,
+						10000000000000000000ull};
+	if (v == 0) {
+		*p = '0';
+		return p + 1;
+	}
+	const unsigned t = static_cast<unsigned>(64 - __builtin_clzll(v)) * 1233 >> 12; // ~log10
+	const unsigned n = t + 1 - (v < kPow10[t]);
+	if (v <= UINT32_MAX)
+		dec_digits(p + n, static_cast<uint32_t>(v));
+	else
+		dec_digits(p + n, v);
+	return p + n;
+}
+inline char *dec_text(char *p, int64_t v)
+{
+	if (v < 0) {
+		*p++ = '-';
+		return dec_text(p, 0 - static_cast<uint64_t>(v));
+	}
+	return dec_text(p, static_cast<uint64_t>(v));
+}
+
 // Line::us()'s digits of the previous value's microseconds / 1000.
 struct UsDigits {
 	uint64_t hi = UINT64_MAX;
@@ -1236,10 +1312,10 @@ private:
 				*p++ = ':';
 				switch (a.kind) {
 				case Arg::Int:
-					p = std::to_chars(p, p + 24, a.i).ptr;
+					p = dec_text(p, a.i);
 					break;
 				case Arg::Uint:
-					p = std::to_chars(p, p + 24, a.u).ptr;
+					p = dec_text(p, a.u);
 					break;
 				case Arg::Real:
 					if (!std::isfinite(a.d)) {
