@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace strata {
@@ -97,7 +98,7 @@ public:
 		varint(n);
 		buf.append(s, n);
 	}
-	void str(uint32_t field, const std::string &s) { str(field, s.data(), s.size()); }
+	void str(uint32_t field, std::string_view s) { str(field, s.data(), s.size()); }
 
 	// Opens a nested message (field `field`); returns the position to give
 	// to end().

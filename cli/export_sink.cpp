@@ -55,6 +55,39 @@ constexpr uint32_t kWkComm = 1, kWkPid = 2, kWkPrio = 3, kWkSuccess = 4, kWkTarg
 // machine_id sees a sequence per machine, as from a writer per machine.
 constexpr uint64_t kSequence = 1;
 
+// Whether the s.size() bytes at p are s, without a call (the names of
+// successive events mostly are): 8 bytes at a time, the last 8 (4, 1 for
+// shorter ones) overlapping.
+inline bool same_bytes(const char *p, std::string_view s)
+{
+	const size_t n = s.size();
+	const char *q = s.data();
+	if (n >= 8) {
+		uint64_t a, b;
+		for (size_t k = 0; k + 8 <= n; k += 8) {
+			std::memcpy(&a, p + k, 8);
+			std::memcpy(&b, q + k, 8);
+			if (a != b)
+				return false;
+		}
+		std::memcpy(&a, p + n - 8, 8);
+		std::memcpy(&b, q + n - 8, 8);
+		return a == b;
+	}
+	if (n >= 4) {
+		uint32_t a, b, c, d;
+		std::memcpy(&a, p, 4);
+		std::memcpy(&b, q, 4);
+		std::memcpy(&c, p + n - 4, 4);
+		std::memcpy(&d, q + n - 4, 4);
+		return a == b && c == d;
+	}
+	for (size_t k = 0; k < n; k++)
+		if (p[k] != q[k])
+			return false;
+	return true;
+}
+
 class PerfettoSink final : public Sink {
 public:
 	explicit PerfettoSink(FILE *out) : out_(out) {}
@@ -284,27 +317,61 @@ private:
 	// pb::Writer's four): the same fields as open_packet() and the Writer
 	// give them, in a third of the time.  False (nothing written) when
 	// the event does not fit that shape.
-	bool plain_event(uint32_t mach, uint64_t type, int64_t ts, uint64_t track, const std::string *name,
-			 const Args &args, uint64_t flow_in, uint64_t flow_out)
+	static constexpr size_t kMaxName = 64, kMaxArgs = 8, kMaxArgName = 32, kMaxArgStr = 64;
+	// The bytes of such a packet from its sequence id to the TrackEvent's
+	// name (its sequence, machine, type, track and name), the same for
+	// every event of a (track, type, name): made once, then copied whole.
+	struct Head {
+		uint64_t track = 0, type = 0;
+		uint32_t mach = 0;
+		bool named = false, made = false;
+		uint8_t len = 0, te_len = 0; // its size; where the TrackEvent's length goes
+		uint8_t name_len = 0;
+		char name[kMaxName];
+		char bytes[128]; // copied whole: 16 + 15 + 3 + kMaxName < 128
+	};
+	static constexpr size_t kHeads = 128; // by the top 7 bits of the track's hash, plus the type
+	Head heads_[kHeads];
+	// A time's varint: the bytes above its low 28 bits (its last ones),
+	// the same for successive times (2^28 ns: 0.27 s), as the previous
+	// time's (ts_hi_: those bits, 0 when unknown).
+	uint64_t ts_hi_ = 0;
+	char ts_tail_[8] = {};
+	size_t ts_tail_len_ = 0;
+	char *ts_varint(char *p, uint64_t v)
 	{
-		constexpr size_t kMaxName = 64, kMaxArgs = 8, kMaxArgName = 32, kMaxArgStr = 64;
-		if (!started_[mach] || ts < 0 || type >= 0x80 || (name && name->size() > kMaxName) ||
-		    args.size() > kMaxArgs)
-			return false;
-		size_t names[kMaxArgs];
-		for (size_t k = 0; k < args.size(); k++) {
-			names[k] = std::strlen(args[k].name);
-			if (names[k] > kMaxArgName ||
-			    (args[k].kind == Arg::Str && args[k].s.size() > kMaxArgStr))
-				return false;
+		const uint64_t hi = v >> 28;
+		if (__builtin_expect(hi != ts_hi_ || hi == 0, 0)) {
+			if (hi == 0) // 4 bytes or fewer
+				return varint(p, v);
+			char b[16];
+			ts_tail_len_ = static_cast<size_t>(varint(b, v) - b) - 4;
+			std::memcpy(ts_tail_, b + 4, 8);
+			ts_hi_ = hi;
 		}
-		char *const p0 = w_.buf.room(64 + kMaxName + kMaxArgs * (16 + kMaxArgName + kMaxArgStr));
-		char *p = p0;
-		*p++ = static_cast<char>(kTracePacket << 3 | pb::kLen);
-		char *const pkt_len = p;
-		p += 2;
-		*p++ = static_cast<char>(kPktTimestamp << 3 | pb::kVarint);
-		p = varint(p, static_cast<uint64_t>(ts));
+		const uint32_t lo =
+			static_cast<uint32_t>((v & 0x7f) | (v << 1 & 0x7f00) | (v << 2 & 0x7f0000) |
+					      (v << 3 & 0x7f000000) | 0x80808080u);
+		std::memcpy(p, &lo, 4);
+		std::memcpy(p + 4, ts_tail_, 8);
+		return p + 4 + ts_tail_len_;
+	}
+	const Head &head(uint32_t mach, uint64_t type, uint64_t track, const std::string *name)
+	{
+		Head &h =
+			heads_[(((track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 57) + type) & (kHeads - 1)];
+		if (h.made && h.track == track && h.type == type && h.mach == mach &&
+		    h.named == (name != nullptr) &&
+		    (!name || (h.name_len == name->size() && same_bytes(h.name, *name))))
+			return h;
+		h.track = track;
+		h.type = type;
+		h.mach = mach;
+		h.named = name != nullptr;
+		h.name_len = static_cast<uint8_t>(name ? name->size() : 0);
+		if (name)
+			std::memcpy(h.name, name->data(), name->size());
+		char *p = h.bytes;
 		*p++ = static_cast<char>(kPktSeqId << 3 | pb::kVarint);
 		p = varint(p, kSequence + mach);
 		if (mach) {
@@ -312,7 +379,7 @@ private:
 			p = varint(p, mach);
 		}
 		*p++ = static_cast<char>(kPktTrackEvent << 3 | pb::kLen);
-		char *const te_len = p;
+		h.te_len = static_cast<uint8_t>(p - h.bytes);
 		p += 2;
 		*p++ = static_cast<char>(kTeType << 3 | pb::kVarint);
 		*p++ = static_cast<char>(type);
@@ -324,8 +391,34 @@ private:
 			std::memcpy(p, name->data(), name->size());
 			p += name->size();
 		}
-		for (size_t k = 0; k < args.size(); k++)
-			p = plain_annotation(p, args[k], names[k]);
+		h.len = static_cast<uint8_t>(p - h.bytes);
+		h.made = true;
+		return h;
+	}
+	__attribute__((always_inline)) bool plain_event(uint32_t mach, uint64_t type, int64_t ts,
+							uint64_t track, const std::string *name,
+							const Args &args, uint64_t flow_in, uint64_t flow_out)
+	{
+		if (!started_[mach] || ts < 0 || type >= 0x80 || (name && name->size() > kMaxName) ||
+		    args.size() > kMaxArgs)
+			return false;
+		for (const Arg &a : args)
+			if (a.name.size() > kMaxArgName || (a.kind == Arg::Str && a.s.size() > kMaxArgStr))
+				return false;
+		const Head &h = head(mach, type, track, name);
+		char *const p0 =
+			w_.buf.room(64 + sizeof h.bytes + kMaxArgs * (16 + kMaxArgName + kMaxArgStr));
+		char *p = p0;
+		*p++ = static_cast<char>(kTracePacket << 3 | pb::kLen);
+		char *const pkt_len = p;
+		p += 2;
+		*p++ = static_cast<char>(kPktTimestamp << 3 | pb::kVarint);
+		p = ts_varint(p, static_cast<uint64_t>(ts));
+		std::memcpy(p, h.bytes, sizeof h.bytes); // whole: the room's slack
+		char *const te_len = p + h.te_len;
+		p += h.len;
+		for (const Arg &a : args)
+			p = plain_annotation(p, a);
 		if (flow_out) {
 			p = varint(p, kTeFlowIds << 3 | pb::kFixed64);
 			std::memcpy(p, &flow_out, 8);
@@ -343,16 +436,17 @@ private:
 			flush();
 		return true;
 	}
-	// One short debug annotation of plain_event (its name's length
-	// name_len, checked there): the end of what it wrote.
-	static char *plain_annotation(char *p, const Arg &a, size_t name_len)
+	// One short debug annotation of plain_event (its name's and string's
+	// lengths checked there): the end of what it wrote.  Names and strings
+	// are copied at their longest (the room's slack), not by a call.
+	static char *plain_annotation(char *p, const Arg &a)
 	{
 		*p++ = static_cast<char>(kTeDebugAnnotations << 3 | pb::kLen);
 		char *const da_len = p++;
 		*p++ = static_cast<char>(kDaName << 3 | pb::kLen);
-		*p++ = static_cast<char>(name_len);
-		std::memcpy(p, a.name, name_len);
-		p += name_len;
+		*p++ = static_cast<char>(a.name.size());
+		copy_short<kMaxArgName>(p, a.name);
+		p += a.name.size();
 		switch (a.kind) {
 		case Arg::Int:
 			*p++ = static_cast<char>(kDaInt << 3 | pb::kVarint);
@@ -370,12 +464,43 @@ private:
 		case Arg::Str:
 			*p++ = static_cast<char>(kDaString << 3 | pb::kLen);
 			*p++ = static_cast<char>(a.s.size());
-			std::memcpy(p, a.s.data(), a.s.size());
+			copy_short<kMaxArgStr>(p, a.s);
 			p += a.s.size();
 			break;
 		}
 		*da_len = static_cast<char>(p - da_len - 1);
 		return p;
+	}
+	// s (at most N bytes) at p, N bytes written: 16 at a time from s's
+	// first bytes, so that nothing past s is read.
+	template <size_t N> static void copy_short(char *p, std::string_view s)
+	{
+		const size_t n = s.size();
+		if (n >= 16) {
+			size_t k = 0;
+			for (; k + 16 <= n; k += 16)
+				std::memcpy(p + k, s.data() + k, 16);
+			std::memcpy(p + n - 16, s.data() + n - 16, 16);
+			return;
+		}
+		// Below 16: two overlapping loads of 8, 4 or 1..3 bytes.
+		if (n >= 8) {
+			uint64_t a, b;
+			std::memcpy(&a, s.data(), 8);
+			std::memcpy(&b, s.data() + n - 8, 8);
+			std::memcpy(p, &a, 8);
+			std::memcpy(p + n - 8, &b, 8);
+		} else if (n >= 4) {
+			uint32_t a, b;
+			std::memcpy(&a, s.data(), 4);
+			std::memcpy(&b, s.data() + n - 4, 4);
+			std::memcpy(p, &a, 4);
+			std::memcpy(p + n - 4, &b, 4);
+		} else if (n) {
+			p[0] = s[0];
+			p[n / 2] = s[n / 2];
+			p[n - 1] = s[n - 1];
+		}
 	}
 	// A length below 2^14 as a two-byte varint.
 	static void len2(char *at, size_t n)
@@ -391,6 +516,21 @@ private:
 		if (v < 0x80) {
 			*p = static_cast<char>(v);
 			return p + 1;
+		}
+		// Short values (arguments, lengths): 2 bytes, else 4 stored at
+		// once, the last one's continuation bit cleared.
+		if (v < (1u << 14)) {
+			p[0] = static_cast<char>(v | 0x80);
+			p[1] = static_cast<char>(v >> 7);
+			return p + 2;
+		}
+		if (v < (1u << 28)) {
+			const uint32_t w =
+				static_cast<uint32_t>((v & 0x7f) | (v << 1 & 0x7f00) | (v << 2 & 0x7f0000) |
+						      (v << 3 & 0x7f000000)) |
+				(v < (1u << 21) ? 0x8080u : 0x808080u);
+			std::memcpy(p, &w, 4);
+			return p + (v < (1u << 21) ? 3 : 4);
 		}
 		// The low 56 bits in 8 groups of 7, one a byte, little-endian.
 		uint64_t w = (v & 0x7f) | (v << 1 & 0x7f00) | (v << 2 & 0x7f0000) | (v << 3 & 0x7f000000) |
@@ -436,7 +576,7 @@ private:
 	{
 		for (const Arg &a : args) {
 			const size_t da = w_.begin(kTeDebugAnnotations);
-			w_.str(kDaName, a.name, std::strlen(a.name));
+			w_.str(kDaName, a.name.data(), a.name.size());
 			switch (a.kind) {
 			case Arg::Int:
 				w_.i64(kDaInt, a.i);
@@ -482,7 +622,7 @@ private:
 // written by the JsonWriter, byte for byte what this writes.
 // The three digits of 0..999, zero-padded.
 struct Digits3 {
-	char d[1000][3];
+	char d[1000][4]; // the 4th byte a pad: each copied in one 4-byte move
 	constexpr Digits3() : d()
 	{
 		for (int i = 0; i < 1000; i++) {
@@ -494,12 +634,118 @@ struct Digits3 {
 };
 constexpr Digits3 kDigits3;
 
+// The two digits of 0..99.
+struct Digits2 {
+	char d[200];
+	constexpr Digits2() : d()
+	{
+		for (int i = 0; i < 100; i++) {
+			d[2 * i] = static_cast<char>('0' + i / 10);
+			d[2 * i + 1] = static_cast<char>('0' + i % 10);
+		}
+	}
+};
+constexpr Digits2 kDigits2;
+
+// v in decimal at p (20 bytes of room), as std::to_chars writes it (its
+// call was a fifth of the JSON export of integer fields): the length from
+// v's bit length, then two digits at a time from the end, in 32-bit
+// arithmetic below 2^32.
+template <class U> inline char *dec_digits(char *e, U v)
+{
+	while (v >= 100) {
+		const unsigned r = static_cast<unsigned>(v % 100);
+		v /= 100;
+		e -= 2;
+		std::memcpy(e, kDigits2.d + 2 * r, 2);
+	}
+	if (v >= 10) {
+		e -= 2;
+		std::memcpy(e, kDigits2.d + 2 * v, 2);
+	} else {
+		*--e = static_cast<char>('0' + v);
+	}
+	return e;
+}
+inline char *dec_text(char *p, uint64_t v)
+{
+	static constexpr uint64_t kPow10[20] = {1ull,
+						10ull,
+						100ull,
+						1000ull,
+						10000ull,
+						100000ull,
+						1000000ull,
+						10000000ull,
+						100000000ull,
+						1000000000ull,
+						10000000000ull,
+						100000000000ull,
+						1000000000000ull,
+						10000000000000ull,
+						100000000000000ull,
+						1000000000000000ull,
+						10000000000000000ull,
+						100000000000000000ull,
+						1000000000000000000ull,
+						10000000000000000000ull};
+	if (v == 0) {
+		*p = '0';
+		return p + 1;
+	}
+	const unsigned t = static_cast<unsigned>(64 - __builtin_clzll(v)) * 1233 >> 12; // ~log10
+	const unsigned n = t + 1 - (v < kPow10[t]);
+	if (v <= UINT32_MAX)
+		dec_digits(p + n, static_cast<uint32_t>(v));
+	else
+		dec_digits(p + n, v);
+	return p + n;
+}
+inline char *dec_text(char *p, int64_t v)
+{
+	if (v < 0) {
+		*p++ = '-';
+		return dec_text(p, 0 - static_cast<uint64_t>(v));
+	}
+	return dec_text(p, static_cast<uint64_t>(v));
+}
+
 // Line::us()'s digits of the previous value's microseconds / 1000.
 struct UsDigits {
 	uint64_t hi = UINT64_MAX;
 	char text[16] = {};
 	size_t len = 0;
 };
+
+// JsonWriter::fixed(v, 3) at p (32 bytes of room): microseconds from
+// nanoseconds.  The digits above the last three whole microseconds come
+// from `c` when they are the previous call's (successive times of a trace
+// share them), the last three and the fraction from a table: a conversion
+// of every digit was a sixth of the JSON export's time.
+__attribute__((always_inline)) inline char *us_text(char *p, int64_t v, UsDigits &c)
+{
+	if (v < 0)
+		*p++ = '-';
+	const uint64_t a = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+	const uint64_t q = a / 1000;
+	if (q < 1000) {
+		p = std::to_chars(p, p + 24, q).ptr;
+	} else {
+		const uint64_t hi = q / 1000; // at most 13 digits
+		if (hi != c.hi) {
+			c.len = static_cast<size_t>(std::to_chars(c.text, c.text + sizeof c.text, hi).ptr -
+						    c.text);
+			c.hi = hi;
+		}
+		std::memcpy(p, c.text, sizeof c.text); // 16 bytes fit in the 32
+		p += c.len;
+		std::memcpy(p, kDigits3.d[q % 1000], 4); // the 4th overwritten next
+		p += 3;
+	}
+	*p++ = '.';
+	std::memcpy(p, kDigits3.d[a % 1000], 4); // the 4th past the end: room
+	return p + 3;
+}
 
 class Line {
 public:
@@ -567,29 +813,8 @@ public:
 	// of every digit was a sixth of the JSON export's time.
 	Line &us(int64_t v, UsDigits &c)
 	{
-		if (!room(32))
-			return *this;
-		if (v < 0)
-			*p_++ = '-';
-		const uint64_t a = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
-		const uint64_t q = a / 1000;
-		if (q < 1000) {
-			p_ = std::to_chars(p_, p_ + 24, q).ptr;
-		} else {
-			const uint64_t hi = q / 1000; // at most 13 digits
-			if (hi != c.hi) {
-				c.len = static_cast<size_t>(
-					std::to_chars(c.text, c.text + sizeof c.text, hi).ptr - c.text);
-				c.hi = hi;
-			}
-			std::memcpy(p_, c.text, sizeof c.text); // room(32): 16 bytes fit
-			p_ += c.len;
-			std::memcpy(p_, kDigits3.d[q % 1000], 3);
-			p_ += 3;
-		}
-		*p_++ = '.';
-		std::memcpy(p_, kDigits3.d[a % 1000], 3);
-		p_ += 3;
+		if (room(32))
+			p_ = us_text(p_, v, c);
 		return *this;
 	}
 	Line &f64(double v) // JsonWriter::f64
@@ -622,8 +847,8 @@ class JsonSink final : public Sink {
 public:
 	JsonSink(FILE *out, int64_t t0) : out_(out), t0_(t0)
 	{
-		buf_.reserve(kFlushAt + 4096);
-		buf_ += "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+		static const char kTop[] = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+		text_.append(kTop, sizeof kTop - 1);
 	}
 
 	void machine(uint32_t m, uint64_t uuid, const std::string &name) override
@@ -656,30 +881,38 @@ public:
 	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args,
 		   uint64_t flow_in) override
 	{
-		const Track &t = track_of(track);
+		const Recent &r = recent(track);
+		const Track &t = *r.track;
+		Names &names = *r.names;
 		if (flow_in)
 			flow("f", flow_in, t, ts);
-		// The name shown, kept for the end (a slot reused: no allocation).
-		Names &names = names_of(track);
-		if (names.n == names.v.size())
-			names.v.emplace_back();
-		std::string &shown = names.v[names.n++];
-		// The slot mostly holds this very name already (a lock's holds,
-		// one after another): then it is not built again.
-		const size_t tail = t.async ? t.name.size() + 1 : 0;
-		if (shown.size() != name.size() + tail || !same(shown.data(), name) ||
-		    (t.async &&
-		     (shown[name.size()] != ' ' || !same(shown.data() + name.size() + 1, t.name)))) {
-			shown.assign(name);
+		// The name shown (an async slice's followed by its track's) and
+		// the line's head, made once per name (a lock's holds, one after
+		// another); the shown name kept for the end in a slot reused (no
+		// allocation), copied only when it is another one (its gen).
+		Track::Head &h = t.heads[0];
+		if (!h.made || h.src.size() != name.size() || !same(h.src.data(), name)) {
+			std::string shown = name;
 			if (t.async) {
 				shown += ' ';
 				shown += t.name;
 			}
+			make_head(t, track, 0, shown);
+			h.src = name;
+			h.gen = ++shown_gen_;
 		}
-		if (head_line(t, track, 0, shown, ts, args))
+		if (names.n == names.v.size())
+			names.v.emplace_back();
+		Names::Slot &slot = names.v[names.n++];
+		if (slot.gen != h.gen) {
+			slot.name = h.name;
+			slot.gen = h.gen;
+		}
+		last_ = ts > last_ ? ts : last_;
+		if (h.ok && put_line(h.text, ts, args))
 			return;
 		JsonWriter w = start_event(t.async ? "b" : "B");
-		w.key("name").str(shown);
+		w.key("name").str(slot.name);
 		if (t.async)
 			async_id(w, track);
 		where(w, t, ts);
@@ -690,10 +923,21 @@ public:
 	// is not the innermost B's.
 	void end(int64_t ts, uint64_t track, const Args &args, uint64_t flow_out) override
 	{
-		const Track &t = track_of(track);
-		Names &names = names_of(track);
-		const std::string &name = names.n ? names.v[names.n - 1] : t.name;
-		if (!head_line(t, track, 1, name, ts, args)) {
+		const Recent &r = recent(track);
+		const Track &t = *r.track;
+		Names &names = *r.names;
+		const Names::Slot *top = names.n ? &names.v[names.n - 1] : nullptr;
+		const std::string &name = top ? top->name : t.name;
+		// The head made for this name: known by its gen, else compared.
+		Track::Head &h = t.heads[1];
+		const uint64_t gen = top ? top->gen : 0;
+		if (!h.made ||
+		    !((gen && h.gen == gen) || (h.name.size() == name.size() && same(h.name.data(), name)))) {
+			make_head(t, track, 1, name);
+		}
+		h.gen = gen;
+		last_ = ts > last_ ? ts : last_;
+		if (!(h.ok && put_line(h.text, ts, args))) {
 			JsonWriter w = start_event(t.async ? "e" : "E");
 			w.key("name").str(name);
 			if (t.async)
@@ -737,17 +981,9 @@ public:
 	void instant(int64_t ts, uint64_t track, const std::string &name, const Args &args) override
 	{
 		const Track &t = track_of(track);
-		static const char *const kHead[] = {
-			"{\"ph\":\"i\",\"s\":\"t\",\"name\":", "{\"ph\":\"i\",\"s\":\"p\",\"name\":",
-			"{\"ph\":\"i\",\"s\":\"g\",\"name\":"};
-		Line l;
-		if (t.scope == 't' || t.scope == 'p' || t.scope == 'g') {
-			l.lit(kHead[t.scope == 't' ? 0 : t.scope == 'p' ? 1 : 2]).str(name);
-			where(l, t, ts);
-			args_line(l, args);
-			if (put(l))
-				return;
-		}
+		if ((t.scope == 't' || t.scope == 'p' || t.scope == 'g') &&
+		    head_line(t, track, 2, name, ts, args))
+			return;
 		JsonWriter w = start_event("i");
 		w.key("s").str(std::string(1, t.scope)).key("name").str(name);
 		where(w, t, ts);
@@ -797,7 +1033,8 @@ public:
 			if (cr.second.open)
 				cpu_event("E", static_cast<uint32_t>(cr.first >> 32),
 					  static_cast<uint32_t>(cr.first), last_, cr.second.comm, -1, 0);
-		buf_ += "]}\n";
+		settle();
+		text_.append("]}\n", 3);
 		flush();
 		return !failed_;
 	}
@@ -814,18 +1051,27 @@ private:
 		// A B/b (0) and an E/e (1) line up to its time, for the slice
 		// name it was made for (head_line()); ok false when Line could
 		// not make it.
+		// A begin's head also keeps the name it was given (src; name is
+		// the name shown) and a number (gen) unique to its shown name,
+		// which the end's head and the open slices' names keep too.
 		struct Head {
-			std::string name, text;
+			std::string name, text, src;
+			uint64_t gen = 0;
 			bool ok = false, made = false;
 		};
-		mutable Head heads[2];
+		mutable Head heads[3]; // and an instant's (2)
 	};
 	// The names of a track's open slices, innermost last: v[0, n) (the
 	// strings past n kept for their buffers).
 	struct Names {
-		std::vector<std::string> v;
+		struct Slot {
+			std::string name;
+			uint64_t gen = 0; // its begin's head's (Track::Head::gen)
+		};
+		std::vector<Slot> v;
 		size_t n = 0;
 	};
+	uint64_t shown_gen_ = 0; // the last Track::Head::gen given
 	// A run on a CPU is a B/E pair, not an X: the E's time is then the next
 	// B's, digit for digit, where ts + dur in a reader's doubles may come
 	// out a hair later and nest the next run in this one (speedscope).
@@ -839,8 +1085,11 @@ private:
 	int64_t last_ = INT64_MIN; // the latest time written
 	UsDigits at_us_, dur_us_;  // Line::us()'s digits of times and of durations
 	// {"displayTimeUnit":"ns","traceEvents":[ then one event a line, each
-	// an object, drained into out_ at kFlushAt.
-	std::string buf_;
+	// an object, drained into out_ at kFlushAt.  The lines of the per-event
+	// path are written straight into text_; a JsonWriter writes its event
+	// into slow_, appended to text_ before anything that follows.
+	pb::Buf text_;
+	std::string slow_;
 	bool any_ = false; // an event written (the next one after a comma)
 	std::unordered_map<uint64_t, Track> tracks_;
 	std::unordered_map<uint64_t, Names> open_names_;
@@ -854,6 +1103,9 @@ private:
 	};
 	static constexpr size_t kRecent = 4;
 	Recent recent_[kRecent];
+	// Moved field by field: a Recent copied whole was read back in a
+	// 16-byte load from the 8-byte stores of the previous move, which the
+	// CPU does not forward (a stall per event when threads alternate).
 	Recent &recent(uint64_t uuid)
 	{
 		if (recent_[0].track && recent_[0].uuid == uuid)
@@ -861,11 +1113,24 @@ private:
 		size_t i = 1;
 		while (i < kRecent && !(recent_[i].track && recent_[i].uuid == uuid))
 			i++;
-		const Recent hit =
-			i < kRecent ? recent_[i] : Recent{uuid, &tracks_[uuid], &open_names_[uuid]};
-		std::move_backward(recent_, recent_ + (i < kRecent ? i : kRecent - 1),
-				   recent_ + (i < kRecent ? i + 1 : kRecent));
-		recent_[0] = hit;
+		Track *track;
+		Names *names;
+		if (i < kRecent) {
+			track = recent_[i].track;
+			names = recent_[i].names;
+		} else {
+			track = &tracks_[uuid];
+			names = &open_names_[uuid];
+			i = kRecent - 1;
+		}
+		for (; i > 0; i--) {
+			recent_[i].uuid = recent_[i - 1].uuid;
+			recent_[i].track = recent_[i - 1].track;
+			recent_[i].names = recent_[i - 1].names;
+		}
+		recent_[0].uuid = uuid;
+		recent_[0].track = track;
+		recent_[0].names = names;
 		return recent_[0];
 	}
 	std::unordered_map<uint64_t, Running> running_; // by cpu_key()
@@ -892,19 +1157,24 @@ private:
 
 	// Whether the s.size() bytes at p are s (inlined: std::string's
 	// compare() is a call).
-	static bool same(const char *p, const std::string &s)
-	{
-		return s.empty() || std::memcmp(p, s.data(), s.size()) == 0;
-	}
+	static bool same(const char *p, const std::string &s) { return same_bytes(p, s); }
 	Track &track_of(uint64_t uuid) { return *recent(uuid).track; }
-	Names &names_of(uint64_t uuid) { return *recent(uuid).names; }
 	// An event's line: after the previous one's comma.
 	void next_line()
 	{
-		if (buf_.size() >= kFlushAt)
+		settle();
+		if (text_.size() >= kFlushAt)
 			flush();
-		buf_ += any_ ? ",\n" : "\n";
+		slow_ += any_ ? ",\n" : "\n";
 		any_ = true;
+	}
+	// A JsonWriter's event, once written, into text_.
+	void settle()
+	{
+		if (__builtin_expect(!slow_.empty(), 0)) {
+			text_.append(slow_.data(), slow_.size());
+			slow_.clear();
+		}
 	}
 	// The line built, closed and appended; false (nothing written) when
 	// it could not be built.
@@ -913,9 +1183,11 @@ private:
 		l.lit("}");
 		if (!l.ok)
 			return false;
-		if (buf_.size() >= kFlushAt)
+		settle();
+		if (text_.size() >= kFlushAt)
 			flush();
-		buf_ += l.line(any_);
+		const std::string_view t = l.line(any_);
+		text_.append(t.data(), t.size());
 		any_ = true;
 		return true;
 	}
@@ -924,7 +1196,7 @@ private:
 	JsonWriter start_event(const char *ph)
 	{
 		next_line();
-		JsonWriter w(buf_, JsonWriter::Style::kCompact);
+		JsonWriter w(slow_, JsonWriter::Style::kCompact);
 		w.begin_object().key("ph").str(ph);
 		return w;
 	}
@@ -962,35 +1234,113 @@ private:
 		}
 		return t.at;
 	}
-	// A slice's begin (end 0) or end (1) on track t as a Line, put: its
-	// text up to the time is the track's, made once per slice name (a
-	// lock's holds: one name, 2 lines each): byte for byte what Line
-	// makes of its parts.  False (nothing written) when Line cannot.
-	bool head_line(const Track &t, uint64_t track, int end, const std::string &name, int64_t ts,
+	// A slice's begin (kind 0) or end (1), or an instant (2, on a track
+	// of scope t, p or g), on track t, put: its text up to the time is the
+	// track's, made once per name (a lock's holds: one name, 2 lines each;
+	// an event class's instants): byte for byte what Line makes of its
+	// parts.  False (nothing written) when Line cannot.
+	bool head_line(const Track &t, uint64_t track, int kind, const std::string &name, int64_t ts,
 		       const Args &args)
 	{
-		Track::Head &h = t.heads[end];
-		if (!h.made || h.name.size() != name.size() || !same(h.name.data(), name)) {
+		Track::Head &h = t.heads[kind];
+		if (!h.made || h.name.size() != name.size() || !same(h.name.data(), name))
+			make_head(t, track, kind, name);
+		last_ = ts > last_ ? ts : last_;
+		return h.ok && put_line(h.text, ts, args);
+	}
+	void make_head(const Track &t, uint64_t track, int kind, const std::string &name) const
+	{
+		Track::Head &h = t.heads[kind];
+		{
 			static const char *const kPh[2][2] = {
 				{"{\"ph\":\"B\",\"name\":", "{\"ph\":\"b\",\"name\":"},
 				{"{\"ph\":\"E\",\"name\":", "{\"ph\":\"e\",\"name\":"}};
+			static const char *const kInstant[] = {
+				"{\"ph\":\"i\",\"s\":\"t\",\"name\":", "{\"ph\":\"i\",\"s\":\"p\",\"name\":",
+				"{\"ph\":\"i\",\"s\":\"g\",\"name\":"};
 			Line l;
-			l.lit(kPh[end][t.async]).str(name);
-			if (t.async)
+			if (kind == 2)
+				l.lit(kInstant[t.scope == 't' ? 0 : t.scope == 'p' ? 1 : 2]).str(name);
+			else
+				l.lit(kPh[kind][t.async]).str(name);
+			if (kind != 2 && t.async)
 				async_id(l, t, track);
 			l.lit(at_of(t));
 			h.name = name;
 			h.text = l.text();
+			h.text.reserve(h.text.size() + 32); // put_line() copies 32 bytes at a time
 			h.ok = l.ok;
 			h.made = true;
 		}
-		last_ = ts > last_ ? ts : last_;
-		if (!h.ok)
-			return false;
-		Line l;
-		l.lit(h.text).us(ts - t0_, at_us_);
-		args_line(l, args);
-		return put(l);
+	}
+	// An event's line straight into text_: `head` (its text up to the
+	// time), the time, the arguments and the closing brace, byte for byte
+	// what Line makes of them.  False (nothing written) when an argument
+	// has anything to escape.
+	bool put_line(std::string_view head, int64_t ts, const Args &args)
+	{
+		size_t need = 2 + head.size() + 32 + 12;
+		for (const Arg &a : args)
+			need += a.name.size() + a.s.size() + 48;
+		settle();
+		if (text_.size() >= kFlushAt)
+			flush();
+		char *const p0 = text_.room(need);
+		char *p = p0;
+		*p = ',';
+		p += any_;
+		*p++ = '\n';
+		// 32 bytes at a time: heads are kept with 32 bytes of capacity
+		// past their end (make_head), the room has 32 past the head.
+		for (size_t k = 0; k < head.size(); k += 32)
+			std::memcpy(p + k, head.data() + k, 32);
+		p += head.size();
+		p = us_text(p, ts - t0_, at_us_);
+		if (!args.empty()) {
+			std::memcpy(p, ",\"args\":{", 9);
+			p += 9;
+			for (size_t k = 0; k < args.size(); k++) {
+				const Arg &a = args[k];
+				if (k)
+					*p++ = ',';
+				if (!json_plain(a.name))
+					return false;
+				*p++ = '"';
+				std::memcpy(p, a.name.data(), a.name.size());
+				p += a.name.size();
+				*p++ = '"';
+				*p++ = ':';
+				switch (a.kind) {
+				case Arg::Int:
+					p = dec_text(p, a.i);
+					break;
+				case Arg::Uint:
+					p = dec_text(p, a.u);
+					break;
+				case Arg::Real:
+					if (!std::isfinite(a.d)) {
+						std::memcpy(p, "null", 4);
+						p += 4;
+					} else {
+						p += std::snprintf(p, 40, "%.17g", a.d);
+					}
+					break;
+				case Arg::Str:
+					if (!json_plain(a.s))
+						return false;
+					*p++ = '"';
+					std::memcpy(p, a.s.data(), a.s.size());
+					p += a.s.size();
+					*p++ = '"';
+					break;
+				}
+			}
+			*p++ = '}';
+		}
+		*p++ = '}';
+		text_.commit(static_cast<size_t>(p - p0));
+		any_ = true;
+		return true;
 	}
 	// A flow's start ("s") or end ("f", bound to the enclosing slice).
 	void flow(const char *ph, uint64_t id, const Track &t, int64_t ts)
@@ -1119,9 +1469,10 @@ private:
 	}
 	void flush()
 	{
-		if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), out_) != buf_.size())
+		settle();
+		if (!text_.empty() && std::fwrite(text_.data(), 1, text_.size(), out_) != text_.size())
 			failed_ = true;
-		buf_.clear();
+		text_.clear();
 	}
 };
 

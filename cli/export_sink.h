@@ -11,20 +11,24 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace strata {
 namespace exp {
 
 // A named value attached to a slice or an instant (a debug annotation in
-// Perfetto, an "args" member in JSON).
+// Perfetto, an "args" member in JSON).  Views, not copies (an Args is
+// built per event): name and s must outlive the sink's call (a field's
+// name and value live as long as the event; the converter keeps the
+// strings it makes).
 struct Arg {
 	enum Kind { Int, Uint, Str, Real } kind = Int;
-	const char *name = "";
+	std::string_view name = "";
 	int64_t i = 0;
 	uint64_t u = 0;
 	double d = 0;
-	std::string s;
+	std::string_view s = "";
 };
 using Args = std::vector<Arg>;
 

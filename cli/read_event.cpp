@@ -23,6 +23,32 @@ TraceIdent NativeCtx::make_ident(const SubTrace &t)
 	return id;
 }
 
+FieldPlan FieldPlan::make(const TraceEvent &e)
+{
+	FieldPlan plan;
+	if (e.trace().meta.record_format != STRATA_REC_COMPACT)
+		return plan; // WIDE records align their fields: offsets vary
+	uint64_t off = 0;
+	for (const FieldInfo &f : e.cls->info.fields) {
+		const unsigned b = f.elem_bits / 8;
+		if ((b != 1 && b != 2 && b != 4 && b != 8) || f.elem_bits != b * 8)
+			return plan;
+		if (f.type == STRATA_FT_INTEGER || f.type == STRATA_FT_ENUM) {
+			plan.ints.push_back(Int{f.name, static_cast<uint32_t>(off), static_cast<uint8_t>(b),
+						f.is_signed});
+			off += b;
+		} else if (f.type == STRATA_FT_ARRAY) { // left out by for_each_field
+			off += static_cast<uint64_t>(f.length) * b;
+		} else {
+			return plan;
+		}
+		if (off >= (1u << 20))
+			return plan;
+	}
+	plan.fast = true;
+	return plan;
+}
+
 TraceIdent BtCtx::make_ident(const bt_trace *t)
 {
 	TraceIdent id;

@@ -82,7 +82,7 @@ struct Loss {
 // A top-level payload field, for commands that list them all.
 struct Field {
 	enum Kind : uint8_t { Int, Uint, Real, Str } kind = Int;
-	const char *name = "";
+	std::string_view name = "";
 	int64_t i = 0;
 	uint64_t u = 0;
 	double d = 0;
@@ -132,6 +132,23 @@ struct SlotCache {
 
 // ---- Strata's reader ---------------------------------------------------------
 
+// How for_each_field reads an event class's fields when they are all
+// integers of fixed offsets (COMPACT records are packed: an integer's or
+// an array's offset is the sum of the sizes before it): each integer
+// loaded at its offset, no FieldValue decoded.  fast false: any other
+// class (strings, sequences, reals, aligned WIDE records) is decoded.
+struct FieldPlan {
+	struct Int {
+		std::string_view name;
+		uint32_t off = 0;
+		uint8_t bytes = 0;
+		bool is_signed = false;
+	};
+	bool fast = false;
+	std::vector<Int> ints;
+	static FieldPlan make(const TraceEvent &e);
+};
+
 // What NativeEvent keeps across events: identities and decoded fields.
 struct NativeCtx {
 	std::unordered_map<const SubTrace *, TraceIdent> traces;
@@ -141,6 +158,20 @@ struct NativeCtx {
 	const TraceEvent *decoded = nullptr;
 	uint64_t decoded_seq = 0, seq = 0;
 	std::unordered_map<const FieldInfo *, std::string> length_names; // sequences' "_NAME_length"
+	std::unordered_map<const MetaEvent *, FieldPlan> plans;          // by event class
+	const MetaEvent *last_plan_cls = nullptr;
+	const FieldPlan *last_plan = nullptr;
+
+	const FieldPlan &plan(const TraceEvent &e)
+	{
+		if (e.cls == last_plan_cls)
+			return *last_plan;
+		auto it = plans.find(e.cls);
+		if (it == plans.end())
+			it = plans.emplace(e.cls, FieldPlan::make(e)).first;
+		last_plan_cls = e.cls;
+		return *(last_plan = &it->second);
+	}
 
 	const TraceIdent &ident(const SubTrace &t)
 	{
@@ -238,9 +269,27 @@ public:
 
 	template <class Fn> void for_each_field(Fn &&fn) const
 	{
+		const FieldPlan &plan = ctx_.plan(e_);
+		if (plan.fast) {
+			const uint8_t *const base = e_.pkt + e_.payload;
+			for (const FieldPlan::Int &f : plan.ints) {
+				Field x;
+				x.name = f.name;
+				const int64_t v = load_int(base + f.off, f.bytes, f.is_signed);
+				if (f.is_signed) {
+					x.kind = Field::Int;
+					x.i = v;
+				} else {
+					x.kind = Field::Uint;
+					x.u = static_cast<uint64_t>(v);
+				}
+				fn(static_cast<const Field &>(x));
+			}
+			return;
+		}
 		e_.for_each_field([&](const FieldValue &v) {
 			Field f;
-			f.name = v.info->name.c_str();
+			f.name = v.info->name;
 			switch (v.info->type) {
 			case STRATA_FT_INTEGER:
 			case STRATA_FT_ENUM:
@@ -262,7 +311,7 @@ public:
 				break;
 			case STRATA_FT_SEQUENCE: // its length is a member of its own in CTF
 				f.kind = Field::Uint;
-				f.name = ctx_.length_name(*v.info).c_str();
+				f.name = ctx_.length_name(*v.info);
 				f.u = v.count;
 				break;
 			default:

@@ -256,9 +256,10 @@ void export_case()
 	sink->child_track(3, 0, 0, 0, "global", false); // its name is not written
 	sink->child_track(4, 1, 10, 0, put(t), true);   // a counter
 	exp::Args args(2);
+	const std::string s0 = put(t); // args view their strings
 	args[0].kind = exp::Arg::Str;
 	args[0].name = "s";
-	args[0].s = put(t);
+	args[0].s = s0;
 	args[1].kind = exp::Arg::Real;
 	args[1].name = "d";
 	args[1].d = below(2) ? NAN : INFINITY;
