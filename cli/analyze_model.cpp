@@ -515,6 +515,8 @@ private:
 	bool end_hold(Work &w, const ThreadKey &tk, int64_t at);
 	static int64_t nonfinal_from(const Work &w);
 	void blame(Work &w, const Span &wt);
+	static size_t blame_upto(const Work &w, const Span &wt);
+	void add_share(uint64_t caller, uint64_t overlap, size_t &last_share);
 	void settle(Work &w)
 	{
 		if (now_ >= w.settle_at)
@@ -703,46 +705,35 @@ int64_t Model::nonfinal_from(const Work &w)
 // back from the last hold closed before that to the first one closed
 // after the wait started (a wait is blamed kSettleNs after its end, and
 // the holds closed meanwhile would otherwise be scanned for nothing).
-void Model::blame(Work &w, const Span &wt)
+// Where blame()'s scan back starts: no hold after the last block that
+// holds one started before the wait's end can overlap it, nor one closed
+// at or after its end + lag_longest (closed_at does not decrease along
+// `recent`).  The waits blamed are recent: that block is looked for from
+// the end, by steps that double (the places a search from the middle of
+// `lows` and `recent` looked at were cache misses, most of a wait's cost).
+size_t Model::blame_upto(const Work &w, const Span &wt)
 {
-	// The shares by caller: a few callers, each mostly many holds in a
-	// row (a flat table, the last one's place first).
-	std::vector<std::pair<uint64_t, uint64_t>> &share_of = shares_;
-	share_of.clear();
-	if (!share_index_.empty())
-		share_index_.clear();
-	size_t last_share = 0;
 	const int64_t past = wt.end > std::numeric_limits<int64_t>::max() - w.lag_longest
 				     ? std::numeric_limits<int64_t>::max()
 				     : wt.end + w.lag_longest;
-	// No hold after the last block that holds one started before the
-	// wait's end can overlap it.  The waits blamed are recent: that
-	// block is looked for from the end, by steps that double (the
-	// places a search from the middle of `lows` and `recent` looked at
-	// were cache misses, most of a wait's cost).
-	size_t upto = 0;
-	{
-		size_t lo = 0, hi = w.lows.size(); // starts below wt.end before lo, none from hi
-		for (size_t step = 1; step <= hi; step *= 2) {
-			if (w.lows[hi - step].start < wt.end) {
-				lo = hi - step + 1;
-				break;
-			}
-			hi -= step;
+	size_t lo = 0, hi = w.lows.size(); // starts below wt.end before lo, none from hi
+	for (size_t step = 1; step <= hi; step *= 2) {
+		if (w.lows[hi - step].start < wt.end) {
+			lo = hi - step + 1;
+			break;
 		}
-		while (lo < hi) {
-			const size_t mid = lo + (hi - lo) / 2;
-			if (w.lows[mid].start < wt.end)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		const uint64_t bound = lo ? (w.lows[lo - 1].block + 1) * kBlock : 0;
-		upto = std::min<size_t>(w.recent.size(),
-					bound > w.base ? static_cast<size_t>(bound - w.base) : 0);
+		hi -= step;
 	}
-	// Nor can one closed at or after `past` (closed_at does not decrease
-	// along `recent`): the first of them, if before upto.
+	while (lo < hi) {
+		const size_t mid = lo + (hi - lo) / 2;
+		if (w.lows[mid].start < wt.end)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	const uint64_t bound = lo ? (w.lows[lo - 1].block + 1) * kBlock : 0;
+	size_t upto =
+		std::min<size_t>(w.recent.size(), bound > w.base ? static_cast<size_t>(bound - w.base) : 0);
 	if (upto > 0 && w.recent[upto - 1].closed_at >= past) {
 		size_t first = 0;
 		for (size_t len = upto; len > 0;) {
@@ -756,11 +747,44 @@ void Model::blame(Work &w, const Span &wt)
 		}
 		upto = first;
 	}
-	// Back from `upto`, a block (or 64 of them) at a time: one that
+	return upto;
+}
+
+// A hold's overlap with the wait, added to its caller's share: a few
+// callers, each mostly many holds in a row (a flat table, the last one's
+// place first; past 16 callers, their places by caller).
+void Model::add_share(uint64_t caller, uint64_t overlap, size_t &last_share)
+{
+	std::vector<std::pair<uint64_t, uint64_t>> &share_of = shares_;
+	if (last_share >= share_of.size() || share_of[last_share].first != caller) {
+		if (share_of.size() < 16) {
+			last_share = 0;
+			while (last_share < share_of.size() && share_of[last_share].first != caller)
+				last_share++;
+		} else {
+			if (share_index_.empty())
+				for (size_t k = 0; k < share_of.size(); k++)
+					share_index_.emplace(share_of[k].first, k);
+			last_share = share_index_.emplace(caller, share_of.size()).first->second;
+		}
+		if (last_share == share_of.size())
+			share_of.emplace_back(caller, 0);
+	}
+	share_of[last_share].second += overlap;
+}
+
+void Model::blame(Work &w, const Span &wt)
+{
+	std::vector<std::pair<uint64_t, uint64_t>> &share_of = shares_;
+	share_of.clear();
+	if (!share_index_.empty())
+		share_index_.clear();
+	size_t last_share = 0;
+	// Back from blame_upto(), a block (or 64 of them) at a time: one that
 	// started at or after the wait's end is skipped whole (those closed
 	// before it started would end the scan: the next one looked at ends
 	// it then); the others' holds are looked at one by one.
-	for (size_t i = upto; i > 0;) {
+	for (size_t i = blame_upto(w, wt); i > 0;) {
 		const uint64_t n = w.base + i - 1;
 		if (w.super_start[n / kSuper - w.base / kSuper] >= wt.end) { // as below, 64 blocks
 			const uint64_t first = n / kSuper * kSuper;
@@ -780,25 +804,8 @@ void Model::blame(Work &w, const Span &wt)
 			if (d.s.tid == wt.tid || d.s.start >= wt.end)
 				continue;
 			const int64_t lo = std::max(d.s.start, wt.start), hi = std::min(d.s.end, wt.end);
-			if (hi <= lo)
-				continue;
-			if (last_share >= share_of.size() || share_of[last_share].first != d.s.caller) {
-				if (share_of.size() < 16) { // a look along the table
-					last_share = 0;
-					while (last_share < share_of.size() &&
-					       share_of[last_share].first != d.s.caller)
-						last_share++;
-				} else { // many callers: their places by caller
-					if (share_index_.empty())
-						for (size_t k = 0; k < share_of.size(); k++)
-							share_index_.emplace(share_of[k].first, k);
-					auto it = share_index_.emplace(d.s.caller, share_of.size()).first;
-					last_share = it->second;
-				}
-				if (last_share == share_of.size())
-					share_of.emplace_back(d.s.caller, 0);
-			}
-			share_of[last_share].second += static_cast<uint64_t>(hi - lo);
+			if (hi > lo)
+				add_share(d.s.caller, static_cast<uint64_t>(hi - lo), last_share);
 		}
 	}
 scanned:
