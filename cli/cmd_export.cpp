@@ -375,8 +375,9 @@ private:
 	int64_t last_ts_ = 0;
 	bool have_ts_ = false;
 	Args args_;
-	std::string label_; // the string of an argument made here (args_ views it)
-	std::string name_;  // a wait's slice name (its buffer kept)
+	std::string label_;               // the string of an argument made here (args_ views it)
+	std::string name_;                // a wait's slice name (its buffer kept)
+	const std::string hold_ = "hold"; // a hold's slice name (not a string made per hold)
 	// " 0x" and v in lowercase hex, as printf's " 0x%" PRIx64 (a call of
 	// snprintf per contended lock acquisition was 3 % of an export).
 	static void append_hex(std::string &s, uint64_t v)
@@ -520,7 +521,7 @@ private:
 	}
 
 	// ---- events ----
-	template <class E> void on_event(const E &pl)
+	template <class E> __attribute__((always_inline)) void on_event(const E &pl)
 	{
 		TraceInfo &tr = trace_of(pl);
 		ClassInfo &c = class_of(pl, tr);
@@ -851,13 +852,13 @@ private:
 			const bool held = c.compact == 1;
 			const int64_t from = ts - static_cast<int64_t>(pl.u64(c.f_back));
 			const uint64_t track = lock_track(tid, tr, lock, kind);
-			ls.released = false;
-			sink_.begin(from, track, "hold", args_, 0);
 			if (!held) {
+				ls.released = false;
+				sink_.begin(from, track, hold_, args_, 0);
 				holds_[HoldKey{tid, lock_key}]++;
 				return;
 			}
-			sink_.end(ts, track, args_, 0);
+			sink_.pair(from, ts, track, hold_);
 			ls = LockState{true, ts, tid};
 			return;
 		}
@@ -923,7 +924,7 @@ private:
 		sink_.complete(from, ts, thread_track(tid, &tr), name, args_, 0, 0);
 		args_.clear();
 		if (held)
-			sink_.begin(ts, track, "hold", args_, 0);
+			sink_.begin(ts, track, hold_, args_, 0);
 	}
 
 	static Arg int_arg(const char *name, int64_t v)
@@ -990,7 +991,7 @@ private:
 		if (acquired) {
 			ls.released = false;
 			const uint64_t track = lock_track(tid, tr, lock, kind);
-			sink_.begin(ts, track, "hold", args_, 0);
+			sink_.begin(ts, track, hold_, args_, 0);
 			holds_[HoldKey{tid, lock_key}]++;
 		}
 	}
