@@ -196,7 +196,8 @@ struct TraceInfo {
 	uint32_t machine = 0; // 0: the trace is of one machine (exp::machine_id())
 	int64_t pid = -1;     // a machine_id()
 	std::string procname;
-	std::string hostname; // env.hostname ("" when the env has none)
+	std::string hostname;   // env.hostname ("" when the env has none)
+	uint64_t lock_salt = 0; // mix(pid * 1000003): a lock's key is lock_salt ^ its address
 };
 
 // The last release of a lock not yet followed by an acquisition: a flow
@@ -387,10 +388,16 @@ private:
 	}
 
 	template <class E> TraceInfo &trace_of(const E &ev) { return trace_info(ev.trace()); }
+	// The last sub-trace's inline (most events follow one of theirs), the
+	// others' looked up out of line.
 	TraceInfo &trace_info(const rd::TraceIdent &id)
 	{
-		if (&id == last_trace_)
+		if (__builtin_expect(&id == last_trace_, 1))
 			return *last_info_;
+		return trace_info_slow(id);
+	}
+	__attribute__((noinline)) TraceInfo &trace_info_slow(const rd::TraceIdent &id)
+	{
 		last_trace_ = &id;
 		auto it = traces_.find(&id);
 		if (it != traces_.end())
@@ -401,6 +408,7 @@ private:
 		t.hostname = id.hostname;
 		t.machine = name_hosts_ ? machine_index(t.hostname) : 0;
 		t.pid = id.has_vpid ? exp::machine_id(t.machine, id.vpid) : -1;
+		t.lock_salt = mix(static_cast<uint64_t>(t.pid) * 1000003u);
 		if (!t.kernel && t.pid >= 0 && !t.procname.empty())
 			proc_names_.emplace(t.pid, t.procname);
 		return *(last_info_ = &traces_.emplace(&id, t).first->second);
@@ -447,10 +455,15 @@ private:
 	} last_thread_;
 	uint64_t thread_track(int64_t tid, const TraceInfo *tr)
 	{
+		if (__builtin_expect(last_thread_.valid && last_thread_.tid == tid && last_thread_.tr == tr &&
+					     last_thread_.gen == names_gen_,
+				     1))
+			return kThreadTrack | static_cast<uint32_t>(tid);
+		return thread_track_slow(tid, tr);
+	}
+	__attribute__((noinline)) uint64_t thread_track_slow(int64_t tid, const TraceInfo *tr)
+	{
 		const uint64_t uuid = kThreadTrack | static_cast<uint32_t>(tid);
-		if (last_thread_.valid && last_thread_.tid == tid && last_thread_.tr == tr &&
-		    last_thread_.gen == names_gen_)
-			return uuid;
 		Thread &t = threads[tid];
 		if (tr && !tr->kernel && t.pid < 0)
 			t.pid = tr->pid;
@@ -487,8 +500,13 @@ private:
 	uint64_t lock_track(int64_t tid, const TraceInfo &tr, uint64_t lock, const char *kind)
 	{
 		LastLockTrack &l = last_lt_[analyze::cache_place(static_cast<uint64_t>(tid), lock)];
-		if (l.tr == &tr && l.tid == tid && l.lock == lock && l.gen == names_gen_)
+		if (__builtin_expect(l.tr == &tr && l.tid == tid && l.lock == lock && l.gen == names_gen_, 1))
 			return l.uuid;
+		return lock_track_slow(l, tid, tr, lock, kind);
+	}
+	__attribute__((noinline)) uint64_t lock_track_slow(LastLockTrack &l, int64_t tid, const TraceInfo &tr,
+							   uint64_t lock, const char *kind)
+	{
 		const uint64_t parent = thread_track(tid, &tr);
 		const uint64_t uuid = kLockTrack | (mix(static_cast<uint64_t>(tid) ^ mix(lock)) >> 8);
 		if (child_tracks_.find(uuid) == child_tracks_.end()) {
@@ -845,7 +863,7 @@ private:
 		const bool sem = c.op == Op::SemWait || c.op == Op::SemTimedwait || c.op == Op::SemTrywait ||
 				 c.op == Op::SemPost;
 		const char *kind = c.compact ? "mutex" : rw ? "rwlock" : sem ? "semaphore" : "mutex";
-		const uint64_t lock_key = mix(static_cast<uint64_t>(tr.pid) * 1000003u) ^ lock;
+		const uint64_t lock_key = tr.lock_salt ^ lock;
 		LockState &ls = lock_state(lock_key);
 		args_.clear();
 		if (c.compact) { // uncontended: a hold from its acquisition, no wait
