@@ -58,7 +58,7 @@ constexpr uint64_t kSequence = 1;
 // Whether the s.size() bytes at p are s, without a call (the names of
 // successive events mostly are): 8 bytes at a time, the last 8 (4, 1 for
 // shorter ones) overlapping.
-inline bool same_bytes(const char *p, std::string_view s)
+__attribute__((always_inline)) inline bool same_bytes(const char *p, std::string_view s)
 {
 	const size_t n = s.size();
 	const char *q = s.data();
@@ -431,6 +431,15 @@ private:
 		len2(h.bytes + h.te_len, static_cast<size_t>(h.len - h.te_len - 2));
 		h.made = true;
 	}
+	// h's bytes at p (room: all of h.bytes), 32 or 128 at once (the
+	// room's slack): most heads (a track, a type, a short name) fit 32.
+	static void copy_head(char *p, const Head &h)
+	{
+		if (h.len <= 32)
+			std::memcpy(p, h.bytes, 32);
+		else
+			std::memcpy(p, h.bytes, sizeof h.bytes);
+	}
 	// A packet of head h and time ts (>= 0), nothing more, at p (room:
 	// 16 bytes and h.bytes): the end of what it wrote.
 	char *bare_packet(char *p, int64_t ts, const Head &h)
@@ -440,7 +449,7 @@ private:
 		p += 2;
 		*p++ = static_cast<char>(kPktTimestamp << 3 | pb::kVarint);
 		p = ts_varint(p, static_cast<uint64_t>(ts));
-		std::memcpy(p, h.bytes, sizeof h.bytes); // whole: the room's slack
+		copy_head(p, h);
 		p += h.len;
 		len2(pkt_len, static_cast<size_t>(p - pkt_len - 2));
 		return p;
@@ -464,7 +473,7 @@ private:
 		p += 2;
 		*p++ = static_cast<char>(kPktTimestamp << 3 | pb::kVarint);
 		p = ts_varint(p, static_cast<uint64_t>(ts));
-		std::memcpy(p, h.bytes, sizeof h.bytes); // whole: the room's slack
+		copy_head(p, h);
 		char *const te_len = p + h.te_len;
 		p += h.len;
 		for (const Arg &a : args)
@@ -561,7 +570,7 @@ private:
 	// v as a varint at p (plain_event's room: it may store up to 8 bytes
 	// past the varint's end).  Straight-line: a timestamp or a track's
 	// uuid is 9 or 10 bytes, whose loop was a third of plain_event's time.
-	static char *varint(char *p, uint64_t v)
+	__attribute__((always_inline)) static char *varint(char *p, uint64_t v)
 	{
 		if (v < 0x80) {
 			*p = static_cast<char>(v);
