@@ -4,6 +4,7 @@
 // decode our output with protoc.
 #include "export_sink.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cinttypes>
 #include <cmath>
@@ -1038,7 +1039,7 @@ public:
 		settle();
 		if (text_.size() >= kFlushAt)
 			flush();
-		char *const p0 = text_.room(2 * (2 + 32 + 12) + b.text.size() + e.text.size());
+		char *const p0 = text_.room(2 * (2 + kHeadCopy + 32 + 12) + b.text.size() + e.text.size());
 		char *p = bare_line(p0, b.text, ts);
 		any_ = true;
 		p = bare_line(p, e.text, end);
@@ -1361,7 +1362,8 @@ private:
 			l.lit(at_of(t));
 			h.name = name;
 			h.text = l.text();
-			h.text.reserve(h.text.size() + 32); // put_line() copies 32 bytes at a time
+			// put_line() copies kHeadCopy bytes at once, or 32 at a time.
+			h.text.reserve(std::max(h.text.size() + 32, kHeadCopy));
 			h.ok = l.ok;
 			h.made = true;
 		}
@@ -1372,7 +1374,7 @@ private:
 	// has anything to escape.
 	bool put_line(std::string_view head, int64_t ts, const Args &args)
 	{
-		size_t need = 2 + head.size() + 32 + 12;
+		size_t need = 2 + head.size() + kHeadCopy + 32 + 12;
 		for (const Arg &a : args)
 			need += a.name.size() + a.s.size() + 48;
 		settle();
@@ -1383,11 +1385,7 @@ private:
 		*p = ',';
 		p += any_;
 		*p++ = '\n';
-		// 32 bytes at a time: heads are kept with 32 bytes of capacity
-		// past their end (make_head), the room has 32 past the head.
-		for (size_t k = 0; k < head.size(); k += 32)
-			std::memcpy(p + k, head.data() + k, 32);
-		p += head.size();
+		p = copy_line_head(p, head);
 		p = us_text(p, ts - t0_, at_us_);
 		if (!args.empty()) {
 			std::memcpy(p, ",\"args\":{", 9);
@@ -1435,16 +1433,27 @@ private:
 		any_ = true;
 		return true;
 	}
-	// put_line() of no arguments at p (room: 2 + head + 44 bytes): the
+	// A line's head at p: kHeadCopy bytes at once when it is no longer,
+	// else 32 at a time (heads are kept with that much capacity,
+	// make_head(); the room has kHeadCopy past the head).
+	static constexpr size_t kHeadCopy = 128;
+	static char *copy_line_head(char *p, std::string_view head)
+	{
+		if (head.size() <= kHeadCopy)
+			std::memcpy(p, head.data(), kHeadCopy);
+		else
+			for (size_t k = 0; k < head.size(); k += 32)
+				std::memcpy(p + k, head.data() + k, 32);
+		return p + head.size();
+	}
+	// put_line() of no arguments at p (room: 2 + head + kHeadCopy + 44 bytes): the
 	// end of what it wrote.
 	char *bare_line(char *p, std::string_view head, int64_t ts)
 	{
 		*p = ',';
 		p += any_;
 		*p++ = '\n';
-		for (size_t k = 0; k < head.size(); k += 32) // heads' capacity: see put_line()
-			std::memcpy(p + k, head.data() + k, 32);
-		p += head.size();
+		p = copy_line_head(p, head);
 		p = us_text(p, ts - t0_, at_us_);
 		*p++ = '}';
 		return p;
