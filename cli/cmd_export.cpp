@@ -196,7 +196,8 @@ struct TraceInfo {
 	uint32_t machine = 0; // 0: the trace is of one machine (exp::machine_id())
 	int64_t pid = -1;     // a machine_id()
 	std::string procname;
-	std::string hostname; // env.hostname ("" when the env has none)
+	std::string hostname;   // env.hostname ("" when the env has none)
+	uint64_t lock_salt = 0; // mix(pid * 1000003): a lock's key is lock_salt ^ its address
 };
 
 // The last release of a lock not yet followed by an acquisition: a flow
@@ -375,8 +376,9 @@ private:
 	int64_t last_ts_ = 0;
 	bool have_ts_ = false;
 	Args args_;
-	std::string label_; // the string of an argument made here (args_ views it)
-	std::string name_;  // a wait's slice name (its buffer kept)
+	std::string label_;               // the string of an argument made here (args_ views it)
+	std::string name_;                // a wait's slice name (its buffer kept)
+	const std::string hold_ = "hold"; // a hold's slice name (not a string made per hold)
 	// " 0x" and v in lowercase hex, as printf's " 0x%" PRIx64 (a call of
 	// snprintf per contended lock acquisition was 3 % of an export).
 	static void append_hex(std::string &s, uint64_t v)
@@ -386,10 +388,16 @@ private:
 	}
 
 	template <class E> TraceInfo &trace_of(const E &ev) { return trace_info(ev.trace()); }
+	// The last sub-trace's inline (most events follow one of theirs), the
+	// others' looked up out of line.
 	TraceInfo &trace_info(const rd::TraceIdent &id)
 	{
-		if (&id == last_trace_)
+		if (__builtin_expect(&id == last_trace_, 1))
 			return *last_info_;
+		return trace_info_slow(id);
+	}
+	__attribute__((noinline)) TraceInfo &trace_info_slow(const rd::TraceIdent &id)
+	{
 		last_trace_ = &id;
 		auto it = traces_.find(&id);
 		if (it != traces_.end())
@@ -400,6 +408,7 @@ private:
 		t.hostname = id.hostname;
 		t.machine = name_hosts_ ? machine_index(t.hostname) : 0;
 		t.pid = id.has_vpid ? exp::machine_id(t.machine, id.vpid) : -1;
+		t.lock_salt = mix(static_cast<uint64_t>(t.pid) * 1000003u);
 		if (!t.kernel && t.pid >= 0 && !t.procname.empty())
 			proc_names_.emplace(t.pid, t.procname);
 		return *(last_info_ = &traces_.emplace(&id, t).first->second);
@@ -446,10 +455,15 @@ private:
 	} last_thread_;
 	uint64_t thread_track(int64_t tid, const TraceInfo *tr)
 	{
+		if (__builtin_expect(last_thread_.valid && last_thread_.tid == tid && last_thread_.tr == tr &&
+					     last_thread_.gen == names_gen_,
+				     1))
+			return kThreadTrack | static_cast<uint32_t>(tid);
+		return thread_track_slow(tid, tr);
+	}
+	__attribute__((noinline)) uint64_t thread_track_slow(int64_t tid, const TraceInfo *tr)
+	{
 		const uint64_t uuid = kThreadTrack | static_cast<uint32_t>(tid);
-		if (last_thread_.valid && last_thread_.tid == tid && last_thread_.tr == tr &&
-		    last_thread_.gen == names_gen_)
-			return uuid;
 		Thread &t = threads[tid];
 		if (tr && !tr->kernel && t.pid < 0)
 			t.pid = tr->pid;
@@ -486,8 +500,13 @@ private:
 	uint64_t lock_track(int64_t tid, const TraceInfo &tr, uint64_t lock, const char *kind)
 	{
 		LastLockTrack &l = last_lt_[analyze::cache_place(static_cast<uint64_t>(tid), lock)];
-		if (l.tr == &tr && l.tid == tid && l.lock == lock && l.gen == names_gen_)
+		if (__builtin_expect(l.tr == &tr && l.tid == tid && l.lock == lock && l.gen == names_gen_, 1))
 			return l.uuid;
+		return lock_track_slow(l, tid, tr, lock, kind);
+	}
+	__attribute__((noinline)) uint64_t lock_track_slow(LastLockTrack &l, int64_t tid, const TraceInfo &tr,
+							   uint64_t lock, const char *kind)
+	{
 		const uint64_t parent = thread_track(tid, &tr);
 		const uint64_t uuid = kLockTrack | (mix(static_cast<uint64_t>(tid) ^ mix(lock)) >> 8);
 		if (child_tracks_.find(uuid) == child_tracks_.end()) {
@@ -520,7 +539,7 @@ private:
 	}
 
 	// ---- events ----
-	template <class E> void on_event(const E &pl)
+	template <class E> __attribute__((always_inline)) void on_event(const E &pl)
 	{
 		TraceInfo &tr = trace_of(pl);
 		ClassInfo &c = class_of(pl, tr);
@@ -844,20 +863,20 @@ private:
 		const bool sem = c.op == Op::SemWait || c.op == Op::SemTimedwait || c.op == Op::SemTrywait ||
 				 c.op == Op::SemPost;
 		const char *kind = c.compact ? "mutex" : rw ? "rwlock" : sem ? "semaphore" : "mutex";
-		const uint64_t lock_key = mix(static_cast<uint64_t>(tr.pid) * 1000003u) ^ lock;
+		const uint64_t lock_key = tr.lock_salt ^ lock;
 		LockState &ls = lock_state(lock_key);
 		args_.clear();
 		if (c.compact) { // uncontended: a hold from its acquisition, no wait
 			const bool held = c.compact == 1;
 			const int64_t from = ts - static_cast<int64_t>(pl.u64(c.f_back));
 			const uint64_t track = lock_track(tid, tr, lock, kind);
-			ls.released = false;
-			sink_.begin(from, track, "hold", args_, 0);
 			if (!held) {
+				ls.released = false;
+				sink_.begin(from, track, hold_, args_, 0);
 				holds_[HoldKey{tid, lock_key}]++;
 				return;
 			}
-			sink_.end(ts, track, args_, 0);
+			sink_.pair(from, ts, track, hold_);
 			ls = LockState{true, ts, tid};
 			return;
 		}
@@ -923,7 +942,7 @@ private:
 		sink_.complete(from, ts, thread_track(tid, &tr), name, args_, 0, 0);
 		args_.clear();
 		if (held)
-			sink_.begin(ts, track, "hold", args_, 0);
+			sink_.begin(ts, track, hold_, args_, 0);
 	}
 
 	static Arg int_arg(const char *name, int64_t v)
@@ -990,7 +1009,7 @@ private:
 		if (acquired) {
 			ls.released = false;
 			const uint64_t track = lock_track(tid, tr, lock, kind);
-			sink_.begin(ts, track, "hold", args_, 0);
+			sink_.begin(ts, track, hold_, args_, 0);
 			holds_[HoldKey{tid, lock_key}]++;
 		}
 	}

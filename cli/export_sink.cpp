@@ -4,6 +4,7 @@
 // decode our output with protoc.
 #include "export_sink.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cinttypes>
 #include <cmath>
@@ -58,7 +59,7 @@ constexpr uint64_t kSequence = 1;
 // Whether the s.size() bytes at p are s, without a call (the names of
 // successive events mostly are): 8 bytes at a time, the last 8 (4, 1 for
 // shorter ones) overlapping.
-inline bool same_bytes(const char *p, std::string_view s)
+__attribute__((always_inline)) inline bool same_bytes(const char *p, std::string_view s)
 {
 	const size_t n = s.size();
 	const char *q = s.data();
@@ -175,6 +176,29 @@ public:
 	{
 		named_event(kTypeSliceBegin, ts, track, name, args, flow_in, flow_out);
 		this->end(end, track, Args(), 0);
+	}
+	// Two packets of made heads (a begin's and an end's, both in a cache
+	// of their own: a lock's holds follow one another), their lengths
+	// known: the 2 events of plain_event() without their arguments' loop.
+	void pair(int64_t ts, int64_t end, uint64_t track, const std::string &name) override
+	{
+		const uint32_t mach = machine_of_track(track);
+		if (!started_[mach] || ts < 0 || end < 0 || name.size() > kMaxName) {
+			Sink::pair(ts, end, track, name);
+			return;
+		}
+		PairHeads &ph = pair_heads_[(track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 59];
+		if (!(ph.begin.made && ph.begin.track == track && ph.begin.mach == mach &&
+		      ph.begin.name_len == name.size() && same_bytes(ph.begin.name, name))) {
+			make_head(ph.begin, mach, kTypeSliceBegin, track, &name);
+			make_head(ph.end, mach, kTypeSliceEnd, track, nullptr);
+		}
+		char *const p0 = w_.buf.room(2 * (32 + sizeof ph.begin.bytes));
+		char *p = bare_packet(p0, ts, ph.begin);
+		p = bare_packet(p, end, ph.end);
+		w_.buf.commit(static_cast<size_t>(p - p0));
+		if (w_.buf.size() >= kFlushAt)
+			flush();
 	}
 	void instant(int64_t ts, uint64_t track, const std::string &name, const Args &args) override
 	{
@@ -332,6 +356,12 @@ private:
 	};
 	static constexpr size_t kHeads = 128; // by the top 7 bits of the track's hash, plus the type
 	Head heads_[kHeads];
+	// pair()'s: a begin's head and its end's, by the top 5 bits of the
+	// track's hash.
+	struct PairHeads {
+		Head begin, end;
+	};
+	PairHeads pair_heads_[32];
 	// A time's varint: the bytes above its low 28 bits (its last ones),
 	// the same for successive times (2^28 ns: 0.27 s), as the previous
 	// time's (ts_hi_: those bits, 0 when unknown).
@@ -364,6 +394,13 @@ private:
 		    h.named == (name != nullptr) &&
 		    (!name || (h.name_len == name->size() && same_bytes(h.name, *name))))
 			return h;
+		make_head(h, mach, type, track, name);
+		return h;
+	}
+	// h made for these: its TrackEvent's length that of an event with no
+	// arguments nor flows (plain_event() writes it again).
+	static void make_head(Head &h, uint32_t mach, uint64_t type, uint64_t track, const std::string *name)
+	{
 		h.track = track;
 		h.type = type;
 		h.mach = mach;
@@ -392,8 +429,31 @@ private:
 			p += name->size();
 		}
 		h.len = static_cast<uint8_t>(p - h.bytes);
+		len2(h.bytes + h.te_len, static_cast<size_t>(h.len - h.te_len - 2));
 		h.made = true;
-		return h;
+	}
+	// h's bytes at p (room: all of h.bytes), 32 or 128 at once (the
+	// room's slack): most heads (a track, a type, a short name) fit 32.
+	static void copy_head(char *p, const Head &h)
+	{
+		if (h.len <= 32)
+			std::memcpy(p, h.bytes, 32);
+		else
+			std::memcpy(p, h.bytes, sizeof h.bytes);
+	}
+	// A packet of head h and time ts (>= 0), nothing more, at p (room:
+	// 16 bytes and h.bytes): the end of what it wrote.
+	char *bare_packet(char *p, int64_t ts, const Head &h)
+	{
+		*p++ = static_cast<char>(kTracePacket << 3 | pb::kLen);
+		char *const pkt_len = p;
+		p += 2;
+		*p++ = static_cast<char>(kPktTimestamp << 3 | pb::kVarint);
+		p = ts_varint(p, static_cast<uint64_t>(ts));
+		copy_head(p, h);
+		p += h.len;
+		len2(pkt_len, static_cast<size_t>(p - pkt_len - 2));
+		return p;
 	}
 	__attribute__((always_inline)) bool plain_event(uint32_t mach, uint64_t type, int64_t ts,
 							uint64_t track, const std::string *name,
@@ -414,7 +474,7 @@ private:
 		p += 2;
 		*p++ = static_cast<char>(kPktTimestamp << 3 | pb::kVarint);
 		p = ts_varint(p, static_cast<uint64_t>(ts));
-		std::memcpy(p, h.bytes, sizeof h.bytes); // whole: the room's slack
+		copy_head(p, h);
 		char *const te_len = p + h.te_len;
 		p += h.len;
 		for (const Arg &a : args)
@@ -511,7 +571,7 @@ private:
 	// v as a varint at p (plain_event's room: it may store up to 8 bytes
 	// past the varint's end).  Straight-line: a timestamp or a track's
 	// uuid is 9 or 10 bytes, whose loop was a third of plain_event's time.
-	static char *varint(char *p, uint64_t v)
+	__attribute__((always_inline)) static char *varint(char *p, uint64_t v)
 	{
 		if (v < 0x80) {
 			*p = static_cast<char>(v);
@@ -951,6 +1011,40 @@ public:
 		if (flow_out)
 			flow("s", flow_out, t, ts);
 	}
+	// begin() and end() at once: the same heads (the end's made for the
+	// begin's shown name), the 2 lines written together; the open names
+	// left as they were (the slot the begin would have filled is past
+	// their end, a (name, gen) of its own kept).
+	void pair(int64_t ts, int64_t end, uint64_t track, const std::string &name) override
+	{
+		const Recent &r = recent(track);
+		const Track &t = *r.track;
+		Track::Head &b = t.heads[0];
+		if (!b.made || b.src.size() != name.size() || !same(b.src.data(), name)) {
+			Sink::pair(ts, end, track, name);
+			return;
+		}
+		Track::Head &e = t.heads[1];
+		if (!e.made || e.gen != b.gen) {
+			if (!e.made || e.name.size() != b.name.size() || !same(e.name.data(), b.name))
+				make_head(t, track, 1, b.name);
+			e.gen = b.gen;
+		}
+		if (!b.ok || !e.ok) {
+			Sink::pair(ts, end, track, name);
+			return;
+		}
+		last_ = ts > last_ ? ts : last_;
+		last_ = end > last_ ? end : last_;
+		settle();
+		if (text_.size() >= kFlushAt)
+			flush();
+		char *const p0 = text_.room(2 * (2 + kHeadCopy + 32 + 12) + b.text.size() + e.text.size());
+		char *p = bare_line(p0, b.text, ts);
+		any_ = true;
+		p = bare_line(p, e.text, end);
+		text_.commit(static_cast<size_t>(p - p0));
+	}
 	void complete(int64_t ts, int64_t end, uint64_t track, const std::string &name, const Args &args,
 		      uint64_t flow_in, uint64_t flow_out) override
 	{
@@ -1268,7 +1362,8 @@ private:
 			l.lit(at_of(t));
 			h.name = name;
 			h.text = l.text();
-			h.text.reserve(h.text.size() + 32); // put_line() copies 32 bytes at a time
+			// put_line() copies kHeadCopy bytes at once, or 32 at a time.
+			h.text.reserve(std::max(h.text.size() + 32, kHeadCopy));
 			h.ok = l.ok;
 			h.made = true;
 		}
@@ -1279,7 +1374,7 @@ private:
 	// has anything to escape.
 	bool put_line(std::string_view head, int64_t ts, const Args &args)
 	{
-		size_t need = 2 + head.size() + 32 + 12;
+		size_t need = 2 + head.size() + kHeadCopy + 32 + 12;
 		for (const Arg &a : args)
 			need += a.name.size() + a.s.size() + 48;
 		settle();
@@ -1290,11 +1385,7 @@ private:
 		*p = ',';
 		p += any_;
 		*p++ = '\n';
-		// 32 bytes at a time: heads are kept with 32 bytes of capacity
-		// past their end (make_head), the room has 32 past the head.
-		for (size_t k = 0; k < head.size(); k += 32)
-			std::memcpy(p + k, head.data() + k, 32);
-		p += head.size();
+		p = copy_line_head(p, head);
 		p = us_text(p, ts - t0_, at_us_);
 		if (!args.empty()) {
 			std::memcpy(p, ",\"args\":{", 9);
@@ -1341,6 +1432,31 @@ private:
 		text_.commit(static_cast<size_t>(p - p0));
 		any_ = true;
 		return true;
+	}
+	// A line's head at p: kHeadCopy bytes at once when it is no longer,
+	// else 32 at a time (heads are kept with that much capacity,
+	// make_head(); the room has kHeadCopy past the head).
+	static constexpr size_t kHeadCopy = 128;
+	static char *copy_line_head(char *p, std::string_view head)
+	{
+		if (head.size() <= kHeadCopy)
+			std::memcpy(p, head.data(), kHeadCopy);
+		else
+			for (size_t k = 0; k < head.size(); k += 32)
+				std::memcpy(p + k, head.data() + k, 32);
+		return p + head.size();
+	}
+	// put_line() of no arguments at p (room: 2 + head + kHeadCopy + 44 bytes): the
+	// end of what it wrote.
+	char *bare_line(char *p, std::string_view head, int64_t ts)
+	{
+		*p = ',';
+		p += any_;
+		*p++ = '\n';
+		p = copy_line_head(p, head);
+		p = us_text(p, ts - t0_, at_us_);
+		*p++ = '}';
+		return p;
 	}
 	// A flow's start ("s") or end ("f", bound to the enclosing slice).
 	void flow(const char *ph, uint64_t id, const Track &t, int64_t ts)

@@ -99,6 +99,16 @@ public:
 		begin(ts, track, name, args, flow_in);
 		this->end(end, track, Args(), flow_out);
 	}
+	// A slice begun at ts and ended at end (>= ts), with no arguments nor
+	// flows, written at once (a lock's uncontended hold of the compact
+	// records, the per-event path of a pthread trace): byte for byte a
+	// begin() and an end() with no arguments, without building any.
+	virtual void pair(int64_t ts, int64_t end, uint64_t track, const std::string &name)
+	{
+		const Args none;
+		begin(ts, track, name, none, 0);
+		this->end(end, track, none, 0);
+	}
 	virtual void instant(int64_t ts, uint64_t track, const std::string &name, const Args &args) = 0;
 	virtual void counter(int64_t ts, uint64_t track, int64_t value) = 0;
 	// Kernel scheduling (per-CPU tracks and thread states in Perfetto), on
