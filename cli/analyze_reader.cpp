@@ -26,6 +26,10 @@ struct ClassOf : rd::SlotCache {
 	// record (a name look-up per field read was a tenth of a wait's cost).
 	bool resolved = false;
 	rd::FieldSlot f_back, f_site, f_lock;
+	// Held: the three as fixed-offset integers (Strata's reader, COMPACT
+	// records), when all three are.
+	bool fixed = false;
+	rd::FixedInt x_back, x_site, x_lock;
 	rd::FieldSlot f_cond, f_ret, f_contended, f_wait, f_caller, f_stack; // Lock
 };
 
@@ -194,6 +198,12 @@ template <class E> inline __attribute__((always_inline)) void held_streamed(Sink
 		c.f_back = c.get(ev, "hold_ns");
 		c.f_site = c.get(ev, "site");
 		c.f_lock = c.get(ev, "lock");
+		if constexpr (E::kFixed) {
+			c.x_back = rd::FixedInt::of(c.f_back);
+			c.x_site = rd::FixedInt::of(c.f_site);
+			c.x_lock = rd::FixedInt::of(c.f_lock);
+			c.fixed = c.x_back.ok && c.x_site.ok && c.x_lock.ok;
+		}
 		c.resolved = true;
 	}
 	Event &b = s->held_ev;
@@ -202,9 +212,16 @@ template <class E> inline __attribute__((always_inline)) void held_streamed(Sink
 	int64_t tid = 0;
 	b.tid = ev.tid(&tid) ? tid : 0;
 	b.op = c.op;
-	const uint64_t back = ev.u64(c.f_back);
-	const uint64_t site = ev.u64(c.f_site);
-	b.lock = ev.u64(c.f_lock);
+	uint64_t back, site;
+	if (E::kFixed && __builtin_expect(c.fixed, 1)) {
+		back = static_cast<uint64_t>(ev.fixed(c.x_back));
+		site = static_cast<uint64_t>(ev.fixed(c.x_site));
+		b.lock = static_cast<uint64_t>(ev.fixed(c.x_lock));
+	} else {
+		back = ev.u64(c.f_back);
+		site = ev.u64(c.f_site);
+		b.lock = ev.u64(c.f_lock);
+	}
 	b.ts = now - static_cast<int64_t>(back);
 	b.caller = 0;
 	s->reorder = true;

@@ -100,6 +100,33 @@ struct FieldSlot {
 	bool is_signed = false;
 };
 
+// A payload integer at a fixed offset of a COMPACT record (a FieldSlot
+// with off >= 0 of 1, 2, 4 or 8 bytes), read by NativeEvent::fixed() with
+// one 8-byte load and two shifts, no switch on its size: Strata's reader
+// leaves kTraceEventSlack readable bytes past every packet's content
+// (trace_reader.h).  ok false (any other field, babeltrace2's slots, a
+// big-endian host): read it with i64/u64.  The value is load_int()'s.
+struct FixedInt {
+	uint32_t off = 0;
+	uint8_t shift = 0; // 64 - 8 * bytes
+	bool is_signed = false;
+	bool ok = false;
+	static FixedInt of(const FieldSlot &s)
+	{
+		FixedInt f;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		if (s.off >= 0 && (s.type == STRATA_FT_INTEGER || s.type == STRATA_FT_ENUM) &&
+		    (s.bytes == 1 || s.bytes == 2 || s.bytes == 4 || s.bytes == 8)) {
+			f.off = static_cast<uint32_t>(s.off);
+			f.shift = static_cast<uint8_t>(64 - 8 * s.bytes);
+			f.is_signed = s.is_signed;
+			f.ok = true;
+		}
+#endif
+		return f;
+	}
+};
+
 // The slots of one event class, by field name.  Keep one per event class
 // (class_key()); `name` must be a string literal (compared by address).
 struct SlotCache {
@@ -249,6 +276,15 @@ public:
 		return v && (s.type == STRATA_FT_INTEGER || s.type == STRATA_FT_ENUM) ? v->i : 0;
 	}
 	uint64_t u64(const FieldSlot &s) const { return (uint64_t)i64(s); }
+	// A FixedInt with ok true (see there).
+	static constexpr bool kFixed = true;
+	int64_t fixed(const FixedInt &f) const
+	{
+		uint64_t v;
+		memcpy(&v, e_.pkt + e_.payload + f.off, 8);
+		v <<= f.shift;
+		return f.is_signed ? static_cast<int64_t>(v) >> f.shift : static_cast<int64_t>(v >> f.shift);
+	}
 	std::string_view str(const FieldSlot &s) const
 	{
 		const FieldValue *v = s.type == STRATA_FT_STRING ? value(s) : nullptr;
@@ -433,6 +469,9 @@ public:
 	}
 	int64_t i64(const FieldSlot &s) const { return as_i64(field(s)); }
 	uint64_t u64(const FieldSlot &s) const { return as_u64(field(s)); }
+	// No fixed offsets here: FixedInt::of() is never ok for these slots.
+	static constexpr bool kFixed = false;
+	int64_t fixed(const FixedInt &) const { return 0; }
 	std::string_view str(const FieldSlot &s) const
 	{
 		const bt_field *f = field(s);

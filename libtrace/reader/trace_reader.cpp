@@ -570,7 +570,7 @@ bool TraceReader::load_packet(Cursor &c)
 			continue;
 		}
 		const int fd = ::open(c.s->path.c_str(), O_RDONLY | O_CLOEXEC);
-		c.buf.resize(e.content);
+		c.buf.resize(e.content + kTraceEventSlack);
 		const bool ok = fd >= 0 && read_at(fd, c.buf.data(), e.content, e.offset);
 		if (fd >= 0)
 			close(fd);
