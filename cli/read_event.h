@@ -102,13 +102,14 @@ struct FieldSlot {
 
 // A payload integer at a fixed offset of a COMPACT record (a FieldSlot
 // with off >= 0 of 1, 2, 4 or 8 bytes), read by NativeEvent::fixed() with
-// one 8-byte load and two shifts, no switch on its size: Strata's reader
+// one 8-byte load and a mask (or two shifts), no switch on its size: Strata's reader
 // leaves kTraceEventSlack readable bytes past every packet's content
 // (trace_reader.h).  ok false (any other field, babeltrace2's slots, a
 // big-endian host): read it with i64/u64.  The value is load_int()'s.
 struct FixedInt {
 	uint32_t off = 0;
-	uint8_t shift = 0; // 64 - 8 * bytes
+	uint8_t shift = 0; // 64 - 8 * bytes (signed: sign-extended by shifts)
+	uint64_t mask = 0; // the integer's bytes (unsigned)
 	bool is_signed = false;
 	bool ok = false;
 	static FixedInt of(const FieldSlot &s)
@@ -119,6 +120,7 @@ struct FixedInt {
 		    (s.bytes == 1 || s.bytes == 2 || s.bytes == 4 || s.bytes == 8)) {
 			f.off = static_cast<uint32_t>(s.off);
 			f.shift = static_cast<uint8_t>(64 - 8 * s.bytes);
+			f.mask = ~uint64_t{0} >> f.shift;
 			f.is_signed = s.is_signed;
 			f.ok = true;
 		}
@@ -282,8 +284,9 @@ public:
 	{
 		uint64_t v;
 		memcpy(&v, e_.pkt + e_.payload + f.off, 8);
-		v <<= f.shift;
-		return f.is_signed ? static_cast<int64_t>(v) >> f.shift : static_cast<int64_t>(v >> f.shift);
+		if (f.is_signed)
+			return static_cast<int64_t>(v << f.shift) >> f.shift;
+		return static_cast<int64_t>(v & f.mask);
 	}
 	std::string_view str(const FieldSlot &s) const
 	{
