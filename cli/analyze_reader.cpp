@@ -38,7 +38,7 @@ struct Sink {
 	std::unordered_map<const void *, ClassOf> classes; // by class_key()
 	const void *last_class = nullptr;
 	ClassOf *last_of = nullptr;
-	const void *last_trace = nullptr;
+	const void *last_trace = nullptr, *last_stream = nullptr; // of the last event
 	uint32_t last_proc = 0;
 	EventSink *on = nullptr; // streaming: each event, none kept
 	Progress *progress = nullptr;
@@ -79,17 +79,21 @@ struct Sink {
 
 template <class E> uint32_t proc_miss(Sink *s, const E &ev);
 
-// The process of the event's sub-trace: the last one's inline.
+// The process of the event's sub-trace: the last one's inline, by its
+// stream (one load; a stream lies in one sub-trace).
 template <class E> inline __attribute__((always_inline)) uint32_t proc_of(Sink *s, const E &ev)
 {
-	if (__builtin_expect(ev.trace_key() == s->last_trace, 1))
+	if (__builtin_expect(ev.stream_key() == s->last_stream, 1))
 		return s->last_proc;
 	return proc_miss(s, ev);
 }
 
 template <class E> __attribute__((noinline)) uint32_t proc_miss(Sink *s, const E &ev)
 {
+	s->last_stream = ev.stream_key();
 	const void *tr = ev.trace_key();
+	if (tr == s->last_trace)
+		return s->last_proc;
 	auto it = s->procs.find(tr);
 	if (it != s->procs.end()) {
 		s->last_trace = tr;

@@ -21,6 +21,8 @@
  *   class_key()      the event class, a key stable for the read (caches)
  *   name()           "provider:event" (kernel events: "sched_switch")
  *   trace_key(), trace()   the sub-trace and its identity (TraceIdent)
+ *   stream_key()     a key of fewer look-ups than trace_key(): its stream
+ *                    (Strata's reader) or its sub-trace; one key, one sub-trace
  *   timed(), ns()    the time, ns from the clock's origin
  *   tid(&t), cpu()   the thread (false: none known), the CPU (-1: none)
  *   slot(name)       a payload field by name (FieldSlot; resolved once per
@@ -229,6 +231,7 @@ public:
 	const void *class_key() const { return e_.cls; }
 	const char *name() const { return e_.cls->full_name.c_str(); }
 	const void *trace_key() const { return &whole_of(e_.trace()); }
+	const void *stream_key() const { return e_.stream; }
 	const TraceIdent &trace() const { return ctx_.ident(whole_of(e_.trace())); }
 	bool timed() const { return true; }
 	int64_t ns() const { return e_.ns; }
@@ -458,6 +461,7 @@ public:
 	{
 		return ctx_.ident(bt_stream_borrow_trace_const(bt_event_borrow_stream_const(ev_)));
 	}
+	const void *stream_key() const { return trace_key(); } // a bt_stream's life is not the read's
 	bool timed() const { return timed_; }
 	int64_t ns() const { return ns_; }
 	bool tid(int64_t *t) const { return sctx().tid(ev_, t); }
