@@ -177,8 +177,8 @@ struct TraceReader::Cursor {
 	int32_t packet_tid = INT32_MIN;
 	// The class of the last record's id (the map's look-up was a sixth of
 	// the reader's time).
-	uint32_t last_id = 0;
-	bool have_id = false;
+	// UINT32_MAX, above every id a DecodedRecord holds: none yet.
+	uint32_t last_id = UINT32_MAX;
 	const MetaEvent *last_cls = nullptr;
 };
 
@@ -688,7 +688,6 @@ template <class C> __attribute__((noinline)) void take_class(C &c, uint32_t id)
 	auto it = c.classes->find(id);
 	c.last_cls = it == c.classes->end() ? nullptr : &it->second;
 	c.last_id = id;
-	c.have_id = true;
 }
 
 template <class C> __attribute__((always_inline)) inline void take_record(C &c)
@@ -699,7 +698,7 @@ template <class C> __attribute__((always_inline)) inline void take_record(C &c)
 	TraceEvent &ev = c.ev;
 	ev.ts = r.ts;
 	ev.ns = __builtin_expect(!c.map && c.fast_ns, 1) ? c.base_ns + (int64_t)r.ts : slow_ns(c, r.ts);
-	if (r.id != c.last_id || !c.have_id) // a stream is mostly runs of one event
+	if (r.id != c.last_id) // a stream is mostly runs of one event
 		take_class(c, r.id);
 	ev.cls = c.last_cls;
 	if (c.packet_tid == INT32_MIN) { // else set by load_packet(), with pkt and packet
