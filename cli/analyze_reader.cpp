@@ -26,6 +26,10 @@ struct ClassOf : rd::SlotCache {
 	// record (a name look-up per field read was a tenth of a wait's cost).
 	bool resolved = false;
 	rd::FieldSlot f_back, f_site, f_lock;
+	// Held: the three as fixed-offset integers (Strata's reader, COMPACT
+	// records), when all three are.
+	bool fixed = false;
+	rd::FixedInt x_back, x_site, x_lock;
 	rd::FieldSlot f_cond, f_ret, f_contended, f_wait, f_caller, f_stack; // Lock
 };
 
@@ -34,7 +38,7 @@ struct Sink {
 	std::unordered_map<const void *, ClassOf> classes; // by class_key()
 	const void *last_class = nullptr;
 	ClassOf *last_of = nullptr;
-	const void *last_trace = nullptr;
+	const void *last_trace = nullptr, *last_stream = nullptr; // of the last event
 	uint32_t last_proc = 0;
 	EventSink *on = nullptr; // streaming: each event, none kept
 	Progress *progress = nullptr;
@@ -75,17 +79,21 @@ struct Sink {
 
 template <class E> uint32_t proc_miss(Sink *s, const E &ev);
 
-// The process of the event's sub-trace: the last one's inline.
+// The process of the event's sub-trace: the last one's inline, by its
+// stream (one load; a stream lies in one sub-trace).
 template <class E> inline __attribute__((always_inline)) uint32_t proc_of(Sink *s, const E &ev)
 {
-	if (__builtin_expect(ev.trace_key() == s->last_trace, 1))
+	if (__builtin_expect(ev.stream_key() == s->last_stream, 1))
 		return s->last_proc;
 	return proc_miss(s, ev);
 }
 
 template <class E> __attribute__((noinline)) uint32_t proc_miss(Sink *s, const E &ev)
 {
+	s->last_stream = ev.stream_key();
 	const void *tr = ev.trace_key();
+	if (tr == s->last_trace)
+		return s->last_proc;
 	auto it = s->procs.find(tr);
 	if (it != s->procs.end()) {
 		s->last_trace = tr;
@@ -194,6 +202,12 @@ template <class E> inline __attribute__((always_inline)) void held_streamed(Sink
 		c.f_back = c.get(ev, "hold_ns");
 		c.f_site = c.get(ev, "site");
 		c.f_lock = c.get(ev, "lock");
+		if constexpr (E::kFixed) {
+			c.x_back = rd::FixedInt::of(c.f_back);
+			c.x_site = rd::FixedInt::of(c.f_site);
+			c.x_lock = rd::FixedInt::of(c.f_lock);
+			c.fixed = c.x_back.ok && c.x_site.ok && c.x_lock.ok;
+		}
 		c.resolved = true;
 	}
 	Event &b = s->held_ev;
@@ -202,9 +216,16 @@ template <class E> inline __attribute__((always_inline)) void held_streamed(Sink
 	int64_t tid = 0;
 	b.tid = ev.tid(&tid) ? tid : 0;
 	b.op = c.op;
-	const uint64_t back = ev.u64(c.f_back);
-	const uint64_t site = ev.u64(c.f_site);
-	b.lock = ev.u64(c.f_lock);
+	uint64_t back, site;
+	if (E::kFixed && __builtin_expect(c.fixed, 1)) {
+		back = static_cast<uint64_t>(ev.fixed(c.x_back));
+		site = static_cast<uint64_t>(ev.fixed(c.x_site));
+		b.lock = static_cast<uint64_t>(ev.fixed(c.x_lock));
+	} else {
+		back = ev.u64(c.f_back);
+		site = ev.u64(c.f_site);
+		b.lock = ev.u64(c.f_lock);
+	}
 	b.ts = now - static_cast<int64_t>(back);
 	b.caller = 0;
 	s->reorder = true;

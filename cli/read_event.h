@@ -21,6 +21,8 @@
  *   class_key()      the event class, a key stable for the read (caches)
  *   name()           "provider:event" (kernel events: "sched_switch")
  *   trace_key(), trace()   the sub-trace and its identity (TraceIdent)
+ *   stream_key()     a key of fewer look-ups than trace_key(): its stream
+ *                    (Strata's reader) or its sub-trace; one key, one sub-trace
  *   timed(), ns()    the time, ns from the clock's origin
  *   tid(&t), cpu()   the thread (false: none known), the CPU (-1: none)
  *   slot(name)       a payload field by name (FieldSlot; resolved once per
@@ -98,6 +100,35 @@ struct FieldSlot {
 	int32_t off = -1;
 	uint8_t type = 0, bytes = 0;
 	bool is_signed = false;
+};
+
+// A payload integer at a fixed offset of a COMPACT record (a FieldSlot
+// with off >= 0 of 1, 2, 4 or 8 bytes), read by NativeEvent::fixed() with
+// one 8-byte load and a mask (or two shifts), no switch on its size: Strata's reader
+// leaves kTraceEventSlack readable bytes past every packet's content
+// (trace_reader.h).  ok false (any other field, babeltrace2's slots, a
+// big-endian host): read it with i64/u64.  The value is load_int()'s.
+struct FixedInt {
+	uint32_t off = 0;
+	uint8_t shift = 0; // 64 - 8 * bytes (signed: sign-extended by shifts)
+	uint64_t mask = 0; // the integer's bytes (unsigned)
+	bool is_signed = false;
+	bool ok = false;
+	static FixedInt of(const FieldSlot &s)
+	{
+		FixedInt f;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		if (s.off >= 0 && (s.type == STRATA_FT_INTEGER || s.type == STRATA_FT_ENUM) &&
+		    (s.bytes == 1 || s.bytes == 2 || s.bytes == 4 || s.bytes == 8)) {
+			f.off = static_cast<uint32_t>(s.off);
+			f.shift = static_cast<uint8_t>(64 - 8 * s.bytes);
+			f.mask = ~uint64_t{0} >> f.shift;
+			f.is_signed = s.is_signed;
+			f.ok = true;
+		}
+#endif
+		return f;
+	}
 };
 
 // The slots of one event class, by field name.  Keep one per event class
@@ -200,6 +231,7 @@ public:
 	const void *class_key() const { return e_.cls; }
 	const char *name() const { return e_.cls->full_name.c_str(); }
 	const void *trace_key() const { return &whole_of(e_.trace()); }
+	const void *stream_key() const { return e_.stream; }
 	const TraceIdent &trace() const { return ctx_.ident(whole_of(e_.trace())); }
 	bool timed() const { return true; }
 	int64_t ns() const { return e_.ns; }
@@ -249,6 +281,16 @@ public:
 		return v && (s.type == STRATA_FT_INTEGER || s.type == STRATA_FT_ENUM) ? v->i : 0;
 	}
 	uint64_t u64(const FieldSlot &s) const { return (uint64_t)i64(s); }
+	// A FixedInt with ok true (see there).
+	static constexpr bool kFixed = true;
+	int64_t fixed(const FixedInt &f) const
+	{
+		uint64_t v;
+		memcpy(&v, e_.pkt + e_.payload + f.off, 8);
+		if (f.is_signed)
+			return static_cast<int64_t>(v << f.shift) >> f.shift;
+		return static_cast<int64_t>(v & f.mask);
+	}
 	std::string_view str(const FieldSlot &s) const
 	{
 		const FieldValue *v = s.type == STRATA_FT_STRING ? value(s) : nullptr;
@@ -419,6 +461,7 @@ public:
 	{
 		return ctx_.ident(bt_stream_borrow_trace_const(bt_event_borrow_stream_const(ev_)));
 	}
+	const void *stream_key() const { return trace_key(); } // a bt_stream's life is not the read's
 	bool timed() const { return timed_; }
 	int64_t ns() const { return ns_; }
 	bool tid(int64_t *t) const { return sctx().tid(ev_, t); }
@@ -433,6 +476,9 @@ public:
 	}
 	int64_t i64(const FieldSlot &s) const { return as_i64(field(s)); }
 	uint64_t u64(const FieldSlot &s) const { return as_u64(field(s)); }
+	// No fixed offsets here: FixedInt::of() is never ok for these slots.
+	static constexpr bool kFixed = false;
+	int64_t fixed(const FixedInt &) const { return 0; }
 	std::string_view str(const FieldSlot &s) const
 	{
 		const bt_field *f = field(s);

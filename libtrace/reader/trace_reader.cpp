@@ -139,7 +139,11 @@ struct TraceReader::Cursor {
 	RecordWalk *walk = nullptr;
 	const std::map<uint32_t, MetaEvent> *classes = nullptr;
 	size_t next = 0; // next index entry to load
-	std::vector<uint8_t> buf;
+	// The packet read last (its content, then kTraceEventSlack zeros),
+	// buf_cap bytes: grown to the largest packet's, never cleared (its
+	// content is read over it).
+	std::unique_ptr<uint8_t[]> buf;
+	size_t buf_cap = 0;
 	// The packet's records, decoded by the walk that checks the packet
 	// when it is loaded (the first kMaxDecoded of them; memory: the packet
 	// and at most kMaxDecoded * 24 bytes), served from recs[ri, rn) one
@@ -173,8 +177,8 @@ struct TraceReader::Cursor {
 	int32_t packet_tid = INT32_MIN;
 	// The class of the last record's id (the map's look-up was a sixth of
 	// the reader's time).
-	uint32_t last_id = 0;
-	bool have_id = false;
+	// UINT32_MAX, above every id a DecodedRecord holds: none yet.
+	uint32_t last_id = UINT32_MAX;
 	const MetaEvent *last_cls = nullptr;
 };
 
@@ -543,7 +547,7 @@ template <class C> __attribute__((noinline)) void refill(C &c)
 	size_t n = 0;
 	while (n < cap && c.ro < c.rend) {
 		WalkedRecord r;
-		c.walk->step(c.buf.data(), c.rend, c.s->shared, c.rprev, &c.ro, &r);
+		c.walk->step(c.buf.get(), c.rend, c.s->shared, c.rprev, &c.ro, &r);
 		c.rprev = r.ts;
 		c.recs[n++] = DecodedRecord{r.ts,  (uint32_t)r.payload, (uint32_t)r.end,
 					    r.tid, (uint16_t)r.id,      r.cpu};
@@ -570,8 +574,12 @@ bool TraceReader::load_packet(Cursor &c)
 			continue;
 		}
 		const int fd = ::open(c.s->path.c_str(), O_RDONLY | O_CLOEXEC);
-		c.buf.resize(e.content);
-		const bool ok = fd >= 0 && read_at(fd, c.buf.data(), e.content, e.offset);
+		if (c.buf_cap < e.content + kTraceEventSlack) {
+			c.buf_cap = e.content + kTraceEventSlack;
+			c.buf.reset(new uint8_t[c.buf_cap]);
+		}
+		memset(c.buf.get() + e.content, 0, kTraceEventSlack);
+		const bool ok = fd >= 0 && read_at(fd, c.buf.get(), e.content, e.offset);
 		if (fd >= 0)
 			close(fd);
 		if (!ok) {
@@ -582,6 +590,13 @@ bool TraceReader::load_packet(Cursor &c)
 		c.prev = &e;
 		c.pe = &e;
 		c.packet_tid = c.compact && !c.s->shared ? e.vtid : INT32_MIN;
+		// What every record of the packet shares, set once (take_record()
+		// sets the rest): the event given before is done with by now.
+		c.ev.pkt = c.buf.get();
+		c.ev.packet = &e;
+		c.ev.cpu = -1;
+		if (c.packet_tid != INT32_MIN)
+			c.ev.tid = c.packet_tid;
 		if (c.map) {
 			c.piece = c.map->piece_at(e.ts_begin);
 			if (c.map->piece_end(c.piece) <= e.ts_end)
@@ -618,7 +633,7 @@ bool TraceReader::load_packet(Cursor &c)
 		uint64_t ts = e.ts_begin;
 		const char *why = nullptr;
 		const uint64_t good =
-			c.walk->walk(c.buf.data(), e.content, c.s->shared, e.ts_end, &ts, &why, v);
+			c.walk->walk(c.buf.get(), e.content, c.s->shared, e.ts_end, &ts, &why, v);
 		c.ri = 0;
 		c.rn = (size_t)(v.p - c.recs.get());
 		c.rend = good;
@@ -673,7 +688,6 @@ template <class C> __attribute__((noinline)) void take_class(C &c, uint32_t id)
 	auto it = c.classes->find(id);
 	c.last_cls = it == c.classes->end() ? nullptr : &it->second;
 	c.last_id = id;
-	c.have_id = true;
 }
 
 template <class C> __attribute__((always_inline)) inline void take_record(C &c)
@@ -684,15 +698,16 @@ template <class C> __attribute__((always_inline)) inline void take_record(C &c)
 	TraceEvent &ev = c.ev;
 	ev.ts = r.ts;
 	ev.ns = __builtin_expect(!c.map && c.fast_ns, 1) ? c.base_ns + (int64_t)r.ts : slow_ns(c, r.ts);
-	if (r.id != c.last_id || !c.have_id) // a stream is mostly runs of one event
+	if (r.id != c.last_id) // a stream is mostly runs of one event
 		take_class(c, r.id);
 	ev.cls = c.last_cls;
-	ev.tid = c.packet_tid != INT32_MIN ? c.packet_tid : r.tid;
-	ev.cpu = c.compact ? -1 : r.cpu;
-	ev.pkt = c.buf.data();
+	if (c.packet_tid == INT32_MIN) { // else set by load_packet(), with pkt and packet
+		ev.tid = r.tid;
+		if (!c.compact)
+			ev.cpu = r.cpu;
+	}
 	ev.payload = r.payload;
 	ev.end = r.end;
-	ev.packet = c.pe;
 	c.last_ts = r.ts;
 	c.have_ts = true;
 	c.key = ev.ns;

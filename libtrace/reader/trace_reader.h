@@ -120,6 +120,11 @@ struct FieldValue {
 	int64_t elem_i(uint32_t k) const;
 };
 
+// Readable bytes past the content of the packet a TraceEvent's pkt points
+// into (their values unspecified): a fixed-offset integer near a record's
+// end is read with one 8-byte load (cli/read_event.h FixedInt).
+constexpr size_t kTraceEventSlack = 8;
+
 struct TraceEvent {
 	const StreamInfo *stream = nullptr;
 	const MetaEvent *cls = nullptr;
