@@ -84,15 +84,23 @@ def metas(top):
     return [open(p).read() for p in ccr.metadata_files(top)]
 
 
-def intact(check, strata, prog, work, n, envs, port):
-    host_out, rx_out = os.path.join(work, "host-trace"), os.path.join(work, "received")
-    strata_checked(check, strata, envs["host"], "host", "create", "S", "-o", host_out)
-    rx, fifo, w = receiver(work, "a", rx_out)
-    strata_checked(check, strata, envs["guest"], "guest", "create", "S", "--serial", "%s,%d" % (fifo, BAUD))
+def sessions(check, strata, work, envs, name, suffix, tag):
+    """The host's session NAME on its disk (host-traceSUFFIX) and the
+    guest's streaming over a fresh line to a receiver (receivedSUFFIX),
+    both recording syncpp:* and started: (host_out, rx_out, rx)."""
+    host_out, rx_out = os.path.join(work, "host-trace" + suffix), os.path.join(work, "received" + suffix)
+    strata_checked(check, strata, envs["host"], "host", "create", name, "-o", host_out)
+    rx, fifo, w = receiver(work, tag, rx_out)
+    strata_checked(check, strata, envs["guest"], "guest", "create", name, "--serial", "%s,%d" % (fifo, BAUD))
     os.close(w)  # the daemon holds the line now: the receiver ends when it closes it
     for who in ("host", "guest"):
-        strata_checked(check, strata, envs[who], who, "enable-event", "S", "syncpp:*")
-        strata_checked(check, strata, envs[who], who, "start", "S")
+        strata_checked(check, strata, envs[who], who, "enable-event", name, "syncpp:*")
+        strata_checked(check, strata, envs[who], who, "start", name)
+    return host_out, rx_out, rx
+
+
+def intact(check, strata, prog, work, n, envs, port):
+    host_out, rx_out, rx = sessions(check, strata, work, envs, "S", "", "a")
     wait_for(lambda: "bound width" in ccl.status_of(strata, envs["host"], "S"), "the link to have a bound", 30)
     ccl.run_pair(check, prog, n, envs["guest"], envs["host"], os.path.join(work, "app.sock"), 0)
     # Probes after the last message, so that its time lies inside the map.
@@ -140,14 +148,7 @@ def intact(check, strata, prog, work, n, envs, port):
 
 
 def cut(check, strata, prog, work, n, envs):
-    host_out, rx_out = os.path.join(work, "host-trace2"), os.path.join(work, "received2")
-    strata_checked(check, strata, envs["host"], "host", "create", "S2", "-o", host_out)
-    rx, fifo, w = receiver(work, "b", rx_out)
-    strata_checked(check, strata, envs["guest"], "guest", "create", "S2", "--serial", "%s,%d" % (fifo, BAUD))
-    os.close(w)
-    for who in ("host", "guest"):
-        strata_checked(check, strata, envs[who], who, "enable-event", "S2", "syncpp:*")
-        strata_checked(check, strata, envs[who], who, "start", "S2")
+    host_out, rx_out, rx = sessions(check, strata, work, envs, "S2", "2", "b")
     kb = ccl.KBASE2
     ccl.run_pair(check, prog, n, envs["guest"], envs["host"], os.path.join(work, "app2.sock"), kb)
 
@@ -190,14 +191,7 @@ def restarted(check, strata, prog, work, n, envs):
     exchanges of n messages each way, the guest stopped and started again
     between them (a new sub-trace for the second program), the host's
     session running throughout."""
-    host_out, rx_out = os.path.join(work, "host-trace3"), os.path.join(work, "received3")
-    strata_checked(check, strata, envs["host"], "host", "create", "S3", "-o", host_out)
-    rx, fifo, w = receiver(work, "c", rx_out)
-    strata_checked(check, strata, envs["guest"], "guest", "create", "S3", "--serial", "%s,%d" % (fifo, BAUD))
-    os.close(w)
-    for who in ("host", "guest"):
-        strata_checked(check, strata, envs[who], who, "enable-event", "S3", "syncpp:*")
-        strata_checked(check, strata, envs[who], who, "start", "S3")
+    host_out, rx_out, rx = sessions(check, strata, work, envs, "S3", "3", "c")
     for run, kb in enumerate((2 * ccl.KBASE2, 3 * ccl.KBASE2)):
         if run:
             strata_checked(check, strata, envs["guest"], "guest", "start", "S3")
