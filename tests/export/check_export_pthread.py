@@ -15,6 +15,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timeline_check import check_json, fail, one, packets, protoc_decode, record_contend, run  # noqa: E402
 
 
+KINDS = ("mutex ", "rwlock ", "semaphore ")
+
+
 def main():
     strata, workload, work = sys.argv[1:4]
     trace = record_contend(strata, workload, work, 4)
@@ -62,10 +65,11 @@ def main():
             if te.get("flow_ids"):
                 fail("a flow from a slice's end: %r" % te)
             # Holds on the lock's track (per thread), waits on the
-            # waiter's own track, named after the lock.
-            if names[track].startswith("mutex ") and name == "hold":
+            # waiter's own track, named after the lock (its kind and
+            # address: the rwlock is contended too when the host is busy).
+            if names[track].startswith(KINDS) and name == "hold":
                 per_lock.setdefault(names[track], [0, 0, 0])[0] += 1
-            elif name.startswith("wait mutex "):
+            elif name.startswith(tuple("wait " + k for k in KINDS)):
                 if track not in thread_tracks:
                     fail("%s not on a thread's own track: %r" % (name, names.get(track)))
                 st = per_lock.setdefault(name[5:], [0, 0, 0])
@@ -73,7 +77,7 @@ def main():
                 st[2] += ts - t0
     checked = 0
     for lk in rep["locks"]:
-        key = "mutex 0x%x" % int(lk["address"], 16)
+        key = "%s 0x%x" % (lk["kind"], int(lk["address"], 16))
         if key not in per_lock:
             continue
         holds, waits, wait_ns = per_lock[key]
@@ -96,10 +100,10 @@ def main():
     js = os.path.join(work, "out.json")
     run([strata, "export", "--format=json", trace, "-o", js])
     evs = check_json(js)
-    b = sum(1 for e in evs if e["ph"] == "b" and e["name"].startswith("hold mutex"))
+    b = sum(1 for e in evs if e["ph"] == "b" and e["name"].startswith(tuple("hold " + k for k in KINDS)))
     if b != sum(v[0] for v in per_lock.values()):
         fail("JSON holds %d, Perfetto %d" % (b, sum(v[0] for v in per_lock.values())))
-    x = sum(1 for e in evs if e["ph"] == "X" and e["name"].startswith("wait mutex"))
+    x = sum(1 for e in evs if e["ph"] == "X" and e["name"].startswith(tuple("wait " + k for k in KINDS)))
     if x != sum(v[1] for v in per_lock.values()):
         fail("JSON waits %d, Perfetto %d" % (x, sum(v[1] for v in per_lock.values())))
     s_, f_ = (sorted(e["id"] for e in evs if e["ph"] == ph) for ph in "sf")
