@@ -17,7 +17,6 @@ by route):
 """
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess

@@ -29,7 +29,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from strata_testlib import end_daemon, e2e_setup, poll, start_daemon, tsc_usable, wait_for  # noqa: E402
+from strata_testlib import end_daemon, e2e_setup, poll, start_daemon, clock_link_env, wait_for  # noqa: E402
 from check_clock_link import SKEW_NS, SKEW_PPM, run_pair, status_of  # noqa: E402
 
 PID = 4242
@@ -58,14 +58,8 @@ def link_line(strata, env):
 
 def main():
     strata, prog, work, consumerd, check = e2e_setup()
-    if not tsc_usable() or os.path.exists("/dev/strata"):
-        print("SKIP: no usable TSC, or the module's page would take precedence")
-        sys.exit(77)
     root = os.path.join(work, "kvm")
-    base = dict(os.environ, STRATA_CLOCK="consumer-page", STRATA_CLOCK_REFRESH_MS="5", STRATA_TEST_KVM_ROOT=root)
-    for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE", "XDG_RUNTIME_DIR", "STRATA_TEST_CLOCK_SKEW",
-              "STRATA_TEST_HOSTNAME"):
-        base.pop(v, None)
+    base = clock_link_env(STRATA_TEST_KVM_ROOT=root)
 
     # A kvm=PID that is no pid: refused at start, with the reason.
     r = subprocess.run([consumerd, "--socket", os.path.join(work, "bad.sock"), "--sync-guest",

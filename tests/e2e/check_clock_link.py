@@ -40,7 +40,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "export"))
-from strata_testlib import end_daemon, e2e_setup, start_daemon, trace_messages, tsc_usable, wait_for  # noqa: E402
+from strata_testlib import end_daemon, e2e_setup, start_daemon, trace_messages, clock_link_env, wait_for  # noqa: E402
 
 SKEW_NS = 2700000000
 SKEW_PPM = 80
@@ -352,9 +352,7 @@ def main():
     strata, prog, work, consumerd, check = e2e_setup()
     n = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
     two = len(sys.argv) > 5 and sys.argv[5] == "two"
-    if not tsc_usable() or os.path.exists("/dev/strata"):
-        print("SKIP: no usable TSC, or the module's page would take precedence")
-        sys.exit(77)
+    base = clock_link_env()
     # The guests, each with its skew (offset, ppm) and a free port for its link.
     guests = {"guest": (SKEW_NS, SKEW_PPM)}
     if two:
@@ -364,12 +362,6 @@ def main():
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             ports[g] = s.getsockname()[1]
-    # Pages refreshed often converge fast on their clocks: a fresh page's
-    # first rate, from 2 ms of calibration, is off by up to hundreds of ppm.
-    base = dict(os.environ, STRATA_CLOCK="consumer-page", STRATA_CLOCK_REFRESH_MS="5")
-    for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE", "XDG_RUNTIME_DIR", "STRATA_TEST_CLOCK_SKEW",
-              "STRATA_TEST_HOSTNAME"):
-        base.pop(v, None)
     machines = ["host"] + list(guests)
     envs, outs, daemons = {}, {}, {}
     for who in machines:

@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import check_clock_link as ccl  # noqa: E402
 from strata_testlib import (end_daemon, e2e_setup, free_ports, listening, start_daemon, trace_messages,  # noqa: E402
-                            tsc_usable, wait_for)
+                            clock_link_env, wait_for)
 
 GUESTS = {"guest": (ccl.SKEW_NS, ccl.SKEW_PPM), "guest2": (5100000000, -60)}
 
@@ -101,9 +101,7 @@ def main():
     strata, prog, work, consumerd, check = e2e_setup()
     n = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
     relayd_exe = sys.argv[5] if len(sys.argv) > 5 else shutil.which("lttng-relayd")
-    if not tsc_usable() or os.path.exists("/dev/strata"):
-        print("SKIP: no usable TSC, or the module's page would take precedence")
-        sys.exit(77)
+    base = clock_link_env()
     if not relayd_exe or not os.path.exists(relayd_exe):
         print("SKIP: no lttng-relayd")
         sys.exit(77)
@@ -118,10 +116,6 @@ def main():
     atexit.register(lambda: relayd.poll() is None and relayd.kill())
     wait_for(lambda: listening(ctrl) and listening(data), "lttng-relayd listening")
 
-    base = dict(os.environ, STRATA_CLOCK="consumer-page", STRATA_CLOCK_REFRESH_MS="5")
-    for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE", "XDG_RUNTIME_DIR", "STRATA_TEST_CLOCK_SKEW",
-              "STRATA_TEST_HOSTNAME"):
-        base.pop(v, None)
     machines = ["host"] + list(GUESTS)
     envs, daemons = {}, {}
     for who in machines:

@@ -54,7 +54,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import check_clock_link as ccl  # noqa: E402
 import check_clock_link_relay as ccr  # noqa: E402
 from strata_testlib import (end_daemon, e2e_setup, free_ports, start_daemon, strata_checked,  # noqa: E402
-                            trace_messages, tsc_usable, wait_for)
+                            trace_messages, clock_link_env, wait_for)
 
 BAUD = 3000000
 
@@ -235,14 +235,8 @@ def restarted(check, strata, prog, work, n, envs):
 def main():
     strata, prog, work, consumerd, check = e2e_setup()
     n = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
-    if not tsc_usable() or os.path.exists("/dev/strata"):
-        print("SKIP: no usable TSC, or the module's page would take precedence")
-        sys.exit(77)
+    base = clock_link_env()
     port = free_ports(1)[0]
-    base = dict(os.environ, STRATA_CLOCK="consumer-page", STRATA_CLOCK_REFRESH_MS="5")
-    for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE", "XDG_RUNTIME_DIR", "STRATA_TEST_CLOCK_SKEW",
-              "STRATA_TEST_HOSTNAME"):
-        base.pop(v, None)
     envs, daemons = {}, {}
     for who in ("host", "guest"):
         envs[who] = dict(base, STRATA_CONSUMERD=consumerd, STRATA_CONSUMERD_SOCKET=os.path.join(work, who + ".sock"),

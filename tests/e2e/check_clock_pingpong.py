@@ -20,7 +20,7 @@ import sys
 
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import Checks, trace_messages, tsc_usable  # noqa: E402
+from strata_testlib import Checks, trace_messages, need_tsc_page  # noqa: E402
 
 REFRESH_MS = 5
 
@@ -28,9 +28,7 @@ REFRESH_MS = 5
 def main():
     strata, prog, work = sys.argv[1:4]
     rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 10000
-    if not tsc_usable() or os.path.exists("/dev/strata"):
-        print("SKIP: no usable TSC, or the module's page would take precedence")
-        sys.exit(77)
+    need_tsc_page()
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     out = os.path.join(work, "trace")

@@ -42,7 +42,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from strata_testlib import end_daemon, e2e_setup, start_daemon, trace_messages, tsc_usable, wait_for  # noqa: E402
+from strata_testlib import end_daemon, e2e_setup, start_daemon, trace_messages, clock_link_env, wait_for  # noqa: E402
 from check_clock_link import bounds, in_gap, status_of, timeline  # noqa: E402
 
 SKEW_NS = 2700000000
@@ -222,17 +222,11 @@ def aligned(check, strata, work, outs, n):
 def main():
     strata, prog, work, consumerd, check = e2e_setup()
     n = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
-    if not tsc_usable() or os.path.exists("/dev/strata"):
-        print("SKIP: no usable TSC, or the module's page would take precedence")
-        sys.exit(77)
+    base = clock_link_env()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     step_file = os.path.join(work, "step-now")
-    base = dict(os.environ, STRATA_CLOCK="consumer-page", STRATA_CLOCK_REFRESH_MS="5")
-    for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE", "XDG_RUNTIME_DIR", "STRATA_TEST_CLOCK_SKEW",
-              "STRATA_TEST_CLOCK_STEP", "STRATA_TEST_HOSTNAME"):
-        base.pop(v, None)
     envs, outs = {}, {}
     for who in ("host", "guest"):
         envs[who] = dict(base, STRATA_CONSUMERD=consumerd, STRATA_CONSUMERD_SOCKET=os.path.join(work, who + ".sock"),

@@ -45,7 +45,7 @@ import check_clock_link as ccl  # noqa: E402
 import check_clock_link_relay as ccr  # noqa: E402
 from check_clock_step import STEP_NS, bt2_check, cli_check, tree_bytes  # noqa: E402
 from strata_testlib import (end_daemon, e2e_setup, free_ports, listening, start_daemon,  # noqa: E402
-                            strata_checked, trace_messages, tsc_usable, wait_for)
+                            strata_checked, trace_messages, clock_link_env, wait_for)
 
 BAUD = 3000000
 
@@ -117,19 +117,13 @@ def main():
     if mode not in ("serial", "relay"):
         print("usage: check_clock_step_forwarded.py STRATA PINGPONG WORKDIR serial|relay [MESSAGES [RELAYD]]")
         sys.exit(2)
-    if not ccl_tsc_ok():
-        print("SKIP: no usable TSC, or the module's page would take precedence")
-        sys.exit(77)
+    base = clock_link_env()
     relayd_exe = sys.argv[6] if len(sys.argv) > 6 else shutil.which("lttng-relayd")
     if mode == "relay" and (not relayd_exe or not os.path.exists(relayd_exe)):
         print("SKIP: no lttng-relayd")
         sys.exit(77)
     port, ctrl, data, live = free_ports(4)
     step_file = os.path.join(work, "step-now")
-    base = dict(os.environ, STRATA_CLOCK="consumer-page", STRATA_CLOCK_REFRESH_MS="5")
-    for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE", "XDG_RUNTIME_DIR", "STRATA_TEST_CLOCK_SKEW",
-              "STRATA_TEST_CLOCK_STEP", "STRATA_TEST_HOSTNAME"):
-        base.pop(v, None)
     envs = {}
     for who in ("host", "guest"):
         envs[who] = dict(base, STRATA_CONSUMERD=consumerd, STRATA_CONSUMERD_SOCKET=os.path.join(work, who + ".sock"),
@@ -242,10 +236,6 @@ def main():
     inv, total = ccr.view_inversions(check, strata, both, 2 * n)
     check(inv == 0, "strata view: 0 causal inversions (%d of %d messages inverted)" % (inv, total))
     check.finish()
-
-
-def ccl_tsc_ok():
-    return tsc_usable() and not os.path.exists("/dev/strata")
 
 
 if __name__ == "__main__":

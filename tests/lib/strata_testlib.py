@@ -607,3 +607,25 @@ def tsc_usable():
             return f.read().strip() in ("tsc", "kvm-clock")
     except OSError:
         return False
+
+
+def need_tsc_page():
+    """Exit 77 (skipped) where the TSC cannot back the consumer's clock page,
+    or where the module's page (/dev/strata) would take precedence."""
+    if not tsc_usable() or os.path.exists("/dev/strata"):
+        print("SKIP: no usable TSC, or the module's page would take precedence")
+        sys.exit(77)
+
+
+def clock_link_env(**extra):
+    """need_tsc_page(), then the base environment of a clock-link test:
+    consumer pages refreshed every 5 ms (a fresh page's first rate, from 2
+    ms of calibration, is off by up to hundreds of ppm; frequent refreshes
+    converge fast), EXTRA added, and none of the variables that would change
+    a daemon's or a program's clock, name or recording."""
+    need_tsc_page()
+    base = dict(os.environ, STRATA_CLOCK="consumer-page", STRATA_CLOCK_REFRESH_MS="5", **extra)
+    for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE", "XDG_RUNTIME_DIR", "STRATA_TEST_CLOCK_SKEW",
+              "STRATA_TEST_CLOCK_STEP", "STRATA_TEST_HOSTNAME"):
+        base.pop(v, None)
+    return base
