@@ -55,9 +55,10 @@ const cli::Command kAlign = {
 	"probes' map kept beside each refined segment) and its sub-traces' metadata\n"
 	"clock blocks, so that babeltrace2 and `strata view` show the refined order;\n"
 	"a second run with the same messages changes no byte.  Run it once the\n"
-	"sessions stopped: a later stop writes the probes' map again.  Exits 1 when a\n"
-	"segment's messages contradict its probes (that segment keeps the probes' map,\n"
-	"said with the keys) or nothing could be written.",
+	"sessions stopped (a later stop writes the probes' map again): it refuses a\n"
+	"trace a process still writes, --dry-run excepted.  Exits 1 when a segment's\n"
+	"messages contradict its probes (that segment keeps the probes' map, said\n"
+	"with the keys), a trace is being written or nothing could be written.",
 	"Example: strata align host-trace guest-trace --match app:send,app:recv,seq+sender"};
 
 struct Match {
@@ -244,6 +245,16 @@ int Align::open_traces(const std::vector<char *> &operands)
 			fprintf(stderr, "strata %s: %s: %s\n", cmd, a,
 				why.empty() ? "no trace (no directory holding a metadata file)"
 					    : why.c_str());
+			return cli::kFail;
+		}
+		// A daemon, relayd or receiver still writing would rewrite the
+		// metadata and clocks.json under the refinement (cmd_split.cpp's
+		// rule); a dry run writes nothing and may look.
+		if (std::string who; !dry && cli::written_by_someone(t.root, &who)) {
+			fprintf(stderr,
+				"strata %s: %s is being written (process %s): align the traces once their "
+				"sessions stopped (or look with --dry-run)\n",
+				cmd, a, who.c_str());
 			return cli::kFail;
 		}
 		traces.push_back(std::move(t));

@@ -42,8 +42,10 @@ const cli::Command kSplit = {"split", "DIR [-o OUT]",
 			     "line (no usable map, or its rewrite never came), saying why.  See\n"
 			     "docs/clocks.md."};
 
-// Whether a process this user may inspect holds a file under `dir` open
-// for writing: *who gets "PID (COMM)".
+} // namespace
+
+namespace strata::cli {
+
 bool written_by_someone(const std::string &dir, std::string *who)
 {
 	DIR *proc = opendir("/proc");
@@ -98,7 +100,7 @@ bool written_by_someone(const std::string &dir, std::string *who)
 	return found;
 }
 
-} // namespace
+} // namespace strata::cli
 
 int strata_cmd_split(int argc, char **argv)
 {
@@ -153,7 +155,7 @@ int strata_cmd_split(int argc, char **argv)
 			return cli::kFail;
 		}
 		root = dst;
-	} else if (std::string who; written_by_someone(dir, &who)) {
+	} else if (std::string who; cli::written_by_someone(dir, &who)) {
 		fprintf(stderr,
 			"strata %s: %s is being written (process %s): split it once the relayd closed "
 			"the session or the receiver ended, or split a copy with -o OUT\n",

@@ -76,6 +76,9 @@ int run_consumerd_repair(const std::string &dir, bool check_only);
 // After a trace could not be read: if stream files under dir end inside a
 // packet (a consumer killed while writing), say so and how to repair.
 void hint_torn(const char *cmd, const std::string &dir);
+// Whether a process this user may inspect holds a file under `dir` open
+// for writing: *who gets "PID (COMM) writes PATH" (cli/cmd_split.cpp).
+bool written_by_someone(const std::string &dir, std::string *who);
 
 // The channel options shared by `create` and `record` (--mode,
 // --subbuf-size, --subbuf-count, --lanes, --blocking[=MS]), rows of their

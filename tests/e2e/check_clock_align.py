@@ -107,6 +107,14 @@ def main():
     rc, out, err = align(strata, outs["guest"], outs["host"], "--match", MATCH)
     check(rc == 1 and "HOST_TRACE must be the reference" in err, "host and guest swapped: exit 1 (%s)" %
           err.strip()[-160:])
+    # A trace a process still writes (here this one, holding its
+    # clocks.json open for appending): refused, a dry run excepted.
+    with open(gjson, "a"):
+        rc, out, err = align(strata, outs["host"], outs["guest"], "--match", MATCH)
+        check(rc == 1 and "is being written (process %d " % os.getpid() in err,
+              "a trace being written: exit 1 naming the writer (exit %d: %s)" % (rc, err.strip()[-200:]))
+        rc, out, err = align(strata, outs["host"], outs["guest"], "--match", MATCH, "--dry-run")
+        check(rc == 0, "a trace being written: --dry-run still reports (exit %d: %s)" % (rc, err.strip()[-200:]))
     check(tree_bytes(outs["guest"]) == tree_bytes(pristine), "the refused runs changed no byte of the guest's trace")
 
     # The refinement with every message.
