@@ -172,6 +172,13 @@ void Commands::do_snapshot_on(Conn &c, const proto::Message &msg)
 
 void Commands::do_status(Conn &c, const proto::Message &msg)
 {
+	// What processes already sent counts too: a program that sent its
+	// BUFFER and exited at once (before the daemon read its connection)
+	// holds a buffer of the session, and `strata record`, asking right
+	// after it exited, must not say that nothing was recorded.  One read
+	// per process connection (EAGAIN for the idle): cheap with thousands.
+	p_.conns.serve_pending();
+	host_.settle_attaches();
 	proto::StatusReply sr;
 	Answer err;
 	if (p_.sessions.status(c.caller(), std::get<proto::Status>(msg.body).session, sr, err)) {

@@ -22,7 +22,9 @@
  *   - before a controller's command: the quiet socket's queue is served,
  *     the attacher's results settled (Host::settle_attaches: the command
  *     sees every process and buffer already handed over) and the grant
- *     tables marked dirty; a command whose route says Changes marks
+ *     tables marked dirty (STATUS also reads what every process
+ *     connection holds first: a BUFFER sent just before its process
+ *     exited counts); a command whose route says Changes marks
  *     persistence changed (persistence.h), one that Reads does not (STATUS
  *     stays cheap with thousands of live buffers, issue 38);
  *   - a change that reaches running processes is answered through
