@@ -819,7 +819,24 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 		       "dropped";
 		return FlushStatus::kDropped;
 	}
-	*msg = "lane " + std::to_string(lane) + ": commits still in flight at the deadline";
+	// Which packet waits, and for how many bytes: a writer stalled inside
+	// its reservation, or a commit that never comes, read the same here.
+	std::string where;
+	for (uint64_t p = from; p < head; p += S) {
+		const uint64_t expected = (p / stride + 1) * S;
+		const uint64_t got = committed(lc, (p / S) & (info_.n_subbuf - 1));
+		if (got >= expected)
+			continue;
+		// This lap's bytes in: the writers' (and, once theirs are all in,
+		// the closer's rest; a close of ours waits for them).
+		const uint64_t lap0 = expected - S, in = got > lap0 ? got - lap0 : 0;
+		const bool ours = ls.close_pending && ls.close_start == p;
+		where = " (packet at byte " + std::to_string(p) + ": " + std::to_string(in) + " of " +
+			std::to_string(ours ? ls.close_off : S) + " bytes committed" +
+			(ours ? ", the rest closed by us" : "") + ")";
+		break;
+	}
+	*msg = "lane " + std::to_string(lane) + ": commits still in flight at the deadline" + where;
 	return FlushStatus::kPending;
 }
 
