@@ -179,26 +179,33 @@ public:
 	}
 	// Two packets of made heads (a begin's and an end's, both in a cache
 	// of their own: a lock's holds follow one another), their lengths
-	// known: the 2 events of plain_event() without their arguments' loop.
+	// known: the 2 events of plain_event() without their arguments' loop;
+	// most often both packets copied whole from their cache (PairHeads),
+	// two times written in (a third of pair()'s instructions).
 	void pair(int64_t ts, int64_t end, uint64_t track, const std::string &name) override
 	{
 		const uint32_t mach = machine_of_track(track);
-		if (!started_[mach] || ts < 0 || end < 0 || name.size() > kMaxName) {
-			Sink::pair(ts, end, track, name);
+		PairHeads &ph = pair_heads_[(track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 59];
+		const uint64_t hi = static_cast<uint64_t>(ts) >> 28;
+		// Most holds: their packets made (ph.len: started, times >= 0,
+		// a short name), for these times' high bits.
+		if (__builtin_expect(ph.len != 0 && ph.hi == hi && static_cast<uint64_t>(end) >> 28 == hi &&
+					     ph.begin.track == track && ph.begin.mach == mach &&
+					     ph.begin.name_len == name.size() &&
+					     same_bytes(ph.begin.name, name),
+				     1)) {
+			char *const p = w_.buf.room(sizeof ph.bytes);
+			std::memcpy(p, ph.bytes, sizeof ph.bytes);
+			const uint32_t lo_ts = ts_low(static_cast<uint64_t>(ts)),
+				       lo_end = ts_low(static_cast<uint64_t>(end));
+			std::memcpy(p + ph.lo_at[0], &lo_ts, 4);
+			std::memcpy(p + ph.lo_at[1], &lo_end, 4);
+			w_.buf.commit(ph.len);
+			if (w_.buf.size() >= kFlushAt)
+				flush();
 			return;
 		}
-		PairHeads &ph = pair_heads_[(track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 59];
-		if (!(ph.begin.made && ph.begin.track == track && ph.begin.mach == mach &&
-		      ph.begin.name_len == name.size() && same_bytes(ph.begin.name, name))) {
-			make_head(ph.begin, mach, kTypeSliceBegin, track, &name);
-			make_head(ph.end, mach, kTypeSliceEnd, track, nullptr);
-		}
-		char *const p0 = w_.buf.room(2 * (32 + sizeof ph.begin.bytes));
-		char *p = bare_packet(p0, ts, ph.begin);
-		p = bare_packet(p, end, ph.end);
-		w_.buf.commit(static_cast<size_t>(p - p0));
-		if (w_.buf.size() >= kFlushAt)
-			flush();
+		pair_slow(ph, mach, ts, end, track, name);
 	}
 	void instant(int64_t ts, uint64_t track, const std::string &name, const Args &args) override
 	{
@@ -358,10 +365,41 @@ private:
 	Head heads_[kHeads];
 	// pair()'s: a begin's head and its end's, by the top 5 bits of the
 	// track's hash.
+	// Its two packets whole for times whose bits above the low 28 are
+	// hi (ts_varint()'s tail), their 4 low bytes left to write at lo_at:
+	// bytes copied whole, two stores, no head nor varint to make.  len 0:
+	// none (hi 0, or the packets too long), bare_packet() writes them.
 	struct PairHeads {
 		Head begin, end;
+		uint64_t hi = 0;
+		uint32_t len = 0;
+		uint32_t lo_at[2] = {};
+		char bytes[96];
 	};
 	PairHeads pair_heads_[32];
+	// pair() when its packets are not made for these times (made here
+	// when they can be), or cannot be (a long name, times before 0, a
+	// machine's first packet).
+	__attribute__((noinline)) void pair_slow(PairHeads &ph, uint32_t mach, int64_t ts, int64_t end,
+						 uint64_t track, const std::string &name)
+	{
+		if (!started_[mach] || ts < 0 || end < 0 || name.size() > kMaxName) {
+			Sink::pair(ts, end, track, name);
+			return;
+		}
+		if (!(ph.begin.made && ph.begin.track == track && ph.begin.mach == mach &&
+		      ph.begin.name_len == name.size() && same_bytes(ph.begin.name, name))) {
+			make_head(ph.begin, mach, kTypeSliceBegin, track, &name);
+			make_head(ph.end, mach, kTypeSliceEnd, track, nullptr);
+		}
+		make_pair_bytes(ph, static_cast<uint64_t>(ts) >> 28, static_cast<uint64_t>(end) >> 28);
+		char *const p0 = w_.buf.room(2 * (32 + sizeof ph.begin.bytes));
+		char *p = bare_packet(p0, ts, ph.begin);
+		p = bare_packet(p, end, ph.end);
+		w_.buf.commit(static_cast<size_t>(p - p0));
+		if (w_.buf.size() >= kFlushAt)
+			flush();
+	}
 	// A time's varint: the bytes above its low 28 bits (its last ones),
 	// the same for successive times (2^28 ns: 0.27 s), as the previous
 	// time's (ts_hi_: those bits, 0 when unknown).
@@ -379,12 +417,38 @@ private:
 			std::memcpy(ts_tail_, b + 4, 8);
 			ts_hi_ = hi;
 		}
-		const uint32_t lo =
-			static_cast<uint32_t>((v & 0x7f) | (v << 1 & 0x7f00) | (v << 2 & 0x7f0000) |
-					      (v << 3 & 0x7f000000) | 0x80808080u);
+		const uint32_t lo = ts_low(v);
 		std::memcpy(p, &lo, 4);
 		std::memcpy(p + 4, ts_tail_, 8);
 		return p + 4 + ts_tail_len_;
+	}
+	// A time's low 4 varint bytes (its low 28 bits, each byte continued),
+	// as ts_varint() writes them.
+	static uint32_t ts_low(uint64_t v)
+	{
+		return static_cast<uint32_t>((v & 0x7f) | (v << 1 & 0x7f00) | (v << 2 & 0x7f0000) |
+					     (v << 3 & 0x7f000000) | 0x80808080u);
+	}
+	// ph's packets for times of high bits hi (begin) and end_hi (end):
+	// made by bare_packet(), kept when both are the same, non-zero (the
+	// varint's length then known) and the packets fit ph.bytes.
+	void make_pair_bytes(PairHeads &ph, uint64_t hi, uint64_t end_hi)
+	{
+		ph.hi = hi;
+		ph.len = 0;
+		if (hi == 0 || end_hi != hi)
+			return;
+		char b[2 * (32 + sizeof ph.begin.bytes)];
+		char *p = bare_packet(b, static_cast<int64_t>(hi << 28), ph.begin);
+		const size_t first = static_cast<size_t>(p - b);
+		p = bare_packet(p, static_cast<int64_t>(hi << 28), ph.end);
+		const size_t n = static_cast<size_t>(p - b);
+		if (n > sizeof ph.bytes)
+			return;
+		std::memcpy(ph.bytes, b, sizeof ph.bytes);
+		ph.lo_at[0] = 4; // tag, 2 bytes of length, the timestamp's tag
+		ph.lo_at[1] = static_cast<uint32_t>(first + 4);
+		ph.len = static_cast<uint32_t>(n);
 	}
 	const Head &head(uint32_t mach, uint64_t type, uint64_t track, const std::string *name)
 	{
@@ -1014,36 +1078,22 @@ public:
 	// begin() and end() at once: the same heads (the end's made for the
 	// begin's shown name), the 2 lines written together; the open names
 	// left as they were (the slot the begin would have filled is past
-	// their end, a (name, gen) of its own kept).
+	// their end, a (name, gen) of its own kept).  Most often the track
+	// and its heads are known from the last pair of the track (PairSlot):
+	// no look-up, no head to check but the name.
 	void pair(int64_t ts, int64_t end, uint64_t track, const std::string &name) override
 	{
-		const Recent &r = recent(track);
-		const Track &t = *r.track;
-		Track::Head &b = t.heads[0];
-		if (!b.made || b.src.size() != name.size() || !same(b.src.data(), name)) {
-			Sink::pair(ts, end, track, name);
-			return;
+		PairSlot &ps = pair_slots_[(track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 58];
+		if (__builtin_expect(ps.track && ps.uuid == track, 1)) {
+			const Track::Head &b = ps.track->heads[0], &e = ps.track->heads[1];
+			if (__builtin_expect(b.gen == ps.gen && e.gen == ps.gen &&
+						     b.src.size() == name.size() && same(b.src.data(), name),
+					     1)) {
+				pair_lines(b, e, ts, end);
+				return;
+			}
 		}
-		Track::Head &e = t.heads[1];
-		if (!e.made || e.gen != b.gen) {
-			if (!e.made || e.name.size() != b.name.size() || !same(e.name.data(), b.name))
-				make_head(t, track, 1, b.name);
-			e.gen = b.gen;
-		}
-		if (!b.ok || !e.ok) {
-			Sink::pair(ts, end, track, name);
-			return;
-		}
-		last_ = ts > last_ ? ts : last_;
-		last_ = end > last_ ? end : last_;
-		settle();
-		if (text_.size() >= kFlushAt)
-			flush();
-		char *const p0 = text_.room(2 * (2 + kHeadCopy + 32 + 12) + b.text.size() + e.text.size());
-		char *p = bare_line(p0, b.text, ts);
-		any_ = true;
-		p = bare_line(p, e.text, end);
-		text_.commit(static_cast<size_t>(p - p0));
+		pair_slow(ps, ts, end, track, name);
 	}
 	void complete(int64_t ts, int64_t end, uint64_t track, const std::string &name, const Args &args,
 		      uint64_t flow_in, uint64_t flow_out) override
@@ -1226,6 +1276,53 @@ private:
 		recent_[0].track = track;
 		recent_[0].names = names;
 		return recent_[0];
+	}
+	// pair()'s tracks, by the top 6 bits of their uuid's hash: a track
+	// whose begin's and end's heads were both made (ok) for a name when
+	// their gen was gen.  A head made again gets another gen (begin(),
+	// end(), a track described again: 0), which the slot then misses.
+	struct PairSlot {
+		uint64_t uuid = 0, gen = 0;
+		const Track *track = nullptr;
+	};
+	PairSlot pair_slots_[64];
+	// pair() of a track not in its slot, or of heads to make.
+	__attribute__((noinline)) void pair_slow(PairSlot &ps, int64_t ts, int64_t end, uint64_t track,
+						 const std::string &name)
+	{
+		const Recent &r = recent(track);
+		const Track &t = *r.track;
+		Track::Head &b = t.heads[0];
+		if (!b.made || b.src.size() != name.size() || !same(b.src.data(), name)) {
+			Sink::pair(ts, end, track, name);
+			return;
+		}
+		Track::Head &e = t.heads[1];
+		if (!e.made || e.gen != b.gen) {
+			if (!e.made || e.name.size() != b.name.size() || !same(e.name.data(), b.name))
+				make_head(t, track, 1, b.name);
+			e.gen = b.gen;
+		}
+		if (!b.ok || !e.ok) {
+			Sink::pair(ts, end, track, name);
+			return;
+		}
+		ps = PairSlot{track, b.gen, &t};
+		pair_lines(b, e, ts, end);
+	}
+	// A begin's line of head b at ts and an end's of head e at end.
+	void pair_lines(const Track::Head &b, const Track::Head &e, int64_t ts, int64_t end)
+	{
+		last_ = ts > last_ ? ts : last_;
+		last_ = end > last_ ? end : last_;
+		settle();
+		if (text_.size() >= kFlushAt)
+			flush();
+		char *const p0 = text_.room(2 * (2 + kHeadCopy + 32 + 12) + b.text.size() + e.text.size());
+		char *p = bare_line(p0, b.text, ts);
+		any_ = true;
+		p = bare_line(p, e.text, end);
+		text_.commit(static_cast<size_t>(p - p0));
 	}
 	std::unordered_map<uint64_t, Running> running_; // by cpu_key()
 	bool cpus_named_ = false;
