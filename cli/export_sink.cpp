@@ -1089,7 +1089,17 @@ public:
 			if (__builtin_expect(b.gen == ps.gen && e.gen == ps.gen &&
 						     b.src.size() == name.size() && same(b.src.data(), name),
 					     1)) {
+				const int64_t a = ts - t0_, z = end - t0_;
+				const uint64_t hi = static_cast<uint64_t>(a) / 1000000;
+				if (__builtin_expect(a >= 0 && z >= 0 && hi == ps.hi && ps.len &&
+							     static_cast<uint64_t>(z) / 1000000 == hi,
+						     1)) {
+					pair_text(ps, ts, end, a, z);
+					return;
+				}
 				pair_lines(b, e, ts, end);
+				if (a >= 0 && hi != ps.hi)
+					make_pair_text(ps, b, e, hi);
 				return;
 			}
 		}
@@ -1281,10 +1291,18 @@ private:
 	// whose begin's and end's heads were both made (ok) for a name when
 	// their gen was gen.  A head made again gets another gen (begin(),
 	// end(), a track described again: 0), which the slot then misses.
+	// Its two lines (after another's: ",\n" first) are also kept whole
+	// for times of hi whole milliseconds after t0_ (us_text()'s cached
+	// digits), the last 6 digits of each time (at at[0], at[1]) left to
+	// write: len 0, none (hi 0, or lines too long).
 	struct PairSlot {
 		uint64_t uuid = 0, gen = 0;
 		const Track *track = nullptr;
+		uint64_t hi = UINT64_MAX;
+		uint32_t len = 0, at[2] = {};
+		char text[320];
 	};
+	static constexpr size_t kPairCopy = 256;
 	PairSlot pair_slots_[64];
 	// pair() of a track not in its slot, or of heads to make.
 	__attribute__((noinline)) void pair_slow(PairSlot &ps, int64_t ts, int64_t end, uint64_t track,
@@ -1307,11 +1325,61 @@ private:
 			Sink::pair(ts, end, track, name);
 			return;
 		}
-		ps = PairSlot{track, b.gen, &t};
+		ps.uuid = track;
+		ps.gen = b.gen;
+		ps.track = &t;
+		ps.hi = UINT64_MAX;
+		ps.len = 0;
 		pair_lines(b, e, ts, end);
 	}
+	// ps's lines made for times of hi (after pair_lines(): not the
+	// first line), when they fit.
+	void make_pair_text(PairSlot &ps, const Track::Head &b, const Track::Head &e, uint64_t hi)
+	{
+		ps.hi = hi;
+		ps.len = 0;
+		if (hi == 0 || !any_ || b.text.size() + e.text.size() + 2 * (2 + 13 + 8) > sizeof ps.text)
+			return;
+		char tmp[2 * (2 + kHeadCopy + 32 + 12) + sizeof ps.text];
+		const int64_t ts = t0_ + static_cast<int64_t>(hi * 1000000);
+		char *p = bare_line(tmp, b.text, ts);
+		ps.at[0] = static_cast<uint32_t>(p - tmp - 8); // ddd.ddd}
+		p = bare_line(p, e.text, ts);
+		ps.at[1] = static_cast<uint32_t>(p - tmp - 8);
+		std::memcpy(ps.text, tmp, sizeof ps.text);
+		ps.len = static_cast<uint32_t>(p - tmp);
+	}
+	// ps's lines at ts and end (a and z after t0_, both of ps.hi).
+	void pair_text(const PairSlot &ps, int64_t ts, int64_t end, int64_t a, int64_t z)
+	{
+		last_ = ts > last_ ? ts : last_;
+		last_ = end > last_ ? end : last_;
+		settle();
+		if (text_.size() >= kFlushAt)
+			flush();
+		char *const p = text_.room(sizeof ps.text);
+		if (ps.len <= kPairCopy) // most: 2 lines of ~120 bytes
+			std::memcpy(p, ps.text, kPairCopy);
+		else
+			std::memcpy(p, ps.text, sizeof ps.text);
+		const uint64_t base = ps.hi * 1000000;
+		us_last6(p + ps.at[0], static_cast<uint32_t>(static_cast<uint64_t>(a) - base));
+		us_last6(p + ps.at[1], static_cast<uint32_t>(static_cast<uint64_t>(z) - base));
+		text_.commit(ps.len);
+	}
+	// The last 6 digits of us_text() of a time r ns into its millisecond,
+	// and the line's closing brace: ddd.ddd}
+	static void us_last6(char *p, uint32_t r)
+	{
+		const uint32_t q = r / 1000;
+		std::memcpy(p, kDigits3.d[q], 4);
+		p[3] = '.';
+		std::memcpy(p + 4, kDigits3.d[r - q * 1000], 4);
+		p[7] = '}';
+	}
 	// A begin's line of head b at ts and an end's of head e at end.
-	void pair_lines(const Track::Head &b, const Track::Head &e, int64_t ts, int64_t end)
+	__attribute__((noinline)) void pair_lines(const Track::Head &b, const Track::Head &e, int64_t ts,
+						  int64_t end)
 	{
 		last_ = ts > last_ ? ts : last_;
 		last_ = end > last_ ? end : last_;
