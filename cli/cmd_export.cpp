@@ -397,14 +397,18 @@ private:
 		const void *key = nullptr;
 		TraceInfo *info = nullptr;
 	} stream_slots_[16];
-	template <class E> TraceInfo &trace_of(const E &ev)
+	template <class E> __attribute__((always_inline)) TraceInfo &trace_of(const E &ev)
 	{
 		const void *key = ev.stream_key();
 		StreamSlot &s = stream_slots_[reinterpret_cast<uintptr_t>(key) * 0x9e3779b97f4a7c15ull >> 60];
 		if (__builtin_expect(s.key == key && key, 1))
 			return *s.info;
+		return trace_of_slow(ev, s);
+	}
+	template <class E> __attribute__((noinline)) TraceInfo &trace_of_slow(const E &ev, StreamSlot &s)
+	{
 		TraceInfo &t = trace_info(ev.trace());
-		s = StreamSlot{key, &t};
+		s = StreamSlot{ev.stream_key(), &t};
 		return t;
 	}
 	// The last sub-trace's inline (most events follow one of theirs), the
