@@ -984,11 +984,13 @@ public:
 	void process(uint64_t uuid, int64_t pid, const std::string &name) override
 	{
 		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p', {}, {}, {}};
+		forget_pair(uuid);
 		process_name(pid, name);
 	}
 	void thread(uint64_t uuid, uint64_t, int64_t pid, int64_t tid, const std::string &name) override
 	{
 		tracks_[uuid] = Track{pid, tid, std::string(), false, 't', {}, {}, {}};
+		forget_pair(uuid);
 		thread_name(pid, tid, name);
 	}
 	void child_track(uint64_t uuid, uint64_t parent, int64_t pid, int64_t tid, const std::string &name,
@@ -1001,6 +1003,7 @@ public:
 		else
 			tracks_[uuid] = Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g',
 					      {},  {},  {}};
+		forget_pair(uuid);
 	}
 	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args,
 		   uint64_t flow_in) override
@@ -1078,30 +1081,20 @@ public:
 	// begin() and end() at once: the same heads (the end's made for the
 	// begin's shown name), the 2 lines written together; the open names
 	// left as they were (the slot the begin would have filled is past
-	// their end, a (name, gen) of its own kept).  Most often the track
-	// and its heads are known from the last pair of the track (PairSlot):
-	// no look-up, no head to check but the name.
+	// their end, a (name, gen) of its own kept).  Most often both lines
+	// are in the track's PairSlot, made for this name and millisecond:
+	// no look-up, no head to check, nothing to read but the slot.
 	void pair(int64_t ts, int64_t end, uint64_t track, const std::string &name) override
 	{
-		PairSlot &ps = pair_slots_[(track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 58];
-		if (__builtin_expect(ps.track && ps.uuid == track, 1)) {
-			const Track::Head &b = ps.track->heads[0], &e = ps.track->heads[1];
-			if (__builtin_expect(b.gen == ps.gen && e.gen == ps.gen &&
-						     b.src.size() == name.size() && same(b.src.data(), name),
-					     1)) {
-				const int64_t a = ts - t0_, z = end - t0_;
-				const uint64_t hi = static_cast<uint64_t>(a) / 1000000;
-				if (__builtin_expect(a >= 0 && z >= 0 && hi == ps.hi && ps.len &&
-							     static_cast<uint64_t>(z) / 1000000 == hi,
-						     1)) {
-					pair_text(ps, ts, end, a, z);
-					return;
-				}
-				pair_lines(b, e, ts, end);
-				if (a >= 0 && hi != ps.hi)
-					make_pair_text(ps, b, e, hi);
-				return;
-			}
+		PairSlot &ps = pair_slot(track);
+		const int64_t a = ts - t0_, z = end - t0_;
+		const uint64_t hi = static_cast<uint64_t>(a) / 1000000;
+		if (__builtin_expect(ps.uuid == track && ps.len && hi == ps.hi && a >= 0 && z >= 0 &&
+					     static_cast<uint64_t>(z) / 1000000 == hi &&
+					     ps.name_len == name.size() && same_bytes(ps.name, name),
+				     1)) {
+			pair_text(ps, ts, end, a, z);
+			return;
 		}
 		pair_slow(ps, ts, end, track, name);
 	}
@@ -1287,24 +1280,36 @@ private:
 		recent_[0].names = names;
 		return recent_[0];
 	}
-	// pair()'s tracks, by the top 6 bits of their uuid's hash: a track
-	// whose begin's and end's heads were both made (ok) for a name when
-	// their gen was gen.  A head made again gets another gen (begin(),
-	// end(), a track described again: 0), which the slot then misses.
-	// Its two lines (after another's: ",\n" first) are also kept whole
-	// for times of hi whole milliseconds after t0_ (us_text()'s cached
-	// digits), the last 6 digits of each time (at at[0], at[1]) left to
-	// write: len 0, none (hi 0, or lines too long).
+	// pair()'s tracks, by the top 6 bits of their uuid's hash: the two
+	// lines of a pair of the track (after another line: ",\n" first) for
+	// a name (up to kPairName bytes) and times of hi whole milliseconds
+	// after t0_ (us_text()'s cached digits), the last 6 digits of each
+	// time (at at[0], at[1]) left to write.  len 0: none (hi 0, lines
+	// too long, or the track's heads made again since: forget_pair()).
+	static constexpr size_t kPairName = 32;
 	struct PairSlot {
-		uint64_t uuid = 0, gen = 0;
-		const Track *track = nullptr;
+		uint64_t uuid = 0;
 		uint64_t hi = UINT64_MAX;
 		uint32_t len = 0, at[2] = {};
+		uint32_t name_len = 0;
+		char name[kPairName];
 		char text[320];
 	};
 	static constexpr size_t kPairCopy = 256;
 	PairSlot pair_slots_[64];
-	// pair() of a track not in its slot, or of heads to make.
+	PairSlot &pair_slot(uint64_t track)
+	{
+		return pair_slots_[(track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 58];
+	}
+	// A track (re)described or a head of it made: its slot's lines go.
+	void forget_pair(uint64_t track)
+	{
+		PairSlot &ps = pair_slot(track);
+		if (ps.uuid == track)
+			ps.len = 0;
+	}
+	// pair() of a track not in its slot, or of heads to make; its slot
+	// made for this name and millisecond, when they fit.
 	__attribute__((noinline)) void pair_slow(PairSlot &ps, int64_t ts, int64_t end, uint64_t track,
 						 const std::string &name)
 	{
@@ -1325,12 +1330,14 @@ private:
 			Sink::pair(ts, end, track, name);
 			return;
 		}
-		ps.uuid = track;
-		ps.gen = b.gen;
-		ps.track = &t;
-		ps.hi = UINT64_MAX;
-		ps.len = 0;
 		pair_lines(b, e, ts, end);
+		ps.uuid = track;
+		ps.len = 0;
+		if (ts - t0_ >= 0 && name.size() <= kPairName) {
+			ps.name_len = static_cast<uint32_t>(name.size());
+			std::memcpy(ps.name, name.data(), name.size());
+			make_pair_text(ps, b, e, static_cast<uint64_t>(ts - t0_) / 1000000);
+		}
 	}
 	// ps's lines made for times of hi (after pair_lines(): not the
 	// first line), when they fit.
@@ -1507,8 +1514,9 @@ private:
 		last_ = ts > last_ ? ts : last_;
 		return h.ok && put_line(h.text, ts, args);
 	}
-	void make_head(const Track &t, uint64_t track, int kind, const std::string &name) const
+	void make_head(const Track &t, uint64_t track, int kind, const std::string &name)
 	{
+		forget_pair(track);
 		Track::Head &h = t.heads[kind];
 		{
 			static const char *const kPh[2][2] = {
