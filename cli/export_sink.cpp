@@ -184,16 +184,16 @@ public:
 	// two times written in (a third of pair()'s instructions).
 	void pair(int64_t ts, int64_t end, uint64_t track, const std::string &name) override
 	{
-		const uint32_t mach = machine_of_track(track);
 		PairHeads &ph = pair_heads_[(track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 59];
 		const uint64_t hi = static_cast<uint64_t>(ts) >> 28;
 		// Most holds: their packets made (ph.len: started, times >= 0,
-		// a short name), for these times' high bits.
-		if (__builtin_expect(ph.len != 0 && ph.hi == hi && static_cast<uint64_t>(end) >> 28 == hi &&
-					     ph.begin.track == track && ph.begin.mach == mach &&
-					     ph.begin.name_len == name.size() &&
-					     same_bytes(ph.begin.name, name),
-				     1)) {
+		// a short name), for these times' high bits; a trace of one
+		// machine (several: pair_slow(), which finds the track's).
+		if (__builtin_expect(
+			    !multi_ && ph.len != 0 && ph.hi == hi && static_cast<uint64_t>(end) >> 28 == hi &&
+				    ph.begin.track == track && ph.begin.mach == 0 &&
+				    ph.begin.name_len == name.size() && same_bytes(ph.begin.name, name),
+			    1)) {
 			char *const p = w_.buf.room(sizeof ph.bytes);
 			std::memcpy(p, ph.bytes, sizeof ph.bytes);
 			const uint32_t lo_ts = ts_low(static_cast<uint64_t>(ts)),
@@ -205,7 +205,7 @@ public:
 				flush();
 			return;
 		}
-		pair_slow(ph, mach, ts, end, track, name);
+		pair_slow(ph, ts, end, track, name);
 	}
 	void instant(int64_t ts, uint64_t track, const std::string &name, const Args &args) override
 	{
@@ -380,9 +380,10 @@ private:
 	// pair() when its packets are not made for these times (made here
 	// when they can be), or cannot be (a long name, times before 0, a
 	// machine's first packet).
-	__attribute__((noinline)) void pair_slow(PairHeads &ph, uint32_t mach, int64_t ts, int64_t end,
-						 uint64_t track, const std::string &name)
+	__attribute__((noinline)) void pair_slow(PairHeads &ph, int64_t ts, int64_t end, uint64_t track,
+						 const std::string &name)
 	{
+		const uint32_t mach = machine_of_track(track);
 		if (!started_[mach] || ts < 0 || end < 0 || name.size() > kMaxName) {
 			Sink::pair(ts, end, track, name);
 			return;
@@ -392,7 +393,9 @@ private:
 			make_head(ph.begin, mach, kTypeSliceBegin, track, &name);
 			make_head(ph.end, mach, kTypeSliceEnd, track, nullptr);
 		}
-		make_pair_bytes(ph, static_cast<uint64_t>(ts) >> 28, static_cast<uint64_t>(end) >> 28);
+		if (!multi_) // pair() takes them only then
+			make_pair_bytes(ph, static_cast<uint64_t>(ts) >> 28,
+					static_cast<uint64_t>(end) >> 28);
 		char *const p0 = w_.buf.room(2 * (32 + sizeof ph.begin.bytes));
 		char *p = bare_packet(p0, ts, ph.begin);
 		p = bare_packet(p, end, ph.end);
