@@ -85,6 +85,7 @@ struct ClassInfo : rd::SlotCache {
 	// path: no look-up by name).
 	bool resolved = false;
 	rd::FieldSlot f_lock, f_back;
+	rd::FixedInt x_lock, x_back; // the same read with one load (Strata's reader)
 	// pthread:mutex_counts (counting mode): pairs with no interval, shown
 	// as the instant of their record and counted for the closing note.
 	bool counts = false;
@@ -282,6 +283,8 @@ public:
 		classes_.clear();
 		last_trace_ = nullptr;
 		last_info_ = nullptr;
+		for (StreamSlot &s : stream_slots_)
+			s = StreamSlot();
 		last_class_ = nullptr;
 		last_class_info_ = nullptr;
 		for (LastLockTrack &l : last_lt_)
@@ -387,7 +390,27 @@ private:
 		s.append(b, static_cast<size_t>(std::to_chars(b + 3, b + sizeof b, v, 16).ptr - b));
 	}
 
-	template <class E> TraceInfo &trace_of(const E &ev) { return trace_info(ev.trace()); }
+	// An event's sub-trace by its stream (stream_key(): the event's own
+	// pointer, where trace() follows three, a chain that was a tenth of
+	// an export's time), in a slot by the key's hash; else by trace().
+	struct StreamSlot {
+		const void *key = nullptr;
+		TraceInfo *info = nullptr;
+	} stream_slots_[16];
+	template <class E> __attribute__((always_inline)) TraceInfo &trace_of(const E &ev)
+	{
+		const void *key = ev.stream_key();
+		StreamSlot &s = stream_slots_[reinterpret_cast<uintptr_t>(key) * 0x9e3779b97f4a7c15ull >> 60];
+		if (__builtin_expect(s.key == key && key, 1))
+			return *s.info;
+		return trace_of_slow(ev, s);
+	}
+	template <class E> __attribute__((noinline)) TraceInfo &trace_of_slow(const E &ev, StreamSlot &s)
+	{
+		TraceInfo &t = trace_info(ev.trace());
+		s = StreamSlot{ev.stream_key(), &t};
+		return t;
+	}
 	// The last sub-trace's inline (most events follow one of theirs), the
 	// others' looked up out of line.
 	TraceInfo &trace_info(const rd::TraceIdent &id)
@@ -495,14 +518,21 @@ private:
 		int64_t tid = 0;
 		uint64_t lock = 0, uuid = 0, gen = 0;
 		const TraceInfo *tr = nullptr;
+		LockState *ls = nullptr; // lock_state() of the lock (locks_'s elements do not move)
 	} last_lt_[kCached];
 	uint64_t names_gen_ = 0; // bumped at each change of a thread's comm or Java name
 	uint64_t lock_track(int64_t tid, const TraceInfo &tr, uint64_t lock, const char *kind)
 	{
+		return lock_place(tid, tr, lock, kind).uuid;
+	}
+	// The (thread, lock)'s track and the lock's state at once.
+	const LastLockTrack &lock_place(int64_t tid, const TraceInfo &tr, uint64_t lock, const char *kind)
+	{
 		LastLockTrack &l = last_lt_[analyze::cache_place(static_cast<uint64_t>(tid), lock)];
 		if (__builtin_expect(l.tr == &tr && l.tid == tid && l.lock == lock && l.gen == names_gen_, 1))
-			return l.uuid;
-		return lock_track_slow(l, tid, tr, lock, kind);
+			return l;
+		lock_track_slow(l, tid, tr, lock, kind);
+		return l;
 	}
 	__attribute__((noinline)) uint64_t lock_track_slow(LastLockTrack &l, int64_t tid, const TraceInfo &tr,
 							   uint64_t lock, const char *kind)
@@ -516,7 +546,7 @@ private:
 			sink_.child_track(uuid, parent, threads[tid].pid >= 0 ? threads[tid].pid : tid, tid,
 					  name, false);
 		}
-		l = LastLockTrack{tid, lock, uuid, names_gen_, &tr};
+		l = LastLockTrack{tid, lock, uuid, names_gen_, &tr, &lock_state(tr.lock_salt ^ lock)};
 		return uuid;
 	}
 
@@ -852,34 +882,19 @@ private:
 	void pthread_event(int64_t ts, int64_t tid, const TraceInfo &tr, ClassInfo &c, const E &pl)
 	{
 		using analyze::Op;
-		if (c.compact && !c.resolved) {
-			c.f_lock = c.get(pl, "lock");
-			c.f_back = c.get(pl, c.compact == 1 ? "hold_ns" : "age_ns");
-			c.resolved = true;
+		if (c.compact) {
+			compact_hold(ts, tid, tr, c, pl);
+			return;
 		}
-		const uint64_t lock = c.compact ? pl.u64(c.f_lock) : c.u64(pl, "lock");
+		const uint64_t lock = c.u64(pl, "lock");
 		const bool rw = c.op == Op::RwRdlock || c.op == Op::RwWrlock || c.op == Op::RwTryrdlock ||
 				c.op == Op::RwTrywrlock || c.op == Op::RwUnlock;
 		const bool sem = c.op == Op::SemWait || c.op == Op::SemTimedwait || c.op == Op::SemTrywait ||
 				 c.op == Op::SemPost;
-		const char *kind = c.compact ? "mutex" : rw ? "rwlock" : sem ? "semaphore" : "mutex";
+		const char *kind = rw ? "rwlock" : sem ? "semaphore" : "mutex";
 		const uint64_t lock_key = tr.lock_salt ^ lock;
 		LockState &ls = lock_state(lock_key);
 		args_.clear();
-		if (c.compact) { // uncontended: a hold from its acquisition, no wait
-			const bool held = c.compact == 1;
-			const int64_t from = ts - static_cast<int64_t>(pl.u64(c.f_back));
-			const uint64_t track = lock_track(tid, tr, lock, kind);
-			if (!held) {
-				ls.released = false;
-				sink_.begin(from, track, hold_, args_, 0);
-				holds_[HoldKey{tid, lock_key}]++;
-				return;
-			}
-			sink_.pair(from, ts, track, hold_);
-			ls = LockState{true, ts, tid};
-			return;
-		}
 		switch (c.op) {
 		case Op::MutexLock:
 		case Op::MutexTimedlock:
@@ -918,6 +933,41 @@ private:
 			instant(ts, tid, tr, c, pl);
 			return;
 		}
+	}
+
+	// A compact record (uncontended): a hold from its acquisition, no
+	// wait; the per-event path of a pthread trace.
+	template <class E>
+	__attribute__((always_inline)) void compact_hold(int64_t ts, int64_t tid, const TraceInfo &tr,
+							 ClassInfo &c, const E &pl)
+	{
+		if (__builtin_expect(!c.resolved, 0)) {
+			c.f_lock = c.get(pl, "lock");
+			c.f_back = c.get(pl, c.compact == 1 ? "hold_ns" : "age_ns");
+			c.x_lock = rd::FixedInt::of(c.f_lock);
+			c.x_back = rd::FixedInt::of(c.f_back);
+			c.resolved = true;
+		}
+		const uint64_t lock = field_u64(pl, c.f_lock, c.x_lock);
+		const int64_t from = ts - static_cast<int64_t>(field_u64(pl, c.f_back, c.x_back));
+		const LastLockTrack &l = lock_place(tid, tr, lock, "mutex");
+		if (c.compact != 1) { // an acquisition, its unlock to come
+			l.ls->released = false;
+			args_.clear();
+			sink_.begin(from, l.uuid, hold_, args_, 0);
+			holds_[HoldKey{tid, tr.lock_salt ^ lock}]++;
+			return;
+		}
+		sink_.pair(from, ts, l.uuid, hold_);
+		*l.ls = LockState{true, ts, tid};
+	}
+	// A field of slot s, by its FixedInt x when the reader has those.
+	template <class E>
+	static uint64_t field_u64(const E &pl, const rd::FieldSlot &s, const rd::FixedInt &x)
+	{
+		if (E::kFixed && x.ok)
+			return static_cast<uint64_t>(pl.fixed(x));
+		return pl.u64(s);
 	}
 
 	// A condition wait: the mutex is released for the wait and taken again
@@ -1054,7 +1104,8 @@ struct Pass {
 	template <class E> bool event(const E &ev)
 	{
 		const bool more = conv.event(ev);
-		progress.update(conv.events, ev.ns());
+		if (__builtin_expect(!(conv.events & 0xffff), 0)) // update() draws no more often
+			progress.update(conv.events, ev.ns());
 		return more;
 	}
 	bool loss(const rd::Loss &l) { return conv.loss(l); }

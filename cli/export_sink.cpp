@@ -179,26 +179,33 @@ public:
 	}
 	// Two packets of made heads (a begin's and an end's, both in a cache
 	// of their own: a lock's holds follow one another), their lengths
-	// known: the 2 events of plain_event() without their arguments' loop.
+	// known: the 2 events of plain_event() without their arguments' loop;
+	// most often both packets copied whole from their cache (PairHeads),
+	// two times written in (a third of pair()'s instructions).
 	void pair(int64_t ts, int64_t end, uint64_t track, const std::string &name) override
 	{
-		const uint32_t mach = machine_of_track(track);
-		if (!started_[mach] || ts < 0 || end < 0 || name.size() > kMaxName) {
-			Sink::pair(ts, end, track, name);
+		PairHeads &ph = pair_heads_[(track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 59];
+		const uint64_t hi = static_cast<uint64_t>(ts) >> 28;
+		// Most holds: their packets made (ph.len: started, times >= 0,
+		// a short name), for these times' high bits; a trace of one
+		// machine (several: pair_slow(), which finds the track's).
+		if (__builtin_expect(
+			    !multi_ && ph.len != 0 && ph.hi == hi && static_cast<uint64_t>(end) >> 28 == hi &&
+				    ph.begin.track == track && ph.begin.mach == 0 &&
+				    ph.begin.name_len == name.size() && same_bytes(ph.begin.name, name),
+			    1)) {
+			char *const p = w_.buf.room(sizeof ph.bytes);
+			std::memcpy(p, ph.bytes, sizeof ph.bytes);
+			const uint32_t lo_ts = ts_low(static_cast<uint64_t>(ts)),
+				       lo_end = ts_low(static_cast<uint64_t>(end));
+			std::memcpy(p + ph.lo_at[0], &lo_ts, 4);
+			std::memcpy(p + ph.lo_at[1], &lo_end, 4);
+			w_.buf.commit(ph.len);
+			if (w_.buf.size() >= kFlushAt)
+				flush();
 			return;
 		}
-		PairHeads &ph = pair_heads_[(track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 59];
-		if (!(ph.begin.made && ph.begin.track == track && ph.begin.mach == mach &&
-		      ph.begin.name_len == name.size() && same_bytes(ph.begin.name, name))) {
-			make_head(ph.begin, mach, kTypeSliceBegin, track, &name);
-			make_head(ph.end, mach, kTypeSliceEnd, track, nullptr);
-		}
-		char *const p0 = w_.buf.room(2 * (32 + sizeof ph.begin.bytes));
-		char *p = bare_packet(p0, ts, ph.begin);
-		p = bare_packet(p, end, ph.end);
-		w_.buf.commit(static_cast<size_t>(p - p0));
-		if (w_.buf.size() >= kFlushAt)
-			flush();
+		pair_slow(ph, ts, end, track, name);
 	}
 	void instant(int64_t ts, uint64_t track, const std::string &name, const Args &args) override
 	{
@@ -358,10 +365,44 @@ private:
 	Head heads_[kHeads];
 	// pair()'s: a begin's head and its end's, by the top 5 bits of the
 	// track's hash.
+	// Its two packets whole for times whose bits above the low 28 are
+	// hi (ts_varint()'s tail), their 4 low bytes left to write at lo_at:
+	// bytes copied whole, two stores, no head nor varint to make.  len 0:
+	// none (hi 0, or the packets too long), bare_packet() writes them.
 	struct PairHeads {
 		Head begin, end;
+		uint64_t hi = 0;
+		uint32_t len = 0;
+		uint32_t lo_at[2] = {};
+		char bytes[96];
 	};
 	PairHeads pair_heads_[32];
+	// pair() when its packets are not made for these times (made here
+	// when they can be), or cannot be (a long name, times before 0, a
+	// machine's first packet).
+	__attribute__((noinline)) void pair_slow(PairHeads &ph, int64_t ts, int64_t end, uint64_t track,
+						 const std::string &name)
+	{
+		const uint32_t mach = machine_of_track(track);
+		if (!started_[mach] || ts < 0 || end < 0 || name.size() > kMaxName) {
+			Sink::pair(ts, end, track, name);
+			return;
+		}
+		if (!(ph.begin.made && ph.begin.track == track && ph.begin.mach == mach &&
+		      ph.begin.name_len == name.size() && same_bytes(ph.begin.name, name))) {
+			make_head(ph.begin, mach, kTypeSliceBegin, track, &name);
+			make_head(ph.end, mach, kTypeSliceEnd, track, nullptr);
+		}
+		if (!multi_) // pair() takes them only then
+			make_pair_bytes(ph, static_cast<uint64_t>(ts) >> 28,
+					static_cast<uint64_t>(end) >> 28);
+		char *const p0 = w_.buf.room(2 * (32 + sizeof ph.begin.bytes));
+		char *p = bare_packet(p0, ts, ph.begin);
+		p = bare_packet(p, end, ph.end);
+		w_.buf.commit(static_cast<size_t>(p - p0));
+		if (w_.buf.size() >= kFlushAt)
+			flush();
+	}
 	// A time's varint: the bytes above its low 28 bits (its last ones),
 	// the same for successive times (2^28 ns: 0.27 s), as the previous
 	// time's (ts_hi_: those bits, 0 when unknown).
@@ -379,12 +420,38 @@ private:
 			std::memcpy(ts_tail_, b + 4, 8);
 			ts_hi_ = hi;
 		}
-		const uint32_t lo =
-			static_cast<uint32_t>((v & 0x7f) | (v << 1 & 0x7f00) | (v << 2 & 0x7f0000) |
-					      (v << 3 & 0x7f000000) | 0x80808080u);
+		const uint32_t lo = ts_low(v);
 		std::memcpy(p, &lo, 4);
 		std::memcpy(p + 4, ts_tail_, 8);
 		return p + 4 + ts_tail_len_;
+	}
+	// A time's low 4 varint bytes (its low 28 bits, each byte continued),
+	// as ts_varint() writes them.
+	static uint32_t ts_low(uint64_t v)
+	{
+		return static_cast<uint32_t>((v & 0x7f) | (v << 1 & 0x7f00) | (v << 2 & 0x7f0000) |
+					     (v << 3 & 0x7f000000) | 0x80808080u);
+	}
+	// ph's packets for times of high bits hi (begin) and end_hi (end):
+	// made by bare_packet(), kept when both are the same, non-zero (the
+	// varint's length then known) and the packets fit ph.bytes.
+	void make_pair_bytes(PairHeads &ph, uint64_t hi, uint64_t end_hi)
+	{
+		ph.hi = hi;
+		ph.len = 0;
+		if (hi == 0 || end_hi != hi)
+			return;
+		char b[2 * (32 + sizeof ph.begin.bytes)];
+		char *p = bare_packet(b, static_cast<int64_t>(hi << 28), ph.begin);
+		const size_t first = static_cast<size_t>(p - b);
+		p = bare_packet(p, static_cast<int64_t>(hi << 28), ph.end);
+		const size_t n = static_cast<size_t>(p - b);
+		if (n > sizeof ph.bytes)
+			return;
+		std::memcpy(ph.bytes, b, sizeof ph.bytes);
+		ph.lo_at[0] = 4; // tag, 2 bytes of length, the timestamp's tag
+		ph.lo_at[1] = static_cast<uint32_t>(first + 4);
+		ph.len = static_cast<uint32_t>(n);
 	}
 	const Head &head(uint32_t mach, uint64_t type, uint64_t track, const std::string *name)
 	{
@@ -920,11 +987,13 @@ public:
 	void process(uint64_t uuid, int64_t pid, const std::string &name) override
 	{
 		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p', {}, {}, {}};
+		forget_pair(uuid);
 		process_name(pid, name);
 	}
 	void thread(uint64_t uuid, uint64_t, int64_t pid, int64_t tid, const std::string &name) override
 	{
 		tracks_[uuid] = Track{pid, tid, std::string(), false, 't', {}, {}, {}};
+		forget_pair(uuid);
 		thread_name(pid, tid, name);
 	}
 	void child_track(uint64_t uuid, uint64_t parent, int64_t pid, int64_t tid, const std::string &name,
@@ -937,6 +1006,7 @@ public:
 		else
 			tracks_[uuid] = Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g',
 					      {},  {},  {}};
+		forget_pair(uuid);
 	}
 	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args,
 		   uint64_t flow_in) override
@@ -1014,36 +1084,22 @@ public:
 	// begin() and end() at once: the same heads (the end's made for the
 	// begin's shown name), the 2 lines written together; the open names
 	// left as they were (the slot the begin would have filled is past
-	// their end, a (name, gen) of its own kept).
+	// their end, a (name, gen) of its own kept).  Most often both lines
+	// are in the track's PairSlot, made for this name and millisecond:
+	// no look-up, no head to check, nothing to read but the slot.
 	void pair(int64_t ts, int64_t end, uint64_t track, const std::string &name) override
 	{
-		const Recent &r = recent(track);
-		const Track &t = *r.track;
-		Track::Head &b = t.heads[0];
-		if (!b.made || b.src.size() != name.size() || !same(b.src.data(), name)) {
-			Sink::pair(ts, end, track, name);
+		PairSlot &ps = pair_slot(track);
+		const int64_t a = ts - t0_, z = end - t0_;
+		const uint64_t hi = static_cast<uint64_t>(a) / 1000000;
+		if (__builtin_expect(ps.uuid == track && ps.len && hi == ps.hi && a >= 0 && z >= 0 &&
+					     static_cast<uint64_t>(z) / 1000000 == hi &&
+					     ps.name_len == name.size() && same_bytes(ps.name, name),
+				     1)) {
+			pair_text(ps, ts, end, a, z);
 			return;
 		}
-		Track::Head &e = t.heads[1];
-		if (!e.made || e.gen != b.gen) {
-			if (!e.made || e.name.size() != b.name.size() || !same(e.name.data(), b.name))
-				make_head(t, track, 1, b.name);
-			e.gen = b.gen;
-		}
-		if (!b.ok || !e.ok) {
-			Sink::pair(ts, end, track, name);
-			return;
-		}
-		last_ = ts > last_ ? ts : last_;
-		last_ = end > last_ ? end : last_;
-		settle();
-		if (text_.size() >= kFlushAt)
-			flush();
-		char *const p0 = text_.room(2 * (2 + kHeadCopy + 32 + 12) + b.text.size() + e.text.size());
-		char *p = bare_line(p0, b.text, ts);
-		any_ = true;
-		p = bare_line(p, e.text, end);
-		text_.commit(static_cast<size_t>(p - p0));
+		pair_slow(ps, ts, end, track, name);
 	}
 	void complete(int64_t ts, int64_t end, uint64_t track, const std::string &name, const Args &args,
 		      uint64_t flow_in, uint64_t flow_out) override
@@ -1227,6 +1283,125 @@ private:
 		recent_[0].names = names;
 		return recent_[0];
 	}
+	// pair()'s tracks, by the top 6 bits of their uuid's hash: the two
+	// lines of a pair of the track (after another line: ",\n" first) for
+	// a name (up to kPairName bytes) and times of hi whole milliseconds
+	// after t0_ (us_text()'s cached digits), the last 6 digits of each
+	// time (at at[0], at[1]) left to write.  len 0: none (hi 0, lines
+	// too long, or the track's heads made again since: forget_pair()).
+	static constexpr size_t kPairName = 32;
+	struct PairSlot {
+		uint64_t uuid = 0;
+		uint64_t hi = UINT64_MAX;
+		uint32_t len = 0, at[2] = {};
+		uint32_t name_len = 0;
+		char name[kPairName];
+		char text[320];
+	};
+	static constexpr size_t kPairCopy = 256;
+	PairSlot pair_slots_[64];
+	PairSlot &pair_slot(uint64_t track)
+	{
+		return pair_slots_[(track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 58];
+	}
+	// A track (re)described or a head of it made: its slot's lines go.
+	void forget_pair(uint64_t track)
+	{
+		PairSlot &ps = pair_slot(track);
+		if (ps.uuid == track)
+			ps.len = 0;
+	}
+	// pair() of a track not in its slot, or of heads to make; its slot
+	// made for this name and millisecond, when they fit.
+	__attribute__((noinline)) void pair_slow(PairSlot &ps, int64_t ts, int64_t end, uint64_t track,
+						 const std::string &name)
+	{
+		const Recent &r = recent(track);
+		const Track &t = *r.track;
+		Track::Head &b = t.heads[0];
+		if (!b.made || b.src.size() != name.size() || !same(b.src.data(), name)) {
+			Sink::pair(ts, end, track, name);
+			return;
+		}
+		Track::Head &e = t.heads[1];
+		if (!e.made || e.gen != b.gen) {
+			if (!e.made || e.name.size() != b.name.size() || !same(e.name.data(), b.name))
+				make_head(t, track, 1, b.name);
+			e.gen = b.gen;
+		}
+		if (!b.ok || !e.ok) {
+			Sink::pair(ts, end, track, name);
+			return;
+		}
+		pair_lines(b, e, ts, end);
+		ps.uuid = track;
+		ps.len = 0;
+		if (ts - t0_ >= 0 && name.size() <= kPairName) {
+			ps.name_len = static_cast<uint32_t>(name.size());
+			std::memcpy(ps.name, name.data(), name.size());
+			make_pair_text(ps, b, e, static_cast<uint64_t>(ts - t0_) / 1000000);
+		}
+	}
+	// ps's lines made for times of hi (after pair_lines(): not the
+	// first line), when they fit.
+	void make_pair_text(PairSlot &ps, const Track::Head &b, const Track::Head &e, uint64_t hi)
+	{
+		ps.hi = hi;
+		ps.len = 0;
+		if (hi == 0 || !any_ || b.text.size() + e.text.size() + 2 * (2 + 13 + 8) > sizeof ps.text)
+			return;
+		char tmp[2 * (2 + kHeadCopy + 32 + 12) + sizeof ps.text];
+		const int64_t ts = t0_ + static_cast<int64_t>(hi * 1000000);
+		char *p = bare_line(tmp, b.text, ts);
+		ps.at[0] = static_cast<uint32_t>(p - tmp - 8); // ddd.ddd}
+		p = bare_line(p, e.text, ts);
+		ps.at[1] = static_cast<uint32_t>(p - tmp - 8);
+		std::memcpy(ps.text, tmp, sizeof ps.text);
+		ps.len = static_cast<uint32_t>(p - tmp);
+	}
+	// ps's lines at ts and end (a and z after t0_, both of ps.hi).
+	void pair_text(const PairSlot &ps, int64_t ts, int64_t end, int64_t a, int64_t z)
+	{
+		last_ = ts > last_ ? ts : last_;
+		last_ = end > last_ ? end : last_;
+		settle();
+		if (text_.size() >= kFlushAt)
+			flush();
+		char *const p = text_.room(sizeof ps.text);
+		if (ps.len <= kPairCopy) // most: 2 lines of ~120 bytes
+			std::memcpy(p, ps.text, kPairCopy);
+		else
+			std::memcpy(p, ps.text, sizeof ps.text);
+		const uint64_t base = ps.hi * 1000000;
+		us_last6(p + ps.at[0], static_cast<uint32_t>(static_cast<uint64_t>(a) - base));
+		us_last6(p + ps.at[1], static_cast<uint32_t>(static_cast<uint64_t>(z) - base));
+		text_.commit(ps.len);
+	}
+	// The last 6 digits of us_text() of a time r ns into its millisecond,
+	// and the line's closing brace: ddd.ddd}
+	static void us_last6(char *p, uint32_t r)
+	{
+		const uint32_t q = r / 1000;
+		std::memcpy(p, kDigits3.d[q], 4);
+		p[3] = '.';
+		std::memcpy(p + 4, kDigits3.d[r - q * 1000], 4);
+		p[7] = '}';
+	}
+	// A begin's line of head b at ts and an end's of head e at end.
+	__attribute__((noinline)) void pair_lines(const Track::Head &b, const Track::Head &e, int64_t ts,
+						  int64_t end)
+	{
+		last_ = ts > last_ ? ts : last_;
+		last_ = end > last_ ? end : last_;
+		settle();
+		if (text_.size() >= kFlushAt)
+			flush();
+		char *const p0 = text_.room(2 * (2 + kHeadCopy + 32 + 12) + b.text.size() + e.text.size());
+		char *p = bare_line(p0, b.text, ts);
+		any_ = true;
+		p = bare_line(p, e.text, end);
+		text_.commit(static_cast<size_t>(p - p0));
+	}
 	std::unordered_map<uint64_t, Running> running_; // by cpu_key()
 	bool cpus_named_ = false;
 	std::vector<bool> cpu_named_;                     // machine 0's
@@ -1342,8 +1517,9 @@ private:
 		last_ = ts > last_ ? ts : last_;
 		return h.ok && put_line(h.text, ts, args);
 	}
-	void make_head(const Track &t, uint64_t track, int kind, const std::string &name) const
+	void make_head(const Track &t, uint64_t track, int kind, const std::string &name)
 	{
+		forget_pair(track);
 		Track::Head &h = t.heads[kind];
 		{
 			static const char *const kPh[2][2] = {
