@@ -311,6 +311,26 @@ public:
 			}
 		}
 	}
+	// The first n elements leave at once (as n pop_front()).
+	void drop_front(size_t n)
+	{
+		n_ -= n;
+		for (head_ += n; head_ >= kChunk; head_ -= kChunk) {
+			spare_ = std::move(chunks_[c0_++]);
+			if (c0_ >= 64 && 2 * c0_ >= chunks_.size()) {
+				chunks_.erase(chunks_.begin(), chunks_.begin() + static_cast<ptrdiff_t>(c0_));
+				c0_ = 0;
+			}
+		}
+	}
+	// Element i and how many follow it in the same chunk (*run, i
+	// included): a walk along the ring without a division per element.
+	const T *run(size_t i, size_t *run) const
+	{
+		const size_t j = head_ + i;
+		*run = std::min(kChunk - j % kChunk, n_ - i);
+		return &chunks_[c0_ + j / kChunk][j % kChunk];
+	}
 	void clear()
 	{
 		chunks_.clear();
@@ -495,6 +515,11 @@ public:
 	Model(Report &rep, const Options &opt) : rep_(rep), opt_(opt), tl_cap_(opt.timeline_max) {}
 	void event(const Event &e) override { on_event(e); }
 	void held(const Event &acq, int64_t unlock_ts) override;
+	__attribute__((noinline)) void held_apart(const Event &acq, int64_t unlock_ts)
+	{
+		on_event(acq);
+		on_event(unlock_of(acq, unlock_ts));
+	}
 	void on_event(const Event &e);
 	void finish(const Symbolizer &sym);
 
@@ -602,12 +627,16 @@ inline uint64_t Model::close_hold(Work &w, int64_t tid, const Hold &h, int64_t a
 	w.hold_longest = std::max(w.hold_longest, end - h.ts);
 	w.lag_longest = std::max(w.lag_longest, now_ - h.ts);
 	const uint64_t n = w.base + w.recent.size() - 1;
+	// The earliest starts of its block and of its block's super block:
+	// the latter changes only with the former (no later than it).
 	if (n % kBlock == 0 || w.block_start.empty()) {
 		w.block_start.push_back(h.ts);
 		w.low(n / kBlock, h.ts);
 	} else if (h.ts < w.block_start.back()) {
 		w.block_start.back() = h.ts;
 		w.low(n / kBlock, h.ts);
+	} else if (__builtin_expect(!w.super_start.empty(), 1)) {
+		return n;
 	}
 	if (n % kSuper == 0 || w.super_start.empty())
 		w.super_start.push_back(h.ts);
@@ -854,6 +883,12 @@ void Model::settle_waits(Work &w)
 	arm(w);
 }
 
+/*
+ * The holds closed before the limit leave `recent` (closed_at does not
+ * decrease along it: a prefix), and past the caps as many more as over()
+ * asked, one at a time before: counted in their order, then dropped at
+ * once with their blocks.
+ */
 void Model::evict_holds(Work &w)
 {
 	settle(w);
@@ -861,23 +896,37 @@ void Model::evict_holds(Work &w)
 	int64_t limit = std::min(now_ - horizon, nonfinal_from(w));
 	if (!w.unblamed.empty())
 		limit = std::min(limit, w.unblamed.front().start);
-	auto over = [&] {
-		return w.recent.size() > kHoldsCap ||
-		       (recent_total_ > kHoldsTotalCap && w.recent.size() > kEvictBatch);
-	};
-	while (!w.recent.empty() && (w.recent.front().closed_at < limit || over())) {
-		if (w.recent.front().closed_at >= limit)
-			rep_.blockers_partial = true;
-		count_hold(w, w.recent.front().s);
-		w.recent.pop_front();
-		if (++w.base % kBlock == 0) {
-			w.block_start.pop_front();
-			w.drop_lows(w.base / kBlock);
+	const size_t size = w.recent.size();
+	// over() held before the n-th pop while n < over_n (both its terms
+	// fall by one a pop).
+	size_t over_n = size > kHoldsCap ? size - kHoldsCap : 0;
+	if (recent_total_ > kHoldsTotalCap && size > kEvictBatch)
+		over_n = std::max(over_n, std::min(recent_total_ - kHoldsTotalCap, size - kEvictBatch));
+	size_t n = 0;
+	for (size_t run = 0; n < size;) {
+		const Done *d = w.recent.run(n, &run);
+		size_t k = 0;
+		for (; k < run; k++) {
+			if (d[k].closed_at >= limit) {
+				if (n + k >= over_n)
+					break;
+				rep_.blockers_partial = true;
+			}
+			count_hold(w, d[k].s);
 		}
-		if (w.base % kSuper == 0)
-			w.super_start.pop_front();
-		recent_total_--;
+		n += k;
+		if (k < run)
+			break;
 	}
+	w.recent.drop_front(n);
+	const uint64_t from = w.base;
+	w.base += n;
+	if (w.base / kBlock != from / kBlock) {
+		w.block_start.drop_front(static_cast<size_t>(w.base / kBlock - from / kBlock));
+		w.drop_lows(w.base / kBlock);
+	}
+	w.super_start.drop_front(static_cast<size_t>(w.base / kSuper - from / kSuper));
+	recent_total_ -= n;
 	w.evict_at = w.recent.size() + kEvictBatch;
 }
 
@@ -1039,25 +1088,21 @@ void Model::held(const Event &acq, int64_t unlock_ts)
 				 ? end <= acq.ts
 				 : end == std::numeric_limits<int64_t>::min();
 	}
-	if (blames || w.open_n != mine.size()) {
-		on_event(acq);
-		on_event(unlock_of(acq, unlock_ts));
-		return;
-	}
-	// The acquisition (on_event, on_acquire).
-	if (rep_.events++ == 0)
-		rep_.first_ts = rep_.last_ts = acq.ts;
-	rep_.first_ts = std::min(rep_.first_ts, acq.ts);
-	rep_.last_ts = std::max(rep_.last_ts, acq.ts);
+	if (blames || w.open_n != mine.size())
+		return held_apart(acq, unlock_ts);
+	// The acquisition (on_event, on_acquire), and the unlock (on_event,
+	// end_hold): the hold just taken is the last.  The two events' times
+	// at once.
+	Report &rep = rep_;
+	if (__builtin_expect(rep.events == 0, 0))
+		rep.first_ts = rep.last_ts = acq.ts;
+	rep.events += 2;
+	rep.first_ts = std::min(rep.first_ts, std::min(acq.ts, unlock_ts));
+	now_ = rep.last_ts = std::max(rep.last_ts, std::max(acq.ts, unlock_ts));
 	w.st.acquisitions++;
 	Site &s = w.site_of(acq.caller);
 	s.caller = acq.caller;
 	s.acquisitions++;
-	// The unlock (on_event, end_hold): the hold just taken is the last.
-	rep_.events++;
-	rep_.first_ts = std::min(rep_.first_ts, unlock_ts);
-	rep_.last_ts = std::max(rep_.last_ts, unlock_ts);
-	now_ = rep_.last_ts;
 	if (__builtin_expect(!ro.unlocks, 0))
 		ro.unlocks = &unlocks_of(acq.proc, acq.tid);
 	(*ro.unlocks)++;
