@@ -599,6 +599,25 @@ private:
 			r = RecentUnlocks{key, &unlocks_of_[key]};
 		return *r.n;
 	}
+	// held()'s look-ups for the last two compact holds of other keys (a
+	// thread's records come in runs, at one lock and site or at two in
+	// turns): the lock, the thread's holds of it, the site and the
+	// thread's unlock count (map nodes: they do not move, and none is
+	// erased).
+	struct LastHeld {
+		uint32_t proc = 0;
+		uint64_t lock = 0, caller = 0;
+		int64_t tid = 0;
+		Work *w = nullptr;
+		std::vector<Hold> *mine = nullptr;
+		Site *site = nullptr;
+		uint64_t *unlocks = nullptr;
+		bool of(const Event &e) const
+		{
+			return w && lock == e.lock && tid == e.tid && caller == e.caller && proc == e.proc;
+		}
+	} last_held_[2];
+	__attribute__((noinline)) const LastHeld &held_look_up(const Event &acq);
 	std::set<LockKey> cond_lock_keys_;
 	std::map<uint32_t, bool> counts_done_; // per process with counts: its final flush seen since
 };
@@ -1077,9 +1096,12 @@ void Model::on_counts(const Event &e)
  */
 void Model::held(const Event &acq, int64_t unlock_ts)
 {
-	Work &w = work_of(acq.proc, acq.lock, acq.op);
-	Work::RecentOpen &ro = w.open_entry(acq.tid);
-	std::vector<Hold> &mine = *ro.v;
+	const LastHeld *lp = &last_held_[0];
+	if (!lp->of(acq) && !(++lp)->of(acq))
+		lp = &held_look_up(acq);
+	const LastHeld &l = *lp;
+	Work &w = *l.w;
+	const std::vector<Hold> &mine = *l.mine;
 	bool blames = false;
 	if (!w.unblamed.empty()) {
 		const int64_t end = w.unblamed.front().end;
@@ -1100,15 +1122,27 @@ void Model::held(const Event &acq, int64_t unlock_ts)
 	rep.first_ts = std::min(rep.first_ts, std::min(acq.ts, unlock_ts));
 	now_ = rep.last_ts = std::max(rep.last_ts, std::max(acq.ts, unlock_ts));
 	w.st.acquisitions++;
-	Site &s = w.site_of(acq.caller);
+	Site &s = *l.site;
 	s.caller = acq.caller;
 	s.acquisitions++;
-	if (__builtin_expect(!ro.unlocks, 0))
-		ro.unlocks = &unlocks_of(acq.proc, acq.tid);
-	(*ro.unlocks)++;
+	(*l.unlocks)++;
 	close_hold(w, acq.tid, Hold{acq.ts, acq.caller, true}, unlock_ts);
 	settle(w);
 	evict(w);
+}
+
+// held()'s look-ups for a hold of another thread, lock or site than the
+// last one's (all made by the first event of each, none undone).
+const Model::LastHeld &Model::held_look_up(const Event &acq)
+{
+	Work &w = work_of(acq.proc, acq.lock, acq.op);
+	Work::RecentOpen &ro = w.open_entry(acq.tid);
+	if (!ro.unlocks)
+		ro.unlocks = &unlocks_of(acq.proc, acq.tid);
+	last_held_[1] = last_held_[0];
+	last_held_[0] = LastHeld{acq.proc,  acq.lock, acq.caller, acq.tid, &w, ro.v, &w.site_of(acq.caller),
+				 ro.unlocks};
+	return last_held_[0];
 }
 
 // One event, in time order; none is kept.
