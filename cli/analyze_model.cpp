@@ -572,7 +572,11 @@ private:
 
 	Report &rep_;
 	const Options &opt_;
-	int64_t now_ = 0;         // the latest event time so far
+	// The events so far, the earliest and the latest time (Report's
+	// events, first_ts and last_ts, set by finish()).
+	uint64_t events_ = 0;
+	int64_t first_ts_ = 0;
+	int64_t now_ = 0;
 	size_t recent_total_ = 0; // holds in every lock's `recent`
 	size_t tl_cap_;           // timeline candidates kept per lock and kind
 	size_t tl_kept_ = 0;      // over all locks
@@ -921,7 +925,10 @@ void Model::evict_holds(Work &w)
 	size_t over_n = size > kHoldsCap ? size - kHoldsCap : 0;
 	if (recent_total_ > kHoldsTotalCap && size > kEvictBatch)
 		over_n = std::max(over_n, std::min(recent_total_ - kHoldsTotalCap, size - kEvictBatch));
+	// count_hold()'s sums in registers (keep() stores between).
 	size_t n = 0;
+	uint64_t total = 0, longest = w.st.hold_max;
+	bool partial = false;
 	for (size_t run = 0; n < size;) {
 		const Done *d = w.recent.run(n, &run);
 		size_t k = 0;
@@ -929,14 +936,21 @@ void Model::evict_holds(Work &w)
 			if (d[k].closed_at >= limit) {
 				if (n + k >= over_n)
 					break;
-				rep_.blockers_partial = true;
+				partial = true;
 			}
-			count_hold(w, d[k].s);
+			const uint64_t hold = static_cast<uint64_t>(d[k].s.end - d[k].s.start);
+			total += hold;
+			longest = std::max(longest, hold);
+			keep(w.tl_holds, d[k].s);
 		}
 		n += k;
 		if (k < run)
 			break;
 	}
+	w.st.holds += n;
+	w.st.hold_total += total;
+	w.st.hold_max = longest;
+	rep_.blockers_partial |= partial;
 	w.recent.drop_front(n);
 	const uint64_t from = w.base;
 	w.base += n;
@@ -1105,7 +1119,7 @@ void Model::held(const Event &acq, int64_t unlock_ts)
 	bool blames = false;
 	if (!w.unblamed.empty()) {
 		const int64_t end = w.unblamed.front().end;
-		const int64_t now = std::max(rep_.events ? rep_.last_ts : acq.ts, acq.ts);
+		const int64_t now = std::max(events_ ? now_ : acq.ts, acq.ts);
 		blames = end + std::max(kSettleNs, w.hold_longest) <= now
 				 ? end <= acq.ts
 				 : end == std::numeric_limits<int64_t>::min();
@@ -1115,12 +1129,11 @@ void Model::held(const Event &acq, int64_t unlock_ts)
 	// The acquisition (on_event, on_acquire), and the unlock (on_event,
 	// end_hold): the hold just taken is the last.  The two events' times
 	// at once.
-	Report &rep = rep_;
-	if (__builtin_expect(rep.events == 0, 0))
-		rep.first_ts = rep.last_ts = acq.ts;
-	rep.events += 2;
-	rep.first_ts = std::min(rep.first_ts, std::min(acq.ts, unlock_ts));
-	now_ = rep.last_ts = std::max(rep.last_ts, std::max(acq.ts, unlock_ts));
+	if (__builtin_expect(events_ == 0, 0))
+		first_ts_ = now_ = acq.ts;
+	events_ += 2;
+	first_ts_ = std::min(first_ts_, std::min(acq.ts, unlock_ts));
+	now_ = std::max(now_, std::max(acq.ts, unlock_ts));
 	w.st.acquisitions++;
 	Site &s = *l.site;
 	s.caller = acq.caller;
@@ -1148,11 +1161,10 @@ const Model::LastHeld &Model::held_look_up(const Event &acq)
 // One event, in time order; none is kept.
 void Model::on_event(const Event &e)
 {
-	if (rep_.events++ == 0)
-		rep_.first_ts = rep_.last_ts = e.ts;
-	rep_.first_ts = std::min(rep_.first_ts, e.ts);
-	rep_.last_ts = std::max(rep_.last_ts, e.ts);
-	now_ = rep_.last_ts;
+	if (events_++ == 0)
+		first_ts_ = now_ = e.ts;
+	first_ts_ = std::min(first_ts_, e.ts);
+	now_ = std::max(now_, e.ts);
 	if (e.op == Op::MutexCounts || e.op == Op::CountsDone) {
 		on_counts(e);
 	} else if (is_acquire(e.op)) {
@@ -1262,6 +1274,9 @@ void Model::timeline()
 
 void Model::finish(const Symbolizer &sym)
 {
+	rep_.events = events_;
+	rep_.first_ts = first_ts_;
+	rep_.last_ts = now_;
 	for (auto &kv : locks_) {
 		Work &w = kv.second;
 		LockStats &st = w.st;
