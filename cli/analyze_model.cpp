@@ -1116,10 +1116,13 @@ void Model::held(const Event &acq, int64_t unlock_ts)
 	const LastHeld &l = *lp;
 	Work &w = *l.w;
 	const std::vector<Hold> &mine = *l.mine;
+	// Before settle_at (arm(): no later than the first wait's end and
+	// settling time, the lowest time when that end is the clock's lowest),
+	// it blames none.
+	const int64_t now = std::max(events_ ? now_ : acq.ts, acq.ts);
 	bool blames = false;
-	if (!w.unblamed.empty()) {
+	if (__builtin_expect(now >= w.settle_at, 0) && !w.unblamed.empty()) {
 		const int64_t end = w.unblamed.front().end;
-		const int64_t now = std::max(events_ ? now_ : acq.ts, acq.ts);
 		blames = end + std::max(kSettleNs, w.hold_longest) <= now
 				 ? end <= acq.ts
 				 : end == std::numeric_limits<int64_t>::min();
