@@ -331,6 +331,14 @@ public:
 		*run = std::min(kChunk - j % kChunk, n_ - i);
 		return &chunks_[c0_ + j / kChunk][j % kChunk];
 	}
+	// Element i and how many precede it in the same chunk (*run, i
+	// included): a walk back along the ring.
+	const T *run_back(size_t i, size_t *run) const
+	{
+		const size_t j = head_ + i;
+		*run = std::min(j % kChunk + 1, i + 1);
+		return &chunks_[c0_ + j / kChunk][j % kChunk];
+	}
 	void clear()
 	{
 		chunks_.clear();
@@ -849,15 +857,22 @@ void Model::blame(Work &w, const Span &wt)
 			i = from;
 			continue;
 		}
-		for (; i > from; i--) {
-			const Done &d = w.recent[i - 1];
-			if (d.closed_at < wt.start)
-				goto scanned;
-			if (d.s.tid == wt.tid || d.s.start >= wt.end)
-				continue;
-			const int64_t lo = std::max(d.s.start, wt.start), hi = std::min(d.s.end, wt.end);
-			if (hi > lo)
-				add_share(d.s.caller, static_cast<uint64_t>(hi - lo), last_share);
+		while (i > from) { // back along the ring's chunks
+			size_t run = 0;
+			const Done *last = w.recent.run_back(i - 1, &run);
+			const size_t stop = std::min(run, i - from);
+			for (size_t k = 0; k < stop; k++) {
+				const Done &d = *(last - k);
+				if (d.closed_at < wt.start)
+					goto scanned;
+				if (d.s.tid == wt.tid || d.s.start >= wt.end)
+					continue;
+				const int64_t lo = std::max(d.s.start, wt.start),
+					      hi = std::min(d.s.end, wt.end);
+				if (hi > lo)
+					add_share(d.s.caller, static_cast<uint64_t>(hi - lo), last_share);
+			}
+			i -= stop;
 		}
 	}
 scanned:
