@@ -238,8 +238,7 @@ template <class E> inline __attribute__((always_inline)) void held_streamed(Sink
 		site = ev.u64(c.f_site);
 		b.lock = ev.u64(c.f_lock);
 	}
-	b.ts = now - static_cast<int64_t>(back);
-	s->reorder = true;
+	b.ts = now - static_cast<int64_t>(back); // streamed: none kept to sort again (reorder)
 	Sink::RecentSite *last = s->last_sites;
 	auto is = [&](const Sink::RecentSite &r) {
 		return r.ok && r.key.second == site && r.key.first == b.proc;
