@@ -311,6 +311,34 @@ public:
 			}
 		}
 	}
+	// The first n elements leave at once (as n pop_front()).
+	void drop_front(size_t n)
+	{
+		n_ -= n;
+		for (head_ += n; head_ >= kChunk; head_ -= kChunk) {
+			spare_ = std::move(chunks_[c0_++]);
+			if (c0_ >= 64 && 2 * c0_ >= chunks_.size()) {
+				chunks_.erase(chunks_.begin(), chunks_.begin() + static_cast<ptrdiff_t>(c0_));
+				c0_ = 0;
+			}
+		}
+	}
+	// Element i and how many follow it in the same chunk (*run, i
+	// included): a walk along the ring without a division per element.
+	const T *run(size_t i, size_t *run) const
+	{
+		const size_t j = head_ + i;
+		*run = std::min(kChunk - j % kChunk, n_ - i);
+		return &chunks_[c0_ + j / kChunk][j % kChunk];
+	}
+	// Element i and how many precede it in the same chunk (*run, i
+	// included): a walk back along the ring.
+	const T *run_back(size_t i, size_t *run) const
+	{
+		const size_t j = head_ + i;
+		*run = std::min(j % kChunk + 1, i + 1);
+		return &chunks_[c0_ + j / kChunk][j % kChunk];
+	}
 	void clear()
 	{
 		chunks_.clear();
@@ -495,6 +523,11 @@ public:
 	Model(Report &rep, const Options &opt) : rep_(rep), opt_(opt), tl_cap_(opt.timeline_max) {}
 	void event(const Event &e) override { on_event(e); }
 	void held(const Event &acq, int64_t unlock_ts) override;
+	__attribute__((noinline)) void held_apart(const Event &acq, int64_t unlock_ts)
+	{
+		on_event(acq);
+		on_event(unlock_of(acq, unlock_ts));
+	}
 	void on_event(const Event &e);
 	void finish(const Symbolizer &sym);
 
@@ -547,7 +580,11 @@ private:
 
 	Report &rep_;
 	const Options &opt_;
-	int64_t now_ = 0;         // the latest event time so far
+	// The events so far, the earliest and the latest time (Report's
+	// events, first_ts and last_ts, set by finish()).
+	uint64_t events_ = 0;
+	int64_t first_ts_ = 0;
+	int64_t now_ = 0;
 	size_t recent_total_ = 0; // holds in every lock's `recent`
 	size_t tl_cap_;           // timeline candidates kept per lock and kind
 	size_t tl_kept_ = 0;      // over all locks
@@ -574,6 +611,25 @@ private:
 			r = RecentUnlocks{key, &unlocks_of_[key]};
 		return *r.n;
 	}
+	// held()'s look-ups for the last two compact holds of other keys (a
+	// thread's records come in runs, at one lock and site or at two in
+	// turns): the lock, the thread's holds of it, the site and the
+	// thread's unlock count (map nodes: they do not move, and none is
+	// erased).
+	struct LastHeld {
+		uint32_t proc = 0;
+		uint64_t lock = 0, caller = 0;
+		int64_t tid = 0;
+		Work *w = nullptr;
+		std::vector<Hold> *mine = nullptr;
+		Site *site = nullptr;
+		uint64_t *unlocks = nullptr;
+		bool of(const Event &e) const
+		{
+			return w && lock == e.lock && tid == e.tid && caller == e.caller && proc == e.proc;
+		}
+	} last_held_[2];
+	__attribute__((noinline)) const LastHeld &held_look_up(const Event &acq);
 	std::set<LockKey> cond_lock_keys_;
 	std::map<uint32_t, bool> counts_done_; // per process with counts: its final flush seen since
 };
@@ -602,12 +658,16 @@ inline uint64_t Model::close_hold(Work &w, int64_t tid, const Hold &h, int64_t a
 	w.hold_longest = std::max(w.hold_longest, end - h.ts);
 	w.lag_longest = std::max(w.lag_longest, now_ - h.ts);
 	const uint64_t n = w.base + w.recent.size() - 1;
+	// The earliest starts of its block and of its block's super block:
+	// the latter changes only with the former (no later than it).
 	if (n % kBlock == 0 || w.block_start.empty()) {
 		w.block_start.push_back(h.ts);
 		w.low(n / kBlock, h.ts);
 	} else if (h.ts < w.block_start.back()) {
 		w.block_start.back() = h.ts;
 		w.low(n / kBlock, h.ts);
+	} else if (__builtin_expect(!w.super_start.empty(), 1)) {
+		return n;
 	}
 	if (n % kSuper == 0 || w.super_start.empty())
 		w.super_start.push_back(h.ts);
@@ -797,15 +857,22 @@ void Model::blame(Work &w, const Span &wt)
 			i = from;
 			continue;
 		}
-		for (; i > from; i--) {
-			const Done &d = w.recent[i - 1];
-			if (d.closed_at < wt.start)
-				goto scanned;
-			if (d.s.tid == wt.tid || d.s.start >= wt.end)
-				continue;
-			const int64_t lo = std::max(d.s.start, wt.start), hi = std::min(d.s.end, wt.end);
-			if (hi > lo)
-				add_share(d.s.caller, static_cast<uint64_t>(hi - lo), last_share);
+		while (i > from) { // back along the ring's chunks
+			size_t run = 0;
+			const Done *last = w.recent.run_back(i - 1, &run);
+			const size_t stop = std::min(run, i - from);
+			for (size_t k = 0; k < stop; k++) {
+				const Done &d = *(last - k);
+				if (d.closed_at < wt.start)
+					goto scanned;
+				if (d.s.tid == wt.tid || d.s.start >= wt.end)
+					continue;
+				const int64_t lo = std::max(d.s.start, wt.start),
+					      hi = std::min(d.s.end, wt.end);
+				if (hi > lo)
+					add_share(d.s.caller, static_cast<uint64_t>(hi - lo), last_share);
+			}
+			i -= stop;
 		}
 	}
 scanned:
@@ -854,6 +921,12 @@ void Model::settle_waits(Work &w)
 	arm(w);
 }
 
+/*
+ * The holds closed before the limit leave `recent` (closed_at does not
+ * decrease along it: a prefix), and past the caps as many more as over()
+ * asked, one at a time before: counted in their order, then dropped at
+ * once with their blocks.
+ */
 void Model::evict_holds(Work &w)
 {
 	settle(w);
@@ -861,23 +934,47 @@ void Model::evict_holds(Work &w)
 	int64_t limit = std::min(now_ - horizon, nonfinal_from(w));
 	if (!w.unblamed.empty())
 		limit = std::min(limit, w.unblamed.front().start);
-	auto over = [&] {
-		return w.recent.size() > kHoldsCap ||
-		       (recent_total_ > kHoldsTotalCap && w.recent.size() > kEvictBatch);
-	};
-	while (!w.recent.empty() && (w.recent.front().closed_at < limit || over())) {
-		if (w.recent.front().closed_at >= limit)
-			rep_.blockers_partial = true;
-		count_hold(w, w.recent.front().s);
-		w.recent.pop_front();
-		if (++w.base % kBlock == 0) {
-			w.block_start.pop_front();
-			w.drop_lows(w.base / kBlock);
+	const size_t size = w.recent.size();
+	// over() held before the n-th pop while n < over_n (both its terms
+	// fall by one a pop).
+	size_t over_n = size > kHoldsCap ? size - kHoldsCap : 0;
+	if (recent_total_ > kHoldsTotalCap && size > kEvictBatch)
+		over_n = std::max(over_n, std::min(recent_total_ - kHoldsTotalCap, size - kEvictBatch));
+	// count_hold()'s sums in registers (keep() stores between).
+	size_t n = 0;
+	uint64_t total = 0, longest = w.st.hold_max;
+	bool partial = false;
+	for (size_t run = 0; n < size;) {
+		const Done *d = w.recent.run(n, &run);
+		size_t k = 0;
+		for (; k < run; k++) {
+			if (d[k].closed_at >= limit) {
+				if (n + k >= over_n)
+					break;
+				partial = true;
+			}
+			const uint64_t hold = static_cast<uint64_t>(d[k].s.end - d[k].s.start);
+			total += hold;
+			longest = std::max(longest, hold);
+			keep(w.tl_holds, d[k].s);
 		}
-		if (w.base % kSuper == 0)
-			w.super_start.pop_front();
-		recent_total_--;
+		n += k;
+		if (k < run)
+			break;
 	}
+	w.st.holds += n;
+	w.st.hold_total += total;
+	w.st.hold_max = longest;
+	rep_.blockers_partial |= partial;
+	w.recent.drop_front(n);
+	const uint64_t from = w.base;
+	w.base += n;
+	if (w.base / kBlock != from / kBlock) {
+		w.block_start.drop_front(static_cast<size_t>(w.base / kBlock - from / kBlock));
+		w.drop_lows(w.base / kBlock);
+	}
+	w.super_start.drop_front(static_cast<size_t>(w.base / kSuper - from / kSuper));
+	recent_total_ -= n;
 	w.evict_at = w.recent.size() + kEvictBatch;
 }
 
@@ -1028,52 +1125,64 @@ void Model::on_counts(const Event &e)
  */
 void Model::held(const Event &acq, int64_t unlock_ts)
 {
-	Work &w = work_of(acq.proc, acq.lock, acq.op);
-	Work::RecentOpen &ro = w.open_entry(acq.tid);
-	std::vector<Hold> &mine = *ro.v;
+	const LastHeld *lp = &last_held_[0];
+	if (!lp->of(acq) && !(++lp)->of(acq))
+		lp = &held_look_up(acq);
+	const LastHeld &l = *lp;
+	Work &w = *l.w;
+	const std::vector<Hold> &mine = *l.mine;
+	// Before settle_at (arm(): no later than the first wait's end and
+	// settling time, the lowest time when that end is the clock's lowest),
+	// it blames none.
+	const int64_t now = std::max(events_ ? now_ : acq.ts, acq.ts);
 	bool blames = false;
-	if (!w.unblamed.empty()) {
+	if (__builtin_expect(now >= w.settle_at, 0) && !w.unblamed.empty()) {
 		const int64_t end = w.unblamed.front().end;
-		const int64_t now = std::max(rep_.events ? rep_.last_ts : acq.ts, acq.ts);
 		blames = end + std::max(kSettleNs, w.hold_longest) <= now
 				 ? end <= acq.ts
 				 : end == std::numeric_limits<int64_t>::min();
 	}
-	if (blames || w.open_n != mine.size()) {
-		on_event(acq);
-		on_event(unlock_of(acq, unlock_ts));
-		return;
-	}
-	// The acquisition (on_event, on_acquire).
-	if (rep_.events++ == 0)
-		rep_.first_ts = rep_.last_ts = acq.ts;
-	rep_.first_ts = std::min(rep_.first_ts, acq.ts);
-	rep_.last_ts = std::max(rep_.last_ts, acq.ts);
+	if (blames || w.open_n != mine.size())
+		return held_apart(acq, unlock_ts);
+	// The acquisition (on_event, on_acquire), and the unlock (on_event,
+	// end_hold): the hold just taken is the last.  The two events' times
+	// at once.
+	if (__builtin_expect(events_ == 0, 0))
+		first_ts_ = now_ = acq.ts;
+	events_ += 2;
+	first_ts_ = std::min(first_ts_, std::min(acq.ts, unlock_ts));
+	now_ = std::max(now_, std::max(acq.ts, unlock_ts));
 	w.st.acquisitions++;
-	Site &s = w.site_of(acq.caller);
+	Site &s = *l.site;
 	s.caller = acq.caller;
 	s.acquisitions++;
-	// The unlock (on_event, end_hold): the hold just taken is the last.
-	rep_.events++;
-	rep_.first_ts = std::min(rep_.first_ts, unlock_ts);
-	rep_.last_ts = std::max(rep_.last_ts, unlock_ts);
-	now_ = rep_.last_ts;
-	if (__builtin_expect(!ro.unlocks, 0))
-		ro.unlocks = &unlocks_of(acq.proc, acq.tid);
-	(*ro.unlocks)++;
+	(*l.unlocks)++;
 	close_hold(w, acq.tid, Hold{acq.ts, acq.caller, true}, unlock_ts);
 	settle(w);
 	evict(w);
 }
 
+// held()'s look-ups for a hold of another thread, lock or site than the
+// last one's (all made by the first event of each, none undone).
+const Model::LastHeld &Model::held_look_up(const Event &acq)
+{
+	Work &w = work_of(acq.proc, acq.lock, acq.op);
+	Work::RecentOpen &ro = w.open_entry(acq.tid);
+	if (!ro.unlocks)
+		ro.unlocks = &unlocks_of(acq.proc, acq.tid);
+	last_held_[1] = last_held_[0];
+	last_held_[0] = LastHeld{acq.proc,  acq.lock, acq.caller, acq.tid, &w, ro.v, &w.site_of(acq.caller),
+				 ro.unlocks};
+	return last_held_[0];
+}
+
 // One event, in time order; none is kept.
 void Model::on_event(const Event &e)
 {
-	if (rep_.events++ == 0)
-		rep_.first_ts = rep_.last_ts = e.ts;
-	rep_.first_ts = std::min(rep_.first_ts, e.ts);
-	rep_.last_ts = std::max(rep_.last_ts, e.ts);
-	now_ = rep_.last_ts;
+	if (events_++ == 0)
+		first_ts_ = now_ = e.ts;
+	first_ts_ = std::min(first_ts_, e.ts);
+	now_ = std::max(now_, e.ts);
 	if (e.op == Op::MutexCounts || e.op == Op::CountsDone) {
 		on_counts(e);
 	} else if (is_acquire(e.op)) {
@@ -1183,6 +1292,9 @@ void Model::timeline()
 
 void Model::finish(const Symbolizer &sym)
 {
+	rep_.events = events_;
+	rep_.first_ts = first_ts_;
+	rep_.last_ts = now_;
 	for (auto &kv : locks_) {
 		Work &w = kv.second;
 		LockStats &st = w.st;

@@ -29,6 +29,9 @@ struct ClassOf : rd::SlotCache {
 	// Held: the three as fixed-offset integers (Strata's reader, COMPACT
 	// records), when all three are.
 	bool fixed = false;
+	// And the preload's own layout of them (pthread_tp.h): hold_ns and
+	// site 4-byte, lock 8-byte, all unsigned: read without masks.
+	bool plain = false;
 	rd::FixedInt x_back, x_site, x_lock;
 	rd::FieldSlot f_cond, f_ret, f_contended, f_wait, f_caller, f_stack; // Lock
 };
@@ -62,10 +65,14 @@ struct Sink {
 		uint64_t caller = 0;
 		bool ok = false;
 	} recent_sites[kCachePlaces];
+	// The last two of them compact holds found (a thread's records come
+	// in runs, at one site or at two in turns).
+	RecentSite last_sites[2];
 	void forget_sites()
 	{
 		for (RecentSite &r : recent_sites)
 			r.ok = false;
+		last_sites[0].ok = last_sites[1].ok = false;
 	}
 
 	template <class E> bool event(const E &ev);
@@ -207,6 +214,7 @@ template <class E> inline __attribute__((always_inline)) void held_streamed(Sink
 			c.x_site = rd::FixedInt::of(c.f_site);
 			c.x_lock = rd::FixedInt::of(c.f_lock);
 			c.fixed = c.x_back.ok && c.x_site.ok && c.x_lock.ok;
+			c.plain = c.x_back.plain(4) && c.x_site.plain(4) && c.x_lock.plain(8);
 		}
 		c.resolved = true;
 	}
@@ -217,7 +225,11 @@ template <class E> inline __attribute__((always_inline)) void held_streamed(Sink
 	b.tid = ev.tid(&tid) ? tid : 0;
 	b.op = c.op;
 	uint64_t back, site;
-	if (E::kFixed && __builtin_expect(c.fixed, 1)) {
+	if (E::kFixed && __builtin_expect(c.plain, 1)) {
+		back = ev.template fixed_as<uint32_t>(c.x_back);
+		site = ev.template fixed_as<uint32_t>(c.x_site);
+		b.lock = ev.template fixed_as<uint64_t>(c.x_lock);
+	} else if (E::kFixed && c.fixed) {
 		back = static_cast<uint64_t>(ev.fixed(c.x_back));
 		site = static_cast<uint64_t>(ev.fixed(c.x_site));
 		b.lock = static_cast<uint64_t>(ev.fixed(c.x_lock));
@@ -226,10 +238,22 @@ template <class E> inline __attribute__((always_inline)) void held_streamed(Sink
 		site = ev.u64(c.f_site);
 		b.lock = ev.u64(c.f_lock);
 	}
-	b.ts = now - static_cast<int64_t>(back);
-	b.caller = 0;
-	s->reorder = true;
-	site_caller(s, b.proc, site, &b);
+	b.ts = now - static_cast<int64_t>(back); // streamed: none kept to sort again (reorder)
+	Sink::RecentSite *last = s->last_sites;
+	auto is = [&](const Sink::RecentSite &r) {
+		return r.ok && r.key.second == site && r.key.first == b.proc;
+	};
+	if (__builtin_expect(is(last[0]), 1)) {
+		b.caller = last[0].caller;
+	} else if (is(last[1])) {
+		b.caller = last[1].caller;
+	} else {
+		b.caller = 0;
+		if (site_caller(s, b.proc, site, &b)) {
+			last[1] = last[0];
+			last[0] = Sink::RecentSite{{b.proc, site}, b.caller, true};
+		}
+	}
 	if (s->progress) {
 		if (__builtin_expect(((s->delivered + 2) & 0xffff) < 2, 0)) {
 			progressed(s, b.ts);

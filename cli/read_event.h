@@ -114,6 +114,8 @@ struct FixedInt {
 	uint64_t mask = 0; // the integer's bytes (unsigned)
 	bool is_signed = false;
 	bool ok = false;
+	// An unsigned integer of `bytes` bytes (read whole by fixed_as()).
+	bool plain(int bytes) const { return ok && !is_signed && shift == 64 - 8 * bytes; }
 	static FixedInt of(const FieldSlot &s)
 	{
 		FixedInt f;
@@ -290,6 +292,13 @@ public:
 		if (f.is_signed)
 			return static_cast<int64_t>(v << f.shift) >> f.shift;
 		return static_cast<int64_t>(v & f.mask);
+	}
+	// The same for an unsigned FixedInt of T's size, read as T.
+	template <class T> T fixed_as(const FixedInt &f) const
+	{
+		T v;
+		memcpy(&v, e_.pkt + e_.payload + f.off, sizeof v);
+		return v;
 	}
 	std::string_view str(const FieldSlot &s) const
 	{
@@ -479,6 +488,7 @@ public:
 	// No fixed offsets here: FixedInt::of() is never ok for these slots.
 	static constexpr bool kFixed = false;
 	int64_t fixed(const FixedInt &) const { return 0; }
+	template <class T> T fixed_as(const FixedInt &) const { return 0; }
 	std::string_view str(const FieldSlot &s) const
 	{
 		const bt_field *f = field(s);
