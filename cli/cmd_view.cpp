@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <type_traits>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -48,12 +49,30 @@ public:
 			buf_.resize((len_ + n) * 2);
 		char *d = buf_.data() + len_;
 		len_ += n;
-		if (n <= 16) { // most pieces: a call to memcpy would cost more than the copy
-			while (n--)
-				*d++ = *p++;
-			return;
+		// Most pieces are short: a call to memcpy, or a loop of n bytes
+		// (its exit mispredicted as n varies), costs more than two
+		// overlapping fixed-size copies.
+		if (n >= 8 && n <= 16) {
+			uint64_t a, b;
+			memcpy(&a, p, 8);
+			memcpy(&b, p + n - 8, 8);
+			memcpy(d, &a, 8);
+			memcpy(d + n - 8, &b, 8);
+		} else if (n >= 4 && n < 8) {
+			uint32_t a, b;
+			memcpy(&a, p, 4);
+			memcpy(&b, p + n - 4, 4);
+			memcpy(d, &a, 4);
+			memcpy(d + n - 4, &b, 4);
+		} else if (n < 4) {
+			if (n) { // 1, 2 or 3 bytes: first, middle, last
+				d[0] = p[0];
+				d[n / 2] = p[n / 2];
+				d[n - 1] = p[n - 1];
+			}
+		} else {
+			memcpy(d, p, n);
 		}
-		memcpy(d, p, n);
 	}
 	LineBuf &operator+=(char c)
 	{
@@ -72,6 +91,16 @@ public:
 		append(t.data(), t.size());
 		return *this;
 	}
+	// At least n bytes to write at the end (then commit() their end):
+	// digits go straight to the buffer, as a copy through a scratch array
+	// reads back bytes just stored piecewise (a stalled store forward).
+	char *room(size_t n)
+	{
+		if (__builtin_expect(len_ + n > buf_.size(), 0))
+			buf_.resize((len_ + n) * 2);
+		return buf_.data() + len_;
+	}
+	void commit(const char *end) { len_ = static_cast<size_t>(end - buf_.data()); }
 	const char *data() const { return buf_.data(); }
 	size_t size() const { return len_; }
 	bool empty() const { return len_ == 0; }
@@ -84,6 +113,11 @@ private:
 
 template <class Out> void append_i64(Out &out, int64_t v)
 {
+	if constexpr (std::is_same_v<Out, LineBuf>) {
+		char *p = out.room(24);
+		out.commit(std::to_chars(p, p + 24, v).ptr);
+		return;
+	}
 	char buf[24];
 	auto r = std::to_chars(buf, buf + sizeof buf, v);
 	out.append(buf, (size_t)(r.ptr - buf));
@@ -128,13 +162,14 @@ template <class Out> void append_time(Out &out, int64_t ns_from_origin)
 		t.len = n > 0 ? (size_t)n : 0;
 		t.sec = sec;
 	}
-	out.append(t.head, t.len);
-	// Nine digits, two at a time.
+	// Nine digits, two at a time, written where they go (room()).
 	static const char kPairs[] =
 		"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
 		"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
 		"8081828384858687888990919293949596979899";
-	char d[10];
+	char *const h = out.room(sizeof t.head + 10);
+	memcpy(h, t.head, sizeof t.head); // the whole array: fixed size, no call
+	char *const d = h + t.len;
 	uint32_t v = (uint32_t)ns;
 	for (int k = 7; k >= 1; k -= 2) {
 		const uint32_t q = v / 100, r = v - q * 100;
@@ -144,7 +179,7 @@ template <class Out> void append_time(Out &out, int64_t ns_from_origin)
 	}
 	d[0] = (char)('0' + v);
 	d[9] = ']';
-	out.append(d, 10);
+	out.commit(d + 10);
 }
 
 // The length of the valid UTF-8 sequence at p (1..4), or 0 if it is not one.
@@ -240,7 +275,12 @@ void append_unsigned(Out &out, uint64_t v, bt_field_class_integer_preferred_disp
 		break;
 	}
 	default:
-		out.append(buf, (size_t)(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
+		if constexpr (std::is_same_v<Out, LineBuf>) {
+			char *p = out.room(24);
+			out.commit(std::to_chars(p, p + 24, v).ptr);
+		} else {
+			out.append(buf, (size_t)(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
+		}
 		return;
 	}
 	out += buf;
