@@ -111,11 +111,53 @@ private:
 	size_t len_ = 0;
 };
 
+// "00" to "99", for writing decimal digits two at a time.
+constexpr char kDigitPairs[] =
+	"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+	"8081828384858687888990919293949596979899";
+
+// v in decimal at p (room for 20 bytes); the end.  Its length comes first
+// (from its highest bit, then one comparison), so the digits are written
+// in place, two at a time, without a loop that counts them.
+inline char *put_decimal(char *p, uint64_t v)
+{
+	struct Pow10 {
+		uint64_t v[20];
+		constexpr Pow10() : v()
+		{
+			uint64_t x = 1;
+			for (uint64_t &e : v) {
+				e = x;
+				x *= 10; // wraps once, past the last
+			}
+		}
+	};
+	static constexpr Pow10 kPow10{};
+	const uint64_t w = v | 1; // as many digits as v (10^k is even), and a bit set
+	const unsigned approx = (unsigned)((64 - __builtin_clzll(w)) * 1233) >> 12;
+	char *const end = p + approx + (w >= kPow10.v[approx]);
+	char *q = end;
+	while (v >= 100) {
+		const uint64_t r = v % 100;
+		v /= 100;
+		q -= 2;
+		memcpy(q, kDigitPairs + 2 * r, 2);
+	}
+	if (v >= 10)
+		memcpy(q - 2, kDigitPairs + 2 * v, 2);
+	else
+		q[-1] = (char)('0' + v);
+	return end;
+}
+
 template <class Out> void append_i64(Out &out, int64_t v)
 {
 	if constexpr (std::is_same_v<Out, LineBuf>) {
 		char *p = out.room(24);
-		out.commit(std::to_chars(p, p + 24, v).ptr);
+		if (v < 0)
+			*p++ = '-';
+		out.commit(put_decimal(p, v < 0 ? 0 - (uint64_t)v : (uint64_t)v));
 		return;
 	}
 	char buf[24];
@@ -163,10 +205,7 @@ template <class Out> void append_time(Out &out, int64_t ns_from_origin)
 		t.sec = sec;
 	}
 	// Nine digits, two at a time, written where they go (room()).
-	static const char kPairs[] =
-		"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-		"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-		"8081828384858687888990919293949596979899";
+	const char *const kPairs = kDigitPairs;
 	char *const h = out.room(sizeof t.head + 10);
 	memcpy(h, t.head, sizeof t.head); // the whole array: fixed size, no call
 	char *const d = h + t.len;
@@ -276,8 +315,7 @@ void append_unsigned(Out &out, uint64_t v, bt_field_class_integer_preferred_disp
 	}
 	default:
 		if constexpr (std::is_same_v<Out, LineBuf>) {
-			char *p = out.room(24);
-			out.commit(std::to_chars(p, p + 24, v).ptr);
+			out.commit(put_decimal(out.room(24), v));
 		} else {
 			out.append(buf, (size_t)(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
 		}
