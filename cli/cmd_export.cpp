@@ -91,6 +91,8 @@ struct ClassInfo : rd::SlotCache {
 	bool counts = false;
 	int wake_kind = 0;
 	bool raw = false; // sys_enter / sys_exit
+	// Args::layout of its fields (fields()): unique in the export.
+	uint64_t layout = 0;
 };
 
 // "app:work_begin" -> (SpanBegin, "app:work").
@@ -379,6 +381,12 @@ private:
 	int64_t last_ts_ = 0;
 	bool have_ts_ = false;
 	Args args_;
+	void clear_args()
+	{
+		args_.clear();
+		args_.layout = 0;
+	}
+	uint64_t layouts_ = 0; // the last ClassInfo::layout given
 	std::string label_;               // the string of an argument made here (args_ views it)
 	std::string name_;                // a wait's slice name (its buffer kept)
 	const std::string hold_ = "hold"; // a hold's slice name (not a string made per hold)
@@ -442,8 +450,10 @@ private:
 		if (key == last_class_)
 			return *last_class_info_;
 		auto it = classes_.find(key);
-		if (it == classes_.end())
+		if (it == classes_.end()) {
 			it = classes_.emplace(key, classify(ev.name(), tr.kernel)).first;
+			it->second.layout = ++layouts_;
+		}
 		last_class_ = key;
 		return *(last_class_info_ = &it->second);
 	}
@@ -612,7 +622,7 @@ private:
 		// An event of no thread: on the process (or kernel) track; with
 		// several machines, one of an idle task (tid 0) on its machine's.
 		if (!has_tid || (m && tid == 0)) {
-			fields(pl);
+			fields(pl, c);
 			sink_.instant(ts, no_thread_track(tr), c.name, args_);
 			return;
 		}
@@ -623,7 +633,7 @@ private:
 			if (c.raw && named_syscalls_)
 				return;
 			named_syscalls_ = named_syscalls_ || !c.raw;
-			fields(pl);
+			fields(pl, c);
 			thread_begin(ts, tid, tr,
 				     c.raw ? "syscall " + std::to_string(c.i64(pl, "id")) : c.name);
 			threads[tid].syscalls++;
@@ -639,19 +649,19 @@ private:
 			}
 			t.syscalls--;
 			t.raw_syscalls -= c.raw;
-			fields(pl);
+			fields(pl, c);
 			thread_end(ts, tid, tr);
 			return;
 		}
 		case Kind::SpanBegin: {
-			fields(pl);
+			fields(pl, c);
 			thread_begin(ts, tid, tr, c.name);
 			threads[tid].spans.push_back(c.name);
 			return;
 		}
 		case Kind::SpanEnd: {
 			Thread &t = threads[tid];
-			fields(pl);
+			fields(pl, c);
 			if (t.spans.empty() || t.spans.back() != c.name) { // not a pair: an instant
 				sink_.instant(ts, thread_track(tid, &tr), pl.name(), args_);
 				return;
@@ -661,7 +671,12 @@ private:
 			return;
 		}
 		case Kind::Pthread:
-			pthread_event(ts, tid, tr, c, pl);
+			// The compact records inline (the per-event path of a
+			// pthread trace), the other pthread events out of line.
+			if (c.compact)
+				compact_hold(ts, tid, tr, c, pl);
+			else
+				pthread_event(ts, tid, tr, c, pl);
 			return;
 		case Kind::JvmThread:
 			jvm_thread(pl, c, tr, true);
@@ -669,7 +684,7 @@ private:
 			return;
 		case Kind::MonitorEnter:
 		case Kind::MonitorWait: {
-			fields(pl);
+			fields(pl, c);
 			const std::string mon = monitor_name(c, pl);
 			if (c.kind == Kind::MonitorEnter) {
 				const int64_t owner = c.i64(pl, "owner_java_tid");
@@ -681,6 +696,7 @@ private:
 					label_ = tid_label(it->second);
 					a.s = label_;
 					args_.push_back(std::move(a));
+					args_.layout = 0; // not the class's fields alone
 					monitor_owned(tr, mon, it->second, ts);
 				}
 				entering_[tid] = {monitor_key(tr, mon), ts};
@@ -699,7 +715,7 @@ private:
 				return;
 			}
 			t.monitor--;
-			fields(pl);
+			fields(pl, c);
 			thread_end(ts, tid, tr);
 			if (c.kind == Kind::MonitorEntered)
 				monitor_entered(ts, tid, tr, monitor_name(c, pl));
@@ -763,7 +779,7 @@ private:
 		MonitorOwner &o = monitors_[key];
 		if (entering && o.tid > 0 && o.tid != tid && o.since >= entered_at) {
 			const uint64_t flow = next_flow_++;
-			args_.clear();
+			clear_args();
 			Arg a;
 			a.kind = Arg::Str;
 			a.name = "to";
@@ -772,14 +788,14 @@ private:
 			args_.push_back(a);
 			const uint64_t from = thread_track(o.tid, &tr);
 			sink_.complete(ts, ts, from, "monitor released " + mon, args_, 0, flow);
-			args_.clear();
+			clear_args();
 			a.name = "from";
 			label_ = tid_label(o.tid);
 			a.s = label_;
 			args_.push_back(a);
 			const uint64_t to = thread_track(tid, &tr);
 			sink_.complete(ts, ts, to, "monitor acquired " + mon, args_, flow, 0);
-			args_.clear();
+			clear_args();
 		}
 		o = {tid, ts};
 	}
@@ -803,7 +819,7 @@ private:
 	void instant(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const E &pl)
 	{
 		const uint64_t track = thread_track(tid, &tr);
-		fields(pl);
+		fields(pl, c);
 		sink_.instant(ts, track, c.name, args_); // never a span's class: their names are cut
 	}
 
@@ -835,15 +851,20 @@ private:
 
 	// The payload's top-level integers, reals and strings as arguments
 	// (arrays and structures left out; a sequence's length member kept).
-	template <class E> void fields(const E &pl)
+	// Written over the elements of args_ in place (no Arg constructed per
+	// field: only the member of the field's kind is set, the others are
+	// left as they were); args_.layout the class's (c.layout).
+	template <class E> void fields(const E &pl, const ClassInfo &c)
 	{
-		args_.clear();
-		pl.for_each_field([this](const rd::Field &f) {
-			// Made in place: an Arg made on the stack and copied in was
-			// read back in 16-byte loads from its 8-byte stores, which
-			// the CPU does not forward (a stall of a quarter of the
-			// export's time).
-			Arg &a = args_.emplace_back();
+		size_t n = 0, have = args_.size();
+		Arg *to = args_.data();
+		pl.for_each_field([this, &n, &have, &to](const rd::Field &f) {
+			if (__builtin_expect(n == have, 0)) {
+				args_.emplace_back();
+				have = args_.size();
+				to = args_.data();
+			}
+			Arg &a = to[n++];
 			a.name = f.name;
 			switch (f.kind) {
 			case rd::Field::Int:
@@ -864,6 +885,9 @@ private:
 				break;
 			}
 		});
+		if (n < have)
+			args_.erase(args_.begin() + static_cast<std::ptrdiff_t>(n), args_.end());
+		args_.layout = c.layout;
 	}
 
 	template <class E> static uint32_t cpu_of(const E &ev)
@@ -879,13 +903,10 @@ private:
 	// received (a zero-length "release" slice on the releaser's track) to
 	// that waiter's wait.  Meaning of the fields: docs/pthread.md.
 	template <class E>
-	void pthread_event(int64_t ts, int64_t tid, const TraceInfo &tr, ClassInfo &c, const E &pl)
+	__attribute__((noinline)) void pthread_event(int64_t ts, int64_t tid, const TraceInfo &tr,
+						     ClassInfo &c, const E &pl)
 	{
 		using analyze::Op;
-		if (c.compact) {
-			compact_hold(ts, tid, tr, c, pl);
-			return;
-		}
 		const uint64_t lock = c.u64(pl, "lock");
 		const bool rw = c.op == Op::RwRdlock || c.op == Op::RwWrlock || c.op == Op::RwTryrdlock ||
 				c.op == Op::RwTrywrlock || c.op == Op::RwUnlock;
@@ -894,7 +915,7 @@ private:
 		const char *kind = rw ? "rwlock" : sem ? "semaphore" : "mutex";
 		const uint64_t lock_key = tr.lock_salt ^ lock;
 		LockState &ls = lock_state(lock_key);
-		args_.clear();
+		clear_args();
 		switch (c.op) {
 		case Op::MutexLock:
 		case Op::MutexTimedlock:
@@ -953,7 +974,7 @@ private:
 		const LastLockTrack &l = lock_place(tid, tr, lock, "mutex");
 		if (c.compact != 1) { // an acquisition, its unlock to come
 			l.ls->released = false;
-			args_.clear();
+			clear_args();
 			sink_.begin(from, l.uuid, hold_, args_, 0);
 			holds_[HoldKey{tid, tr.lock_salt ^ lock}]++;
 			return;
@@ -990,7 +1011,7 @@ private:
 		if (ret) // only a failure's: speedscope shows a slice's args in its name
 			args_.push_back(int_arg("ret", ret));
 		sink_.complete(from, ts, thread_track(tid, &tr), name, args_, 0, 0);
-		args_.clear();
+		clear_args();
 		if (held)
 			sink_.begin(ts, track, hold_, args_, 0);
 	}
@@ -1038,7 +1059,7 @@ private:
 			if (acquired && ls.released && ls.released_by != tid && ls.release_ts >= ts - wait &&
 			    ls.release_ts <= ts) {
 				flow = next_flow_++;
-				args_.clear();
+				clear_args();
 				Arg to;
 				to.kind = Arg::Str;
 				to.name = "to";
@@ -1049,12 +1070,12 @@ private:
 					       thread_track(ls.released_by, &tr), "release " + name.substr(5),
 					       args_, 0, flow);
 			}
-			args_.clear();
+			clear_args();
 			if (ret) // only a failure's: speedscope shows a slice's args in its name
 				args_.push_back(int_arg("ret", ret));
 			sink_.complete(nested_begin(tid, ts - wait), ts, thread_track(tid, &tr), name, args_,
 				       flow, 0);
-			args_.clear();
+			clear_args();
 		}
 		if (acquired) {
 			ls.released = false;

@@ -778,9 +778,17 @@ constexpr Digits2 kDigits2;
 // call was a fifth of the JSON export of integer fields): the length from
 // v's bit length, then two digits at a time from the end, in 32-bit
 // arithmetic below 2^32.
-template <class U> inline char *dec_digits(char *e, U v)
+template <class U> __attribute__((always_inline)) inline char *dec_digits(char *e, U v)
 {
-	while (v >= 100) {
+	while (v >= 10000) { // 4 digits a step: half the divisions
+		const unsigned r = static_cast<unsigned>(v % 10000);
+		v /= 10000;
+		const unsigned hi = r / 100;
+		e -= 4;
+		std::memcpy(e, kDigits2.d + 2 * hi, 2);
+		std::memcpy(e + 2, kDigits2.d + 2 * (r - hi * 100), 2);
+	}
+	if (v >= 100) {
 		const unsigned r = static_cast<unsigned>(v % 100);
 		v /= 100;
 		e -= 2;
@@ -794,7 +802,7 @@ template <class U> inline char *dec_digits(char *e, U v)
 	}
 	return e;
 }
-inline char *dec_text(char *p, uint64_t v)
+__attribute__((always_inline)) inline char *dec_text(char *p, uint64_t v)
 {
 	static constexpr uint64_t kPow10[20] = {1ull,
 						10ull,
@@ -828,7 +836,7 @@ inline char *dec_text(char *p, uint64_t v)
 		dec_digits(p + n, v);
 	return p + n;
 }
-inline char *dec_text(char *p, int64_t v)
+__attribute__((always_inline)) inline char *dec_text(char *p, int64_t v)
 {
 	if (v < 0) {
 		*p++ = '-';
@@ -1426,7 +1434,10 @@ private:
 
 	// Whether the s.size() bytes at p are s (inlined: std::string's
 	// compare() is a call).
-	static bool same(const char *p, const std::string &s) { return same_bytes(p, s); }
+	__attribute__((always_inline)) static bool same(const char *p, const std::string &s)
+	{
+		return same_bytes(p, s);
+	}
 	Track &track_of(uint64_t uuid) { return *recent(uuid).track; }
 	// An event's line: after the previous one's comma.
 	void next_line()
@@ -1550,9 +1561,14 @@ private:
 	// has anything to escape.
 	bool put_line(std::string_view head, int64_t ts, const Args &args)
 	{
+		if (args.layout) {
+			const ArgsText &at = args_text(args);
+			if (__builtin_expect(at.ok, 1))
+				return put_line_known(head, ts, args, at);
+		}
 		size_t need = 2 + head.size() + kHeadCopy + 32 + 12;
 		for (const Arg &a : args)
-			need += a.name.size() + a.s.size() + 48;
+			need += a.name.size() + (a.kind == Arg::Str ? a.s.size() : 0) + 48;
 		settle();
 		if (text_.size() >= kFlushAt)
 			flush();
@@ -1609,6 +1625,113 @@ private:
 		any_ = true;
 		return true;
 	}
+	// The text around the values of an Args of a layout (an event class's
+	// fields): ,"args":{"NAME": before the first, ,"NAME": before each
+	// other, each in a slot of kArgPre bytes copied whole; by layout, in
+	// a slot by its hash, with the names' views it was made of.  ok false:
+	// too many names, one too long or with anything to escape (put_line()
+	// then writes them one by one).
+	// A layout's names are its class's (Args::layout): known by the
+	// layout and their number alone (a damaged event may have fewer).
+	// strs: whether any argument was a string when made (a class's fields
+	// keep their kinds; one found otherwise makes put_line_known() give up).
+	static constexpr size_t kArgsKnown = 8, kArgPre = 32;
+	struct ArgsText {
+		uint64_t layout = 0;
+		uint32_t n = 0;
+		bool ok = false, strs = false;
+		uint8_t len[kArgsKnown];
+		char pre[kArgsKnown][kArgPre];
+	};
+	ArgsText args_texts_[64];
+	const ArgsText &args_text(const Args &args)
+	{
+		ArgsText &at = args_texts_[args.layout * 0x9e3779b97f4a7c15ull >> 58];
+		if (__builtin_expect(at.layout != args.layout || at.n != args.size(), 0))
+			make_args_text(at, args);
+		return at;
+	}
+	__attribute__((noinline)) static void make_args_text(ArgsText &at, const Args &args)
+	{
+		at.layout = args.layout;
+		at.n = static_cast<uint32_t>(args.size());
+		at.ok = args.size() <= kArgsKnown;
+		at.strs = false;
+		for (size_t k = 0; at.ok && k < args.size(); k++) {
+			const std::string_view name = args[k].name;
+			at.strs = at.strs || args[k].kind == Arg::Str;
+			const size_t lead = k ? 2 : 10; // ,"  or  ,"args":{"
+			if (!json_plain(name) || lead + name.size() + 2 > kArgPre) {
+				at.ok = false;
+				break;
+			}
+			char *p = at.pre[k];
+			std::memcpy(p, k ? ",\"" : ",\"args\":{\"", lead);
+			p += lead;
+			if (!name.empty())
+				std::memcpy(p, name.data(), name.size());
+			p += name.size();
+			*p++ = '"';
+			*p++ = ':';
+			at.len[k] = static_cast<uint8_t>(p - at.pre[k]);
+		}
+	}
+	// put_line() of arguments whose text around the values is at's.
+	bool put_line_known(std::string_view head, int64_t ts, const Args &args, const ArgsText &at)
+	{
+		const size_t n = args.size();
+		size_t need = 2 + head.size() + kHeadCopy + 32 + 12 + n * (kArgPre + 48);
+		if (at.strs)
+			for (size_t k = 0; k < n; k++)
+				if (args[k].kind == Arg::Str)
+					need += args[k].s.size();
+		settle();
+		if (text_.size() >= kFlushAt)
+			flush();
+		char *const p0 = text_.room(need);
+		char *p = p0;
+		*p = ',';
+		p += any_;
+		*p++ = '\n';
+		p = copy_line_head(p, head);
+		p = us_text(p, ts - t0_, at_us_);
+		for (size_t k = 0; k < n; k++) {
+			const Arg &a = args[k];
+			std::memcpy(p, at.pre[k], kArgPre);
+			p += at.len[k];
+			switch (a.kind) {
+			case Arg::Int:
+				p = dec_text(p, a.i);
+				break;
+			case Arg::Uint:
+				p = dec_text(p, a.u);
+				break;
+			case Arg::Real:
+				if (!std::isfinite(a.d)) {
+					std::memcpy(p, "null", 4);
+					p += 4;
+				} else {
+					p += std::snprintf(p, 40, "%.17g", a.d);
+				}
+				break;
+			case Arg::Str:
+				if (!at.strs || !json_plain(a.s)) // no room counted, or to escape
+					return false;
+				*p++ = '"';
+				if (!a.s.empty())
+					std::memcpy(p, a.s.data(), a.s.size());
+				p += a.s.size();
+				*p++ = '"';
+				break;
+			}
+		}
+		if (n)
+			*p++ = '}';
+		*p++ = '}';
+		text_.commit(static_cast<size_t>(p - p0));
+		any_ = true;
+		return true;
+	}
 	// A line's head at p: kHeadCopy bytes at once when it is no longer,
 	// else 32 at a time (heads are kept with that much capacity,
 	// make_head(); the room has kHeadCopy past the head).
@@ -1624,7 +1747,7 @@ private:
 	}
 	// put_line() of no arguments at p (room: 2 + head + kHeadCopy + 44 bytes): the
 	// end of what it wrote.
-	char *bare_line(char *p, std::string_view head, int64_t ts)
+	__attribute__((always_inline)) char *bare_line(char *p, std::string_view head, int64_t ts)
 	{
 		*p = ',';
 		p += any_;
