@@ -357,6 +357,24 @@ private:
 	{
 		return threads[tid].name() + " (tid " + std::to_string(real_id(tid)) + ")";
 	}
+	// tid_label(), kept while no thread was renamed (names_gen_): the
+	// label of a lock handover's receiver, per contended acquisition.
+	struct Label {
+		int64_t tid = 0;
+		uint64_t gen = UINT64_MAX;
+		std::string text;
+	} labels_[16];
+	const std::string &cached_label(int64_t tid)
+	{
+		Label &l = labels_[static_cast<uint64_t>(tid) & 15];
+		if (l.gen != names_gen_ || l.tid != tid) {
+			l.text = tid_label(tid);
+			l.tid = tid;
+			l.gen = names_gen_;
+		}
+		return l.text;
+	}
+	std::string release_; // a release's slice name (its buffer kept)
 	std::unordered_map<uint64_t, LockState> locks_;
 	// The locks looked up, by key (analyze::cache_place()): locks_'s
 	// elements, never erased, do not move.
@@ -536,7 +554,8 @@ private:
 		return lock_place(tid, tr, lock, kind).uuid;
 	}
 	// The (thread, lock)'s track and the lock's state at once.
-	const LastLockTrack &lock_place(int64_t tid, const TraceInfo &tr, uint64_t lock, const char *kind)
+	__attribute__((always_inline)) const LastLockTrack &lock_place(int64_t tid, const TraceInfo &tr, uint64_t lock,
+									  const char *kind)
 	{
 		LastLockTrack &l = last_lt_[analyze::cache_place(static_cast<uint64_t>(tid), lock)];
 		if (__builtin_expect(l.tr == &tr && l.tid == tid && l.lock == lock && l.gen == names_gen_, 1))
@@ -1063,12 +1082,13 @@ private:
 				Arg to;
 				to.kind = Arg::Str;
 				to.name = "to";
-				label_ = tid_label(tid);
+				label_.assign(cached_label(tid));
 				to.s = label_;
 				args_.push_back(to);
+				release_.assign("release ");
+				release_.append(name, 5, std::string::npos);
 				sink_.complete(ls.release_ts, ls.release_ts,
-					       thread_track(ls.released_by, &tr), "release " + name.substr(5),
-					       args_, 0, flow);
+					       thread_track(ls.released_by, &tr), release_, args_, 0, flow);
 			}
 			clear_args();
 			if (ret) // only a failure's: speedscope shows a slice's args in its name
