@@ -93,6 +93,13 @@ struct ClassInfo : rd::SlotCache {
 	bool raw = false; // sys_enter / sys_exit
 	// Args::layout of its fields (fields()): unique in the export.
 	uint64_t layout = 0;
+	// Its fields when they are all integers at fixed offsets (fields(),
+	// Strata's reader's COMPACT records): each read with one load, the
+	// Args' names and kinds written only when args_ held another class's.
+	// fixed: 0 not known yet, 1 so (names, fx), 2 not.
+	mutable int fixed = 0;
+	mutable std::vector<std::string_view> fx_names;
+	mutable std::vector<rd::FixedInt> fx;
 };
 
 // "app:work_begin" -> (SpanBegin, "app:work").
@@ -874,6 +881,58 @@ private:
 	// field: only the member of the field's kind is set, the others are
 	// left as they were); args_.layout the class's (c.layout).
 	template <class E> void fields(const E &pl, const ClassInfo &c)
+	{
+		if (E::kFixed && __builtin_expect(c.fixed == 1, 1)) {
+			const size_t n = c.fx.size();
+			if (__builtin_expect(args_.layout != c.layout || args_.size() != n, 0)) {
+				args_.resize(n);
+				for (size_t k = 0; k < n; k++) {
+					args_[k].name = c.fx_names[k];
+					args_[k].kind = c.fx[k].is_signed ? Arg::Int : Arg::Uint;
+				}
+				args_.layout = c.layout;
+			}
+			Arg *const a = args_.data();
+			const rd::FixedInt *const x = c.fx.data();
+			for (size_t k = 0; k < n; k++) {
+				const int64_t v = pl.fixed(x[k]);
+				if (x[k].is_signed)
+					a[k].i = v;
+				else
+					a[k].u = static_cast<uint64_t>(v);
+			}
+			return;
+		}
+		fields_decoded(pl, c);
+		if (E::kFixed && c.fixed == 0)
+			fixed_plan(pl, c);
+	}
+	// Whether c's fields, as fields_decoded() just gave them (args_), are
+	// all integers at fixed offsets: c.fixed 1 (and their FixedInts) or 2.
+	template <class E> void fixed_plan(const E &pl, const ClassInfo &c)
+	{
+		c.fixed = 2;
+		std::vector<std::string_view> names;
+		std::vector<rd::FixedInt> fx;
+		for (const Arg &a : args_) {
+			if (a.kind != Arg::Int && a.kind != Arg::Uint)
+				return;
+			const rd::FieldSlot slot = pl.slot(std::string(a.name).c_str());
+			const rd::FixedInt x = rd::FixedInt::of(slot);
+			if (!x.ok || x.is_signed != (a.kind == Arg::Int))
+				return;
+			// The value read the fixed way must be the one decoded.
+			const int64_t v = pl.fixed(x);
+			if (a.kind == Arg::Int ? v != a.i : static_cast<uint64_t>(v) != a.u)
+				return;
+			names.push_back(a.name);
+			fx.push_back(x);
+		}
+		c.fx_names = std::move(names);
+		c.fx = std::move(fx);
+		c.fixed = 1;
+	}
+	template <class E> void fields_decoded(const E &pl, const ClassInfo &c)
 	{
 		size_t n = 0, have = args_.size();
 		Arg *to = args_.data();
