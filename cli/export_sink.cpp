@@ -1567,7 +1567,7 @@ private:
 	// time), the time, the arguments and the closing brace, byte for byte
 	// what Line makes of them.  False (nothing written) when an argument
 	// has anything to escape.
-	bool put_line(std::string_view head, int64_t ts, const Args &args)
+	__attribute__((always_inline)) bool put_line(std::string_view head, int64_t ts, const Args &args)
 	{
 		if (args.layout) {
 			const ArgsText &at = args_text(args);
@@ -1685,7 +1685,8 @@ private:
 		}
 	}
 	// put_line() of arguments whose text around the values is at's.
-	bool put_line_known(std::string_view head, int64_t ts, const Args &args, const ArgsText &at)
+	__attribute__((always_inline)) bool put_line_known(std::string_view head, int64_t ts, const Args &args,
+							   const ArgsText &at)
 	{
 		const size_t n = args.size();
 		size_t need = 2 + head.size() + kHeadCopy + 32 + 12 + n * (kArgPre + 48);
