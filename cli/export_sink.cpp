@@ -848,6 +848,7 @@ __attribute__((always_inline)) inline char *dec_text(char *p, int64_t v)
 // Line::us()'s digits of the previous value's microseconds / 1000.
 struct UsDigits {
 	uint64_t hi = UINT64_MAX;
+	uint64_t base = 0; // hi * 1000000: the first nanosecond of hi
 	char text[16] = {};
 	size_t len = 0;
 };
@@ -862,6 +863,17 @@ __attribute__((always_inline)) inline char *us_text(char *p, int64_t v, UsDigits
 	if (v < 0)
 		*p++ = '-';
 	const uint64_t a = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+	// Most often of the previous call's hi: the rest in 32 bits.
+	const uint64_t r = a - c.base;
+	if (__builtin_expect(r < 1000000 && c.hi != UINT64_MAX, 1)) {
+		const uint32_t r32 = static_cast<uint32_t>(r), us = r32 / 1000;
+		std::memcpy(p, c.text, sizeof c.text);
+		p += c.len;
+		std::memcpy(p, kDigits3.d[us], 4);
+		p[3] = '.';
+		std::memcpy(p + 4, kDigits3.d[r32 - us * 1000], 4);
+		return p + 7;
+	}
 	const uint64_t q = a / 1000;
 	if (q < 1000) {
 		p = std::to_chars(p, p + 24, q).ptr;
@@ -871,6 +883,7 @@ __attribute__((always_inline)) inline char *us_text(char *p, int64_t v, UsDigits
 			c.len = static_cast<size_t>(std::to_chars(c.text, c.text + sizeof c.text, hi).ptr -
 						    c.text);
 			c.hi = hi;
+			c.base = hi * 1000000;
 		}
 		std::memcpy(p, c.text, sizeof c.text); // 16 bytes fit in the 32
 		p += c.len;
