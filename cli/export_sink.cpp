@@ -1758,7 +1758,7 @@ private:
 	// else 32 at a time (heads are kept with that much capacity,
 	// make_head(); the room has kHeadCopy past the head).
 	static constexpr size_t kHeadCopy = 128;
-	static char *copy_line_head(char *p, std::string_view head)
+	__attribute__((always_inline)) static char *copy_line_head(char *p, std::string_view head)
 	{
 		if (head.size() <= kHeadCopy)
 			std::memcpy(p, head.data(), kHeadCopy);
