@@ -802,6 +802,22 @@ template <class U> __attribute__((always_inline)) inline char *dec_digits(char *
 	}
 	return e;
 }
+// The 8 digits of v < 10^8, zero-padded, as the 8 bytes of the result
+// (the first digit its lowest byte): its two 4-digit halves, then their
+// 2-digit quarters, then their digits, split in parallel by multiplying
+// by reciprocals in the lanes of one 64-bit integer (x / 100 is
+// x * 5243 >> 19 for x < 10^4, x / 10 is x * 103 >> 10 for x < 100; no
+// lane's product reaches the next).  Checked against std::to_chars for
+// every v < 10^8.
+__attribute__((always_inline)) inline uint64_t digits8(uint32_t v)
+{
+	const uint64_t x = (v / 10000) | static_cast<uint64_t>(v % 10000) << 32;
+	const uint64_t hund = ((x * 5243) >> 19) & 0x0000007F0000007Full;
+	const uint64_t y = hund | (x - hund * 100) << 16;
+	const uint64_t tens = ((y * 103) >> 10) & 0x000F000F000F000Full;
+	const uint64_t z = tens | (y - tens * 10) << 8;
+	return z + 0x3030303030303030ull;
+}
 __attribute__((always_inline)) inline char *dec_text(char *p, uint64_t v)
 {
 	static constexpr uint64_t kPow10[20] = {1ull,
@@ -830,10 +846,22 @@ __attribute__((always_inline)) inline char *dec_text(char *p, uint64_t v)
 	}
 	const unsigned t = static_cast<unsigned>(64 - __builtin_clzll(v)) * 1233 >> 12; // ~log10
 	const unsigned n = t + 1 - (v < kPow10[t]);
-	if (v <= UINT32_MAX)
-		dec_digits(p + n, static_cast<uint32_t>(v));
-	else
-		dec_digits(p + n, v);
+	if (v < 100000000) { // the last n of digits8()'s 8 (8 bytes written)
+		const uint64_t d = digits8(static_cast<uint32_t>(v)) >> (8 * (8 - n));
+		std::memcpy(p, &d, 8);
+		return p + n;
+	}
+	if (v <= UINT32_MAX) { // 1 or 2 digits, then 8
+		const uint32_t top = static_cast<uint32_t>(v / 100000000);
+		const uint64_t d = digits8(static_cast<uint32_t>(v - top * uint64_t{100000000}));
+		if (top >= 10)
+			std::memcpy(p, kDigits2.d + 2 * top, 2);
+		else
+			*p = static_cast<char>('0' + top);
+		std::memcpy(p + n - 8, &d, 8);
+		return p + n;
+	}
+	dec_digits(p + n, v);
 	return p + n;
 }
 __attribute__((always_inline)) inline char *dec_text(char *p, int64_t v)
