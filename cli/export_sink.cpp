@@ -1498,7 +1498,7 @@ private:
 		any_ = true;
 	}
 	// A JsonWriter's event, once written, into text_.
-	void settle()
+	__attribute__((always_inline)) void settle()
 	{
 		if (__builtin_expect(!slow_.empty(), 0)) {
 			text_.append(slow_.data(), slow_.size());
