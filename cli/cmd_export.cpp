@@ -411,7 +411,7 @@ private:
 		args_.clear();
 		args_.layout = 0;
 	}
-	uint64_t layouts_ = 0; // the last ClassInfo::layout given
+	uint64_t layouts_ = 0;            // the last ClassInfo::layout given
 	std::string label_;               // the string of an argument made here (args_ views it)
 	std::string name_;                // a wait's slice name (its buffer kept)
 	const std::string hold_ = "hold"; // a hold's slice name (not a string made per hold)
@@ -561,8 +561,8 @@ private:
 		return lock_place(tid, tr, lock, kind).uuid;
 	}
 	// The (thread, lock)'s track and the lock's state at once.
-	__attribute__((always_inline)) const LastLockTrack &lock_place(int64_t tid, const TraceInfo &tr, uint64_t lock,
-									  const char *kind)
+	__attribute__((always_inline)) const LastLockTrack &lock_place(int64_t tid, const TraceInfo &tr,
+								       uint64_t lock, const char *kind)
 	{
 		LastLockTrack &l = last_lt_[analyze::cache_place(static_cast<uint64_t>(tid), lock)];
 		if (__builtin_expect(l.tr == &tr && l.tid == tid && l.lock == lock && l.gen == names_gen_, 1))

@@ -1726,8 +1726,8 @@ private:
 		}
 	}
 	// put_line() of arguments whose text around the values is at's.
-	__attribute__((always_inline)) bool put_line_known(std::string_view head, int64_t ts, const Args &args,
-							   const ArgsText &at)
+	__attribute__((always_inline)) bool put_line_known(std::string_view head, int64_t ts,
+							   const Args &args, const ArgsText &at)
 	{
 		const size_t n = args.size();
 		size_t need = 2 + head.size() + kHeadCopy + 32 + 12 + n * (kArgPre + 48);
