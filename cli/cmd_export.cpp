@@ -919,7 +919,10 @@ private:
 				return;
 			const rd::FieldSlot slot = pl.slot(std::string(a.name).c_str());
 			const rd::FixedInt x = rd::FixedInt::of(slot);
-			if (!x.ok || x.is_signed != (a.kind == Arg::Int))
+			// Packed fields come at rising offsets (two fields of one
+			// name would give the first's twice).
+			if (!x.ok || x.is_signed != (a.kind == Arg::Int) ||
+			    (!fx.empty() && x.off <= fx.back().off))
 				return;
 			// The value read the fixed way must be the one decoded.
 			const int64_t v = pl.fixed(x);
