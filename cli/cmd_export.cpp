@@ -91,6 +91,15 @@ struct ClassInfo : rd::SlotCache {
 	bool counts = false;
 	int wake_kind = 0;
 	bool raw = false; // sys_enter / sys_exit
+	// Args::layout of its fields (fields()): unique in the export.
+	uint64_t layout = 0;
+	// Its fields when they are all integers at fixed offsets (fields(),
+	// Strata's reader's COMPACT records): each read with one load, the
+	// Args' names and kinds written only when args_ held another class's.
+	// fixed: 0 not known yet, 1 so (names, fx), 2 not.
+	mutable int fixed = 0;
+	mutable std::vector<std::string_view> fx_names;
+	mutable std::vector<rd::FixedInt> fx;
 };
 
 // "app:work_begin" -> (SpanBegin, "app:work").
@@ -355,6 +364,24 @@ private:
 	{
 		return threads[tid].name() + " (tid " + std::to_string(real_id(tid)) + ")";
 	}
+	// tid_label(), kept while no thread was renamed (names_gen_): the
+	// label of a lock handover's receiver, per contended acquisition.
+	struct Label {
+		int64_t tid = 0;
+		uint64_t gen = UINT64_MAX;
+		std::string text;
+	} labels_[16];
+	const std::string &cached_label(int64_t tid)
+	{
+		Label &l = labels_[static_cast<uint64_t>(tid) & 15];
+		if (l.gen != names_gen_ || l.tid != tid) {
+			l.text = tid_label(tid);
+			l.tid = tid;
+			l.gen = names_gen_;
+		}
+		return l.text;
+	}
+	std::string release_; // a release's slice name (its buffer kept)
 	std::unordered_map<uint64_t, LockState> locks_;
 	// The locks looked up, by key (analyze::cache_place()): locks_'s
 	// elements, never erased, do not move.
@@ -379,6 +406,12 @@ private:
 	int64_t last_ts_ = 0;
 	bool have_ts_ = false;
 	Args args_;
+	void clear_args()
+	{
+		args_.clear();
+		args_.layout = 0;
+	}
+	uint64_t layouts_ = 0;            // the last ClassInfo::layout given
 	std::string label_;               // the string of an argument made here (args_ views it)
 	std::string name_;                // a wait's slice name (its buffer kept)
 	const std::string hold_ = "hold"; // a hold's slice name (not a string made per hold)
@@ -442,8 +475,10 @@ private:
 		if (key == last_class_)
 			return *last_class_info_;
 		auto it = classes_.find(key);
-		if (it == classes_.end())
+		if (it == classes_.end()) {
 			it = classes_.emplace(key, classify(ev.name(), tr.kernel)).first;
+			it->second.layout = ++layouts_;
+		}
 		last_class_ = key;
 		return *(last_class_info_ = &it->second);
 	}
@@ -526,7 +561,8 @@ private:
 		return lock_place(tid, tr, lock, kind).uuid;
 	}
 	// The (thread, lock)'s track and the lock's state at once.
-	const LastLockTrack &lock_place(int64_t tid, const TraceInfo &tr, uint64_t lock, const char *kind)
+	__attribute__((always_inline)) const LastLockTrack &lock_place(int64_t tid, const TraceInfo &tr,
+								       uint64_t lock, const char *kind)
 	{
 		LastLockTrack &l = last_lt_[analyze::cache_place(static_cast<uint64_t>(tid), lock)];
 		if (__builtin_expect(l.tr == &tr && l.tid == tid && l.lock == lock && l.gen == names_gen_, 1))
@@ -612,7 +648,7 @@ private:
 		// An event of no thread: on the process (or kernel) track; with
 		// several machines, one of an idle task (tid 0) on its machine's.
 		if (!has_tid || (m && tid == 0)) {
-			fields(pl);
+			fields(pl, c);
 			sink_.instant(ts, no_thread_track(tr), c.name, args_);
 			return;
 		}
@@ -623,7 +659,7 @@ private:
 			if (c.raw && named_syscalls_)
 				return;
 			named_syscalls_ = named_syscalls_ || !c.raw;
-			fields(pl);
+			fields(pl, c);
 			thread_begin(ts, tid, tr,
 				     c.raw ? "syscall " + std::to_string(c.i64(pl, "id")) : c.name);
 			threads[tid].syscalls++;
@@ -639,19 +675,19 @@ private:
 			}
 			t.syscalls--;
 			t.raw_syscalls -= c.raw;
-			fields(pl);
+			fields(pl, c);
 			thread_end(ts, tid, tr);
 			return;
 		}
 		case Kind::SpanBegin: {
-			fields(pl);
+			fields(pl, c);
 			thread_begin(ts, tid, tr, c.name);
 			threads[tid].spans.push_back(c.name);
 			return;
 		}
 		case Kind::SpanEnd: {
 			Thread &t = threads[tid];
-			fields(pl);
+			fields(pl, c);
 			if (t.spans.empty() || t.spans.back() != c.name) { // not a pair: an instant
 				sink_.instant(ts, thread_track(tid, &tr), pl.name(), args_);
 				return;
@@ -661,7 +697,12 @@ private:
 			return;
 		}
 		case Kind::Pthread:
-			pthread_event(ts, tid, tr, c, pl);
+			// The compact records inline (the per-event path of a
+			// pthread trace), the other pthread events out of line.
+			if (c.compact)
+				compact_hold(ts, tid, tr, c, pl);
+			else
+				pthread_event(ts, tid, tr, c, pl);
 			return;
 		case Kind::JvmThread:
 			jvm_thread(pl, c, tr, true);
@@ -669,7 +710,7 @@ private:
 			return;
 		case Kind::MonitorEnter:
 		case Kind::MonitorWait: {
-			fields(pl);
+			fields(pl, c);
 			const std::string mon = monitor_name(c, pl);
 			if (c.kind == Kind::MonitorEnter) {
 				const int64_t owner = c.i64(pl, "owner_java_tid");
@@ -681,6 +722,7 @@ private:
 					label_ = tid_label(it->second);
 					a.s = label_;
 					args_.push_back(std::move(a));
+					args_.layout = 0; // not the class's fields alone
 					monitor_owned(tr, mon, it->second, ts);
 				}
 				entering_[tid] = {monitor_key(tr, mon), ts};
@@ -699,7 +741,7 @@ private:
 				return;
 			}
 			t.monitor--;
-			fields(pl);
+			fields(pl, c);
 			thread_end(ts, tid, tr);
 			if (c.kind == Kind::MonitorEntered)
 				monitor_entered(ts, tid, tr, monitor_name(c, pl));
@@ -763,7 +805,7 @@ private:
 		MonitorOwner &o = monitors_[key];
 		if (entering && o.tid > 0 && o.tid != tid && o.since >= entered_at) {
 			const uint64_t flow = next_flow_++;
-			args_.clear();
+			clear_args();
 			Arg a;
 			a.kind = Arg::Str;
 			a.name = "to";
@@ -772,14 +814,14 @@ private:
 			args_.push_back(a);
 			const uint64_t from = thread_track(o.tid, &tr);
 			sink_.complete(ts, ts, from, "monitor released " + mon, args_, 0, flow);
-			args_.clear();
+			clear_args();
 			a.name = "from";
 			label_ = tid_label(o.tid);
 			a.s = label_;
 			args_.push_back(a);
 			const uint64_t to = thread_track(tid, &tr);
 			sink_.complete(ts, ts, to, "monitor acquired " + mon, args_, flow, 0);
-			args_.clear();
+			clear_args();
 		}
 		o = {tid, ts};
 	}
@@ -803,7 +845,7 @@ private:
 	void instant(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const E &pl)
 	{
 		const uint64_t track = thread_track(tid, &tr);
-		fields(pl);
+		fields(pl, c);
 		sink_.instant(ts, track, c.name, args_); // never a span's class: their names are cut
 	}
 
@@ -835,15 +877,75 @@ private:
 
 	// The payload's top-level integers, reals and strings as arguments
 	// (arrays and structures left out; a sequence's length member kept).
-	template <class E> void fields(const E &pl)
+	// Written over the elements of args_ in place (no Arg constructed per
+	// field: only the member of the field's kind is set, the others are
+	// left as they were); args_.layout the class's (c.layout).
+	template <class E> void fields(const E &pl, const ClassInfo &c)
 	{
-		args_.clear();
-		pl.for_each_field([this](const rd::Field &f) {
-			// Made in place: an Arg made on the stack and copied in was
-			// read back in 16-byte loads from its 8-byte stores, which
-			// the CPU does not forward (a stall of a quarter of the
-			// export's time).
-			Arg &a = args_.emplace_back();
+		if (E::kFixed && __builtin_expect(c.fixed == 1, 1)) {
+			const size_t n = c.fx.size();
+			if (__builtin_expect(args_.layout != c.layout || args_.size() != n, 0)) {
+				args_.resize(n);
+				for (size_t k = 0; k < n; k++) {
+					args_[k].name = c.fx_names[k];
+					args_[k].kind = c.fx[k].is_signed ? Arg::Int : Arg::Uint;
+				}
+				args_.layout = c.layout;
+			}
+			Arg *const a = args_.data();
+			const rd::FixedInt *const x = c.fx.data();
+			for (size_t k = 0; k < n; k++) {
+				const int64_t v = pl.fixed(x[k]);
+				if (x[k].is_signed)
+					a[k].i = v;
+				else
+					a[k].u = static_cast<uint64_t>(v);
+			}
+			return;
+		}
+		fields_decoded(pl, c);
+		if (E::kFixed && c.fixed == 0)
+			fixed_plan(pl, c);
+	}
+	// Whether c's fields, as fields_decoded() just gave them (args_), are
+	// all integers at fixed offsets: c.fixed 1 (and their FixedInts) or 2.
+	template <class E> void fixed_plan(const E &pl, const ClassInfo &c)
+	{
+		c.fixed = 2;
+		std::vector<std::string_view> names;
+		std::vector<rd::FixedInt> fx;
+		for (const Arg &a : args_) {
+			if (a.kind != Arg::Int && a.kind != Arg::Uint)
+				return;
+			const rd::FieldSlot slot = pl.slot(std::string(a.name).c_str());
+			const rd::FixedInt x = rd::FixedInt::of(slot);
+			// Packed fields come at rising offsets (two fields of one
+			// name would give the first's twice).
+			if (!x.ok || x.is_signed != (a.kind == Arg::Int) ||
+			    (!fx.empty() && x.off <= fx.back().off))
+				return;
+			// The value read the fixed way must be the one decoded.
+			const int64_t v = pl.fixed(x);
+			if (a.kind == Arg::Int ? v != a.i : static_cast<uint64_t>(v) != a.u)
+				return;
+			names.push_back(a.name);
+			fx.push_back(x);
+		}
+		c.fx_names = std::move(names);
+		c.fx = std::move(fx);
+		c.fixed = 1;
+	}
+	template <class E> void fields_decoded(const E &pl, const ClassInfo &c)
+	{
+		size_t n = 0, have = args_.size();
+		Arg *to = args_.data();
+		pl.for_each_field([this, &n, &have, &to](const rd::Field &f) {
+			if (__builtin_expect(n == have, 0)) {
+				args_.emplace_back();
+				have = args_.size();
+				to = args_.data();
+			}
+			Arg &a = to[n++];
 			a.name = f.name;
 			switch (f.kind) {
 			case rd::Field::Int:
@@ -864,6 +966,9 @@ private:
 				break;
 			}
 		});
+		if (n < have)
+			args_.erase(args_.begin() + static_cast<std::ptrdiff_t>(n), args_.end());
+		args_.layout = c.layout;
 	}
 
 	template <class E> static uint32_t cpu_of(const E &ev)
@@ -879,13 +984,10 @@ private:
 	// received (a zero-length "release" slice on the releaser's track) to
 	// that waiter's wait.  Meaning of the fields: docs/pthread.md.
 	template <class E>
-	void pthread_event(int64_t ts, int64_t tid, const TraceInfo &tr, ClassInfo &c, const E &pl)
+	__attribute__((noinline)) void pthread_event(int64_t ts, int64_t tid, const TraceInfo &tr,
+						     ClassInfo &c, const E &pl)
 	{
 		using analyze::Op;
-		if (c.compact) {
-			compact_hold(ts, tid, tr, c, pl);
-			return;
-		}
 		const uint64_t lock = c.u64(pl, "lock");
 		const bool rw = c.op == Op::RwRdlock || c.op == Op::RwWrlock || c.op == Op::RwTryrdlock ||
 				c.op == Op::RwTrywrlock || c.op == Op::RwUnlock;
@@ -894,7 +996,7 @@ private:
 		const char *kind = rw ? "rwlock" : sem ? "semaphore" : "mutex";
 		const uint64_t lock_key = tr.lock_salt ^ lock;
 		LockState &ls = lock_state(lock_key);
-		args_.clear();
+		clear_args();
 		switch (c.op) {
 		case Op::MutexLock:
 		case Op::MutexTimedlock:
@@ -953,7 +1055,7 @@ private:
 		const LastLockTrack &l = lock_place(tid, tr, lock, "mutex");
 		if (c.compact != 1) { // an acquisition, its unlock to come
 			l.ls->released = false;
-			args_.clear();
+			clear_args();
 			sink_.begin(from, l.uuid, hold_, args_, 0);
 			holds_[HoldKey{tid, tr.lock_salt ^ lock}]++;
 			return;
@@ -990,7 +1092,7 @@ private:
 		if (ret) // only a failure's: speedscope shows a slice's args in its name
 			args_.push_back(int_arg("ret", ret));
 		sink_.complete(from, ts, thread_track(tid, &tr), name, args_, 0, 0);
-		args_.clear();
+		clear_args();
 		if (held)
 			sink_.begin(ts, track, hold_, args_, 0);
 	}
@@ -1038,23 +1140,24 @@ private:
 			if (acquired && ls.released && ls.released_by != tid && ls.release_ts >= ts - wait &&
 			    ls.release_ts <= ts) {
 				flow = next_flow_++;
-				args_.clear();
+				clear_args();
 				Arg to;
 				to.kind = Arg::Str;
 				to.name = "to";
-				label_ = tid_label(tid);
+				label_.assign(cached_label(tid));
 				to.s = label_;
 				args_.push_back(to);
+				release_.assign("release ");
+				release_.append(name, 5, std::string::npos);
 				sink_.complete(ls.release_ts, ls.release_ts,
-					       thread_track(ls.released_by, &tr), "release " + name.substr(5),
-					       args_, 0, flow);
+					       thread_track(ls.released_by, &tr), release_, args_, 0, flow);
 			}
-			args_.clear();
+			clear_args();
 			if (ret) // only a failure's: speedscope shows a slice's args in its name
 				args_.push_back(int_arg("ret", ret));
 			sink_.complete(nested_begin(tid, ts - wait), ts, thread_track(tid, &tr), name, args_,
 				       flow, 0);
-			args_.clear();
+			clear_args();
 		}
 		if (acquired) {
 			ls.released = false;

@@ -778,9 +778,17 @@ constexpr Digits2 kDigits2;
 // call was a fifth of the JSON export of integer fields): the length from
 // v's bit length, then two digits at a time from the end, in 32-bit
 // arithmetic below 2^32.
-template <class U> inline char *dec_digits(char *e, U v)
+template <class U> __attribute__((always_inline)) inline char *dec_digits(char *e, U v)
 {
-	while (v >= 100) {
+	while (v >= 10000) { // 4 digits a step: half the divisions
+		const unsigned r = static_cast<unsigned>(v % 10000);
+		v /= 10000;
+		const unsigned hi = r / 100;
+		e -= 4;
+		std::memcpy(e, kDigits2.d + 2 * hi, 2);
+		std::memcpy(e + 2, kDigits2.d + 2 * (r - hi * 100), 2);
+	}
+	if (v >= 100) {
 		const unsigned r = static_cast<unsigned>(v % 100);
 		v /= 100;
 		e -= 2;
@@ -794,7 +802,23 @@ template <class U> inline char *dec_digits(char *e, U v)
 	}
 	return e;
 }
-inline char *dec_text(char *p, uint64_t v)
+// The 8 digits of v < 10^8, zero-padded, as the 8 bytes of the result
+// (the first digit its lowest byte): its two 4-digit halves, then their
+// 2-digit quarters, then their digits, split in parallel by multiplying
+// by reciprocals in the lanes of one 64-bit integer (x / 100 is
+// x * 5243 >> 19 for x < 10^4, x / 10 is x * 103 >> 10 for x < 100; no
+// lane's product reaches the next).  Checked against std::to_chars for
+// every v < 10^8.
+__attribute__((always_inline)) inline uint64_t digits8(uint32_t v)
+{
+	const uint64_t x = (v / 10000) | static_cast<uint64_t>(v % 10000) << 32;
+	const uint64_t hund = ((x * 5243) >> 19) & 0x0000007F0000007Full;
+	const uint64_t y = hund | (x - hund * 100) << 16;
+	const uint64_t tens = ((y * 103) >> 10) & 0x000F000F000F000Full;
+	const uint64_t z = tens | (y - tens * 10) << 8;
+	return z + 0x3030303030303030ull;
+}
+__attribute__((always_inline)) inline char *dec_text(char *p, uint64_t v)
 {
 	static constexpr uint64_t kPow10[20] = {1ull,
 						10ull,
@@ -822,13 +846,25 @@ inline char *dec_text(char *p, uint64_t v)
 	}
 	const unsigned t = static_cast<unsigned>(64 - __builtin_clzll(v)) * 1233 >> 12; // ~log10
 	const unsigned n = t + 1 - (v < kPow10[t]);
-	if (v <= UINT32_MAX)
-		dec_digits(p + n, static_cast<uint32_t>(v));
-	else
-		dec_digits(p + n, v);
+	if (v < 100000000) { // the last n of digits8()'s 8 (8 bytes written)
+		const uint64_t d = digits8(static_cast<uint32_t>(v)) >> (8 * (8 - n));
+		std::memcpy(p, &d, 8);
+		return p + n;
+	}
+	if (v <= UINT32_MAX) { // 1 or 2 digits, then 8
+		const uint32_t top = static_cast<uint32_t>(v / 100000000);
+		const uint64_t d = digits8(static_cast<uint32_t>(v - top * uint64_t{100000000}));
+		if (top >= 10)
+			std::memcpy(p, kDigits2.d + 2 * top, 2);
+		else
+			*p = static_cast<char>('0' + top);
+		std::memcpy(p + n - 8, &d, 8);
+		return p + n;
+	}
+	dec_digits(p + n, v);
 	return p + n;
 }
-inline char *dec_text(char *p, int64_t v)
+__attribute__((always_inline)) inline char *dec_text(char *p, int64_t v)
 {
 	if (v < 0) {
 		*p++ = '-';
@@ -840,6 +876,7 @@ inline char *dec_text(char *p, int64_t v)
 // Line::us()'s digits of the previous value's microseconds / 1000.
 struct UsDigits {
 	uint64_t hi = UINT64_MAX;
+	uint64_t base = 0; // hi * 1000000: the first nanosecond of hi
 	char text[16] = {};
 	size_t len = 0;
 };
@@ -854,6 +891,17 @@ __attribute__((always_inline)) inline char *us_text(char *p, int64_t v, UsDigits
 	if (v < 0)
 		*p++ = '-';
 	const uint64_t a = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+	// Most often of the previous call's hi: the rest in 32 bits.
+	const uint64_t r = a - c.base;
+	if (__builtin_expect(r < 1000000 && c.hi != UINT64_MAX, 1)) {
+		const uint32_t r32 = static_cast<uint32_t>(r), us = r32 / 1000;
+		std::memcpy(p, c.text, sizeof c.text);
+		p += c.len;
+		std::memcpy(p, kDigits3.d[us], 4);
+		p[3] = '.';
+		std::memcpy(p + 4, kDigits3.d[r32 - us * 1000], 4);
+		return p + 7;
+	}
 	const uint64_t q = a / 1000;
 	if (q < 1000) {
 		p = std::to_chars(p, p + 24, q).ptr;
@@ -863,6 +911,7 @@ __attribute__((always_inline)) inline char *us_text(char *p, int64_t v, UsDigits
 			c.len = static_cast<size_t>(std::to_chars(c.text, c.text + sizeof c.text, hi).ptr -
 						    c.text);
 			c.hi = hi;
+			c.base = hi * 1000000;
 		}
 		std::memcpy(p, c.text, sizeof c.text); // 16 bytes fit in the 32
 		p += c.len;
@@ -1299,10 +1348,18 @@ private:
 		char text[320];
 	};
 	static constexpr size_t kPairCopy = 256;
+	// Two ways a set (32 sets): the track's slot, else the set's least
+	// recently used (one way a slot, 2 of a pthread trace's 13 busy
+	// tracks in one slot took turns: 6 % of its pairs made their lines).
 	PairSlot pair_slots_[64];
+	uint8_t pair_mru_[32] = {}; // per set: its way used last
 	PairSlot &pair_slot(uint64_t track)
 	{
-		return pair_slots_[(track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 58];
+		const size_t set = (track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 59;
+		PairSlot *const w = pair_slots_ + 2 * set;
+		size_t way = w[0].uuid == track ? 0 : w[1].uuid == track ? 1 : pair_mru_[set] ^ 1u;
+		pair_mru_[set] = static_cast<uint8_t>(way);
+		return w[way];
 	}
 	// A track (re)described or a head of it made: its slot's lines go.
 	void forget_pair(uint64_t track)
@@ -1426,7 +1483,10 @@ private:
 
 	// Whether the s.size() bytes at p are s (inlined: std::string's
 	// compare() is a call).
-	static bool same(const char *p, const std::string &s) { return same_bytes(p, s); }
+	__attribute__((always_inline)) static bool same(const char *p, const std::string &s)
+	{
+		return same_bytes(p, s);
+	}
 	Track &track_of(uint64_t uuid) { return *recent(uuid).track; }
 	// An event's line: after the previous one's comma.
 	void next_line()
@@ -1438,7 +1498,7 @@ private:
 		any_ = true;
 	}
 	// A JsonWriter's event, once written, into text_.
-	void settle()
+	__attribute__((always_inline)) void settle()
 	{
 		if (__builtin_expect(!slow_.empty(), 0)) {
 			text_.append(slow_.data(), slow_.size());
@@ -1548,11 +1608,16 @@ private:
 	// time), the time, the arguments and the closing brace, byte for byte
 	// what Line makes of them.  False (nothing written) when an argument
 	// has anything to escape.
-	bool put_line(std::string_view head, int64_t ts, const Args &args)
+	__attribute__((always_inline)) bool put_line(std::string_view head, int64_t ts, const Args &args)
 	{
+		if (args.layout) {
+			const ArgsText &at = args_text(args);
+			if (__builtin_expect(at.ok, 1))
+				return put_line_known(head, ts, args, at);
+		}
 		size_t need = 2 + head.size() + kHeadCopy + 32 + 12;
 		for (const Arg &a : args)
-			need += a.name.size() + a.s.size() + 48;
+			need += a.name.size() + (a.kind == Arg::Str ? a.s.size() : 0) + 48;
 		settle();
 		if (text_.size() >= kFlushAt)
 			flush();
@@ -1609,11 +1674,119 @@ private:
 		any_ = true;
 		return true;
 	}
+	// The text around the values of an Args of a layout (an event class's
+	// fields): ,"args":{"NAME": before the first, ,"NAME": before each
+	// other, each in a slot of kArgPre bytes copied whole; by layout, in
+	// a slot by its hash, with the names' views it was made of.  ok false:
+	// too many names, one too long or with anything to escape (put_line()
+	// then writes them one by one).
+	// A layout's names are its class's (Args::layout): known by the
+	// layout and their number alone (a damaged event may have fewer).
+	// strs: whether any argument was a string when made (a class's fields
+	// keep their kinds; one found otherwise makes put_line_known() give up).
+	static constexpr size_t kArgsKnown = 8, kArgPre = 32;
+	struct ArgsText {
+		uint64_t layout = 0;
+		uint32_t n = 0;
+		bool ok = false, strs = false;
+		uint8_t len[kArgsKnown];
+		char pre[kArgsKnown][kArgPre];
+	};
+	ArgsText args_texts_[64];
+	const ArgsText &args_text(const Args &args)
+	{
+		ArgsText &at = args_texts_[args.layout * 0x9e3779b97f4a7c15ull >> 58];
+		if (__builtin_expect(at.layout != args.layout || at.n != args.size(), 0))
+			make_args_text(at, args);
+		return at;
+	}
+	__attribute__((noinline)) static void make_args_text(ArgsText &at, const Args &args)
+	{
+		at.layout = args.layout;
+		at.n = static_cast<uint32_t>(args.size());
+		at.ok = args.size() <= kArgsKnown;
+		at.strs = false;
+		for (size_t k = 0; at.ok && k < args.size(); k++) {
+			const std::string_view name = args[k].name;
+			at.strs = at.strs || args[k].kind == Arg::Str;
+			const size_t lead = k ? 2 : 10; // ,"  or  ,"args":{"
+			if (!json_plain(name) || lead + name.size() + 2 > kArgPre) {
+				at.ok = false;
+				break;
+			}
+			char *p = at.pre[k];
+			std::memcpy(p, k ? ",\"" : ",\"args\":{\"", lead);
+			p += lead;
+			if (!name.empty())
+				std::memcpy(p, name.data(), name.size());
+			p += name.size();
+			*p++ = '"';
+			*p++ = ':';
+			at.len[k] = static_cast<uint8_t>(p - at.pre[k]);
+		}
+	}
+	// put_line() of arguments whose text around the values is at's.
+	__attribute__((always_inline)) bool put_line_known(std::string_view head, int64_t ts,
+							   const Args &args, const ArgsText &at)
+	{
+		const size_t n = args.size();
+		size_t need = 2 + head.size() + kHeadCopy + 32 + 12 + n * (kArgPre + 48);
+		if (at.strs)
+			for (size_t k = 0; k < n; k++)
+				if (args[k].kind == Arg::Str)
+					need += args[k].s.size();
+		settle();
+		if (text_.size() >= kFlushAt)
+			flush();
+		char *const p0 = text_.room(need);
+		char *p = p0;
+		*p = ',';
+		p += any_;
+		*p++ = '\n';
+		p = copy_line_head(p, head);
+		p = us_text(p, ts - t0_, at_us_);
+		for (size_t k = 0; k < n; k++) {
+			const Arg &a = args[k];
+			std::memcpy(p, at.pre[k], kArgPre);
+			p += at.len[k];
+			switch (a.kind) {
+			case Arg::Int:
+				p = dec_text(p, a.i);
+				break;
+			case Arg::Uint:
+				p = dec_text(p, a.u);
+				break;
+			case Arg::Real:
+				if (!std::isfinite(a.d)) {
+					std::memcpy(p, "null", 4);
+					p += 4;
+				} else {
+					p += std::snprintf(p, 40, "%.17g", a.d);
+				}
+				break;
+			case Arg::Str:
+				if (!at.strs || !json_plain(a.s)) // no room counted, or to escape
+					return false;
+				*p++ = '"';
+				if (!a.s.empty())
+					std::memcpy(p, a.s.data(), a.s.size());
+				p += a.s.size();
+				*p++ = '"';
+				break;
+			}
+		}
+		if (n)
+			*p++ = '}';
+		*p++ = '}';
+		text_.commit(static_cast<size_t>(p - p0));
+		any_ = true;
+		return true;
+	}
 	// A line's head at p: kHeadCopy bytes at once when it is no longer,
 	// else 32 at a time (heads are kept with that much capacity,
 	// make_head(); the room has kHeadCopy past the head).
 	static constexpr size_t kHeadCopy = 128;
-	static char *copy_line_head(char *p, std::string_view head)
+	__attribute__((always_inline)) static char *copy_line_head(char *p, std::string_view head)
 	{
 		if (head.size() <= kHeadCopy)
 			std::memcpy(p, head.data(), kHeadCopy);
@@ -1624,7 +1797,7 @@ private:
 	}
 	// put_line() of no arguments at p (room: 2 + head + kHeadCopy + 44 bytes): the
 	// end of what it wrote.
-	char *bare_line(char *p, std::string_view head, int64_t ts)
+	__attribute__((always_inline)) char *bare_line(char *p, std::string_view head, int64_t ts)
 	{
 		*p = ',';
 		p += any_;
@@ -1634,8 +1807,44 @@ private:
 		*p++ = '}';
 		return p;
 	}
-	// A flow's start ("s") or end ("f", bound to the enclosing slice).
+	// A flow's start ("s") or end ("f", bound to the enclosing slice),
+	// straight into text_: byte for byte flow_writer()'s (built by a
+	// JsonWriter, each flow was a tenth of a pthread trace's export).
 	void flow(const char *ph, uint64_t id, const Track &t, int64_t ts)
+	{
+		static const char kS[] = "{\"ph\":\"s\",\"cat\":\"lock\",\"name\":\"handover\",\"id\":";
+		static const char kF[] =
+			"{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"lock\",\"name\":\"handover\",\"id\":";
+		if (ph[0] != 's' && ph[0] != 'f') {
+			flow_writer(ph, id, t, ts);
+			return;
+		}
+		const std::string &at = at_of(t);
+		last_ = ts > last_ ? ts : last_;
+		settle();
+		if (text_.size() >= kFlushAt)
+			flush();
+		char *const p0 = text_.room(2 + sizeof kF + 24 + at.size() + 32 + 2);
+		char *p = p0;
+		*p = ',';
+		p += any_;
+		*p++ = '\n';
+		if (ph[0] == 's') {
+			std::memcpy(p, kS, sizeof kS - 1);
+			p += sizeof kS - 1;
+		} else {
+			std::memcpy(p, kF, sizeof kF - 1);
+			p += sizeof kF - 1;
+		}
+		p = dec_text(p, static_cast<uint64_t>(id & 0x7fffffffffffffULL));
+		std::memcpy(p, at.data(), at.size());
+		p += at.size();
+		p = us_text(p, ts - t0_, at_us_);
+		*p++ = '}';
+		text_.commit(static_cast<size_t>(p - p0));
+		any_ = true;
+	}
+	void flow_writer(const char *ph, uint64_t id, const Track &t, int64_t ts)
 	{
 		JsonWriter w = start_event(ph);
 		if (ph[0] == 'f')

@@ -30,7 +30,16 @@ struct Arg {
 	double d = 0;
 	std::string_view s = "";
 };
-using Args = std::vector<Arg>;
+// layout: nonzero when the arguments are an event class's fields, as
+// Converter::fields() made them: every Args of one layout has the same
+// names (the same views, of the class) in the same order, and no Args of
+// another class has its layout (never reused in an export).  A sink may
+// keep what it makes of the names by it (JSON: the text around the values).
+// 0 (any Args built otherwise): nothing promised.
+struct Args : std::vector<Arg> {
+	using std::vector<Arg>::vector;
+	uint64_t layout = 0;
+};
 
 // Several machines in one export (docs/viewing.md, "Several machines"):
 // machine m (1, 2, ... in the order first met; 0 when the trace is of one
