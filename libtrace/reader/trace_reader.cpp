@@ -885,12 +885,36 @@ bool TraceReader::next_slow(TraceMsg *out)
 		// next), or of an id no class describes.  Taken, and advance_
 		// moved down the heap when the rival (the first of the others:
 		// they did not move meanwhile) now comes first.
+		// (What sync_run() would set of the records given before is
+		// set again by take_record().)
 		Cursor &c = *advance_;
-		sync_run();
+		c.ri = (size_t)(run_p_ - c.recs.get());
+		run_p_ = run_end_ = nullptr;
 		take_record(c);
 		const Cursor *o = rival_;
-		if (o && (o->key < c.key || (o->key == c.key && o->order < c.order)))
+		if (o && (o->key < c.key || (o->key == c.key && o->order < c.order))) {
 			heap_down(0);
+			// Most often the new first has its record taken and
+			// nothing pending: given at once (as the loop below
+			// would give it).
+			Cursor &t = *heap_[0];
+			if (__builtin_expect(t.pi >= t.pending.size() && t.ev.cls, 1)) {
+				advance_ = &t;
+				const size_t n = heap_.size();
+				rival_ = n < 3 || heap_[1]->key < heap_[2]->key ||
+						 (heap_[1]->key == heap_[2]->key &&
+						  heap_[1]->order < heap_[2]->order)
+					 ? heap_[1]
+					 : heap_[2];
+				stats_.events++;
+				*out = TraceMsg();
+				out->kind = TraceMsgKind::Event;
+				out->stream = t.s;
+				out->event = &t.ev;
+				start_run(t);
+				return true;
+			}
+		}
 		advance_ = nullptr;
 	} else if (run_p_) {
 		sync_run();
