@@ -429,7 +429,7 @@ public:
 		uint32_t ncls = 0;
 		bool fast = false; // the clock counts ns and no map places it
 		bool tid = false;  // the records name their thread
-		bool cpu = false;  // and their CPU (WIDE)
+		bool cpu = false;  // and their CPU (WIDE; only with tid)
 	};
 
 private:
@@ -450,10 +450,11 @@ private:
 		ev.ts = r.ts;
 		ev.ns = ns;
 		ev.cls = cls;
-		if (run_.tid)
+		if (run_.tid) { // else the packet's, set with it
 			ev.tid = r.tid;
-		if (run_.cpu)
-			ev.cpu = r.cpu;
+			if (run_.cpu)
+				ev.cpu = r.cpu;
+		}
 		ev.payload = r.payload;
 		ev.end = r.end;
 		run_p_++;
