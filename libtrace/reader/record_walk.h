@@ -202,9 +202,11 @@ uint64_t RecordWalk::walk_as(const uint8_t *pkt, uint64_t end, uint64_t ts_max, 
 {
 	uint64_t o = kHdr, good = kHdr, prev = *ts;
 	bool asked = false;
-	// Nothing cached yet: an extended header may claim id UINT32_MAX, and
-	// kUndescribed is the right answer for it.
-	uint32_t last_id = UINT32_MAX, last_size = kUndescribed;
+	// The last record's id when its event has a fixed size (last_size),
+	// else none: 64 bits, so that no id (an extended header may claim
+	// UINT32_MAX) matches before the first look-up.
+	uint64_t last_id = UINT64_MAX;
+	uint32_t last_size = 0;
 	const uint32_t *lay = layout_.data();
 	uint64_t n_lay = layout_.size();
 	auto stop = [&](const char *w) {
@@ -213,6 +215,44 @@ uint64_t RecordWalk::walk_as(const uint8_t *pkt, uint64_t end, uint64_t ts_max, 
 		return good;
 	};
 	while (o < end) { // each round advances by >= 4 bytes or returns
+		if (kCompact && last_id < STRATA_REC_EXTENDED_ID) {
+			// A run of compact records of the last one's id (fixed
+			// size, a compact header): each whole inside the content
+			// (one compare), in time; they pass every check below,
+			// made here in fewer steps.  The first that may not is
+			// left to the general walk, which checks it as any other.
+			const uint64_t mask = (1ull << STRATA_REC_COMPACT_TS_BITS) - 1;
+			const uint64_t head = STRATA_REC_COMPACT_SIZE + (kShared ? STRATA_REC_SHARED_CTX_SIZE : 0);
+			const uint64_t step = head + last_size;
+			while (end - o >= step) {
+				uint32_t w;
+				memcpy(&w, pkt + o, sizeof w);
+				if ((w & 31u) != last_id)
+					break;
+				uint64_t t = (prev & ~mask) | (w >> 5);
+				if (t < prev) {
+					t += mask + 1;
+					if (t < prev)
+						break;
+				}
+				if (t > ts_max)
+					break;
+				WalkedRecord r;
+				r.id = (uint32_t)last_id;
+				r.ts = t;
+				r.start = o;
+				if (kShared)
+					memcpy(&r.tid, pkt + o + STRATA_REC_COMPACT_SIZE, sizeof r.tid);
+				r.payload = o + head;
+				r.end = o + step;
+				o += step;
+				prev = t;
+				good = o;
+				v.record(r);
+			}
+			if (o >= end)
+				break;
+		}
 		WalkedRecord r;
 		if (const char *w = read_header<kCompact, kShared>(pkt, end, prev, &o, &r))
 			return stop(w);
@@ -220,43 +260,47 @@ uint64_t RecordWalk::walk_as(const uint8_t *pkt, uint64_t end, uint64_t ts_max, 
 			return stop("timestamp before the previous record's");
 		if (r.ts > ts_max)
 			return stop("timestamp after the packet's end");
+		r.payload = o;
 		// The previous record's id first: a stream is mostly runs of
 		// one event, and a predicted compare lets the next record's
 		// load start before this one's table look-up completes (the
 		// look-up otherwise sits on the chain record -> id -> size ->
-		// next record, about 4 ns a record).
-		uint32_t size = last_size;
-		if (__builtin_expect(r.id != last_id, 0)) {
-			size = r.id < n_lay ? lay[r.id] : kUndescribed;
-			last_id = r.id;
-			last_size = size;
-		}
-		if (__builtin_expect(size == kUndescribed, 0) && !asked) {
-			// Described after the caller's last look: a producer
-			// publishes a descriptor before any record of it.
-			asked = true;
-			if (v.undescribed()) {
-				lay = layout_.data();
-				n_lay = layout_.size();
-				size = r.id < n_lay ? lay[r.id] : kUndescribed;
-				last_size = size;
-			}
-		}
-		if (size == kUndescribed)
-			return stop("undescribed event id");
-		r.payload = o;
-		if (__builtin_expect(size != kVariablePayload, 1)) {
-			if (end - o < size)
+		// next record, about 4 ns a record); its size is known to be
+		// described and fixed.
+		if (__builtin_expect(r.id == last_id, 1)) {
+			if (end - o < last_size)
 				return stop("record beyond the packet's content");
-			o += size;
+			o += last_size;
 		} else {
-			// Every event of variable size has a plan (made with its
-			// layout_ entry).  A copy of o: its address taken, o would
-			// live in memory for the whole loop.
-			uint64_t fo = o;
-			if (!walk_plan(plans_.data() + plan_of_[r.id], pkt, end, &fo))
-				return stop("a field beyond the packet's content (string or sequence)");
-			o = fo;
+			uint32_t size = r.id < n_lay ? lay[r.id] : kUndescribed;
+			if (__builtin_expect(size == kUndescribed, 0) && !asked) {
+				// Described after the caller's last look: a producer
+				// publishes a descriptor before any record of it.
+				asked = true;
+				if (v.undescribed()) {
+					lay = layout_.data();
+					n_lay = layout_.size();
+					size = r.id < n_lay ? lay[r.id] : kUndescribed;
+				}
+			}
+			if (size == kUndescribed)
+				return stop("undescribed event id");
+			if (__builtin_expect(size != kVariablePayload, 1)) {
+				if (end - o < size)
+					return stop("record beyond the packet's content");
+				o += size;
+				last_id = r.id;
+				last_size = size;
+			} else {
+				// Every event of variable size has a plan (made with its
+				// layout_ entry).  A copy of o: its address taken, o would
+				// live in memory for the whole loop.
+				uint64_t fo = o;
+				if (!walk_plan(plans_.data() + plan_of_[r.id], pkt, end, &fo))
+					return stop("a field beyond the packet's content (string or sequence)");
+				o = fo;
+				last_id = UINT64_MAX;
+			}
 		}
 		r.end = o;
 		prev = r.ts;

@@ -118,17 +118,6 @@ void TraceEvent::decode(std::vector<FieldValue> *out) const
 	for_each_field([out](const FieldValue &v) { out->push_back(v); });
 }
 
-// One good record as the walk decoded it: what next() delivers of it.
-// Offsets fit 32 bits (a packet is at most 64 MiB, strata_abi.h), ids 16
-// (a described id is at most 0xfffe: the metadata rules).
-struct DecodedRecord {
-	uint64_t ts;
-	uint32_t payload, end;
-	int32_t tid;
-	uint16_t id, cpu;
-};
-static_assert(sizeof(DecodedRecord) == 24, "a decoded record is 24 bytes");
-
 // Records decoded per refill of a cursor (1.5 MiB): a 1 MiB packet of
 // records of 16 bytes or more is walked once.
 constexpr size_t kMaxDecoded = 65536;
@@ -175,11 +164,11 @@ struct TraceReader::Cursor {
 	// The packet's thread when its records do not name theirs (an owned
 	// lane: its vtid), else INT32_MIN.
 	int32_t packet_tid = INT32_MIN;
-	// The class of the last record's id (the map's look-up was a sixth of
-	// the reader's time).
-	// UINT32_MAX, above every id a DecodedRecord holds: none yet.
-	uint32_t last_id = UINT32_MAX;
-	const MetaEvent *last_cls = nullptr;
+	// The classes by id (the sub-trace's table, TraceReader::cls_tabs_;
+	// the map's look-up was a sixth of the reader's time).
+	const MetaEvent *const *cls = nullptr;
+	uint32_t ncls = 0;
+	TraceReader::RunParams run; // the same, for the run (trace_reader.h)
 };
 
 TraceReader::TraceReader() = default;
@@ -590,6 +579,8 @@ bool TraceReader::load_packet(Cursor &c)
 		c.prev = &e;
 		c.pe = &e;
 		c.packet_tid = c.compact && !c.s->shared ? e.vtid : INT32_MIN;
+		c.run.tid = c.packet_tid == INT32_MIN;
+		c.run.cpu = c.run.tid && !c.compact;
 		// What every record of the packet shares, set once (take_record()
 		// sets the rest): the event given before is done with by now.
 		c.ev.pkt = c.buf.get();
@@ -683,13 +674,6 @@ template <class C> __attribute__((noinline)) int64_t slow_ns(const C &c, uint64_
 	return c.s->trace->meta.ns_from_origin(ts);
 }
 
-template <class C> __attribute__((noinline)) void take_class(C &c, uint32_t id)
-{
-	auto it = c.classes->find(id);
-	c.last_cls = it == c.classes->end() ? nullptr : &it->second;
-	c.last_id = id;
-}
-
 template <class C> __attribute__((always_inline)) inline void take_record(C &c)
 {
 	if (__builtin_expect(c.ri == c.rn, 0))
@@ -698,9 +682,7 @@ template <class C> __attribute__((always_inline)) inline void take_record(C &c)
 	TraceEvent &ev = c.ev;
 	ev.ts = r.ts;
 	ev.ns = __builtin_expect(!c.map && c.fast_ns, 1) ? c.base_ns + (int64_t)r.ts : slow_ns(c, r.ts);
-	if (r.id != c.last_id) // a stream is mostly runs of one event
-		take_class(c, r.id);
-	ev.cls = c.last_cls;
+	ev.cls = r.id < c.ncls ? c.cls[r.id] : nullptr;
 	if (c.packet_tid == INT32_MIN) { // else set by load_packet(), with pkt and packet
 		ev.tid = r.tid;
 		if (!c.compact)
@@ -747,6 +729,23 @@ std::unique_ptr<TraceReader::Cursor> TraceReader::make_cursor(StreamInfo *s, siz
 	const auto &ev = s->trace->meta.events;
 	auto it = ev.find(s->trace->meta.stream_id);
 	c->classes = it == ev.end() ? &kNone : &it->second;
+	// The sub-trace's classes by id, made once: ids of 16 bits (what a
+	// DecodedRecord holds; a described id is at most 0xfffe).
+	if (cls_tabs_.size() < traces_.size())
+		cls_tabs_.resize(traces_.size());
+	std::vector<const MetaEvent *> &tab = cls_tabs_[ti];
+	if (tab.empty() && !c->classes->empty()) {
+		uint32_t top = 0;
+		for (const auto &kv : *c->classes)
+			if (kv.first <= UINT16_MAX)
+				top = std::max(top, kv.first);
+		tab.assign((size_t)top + 1, nullptr);
+		for (const auto &kv : *c->classes)
+			if (kv.first <= UINT16_MAX)
+				tab[kv.first] = &kv.second;
+	}
+	c->cls = tab.data();
+	c->ncls = (uint32_t)tab.size();
 	c->order = i;
 	c->ev.stream = s;
 	c->compact = s->trace->meta.record_format == STRATA_REC_COMPACT;
@@ -756,6 +755,11 @@ std::unique_ptr<TraceReader::Cursor> TraceReader::make_cursor(StreamInfo *s, siz
 	c->fast_ns = !c->map && clk.freq == 1000000000u && clk.offset >= 0 && clk.offset_s >= 0 &&
 		     clk.offset_s < INT64_MAX / 4000000000;
 	c->base_ns = c->fast_ns ? clk.offset_s * 1000000000 + clk.offset : 0;
+	c->run.ev = &c->ev;
+	c->run.fast = !c->map && c->fast_ns;
+	c->run.base = c->base_ns;
+	c->run.cls = c->cls;
+	c->run.ncls = c->ncls;
 	return c;
 }
 
@@ -781,24 +785,32 @@ void TraceReader::share_index(const TraceReader &from)
 		stats_.damaged_bytes += d.bytes;
 }
 
-void TraceReader::heap_down(size_t i)
+__attribute__((always_inline)) inline void TraceReader::heap_down(size_t i)
 {
-	// A binary min-heap of the cursors by (key, order).
+	// A binary min-heap of the cursors by (key, order): the cursor at i
+	// moves down, the earlier child up into its place, until neither
+	// child comes before it.
+	Cursor *const x = heap_[i];
+	const int64_t key = x->key;
+	const size_t order = x->order;
+	Cursor **h = heap_.data();
+	const size_t n = heap_.size();
 	auto less = [](const Cursor *a, const Cursor *b) {
 		return a->key < b->key || (a->key == b->key && a->order < b->order);
 	};
-	const size_t n = heap_.size();
 	for (;;) {
-		size_t l = 2 * i + 1, best = i;
-		if (l < n && less(heap_[l], heap_[best]))
-			best = l;
-		if (l + 1 < n && less(heap_[l + 1], heap_[best]))
-			best = l + 1;
-		if (best == i)
-			return;
-		std::swap(heap_[i], heap_[best]);
-		i = best;
+		size_t k = 2 * i + 1;
+		if (k >= n)
+			break;
+		if (k + 1 < n && less(h[k + 1], h[k]))
+			k++;
+		const Cursor *y = h[k];
+		if (!(y->key < key || (y->key == key && y->order < order)))
+			break;
+		h[i] = h[k];
+		i = k;
 	}
+	h[i] = x;
 }
 
 void TraceReader::start()
@@ -823,36 +835,90 @@ void TraceReader::start()
 		heap_down(i);
 }
 
-// Most calls: the cursor that gave the previous event has another record
-// of its packet, still the earliest of all (a run of one stream's
-// events).  advance_ is set only once the pass started and the index's
-// damage was given, and heap_[0] is the cursor it names; rival_ the first
-// of the others (the earlier of heap_[1] and heap_[2], which do not move
-// while heap_[0] stays first), or null.
-bool TraceReader::next(TraceMsg *out)
+// The time of a record of advance_'s packet (its clock not in ns from
+// the origin, or a map's): as take_record() finds it.
+int64_t TraceReader::run_ns(uint64_t ts) const
 {
-	Cursor *c = advance_;
-	if (__builtin_expect(c && c->pending.empty() && has_record(*c), 1)) {
-		take_record(*c);
-		const Cursor *o = rival_;
-		const bool first = !o || !(o->key < c->key || (o->key == c->key && o->order < c->order));
-		if (__builtin_expect(first && c->ev.cls, 1)) {
-			stats_.events++;
-			*out = TraceMsg();
-			out->kind = TraceMsgKind::Event;
-			out->stream = c->s;
-			out->event = &c->ev;
-			return true;
-		}
-		if (!first)
-			heap_down(0);
-		advance_ = nullptr; // moved on: next_slow() takes the first
+	return slow_ns(*advance_, ts);
+}
+
+// The run after c's event (c is advance_ and heap_[0], rival_ set).
+__attribute__((always_inline)) inline void TraceReader::start_run(Cursor &c)
+{
+	run_p_ = run_end_ = c.recs.get() + c.ri;
+	if (!c.pending.empty())
+		return;
+	if (rival_) {
+		if (c.order < rival_->order)
+			run_bound_ = rival_->key;
+		else if (rival_->key != INT64_MIN)
+			run_bound_ = rival_->key - 1;
+		else
+			return; // nothing is earlier
+	} else {
+		run_bound_ = INT64_MAX;
 	}
-	return next_slow(out);
+	run_end_ = c.recs.get() + c.rn;
+	run_ = c.run;
+}
+
+// advance_ brought up to date with the records the run took: as if each
+// went through take_record() (the event's fields already set).
+__attribute__((always_inline)) inline void TraceReader::sync_run()
+{
+	Cursor &c = *advance_;
+	const size_t k = (size_t)(run_p_ - c.recs.get());
+	if (k != c.ri) {
+		c.ri = k;
+		c.last_ts = run_p_[-1].ts;
+		c.have_ts = true;
+		c.key = c.ev.ns;
+	}
+	run_p_ = run_end_ = nullptr;
 }
 
 bool TraceReader::next_slow(TraceMsg *out)
 {
+	if (run_p_ != run_end_) {
+		// The run stopped at a record of advance_'s packet: one past the
+		// rival's time (most often: another stream's event comes
+		// next), or of an id no class describes.  Taken, and advance_
+		// moved down the heap when the rival (the first of the others:
+		// they did not move meanwhile) now comes first.
+		// (What sync_run() would set of the records given before is
+		// set again by take_record().)
+		Cursor &c = *advance_;
+		c.ri = (size_t)(run_p_ - c.recs.get());
+		run_p_ = run_end_ = nullptr;
+		take_record(c);
+		const Cursor *o = rival_;
+		if (o && (o->key < c.key || (o->key == c.key && o->order < c.order))) {
+			heap_down(0);
+			// Most often the new first has its record taken and
+			// nothing pending: given at once (as the loop below
+			// would give it).
+			Cursor &t = *heap_[0];
+			if (__builtin_expect(t.pi >= t.pending.size() && t.ev.cls, 1)) {
+				advance_ = &t;
+				const size_t n = heap_.size();
+				rival_ = n < 3 || heap_[1]->key < heap_[2]->key ||
+						 (heap_[1]->key == heap_[2]->key &&
+						  heap_[1]->order < heap_[2]->order)
+					 ? heap_[1]
+					 : heap_[2];
+				stats_.events++;
+				*out = TraceMsg();
+				out->kind = TraceMsgKind::Event;
+				out->stream = t.s;
+				out->event = &t.ev;
+				start_run(t);
+				return true;
+			}
+		}
+		advance_ = nullptr;
+	} else if (run_p_) {
+		sync_run();
+	}
 	if (!started_)
 		start();
 	if (index_damage_next_ < index_damage_end_) {
@@ -910,6 +976,7 @@ bool TraceReader::next_slow(TraceMsg *out)
 		out->kind = TraceMsgKind::Event;
 		out->stream = c.s;
 		out->event = &c.ev;
+		start_run(c);
 		return true;
 	}
 }

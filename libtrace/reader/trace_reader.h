@@ -284,6 +284,17 @@ struct TraceReadStats {
 
 struct HeaderContext; // trace_reader.cpp: what one header tells the next
 
+// One good record as the walk decoded it: what next() delivers of it.
+// Offsets fit 32 bits (a packet is at most 64 MiB, strata_abi.h), ids 16
+// (a described id is at most 0xfffe: the metadata rules).
+struct DecodedRecord {
+	uint64_t ts;
+	uint32_t payload, end;
+	int32_t tid;
+	uint16_t id, cpu;
+};
+static_assert(sizeof(DecodedRecord) == 24, "a decoded record is 24 bytes");
+
 class TraceReader {
 public:
 	TraceReader();
@@ -322,21 +333,37 @@ public:
 	bool read(const std::function<bool(const TraceMsg &)> &on);
 	// The same with any callable (called directly, not through a
 	// std::function: a few ns an event).
+	// A run of one stream's events (see run_take) is delivered in a loop
+	// of its own: the message is the same Event message each time (its
+	// event changed in place), not written again.
 	template <class F> bool read_each(F &&on)
 	{
 		start();
 		TraceMsg msg;
-		while (next(&msg))
+		for (;;) {
+			// One call of on (a second one stops it being inlined).
+			if (__builtin_expect(run_p_ == run_end_ || !run_take(), 0) && !next_slow(&msg))
+				return true;
 			if (!on(msg))
 				return true;
-		return true;
+		}
 	}
 
 	// The same, pulled: start(), then next() until it returns false (the
 	// end).  *out and what it points to stay valid until the next call.
 	// One pass per reader: a second start() gives nothing new.
 	void start();
-	bool next(TraceMsg *out);
+	bool next(TraceMsg *out)
+	{
+		if (__builtin_expect(run_p_ != run_end_, 1) && run_take()) {
+			*out = TraceMsg();
+			out->kind = TraceMsgKind::Event;
+			out->stream = run_.ev->stream;
+			out->event = run_.ev;
+			return true;
+		}
+		return next_slow(out);
+	}
 
 	// A reader over the sub-traces and packet index `from` has already
 	// read (nothing indexed again), with no window, filter or read state
@@ -377,9 +404,66 @@ private:
 	size_t index_damage_next_ = 0, index_damage_end_ = 0;
 	bool started_ = false;
 	Cursor *advance_ = nullptr;
-	const Cursor *rival_ = nullptr; // next(): the first cursor after advance_
+	const Cursor *rival_ = nullptr; // next_slow(): the first cursor after advance_
 	void heap_down(size_t i);
 	bool next_slow(TraceMsg *out);
+
+	// The run: after next_slow() gave an event of advance_, the records
+	// of its packet decoded and not yet given, [run_p_, run_end_) (empty
+	// when anything else must come first: a pending message, a refill),
+	// each given by run_take() while it is still the earliest of all
+	// (its time at most run_bound_, the rival's key, or one below it
+	// when the rival's stream comes first in a tie) and its id has a
+	// class.  The first record that is not is left for next_slow(),
+	// which brings the cursor up to date (sync_run) and goes on as for
+	// any other record.  Most events of a trace are taken here: a
+	// record's load, a compare, a look-up, the event's fields.
+	const DecodedRecord *run_p_ = nullptr, *run_end_ = nullptr;
+	int64_t run_bound_ = 0; // the latest time still earliest
+public:
+	// What the run needs of a cursor (kept by each, copied whole).
+	struct RunParams {
+		TraceEvent *ev = nullptr; // the cursor's
+		int64_t base = 0;         // ns = base + ts when fast
+		const MetaEvent *const *cls = nullptr; // by id, ncls of them
+		uint32_t ncls = 0;
+		bool fast = false; // the clock counts ns and no map places it
+		bool tid = false;  // the records name their thread
+		bool cpu = false;  // and their CPU (WIDE; only with tid)
+	};
+
+private:
+	RunParams run_;
+	int64_t run_ns(uint64_t ts) const; // advance_'s time of ts when not run_.fast
+	void start_run(Cursor &c);
+	void sync_run();
+	__attribute__((always_inline)) bool run_take()
+	{
+		const DecodedRecord &r = *run_p_;
+		const int64_t ns = __builtin_expect(run_.fast, 1) ? run_.base + (int64_t)r.ts : run_ns(r.ts);
+		if (__builtin_expect(ns > run_bound_, 0))
+			return false;
+		const MetaEvent *cls = r.id < run_.ncls ? run_.cls[r.id] : nullptr;
+		if (__builtin_expect(!cls, 0))
+			return false;
+		TraceEvent &ev = *run_.ev;
+		ev.ts = r.ts;
+		ev.ns = ns;
+		ev.cls = cls;
+		if (run_.tid) { // else the packet's, set with it
+			ev.tid = r.tid;
+			if (run_.cpu)
+				ev.cpu = r.cpu;
+		}
+		ev.payload = r.payload;
+		ev.end = r.end;
+		run_p_++;
+		stats_.events++;
+		return true;
+	}
+	// By sub-trace (traces_' order): its classes by id (null: none), made
+	// by the first cursor on it.
+	std::vector<std::vector<const MetaEvent *>> cls_tabs_;
 	std::vector<TraceDamage> damages_;
 	// clocks.json read so far, by path and link: the map (null: unusable, named once).
 	std::map<std::string, std::shared_ptr<const ClockMap>> clock_maps_;
