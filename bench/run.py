@@ -1338,6 +1338,14 @@ class Bench:
                  "/dev/null", "4", str(n // 4), "0"],
                 env=dict(self.env_nodaemon, STRATA_PTHREAD_COUNT="0"), timeout=1200)
             traces.append(("pthread", pout, count_events(pout)))
+            # How contended this run's workload was (the scheduler decides):
+            # a contended wait costs the readers more than a hold (its
+            # blame, its flows), so the pthread rows move with this share.
+            q = run([self.strata, "query", "--csv", pout,
+                     "SELECT count(*) FROM events WHERE name = 'pthread:mutex_lock'"])
+            waits = int(q.stdout.split()[-1])
+            r[("tool_waits", "pthread")] = 100.0 * waits / traces[-1][2] if traces[-1][2] else None
+            log("  pthread trace: %d events, %d contended waits" % (traces[-1][2], waits))
         else:
             self.notes.append("reading: pt_workload or the pthread preload not built: no pthread rows")
         for tname, tdir, events in traces:
@@ -1675,6 +1683,8 @@ def table(b):
             v = r.get(("tool_rate", key, tname))
             row("read: %s, %s trace, M events per CPU second" % (what, tname), v / 1e6 if v else None, None,
                 ">= 20", lambda x: x >= 20, strata_only=True)
+    row("read: the pthread trace's contended waits (mutex_lock), % of its events", r.get(("tool_waits", "pthread")),
+        None, strata_only=True)
     # issues 49 and 50 at scale: the sqlite3 lock trace of reading_large
     big = "large read (sqlite3 lock trace, %s M events)" % (
         "%.1f" % (r[("large_events",)] / 1e6) if r.get(("large_events",)) else "n/a")
