@@ -1035,13 +1035,13 @@ public:
 	}
 	void process(uint64_t uuid, int64_t pid, const std::string &name) override
 	{
-		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p', {}, {}, {}};
+		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p', {}, {}, {}, {}, 0};
 		forget_pair(uuid);
 		process_name(pid, name);
 	}
 	void thread(uint64_t uuid, uint64_t, int64_t pid, int64_t tid, const std::string &name) override
 	{
-		tracks_[uuid] = Track{pid, tid, std::string(), false, 't', {}, {}, {}};
+		tracks_[uuid] = Track{pid, tid, std::string(), false, 't', {}, {}, {}, {}, 0};
 		forget_pair(uuid);
 		thread_name(pid, tid, name);
 	}
@@ -1051,10 +1051,11 @@ public:
 		// A track of no process or thread (the kernel's own events) is
 		// global, or its machine's.
 		if (parent && machines_.count(parent))
-			tracks_[uuid] = Track{pid, 0, name, false, 'p', {}, {}, {}};
+			tracks_[uuid] = Track{pid, 0, name, false, 'p', {}, {}, {}, {}, 0};
 		else
-			tracks_[uuid] = Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g',
-					      {},  {},  {}};
+			tracks_[uuid] =
+				Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g', {}, {},
+				      {},  {},  0};
 		forget_pair(uuid);
 	}
 	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args,
@@ -1161,12 +1162,11 @@ public:
 		if (flow_in)
 			flow("f", flow_in, t, ts);
 		const int64_t dur = end - ts < 0 ? 0 : end - ts;
-		Line l;
-		l.lit("{\"ph\":\"X\",\"name\":").str(name);
-		where(l, t, ts);
-		l.lit(",\"dur\":").us(dur, dur_us_);
-		args_line(l, args);
-		if (!put(l)) {
+		// Its head (up to the time) made once per name, in one of the
+		// track's 2 (a thread's waits and the releases it gives).
+		const Track::Head &h = x_head(t, name);
+		last_ = ts > last_ ? ts : last_;
+		if (!(h.ok && put_line(h.text, ts, args, &dur))) {
 			JsonWriter w = start_event("X");
 			w.key("name").str(name);
 			where(w, t, ts);
@@ -1259,7 +1259,37 @@ private:
 			bool ok = false, made = false;
 		};
 		mutable Head heads[3]; // and an instant's (2)
+		// An X's (complete()), for 2 names; xmru: the one used last.
+		mutable Head xheads[2];
+		mutable uint8_t xmru = 0;
 	};
+	// complete()'s head of t for name: {"ph":"X","name":NAME,"pid":P,"tid":T,"ts":
+	// (byte for byte Line's), made when neither of t's 2 is for it.
+	__attribute__((always_inline)) const Track::Head &x_head(const Track &t, const std::string &name)
+	{
+		for (uint8_t k = 0; k < 2; k++) {
+			const Track::Head &h = t.xheads[k];
+			if (h.made && h.name.size() == name.size() && same(h.name.data(), name)) {
+				t.xmru = k;
+				return h;
+			}
+		}
+		return make_x_head(t, name);
+	}
+	__attribute__((noinline)) const Track::Head &make_x_head(const Track &t, const std::string &name)
+	{
+		t.xmru ^= 1;
+		Track::Head &h = t.xheads[t.xmru];
+		Line l;
+		l.lit("{\"ph\":\"X\",\"name\":").str(name);
+		l.lit(at_of(t));
+		h.name = name;
+		h.text = l.text();
+		h.text.reserve(std::max(h.text.size() + 32, kHeadCopy));
+		h.ok = l.ok;
+		h.made = true;
+		return h;
+	}
 	// The names of a track's open slices, innermost last: v[0, n) (the
 	// strings past n kept for their buffers).
 	struct Names {
@@ -1608,14 +1638,16 @@ private:
 	// time), the time, the arguments and the closing brace, byte for byte
 	// what Line makes of them.  False (nothing written) when an argument
 	// has anything to escape.
-	__attribute__((always_inline)) bool put_line(std::string_view head, int64_t ts, const Args &args)
+	// With dur: ,"dur":DUR after the time (an X's).
+	__attribute__((always_inline)) bool put_line(std::string_view head, int64_t ts, const Args &args,
+						     const int64_t *dur = nullptr)
 	{
 		if (args.layout) {
 			const ArgsText &at = args_text(args);
 			if (__builtin_expect(at.ok, 1))
-				return put_line_known(head, ts, args, at);
+				return put_line_known(head, ts, args, at, dur);
 		}
-		size_t need = 2 + head.size() + kHeadCopy + 32 + 12;
+		size_t need = 2 + head.size() + kHeadCopy + 32 + 12 + (dur ? 7 + 32 : 0);
 		for (const Arg &a : args)
 			need += a.name.size() + (a.kind == Arg::Str ? a.s.size() : 0) + 48;
 		settle();
@@ -1628,6 +1660,7 @@ private:
 		*p++ = '\n';
 		p = copy_line_head(p, head);
 		p = us_text(p, ts - t0_, at_us_);
+		p = dur_text(p, dur);
 		if (!args.empty()) {
 			std::memcpy(p, ",\"args\":{", 9);
 			p += 9;
@@ -1727,10 +1760,11 @@ private:
 	}
 	// put_line() of arguments whose text around the values is at's.
 	__attribute__((always_inline)) bool put_line_known(std::string_view head, int64_t ts,
-							   const Args &args, const ArgsText &at)
+							   const Args &args, const ArgsText &at,
+							   const int64_t *dur = nullptr)
 	{
 		const size_t n = args.size();
-		size_t need = 2 + head.size() + kHeadCopy + 32 + 12 + n * (kArgPre + 48);
+		size_t need = 2 + head.size() + kHeadCopy + 32 + 12 + n * (kArgPre + 48) + (dur ? 7 + 32 : 0);
 		if (at.strs)
 			for (size_t k = 0; k < n; k++)
 				if (args[k].kind == Arg::Str)
@@ -1745,6 +1779,7 @@ private:
 		*p++ = '\n';
 		p = copy_line_head(p, head);
 		p = us_text(p, ts - t0_, at_us_);
+		p = dur_text(p, dur);
 		for (size_t k = 0; k < n; k++) {
 			const Arg &a = args[k];
 			std::memcpy(p, at.pre[k], kArgPre);
@@ -1781,6 +1816,14 @@ private:
 		text_.commit(static_cast<size_t>(p - p0));
 		any_ = true;
 		return true;
+	}
+	// ,"dur":DUR at p when dur is given (Line's .lit(",\"dur\":").us(*dur, dur_us_)).
+	__attribute__((always_inline)) char *dur_text(char *p, const int64_t *dur)
+	{
+		if (!dur)
+			return p;
+		std::memcpy(p, ",\"dur\":", 7);
+		return us_text(p + 7, *dur, dur_us_);
 	}
 	// A line's head at p: kHeadCopy bytes at once when it is no longer,
 	// else 32 at a time (heads are kept with that much capacity,
@@ -1929,7 +1972,7 @@ private:
 	{
 		JsonWriter w = start_event(ph);
 		w.key("name").str(comm);
-		where(w, Track{machine_pid(m), cpu, std::string(), false, 't', {}, {}, {}}, ts);
+		where(w, Track{machine_pid(m), cpu, std::string(), false, 't', {}, {}, {}, {}, 0}, ts);
 		if (tid >= 0) {
 			w.key("args").begin_object().key("tid").i64(tid);
 			if (ph[0] == 'E')
