@@ -574,8 +574,16 @@ private:
 		int64_t tid = 0;
 		uint64_t lock = 0, uuid = 0, gen = 0;
 		const TraceInfo *tr = nullptr;
-		LockState *ls = nullptr; // lock_state() of the lock (locks_'s elements do not move)
+		LockState *ls = nullptr;   // lock_state() of the lock (locks_'s elements do not move)
+		uint32_t *holds = nullptr; // holds_'s count of (tid, lock) (its elements do not move)
 	} last_lt_[kCached];
+	// The (thread, lock)'s count of open holds when its place is cached,
+	// else nullptr (no place made: a track of it not described).
+	uint32_t *cached_holds(int64_t tid, const TraceInfo &tr, uint64_t lock)
+	{
+		const LastLockTrack &l = last_lt_[analyze::cache_place(static_cast<uint64_t>(tid), lock)];
+		return l.tr == &tr && l.tid == tid && l.lock == lock ? l.holds : nullptr;
+	}
 	uint64_t names_gen_ = 0; // bumped at each change of a thread's comm or Java name
 	uint64_t lock_track(int64_t tid, const TraceInfo &tr, uint64_t lock, const char *kind)
 	{
@@ -603,7 +611,13 @@ private:
 			sink_.child_track(uuid, parent, threads[tid].pid >= 0 ? threads[tid].pid : tid, tid,
 					  name, false);
 		}
-		l = LastLockTrack{tid, lock, uuid, names_gen_, &tr, &lock_state(tr.lock_salt ^ lock)};
+		l = LastLockTrack{tid,
+				  lock,
+				  uuid,
+				  names_gen_,
+				  &tr,
+				  &lock_state(tr.lock_salt ^ lock),
+				  &holds_[HoldKey{tid, tr.lock_salt ^ lock}]};
 		return uuid;
 	}
 
@@ -1053,20 +1067,23 @@ private:
 		case Op::MutexUnlock:
 		case Op::RwUnlock:
 		case Op::SemPost: {
-			auto it = holds_.find(HoldKey{tid, lock_key});
-			if (it == holds_.end() || it->second == 0) { // taken before the trace began
+			uint32_t *h = cached_holds(tid, tr, lock);
+			if (!h) {
+				auto it = holds_.find(HoldKey{tid, lock_key});
+				h = it != holds_.end() ? &it->second : nullptr;
+			}
+			if (!h || *h == 0) { // taken before the trace began
 				unmatched_ends++;
 				return;
 			}
-			if (--it->second == 0)
-				holds_.erase(it);
+			--*h; // a count of 0 kept (holds_'s elements do not go: LastLockTrack::holds)
 			sink_.end(ts, lock_track(tid, tr, lock, kind), args_, 0);
 			ls = LockState{true, ts, tid};
 			return;
 		}
 		case Op::CondWait:
 		case Op::CondTimedwait:
-			cond_wait(ts, tid, tr, c, pl, lock, lock_key);
+			cond_wait(ts, tid, tr, c, pl, lock);
 			return;
 		case Op::CondSignal:
 		case Op::CondBroadcast:
@@ -1097,7 +1114,7 @@ private:
 			l.ls->released = false;
 			clear_args();
 			sink_.begin(from, l.uuid, hold_, args_, 0);
-			holds_[HoldKey{tid, tr.lock_salt ^ lock}]++;
+			(*l.holds)++;
 			return;
 		}
 		sink_.pair(from, ts, l.uuid, hold_);
@@ -1116,14 +1133,14 @@ private:
 	// at its end; the wait itself is on the thread's track.
 	template <class E>
 	void cond_wait(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const E &pl,
-		       uint64_t lock, uint64_t lock_key)
+		       uint64_t lock)
 	{
 		const int64_t ret = c.i64(pl, "ret");
 		const uint64_t wait = c.u64(pl, "wait_ns");
-		const uint64_t track = lock_track(tid, tr, lock, "mutex");
+		const LastLockTrack &l = lock_place(tid, tr, lock, "mutex");
+		const uint64_t track = l.uuid;
+		const bool held = *l.holds > 0;
 		const int64_t from = nested_begin(tid, ts - static_cast<int64_t>(wait));
-		auto it = holds_.find(HoldKey{tid, lock_key});
-		const bool held = it != holds_.end() && it->second > 0;
 		if (held)
 			sink_.end(from, track, args_, 0);
 		std::string &name = name_;
@@ -1201,9 +1218,10 @@ private:
 		}
 		if (acquired) {
 			ls.released = false;
-			const uint64_t track = lock_track(tid, tr, lock, kind);
-			sink_.begin(ts, track, hold_, args_, 0);
-			holds_[HoldKey{tid, lock_key}]++;
+			const LastLockTrack &l = lock_place(tid, tr, lock, kind);
+			uint32_t *const h = l.holds;
+			sink_.begin(ts, l.uuid, hold_, args_, 0);
+			(*h)++;
 		}
 	}
 
