@@ -300,7 +300,8 @@ public:
 			cs = ClassSlot();
 		for (LastLockTrack &l : last_lt_)
 			l = LastLockTrack();
-		last_thread_ = LastThread();
+		for (LastThread &l : last_threads_)
+			l = LastThread();
 	}
 
 	bool last_ts(int64_t *ts) const
@@ -523,20 +524,23 @@ private:
 		}
 		sink_.process(kProcTrack | static_cast<uint64_t>(pid), pid, shown);
 	}
-	// The thread whose track was looked up last (most events follow
-	// others of their thread), valid while no thread was renamed
-	// (names_gen_): then its track is out and its pid known.
+	// The threads whose tracks were looked up last, a slot per tid's
+	// hash, each valid while no thread was renamed (names_gen_): then its
+	// track is out and its pid known.
 	struct LastThread {
 		int64_t tid = 0;
 		uint64_t gen = 0;
 		const TraceInfo *tr = nullptr;
 		bool valid = false;
-	} last_thread_;
+	} last_threads_[16]; // by the tid's hash (a waiter's track and its releaser's in turn)
+	static size_t thread_place(int64_t tid)
+	{
+		return static_cast<size_t>(static_cast<uint64_t>(tid) * 0x9e3779b97f4a7c15ull >> 60);
+	}
 	uint64_t thread_track(int64_t tid, const TraceInfo *tr)
 	{
-		if (__builtin_expect(last_thread_.valid && last_thread_.tid == tid && last_thread_.tr == tr &&
-					     last_thread_.gen == names_gen_,
-				     1))
+		const LastThread &l = last_threads_[thread_place(tid)];
+		if (__builtin_expect(l.valid && l.tid == tid && l.tr == tr && l.gen == names_gen_, 1))
 			return kThreadTrack | static_cast<uint32_t>(tid);
 		return thread_track_slow(tid, tr);
 	}
@@ -564,7 +568,7 @@ private:
 			t.emitted = true;
 			t.emitted_name = t.name();
 		}
-		last_thread_ = LastThread{tid, names_gen_, tr, true};
+		last_threads_[thread_place(tid)] = LastThread{tid, names_gen_, tr, true};
 		return uuid;
 	}
 	// The (thread, lock)s' tracks looked up, by key (as recent_locks_),
