@@ -86,6 +86,13 @@ struct ClassInfo : rd::SlotCache {
 	bool resolved = false;
 	rd::FieldSlot f_lock, f_back;
 	rd::FixedInt x_lock, x_back; // the same read with one load (Strata's reader)
+	// The other pthread events' lock, ret and wait_ns slots (op_slot()):
+	// looked up by name once, not per event (SlotCache's list).
+	struct OpSlot {
+		rd::FieldSlot slot;
+		bool known = false;
+	};
+	mutable OpSlot s_lock, s_ret, s_wait;
 	// pthread:mutex_counts (counting mode): pairs with no interval, shown
 	// as the instant of their record and counted for the closing note.
 	bool counts = false;
@@ -1046,7 +1053,7 @@ private:
 						     ClassInfo &c, const E &pl)
 	{
 		using analyze::Op;
-		const uint64_t lock = c.u64(pl, "lock");
+		const uint64_t lock = pl.u64(op_slot(c, pl, c.s_lock, "lock"));
 		const bool rw = c.op == Op::RwRdlock || c.op == Op::RwWrlock || c.op == Op::RwTryrdlock ||
 				c.op == Op::RwTrywrlock || c.op == Op::RwUnlock;
 		const bool sem = c.op == Op::SemWait || c.op == Op::SemTimedwait || c.op == Op::SemTrywait ||
@@ -1098,6 +1105,18 @@ private:
 		}
 	}
 
+	// c's slot of a field (name: a literal), SlotCache's copied into s at
+	// the first read (not a pointer: SlotCache's vector grows).
+	template <class E>
+	static const rd::FieldSlot &op_slot(const ClassInfo &c, const E &pl, ClassInfo::OpSlot &s,
+					    const char *name)
+	{
+		if (__builtin_expect(!s.known, 0)) {
+			s.slot = c.get(pl, name);
+			s.known = true;
+		}
+		return s.slot;
+	}
 	// A compact record (uncontended): a hold from its acquisition, no
 	// wait; the per-event path of a pthread trace.
 	template <class E>
@@ -1139,8 +1158,8 @@ private:
 	void cond_wait(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const E &pl,
 		       uint64_t lock)
 	{
-		const int64_t ret = c.i64(pl, "ret");
-		const uint64_t wait = c.u64(pl, "wait_ns");
+		const int64_t ret = pl.i64(op_slot(c, pl, c.s_ret, "ret"));
+		const uint64_t wait = pl.u64(op_slot(c, pl, c.s_wait, "wait_ns"));
 		const LastLockTrack &l = lock_place(tid, tr, lock, "mutex");
 		const uint64_t track = l.uuid;
 		const bool held = *l.holds > 0;
@@ -1185,8 +1204,8 @@ private:
 			 const char *kind, uint64_t lock, uint64_t lock_key)
 	{
 		LockState &ls = lock_state(lock_key);
-		const int64_t ret = c.i64(pl, "ret");
-		const int64_t wait = static_cast<int64_t>(c.u64(pl, "wait_ns"));
+		const int64_t ret = pl.i64(op_slot(c, pl, c.s_ret, "ret"));
+		const int64_t wait = static_cast<int64_t>(pl.u64(op_slot(c, pl, c.s_wait, "wait_ns")));
 		const bool acquired = ret == 0 || ret == 130; // EOWNERDEAD: acquired
 		if (wait > 0) {
 			std::string &name = name_;
