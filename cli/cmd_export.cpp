@@ -86,6 +86,13 @@ struct ClassInfo : rd::SlotCache {
 	bool resolved = false;
 	rd::FieldSlot f_lock, f_back;
 	rd::FixedInt x_lock, x_back; // the same read with one load (Strata's reader)
+	// The other pthread events' lock, ret and wait_ns slots (op_slot()):
+	// looked up by name once, not per event (SlotCache's list).
+	struct OpSlot {
+		rd::FieldSlot slot;
+		bool known = false;
+	};
+	mutable OpSlot s_lock, s_ret, s_wait;
 	// pthread:mutex_counts (counting mode): pairs with no interval, shown
 	// as the instant of their record and counted for the closing note.
 	bool counts = false;
@@ -296,9 +303,12 @@ public:
 			s = StreamSlot();
 		last_class_ = nullptr;
 		last_class_info_ = nullptr;
+		for (ClassSlot &cs : class_slots_)
+			cs = ClassSlot();
 		for (LastLockTrack &l : last_lt_)
 			l = LastLockTrack();
-		last_thread_ = LastThread();
+		for (LastThread &l : last_threads_)
+			l = LastThread();
 	}
 
 	bool last_ts(int64_t *ts) const
@@ -315,6 +325,10 @@ private:
 	TraceInfo *last_info_ = nullptr;
 	const void *last_class_ = nullptr;
 	ClassInfo *last_class_info_ = nullptr;
+	struct ClassSlot {
+		const void *key = nullptr;
+		ClassInfo *info = nullptr;
+	} class_slots_[32];
 	std::unordered_map<int64_t, bool> procs_; // pid -> descriptor out
 	// pid -> its user sub-trace's procname (learnt in the pre-pass): a
 	// process first seen in the kernel's events is named by it, not by the
@@ -474,12 +488,27 @@ private:
 		const void *key = ev.class_key();
 		if (key == last_class_)
 			return *last_class_info_;
+		// A pthread trace alternates between a few classes (held,
+		// acquired, lock, unlock): a slot per class by its key's hash
+		// (a find per event was 3 % of an export).
+		ClassSlot &cs = class_slots_[reinterpret_cast<uintptr_t>(key) * 0x9e3779b97f4a7c15ull >> 59];
+		if (__builtin_expect(cs.key == key && key, 1)) {
+			last_class_ = key;
+			return *(last_class_info_ = cs.info);
+		}
+		return class_of_slow(ev, tr, cs);
+	}
+	template <class E>
+	__attribute__((noinline)) ClassInfo &class_of_slow(const E &ev, const TraceInfo &tr, ClassSlot &cs)
+	{
+		const void *key = ev.class_key();
 		auto it = classes_.find(key);
 		if (it == classes_.end()) {
 			it = classes_.emplace(key, classify(ev.name(), tr.kernel)).first;
 			it->second.layout = ++layouts_;
 		}
 		last_class_ = key;
+		cs = ClassSlot{key, &it->second};
 		return *(last_class_info_ = &it->second);
 	}
 
@@ -502,20 +531,23 @@ private:
 		}
 		sink_.process(kProcTrack | static_cast<uint64_t>(pid), pid, shown);
 	}
-	// The thread whose track was looked up last (most events follow
-	// others of their thread), valid while no thread was renamed
-	// (names_gen_): then its track is out and its pid known.
+	// The threads whose tracks were looked up last, a slot per tid's
+	// hash, each valid while no thread was renamed (names_gen_): then its
+	// track is out and its pid known.
 	struct LastThread {
 		int64_t tid = 0;
 		uint64_t gen = 0;
 		const TraceInfo *tr = nullptr;
 		bool valid = false;
-	} last_thread_;
+	} last_threads_[16]; // by the tid's hash (a waiter's track and its releaser's in turn)
+	static size_t thread_place(int64_t tid)
+	{
+		return static_cast<size_t>(static_cast<uint64_t>(tid) * 0x9e3779b97f4a7c15ull >> 60);
+	}
 	uint64_t thread_track(int64_t tid, const TraceInfo *tr)
 	{
-		if (__builtin_expect(last_thread_.valid && last_thread_.tid == tid && last_thread_.tr == tr &&
-					     last_thread_.gen == names_gen_,
-				     1))
+		const LastThread &l = last_threads_[thread_place(tid)];
+		if (__builtin_expect(l.valid && l.tid == tid && l.tr == tr && l.gen == names_gen_, 1))
 			return kThreadTrack | static_cast<uint32_t>(tid);
 		return thread_track_slow(tid, tr);
 	}
@@ -543,7 +575,7 @@ private:
 			t.emitted = true;
 			t.emitted_name = t.name();
 		}
-		last_thread_ = LastThread{tid, names_gen_, tr, true};
+		last_threads_[thread_place(tid)] = LastThread{tid, names_gen_, tr, true};
 		return uuid;
 	}
 	// The (thread, lock)s' tracks looked up, by key (as recent_locks_),
@@ -553,8 +585,16 @@ private:
 		int64_t tid = 0;
 		uint64_t lock = 0, uuid = 0, gen = 0;
 		const TraceInfo *tr = nullptr;
-		LockState *ls = nullptr; // lock_state() of the lock (locks_'s elements do not move)
+		LockState *ls = nullptr;   // lock_state() of the lock (locks_'s elements do not move)
+		uint32_t *holds = nullptr; // holds_'s count of (tid, lock) (its elements do not move)
 	} last_lt_[kCached];
+	// The (thread, lock)'s count of open holds when its place is cached,
+	// else nullptr (no place made: a track of it not described).
+	uint32_t *cached_holds(int64_t tid, const TraceInfo &tr, uint64_t lock)
+	{
+		const LastLockTrack &l = last_lt_[analyze::cache_place(static_cast<uint64_t>(tid), lock)];
+		return l.tr == &tr && l.tid == tid && l.lock == lock ? l.holds : nullptr;
+	}
 	uint64_t names_gen_ = 0; // bumped at each change of a thread's comm or Java name
 	uint64_t lock_track(int64_t tid, const TraceInfo &tr, uint64_t lock, const char *kind)
 	{
@@ -582,20 +622,37 @@ private:
 			sink_.child_track(uuid, parent, threads[tid].pid >= 0 ? threads[tid].pid : tid, tid,
 					  name, false);
 		}
-		l = LastLockTrack{tid, lock, uuid, names_gen_, &tr, &lock_state(tr.lock_salt ^ lock)};
+		l = LastLockTrack{tid,
+				  lock,
+				  uuid,
+				  names_gen_,
+				  &tr,
+				  &lock_state(tr.lock_salt ^ lock),
+				  &holds_[HoldKey{tid, tr.lock_salt ^ lock}]};
 		return uuid;
 	}
 
+	// threads[tid], the last one's kept (threads' elements do not move,
+	// none is erased): a look-up per contended wait was 2 % of an export.
+	int64_t last_tid_ = 0;
+	Thread *last_tid_thread_ = nullptr;
+	Thread &thread_of(int64_t tid)
+	{
+		if (__builtin_expect(last_tid_thread_ && last_tid_ == tid, 1))
+			return *last_tid_thread_;
+		last_tid_ = tid;
+		return *(last_tid_thread_ = &threads[tid]);
+	}
 	// Slices of a thread's own track (syscalls, spans, monitor waits), with
 	// args_ as their arguments; their begin times are kept while open.
 	void thread_begin(int64_t ts, int64_t tid, const TraceInfo &tr, const std::string &name)
 	{
 		sink_.begin(ts, thread_track(tid, &tr), name, args_, 0);
-		threads[tid].open.push_back(ts);
+		thread_of(tid).open.push_back(ts);
 	}
 	void thread_end(int64_t ts, int64_t tid, const TraceInfo &tr)
 	{
-		Thread &t = threads[tid];
+		Thread &t = thread_of(tid);
 		if (!t.open.empty()) {
 			t.closed_begin = t.open.back();
 			t.closed_end = ts;
@@ -618,6 +675,14 @@ private:
 		const uint32_t m = tr.machine;
 		tid = exp::machine_id(m, tid);
 
+		// The per-event path of a pthread trace first: a compact record
+		// (Kind::Pthread, classify()) of a thread, as the switches below
+		// would take it; their jumps by kind (4 classes in turn) were a
+		// fifth of the converter's samples.
+		if (__builtin_expect(c.compact && has_tid && !(m && tid == 0), 1)) {
+			compact_hold(ts, tid, tr, c, pl);
+			return;
+		}
 		switch (c.kind) {
 		case Kind::SchedSwitch: {
 			const uint32_t cpu = cpu_of(pl);
@@ -988,7 +1053,7 @@ private:
 						     ClassInfo &c, const E &pl)
 	{
 		using analyze::Op;
-		const uint64_t lock = c.u64(pl, "lock");
+		const uint64_t lock = pl.u64(op_slot(c, pl, c.s_lock, "lock"));
 		const bool rw = c.op == Op::RwRdlock || c.op == Op::RwWrlock || c.op == Op::RwTryrdlock ||
 				c.op == Op::RwTrywrlock || c.op == Op::RwUnlock;
 		const bool sem = c.op == Op::SemWait || c.op == Op::SemTimedwait || c.op == Op::SemTrywait ||
@@ -1013,20 +1078,23 @@ private:
 		case Op::MutexUnlock:
 		case Op::RwUnlock:
 		case Op::SemPost: {
-			auto it = holds_.find(HoldKey{tid, lock_key});
-			if (it == holds_.end() || it->second == 0) { // taken before the trace began
+			uint32_t *h = cached_holds(tid, tr, lock);
+			if (!h) {
+				auto it = holds_.find(HoldKey{tid, lock_key});
+				h = it != holds_.end() ? &it->second : nullptr;
+			}
+			if (!h || *h == 0) { // taken before the trace began
 				unmatched_ends++;
 				return;
 			}
-			if (--it->second == 0)
-				holds_.erase(it);
+			--*h; // a count of 0 kept (holds_'s elements do not go: LastLockTrack::holds)
 			sink_.end(ts, lock_track(tid, tr, lock, kind), args_, 0);
 			ls = LockState{true, ts, tid};
 			return;
 		}
 		case Op::CondWait:
 		case Op::CondTimedwait:
-			cond_wait(ts, tid, tr, c, pl, lock, lock_key);
+			cond_wait(ts, tid, tr, c, pl, lock);
 			return;
 		case Op::CondSignal:
 		case Op::CondBroadcast:
@@ -1037,6 +1105,18 @@ private:
 		}
 	}
 
+	// c's slot of a field (name: a literal), SlotCache's copied into s at
+	// the first read (not a pointer: SlotCache's vector grows).
+	template <class E>
+	static const rd::FieldSlot &op_slot(const ClassInfo &c, const E &pl, ClassInfo::OpSlot &s,
+					    const char *name)
+	{
+		if (__builtin_expect(!s.known, 0)) {
+			s.slot = c.get(pl, name);
+			s.known = true;
+		}
+		return s.slot;
+	}
 	// A compact record (uncontended): a hold from its acquisition, no
 	// wait; the per-event path of a pthread trace.
 	template <class E>
@@ -1057,7 +1137,7 @@ private:
 			l.ls->released = false;
 			clear_args();
 			sink_.begin(from, l.uuid, hold_, args_, 0);
-			holds_[HoldKey{tid, tr.lock_salt ^ lock}]++;
+			(*l.holds)++;
 			return;
 		}
 		sink_.pair(from, ts, l.uuid, hold_);
@@ -1076,14 +1156,14 @@ private:
 	// at its end; the wait itself is on the thread's track.
 	template <class E>
 	void cond_wait(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const E &pl,
-		       uint64_t lock, uint64_t lock_key)
+		       uint64_t lock)
 	{
-		const int64_t ret = c.i64(pl, "ret");
-		const uint64_t wait = c.u64(pl, "wait_ns");
-		const uint64_t track = lock_track(tid, tr, lock, "mutex");
+		const int64_t ret = pl.i64(op_slot(c, pl, c.s_ret, "ret"));
+		const uint64_t wait = pl.u64(op_slot(c, pl, c.s_wait, "wait_ns"));
+		const LastLockTrack &l = lock_place(tid, tr, lock, "mutex");
+		const uint64_t track = l.uuid;
+		const bool held = *l.holds > 0;
 		const int64_t from = nested_begin(tid, ts - static_cast<int64_t>(wait));
-		auto it = holds_.find(HoldKey{tid, lock_key});
-		const bool held = it != holds_.end() && it->second > 0;
 		if (held)
 			sink_.end(from, track, args_, 0);
 		std::string &name = name_;
@@ -1113,7 +1193,7 @@ private:
 	// the wrong way round.
 	int64_t nested_begin(int64_t tid, int64_t from)
 	{
-		const Thread &t = threads[tid];
+		const Thread &t = thread_of(tid);
 		return t.closed_end > from && t.closed_begin <= from ? t.closed_begin - 1 : from;
 	}
 
@@ -1124,8 +1204,8 @@ private:
 			 const char *kind, uint64_t lock, uint64_t lock_key)
 	{
 		LockState &ls = lock_state(lock_key);
-		const int64_t ret = c.i64(pl, "ret");
-		const int64_t wait = static_cast<int64_t>(c.u64(pl, "wait_ns"));
+		const int64_t ret = pl.i64(op_slot(c, pl, c.s_ret, "ret"));
+		const int64_t wait = static_cast<int64_t>(pl.u64(op_slot(c, pl, c.s_wait, "wait_ns")));
 		const bool acquired = ret == 0 || ret == 130; // EOWNERDEAD: acquired
 		if (wait > 0) {
 			std::string &name = name_;
@@ -1161,9 +1241,10 @@ private:
 		}
 		if (acquired) {
 			ls.released = false;
-			const uint64_t track = lock_track(tid, tr, lock, kind);
-			sink_.begin(ts, track, hold_, args_, 0);
-			holds_[HoldKey{tid, lock_key}]++;
+			const LastLockTrack &l = lock_place(tid, tr, lock, kind);
+			uint32_t *const h = l.holds;
+			sink_.begin(ts, l.uuid, hold_, args_, 0);
+			(*h)++;
 		}
 	}
 

@@ -184,7 +184,7 @@ public:
 	// two times written in (a third of pair()'s instructions).
 	void pair(int64_t ts, int64_t end, uint64_t track, const std::string &name) override
 	{
-		PairHeads &ph = pair_heads_[(track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 59];
+		PairHeads &ph = pair_place(track);
 		const uint64_t hi = static_cast<uint64_t>(ts) >> 28;
 		// Most holds: their packets made (ph.len: started, times >= 0,
 		// a short name), for these times' high bits; a trace of one
@@ -362,7 +362,11 @@ private:
 		char bytes[128]; // copied whole: 16 + 15 + 3 + kMaxName < 128
 	};
 	static constexpr size_t kHeads = 128; // by the top 7 bits of the track's hash, plus the type
-	Head heads_[kHeads];
+	// Two ways a slot (a waiter's track has its waits and the releases
+	// it gives, begins of 2 names in turn: one way made a head for each);
+	// heads_mru_: the way used last.
+	Head heads_[2][kHeads];
+	uint8_t heads_mru_[kHeads] = {};
 	// pair()'s: a begin's head and its end's, by the top 5 bits of the
 	// track's hash.
 	// Its two packets whole for times whose bits above the low 28 are
@@ -376,7 +380,21 @@ private:
 		uint32_t lo_at[2] = {};
 		char bytes[96];
 	};
-	PairHeads pair_heads_[32];
+	// Two ways a set (32 sets): the track's, else the set's least
+	// recently used (one way: tracks of one set took turns, and pair_slow()
+	// made their heads again, 3.5 % of a Perfetto export of a pthread trace).
+	PairHeads pair_heads_[64];
+	uint8_t pair_mru_[32] = {}; // per set: its way used last
+	PairHeads &pair_place(uint64_t track)
+	{
+		const size_t set = (track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 59;
+		PairHeads *const w = pair_heads_ + 2 * set;
+		const size_t way = w[0].begin.track == track   ? 0
+				   : w[1].begin.track == track ? 1
+							       : pair_mru_[set] ^ 1u;
+		pair_mru_[set] = static_cast<uint8_t>(way);
+		return w[way];
+	}
 	// pair() when its packets are not made for these times (made here
 	// when they can be), or cannot be (a long name, times before 0, a
 	// machine's first packet).
@@ -455,12 +473,19 @@ private:
 	}
 	const Head &head(uint32_t mach, uint64_t type, uint64_t track, const std::string *name)
 	{
-		Head &h =
-			heads_[(((track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 57) + type) & (kHeads - 1)];
-		if (h.made && h.track == track && h.type == type && h.mach == mach &&
-		    h.named == (name != nullptr) &&
-		    (!name || (h.name_len == name->size() && same_bytes(h.name, *name))))
-			return h;
+		const size_t i =
+			(((track ^ track >> 32) * 0x9e3779b97f4a7c15ull >> 57) + type) & (kHeads - 1);
+		for (uint8_t w = 0; w < 2; w++) {
+			Head &h = heads_[w][i];
+			if (h.made && h.track == track && h.type == type && h.mach == mach &&
+			    h.named == (name != nullptr) &&
+			    (!name || (h.name_len == name->size() && same_bytes(h.name, *name)))) {
+				heads_mru_[i] = w;
+				return h;
+			}
+		}
+		heads_mru_[i] ^= 1;
+		Head &h = heads_[heads_mru_[i]][i];
 		make_head(h, mach, type, track, name);
 		return h;
 	}
@@ -1035,13 +1060,13 @@ public:
 	}
 	void process(uint64_t uuid, int64_t pid, const std::string &name) override
 	{
-		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p', {}, {}, {}};
+		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p', {}, {}, {}, {}, 0};
 		forget_pair(uuid);
 		process_name(pid, name);
 	}
 	void thread(uint64_t uuid, uint64_t, int64_t pid, int64_t tid, const std::string &name) override
 	{
-		tracks_[uuid] = Track{pid, tid, std::string(), false, 't', {}, {}, {}};
+		tracks_[uuid] = Track{pid, tid, std::string(), false, 't', {}, {}, {}, {}, 0};
 		forget_pair(uuid);
 		thread_name(pid, tid, name);
 	}
@@ -1051,10 +1076,11 @@ public:
 		// A track of no process or thread (the kernel's own events) is
 		// global, or its machine's.
 		if (parent && machines_.count(parent))
-			tracks_[uuid] = Track{pid, 0, name, false, 'p', {}, {}, {}};
+			tracks_[uuid] = Track{pid, 0, name, false, 'p', {}, {}, {}, {}, 0};
 		else
-			tracks_[uuid] = Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g',
-					      {},  {},  {}};
+			tracks_[uuid] =
+				Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g', {}, {},
+				      {},  {},  0};
 		forget_pair(uuid);
 	}
 	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args,
@@ -1161,12 +1187,11 @@ public:
 		if (flow_in)
 			flow("f", flow_in, t, ts);
 		const int64_t dur = end - ts < 0 ? 0 : end - ts;
-		Line l;
-		l.lit("{\"ph\":\"X\",\"name\":").str(name);
-		where(l, t, ts);
-		l.lit(",\"dur\":").us(dur, dur_us_);
-		args_line(l, args);
-		if (!put(l)) {
+		// Its head (up to the time) made once per name, in one of the
+		// track's 2 (a thread's waits and the releases it gives).
+		const Track::Head &h = x_head(t, name);
+		last_ = ts > last_ ? ts : last_;
+		if (!(h.ok && put_line(h.text, ts, args, &dur))) {
 			JsonWriter w = start_event("X");
 			w.key("name").str(name);
 			where(w, t, ts);
@@ -1259,7 +1284,37 @@ private:
 			bool ok = false, made = false;
 		};
 		mutable Head heads[3]; // and an instant's (2)
+		// An X's (complete()), for 2 names; xmru: the one used last.
+		mutable Head xheads[2];
+		mutable uint8_t xmru = 0;
 	};
+	// complete()'s head of t for name: {"ph":"X","name":NAME,"pid":P,"tid":T,"ts":
+	// (byte for byte Line's), made when neither of t's 2 is for it.
+	__attribute__((always_inline)) const Track::Head &x_head(const Track &t, const std::string &name)
+	{
+		for (uint8_t k = 0; k < 2; k++) {
+			const Track::Head &h = t.xheads[k];
+			if (h.made && h.name.size() == name.size() && same(h.name.data(), name)) {
+				t.xmru = k;
+				return h;
+			}
+		}
+		return make_x_head(t, name);
+	}
+	__attribute__((noinline)) const Track::Head &make_x_head(const Track &t, const std::string &name)
+	{
+		t.xmru ^= 1;
+		Track::Head &h = t.xheads[t.xmru];
+		Line l;
+		l.lit("{\"ph\":\"X\",\"name\":").str(name);
+		l.lit(at_of(t));
+		h.name = name;
+		h.text = l.text();
+		h.text.reserve(std::max(h.text.size() + 32, kHeadCopy));
+		h.ok = l.ok;
+		h.made = true;
+		return h;
+	}
 	// The names of a track's open slices, innermost last: v[0, n) (the
 	// strings past n kept for their buffers).
 	struct Names {
@@ -1608,14 +1663,16 @@ private:
 	// time), the time, the arguments and the closing brace, byte for byte
 	// what Line makes of them.  False (nothing written) when an argument
 	// has anything to escape.
-	__attribute__((always_inline)) bool put_line(std::string_view head, int64_t ts, const Args &args)
+	// With dur: ,"dur":DUR after the time (an X's).
+	__attribute__((always_inline)) bool put_line(std::string_view head, int64_t ts, const Args &args,
+						     const int64_t *dur = nullptr)
 	{
 		if (args.layout) {
 			const ArgsText &at = args_text(args);
 			if (__builtin_expect(at.ok, 1))
-				return put_line_known(head, ts, args, at);
+				return put_line_known(head, ts, args, at, dur);
 		}
-		size_t need = 2 + head.size() + kHeadCopy + 32 + 12;
+		size_t need = 2 + head.size() + kHeadCopy + 32 + 12 + (dur ? 7 + 32 : 0);
 		for (const Arg &a : args)
 			need += a.name.size() + (a.kind == Arg::Str ? a.s.size() : 0) + 48;
 		settle();
@@ -1628,6 +1685,7 @@ private:
 		*p++ = '\n';
 		p = copy_line_head(p, head);
 		p = us_text(p, ts - t0_, at_us_);
+		p = dur_text(p, dur);
 		if (!args.empty()) {
 			std::memcpy(p, ",\"args\":{", 9);
 			p += 9;
@@ -1727,10 +1785,11 @@ private:
 	}
 	// put_line() of arguments whose text around the values is at's.
 	__attribute__((always_inline)) bool put_line_known(std::string_view head, int64_t ts,
-							   const Args &args, const ArgsText &at)
+							   const Args &args, const ArgsText &at,
+							   const int64_t *dur = nullptr)
 	{
 		const size_t n = args.size();
-		size_t need = 2 + head.size() + kHeadCopy + 32 + 12 + n * (kArgPre + 48);
+		size_t need = 2 + head.size() + kHeadCopy + 32 + 12 + n * (kArgPre + 48) + (dur ? 7 + 32 : 0);
 		if (at.strs)
 			for (size_t k = 0; k < n; k++)
 				if (args[k].kind == Arg::Str)
@@ -1745,6 +1804,7 @@ private:
 		*p++ = '\n';
 		p = copy_line_head(p, head);
 		p = us_text(p, ts - t0_, at_us_);
+		p = dur_text(p, dur);
 		for (size_t k = 0; k < n; k++) {
 			const Arg &a = args[k];
 			std::memcpy(p, at.pre[k], kArgPre);
@@ -1781,6 +1841,14 @@ private:
 		text_.commit(static_cast<size_t>(p - p0));
 		any_ = true;
 		return true;
+	}
+	// ,"dur":DUR at p when dur is given (Line's .lit(",\"dur\":").us(*dur, dur_us_)).
+	__attribute__((always_inline)) char *dur_text(char *p, const int64_t *dur)
+	{
+		if (!dur)
+			return p;
+		std::memcpy(p, ",\"dur\":", 7);
+		return us_text(p + 7, *dur, dur_us_);
 	}
 	// A line's head at p: kHeadCopy bytes at once when it is no longer,
 	// else 32 at a time (heads are kept with that much capacity,
@@ -1929,7 +1997,7 @@ private:
 	{
 		JsonWriter w = start_event(ph);
 		w.key("name").str(comm);
-		where(w, Track{machine_pid(m), cpu, std::string(), false, 't', {}, {}, {}}, ts);
+		where(w, Track{machine_pid(m), cpu, std::string(), false, 't', {}, {}, {}, {}, 0}, ts);
 		if (tid >= 0) {
 			w.key("args").begin_object().key("tid").i64(tid);
 			if (ph[0] == 'E')
