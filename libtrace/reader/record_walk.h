@@ -222,7 +222,8 @@ uint64_t RecordWalk::walk_as(const uint8_t *pkt, uint64_t end, uint64_t ts_max, 
 			// made here in fewer steps.  The first that may not is
 			// left to the general walk, which checks it as any other.
 			const uint64_t mask = (1ull << STRATA_REC_COMPACT_TS_BITS) - 1;
-			const uint64_t head = STRATA_REC_COMPACT_SIZE + (kShared ? STRATA_REC_SHARED_CTX_SIZE : 0);
+			const uint64_t head =
+				STRATA_REC_COMPACT_SIZE + (kShared ? STRATA_REC_SHARED_CTX_SIZE : 0);
 			const uint64_t step = head + last_size;
 			while (end - o >= step) {
 				uint32_t w;
@@ -297,7 +298,8 @@ uint64_t RecordWalk::walk_as(const uint8_t *pkt, uint64_t end, uint64_t ts_max, 
 				// live in memory for the whole loop.
 				uint64_t fo = o;
 				if (!walk_plan(plans_.data() + plan_of_[r.id], pkt, end, &fo))
-					return stop("a field beyond the packet's content (string or sequence)");
+					return stop(
+						"a field beyond the packet's content (string or sequence)");
 				o = fo;
 				last_id = UINT64_MAX;
 			}

@@ -902,10 +902,10 @@ bool TraceReader::next_slow(TraceMsg *out)
 				advance_ = &t;
 				const size_t n = heap_.size();
 				rival_ = n < 3 || heap_[1]->key < heap_[2]->key ||
-						 (heap_[1]->key == heap_[2]->key &&
-						  heap_[1]->order < heap_[2]->order)
-					 ? heap_[1]
-					 : heap_[2];
+							 (heap_[1]->key == heap_[2]->key &&
+							  heap_[1]->order < heap_[2]->order)
+						 ? heap_[1]
+						 : heap_[2];
 				stats_.events++;
 				*out = TraceMsg();
 				out->kind = TraceMsgKind::Event;

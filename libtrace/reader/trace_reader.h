@@ -423,8 +423,8 @@ private:
 public:
 	// What the run needs of a cursor (kept by each, copied whole).
 	struct RunParams {
-		TraceEvent *ev = nullptr; // the cursor's
-		int64_t base = 0;         // ns = base + ts when fast
+		TraceEvent *ev = nullptr;              // the cursor's
+		int64_t base = 0;                      // ns = base + ts when fast
 		const MetaEvent *const *cls = nullptr; // by id, ncls of them
 		uint32_t ncls = 0;
 		bool fast = false; // the clock counts ns and no map places it
