@@ -81,6 +81,7 @@ enum class FlushStatus {
 struct ReaderStats {
 	uint64_t packets = 0;            // returned as kPacket (synthesized ones included)
 	uint64_t corrupt_packets = 0;    // failed validation, skipped
+	uint64_t discards_clamped = 0;   // events_discarded below the last packet's: raised to it
 	uint64_t incomplete_dropped = 0; // never completed by a dead producer, skipped
 	uint64_t lapped_packets = 0;     // overwrite mode: overwritten while being copied
 	uint64_t descriptor_errors = 0;  // bad descriptor records

@@ -391,6 +391,39 @@ TEST(Packets, ScribbledPacketsAreSkippedAndReported)
 	EXPECT_GT(s.reader->lane_discarded(0), before);
 }
 
+// A packet whose events_discarded is below the previous packet's (a shared
+// lane's closer delayed after its close read a later count than the next
+// closer: writer.cpp, close_packet) is read, its count raised to the
+// previous one: a cumulative count says "no new discards", not damage.
+TEST(Packets, DiscardCountBelowThePreviousIsRaisedNotSkipped)
+{
+	Slot s(0, config(STRATA_MODE_DISCARD, 1, 8, 4096), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	// 24-byte records, 167 per 4 KiB packet: 3 packets and an open one.
+	for (uint64_t i = 0; i < 600; i++)
+		strata_tracepoint(rbtest, rec, 1u, i, checksum(1, i));
+	Scribbler sc(s.fd);
+	const auto &h = *sc.hdr();
+	auto pkt_at = [&](int n) {
+		return (strata_packet_header *)(sc.base + h.data_offset + (uint64_t)n * h.subbuf_size);
+	};
+	pkt_at(0)->events_discarded = 7;
+	pkt_at(1)->events_discarded = 5; // the delayed closer's order
+	pkt_at(2)->events_discarded = 9;
+	using RS = strata::ReadStatus;
+	std::vector<uint64_t> disc;
+	for (int k = 0; k < 3; k++) {
+		std::vector<uint8_t> pkt;
+		std::string err;
+		ASSERT_EQ(RS::kPacket, s.reader->next_packet(0, &pkt, &err)) << k << ": " << err;
+		EXPECT_TRUE(err.empty()) << err;
+		disc.push_back(header_of(pkt).events_discarded);
+	}
+	EXPECT_EQ(disc, (std::vector<uint64_t>{7, 7, 9}));
+	EXPECT_EQ(s.reader->stats().corrupt_packets, 0u);
+	EXPECT_EQ(s.reader->stats().discards_clamped, 1u);
+}
+
 // Zero-copy reading (peek_packet/release, the consumer daemon's path): the
 // header handed out is a validated private copy, the body points into the
 // ring, and the sub-buffers stay the reader's until release.
