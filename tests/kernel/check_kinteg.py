@@ -383,10 +383,13 @@ def check_sysnames(d):
     rets = [int(e[4]["ret"]) for e in exits]
     check(rets == [-ENOENT] * (SYSNAMES_N + 1) + [-EFAULT],
           "returns: %d x -ENOENT then -EFAULT (got %s)" % (SYSNAMES_N + 1, sorted(set(rets))))
-    # The exec event comes from inside execve: its exit comes first.
-    first = [e[0] for e in mine[:1] if e[0].startswith("syscall_")]
+    # The exec event comes from inside execve: its exit is the first
+    # syscall event after it. Other events of the thread (an interrupt,
+    # the wake-up of a vfork parent) can come between the two.
+    sys_evs = [e for e in mine if e[0].startswith("syscall_")]
+    first = [e[0] for e in sys_evs[:1]]
     check(first == ["syscall_exit_execve"], "after the exec, first syscall event: execve's exit (%s)" % first)
-    pairs, unpaired = syscall_pairs(mine[1:], tid)
+    pairs, unpaired = syscall_pairs(sys_evs[1:], tid)
     check(unpaired == 0 and len(pairs.get("openat", [])) == SYSNAMES_N + 2,
           "then every entry followed by its exit (%d unpaired)" % unpaired)
     # The kprobe on do_filp_open: once per openat that got its path (not
