@@ -611,10 +611,11 @@ private:
 			r = RecentUnlocks{key, &unlocks_of_[key]};
 		return *r.n;
 	}
-	// held()'s look-ups for the last two compact holds of other keys (a
-	// thread's records come in runs, at one lock and site or at two in
-	// turns): the lock, the thread's holds of it, the site and the
-	// thread's unlock count (map nodes: they do not move, and none is
+	// held()'s look-ups of compact holds by key (cache_place() of the
+	// lock and site, the thread and process: on a contended lock the
+	// threads' records interleave, and a list of the last two keys missed
+	// at most events): the lock, the thread's holds of it, the site and
+	// the thread's unlock count (map nodes: they do not move, and none is
 	// erased).
 	struct LastHeld {
 		uint32_t proc = 0;
@@ -628,7 +629,12 @@ private:
 		{
 			return w && lock == e.lock && tid == e.tid && caller == e.caller && proc == e.proc;
 		}
-	} last_held_[2];
+	} held_cache_[kCachePlaces];
+	static size_t held_place(const Event &e)
+	{
+		return cache_place(e.lock ^ e.caller,
+				   static_cast<uint64_t>(e.tid) ^ (static_cast<uint64_t>(e.proc) << 40));
+	}
 	__attribute__((noinline)) const LastHeld &held_look_up(const Event &acq);
 	std::set<LockKey> cond_lock_keys_;
 	std::map<uint32_t, bool> counts_done_; // per process with counts: its final flush seen since
@@ -1125,8 +1131,8 @@ void Model::on_counts(const Event &e)
  */
 void Model::held(const Event &acq, int64_t unlock_ts)
 {
-	const LastHeld *lp = &last_held_[0];
-	if (!lp->of(acq) && !(++lp)->of(acq))
+	const LastHeld *lp = &held_cache_[held_place(acq)];
+	if (__builtin_expect(!lp->of(acq), 0))
 		lp = &held_look_up(acq);
 	const LastHeld &l = *lp;
 	Work &w = *l.w;
@@ -1170,10 +1176,9 @@ const Model::LastHeld &Model::held_look_up(const Event &acq)
 	Work::RecentOpen &ro = w.open_entry(acq.tid);
 	if (!ro.unlocks)
 		ro.unlocks = &unlocks_of(acq.proc, acq.tid);
-	last_held_[1] = last_held_[0];
-	last_held_[0] = LastHeld{acq.proc,  acq.lock, acq.caller, acq.tid, &w, ro.v, &w.site_of(acq.caller),
-				 ro.unlocks};
-	return last_held_[0];
+	LastHeld &l = held_cache_[held_place(acq)];
+	l = LastHeld{acq.proc, acq.lock, acq.caller, acq.tid, &w, ro.v, &w.site_of(acq.caller), ro.unlocks};
+	return l;
 }
 
 // One event, in time order; none is kept.
