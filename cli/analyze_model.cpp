@@ -204,7 +204,8 @@ public:
 				cut(cap, true);
 		}
 		dropped = true;
-		if (cap == 0 || !above(s, floor_))
+		const int64_t l = len(s);
+		if (cap == 0 || l < floor_len_ || (l == floor_len_ && !above(s, floor_)))
 			return false;
 		v_.push_back(s);
 		if (v_.size() >= cap + cap / 2)
@@ -251,14 +252,17 @@ private:
 					 above);
 			v_.resize(cap);
 			floor_ = v_.back();
+			floor_len_ = len(floor_);
 		} else {
 			floor_ = *std::min_element(v_.begin(), v_.end(),
 						   [](const Span &a, const Span &b) { return above(b, a); });
+			floor_len_ = len(floor_);
 		}
 	}
 	std::vector<Span> v_;
 	bool full_ = false;
 	Span floor_{0, 0, 0, 0};
+	int64_t floor_len_ = 0; // len(floor_)
 };
 
 /*
