@@ -1700,30 +1700,9 @@ private:
 				p += a.name.size();
 				*p++ = '"';
 				*p++ = ':';
-				switch (a.kind) {
-				case Arg::Int:
-					p = dec_text(p, a.i);
-					break;
-				case Arg::Uint:
-					p = dec_text(p, a.u);
-					break;
-				case Arg::Real:
-					if (!std::isfinite(a.d)) {
-						std::memcpy(p, "null", 4);
-						p += 4;
-					} else {
-						p += std::snprintf(p, 40, "%.17g", a.d);
-					}
-					break;
-				case Arg::Str:
-					if (!json_plain(a.s))
-						return false;
-					*p++ = '"';
-					std::memcpy(p, a.s.data(), a.s.size());
-					p += a.s.size();
-					*p++ = '"';
-					break;
-				}
+				if (a.kind == Arg::Str && !json_plain(a.s))
+					return false;
+				p = put_arg_value(p, a);
 			}
 			*p++ = '}';
 		}
@@ -1809,31 +1788,10 @@ private:
 			const Arg &a = args[k];
 			std::memcpy(p, at.pre[k], kArgPre);
 			p += at.len[k];
-			switch (a.kind) {
-			case Arg::Int:
-				p = dec_text(p, a.i);
-				break;
-			case Arg::Uint:
-				p = dec_text(p, a.u);
-				break;
-			case Arg::Real:
-				if (!std::isfinite(a.d)) {
-					std::memcpy(p, "null", 4);
-					p += 4;
-				} else {
-					p += std::snprintf(p, 40, "%.17g", a.d);
-				}
-				break;
-			case Arg::Str:
-				if (!at.strs || !json_plain(a.s)) // no room counted, or to escape
-					return false;
-				*p++ = '"';
-				if (!a.s.empty())
-					std::memcpy(p, a.s.data(), a.s.size());
-				p += a.s.size();
-				*p++ = '"';
-				break;
-			}
+			// A string with no room counted, or with anything to escape.
+			if (a.kind == Arg::Str && (!at.strs || !json_plain(a.s)))
+				return false;
+			p = put_arg_value(p, a);
 		}
 		if (n)
 			*p++ = '}';
@@ -1841,6 +1799,38 @@ private:
 		text_.commit(static_cast<size_t>(p - p0));
 		any_ = true;
 		return true;
+	}
+	// An argument's value at p, byte for byte what Line makes of it: the
+	// end of what it wrote.  A string must have nothing to escape and its
+	// room counted (the callers check, each as it knows).  Shared by
+	// put_line() and put_line_known(), inlined into both: it is on every
+	// event's path.
+	static inline __attribute__((always_inline)) char *put_arg_value(char *p, const Arg &a)
+	{
+		switch (a.kind) {
+		case Arg::Int:
+			p = dec_text(p, a.i);
+			break;
+		case Arg::Uint:
+			p = dec_text(p, a.u);
+			break;
+		case Arg::Real:
+			if (!std::isfinite(a.d)) {
+				std::memcpy(p, "null", 4);
+				p += 4;
+			} else {
+				p += std::snprintf(p, 40, "%.17g", a.d);
+			}
+			break;
+		case Arg::Str:
+			*p++ = '"';
+			if (!a.s.empty())
+				std::memcpy(p, a.s.data(), a.s.size());
+			p += a.s.size();
+			*p++ = '"';
+			break;
+		}
+		return p;
 	}
 	// ,"dur":DUR at p when dur is given (Line's .lit(",\"dur\":").us(*dur, dur_us_)).
 	__attribute__((always_inline)) char *dur_text(char *p, const int64_t *dur)

@@ -35,9 +35,14 @@ struct Scribbler {
 	strata_buffer_header *hdr() { return (strata_buffer_header *)base; }
 	uint8_t *desc() { return base + hdr()->desc_offset; }
 	strata_lane_ctl *lane(uint32_t l) { return (strata_lane_ctl *)(base + hdr()->lanes_offset) + l; }
+	// The header of sub-buffer n's packet in a buffer of one lane.
+	strata_packet_header *packet(uint64_t n)
+	{
+		return (strata_packet_header *)(base + hdr()->data_offset + n * hdr()->subbuf_size);
+	}
 };
 
-// n records of rbtest:rec (40 bytes each, 100 per 4 KiB packet).
+// n records of rbtest:rec (24 bytes each, 167 per 4 KiB packet).
 void emit_recs(uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++)
@@ -340,18 +345,12 @@ TEST(Packets, ScribbledPacketsAreSkippedAndReported)
 {
 	Slot s(0, config(STRATA_MODE_DISCARD, 1, 8, 4096), {rule("rbtest:rec")});
 	ASSERT_TRUE(s.reader);
-	// 24-byte records, 167 per 4 KiB packet: 6 packets and an open one.
-	for (uint64_t i = 0; i < 1085; i++)
-		strata_tracepoint(rbtest, rec, 1u, i, checksum(1, i));
+	emit_recs(1085); // 6 packets and an open one
 	Scribbler sc(s.fd);
-	const auto &h = *sc.hdr();
-	auto pkt_at = [&](int n) {
-		return (strata_packet_header *)(sc.base + h.data_offset + (uint64_t)n * h.subbuf_size);
-	};
-	pkt_at(0)->magic = 0;
-	pkt_at(1)->content_size = pkt_at(1)->packet_size * 2;
-	pkt_at(2)->packet_seq_num = 99;
-	pkt_at(3)->timestamp_end = pkt_at(3)->timestamp_begin - 1;
+	sc.packet(0)->magic = 0;
+	sc.packet(1)->content_size = sc.packet(1)->packet_size * 2;
+	sc.packet(2)->packet_seq_num = 99;
+	sc.packet(3)->timestamp_end = sc.packet(3)->timestamp_begin - 1;
 	sc.lane(0)->commit[4] += 8; // committed more than the sub-buffer holds
 	std::vector<strata::ReadStatus> got;
 	std::vector<std::string> errs;
@@ -399,17 +398,11 @@ TEST(Packets, DiscardCountBelowThePreviousIsRaisedNotSkipped)
 {
 	Slot s(0, config(STRATA_MODE_DISCARD, 1, 8, 4096), {rule("rbtest:rec")});
 	ASSERT_TRUE(s.reader);
-	// 24-byte records, 167 per 4 KiB packet: 3 packets and an open one.
-	for (uint64_t i = 0; i < 600; i++)
-		strata_tracepoint(rbtest, rec, 1u, i, checksum(1, i));
+	emit_recs(600); // 3 packets and an open one
 	Scribbler sc(s.fd);
-	const auto &h = *sc.hdr();
-	auto pkt_at = [&](int n) {
-		return (strata_packet_header *)(sc.base + h.data_offset + (uint64_t)n * h.subbuf_size);
-	};
-	pkt_at(0)->events_discarded = 7;
-	pkt_at(1)->events_discarded = 5; // the delayed closer's order
-	pkt_at(2)->events_discarded = 9;
+	sc.packet(0)->events_discarded = 7;
+	sc.packet(1)->events_discarded = 5; // the delayed closer's order
+	sc.packet(2)->events_discarded = 9;
 	using RS = strata::ReadStatus;
 	std::vector<uint64_t> disc;
 	for (int k = 0; k < 3; k++) {
