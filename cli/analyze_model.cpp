@@ -886,19 +886,26 @@ void Model::blame(Work &w, const Span &wt)
 	// started at or after the wait's end is skipped whole (those closed
 	// before it started would end the scan: the next one looked at ends
 	// it then); the others' holds are looked at one by one.
+	constexpr uint64_t kPerSuper = kSuper / kBlock;
+	const uint64_t b0 = w.base / kBlock; // block_start[0]'s
 	for (size_t i = blame_upto(w, wt); i > 0;) {
-		const uint64_t n = w.base + i - 1;
-		if (w.super_start[n / kSuper - w.base / kSuper] >= wt.end) { // as below, 64 blocks
-			const uint64_t first = n / kSuper * kSuper;
-			i = first > w.base ? static_cast<size_t>(first - w.base) : 0;
-			continue;
+		uint64_t b = (w.base + i - 1) / kBlock;
+		for (;;) {
+			if (w.super_start[b / kPerSuper - b0 / kPerSuper] >= wt.end) { // as below, 64 blocks
+				if (b / kPerSuper == b0 / kPerSuper)
+					goto scanned;
+				b = b / kPerSuper * kPerSuper - 1;
+			} else if (w.block_start[b - b0] >= wt.end) {
+				if (b == b0)
+					goto scanned;
+				b--;
+			} else {
+				break;
+			}
 		}
-		const uint64_t first = n / kBlock * kBlock;
+		i = std::min<size_t>(i, static_cast<size_t>((b + 1) * kBlock - w.base));
+		const uint64_t first = b * kBlock;
 		const size_t from = first > w.base ? static_cast<size_t>(first - w.base) : 0;
-		if (w.block_start[n / kBlock - w.base / kBlock] >= wt.end) {
-			i = from;
-			continue;
-		}
 		while (i > from) { // back along the ring's chunks
 			size_t run = 0;
 			const Done *last = w.recent.run_back(i - 1, &run);
