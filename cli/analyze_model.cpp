@@ -232,6 +232,9 @@ public:
 			cut(cap, false);
 		return v_;
 	}
+	// add() of a span shorter than this only sets `dropped` (once full:
+	// below the floor).
+	int64_t keeps_from() const { return full_ ? floor_len_ : std::numeric_limits<int64_t>::min(); }
 	bool dropped = false;
 
 private:
@@ -989,32 +992,42 @@ void Model::evict_holds(Work &w)
 	size_t over_n = size > kHoldsCap ? size - kHoldsCap : 0;
 	if (recent_total_ > kHoldsTotalCap && size > kEvictBatch)
 		over_n = std::max(over_n, std::min(recent_total_ - kHoldsTotalCap, size - kEvictBatch));
-	// count_hold()'s sums in registers (keep() stores between).
+	// The holds closed before the limit: a prefix (closed_at does not
+	// decrease), its end found by halves; past the caps, over_n at least.
 	size_t n = 0;
-	uint64_t total = 0, longest = w.st.hold_max;
-	bool partial = false;
-	for (size_t run = 0; n < size;) {
-		const Done *d = w.recent.run(n, &run);
-		size_t k = 0;
-		for (; k < run; k++) {
-			if (d[k].closed_at >= limit) {
-				if (n + k >= over_n)
-					break;
-				partial = true;
-			}
-			const uint64_t hold = static_cast<uint64_t>(d[k].s.end - d[k].s.start);
-			total += hold;
-			longest = std::max(longest, hold);
-			keep(w.tl_holds, d[k].s);
+	for (size_t len = size; len > 0;) {
+		const size_t half = len / 2;
+		if (w.recent[n + half].closed_at < limit) {
+			n += half + 1;
+			len -= half + 1;
+		} else {
+			len = half;
 		}
-		n += k;
-		if (k < run)
-			break;
+	}
+	if (n < over_n) {
+		n = over_n;
+		rep_.blockers_partial = true;
+	}
+	// count_hold()'s sums in registers; the timeline's candidates only
+	// those the timeline may keep (the others would only be dropped).
+	uint64_t total = 0, longest = w.st.hold_max;
+	int64_t keeps_from = w.tl_holds.keeps_from();
+	for (size_t i = 0, run = 0; i < n; i += run) {
+		const Done *d = w.recent.run(i, &run);
+		run = std::min(run, n - i);
+		for (size_t k = 0; k < run; k++) {
+			const int64_t len = d[k].s.end - d[k].s.start;
+			total += static_cast<uint64_t>(len);
+			longest = std::max(longest, static_cast<uint64_t>(len));
+			if (__builtin_expect(len >= keeps_from, 0)) {
+				keep(w.tl_holds, d[k].s);
+				keeps_from = w.tl_holds.keeps_from();
+			}
+		}
 	}
 	w.st.holds += n;
 	w.st.hold_total += total;
 	w.st.hold_max = longest;
-	rep_.blockers_partial |= partial;
 	w.recent.drop_front(n);
 	const uint64_t from = w.base;
 	w.base += n;
