@@ -877,6 +877,59 @@ __attribute__((always_inline)) inline void TraceReader::sync_run()
 	run_p_ = run_end_ = nullptr;
 }
 
+bool TraceReader::switch_run(TraceMsg *out)
+{
+	if (run_p_ == run_end_ || !run_.fast)
+		return false;
+	const DecodedRecord &r = *run_p_;
+	const MetaEvent *cls = r.id < run_.ncls ? run_.cls[r.id] : nullptr;
+	Cursor *const o = rival_;
+	if (!cls || !o)
+		return false;
+	// The run stopped at r for its time: the rival comes first (its key
+	// is below r's, or equal and its stream comes first; run_bound_).
+	// r taken as take_record() would take it, with the run's values.
+	Cursor &c = *advance_;
+	const int64_t ns = run_.base + (int64_t)r.ts;
+	TraceEvent &ev = c.ev;
+	ev.ts = r.ts;
+	ev.ns = ns;
+	ev.cls = cls;
+	if (run_.tid) {
+		ev.tid = r.tid;
+		if (run_.cpu)
+			ev.cpu = r.cpu;
+	}
+	ev.payload = r.payload;
+	ev.end = r.end;
+	c.ri = (size_t)(run_p_ - c.recs.get()) + 1;
+	c.last_ts = r.ts;
+	c.have_ts = true;
+	c.key = ns;
+	// The rival (heap_[1] or heap_[2], a child of c's place) up to the
+	// first place, c down from the rival's.
+	Cursor **h = heap_.data();
+	const size_t j = h[1] == o ? 1 : 2;
+	h[0] = o;
+	h[j] = &c;
+	heap_down(j);
+	if (__builtin_expect(!o->pending.empty() || !o->ev.cls, 0)) {
+		advance_ = nullptr;
+		run_p_ = run_end_ = nullptr;
+		return false;
+	}
+	advance_ = o;
+	const size_t n = heap_.size();
+	rival_ = n < 3 || h[1]->key < h[2]->key || (h[1]->key == h[2]->key && h[1]->order < h[2]->order)
+			 ? h[1]
+			 : h[2];
+	stats_.events++;
+	out->stream = o->s;
+	out->event = &o->ev;
+	start_run(*o);
+	return true;
+}
+
 bool TraceReader::next_slow(TraceMsg *out)
 {
 	if (run_p_ != run_end_) {
