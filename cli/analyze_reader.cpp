@@ -36,13 +36,28 @@ struct ClassOf : rd::SlotCache {
 	rd::FieldSlot f_cond, f_ret, f_contended, f_wait, f_caller, f_stack; // Lock
 };
 
+// Slots of Sink's caches: by a stream's index (Strata's reader), by a
+// class key's hash.
+constexpr uint32_t kProcSlots = 1024;
+constexpr unsigned kClassSlotBits = 5;
+
 struct Sink {
 	Input *in = nullptr;
 	std::unordered_map<const void *, ClassOf> classes; // by class_key()
 	const void *last_class = nullptr;
 	ClassOf *last_of = nullptr;
+	// The classes met, a slot each by their key's hash (a pthread trace
+	// alternates between a few: held, acquired, lock, unlock), before
+	// the map.
+	struct ClassSlot {
+		const void *key = nullptr;
+		ClassOf *of = nullptr;
+	} class_slots[1u << kClassSlotBits];
 	const void *last_trace = nullptr, *last_stream = nullptr; // of the last event
 	uint32_t last_proc = 0;
+	// The process of each stream by its index (Strata's reader: the
+	// streams of threads that take turns), plus one; 0: not known yet.
+	uint32_t proc_slots[kProcSlots] = {};
 	EventSink *on = nullptr; // streaming: each event, none kept
 	Progress *progress = nullptr;
 	uint64_t delivered = 0;
@@ -76,6 +91,7 @@ struct Sink {
 	}
 
 	template <class E> bool event(const E &ev);
+	template <class E> ClassOf &class_miss(const E &ev);
 	bool loss(const rd::Loss &l)
 	{
 		if (l.events && l.known)
@@ -85,17 +101,34 @@ struct Sink {
 };
 
 template <class E> uint32_t proc_miss(Sink *s, const E &ev);
+template <class E> uint32_t proc_find(Sink *s, const E &ev);
 
-// The process of the event's sub-trace: the last one's inline, by its
-// stream (one load; a stream lies in one sub-trace).
+// The process of the event's sub-trace, inline: Strata's reader's by the
+// stream's slot (a stream lies in one sub-trace), babeltrace2's the last
+// one's by its stream key.
 template <class E> inline __attribute__((always_inline)) uint32_t proc_of(Sink *s, const E &ev)
 {
-	if (__builtin_expect(ev.stream_key() == s->last_stream, 1))
+	const uint32_t i = ev.stream_index();
+	if (i < kProcSlots) {
+		if (__builtin_expect(s->proc_slots[i] != 0, 1))
+			return s->proc_slots[i] - 1;
+	} else if (__builtin_expect(ev.stream_key() == s->last_stream, 1)) {
 		return s->last_proc;
+	}
 	return proc_miss(s, ev);
 }
 
 template <class E> __attribute__((noinline)) uint32_t proc_miss(Sink *s, const E &ev)
+{
+	const uint32_t i = ev.stream_index();
+	const uint32_t p = proc_find(s, ev);
+	if (i < kProcSlots)
+		s->proc_slots[i] = p + 1;
+	return p;
+}
+
+// The process of the event's sub-trace, made at its first event.
+template <class E> uint32_t proc_find(Sink *s, const E &ev)
 {
 	s->last_stream = ev.stream_key();
 	const void *tr = ev.trace_key();
@@ -287,36 +320,47 @@ template <class E> void on_counts(Sink *s, const ClassOf &c, const E &ev, Event 
 	deliver(s, std::move(e), &site);
 }
 
+// The analysis' view of the event's class, made at its first event.
+template <class E> __attribute__((noinline)) ClassOf &Sink::class_miss(const E &ev)
+{
+	const void *key = ev.class_key();
+	auto cit = classes.find(key);
+	if (cit == classes.end()) {
+		ClassOf c;
+		const std::string name = ev.name();
+		if (name == "pthread:mapping")
+			c.what = ClassOf::Mapping;
+		else if (name == "pthread:site")
+			c.what = ClassOf::Site;
+		else if (name == "pthread:mutex_held" || name == "pthread:mutex_tryheld")
+			c.what = ClassOf::Held;
+		else if (name == "pthread:mutex_acquired" || name == "pthread:mutex_tryacquired")
+			c.what = ClassOf::Acquired;
+		else if (name == "pthread:mutex_counts")
+			c.what = ClassOf::Counts;
+		else if (name == "pthread:mutex_counts_done")
+			c.what = ClassOf::CountsDone;
+		if ((c.what == ClassOf::Held || c.what == ClassOf::Acquired) &&
+		    name.find(":mutex_try") != name.npos)
+			c.op = Op::MutexTrylock;
+		else if (name.compare(0, 8, "pthread:") == 0 && op_from_name(name.substr(8), &c.op))
+			c.what = ClassOf::Lock;
+		cit = classes.emplace(key, c).first;
+	}
+	return cit->second;
+}
+
 template <class E> bool Sink::event(const E &ev)
 {
 	Sink *s = this;
 	const void *key = ev.class_key();
 	if (key != last_class) {
-		auto cit = classes.find(key);
-		if (cit == classes.end()) {
-			ClassOf c;
-			const std::string name = ev.name();
-			if (name == "pthread:mapping")
-				c.what = ClassOf::Mapping;
-			else if (name == "pthread:site")
-				c.what = ClassOf::Site;
-			else if (name == "pthread:mutex_held" || name == "pthread:mutex_tryheld")
-				c.what = ClassOf::Held;
-			else if (name == "pthread:mutex_acquired" || name == "pthread:mutex_tryacquired")
-				c.what = ClassOf::Acquired;
-			else if (name == "pthread:mutex_counts")
-				c.what = ClassOf::Counts;
-			else if (name == "pthread:mutex_counts_done")
-				c.what = ClassOf::CountsDone;
-			if ((c.what == ClassOf::Held || c.what == ClassOf::Acquired) &&
-			    name.find(":mutex_try") != name.npos)
-				c.op = Op::MutexTrylock;
-			else if (name.compare(0, 8, "pthread:") == 0 && op_from_name(name.substr(8), &c.op))
-				c.what = ClassOf::Lock;
-			cit = classes.emplace(key, c).first;
-		}
+		ClassSlot &slot = class_slots[reinterpret_cast<uintptr_t>(key) * 0x9e3779b97f4a7c15ull >>
+					      (64 - kClassSlotBits)];
+		if (__builtin_expect(slot.key != key, 0))
+			slot = ClassSlot{key, &class_miss(ev)};
 		last_class = key;
-		last_of = &cit->second;
+		last_of = slot.of;
 	}
 	ClassOf &c = *last_of;
 	if (__builtin_expect(c.what == ClassOf::Held && on != nullptr, 1)) {

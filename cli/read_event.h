@@ -23,6 +23,8 @@
  *   trace_key(), trace()   the sub-trace and its identity (TraceIdent)
  *   stream_key()     a key of fewer look-ups than trace_key(): its stream
  *                    (Strata's reader) or its sub-trace; one key, one sub-trace
+ *   stream_index()   Strata's reader: the stream's place in the reader's
+ *                    streams (a slot per stream); babeltrace2: kNoStreamIndex
  *   timed(), ns()    the time, ns from the clock's origin
  *   tid(&t), cpu()   the thread (false: none known), the CPU (-1: none)
  *   slot(name)       a payload field by name (FieldSlot; resolved once per
@@ -163,6 +165,9 @@ struct SlotCache {
 	}
 };
 
+// stream_index() of an event whose reader numbers no streams (babeltrace2).
+constexpr uint32_t kNoStreamIndex = UINT32_MAX;
+
 // ---- Strata's reader ---------------------------------------------------------
 
 // How for_each_field reads an event class's fields when they are all
@@ -234,6 +239,7 @@ public:
 	const char *name() const { return e_.cls->full_name.c_str(); }
 	const void *trace_key() const { return &whole_of(e_.trace()); }
 	const void *stream_key() const { return e_.stream; }
+	uint32_t stream_index() const { return e_.stream->index; }
 	const TraceIdent &trace() const { return ctx_.ident(whole_of(e_.trace())); }
 	bool timed() const { return true; }
 	int64_t ns() const { return e_.ns; }
@@ -471,6 +477,7 @@ public:
 		return ctx_.ident(bt_stream_borrow_trace_const(bt_event_borrow_stream_const(ev_)));
 	}
 	const void *stream_key() const { return trace_key(); } // a bt_stream's life is not the read's
+	static uint32_t stream_index() { return kNoStreamIndex; }
 	bool timed() const { return timed_; }
 	int64_t ns() const { return ns_; }
 	bool tid(int64_t *t) const { return sctx().tid(ev_, t); }
@@ -625,11 +632,13 @@ template <class H> bool Source::read(H &h)
 			return false;
 		NativeCtx ctx;
 		const bool ok = reader_->read_each([&](const TraceMsg &m) {
-			switch (m.kind) {
-			case TraceMsgKind::Event: {
+			if (__builtin_expect(m.kind == TraceMsgKind::Event, 1)) {
 				const NativeEvent e(*m.event, ctx);
 				return h.event(e);
 			}
+			switch (m.kind) {
+			case TraceMsgKind::Event:
+				break;
 			case TraceMsgKind::DiscardedEvents:
 			case TraceMsgKind::DiscardedPackets:
 				return h.loss(native_loss(ctx, m));

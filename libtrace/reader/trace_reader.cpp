@@ -341,6 +341,7 @@ bool TraceReader::add_trace(const std::string &dir)
 		auto s = std::make_unique<StreamInfo>();
 		s->trace = tp;
 		s->path = f;
+		s->index = (uint32_t)streams_.size();
 		index_stream(s.get());
 		streams_.push_back(std::move(s));
 	}

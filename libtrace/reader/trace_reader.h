@@ -103,6 +103,7 @@ struct StreamInfo {
 	uint32_t stream_class = 0;
 	uint64_t instance = 0;
 	bool shared = false;              // COMPACT shared lane: the thread in each record
+	uint32_t index = 0;               // its place in TraceReader::streams()
 	std::vector<PacketEntry> packets; // the index (valid headers only)
 };
 
