@@ -420,6 +420,8 @@ template <class E> bool Sink::event(const E &ev)
 	e.caller = ev.u64(c.f_caller);
 	const rd::FieldSlot &st = c.f_stack;
 	const uint32_t n = ev.count(st);
+	if (n)
+		e.stack.reserve(n < 256 ? n : 256);
 	for (uint32_t i = 0; i < n && i < 256; i++)
 		e.stack.push_back(ev.elem_u64(st, i));
 	deliver(s, std::move(e), nullptr);

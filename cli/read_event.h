@@ -102,6 +102,10 @@ struct FieldSlot {
 	int32_t off = -1;
 	uint8_t type = 0, bytes = 0;
 	bool is_signed = false;
+	// A SEQUENCE at a fixed offset (COMPACT), of elements of 1, 2, 4 or 8
+	// bytes: where they begin from the payload, its 4-byte length just
+	// before (read without decoding the record); else -1.
+	int32_t elems = -1;
 };
 
 // A payload integer at a fixed offset of a COMPACT record (a FieldSlot
@@ -268,6 +272,10 @@ public:
 							 f.type == STRATA_FT_ENUM)
 						? off
 						: -1;
+				if (packed && off >= 0 && f.type == STRATA_FT_SEQUENCE &&
+				    (f.elem_bits == 8 || f.elem_bits == 16 || f.elem_bits == 32 ||
+				     f.elem_bits == 64))
+					s.elems = off + 4;
 				return s;
 			}
 			const uint32_t b = f.elem_bits / 8 < 8 ? f.elem_bits / 8 : 8;
@@ -314,12 +322,20 @@ public:
 	// An array's or sequence's length and elements (0 for any other field).
 	uint32_t count(const FieldSlot &s) const
 	{
+		if (s.elems >= 0) {
+			uint32_t n;
+			memcpy(&n, e_.pkt + e_.payload + s.elems - 4, 4);
+			return n;
+		}
 		const FieldValue *v =
 			s.type == STRATA_FT_ARRAY || s.type == STRATA_FT_SEQUENCE ? value(s) : nullptr;
 		return v ? v->count : 0;
 	}
 	uint64_t elem_u64(const FieldSlot &s, uint32_t k) const
 	{
+		if (s.elems >= 0)
+			return (uint64_t)load_int(e_.pkt + e_.payload + s.elems + (size_t)k * s.bytes,
+						  s.bytes, s.is_signed);
 		const FieldValue *v = value(s);
 		return s.is_signed ? (uint64_t)v->elem_i(k) : v->elem_u(k);
 	}
