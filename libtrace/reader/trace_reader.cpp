@@ -880,9 +880,9 @@ __attribute__((always_inline)) inline void TraceReader::sync_run()
 
 bool TraceReader::switch_run(TraceMsg *out)
 {
-	if (run_p_ == run_end_ || !run_.fast)
+	if (!run_.fast)
 		return false;
-	const DecodedRecord &r = *run_p_;
+	const DecodedRecord &r = *run_p_; // run_take() stopped at it
 	const MetaEvent *cls = r.id < run_.ncls ? run_.cls[r.id] : nullptr;
 	Cursor *const o = rival_;
 	if (!cls || !o)

@@ -343,9 +343,13 @@ public:
 		TraceMsg msg;
 		for (;;) {
 			// One call of on (a second one stops it being inlined).
-			if (__builtin_expect(run_p_ == run_end_ || !run_take(), 0) && !switch_run(&msg) &&
-			    !next_slow(&msg))
+			if (__builtin_expect(run_p_ == run_end_, 0)) {
+				if (!next_slow(&msg))
+					return true;
+			} else if (__builtin_expect(!run_take(), 0) && !switch_run(&msg) &&
+				   !next_slow(&msg)) {
 				return true;
+			}
 			if (!on(msg))
 				return true;
 		}
@@ -414,8 +418,8 @@ private:
 	// threads that take turns): the record taken, the rival made the
 	// first and its event given in *out, which must hold the Event
 	// message given last (only its stream and event are written).
-	// False for any other stop, or when the rival has a message
-	// pending or no class: next_slow() goes on from there.
+	// False for any other stop of run_take(), or when the rival has a
+	// message pending or no class: next_slow() goes on from there.
 	bool switch_run(TraceMsg *out);
 
 	// The run: after next_slow() gave an event of advance_, the records
