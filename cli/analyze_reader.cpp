@@ -81,13 +81,19 @@ struct Sink {
 		bool ok = false;
 	} recent_sites[kCachePlaces];
 	// The last two of them compact holds found (a thread's records come
-	// in runs, at one site or at two in turns).
-	RecentSite last_sites[2];
+	// in runs, at one site or at two in turns); none: proc kNoProc, which
+	// no process index is (one compare less a hold).
+	static constexpr uint32_t kNoProc = UINT32_MAX;
+	struct LastSite {
+		uint64_t site = 0;
+		uint32_t proc = kNoProc;
+		uint64_t caller = 0;
+	} last_sites[2];
 	void forget_sites()
 	{
 		for (RecentSite &r : recent_sites)
 			r.ok = false;
-		last_sites[0].ok = last_sites[1].ok = false;
+		last_sites[0].proc = last_sites[1].proc = kNoProc;
 	}
 
 	template <class E> bool event(const E &ev);
@@ -272,10 +278,8 @@ template <class E> inline __attribute__((always_inline)) void held_streamed(Sink
 		b.lock = ev.u64(c.f_lock);
 	}
 	b.ts = now - static_cast<int64_t>(back); // streamed: none kept to sort again (reorder)
-	Sink::RecentSite *last = s->last_sites;
-	auto is = [&](const Sink::RecentSite &r) {
-		return r.ok && r.key.second == site && r.key.first == b.proc;
-	};
+	Sink::LastSite *last = s->last_sites;
+	auto is = [&](const Sink::LastSite &r) { return r.site == site && r.proc == b.proc; };
 	if (__builtin_expect(is(last[0]), 1)) {
 		b.caller = last[0].caller;
 	} else if (is(last[1])) {
@@ -284,7 +288,7 @@ template <class E> inline __attribute__((always_inline)) void held_streamed(Sink
 		b.caller = 0;
 		if (site_caller(s, b.proc, site, &b)) {
 			last[1] = last[0];
-			last[0] = Sink::RecentSite{{b.proc, site}, b.caller, true};
+			last[0] = Sink::LastSite{site, b.proc, b.caller};
 		}
 	}
 	if (s->progress) {
