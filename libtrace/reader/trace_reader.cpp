@@ -135,13 +135,15 @@ struct TraceReader::Cursor {
 	size_t buf_cap = 0;
 	// The packet's records, decoded by the walk that checks the packet
 	// when it is loaded (the first kMaxDecoded of them; memory: the packet
-	// and at most kMaxDecoded * 24 bytes), served from recs[ri, rn) one
-	// at a time.  Past them, ro is the next record's offset, rend the end
+	// and at most kMaxDecoded * 24 bytes), served from [rp, rq) one at a
+	// time (pointers, not indexes: a run's stop sets rp without a
+	// division by 24).  Past them, ro is the next record's offset, rend the end
 	// of the good ones, rprev the previous one's timestamp (a compact
 	// header's base): refill() steps through the next kMaxDecoded
 	// (RecordWalk::step, no check made again).
 	std::unique_ptr<DecodedRecord[]> recs; // recs_cap of them, uninitialised
-	size_t recs_cap = 0, ri = 0, rn = 0;
+	size_t recs_cap = 0;
+	const DecodedRecord *rp = nullptr, *rq = nullptr;
 	uint64_t ro = 0, rend = 0, rprev = 0;
 	const PacketEntry *pe = nullptr;
 	const PacketEntry *prev = nullptr; // the last packet loaded (for loss)
@@ -542,14 +544,14 @@ template <class C> __attribute__((noinline)) void refill(C &c)
 		c.recs[n++] = DecodedRecord{r.ts,  (uint32_t)r.payload, (uint32_t)r.end,
 					    r.tid, (uint16_t)r.id,      r.cpu};
 	}
-	c.ri = 0;
-	c.rn = n;
+	c.rp = c.recs.get();
+	c.rq = c.rp + n;
 }
 
 // Whether the cursor's packet has a record left to deliver.
 template <class C> __attribute__((always_inline)) inline bool has_record(const C &c)
 {
-	return c.ri < c.rn || c.ro < c.rend;
+	return c.rp < c.rq || c.ro < c.rend;
 }
 
 // Loads the cursor's next packet in the window and walks its records;
@@ -626,23 +628,24 @@ bool TraceReader::load_packet(Cursor &c)
 		const char *why = nullptr;
 		const uint64_t good =
 			c.walk->walk(c.buf.get(), e.content, c.s->shared, e.ts_end, &ts, &why, v);
-		c.ri = 0;
-		c.rn = (size_t)(v.p - c.recs.get());
+		c.rp = c.recs.get();
+		c.rq = v.p;
 		c.rend = good;
 		// Past the records kept (all of them unless recs is full):
 		// where refill() goes on from.
-		c.ro = c.rn ? c.recs[c.rn - 1].end : good;
-		c.rprev = c.rn ? c.recs[c.rn - 1].ts : e.ts_begin;
+		const bool any = c.rq != c.rp;
+		c.ro = any ? c.rq[-1].end : good;
+		c.rprev = any ? c.rq[-1].ts : e.ts_begin;
 		// The leading run of records before the last one delivered
 		// (timestamps never go back within a walk), skipped.
 		uint64_t first = 0;
-		if (c.have_ts && c.rn && c.recs[0].ts < c.last_ts)
+		if (c.have_ts && any && c.rp->ts < c.last_ts)
 			while (has_record(c)) {
-				if (c.ri == c.rn)
+				if (c.rp == c.rq)
 					refill(c);
-				if (c.recs[c.ri].ts >= c.last_ts)
+				if (c.rp->ts >= c.last_ts)
 					break;
-				c.ri++;
+				c.rp++;
 				first++;
 			}
 		if (first)
@@ -677,9 +680,9 @@ template <class C> __attribute__((noinline)) int64_t slow_ns(const C &c, uint64_
 
 template <class C> __attribute__((always_inline)) inline void take_record(C &c)
 {
-	if (__builtin_expect(c.ri == c.rn, 0))
+	if (__builtin_expect(c.rp == c.rq, 0))
 		refill(c);
-	const DecodedRecord &r = c.recs[c.ri++];
+	const DecodedRecord &r = *c.rp++;
 	TraceEvent &ev = c.ev;
 	ev.ts = r.ts;
 	ev.ns = __builtin_expect(!c.map && c.fast_ns, 1) ? c.base_ns + (int64_t)r.ts : slow_ns(c, r.ts);
@@ -846,7 +849,7 @@ int64_t TraceReader::run_ns(uint64_t ts) const
 // The run after c's event (c is advance_ and heap_[0], rival_ set).
 __attribute__((always_inline)) inline void TraceReader::start_run(Cursor &c)
 {
-	run_p_ = run_end_ = c.recs.get() + c.ri;
+	run_p_ = run_end_ = c.rp;
 	if (!c.pending.empty())
 		return;
 	if (rival_) {
@@ -859,7 +862,7 @@ __attribute__((always_inline)) inline void TraceReader::start_run(Cursor &c)
 	} else {
 		run_bound_ = INT64_MAX;
 	}
-	run_end_ = c.recs.get() + c.rn;
+	run_end_ = c.rq;
 	run_ = c.run;
 }
 
@@ -868,9 +871,8 @@ __attribute__((always_inline)) inline void TraceReader::start_run(Cursor &c)
 __attribute__((always_inline)) inline void TraceReader::sync_run()
 {
 	Cursor &c = *advance_;
-	const size_t k = (size_t)(run_p_ - c.recs.get());
-	if (k != c.ri) {
-		c.ri = k;
+	if (run_p_ != c.rp) {
+		c.rp = run_p_;
 		c.last_ts = run_p_[-1].ts;
 		c.have_ts = true;
 		c.key = c.ev.ns;
@@ -903,7 +905,7 @@ bool TraceReader::switch_run(TraceMsg *out)
 	}
 	ev.payload = r.payload;
 	ev.end = r.end;
-	c.ri = (size_t)(run_p_ - c.recs.get()) + 1;
+	c.rp = run_p_ + 1;
 	c.last_ts = r.ts;
 	c.have_ts = true;
 	c.key = ns;
@@ -942,7 +944,7 @@ bool TraceReader::next_slow(TraceMsg *out)
 		// (What sync_run() would set of the records given before is
 		// set again by take_record().)
 		Cursor &c = *advance_;
-		c.ri = (size_t)(run_p_ - c.recs.get());
+		c.rp = run_p_;
 		run_p_ = run_end_ = nullptr;
 		take_record(c);
 		const Cursor *o = rival_;
