@@ -25,6 +25,8 @@ struct ClassOf : rd::SlotCache {
 	// Held, Acquired and Lock: their fields' slots, resolved at the first
 	// record (a name look-up per field read was a tenth of a wait's cost).
 	bool resolved = false;
+	// Held, streamed (Sink::on): held_streamed()'s, tested alone.
+	bool streamed_held = false;
 	rd::FieldSlot f_back, f_site, f_lock;
 	// Held: the three as fixed-offset integers (Strata's reader, COMPACT
 	// records), when all three are.
@@ -349,6 +351,7 @@ template <class E> __attribute__((noinline)) ClassOf &Sink::class_miss(const E &
 			c.op = Op::MutexTrylock;
 		else if (name.compare(0, 8, "pthread:") == 0 && op_from_name(name.substr(8), &c.op))
 			c.what = ClassOf::Lock;
+		c.streamed_held = c.what == ClassOf::Held && on != nullptr;
 		cit = classes.emplace(key, c).first;
 	}
 	return cit->second;
@@ -367,7 +370,7 @@ template <class E> bool Sink::event(const E &ev)
 		last_of = slot.of;
 	}
 	ClassOf &c = *last_of;
-	if (__builtin_expect(c.what == ClassOf::Held && on != nullptr, 1)) {
+	if (__builtin_expect(c.streamed_held, 1)) {
 		held_streamed(s, c, ev);
 		return true;
 	}
