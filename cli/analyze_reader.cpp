@@ -244,21 +244,25 @@ template <class E> void on_compact(Sink *s, ClassOf &c, const E &ev, Event &&bas
 // A compact hold record, streamed (nearly every record of a trace of the
 // preload): on_compact()'s steps without an Event made and dropped each
 // time.
+// held_streamed()'s slots, resolved when its class is first met.
+template <class E> void resolve_held(ClassOf &c, const E &ev)
+{
+	c.f_back = c.get(ev, "hold_ns");
+	c.f_site = c.get(ev, "site");
+	c.f_lock = c.get(ev, "lock");
+	if constexpr (E::kFixed) {
+		c.x_back = rd::FixedInt::of(c.f_back);
+		c.x_site = rd::FixedInt::of(c.f_site);
+		c.x_lock = rd::FixedInt::of(c.f_lock);
+		c.fixed = c.x_back.ok && c.x_site.ok && c.x_lock.ok;
+		c.plain = c.x_back.plain(4) && c.x_site.plain(4) && c.x_lock.plain(8);
+	}
+	c.resolved = true;
+}
+
+// (c resolved: its class is streamed_held.)
 template <class E> inline __attribute__((always_inline)) void held_streamed(Sink *s, ClassOf &c, const E &ev)
 {
-	if (__builtin_expect(!c.resolved, 0)) {
-		c.f_back = c.get(ev, "hold_ns");
-		c.f_site = c.get(ev, "site");
-		c.f_lock = c.get(ev, "lock");
-		if constexpr (E::kFixed) {
-			c.x_back = rd::FixedInt::of(c.f_back);
-			c.x_site = rd::FixedInt::of(c.f_site);
-			c.x_lock = rd::FixedInt::of(c.f_lock);
-			c.fixed = c.x_back.ok && c.x_site.ok && c.x_lock.ok;
-			c.plain = c.x_back.plain(4) && c.x_site.plain(4) && c.x_lock.plain(8);
-		}
-		c.resolved = true;
-	}
 	Event &b = s->held_ev;
 	const int64_t now = ev.ns();
 	b.proc = proc_of(s, ev);
@@ -352,6 +356,8 @@ template <class E> __attribute__((noinline)) ClassOf &Sink::class_miss(const E &
 		else if (name.compare(0, 8, "pthread:") == 0 && op_from_name(name.substr(8), &c.op))
 			c.what = ClassOf::Lock;
 		c.streamed_held = c.what == ClassOf::Held && on != nullptr;
+		if (c.streamed_held)
+			resolve_held(c, ev);
 		cit = classes.emplace(key, c).first;
 	}
 	return cit->second;
