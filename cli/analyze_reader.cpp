@@ -25,6 +25,8 @@ struct ClassOf : rd::SlotCache {
 	// Held, Acquired and Lock: their fields' slots, resolved at the first
 	// record (a name look-up per field read was a tenth of a wait's cost).
 	bool resolved = false;
+	// Held, streamed (Sink::on): held_streamed()'s, tested alone.
+	bool streamed_held = false;
 	rd::FieldSlot f_back, f_site, f_lock;
 	// Held: the three as fixed-offset integers (Strata's reader, COMPACT
 	// records), when all three are.
@@ -36,13 +38,28 @@ struct ClassOf : rd::SlotCache {
 	rd::FieldSlot f_cond, f_ret, f_contended, f_wait, f_caller, f_stack; // Lock
 };
 
+// Slots of Sink's caches: by a stream's index (Strata's reader), by a
+// class key's hash.
+constexpr uint32_t kProcSlots = 1024;
+constexpr unsigned kClassSlotBits = 5;
+
 struct Sink {
 	Input *in = nullptr;
 	std::unordered_map<const void *, ClassOf> classes; // by class_key()
 	const void *last_class = nullptr;
 	ClassOf *last_of = nullptr;
+	// The classes met, a slot each by their key's hash (a pthread trace
+	// alternates between a few: held, acquired, lock, unlock), before
+	// the map.
+	struct ClassSlot {
+		const void *key = nullptr;
+		ClassOf *of = nullptr;
+	} class_slots[1u << kClassSlotBits];
 	const void *last_trace = nullptr, *last_stream = nullptr; // of the last event
 	uint32_t last_proc = 0;
+	// The process of each stream by its index (Strata's reader: the
+	// streams of threads that take turns), plus one; 0: not known yet.
+	uint32_t proc_slots[kProcSlots] = {};
 	EventSink *on = nullptr; // streaming: each event, none kept
 	Progress *progress = nullptr;
 	uint64_t delivered = 0;
@@ -66,16 +83,23 @@ struct Sink {
 		bool ok = false;
 	} recent_sites[kCachePlaces];
 	// The last two of them compact holds found (a thread's records come
-	// in runs, at one site or at two in turns).
-	RecentSite last_sites[2];
+	// in runs, at one site or at two in turns); none: proc kNoProc, which
+	// no process index is (one compare less a hold).
+	static constexpr uint32_t kNoProc = UINT32_MAX;
+	struct LastSite {
+		uint64_t site = 0;
+		uint32_t proc = kNoProc;
+		uint64_t caller = 0;
+	} last_sites[2];
 	void forget_sites()
 	{
 		for (RecentSite &r : recent_sites)
 			r.ok = false;
-		last_sites[0].ok = last_sites[1].ok = false;
+		last_sites[0].proc = last_sites[1].proc = kNoProc;
 	}
 
 	template <class E> bool event(const E &ev);
+	template <class E> ClassOf &class_miss(const E &ev);
 	bool loss(const rd::Loss &l)
 	{
 		if (l.events && l.known)
@@ -85,17 +109,34 @@ struct Sink {
 };
 
 template <class E> uint32_t proc_miss(Sink *s, const E &ev);
+template <class E> uint32_t proc_find(Sink *s, const E &ev);
 
-// The process of the event's sub-trace: the last one's inline, by its
-// stream (one load; a stream lies in one sub-trace).
+// The process of the event's sub-trace, inline: Strata's reader's by the
+// stream's slot (a stream lies in one sub-trace), babeltrace2's the last
+// one's by its stream key.
 template <class E> inline __attribute__((always_inline)) uint32_t proc_of(Sink *s, const E &ev)
 {
-	if (__builtin_expect(ev.stream_key() == s->last_stream, 1))
+	const uint32_t i = ev.stream_index();
+	if (i < kProcSlots) {
+		if (__builtin_expect(s->proc_slots[i] != 0, 1))
+			return s->proc_slots[i] - 1;
+	} else if (__builtin_expect(ev.stream_key() == s->last_stream, 1)) {
 		return s->last_proc;
+	}
 	return proc_miss(s, ev);
 }
 
 template <class E> __attribute__((noinline)) uint32_t proc_miss(Sink *s, const E &ev)
+{
+	const uint32_t i = ev.stream_index();
+	const uint32_t p = proc_find(s, ev);
+	if (i < kProcSlots)
+		s->proc_slots[i] = p + 1;
+	return p;
+}
+
+// The process of the event's sub-trace, made at its first event.
+template <class E> uint32_t proc_find(Sink *s, const E &ev)
 {
 	s->last_stream = ev.stream_key();
 	const void *tr = ev.trace_key();
@@ -144,7 +185,7 @@ inline __attribute__((always_inline)) bool site_caller(Sink *s, uint32_t proc, u
 // are left out (two per hold, a tenth of the reader's own steps).
 inline void progressed(Sink *s, int64_t ts)
 {
-	if ((++s->delivered & 0xffff) == 0)
+	if ((++s->delivered & 0xffff) == 0 && s->progress)
 		s->progress->update(s->delivered, ts);
 }
 
@@ -203,21 +244,25 @@ template <class E> void on_compact(Sink *s, ClassOf &c, const E &ev, Event &&bas
 // A compact hold record, streamed (nearly every record of a trace of the
 // preload): on_compact()'s steps without an Event made and dropped each
 // time.
+// held_streamed()'s slots, resolved when its class is first met.
+template <class E> void resolve_held(ClassOf &c, const E &ev)
+{
+	c.f_back = c.get(ev, "hold_ns");
+	c.f_site = c.get(ev, "site");
+	c.f_lock = c.get(ev, "lock");
+	if constexpr (E::kFixed) {
+		c.x_back = rd::FixedInt::of(c.f_back);
+		c.x_site = rd::FixedInt::of(c.f_site);
+		c.x_lock = rd::FixedInt::of(c.f_lock);
+		c.fixed = c.x_back.ok && c.x_site.ok && c.x_lock.ok;
+		c.plain = c.x_back.plain(4) && c.x_site.plain(4) && c.x_lock.plain(8);
+	}
+	c.resolved = true;
+}
+
+// (c resolved: its class is streamed_held.)
 template <class E> inline __attribute__((always_inline)) void held_streamed(Sink *s, ClassOf &c, const E &ev)
 {
-	if (__builtin_expect(!c.resolved, 0)) {
-		c.f_back = c.get(ev, "hold_ns");
-		c.f_site = c.get(ev, "site");
-		c.f_lock = c.get(ev, "lock");
-		if constexpr (E::kFixed) {
-			c.x_back = rd::FixedInt::of(c.f_back);
-			c.x_site = rd::FixedInt::of(c.f_site);
-			c.x_lock = rd::FixedInt::of(c.f_lock);
-			c.fixed = c.x_back.ok && c.x_site.ok && c.x_lock.ok;
-			c.plain = c.x_back.plain(4) && c.x_site.plain(4) && c.x_lock.plain(8);
-		}
-		c.resolved = true;
-	}
 	Event &b = s->held_ev;
 	const int64_t now = ev.ns();
 	b.proc = proc_of(s, ev);
@@ -239,10 +284,8 @@ template <class E> inline __attribute__((always_inline)) void held_streamed(Sink
 		b.lock = ev.u64(c.f_lock);
 	}
 	b.ts = now - static_cast<int64_t>(back); // streamed: none kept to sort again (reorder)
-	Sink::RecentSite *last = s->last_sites;
-	auto is = [&](const Sink::RecentSite &r) {
-		return r.ok && r.key.second == site && r.key.first == b.proc;
-	};
+	Sink::LastSite *last = s->last_sites;
+	auto is = [&](const Sink::LastSite &r) { return r.site == site && r.proc == b.proc; };
 	if (__builtin_expect(is(last[0]), 1)) {
 		b.caller = last[0].caller;
 	} else if (is(last[1])) {
@@ -251,16 +294,16 @@ template <class E> inline __attribute__((always_inline)) void held_streamed(Sink
 		b.caller = 0;
 		if (site_caller(s, b.proc, site, &b)) {
 			last[1] = last[0];
-			last[0] = Sink::RecentSite{{b.proc, site}, b.caller, true};
+			last[0] = Sink::LastSite{site, b.proc, b.caller};
 		}
 	}
-	if (s->progress) {
-		if (__builtin_expect(((s->delivered + 2) & 0xffff) < 2, 0)) {
-			progressed(s, b.ts);
-			progressed(s, now);
-		} else {
-			s->delivered += 2; // neither is a multiple of 65536
-		}
+	// Counted with a progress bar or without (progressed() draws only
+	// with one): one test less a hold.
+	if (__builtin_expect(((s->delivered + 2) & 0xffff) < 2, 0)) {
+		progressed(s, b.ts);
+		progressed(s, now);
+	} else {
+		s->delivered += 2; // neither is a multiple of 65536
 	}
 	s->on->held(b, now);
 }
@@ -287,39 +330,53 @@ template <class E> void on_counts(Sink *s, const ClassOf &c, const E &ev, Event 
 	deliver(s, std::move(e), &site);
 }
 
+// The analysis' view of the event's class, made at its first event.
+template <class E> __attribute__((noinline)) ClassOf &Sink::class_miss(const E &ev)
+{
+	const void *key = ev.class_key();
+	auto cit = classes.find(key);
+	if (cit == classes.end()) {
+		ClassOf c;
+		const std::string name = ev.name();
+		if (name == "pthread:mapping")
+			c.what = ClassOf::Mapping;
+		else if (name == "pthread:site")
+			c.what = ClassOf::Site;
+		else if (name == "pthread:mutex_held" || name == "pthread:mutex_tryheld")
+			c.what = ClassOf::Held;
+		else if (name == "pthread:mutex_acquired" || name == "pthread:mutex_tryacquired")
+			c.what = ClassOf::Acquired;
+		else if (name == "pthread:mutex_counts")
+			c.what = ClassOf::Counts;
+		else if (name == "pthread:mutex_counts_done")
+			c.what = ClassOf::CountsDone;
+		if ((c.what == ClassOf::Held || c.what == ClassOf::Acquired) &&
+		    name.find(":mutex_try") != name.npos)
+			c.op = Op::MutexTrylock;
+		else if (name.compare(0, 8, "pthread:") == 0 && op_from_name(name.substr(8), &c.op))
+			c.what = ClassOf::Lock;
+		c.streamed_held = c.what == ClassOf::Held && on != nullptr;
+		if (c.streamed_held)
+			resolve_held(c, ev);
+		cit = classes.emplace(key, c).first;
+	}
+	return cit->second;
+}
+
 template <class E> bool Sink::event(const E &ev)
 {
 	Sink *s = this;
 	const void *key = ev.class_key();
 	if (key != last_class) {
-		auto cit = classes.find(key);
-		if (cit == classes.end()) {
-			ClassOf c;
-			const std::string name = ev.name();
-			if (name == "pthread:mapping")
-				c.what = ClassOf::Mapping;
-			else if (name == "pthread:site")
-				c.what = ClassOf::Site;
-			else if (name == "pthread:mutex_held" || name == "pthread:mutex_tryheld")
-				c.what = ClassOf::Held;
-			else if (name == "pthread:mutex_acquired" || name == "pthread:mutex_tryacquired")
-				c.what = ClassOf::Acquired;
-			else if (name == "pthread:mutex_counts")
-				c.what = ClassOf::Counts;
-			else if (name == "pthread:mutex_counts_done")
-				c.what = ClassOf::CountsDone;
-			if ((c.what == ClassOf::Held || c.what == ClassOf::Acquired) &&
-			    name.find(":mutex_try") != name.npos)
-				c.op = Op::MutexTrylock;
-			else if (name.compare(0, 8, "pthread:") == 0 && op_from_name(name.substr(8), &c.op))
-				c.what = ClassOf::Lock;
-			cit = classes.emplace(key, c).first;
-		}
+		ClassSlot &slot = class_slots[reinterpret_cast<uintptr_t>(key) * 0x9e3779b97f4a7c15ull >>
+					      (64 - kClassSlotBits)];
+		if (__builtin_expect(slot.key != key, 0))
+			slot = ClassSlot{key, &class_miss(ev)};
 		last_class = key;
-		last_of = &cit->second;
+		last_of = slot.of;
 	}
 	ClassOf &c = *last_of;
-	if (__builtin_expect(c.what == ClassOf::Held && on != nullptr, 1)) {
+	if (__builtin_expect(c.streamed_held, 1)) {
 		held_streamed(s, c, ev);
 		return true;
 	}
@@ -376,6 +433,8 @@ template <class E> bool Sink::event(const E &ev)
 	e.caller = ev.u64(c.f_caller);
 	const rd::FieldSlot &st = c.f_stack;
 	const uint32_t n = ev.count(st);
+	if (n)
+		e.stack.reserve(n < 256 ? n : 256);
 	for (uint32_t i = 0; i < n && i < 256; i++)
 		e.stack.push_back(ev.elem_u64(st, i));
 	deliver(s, std::move(e), nullptr);

@@ -23,6 +23,8 @@
  *   trace_key(), trace()   the sub-trace and its identity (TraceIdent)
  *   stream_key()     a key of fewer look-ups than trace_key(): its stream
  *                    (Strata's reader) or its sub-trace; one key, one sub-trace
+ *   stream_index()   Strata's reader: the stream's place in the reader's
+ *                    streams (a slot per stream); babeltrace2: kNoStreamIndex
  *   timed(), ns()    the time, ns from the clock's origin
  *   tid(&t), cpu()   the thread (false: none known), the CPU (-1: none)
  *   slot(name)       a payload field by name (FieldSlot; resolved once per
@@ -100,6 +102,10 @@ struct FieldSlot {
 	int32_t off = -1;
 	uint8_t type = 0, bytes = 0;
 	bool is_signed = false;
+	// A SEQUENCE at a fixed offset (COMPACT), of elements of 1, 2, 4 or 8
+	// bytes: where they begin from the payload, its 4-byte length just
+	// before (read without decoding the record); else -1.
+	int32_t elems = -1;
 };
 
 // A payload integer at a fixed offset of a COMPACT record (a FieldSlot
@@ -162,6 +168,9 @@ struct SlotCache {
 		return ev.str(get(ev, name));
 	}
 };
+
+// stream_index() of an event whose reader numbers no streams (babeltrace2).
+constexpr uint32_t kNoStreamIndex = UINT32_MAX;
 
 // ---- Strata's reader ---------------------------------------------------------
 
@@ -234,6 +243,7 @@ public:
 	const char *name() const { return e_.cls->full_name.c_str(); }
 	const void *trace_key() const { return &whole_of(e_.trace()); }
 	const void *stream_key() const { return e_.stream; }
+	uint32_t stream_index() const { return e_.stream->index; }
 	const TraceIdent &trace() const { return ctx_.ident(whole_of(e_.trace())); }
 	bool timed() const { return true; }
 	int64_t ns() const { return e_.ns; }
@@ -262,6 +272,10 @@ public:
 							 f.type == STRATA_FT_ENUM)
 						? off
 						: -1;
+				if (packed && off >= 0 && f.type == STRATA_FT_SEQUENCE &&
+				    (f.elem_bits == 8 || f.elem_bits == 16 || f.elem_bits == 32 ||
+				     f.elem_bits == 64))
+					s.elems = off + 4;
 				return s;
 			}
 			const uint32_t b = f.elem_bits / 8 < 8 ? f.elem_bits / 8 : 8;
@@ -308,12 +322,20 @@ public:
 	// An array's or sequence's length and elements (0 for any other field).
 	uint32_t count(const FieldSlot &s) const
 	{
+		if (s.elems >= 0) {
+			uint32_t n;
+			memcpy(&n, e_.pkt + e_.payload + s.elems - 4, 4);
+			return n;
+		}
 		const FieldValue *v =
 			s.type == STRATA_FT_ARRAY || s.type == STRATA_FT_SEQUENCE ? value(s) : nullptr;
 		return v ? v->count : 0;
 	}
 	uint64_t elem_u64(const FieldSlot &s, uint32_t k) const
 	{
+		if (s.elems >= 0)
+			return (uint64_t)load_int(e_.pkt + e_.payload + s.elems + (size_t)k * s.bytes,
+						  s.bytes, s.is_signed);
 		const FieldValue *v = value(s);
 		return s.is_signed ? (uint64_t)v->elem_i(k) : v->elem_u(k);
 	}
@@ -471,6 +493,7 @@ public:
 		return ctx_.ident(bt_stream_borrow_trace_const(bt_event_borrow_stream_const(ev_)));
 	}
 	const void *stream_key() const { return trace_key(); } // a bt_stream's life is not the read's
+	static uint32_t stream_index() { return kNoStreamIndex; }
 	bool timed() const { return timed_; }
 	int64_t ns() const { return ns_; }
 	bool tid(int64_t *t) const { return sctx().tid(ev_, t); }
@@ -625,11 +648,13 @@ template <class H> bool Source::read(H &h)
 			return false;
 		NativeCtx ctx;
 		const bool ok = reader_->read_each([&](const TraceMsg &m) {
-			switch (m.kind) {
-			case TraceMsgKind::Event: {
+			if (__builtin_expect(m.kind == TraceMsgKind::Event, 1)) {
 				const NativeEvent e(*m.event, ctx);
 				return h.event(e);
 			}
+			switch (m.kind) {
+			case TraceMsgKind::Event:
+				break;
 			case TraceMsgKind::DiscardedEvents:
 			case TraceMsgKind::DiscardedPackets:
 				return h.loss(native_loss(ctx, m));

@@ -135,13 +135,15 @@ struct TraceReader::Cursor {
 	size_t buf_cap = 0;
 	// The packet's records, decoded by the walk that checks the packet
 	// when it is loaded (the first kMaxDecoded of them; memory: the packet
-	// and at most kMaxDecoded * 24 bytes), served from recs[ri, rn) one
-	// at a time.  Past them, ro is the next record's offset, rend the end
+	// and at most kMaxDecoded * 24 bytes), served from [rp, rq) one at a
+	// time (pointers, not indexes: a run's stop sets rp without a
+	// division by 24).  Past them, ro is the next record's offset, rend the end
 	// of the good ones, rprev the previous one's timestamp (a compact
 	// header's base): refill() steps through the next kMaxDecoded
 	// (RecordWalk::step, no check made again).
 	std::unique_ptr<DecodedRecord[]> recs; // recs_cap of them, uninitialised
-	size_t recs_cap = 0, ri = 0, rn = 0;
+	size_t recs_cap = 0;
+	const DecodedRecord *rp = nullptr, *rq = nullptr;
 	uint64_t ro = 0, rend = 0, rprev = 0;
 	const PacketEntry *pe = nullptr;
 	const PacketEntry *prev = nullptr; // the last packet loaded (for loss)
@@ -341,6 +343,7 @@ bool TraceReader::add_trace(const std::string &dir)
 		auto s = std::make_unique<StreamInfo>();
 		s->trace = tp;
 		s->path = f;
+		s->index = (uint32_t)streams_.size();
 		index_stream(s.get());
 		streams_.push_back(std::move(s));
 	}
@@ -541,14 +544,14 @@ template <class C> __attribute__((noinline)) void refill(C &c)
 		c.recs[n++] = DecodedRecord{r.ts,  (uint32_t)r.payload, (uint32_t)r.end,
 					    r.tid, (uint16_t)r.id,      r.cpu};
 	}
-	c.ri = 0;
-	c.rn = n;
+	c.rp = c.recs.get();
+	c.rq = c.rp + n;
 }
 
 // Whether the cursor's packet has a record left to deliver.
 template <class C> __attribute__((always_inline)) inline bool has_record(const C &c)
 {
-	return c.ri < c.rn || c.ro < c.rend;
+	return c.rp < c.rq || c.ro < c.rend;
 }
 
 // Loads the cursor's next packet in the window and walks its records;
@@ -625,23 +628,24 @@ bool TraceReader::load_packet(Cursor &c)
 		const char *why = nullptr;
 		const uint64_t good =
 			c.walk->walk(c.buf.get(), e.content, c.s->shared, e.ts_end, &ts, &why, v);
-		c.ri = 0;
-		c.rn = (size_t)(v.p - c.recs.get());
+		c.rp = c.recs.get();
+		c.rq = v.p;
 		c.rend = good;
 		// Past the records kept (all of them unless recs is full):
 		// where refill() goes on from.
-		c.ro = c.rn ? c.recs[c.rn - 1].end : good;
-		c.rprev = c.rn ? c.recs[c.rn - 1].ts : e.ts_begin;
+		const bool any = c.rq != c.rp;
+		c.ro = any ? c.rq[-1].end : good;
+		c.rprev = any ? c.rq[-1].ts : e.ts_begin;
 		// The leading run of records before the last one delivered
 		// (timestamps never go back within a walk), skipped.
 		uint64_t first = 0;
-		if (c.have_ts && c.rn && c.recs[0].ts < c.last_ts)
+		if (c.have_ts && any && c.rp->ts < c.last_ts)
 			while (has_record(c)) {
-				if (c.ri == c.rn)
+				if (c.rp == c.rq)
 					refill(c);
-				if (c.recs[c.ri].ts >= c.last_ts)
+				if (c.rp->ts >= c.last_ts)
 					break;
-				c.ri++;
+				c.rp++;
 				first++;
 			}
 		if (first)
@@ -676,9 +680,9 @@ template <class C> __attribute__((noinline)) int64_t slow_ns(const C &c, uint64_
 
 template <class C> __attribute__((always_inline)) inline void take_record(C &c)
 {
-	if (__builtin_expect(c.ri == c.rn, 0))
+	if (__builtin_expect(c.rp == c.rq, 0))
 		refill(c);
-	const DecodedRecord &r = c.recs[c.ri++];
+	const DecodedRecord &r = *c.rp++;
 	TraceEvent &ev = c.ev;
 	ev.ts = r.ts;
 	ev.ns = __builtin_expect(!c.map && c.fast_ns, 1) ? c.base_ns + (int64_t)r.ts : slow_ns(c, r.ts);
@@ -845,7 +849,7 @@ int64_t TraceReader::run_ns(uint64_t ts) const
 // The run after c's event (c is advance_ and heap_[0], rival_ set).
 __attribute__((always_inline)) inline void TraceReader::start_run(Cursor &c)
 {
-	run_p_ = run_end_ = c.recs.get() + c.ri;
+	run_p_ = run_end_ = c.rp;
 	if (!c.pending.empty())
 		return;
 	if (rival_) {
@@ -858,7 +862,7 @@ __attribute__((always_inline)) inline void TraceReader::start_run(Cursor &c)
 	} else {
 		run_bound_ = INT64_MAX;
 	}
-	run_end_ = c.recs.get() + c.rn;
+	run_end_ = c.rq;
 	run_ = c.run;
 }
 
@@ -867,14 +871,66 @@ __attribute__((always_inline)) inline void TraceReader::start_run(Cursor &c)
 __attribute__((always_inline)) inline void TraceReader::sync_run()
 {
 	Cursor &c = *advance_;
-	const size_t k = (size_t)(run_p_ - c.recs.get());
-	if (k != c.ri) {
-		c.ri = k;
+	if (run_p_ != c.rp) {
+		c.rp = run_p_;
 		c.last_ts = run_p_[-1].ts;
 		c.have_ts = true;
 		c.key = c.ev.ns;
 	}
 	run_p_ = run_end_ = nullptr;
+}
+
+bool TraceReader::switch_run(TraceMsg *out)
+{
+	if (!run_.fast)
+		return false;
+	const DecodedRecord &r = *run_p_; // run_take() stopped at it
+	const MetaEvent *cls = r.id < run_.ncls ? run_.cls[r.id] : nullptr;
+	Cursor *const o = rival_;
+	if (!cls || !o)
+		return false;
+	// The run stopped at r for its time: the rival comes first (its key
+	// is below r's, or equal and its stream comes first; run_bound_).
+	// r taken as take_record() would take it, with the run's values.
+	Cursor &c = *advance_;
+	const int64_t ns = run_.base + (int64_t)r.ts;
+	TraceEvent &ev = c.ev;
+	ev.ts = r.ts;
+	ev.ns = ns;
+	ev.cls = cls;
+	if (run_.tid) {
+		ev.tid = r.tid;
+		if (run_.cpu)
+			ev.cpu = r.cpu;
+	}
+	ev.payload = r.payload;
+	ev.end = r.end;
+	c.rp = run_p_ + 1;
+	c.last_ts = r.ts;
+	c.have_ts = true;
+	c.key = ns;
+	// The rival (heap_[1] or heap_[2], a child of c's place) up to the
+	// first place, c down from the rival's.
+	Cursor **h = heap_.data();
+	const size_t j = h[1] == o ? 1 : 2;
+	h[0] = o;
+	h[j] = &c;
+	heap_down(j);
+	if (__builtin_expect(!o->pending.empty() || !o->ev.cls, 0)) {
+		advance_ = nullptr;
+		run_p_ = run_end_ = nullptr;
+		return false;
+	}
+	advance_ = o;
+	const size_t n = heap_.size();
+	rival_ = n < 3 || h[1]->key < h[2]->key || (h[1]->key == h[2]->key && h[1]->order < h[2]->order)
+			 ? h[1]
+			 : h[2];
+	stats_.events++;
+	out->stream = o->s;
+	out->event = &o->ev;
+	start_run(*o);
+	return true;
 }
 
 bool TraceReader::next_slow(TraceMsg *out)
@@ -888,7 +944,7 @@ bool TraceReader::next_slow(TraceMsg *out)
 		// (What sync_run() would set of the records given before is
 		// set again by take_record().)
 		Cursor &c = *advance_;
-		c.ri = (size_t)(run_p_ - c.recs.get());
+		c.rp = run_p_;
 		run_p_ = run_end_ = nullptr;
 		take_record(c);
 		const Cursor *o = rival_;

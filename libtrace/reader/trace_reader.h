@@ -103,6 +103,7 @@ struct StreamInfo {
 	uint32_t stream_class = 0;
 	uint64_t instance = 0;
 	bool shared = false;              // COMPACT shared lane: the thread in each record
+	uint32_t index = 0;               // its place in TraceReader::streams()
 	std::vector<PacketEntry> packets; // the index (valid headers only)
 };
 
@@ -342,8 +343,13 @@ public:
 		TraceMsg msg;
 		for (;;) {
 			// One call of on (a second one stops it being inlined).
-			if (__builtin_expect(run_p_ == run_end_ || !run_take(), 0) && !next_slow(&msg))
+			if (__builtin_expect(run_p_ == run_end_, 0)) {
+				if (!next_slow(&msg))
+					return true;
+			} else if (__builtin_expect(!run_take(), 0) && !switch_run(&msg) &&
+				   !next_slow(&msg)) {
 				return true;
+			}
 			if (!on(msg))
 				return true;
 		}
@@ -404,9 +410,17 @@ private:
 	size_t index_damage_next_ = 0, index_damage_end_ = 0;
 	bool started_ = false;
 	Cursor *advance_ = nullptr;
-	const Cursor *rival_ = nullptr; // next_slow(): the first cursor after advance_
+	Cursor *rival_ = nullptr; // next_slow(): the first cursor after advance_
 	void heap_down(size_t i);
 	bool next_slow(TraceMsg *out);
+	// read_each()'s step when its run stopped at a record of a class
+	// because another stream's comes first (most stops on a trace of
+	// threads that take turns): the record taken, the rival made the
+	// first and its event given in *out, which must hold the Event
+	// message given last (only its stream and event are written).
+	// False for any other stop of run_take(), or when the rival has a
+	// message pending or no class: next_slow() goes on from there.
+	bool switch_run(TraceMsg *out);
 
 	// The run: after next_slow() gave an event of advance_, the records
 	// of its packet decoded and not yet given, [run_p_, run_end_) (empty
