@@ -524,16 +524,18 @@ static void strata_open_packet(struct strata_kbuf *kb, u32 lane, struct strata_l
 	strata_commit_bytes(kb, strata_commit_of(kb, lc, head), STRATA_PACKET_HEADER_SIZE);
 }
 
+/* disc: the lane's events_discarded, read before the close cmpxchg (see
+ * strata_reserve).
+ */
 static void strata_close_packet(struct strata_kbuf *kb, u32 lane, struct strata_lane_ctl *lc,
-				u64 start, u64 content, u64 now)
+				u64 start, u64 content, u64 now, u64 disc)
 {
 	struct strata_packet_header *ph = (void *)strata_at(kb, lane, start);
 
 	ph->timestamp_end = now;
 	ph->content_size = content * 8;
 	ph->packet_size = kb->subbuf_size * 8;
-	/* Relaxed: a counter, read exactly by the consumer after a flush. */
-	ph->events_discarded = atomic64_read((atomic64_t *)&lc->events_discarded);
+	ph->events_discarded = disc;
 	strata_commit_bytes(kb, strata_commit_of(kb, lc, start), kb->subbuf_size - content);
 }
 
@@ -555,7 +557,7 @@ static u64 strata_reserve(struct strata_kbuf *kb, u32 lane, u32 rsize, u64 *now,
 	int tries;
 
 	for (tries = 0; tries < STRATA_KCAS_TRIES; tries++) {
-		u64 off = head & (S - 1), consumed;
+		u64 off = head & (S - 1), consumed, disc;
 
 		*now = ktime_get_mono_fast_ns();
 		if (off) {
@@ -575,8 +577,21 @@ static u64 strata_reserve(struct strata_kbuf *kb, u32 lane, u32 rsize, u64 *now,
 				}
 				continue;
 			}
+			/* Relaxed: a counter, read exactly by the consumer
+			 * after a flush.  Read before the close cmpxchg (fully
+			 * ordered), after the load of head that showed the
+			 * packet open: the next packet's closer loads head
+			 * from our cmpxchg or a later one, so its read comes
+			 * after ours and, the counter only growing, is not
+			 * smaller.  Read after the cmpxchg, an interrupt or
+			 * NMI that opens, fills and closes the next packet,
+			 * then discards, would leave us a count above the
+			 * next packet's.  What is discarded between this read
+			 * and the cmpxchg goes to the next packet.
+			 */
+			disc = atomic64_read((atomic64_t *)&lc->events_discarded);
 			if (try_cmpxchg64(&lc->head, &head, head - off + S)) {
-				strata_close_packet(kb, lane, lc, head - off, off, *now);
+				strata_close_packet(kb, lane, lc, head - off, off, *now, disc);
 				head = head - off + S;
 			}
 			continue;
@@ -595,7 +610,7 @@ static u64 strata_reserve(struct strata_kbuf *kb, u32 lane, u32 rsize, u64 *now,
 			return head + STRATA_PACKET_HEADER_SIZE;
 		}
 	}
-	/* Relaxed: see strata_close_packet. */
+	/* Relaxed: see the close above. */
 	atomic64_inc((atomic64_t *)&lc->events_discarded);
 	this_cpu_inc(strata_klost);
 	return U64_MAX;

@@ -350,13 +350,15 @@ bool Reader::validate_header(uint32_t lane, uint64_t pos, strata_packet_header *
 	const uint64_t S = info_.subbuf_size;
 	const strata_packet_header &ph = *hdr;
 	const char *why = nullptr;
-	// A closer reads the lane's discard count after its close took the
-	// packet (writer.cpp, close_packet): in a shared lane, one delayed
-	// there can read a count larger than the next packet's closer read
-	// before it (seen under TSan: 3 good packets refused, 429 events
-	// lost).  Not damage: the count is cumulative, so the packet says no
-	// new discards (the next ones carry them); a scribbled small count is
-	// neutralised the same way.
+	// Closers used to read the lane's discard count after their close
+	// took the packet: in a shared lane, one delayed there could read a
+	// count larger than the next packet's closer read before it (seen
+	// under TSan: 3 good packets refused, 429 events lost).  Closers now
+	// read it before their close CAS (writer.cpp, load_discarded), so a
+	// current producer never does this; older producers (their runtime
+	// is the application's) and a scribbled small count still may.  Not
+	// damage: the count is cumulative, so the packet says no new discards
+	// (the next ones carry them).
 	if (hdr->events_discarded < ls.last_discarded) {
 		hdr->events_discarded = ls.last_discarded;
 		stats_.discards_clamped++;
@@ -783,6 +785,16 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 		if (off == 0)
 			break;
 		uint64_t start = head - off;
+		// Relaxed, read after the load of head that showed the packet
+		// open and before our close CAS (acq_rel), as a writer's close
+		// (writer.cpp, load_discarded): the next packet's closer loaded
+		// head from our CAS or a later one, so our load happens before
+		// its load, and coherence on a counter that only grows gives it
+		// a count not smaller than ours.  Read after the CAS, a count
+		// could exceed the next packet's (writers open, fill and close
+		// it, then discard, while we are delayed).  What is discarded
+		// between this load and the CAS goes to the next packet.
+		const uint64_t disc = __atomic_load_n(&lc->events_discarded, __ATOMIC_RELAXED);
 		if (__atomic_compare_exchange_n(&lc->head, &head, start + S, false, __ATOMIC_ACQ_REL,
 						__ATOMIC_ACQUIRE)) {
 			// We are this packet's closer: the closing fields are ours,
@@ -792,9 +804,7 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 			ls.close_off = off;
 			if (start < info_.lane_stride) // lap 0: not the writers' bytes (lane_busy)
 				ls.closed_gap += S - off;
-			// Relaxed, read after our CAS: the count of any later
-			// close (ordered after it through head) is not smaller.
-			ls.close_disc = __atomic_load_n(&lc->events_discarded, __ATOMIC_RELAXED);
+			ls.close_disc = disc;
 			head = start + S;
 			break;
 		}

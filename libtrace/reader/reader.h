@@ -302,9 +302,9 @@ private:
 		bool producer_dead = false;
 		// A consumer-side close whose closing fields and commit wait for
 		// the writers' commits (finish_close): packet at close_start,
-		// close_off bytes reserved, the lane's events_discarded at the
-		// close (a later close reads a count at least as large).  One at
-		// a time per lane.
+		// close_off bytes reserved, the lane's events_discarded read
+		// before the close CAS (a later close reads a count at least as
+		// large).  One at a time per lane.
 		bool close_pending = false;
 		uint64_t close_start = 0, close_off = 0, close_disc = 0;
 		uint64_t cut_events = 0; // events lost to cut packets (check_records), cumulative

@@ -322,8 +322,31 @@ inline void prefault_open(const Channel *ch, char *lane_data, uint64_t head)
 	madvise(lane_data + ring_off(ch, head), ch->subbuf_size, kMadvPopulateWrite);
 }
 
+// The lane's cumulative discard count for the packet a closer is about to
+// close: read after the load of head that showed the packet open (or the
+// failed CAS that reloaded it), before the close CAS.  Relaxed: per-location
+// coherence is all it needs, through head.  Our load (k) is sequenced
+// before our close CAS (acq_rel); the next packet's closer loaded head with
+// acquire from that CAS or a later RMW of head (its release sequence: every
+// write of head is a CAS), and its own load (k+1) follows that load, so
+// load(k) happens-before load(k+1); read-read coherence on a counter that
+// only grows then gives load(k+1) >= load(k): the counts the packets of a
+// lane carry never go backwards.  Loaded after the CAS instead, a closer
+// delayed between the two (a signal handler, another thread of a shared
+// lane that opens, fills and closes the next packet, then discards) could
+// store a count above the next packet's.  Discards counted between this
+// load and the CAS go to the next packet: the count is cumulative.  The
+// consumer's close (Reader::flush) reads it the same way.  One load per
+// packet switch, not on the per-event path.
+inline uint64_t load_discarded(strata_lane_ctl *lc)
+{
+	return __atomic_load_n(&lc->events_discarded, __ATOMIC_RELAXED);
+}
+
+// The closer of the packet at `start` (its close CAS won), with `discarded`
+// the lane's events_discarded as load_discarded() read it before that CAS.
 void close_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uint64_t start, uint64_t content,
-		  uint64_t now, bool owned)
+		  uint64_t now, uint64_t discarded, bool owned)
 {
 	auto *ph = (strata_packet_header *)(lane_data + ring_off(ch, start));
 	ph->timestamp_end = now;
@@ -332,8 +355,7 @@ void close_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uint64_t st
 	// lane), pairs with nothing; the consumer reads it after commit_bytes.
 	__atomic_store_n(&ph->content_size, content * 8, __ATOMIC_RELAXED);
 	ph->packet_size = ch->subbuf_size * 8;
-	// Relaxed: see discard().
-	ph->events_discarded = __atomic_load_n(&lc->events_discarded, __ATOMIC_RELAXED);
+	ph->events_discarded = discarded;
 	STRATA_WHOOK(STRATA_W_CLOSE_WRITTEN);
 	commit_bytes(ch, commit_of(ch, lc, start), ch->subbuf_size - content, owned);
 }
@@ -359,10 +381,11 @@ void close_foreign_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uin
 			return;
 		const uint64_t now = clock_now();
 		const uint64_t end = head - off + S;
+		const uint64_t disc = load_discarded(lc); // before the CAS: see load_discarded
 		// Acq_rel: as the close in switch_packet (head_cas).
 		if (__atomic_compare_exchange_n(&lc->head, &head, end, false, __ATOMIC_ACQ_REL,
 						__ATOMIC_ACQUIRE)) {
-			close_packet(ch, lc, lane_data, head - off, off, now, true); // we own the lane
+			close_packet(ch, lc, lane_data, head - off, off, now, disc, true); // we own the lane
 			return;
 		}
 	}
@@ -600,10 +623,15 @@ inline SwitchResult switch_packet(Channel *ch, uint32_t lane, uint64_t head, uin
 	const uint64_t off = head & (S - 1);
 	if (off != 0) {
 		const uint64_t end = head - off + S;
+		// Before the CAS (see load_discarded); an unlocked CAS is a
+		// locked one's order here: program order against our own
+		// signal handlers, x86 keeps a load before a later store, and
+		// its "memory" clobber keeps the compiler from sinking the load.
+		const uint64_t disc = load_discarded(lc);
 		STRATA_WHOOK(STRATA_W_BEFORE_CLOSE_CAS);
 		if (head_cas(lc, &head, end, unlocked)) {
 			STRATA_WHOOK(STRATA_W_CLOSE_WON);
-			close_packet(ch, lc, lane_data, head - off, off, now, owned);
+			close_packet(ch, lc, lane_data, head - off, off, now, disc, owned);
 			STRATA_WHOOK(STRATA_W_CLOSED);
 			head = end;
 		}

@@ -57,6 +57,9 @@ TEST(RingBuffer, ConcurrentWritersSeveralSlotsSharedLanes)
 			*slots[s], [&](uint32_t l) -> const Packets & { return d.lane(s, l); }, false, &t);
 		EXPECT_EQ(t.records + t.discarded, kThreads * kEvents) << "slot " << s;
 		EXPECT_GT(t.records, 0u);
+		// The discard counts along each lane never went backwards (the
+		// reader would have raised them: writer.cpp, load_discarded).
+		EXPECT_EQ(slots[s]->reader->stats().discards_clamped, 0u) << "slot " << s;
 		std::printf("slot %zu: %llu read, %llu discarded, %llu packets\n", s,
 			    (unsigned long long)t.records, (unsigned long long)t.discarded,
 			    (unsigned long long)t.packets);
@@ -314,6 +317,7 @@ TEST(RingBuffer, SignalHandlersNestInsideWriters)
 	uint64_t handled = g_sig_count[0].load() + g_sig_count[1].load();
 	EXPECT_GE(handled, 100u); // signals did interrupt the writer
 	EXPECT_EQ(t.records + t.discarded, emitted + handled);
+	EXPECT_EQ(s.reader->stats().discards_clamped, 0u); // as in ConcurrentWriters...
 	std::printf("%llu signal events, %llu read, %llu discarded\n", (unsigned long long)handled,
 		    (unsigned long long)t.records, (unsigned long long)t.discarded);
 }

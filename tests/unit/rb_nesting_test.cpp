@@ -270,6 +270,91 @@ TEST(FastOwner, ConsumerWaitsForTheOwnersWindow)
 	munmap(m, size);
 }
 
+// The discard count a packet's closer stores: the lane's cumulative count
+// read before its close CAS, so that the counts along a lane never go
+// backwards.  A closer that read it after its CAS, when interrupted between
+// the two (here: at STRATA_W_CLOSE_WON, by a nested writer on a two-packet
+// ring no consumer drains) stored a count above the next packet's: the
+// nested writer opens the next packet, fills it and closes it (nothing
+// discarded yet), then finds the ring full and discards; the outer close
+// then read those discards into the older packet.  Readers had to raise
+// the next packet's count (Reader: discards_clamped), babeltrace2 sees a
+// count that decreases.
+struct DiscardOrder {
+	Slot *s = nullptr;
+	bool armed = false;
+	uint64_t nested = 0;       // events the nested writer emitted
+	uint64_t seen_in_hook = 0; // the lane's discards when the nested writer returned
+};
+DiscardOrder g_dorder;
+
+void discard_order_hook(strata_writer_step step)
+{
+	if (step != STRATA_W_CLOSE_WON || !g_dorder.armed)
+		return;
+	g_dorder.armed = false;
+	// Until the ring is full and a few events are discarded (bounded).
+	for (uint64_t i = 0; i < 1000 && g_dorder.s->reader->lane_discarded(0) < 3; i++) {
+		strata_tracepoint(rbtest, sig, 1u, i, checksum(1, i));
+		g_dorder.nested++;
+	}
+	g_dorder.seen_in_hook = g_dorder.s->reader->lane_discarded(0);
+}
+
+TEST(DiscardCount, NeverBackwardsWhenTheCloserIsInterrupted)
+{
+	constexpr uint64_t S = 4096;
+	Slot s(2, config(STRATA_MODE_DISCARD, 1, 2, S), {rule("rbtest:*")});
+	ASSERT_TRUE(s.reader);
+	const size_t size = (size_t)lseek(s.fd, 0, SEEK_END);
+	void *m = mmap(nullptr, size, PROT_READ, MAP_SHARED, s.fd, 0);
+	ASSERT_NE(m, MAP_FAILED);
+	const auto *hdr = (const strata_buffer_header *)m;
+	g_dorder = DiscardOrder();
+	g_dorder.s = &s;
+	g_dorder.armed = true;
+	// The outer writer (lane 0, owned) fills packet 0 until an event does
+	// not fit: its close of packet 0 is interrupted once it won the CAS.
+	uint64_t outer = 0;
+	strata_test_writer_hook = discard_order_hook;
+	while (g_dorder.armed && outer < 1000) {
+		strata_tracepoint(rbtest, rec, 0u, outer, checksum(0, outer));
+		outer++;
+	}
+	strata_test_writer_hook = nullptr;
+	ASSERT_FALSE(g_dorder.armed) << "the outer writer never closed a packet";
+	ASSERT_GT(g_dorder.seen_in_hook, 0u) << "the nested writer discarded nothing: the ring was not full";
+	// Packets 0 (the outer writer's) and 1 (the nested one's), complete:
+	// their headers as the writers left them in the buffer.
+	const auto *ph0 = (const strata_packet_header *)((const uint8_t *)m + hdr->data_offset);
+	const auto *ph1 = (const strata_packet_header *)((const uint8_t *)m + hdr->data_offset + S);
+	ASSERT_EQ(ph0->packet_seq_num, 0u);
+	ASSERT_EQ(ph1->packet_seq_num, 1u);
+	EXPECT_EQ(ph1->events_discarded, 0u) << "packet 1 was closed before any discard";
+	EXPECT_LE(ph0->events_discarded, ph1->events_discarded)
+		<< "packet 0 carries the discards counted after packet 1's close";
+
+	std::string msg;
+	ASSERT_EQ(s.reader->flush(0, false, 1000, &msg), strata::FlushStatus::kDone) << msg;
+	Packets pk;
+	std::vector<uint8_t> pkt;
+	strata::ReadStatus st;
+	while ((st = s.reader->next_packet(0, &pkt, &msg)) != strata::ReadStatus::kEmpty) {
+		ASSERT_EQ(st, strata::ReadStatus::kPacket) << msg;
+		pk.push_back(pkt);
+	}
+	if (s.reader->trailing_loss_packet(0, &pkt))
+		pk.push_back(pkt);
+	EXPECT_EQ(s.reader->stats().discards_clamped, 0u) << "the reader had to raise a packet's count";
+	Tally t;
+	check_lanes(
+		s, [&](uint32_t l) -> const Packets & { return l == 0 ? pk : kNoPackets; }, true, &t);
+	EXPECT_GE(t.packets, 3u); // 0, 1 and the trailing loss
+	EXPECT_GT(t.discarded, 0u);
+	EXPECT_EQ(t.records + t.discarded, outer + g_dorder.nested);
+	munmap(m, size);
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryStep, NestedAtStep, ::testing::Range(0, (int)STRATA_W_N_STEPS),
 			 [](const ::testing::TestParamInfo<int> &i) {
 				 return step_name((strata_writer_step)i.param);
