@@ -588,6 +588,7 @@ private:
 	static int64_t nonfinal_from(const Work &w);
 	void blame(Work &w, const Span &wt);
 	static size_t blame_upto(const Work &w, const Span &wt);
+	static size_t closed_before(const Work &w, size_t upto, int64_t t);
 	void add_share(uint64_t caller, uint64_t overlap, size_t &last_share);
 	void settle(Work &w)
 	{
@@ -839,20 +840,26 @@ size_t Model::blame_upto(const Work &w, const Span &wt)
 	const uint64_t bound = lo ? (w.lows[lo - 1].block + 1) * kBlock : 0;
 	size_t upto =
 		std::min<size_t>(w.recent.size(), bound > w.base ? static_cast<size_t>(bound - w.base) : 0);
-	if (upto > 0 && w.recent[upto - 1].closed_at >= past) {
-		size_t first = 0;
-		for (size_t len = upto; len > 0;) {
-			const size_t half = len / 2;
-			if (w.recent[first + half].closed_at < past) {
-				first += half + 1;
-				len -= half + 1;
-			} else {
-				len = half;
-			}
-		}
-		upto = first;
-	}
+	if (upto > 0 && w.recent[upto - 1].closed_at >= past)
+		upto = closed_before(w, upto, past);
 	return upto;
+}
+
+// How many of the first `upto` holds of `recent` closed before t (a
+// prefix: closed_at does not decrease), found by halves.
+size_t Model::closed_before(const Work &w, size_t upto, int64_t t)
+{
+	size_t first = 0;
+	for (size_t len = upto; len > 0;) {
+		const size_t half = len / 2;
+		if (w.recent[first + half].closed_at < t) {
+			first += half + 1;
+			len -= half + 1;
+		} else {
+			len = half;
+		}
+	}
+	return first;
 }
 
 // A hold's overlap with the wait, added to its caller's share: a few
@@ -992,18 +999,8 @@ void Model::evict_holds(Work &w)
 	size_t over_n = size > kHoldsCap ? size - kHoldsCap : 0;
 	if (recent_total_ > kHoldsTotalCap && size > kEvictBatch)
 		over_n = std::max(over_n, std::min(recent_total_ - kHoldsTotalCap, size - kEvictBatch));
-	// The holds closed before the limit: a prefix (closed_at does not
-	// decrease), its end found by halves; past the caps, over_n at least.
-	size_t n = 0;
-	for (size_t len = size; len > 0;) {
-		const size_t half = len / 2;
-		if (w.recent[n + half].closed_at < limit) {
-			n += half + 1;
-			len -= half + 1;
-		} else {
-			len = half;
-		}
-	}
+	// The holds closed before the limit; past the caps, over_n at least.
+	size_t n = closed_before(w, size, limit);
 	if (n < over_n) {
 		n = over_n;
 		rep_.blockers_partial = true;

@@ -1282,6 +1282,16 @@ private:
 			std::string name, text, src;
 			uint64_t gen = 0;
 			bool ok = false, made = false;
+			// Made for name from l's text (put_line() copies kHeadCopy
+			// bytes at once, or 32 at a time: room for them).
+			void set(const std::string &n, const Line &l)
+			{
+				name = n;
+				text = l.text();
+				text.reserve(std::max(text.size() + 32, kHeadCopy));
+				ok = l.ok;
+				made = true;
+			}
 		};
 		mutable Head heads[3]; // and an instant's (2)
 		// An X's (complete()), for 2 names; xmru: the one used last.
@@ -1308,11 +1318,7 @@ private:
 		Line l;
 		l.lit("{\"ph\":\"X\",\"name\":").str(name);
 		l.lit(at_of(t));
-		h.name = name;
-		h.text = l.text();
-		h.text.reserve(std::max(h.text.size() + 32, kHeadCopy));
-		h.ok = l.ok;
-		h.made = true;
+		h.set(name, l);
 		return h;
 	}
 	// The names of a track's open slices, innermost last: v[0, n) (the
@@ -1651,12 +1657,7 @@ private:
 			if (kind != 2 && t.async)
 				async_id(l, t, track);
 			l.lit(at_of(t));
-			h.name = name;
-			h.text = l.text();
-			// put_line() copies kHeadCopy bytes at once, or 32 at a time.
-			h.text.reserve(std::max(h.text.size() + 32, kHeadCopy));
-			h.ok = l.ok;
-			h.made = true;
+			h.set(name, l);
 		}
 	}
 	// An event's line straight into text_: `head` (its text up to the
