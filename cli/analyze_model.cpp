@@ -321,7 +321,13 @@ public:
 	}
 	T &front() { return at(head_); }
 	const T &front() const { return (*this)[0]; }
-	T &back() { return tail_[-1]; } // not empty: the last push is just before tail_
+	T &back() { return tail_[-1]; }                  // not empty: the last push is just before tail_
+	bool full() const { return tail_ == tail_end_; } // push_back() would add a chunk
+	void push_back_unchecked(const T &x)             // not full()
+	{
+		*tail_++ = x;
+		n_++;
+	}
 	void push_back(const T &x)
 	{
 		if (__builtin_expect(tail_ == tail_end_, 0))
@@ -623,8 +629,10 @@ private:
 	// The events so far, the earliest and the latest time (Report's
 	// events, first_ts and last_ts, set by finish()).
 	uint64_t events_ = 0;
-	int64_t first_ts_ = 0;
-	int64_t now_ = 0;
+	// Before the first event, the values that any time replaces (so
+	// held() and on_event() take no branch for the first one).
+	int64_t first_ts_ = std::numeric_limits<int64_t>::max();
+	int64_t now_ = std::numeric_limits<int64_t>::min();
 	size_t recent_total_ = 0; // holds in every lock's `recent`
 	size_t tl_cap_;           // timeline candidates kept per lock and kind
 	size_t tl_kept_ = 0;      // over all locks
@@ -676,6 +684,9 @@ private:
 				   static_cast<uint64_t>(e.tid) ^ (static_cast<uint64_t>(e.proc) << 40));
 	}
 	__attribute__((noinline)) const LastHeld &held_look_up(const Event &acq);
+	__attribute__((noinline, cold)) void held_miss(const Event &acq, int64_t unlock_ts);
+	__attribute__((noinline)) void held_slow(const LastHeld &l, const Event &acq, int64_t unlock_ts);
+	__attribute__((noinline)) void held_settle(Work &w);
 	std::set<LockKey> cond_lock_keys_;
 	std::map<uint32_t, bool> counts_done_; // per process with counts: its final flush seen since
 };
@@ -1184,16 +1195,65 @@ void Model::on_counts(const Event &e)
  */
 void Model::held(const Event &acq, int64_t unlock_ts)
 {
-	const LastHeld *lp = &held_cache_[held_place(acq)];
-	if (__builtin_expect(!lp->of(acq), 0))
-		lp = &held_look_up(acq);
-	const LastHeld &l = *lp;
+	// The fields read, once (the stores below could alias them).
+	const int64_t ts = acq.ts;
+	const LastHeld &l = held_cache_[held_place(acq)];
+	if (__builtin_expect(!l.of(acq), 0))
+		return held_miss(acq, unlock_ts);
+	Work &w = *l.w;
+	// The common case, inline and with no call but at its end (no
+	// registers to save): no wait that settle() could blame (before
+	// settle_at), no hold of the lock open (no handoff), room in
+	// `recent`'s last chunk, and the hold neither starts a block nor
+	// lowers its block's earliest start (close_hold() then only pushes
+	// and takes the maxima).  The rest: held_slow(), all of it.
+	const int64_t now = std::max(now_, ts);
+	const uint64_t n = w.base + w.recent.size();
+	if (__builtin_expect(now >= w.settle_at || w.open_n != 0 || w.recent.full() || n % kBlock == 0 ||
+				     w.block_start.empty() || ts < w.block_start.back() ||
+				     w.super_start.empty(),
+			     0))
+		return held_slow(l, acq, unlock_ts);
+	const int64_t tid = acq.tid;
+	const uint64_t caller = acq.caller;
+	events_ += 2;
+	first_ts_ = std::min(first_ts_, std::min(ts, unlock_ts));
+	const int64_t now2 = std::max(now, unlock_ts);
+	now_ = now2;
+	w.st.acquisitions++;
+	l.site->acquisitions++;
+	(*l.unlocks)++;
+	const int64_t end = std::max(unlock_ts, ts);
+	w.recent.push_back_unchecked({{ts, end, tid, caller}, now2});
+	recent_total_++;
+	w.hold_longest = std::max(w.hold_longest, end - ts);
+	w.lag_longest = std::max(w.lag_longest, now2 - ts);
+	if (__builtin_expect(now2 >= w.settle_at || w.recent.size() >= w.evict_at, 0))
+		return held_settle(w);
+}
+
+// held() of a hold whose look-ups missed held_cache_.
+void Model::held_miss(const Event &acq, int64_t unlock_ts)
+{
+	held_slow(held_look_up(acq), acq, unlock_ts);
+}
+
+void Model::held_settle(Work &w)
+{
+	settle(w);
+	evict(w);
+}
+
+// held() in full, for any hold: its acquisition's and unlock's steps in
+// one pass when they change nothing but the counts, else held_apart().
+void Model::held_slow(const LastHeld &l, const Event &acq, int64_t unlock_ts)
+{
 	Work &w = *l.w;
 	const std::vector<Hold> &mine = *l.mine;
 	// Before settle_at (arm(): no later than the first wait's end and
 	// settling time, the lowest time when that end is the clock's lowest),
 	// it blames none.
-	const int64_t now = std::max(events_ ? now_ : acq.ts, acq.ts);
+	const int64_t now = std::max(now_, acq.ts);
 	bool blames = false;
 	if (__builtin_expect(now >= w.settle_at, 0) && !w.unblamed.empty()) {
 		const int64_t end = w.unblamed.front().end;
@@ -1206,8 +1266,6 @@ void Model::held(const Event &acq, int64_t unlock_ts)
 	// The acquisition (on_event, on_acquire), and the unlock (on_event,
 	// end_hold): the hold just taken is the last.  The two events' times
 	// at once.
-	if (__builtin_expect(events_ == 0, 0))
-		first_ts_ = now_ = acq.ts;
 	events_ += 2;
 	first_ts_ = std::min(first_ts_, std::min(acq.ts, unlock_ts));
 	now_ = std::max(now_, std::max(acq.ts, unlock_ts));
@@ -1230,15 +1288,16 @@ const Model::LastHeld &Model::held_look_up(const Event &acq)
 	if (!ro.unlocks)
 		ro.unlocks = &unlocks_of(acq.proc, acq.tid);
 	LastHeld &l = held_cache_[held_place(acq)];
-	l = LastHeld{acq.proc, acq.lock, acq.caller, acq.tid, &w, ro.v, &w.site_of(acq.caller), ro.unlocks};
+	Site &site = w.site_of(acq.caller);
+	site.caller = acq.caller; // as on_acquire() sets it (held() does not)
+	l = LastHeld{acq.proc, acq.lock, acq.caller, acq.tid, &w, ro.v, &site, ro.unlocks};
 	return l;
 }
 
 // One event, in time order; none is kept.
 void Model::on_event(const Event &e)
 {
-	if (events_++ == 0)
-		first_ts_ = now_ = e.ts;
+	events_++;
 	first_ts_ = std::min(first_ts_, e.ts);
 	now_ = std::max(now_, e.ts);
 	if (e.op == Op::MutexCounts || e.op == Op::CountsDone) {
@@ -1358,8 +1417,8 @@ void Model::timeline()
 void Model::finish(const Symbolizer &sym)
 {
 	rep_.events = events_;
-	rep_.first_ts = first_ts_;
-	rep_.last_ts = now_;
+	rep_.first_ts = events_ ? first_ts_ : 0;
+	rep_.last_ts = events_ ? now_ : 0;
 	for (auto &kv : locks_) {
 		Work &w = kv.second;
 		LockStats &st = w.st;
