@@ -507,9 +507,15 @@ struct Work {
 	}
 	void drop_lows(uint64_t below) // the blocks before `below` left
 	{
-		while (!lows.empty() && lows.front().block < below)
+		while (!lows.empty() && lows.front().block < below) {
 			lows.pop_front();
+			lows_dropped++;
+		}
 	}
+	// Entries that left `lows` from its front, and blame_upto()'s last
+	// answer (counted from the first entry ever): the next wait blamed
+	// ends near the last one, and its search starts there.
+	uint64_t lows_dropped = 0, lows_hint = 0;
 	size_t evict_at = kEvictBatch;
 	std::deque<Span> unblamed; // contended waits, by end
 	// Before this time (now_) settle_waits() blames none of them (arm()).
@@ -593,7 +599,7 @@ private:
 	bool end_hold(Work &w, const ThreadKey &tk, int64_t at);
 	static int64_t nonfinal_from(const Work &w);
 	void blame(Work &w, const Span &wt);
-	static size_t blame_upto(const Work &w, const Span &wt);
+	static size_t blame_upto(Work &w, const Span &wt);
 	static size_t closed_before(const Work &w, size_t upto, int64_t t);
 	void add_share(uint64_t caller, uint64_t overlap, size_t &last_share);
 	void settle(Work &w)
@@ -825,21 +831,40 @@ int64_t Model::nonfinal_from(const Work &w)
 // Where blame()'s scan back starts: no hold after the last block that
 // holds one started before the wait's end can overlap it, nor one closed
 // at or after its end + lag_longest (closed_at does not decrease along
-// `recent`).  The waits blamed are recent: that block is looked for from
-// the end, by steps that double (the places a search from the middle of
-// `lows` and `recent` looked at were cache misses, most of a wait's cost).
-size_t Model::blame_upto(const Work &w, const Span &wt)
+// `recent`).  That block is looked for from the last wait's, by steps
+// that double (the places a search from the middle of `lows` and `recent`
+// looked at were cache misses, most of a wait's cost; a search from the
+// end took 20 steps, the waits blamed being kSettleNs old).
+size_t Model::blame_upto(Work &w, const Span &wt)
 {
 	const int64_t past = wt.end > std::numeric_limits<int64_t>::max() - w.lag_longest
 				     ? std::numeric_limits<int64_t>::max()
 				     : wt.end + w.lag_longest;
-	size_t lo = 0, hi = w.lows.size(); // starts below wt.end before lo, none from hi
-	for (size_t step = 1; step <= hi; step *= 2) {
-		if (w.lows[hi - step].start < wt.end) {
-			lo = hi - step + 1;
-			break;
+	// Starts below wt.end before lo, none from hi (they increase along
+	// `lows`): from the last answer, by steps that double, then by halves.
+	const size_t size = w.lows.size();
+	const size_t h = w.lows_hint > w.lows_dropped
+				 ? static_cast<size_t>(std::min<uint64_t>(w.lows_hint - w.lows_dropped, size))
+				 : 0;
+	size_t lo = 0, hi = size;
+	if (h > 0 && w.lows[h - 1].start >= wt.end) {
+		hi = h - 1; // down from h - 1
+		for (size_t step = 1; step <= hi; step *= 2) {
+			if (w.lows[hi - step].start < wt.end) {
+				lo = hi - step + 1;
+				break;
+			}
+			hi -= step;
 		}
-		hi -= step;
+	} else {
+		lo = h; // up from h
+		for (size_t step = 1; lo + step <= hi; step *= 2) {
+			if (w.lows[lo + step - 1].start >= wt.end) {
+				hi = lo + step - 1;
+				break;
+			}
+			lo += step;
+		}
 	}
 	while (lo < hi) {
 		const size_t mid = lo + (hi - lo) / 2;
@@ -848,6 +873,7 @@ size_t Model::blame_upto(const Work &w, const Span &wt)
 		else
 			hi = mid;
 	}
+	w.lows_hint = w.lows_dropped + lo;
 	const uint64_t bound = lo ? (w.lows[lo - 1].block + 1) * kBlock : 0;
 	size_t upto =
 		std::min<size_t>(w.recent.size(), bound > w.base ? static_cast<size_t>(bound - w.base) : 0);
