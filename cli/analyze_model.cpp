@@ -601,7 +601,7 @@ private:
 	void blame(Work &w, const Span &wt);
 	static size_t blame_upto(Work &w, const Span &wt);
 	static size_t closed_before(const Work &w, size_t upto, int64_t t);
-	void add_share(uint64_t caller, uint64_t overlap, size_t &last_share);
+	__attribute__((noinline)) std::pair<uint64_t, uint64_t> *share_of(uint64_t caller);
 	void settle(Work &w)
 	{
 		if (now_ >= w.settle_at)
@@ -899,74 +899,92 @@ size_t Model::closed_before(const Work &w, size_t upto, int64_t t)
 	return first;
 }
 
-// A hold's overlap with the wait, added to its caller's share: a few
-// callers, each mostly many holds in a row (a flat table, the last one's
-// place first; past 16 callers, their places by caller).
-void Model::add_share(uint64_t caller, uint64_t overlap, size_t &last_share)
+// The share of a caller other than the last one's (blame()): a flat
+// table of a few callers; past 16 callers, their places by caller.
+std::pair<uint64_t, uint64_t> *Model::share_of(uint64_t caller)
 {
-	std::vector<std::pair<uint64_t, uint64_t>> &share_of = shares_;
-	if (last_share >= share_of.size() || share_of[last_share].first != caller) {
-		if (share_of.size() < 16) {
-			last_share = 0;
-			while (last_share < share_of.size() && share_of[last_share].first != caller)
-				last_share++;
-		} else {
-			if (share_index_.empty())
-				for (size_t k = 0; k < share_of.size(); k++)
-					share_index_.emplace(share_of[k].first, k);
-			last_share = share_index_.emplace(caller, share_of.size()).first->second;
-		}
-		if (last_share == share_of.size())
-			share_of.emplace_back(caller, 0);
+	std::vector<std::pair<uint64_t, uint64_t>> &shares = shares_;
+	size_t k = 0;
+	if (shares.size() < 16) {
+		while (k < shares.size() && shares[k].first != caller)
+			k++;
+	} else {
+		if (share_index_.empty())
+			for (size_t j = 0; j < shares.size(); j++)
+				share_index_.emplace(shares[j].first, j);
+		k = share_index_.emplace(caller, shares.size()).first->second;
 	}
-	share_of[last_share].second += overlap;
+	if (k == shares.size())
+		shares.emplace_back(caller, 0);
+	return &shares[k];
 }
 
 void Model::blame(Work &w, const Span &wt)
 {
-	std::vector<std::pair<uint64_t, uint64_t>> &share_of = shares_;
-	share_of.clear();
+	shares_.clear();
 	if (!share_index_.empty())
 		share_index_.clear();
-	size_t last_share = 0;
-	// Back from blame_upto(), a block (or 64 of them) at a time: one that
-	// started at or after the wait's end is skipped whole (those closed
-	// before it started would end the scan: the next one looked at ends
-	// it then); the others' holds are looked at one by one.
+	// The last hold's caller's share: a few callers, each mostly many
+	// holds in a row.
+	std::pair<uint64_t, uint64_t> *share = nullptr;
+	// The wait's fields, once (the shares' stores could alias them).
+	const int64_t start = wt.start, end = wt.end, tid = wt.tid;
+	// Back from blame_upto(), a block at a time: one that started at or
+	// after the wait's end is skipped whole (those closed before it
+	// started would end the scan: the next one looked at ends it then);
+	// the others' holds are looked at one by one.  The blocks skipped are
+	// read along block_start's chunks; 64 of them (a super block) are
+	// skipped at once from the first one looked at, and from the last of
+	// a super block (one long hold makes lag_longest long, and every
+	// later wait would step through that many blocks closed after it).
 	constexpr uint64_t kPerSuper = kSuper / kBlock;
 	const uint64_t b0 = w.base / kBlock; // block_start[0]'s
+	bool first = true;
 	for (size_t i = blame_upto(w, wt); i > 0;) {
 		uint64_t b = (w.base + i - 1) / kBlock;
 		for (;;) {
-			if (w.super_start[b / kPerSuper - b0 / kPerSuper] >= wt.end) { // as below, 64 blocks
-				if (b / kPerSuper == b0 / kPerSuper)
-					goto scanned;
-				b = b / kPerSuper * kPerSuper - 1;
-			} else if (w.block_start[b - b0] >= wt.end) {
-				if (b == b0)
-					goto scanned;
-				b--;
-			} else {
+			if (first || b % kPerSuper == kPerSuper - 1) {
+				first = false;
+				if (w.super_start[b / kPerSuper - b0 / kPerSuper] >= end) {
+					if (b / kPerSuper == b0 / kPerSuper)
+						goto scanned;
+					b = b / kPerSuper * kPerSuper - 1;
+					continue;
+				}
+			}
+			// b's and the blocks before it in its chunk and super block.
+			size_t run = 0;
+			const int64_t *p = w.block_start.run_back(static_cast<size_t>(b - b0), &run);
+			run = std::min<size_t>(run, b % kPerSuper + 1);
+			size_t k = 0;
+			while (k < run && *(p - k) >= end)
+				k++;
+			if (k < run) {
+				b -= k;
 				break;
 			}
+			if (b - b0 < run)
+				goto scanned; // none left
+			b -= run;
 		}
 		i = std::min<size_t>(i, static_cast<size_t>((b + 1) * kBlock - w.base));
-		const uint64_t first = b * kBlock;
-		const size_t from = first > w.base ? static_cast<size_t>(first - w.base) : 0;
+		const uint64_t first_n = b * kBlock;
+		const size_t from = first_n > w.base ? static_cast<size_t>(first_n - w.base) : 0;
 		while (i > from) { // back along the ring's chunks
 			size_t run = 0;
 			const Done *last = w.recent.run_back(i - 1, &run);
 			const size_t stop = std::min(run, i - from);
-			for (size_t k = 0; k < stop; k++) {
-				const Done &d = *(last - k);
-				if (d.closed_at < wt.start)
+			for (const Done *d = last, *e = last - stop; d != e; --d) {
+				if (d->closed_at < start)
 					goto scanned;
-				if (d.s.tid == wt.tid || d.s.start >= wt.end)
+				if (d->s.tid == tid || d->s.start >= end)
 					continue;
-				const int64_t lo = std::max(d.s.start, wt.start),
-					      hi = std::min(d.s.end, wt.end);
-				if (hi > lo)
-					add_share(d.s.caller, static_cast<uint64_t>(hi - lo), last_share);
+				const int64_t lo = std::max(d->s.start, start), hi = std::min(d->s.end, end);
+				if (hi > lo) {
+					if (__builtin_expect(!share || share->first != d->s.caller, 0))
+						share = share_of(d->s.caller);
+					share->second += static_cast<uint64_t>(hi - lo);
+				}
 			}
 			i -= stop;
 		}
@@ -974,7 +992,7 @@ void Model::blame(Work &w, const Span &wt)
 scanned:
 	if (w.base > 0 && !w.recent.empty() && w.recent.front().closed_at >= wt.start)
 		rep_.blockers_partial = true; // holds it overlapped may be gone
-	for (auto &kv : share_of) {
+	for (auto &kv : shares_) {
 		Site &b = w.blockers[kv.first];
 		b.caller = kv.first;
 		b.contended++;
