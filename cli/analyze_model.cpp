@@ -569,9 +569,27 @@ void symbolize(Report &rep, const Options &opt, const Symbolizer &sym)
 	}
 }
 
+// The place of a compact hold's key in Model::held_cache_, with one
+// multiplication (held() hashes every compact record): the thread and
+// process moved above a lock's and a site's low bits, which differ the
+// most.
+constexpr size_t held_place_of(uint64_t lock, uint64_t caller, int64_t tid, uint32_t proc)
+{
+	return static_cast<size_t>(
+		((lock ^ caller ^ (static_cast<uint64_t>(tid) << 24) ^ (static_cast<uint64_t>(proc) << 48)) *
+		 0x9e3779b97f4a7c15ULL) >>
+		58);
+}
+static_assert(held_place_of(0, 0, 0, 0) == 0 && held_place_of(1, 0, 0, 0) != 0, "held_cache_'s unused keys");
+
 class Model final : public EventSink {
 public:
-	Model(Report &rep, const Options &opt) : rep_(rep), opt_(opt), tl_cap_(opt.timeline_max) {}
+	Model(Report &rep, const Options &opt) : rep_(rep), opt_(opt), tl_cap_(opt.timeline_max)
+	{
+		// An unused place's key is not of that place (LastHeld::of() then
+		// needs no test of w): all zeros is place 0's, lock 1 another's.
+		held_cache_[0].lock = 1;
+	}
 	void event(const Event &e) override { on_event(e); }
 	void held(const Event &acq, int64_t unlock_ts) override;
 	__attribute__((noinline)) void held_apart(const Event &acq, int64_t unlock_ts)
@@ -599,6 +617,7 @@ private:
 	bool end_hold(Work &w, const ThreadKey &tk, int64_t at);
 	static int64_t nonfinal_from(const Work &w);
 	void blame(Work &w, const Span &wt);
+	void credit_shares(Work &w);
 	static size_t blame_upto(Work &w, const Span &wt);
 	static size_t closed_before(const Work &w, size_t upto, int64_t t);
 	__attribute__((noinline)) std::pair<uint64_t, uint64_t> *share_of(uint64_t caller);
@@ -681,14 +700,10 @@ private:
 		uint64_t *unlocks = nullptr;
 		bool of(const Event &e) const
 		{
-			return w && lock == e.lock && tid == e.tid && caller == e.caller && proc == e.proc;
+			return lock == e.lock && tid == e.tid && caller == e.caller && proc == e.proc;
 		}
 	} held_cache_[kCachePlaces];
-	static size_t held_place(const Event &e)
-	{
-		return cache_place(e.lock ^ e.caller,
-				   static_cast<uint64_t>(e.tid) ^ (static_cast<uint64_t>(e.proc) << 40));
-	}
+	static size_t held_place(const Event &e) { return held_place_of(e.lock, e.caller, e.tid, e.proc); }
 	__attribute__((noinline)) const LastHeld &held_look_up(const Event &acq);
 	__attribute__((noinline, cold)) void held_miss(const Event &acq, int64_t unlock_ts);
 	__attribute__((noinline)) void held_slow(const LastHeld &l, const Event &acq, int64_t unlock_ts);
@@ -992,6 +1007,12 @@ void Model::blame(Work &w, const Span &wt)
 scanned:
 	if (w.base > 0 && !w.recent.empty() && w.recent.front().closed_at >= wt.start)
 		rep_.blockers_partial = true; // holds it overlapped may be gone
+	credit_shares(w);
+}
+
+// blame()'s shares to the blocking holds' sites.
+void Model::credit_shares(Work &w)
+{
 	for (auto &kv : shares_) {
 		Site &b = w.blockers[kv.first];
 		b.caller = kv.first;
@@ -1251,28 +1272,35 @@ void Model::held(const Event &acq, int64_t unlock_ts)
 	// `recent`'s last chunk, and the hold neither starts a block nor
 	// lowers its block's earliest start (close_hold() then only pushes
 	// and takes the maxima).  The rest: held_slow(), all of it.
-	const int64_t now = std::max(now_, ts);
+	// (block_start holds the block of a hold numbered n, not its first,
+	// and super_start its super block: evict_holds() drops only blocks
+	// before base's.)
+	const int64_t last = now_;
+	int64_t now = last > ts ? last : ts; // (std::max's reference went through memory)
+	now = now > unlock_ts ? now : unlock_ts;
 	const uint64_t n = w.base + w.recent.size();
 	if (__builtin_expect(now >= w.settle_at || w.open_n != 0 || w.recent.full() || n % kBlock == 0 ||
-				     w.block_start.empty() || ts < w.block_start.back() ||
-				     w.super_start.empty(),
+				     ts < w.block_start.back(),
 			     0))
 		return held_slow(l, acq, unlock_ts);
 	const int64_t tid = acq.tid;
 	const uint64_t caller = acq.caller;
 	events_ += 2;
-	first_ts_ = std::min(first_ts_, std::min(ts, unlock_ts));
-	const int64_t now2 = std::max(now, unlock_ts);
-	now_ = now2;
+	const int64_t first = std::min(ts, unlock_ts);
+	if (__builtin_expect(first < first_ts_, 0))
+		first_ts_ = first;
+	now_ = now;
 	w.st.acquisitions++;
 	l.site->acquisitions++;
 	(*l.unlocks)++;
 	const int64_t end = std::max(unlock_ts, ts);
-	w.recent.push_back_unchecked({{ts, end, tid, caller}, now2});
+	w.recent.push_back_unchecked({{ts, end, tid, caller}, now});
 	recent_total_++;
-	w.hold_longest = std::max(w.hold_longest, end - ts);
-	w.lag_longest = std::max(w.lag_longest, now2 - ts);
-	if (__builtin_expect(now2 >= w.settle_at || w.recent.size() >= w.evict_at, 0))
+	if (end - ts > w.hold_longest)
+		w.hold_longest = end - ts;
+	if (now - ts > w.lag_longest)
+		w.lag_longest = now - ts;
+	if (__builtin_expect(w.recent.size() >= w.evict_at, 0))
 		return held_settle(w);
 }
 
