@@ -825,13 +825,20 @@ int64_t Model::nonfinal_from(const Work &w)
 	int64_t m = std::numeric_limits<int64_t>::max();
 	if (!w.open_n && !w.early_n)
 		return m;
-	for (const auto &th : w.open)
-		for (const Hold &h : th.second)
+	// The walks end with the last hold (open_n, early_n: how many).
+	size_t left = w.open_n;
+	for (auto it = w.open.begin(); left > 0 && it != w.open.end(); ++it) {
+		for (const Hold &h : it->second)
 			m = std::min(m, h.ts);
-	for (const auto &ce : w.closed_early)
-		for (uint64_t n : ce.second)
+		left -= std::min(left, it->second.size());
+	}
+	left = w.early_n;
+	for (auto it = w.closed_early.begin(); left > 0 && it != w.closed_early.end(); ++it) {
+		for (uint64_t n : it->second)
 			if (n >= w.base)
 				m = std::min(m, w.recent[n - w.base].s.start);
+		left -= std::min(left, it->second.size());
+	}
 	return m;
 }
 
@@ -992,7 +999,7 @@ void Model::blame(Work &w, const Span &wt)
 			for (const Done *d = last, *e = last - stop; d != e; --d) {
 				if (d->closed_at < start)
 					goto scanned;
-				if (d->s.tid == tid || d->s.start >= end)
+				if (d->s.start >= end || d->s.tid == tid) // most: started after it
 					continue;
 				const int64_t lo = std::max(d->s.start, start), hi = std::min(d->s.end, end);
 				if (hi > lo) {
