@@ -592,11 +592,6 @@ public:
 	}
 	void event(const Event &e) override { on_event(e); }
 	void held(const Event &acq, int64_t unlock_ts) override;
-	__attribute__((noinline)) void held_apart(const Event &acq, int64_t unlock_ts)
-	{
-		on_event(acq);
-		on_event(unlock_of(acq, unlock_ts));
-	}
 	void on_event(const Event &e);
 	void finish(const Symbolizer &sym);
 
@@ -708,6 +703,7 @@ private:
 	__attribute__((noinline, cold)) void held_miss(const Event &acq, int64_t unlock_ts);
 	__attribute__((noinline)) void held_slow(const LastHeld &l, const Event &acq, int64_t unlock_ts);
 	__attribute__((noinline)) void held_settle(Work &w);
+	void held_two(const LastHeld &l, const Event &acq, int64_t unlock_ts);
 	std::set<LockKey> cond_lock_keys_;
 	std::map<uint32_t, bool> counts_done_; // per process with counts: its final flush seen since
 };
@@ -1324,7 +1320,7 @@ void Model::held_settle(Work &w)
 }
 
 // held() in full, for any hold: its acquisition's and unlock's steps in
-// one pass when they change nothing but the counts, else held_apart().
+// one pass when they change nothing but the counts, else held_two().
 void Model::held_slow(const LastHeld &l, const Event &acq, int64_t unlock_ts)
 {
 	Work &w = *l.w;
@@ -1341,7 +1337,7 @@ void Model::held_slow(const LastHeld &l, const Event &acq, int64_t unlock_ts)
 				 : end == std::numeric_limits<int64_t>::min();
 	}
 	if (blames || w.open_n != mine.size())
-		return held_apart(acq, unlock_ts);
+		return held_two(l, acq, unlock_ts);
 	// The acquisition (on_event, on_acquire), and the unlock (on_event,
 	// end_hold): the hold just taken is the last.  The two events' times
 	// at once.
@@ -1354,6 +1350,32 @@ void Model::held_slow(const LastHeld &l, const Event &acq, int64_t unlock_ts)
 	s.acquisitions++;
 	(*l.unlocks)++;
 	close_hold(w, acq.tid, Hold{acq.ts, acq.caller, true}, unlock_ts);
+	settle(w);
+	evict(w);
+}
+
+// What on_event() does with the acquisition (on_acquire() of an
+// uncontended one: no wait, no stack) and then with its unlock, with
+// held_cache_'s look-ups (the same lock, holds, site and unlock count).
+void Model::held_two(const LastHeld &l, const Event &acq, int64_t unlock_ts)
+{
+	Work &w = *l.w;
+	events_++;
+	first_ts_ = std::min(first_ts_, acq.ts);
+	now_ = std::max(now_, acq.ts);
+	w.st.acquisitions++;
+	l.site->acquisitions++;
+	handoff(w, acq.tid, true, acq.ts);
+	l.mine->push_back({acq.ts, acq.caller, true});
+	w.open_n++;
+	settle(w);
+	evict(w);
+	events_++;
+	first_ts_ = std::min(first_ts_, unlock_ts);
+	now_ = std::max(now_, unlock_ts);
+	(*l.unlocks)++;
+	if (!end_hold(w, ThreadKey{acq.proc, acq.tid, acq.lock}, unlock_ts))
+		rep_.unmatched_unlocks++;
 	settle(w);
 	evict(w);
 }
