@@ -2,6 +2,7 @@
 #include "analyze_model.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cerrno>
 #include <cmath>
 #include <deque>
@@ -323,7 +324,8 @@ public:
 	const T &front() const { return (*this)[0]; }
 	T &back() { return tail_[-1]; }                  // not empty: the last push is just before tail_
 	bool full() const { return tail_ == tail_end_; } // push_back() would add a chunk
-	void push_back_unchecked(const T &x)             // not full()
+	static constexpr size_t chunk() { return kChunk; }
+	void push_back_unchecked(const T &x) // not full()
 	{
 		*tail_++ = x;
 		n_++;
@@ -1281,11 +1283,15 @@ void Model::held(const Event &acq, int64_t unlock_ts)
 	const int64_t last = now_;
 	int64_t now = last > ts ? last : ts; // (std::max's reference went through memory)
 	now = now > unlock_ts ? now : unlock_ts;
+	// recent's last chunk is full only when n is a multiple of its size:
+	// its front is at base's place in a chunk (both start at 0 and move
+	// by evict_holds()'s n), so a hold that does not start a block has room.
 	const uint64_t n = w.base + w.recent.size();
-	if (__builtin_expect(now >= w.settle_at || w.open_n != 0 || w.recent.full() || n % kBlock == 0 ||
-				     ts < w.block_start.back(),
-			     0))
+	static_assert(Ring<Done>::chunk() % kBlock == 0, "a chunk is whole blocks");
+	if (__builtin_expect(
+		    now >= w.settle_at || w.open_n != 0 || n % kBlock == 0 || ts < w.block_start.back(), 0))
 		return held_slow(l, acq, unlock_ts);
+	assert(!w.recent.full());
 	const int64_t tid = acq.tid;
 	const uint64_t caller = acq.caller;
 	events_ += 2;
