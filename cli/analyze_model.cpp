@@ -85,9 +85,9 @@ void WaitDist::add(uint64_t v)
 {
 	n_++;
 	max_ = std::max(max_, v);
-	int k = 0;
-	for (uint64_t us = v / 1000; us && k < kUsBuckets - 1; us >>= 1)
-		k++;
+	// The bucket: the bit length of the microseconds, at most the last.
+	const uint64_t us = v / 1000;
+	const int k = us ? std::min(64 - __builtin_clzll(us), kUsBuckets - 1) : 0;
 	us_[k]++;
 	if (!fine_.empty()) {
 		fine_[fine_index(v)]++;
