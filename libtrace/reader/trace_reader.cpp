@@ -756,6 +756,9 @@ void TraceReader::start()
 	}
 	for (auto &c : cursors_)
 		heap_.push_back(c.get());
+	// Sorted when few (heap_down from the last place up: each cursor
+	// into the sorted ones after it).
+	sorted_ = heap_.size() <= kSortedMax;
 	for (size_t i = heap_.size(); i-- > 0;)
 		heap_down(i);
 }

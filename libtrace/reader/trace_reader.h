@@ -411,6 +411,14 @@ private:
 	bool started_ = false;
 	Cursor *advance_ = nullptr;
 	Cursor *rival_ = nullptr; // next_slow(): the first cursor after advance_
+	// Few cursors (kSortedMax at most): heap_ is kept sorted, not only a
+	// heap (a sorted array is one): the rival is always heap_[1], and a
+	// cursor moved on goes down past the few that now come before it,
+	// most often one or two (streams that take turns), where a heap
+	// compares both children at each level and the rival's place is
+	// searched.
+	static constexpr size_t kSortedMax = 8;
+	bool sorted_ = false;
 	void heap_down(size_t i);
 	bool next_slow(TraceMsg *out);
 	// read_each()'s step when its run stopped at a record of a class
@@ -547,6 +555,18 @@ __attribute__((always_inline)) inline void TraceReader::heap_down(size_t i)
 	const size_t order = x->order;
 	Cursor **h = heap_.data();
 	const size_t n = heap_.size();
+	if (sorted_) {
+		// Sorted: the others from i + 1 on are in order (the cursor at
+		// i only ever moves later), each that comes before it up one.
+		for (; i + 1 < n; i++) {
+			const Cursor *y = h[i + 1];
+			if (!(y->key < key || (y->key == key && y->order < order)))
+				break;
+			h[i] = h[i + 1];
+		}
+		h[i] = x;
+		return;
+	}
 	auto less = [](const Cursor *a, const Cursor *b) {
 		return a->key < b->key || (a->key == b->key && a->order < b->order);
 	};
@@ -617,18 +637,33 @@ __attribute__((always_inline)) inline bool TraceReader::switch_run(TraceMsg *out
 	// The rival (heap_[1] or heap_[2], a child of c's place) up to the
 	// first place, c down from the rival's.
 	Cursor **h = heap_.data();
-	const size_t j = h[1] == o ? 1 : 2;
-	h[0] = o;
-	h[j] = &c;
-	heap_down(j);
+	const size_t n = heap_.size();
+	if (sorted_) {
+		// o is heap_[1]: up to the first place, c down past those now
+		// before it (the rival being the first of them, one compare).
+		h[0] = o;
+		size_t i = 1;
+		for (; i + 1 < n; i++) {
+			const Cursor *y = h[i + 1];
+			if (!(y->key < ns || (y->key == ns && y->order < c.order)))
+				break;
+			h[i] = h[i + 1];
+		}
+		h[i] = &c;
+	} else {
+		const size_t j = h[1] == o ? 1 : 2;
+		h[0] = o;
+		h[j] = &c;
+		heap_down(j);
+	}
 	if (__builtin_expect(!o->pending.empty() || !o->ev.cls, 0)) {
 		advance_ = nullptr;
 		run_p_ = run_end_ = nullptr;
 		return false;
 	}
 	advance_ = o;
-	const size_t n = heap_.size();
-	rival_ = n < 3 || h[1]->key < h[2]->key || (h[1]->key == h[2]->key && h[1]->order < h[2]->order)
+	rival_ = sorted_ || n < 3 || h[1]->key < h[2]->key ||
+				 (h[1]->key == h[2]->key && h[1]->order < h[2]->order)
 			 ? h[1]
 			 : h[2];
 	stats_.events++;
