@@ -662,14 +662,28 @@ __attribute__((always_inline)) inline bool TraceReader::switch_run(TraceMsg *out
 		return false;
 	}
 	advance_ = o;
-	rival_ = sorted_ || n < 3 || h[1]->key < h[2]->key ||
-				 (h[1]->key == h[2]->key && h[1]->order < h[2]->order)
-			 ? h[1]
-			 : h[2];
+	// Its rival (there are two cursors at least: o and c); o's run, as
+	// start_run() makes it (nothing is pending).
+	Cursor *const rv = sorted_ || n < 3 || h[1]->key < h[2]->key ||
+					   (h[1]->key == h[2]->key && h[1]->order < h[2]->order)
+				   ? h[1]
+				   : h[2];
+	rival_ = rv;
 	stats_.events++;
 	out->stream = o->s;
 	out->event = &o->ev;
-	start_run(*o);
+	run_p_ = o->rp;
+	const int64_t rk = rv->key;
+	if (o->order < rv->order) {
+		run_bound_ = rk;
+	} else if (rk != INT64_MIN) {
+		run_bound_ = rk - 1;
+	} else {
+		run_end_ = run_p_; // nothing is earlier
+		return true;
+	}
+	run_end_ = o->rq;
+	run_ = o->run;
 	return true;
 }
 
