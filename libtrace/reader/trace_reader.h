@@ -31,6 +31,7 @@
 #ifndef STRATA_LIBTRACE_TRACE_READER_H
 #define STRATA_LIBTRACE_TRACE_READER_H
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -295,6 +296,11 @@ struct DecodedRecord {
 	uint16_t id, cpu;
 };
 static_assert(sizeof(DecodedRecord) == 24, "a decoded record is 24 bytes");
+// load_packet() writes one as three 8-byte words: ts; payload, end; tid, id, cpu.
+static_assert(offsetof(DecodedRecord, payload) == 8 && offsetof(DecodedRecord, end) == 12 &&
+		      offsetof(DecodedRecord, tid) == 16 && offsetof(DecodedRecord, id) == 20 &&
+		      offsetof(DecodedRecord, cpu) == 22,
+	      "DecodedRecord's layout");
 
 class TraceReader {
 public:
