@@ -600,7 +600,7 @@ bool TraceReader::load_packet(Cursor &c)
 		// The leading run of records before the last one delivered
 		// (timestamps never go back within a walk), skipped.
 		uint64_t first = 0;
-		if (c.have_ts && any && c.rp->ts < c.last_ts)
+		if (any && c.rp->ts < c.last_ts)
 			while (has_record(c)) {
 				if (c.rp == c.rq)
 					refill(c);
@@ -656,7 +656,6 @@ template <class C> __attribute__((always_inline)) inline void take_record(C &c)
 	ev.payload = r.payload;
 	ev.end = r.end;
 	c.last_ts = r.ts;
-	c.have_ts = true;
 	c.key = ev.ns;
 }
 
@@ -790,7 +789,6 @@ __attribute__((always_inline)) inline void TraceReader::sync_run()
 	if (run_p_ != c.rp) {
 		c.rp = run_p_;
 		c.last_ts = run_p_[-1].ts;
-		c.have_ts = true;
 		c.key = c.ev.ns;
 	}
 	run_p_ = run_end_ = nullptr;

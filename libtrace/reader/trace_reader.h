@@ -525,8 +525,9 @@ struct TraceReader::Cursor {
 	uint64_t ro = 0, rend = 0, rprev = 0;
 	const PacketEntry *pe = nullptr;
 	const PacketEntry *prev = nullptr; // the last packet loaded (for loss)
+	// The last record's timestamp given (0 before the first: no
+	// timestamp is below it, so none is dropped for it).
 	uint64_t last_ts = 0;
-	bool have_ts = false;
 	TraceEvent ev;
 	// Messages due before the next record, oldest first.
 	std::vector<TraceMsg> pending;
@@ -617,8 +618,9 @@ __attribute__((always_inline)) inline bool TraceReader::switch_run(TraceMsg *out
 		return false;
 	const DecodedRecord &r = *run_p_; // run_take() stopped at it
 	const MetaEvent *cls = r.id < run_.ncls ? run_.cls[r.id] : nullptr;
+	// (A rival: without one, run_bound_ is INT64_MAX, above any time.)
 	Cursor *const o = rival_;
-	if (!cls || !o)
+	if (!cls)
 		return false;
 	// The run stopped at r for its time: the rival comes first (its key
 	// is below r's, or equal and its stream comes first; run_bound_).
@@ -638,7 +640,6 @@ __attribute__((always_inline)) inline bool TraceReader::switch_run(TraceMsg *out
 	ev.end = r.end;
 	c.rp = run_p_ + 1;
 	c.last_ts = r.ts;
-	c.have_ts = true;
 	c.key = ns;
 	// The rival (heap_[1] or heap_[2], a child of c's place) up to the
 	// first place, c down from the rival's.
