@@ -197,8 +197,13 @@ struct NativeCtx {
 	const SubTrace *last_trace = nullptr;
 	const TraceIdent *last_ident = nullptr;
 	std::vector<FieldValue> values; // the fields of the event decoded last
+	// Whose: the reader's event (reused for each record of its stream),
+	// and which record (its packet's index entry, unique to a packet in
+	// a pass, and its payload's offset in that packet): nothing counted
+	// per event.
 	const TraceEvent *decoded = nullptr;
-	uint64_t decoded_seq = 0, seq = 0;
+	const PacketEntry *decoded_packet = nullptr;
+	uint64_t decoded_payload = 0;
 	std::unordered_map<const FieldInfo *, std::string> length_names; // sequences' "_NAME_length"
 	std::unordered_map<const MetaEvent *, FieldPlan> plans;          // by event class
 	const MetaEvent *last_plan_cls = nullptr;
@@ -237,7 +242,7 @@ struct NativeCtx {
 
 class NativeEvent {
 public:
-	NativeEvent(const TraceEvent &e, NativeCtx &ctx) : e_(e), ctx_(ctx) { ctx.seq++; }
+	NativeEvent(const TraceEvent &e, NativeCtx &ctx) : e_(e), ctx_(ctx) {}
 
 	const void *class_key() const { return e_.cls; }
 	const char *name() const { return e_.cls->full_name.c_str(); }
@@ -402,10 +407,12 @@ private:
 	{
 		if (s.index < 0)
 			return nullptr;
-		if (ctx_.decoded_seq != ctx_.seq || ctx_.decoded != &e_) {
+		if (ctx_.decoded != &e_ || ctx_.decoded_packet != e_.packet ||
+		    ctx_.decoded_payload != e_.payload) {
 			e_.decode(&ctx_.values);
 			ctx_.decoded = &e_;
-			ctx_.decoded_seq = ctx_.seq;
+			ctx_.decoded_packet = e_.packet;
+			ctx_.decoded_payload = e_.payload;
 		}
 		return (size_t)s.index < ctx_.values.size() ? &ctx_.values[(size_t)s.index] : nullptr;
 	}

@@ -225,7 +225,9 @@ uint64_t RecordWalk::walk_as(const uint8_t *pkt, uint64_t end, uint64_t ts_max, 
 			const uint64_t head =
 				STRATA_REC_COMPACT_SIZE + (kShared ? STRATA_REC_SHARED_CTX_SIZE : 0);
 			const uint64_t step = head + last_size;
-			while (end - o >= step) {
+			// o <= last: a whole record of step bytes fits (o <= end).
+			const uint64_t last = end >= step ? end - step : 0;
+			while (end >= step && o <= last) {
 				uint32_t w;
 				memcpy(&w, pkt + o, sizeof w);
 				if ((w & 31u) != last_id)

@@ -122,57 +122,6 @@ void TraceEvent::decode(std::vector<FieldValue> *out) const
 // records of 16 bytes or more is walked once.
 constexpr size_t kMaxDecoded = 65536;
 
-// A stream being read: its next packet, the current packet's records.
-struct TraceReader::Cursor {
-	StreamInfo *s = nullptr;
-	RecordWalk *walk = nullptr;
-	const std::map<uint32_t, MetaEvent> *classes = nullptr;
-	size_t next = 0; // next index entry to load
-	// The packet read last (its content, then kTraceEventSlack zeros),
-	// buf_cap bytes: grown to the largest packet's, never cleared (its
-	// content is read over it).
-	std::unique_ptr<uint8_t[]> buf;
-	size_t buf_cap = 0;
-	// The packet's records, decoded by the walk that checks the packet
-	// when it is loaded (the first kMaxDecoded of them; memory: the packet
-	// and at most kMaxDecoded * 24 bytes), served from [rp, rq) one at a
-	// time (pointers, not indexes: a run's stop sets rp without a
-	// division by 24).  Past them, ro is the next record's offset, rend the end
-	// of the good ones, rprev the previous one's timestamp (a compact
-	// header's base): refill() steps through the next kMaxDecoded
-	// (RecordWalk::step, no check made again).
-	std::unique_ptr<DecodedRecord[]> recs; // recs_cap of them, uninitialised
-	size_t recs_cap = 0;
-	const DecodedRecord *rp = nullptr, *rq = nullptr;
-	uint64_t ro = 0, rend = 0, rprev = 0;
-	const PacketEntry *pe = nullptr;
-	const PacketEntry *prev = nullptr; // the last packet loaded (for loss)
-	uint64_t last_ts = 0;
-	bool have_ts = false;
-	TraceEvent ev;
-	// Messages due before the next record, oldest first.
-	std::vector<TraceMsg> pending;
-	size_t pi = 0;
-	std::vector<TraceDamage> own; // damage found while reading (stable storage: deque-like use)
-	int64_t key = 0;              // time of what is next
-	size_t order = 0;             // tie-break: stream order
-	int64_t base_ns = 0;          // freq 1e9: ns = base_ns + ts
-	bool fast_ns = false;
-	// A clock map (a follower's): the current packet's piece, found once
-	// a packet; SIZE_MAX when the packet straddles a step (each record's).
-	const ClockMap *map = nullptr;
-	size_t piece = SIZE_MAX;
-	bool compact = false; // COMPACT records (user); else WIDE (kernel)
-	// The packet's thread when its records do not name theirs (an owned
-	// lane: its vtid), else INT32_MIN.
-	int32_t packet_tid = INT32_MIN;
-	// The classes by id (the sub-trace's table, TraceReader::cls_tabs_;
-	// the map's look-up was a sixth of the reader's time).
-	const MetaEvent *const *cls = nullptr;
-	uint32_t ncls = 0;
-	TraceReader::RunParams run; // the same, for the run (trace_reader.h)
-};
-
 TraceReader::TraceReader() = default;
 TraceReader::~TraceReader() = default;
 
@@ -617,9 +566,21 @@ bool TraceReader::load_packet(Cursor &c)
 			DecodedRecord *p, *full; // the next place, the end of recs
 			void record(const WalkedRecord &r)
 			{
-				if (__builtin_expect(p != full, 1))
-					*p++ = DecodedRecord{r.ts,  (uint32_t)r.payload, (uint32_t)r.end,
-							     r.tid, (uint16_t)r.id,      r.cpu};
+				if (__builtin_expect(p != full, 1)) {
+					// Three 8-byte stores (DecodedRecord's layout, little-
+					// endian; offsets below 2^32: a packet is at most
+					// 64 MiB): in a run of one id the last word is the
+					// same for every record of an owned lane.
+					const uint64_t at = r.payload | r.end << 32;
+					const uint64_t who = (uint32_t)r.tid |
+							     (uint64_t)(uint16_t)r.id << 32 |
+							     (uint64_t)r.cpu << 48;
+					char *d = reinterpret_cast<char *>(p);
+					memcpy(d, &r.ts, 8);
+					memcpy(d + offsetof(DecodedRecord, payload), &at, 8);
+					memcpy(d + offsetof(DecodedRecord, tid), &who, 8);
+					p++;
+				}
 			}
 		} v;
 		v.p = c.recs.get();
@@ -639,7 +600,7 @@ bool TraceReader::load_packet(Cursor &c)
 		// The leading run of records before the last one delivered
 		// (timestamps never go back within a walk), skipped.
 		uint64_t first = 0;
-		if (c.have_ts && any && c.rp->ts < c.last_ts)
+		if (any && c.rp->ts < c.last_ts)
 			while (has_record(c)) {
 				if (c.rp == c.rq)
 					refill(c);
@@ -695,7 +656,6 @@ template <class C> __attribute__((always_inline)) inline void take_record(C &c)
 	ev.payload = r.payload;
 	ev.end = r.end;
 	c.last_ts = r.ts;
-	c.have_ts = true;
 	c.key = ev.ns;
 }
 
@@ -789,34 +749,6 @@ void TraceReader::share_index(const TraceReader &from)
 		stats_.damaged_bytes += d.bytes;
 }
 
-__attribute__((always_inline)) inline void TraceReader::heap_down(size_t i)
-{
-	// A binary min-heap of the cursors by (key, order): the cursor at i
-	// moves down, the earlier child up into its place, until neither
-	// child comes before it.
-	Cursor *const x = heap_[i];
-	const int64_t key = x->key;
-	const size_t order = x->order;
-	Cursor **h = heap_.data();
-	const size_t n = heap_.size();
-	auto less = [](const Cursor *a, const Cursor *b) {
-		return a->key < b->key || (a->key == b->key && a->order < b->order);
-	};
-	for (;;) {
-		size_t k = 2 * i + 1;
-		if (k >= n)
-			break;
-		if (k + 1 < n && less(h[k + 1], h[k]))
-			k++;
-		const Cursor *y = h[k];
-		if (!(y->key < key || (y->key == key && y->order < order)))
-			break;
-		h[i] = h[k];
-		i = k;
-	}
-	h[i] = x;
-}
-
 void TraceReader::start()
 {
 	if (started_)
@@ -835,6 +767,9 @@ void TraceReader::start()
 	}
 	for (auto &c : cursors_)
 		heap_.push_back(c.get());
+	// Sorted when few (heap_down from the last place up: each cursor
+	// into the sorted ones after it).
+	sorted_ = heap_.size() <= kSortedMax;
 	for (size_t i = heap_.size(); i-- > 0;)
 		heap_down(i);
 }
@@ -846,26 +781,6 @@ int64_t TraceReader::run_ns(uint64_t ts) const
 	return slow_ns(*advance_, ts);
 }
 
-// The run after c's event (c is advance_ and heap_[0], rival_ set).
-__attribute__((always_inline)) inline void TraceReader::start_run(Cursor &c)
-{
-	run_p_ = run_end_ = c.rp;
-	if (!c.pending.empty())
-		return;
-	if (rival_) {
-		if (c.order < rival_->order)
-			run_bound_ = rival_->key;
-		else if (rival_->key != INT64_MIN)
-			run_bound_ = rival_->key - 1;
-		else
-			return; // nothing is earlier
-	} else {
-		run_bound_ = INT64_MAX;
-	}
-	run_end_ = c.rq;
-	run_ = c.run;
-}
-
 // advance_ brought up to date with the records the run took: as if each
 // went through take_record() (the event's fields already set).
 __attribute__((always_inline)) inline void TraceReader::sync_run()
@@ -874,63 +789,9 @@ __attribute__((always_inline)) inline void TraceReader::sync_run()
 	if (run_p_ != c.rp) {
 		c.rp = run_p_;
 		c.last_ts = run_p_[-1].ts;
-		c.have_ts = true;
 		c.key = c.ev.ns;
 	}
 	run_p_ = run_end_ = nullptr;
-}
-
-bool TraceReader::switch_run(TraceMsg *out)
-{
-	if (!run_.fast)
-		return false;
-	const DecodedRecord &r = *run_p_; // run_take() stopped at it
-	const MetaEvent *cls = r.id < run_.ncls ? run_.cls[r.id] : nullptr;
-	Cursor *const o = rival_;
-	if (!cls || !o)
-		return false;
-	// The run stopped at r for its time: the rival comes first (its key
-	// is below r's, or equal and its stream comes first; run_bound_).
-	// r taken as take_record() would take it, with the run's values.
-	Cursor &c = *advance_;
-	const int64_t ns = run_.base + (int64_t)r.ts;
-	TraceEvent &ev = c.ev;
-	ev.ts = r.ts;
-	ev.ns = ns;
-	ev.cls = cls;
-	if (run_.tid) {
-		ev.tid = r.tid;
-		if (run_.cpu)
-			ev.cpu = r.cpu;
-	}
-	ev.payload = r.payload;
-	ev.end = r.end;
-	c.rp = run_p_ + 1;
-	c.last_ts = r.ts;
-	c.have_ts = true;
-	c.key = ns;
-	// The rival (heap_[1] or heap_[2], a child of c's place) up to the
-	// first place, c down from the rival's.
-	Cursor **h = heap_.data();
-	const size_t j = h[1] == o ? 1 : 2;
-	h[0] = o;
-	h[j] = &c;
-	heap_down(j);
-	if (__builtin_expect(!o->pending.empty() || !o->ev.cls, 0)) {
-		advance_ = nullptr;
-		run_p_ = run_end_ = nullptr;
-		return false;
-	}
-	advance_ = o;
-	const size_t n = heap_.size();
-	rival_ = n < 3 || h[1]->key < h[2]->key || (h[1]->key == h[2]->key && h[1]->order < h[2]->order)
-			 ? h[1]
-			 : h[2];
-	stats_.events++;
-	out->stream = o->s;
-	out->event = &o->ev;
-	start_run(*o);
-	return true;
 }
 
 bool TraceReader::next_slow(TraceMsg *out)

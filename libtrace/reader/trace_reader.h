@@ -31,6 +31,7 @@
 #ifndef STRATA_LIBTRACE_TRACE_READER_H
 #define STRATA_LIBTRACE_TRACE_READER_H
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -295,6 +296,11 @@ struct DecodedRecord {
 	uint16_t id, cpu;
 };
 static_assert(sizeof(DecodedRecord) == 24, "a decoded record is 24 bytes");
+// load_packet() writes one as three 8-byte words: ts; payload, end; tid, id, cpu.
+static_assert(offsetof(DecodedRecord, payload) == 8 && offsetof(DecodedRecord, end) == 12 &&
+		      offsetof(DecodedRecord, tid) == 16 && offsetof(DecodedRecord, id) == 20 &&
+		      offsetof(DecodedRecord, cpu) == 22,
+	      "DecodedRecord's layout");
 
 class TraceReader {
 public:
@@ -411,6 +417,14 @@ private:
 	bool started_ = false;
 	Cursor *advance_ = nullptr;
 	Cursor *rival_ = nullptr; // next_slow(): the first cursor after advance_
+	// Few cursors (kSortedMax at most): heap_ is kept sorted, not only a
+	// heap (a sorted array is one): the rival is always heap_[1], and a
+	// cursor moved on goes down past the few that now come before it,
+	// most often one or two (streams that take turns), where a heap
+	// compares both children at each level and the rival's place is
+	// searched.
+	static constexpr size_t kSortedMax = 8;
+	bool sorted_ = false;
 	void heap_down(size_t i);
 	bool next_slow(TraceMsg *out);
 	// read_each()'s step when its run stopped at a record of a class
@@ -485,6 +499,200 @@ private:
 	int64_t win_begin_ = INT64_MIN, win_end_ = INT64_MAX;
 	std::function<bool(const StreamInfo &)> keep_;
 };
+
+// A stream being read: its next packet, the current packet's records.
+struct TraceReader::Cursor {
+	StreamInfo *s = nullptr;
+	RecordWalk *walk = nullptr;
+	const std::map<uint32_t, MetaEvent> *classes = nullptr;
+	size_t next = 0; // next index entry to load
+	// The packet read last (its content, then kTraceEventSlack zeros),
+	// buf_cap bytes: grown to the largest packet's, never cleared (its
+	// content is read over it).
+	std::unique_ptr<uint8_t[]> buf;
+	size_t buf_cap = 0;
+	// The packet's records, decoded by the walk that checks the packet
+	// when it is loaded (the first kMaxDecoded of them; memory: the packet
+	// and at most kMaxDecoded * 24 bytes), served from [rp, rq) one at a
+	// time (pointers, not indexes: a run's stop sets rp without a
+	// division by 24).  Past them, ro is the next record's offset, rend the end
+	// of the good ones, rprev the previous one's timestamp (a compact
+	// header's base): refill() steps through the next kMaxDecoded
+	// (RecordWalk::step, no check made again).
+	std::unique_ptr<DecodedRecord[]> recs; // recs_cap of them, uninitialised
+	size_t recs_cap = 0;
+	const DecodedRecord *rp = nullptr, *rq = nullptr;
+	uint64_t ro = 0, rend = 0, rprev = 0;
+	const PacketEntry *pe = nullptr;
+	const PacketEntry *prev = nullptr; // the last packet loaded (for loss)
+	// The last record's timestamp given (0 before the first: no
+	// timestamp is below it, so none is dropped for it).
+	uint64_t last_ts = 0;
+	TraceEvent ev;
+	// Messages due before the next record, oldest first.
+	std::vector<TraceMsg> pending;
+	size_t pi = 0;
+	std::vector<TraceDamage> own; // damage found while reading (stable storage: deque-like use)
+	int64_t key = 0;              // time of what is next
+	size_t order = 0;             // tie-break: stream order
+	int64_t base_ns = 0;          // freq 1e9: ns = base_ns + ts
+	bool fast_ns = false;
+	// A clock map (a follower's): the current packet's piece, found once
+	// a packet; SIZE_MAX when the packet straddles a step (each record's).
+	const ClockMap *map = nullptr;
+	size_t piece = SIZE_MAX;
+	bool compact = false; // COMPACT records (user); else WIDE (kernel)
+	// The packet's thread when its records do not name theirs (an owned
+	// lane: its vtid), else INT32_MIN.
+	int32_t packet_tid = INT32_MIN;
+	// The classes by id (the sub-trace's table, TraceReader::cls_tabs_;
+	// the map's look-up was a sixth of the reader's time).
+	const MetaEvent *const *cls = nullptr;
+	uint32_t ncls = 0;
+	TraceReader::RunParams run; // the same, for the run (trace_reader.h)
+};
+
+__attribute__((always_inline)) inline void TraceReader::heap_down(size_t i)
+{
+	// A binary min-heap of the cursors by (key, order): the cursor at i
+	// moves down, the earlier child up into its place, until neither
+	// child comes before it.
+	Cursor *const x = heap_[i];
+	const int64_t key = x->key;
+	const size_t order = x->order;
+	Cursor **h = heap_.data();
+	const size_t n = heap_.size();
+	if (sorted_) {
+		// Sorted: the others from i + 1 on are in order (the cursor at
+		// i only ever moves later), each that comes before it up one.
+		for (; i + 1 < n; i++) {
+			const Cursor *y = h[i + 1];
+			if (!(y->key < key || (y->key == key && y->order < order)))
+				break;
+			h[i] = h[i + 1];
+		}
+		h[i] = x;
+		return;
+	}
+	auto less = [](const Cursor *a, const Cursor *b) {
+		return a->key < b->key || (a->key == b->key && a->order < b->order);
+	};
+	for (;;) {
+		size_t k = 2 * i + 1;
+		if (k >= n)
+			break;
+		if (k + 1 < n && less(h[k + 1], h[k]))
+			k++;
+		const Cursor *y = h[k];
+		if (!(y->key < key || (y->key == key && y->order < order)))
+			break;
+		h[i] = h[k];
+		i = k;
+	}
+	h[i] = x;
+}
+
+// The run after c's event (c is advance_ and heap_[0], rival_ set).
+__attribute__((always_inline)) inline void TraceReader::start_run(Cursor &c)
+{
+	run_p_ = run_end_ = c.rp;
+	if (!c.pending.empty())
+		return;
+	if (rival_) {
+		if (c.order < rival_->order)
+			run_bound_ = rival_->key;
+		else if (rival_->key != INT64_MIN)
+			run_bound_ = rival_->key - 1;
+		else
+			return; // nothing is earlier
+	} else {
+		run_bound_ = INT64_MAX;
+	}
+	run_end_ = c.rq;
+	run_ = c.run;
+}
+
+__attribute__((always_inline)) inline bool TraceReader::switch_run(TraceMsg *out)
+{
+	if (!run_.fast)
+		return false;
+	const DecodedRecord &r = *run_p_; // run_take() stopped at it
+	const MetaEvent *cls = r.id < run_.ncls ? run_.cls[r.id] : nullptr;
+	// (A rival: without one, run_bound_ is INT64_MAX, above any time.)
+	Cursor *const o = rival_;
+	if (!cls)
+		return false;
+	// The run stopped at r for its time: the rival comes first (its key
+	// is below r's, or equal and its stream comes first; run_bound_).
+	// r taken as take_record() would take it, with the run's values.
+	Cursor &c = *advance_;
+	const int64_t ns = run_.base + (int64_t)r.ts;
+	TraceEvent &ev = c.ev;
+	ev.ts = r.ts;
+	ev.ns = ns;
+	ev.cls = cls;
+	if (run_.tid) {
+		ev.tid = r.tid;
+		if (run_.cpu)
+			ev.cpu = r.cpu;
+	}
+	ev.payload = r.payload;
+	ev.end = r.end;
+	c.rp = run_p_ + 1;
+	c.last_ts = r.ts;
+	c.key = ns;
+	// The rival (heap_[1] or heap_[2], a child of c's place) up to the
+	// first place, c down from the rival's.
+	Cursor **h = heap_.data();
+	const size_t n = heap_.size();
+	if (sorted_) {
+		// o is heap_[1]: up to the first place, c down past those now
+		// before it (the rival being the first of them, one compare).
+		h[0] = o;
+		size_t i = 1;
+		for (; i + 1 < n; i++) {
+			const Cursor *y = h[i + 1];
+			if (!(y->key < ns || (y->key == ns && y->order < c.order)))
+				break;
+			h[i] = h[i + 1];
+		}
+		h[i] = &c;
+	} else {
+		const size_t j = h[1] == o ? 1 : 2;
+		h[0] = o;
+		h[j] = &c;
+		heap_down(j);
+	}
+	if (__builtin_expect(!o->pending.empty() || !o->ev.cls, 0)) {
+		advance_ = nullptr;
+		run_p_ = run_end_ = nullptr;
+		return false;
+	}
+	advance_ = o;
+	// Its rival (there are two cursors at least: o and c); o's run, as
+	// start_run() makes it (nothing is pending).
+	Cursor *const rv = sorted_ || n < 3 || h[1]->key < h[2]->key ||
+					   (h[1]->key == h[2]->key && h[1]->order < h[2]->order)
+				   ? h[1]
+				   : h[2];
+	rival_ = rv;
+	stats_.events++;
+	out->stream = o->s;
+	out->event = &o->ev;
+	run_p_ = o->rp;
+	const int64_t rk = rv->key;
+	if (o->order < rv->order) {
+		run_bound_ = rk;
+	} else if (rk != INT64_MIN) {
+		run_bound_ = rk - 1;
+	} else {
+		run_end_ = run_p_; // nothing is earlier
+		return true;
+	}
+	run_end_ = o->rq;
+	run_ = o->run;
+	return true;
+}
 
 // Every directory at or under `root` holding a regular file `metadata`,
 // sorted (a trace directory's own sub-directories are not searched).
