@@ -13,9 +13,15 @@ its flame chart draws):
   program's name and pid;
 - for every lock `strata analyze mutex --format=json` reports, the calls
   named `wait KIND 0xADDR` over all threads equal its contended
-  acquisitions (a mutex+cond lock, the GIL: `cond wait 0xCOND` calls equal
-  its contended waits; other condition variables: their waits), and there
-  is no wait slice of a lock the analysis does not report;
+  acquisitions, and there is no wait slice of a lock the analysis does not
+  report;
+- condition variables: a `cond wait 0xCOND` call is one cond_wait or
+  cond_timedwait call (the export draws each call), counted in the trace by
+  babeltrace2; the analysis reports a plain condition variable's waits as
+  those calls, and a mutex+cond lock's (the GIL's) contended waits as runs
+  of them: a thread's calls with no unlock of its own between are one wait
+  (a timed wait retried, or a wake-up that lost the lock to another thread
+  and waits again), so under load the calls can outnumber the waits;
 - pt_pylock's lock: exactly ROUNDS waits, one on each of ROUNDS threads
   (from the program's own account, not ours);
 - the JSON passes the trace-event schema, its flows pair exactly;
@@ -47,21 +53,63 @@ class NotExact(Exception):
     pass
 
 
-def expected_waits(rep):
-    """{slice name: calls} the export must give for the analysis REP."""
+# The records after which a thread has unlocked once more (the analysis'
+# per-thread unlock count; a compact hold record is a lock and its unlock).
+UNLOCKS = ("pthread:mutex_unlock", "pthread:rwlock_unlock", "pthread:sem_post", "pthread:mutex_held",
+           "pthread:mutex_tryheld")
+
+
+def cond_wait_calls(trace):
+    """{`cond wait 0xCOND`: [calls, runs]} of the trace, read by babeltrace2
+    (the reference reader).  A run: a thread's waits on the cond with no
+    unlock of that thread between (a timed wait retried, or a wake-up that
+    found the predicate false again: the mutex stays held)."""
+    import bt2
+    calls, unlocks, last = {}, {}, {}
+    for msg in bt2.TraceCollectionMessageIterator(trace):
+        if type(msg) is not bt2._EventMessageConst:
+            continue
+        ev = msg.event
+        tid = int(ev["vtid"])
+        if ev.name in UNLOCKS:
+            unlocks[tid] = unlocks.get(tid, 0) + 1
+        elif ev.name in ("pthread:cond_wait", "pthread:cond_timedwait"):
+            name = "cond wait 0x%x" % int(ev.payload_field["cond"])
+            c = calls.setdefault(name, [0, 0])
+            c[0] += 1
+            n = unlocks.get(tid, 0)
+            if last.get((name, tid)) != n:
+                c[1] += 1
+                last[(name, tid)] = n
+    return calls
+
+
+def expected_waits(label, rep, conds):
+    """{slice name: calls} the export must give for the analysis REP and
+    the trace's cond wait calls CONDS (cond_wait_calls); fails where the
+    analysis does not account for those calls."""
     want = {}
     for lk in rep["locks"]:
         addr = "0x%x" % int(lk["address"], 16)
         if lk["kind"] == "mutex+cond":
             name = "cond wait " + addr
-        else:
+            calls, runs = conds.get(name, [0, 0])
+            if lk["contended"] != runs:
+                fail("%s: %s: %d contended waits, the trace's %d calls make %d runs" %
+                     (label, name, lk["contended"], calls, runs))
+        elif lk["contended"]:
             name = "wait %s %s" % (lk["kind"], addr)
-        if lk["contended"]:
             want[name] = want.get(name, 0) + lk["contended"]
     for cv in rep.get("conds", []):
-        if cv["waits"]:
-            name = "cond wait 0x%x" % int(cv["address"], 16)
-            want[name] = want.get(name, 0) + cv["waits"]
+        name = "cond wait 0x%x" % int(cv["address"], 16)
+        if cv["waits"] != conds.get(name, [0, 0])[0]:
+            fail("%s: %s: %d waits, the trace holds %d calls" % (label, name, cv["waits"], conds.get(name, [0])[0]))
+    reported = {"cond wait 0x%x" % int(x["address"], 16) for x in rep["locks"] + rep.get("conds", [])
+                if x in rep.get("conds", []) or x["kind"] == "mutex+cond"}
+    for name, (calls, _) in conds.items():
+        if name not in reported:
+            fail("%s: %s: %d calls in the trace, not in the analysis" % (label, name, calls))
+        want[name] = calls
     return want
 
 
@@ -86,7 +134,7 @@ def check_program(strata, site, work, label, prog, min_threads, screenshot):
     names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in evs if e["ph"] == "M"}
     with_slices = {ss.thread_profile_name(names.get((e["pid"], None)), e["pid"], names.get((e["pid"], e["tid"])),
                                           e["tid"]) for e in evs if e["ph"] in "BX"}
-    want = expected_waits(rep)
+    want = expected_waits(label, rep, cond_wait_calls(trace))
     if not want:
         print("info: %s (pid %d) waited for no lock this time: nothing for speedscope to draw" % (label, pid))
         return None
