@@ -1,5 +1,6 @@
 """Helpers shared by the Python end-to-end checks (tests/*/check_*.py)."""
 import atexit
+import gc
 import os
 import re
 import socket
@@ -142,7 +143,8 @@ def payload_ints(path, *fields, names=None):
     events it says were discarded: (records, lost packets, discarded)."""
     import bt2
     recs, lost_packets, discarded = [], 0, 0
-    for m in bt2.TraceCollectionMessageIterator(path):
+    it = bt2.TraceCollectionMessageIterator(path)
+    for m in it:
         if type(m) is bt2._EventMessageConst:
             if names is None or m.event.name in names:
                 f = m.event.payload_field
@@ -151,6 +153,12 @@ def payload_ints(path, *fields, names=None):
             lost_packets += m.count if m.count is not None else 1
         elif type(m) is bt2._DiscardedEventsMessageConst and m.count:
             discarded += m.count
+    # The iterator's graph keeps the trace's files open and mapped until it
+    # is collected, and reference cycles keep it past this frame: a check
+    # that removes the trace and needs the space back (a small disk) would
+    # not get it.
+    del it
+    gc.collect()
     return recs, lost_packets, discarded
 
 
