@@ -548,6 +548,20 @@ void sort_sites(std::vector<Site> &v)
 	});
 }
 
+// A lock's final wait figures and its sites, most waited behind first.
+// The mean and p99 are over the waits (contended acquisitions), not over
+// every acquisition: most acquisitions of a busy lock do not wait, and
+// their zeros would hide the waits (p99 0 ns).
+void wait_and_sites(LockStats &st, const std::map<uint64_t, Site> &sites)
+{
+	st.wait_mean =
+		st.contended ? static_cast<double>(st.wait_total) / static_cast<double>(st.contended) : 0.0;
+	st.wait_p99 = st.waits.percentile(99.0);
+	for (const auto &sv : sites)
+		st.sites.push_back(sv.second);
+	sort_sites(st.sites);
+}
+
 // Symbolize what the reports show: lock names and the top sites.
 void symbolize(Report &rep, const Options &opt, const Symbolizer &sym)
 {
@@ -1468,13 +1482,7 @@ void Model::cond_locks()
 		st.addr = kv.first.addr;
 		st.kind = "mutex+cond";
 		st.acquisitions = std::max<uint64_t>(releases, st.contended);
-		st.wait_mean =
-			st.contended ? static_cast<double>(st.wait_total) / static_cast<double>(st.contended)
-				     : 0.0;
-		st.wait_p99 = st.waits.percentile(99.0);
-		for (auto &sv : cu.sites)
-			st.sites.push_back(sv.second);
-		sort_sites(st.sites);
+		wait_and_sites(st, cu.sites);
 		rep_.locks.push_back(std::move(st));
 	}
 }
@@ -1541,16 +1549,7 @@ void Model::finish(const Symbolizer &sym)
 		w.block_start.clear();
 		w.super_start.clear();
 		w.lows.clear();
-		// Over the waits (contended acquisitions), not over every
-		// acquisition: most acquisitions of a busy lock do not wait, and
-		// their zeros would hide the waits (p99 0 ns).
-		st.wait_mean =
-			st.contended ? static_cast<double>(st.wait_total) / static_cast<double>(st.contended)
-				     : 0.0;
-		st.wait_p99 = st.waits.percentile(99.0);
-		for (auto &sv : w.sites)
-			st.sites.push_back(sv.second);
-		sort_sites(st.sites);
+		wait_and_sites(st, w.sites);
 		for (auto &kv2 : w.blockers)
 			st.blockers.push_back(kv2.second);
 		std::sort(st.blockers.begin(), st.blockers.end(), [](const Site &a, const Site &b) {
