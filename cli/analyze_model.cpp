@@ -646,6 +646,16 @@ private:
 	}
 	void evict_holds(Work &w);
 	void on_acquire(const Event &e);
+	// One event's clock: its count, the earliest and the latest time.
+	void tick(int64_t ts)
+	{
+		events_++;
+		first_ts_ = std::min(first_ts_, ts);
+		now_ = std::max(now_, ts);
+	}
+	inline __attribute__((always_inline)) void take_hold(Work &w, Site &s, std::vector<Hold> &mine,
+							     const Event &e, bool excl);
+	inline __attribute__((always_inline)) void release_hold(Work &w, const ThreadKey &tk, int64_t at);
 	void on_cond_wait(const Event &e);
 	void on_counts(const Event &e);
 	void end_run(CondUse &cu, const Span &run);
@@ -1152,12 +1162,10 @@ void Model::on_acquire(const Event &e)
 		w.st.failed_wait += e.wait_ns;
 		return;
 	}
-	w.st.acquisitions++;
 	w.st.wait_total += e.wait_ns;
 	w.st.wait_max = std::max(w.st.wait_max, e.wait_ns);
 	Site &s = w.site_of(e.caller);
 	s.caller = e.caller;
-	s.acquisitions++;
 	s.wait_total += e.wait_ns;
 	if (e.contended) {
 		w.st.contended++;
@@ -1173,10 +1181,29 @@ void Model::on_acquire(const Event &e)
 		s.wait_max = std::max(s.wait_max, e.wait_ns);
 		s.stack = e.stack;
 	}
-	const bool excl = e.op != Op::RwRdlock && e.op != Op::RwTryrdlock;
+	take_hold(w, s, w.open_of(e.tid), e, e.op != Op::RwRdlock && e.op != Op::RwTryrdlock);
+}
+
+// An acquisition's steps past its wait (all of them for an uncontended
+// one): its counts, the end of other threads' conflicting holds, and its
+// own hold, open in `mine` (w.open_of(e.tid), or held_cache_'s).
+inline void Model::take_hold(Work &w, Site &s, std::vector<Hold> &mine, const Event &e, bool excl)
+{
+	w.st.acquisitions++;
+	s.acquisitions++;
 	handoff(w, e.tid, excl, e.ts);
-	w.open_of(e.tid).push_back({e.ts, e.caller, excl});
+	mine.push_back({e.ts, e.caller, excl});
 	w.open_n++;
+	settle(w);
+	evict(w);
+}
+
+// A successful unlock's steps past its count (unlocks_of()): the end of
+// the thread's last hold of the lock.
+inline void Model::release_hold(Work &w, const ThreadKey &tk, int64_t at)
+{
+	if (!end_hold(w, tk, at))
+		rep_.unmatched_unlocks++;
 	settle(w);
 	evict(w);
 }
@@ -1380,24 +1407,11 @@ void Model::held_slow(const LastHeld &l, const Event &acq, int64_t unlock_ts)
 void Model::held_two(const LastHeld &l, const Event &acq, int64_t unlock_ts)
 {
 	Work &w = *l.w;
-	events_++;
-	first_ts_ = std::min(first_ts_, acq.ts);
-	now_ = std::max(now_, acq.ts);
-	w.st.acquisitions++;
-	l.site->acquisitions++;
-	handoff(w, acq.tid, true, acq.ts);
-	l.mine->push_back({acq.ts, acq.caller, true});
-	w.open_n++;
-	settle(w);
-	evict(w);
-	events_++;
-	first_ts_ = std::min(first_ts_, unlock_ts);
-	now_ = std::max(now_, unlock_ts);
+	tick(acq.ts);
+	take_hold(w, *l.site, *l.mine, acq, true);
+	tick(unlock_ts);
 	(*l.unlocks)++;
-	if (!end_hold(w, ThreadKey{acq.proc, acq.tid, acq.lock}, unlock_ts))
-		rep_.unmatched_unlocks++;
-	settle(w);
-	evict(w);
+	release_hold(w, ThreadKey{acq.proc, acq.tid, acq.lock}, unlock_ts);
 }
 
 // held()'s look-ups for a hold of another thread, lock or site than the
@@ -1418,9 +1432,7 @@ const Model::LastHeld &Model::held_look_up(const Event &acq)
 // One event, in time order; none is kept.
 void Model::on_event(const Event &e)
 {
-	events_++;
-	first_ts_ = std::min(first_ts_, e.ts);
-	now_ = std::max(now_, e.ts);
+	tick(e.ts);
 	if (e.op == Op::MutexCounts || e.op == Op::CountsDone) {
 		on_counts(e);
 	} else if (is_acquire(e.op)) {
@@ -1429,11 +1441,7 @@ void Model::on_event(const Event &e)
 		unlocks_of(e.proc, e.tid)++;
 		if (!succeeded(e.ret))
 			return;
-		Work &w = work_of(e.proc, e.lock, e.op);
-		if (!end_hold(w, ThreadKey{e.proc, e.tid, e.lock}, e.ts))
-			rep_.unmatched_unlocks++;
-		settle(w);
-		evict(w);
+		release_hold(work_of(e.proc, e.lock, e.op), ThreadKey{e.proc, e.tid, e.lock}, e.ts);
 	} else if (e.op == Op::CondWait || e.op == Op::CondTimedwait) {
 		on_cond_wait(e);
 	} else {
