@@ -623,6 +623,9 @@ private:
 	Work &work_miss(uint32_t proc, uint64_t addr, Op op);
 	inline __attribute__((always_inline)) uint64_t close_hold(Work &w, int64_t tid, const Hold &h,
 								  int64_t at);
+	template <bool kRoom>
+	inline __attribute__((always_inline)) void push_closed(Work &w, int64_t tid, uint64_t caller,
+							       int64_t start, int64_t at, int64_t now);
 	void count_hold(Work &w, const Span &h);
 	void handoff(Work &w, int64_t tid, bool exclusive, int64_t at);
 	bool end_hold(Work &w, const ThreadKey &tk, int64_t at);
@@ -748,15 +751,33 @@ Work &Model::work_miss(uint32_t proc, uint64_t addr, Op op)
 	return w;
 }
 
+// close_hold()'s steps for every hold (all of them for one that neither
+// starts a block nor lowers its block's earliest start, as on held()'s
+// fast path): the hold, ended at `at` or at its start, onto `recent`
+// (kRoom: its last chunk has room, see held(); no test), and the lock's
+// longest hold and lag.  `now`: now_, passed in (a store to `recent`
+// could alias it).
+template <bool kRoom>
+inline void Model::push_closed(Work &w, int64_t tid, uint64_t caller, int64_t start, int64_t at, int64_t now)
+{
+	const int64_t end = std::max(at, start);
+	const Done d{{start, end, tid, caller}, now};
+	if constexpr (kRoom)
+		w.recent.push_back_unchecked(d);
+	else
+		w.recent.push_back(d);
+	recent_total_++;
+	if (end - start > w.hold_longest)
+		w.hold_longest = end - start;
+	if (now - start > w.lag_longest)
+		w.lag_longest = now - start;
+}
+
 // Holds are counted once their end is final (a handoff's end may still
 // move earlier, see end_hold): when they leave `recent`.
 inline uint64_t Model::close_hold(Work &w, int64_t tid, const Hold &h, int64_t at)
 {
-	const int64_t end = std::max(at, h.ts);
-	w.recent.push_back({{h.ts, end, tid, h.caller}, now_});
-	recent_total_++;
-	w.hold_longest = std::max(w.hold_longest, end - h.ts);
-	w.lag_longest = std::max(w.lag_longest, now_ - h.ts);
+	push_closed<false>(w, tid, h.caller, h.ts, at, now_);
 	const uint64_t n = w.base + w.recent.size() - 1;
 	// The earliest starts of its block and of its block's super block:
 	// the latter changes only with the former (no later than it).
@@ -1343,13 +1364,7 @@ void Model::held(const Event &acq, int64_t unlock_ts)
 	w.st.acquisitions++;
 	l.site->acquisitions++;
 	(*l.unlocks)++;
-	const int64_t end = std::max(unlock_ts, ts);
-	w.recent.push_back_unchecked({{ts, end, tid, caller}, now});
-	recent_total_++;
-	if (end - ts > w.hold_longest)
-		w.hold_longest = end - ts;
-	if (now - ts > w.lag_longest)
-		w.lag_longest = now - ts;
+	push_closed<true>(w, tid, caller, ts, unlock_ts, now);
 	if (__builtin_expect(w.recent.size() >= w.evict_at, 0))
 		return held_settle(w);
 }
