@@ -658,6 +658,8 @@ private:
 	}
 	inline __attribute__((always_inline)) void take_hold(Work &w, Site &s, std::vector<Hold> &mine,
 							     const Event &e, bool excl);
+	inline __attribute__((always_inline)) void open_hold(Work &w, std::vector<Hold> &mine, int64_t tid,
+							     const Hold &h);
 	inline __attribute__((always_inline)) void release_hold(Work &w, const ThreadKey &tk, int64_t at);
 	void on_cond_wait(const Event &e);
 	void on_counts(const Event &e);
@@ -1206,14 +1208,21 @@ void Model::on_acquire(const Event &e)
 }
 
 // An acquisition's steps past its wait (all of them for an uncontended
-// one): its counts, the end of other threads' conflicting holds, and its
-// own hold, open in `mine` (w.open_of(e.tid), or held_cache_'s).
+// one): its counts and its hold, open in `mine` (w.open_of(e.tid), or
+// held_cache_'s).
 inline void Model::take_hold(Work &w, Site &s, std::vector<Hold> &mine, const Event &e, bool excl)
 {
 	w.st.acquisitions++;
 	s.acquisitions++;
-	handoff(w, e.tid, excl, e.ts);
-	mine.push_back({e.ts, e.caller, excl});
+	open_hold(w, mine, e.tid, Hold{e.ts, e.caller, excl});
+}
+
+// A hold that begins (an acquisition, a cond wait's return): the end of
+// other threads' conflicting holds, and h on the thread's holds (mine).
+inline void Model::open_hold(Work &w, std::vector<Hold> &mine, int64_t tid, const Hold &h)
+{
+	handoff(w, tid, h.exclusive, h.ts);
+	mine.push_back(h);
 	w.open_n++;
 	settle(w);
 	evict(w);
@@ -1275,11 +1284,7 @@ void Model::on_cond_wait(const Event &e)
 	w.st.cond_waits++;
 	end_hold(w, ThreadKey{e.proc, e.tid, e.lock}, e.ts - static_cast<int64_t>(e.wait_ns));
 	// The wait returns with the mutex held (also on ETIMEDOUT).
-	handoff(w, e.tid, true, e.ts);
-	w.open_of(e.tid).push_back({e.ts, e.caller, true});
-	w.open_n++;
-	settle(w);
-	evict(w);
+	open_hold(w, w.open_of(e.tid), e.tid, Hold{e.ts, e.caller, true});
 }
 
 // Counted uncontended pairs: acquisitions and holds without intervals (no
