@@ -951,15 +951,7 @@ __attribute__((always_inline)) inline char *us_text(char *p, int64_t v, UsDigits
 class Line {
 public:
 	bool ok = true;
-	std::string_view text() const { return std::string_view(b_ + 2, static_cast<size_t>(p_ - b_ - 2)); }
-	// The text after the separator of a line that follows another (",\n")
-	// or of the first ("\n"): appended at once.
-	std::string_view line(bool after)
-	{
-		b_[0] = ',';
-		b_[1] = '\n';
-		return std::string_view(b_ + !after, static_cast<size_t>(p_ - b_) - !after);
-	}
+	std::string_view text() const { return std::string_view(b_, static_cast<size_t>(p_ - b_)); }
 	Line &lit(std::string_view s)
 	{
 		if (room(s.size()))
@@ -979,57 +971,10 @@ public:
 		*p_++ = '"';
 		return *this;
 	}
-	// A member: ,"k": (the separator the caller's: first members are literals).
-	Line &key(std::string_view k)
-	{
-		lit(",");
-		str(k);
-		return lit(":");
-	}
-	Line &i64(int64_t v)
-	{
-		if (room(24))
-			p_ = std::to_chars(p_, p_ + 24, v).ptr;
-		return *this;
-	}
-	Line &u64(uint64_t v)
-	{
-		if (room(24))
-			p_ = std::to_chars(p_, p_ + 24, v).ptr;
-		return *this;
-	}
-	Line &hex(uint64_t v) // "0x..." quoted
-	{
-		if (room(24)) {
-			p_ = copy(p_, "\"0x");
-			p_ = std::to_chars(p_, p_ + 16, v, 16).ptr;
-			*p_++ = '"';
-		}
-		return *this;
-	}
-	// JsonWriter::fixed(v, 3): microseconds from nanoseconds.  The
-	// digits above the last three whole microseconds come from `c` when
-	// they are the previous call's (successive times of a trace share
-	// them), the last three and the fraction from a table: a conversion
-	// of every digit was a sixth of the JSON export's time.
-	Line &us(int64_t v, UsDigits &c)
-	{
-		if (room(32))
-			p_ = us_text(p_, v, c);
-		return *this;
-	}
-	Line &f64(double v) // JsonWriter::f64
-	{
-		if (!std::isfinite(v))
-			return lit("null");
-		if (room(40))
-			p_ += std::snprintf(p_, 40, "%.17g", v);
-		return *this;
-	}
 
 private:
 	char b_[1024];
-	char *p_ = b_ + 2; // b_[0, 2): room for line()'s separator
+	char *p_ = b_;
 	static char *copy(char *d, std::string_view s)
 	{
 		if (!s.empty())
@@ -1113,7 +1058,7 @@ public:
 			slot.name = h.name;
 			slot.gen = h.gen;
 		}
-		last_ = ts > last_ ? ts : last_;
+		seen(ts);
 		if (h.ok && put_line(h.text, ts, args))
 			return;
 		JsonWriter w = start_event(t.async ? "b" : "B");
@@ -1141,7 +1086,7 @@ public:
 			make_head(t, track, 1, name);
 		}
 		h.gen = gen;
-		last_ = ts > last_ ? ts : last_;
+		seen(ts);
 		if (!(h.ok && put_line(h.text, ts, args))) {
 			JsonWriter w = start_event(t.async ? "e" : "E");
 			w.key("name").str(name);
@@ -1190,7 +1135,7 @@ public:
 		// Its head (up to the time) made once per name, in one of the
 		// track's 2 (a thread's waits and the releases it gives).
 		const Track::Head &h = x_head(t, name);
-		last_ = ts > last_ ? ts : last_;
+		seen(ts);
 		if (!(h.ok && put_line(h.text, ts, args, &dur))) {
 			JsonWriter w = start_event("X");
 			w.key("name").str(name);
@@ -1480,12 +1425,9 @@ private:
 	// ps's lines at ts and end (a and z after t0_, both of ps.hi).
 	void pair_text(const PairSlot &ps, int64_t ts, int64_t end, int64_t a, int64_t z)
 	{
-		last_ = ts > last_ ? ts : last_;
-		last_ = end > last_ ? end : last_;
-		settle();
-		if (text_.size() >= kFlushAt)
-			flush();
-		char *const p = text_.room(sizeof ps.text);
+		seen(ts);
+		seen(end);
+		char *const p = line_room(sizeof ps.text);
 		if (ps.len <= kPairCopy) // most: 2 lines of ~120 bytes
 			std::memcpy(p, ps.text, kPairCopy);
 		else
@@ -1509,16 +1451,13 @@ private:
 	__attribute__((noinline)) void pair_lines(const Track::Head &b, const Track::Head &e, int64_t ts,
 						  int64_t end)
 	{
-		last_ = ts > last_ ? ts : last_;
-		last_ = end > last_ ? end : last_;
-		settle();
-		if (text_.size() >= kFlushAt)
-			flush();
-		char *const p0 = text_.room(2 * (2 + kHeadCopy + 32 + 12) + b.text.size() + e.text.size());
+		seen(ts);
+		seen(end);
+		char *const p0 = line_room(2 * (2 + kHeadCopy + 32 + 12) + b.text.size() + e.text.size());
 		char *p = bare_line(p0, b.text, ts);
 		any_ = true;
 		p = bare_line(p, e.text, end);
-		text_.commit(static_cast<size_t>(p - p0));
+		line_done(p0, p);
 	}
 	std::unordered_map<uint64_t, Running> running_; // by cpu_key()
 	bool cpus_named_ = false;
@@ -1552,9 +1491,7 @@ private:
 	// An event's line: after the previous one's comma.
 	void next_line()
 	{
-		settle();
-		if (text_.size() >= kFlushAt)
-			flush();
+		line_ready();
 		slow_ += any_ ? ",\n" : "\n";
 		any_ = true;
 	}
@@ -1566,21 +1503,47 @@ private:
 			slow_.clear();
 		}
 	}
-	// The line built, closed and appended; false (nothing written) when
-	// it could not be built.
-	bool put(Line &l)
+	// Before a line: what a JsonWriter wrote settled, text_ drained at
+	// kFlushAt.
+	__attribute__((always_inline)) void line_ready()
 	{
-		l.lit("}");
-		if (!l.ok)
-			return false;
 		settle();
 		if (text_.size() >= kFlushAt)
 			flush();
-		const std::string_view t = l.line(any_);
-		text_.append(t.data(), t.size());
-		any_ = true;
-		return true;
 	}
+	// A line written straight into text_: room for need bytes at its start
+	// (line_ready() first); line_done() commits what was written up to p.
+	__attribute__((always_inline)) char *line_room(size_t need)
+	{
+		line_ready();
+		return text_.room(need);
+	}
+	__attribute__((always_inline)) void line_done(const char *p0, const char *p)
+	{
+		text_.commit(static_cast<size_t>(p - p0));
+		any_ = true;
+	}
+	// The separator at p of a line after another (",\n") or of the first
+	// ("\n"), without a branch.
+	__attribute__((always_inline)) char *line_sep(char *p) const
+	{
+		*p = ',';
+		p += any_;
+		*p++ = '\n';
+		return p;
+	}
+	// A line's start at p: its separator, `head` (its text up to the
+	// time), the time and, with dur, ,"dur":DUR (an X's).  Room: 2 + head
+	// + kHeadCopy + 32 (+ 7 + 32 with dur).
+	__attribute__((always_inline)) char *line_start(char *p, std::string_view head, int64_t ts,
+							const int64_t *dur)
+	{
+		p = copy_line_head(line_sep(p), head);
+		p = us_text(p, ts - t0_, at_us_);
+		return dur_text(p, dur);
+	}
+	// The latest time written, for finish()'s ends of runs.
+	__attribute__((always_inline)) void seen(int64_t ts) { last_ = ts > last_ ? ts : last_; }
 	// An event's object opened, on a line of its own, with its phase, by a
 	// writer of its own (the rare events, and those Line cannot take).
 	JsonWriter start_event(const char *ph)
@@ -1593,7 +1556,7 @@ private:
 	// Microseconds with three decimals after the trace's first time.
 	void time(JsonWriter &w, int64_t ts)
 	{
-		last_ = ts > last_ ? ts : last_;
+		seen(ts);
 		w.fixed(ts - t0_, 3);
 	}
 	void where(JsonWriter &w, const Track &t, int64_t ts)
@@ -1603,11 +1566,6 @@ private:
 			w.key("tid").i64(t.tid);
 		w.key("ts");
 		time(w, ts);
-	}
-	void where(Line &l, const Track &t, int64_t ts)
-	{
-		l.lit(at_of(t)).us(ts - t0_, at_us_);
-		last_ = ts > last_ ? ts : last_;
 	}
 	static const std::string &at_of(const Track &t)
 	{
@@ -1635,7 +1593,7 @@ private:
 		Track::Head &h = t.heads[kind];
 		if (!h.made || h.name.size() != name.size() || !same(h.name.data(), name))
 			make_head(t, track, kind, name);
-		last_ = ts > last_ ? ts : last_;
+		seen(ts);
 		return h.ok && put_line(h.text, ts, args);
 	}
 	void make_head(const Track &t, uint64_t track, int kind, const std::string &name)
@@ -1676,17 +1634,8 @@ private:
 		size_t need = 2 + head.size() + kHeadCopy + 32 + 12 + (dur ? 7 + 32 : 0);
 		for (const Arg &a : args)
 			need += a.name.size() + (a.kind == Arg::Str ? a.s.size() : 0) + 48;
-		settle();
-		if (text_.size() >= kFlushAt)
-			flush();
-		char *const p0 = text_.room(need);
-		char *p = p0;
-		*p = ',';
-		p += any_;
-		*p++ = '\n';
-		p = copy_line_head(p, head);
-		p = us_text(p, ts - t0_, at_us_);
-		p = dur_text(p, dur);
+		char *const p0 = line_room(need);
+		char *p = line_start(p0, head, ts, dur);
 		if (!args.empty()) {
 			std::memcpy(p, ",\"args\":{", 9);
 			p += 9;
@@ -1708,8 +1657,7 @@ private:
 			*p++ = '}';
 		}
 		*p++ = '}';
-		text_.commit(static_cast<size_t>(p - p0));
-		any_ = true;
+		line_done(p0, p);
 		return true;
 	}
 	// The text around the values of an Args of a layout (an event class's
@@ -1774,17 +1722,8 @@ private:
 			for (size_t k = 0; k < n; k++)
 				if (args[k].kind == Arg::Str)
 					need += args[k].s.size();
-		settle();
-		if (text_.size() >= kFlushAt)
-			flush();
-		char *const p0 = text_.room(need);
-		char *p = p0;
-		*p = ',';
-		p += any_;
-		*p++ = '\n';
-		p = copy_line_head(p, head);
-		p = us_text(p, ts - t0_, at_us_);
-		p = dur_text(p, dur);
+		char *const p0 = line_room(need);
+		char *p = line_start(p0, head, ts, dur);
 		for (size_t k = 0; k < n; k++) {
 			const Arg &a = args[k];
 			std::memcpy(p, at.pre[k], kArgPre);
@@ -1797,8 +1736,7 @@ private:
 		if (n)
 			*p++ = '}';
 		*p++ = '}';
-		text_.commit(static_cast<size_t>(p - p0));
-		any_ = true;
+		line_done(p0, p);
 		return true;
 	}
 	// An argument's value at p, byte for byte what Line makes of it: the
@@ -1858,11 +1796,7 @@ private:
 	// end of what it wrote.
 	__attribute__((always_inline)) char *bare_line(char *p, std::string_view head, int64_t ts)
 	{
-		*p = ',';
-		p += any_;
-		*p++ = '\n';
-		p = copy_line_head(p, head);
-		p = us_text(p, ts - t0_, at_us_);
+		p = line_start(p, head, ts, nullptr);
 		*p++ = '}';
 		return p;
 	}
@@ -1879,15 +1813,9 @@ private:
 			return;
 		}
 		const std::string &at = at_of(t);
-		last_ = ts > last_ ? ts : last_;
-		settle();
-		if (text_.size() >= kFlushAt)
-			flush();
-		char *const p0 = text_.room(2 + sizeof kF + 24 + at.size() + 32 + 2);
-		char *p = p0;
-		*p = ',';
-		p += any_;
-		*p++ = '\n';
+		seen(ts);
+		char *const p0 = line_room(2 + sizeof kF + 24 + at.size() + 32 + 2);
+		char *p = line_sep(p0);
 		if (ph[0] == 's') {
 			std::memcpy(p, kS, sizeof kS - 1);
 			p += sizeof kS - 1;
@@ -1900,8 +1828,7 @@ private:
 		p += at.size();
 		p = us_text(p, ts - t0_, at_us_);
 		*p++ = '}';
-		text_.commit(static_cast<size_t>(p - p0));
-		any_ = true;
+		line_done(p0, p);
 	}
 	void flow_writer(const char *ph, uint64_t id, const Track &t, int64_t ts)
 	{
@@ -1953,33 +1880,6 @@ private:
 			}
 		}
 		w.end_object();
-	}
-	static void args_line(Line &l, const Args &args)
-	{
-		if (args.empty())
-			return;
-		l.lit(",\"args\":{");
-		for (size_t k = 0; k < args.size(); k++) {
-			const Arg &a = args[k];
-			if (k)
-				l.lit(",");
-			l.str(a.name).lit(":");
-			switch (a.kind) {
-			case Arg::Int:
-				l.i64(a.i);
-				break;
-			case Arg::Uint:
-				l.u64(a.u);
-				break;
-			case Arg::Real:
-				l.f64(a.d);
-				break;
-			case Arg::Str:
-				l.str(a.s);
-				break;
-			}
-		}
-		l.lit("}");
 	}
 	// A run's begin (args: tid) or end (args: tid, end_state; tid < 0:
 	// none, the end is a lost switch's).
