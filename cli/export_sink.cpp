@@ -65,6 +65,18 @@ __attribute__((always_inline)) inline bool same_bytes(const char *p, std::string
 	const char *q = s.data();
 	if (n >= 8) {
 		uint64_t a, b;
+		// Up to 32 (a slice name most often): 2 or 4 words, overlapping,
+		// their differences or'ed: one branch.
+		const auto diff = [p, q](size_t k) {
+			uint64_t x, y;
+			std::memcpy(&x, p + k, 8);
+			std::memcpy(&y, q + k, 8);
+			return x ^ y;
+		};
+		if (n <= 16)
+			return (diff(0) | diff(n - 8)) == 0;
+		if (n <= 32)
+			return (diff(0) | diff(8) | diff(n - 16) | diff(n - 8)) == 0;
 		for (size_t k = 0; k + 8 <= n; k += 8) {
 			std::memcpy(&a, p + k, 8);
 			std::memcpy(&b, q + k, 8);
@@ -774,13 +786,15 @@ private:
 // written by the JsonWriter, byte for byte what this writes.
 // The three digits of 0..999, zero-padded.
 struct Digits3 {
-	char d[1000][4]; // the 4th byte a pad: each copied in one 4-byte move
+	char d[1000]
+	      [4]; // the 4th byte a '.' (ddd.ddd: the point after the first 3): each copied in one 4-byte move
 	constexpr Digits3() : d()
 	{
 		for (int i = 0; i < 1000; i++) {
 			d[i][0] = static_cast<char>('0' + i / 100);
 			d[i][1] = static_cast<char>('0' + i / 10 % 10);
 			d[i][2] = static_cast<char>('0' + i % 10);
+			d[i][3] = '.';
 		}
 	}
 };
@@ -922,14 +936,14 @@ __attribute__((always_inline)) inline char *us_text(char *p, int64_t v, UsDigits
 		const uint32_t r32 = static_cast<uint32_t>(r), us = r32 / 1000;
 		std::memcpy(p, c.text, sizeof c.text);
 		p += c.len;
-		std::memcpy(p, kDigits3.d[us], 4);
-		p[3] = '.';
+		std::memcpy(p, kDigits3.d[us], 4); // ddd.
 		std::memcpy(p + 4, kDigits3.d[r32 - us * 1000], 4);
 		return p + 7;
 	}
 	const uint64_t q = a / 1000;
 	if (q < 1000) {
 		p = std::to_chars(p, p + 24, q).ptr;
+		*p++ = '.';
 	} else {
 		const uint64_t hi = q / 1000; // at most 13 digits
 		if (hi != c.hi) {
@@ -940,10 +954,9 @@ __attribute__((always_inline)) inline char *us_text(char *p, int64_t v, UsDigits
 		}
 		std::memcpy(p, c.text, sizeof c.text); // 16 bytes fit in the 32
 		p += c.len;
-		std::memcpy(p, kDigits3.d[q % 1000], 4); // the 4th overwritten next
-		p += 3;
+		std::memcpy(p, kDigits3.d[q % 1000], 4); // ddd.
+		p += 4;
 	}
-	*p++ = '.';
 	std::memcpy(p, kDigits3.d[a % 1000], 4); // the 4th past the end: room
 	return p + 3;
 }
@@ -1110,13 +1123,14 @@ public:
 	void pair(int64_t ts, int64_t end, uint64_t track, const std::string &name) override
 	{
 		PairSlot &ps = pair_slot(track);
-		const int64_t a = ts - t0_, z = end - t0_;
-		const uint64_t hi = static_cast<uint64_t>(a) / 1000000;
-		if (__builtin_expect(ps.uuid == track && ps.len && hi == ps.hi && a >= 0 && z >= 0 &&
-					     static_cast<uint64_t>(z) / 1000000 == hi &&
+		// The nanoseconds of ts and end into the slot's millisecond: below
+		// 10^6 when in it (a time before it wraps far above; no division).
+		const uint64_t t0 = static_cast<uint64_t>(t0_) + ps.base;
+		const uint64_t ra = static_cast<uint64_t>(ts) - t0, rz = static_cast<uint64_t>(end) - t0;
+		if (__builtin_expect(ps.uuid == track && ps.len && ra < 1000000 && rz < 1000000 &&
 					     ps.name_len == name.size() && same_bytes(ps.name, name),
 				     1)) {
-			pair_text(ps, ts, end, a, z);
+			pair_text(ps, ts, end, static_cast<uint32_t>(ra), static_cast<uint32_t>(rz));
 			return;
 		}
 		pair_slow(ps, ts, end, track, name);
@@ -1341,13 +1355,16 @@ private:
 	// pair()'s tracks, by the top 6 bits of their uuid's hash: the two
 	// lines of a pair of the track (after another line: ",\n" first) for
 	// a name (up to kPairName bytes) and times of hi whole milliseconds
-	// after t0_ (us_text()'s cached digits), the last 6 digits of each
-	// time (at at[0], at[1]) left to write.  len 0: none (hi 0, lines
-	// too long, or the track's heads made again since: forget_pair()).
+	// after t0_ (us_text()'s cached digits; base: its first nanosecond
+	// after t0_), the last 6 digits of each time (at at[0], at[1]) left
+	// to write.  len 0: none (hi 0 or past kPairHiMax, lines too long, or
+	// the track's heads made again since: forget_pair()).
 	static constexpr size_t kPairName = 32;
+	// base + 10^6 below 2^63: no negative time in the slot's millisecond.
+	static constexpr uint64_t kPairHiMax = INT64_MAX / 1000000 - 1;
 	struct PairSlot {
 		uint64_t uuid = 0;
-		uint64_t hi = UINT64_MAX;
+		uint64_t base = 0;
 		uint32_t len = 0, at[2] = {};
 		uint32_t name_len = 0;
 		char name[kPairName];
@@ -1409,9 +1426,10 @@ private:
 	// first line), when they fit.
 	void make_pair_text(PairSlot &ps, const Track::Head &b, const Track::Head &e, uint64_t hi)
 	{
-		ps.hi = hi;
+		ps.base = hi * 1000000;
 		ps.len = 0;
-		if (hi == 0 || !any_ || b.text.size() + e.text.size() + 2 * (2 + 13 + 8) > sizeof ps.text)
+		if (hi == 0 || hi > kPairHiMax || !any_ ||
+		    b.text.size() + e.text.size() + 2 * (2 + 13 + 8) > sizeof ps.text)
 			return;
 		char tmp[2 * (2 + kHeadCopy + 32 + 12) + sizeof ps.text];
 		const int64_t ts = t0_ + static_cast<int64_t>(hi * 1000000);
@@ -1422,8 +1440,8 @@ private:
 		std::memcpy(ps.text, tmp, sizeof ps.text);
 		ps.len = static_cast<uint32_t>(p - tmp);
 	}
-	// ps's lines at ts and end (a and z after t0_, both of ps.hi).
-	void pair_text(const PairSlot &ps, int64_t ts, int64_t end, int64_t a, int64_t z)
+	// ps's lines at ts and end (ra and rz ns into ps's millisecond).
+	void pair_text(const PairSlot &ps, int64_t ts, int64_t end, uint32_t ra, uint32_t rz)
 	{
 		seen(ts);
 		seen(end);
@@ -1432,9 +1450,8 @@ private:
 			std::memcpy(p, ps.text, kPairCopy);
 		else
 			std::memcpy(p, ps.text, sizeof ps.text);
-		const uint64_t base = ps.hi * 1000000;
-		us_last6(p + ps.at[0], static_cast<uint32_t>(static_cast<uint64_t>(a) - base));
-		us_last6(p + ps.at[1], static_cast<uint32_t>(static_cast<uint64_t>(z) - base));
+		us_last6(p + ps.at[0], ra);
+		us_last6(p + ps.at[1], rz);
 		text_.commit(ps.len);
 	}
 	// The last 6 digits of us_text() of a time r ns into its millisecond,
@@ -1442,8 +1459,7 @@ private:
 	static void us_last6(char *p, uint32_t r)
 	{
 		const uint32_t q = r / 1000;
-		std::memcpy(p, kDigits3.d[q], 4);
-		p[3] = '.';
+		std::memcpy(p, kDigits3.d[q], 4); // ddd.
 		std::memcpy(p + 4, kDigits3.d[r - q * 1000], 4);
 		p[7] = '}';
 	}
