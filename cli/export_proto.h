@@ -43,6 +43,10 @@ public:
 		return b_.data() + n_;
 	}
 	void commit(size_t n) { n_ += n; }
+	// Whether n more bytes fit as it is; if so, end() is room() for them
+	// (no growth to check).
+	bool fits(size_t n) const { return n_ + n <= b_.size(); }
+	char *end() { return b_.data() + n_; }
 	void append(const char *p, size_t n)
 	{
 		std::memcpy(room(n), p, n);

@@ -1130,7 +1130,17 @@ public:
 		if (__builtin_expect(ps.uuid == track && ps.len && ra < 1000000 && rz < 1000000 &&
 					     ps.name_len == name.size() && same_bytes(ps.name, name),
 				     1)) {
-			pair_text(ps, ts, end, static_cast<uint32_t>(ra), static_cast<uint32_t>(rz));
+			seen(ts);
+			seen(end);
+			// Most often nothing to settle or flush and room at hand: no
+			// call on the way (no register saved at the entry).
+			if (__builtin_expect(slow_.empty() && text_.size() < kFlushAt &&
+						     text_.fits(sizeof ps.text),
+					     1))
+				put_pair_text(text_.end(), ps, static_cast<uint32_t>(ra),
+					      static_cast<uint32_t>(rz));
+			else
+				pair_text(ps, static_cast<uint32_t>(ra), static_cast<uint32_t>(rz));
 			return;
 		}
 		pair_slow(ps, ts, end, track, name);
@@ -1440,12 +1450,16 @@ private:
 		std::memcpy(ps.text, tmp, sizeof ps.text);
 		ps.len = static_cast<uint32_t>(p - tmp);
 	}
-	// ps's lines at ts and end (ra and rz ns into ps's millisecond).
-	void pair_text(const PairSlot &ps, int64_t ts, int64_t end, uint32_t ra, uint32_t rz)
+	// ps's lines at times ra and rz ns into its millisecond, when text_
+	// has first to be settled, flushed or grown (out of pair()'s way).
+	__attribute__((noinline)) void pair_text(const PairSlot &ps, uint32_t ra, uint32_t rz)
 	{
-		seen(ts);
-		seen(end);
-		char *const p = line_room(sizeof ps.text);
+		put_pair_text(line_room(sizeof ps.text), ps, ra, rz);
+	}
+	// ps's lines at p (room: sizeof ps.text), committed.
+	__attribute__((always_inline)) void put_pair_text(char *p, const PairSlot &ps, uint32_t ra,
+							  uint32_t rz)
+	{
 		if (ps.len <= kPairCopy) // most: 2 lines of ~120 bytes
 			std::memcpy(p, ps.text, kPairCopy);
 		else
