@@ -1007,6 +1007,7 @@ public:
 	JsonSink(FILE *out, int64_t t0) : out_(out), t0_(t0)
 	{
 		static const char kTop[] = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+		text_.reserve(kFlushAt + sizeof(PairSlot::text)); // pair()'s room below kFlushAt
 		text_.append(kTop, sizeof kTop - 1);
 	}
 
@@ -1132,11 +1133,10 @@ public:
 				     1)) {
 			seen(ts);
 			seen(end);
-			// Most often nothing to settle or flush and room at hand: no
-			// call on the way (no register saved at the entry).
-			if (__builtin_expect(slow_.empty() && text_.size() < kFlushAt &&
-						     text_.fits(sizeof ps.text),
-					     1))
+			// Most often nothing to settle or flush, and then room at hand
+			// (text_ reserved past kFlushAt): no call on the way (no
+			// register saved at the entry).
+			if (__builtin_expect(slow_.empty() && text_.size() < kFlushAt, 1))
 				put_pair_text(text_.end(), ps, static_cast<uint32_t>(ra),
 					      static_cast<uint32_t>(rz));
 			else
