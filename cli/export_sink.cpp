@@ -1124,24 +1124,28 @@ public:
 	void pair(int64_t ts, int64_t end, uint64_t track, const std::string &name) override
 	{
 		PairSlot &ps = pair_slot(track);
-		// The nanoseconds of ts and end into the slot's millisecond: below
-		// 10^6 when in it (a time before it wraps far above; no division).
-		const uint64_t t0 = static_cast<uint64_t>(t0_) + ps.base;
-		const uint64_t ra = static_cast<uint64_t>(ts) - t0, rz = static_cast<uint64_t>(end) - t0;
-		if (__builtin_expect(ps.uuid == track && ps.len && ra < 1000000 && rz < 1000000 &&
-					     ps.name_len == name.size() && same_bytes(ps.name, name),
+		if (__builtin_expect(ps.uuid == track && ps.len && ps.name_len == name.size() &&
+					     same_bytes(ps.name, name),
 				     1)) {
-			seen(ts);
-			seen(end);
-			// Most often nothing to settle or flush, and then room at hand
-			// (text_ reserved past kFlushAt): no call on the way (no
-			// register saved at the entry).
-			if (__builtin_expect(slow_.empty() && text_.size() < kFlushAt, 1))
-				put_pair_text(text_.end(), ps, static_cast<uint32_t>(ra),
-					      static_cast<uint32_t>(rz));
-			else
-				pair_text(ps, static_cast<uint32_t>(ra), static_cast<uint32_t>(rz));
-			return;
+			// The nanoseconds of ts and end into the slot's millisecond:
+			// below 10^6 when in it (a time before it wraps far above; no
+			// division).
+			const uint64_t t0 = static_cast<uint64_t>(t0_) + ps.base;
+			const uint64_t ra = static_cast<uint64_t>(ts) - t0,
+				       rz = static_cast<uint64_t>(end) - t0;
+			if (__builtin_expect(ra < 1000000 && rz < 1000000, 1)) {
+				seen(ts);
+				seen(end);
+				// Most often nothing to settle or flush, and then room at
+				// hand (text_ reserved past kFlushAt): no call on the way
+				// (no register saved at the entry).
+				if (__builtin_expect(slow_.empty() && text_.size() < kFlushAt, 1))
+					put_pair_text(text_.end(), ps, static_cast<uint32_t>(ra),
+						      static_cast<uint32_t>(rz));
+				else
+					pair_text(ps, static_cast<uint32_t>(ra), static_cast<uint32_t>(rz));
+				return;
+			}
 		}
 		pair_slow(ps, ts, end, track, name);
 	}
