@@ -43,6 +43,15 @@ public:
 		return b_.data() + n_;
 	}
 	void commit(size_t n) { n_ += n; }
+	// Room for n bytes in all, kept (clear() keeps it too): a writer that
+	// drains at a size below n then has room for what it adds past it.
+	void reserve(size_t n)
+	{
+		if (n > b_.size())
+			b_.resize(n);
+	}
+	// room() for what is known to fit (reserve()): no growth to check.
+	char *end() { return b_.data() + n_; }
 	void append(const char *p, size_t n)
 	{
 		std::memcpy(room(n), p, n);

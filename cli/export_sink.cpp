@@ -65,6 +65,18 @@ __attribute__((always_inline)) inline bool same_bytes(const char *p, std::string
 	const char *q = s.data();
 	if (n >= 8) {
 		uint64_t a, b;
+		// Up to 32 (a slice name most often): 2 or 4 words, overlapping,
+		// their differences or'ed: one branch.
+		const auto diff = [p, q](size_t k) {
+			uint64_t x, y;
+			std::memcpy(&x, p + k, 8);
+			std::memcpy(&y, q + k, 8);
+			return x ^ y;
+		};
+		if (n <= 16)
+			return (diff(0) | diff(n - 8)) == 0;
+		if (n <= 32)
+			return (diff(0) | diff(8) | diff(n - 16) | diff(n - 8)) == 0;
 		for (size_t k = 0; k + 8 <= n; k += 8) {
 			std::memcpy(&a, p + k, 8);
 			std::memcpy(&b, q + k, 8);
@@ -91,7 +103,10 @@ __attribute__((always_inline)) inline bool same_bytes(const char *p, std::string
 
 class PerfettoSink final : public Sink {
 public:
-	explicit PerfettoSink(FILE *out) : out_(out) {}
+	explicit PerfettoSink(FILE *out) : out_(out)
+	{
+		w_.buf.reserve(kFlushAt + sizeof(PairHeads::bytes)); // pair()'s room below kFlushAt
+	}
 
 	void machine(uint32_t m, uint64_t uuid, const std::string &name) override
 	{
@@ -194,15 +209,13 @@ public:
 				    ph.begin.track == track && ph.begin.mach == 0 &&
 				    ph.begin.name_len == name.size() && same_bytes(ph.begin.name, name),
 			    1)) {
-			char *const p = w_.buf.room(sizeof ph.bytes);
-			std::memcpy(p, ph.bytes, sizeof ph.bytes);
-			const uint32_t lo_ts = ts_low(static_cast<uint64_t>(ts)),
-				       lo_end = ts_low(static_cast<uint64_t>(end));
-			std::memcpy(p + ph.lo_at[0], &lo_ts, 4);
-			std::memcpy(p + ph.lo_at[1], &lo_end, 4);
-			w_.buf.commit(ph.len);
-			if (w_.buf.size() >= kFlushAt)
-				flush();
+			// Most often below kFlushAt, and then room at hand (reserved
+			// past kFlushAt): no call on the way (no register saved at
+			// the entry).
+			if (__builtin_expect(w_.buf.size() < kFlushAt, 1))
+				put_pair_bytes(w_.buf.end(), ph, ts, end);
+			else
+				pair_flushed(ph, ts, end);
 			return;
 		}
 		pair_slow(ph, ts, end, track, name);
@@ -394,6 +407,23 @@ private:
 							       : pair_mru_[set] ^ 1u;
 		pair_mru_[set] = static_cast<uint8_t>(way);
 		return w[way];
+	}
+	// pair()'s packets after a flush (out of its way).
+	__attribute__((noinline)) void pair_flushed(const PairHeads &ph, int64_t ts, int64_t end)
+	{
+		flush();
+		put_pair_bytes(w_.buf.end(), ph, ts, end);
+	}
+	// ph's packets at p (room: sizeof ph.bytes) for ts and end, committed.
+	__attribute__((always_inline)) void put_pair_bytes(char *p, const PairHeads &ph, int64_t ts,
+							   int64_t end)
+	{
+		std::memcpy(p, ph.bytes, sizeof ph.bytes);
+		const uint32_t lo_ts = ts_low(static_cast<uint64_t>(ts)),
+			       lo_end = ts_low(static_cast<uint64_t>(end));
+		std::memcpy(p + ph.lo_at[0], &lo_ts, 4);
+		std::memcpy(p + ph.lo_at[1], &lo_end, 4);
+		w_.buf.commit(ph.len);
 	}
 	// pair() when its packets are not made for these times (made here
 	// when they can be), or cannot be (a long name, times before 0, a
@@ -775,16 +805,19 @@ private:
 // The three digits of 0..999, zero-padded.
 struct Digits3 {
 	char d[1000][4]; // the 4th byte a pad: each copied in one 4-byte move
-	constexpr Digits3() : d()
+	constexpr explicit Digits3(char pad) : d()
 	{
 		for (int i = 0; i < 1000; i++) {
 			d[i][0] = static_cast<char>('0' + i / 100);
 			d[i][1] = static_cast<char>('0' + i / 10 % 10);
 			d[i][2] = static_cast<char>('0' + i % 10);
+			d[i][3] = pad;
 		}
 	}
 };
-constexpr Digits3 kDigits3;
+// The pad the '.' after the first 3 of a time's ddd.ddd; the '}' that
+// closes a line after the last 3 (pair()'s).
+constexpr Digits3 kDigits3('.'), kDigits3Close('}');
 
 // The two digits of 0..99.
 struct Digits2 {
@@ -922,14 +955,14 @@ __attribute__((always_inline)) inline char *us_text(char *p, int64_t v, UsDigits
 		const uint32_t r32 = static_cast<uint32_t>(r), us = r32 / 1000;
 		std::memcpy(p, c.text, sizeof c.text);
 		p += c.len;
-		std::memcpy(p, kDigits3.d[us], 4);
-		p[3] = '.';
+		std::memcpy(p, kDigits3.d[us], 4); // ddd.
 		std::memcpy(p + 4, kDigits3.d[r32 - us * 1000], 4);
 		return p + 7;
 	}
 	const uint64_t q = a / 1000;
 	if (q < 1000) {
 		p = std::to_chars(p, p + 24, q).ptr;
+		*p++ = '.';
 	} else {
 		const uint64_t hi = q / 1000; // at most 13 digits
 		if (hi != c.hi) {
@@ -940,10 +973,9 @@ __attribute__((always_inline)) inline char *us_text(char *p, int64_t v, UsDigits
 		}
 		std::memcpy(p, c.text, sizeof c.text); // 16 bytes fit in the 32
 		p += c.len;
-		std::memcpy(p, kDigits3.d[q % 1000], 4); // the 4th overwritten next
-		p += 3;
+		std::memcpy(p, kDigits3.d[q % 1000], 4); // ddd.
+		p += 4;
 	}
-	*p++ = '.';
 	std::memcpy(p, kDigits3.d[a % 1000], 4); // the 4th past the end: room
 	return p + 3;
 }
@@ -951,15 +983,7 @@ __attribute__((always_inline)) inline char *us_text(char *p, int64_t v, UsDigits
 class Line {
 public:
 	bool ok = true;
-	std::string_view text() const { return std::string_view(b_ + 2, static_cast<size_t>(p_ - b_ - 2)); }
-	// The text after the separator of a line that follows another (",\n")
-	// or of the first ("\n"): appended at once.
-	std::string_view line(bool after)
-	{
-		b_[0] = ',';
-		b_[1] = '\n';
-		return std::string_view(b_ + !after, static_cast<size_t>(p_ - b_) - !after);
-	}
+	std::string_view text() const { return std::string_view(b_, static_cast<size_t>(p_ - b_)); }
 	Line &lit(std::string_view s)
 	{
 		if (room(s.size()))
@@ -979,57 +1003,10 @@ public:
 		*p_++ = '"';
 		return *this;
 	}
-	// A member: ,"k": (the separator the caller's: first members are literals).
-	Line &key(std::string_view k)
-	{
-		lit(",");
-		str(k);
-		return lit(":");
-	}
-	Line &i64(int64_t v)
-	{
-		if (room(24))
-			p_ = std::to_chars(p_, p_ + 24, v).ptr;
-		return *this;
-	}
-	Line &u64(uint64_t v)
-	{
-		if (room(24))
-			p_ = std::to_chars(p_, p_ + 24, v).ptr;
-		return *this;
-	}
-	Line &hex(uint64_t v) // "0x..." quoted
-	{
-		if (room(24)) {
-			p_ = copy(p_, "\"0x");
-			p_ = std::to_chars(p_, p_ + 16, v, 16).ptr;
-			*p_++ = '"';
-		}
-		return *this;
-	}
-	// JsonWriter::fixed(v, 3): microseconds from nanoseconds.  The
-	// digits above the last three whole microseconds come from `c` when
-	// they are the previous call's (successive times of a trace share
-	// them), the last three and the fraction from a table: a conversion
-	// of every digit was a sixth of the JSON export's time.
-	Line &us(int64_t v, UsDigits &c)
-	{
-		if (room(32))
-			p_ = us_text(p_, v, c);
-		return *this;
-	}
-	Line &f64(double v) // JsonWriter::f64
-	{
-		if (!std::isfinite(v))
-			return lit("null");
-		if (room(40))
-			p_ += std::snprintf(p_, 40, "%.17g", v);
-		return *this;
-	}
 
 private:
 	char b_[1024];
-	char *p_ = b_ + 2; // b_[0, 2): room for line()'s separator
+	char *p_ = b_;
 	static char *copy(char *d, std::string_view s)
 	{
 		if (!s.empty())
@@ -1049,6 +1026,7 @@ public:
 	JsonSink(FILE *out, int64_t t0) : out_(out), t0_(t0)
 	{
 		static const char kTop[] = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+		text_.reserve(kFlushAt + sizeof(PairSlot::text)); // pair()'s room below kFlushAt
 		text_.append(kTop, sizeof kTop - 1);
 	}
 
@@ -1113,7 +1091,7 @@ public:
 			slot.name = h.name;
 			slot.gen = h.gen;
 		}
-		last_ = ts > last_ ? ts : last_;
+		seen(ts);
 		if (h.ok && put_line(h.text, ts, args))
 			return;
 		JsonWriter w = start_event(t.async ? "b" : "B");
@@ -1141,7 +1119,7 @@ public:
 			make_head(t, track, 1, name);
 		}
 		h.gen = gen;
-		last_ = ts > last_ ? ts : last_;
+		seen(ts);
 		if (!(h.ok && put_line(h.text, ts, args))) {
 			JsonWriter w = start_event(t.async ? "e" : "E");
 			w.key("name").str(name);
@@ -1165,14 +1143,28 @@ public:
 	void pair(int64_t ts, int64_t end, uint64_t track, const std::string &name) override
 	{
 		PairSlot &ps = pair_slot(track);
-		const int64_t a = ts - t0_, z = end - t0_;
-		const uint64_t hi = static_cast<uint64_t>(a) / 1000000;
-		if (__builtin_expect(ps.uuid == track && ps.len && hi == ps.hi && a >= 0 && z >= 0 &&
-					     static_cast<uint64_t>(z) / 1000000 == hi &&
-					     ps.name_len == name.size() && same_bytes(ps.name, name),
+		if (__builtin_expect(ps.uuid == track && ps.len && ps.name_len == name.size() &&
+					     same_bytes(ps.name, name),
 				     1)) {
-			pair_text(ps, ts, end, a, z);
-			return;
+			// The nanoseconds of ts and end into the slot's millisecond:
+			// below 10^6 when in it (a time before it wraps far above; no
+			// division).
+			const uint64_t t0 = static_cast<uint64_t>(t0_) + ps.base;
+			const uint64_t ra = static_cast<uint64_t>(ts) - t0,
+				       rz = static_cast<uint64_t>(end) - t0;
+			if (__builtin_expect(ra < 1000000 && rz < 1000000, 1)) {
+				seen(ts);
+				seen(end);
+				// Most often nothing to settle or flush, and then room at
+				// hand (text_ reserved past kFlushAt): no call on the way
+				// (no register saved at the entry).
+				if (__builtin_expect(slow_.empty() && text_.size() < kFlushAt, 1))
+					put_pair_text(text_.end(), ps, static_cast<uint32_t>(ra),
+						      static_cast<uint32_t>(rz));
+				else
+					pair_text(ps, static_cast<uint32_t>(ra), static_cast<uint32_t>(rz));
+				return;
+			}
 		}
 		pair_slow(ps, ts, end, track, name);
 	}
@@ -1190,7 +1182,7 @@ public:
 		// Its head (up to the time) made once per name, in one of the
 		// track's 2 (a thread's waits and the releases it gives).
 		const Track::Head &h = x_head(t, name);
-		last_ = ts > last_ ? ts : last_;
+		seen(ts);
 		if (!(h.ok && put_line(h.text, ts, args, &dur))) {
 			JsonWriter w = start_event("X");
 			w.key("name").str(name);
@@ -1396,13 +1388,16 @@ private:
 	// pair()'s tracks, by the top 6 bits of their uuid's hash: the two
 	// lines of a pair of the track (after another line: ",\n" first) for
 	// a name (up to kPairName bytes) and times of hi whole milliseconds
-	// after t0_ (us_text()'s cached digits), the last 6 digits of each
-	// time (at at[0], at[1]) left to write.  len 0: none (hi 0, lines
-	// too long, or the track's heads made again since: forget_pair()).
+	// after t0_ (us_text()'s cached digits; base: its first nanosecond
+	// after t0_), the last 6 digits of each time (at at[0], at[1]) left
+	// to write.  len 0: none (hi 0 or past kPairHiMax, lines too long, or
+	// the track's heads made again since: forget_pair()).
 	static constexpr size_t kPairName = 32;
+	// base + 10^6 below 2^63: no negative time in the slot's millisecond.
+	static constexpr uint64_t kPairHiMax = INT64_MAX / 1000000 - 1;
 	struct PairSlot {
 		uint64_t uuid = 0;
-		uint64_t hi = UINT64_MAX;
+		uint64_t base = 0;
 		uint32_t len = 0, at[2] = {};
 		uint32_t name_len = 0;
 		char name[kPairName];
@@ -1464,9 +1459,10 @@ private:
 	// first line), when they fit.
 	void make_pair_text(PairSlot &ps, const Track::Head &b, const Track::Head &e, uint64_t hi)
 	{
-		ps.hi = hi;
+		ps.base = hi * 1000000;
 		ps.len = 0;
-		if (hi == 0 || !any_ || b.text.size() + e.text.size() + 2 * (2 + 13 + 8) > sizeof ps.text)
+		if (hi == 0 || hi > kPairHiMax || !any_ ||
+		    b.text.size() + e.text.size() + 2 * (2 + 13 + 8) > sizeof ps.text)
 			return;
 		char tmp[2 * (2 + kHeadCopy + 32 + 12) + sizeof ps.text];
 		const int64_t ts = t0_ + static_cast<int64_t>(hi * 1000000);
@@ -1477,22 +1473,22 @@ private:
 		std::memcpy(ps.text, tmp, sizeof ps.text);
 		ps.len = static_cast<uint32_t>(p - tmp);
 	}
-	// ps's lines at ts and end (a and z after t0_, both of ps.hi).
-	void pair_text(const PairSlot &ps, int64_t ts, int64_t end, int64_t a, int64_t z)
+	// ps's lines at times ra and rz ns into its millisecond, when text_
+	// has first to be settled, flushed or grown (out of pair()'s way).
+	__attribute__((noinline)) void pair_text(const PairSlot &ps, uint32_t ra, uint32_t rz)
 	{
-		last_ = ts > last_ ? ts : last_;
-		last_ = end > last_ ? end : last_;
-		settle();
-		if (text_.size() >= kFlushAt)
-			flush();
-		char *const p = text_.room(sizeof ps.text);
+		put_pair_text(line_room(sizeof ps.text), ps, ra, rz);
+	}
+	// ps's lines at p (room: sizeof ps.text), committed.
+	__attribute__((always_inline)) void put_pair_text(char *p, const PairSlot &ps, uint32_t ra,
+							  uint32_t rz)
+	{
 		if (ps.len <= kPairCopy) // most: 2 lines of ~120 bytes
 			std::memcpy(p, ps.text, kPairCopy);
 		else
 			std::memcpy(p, ps.text, sizeof ps.text);
-		const uint64_t base = ps.hi * 1000000;
-		us_last6(p + ps.at[0], static_cast<uint32_t>(static_cast<uint64_t>(a) - base));
-		us_last6(p + ps.at[1], static_cast<uint32_t>(static_cast<uint64_t>(z) - base));
+		us_last6(p + ps.at[0], ra);
+		us_last6(p + ps.at[1], rz);
 		text_.commit(ps.len);
 	}
 	// The last 6 digits of us_text() of a time r ns into its millisecond,
@@ -1500,25 +1496,20 @@ private:
 	static void us_last6(char *p, uint32_t r)
 	{
 		const uint32_t q = r / 1000;
-		std::memcpy(p, kDigits3.d[q], 4);
-		p[3] = '.';
-		std::memcpy(p + 4, kDigits3.d[r - q * 1000], 4);
-		p[7] = '}';
+		std::memcpy(p, kDigits3.d[q], 4);                     // ddd.
+		std::memcpy(p + 4, kDigits3Close.d[r - q * 1000], 4); // ddd}
 	}
 	// A begin's line of head b at ts and an end's of head e at end.
 	__attribute__((noinline)) void pair_lines(const Track::Head &b, const Track::Head &e, int64_t ts,
 						  int64_t end)
 	{
-		last_ = ts > last_ ? ts : last_;
-		last_ = end > last_ ? end : last_;
-		settle();
-		if (text_.size() >= kFlushAt)
-			flush();
-		char *const p0 = text_.room(2 * (2 + kHeadCopy + 32 + 12) + b.text.size() + e.text.size());
+		seen(ts);
+		seen(end);
+		char *const p0 = line_room(2 * (2 + kHeadCopy + 32 + 12) + b.text.size() + e.text.size());
 		char *p = bare_line(p0, b.text, ts);
 		any_ = true;
 		p = bare_line(p, e.text, end);
-		text_.commit(static_cast<size_t>(p - p0));
+		line_done(p0, p);
 	}
 	std::unordered_map<uint64_t, Running> running_; // by cpu_key()
 	bool cpus_named_ = false;
@@ -1552,9 +1543,7 @@ private:
 	// An event's line: after the previous one's comma.
 	void next_line()
 	{
-		settle();
-		if (text_.size() >= kFlushAt)
-			flush();
+		line_ready();
 		slow_ += any_ ? ",\n" : "\n";
 		any_ = true;
 	}
@@ -1566,21 +1555,47 @@ private:
 			slow_.clear();
 		}
 	}
-	// The line built, closed and appended; false (nothing written) when
-	// it could not be built.
-	bool put(Line &l)
+	// Before a line: what a JsonWriter wrote settled, text_ drained at
+	// kFlushAt.
+	__attribute__((always_inline)) void line_ready()
 	{
-		l.lit("}");
-		if (!l.ok)
-			return false;
 		settle();
 		if (text_.size() >= kFlushAt)
 			flush();
-		const std::string_view t = l.line(any_);
-		text_.append(t.data(), t.size());
-		any_ = true;
-		return true;
 	}
+	// A line written straight into text_: room for need bytes at its start
+	// (line_ready() first); line_done() commits what was written up to p.
+	__attribute__((always_inline)) char *line_room(size_t need)
+	{
+		line_ready();
+		return text_.room(need);
+	}
+	__attribute__((always_inline)) void line_done(const char *p0, const char *p)
+	{
+		text_.commit(static_cast<size_t>(p - p0));
+		any_ = true;
+	}
+	// The separator at p of a line after another (",\n") or of the first
+	// ("\n"), without a branch.
+	__attribute__((always_inline)) char *line_sep(char *p) const
+	{
+		*p = ',';
+		p += any_;
+		*p++ = '\n';
+		return p;
+	}
+	// A line's start at p: its separator, `head` (its text up to the
+	// time), the time and, with dur, ,"dur":DUR (an X's).  Room: 2 + head
+	// + kHeadCopy + 32 (+ 7 + 32 with dur).
+	__attribute__((always_inline)) char *line_start(char *p, std::string_view head, int64_t ts,
+							const int64_t *dur)
+	{
+		p = copy_line_head(line_sep(p), head);
+		p = us_text(p, ts - t0_, at_us_);
+		return dur_text(p, dur);
+	}
+	// The latest time written, for finish()'s ends of runs.
+	__attribute__((always_inline)) void seen(int64_t ts) { last_ = ts > last_ ? ts : last_; }
 	// An event's object opened, on a line of its own, with its phase, by a
 	// writer of its own (the rare events, and those Line cannot take).
 	JsonWriter start_event(const char *ph)
@@ -1593,7 +1608,7 @@ private:
 	// Microseconds with three decimals after the trace's first time.
 	void time(JsonWriter &w, int64_t ts)
 	{
-		last_ = ts > last_ ? ts : last_;
+		seen(ts);
 		w.fixed(ts - t0_, 3);
 	}
 	void where(JsonWriter &w, const Track &t, int64_t ts)
@@ -1604,25 +1619,25 @@ private:
 		w.key("ts");
 		time(w, ts);
 	}
-	void where(Line &l, const Track &t, int64_t ts)
+	// Kept with 16 bytes of capacity past its end (flow() copies it 16
+	// at a time).
+	__attribute__((always_inline)) static const std::string &at_of(const Track &t)
 	{
-		l.lit(at_of(t)).us(ts - t0_, at_us_);
-		last_ = ts > last_ ? ts : last_;
-	}
-	static const std::string &at_of(const Track &t)
-	{
-		if (t.at.empty()) {
-			char b[24];
-			t.at = ",\"pid\":";
-			t.at.append(b, static_cast<size_t>(std::to_chars(b, b + sizeof b, t.pid).ptr - b));
-			if (t.scope == 't') {
-				t.at += ",\"tid\":";
-				t.at.append(b, static_cast<size_t>(std::to_chars(b, b + sizeof b, t.tid).ptr -
-								   b));
-			}
-			t.at += ",\"ts\":";
-		}
+		if (__builtin_expect(t.at.empty(), 0))
+			make_at(t);
 		return t.at;
+	}
+	__attribute__((noinline)) static void make_at(const Track &t)
+	{
+		char b[24];
+		t.at = ",\"pid\":";
+		t.at.append(b, static_cast<size_t>(std::to_chars(b, b + sizeof b, t.pid).ptr - b));
+		if (t.scope == 't') {
+			t.at += ",\"tid\":";
+			t.at.append(b, static_cast<size_t>(std::to_chars(b, b + sizeof b, t.tid).ptr - b));
+		}
+		t.at += ",\"ts\":";
+		t.at.reserve(t.at.size() + 16);
 	}
 	// A slice's begin (kind 0) or end (1), or an instant (2, on a track
 	// of scope t, p or g), on track t, put: its text up to the time is the
@@ -1635,7 +1650,7 @@ private:
 		Track::Head &h = t.heads[kind];
 		if (!h.made || h.name.size() != name.size() || !same(h.name.data(), name))
 			make_head(t, track, kind, name);
-		last_ = ts > last_ ? ts : last_;
+		seen(ts);
 		return h.ok && put_line(h.text, ts, args);
 	}
 	void make_head(const Track &t, uint64_t track, int kind, const std::string &name)
@@ -1676,17 +1691,8 @@ private:
 		size_t need = 2 + head.size() + kHeadCopy + 32 + 12 + (dur ? 7 + 32 : 0);
 		for (const Arg &a : args)
 			need += a.name.size() + (a.kind == Arg::Str ? a.s.size() : 0) + 48;
-		settle();
-		if (text_.size() >= kFlushAt)
-			flush();
-		char *const p0 = text_.room(need);
-		char *p = p0;
-		*p = ',';
-		p += any_;
-		*p++ = '\n';
-		p = copy_line_head(p, head);
-		p = us_text(p, ts - t0_, at_us_);
-		p = dur_text(p, dur);
+		char *const p0 = line_room(need);
+		char *p = line_start(p0, head, ts, dur);
 		if (!args.empty()) {
 			std::memcpy(p, ",\"args\":{", 9);
 			p += 9;
@@ -1708,8 +1714,7 @@ private:
 			*p++ = '}';
 		}
 		*p++ = '}';
-		text_.commit(static_cast<size_t>(p - p0));
-		any_ = true;
+		line_done(p0, p);
 		return true;
 	}
 	// The text around the values of an Args of a layout (an event class's
@@ -1774,17 +1779,8 @@ private:
 			for (size_t k = 0; k < n; k++)
 				if (args[k].kind == Arg::Str)
 					need += args[k].s.size();
-		settle();
-		if (text_.size() >= kFlushAt)
-			flush();
-		char *const p0 = text_.room(need);
-		char *p = p0;
-		*p = ',';
-		p += any_;
-		*p++ = '\n';
-		p = copy_line_head(p, head);
-		p = us_text(p, ts - t0_, at_us_);
-		p = dur_text(p, dur);
+		char *const p0 = line_room(need);
+		char *p = line_start(p0, head, ts, dur);
 		for (size_t k = 0; k < n; k++) {
 			const Arg &a = args[k];
 			std::memcpy(p, at.pre[k], kArgPre);
@@ -1797,8 +1793,7 @@ private:
 		if (n)
 			*p++ = '}';
 		*p++ = '}';
-		text_.commit(static_cast<size_t>(p - p0));
-		any_ = true;
+		line_done(p0, p);
 		return true;
 	}
 	// An argument's value at p, byte for byte what Line makes of it: the
@@ -1858,11 +1853,7 @@ private:
 	// end of what it wrote.
 	__attribute__((always_inline)) char *bare_line(char *p, std::string_view head, int64_t ts)
 	{
-		*p = ',';
-		p += any_;
-		*p++ = '\n';
-		p = copy_line_head(p, head);
-		p = us_text(p, ts - t0_, at_us_);
+		p = line_start(p, head, ts, nullptr);
 		*p++ = '}';
 		return p;
 	}
@@ -1879,15 +1870,9 @@ private:
 			return;
 		}
 		const std::string &at = at_of(t);
-		last_ = ts > last_ ? ts : last_;
-		settle();
-		if (text_.size() >= kFlushAt)
-			flush();
-		char *const p0 = text_.room(2 + sizeof kF + 24 + at.size() + 32 + 2);
-		char *p = p0;
-		*p = ',';
-		p += any_;
-		*p++ = '\n';
+		seen(ts);
+		char *const p0 = line_room(2 + sizeof kF + 24 + at.size() + 16 + 32 + 2);
+		char *p = line_sep(p0);
 		if (ph[0] == 's') {
 			std::memcpy(p, kS, sizeof kS - 1);
 			p += sizeof kS - 1;
@@ -1896,12 +1881,12 @@ private:
 			p += sizeof kF - 1;
 		}
 		p = dec_text(p, static_cast<uint64_t>(id & 0x7fffffffffffffULL));
-		std::memcpy(p, at.data(), at.size());
+		for (size_t k = 0; k < at.size(); k += 16) // no call for its few bytes
+			std::memcpy(p + k, at.data() + k, 16);
 		p += at.size();
 		p = us_text(p, ts - t0_, at_us_);
 		*p++ = '}';
-		text_.commit(static_cast<size_t>(p - p0));
-		any_ = true;
+		line_done(p0, p);
 	}
 	void flow_writer(const char *ph, uint64_t id, const Track &t, int64_t ts)
 	{
@@ -1953,33 +1938,6 @@ private:
 			}
 		}
 		w.end_object();
-	}
-	static void args_line(Line &l, const Args &args)
-	{
-		if (args.empty())
-			return;
-		l.lit(",\"args\":{");
-		for (size_t k = 0; k < args.size(); k++) {
-			const Arg &a = args[k];
-			if (k)
-				l.lit(",");
-			l.str(a.name).lit(":");
-			switch (a.kind) {
-			case Arg::Int:
-				l.i64(a.i);
-				break;
-			case Arg::Uint:
-				l.u64(a.u);
-				break;
-			case Arg::Real:
-				l.f64(a.d);
-				break;
-			case Arg::Str:
-				l.str(a.s);
-				break;
-			}
-		}
-		l.lit("}");
 	}
 	// A run's begin (args: tid) or end (args: tid, end_state; tid < 0:
 	// none, the end is a lost switch's).
