@@ -751,20 +751,18 @@ bool Parser::statement()
 	std::string kw;
 	if (!ident(&kw))
 		return false;
-	if (kw == "typealias")
-		return typealias_stmt();
-	if (kw == "struct")
-		return struct_stmt();
-	if (kw == "trace")
-		return trace_block();
-	if (kw == "env")
-		return env_block();
-	if (kw == "clock")
-		return clock_block();
-	if (kw == "stream")
-		return stream_block();
-	if (kw == "event")
-		return event_block();
+	static const struct {
+		const char *kw;
+		bool (Parser::*parse)();
+	} kBlocks[] = {
+		{"typealias", &Parser::typealias_stmt}, {"struct", &Parser::struct_stmt},
+		{"trace", &Parser::trace_block},        {"env", &Parser::env_block},
+		{"clock", &Parser::clock_block},        {"stream", &Parser::stream_block},
+		{"event", &Parser::event_block},
+	};
+	for (const auto &b : kBlocks)
+		if (kw == b.kw)
+			return (this->*b.parse)();
 	return fail("unknown block " + kw);
 }
 
