@@ -577,8 +577,10 @@ bool TraceReader::load_packet(Cursor &c)
 				// Three 8-byte stores (DecodedRecord's layout, little-
 				// endian; offsets below 2^32: a packet is at most
 				// 64 MiB): in a run of one id the last word is the
-				// same for every record of an owned lane.
-				const uint64_t at = r.payload | r.end << 32;
+				// same for every record of an owned lane; the middle
+				// one is a sum, not an or (the same bits), which the
+				// compiler keeps across a run, one add a record.
+				const uint64_t at = r.payload + (r.end << 32);
 				const uint64_t who = (uint32_t)r.tid | (uint64_t)(uint16_t)r.id << 32 |
 						     (uint64_t)r.cpu << 48;
 				char *d = reinterpret_cast<char *>(p);
