@@ -320,7 +320,10 @@ private:
 	bool snapshot_ = false;   // set_snapshot()
 	bool fast_owner_ = false; // STRATA_BUF_FAST_OWNER at attach: flush() shakes hands with owners
 	// validate.cpp: the record walk of check_records and finish_close
-	// (record_walk.h, shared with the trace file reader).
+	// (record_walk.h, shared with the trace file reader); Absorb, its
+	// visitor (and cut_packet's visitor's base), reads the descriptors
+	// appended since when an id is undescribed.
+	struct Absorb;
 	uint64_t walk_records(const uint8_t *pkt, uint64_t end, bool shared, uint64_t ts_max, uint64_t *ts,
 			      const char **why);
 	uint64_t header_only_content() const; // content_size (bits) of a packet without records

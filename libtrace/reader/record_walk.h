@@ -32,12 +32,19 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "event_info.h"
 #include "strata_abi.h"
 
 namespace strata {
+
+// Whether a walk's visitor keeps a bounded number of records (room(),
+// take(): RecordWalk::NoVisit).
+template <class V, class = void> constexpr bool kHasRoom = false;
+template <class V> constexpr bool kHasRoom<V, std::void_t<decltype(std::declval<V &>().room())>> = true;
 
 // One good record, as the walk hands it to its visitor: offsets from the
 // packet start.
@@ -65,7 +72,13 @@ public:
 
 	// Visitor: `void record(const WalkedRecord &)` for each good record, and
 	// `bool undescribed()` when an id is not described: true if the caller
-	// learnt new events meanwhile (the walk looks once more).
+	// learnt new events meanwhile (the walk looks once more).  A visitor
+	// that keeps only the first records may also have `uint64_t room()`,
+	// how many more it keeps (at most 2^30), and `void take(const
+	// WalkedRecord &)`, which keeps one without a check of its own: in a
+	// run of one id the walk then hands take() at most room() records and
+	// the run's records past them to nobody (record() is called for every
+	// other good record).  The check per record leaves the runs.
 	struct NoVisit {
 		void record(const WalkedRecord &) {}
 		bool undescribed() { return false; }
@@ -227,31 +240,49 @@ uint64_t RecordWalk::walk_as(const uint8_t *pkt, uint64_t end, uint64_t ts_max, 
 			const uint64_t step = head + last_size;
 			// o <= last: a whole record of step bytes fits (o <= end).
 			const uint64_t last = end >= step ? end - step : 0;
-			while (end >= step && o <= last) {
-				uint32_t w;
-				memcpy(&w, pkt + o, sizeof w);
-				if ((w & 31u) != last_id)
-					break;
-				uint64_t t = (prev & ~mask) | (w >> 5);
-				if (t < prev) {
-					t += mask + 1;
-					if (t < prev)
+			// The timestamp's high bits, the same until its low bits
+			// wrap: a record that wraps is left to the general walk.
+			const uint64_t hi = prev & ~mask;
+			// The run's records up to `stop`, each handed to `hand`.
+			auto run = [&](uint64_t stop, auto hand) {
+				while (end >= step && o <= stop) {
+					uint32_t w;
+					memcpy(&w, pkt + o, sizeof w);
+					if ((w & 31u) != last_id)
 						break;
+					const uint64_t t = hi | (w >> 5);
+					if (t < prev || t > ts_max)
+						break;
+					WalkedRecord r;
+					r.id = (uint32_t)last_id;
+					r.ts = t;
+					r.start = o;
+					if (kShared)
+						memcpy(&r.tid, pkt + o + STRATA_REC_COMPACT_SIZE,
+						       sizeof r.tid);
+					r.payload = o + head;
+					r.end = o + step;
+					o += step;
+					prev = t;
+					good = o;
+					hand(r);
 				}
-				if (t > ts_max)
-					break;
-				WalkedRecord r;
-				r.id = (uint32_t)last_id;
-				r.ts = t;
-				r.start = o;
-				if (kShared)
-					memcpy(&r.tid, pkt + o + STRATA_REC_COMPACT_SIZE, sizeof r.tid);
-				r.payload = o + head;
-				r.end = o + step;
-				o += step;
-				prev = t;
-				good = o;
-				v.record(r);
+			};
+			if constexpr (kHasRoom<Visit>) {
+				// The records the visitor keeps, then (room used up)
+				// those it does not want, still checked.  No overflow:
+				// room() <= 2^30, step < 2^33, o < 2^62.
+				const uint64_t n = v.room();
+				if (__builtin_expect(n != 0, 1)) {
+					const uint64_t to = o + (n - 1) * step; // the last record start kept
+					run(to < last ? to : last, [&](const WalkedRecord &r) { v.take(r); });
+					if (__builtin_expect(o > to, 0))
+						run(last, [](const WalkedRecord &) {});
+				} else {
+					run(last, [](const WalkedRecord &) {});
+				}
+			} else {
+				run(last, [&](const WalkedRecord &r) { v.record(r); });
 			}
 			if (o >= end)
 				break;

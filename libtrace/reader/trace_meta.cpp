@@ -213,6 +213,7 @@ private:
 	bool ident(std::string *out);
 	bool number(int64_t *out);
 	bool type(TypeP *out, int depth);
+	bool named(const std::map<std::string, TypeP> &names, const char *what, TypeP *out);
 	bool int_attrs(Type *t);
 	bool float_attrs(Type *t);
 	bool struct_body(Type *t, int depth);
@@ -472,6 +473,17 @@ bool Parser::enum_body(Type *t, int depth)
 	return advance();
 }
 
+// The type the name at cur_ names in `names` (a named struct, a typealias),
+// into *out; the name consumed.
+bool Parser::named(const std::map<std::string, TypeP> &names, const char *what, TypeP *out)
+{
+	auto it = names.find(cur_.text);
+	if (it == names.end())
+		return fail(std::string("unknown ") + what + " " + cur_.text);
+	*out = it->second;
+	return advance();
+}
+
 bool Parser::type(TypeP *out, int depth)
 {
 	if (depth > kMaxDepth)
@@ -496,13 +508,8 @@ bool Parser::type(TypeP *out, int depth)
 		t->kind = Type::Struct;
 		if (!advance())
 			return false;
-		if (cur_.kind == Tok::Ident && !is("{")) { // a named struct
-			auto it = structs_.find(cur_.text);
-			if (it == structs_.end())
-				return fail("unknown struct " + cur_.text);
-			*out = it->second;
-			return advance();
-		}
+		if (cur_.kind == Tok::Ident && !is("{")) // a named struct
+			return named(structs_, "struct", out);
 		if (!struct_body(t.get(), depth))
 			return false;
 	} else if (is_ident("variant")) {
@@ -517,11 +524,7 @@ bool Parser::type(TypeP *out, int depth)
 		if (!struct_body(t.get(), depth))
 			return false;
 	} else if (cur_.kind == Tok::Ident) {
-		auto it = aliases_.find(cur_.text);
-		if (it == aliases_.end())
-			return fail("unknown type " + cur_.text);
-		*out = it->second;
-		return advance();
+		return named(aliases_, "type", out);
 	} else {
 		return fail("expected a type");
 	}
@@ -751,20 +754,18 @@ bool Parser::statement()
 	std::string kw;
 	if (!ident(&kw))
 		return false;
-	if (kw == "typealias")
-		return typealias_stmt();
-	if (kw == "struct")
-		return struct_stmt();
-	if (kw == "trace")
-		return trace_block();
-	if (kw == "env")
-		return env_block();
-	if (kw == "clock")
-		return clock_block();
-	if (kw == "stream")
-		return stream_block();
-	if (kw == "event")
-		return event_block();
+	static const struct {
+		const char *kw;
+		bool (Parser::*parse)();
+	} kBlocks[] = {
+		{"typealias", &Parser::typealias_stmt}, {"struct", &Parser::struct_stmt},
+		{"trace", &Parser::trace_block},        {"env", &Parser::env_block},
+		{"clock", &Parser::clock_block},        {"stream", &Parser::stream_block},
+		{"event", &Parser::event_block},
+	};
+	for (const auto &b : kBlocks)
+		if (kw == b.kw)
+			return (this->*b.parse)();
 	return fail("unknown block " + kw);
 }
 

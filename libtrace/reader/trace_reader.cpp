@@ -564,23 +564,30 @@ bool TraceReader::load_packet(Cursor &c)
 		}
 		struct Decode : RecordWalk::NoVisit {
 			DecodedRecord *p, *full; // the next place, the end of recs
+			// The walk's runs hand take() at most room() records;
+			// record() gets the others.
+			uint64_t room() const { return (uint64_t)(full - p); }
 			void record(const WalkedRecord &r)
 			{
-				if (__builtin_expect(p != full, 1)) {
-					// Three 8-byte stores (DecodedRecord's layout, little-
-					// endian; offsets below 2^32: a packet is at most
-					// 64 MiB): in a run of one id the last word is the
-					// same for every record of an owned lane.
-					const uint64_t at = r.payload | r.end << 32;
-					const uint64_t who = (uint32_t)r.tid |
-							     (uint64_t)(uint16_t)r.id << 32 |
-							     (uint64_t)r.cpu << 48;
-					char *d = reinterpret_cast<char *>(p);
-					memcpy(d, &r.ts, 8);
-					memcpy(d + offsetof(DecodedRecord, payload), &at, 8);
-					memcpy(d + offsetof(DecodedRecord, tid), &who, 8);
-					p++;
-				}
+				if (__builtin_expect(p != full, 1))
+					take(r);
+			}
+			void take(const WalkedRecord &r)
+			{
+				// Three 8-byte stores (DecodedRecord's layout, little-
+				// endian; offsets below 2^32: a packet is at most
+				// 64 MiB): in a run of one id the last word is the
+				// same for every record of an owned lane; the middle
+				// one is a sum, not an or (the same bits), which the
+				// compiler keeps across a run, one add a record.
+				const uint64_t at = r.payload + (r.end << 32);
+				const uint64_t who = (uint32_t)r.tid | (uint64_t)(uint16_t)r.id << 32 |
+						     (uint64_t)r.cpu << 48;
+				char *d = reinterpret_cast<char *>(p);
+				memcpy(d, &r.ts, 8);
+				memcpy(d + offsetof(DecodedRecord, payload), &at, 8);
+				memcpy(d + offsetof(DecodedRecord, tid), &who, 8);
+				p++;
 			}
 		} v;
 		v.p = c.recs.get();

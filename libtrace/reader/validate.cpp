@@ -160,18 +160,20 @@ void RecordWalk::add(const EventInfo &ev)
 
 // The consumer's walk (record_walk.h): an undescribed id makes it read the
 // descriptors appended since (once per packet).
+struct Reader::Absorb : RecordWalk::NoVisit {
+	Reader *r;
+	bool undescribed()
+	{
+		const size_t before = r->known_.size();
+		r->absorb_descriptors();
+		return r->known_.size() != before;
+	}
+};
+
 uint64_t Reader::walk_records(const uint8_t *pkt, uint64_t end, bool shared, uint64_t ts_max, uint64_t *ts,
 			      const char **why)
 {
-	struct Absorb : RecordWalk::NoVisit {
-		Reader *r;
-		bool undescribed()
-		{
-			const size_t before = r->known_.size();
-			r->absorb_descriptors();
-			return r->known_.size() != before;
-		}
-	} v;
+	Absorb v;
 	v.r = this;
 	return walk_.walk(pkt, end, shared, ts_max, ts, why, v);
 }
@@ -229,8 +231,7 @@ void Reader::cut_packet(uint32_t lane, const uint8_t *pkt, size_t len, size_t ma
 		return;
 	}
 	memcpy(&ph, pkt, sizeof ph);
-	struct Cut : RecordWalk::NoVisit {
-		Reader *r;
+	struct Cut : Absorb {
 		std::vector<Piece> *out;
 		uint64_t max;
 		Piece p; // the piece being filled
@@ -245,12 +246,6 @@ void Reader::cut_packet(uint32_t lane, const uint8_t *pkt, size_t len, size_t ma
 			p.records++;
 			p.end = w.end;
 			p.ts_end = w.ts;
-		}
-		bool undescribed()
-		{
-			const size_t before = r->known_.size();
-			r->absorb_descriptors();
-			return r->known_.size() != before;
 		}
 	} v;
 	v.r = this;

@@ -135,33 +135,12 @@ uint32_t field_code(const strata_event_desc *d, int f, bool strings, bool *cache
 }
 
 // An integer field's value by its code, as int64_t (unsigned above
-// INT64_MAX clamped).
+// INT64_MAX clamped): probe.h's load, the size from the code's log2.
 inline int64_t read_int(const strata_probe_event *ev, uint32_t code)
 {
-	const void *p = ev->argv[code & 63];
 	const bool sgn = code >> 8 & 1;
-	switch (code >> 6 & 3) {
-	case 0: {
-		uint8_t v;
-		memcpy(&v, p, 1);
-		return sgn ? (int64_t)(int8_t)v : (int64_t)v;
-	}
-	case 1: {
-		uint16_t v;
-		memcpy(&v, p, 2);
-		return sgn ? (int64_t)(int16_t)v : (int64_t)v;
-	}
-	case 2: {
-		uint32_t v;
-		memcpy(&v, p, 4);
-		return sgn ? (int64_t)(int32_t)v : (int64_t)v;
-	}
-	default: {
-		int64_t v;
-		memcpy(&v, p, 8);
-		return !sgn && v < 0 ? INT64_MAX : v;
-	}
-	}
+	const int64_t v = strata_probe__load_int(ev->argv[code & 63], 1u << (code >> 6 & 3), sgn);
+	return !sgn && v < 0 ? INT64_MAX : v;
 }
 
 void put_text(char *dst, const char *a, const char *b)
