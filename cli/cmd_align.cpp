@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "clock_map.h"
+#include "clocks_file.h"
 #include "clocksync.h"
 #include "commands.h"
 #include "options.h"
@@ -156,8 +157,8 @@ int64_t median(std::vector<int64_t> v)
 // A follower's map as read, and what the refinement makes of it.
 struct Follower {
 	std::string text; // clocks.json
-	JsonValue root;
-	const JsonValue *link = nullptr;
+	clocksync::ClocksFile file;
+	size_t link = 0; // the follower link's index in file.links
 	std::vector<clocksync::Segment> segs;
 	ClockMap before;
 };
@@ -321,23 +322,17 @@ int Align::load_follower(size_t i)
 	Follower &f = fol[i];
 	const Trace &t = traces[i];
 	std::string why;
-	if (!read_file(t.json_path, &f.text) || !parse_json(f.text, &f.root, &why) ||
+	if (!read_file(t.json_path, &f.text) || !clocksync::parse_clocks(f.text, &f.file, &why) ||
 	    !parse_clock_map(f.text, t.link, &f.before, &why)) {
 		fprintf(stderr, "strata %s: %s: %s\n", cmd, t.json_path.c_str(),
 			why.empty() ? "cannot read it" : why.c_str());
 		return cli::kFail;
 	}
-	if (const JsonValue *links = f.root.get("links"))
-		for (const JsonValue &l : links->arr)
-			if (const JsonValue *n = l.get("name"), *r = l.get("role");
-			    n && r && n->text == t.link && r->text == "follower")
-				f.link = &l;
-	const JsonValue *sv = f.link ? f.link->get("segments") : nullptr;
-	if (!sv || !clocksync::parse_segments(*sv, &f.segs, &why)) {
-		fprintf(stderr, "strata %s: %s: link '%s': %s\n", cmd, t.json_path.c_str(), t.link.c_str(),
-			why.c_str());
-		return cli::kFail;
-	}
+	// parse_clock_map found the follower link named t.link: the last such.
+	for (size_t k = 0; k < f.file.links.size(); k++)
+		if (f.file.links[k].name == t.link && f.file.links[k].follower)
+			f.link = k;
+	f.segs = f.file.links[f.link].segments;
 	if (!traces[0].boot_id.empty() && f.before.names.peer_boot_id != traces[0].boot_id) {
 		fprintf(stderr,
 			"strata %s: %s follows the machine of boot %s (link '%s', host %s); %s is on the "
@@ -565,40 +560,25 @@ std::vector<clocksync::Segment> Align::refine(size_t g, const Follower &f, const
 }
 
 // clocks.json with the link's segments, its "refined" object and the
-// root's "ctf" line replaced (the rest byte for byte); *after: the map it
-// gives.  Empty when it does not read back.
+// root's "ctf" line replaced (the rest as read); *after: the map it gives.
+// Empty when it does not read back.
 std::string Align::refined_text(size_t g, const Follower &f, const std::vector<clocksync::Segment> &out,
 				const BySegment &b, size_t refined, size_t kept, ClockMap *after)
 {
 	static const char *const kHold[] = {"none", "even", "odd", "alternate"};
-	std::ostringstream ref;
-	ref << "{\"by\": \"strata align\", \"match\": " << clocksync::json_string(match_text)
-	    << ", \"hold_out\": \"" << kHold[hold_out] << "\", \"messages\": " << b.total
-	    << ", \"used\": " << b.used << ", \"held_out\": " << b.held
-	    << ", \"outside_segments\": " << b.outside << ", \"segments_refined\": " << refined
-	    << ", \"segments_contradicted\": " << kept << "}";
-	std::vector<std::pair<size_t, std::pair<size_t, std::string>>> edits; // begin, (end, text)
-	const JsonValue *sv = f.link->get("segments");
-	edits.push_back({sv->begin, {sv->end, clocksync::segments_json(out, "  ")}});
-	if (const JsonValue *rv = f.link->get("refined"))
-		edits.push_back({rv->begin, {rv->end, ref.str()}});
-	else
-		edits.push_back({f.link->end - 1, {f.link->end - 1, ",\n   \"refined\": " + ref.str()}});
-	const auto apply = [&]() {
-		std::string text = f.text;
-		std::sort(edits.begin(), edits.end(),
-			  [](const auto &x, const auto &y) { return x.first > y.first; });
-		for (const auto &e : edits)
-			text.replace(e.first, e.second.first - e.first, e.second.second);
-		return text;
-	};
+	clocksync::ClocksFile file = f.file;
+	clocksync::ClocksLink &link = file.links[f.link];
+	link.segments = out;
+	link.has_refined = true;
+	link.refined = clocksync::Refinement{match_text, kHold[hold_out], b.total, b.used,
+					     b.held,     b.outside,       refined, kept};
 	std::string why;
-	if (!parse_clock_map(apply(), traces[g].link, after, &why)) {
+	if (!parse_clock_map(clocksync::clocks_json(file), traces[g].link, after, &why)) {
 		fprintf(stderr, "strata %s: %s: the refined map does not read back: %s\n", cmd,
 			traces[g].json_path.c_str(), why.c_str());
 		return std::string();
 	}
-	if (const JsonValue *cv = f.root.get("ctf"); cv && cv->kind == JsonValue::Obj) {
+	if (file.has_ctf) {
 		// The one-line rewrite's line: the longest bounded segment's.
 		const SegmentLine *best = nullptr;
 		for (const SegmentLine &l : after->lines)
@@ -607,14 +587,9 @@ std::string Align::refined_text(size_t g, const Follower &f, const std::vector<c
 		ClockInfo c;
 		std::string env;
 		segment_clock(*best, after->n_segments, after->names, ClockInfo(), &c, &env);
-		char buf[320];
-		snprintf(buf, sizeof buf,
-			 "{\"link\": %s, \"rewritten\": true, \"freq\": %" PRIu64 ", \"offset_s\": %" PRId64
-			 ", \"offset\": %" PRId64 "}",
-			 clocksync::json_string(traces[g].link).c_str(), c.freq, c.offset_s, c.offset_ns);
-		edits.push_back({cv->begin, {cv->end, buf}});
+		file.ctf = clocksync::CtfLine{traces[g].link, true, c.freq, c.offset_s, c.offset_ns};
 	}
-	return apply();
+	return clocksync::clocks_json(file);
 }
 
 // What the refined map does with every message, used or held out, against

@@ -1,7 +1,7 @@
 /*
  * top_json.h - what `strata top --json` (and `record --aggregate --json`)
  * prints: one snapshot of aggregation regions as a JSON object, written
- * through the JSON writer (libtrace/reader/json_writer.h), so that a key's
+ * through the JSON writer (libtrace/json/json_writer.h), so that a key's
  * text or a process name holding any bytes (they come from a traced
  * process's memory) still makes valid JSON.
  */

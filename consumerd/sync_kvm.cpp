@@ -116,25 +116,25 @@ std::string KvmWatch::summary() const
 	return s + "; not checked: " + unchecked_why_;
 }
 
-std::string KvmWatch::json() const
+clocksync::KvmFacts KvmWatch::facts() const
 {
-	std::string o = "{\"pid\": " + std::to_string(pid_) + ", \"read\": " + (have_ ? "true" : "false");
-	if (have_)
-		o += ", \"tsc_offset\": " + std::to_string(last_.tsc.offset) +
-		     ", \"tsc_scaling_ratio\": " + std::to_string(last_.tsc.ratio) +
-		     ", \"tsc_scaling_frac_bits\": " + std::to_string(last_.tsc.frac_bits) +
-		     ", \"vcpus\": " + std::to_string(last_.vcpus) +
-		     ", \"changes\": " + std::to_string(changes_);
-	o += ", \"checked\": " + std::string(checked_ ? "true" : "false");
+	clocksync::KvmFacts k;
+	k.pid = pid_;
+	k.read = have_;
+	if (have_) {
+		k.tsc_offset = last_.tsc.offset;
+		k.tsc_scaling_ratio = last_.tsc.ratio;
+		k.tsc_scaling_frac_bits = last_.tsc.frac_bits;
+		k.vcpus = last_.vcpus;
+		k.changes = changes_;
+		k.problem = last_.why;
+	}
+	k.checked = checked_;
 	if (checked_)
-		o += ", \"agrees\": " + std::string(check_.empty() ? "true" : "false") +
-		     ", \"error\": " + clocksync::json_string(check_);
+		k.error = check_;
 	else
-		o += ", \"why_unchecked\": " +
-		     clocksync::json_string(unchecked_why_.empty() ? last_.why : unchecked_why_);
-	if (have_ && !last_.why.empty())
-		o += ", \"problem\": " + clocksync::json_string(last_.why);
-	return o + "}";
+		k.why_unchecked = unchecked_why_.empty() ? last_.why : unchecked_why_;
+	return k;
 }
 
 } // namespace daemon_impl

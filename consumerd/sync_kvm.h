@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "clocks_file.h"
 #include "clocksync.h"
 #include "kvm_tsc.h"
 
@@ -53,9 +54,10 @@ public:
 	std::string check(const std::vector<clocksync::Segment> &segs, const clocksync::TscLine *guest_page,
 			  const clocksync::TscLine *host_page);
 	bool checked() const { return checked_; }
-	// One phrase for `strata status`, and the "kvm" object of clocks.json.
+	// One phrase for `strata status`, and the "kvm" object of clocks.json
+	// (clocks_file.h writes it).
 	std::string summary() const;
-	std::string json() const;
+	clocksync::KvmFacts facts() const;
 
 private:
 	long pid_;

@@ -32,6 +32,7 @@
 #include "fs.h"
 #include "log.h"
 #include "clock_map.h"
+#include "json_writer.h"
 #include "relay.h"
 
 namespace strata {
@@ -905,38 +906,41 @@ std::string SyncLink::status_line() const
 	return s;
 }
 
-std::string SyncLink::json(const std::string &in, const ClockInfo *local, CtfLines *lines) const
+clocksync::ClocksLink SyncLink::record(const ClockInfo *local, CtfLines *lines) const
 {
 	std::lock_guard<std::mutex> g(mu_);
-	const std::vector<clocksync::Segment> segs = est_.segments();
-	if (local && lines) { // the same state of the map as the text's
-		lines->ok = ctf_clock_of(segs, *local, &lines->clock, &lines->env);
-		lines->pieces = lines->ok ? ctf_pieces_of(segs, *local) : std::vector<CtfPiece>();
+	clocksync::ClocksLink l;
+	l.segments = est_.segments();
+	if (local && lines) { // the same state of the map as the record's
+		lines->ok = ctf_clock_of(l.segments, *local, &lines->clock, &lines->env);
+		lines->pieces = lines->ok ? ctf_pieces_of(l.segments, *local) : std::vector<CtfPiece>();
 	}
-	std::ostringstream o;
 	const std::string self = "(this machine)";
-	o << in << "{\"name\": " << clocksync::json_string(spec_.name)
-	  << ", \"spec\": " << clocksync::json_string(spec_.text)
-	  << ", \"role\": " << (spec_.follower ? "\"follower\"" : "\"reference\"") << ",\n"
-	  << in << " \"source\": " << clocksync::json_string(spec_.follower ? self : spec_.name)
-	  << ", \"target\": " << clocksync::json_string(spec_.follower ? spec_.name : self) << ",\n"
-	  << in << " \"peer_hostname\": " << clocksync::json_string(peer_hostname_)
-	  << ", \"peer_boot_id\": " << clocksync::json_string(peer_boot_id_)
-	  << ", \"peer_clock_offset_ns\": " << peer_offset_ns_ << ",\n"
-	  << in << " \"state\": " << clocksync::json_string(state_)
-	  << ", \"correlated\": " << (!segs.empty() && segs.back().bounded ? "true" : "false")
-	  << ", \"probes\": " << probes_ << ", \"answered\": " << answered_ << ", \"used\": " << used_
-	  << ", \"min_rtt_ns\": " << min_rtt_ << ", \"width_now_ns\": " << est_.width_now()
-	  << ", \"garbage_bytes\": " << garbage_ << ", \"kernel_receive_stamps\": " << kernel_stamps_ << ",\n"
-	  << in << " \"segments\": " << clocksync::segments_json(segs, in + " ");
+	l.name = spec_.name;
+	l.spec = spec_.text;
+	l.follower = spec_.follower;
+	l.source = spec_.follower ? self : spec_.name;
+	l.target = spec_.follower ? spec_.name : self;
+	l.peer_hostname = peer_hostname_;
+	l.peer_boot_id = peer_boot_id_;
+	l.peer_clock_offset_ns = peer_offset_ns_;
+	l.state = state_;
+	l.correlated = !l.segments.empty() && l.segments.back().bounded;
+	l.probes = probes_;
+	l.answered = answered_;
+	l.used = used_;
+	l.min_rtt_ns = min_rtt_;
+	l.width_now_ns = est_.width_now();
+	l.garbage_bytes = garbage_;
+	l.kernel_receive_stamps = kernel_stamps_;
 	if (kvm_) {
 		const std::string words = kvm_checked();
 		if (kvm_->checked() && words.find("DISAGREES") != std::string::npos)
 			logf("clock link %s: %s", spec_.name.c_str(), words.c_str());
-		o << ",\n" << in << " \"kvm\": " << kvm_->json();
+		l.has_kvm = true;
+		l.kvm = kvm_->facts();
 	}
-	o << "}";
-	return o.str();
+	return l;
 }
 
 // mu_ held: who maps onto whom, for the clock blocks and env lines of
@@ -987,8 +991,7 @@ bool SyncLink::ctf_clock_of(const std::vector<clocksync::Segment> &segs, const C
 			best = &s;
 	*out = local;
 	if (!best || peer_boot_id_.empty()) {
-		*env = "\tsync_state = \"uncorrelated\";\n\tsync_peer = " +
-		       clocksync::json_string(spec_.name) + ";\n";
+		*env = "\tsync_state = \"uncorrelated\";\n\tsync_peer = " + json_quoted(spec_.name) + ";\n";
 		return false;
 	}
 	segment_clock(line_of(*best, static_cast<size_t>(best - segs.data())), segs.size(), names(), local,
@@ -1054,34 +1057,30 @@ bool split_as_owner(const std::string &dir, const std::vector<CtfPiece> &pieces,
 SyncLinks::Written SyncLinks::clocks_written(const ClockInfo &clock, const std::string &hostname) const
 {
 	Written w;
-	std::ostringstream j;
-	j << "{\"format\": \"strata-clocks\", \"version\": 1,\n \"machine\": "
-	  << clocksync::json_string(hostname) << ", \"boot_id\": " << clocksync::json_string(clock.uuid)
-	  << ", \"clock_offset_ns\": " << clock.offset_s * 1000000000LL + clock.offset_ns
-	  << ",\n \"links\": [\n";
+	clocksync::ClocksFile f;
+	f.machine = hostname;
+	f.boot_id = clock.uuid;
+	f.clock_offset_ns = clock.offset_s * 1000000000LL + clock.offset_ns;
 	SyncLink::CtfLines lines;
-	for (size_t i = 0; i < links_.size(); i++) {
-		const bool first_follower = links_[i]->spec().follower && !w.follow;
+	for (const auto &l : links_) {
+		const bool first_follower = l->spec().follower && !w.follow;
 		if (first_follower)
-			w.follow = links_[i].get();
-		j << links_[i]->json("  ", first_follower ? &clock : nullptr,
-				     first_follower ? &lines : nullptr)
-		  << (i + 1 < links_.size() ? ",\n" : "\n");
+			w.follow = l.get();
+		f.links.push_back(
+			l->record(first_follower ? &clock : nullptr, first_follower ? &lines : nullptr));
 	}
 	if (w.follow) {
-		const ClockInfo mapped = lines.clock;
-		const bool ok = lines.ok;
 		w.env = lines.env;
 		w.pieces = std::move(lines.pieces);
-		j << " ],\n \"ctf\": {\"link\": " << clocksync::json_string(w.follow->spec().name)
-		  << ", \"rewritten\": " << (ok ? "true" : "false") << ", \"freq\": " << mapped.freq
-		  << ", \"offset_s\": " << mapped.offset_s << ", \"offset\": " << mapped.offset_ns
-		  << "}\n}\n";
-		w.clock = ok ? mapped : clock;
-	} else {
-		j << " ]\n}\n";
+		f.has_ctf = true;
+		f.ctf.link = w.follow->spec().name;
+		f.ctf.rewritten = lines.ok;
+		f.ctf.freq = lines.clock.freq;
+		f.ctf.offset_s = lines.clock.offset_s;
+		f.ctf.offset = lines.clock.offset_ns;
+		w.clock = lines.ok ? lines.clock : clock;
 	}
-	w.json = j.str();
+	w.json = clocksync::clocks_json(f);
 	return w;
 }
 
@@ -1174,9 +1173,8 @@ namespace {
 // `what` ("relay", "serial") and when the rewrite comes.
 std::string pending_env(const std::string &peer, const char *what, const char *when)
 {
-	return "\tsync_state = \"uncorrelated\";\n\tsync_peer = " + clocksync::json_string(peer) +
-	       ";\n\tsync_" + what + " = \"this machine's clock; put onto the peer's when the session " +
-	       when + "\";\n";
+	return "\tsync_state = \"uncorrelated\";\n\tsync_peer = " + json_quoted(peer) + ";\n\tsync_" + what +
+	       " = \"this machine's clock; put onto the peer's when the session " + when + "\";\n";
 }
 
 } // namespace

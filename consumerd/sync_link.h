@@ -15,7 +15,7 @@
  * Contract:
  *   - each SyncLink owns one thread (started by start(), stopped and joined
  *     by the destructor) that alone touches the link's descriptors;
- *   - everything the main thread reads (status_line, json, ctf_clock) is
+ *   - everything the main thread reads (status_line, record, ctf_clock) is
  *     under the link's mutex, held by the thread only to update its state,
  *     never across a system call;
  *   - stamps are the daemon's trace clock (consumer_page_now(): the clock
@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "clocks_file.h"
 #include "clocksync.h"
 #include "metadata.h"
 #include "sync_kvm.h"
@@ -122,11 +123,10 @@ public:
 		std::string env;
 		std::vector<CtfPiece> pieces;
 	};
-	// The link's entry of clocks.json (docs/clocks.md, "Stored format");
-	// with `local` and `lines`, also the CTF lines of the same state of
-	// the map (the link's thread refines it meanwhile).
-	std::string json(const std::string &indent, const ClockInfo *local = nullptr,
-			 CtfLines *lines = nullptr) const;
+	// The link's entry of clocks.json (clocks_file.h; docs/clocks.md,
+	// "Stored format"); with `local` and `lines`, also the CTF lines of the
+	// same state of the map (the link's thread refines it meanwhile).
+	clocksync::ClocksLink record(const ClockInfo *local = nullptr, CtfLines *lines = nullptr) const;
 	// Follower: the clock block that puts this machine's trace onto the
 	// peer's (the longest bounded segment's line), and the env lines that
 	// say so.  False (and env lines saying "uncorrelated") when there is no

@@ -1,13 +1,11 @@
 // clocksync.cpp - the convex-hull clock map; see clocksync.h and docs/clocks.md.
 #include "clocksync.h"
 
-#include "clock_map.h"
+#include "json_reader.h"
 #include "json_writer.h"
 
 #include <algorithm>
-#include <cinttypes>
 #include <cmath>
-#include <cstdio>
 #include <functional>
 #include <limits>
 
@@ -579,72 +577,63 @@ bool parse_segments(const JsonValue &segs, std::vector<Segment> *out, std::strin
 	return true;
 }
 
-std::string json_string(const std::string &s)
+namespace {
+
+// One segment at `indent` (its lines after the first: indent + 3).
+void write_segment(JsonWriter &w, const Segment &s, unsigned indent)
 {
-	std::string o;
-	json_quote(o, s); // the project's one JSON escaper (json_writer.h)
-	return o;
+	const unsigned in = indent + 3;
+	w.begin_object().key("start").str(start_name(s.start)).key("note").str(s.note);
+	w.key("bounded").boolean(s.bounded).key("messages").u64(s.messages);
+	w.key("x_first").i64(s.x_first).key("x_last").i64(s.x_last);
+	w.newline(in).key("x0").i64(s.x0).key("y0").i64(s.y0).key("slope").f64(s.slope);
+	w.key("slope_min").f64(s.slope_min).key("slope_max").f64(s.slope_max);
+	w.newline(in).key("knots").begin_array();
+	for (const Knot &k : s.knots)
+		w.begin_array().i64(k.x).i64(k.lo).i64(k.hi).end_array();
+	w.end_array();
+	const auto points = [&](const char *name, const std::vector<Point> &v) {
+		if (v.empty())
+			return;
+		w.newline(in).key(name).begin_array();
+		for (const Point &p : v)
+			w.begin_array().i64(p.x).i64(p.y).end_array();
+		w.end_array();
+	};
+	points("hull_lower", s.hull_lower);
+	points("hull_upper", s.hull_upper);
+	if (s.piece_from != INT64_MIN)
+		w.newline(in).key("piece_from").i64(s.piece_from);
+	if (s.matched || s.contradicting)
+		w.newline(in)
+			.key("matched_messages")
+			.u64(s.matched)
+			.key("contradicting_messages")
+			.u64(s.contradicting);
+	if (!s.probes.empty()) {
+		w.newline(in).key("probes_map");
+		write_segment(w, s.probes.front(), in);
+	}
+	w.end_object();
 }
 
-std::string segments_json(const std::vector<Segment> &segs, const std::string &in)
+} // namespace
+
+void write_segments(JsonWriter &w, const std::vector<Segment> &segs, unsigned indent)
 {
-	std::string o = "[";
-	char buf[256];
-	for (size_t i = 0; i < segs.size(); i++) {
-		const Segment &s = segs[i];
-		o += i ? ",\n" : "\n";
-		o += in + "  {\"start\": \"" + start_name(s.start) + "\", \"note\": " + json_string(s.note);
-		snprintf(buf, sizeof buf,
-			 ", \"bounded\": %s, \"messages\": %" PRIu64 ", \"x_first\": %" PRId64
-			 ", \"x_last\": %" PRId64 ",\n",
-			 s.bounded ? "true" : "false", s.messages, s.x_first, s.x_last);
-		o += buf;
-		snprintf(buf, sizeof buf,
-			 "%s   \"x0\": %" PRId64 ", \"y0\": %" PRId64
-			 ", \"slope\": %.17g, \"slope_min\": %.17g, \"slope_max\": %.17g,\n",
-			 in.c_str(), s.x0, s.y0, s.slope, s.slope_min, s.slope_max);
-		o += buf;
-		o += in + "   \"knots\": [";
-		for (size_t k = 0; k < s.knots.size(); k++) {
-			snprintf(buf, sizeof buf, "%s[%" PRId64 ", %" PRId64 ", %" PRId64 "]", k ? ", " : "",
-				 s.knots[k].x, s.knots[k].lo, s.knots[k].hi);
-			o += buf;
-		}
-		o += "]";
-		const auto points = [&](const char *name, const std::vector<Point> &v) {
-			if (v.empty())
-				return;
-			o += ",\n" + in + "   \"" + name + "\": [";
-			for (size_t k = 0; k < v.size(); k++) {
-				snprintf(buf, sizeof buf, "%s[%" PRId64 ", %" PRId64 "]", k ? ", " : "",
-					 v[k].x, v[k].y);
-				o += buf;
-			}
-			o += "]";
-		};
-		points("hull_lower", s.hull_lower);
-		points("hull_upper", s.hull_upper);
-		if (s.piece_from != INT64_MIN) {
-			snprintf(buf, sizeof buf, ",\n%s   \"piece_from\": %" PRId64, in.c_str(),
-				 s.piece_from);
-			o += buf;
-		}
-		if (s.matched || s.contradicting) {
-			snprintf(buf, sizeof buf,
-				 ",\n%s   \"matched_messages\": %" PRIu64
-				 ", \"contradicting_messages\": %" PRIu64,
-				 in.c_str(), s.matched, s.contradicting);
-			o += buf;
-		}
-		if (!s.probes.empty()) {
-			const std::string p = segments_json(s.probes, in + "   ");
-			// The one-element array's object alone.
-			const size_t b = p.find('{'), e = p.rfind('}');
-			o += ",\n" + in + "   \"probes_map\": " + p.substr(b, e - b + 1);
-		}
-		o += "}";
+	w.begin_array();
+	for (const Segment &s : segs) {
+		w.newline(indent + 2);
+		write_segment(w, s, indent);
 	}
-	o += "\n" + in + "]";
+	w.newline(indent).end_array();
+}
+
+std::string segments_json(const std::vector<Segment> &segs, unsigned indent)
+{
+	std::string o;
+	JsonWriter w(o, JsonWriter::Style::kLines);
+	write_segments(w, segs, indent);
 	return o;
 }
 

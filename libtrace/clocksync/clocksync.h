@@ -29,7 +29,8 @@
 #include <vector>
 
 namespace strata {
-struct JsonValue; // clock_map.h
+struct JsonValue; // json_reader.h
+class JsonWriter; // json_writer.h
 namespace clocksync {
 
 // Why a segment starts.
@@ -178,16 +179,17 @@ int64_t segment_map(const Segment &s, int64_t x);
 bool refine_segment(const Segment &seg, const std::vector<Point> &lower, const std::vector<Point> &upper,
 		    Segment *out, std::vector<size_t> *contradicting, const Options &o = Options());
 
-// A JSON string literal of s (quotes and escapes; bytes >= 0x80 as they are).
-std::string json_string(const std::string &s);
-
-// The "segments" array of a clocks.json read back (what segments_json
+// The "segments" array of a clocks.json read back (what write_segments
 // writes: knots, hulls, a refinement's probes_map).  False with *why when
 // a segment lacks a field or holds a number out of range.
 bool parse_segments(const JsonValue &segs, std::vector<Segment> *out, std::string *why);
 
-// JSON for one list of segments (the "segments" array of clocks.json).
-std::string segments_json(const std::vector<Segment> &segs, const std::string &indent);
+// One list of segments (the "segments" array of clocks.json) into w, a
+// JsonWriter of Style::kLines: each segment on lines of its own at
+// indent + 2, the closing bracket at indent.  segments_json: the array
+// alone, as text.
+void write_segments(JsonWriter &w, const std::vector<Segment> &segs, unsigned indent);
+std::string segments_json(const std::vector<Segment> &segs, unsigned indent);
 
 } // namespace clocksync
 } // namespace strata

@@ -2,12 +2,8 @@
 #include "clock_map.h"
 
 #include <algorithm>
-#include <cctype>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <memory>
 
 namespace strata {
 
@@ -15,138 +11,14 @@ namespace {
 
 using JVal = JsonValue;
 
-// Recursive descent, depth bounded, linear in the text.
-struct JParser {
-	const std::string &s;
-	size_t i = 0;
-	std::string err;
-
-	void ws()
-	{
-		while (i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r'))
-			i++;
-	}
-	bool fail(const char *what)
-	{
-		if (err.empty())
-			err = std::string(what) + " at byte " + std::to_string(i);
-		return false;
-	}
-	bool string(std::string *out)
-	{
-		if (i >= s.size() || s[i] != '"')
-			return fail("a string expected");
-		for (i++; i < s.size() && s[i] != '"'; i++) {
-			if (static_cast<unsigned char>(s[i]) < 0x20)
-				return fail("a control character in a string");
-			if (s[i] == '\\' && ++i >= s.size())
-				break;
-			out->push_back(s[i]);
-		}
-		if (i >= s.size())
-			return fail("a string not closed");
-		i++;
-		return true;
-	}
-	bool value(JVal *v, int depth)
-	{
-		if (depth > 16)
-			return fail("nested too deep");
-		ws();
-		if (i >= s.size())
-			return fail("the text ends where a value was expected");
-		v->begin = i;
-		const bool r = value_at(v, depth);
-		v->end = i;
-		return r;
-	}
-	bool value_at(JVal *v, int depth)
-	{
-		const char c = s[i];
-		if (c == '{' || c == '[') {
-			const bool is_obj = c == '{';
-			v->kind = is_obj ? JVal::Obj : JVal::Arr;
-			i++;
-			ws();
-			if (i < s.size() && s[i] == (is_obj ? '}' : ']')) {
-				i++;
-				return true;
-			}
-			for (;;) {
-				ws();
-				if (is_obj) {
-					v->obj.emplace_back();
-					if (!string(&v->obj.back().first))
-						return false;
-					ws();
-					if (i >= s.size() || s[i] != ':')
-						return fail("':' expected");
-					i++;
-					if (!value(&v->obj.back().second, depth + 1))
-						return false;
-				} else {
-					v->arr.emplace_back();
-					if (!value(&v->arr.back(), depth + 1))
-						return false;
-				}
-				ws();
-				if (i < s.size() && s[i] == ',') {
-					i++;
-					continue;
-				}
-				if (i < s.size() && s[i] == (is_obj ? '}' : ']')) {
-					i++;
-					return true;
-				}
-				return fail(is_obj ? "',' or '}' expected" : "',' or ']' expected");
-			}
-		}
-		if (c == '"') {
-			v->kind = JVal::Str;
-			return string(&v->text);
-		}
-		for (const char *w : {"true", "false", "null"})
-			if (s.compare(i, strlen(w), w) == 0) {
-				v->kind = w[0] == 'n' ? JVal::Null : JVal::Bool;
-				v->b = w[0] == 't';
-				i += strlen(w);
-				return true;
-			}
-		const size_t b = i;
-		while (i < s.size() && (isdigit(static_cast<unsigned char>(s[i])) || s[i] == '-' ||
-					s[i] == '+' || s[i] == '.' || s[i] == 'e' || s[i] == 'E'))
-			i++;
-		if (i == b || i - b > 40)
-			return fail("a value expected");
-		v->kind = JVal::Num;
-		v->text = s.substr(b, i - b);
-		return true;
-	}
-};
-
 bool as_int(const JVal *v, int64_t *out)
 {
-	if (!v || v->kind != JVal::Num)
-		return false;
-	errno = 0;
-	char *end = nullptr;
-	const long long x = strtoll(v->text.c_str(), &end, 10);
-	if (errno || *end)
-		return false;
-	*out = x;
-	return true;
+	return v && v->as_int(out);
 }
 
 bool as_double(const JVal *v, double *out)
 {
-	if (!v || v->kind != JVal::Num)
-		return false;
-	char *end = nullptr;
-	const double x = strtod(v->text.c_str(), &end);
-	if (*end || !std::isfinite(x))
-		return false;
-	*out = x;
-	return true;
+	return v && v->as_double(out);
 }
 
 bool is_str(const JVal *v, const char *s)
@@ -199,40 +71,6 @@ bool piece_of(const JVal &seg, ClockPiece *p, int64_t *last, SegmentLine *line, 
 }
 
 } // namespace
-
-const JsonValue *JsonValue::get(const char *key) const
-{
-	for (const auto &kv : obj)
-		if (kv.first == key)
-			return &kv.second;
-	return nullptr;
-}
-
-bool JsonValue::as_int(int64_t *out) const
-{
-	return strata::as_int(this, out);
-}
-
-bool JsonValue::as_double(double *out) const
-{
-	return strata::as_double(this, out);
-}
-
-bool parse_json(const std::string &text, JsonValue *out, std::string *why)
-{
-	JParser p{text, 0, {}};
-	*out = JsonValue();
-	if (!p.value(out, 0)) {
-		*why = "not JSON: " + p.err;
-		return false;
-	}
-	p.ws();
-	if (p.i != text.size()) {
-		*why = "not JSON: text after the value at byte " + std::to_string(p.i);
-		return false;
-	}
-	return true;
-}
 
 int64_t piece_handover(const ClockPiece &earlier, int64_t earlier_last, const ClockPiece &later,
 		       int64_t later_first)

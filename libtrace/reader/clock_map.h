@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "ctf_clock.h"
+#include "json_reader.h"
 
 namespace strata {
 
@@ -64,26 +65,6 @@ struct ClockPiece {
 // event in a gap alike.
 int64_t piece_handover(const ClockPiece &earlier, int64_t earlier_last, const ClockPiece &later,
 		       int64_t later_first);
-
-// A JSON value, as much of JSON as clocks.json uses (all of it but \u
-// escapes' meaning: a string is compared, never shown), with where it lies
-// in the text (so that a tool may replace one value and keep the rest
-// byte for byte: `strata align`).
-struct JsonValue {
-	enum Kind { Null, Bool, Num, Str, Arr, Obj } kind = Null;
-	bool b = false;
-	std::string text; // Num: as written; Str: the bytes (escapes dropped)
-	std::vector<JsonValue> arr;
-	std::vector<std::pair<std::string, JsonValue>> obj;
-	size_t begin = 0, end = 0; // the value's bytes in the text: [begin, end)
-
-	const JsonValue *get(const char *key) const;
-	bool as_int(int64_t *out) const;   // a whole number in int64_t
-	bool as_double(double *out) const; // a finite number
-};
-
-// The text as one JSON value (depth at most 16, linear in the text).
-bool parse_json(const std::string &text, JsonValue *out, std::string *why);
 
 struct ClockMap {
 	std::string file;               // the clocks.json it came from

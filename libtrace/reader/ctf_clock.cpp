@@ -24,13 +24,6 @@ bool find_block(const std::string &text, const char *name, size_t *b, size_t *e)
 	return *e != std::string::npos;
 }
 
-std::string json_str(const std::string &s)
-{
-	std::string o;
-	json_quote(o, s);
-	return o;
-}
-
 } // namespace
 
 std::string tsdl_quote(const std::string &s)
@@ -120,8 +113,8 @@ void segment_clock(const SegmentLine &seg, size_t n_segs, const MapNames &names,
 		 "\tsync_state = \"correlated\";\n\tsync_peer = %s;\n\tsync_peer_hostname = %s;\n"
 		 "\tsync_segments = %zu;\n\tsync_valid_from = %" PRId64 ";\n\tsync_valid_to = %" PRId64
 		 ";\n\tsync_bound_ns = %" PRId64 ";\n\tsync_rate_rounding_ns = %" PRId64 ";\n",
-		 json_str(names.link).c_str(), json_str(names.peer_hostname).c_str(), n_segs, seg.x_first,
-		 seg.x_last, seg.width, extra);
+		 json_quoted(names.link).c_str(), json_quoted(names.peer_hostname).c_str(), n_segs,
+		 seg.x_first, seg.x_last, seg.width, extra);
 	*env = b;
 }
 

@@ -6,7 +6,7 @@ usage: check_json_property.py JSON_PROPERTY [SEED] [CASES]
 Runs JSON_PROPERTY (tests/unit/json_property.cpp) and checks each document
 it wrote: it is UTF-8 (strict decoding), JSON (json.loads with strict=True:
 no raw control character in a string; NaN and Infinity refused), and holds
-what went in, as the writer's contract says (libtrace/reader/json_writer.h):
+what went in, as the writer's contract says (libtrace/json/json_writer.h):
 each string as Python's bytes.decode('utf-8', 'replace') makes it (every
 maximal ill-formed subsequence one U+FFFD).  For the writer's documents the
 scalars are compared one by one, in order (integers exactly, doubles by

@@ -281,7 +281,7 @@ std::string clocks_json(const std::vector<Segment> &segs, int64_t peer_offset)
 	       "\"role\": \"follower\",\n   \"source\": \"(this machine)\", \"target\": \"host\",\n   "
 	       "\"peer_hostname\": \"h\", \"peer_boot_id\": \"c\", \"peer_clock_offset_ns\": " +
 	       std::to_string(peer_offset) +
-	       ",\n   \"state\": \"up\", \"correlated\": true, \"segments\": " + segments_json(segs, "   ") +
+	       ",\n   \"state\": \"up\", \"correlated\": true, \"segments\": " + segments_json(segs, 3) +
 	       "}\n ],\n \"ctf\": {\"link\": \"host\", \"rewritten\": true}\n}\n";
 }
 
@@ -439,7 +439,7 @@ TEST(ClockSync, LinkLostAndOneWay)
 	EXPECT_EQ(c.inversions, 0u);
 	EXPECT_GT(e.width_now(), 0);
 	// The stored form names every field a reader needs.
-	const std::string j = segments_json(segs, "");
+	const std::string j = segments_json(segs, 0);
 	for (const char *k : {"\"start\": \"link-lost\"", "\"x0\"", "\"y0\"", "\"slope\"", "\"slope_min\"",
 			      "\"slope_max\"", "\"knots\"", "\"bounded\": true"})
 		EXPECT_NE(j.find(k), std::string::npos) << k;
@@ -568,17 +568,17 @@ TEST(ClockRefine, AMessageFasterThanAnyProbeGetsOrdered)
 
 	// Idempotent: the stored refined segment, read back and refined with
 	// the same messages, is the same text.
-	const std::string j1 = segments_json({r}, "");
+	const std::string j1 = segments_json({r}, 0);
 	strata::JsonValue v;
 	std::string why;
 	ASSERT_TRUE(strata::parse_json(j1, &v, &why)) << why;
 	std::vector<Segment> back;
 	ASSERT_TRUE(parse_segments(v, &back, &why)) << why;
 	ASSERT_EQ(back.size(), 1u);
-	EXPECT_EQ(segments_json(back, ""), j1);
+	EXPECT_EQ(segments_json(back, 0), j1);
 	Segment r2;
 	ASSERT_TRUE(refine_segment(back[0], f.lower, f.upper, &r2, nullptr));
-	EXPECT_EQ(segments_json({r2}, ""), j1);
+	EXPECT_EQ(segments_json({r2}, 0), j1);
 	// With no message, a refined segment gives the probes' map back.
 	Segment r0;
 	ASSERT_TRUE(refine_segment(back[0], {}, {}, &r0, nullptr));

@@ -184,8 +184,14 @@ void JsonWriter::separator()
 {
 	Level &l = stack_.back();
 	if (l.any)
-		out_ += style_ == Style::kSpaced ? ", " : ",";
+		out_ += style_ == Style::kCompact || (style_ == Style::kLines && pending_indent_ >= 0) ? ","
+												       : ", ";
 	l.any = true;
+	line_break();
+}
+
+void JsonWriter::line_break()
+{
 	if (pending_indent_ >= 0) {
 		out_ += '\n';
 		out_.append(static_cast<size_t>(pending_indent_), ' ');
@@ -219,10 +225,10 @@ JsonWriter &JsonWriter::key(std::string_view k)
 		misuse();
 		return *this;
 	}
-	const std::string_view colon = style_ == Style::kSpaced ? ": " : ":";
+	const std::string_view colon = style_ == Style::kCompact ? ":" : ": ";
 	Level &l = stack_.back();
 	if (pending_indent_ < 0 &&
-	    quote_plain(out_, l.any ? (style_ == Style::kSpaced ? ", " : ",") : "", k, colon)) {
+	    quote_plain(out_, l.any ? (style_ == Style::kCompact ? "," : ", ") : "", k, colon)) {
 		l.any = true; // separator() and json_quote() in one append
 	} else {
 		separator();
@@ -256,6 +262,8 @@ JsonWriter &JsonWriter::end_object()
 		return *this;
 	}
 	stack_.pop_back();
+	if (style_ == Style::kLines)
+		line_break();
 	out_ += '}';
 	pending_indent_ = -1;
 	return *this;
@@ -268,6 +276,8 @@ JsonWriter &JsonWriter::end_array()
 		return *this;
 	}
 	stack_.pop_back();
+	if (style_ == Style::kLines)
+		line_break();
 	out_ += ']';
 	pending_indent_ = -1;
 	return *this;

@@ -44,6 +44,13 @@ namespace strata {
 
 // Appends s to out as a JSON string, quotes included (the one escaper).
 void json_quote(std::string &out, std::string_view s);
+// s as a JSON string, quotes included (CTF metadata's strings too).
+inline std::string json_quoted(std::string_view s)
+{
+	std::string o;
+	json_quote(o, s);
+	return o;
+}
 
 // Whether json_quote() writes s as it is between its quotes: every byte
 // printable ASCII (0x20..0x7e) other than '"' and '\\'.  Inlined, eight
@@ -86,6 +93,10 @@ public:
 	enum class Style {
 		kSpaced,  // ", " and ": " between items (Python's json.dumps)
 		kCompact, // "," and ":"
+		// As kSpaced on a line; an item that newline() starts on a new
+		// line follows a bare ",", and a newline() pending at an end puts
+		// the closing bracket on its own line (clocks.json's layout).
+		kLines,
 	};
 	explicit JsonWriter(std::string &out, Style style = Style::kSpaced) : out_(out), style_(style) {}
 
@@ -131,6 +142,7 @@ private:
 
 	void before_value();
 	void separator();
+	void line_break();
 	void misuse();
 };
 
