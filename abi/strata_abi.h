@@ -36,6 +36,8 @@
 #ifndef STRATA_ABI_H
 #define STRATA_ABI_H
 
+#include "strata_limits.h"
+
 #ifdef __KERNEL__
 #include <linux/types.h>
 typedef __u8 strata_u8;
@@ -160,7 +162,7 @@ enum strata_channel_mode {
 #define STRATA_MAX_SUBBUF 64u
 #define STRATA_MIN_SUBBUF_SIZE 4096u
 #define STRATA_MAX_SUBBUF_SIZE (64u << 20)
-#define STRATA_NAME_MAX 64u
+#define STRATA_NAME_MAX STRATA_LIMIT_NAME
 
 struct strata_buffer_header {
 	strata_u32 magic;        /* STRATA_ABI_MAGIC */

@@ -56,6 +56,8 @@
 #ifndef STRATA_KABI_H
 #define STRATA_KABI_H
 
+#include "strata_limits.h"
+
 #ifdef __KERNEL__
 #include <linux/types.h>
 #include <linux/ioctl.h>
@@ -73,7 +75,7 @@
 #define STRATA_KABI_VERSION 2u
 #define STRATA_KABI_DEVICE "/dev/strata"
 
-#define STRATA_KABI_MAX_SLOTS 16u
+#define STRATA_KABI_MAX_SLOTS STRATA_LIMIT_SLOTS
 /* Slots are shared out (since 2026-11-25, issue 32): a caller without
  * CAP_SYS_ADMIN sets at most STRATA_KABI_SLOTS_PER_UID slots per effective
  * uid, and such callers together leave STRATA_KABI_SLOTS_ADMIN free for
@@ -81,19 +83,18 @@
  * the same numbers hold for the daemon's sessions (docs/security.md). */
 #define STRATA_KABI_SLOTS_PER_UID 4u
 #define STRATA_KABI_SLOTS_ADMIN 4u
-/* The limits below that equal another header's are checked by static_assert
- * (consumerd/kernel_source.cpp against proto.h and strata_abi.h, which
- * libtrace/runtime/slots.cpp checks against runtime.h; kmod/strata_ctl.c
- * against TASK_COMM_LEN). */
-#define STRATA_KABI_MAX_RULES 32u /* = STRATA_MAX_RULES of libtrace/runtime/runtime.h */
-#define STRATA_KABI_MAX_TARGETS 64u
-#define STRATA_KABI_PATTERN_MAX 128u /* = STRATA_PATTERN_MAX */
-#define STRATA_KABI_FILTER_MAX 256u  /* = STRATA_FILTER_MAX */
-#define STRATA_KABI_COMM_MAX 16u     /* = TASK_COMM_LEN */
-#define STRATA_KABI_NAME_MAX 64u     /* = STRATA_NAME_MAX of strata_abi.h */
-#define STRATA_KABI_SOCK_MAX 108u    /* = sizeof(sockaddr_un.sun_path) */
-#define STRATA_KABI_RULE_PIDS 64u    /* per-rule pid targets */
-#define STRATA_KABI_RULE_COMMS 16u   /* per-rule name targets */
+/* The limits the runtime and the protocol share are strata_limits.h's; the
+ * socket path's is the system's (static_assert in consumerd/kernel_source.cpp),
+ * the comm's the kernel's (kmod/strata_ctl.c). */
+#define STRATA_KABI_MAX_RULES STRATA_LIMIT_RULES
+#define STRATA_KABI_MAX_TARGETS 64u /* a grant's targets (TARGET_PIDS / TARGET_COMMS) */
+#define STRATA_KABI_PATTERN_MAX STRATA_LIMIT_PATTERN
+#define STRATA_KABI_FILTER_MAX STRATA_LIMIT_FILTER
+#define STRATA_KABI_COMM_MAX STRATA_LIMIT_COMM
+#define STRATA_KABI_NAME_MAX STRATA_LIMIT_NAME
+#define STRATA_KABI_SOCK_MAX 108u                        /* = sizeof(sockaddr_un.sun_path) */
+#define STRATA_KABI_RULE_PIDS STRATA_LIMIT_TARGET_PIDS   /* per-rule pid targets */
+#define STRATA_KABI_RULE_COMMS STRATA_LIMIT_TARGET_NAMES /* per-rule name targets */
 
 /* Same layout as struct strata_rule of libtrace/runtime/runtime.h (checked by the
  * user-space tests).

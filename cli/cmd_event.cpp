@@ -33,7 +33,8 @@ std::vector<cli::Option> target_options(EventArgs &e)
 	EventArgs *ep = &e;
 	const auto limit = [ep]() {
 		return ep->pids.size() > proto::kMaxTargetPids || ep->names.size() > proto::kMaxTargetNames
-			       ? std::string("at most 64 --pid and 16 --name")
+			       ? "at most " + std::to_string(proto::kMaxTargetPids) + " --pid and " +
+					 std::to_string(proto::kMaxTargetNames) + " --name"
 			       : std::string();
 	};
 	return {

@@ -24,13 +24,9 @@
 
 namespace strata {
 
-// The module's limits are the protocol's (and through libtrace/runtime/
-// slots.cpp's checks, the runtime's): a session the daemon accepts fits the
-// module's slot (strata_kabi.h).
-static_assert(STRATA_KABI_MAX_RULES == proto::kMaxRules, "strata_kabi.h and proto.h: rules");
-static_assert(STRATA_KABI_PATTERN_MAX == proto::kMaxPattern + 1, "strata_kabi.h and proto.h: pattern");
-static_assert(STRATA_KABI_FILTER_MAX == proto::kMaxFilter + 1, "strata_kabi.h and proto.h: filter");
-static_assert(STRATA_KABI_NAME_MAX == STRATA_NAME_MAX, "strata_kabi.h and strata_abi.h: names");
+// The module's limits are the protocol's and the runtime's (all from
+// strata_limits.h): a session the daemon accepts fits the module's slot.
+// The socket path's is the system's.
 static_assert(STRATA_KABI_SOCK_MAX == sizeof(sockaddr_un::sun_path), "strata_kabi.h: a socket path");
 
 namespace {
@@ -46,6 +42,7 @@ struct SlotState {
 	bool resume = false;
 	uint8_t resume_uuid[16] = {};
 	std::string resume_dir;
+	std::string said_targets; // what rule_targets last said of this slot's targets
 };
 
 int g_dev = -1;         // /dev/strata, opened on first use, kept
@@ -116,24 +113,41 @@ int set_rules_only(uint32_t slot, uint32_t target_uid, const strata_kabi_rule *k
 }
 
 // The grant's targets of its first n rules (pids, process names) into tg;
-// whether any rule has one.
-bool rule_targets(const KmodGrant &grant, uint32_t n, strata_kabi_rule_target tg[STRATA_KABI_MAX_RULES])
+// whether any rule has one.  The protocol bounds a rule's targets as the
+// module does (strata_limits.h); what the module cannot hold as sent (a name
+// longer than a comm: the kernel keeps a process's first 15 bytes, which it
+// matches; targets past the module's count) is said, once per change.
+bool rule_targets(uint32_t slot, const KmodGrant &grant, uint32_t n,
+		  strata_kabi_rule_target tg[STRATA_KABI_MAX_RULES])
 {
 	memset(tg, 0, sizeof(strata_kabi_rule_target) * STRATA_KABI_MAX_RULES);
 	bool any = false;
+	std::string note;
 	for (uint32_t i = 0; i < n && i < grant.targets.size(); i++) {
 		const auto &t = grant.targets[i];
 		for (uint32_t pid : t.first)
 			if (pid && tg[i].n_pids < STRATA_KABI_RULE_PIDS)
 				tg[i].pids[tg[i].n_pids++] = pid;
+			else if (pid)
+				note += "; rule " + std::to_string(i) + ": pid " + std::to_string(pid) +
+					" left out";
 		for (const std::string &name : t.second) {
-			// A process name longer than 15 bytes matches its first 15 (comm).
-			size_t len = std::min<size_t>(name.size(), STRATA_KABI_COMM_MAX - 1);
+			const size_t len = std::min<size_t>(name.size(), STRATA_KABI_COMM_MAX - 1);
+			if (len < name.size())
+				note += "; rule " + std::to_string(i) + ": process name '" + name +
+					"' matches by its first " + std::to_string(len) + " bytes, '" +
+					name.substr(0, len) + "' (the kernel's comm)";
 			if (len && tg[i].n_comms < STRATA_KABI_RULE_COMMS)
 				memcpy(tg[i].comms[tg[i].n_comms++], name.data(), len);
+			else if (len)
+				note += "; rule " + std::to_string(i) + ": process name '" + name +
+					"' left out";
 		}
 		any = any || tg[i].n_pids || tg[i].n_comms;
 	}
+	if (note != g_slots[slot].said_targets && !note.empty())
+		say(slot, "targets" + note.substr(1));
+	g_slots[slot].said_targets = note;
 	return any;
 }
 
@@ -154,7 +168,7 @@ int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
 	    grant->channel.name.size() >= STRATA_KABI_NAME_MAX || n != rules.size())
 		return set_rules_only(slot, target_uid, kr, n, channel, geom, gen);
 	static strata_kabi_rule_target tg[STRATA_KABI_MAX_RULES]; // main thread only
-	const bool any = rule_targets(*grant, n, tg);
+	const bool any = rule_targets(slot, *grant, n, tg);
 	strata_kmod_session ks;
 	memset(&ks, 0, sizeof ks);
 	ks.session_id = grant->session_id;

@@ -22,12 +22,14 @@
 
 #include <strata/tracepoint.h>
 
+#include "strata_limits.h"
+
 namespace strata {
 
-constexpr unsigned kFilterMaxText = 255; // bytes of expression (runtime.h STRATA_FILTER_MAX - 1)
-constexpr unsigned kFilterMaxOps = 64;   // comparisons + && || ! after compilation
-constexpr unsigned kFilterMaxDepth = 16; // nested parentheses
-constexpr unsigned kFilterMaxStack = 32; // evaluation stack
+constexpr unsigned kFilterMaxText = STRATA_LIMIT_FILTER - 1; // bytes of expression
+constexpr unsigned kFilterMaxOps = 64;                       // comparisons + && || ! after compilation
+constexpr unsigned kFilterMaxDepth = 16;                     // nested parentheses
+constexpr unsigned kFilterMaxStack = 32;                     // evaluation stack
 constexpr unsigned kFilterPoolMax = 256; // field names and string literals, NUL-terminated
 
 enum FilterOpCode : uint8_t { kFilterCmp = 1, kFilterNot, kFilterAnd, kFilterOr };

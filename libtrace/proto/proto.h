@@ -25,6 +25,8 @@
 #include <variant>
 #include <vector>
 
+#include "strata_limits.h"
+
 namespace strata {
 namespace proto {
 
@@ -69,17 +71,16 @@ constexpr size_t kMaxPayload = 1u << 20; // 1 MiB: far above any real message
 // they alone may reach this.  Only clients take such a message; the daemon
 // takes none above kMaxPayload (consumerd/connections.cpp, Connections::frame).
 constexpr size_t kMaxReplyPayload = 64u << 20;
-constexpr size_t kMaxName = 63; // session, channel, comm names
+// The limits shared with the runtime and the module: strata_limits.h's.
+constexpr size_t kMaxName = STRATA_LIMIT_NAME - 1; // session, channel, comm names
 constexpr size_t kMaxPath = 4095;
-constexpr size_t kMaxPattern = 127; // STRATA_PATTERN_MAX - 1
-constexpr size_t kMaxFilter = 255;  // STRATA_FILTER_MAX - 1
+constexpr size_t kMaxPattern = STRATA_LIMIT_PATTERN - 1;
+constexpr size_t kMaxFilter = STRATA_LIMIT_FILTER - 1;
 constexpr size_t kMaxText = 65535;
 constexpr size_t kMaxRelay = 300;     // "HOST[:CTRL[:DATA]]"
 constexpr size_t kMaxAggregate = 255; // "PROVIDER:EVENT[:FIELD] [by KEY] [limit N]"
-constexpr uint32_t kMaxSlots = 16;    // STRATA_MAX_SLOTS
-constexpr uint32_t kMaxRules = 32;    // STRATA_MAX_RULES
-// (Each "= another header's" limit above is checked by static_assert in
-// libtrace/runtime/slots.cpp and consumerd/kernel_source.cpp.)
+constexpr uint32_t kMaxSlots = STRATA_LIMIT_SLOTS;
+constexpr uint32_t kMaxRules = STRATA_LIMIT_RULES;
 constexpr uint32_t kMaxEvents = 65536;
 
 enum class Type : uint16_t {
@@ -109,8 +110,8 @@ enum class Type : uint16_t {
 constexpr uint16_t kTypeMax = 22;
 constexpr uint16_t kTypeMinV6 = 21; // types from here need version 6
 constexpr uint16_t kTypeMaxV1 = 16;
-constexpr uint32_t kMaxTargetPids = 64;
-constexpr uint32_t kMaxTargetNames = 16;
+constexpr uint32_t kMaxTargetPids = STRATA_LIMIT_TARGET_PIDS;
+constexpr uint32_t kMaxTargetNames = STRATA_LIMIT_TARGET_NAMES;
 constexpr uint32_t kMaxWaitMs = 600000;
 
 enum class Error : int {

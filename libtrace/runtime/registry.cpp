@@ -66,7 +66,6 @@ struct SlotRules {
 	bool prog_ok[STRATA_MAX_RULES];        // false: the filter did not compile
 };
 
-static_assert(kFilterMaxText + 1 == STRATA_FILTER_MAX, "filter.h and runtime.h agree on the text limit");
 constexpr size_t kProgWords = sizeof(FilterProgram) / 8;
 constexpr size_t kOpsWord = offsetof(FilterProgram, ops) / 8;
 constexpr size_t kPoolWord = offsetof(FilterProgram, pool) / 8;

@@ -46,17 +46,16 @@ struct strata_channel_config {
 };
 
 /* One enablement rule of a session, as matched in the process. */
-#define STRATA_PATTERN_MAX 128
-#define STRATA_FILTER_MAX 256
+#define STRATA_PATTERN_MAX STRATA_LIMIT_PATTERN
+#define STRATA_FILTER_MAX STRATA_LIMIT_FILTER
 struct strata_rule {
 	char pattern[STRATA_PATTERN_MAX]; /* "provider:event" glob with '*' */
 	int32_t loglevel_max;             /* -1: any; else enabled if loglevel <= this */
 	uint32_t enable;                  /* 1: enable matches, 0: disable matches */
 	char filter[STRATA_FILTER_MAX];   /* field filter expression, "" for none */
 };
-#define STRATA_MAX_RULES 32
-/* These limits equal the protocol's and the module's: static_assert in
- * libtrace/runtime/slots.cpp and consumerd/kernel_source.cpp. */
+#define STRATA_MAX_RULES STRATA_LIMIT_RULES
+/* These limits are the protocol's and the module's too: strata_limits.h. */
 
 /*
  * [AS-safe] Create the shared-memory buffer of a session slot (memfd,

@@ -35,13 +35,10 @@
 #include "rt_internal.h"
 #include "proto/proto.h"
 
-// The control protocol's limits are the runtime's: a rule, name or slot the
-// daemon accepts fits the process's tables (proto.h, runtime.h, tracepoint.h).
-static_assert(strata::proto::kMaxPattern + 1 == STRATA_PATTERN_MAX, "proto.h and runtime.h: pattern");
-static_assert(strata::proto::kMaxFilter + 1 == STRATA_FILTER_MAX, "proto.h and runtime.h: filter");
-static_assert(strata::proto::kMaxRules == STRATA_MAX_RULES, "proto.h and runtime.h: rules per slot");
-static_assert(strata::proto::kMaxSlots == STRATA_MAX_SLOTS, "proto.h and tracepoint.h: slots");
-static_assert(strata::proto::kMaxName + 1 == STRATA_NAME_MAX, "proto.h and strata_abi.h: names");
+// The control protocol's limits are the runtime's (both from
+// strata_limits.h); the public tracepoint.h, installed alone, repeats the
+// slot count.
+static_assert(STRATA_MAX_SLOTS == STRATA_LIMIT_SLOTS, "tracepoint.h and strata_limits.h: slots");
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22 // Linux 5.14 uapi; glibc 2.36 headers lack it
