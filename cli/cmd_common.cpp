@@ -26,38 +26,6 @@ int usage_error(const char *cmd, const std::string &msg)
 	return kUsage;
 }
 
-bool parse_size(const char *s, uint64_t &out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (end == s || errno || *s == '-')
-		return false;
-	uint64_t mul = 1;
-	if (*end == 'k' || *end == 'K')
-		mul = 1024, end++;
-	else if (*end == 'm' || *end == 'M')
-		mul = 1024 * 1024, end++;
-	if (*end == 'i' && (end[1] == 'B' || end[1] == 'b'))
-		end += 2;
-	if (*end || v > UINT64_MAX / mul)
-		return false;
-	out = v * mul;
-	return true;
-}
-
-bool parse_u32(const char *s, uint32_t &out)
-{
-	uint64_t v;
-	char *end;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (end == s || *end || errno || *s == '-' || v > UINT32_MAX)
-		return false;
-	out = static_cast<uint32_t>(v);
-	return true;
-}
-
 static const char *const kLevels[] = {"emerg", "alert", "crit", "err", "warning", "notice", "info", "debug"};
 
 bool parse_loglevel(const char *s, int32_t &out)
@@ -78,30 +46,6 @@ bool parse_loglevel(const char *s, int32_t &out)
 const char *loglevel_name(uint32_t ll)
 {
 	return ll < 8 ? kLevels[ll] : "debug+";
-}
-
-std::string human_bytes(uint64_t n)
-{
-	char buf[64];
-	if (n >= (1ull << 30))
-		snprintf(buf, sizeof(buf), "%.1f GiB", n / double(1ull << 30));
-	else if (n >= (1ull << 20))
-		snprintf(buf, sizeof(buf), "%.1f MiB", n / double(1ull << 20));
-	else if (n >= 1024)
-		snprintf(buf, sizeof(buf), "%.1f KiB", n / 1024.0);
-	else
-		snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(n));
-	return buf;
-}
-
-std::string absolute_path(const std::string &p)
-{
-	if (!p.empty() && p[0] == '/')
-		return p;
-	char cwd[4096];
-	if (!getcwd(cwd, sizeof(cwd)))
-		return p;
-	return std::string(cwd) + "/" + p;
 }
 
 namespace {

@@ -44,18 +44,13 @@ namespace cli {
 // prints it (JSON with json): for `record --aggregate`.  0 or cli::kFail.
 int top_session_once(const std::string &socket, const std::string &session, bool json);
 
-constexpr int kOk = 0, kFail = 1, kUsage = 2;
+// kOk, kFail, kUsage; parse_size, parse_u32: options.h.
 
 // "strata CMD: msg" + a hint to --help on stderr; returns kUsage.
 int usage_error(const char *cmd, const std::string &msg);
-// 4096, 64k, 1M, 2m...
-bool parse_size(const char *s, uint64_t &out);
-bool parse_u32(const char *s, uint32_t &out);
 // emerg..debug or 0..7: the least severe level to record.
 bool parse_loglevel(const char *s, int32_t &out);
 const char *loglevel_name(uint32_t ll);
-std::string human_bytes(uint64_t n);
-std::string absolute_path(const std::string &p);
 
 // The directory of the running strata executable.
 std::string self_dir();

@@ -1,15 +1,18 @@
 /*
- * main.cpp - strata-consumerd: the consumer daemon.  Options below; the
- * protocol is docs/control-protocol.md.
+ * main.cpp - strata-consumerd: the consumer daemon.  Its options: the table
+ * below (libtrace/options/options.h: the same table parses argv and prints
+ * --help); the protocol is docs/control-protocol.md.
  */
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <sys/resource.h>
+#include <vector>
 
 #include "daemon.h"
 #include "drain.h"
+#include "options.h"
 #include "sched_policy.h"
 #include "recover.h"
 #include "repair.h"
@@ -17,44 +20,113 @@
 
 namespace {
 
-void usage(FILE *f)
+using namespace strata;
+
+const cli::Command kDaemon = {"",
+			      "[--socket PATH] [--ready-fd N] [--adopt-early] [-q] [-v]\n"
+			      " [--sync NAME=SPEC]... [--sync-guest NAME=SPEC]... [--sync-period MS]\n"
+			      "--repair DIR | --check DIR\n"
+			      "--recover IMAGE -o DIR [--at PADDR]\n"
+			      "--version",
+			      "Receives traced processes' buffers and writes CTF traces.",
+			      "SIGTERM or SIGINT: flush every session and exit.",
+			      "Exit status: 0 ok, 1 failure, 2 usage error, 3 torn files (--check).",
+			      false,
+			      "strata-consumerd"};
+
+struct Args {
+	DaemonOptions opt;
+	std::string repair;
+	bool check_only = false, version = false;
+};
+
+// --sync (follower) or --sync-guest: NAME=SPEC, checked now.
+cli::Option sync_option(const char *name, bool follower, const char *help, std::vector<std::string> &dest)
 {
-	fputs("Usage: strata-consumerd [--socket PATH] [--ready-fd N] [--adopt-early] [-q] [-v]\n"
-	      "                        [--sync NAME=SPEC]... [--sync-guest NAME=SPEC]... [--sync-period MS]\n"
-	      "       strata-consumerd --repair DIR | --check DIR\n"
-	      "       strata-consumerd --version\n"
-	      "\n"
-	      "Receives traced processes' buffers and writes CTF traces.\n"
-	      "\n"
-	      "  --socket PATH   listen there (default: $STRATA_CONSUMERD_SOCKET, else\n"
-	      "                  $XDG_RUNTIME_DIR/strata/consumerd.sock, else\n"
-	      "                  /run/strata/consumerd.sock for root,\n"
-	      "                  /tmp/strata-UID/consumerd.sock otherwise)\n"
-	      "  --ready-fd N    write \"ready\" to fd N and close it once listening\n"
-	      "  --adopt-early   a session that starts also records the processes that\n"
-	      "                  began tracing with no daemon (STRATA_EARLY), from their\n"
-	      "                  first event (e.g. the system daemon after early boot)\n"
-	      "  --sync NAME=SPEC        a clock link to the daemon of NAME, whose clock this\n"
-	      "                  machine's traces are put onto (in a guest: its host).\n"
-	      "                  SPEC: virtio:PATH, unix:PATH, tcp:HOST:PORT, vsock:CID:PORT,\n"
-	      "                  or listen:unix:PATH, listen:tcp:ADDR:PORT, listen:vsock:PORT\n"
-	      "  --sync-guest NAME=SPEC  a clock link to a machine that follows this one's\n"
-	      "                  clock (a guest); its map and bound in clocks.json, `strata\n"
-	      "                  status` (docs/clocks.md). SPEC,kvm=PID: the guest's qemu\n"
-	      "                  process, whose KVM TSC facts are checked against the map;\n"
-	      "                  SPEC,spin=on|off: wait for answers polling, not sleeping\n"
-	      "                  (default on for a follower's virtio: and vsock: links)\n"
-	      "  --sync-period MS  between two probes of a link (default 100)\n"
-	      "  --repair DIR    truncate every torn stream file under DIR to its last\n"
-	      "                  whole packet, then exit\n"
-	      "  --check DIR     list the torn stream files under DIR, change nothing;\n"
-	      "                  exit 3 if there is one\n"
-	      "  -q, --quiet     log warnings and errors only\n"
-	      "  -v, --verbose   log registrations and attachments\n"
-	      "\n"
-	      "SIGTERM or SIGINT: flush every session and exit.\n"
-	      "Exit status: 0 ok, 1 failure, 2 usage error, 3 torn files (--check).\n",
-	      f);
+	return cli::custom(name, 0, "NAME=SPEC", "a clock link", help,
+			   [name, follower, &dest](const char *v) {
+				   daemon_impl::SyncSpec spec;
+				   std::string err;
+				   if (!daemon_impl::parse_sync(v, follower, &spec, &err))
+					   return std::string("--") + name + " " + err;
+				   dest.push_back(v);
+				   return std::string();
+			   });
+}
+
+std::vector<cli::Option> daemon_options(Args &a)
+{
+	DaemonOptions &o = a.opt;
+	return {
+		cli::text("socket", 0, "PATH", "a socket path",
+			  "listen there (default: $STRATA_CONSUMERD_SOCKET, else "
+			  "$XDG_RUNTIME_DIR/strata/consumerd.sock, else /run/strata/consumerd.sock for root, "
+			  "/tmp/strata-UID/consumerd.sock otherwise)",
+			  o.socket_path),
+		cli::custom("ready-fd", 0, "N", "a descriptor",
+			    "write \"ready\" to fd N and close it once listening",
+			    [&o](const char *v) {
+				    uint32_t fd = 0;
+				    if (!cli::parse_u32(v, fd) || fd > 65535)
+					    return std::string("bad --ready-fd '") + v + "'";
+				    o.ready_fd = static_cast<int>(fd);
+				    return std::string();
+			    }),
+		cli::flag("adopt-early", 0,
+			  "a session that starts also records the processes that began tracing with no "
+			  "daemon (STRATA_EARLY), from their first event (e.g. the system daemon after early "
+			  "boot)",
+			  o.adopt_early),
+		sync_option("sync", true,
+			    "a clock link to the daemon of NAME, whose clock this machine's traces are put "
+			    "onto (in a guest: its host).  SPEC: virtio:PATH, unix:PATH, tcp:HOST:PORT, "
+			    "vsock:CID:PORT, or listen:unix:PATH, listen:tcp:ADDR:PORT, listen:vsock:PORT",
+			    o.sync),
+		sync_option("sync-guest", false,
+			    "a clock link to a machine that follows this one's clock (a guest); its map "
+			    "and bound in clocks.json, `strata status` (docs/clocks.md).  SPEC,kvm=PID: the "
+			    "guest's qemu process, whose KVM TSC facts are checked against the map; "
+			    "SPEC,spin=on|off: wait for answers polling, not sleeping (default on for a "
+			    "follower's virtio: and vsock: links)",
+			    o.sync_guest),
+		cli::number("sync-period", 0, "MS", "a period in ms",
+			    "between two probes of a link (default 100)", o.sync_period_ms, 1u, 60000u),
+		cli::text("repair", 0, "DIR", "a directory",
+			  "truncate every torn stream file under DIR to its last whole packet, then exit",
+			  a.repair),
+		cli::custom("check", 0, "DIR", "a directory",
+			    "list the torn stream files under DIR, change nothing; exit 3 if there is one",
+			    [&a](const char *v) {
+				    if (!*v)
+					    return std::string("--check needs a directory");
+				    a.repair = v;
+				    a.check_only = true;
+				    return std::string();
+			    }),
+		cli::custom("recover", 0, "IMAGE", "a memory image",
+			    "(first, with -o DIR [--at PADDR]) write the Strata buffers of a crashed "
+			    "kernel's memory image as CTF traces: `strata-consumerd --recover --help`",
+			    [](const char *) { return std::string("--recover comes first"); }),
+		cli::flag("quiet", 'q', "log warnings and errors only", o.quiet),
+		cli::flag("verbose", 'v', "log registrations and attachments", o.verbose),
+		cli::flag("version", 0, "print the version and exit", a.version),
+	};
+}
+
+int repair_main(const std::string &dir, bool check_only)
+{
+	strata::RepairStats s = strata::repair_tree(dir, check_only);
+	printf("%llu stream file(s) examined, %llu %s, %llu byte(s) %s, %llu error(s)",
+	       static_cast<unsigned long long>(s.files), static_cast<unsigned long long>(s.repaired),
+	       check_only ? "torn" : "repaired", static_cast<unsigned long long>(s.bytes_cut),
+	       check_only ? "to cut" : "cut", static_cast<unsigned long long>(s.errors));
+	if (s.damaged)
+		printf(", %llu damaged inside and left as they are (strata check names the damage)",
+		       static_cast<unsigned long long>(s.damaged));
+	printf("\n");
+	if (s.errors)
+		return 1;
+	return check_only && s.repaired ? 3 : 0;
 }
 
 // The daemon holds descriptors per live traced process (its control
@@ -75,88 +147,26 @@ void raise_nofile()
 
 int main(int argc, char **argv)
 {
-	if (argc >= 2 && strcmp(argv[1], "--recover") == 0) // `strata recover`, docs/crash.md
-		return strata::recover_main(argc - 1, argv + 1);
-	strata::DaemonOptions opt;
-	std::string repair;
-	bool check_only = false;
-	for (int i = 1; i < argc; i++) {
-		std::string a = argv[i];
-		auto value = [&](const char *name) -> const char * {
-			if (i + 1 >= argc) {
-				fprintf(stderr, "strata-consumerd: %s needs a value\n", name);
-				exit(2);
-			}
-			return argv[++i];
-		};
-		if (a == "-h" || a == "--help") {
-			usage(stdout);
-			return 0;
-		} else if (a == "--version") {
-			printf("strata-consumerd " STRATA_VERSION_STRING "\n");
-			return 0;
-		} else if (a == "--socket") {
-			opt.socket_path = value("--socket");
-		} else if (a == "--ready-fd") {
-			char *end;
-			const char *v = value("--ready-fd");
-			long fd = strtol(v, &end, 10);
-			if (*end || fd < 0 || fd > 65535) {
-				fprintf(stderr, "strata-consumerd: bad --ready-fd '%s'\n", v);
-				return 2;
-			}
-			opt.ready_fd = static_cast<int>(fd);
-		} else if (a == "--sync" || a == "--sync-guest") {
-			const std::string v = value(a.c_str());
-			strata::daemon_impl::SyncSpec spec;
-			std::string err;
-			if (!strata::daemon_impl::parse_sync(v, a == "--sync", &spec, &err)) {
-				fprintf(stderr, "strata-consumerd: %s %s\n", a.c_str(), err.c_str());
-				return 2;
-			}
-			(a == "--sync" ? opt.sync : opt.sync_guest).push_back(v);
-		} else if (a == "--sync-period") {
-			char *end;
-			const char *v = value("--sync-period");
-			long ms = strtol(v, &end, 10);
-			if (*end || ms < 1 || ms > 60000) {
-				fprintf(stderr, "strata-consumerd: bad --sync-period '%s' (1..60000 ms)\n",
-					v);
-				return 2;
-			}
-			opt.sync_period_ms = static_cast<uint32_t>(ms);
-		} else if (a == "--adopt-early") {
-			opt.adopt_early = true;
-		} else if (a == "--repair") {
-			repair = value("--repair");
-		} else if (a == "--check") {
-			repair = value("--check");
-			check_only = true;
-		} else if (a == "-q" || a == "--quiet") {
-			opt.quiet = true;
-		} else if (a == "-v" || a == "--verbose") {
-			opt.verbose = true;
-		} else {
-			fprintf(stderr, "strata-consumerd: unknown argument '%s'\n", a.c_str());
-			usage(stderr);
-			return 2;
-		}
+	if (argc >= 2 && strcmp(argv[1], "--recover") == 0) { // `strata recover`, docs/crash.md
+		strata::RecoverArgs r;
+		const int p = strata::recover_parse(strata::recover_command(true), argc - 1, argv + 1, &r);
+		return p != strata::cli::kParsed ? p : strata::recover(r);
 	}
-	if (!repair.empty()) {
-		strata::RepairStats s = strata::repair_tree(repair, check_only);
-		printf("%llu stream file(s) examined, %llu %s, %llu byte(s) %s, %llu error(s)",
-		       static_cast<unsigned long long>(s.files), static_cast<unsigned long long>(s.repaired),
-		       check_only ? "torn" : "repaired", static_cast<unsigned long long>(s.bytes_cut),
-		       check_only ? "to cut" : "cut", static_cast<unsigned long long>(s.errors));
-		if (s.damaged)
-			printf(", %llu damaged inside and left as they are (strata check names the damage)",
-			       static_cast<unsigned long long>(s.damaged));
-		printf("\n");
-		if (s.errors)
-			return 1;
-		return check_only && s.repaired ? 3 : 0;
+	Args a;
+	std::vector<char *> operands;
+	if (const int r = strata::cli::parse(kDaemon, daemon_options(a), argc, argv, operands);
+	    r != strata::cli::kParsed)
+		return r;
+	if (!operands.empty())
+		return strata::cli::usage_error(kDaemon,
+						std::string("unknown argument '") + operands[0] + "'");
+	if (a.version) {
+		printf("strata-consumerd " STRATA_VERSION_STRING "\n");
+		return 0;
 	}
+	if (!a.repair.empty())
+		return repair_main(a.repair, a.check_only);
 	raise_nofile();
 	strata::short_slice(); // the control thread: answers registrations sooner under load
-	return strata::run_daemon(opt);
+	return strata::run_daemon(a.opt);
 }

@@ -366,18 +366,6 @@ void recover_one(const Image &img, const strata_crash_buf &b, const std::string 
 	t.dropped += errors;
 }
 
-void usage(FILE *f)
-{
-	fputs("usage: strata recover IMAGE -o DIR [--at PADDR]\n"
-	      "Write the Strata buffers a crashed kernel held to CTF traces in DIR\n"
-	      "(DIR/slot<N>/kernel, DIR/slot<N>/ust/pid/<comm>-<pid>: one trace per session).\n"
-	      "IMAGE: an ELF core of physical memory: /proc/vmcore in a kdump capture\n"
-	      "kernel, or qemu's dump-guest-memory (ELF).  The module's crash descriptor is\n"
-	      "found by scanning (or at PADDR, as printed by the module at load).\n"
-	      "See docs/crash.md.\n",
-	      f);
-}
-
 // The descriptor among the candidates: a clean one (even seq, checksum
 // right) with the most updates; else one caught mid-change (its entries
 // are checked one by one by their own checksums).  False if none loads.
@@ -430,53 +418,69 @@ ClockInfo crash_clock(const strata_crash_desc &best)
 
 } // namespace
 
-int recover_main(int argc, char **argv)
+const cli::Command &recover_command(bool daemon)
 {
-	std::string image, out;
-	uint64_t at = 0;
-	bool have_at = false;
-	for (int i = 1; i < argc; i++) {
-		std::string a = argv[i];
-		if (a == "-h" || a == "--help") {
-			usage(stdout);
-			return 0;
-		} else if ((a == "-o" || a == "--output") && i + 1 < argc) {
-			out = argv[++i];
-		} else if (a == "--at" && i + 1 < argc) {
-			char *end;
-			at = strtoull(argv[++i], &end, 0);
-			if (*end || at % kPage) {
-				fprintf(stderr, "strata recover: bad --at '%s'\n", argv[i]);
-				return 2;
-			}
-			have_at = true;
-		} else if (a[0] != '-' && image.empty()) {
-			image = a;
-		} else {
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (image.empty() || out.empty()) {
-		usage(stderr);
-		return 2;
-	}
+	static const char kUsage[] = "IMAGE -o DIR [--at PADDR]";
+	static const char kAbout[] =
+		"Write the Strata buffers a crashed kernel held to CTF traces in DIR\n"
+		"(DIR/slot<N>/kernel, DIR/slot<N>/ust/pid/<comm>-<pid>: one trace per session).\n"
+		"IMAGE: an ELF core of physical memory: /proc/vmcore in a kdump capture\n"
+		"kernel, or qemu's dump-guest-memory (ELF).  The module's crash descriptor is\n"
+		"found by scanning (or at PADDR, as printed by the module at load).\n"
+		"See docs/crash.md.";
+	static const char kExit[] = "Exit status: 0 a buffer recovered, 1 none, 2 usage error.";
+	static const cli::Command kCli = {"recover", kUsage, kAbout, "", kExit};
+	static const cli::Command kDaemon = {"--recover",       kUsage, kAbout, "", kExit, false,
+					     "strata-consumerd"};
+	return daemon ? kDaemon : kCli;
+}
+
+int recover_parse(const cli::Command &cmd, int argc, char **argv, RecoverArgs *a)
+{
+	const std::vector<cli::Option> opts = {
+		cli::text("output", 'o', "DIR", "a directory", "where the traces go", a->out),
+		cli::custom("at", 0, "PADDR", "a physical address",
+			    "the crash descriptor's physical address (page-aligned; decimal or 0x hex)",
+			    [a](const char *v) {
+				    char *end;
+				    const unsigned long long pa = strtoull(v, &end, 0);
+				    if (!*v || *end || *v == '-' || pa % kPage)
+					    return std::string("bad --at '") + v +
+						   "' (a page-aligned address)";
+				    a->at = pa;
+				    a->have_at = true;
+				    return std::string();
+			    }),
+	};
+	std::vector<char *> operands;
+	if (const int r = cli::parse(cmd, opts, argc, argv, operands); r != cli::kParsed)
+		return r;
+	if (operands.size() != 1)
+		return cli::usage_error(cmd, operands.empty() ? "missing IMAGE" : "one IMAGE only");
+	if (a->out.empty())
+		return cli::usage_error(cmd, "missing -o DIR");
+	a->image = operands[0];
+	return cli::kParsed;
+}
+
+int recover(const RecoverArgs &a)
+{
 	Image img;
 	std::string err;
-	if (!img.open(image, err)) {
+	if (!img.open(a.image, err)) {
 		fprintf(stderr, "strata recover: %s\n", err.c_str());
 		return 1;
 	}
-	std::vector<uint64_t> cands = have_at ? std::vector<uint64_t>{at} : img.scan();
+	std::vector<uint64_t> cands = a.have_at ? std::vector<uint64_t>{a.at} : img.scan();
 	strata_crash_desc best;
 	uint64_t best_pa = 0;
 	if (!pick_descriptor(img, cands, best, best_pa)) {
 		fprintf(stderr, "strata recover: no Strata crash descriptor in %s (was strata.ko loaded?)\n",
-			image.c_str());
+			a.image.c_str());
 		return 1;
 	}
-	if (make_dirs(out, 0755) != 0) {
-		fprintf(stderr, "strata recover: cannot create %s: %s\n", out.c_str(), strerror(errno));
+	if (make_dirs(a.out, 0755) != 0) {
+		fprintf(stderr, "strata recover: cannot create %s: %s\n", a.out.c_str(), strerror(errno));
 		return 1;
 	}
 	const ClockInfo clock = crash_clock(best);
@@ -484,10 +488,11 @@ int recover_main(int argc, char **argv)
 	Totals t;
 	for (const strata_crash_buf &b : best.bufs)
 		if (b.kind == STRATA_CRASH_KERNEL || b.kind == STRATA_CRASH_USER)
-			recover_one(img, b, out, clock, t);
+			recover_one(img, b, a.out, clock, t);
 	printf("recovered %" PRIu64 " buffers (%" PRIu64 " failed): %" PRIu64 " packets, %" PRIu64
 	       " bytes; %" PRIu64 " events discarded by writers, %" PRIu64 " packets dropped\n",
 	       t.buffers, t.failed, t.packets, t.bytes, t.discarded, t.dropped);
+	fflush(stdout);
 	return t.buffers ? 0 : 1;
 }
 

@@ -19,14 +19,35 @@
  *   - prints one line per buffer (packets written, events the writers
  *     discarded, packets dropped) and a total; exit status 0 when at least
  *     one buffer was recovered, 1 otherwise, 2 usage error.
+ *
+ * Both `strata recover` (cli/cmd_recover.cpp) and the daemon's --recover
+ * take the same arguments through one option table (recover_parse) and
+ * call recover() in their own process.
  */
 #ifndef STRATA_CONSUMERD_RECOVER_H
 #define STRATA_CONSUMERD_RECOVER_H
 
+#include <cstdint>
+#include <string>
+
+#include "options.h"
+
 namespace strata {
 
-// argv[0] is "--recover".
-int recover_main(int argc, char **argv);
+struct RecoverArgs {
+	std::string image, out;
+	uint64_t at = 0; // with have_at: the crash descriptor's physical address
+	bool have_at = false;
+};
+
+// The command whose help and usage errors recover_parse prints: `strata
+// recover` (daemon false) or `strata-consumerd --recover`.
+const cli::Command &recover_command(bool daemon);
+// IMAGE -o DIR [--at PADDR] from argv[1..argc) by cmd: cli::kParsed to go
+// on, else the exit status (help printed, or a usage error told).
+int recover_parse(const cli::Command &cmd, int argc, char **argv, RecoverArgs *a);
+// The recovery; its exit status.
+int recover(const RecoverArgs &a);
 
 } // namespace strata
 #endif

@@ -1,14 +1,17 @@
 #!/usr/bin/python3
-"""Every command's --help and its parser are one table (cli/options.h).
+"""Every program's --help and its parser are one table (libtrace/options/options.h).
 
-usage: check_cli_help.py STRATA
+usage: check_cli_help.py STRATA [STRATA_CONSUMERD]
 
-For every command `strata --help` lists: `strata CMD --help` exits 0 and
-starts with "Usage: strata CMD"; every option its help shows is accepted
-by the parser: given an empty or unwanted value ("--name=" or "-x ''") it is
-a usage error (exit 2, "strata CMD: why"), never "unknown option"; an option that is not in the help is an "unknown option" (exit 2).
-No daemon is needed: a usage error is told before anything is done.
+For every command `strata --help` lists, and for strata-consumerd and its
+--recover: `PROGRAM CMD --help` exits 0 and starts with "Usage: PROGRAM
+CMD"; every option its help shows is accepted by the parser: given an empty
+or unwanted value ("--name=" or "-x ''") it is a usage error (exit 2,
+"PROGRAM CMD: why"), never "unknown option"; an option that is not in the
+help is an "unknown option" (exit 2).  No daemon is needed: a usage error
+is told before anything is done (and the socket is one no daemon can bind).
 """
+import subprocess
 import os
 import re
 import sys
@@ -17,6 +20,29 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from strata_testlib import Checks, strata_cli  # noqa: E402
 
 ROW = re.compile(r"^  (?:-(\w)(?:, )?)?(?:--([\w-]+))?(\[=)?")
+
+
+def table(check, run, program, cmd):
+    """PROGRAM CMD's help, each option it shows parsed, an unknown one refused."""
+    who = " ".join([program] + cmd)
+    h = run(*cmd, "--help")
+    check(h.returncode == 0 and h.stdout.startswith("Usage: " + who),
+          "%s --help exits 0 with its usage" % who)
+    options = 0
+    for line in h.stdout.splitlines():
+        m = ROW.match(line)
+        if not m or not (m.group(1) or m.group(2)):
+            continue
+        options += 1
+        arg = ("--%s=" % m.group(2)) if m.group(2) else ("-" + m.group(1))
+        args = cmd + ([arg] if m.group(2) else [arg, ""])
+        r = run(*args)
+        check(r.returncode == 2 and "unknown option" not in r.stderr and r.stderr.startswith(who + ": "),
+              "%s: %s shown by --help is parsed (exit %d: %s)"
+              % (who, arg, r.returncode, r.stderr.strip().splitlines()[:1]))
+    r = run(*cmd, "--no-such-option")
+    check(r.returncode == 2 and "unknown option '--no-such-option'" in r.stderr,
+          "%s --no-such-option is refused as unknown (%d options in its help)" % (who, options))
 
 
 def main():
@@ -29,25 +55,15 @@ def main():
     commands = re.findall(r"^  ([a-z-]+) ", top, re.M)
     check(len(commands) >= 16, "strata --help lists the commands (%s)" % commands)
     for cmd in commands:
-        h = run(cmd, "--help")
-        check(h.returncode == 0 and h.stdout.startswith("Usage: strata " + cmd),
-              "strata %s --help exits 0 with its usage" % cmd)
-        options = 0
-        for line in h.stdout.splitlines():
-            m = ROW.match(line)
-            if not m or not (m.group(1) or m.group(2)):
-                continue
-            options += 1
-            arg = ("--%s=" % m.group(2)) if m.group(2) else ("-" + m.group(1))
-            args = [cmd, arg] if m.group(2) else [cmd, arg, ""]
-            r = run(*args)
-            check(r.returncode == 2 and "unknown option" not in r.stderr and
-                  r.stderr.startswith("strata %s: " % cmd),
-                  "strata %s: %s shown by --help is parsed (exit %d: %s)"
-                  % (cmd, arg, r.returncode, r.stderr.strip().splitlines()[:1]))
-        r = run(cmd, "--no-such-option")
-        check(r.returncode == 2 and "unknown option '--no-such-option'" in r.stderr,
-              "strata %s --no-such-option is refused as unknown (%d options in its help)" % (cmd, options))
+        table(check, run, "strata", [cmd])
+    if len(sys.argv) > 2:
+        consumerd = sys.argv[2]
+
+        def run_d(*args):
+            return subprocess.run([consumerd] + list(args), env=env, capture_output=True, text=True,
+                                  timeout=60)
+        table(check, run_d, "strata-consumerd", [])
+        table(check, run_d, "strata-consumerd", ["--recover"])
     # The parser's rules (options.h): "--" ends the options, a long name
     # may be shortened, options may follow operands, a value may be joined.
     r = run("view", "--", "--bogus")

@@ -1,5 +1,6 @@
 /*
- * options.h - one way for every `strata` command to take its options: a
+ * options.h - one way for every Strata program (each `strata` command,
+ * strata-consumerd and its recovery mode) to take its options: a
  * table of rows (long name, short name, value, help line, and what the
  * value does: a check and a store) that both parses argv (getopt_long
  * underneath) and prints --help, so the help cannot drift from what is
@@ -40,16 +41,29 @@
 namespace strata {
 namespace cli {
 
+// Exit statuses: ok, runtime failure, usage error.
+constexpr int kOk = 0, kFail = 1, kUsage = 2;
+
+// 4096, 64k, 1M, 2MiB...: a byte count.
+bool parse_size(const char *s, uint64_t &out);
+// A decimal whole number that fits uint32_t.
+bool parse_u32(const char *s, uint32_t &out);
+// "1.5 MiB": a byte count for people.
+std::string human_bytes(uint64_t n);
+// p made absolute against the working directory.
+std::string absolute_path(const std::string &p);
+
 // What a command's help says around its option table.
 struct Command {
-	const char *name; // "create": "strata create ..."
+	const char *name; // "create": "strata create ..."; "": the program alone
 	// After "Usage: strata NAME "; '\n' starts another form, "\n " continues
 	// this one on the next line.
 	const char *usage;
 	const char *about;     // paragraphs before the options ("" none)
 	const char *more = ""; // paragraphs after the options
 	const char *exit_status = "Exit status: 0 ok, 1 runtime failure, 2 usage error.";
-	bool stop_at_operand = false; // options end at the first operand (record's CMD)
+	bool stop_at_operand = false;   // options end at the first operand (record's CMD)
+	const char *program = "strata"; // the program the command belongs to
 };
 
 // One row of a command's table.
@@ -116,7 +130,7 @@ int parse(const Command &cmd, const std::vector<Option> &opts, int argc, char **
 // columns, values aligned), more, exit status.
 void print_help(FILE *f, const Command &cmd, const std::vector<Option> &opts);
 
-// "strata NAME: msg" and a hint to --help on stderr; returns 2.
+// "PROGRAM NAME: msg" and a hint to --help on stderr; returns 2.
 int usage_error(const Command &cmd, const std::string &msg);
 
 // Appends `more` to `opts` (a table made of shared parts: channel options).

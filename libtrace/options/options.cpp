@@ -8,11 +8,66 @@
 #include <cstdlib>
 #include <cstring>
 #include <getopt.h>
-
-#include "commands.h"
+#include <unistd.h>
 
 namespace strata {
 namespace cli {
+
+bool parse_size(const char *s, uint64_t &out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (end == s || errno || *s == '-')
+		return false;
+	uint64_t mul = 1;
+	if (*end == 'k' || *end == 'K')
+		mul = 1024, end++;
+	else if (*end == 'm' || *end == 'M')
+		mul = 1024 * 1024, end++;
+	if (*end == 'i' && (end[1] == 'B' || end[1] == 'b'))
+		end += 2;
+	if (*end || v > UINT64_MAX / mul)
+		return false;
+	out = v * mul;
+	return true;
+}
+
+bool parse_u32(const char *s, uint32_t &out)
+{
+	uint64_t v;
+	char *end;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (end == s || *end || errno || *s == '-' || v > UINT32_MAX)
+		return false;
+	out = static_cast<uint32_t>(v);
+	return true;
+}
+
+std::string human_bytes(uint64_t n)
+{
+	char buf[64];
+	if (n >= (1ull << 30))
+		snprintf(buf, sizeof(buf), "%.1f GiB", n / double(1ull << 30));
+	else if (n >= (1ull << 20))
+		snprintf(buf, sizeof(buf), "%.1f MiB", n / double(1ull << 20));
+	else if (n >= 1024)
+		snprintf(buf, sizeof(buf), "%.1f KiB", n / 1024.0);
+	else
+		snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(n));
+	return buf;
+}
+
+std::string absolute_path(const std::string &p)
+{
+	if (!p.empty() && p[0] == '/')
+		return p;
+	char cwd[4096];
+	if (!getcwd(cwd, sizeof(cwd)))
+		return p;
+	return std::string(cwd) + "/" + p;
+}
 
 std::string Option::shown() const
 {
@@ -288,20 +343,27 @@ void print_row(FILE *f, const Option &o)
 	wrap(f, o.help, kHelpColumn);
 }
 
+// "strata NAME", or the program alone for a command without a name.
+std::string invoked(const Command &cmd)
+{
+	return std::string(cmd.program) + (*cmd.name ? " " : "") + cmd.name;
+}
+
 // Usage's forms, one a line: "Usage: strata NAME FORM", "       strata NAME
 // FORM2"; a line starting with a space continues the form above it.
 void print_usage(FILE *f, const Command &cmd, const char *first_word)
 {
+	const std::string who = invoked(cmd);
 	const char *u = cmd.usage;
 	bool first = true;
 	do {
 		const size_t n = strcspn(u, "\n");
 		if (*u == ' ')
-			fprintf(f, "%*s%.*s\n", static_cast<int>(strlen(first_word) + 8 + strlen(cmd.name)),
-				"", static_cast<int>(n - 1), u + 1);
+			fprintf(f, "%*s%.*s\n", static_cast<int>(strlen(first_word) + 1 + who.size()), "",
+				static_cast<int>(n - 1), u + 1);
 		else
-			fprintf(f, "%s strata %s%s%.*s\n", first ? first_word : "      ", cmd.name,
-				n ? " " : "", static_cast<int>(n), u);
+			fprintf(f, "%s %s%s%.*s\n", first ? first_word : "      ", who.c_str(), n ? " " : "",
+				static_cast<int>(n), u);
 		first = false;
 		u += n;
 	} while (*u++);
@@ -330,10 +392,11 @@ void print_help(FILE *f, const Command &cmd, const std::vector<Option> &opts)
 
 int usage_error(const Command &cmd, const std::string &msg)
 {
-	fprintf(stderr, "strata %s: %s\n", cmd.name, msg.c_str());
+	const std::string who = invoked(cmd);
+	fprintf(stderr, "%s: %s\n", who.c_str(), msg.c_str());
 	const size_t n = strcspn(cmd.usage, "\n");
-	fprintf(stderr, "usage: strata %s %.*s\nTry 'strata %s --help'.\n", cmd.name, static_cast<int>(n),
-		cmd.usage, cmd.name);
+	fprintf(stderr, "usage: %s %.*s\nTry '%s --help'.\n", who.c_str(), static_cast<int>(n), cmd.usage,
+		who.c_str());
 	return kUsage;
 }
 
