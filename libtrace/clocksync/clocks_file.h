@@ -1,7 +1,7 @@
 /*
  * clocks_file.h - clocks.json, the one place its format is written and
  * read (docs/clocks.md, "Stored format"): the daemon's stop writes it
- * (consumerd/sync_link.cpp, with sync_kvm.cpp's KVM facts), `strata align`
+ * (consumerd/sync_map.cpp, with sync_kvm.cpp's KVM facts), `strata align`
  * reads it, refines a link's segments and writes it again; the trace
  * reader's clock map (libtrace/reader/clock_map.h) reads the follower
  * link's segments out of the same tree (parse_json).

@@ -272,7 +272,7 @@ TEST(ClockSync, ContradictsShowsAStepOnly)
 	EXPECT_FALSE(empty.contradicts(true, 1, 2));
 }
 
-// A clocks.json as a follower writes it (consumerd/sync_link.cpp), with
+// A clocks.json as a follower writes it (consumerd/sync_map.cpp), with
 // `segs` as its map.
 std::string clocks_json(const std::vector<Segment> &segs, int64_t peer_offset)
 {
