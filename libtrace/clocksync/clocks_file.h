@@ -22,7 +22,9 @@
  *    "ctf": {...}}                   (a follower: the line its metadata carries)
  *
  * Plain data; every string through the one escaper, every number an
- * integer but the slopes (%.17g, which read back to the same double).
+ * integer but the slopes (%.17g, which read back to the same double; one
+ * not finite, which the estimator never gives, is written null, and a
+ * reader refuses the segment).
  */
 #ifndef STRATA_CLOCKS_FILE_H
 #define STRATA_CLOCKS_FILE_H
