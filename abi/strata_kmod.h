@@ -13,7 +13,7 @@
  *                   or, with a session (kabi 2): strata_kmod_set_session(fd, slot, &session, ...)
  *                   strata_kmod_wait(fd, gen, timeout_ms, missing, cap, &n_missing)
  * Consumer:         kfd = strata_kmod_kbuf_open(fd, slot, &size)   (CAP_SYS_ADMIN)
- *                   then strata::Reader::attach(kfd) (libtrace/reader/reader.h)
+ *                   then strata::Reader::attach(kfd) (libtrace/shm_reader/reader.h)
  */
 #ifndef STRATA_KMOD_H
 #define STRATA_KMOD_H

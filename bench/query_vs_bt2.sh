@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 strata="$build/cli/strata"
-ext="$build/libtrace/query/libstrata-sqlite.so"
+ext="$build/processor/query/libstrata-sqlite.so"
 for f in "$strata" "$ext"; do
 	[ -e "$f" ] || { echo "query_vs_bt2.sh: $f not found: build first" >&2; exit 1; }
 done

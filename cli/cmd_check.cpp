@@ -1,5 +1,5 @@
 // cmd_check.cpp - `strata check [--clean-copy OUT] DIR`: read every packet of
-// a Strata trace with Strata's own reader (libtrace/reader/trace_reader.h)
+// a Strata trace with Strata's own reader (processor/ctf/trace_reader.h)
 // and say what is damaged, without printing events; with --clean-copy, write
 // a copy that babeltrace2 reads, each dropped packet marked in place by a
 // gap in its stream's packet sequence numbers (babeltrace2 reports the

@@ -1,5 +1,5 @@
 // cmd_query.cpp - `strata query TRACE ['SQL']`: questions about a trace as
-// SQL (docs/query.md), on SQLite and the tables of libtrace/query; with no
+// SQL (docs/query.md), on SQLite and the tables of processor/query; with no
 // SQL, statements read from stdin (a prompt when it is a terminal), in the
 // manner of the sqlite3 shell.
 #include "commands.h"

@@ -2,7 +2,7 @@
 // into one CTF trace per clock piece, so that babeltrace2 places every
 // event across a step as Strata's reader does with clocks.json
 // (docs/clocks.md, "Relayed followers", "Serial followers"; the split
-// itself: libtrace/reader/trace_split.h, the same a disk follower's stop
+// itself: processor/ctf/trace_split.h, the same a disk follower's stop
 // runs).
 //
 // In place only on a trace nobody writes: it needs DIR's clocks.json (a

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "proto/serial_frame.h"
-#include "reader/reader.h"
+#include "reader.h"
 
 namespace strata {
 

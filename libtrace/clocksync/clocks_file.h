@@ -3,7 +3,7 @@
  * read (docs/clocks.md, "Stored format"): the daemon's stop writes it
  * (consumerd/sync_map.cpp, with sync_kvm.cpp's KVM facts), `strata align`
  * reads it, refines a link's segments and writes it again; the trace
- * reader's clock map (libtrace/reader/clock_map.h) reads the follower
+ * reader's clock map (processor/ctf/clock_map.h) reads the follower
  * link's segments out of the same tree (parse_json).
  *
  * The layout (what the writer keeps byte for byte from run to run):

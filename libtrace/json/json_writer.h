@@ -84,7 +84,7 @@ inline bool json_plain(std::string_view s)
 
 // Whether s is well-formed UTF-8 throughout; and s appended to out with
 // every maximal ill-formed subsequence replaced by U+FFFD, as json_quote
-// does (text for SQL: `strata query`, libtrace/query).
+// does (text for SQL: `strata query`, processor/query).
 bool utf8_well_formed(std::string_view s);
 void utf8_append_repaired(std::string &out, std::string_view s);
 

@@ -128,7 +128,7 @@ def line_at(seg, x):
 
 
 def handover(a, b):
-    """Where segment b's line takes over from a's (libtrace/reader/clock_map.h):
+    """Where segment b's line takes over from a's (processor/ctf/clock_map.h):
     where a's line reaches b's target time at b's first message, within
     (a's last, b's first]."""
     lo = a["x_last"] + 1 if a["x_last"] < b["x_first"] else b["x_first"]

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """`strata analyze` and `strata export` through Strata's own trace reader and
 through babeltrace2 (STRATA_READER=babeltrace2) give the same output (issue
-49's agreement): one logic path above both readers (cli/read_event.h).
+49's agreement): one logic path above both readers (processor/events/read_event.h).
 
 usage: check_readers_agree.py STRATA DEMO PT_WORKLOAD WORK [DYNAMIC_PROG]
 

@@ -1,5 +1,5 @@
 /*
- * trace_fuzz.cpp - Strata's trace file reader (libtrace/reader/trace_reader.h)
+ * trace_fuzz.cpp - Strata's trace file reader (processor/ctf/trace_reader.h)
  * against arbitrary trace files (issue 49).  One input is one sub-trace:
  *
  *   u32 metadata length | metadata text | stream file 0 | 0xF1 0xF1 0xF1 0xF1 | stream file 1 ...

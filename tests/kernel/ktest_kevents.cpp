@@ -2,7 +2,7 @@
  * ktest_kevents.cpp - in-guest test of the kernel event buffers: enable
  * kernel:sched_switch, kernel:sched_process_* and kernel:sys_* in a slot, run
  * a known workload, disable, then read the buffer with the consumer's own
- * strata::Reader (libtrace/reader/reader.h: the kernel buffer is an ordinary
+ * strata::Reader (libtrace/shm_reader/reader.h: the kernel buffer is an ordinary
  * strata_abi.h buffer), check what the workload must have produced, and
  * convert it to a CTF trace (consumerd's metadata writer) that babeltrace2
  * must read back whole.
@@ -206,7 +206,7 @@ struct Drained {
 	uint64_t discarded = 0; // sum of the lanes' counters
 };
 
-// Attach the consumer's Reader (libtrace/reader/reader.h) to a kernel buffer.
+// Attach the consumer's Reader (libtrace/shm_reader/reader.h) to a kernel buffer.
 void attach(Drained *d, int kfd, const strata_kabi_kbuf_open &ko)
 {
 	std::string err;

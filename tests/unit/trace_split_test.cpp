@@ -1,5 +1,5 @@
 // trace_split_test.cpp - a follower's sub-trace split into one CTF trace per
-// clock piece (libtrace/reader/trace_split.h, docs/clocks.md "babeltrace2 across a
+// clock piece (processor/ctf/trace_split.h, docs/clocks.md "babeltrace2 across a
 // step"): a WIDE (kernel layout) sub-trace whose packets straddle two piece
 // boundaries is cut at record boundaries; every record lands in exactly one
 // directory, inside that directory's piece, read back by Strata's reader

@@ -1,7 +1,7 @@
 /*
  * event_info.h - an event description after the consumer has read and
  * validated it from a buffer's descriptor table (strata_abi.h).  Produced by
- * the buffer reader (libtrace/reader), consumed by the CTF metadata writer
+ * the buffer reader (libtrace/shm_reader), consumed by the CTF metadata writer
  * (consumerd/metadata).  Plain values only: nothing here points into shared
  * memory.
  */

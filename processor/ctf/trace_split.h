@@ -37,7 +37,7 @@
  * not trusted: a packet header that does not check makes the file stay
  * whole in the base (SplitStats::whole_files, for the caller to say); work
  * is linear in the bytes moved.  Shared by the daemon and the CLI (one
- * implementation: libtrace/reader).
+ * implementation: libtrace/shm_reader).
  */
 #ifndef STRATA_LIBTRACE_TRACE_SPLIT_H
 #define STRATA_LIBTRACE_TRACE_SPLIT_H

@@ -39,7 +39,7 @@ size_t machines(const std::vector<std::string> &dirs);
 std::string reference_machine(const std::vector<std::string> &dirs);
 
 // Whether the trace directories `dirs` are read by Strata's own reader
-// (libtrace/reader/trace_reader.h): every one of them written by Strata,
+// (processor/ctf/trace_reader.h): every one of them written by Strata,
 // unless STRATA_READER=babeltrace2 asks for babeltrace2 (the tests compare
 // the two).  Traces another tracer wrote go to babeltrace2.
 bool use_native_reader(const std::vector<std::string> &dirs);

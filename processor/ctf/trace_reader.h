@@ -124,7 +124,7 @@ struct FieldValue {
 
 // Readable bytes past the content of the packet a TraceEvent's pkt points
 // into (their values unspecified): a fixed-offset integer near a record's
-// end is read with one 8-byte load (cli/read_event.h FixedInt).
+// end is read with one 8-byte load (processor/events/read_event.h FixedInt).
 constexpr size_t kTraceEventSlack = 8;
 
 struct TraceEvent {
@@ -380,7 +380,7 @@ public:
 	// A reader over the sub-traces and packet index `from` has already
 	// read (nothing indexed again), with no window, filter or read state
 	// of its own: several passes over one opened trace, at once or one
-	// after another (the SQL tables' cursors, libtrace/query).  Before
+	// after another (the SQL tables' cursors, processor/query).  Before
 	// anything else on this reader; `from` need not outlive it.
 	void share_index(const TraceReader &from);
 

@@ -1,7 +1,7 @@
 /*
  * read_event.h - one event interface over the CLI's two trace readers, so
  * that `strata analyze` and `strata export` have one logic path whichever
- * reads: Strata's own reader (libtrace/reader/trace_reader.h) for the
+ * reads: Strata's own reader (processor/ctf/trace_reader.h) for the
  * traces Strata wrote, libbabeltrace2 (view_graph.h) for the others, or for
  * all when STRATA_READER=babeltrace2 (the agreement tests compare the two).
  *

@@ -2,7 +2,7 @@
  * trace_tables.h - Strata traces as SQLite virtual tables (docs/query.md).
  *
  * One module, `strata`, whose tables each show one view of a trace read by
- * Strata's own reader (libtrace/reader/trace_reader.h):
+ * Strata's own reader (processor/ctf/trace_reader.h):
  *   CREATE VIRTUAL TABLE temp.events USING strata('/path/to/trace', 'events')
  * with the second argument 'events', 'lost', 'processes', 'threads', 'sched'
  * (the CPUs' slices, from sched_switch), 'slices' (begin/end pairs, one
