@@ -72,6 +72,13 @@ def record(check, strata, prog, consumerd, work, n, extra_env=None):
                                    link + ["--sync-guest", "guest=listen:tcp:127.0.0.1:%d" % port])
     daemons["guest"] = start_daemon(consumerd, envs["guest"]["STRATA_CONSUMERD_SOCKET"], envs["guest"],
                                     link + ["--sync", "host=tcp:127.0.0.1:%d" % port])
+    # Before any session: `strata status` shows the daemon's links.
+    for who in ("host", "guest"):
+        st = []
+        wait_for(lambda: st.append(subprocess.run([strata, "status"], env=envs[who], capture_output=True,
+                                                  text=True, timeout=30).stdout) or
+                 ("0 session(s)\nclocks:\n  clock link " in st[-1] and "bound width" in st[-1]),
+                 "%s: strata status with no session to show the link's bound" % who, 30)
     for who in ("host", "guest"):
         for cmd in (["create", "S", "-o", outs[who]], ["enable-event", "S", "syncpp:*"], ["start", "S"]):
             r = subprocess.run([strata] + cmd, env=envs[who], capture_output=True, text=True, timeout=30)
