@@ -35,6 +35,7 @@
 #include "clock_map.h"
 #include "clocks_file.h"
 #include "clocksync.h"
+#include "message_match.h"
 #include "commands.h"
 #include "options.h"
 #include "trace_reader.h"
@@ -67,15 +68,9 @@ struct Match {
 	std::vector<std::string> keys;
 };
 
-// A message end: which trace (0: the host's, i: the i-th guest's), its raw
-// clock value, how many times its key was seen there.
-struct End {
-	size_t machine = 0;
-	uint64_t ts = 0;
-	uint32_t seen = 0;
-	bool parity_known = false;
-	bool odd = false; // the first key field's parity (an integer's)
-};
+// A message end's tag (clocksync::MessageEnd::tag): its first key field's
+// parity, when that field is an integer (--hold-out even|odd).
+constexpr uint32_t kParityKnown = 1, kOdd = 2;
 
 // One event class's key fields' indices (SIZE_MAX: the class lacks it).
 struct KeyFields {
@@ -163,14 +158,26 @@ struct Follower {
 	ClockMap before;
 };
 
-// A matched message between the host and a guest.
+// A matched message as a constraint on one guest's map: between the host
+// and the guest, or (via) between the guest and another guest, whose end
+// stands as the host time its probes' bound allows (the latest a send, the
+// earliest a receive: sound wherever that bound holds).
 struct Msg {
 	size_t guest = 0;
 	bool guest_sent = false;
-	int64_t x = 0, y = 0; // guest raw, host raw
+	int64_t x = 0, y = 0; // guest raw, host raw (via: the other end's bound)
+	size_t via = 0;       // 0: with the host; else the other guest's trace
 	bool held = false;
 	std::string key; // shown as "k=1, from=0"
 };
+
+// The directions a report counts: guest to host, host to guest, with
+// another guest.
+enum Dir { kGuestToHost, kHostToGuest, kViaGuest, kDirs };
+Dir dir_of(const Msg &m)
+{
+	return m.via ? kViaGuest : m.guest_sent ? kGuestToHost : kHostToGuest;
+}
 
 // One guest's messages by segment: "line above" (lo) and "line below" (up)
 // points, and the messages they came from.
@@ -178,6 +185,7 @@ struct BySegment {
 	std::vector<std::vector<clocksync::Point>> lo, up;
 	std::vector<std::vector<const Msg *>> lo_m, up_m;
 	uint64_t outside = 0, held = 0, used = 0, total = 0;
+	uint64_t used_dir[kDirs] = {};
 };
 
 // One run of the command: each step a method, in the order run() calls them.
@@ -189,7 +197,7 @@ struct Align {
 	Match mt;
 	std::vector<Trace> traces; // the host's first
 	std::vector<Follower> fol; // by trace (the host's unused)
-	std::unordered_map<std::string, End> sends, recvs;
+	clocksync::MessageMatcher matcher;
 	uint64_t bad_key = 0;
 	std::vector<Msg> msgs;
 	bool failed = false;
@@ -201,6 +209,8 @@ struct Align {
 	int read_events(size_t i, bool *saw_send, bool *saw_recv);
 	int key_fields(const MetaEvent &e, const std::string &dir, KeyFields *kf) const;
 	void pair_messages();
+	bool probes_bound(size_t g, int64_t x, int64_t *lo, int64_t *hi) const;
+	void add_message(const clocksync::MatchedMessage &mm);
 	BySegment by_segment(size_t g, const Follower &f) const;
 	std::vector<clocksync::Segment> refine(size_t g, const Follower &f, const BySegment &b,
 					       size_t *refined, size_t *kept);
@@ -402,9 +412,9 @@ int Align::read_events(size_t i, bool *saw_send, bool *saw_recv)
 			return true;
 		m.event->decode(&vals);
 		std::string key;
-		End end;
+		clocksync::MessageEnd end;
 		end.machine = i;
-		end.ts = m.event->ts;
+		end.ts = static_cast<int64_t>(m.event->ts);
 		for (size_t j = 0; j < c->second.idx.size(); j++) {
 			const size_t at = c->second.idx[j];
 			if (at >= vals.size()) {
@@ -413,60 +423,86 @@ int Align::read_events(size_t i, bool *saw_send, bool *saw_recv)
 			}
 			key += field_text(vals[at]) + '\x1f';
 			if (j == 0 && vals[at].info->type == STRATA_FT_INTEGER)
-				end.parity_known = true, end.odd = vals[at].u & 1;
+				end.tag = kParityKnown | (vals[at].u & 1 ? kOdd : 0);
 		}
-		auto [it, fresh] = (c->second.send ? sends : recvs).emplace(key, end);
-		it->second.seen = fresh ? 1 : it->second.seen + 1;
+		if (c->second.send)
+			matcher.add_send(key, end);
+		else
+			matcher.add_recv(key, end);
 		return true;
 	});
 	return cli::kOk;
 }
 
-// The keys seen once as a send and once as a receive, on the host and one
-// guest: the messages, in guest time order, held out as asked.
-void Align::pair_messages()
+// The bound guest g's probes' map gives at its raw time x (that of the
+// bounded segment covering x): false outside every one.
+bool Align::probes_bound(size_t g, int64_t x, int64_t *lo, int64_t *hi) const
 {
-	uint64_t ambiguous = 0, unmatched = 0, same_machine = 0, between_followers = 0;
-	for (const auto &kv : sends) {
-		auto r = recvs.find(kv.first);
-		const End &s = kv.second;
-		if (r == recvs.end()) {
-			unmatched++;
-			continue;
-		}
-		const End &v = r->second;
-		if (s.seen > 1 || v.seen > 1 || s.machine == v.machine || (s.machine && v.machine)) {
-			ambiguous += s.seen > 1 || v.seen > 1;
-			same_machine += s.seen == 1 && v.seen == 1 && s.machine == v.machine;
-			between_followers += s.seen == 1 && v.seen == 1 && s.machine != v.machine;
-			continue;
-		}
-		Msg m;
+	for (const clocksync::Segment &s : fol[g].segs)
+		if (s.bounded && x >= s.x_first && x <= s.x_last)
+			return clocksync::segment_bound(s.probes.empty() ? s : s.probes.front(), x, lo, hi);
+	return false;
+}
+
+// One matched message as the constraints it gives: on its guest's map when
+// the host is the other end; between two guests, on each guest's map with
+// the other end at the host time its probes' bound allows.
+void Align::add_message(const clocksync::MatchedMessage &mm)
+{
+	const clocksync::MessageEnd &s = mm.send, &v = mm.recv;
+	Msg m;
+	m.held = (hold_out == 1 || hold_out == 2) && (s.tag & kParityKnown) &&
+		 static_cast<bool>(s.tag & kOdd) == (hold_out == 2);
+	size_t field = 0, at = 0;
+	for (size_t e; (e = mm.key.find('\x1f', at)) != std::string::npos; at = e + 1, field++)
+		m.key += (field ? ", " : "") + mt.keys[field] + "=" + mm.key.substr(at, e - at);
+	if (!s.machine || !v.machine) {
 		m.guest_sent = s.machine != 0;
 		m.guest = m.guest_sent ? s.machine : v.machine;
-		m.x = static_cast<int64_t>(m.guest_sent ? s.ts : v.ts);
-		m.y = static_cast<int64_t>(m.guest_sent ? v.ts : s.ts);
-		m.held = (hold_out == 1 || hold_out == 2) && s.parity_known && s.odd == (hold_out == 2);
-		size_t field = 0, at = 0;
-		for (size_t e; (e = kv.first.find('\x1f', at)) != std::string::npos; at = e + 1, field++)
-			m.key += (field ? ", " : "") + mt.keys[field] + "=" + kv.first.substr(at, e - at);
+		m.x = m.guest_sent ? s.ts : v.ts;
+		m.y = m.guest_sent ? v.ts : s.ts;
 		msgs.push_back(std::move(m));
+		return;
+	}
+	int64_t lo, hi;
+	Msg r = m; // the receiver's: the send happened at the earliest at lo
+	if (probes_bound(s.machine, s.ts, &lo, &hi)) {
+		r.guest = v.machine, r.guest_sent = false, r.x = v.ts, r.y = lo, r.via = s.machine;
+		msgs.push_back(std::move(r));
+	}
+	if (probes_bound(v.machine, v.ts, &lo, &hi)) { // the sender's: received by hi
+		m.guest = s.machine, m.guest_sent = true, m.x = s.ts, m.y = hi, m.via = v.machine;
+		msgs.push_back(std::move(m));
+	}
+}
+
+// The messages, in guest time order, held out as asked; what was not used.
+void Align::pair_messages()
+{
+	clocksync::MatchCounts c;
+	const std::vector<clocksync::MatchedMessage> mm = matcher.match(&c);
+	uint64_t dir[kDirs] = {};
+	for (const clocksync::MatchedMessage &m : mm) {
+		dir[m.send.machine && m.recv.machine ? kViaGuest
+		    : m.send.machine                 ? kGuestToHost
+						     : kHostToGuest]++;
+		add_message(m);
 	}
 	std::sort(msgs.begin(), msgs.end(), [](const Msg &a, const Msg &b) { return a.x < b.x; });
 	if (hold_out == 3) { // every second one of each guest and direction
-		std::map<std::pair<size_t, bool>, uint64_t> nth;
+		std::map<std::pair<size_t, int>, uint64_t> nth;
 		for (Msg &m : msgs)
-			m.held = nth[{m.guest, m.guest_sent}]++ % 2 == 1;
+			m.held = nth[{m.guest, dir_of(m)}]++ % 2 == 1;
 	}
-	for (const auto &kv : recvs)
-		unmatched += !sends.count(kv.first);
-	printf("%zu message(s) between %s and its guest trace(s) matched by %s", msgs.size(),
-	       traces[0].arg.c_str(), match_text.c_str());
-	if (ambiguous || unmatched || same_machine || between_followers)
-		printf(" (not used: %" PRIu64 " key(s) seen more than once, %" PRIu64
-		       " send(s) or receive(s) without their other end, %" PRIu64
-		       " within one machine, %" PRIu64 " between two guests)",
-		       ambiguous, unmatched, same_machine, between_followers);
+	printf("%zu message(s) between %s and its guest trace(s) matched by %s (by sender and key: %" PRIu64
+	       " guest to host, %" PRIu64 " host to guest, %" PRIu64 " between two guests)",
+	       mm.size(), traces[0].arg.c_str(), match_text.c_str(), dir[kGuestToHost], dir[kHostToGuest],
+	       dir[kViaGuest]);
+	if (c.ambiguous || c.unmatched || c.same_machine)
+		printf(" (not used: %" PRIu64 " end(s) whose other end is not one (a key sent twice by one "
+		       "machine or received twice), %" PRIu64
+		       " send(s) or receive(s) without their other end, %" PRIu64 " within one machine)",
+		       c.ambiguous, c.unmatched, c.same_machine);
 	printf("\n");
 }
 
@@ -493,6 +529,7 @@ BySegment Align::by_segment(size_t g, const Follower &f) const
 			continue;
 		}
 		b.used++;
+		b.used_dir[dir_of(m)]++;
 		// A guest's send: the line passes below (x_s, y_r); a host's:
 		// above (x_r, y_s).
 		if (m.guest_sent)
@@ -631,6 +668,9 @@ void Align::report(size_t g, const Follower &f, const std::vector<clocksync::Seg
 	       "%zu kept the probes' map\n",
 	       t.arg.c_str(), t.link.c_str(), t.json_path.c_str(), b.total, traces[0].arg.c_str(), b.used,
 	       b.held, b.outside, refined, out.size(), kept);
+	printf("%s: used by direction: %" PRIu64 " guest to host, %" PRIu64 " host to guest, %" PRIu64
+	       " with another guest (its end at its probes' bound)\n",
+	       t.arg.c_str(), b.used_dir[kGuestToHost], b.used_dir[kHostToGuest], b.used_dir[kViaGuest]);
 	printf("%s: inverted: %" PRIu64 " of %" PRIu64
 	       " under the probes' map; under the refined map %" PRIu64 " of %" PRIu64 " used, %" PRIu64
 	       " of %" PRIu64 " held out; bound width at the messages (median) "

@@ -24,7 +24,20 @@ const char *state_name(uint32_t s)
 	return "?";
 }
 
-void print_session(const proto::SessionStatus &s)
+// Lines of text, each indented.
+void print_lines(const std::string &text, const char *indent)
+{
+	for (size_t b = 0, e; b < text.size(); b = e + 1) {
+		e = text.find('\n', b);
+		if (e == std::string::npos)
+			e = text.size();
+		printf("%s%s\n", indent, cli::escaped(text.substr(b, e - b)).c_str());
+	}
+}
+
+// links: whether to show the session's copy of the daemon's clock links
+// (a daemon before protocol version 10 sends them only there).
+void print_session(const proto::SessionStatus &s, bool links)
 {
 	const proto::ChannelConfig &c = s.channel;
 	printf("Session %s [%s], slot %u, owner uid %u\n", cli::escaped(s.name).c_str(), state_name(s.state),
@@ -60,21 +73,11 @@ void print_session(const proto::SessionStatus &s)
 		printf("  loss:     %s\n", cli::loss_summary(cli::trace_loss(s.output_dir)).c_str());
 	if (!s.problems.empty()) { // lines, each ending in \n
 		printf("  problems:\n");
-		for (size_t b = 0, e; b < s.problems.size(); b = e + 1) {
-			e = s.problems.find('\n', b);
-			if (e == std::string::npos)
-				e = s.problems.size();
-			printf("    %s\n", cli::escaped(s.problems.substr(b, e - b)).c_str());
-		}
+		print_lines(s.problems, "    ");
 	}
-	if (!s.clocks.empty()) { // the daemon's clock links (docs/clocks.md), lines
+	if (links && !s.clocks.empty()) { // the daemon's clock links (docs/clocks.md), lines
 		printf("  clocks:\n");
-		for (size_t b = 0, e; b < s.clocks.size(); b = e + 1) {
-			e = s.clocks.find('\n', b);
-			if (e == std::string::npos)
-				e = s.clocks.size();
-			printf("    %s\n", cli::escaped(s.clocks.substr(b, e - b)).c_str());
-		}
+		print_lines(s.clocks, "    ");
 	}
 }
 
@@ -97,9 +100,13 @@ int strata_cmd_status(int argc, char **argv)
 	proto::Message ans;
 	if (cli::query(cmd, cl, m, proto::Type::StatusReply, ans) != cli::kOk)
 		return cli::kFail;
-	const auto &ss = std::get<proto::StatusReply>(ans.body).sessions;
-	printf("strata-consumerd at %s: %zu session(s)\n", cl.path().c_str(), ss.size());
-	for (const proto::SessionStatus &s : ss)
-		print_session(s);
+	const proto::StatusReply &sr = std::get<proto::StatusReply>(ans.body);
+	printf("strata-consumerd at %s: %zu session(s)\n", cl.path().c_str(), sr.sessions.size());
+	if (!sr.clocks.empty()) { // the daemon's clock links (docs/clocks.md), with or without sessions
+		printf("clocks:\n");
+		print_lines(sr.clocks, "  ");
+	}
+	for (const proto::SessionStatus &s : sr.sessions)
+		print_session(s, sr.clocks.empty());
 	return cli::kOk;
 }

@@ -182,9 +182,9 @@ void Commands::do_status(Conn &c, const proto::Message &msg)
 	proto::StatusReply sr;
 	Answer err;
 	if (p_.sessions.status(c.caller(), std::get<proto::Status>(msg.body).session, sr, err)) {
-		const std::string clocks = p_.sync.status(); // the daemon's clock links, in every session's
+		sr.clocks = p_.sync.status(); // the daemon's clock links, also in every session's (version 9)
 		for (proto::SessionStatus &s : sr.sessions)
-			s.clocks = clocks;
+			s.clocks = sr.clocks;
 		p_.conns.send(c, msg.seq, sr);
 	} else
 		answer(c, msg.seq, err);

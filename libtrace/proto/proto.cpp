@@ -361,6 +361,8 @@ template <class A> void io(A &a, StatusReply &m)
 		a.check(s.slot < kMaxSlots, "status: slot out of range");
 		a.check(s.state <= 2, "status: unknown state");
 	});
+	if (a.version >= kDaemonClocksVersion)
+		a.str(m.clocks, kMaxText);
 }
 template <class A> void io(A &a, Reply &m)
 {

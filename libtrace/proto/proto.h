@@ -56,8 +56,11 @@ constexpr uint32_t kMagic = 0x4c435453u; // "STCL" little-endian
 // DESTROY once the processes applied them, so that a controller needs no
 // step of its own for what they write then (the pthread preload's counts).
 // Version 9 adds STATUS_REPLY's clock links (docs/clocks.md).
-constexpr uint16_t kVersion = 9;
+// Version 10 adds them once for the daemon, after the sessions, so that
+// `strata status` shows a daemon's links when it has no session.
+constexpr uint16_t kVersion = 10;
 constexpr uint16_t kClocksVersion = 9;
+constexpr uint16_t kDaemonClocksVersion = 10;
 constexpr uint16_t kStopsVersion = 8; // the daemon's stop waits for its processes
 constexpr uint16_t kAggVersion = 6;   // what aggregation sessions need
 constexpr uint16_t kMarksVersion = 7; // what the probe marks need
@@ -356,6 +359,8 @@ struct SessionStatus {
 constexpr uint32_t kMaxDeclared = 256;
 struct StatusReply {
 	std::vector<SessionStatus> sessions;
+	// Version 10: the daemon's clock links, as each session's clocks.
+	std::string clocks{};
 };
 struct Reply {
 	int32_t status = 0; // 0 ok, else a negative errno

@@ -702,8 +702,16 @@ TEST(Proto, CreateFlagsAndStatusJoinedAreVersion5)
 	st.joined = 3;
 	st.declared = {"demo:ints", "demo:mix"};
 	sr.sessions = {st};
+	sr.clocks = "clock link vm1 (reference for ...): correlated\n";
 	b = encode(Message{2, sr});
 	ASSERT_TRUE(decode(b.data(), b.size(), d));
+	EXPECT_EQ(std::get<StatusReply>(d.body).clocks, sr.clocks);
+	Message old{2, sr};
+	old.version = kClocksVersion; // a version-9 peer: no daemon-level links
+	std::vector<uint8_t> b9 = encode(old);
+	ASSERT_TRUE(decode(b9.data(), b9.size(), d));
+	EXPECT_TRUE(std::get<StatusReply>(d.body).clocks.empty());
+	sr.clocks.clear();
 	EXPECT_EQ(std::get<StatusReply>(d.body).sessions[0].joined, 3u);
 	EXPECT_EQ(std::get<StatusReply>(d.body).sessions[0].declared, st.declared);
 	sr.sessions[0].declared.assign(kMaxDeclared + 1, "p:e");

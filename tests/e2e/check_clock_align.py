@@ -20,6 +20,8 @@ k and from).  After the stop:
 * A second run changes no byte of the guest's trace (idempotent).
 * Bad matches are usage errors that say what is wrong: an unknown event, a
   key field the event lacks, a --match without three parts.
+* Replies that carry their request's id (SYNCPP_REPLY_ID=1), matched by k
+  alone: every message used, counted per direction.
 * On a copy, the events swapped (each receive taken for the send): every
   message contradicts the probes; the command says so per segment, exits 1,
   and the segment keeps the probes' map.
@@ -50,14 +52,15 @@ def align(strata, *args):
     return r.returncode, r.stdout, r.stderr
 
 
-def main():
-    strata, prog, work, consumerd, check = e2e_setup()
-    n = int(sys.argv[4]) if len(sys.argv) > 4 else 1000
-    base = clock_link_env()
+def record(check, strata, prog, consumerd, work, n, extra_env=None):
+    """Two linked daemons (host, guest) record a ping-pong of n messages
+    each way; returns the host's and the guest's trace directories."""
+    base = dict(clock_link_env(), **(extra_env or {}))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     envs, outs, daemons = {}, {}, {}
+    os.makedirs(work, exist_ok=True)
     for who in ("host", "guest"):
         sock = os.path.join(work, who + ".sock")
         envs[who] = dict(base, STRATA_CONSUMERD=consumerd, STRATA_CONSUMERD_SOCKET=sock,
@@ -69,6 +72,13 @@ def main():
                                    link + ["--sync-guest", "guest=listen:tcp:127.0.0.1:%d" % port])
     daemons["guest"] = start_daemon(consumerd, envs["guest"]["STRATA_CONSUMERD_SOCKET"], envs["guest"],
                                     link + ["--sync", "host=tcp:127.0.0.1:%d" % port])
+    # Before any session: `strata status` shows the daemon's links.
+    for who in ("host", "guest"):
+        st = []
+        wait_for(lambda: st.append(subprocess.run([strata, "status"], env=envs[who], capture_output=True,
+                                                  text=True, timeout=30).stdout) or
+                 ("0 session(s)\nclocks:\n  clock link " in st[-1] and "bound width" in st[-1]),
+                 "%s: strata status with no session to show the link's bound" % who, 30)
     for who in ("host", "guest"):
         for cmd in (["create", "S", "-o", outs[who]], ["enable-event", "S", "syncpp:*"], ["start", "S"]):
             r = subprocess.run([strata] + cmd, env=envs[who], capture_output=True, text=True, timeout=30)
@@ -83,6 +93,29 @@ def main():
         check(r.returncode == 0, who + ": strata stop")
     for who in ("host", "guest"):
         end_daemon(daemons[who], check)
+    return outs
+
+
+def request_reply(check, strata, prog, consumerd, work):
+    """Replies that carry their request's id (SYNCPP_REPLY_ID): matched by
+    k alone, each id names two messages, one per direction."""
+    n = 200
+    outs = record(check, strata, prog, consumerd, os.path.join(work, "rpc"), n, {"SYNCPP_REPLY_ID": "1"})
+    rc, out, err = align(strata, outs["host"], outs["guest"], "--match", "syncpp:send,syncpp:recv,k")
+    print(out.strip())
+    want = "%d message(s) between %s and its guest trace(s) matched by syncpp:send,syncpp:recv,k (by sender and " \
+        "key: %d guest to host, %d host to guest, 0 between two guests)\n" % (2 * n, outs["host"], n, n)
+    check(rc == 0 and want in out, "request and reply sharing an id: %d messages matched, %d each way, none "
+          "left unused (exit %d: %s)" % (2 * n, n, rc, (out + err).strip()[:300]))
+    check("used by direction: %d guest to host, %d host to guest, 0 with another guest" % (n, n) in out and
+          "under the refined map 0 of %d used" % (2 * n) in out,
+          "the report says per direction how many it used, and the refined map inverts none")
+
+
+def main():
+    strata, prog, work, consumerd, check = e2e_setup()
+    n = int(sys.argv[4]) if len(sys.argv) > 4 else 1000
+    outs = record(check, strata, prog, consumerd, work, n)
     gjson = os.path.join(outs["guest"], "clocks.json")
     if not check(os.path.exists(gjson), "the guest's clocks.json written"):
         check.finish()
@@ -183,6 +216,7 @@ def main():
               for s, o in zip(ssegs, old) if s.get("contradicting_messages")),
           "receives matched as sends contradict the probes: said per segment, exit 1, the probes' map kept (%s)" %
           err4.strip()[-300:])
+    request_reply(check, strata, prog, consumerd, work)
     check.finish()
 
 

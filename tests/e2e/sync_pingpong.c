@@ -17,7 +17,9 @@
  * receives 2k+1.  The server prints "half" on stdout after N/2 messages
  * and, with `pause`, reads a line from stdin there (the check pauses the
  * VM meanwhile).  SYNCPP_KBASE=B adds B to every k (two pairs in one
- * timeline).
+ * timeline).  SYNCPP_REPLY_ID=1 traces each reply with its request's k
+ * (request and reply share an id, as in most RPC protocols; `from` still
+ * tells them apart).
  */
 #define STRATA_DEFINE_PROVIDERS
 #include <strata/tracepoint.h>
@@ -147,6 +149,8 @@ int main(int argc, char **argv)
 	}
 	const char *kb = getenv("SYNCPP_KBASE");
 	const uint64_t base = kb ? strtoull(kb, NULL, 10) : 0;
+	const char *rid = getenv("SYNCPP_REPLY_ID");
+	const uint64_t reply = rid && !strcmp(rid, "1"); /* subtracted from a reply's k */
 	for (uint64_t i = 0; i < n; i++) {
 		v = 2 * i;
 		if (serve) {
@@ -164,13 +168,13 @@ int main(int argc, char **argv)
 						return 1;
 				}
 			}
-			strata_tracepoint(syncpp, send, base + v, 1);
+			strata_tracepoint(syncpp, send, base + v - reply, 1);
 			io_word(fd, &v, 1);
 		} else {
 			strata_tracepoint(syncpp, send, base + v, 0);
 			io_word(fd, &v, 1);
 			io_word(fd, &v, 0);
-			strata_tracepoint(syncpp, recv, base + v, 1);
+			strata_tracepoint(syncpp, recv, base + v - reply, 1);
 		}
 	}
 	printf("%s: %llu messages each way\n", argv[1], (unsigned long long)n);

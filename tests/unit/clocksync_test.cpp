@@ -9,6 +9,7 @@
  */
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -16,6 +17,7 @@
 
 #include "clock_map.h"
 #include "clocksync.h"
+#include "message_match.h"
 
 using namespace strata::clocksync;
 
@@ -741,3 +743,82 @@ TEST(KvmTsc, CheckedAgainstTheExchanges)
 }
 
 } // namespace
+
+// Traced messages matched by sender and key (message_match.h): a request
+// and its reply that share an id are two messages.
+namespace {
+using strata::clocksync::MatchCounts;
+using strata::clocksync::MatchedMessage;
+using strata::clocksync::MessageEnd;
+using strata::clocksync::MessageMatcher;
+
+MessageEnd at(size_t machine, int64_t ts)
+{
+	MessageEnd e;
+	e.machine = machine;
+	e.ts = ts;
+	return e;
+}
+
+// (sender, send ts, receiver, receive ts) of each message, sorted.
+std::vector<std::vector<int64_t>> summary(const std::vector<MatchedMessage> &mm)
+{
+	std::vector<std::vector<int64_t>> v;
+	for (const MatchedMessage &m : mm)
+		v.push_back({static_cast<int64_t>(m.send.machine), m.send.ts,
+			     static_cast<int64_t>(m.recv.machine), m.recv.ts});
+	std::sort(v.begin(), v.end());
+	return v;
+}
+} // namespace
+
+TEST(MessageMatch, RequestAndReplySharingAnIdAreTwoMessages)
+{
+	MessageMatcher mm;
+	for (int64_t id = 0; id < 3; id++) {
+		mm.add_send(std::to_string(id), at(0, 100 * id));      // host's request
+		mm.add_recv(std::to_string(id), at(1, 100 * id + 10)); // guest receives it
+		mm.add_send(std::to_string(id), at(1, 100 * id + 20)); // guest's reply, same id
+		mm.add_recv(std::to_string(id), at(0, 100 * id + 30)); // host receives it
+	}
+	MatchCounts c;
+	const auto v = summary(mm.match(&c));
+	ASSERT_EQ(v.size(), 6u);
+	EXPECT_EQ(v[0], (std::vector<int64_t>{0, 0, 1, 10}));
+	EXPECT_EQ(v[3], (std::vector<int64_t>{1, 20, 0, 30}));
+	EXPECT_EQ(c.ambiguous + c.unmatched + c.same_machine, 0u);
+}
+
+TEST(MessageMatch, GuestToGuestIsAMessage)
+{
+	MessageMatcher mm;
+	mm.add_send("k", at(1, 5));
+	mm.add_recv("k", at(2, 9));
+	MatchCounts c;
+	const auto v = summary(mm.match(&c));
+	ASSERT_EQ(v.size(), 1u);
+	EXPECT_EQ(v[0], (std::vector<int64_t>{1, 5, 2, 9}));
+}
+
+TEST(MessageMatch, WhatCannotBeOneMessageIsCountedNotUsed)
+{
+	MessageMatcher mm;
+	mm.add_send("twice", at(0, 1)); // one machine sends a key twice
+	mm.add_send("twice", at(0, 2));
+	mm.add_recv("twice", at(1, 3));
+	mm.add_send("bcast", at(0, 1)); // received on two other machines
+	mm.add_recv("bcast", at(1, 2));
+	mm.add_recv("bcast", at(2, 2));
+	mm.add_send("claim", at(1, 1)); // two senders, one receive
+	mm.add_send("claim", at(2, 1));
+	mm.add_recv("claim", at(0, 2));
+	mm.add_send("lost", at(0, 1));  // never received
+	mm.add_recv("stray", at(1, 1)); // never sent
+	mm.add_send("self", at(1, 1));  // within one machine
+	mm.add_recv("self", at(1, 2));
+	MatchCounts c;
+	EXPECT_TRUE(mm.match(&c).empty());
+	EXPECT_EQ(c.ambiguous, 2u + 1u + 2u);
+	EXPECT_EQ(c.unmatched, 2u);
+	EXPECT_EQ(c.same_machine, 1u);
+}
