@@ -105,7 +105,35 @@ struct Trace {
 	std::map<std::string, size_t> typed_by_name;
 	std::unordered_map<const MetaEvent *, ClassMap> classes;
 	std::unordered_map<const SubTrace *, SubText> sub_text;
+	// By stream index: where its bytes begin in the trace's streams laid
+	// end to end.  An event's rowid is its record's place there (stream
+	// base + packet offset + payload offset): the same in every scan,
+	// whatever window or filter the scan was given, so SQLite's
+	// MULTI-INDEX OR (a scan per term, rows told apart by rowid) sees a
+	// row twice only when it is the same row.
+	std::vector<int64_t> stream_base;
 };
+
+// Trace::stream_base: each stream's span ends past its last packet.
+std::vector<int64_t> stream_bases(const TraceReader &index)
+{
+	std::vector<int64_t> base(index.streams().size(), 0);
+	int64_t at = 1; // rowids from 1
+	for (const auto &s : index.streams()) {
+		base[s->index] = at;
+		uint64_t end = 0;
+		for (const PacketEntry &p : s->packets)
+			end = std::max(end, p.offset + p.size);
+		at += (int64_t)end + 1;
+	}
+	return base;
+}
+
+// An event's rowid (Trace::stream_base).
+inline int64_t event_rowid(const Trace &t, const TraceEvent &e)
+{
+	return t.stream_base[e.stream->index] + (int64_t)e.packet->offset + (int64_t)e.payload;
+}
 
 std::string quote_ident(const std::string &s)
 {
@@ -439,6 +467,7 @@ std::shared_ptr<Trace> get_trace(Registry *reg, const std::string &path, std::st
 		return nullptr;
 	}
 	build_typed(t.get());
+	t->stream_base = stream_bases(t->index);
 	reg->traces[path] = t;
 	return t;
 }
@@ -682,7 +711,11 @@ struct SliceRow {
 	Cell ts, ts_end, dur, object, caller;
 	const SubTrace *sub = nullptr;
 	int32_t tid = -1;
+	int64_t rowid = 0; // the ending event's rowid * 4 + the row's slot (SliceSlot)
 };
+
+// The slice rows one event can make, a slot each (the low bits of their rowids).
+enum SliceSlot : int { kSlotSyscall, kSlotWait, kSlotHeld, kSlotHold };
 
 enum : int {
 	kSlKind,
@@ -760,6 +793,7 @@ struct SliceState {
 		int64_t ts;
 		const SubTrace *sub;
 	};
+	const Trace *t = nullptr;
 	SliceParts parts;
 	unsigned kinds = kSlAll;
 	int64_t begin_max = INT64_MAX; // holds: no acquisition after this can make a row
@@ -815,9 +849,9 @@ struct SliceState {
 		const int h = host_ids.emplace(sub->hostname, (int)host_ids.size()).first->second;
 		return sub_ids[sub] = {p, h};
 	}
-	SliceRow &row(const char *kind, std::string_view name, const TraceEvent &e)
+	SliceRow &row(const char *kind, std::string_view name, const TraceEvent &e, SliceSlot slot)
 	{
-		SliceRow &r = next_row();
+		SliceRow &r = next_row(e, slot);
 		r.kind = kind;
 		r.name = name;
 		r.sub = &e.trace();
@@ -825,11 +859,12 @@ struct SliceState {
 		return r;
 	}
 
-	SliceRow &next_row()
+	SliceRow &next_row(const TraceEvent &e, SliceSlot slot)
 	{
 		if (nrows == rows.size())
 			rows.emplace_back();
 		SliceRow &r = rows[nrows++];
+		r.rowid = event_rowid(*t, e) * 4 + slot;
 		for (Cell *c : {&r.ts, &r.ts_end, &r.dur, &r.object, &r.caller}) {
 			c->type = Cell::Null;
 			c->s.clear();
@@ -881,7 +916,7 @@ struct SliceState {
 		const int64_t end =
 			a.has_next && a.npos < e.ns && (a.excl || a.nexcl) ? std::max(a.nat, a.a) : e.ns;
 		if (end <= end_max) {
-			SliceRow &r = next_row();
+			SliceRow &r = next_row(e, kSlotHold);
 			r.kind = "lock_hold";
 			r.name = a.name;
 			r.ts = cint(a.a);
@@ -910,7 +945,7 @@ struct SliceState {
 			const std::pair<int, int32_t> k{ids(&e.trace()).second, e.tid};
 			auto it = sys.find(k);
 			if (it != sys.end() && it->second.entry->exit_name == e.cls->full_name) {
-				SliceRow &r = row("syscall", it->second.entry->name, e);
+				SliceRow &r = row("syscall", it->second.entry->name, e, kSlotSyscall);
 				r.ts = cint(it->second.ts);
 				r.ts_end = cint(e.ns);
 				r.dur = cint(e.ns - it->second.ts);
@@ -933,7 +968,7 @@ struct SliceState {
 				SliceRow &r = row(sc.wait == kSlLockWait   ? "lock_wait"
 						  : sc.wait == kSlCondWait ? "cond_wait"
 									   : "monitor_wait",
-						  sc.name, e);
+						  sc.name, e, kSlotWait);
 				r.ts = cell_minus(e.ns, w);
 				r.ts_end = cint(e.ns);
 				r.dur = w;
@@ -945,7 +980,7 @@ struct SliceState {
 		}
 		if (held && !past) {
 			const Cell h = cell_of(fv[(size_t)sc.f_hold]);
-			SliceRow &r = row("lock_hold", sc.name, e);
+			SliceRow &r = row("lock_hold", sc.name, e, kSlotHeld);
 			r.ts = cell_minus(e.ns, h);
 			r.ts_end = cint(e.ns);
 			r.dur = h;
@@ -979,7 +1014,6 @@ struct Cur : sqlite3_vtab_cursor {
 	std::unique_ptr<TraceReader> r;
 	TraceMsg m;
 	bool eof = true;
-	int64_t rowid = 0;
 	int64_t lo = INT64_MIN, hi = INT64_MAX;
 	bool want_pid = false, want_tid = false;
 	bool filtered = false; // a window, want_pid or want_tid: checked per row
@@ -992,8 +1026,10 @@ struct Cur : sqlite3_vtab_cursor {
 	const SubTrace *tsub = nullptr;                          // the sub-trace last looked up
 	const SubText *tsub_text = nullptr;                      // and its names
 	std::string json;                                        // the fields column's text
-	// Small tables; sched's rows ready to be read.
+	// Small tables; sched's rows ready to be read (and their rowids: the
+	// rowid of the switch that began the slice).
 	std::vector<std::vector<Cell>> rows;
+	std::vector<int64_t> row_ids;
 	size_t ri = 0;
 	uint64_t bytes_before = 0;
 	// sched: each CPU's slice begun and not yet ended; what each class
@@ -1005,6 +1041,7 @@ struct Cur : sqlite3_vtab_cursor {
 		std::string comm;
 		Cell pid;
 		int64_t wake = INT64_MIN; // none
+		int64_t rowid = 0;        // of the switch that began it
 	};
 	struct SchedClass {
 		enum { None, Switch, Wake, Fork } kind = None;
@@ -1137,6 +1174,17 @@ bool event_table(const Vtab *v)
 	return v->kind == Kind::Events || v->kind == Kind::Typed;
 }
 
+// Whether a text constraint i may be pushed down, matched byte for byte:
+// when it compares as BINARY (`kind = 'LOCK_WAIT' COLLATE NOCASE` is left
+// to SQLite), and is not an IN: SQLite makes `kind = 'X' COLLATE NOCASE OR
+// kind = 'y'` an IN that it then checks as BINARY in place of the OR
+// (SQLite 3.40), a wrong answer that leaving the IN to it avoids.
+bool text_pushdown(sqlite3_index_info *info, int i)
+{
+	const char *coll = sqlite3_vtab_collation(info, i);
+	return (!coll || sqlite3_stricmp(coll, "BINARY") == 0) && !sqlite3_vtab_in(info, i, -1);
+}
+
 // idxStr: one letter per argument: a ts=, b ts>, c ts>=, d ts<, e ts<=, p pid=, t tid=.
 int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 {
@@ -1171,7 +1219,8 @@ int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 				default:
 					break;
 				}
-			} else if (c.op == SQLITE_INDEX_CONSTRAINT_EQ) {
+			} else if (c.op == SQLITE_INDEX_CONSTRAINT_EQ &&
+				   (c.iColumn != kSlKind || text_pushdown(info, i))) {
 				op = c.iColumn == kSlKind  ? 'k'
 				     : c.iColumn == kSlPid ? 'p'
 				     : c.iColumn == kSlTid ? 't'
@@ -1325,7 +1374,6 @@ __attribute__((always_inline)) inline void next_event(Cur *cur, Vtab *v)
 		if (e.cls != cur->cm_cls && !take_class(cur, v, e.cls))
 			continue; // a stream is mostly runs of one class: one compare
 		cur->decoded = 0;
-		cur->rowid++;
 		return;
 	}
 }
@@ -1461,6 +1509,7 @@ Cell sched_pid(Cur *cur, const SubTrace *sub, int64_t tid, int64_t ns)
 // it on a CPU takes it: wake_ts, and wake_latency = ts - wake_ts.
 void sched_advance(Cur *cur, Vtab *v)
 {
+	cur->row_ids.clear();
 	while (cur->rows.empty()) {
 		if (cur->sched_done) {
 			cur->eof = true;
@@ -1475,6 +1524,7 @@ void sched_advance(Cur *cur, Vtab *v)
 						     Cell(), Cell(),
 						     r.wake == INT64_MIN ? Cell() : cint(r.wake),
 						     r.wake == INT64_MIN ? Cell() : cint(r.ts - r.wake)});
+				cur->row_ids.push_back(r.rowid);
 			}
 			cur->running.clear();
 			cur->sched_done = true;
@@ -1523,12 +1573,18 @@ void sched_advance(Cur *cur, Vtab *v)
 					     prev == r.tid ? cint(val(1)) : Cell(), cint(next),
 					     ctext(next_comm), r.wake == INT64_MIN ? Cell() : cint(r.wake),
 					     r.wake == INT64_MIN ? Cell() : cint(r.ts - r.wake)});
+			cur->row_ids.push_back(r.rowid);
 			if (e.ns > cur->hi)
 				cur->running.erase(run);
 		}
 		if (e.ns <= cur->hi)
-			cur->running[{sub, e.cpu}] = Cur::Running{
-				e.ns, next, val(4), next_comm, sched_pid(cur, sub, next, e.ns), wake};
+			cur->running[{sub, e.cpu}] = Cur::Running{e.ns,
+								  next,
+								  val(4),
+								  next_comm,
+								  sched_pid(cur, sub, next, e.ns),
+								  wake,
+								  event_rowid(*v->t, e)};
 		else if (cur->running.empty())
 			cur->sched_done = true; // every slice begun by the bound has ended
 	}
@@ -1559,6 +1615,7 @@ void slices_start(Cur *cur, Vtab *v, unsigned kinds, int64_t elo, int64_t ehi)
 {
 	cur->sl = std::make_unique<SliceState>();
 	SliceState &s = *cur->sl;
+	s.t = v->t.get();
 	s.parts = slice_parts(*v->t);
 	s.kinds = kinds;
 	s.begin_max = std::min(cur->hi, ehi);
@@ -1860,6 +1917,21 @@ void fill_lost(Cur *cur, Vtab *v)
 	v->reg->bytes += r.stats().bytes;
 }
 
+// slices: the kind `kind = a` selects (none for a value that names none).
+unsigned slice_kinds_of(sqlite3_value *a)
+{
+	if (sqlite3_value_type(a) != SQLITE_TEXT)
+		return 0; // a number never equals a kind (the column's TEXT affinity makes it text)
+	const unsigned char *k = sqlite3_value_text(a);
+	const std::string ks = k ? (const char *)k : "";
+	return ks == "lock_wait"      ? kSlLockWait
+	       : ks == "cond_wait"    ? kSlCondWait
+	       : ks == "lock_hold"    ? kSlLockHold
+	       : ks == "monitor_wait" ? kSlMonitorWait
+	       : ks == "syscall"      ? kSlSyscall
+				      : 0u;
+}
+
 int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sqlite3_value **argv)
 {
 	auto *cur = static_cast<Cur *>(c);
@@ -1869,7 +1941,7 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 	cur->r.reset();
 	cur->rows.clear();
 	cur->ri = 0;
-	cur->rowid = 0;
+	cur->row_ids.clear();
 	cur->eof = false;
 	cur->cm = nullptr;
 	cur->cm_cls = cur->other_cls = nullptr;
@@ -1894,15 +1966,7 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 	for (int i = 0; i < argc && idx && idx[i]; i++) {
 		sqlite3_value *a = argv[i];
 		if (idx[i] == 'k') {
-			const unsigned char *k = sqlite3_value_text(a);
-			const std::string ks =
-				k && sqlite3_value_type(a) == SQLITE_TEXT ? (const char *)k : "";
-			kinds &= ks == "lock_wait"      ? kSlLockWait
-				 : ks == "cond_wait"    ? kSlCondWait
-				 : ks == "lock_hold"    ? kSlLockHold
-				 : ks == "monitor_wait" ? kSlMonitorWait
-				 : ks == "syscall"      ? kSlSyscall
-							: 0u;
+			kinds &= slice_kinds_of(a);
 			continue;
 		}
 		int64_t &lo = idx[i] >= 'f' && idx[i] <= 'j' ? elo : cur->lo;
@@ -2012,13 +2076,11 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 __attribute__((noinline)) int next_other(Cur *cur, Vtab *v)
 {
 	if (v->kind == Kind::Slices) {
-		cur->rowid++;
 		if (++cur->sl->ri >= cur->sl->nrows)
 			slices_advance(cur, v);
 		return SQLITE_OK;
 	}
 	if (v->kind == Kind::Sched) {
-		cur->rowid++;
 		if (++cur->ri >= cur->rows.size()) {
 			cur->rows.clear();
 			cur->ri = 0;
@@ -2224,9 +2286,16 @@ int x_rowid(sqlite3_vtab_cursor *c, sqlite3_int64 *out)
 {
 	auto *cur = static_cast<Cur *>(c);
 	const auto *v = static_cast<Vtab *>(c->pVtab);
-	*out = event_table(v) || v->kind == Kind::Sched || v->kind == Kind::Slices
-		       ? cur->rowid
-		       : (sqlite3_int64)cur->ri + 1;
+	// A rowid names a row the same way in every scan (Trace::stream_base):
+	// the small tables are made whole, in one order, by every scan.
+	if (event_table(v))
+		*out = event_rowid(*v->t, *cur->m.event);
+	else if (v->kind == Kind::Slices)
+		*out = cur->sl->rows[cur->sl->ri].rowid;
+	else if (v->kind == Kind::Sched)
+		*out = cur->row_ids[cur->ri];
+	else
+		*out = (sqlite3_int64)cur->ri + 1;
 	return SQLITE_OK;
 }
 
