@@ -15,6 +15,7 @@
 
 #include "json_writer.h"
 #include "trace_reader.h"
+#include "u64_aggregates.h"
 
 namespace strata {
 namespace query {
@@ -2433,6 +2434,8 @@ int register_strata(sqlite3 *db)
 	if (rc == SQLITE_OK)
 		rc = sqlite3_create_function_v2(db, "strata_open", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY,
 						nullptr, f_open, nullptr, nullptr, nullptr);
+	if (rc == SQLITE_OK)
+		rc = register_u64_aggregates(db);
 	return rc;
 }
 

@@ -19,6 +19,7 @@ demo trace (every query exits 0 or 1, in bounded time).
 import csv
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -280,6 +281,37 @@ class RawStr(str):
         return RAW_MSG
 
 
+def u64_checks(strata, trace):
+    """u64_sum, u64_min, u64_max exact past INT64_MAX; CSV and JSON REALs read
+    back as the same doubles."""
+    rows, _ = q(strata, trace, 'SELECT x64 FROM "demo:ints"')
+    xs = [int(r[0]) for r in rows[1:]] if rows else []
+    got, _ = q(strata, trace, 'SELECT u64_sum(x64), u64_min(x64), u64_max(x64), typeof(u64_sum(x64)) '
+               'FROM "demo:ints"')
+    check(xs and max(xs) > 2 ** 63 and got and got[1] == [str(sum(xs)), str(min(xs)), str(max(xs)), "text"],
+          "u64_sum, u64_min and u64_max of a u64 column past INT64_MAX are exact (%r, of %r)" % (got, xs))
+    got, _ = q(strata, trace, "SELECT u64_sum(v), u64_max(v), typeof(u64_min(v)) FROM (SELECT "
+               "'18446744073709551615' AS v UNION ALL SELECT '18446744073709551615' UNION ALL SELECT 7)")
+    check(got and got[1] == ["36893488147419103237", "18446744073709551615", "integer"],
+          "u64_sum past 2^64 exact; a result that fits INT64 is an INTEGER (%r)" % got)
+    r = run([strata, "query", trace, "SELECT u64_sum(v) FROM (SELECT 5 AS v UNION ALL SELECT -1)"])
+    check(r.returncode == 1 and "u64_sum: -1 is not an unsigned 64-bit integer" in r.stderr,
+          "u64_sum of a negative value is an error naming it (%r)" % r.stderr)
+    reals = [1.7976931348623157e308, -0.0, 0.1 + 0.2, float("inf"), float("-inf"), 5e-324, 1.0, 1e20]
+    sql = "SELECT 1.7976931348623157e308, -0.0, 0.1 + 0.2, 1e999, -1e999, 5e-324, 1.0, 1e20"
+    rows, _ = q(strata, trace, sql)
+    csv_back = [float(v) for v in rows[1]] if rows else []
+    r = run([strata, "query", "--json", trace, sql])
+    json_back = list(json.loads(r.stdout)[0].values()) if r.returncode == 0 else []
+    for what, back in (("CSV", csv_back), ("JSON", json_back)):
+        check(len(back) == len(reals) and all(x == y and math.copysign(1, x) == math.copysign(1, y)
+                                               and type(y) is float for x, y in zip(reals, back)),
+              "%s REALs read back as the same doubles, -0.0 and the infinities too (%r)" % (what, back))
+    check(rows and rows[1][3:5] == ["Inf", "-Inf"] and rows[1][6] == "1.0" and '"a":' not in r.stdout
+          and "1e999" in r.stdout, "infinities are Inf in CSV, 1e999 in JSON; 1.0 keeps its point (%r)"
+          % (rows and rows[1]))
+
+
 def fixture_checks(strata, work):
     import demo_oracle
     import make_fixture_trace
@@ -309,6 +341,7 @@ def fixture_checks(strata, work):
         check(False, "--json output parses (%s: %r)" % (e, r.stdout[:300]))
     rows, _ = q(strata, trace, 'SELECT x64 FROM "demo:ints" ORDER BY ts LIMIT 1')
     check(rows and rows[1][0] == str(0xdead000000000000), "u64 0xdead000000000000 exact (%r)" % rows)
+    u64_checks(strata, trace)
     rows, _ = q(strata, trace, "SELECT kind, count FROM lost ORDER BY ts")
     check(rows and rows[1:] == [["events", "5"], ["packets", "2"]], "lost: 5 events, then 2 packets (%r)" % rows)
     # A damaged copy: answers from the rest, says what it skipped.
