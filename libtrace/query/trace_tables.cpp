@@ -1067,7 +1067,7 @@ struct Cur : sqlite3_vtab_cursor {
 };
 
 const char *const kLostDecl =
-	"CREATE TABLE x(ts INTEGER, ts_end INTEGER, machine TEXT, pid INTEGER, process TEXT, "
+	"CREATE TABLE x(ts INTEGER, ts_end INTEGER, machine TEXT, pid INTEGER, process TEXT, tid INTEGER, "
 	"stream TEXT, kind TEXT, count INTEGER, bytes INTEGER, why TEXT)";
 const char *const kProcDecl = "CREATE TABLE x(machine TEXT, pid INTEGER, process TEXT, domain TEXT, "
 			      "ts INTEGER, ts_end INTEGER, streams INTEGER, packets INTEGER, bytes "
@@ -1877,6 +1877,78 @@ void fill_threads(Cur *cur, Vtab *v)
 	}
 }
 
+// The thread a lost row belongs to, when the stream says it: a COMPACT
+// owned lane's packets name their thread; the one every packet of the
+// stream names, the packet holding byte `at`, or the same thread in the
+// packets on both sides of it; else -1.
+int64_t lost_tid(const StreamInfo *s, uint64_t at)
+{
+	if (!s || s->shared || s->packets.empty() || s->trace->meta.record_format != STRATA_REC_COMPACT)
+		return -1;
+	const PacketEntry *before = nullptr, *after = nullptr;
+	bool one = true;
+	for (const PacketEntry &p : s->packets) {
+		one &= p.vtid == s->packets[0].vtid;
+		if (at >= p.offset && at - p.offset < p.size)
+			return p.vtid;
+		if (p.offset < at)
+			before = &p;
+		else if (!after)
+			after = &p;
+	}
+	if (one)
+		return s->packets[0].vtid;
+	return before && after && before->vtid == after->vtid ? before->vtid : -1;
+}
+
+// A lost row's owner: machine, pid, process, tid, stream (NULLs for what is
+// not known).
+void lost_owner(std::vector<Cell> *row, const SubTrace *sub, const StreamInfo *s, uint64_t at,
+		const std::string &file)
+{
+	row->push_back(sub ? ctext(sub->hostname) : Cell());
+	row->push_back(sub && !sub->kernel ? cint(sub->vpid) : Cell());
+	row->push_back(sub && !sub->kernel ? ctext(sub->procname) : Cell());
+	const int64_t tid = lost_tid(s, at);
+	row->push_back(tid >= 0 ? cint(tid) : Cell());
+	row->push_back(ctext(file));
+}
+
+// The stream or sub-trace a damaged file belongs to (the index's damage
+// comes without its stream): the stream of that path, else the sub-trace
+// of its directory.
+void damage_owner(const TraceReader &index, const std::string &file, const StreamInfo **s,
+		  const SubTrace **sub)
+{
+	for (const auto &st : index.streams())
+		if (st->path == file) {
+			*s = st.get();
+			*sub = st->trace;
+			return;
+		}
+	const std::string dir = file.substr(0, file.rfind('/') == std::string::npos ? 0 : file.rfind('/'));
+	for (const auto &t : index.traces())
+		if (t->dir == dir)
+			*sub = t.get();
+}
+
+// The time span of a damaged span found by the index (it has none of its
+// own: its bytes are the damaged ones): from the end of the stream's last
+// good packet before it to the beginning of its first after it (NULL at
+// the file's start or end).
+void damage_span(std::vector<Cell> *row, const StreamInfo *s, const TraceDamage &d)
+{
+	const PacketEntry *before = nullptr, *after = nullptr;
+	for (const PacketEntry &p : s ? s->packets : std::vector<PacketEntry>()) {
+		if (p.offset + p.size <= d.offset)
+			before = &p;
+		else if (!after && p.offset >= d.offset + d.bytes)
+			after = &p;
+	}
+	row->push_back(before ? cint(s->trace->meta.ns_from_origin(before->ts_end)) : Cell());
+	row->push_back(after ? cint(s->trace->meta.ns_from_origin(after->ts_begin)) : Cell());
+}
+
 void fill_lost(Cur *cur, Vtab *v)
 {
 	TraceReader r;
@@ -1889,29 +1961,26 @@ void fill_lost(Cur *cur, Vtab *v)
 		if (m.kind == TraceMsgKind::Damage) {
 			const TraceDamage &d = *m.damage;
 			note_damage(v->reg, damage_line(d));
-			const bool timed = m.stream != nullptr;
-			row = {timed ? cint(m.begin_ns) : Cell(), timed ? cint(m.end_ns) : Cell()};
-			const SubTrace *sub = m.stream ? m.stream->trace : nullptr;
-			row.push_back(sub ? ctext(sub->hostname) : Cell());
-			row.push_back(sub && !sub->kernel ? cint(sub->vpid) : Cell());
-			row.push_back(sub && !sub->kernel ? ctext(sub->procname) : Cell());
-			row.push_back(ctext(d.file));
+			const StreamInfo *s = m.stream;
+			const SubTrace *sub = s ? s->trace : nullptr;
+			if (s) {
+				row = {cint(m.begin_ns), cint(m.end_ns)};
+			} else {
+				damage_owner(v->t->index, d.file, &s, &sub);
+				damage_span(&row, s, d);
+			}
+			lost_owner(&row, sub, s, d.offset, d.file);
 			row.push_back(ctext("damage"));
 			row.push_back(Cell());
 			row.push_back(cint((int64_t)d.bytes));
 			row.push_back(ctext("at byte " + std::to_string(d.offset) + ": " + d.why));
 		} else {
-			const SubTrace *sub = m.stream->trace;
-			row = {cint(m.begin_ns),
-			       cint(m.end_ns),
-			       ctext(sub->hostname),
-			       sub->kernel ? Cell() : cint(sub->vpid),
-			       sub->kernel ? Cell() : ctext(sub->procname),
-			       ctext(m.stream->path),
-			       ctext(m.kind == TraceMsgKind::DiscardedEvents ? "events" : "packets"),
-			       cint((int64_t)m.count),
-			       Cell(),
-			       Cell()};
+			row = {cint(m.begin_ns), cint(m.end_ns)};
+			lost_owner(&row, m.stream->trace, m.stream, UINT64_MAX, m.stream->path);
+			row.push_back(ctext(m.kind == TraceMsgKind::DiscardedEvents ? "events" : "packets"));
+			row.push_back(cint((int64_t)m.count));
+			row.push_back(Cell());
+			row.push_back(Cell());
 		}
 		cur->rows.push_back(std::move(row));
 	}

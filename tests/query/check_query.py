@@ -12,7 +12,9 @@ and sum of fields, every field of every event (typed tables and the JSON
 column), a time window (and that it reads fewer bytes), pid and tid
 filters, begin/end pairs (slices), the SQL of docs/query.md that gives
 `strata analyze mutex`'s figures (equal to its JSON), the lost table, bad
-SQL (its position), a damaged trace (answers, and says what it skipped),
+SQL (its position), a damaged trace (answers, says what it skipped, and
+its `lost` rows name the machine, process, thread and stream), exact u64
+aggregates and REALs that read back exactly from CSV and JSON,
 and the extension loaded by Python's sqlite3; and 30 mutated copies of the
 demo trace (every query exits 0 or 1, in bounded time).
 """
@@ -360,6 +362,10 @@ def fixture_checks(strata, work):
     check(r.returncode == 0 and r.stdout.splitlines()[1:] == ["4"] and "skipped: damaged" in r.stderr
           and "channel0_0" in r.stderr, "a damaged trace answers from the rest and says what it skipped "
           "(%r, %r)" % (r.stdout, r.stderr))
+    rows, _ = q(strata, bad, "SELECT pid, process, stream, ts, ts_end, bytes FROM lost WHERE kind = 'damage'")
+    third = data.find(b"\xc1\x1f\xfc\xc1", second + 1)
+    check(rows and rows[1:] == [["4242", "fixture", stream, "1000000200", "3000000000", str(third - second)]],
+          "the damaged span's lost row names its process and stream, between the packets around it (%r)" % rows)
     # Bad SQL: SQLite's message and where.
     r = run([strata, "query", trace, "SELECT count(*) FROM events\nWHERE ts >> AND 1"])
     check(r.returncode == 1 and "syntax error" in r.stderr and "line 2, column" in r.stderr,
@@ -373,6 +379,36 @@ def fixture_checks(strata, work):
                        capture_output=True, text=True, timeout=60)
     check(r.returncode == 0 and "demo:mix" in r.stdout and re.search(r"\n *5\n", r.stdout),
           "the shell reads statements ending in ';' and .tables (%r)" % r.stdout)
+
+
+def lost_owner_checks(strata, trace, work):
+    """A packet damaged in the middle of one thread's stream: its `lost` row
+    names the machine, process, thread and stream it belongs to, and the
+    good packets around it bound its time.  The thread's oracle: the one
+    whose events the damage took away."""
+    bad = os.path.join(work, "demo-damaged")
+    shutil.rmtree(bad, ignore_errors=True)
+    shutil.copytree(trace, bad)
+    streams = sorted(os.path.join(r, f) for r, _, fs in os.walk(bad) for f in fs if f.startswith("channel"))
+    stream = max(streams, key=os.path.getsize)
+    with open(stream, "r+b") as f:
+        data = f.read()
+        at = [i for i in range(len(data) - 3) if data[i:i + 4] == b"\xc1\x1f\xfc\xc1"]
+        check(len(at) >= 3, "the demo's largest stream has 3 packets or more (%d)" % len(at))
+        if len(at) < 3:
+            return
+        f.seek(at[len(at) // 2])
+        f.write(b"\0\0\0\0")
+    count = "SELECT tid, count(*) FROM events GROUP BY tid"
+    before, _ = q(strata, trace, count)
+    after, _ = q(strata, bad, count)
+    lessened = sorted(set(map(tuple, before[1:])) - set(map(tuple, after[1:]))) if before and after else []
+    rows, _ = q(strata, bad, "SELECT machine, pid, process, tid, stream, ts < ts_end FROM lost WHERE kind = 'damage'")
+    procs, _ = q(strata, trace, "SELECT machine, pid, process FROM processes")
+    check(len(lessened) == 1 and rows and len(rows) == 2 and procs
+          and rows[1] == procs[1] + [lessened[0][0], stream, "1"],
+          "a damaged packet's lost row names its machine, pid, process, thread and stream, its time "
+          "bounded by the packets around it (%r, lessened %r)" % (rows, lessened))
 
 
 def opt_int(s):
@@ -644,6 +680,7 @@ def main():
         evs = demo_checks(strata, demo_trace)
         extension_checks(ext, demo_trace, evs)
         mutation_checks(strata, demo_trace, work)
+        lost_owner_checks(strata, demo_trace, work)
     shared_trace = os.path.join(work, "shared")
     if record(strata, shared_trace, ["--blocking", "--lanes", "1", "--", demo, "--threads", "3", "--events", "200"],
               env):
