@@ -98,6 +98,16 @@ std::vector<int64_t> scalar_offsets(const EventInfo &info, bool wide)
 	return off;
 }
 
+// What the planner is told (x_best_index): sizes from the packet index,
+// all a trace knows before it is read; records at kRecordBytes each (the
+// mean of Strata's traces lies between 20 and 60).
+struct Sizes {
+	double events = 1, kernel_events = 1, shared_events = 0; // records
+	double packets = 1, processes = 1, threads = 1, classes = 1, lost = 1;
+	int64_t t0 = 0, t1 = 0; // the first packet's beginning, the last one's end
+};
+constexpr double kRecordBytes = 32;
+
 // One opened trace, shared by the tables of its path.
 struct Trace {
 	std::string path;
@@ -113,6 +123,7 @@ struct Trace {
 	// MULTI-INDEX OR (a scan per term, rows told apart by rowid) sees a
 	// row twice only when it is the same row.
 	std::vector<int64_t> stream_base;
+	Sizes sizes;
 };
 
 // Trace::stream_base: each stream's span ends past its last packet.
@@ -128,6 +139,39 @@ std::vector<int64_t> stream_bases(const TraceReader &index)
 		at += (int64_t)end + 1;
 	}
 	return base;
+}
+
+Sizes trace_sizes(const Trace &t)
+{
+	Sizes z;
+	std::set<std::pair<const SubTrace *, int32_t>> threads;
+	double events = 0, kernel = 0, shared = 0, packets = 0, lost = 1;
+	int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+	for (const auto &s : t.index.streams()) {
+		for (const PacketEntry &p : s->packets) {
+			const double n = (double)(p.content > 88 ? p.content - 88 : 0) / kRecordBytes;
+			events += n;
+			kernel += s->trace->kernel ? n : 0;
+			shared += s->shared ? n : 0;
+			packets++;
+			lost += p.discarded != 0;
+			if (p.vtid >= 0)
+				threads.insert({&whole_of(*s->trace), p.vtid});
+			t0 = std::min(t0, s->trace->meta.ns_from_origin(p.ts_begin));
+			t1 = std::max(t1, s->trace->meta.ns_from_origin(p.ts_end));
+		}
+	}
+	z.events = std::max(1.0, events);
+	z.kernel_events = std::max(1.0, kernel);
+	z.shared_events = shared;
+	z.packets = std::max(1.0, packets);
+	z.processes = std::max<double>(1, (double)t.index.traces().size());
+	z.threads = std::max<double>(1, (double)threads.size());
+	z.classes = std::max<double>(1, (double)t.typed.size());
+	z.lost = lost;
+	z.t0 = t0 <= t1 ? t0 : 0;
+	z.t1 = t0 <= t1 ? t1 : 0;
+	return z;
 }
 
 // An event's rowid (Trace::stream_base).
@@ -469,6 +513,7 @@ std::shared_ptr<Trace> get_trace(Registry *reg, const std::string &path, std::st
 	}
 	build_typed(t.get());
 	t->stream_base = stream_bases(t->index);
+	t->sizes = trace_sizes(*t);
 	reg->traces[path] = t;
 	return t;
 }
@@ -1186,107 +1231,136 @@ bool text_pushdown(sqlite3_index_info *info, int i)
 	return (!coll || sqlite3_stricmp(coll, "BINARY") == 0) && !sqlite3_vtab_in(info, i, -1);
 }
 
-// idxStr: one letter per argument: a ts=, b ts>, c ts>=, d ts<, e ts<=, p pid=, t tid=.
+// A ts (or ts_end) constraint's letter from `base` (a: =, b: >, c: >=,
+// d: <, e: <=), or 0.
+char bound_op(unsigned char op, char base)
+{
+	switch (op) {
+	case SQLITE_INDEX_CONSTRAINT_EQ:
+		return base;
+	case SQLITE_INDEX_CONSTRAINT_GT:
+		return (char)(base + 1);
+	case SQLITE_INDEX_CONSTRAINT_GE:
+		return (char)(base + 2);
+	case SQLITE_INDEX_CONSTRAINT_LT:
+		return (char)(base + 3);
+	case SQLITE_INDEX_CONSTRAINT_LE:
+		return (char)(base + 4);
+	default:
+		return 0;
+	}
+}
+
+// The letter of usable constraint i as the table pushes it down (0: left
+// to SQLite).  Event tables and sched: a-e on ts, p pid =, t tid = (not
+// sched); slices: a-e on ts, f-j on ts_end, k kind =, p pid =, t tid =.
+char pushed_op(const Vtab *v, sqlite3_index_info *info, int i)
+{
+	const auto &c = info->aConstraint[i];
+	const bool eq = c.op == SQLITE_INDEX_CONSTRAINT_EQ;
+	if (v->kind == Kind::Slices) {
+		if (c.iColumn == kSlTs || c.iColumn == kSlTsEnd)
+			return bound_op(c.op, c.iColumn == kSlTs ? 'a' : 'f');
+		if (eq && c.iColumn == kSlKind && text_pushdown(info, i))
+			return 'k';
+		return eq && c.iColumn == kSlPid ? 'p' : eq && c.iColumn == kSlTid ? 't' : 0;
+	}
+	if (!event_table(v) && v->kind != Kind::Sched)
+		return 0;
+	if (c.iColumn == kTs)
+		return bound_op(c.op, 'a');
+	if (!event_table(v))
+		return 0; // sched: ts bounds only
+	return eq && c.iColumn == kPid ? 'p' : eq && c.iColumn == kTid ? 't' : 0;
+}
+
+// The rows a scan of the table gives before any constraint, and what
+// making them costs (x_filter reads the index whole, lost the trace whole).
+std::pair<double, double> table_size(const Vtab *v)
+{
+	const Sizes &z = v->t->sizes;
+	switch (v->kind) {
+	case Kind::Events:
+		return {z.events, z.events};
+	case Kind::Typed:
+		return {z.events / z.classes, z.events};
+	case Kind::Sched:
+		return {z.kernel_events / 2, z.kernel_events};
+	case Kind::Slices:
+		return {z.events / 4, z.events};
+	case Kind::Processes:
+		return {z.processes, z.packets};
+	case Kind::Threads:
+		return {z.threads, z.packets + z.shared_events};
+	default:
+		return {z.lost, z.events};
+	}
+}
+
+// The rows and the cost of a scan with the constraints pushed down
+// (ops[k] the letter of constraint used[k]): a ts window whose bounds
+// SQLite knows already (constants) keeps its share of the trace's span,
+// one it does not (a join's) a quarter per bound; pid = a process's share,
+// tid = a thread's, kind = a fifth.
+std::pair<double, double> estimate(const Vtab *v, sqlite3_index_info *info, const std::string &ops,
+				   const std::vector<int> &used)
+{
+	const Sizes &z = v->t->sizes;
+	auto [rows, cost] = table_size(v);
+	double lo = (double)z.t0, hi = (double)z.t1, part = 1;
+	for (size_t k = 0; k < ops.size(); k++) {
+		const char op = ops[k] >= 'f' && ops[k] <= 'j' ? (char)(ops[k] - 5) : ops[k];
+		sqlite3_value *rhs = nullptr;
+		const bool known = op >= 'a' && op <= 'e' &&
+				   sqlite3_vtab_rhs_value(info, used[k], &rhs) == SQLITE_OK && rhs &&
+				   (sqlite3_value_numeric_type(rhs) == SQLITE_INTEGER ||
+				    sqlite3_value_numeric_type(rhs) == SQLITE_FLOAT);
+		const double x = known ? sqlite3_value_double(rhs) : 0;
+		if (op == 'a')
+			part /= std::max(1.0, rows / 2); // a time held by an event or two
+		else if (known && (op == 'b' || op == 'c'))
+			lo = std::max(lo, x);
+		else if (known)
+			hi = std::min(hi, x);
+		else
+			part /= op == 'p' ? z.processes : op == 't' ? z.threads : op == 'k' ? 5 : 4;
+	}
+	const double span = std::max(1.0, (double)z.t1 - (double)z.t0);
+	part *= hi < lo ? 0 : std::min(1.0, (hi - lo + 1) / span);
+	const double got = std::max(1.0, rows * part);
+	const bool reads = event_table(v) || v->kind == Kind::Sched || v->kind == Kind::Slices;
+	return {got, reads ? z.packets / 16 + cost * std::max(part, 1.0 / std::max(1.0, rows)) : cost};
+}
+
+// idxStr: one letter per argument (pushed_op).  Every constraint is
+// checked again by SQLite (omit 0): the bounds may be REAL, a pushdown is
+// a superset.  Rows come in ts order from the event tables (one scan:
+// SQLite sorts itself when an IN makes several); sched's and slices' as
+// they end.
 int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 {
 	const auto *v = static_cast<Vtab *>(vt);
 	std::string ops;
-	double cost = 1e6;
-	if (v->kind == Kind::Slices) {
-		// a-e: ts as below; f-j: ts_end likewise; k: kind =; p: pid =; t: tid =.
-		for (int i = 0; i < info->nConstraint; i++) {
-			const auto &c = info->aConstraint[i];
-			if (!c.usable)
-				continue;
-			char op = 0;
-			if (c.iColumn == kSlTs || c.iColumn == kSlTsEnd) {
-				const char base = c.iColumn == kSlTs ? 'a' : 'f';
-				switch (c.op) {
-				case SQLITE_INDEX_CONSTRAINT_EQ:
-					op = base;
-					break;
-				case SQLITE_INDEX_CONSTRAINT_GT:
-					op = (char)(base + 1);
-					break;
-				case SQLITE_INDEX_CONSTRAINT_GE:
-					op = (char)(base + 2);
-					break;
-				case SQLITE_INDEX_CONSTRAINT_LT:
-					op = (char)(base + 3);
-					break;
-				case SQLITE_INDEX_CONSTRAINT_LE:
-					op = (char)(base + 4);
-					break;
-				default:
-					break;
-				}
-			} else if (c.op == SQLITE_INDEX_CONSTRAINT_EQ &&
-				   (c.iColumn != kSlKind || text_pushdown(info, i))) {
-				op = c.iColumn == kSlKind  ? 'k'
-				     : c.iColumn == kSlPid ? 'p'
-				     : c.iColumn == kSlTid ? 't'
-							   : 0;
-			}
-			if (!op)
-				continue;
-			ops += op;
-			info->aConstraintUsage[i].argvIndex = (int)ops.size();
-			info->aConstraintUsage[i].omit = 0;
-			cost /= op == 'k' ? 3 : op == 'p' || op == 't' ? 5 : 4;
-		}
-	} else if (event_table(v) || v->kind == Kind::Sched) {
-		for (int i = 0; i < info->nConstraint; i++) {
-			const auto &c = info->aConstraint[i];
-			if (!c.usable)
-				continue;
-			char op = 0;
-			if (c.iColumn == kTs) {
-				switch (c.op) {
-				case SQLITE_INDEX_CONSTRAINT_EQ:
-					op = 'a';
-					break;
-				case SQLITE_INDEX_CONSTRAINT_GT:
-					op = 'b';
-					break;
-				case SQLITE_INDEX_CONSTRAINT_GE:
-					op = 'c';
-					break;
-				case SQLITE_INDEX_CONSTRAINT_LT:
-					op = 'd';
-					break;
-				case SQLITE_INDEX_CONSTRAINT_LE:
-					op = 'e';
-					break;
-				default:
-					break;
-				}
-			} else if (!event_table(v)) {
-				// sched: ts bounds only
-			} else if (c.iColumn == kPid && c.op == SQLITE_INDEX_CONSTRAINT_EQ) {
-				op = 'p';
-			} else if (c.iColumn == kTid && c.op == SQLITE_INDEX_CONSTRAINT_EQ) {
-				op = 't';
-			}
-			if (!op)
-				continue;
-			ops += op;
-			info->aConstraintUsage[i].argvIndex = (int)ops.size();
-			info->aConstraintUsage[i].omit = 0; // checked again by SQLite: the bounds may be REAL
-			cost /= op == 'a' ? 100 : op == 'p' || op == 't' ? 5 : 4;
-		}
-		// Rows come in ts order (sched's as their slices end).
-		if (event_table(v) && info->nOrderBy == 1 && info->aOrderBy[0].iColumn == kTs &&
-		    !info->aOrderBy[0].desc)
-			info->orderByConsumed = 1;
-	} else {
-		cost = 1e3;
+	std::vector<int> used;
+	for (int i = 0; i < info->nConstraint; i++) {
+		const char op = info->aConstraint[i].usable ? pushed_op(v, info, i) : 0;
+		if (!op)
+			continue;
+		ops += op;
+		used.push_back(i);
+		info->aConstraintUsage[i].argvIndex = (int)ops.size();
+		info->aConstraintUsage[i].omit = 0;
 	}
+	if (event_table(v) && info->nOrderBy == 1 && info->aOrderBy[0].iColumn == kTs &&
+	    !info->aOrderBy[0].desc)
+		info->orderByConsumed = 1;
 	// sched: 1 when pid or a wake column is used (the pass reads from the start).
 	if (v->kind == Kind::Sched &&
 	    (info->colUsed & ((1ull << kSchedPid) | (1ull << kSchedWakeTs) | (1ull << kSchedWakeLatency))))
 		info->idxNum = 1;
+	const auto [rows, cost] = estimate(v, info, ops, used);
+	info->estimatedRows = (sqlite3_int64)rows;
 	info->estimatedCost = cost;
-	info->estimatedRows = (sqlite3_int64)cost;
 	if (!ops.empty()) {
 		info->idxStr = sqlite3_mprintf("%s", ops.c_str());
 		info->needToFreeIdxStr = 1;
@@ -1495,6 +1569,21 @@ Cell sched_pid(Cur *cur, const SubTrace *sub, int64_t tid, int64_t ns)
 	return cint(pid);
 }
 
+// sched at the end of the pass: the slices still running, no end known.
+void sched_finish(Cur *cur)
+{
+	for (const auto &kv : cur->running) {
+		const Cur::Running &r = kv.second;
+		cur->rows.push_back({cint(r.ts), Cell(), Cell(), ctext(kv.first.first->hostname),
+				     cint(kv.first.second), r.pid, cint(r.tid), ctext(r.comm), cint(r.prio),
+				     Cell(), Cell(), Cell(), r.wake == INT64_MIN ? Cell() : cint(r.wake),
+				     r.wake == INT64_MIN ? Cell() : cint(r.ts - r.wake)});
+		cur->row_ids.push_back(r.rowid);
+	}
+	cur->running.clear();
+	cur->sched_done = true;
+}
+
 // sched: the next slices that end (or, at the end of the trace, every
 // CPU's last slice), into cur->rows; EOF when none is left.  Each
 // sched_switch ends its CPU's running slice and begins the next thread's.
@@ -1517,18 +1606,7 @@ void sched_advance(Cur *cur, Vtab *v)
 			return;
 		}
 		if (!read_event(cur, v)) {
-			for (const auto &kv : cur->running) { // still running at the end: no end known
-				const Cur::Running &r = kv.second;
-				cur->rows.push_back({cint(r.ts), Cell(), Cell(),
-						     ctext(kv.first.first->hostname), cint(kv.first.second),
-						     r.pid, cint(r.tid), ctext(r.comm), cint(r.prio), Cell(),
-						     Cell(), Cell(),
-						     r.wake == INT64_MIN ? Cell() : cint(r.wake),
-						     r.wake == INT64_MIN ? Cell() : cint(r.ts - r.wake)});
-				cur->row_ids.push_back(r.rowid);
-			}
-			cur->running.clear();
-			cur->sched_done = true;
+			sched_finish(cur);
 			continue;
 		}
 		const TraceEvent &e = *cur->m.event;
