@@ -124,6 +124,12 @@ struct Trace {
 	// row twice only when it is the same row.
 	std::vector<int64_t> stream_base;
 	Sizes sizes;
+	// When every stream is a thread's own lane (COMPACT, not shared: each
+	// packet names its thread, and every record is that thread's): the
+	// threads, in tid order.  An event table can then give its rows in tid
+	// order (then ts), a pass per thread, for GROUP BY tid and ORDER BY tid
+	// without SQLite's sorter.  Empty otherwise.
+	std::vector<int32_t> thread_ids;
 };
 
 // Trace::stream_base: each stream's span ends past its last packet.
@@ -172,6 +178,22 @@ Sizes trace_sizes(const Trace &t)
 	z.t0 = t0 <= t1 ? t0 : 0;
 	z.t1 = t0 <= t1 ? t1 : 0;
 	return z;
+}
+
+// Trace::thread_ids.
+std::vector<int32_t> thread_ids(const TraceReader &index)
+{
+	std::set<int32_t> tids;
+	for (const auto &s : index.streams()) {
+		if (s->shared || s->trace->kernel || s->trace->meta.record_format != STRATA_REC_COMPACT)
+			return {};
+		for (const PacketEntry &p : s->packets) {
+			if (p.vtid < 0)
+				return {};
+			tids.insert(p.vtid);
+		}
+	}
+	return std::vector<int32_t>(tids.begin(), tids.end());
 }
 
 // An event's rowid (Trace::stream_base).
@@ -514,6 +536,7 @@ std::shared_ptr<Trace> get_trace(Registry *reg, const std::string &path, std::st
 	build_typed(t.get());
 	t->stream_base = stream_bases(t->index);
 	t->sizes = trace_sizes(*t);
+	t->thread_ids = thread_ids(t->index);
 	reg->traces[path] = t;
 	return t;
 }
@@ -1063,6 +1086,10 @@ struct Cur : sqlite3_vtab_cursor {
 	int64_t lo = INT64_MIN, hi = INT64_MAX;
 	bool want_pid = false, want_tid = false;
 	bool filtered = false; // a window, want_pid or want_tid: checked per row
+	// In thread order (x_best_index's idxNum bit 2): a pass per thread of
+	// Trace::thread_ids, this the thread_k-th, its tid as cur->tid.
+	bool by_thread = false;
+	size_t thread_k = 0;
 	int64_t pid = 0, tid = 0;
 	// The current event's fields, decoded on first use.
 	std::vector<FieldValue> fv;
@@ -1332,6 +1359,15 @@ std::pair<double, double> estimate(const Vtab *v, sqlite3_index_info *info, cons
 	return {got, reads ? z.packets / 16 + cost * std::max(part, 1.0 / std::max(1.0, rows)) : cost};
 }
 
+// Whether the ORDER BY (or GROUP BY) is tid, or tid then ts, ascending:
+// the order of a pass per thread (Trace::thread_ids).
+bool thread_order(const sqlite3_index_info *info)
+{
+	const auto *o = info->aOrderBy;
+	return (info->nOrderBy == 1 || (info->nOrderBy == 2 && o[1].iColumn == kTs && !o[1].desc)) &&
+	       o[0].iColumn == kTid && !o[0].desc;
+}
+
 // idxStr: one letter per argument (pushed_op).  Every constraint is
 // checked again by SQLite (omit 0): the bounds may be REAL, a pushdown is
 // a superset.  Rows come in ts order from the event tables (one scan:
@@ -1354,6 +1390,8 @@ int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 	if (event_table(v) && info->nOrderBy == 1 && info->aOrderBy[0].iColumn == kTs &&
 	    !info->aOrderBy[0].desc)
 		info->orderByConsumed = 1;
+	else if (event_table(v) && !v->t->thread_ids.empty() && thread_order(info))
+		info->orderByConsumed = 1, info->idxNum |= 2; // a pass per thread
 	// sched: 1 when pid or a wake column is used (the pass reads from the start).
 	if (v->kind == Kind::Sched &&
 	    (info->colUsed & ((1ull << kSchedPid) | (1ull << kSchedWakeTs) | (1ull << kSchedWakeLatency))))
@@ -1425,18 +1463,61 @@ __attribute__((noinline)) bool take_class(Cur *cur, Vtab *v, const MetaEvent *cl
 	return true;
 }
 
+// An event table's pass (cur->r, not started): its window and its pid
+// and tid filters.
+void events_pass(Cur *cur)
+{
+	if (cur->lo != INT64_MIN || cur->hi != INT64_MAX)
+		cur->r->set_window(cur->lo, cur->hi);
+	cur->filtered = cur->lo != INT64_MIN || cur->hi != INT64_MAX || cur->want_pid || cur->want_tid;
+	if (cur->want_pid || cur->want_tid) {
+		const bool wp = cur->want_pid, wt = cur->want_tid;
+		const int64_t pid = cur->pid, tid = cur->tid;
+		cur->r->set_stream_filter([=](const StreamInfo &s) {
+			if (wp && (s.trace->kernel || s.trace->vpid != pid))
+				return false; // the kernel's events have no pid
+			if (wt && !s.shared && s.trace->meta.record_format == STRATA_REC_COMPACT) {
+				for (const PacketEntry &p : s.packets)
+					if (p.vtid == tid)
+						return true;
+				return false;
+			}
+			return true;
+		});
+	}
+}
+
+// The end of a pass: EOF, or in thread order (Cur::by_thread) the next
+// thread's pass begun (true).
+__attribute__((noinline)) bool pass_end(Cur *cur, Vtab *v)
+{
+	if (!cur->by_thread || ++cur->thread_k >= v->t->thread_ids.size()) {
+		cur->eof = true;
+		return false;
+	}
+	v->reg->bytes += cur->r->stats().bytes - cur->bytes_before;
+	cur->bytes_before = 0;
+	cur->r = std::make_unique<TraceReader>();
+	cur->r->share_index(v->t->index);
+	cur->tid = v->t->thread_ids[cur->thread_k];
+	events_pass(cur);
+	return true;
+}
+
 // The next event row of an event table (or EOF).
 __attribute__((always_inline)) inline void next_event(Cur *cur, Vtab *v)
 {
 	for (;;) {
 		if (!read_event(cur, v)) {
-			cur->eof = true;
+			if (pass_end(cur, v))
+				continue;
 			return;
 		}
 		const TraceEvent &e = *cur->m.event;
 		if (cur->filtered) {
 			if (e.ns > cur->hi) { // merged by time: nothing later can be in the window
-				cur->eof = true;
+				if (pass_end(cur, v))
+					continue;
 				return;
 			}
 			if (e.ns < cur->lo)
@@ -2198,24 +2279,13 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 		sched_advance(cur, v);
 		return SQLITE_OK;
 	}
-	if (cur->lo != INT64_MIN || cur->hi != INT64_MAX)
-		cur->r->set_window(cur->lo, cur->hi);
-	cur->filtered = cur->lo != INT64_MIN || cur->hi != INT64_MAX || cur->want_pid || cur->want_tid;
-	if (cur->want_pid || cur->want_tid) {
-		const bool wp = cur->want_pid, wt = cur->want_tid;
-		const int64_t pid = cur->pid, tid = cur->tid;
-		cur->r->set_stream_filter([=](const StreamInfo &s) {
-			if (wp && (s.trace->kernel || s.trace->vpid != pid))
-				return false; // the kernel's events have no pid
-			if (wt && !s.shared && s.trace->meta.record_format == STRATA_REC_COMPACT) {
-				for (const PacketEntry &p : s.packets)
-					if (p.vtid == tid)
-						return true;
-				return false;
-			}
-			return true;
-		});
+	cur->by_thread = (idx_num & 2) && !cur->want_tid;
+	if (cur->by_thread) { // a pass per thread, in tid order: the first
+		cur->thread_k = 0;
+		cur->want_tid = true;
+		cur->tid = v->t->thread_ids.empty() ? -1 : v->t->thread_ids[0];
 	}
+	events_pass(cur);
 	next_event(cur, v);
 	return SQLITE_OK;
 }

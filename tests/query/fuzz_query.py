@@ -253,9 +253,14 @@ class Gen:
                     True, t, None)
         if x < 0.62 and "ts" in cols:  # the reader's order (orderByConsumed)
             lim = r.choice(("", " LIMIT %d" % r.randint(1, 40)))
+            if "tid" in cols and r.random() < 0.5:  # a pass per thread, when the lanes are threads'
+                sel = r.choice(("tid", "tid, ts"))  # only what is ordered: ties are in no order
+                return "SELECT %s FROM %s WHERE %s ORDER BY %s%s" % (sel, qi(t), p, sel, lim), True, t, None
             return "SELECT ts FROM %s WHERE %s ORDER BY ts%s" % (qi(t), p, lim), True, t, None
         if x < 0.75:
             g, a = qi(r.choice(cols)), qi(r.choice(cols))
+            if "tid" in cols and r.random() < 0.3:
+                g = "tid"
             return ("SELECT %s, count(*), min(%s), max(%s), count(DISTINCT %s) FROM %s WHERE %s GROUP BY 1"
                     % (g, a, a, a, qi(t), p), False, t, None)
         if x < 0.85:  # a self-join on ts, the inner scan's ts pushed down per outer row
@@ -334,7 +339,11 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     trace = args.trace or build_trace(args.work, args.record)
-    a, b, tables = open_pair(args.ext, trace)
+    traces = [trace]
+    if args.record and not args.trace:  # its lanes all threads' own: GROUP BY/ORDER BY tid by passes
+        traces.append(os.path.join(trace, "demo"))
+    pairs = [open_pair(args.ext, t) for t in traces]
+    a, b, tables = pairs[0]
     fails = []
 
     def fail(sql, why):
@@ -351,10 +360,11 @@ def main():
         if why:
             fail(sql, why)
     rng = random.Random(args.seed)
-    gen = Gen(rng, b.db, tables)
+    gens = [(pa, pb, Gen(rng, pb.db, tabs)) for pa, pb, tabs in pairs]
     end = time.monotonic() + args.seconds
     n = 0
     while time.monotonic() < end and (not args.queries or n < args.queries) and len(fails) < 20:
+        a, b, gen = gens[n % len(gens)]
         sql, ordered, t, p = gen.query()
         n += 1
         why = check(a, b, sql, ordered)
@@ -362,9 +372,8 @@ def main():
             why = oracles(a, t, p)
         if why:
             fail(sql, why)
-    print("%d corpus and %d generated queries (seed %d) over %d tables, %d rows: %d failure(s)"
-          % (n_corpus, n, args.seed, len(tables), sum(len(next(iter(v.values()), [])) for v in gen.values.values()),
-             len(fails)))
+    print("%d corpus and %d generated queries (seed %d) over %d traces, %d tables: %d failure(s)"
+          % (n_corpus, n, args.seed, len(traces), sum(len(g.tables) for _, _, g in gens), len(fails)))
     if args.save and fails:
         with open(args.save, "a") as f:
             for sql in fails:
