@@ -180,10 +180,14 @@ Sizes trace_sizes(const Trace &t)
 	return z;
 }
 
-// Trace::thread_ids.
+// Trace::thread_ids.  Each pass copies the index and looks at every
+// packet: with threads x packets past kThreadPassPackets the passes would
+// cost more than SQLite's sorter, and the trace has no thread order.
+constexpr double kThreadPassPackets = 1 << 24;
 std::vector<int32_t> thread_ids(const TraceReader &index)
 {
 	std::set<int32_t> tids;
+	double packets = 0;
 	for (const auto &s : index.streams()) {
 		if (s->shared || s->trace->kernel || s->trace->meta.record_format != STRATA_REC_COMPACT)
 			return {};
@@ -192,7 +196,10 @@ std::vector<int32_t> thread_ids(const TraceReader &index)
 				return {};
 			tids.insert(p.vtid);
 		}
+		packets += (double)s->packets.size() + 1;
 	}
+	if ((double)tids.size() * packets > kThreadPassPackets)
+		return {};
 	return std::vector<int32_t>(tids.begin(), tids.end());
 }
 
