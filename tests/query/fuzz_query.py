@@ -10,7 +10,8 @@ as SQLancer checks database engines:
          sum((p) IS TRUE) over every row (nothing pushed down).
 
 usage: fuzz_query.py SQLITE_EXT WORKDIR [--seed N] [--seconds S] [--queries N]
-                     [--corpus FILE] [--record STRATA DEMO WORKLOAD] [--save FILE]
+                     [--corpus FILE] [--record STRATA DEMO WORKLOAD] [--trace DIR]
+                     [--save FILE]
 
 The trace: the synthetic fixtures of the other tests (a kernel trace of
 scheduling, a kernel + pthread + JVM timeline, a user trace with u64 values
@@ -19,8 +20,9 @@ and a pthread program recorded by `strata record`.  First every query of
 the corpus (one a line, `#` comments: every query that once failed) is
 checked against the copy; then generated queries, from the seed, until the
 time or the count is spent.  A failure prints the query and both answers;
---save appends the failing queries to FILE (to add to the corpus).  For a
-longer run by hand: --seconds 600 --seed $RANDOM.
+--save appends the failing queries to FILE (to add to the corpus).  The
+trace stays in WORKDIR/trace: --trace WORKDIR/trace asks a failing query
+of it again.  For a longer run by hand: --seconds 600 --seed $RANDOM.
 """
 import argparse
 import math
