@@ -2044,10 +2044,11 @@ void fill_threads(Cur *cur, Vtab *v)
 }
 
 // The thread a lost row belongs to, when the stream says it: a COMPACT
-// owned lane's packets name their thread; the one every packet of the
-// stream names, the packet holding byte `at`, or the same thread in the
-// packets on both sides of it; else -1.
-int64_t lost_tid(const StreamInfo *s, uint64_t at)
+// owned lane's packets name their thread.  The loss lies in the stream's
+// bytes [lo, hi): the thread of the packet holding lo (records cut off
+// one), else of the packets on both sides when they agree, else of every
+// packet of the stream when they agree; else -1.
+int64_t lost_tid(const StreamInfo *s, uint64_t lo, uint64_t hi)
 {
 	if (!s || s->shared || s->packets.empty() || s->trace->meta.record_format != STRATA_REC_COMPACT)
 		return -1;
@@ -2055,27 +2056,43 @@ int64_t lost_tid(const StreamInfo *s, uint64_t at)
 	bool one = true;
 	for (const PacketEntry &p : s->packets) {
 		one &= p.vtid == s->packets[0].vtid;
-		if (at >= p.offset && at - p.offset < p.size)
+		if (lo >= p.offset && lo - p.offset < p.size)
 			return p.vtid;
-		if (p.offset < at)
+		if (p.offset + p.size <= lo)
 			before = &p;
-		else if (!after)
+		else if (!after && p.offset >= hi)
 			after = &p;
 	}
-	if (one)
-		return s->packets[0].vtid;
-	return before && after && before->vtid == after->vtid ? before->vtid : -1;
+	if (before && after && before->vtid == after->vtid)
+		return before->vtid;
+	return one ? s->packets[0].vtid : -1;
+}
+
+// The bytes a discard message's loss lies between: from the end of the
+// packet before the one it is counted in (DiscardedPackets: the one after
+// the gap; DiscardedEvents: the one whose header counts them) to that
+// packet's start.
+std::pair<uint64_t, uint64_t> discard_span(const StreamInfo &s, const TraceMsg &m)
+{
+	const TraceMeta &meta = s.trace->meta;
+	for (size_t i = 1; i < s.packets.size(); i++) {
+		const PacketEntry &e = s.packets[i], &prev = s.packets[i - 1];
+		const uint64_t ts = m.kind == TraceMsgKind::DiscardedPackets ? e.ts_begin : e.ts_end;
+		if (meta.ns_from_origin(ts) == m.end_ns)
+			return {prev.offset + prev.size, e.offset};
+	}
+	return {UINT64_MAX, UINT64_MAX};
 }
 
 // A lost row's owner: machine, pid, process, tid, stream (NULLs for what is
 // not known).
-void lost_owner(std::vector<Cell> *row, const SubTrace *sub, const StreamInfo *s, uint64_t at,
+void lost_owner(std::vector<Cell> *row, const SubTrace *sub, const StreamInfo *s, uint64_t lo, uint64_t hi,
 		const std::string &file)
 {
 	row->push_back(sub ? ctext(sub->hostname) : Cell());
 	row->push_back(sub && !sub->kernel ? cint(sub->vpid) : Cell());
 	row->push_back(sub && !sub->kernel ? ctext(sub->procname) : Cell());
-	const int64_t tid = lost_tid(s, at);
+	const int64_t tid = lost_tid(s, lo, hi);
 	row->push_back(tid >= 0 ? cint(tid) : Cell());
 	row->push_back(ctext(file));
 }
@@ -2135,14 +2152,15 @@ void fill_lost(Cur *cur, Vtab *v)
 				damage_owner(v->t->index, d.file, &s, &sub);
 				damage_span(&row, s, d);
 			}
-			lost_owner(&row, sub, s, d.offset, d.file);
+			lost_owner(&row, sub, s, d.offset, d.offset + d.bytes, d.file);
 			row.push_back(ctext("damage"));
 			row.push_back(Cell());
 			row.push_back(cint((int64_t)d.bytes));
 			row.push_back(ctext("at byte " + std::to_string(d.offset) + ": " + d.why));
 		} else {
 			row = {cint(m.begin_ns), cint(m.end_ns)};
-			lost_owner(&row, m.stream->trace, m.stream, UINT64_MAX, m.stream->path);
+			const auto span = discard_span(*m.stream, m);
+			lost_owner(&row, m.stream->trace, m.stream, span.first, span.second, m.stream->path);
 			row.push_back(ctext(m.kind == TraceMsgKind::DiscardedEvents ? "events" : "packets"));
 			row.push_back(cint((int64_t)m.count));
 			row.push_back(Cell());

@@ -411,6 +411,21 @@ def lost_owner_checks(strata, trace, work):
           "bounded by the packets around it (%r, lessened %r)" % (rows, lessened))
 
 
+def discard_owner_checks(strata, demo, work, env):
+    """Discards on threads' own lanes (small sub-buffers, not blocking): each
+    `lost` row of them names its thread, and each worker's events plus its
+    lost ones are the --events it emitted."""
+    trace = os.path.join(work, "discards")
+    if not record(strata, trace, ["--subbuf-size", "4k", "--", demo, "--threads", "3", "--events", "50000"], env):
+        return
+    rows, _ = q(strata, trace, "SELECT tid, count(*) + coalesce((SELECT sum(count) FROM lost AS l "
+                "WHERE l.tid = e.tid), 0) FROM events AS e WHERE tid != pid GROUP BY tid")
+    lost, _ = q(strata, trace, "SELECT count(*), sum(tid IS NULL), coalesce(sum(count), 0) FROM lost")
+    check(rows and len(rows) == 4 and all(r[1] == "50000" for r in rows[1:]) and lost and lost[1][1] in ("0", ""),
+          "discards on threads' own lanes: each lost row names its thread, whose events plus its losses are "
+          "the 50000 it emitted (%r; lost rows, untold threads, events: %r)" % (rows, lost and lost[1]))
+
+
 def opt_int(s):
     return None if s == "" else int(s)
 
@@ -681,6 +696,7 @@ def main():
         extension_checks(ext, demo_trace, evs)
         mutation_checks(strata, demo_trace, work)
         lost_owner_checks(strata, demo_trace, work)
+        discard_owner_checks(strata, demo, work, env)
     shared_trace = os.path.join(work, "shared")
     if record(strata, shared_trace, ["--blocking", "--lanes", "1", "--", demo, "--threads", "3", "--events", "200"],
               env):
