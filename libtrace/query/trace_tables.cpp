@@ -2122,7 +2122,8 @@ void damage_owner(const TraceReader &index, const std::string &file, const Strea
 void damage_span(std::vector<Cell> *row, const StreamInfo *s, const TraceDamage &d)
 {
 	const PacketEntry *before = nullptr, *after = nullptr;
-	for (const PacketEntry &p : s ? s->packets : std::vector<PacketEntry>()) {
+	static const std::vector<PacketEntry> kNone;
+	for (const PacketEntry &p : s ? s->packets : kNone) {
 		if (p.offset + p.size <= d.offset)
 			before = &p;
 		else if (!after && p.offset >= d.offset + d.bytes)

@@ -10,8 +10,10 @@ namespace strata {
 namespace query {
 namespace {
 
+// In sqlite3_aggregate_context's memory, aligned to 8 bytes only: the
+// 128-bit sum as two halves.
 struct U64Agg {
-	unsigned __int128 sum = 0;
+	uint64_t sum_lo = 0, sum_hi = 0;
 	uint64_t min = 0, max = 0;
 	bool any = false;
 };
@@ -52,7 +54,8 @@ void step(sqlite3_context *ctx, int, sqlite3_value **argv)
 	uint64_t v;
 	if (!u64_of(ctx, argv[0], (const char *)sqlite3_user_data(ctx), &v))
 		return;
-	a->sum += v;
+	a->sum_lo += v;
+	a->sum_hi += a->sum_lo < v; // the carry
 	a->min = a->any && a->min < v ? a->min : v;
 	a->max = a->any && a->max > v ? a->max : v;
 	a->any = true;
@@ -82,7 +85,8 @@ template <int What> void finish(sqlite3_context *ctx)
 		sqlite3_result_null(ctx);
 		return;
 	}
-	result_exact(ctx, What == 0 ? a->sum : What == 1 ? a->min : a->max);
+	const unsigned __int128 sum = (unsigned __int128)a->sum_hi << 64 | a->sum_lo;
+	result_exact(ctx, What == 0 ? sum : What == 1 ? a->min : a->max);
 }
 
 } // namespace
