@@ -91,6 +91,11 @@ def connect(ext):
     return db
 
 
+class Cols(list):
+    """A table's (column, declared type)s; view: a view (no rowid)."""
+    view = False
+
+
 def open_pair(ext, trace):
     """(the strata tables, their copies): the same names, columns, rows, rowids."""
     a = connect(ext)
@@ -98,7 +103,7 @@ def open_pair(ext, trace):
     b = connect(ext)
     tables = {}
     for name, sql in a.execute("SELECT name, sql FROM sqlite_temp_master WHERE type = 'table' ORDER BY name"):
-        cols = [(r[1], r[2]) for r in a.execute("PRAGMA temp.table_info(%s)" % qi(name))]
+        cols = Cols((r[1], r[2]) for r in a.execute("PRAGMA temp.table_info(%s)" % qi(name)))
         tables[name] = cols
         b.execute("CREATE TABLE %s(%s)" % (qi(name), ", ".join("%s %s" % (qi(c), t) for c, t in cols)))
         names = ", ".join(qi(c) for c, _ in cols)
@@ -107,6 +112,8 @@ def open_pair(ext, trace):
                       rows)
     for name, sql in a.execute("SELECT name, sql FROM sqlite_temp_master WHERE type = 'view'"):
         b.execute(sql.replace("CREATE TEMP VIEW", "CREATE VIEW", 1))
+        tables[name] = Cols((r[1], r[2]) for r in a.execute("PRAGMA temp.table_info(%s)" % qi(name)))
+        tables[name].view = True
     return Bounded(a), Bounded(b), tables
 
 
@@ -168,6 +175,12 @@ class Gen:
             rows = b.execute("SELECT %s FROM %s" % (", ".join(qi(c) for c, _ in cols), qi(name))).fetchall()
             self.values[name] = {c: [r[k] for r in rows] for k, (c, _) in enumerate(cols)}
         self.names = sorted(tables)
+
+    def key(self, table, d=""):
+        """What orders a table's rows whole: its rowid, a view's every column."""
+        if self.tables[table].view:
+            return ", ".join(qi(c) + d for c, _ in self.tables[table])
+        return "rowid" + d
 
     def literal(self, v):
         if v is None:
@@ -251,7 +264,7 @@ class Gen:
             d = r.choice(("", " DESC"))
             lim = r.choice(("", " LIMIT %d" % r.randint(0, 30), " LIMIT %d OFFSET %d" % (r.randint(1, 30),
                                                                                         r.randint(0, 50))))
-            return ("SELECT %s FROM %s WHERE %s ORDER BY %s%s, rowid%s%s" % (sel, qi(t), p, o, d, d, lim),
+            return ("SELECT %s FROM %s WHERE %s ORDER BY %s%s, %s%s" % (sel, qi(t), p, o, d, self.key(t, d), lim),
                     True, t, None)
         if x < 0.62 and "ts" in cols:  # the reader's order (orderByConsumed)
             lim = r.choice(("", " LIMIT %d" % r.randint(1, 40)))
@@ -268,9 +281,9 @@ class Gen:
         if x < 0.85:  # a self-join on ts, the inner scan's ts pushed down per outer row
             pb = self.pred(t, "b")
             c = qi(r.choice(cols))
-            return ("SELECT count(*), sum(a.%s IS b.%s) FROM (SELECT * FROM %s WHERE %s ORDER BY rowid LIMIT 40) "
+            return ("SELECT count(*), sum(a.%s IS b.%s) FROM (SELECT * FROM %s WHERE %s ORDER BY %s LIMIT 40) "
                     "AS a JOIN %s AS b ON b.ts %s a.ts WHERE %s"
-                    % (c, c, qi(t), p, qi(t), r.choice(("=", "<=", ">=")), pb)
+                    % (c, c, qi(t), p, self.key(t), qi(t), r.choice(("=", "<=", ">=")), pb)
                     if "ts" in cols else "SELECT count(*) FROM %s WHERE %s" % (qi(t), p)), False, t, None
         t2 = self.table()
         c2 = qi(r.choice([c for c, _ in self.tables[t2]]))
@@ -280,8 +293,8 @@ class Gen:
                          "EXISTS (SELECT 1 FROM %s AS s WHERE s.%s = x.%s AND %s)"))
         if form.startswith("EXISTS"):
             sub = form % (qi(t2), c2, c1, q)
-            return ("SELECT count(*) FROM (SELECT * FROM %s ORDER BY rowid LIMIT 60) AS x WHERE %s"
-                    % (qi(t), sub), False, t, None)
+            return ("SELECT count(*) FROM (SELECT * FROM %s ORDER BY %s LIMIT 60) AS x WHERE %s"
+                    % (qi(t), self.key(t), sub), False, t, None)
         return "SELECT count(*) FROM %s WHERE %s" % (qi(t), form % (c1, c2, qi(t2), q)), False, t, None
 
 
