@@ -1422,12 +1422,14 @@ class Bench:
             % (pid, lo, hi)))
         # Every slice (the lock holds and waits of every record): one pass.
         timed("query_slices", csv("SELECT count(*), sum(dur) FROM slices"))
+        # Grouped by thread: a pass per thread when the lanes are threads' own.
+        timed("query_group_tid", csv("SELECT tid, count(*) FROM events GROUP BY tid"))
         for key, args in (("view", ["view", out]), ("check", ["check", out]),
                           ("analyze", ["analyze", "mutex", out]), ("export", ["export", "-o", "-", out]),
                           ("export_json", ["export", "--format", "json", "-o", "-", out])):
             timed(key, args)
         for key in ("view", "check", "analyze", "export", "export_json", "query_count", "query_typed",
-                    "query_question", "query_slices"):
+                    "query_question", "query_slices", "query_group_tid"):
             cpu = r[("large_cpu", key)]
             n = held if key == "query_typed" else events
             if key != "query_question":
@@ -1698,11 +1700,15 @@ def table(b):
     for k, what in (("query_count", "strata query 'SELECT count(*) FROM events'"),
                     ("query_typed", "strata query, sum over a field of \"pthread:mutex_held\""),
                     ("query_question", "strata query, the lock thread X waited on longest in [t1, t2]"),
-                    ("query_slices", "strata query 'SELECT count(*), sum(dur) FROM slices'")):
+                    ("query_slices", "strata query 'SELECT count(*), sum(dur) FROM slices'"),
+                    ("query_group_tid", "strata query 'SELECT tid, count(*) FROM events GROUP BY tid'")):
         row("%s: %s, peak RSS (MiB)" % (big, what), r.get(("large_rss", k)), None, "< 256",
             lambda x: x < 256, strata_only=True)
         if k == "query_slices":
             row("%s: %s, M events per CPU second" % (big, what), rate(k), None)
+        elif k == "query_group_tid":
+            row("%s: %s, M rows per CPU second" % (big, what), rate(k), None, ">= 20",
+                lambda x: x >= 20, strata_only=True)
         elif k != "query_question":
             row("%s: %s, M rows per CPU second" % (big, what), rate(k), None, ">= 10",
                 lambda x: x >= 10, strata_only=True)

@@ -15,6 +15,7 @@ int strata_cmd_query(int, char **)
 #include <signal.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -44,6 +45,31 @@ std::string cell_text(sqlite3_stmt *st, int i)
 	return t ? std::string((const char *)t, (size_t)sqlite3_column_bytes(st, i)) : std::string();
 }
 
+// A REAL as the shortest text that reads back as the same double
+// (std::to_chars), with a '.' or an exponent so that it reads as a REAL
+// again (1.0, -0.0, 1e+300); an infinity Inf or -Inf, in JSON 1e999 or
+// -1e999 (JSON numbers that every reader rounds to the infinity).  SQLite
+// has no NaN (it makes it NULL).
+std::string real_text(double d, bool json)
+{
+	if (std::isinf(d))
+		return json ? (d > 0 ? "1e999" : "-1e999") : (d > 0 ? "Inf" : "-Inf");
+	char b[40];
+	const auto r = std::to_chars(b, b + sizeof b - 2, d);
+	std::string s(b, r.ptr);
+	if (s.find_first_of(".en") == std::string::npos)
+		s += ".0";
+	return s;
+}
+
+// A cell's text in CSV: SQLite's, but a REAL's exact (real_text).
+std::string csv_text(sqlite3_stmt *st, int i)
+{
+	if (sqlite3_column_type(st, i) == SQLITE_FLOAT)
+		return real_text(sqlite3_column_double(st, i), false);
+	return cell_text(st, i);
+}
+
 void csv_field(std::string *o, const std::string &s)
 {
 	if (s.find_first_of(",\"\r\n") == std::string::npos) {
@@ -62,17 +88,9 @@ void json_cell(std::string *o, sqlite3_stmt *st, int i)
 	case SQLITE_INTEGER:
 		*o += std::to_string((long long)sqlite3_column_int64(st, i));
 		return;
-	case SQLITE_FLOAT: {
-		const double d = sqlite3_column_double(st, i);
-		if (!std::isfinite(d)) {
-			*o += "null";
-			return;
-		}
-		char b[32];
-		std::snprintf(b, sizeof b, "%.17g", d);
-		*o += b;
+	case SQLITE_FLOAT:
+		*o += real_text(sqlite3_column_double(st, i), true);
 		return;
-	}
 	case SQLITE_NULL:
 		*o += "null";
 		return;
@@ -216,7 +234,7 @@ void print_row(sqlite3_stmt *st, int n, const Out &out, uint64_t rows, TablePrin
 			if (i)
 				buf += ',';
 			if (sqlite3_column_type(st, i) != SQLITE_NULL)
-				csv_field(&buf, cell_text(st, i));
+				csv_field(&buf, csv_text(st, i));
 		}
 		std::printf("%s\r\n", buf.c_str());
 	} else {
@@ -430,8 +448,14 @@ int strata_cmd_query(int argc, char **argv)
 		"A damaged trace answers from what is readable; what was skipped is said on stderr.",
 		"Exit status: 0 ok, 1 bad SQL or an unreadable trace, 2 usage error."};
 	const std::vector<cli::Option> opts = {
-		cli::flag("csv", 0, "rows as CSV (RFC 4180) with a header line", csv),
-		cli::flag("json", 0, "rows as a JSON array of objects, one per statement", json),
+		cli::flag("csv", 0,
+			  "rows as CSV (RFC 4180) with a header line; a REAL in its shortest exact form, "
+			  "infinities Inf and -Inf",
+			  csv),
+		cli::flag("json", 0,
+			  "rows as a JSON array of objects, one per statement; a REAL in its shortest exact "
+			  "form, infinities 1e999 and -1e999",
+			  json),
 		cli::flag("stats", 0, "after each statement, on stderr: rows, packet bytes read, time",
 			  out.stats),
 	};

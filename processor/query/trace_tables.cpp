@@ -15,6 +15,7 @@
 
 #include "json_writer.h"
 #include "trace_reader.h"
+#include "u64_aggregates.h"
 
 namespace strata {
 namespace query {
@@ -97,6 +98,16 @@ std::vector<int64_t> scalar_offsets(const EventInfo &info, bool wide)
 	return off;
 }
 
+// What the planner is told (x_best_index): sizes from the packet index,
+// all a trace knows before it is read; records at kRecordBytes each (the
+// mean of Strata's traces lies between 20 and 60).
+struct Sizes {
+	double events = 1, kernel_events = 1, shared_events = 0; // records
+	double packets = 1, processes = 1, threads = 1, classes = 1, lost = 1;
+	int64_t t0 = 0, t1 = 0; // the first packet's beginning, the last one's end
+};
+constexpr double kRecordBytes = 32;
+
 // One opened trace, shared by the tables of its path.
 struct Trace {
 	std::string path;
@@ -105,7 +116,98 @@ struct Trace {
 	std::map<std::string, size_t> typed_by_name;
 	std::unordered_map<const MetaEvent *, ClassMap> classes;
 	std::unordered_map<const SubTrace *, SubText> sub_text;
+	// By stream index: where its bytes begin in the trace's streams laid
+	// end to end.  An event's rowid is its record's place there (stream
+	// base + packet offset + payload offset): the same in every scan,
+	// whatever window or filter the scan was given, so SQLite's
+	// MULTI-INDEX OR (a scan per term, rows told apart by rowid) sees a
+	// row twice only when it is the same row.
+	std::vector<int64_t> stream_base;
+	Sizes sizes;
+	// When every stream is a thread's own lane (COMPACT, not shared: each
+	// packet names its thread, and every record is that thread's): the
+	// threads, in tid order.  An event table can then give its rows in tid
+	// order (then ts), a pass per thread, for GROUP BY tid and ORDER BY tid
+	// without SQLite's sorter.  Empty otherwise.
+	std::vector<int32_t> thread_ids;
 };
+
+// Trace::stream_base: each stream's span ends past its last packet.
+std::vector<int64_t> stream_bases(const TraceReader &index)
+{
+	std::vector<int64_t> base(index.streams().size(), 0);
+	int64_t at = 1; // rowids from 1
+	for (const auto &s : index.streams()) {
+		base[s->index] = at;
+		uint64_t end = 0;
+		for (const PacketEntry &p : s->packets)
+			end = std::max(end, p.offset + p.size);
+		at += (int64_t)end + 1;
+	}
+	return base;
+}
+
+Sizes trace_sizes(const Trace &t)
+{
+	Sizes z;
+	std::set<std::pair<const SubTrace *, int32_t>> threads;
+	double events = 0, kernel = 0, shared = 0, packets = 0, lost = 1;
+	int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+	for (const auto &s : t.index.streams()) {
+		for (const PacketEntry &p : s->packets) {
+			const double n = (double)(p.content > 88 ? p.content - 88 : 0) / kRecordBytes;
+			events += n;
+			kernel += s->trace->kernel ? n : 0;
+			shared += s->shared ? n : 0;
+			packets++;
+			lost += p.discarded != 0;
+			if (p.vtid >= 0)
+				threads.insert({&whole_of(*s->trace), p.vtid});
+			t0 = std::min(t0, s->trace->meta.ns_from_origin(p.ts_begin));
+			t1 = std::max(t1, s->trace->meta.ns_from_origin(p.ts_end));
+		}
+	}
+	z.events = std::max(1.0, events);
+	z.kernel_events = std::max(1.0, kernel);
+	z.shared_events = shared;
+	z.packets = std::max(1.0, packets);
+	z.processes = std::max<double>(1, (double)t.index.traces().size());
+	z.threads = std::max<double>(1, (double)threads.size());
+	z.classes = std::max<double>(1, (double)t.typed.size());
+	z.lost = lost;
+	z.t0 = t0 <= t1 ? t0 : 0;
+	z.t1 = t0 <= t1 ? t1 : 0;
+	return z;
+}
+
+// Trace::thread_ids.  Each pass copies the index and looks at every
+// packet: with threads x packets past kThreadPassPackets the passes would
+// cost more than SQLite's sorter, and the trace has no thread order.
+constexpr double kThreadPassPackets = 1 << 24;
+std::vector<int32_t> thread_ids(const TraceReader &index)
+{
+	std::set<int32_t> tids;
+	double packets = 0;
+	for (const auto &s : index.streams()) {
+		if (s->shared || s->trace->kernel || s->trace->meta.record_format != STRATA_REC_COMPACT)
+			return {};
+		for (const PacketEntry &p : s->packets) {
+			if (p.vtid < 0)
+				return {};
+			tids.insert(p.vtid);
+		}
+		packets += (double)s->packets.size() + 1;
+	}
+	if ((double)tids.size() * packets > kThreadPassPackets)
+		return {};
+	return std::vector<int32_t>(tids.begin(), tids.end());
+}
+
+// An event's rowid (Trace::stream_base).
+inline int64_t event_rowid(const Trace &t, const TraceEvent &e)
+{
+	return t.stream_base[e.stream->index] + (int64_t)e.packet->offset + (int64_t)e.payload;
+}
 
 std::string quote_ident(const std::string &s)
 {
@@ -439,6 +541,9 @@ std::shared_ptr<Trace> get_trace(Registry *reg, const std::string &path, std::st
 		return nullptr;
 	}
 	build_typed(t.get());
+	t->stream_base = stream_bases(t->index);
+	t->sizes = trace_sizes(*t);
+	t->thread_ids = thread_ids(t->index);
 	reg->traces[path] = t;
 	return t;
 }
@@ -682,7 +787,11 @@ struct SliceRow {
 	Cell ts, ts_end, dur, object, caller;
 	const SubTrace *sub = nullptr;
 	int32_t tid = -1;
+	int64_t rowid = 0; // the ending event's rowid * 4 + the row's slot (SliceSlot)
 };
+
+// The slice rows one event can make, a slot each (the low bits of their rowids).
+enum SliceSlot : int { kSlotSyscall, kSlotWait, kSlotHeld, kSlotHold };
 
 enum : int {
 	kSlKind,
@@ -760,6 +869,7 @@ struct SliceState {
 		int64_t ts;
 		const SubTrace *sub;
 	};
+	const Trace *t = nullptr;
 	SliceParts parts;
 	unsigned kinds = kSlAll;
 	int64_t begin_max = INT64_MAX; // holds: no acquisition after this can make a row
@@ -815,9 +925,9 @@ struct SliceState {
 		const int h = host_ids.emplace(sub->hostname, (int)host_ids.size()).first->second;
 		return sub_ids[sub] = {p, h};
 	}
-	SliceRow &row(const char *kind, std::string_view name, const TraceEvent &e)
+	SliceRow &row(const char *kind, std::string_view name, const TraceEvent &e, SliceSlot slot)
 	{
-		SliceRow &r = next_row();
+		SliceRow &r = next_row(e, slot);
 		r.kind = kind;
 		r.name = name;
 		r.sub = &e.trace();
@@ -825,11 +935,12 @@ struct SliceState {
 		return r;
 	}
 
-	SliceRow &next_row()
+	SliceRow &next_row(const TraceEvent &e, SliceSlot slot)
 	{
 		if (nrows == rows.size())
 			rows.emplace_back();
 		SliceRow &r = rows[nrows++];
+		r.rowid = event_rowid(*t, e) * 4 + slot;
 		for (Cell *c : {&r.ts, &r.ts_end, &r.dur, &r.object, &r.caller}) {
 			c->type = Cell::Null;
 			c->s.clear();
@@ -881,7 +992,7 @@ struct SliceState {
 		const int64_t end =
 			a.has_next && a.npos < e.ns && (a.excl || a.nexcl) ? std::max(a.nat, a.a) : e.ns;
 		if (end <= end_max) {
-			SliceRow &r = next_row();
+			SliceRow &r = next_row(e, kSlotHold);
 			r.kind = "lock_hold";
 			r.name = a.name;
 			r.ts = cint(a.a);
@@ -910,7 +1021,7 @@ struct SliceState {
 			const std::pair<int, int32_t> k{ids(&e.trace()).second, e.tid};
 			auto it = sys.find(k);
 			if (it != sys.end() && it->second.entry->exit_name == e.cls->full_name) {
-				SliceRow &r = row("syscall", it->second.entry->name, e);
+				SliceRow &r = row("syscall", it->second.entry->name, e, kSlotSyscall);
 				r.ts = cint(it->second.ts);
 				r.ts_end = cint(e.ns);
 				r.dur = cint(e.ns - it->second.ts);
@@ -933,7 +1044,7 @@ struct SliceState {
 				SliceRow &r = row(sc.wait == kSlLockWait   ? "lock_wait"
 						  : sc.wait == kSlCondWait ? "cond_wait"
 									   : "monitor_wait",
-						  sc.name, e);
+						  sc.name, e, kSlotWait);
 				r.ts = cell_minus(e.ns, w);
 				r.ts_end = cint(e.ns);
 				r.dur = w;
@@ -945,7 +1056,7 @@ struct SliceState {
 		}
 		if (held && !past) {
 			const Cell h = cell_of(fv[(size_t)sc.f_hold]);
-			SliceRow &r = row("lock_hold", sc.name, e);
+			SliceRow &r = row("lock_hold", sc.name, e, kSlotHeld);
 			r.ts = cell_minus(e.ns, h);
 			r.ts_end = cint(e.ns);
 			r.dur = h;
@@ -979,10 +1090,13 @@ struct Cur : sqlite3_vtab_cursor {
 	std::unique_ptr<TraceReader> r;
 	TraceMsg m;
 	bool eof = true;
-	int64_t rowid = 0;
 	int64_t lo = INT64_MIN, hi = INT64_MAX;
 	bool want_pid = false, want_tid = false;
 	bool filtered = false; // a window, want_pid or want_tid: checked per row
+	// In thread order (x_best_index's idxNum bit 2): a pass per thread of
+	// Trace::thread_ids, this the thread_k-th, its tid as cur->tid.
+	bool by_thread = false;
+	size_t thread_k = 0;
 	int64_t pid = 0, tid = 0;
 	// The current event's fields, decoded on first use.
 	std::vector<FieldValue> fv;
@@ -992,8 +1106,10 @@ struct Cur : sqlite3_vtab_cursor {
 	const SubTrace *tsub = nullptr;                          // the sub-trace last looked up
 	const SubText *tsub_text = nullptr;                      // and its names
 	std::string json;                                        // the fields column's text
-	// Small tables; sched's rows ready to be read.
+	// Small tables; sched's rows ready to be read (and their rowids: the
+	// rowid of the switch that began the slice).
 	std::vector<std::vector<Cell>> rows;
+	std::vector<int64_t> row_ids;
 	size_t ri = 0;
 	uint64_t bytes_before = 0;
 	// sched: each CPU's slice begun and not yet ended; what each class
@@ -1005,6 +1121,7 @@ struct Cur : sqlite3_vtab_cursor {
 		std::string comm;
 		Cell pid;
 		int64_t wake = INT64_MIN; // none
+		int64_t rowid = 0;        // of the switch that began it
 	};
 	struct SchedClass {
 		enum { None, Switch, Wake, Fork } kind = None;
@@ -1029,7 +1146,7 @@ struct Cur : sqlite3_vtab_cursor {
 };
 
 const char *const kLostDecl =
-	"CREATE TABLE x(ts INTEGER, ts_end INTEGER, machine TEXT, pid INTEGER, process TEXT, "
+	"CREATE TABLE x(ts INTEGER, ts_end INTEGER, machine TEXT, pid INTEGER, process TEXT, tid INTEGER, "
 	"stream TEXT, kind TEXT, count INTEGER, bytes INTEGER, why TEXT)";
 const char *const kProcDecl = "CREATE TABLE x(machine TEXT, pid INTEGER, process TEXT, domain TEXT, "
 			      "ts INTEGER, ts_end INTEGER, streams INTEGER, packets INTEGER, bytes "
@@ -1137,106 +1254,158 @@ bool event_table(const Vtab *v)
 	return v->kind == Kind::Events || v->kind == Kind::Typed;
 }
 
-// idxStr: one letter per argument: a ts=, b ts>, c ts>=, d ts<, e ts<=, p pid=, t tid=.
+// Whether a text constraint i may be pushed down, matched byte for byte:
+// when it compares as BINARY (`kind = 'LOCK_WAIT' COLLATE NOCASE` is left
+// to SQLite), and is not an IN: SQLite makes `kind = 'X' COLLATE NOCASE OR
+// kind = 'y'` an IN that it then checks as BINARY in place of the OR
+// (SQLite 3.40), a wrong answer that leaving the IN to it avoids.
+bool text_pushdown(sqlite3_index_info *info, int i)
+{
+	const char *coll = sqlite3_vtab_collation(info, i);
+	return (!coll || sqlite3_stricmp(coll, "BINARY") == 0) && !sqlite3_vtab_in(info, i, -1);
+}
+
+// A ts (or ts_end) constraint's letter from `base` (a: =, b: >, c: >=,
+// d: <, e: <=), or 0.
+char bound_op(unsigned char op, char base)
+{
+	switch (op) {
+	case SQLITE_INDEX_CONSTRAINT_EQ:
+		return base;
+	case SQLITE_INDEX_CONSTRAINT_GT:
+		return (char)(base + 1);
+	case SQLITE_INDEX_CONSTRAINT_GE:
+		return (char)(base + 2);
+	case SQLITE_INDEX_CONSTRAINT_LT:
+		return (char)(base + 3);
+	case SQLITE_INDEX_CONSTRAINT_LE:
+		return (char)(base + 4);
+	default:
+		return 0;
+	}
+}
+
+// The letter of usable constraint i as the table pushes it down (0: left
+// to SQLite).  Event tables and sched: a-e on ts, p pid =, t tid = (not
+// sched); slices: a-e on ts, f-j on ts_end, k kind =, p pid =, t tid =.
+char pushed_op(const Vtab *v, sqlite3_index_info *info, int i)
+{
+	const auto &c = info->aConstraint[i];
+	const bool eq = c.op == SQLITE_INDEX_CONSTRAINT_EQ;
+	if (v->kind == Kind::Slices) {
+		if (c.iColumn == kSlTs || c.iColumn == kSlTsEnd)
+			return bound_op(c.op, c.iColumn == kSlTs ? 'a' : 'f');
+		if (eq && c.iColumn == kSlKind && text_pushdown(info, i))
+			return 'k';
+		return eq && c.iColumn == kSlPid ? 'p' : eq && c.iColumn == kSlTid ? 't' : 0;
+	}
+	if (!event_table(v) && v->kind != Kind::Sched)
+		return 0;
+	if (c.iColumn == kTs)
+		return bound_op(c.op, 'a');
+	if (!event_table(v))
+		return 0; // sched: ts bounds only
+	return eq && c.iColumn == kPid ? 'p' : eq && c.iColumn == kTid ? 't' : 0;
+}
+
+// The rows a scan of the table gives before any constraint, and what
+// making them costs (x_filter reads the index whole, lost the trace whole).
+std::pair<double, double> table_size(const Vtab *v)
+{
+	const Sizes &z = v->t->sizes;
+	switch (v->kind) {
+	case Kind::Events:
+		return {z.events, z.events};
+	case Kind::Typed:
+		return {z.events / z.classes, z.events};
+	case Kind::Sched:
+		return {z.kernel_events / 2, z.kernel_events};
+	case Kind::Slices:
+		return {z.events / 4, z.events};
+	case Kind::Processes:
+		return {z.processes, z.packets};
+	case Kind::Threads:
+		return {z.threads, z.packets + z.shared_events};
+	default:
+		return {z.lost, z.events};
+	}
+}
+
+// The rows and the cost of a scan with the constraints pushed down
+// (ops[k] the letter of constraint used[k]): a ts window whose bounds
+// SQLite knows already (constants) keeps its share of the trace's span,
+// one it does not (a join's) a quarter per bound; pid = a process's share,
+// tid = a thread's, kind = a fifth.
+std::pair<double, double> estimate(const Vtab *v, sqlite3_index_info *info, const std::string &ops,
+				   const std::vector<int> &used)
+{
+	const Sizes &z = v->t->sizes;
+	auto [rows, cost] = table_size(v);
+	double lo = (double)z.t0, hi = (double)z.t1, part = 1;
+	for (size_t k = 0; k < ops.size(); k++) {
+		const char op = ops[k] >= 'f' && ops[k] <= 'j' ? (char)(ops[k] - 5) : ops[k];
+		sqlite3_value *rhs = nullptr;
+		const bool known = op >= 'a' && op <= 'e' &&
+				   sqlite3_vtab_rhs_value(info, used[k], &rhs) == SQLITE_OK && rhs &&
+				   (sqlite3_value_numeric_type(rhs) == SQLITE_INTEGER ||
+				    sqlite3_value_numeric_type(rhs) == SQLITE_FLOAT);
+		const double x = known ? sqlite3_value_double(rhs) : 0;
+		if (op == 'a')
+			part /= std::max(1.0, rows / 2); // a time held by an event or two
+		else if (known && (op == 'b' || op == 'c'))
+			lo = std::max(lo, x);
+		else if (known)
+			hi = std::min(hi, x);
+		else
+			part /= op == 'p' ? z.processes : op == 't' ? z.threads : op == 'k' ? 5 : 4;
+	}
+	const double span = std::max(1.0, (double)z.t1 - (double)z.t0);
+	part *= hi < lo ? 0 : std::min(1.0, (hi - lo + 1) / span);
+	const double got = std::max(1.0, rows * part);
+	const bool reads = event_table(v) || v->kind == Kind::Sched || v->kind == Kind::Slices;
+	return {got, reads ? z.packets / 16 + cost * std::max(part, 1.0 / std::max(1.0, rows)) : cost};
+}
+
+// Whether the ORDER BY (or GROUP BY) is tid, or tid then ts, ascending:
+// the order of a pass per thread (Trace::thread_ids).
+bool thread_order(const sqlite3_index_info *info)
+{
+	const auto *o = info->aOrderBy;
+	return (info->nOrderBy == 1 || (info->nOrderBy == 2 && o[1].iColumn == kTs && !o[1].desc)) &&
+	       o[0].iColumn == kTid && !o[0].desc;
+}
+
+// idxStr: one letter per argument (pushed_op).  Every constraint is
+// checked again by SQLite (omit 0): the bounds may be REAL, a pushdown is
+// a superset.  Rows come in ts order from the event tables (one scan:
+// SQLite sorts itself when an IN makes several); sched's and slices' as
+// they end.
 int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 {
 	const auto *v = static_cast<Vtab *>(vt);
 	std::string ops;
-	double cost = 1e6;
-	if (v->kind == Kind::Slices) {
-		// a-e: ts as below; f-j: ts_end likewise; k: kind =; p: pid =; t: tid =.
-		for (int i = 0; i < info->nConstraint; i++) {
-			const auto &c = info->aConstraint[i];
-			if (!c.usable)
-				continue;
-			char op = 0;
-			if (c.iColumn == kSlTs || c.iColumn == kSlTsEnd) {
-				const char base = c.iColumn == kSlTs ? 'a' : 'f';
-				switch (c.op) {
-				case SQLITE_INDEX_CONSTRAINT_EQ:
-					op = base;
-					break;
-				case SQLITE_INDEX_CONSTRAINT_GT:
-					op = (char)(base + 1);
-					break;
-				case SQLITE_INDEX_CONSTRAINT_GE:
-					op = (char)(base + 2);
-					break;
-				case SQLITE_INDEX_CONSTRAINT_LT:
-					op = (char)(base + 3);
-					break;
-				case SQLITE_INDEX_CONSTRAINT_LE:
-					op = (char)(base + 4);
-					break;
-				default:
-					break;
-				}
-			} else if (c.op == SQLITE_INDEX_CONSTRAINT_EQ) {
-				op = c.iColumn == kSlKind  ? 'k'
-				     : c.iColumn == kSlPid ? 'p'
-				     : c.iColumn == kSlTid ? 't'
-							   : 0;
-			}
-			if (!op)
-				continue;
-			ops += op;
-			info->aConstraintUsage[i].argvIndex = (int)ops.size();
-			info->aConstraintUsage[i].omit = 0;
-			cost /= op == 'k' ? 3 : op == 'p' || op == 't' ? 5 : 4;
-		}
-	} else if (event_table(v) || v->kind == Kind::Sched) {
-		for (int i = 0; i < info->nConstraint; i++) {
-			const auto &c = info->aConstraint[i];
-			if (!c.usable)
-				continue;
-			char op = 0;
-			if (c.iColumn == kTs) {
-				switch (c.op) {
-				case SQLITE_INDEX_CONSTRAINT_EQ:
-					op = 'a';
-					break;
-				case SQLITE_INDEX_CONSTRAINT_GT:
-					op = 'b';
-					break;
-				case SQLITE_INDEX_CONSTRAINT_GE:
-					op = 'c';
-					break;
-				case SQLITE_INDEX_CONSTRAINT_LT:
-					op = 'd';
-					break;
-				case SQLITE_INDEX_CONSTRAINT_LE:
-					op = 'e';
-					break;
-				default:
-					break;
-				}
-			} else if (!event_table(v)) {
-				// sched: ts bounds only
-			} else if (c.iColumn == kPid && c.op == SQLITE_INDEX_CONSTRAINT_EQ) {
-				op = 'p';
-			} else if (c.iColumn == kTid && c.op == SQLITE_INDEX_CONSTRAINT_EQ) {
-				op = 't';
-			}
-			if (!op)
-				continue;
-			ops += op;
-			info->aConstraintUsage[i].argvIndex = (int)ops.size();
-			info->aConstraintUsage[i].omit = 0; // checked again by SQLite: the bounds may be REAL
-			cost /= op == 'a' ? 100 : op == 'p' || op == 't' ? 5 : 4;
-		}
-		// Rows come in ts order (sched's as their slices end).
-		if (event_table(v) && info->nOrderBy == 1 && info->aOrderBy[0].iColumn == kTs &&
-		    !info->aOrderBy[0].desc)
-			info->orderByConsumed = 1;
-	} else {
-		cost = 1e3;
+	std::vector<int> used;
+	for (int i = 0; i < info->nConstraint; i++) {
+		const char op = info->aConstraint[i].usable ? pushed_op(v, info, i) : 0;
+		if (!op)
+			continue;
+		ops += op;
+		used.push_back(i);
+		info->aConstraintUsage[i].argvIndex = (int)ops.size();
+		info->aConstraintUsage[i].omit = 0;
 	}
+	if (event_table(v) && info->nOrderBy == 1 && info->aOrderBy[0].iColumn == kTs &&
+	    !info->aOrderBy[0].desc)
+		info->orderByConsumed = 1;
+	else if (event_table(v) && !v->t->thread_ids.empty() && thread_order(info))
+		info->orderByConsumed = 1, info->idxNum |= 2; // a pass per thread
 	// sched: 1 when pid or a wake column is used (the pass reads from the start).
 	if (v->kind == Kind::Sched &&
 	    (info->colUsed & ((1ull << kSchedPid) | (1ull << kSchedWakeTs) | (1ull << kSchedWakeLatency))))
 		info->idxNum = 1;
+	const auto [rows, cost] = estimate(v, info, ops, used);
+	info->estimatedRows = (sqlite3_int64)rows;
 	info->estimatedCost = cost;
-	info->estimatedRows = (sqlite3_int64)cost;
 	if (!ops.empty()) {
 		info->idxStr = sqlite3_mprintf("%s", ops.c_str());
 		info->needToFreeIdxStr = 1;
@@ -1301,18 +1470,61 @@ __attribute__((noinline)) bool take_class(Cur *cur, Vtab *v, const MetaEvent *cl
 	return true;
 }
 
+// An event table's pass (cur->r, not started): its window and its pid
+// and tid filters.
+void events_pass(Cur *cur)
+{
+	if (cur->lo != INT64_MIN || cur->hi != INT64_MAX)
+		cur->r->set_window(cur->lo, cur->hi);
+	cur->filtered = cur->lo != INT64_MIN || cur->hi != INT64_MAX || cur->want_pid || cur->want_tid;
+	if (cur->want_pid || cur->want_tid) {
+		const bool wp = cur->want_pid, wt = cur->want_tid;
+		const int64_t pid = cur->pid, tid = cur->tid;
+		cur->r->set_stream_filter([=](const StreamInfo &s) {
+			if (wp && (s.trace->kernel || s.trace->vpid != pid))
+				return false; // the kernel's events have no pid
+			if (wt && !s.shared && s.trace->meta.record_format == STRATA_REC_COMPACT) {
+				for (const PacketEntry &p : s.packets)
+					if (p.vtid == tid)
+						return true;
+				return false;
+			}
+			return true;
+		});
+	}
+}
+
+// The end of a pass: EOF, or in thread order (Cur::by_thread) the next
+// thread's pass begun (true).
+__attribute__((noinline)) bool pass_end(Cur *cur, Vtab *v)
+{
+	if (!cur->by_thread || ++cur->thread_k >= v->t->thread_ids.size()) {
+		cur->eof = true;
+		return false;
+	}
+	v->reg->bytes += cur->r->stats().bytes - cur->bytes_before;
+	cur->bytes_before = 0;
+	cur->r = std::make_unique<TraceReader>();
+	cur->r->share_index(v->t->index);
+	cur->tid = v->t->thread_ids[cur->thread_k];
+	events_pass(cur);
+	return true;
+}
+
 // The next event row of an event table (or EOF).
 __attribute__((always_inline)) inline void next_event(Cur *cur, Vtab *v)
 {
 	for (;;) {
 		if (!read_event(cur, v)) {
-			cur->eof = true;
+			if (pass_end(cur, v))
+				continue;
 			return;
 		}
 		const TraceEvent &e = *cur->m.event;
 		if (cur->filtered) {
 			if (e.ns > cur->hi) { // merged by time: nothing later can be in the window
-				cur->eof = true;
+				if (pass_end(cur, v))
+					continue;
 				return;
 			}
 			if (e.ns < cur->lo)
@@ -1325,7 +1537,6 @@ __attribute__((always_inline)) inline void next_event(Cur *cur, Vtab *v)
 		if (e.cls != cur->cm_cls && !take_class(cur, v, e.cls))
 			continue; // a stream is mostly runs of one class: one compare
 		cur->decoded = 0;
-		cur->rowid++;
 		return;
 	}
 }
@@ -1446,6 +1657,21 @@ Cell sched_pid(Cur *cur, const SubTrace *sub, int64_t tid, int64_t ns)
 	return cint(pid);
 }
 
+// sched at the end of the pass: the slices still running, no end known.
+void sched_finish(Cur *cur)
+{
+	for (const auto &kv : cur->running) {
+		const Cur::Running &r = kv.second;
+		cur->rows.push_back({cint(r.ts), Cell(), Cell(), ctext(kv.first.first->hostname),
+				     cint(kv.first.second), r.pid, cint(r.tid), ctext(r.comm), cint(r.prio),
+				     Cell(), Cell(), Cell(), r.wake == INT64_MIN ? Cell() : cint(r.wake),
+				     r.wake == INT64_MIN ? Cell() : cint(r.ts - r.wake)});
+		cur->row_ids.push_back(r.rowid);
+	}
+	cur->running.clear();
+	cur->sched_done = true;
+}
+
 // sched: the next slices that end (or, at the end of the trace, every
 // CPU's last slice), into cur->rows; EOF when none is left.  Each
 // sched_switch ends its CPU's running slice and begins the next thread's.
@@ -1461,23 +1687,14 @@ Cell sched_pid(Cur *cur, const SubTrace *sub, int64_t tid, int64_t ns)
 // it on a CPU takes it: wake_ts, and wake_latency = ts - wake_ts.
 void sched_advance(Cur *cur, Vtab *v)
 {
+	cur->row_ids.clear();
 	while (cur->rows.empty()) {
 		if (cur->sched_done) {
 			cur->eof = true;
 			return;
 		}
 		if (!read_event(cur, v)) {
-			for (const auto &kv : cur->running) { // still running at the end: no end known
-				const Cur::Running &r = kv.second;
-				cur->rows.push_back({cint(r.ts), Cell(), Cell(),
-						     ctext(kv.first.first->hostname), cint(kv.first.second),
-						     r.pid, cint(r.tid), ctext(r.comm), cint(r.prio), Cell(),
-						     Cell(), Cell(),
-						     r.wake == INT64_MIN ? Cell() : cint(r.wake),
-						     r.wake == INT64_MIN ? Cell() : cint(r.ts - r.wake)});
-			}
-			cur->running.clear();
-			cur->sched_done = true;
+			sched_finish(cur);
 			continue;
 		}
 		const TraceEvent &e = *cur->m.event;
@@ -1523,12 +1740,18 @@ void sched_advance(Cur *cur, Vtab *v)
 					     prev == r.tid ? cint(val(1)) : Cell(), cint(next),
 					     ctext(next_comm), r.wake == INT64_MIN ? Cell() : cint(r.wake),
 					     r.wake == INT64_MIN ? Cell() : cint(r.ts - r.wake)});
+			cur->row_ids.push_back(r.rowid);
 			if (e.ns > cur->hi)
 				cur->running.erase(run);
 		}
 		if (e.ns <= cur->hi)
-			cur->running[{sub, e.cpu}] = Cur::Running{
-				e.ns, next, val(4), next_comm, sched_pid(cur, sub, next, e.ns), wake};
+			cur->running[{sub, e.cpu}] = Cur::Running{e.ns,
+								  next,
+								  val(4),
+								  next_comm,
+								  sched_pid(cur, sub, next, e.ns),
+								  wake,
+								  event_rowid(*v->t, e)};
 		else if (cur->running.empty())
 			cur->sched_done = true; // every slice begun by the bound has ended
 	}
@@ -1559,6 +1782,7 @@ void slices_start(Cur *cur, Vtab *v, unsigned kinds, int64_t elo, int64_t ehi)
 {
 	cur->sl = std::make_unique<SliceState>();
 	SliceState &s = *cur->sl;
+	s.t = v->t.get();
 	s.parts = slice_parts(*v->t);
 	s.kinds = kinds;
 	s.begin_max = std::min(cur->hi, ehi);
@@ -1819,6 +2043,96 @@ void fill_threads(Cur *cur, Vtab *v)
 	}
 }
 
+// The thread a lost row belongs to, when the stream says it: a COMPACT
+// owned lane's packets name their thread.  The loss lies in the stream's
+// bytes [lo, hi): the thread of the packet holding lo (records cut off
+// one), else of the packets on both sides when they agree, else of every
+// packet of the stream when they agree; else -1.
+int64_t lost_tid(const StreamInfo *s, uint64_t lo, uint64_t hi)
+{
+	if (!s || s->shared || s->packets.empty() || s->trace->meta.record_format != STRATA_REC_COMPACT)
+		return -1;
+	const PacketEntry *before = nullptr, *after = nullptr;
+	bool one = true;
+	for (const PacketEntry &p : s->packets) {
+		one &= p.vtid == s->packets[0].vtid;
+		if (lo >= p.offset && lo - p.offset < p.size)
+			return p.vtid;
+		if (p.offset + p.size <= lo)
+			before = &p;
+		else if (!after && p.offset >= hi)
+			after = &p;
+	}
+	if (before && after && before->vtid == after->vtid)
+		return before->vtid;
+	return one ? s->packets[0].vtid : -1;
+}
+
+// The bytes a discard message's loss lies between: from the end of the
+// packet before the one it is counted in (DiscardedPackets: the one after
+// the gap; DiscardedEvents: the one whose header counts them) to that
+// packet's start.
+std::pair<uint64_t, uint64_t> discard_span(const StreamInfo &s, const TraceMsg &m)
+{
+	const TraceMeta &meta = s.trace->meta;
+	for (size_t i = 1; i < s.packets.size(); i++) {
+		const PacketEntry &e = s.packets[i], &prev = s.packets[i - 1];
+		const uint64_t ts = m.kind == TraceMsgKind::DiscardedPackets ? e.ts_begin : e.ts_end;
+		if (meta.ns_from_origin(ts) == m.end_ns)
+			return {prev.offset + prev.size, e.offset};
+	}
+	return {UINT64_MAX, UINT64_MAX};
+}
+
+// A lost row's owner: machine, pid, process, tid, stream (NULLs for what is
+// not known).
+void lost_owner(std::vector<Cell> *row, const SubTrace *sub, const StreamInfo *s, uint64_t lo, uint64_t hi,
+		const std::string &file)
+{
+	row->push_back(sub ? ctext(sub->hostname) : Cell());
+	row->push_back(sub && !sub->kernel ? cint(sub->vpid) : Cell());
+	row->push_back(sub && !sub->kernel ? ctext(sub->procname) : Cell());
+	const int64_t tid = lost_tid(s, lo, hi);
+	row->push_back(tid >= 0 ? cint(tid) : Cell());
+	row->push_back(ctext(file));
+}
+
+// The stream or sub-trace a damaged file belongs to (the index's damage
+// comes without its stream): the stream of that path, else the sub-trace
+// of its directory.
+void damage_owner(const TraceReader &index, const std::string &file, const StreamInfo **s,
+		  const SubTrace **sub)
+{
+	for (const auto &st : index.streams())
+		if (st->path == file) {
+			*s = st.get();
+			*sub = st->trace;
+			return;
+		}
+	const std::string dir = file.substr(0, file.rfind('/') == std::string::npos ? 0 : file.rfind('/'));
+	for (const auto &t : index.traces())
+		if (t->dir == dir)
+			*sub = t.get();
+}
+
+// The time span of a damaged span found by the index (it has none of its
+// own: its bytes are the damaged ones): from the end of the stream's last
+// good packet before it to the beginning of its first after it (NULL at
+// the file's start or end).
+void damage_span(std::vector<Cell> *row, const StreamInfo *s, const TraceDamage &d)
+{
+	const PacketEntry *before = nullptr, *after = nullptr;
+	static const std::vector<PacketEntry> kNone;
+	for (const PacketEntry &p : s ? s->packets : kNone) {
+		if (p.offset + p.size <= d.offset)
+			before = &p;
+		else if (!after && p.offset >= d.offset + d.bytes)
+			after = &p;
+	}
+	row->push_back(before ? cint(s->trace->meta.ns_from_origin(before->ts_end)) : Cell());
+	row->push_back(after ? cint(s->trace->meta.ns_from_origin(after->ts_begin)) : Cell());
+}
+
 void fill_lost(Cur *cur, Vtab *v)
 {
 	TraceReader r;
@@ -1831,33 +2145,46 @@ void fill_lost(Cur *cur, Vtab *v)
 		if (m.kind == TraceMsgKind::Damage) {
 			const TraceDamage &d = *m.damage;
 			note_damage(v->reg, damage_line(d));
-			const bool timed = m.stream != nullptr;
-			row = {timed ? cint(m.begin_ns) : Cell(), timed ? cint(m.end_ns) : Cell()};
-			const SubTrace *sub = m.stream ? m.stream->trace : nullptr;
-			row.push_back(sub ? ctext(sub->hostname) : Cell());
-			row.push_back(sub && !sub->kernel ? cint(sub->vpid) : Cell());
-			row.push_back(sub && !sub->kernel ? ctext(sub->procname) : Cell());
-			row.push_back(ctext(d.file));
+			const StreamInfo *s = m.stream;
+			const SubTrace *sub = s ? s->trace : nullptr;
+			if (s) {
+				row = {cint(m.begin_ns), cint(m.end_ns)};
+			} else {
+				damage_owner(v->t->index, d.file, &s, &sub);
+				damage_span(&row, s, d);
+			}
+			lost_owner(&row, sub, s, d.offset, d.offset + d.bytes, d.file);
 			row.push_back(ctext("damage"));
 			row.push_back(Cell());
 			row.push_back(cint((int64_t)d.bytes));
 			row.push_back(ctext("at byte " + std::to_string(d.offset) + ": " + d.why));
 		} else {
-			const SubTrace *sub = m.stream->trace;
-			row = {cint(m.begin_ns),
-			       cint(m.end_ns),
-			       ctext(sub->hostname),
-			       sub->kernel ? Cell() : cint(sub->vpid),
-			       sub->kernel ? Cell() : ctext(sub->procname),
-			       ctext(m.stream->path),
-			       ctext(m.kind == TraceMsgKind::DiscardedEvents ? "events" : "packets"),
-			       cint((int64_t)m.count),
-			       Cell(),
-			       Cell()};
+			row = {cint(m.begin_ns), cint(m.end_ns)};
+			const auto span = discard_span(*m.stream, m);
+			lost_owner(&row, m.stream->trace, m.stream, span.first, span.second, m.stream->path);
+			row.push_back(ctext(m.kind == TraceMsgKind::DiscardedEvents ? "events" : "packets"));
+			row.push_back(cint((int64_t)m.count));
+			row.push_back(Cell());
+			row.push_back(Cell());
 		}
 		cur->rows.push_back(std::move(row));
 	}
 	v->reg->bytes += r.stats().bytes;
+}
+
+// slices: the kind `kind = a` selects (none for a value that names none).
+unsigned slice_kinds_of(sqlite3_value *a)
+{
+	if (sqlite3_value_type(a) != SQLITE_TEXT)
+		return 0; // a number never equals a kind (the column's TEXT affinity makes it text)
+	const unsigned char *k = sqlite3_value_text(a);
+	const std::string ks = k ? (const char *)k : "";
+	return ks == "lock_wait"      ? kSlLockWait
+	       : ks == "cond_wait"    ? kSlCondWait
+	       : ks == "lock_hold"    ? kSlLockHold
+	       : ks == "monitor_wait" ? kSlMonitorWait
+	       : ks == "syscall"      ? kSlSyscall
+				      : 0u;
 }
 
 int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sqlite3_value **argv)
@@ -1869,7 +2196,7 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 	cur->r.reset();
 	cur->rows.clear();
 	cur->ri = 0;
-	cur->rowid = 0;
+	cur->row_ids.clear();
 	cur->eof = false;
 	cur->cm = nullptr;
 	cur->cm_cls = cur->other_cls = nullptr;
@@ -1894,15 +2221,7 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 	for (int i = 0; i < argc && idx && idx[i]; i++) {
 		sqlite3_value *a = argv[i];
 		if (idx[i] == 'k') {
-			const unsigned char *k = sqlite3_value_text(a);
-			const std::string ks =
-				k && sqlite3_value_type(a) == SQLITE_TEXT ? (const char *)k : "";
-			kinds &= ks == "lock_wait"      ? kSlLockWait
-				 : ks == "cond_wait"    ? kSlCondWait
-				 : ks == "lock_hold"    ? kSlLockHold
-				 : ks == "monitor_wait" ? kSlMonitorWait
-				 : ks == "syscall"      ? kSlSyscall
-							: 0u;
+			kinds &= slice_kinds_of(a);
 			continue;
 		}
 		int64_t &lo = idx[i] >= 'f' && idx[i] <= 'j' ? elo : cur->lo;
@@ -1986,24 +2305,13 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 		sched_advance(cur, v);
 		return SQLITE_OK;
 	}
-	if (cur->lo != INT64_MIN || cur->hi != INT64_MAX)
-		cur->r->set_window(cur->lo, cur->hi);
-	cur->filtered = cur->lo != INT64_MIN || cur->hi != INT64_MAX || cur->want_pid || cur->want_tid;
-	if (cur->want_pid || cur->want_tid) {
-		const bool wp = cur->want_pid, wt = cur->want_tid;
-		const int64_t pid = cur->pid, tid = cur->tid;
-		cur->r->set_stream_filter([=](const StreamInfo &s) {
-			if (wp && (s.trace->kernel || s.trace->vpid != pid))
-				return false; // the kernel's events have no pid
-			if (wt && !s.shared && s.trace->meta.record_format == STRATA_REC_COMPACT) {
-				for (const PacketEntry &p : s.packets)
-					if (p.vtid == tid)
-						return true;
-				return false;
-			}
-			return true;
-		});
+	cur->by_thread = (idx_num & 2) && !cur->want_tid;
+	if (cur->by_thread) { // a pass per thread, in tid order: the first
+		cur->thread_k = 0;
+		cur->want_tid = true;
+		cur->tid = v->t->thread_ids.empty() ? -1 : v->t->thread_ids[0];
 	}
+	events_pass(cur);
 	next_event(cur, v);
 	return SQLITE_OK;
 }
@@ -2012,13 +2320,11 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 __attribute__((noinline)) int next_other(Cur *cur, Vtab *v)
 {
 	if (v->kind == Kind::Slices) {
-		cur->rowid++;
 		if (++cur->sl->ri >= cur->sl->nrows)
 			slices_advance(cur, v);
 		return SQLITE_OK;
 	}
 	if (v->kind == Kind::Sched) {
-		cur->rowid++;
 		if (++cur->ri >= cur->rows.size()) {
 			cur->rows.clear();
 			cur->ri = 0;
@@ -2224,9 +2530,16 @@ int x_rowid(sqlite3_vtab_cursor *c, sqlite3_int64 *out)
 {
 	auto *cur = static_cast<Cur *>(c);
 	const auto *v = static_cast<Vtab *>(c->pVtab);
-	*out = event_table(v) || v->kind == Kind::Sched || v->kind == Kind::Slices
-		       ? cur->rowid
-		       : (sqlite3_int64)cur->ri + 1;
+	// A rowid names a row the same way in every scan (Trace::stream_base):
+	// the small tables are made whole, in one order, by every scan.
+	if (event_table(v))
+		*out = event_rowid(*v->t, *cur->m.event);
+	else if (v->kind == Kind::Slices)
+		*out = cur->sl->rows[cur->sl->ri].rowid;
+	else if (v->kind == Kind::Sched)
+		*out = cur->row_ids[cur->ri];
+	else
+		*out = (sqlite3_int64)cur->ri + 1;
 	return SQLITE_OK;
 }
 
@@ -2364,6 +2677,8 @@ int register_strata(sqlite3 *db)
 	if (rc == SQLITE_OK)
 		rc = sqlite3_create_function_v2(db, "strata_open", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY,
 						nullptr, f_open, nullptr, nullptr, nullptr);
+	if (rc == SQLITE_OK)
+		rc = register_u64_aggregates(db);
 	return rc;
 }
 

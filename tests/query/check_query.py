@@ -12,13 +12,16 @@ and sum of fields, every field of every event (typed tables and the JSON
 column), a time window (and that it reads fewer bytes), pid and tid
 filters, begin/end pairs (slices), the SQL of docs/query.md that gives
 `strata analyze mutex`'s figures (equal to its JSON), the lost table, bad
-SQL (its position), a damaged trace (answers, and says what it skipped),
+SQL (its position), a damaged trace (answers, says what it skipped, and
+its `lost` rows name the machine, process, thread and stream), exact u64
+aggregates and REALs that read back exactly from CSV and JSON,
 and the extension loaded by Python's sqlite3; and 30 mutated copies of the
 demo trace (every query exits 0 or 1, in bounded time).
 """
 import csv
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -280,6 +283,37 @@ class RawStr(str):
         return RAW_MSG
 
 
+def u64_checks(strata, trace):
+    """u64_sum, u64_min, u64_max exact past INT64_MAX; CSV and JSON REALs read
+    back as the same doubles."""
+    rows, _ = q(strata, trace, 'SELECT x64 FROM "demo:ints"')
+    xs = [int(r[0]) for r in rows[1:]] if rows else []
+    got, _ = q(strata, trace, 'SELECT u64_sum(x64), u64_min(x64), u64_max(x64), typeof(u64_sum(x64)) '
+               'FROM "demo:ints"')
+    check(xs and max(xs) > 2 ** 63 and got and got[1] == [str(sum(xs)), str(min(xs)), str(max(xs)), "text"],
+          "u64_sum, u64_min and u64_max of a u64 column past INT64_MAX are exact (%r, of %r)" % (got, xs))
+    got, _ = q(strata, trace, "SELECT u64_sum(v), u64_max(v), typeof(u64_min(v)) FROM (SELECT "
+               "'18446744073709551615' AS v UNION ALL SELECT '18446744073709551615' UNION ALL SELECT 7)")
+    check(got and got[1] == ["36893488147419103237", "18446744073709551615", "integer"],
+          "u64_sum past 2^64 exact; a result that fits INT64 is an INTEGER (%r)" % got)
+    r = run([strata, "query", trace, "SELECT u64_sum(v) FROM (SELECT 5 AS v UNION ALL SELECT -1)"])
+    check(r.returncode == 1 and "u64_sum: -1 is not an unsigned 64-bit integer" in r.stderr,
+          "u64_sum of a negative value is an error naming it (%r)" % r.stderr)
+    reals = [1.7976931348623157e308, -0.0, 0.1 + 0.2, float("inf"), float("-inf"), 5e-324, 1.0, 1e20]
+    sql = "SELECT 1.7976931348623157e308, -0.0, 0.1 + 0.2, 1e999, -1e999, 5e-324, 1.0, 1e20"
+    rows, _ = q(strata, trace, sql)
+    csv_back = [float(v) for v in rows[1]] if rows else []
+    r = run([strata, "query", "--json", trace, sql])
+    json_back = list(json.loads(r.stdout)[0].values()) if r.returncode == 0 else []
+    for what, back in (("CSV", csv_back), ("JSON", json_back)):
+        check(len(back) == len(reals) and all(x == y and math.copysign(1, x) == math.copysign(1, y)
+                                               and type(y) is float for x, y in zip(reals, back)),
+              "%s REALs read back as the same doubles, -0.0 and the infinities too (%r)" % (what, back))
+    check(rows and rows[1][3:5] == ["Inf", "-Inf"] and rows[1][6] == "1.0" and '"a":' not in r.stdout
+          and "1e999" in r.stdout, "infinities are Inf in CSV, 1e999 in JSON; 1.0 keeps its point (%r)"
+          % (rows and rows[1]))
+
+
 def fixture_checks(strata, work):
     import demo_oracle
     import make_fixture_trace
@@ -309,6 +343,7 @@ def fixture_checks(strata, work):
         check(False, "--json output parses (%s: %r)" % (e, r.stdout[:300]))
     rows, _ = q(strata, trace, 'SELECT x64 FROM "demo:ints" ORDER BY ts LIMIT 1')
     check(rows and rows[1][0] == str(0xdead000000000000), "u64 0xdead000000000000 exact (%r)" % rows)
+    u64_checks(strata, trace)
     rows, _ = q(strata, trace, "SELECT kind, count FROM lost ORDER BY ts")
     check(rows and rows[1:] == [["events", "5"], ["packets", "2"]], "lost: 5 events, then 2 packets (%r)" % rows)
     # A damaged copy: answers from the rest, says what it skipped.
@@ -327,6 +362,10 @@ def fixture_checks(strata, work):
     check(r.returncode == 0 and r.stdout.splitlines()[1:] == ["4"] and "skipped: damaged" in r.stderr
           and "channel0_0" in r.stderr, "a damaged trace answers from the rest and says what it skipped "
           "(%r, %r)" % (r.stdout, r.stderr))
+    rows, _ = q(strata, bad, "SELECT pid, process, stream, ts, ts_end, bytes FROM lost WHERE kind = 'damage'")
+    third = data.find(b"\xc1\x1f\xfc\xc1", second + 1)
+    check(rows and rows[1:] == [["4242", "fixture", stream, "1000000200", "3000000000", str(third - second)]],
+          "the damaged span's lost row names its process and stream, between the packets around it (%r)" % rows)
     # Bad SQL: SQLite's message and where.
     r = run([strata, "query", trace, "SELECT count(*) FROM events\nWHERE ts >> AND 1"])
     check(r.returncode == 1 and "syntax error" in r.stderr and "line 2, column" in r.stderr,
@@ -340,6 +379,51 @@ def fixture_checks(strata, work):
                        capture_output=True, text=True, timeout=60)
     check(r.returncode == 0 and "demo:mix" in r.stdout and re.search(r"\n *5\n", r.stdout),
           "the shell reads statements ending in ';' and .tables (%r)" % r.stdout)
+
+
+def lost_owner_checks(strata, trace, work):
+    """A packet damaged in the middle of one thread's stream: its `lost` row
+    names the machine, process, thread and stream it belongs to, and the
+    good packets around it bound its time.  The thread's oracle: the one
+    whose events the damage took away."""
+    bad = os.path.join(work, "demo-damaged")
+    shutil.rmtree(bad, ignore_errors=True)
+    shutil.copytree(trace, bad)
+    streams = sorted(os.path.join(r, f) for r, _, fs in os.walk(bad) for f in fs if f.startswith("channel"))
+    stream = max(streams, key=os.path.getsize)
+    with open(stream, "r+b") as f:
+        data = f.read()
+        at = [i for i in range(len(data) - 3) if data[i:i + 4] == b"\xc1\x1f\xfc\xc1"]
+        check(len(at) >= 3, "the demo's largest stream has 3 packets or more (%d)" % len(at))
+        if len(at) < 3:
+            return
+        f.seek(at[len(at) // 2])
+        f.write(b"\0\0\0\0")
+    count = "SELECT tid, count(*) FROM events GROUP BY tid"
+    before, _ = q(strata, trace, count)
+    after, _ = q(strata, bad, count)
+    lessened = sorted(set(map(tuple, before[1:])) - set(map(tuple, after[1:]))) if before and after else []
+    rows, _ = q(strata, bad, "SELECT machine, pid, process, tid, stream, ts < ts_end FROM lost WHERE kind = 'damage'")
+    procs, _ = q(strata, trace, "SELECT machine, pid, process FROM processes")
+    check(len(lessened) == 1 and rows and len(rows) == 2 and procs
+          and rows[1] == procs[1] + [lessened[0][0], stream, "1"],
+          "a damaged packet's lost row names its machine, pid, process, thread and stream, its time "
+          "bounded by the packets around it (%r, lessened %r)" % (rows, lessened))
+
+
+def discard_owner_checks(strata, demo, work, env):
+    """Discards on threads' own lanes (small sub-buffers, not blocking): each
+    `lost` row of them names its thread, and each worker's events plus its
+    lost ones are the --events it emitted."""
+    trace = os.path.join(work, "discards")
+    if not record(strata, trace, ["--subbuf-size", "4k", "--", demo, "--threads", "3", "--events", "50000"], env):
+        return
+    rows, _ = q(strata, trace, "SELECT tid, count(*) + coalesce((SELECT sum(count) FROM lost AS l "
+                "WHERE l.tid = e.tid), 0) FROM events AS e WHERE tid != pid GROUP BY tid")
+    lost, _ = q(strata, trace, "SELECT count(*), sum(tid IS NULL), coalesce(sum(count), 0) FROM lost")
+    check(rows and len(rows) == 4 and all(r[1] == "50000" for r in rows[1:]) and lost and lost[1][1] in ("0", ""),
+          "discards on threads' own lanes: each lost row names its thread, whose events plus its losses are "
+          "the 50000 it emitted (%r; lost rows, untold threads, events: %r)" % (rows, lost and lost[1]))
 
 
 def opt_int(s):
@@ -611,6 +695,8 @@ def main():
         evs = demo_checks(strata, demo_trace)
         extension_checks(ext, demo_trace, evs)
         mutation_checks(strata, demo_trace, work)
+        lost_owner_checks(strata, demo_trace, work)
+        discard_owner_checks(strata, demo, work, env)
     shared_trace = os.path.join(work, "shared")
     if record(strata, shared_trace, ["--blocking", "--lanes", "1", "--", demo, "--threads", "3", "--events", "200"],
               env):
