@@ -324,8 +324,8 @@ def fixture_checks(strata, work):
         f.write(b"\0\0\0\0")
     check(0 < second < size, "the fixture has a second packet to damage")
     r = run([strata, "query", "--csv", bad, "SELECT count(*) FROM events"])
-    check(r.returncode == 0 and r.stdout.splitlines()[1:] == ["4"] and "skipped: damaged" in r.stderr
-          and "channel0_0" in r.stderr, "a damaged trace answers from the rest and says what it skipped "
+    check(r.returncode == 1 and r.stdout.splitlines()[1:] == ["4"] and "skipped: damaged" in r.stderr
+          and "channel0_0" in r.stderr, "a damaged trace answers from the rest, says what it skipped, exits 1 "
           "(%r, %r)" % (r.stdout, r.stderr))
     # Bad SQL: SQLite's message and where.
     r = run([strata, "query", trace, "SELECT count(*) FROM events\nWHERE ts >> AND 1"])
