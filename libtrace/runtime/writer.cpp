@@ -502,6 +502,11 @@ bool writer_lanes_settled(Channel *ch)
 	const uint64_t S = ch->subbuf_size;
 	for (uint32_t l = 0; l < ch->n_lanes; l++) {
 		strata_lane_ctl *lc = &ch->lanes[l];
+		// An owner inside its busy window (FAST_OWNER): its decrement
+		// must reach the shared word, or a consumer's close would wait
+		// for the window for ever.  Acquire: its head update before.
+		if (__atomic_load_n(&lc->owner_busy, __ATOMIC_ACQUIRE) != 0)
+			return false;
 		// Acquire: as a writer's load of head; the counts below are
 		// then at least those of every reservation this head shows.
 		const uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
