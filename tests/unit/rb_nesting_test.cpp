@@ -451,43 +451,38 @@ Packets stop_inside(unsigned slot, Inside how, bool *cut, uint64_t *cuts)
 	return pk;
 }
 
+// One packet: whole (nothing discarded), or cut after the three records
+// committed (the fourth counted discarded).
+void expect_stop_inside(unsigned slot, Inside how, bool want_cut)
+{
+	bool cut = !want_cut;
+	uint64_t cuts = 0;
+	const Packets pk = stop_inside(slot, how, &cut, &cuts);
+	EXPECT_EQ(cut, want_cut);
+	EXPECT_EQ(cuts, want_cut ? 1u : 0u);
+	ASSERT_EQ(pk.size(), 1u);
+	EXPECT_EQ(packet_header(pk[0]).events_discarded, want_cut ? 1u : 0u);
+}
+
 // The handler's close leaves the mapping to the writer it interrupted
 // (retired at a later control call): every record reaches the trace.
 TEST(StopInsideReservation, AHandlerOnTheWritersThread)
 {
-	bool cut = true;
-	uint64_t cuts = 1;
-	const Packets pk = stop_inside(4, Inside::kHandler, &cut, &cuts);
-	EXPECT_FALSE(cut);
-	EXPECT_EQ(cuts, 0u);
-	ASSERT_EQ(pk.size(), 1u);
-	EXPECT_EQ(packet_header(pk[0]).events_discarded, 0u);
+	expect_stop_inside(4, Inside::kHandler, false);
 }
 
 // A writer of another thread, descheduled inside its reservation: the
 // close waits for its commit, and every record reaches the trace.
 TEST(StopInsideReservation, AnotherThreadsWriterDescheduled)
 {
-	bool cut = true;
-	uint64_t cuts = 1;
-	const Packets pk = stop_inside(5, Inside::kDescheduled, &cut, &cuts);
-	EXPECT_FALSE(cut);
-	EXPECT_EQ(cuts, 0u);
-	ASSERT_EQ(pk.size(), 1u);
-	EXPECT_EQ(packet_header(pk[0]).events_discarded, 0u);
+	expect_stop_inside(5, Inside::kDescheduled, false);
 }
 
 // A writer stopped inside its reservation past every bound: the packet is
 // cut after the last committed record, the reservation counted discarded.
 TEST(StopInsideReservation, AWriterStoppedThere)
 {
-	bool cut = false;
-	uint64_t cuts = 0;
-	const Packets pk = stop_inside(6, Inside::kStopped, &cut, &cuts);
-	EXPECT_TRUE(cut);
-	EXPECT_EQ(cuts, 1u);
-	ASSERT_FALSE(pk.empty());
-	EXPECT_EQ(packet_header(pk[0]).events_discarded, 1u);
+	expect_stop_inside(6, Inside::kStopped, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryStep, NestedAtStep, ::testing::Range(0, (int)STRATA_W_N_STEPS),
