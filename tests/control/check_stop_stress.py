@@ -206,7 +206,7 @@ def main():
     d = start_daemon(a.consumerd, env["STRATA_CONSUMERD_SOCKET"], env)
     ctl_path = os.path.join(work, "control")
     long_proc = subprocess.Popen([a.app, "long", ctl_path, str(a.threads), str(a.rest_us)], env=env)
-    wait_for(lambda: os.path.exists(ctl_path) and os.path.getsize(ctl_path) == 4096, "the long-lived process")
+    wait_for(lambda: os.path.exists(ctl_path) and os.path.getsize(ctl_path) == 32768, "the long-lived process")
     ctl = Control(ctl_path, a.threads)
     gen, t0 = 0, time.monotonic()
     try:

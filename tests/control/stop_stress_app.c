@@ -40,7 +40,8 @@ STRATA_EVENT(stress, tick, STRATA_LOGLEVEL_INFO, strata_int(uint64_t, thread), s
 
 #define SHORT 50u /* events of a short-lived thread */
 #define BURST 64u /* events between two looks at the control words */
-#define MAX_THREADS 64u
+#define MAX_THREADS 1024u
+#define FILE_SIZE 32768 /* the words of MAX_THREADS + 1 threads */
 
 static _Atomic uint64_t *g_w;
 static unsigned g_threads;
@@ -122,12 +123,12 @@ int main(int argc, char **argv)
 	if (g_threads < 1 || g_threads > MAX_THREADS)
 		return 2;
 	int fd = open(argv[2], O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0 || ftruncate(fd, 4096) != 0)
+	if (fd < 0 || ftruncate(fd, FILE_SIZE) != 0)
 		return 1;
-	g_w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	g_w = mmap(NULL, FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (g_w == MAP_FAILED)
 		return 1;
-	pthread_t th[MAX_THREADS + 1];
+	static pthread_t th[MAX_THREADS + 1];
 	for (unsigned t = 0; t < g_threads; t++)
 		pthread_create(&th[t], NULL, writer, (void *)(uintptr_t)t);
 	pthread_create(&th[g_threads], NULL, spawner, NULL);
