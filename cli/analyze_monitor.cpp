@@ -382,7 +382,7 @@ int analyze_monitor(const std::string &dir, const std::string &format, const std
 	Counted h{m, progress};
 	const bool ok = src.read(h);
 	progress.done();
-	src.finish();
+	const bool whole = src.finish();
 	if (!ok) {
 		std::cerr << "strata analyze: " << src.why() << "\n";
 		if (!src.native())
@@ -407,7 +407,7 @@ int analyze_monitor(const std::string &dir, const std::string &format, const std
 		if (format == "text")
 			std::cout << "\nHTML report: " << html << "\n";
 	}
-	return 0;
+	return whole ? 0 : cli::kFail; // the report of what was readable, damage skipped
 }
 
 } // namespace analyze

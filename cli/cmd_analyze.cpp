@@ -39,7 +39,9 @@ const strata::cli::Command kAnalyze = {
 	"(function+offset, file:line when debug info exists).",
 	"Environment for the traced program: STRATA_PTHREAD_STACK_DEPTH=N records N\n"
 	"caller frames per acquisition (default 0).",
-	"Exit status: 0 ok, 1 the trace could not be read, 2 usage error."};
+	"Exit status: 0 ok, 1 the trace could not be read, or damage was skipped (the\n"
+	"report of everything readable is written first; 'strata check' names it), 2 usage\n"
+	"error."};
 
 // What `analyze` was asked.
 struct AnalyzeArgs {
@@ -122,7 +124,7 @@ int strata_cmd_analyze(int argc, char **argv)
 			return syms->lookup(proc, addr, code);
 		});
 	progress.done();
-	src.finish();
+	const bool whole = src.finish();
 	if (!ok) {
 		std::cerr << "strata analyze: " << err << "\n";
 		if (!src.native())
@@ -149,5 +151,5 @@ int strata_cmd_analyze(int argc, char **argv)
 		if (format == "text")
 			std::cout << "\nHTML report: " << report << "\n";
 	}
-	return 0;
+	return whole ? 0 : strata::cli::kFail; // the report of what was readable, damage skipped
 }

@@ -1345,7 +1345,7 @@ int run_export(const std::string &dir, bool json, const std::string &out_path)
 			exp::kMaxMachine, conv.machines_over + 1, exp::kMaxMachine);
 	const bool written = sink->finish();
 	const bool closed = out == stdout ? std::fflush(out) == 0 : std::fclose(out) == 0;
-	src.finish();
+	const bool whole = src.finish();
 	if (!ok) {
 		std::fprintf(stderr, "strata export: %s\n", src.why().c_str());
 		if (!src.native())
@@ -1375,7 +1375,7 @@ int run_export(const std::string &dir, bool json, const std::string &out_path)
 				"instants (STRATA_PTHREAD_COUNT=0 records every pair)\n",
 				conv.counted_pairs);
 	}
-	return cli::kOk;
+	return whole ? cli::kOk : cli::kFail; // everything readable written, damage skipped
 }
 
 } // namespace
@@ -1396,7 +1396,8 @@ const strata::cli::Command kExport = {
 	"JVM monitors, inferred: docs/viewing.md); lost\n"
 	"events are a counter and a marker.  docs/viewing.md says more.\n"
 	"A progress bar is drawn on standard error when it is a terminal.",
-	"Exit status: 0 ok, 1 the trace cannot be read or the output written, 2 usage error."};
+	"Exit status: 0 ok, 1 the trace cannot be read or the output written, or damage was\n"
+	"skipped (everything readable is written first; 'strata check' names it), 2 usage error."};
 
 // The command line: kParsed to go on, else the exit status.
 int parse_export_args(int argc, char **argv, const char *&dir, std::string &out, int &format)

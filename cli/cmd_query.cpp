@@ -198,10 +198,16 @@ private:
 	bool flushed_ = false;
 };
 
+// Damage told so far: the exit status is 1 once any was skipped, after
+// every answer was written (as `strata check`).  One command, one thread.
+uint64_t g_damage_told = 0;
+
 void tell_damage(sqlite3 *db)
 {
-	for (const std::string &l : query::take_damage(db))
+	for (const std::string &l : query::take_damage(db)) {
 		std::fprintf(stderr, "strata query: skipped: %s\n", l.c_str());
+		g_damage_told++;
+	}
 }
 
 // Where in `sql` the error is: "line L, column C" and the line with a caret.
@@ -446,7 +452,8 @@ int strata_cmd_query(int argc, char **argv)
 		"statements (ending in ';') are read from stdin, with a prompt on a terminal; .tables, "
 		".schema [TABLE], .mode table|csv|json, .help and .quit.",
 		"A damaged trace answers from what is readable; what was skipped is said on stderr.",
-		"Exit status: 0 ok, 1 bad SQL or an unreadable trace, 2 usage error."};
+		"Exit status: 0 ok, 1 bad SQL, an unreadable trace, or damage skipped (every answer\n"
+		"is written first; 'strata check' names the damage), 2 usage error."};
 	const std::vector<cli::Option> opts = {
 		cli::flag("csv", 0,
 			  "rows as CSV (RFC 4180) with a header line; a REAL in its shortest exact form, "
@@ -495,6 +502,6 @@ int strata_cmd_query(int argc, char **argv)
 		rc = have_sql ? (run_sql(db, sql, out) ? cli::kOk : cli::kFail) : shell(db, out);
 	}
 	sqlite3_close(db);
-	return rc;
+	return rc == cli::kOk && g_damage_told ? cli::kFail : rc;
 }
 #endif // STRATA_HAVE_QUERY

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bt_fields.h"
+#include "read_event.h"
 #include "commands.h"
 #include "strata_abi.h"
 #include "trace_reader.h"
@@ -1036,37 +1037,17 @@ int run_view(const std::string &dir, ViewSink &sink)
 	const bool native = use_native_reader(dirs);
 	sink.show_host = machines(dirs) > 1;
 	learn_threads(sink, dirs, native);
-	bool ok;
+	bool ok, skipped = false, none = false;
 	if (native) {
 		TraceReader r;
 		ok = r.open_dirs(dirs, &why) &&
 		     r.read_each([&](const TraceMsg &m) { return on_native(sink, m); });
-		size_t readable = 0;
-		for (const auto &t : r.traces()) {
-			readable += t->readable;
-			if (!t->readable)
-				std::fprintf(stderr, "strata view: cannot read %s: %s\n", t->dir.c_str(),
-					     t->why.c_str());
-		}
-		if (ok && !readable) {
+		std::string unread;
+		if (!rd::native_after_read(r, "view", dir, false, &warnings, &unread) && ok) {
 			ok = false;
-			why = "no sub-trace under '" + dir + "' can be read";
+			why = unread;
 		}
-		for (const TraceDamage &d : r.damages())
-			if (d.why == "packet runs past the end of the file" ||
-			    d.why == "truncated packet header") {
-				warnings +=
-					"a stream file ends inside a packet (a consumer daemon killed while "
-					"writing?): 'strata view --repair " +
-					dir + "' cuts it back to its last whole packet for other readers\n";
-				break;
-			}
-		if (ok && (r.stats().damaged || r.stats().unreadable_traces))
-			warnings +=
-				std::to_string(r.stats().damaged) + " damaged span(s) skipped, " +
-				std::to_string(r.stats().unreadable_traces) +
-				" unreadable sub-trace(s); every undamaged packet was read ('strata check " +
-				dir + "' lists them)\n";
+		skipped = ok && rd::native_skipped(r, &none);
 	} else {
 		ok = read_ctf_trace_dirs(
 			dirs, [&sink](const bt_message *msg) { return on_bt_message(sink, msg); }, &why,
@@ -1076,6 +1057,8 @@ int run_view(const std::string &dir, ViewSink &sink)
 	const bool flushed = std::fflush(stdout) == 0;
 	if (!warnings.empty())
 		std::fprintf(stderr, "strata view: warning: %s", warnings.c_str());
+	if (skipped && none)
+		rd::tell_none_read("view", dir);
 	if (!ok) {
 		std::fprintf(stderr, "strata view: %s\n", why.c_str());
 		if (!native)
@@ -1086,7 +1069,7 @@ int run_view(const std::string &dir, ViewSink &sink)
 		std::fprintf(stderr, "strata view: cannot write the output: %s\n", std::strerror(errno));
 		return kExitFailure;
 	}
-	return kExitOk;
+	return skipped ? kExitFailure : kExitOk; // everything readable printed, damage skipped
 }
 
 bool parse_limit(const char *s, uint64_t *out)
@@ -1171,7 +1154,8 @@ const cli::Command kView = {
 	"Every directory under DIR that holds a CTF 'metadata' file is read.",
 	"",
 	"Exit status: 0 ok, 1 the trace cannot be read or does not exist (the reason is\n"
-	"printed), 2 usage error."};
+	"printed), or damage was skipped (every readable event is printed first; 'strata\n"
+	"check' names the damage), 2 usage error."};
 
 // --pid PID or --tid TID (repeatable): into `ids`.
 cli::Option id_option(const char *name, const char *arg, const char *help, std::set<int64_t> &ids)

@@ -659,8 +659,14 @@ void Drain::final_drain()
 	} else {
 		for (uint32_t lane = 0; lane < n_lanes_; lane++) {
 			msg.clear();
+			const uint64_t cuts = reader_->stats().cut_short;
 			FlushStatus fs = reader_->flush(lane, dead, kFlushTimeoutMs, &msg);
-			if (fs != FlushStatus::kDone && !msg.empty())
+			// Commits still in flight at the deadline: the records
+			// committed before them reach the trace, the rest counted.
+			std::string cut;
+			if (fs == FlushStatus::kPending && reader_->cut_pending(lane, &cut))
+				msg += "; " + cut;
+			if ((fs != FlushStatus::kDone || reader_->stats().cut_short != cuts) && !msg.empty())
 				warn(dir_, "lane " + std::to_string(lane) + ": " + msg);
 		}
 		// Everything is closed now: drain to the end (bounded: at most

@@ -194,6 +194,12 @@ void writer_forget_thread_state_in_child();
 void wake_consumer(strata_buffer_header *hdr);
 void writer_count_discarded(unsigned slot); // a filtered event dropped unseen
 uint32_t current_tid();
+uint32_t writer_depth(); // reservations in progress on this thread
+// Whether every reservation the lanes of ch show (their heads) is committed:
+// no owner inside its busy window, and the packet at each head has all its
+// bytes in, or, at a boundary, the packet before it is complete.  A
+// consumer's close still waiting for commits reads as unsettled too.
+bool writer_lanes_settled(Channel *ch);
 
 // Clock (clock.cpp).  clock_now() is the event's timestamp: one inline
 // try of the chosen page (no call, no switch: the hot path), else

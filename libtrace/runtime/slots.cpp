@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -138,6 +139,15 @@ void register_global_membarrier()
 #endif
 }
 bool g_fork_locked; // the atfork prepare handler took the lock
+
+// Closed Channels whose mapping is not retired yet: closed by a signal
+// handler that interrupted a writer of its own thread inside a reservation
+// (a stop applied by tp-async's handler), which can only finish after the
+// handler returns.  Retired by the next control call made outside any
+// reservation (a slot's open or close; retire_owed_locked).  Under the
+// control lock.
+Channel *g_retire_owed[2 * STRATA_MAX_SLOTS];
+unsigned g_n_retire_owed;
 
 // Keeping a forked child's early buffer (docs/boot.md): a process that
 // records into an early buffer (slot 15, no daemon) makes, at fork, the
@@ -307,6 +317,9 @@ void atfork_child()
 	control_lock_reset_in_child();
 	register_global_membarrier(); // the child's mm is a new one
 	writer_forget_thread_state_in_child();
+	for (unsigned i = 0; i < g_n_retire_owed; i++)
+		retire_mapping(g_retire_owed[i]); // nobody writes them in the child
+	g_n_retire_owed = 0;
 	for (unsigned s = 0; s < STRATA_MAX_SLOTS; s++) {
 		Channel *ch = g_slots[s].load(std::memory_order_relaxed);
 		if (!ch)
@@ -571,10 +584,60 @@ void publish_slot(Channel *ch)
 	registry_arm_slot(ch->slot);
 }
 
+// Writers that loaded the Channel before it was unpublished may be inside a
+// reservation: their record and its commit would land in the private pages
+// retire_mapping puts in place, and the consumer would wait for a commit
+// that never comes, with the records before it in the packet (it cuts the
+// packet there: Reader::cut_pending).  So a close waits until every lane's
+// reservations are committed, bounded (a writer stopped by SIGSTOP, or
+// descheduled for long).  Polling: the commits are other threads' plain
+// adds; only system calls (the contract above).
+void wait_for_writers(Channel *ch)
+{
+	constexpr uint64_t kWaitNs = 100000000; // 100 ms
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (!writer_lanes_settled(ch)) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		const uint64_t spent = (uint64_t)(now.tv_sec - t0.tv_sec) * 1000000000u +
+				       (uint64_t)now.tv_nsec - (uint64_t)t0.tv_nsec;
+		if (spent >= kWaitNs)
+			return;
+		struct timespec pause = {0, 50000};
+		nanosleep(&pause, nullptr);
+	}
+}
+
+void retire_owed_locked()
+{
+	if (writer_depth() != 0)
+		return;
+	for (unsigned i = 0; i < g_n_retire_owed; i++) {
+		wait_for_writers(g_retire_owed[i]);
+		retire_mapping(g_retire_owed[i]);
+	}
+	g_n_retire_owed = 0;
+}
+
+// Retire a closed Channel's mapping once its writers have committed; later
+// (retire_owed_locked) when this thread is inside a reservation itself.
+void retire_locked(Channel *ch)
+{
+	if (writer_depth() != 0 && g_n_retire_owed < sizeof g_retire_owed / sizeof *g_retire_owed) {
+		g_retire_owed[g_n_retire_owed++] = ch;
+		return;
+	}
+	if (writer_depth() == 0)
+		wait_for_writers(ch);
+	retire_mapping(ch);
+}
+
 // Close `slot` with the control lock held: tracepoints disarmed, the
-// Channel unpublished, its buffer (if it has one) marked and retired.
+// Channel unpublished, its buffer (if it has one) marked and retired once
+// the writers inside a reservation have committed (retire_locked).
 void close_locked(unsigned slot)
 {
+	retire_owed_locked();
 	Channel *ch = g_slots[slot].load(std::memory_order_relaxed);
 	if (!ch)
 		return;
@@ -590,7 +653,7 @@ void close_locked(unsigned slot)
 	registry_forget_slot(slot);
 	if (ch->hdr) {
 		mark_exited(ch);
-		retire_mapping(ch);
+		retire_locked(ch);
 	}
 	if (ch->state.load(std::memory_order_relaxed) == kChPending) {
 		ch->state.store(kChDead, std::memory_order_relaxed); // a late first event gives up at once
@@ -673,6 +736,7 @@ extern "C" STRATA_EXPORT int strata_rt_slot_open(unsigned slot, const struct str
 	int rc = control_lock();
 	if (rc)
 		return rc;
+	retire_owed_locked();
 	if (g_slots[slot].load(std::memory_order_relaxed)) {
 		rc = -EEXIST;
 	} else if (Channel *ch = new_channel(slot, trace_uuid)) {
@@ -708,6 +772,7 @@ extern "C" STRATA_EXPORT int strata_rt_slot_open_lazy(unsigned slot, const struc
 	rc = control_lock(true); // a handler may fire into the slot as soon as it is published
 	if (rc)
 		return rc;
+	retire_owed_locked();
 	if (g_slots[slot].load(std::memory_order_relaxed)) {
 		rc = -EEXIST;
 	} else if (Channel *ch = new_channel(slot, trace_uuid)) {

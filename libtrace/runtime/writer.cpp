@@ -492,6 +492,40 @@ uint32_t current_tid()
 	return tid_of(t_state);
 }
 
+uint32_t writer_depth()
+{
+	return t_state.depth;
+}
+
+bool writer_lanes_settled(Channel *ch)
+{
+	const uint64_t S = ch->subbuf_size;
+	for (uint32_t l = 0; l < ch->n_lanes; l++) {
+		strata_lane_ctl *lc = &ch->lanes[l];
+		// An owner inside its busy window (FAST_OWNER): its decrement
+		// must reach the shared word, or a consumer's close would wait
+		// for the window for ever.  Acquire: its head update before.
+		if (__atomic_load_n(&lc->owner_busy, __ATOMIC_ACQUIRE) != 0)
+			return false;
+		// Acquire: as a writer's load of head; the counts below are
+		// then at least those of every reservation this head shows.
+		const uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
+		if (head == 0)
+			continue;
+		const uint64_t off = head & (S - 1);
+		const uint64_t p = off ? head : head - S; // inside the lane's last packet
+		const uint64_t want = ((p >> ch->ring_shift) << ch->subbuf_shift) + (off ? off : S);
+		strata_u64 *commit = commit_of(ch, lc, p);
+		// Acquire: pairs with the writers' release adds (commit_bytes)
+		// and the consumer's (Reader::finish_close).
+		if (__atomic_load_n(commit, __ATOMIC_ACQUIRE) +
+			    __atomic_load_n(ccommit_of(commit), __ATOMIC_ACQUIRE) <
+		    want)
+			return false;
+	}
+	return true;
+}
+
 void wake_consumer(strata_buffer_header *hdr)
 {
 	// Seq_cst RMW then seq_cst load, against the consumer's seq_cst store

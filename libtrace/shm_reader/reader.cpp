@@ -659,8 +659,9 @@ void Reader::release(uint32_t lane)
 // reserved in the packet has committed: timestamp_end = the packet's
 // largest record timestamp, then the closing fields, then our commit of
 // the rest of the sub-buffer.  True when nothing is pending any more.
-// give_up (dead producer, or we detach): complete it now, or abandon it
-// if its writers never will.
+// give_up (dead producer, the stop's deadline passed, or we detach):
+// complete it now; a packet whose writers did not all commit is cut after
+// its last whole committed record (cut_short).
 bool Reader::finish_close(uint32_t lane, bool give_up, std::string *msg)
 {
 	LaneState &ls = lanes_[lane];
@@ -681,10 +682,8 @@ bool Reader::finish_close(uint32_t lane, bool give_up, std::string *msg)
 	const uint64_t c = committed(lc, idx);
 	if (c < want && !give_up)
 		return false;
-	if (c < want && ls.producer_dead) {
-		ls.close_pending = false; // never completes: next_packet drops it, reported
-		return true;
-	}
+	if (c < want)
+		return cut_short(lane, c - std::min(c, want - off), msg);
 	auto *ph = (strata_packet_header *)subbuf_at(lane, start);
 	uint64_t ts = 0;
 	bool walked = false;
@@ -720,6 +719,65 @@ bool Reader::finish_close(uint32_t lane, bool give_up, std::string *msg)
 	__atomic_add_fetch(&lc->ccommit[idx], S - off, __ATOMIC_RELEASE);
 	ls.close_pending = false;
 	return true;
+}
+
+// A close of ours whose writers did not all commit and never will (a
+// writer killed, stopped or left inside its reservation: a slot closed
+// under it writes into private pages, slots.cpp), `in` of its bytes
+// committed.  Committed bytes are a prefix but for nesting (a signal
+// handler's record after the one it interrupted): the packet keeps the
+// records that walk whole within them, its content ends after the last,
+// and the rest counts as one discarded event (the reservations in flight:
+// at least one), in this packet and, through the lane's count, every later
+// one and the lane's final count (trailing_loss_packet).  The sub-buffer is completed with the rest of the lap:
+// a late commit would take it past its lap (next_packet says so), never
+// into a packet already read.  An opener that did not commit the header
+// leaves nothing to keep: the packet is dropped (next_packet reports it).
+bool Reader::cut_short(uint32_t lane, uint64_t in, std::string *msg)
+{
+	LaneState &ls = lanes_[lane];
+	const uint64_t S = info_.subbuf_size, start = ls.close_start, off = ls.close_off;
+	const uint64_t idx = (start / S) & (info_.n_subbuf - 1);
+	ls.close_pending = false;
+	if (in < kHdr || in > off)
+		return true;
+	std::vector<uint8_t> copy(subbuf_at(lane, start), subbuf_at(lane, start) + in);
+	uint64_t ts = 0;
+	memcpy(&ts, copy.data() + offsetof(strata_packet_header, timestamp_begin), sizeof ts);
+	const char *why = nullptr;
+	const uint64_t keep =
+		walk_records(copy.data(), in, lane >= info_.first_shared, UINT64_MAX, &ts, &why);
+	auto *ph = (strata_packet_header *)subbuf_at(lane, start);
+	const uint64_t content = keep == kHdr ? header_only_content() : keep * 8, psize = S * 8;
+	memcpy(&ph->timestamp_end, &ts, 8);
+	memcpy(&ph->content_size, &content, 8);
+	memcpy(&ph->packet_size, &psize, 8);
+	const uint64_t disc = ls.close_disc + 1;
+	memcpy(&ph->events_discarded, &disc, 8);
+	// Relaxed: a count that only grows, as a writer's discard(); the
+	// next packet's closer reads it after our commit below.
+	__atomic_add_fetch(&lane_ctl(lane)->events_discarded, 1, __ATOMIC_RELAXED);
+	stats_.cut_short++;
+	*msg = "lane " + std::to_string(lane) + " packet " + std::to_string(start / S) + ": " +
+	       std::to_string(off - in) + " of its " + std::to_string(off) +
+	       " reserved bytes never committed (a writer stopped, killed or left inside its "
+	       "reservation): cut after its last whole record at byte " +
+	       std::to_string(keep) + ", the rest counted as one discarded event";
+	// Release: the closing fields before the commit that completes the
+	// sub-buffer, as finish_close's.
+	__atomic_add_fetch(&lane_ctl(lane)->ccommit[idx], S - in, __ATOMIC_RELEASE);
+	return true;
+}
+
+// The stop's last flush of a lane found commits in flight at its deadline:
+// a close of ours still waiting is cut (cut_short).  True when one was.
+bool Reader::cut_pending(uint32_t lane, std::string *msg)
+{
+	if (lane >= info_.n_lanes || !lanes_[lane].close_pending)
+		return false;
+	const uint64_t before = stats_.cut_short;
+	finish_close(lane, true, msg);
+	return stats_.cut_short != before;
 }
 
 FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std::string *msg)
@@ -832,7 +890,8 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 		pause();
 	}
 	if (ls.producer_dead) {
-		finish_close(lane, true, msg);
+		if (cut_pending(lane, msg))
+			return FlushStatus::kDone; // what was committed is kept; *msg says the cut
 		*msg = "lane " + std::to_string(lane) +
 		       ": a packet never completed (producer killed between reserve and commit); it is "
 		       "dropped";

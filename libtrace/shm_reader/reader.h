@@ -88,6 +88,7 @@ struct ReaderStats {
 	uint64_t close_ts_fallbacks = 0; // consumer closes whose records did not decode:
 					 // timestamp_end from the consumer's clock (reported)
 	uint64_t cut_packets = 0;        // cut at a bad record (check_records)
+	uint64_t cut_short = 0;          // our closes cut at the last committed record (cut_short)
 	uint64_t bad_loss_counts = 0;    // a lane's final events_discarded out of bounds: ignored
 };
 
@@ -179,6 +180,12 @@ public:
 	// timestamp_end <= the next packet's timestamp_begin whatever the
 	// offset between the producers' clock and ours (docs/ring-buffer.md).
 	FlushStatus flush(uint32_t lane, bool producer_dead, int timeout_ms, std::string *msg);
+	// After a flush that returned kPending, as the lane is left (a stop):
+	// our close whose writers did not all commit by then (one stopped,
+	// killed or left inside its reservation) is cut after its last whole
+	// committed record, the rest counted as one discarded event, so that
+	// the records before it reach the trace.  True when it cut (*msg).
+	bool cut_pending(uint32_t lane, std::string *msg);
 
 	// If events were discarded after the last packet returned for `lane`,
 	// a header-only packet (88 bytes; content_size 84*8: it ends after
@@ -317,6 +324,7 @@ private:
 	bool parse_descriptor(const uint8_t *rec, uint32_t size, EventInfo *ev, std::string *err);
 	bool absorb_descriptors();
 	bool finish_close(uint32_t lane, bool give_up, std::string *msg);
+	bool cut_short(uint32_t lane, uint64_t in, std::string *msg);
 	bool snapshot_ = false;   // set_snapshot()
 	bool fast_owner_ = false; // STRATA_BUF_FAST_OWNER at attach: flush() shakes hands with owners
 	// validate.cpp: the record walk of check_records and finish_close

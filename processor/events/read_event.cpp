@@ -213,40 +213,72 @@ Loss Source::bt_loss(BtCtx &ctx, const bt_message *msg)
 	return l;
 }
 
-bool Source::after_native_read(bool ok)
+bool native_after_read(const TraceReader &r, const char *cmd, const std::string &root, bool quiet,
+		       std::string *warnings, std::string *why)
 {
 	size_t readable = 0;
-	for (const auto &t : reader_->traces()) {
+	for (const auto &t : r.traces()) {
 		readable += t->readable;
-		if (!t->readable && !quiet_)
-			std::fprintf(stderr, "strata %s: cannot read %s: %s\n", cmd_, t->dir.c_str(),
+		if (!t->readable && !quiet)
+			std::fprintf(stderr, "strata %s: cannot read %s: %s\n", cmd, t->dir.c_str(),
 				     t->why.c_str());
 	}
-	if (ok && !readable) {
-		why_ = "no sub-trace under '" + root_ + "' can be read";
+	if (!readable) {
+		*why = "no sub-trace under '" + root + "' can be read";
 		return false;
 	}
-	for (const TraceDamage &d : reader_->damages())
+	for (const TraceDamage &d : r.damages())
 		if (d.why == "packet runs past the end of the file" || d.why == "truncated packet header") {
-			warnings_ += "a stream file ends inside a packet (a consumer daemon killed while "
+			*warnings += "a stream file ends inside a packet (a consumer daemon killed while "
 				     "writing?): 'strata view --repair " +
-				     root_ + "' cuts it back to its last whole packet for other readers\n";
+				     root + "' cuts it back to its last whole packet for other readers\n";
 			break;
 		}
-	const TraceReadStats &st = reader_->stats();
+	const TraceReadStats &st = r.stats();
 	if (st.damaged || st.unreadable_traces)
-		warnings_ += std::to_string(st.damaged) + " damaged span(s) skipped, " +
+		*warnings += std::to_string(st.damaged) + " damaged span(s) skipped, " +
 			     std::to_string(st.unreadable_traces) +
 			     " unreadable sub-trace(s); every undamaged packet was read ('strata check " +
-			     root_ + "' lists them)\n";
+			     root + "' lists them)\n";
+	return true;
+}
+
+bool native_skipped(const TraceReader &r, bool *none)
+{
+	const TraceReadStats &st = r.stats();
+	*none = st.events == 0;
+	return st.damaged || st.unreadable_traces;
+}
+
+void tell_none_read(const char *cmd, const std::string &root)
+{
+	std::fprintf(stderr,
+		     "strata %s: not one event could be read under '%s': what it holds is damaged "
+		     "('strata check %s' says where)\n",
+		     cmd, root.c_str(), root.c_str());
+}
+
+bool Source::after_native_read(bool ok)
+{
+	std::string why;
+	if (!native_after_read(*reader_, cmd_, root_, quiet_, &warnings_, &why) && ok) {
+		why_ = why;
+		return false;
+	}
 	return ok;
 }
 
-void Source::finish()
+bool Source::finish()
 {
 	if (!warnings_.empty())
 		std::fprintf(stderr, "strata %s: warning: %s", cmd_, warnings_.c_str());
 	warnings_.clear();
+	bool none = false;
+	if (!native_ || !reader_ || !native_skipped(*reader_, &none))
+		return true;
+	if (none && !quiet_)
+		tell_none_read(cmd_, root_);
+	return false;
 }
 
 } // namespace rd

@@ -14,7 +14,7 @@
  *   rd::Source src("analyze");
  *   if (!src.open(dir)) return 1;                    // the reason is printed
  *   bool ok = src.read(h);
- *   src.finish();                                    // warnings, damage counts
+ *   const bool whole = src.finish();                 // warnings; false: damage skipped
  *
  * and E is NativeEvent or BtEvent, with the same members:
  *
@@ -37,7 +37,8 @@
  *
  * Damage (Strata's reader only): each damaged span is named on stderr as it
  * is met ("strata CMD: damaged: FILE at byte N ...") and counted; finish()
- * prints the warning with the counts.  A tree of which no sub-trace can be
+ * prints the warning with the counts and returns false, for the command's
+ * exit status: 1 once everything readable was written, as `strata check`.  A tree of which no sub-trace can be
  * read is a failure (read() false, why()).  Single-threaded.
  */
 #ifndef STRATA_CLI_READ_EVENT_H
@@ -596,6 +597,20 @@ private:
 	}
 };
 
+// ---- after Strata's reader ----------------------------------------------------
+
+// After `r` read the sub-traces under `root`: each unreadable one named on
+// stderr (unless quiet), what the damage means appended to *warnings.
+// False (*why) when no sub-trace could be read at all.
+bool native_after_read(const TraceReader &r, const char *cmd, const std::string &root, bool quiet,
+		       std::string *warnings, std::string *why);
+// Whether the read skipped damage (damaged spans, unreadable sub-traces):
+// a reader's exit status is then 1, after everything readable was written.
+// *none: not one event could be read, which tell_none_read() says (after
+// the warnings) in words.
+bool native_skipped(const TraceReader &r, bool *none);
+void tell_none_read(const char *cmd, const std::string &root);
+
 // ---- the source ----------------------------------------------------------------
 
 // The sub-traces under a directory, read by the reader that fits them.
@@ -625,8 +640,11 @@ public:
 	// cannot be read (why()).  Once per Source.
 	template <class H> bool read(H &h);
 
-	// After read(): the warnings (stderr).  True when nothing was damaged.
-	void finish();
+	// After read(): the warnings (stderr).  True when the read skipped
+	// nothing; false when it skipped damage (damaged spans, unreadable
+	// sub-traces), which the caller's exit status says (1, as `strata
+	// check`), and then a read that got not one event says so in words.
+	bool finish();
 	const std::string &why() const { return why_; }
 	uint64_t damaged() const { return damaged_; }
 

@@ -400,8 +400,8 @@ def main():
     with open(cj, "w") as f:
         f.write(text[:len(text) // 2])
     rc, err, pos, events, _ = view_order(strata, both)
-    check(rc == 0 and "clocks.json" in err and events == 4 * n,
-          "with the guest's clocks.json cut, strata view says so and prints every event (%d): %s" %
+    check(rc == 1 and "clocks.json" in err and events == 4 * n,
+          "with the guest's clocks.json cut, strata view says so, prints every event (%d), exits 1: %s" %
           (events, " ".join(err.split())[:300]))
     print("strata view on each piece's metadata line (clocks.json cut): %d of %d messages inverted" %
           (view_inversions(pos), 2 * n))

@@ -89,8 +89,9 @@ def main():
     stream = os.path.join(bad, "ust", "pid", "fixture-4242", "channel0_0")
     os.truncate(stream, 100)
     r = run([strata, "view", bad])
-    check(r.returncode == 0 and r.stdout == "" and "channel0_0" in r.stderr and "damaged" in r.stderr,
-          "torn stream: no event, the file named as damaged (%r)" % r.stderr)
+    check(r.returncode == 1 and r.stdout == "" and "channel0_0" in r.stderr and "damaged" in r.stderr and
+          "not one event could be read" in r.stderr,
+          "torn stream: no event (said), the file named as damaged, exit 1 (%r)" % r.stderr)
     r = run([strata, "view", bad], env=dict(os.environ, STRATA_READER="babeltrace2"))
     check(r.returncode == 1 and "channel0_0" in r.stderr,
           "torn stream through babeltrace2 exits 1 and names the file (%r)" % r.stderr)

@@ -131,8 +131,8 @@ def damaged_copy(strata, orig, work):
                 ["export", "--format", "json", "-o", os.path.join(work, "d.json")]):
         r = run([strata] + cmd + [d], timeout=120)
         err = r.stderr.decode(errors="replace")
-        check(r.returncode == 0 and "damaged: " in err and "damaged span(s) skipped" in err,
-              "damaged copy: strata %s names the damage and reads the rest (exit %d, %r)" %
+        check(r.returncode == 1 and "damaged: " in err and "damaged span(s) skipped" in err,
+              "damaged copy: strata %s names the damage, reads the rest, exits 1 (exit %d, %r)" %
               (cmd[0] + " " + cmd[1], r.returncode, err[-300:]))
     empty = os.path.join(work, "unreadable")
     shutil.rmtree(empty, ignore_errors=True)

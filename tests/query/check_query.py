@@ -359,8 +359,8 @@ def fixture_checks(strata, work):
         f.write(b"\0\0\0\0")
     check(0 < second < size, "the fixture has a second packet to damage")
     r = run([strata, "query", "--csv", bad, "SELECT count(*) FROM events"])
-    check(r.returncode == 0 and r.stdout.splitlines()[1:] == ["4"] and "skipped: damaged" in r.stderr
-          and "channel0_0" in r.stderr, "a damaged trace answers from the rest and says what it skipped "
+    check(r.returncode == 1 and r.stdout.splitlines()[1:] == ["4"] and "skipped: damaged" in r.stderr
+          and "channel0_0" in r.stderr, "a damaged trace answers from the rest, says what it skipped, exits 1 "
           "(%r, %r)" % (r.stdout, r.stderr))
     rows, _ = q(strata, bad, "SELECT pid, process, stream, ts, ts_end, bytes FROM lost WHERE kind = 'damage'")
     third = data.find(b"\xc1\x1f\xfc\xc1", second + 1)

@@ -26,9 +26,12 @@ STRATA_EVENT(rbtest, big, STRATA_LOGLEVEL_DEBUG, strata_int(uint32_t, thread), s
 	     strata_hex(uint64_t, check), strata_bytes(tail))
 
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 
 #include "rb_test_util.h"
 #include "rt_internal.h"
@@ -353,6 +356,133 @@ TEST(DiscardCount, NeverBackwardsWhenTheCloserIsInterrupted)
 	EXPECT_GT(t.discarded, 0u);
 	EXPECT_EQ(t.records + t.discarded, outer + g_dorder.nested);
 	munmap(m, size);
+}
+
+// A session's stop closes the slot while a writer is inside its
+// reservation (reserved, not yet committed).  A close replaces the shared
+// pages by private ones (slots.cpp, retire_mapping): a record written after
+// that, and its commit, never reach the buffer, and the packet it was
+// reserved in never completes.  The consumer's flush then waited for the
+// commit until its deadline and the stop left the whole packet out of the
+// trace, with every record committed before it.  tp-async applies a stop
+// in a signal handler, which may interrupt a writer of its own thread
+// there.
+enum class Inside { kHandler, kDescheduled, kStopped };
+struct CloseInside {
+	unsigned slot = 0;
+	Inside how = Inside::kHandler;
+	bool armed = false;               // the writer's thread only
+	std::atomic<bool> inside{false};  // the other thread's writer reached the step
+	std::atomic<bool> release{false}; // kStopped: the test lets it go on
+};
+CloseInside g_close;
+
+void close_inside_hook(strata_writer_step step)
+{
+	if (step != STRATA_W_RESERVED || !g_close.armed)
+		return;
+	g_close.armed = false;
+	if (g_close.how == Inside::kHandler) { // a handler on this thread stops the session
+		strata_rt_slot_close(g_close.slot);
+		return;
+	}
+	// Release: pairs with the test's acquire load (the writer reserved).
+	g_close.inside.store(true, std::memory_order_release);
+	if (g_close.how == Inside::kDescheduled) { // for a while: the close waits for it
+		struct timespec t = {0, 30000000};
+		nanosleep(&t, nullptr);
+		return;
+	}
+	// Stopped (SIGSTOP) past the close's bound and the stop's flush.
+	// Acquire: pairs with the test's release store.
+	while (!g_close.release.load(std::memory_order_acquire))
+		std::this_thread::yield();
+}
+
+// Three records, then a fourth whose reservation the slot's close meets
+// (`how`); the lane's packets after the stop (flushed; cut, *cut, if the
+// flush found commits in flight at its deadline).
+Packets stop_inside(unsigned slot, Inside how, bool *cut, uint64_t *cuts)
+{
+	Slot s(slot, config(STRATA_MODE_DISCARD, 1, 4, 4096), {rule("rbtest:*")});
+	EXPECT_TRUE(s.reader);
+	if (!s.reader)
+		return {};
+	g_close.slot = slot;
+	g_close.how = how;
+	g_close.inside.store(false, std::memory_order_relaxed);
+	g_close.release.store(false, std::memory_order_relaxed);
+	strata_test_writer_hook = close_inside_hook;
+	std::thread w([] {
+		for (uint64_t i = 0; i < 3; i++)
+			strata_tracepoint(rbtest, sig, 0u, i, checksum(0, i));
+		g_close.armed = true;
+		strata_tracepoint(rbtest, sig, 0u, (uint64_t)3, checksum(0, 3));
+		EXPECT_FALSE(g_close.armed) << "the hook never ran";
+	});
+	if (how != Inside::kHandler) {
+		// Acquire: pairs with the hook's release store.
+		while (!g_close.inside.load(std::memory_order_acquire))
+			std::this_thread::yield();
+		strata_rt_slot_close(slot);
+	}
+	std::string msg;
+	if (how != Inside::kStopped)
+		w.join();
+	const strata::FlushStatus fs = s.reader->flush(0, false, 50, &msg);
+	*cut = fs == strata::FlushStatus::kPending && s.reader->cut_pending(0, &msg);
+	if (how == Inside::kStopped) {
+		// Release: pairs with the hook's acquire load.
+		g_close.release.store(true, std::memory_order_release);
+		w.join();
+	}
+	strata_test_writer_hook = nullptr;
+	Packets pk;
+	std::vector<uint8_t> pkt;
+	while (s.reader->next_packet(0, &pkt, &msg) == strata::ReadStatus::kPacket)
+		pk.push_back(pkt);
+	if (s.reader->trailing_loss_packet(0, &pkt))
+		pk.push_back(pkt);
+	Tally t;
+	check_lanes(
+		s, [&](uint32_t l) -> const Packets & { return l == 0 ? pk : kNoPackets; }, true, &t);
+	*cuts = s.reader->stats().cut_short;
+	EXPECT_EQ(t.records + t.discarded, 4u) << "recorded + discarded == emitted";
+	return pk;
+}
+
+// One packet: whole (nothing discarded), or cut after the three records
+// committed (the fourth counted discarded).
+void expect_stop_inside(unsigned slot, Inside how, bool want_cut)
+{
+	bool cut = !want_cut;
+	uint64_t cuts = 0;
+	const Packets pk = stop_inside(slot, how, &cut, &cuts);
+	EXPECT_EQ(cut, want_cut);
+	EXPECT_EQ(cuts, want_cut ? 1u : 0u);
+	ASSERT_EQ(pk.size(), 1u);
+	EXPECT_EQ(packet_header(pk[0]).events_discarded, want_cut ? 1u : 0u);
+}
+
+// The handler's close leaves the mapping to the writer it interrupted
+// (retired at a later control call): every record reaches the trace.
+TEST(StopInsideReservation, AHandlerOnTheWritersThread)
+{
+	expect_stop_inside(4, Inside::kHandler, false);
+}
+
+// A writer of another thread, descheduled inside its reservation: the
+// close waits for its commit, and every record reaches the trace.
+TEST(StopInsideReservation, AnotherThreadsWriterDescheduled)
+{
+	expect_stop_inside(5, Inside::kDescheduled, false);
+}
+
+// A writer stopped inside its reservation past every bound: the packet is
+// cut after the last committed record, the reservation counted discarded.
+TEST(StopInsideReservation, AWriterStoppedThere)
+{
+	expect_stop_inside(6, Inside::kStopped, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryStep, NestedAtStep, ::testing::Range(0, (int)STRATA_W_N_STEPS),
