@@ -53,6 +53,11 @@ struct Proc {
 	bool probes = false;
 	bool tells_probes = false;
 	std::vector<Drain *> drains;
+	// The process trees (kCreateTree sessions' roots) it was found in or
+	// out of, each looked up once (reaches(), session.h): a process never
+	// leaves a tree while its root lives (an orphan is reparented to a
+	// subreaper within it, `strata record`) and never enters one later.
+	mutable std::vector<std::pair<pid_t, bool>> trees;
 };
 
 class ProcessRegistry {
