@@ -15,7 +15,10 @@ is the daemon's socket directory; each is listed before and after:
     trigger that never fires, the same; then the daemon's clean exit
     (SIGTERM): no empty session directory, no `<out>-triggers/`, nothing
     beside the socket (no `<socket>.state/`);
-  - a recorded trace is kept: a record's -o directory holds its events.
+  - a recorded trace is kept: a record's -o directory holds its events;
+  - a daemon killed with a session active keeps it in `<socket>.state/`:
+    `strata status` with no daemon names it and where; the next daemon takes
+    it up, and once it is destroyed a clean exit leaves nothing.
 """
 import os
 import signal
@@ -83,6 +86,23 @@ def main():
     check(d.wait(timeout=60) == 0, "the daemon exits 0")
     check(listing(run) == [], "the daemon's clean exit leaves nothing beside its socket (%r)" % listing(run))
     check(listing(tmp) == [], "nor in TMPDIR (%r)" % listing(tmp))
+
+    # 3. A daemon killed with a session active keeps it beside its socket:
+    # `strata status` (no daemon) says what and where; the next daemon takes
+    # it up, and its clean exit after the session's end leaves nothing.
+    d = start_daemon(consumerd, sock, denv)
+    s("create", "kept", "-o", os.path.join(traces, "kept"))
+    s("start", "kept")
+    d.kill()
+    d.wait()
+    r = strata_(("status"), ok=False)
+    check(r.returncode == 1 and ("%s.state holds 1 session(s) a daemon kept when it did not exit cleanly (kept)" %
+                                 sock) in r.stdout, "status names the session a killed daemon kept (%r)" % r.stdout)
+    d = start_daemon(consumerd, sock, denv)
+    s("destroy", "kept")
+    d.send_signal(signal.SIGTERM)
+    check(d.wait(timeout=60) == 0 and listing(run) == [],
+          "taken up and destroyed, then a clean exit: nothing beside the socket (%r)" % listing(run))
     check.finish()
 
 
