@@ -11,8 +11,10 @@ child of the check, outside record's tree, started while record's session
 is active (so without the scope it would join it).  Once the bystander
 exited, the command is let go.  babeltrace2 counts: the trace holds exactly
 the 10 events of CMD's tree, from one process; with --all-processes, the
-40 of both, from two.
+40 of both, from two.  The same with --aggregate (its JSON's processes and
+hits: 1 and 10, 2 and 40).
 """
+import json
 import os
 import subprocess
 import sys
@@ -30,22 +32,22 @@ def ticks(out):
     return b.returncode, b.stdout.count("rloop:tick"), procs, b.stderr
 
 
-def run(strata, loop, work, env, name, extra):
+def run(strata, loop, work, env, name, extra, stdout=None):
     ready, go = os.path.join(work, name + ".ready"), os.path.join(work, name + ".go")
     os.mkfifo(ready)
     os.mkfifo(go)
     out = os.path.join(work, name)
     script = '"$0" 1 && echo ready > "$1" && read x < "$2"'
     rec = subprocess.Popen([strata, "record", "-o", out] + extra + ["--", "sh", "-c", script, loop, ready, go],
-                           env=env, stderr=subprocess.PIPE, text=True)
+                           env=env, stdout=stdout, stderr=subprocess.PIPE, text=True)
     with open(ready) as f:  # CMD's child ran: record's session is active
         f.read()
     by = subprocess.run([loop, "3"], env=env, capture_output=True, text=True, timeout=60)
     with open(go, "w") as f:
         f.write("go\n")
-    err = rec.communicate(timeout=120)[1]
+    got, err = rec.communicate(timeout=120)
     sys.stdout.write(err)
-    return rec.returncode, by.returncode, out, err
+    return rec.returncode, by.returncode, out, got if stdout else err
 
 
 def main():
@@ -69,6 +71,18 @@ def main():
     check(rc == 0 and brc == 0 and bt == 0, "--all-processes: record and the bystander exit 0, the trace reads")
     check(n == 40 and pids == 2, "record --all-processes holds both: 40 events of 2 processes (%d of %d)" %
           (n, pids))
+
+    # --aggregate: the same scope; its JSON lists the processes aggregated.
+    for name, extra, want in (("agg", [], (1, 10)), ("agg-all", ["--all-processes"], (2, 40))):
+        rc, brc, out, got = run(strata, loop, work, env, name, ["--aggregate", "rloop:tick", "--json"] + extra,
+                                stdout=subprocess.PIPE)
+        try:
+            js = json.loads(got)
+            seen = (len(js["processes"]), sum(p["hits"] for p in js["processes"]))
+        except (ValueError, KeyError, TypeError):
+            seen = None
+        check(rc == 0 and seen == want, "record --aggregate %s: %d process(es), %d hits (%r)" %
+              (" ".join(extra), want[0], want[1], seen))
 
     end_daemon(d, check)
     check.finish()
