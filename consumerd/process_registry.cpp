@@ -98,6 +98,13 @@ void ProcessRegistry::erase(int pidfd)
 void ProcessRegistry::forget_drains(const Session &s)
 {
 	for (auto &p : procs_) {
+		// A process-tree session's root may come back as another process
+		// (a reused pid) that an old answer does not describe.
+		auto &t = p.second.trees;
+		if (s.tree > 0)
+			t.erase(std::remove_if(t.begin(), t.end(),
+					       [&](const auto &x) { return x.first == s.tree; }),
+				t.end());
 		auto &v = p.second.drains;
 		v.erase(std::remove_if(v.begin(), v.end(),
 				       [&](Drain *d) {

@@ -82,7 +82,8 @@ public:
 	bool watches(int pidfd) const { return procs_.count(pidfd) != 0; }
 	// The record goes (its pidfd unwatched and closed).
 	void erase(int pidfd);
-	// The session's drains leave every record (before the session goes).
+	// The session's drains, and the answers about its process tree (whose
+	// root's pid may be reused), leave every record (before the session goes).
 	void forget_drains(const Session &s);
 	// Every record, by pidfd (stand-ins for processes gone before their
 	// REGISTER was read have negative keys).

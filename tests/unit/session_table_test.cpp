@@ -148,6 +148,14 @@ TEST_F(SessionTableTest, CreateTreeReachesTheCallersDescendantsOnly)
 	Audience everyone = t;
 	everyone.tree = 0;
 	EXPECT_TRUE(reaches(everyone, parent));
+	// The session's end takes its answers out of the records: its root's
+	// pid may come back as another process.
+	ProcessRegistry reg([](int) { return true; }, [](int) {});
+	Proc &rec = reg.get(getpid(), geteuid());
+	EXPECT_TRUE(reaches(t, rec));
+	EXPECT_EQ(rec.trees.size(), 1u);
+	reg.forget_drains(t);
+	EXPECT_TRUE(rec.trees.empty());
 }
 
 // A session's output directory that the daemon made and nothing was
