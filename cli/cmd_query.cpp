@@ -18,8 +18,10 @@ int strata_cmd_query(int, char **)
 #include <charconv>
 #include <chrono>
 #include <cinttypes>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -124,17 +126,20 @@ class TablePrinter {
 public:
 	explicit TablePrinter(sqlite3_stmt *st) : st_(st), n_(sqlite3_column_count(st))
 	{
-		for (int i = 0; i < n_; i++)
+		for (int i = 0; i < n_; i++) {
 			names_.push_back(Cell{
 				cli::escaped(sqlite3_column_name(st, i) ? sqlite3_column_name(st, i) : ""),
 				false});
+			const char *d = sqlite3_column_decltype(st, i);
+			hex_.push_back(d && std::strstr(d, "HEX"));
+		}
 	}
 	void row()
 	{
 		std::vector<Cell> r;
 		for (int i = 0; i < n_; i++) {
 			const int t = sqlite3_column_type(st_, i);
-			r.push_back(Cell{t == SQLITE_NULL ? std::string() : cli::escaped(cell_text(st_, i)),
+			r.push_back(Cell{t == SQLITE_NULL ? std::string() : cli::escaped(shown(i, t)),
 					 t == SQLITE_INTEGER || t == SQLITE_FLOAT});
 		}
 		if (flushed_) {
@@ -167,6 +172,25 @@ public:
 	}
 
 private:
+	// A cell as the table shows it: an integer of a HEX column (an address:
+	// the tables' strata_hex fields, slices.caller) as 0x..., a u64 past
+	// INT64_MAX (TEXT) included; anything else as SQLite's text.
+	std::string shown(int i, int t) const
+	{
+		std::string s = cell_text(st_, i);
+		if (!hex_[(size_t)i] || (t != SQLITE_INTEGER && t != SQLITE_TEXT))
+			return s;
+		char *end = nullptr;
+		errno = 0;
+		const unsigned long long v = t == SQLITE_INTEGER
+						     ? (unsigned long long)sqlite3_column_int64(st_, i)
+						     : std::strtoull(s.c_str(), &end, 10);
+		if (t == SQLITE_TEXT && (errno || s.empty() || s[0] == '-' || *end))
+			return s;
+		char buf[24];
+		std::snprintf(buf, sizeof buf, "0x%llx", v);
+		return buf;
+	}
 	static size_t columns(const std::string &s)
 	{
 		size_t n = 0;
@@ -193,6 +217,7 @@ private:
 	sqlite3_stmt *st_;
 	int n_;
 	std::vector<Cell> names_;
+	std::vector<bool> hex_; // per column: its declared type says HEX
 	std::vector<std::vector<Cell>> rows_;
 	std::vector<size_t> width_;
 	bool flushed_ = false;
@@ -306,6 +331,8 @@ bool run_sql(sqlite3 *db, const std::string &sql, const Out &out)
 		std::fflush(stdout);
 		if (!ok)
 			std::fprintf(stderr, "strata query: %s\n", err.c_str());
+		else if (n && !rows && !out.stats) // an empty answer is told, not silent
+			std::fprintf(stderr, "strata query: no row\n");
 		sqlite3_finalize(st);
 		tell_damage(db);
 		if (out.stats) {
@@ -320,6 +347,30 @@ bool run_sql(sqlite3 *db, const std::string &sql, const Out &out)
 			return false;
 	}
 	return true;
+}
+
+// A table name as typed after .schema: "pthread:mutex_lock" (quoted as
+// in SQL, with '', "", `` or []) or bare.
+std::string unquoted(const std::string &w)
+{
+	if (w.size() >= 2 && ((w[0] == '"' && w.back() == '"') || (w[0] == '\'' && w.back() == '\'') ||
+			      (w[0] == '`' && w.back() == '`') || (w[0] == '[' && w.back() == ']')))
+		return w.substr(1, w.size() - 2);
+	return w;
+}
+
+// Whether the trace's database has a table or view `name`.
+bool has_table(sqlite3 *db, const std::string &name)
+{
+	sqlite3_stmt *st = nullptr;
+	bool found = false;
+	if (sqlite3_prepare_v2(
+		    db, "SELECT 1 FROM sqlite_temp_master WHERE type IN ('table', 'view') AND name = ?", -1,
+		    &st, nullptr) == SQLITE_OK &&
+	    sqlite3_bind_text(st, 1, name.c_str(), -1, SQLITE_TRANSIENT) == SQLITE_OK)
+		found = sqlite3_step(st) == SQLITE_ROW;
+	sqlite3_finalize(st);
+	return found;
 }
 
 bool dot_command(sqlite3 *db, const std::string &line, Out &out, bool *quit)
@@ -358,7 +409,15 @@ bool dot_command(sqlite3 *db, const std::string &line, Out &out, bool *quit)
 			"|| p.type END, ', ') AS columns FROM sqlite_temp_master AS s, "
 			"pragma_table_info(s.name, 'temp') AS p WHERE s.type IN ('table', 'view')";
 		if (w.size() > 1) {
-			char *e = sqlite3_mprintf(" AND s.name = %Q", w[1].c_str());
+			const std::string t = unquoted(w[1]);
+			if (!has_table(db, t)) {
+				std::fprintf(stderr,
+					     "strata query: .schema: no table or view named %s (.tables "
+					     "lists them)\n",
+					     cli::escaped(t).c_str());
+				return false;
+			}
+			char *e = sqlite3_mprintf(" AND s.name = %Q", t.c_str());
 			q += e;
 			sqlite3_free(e);
 		}
@@ -451,9 +510,12 @@ int strata_cmd_query(int argc, char **argv)
 		"hold_counts.  Without SQL, "
 		"statements (ending in ';') are read from stdin, with a prompt on a terminal; .tables, "
 		".schema [TABLE], .mode table|csv|json, .help and .quit.",
-		"A damaged trace answers from what is readable; what was skipped is said on stderr.",
-		"Exit status: 0 ok, 1 bad SQL, an unreadable trace, or damage skipped (every answer\n"
-		"is written first; 'strata check' names the damage), 2 usage error."};
+		"A damaged trace answers from what is readable; what was skipped is said on stderr.\n"
+		"A statement that returns no row says \"no row\" on stderr (not with --stats, whose\n"
+		"line counts the rows).",
+		"Exit status: 0 ok (also when no row matched), 1 bad SQL, an unreadable trace, or\n"
+		"damage skipped (every answer is written first; 'strata check' names the damage), 2\n"
+		"usage error."};
 	const std::vector<cli::Option> opts = {
 		cli::flag("csv", 0,
 			  "rows as CSV (RFC 4180) with a header line; a REAL in its shortest exact form, "

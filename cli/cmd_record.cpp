@@ -165,11 +165,13 @@ struct PrivateDaemon {
 		return wait_ready(p[0]);
 	}
 
-	// Its directory, which holds its socket.
+	// Its directory, which holds its socket: in $XDG_RUNTIME_DIR, else
+	// $TMPDIR, else /tmp; removed, empty, by stop().
 	std::string make_dir()
 	{
-		const char *rt = getenv("XDG_RUNTIME_DIR");
-		std::string tmpl = std::string(rt && *rt == '/' ? rt : "/tmp") + "/strata-record-XXXXXX";
+		const char *rt = getenv("XDG_RUNTIME_DIR"), *tmp = getenv("TMPDIR");
+		const char *base = rt && *rt == '/' ? rt : tmp && *tmp == '/' ? tmp : "/tmp";
+		std::string tmpl = std::string(base) + "/strata-record-XXXXXX";
 		std::vector<char> t(tmpl.begin(), tmpl.end());
 		t.push_back(0);
 		if (!mkdtemp(t.data()))
@@ -418,6 +420,15 @@ void follow_descendants(pid_t daemon, const char *cmd)
 void why_nothing(const proto::SessionStatus &st, const char *cmd, bool preloaded)
 {
 	const char *pre = "strata record: nothing recorded: ";
+	if (st.joined == 0 && preloaded) {
+		fprintf(stderr,
+			"%s%s did not join the session although it was given a --preload library: the "
+			"library was not loaded into it (a set-user-ID program ignores LD_PRELOAD; a "
+			"refusal by the loader is its \"cannot be preloaded\" message above) or it started "
+			"no dynamically linked program\n",
+			pre, cmd);
+		return;
+	}
 	if (st.joined == 0) {
 		fprintf(stderr,
 			"%s%s did not join the session: no process of it asked the daemon for its "
@@ -511,6 +522,7 @@ struct Record {
 	proto::Create create;
 	std::vector<std::string> patterns, preloads;
 	bool jvm = false, add = false, agg_json = false;
+	bool all_processes = false; // not only CMD's process tree
 	int32_t loglevel = -1;
 	char **command = nullptr;        // CMD and its arguments, null-terminated
 	std::string preload_env;         // LD_PRELOAD's prefix: the --preload libraries
@@ -573,6 +585,10 @@ std::vector<cli::Option> record_options(Record &r)
 			  "load libstrata-jvm.so into Java (JAVA_TOOL_OPTIONS -agentpath, strata.jar on the "
 			  "boot class path): jvm:* events and the Java API",
 			  r.jvm),
+		cli::flag("all-processes", 0,
+			  "record every process of yours the daemon serves (as strata create does), not "
+			  "only CMD and its descendants",
+			  r.all_processes),
 	};
 }
 
@@ -588,9 +604,12 @@ int parse_args(int argc, char **argv, Record &r)
 		"most, or \"nothing discarded\".";
 	cli::Command c = {kCmd,
 			  "[-o DIR] [-e PATTERN]... [OPTIONS] -- CMD [ARGS]",
-			  "Run CMD and record its tracepoints.  Uses the running strata-consumerd if one\n"
-			  "answers, else starts a private one for the duration of CMD.  CMD must link\n"
-			  "libstrata and tp-sync or tp-async (Strata::tp_sync, Strata::tp_async).",
+			  "Run CMD and record its tracepoints: CMD's and those of every process it starts\n"
+			  "(its process tree), not those of other programs the daemon serves, unless\n"
+			  "--all-processes.  Kernel events (-e 'kernel:...') are the whole machine's.\n"
+			  "Uses the running strata-consumerd if one answers, else starts a private one\n"
+			  "for the duration of CMD.  CMD must link libstrata and tp-sync or tp-async\n"
+			  "(Strata::tp_sync, Strata::tp_async), or be given a library with --preload.",
 			  more.c_str(),
 			  "Exit status: CMD's (128+N if killed by signal N), whatever was discarded (the\n"
 			  "loss is told, not an error); 1 if recording failed before CMD ran or the\n"
@@ -699,6 +718,14 @@ int prepare(Record &r)
 	create.session = "record-" + std::to_string(getpid());
 
 	cli::warn_kernel_without_module(kCmd, r.patterns);
+	for (const std::string &p : r.patterns)
+		if (p.compare(0, 7, "kernel:") == 0) {
+			fprintf(stderr,
+				"strata record: note: kernel events (%s) are recorded for the whole "
+				"machine, every process's, not only the command's\n",
+				p.c_str());
+			break;
+		}
 	const std::string cmd_path = resolve_command(r.command[0]);
 	r.is_static = !cmd_path.empty() && static_executable(cmd_path);
 	if (r.is_static)
@@ -730,6 +757,17 @@ bool open_daemon(CtlClient &cl, PrivateDaemon &priv)
 	return true;
 }
 
+// Our own daemon instead of the running one, `cl` connected to it.
+bool go_private(CtlClient &cl, PrivateDaemon &priv)
+{
+	std::string err, e = priv.start();
+	if (!e.empty() || cl.open(priv.socket, err) < 0) {
+		fprintf(stderr, "strata record: %s\n", e.empty() ? err.c_str() : e.c_str());
+		return false;
+	}
+	return true;
+}
+
 // Step 4: create the session, enable the rules, start it.
 bool start_session(CtlClient &cl, PrivateDaemon &priv, Record &rec)
 {
@@ -744,6 +782,18 @@ bool start_session(CtlClient &cl, PrivateDaemon &priv, Record &rec)
 	// `record`'s own handlers complete it).
 	if (cl.version() >= 5)
 		create.flags = proto::kCreateOwned;
+	// CMD's process tree only: a daemon too old to scope a session so
+	// would record every process of ours it serves; ours instead.
+	if (!rec.all_processes && cl.version() < proto::kTreeVersion && priv.pid < 0) {
+		fprintf(stderr,
+			"strata record: the running strata-consumerd speaks protocol %u, too old to limit "
+			"a session to %s and its descendants (%u): recording with a private daemon\n",
+			cl.version(), rec.command[0], proto::kTreeVersion);
+		if (!go_private(cl, priv))
+			return false;
+	}
+	if (!rec.all_processes)
+		create.flags |= proto::kCreateTree;
 	if (!create.aggregate.empty() && cl.version() < proto::kAggVersion) {
 		fprintf(stderr,
 			"strata record: the running strata-consumerd speaks protocol %u, --aggregate "
@@ -756,11 +806,8 @@ bool start_session(CtlClient &cl, PrivateDaemon &priv, Record &rec)
 		// Root's daemon writes for a user only under a directory the
 		// user owns, and within a user's share of its slots
 		// (docs/security.md): record alone instead, as with no daemon.
-		std::string e = priv.start();
-		if (!e.empty() || cl.open(priv.socket, err) < 0) {
-			fprintf(stderr, "strata record: %s\n", e.empty() ? err.c_str() : e.c_str());
+		if (!go_private(cl, priv))
 			return false;
-		}
 		r = cl.command(create, err);
 	}
 	for (size_t k = 0; r == 0 && k < rec.patterns.size(); k++) {
@@ -895,7 +942,11 @@ int wait_command(Child &c, pid_t daemon, const char *name)
 	return WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 128 + WTERMSIG(c.status);
 }
 
-// Step 6a: the session holds no buffer although CMD ran: say why.
+// Step 6a, once the session stopped: it recorded nothing although CMD ran
+// (a disk trace with no sub-trace; a streamed one that got no buffer): say
+// why.  A process-tree session's processes join by a round trip, which
+// hands their buffers over at once, fired or not (a grant table's join
+// hands a buffer over at its first event): the trace tells.
 void tell_nothing_joined(CtlClient &cl, const Record &rec, const Child &c)
 {
 	proto::Message st;
@@ -906,7 +957,8 @@ void tell_nothing_joined(CtlClient &cl, const Record &rec, const Child &c)
 	if (cl.call(proto::Status{rec.create.session}, st, err) != 0 || st.type() != proto::Type::StatusReply)
 		return;
 	const auto &sessions = std::get<proto::StatusReply>(st.body).sessions;
-	if (sessions.empty() || sessions[0].n_buffers != 0)
+	if (sessions.empty() ||
+	    (rec.create.relay.empty() ? has_subtrace(rec.create.output_dir) : sessions[0].n_buffers != 0))
 		return;
 	if (c.exec_errno)
 		; // said above: it never ran
@@ -936,12 +988,18 @@ void tell_nothing_joined(CtlClient &cl, const Record &rec, const Child &c)
 // is removed rather than left behind (rmdir: only an empty one), so that a
 // working directory does not fill with empty strata-record-*; one that was
 // there before is the user's, and stays.
-void tell_where(const Record &rec)
+void tell_where(const Record &rec, const std::string &stopped)
 {
 	const proto::Create &create = rec.create;
 	const char *dir = create.output_dir.c_str();
 	if (!create.relay.empty()) {
 		fprintf(stderr, "strata record: trace streamed to %s\n", cli::streamed_to(create).c_str());
+		// The daemon's STOP answer counts what its relay link sent:
+		// "...; nothing discarded" or "...; N event(s) and M packet(s) discarded".
+		const size_t d = stopped.find(" discarded");
+		const size_t b = d == std::string::npos ? d : stopped.rfind("; ", d);
+		if (b != std::string::npos)
+			fprintf(stderr, "strata record: %s\n", stopped.substr(b + 2, d + 10 - b - 2).c_str());
 		return;
 	}
 	if (has_subtrace(create.output_dir)) {
@@ -949,7 +1007,8 @@ void tell_where(const Record &rec)
 			cli::loss_summary(cli::trace_loss(create.output_dir)).c_str());
 		return;
 	}
-	const bool removed = !rec.out_existed && rmdir(dir) == 0;
+	// The daemon removes an empty directory it made with the session.
+	const bool removed = !rec.out_existed && (rmdir(dir) == 0 || errno == ENOENT);
 	if (rec.patterns.empty())
 		return; // aggregated only: printed above, no trace asked for
 	if (removed)
@@ -965,7 +1024,7 @@ void tell_where(const Record &rec)
 
 // Step 6: complete the trace (stop, destroy, the private daemon's end) and
 // say where it is and what was lost.  The exit status.
-int finish(CtlClient &cl, PrivateDaemon &priv, const Record &rec, int exit_code)
+int finish(CtlClient &cl, PrivateDaemon &priv, const Record &rec, const Child &child, int exit_code)
 {
 	const proto::Create &create = rec.create;
 	std::string err;
@@ -981,11 +1040,14 @@ int finish(CtlClient &cl, PrivateDaemon &priv, const Record &rec, int exit_code)
 			if (s.name == create.session && cli::counts_enabled(s.rules))
 				cli::flush_counts(cl.path(), create.session);
 	int r = cl.command(proto::Stop{create.session}, err);
+	const std::string stopped = r < 0 ? "" : err;
 	if (r < 0)
 		fprintf(stderr, "strata record: stop: %s\n", err.c_str());
 	else if (create.relay.compare(0, 7, "serial:") == 0)
 		fprintf(stderr, "strata record: %s\n",
 			err.c_str()); // the line's load against the session's rate
+	if (r == 0 && !child.early_signal)
+		tell_nothing_joined(cl, rec, child);
 	if (cl.command(proto::Destroy{create.session}, err) < 0)
 		fprintf(stderr, "strata record: destroy: %s\n", err.c_str());
 	priv.stop();
@@ -1000,7 +1062,7 @@ int finish(CtlClient &cl, PrivateDaemon &priv, const Record &rec, int exit_code)
 		if (exit_code == 0)
 			exit_code = cli::kFail;
 	}
-	tell_where(rec);
+	tell_where(rec, stopped);
 	return exit_code;
 }
 
@@ -1027,9 +1089,7 @@ int strata_cmd_record(int argc, char **argv)
 	const int exit_code = wait_command(child, priv.pid, rec.command[0]);
 
 	// The signals stay caught (see on_signal) while the trace is completed.
-	if (!child.early_signal) {
+	if (!child.early_signal)
 		rejoin_daemon(cl, sock, rec.create.session, priv.pid > 0);
-		tell_nothing_joined(cl, rec, child);
-	}
-	return finish(cl, priv, rec, exit_code);
+	return finish(cl, priv, rec, child, exit_code);
 }

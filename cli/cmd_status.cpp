@@ -2,14 +2,52 @@
  * cmd_status.cpp - `strata status [SESSION]`.
  */
 #include <cstdio>
+#include <dirent.h>
+#include <string>
 
 #include "strata_abi.h"
 #include "commands.h"
 #include "control/ctl_client.h"
+#include "proto/sock.h"
 
 using namespace strata;
 
 namespace {
+
+// No daemon answers: the sessions a daemon that did not exit cleanly kept
+// beside a socket (<socket>.state/, docs/crash.md), which the next daemon
+// started on that socket takes up; said, with where.  A clean exit leaves
+// no such directory.
+void tell_kept_state()
+{
+	for (const std::string &sock : proto::client_socket_paths()) {
+		const std::string dir = sock + ".state";
+		DIR *d = opendir(dir.c_str());
+		if (!d)
+			continue;
+		std::string names;
+		unsigned n = 0, other = 0;
+		while (struct dirent *e = readdir(d)) {
+			const std::string f = e->d_name;
+			if (f == "." || f == "..")
+				continue;
+			const size_t k = f.size() > 8 ? f.size() - 8 : 0;
+			if (f.compare(k, std::string::npos, ".session") == 0 && k) {
+				names += (n++ ? ", " : "") + f.substr(0, k);
+			} else {
+				other++;
+			}
+		}
+		closedir(d);
+		if (n)
+			printf("%s holds %u session(s) a daemon kept when it did not exit cleanly (%s): a "
+			       "strata-consumerd started on %s takes them up\n",
+			       dir.c_str(), n, names.c_str(), sock.c_str());
+		if (other)
+			printf("%s holds %u file(s) a daemon could not read (its log named them)\n",
+			       dir.c_str(), other);
+	}
+}
 
 const char *state_name(uint32_t s)
 {
@@ -98,8 +136,10 @@ int strata_cmd_status(int argc, char **argv)
 		m.session = operands[0];
 	CtlClient cl;
 	proto::Message ans;
-	if (cli::query(cmd, cl, m, proto::Type::StatusReply, ans) != cli::kOk)
+	if (cli::query(cmd, cl, m, proto::Type::StatusReply, ans) != cli::kOk) {
+		tell_kept_state();
 		return cli::kFail;
+	}
 	const proto::StatusReply &sr = std::get<proto::StatusReply>(ans.body);
 	printf("strata-consumerd at %s: %zu session(s)\n", cl.path().c_str(), sr.sessions.size());
 	if (!sr.clocks.empty()) { // the daemon's clock links (docs/clocks.md), with or without sessions

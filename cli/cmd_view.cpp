@@ -1069,6 +1069,12 @@ int run_view(const std::string &dir, ViewSink &sink)
 		std::fprintf(stderr, "strata view: cannot write the output: %s\n", std::strerror(errno));
 		return kExitFailure;
 	}
+	if (!sink.events && !skipped) // an empty answer is told, not silent
+		std::fprintf(stderr, "strata view: %s\n",
+			     sink.pids.empty() && sink.tids.empty() && sink.patterns.empty() &&
+					     !sink.since.set && !sink.until.set
+				     ? "the trace holds no event"
+				     : "no event matched the filters (--pid, --tid, -e, --since, --until)");
 	return skipped ? kExitFailure : kExitOk; // everything readable printed, damage skipped
 }
 
@@ -1153,9 +1159,10 @@ const cli::Command kView = {
 	"'*** N events discarded ...' and '*** N packets discarded ...' lines.\n"
 	"Every directory under DIR that holds a CTF 'metadata' file is read.",
 	"",
-	"Exit status: 0 ok, 1 the trace cannot be read or does not exist (the reason is\n"
-	"printed), or damage was skipped (every readable event is printed first; 'strata\n"
-	"check' names the damage), 2 usage error."};
+	"Exit status: 0 ok (also when no event matched the filters, which is said on\n"
+	"stderr), 1 the trace cannot be read or does not exist (the reason is printed),\n"
+	"or damage was skipped (every readable event is printed first; 'strata check'\n"
+	"names the damage), 2 usage error."};
 
 // --pid PID or --tid TID (repeatable): into `ids`.
 cli::Option id_option(const char *name, const char *arg, const char *help, std::set<int64_t> &ids)

@@ -93,7 +93,7 @@ struct Conn {
 	// Its BUFFERs at the attacher: true while this connection is open (an
 	// answer may be awaited); see attacher.h.
 	std::vector<std::shared_ptr<std::atomic<bool>>> attaching;
-	Caller caller() const { return Caller{cred.uid, cred.gid, id}; }
+	Caller caller() const { return Caller{cred.uid, cred.gid, id, cred.pid}; }
 	~Conn()
 	{
 		for (auto &a : attaching)

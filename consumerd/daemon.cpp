@@ -314,6 +314,7 @@ void Daemon::shut_down()
 	for (const auto &o : synced)
 		sync_.session_stopped(o.first, o.second, hostname_);
 	persist_.save(); // none left: a clean exit ends them (persistence.h)
+	persist_.remove_store();
 	tables_.remove();
 	conns_.clear();
 	listener_.close();

@@ -27,10 +27,13 @@ void put_le(std::vector<uint8_t> &v, uint64_t x, int n)
 		v.push_back(static_cast<uint8_t>(x >> (8 * i)));
 }
 
-// A session whose rules target pids or names: what it grants depends on the
-// process (rules_for), so no table can say it.
+// A session whose rules target pids or names, or scoped to a process tree:
+// what it grants depends on the process (reaches, rules_for), so no table
+// can say it.
 bool targeted(const Session &s)
 {
+	if (s.tree > 0) // the process tree: the daemon looks at each process
+		return true;
 	for (const Target &t : s.targets)
 		if (!t.pids.empty() || !t.names.empty())
 			return true;

@@ -70,6 +70,7 @@ void fill_definition(const Session &s, SessionRecord &r)
 	r.clock = s.clock;
 	r.aggregate = s.aggregate;
 	r.agg_filter = s.agg_filter;
+	r.tree = s.tree > 0 ? static_cast<uint32_t>(s.tree) : 0;
 	if (s.trigger)
 		r.trigger = s.trigger->pattern;
 }
@@ -162,6 +163,13 @@ void Persistence::save()
 	// Start times of processes gone: a pid may come back as another.
 	for (auto it = start_times_.begin(); it != start_times_.end();)
 		it = procs_.find(it->first) ? std::next(it) : start_times_.erase(it);
+}
+
+void Persistence::remove_store()
+{
+	if (store_ && rmdir(store_->dir().c_str()) != 0 && errno != ENOENT)
+		INFO("%s kept: it holds files of sessions this daemon could not take up (%s)",
+		     store_->dir().c_str(), strerror(errno));
 }
 
 // End of an event-loop turn: what changed is kept kPersistDelayNs later,
@@ -279,6 +287,7 @@ void Persistence::restore()
 		s->clock = r.clock;
 		s->aggregate = r.aggregate;
 		s->agg_filter = r.agg_filter;
+		s->tree = static_cast<pid_t>(r.tree);
 		if (r.owner_pid)
 			s->owner_conn = kPidOwner | r.owner_pid;
 		Session &ref = *s;

@@ -96,6 +96,10 @@ public:
 	// A restored session's owner (`strata record`, by pid) exited: its
 	// session ends; the books changed.
 	void owner_exited(pid_t pid);
+	// The daemon's clean exit, after the last save(): the store's
+	// directory goes unless it holds something (a file it could not read,
+	// kept as `<file>.ignored`), which the log names.
+	void remove_store();
 
 private:
 	bool restore_buffer(Session &s, const BufferRecord &b);

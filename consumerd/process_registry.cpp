@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -97,6 +98,13 @@ void ProcessRegistry::erase(int pidfd)
 void ProcessRegistry::forget_drains(const Session &s)
 {
 	for (auto &p : procs_) {
+		// A process-tree session's root may come back as another process
+		// (a reused pid) that an old answer does not describe.
+		auto &t = p.second.trees;
+		if (s.tree > 0)
+			t.erase(std::remove_if(t.begin(), t.end(),
+					       [&](const auto &x) { return x.first == s.tree; }),
+				t.end());
 		auto &v = p.second.drains;
 		v.erase(std::remove_if(v.begin(), v.end(),
 				       [&](Drain *d) {
@@ -109,10 +117,60 @@ void ProcessRegistry::forget_drains(const Session &s)
 	}
 }
 
+namespace {
+
+// The parent of `pid` (/proc/PID/stat's fourth field, after the comm,
+// which may hold spaces and parentheses); 0 if it is gone.
+pid_t parent_of(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	const size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *e = strrchr(buf, ')');
+	int ppid = 0;
+	if (!e || sscanf(e + 1, " %*c %d", &ppid) != 1)
+		return 0;
+	return ppid;
+}
+
+// Whether `pid` is `root` or descends from it: its parent chain, read as
+// the daemon sees it (both pids are SO_PEERCRED's, in the daemon's pid
+// namespace).  A process gone before it was looked at is outside.
+bool descends_from(pid_t pid, pid_t root)
+{
+	for (int depth = 0; pid > 1 && depth < 4096; depth++) {
+		if (pid == root)
+			return true;
+		pid = parent_of(pid);
+	}
+	return false;
+}
+
+} // namespace
+
 // Rules (session.h): here, beside the Proc they are matched against.
-bool targets(const Audience &a, size_t rule, const Proc &p)
+bool reaches(const Audience &a, const Proc &p)
 {
 	if (!(a.uid == 0 || a.uid == p.uid))
+		return false;
+	if (a.tree <= 0)
+		return true;
+	for (const auto &t : p.trees)
+		if (t.first == a.tree)
+			return t.second;
+	const bool in = descends_from(p.pid, a.tree);
+	p.trees.emplace_back(a.tree, in);
+	return in;
+}
+
+bool targets(const Audience &a, size_t rule, const Proc &p)
+{
+	if (!reaches(a, p))
 		return false;
 	if (rule >= a.targets.size())
 		return true;

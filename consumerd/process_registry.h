@@ -53,6 +53,11 @@ struct Proc {
 	bool probes = false;
 	bool tells_probes = false;
 	std::vector<Drain *> drains;
+	// The process trees (kCreateTree sessions' roots) it was found in or
+	// out of, each looked up once (reaches(), session.h): a process never
+	// leaves a tree while its root lives (an orphan is reparented to a
+	// subreaper within it, `strata record`) and never enters one later.
+	mutable std::vector<std::pair<pid_t, bool>> trees;
 };
 
 class ProcessRegistry {
@@ -77,7 +82,8 @@ public:
 	bool watches(int pidfd) const { return procs_.count(pidfd) != 0; }
 	// The record goes (its pidfd unwatched and closed).
 	void erase(int pidfd);
-	// The session's drains leave every record (before the session goes).
+	// The session's drains, and the answers about its process tree (whose
+	// root's pid may be reused), leave every record (before the session goes).
 	void forget_drains(const Session &s);
 	// Every record, by pidfd (stand-ins for processes gone before their
 	// REGISTER was read have negative keys).

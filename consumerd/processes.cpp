@@ -151,7 +151,7 @@ void Processes::grant_sessions(Conn &c, const Proc &p, proto::RegisterReply &rr)
 	for (auto &s : p_.sessions.all()) {
 		// A stopping session (Session::stopping) is granted no more.
 		if (s->state != proto::SessionState::Active || s->stopping ||
-		    !(s->uid == 0 || s->uid == c.cred.uid))
+		    !(s->uid == 0 || s->uid == c.cred.uid) || !reaches(*s, p))
 			continue;
 		// Only the rules that target this process; none (in a session
 		// that has rules): no buffer.
@@ -223,7 +223,9 @@ Proc &Processes::proc_for(pid_t pid, uid_t uid)
 // buffer is hostile like any other: Drain validates it.
 void Processes::adopt_early(Session &s)
 {
-	if (p_.adopt_early)
+	// A process-tree session's processes start after it: no early buffer
+	// (they are other programs') is its.
+	if (p_.adopt_early && s.tree <= 0)
 		adopt_early_buffers(s);
 }
 
@@ -368,6 +370,15 @@ void Processes::do_buffer(Conn &c, const proto::Message &msg)
 		p_.conns.reply(c, seq, -ESRCH, "the process has exited");
 		return;
 	}
+	// A process-tree session takes no buffer from outside its tree, however
+	// the process learnt of it (the module's answer names only the user).
+	if (!reaches(*s, *p)) {
+		close(fd);
+		VLOG("pid %d (%s): not in session %s's process tree: its buffer refused", c.cred.pid,
+		     p->comm.c_str(), s->name.c_str());
+		p_.conns.reply(c, seq, -EPERM, "not in the session's process tree");
+		return;
+	}
 	attach(c, seq, *s, *p, fd, grant, m.slot);
 }
 
@@ -401,6 +412,8 @@ void Processes::do_agg_region(Conn &c, const proto::Message &msg)
 		why = "the session is another user's";
 	else if (!p)
 		why = "the process has exited";
+	else if (!reaches(*s, *p))
+		why = "not in the session's process tree";
 	else if (s->regions.size() >= kMaxAggRegions)
 		why = "the session holds " + std::to_string(kMaxAggRegions) + " regions already";
 	else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||

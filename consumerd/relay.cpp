@@ -562,12 +562,28 @@ bool RelayLink::send_packet_locked(uint64_t id, const uint8_t *pkt, size_t n, st
 		err = "relay refused a packet index (code " + std::to_string(get32(r)) + ")";
 		return false;
 	}
+	if (st.next_seq == 0)
+		st.first_pseq = ph.packet_seq_num;
 	st.next_seq++;
 	st.stream_class = ph.stream_id;
 	st.safe_ts = std::max(st.safe_ts, ph.timestamp_end);
 	st.pseq = ph.packet_seq_num;
 	st.discarded = ph.events_discarded;
 	return true;
+}
+
+void RelayLink::loss(uint64_t &events, uint64_t &packets)
+{
+	std::lock_guard<std::mutex> g(mu_);
+	events = packets = 0;
+	for (const auto &kv : streams_) {
+		const Stream &st = kv.second;
+		if (!st.next_seq)
+			continue;
+		events += st.discarded;
+		const uint64_t span = st.pseq - st.first_pseq + 1; // packets from the first to the last
+		packets += span > st.next_seq ? span - st.next_seq : 0;
+	}
 }
 
 void RelayLink::set_empty(uint64_t id, const strata_packet_header &h)

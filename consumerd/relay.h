@@ -119,6 +119,10 @@ public:
 
 	bool broken() const { return broken_.load(std::memory_order_acquire); }
 	std::string why_broken();
+	// What the streams sent so far lost, as their packets say (what a disk
+	// trace's reader counts): events discarded (each stream's last count)
+	// and packets missing between those sent (gaps in their sequence).
+	void loss(uint64_t &events, uint64_t &packets);
 
 	// A clock follower's link (docs/clocks.md, "Relayed followers"): the
 	// link keeps every sub-trace's metadata text as sent, each first text
@@ -148,6 +152,7 @@ private:
 		uint64_t stream_class = 0;        // of its last packet
 		uint64_t safe_ts = 0;             // its latest packet end or beacon
 		uint64_t pseq = 0, discarded = 0; // of its last packet
+		uint64_t first_pseq = 0;          // of its first packet
 		bool has_empty = false;
 		strata_packet_header empty{};
 	};

@@ -35,17 +35,21 @@ struct Target {
 	std::vector<std::string> names;
 };
 
-// Whom a change concerns: a user's processes, narrowed by rules and their
-// targets (one per rule).  A session is one; a destroyed session's copy
-// outlives it long enough to signal its processes.
+// Whom a change concerns: a user's processes, narrowed to a process tree
+// (a kCreateTree session) and by rules and their targets (one per rule).
+// A session is one; a destroyed session's copy outlives it long enough to
+// signal its processes.
 struct Audience {
 	uid_t uid = 0;
+	pid_t tree = 0; // kCreateTree: only this pid and its descendants; 0: any process
 	std::vector<proto::Rule> rules;
 	std::vector<Target> targets; // one per rule
 };
 
-// Does rule `rule` of `a` target `p` (rule >= the rule count: any process
-// of the user)?  And the rules of `a` that target `p`.
+// Is `p` a process of `a` at all: of its user and, for a tree session, in
+// its tree?  Does rule `rule` of `a` target `p` (rule >= the rule count:
+// any process of `a`)?  And the rules of `a` that target `p`.
+bool reaches(const Audience &a, const Proc &p);
 bool targets(const Audience &a, size_t rule, const Proc &p);
 std::vector<proto::Rule> rules_for(const Audience &a, const Proc &p);
 
@@ -84,6 +88,7 @@ struct Session : Audience {
 	std::string name;
 	uint32_t slot = 0;
 	std::string out;
+	bool made_out = false; // CREATE made `out`: removed with the session if left empty
 	proto::ChannelConfig channel;
 	proto::SessionState state = proto::SessionState::Created;
 	// The first phase of a two-phase stop (SessionTable::begin_stop): still

@@ -147,12 +147,15 @@ Answer SessionTable::open_links(const Caller &c, const proto::Create &m, std::sh
 	return Answer();
 }
 
-// CREATE's output directory: made (not for a streamed session), and for
-// a root daemon working for a user, only where that user could write.
-Answer SessionTable::check_output(const Caller &c, const proto::Create &m, bool streamed, Owner &owner)
+// CREATE's output directory: made (not for a streamed session; `made`
+// says whether this made it), and for a root daemon working for a user,
+// only where that user could write.
+Answer SessionTable::check_output(const Caller &c, const proto::Create &m, bool streamed, Owner &owner,
+				  bool &made)
 {
 	struct stat st;
 	const bool existed = stat(m.output_dir.c_str(), &st) == 0;
+	made = !existed && !streamed;
 	if (c.uid != 0 && geteuid() == 0) {
 		// A root daemon writes for a user only where that user could:
 		// under a directory the user owns.
@@ -183,6 +186,8 @@ Answer SessionTable::create(const Caller &c, const proto::Create &m)
 	for (auto &s : sessions_)
 		if (s->name == m.session && s->uid == c.uid && !s->companion_of)
 			return fail(-EEXIST, "a session named '" + m.session + "' already exists");
+	if ((m.flags & proto::kCreateTree) && c.pid <= 0)
+		return fail(-EINVAL, "a process-tree session needs the caller's pid, which is unknown");
 	std::string why;
 	if (int e = share(c.uid, why))
 		return fail(e, why);
@@ -193,8 +198,9 @@ Answer SessionTable::create(const Caller &c, const proto::Create &m)
 	std::shared_ptr<SerialLink> line;
 	Answer a = open_links(c, m, link, line);
 	Owner owner;
+	bool made = false;
 	if (a.status == 0)
-		a = check_output(c, m, link || line, owner);
+		a = check_output(c, m, link || line, owner, made);
 	if (a.status != 0)
 		return a;
 	auto s = std::make_unique<Session>();
@@ -203,6 +209,7 @@ Answer SessionTable::create(const Caller &c, const proto::Create &m)
 	s->slot = slot;
 	s->uid = c.uid;
 	s->out = m.output_dir;
+	s->made_out = made;
 	s->channel = m.channel;
 	if (line && !s->channel.subbuf_size)
 		s->channel.subbuf_size = serial_subbuf_size(line->target());
@@ -210,6 +217,8 @@ Answer SessionTable::create(const Caller &c, const proto::Create &m)
 	s->owner = owner;
 	if (m.flags & proto::kCreateOwned)
 		s->owner_conn = c.conn_id;
+	if (m.flags & proto::kCreateTree)
+		s->tree = c.pid;
 	s->aggregate = m.aggregate; // before the hooks below, which look at it
 	s->agg_filter = m.agg_filter;
 	if (link) {
@@ -362,7 +371,15 @@ std::string SessionTable::stopped_text(const Session &s) const
 		problems += ch == '\n' ? std::string("; ") : std::string(1, ch);
 	if (!problems.empty())
 		problems = "; problems: " + problems.substr(0, problems.size() - 2);
-	return "session '" + s.name + "' stopped; trace in " + trace_place(s) + trigger_summary(s) +
+	std::string loss; // a disk trace tells its own (cli: trace_loss)
+	if (s.relay) {
+		uint64_t events = 0, packets = 0;
+		s.relay->loss(events, packets);
+		loss = events || packets ? "; " + std::to_string(events) + " event(s) and " +
+						   std::to_string(packets) + " packet(s) discarded"
+					 : "; nothing discarded";
+	}
+	return "session '" + s.name + "' stopped; trace in " + trace_place(s) + trigger_summary(s) + loss +
 	       (s.serial ? "; " + s.serial->stats() : "") + problems;
 }
 
@@ -494,8 +511,8 @@ std::string session_problems(const Session &s)
 void SessionTable::note_joined(const Proc &p)
 {
 	for (auto &s : sessions_) {
-		if (s->state != proto::SessionState::Active || s->companion_of ||
-		    !(s->uid == 0 || s->uid == p.uid) || (!s->rules.empty() && rules_for(*s, p).empty()))
+		if (s->state != proto::SessionState::Active || s->companion_of || !reaches(*s, p) ||
+		    (!s->rules.empty() && rules_for(*s, p).empty()))
 			continue;
 		s->joined++;
 		for (const proto::EventName &e : p.events)
@@ -766,12 +783,25 @@ Answer SessionTable::destroy_session(Session &s)
 	return a;
 }
 
+// A session's output directory that the session made and left empty (an
+// aggregation, nothing recorded, a trigger's companion that never fired)
+// goes with it, and a companion's "<out>-triggers" once empty: rmdir
+// removes only an empty directory, so a trace is never touched.
+static void remove_empty_output(const Session &s)
+{
+	if (s.out.empty() || s.streamed() || !(s.made_out || s.companion_of) || rmdir(s.out.c_str()) != 0)
+		return;
+	if (s.companion_of)
+		rmdir(s.out.substr(0, s.out.rfind('/')).c_str());
+}
+
 // The session goes, and its drains with it.
 void SessionTable::erase(Session &s)
 {
 	if (s.relay)
 		host_.relay_ending(s);
 	host_.forget_drains(s);
+	remove_empty_output(s);
 	sessions_.erase(std::find_if(sessions_.begin(), sessions_.end(),
 				     [&](const std::unique_ptr<Session> &x) { return x.get() == &s; }));
 }
@@ -799,6 +829,8 @@ void SessionTable::stop_all()
 		if (sessions_[i]->relay)
 			host_.relay_ending(*sessions_[i]);
 	}
+	for (auto &s : sessions_)
+		remove_empty_output(*s);
 	sessions_.clear();
 }
 

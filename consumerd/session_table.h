@@ -38,11 +38,12 @@ struct Proc;
 
 // Who sends a command: the peer's credentials (SO_PEERCRED) and its
 // connection (Conn::id, owner of the sessions it creates with
-// kCreateOwned).
+// kCreateOwned); its pid roots the process tree of a kCreateTree session.
 struct Caller {
 	uid_t uid = 0;
 	gid_t gid = 0;
 	uint64_t conn_id = 0;
+	pid_t pid = 0; // as the daemon sees it; 0: unknown (a kCreateTree CREATE is refused)
 };
 
 // A command's outcome: the answer, and when the change reaches running
@@ -166,7 +167,7 @@ public:
 private:
 	Answer open_links(const Caller &c, const proto::Create &m, std::shared_ptr<RelayLink> &link,
 			  std::shared_ptr<SerialLink> &line);
-	Answer check_output(const Caller &c, const proto::Create &m, bool streamed, Owner &owner);
+	Answer check_output(const Caller &c, const proto::Create &m, bool streamed, Owner &owner, bool &made);
 	uint32_t free_slot(uint32_t from, const Session *except = nullptr) const;
 	int share(uid_t uid, std::string &why) const; // the slot share (access.h)
 	void stop_session(Session &s);

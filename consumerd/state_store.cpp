@@ -236,6 +236,8 @@ std::string StateStore::encode(const SessionRecord &r)
 	}
 	if (!r.aggregate.empty())
 		o << "aggregate " << enc(r.aggregate) << ' ' << enc(r.agg_filter) << '\n';
+	if (r.tree)
+		o << "tree " << r.tree << '\n';
 	for (const BufferRecord &b : r.buffers)
 		o << "buffer " << b.pid << ' ' << b.start_time << ' ' << b.dev << ' ' << b.ino << ' '
 		  << hex16(b.uuid) << ' ' << b.signo << ' ' << b.uid << ' ' << enc(b.comm) << ' '
@@ -304,6 +306,10 @@ bool decode_line(const std::vector<std::string> &f, SessionRecord &r, bool &seen
 		if (!dec(f[1], r.aggregate) || !dec(f[2], r.agg_filter) || r.aggregate.empty() ||
 		    r.aggregate.size() > proto::kMaxAggregate || r.agg_filter.size() > proto::kMaxFilter)
 			return err = "bad aggregate line", false;
+	} else if (k == "tree" && f.size() == 2) {
+		if (!num(f[1], INT32_MAX, v[0]) || v[0] < 2)
+			return err = "bad tree line", false;
+		r.tree = static_cast<uint32_t>(v[0]);
 	} else if (k == "buffer" && (f.size() == 10 || f.size() == 11)) {
 		BufferRecord b;
 		if (!num(f[1], UINT32_MAX, v[0]) || !num(f[2], UINT64_MAX, b.start_time) ||

@@ -61,6 +61,9 @@ struct SessionRecord {
 	// Owned by a controller's connection (kCreateOwned): the controller's
 	// pid, which a restarted daemon watches instead of the lost connection.
 	uint32_t owner_pid = 0;
+	// A process-tree session (kCreateTree): its root's pid (line "tree",
+	// written only for one), 0 for none.
+	uint32_t tree = 0;
 	std::vector<BufferRecord> buffers;
 	// The session's kernel buffer (kernel_source.h), when one was drained:
 	// its trace uuid and sub-trace, which a restarted daemon continues if

@@ -407,10 +407,71 @@ extern "C" {
 #define STRATA__EXTERN_TP(prov, ev) extern STRATA__HIDDEN struct strata_tracepoint STRATA__TP(prov, ev);
 #endif
 
-#define STRATA__EVENT_COMMON(prov, ev, ...)    \
-	STRATA__FE(STRATA__CHECK, __VA_ARGS__) \
-	STRATA__EXTERN_TP(prov, ev)            \
-	STRATA__EMITTER(prov, ev, __VA_ARGS__)
+/*
+ * C call sites (strata_tracepoint): the arguments first initialize a struct
+ * of the emitter's parameters, a member each named after its field, so that
+ * a wrong argument's error is that initialization's, at the call, naming
+ * both types and the field ("near initialization for 'strata__a_.round'");
+ * the members are then passed on, which cannot fail.  The wrapper is
+ * inlined and the struct optimized away: the emitter gets its arguments in
+ * registers as before.  A leading member lets an event with no fields have
+ * one.  C++ call sites call the emitter directly (its brace initialization
+ * would refuse narrowing conversions that a call accepts).
+ */
+#define STRATA__ARGS(p, e) strata__args__##p##__##e
+#define STRATA__NPARAMS(p, e) strata__nparams__##p##__##e
+#define STRATA__EMIT_ARGS(p, e) strata__emita__##p##__##e
+#define STRATA__MEMBER(t, i) STRATA__DISPATCH(STRATA__MEMBER, t, i)
+#define STRATA__MEMBER_INT(n, c, x, i) c n;
+#define STRATA__MEMBER_FLOAT STRATA__MEMBER_INT
+#define STRATA__MEMBER_ENUM STRATA__MEMBER_INT
+#define STRATA__MEMBER_STRING(n, c, x, i) const char *n;
+#define STRATA__MEMBER_ARRAY(n, c, x, i) const c *n;
+#define STRATA__MEMBER_SEQ(n, c, x, i) \
+	const c *n;                    \
+	size_t n##_len;
+#define STRATA__MEMBER_BYTES(n, c, x, i) \
+	const void *n;                   \
+	size_t n##_len;
+#define STRATA__COUNT(t, i) STRATA__DISPATCH(STRATA__COUNT, t, i)
+#define STRATA__COUNT_INT(n, c, x, i) +1
+#define STRATA__COUNT_FLOAT STRATA__COUNT_INT
+#define STRATA__COUNT_ENUM STRATA__COUNT_INT
+#define STRATA__COUNT_STRING STRATA__COUNT_INT
+#define STRATA__COUNT_ARRAY STRATA__COUNT_INT
+#define STRATA__COUNT_SEQ(n, c, x, i) +2
+#define STRATA__COUNT_BYTES STRATA__COUNT_SEQ
+#define STRATA__PASS(t, i) STRATA__DISPATCH(STRATA__PASS, t, i)
+#define STRATA__PASS_INT(n, c, x, i) , a_->n
+#define STRATA__PASS_FLOAT STRATA__PASS_INT
+#define STRATA__PASS_ENUM STRATA__PASS_INT
+#define STRATA__PASS_STRING STRATA__PASS_INT
+#define STRATA__PASS_ARRAY STRATA__PASS_INT
+#define STRATA__PASS_SEQ(n, c, x, i) , a_->n, a_->n##_len
+#define STRATA__PASS_BYTES STRATA__PASS_SEQ
+#ifdef __cplusplus
+#define STRATA__CALL_ARGS(prov, ev, members, count, pass)
+#else
+#define STRATA__CALL_ARGS(prov, ev, members, count, pass)                                      \
+	struct STRATA__ARGS(prov, ev) {                                                        \
+		char strata__first_;                                                           \
+		members                                                                        \
+	};                                                                                     \
+	enum { STRATA__NPARAMS(prov, ev) = 0 count };                                          \
+	static inline __attribute__((always_inline, unused)) void STRATA__EMIT_ARGS(prov, ev)( \
+		struct strata_tracepoint * tp_, const struct STRATA__ARGS(prov, ev) * a_)      \
+	{                                                                                      \
+		(void)a_;                                                                      \
+		STRATA__EMIT(prov, ev)(tp_ pass);                                              \
+	}
+#endif
+
+#define STRATA__EVENT_COMMON(prov, ev, ...)                                  \
+	STRATA__FE(STRATA__CHECK, __VA_ARGS__)                               \
+	STRATA__EXTERN_TP(prov, ev)                                          \
+	STRATA__EMITTER(prov, ev, __VA_ARGS__)                               \
+	STRATA__CALL_ARGS(prov, ev, STRATA__FE(STRATA__MEMBER, __VA_ARGS__), \
+			  STRATA__FE(STRATA__COUNT, __VA_ARGS__), STRATA__FE(STRATA__PASS, __VA_ARGS__))
 
 /* ---- public declaration macros ----------------------------------------- */
 #define STRATA_ENUM_VALUE(label, value)                   \
@@ -444,6 +505,7 @@ extern "C" {
 				strata_commit(&r_);                                                          \
 		}                                                                                            \
 	}                                                                                                    \
+	STRATA__CALL_ARGS(prov, ev, , , )                                                                    \
 	STRATA__DEFINE_EVENT(prov, ev, loglevel, 0, {NULL, 0, 0, 0, 0, 0, NULL})
 
 /* STRATA_ENUM(provider, enum, labels...): labels are STRATA_ENUM_VALUE/RANGE. */
@@ -453,6 +515,7 @@ extern "C" {
 #define strata_tracepoint_enabled(prov, ev) \
 	__builtin_expect(__atomic_load_n(&STRATA__TP(prov, ev).state, __ATOMIC_RELAXED) != 0, 0)
 
+#ifdef __cplusplus
 #define strata_tracepoint(prov, ev, ...)                                              \
 	do {                                                                          \
 		STRATA__CALL_BEGIN                                                    \
@@ -460,6 +523,24 @@ extern "C" {
 			STRATA__EMIT(prov, ev)(&STRATA__TP(prov, ev), ##__VA_ARGS__); \
 		STRATA__CALL_END                                                      \
 	} while (0)
+#else
+/* The count first, each way in one line; then the arguments (STRATA__CALL_ARGS). */
+#define strata_tracepoint(prov, ev, ...)                                                                     \
+	do {                                                                                                 \
+		_Static_assert(STRATA__NARG(0, ##__VA_ARGS__) - 1 >= STRATA__NPARAMS(prov, ev),              \
+			       "strata_tracepoint(" #prov ", " #ev "): too few arguments for the fields of " \
+			       "its STRATA_EVENT (a sequence or bytes field takes two: pointer, length)");   \
+		_Static_assert(STRATA__NARG(0, ##__VA_ARGS__) - 1 <= STRATA__NPARAMS(prov, ev),              \
+			       "strata_tracepoint(" #prov ", " #ev "): too many arguments for the fields "   \
+			       "of its STRATA_EVENT");                                                       \
+		STRATA__CALL_BEGIN                                                                           \
+		if (strata_tracepoint_enabled(prov, ev)) {                                                   \
+			const struct STRATA__ARGS(prov, ev) strata__a_ = {0, ##__VA_ARGS__};                 \
+			STRATA__EMIT_ARGS(prov, ev)(&STRATA__TP(prov, ev), &strata__a_);                     \
+		}                                                                                            \
+		STRATA__CALL_END                                                                             \
+	} while (0)
+#endif
 
 #ifdef __cplusplus
 }

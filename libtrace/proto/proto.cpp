@@ -276,7 +276,8 @@ template <class A> void io(A &a, Create &m)
 	}
 	if (a.version >= 5) {
 		a.u32(m.flags);
-		a.check(m.flags <= kCreateOwned, "create: unknown flags");
+		const uint32_t known = a.version >= kTreeVersion ? kCreateOwned | kCreateTree : kCreateOwned;
+		a.check((m.flags & ~known) == 0, "create: unknown flags");
 	}
 	if (a.version >= kAggVersion) {
 		a.str(m.aggregate, kMaxAggregate);

@@ -56,9 +56,12 @@ constexpr uint32_t kMagic = 0x4c435453u; // "STCL" little-endian
 // DESTROY once the processes applied them, so that a controller needs no
 // step of its own for what they write then (the pthread preload's counts).
 // Version 9 adds STATUS_REPLY's clock links (docs/clocks.md).
-// Version 10 adds them once for the daemon, after the sessions, so that
-// `strata status` shows a daemon's links when it has no session.
+// Version 10 adds CREATE's kCreateTree: the session is scoped to the
+// process tree of the connection that made it (`strata record`); and
+// STATUS_REPLY's clock links once for the daemon, after the sessions, so
+// that `strata status` shows a daemon's links when it has no session.
 constexpr uint16_t kVersion = 10;
+constexpr uint16_t kTreeVersion = 10; // what kCreateTree needs
 constexpr uint16_t kClocksVersion = 9;
 constexpr uint16_t kDaemonClocksVersion = 10;
 constexpr uint16_t kStopsVersion = 8; // the daemon's stop waits for its processes
@@ -286,6 +289,11 @@ struct Create {
 // controller exited, was killed, or closed it), the daemon stops the
 // session, completes its trace and destroys it.
 constexpr uint32_t kCreateOwned = 1;
+// CREATE flag (version 10): only the process that sent this CREATE (the
+// connection's SO_PEERCRED pid) and its descendants join the session,
+// checked by the daemon when a process registers and when it hands over a
+// buffer (docs/control-protocol.md, "Process-tree sessions").
+constexpr uint32_t kCreateTree = 2;
 struct EnableEvent {
 	std::string session;
 	Rule rule;

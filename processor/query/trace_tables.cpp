@@ -234,8 +234,14 @@ const char *decl_type(const FieldInfo &f)
 {
 	switch (f.type) {
 	case STRATA_FT_INTEGER:
-	case STRATA_FT_ENUM:
+		// "HEX": an address or a bit set (strata_hex), which `strata query`'s
+		// table shows as 0x...; the value stays an integer, and a u64 keeps
+		// no affinity ("BLOB" in a declared type, docs/query.md, "Types").
+		if (f.base == 16)
+			return is_u64(f) ? " HEX BLOB" : " INTEGER HEX";
 		return is_u64(f) ? "" : " INTEGER"; // u64: no affinity (values past INT64_MAX are TEXT)
+	case STRATA_FT_ENUM:
+		return is_u64(f) ? "" : " INTEGER";
 	case STRATA_FT_FLOAT:
 		return " REAL";
 	default:
@@ -808,7 +814,7 @@ enum : int {
 };
 const char *const kSlicesDecl =
 	"CREATE TABLE x(kind TEXT, name TEXT, ts INTEGER, ts_end INTEGER, dur INTEGER, "
-	"machine TEXT, pid INTEGER, tid INTEGER, process TEXT, object, caller)";
+	"machine TEXT, pid INTEGER, tid INTEGER, process TEXT, object, caller HEX BLOB)";
 
 // The pass's state.  Holds of full records follow `strata analyze mutex`
 // (docs/query.md): an acquisition A of lock L by thread T (a full

@@ -206,6 +206,7 @@ def main():
         # 3. session B through strata record
         r = strata("record", "--relay", relay, "--hostname", "hostB", "-e", "snap:*", "--", a.app, input="500\n")
         check("streamed to lttng-relayd" in r.stderr, "B: record says where the trace went")
+        check("strata record: nothing discarded\n" in r.stderr, "B: record tells the loss, as a disk record does")
 
         # 3b. two sub-traces with the same path: a process and its exec'd
         # image (same comm, pid and registration date)

@@ -692,9 +692,16 @@ TEST(Proto, CreateFlagsAndStatusJoinedAreVersion5)
 	EXPECT_EQ(b4.size() + 4, b.size());
 	ASSERT_TRUE(decode(b4.data(), b4.size(), d));
 	EXPECT_EQ(std::get<Create>(d.body).flags, 0u);
-	c.flags = 2; // unknown
+	c.flags = 4; // unknown
 	b = encode(Message{1, c});
 	EXPECT_EQ(decode(b.data(), b.size(), d).error, Error::OutOfRange);
+	// kCreateTree (version 10): refused in an older header, read in its own.
+	c.flags = kCreateOwned | kCreateTree;
+	b = encode(Message{1, c, 9});
+	EXPECT_EQ(decode(b.data(), b.size(), d).error, Error::OutOfRange);
+	b = encode(Message{1, c, kTreeVersion});
+	ASSERT_TRUE(decode(b.data(), b.size(), d));
+	EXPECT_EQ(std::get<Create>(d.body).flags, kCreateOwned | kCreateTree);
 
 	StatusReply sr;
 	SessionStatus st;

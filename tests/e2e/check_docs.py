@@ -118,7 +118,9 @@ def commands(tag, body):
 def pattern(lines):
     """A line "..." stands for any number of lines, "..." in a line for
     anything, a run of digits for any number, 0x and hex digits (or @ and
-    lower-case hex digits: a Java identity hash) for any such number."""
+    lower-case hex digits: a Java identity hash) for any such number; two or
+    more spaces before a number for any run of spaces (a right-aligned
+    column, as wide as its widest number)."""
     token = re.compile(r"\.\.\.|0x[0-9A-Fa-f]+|@[0-9a-f]+|\d+")
     wild = {"...": ".*"}
     p = ""
@@ -130,7 +132,11 @@ def pattern(lines):
         at = 0
         for m in token.finditer(ln):
             tok = m.group(0)
-            p += re.escape(ln[at:m.start()])
+            lit = ln[at:m.start()]
+            if tok != "..." and lit.endswith("  "):
+                p += re.escape(lit.rstrip(" ")) + " +"
+            else:
+                p += re.escape(lit)
             p += wild.get(tok) or {"0": "0x[0-9A-Fa-f]+", "@": "@[0-9a-f]+"}.get(tok[0] if tok[:2] == "0x" or tok[0] == "@" else "", r"\d+")
             at = m.end()
         p += re.escape(ln[at:]) + "\n"

@@ -79,6 +79,11 @@ def main():
           "--since 00:00:01.000002 -n 2 (the loss shown, two events): %r" % got)
     got = view("--until", "+0")
     check(got == want(lambda ts, n, t: ts == 1000), "--until +0: the first event only: %r" % got)
+    # A filter that matches nothing: no line, said on stderr, exit 0 (--help).
+    r = run([strata, "view", "--tid", "1234", "--since", "+0.5", trace])
+    check(r.returncode == 0 and r.stdout == "" and
+          r.stderr == "strata view: no event matched the filters (--pid, --tid, -e, --since, --until)\n",
+          "a filter that matches nothing says so on stderr, exit 0 (%d %r %r)" % (r.returncode, r.stdout, r.stderr))
     for bad in (["--pid", trace], ["--pid", "x", trace], ["--tid", "-3", trace], ["--since", "1:2", trace],
                 ["--until", "+x", trace], ["-e"]):
         r = run([strata, "view"] + bad)

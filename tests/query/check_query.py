@@ -374,6 +374,17 @@ def fixture_checks(strata, work):
     check(r.returncode == 1 and "no such column: nosuch" in r.stderr, "an unknown column is named")
     r = run([strata, "query", os.path.join(work, "no-such-trace"), "SELECT 1"])
     check(r.returncode == 1 and "no-such-trace" in r.stderr, "a missing trace exits 1 and names it")
+    # Addresses (strata_hex) in the table as 0x..., CSV keeps the number
+    # (above); an empty answer is told; .schema takes a quoted name.
+    r = run([strata, "query", trace, 'SELECT x64 FROM "demo:ints" ORDER BY ts LIMIT 1'])
+    check(r.returncode == 0 and r.stdout.split() == ["x64", "-" * 18, "0xdead000000000000"],
+          "a strata_hex u64 shows as 0x... in the table (%r)" % r.stdout)
+    r = run([strata, "query", trace, "SELECT name FROM events WHERE 0"])
+    check(r.returncode == 0 and r.stderr == "strata query: no row\n", "an empty answer says so, exit 0 (%r)" % r.stderr)
+    r = run([strata, "query", trace, '.schema "demo:ints"'])
+    check(r.returncode == 0 and "x64 HEX BLOB" in r.stdout, ".schema of a quoted name (%r)" % r.stdout)
+    r = run([strata, "query", trace, ".schema nosuch"])
+    check(r.returncode == 1 and "no table or view named nosuch" in r.stderr, ".schema of an unknown table says so")
     # The shell: statements over several lines, dot commands.
     r = subprocess.run([strata, "query", trace], input=".tables\nSELECT count(*)\n  FROM events;\n.quit\n",
                        capture_output=True, text=True, timeout=60)

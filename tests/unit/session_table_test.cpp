@@ -11,11 +11,13 @@
 #include <sstream>
 #include <string>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
 #include "fs.h"
 #include "log.h"
+#include "process_registry.h"
 #include "proto/proto.h"
 #include "session_table.h"
 #include "strata_abi.h"
@@ -111,6 +113,62 @@ TEST_F(SessionTableTest, CreateAnswersTheOutputDirectoryAndMakesIt)
 	ASSERT_EQ(table_->all().size(), 1u);
 	EXPECT_EQ(table_->all()[0]->uid, me_.uid);
 	EXPECT_EQ(table_->all()[0]->owner_conn, 0u); // not owned: lives until DESTROY
+}
+
+// kCreateTree: the session reaches the caller and its descendants only,
+// each process looked up once; a caller whose pid is unknown is refused.
+TEST_F(SessionTableTest, CreateTreeReachesTheCallersDescendantsOnly)
+{
+	EXPECT_EQ(table_->create(me_, create_msg("anon", STRATA_MODE_DISCARD, proto::kCreateTree)).status,
+		  -EINVAL);
+	const Caller c{geteuid(), getegid(), 2, getpid()};
+	ASSERT_EQ(table_->create(c, create_msg("t", STRATA_MODE_DISCARD, proto::kCreateTree)).status, 0);
+	const Session &t = *table_->all()[0];
+	EXPECT_EQ(t.tree, getpid());
+	int fds[2];
+	ASSERT_EQ(pipe(fds), 0);
+	const pid_t kid = fork();
+	if (kid == 0) { // a descendant: waits until the check is done
+		char ch;
+		close(fds[1]);
+		_exit(read(fds[0], &ch, 1) < 0);
+	}
+	close(fds[0]);
+	Proc self, parent, child;
+	self.pid = getpid(), parent.pid = getppid(), child.pid = kid;
+	self.uid = parent.uid = child.uid = geteuid();
+	EXPECT_TRUE(reaches(t, self));
+	EXPECT_FALSE(reaches(t, parent));
+	EXPECT_TRUE(reaches(t, child));
+	EXPECT_TRUE(reaches(t, child)); // from what it remembered
+	EXPECT_EQ(child.trees.size(), 1u);
+	close(fds[1]);
+	int st;
+	ASSERT_EQ(waitpid(kid, &st, 0), kid);
+	Audience everyone = t;
+	everyone.tree = 0;
+	EXPECT_TRUE(reaches(everyone, parent));
+	// The session's end takes its answers out of the records: its root's
+	// pid may come back as another process.
+	ProcessRegistry reg([](int) { return true; }, [](int) {});
+	Proc &rec = reg.get(getpid(), geteuid());
+	EXPECT_TRUE(reaches(t, rec));
+	EXPECT_EQ(rec.trees.size(), 1u);
+	reg.forget_drains(t);
+	EXPECT_TRUE(rec.trees.empty());
+}
+
+// A session's output directory that the daemon made and nothing was
+// written to goes with the session; one that was there before stays.
+TEST_F(SessionTableTest, DestroyRemovesTheEmptyOutputItMade)
+{
+	ASSERT_EQ(table_->create(me_, create_msg("made")).status, 0);
+	ASSERT_EQ(mkdir(out("was").c_str(), 0750), 0);
+	ASSERT_EQ(table_->create(me_, create_msg("was")).status, 0);
+	EXPECT_EQ(table_->destroy(me_, "made").status, 0);
+	EXPECT_EQ(table_->destroy(me_, "was").status, 0);
+	EXPECT_NE(access(out("made").c_str(), F_OK), 0);
+	EXPECT_EQ(access(out("was").c_str(), F_OK), 0);
 }
 
 TEST_F(SessionTableTest, CreateRefusesATakenName)

@@ -120,6 +120,14 @@ TEST(StateStore, RoundTripKeepsEveryField)
 	EXPECT_EQ(StateStore::encode(back), StateStore::encode(a));
 	a.aggregate = std::string(300, 'x'); // longer than a CREATE may say
 	EXPECT_FALSE(StateStore::decode(StateStore::encode(a), back, err));
+	// A process-tree session keeps its root (kCreateTree); none writes no line.
+	EXPECT_EQ(r.tree, 0u);
+	EXPECT_EQ(StateStore::encode(r).find("\ntree "), std::string::npos);
+	SessionRecord t = sample();
+	t.tree = 4321;
+	ASSERT_TRUE(StateStore::decode(StateStore::encode(t), back, err)) << err;
+	EXPECT_EQ(back.tree, 4321u);
+	EXPECT_EQ(StateStore::encode(back), StateStore::encode(t));
 }
 
 TEST(StateStore, HostileTextIsRefused)
@@ -157,6 +165,9 @@ TEST(StateStore, HostileTextIsRefused)
 	EXPECT_TRUE(refused(good + "kernel 00 /x\n"));
 	EXPECT_TRUE(refused(with("trigger p:fatal\n", "trigger p:fatal\ntrigger q:x\n"))); // twice
 	EXPECT_TRUE(refused(with("trigger p:fatal\n", "trigger\n")));
+	EXPECT_TRUE(
+		refused(with("trigger p:fatal\n", "trigger p:fatal\ntree 1\n"))); // pid 1: everyone's root
+	EXPECT_TRUE(refused(with("trigger p:fatal\n", "trigger p:fatal\ntree x\n")));
 }
 
 TEST(StateStore, SaveLoadRemove)

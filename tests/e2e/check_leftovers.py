@@ -1,0 +1,110 @@
+#!/usr/bin/python3
+"""Nothing of Strata's is left behind but the traces asked for.
+
+usage: check_leftovers.py STRATA LOOP WORKDIR   ($STRATA_TEST_CONSUMERD: the daemon)
+
+TMPDIR is a directory of the check's own (XDG_RUNTIME_DIR unset), and so
+is the daemon's socket directory; each is listed before and after:
+
+  - `strata record` with no daemon running (it starts its own under
+    $TMPDIR/strata-record-XXXXXX): the directory is gone after, with
+    everything the daemon kept beside its socket;
+  - a daemon of the check's: an aggregation session (strata create
+    --aggregate, no -o: its default directory, in the working directory)
+    started, stopped and destroyed; an overwrite session with a snapshot
+    trigger that never fires, the same; then the daemon's clean exit
+    (SIGTERM): no empty session directory, no `<out>-triggers/`, nothing
+    beside the socket (no `<socket>.state/`);
+  - a recorded trace is kept: a record's -o directory holds its events;
+  - a daemon killed with a session active keeps it in `<socket>.state/`:
+    `strata status` with no daemon names it and where; the next daemon takes
+    it up, and once it is destroyed a clean exit leaves nothing.
+"""
+import os
+import signal
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from strata_testlib import e2e_setup, start_daemon, strata_cli  # noqa: E402
+
+
+def listing(d):
+    out = []
+    for root, dirs, files in os.walk(d):
+        out += [os.path.relpath(os.path.join(root, n), d) for n in dirs + files]
+    return sorted(out)
+
+
+def main():
+    strata, loop, work, consumerd, check = e2e_setup()
+    tmp, run, cwd, traces = (os.path.join(work, n) for n in ("tmp", "run", "cwd", "traces"))
+    for d in (tmp, run, cwd, traces):
+        os.makedirs(d)
+    env = dict(os.environ, STRATA_CONSUMERD=consumerd, TMPDIR=tmp,
+               STRATA_CONSUMERD_SOCKET=os.path.join(run, "none.sock"))  # no daemon: record starts its own
+    for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE", "XDG_RUNTIME_DIR"):
+        env.pop(v, None)
+
+    # 1. record with its own daemon.
+    out = os.path.join(traces, "rec")
+    r = subprocess.run([strata, "record", "-o", out, "--", loop, "1"], env=env, cwd=cwd, capture_output=True,
+                       text=True, timeout=120)
+    sys.stdout.write(r.stderr)
+    b = subprocess.run(["babeltrace2", out], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0 and b.stdout.count("rloop:tick") == 10, "record writes its trace (10 events)")
+    check(listing(tmp) == [], "record's private daemon left nothing in TMPDIR (%r)" % listing(tmp))
+    check(listing(run) == [], "nor beside the socket it was told (%r)" % listing(run))
+
+    # 2. A daemon of ours: sessions that record nothing, then its clean exit.
+    sock = os.path.join(run, "d.sock")
+    denv = dict(env, STRATA_CONSUMERD_SOCKET=sock)
+    d = start_daemon(consumerd, sock, denv)
+    strata_ = strata_cli(strata, denv, log=True)
+
+    def s(*args):
+        return strata_(*args, cwd=cwd)
+
+    s("create", "locks", "--aggregate", "pthread:mutex_lock:wait_ns by lock")
+    s("start", "locks")
+    s("stop", "locks")
+    s("destroy", "locks")
+    fr = os.path.join(traces, "fr")
+    s("create", "fr", "-o", fr, "--mode", "overwrite")
+    s("enable-event", "fr", "nosuch:*")
+    s("snapshot", "--on", "nosuch:event", "fr")
+    s("start", "fr")
+    s("stop", "fr")
+    s("destroy", "fr")
+    check(listing(cwd) == [], "an aggregation session leaves no empty directory in the working directory (%r)" %
+          listing(cwd))
+    check(sorted(os.listdir(traces)) == ["rec"],
+          "a session that recorded nothing leaves neither its directory nor a -triggers one (%r)" %
+          sorted(os.listdir(traces)))
+    d.send_signal(signal.SIGTERM)
+    check(d.wait(timeout=60) == 0, "the daemon exits 0")
+    check(listing(run) == [], "the daemon's clean exit leaves nothing beside its socket (%r)" % listing(run))
+    check(listing(tmp) == [], "nor in TMPDIR (%r)" % listing(tmp))
+
+    # 3. A daemon killed with a session active keeps it beside its socket:
+    # `strata status` (no daemon) says what and where; the next daemon takes
+    # it up, and its clean exit after the session's end leaves nothing.
+    d = start_daemon(consumerd, sock, denv)
+    s("create", "kept", "-o", os.path.join(traces, "kept"))
+    s("start", "kept")
+    d.kill()
+    d.wait()
+    r = strata_(("status"), ok=False)
+    check(r.returncode == 1 and ("%s.state holds 1 session(s) a daemon kept when it did not exit cleanly (kept)" %
+                                 sock) in r.stdout, "status names the session a killed daemon kept (%r)" % r.stdout)
+    d = start_daemon(consumerd, sock, denv)
+    s("destroy", "kept")
+    d.send_signal(signal.SIGTERM)
+    check(d.wait(timeout=60) == 0 and listing(run) == [],
+          "taken up and destroyed, then a clean exit: nothing beside the socket (%r)" % listing(run))
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()
