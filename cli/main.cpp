@@ -2,7 +2,9 @@
  * main.cpp - the `strata` command: dispatch to one subcommand per file.
  */
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "commands.h"
 
@@ -50,6 +52,40 @@ void usage(FILE *f)
 	      f);
 }
 
+// `strata help --man [CMD]`: the man page of strata (its commands) or of
+// CMD, from the same table as --help (options.h, print_man); the build
+// makes the installed man pages with it.
+int man_page(const char *name)
+{
+	if (!name) {
+		std::string more = "Commands (each has its page, strata-COMMAND(1), and --help):\n";
+		for (const Subcommand &c : kCommands)
+			more += std::string("\n  ") + c.name + ": " + c.summary;
+		more += "\n\nThe daemon's socket: $STRATA_CONSUMERD_SOCKET, else\n"
+			"$XDG_RUNTIME_DIR/strata/consumerd.sock, else /run/strata/consumerd.sock (root).";
+		bool version = false;
+		const strata::cli::Command top = {
+			"", "COMMAND [OPTIONS]\n--version",
+			"Strata records the tracepoints of C, C++ and Java programs and, with "
+			"its kernel module, kernel events, on one clock, as CTF traces.",
+			more.c_str()};
+		strata::cli::print_man(
+			stdout, top, {strata::cli::flag("version", 0, "print the version and exit", version)},
+			"trace programs and the kernel into CTF traces");
+		return 0;
+	}
+	for (const Subcommand &c : kCommands)
+		if (!strcmp(name, c.name)) {
+			setenv("STRATA_HELP_FORMAT", "man", 1);
+			setenv("STRATA_MAN_SUMMARY", c.summary, 1);
+			char help[] = "--help";
+			char *av[] = {const_cast<char *>(c.name), help, nullptr};
+			return c.fn(2, av);
+		}
+	fprintf(stderr, "strata help: unknown command '%s'\n", name);
+	return 2;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -59,6 +95,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		if (argc > 2 && !strcmp(argv[1], "help") && !strcmp(argv[2], "--man"))
+			return man_page(argc > 3 ? argv[3] : nullptr);
 		if (argc > 2 && strcmp(argv[1], "help") == 0) {
 			for (const Subcommand &c : kCommands)
 				if (!strcmp(argv[2], c.name)) {

@@ -4,6 +4,7 @@
 #include "options.h"
 
 #include <cerrno>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -371,8 +372,132 @@ void print_usage(FILE *f, const Command &cmd, const char *first_word)
 
 } // namespace
 
+// ---- the same help as a man page --------------------------------------------
+
+namespace {
+
+// `s` as roff text: backslashes and minus signs escaped, a line that
+// would start with a control character ('.' or '\'') guarded.
+std::string roff(const std::string &s)
+{
+	std::string r;
+	bool line_start = true;
+	for (const char c : s) {
+		if (line_start && (c == '.' || c == '\''))
+			r += "\\&";
+		if (c == '\\')
+			r += "\\e";
+		else if (c == '-')
+			r += "\\-";
+		else
+			r += c;
+		line_start = c == '\n';
+	}
+	return r;
+}
+
+// Help paragraphs as roff: a blank line starts a paragraph, other line
+// breaks are the filler's (a line indented in the help keeps its break and
+// indentation, as roff does with a line that starts with a space).
+void man_text(FILE *f, const char *text)
+{
+	const std::string t = text;
+	size_t from = 0;
+	for (;;) {
+		const size_t gap = t.find("\n\n", from);
+		fprintf(f, "%s\n", roff(t.substr(from, gap == std::string::npos ? gap : gap - from)).c_str());
+		if (gap == std::string::npos)
+			return;
+		fputs(".PP\n", f);
+		from = gap + 2;
+	}
+}
+
+void man_row(FILE *f, const Option &o)
+{
+	if (!o.name && !o.short_name) { // a section
+		fprintf(f, ".SS \"%s\"\n", roff(o.help).c_str());
+		return;
+	}
+	std::string left;
+	if (o.short_name)
+		left += std::string("\\fB\\-") + o.short_name + "\\fR" + (o.name ? ", " : "");
+	if (o.name)
+		left += "\\fB\\-\\-" + roff(o.name) + "\\fR";
+	if (o.arg)
+		left += o.optional ? "[=\\fI" + roff(o.arg) + "\\fR]" : " \\fI" + roff(o.arg) + "\\fR";
+	fprintf(f, ".TP\n%s\n", left.c_str());
+	man_text(f, o.help);
+}
+
+} // namespace
+
+void print_man(FILE *f, const Command &cmd, const std::vector<Option> &opts, const char *summary)
+{
+	const std::string who = invoked(cmd);
+	std::string page = who;
+	for (char &c : page)
+		c = c == ' ' ? '-' : c;
+	std::string title = page;
+	for (char &c : title)
+		c = static_cast<char>(toupper(static_cast<unsigned char>(c)));
+	const bool daemon = strcmp(cmd.program, "strata-consumerd") == 0;
+	fprintf(f, ".TH \"%s\" \"%d\" \"\" \"Strata %s\" \"Strata Manual\"\n", roff(title).c_str(),
+		daemon ? 8 : 1, STRATA_OPTIONS_VERSION);
+	fprintf(f, ".SH NAME\n%s \\- %s\n", roff(page).c_str(), roff(summary).c_str());
+	fputs(".SH SYNOPSIS\n.nf\n", f);
+	std::string usage;
+	{
+		char *buf = nullptr;
+		size_t n = 0;
+		FILE *m = open_memstream(&buf, &n);
+		print_usage(m, cmd, "");
+		fclose(m);
+		usage.assign(buf, n);
+		free(buf);
+	}
+	for (size_t at = 0; at < usage.size();) { // each form flush left
+		const size_t end = usage.find('\n', at);
+		const std::string line = usage.substr(at, end - at);
+		const size_t text = line.find_first_not_of(' ');
+		fprintf(f, "%s\n", roff(text == std::string::npos ? "" : line.substr(text)).c_str());
+		at = end == std::string::npos ? usage.size() : end + 1;
+	}
+	fputs(".fi\n", f);
+	if (*cmd.about) {
+		fputs(".SH DESCRIPTION\n", f);
+		man_text(f, cmd.about);
+	}
+	bool any = false;
+	for (const Option &o : opts) {
+		if (!o.help)
+			continue;
+		if (!any)
+			fputs(".SH OPTIONS\n", f);
+		any = true;
+		man_row(f, o);
+	}
+	if (*cmd.more) {
+		fputs(".SH NOTES\n", f);
+		man_text(f, cmd.more);
+	}
+	fputs(".SH EXIT STATUS\n", f);
+	man_text(f, cmd.exit_status);
+	fputs(".SH SEE ALSO\n", f);
+	if (*cmd.name)
+		fprintf(f, ".BR %s (1)\n", roff(cmd.program).c_str());
+	else
+		fputs(".BR strata (1),\n.BR babeltrace2 (1)\n", f);
+}
+
 void print_help(FILE *f, const Command &cmd, const std::vector<Option> &opts)
 {
+	// The man pages (strata help --man) are this help in roff: one source.
+	if (const char *fmt = getenv("STRATA_HELP_FORMAT"); fmt && !strcmp(fmt, "man")) {
+		const char *summary = getenv("STRATA_MAN_SUMMARY");
+		print_man(f, cmd, opts, summary && *summary ? summary : "a Strata command");
+		return;
+	}
 	print_usage(f, cmd, "Usage:");
 	if (*cmd.about)
 		fprintf(f, "\n%s\n", cmd.about);

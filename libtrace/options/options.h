@@ -130,6 +130,14 @@ int parse(const Command &cmd, const std::vector<Option> &opts, int argc, char **
 // columns, values aligned), more, exit status.
 void print_help(FILE *f, const Command &cmd, const std::vector<Option> &opts);
 
+// The same help as a man page (roff): NAME ("strata-NAME - summary"),
+// SYNOPSIS, DESCRIPTION (about), OPTIONS (the rows), NOTES (more), EXIT
+// STATUS.  print_help prints this instead when STRATA_HELP_FORMAT=man is
+// set in the environment (the summary from STRATA_MAN_SUMMARY): how
+// `strata help --man CMD` and the build's man pages reach every command's
+// table, the reader module's included.
+void print_man(FILE *f, const Command &cmd, const std::vector<Option> &opts, const char *summary);
+
 // "PROGRAM NAME: msg" and a hint to --help on stderr; returns 2.
 int usage_error(const Command &cmd, const std::string &msg);
 
