@@ -76,8 +76,11 @@ bool write_gap_marker(CleanStream &cs, const TraceMeta &m, uint64_t seq, uint64_
 
 // What the check found, in the order found.
 struct Finding {
-	const char *
-		kind; // "skipped" (a span of a stream file), "cut" (a packet's records), "unreadable" (a sub-trace)
+	// "skipped" (a span of a stream file), "cut" (a packet's records),
+	// "missing" (packets the index names past the file's end: bytes,
+	// packet = how many), "index" (the index itself), "unreadable" (a
+	// sub-trace), "clocks", "metadata".
+	const char *kind;
 	std::string file;
 	uint64_t offset = 0, bytes = 0, packet = 0;
 	std::string why;
@@ -131,9 +134,11 @@ private:
 
 void CleanCopy::open(const TraceReader &r)
 {
+	// Skipped spans, and packets missing from a stream's end (a marker
+	// after its last packet kept says they are lost).
 	for (const TraceDamage &d : r.damages())
-		if (d.bytes)
-			spans_[d.file].emplace_back(d.offset, d.bytes);
+		if (d.bytes || d.missing_bytes)
+			spans_[d.file].emplace_back(d.offset, d.bytes ? d.bytes : d.missing_bytes);
 	for (const auto &t : r.traces()) {
 		if (!t->readable)
 			continue;
@@ -253,10 +258,12 @@ void print_text(const Report &rep, const TraceReader &r)
 	else
 		std::printf(
 			"%" PRIu64 " damaged span(s) (%" PRIu64 " bytes) skipped, %" PRIu64
-			" packet(s) cut, %" PRIu64 " unreadable sub-trace(s)\n",
+			" packet(s) cut, %" PRIu64 " packet(s) missing (%" PRIu64 " bytes), %" PRIu64
+			" unreadable sub-trace(s)\n",
 			(uint64_t)std::count_if(rep.findings.begin(), rep.findings.end(),
 						[](const Finding &f) { return !strcmp(f.kind, "skipped"); }),
-			st.damaged_bytes, rep.cut, st.unreadable_traces);
+			st.damaged_bytes, rep.cut, st.missing_packets, st.missing_bytes,
+			st.unreadable_traces);
 }
 
 void print_json(const Report &rep, const TraceReader &r, const std::string &clean)
@@ -267,6 +274,8 @@ void print_json(const Report &rep, const TraceReader &r, const std::string &clea
 	j.key("sub_traces").u64(r.traces().size()).key("streams").u64(r.streams().size());
 	j.key("packets").u64(rep.packets).key("packets_cut").u64(rep.cut);
 	j.key("bytes_skipped").u64(r.stats().damaged_bytes);
+	j.key("packets_missing").u64(r.stats().missing_packets);
+	j.key("bytes_missing").u64(r.stats().missing_bytes);
 	j.key("unreadable_sub_traces").u64(r.stats().unreadable_traces);
 	j.key("findings").begin_array();
 	for (const Finding &f : rep.findings) {
@@ -275,6 +284,8 @@ void print_json(const Report &rep, const TraceReader &r, const std::string &clea
 			j.key("offset").u64(f.offset).key("bytes").u64(f.bytes);
 		if (!strcmp(f.kind, "cut"))
 			j.key("packet").u64(f.packet);
+		if (!strcmp(f.kind, "missing"))
+			j.key("packets").u64(f.packet);
 		j.key("why").str(f.why).end_object();
 	}
 	j.end_array();
@@ -299,6 +310,11 @@ int run_check(const std::string &dir, const std::string &clean, bool json)
 	for (const TraceDamage &d : r.damages()) {
 		const bool clocks =
 			d.file.size() >= 11 && d.file.compare(d.file.size() - 11, 11, "clocks.json") == 0;
+		if (d.index || d.missing_packets || d.missing_bytes) {
+			rep.findings.push_back({d.index ? "index" : "missing", d.file, d.offset,
+						d.missing_bytes, d.missing_packets, d.why});
+			continue;
+		}
 		rep.findings.push_back({d.bytes  ? "skipped"
 					: clocks ? "clocks"
 						 : "metadata",

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "clock_map.h"
+#include "ctf_index.h"
 #include "record_walk.h"
 #include "strata_abi.h"
 #include "trace_meta.h"
@@ -467,9 +468,12 @@ bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces,
 		bool left = false;
 		for (const Part &p : f.parts)
 			left |= p.piece == keep;
-		// A relayd's index of the file (index/<name>.idx, which
-		// babeltrace2 trusts over a scan) no longer matches: gone.
+		// The file's index (index/<name>.idx, the consumer's or a
+		// relayd's, which babeltrace2 trusts over a scan) no longer
+		// matches: gone before the file changes, made again from the
+		// new file's headers after (ctf_index.h).
 		const std::string idx = "index/" + f.name + ".idx";
+		const bool indexed = faccessat(dfd.fd, idx.c_str(), F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 		if (!left) {
 			unlinkat(dfd.fd, idx.c_str(), 0);
 			unlinkat(dfd.fd, f.name.c_str(), 0);
@@ -490,6 +494,20 @@ bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces,
 			*err = "cannot rewrite " + dir + "/" + f.name + ": " + strerror(errno);
 			unlinkat(dfd.fd, tmp.c_str(), 0);
 			return false;
+		}
+		struct stat st;
+		const int r =
+			indexed && fstatat(dfd.fd, f.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0
+				? rebuild_ctf_index(dir + "/" + f.name, static_cast<uint64_t>(st.st_size))
+				: 0;
+		if (r < 0) {
+			*err = "cannot write the index of " + dir + "/" + f.name + ": " + strerror(-r);
+			return false;
+		}
+		if (indexed) {
+			Fd ifd(openat(dfd.fd, idx.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+			if (ifd.fd >= 0)
+				own.apply(ifd.fd);
 		}
 	}
 	return true;
