@@ -503,7 +503,11 @@ void TraceReader::check_index(StreamInfo *s)
 							 "); not used");
 	}
 	const uint64_t end = es.empty() ? 0 : es.back().offset + es.back().packet_size / 8;
-	if (end < s->size)
+	// Bytes past the index's end: a torn tail (the walk names it) is
+	// what a killed consumer leaves; whole packets there mean the index
+	// lags its file.
+	const bool more = !s->packets.empty() && s->packets.back().offset >= end;
+	if (end < s->size && more)
 		return index_damage(idx, "names " + plural(end, "byte") + " of the " +
 						 std::to_string(s->size) + "-byte " + base_name(s->path) +
 						 " (left behind its file: a consumer stopped between the two "
