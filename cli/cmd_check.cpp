@@ -366,7 +366,10 @@ int strata_cmd_check(int argc, char **argv)
 		"file) "
 		"and report damage: each skipped span of a stream file (file, offset, bytes, why), each "
 		"packet cut "
-		"at a bad record, each sub-trace whose metadata cannot be read.  Prints no events.",
+		"at a bad record, each sub-trace whose metadata cannot be read, the packets a stream "
+		"file lacks of those its packet index (index/<stream>.idx, written as the trace was "
+		"recorded) names (an emptied, cut or removed file), and each packet index that is "
+		"missing or bad.  Prints no events.",
 		"", "Exit status: 0 no damage, 1 damage found (or the trace cannot be read), 2 usage error."};
 	const std::vector<cli::Option> opts = {
 		cli::path("clean-copy", 0, "OUT", "a directory",
