@@ -39,24 +39,6 @@ uint64_t get_be64(const char *p)
 	return v;
 }
 
-bool write_whole(int fd, const void *p, size_t n)
-{
-	const char *c = static_cast<const char *>(p);
-	while (n) {
-		const ssize_t w = write(fd, c, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			if (w == 0)
-				errno = ENOSPC;
-			return false;
-		}
-		c += w;
-		n -= static_cast<size_t>(w);
-	}
-	return true;
-}
-
 // The entries of the whole packets at the start of `fd`'s first `size`
 // bytes, appended to *out.
 void index_headers(int fd, uint64_t size, std::string *out)
@@ -79,6 +61,24 @@ void index_headers(int fd, uint64_t size, std::string *out)
 }
 
 } // namespace
+
+bool write_whole(int fd, const void *p, size_t n)
+{
+	const char *c = static_cast<const char *>(p);
+	while (n) {
+		const ssize_t w = write(fd, c, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = ENOSPC;
+			return false;
+		}
+		c += w;
+		n -= static_cast<size_t>(w);
+	}
+	return true;
+}
 
 std::string ctf_index_path(const std::string &stream_path)
 {

@@ -75,5 +75,10 @@ int rebuild_ctf_index(const std::string &stream_path, uint64_t size);
 // -errno.
 int sync_ctf_index(const std::string &stream_path, uint64_t size);
 
+// All n bytes at p written to fd (EINTR retried), or false with errno set
+// (ENOSPC for a write that stored nothing): the index's writes, and the
+// split's (trace_split.cpp).
+bool write_whole(int fd, const void *p, size_t n);
+
 } // namespace strata
 #endif

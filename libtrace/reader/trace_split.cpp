@@ -43,23 +43,6 @@ struct FilePlan {
 	bool whole = false; // damaged: stays in the base as it is
 };
 
-bool write_all(int fd, const void *p, size_t n)
-{
-	auto *c = static_cast<const uint8_t *>(p);
-	while (n) {
-		const ssize_t w = write(fd, c, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			if (w == 0)
-				errno = ENOSPC;
-			return false;
-		}
-		c += w, n -= static_cast<size_t>(w);
-	}
-	return true;
-}
-
 bool read_at(int fd, void *p, size_t n, uint64_t off)
 {
 	auto *c = static_cast<uint8_t *>(p);
@@ -95,7 +78,7 @@ bool put_text(int dirfd, const char *name, const std::string &text, const SplitO
 	const std::string tmp = std::string(".") + name + ".split";
 	const int fd =
 		openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
-	if (fd < 0 || !write_all(fd, text.data(), text.size()) ||
+	if (fd < 0 || !write_whole(fd, text.data(), text.size()) ||
 	    renameat(dirfd, tmp.c_str(), dirfd, name) != 0) {
 		*err = std::string("cannot write ") + name + ": " + strerror(errno);
 		if (fd >= 0)
@@ -231,7 +214,7 @@ bool copy_bytes(int in, uint64_t off, uint64_t len, int out, std::vector<uint8_t
 	buf->resize(1u << 20);
 	while (len) {
 		const size_t n = static_cast<size_t>(std::min<uint64_t>(len, buf->size()));
-		if (!read_at(in, buf->data(), n, off) || !write_all(out, buf->data(), n))
+		if (!read_at(in, buf->data(), n, off) || !write_whole(out, buf->data(), n))
 			return false;
 		off += n, len -= n;
 	}
@@ -240,7 +223,7 @@ bool copy_bytes(int in, uint64_t off, uint64_t len, int out, std::vector<uint8_t
 
 bool write_part(int in, const Part &p, int out, std::vector<uint8_t> *buf)
 {
-	if (p.cut && !write_all(out, &p.h, sizeof p.h))
+	if (p.cut && !write_whole(out, &p.h, sizeof p.h))
 		return false;
 	return copy_bytes(in, p.off, p.len, out, buf);
 }
