@@ -128,7 +128,8 @@ private:
 	std::string dir_, out_;
 	std::map<const StreamInfo *, CleanStream> copies_;
 	std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>>
-		spans_; // file -> skipped (offset, bytes)
+		spans_;                            // file -> skipped (offset, bytes)
+	std::map<std::string, uint64_t> seq_ends_; // file -> its index's last sequence number + 1
 	bool failed_ = false;
 };
 
@@ -136,9 +137,12 @@ void CleanCopy::open(const TraceReader &r)
 {
 	// Skipped spans, and packets missing from a stream's end (a marker
 	// after its last packet kept says they are lost).
-	for (const TraceDamage &d : r.damages())
+	for (const TraceDamage &d : r.damages()) {
 		if (d.bytes || d.missing_bytes)
 			spans_[d.file].emplace_back(d.offset, d.bytes ? d.bytes : d.missing_bytes);
+		if (d.missing_seq_end)
+			seq_ends_[d.file] = d.missing_seq_end;
+	}
 	for (const auto &t : r.traces()) {
 		if (!t->readable)
 			continue;
@@ -229,9 +233,14 @@ bool CleanCopy::close()
 		if (it != spans_.end())
 			for (const auto &sp : it->second)
 				tail |= sp.first >= s.packets.back().offset + s.packets.back().size;
+		// Packets missing past the file's end (its index names them):
+		// the marker's number leaves exactly their gap.
+		uint64_t seq = cs.last.packet_seq_num + 2;
+		auto m = seq_ends_.find(s.path);
+		if (m != seq_ends_.end() && m->second > seq)
+			seq = m->second;
 		if (tail && cs.any)
-			failed_ |= !write_gap_marker(cs, s.trace->meta, cs.last.packet_seq_num + 2,
-						     cs.last.timestamp_end);
+			failed_ |= !write_gap_marker(cs, s.trace->meta, seq, cs.last.timestamp_end);
 		failed_ |= std::fclose(cs.out) != 0;
 	}
 	return !failed_;

@@ -466,7 +466,10 @@ std::string entry_differs(const CtfIndexEntry &e, const PacketEntry &p)
 
 void TraceReader::index_damage(const std::string &idx, std::string why)
 {
-	TraceDamage d{idx, 0, 0, "packet index: " + std::move(why), 0, 0, true};
+	TraceDamage d;
+	d.file = idx;
+	d.why = "packet index: " + std::move(why);
+	d.index = true;
 	damages_.push_back(std::move(d));
 	stats_.damaged++;
 }
@@ -519,6 +522,7 @@ void TraceReader::check_index(StreamInfo *s)
 	d.offset = s->size;
 	d.missing_packets = es.size() - k;
 	d.missing_bytes = end - s->size;
+	d.missing_seq_end = es.back().seq + 1;
 	d.why = (s->size ? "cut at byte " + std::to_string(s->size) + " after recording: "
 			 : std::string("emptied after recording: ")) +
 		missing_text(es, k, name, s->size);

@@ -102,7 +102,8 @@ struct TraceDamage {
 	// that the file lacks (emptied, cut or removed after recording): how
 	// many, and their bytes from `offset` (the file's end).  0: none.
 	uint64_t missing_packets = 0, missing_bytes = 0;
-	bool index = false; // the index itself is bad (file: the index's path)
+	uint64_t missing_seq_end = 0; // the last missing packet's sequence number + 1
+	bool index = false;           // the index itself is bad (file: the index's path)
 };
 
 struct StreamInfo {

@@ -11,10 +11,12 @@ Oracles:
     up to the file's size;
   - babeltrace2 builds its packet index from these files (its log says so,
     and warns of none) and prints exactly what it prints with index/ removed;
-  - a copy whose stream file is emptied, cut inside its first packet or
-    removed: strata check exits 1 with the exact line naming the packets
+  - a copy whose stream file is emptied, cut inside its first packet, cut
+    at a packet boundary or removed: strata check exits 1 with the exact line naming the packets
     and bytes missing (computed here from the index), and view, analyze,
-    export and query each print that damage line;
+    export and query each print that damage line; the clean copy of the
+    one cut at a boundary makes babeltrace2 report exactly the packets
+    missing;
   - a copy whose index is removed, corrupted, torn or short of the file's
     last packet: check exits 1 naming
     the index, and view prints every event of the trace (the index is not
@@ -156,6 +158,19 @@ def main():
         check(rc == 1 and line + "\n" in out, "%s: strata check exits 1 and names the missing packets" % name,
               "want %r\ngot %r" % (line, out))
         readers_name(strata, d, missing_line(s, entries, size, how), name)
+
+    # Cut at a packet boundary: the clean copy marks exactly the packets
+    # missing, as babeltrace2 reports them.
+    d, s = copy("boundary")
+    size = entries[2][0]
+    os.truncate(s, size)
+    line = "missing: %s: %s" % (s, missing_line(s, entries, size, "cut at byte %d after recording" % size))
+    rc, out, _ = run([strata, "check", "--clean-copy", d + ".clean", d])
+    check(rc == 1 and line + "\n" in out, "boundary: strata check names the packets after the cut", out)
+    b = subprocess.run(["babeltrace2", d + ".clean"], capture_output=True, timeout=120)
+    check(b.returncode == 0 and (b"discarded %d packets" % (len(entries) - 2)) in b.stderr,
+          "boundary: babeltrace2 reports the %d packets missing in the clean copy" % (len(entries) - 2),
+          b.stderr.decode(errors="replace")[-500:])
 
     # The index itself removed, corrupted, torn: named, not used.
     for name, harm, why in (("noidx", "rm", "missing or unreadable"), ("badidx", "magic", "bad magic; not used"),
