@@ -76,8 +76,11 @@ bool write_gap_marker(CleanStream &cs, const TraceMeta &m, uint64_t seq, uint64_
 
 // What the check found, in the order found.
 struct Finding {
-	const char *
-		kind; // "skipped" (a span of a stream file), "cut" (a packet's records), "unreadable" (a sub-trace)
+	// "skipped" (a span of a stream file), "cut" (a packet's records),
+	// "missing" (packets the index names past the file's end: bytes,
+	// packet = how many), "index" (the index itself), "unreadable" (a
+	// sub-trace), "clocks", "metadata".
+	const char *kind;
 	std::string file;
 	uint64_t offset = 0, bytes = 0, packet = 0;
 	std::string why;
@@ -125,15 +128,21 @@ private:
 	std::string dir_, out_;
 	std::map<const StreamInfo *, CleanStream> copies_;
 	std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>>
-		spans_; // file -> skipped (offset, bytes)
+		spans_;                            // file -> skipped (offset, bytes)
+	std::map<std::string, uint64_t> seq_ends_; // file -> its index's last sequence number + 1
 	bool failed_ = false;
 };
 
 void CleanCopy::open(const TraceReader &r)
 {
-	for (const TraceDamage &d : r.damages())
-		if (d.bytes)
-			spans_[d.file].emplace_back(d.offset, d.bytes);
+	// Skipped spans, and packets missing from a stream's end (a marker
+	// after its last packet kept says they are lost).
+	for (const TraceDamage &d : r.damages()) {
+		if (d.bytes || d.missing_bytes)
+			spans_[d.file].emplace_back(d.offset, d.bytes ? d.bytes : d.missing_bytes);
+		if (d.missing_seq_end)
+			seq_ends_[d.file] = d.missing_seq_end;
+	}
 	for (const auto &t : r.traces()) {
 		if (!t->readable)
 			continue;
@@ -224,9 +233,14 @@ bool CleanCopy::close()
 		if (it != spans_.end())
 			for (const auto &sp : it->second)
 				tail |= sp.first >= s.packets.back().offset + s.packets.back().size;
+		// Packets missing past the file's end (its index names them):
+		// the marker's number leaves exactly their gap.
+		uint64_t seq = cs.last.packet_seq_num + 2;
+		auto m = seq_ends_.find(s.path);
+		if (m != seq_ends_.end() && m->second > seq)
+			seq = m->second;
 		if (tail && cs.any)
-			failed_ |= !write_gap_marker(cs, s.trace->meta, cs.last.packet_seq_num + 2,
-						     cs.last.timestamp_end);
+			failed_ |= !write_gap_marker(cs, s.trace->meta, seq, cs.last.timestamp_end);
 		failed_ |= std::fclose(cs.out) != 0;
 	}
 	return !failed_;
@@ -253,10 +267,12 @@ void print_text(const Report &rep, const TraceReader &r)
 	else
 		std::printf(
 			"%" PRIu64 " damaged span(s) (%" PRIu64 " bytes) skipped, %" PRIu64
-			" packet(s) cut, %" PRIu64 " unreadable sub-trace(s)\n",
+			" packet(s) cut, %" PRIu64 " packet(s) missing (%" PRIu64 " bytes), %" PRIu64
+			" unreadable sub-trace(s)\n",
 			(uint64_t)std::count_if(rep.findings.begin(), rep.findings.end(),
 						[](const Finding &f) { return !strcmp(f.kind, "skipped"); }),
-			st.damaged_bytes, rep.cut, st.unreadable_traces);
+			st.damaged_bytes, rep.cut, st.missing_packets, st.missing_bytes,
+			st.unreadable_traces);
 }
 
 void print_json(const Report &rep, const TraceReader &r, const std::string &clean)
@@ -267,6 +283,8 @@ void print_json(const Report &rep, const TraceReader &r, const std::string &clea
 	j.key("sub_traces").u64(r.traces().size()).key("streams").u64(r.streams().size());
 	j.key("packets").u64(rep.packets).key("packets_cut").u64(rep.cut);
 	j.key("bytes_skipped").u64(r.stats().damaged_bytes);
+	j.key("packets_missing").u64(r.stats().missing_packets);
+	j.key("bytes_missing").u64(r.stats().missing_bytes);
 	j.key("unreadable_sub_traces").u64(r.stats().unreadable_traces);
 	j.key("findings").begin_array();
 	for (const Finding &f : rep.findings) {
@@ -275,6 +293,8 @@ void print_json(const Report &rep, const TraceReader &r, const std::string &clea
 			j.key("offset").u64(f.offset).key("bytes").u64(f.bytes);
 		if (!strcmp(f.kind, "cut"))
 			j.key("packet").u64(f.packet);
+		if (!strcmp(f.kind, "missing"))
+			j.key("packets").u64(f.packet);
 		j.key("why").str(f.why).end_object();
 	}
 	j.end_array();
@@ -299,6 +319,11 @@ int run_check(const std::string &dir, const std::string &clean, bool json)
 	for (const TraceDamage &d : r.damages()) {
 		const bool clocks =
 			d.file.size() >= 11 && d.file.compare(d.file.size() - 11, 11, "clocks.json") == 0;
+		if (d.index || d.missing_packets || d.missing_bytes) {
+			rep.findings.push_back({d.index ? "index" : "missing", d.file, d.offset,
+						d.missing_bytes, d.missing_packets, d.why});
+			continue;
+		}
 		rep.findings.push_back({d.bytes  ? "skipped"
 					: clocks ? "clocks"
 						 : "metadata",
@@ -350,7 +375,10 @@ int strata_cmd_check(int argc, char **argv)
 		"file) "
 		"and report damage: each skipped span of a stream file (file, offset, bytes, why), each "
 		"packet cut "
-		"at a bad record, each sub-trace whose metadata cannot be read.  Prints no events.",
+		"at a bad record, each sub-trace whose metadata cannot be read, the packets a stream "
+		"file lacks of those its packet index (index/<stream>.idx, written as the trace was "
+		"recorded) names (an emptied, cut or removed file), and each packet index that is "
+		"missing or bad.  Prints no events.",
 		"", "Exit status: 0 no damage, 1 damage found (or the trace cannot be read), 2 usage error."};
 	const std::vector<cli::Option> opts = {
 		cli::path("clean-copy", 0, "OUT", "a directory",

@@ -9,6 +9,17 @@
  *                       short write is cut back to the last whole packet,
  *                       so a file always ends on a packet boundary while we
  *                       run (repair.h covers a killed consumer).
+ *   index/<channel>_<lane>.idx
+ *                       each stream file's packet index (ctf_index.h, the
+ *                       format lttng-consumerd writes): created with the
+ *                       stream file, its entries appended (one write) after
+ *                       each writev, for the packets stored whole.  A
+ *                       stream file that already holds packets (a resumed
+ *                       sub-trace) gets its index made again from its
+ *                       headers first.  An index that cannot be written is
+ *                       removed (said in the log): the readers then say
+ *                       that the stream has none, rather than trust one
+ *                       that lags.
  * A full disk (or EIO, or a directory removed under us) never leaves an
  * unreadable sub-trace: a metadata that cannot be written at open is
  * removed with its directory; an event block that cannot be appended is
@@ -27,6 +38,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 #include <fcntl.h>
@@ -34,6 +46,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "ctf_index.h"
 #include "drain.h"
 #include "fs.h"
 
@@ -45,8 +58,8 @@ class DiskOutput : public Output {
 public:
 	DiskOutput(const std::string &dir, const std::string &channel, uint32_t n_lanes, const Owner &owner,
 		   bool resume)
-	    : dir_(dir), channel_(channel), owner_(owner), fds_(n_lanes, -1), sizes_(n_lanes, 0),
-	      resume_(resume)
+	    : dir_(dir), channel_(channel), owner_(owner), fds_(n_lanes, -1), idx_fds_(n_lanes, -1),
+	      sizes_(n_lanes, 0), resume_(resume)
 	{
 	}
 	~DiskOutput() override { close(); }
@@ -130,6 +143,7 @@ public:
 			}
 			owner_.apply(fd);
 			sizes_[lane] = fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+			open_index(lane, path);
 		}
 		ssize_t w;
 		do
@@ -149,6 +163,7 @@ public:
 		size_t done = 0, whole = 0; // bytes and packets written whole
 		while (whole < n_pkts && w >= 0 && ends[whole] <= static_cast<size_t>(w))
 			done = ends[whole++];
+		append_index(lane, path, iov, n_iov, ends, whole);
 		sizes_[lane] += done;
 		if (whole == n_pkts)
 			return whole;
@@ -168,6 +183,11 @@ public:
 				::close(fd);
 				fd = -1;
 			}
+		for (int &fd : idx_fds_)
+			if (fd >= 0) {
+				::close(fd);
+				fd = -1;
+			}
 		if (metadata_fd_ >= 0) {
 			::close(metadata_fd_);
 			metadata_fd_ = -1;
@@ -175,6 +195,90 @@ public:
 	}
 
 private:
+	// The index of the stream file `path` just opened (already created
+	// with the owner's rights): a new one for an empty file, else made
+	// again from the file's headers, then opened to append.
+	void open_index(uint32_t lane, const std::string &path)
+	{
+		AsOwner as(owner_);
+		const std::string idx = ctf_index_path(path);
+		int r = as.ok() ? make_dirs(dir_ + "/index", 0750, owner_) : -EPERM;
+		if (r == 0 && sizes_[lane] > 0)
+			r = rebuild_ctf_index(path, sizes_[lane]);
+		int fd = -1;
+		if (r == 0) {
+			const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
+					  (sizes_[lane] ? 0 : O_TRUNC);
+			fd = ::open(idx.c_str(), flags, 0640);
+			r = fd < 0 ? -errno : 0;
+		}
+		uint8_t hdr[kCtfIndexHeaderSize];
+		ctf_index_header(hdr);
+		if (fd >= 0 && !sizes_[lane] && !write_all(fd, hdr, sizeof hdr)) {
+			r = -errno;
+			::close(fd);
+			fd = -1;
+		}
+		if (fd >= 0)
+			owner_.apply(fd);
+		else
+			drop_index(idx, r);
+		idx_fds_[lane] = fd;
+	}
+
+	// The entries of the first `whole` packets of iov, stored at the
+	// stream file's end (sizes_[lane], before they are counted).
+	void append_index(uint32_t lane, const std::string &path, const struct iovec *iov, int n_iov,
+			  const size_t *ends, size_t whole)
+	{
+		int &fd = idx_fds_[lane];
+		if (fd < 0 || whole == 0)
+			return;
+		idx_buf_.resize(whole * kCtfIndexEntrySize);
+		for (size_t i = 0; i < whole; i++) {
+			const size_t at = i ? ends[i - 1] : 0;
+			strata_packet_header h;
+			copy_out(iov, n_iov, at, &h, sizeof h);
+			ctf_index_entry(h, sizes_[lane] + at, idx_buf_.data() + i * kCtfIndexEntrySize);
+		}
+		if (write_all(fd, idx_buf_.data(), idx_buf_.size()))
+			return;
+		const int e = errno;
+		::close(fd);
+		fd = -1;
+		AsOwner as(owner_);
+		drop_index(ctf_index_path(path), -e);
+	}
+
+	// An index that could not be made or written: removed, said in the
+	// log (a stream whose index is dropped gets none until it reopens).
+	static void drop_index(const std::string &idx, int err)
+	{
+		unlink(idx.c_str());
+		fprintf(stderr,
+			"strata-consumerd: cannot write %s: %s; removed (readers say the stream has no "
+			"index)\n",
+			idx.c_str(), strerror(-err));
+	}
+
+	// n bytes of the iov's bytes from `at` into out.
+	static void copy_out(const struct iovec *iov, int n_iov, size_t at, void *out, size_t n)
+	{
+		char *o = static_cast<char *>(out);
+		size_t base = 0;
+		for (int i = 0; i < n_iov && n; i++) {
+			const size_t len = iov[i].iov_len;
+			if (at < base + len) {
+				const size_t from = at - base, k = std::min(n, len - from);
+				memcpy(o, static_cast<const char *>(iov[i].iov_base) + from, k);
+				o += k;
+				at += k;
+				n -= k;
+			}
+			base += len;
+		}
+	}
+
 	// A resumed sub-trace: the whole metadata, written beside the old one
 	// and renamed over it, so that a kill leaves one or the other whole.
 	// The copy is a hidden file: one a kill leaves behind is neither a
@@ -255,7 +359,9 @@ private:
 	Owner owner_;
 	int metadata_fd_ = -1;
 	std::vector<int> fds_;
+	std::vector<int> idx_fds_; // index/<stream>.idx, -1: none (not yet, or dropped)
 	std::vector<uint64_t> sizes_;
+	std::vector<uint8_t> idx_buf_; // one writev's entries
 	bool resume_ = false;
 };
 

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ctf_index.h"
 #include "strata_abi.h"
 
 namespace strata {
@@ -128,6 +129,15 @@ int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string
 		}
 	}
 	close(fd);
+	// Its index (when it has one) to the packets kept: an entry past the
+	// cut goes, and one a kill kept from being written is added.
+	if (!check_only && ret >= 0) {
+		const int r = sync_ctf_index(path, off);
+		if (r < 0)
+			fprintf(stderr,
+				"strata-consumerd: repair: cannot bring the index of %s up to date: %s\n",
+				path.c_str(), strerror(-r));
+	}
 	return ret;
 }
 

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "ctf_index.h"
 #include "strata_abi.h"
 
 namespace strata {
@@ -29,6 +30,7 @@ namespace {
 
 constexpr uint64_t kHdr = STRATA_PACKET_HEADER_SIZE;
 constexpr uint64_t kMaxMetadata = 64u << 20;
+constexpr uint64_t kMaxIndex = 1ull << 30; // 72 bytes a packet: 15 M packets
 constexpr uint64_t kScanChunk = 1u << 20;
 const uint8_t kMagic[4] = {0xC1, 0x1F, 0xFC, 0xC1}; // STRATA_CTF_MAGIC, little-endian
 
@@ -288,14 +290,22 @@ bool TraceReader::add_trace(const std::string &dir)
 		files.push_back(it->path().string());
 	}
 	std::sort(files.begin(), files.end());
+	// A sub-trace with an index/ directory has an index per stream file;
+	// one without (an older trace, a serial receiver's): nothing to
+	// compare, not damage.
+	const bool indexed = fs::is_directory(dir + "/index", ec);
 	for (const std::string &f : files) {
 		auto s = std::make_unique<StreamInfo>();
 		s->trace = tp;
 		s->path = f;
 		s->index = (uint32_t)streams_.size();
 		index_stream(s.get());
+		if (indexed)
+			check_index(s.get());
 		streams_.push_back(std::move(s));
 	}
+	if (indexed)
+		check_gone_streams(dir);
 	if (!tp->meta.damage.empty())
 		damages_.push_back(TraceDamage{dir + "/metadata", 0, 0, tp->meta.damage});
 	return true;
@@ -395,6 +405,7 @@ void TraceReader::index_stream(StreamInfo *s)
 			close(fd);
 		return;
 	}
+	s->size = (uint64_t)st.st_size;
 	HeaderScan scan{fd, (uint64_t)st.st_size, m, {}, {}};
 	for (uint64_t off = 0; off < scan.size;) {
 		strata_packet_header h;
@@ -410,6 +421,155 @@ void TraceReader::index_stream(StreamInfo *s)
 		off = end;
 	}
 	close(fd);
+}
+
+namespace {
+
+std::string base_name(const std::string &path)
+{
+	const size_t slash = path.rfind('/');
+	return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string plural(uint64_t n, const char *what)
+{
+	return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
+// "N packets its index (index/X.idx) names are missing (sequence numbers
+// S to T, from byte O; B bytes past the file's end)": entries [from, end)
+// of the index `name`, the file `size` bytes long.
+std::string missing_text(const std::vector<CtfIndexEntry> &es, size_t from, const std::string &name,
+			 uint64_t size)
+{
+	const uint64_t end = es.back().offset + es.back().packet_size / 8;
+	std::string t = plural(es.size() - from, "packet") + " its index (" + name + ") names " +
+			(es.size() - from == 1 ? "is" : "are") + " missing (sequence number";
+	t += es.size() - from == 1
+		     ? " " + std::to_string(es[from].seq)
+		     : "s " + std::to_string(es[from].seq) + " to " + std::to_string(es.back().seq);
+	t += ", from byte " + std::to_string(es[from].offset) + "; " + plural(end - size, "byte");
+	return t + (size ? " past the file's end)" : ")");
+}
+
+// Why the index entry `e` is not the walked packet `p` at its offset, or "".
+std::string entry_differs(const CtfIndexEntry &e, const PacketEntry &p)
+{
+	if (p.size * 8 != e.packet_size || p.content * 8 != e.content_size)
+		return "sizes";
+	if (p.ts_begin != e.ts_begin || p.ts_end != e.ts_end)
+		return "timestamps";
+	return "";
+}
+
+} // namespace
+
+void TraceReader::index_damage(const std::string &idx, std::string why)
+{
+	TraceDamage d;
+	d.file = idx;
+	d.why = "packet index: " + std::move(why);
+	d.index = true;
+	damages_.push_back(std::move(d));
+	stats_.damaged++;
+}
+
+// The stream's packet index (ctf_index.h), in a sub-trace that has an
+// index/ directory.  What the file lacks of the packets it names is named
+// as damage (packets and bytes missing from the file's end); an index
+// missing, not valid, disagreeing with a header the walk found, or
+// naming fewer bytes than the file holds, is named and not used: the
+// packets are those of the headers, as without an index.
+void TraceReader::check_index(StreamInfo *s)
+{
+	const std::string idx = ctf_index_path(s->path);
+	const std::string name = "index/" + base_name(idx);
+	std::string bytes, why;
+	std::vector<CtfIndexEntry> es;
+	if (!read_file(idx, &bytes, kMaxIndex))
+		return index_damage(idx, "missing or unreadable (the sub-trace has an index/ directory): " +
+						 base_name(s->path) +
+						 "'s packets cannot be checked against it");
+	if (!parse_ctf_index(bytes, &es, &why))
+		return index_damage(idx, why + "; not used");
+	size_t j = 0, k = 0; // k: the first entry past the file's end
+	for (; k < es.size() && es[k].offset + es[k].packet_size / 8 <= s->size; k++) {
+		while (j < s->packets.size() && s->packets[j].offset < es[k].offset)
+			j++;
+		if (j == s->packets.size() || s->packets[j].offset != es[k].offset)
+			continue; // damage there (named by the walk), or a sibling piece's
+		const std::string d = entry_differs(es[k], s->packets[j]);
+		if (!d.empty())
+			return index_damage(idx, "entry " + std::to_string(k) + " and the packet at byte " +
+							 std::to_string(es[k].offset) + " of " +
+							 base_name(s->path) + " differ (" + d +
+							 "); not used");
+	}
+	const uint64_t end = es.empty() ? 0 : es.back().offset + es.back().packet_size / 8;
+	// Bytes past the index's end: a torn tail (the walk names it) is
+	// what a killed consumer leaves; whole packets there mean the index
+	// lags its file.
+	const bool more = !s->packets.empty() && s->packets.back().offset >= end;
+	if (end < s->size && more)
+		return index_damage(idx, "names " + plural(end, "byte") + " of the " +
+						 std::to_string(s->size) + "-byte " + base_name(s->path) +
+						 " (left behind its file: a consumer stopped between the two "
+						 "writes?); the packets after are found by their headers");
+	if (k == es.size())
+		return;
+	TraceDamage d;
+	d.file = s->path;
+	d.offset = s->size;
+	d.missing_packets = es.size() - k;
+	d.missing_bytes = end - s->size;
+	d.missing_seq_end = es.back().seq + 1;
+	d.why = (s->size ? "cut at byte " + std::to_string(s->size) + " after recording: "
+			 : std::string("emptied after recording: ")) +
+		missing_text(es, k, name, s->size);
+	stats_.missing_packets += d.missing_packets;
+	stats_.missing_bytes += d.missing_bytes;
+	stats_.damaged++;
+	damages_.push_back(std::move(d));
+}
+
+// Indexes whose stream file is gone (removed after recording): each
+// named with the packets it names.
+void TraceReader::check_gone_streams(const std::string &dir)
+{
+	std::vector<std::string> gone;
+	std::error_code ec;
+	for (fs::directory_iterator it(dir + "/index", ec); !ec && it != fs::directory_iterator();
+	     it.increment(ec)) {
+		const std::string name = it->path().filename().string();
+		if (name.size() <= 4 || name[0] == '.' || name.compare(name.size() - 4, 4, ".idx") != 0)
+			continue;
+		const std::string stream = dir + "/" + name.substr(0, name.size() - 4);
+		if (!fs::exists(fs::symlink_status(stream, ec)))
+			gone.push_back(stream);
+	}
+	std::sort(gone.begin(), gone.end());
+	for (const std::string &stream : gone) {
+		const std::string idx = ctf_index_path(stream);
+		std::string bytes, why;
+		std::vector<CtfIndexEntry> es;
+		TraceDamage d;
+		d.file = stream;
+		if (!read_file(idx, &bytes, kMaxIndex) || !parse_ctf_index(bytes, &es, &why)) {
+			d.why = "the stream file is gone, and its index (index/" + base_name(idx) +
+				") cannot be used" + (why.empty() ? std::string() : ": " + why);
+		} else if (es.empty()) {
+			d.why = "the stream file is gone (its index names no packet)";
+		} else {
+			d.missing_packets = es.size();
+			d.missing_bytes = es.back().offset + es.back().packet_size / 8;
+			d.why = "the stream file is gone: " +
+				missing_text(es, 0, "index/" + base_name(idx), 0);
+		}
+		stats_.missing_packets += d.missing_packets;
+		stats_.missing_bytes += d.missing_bytes;
+		stats_.damaged++;
+		damages_.push_back(std::move(d));
+	}
 }
 
 // A valid header at `off`: the stream's next index entry.

@@ -11,7 +11,9 @@
  *              damage: a packet that fails its checks is skipped whole, a
  *              packet whose records stop decoding is cut after its last good
  *              record.
- *   index      a stream's packets, found by reading their headers only.
+ *   index      a stream's packets, found by reading their headers only;
+ *              checked against the packet index the consumer wrote
+ *              (index/<stream>.idx, ctf_index.h) when the sub-trace has one.
  *   damage     a span of a stream file that is not a valid packet (or the
  *              records cut off one), named by file, offset and reason.
  *
@@ -96,6 +98,12 @@ struct TraceDamage {
 	uint64_t offset = 0; // where the damage starts
 	uint64_t bytes = 0;  // how many bytes were skipped (0: records cut, see why)
 	std::string why;
+	// Packets the stream's index (index/<file>.idx, ctf_index.h) names
+	// that the file lacks (emptied, cut or removed after recording): how
+	// many, and their bytes from `offset` (the file's end).  0: none.
+	uint64_t missing_packets = 0, missing_bytes = 0;
+	uint64_t missing_seq_end = 0; // the last missing packet's sequence number + 1
+	bool index = false;           // the index itself is bad (file: the index's path)
 };
 
 struct StreamInfo {
@@ -105,6 +113,7 @@ struct StreamInfo {
 	uint64_t instance = 0;
 	bool shared = false;              // COMPACT shared lane: the thread in each record
 	uint32_t index = 0;               // its place in TraceReader::streams()
+	uint64_t size = 0;                // the file's bytes when opened
 	std::vector<PacketEntry> packets; // the index (valid headers only)
 };
 
@@ -281,6 +290,8 @@ struct TraceReadStats {
 	uint64_t discarded_events = 0, discarded_packets = 0;
 	uint64_t damaged = 0;       // damages named (skipped spans, cut packets)
 	uint64_t damaged_bytes = 0; // bytes of stream files skipped
+	// Packets the stream files lack of what their indexes name, and bytes.
+	uint64_t missing_packets = 0, missing_bytes = 0;
 	uint64_t unreadable_traces = 0;
 };
 
@@ -397,6 +408,9 @@ private:
 	bool add_trace(const std::string &dir);
 	void load_clock_map(SubTrace *t);
 	void index_stream(StreamInfo *s);
+	void check_index(StreamInfo *s);
+	void check_gone_streams(const std::string &dir);
+	void index_damage(const std::string &idx, std::string why);
 	void accept_packet(StreamInfo *s, uint64_t off, const strata_packet_header &h, HeaderContext *ctx);
 	std::unique_ptr<Cursor> make_cursor(StreamInfo *s, size_t i);
 	bool load_packet(Cursor &c);

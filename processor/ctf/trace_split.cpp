@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "clock_map.h"
+#include "ctf_index.h"
 #include "record_walk.h"
 #include "strata_abi.h"
 #include "trace_meta.h"
@@ -41,23 +42,6 @@ struct FilePlan {
 	std::vector<Part> parts;
 	bool whole = false; // damaged: stays in the base as it is
 };
-
-bool write_all(int fd, const void *p, size_t n)
-{
-	auto *c = static_cast<const uint8_t *>(p);
-	while (n) {
-		const ssize_t w = write(fd, c, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			if (w == 0)
-				errno = ENOSPC;
-			return false;
-		}
-		c += w, n -= static_cast<size_t>(w);
-	}
-	return true;
-}
 
 bool read_at(int fd, void *p, size_t n, uint64_t off)
 {
@@ -94,7 +78,7 @@ bool put_text(int dirfd, const char *name, const std::string &text, const SplitO
 	const std::string tmp = std::string(".") + name + ".split";
 	const int fd =
 		openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
-	if (fd < 0 || !write_all(fd, text.data(), text.size()) ||
+	if (fd < 0 || !write_whole(fd, text.data(), text.size()) ||
 	    renameat(dirfd, tmp.c_str(), dirfd, name) != 0) {
 		*err = std::string("cannot write ") + name + ": " + strerror(errno);
 		if (fd >= 0)
@@ -230,7 +214,7 @@ bool copy_bytes(int in, uint64_t off, uint64_t len, int out, std::vector<uint8_t
 	buf->resize(1u << 20);
 	while (len) {
 		const size_t n = static_cast<size_t>(std::min<uint64_t>(len, buf->size()));
-		if (!read_at(in, buf->data(), n, off) || !write_all(out, buf->data(), n))
+		if (!read_at(in, buf->data(), n, off) || !write_whole(out, buf->data(), n))
 			return false;
 		off += n, len -= n;
 	}
@@ -239,7 +223,7 @@ bool copy_bytes(int in, uint64_t off, uint64_t len, int out, std::vector<uint8_t
 
 bool write_part(int in, const Part &p, int out, std::vector<uint8_t> *buf)
 {
-	if (p.cut && !write_all(out, &p.h, sizeof p.h))
+	if (p.cut && !write_whole(out, &p.h, sizeof p.h))
 		return false;
 	return copy_bytes(in, p.off, p.len, out, buf);
 }
@@ -467,9 +451,12 @@ bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces,
 		bool left = false;
 		for (const Part &p : f.parts)
 			left |= p.piece == keep;
-		// A relayd's index of the file (index/<name>.idx, which
-		// babeltrace2 trusts over a scan) no longer matches: gone.
+		// The file's index (index/<name>.idx, the consumer's or a
+		// relayd's, which babeltrace2 trusts over a scan) no longer
+		// matches: gone before the file changes, made again from the
+		// new file's headers after (ctf_index.h).
 		const std::string idx = "index/" + f.name + ".idx";
+		const bool indexed = faccessat(dfd.fd, idx.c_str(), F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 		if (!left) {
 			unlinkat(dfd.fd, idx.c_str(), 0);
 			unlinkat(dfd.fd, f.name.c_str(), 0);
@@ -490,6 +477,20 @@ bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces,
 			*err = "cannot rewrite " + dir + "/" + f.name + ": " + strerror(errno);
 			unlinkat(dfd.fd, tmp.c_str(), 0);
 			return false;
+		}
+		struct stat st;
+		const int r =
+			indexed && fstatat(dfd.fd, f.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0
+				? rebuild_ctf_index(dir + "/" + f.name, static_cast<uint64_t>(st.st_size))
+				: 0;
+		if (r < 0) {
+			*err = "cannot write the index of " + dir + "/" + f.name + ": " + strerror(-r);
+			return false;
+		}
+		if (indexed) {
+			Fd ifd(openat(dfd.fd, idx.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+			if (ifd.fd >= 0)
+				own.apply(ifd.fd);
 		}
 	}
 	return true;

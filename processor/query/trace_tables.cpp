@@ -2161,8 +2161,10 @@ void fill_lost(Cur *cur, Vtab *v)
 			}
 			lost_owner(&row, sub, s, d.offset, d.offset + d.bytes, d.file);
 			row.push_back(ctext("damage"));
-			row.push_back(Cell());
-			row.push_back(cint((int64_t)d.bytes));
+			// Packets missing from a stream file (its index names
+			// them): how many, and their bytes.
+			row.push_back(d.missing_packets ? cint((int64_t)d.missing_packets) : Cell());
+			row.push_back(cint((int64_t)(d.bytes ? d.bytes : d.missing_bytes)));
 			row.push_back(ctext("at byte " + std::to_string(d.offset) + ": " + d.why));
 		} else {
 			row = {cint(m.begin_ns), cint(m.end_ns)};

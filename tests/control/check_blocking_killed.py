@@ -25,7 +25,8 @@ from strata_testlib import Checks, control_setup, start_daemon, wait_for  # noqa
 def trace_bytes(out):
     n = 0
     for root, _, files in os.walk(out):
-        n += sum(os.path.getsize(os.path.join(root, f)) for f in files if not f.startswith("metadata"))
+        n += sum(os.path.getsize(os.path.join(root, f)) for f in files
+                 if not f.startswith("metadata") and not f.endswith(".idx"))
     return n
 
 

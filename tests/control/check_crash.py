@@ -47,7 +47,7 @@ def main():
     check(rc == 0 and before > 0, "the trace reads before the tear (%d events)" % before)
     streams = []
     for root, _, files in os.walk(out):
-        streams += [os.path.join(root, f) for f in files if f.startswith("channel0_")]
+        streams += [os.path.join(root, f) for f in files if f.startswith("channel0_") and not f.endswith(".idx")]
     big = max(streams, key=os.path.getsize)
     with open(big, "rb") as f:
         first = f.read(131072 * 2)

@@ -93,7 +93,7 @@ def n_buffers(strata, env, session):
 def stream_files(out):
     n = 0
     for root, _, files in os.walk(out):
-        n += sum(1 for f in files if f.startswith("channel0_") and os.path.getsize(os.path.join(root, f)) > 0)
+        n += sum(1 for f in files if f.startswith("channel0_") and not f.endswith(".idx") and os.path.getsize(os.path.join(root, f)) > 0)
     return n
 
 

@@ -39,7 +39,7 @@ def run(cmd, timeout):
 
 def streams_of(trace):
     return sorted(os.path.join(d, f) for d, _, fs in os.walk(trace) for f in fs
-                  if f != "metadata" and not f.startswith("."))
+                  if f != "metadata" and not f.startswith(".") and not f.endswith(".idx"))
 
 
 def damage(kind, path, rng):

@@ -118,7 +118,7 @@ def damaged_copy(strata, orig, work):
     shutil.rmtree(d, ignore_errors=True)
     shutil.copytree(orig, d)
     streams = sorted(os.path.join(x, f) for x, _, fs in os.walk(d) for f in fs
-                     if f != "metadata" and not f.startswith(".") and os.path.getsize(os.path.join(x, f)) > 4096)
+                     if f != "metadata" and not f.startswith(".") and not f.endswith(".idx") and os.path.getsize(os.path.join(x, f)) > 4096)
     check(len(streams) >= 2, "the trace has two streams to damage")
     if len(streams) < 2:
         return

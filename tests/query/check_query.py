@@ -402,7 +402,8 @@ def lost_owner_checks(strata, trace, work):
     bad = os.path.join(work, "demo-damaged")
     shutil.rmtree(bad, ignore_errors=True)
     shutil.copytree(trace, bad)
-    streams = sorted(os.path.join(r, f) for r, _, fs in os.walk(bad) for f in fs if f.startswith("channel"))
+    streams = sorted(os.path.join(r, f) for r, _, fs in os.walk(bad) for f in fs
+               if f.startswith("channel") and not f.endswith(".idx"))
     stream = max(streams, key=os.path.getsize)
     with open(stream, "r+b") as f:
         data = f.read()

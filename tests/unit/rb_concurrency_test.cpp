@@ -1,6 +1,6 @@
 /*
  * Ring buffer under concurrency: the real writer (libstrata) against the
- * real reader (strata_reader), with exact oracles:
+ * real reader (strata_shm_reader), with exact oracles:
  *   written == read + discarded, per (slot, thread) sequences strictly
  *   increasing, timestamps non-decreasing per lane, every checksum right,
  *   every record decodable with the descriptors the reader parsed.
