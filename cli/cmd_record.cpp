@@ -32,6 +32,7 @@
 #include <iterator>
 #include <vector>
 
+#include "strata_kabi.h"
 #include "agg_spec.h"
 #include "commands.h"
 #include "control/names.h"
@@ -587,7 +588,8 @@ std::vector<cli::Option> record_options(Record &r)
 			  r.jvm),
 		cli::flag("all-processes", 0,
 			  "record every process of yours the daemon serves (as strata create does), not "
-			  "only CMD and its descendants",
+			  "only CMD and its descendants; where the kernel module answers which "
+			  "tracepoints are on (/dev/strata), always so (said)",
 			  r.all_processes),
 	};
 }
@@ -792,7 +794,18 @@ bool start_session(CtlClient &cl, PrivateDaemon &priv, Record &rec)
 		if (!go_private(cl, priv))
 			return false;
 	}
-	if (!rec.all_processes)
+	// Where the kernel module answers processes' state queries, a process
+	// joins from the module's answer, which names users, not process trees:
+	// a tree session would record nothing, so the session records every
+	// process of ours, as --all-processes does, and says so.
+	const bool kmod = access(STRATA_KABI_DEVICE, F_OK) == 0;
+	if (!rec.all_processes && kmod)
+		fprintf(stderr,
+			"strata record: the kernel module (%s) answers which tracepoints are on here, by "
+			"user, not by process tree: recording every process of yours, not only %s and its "
+			"descendants (as --all-processes)\n",
+			STRATA_KABI_DEVICE, rec.command[0]);
+	if (!rec.all_processes && !kmod)
 		create.flags |= proto::kCreateTree;
 	if (!create.aggregate.empty() && cl.version() < proto::kAggVersion) {
 		fprintf(stderr,

@@ -449,7 +449,7 @@ TEST_F(Traced, CreateRepairsAnExistingTornTrace)
 	// Tear one stream file as a killed consumer would, then reuse the dir.
 	std::string stream;
 	{
-		std::string cmd = "find " + out + " -name 'channel0_*' -size +0 | head -n 1";
+		std::string cmd = "find " + out + " -name 'channel0_*' ! -name '*.idx' -size +0 | head -n 1";
 		FILE *f = popen(cmd.c_str(), "r");
 		char buf[4096] = {};
 		ASSERT_TRUE(fgets(buf, sizeof(buf), f));
