@@ -143,10 +143,26 @@ pid_t parent_of(pid_t pid)
 // namespace).  A process gone before it was looked at is outside.
 bool descends_from(pid_t pid, pid_t root)
 {
-	for (int depth = 0; pid > 1 && depth < 4096; depth++) {
-		if (pid == root)
-			return true;
-		pid = parent_of(pid);
+	// An ancestor may exit while the chain is read (a daemon's fork, setsid,
+	// fork: its parents exit at once).  Its children were reparented (to the
+	// nearest subreaper, as `strata record` is) before it could be reaped,
+	// so a chain that breaks at a vanished process is read again from the
+	// start, where it now leads past it.
+	for (int attempt = 0; attempt < 16; attempt++) {
+		pid_t p = pid;
+		bool broken = false;
+		for (int depth = 0; p > 1 && depth < 4096; depth++) {
+			if (p == root)
+				return true;
+			const pid_t up = parent_of(p);
+			if (up <= 0) {
+				broken = p != pid; // the process itself gone: outside
+				break;
+			}
+			p = up;
+		}
+		if (!broken)
+			return false;
 	}
 	return false;
 }
