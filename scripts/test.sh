@@ -45,7 +45,8 @@ run_suite normal "-DCMAKE_BUILD_TYPE=RelWithDebInfo" ""
 # nothing under a sanitizer and carry the label no-sanitizer; single-threaded
 # tests that TSan only slows carry no-tsan (ASan still runs them).
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+# scripts/tsan.supp: the races Strata makes on purpose, each with its reason.
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp
 run_suite asan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=address" "-LE no-sanitizer"
 run_suite tsan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=thread" "-LE no-sanitizer|no-tsan"
 echo "==== test suite (normal, asan+ubsan, tsan):"
