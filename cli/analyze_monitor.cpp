@@ -371,11 +371,13 @@ struct Counted {
 
 } // namespace
 
-int analyze_monitor(const std::string &dir, const std::string &format, const std::string &html, size_t top)
+int analyze_monitor(const std::vector<std::string> &roots, const std::string &format, const std::string &html,
+		    size_t top)
 {
 	Model m;
 	rd::Source src("analyze");
-	if (!src.open(dir))
+	const std::string dir = roots_label(roots); // how messages name them
+	if (!src.open(roots))
 		return cli::kFail;
 	m.several_machines = machines(src.dirs()) > 1;
 	Progress progress = progress_for("analyze", src);

@@ -9,12 +9,15 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace strata {
 namespace analyze {
 
-// Reads TRACE_DIR and writes the report; a CLI exit status.
-int analyze_monitor(const std::string &dir, const std::string &format, const std::string &html, size_t top);
+// Reads the trace directories `roots` as one and writes the report; a CLI
+// exit status.
+int analyze_monitor(const std::vector<std::string> &roots, const std::string &format, const std::string &html,
+		    size_t top);
 
 } // namespace analyze
 } // namespace strata

@@ -25,8 +25,8 @@ namespace {
 
 const strata::cli::Command kAnalyze = {
 	"analyze",
-	"mutex TRACE_DIR [--format=text|json] [--report=FILE.html] [--top N]\n"
-	"monitor TRACE_DIR [same options]",
+	"mutex TRACE_DIR... [--format=text|json] [--report=FILE.html] [--top N]\n"
+	"monitor TRACE_DIR... [same options]",
 	"monitor: Java monitor contention of a trace recorded with strata record --jvm\n"
 	"-e 'jvm:*' (docs/jvm.md): one row per monitor (class@identity hash) sorted by\n"
 	"total wait: contended enters, wait statistics, waiting and holding threads\n"
@@ -36,7 +36,9 @@ const strata::cli::Command kAnalyze = {
 	"(strata record --preload pthread -- PROG): one row per lock, sorted by total\n"
 	"wait time: acquisitions, contended acquisitions and their share, total, mean,\n"
 	"p99 and max wait, max hold time, and the call sites that waited most\n"
-	"(function+offset, file:line when debug info exists).",
+	"(function+offset, file:line when debug info exists).\n"
+	"\n"
+	"Several TRACE_DIRs (a host's and its guests' traces) are read as one.",
 	"Environment for the traced program: STRATA_PTHREAD_STACK_DEPTH=N records N\n"
 	"caller frames per acquisition (default 0).",
 	"Exit status: 0 ok, 1 the trace could not be read, or damage was skipped (the\n"
@@ -45,7 +47,8 @@ const strata::cli::Command kAnalyze = {
 
 // What `analyze` was asked.
 struct AnalyzeArgs {
-	std::string what, dir, report;
+	std::string what, dir, report; // dir: how messages name roots
+	std::vector<std::string> roots;
 	int format = 0; // text, json
 	uint64_t top = 10;
 };
@@ -80,11 +83,10 @@ int parse_args(int argc, char **argv, AnalyzeArgs &a)
 	if (a.what != "mutex" && a.what != "monitor")
 		return cli::usage_error(kAnalyze,
 					"unknown analysis '" + a.what + "' (available: mutex, monitor)");
-	if (operands.size() > 2)
-		return cli::usage_error(kAnalyze, "more than one trace directory");
 	if (operands.size() < 2)
 		return cli::usage_error(kAnalyze, "missing TRACE_DIR");
-	a.dir = operands[1];
+	a.roots.assign(operands.begin() + 1, operands.end());
+	a.dir = strata::roots_label(a.roots);
 	return cli::kParsed;
 }
 
@@ -103,7 +105,7 @@ int strata_cmd_analyze(int argc, char **argv)
 	// under --top 3 was wrong).
 	opt.timeline_locks = std::min(opt.timeline_locks, opt.top);
 	if (a.what == "monitor")
-		return analyze_monitor(dir, format, report, opt.top);
+		return analyze_monitor(a.roots, format, report, opt.top);
 
 	// Streaming: the reader hands each event to the model, which keeps
 	// none (memory grows with locks, threads and waits); the symbols are
@@ -112,7 +114,7 @@ int strata_cmd_analyze(int argc, char **argv)
 	std::string err;
 	bool ok = true;
 	strata::rd::Source src("analyze");
-	if (!src.open(dir))
+	if (!src.open(a.roots))
 		return strata::cli::kFail;
 	strata::Progress progress = strata::progress_for("analyze", src);
 	std::unique_ptr<SymbolTable> syms;

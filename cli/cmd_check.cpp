@@ -92,18 +92,19 @@ struct Report {
 };
 
 // The trace under `dir`, opened by Strata's reader; 0 or the exit status.
-int open_trace(const std::string &dir, TraceReader &r)
+int open_trace(const std::vector<std::string> &roots, TraceReader &r)
 {
 	struct stat st;
-	if (stat(dir.c_str(), &st) != 0) {
-		std::fprintf(stderr, "strata check: no such trace '%s': %s\n", dir.c_str(),
-			     std::strerror(errno));
-		return cli::kFail;
-	}
+	for (const std::string &root : roots)
+		if (stat(root.c_str(), &st) != 0) {
+			std::fprintf(stderr, "strata check: no such trace '%s': %s\n", root.c_str(),
+				     std::strerror(errno));
+			return cli::kFail;
+		}
 	std::vector<std::string> dirs;
 	std::string why;
-	if (!find_trace_dirs(dir, &dirs, &why) ||
-	    (!strata_wrote(dirs) && (why = "'" + dir +
+	if (!find_trace_dirs(roots, &dirs, &why) ||
+	    (!strata_wrote(dirs) && (why = "'" + roots_label(roots) +
 					   "' holds traces Strata did not write (their metadata "
 					   "names another tracer); babeltrace2 reads them",
 				     true)) ||
@@ -304,11 +305,12 @@ void print_json(const Report &rep, const TraceReader &r, const std::string &clea
 	std::printf("%s\n", out.c_str());
 }
 
-int run_check(const std::string &dir, const std::string &clean, bool json)
+int run_check(const std::vector<std::string> &roots, const std::string &clean, bool json)
 {
 	TraceReader r;
-	if (int rc = open_trace(dir, r))
+	if (int rc = open_trace(roots, r))
 		return rc;
+	const std::string &dir = roots[0]; // the clean copy's base: one DIR only
 	std::error_code ec;
 	if (!clean.empty() && fs::exists(clean, ec) && !fs::is_empty(clean, ec)) {
 		std::fprintf(stderr, "strata check: '%s' is not empty: give a new or empty directory\n",
@@ -370,7 +372,7 @@ int strata_cmd_check(int argc, char **argv)
 	std::string clean;
 	bool json = false;
 	static const cli::Command kCmd = {
-		"check", "[--clean-copy OUT] [--json] DIR",
+		"check", "[--clean-copy OUT] [--json] DIR...",
 		"Read every packet of the Strata trace(s) under DIR (every directory holding a 'metadata' "
 		"file) "
 		"and report damage: each skipped span of a stream file (file, offset, bytes, why), each "
@@ -378,7 +380,8 @@ int strata_cmd_check(int argc, char **argv)
 		"at a bad record, each sub-trace whose metadata cannot be read, the packets a stream "
 		"file lacks of those its packet index (index/<stream>.idx, written as the trace was "
 		"recorded) names (an emptied, cut or removed file), and each packet index that is "
-		"missing or bad.  Prints no events.",
+		"missing or bad.  Several DIRs (a host's and its guests' traces) are checked as one.  "
+		"Prints no events.",
 		"", "Exit status: 0 no damage, 1 damage found (or the trace cannot be read), 2 usage error."};
 	const std::vector<cli::Option> opts = {
 		cli::path("clean-copy", 0, "OUT", "a directory",
@@ -392,8 +395,9 @@ int strata_cmd_check(int argc, char **argv)
 	std::vector<char *> operands;
 	if (int r = cli::parse(kCmd, opts, argc, argv, operands); r != cli::kParsed)
 		return r;
-	if (operands.size() != 1)
-		return cli::usage_error(kCmd, operands.empty() ? "which trace? (strata check DIR)"
-							       : "one trace directory only");
-	return run_check(operands[0], clean, json);
+	if (operands.empty())
+		return cli::usage_error(kCmd, "which trace? (strata check DIR)");
+	if (operands.size() > 1 && !clean.empty())
+		return cli::usage_error(kCmd, "--clean-copy copies one trace directory: one DIR");
+	return run_check(std::vector<std::string>(operands.begin(), operands.end()), clean, json);
 }

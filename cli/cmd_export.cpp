@@ -1295,11 +1295,12 @@ struct Pass {
 	bool loss(const rd::Loss &l) { return conv.loss(l); }
 };
 
-int run_export(const std::string &dir, bool json, const std::string &out_path)
+int run_export(const std::vector<std::string> &roots, bool json, const std::string &out_path)
 {
 	rd::Source src("export");
-	if (!src.open(dir))
+	if (!src.open(roots))
 		return cli::kFail;
+	const std::string dir = roots_label(roots);
 	const std::vector<std::string> &dirs = src.dirs();
 	int64_t begin = 0, end = 0;
 	const bool ranged = src.range(&begin, &end); // also the JSON's zero
@@ -1384,9 +1385,10 @@ int run_export(const std::string &dir, bool json, const std::string &out_path)
 namespace {
 
 const strata::cli::Command kExport = {
-	"export", "[--format perfetto|json] [-o FILE] [DIR]",
+	"export", "[--format perfetto|json] [-o FILE] [DIR...]",
 	"Write every trace under DIR (default: the current directory; user, kernel and\n"
-	"JVM sub-traces, several processes, relay and snapshot outputs) as one timeline.",
+	"JVM sub-traces, several processes, relay and snapshot outputs) as one timeline;\n"
+	"several DIRs (a host's and its guests' traces) are read as one.",
 	"Processes and threads are named (Java threads by their Java names); kernel\n"
 	"scheduling gives per-CPU tracks and thread states; syscalls are slices on their\n"
 	"threads; an event pair NAME_begin/NAME_end (also _start/_end, _start/_finish,\n"
@@ -1400,13 +1402,13 @@ const strata::cli::Command kExport = {
 	"skipped (everything readable is written first; 'strata check' names it), 2 usage error."};
 
 // The command line: kParsed to go on, else the exit status.
-int parse_export_args(int argc, char **argv, const char *&dir, std::string &out, int &format)
+int parse_export_args(int argc, char **argv, std::vector<std::string> &roots, std::string &out, int &format)
 {
 	using namespace strata;
 	const std::vector<cli::Option> opts = {
 		cli::choice("format", 0, "perfetto|json",
-			    "perfetto: Perfetto's protobuf trace (default; FILE: DIR.perfetto-trace, or "
-			    "trace.perfetto-trace); open it in https://ui.perfetto.dev\n"
+			    "perfetto: Perfetto's protobuf trace (default; FILE: DIR.perfetto-trace, the "
+			    "first DIR's name, or trace.perfetto-trace); open it in https://ui.perfetto.dev\n"
 			    "json: Chrome's JSON trace events (FILE: DIR.json); for small traces and viewers "
 			    "that read only that (chrome://tracing, speedscope)",
 			    format, {"perfetto", "json"}),
@@ -1415,9 +1417,9 @@ int parse_export_args(int argc, char **argv, const char *&dir, std::string &out,
 	std::vector<char *> operands;
 	if (const int r = cli::parse(kExport, opts, argc, argv, operands); r != cli::kParsed)
 		return r;
-	if (operands.size() > 1)
-		return cli::usage_error(kExport, "one trace directory only");
-	dir = operands.empty() ? nullptr : operands[0];
+	roots.assign(operands.begin(), operands.end());
+	if (roots.empty())
+		roots.push_back(".");
 	return cli::kParsed;
 }
 
@@ -1426,20 +1428,19 @@ int parse_export_args(int argc, char **argv, const char *&dir, std::string &out,
 int strata_cmd_export(int argc, char **argv)
 {
 	using namespace strata;
-	const char *dir = nullptr;
+	std::vector<std::string> roots;
 	std::string out;
 	int format = 0;
-	if (const int r = parse_export_args(argc, argv, dir, out, format); r != cli::kParsed)
+	if (const int r = parse_export_args(argc, argv, roots, out, format); r != cli::kParsed)
 		return r;
 	const bool json = format == 1;
-	const std::string d = dir ? dir : ".";
 	if (out.empty()) {
-		std::string base = d;
+		std::string base = roots[0];
 		while (base.size() > 1 && base.back() == '/')
 			base.pop_back();
 		if (base == "." || base == "/")
 			base = "trace";
 		out = base + (json ? ".json" : ".perfetto-trace");
 	}
-	return run_export(d, json, out);
+	return run_export(roots, json, out);
 }

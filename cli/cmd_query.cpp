@@ -13,6 +13,7 @@ int strata_cmd_query(int, char **)
 }
 #else
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -503,8 +504,10 @@ int strata_cmd_query(int argc, char **argv)
 	Out out;
 	bool csv = false, json = false;
 	static const cli::Command kCmd = {
-		"query", "[--csv | --json] [--stats] TRACE ['SQL']",
-		"Answer SQL about the Strata trace under TRACE (docs/query.md has the tables and worked "
+		"query", "[--csv | --json] [--stats] TRACE... ['SQL']",
+		"Answer SQL about the Strata trace under TRACE (several TRACEs, a host's and its "
+		"guests', are read as one; the last operand is the SQL unless it is a directory) "
+		"(docs/query.md has the tables and worked "
 		"questions): events, one table per event class (\"pthread:mutex_lock\", its fields as "
 		"columns), processes, threads, lost, sched, slices, and the views acquisitions and "
 		"hold_counts.  Without SQL, "
@@ -536,11 +539,12 @@ int strata_cmd_query(int argc, char **argv)
 	out.mode = csv ? Mode::Csv : json ? Mode::Json : Mode::Table;
 	if (operands.empty())
 		return cli::usage_error(kCmd, "which trace? (strata query TRACE 'SQL')");
-	if (operands.size() > 2)
-		return cli::usage_error(kCmd, "one SQL argument (statements separated by ';')");
-	const std::string trace = operands[0];
-	const bool have_sql = operands.size() == 2;
-	const std::string sql = have_sql ? operands[1] : "";
+	// TRACE... ['SQL']: the last operand is SQL unless it is a directory.
+	struct stat st;
+	const bool have_sql =
+		operands.size() >= 2 && !(stat(operands.back(), &st) == 0 && S_ISDIR(st.st_mode));
+	const std::string sql = have_sql ? operands.back() : "";
+	const std::vector<std::string> traces(operands.begin(), operands.end() - (have_sql ? 1 : 0));
 	sqlite3 *db = nullptr;
 	if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
 	    SQLITE_OK) {
@@ -550,7 +554,7 @@ int strata_cmd_query(int argc, char **argv)
 		return cli::kFail;
 	}
 	std::string why;
-	if (!query::open_trace(db, trace, &why)) {
+	if (!query::open_trace(db, traces, &why)) {
 		std::fprintf(stderr, "strata query: %s\n", why.c_str());
 		sqlite3_close(db);
 		return cli::kFail;

@@ -1020,17 +1020,19 @@ void learn_threads(ViewSink &s, const std::vector<std::string> &dirs, bool nativ
 		&why, &warnings);
 }
 
-int run_view(const std::string &dir, ViewSink &sink)
+int run_view(const std::vector<std::string> &roots, ViewSink &sink)
 {
 	std::string why, warnings;
 	struct stat st;
-	if (stat(dir.c_str(), &st) != 0) { // plainly, before any reader or repair check
-		std::fprintf(stderr, "strata view: no such trace '%s': %s\n", dir.c_str(),
-			     std::strerror(errno));
-		return kExitFailure;
-	}
+	for (const std::string &root : roots)
+		if (stat(root.c_str(), &st) != 0) { // plainly, before any reader or repair check
+			std::fprintf(stderr, "strata view: no such trace '%s': %s\n", root.c_str(),
+				     std::strerror(errno));
+			return kExitFailure;
+		}
+	const std::string dir = roots_label(roots);
 	std::vector<std::string> dirs;
-	if (!find_ctf_traces(dir, &dirs, &why)) {
+	if (!find_trace_dirs(roots, &dirs, &why)) {
 		std::fprintf(stderr, "strata view: %s\n", why.c_str());
 		return kExitFailure;
 	}
@@ -1148,9 +1150,10 @@ bool parse_time(const char *s, TimeBound *b)
 }
 
 const cli::Command kView = {
-	"view", "[-n N] [--pid PID] [--tid TID] [-e PATTERN] [--since T] [--until T] [--repair] [DIR]",
+	"view", "[-n N] [--pid PID] [--tid TID] [-e PATTERN] [--since T] [--until T] [--repair] [DIR...]",
 	"Print the events of the trace(s) under DIR (default: the current directory),\n"
-	"merged by time, one line per event:\n"
+	"merged by time, one line per event.  Several DIRs are read as one trace (a\n"
+	"host's and its guests', each placed by the clock map found in or above it):\n"
 	"\n"
 	"  [HH:MM:SS.nnnnnnnnn] PROCNAME[PID] tid=TID cpu=CPU PROVIDER:EVENT: { FIELD = VALUE, ... }\n"
 	"\n"
@@ -1188,7 +1191,7 @@ cli::Option time_option(const char *name, const char *help, TimeBound &bound)
 
 // The command line into sink, dir and repair: kParsed to go on, else the
 // exit status.
-int parse_view_args(int argc, char **argv, ViewSink &sink, const char *&dir, bool &repair)
+int parse_view_args(int argc, char **argv, ViewSink &sink, std::vector<std::string> &roots, bool &repair)
 {
 	ViewSink *sp = &sink;
 	const std::vector<cli::Option> opts = {
@@ -1224,10 +1227,9 @@ int parse_view_args(int argc, char **argv, ViewSink &sink, const char *&dir, boo
 	std::vector<char *> operands;
 	if (const int r = cli::parse(kView, opts, argc, argv, operands); r != cli::kParsed)
 		return r;
-	if (operands.size() > 1)
-		return cli::usage_error(kView, std::string("one trace directory only ('") + operands[0] +
-						       "' and '" + operands[1] + "')");
-	dir = operands.empty() ? nullptr : operands[0];
+	roots.assign(operands.begin(), operands.end());
+	if (roots.empty())
+		roots.push_back(".");
 	return cli::kParsed;
 }
 
@@ -1238,16 +1240,17 @@ int strata_cmd_view(int argc, char **argv)
 {
 	using namespace strata;
 	ViewSink sink;
-	const char *dir = nullptr;
+	std::vector<std::string> roots;
 	bool repair = false;
 
-	if (const int r = parse_view_args(argc, argv, sink, dir, repair); r != cli::kParsed)
+	if (const int r = parse_view_args(argc, argv, sink, roots, repair); r != cli::kParsed)
 		return r;
 	if (sink.limit == 0)
 		return kExitOk;
-	if (repair && cli::run_consumerd_repair(dir ? dir : ".", false) != 0) {
-		std::fprintf(stderr, "strata view: could not repair '%s'\n", dir ? dir : ".");
-		return kExitFailure;
-	}
-	return run_view(dir ? dir : ".", sink);
+	for (const std::string &root : roots)
+		if (repair && cli::run_consumerd_repair(root, false) != 0) {
+			std::fprintf(stderr, "strata view: could not repair '%s'\n", root.c_str());
+			return kExitFailure;
+		}
+	return run_view(roots, sink);
 }

@@ -164,6 +164,50 @@ bool find_trace_dirs(const std::string &root, std::vector<std::string> *out, std
 	return true;
 }
 
+bool find_trace_dirs(const std::vector<std::string> &roots, std::vector<std::string> *out, std::string *why)
+{
+	std::vector<std::pair<std::string, std::string>> found; // (canonical, as found)
+	for (const std::string &root : roots) {
+		std::vector<std::string> dirs;
+		if (!find_trace_dirs(root, &dirs, why))
+			return false;
+		for (std::string &d : dirs) {
+			std::error_code ec;
+			std::string key = fs::weakly_canonical(d, ec).string();
+			found.emplace_back(ec ? d : std::move(key), std::move(d));
+		}
+	}
+	std::sort(found.begin(), found.end());
+	found.erase(std::unique(found.begin(), found.end(),
+				[](const auto &a, const auto &b) { return a.first == b.first; }),
+		    found.end());
+	for (auto &f : found)
+		out->push_back(std::move(f.second));
+	std::sort(out->begin(), out->end());
+	return true;
+}
+
+std::string roots_label(const std::vector<std::string> &roots)
+{
+	if (roots.size() == 1)
+		return roots[0];
+	std::string label;
+	for (const std::string &r : roots) {
+		if (!label.empty())
+			label += ' ';
+		if (!r.empty() && r.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+						      "0123456789_./-+=:,@%") == std::string::npos) {
+			label += r;
+			continue;
+		}
+		label += '\'';
+		for (char c : r)
+			label += c == '\'' ? std::string("'\\''") : std::string(1, c);
+		label += '\'';
+	}
+	return label;
+}
+
 bool strata_wrote(const std::vector<std::string> &dirs)
 {
 	// Strata's when no sub-trace is another tracer's: a metadata text that

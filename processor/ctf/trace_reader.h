@@ -711,6 +711,14 @@ __attribute__((always_inline)) inline bool TraceReader::switch_run(TraceMsg *out
 // Every directory at or under `root` holding a regular file `metadata`,
 // sorted (a trace directory's own sub-directories are not searched).
 bool find_trace_dirs(const std::string &root, std::vector<std::string> *out, std::string *why);
+// The same for several roots read as one trace (a host's and its guests'
+// traces, as babeltrace2 takes several): every root must hold a trace; a
+// directory found under two roots is listed once.
+bool find_trace_dirs(const std::vector<std::string> &roots, std::vector<std::string> *out, std::string *why);
+// How messages name the roots: the root alone, or the roots separated by
+// spaces (each quoted for a shell when it needs it), so that a command
+// such as 'strata check LABEL' runs as printed.
+std::string roots_label(const std::vector<std::string> &roots);
 
 // Whether every sub-trace under `root` is Strata's (its metadata says so):
 // such a tree is read by TraceReader, any other by babeltrace2.

@@ -112,6 +112,17 @@ bool Source::open(const std::string &root)
 	return open_dirs(dirs, root);
 }
 
+bool Source::open(const std::vector<std::string> &roots)
+{
+	std::vector<std::string> dirs;
+	std::string why;
+	if (!find_trace_dirs(roots, &dirs, &why)) {
+		std::fprintf(stderr, "strata %s: %s\n", cmd_, why.c_str());
+		return false;
+	}
+	return open_dirs(dirs, roots_label(roots));
+}
+
 bool Source::open_dirs(const std::vector<std::string> &dirs, const std::string &root)
 {
 	dirs_ = dirs;

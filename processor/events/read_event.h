@@ -625,6 +625,9 @@ public:
 	// The sub-traces at or under `root` (false, the reason printed, when
 	// there is none or root is no directory); or these trace directories.
 	bool open(const std::string &root);
+	// Several roots read as one trace (find_trace_dirs); messages name
+	// them by roots_label().
+	bool open(const std::vector<std::string> &roots);
 	bool open_dirs(const std::vector<std::string> &dirs, const std::string &root);
 	const std::vector<std::string> &dirs() const { return dirs_; }
 	bool native() const { return native_; }

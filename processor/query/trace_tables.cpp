@@ -534,7 +534,17 @@ std::shared_ptr<Trace> get_trace(Registry *reg, const std::string &path, std::st
 			return t;
 	auto t = std::make_shared<Trace>();
 	t->path = path;
-	if (!t->index.open(path, why))
+	// Several roots read as one trace: their paths joined by '\n'
+	// (open_trace refuses a path holding one).
+	std::vector<std::string> roots, dirs;
+	for (size_t at = 0;;) {
+		const size_t nl = path.find('\n', at);
+		roots.push_back(path.substr(at, nl == std::string::npos ? nl : nl - at));
+		if (nl == std::string::npos)
+			break;
+		at = nl + 1;
+	}
+	if (!find_trace_dirs(roots, &dirs, why) || !t->index.open_dirs(dirs, why))
 		return nullptr;
 	size_t readable = 0;
 	for (const auto &sub : t->index.traces()) {
@@ -543,7 +553,7 @@ std::shared_ptr<Trace> get_trace(Registry *reg, const std::string &path, std::st
 			note_damage(reg, "cannot read " + sub->dir + ": " + sub->why);
 	}
 	if (!readable) {
-		*why = "no sub-trace under '" + path + "' can be read";
+		*why = "no sub-trace under '" + roots_label(roots) + "' can be read";
 		return nullptr;
 	}
 	build_typed(t.get());
@@ -2656,13 +2666,21 @@ bool is_view(const std::string &n)
 
 void f_open(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-	const unsigned char *p = argc == 1 ? sqlite3_value_text(argv[0]) : nullptr;
-	if (!p) {
-		sqlite3_result_error(ctx, "strata_open(PATH): the trace's directory", -1);
+	std::vector<std::string> roots;
+	for (int i = 0; i < argc; i++) {
+		const unsigned char *p = sqlite3_value_text(argv[i]);
+		if (!p) {
+			roots.clear();
+			break;
+		}
+		roots.emplace_back((const char *)p);
+	}
+	if (roots.empty()) {
+		sqlite3_result_error(ctx, "strata_open(PATH, ...): the trace's directories", -1);
 		return;
 	}
 	std::string why;
-	if (!open_trace(sqlite3_context_db_handle(ctx), (const char *)p, &why)) {
+	if (!open_trace(sqlite3_context_db_handle(ctx), roots, &why)) {
 		sqlite3_result_error(ctx, why.c_str(), -1);
 		return;
 	}
@@ -2683,11 +2701,24 @@ int register_strata(sqlite3 *db)
 	}
 	int rc = sqlite3_create_module_v2(db, "strata", &kModule, reg, drop_registry);
 	if (rc == SQLITE_OK)
-		rc = sqlite3_create_function_v2(db, "strata_open", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY,
+		rc = sqlite3_create_function_v2(db, "strata_open", -1, SQLITE_UTF8 | SQLITE_DIRECTONLY,
 						nullptr, f_open, nullptr, nullptr, nullptr);
 	if (rc == SQLITE_OK)
 		rc = register_u64_aggregates(db);
 	return rc;
+}
+
+bool open_trace(sqlite3 *db, const std::vector<std::string> &roots, std::string *why)
+{
+	std::string path;
+	for (const std::string &r : roots) {
+		if (r.find('\n') != std::string::npos) {
+			*why = "a trace path holding a newline cannot be opened";
+			return false;
+		}
+		path += (path.empty() ? "" : "\n") + r;
+	}
+	return open_trace(db, path, why);
 }
 
 bool open_trace(sqlite3 *db, const std::string &path, std::string *why)

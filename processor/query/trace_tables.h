@@ -38,6 +38,9 @@ int register_strata(sqlite3 *db);
 // makes its tables and views in `temp` (dropping those of a trace opened
 // before).  False with *why when it is not a readable trace.
 bool open_trace(sqlite3 *db, const std::string &path, std::string *why);
+// Several trace directories read as one (a host's and its guests' traces,
+// each placed by the clock map found in or above it): strata_open(PATH, ...).
+bool open_trace(sqlite3 *db, const std::vector<std::string> &roots, std::string *why);
 
 // What the reads of db's open traces skipped so far and was not told yet
 // (damaged spans, unreadable sub-traces), one line each; cleared.

@@ -295,7 +295,31 @@ def machines_named(check, strata, work, outs, guests):
     r = subprocess.run([strata, "view", both], capture_output=True, text=True, timeout=120)
     check(r.returncode == 0 and all(h + ":" in r.stdout for h in hosts),
           "strata view names every machine's sub-traces" + ("" if r.returncode == 0 else ": " + r.stderr.strip()))
-    guest_between(check, strata, both)
+    guest_between(check, strata, [both])
+    several_as_one(check, strata, work, [outs["host"]] + [outs[g] for g in guests], both, r.stdout, js)
+
+
+def several_as_one(check, strata, work, dirs, both, view_out, both_json):
+    """The machines' traces named one by one, where they were recorded (as
+    babeltrace2 takes several): view, export, check and query read them as
+    one, exactly as the common parent they were collected under."""
+    r = subprocess.run([strata, "view"] + dirs, capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0 and r.stdout == view_out and view_out,
+          "strata view HOST GUEST... prints what view of their collected copy prints (%d lines)%s" %
+          (len(view_out.splitlines()), "" if r.returncode == 0 else ": " + r.stderr.strip()[-300:]))
+    js = os.path.join(work, "several.json")
+    r = subprocess.run([strata, "export", "--format", "json", "-o", js] + dirs, capture_output=True, text=True,
+                       timeout=120)
+    same = r.returncode == 0 and open(js, "rb").read() == open(both_json, "rb").read()
+    check(same, "strata export HOST GUEST... writes the collected copy's JSON byte for byte" +
+          ("" if r.returncode == 0 else ": " + r.stderr.strip()[-300:]))
+    r = subprocess.run([strata, "check"] + dirs, capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "strata check HOST GUEST... finds no damage" +
+          ("" if r.returncode == 0 else ": " + (r.stdout + r.stderr).strip()[-300:]))
+    r = subprocess.run([strata, "analyze", "mutex"] + dirs, capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0 and "no pthread events in " + " ".join(dirs) in r.stderr,
+          "strata analyze mutex HOST GUEST... reads both and names them: %r" % r.stderr.strip()[-300:])
+    guest_between(check, strata, dirs)
 
 
 def perfetto_machines(check, pf, hosts):
@@ -323,7 +347,7 @@ def perfetto_machines(check, pf, hosts):
     check(set(on) == set().union(*ids.values()), "Perfetto events on every machine_id (%r)" % on)
 
 
-def guest_between(check, strata, both):
+def guest_between(check, strata, traces):
     """docs/query.md's worked question "events of a guest between two host
     events", run as written (the machines' names put in) on the collected
     traces, against babeltrace2's merge of the same traces."""
@@ -332,12 +356,12 @@ def guest_between(check, strata, both):
     if not check(m is not None, "docs/query.md holds the guest-between question"):
         return
     sql = m.group(1).replace("'host'", "'sim-host'").replace("'guest'", "'sim-guest'")
-    r = subprocess.run([strata, "query", "--csv", both, sql], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([strata, "query", "--csv"] + traces + [sql], capture_output=True, text=True, timeout=120)
     rows = [ln.split(",") for ln in r.stdout.splitlines()[1:] if ln]
     got = [(name, int(k)) for _, name, k in rows] if r.returncode == 0 else None
     # babeltrace2: the host's sends in time order, the guest's events strictly between the 11th and 21st.
     evs = []
-    for msg in trace_messages(both):
+    for msg in trace_messages(traces):
         if msg.kind == "event" and msg.name.startswith("syncpp:"):
             evs.append((msg.ts, msg.env_get("hostname", ""), msg.name, msg.fields["k"]))
     sends = sorted(t for t, h, n, _ in evs if h == "sim-host" and n == "syncpp:send")

@@ -68,9 +68,16 @@ def main():
     check(r.returncode == 0 and r.stdout.splitlines() == EXPECTED[:3],
           "view --limit=3 prints three events (got %r)" % r.stdout)
 
-    for args in (["-n"], ["-n", "x"], ["--bogus"], [trace, trace]):
+    for args in (["-n"], ["-n", "x"], ["--bogus"]):
         r = run([strata, "view"] + args)
         check(r.returncode == 2 and "usage" in r.stderr, "usage error %r exits 2 (got %d)" % (args, r.returncode))
+    # Several DIRs are read as one trace; one named twice is read once.
+    once, twice = run([strata, "view", trace]), run([strata, "view", trace, trace + "/"])
+    check(twice.returncode == 0 and twice.stdout == once.stdout and once.stdout,
+          "a trace named twice is read once (%d lines, exit %d)" % (len(twice.stdout.splitlines()), twice.returncode))
+    r = run([strata, "view", trace, os.path.join(work, "no-such-trace")])
+    check(r.returncode == 1 and "no such trace" in r.stderr and not r.stdout,
+          "a missing second DIR: exit 1, nothing printed (%d: %s)" % (r.returncode, r.stderr.strip()))
     r = run([strata, "view", "--help"])
     check(r.returncode == 0 and "--limit" in r.stdout, "view --help exits 0 and documents --limit")
 
