@@ -4,11 +4,15 @@
 # root file system (shared read-only over 9p).  Facts this relies on:
 # /work/shared/notes/kernel-vm.md.
 #
-#   run-vm.sh --out DIR [--module KO | --build-module] [--kver KVER]
+#   run-vm.sh --out DIR [--module KO | --build-module | --dkms-module] [--kver KVER]
 #             [--timeout SECONDS] [--append "kernel args"] [--build-root DIR]
 #             [--init PROGRAM [--init-lib LIB]... [--early-module]] [--disk MB]
 #             -- COMMAND...
 #
+# --dkms-module: the module built as the strata-dkms package builds it, by
+# Debian's dkms from the staged source tree (kmod/dkms.conf), for KVER, into
+# scratch DKMS trees under DIR (the system's are left alone); needs dkms and
+# root, else the run is skipped (77) with the reason.
 # --init PROGRAM: PROGRAM (with its shared libraries, from ldd) is the
 # initramfs's /init, PID 1 started by the kernel; the usual set-up script is
 # /stage2, which PROGRAM runs (busybox sh /stage2) when it wants the rest of
@@ -51,13 +55,14 @@ set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 src_root=$(cd "$here/../.." && pwd)
-out="" module="" build_module=0 kver="" tmo=600 append="" build_root_opt="" init_prog="" init_libs="" early_module=0
+out="" module="" build_module=0 dkms_module=0 kver="" tmo=600 append="" build_root_opt="" init_prog="" init_libs="" early_module=0
 disk_mb=0 mem_mb=2048 smp=2 crash_dump="" ports=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=$2; shift 2 ;;
 	--module) module=$2; shift 2 ;;
 	--build-module) build_module=1; shift ;;
+	--dkms-module) dkms_module=1; shift ;;
 	--kver) kver=$2; shift 2 ;;
 	--timeout) tmo=$2; shift 2 ;;
 	--append) append=$2; shift 2 ;;
@@ -102,6 +107,19 @@ if [ "$build_module" = 1 ]; then
 	"$src_root/kmod/build.sh" "$kver" "$out/kbuild" > "$out/kbuild.log" 2>&1 || {
 		cat "$out/kbuild.log"; echo "FAIL: module build"; exit 1; }
 	module=$out/kbuild/strata.ko
+fi
+if [ "$dkms_module" = 1 ]; then
+	command -v dkms >/dev/null || skip "dkms not installed (apt-get install dkms)"
+	[ "$(id -u)" = 0 ] || skip "dkms needs root"
+	dk=$out/dkms ver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$src_root/kmod/dkms.conf")
+	dopts="--sourcetree $dk/src --dkmstree $dk/tree --installtree $dk/inst"
+	mkdir -p "$dk/src" "$dk/tree" "$dk/inst/$kver" || exit 1
+	# shellcheck disable=SC2086 # three scratch paths without blanks
+	{ "$src_root/kmod/stage.sh" "$dk/src/strata-$ver" && dkms add "strata/$ver" $dopts &&
+	  dkms install "strata/$ver" -k "$kver" $dopts; } > "$out/dkms.log" 2>&1 || {
+		cat "$out/dkms.log"; echo "FAIL: dkms build of the module for $kver"; exit 1; }
+	module=$dk/inst/$kver/updates/dkms/strata.ko
+	echo "run-vm.sh: module built by dkms for $kver: $(modinfo -F vermagic "$module" 2>/dev/null)"
 fi
 if [ -n "$module" ]; then
 	module=$(cd "$(dirname "$module")" && pwd)/$(basename "$module")
