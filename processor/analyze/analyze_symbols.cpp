@@ -450,5 +450,19 @@ Symbol SymbolTable::lookup(uint32_t proc, uint64_t addr, bool is_code)
 	return s;
 }
 
+std::string SymbolTable::unique_name(uint64_t addr)
+{
+	std::string name;
+	for (const auto &kv : impl_->procs) {
+		const Symbol s = lookup(kv.first, addr, false);
+		if (s.function.empty())
+			continue;
+		if (!name.empty() && name != s.function)
+			return "";
+		name = s.function;
+	}
+	return name;
+}
+
 } // namespace analyze
 } // namespace strata
