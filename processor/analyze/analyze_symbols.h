@@ -19,6 +19,8 @@ namespace analyze {
 class SymbolTable {
 public:
 	explicit SymbolTable(const std::vector<Mapping> &maps);
+	// One more mapping (a reader that learns them as it goes: strata view).
+	void add(const Mapping &m);
 	~SymbolTable();
 	SymbolTable(const SymbolTable &) = delete;
 	SymbolTable &operator=(const SymbolTable &) = delete;

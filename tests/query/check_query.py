@@ -250,7 +250,7 @@ def counting_checks(strata, trace):
 
 
 def symbol_checks(strata, trace):
-    """strata query's table names an address as `analyze mutex` does: each
+    """strata query's table and strata view name an address as `analyze mutex` does: each
     lock's address with its data symbol, each call site's with its function
     (analyze's JSON: address and symbol, caller and function); the
     workload's own names among them (strata_hot_lock, take_hot+0x...)."""
@@ -279,6 +279,17 @@ def symbol_checks(strata, trace):
     names = set(shown.values())
     check("strata_hot_lock" in names and any(n.startswith("take_hot+0x") for n in names),
           "the workload's lock and function by name (%r)" % sorted(names)[:8])
+    # strata view names them the same way, through either reader.
+    for reader in ("strata", "babeltrace2"):
+        r = run([strata, "view", trace], env=dict(os.environ, STRATA_READER=reader))
+        seen = {}
+        for addr, name in re.findall(r"(?:lock|caller) = (0x[0-9a-f]+)(?: ([^,} ]+))?", r.stdout):
+            seen[addr] = name
+        both = [a for a in want if a in seen]
+        differ = {a: (want[a], seen[a]) for a in both if seen[a] != want[a]}
+        check(r.returncode == 0 and len(both) >= 2 and not differ,
+              "view (%s's reader) shows %d addresses with analyze's symbols beside (differ: %r)"
+              % (reader, len(both), differ))
     r = run([strata, "query", "--csv", trace, 'SELECT DISTINCT lock FROM "pthread:mutex_lock"'])
     check(r.returncode == 0 and all(x.isdigit() for x in r.stdout.split()[1:]),
           "--csv keeps the numbers (%r)" % r.stdout[:80])
