@@ -37,7 +37,7 @@ run_suite() { # name, cmake args, ctest args
   fi
   sed '$d' <<<"$sum"
   if ! python3 scripts/leftovers.py compare "$dir.leftovers.json" >"$dir.leftovers.log"; then
-    why+="$name: the tests left files of Strata's behind:"$'\n'$(grep '^LEFT' "$dir.leftovers.log")$'\n'
+    why+="$name: the tests left files of Strata's behind:"$'\n'$(grep '^LEFT' "$dir.leftovers.log" || true)$'\n'
     status=1 failed=$((failed + 1))
   fi
   cat "$dir.leftovers.log"
