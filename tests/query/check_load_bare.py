@@ -13,7 +13,8 @@ on a known trace (the fixture of tests/e2e):
   - another prefix (WORKDIR/prefix): the install names the directory to put
     in LD_LIBRARY_PATH; with it, the bare name loads the installed file;
   - the default prefix, /usr/local, as root: in a private mount namespace
-    whose /usr/local and /etc are overlays (nothing reaches the host), the
+    whose /usr/local and /etc are overlays and the rest of the host read-only
+    but the build tree (nothing reaches the host), the
     install refreshes the loader's cache and the bare name loads, with no
     LD_LIBRARY_PATH, in Python and in the sqlite3 shell.  Without root or
     mount namespaces that part is said and left out.
@@ -71,15 +72,20 @@ def default_prefix(build, work, trace, want):
         return
     ns = os.path.join(work, "ns")
     os.makedirs(ns)
+    # The build tree stays writable (the install's manifest, this check's
+    # directory); /usr/local and /etc are overlays; everything else of the
+    # host read-only (ldconfig would make a missing soname link anywhere).
     script = """set -e
 mount --make-rprivate /
+mount --bind "$BUILD" "$BUILD"
 for d in usr/local etc; do
   mkdir -p "$NS/$d-up" "$NS/$d-work"
   mount -t overlay overlay -o "lowerdir=/$d,upperdir=$NS/$d-up,workdir=$NS/$d-work" "/$d"
 done
+mount -o remount,bind,ro /
 exec "$@"
 """
-    env = dict(os.environ, NS=ns)
+    env = dict(os.environ, NS=ns, BUILD=os.path.realpath(build))
     env.pop("LD_LIBRARY_PATH", None)
     probe = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", "true"], capture_output=True, text=True,
                            env=env, timeout=60)
