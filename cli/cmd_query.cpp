@@ -25,9 +25,13 @@ int strata_cmd_query(int, char **)
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "analyze_symbols.h"
 #include "json_writer.h"
 #include "options.h"
 #include "trace_tables.h"
@@ -37,9 +41,11 @@ namespace {
 
 enum class Mode { Table, Csv, Json };
 
+class AddressSymbols;
 struct Out {
 	Mode mode = Mode::Table;
 	bool stats = false;
+	AddressSymbols *syms = nullptr; // the table's names beside addresses
 };
 
 std::string cell_text(sqlite3_stmt *st, int i)
@@ -116,6 +122,80 @@ void json_cell(std::string *o, sqlite3_stmt *st, int i)
 	}
 }
 
+/*
+ * The symbols the table shows beside addresses, as `strata analyze mutex`
+ * finds them: from the mappings the pthread preload recorded (its
+ * pthread:mapping events) and the mapped ELF files.  A column holds no
+ * process, so an address is named when every process that maps it names
+ * it the same.  Read once, at the first statement with an address column.
+ */
+class AddressSymbols {
+public:
+	explicit AddressSymbols(sqlite3 *db) : db_(db) {}
+	// " name" for an address with one, else "".
+	std::string beside(uint64_t addr)
+	{
+		load();
+		if (!table_)
+			return "";
+		auto it = cache_.find(addr);
+		if (it == cache_.end())
+			it = cache_.emplace(addr, table_->unique_name(addr)).first;
+		return it->second.empty() ? "" : " " + it->second;
+	}
+	// Reads the mappings once, before the first statement with an address
+	// column runs (its --stats line does not count this read).
+	void load()
+	{
+		if (loaded_)
+			return;
+		loaded_ = true;
+		std::vector<analyze::Mapping> maps = read_mappings(db_);
+		if (!maps.empty())
+			table_.reset(new analyze::SymbolTable(maps));
+	}
+
+private:
+	static uint64_t u64_of(sqlite3_stmt *st, int i)
+	{
+		if (sqlite3_column_type(st, i) == SQLITE_INTEGER)
+			return (uint64_t)sqlite3_column_int64(st, i);
+		const char *t = (const char *)sqlite3_column_text(st, i);
+		return t ? std::strtoull(t, nullptr, 10) : 0;
+	}
+	static std::vector<analyze::Mapping> read_mappings(sqlite3 *db)
+	{
+		std::vector<analyze::Mapping> maps;
+		sqlite3_stmt *st = nullptr;
+		if (sqlite3_prepare_v2(db,
+				       "SELECT machine, pid, \"start\", \"end\", \"offset\", path FROM "
+				       "temp.\"pthread:mapping\"",
+				       -1, &st, nullptr) != SQLITE_OK) {
+			sqlite3_finalize(st); // the trace has no mapping: no names
+			return maps;
+		}
+		std::map<std::pair<std::string, int64_t>, uint32_t> procs; // (machine, pid) -> index
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			const char *m = (const char *)sqlite3_column_text(st, 0);
+			const auto key = std::make_pair(std::string(m ? m : ""), sqlite3_column_int64(st, 1));
+			analyze::Mapping mp;
+			mp.proc = procs.emplace(key, (uint32_t)procs.size()).first->second;
+			mp.start = u64_of(st, 2);
+			mp.end = u64_of(st, 3);
+			mp.offset = u64_of(st, 4);
+			const char *path = (const char *)sqlite3_column_text(st, 5);
+			mp.path = path ? path : "";
+			maps.push_back(std::move(mp));
+		}
+		sqlite3_finalize(st);
+		return maps;
+	}
+	sqlite3 *db_;
+	bool loaded_ = false;
+	std::unique_ptr<analyze::SymbolTable> table_;
+	std::unordered_map<uint64_t, std::string> cache_;
+};
+
 // The table form: columns as wide as their first 1000 rows' widest value
 // (later rows may push theirs wider); NULL as empty.
 class TablePrinter {
@@ -125,7 +205,8 @@ class TablePrinter {
 	};
 
 public:
-	explicit TablePrinter(sqlite3_stmt *st) : st_(st), n_(sqlite3_column_count(st))
+	TablePrinter(sqlite3_stmt *st, AddressSymbols *syms)
+	    : st_(st), n_(sqlite3_column_count(st)), syms_(syms)
 	{
 		for (int i = 0; i < n_; i++) {
 			names_.push_back(Cell{
@@ -133,6 +214,8 @@ public:
 				false});
 			const char *d = sqlite3_column_decltype(st, i);
 			hex_.push_back(d && std::strstr(d, "HEX"));
+			if (hex_.back() && syms_)
+				syms_->load();
 		}
 	}
 	void row()
@@ -175,7 +258,8 @@ public:
 private:
 	// A cell as the table shows it: an integer of a HEX column (an address:
 	// the tables' strata_hex fields, slices.caller) as 0x..., a u64 past
-	// INT64_MAX (TEXT) included; anything else as SQLite's text.
+	// INT64_MAX (TEXT) included, and its symbol when the trace names it;
+	// anything else as SQLite's text.
 	std::string shown(int i, int t) const
 	{
 		std::string s = cell_text(st_, i);
@@ -190,7 +274,7 @@ private:
 			return s;
 		char buf[24];
 		std::snprintf(buf, sizeof buf, "0x%llx", v);
-		return buf;
+		return syms_ ? buf + syms_->beside(v) : std::string(buf);
 	}
 	static size_t columns(const std::string &s)
 	{
@@ -218,6 +302,7 @@ private:
 	sqlite3_stmt *st_;
 	int n_;
 	std::vector<Cell> names_;
+	AddressSymbols *syms_;
 	std::vector<bool> hex_; // per column: its declared type says HEX
 	std::vector<std::vector<Cell>> rows_;
 	std::vector<size_t> width_;
@@ -301,13 +386,13 @@ bool run_sql(sqlite3 *db, const std::string &sql, const Out &out)
 		p = tail;
 		if (!st)
 			continue; // whitespace or a comment
+		TablePrinter table(st, out.mode == Mode::Table ? out.syms : nullptr);
 		const auto t0 = std::chrono::steady_clock::now();
 		query::take_bytes_read(db);
 		const int n = sqlite3_column_count(st);
 		uint64_t rows = 0;
 		std::string buf;
 		TablePrinter *tp = nullptr;
-		TablePrinter table(st);
 		if (n && out.mode == Mode::Table)
 			tp = &table;
 		if (n && out.mode == Mode::Csv) {
@@ -560,6 +645,8 @@ int strata_cmd_query(int argc, char **argv)
 		return cli::kFail;
 	}
 	tell_damage(db);
+	AddressSymbols syms(db);
+	out.syms = &syms;
 	int rc;
 	if (have_sql && !sql.empty() && sql[0] == '.') { // a dot command as the argument
 		bool quit = false;

@@ -16,11 +16,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "analyze_symbols.h"
 #include "bt_fields.h"
 #include "read_event.h"
 #include "commands.h"
@@ -332,7 +334,62 @@ template <class Out, typename T> void append_real(Out &out, T v)
 	out.append(buf, (size_t)(r.ptr - buf));
 }
 
-void append_field(LineBuf &out, const bt_field *field, bool is_root = false);
+/*
+ * Symbols beside addresses, as `strata analyze mutex` and `strata query`
+ * name them (docs/viewing.md): the mappings a process's pthread preload
+ * records (pthread:mapping, written before the process's first lock
+ * event) name the hex integers of that process's later events,
+ * "lock = 0x55d1c1a4b040 hot, caller = 0x55d1c1a4b2c4 worker+0x24".  A
+ * sub-trace is a process; both readers key it by their own pointer.
+ */
+class ViewSymbols {
+public:
+	bool any() const { return table_ != nullptr; }
+	void add(const void *trace, uint64_t start, uint64_t end, uint64_t offset, const char *path)
+	{
+		auto it = procs_.emplace(trace, (uint32_t)procs_.size()).first;
+		if (it->second >= names_.size())
+			names_.resize(it->second + 1);
+		names_[it->second].clear(); // a new mapping may name an address anew
+		analyze::Mapping m;
+		m.proc = it->second;
+		m.start = start;
+		m.end = end;
+		m.offset = offset;
+		m.path = path ? path : "";
+		if (!table_)
+			table_.reset(new analyze::SymbolTable({}));
+		table_->add(m);
+	}
+	// " name" when the sub-trace's mappings name addr, else "".
+	const std::string &beside(const void *trace, uint64_t addr)
+	{
+		auto p = procs_.find(trace);
+		if (p == procs_.end())
+			return none_;
+		auto &names = names_[p->second];
+		auto it = names.find(addr);
+		if (it == names.end()) {
+			const std::string f = table_->lookup(p->second, addr, false).function;
+			it = names.emplace(addr, f.empty() ? f : " " + f).first;
+		}
+		return it->second;
+	}
+
+private:
+	std::unique_ptr<analyze::SymbolTable> table_;
+	std::unordered_map<const void *, uint32_t> procs_;
+	std::vector<std::unordered_map<uint64_t, std::string>> names_; // per process: its addresses' " name"
+	const std::string none_;
+};
+
+// The root members' hex integers named (babeltrace2's reader).
+struct Namer {
+	ViewSymbols *syms;
+	const void *trace;
+};
+
+void append_field(LineBuf &out, const bt_field *field, bool is_root = false, const Namer *nm = nullptr);
 
 // A sequence's length is its own member of the payload (CTF 1.8); it is
 // shown as the length of the [ ] list, so hide the member itself.
@@ -375,32 +432,38 @@ void append_enum_labels(LineBuf &out, const bt_field *field, bool is_signed)
 	}
 }
 
-void append_field(LineBuf &out, const bt_field *field, bool is_root)
+// An integer field (an enumeration's labels, then its value), named when
+// `nm` is given and it shows in hex.
+void append_bt_integer(LineBuf &out, const bt_field *field, bt_field_class_type type, const Namer *nm)
+{
+	const bt_field_class *fc = bt_field_borrow_class_const(field);
+	const bool is_signed = bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_SIGNED_INTEGER);
+	const bool is_enum = bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_ENUMERATION);
+	if (is_enum) {
+		append_enum_labels(out, field, is_signed);
+		out += " (";
+	}
+	const auto base = bt_field_class_integer_get_preferred_display_base(fc);
+	const uint64_t u = is_signed ? static_cast<uint64_t>(bt_field_integer_signed_get_value(field))
+				     : bt_field_integer_unsigned_get_value(field);
+	if (is_signed && (base == BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_DECIMAL || is_enum))
+		append_i64(out, static_cast<int64_t>(u));
+	else
+		append_unsigned(out, u,
+				is_enum ? BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_DECIMAL : base);
+	if (nm && !is_enum && base == BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_HEXADECIMAL)
+		out += nm->syms->beside(nm->trace, u);
+	if (is_enum)
+		out += ')';
+}
+
+void append_field(LineBuf &out, const bt_field *field, bool is_root, const Namer *nm)
 {
 	const bt_field_class *fc = bt_field_borrow_class_const(field);
 	const bt_field_class_type type = bt_field_get_class_type(field);
 
 	if (bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_INTEGER)) {
-		const bool is_signed = bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_SIGNED_INTEGER);
-		const bool is_enum = bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_ENUMERATION);
-		if (is_enum) {
-			append_enum_labels(out, field, is_signed);
-			out += " (";
-		}
-		if (is_signed) {
-			const int64_t v = bt_field_integer_signed_get_value(field);
-			const auto base = bt_field_class_integer_get_preferred_display_base(fc);
-			if (base == BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_DECIMAL || is_enum)
-				append_i64(out, v);
-			else
-				append_unsigned(out, static_cast<uint64_t>(v), base);
-		} else {
-			append_unsigned(out, bt_field_integer_unsigned_get_value(field),
-					is_enum ? BT_FIELD_CLASS_INTEGER_PREFERRED_DISPLAY_BASE_DECIMAL
-						: bt_field_class_integer_get_preferred_display_base(fc));
-		}
-		if (is_enum)
-			out += ')';
+		append_bt_integer(out, field, type, nm);
 	} else if (type == BT_FIELD_CLASS_TYPE_SINGLE_PRECISION_REAL) {
 		append_real(out, bt_field_real_single_precision_get_value(field));
 	} else if (type == BT_FIELD_CLASS_TYPE_DOUBLE_PRECISION_REAL) {
@@ -430,7 +493,8 @@ void append_field(LineBuf &out, const bt_field *field, bool is_root)
 			first = false;
 			out += bt_field_class_structure_member_get_name(m);
 			out += " = ";
-			append_field(out, bt_field_structure_borrow_member_field_by_index_const(field, i));
+			append_field(out, bt_field_structure_borrow_member_field_by_index_const(field, i),
+				     false, is_root ? nm : nullptr);
 		}
 		out += n ? " }" : "}";
 	} else if (bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_ARRAY)) {
@@ -505,6 +569,11 @@ struct ViewSink {
 	std::unordered_map<const MetaEvent *, std::vector<std::string>> labels;
 	const MetaEvent *label_class = nullptr;
 	const std::vector<std::string> *class_labels = nullptr;
+	// The symbols beside addresses; Strata's reader: whether the last
+	// event's class, sym_class, is pthread:mapping.
+	ViewSymbols syms;
+	const MetaEvent *sym_class = nullptr;
+	bool sym_mapping = false;
 	// The last event's line after its time (" who tid=T cpu=C name"), and
 	// what it was made of: successive events of one thread share it.
 	struct {
@@ -795,15 +864,20 @@ bool on_bt_message(ViewSink &s, const bt_message *msg)
 	switch (bt_message_get_type(msg)) {
 	case BT_MESSAGE_TYPE_EVENT: {
 		const Ev ev = bt_ev(s, msg);
+		const bt_field *payload =
+			bt_event_borrow_payload_field_const(bt_message_event_borrow_event_const(msg));
+		if (ev.name[0] == 'p' && std::strcmp(ev.name, "pthread:mapping") == 0) // shown or not
+			s.syms.add(ev.trace, as_u64(member(payload, "start")), as_u64(member(payload, "end")),
+				   as_u64(member(payload, "offset")),
+				   as_str(member(payload, "path")).c_str());
 		switch (filter_event(s, ev)) {
 		case Verdict::Show: {
 			format_prefix(s, ev);
-			const bt_field *payload =
-				bt_event_borrow_payload_field_const(bt_message_event_borrow_event_const(msg));
 			if (payload &&
 			    bt_field_class_structure_get_member_count(bt_field_borrow_class_const(payload))) {
 				s.line += ": ";
-				append_field(s.line, payload, true);
+				const Namer nm{&s.syms, ev.trace};
+				append_field(s.line, payload, true, s.syms.any() ? &nm : nullptr);
 			}
 			s.line += '\n';
 			more = ++s.events < s.limit;
@@ -895,6 +969,49 @@ void append_value(LineBuf &out, const FieldValue &v)
 	}
 }
 
+// A pthread:mapping event of Strata's reader, to ViewSink::syms.
+__attribute__((noinline)) void native_mapping(ViewSink &s, const TraceEvent &e)
+{
+	uint64_t start = 0, end = 0, offset = 0;
+	const char *path = "";
+	e.for_each_field([&](const FieldValue &v) {
+		const std::string &n = v.info->name;
+		if (v.info->type == STRATA_FT_STRING && n == "path")
+			path = v.str;
+		else if (v.info->type == STRATA_FT_INTEGER && n == "start")
+			start = v.u;
+		else if (v.info->type == STRATA_FT_INTEGER && n == "end")
+			end = v.u;
+		else if (v.info->type == STRATA_FT_INTEGER && n == "offset")
+			offset = v.u;
+	});
+	s.syms.add(&e.trace(), start, end, offset, path);
+}
+
+// An event's fields as append_field prints babeltrace2's, addresses named
+// (ViewSink::syms).
+__attribute__((always_inline)) inline void append_native_fields(ViewSink &s, const TraceEvent &e)
+{
+	// ": { a = ", ", b = ", ...: made once per event class.
+	if (e.cls != s.label_class) {
+		auto &l = s.labels[e.cls];
+		if (l.empty())
+			for (const FieldInfo &f : e.cls->info.fields)
+				l.push_back((l.empty() ? ": { " : ", ") + f.name + " = ");
+		s.label_class = e.cls;
+		s.class_labels = &l;
+	}
+	const std::string *label = s.class_labels->data();
+	const bool named = s.syms.any();
+	e.for_each_field([&](const FieldValue &v) {
+		s.line += *label++;
+		append_value(s.line, v);
+		if (named && v.info->type == STRATA_FT_INTEGER && v.info->base == 16)
+			s.line += s.syms.beside(&e.trace(), v.info->is_signed ? (uint64_t)v.i : v.u);
+	});
+	s.line += " }";
+}
+
 bool on_native(ViewSink &s, const TraceMsg &m)
 {
 	bool more = true;
@@ -911,27 +1028,17 @@ bool on_native(ViewSink &s, const TraceMsg &m)
 		ev.tid = e.tid;
 		ev.cpu = e.cpu;
 		ev.name = e.cls->full_name.c_str();
+		if (e.cls != s.sym_class) {
+			s.sym_class = e.cls;
+			s.sym_mapping = e.cls->full_name == "pthread:mapping";
+		}
+		if (__builtin_expect(s.sym_mapping, 0)) // shown or not
+			native_mapping(s, e);
 		switch (filter_event(s, ev)) {
 		case Verdict::Show:
 			format_prefix(s, ev);
-			if (!e.cls->info.fields.empty()) {
-				// ": { a = ", ", b = ", ...: made once per event class.
-				if (e.cls != s.label_class) {
-					auto &l = s.labels[e.cls];
-					if (l.empty())
-						for (const FieldInfo &f : e.cls->info.fields)
-							l.push_back((l.empty() ? ": { " : ", ") + f.name +
-								    " = ");
-					s.label_class = e.cls;
-					s.class_labels = &l;
-				}
-				const std::string *label = s.class_labels->data();
-				e.for_each_field([&](const FieldValue &v) {
-					s.line += *label++;
-					append_value(s.line, v);
-				});
-				s.line += " }";
-			}
+			if (!e.cls->info.fields.empty())
+				append_native_fields(s, e);
 			s.line += '\n';
 			more = ++s.events < s.limit;
 			break;

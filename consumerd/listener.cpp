@@ -23,8 +23,9 @@ namespace daemon_impl {
 
 namespace {
 
-// The listening socket at `path`, or -errno (logged).
-int listen_on(const std::string &path, int backlog)
+// The listening socket at `path`, or -errno (logged); `*made_dir` the
+// directory holding it when this call created it.
+int listen_on(const std::string &path, int backlog, std::string *made_dir)
 {
 	struct sockaddr_un sa;
 	memset(&sa, 0, sizeof(sa));
@@ -46,6 +47,8 @@ int listen_on(const std::string &path, int backlog)
 			return r;
 		}
 		open_socket_dir(dir, !existed);
+		if (!existed)
+			*made_dir = dir;
 	}
 	// A socket file already there: refuse if a daemon answers, else stale.
 	struct stat st;
@@ -88,7 +91,7 @@ bool Listener::open()
 	// process of a burst connects twice (its join, then its first event's
 	// BUFFER hand-over), and a full backlog makes each of them wait
 	// (proto::connect_unix) while the main thread accepts.
-	lfd_ = listen_on(path_, 4096);
+	lfd_ = listen_on(path_, 4096, &made_dir_);
 	if (lfd_ < 0)
 		return false;
 	if (!loop_.add(lfd_, EPOLLIN, [this] { accept(false); })) {
@@ -104,7 +107,8 @@ bool Listener::open()
 
 void Listener::open_quiet()
 {
-	qfd_ = listen_on(path_ + proto::kQuietSuffix, 4096);
+	std::string made; // the socket's directory exists by now
+	qfd_ = listen_on(path_ + proto::kQuietSuffix, 4096, &made);
 	quiet_tfd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (qfd_ >= 0 && quiet_tfd_ >= 0) {
 		if (loop_.add(qfd_, EPOLLIN | EPOLLONESHOT, [this] { on_quiet(true); })) {
@@ -187,6 +191,11 @@ void Listener::close()
 		lfd_ = -1;
 	}
 	close_quiet();
+	// The directory this daemon made for its socket ($XDG_RUNTIME_DIR/strata)
+	// goes too, once empty: it may hold another daemon's socket, or the
+	// sessions a killed daemon kept (<socket>.state), and then stays.
+	if (!made_dir_.empty() && rmdir(made_dir_.c_str()) == 0)
+		made_dir_.clear();
 }
 
 } // namespace daemon_impl

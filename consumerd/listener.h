@@ -67,7 +67,8 @@ public:
 	// Every connection queued on the socket (quiet: the quiet socket)
 	// handed to Host::take_conn; those it took appended to `taken`.
 	void accept(bool quiet, std::vector<int> *taken = nullptr);
-	// Both sockets unwatched, closed and unlinked (again: nothing).
+	// Both sockets unwatched, closed and unlinked (again: nothing); the
+	// socket's directory removed if open() made it and it is empty.
 	void close();
 	bool listening() const { return lfd_ >= 0; }
 	bool has_quiet() const { return qfd_ >= 0; }
@@ -82,6 +83,7 @@ private:
 	const std::string path_;
 	int lfd_ = -1;
 	int qfd_ = -1, quiet_tfd_ = -1; // the quiet socket (one-shot) and its delay
+	std::string made_dir_;          // the socket's directory, when open() created it
 };
 
 } // namespace daemon_impl

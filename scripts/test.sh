@@ -22,6 +22,9 @@ run_suite() { # name, cmake args, ctest args
   echo "==== $name: ctest"
   local junit="$PWD/$dir.junit.xml"
   rm -f "$junit"
+  # What the tests leave in /tmp, /run, /dev/shm and XDG_RUNTIME_DIR: listed
+  # before and after; anything of Strata's left there fails the run.
+  python3 scripts/leftovers.py snapshot "$dir.leftovers.json"
   (cd "$dir" && ctest --output-on-failure --output-junit "$junit" -j"$jobs" $ctest_args) 2>&1 |
     tee "$dir.ctest.log" || true
   # Passed, failed and skipped from ctest's own record (ctest's summary line
@@ -33,6 +36,11 @@ run_suite() { # name, cmake args, ctest args
     return
   fi
   sed '$d' <<<"$sum"
+  if ! python3 scripts/leftovers.py compare "$dir.leftovers.json" >"$dir.leftovers.log"; then
+    why+="$name: the tests left files of Strata's behind:"$'\n'$(grep '^LEFT' "$dir.leftovers.log" || true)$'\n'
+    status=1 failed=$((failed + 1))
+  fi
+  cat "$dir.leftovers.log"
   # each failure with its reason, again at the very end of the log
   why+=$(sed '$d' <<<"$sum" | awk -v n="$name" '/^FAILED: /{print n ": " $0; f=1; next} /^    /&&f{print; next} {f=0}')$'\n'
   read -r p f s <<<"$(tail -n 1 <<<"$sum")"

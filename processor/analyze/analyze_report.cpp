@@ -68,12 +68,21 @@ std::string lock_label(const LockStats &l)
 	return s;
 }
 
+// A code address as the text shows it: the address, its symbol beside it
+// when one was found ("0x55d0c0ffee10 worker_loop+0x24"), its line.
+std::string code_label(uint64_t addr, const Symbol &sym)
+{
+	std::string o = hex(addr);
+	if (!sym.function.empty())
+		o += " " + sym.function;
+	if (!sym.location.empty())
+		o += " at " + sym.location;
+	return o;
+}
+
 std::string site_label(const Site &s)
 {
-	std::string o = s.sym.function.empty() ? hex(s.caller) : s.sym.function;
-	if (!s.sym.location.empty())
-		o += " at " + s.sym.location;
-	return o;
+	return code_label(s.caller, s.sym);
 }
 
 double share(uint64_t a, uint64_t b)
@@ -168,11 +177,7 @@ void text_sites(std::ostream &o, const Report &r, const Options &opt)
 				      format_ns(static_cast<double>(s.wait_total)).c_str(), s.contended);
 			o << line << site_label(s) << "\n";
 			for (size_t k = 1; k < s.stack_syms.size(); k++) {
-				const Symbol &f = s.stack_syms[k];
-				o << "        from " << (f.function.empty() ? hex(s.stack[k]) : f.function);
-				if (!f.location.empty())
-					o << " at " << f.location;
-				o << "\n";
+				o << "        from " << code_label(s.stack[k], s.stack_syms[k]) << "\n";
 			}
 		}
 		if (!l.blockers.empty())

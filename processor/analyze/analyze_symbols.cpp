@@ -328,19 +328,23 @@ struct SymbolTable::Impl {
 
 SymbolTable::SymbolTable(const std::vector<Mapping> &maps) : impl_(new Impl)
 {
-	impl_->maps = maps;
-	for (const Mapping &m : maps) {
-		Object *o = impl_->object(m.path);
-		uint64_t v = 0;
-		if (!o->ok || !o->vaddr_of_offset(m.offset, &v))
-			continue;
-		auto &list = impl_->procs[m.proc];
-		bool seen = false;
-		for (auto &e : list)
-			seen = seen || e.first == o;
-		if (!seen)
-			list.push_back({o, m.start - v});
-	}
+	for (const Mapping &m : maps)
+		add(m);
+}
+
+void SymbolTable::add(const Mapping &m)
+{
+	impl_->maps.push_back(m);
+	Object *o = impl_->object(m.path);
+	uint64_t v = 0;
+	if (!o->ok || !o->vaddr_of_offset(m.offset, &v))
+		return;
+	auto &list = impl_->procs[m.proc];
+	bool seen = false;
+	for (auto &e : list)
+		seen = seen || e.first == o;
+	if (!seen)
+		list.push_back({o, m.start - v});
 }
 
 SymbolTable::~SymbolTable()
@@ -448,6 +452,20 @@ Symbol SymbolTable::lookup(uint32_t proc, uint64_t addr, bool is_code)
 		return s;
 	}
 	return s;
+}
+
+std::string SymbolTable::unique_name(uint64_t addr)
+{
+	std::string name;
+	for (const auto &kv : impl_->procs) {
+		const Symbol s = lookup(kv.first, addr, false);
+		if (s.function.empty())
+			continue;
+		if (!name.empty() && name != s.function)
+			return "";
+		name = s.function;
+	}
+	return name;
 }
 
 } // namespace analyze

@@ -19,11 +19,17 @@ namespace analyze {
 class SymbolTable {
 public:
 	explicit SymbolTable(const std::vector<Mapping> &maps);
+	// One more mapping (a reader that learns them as it goes: strata view).
+	void add(const Mapping &m);
 	~SymbolTable();
 	SymbolTable(const SymbolTable &) = delete;
 	SymbolTable &operator=(const SymbolTable &) = delete;
 	// is_code: `addr` is a return address (line lookup uses addr - 1).
 	Symbol lookup(uint32_t proc, uint64_t addr, bool is_code);
+	// The function (or data) name of an address shown without its process
+	// (a query's column): the name every process that maps `addr` gives
+	// it, "" when none maps it or two name it differently.
+	std::string unique_name(uint64_t addr);
 	bool have_libdw() const;
 	// The objects in which an address had no symbol (a stripped binary):
 	// their build id, where its debug file would be, their package.

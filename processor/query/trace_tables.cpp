@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cinttypes>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -130,6 +131,12 @@ struct Trace {
 	// order (then ts), a pass per thread, for GROUP BY tid and ORDER BY tid
 	// without SQLite's sorter.  Empty otherwise.
 	std::vector<int32_t> thread_ids;
+	// When no stream is the kernel's, every sub-trace has one machine, pid
+	// and process name: an event table can give its rows grouped by any of
+	// them, a pass per group of sub-traces (key_passes), for GROUP BY pid,
+	// ORDER BY process... without SQLite's sorter.  False too when the
+	// passes could cost more than the sorter (kThreadPassPackets).
+	bool key_orders = false;
 };
 
 // Trace::stream_base: each stream's span ends past its last packet.
@@ -201,6 +208,18 @@ std::vector<int32_t> thread_ids(const TraceReader &index)
 	if ((double)tids.size() * packets > kThreadPassPackets)
 		return {};
 	return std::vector<int32_t>(tids.begin(), tids.end());
+}
+
+// Trace::key_orders: each pass copies the index, as thread_ids'.
+bool key_orders(const TraceReader &index)
+{
+	double packets = 0;
+	for (const auto &s : index.streams()) {
+		if (s->trace->kernel)
+			return false;
+		packets += (double)s->packets.size() + 1;
+	}
+	return (double)index.traces().size() * packets <= kThreadPassPackets;
 }
 
 // An event's rowid (Trace::stream_base).
@@ -560,6 +579,7 @@ std::shared_ptr<Trace> get_trace(Registry *reg, const std::string &path, std::st
 	t->stream_base = stream_bases(t->index);
 	t->sizes = trace_sizes(*t);
 	t->thread_ids = thread_ids(t->index);
+	t->key_orders = key_orders(t->index);
 	reg->traces[path] = t;
 	return t;
 }
@@ -1110,9 +1130,11 @@ struct Cur : sqlite3_vtab_cursor {
 	bool want_pid = false, want_tid = false;
 	bool filtered = false; // a window, want_pid or want_tid: checked per row
 	// In thread order (x_best_index's idxNum bit 2): a pass per thread of
-	// Trace::thread_ids, this the thread_k-th, its tid as cur->tid.
+	// Trace::thread_ids, this the pass_k-th, its tid as cur->tid.  In the
+	// order of a key (idxNum's key bits): a pass per group, the pass_k-th.
 	bool by_thread = false;
-	size_t thread_k = 0;
+	size_t pass_k = 0;
+	std::vector<std::vector<const SubTrace *>> groups;
 	int64_t pid = 0, tid = 0;
 	// The current event's fields, decoded on first use.
 	std::vector<FieldValue> fv;
@@ -1391,6 +1413,61 @@ bool thread_order(const sqlite3_index_info *info)
 	       o[0].iColumn == kTid && !o[0].desc;
 }
 
+// The key orders (Trace::key_orders): ORDER BY (or GROUP BY) up to three
+// of machine, pid and process, ascending, then ts ascending or not at all.
+// The order's idxNum bits: each column's code (1 machine, 2 pid, 3 process)
+// in two bits from bit 4; 0 when the order is another.
+constexpr int kKeyShift = 4;
+int key_order(const sqlite3_index_info *info)
+{
+	int n = info->nOrderBy, bits = 0;
+	if (n > 1 && info->aOrderBy[n - 1].iColumn == kTs && !info->aOrderBy[n - 1].desc)
+		n--;
+	if (n < 1 || n > 3)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		const auto &o = info->aOrderBy[i];
+		const int code = o.iColumn == kMachine   ? 1
+				 : o.iColumn == kPid     ? 2
+				 : o.iColumn == kProcess ? 3
+							 : 0;
+		if (!code || o.desc)
+			return 0;
+		bits |= code << (kKeyShift + 2 * i);
+	}
+	return bits;
+}
+
+// The sub-traces grouped by their values of the key order's columns (the
+// values x_column gives: machine and process as valid UTF-8, compared as
+// SQLite's BINARY does), the groups in that order.
+std::vector<std::vector<const SubTrace *>> key_passes(const Trace &t, int bits)
+{
+	std::map<std::vector<std::string>, std::vector<const SubTrace *>> groups;
+	for (const auto &sub : t.index.traces()) {
+		auto it = t.sub_text.find(sub.get());
+		const SubText *st = it == t.sub_text.end() ? nullptr : &it->second;
+		std::vector<std::string> key;
+		for (int b = bits >> kKeyShift; b; b >>= 2) {
+			if ((b & 3) == 1)
+				key.push_back(st ? st->machine : sub->hostname);
+			else if ((b & 3) == 3)
+				key.push_back(st ? st->process : sub->procname);
+			else { // a pid, as text in its numeric order
+				char d[24];
+				std::snprintf(d, sizeof d, "%016llx",
+					      (unsigned long long)((uint64_t)sub->vpid ^ (1ull << 63)));
+				key.push_back(d);
+			}
+		}
+		groups[key].push_back(sub.get());
+	}
+	std::vector<std::vector<const SubTrace *>> out;
+	for (auto &g : groups)
+		out.push_back(std::move(g.second));
+	return out;
+}
+
 // idxStr: one letter per argument (pushed_op).  Every constraint is
 // checked again by SQLite (omit 0): the bounds may be REAL, a pushdown is
 // a superset.  Rows come in ts order from the event tables (one scan:
@@ -1415,6 +1492,8 @@ int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 		info->orderByConsumed = 1;
 	else if (event_table(v) && !v->t->thread_ids.empty() && thread_order(info))
 		info->orderByConsumed = 1, info->idxNum |= 2; // a pass per thread
+	else if (event_table(v) && v->t->key_orders && key_order(info))
+		info->orderByConsumed = 1, info->idxNum |= key_order(info); // a pass per group
 	// sched: 1 when pid or a wake column is used (the pass reads from the start).
 	if (v->kind == Kind::Sched &&
 	    (info->colUsed & ((1ull << kSchedPid) | (1ull << kSchedWakeTs) | (1ull << kSchedWakeLatency))))
@@ -1486,17 +1565,21 @@ __attribute__((noinline)) bool take_class(Cur *cur, Vtab *v, const MetaEvent *cl
 	return true;
 }
 
-// An event table's pass (cur->r, not started): its window and its pid
-// and tid filters.
+// An event table's pass (cur->r, not started): its window, its pid and
+// tid filters, and in a key order its group's sub-traces.
 void events_pass(Cur *cur)
 {
 	if (cur->lo != INT64_MIN || cur->hi != INT64_MAX)
 		cur->r->set_window(cur->lo, cur->hi);
 	cur->filtered = cur->lo != INT64_MIN || cur->hi != INT64_MAX || cur->want_pid || cur->want_tid;
-	if (cur->want_pid || cur->want_tid) {
+	const std::vector<const SubTrace *> *group =
+		cur->groups.empty() ? nullptr : &cur->groups[cur->pass_k];
+	if (cur->want_pid || cur->want_tid || group) {
 		const bool wp = cur->want_pid, wt = cur->want_tid;
 		const int64_t pid = cur->pid, tid = cur->tid;
 		cur->r->set_stream_filter([=](const StreamInfo &s) {
+			if (group && std::find(group->begin(), group->end(), s.trace) == group->end())
+				return false;
 			if (wp && (s.trace->kernel || s.trace->vpid != pid))
 				return false; // the kernel's events have no pid
 			if (wt && !s.shared && s.trace->meta.record_format == STRATA_REC_COMPACT) {
@@ -1510,11 +1593,12 @@ void events_pass(Cur *cur)
 	}
 }
 
-// The end of a pass: EOF, or in thread order (Cur::by_thread) the next
-// thread's pass begun (true).
+// The end of a pass: EOF, or in thread order (Cur::by_thread) or a key
+// order (Cur::groups) the next pass begun (true).
 __attribute__((noinline)) bool pass_end(Cur *cur, Vtab *v)
 {
-	if (!cur->by_thread || ++cur->thread_k >= v->t->thread_ids.size()) {
+	const size_t passes = cur->by_thread ? v->t->thread_ids.size() : cur->groups.size();
+	if (++cur->pass_k >= passes) {
 		cur->eof = true;
 		return false;
 	}
@@ -1522,7 +1606,8 @@ __attribute__((noinline)) bool pass_end(Cur *cur, Vtab *v)
 	cur->bytes_before = 0;
 	cur->r = std::make_unique<TraceReader>();
 	cur->r->share_index(v->t->index);
-	cur->tid = v->t->thread_ids[cur->thread_k];
+	if (cur->by_thread)
+		cur->tid = v->t->thread_ids[cur->pass_k];
 	events_pass(cur);
 	return true;
 }
@@ -2324,10 +2409,17 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 		return SQLITE_OK;
 	}
 	cur->by_thread = (idx_num & 2) && !cur->want_tid;
+	cur->pass_k = 0;
+	cur->groups.clear();
 	if (cur->by_thread) { // a pass per thread, in tid order: the first
-		cur->thread_k = 0;
 		cur->want_tid = true;
 		cur->tid = v->t->thread_ids.empty() ? -1 : v->t->thread_ids[0];
+	} else if (idx_num >> kKeyShift) { // a pass per group of sub-traces: the first
+		cur->groups = key_passes(*v->t, idx_num);
+		if (cur->groups.empty()) {
+			cur->eof = true;
+			return SQLITE_OK;
+		}
 	}
 	events_pass(cur);
 	next_event(cur, v);

@@ -18,7 +18,12 @@ is the daemon's socket directory; each is listed before and after:
   - a recorded trace is kept: a record's -o directory holds its events;
   - a daemon killed with a session active keeps it in `<socket>.state/`:
     `strata status` with no daemon names it and where; the next daemon takes
-    it up, and once it is destroyed a clean exit leaves nothing.
+    it up, and once it is destroyed a clean exit leaves nothing;
+  - XDG_RUNTIME_DIR set (a directory of the check's, listed before and
+    after), no socket named: `strata record` with no daemon there (its own
+    daemon lives under XDG_RUNTIME_DIR), then a daemon at the default socket
+    ($XDG_RUNTIME_DIR/strata/consumerd.sock, whose directory it makes) that
+    serves a record and exits cleanly: XDG_RUNTIME_DIR is as it was.
 """
 import os
 import signal
@@ -103,7 +108,32 @@ def main():
     d.send_signal(signal.SIGTERM)
     check(d.wait(timeout=60) == 0 and listing(run) == [],
           "taken up and destroyed, then a clean exit: nothing beside the socket (%r)" % listing(run))
+    xdg_runtime_part(strata, loop, consumerd, check, env, work, cwd, traces)
     check.finish()
+
+
+def xdg_runtime_part(strata, loop, consumerd, check, env, work, cwd, traces):
+    """4. The per-user runtime directory: nothing left in it."""
+    xdg = os.path.join(work, "xdg")
+    os.makedirs(xdg, mode=0o700)
+    os.mkdir(os.path.join(xdg, "theirs"))  # what was there stays
+    before = listing(xdg)
+    xenv = dict(env, XDG_RUNTIME_DIR=xdg)
+    xenv.pop("STRATA_CONSUMERD_SOCKET")
+    r = subprocess.run([strata, "record", "-o", os.path.join(traces, "xrec"), "--", loop, "1"], env=xenv, cwd=cwd,
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "record with XDG_RUNTIME_DIR set exits 0 (%s)" % r.stderr[-300:])
+    check(listing(xdg) == before, "its private daemon left nothing in XDG_RUNTIME_DIR (%r)" % listing(xdg))
+    sock = os.path.join(xdg, "strata", "consumerd.sock")
+    d = start_daemon(consumerd, sock, xenv)
+    check(os.path.exists(sock), "the daemon listens at the default socket (%s)" % sock)
+    r = subprocess.run([strata, "record", "-o", os.path.join(traces, "xrec2"), "--", loop, "1"], env=xenv,
+                       cwd=cwd, capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "a record through it exits 0 (%s)" % r.stderr[-300:])
+    d.send_signal(signal.SIGTERM)
+    check(d.wait(timeout=60) == 0, "the daemon exits 0")
+    check(listing(xdg) == before, "its clean exit leaves XDG_RUNTIME_DIR as it was, without the strata/ it made (%r)"
+          % listing(xdg))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -55,6 +56,10 @@ std::string scratch_dir()
 		if (!mkdtemp(buf.data()))
 			fail("cannot make a scratch directory");
 		dir = buf.data();
+		std::atexit([] { // nothing left in /dev/shm by a run that ends
+			std::error_code ec;
+			std::filesystem::remove_all(dir, ec);
+		});
 	}
 	return dir;
 }

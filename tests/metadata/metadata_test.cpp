@@ -93,7 +93,11 @@ std::vector<EventInfo> events()
 
 std::string run(const std::string &cmd, std::string *err)
 {
-	const std::string errf = "/tmp/strata-metadata-test.err";
+	// stderr through a file of this call's own, removed after.
+	char errf[] = "/tmp/strata-metadata-test-XXXXXX";
+	const int efd = mkstemp(errf);
+	if (efd >= 0)
+		close(efd);
 	FILE *p = popen((cmd + " 2>" + errf).c_str(), "r");
 	std::string out;
 	char buf[4096];
@@ -105,6 +109,7 @@ std::string run(const std::string &cmd, std::string *err)
 	std::stringstream ss;
 	ss << ef.rdbuf();
 	*err = ss.str();
+	unlink(errf);
 	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << cmd << "\n" << *err;
 	return out;
 }

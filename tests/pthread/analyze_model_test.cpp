@@ -702,6 +702,41 @@ TEST(AnalyzeSymbols, OwnFunctionDataAndLine)
 	EXPECT_EQ(t.lookup(1, fn, true).function, ""); // unknown process
 }
 
+// An address shown without its process (strata query's table) is named
+// when every process that maps it names it the same: a fork child's copy
+// agrees; a process with the object elsewhere names it otherwise, and
+// then the address has no name.
+TEST(AnalyzeSymbols, UniqueNameAcrossProcesses)
+{
+	std::vector<Mapping> maps = own_maps();
+	const size_t own = maps.size();
+	for (size_t i = 0; i < own; i++) {
+		Mapping child = maps[i];
+		child.proc = 1;
+		maps.push_back(child);
+	}
+	const uint64_t fn = reinterpret_cast<uint64_t>(&strata_test_symbolized_function);
+	{
+		SymbolTable t(maps);
+		EXPECT_EQ(t.unique_name(fn + 1), "strata_test_symbolized_function+0x1");
+		EXPECT_EQ(t.unique_name(reinterpret_cast<uint64_t>(&strata_test_symbolized_data)),
+			  "strata_test_symbolized_data");
+		EXPECT_EQ(t.unique_name(0x10), ""); // mapped by none
+	}
+	for (size_t i = 0; i < own; i++) {
+		Mapping moved = maps[i];
+		moved.proc = 2;
+		moved.start += 0x1000;
+		moved.end += 0x1000;
+		maps.push_back(moved);
+	}
+	SymbolTable t(maps);
+	const std::string other = t.lookup(2, fn + 1, false).function; // 0x1000 further into the text
+	ASSERT_NE(other, "");
+	ASSERT_NE(other, "strata_test_symbolized_function+0x1");
+	EXPECT_EQ(t.unique_name(fn + 1), "");
+}
+
 // A stripped binary: its addresses show as object+offset and the report
 // names its build id and the debug file to get; with that debug file under
 // a .build-id directory libdw searches, the symbols come back.

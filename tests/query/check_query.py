@@ -249,6 +249,52 @@ def counting_checks(strata, trace):
     analyze_sql_checks(strata, trace, "counting mode")
 
 
+def symbol_checks(strata, trace):
+    """strata query's table and strata view name an address as `analyze mutex` does: each
+    lock's address with its data symbol, each call site's with its function
+    (analyze's JSON: address and symbol, caller and function); the
+    workload's own names among them (strata_hot_lock, take_hot+0x...)."""
+    r = run([strata, "analyze", "mutex", trace, "--format=json"])
+    check(r.returncode == 0, "analyze mutex --format=json exits 0")
+    if r.returncode != 0:
+        return
+    want = {}
+    for lk in json.loads(r.stdout)["locks"]:
+        if lk.get("symbol"):
+            want[lk["address"]] = lk["symbol"]
+        for site in lk.get("sites", []):
+            if site.get("function"):
+                want[site["caller"]] = site["function"]
+    shown = {}
+    for col, table in (("lock", '"pthread:mutex_lock"'), ("caller", '"pthread:mutex_lock"'), ("caller", "slices")):
+        r = run([strata, "query", trace, "SELECT DISTINCT %s FROM %s WHERE %s IS NOT NULL" % (col, table, col)])
+        check(r.returncode == 0, "query of distinct %ss exits 0 (%s)" % (col, r.stderr[-200:]))
+        for line in r.stdout.splitlines()[2:]:  # below the header and its rule
+            addr, _, name = line.strip().partition(" ")
+            shown[addr] = name
+    both = [a for a in want if a in shown]  # analyze's locks and sites of other classes are not asked here
+    differ = {a: (want[a], shown[a]) for a in both if shown[a] != want[a]}
+    check(len(both) >= 2 and not differ, "the table shows %d addresses with analyze's symbols beside (differ: %r)"
+          % (len(both), differ))
+    names = set(shown.values())
+    check("strata_hot_lock" in names and any(n.startswith("take_hot+0x") for n in names),
+          "the workload's lock and function by name (%r)" % sorted(names)[:8])
+    # strata view names them the same way, through either reader.
+    for reader in ("strata", "babeltrace2"):
+        r = run([strata, "view", trace], env=dict(os.environ, STRATA_READER=reader))
+        seen = {}
+        for addr, name in re.findall(r"(?:lock|caller) = (0x[0-9a-f]+)(?: ([^,} ]+))?", r.stdout):
+            seen[addr] = name
+        both = [a for a in want if a in seen]
+        differ = {a: (want[a], seen[a]) for a in both if seen[a] != want[a]}
+        check(r.returncode == 0 and len(both) >= 2 and not differ,
+              "view (%s's reader) shows %d addresses with analyze's symbols beside (differ: %r)"
+              % (reader, len(both), differ))
+    r = run([strata, "query", "--csv", trace, 'SELECT DISTINCT lock FROM "pthread:mutex_lock"'])
+    check(r.returncode == 0 and all(x.isdigit() for x in r.stdout.split()[1:]),
+          "--csv keeps the numbers (%r)" % r.stdout[:80])
+
+
 def analyze_sql_checks(strata, trace, what):
     # docs/query.md's SQL for analyze mutex's figures, against its JSON.
     with open(os.path.join(HERE, "..", "..", "docs", "query.md")) as f:
@@ -721,6 +767,7 @@ def main():
     if record(strata, pt_trace, ["--preload", "pthread", "--", workload, "contend", "-", "4", "100", "50"],
               env_pt):
         pthread_checks(strata, pt_trace)
+        symbol_checks(strata, pt_trace)
     cnt_trace = os.path.join(work, "pthread-counting")
     env_cnt = dict(env)
     env_cnt.pop("STRATA_PTHREAD_COUNT", None)  # the default: one pair in 16 timed

@@ -268,16 +268,17 @@ class Gen:
                     True, t, None)
         if x < 0.62 and "ts" in cols:  # the reader's order (orderByConsumed)
             lim = r.choice(("", " LIMIT %d" % r.randint(1, 40)))
-            if "tid" in cols and r.random() < 0.5:  # a pass per thread, when the lanes are threads'
-                sel = r.choice(("tid", "tid, ts"))  # only what is ordered: ties are in no order
+            if "tid" in cols and r.random() < 0.6:  # a pass per thread or per group of sub-traces
+                sel = r.choice(KEY_ORDERS)  # only what is ordered: ties are in no order
                 return "SELECT %s FROM %s WHERE %s ORDER BY %s%s" % (sel, qi(t), p, sel, lim), True, t, None
             return "SELECT ts FROM %s WHERE %s ORDER BY ts%s" % (qi(t), p, lim), True, t, None
         if x < 0.75:
             g, a = qi(r.choice(cols)), qi(r.choice(cols))
-            if "tid" in cols and r.random() < 0.3:
-                g = "tid"
-            return ("SELECT %s, count(*), min(%s), max(%s), count(DISTINCT %s) FROM %s WHERE %s GROUP BY 1"
-                    % (g, a, a, a, qi(t), p), False, t, None)
+            if "tid" in cols and r.random() < 0.4:
+                g = r.choice(("tid", "pid", "process", "machine, pid", "process, pid"))
+            by = ", ".join(str(i + 1) for i in range(g.count(",") + 1))
+            return ("SELECT %s, count(*), min(%s), max(%s), count(DISTINCT %s) FROM %s WHERE %s GROUP BY %s"
+                    % (g, a, a, a, qi(t), p, by), False, t, None)
         if x < 0.85:  # a self-join on ts, the inner scan's ts pushed down per outer row
             pb = self.pred(t, "b")
             c = qi(r.choice(cols))
@@ -296,6 +297,24 @@ class Gen:
             return ("SELECT count(*) FROM (SELECT * FROM %s ORDER BY %s LIMIT 60) AS x WHERE %s"
                     % (qi(t), self.key(t), sub), False, t, None)
         return "SELECT count(*) FROM %s WHERE %s" % (qi(t), form % (c1, c2, qi(t2), q)), False, t, None
+
+
+# The orders an event table may give without a sorter: by thread, by
+# sub-trace keys (docs/query.md, "The planner").
+KEY_ORDERS = ("tid", "tid, ts", "pid", "pid, ts", "process", "process, ts", "machine, pid", "machine, pid, ts",
+              "process, pid")
+
+
+def plan_checks(a, fail):
+    """On a trace of user sub-traces only, GROUP BY and ORDER BY of pid,
+    process and machine, pid are served in the reader's order: no sorter."""
+    for sql in ("SELECT pid, count(*) FROM events GROUP BY pid",
+                "SELECT process, count(*) FROM events GROUP BY 1",
+                "SELECT machine, pid, max(ts) FROM events GROUP BY machine, pid",
+                "SELECT pid, ts FROM events ORDER BY pid, ts"):
+        plan = " | ".join(r[-1] for r in a.db.execute("EXPLAIN QUERY PLAN " + sql))
+        if "TEMP B-TREE" in plan:
+            fail(sql, "a sorter where the reader's order serves: %s" % plan)
 
 
 def check(a, b, sql, ordered):
@@ -357,6 +376,11 @@ def main():
     traces = [trace]
     if args.record and not args.trace:  # its lanes all threads' own: GROUP BY/ORDER BY tid by passes
         traces.append(os.path.join(trace, "demo"))
+        users = os.path.join(args.work, "users")  # user sub-traces only: orders by pid, process
+        shutil.rmtree(users, ignore_errors=True)
+        for sub in ("demo", "pthread", "fixture"):
+            shutil.copytree(os.path.join(trace, sub), os.path.join(users, sub))
+        traces.append(users)
     pairs = [open_pair(args.ext, t) for t in traces]
     a, b, tables = pairs[0]
     fails = []
@@ -365,6 +389,8 @@ def main():
         fails.append(sql)
         print("FAIL %s\n%s\n" % (sql, why), flush=True)
 
+    if len(pairs) > 2:
+        plan_checks(pairs[2][0], fail)
     n_corpus = 0
     for sql in corpus(args.corpus) if os.path.exists(args.corpus) else []:
         n_corpus += 1

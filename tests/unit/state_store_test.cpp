@@ -3,10 +3,13 @@
 // dies".  The state files are read back as hostile text.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <signal.h>
 #include <string>
+#include <vector>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -75,10 +78,24 @@ SessionRecord sample()
 	return r;
 }
 
+// A scratch directory, removed with what it holds when the test program
+// exits (the suite leaves nothing in /tmp).
+std::vector<std::string> g_scratch;
+
 std::string tmpdir()
 {
 	char t[] = "/tmp/strata-state-XXXXXX";
-	return mkdtemp(t);
+	if (!mkdtemp(t))
+		return "/nonexistent";
+	if (g_scratch.empty())
+		std::atexit([] {
+			for (const std::string &d : g_scratch) {
+				std::error_code ec;
+				std::filesystem::remove_all(d, ec);
+			}
+		});
+	g_scratch.push_back(t);
+	return t;
 }
 
 } // namespace
