@@ -864,15 +864,9 @@ struct JsonSyntax {
 		}
 	}
 };
-const JsonSyntax &json_syntax()
-{
-	static const JsonSyntax s;
-	return s;
-}
-
 class JsonSink final : public Sink {
 public:
-	JsonSink(FILE *out, int64_t t0) : out_(out), t0_(t0), syntax_(json_syntax())
+	JsonSink(FILE *out, int64_t t0) : out_(out), t0_(t0)
 	{
 		text_.reserve(kFlushAt + sizeof(PairSlot::text)); // pair()'s room below kFlushAt
 		text_.append(syntax_.open.data(), syntax_.open.size());
@@ -1178,8 +1172,8 @@ private:
 	};
 	FILE *out_;
 	int64_t t0_;
-	int64_t last_ = INT64_MIN; // the latest time written
-	const JsonSyntax &syntax_;
+	int64_t last_ = INT64_MIN;       // the latest time written
+	const JsonSyntax syntax_;        // a copy of its own: reached from `this` on the per-event path
 	JsonFixed3Cache at_us_, dur_us_; // the digits of times and of durations
 	// {"displayTimeUnit":"ns","traceEvents":[ then one event a line, each
 	// an object, drained into out_ at kFlushAt.  The lines of the per-event
@@ -1523,20 +1517,16 @@ private:
 	__attribute__((always_inline)) bool put_line(std::string_view head, int64_t ts, const Args &args,
 						     const int64_t *dur = nullptr)
 	{
-		if (args.empty()) {
-			char *const p0 =
-				line_room(2 + head.size() + kHeadCopy + 32 + 12 + (dur ? 8 + 32 : 0));
-			char *p = line_start(p0, head, ts, dur);
-			p = syntax_.close[0].put(p);
-			line_done(p0, p);
-			return true;
+		if (__builtin_expect(args.layout != 0, 1)) { // an event class's fields
+			const ArgsText &at = args_text(args);
+			return __builtin_expect(at.ok, 1) && put_line_known(head, ts, args, at, dur);
 		}
-		const ArgsText *at = &args_scratch_;
-		if (args.layout)
-			at = &args_text(args);
-		else // names of no class (a handover's): made for this event
+		const ArgsText *at = &kNoArgs;
+		if (!args.empty()) { // names of no class (a handover's): made for this event
 			make_args_text(args_scratch_, args);
-		return __builtin_expect(at->ok, 1) && put_line_known(head, ts, args, *at, dur);
+			at = &args_scratch_;
+		}
+		return at->ok && put_line_known(head, ts, args, *at, dur);
 	}
 	// The text around the values of an Args of a layout (an event class's
 	// fields): ,"args":{"NAME": before the first, ,"NAME": before each
@@ -1556,7 +1546,8 @@ private:
 		char pre[kArgsKnown][kArgPre];
 	};
 	ArgsText args_texts_[64];
-	ArgsText args_scratch_; // an Args of no layout's
+	ArgsText args_scratch_;                                       // an Args of no layout's
+	static constexpr ArgsText kNoArgs{0, 0, true, false, {}, {}}; // an empty one's
 	const ArgsText &args_text(const Args &args)
 	{
 		ArgsText &at = args_texts_[args.layout * 0x9e3779b97f4a7c15ull >> 58];
