@@ -52,6 +52,7 @@ CHECKED = [
     "consumerd/daemon.cpp",
     "consumerd/event_loop.cpp",
     "consumerd/session_table.cpp",
+    "consumerd/session_stop.cpp",
     "consumerd/stopping.cpp",  # two-phase stops
     "consumerd/listener.cpp",  # the socket and the quiet socket
     "consumerd/persistence.cpp",  # sessions kept across a crash
