@@ -264,7 +264,7 @@ JsonWriter &JsonWriter::end_object()
 		return *this;
 	}
 	stack_.pop_back();
-	if (style_ == Style::kLines)
+	if (style_ != Style::kSpaced)
 		line_break();
 	out_ += '}';
 	pending_indent_ = -1;
@@ -278,7 +278,7 @@ JsonWriter &JsonWriter::end_array()
 		return *this;
 	}
 	stack_.pop_back();
-	if (style_ == Style::kLines)
+	if (style_ != Style::kSpaced)
 		line_break();
 	out_ += ']';
 	pending_indent_ = -1;
@@ -312,6 +312,23 @@ JsonWriter &JsonWriter::f64(double v)
 	before_value();
 	char b[40];
 	out_.append(b, static_cast<size_t>(json_f64_text(b, v) - b));
+	return *this;
+}
+
+JsonWriter &JsonWriter::real(double v)
+{
+	if (std::isnan(v))
+		return null();
+	before_value();
+	if (std::isinf(v)) {
+		out_ += v > 0 ? "1e999" : "-1e999";
+		return *this;
+	}
+	char b[40];
+	const std::string_view t(b, static_cast<size_t>(std::to_chars(b, b + sizeof b, v).ptr - b));
+	out_ += t;
+	if (t.find_first_of(".e") == std::string_view::npos)
+		out_ += ".0";
 	return *this;
 }
 

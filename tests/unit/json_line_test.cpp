@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <utility>
 #include <random>
 #include <string>
 
@@ -195,6 +196,41 @@ TEST(JsonLine, PiecesAndValuesMakeTheWritersDocument)
 	}
 	got += end;
 	EXPECT_EQ(got, whole);
+}
+
+} // namespace
+
+namespace {
+
+// JsonWriter::real() (SQL's REALs, `strata query --json`): the shortest
+// text that reads back, always a real, infinities as 1e999; and kCompact's
+// rows one a line with the closing bracket on its own (query's layout).
+TEST(JsonWriterReal, ShortestAlwaysARealInfinitiesSpelled)
+{
+	const double inf = std::numeric_limits<double>::infinity();
+	const std::pair<double, const char *> cases[] = {
+		{1.0, "1.0"},      {-0.0, "-0.0"},         {0.1, "0.1"},
+		{1e300, "1e+300"}, {2.5e-300, "2.5e-300"}, {123456789.0, "123456789.0"},
+		{inf, "1e999"},    {-inf, "-1e999"},       {std::nan(""), "null"}};
+	for (const auto &[v, want] : cases) {
+		std::string s;
+		JsonWriter(s).real(v);
+		EXPECT_EQ(s, want) << v;
+	}
+}
+
+TEST(JsonWriterReal, CompactRowsOneALine)
+{
+	std::string s;
+	JsonWriter w(s, JsonWriter::Style::kCompact);
+	w.begin_array();
+	for (int k = 0; k < 2; k++)
+		w.newline().begin_object().key("n").i64(k).end_object();
+	w.newline().end_array();
+	EXPECT_EQ(s, "[\n{\"n\":0},\n{\"n\":1}\n]");
+	std::string e;
+	JsonWriter(e, JsonWriter::Style::kCompact).begin_array().end_array();
+	EXPECT_EQ(e, "[]");
 }
 
 } // namespace
