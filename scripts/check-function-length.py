@@ -56,6 +56,11 @@ CHECKED = [
     "consumerd/stopping.cpp",  # two-phase stops
     "consumerd/listener.cpp",  # the socket and the quiet socket
     "consumerd/persistence.cpp",  # sessions kept across a crash
+    "consumerd/relay*.cpp",  # streaming to lttng-relayd
+    "consumerd/sync_*.cpp",  # clock links
+    "consumerd/repair.cpp",
+    "libtrace/clocksync/*.cpp",
+    "processor/export/*.cpp",
     "cli/*.cpp",  # the `strata` command (issue 52)
     "cli/*.h",
 ]
