@@ -661,6 +661,127 @@ private:
 		sink_.end(ts, thread_track(tid, &tr), args_, 0);
 	}
 
+	// The machine's scheduling (a CPU's switches and wakeups, on its CPU
+	// tracks) and the pthread preload's mapping events (nothing drawn).
+	template <class E> void sched_event(int64_t ts, uint32_t m, const ClassInfo &c, const E &pl)
+	{
+		switch (c.kind) {
+		case Kind::SchedSwitch: {
+			const uint32_t cpu = cpu_of(pl);
+			const int64_t prev = exp::machine_id(m, c.i64(pl, "prev_tid")),
+				      next = exp::machine_id(m, c.i64(pl, "next_tid"));
+			const std::string pc(c.str(pl, "prev_comm")), nc(c.str(pl, "next_comm"));
+			note_comm(prev, pc);
+			note_comm(next, nc);
+			ensure_machine(m);
+			sink_.sched_switch(ts, m, cpu, pc, prev, c.i64(pl, "prev_prio"),
+					   c.i64(pl, "prev_state"), nc, next, c.i64(pl, "next_prio"));
+			return;
+		}
+		case Kind::Wakeup: {
+			const int64_t t = exp::machine_id(m, c.i64(pl, "tid"));
+			const std::string comm(c.str(pl, "comm"));
+			note_comm(t, comm);
+			ensure_machine(m);
+			sink_.wakeup(ts, m, cpu_of(pl), c.wake_kind, comm, t, c.i64(pl, "prio"),
+				     c.i64(pl, "target_cpu"));
+			return;
+		}
+		default: // Kind::PthreadMapping
+			return;
+		}
+	}
+	// A thread's system call: its entry begins a slice of the thread's
+	// track, its exit ends it (an exit whose entry came before the trace
+	// is left out, and counted).
+	template <class E>
+	void syscall_event(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const E &pl)
+	{
+		if (c.kind == Kind::SyscallEntry) {
+			// With named syscall events (syscall_entry_NAME) the raw
+			// sys_enter that feeds them would give each call twice.
+			if (c.raw && named_syscalls_)
+				return;
+			named_syscalls_ = named_syscalls_ || !c.raw;
+			fields(pl, c);
+			thread_begin(ts, tid, tr,
+				     c.raw ? "syscall " + std::to_string(c.i64(pl, "id")) : c.name);
+			threads[tid].syscalls++;
+			threads[tid].raw_syscalls += c.raw;
+			return;
+		}
+		Thread &t = threads[tid];
+		if (c.raw ? !t.raw_syscalls : t.syscalls <= t.raw_syscalls) {
+			if (!c.raw || !named_syscalls_) // entered before the trace began
+				unmatched_ends++;
+			return;
+		}
+		t.syscalls--;
+		t.raw_syscalls -= c.raw;
+		fields(pl, c);
+		thread_end(ts, tid, tr);
+	}
+	// A Java monitor's contended enter or Object.wait() (a slice of the
+	// thread's track begins; the holder named when known) and its end
+	// (entered: with the flow from the thread that released it).
+	template <class E>
+	void monitor_event(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const E &pl)
+	{
+		if (c.kind == Kind::MonitorEntered || c.kind == Kind::MonitorWaited) {
+			Thread &t = threads[tid];
+			if (!t.monitor) {
+				instant(ts, tid, tr, c, pl);
+				return;
+			}
+			t.monitor--;
+			fields(pl, c);
+			thread_end(ts, tid, tr);
+			if (c.kind == Kind::MonitorEntered)
+				monitor_entered(ts, tid, tr, monitor_name(c, pl));
+			return;
+		}
+		fields(pl, c);
+		const std::string mon = monitor_name(c, pl);
+		if (c.kind == Kind::MonitorEnter) {
+			const int64_t owner = c.i64(pl, "owner_java_tid");
+			auto it = java_tids_.find({tr.pid, owner});
+			if (it != java_tids_.end()) {
+				Arg a;
+				a.kind = Arg::Str;
+				a.name = "holder";
+				label_ = tid_label(it->second);
+				a.s = label_;
+				args_.push_back(std::move(a));
+				args_.layout = 0; // not the class's fields alone
+				monitor_owned(tr, mon, it->second, ts);
+			}
+			entering_[tid] = {monitor_key(tr, mon), ts};
+		}
+		thread_begin(ts, tid, tr,
+			     (c.kind == Kind::MonitorEnter ? "monitor enter " : "Object.wait ") + mon);
+		threads[tid].monitor++;
+	}
+
+	// A span of the thread's own (span_begin/span_end): a slice of its
+	// track; an end that does not close the innermost span is an instant.
+	template <class E>
+	void span_event(int64_t ts, int64_t tid, const TraceInfo &tr, const ClassInfo &c, const E &pl)
+	{
+		fields(pl, c);
+		if (c.kind == Kind::SpanBegin) {
+			thread_begin(ts, tid, tr, c.name);
+			threads[tid].spans.push_back(c.name);
+			return;
+		}
+		Thread &t = threads[tid];
+		if (t.spans.empty() || t.spans.back() != c.name) { // not a pair: an instant
+			sink_.instant(ts, thread_track(tid, &tr), pl.name(), args_);
+			return;
+		}
+		t.spans.pop_back();
+		thread_end(ts, tid, tr);
+	}
+
 	// ---- events ----
 	template <class E> __attribute__((always_inline)) void on_event(const E &pl)
 	{
@@ -684,28 +805,10 @@ private:
 			return;
 		}
 		switch (c.kind) {
-		case Kind::SchedSwitch: {
-			const uint32_t cpu = cpu_of(pl);
-			const int64_t prev = exp::machine_id(m, c.i64(pl, "prev_tid")),
-				      next = exp::machine_id(m, c.i64(pl, "next_tid"));
-			const std::string pc(c.str(pl, "prev_comm")), nc(c.str(pl, "next_comm"));
-			note_comm(prev, pc);
-			note_comm(next, nc);
-			ensure_machine(m);
-			sink_.sched_switch(ts, m, cpu, pc, prev, c.i64(pl, "prev_prio"),
-					   c.i64(pl, "prev_state"), nc, next, c.i64(pl, "next_prio"));
-			return;
-		}
-		case Kind::Wakeup: {
-			const int64_t t = exp::machine_id(m, c.i64(pl, "tid"));
-			const std::string comm(c.str(pl, "comm"));
-			note_comm(t, comm);
-			ensure_machine(m);
-			sink_.wakeup(ts, m, cpu_of(pl), c.wake_kind, comm, t, c.i64(pl, "prio"),
-				     c.i64(pl, "target_cpu"));
-			return;
-		}
+		case Kind::SchedSwitch:
+		case Kind::Wakeup:
 		case Kind::PthreadMapping:
+			sched_event(ts, m, c, pl);
 			return;
 		default:
 			break;
@@ -718,49 +821,14 @@ private:
 			return;
 		}
 		switch (c.kind) {
-		case Kind::SyscallEntry: {
-			// With named syscall events (syscall_entry_NAME) the raw
-			// sys_enter that feeds them would give each call twice.
-			if (c.raw && named_syscalls_)
-				return;
-			named_syscalls_ = named_syscalls_ || !c.raw;
-			fields(pl, c);
-			thread_begin(ts, tid, tr,
-				     c.raw ? "syscall " + std::to_string(c.i64(pl, "id")) : c.name);
-			threads[tid].syscalls++;
-			threads[tid].raw_syscalls += c.raw;
+		case Kind::SyscallEntry:
+		case Kind::SyscallExit:
+			syscall_event(ts, tid, tr, c, pl);
 			return;
-		}
-		case Kind::SyscallExit: {
-			Thread &t = threads[tid];
-			if (c.raw ? !t.raw_syscalls : t.syscalls <= t.raw_syscalls) {
-				if (!c.raw || !named_syscalls_) // entered before the trace began
-					unmatched_ends++;
-				return;
-			}
-			t.syscalls--;
-			t.raw_syscalls -= c.raw;
-			fields(pl, c);
-			thread_end(ts, tid, tr);
+		case Kind::SpanBegin:
+		case Kind::SpanEnd:
+			span_event(ts, tid, tr, c, pl);
 			return;
-		}
-		case Kind::SpanBegin: {
-			fields(pl, c);
-			thread_begin(ts, tid, tr, c.name);
-			threads[tid].spans.push_back(c.name);
-			return;
-		}
-		case Kind::SpanEnd: {
-			Thread &t = threads[tid];
-			fields(pl, c);
-			if (t.spans.empty() || t.spans.back() != c.name) { // not a pair: an instant
-				sink_.instant(ts, thread_track(tid, &tr), pl.name(), args_);
-				return;
-			}
-			t.spans.pop_back();
-			thread_end(ts, tid, tr);
-			return;
-		}
 		case Kind::Pthread:
 			// The compact records inline (the per-event path of a
 			// pthread trace), the other pthread events out of line.
@@ -774,44 +842,11 @@ private:
 			instant(ts, tid, tr, c, pl);
 			return;
 		case Kind::MonitorEnter:
-		case Kind::MonitorWait: {
-			fields(pl, c);
-			const std::string mon = monitor_name(c, pl);
-			if (c.kind == Kind::MonitorEnter) {
-				const int64_t owner = c.i64(pl, "owner_java_tid");
-				auto it = java_tids_.find({tr.pid, owner});
-				if (it != java_tids_.end()) {
-					Arg a;
-					a.kind = Arg::Str;
-					a.name = "holder";
-					label_ = tid_label(it->second);
-					a.s = label_;
-					args_.push_back(std::move(a));
-					args_.layout = 0; // not the class's fields alone
-					monitor_owned(tr, mon, it->second, ts);
-				}
-				entering_[tid] = {monitor_key(tr, mon), ts};
-			}
-			thread_begin(ts, tid, tr,
-				     (c.kind == Kind::MonitorEnter ? "monitor enter " : "Object.wait ") +
-					     mon);
-			threads[tid].monitor++;
-			return;
-		}
+		case Kind::MonitorWait:
 		case Kind::MonitorEntered:
-		case Kind::MonitorWaited: {
-			Thread &t = threads[tid];
-			if (!t.monitor) {
-				instant(ts, tid, tr, c, pl);
-				return;
-			}
-			t.monitor--;
-			fields(pl, c);
-			thread_end(ts, tid, tr);
-			if (c.kind == Kind::MonitorEntered)
-				monitor_entered(ts, tid, tr, monitor_name(c, pl));
+		case Kind::MonitorWaited:
+			monitor_event(ts, tid, tr, c, pl);
 			return;
-		}
 		default:
 			if (c.counts)
 				counted_pairs += c.u64(pl, "count");
@@ -1295,6 +1330,45 @@ struct Pass {
 	bool loss(const rd::Loss &l) { return conv.loss(l); }
 };
 
+// Threads seen by the kernel belong to the processes of the user
+// sub-traces: learn which first (only needed with a kernel sub-trace).
+// Its damage is named by the pass that follows.
+void learn_processes(Converter &conv, const std::vector<std::string> &dirs, const std::string &dir)
+{
+	std::vector<std::string> user;
+	for (const std::string &d : dirs)
+		if (!is_kernel_trace(d))
+			user.push_back(d);
+	if (user.empty() || user.size() == dirs.size())
+		return;
+	rd::Source pre("export");
+	pre.open_dirs(user, dir);
+	pre.set_quiet(true);
+	Converter::Learner learner{conv};
+	pre.read(learner);
+}
+
+// With the output in a file (stdout free for it): what went in, and what
+// was left out and why.
+void report_export(const Converter &conv, const std::string &out_path)
+{
+	std::fprintf(stderr, "strata export: %" PRIu64 " events (%" PRIu64 " discarded) -> %s\n", conv.events,
+		     conv.discarded, out_path.c_str());
+	if (conv.unmatched_ends)
+		std::fprintf(stderr,
+			     "strata export: %" PRIu64
+			     " syscall exits or unlocks had no beginning in the trace"
+			     " (begun before it): left out\n",
+			     conv.unmatched_ends);
+	if (conv.counted_pairs)
+		std::fprintf(stderr,
+			     "strata export: %" PRIu64
+			     " uncontended lock holds were counted (the preload's default), not "
+			     "recorded one by one: not drawn; their counts are the pthread:mutex_counts "
+			     "instants (STRATA_PTHREAD_COUNT=0 records every pair)\n",
+			     conv.counted_pairs);
+}
+
 int run_export(const std::vector<std::string> &roots, bool json, const std::string &out_path)
 {
 	rd::Source src("export");
@@ -1319,21 +1393,7 @@ int run_export(const std::vector<std::string> &roots, bool json, const std::stri
 	Converter conv(*sink);
 	conv.name_machines(machines(dirs) > 1, reference_machine(dirs));
 
-	// Threads seen by the kernel belong to the processes of the user
-	// sub-traces: learn which first (only needed with a kernel sub-trace).
-	// Its damage is named by the pass that follows.
-	std::vector<std::string> user;
-	for (const std::string &d : dirs)
-		if (!is_kernel_trace(d))
-			user.push_back(d);
-	if (!user.empty() && user.size() < dirs.size()) {
-		rd::Source pre("export");
-		pre.open_dirs(user, dir);
-		pre.set_quiet(true);
-		Converter::Learner learner{conv};
-		pre.read(learner);
-	}
-
+	learn_processes(conv, dirs, dir);
 	conv.new_pass();
 	Progress progress("export", ranged && isatty(STDERR_FILENO), begin, end);
 	Pass pass{conv, progress};
@@ -1358,24 +1418,8 @@ int run_export(const std::vector<std::string> &roots, bool json, const std::stri
 			     std::strerror(errno));
 		return cli::kFail;
 	}
-	if (out != stdout) {
-		std::fprintf(stderr, "strata export: %" PRIu64 " events (%" PRIu64 " discarded) -> %s\n",
-			     conv.events, conv.discarded, out_path.c_str());
-		if (conv.unmatched_ends)
-			std::fprintf(stderr,
-				     "strata export: %" PRIu64
-				     " syscall exits or unlocks had no beginning in the trace"
-				     " (begun before it): left out\n",
-				     conv.unmatched_ends);
-		if (conv.counted_pairs)
-			std::fprintf(
-				stderr,
-				"strata export: %" PRIu64
-				" uncontended lock holds were counted (the preload's default), not "
-				"recorded one by one: not drawn; their counts are the pthread:mutex_counts "
-				"instants (STRATA_PTHREAD_COUNT=0 records every pair)\n",
-				conv.counted_pairs);
-	}
+	if (out != stdout)
+		report_export(conv, out_path);
 	return whole ? cli::kOk : cli::kFail; // everything readable written, damage skipped
 }
 

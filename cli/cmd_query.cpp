@@ -56,13 +56,13 @@ std::string cell_text(sqlite3_stmt *st, int i)
 
 // A REAL as the shortest text that reads back as the same double
 // (std::to_chars), with a '.' or an exponent so that it reads as a REAL
-// again (1.0, -0.0, 1e+300); an infinity Inf or -Inf, in JSON 1e999 or
-// -1e999 (JSON numbers that every reader rounds to the infinity).  SQLite
-// has no NaN (it makes it NULL).
-std::string real_text(double d, bool json)
+// again (1.0, -0.0, 1e+300); an infinity Inf or -Inf (in JSON: the
+// JsonWriter's real(), 1e999 or -1e999).  SQLite has no NaN (it makes it
+// NULL).
+std::string real_text(double d)
 {
 	if (std::isinf(d))
-		return json ? (d > 0 ? "1e999" : "-1e999") : (d > 0 ? "Inf" : "-Inf");
+		return d > 0 ? "Inf" : "-Inf";
 	char b[40];
 	const auto r = std::to_chars(b, b + sizeof b - 2, d);
 	std::string s(b, r.ptr);
@@ -75,7 +75,7 @@ std::string real_text(double d, bool json)
 std::string csv_text(sqlite3_stmt *st, int i)
 {
 	if (sqlite3_column_type(st, i) == SQLITE_FLOAT)
-		return real_text(sqlite3_column_double(st, i), false);
+		return real_text(sqlite3_column_double(st, i));
 	return cell_text(st, i);
 }
 
@@ -91,34 +91,32 @@ void csv_field(std::string *o, const std::string &s)
 	*o += '"';
 }
 
-void json_cell(std::string *o, sqlite3_stmt *st, int i)
+void json_cell(JsonWriter &w, sqlite3_stmt *st, int i)
 {
 	switch (sqlite3_column_type(st, i)) {
 	case SQLITE_INTEGER:
-		*o += std::to_string((long long)sqlite3_column_int64(st, i));
+		w.i64(sqlite3_column_int64(st, i));
 		return;
 	case SQLITE_FLOAT:
-		*o += real_text(sqlite3_column_double(st, i), true);
+		w.real(sqlite3_column_double(st, i));
 		return;
 	case SQLITE_NULL:
-		*o += "null";
+		w.null();
 		return;
 	case SQLITE_BLOB: { // as hex text
 		static const char kHex[] = "0123456789abcdef";
 		const auto *p = (const unsigned char *)sqlite3_column_blob(st, i);
 		const int n = sqlite3_column_bytes(st, i);
-		*o += '"';
+		std::string hex;
 		for (int k = 0; k < n; k++) {
-			*o += kHex[p[k] >> 4];
-			*o += kHex[p[k] & 15];
+			hex += kHex[p[k] >> 4];
+			hex += kHex[p[k] & 15];
 		}
-		*o += '"';
+		w.str(hex);
 		return;
 	}
-	default: {
-		const std::string s = cell_text(st, i);
-		json_quote(*o, std::string_view(s.data(), s.size()));
-	}
+	default:
+		w.str(cell_text(st, i));
 	}
 }
 
@@ -340,8 +338,9 @@ std::string error_place(const std::string &sql, int off)
 	       cli::escaped(sql.substr(ls, le - ls)) + "\n  " + std::string((size_t)off - ls, ' ') + "^";
 }
 
-// One row of a statement's result in the output's mode (the rows-th).
-void print_row(sqlite3_stmt *st, int n, const Out &out, uint64_t rows, TablePrinter *tp, std::string &buf)
+// One row of a statement's result in the output's mode (JSON: through jw,
+// which writes into buf).
+void print_row(sqlite3_stmt *st, int n, const Out &out, TablePrinter *tp, JsonWriter &jw, std::string &buf)
 {
 	if (tp) {
 		tp->row();
@@ -355,16 +354,14 @@ void print_row(sqlite3_stmt *st, int n, const Out &out, uint64_t rows, TablePrin
 		}
 		std::printf("%s\r\n", buf.c_str());
 	} else {
-		buf = rows > 1 ? ",\n{" : "\n{";
+		buf.clear();
+		jw.newline().begin_object(); // one row a line
 		for (int i = 0; i < n; i++) {
-			if (i)
-				buf += ',';
 			const char *nm = sqlite3_column_name(st, i);
-			json_quote(buf, std::string_view(nm ? nm : "", nm ? strlen(nm) : 0));
-			buf += ':';
-			json_cell(&buf, st, i);
+			jw.key(nm ? nm : "");
+			json_cell(jw, st, i);
 		}
-		buf += '}';
+		jw.end_object();
 		std::fputs(buf.c_str(), stdout);
 	}
 }
@@ -392,6 +389,7 @@ bool run_sql(sqlite3 *db, const std::string &sql, const Out &out)
 		const int n = sqlite3_column_count(st);
 		uint64_t rows = 0;
 		std::string buf;
+		JsonWriter jw(buf, JsonWriter::Style::kCompact); // --json: an array a statement
 		TablePrinter *tp = nullptr;
 		if (n && out.mode == Mode::Table)
 			tp = &table;
@@ -403,17 +401,27 @@ bool run_sql(sqlite3 *db, const std::string &sql, const Out &out)
 			}
 			std::printf("%s\r\n", buf.c_str());
 		}
-		if (n && out.mode == Mode::Json)
-			std::fputs("[", stdout);
+		if (n && out.mode == Mode::Json) {
+			jw.begin_array();
+			std::fputs(buf.c_str(), stdout);
+		}
 		int rc;
-		while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-			print_row(st, n, out, ++rows, tp, buf);
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			print_row(st, n, out, tp, jw, buf);
+			rows++;
+		}
 		const bool ok = rc == SQLITE_DONE;
 		const std::string err = ok ? "" : sqlite3_errmsg(db); // before anything else asks SQLite
 		if (tp)
 			tp->flush();
-		if (n && out.mode == Mode::Json)
-			std::fputs(rows ? "\n]\n" : "]\n", stdout);
+		if (n && out.mode == Mode::Json) {
+			buf.clear();
+			if (rows) // the closing bracket on a line of its own
+				jw.newline();
+			jw.end_array();
+			buf += '\n'; // the output's last line ends
+			std::fputs(buf.c_str(), stdout);
+		}
 		std::fflush(stdout);
 		if (!ok)
 			std::fprintf(stderr, "strata query: %s\n", err.c_str());

@@ -1,6 +1,8 @@
 /*
  * relay.cpp - see relay.h for the contract, docs/relay.md for the protocol
- * subset.
+ * subset: the link's connections, its streams, their metadata and
+ * packets.  Its live side (empty packets, beacons) is relay_live.cpp; a
+ * drain's output over it, relay_output.cpp.
  *
  * Control messages: a 24-byte header { circuit_id u64 (0), data_size u64,
  * cmd u32, cmd_version u32 (0) } then data_size bytes; most commands are
@@ -23,9 +25,12 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "relay_wire.h"
 #include "strata_abi.h"
 
 namespace strata {
+
+using namespace relay_wire;
 
 namespace {
 
@@ -34,57 +39,17 @@ constexpr int kPendingTimeoutMs = 5000; // the relay storing a stream's last pac
 constexpr uint32_t kMajor = 2, kMinor = 10;
 constexpr uint32_t kLttngOk = 10; // LTTNG_OK in lttng's error codes
 
-enum : uint32_t {
-	kAddStream = 1,
-	kCreateSession = 2,
-	kVersion = 5,
-	kSendMetadata = 6,
-	kDataPending = 8,
-	kSendIndex = 13,
-	kStreamsSent = 16,
-};
-
 // Fixed field sizes of the 2.4 create-session and 2.2 add-stream payloads.
 constexpr size_t kSessionNameLen = 255, kHostNameLen = 64;
 constexpr size_t kChannelNameLen = 264, kPathLen = 4096;
 constexpr size_t kPathMax = 255; // the relay's LTTNG_NAME_MAX bound on 2.2 paths
 
-void put64(std::string &s, uint64_t v)
-{
-	v = htobe64(v);
-	s.append(reinterpret_cast<const char *>(&v), 8);
-}
-void put32(std::string &s, uint32_t v)
-{
-	v = htobe32(v);
-	s.append(reinterpret_cast<const char *>(&v), 4);
-}
 void put_name(std::string &s, const std::string &v, size_t field)
 {
 	std::string f(field, '\0');
 	memcpy(&f[0], v.data(), std::min(v.size(), field - 1));
 	s += f;
 }
-uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-	memcpy(&v, p, 8);
-	return be64toh(v);
-}
-uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-	memcpy(&v, p, 4);
-	return be32toh(v);
-}
-
-int64_t now_ms()
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
-
 // A TCP connection to host:port within kIoTimeoutMs, non-blocking after.
 int dial(const std::string &host, uint16_t port, std::string &err)
 {
@@ -586,202 +551,6 @@ void RelayLink::loss(uint64_t &events, uint64_t &packets)
 	}
 }
 
-void RelayLink::set_empty(uint64_t id, const strata_packet_header &h)
-{
-	std::lock_guard<std::mutex> g(mu_);
-	Stream &st = streams_[id];
-	st.empty = h;
-	st.has_empty = true;
-}
-
-void RelayLink::nudge(uint64_t retired_ts, uint64_t period_ns)
-{
-	std::lock_guard<std::mutex> g(mu_);
-	// Relaxed: under mu_, which fail() holds when it sets broken_.
-	if (broken_.load(std::memory_order_relaxed))
-		return;
-	// First move the retired streams' inactivity up to the new sub-trace's
-	// opening: with no drain left to tick, they stay at their drain's end,
-	// and babeltrace2 2.0.4 stops its round over a trace's streams at the
-	// first one whose inactivity time did not change (it answers "again"
-	// and starts over with that stream), so it would never ask for the
-	// nudged stream's index (docs/relay.md, "Live").  Then the nudge, at the
-	// nudged stream's latest stamp (that beacon, if it is a retired one).
-	std::string err;
-	if (advance_due_locked(period_ns) && !advance_locked(retired_ts, err))
-		return;
-	for (auto &[id, st] : streams_) { // by id: the oldest first
-		if (st.next_seq == 0 || !st.has_empty)
-			continue;
-		send_empty_locked(id, st, st.safe_ts, err);
-		return;
-	}
-}
-
-bool RelayLink::send_empty(uint64_t id, uint64_t ts, std::string &err)
-{
-	std::lock_guard<std::mutex> g(mu_);
-	auto it = streams_.find(id);
-	if (it == streams_.end() || !it->second.has_empty) {
-		err = "no empty packet for stream " + std::to_string(id);
-		return false;
-	}
-	return send_empty_locked(id, it->second, ts, err);
-}
-
-// mu_ held.  The stream's empty packet stamped ts, with its last packet's
-// sequence number (no packet between: none lost) and discarded count (a
-// cumulative count), 0 for its first packet.
-bool RelayLink::send_empty_locked(uint64_t id, const Stream &st, uint64_t ts, std::string &err)
-{
-	strata_packet_header ph = st.empty;
-	ph.timestamp_begin = ph.timestamp_end = ts;
-	ph.packet_seq_num = st.pseq;
-	ph.events_discarded = st.discarded;
-	return send_packet_locked(id, reinterpret_cast<const uint8_t *>(&ph), STRATA_PACKET_HEADER_SIZE, err);
-}
-
-bool RelayLink::send_beacon(uint64_t id, uint64_t ts, std::string &err)
-{
-	std::lock_guard<std::mutex> g(mu_);
-	return send_beacon_locked(id, ts, err);
-}
-
-// mu_ held.
-bool RelayLink::send_beacon_locked(uint64_t id, uint64_t ts, std::string &err)
-{
-	return send_beacons_locked({{id, ts}}, err);
-}
-
-// mu_ held.  Beacons pipelined: up to kBatch commands written at once, then
-// their answers read (the relay answers a connection's commands in order),
-// so that beaconing the retired streams of a long session costs one round
-// trip per batch, not one per stream.
-bool RelayLink::send_beacons_locked(const std::vector<Retired> &beacons, std::string &err)
-{
-	constexpr size_t kBatch = 128; // answers of 4 bytes: far below any socket buffer
-	for (size_t at = 0; at < beacons.size(); at += kBatch) {
-		const size_t n = std::min(kBatch, beacons.size() - at);
-		std::string m;
-		for (size_t i = at; i < at + n; i++)
-			m += beacon_command(beacons[i].id, beacons[i].last_ts);
-		if (broken_.load(std::memory_order_relaxed)) // under mu_, which fail() holds
-			return fail(why_, err);
-		uint8_t r[4 * kBatch];
-		if (!send_bytes(ctrl_, m.data(), m.size(), "beacons", err) ||
-		    !recv_bytes(ctrl_, r, 4 * n, "beacons", err))
-			return false;
-		// An ignored beacon is no loss: its answer's code is not checked.
-		for (size_t i = at; i < at + n; i++) {
-			Stream &st = streams_[beacons[i].id];
-			st.safe_ts = std::max(st.safe_ts, beacons[i].last_ts);
-		}
-	}
-	return true;
-}
-
-// mu_ held.  A whole SEND_INDEX control message saying "nothing before ts"
-// for stream id.
-std::string RelayLink::beacon_command(uint64_t id, uint64_t ts)
-{
-	Stream &st = streams_[id];
-	std::string x;
-	put64(x, id);
-	put64(x, UINT64_MAX); // no packet
-	put64(x, 0);          // packet_size 0: a beacon
-	put64(x, 0);
-	put64(x, 0);
-	put64(x, ts); // timestamp_end: nothing before it is still to come
-	put64(x, 0);
-	put64(x, st.stream_class);
-	if (minor_ >= 8) {
-		put64(x, 0);
-		put64(x, 0);
-	}
-	std::string m;
-	put64(m, 0);
-	put64(m, x.size());
-	put32(m, kSendIndex);
-	put32(m, 0);
-	return m + x;
-}
-
-void RelayLink::retire(uint64_t id, uint64_t last_ts)
-{
-	std::lock_guard<std::mutex> g(mu_);
-	retired_.push_back({id, last_ts});
-}
-
-// mu_ held.  The retired streams' beacons at about ts: below the lanes'
-// beacons of a tick at ts (ts - lane), distinct per stream (babeltrace2
-// warns when two streams' inactivity times are equal), and only forward
-// (a stream's last beacon was its drain's end; an earlier one would go
-// back in time).
-std::vector<RelayLink::Retired> RelayLink::advance_retired_locked(uint64_t ts)
-{
-	constexpr uint64_t kRetiredOffsetNs = 1000;
-	std::vector<Retired> todo;
-	for (size_t i = 0; i < retired_.size(); i++) {
-		const uint64_t t = ts - kRetiredOffsetNs - i;
-		if (ts > kRetiredOffsetNs + i && t > retired_[i].last_ts) {
-			retired_[i].last_ts = t;
-			todo.push_back({retired_[i].id, t});
-		}
-	}
-	retired_at_ = std::max(retired_at_, ts);
-	return todo;
-}
-
-// mu_ held.  Whether the retired streams may be beaconed again: at most
-// once per live period for the whole link (each time costs one beacon per
-// retired stream, whoever asks: ticks, nudges, drains' ends).
-bool RelayLink::advance_due_locked(uint64_t period_ns)
-{
-	// Relaxed: under mu_, which fail() holds when it sets broken_.
-	return !broken_.load(std::memory_order_relaxed) && !retired_.empty() &&
-	       now_ms() - advanced_ms_ >= static_cast<int64_t>(period_ns / 1000000);
-}
-
-// mu_ held.  The retired streams beaconed up to about ts.
-bool RelayLink::advance_locked(uint64_t ts, std::string &err)
-{
-	advanced_ms_ = now_ms();
-	const bool ok = send_beacons_locked(advance_retired_locked(ts), err);
-	advanced_.notify_all();
-	return ok;
-}
-
-void RelayLink::beacon_retired(uint64_t ts, uint64_t period_ns)
-{
-	std::lock_guard<std::mutex> g(mu_);
-	std::string err;
-	if (advance_due_locked(period_ns))
-		advance_locked(ts, err);
-}
-
-void RelayLink::beacon_retired_by(uint64_t ts, uint64_t period_ns)
-{
-	std::unique_lock<std::mutex> g(mu_);
-	// Waits at most one period, on the ending drain's thread: an advance
-	// made meanwhile by another thread covers ts if it went at least as far,
-	// which it does: it goes up to the latest end among the waiting drains
-	// (their streams are all retired: nothing of them comes after).
-	pending_by_ = std::max(pending_by_, ts);
-	while (retired_at_ < ts) {
-		// Relaxed: under mu_, which fail() holds when it sets broken_.
-		if (broken_.load(std::memory_order_relaxed) || retired_.empty())
-			return;
-		if (advance_due_locked(period_ns)) {
-			std::string err;
-			advance_locked(std::max(ts, pending_by_), err);
-			pending_by_ = 0;
-			return;
-		}
-		const int64_t left = advanced_ms_ + static_cast<int64_t>(period_ns / 1000000) - now_ms();
-		advanced_.wait_for(g, std::chrono::milliseconds(std::max<int64_t>(left, 1)));
-	}
-}
-
 bool RelayLink::wait_stored(uint64_t id, uint64_t last_seq, std::string &err)
 {
 	std::string p;
@@ -807,180 +576,6 @@ bool RelayLink::wait_stored(uint64_t id, uint64_t last_seq, std::string &err)
 		struct timespec ts = {0, 2000000}; // 2 ms between polls of the relay
 		nanosleep(&ts, nullptr);
 	}
-}
-
-namespace {
-
-class RelayOutput : public Output {
-public:
-	RelayOutput(std::shared_ptr<RelayLink> link, const std::string &path, const std::string &channel,
-		    uint32_t n_lanes, uint32_t live_timer_us)
-	    : link_(std::move(link)), path_(path), channel_(channel), lanes_(n_lanes),
-	      period_ns_(static_cast<uint64_t>(live_timer_us) * 1000)
-	{
-	}
-	~RelayOutput() override { close(); }
-
-	// The relay hears of the whole sub-trace at once: its metadata stream
-	// and every lane's stream in one STREAMS_SENT, then the metadata text.
-	// (babeltrace2 2.0.4's live reader, given a trace's metadata stream
-	// alone, never reads the data streams published after it.)  Not with
-	// each lane's first packet, as before: a live reader that does not know
-	// a stream yet shows other streams' later events, and the stream's
-	// first packet, published after them, is then in its past: it fails
-	// ("Message's timestamp is less than lttng-live's message iterator's
-	// last returned timestamp", reported by babeltrace2 2.0.4 as a clock
-	// value of 2^63 that overflows).  A stream it knows and that has no
-	// packet yet makes it wait instead (docs/relay.md, "Live").
-	bool open(const std::string &text, std::string &err) override
-	{
-		if (link_->broken())
-			return fail_broken(err);
-		if (!link_->add_stream("metadata", path_, meta_id_, err) ||
-		    !link_->send_metadata(meta_id_, text, err))
-			return false;
-		for (size_t lane = 0; lane < lanes_.size(); lane++)
-			if (!link_->add_stream(channel_ + "_" + std::to_string(lane), path_, lanes_[lane].id,
-					       err))
-				return false;
-		return link_->streams_sent(err); // the nudge: set_empty_packets
-	}
-
-	bool append_metadata(const std::string &text, std::string &err) override
-	{
-		return link_->send_metadata(meta_id_, text, err);
-	}
-
-	void set_empty_packets(std::vector<strata_packet_header> headers, uint64_t opened_ns) override
-	{
-		for (size_t lane = 0; lane < headers.size() && lane < lanes_.size(); lane++)
-			link_->set_empty(lanes_[lane].id, headers[lane]);
-		has_empty_ = true;
-		opened_ns_ = opened_ns;
-		// Live readers hear of the streams just published with the nudge;
-		// the retired streams' beacons go up to just below this
-		// sub-trace's empty packets (opened_ns less the lane).
-		const uint64_t below = opened_ns > lanes_.size() ? opened_ns - lanes_.size() : 0;
-		link_->nudge(below, period_ns_);
-	}
-
-	size_t write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends,
-			     size_t n_pkts, std::string &err) override
-	{
-		if (lane >= lanes_.size() || n_pkts == 0)
-			return 0;
-		Lane &l = lanes_[lane];
-		// The packets, contiguous (drain.cpp hands one piece today).
-		const uint8_t *base;
-		if (n_iov == 1) {
-			base = static_cast<const uint8_t *>(iov[0].iov_base);
-		} else {
-			flat_.clear();
-			for (int i = 0; i < n_iov; i++)
-				flat_.insert(flat_.end(), static_cast<const uint8_t *>(iov[i].iov_base),
-					     static_cast<const uint8_t *>(iov[i].iov_base) + iov[i].iov_len);
-			base = flat_.data();
-		}
-		size_t at = 0, k = 0;
-		for (; k < n_pkts; at = ends[k++]) {
-			const size_t len = ends[k] - at;
-			if (!link_->send_packet(l.id, base + at, len, err))
-				break;
-		}
-		return k;
-	}
-
-	uint64_t live_period_ns() const override { return period_ns_; }
-
-	void beacon(uint32_t lane, uint64_t ts_ns) override
-	{
-		if (lane >= lanes_.size() || link_->broken())
-			return;
-		Lane &l = lanes_[lane];
-		std::string err;
-		// The relay ignores beacons of streams without packets, and a
-		// live reader waits for such a stream: a packet without records
-		// first, stamped when the sub-trace opened (before the stream was
-		// shown; its lane had no record then, and had none at this
-		// beacon either: a later record is later than the opening unless
-		// its writer stood between its clock read and its reservation
-		// from before the opening until now, at least one live period).
-		// Then the beacon, once the relay stored that packet (a beacon
-		// while a packet is in flight is ignored too).
-		uint64_t sent = link_->packets_sent(l.id);
-		if (sent == 0 && has_empty_) {
-			if (!link_->send_empty(
-				    l.id, std::min(ts_ns, opened_ns_ > lane ? opened_ns_ - lane : 0), err) ||
-			    !link_->wait_stored(l.id, 0, err))
-				return;
-			sent = 1;
-		}
-		if (sent > 0) {
-			link_->send_beacon(l.id, ts_ns, err);
-			// After close(): the drain's last word on this stream; the
-			// session's other drains beacon it from now on.
-			if (closed_)
-				link_->retire(l.id, ts_ns);
-		}
-		// The drain's end (its last lane's last beacon): the streams of
-		// drains that ended before go up to here too, now.  A live
-		// reader shows no event past a stream's latest beacon, and with
-		// no drain left to tick (this was the only one recording) they
-		// would stay at their own ends: this drain's events would wait
-		// for the next sub-trace, or the session's end (docs/relay.md).
-		if (closed_ && lane + 1 == lanes_.size())
-			link_->beacon_retired_by(ts_ns, period_ns_);
-	}
-
-	void tick(uint64_t ts_ns) override { link_->beacon_retired(ts_ns, period_ns_); }
-
-	// The streams stay open on the relay until the session's link closes
-	// (DESTROY): lttng-relayd 2.13 drops a closed stream of a pre-2.11
-	// peer from under a live reader that has not read it all.  Here only
-	// wait until the relay stored every packet sent (a stop's promise).
-	void close() override
-	{
-		std::string err;
-		if (closed_)
-			return;
-		closed_ = true;
-		for (Lane &l : lanes_) {
-			const uint64_t sent = link_->packets_sent(l.id);
-			if (sent > 0 && !link_->broken() && !link_->wait_stored(l.id, sent - 1, err))
-				fprintf(stderr, "strata-consumerd: relay: %s: %s\n", path_.c_str(),
-					err.c_str());
-		}
-	}
-
-private:
-	struct Lane {
-		uint64_t id = 0; // the relay's stream (its packets are counted by the link)
-	};
-
-	bool fail_broken(std::string &err)
-	{
-		err = "relay link down: " + link_->why_broken();
-		return false;
-	}
-
-	std::shared_ptr<RelayLink> link_;
-	std::string path_, channel_;
-	std::vector<Lane> lanes_;
-	std::vector<uint8_t> flat_;
-	bool has_empty_ = false; // set_empty_packets
-	uint64_t opened_ns_ = 0;
-	uint64_t meta_id_ = 0;
-	bool closed_ = false; // close() waited; beacons may still follow (drain.cpp)
-	uint64_t period_ns_;
-};
-
-} // namespace
-
-std::unique_ptr<Output> relay_output(std::shared_ptr<RelayLink> link, const std::string &rel_path,
-				     const std::string &channel, uint32_t n_lanes, uint32_t live_timer_us)
-{
-	std::string path = link->base() + rel_path;
-	return std::make_unique<RelayOutput>(std::move(link), path, channel, n_lanes, live_timer_us);
 }
 
 } // namespace strata

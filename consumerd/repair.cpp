@@ -56,24 +56,12 @@ uint64_t next_packet(int fd, uint64_t from, uint64_t size, const uint8_t *uuid)
 	return size;
 }
 
-} // namespace
-
-int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string &why, bool check_only)
+// The end of the whole packets a stream file of `size` bytes starts with
+// (size when all are): each header checked (magic, sizes), the first's
+// uuid kept for next_packet(); why: what stopped the walk.
+uint64_t whole_packets(int fd, uint64_t size, uint8_t uuid[16], std::string &why)
 {
-	bytes_cut = 0;
-	int fd = open(path.c_str(), (check_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return -errno;
-	struct stat st;
-	if (fstat(fd, &st) < 0) {
-		int e = errno;
-		close(fd);
-		return -e;
-	}
-	const uint64_t size = static_cast<uint64_t>(st.st_size);
 	uint64_t off = 0;
-	uint8_t uuid[16];
-	why.clear();
 	while (off < size) {
 		struct strata_packet_header h;
 		if (size - off < sizeof(h)) {
@@ -106,6 +94,27 @@ int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string
 			memcpy(uuid, h.uuid, 16);
 		off += bits / 8;
 	}
+	return off;
+}
+
+} // namespace
+
+int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string &why, bool check_only)
+{
+	bytes_cut = 0;
+	int fd = open(path.c_str(), (check_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	const uint64_t size = static_cast<uint64_t>(st.st_size);
+	uint8_t uuid[16];
+	why.clear();
+	const uint64_t off = whole_packets(fd, size, uuid, why);
 	if (off < size && why != "read error") {
 		const uint64_t next = next_packet(fd, off, size, off ? uuid : nullptr);
 		if (next < size) {

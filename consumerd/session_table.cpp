@@ -34,19 +34,6 @@ namespace daemon_impl {
 
 namespace {
 constexpr uint32_t kLiveTimerUs = 1000000; // relay sessions: beacon period of quiet streams (docs/relay.md)
-
-Answer fail(int status, std::string text)
-{
-	Answer a;
-	a.status = status;
-	a.text = std::move(text);
-	return a;
-}
-
-Answer ok(std::string text)
-{
-	return fail(0, std::move(text));
-}
 } // namespace
 
 // A change that reaches the processes `s` targets (rule >= 0: that rule's),
@@ -72,7 +59,7 @@ Session *SessionTable::find(const Caller &c, const std::string &name, Answer &er
 		if (s->name == name && !s->companion_of && visible(c, *s) && (!found || s->uid == c.uid))
 			found = s.get();
 	if (!found)
-		err = fail(-ENOENT, "no session named '" + name + "'");
+		err = answer(-ENOENT, "no session named '" + name + "'");
 	return found;
 }
 
@@ -128,21 +115,21 @@ Answer SessionTable::open_links(const Caller &c, const proto::Create &m, std::sh
 	if (is_serial_target(m.relay)) {
 		SerialTarget t;
 		if (!parse_serial_target(m.relay, t, err))
-			return fail(-EINVAL, err);
+			return answer(-EINVAL, err);
 		const bool for_user = c.uid != 0 && geteuid() == 0;
 		line = SerialLink::open(t, for_user ? static_cast<int64_t>(c.uid) : -1,
 					m.channel.subbuf_size ? m.channel.subbuf_size : serial_subbuf_size(t),
 					err);
 		if (!line)
-			return fail(-EIO, err);
+			return answer(-EIO, err);
 	} else if (!m.relay.empty()) {
 		RelayTarget t;
 		if (!parse_relay_target(m.relay, t, err))
-			return fail(-EINVAL, err);
+			return answer(-EINVAL, err);
 		link = RelayLink::open(t, m.session, m.hostname.empty() ? cfg_.hostname : m.hostname,
 				       kLiveTimerUs, err);
 		if (!link)
-			return fail(-ECONNREFUSED, err);
+			return answer(-ECONNREFUSED, err);
 	}
 	return Answer();
 }
@@ -161,13 +148,13 @@ Answer SessionTable::check_output(const Caller &c, const proto::Create &m, bool 
 		// under a directory the user owns.
 		std::string why;
 		if (int e = user_may_create(c.uid, m.output_dir, why))
-			return fail(e, why);
+			return answer(e, why);
 		owner.uid = c.uid;
 		owner.gid = c.gid;
 	}
 	const int r = streamed ? 0 : make_dirs(m.output_dir, 0750, owner);
 	if (r < 0)
-		return fail(r, "cannot create " + m.output_dir + ": " + strerror(-r));
+		return answer(r, "cannot create " + m.output_dir + ": " + strerror(-r));
 	if (existed && !streamed) {
 		AsOwner as(owner); // the user's files, with the user's rights
 		RepairStats rs = as.ok() ? repair_tree(m.output_dir) : RepairStats();
@@ -185,15 +172,15 @@ Answer SessionTable::create(const Caller &c, const proto::Create &m)
 {
 	for (auto &s : sessions_)
 		if (s->name == m.session && s->uid == c.uid && !s->companion_of)
-			return fail(-EEXIST, "a session named '" + m.session + "' already exists");
+			return answer(-EEXIST, "a session named '" + m.session + "' already exists");
 	if ((m.flags & proto::kCreateTree) && c.pid <= 0)
-		return fail(-EINVAL, "a process-tree session needs the caller's pid, which is unknown");
+		return answer(-EINVAL, "a process-tree session needs the caller's pid, which is unknown");
 	std::string why;
 	if (int e = share(c.uid, why))
-		return fail(e, why);
+		return answer(e, why);
 	const uint32_t slot = free_slot(0);
 	if (slot == proto::kMaxSlots)
-		return fail(-ENOSPC, "all 16 session slots are in use");
+		return answer(-ENOSPC, "all 16 session slots are in use");
 	std::shared_ptr<RelayLink> link;
 	std::shared_ptr<SerialLink> line;
 	Answer a = open_links(c, m, link, line);
@@ -282,7 +269,7 @@ Answer SessionTable::rule(const Caller &c, const std::string &name, proto::Rule 
 		return a;
 	std::string denied;
 	if (int e = rule_allowed(s->uid, r.pattern, r.enable != 0, denied))
-		return fail(e, denied);
+		return answer(e, denied);
 	if (!r.filter.empty()) { // a filter no known matching event can take: refused
 		std::vector<const Session *> mine;
 		for (auto &x : sessions_)
@@ -290,7 +277,7 @@ Answer SessionTable::rule(const Caller &c, const std::string &name, proto::Rule 
 				mine.push_back(x.get());
 		std::string why = filter_refusal(r, mine);
 		if (!why.empty())
-			return fail(-EINVAL, std::move(why));
+			return answer(-EINVAL, std::move(why));
 	}
 	// An earlier rule that matches exactly what this one matches (same
 	// pattern, level, filter and targets) can never decide anything: later
@@ -306,8 +293,8 @@ Answer SessionTable::rule(const Caller &c, const std::string &name, proto::Rule 
 		}
 	}
 	if (s->rules.size() >= proto::kMaxRules)
-		return fail(-ENOSPC, "session '" + name + "' already has " +
-					     std::to_string(proto::kMaxRules) + " rules");
+		return answer(-ENOSPC, "session '" + name + "' already has " +
+					       std::to_string(proto::kMaxRules) + " rules");
 	s->rules.push_back(r);
 	const bool all = t.pids.empty() && t.names.empty();
 	s->targets.push_back(std::move(t));
@@ -316,7 +303,7 @@ Answer SessionTable::rule(const Caller &c, const std::string &name, proto::Rule 
 	if (!all)
 		text += " for the chosen processes";
 	if (s->state != proto::SessionState::Active || s->stopping) // kept for a restart
-		return ok(text);
+		return answer(0, text);
 	apply_kernel(*s);
 	return changed(*s, text, static_cast<int>(s->rules.size() - 1));
 }
@@ -330,12 +317,12 @@ Answer SessionTable::start(const Caller &c, const std::string &name)
 	if (!s)
 		return a;
 	if (s->stopping)
-		return fail(-EBUSY, "session '" + s->name + "' is stopping: start it once stopped");
+		return answer(-EBUSY, "session '" + s->name + "' is stopping: start it once stopped");
 	if (s->state == proto::SessionState::Active)
-		return fail(-EALREADY, "session '" + s->name + "' is already started");
+		return answer(-EALREADY, "session '" + s->name + "' is already started");
 	if (!s->lost.empty())
-		return fail(-EINVAL, "session '" + s->name + "' was not taken up after a daemon restart (" +
-					     s->lost + "): destroy it and create it again");
+		return answer(-EINVAL, "session '" + s->name + "' was not taken up after a daemon restart (" +
+					       s->lost + "): destroy it and create it again");
 	s->state = proto::SessionState::Active;
 	s->run_id = next_run_id_++;
 	s->regions.clear(); // a new run aggregates from zero
@@ -348,71 +335,6 @@ Answer SessionTable::start(const Caller &c, const std::string &name)
 		text += "; no snapshots on " + s->trigger->pattern + ": " + err;
 	save_active();
 	return changed(*s, text);
-}
-
-Answer SessionTable::stop(const Caller &c, const std::string &name)
-{
-	Answer a;
-	Session *s = find(c, name, a);
-	if (!s)
-		return a;
-	if (s->state != proto::SessionState::Active)
-		return fail(-EALREADY, "session '" + s->name + "' is not started");
-	stop_session(*s);
-	return changed(*s, stopped_text(*s));
-}
-
-// STOP's answer, once the drains are finished.
-std::string SessionTable::stopped_text(const Session &s) const
-{
-	// One line: the answer's own suffix follows (the acknowledgements).
-	std::string problems;
-	for (char ch : session_problems(s)) // lines, each ending in \n
-		problems += ch == '\n' ? std::string("; ") : std::string(1, ch);
-	if (!problems.empty())
-		problems = "; problems: " + problems.substr(0, problems.size() - 2);
-	std::string loss; // a disk trace tells its own (cli: trace_loss)
-	if (s.relay) {
-		uint64_t events = 0, packets = 0;
-		s.relay->loss(events, packets);
-		loss = events || packets ? "; " + std::to_string(events) + " event(s) and " +
-						   std::to_string(packets) + " packet(s) discarded"
-					 : "; nothing discarded";
-	}
-	return "session '" + s.name + "' stopped; trace in " + trace_place(s) + trigger_summary(s) + loss +
-	       (s.serial ? "; " + s.serial->stats() : "") + problems;
-}
-
-Answer SessionTable::begin_stop(Session &s)
-{
-	host_.changed();
-	if (s.state != proto::SessionState::Active || s.stopping)
-		return Answer();
-	uint64_t comp_kgen = 0;
-	const Session *comp = quiesce(s, comp_kgen);
-	if (s.state != proto::SessionState::Active)
-		return Answer();
-	INFO("session %s stopping: its processes are told first", s.name.c_str());
-	Answer a = changed(s, "");
-	if (comp) // its trigger's companion stops with it, in two phases too
-		a.also.emplace_back(*comp, comp_kgen);
-	return a;
-}
-
-Answer SessionTable::finish_stop(uint64_t id, bool destroy)
-{
-	Session *s = by_id(id);
-	if (!s)
-		return fail(-ENOENT, "the session is gone");
-	if (destroy) {
-		Answer a = destroy_session(*s);
-		a.notify = false; // its processes were told at begin_stop
-		return a;
-	}
-	if (s->state != proto::SessionState::Active)
-		return fail(-EALREADY, "session '" + s->name + "' is not started");
-	stop_session(*s);
-	return ok(stopped_text(*s));
 }
 
 Session *SessionTable::by_id(uint64_t id)
@@ -432,13 +354,6 @@ std::vector<uint64_t> SessionTable::disown(uint64_t owner)
 			ids.push_back(x->id);
 		}
 	return ids;
-}
-
-Answer SessionTable::destroy(const Caller &c, const std::string &name)
-{
-	Answer a;
-	Session *s = find(c, name, a);
-	return s ? destroy_session(*s) : a;
 }
 
 bool SessionTable::status(const Caller &c, const std::string &name, proto::StatusReply &sr, Answer &err) const
@@ -613,66 +528,6 @@ void SessionTable::repair_after_crash()
 	unlink(file.c_str());
 }
 
-void SessionTable::stop_session(Session &s)
-{
-	host_.changed();
-	if (s.state != proto::SessionState::Active)
-		return;
-	uint64_t comp_kgen = 0;
-	if (s.stopping)
-		host_.settle(); // BUFFERs sent while its processes were told join too
-	else
-		quiesce(s, comp_kgen); // one phase: nobody to wait for
-	if (s.state != proto::SessionState::Active)
-		return;
-	if (s.trigger)
-		stop_trigger(s); // its last look may still snapshot this session
-	finish_drains(s);
-}
-
-// A stop's first part: what processes and the module see of the session,
-// and of its trigger's companion, ends (their drains still run).  The
-// companion (null: none) and the module generation of its end.
-const Session *SessionTable::quiesce(Session &s, uint64_t &comp_kgen)
-{
-	host_.settle(); // BUFFERs already sent join before the drains finish
-	if (s.state != proto::SessionState::Active)
-		return nullptr;
-	Session *comp = s.trigger && s.trigger->companion ? by_id(s.trigger->companion) : nullptr;
-	if (comp && (comp->state != proto::SessionState::Active || comp->stopping))
-		comp = nullptr;
-	if (comp) {
-		comp_kgen = kernel_stop(comp->slot);
-		comp->stopping = true;
-	}
-	kgen_ = kernel_stop(s.slot); // kernel probes stop before the drains flush
-	s.stopping = true;
-	return comp;
-}
-
-void SessionTable::finish_drains(Session &s)
-{
-	for (auto &d : s.drains)
-		d->finish(false);
-	for (auto &d : s.drains)
-		d->join();
-	s.state = proto::SessionState::Stopped;
-	s.stopping = false;
-	save_active();
-	uint64_t packets = 0;
-	for (auto &d : s.drains)
-		packets += d->counters().packets.load(std::memory_order_relaxed);
-	INFO("session %s stopped: %zu buffer(s), %llu packet(s) written", s.name.c_str(), s.drains.size(),
-	     static_cast<unsigned long long>(packets));
-	if (s.serial) {
-		INFO("session %s: %s", s.name.c_str(), s.serial->describe().c_str());
-		host_.serial_stopped(s); // clocks.json and rewritten metadata on the line
-	}
-	if (s.relay && s.relay->broken())
-		logf("session %s: the relay link broke (%s); packets it could not send are counted as errors",
-		     s.name.c_str(), s.relay->why_broken().c_str());
-}
-
 // SNAPSHOT: every overwrite-mode buffer of the session, copied as it is
 // now into a new trace directory with the session's layout (one sub-trace
 // per buffer, kernel included).  Synchronous on the main thread: each
@@ -763,75 +618,6 @@ int SessionTable::take_snapshot(Session &s, std::string root, std::string &text)
 	}
 	text = root;
 	return 0;
-}
-
-// DESTROY: stop, complete the trace, forget the session; when it was
-// active, its processes are told (they close their slot).
-Answer SessionTable::destroy_session(Session &s)
-{
-	const bool was_active = s.state == proto::SessionState::Active;
-	Audience gone = s; // who to signal: the processes its rules targeted
-	stop_session(s);
-	const std::string out = trace_place(s), name = s.name;
-	erase(s);
-	INFO("session %s destroyed", name.c_str());
-	Answer a;
-	a.text = "session '" + name + "' destroyed; trace in " + out;
-	a.notify = was_active;
-	a.who = std::move(gone);
-	a.kgen = take_kgen();
-	return a;
-}
-
-// A session's output directory that the session made and left empty (an
-// aggregation, nothing recorded, a trigger's companion that never fired)
-// goes with it, and a companion's "<out>-triggers" once empty: rmdir
-// removes only an empty directory, so a trace is never touched.
-static void remove_empty_output(const Session &s)
-{
-	if (s.out.empty() || s.streamed() || !(s.made_out || s.companion_of) || rmdir(s.out.c_str()) != 0)
-		return;
-	if (s.companion_of)
-		rmdir(s.out.substr(0, s.out.rfind('/')).c_str());
-}
-
-// The session goes, and its drains with it.
-void SessionTable::erase(Session &s)
-{
-	if (s.relay)
-		host_.relay_ending(s);
-	host_.forget_drains(s);
-	remove_empty_output(s);
-	sessions_.erase(std::find_if(sessions_.begin(), sessions_.end(),
-				     [&](const std::unique_ptr<Session> &x) { return x.get() == &s; }));
-}
-
-std::vector<Answer> SessionTable::end_owned(uint64_t conn_id, pid_t peer)
-{
-	// Whatever ended the connection: its controller (`strata record`)
-	// exited, was killed, or closed it.  (The Daemon stops them in two
-	// phases instead: stopping.h.)
-	std::vector<Answer> out;
-	for (uint64_t id : disown(conn_id))
-		if (Session *s = by_id(id)) {
-			INFO("session %s: its owner (pid %d) closed its connection", s->name.c_str(), peer);
-			out.push_back(destroy_session(*s));
-		}
-	return out;
-}
-
-void SessionTable::stop_all()
-{
-	// By index: stopping a session erases its trigger's companion, which
-	// always comes after it (trigger.cpp).
-	for (size_t i = 0; i < sessions_.size(); i++) {
-		stop_session(*sessions_[i]);
-		if (sessions_[i]->relay)
-			host_.relay_ending(*sessions_[i]);
-	}
-	for (auto &s : sessions_)
-		remove_empty_output(*s);
-	sessions_.clear();
 }
 
 // What the module hands a process with the session's rules (kernel_source.h).

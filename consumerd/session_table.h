@@ -60,6 +60,15 @@ struct Answer {
 	std::vector<std::pair<Audience, uint64_t>> also;
 };
 
+// An answer that reaches no process: status (0, or -errno) and its text.
+inline Answer answer(int status, std::string text)
+{
+	Answer a;
+	a.status = status;
+	a.text = std::move(text);
+	return a;
+}
+
 class SessionTable {
 public:
 	// What the table asks of the rest of the daemon (see the contract).

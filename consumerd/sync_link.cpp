@@ -162,6 +162,58 @@ bool SyncLink::sleep_ns(uint64_t ns)
 	return !stop_.load(std::memory_order_relaxed);
 }
 
+// open_link()'s TCP: the first of the host's addresses that connects
+// (each within bounded_connect's bound), without Nagle's delay.
+int SyncLink::connect_tcp(std::string *why)
+{
+	int fd = -1;
+	addrinfo hints{}, *res = nullptr;
+	hints.ai_socktype = SOCK_STREAM;
+	const std::string port = std::to_string(spec_.port);
+	const int g = getaddrinfo(spec_.host.c_str(), port.c_str(), &hints, &res);
+	if (g != 0) {
+		*why = spec_.host + ": " + gai_strerror(g);
+		return -1;
+	}
+	for (addrinfo *r = res; r; r = r->ai_next) {
+		fd = socket(r->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		bounded_connect(fd);
+		if (fd >= 0 && connect(fd, r->ai_addr, r->ai_addrlen) == 0)
+			break;
+		*why = "connect to " + spec_.host + ":" + port + ": " + strerror(errno);
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		return -1;
+	const int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	return fd;
+}
+
+// open_link()'s listening kinds: the peer accepted when it connects
+// within a second (the caller waits and retries).
+int SyncLink::accept_peer(std::string *why)
+{
+	pollfd p[2] = {{listen_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+	if (poll(p, 2, 1000) <= 0 || !(p[0].revents & POLLIN)) {
+		*why = "waiting for the peer to connect";
+		return -1;
+	}
+	const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+	if (fd < 0) {
+		*why = std::string("accept: ") + strerror(errno);
+		return -1;
+	}
+	if (spec_.kind == SyncSpec::Kind::ListenTcp) {
+		const int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	}
+	return fd;
+}
+
 // A connected descriptor, or -1 with *why (the caller waits and retries).
 int SyncLink::open_link(std::string *why)
 {
@@ -184,32 +236,11 @@ int SyncLink::open_link(std::string *why)
 			close(fd);
 		return -1;
 	}
-	case SyncSpec::Kind::Tcp: {
-		addrinfo hints{}, *res = nullptr;
-		hints.ai_socktype = SOCK_STREAM;
-		const std::string port = std::to_string(spec_.port);
-		const int g = getaddrinfo(spec_.host.c_str(), port.c_str(), &hints, &res);
-		if (g != 0) {
-			*why = spec_.host + ": " + gai_strerror(g);
-			return -1;
-		}
-		for (addrinfo *r = res; r; r = r->ai_next) {
-			fd = socket(r->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-			bounded_connect(fd);
-			if (fd >= 0 && connect(fd, r->ai_addr, r->ai_addrlen) == 0)
-				break;
-			*why = "connect to " + spec_.host + ":" + port + ": " + strerror(errno);
-			if (fd >= 0)
-				close(fd);
-			fd = -1;
-		}
-		freeaddrinfo(res);
+	case SyncSpec::Kind::Tcp:
+		fd = connect_tcp(why);
 		if (fd < 0)
 			return -1;
-		const int one = 1;
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 		break;
-	}
 	case SyncSpec::Kind::Vsock: {
 #ifdef AF_VSOCK
 		fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -231,23 +262,11 @@ int SyncLink::open_link(std::string *why)
 	}
 	case SyncSpec::Kind::ListenUnix:
 	case SyncSpec::Kind::ListenTcp:
-	case SyncSpec::Kind::ListenVsock: {
-		pollfd p[2] = {{listen_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-		if (poll(p, 2, 1000) <= 0 || !(p[0].revents & POLLIN)) {
-			*why = "waiting for the peer to connect";
+	case SyncSpec::Kind::ListenVsock:
+		fd = accept_peer(why);
+		if (fd < 0)
 			return -1;
-		}
-		fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-		if (fd < 0) {
-			*why = std::string("accept: ") + strerror(errno);
-			return -1;
-		}
-		if (spec_.kind == SyncSpec::Kind::ListenTcp) {
-			const int one = 1;
-			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-		}
 		break;
-	}
 	}
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	return fd;
@@ -295,26 +314,36 @@ bool SyncLink::send_frame(int fd, const SyncFrame &f)
 	return n >= 0 || errno == EAGAIN || errno == EWOULDBLOCK;
 }
 
-void SyncLink::serve(int fd)
-{
+// serve()'s state: the timers of what it sends, the frames read so far.
+struct SyncLink::Serve {
+	int fd;
+	bool device; // a virtio port or a serial line, not a socket
+	int64_t lost_ns;
 	std::vector<uint8_t> in;
 	bool hello_seen = false;
-	int64_t next_probe = static_cast<int64_t>(now_()), next_hello = next_probe, last_quick = 0;
-	int64_t next_second = next_probe; // the page's line sent, KVM's facts read
+	int64_t next_probe, next_hello, last_quick = 0;
+	int64_t next_second; // the page's line sent, KVM's facts read
 	// Polling for our probe's answer (SyncSpec::spin): until when, and this
 	// thread's CPU time when it began (the status reports CPU, not the
 	// time a preempted spin spent off the CPU).
 	int64_t spin_cpu0 = 0, spin_until = 0;
+};
+
+void SyncLink::serve(int fd)
+{
+	Serve sv;
+	sv.fd = fd;
+	sv.device = spec_.kind == SyncSpec::Kind::Device;
+	sv.lost_ns = std::max<int64_t>(kLostNs, kLostPeriods * static_cast<int64_t>(period_ns_));
+	sv.next_probe = sv.next_hello = sv.next_second = static_cast<int64_t>(now_());
 	out_seq_ = 0;
-	const int64_t lost_ns = std::max<int64_t>(kLostNs, kLostPeriods * static_cast<int64_t>(period_ns_));
-	const bool device = spec_.kind == SyncSpec::Kind::Device;
-	if (!device) {
+	if (!sv.device) {
 		const int one = 1; // the kernel's receive times (read_stamped)
 		setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
 	}
 	while (!stop_.load(std::memory_order_relaxed)) {
 		const int64_t t = static_cast<int64_t>(now_());
-		if (t >= next_hello && !hello_seen) {
+		if (t >= sv.next_hello && !sv.hello_seen) {
 			SyncFrame h;
 			h.type = kSyncHello;
 			h.seq = static_cast<uint32_t>(nonce_);
@@ -324,133 +353,144 @@ void SyncLink::serve(int fd)
 			h.t1 = static_cast<int64_t>(nonce_ >> 32);
 			if (!send_frame(fd, h))
 				return;
-			next_hello = t + 1000000000;
+			sv.next_hello = t + 1000000000;
 		}
-		if (t >= next_second && hello_seen) {
-			next_second = t + 1000000000;
+		if (t >= sv.next_second && sv.hello_seen) {
+			sv.next_second = t + 1000000000;
 			if (!send_second(fd))
 				return;
 		}
-		if (t >= next_probe) {
-			if (out_seq_ && t - out_since_ > lost_ns) {
-				std::lock_guard<std::mutex> g(mu_);
-				est_.break_segment(clocksync::Start::LinkLost,
-						   "no answer for " +
-							   std::to_string((t - out_since_) / 1000000) +
-							   " ms");
-				breaks_++;
-				state_ = "lost (no answer for " + std::to_string((t - out_since_) / 1000000) +
-					 " ms)";
-				out_seq_ = 0;
-			}
-			// A probe unanswered for kReprobePeriods periods, once
-			// the peer has said hello, is replaced (its late answer
-			// ignored): the peer may be paused, and a ping sent
-			// during the pause is the one whose receive, read at the
-			// resume, shows the step at once (take_probe).
-			if (!out_seq_ ||
-			    (hello_seen &&
-			     t - out_t1_ >= kReprobePeriods * static_cast<int64_t>(period_ns_))) {
-				// Spin only on a live link (the last probe answered):
-				// a lost peer costs no CPU.
-				const bool live = !out_seq_ && hello_seen;
-				SyncFrame p;
-				p.type = kSyncPing;
-				p.seq = next_seq_++;
-				p.t1 = static_cast<int64_t>(now_()); // before the write
-				if (!send_frame(fd, p))
-					return;
-				if (!out_seq_)
-					out_since_ = p.t1;
-				out_seq_ = p.seq;
-				out_t1_ = p.t1;
-				if (spec_.spin && live) {
-					// Until the answer, at most 2 least round trips +
-					// 50 us (1 ms before one is known) and a quarter
-					// period: the answers that tighten the map come
-					// early.  min_rtt_ is written by this thread only.
-					const int64_t cap = std::min<int64_t>(
-						min_rtt_ < 0 ? 1000000 : 2 * min_rtt_ + kRttSlackNs,
-						static_cast<int64_t>(period_ns_) / 4);
-					spin_cpu0 = thread_cpu_ns();
-					spin_until = p.t1 + cap;
-				}
-				std::lock_guard<std::mutex> g(mu_);
-				probes_++;
-			}
-			next_probe += static_cast<int64_t>(period_ns_);
-			if (next_probe <= t)
-				next_probe = t + static_cast<int64_t>(period_ns_);
-		}
-		const int64_t wait = std::min(next_probe, hello_seen ? next_second : next_hello) -
-				     static_cast<int64_t>(now_());
+		if (t >= sv.next_probe && !probe(sv, t))
+			return;
 		pollfd p[2] = {{fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-		int ms = wait <= 0 ? 0 : static_cast<int>((wait + 999999) / 1000000);
-		if (spin_until) {
-			// Spinning: poll without sleeping, so that this CPU (a
-			// guest's vCPU) is running when the answer comes.
-			const int64_t now = static_cast<int64_t>(now_());
-			if (out_seq_ && now < spin_until) {
-				ms = 0;
-			} else {
-				std::lock_guard<std::mutex> g(mu_);
-				spun_ns_ += thread_cpu_ns() - spin_cpu0;
-				spin_until = 0;
-			}
-		}
-		if (poll(p, 2, ms) < 0 && errno != EINTR)
+		if (poll(p, 2, wait_ms(sv)) < 0 && errno != EINTR)
 			return;
 		if (p[1].revents)
 			return;
-		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
-			continue;
-		uint8_t buf[4096];
-		int64_t t_recv = 0;
-		const ssize_t n =
-			device ? read(fd, buf, sizeof buf) : read_stamped(fd, buf, sizeof buf, &t_recv);
-		if (!t_recv)
-			t_recv = static_cast<int64_t>(now_()); // after the read
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		if (n <= 0) {
-			// A virtio port reads 0 while the host end is not
-			// connected: wait for it rather than spin.
-			if (device && n == 0) {
-				if (!sleep_ns(100000000))
-					return;
-				continue;
-			}
+		if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && !read_frames(sv))
 			return;
-		}
-		in.insert(in.end(), buf, buf + n);
-		size_t off = 0;
-		while (off < in.size()) {
-			SyncFrame f;
-			const long r = decode_sync(in.data() + off, in.size() - off, &f);
-			if (r == 0)
-				break;
-			if (r < 0) {
-				off++;
-				std::lock_guard<std::mutex> g(mu_);
-				garbage_++;
-				continue;
-			}
-			off += static_cast<size_t>(r);
-			if (f.type == kSyncHello)
-				hello_seen = true;
-			// A slow probe: the next goes now (at most one such a
-			// period), so that a step after a pause or a stall is
-			// seen within about one round trip of its end.
-			if (on_frame(fd, f, t_recv) &&
-			    t_recv - last_quick >= static_cast<int64_t>(period_ns_)) {
-				next_probe = std::min(next_probe, t_recv);
-				last_quick = t_recv;
-			}
-		}
-		in.erase(in.begin(), in.begin() + static_cast<long>(off));
-		if (in.size() > 2 * kSyncMaxFrame)
-			in.clear();
 	}
+}
+
+// serve()'s probe, due at t: the link declared lost after lost_ns with no
+// answer; a new probe unless one is out (or one unanswered for
+// kReprobePeriods once the peer said hello, replaced: its late answer
+// ignored), with its spin; the next one's time.  False: the link failed.
+bool SyncLink::probe(Serve &sv, int64_t t)
+{
+	if (out_seq_ && t - out_since_ > sv.lost_ns) {
+		std::lock_guard<std::mutex> g(mu_);
+		est_.break_segment(clocksync::Start::LinkLost,
+				   "no answer for " + std::to_string((t - out_since_) / 1000000) + " ms");
+		breaks_++;
+		state_ = "lost (no answer for " + std::to_string((t - out_since_) / 1000000) + " ms)";
+		out_seq_ = 0;
+	}
+	// The peer may be paused, and a ping sent during the pause is the
+	// one whose receive, read at the resume, shows the step at once
+	// (take_probe).
+	if (!out_seq_ ||
+	    (sv.hello_seen && t - out_t1_ >= kReprobePeriods * static_cast<int64_t>(period_ns_))) {
+		// Spin only on a live link (the last probe answered): a lost
+		// peer costs no CPU.
+		const bool live = !out_seq_ && sv.hello_seen;
+		SyncFrame p;
+		p.type = kSyncPing;
+		p.seq = next_seq_++;
+		p.t1 = static_cast<int64_t>(now_()); // before the write
+		if (!send_frame(sv.fd, p))
+			return false;
+		if (!out_seq_)
+			out_since_ = p.t1;
+		out_seq_ = p.seq;
+		out_t1_ = p.t1;
+		if (spec_.spin && live) {
+			// Until the answer, at most 2 least round trips + 50 us
+			// (1 ms before one is known) and a quarter period: the
+			// answers that tighten the map come early.  min_rtt_ is
+			// written by this thread only.
+			const int64_t cap =
+				std::min<int64_t>(min_rtt_ < 0 ? 1000000 : 2 * min_rtt_ + kRttSlackNs,
+						  static_cast<int64_t>(period_ns_) / 4);
+			sv.spin_cpu0 = thread_cpu_ns();
+			sv.spin_until = p.t1 + cap;
+		}
+		std::lock_guard<std::mutex> g(mu_);
+		probes_++;
+	}
+	sv.next_probe += static_cast<int64_t>(period_ns_);
+	if (sv.next_probe <= t)
+		sv.next_probe = t + static_cast<int64_t>(period_ns_);
+	return true;
+}
+
+// How long serve()'s poll may sleep: until the next thing to send; 0 while
+// spinning for a probe's answer (this CPU, a guest's vCPU, running when it
+// comes), the spin's CPU time counted when it ends.
+int SyncLink::wait_ms(Serve &sv)
+{
+	const int64_t wait = std::min(sv.next_probe, sv.hello_seen ? sv.next_second : sv.next_hello) -
+			     static_cast<int64_t>(now_());
+	int ms = wait <= 0 ? 0 : static_cast<int>((wait + 999999) / 1000000);
+	if (sv.spin_until) {
+		const int64_t now = static_cast<int64_t>(now_());
+		if (out_seq_ && now < sv.spin_until) {
+			ms = 0;
+		} else {
+			std::lock_guard<std::mutex> g(mu_);
+			spun_ns_ += thread_cpu_ns() - sv.spin_cpu0;
+			sv.spin_until = 0;
+		}
+	}
+	return ms;
+}
+
+// What the peer sent, read (with its receive time) and decoded frame by
+// frame (garbage skipped a byte at a time, counted).  A slow probe's
+// answer sends the next probe now (at most once a period), so that a step
+// after a pause or a stall is seen within about one round trip of its end.
+// False: the link ended.
+bool SyncLink::read_frames(Serve &sv)
+{
+	uint8_t buf[4096];
+	int64_t t_recv = 0;
+	const ssize_t n =
+		sv.device ? read(sv.fd, buf, sizeof buf) : read_stamped(sv.fd, buf, sizeof buf, &t_recv);
+	if (!t_recv)
+		t_recv = static_cast<int64_t>(now_()); // after the read
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return true;
+	// A virtio port reads 0 while the host end is not connected: wait
+	// for it rather than spin.
+	if (n <= 0)
+		return sv.device && n == 0 && sleep_ns(100000000);
+	std::vector<uint8_t> &in = sv.in;
+	in.insert(in.end(), buf, buf + n);
+	size_t off = 0;
+	while (off < in.size()) {
+		SyncFrame f;
+		const long r = decode_sync(in.data() + off, in.size() - off, &f);
+		if (r == 0)
+			break;
+		if (r < 0) {
+			off++;
+			std::lock_guard<std::mutex> g(mu_);
+			garbage_++;
+			continue;
+		}
+		off += static_cast<size_t>(r);
+		if (f.type == kSyncHello)
+			sv.hello_seen = true;
+		if (on_frame(sv.fd, f, t_recv) &&
+		    t_recv - sv.last_quick >= static_cast<int64_t>(period_ns_)) {
+			sv.next_probe = std::min(sv.next_probe, t_recv);
+			sv.last_quick = t_recv;
+		}
+	}
+	in.erase(in.begin(), in.begin() + static_cast<long>(off));
+	if (in.size() > 2 * kSyncMaxFrame)
+		in.clear();
+	return true;
 }
 
 // A socket's read with the kernel's receive time of its data

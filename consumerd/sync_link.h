@@ -136,7 +136,13 @@ public:
 private:
 	void run();
 	int open_link(std::string *why);
+	int connect_tcp(std::string *why);
+	int accept_peer(std::string *why);
 	void serve(int fd);
+	struct Serve;
+	bool probe(Serve &sv, int64_t t);
+	int wait_ms(Serve &sv);
+	bool read_frames(Serve &sv);
 	bool on_frame(int fd, const SyncFrame &f, int64_t t_recv); // true: probe now
 	bool take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool ours);
 	void step_seen(const char *what);

@@ -58,32 +58,15 @@ std::string clean(const std::string &s)
 	return o;
 }
 
-} // namespace
-
-bool parse_sync(const std::string &arg, bool follower, SyncSpec *out, std::string *err)
+// A link spec's trailing options, taken off v: ",kvm=PID" (a guest's
+// host: its qemu process) and ",spin=on|off" last (*spin: -1 not given).
+bool parse_link_options(std::string &v, bool follower, SyncSpec &s, int *spin, std::string *err)
 {
-	const size_t eq = arg.find('=');
-	SyncSpec s;
-	s.follower = follower;
-	if (eq == std::string::npos || eq == 0) {
-		*err = "'" + arg + "': expected NAME=SPEC";
-		return false;
-	}
-	s.name = arg.substr(0, eq);
-	for (char c : s.name)
-		if (!(isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ||
-		    s.name.size() > 64) {
-			*err = "'" + s.name +
-			       "': a link's name is letters, digits, '-', '_', '.' (at most 64)";
-			return false;
-		}
-	std::string v = arg.substr(eq + 1);
-	s.text = v;
-	int spin = -1; // not given
+	*spin = -1;
 	for (const char *opt : {",spin=on", ",spin=off"}) {
 		const size_t at = v.rfind(opt);
 		if (at != std::string::npos && at + strlen(opt) == v.size()) {
-			spin = !strcmp(opt, ",spin=on");
+			*spin = !strcmp(opt, ",spin=on");
 			v = v.substr(0, at);
 			break;
 		}
@@ -104,6 +87,14 @@ bool parse_sync(const std::string &arg, bool follower, SyncSpec *out, std::strin
 		s.kvm_pid = pid;
 		v = v.substr(0, kvm);
 	}
+	return true;
+}
+
+// A link spec's transport (v without its options): virtio:PATH,
+// unix:PATH, tcp:HOST:PORT, vsock:CID:PORT, the last three also as
+// listen:... .
+bool parse_link_transport(std::string v, SyncSpec &s, std::string *err)
+{
 	bool listen = false;
 	if (v.rfind("listen:", 0) == 0) {
 		listen = true;
@@ -149,6 +140,33 @@ bool parse_sync(const std::string &arg, bool follower, SyncSpec *out, std::strin
 		       "listen:...)";
 		return false;
 	}
+	return true;
+}
+
+} // namespace
+
+bool parse_sync(const std::string &arg, bool follower, SyncSpec *out, std::string *err)
+{
+	const size_t eq = arg.find('=');
+	SyncSpec s;
+	s.follower = follower;
+	if (eq == std::string::npos || eq == 0) {
+		*err = "'" + arg + "': expected NAME=SPEC";
+		return false;
+	}
+	s.name = arg.substr(0, eq);
+	for (char c : s.name)
+		if (!(isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ||
+		    s.name.size() > 64) {
+			*err = "'" + s.name +
+			       "': a link's name is letters, digits, '-', '_', '.' (at most 64)";
+			return false;
+		}
+	std::string v = arg.substr(eq + 1);
+	s.text = v;
+	int spin;
+	if (!parse_link_options(v, follower, s, &spin, err) || !parse_link_transport(v, s, err))
+		return false;
 	s.spin = spin >= 0
 			 ? spin == 1
 			 : follower && (s.kind == SyncSpec::Kind::Device || s.kind == SyncSpec::Kind::Vsock);

@@ -454,49 +454,14 @@ int64_t segment_map(const Segment &s, int64_t x)
 
 namespace {
 
-bool parse_one(const JsonValue &v, Segment *s, std::string *why, int depth)
+// A coordinate read back: within 2^62 either way (no overflow in the
+// differences the map takes).
+constexpr int64_t kMax = INT64_C(1) << 62;
+
+// A segment's point lists: its knots (the map's bound, in increasing x)
+// and its hull's lower and upper chains, each entry checked.
+bool parse_points(const JsonValue &v, Segment *s, std::string *why)
 {
-	constexpr int64_t kMax = INT64_C(1) << 62;
-	const auto num = [&](const char *k, int64_t *out) {
-		const JsonValue *f = v.get(k);
-		if (!f || !f->as_int(out) || *out > kMax || *out < -kMax) {
-			*why = std::string("a segment's \"") + k + "\" is missing or out of range";
-			return false;
-		}
-		return true;
-	};
-	const auto dbl = [&](const char *k, double *out) {
-		const JsonValue *f = v.get(k);
-		if (!f || !f->as_double(out) || *out < 0.99 || *out > 1.01) {
-			*why = std::string("a segment's \"") + k + "\" is missing or out of range";
-			return false;
-		}
-		return true;
-	};
-	if (v.kind != JsonValue::Obj) {
-		*why = "a segment is not an object";
-		return false;
-	}
-	int64_t n = 0;
-	if (!num("x_first", &s->x_first) || !num("x_last", &s->x_last) || !num("x0", &s->x0) ||
-	    !num("y0", &s->y0) || !dbl("slope", &s->slope) || !dbl("slope_min", &s->slope_min) ||
-	    !dbl("slope_max", &s->slope_max) || !num("messages", &n))
-		return false;
-	if (s->x_first > s->x_last || n < 0) {
-		*why = "a segment ends before it begins";
-		return false;
-	}
-	s->messages = static_cast<uint64_t>(n);
-	const JsonValue *st = v.get("start");
-	s->start = Start::First;
-	if (st && st->kind == JsonValue::Str)
-		for (Start k : {Start::First, Start::LinkLost, Start::Step, Start::Fault})
-			if (st->text == start_name(k))
-				s->start = k;
-	if (const JsonValue *nt = v.get("note"); nt && nt->kind == JsonValue::Str)
-		s->note = nt->text;
-	const JsonValue *b = v.get("bounded");
-	s->bounded = !b || b->kind != JsonValue::Bool || b->b;
 	const auto triples = [&](const char *k, size_t width,
 				 const std::function<void(const int64_t *)> &put) {
 		const JsonValue *a = v.get(k);
@@ -539,6 +504,53 @@ bool parse_one(const JsonValue &v, Segment *s, std::string *why, int depth)
 			*why = "a segment's knots are not in increasing x";
 			return false;
 		}
+	return true;
+}
+
+bool parse_one(const JsonValue &v, Segment *s, std::string *why, int depth)
+{
+	const auto num = [&](const char *k, int64_t *out) {
+		const JsonValue *f = v.get(k);
+		if (!f || !f->as_int(out) || *out > kMax || *out < -kMax) {
+			*why = std::string("a segment's \"") + k + "\" is missing or out of range";
+			return false;
+		}
+		return true;
+	};
+	const auto dbl = [&](const char *k, double *out) {
+		const JsonValue *f = v.get(k);
+		if (!f || !f->as_double(out) || *out < 0.99 || *out > 1.01) {
+			*why = std::string("a segment's \"") + k + "\" is missing or out of range";
+			return false;
+		}
+		return true;
+	};
+	if (v.kind != JsonValue::Obj) {
+		*why = "a segment is not an object";
+		return false;
+	}
+	int64_t n = 0;
+	if (!num("x_first", &s->x_first) || !num("x_last", &s->x_last) || !num("x0", &s->x0) ||
+	    !num("y0", &s->y0) || !dbl("slope", &s->slope) || !dbl("slope_min", &s->slope_min) ||
+	    !dbl("slope_max", &s->slope_max) || !num("messages", &n))
+		return false;
+	if (s->x_first > s->x_last || n < 0) {
+		*why = "a segment ends before it begins";
+		return false;
+	}
+	s->messages = static_cast<uint64_t>(n);
+	const JsonValue *st = v.get("start");
+	s->start = Start::First;
+	if (st && st->kind == JsonValue::Str)
+		for (Start k : {Start::First, Start::LinkLost, Start::Step, Start::Fault})
+			if (st->text == start_name(k))
+				s->start = k;
+	if (const JsonValue *nt = v.get("note"); nt && nt->kind == JsonValue::Str)
+		s->note = nt->text;
+	const JsonValue *b = v.get("bounded");
+	s->bounded = !b || b->kind != JsonValue::Bool || b->b;
+	if (!parse_points(v, s, why))
+		return false;
 	int64_t m = 0;
 	if (const JsonValue *f = v.get("matched_messages"); f && f->as_int(&m) && m > 0)
 		s->matched = static_cast<uint64_t>(m);

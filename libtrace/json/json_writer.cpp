@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "json_line.h"
+
 namespace strata {
 
 namespace {
@@ -262,7 +264,7 @@ JsonWriter &JsonWriter::end_object()
 		return *this;
 	}
 	stack_.pop_back();
-	if (style_ == Style::kLines)
+	if (style_ != Style::kSpaced)
 		line_break();
 	out_ += '}';
 	pending_indent_ = -1;
@@ -276,7 +278,7 @@ JsonWriter &JsonWriter::end_array()
 		return *this;
 	}
 	stack_.pop_back();
-	if (style_ == Style::kLines)
+	if (style_ != Style::kSpaced)
 		line_break();
 	out_ += ']';
 	pending_indent_ = -1;
@@ -299,7 +301,7 @@ JsonWriter &JsonWriter::u64(uint64_t v)
 {
 	before_value();
 	char b[24];
-	out_.append(b, static_cast<size_t>(std::to_chars(b, b + sizeof b, v).ptr - b));
+	out_.append(b, static_cast<size_t>(json_u64_text(b, v) - b));
 	return *this;
 }
 
@@ -309,8 +311,24 @@ JsonWriter &JsonWriter::f64(double v)
 		return null();
 	before_value();
 	char b[40];
-	const int n = std::snprintf(b, sizeof b, "%.17g", v);
-	out_.append(b, static_cast<size_t>(n));
+	out_.append(b, static_cast<size_t>(json_f64_text(b, v) - b));
+	return *this;
+}
+
+JsonWriter &JsonWriter::real(double v)
+{
+	if (std::isnan(v))
+		return null();
+	before_value();
+	if (std::isinf(v)) {
+		out_ += v > 0 ? "1e999" : "-1e999";
+		return *this;
+	}
+	char b[40];
+	const std::string_view t(b, static_cast<size_t>(std::to_chars(b, b + sizeof b, v).ptr - b));
+	out_ += t;
+	if (t.find_first_of(".e") == std::string_view::npos)
+		out_ += ".0";
 	return *this;
 }
 
@@ -324,13 +342,13 @@ JsonWriter &JsonWriter::fixed(int64_t v, unsigned decimals)
 		scale *= 10;
 	const bool neg = v < 0;
 	const uint64_t a = neg ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
-	// std::to_chars, not snprintf: this is the per-event path of `strata
-	// export --format json` (the same digits).
+	// json_line.h's digits, which the per-event path of `strata export
+	// --format json` writes without a writer.
 	char b[48];
 	char *p = b;
 	if (neg)
 		*p++ = '-';
-	p = std::to_chars(p, b + 24, a / scale).ptr;
+	p = json_u64_text(p, a / scale);
 	if (decimals) {
 		*p++ = '.';
 		uint64_t f = a % scale;

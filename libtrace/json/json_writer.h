@@ -92,7 +92,8 @@ class JsonWriter {
 public:
 	enum class Style {
 		kSpaced,  // ", " and ": " between items (Python's json.dumps)
-		kCompact, // "," and ":"
+		kCompact, // "," and ":"; a newline() pending at an end puts the
+			  // closing bracket on a line of its own
 		// As kSpaced on a line; an item that newline() starts on a new
 		// line follows a bare ",", and a newline() pending at an end puts
 		// the closing bracket on its own line (clocks.json's layout).
@@ -112,6 +113,11 @@ public:
 	JsonWriter &u64(uint64_t v);
 	// %.17g (round-trips); NaN and infinities: null.
 	JsonWriter &f64(double v);
+	// The shortest text that reads back as v (std::to_chars), with a '.'
+	// or an exponent so that it reads as a real again (1.0, -0.0, 1e+300);
+	// an infinity 1e999 or -1e999 (JSON numbers every reader rounds to the
+	// infinity: SQL's REALs, `strata query --json`); NaN null.
+	JsonWriter &real(double v);
 	// v / 10^decimals with exactly `decimals` digits after the point
 	// (microseconds from nanoseconds: fixed(ns, 3)); decimals <= 18.
 	JsonWriter &fixed(int64_t v, unsigned decimals);

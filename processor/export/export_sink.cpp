@@ -5,6 +5,7 @@
 #include "export_sink.h"
 
 #include <algorithm>
+#include <cassert>
 #include <charconv>
 #include <cinttypes>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <unordered_map>
 
 #include "export_proto.h"
+#include "json_line.h"
 #include "json_writer.h"
 
 namespace strata {
@@ -798,236 +800,76 @@ private:
 // its CPUs and its kernel's events, and every process's sort index is its
 // machine's, so that a machine's processes are listed together.
 
-// One event's line, built in a local buffer: the per-event path writes
-// its members here and appends the line at once.  Strings with anything to
-// escape, or too long for the buffer, fail it (ok false): the event is then
-// written by the JsonWriter, byte for byte what this writes.
-// The three digits of 0..999, zero-padded.
-struct Digits3 {
-	char d[1000][4]; // the 4th byte a pad: each copied in one 4-byte move
-	constexpr explicit Digits3(char pad) : d()
+// The per-event path writes an event's line straight into the output
+// buffer from pieces a JsonWriter wrote once (JsonPieces: a track's head up
+// to the time, an event class's argument names, the closing braces) and
+// values written as the JsonWriter writes them (json_line.h): byte for byte
+// what a JsonWriter writes.  A string argument with anything to escape
+// sends its event to a JsonWriter.
+
+// The pieces of the document that no track nor name changes, cut once
+// from a JsonWriter's text.  Each short one is kept in a fixed array
+// (copied whole, then its length counted).
+struct JsonSyntax {
+	struct Short {
+		char text[8] = {};
+		uint8_t len = 0;
+		void set(const std::string &s)
+		{
+			assert(s.size() <= sizeof text);
+			len = static_cast<uint8_t>(std::min(s.size(), sizeof text));
+			std::memcpy(text, s.data(), len);
+		}
+		__attribute__((always_inline)) char *put(char *p) const
+		{
+			std::memcpy(p, text, sizeof text);
+			return p + len;
+		}
+	};
+	std::string open, end; // {"displayTimeUnit":"ns","traceEvents":[ and ]}
+	Short sep[2];          // before the first line (\n), before another (,\n)
+	Short close[2];        // a line's end: without arguments (}), with them (}})
+	Short dur;             // ,"dur": after an X's time
+	std::string flow[2];   // a flow's start (s) and end (f) up to its id
+	JsonSyntax()
 	{
-		for (int i = 0; i < 1000; i++) {
-			d[i][0] = static_cast<char>('0' + i / 100);
-			d[i][1] = static_cast<char>('0' + i / 10 % 10);
-			d[i][2] = static_cast<char>('0' + i % 10);
-			d[i][3] = pad;
+		JsonPieces d;
+		d.w().begin_object().key("displayTimeUnit").str("ns").key("traceEvents").begin_array();
+		open = d.rest();
+		d.w().newline();
+		sep[0].set(d.cut());
+		d.w().newline();
+		sep[1].set(d.cut());
+		d.w().end_array().end_object();
+		end = d.rest();
+		JsonPieces l;
+		l.w().begin_object().key("ts");
+		l.cut();
+		l.w().key("dur");
+		dur.set(l.cut());
+		l.w().end_object();
+		close[0].set(l.rest());
+		JsonPieces a;
+		a.w().begin_object().key("args").begin_object().key("n");
+		a.cut();
+		a.w().end_object().end_object();
+		close[1].set(a.rest());
+		for (int k = 0; k < 2; k++) {
+			JsonPieces f;
+			f.w().begin_object().key("ph").str(k ? "f" : "s");
+			if (k)
+				f.w().key("bp").str("e");
+			f.w().key("cat").str("lock").key("name").str("handover").key("id");
+			flow[k] = f.cut();
 		}
 	}
 };
-// The pad the '.' after the first 3 of a time's ddd.ddd; the '}' that
-// closes a line after the last 3 (pair()'s).
-constexpr Digits3 kDigits3('.'), kDigits3Close('}');
-
-// The two digits of 0..99.
-struct Digits2 {
-	char d[200];
-	constexpr Digits2() : d()
-	{
-		for (int i = 0; i < 100; i++) {
-			d[2 * i] = static_cast<char>('0' + i / 10);
-			d[2 * i + 1] = static_cast<char>('0' + i % 10);
-		}
-	}
-};
-constexpr Digits2 kDigits2;
-
-// v in decimal at p (20 bytes of room), as std::to_chars writes it (its
-// call was a fifth of the JSON export of integer fields): the length from
-// v's bit length, then two digits at a time from the end, in 32-bit
-// arithmetic below 2^32.
-template <class U> __attribute__((always_inline)) inline char *dec_digits(char *e, U v)
-{
-	while (v >= 10000) { // 4 digits a step: half the divisions
-		const unsigned r = static_cast<unsigned>(v % 10000);
-		v /= 10000;
-		const unsigned hi = r / 100;
-		e -= 4;
-		std::memcpy(e, kDigits2.d + 2 * hi, 2);
-		std::memcpy(e + 2, kDigits2.d + 2 * (r - hi * 100), 2);
-	}
-	if (v >= 100) {
-		const unsigned r = static_cast<unsigned>(v % 100);
-		v /= 100;
-		e -= 2;
-		std::memcpy(e, kDigits2.d + 2 * r, 2);
-	}
-	if (v >= 10) {
-		e -= 2;
-		std::memcpy(e, kDigits2.d + 2 * v, 2);
-	} else {
-		*--e = static_cast<char>('0' + v);
-	}
-	return e;
-}
-// The 8 digits of v < 10^8, zero-padded, as the 8 bytes of the result
-// (the first digit its lowest byte): its two 4-digit halves, then their
-// 2-digit quarters, then their digits, split in parallel by multiplying
-// by reciprocals in the lanes of one 64-bit integer (x / 100 is
-// x * 5243 >> 19 for x < 10^4, x / 10 is x * 103 >> 10 for x < 100; no
-// lane's product reaches the next).  Checked against std::to_chars for
-// every v < 10^8.
-__attribute__((always_inline)) inline uint64_t digits8(uint32_t v)
-{
-	const uint64_t x = (v / 10000) | static_cast<uint64_t>(v % 10000) << 32;
-	const uint64_t hund = ((x * 5243) >> 19) & 0x0000007F0000007Full;
-	const uint64_t y = hund | (x - hund * 100) << 16;
-	const uint64_t tens = ((y * 103) >> 10) & 0x000F000F000F000Full;
-	const uint64_t z = tens | (y - tens * 10) << 8;
-	return z + 0x3030303030303030ull;
-}
-__attribute__((always_inline)) inline char *dec_text(char *p, uint64_t v)
-{
-	static constexpr uint64_t kPow10[20] = {1ull,
-						10ull,
-						100ull,
-						1000ull,
-						10000ull,
-						100000ull,
-						1000000ull,
-						10000000ull,
-						100000000ull,
-						1000000000ull,
-						10000000000ull,
-						100000000000ull,
-						1000000000000ull,
-						10000000000000ull,
-						100000000000000ull,
-						1000000000000000ull,
-						10000000000000000ull,
-						100000000000000000ull,
-						1000000000000000000ull,
-						10000000000000000000ull};
-	if (v == 0) {
-		*p = '0';
-		return p + 1;
-	}
-	const unsigned t = static_cast<unsigned>(64 - __builtin_clzll(v)) * 1233 >> 12; // ~log10
-	const unsigned n = t + 1 - (v < kPow10[t]);
-	if (v < 100000000) { // the last n of digits8()'s 8 (8 bytes written)
-		const uint64_t d = digits8(static_cast<uint32_t>(v)) >> (8 * (8 - n));
-		std::memcpy(p, &d, 8);
-		return p + n;
-	}
-	if (v <= UINT32_MAX) { // 1 or 2 digits, then 8
-		const uint32_t top = static_cast<uint32_t>(v / 100000000);
-		const uint64_t d = digits8(static_cast<uint32_t>(v - top * uint64_t{100000000}));
-		if (top >= 10)
-			std::memcpy(p, kDigits2.d + 2 * top, 2);
-		else
-			*p = static_cast<char>('0' + top);
-		std::memcpy(p + n - 8, &d, 8);
-		return p + n;
-	}
-	dec_digits(p + n, v);
-	return p + n;
-}
-__attribute__((always_inline)) inline char *dec_text(char *p, int64_t v)
-{
-	if (v < 0) {
-		*p++ = '-';
-		return dec_text(p, 0 - static_cast<uint64_t>(v));
-	}
-	return dec_text(p, static_cast<uint64_t>(v));
-}
-
-// Line::us()'s digits of the previous value's microseconds / 1000.
-struct UsDigits {
-	uint64_t hi = UINT64_MAX;
-	uint64_t base = 0; // hi * 1000000: the first nanosecond of hi
-	char text[16] = {};
-	size_t len = 0;
-};
-
-// JsonWriter::fixed(v, 3) at p (32 bytes of room): microseconds from
-// nanoseconds.  The digits above the last three whole microseconds come
-// from `c` when they are the previous call's (successive times of a trace
-// share them), the last three and the fraction from a table: a conversion
-// of every digit was a sixth of the JSON export's time.
-__attribute__((always_inline)) inline char *us_text(char *p, int64_t v, UsDigits &c)
-{
-	if (v < 0)
-		*p++ = '-';
-	const uint64_t a = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
-	// Most often of the previous call's hi: the rest in 32 bits.
-	const uint64_t r = a - c.base;
-	if (__builtin_expect(r < 1000000 && c.hi != UINT64_MAX, 1)) {
-		const uint32_t r32 = static_cast<uint32_t>(r), us = r32 / 1000;
-		std::memcpy(p, c.text, sizeof c.text);
-		p += c.len;
-		std::memcpy(p, kDigits3.d[us], 4); // ddd.
-		std::memcpy(p + 4, kDigits3.d[r32 - us * 1000], 4);
-		return p + 7;
-	}
-	const uint64_t q = a / 1000;
-	if (q < 1000) {
-		p = std::to_chars(p, p + 24, q).ptr;
-		*p++ = '.';
-	} else {
-		const uint64_t hi = q / 1000; // at most 13 digits
-		if (hi != c.hi) {
-			c.len = static_cast<size_t>(std::to_chars(c.text, c.text + sizeof c.text, hi).ptr -
-						    c.text);
-			c.hi = hi;
-			c.base = hi * 1000000;
-		}
-		std::memcpy(p, c.text, sizeof c.text); // 16 bytes fit in the 32
-		p += c.len;
-		std::memcpy(p, kDigits3.d[q % 1000], 4); // ddd.
-		p += 4;
-	}
-	std::memcpy(p, kDigits3.d[a % 1000], 4); // the 4th past the end: room
-	return p + 3;
-}
-
-class Line {
-public:
-	bool ok = true;
-	std::string_view text() const { return std::string_view(b_, static_cast<size_t>(p_ - b_)); }
-	Line &lit(std::string_view s)
-	{
-		if (room(s.size()))
-			p_ = copy(p_, s);
-		return *this;
-	}
-	Line &str(std::string_view s)
-	{
-		if (!room(s.size() + 2))
-			return *this;
-		if (!json_plain(s)) {
-			ok = false;
-			return *this;
-		}
-		*p_++ = '"';
-		p_ = copy(p_, s);
-		*p_++ = '"';
-		return *this;
-	}
-
-private:
-	char b_[1024];
-	char *p_ = b_;
-	static char *copy(char *d, std::string_view s)
-	{
-		if (!s.empty())
-			std::memcpy(d, s.data(), s.size());
-		return d + s.size();
-	}
-	bool room(size_t n)
-	{
-		if (static_cast<size_t>(b_ + sizeof b_ - p_) < n)
-			ok = false;
-		return ok;
-	}
-};
-
 class JsonSink final : public Sink {
 public:
 	JsonSink(FILE *out, int64_t t0) : out_(out), t0_(t0)
 	{
-		static const char kTop[] = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
 		text_.reserve(kFlushAt + sizeof(PairSlot::text)); // pair()'s room below kFlushAt
-		text_.append(kTop, sizeof kTop - 1);
+		text_.append(syntax_.open.data(), syntax_.open.size());
 	}
 
 	void machine(uint32_t m, uint64_t uuid, const std::string &name) override
@@ -1038,13 +880,13 @@ public:
 	}
 	void process(uint64_t uuid, int64_t pid, const std::string &name) override
 	{
-		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p', {}, {}, {}, {}, 0};
+		tracks_[uuid] = Track{pid, 0, std::string(), false, 'p', {}, {}, {}, 0};
 		forget_pair(uuid);
 		process_name(pid, name);
 	}
 	void thread(uint64_t uuid, uint64_t, int64_t pid, int64_t tid, const std::string &name) override
 	{
-		tracks_[uuid] = Track{pid, tid, std::string(), false, 't', {}, {}, {}, {}, 0};
+		tracks_[uuid] = Track{pid, tid, std::string(), false, 't', {}, {}, {}, 0};
 		forget_pair(uuid);
 		thread_name(pid, tid, name);
 	}
@@ -1054,11 +896,10 @@ public:
 		// A track of no process or thread (the kernel's own events) is
 		// global, or its machine's.
 		if (parent && machines_.count(parent))
-			tracks_[uuid] = Track{pid, 0, name, false, 'p', {}, {}, {}, {}, 0};
+			tracks_[uuid] = Track{pid, 0, name, false, 'p', {}, {}, {}, 0};
 		else
-			tracks_[uuid] =
-				Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g', {}, {},
-				      {},  {},  0};
+			tracks_[uuid] = Track{pid, tid, name, !counter && parent != 0, parent ? 't' : 'g', {},
+					      {},  {},  0};
 		forget_pair(uuid);
 	}
 	void begin(int64_t ts, uint64_t track, const std::string &name, const Args &args,
@@ -1092,7 +933,7 @@ public:
 			slot.gen = h.gen;
 		}
 		seen(ts);
-		if (h.ok && put_line(h.text, ts, args))
+		if (put_line(h.text, ts, args))
 			return;
 		JsonWriter w = start_event(t.async ? "b" : "B");
 		w.key("name").str(slot.name);
@@ -1120,7 +961,7 @@ public:
 		}
 		h.gen = gen;
 		seen(ts);
-		if (!(h.ok && put_line(h.text, ts, args))) {
+		if (!put_line(h.text, ts, args)) {
 			JsonWriter w = start_event(t.async ? "e" : "E");
 			w.key("name").str(name);
 			if (t.async)
@@ -1183,7 +1024,7 @@ public:
 		// track's 2 (a thread's waits and the releases it gives).
 		const Track::Head &h = x_head(t, name);
 		seen(ts);
-		if (!(h.ok && put_line(h.text, ts, args, &dur))) {
+		if (!put_line(h.text, ts, args, &dur)) {
 			JsonWriter w = start_event("X");
 			w.key("name").str(name);
 			where(w, t, ts);
@@ -1250,7 +1091,8 @@ public:
 				cpu_event("E", static_cast<uint32_t>(cr.first >> 32),
 					  static_cast<uint32_t>(cr.first), last_, cr.second.comm, -1, 0);
 		settle();
-		text_.append("]}\n", 3);
+		text_.append(syntax_.end.data(), syntax_.end.size());
+		text_.append("\n", 1); // the file's last line ends
 		flush();
 		return !failed_;
 	}
@@ -1261,27 +1103,26 @@ private:
 		std::string name;
 		bool async = false;
 		char scope = 't'; // of instants: thread, process, global
-		// Line's text of where() but the time: ,"pid":P,"tid":T,"ts":
-		// (made at the track's first event), and of async_id().
-		mutable std::string at, id;
+		// The text of where() but the time: ,"pid":P,"tid":T,"ts":
+		// (made at the track's first event; flow()'s).
+		mutable std::string at;
 		// A B/b (0) and an E/e (1) line up to its time, for the slice
-		// name it was made for (head_line()); ok false when Line could
-		// not make it.
+		// name it was made for (head_line()).
 		// A begin's head also keeps the name it was given (src; name is
 		// the name shown) and a number (gen) unique to its shown name,
 		// which the end's head and the open slices' names keep too.
 		struct Head {
 			std::string name, text, src;
 			uint64_t gen = 0;
-			bool ok = false, made = false;
-			// Made for name from l's text (put_line() copies kHeadCopy
-			// bytes at once, or 32 at a time: room for them).
-			void set(const std::string &n, const Line &l)
+			bool made = false;
+			// Made for name: its text cut from a JsonWriter's (put_line()
+			// copies kHeadCopy bytes at once, or 32 at a time: room for
+			// them).
+			void set(const std::string &n, std::string &&head)
 			{
 				name = n;
-				text = l.text();
+				text = std::move(head);
 				text.reserve(std::max(text.size() + 32, kHeadCopy));
-				ok = l.ok;
 				made = true;
 			}
 		};
@@ -1291,7 +1132,7 @@ private:
 		mutable uint8_t xmru = 0;
 	};
 	// complete()'s head of t for name: {"ph":"X","name":NAME,"pid":P,"tid":T,"ts":
-	// (byte for byte Line's), made when neither of t's 2 is for it.
+	// made when neither of t's 2 is for it.
 	__attribute__((always_inline)) const Track::Head &x_head(const Track &t, const std::string &name)
 	{
 		for (uint8_t k = 0; k < 2; k++) {
@@ -1307,10 +1148,7 @@ private:
 	{
 		t.xmru ^= 1;
 		Track::Head &h = t.xheads[t.xmru];
-		Line l;
-		l.lit("{\"ph\":\"X\",\"name\":").str(name);
-		l.lit(at_of(t));
-		h.set(name, l);
+		h.set(name, head_text(t, 0, "X", nullptr, name, false));
 		return h;
 	}
 	// The names of a track's open slices, innermost last: v[0, n) (the
@@ -1334,8 +1172,9 @@ private:
 	};
 	FILE *out_;
 	int64_t t0_;
-	int64_t last_ = INT64_MIN; // the latest time written
-	UsDigits at_us_, dur_us_;  // Line::us()'s digits of times and of durations
+	int64_t last_ = INT64_MIN;       // the latest time written
+	const JsonSyntax syntax_;        // a copy of its own: reached from `this` on the per-event path
+	JsonFixed3Cache at_us_, dur_us_; // the digits of times and of durations
 	// {"displayTimeUnit":"ns","traceEvents":[ then one event a line, each
 	// an object, drained into out_ at kFlushAt.  The lines of the per-event
 	// path are written straight into text_; a JsonWriter writes its event
@@ -1388,7 +1227,7 @@ private:
 	// pair()'s tracks, by the top 6 bits of their uuid's hash: the two
 	// lines of a pair of the track (after another line: ",\n" first) for
 	// a name (up to kPairName bytes) and times of hi whole milliseconds
-	// after t0_ (us_text()'s cached digits; base: its first nanosecond
+	// after t0_ (json_fixed3_text()'s cached digits; base: its first nanosecond
 	// after t0_), the last 6 digits of each time (at at[0], at[1]) left
 	// to write.  len 0: none (hi 0 or past kPairHiMax, lines too long, or
 	// the track's heads made again since: forget_pair()).
@@ -1442,10 +1281,6 @@ private:
 				make_head(t, track, 1, b.name);
 			e.gen = b.gen;
 		}
-		if (!b.ok || !e.ok) {
-			Sink::pair(ts, end, track, name);
-			return;
-		}
 		pair_lines(b, e, ts, end);
 		ps.uuid = track;
 		ps.len = 0;
@@ -1466,10 +1301,12 @@ private:
 			return;
 		char tmp[2 * (2 + kHeadCopy + 32 + 12) + sizeof ps.text];
 		const int64_t ts = t0_ + static_cast<int64_t>(hi * 1000000);
+		// Each time's last 7 bytes (ddd.ddd) before the line's close.
+		const size_t back = 7 + syntax_.close[0].len;
 		char *p = bare_line(tmp, b.text, ts);
-		ps.at[0] = static_cast<uint32_t>(p - tmp - 8); // ddd.ddd}
+		ps.at[0] = static_cast<uint32_t>(p - tmp - back);
 		p = bare_line(p, e.text, ts);
-		ps.at[1] = static_cast<uint32_t>(p - tmp - 8);
+		ps.at[1] = static_cast<uint32_t>(p - tmp - back);
 		std::memcpy(ps.text, tmp, sizeof ps.text);
 		ps.len = static_cast<uint32_t>(p - tmp);
 	}
@@ -1487,17 +1324,9 @@ private:
 			std::memcpy(p, ps.text, kPairCopy);
 		else
 			std::memcpy(p, ps.text, sizeof ps.text);
-		us_last6(p + ps.at[0], ra);
-		us_last6(p + ps.at[1], rz);
+		json_fixed3_last6(p + ps.at[0], ra);
+		json_fixed3_last6(p + ps.at[1], rz);
 		text_.commit(ps.len);
-	}
-	// The last 6 digits of us_text() of a time r ns into its millisecond,
-	// and the line's closing brace: ddd.ddd}
-	static void us_last6(char *p, uint32_t r)
-	{
-		const uint32_t q = r / 1000;
-		std::memcpy(p, kDigits3.d[q], 4);                     // ddd.
-		std::memcpy(p + 4, kDigits3Close.d[r - q * 1000], 4); // ddd}
 	}
 	// A begin's line of head b at ts and an end's of head e at end.
 	__attribute__((noinline)) void pair_lines(const Track::Head &b, const Track::Head &e, int64_t ts,
@@ -1544,7 +1373,8 @@ private:
 	void next_line()
 	{
 		line_ready();
-		slow_ += any_ ? ",\n" : "\n";
+		const JsonSyntax::Short &sep = syntax_.sep[any_];
+		slow_.append(sep.text, sep.len);
 		any_ = true;
 	}
 	// A JsonWriter's event, once written, into text_.
@@ -1576,28 +1406,22 @@ private:
 		any_ = true;
 	}
 	// The separator at p of a line after another (",\n") or of the first
-	// ("\n"), without a branch.
-	__attribute__((always_inline)) char *line_sep(char *p) const
-	{
-		*p = ',';
-		p += any_;
-		*p++ = '\n';
-		return p;
-	}
+	// ("\n"), without a branch (8 bytes of room).
+	__attribute__((always_inline)) char *line_sep(char *p) const { return syntax_.sep[any_].put(p); }
 	// A line's start at p: its separator, `head` (its text up to the
 	// time), the time and, with dur, ,"dur":DUR (an X's).  Room: 2 + head
-	// + kHeadCopy + 32 (+ 7 + 32 with dur).
+	// + kHeadCopy + 32 (+ 8 + 32 with dur).
 	__attribute__((always_inline)) char *line_start(char *p, std::string_view head, int64_t ts,
 							const int64_t *dur)
 	{
 		p = copy_line_head(line_sep(p), head);
-		p = us_text(p, ts - t0_, at_us_);
+		p = json_fixed3_text(p, ts - t0_, at_us_);
 		return dur_text(p, dur);
 	}
 	// The latest time written, for finish()'s ends of runs.
 	__attribute__((always_inline)) void seen(int64_t ts) { last_ = ts > last_ ? ts : last_; }
 	// An event's object opened, on a line of its own, with its phase, by a
-	// writer of its own (the rare events, and those Line cannot take).
+	// writer of its own (the rare events, and those put_line() gives up).
 	JsonWriter start_event(const char *ph)
 	{
 		next_line();
@@ -1613,11 +1437,16 @@ private:
 	}
 	void where(JsonWriter &w, const Track &t, int64_t ts)
 	{
+		place(w, t);
+		time(w, ts);
+	}
+	// where() up to the time's key.
+	static void place(JsonWriter &w, const Track &t)
+	{
 		w.key("pid").i64(t.pid);
 		if (t.scope == 't')
 			w.key("tid").i64(t.tid);
 		w.key("ts");
-		time(w, ts);
 	}
 	// Kept with 16 bytes of capacity past its end (flow() copies it 16
 	// at a time).
@@ -1629,21 +1458,34 @@ private:
 	}
 	__attribute__((noinline)) static void make_at(const Track &t)
 	{
-		char b[24];
-		t.at = ",\"pid\":";
-		t.at.append(b, static_cast<size_t>(std::to_chars(b, b + sizeof b, t.pid).ptr - b));
-		if (t.scope == 't') {
-			t.at += ",\"tid\":";
-			t.at.append(b, static_cast<size_t>(std::to_chars(b, b + sizeof b, t.tid).ptr - b));
-		}
-		t.at += ",\"ts\":";
+		JsonPieces a;
+		a.w().begin_object().key("id");
+		a.cut();
+		place(a.w(), t);
+		t.at = a.cut();
 		t.at.reserve(t.at.size() + 16);
+	}
+	// A line's head, its text up to the time, cut from a JsonWriter's:
+	// {"ph":PH[,"s":SCOPE],"name":NAME[,"cat":"lock","id":ID],"pid":P[,"tid":T],"ts":
+	static std::string head_text(const Track &t, uint64_t track, const char *ph, const char *scope,
+				     const std::string &name, bool id)
+	{
+		JsonPieces h;
+		JsonWriter &w = h.w();
+		w.begin_object().key("ph").str(ph);
+		if (scope)
+			w.key("s").str(scope);
+		w.key("name").str(name);
+		if (id)
+			async_id(w, track);
+		place(w, t);
+		return h.cut();
 	}
 	// A slice's begin (kind 0) or end (1), or an instant (2, on a track
 	// of scope t, p or g), on track t, put: its text up to the time is the
 	// track's, made once per name (a lock's holds: one name, 2 lines each;
-	// an event class's instants): byte for byte what Line makes of its
-	// parts.  False (nothing written) when Line cannot.
+	// an event class's instants).  False (nothing written) when
+	// put_line() gives up.
 	bool head_line(const Track &t, uint64_t track, int kind, const std::string &name, int64_t ts,
 		       const Args &args)
 	{
@@ -1651,83 +1493,51 @@ private:
 		if (!h.made || h.name.size() != name.size() || !same(h.name.data(), name))
 			make_head(t, track, kind, name);
 		seen(ts);
-		return h.ok && put_line(h.text, ts, args);
+		return put_line(h.text, ts, args);
 	}
 	void make_head(const Track &t, uint64_t track, int kind, const std::string &name)
 	{
 		forget_pair(track);
 		Track::Head &h = t.heads[kind];
-		{
-			static const char *const kPh[2][2] = {
-				{"{\"ph\":\"B\",\"name\":", "{\"ph\":\"b\",\"name\":"},
-				{"{\"ph\":\"E\",\"name\":", "{\"ph\":\"e\",\"name\":"}};
-			static const char *const kInstant[] = {
-				"{\"ph\":\"i\",\"s\":\"t\",\"name\":", "{\"ph\":\"i\",\"s\":\"p\",\"name\":",
-				"{\"ph\":\"i\",\"s\":\"g\",\"name\":"};
-			Line l;
-			if (kind == 2)
-				l.lit(kInstant[t.scope == 't' ? 0 : t.scope == 'p' ? 1 : 2]).str(name);
-			else
-				l.lit(kPh[kind][t.async]).str(name);
-			if (kind != 2 && t.async)
-				async_id(l, t, track);
-			l.lit(at_of(t));
-			h.set(name, l);
-		}
+		static const char *const kPh[2][2] = {{"B", "b"}, {"E", "e"}};
+		if (kind == 2) // an instant's, of a track of scope t, p or g
+			h.set(name, head_text(t, track, "i",
+					      t.scope == 't'   ? "t"
+					      : t.scope == 'p' ? "p"
+							       : "g",
+					      name, false));
+		else
+			h.set(name, head_text(t, track, kPh[kind][t.async], nullptr, name, t.async));
 	}
 	// An event's line straight into text_: `head` (its text up to the
-	// time), the time, the arguments and the closing brace, byte for byte
-	// what Line makes of them.  False (nothing written) when an argument
-	// has anything to escape.
+	// time), the time, the arguments and the closing brace.  False
+	// (nothing written) when an argument has anything to escape, or its
+	// names are more or longer than an ArgsText holds.
 	// With dur: ,"dur":DUR after the time (an X's).
 	__attribute__((always_inline)) bool put_line(std::string_view head, int64_t ts, const Args &args,
 						     const int64_t *dur = nullptr)
 	{
-		if (args.layout) {
+		if (__builtin_expect(args.layout != 0, 1)) { // an event class's fields
 			const ArgsText &at = args_text(args);
-			if (__builtin_expect(at.ok, 1))
-				return put_line_known(head, ts, args, at, dur);
+			return __builtin_expect(at.ok, 1) && put_line_known(head, ts, args, at, dur);
 		}
-		size_t need = 2 + head.size() + kHeadCopy + 32 + 12 + (dur ? 7 + 32 : 0);
-		for (const Arg &a : args)
-			need += a.name.size() + (a.kind == Arg::Str ? a.s.size() : 0) + 48;
-		char *const p0 = line_room(need);
-		char *p = line_start(p0, head, ts, dur);
-		if (!args.empty()) {
-			std::memcpy(p, ",\"args\":{", 9);
-			p += 9;
-			for (size_t k = 0; k < args.size(); k++) {
-				const Arg &a = args[k];
-				if (k)
-					*p++ = ',';
-				if (!json_plain(a.name))
-					return false;
-				*p++ = '"';
-				std::memcpy(p, a.name.data(), a.name.size());
-				p += a.name.size();
-				*p++ = '"';
-				*p++ = ':';
-				if (a.kind == Arg::Str && !json_plain(a.s))
-					return false;
-				p = put_arg_value(p, a);
-			}
-			*p++ = '}';
+		const ArgsText *at = &kNoArgs;
+		if (!args.empty()) { // names of no class (a handover's): made for this event
+			make_args_text(args_scratch_, args);
+			at = &args_scratch_;
 		}
-		*p++ = '}';
-		line_done(p0, p);
-		return true;
+		return at->ok && put_line_known(head, ts, args, *at, dur);
 	}
 	// The text around the values of an Args of a layout (an event class's
 	// fields): ,"args":{"NAME": before the first, ,"NAME": before each
-	// other, each in a slot of kArgPre bytes copied whole; by layout, in
-	// a slot by its hash, with the names' views it was made of.  ok false:
-	// too many names, one too long or with anything to escape (put_line()
-	// then writes them one by one).
+	// other (cut from a JsonWriter's text), each in a slot of kArgPre bytes
+	// copied whole; by layout, in a slot by its hash.  ok false: too many
+	// names or one too long (put_line() then gives up).
 	// A layout's names are its class's (Args::layout): known by the
 	// layout and their number alone (a damaged event may have fewer).
 	// strs: whether any argument was a string when made (a class's fields
 	// keep their kinds; one found otherwise makes put_line_known() give up).
-	static constexpr size_t kArgsKnown = 8, kArgPre = 32;
+	static constexpr size_t kArgsKnown = 16, kArgPre = 32;
 	struct ArgsText {
 		uint64_t layout = 0;
 		uint32_t n = 0;
@@ -1736,6 +1546,8 @@ private:
 		char pre[kArgsKnown][kArgPre];
 	};
 	ArgsText args_texts_[64];
+	ArgsText args_scratch_;                                       // an Args of no layout's
+	static constexpr ArgsText kNoArgs{0, 0, true, false, {}, {}}; // an empty one's
 	const ArgsText &args_text(const Args &args)
 	{
 		ArgsText &at = args_texts_[args.layout * 0x9e3779b97f4a7c15ull >> 58];
@@ -1749,23 +1561,22 @@ private:
 		at.n = static_cast<uint32_t>(args.size());
 		at.ok = args.size() <= kArgsKnown;
 		at.strs = false;
-		for (size_t k = 0; at.ok && k < args.size(); k++) {
-			const std::string_view name = args[k].name;
+		if (!at.ok)
+			return;
+		JsonPieces a;
+		a.w().begin_object().key("ts");
+		a.cut();
+		a.w().key("args").begin_object();
+		for (size_t k = 0; k < args.size(); k++) {
 			at.strs = at.strs || args[k].kind == Arg::Str;
-			const size_t lead = k ? 2 : 10; // ,"  or  ,"args":{"
-			if (!json_plain(name) || lead + name.size() + 2 > kArgPre) {
+			a.w().key(args[k].name);
+			const std::string pre = a.cut();
+			if (pre.size() > kArgPre) {
 				at.ok = false;
-				break;
+				return;
 			}
-			char *p = at.pre[k];
-			std::memcpy(p, k ? ",\"" : ",\"args\":{\"", lead);
-			p += lead;
-			if (!name.empty())
-				std::memcpy(p, name.data(), name.size());
-			p += name.size();
-			*p++ = '"';
-			*p++ = ':';
-			at.len[k] = static_cast<uint8_t>(p - at.pre[k]);
+			std::memcpy(at.pre[k], pre.data(), pre.size());
+			at.len[k] = static_cast<uint8_t>(pre.size());
 		}
 	}
 	// put_line() of arguments whose text around the values is at's.
@@ -1790,51 +1601,34 @@ private:
 				return false;
 			p = put_arg_value(p, a);
 		}
-		if (n)
-			*p++ = '}';
-		*p++ = '}';
+		p = syntax_.close[n != 0].put(p);
 		line_done(p0, p);
 		return true;
 	}
-	// An argument's value at p, byte for byte what Line makes of it: the
-	// end of what it wrote.  A string must have nothing to escape and its
-	// room counted (the callers check, each as it knows).  Shared by
-	// put_line() and put_line_known(), inlined into both: it is on every
-	// event's path.
+	// An argument's value at p, as json_args() writes it: the end of what
+	// it wrote.  A string must have nothing to escape and its room counted
+	// (the caller checks).  Inlined: it is on every event's path.
 	static inline __attribute__((always_inline)) char *put_arg_value(char *p, const Arg &a)
 	{
 		switch (a.kind) {
 		case Arg::Int:
-			p = dec_text(p, a.i);
-			break;
+			return json_i64_text(p, a.i);
 		case Arg::Uint:
-			p = dec_text(p, a.u);
-			break;
+			return json_u64_text(p, a.u);
 		case Arg::Real:
-			if (!std::isfinite(a.d)) {
-				std::memcpy(p, "null", 4);
-				p += 4;
-			} else {
-				p += std::snprintf(p, 40, "%.17g", a.d);
-			}
-			break;
+			return json_f64_text(p, a.d);
 		case Arg::Str:
-			*p++ = '"';
-			if (!a.s.empty())
-				std::memcpy(p, a.s.data(), a.s.size());
-			p += a.s.size();
-			*p++ = '"';
-			break;
+			return json_plain_text(p, a.s);
 		}
 		return p;
 	}
-	// ,"dur":DUR at p when dur is given (Line's .lit(",\"dur\":").us(*dur, dur_us_)).
+	// ,"dur":DUR at p when dur is given (8 + 32 bytes of room).
 	__attribute__((always_inline)) char *dur_text(char *p, const int64_t *dur)
 	{
 		if (!dur)
 			return p;
-		std::memcpy(p, ",\"dur\":", 7);
-		return us_text(p + 7, *dur, dur_us_);
+		p = syntax_.dur.put(p);
+		return json_fixed3_text(p, *dur, dur_us_);
 	}
 	// A line's head at p: kHeadCopy bytes at once when it is no longer,
 	// else 32 at a time (heads are kept with that much capacity,
@@ -1862,30 +1656,23 @@ private:
 	// JsonWriter, each flow was a tenth of a pthread trace's export).
 	void flow(const char *ph, uint64_t id, const Track &t, int64_t ts)
 	{
-		static const char kS[] = "{\"ph\":\"s\",\"cat\":\"lock\",\"name\":\"handover\",\"id\":";
-		static const char kF[] =
-			"{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"lock\",\"name\":\"handover\",\"id\":";
 		if (ph[0] != 's' && ph[0] != 'f') {
 			flow_writer(ph, id, t, ts);
 			return;
 		}
+		const std::string &head = syntax_.flow[ph[0] == 'f'];
 		const std::string &at = at_of(t);
 		seen(ts);
-		char *const p0 = line_room(2 + sizeof kF + 24 + at.size() + 16 + 32 + 2);
+		char *const p0 = line_room(8 + head.size() + 24 + at.size() + 16 + 32 + 8);
 		char *p = line_sep(p0);
-		if (ph[0] == 's') {
-			std::memcpy(p, kS, sizeof kS - 1);
-			p += sizeof kS - 1;
-		} else {
-			std::memcpy(p, kF, sizeof kF - 1);
-			p += sizeof kF - 1;
-		}
-		p = dec_text(p, static_cast<uint64_t>(id & 0x7fffffffffffffULL));
+		std::memcpy(p, head.data(), head.size());
+		p += head.size();
+		p = json_u64_text(p, static_cast<uint64_t>(id & 0x7fffffffffffffULL));
 		for (size_t k = 0; k < at.size(); k += 16) // no call for its few bytes
 			std::memcpy(p + k, at.data() + k, 16);
 		p += at.size();
-		p = us_text(p, ts - t0_, at_us_);
-		*p++ = '}';
+		p = json_fixed3_text(p, ts - t0_, at_us_);
+		p = syntax_.close[0].put(p);
 		line_done(p0, p);
 	}
 	void flow_writer(const char *ph, uint64_t id, const Track &t, int64_t ts)
@@ -1898,22 +1685,11 @@ private:
 		where(w, t, ts);
 		w.end_object();
 	}
-	void async_id(JsonWriter &w, uint64_t track)
+	static void async_id(JsonWriter &w, uint64_t track)
 	{
 		char b[32] = {'0', 'x'}; // "0x%" PRIx64, per event: no snprintf
 		char *e = std::to_chars(b + 2, b + sizeof b, track, 16).ptr;
 		w.key("cat").str("lock").key("id").str(std::string_view(b, static_cast<size_t>(e - b)));
-	}
-	static void async_id(Line &l, const Track &t, uint64_t track)
-	{
-		if (t.id.empty()) {
-			char b[24];
-			t.id = ",\"cat\":\"lock\",\"id\":\"0x" +
-			       std::string(b, static_cast<size_t>(
-						      std::to_chars(b, b + sizeof b, track, 16).ptr - b)) +
-			       "\"";
-		}
-		l.lit(t.id);
 	}
 	void json_args(JsonWriter &w, const Args &args)
 	{
@@ -1946,7 +1722,7 @@ private:
 	{
 		JsonWriter w = start_event(ph);
 		w.key("name").str(comm);
-		where(w, Track{machine_pid(m), cpu, std::string(), false, 't', {}, {}, {}, {}, 0}, ts);
+		where(w, Track{machine_pid(m), cpu, std::string(), false, 't', {}, {}, {}, 0}, ts);
 		if (tid >= 0) {
 			w.key("args").begin_object().key("tid").i64(tid);
 			if (ph[0] == 'E')

@@ -1,0 +1,279 @@
+/*
+ * record_session.cpp - `strata record`'s steps 3 and 4 (record.h): a
+ * daemon, the running one or a private one of its own (PrivateDaemon:
+ * started on a private socket, ready when it says so, ended with
+ * record), then the session: created (owned by this connection, scoped
+ * to CMD's process tree where it can be), its rules enabled, started.
+ * After CMD, the session found again when another daemon took it up.
+ */
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <string>
+#include <vector>
+
+#include "strata_kabi.h"
+#include "commands.h"
+#include "proto/sock.h"
+#include "record.h"
+
+namespace strata {
+namespace cli {
+namespace record {
+
+namespace {
+
+// Our own daemon instead of the running one, `cl` connected to it.
+bool go_private(CtlClient &cl, PrivateDaemon &priv)
+{
+	std::string err, e = priv.start();
+	if (!e.empty() || cl.open(priv.socket, err) < 0) {
+		fprintf(stderr, "strata record: %s\n", e.empty() ? err.c_str() : e.c_str());
+		return false;
+	}
+	return true;
+}
+
+} // namespace
+
+// Start it and wait (bounded) until it listens.  "" or an error text.
+std::string PrivateDaemon::start()
+{
+	std::string exe = cli::find_consumerd();
+	if (exe.empty())
+		return "no strata-consumerd running, and none found next to strata or in PATH";
+	std::string e = make_dir();
+	if (!e.empty())
+		return e;
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return std::string("pipe: ") + strerror(errno);
+	const pid_t parent = getpid();
+	pid = fork();
+	if (pid < 0)
+		return std::string("fork: ") + strerror(errno);
+	if (pid == 0)
+		exec_daemon(exe, parent, p);
+	close(p[1]);
+	return wait_ready(p[0]);
+}
+
+// Its directory, which holds its socket: in $XDG_RUNTIME_DIR, else
+// $TMPDIR, else /tmp; removed, empty, by stop().
+std::string PrivateDaemon::make_dir()
+{
+	const char *rt = getenv("XDG_RUNTIME_DIR"), *tmp = getenv("TMPDIR");
+	const char *base = rt && *rt == '/' ? rt : tmp && *tmp == '/' ? tmp : "/tmp";
+	std::string tmpl = std::string(base) + "/strata-record-XXXXXX";
+	std::vector<char> t(tmpl.begin(), tmpl.end());
+	t.push_back(0);
+	if (!mkdtemp(t.data()))
+		return std::string("mkdtemp: ") + strerror(errno);
+	dir = t.data();
+	socket = dir + "/consumerd.sock";
+	// Root's daemon serves every user (docs/security.md): a command
+	// that drops to another uid (setpriv, su, a service) still
+	// reaches it.  Another user's daemon stays private (0700).
+	if (geteuid() == 0 && chmod(dir.c_str(), 0755) < 0)
+		return std::string("chmod ") + dir + ": " + strerror(errno);
+	return "";
+}
+
+// In the forked child: the daemon, told to write "ready" to p[1].
+void PrivateDaemon::exec_daemon(const std::string &exe, pid_t parent, const int p[2])
+{
+	close(p[0]);
+	int w = fcntl(p[1], F_DUPFD, 3); // without close-on-exec
+	std::string fd = std::to_string(w);
+	setpgid(0, 0); // the terminal's ^C is for CMD, not the daemon
+	// ... but `record`'s end is its end, even by SIGKILL: it
+	// flushes every session and exits (a SIGTERM, sent when the
+	// thread that forked it, record's only one, exits).
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		_exit(0);       // record is gone already
+	for (int sig : kCaught) // ignored or caught in record
+		signal(sig, SIG_DFL);
+	signal(SIGPIPE, SIG_DFL);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, nullptr);
+	execl(exe.c_str(), exe.c_str(), "--socket", socket.c_str(), "--ready-fd", fd.c_str(), "--quiet",
+	      static_cast<char *>(nullptr));
+	fprintf(stderr, "strata record: cannot run %s: %s\n", exe.c_str(), strerror(errno));
+	_exit(127);
+}
+
+// The daemon writes "ready\n" on `fd` once listening; EOF means it
+// died.  Closes fd.
+std::string PrivateDaemon::wait_ready(int fd)
+{
+	char buf[16];
+	size_t got = 0;
+	int64_t deadline = proto::now_ms() + 10000;
+	while (got < 6) {
+		struct pollfd pf = {fd, POLLIN, 0};
+		int64_t left = deadline - proto::now_ms();
+		const int pr = left <= 0 ? 0 : poll(&pf, 1, static_cast<int>(left));
+		if (pr < 0 && errno == EINTR)
+			continue;
+		if (pr == 0) {
+			close(fd);
+			return "strata-consumerd did not become ready within 10 s";
+		}
+		ssize_t n = read(fd, buf + got, sizeof(buf) - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			close(fd);
+			return "strata-consumerd exited during start-up (see its messages above)";
+		}
+		got += static_cast<size_t>(n);
+	}
+	close(fd);
+	return "";
+}
+
+void PrivateDaemon::stop()
+{
+	if (pid > 0) {
+		kill(pid, SIGTERM);
+		int st;
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+		}
+		pid = -1;
+	}
+	if (!socket.empty())
+		unlink(socket.c_str());
+	if (!dir.empty())
+		rmdir(dir.c_str());
+}
+
+// Step 3: a daemon: the running one, or our own.
+bool open_daemon(CtlClient &cl, PrivateDaemon &priv)
+{
+	std::string err;
+	if (cl.open("", err) == 0)
+		return true;
+	std::string e = priv.start();
+	if (!e.empty()) {
+		fprintf(stderr, "strata record: %s\n", e.c_str());
+		return false;
+	}
+	if (cl.open(priv.socket, err) < 0) {
+		fprintf(stderr, "strata record: %s\n", err.c_str());
+		return false;
+	}
+	return true;
+}
+
+// Step 4: create the session, enable the rules, start it.
+bool start_session(CtlClient &cl, PrivateDaemon &priv, Record &rec)
+{
+	proto::Create &create = rec.create;
+	std::string err, why = cli::relay_unsupported(create, cl.version());
+	if (!why.empty()) {
+		fprintf(stderr, "strata record: %s\n", why.c_str());
+		return false;
+	}
+	// The session ends with this connection, however `record` ends
+	// (a daemon older than protocol version 5 cannot do that: then only
+	// `record`'s own handlers complete it).
+	if (cl.version() >= 5)
+		create.flags = proto::kCreateOwned;
+	// CMD's process tree only: a daemon too old to scope a session so
+	// would record every process of ours it serves; ours instead.
+	if (!rec.all_processes && cl.version() < proto::kTreeVersion && priv.pid < 0) {
+		fprintf(stderr,
+			"strata record: the running strata-consumerd speaks protocol %u, too old to limit "
+			"a session to %s and its descendants (%u): recording with a private daemon\n",
+			cl.version(), rec.command[0], proto::kTreeVersion);
+		if (!go_private(cl, priv))
+			return false;
+	}
+	// Where the kernel module answers processes' state queries, a process
+	// joins from the module's answer, which names users, not process trees:
+	// a tree session would record nothing, so the session records every
+	// process of ours, as --all-processes does, and says so.
+	const bool kmod = access(STRATA_KABI_DEVICE, F_OK) == 0;
+	if (!rec.all_processes && kmod)
+		fprintf(stderr,
+			"strata record: the kernel module (%s) answers which tracepoints are on here, by "
+			"user, not by process tree: recording every process of yours, not only %s and its "
+			"descendants (as --all-processes)\n",
+			STRATA_KABI_DEVICE, rec.command[0]);
+	if (!rec.all_processes && !kmod)
+		create.flags |= proto::kCreateTree;
+	if (!create.aggregate.empty() && cl.version() < proto::kAggVersion) {
+		fprintf(stderr,
+			"strata record: the running strata-consumerd speaks protocol %u, --aggregate "
+			"needs %u: restart it from this version\n",
+			cl.version(), proto::kAggVersion);
+		return false;
+	}
+	int r = cl.command(create, err);
+	if ((r == -EACCES || r == -EDQUOT) && priv.pid < 0 && geteuid() != 0) {
+		// Root's daemon writes for a user only under a directory the
+		// user owns, and within a user's share of its slots
+		// (docs/security.md): record alone instead, as with no daemon.
+		if (!go_private(cl, priv))
+			return false;
+		r = cl.command(create, err);
+	}
+	for (size_t k = 0; r == 0 && k < rec.patterns.size(); k++) {
+		proto::Rule rule;
+		rule.pattern = rec.patterns[k];
+		rule.loglevel_max = rec.loglevel;
+		r = cl.command(proto::EnableEvent{create.session, rule}, err);
+	}
+	if (r == 0)
+		r = cl.command(proto::Start{create.session}, err);
+	if (r < 0) {
+		fprintf(stderr, "strata record: %s\n", err.c_str());
+		cl.command(proto::Destroy{create.session}, err);
+		return false;
+	}
+	return true;
+}
+
+// The daemon may have died while CMD ran and another taken the session up
+// from its state (docs/crash.md, "The daemon dies"): our connection, the
+// session's owner, went with the dead one.  Find the session again on the
+// same socket, for up to 10 s (the time a supervisor such as systemd's
+// Restart= takes to start the next one); the new daemon watches our pid
+// meanwhile, as the owner.  Nothing found: the STOP that follows fails and
+// the trace is repaired, as before.  A private daemon of ours that died
+// has no successor: no wait.
+void rejoin_daemon(CtlClient &cl, const std::string &sock, const std::string &session, bool private_daemon)
+{
+	proto::Message m;
+	std::string err;
+	if (cl.call(proto::Status{session}, m, err) == 0)
+		return;
+	if (private_daemon)
+		return;
+	const int64_t deadline = proto::now_ms() + 10000;
+	while (proto::now_ms() < deadline) {
+		if (cl.open(sock, err) == 0 && cl.call(proto::Status{session}, m, err) == 0 &&
+		    m.type() == proto::Type::StatusReply &&
+		    !std::get<proto::StatusReply>(m.body).sessions.empty()) {
+			fprintf(stderr,
+				"strata record: the daemon was restarted while the command ran; the new one "
+				"took the session up\n");
+			return;
+		}
+		poll(nullptr, 0, 50);
+	}
+}
+
+} // namespace record
+} // namespace cli
+} // namespace strata
