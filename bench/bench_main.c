@@ -396,39 +396,50 @@ enum clock_part {
 	CP_N
 };
 
-static uint64_t clock_part_once(const struct strata_kclock *k, enum clock_part part)
+/* The page's parameters, loaded as the reader loads them. */
+struct clock_params {
+	uint64_t last, mask, xn, base;
+	uint32_t mult, shift;
+};
+
+static inline struct clock_params clock_params_load(const struct strata_kclock *k)
+{
+	struct clock_params p = {__atomic_load_n(&k->cycle_last, __ATOMIC_RELAXED),
+				 __atomic_load_n(&k->mask, __ATOMIC_RELAXED),
+				 __atomic_load_n(&k->xtime_nsec, __ATOMIC_RELAXED),
+				 __atomic_load_n(&k->base_ns, __ATOMIC_RELAXED),
+				 __atomic_load_n(&k->mult, __ATOMIC_RELAXED),
+				 __atomic_load_n(&k->shift, __ATOMIC_RELAXED) & 63};
+	return p;
+}
+
+static inline __attribute__((always_inline)) uint64_t clock_part_once(const struct strata_kclock *k,
+								      enum clock_part part)
 {
 	uint64_t tsc, ns = 0;
-	uint32_t seq;
+	uint32_t seq, lo;
+	struct clock_params p;
 	switch (part) {
 	case CP_FENCED_TSC:
 		return strata_kclock_rdtsc();
 	case CP_GENERAL:
 		tsc = strata_kclock_rdtsc();
-		return strata_kclock_convert(tsc, __atomic_load_n(&k->cycle_last, __ATOMIC_RELAXED),
-					     __atomic_load_n(&k->mask, __ATOMIC_RELAXED),
-					     __atomic_load_n(&k->xtime_nsec, __ATOMIC_RELAXED),
-					     __atomic_load_n(&k->base_ns, __ATOMIC_RELAXED),
-					     __atomic_load_n(&k->mult, __ATOMIC_RELAXED),
-					     __atomic_load_n(&k->shift, __ATOMIC_RELAXED) & 63);
+		p = clock_params_load(k);
+		return strata_kclock_convert(tsc, p.last, p.mask, p.xn, p.base, p.mult, p.shift);
 	case CP_CONVERT:
-		tsc = strata_kclock_rdtsc();
-		return strata_kclock_scale(tsc, __atomic_load_n(&k->cycle_last, __ATOMIC_RELAXED),
-					   __atomic_load_n(&k->mask, __ATOMIC_RELAXED),
-					   __atomic_load_n(&k->xtime_nsec, __ATOMIC_RELAXED),
-					   __atomic_load_n(&k->mult, __ATOMIC_RELAXED),
-					   __atomic_load_n(&k->shift, __ATOMIC_RELAXED) & 63) +
-		       __atomic_load_n(&k->base_ns, __ATOMIC_RELAXED);
+		tsc = strata_kclock_rdtsc_lo(&lo);
+		p = clock_params_load(k);
+		return strata_kclock_scale(tsc, lo, p.last, p.mask, p.xn, p.mult, p.shift) + p.base;
 	case CP_SEQ:
 		return strata_kclock_try(k, &ns) == 0 ? ns : 0;
 	case CP_UNFENCED:
 		seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
 		tsc = strata_kclock_rdtsc_unordered();
-		return strata_kclock_end(k, seq, tsc, &ns) == 0 ? ns : 0;
+		return strata_kclock_end(k, seq, tsc, (uint32_t)tsc, &ns) == 0 ? ns : 0;
 	case CP_SEQ_AFTER:
-		tsc = strata_kclock_rdtsc();
+		tsc = strata_kclock_rdtsc_lo(&lo);
 		seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
-		return strata_kclock_end(k, seq, tsc, &ns) == 0 ? ns : 0;
+		return strata_kclock_end(k, seq, tsc, lo, &ns) == 0 ? ns : 0;
 	default:
 		return 0;
 	}

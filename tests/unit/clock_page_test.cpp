@@ -65,7 +65,7 @@ TEST(ClockMath, CommonCaseEqualsTheGeneralForm)
 {
 	const auto same = [](uint64_t tsc, uint64_t last, uint64_t mask, uint64_t xn, uint32_t mult,
 			     uint32_t shift) {
-		ASSERT_EQ(strata_kclock_scale(tsc, last, mask, xn, mult, shift),
+		ASSERT_EQ(strata_kclock_scale(tsc, static_cast<uint32_t>(tsc), last, mask, xn, mult, shift),
 			  strata_kclock_convert(tsc, last, mask, xn, 0, mult, shift))
 			<< "tsc " << tsc << " last " << last << " mask " << mask << " xn " << xn << " mult "
 			<< mult << " shift " << shift;
