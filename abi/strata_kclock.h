@@ -27,6 +27,10 @@
 extern "C" {
 #endif
 
+/* The read's steps are inlined into every caller: a call and its spills
+ * would cost as much as the conversion (docs/benchmarks.md). */
+#define STRATA_KCLOCK_HOT __attribute__((always_inline))
+
 static inline const struct strata_kclock *strata_kclock_map(int fd)
 {
 	void *p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
@@ -51,6 +55,24 @@ static inline uint64_t strata_kclock_rdtsc(void)
 	__asm__ __volatile__("lfence; rdtsc" : "=a"(lo), "=d"(hi) : : "memory");
 	return ((uint64_t)hi << 32) | lo;
 #else
+	return 0;
+#endif
+}
+
+/* The same, and its low 32 bits again in a register of their own (*lo): a
+ * conversion that multiplies them (strata_kclock_scale) need not wait for
+ * the two halves to be joined; the asm hides that the two are equal, which
+ * the compiler would otherwise use to take them from the joined value. */
+STRATA_KCLOCK_HOT static inline uint64_t strata_kclock_rdtsc_lo(uint32_t *lo_out)
+{
+#if defined(__x86_64__)
+	uint32_t lo, hi, lo2;
+
+	__asm__ __volatile__("lfence; rdtsc; movl %%eax, %2" : "=a"(lo), "=d"(hi), "=r"(lo2) : : "memory");
+	*lo_out = lo2;
+	return ((uint64_t)hi << 32) | lo;
+#else
+	*lo_out = 0;
 	return 0;
 #endif
 }
@@ -81,40 +103,70 @@ static inline uint64_t strata_kclock_convert(uint64_t tsc, uint64_t cycle_last, 
 }
 
 /*
+ * The TSC as ns past base_ns: strata_kclock_convert without the base, its
+ * common case in 64 bits: fewer than 2^32 ticks past cycle_last (the page
+ * is refreshed every second or more often) that the mask keeps (the TSC's
+ * keeps all), so that delta is the difference of the low halves (lo: the
+ * TSC's, strata_kclock_rdtsc_lo), delta * mult fits (mult < 2^32), and no
+ * carry out of + xtime_nsec: the same value as the general form.  The
+ * checks are predicted branches beside the chain of dependent instructions
+ * from the TSC to the result, which is what a read costs beyond the fenced
+ * TSC (an event's next fence waits for it): here a subtract, a multiply,
+ * an add and a shift, where the general form also joins the TSC's halves,
+ * clamps, masks, and multiplies, adds and shifts in 128 bits.  The general form takes a TSC before cycle_last
+ * (flat: delta 0), a page left old (its writer died), a narrower mask.
+ */
+STRATA_KCLOCK_HOT static inline uint64_t strata_kclock_scale(uint64_t tsc, uint32_t lo, uint64_t last,
+							     uint64_t mask, uint64_t xn, uint32_t mult,
+							     uint32_t shift)
+{
+	uint64_t delta = tsc - last, v;
+
+	if (__builtin_expect(
+		    ((delta >> 32) | (delta & ~mask)) == 0 &&
+			    !__builtin_add_overflow((uint64_t)(uint32_t)(lo - (uint32_t)last) * mult, xn, &v),
+		    1))
+		return v >> shift;
+	return strata_kclock_convert(tsc, last, mask, xn, 0, mult, shift);
+}
+
+/*
  * A read in two halves, for a hot caller that overlaps other work with the
  * TSC read: strata_kclock_begin loads seq and reads the ordered TSC (the
- * steps before the fence are all it waits for); strata_kclock_end loads the
- * parameters, converts and re-checks seq.  Returns as strata_kclock_try_tsc.
- * Between the two a caller may do anything but touch the page.
+ * steps before the fence are all it waits for) and its low half (*lo);
+ * strata_kclock_end loads the parameters, converts and re-checks seq.
+ * Returns as strata_kclock_try_tsc.  Between the two a caller may do
+ * anything but touch the page; one short of registers may pass
+ * (uint32_t)tsc as lo rather than keep the low half live.
  */
-static inline uint64_t strata_kclock_begin(const struct strata_kclock *k, uint32_t *seq)
+STRATA_KCLOCK_HOT static inline uint64_t strata_kclock_begin(const struct strata_kclock *k, uint32_t *seq,
+							     uint32_t *lo)
 {
 	/* Acquire: pairs with the kernel's smp_wmb before the final (even)
 	 * seq store; the fields read in strata_kclock_end are at least as new. */
 	*seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
 	/* The lfence orders the TSC after the seq load, and after every load
 	 * of the caller before it. */
-	return strata_kclock_rdtsc();
+	return strata_kclock_rdtsc_lo(lo);
 }
 
-static inline int strata_kclock_end(const struct strata_kclock *k, uint32_t seq, uint64_t tsc, uint64_t *ns)
+STRATA_KCLOCK_HOT static inline int strata_kclock_end(const struct strata_kclock *k, uint32_t seq,
+						      uint64_t tsc, uint32_t lo, uint64_t *ns)
 {
 #if defined(__x86_64__)
 	if (seq & 1)
 		return 1;
-	/* Loaded in the order the conversion uses them, and converted before
-	 * the re-check (shift masked: a torn snapshot is thrown away below, a
-	 * bad page refused): each parameter is used as it arrives and only
-	 * the result stays live across the re-check, where the hot callers
-	 * need every register they have. */
+	/* Converted before the re-check (shift masked: a torn snapshot is
+	 * thrown away below, a bad page refused), so that only the result
+	 * stays live across it, where the hot callers need every register
+	 * they have. */
 	uint64_t last = __atomic_load_n(&k->cycle_last, __ATOMIC_RELAXED);
 	uint64_t mask = __atomic_load_n(&k->mask, __ATOMIC_RELAXED);
-	uint64_t delta = (int64_t)(tsc - last) > 0 ? (tsc - last) & mask : 0;
 	uint32_t mult = __atomic_load_n(&k->mult, __ATOMIC_RELAXED);
 	uint64_t xn = __atomic_load_n(&k->xtime_nsec, __ATOMIC_RELAXED);
-	unsigned __int128 p = (unsigned __int128)delta * mult + xn;
 	uint32_t shift = __atomic_load_n(&k->shift, __ATOMIC_RELAXED);
-	uint64_t v = (uint64_t)(p >> (shift & 63));
+	uint64_t v = strata_kclock_scale(tsc, lo, last, mask, xn, mult, shift & 63);
+
 	v += __atomic_load_n(&k->base_ns, __ATOMIC_RELAXED);
 	uint32_t flags = __atomic_load_n(&k->flags, __ATOMIC_RELAXED);
 
@@ -143,16 +195,17 @@ static inline int strata_kclock_end(const struct strata_kclock *k, uint32_t seq,
  * changed seq: try again); -1 when the page is not valid.  Inlined by hot
  * callers, which take any non-zero to their slow path.
  */
-static inline int strata_kclock_try_tsc(const struct strata_kclock *k, uint64_t *ns, uint64_t *tsc_out)
+STRATA_KCLOCK_HOT static inline int strata_kclock_try_tsc(const struct strata_kclock *k, uint64_t *ns,
+							  uint64_t *tsc_out)
 {
-	uint32_t seq;
-	uint64_t tsc = strata_kclock_begin(k, &seq);
+	uint32_t seq, lo;
+	uint64_t tsc = strata_kclock_begin(k, &seq, &lo);
 
 	*tsc_out = tsc;
-	return strata_kclock_end(k, seq, tsc, ns);
+	return strata_kclock_end(k, seq, tsc, lo, ns);
 }
 
-static inline int strata_kclock_try(const struct strata_kclock *k, uint64_t *ns)
+STRATA_KCLOCK_HOT static inline int strata_kclock_try(const struct strata_kclock *k, uint64_t *ns)
 {
 	uint64_t tsc;
 

@@ -39,7 +39,10 @@
  *   clock N         (strata-bench only) CPU ns of the clock read that stamps
  *                   Strata's events in this process (strata_rt_clock_now:
  *                   the module's page, the consumer's page or
- *                   clock_gettime) and which one it is (clock_id).
+ *                   clock_gettime) and which one it is (clock_id), beside
+ *                   clock_gettime; with a page, the read part by part
+ *                   (part_*_ns: the fenced TSC, the conversion, the
+ *                   seqcount, the fence).
  *   spawn N PROG..  runs each PROG N times with the argument "noop" (or
  *                   $BENCH_SPAWN_ARG) (posix_spawn + waitpid, programs
  *                   interleaved) and prints the median and minimum wall time
@@ -62,6 +65,7 @@
 #include <unistd.h>
 
 #if defined(BENCH_STRATA)
+#include "strata_kclock.h"
 #define STRATA_DEFINE_PROVIDERS
 #include "bench_tp_strata.h"
 #define EMIT_INTS(a, b) strata_tracepoint(bench, ints, a, b)
@@ -375,6 +379,96 @@ static int run_costs(void)
 /* libstrata's clock (libtrace/runtime/runtime.h, exported). */
 uint32_t strata_rt_clock_id(void);
 uint64_t strata_rt_clock_now(void);
+const struct strata_kclock *strata_rt_clock_page(void);
+
+/* The page read taken apart (docs/benchmarks.md, "The clock read, part by
+ * part"): each loop adds one step to the one before, and each iteration's
+ * result feeds a volatile store, so that, as in an event, the next
+ * iteration's fence waits for the whole chain from the TSC to the result.
+ * The page's parameters are loaded as the reader loads them. */
+enum clock_part {
+	CP_FENCED_TSC, /* lfence; rdtsc */
+	CP_GENERAL,    /* + the general conversion (clamp, mask, 128 bits) */
+	CP_CONVERT,    /* + the reader's conversion (64-bit common case) */
+	CP_SEQ,        /* + the seqcount: the reader's whole inline read */
+	CP_UNFENCED,   /* the same without the lfence */
+	CP_SEQ_AFTER,  /* the same, the seq load after the fenced TSC */
+	CP_N
+};
+
+/* The page's parameters, loaded as the reader loads them. */
+struct clock_params {
+	uint64_t last, mask, xn, base;
+	uint32_t mult, shift;
+};
+
+static inline struct clock_params clock_params_load(const struct strata_kclock *k)
+{
+	struct clock_params p = {__atomic_load_n(&k->cycle_last, __ATOMIC_RELAXED),
+				 __atomic_load_n(&k->mask, __ATOMIC_RELAXED),
+				 __atomic_load_n(&k->xtime_nsec, __ATOMIC_RELAXED),
+				 __atomic_load_n(&k->base_ns, __ATOMIC_RELAXED),
+				 __atomic_load_n(&k->mult, __ATOMIC_RELAXED),
+				 __atomic_load_n(&k->shift, __ATOMIC_RELAXED) & 63};
+	return p;
+}
+
+static inline __attribute__((always_inline)) uint64_t clock_part_once(const struct strata_kclock *k,
+								      enum clock_part part)
+{
+	uint64_t tsc, ns = 0;
+	uint32_t seq, lo;
+	struct clock_params p;
+	switch (part) {
+	case CP_FENCED_TSC:
+		return strata_kclock_rdtsc();
+	case CP_GENERAL:
+		tsc = strata_kclock_rdtsc();
+		p = clock_params_load(k);
+		return strata_kclock_convert(tsc, p.last, p.mask, p.xn, p.base, p.mult, p.shift);
+	case CP_CONVERT:
+		tsc = strata_kclock_rdtsc_lo(&lo);
+		p = clock_params_load(k);
+		return strata_kclock_scale(tsc, lo, p.last, p.mask, p.xn, p.mult, p.shift) + p.base;
+	case CP_SEQ:
+		return strata_kclock_try(k, &ns) == 0 ? ns : 0;
+	case CP_UNFENCED:
+		seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
+		tsc = strata_kclock_rdtsc_unordered();
+		return strata_kclock_end(k, seq, tsc, (uint32_t)tsc, &ns) == 0 ? ns : 0;
+	case CP_SEQ_AFTER:
+		tsc = strata_kclock_rdtsc_lo(&lo);
+		seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
+		return strata_kclock_end(k, seq, tsc, lo, &ns) == 0 ? ns : 0;
+	default:
+		return 0;
+	}
+}
+
+/* CPU ns per read of one part; the switch is on a constant (inlined per part). */
+#define CLOCK_PART_LOOP(k, part, n, out)                        \
+	do {                                                    \
+		volatile uint64_t sink_ = 0;                    \
+		double c0_ = (double)cpu_ns();                  \
+		for (uint64_t i_ = 0; i_ < (n); i_++)           \
+			sink_ += clock_part_once((k), (part));  \
+		(out) = ((double)cpu_ns() - c0_) / (double)(n); \
+	} while (0)
+
+static void run_clock_parts(const struct strata_kclock *k, uint64_t n)
+{
+	static const char *const names[CP_N] = {"fenced_tsc", "general_convert", "convert",
+						"seqcount",   "unfenced",        "seq_after_tsc"};
+	double t[CP_N];
+	CLOCK_PART_LOOP(k, CP_FENCED_TSC, n, t[CP_FENCED_TSC]);
+	CLOCK_PART_LOOP(k, CP_GENERAL, n, t[CP_GENERAL]);
+	CLOCK_PART_LOOP(k, CP_CONVERT, n, t[CP_CONVERT]);
+	CLOCK_PART_LOOP(k, CP_SEQ, n, t[CP_SEQ]);
+	CLOCK_PART_LOOP(k, CP_UNFENCED, n, t[CP_UNFENCED]);
+	CLOCK_PART_LOOP(k, CP_SEQ_AFTER, n, t[CP_SEQ_AFTER]);
+	for (int p = 0; p < CP_N; p++)
+		printf("part_%s_ns=%.1f\n", names[p], t[p]);
+}
 
 static int run_clock(uint64_t n)
 {
@@ -384,7 +478,17 @@ static int run_clock(uint64_t n)
 	for (uint64_t i = 0; i < n; i++)
 		sink += strata_rt_clock_now();
 	double t1 = (double)cpu_ns();
-	printf("strata_clock_ns=%.1f\nclock_id=%u\n", (t1 - t0) / (double)n, id);
+	struct timespec ts;
+	for (uint64_t i = 0; i < n; i++) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		sink += (uint64_t)ts.tv_nsec;
+	}
+	double t2 = (double)cpu_ns();
+	printf("strata_clock_ns=%.1f\nclock_id=%u\nclock_gettime_ns=%.1f\n", (t1 - t0) / (double)n, id,
+	       (t2 - t1) / (double)n);
+	const struct strata_kclock *k = strata_rt_clock_page();
+	if (k)
+		run_clock_parts(k, n);
 	return sink == 42; /* never: keeps `sink` alive */
 }
 #endif

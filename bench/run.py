@@ -868,6 +868,11 @@ class Bench:
             if "strata_clock_ns" in kv:
                 self.results[("clock", "strata")] = float(kv["strata_clock_ns"])
                 self.results[("clock_id", "strata")] = int(kv.get("clock_id", -1))
+            # the page read part by part (bench_main.c, run_clock_parts)
+            parts = {k[len("part_"):-len("_ns")]: float(v) for k, v in kv.items()
+                     if k.startswith("part_") and k.endswith("_ns")}
+            if parts:
+                self.results[("clock_parts",)] = parts
 
     def startup_nodaemon(self):
         progs = [self.plain]
@@ -1757,6 +1762,10 @@ def table(b):
     cs, cl = r.get(("clock", "strata")), r.get(("clock", "lttng"))
     row("clock read alone (CPU ns; Strata: %s, LTTng-UST: clock_gettime)" %
         CLOCK_NAMES.get(r.get(("clock_id", "strata")), "?"), cs, cl)
+    parts = r.get(("clock_parts",))
+    if parts and "seqcount" in parts and "fenced_tsc" in parts:
+        row("clock page's inline read over the fenced TSC (lfence; rdtsc: %.1f CPU ns)" % parts["fenced_tsc"],
+            parts["seqcount"] - parts["fenced_tsc"], None, "<= 2 ns", lambda x: x <= 2, strata_only=True)
     for w in WORKLOADS:
         s, l = r.get(("enabled", w, 1, "strata")), r.get(("enabled", w, 1, "lttng"))
         row("enabled %s minus clock read, 1 thread (CPU ns/event)" % w,
@@ -2049,6 +2058,16 @@ def report_lines(b, work):
     if ("costs",) in b.results:
         out.append("building blocks (CPU ns each): " + ", ".join(
             "%s %s" % (k[:-3], v) for k, v in b.results[("costs",)].items()))
+    parts = b.results.get(("clock_parts",))
+    if parts and "fenced_tsc" in parts:
+        f = parts["fenced_tsc"]
+        out.append("the clock page's read part by part (CPU ns; docs/benchmarks.md): fenced TSC %.1f; "
+                   "+ conversion %.1f (+%.1f; the general 128-bit form +%.1f); + seqcount, the whole "
+                   "inline read %.1f (+%.1f); without the fence %.1f; seq loaded after the TSC %.1f" % (
+                       f, parts.get("convert", 0), parts.get("convert", 0) - f,
+                       parts.get("general_convert", 0) - f, parts.get("seqcount", 0),
+                       parts.get("seqcount", 0) - f, parts.get("unfenced", 0),
+                       parts.get("seq_after_tsc", 0)))
     for k, v in sorted(b.results.items()):
         if k[0] == "enabled_wall":
             out.append("wall time: enabled %s %s, %d thread(s): %.1f ns/event/thread" % (k[3], k[1], k[2], v))

@@ -262,8 +262,17 @@ extern "C" STRATA_EXPORT int strata_rt_clock_offer(int fd)
 
 extern "C" STRATA_EXPORT uint64_t strata_rt_clock_now(void)
 {
+	using namespace strata;
+	uint64_t ns;
+	// A page chosen: the clock is decided (its pointer is stored after the
+	// choice), read it as the event path does, without the call to
+	// strata_rt_clock_id (through the PLT: it is exported).  Acquire: as
+	// clock_now()'s.
+	const strata_kclock *k = g_clock_page.load(std::memory_order_acquire);
+	if (__builtin_expect(k != nullptr, 1) && __builtin_expect(strata_kclock_try(k, &ns) == 0, 1))
+		return ns;
 	strata_rt_clock_id(); // decide the clock first if nobody has yet
-	return strata::clock_now();
+	return clock_now();
 }
 
 extern "C" STRATA_EXPORT const strata_kclock *strata_rt_clock_page(void)

@@ -910,8 +910,8 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	// No page, no owned lane here, no FAST_OWNER buffers: general (see above).
 	if (__builtin_expect(!k || !(t.exclusive & (1u << slot)) || !g_membarrier_global, 0))
 		return Hold ? 0 : reserve_general(r, tp, slot, size);
-	uint32_t seq;
-	const uint64_t tsc = strata_kclock_begin(k, &seq);
+	uint32_t seq, tsc_lo;
+	const uint64_t tsc = strata_kclock_begin(k, &seq, &tsc_lo);
 	STRATA_WHOOK(STRATA_W_TSC_READ);
 	// Acquire: as slot_channel's.
 	Channel *ch = g_slots[slot].load(std::memory_order_acquire);
@@ -937,7 +937,11 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
 	STRATA_WHOOK(STRATA_W_HEAD_LOADED);
 	uint64_t now;
-	const int clk = strata_kclock_end(k, seq, tsc, &now);
+	// The TSC's low half taken from tsc, not tsc_lo: one value fewer live
+	// across the code since the TSC read (it would be spilled, and its
+	// reload would lengthen the chain it was to shorten).
+	(void)tsc_lo;
+	const int clk = strata_kclock_end(k, seq, tsc, (uint32_t)tsc, &now);
 	if (__builtin_expect(clk == 0, 1)) {
 		STRATA_WHOOK(STRATA_W_CLOCK_READ);
 		const uint64_t off = head & (S - 1);

@@ -56,6 +56,38 @@ TEST(ClockMath, RateFromTwoSamples)
 	EXPECT_FALSE(tsc_rate(b, a, &mult, &shift));
 }
 
+// The reader's 64-bit common case (strata_kclock_scale) gives the general
+// 128-bit form's value to the ns, in it and at its edges: deltas just
+// below and at 2^32, a TSC before cycle_last (flat), narrower masks, a
+// carry out of + xtime_nsec (the module's page keeps ns of the second
+// shifted there), shifts 0 to 63, and a million random parameter sets.
+TEST(ClockMath, CommonCaseEqualsTheGeneralForm)
+{
+	const auto same = [](uint64_t tsc, uint64_t last, uint64_t mask, uint64_t xn, uint32_t mult,
+			     uint32_t shift) {
+		ASSERT_EQ(strata_kclock_scale(tsc, static_cast<uint32_t>(tsc), last, mask, xn, mult, shift),
+			  strata_kclock_convert(tsc, last, mask, xn, 0, mult, shift))
+			<< "tsc " << tsc << " last " << last << " mask " << mask << " xn " << xn << " mult "
+			<< mult << " shift " << shift;
+	};
+	const uint64_t last = 1ull << 50;
+	for (uint64_t d : {0ull, 1ull, 12345ull, 0xfffffffeull, 0xffffffffull, 0x100000000ull, 0x100000001ull,
+			   1ull << 40, ~0ull, ~0ull - 0xffffffffull})
+		for (uint64_t mask : {~0ull, (1ull << 32) - 1, (1ull << 40) - 1, 0xffffffff00000000ull})
+			for (uint64_t xn : {0ull, 1ull, 0xffffffffull, 1ull << 60, ~0ull})
+				for (uint32_t mult : {0u, 1u, 1503238553u, 0xffffffffu})
+					for (uint32_t shift : {0u, 1u, 24u, 32u, 63u})
+						same(last + d, last, mask, xn, mult, shift);
+	std::mt19937_64 rng(64);
+	for (int i = 0; i < 1000000; i++) {
+		const uint64_t l = rng();
+		const uint64_t d = rng() >> (rng() % 64);
+		const uint64_t mask = i % 8 ? ~0ull : ~0ull >> (rng() % 64);
+		const uint64_t xn = rng() >> (rng() % 64);
+		same(l + d, l, mask, xn, static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng() % 64));
+	}
+}
+
 // The simulated world: a TSC at ~3 GHz whose true rate (ns per cycle)
 // wanders by a random walk; the publisher sees the truth through noisy
 // samples and measures the rate with an error.  Every refresh must keep the
