@@ -804,7 +804,7 @@ bool Reader::cut_short(uint32_t lane, uint64_t in, std::string *msg)
 // before it, and a writer's compact bound lies at or before it), only when
 // we read that packet.  A start is taken when the records after the hole
 // walk whole to exactly `off`: *pkt is then the packet without it, *ts its
-// last timestamp.
+// last timestamp.  At most max(8 packets, 4 MiB) of bytes are walked.
 bool Reader::close_hole(uint32_t lane, uint64_t in, std::vector<uint8_t> *pkt, uint64_t *ts)
 {
 	constexpr size_t kMaxTries = 64;
@@ -838,9 +838,14 @@ bool Reader::close_hole(uint32_t lane, uint64_t in, std::vector<uint8_t> *pkt, u
 	for (size_t i = at.size() - 1; i > 0 && tries.size() < kMaxTries; i--)
 		tries.push_back(at[i]);
 	tries.push_back(0);
+	// Bytes walked: a hostile producer's large packet costs at most 8 walks of it.
+	const uint64_t budget = std::max<uint64_t>(8 * off, 4u << 20);
+	uint64_t walked = 0;
 	for (uint64_t x : tries) {
 		if (x + gap > off || (x == 0 && gap < kHdr))
 			continue;
+		if ((walked += off - gap) > budget)
+			break;
 		pkt->assign(copy.begin(), copy.begin() + std::max(x, kHdr));
 		memcpy(pkt->data(), &ph, kHdr);
 		pkt->insert(pkt->end(), copy.begin() + x + gap, copy.end());
