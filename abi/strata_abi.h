@@ -58,9 +58,11 @@ typedef int64_t strata_s64;
 
 #define STRATA_ABI_MAGIC 0x53545241u /* "STRA" */
 #define STRATA_ABI_MAJOR \
-	3u                  /* 2: compact user records (STRATA_REC_COMPACT), owned/shared lanes;
+	3u /* 2: compact user records (STRATA_REC_COMPACT), owned/shared lanes;
 			     3: the consumer's own commit counters (ccommit) */
-#define STRATA_ABI_MINOR 1u /* 3.1: block_timeout_ms in the buffer header */
+#define STRATA_ABI_MINOR \
+	2u /* 3.1: block_timeout_ms in the buffer header;
+	      3.2: a lane's `records` count in overwrite mode */
 
 /* ---- CTF packet and event layout (little-endian) -------------------------
  * Every sub-buffer is a complete CTF 1.8 packet.  Offsets from packet start. */
@@ -244,7 +246,13 @@ struct strata_lane_ctl {
 	strata_u64
 		owner_busy; /* FAST_OWNER owned lanes: the owner's unlocked inc/dec around its head update */
 	strata_u64 close_req; /* FAST_OWNER owned lanes: consumers closing it (atomic add/sub) */
-	strata_u64 pad0[3];
+	/* ABI 3.2, COMPACT buffers in overwrite mode: cumulative records
+	 * committed in the lane, added before each record's commit (an owned
+	 * lane's owner without a locked instruction, as commit[]).  The reader
+	 * counts what the ring overwrote as this minus the records it took
+	 * (docs/ring-buffer.md, "Loss accounting").  0 otherwise. */
+	strata_u64 records;
+	strata_u64 pad0[2];
 	strata_u64 consumed; /* consumer: next position to read */
 	strata_u64 pad1[7];
 	strata_u64 commit[STRATA_MAX_SUBBUF];  /* cumulative bytes producers committed */

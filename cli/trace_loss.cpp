@@ -6,7 +6,8 @@
  * Each stream file (a regular file beside a `metadata` file, not hidden) is
  * a run of packets; every packet header (abi/strata_abi.h) carries the
  * lane's cumulative count of discarded events and the packet's sequence
- * number.  A stream's discarded events are its last packet's count; its
+ * number (read through a window of the file, not a read per packet).  A
+ * stream's discarded events are its last packet's count; its
  * discarded packets are the gaps between consecutive sequence numbers.
  * That is what babeltrace2 reports as "discarded events" and "discarded
  * packets".  Headers are read, never trusted: a packet that runs past the
@@ -23,6 +24,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <vector>
 
 #include "strata_abi.h"
 #include "commands.h"
@@ -45,8 +47,22 @@ void scan_stream(int dfd, const char *name, uint64_t &events, uint64_t &packets,
 	uint64_t off = 0, last_disc = 0, prev_seq = 0;
 	bool first = true;
 	struct strata_packet_header h;
-	while (size - off >= sizeof h &&
-	       pread(fd, &h, sizeof h, static_cast<off_t>(off)) == (ssize_t)sizeof h) {
+	// The headers through a 1 MiB window, not a pread each: a stop's
+	// count is read while the traced program may keep every CPU busy
+	// (a thousand threads on two CPUs), where each system call of ours
+	// waits for a CPU again.
+	std::vector<uint8_t> win(1u << 20);
+	uint64_t win_off = 0, win_len = 0;
+	while (size - off >= sizeof h) {
+		if (off + sizeof h > win_off + win_len) {
+			const ssize_t n = pread(fd, win.data(), std::min<uint64_t>(win.size(), size - off),
+						static_cast<off_t>(off));
+			if (n < (ssize_t)sizeof h)
+				break;
+			win_off = off;
+			win_len = static_cast<uint64_t>(n);
+		}
+		memcpy(&h, win.data() + (off - win_off), sizeof h);
 		const uint64_t bytes = h.packet_size / 8;
 		if (h.magic != STRATA_CTF_MAGIC || h.packet_size % 8 || bytes < sizeof h - 4 ||
 		    bytes > STRATA_MAX_SUBBUF_SIZE) {

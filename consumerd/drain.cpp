@@ -641,6 +641,38 @@ void Drain::live_tick(uint64_t now_ns)
 		out_->tick(now_ns - kBeaconMarginNs);
 }
 
+// The last flush of every lane.  All lanes are closed first and their
+// commits awaited under one deadline: a stop that meets writers preempted
+// inside reservations in every lane (a thousand threads on two CPUs) waits
+// once, not once per lane.  Commits still in flight at the deadline: the
+// records committed around them reach the trace, the rest is counted
+// (Reader::cut_pending).
+void Drain::flush_lanes(bool dead)
+{
+	std::vector<FlushStatus> fs(n_lanes_);
+	std::vector<std::string> msg(n_lanes_);
+	for (uint32_t lane = 0; lane < n_lanes_; lane++)
+		fs[lane] = reader_->flush(lane, dead, 0, &msg[lane]); // the close, no wait
+	const uint64_t deadline = mono_ns() + (uint64_t)kFlushTimeoutMs * 1000000u;
+	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
+		if (fs[lane] != FlushStatus::kPending)
+			continue;
+		const uint64_t now = mono_ns();
+		msg[lane].clear();
+		fs[lane] = reader_->flush(lane, dead, now < deadline ? (int)((deadline - now) / 1000000u) : 0,
+					  &msg[lane]);
+	}
+	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
+		const uint64_t cuts = reader_->stats().cut_short;
+		std::string cut;
+		if (fs[lane] == FlushStatus::kPending && reader_->cut_pending(lane, &cut))
+			msg[lane] += "; " + cut;
+		if ((fs[lane] != FlushStatus::kDone || reader_->stats().cut_short != cuts) &&
+		    !msg[lane].empty())
+			warn(dir_, "lane " + std::to_string(lane) + ": " + msg[lane]);
+	}
+}
+
 void Drain::final_drain()
 {
 	const bool dead = producer_dead_.load(std::memory_order_relaxed);
@@ -657,18 +689,7 @@ void Drain::final_drain()
 				write_packet(lane, p);
 		}
 	} else {
-		for (uint32_t lane = 0; lane < n_lanes_; lane++) {
-			msg.clear();
-			const uint64_t cuts = reader_->stats().cut_short;
-			FlushStatus fs = reader_->flush(lane, dead, kFlushTimeoutMs, &msg);
-			// Commits still in flight at the deadline: the records
-			// committed before them reach the trace, the rest counted.
-			std::string cut;
-			if (fs == FlushStatus::kPending && reader_->cut_pending(lane, &cut))
-				msg += "; " + cut;
-			if ((fs != FlushStatus::kDone || reader_->stats().cut_short != cuts) && !msg.empty())
-				warn(dir_, "lane " + std::to_string(lane) + ": " + msg);
-		}
+		flush_lanes(dead);
 		// Everything is closed now: drain to the end (bounded: at most
 		// n_subbuf packets per lane can be complete, plus what a live
 		// producer adds meanwhile, which we do not chase forever).

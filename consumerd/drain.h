@@ -188,6 +188,7 @@ private:
 	bool open_once();
 	bool drain_once();
 	void final_drain();
+	void flush_lanes(bool dead); // final_drain's, discard mode
 	void write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends,
 			   size_t n_pkts);
 	void write_packet(uint32_t lane, const std::vector<uint8_t> &pkt);

@@ -61,7 +61,8 @@ namespace {
 struct CommitCtx {
 	Channel *ch;
 	strata_u64 *commit;
-	bool owned; // the lane is this thread's alone: unlocked add
+	strata_u64 *records; // overwrite mode: the lane's record count, else null
+	bool owned;          // the lane is this thread's alone: unlocked add
 };
 
 struct ThreadState {
@@ -176,6 +177,23 @@ inline void commit_bytes(Channel *ch, strata_u64 *commit, uint64_t n, bool owned
 	v += __atomic_load_n(ccommit_of(commit), __ATOMIC_RELAXED);
 	if ((v & (ch->subbuf_size - 1)) == 0)
 		wake_consumer(ch->hdr);
+}
+
+// Overwrite mode: one more record in the lane (strata_abi.h, `records`),
+// counted before its commit so that a reader that sees the commit sees the
+// count.  Same rule as commit_bytes: the owner's add is one unlocked
+// instruction, a shared lane's an atomic add.  Relaxed: the release add of
+// the commit that follows orders it for the reader.
+inline void count_record(strata_u64 *records, bool owned)
+{
+#ifdef STRATA_UNLOCKED_COMMIT
+	if (owned) {
+		asm volatile("incq %0" : "+m"(*records) : : "memory");
+		return;
+	}
+#endif
+	(void)owned;
+	__atomic_fetch_add(records, 1, __ATOMIC_RELAXED);
 }
 
 // One change of a lane's state: the CAS on head.  unlocked (a FAST_OWNER
@@ -859,6 +877,7 @@ inline char *record_begin(const LaneRef &l, unsigned slot, ThreadState &t, uint3
 	CommitCtx &c = t.ctx[depth];
 	c.ch = l.ch;
 	c.commit = commit_of(l.ch, l.lc, pos);
+	c.records = l.ch->mode == STRATA_MODE_OVERWRITE ? &l.lc->records : nullptr;
 	c.owned = l.owned;
 	return rec + hdr;
 }
@@ -1068,6 +1087,8 @@ extern "C" STRATA_EXPORT void strata_commit(struct strata_reservation *r)
 {
 	const CommitCtx *c = (const CommitCtx *)r->lane;
 	STRATA_WHOOK(STRATA_W_BEFORE_COMMIT);
+	if (c->records)
+		count_record(c->records, c->owned);
 	commit_bytes(c->ch, c->commit, r->size, c->owned);
 	std::atomic_signal_fence(std::memory_order_seq_cst); // compiler-only, see reserve
 	t_state.depth--;

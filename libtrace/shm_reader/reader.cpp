@@ -723,30 +723,55 @@ bool Reader::finish_close(uint32_t lane, bool give_up, std::string *msg)
 
 // A close of ours whose writers did not all commit and never will (a
 // writer killed, stopped or left inside its reservation: a slot closed
-// under it writes into private pages, slots.cpp), `in` of its bytes
-// committed.  Committed bytes are a prefix but for nesting (a signal
-// handler's record after the one it interrupted): the packet keeps the
-// records that walk whole within them, its content ends after the last,
-// and the rest counts as one discarded event (the reservations in flight:
-// at least one), in this packet and, through the lane's count, every later
-// one and the lane's final count (trailing_loss_packet).  The sub-buffer is completed with the rest of the lap:
-// a late commit would take it past its lap (next_packet says so), never
-// into a packet already read.  An opener that did not commit the header
-// leaves nothing to keep: the packet is dropped (next_packet reports it).
+// under it writes into private pages, slots.cpp), `in` of its `off`
+// reserved bytes committed.  The common case is one reservation stuck: a
+// hole of off - in bytes with committed records on both sides (other
+// writers of a shared lane, or a signal handler's record after the one it
+// interrupted), the opener's with the packet header when it never
+// committed it.  close_hole finds that hole and takes it out: the packet
+// keeps every record committed, the stuck one counts as one discarded
+// event.  When no single hole explains the bytes (several reservations
+// stuck), the packet keeps the records that walk whole from its start, and
+// the rest counts as one discarded event (at least one was lost; the
+// message says how many bytes).  Either way the count is in this packet
+// and, through the lane's count, every later one and the lane's final
+// count (trailing_loss_packet).  The sub-buffer is completed with the rest
+// of the lap: a late commit would take it past its lap (next_packet says
+// so), never into a packet already read.  A packet with no header and no
+// hole to take out is left incomplete (next_packet reports it dropped),
+// its loss counted the same way.
 bool Reader::cut_short(uint32_t lane, uint64_t in, std::string *msg)
 {
 	LaneState &ls = lanes_[lane];
 	const uint64_t S = info_.subbuf_size, start = ls.close_start, off = ls.close_off;
 	const uint64_t idx = (start / S) & (info_.n_subbuf - 1);
 	ls.close_pending = false;
-	if (in < kHdr || in > off)
-		return true;
-	std::vector<uint8_t> copy(subbuf_at(lane, start), subbuf_at(lane, start) + in);
+	if (in > off || off > S)
+		return true; // more than was reserved: not a writer's (next_packet says so)
+	// Relaxed: a count that only grows, as a writer's discard(); the
+	// next packet's closer reads it after our commit below.
+	__atomic_add_fetch(&lane_ctl(lane)->events_discarded, 1, __ATOMIC_RELAXED);
+	stats_.cut_short++;
+	const std::string what =
+		"lane " + std::to_string(lane) + " packet " + std::to_string(start / S) + ": " +
+		std::to_string(off - in) + " of its " + std::to_string(off) +
+		" reserved bytes never committed (a writer stopped, killed or left inside its "
+		"reservation): ";
+	std::vector<uint8_t> pkt;
 	uint64_t ts = 0;
-	memcpy(&ts, copy.data() + offsetof(strata_packet_header, timestamp_begin), sizeof ts);
-	const char *why = nullptr;
-	const uint64_t keep =
-		walk_records(copy.data(), in, lane >= info_.first_shared, UINT64_MAX, &ts, &why);
+	const bool hole = close_hole(lane, in, &pkt, &ts);
+	if (!hole && in >= kHdr) {
+		pkt.assign(subbuf_at(lane, start), subbuf_at(lane, start) + in);
+		memcpy(&ts, pkt.data() + offsetof(strata_packet_header, timestamp_begin), sizeof ts);
+		const char *why = nullptr;
+		pkt.resize(walk_records(pkt.data(), in, lane >= info_.first_shared, UINT64_MAX, &ts, &why));
+	} else if (!hole) {
+		*msg = what + "its header among them, and no record after it found whole: the packet is "
+			      "dropped, counted as one discarded event";
+		return true;
+	}
+	const uint64_t keep = pkt.size();
+	memcpy((uint8_t *)subbuf_at(lane, start), pkt.data(), keep); // keep <= off: ours since the close
 	auto *ph = (strata_packet_header *)subbuf_at(lane, start);
 	const uint64_t content = keep == kHdr ? header_only_content() : keep * 8, psize = S * 8;
 	memcpy(&ph->timestamp_end, &ts, 8);
@@ -754,19 +779,83 @@ bool Reader::cut_short(uint32_t lane, uint64_t in, std::string *msg)
 	memcpy(&ph->packet_size, &psize, 8);
 	const uint64_t disc = ls.close_disc + 1;
 	memcpy(&ph->events_discarded, &disc, 8);
-	// Relaxed: a count that only grows, as a writer's discard(); the
-	// next packet's closer reads it after our commit below.
-	__atomic_add_fetch(&lane_ctl(lane)->events_discarded, 1, __ATOMIC_RELAXED);
-	stats_.cut_short++;
-	*msg = "lane " + std::to_string(lane) + " packet " + std::to_string(start / S) + ": " +
-	       std::to_string(off - in) + " of its " + std::to_string(off) +
-	       " reserved bytes never committed (a writer stopped, killed or left inside its "
-	       "reservation): cut after its last whole record at byte " +
-	       std::to_string(keep) + ", the rest counted as one discarded event";
+	*msg = what +
+	       (hole ? "one reservation, taken out; the " + std::to_string(keep) +
+				" bytes of header and records around it kept, it counted as one discarded "
+				"event"
+		     : "cut after its last whole record at byte " + std::to_string(keep) +
+				", the rest counted as one discarded event");
 	// Release: the closing fields before the commit that completes the
 	// sub-buffer, as finish_close's.
 	__atomic_add_fetch(&lane_ctl(lane)->ccommit[idx], S - in, __ATOMIC_RELEASE);
 	return true;
+}
+
+// cut_short's one hole: the packet at the lane's pending close, `in` of
+// its `off` reserved bytes committed.  Every record before the hole is
+// whole, so the hole starts at a record boundary of the walk from the
+// header: the point where that walk stops, or, when bytes in the hole
+// decode (the zeroed pages of a first lap, stale records of an earlier
+// one), one of the boundaries before it; the last kMaxTries are tried, the
+// latest first, then 0 (the header written, its commit not made).  The
+// opener's header missing (not the magic, sequence number and stream the
+// opener writes), the hole starts at 0 and the header is ours: the
+// previous packet's end as timestamp_begin (no record of this one is
+// before it, and a writer's compact bound lies at or before it), only when
+// we read that packet.  A start is taken when the records after the hole
+// walk whole to exactly `off`: *pkt is then the packet without it, *ts its
+// last timestamp.  At most max(8 packets, 4 MiB) of bytes are walked.
+bool Reader::close_hole(uint32_t lane, uint64_t in, std::vector<uint8_t> *pkt, uint64_t *ts)
+{
+	constexpr size_t kMaxTries = 64;
+	LaneState &ls = lanes_[lane];
+	const uint64_t S = info_.subbuf_size, start = ls.close_start, off = ls.close_off, gap = off - in;
+	const bool shared = lane >= info_.first_shared;
+	if (gap == 0 || off < kHdr)
+		return false;
+	std::vector<uint8_t> copy(subbuf_at(lane, start), subbuf_at(lane, start) + off);
+	strata_packet_header ph;
+	memcpy(&ph, copy.data(), sizeof ph);
+	const bool opened = ph.magic == STRATA_CTF_MAGIC && ph.packet_seq_num == start / S &&
+			    ph.lane_id == lane && ph.stream_id == info_.lane_stream_id(lane) &&
+			    memcmp(ph.uuid, info_.uuid, sizeof ph.uuid) == 0;
+	std::vector<uint64_t> at; // where the hole may start, the last tried first
+	if (opened) {
+		at.push_back(0);
+		uint64_t t = ph.timestamp_begin;
+		at.push_back(walk_starts(copy.data(), off, shared, &t, &at));
+	} else {
+		if (!ls.have_packet || ls.next_seq != start / S)
+			return false;
+		ph = empty_header(lane, ls.last_ts_end);
+		ph.packet_seq_num = start / S;
+		if (!shared) // an owned lane's packets are its claimer's
+			ph.vtid = (int32_t)__atomic_load_n(&lane_ctl(lane)->owner_tid, __ATOMIC_RELAXED);
+		at.push_back(0);
+	}
+	// at[0] is 0, the boundaries follow: the last kMaxTries of them, then 0.
+	std::vector<uint64_t> tries;
+	for (size_t i = at.size() - 1; i > 0 && tries.size() < kMaxTries; i--)
+		tries.push_back(at[i]);
+	tries.push_back(0);
+	// Bytes walked: a hostile producer's large packet costs at most 8 walks of it.
+	const uint64_t budget = std::max<uint64_t>(8 * off, 4u << 20);
+	uint64_t walked = 0;
+	for (uint64_t x : tries) {
+		if (x + gap > off || (x == 0 && gap < kHdr))
+			continue;
+		if ((walked += off - gap) > budget)
+			break;
+		pkt->assign(copy.begin(), copy.begin() + std::max(x, kHdr));
+		memcpy(pkt->data(), &ph, kHdr);
+		pkt->insert(pkt->end(), copy.begin() + x + gap, copy.end());
+		*ts = ph.timestamp_begin;
+		const char *why = nullptr;
+		if (walk_records(pkt->data(), pkt->size(), shared, UINT64_MAX, ts, &why) == pkt->size() &&
+		    !why)
+			return true;
+	}
+	return false;
 }
 
 // The stop's last flush of a lane found commits in flight at its deadline:
@@ -949,13 +1038,14 @@ bool Reader::trailing_loss_packet(uint32_t lane, std::vector<uint8_t> *out)
 	const uint64_t seq = std::max(ls.next_seq, ls.rpos / info_.subbuf_size);
 	if (d < ls.last_discarded)
 		d = ls.last_discarded; // never backwards (a scribbled counter)
-	if (d == ls.last_discarded && seq == ls.next_seq)
+	if (d == ls.last_discarded && seq == ls.next_seq && !ls.overwritten_unsaid)
 		return false;
 	strata_packet_header ph = empty_header(lane, ls.have_packet ? ls.last_ts_end : now());
 	ph.packet_seq_num = seq;
 	ph.events_discarded = d;
 	accept_packet(ls, ph);
-	ph.events_discarded += ls.cut_events; // as check_records: the trace's count
+	ph.events_discarded += ls.cut_events + ls.overwritten; // the trace's count (check_records)
+	ls.overwritten_unsaid = false;
 	out->resize(kHdr);
 	memcpy(out->data(), &ph, kHdr);
 	return true;
@@ -994,16 +1084,21 @@ size_t Reader::collect_overwrite(uint32_t lane, int timeout_ms, std::vector<std:
 {
 	if (lane >= info_.n_lanes)
 		return 0;
+	strata_lane_ctl *lc = lane_ctl(lane);
+	// Before our close (count_overwritten).  Acquire: with the writers'
+	// release adds of the commits that follow their adds to it.
+	const uint64_t records = __atomic_load_n(&lc->records, __ATOMIC_ACQUIRE);
 	flush(lane, false, timeout_ms, msg);
 	LaneState &ls = lanes_[lane];
-	strata_lane_ctl *lc = lane_ctl(lane);
 	const uint64_t S = info_.subbuf_size, stride = info_.lane_stride;
 	// Acquire: pairs with the writers' acq_rel CAS on head.
 	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
 	uint64_t end = head & ~(S - 1); // a packet still open at `end` is not taken
 	uint64_t from = end >= stride ? end - stride : 0;
 	from = std::max(from, ls.rpos);
-	size_t n = 0;
+	const size_t first = out->size();
+	const uint64_t cuts = stats_.cut_packets;
+	const bool lead = !ls.have_packet; // the lane's first packets
 	std::vector<uint8_t> pkt;
 	for (uint64_t p = from; p < end; p += S) { // at most n_subbuf iterations
 		const uint64_t expected = (p / stride + 1) * S;
@@ -1034,13 +1129,73 @@ size_t Reader::collect_overwrite(uint32_t lane, int timeout_ms, std::vector<std:
 		if (!err.empty() && msg->empty())
 			*msg = err;
 		out->push_back(pkt);
-		n++;
 	}
 	ls.rpos = std::max(ls.rpos, end);
+	count_overwritten(lane, records, out, first, stats_.cut_packets - cuts, lead);
 	// Release: informational for overwrite mode (writers do not read it).
 	if (!snapshot_)
 		__atomic_store_n(&lc->consumed, ls.rpos, __ATOMIC_RELEASE);
-	return n;
+	return out->size() - first; // with a leading packet (count_overwritten)
+}
+
+// What the ring overwrote in `lane` up to the packets collect_overwrite
+// just appended to *out (from `first` on): the lane's `records` count
+// (writers add it before each commit, ABI 3.2 COMPACT buffers), read
+// before our close, minus the records accounted before and the records of
+// those packets.  Every record counted then lies before the close, so this
+// is exact once the writers are quiet (a stop, a snapshot between bursts)
+// and never more than was lost while they write (what they commit
+// meanwhile is not counted).  A packet cut at a bad record (`cuts` of
+// them) already counts one event of what it lost.  The count is the
+// producer's: one beyond a record per 4 bytes written (the smallest
+// record) or going backwards is ignored (bad_loss_counts), as a scribbled
+// events_discarded is.
+void Reader::count_overwritten(uint32_t lane, uint64_t records, std::vector<std::vector<uint8_t>> *out,
+			       size_t first, uint64_t cuts, bool lead)
+{
+	if (info_.record_format != STRATA_REC_COMPACT || info_.abi_minor < 2)
+		return;
+	LaneState &ls = lanes_[lane];
+	uint64_t kept = 0;
+	for (size_t i = first; i < out->size(); i++)
+		kept += count_records(lane, (*out)[i].data(), (*out)[i].size());
+	// Acquire: as lane_position's.
+	const uint64_t bound =
+		__atomic_load_n(&lane_ctl(lane)->head, __ATOMIC_ACQUIRE) / STRATA_REC_COMPACT_SIZE;
+	uint64_t lost = 0;
+	if (records > bound || records < ls.records_seen) {
+		stats_.bad_loss_counts++;
+		ls.records_seen += kept;
+	} else {
+		lost = records - ls.records_seen >= kept ? records - ls.records_seen - kept : 0;
+		lost -= std::min(lost, cuts);
+		ls.records_seen = std::max(records, ls.records_seen + kept);
+	}
+	ls.overwritten += lost;
+	if (first == out->size()) {
+		ls.overwritten_unsaid = ls.overwritten_unsaid || lost != 0;
+		return;
+	}
+	ls.overwritten_unsaid = false;
+	for (size_t i = first; i < out->size(); i++) {
+		strata_packet_header ph;
+		memcpy(&ph, (*out)[i].data(), sizeof ph);
+		ph.events_discarded += ls.overwritten;
+		memcpy((*out)[i].data(), &ph, sizeof ph);
+	}
+	// babeltrace2 gives no count for a loss before a stream's first
+	// packet ("may have discarded"): a header-only packet before it, the
+	// one before in sequence, with nothing discarded, makes the first
+	// packet's count a difference it reports.
+	strata_packet_header ph;
+	memcpy(&ph, (*out)[first].data(), sizeof ph);
+	if (!lead || ph.packet_seq_num == 0 || ph.events_discarded == 0)
+		return;
+	strata_packet_header lp = empty_header(lane, ph.timestamp_begin);
+	lp.packet_seq_num = ph.packet_seq_num - 1;
+	std::vector<uint8_t> pkt(kHdr);
+	memcpy(pkt.data(), &lp, kHdr);
+	out->insert(out->begin() + (ptrdiff_t)first, std::move(pkt));
 }
 
 void Reader::set_snapshot()

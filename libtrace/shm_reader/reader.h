@@ -203,6 +203,13 @@ public:
 	// Overwrite mode: close the open packet, then copy the newest complete
 	// sub-buffers of the lane, oldest first, dropping any the writers lap
 	// while they are being copied.  Returns the number appended to *out.
+	// The records the ring overwrote before them (the lane's `records`
+	// count, ABI 3.2, minus the records this reader took) are counted as
+	// discarded from the first packet appended on (or by the trailing-loss
+	// packet when none is), as check_records counts a cut; before the
+	// lane's first packet with a count and a sequence number above 0, a
+	// header-only packet (the sequence number before, nothing discarded),
+	// so that a CTF reader reports the count.
 	size_t collect_overwrite(uint32_t lane, int timeout_ms, std::vector<std::vector<uint8_t>> *out,
 				 std::string *msg);
 
@@ -235,6 +242,12 @@ public:
 	bool resume(uint32_t lane, uint64_t last_seq, uint64_t last_discarded, uint64_t last_ts_end);
 	// Cumulative events the writers discarded in `lane` (shared counter).
 	uint64_t lane_discarded(uint32_t lane) const;
+	// Overwrite mode: the events the ring overwrote in `lane` as
+	// collect_overwrite counted them so far (in the packets it returned).
+	uint64_t lane_overwritten(uint32_t lane) const
+	{
+		return lane < info_.n_lanes ? lanes_[lane].overwritten : 0;
+	}
 	// The lane's write position (`head`, shared, unvalidated; acquire, see
 	// reader.cpp): statistics and snapshot triggers.  Safe to call from
 	// another thread than the one reading packets.
@@ -315,6 +328,12 @@ private:
 		bool close_pending = false;
 		uint64_t close_start = 0, close_off = 0, close_disc = 0;
 		uint64_t cut_events = 0; // events lost to cut packets (check_records), cumulative
+		// Overwrite mode (collect_overwrite): the lane's `records` count
+		// accounted for so far, the records the ring overwrote
+		// (cumulative, in every later packet's events_discarded), and
+		// whether the last of them is in no packet yet.
+		uint64_t records_seen = 0, overwritten = 0;
+		bool overwritten_unsaid = false;
 	};
 
 	Reader() = default;
@@ -325,6 +344,12 @@ private:
 	bool absorb_descriptors();
 	bool finish_close(uint32_t lane, bool give_up, std::string *msg);
 	bool cut_short(uint32_t lane, uint64_t in, std::string *msg);
+	bool close_hole(uint32_t lane, uint64_t in, std::vector<uint8_t> *pkt, uint64_t *ts);
+	uint64_t count_records(uint32_t lane, const uint8_t *pkt, size_t len); // validate.cpp
+	uint64_t walk_starts(const uint8_t *pkt, uint64_t end, bool shared, uint64_t *ts,
+			     std::vector<uint64_t> *at); // validate.cpp
+	void count_overwritten(uint32_t lane, uint64_t records, std::vector<std::vector<uint8_t>> *out,
+			       size_t first, uint64_t cuts, bool lead);
 	bool snapshot_ = false;   // set_snapshot()
 	bool fast_owner_ = false; // STRATA_BUF_FAST_OWNER at attach: flush() shakes hands with owners
 	// validate.cpp: the record walk of check_records and finish_close

@@ -218,6 +218,41 @@ size_t Reader::check_records(uint32_t lane, uint8_t *pkt, size_t len, std::strin
 	return ph.packet_size / 8;
 }
 
+// The good records of a checked packet (check_records passed it): one
+// walk that counts them, for collect_overwrite's accounting.
+uint64_t Reader::count_records(uint32_t lane, const uint8_t *pkt, size_t len)
+{
+	if (len < kHdr || lane >= info_.n_lanes)
+		return 0;
+	strata_packet_header ph;
+	memcpy(&ph, pkt, sizeof ph);
+	struct Count : Absorb {
+		uint64_t n = 0;
+		void record(const WalkedRecord &) { n++; }
+	} v;
+	v.r = this;
+	uint64_t ts = ph.timestamp_begin;
+	const char *why = nullptr;
+	walk_.walk(pkt, std::min<uint64_t>(len, ph.content_size / 8), lane >= info_.first_shared,
+		   ph.timestamp_end, &ts, &why, v);
+	return v.n;
+}
+
+// The walk of walk_records, each good record's start appended to *at
+// (close_hole's candidates).
+uint64_t Reader::walk_starts(const uint8_t *pkt, uint64_t end, bool shared, uint64_t *ts,
+			     std::vector<uint64_t> *at)
+{
+	struct Starts : Absorb {
+		std::vector<uint64_t> *at;
+		void record(const WalkedRecord &w) { at->push_back(w.start); }
+	} v;
+	v.r = this;
+	v.at = at;
+	const char *why = nullptr;
+	return walk_.walk(pkt, end, shared, UINT64_MAX, ts, &why, v);
+}
+
 // One walk of the packet (record_walk.h), its visitor closing a piece
 // before the record that would take it past max_bytes.  A piece starts at
 // its first record's header (WIDE: 8-byte aligned, as kHdr is, so that

@@ -485,6 +485,107 @@ TEST(StopInsideReservation, AWriterStoppedThere)
 	expect_stop_inside(6, Inside::kStopped, true);
 }
 
+// The opener of a packet stopped between its open CAS and the commit of
+// its header (at `step`), while another thread's records go in after its
+// reservation in the same shared lane and commit.  The stop's flush finds
+// the opener's bytes missing: the packet keeps the other thread's records
+// (a header of the consumer's when the opener never wrote its own), the
+// opener's record counts as one discarded event.
+struct OpenerStop {
+	strata_writer_step step = STRATA_W_OPEN_WON;
+	std::atomic<bool> inside{false}, release{false};
+};
+OpenerStop g_opener;
+thread_local bool t_opener_armed;
+
+void opener_hook(strata_writer_step step)
+{
+	if (step != g_opener.step || !t_opener_armed)
+		return;
+	t_opener_armed = false;
+	// Release/acquire: pair with the test's loads and store.
+	g_opener.inside.store(true, std::memory_order_release);
+	while (!g_opener.release.load(std::memory_order_acquire))
+		std::this_thread::yield();
+}
+
+void expect_opener_stopped(unsigned slot, strata_writer_step step, uint64_t first_seq)
+{
+	constexpr uint64_t kOthers = 5;
+	Slot s(slot, config(STRATA_MODE_DISCARD, 1, 4, 4096), {rule("rbtest:*")});
+	ASSERT_TRUE(s.reader);
+	// This thread takes the one owned lane: the writers below share lane 1,
+	// whose first packet the stopped opener opens.  A packet of it before
+	// (first_seq > 0) gives a stopped opener's header a timestamp_begin.
+	strata_tracepoint(rbtest, sig, 9u, 0u, checksum(9, 0));
+	std::thread pre([first_seq] {
+		for (uint64_t i = 0; i < first_seq; i++)
+			strata_tracepoint(rbtest, sig, 3u, i, checksum(3, i));
+	});
+	pre.join();
+	std::string msg;
+	Packets lane1, lane0;
+	std::vector<uint8_t> pkt;
+	if (first_seq) { // that packet closed and read
+		ASSERT_EQ(s.reader->flush(1, false, 1000, &msg), strata::FlushStatus::kDone) << msg;
+		while (s.reader->next_packet(1, &pkt, &msg) == strata::ReadStatus::kPacket)
+			lane1.push_back(pkt);
+		ASSERT_EQ(lane1.size(), 1u) << msg;
+	}
+	g_opener.step = step;
+	g_opener.inside.store(false, std::memory_order_relaxed);
+	g_opener.release.store(false, std::memory_order_relaxed);
+	strata_test_writer_hook = opener_hook;
+	std::thread opener([] {
+		t_opener_armed = true;
+		strata_tracepoint(rbtest, sig, 1u, 0u, checksum(1, 0));
+	});
+	while (!g_opener.inside.load(std::memory_order_acquire))
+		std::this_thread::yield();
+	std::thread others([] {
+		for (uint64_t i = 0; i < kOthers; i++)
+			strata_tracepoint(rbtest, sig, 2u, i, checksum(2, i));
+	});
+	others.join();
+	strata_rt_slot_close(slot); // waits its bound for the opener, then retires the mapping
+	const strata::FlushStatus fs = s.reader->flush(1, false, 50, &msg);
+	EXPECT_EQ(fs, strata::FlushStatus::kPending) << msg;
+	EXPECT_TRUE(s.reader->cut_pending(1, &msg));
+	EXPECT_NE(msg.find("one reservation, taken out"), std::string::npos) << msg;
+	g_opener.release.store(true, std::memory_order_release);
+	opener.join();
+	strata_test_writer_hook = nullptr;
+	while (s.reader->next_packet(1, &pkt, &msg) == strata::ReadStatus::kPacket)
+		lane1.push_back(pkt);
+	if (s.reader->trailing_loss_packet(1, &pkt))
+		lane1.push_back(pkt);
+	EXPECT_EQ(s.reader->flush(0, false, 1000, &msg), strata::FlushStatus::kDone) << msg;
+	while (s.reader->next_packet(0, &pkt, &msg) == strata::ReadStatus::kPacket)
+		lane0.push_back(pkt);
+	Tally t;
+	check_lanes(
+		s, [&](uint32_t l) -> const Packets & { return l == 1 ? lane1 : lane0; }, true, &t);
+	EXPECT_EQ(t.records + t.discarded, 1 + first_seq + 1 + kOthers) << "recorded + discarded == emitted";
+	EXPECT_EQ(t.discarded, 1u);                             // the opener's record
+	EXPECT_EQ((t.seqs[{"rbtest:sig", 2}].size()), kOthers); // every record committed after it kept
+	ASSERT_EQ(lane1.size(), first_seq ? 2u : 1u);
+	EXPECT_EQ(packet_header(lane1.back()).events_discarded, 1u);
+	EXPECT_EQ(packet_header(lane1.back()).packet_seq_num, first_seq ? 1u : 0u);
+}
+
+// The header written, its commit not made: the packet keeps it.
+TEST(StopInsideReservation, AnOpenerStoppedBeforeItsHeadersCommit)
+{
+	expect_opener_stopped(7, STRATA_W_OPEN_WRITTEN, 0);
+}
+
+// Not even written: a later packet of the lane gets the consumer's header
+// (the first has none to take the time from, ring-buffer.md).
+TEST(StopInsideReservation, AnOpenerStoppedBeforeItsHeader)
+{
+	expect_opener_stopped(8, STRATA_W_OPEN_WON, 10);
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryStep, NestedAtStep, ::testing::Range(0, (int)STRATA_W_N_STEPS),
 			 [](const ::testing::TestParamInfo<int> &i) {
 				 return step_name((strata_writer_step)i.param);
