@@ -59,6 +59,7 @@ CHECKED = [
     "consumerd/relay*.cpp",  # streaming to lttng-relayd
     "consumerd/sync_*.cpp",  # clock links
     "consumerd/repair.cpp",
+    "consumerd/drain*.cpp",  # a drain: its policy, what it writes
     "libtrace/clocksync/*.cpp",
     "processor/export/*.cpp",
     "cli/*.cpp",  # the `strata` command (issue 52)
