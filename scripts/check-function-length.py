@@ -68,9 +68,7 @@ CHECKED = [
 
 # Checked files still holding a function over the limit, until they are
 # split: analyze's trace reader.
-NOT_YET = [
-    "processor/analyze/analyze_reader.cpp",
-]
+NOT_YET = []
 
 CONTAINER = re.compile(r'(^|[\s;}])(namespace(\s+[\w:]+)?|extern\s+"C"|(class|struct|union|enum(\s+class)?)\b[^()]*)\s*$')
 CONTROL = re.compile(r'^\s*(if|for|while|switch|catch|do|else|return|case)\b')
