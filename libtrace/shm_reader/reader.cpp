@@ -777,7 +777,11 @@ bool Reader::cut_short(uint32_t lane, uint64_t in, std::string *msg)
 	memcpy(&ph->timestamp_end, &ts, 8);
 	memcpy(&ph->content_size, &content, 8);
 	memcpy(&ph->packet_size, &psize, 8);
-	const uint64_t disc = ls.close_disc + 1;
+	// The cut reservation is counted from the next packet on (the
+	// trailing-loss packet when none follows), not in this one: a CTF
+	// reader gives no count for a loss inside a stream's first packet
+	// ("may have discarded"), and a difference between two packets it does.
+	const uint64_t disc = ls.close_disc;
 	memcpy(&ph->events_discarded, &disc, 8);
 	*msg = what +
 	       (hole ? "one reservation, taken out; the " + std::to_string(keep) +
