@@ -106,6 +106,15 @@ struct Sizes {
 	double events = 1, kernel_events = 1, shared_events = 0; // records
 	double packets = 1, processes = 1, threads = 1, classes = 1, lost = 1;
 	int64_t t0 = 0, t1 = 0; // the first packet's beginning, the last one's end
+	// The packets' records (content / kRecordBytes) summed in the order of
+	// their ends and of their beginnings (ns, the records up to and with
+	// it): a window's rows from the packet index (window_records).
+	std::vector<std::pair<int64_t, double>> by_end, by_begin;
+	// The records of each process's streams, and of each thread's own
+	// lanes (the packets name their thread); those of shared lanes and the
+	// kernel's, whose threads the index does not know.
+	std::unordered_map<int64_t, double> pid_records, tid_records;
+	double unowned = 0;
 };
 constexpr double kRecordBytes = 32;
 
@@ -170,9 +179,25 @@ Sizes trace_sizes(const Trace &t)
 			lost += p.discarded != 0;
 			if (p.vtid >= 0)
 				threads.insert({&whole_of(*s->trace), p.vtid});
-			t0 = std::min(t0, s->trace->meta.ns_from_origin(p.ts_begin));
-			t1 = std::max(t1, s->trace->meta.ns_from_origin(p.ts_end));
+			if (!s->trace->kernel)
+				z.pid_records[s->trace->vpid] += n;
+			if (p.vtid >= 0 && !s->shared)
+				z.tid_records[p.vtid] += n;
+			else
+				z.unowned += n;
+			const int64_t b = s->trace->meta.ns_from_origin(p.ts_begin);
+			const int64_t e = s->trace->meta.ns_from_origin(p.ts_end);
+			t0 = std::min(t0, b);
+			t1 = std::max(t1, e);
+			z.by_begin.emplace_back(b, n);
+			z.by_end.emplace_back(e, n);
 		}
+	}
+	for (auto *v : {&z.by_begin, &z.by_end}) {
+		std::sort(v->begin(), v->end());
+		double sum = 0;
+		for (auto &x : *v)
+			x.second = sum += x.second;
 	}
 	z.events = std::max(1.0, events);
 	z.kernel_events = std::max(1.0, kernel);
@@ -1369,11 +1394,42 @@ std::pair<double, double> table_size(const Vtab *v)
 	}
 }
 
+// The records (Sizes::by_end) of the packets that meet [lo, hi]: all but
+// those that end before lo and those that begin after hi.
+double window_records(const Sizes &z, double lo, double hi)
+{
+	if (z.by_end.empty())
+		return 0;
+	auto upto = [](const std::vector<std::pair<int64_t, double>> &v, double t, bool with) {
+		// The records of the packets whose time is below t (with: or at it).
+		auto it = std::partition_point(v.begin(), v.end(), [&](const auto &x) {
+			return with ? (double)x.first <= t : (double)x.first < t;
+		});
+		return it == v.begin() ? 0.0 : std::prev(it)->second;
+	};
+	const double all = z.by_end.back().second;
+	const double got = all - upto(z.by_end, lo, false) - (all - upto(z.by_begin, hi, true));
+	return std::max(0.0, got);
+}
+
+// The records the packet index gives process `id` (op 'p') or thread
+// `id` ('t': its own lanes', and its share of the lanes whose records
+// name their threads).
+double id_records(const Sizes &z, char op, int64_t id)
+{
+	const auto &m = op == 'p' ? z.pid_records : z.tid_records;
+	auto it = m.find(id);
+	const double own = it == m.end() ? 0 : it->second;
+	return op == 'p' ? own : own + z.unowned / z.threads;
+}
+
 // The rows and the cost of a scan with the constraints pushed down
 // (ops[k] the letter of constraint used[k]): a ts window whose bounds
-// SQLite knows already (constants) keeps its share of the trace's span,
-// one it does not (a join's) a quarter per bound; pid = a process's share,
-// tid = a thread's, kind = a fifth.
+// SQLite knows already (constants) keeps the share of the records that
+// the packet index puts in the packets it meets, one it does not (a
+// join's) a quarter per bound; pid = N and tid = N the records of its
+// streams (id_records), against a value not known yet a process's or a
+// thread's share; kind = a fifth.
 std::pair<double, double> estimate(const Vtab *v, sqlite3_index_info *info, const std::string &ops,
 				   const std::vector<int> &used)
 {
@@ -1388,7 +1444,10 @@ std::pair<double, double> estimate(const Vtab *v, sqlite3_index_info *info, cons
 				   (sqlite3_value_numeric_type(rhs) == SQLITE_INTEGER ||
 				    sqlite3_value_numeric_type(rhs) == SQLITE_FLOAT);
 		const double x = known ? sqlite3_value_double(rhs) : 0;
-		if (op == 'a')
+		if ((op == 'p' || op == 't') && sqlite3_vtab_rhs_value(info, used[k], &rhs) == SQLITE_OK &&
+		    rhs && sqlite3_value_type(rhs) == SQLITE_INTEGER)
+			part *= std::min(1.0, id_records(z, op, sqlite3_value_int64(rhs)) / z.events);
+		else if (op == 'a')
 			part /= std::max(1.0, rows / 2); // a time held by an event or two
 		else if (known && (op == 'b' || op == 'c'))
 			lo = std::max(lo, x);
@@ -1397,8 +1456,8 @@ std::pair<double, double> estimate(const Vtab *v, sqlite3_index_info *info, cons
 		else
 			part /= op == 'p' ? z.processes : op == 't' ? z.threads : op == 'k' ? 5 : 4;
 	}
-	const double span = std::max(1.0, (double)z.t1 - (double)z.t0);
-	part *= hi < lo ? 0 : std::min(1.0, (hi - lo + 1) / span);
+	if (lo > (double)z.t0 || hi < (double)z.t1)
+		part *= hi < lo ? 0 : std::min(1.0, window_records(z, lo, hi) / z.events);
 	const double got = std::max(1.0, rows * part);
 	const bool reads = event_table(v) || v->kind == Kind::Sched || v->kind == Kind::Slices;
 	return {got, reads ? z.packets / 16 + cost * std::max(part, 1.0 / std::max(1.0, rows)) : cost};
