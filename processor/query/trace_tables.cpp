@@ -41,6 +41,13 @@ struct FieldCol {
 struct TypedTable {
 	std::string name; // the class's full name
 	std::vector<FieldCol> cols;
+	// The sub-traces whose metadata has the class: the only ones a scan
+	// reads.  Their orders as Trace::thread_ids and Trace::key_orders
+	// (over these sub-traces' streams alone: a user class's table has them
+	// when the trace has a kernel stream too).
+	std::vector<const SubTrace *> subs;
+	std::vector<int32_t> thread_ids;
+	bool key_orders = false;
 };
 
 // How x_column gives a typed table's column for one class: a number at a
@@ -212,15 +219,25 @@ Sizes trace_sizes(const Trace &t)
 	return z;
 }
 
-// Trace::thread_ids.  Each pass copies the index and looks at every
-// packet: with threads x packets past kThreadPassPackets the passes would
-// cost more than SQLite's sorter, and the trace has no thread order.
+// Whether the scans that read only the sub-traces `subs` (null: all)
+// read stream s.
+bool among(const std::vector<const SubTrace *> *subs, const StreamInfo &s)
+{
+	return !subs || std::find(subs->begin(), subs->end(), s.trace) != subs->end();
+}
+
+// Trace::thread_ids (TypedTable::thread_ids: of the streams of `subs`).
+// Each pass copies the index and looks at every packet: with threads x
+// packets past kThreadPassPackets the passes would cost more than SQLite's
+// sorter, and the trace has no thread order.
 constexpr double kThreadPassPackets = 1 << 24;
-std::vector<int32_t> thread_ids(const TraceReader &index)
+std::vector<int32_t> thread_ids(const TraceReader &index, const std::vector<const SubTrace *> *subs)
 {
 	std::set<int32_t> tids;
 	double packets = 0;
 	for (const auto &s : index.streams()) {
+		if (!among(subs, *s))
+			continue;
 		if (s->shared || s->trace->kernel || s->trace->meta.record_format != STRATA_REC_COMPACT)
 			return {};
 		for (const PacketEntry &p : s->packets) {
@@ -235,11 +252,14 @@ std::vector<int32_t> thread_ids(const TraceReader &index)
 	return std::vector<int32_t>(tids.begin(), tids.end());
 }
 
-// Trace::key_orders: each pass copies the index, as thread_ids'.
-bool key_orders(const TraceReader &index)
+// Trace::key_orders (TypedTable::key_orders: of the streams of `subs`):
+// each pass copies the index, as thread_ids'.
+bool key_orders(const TraceReader &index, const std::vector<const SubTrace *> *subs)
 {
 	double packets = 0;
 	for (const auto &s : index.streams()) {
+		if (!among(subs, *s))
+			continue;
 		if (s->trace->kernel)
 			return false;
 		packets += (double)s->packets.size() + 1;
@@ -343,9 +363,11 @@ void build_typed(Trace *t)
 			auto it = t->typed_by_name.find(me.full_name);
 			if (it == t->typed_by_name.end()) {
 				it = t->typed_by_name.emplace(me.full_name, t->typed.size()).first;
-				t->typed.push_back(TypedTable{me.full_name, {}});
+				t->typed.push_back(TypedTable{me.full_name, {}, {}, {}, false});
 			}
 			TypedTable &tt = t->typed[it->second];
+			if (tt.subs.empty() || tt.subs.back() != sub.get())
+				tt.subs.push_back(sub.get());
 			ClassMap cm;
 			cm.table = it->second;
 			for (const FieldInfo &f : me.info.fields) {
@@ -603,8 +625,12 @@ std::shared_ptr<Trace> get_trace(Registry *reg, const std::string &path, std::st
 	build_typed(t.get());
 	t->stream_base = stream_bases(t->index);
 	t->sizes = trace_sizes(*t);
-	t->thread_ids = thread_ids(t->index);
-	t->key_orders = key_orders(t->index);
+	t->thread_ids = thread_ids(t->index, nullptr);
+	t->key_orders = key_orders(t->index, nullptr);
+	for (TypedTable &tt : t->typed) {
+		tt.thread_ids = thread_ids(t->index, &tt.subs);
+		tt.key_orders = key_orders(t->index, &tt.subs);
+	}
 	reg->traces[path] = t;
 	return t;
 }
@@ -1317,6 +1343,18 @@ bool event_table(const Vtab *v)
 	return v->kind == Kind::Events || v->kind == Kind::Typed;
 }
 
+// The threads of an event table's passes in tid order (empty: none).
+const std::vector<int32_t> &pass_tids(const Vtab *v)
+{
+	return v->kind == Kind::Typed ? v->t->typed[v->typed].thread_ids : v->t->thread_ids;
+}
+
+// Whether an event table's rows come grouped by sub-trace keys.
+bool pass_keys(const Vtab *v)
+{
+	return v->kind == Kind::Typed ? v->t->typed[v->typed].key_orders : v->t->key_orders;
+}
+
 // Whether a text constraint i may be pushed down, matched byte for byte:
 // when it compares as BINARY (`kind = 'LOCK_WAIT' COLLATE NOCASE` is left
 // to SQLite), and is not an IN: SQLite makes `kind = 'X' COLLATE NOCASE OR
@@ -1549,9 +1587,9 @@ int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 	if (event_table(v) && info->nOrderBy == 1 && info->aOrderBy[0].iColumn == kTs &&
 	    !info->aOrderBy[0].desc)
 		info->orderByConsumed = 1;
-	else if (event_table(v) && !v->t->thread_ids.empty() && thread_order(info))
+	else if (event_table(v) && !pass_tids(v).empty() && thread_order(info))
 		info->orderByConsumed = 1, info->idxNum |= 2; // a pass per thread
-	else if (event_table(v) && v->t->key_orders && key_order(info))
+	else if (event_table(v) && pass_keys(v) && key_order(info))
 		info->orderByConsumed = 1, info->idxNum |= key_order(info); // a pass per group
 	// sched: 1 when pid or a wake column is used (the pass reads from the start).
 	if (v->kind == Kind::Sched &&
@@ -1625,19 +1663,22 @@ __attribute__((noinline)) bool take_class(Cur *cur, Vtab *v, const MetaEvent *cl
 }
 
 // An event table's pass (cur->r, not started): its window, its pid and
-// tid filters, and in a key order its group's sub-traces.
-void events_pass(Cur *cur)
+// tid filters, in a key order its group's sub-traces, and for a typed
+// table the sub-traces that have its class.
+void events_pass(Cur *cur, const Vtab *v)
 {
 	if (cur->lo != INT64_MIN || cur->hi != INT64_MAX)
 		cur->r->set_window(cur->lo, cur->hi);
 	cur->filtered = cur->lo != INT64_MIN || cur->hi != INT64_MAX || cur->want_pid || cur->want_tid;
 	const std::vector<const SubTrace *> *group =
 		cur->groups.empty() ? nullptr : &cur->groups[cur->pass_k];
-	if (cur->want_pid || cur->want_tid || group) {
+	const std::vector<const SubTrace *> *subs =
+		v->kind == Kind::Typed ? &v->t->typed[v->typed].subs : nullptr;
+	if (cur->want_pid || cur->want_tid || group || subs) {
 		const bool wp = cur->want_pid, wt = cur->want_tid;
 		const int64_t pid = cur->pid, tid = cur->tid;
 		cur->r->set_stream_filter([=](const StreamInfo &s) {
-			if (group && std::find(group->begin(), group->end(), s.trace) == group->end())
+			if ((group && !among(group, s)) || !among(subs, s))
 				return false;
 			if (wp && (s.trace->kernel || s.trace->vpid != pid))
 				return false; // the kernel's events have no pid
@@ -1656,7 +1697,7 @@ void events_pass(Cur *cur)
 // order (Cur::groups) the next pass begun (true).
 __attribute__((noinline)) bool pass_end(Cur *cur, Vtab *v)
 {
-	const size_t passes = cur->by_thread ? v->t->thread_ids.size() : cur->groups.size();
+	const size_t passes = cur->by_thread ? pass_tids(v).size() : cur->groups.size();
 	if (++cur->pass_k >= passes) {
 		cur->eof = true;
 		return false;
@@ -1666,8 +1707,8 @@ __attribute__((noinline)) bool pass_end(Cur *cur, Vtab *v)
 	cur->r = std::make_unique<TraceReader>();
 	cur->r->share_index(v->t->index);
 	if (cur->by_thread)
-		cur->tid = v->t->thread_ids[cur->pass_k];
-	events_pass(cur);
+		cur->tid = pass_tids(v)[cur->pass_k];
+	events_pass(cur, v);
 	return true;
 }
 
@@ -2472,7 +2513,7 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 	cur->groups.clear();
 	if (cur->by_thread) { // a pass per thread, in tid order: the first
 		cur->want_tid = true;
-		cur->tid = v->t->thread_ids.empty() ? -1 : v->t->thread_ids[0];
+		cur->tid = pass_tids(v).empty() ? -1 : pass_tids(v)[0];
 	} else if (idx_num >> kKeyShift) { // a pass per group of sub-traces: the first
 		cur->groups = key_passes(*v->t, idx_num);
 		if (cur->groups.empty()) {
@@ -2480,7 +2521,7 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 			return SQLITE_OK;
 		}
 	}
-	events_pass(cur);
+	events_pass(cur, v);
 	next_event(cur, v);
 	return SQLITE_OK;
 }
