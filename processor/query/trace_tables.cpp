@@ -219,52 +219,79 @@ Sizes trace_sizes(const Trace &t)
 	return z;
 }
 
-// Whether the scans that read only the sub-traces `subs` (null: all)
-// read stream s.
-bool among(const std::vector<const SubTrace *> *subs, const StreamInfo &s)
+// What the thread and key orders need of one sub-trace's streams, found
+// in one look at every packet: whether each is a thread's own lane
+// (COMPACT, not shared, every packet naming its thread), their threads,
+// and their packets (plus one a stream).
+struct SubOrder {
+	bool lanes = true, kernel = false;
+	std::set<int32_t> tids;
+	double packets = 0;
+};
+
+std::map<const SubTrace *, SubOrder> sub_orders(const TraceReader &index)
 {
-	return !subs || std::find(subs->begin(), subs->end(), s.trace) != subs->end();
+	std::map<const SubTrace *, SubOrder> out;
+	for (const auto &s : index.streams()) {
+		SubOrder &o = out[s->trace];
+		o.kernel |= s->trace->kernel;
+		o.lanes &=
+			!s->shared && !s->trace->kernel && s->trace->meta.record_format == STRATA_REC_COMPACT;
+		for (const PacketEntry &p : s->packets) {
+			if (!o.lanes)
+				break;
+			o.lanes = p.vtid >= 0;
+			o.tids.insert(p.vtid);
+		}
+		o.packets += (double)s->packets.size() + 1;
+	}
+	return out;
 }
 
-// Trace::thread_ids (TypedTable::thread_ids: of the streams of `subs`).
-// Each pass copies the index and looks at every packet: with threads x
-// packets past kThreadPassPackets the passes would cost more than SQLite's
-// sorter, and the trace has no thread order.
+// Trace::thread_ids (TypedTable::thread_ids: of the sub-traces `subs`,
+// null: all).  Each pass copies the index and looks at every packet: with
+// threads x packets past kThreadPassPackets the passes would cost more
+// than SQLite's sorter, and the trace has no thread order.
 constexpr double kThreadPassPackets = 1 << 24;
-std::vector<int32_t> thread_ids(const TraceReader &index, const std::vector<const SubTrace *> *subs)
+std::vector<int32_t> thread_ids(const std::map<const SubTrace *, SubOrder> &orders,
+				const std::vector<const SubTrace *> *subs)
 {
 	std::set<int32_t> tids;
 	double packets = 0;
-	for (const auto &s : index.streams()) {
-		if (!among(subs, *s))
+	for (const auto &[sub, o] : orders) {
+		if (subs && std::find(subs->begin(), subs->end(), sub) == subs->end())
 			continue;
-		if (s->shared || s->trace->kernel || s->trace->meta.record_format != STRATA_REC_COMPACT)
+		if (!o.lanes)
 			return {};
-		for (const PacketEntry &p : s->packets) {
-			if (p.vtid < 0)
-				return {};
-			tids.insert(p.vtid);
-		}
-		packets += (double)s->packets.size() + 1;
+		tids.insert(o.tids.begin(), o.tids.end());
+		packets += o.packets;
 	}
 	if ((double)tids.size() * packets > kThreadPassPackets)
 		return {};
 	return std::vector<int32_t>(tids.begin(), tids.end());
 }
 
-// Trace::key_orders (TypedTable::key_orders: of the streams of `subs`):
+// Trace::key_orders (TypedTable::key_orders: of the sub-traces `subs`):
 // each pass copies the index, as thread_ids'.
-bool key_orders(const TraceReader &index, const std::vector<const SubTrace *> *subs)
+bool key_orders(const std::map<const SubTrace *, SubOrder> &orders, const std::vector<const SubTrace *> *subs,
+		double traces)
 {
 	double packets = 0;
-	for (const auto &s : index.streams()) {
-		if (!among(subs, *s))
+	for (const auto &[sub, o] : orders) {
+		if (subs && std::find(subs->begin(), subs->end(), sub) == subs->end())
 			continue;
-		if (s->trace->kernel)
+		if (o.kernel)
 			return false;
-		packets += (double)s->packets.size() + 1;
+		packets += o.packets;
 	}
-	return (double)index.traces().size() * packets <= kThreadPassPackets;
+	return traces * packets <= kThreadPassPackets;
+}
+
+// Whether the scans that read only the sub-traces `subs` (null: all)
+// read stream s.
+bool among(const std::vector<const SubTrace *> *subs, const StreamInfo &s)
+{
+	return !subs || std::find(subs->begin(), subs->end(), s.trace) != subs->end();
 }
 
 // An event's rowid (Trace::stream_base).
@@ -625,11 +652,13 @@ std::shared_ptr<Trace> get_trace(Registry *reg, const std::string &path, std::st
 	build_typed(t.get());
 	t->stream_base = stream_bases(t->index);
 	t->sizes = trace_sizes(*t);
-	t->thread_ids = thread_ids(t->index, nullptr);
-	t->key_orders = key_orders(t->index, nullptr);
+	const auto orders = sub_orders(t->index);
+	const double traces = (double)t->index.traces().size();
+	t->thread_ids = thread_ids(orders, nullptr);
+	t->key_orders = key_orders(orders, nullptr, traces);
 	for (TypedTable &tt : t->typed) {
-		tt.thread_ids = thread_ids(t->index, &tt.subs);
-		tt.key_orders = key_orders(t->index, &tt.subs);
+		tt.thread_ids = thread_ids(orders, &tt.subs);
+		tt.key_orders = key_orders(orders, &tt.subs, traces);
 	}
 	reg->traces[path] = t;
 	return t;
