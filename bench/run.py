@@ -352,6 +352,7 @@ class Lttng:
 class Bench:
     def __init__(self, build, smoke, work):
         self.smoke = smoke
+        self.large_rows = 6300000  # reading_large's sqlite3 inserts (--large-rows)
         self.work = work
         bdir = os.path.join(build, "bench")
         self.plain = os.path.join(bdir, "strata-bench-plain")
@@ -1328,6 +1329,16 @@ class Bench:
         r[("window_share",)] = 100.0 * part / whole if whole else None
         log("  a window of 1/60 of the span: %d of %d packet bytes read (%.2f %%)" % (part, whole,
                                                                                       r[("window_share",)] or 0))
+        # A window of 1 ms at the trace's end: `query` with the bounds pushed
+        # down and `view --since` (the reader's window too): CPU seconds, and
+        # the packet bytes the query read.
+        w_sql = "SELECT count(*) FROM events WHERE ts BETWEEN %d AND %d" % (t1 - 1000000, t1)
+        r[("window_end_bytes",)] = int(query_bytes(w_sql)[1])
+        for key, cmd in (("query", [self.strata, "query", "--csv", out, w_sql]),
+                         ("view", [self.strata, "view", "--since", "+%.9f" % ((t1 - 1000000 - t0) / 1e9), out])):
+            r[("window_end_cpu", key)] = measure(cmd)[0]
+        log("  the last 1 ms: query %.3f s CPU (%d packet bytes read), view --since %.3f s CPU" % (
+            r[("window_end_cpu", "query")], r[("window_end_bytes",)], r[("window_end_cpu", "view")]))
 
         # analyze mutex and both exports (output to /dev/null: the tool's
         # CPU, not the file system's), on the ints trace and on a pthread
@@ -1380,7 +1391,7 @@ class Bench:
         if sanitized_build(os.path.dirname(os.path.dirname(self.plain))):
             self.notes.append("a sanitizer build: no large-trace reader rows")
             return
-        rows = 50000 if self.smoke else 6300000
+        rows = 50000 if self.smoke else self.large_rows
         out = self.tmpdir("reading-large")
         sql = os.path.join(self.work, "large.sql")
         with open(sql, "w") as f:
@@ -1684,6 +1695,10 @@ def table(b):
         r.get(("read_rss", "babeltrace2")), "Strata < 64", lambda x: x < 64, strata_only=True)
     row("read: strata query over a window of 1/60 of the trace's time span, packet bytes read, % of a full "
         "scan's", r.get(("window_share",)), None, "<= 3 (1.7 + the edges)", lambda x: x <= 3, strata_only=True)
+    row("read: strata query, count(*) over the trace's last 1 ms (ts BETWEEN), CPU seconds",
+        r.get(("window_end_cpu", "query")), None)
+    row("read: strata query over the trace's last 1 ms, packet bytes read", r.get(("window_end_bytes",)), None)
+    row("read: strata view --since, the trace's last 1 ms, CPU seconds", r.get(("window_end_cpu", "view")), None)
     for key, what in (("analyze", "strata analyze mutex"), ("perfetto", "strata export --format perfetto"),
                       ("json", "strata export --format json")):
         for tname in ("ints", "pthread"):
@@ -2114,11 +2129,14 @@ def main():
     ap.add_argument("--only", help="comma-separated steps: costs,disabled,startup_nodaemon,enabled,"
                     "aggregate,whole,throughput,latency,startup_daemon,memory,preload,processes,reading,reading_large,query_sched,callgrind; and jvm, never run by default")
     ap.add_argument("--json", help="where to write the results as data (default BUILD/bench/results.json)")
+    ap.add_argument("--large-rows", type=int, default=6300000,
+                    help="reading_large's sqlite3 inserts (default 6300000: about 45 M events; 1000000: about 7 M)")
     ap.add_argument("build", help="the CMake build directory")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-bench-")
     try:
         b = Bench(os.path.abspath(a.build), a.smoke, work)
+        b.large_rows = a.large_rows
     except BenchError as e:
         log("bench: %s" % e)
         return 1

@@ -1127,6 +1127,37 @@ void learn_threads(ViewSink &s, const std::vector<std::string> &dirs, bool nativ
 		&why, &warnings);
 }
 
+// --since/--until as the reader's window (docs/reading.md, "Merging and
+// messages"): the packets wholly outside are not read.  The bounds are
+// resolved first from the trace's first event, as filter_event() would
+// resolve them (a pass of its own, which reads one packet per stream).
+// Not with --pid (the threads' processes are learnt from the events read
+// before), nor when a sub-trace records mappings (an address's symbol
+// needs the mappings recorded before the window).
+void window_pushdown(ViewSink &s, TraceReader &r)
+{
+	if ((!s.since.set && !s.until.set) || !s.pids.empty())
+		return;
+	for (const auto &t : r.traces())
+		for (const auto &cls : t->meta.events)
+			for (const auto &kv : cls.second)
+				if (kv.second.full_name == "pthread:mapping")
+					return;
+	TraceReader first;
+	first.share_index(r);
+	first.start();
+	TraceMsg m;
+	while (first.next(&m)) {
+		if (m.kind != TraceMsgKind::Event)
+			continue;
+		s.first_seen = true;
+		resolve(s.since, m.event->ns);
+		resolve(s.until, m.event->ns);
+		r.set_window(s.since.set ? s.since.at : INT64_MIN, s.until.set ? s.until.at : INT64_MAX);
+		return;
+	}
+}
+
 int run_view(const std::vector<std::string> &roots, ViewSink &sink)
 {
 	std::string why, warnings;
@@ -1149,14 +1180,17 @@ int run_view(const std::vector<std::string> &roots, ViewSink &sink)
 	bool ok, skipped = false, none = false;
 	if (native) {
 		TraceReader r;
-		ok = r.open_dirs(dirs, &why) &&
-		     r.read_each([&](const TraceMsg &m) { return on_native(sink, m); });
+		ok = r.open_dirs(dirs, &why);
+		if (ok)
+			window_pushdown(sink, r);
+		ok = ok && r.read_each([&](const TraceMsg &m) { return on_native(sink, m); });
 		std::string unread;
 		if (!rd::native_after_read(r, "view", dir, false, &warnings, &unread) && ok) {
 			ok = false;
 			why = unread;
 		}
 		skipped = ok && rd::native_skipped(r, &none);
+		none = none && !sink.first_seen; // the window's pass read one
 	} else {
 		ok = read_ctf_trace_dirs(
 			dirs, [&sink](const bt_message *msg) { return on_bt_message(sink, msg); }, &why,

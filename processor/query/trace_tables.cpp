@@ -41,6 +41,13 @@ struct FieldCol {
 struct TypedTable {
 	std::string name; // the class's full name
 	std::vector<FieldCol> cols;
+	// The sub-traces whose metadata has the class: the only ones a scan
+	// reads.  Their orders as Trace::thread_ids and Trace::key_orders
+	// (over these sub-traces' streams alone: a user class's table has them
+	// when the trace has a kernel stream too).
+	std::vector<const SubTrace *> subs;
+	std::vector<int32_t> thread_ids;
+	bool key_orders = false;
 };
 
 // How x_column gives a typed table's column for one class: a number at a
@@ -106,6 +113,15 @@ struct Sizes {
 	double events = 1, kernel_events = 1, shared_events = 0; // records
 	double packets = 1, processes = 1, threads = 1, classes = 1, lost = 1;
 	int64_t t0 = 0, t1 = 0; // the first packet's beginning, the last one's end
+	// The packets' records (content / kRecordBytes) summed in the order of
+	// their ends and of their beginnings (ns, the records up to and with
+	// it): a window's rows from the packet index (window_records).
+	std::vector<std::pair<int64_t, double>> by_end, by_begin;
+	// The records of each process's streams, and of each thread's own
+	// lanes (the packets name their thread); those of shared lanes and the
+	// kernel's, whose threads the index does not know.
+	std::unordered_map<int64_t, double> pid_records, tid_records;
+	double unowned = 0;
 };
 constexpr double kRecordBytes = 32;
 
@@ -170,9 +186,25 @@ Sizes trace_sizes(const Trace &t)
 			lost += p.discarded != 0;
 			if (p.vtid >= 0)
 				threads.insert({&whole_of(*s->trace), p.vtid});
-			t0 = std::min(t0, s->trace->meta.ns_from_origin(p.ts_begin));
-			t1 = std::max(t1, s->trace->meta.ns_from_origin(p.ts_end));
+			if (!s->trace->kernel)
+				z.pid_records[s->trace->vpid] += n;
+			if (p.vtid >= 0 && !s->shared)
+				z.tid_records[p.vtid] += n;
+			else
+				z.unowned += n;
+			const int64_t b = s->trace->meta.ns_from_origin(p.ts_begin);
+			const int64_t e = s->trace->meta.ns_from_origin(p.ts_end);
+			t0 = std::min(t0, b);
+			t1 = std::max(t1, e);
+			z.by_begin.emplace_back(b, n);
+			z.by_end.emplace_back(e, n);
 		}
+	}
+	for (auto *v : {&z.by_begin, &z.by_end}) {
+		std::sort(v->begin(), v->end());
+		double sum = 0;
+		for (auto &x : *v)
+			x.second = sum += x.second;
 	}
 	z.events = std::max(1.0, events);
 	z.kernel_events = std::max(1.0, kernel);
@@ -187,39 +219,79 @@ Sizes trace_sizes(const Trace &t)
 	return z;
 }
 
-// Trace::thread_ids.  Each pass copies the index and looks at every
-// packet: with threads x packets past kThreadPassPackets the passes would
-// cost more than SQLite's sorter, and the trace has no thread order.
+// What the thread and key orders need of one sub-trace's streams, found
+// in one look at every packet: whether each is a thread's own lane
+// (COMPACT, not shared, every packet naming its thread), their threads,
+// and their packets (plus one a stream).
+struct SubOrder {
+	bool lanes = true, kernel = false;
+	std::set<int32_t> tids;
+	double packets = 0;
+};
+
+std::map<const SubTrace *, SubOrder> sub_orders(const TraceReader &index)
+{
+	std::map<const SubTrace *, SubOrder> out;
+	for (const auto &s : index.streams()) {
+		SubOrder &o = out[s->trace];
+		o.kernel |= s->trace->kernel;
+		o.lanes &=
+			!s->shared && !s->trace->kernel && s->trace->meta.record_format == STRATA_REC_COMPACT;
+		for (const PacketEntry &p : s->packets) {
+			if (!o.lanes)
+				break;
+			o.lanes = p.vtid >= 0;
+			o.tids.insert(p.vtid);
+		}
+		o.packets += (double)s->packets.size() + 1;
+	}
+	return out;
+}
+
+// Trace::thread_ids (TypedTable::thread_ids: of the sub-traces `subs`,
+// null: all).  Each pass copies the index and looks at every packet: with
+// threads x packets past kThreadPassPackets the passes would cost more
+// than SQLite's sorter, and the trace has no thread order.
 constexpr double kThreadPassPackets = 1 << 24;
-std::vector<int32_t> thread_ids(const TraceReader &index)
+std::vector<int32_t> thread_ids(const std::map<const SubTrace *, SubOrder> &orders,
+				const std::vector<const SubTrace *> *subs)
 {
 	std::set<int32_t> tids;
 	double packets = 0;
-	for (const auto &s : index.streams()) {
-		if (s->shared || s->trace->kernel || s->trace->meta.record_format != STRATA_REC_COMPACT)
+	for (const auto &[sub, o] : orders) {
+		if (subs && std::find(subs->begin(), subs->end(), sub) == subs->end())
+			continue;
+		if (!o.lanes)
 			return {};
-		for (const PacketEntry &p : s->packets) {
-			if (p.vtid < 0)
-				return {};
-			tids.insert(p.vtid);
-		}
-		packets += (double)s->packets.size() + 1;
+		tids.insert(o.tids.begin(), o.tids.end());
+		packets += o.packets;
 	}
 	if ((double)tids.size() * packets > kThreadPassPackets)
 		return {};
 	return std::vector<int32_t>(tids.begin(), tids.end());
 }
 
-// Trace::key_orders: each pass copies the index, as thread_ids'.
-bool key_orders(const TraceReader &index)
+// Trace::key_orders (TypedTable::key_orders: of the sub-traces `subs`):
+// each pass copies the index, as thread_ids'.
+bool key_orders(const std::map<const SubTrace *, SubOrder> &orders, const std::vector<const SubTrace *> *subs,
+		double traces)
 {
 	double packets = 0;
-	for (const auto &s : index.streams()) {
-		if (s->trace->kernel)
+	for (const auto &[sub, o] : orders) {
+		if (subs && std::find(subs->begin(), subs->end(), sub) == subs->end())
+			continue;
+		if (o.kernel)
 			return false;
-		packets += (double)s->packets.size() + 1;
+		packets += o.packets;
 	}
-	return (double)index.traces().size() * packets <= kThreadPassPackets;
+	return traces * packets <= kThreadPassPackets;
+}
+
+// Whether the scans that read only the sub-traces `subs` (null: all)
+// read stream s.
+bool among(const std::vector<const SubTrace *> *subs, const StreamInfo &s)
+{
+	return !subs || std::find(subs->begin(), subs->end(), s.trace) != subs->end();
 }
 
 // An event's rowid (Trace::stream_base).
@@ -318,9 +390,11 @@ void build_typed(Trace *t)
 			auto it = t->typed_by_name.find(me.full_name);
 			if (it == t->typed_by_name.end()) {
 				it = t->typed_by_name.emplace(me.full_name, t->typed.size()).first;
-				t->typed.push_back(TypedTable{me.full_name, {}});
+				t->typed.push_back(TypedTable{me.full_name, {}, {}, {}, false});
 			}
 			TypedTable &tt = t->typed[it->second];
+			if (tt.subs.empty() || tt.subs.back() != sub.get())
+				tt.subs.push_back(sub.get());
 			ClassMap cm;
 			cm.table = it->second;
 			for (const FieldInfo &f : me.info.fields) {
@@ -578,8 +652,14 @@ std::shared_ptr<Trace> get_trace(Registry *reg, const std::string &path, std::st
 	build_typed(t.get());
 	t->stream_base = stream_bases(t->index);
 	t->sizes = trace_sizes(*t);
-	t->thread_ids = thread_ids(t->index);
-	t->key_orders = key_orders(t->index);
+	const auto orders = sub_orders(t->index);
+	const double traces = (double)t->index.traces().size();
+	t->thread_ids = thread_ids(orders, nullptr);
+	t->key_orders = key_orders(orders, nullptr, traces);
+	for (TypedTable &tt : t->typed) {
+		tt.thread_ids = thread_ids(orders, &tt.subs);
+		tt.key_orders = key_orders(orders, &tt.subs, traces);
+	}
 	reg->traces[path] = t;
 	return t;
 }
@@ -1292,6 +1372,18 @@ bool event_table(const Vtab *v)
 	return v->kind == Kind::Events || v->kind == Kind::Typed;
 }
 
+// The threads of an event table's passes in tid order (empty: none).
+const std::vector<int32_t> &pass_tids(const Vtab *v)
+{
+	return v->kind == Kind::Typed ? v->t->typed[v->typed].thread_ids : v->t->thread_ids;
+}
+
+// Whether an event table's rows come grouped by sub-trace keys.
+bool pass_keys(const Vtab *v)
+{
+	return v->kind == Kind::Typed ? v->t->typed[v->typed].key_orders : v->t->key_orders;
+}
+
 // Whether a text constraint i may be pushed down, matched byte for byte:
 // when it compares as BINARY (`kind = 'LOCK_WAIT' COLLATE NOCASE` is left
 // to SQLite), and is not an IN: SQLite makes `kind = 'X' COLLATE NOCASE OR
@@ -1369,11 +1461,42 @@ std::pair<double, double> table_size(const Vtab *v)
 	}
 }
 
+// The records (Sizes::by_end) of the packets that meet [lo, hi]: all but
+// those that end before lo and those that begin after hi.
+double window_records(const Sizes &z, double lo, double hi)
+{
+	if (z.by_end.empty())
+		return 0;
+	auto upto = [](const std::vector<std::pair<int64_t, double>> &v, double t, bool with) {
+		// The records of the packets whose time is below t (with: or at it).
+		auto it = std::partition_point(v.begin(), v.end(), [&](const auto &x) {
+			return with ? (double)x.first <= t : (double)x.first < t;
+		});
+		return it == v.begin() ? 0.0 : std::prev(it)->second;
+	};
+	const double all = z.by_end.back().second;
+	const double got = all - upto(z.by_end, lo, false) - (all - upto(z.by_begin, hi, true));
+	return std::max(0.0, got);
+}
+
+// The records the packet index gives process `id` (op 'p') or thread
+// `id` ('t': its own lanes', and its share of the lanes whose records
+// name their threads).
+double id_records(const Sizes &z, char op, int64_t id)
+{
+	const auto &m = op == 'p' ? z.pid_records : z.tid_records;
+	auto it = m.find(id);
+	const double own = it == m.end() ? 0 : it->second;
+	return op == 'p' ? own : own + z.unowned / z.threads;
+}
+
 // The rows and the cost of a scan with the constraints pushed down
 // (ops[k] the letter of constraint used[k]): a ts window whose bounds
-// SQLite knows already (constants) keeps its share of the trace's span,
-// one it does not (a join's) a quarter per bound; pid = a process's share,
-// tid = a thread's, kind = a fifth.
+// SQLite knows already (constants) keeps the share of the records that
+// the packet index puts in the packets it meets, one it does not (a
+// join's) a quarter per bound; pid = N and tid = N the records of its
+// streams (id_records), against a value not known yet a process's or a
+// thread's share; kind = a fifth.
 std::pair<double, double> estimate(const Vtab *v, sqlite3_index_info *info, const std::string &ops,
 				   const std::vector<int> &used)
 {
@@ -1388,7 +1511,10 @@ std::pair<double, double> estimate(const Vtab *v, sqlite3_index_info *info, cons
 				   (sqlite3_value_numeric_type(rhs) == SQLITE_INTEGER ||
 				    sqlite3_value_numeric_type(rhs) == SQLITE_FLOAT);
 		const double x = known ? sqlite3_value_double(rhs) : 0;
-		if (op == 'a')
+		if ((op == 'p' || op == 't') && sqlite3_vtab_rhs_value(info, used[k], &rhs) == SQLITE_OK &&
+		    rhs && sqlite3_value_type(rhs) == SQLITE_INTEGER)
+			part *= std::min(1.0, id_records(z, op, sqlite3_value_int64(rhs)) / z.events);
+		else if (op == 'a')
 			part /= std::max(1.0, rows / 2); // a time held by an event or two
 		else if (known && (op == 'b' || op == 'c'))
 			lo = std::max(lo, x);
@@ -1397,8 +1523,8 @@ std::pair<double, double> estimate(const Vtab *v, sqlite3_index_info *info, cons
 		else
 			part /= op == 'p' ? z.processes : op == 't' ? z.threads : op == 'k' ? 5 : 4;
 	}
-	const double span = std::max(1.0, (double)z.t1 - (double)z.t0);
-	part *= hi < lo ? 0 : std::min(1.0, (hi - lo + 1) / span);
+	if (lo > (double)z.t0 || hi < (double)z.t1)
+		part *= hi < lo ? 0 : std::min(1.0, window_records(z, lo, hi) / z.events);
 	const double got = std::max(1.0, rows * part);
 	const bool reads = event_table(v) || v->kind == Kind::Sched || v->kind == Kind::Slices;
 	return {got, reads ? z.packets / 16 + cost * std::max(part, 1.0 / std::max(1.0, rows)) : cost};
@@ -1490,9 +1616,9 @@ int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 	if (event_table(v) && info->nOrderBy == 1 && info->aOrderBy[0].iColumn == kTs &&
 	    !info->aOrderBy[0].desc)
 		info->orderByConsumed = 1;
-	else if (event_table(v) && !v->t->thread_ids.empty() && thread_order(info))
+	else if (event_table(v) && !pass_tids(v).empty() && thread_order(info))
 		info->orderByConsumed = 1, info->idxNum |= 2; // a pass per thread
-	else if (event_table(v) && v->t->key_orders && key_order(info))
+	else if (event_table(v) && pass_keys(v) && key_order(info))
 		info->orderByConsumed = 1, info->idxNum |= key_order(info); // a pass per group
 	// sched: 1 when pid or a wake column is used (the pass reads from the start).
 	if (v->kind == Kind::Sched &&
@@ -1566,19 +1692,22 @@ __attribute__((noinline)) bool take_class(Cur *cur, Vtab *v, const MetaEvent *cl
 }
 
 // An event table's pass (cur->r, not started): its window, its pid and
-// tid filters, and in a key order its group's sub-traces.
-void events_pass(Cur *cur)
+// tid filters, in a key order its group's sub-traces, and for a typed
+// table the sub-traces that have its class.
+void events_pass(Cur *cur, const Vtab *v)
 {
 	if (cur->lo != INT64_MIN || cur->hi != INT64_MAX)
 		cur->r->set_window(cur->lo, cur->hi);
 	cur->filtered = cur->lo != INT64_MIN || cur->hi != INT64_MAX || cur->want_pid || cur->want_tid;
 	const std::vector<const SubTrace *> *group =
 		cur->groups.empty() ? nullptr : &cur->groups[cur->pass_k];
-	if (cur->want_pid || cur->want_tid || group) {
+	const std::vector<const SubTrace *> *subs =
+		v->kind == Kind::Typed ? &v->t->typed[v->typed].subs : nullptr;
+	if (cur->want_pid || cur->want_tid || group || subs) {
 		const bool wp = cur->want_pid, wt = cur->want_tid;
 		const int64_t pid = cur->pid, tid = cur->tid;
 		cur->r->set_stream_filter([=](const StreamInfo &s) {
-			if (group && std::find(group->begin(), group->end(), s.trace) == group->end())
+			if ((group && !among(group, s)) || !among(subs, s))
 				return false;
 			if (wp && (s.trace->kernel || s.trace->vpid != pid))
 				return false; // the kernel's events have no pid
@@ -1597,7 +1726,7 @@ void events_pass(Cur *cur)
 // order (Cur::groups) the next pass begun (true).
 __attribute__((noinline)) bool pass_end(Cur *cur, Vtab *v)
 {
-	const size_t passes = cur->by_thread ? v->t->thread_ids.size() : cur->groups.size();
+	const size_t passes = cur->by_thread ? pass_tids(v).size() : cur->groups.size();
 	if (++cur->pass_k >= passes) {
 		cur->eof = true;
 		return false;
@@ -1607,8 +1736,8 @@ __attribute__((noinline)) bool pass_end(Cur *cur, Vtab *v)
 	cur->r = std::make_unique<TraceReader>();
 	cur->r->share_index(v->t->index);
 	if (cur->by_thread)
-		cur->tid = v->t->thread_ids[cur->pass_k];
-	events_pass(cur);
+		cur->tid = pass_tids(v)[cur->pass_k];
+	events_pass(cur, v);
 	return true;
 }
 
@@ -2413,7 +2542,7 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 	cur->groups.clear();
 	if (cur->by_thread) { // a pass per thread, in tid order: the first
 		cur->want_tid = true;
-		cur->tid = v->t->thread_ids.empty() ? -1 : v->t->thread_ids[0];
+		cur->tid = pass_tids(v).empty() ? -1 : pass_tids(v)[0];
 	} else if (idx_num >> kKeyShift) { // a pass per group of sub-traces: the first
 		cur->groups = key_passes(*v->t, idx_num);
 		if (cur->groups.empty()) {
@@ -2421,7 +2550,7 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 			return SQLITE_OK;
 		}
 	}
-	events_pass(cur);
+	events_pass(cur, v);
 	next_event(cur, v);
 	return SQLITE_OK;
 }

@@ -26,6 +26,7 @@ Oracles:
     check exits 0.
 """
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -139,6 +140,34 @@ def main():
         d = os.path.join(work, name)
         shutil.copytree(orig, d)
         return d, os.path.join(d, os.path.relpath(big, orig))
+
+    # --since as the reader's window: from just past the big stream's second
+    # packet, view prints exactly the whole view's lines from there on; that
+    # packet's records, damaged in a copy, lie outside the window and are not
+    # read (nothing named, exit 0), where the whole view names them.
+    meta = open(os.path.join(sub, "metadata")).read()
+    clock = meta[meta.index("clock {"):]
+    base = (int(re.search(r"offset_s = (-?\d+);", clock).group(1)) * 10**9 +
+            int(re.search(r"\boffset = (\d+);", clock).group(1)))
+    since = (base + entries[2][3] + 1) % (86400 * 10**9)  # past packet 1's end: ns of the (UTC) day
+
+    def tod(line):
+        h, m, sec = line[1:19].split(":")
+        return (int(h) * 3600 + int(m) * 60) * 10**9 + int(sec.replace(".", ""))
+
+    arg = "%02d:%02d:%02d.%09d" % (since // 3600 // 10**9, since // 60 // 10**9 % 60, since // 10**9 % 60,
+                                   since % 10**9)
+    tail = "".join(line + "\n" for line in want.splitlines() if tod(line) >= since)
+    d, s = copy("window")
+    with open(s, "r+b") as f:  # packet 1's first record: an event id no class has
+        f.seek(entries[1][0] + 88)
+        f.write(b"\xff" * 8)
+    rc, got, err = run([strata, "view", d])
+    check(rc == 1 and "damaged: %s at byte" % s in err, "window: the whole view names the damaged packet", err[-500:])
+    rc, got, err = run([strata, "view", "--since", arg, d])
+    check(rc == 0 and got == tail and tail and err == "",
+          "window: view --since %s prints the %d events from there, the damage outside not read (exit %d)" %
+          (arg, tail.count("\n"), rc), err[-500:])
 
     # Stream files emptied, cut inside the first packet, removed.
     for name, how in (("emptied", "emptied after recording"), ("cut", "cut at byte %d after recording"),

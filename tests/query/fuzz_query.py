@@ -305,16 +305,23 @@ KEY_ORDERS = ("tid", "tid, ts", "pid", "pid, ts", "process", "process, ts", "mac
               "process, pid")
 
 
-def plan_checks(a, fail):
+def plan_checks(a, fail, sqls=("SELECT pid, count(*) FROM events GROUP BY pid",
+                               "SELECT process, count(*) FROM events GROUP BY 1",
+                               "SELECT machine, pid, max(ts) FROM events GROUP BY machine, pid",
+                               "SELECT pid, ts FROM events ORDER BY pid, ts")):
     """On a trace of user sub-traces only, GROUP BY and ORDER BY of pid,
-    process and machine, pid are served in the reader's order: no sorter."""
-    for sql in ("SELECT pid, count(*) FROM events GROUP BY pid",
-                "SELECT process, count(*) FROM events GROUP BY 1",
-                "SELECT machine, pid, max(ts) FROM events GROUP BY machine, pid",
-                "SELECT pid, ts FROM events ORDER BY pid, ts"):
+    process and machine, pid are served in the reader's order: no sorter.
+    On one with a kernel stream too, the same and by tid of a typed table
+    whose class only the pthread sub-trace (threads' own lanes) has."""
+    for sql in sqls:
         plan = " | ".join(r[-1] for r in a.db.execute("EXPLAIN QUERY PLAN " + sql))
         if "TEMP B-TREE" in plan:
             fail(sql, "a sorter where the reader's order serves: %s" % plan)
+
+
+TYPED_ORDERS = tuple(q % '"pthread:mutex_held"' for q in (
+    "SELECT tid, count(*) FROM %s GROUP BY tid", "SELECT tid, ts FROM %s ORDER BY tid, ts",
+    "SELECT pid, sum(hold_ns) FROM %s GROUP BY pid", "SELECT process, count(*) FROM %s GROUP BY 1"))
 
 
 def check(a, b, sql, ordered):
@@ -391,6 +398,7 @@ def main():
 
     if len(pairs) > 2:
         plan_checks(pairs[2][0], fail)
+        plan_checks(a, fail, TYPED_ORDERS)
     n_corpus = 0
     for sql in corpus(args.corpus) if os.path.exists(args.corpus) else []:
         n_corpus += 1
