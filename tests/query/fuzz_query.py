@@ -419,6 +419,12 @@ def main():
         why = check(a, b, sql, ordered)
         if not why and p is not None:
             why = oracles(a, t, p)
+            # SQLite itself breaks TLP on some views (a compound view's
+            # columns have no affinity, so `ts <= '1'` and its NOT can both
+            # be false): the plain copy showing the same counts is SQLite's
+            # answer, not a wrong one of ours.
+            if why and oracles(b, t, p) == why:
+                why = None
         if why:
             fail(sql, why)
     print("%d corpus and %d generated queries (seed %d) over %d traces, %d tables: %d failure(s)"
