@@ -245,11 +245,14 @@ def main():
         # under TCG a vCPU the host preempts mid-spin still counts that
         # time as run (CI measured 1.1 ms a probe on a loaded host), so the
         # oracle is 2 ms: a spin without its bound would spend the whole
-        # period, 4 ms a probe or more.
+        # period, 4 ms a probe or more.  With two vCPUs (`defaults`) one
+        # host thread runs both in turn, and the spinning vCPU's clock
+        # runs on while the other one executes: 3.5 ms.
+        spin_max = 3.5 if defaults else 2.0
         m = re.search(r"(\d+) of (\d+) probe\(s\) answered.*; ([0-9.]+) ms of CPU spent spinning", gstatus)
-        check(bool(m) and 0 < float(m.group(3)) <= 2.0 * int(m.group(2)) + 1,
-              "%s: the guest's link spun for its answers, at most 2 ms a probe (%s)" %
-              (v, "%s ms over %s probes" % (m.group(3), m.group(2)) if m else "not said"))
+        check(bool(m) and 0 < float(m.group(3)) <= spin_max * int(m.group(2)) + 1,
+              "%s: the guest's link spun for its answers, at most %.1f ms a probe (%s)" %
+              (v, spin_max, "%s ms over %s probes" % (m.group(3), m.group(2)) if m else "not said"))
     r = subprocess.run([strata, "stop", "S"], env=env, capture_output=True, text=True, timeout=60)
     check(r.returncode == 0, "host: strata stop")
     end_daemon(d, check)
