@@ -83,7 +83,7 @@ int64_t SyncLink::spin_cap() const
 void SyncLink::rate_update(int64_t t)
 {
 	std::lock_guard<std::mutex> g(mu_);
-	if (!rate_.update(t, breaks_, est_.width_now(), min_rtt_)) {
+	if (!rate_.update(t, breaks_, est_.width_behind(ProbeRate::kJudgeLagNs), min_rtt_)) {
 		if (!rate_.stuck())
 			stuck_.clear();
 		return;
@@ -98,12 +98,13 @@ std::string SyncLink::stuck_words() const
 {
 	char b[512];
 	snprintf(b, sizeof b,
-		 "the bound stays %.1f us wide, above its target of %.1f x the fastest probe round trip "
-		 "(%.1f us), after %lld s of dense probing; probing every %lld ms from now on.  The bound "
+		 "the bound stays %.1f us wide (a second behind the latest probe), above its target of "
+		 "%.1f x the fastest probe round trip (%.1f us), after %lld s of dense probing; probing "
+		 "every %lld ms from now on.  The bound "
 		 "holds, but a program's messages faster than the probes' fastest legs may be shown "
 		 "inverted (`strata align` orders them with the messages themselves)",
-		 static_cast<double>(est_.width_now()) / 1e3, ProbeRate::kTargetRatio,
-		 static_cast<double>(min_rtt_) / 1e3,
+		 static_cast<double>(est_.width_behind(ProbeRate::kJudgeLagNs)) / 1e3,
+		 ProbeRate::kTargetRatio, static_cast<double>(min_rtt_) / 1e3,
 		 static_cast<long long>(ProbeRate::kDenseMaxNs / 1000000000),
 		 static_cast<long long>(rate_.period() / 1000000));
 	std::string s = b;

@@ -21,7 +21,8 @@
  *
  * The target: a width of at most kTargetRatio x the link's least probe
  * round trip (the width tends to the least round trip with the number of
- * probes).  A period given by --sync-period holds throughout, and the
+ * probes), judged kJudgeLagNs behind the latest exchange: at the latest
+ * one the slopes' spread widens the bound until later probes come.  A period given by --sync-period holds throughout, and the
  * target is still watched and said.
  *
  * Not thread-safe: the link's thread owns it, under the link's mutex
@@ -43,6 +44,7 @@ public:
 	static constexpr int64_t kDenseMaxNs = 30000000000; // 30 s
 	static constexpr double kTargetRatio = 1.5;
 	static constexpr double kNarrowing = 0.9;
+	static constexpr int64_t kJudgeLagNs = 1000000000; // 1 s
 
 	// fixed_ns: --sync-period (0: adaptive).
 	explicit ProbeRate(int64_t fixed_ns) : fixed_ns_(fixed_ns) {}
