@@ -38,7 +38,7 @@ struct DaemonOptions {
 	// "NAME=SPEC" each; `sync`: this machine follows the peer's clock (a
 	// guest), `sync_guest`: the peer follows this one (its host).
 	std::vector<std::string> sync, sync_guest;
-	uint32_t sync_period_ms = 100; // between probes
+	uint32_t sync_period_ms = 0; // between probes (0: the adaptive rate, sync_rate.h)
 };
 
 // Runs until SIGTERM/SIGINT; returns the process exit code.

@@ -90,7 +90,9 @@ std::vector<cli::Option> daemon_options(Args &a)
 			    "follower's virtio: and vsock: links)",
 			    o.sync_guest),
 		cli::number("sync-period", 0, "MS", "a period in ms",
-			    "between two probes of a link (default 100)", o.sync_period_ms, 1u, 60000u),
+			    "between two probes of a link, fixed (default: adaptive, every 4 ms while the "
+			    "map is learnt or its bound above its target, every 100 ms once it holds)",
+			    o.sync_period_ms, 1u, 60000u),
 		cli::text("repair", 0, "DIR", "a directory",
 			  "truncate every torn stream file under DIR to its last whole packet, then exit",
 			  a.repair),

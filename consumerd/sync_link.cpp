@@ -67,8 +67,9 @@ void bounded_connect(int fd)
 
 SyncLink::SyncLink(const SyncSpec &spec, const std::string &hostname, const ClockInfo &clock,
 		   uint64_t period_ns, Clock now)
-    : spec_(spec), hostname_(hostname), clock_(clock), period_ns_(period_ns), now_(now),
-      nonce_(std::random_device()() | static_cast<uint64_t>(std::random_device()()) << 32 | 1)
+    : spec_(spec), hostname_(hostname), clock_(clock), now_(now),
+      nonce_(std::random_device()() | static_cast<uint64_t>(std::random_device()()) << 32 | 1),
+      rate_(static_cast<int64_t>(period_ns))
 {
 	if (spec.kvm_pid)
 		kvm_ = std::make_unique<KvmWatch>(spec.kvm_pid);
@@ -300,9 +301,17 @@ void SyncLink::run()
 	}
 }
 
-bool SyncLink::send_frame(int fd, const SyncFrame &f)
+bool SyncLink::send_frame(int fd, const SyncFrame &f, int64_t *stamp)
 {
-	const std::vector<uint8_t> b = encode_sync(f);
+	std::vector<uint8_t> b = encode_sync(f);
+	if (stamp) {
+		// The send stamp last, right before the write: PING's t1,
+		// PONG's t3 (the header's bytes 16 and 32, little-endian).
+		*stamp = static_cast<int64_t>(now_());
+		const size_t at = f.type == kSyncPing ? 16 : 32;
+		for (size_t i = 0; i < 8; i++)
+			b[at + i] = static_cast<uint8_t>(static_cast<uint64_t>(*stamp) >> (8 * i));
+	}
 	const ssize_t n = write(fd, b.data(), b.size());
 	if (n == static_cast<ssize_t>(b.size()))
 		return true;
@@ -334,7 +343,7 @@ void SyncLink::serve(int fd)
 	Serve sv;
 	sv.fd = fd;
 	sv.device = spec_.kind == SyncSpec::Kind::Device;
-	sv.lost_ns = std::max<int64_t>(kLostNs, kLostPeriods * static_cast<int64_t>(period_ns_));
+	sv.lost_ns = std::max<int64_t>(kLostNs, kLostPeriods * rate_.period());
 	sv.next_probe = sv.next_hello = sv.next_second = static_cast<int64_t>(now_());
 	out_seq_ = 0;
 	if (!sv.device) {
@@ -362,8 +371,16 @@ void SyncLink::serve(int fd)
 		}
 		if (t >= sv.next_probe && !probe(sv, t))
 			return;
+		const int ms = wait_ms(sv);
+		if (ms == 0 && sv.spin_until && sv.device) {
+			// Spinning on a character device: read at once, so that
+			// no poll lies between the answer's arrival and its stamp.
+			if (!read_frames(sv))
+				return;
+			continue;
+		}
 		pollfd p[2] = {{fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-		if (poll(p, 2, wait_ms(sv)) < 0 && errno != EINTR)
+		if (poll(p, 2, ms) < 0 && errno != EINTR)
 			return;
 		if (p[1].revents)
 			return;
@@ -389,38 +406,32 @@ bool SyncLink::probe(Serve &sv, int64_t t)
 	// The peer may be paused, and a ping sent during the pause is the
 	// one whose receive, read at the resume, shows the step at once
 	// (take_probe).
-	if (!out_seq_ ||
-	    (sv.hello_seen && t - out_t1_ >= kReprobePeriods * static_cast<int64_t>(period_ns_))) {
+	if (!out_seq_ || (sv.hello_seen && t - out_t1_ >= kReprobePeriods * rate_.period())) {
 		// Spin only on a live link (the last probe answered): a lost
 		// peer costs no CPU.
 		const bool live = !out_seq_ && sv.hello_seen;
 		SyncFrame p;
 		p.type = kSyncPing;
 		p.seq = next_seq_++;
-		p.t1 = static_cast<int64_t>(now_()); // before the write
-		if (!send_frame(sv.fd, p))
+		if (!send_frame(sv.fd, p, &p.t1)) // t1 stamped right before the write
 			return false;
 		if (!out_seq_)
 			out_since_ = p.t1;
 		out_seq_ = p.seq;
 		out_t1_ = p.t1;
-		if (spec_.spin && live) {
-			// Until the answer, at most 2 least round trips + 50 us
-			// (1 ms before one is known) and a quarter period: the
-			// answers that tighten the map come early.  min_rtt_ is
-			// written by this thread only.
-			const int64_t cap =
-				std::min<int64_t>(min_rtt_ < 0 ? 1000000 : 2 * min_rtt_ + kRttSlackNs,
-						  static_cast<int64_t>(period_ns_) / 4);
+		const bool spin = spec_.spin && live;
+		if (spin) {
 			sv.spin_cpu0 = thread_cpu_ns();
-			sv.spin_until = p.t1 + cap;
+			sv.spin_until = p.t1 + spin_cap();
 		}
 		std::lock_guard<std::mutex> g(mu_);
 		probes_++;
+		spun_for_ += spin;
 	}
-	sv.next_probe += static_cast<int64_t>(period_ns_);
+	rate_update(t);
+	sv.next_probe += rate_.period();
 	if (sv.next_probe <= t)
-		sv.next_probe = t + static_cast<int64_t>(period_ns_);
+		sv.next_probe = t + rate_.period();
 	return true;
 }
 
@@ -481,59 +492,20 @@ bool SyncLink::read_frames(Serve &sv)
 		off += static_cast<size_t>(r);
 		if (f.type == kSyncHello)
 			sv.hello_seen = true;
-		if (on_frame(sv.fd, f, t_recv) &&
-		    t_recv - sv.last_quick >= static_cast<int64_t>(period_ns_)) {
+		if (on_frame(sv.fd, f, t_recv) && t_recv - sv.last_quick >= rate_.period()) {
 			sv.next_probe = std::min(sv.next_probe, t_recv);
 			sv.last_quick = t_recv;
 		}
+		if (answer_at_ && sv.spin_until && answer_at_ <= sv.spin_until) {
+			std::lock_guard<std::mutex> g(mu_);
+			caught_++; // the answer came while this end spun for it
+		}
+		answer_at_ = 0;
 	}
 	in.erase(in.begin(), in.begin() + static_cast<long>(off));
 	if (in.size() > 2 * kSyncMaxFrame)
 		in.clear();
 	return true;
-}
-
-// A socket's read with the kernel's receive time of its data
-// (SO_TIMESTAMPNS, CLOCK_REALTIME) put on the trace clock: the thread's
-// wake-up is then no part of the receive stamp.  The conversion reads
-// REALTIME before the trace clock, so that it can only come out late (a
-// late receive stamp weakens a constraint, never breaks it); *t_recv is the
-// earlier of that and the trace clock after the read, 0 if the socket
-// gave no time.
-ssize_t SyncLink::read_stamped(int fd, uint8_t *buf, size_t len, int64_t *t_recv)
-{
-	iovec iov{buf, len};
-	alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(timespec))];
-	msghdr m{};
-	m.msg_iov = &iov;
-	m.msg_iovlen = 1;
-	m.msg_control = ctl;
-	m.msg_controllen = sizeof ctl;
-	const ssize_t n = recvmsg(fd, &m, MSG_DONTWAIT);
-	timespec rt;
-	clock_gettime(CLOCK_REALTIME, &rt);
-	const int64_t now = static_cast<int64_t>(now_());
-	*t_recv = 0;
-	if (n <= 0)
-		return n;
-	for (cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS &&
-		    c->cmsg_len >= CMSG_LEN(sizeof(timespec))) {
-			timespec ts;
-			memcpy(&ts, CMSG_DATA(c), sizeof ts);
-			const int64_t age =
-				(rt.tv_sec - ts.tv_sec) * 1000000000LL + (rt.tv_nsec - ts.tv_nsec);
-			// A time in the future or older than a second is not
-			// believed (the realtime clock stepped between).
-			if (age >= 0 && age < 1000000000LL) {
-				*t_recv = now - age;
-				std::lock_guard<std::mutex> g(mu_);
-				kernel_stamps_++;
-			}
-		}
-	if (!*t_recv)
-		*t_recv = now;
-	return n;
 }
 
 bool SyncLink::on_frame(int fd, const SyncFrame &f, int64_t t_recv)
@@ -544,8 +516,7 @@ bool SyncLink::on_frame(int fd, const SyncFrame &f, int64_t t_recv)
 		r.seq = f.seq;
 		r.t1 = f.t1;
 		r.t2 = t_recv;
-		r.t3 = static_cast<int64_t>(now_()); // before the write
-		send_frame(fd, r);
+		send_frame(fd, r, &r.t3); // t3 stamped right before the write
 		return false;
 	}
 	if (f.type == kSyncPong) {
@@ -559,8 +530,11 @@ bool SyncLink::on_frame(int fd, const SyncFrame &f, int64_t t_recv)
 		r.type = kSyncResult;
 		r.aux = t_recv;
 		send_frame(fd, r);
+		answer_at_ = t_recv;
 		std::lock_guard<std::mutex> g(mu_);
 		answered_++;
+		if (t_recv >= f.t1 && (min_wait_ < 0 || t_recv - f.t1 < min_wait_))
+			min_wait_ = t_recv - f.t1;
 		return take_probe(f.t1, f.t2, f.t3, t_recv, true);
 	}
 	std::lock_guard<std::mutex> g(mu_);

@@ -42,6 +42,7 @@
 #include "clocksync.h"
 #include "metadata.h"
 #include "sync_kvm.h"
+#include "sync_rate.h"
 #include "trace_split.h"
 
 namespace strata {
@@ -101,7 +102,8 @@ long decode_sync(const uint8_t *buf, size_t n, SyncFrame *f);
 class SyncLink {
 public:
 	using Clock = uint64_t (*)();
-	// hostname, boot id and REALTIME - MONOTONIC: this machine's, sent in HELLO.
+	// hostname, boot id and REALTIME - MONOTONIC: this machine's, sent in
+	// HELLO.  period_ns: --sync-period, 0 for the adaptive rate (sync_rate.h).
 	SyncLink(const SyncSpec &spec, const std::string &hostname, const ClockInfo &clock,
 		 uint64_t period_ns, Clock now);
 	~SyncLink();
@@ -147,20 +149,24 @@ private:
 	bool take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool ours);
 	void step_seen(const char *what);
 	bool send_second(int fd);
+	void rate_update(int64_t t);     // after a probe: the next period, the target said
+	std::string stuck_words() const; // mu_ held: why the bound stays above its target
+	int64_t spin_cap() const;        // how long this end polls for its probe's answer
 	std::string kvm_checked() const; // mu_ held: the summary after a fresh check
 	bool ctf_clock_of(const std::vector<clocksync::Segment> &segs, const ClockInfo &local, ClockInfo *out,
 			  std::string *env) const; // mu_ held
 	std::vector<CtfPiece> ctf_pieces_of(const std::vector<clocksync::Segment> &segs,
 					    const ClockInfo &local) const; // mu_ held
 	MapNames names() const;                                            // mu_ held
-	bool send_frame(int fd, const SyncFrame &f);
+	// stamp (PING, PONG): the send stamp taken last before the write and
+	// put in the frame (t1, t3), and here.
+	bool send_frame(int fd, const SyncFrame &f, int64_t *stamp = nullptr);
 	bool sleep_ns(uint64_t ns); // false: stop asked
 	ssize_t read_stamped(int fd, uint8_t *buf, size_t len, int64_t *t_recv);
 
 	const SyncSpec spec_;
 	const std::string hostname_;
 	const ClockInfo clock_;
-	const uint64_t period_ns_;
 	const Clock now_;
 	const uint64_t nonce_;
 	int stop_fd_ = -1;   // eventfd: the destructor's stop
@@ -182,6 +188,14 @@ private:
 	uint64_t breaks_ = 0;
 	uint64_t kernel_stamps_ = 0; // receives stamped by the kernel (SO_TIMESTAMPNS)
 	int64_t spun_ns_ = 0;        // CPU spent polling for answers (SyncSpec::spin)
+	// Answers to this end's probes: the least wait from send to answer
+	// (the peer's turnaround included: what a spin must cover), and how
+	// many came while this end spun, of those it spun for.
+	int64_t min_wait_ = -1;
+	uint64_t spun_for_ = 0, caught_ = 0;
+	int64_t answer_at_ = 0; // thread: the last answer's receive, for read_frames
+	ProbeRate rate_;
+	std::string stuck_; // the words said when the bound could not reach its target
 	// Probe in flight: its seq and send stamp, and since when probes have
 	// gone unanswered (thread only).
 	uint32_t next_seq_ = 1, out_seq_ = 0;

@@ -67,12 +67,21 @@ std::string SyncLink::status_line() const
 	if (segs > 1)
 		s += ", " + std::to_string(segs) + " segments (" + std::to_string(segs - 1) +
 		     " step(s) or break(s): lost link, pause, restart)";
+	s += "; probing every " + std::to_string(rate_.period() / 1000000) + " ms" +
+	     (!rate_.adaptive() ? " (--sync-period)"
+	      : rate_.dense()   ? " (dense: learning the map)"
+				: "");
 	if (spec_.spin) {
-		char b[64];
-		snprintf(b, sizeof b, "; %.1f ms of CPU spent spinning for answers",
+		char b[160];
+		snprintf(b, sizeof b,
+			 "; %llu of %llu answers came while spinning; %.1f ms of CPU spent spinning for "
+			 "answers",
+			 static_cast<unsigned long long>(caught_), static_cast<unsigned long long>(spun_for_),
 			 static_cast<double>(spun_ns_) / 1e6);
 		s += b;
 	}
+	if (!stuck_.empty())
+		s += "; BOUND ABOVE ITS TARGET: " + stuck_;
 	if (kvm_)
 		s += "; " + kvm_checked();
 	return s;

@@ -1,9 +1,11 @@
-// sync_wire.cpp - a clock link's spec (NAME=SPEC) and its frames on the
-// wire; see sync_link.h and docs/clocks.md.
+// sync_wire.cpp - a clock link's spec (NAME=SPEC), its frames on the
+// wire and a socket's stamped read; see sync_link.h and docs/clocks.md.
 #include "sync_link.h"
 
 #include <cstring>
+#include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 
 namespace strata {
 namespace daemon_impl {
@@ -231,6 +233,49 @@ long decode_sync(const uint8_t *p, size_t n, SyncFrame *f)
 			f->boot_id = clean(std::string(t + z + 1, strnlen(t + z + 1, tn - z - 1)));
 	}
 	return static_cast<long>(len);
+}
+
+// A socket's read with the kernel's receive time of its data
+// (SO_TIMESTAMPNS, CLOCK_REALTIME) put on the trace clock: the thread's
+// wake-up is then no part of the receive stamp.  The conversion reads
+// REALTIME before the trace clock, so that it can only come out late (a
+// late receive stamp weakens a constraint, never breaks it); *t_recv is the
+// earlier of that and the trace clock after the read, 0 if the socket
+// gave no time.
+ssize_t SyncLink::read_stamped(int fd, uint8_t *buf, size_t len, int64_t *t_recv)
+{
+	iovec iov{buf, len};
+	alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(timespec))];
+	msghdr m{};
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = ctl;
+	m.msg_controllen = sizeof ctl;
+	const ssize_t n = recvmsg(fd, &m, MSG_DONTWAIT);
+	timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	const int64_t now = static_cast<int64_t>(now_());
+	*t_recv = 0;
+	if (n <= 0)
+		return n;
+	for (cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS &&
+		    c->cmsg_len >= CMSG_LEN(sizeof(timespec))) {
+			timespec ts;
+			memcpy(&ts, CMSG_DATA(c), sizeof ts);
+			const int64_t age =
+				(rt.tv_sec - ts.tv_sec) * 1000000000LL + (rt.tv_nsec - ts.tv_nsec);
+			// A time in the future or older than a second is not
+			// believed (the realtime clock stepped between).
+			if (age >= 0 && age < 1000000000LL) {
+				*t_recv = now - age;
+				std::lock_guard<std::mutex> g(mu_);
+				kernel_stamps_++;
+			}
+		}
+	if (!*t_recv)
+		*t_recv = now;
+	return n;
 }
 
 } // namespace daemon_impl

@@ -336,8 +336,13 @@ bool Estimator::bound(int64_t x, int64_t *lo, int64_t *hi) const
 
 int64_t Estimator::width_now() const
 {
+	return width_behind(0);
+}
+
+int64_t Estimator::width_behind(int64_t lag) const
+{
 	int64_t lo, hi;
-	if (!bound(cur_.x_last, &lo, &hi))
+	if (!bound(std::max(cur_.x_first, cur_.x_last - lag), &lo, &hi))
 		return -1;
 	return hi - lo;
 }

@@ -124,6 +124,10 @@ public:
 	bool bound(int64_t x, int64_t *lo, int64_t *hi) const;
 	// hi - lo at the current segment's last message (-1: not correlated).
 	int64_t width_now() const;
+	// hi - lo `lag` ns of source time before it (at the segment's first
+	// message if that is later): where exchanges lie on both sides, so that
+	// the slopes' spread no longer widens it as it does at the edge.
+	int64_t width_behind(int64_t lag) const;
 
 private:
 	struct Hulls {

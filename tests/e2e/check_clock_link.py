@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Two machines' clocks on one timeline (docs/clocks.md), on one machine.
 
-usage: check_clock_link.py STRATA PINGPONG WORKDIR [MESSAGES [two]]
+usage: check_clock_link.py STRATA PINGPONG WORKDIR [MESSAGES [two|defaults]]
 
 Two daemons stand for a host and a guest: the guest's clock is made to run
 SKEW_NS ahead and SKEW_PPM faster (STRATA_TEST_CLOCK_SKEW, its clock page
@@ -25,6 +25,10 @@ processes' tracks and every event on them.
 `two`: a second guest (another skew) follows the host too, and the first
 guest's client exchanges MESSAGES more with the second guest's server:
 the merge of the three traces must invert none of those either.
+`defaults`: no --sync-period on either daemon (the adaptive rate,
+docs/clocks.md "Probe rate"): the same oracles, and `strata status` says
+each end probes densely while the map is learnt ("every 4 ms (dense") and,
+once it has settled within its target, every 100 ms, within 30 s.
 Exit 77 (skipped) where the TSC cannot back a page.
 """
 import json
@@ -40,7 +44,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "export"))
-from strata_testlib import end_daemon, e2e_setup, start_daemon, trace_messages, clock_link_env, wait_for  # noqa: E402
+from strata_testlib import end_daemon, e2e_setup, start_daemon, trace_messages, clock_link_env, poll, wait_for  # noqa: E402
 
 SKEW_NS = 2700000000
 SKEW_PPM = 80
@@ -376,6 +380,7 @@ def main():
     strata, prog, work, consumerd, check = e2e_setup()
     n = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
     two = len(sys.argv) > 5 and sys.argv[5] == "two"
+    defaults = len(sys.argv) > 5 and sys.argv[5] == "defaults"
     base = clock_link_env()
     # The guests, each with its skew (offset, ppm) and a free port for its link.
     guests = {"guest": (SKEW_NS, SKEW_PPM)}
@@ -395,7 +400,7 @@ def main():
         if who in guests:
             envs[who]["STRATA_TEST_CLOCK_SKEW"] = "%d,%d" % guests[who]
         outs[who] = os.path.join(work, who + "-trace")
-    link = ["--sync-period", str(PERIOD_MS)]
+    link = [] if defaults else ["--sync-period", str(PERIOD_MS)]
     hargs = link[:]
     for g in guests:
         hargs += ["--sync-guest", "%s=listen:tcp:127.0.0.1:%d" % (g, ports[g])]
@@ -410,6 +415,10 @@ def main():
                                                                                    ": " + r.stderr.strip()))
     wait_for(lambda: status_of(strata, envs["host"], "S").count("bound width") == len(guests),
              "the links to have a bound", 30)
+    if defaults:
+        st = status_of(strata, envs["host"], "S")
+        check("probing every 4 ms (dense" in st, "the host's link probes densely while its map is learnt: " +
+              " ".join(ln.strip() for ln in st.splitlines() if "clock link" in ln))
     # The host's client and the guest's server; with two guests also the
     # first guest's client and the second's server (a guest-to-guest order
     # that only the two maps onto the host's clock can get right).
@@ -419,6 +428,13 @@ def main():
     # Probes after the last message, so that its time lies inside the map.
     t_end = time.monotonic() + 20 * PERIOD_MS / 1000.0
     wait_for(lambda: time.monotonic() > t_end, "probes after the exchange", 10)
+    if defaults:
+        for who in machines:
+            ok = poll(lambda: re.search(r"probing every 100 ms(?! \()", status_of(strata, envs[who], "S")), 30,
+                      step=0.2)
+            check(ok, "%s: the link probes every 100 ms once its map has settled: %s" %
+                  (who, " ".join(ln.strip() for ln in status_of(strata, envs[who], "S").splitlines()
+                                 if "clock link" in ln)))
     status = status_of(strata, envs["host"], "S")
     for g in guests:
         line = [ln.strip() for ln in status.splitlines() if "clock link %s " % g in ln]

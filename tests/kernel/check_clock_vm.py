@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A host and a qemu guest on one timeline (docs/clocks.md): its own VM boot.
 
-usage: check_clock_vm.py plain|pause|kernel|two STRATA CONSUMERD PINGPONG BUILD_ROOT WORKDIR [MESSAGES]
+usage: check_clock_vm.py plain|pause|kernel|two|defaults STRATA CONSUMERD PINGPONG BUILD_ROOT WORKDIR [MESSAGES]
 
 The host's daemon maps the guest's clock onto its own over a virtio-serial
 port (`--sync-guest vm1=unix:WORK/sync.sock`, qemu's chardev); the guest's
@@ -16,7 +16,13 @@ write and read system calls: in the merged trace each guest write of a
 message comes before the host's receive, and each host send before the
 guest kernel's read that returns it.  `two`: two VMs at once, each
 following the host over its own port and exchanging with its own host
-program: the three traces merge in one order.
+program: the three traces merge in one order.  `defaults`: docs/clocks.md's
+Usage as written: two vCPUs, no --sync-period on either daemon (the
+link's own adaptive probe rate), and 0 inversions required of the probes'
+map alone (the map, babeltrace2 and `strata view`); prints the bound's
+width against the fastest round trip of the program's own messages in
+the same run, and whether it is within TARGET_WIDTH_RATIO of it (the
+target, not yet met under TCG with two vCPUs: printed, not required).
 
 Oracles (check_clock_link.py's): every stated bound holds against every
 message; the maps' inversions within a segment are counted and printed
@@ -59,6 +65,7 @@ from check_clock_link import bounds, in_gap, status_of, timeline  # noqa: E402
 from check_clock_step import collect, view_order  # noqa: E402
 
 PAUSE_S = 1.5
+TARGET_WIDTH_RATIO = 1.5  # `defaults`: the bound's median width at the messages / their fastest round trip
 KBASE2 = 1000000000  # k of the second VM's messages
 
 
@@ -176,10 +183,10 @@ def main():
     env = dict(os.environ, STRATA_CONSUMERD=consumerd, STRATA_CONSUMERD_SOCKET=os.path.join(work, "h.sock"))
     for v in ("STRATA_EARLY", "LD_PRELOAD", "STRATA_AGGREGATE", "XDG_RUNTIME_DIR", "STRATA_TEST_CLOCK_SKEW"):
         env.pop(v, None)
-    # 4 ms probes and (below) one vCPU: with two, TCG runs them in turn in
-    # one thread and the program's messages crossed faster than the
-    # probes' fastest legs (docs/clocks.md, "Measured here").
-    args = ["--sync-period", "4"]
+    # 4 ms probes and (below) one vCPU, except in `defaults`, which takes
+    # the Usage's commands as they are: two vCPUs, the link's own rate.
+    defaults = mode == "defaults"
+    args = [] if defaults else ["--sync-period", "4"]
     for v in names:
         args += ["--sync-guest", "%s=unix:%s" % (v, vms[v][1])]
     d = start_daemon(consumerd, env["STRATA_CONSUMERD_SOCKET"], env, args)
@@ -194,11 +201,12 @@ def main():
                                       env=dict(env, SYNCPP_KBASE=str(kbase)), stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, text=True)
         guests[v] = subprocess.Popen([os.path.join(HERE, "run-vm.sh"), "--out", out, "--build-root", build_root,
-                                      "--timeout", "300", "--smp", "1", "--port", "org.strata.sync=" + sync_sock,
+                                      "--timeout", "300", "--smp", "2" if defaults else "1", "--port", "org.strata.sync=" + sync_sock,
                                       "--port", "org.strata.app=" + app_sock]
                                      + (["--build-module"] if mode == "kernel" else [])
                                      + ["--", os.path.join(HERE, "guest-clocks.sh"), strata, consumerd, prog, str(n),
-                                        "kernel" if mode == "kernel" else "plain", str(kbase)],
+                                        "kernel" if mode == "kernel" else "plain", str(kbase),
+                                        "default" if defaults else "4"],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     vm = vms["vm1"][0]
     half = servers["vm1"].stdout.readline().strip()
@@ -232,16 +240,19 @@ def main():
         gstatus = open(p).read() if os.path.exists(p) else ""
         print("%s's status: " % v + (gstatus.strip().replace("\n", " | ") or "none"))
         # The guest's end spins for its probes' answers (a virtio: link's
-        # default), each spin at most a quarter of the 4 ms period by the
-        # wall clock.  The guest counts its thread's CPU clock, and under
-        # TCG a vCPU the host preempts mid-spin still counts that time as
-        # run (CI measured 1.1 ms a probe on a loaded host; 0.4-0.7 ms on a
-        # quiet one), so the oracle is half the period: a spin without its
-        # bound would spend the whole period, 4 ms a probe.
+        # default), each spin at most 1 ms (a quarter of the 4 ms period)
+        # by the wall clock.  The guest counts its thread's CPU clock, and
+        # under TCG a vCPU the host preempts mid-spin still counts that
+        # time as run (2.3 ms a probe measured with two VMs on a loaded
+        # host), so the oracle is 3 ms: a spin without its bound would
+        # spend the whole period, 4 ms a probe or more.  With two vCPUs
+        # (`defaults`) one host thread runs both in turn, and the spinning
+        # vCPU's clock runs on while the other one executes: 3.5 ms.
+        spin_max = 3.5 if defaults else 3.0
         m = re.search(r"(\d+) of (\d+) probe\(s\) answered.*; ([0-9.]+) ms of CPU spent spinning", gstatus)
-        check(bool(m) and 0 < float(m.group(3)) <= 2.0 * int(m.group(2)) + 1,
-              "%s: the guest's link spun for its answers, at most 2 ms (half the period) a probe (%s)" %
-              (v, "%s ms over %s probes" % (m.group(3), m.group(2)) if m else "not said"))
+        check(bool(m) and 0 < float(m.group(3)) <= spin_max * int(m.group(2)) + 1,
+              "%s: the guest's link spun for its answers, at most %.1f ms a probe (%s)" %
+              (v, spin_max, "%s ms over %s probes" % (m.group(3), m.group(2)) if m else "not said"))
     r = subprocess.run([strata, "stop", "S"], env=env, capture_output=True, text=True, timeout=60)
     check(r.returncode == 0, "host: strata stop")
     end_daemon(d, check)
@@ -276,9 +287,11 @@ def main():
         mine = {k: t for k, t in sends.items() if kbase <= k < kbase + KBASE2}
         for name, lk in ((v + ": the guest's", glink), (v + ": the host's", hlink)):
             w = bounds(check, name, lk, mine, raw, map_inverted=map_inv if lk is glink else set(),
-                       count_only=True)
+                       count_only=not defaults)
             if lk is glink and w:
                 widest = max(widest, w[-1])
+            if lk is glink and defaults:
+                width_against_messages(check, lk, w, mine, raw)
             if mode == "pause" and v == "vm1":
                 check(len(lk["segments"]) >= 2, "the %s map has a new segment after the pause (%s)" %
                       (name, ", ".join(s["start"] for s in lk["segments"])))
@@ -292,15 +305,61 @@ def main():
     if mode == "pause":
         bt2_pieces(check, [host_out] + [os.path.join(vms[v][0], "guest-trace") for v in names], n * len(names),
                    in_gaps, map_inv)
+    elif defaults:
+        check(not bt2_inv, "babeltrace2's merge (the metadata's line): %d of %d messages inverted" %
+              (len(bt2_inv), len(sends)))
     else:
         check(bt2_inv <= map_inv, "babeltrace2's merge (the metadata's line): %d of %d messages inverted, all of "
               "them inverted by the guest's map too (%d not)" % (len(bt2_inv), len(sends), len(bt2_inv - map_inv)))
     strata_view_order(check, strata, work, host_out, [(v, os.path.join(vms[v][0], "guest-trace")) for v in names],
-                      n * len(names), in_gaps, map_inv)
+                      n * len(names), in_gaps, set() if defaults else map_inv)
     if mode == "kernel":
         kernel_order(check, host_out, os.path.join(vm, "guest-trace"), n, widest)
+    if defaults:
+        check.finish()  # the probes' map alone: `strata align` is the other modes' part
     aligned(check, strata, work, host_out, names, vms, links, sends, raw, in_gaps, n, mode)
     check.finish()
+
+
+def width_against_messages(check, lk, widths, sends, raw):
+    """`defaults`: the guest's stated bound against the program's own
+    messages' fastest round trip (the guest's send of 2i to its receive of
+    2i+1 less the host's turnaround between them, each on its own clock),
+    which is what the probes could at best have measured; printed, with
+    the probes' and the messages' fastest legs in each direction as the
+    probes' line maps them (a difference within one direction does not
+    depend on where the line lies: how much slower the probes' legs were
+    than the program's), and whether the median width at the messages is
+    within TARGET_WIDTH_RATIO of the fastest round trip."""
+    rtts = []
+    for k in sends:
+        if k % 2 == 0 and ("syncpp:recv", k + 1) in raw and ("syncpp:send", k + 1) in raw:
+            (_, g1), (_, h1) = raw[("syncpp:send", k)], raw[("syncpp:recv", k)]
+            (_, h2), (_, g2) = raw[("syncpp:send", k + 1)], raw[("syncpp:recv", k + 1)]
+            rtts.append((g2 - g1) - (h2 - h1))
+    fastest = min(rtts) if rtts else 0
+    median = widths[len(widths) // 2] if widths else 0
+    check(fastest > 0, "the program's fastest message round trip measured (%.1f us)" % (fastest / 1e3))
+    print("bound width at the messages %.1f us median, %.1f us max; the program's fastest message round trip "
+          "%.1f us; the probes' fastest %.1f us; width / fastest message RTT %.2f (median), %.2f (max): the "
+          "target of %.1fx %s" %
+          (median / 1e3, widths[-1] / 1e3 if widths else 0, fastest / 1e3, lk["min_rtt_ns"] / 1e3,
+           median / max(1, fastest), (widths[-1] if widths else 0) / max(1, fastest), TARGET_WIDTH_RATIO,
+           "met" if median <= TARGET_WIDTH_RATIO * fastest else "NOT met"))
+    seg = [s for s in lk["segments"] if s["bounded"]][-1]
+    if seg.get("hull_lower") and seg.get("hull_upper"):
+        f = lambda x: seg["y0"] + seg["slope"] * (x - seg["x0"])  # noqa: E731
+        legs = (min(f(x) - y for x, y in seg["hull_lower"]), min(y - f(x) for x, y in seg["hull_upper"]))
+        msgs = ([], [])
+        for k in sends:
+            (_, s_val), (_, r_val) = raw[("syncpp:send", k)], raw[("syncpp:recv", k)]
+            if k % 2:
+                msgs[0].append(f(r_val) - s_val)
+            else:
+                msgs[1].append(r_val - f(s_val))
+        print("fastest legs as the probes' last line maps them: host->guest probes %.1f us, messages %.1f us; "
+              "guest->host probes %.1f us, messages %.1f us" %
+              (legs[0] / 1e3, min(msgs[0]) / 1e3, legs[1] / 1e3, min(msgs[1]) / 1e3))
 
 
 def aligned(check, strata, work, host_out, names, vms, links, sends, raw, in_gaps, n, mode):

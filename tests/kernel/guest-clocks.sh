@@ -1,12 +1,14 @@
 #!/bin/sh
-# guest-clocks.sh STRATA CONSUMERD PINGPONG N [plain|kernel [KBASE]] - the guest's half of
+# guest-clocks.sh STRATA CONSUMERD PINGPONG N [plain|kernel [KBASE [PERIOD]]] - the guest's half of
 # check_clock_vm.py (run by run-vm.sh in the guest): a daemon that follows
-# the host's clock over the virtio-serial port org.strata.sync, a session
+# the host's clock over the virtio-serial port org.strata.sync (probing
+# every PERIOD ms, default 4; `default`: no --sync-period, the daemon's own
+# adaptive rate), a session
 # recording syncpp:* (`kernel`: also the guest kernel's read and write
 # system calls, the module loaded by run-vm.sh) into $STRATA_VM_OUT/guest-trace (the folder shared with
 # the host), and the ping-pong's client on the port org.strata.app.
 set -u
-strata=$1 consumerd=$2 prog=$3 n=$4 kernel=${5:-} kbase=${6:-0}
+strata=$1 consumerd=$2 prog=$3 n=$4 kernel=${5:-} kbase=${6:-0} period=${7:-4}
 out=$STRATA_VM_OUT
 port() { # the device of the virtio-serial port named $1 (no udev here)
 	for d in /sys/class/virtio-ports/*; do
@@ -25,7 +27,11 @@ answered() { "$strata" status G 2>/dev/null | sed -n 's/.* \([0-9]*\) of [0-9]* 
 sync=$(port org.strata.sync) app=$(port org.strata.app)
 [ -n "$sync" ] && [ -n "$app" ] || { echo "guest: no virtio ports"; ls /sys/class/virtio-ports; exit 1; }
 export STRATA_CONSUMERD_SOCKET=/tmp/g.sock
-"$consumerd" --socket /tmp/g.sock --sync "host=virtio:$sync" --sync-period 4 -q &
+if [ "$period" = default ]; then
+	"$consumerd" --socket /tmp/g.sock --sync "host=virtio:$sync" -q &
+else
+	"$consumerd" --socket /tmp/g.sock --sync "host=virtio:$sync" --sync-period "$period" -q &
+fi
 dpid=$!
 wait_for 30 test -S /tmp/g.sock || { echo "guest: no daemon"; exit 1; }
 "$strata" create G -o "$out/guest-trace" && "$strata" enable-event G 'syncpp:*' || exit 1

@@ -440,6 +440,14 @@ TEST(ClockSync, LinkLostAndOneWay)
 	EXPECT_EQ(c.outside, 0u);
 	EXPECT_EQ(c.inversions, 0u);
 	EXPECT_GT(e.width_now(), 0);
+	// Behind the latest exchange: the bound there (the probe rate judges
+	// it so), clamped to the segment's first message.
+	EXPECT_EQ(e.width_behind(0), e.width_now());
+	int64_t lo, hi;
+	ASSERT_TRUE(e.bound(segs[1].x_last - 500000000, &lo, &hi));
+	EXPECT_EQ(e.width_behind(500000000), hi - lo);
+	ASSERT_TRUE(e.bound(segs[1].x_first, &lo, &hi));
+	EXPECT_EQ(e.width_behind(int64_t{1} << 50), hi - lo);
 	// The stored form names every field a reader needs.
 	const std::string j = segments_json(segs, 0);
 	for (const char *k : {"\"start\": \"link-lost\"", "\"x0\"", "\"y0\"", "\"slope\"", "\"slope_min\"",

@@ -1,8 +1,9 @@
 /*
  * strata-consumerd's clock links (consumerd/sync_link.h, docs/clocks.md)
  * without a peer: the SPEC table (accepted and refused, with the error's
- * words), the frame codec against every cut, garbage and random bytes, and
- * the metadata clock rewrite (babeltrace2-visible text, done twice = once).
+ * words), the frame codec against every cut, garbage and random bytes, the
+ * metadata clock rewrite (babeltrace2-visible text, done twice = once), and
+ * the adaptive probe rate (sync_rate.h) through its phases.
  */
 #include <gtest/gtest.h>
 
@@ -298,6 +299,83 @@ TEST(SerialRewrite, FramesOnTheLine)
 		EXPECT_EQ(kv.second.first, json);
 		EXPECT_EQ(kv.second.second, 4);
 	}
+}
+
+// The probe rate through a link's life, probed every period: dense from the
+// start until the bound is within 1.5 x the least round trip (and 2 s at
+// least), sparse then; dense again when it widens and after a new segment;
+// a bound that stays wide through 30 s of dense probing is said once, the
+// rate then sparse, until it narrows or a new segment begins.
+TEST(ProbeRate, DenseWhileLearntSparseOnceHeldSaidOnceWhenStuck)
+{
+	ProbeRate r(0);
+	const int64_t rtt = 100000, narrow = 120000, wide = 300000;
+	int64_t t = 0;
+	int said = 0;
+	// Runs the rate for `ns` at the given width and segment count; returns
+	// the time spent dense.
+	auto run = [&](int64_t ns, int64_t width, uint64_t segs) {
+		int64_t dense = 0;
+		for (const int64_t end = t + ns; t < end;) {
+			said += r.update(t, segs, width, rtt);
+			const int64_t p = r.period();
+			EXPECT_TRUE(p == ProbeRate::kDenseNs || p == ProbeRate::kSparseNs) << p;
+			dense += r.dense() ? p : 0;
+			t += p;
+		}
+		return dense;
+	};
+	EXPECT_TRUE(r.adaptive());
+	EXPECT_TRUE(r.dense()); // before the first update: learning
+	// No bounded map yet: dense, never given up (a peer not answering).
+	EXPECT_EQ(run(60 * 1000000000LL, -1, 0), 60 * 1000000000LL);
+	EXPECT_EQ(said, 0);
+	// Narrow from the start: dense for the first 2 s only.
+	const int64_t d = run(10 * 1000000000LL, narrow, 0);
+	EXPECT_GE(d, ProbeRate::kDenseMinNs - ProbeRate::kDenseNs);
+	EXPECT_LE(d, ProbeRate::kDenseMinNs + ProbeRate::kDenseNs);
+	EXPECT_FALSE(r.dense());
+	// Wider than the target: dense again at once, and given up after 30 s,
+	// said once, sparse from then on.
+	EXPECT_GE(run(ProbeRate::kDenseMaxNs + ProbeRate::kSparseNs, wide, 0), ProbeRate::kDenseMaxNs);
+	EXPECT_EQ(said, 1);
+	EXPECT_TRUE(r.stuck());
+	EXPECT_EQ(run(60 * 1000000000LL, wide, 0), 0);
+	EXPECT_EQ(said, 1);
+	// Within the target again: no longer stuck, still sparse.
+	EXPECT_EQ(run(1000000000LL, narrow, 0), 0);
+	EXPECT_FALSE(r.stuck());
+	// A new segment: dense again for 2 s, though the bound is narrow.
+	const int64_t d2 = run(10 * 1000000000LL, narrow, 1);
+	EXPECT_GE(d2, ProbeRate::kDenseMinNs - ProbeRate::kDenseNs);
+	EXPECT_LE(d2, ProbeRate::kDenseMinNs + ProbeRate::kDenseNs);
+	// A new segment while stuck: the episode ends, said again if it recurs.
+	run(ProbeRate::kDenseMaxNs + ProbeRate::kSparseNs, wide, 1);
+	EXPECT_EQ(said, 2);
+	run(1000000000LL, wide, 2);
+	EXPECT_FALSE(r.stuck());
+	EXPECT_TRUE(r.dense());
+	// Within the target but still narrowing (by a fifth each 2 s, then
+	// settled): dense while it narrows, sparse one window after.
+	ProbeRate n(0);
+	int64_t tn = 0, dense_n = 0, w = 2 * narrow;
+	for (; tn < 30 * 1000000000LL; tn += n.period()) {
+		if (tn % (2 * 1000000000LL) < ProbeRate::kDenseNs && tn < 10 * 1000000000LL && tn > 0)
+			w = w * 4 / 5;
+		EXPECT_FALSE(n.update(tn, 0, w, 2 * narrow));
+		dense_n += n.dense() ? n.period() : 0;
+	}
+	EXPECT_GE(dense_n, 10 * 1000000000LL);
+	EXPECT_LE(dense_n, 14 * 1000000000LL);
+	// A fixed period holds throughout, the target still watched.
+	ProbeRate f(20000000);
+	EXPECT_FALSE(f.adaptive());
+	int said_f = 0;
+	for (int64_t tf = 0; tf < 40 * 1000000000LL; tf += f.period()) {
+		said_f += f.update(tf, 0, wide, rtt);
+		EXPECT_EQ(f.period(), 20000000);
+	}
+	EXPECT_EQ(said_f, 1);
 }
 
 } // namespace
