@@ -35,10 +35,10 @@
 #define STRATA_PTHREAD_ACQ_FIELDS(what)                                                       \
 	strata_hex(uint64_t, what), strata_int(int32_t, ret), strata_int(uint8_t, contended), \
 		strata_int(uint64_t, wait_ns), strata_hex(uint64_t, caller),                  \
-		strata_sequence(uint64_t, stack)
+		strata_sequence_hex(uint64_t, stack)
 #define STRATA_PTHREAD_TRY_FIELDS(what)                                                     \
 	strata_hex(uint64_t, what), strata_int(int32_t, ret), strata_hex(uint64_t, caller), \
-		strata_sequence(uint64_t, stack)
+		strata_sequence_hex(uint64_t, stack)
 #define STRATA_PTHREAD_SIMPLE_FIELDS(what) \
 	strata_hex(uint64_t, what), strata_int(int32_t, ret), strata_hex(uint64_t, caller)
 
@@ -65,10 +65,10 @@ STRATA_EVENT(pthread, sem_post, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_SIMPLE_FIE
  * mutex was released wait_ns before the event. */
 STRATA_EVENT(pthread, cond_wait, STRATA_LOGLEVEL_DEBUG, strata_hex(uint64_t, cond),
 	     strata_hex(uint64_t, lock), strata_int(int32_t, ret), strata_int(uint64_t, wait_ns),
-	     strata_hex(uint64_t, caller), strata_sequence(uint64_t, stack))
+	     strata_hex(uint64_t, caller), strata_sequence_hex(uint64_t, stack))
 STRATA_EVENT(pthread, cond_timedwait, STRATA_LOGLEVEL_DEBUG, strata_hex(uint64_t, cond),
 	     strata_hex(uint64_t, lock), strata_int(int32_t, ret), strata_int(uint64_t, wait_ns),
-	     strata_hex(uint64_t, caller), strata_sequence(uint64_t, stack))
+	     strata_hex(uint64_t, caller), strata_sequence_hex(uint64_t, stack))
 STRATA_EVENT(pthread, cond_signal, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_SIMPLE_FIELDS(cond))
 STRATA_EVENT(pthread, cond_broadcast, STRATA_LOGLEVEL_DEBUG, STRATA_PTHREAD_SIMPLE_FIELDS(cond))
 

@@ -186,6 +186,7 @@ void strata_unregister_tracepoints(struct strata_tracepoint *const *start,
 #define strata_string(name) (STRING, name, const char *, 10)
 #define strata_array(ctype, name, len) (ARRAY, name, ctype, len)
 #define strata_sequence(ctype, name) (SEQ, name, ctype, 10)
+#define strata_sequence_hex(ctype, name) (SEQ, name, ctype, 16) /* elements shown in hex */
 #define strata_bytes(name) (BYTES, name, uint8_t, 16)
 
 #define STRATA__UNPAREN(...) __VA_ARGS__
