@@ -9,9 +9,10 @@
 // sub-traces are read once before (learn_processes: tids -> process, Java
 // thread names), so that a kernel thread track knows its process from its
 // first event.  The per-event path (the event templates) is defined in
-// export_timeline.cpp, the only place that reads a pass, and inlined into
-// it (always_inline: what the compiler did when all of it was one file's); the tracks,
-// processes, machines and losses in export_tracks.cpp.  Single-threaded.
+// export_timeline.cpp, where the pass reads, and inlined into its loop
+// (always_inline: else a call per event remains); the tracks, processes,
+// machines and losses made on first sight are in export_tracks.cpp.
+// Single-threaded.
 #ifndef STRATA_PROCESSOR_EXPORT_TIMELINE_H
 #define STRATA_PROCESSOR_EXPORT_TIMELINE_H
 
