@@ -162,7 +162,7 @@ inline void Converter::monitor_event(int64_t ts, int64_t tid, const TraceInfo &t
 			a.name = "holder";
 			label_ = tid_label(it->second);
 			a.s = label_;
-			args_.push_back(std::move(a));
+			args_.push_back(a);
 			args_.layout = 0; // not the class's fields alone
 			monitor_owned(tr, mon, it->second, ts);
 		}
