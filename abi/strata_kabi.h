@@ -193,8 +193,13 @@ enum strata_kabi_target_kind {
 	STRATA_KABI_TARGET_UID = 1,   /* every process of uid target_uid */
 	STRATA_KABI_TARGET_PIDS = 2,  /* n_targets __u32 pids (caller's namespace) */
 	STRATA_KABI_TARGET_COMMS = 3, /* n_targets char[16] process names */
+	/* The processes of target_uid (as TARGET_UID) that are the one __u32
+	 * pid at targets_ptr (n_targets 1, caller's namespace) or descend from
+	 * it by their parent chain at the time of asking (a process reparented
+	 * out of the tree has left it).  A module without it: -EINVAL. */
+	STRATA_KABI_TARGET_TREE = 4,
 };
-#define STRATA_KABI_UID_ANY 0xffffffffu /* TARGET_UID: every uid (admin only) */
+#define STRATA_KABI_UID_ANY 0xffffffffu /* TARGET_UID, TARGET_TREE: every uid (admin only) */
 
 /* SET_RULES: replace slot's rules.  n_rules == 0 and session_id == 0 clears
  * the slot.  Every registered process whose QUERY answer for the slot

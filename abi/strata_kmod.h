@@ -172,6 +172,7 @@ struct strata_kmod_session {
 	uint32_t kbuf_subbuf_size; /* kernel buffer geometry (0: defaults) */
 	uint32_t kbuf_n_subbuf;
 	uint32_t flags; /* STRATA_KABI_SET_KEEP or 0 */
+	uint32_t tree;  /* TARGET_TREE's root pid; 0: TARGET_UID */
 };
 
 static inline int strata_kmod_set_session(int fd, unsigned slot, const struct strata_kmod_session *sess,
@@ -180,7 +181,12 @@ static inline int strata_kmod_set_session(int fd, unsigned slot, const struct st
 {
 	struct strata_kabi_set_rules a;
 
-	strata_kmod_rules_init(&a, slot, rules, n_rules, STRATA_KABI_TARGET_UID, uid);
+	strata_kmod_rules_init(&a, slot, rules, n_rules,
+			       sess->tree ? STRATA_KABI_TARGET_TREE : STRATA_KABI_TARGET_UID, uid);
+	if (sess->tree) {
+		a.targets_ptr = (uint64_t)(uintptr_t)&sess->tree;
+		a.n_targets = 1;
+	}
 	a.session_id = sess->session_id;
 	a.channel = sess->channel;
 	memcpy(a.sock_path, sess->sock_path, sizeof(a.sock_path));

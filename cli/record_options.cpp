@@ -236,8 +236,7 @@ std::vector<cli::Option> record_options(Record &r)
 			  r.jvm),
 		cli::flag("all-processes", 0,
 			  "record every process of yours the daemon serves (as strata create does), not "
-			  "only CMD and its descendants; where the kernel module answers which "
-			  "tracepoints are on (/dev/strata), always so (said)",
+			  "only CMD and its descendants",
 			  r.all_processes),
 	};
 }

@@ -199,18 +199,10 @@ bool start_session(CtlClient &cl, PrivateDaemon &priv, Record &rec)
 		if (!go_private(cl, priv))
 			return false;
 	}
-	// Where the kernel module answers processes' state queries, a process
-	// joins from the module's answer, which names users, not process trees:
-	// a tree session would record nothing, so the session records every
-	// process of ours, as --all-processes does, and says so.
-	const bool kmod = access(STRATA_KABI_DEVICE, F_OK) == 0;
-	if (!rec.all_processes && kmod)
-		fprintf(stderr,
-			"strata record: the kernel module (%s) answers which tracepoints are on here, by "
-			"user, not by process tree: recording every process of yours, not only %s and its "
-			"descendants (as --all-processes)\n",
-			STRATA_KABI_DEVICE, rec.command[0]);
-	if (!rec.all_processes && !kmod)
+	// Where the kernel module answers processes' state queries, it grants
+	// the session to the tree alone (TARGET_TREE; with an older module the
+	// daemon refuses buffers from outside the tree, and logs so).
+	if (!rec.all_processes)
 		create.flags |= proto::kCreateTree;
 	if (!create.aggregate.empty() && cl.version() < proto::kAggVersion) {
 		fprintf(stderr,

@@ -34,6 +34,7 @@ namespace {
 struct SlotState {
 	bool set = false;      // the module's slot holds our rules
 	bool grants = false;   // ... with a session: the module answers QUERY
+	bool tree = false;     // ... for the session's process tree alone (TARGET_TREE)
 	bool draining = false; // a drain reads the buffer `uuid`
 	uint8_t uuid[16] = {};
 	bool warned = false; // "no kernel events" said once per start
@@ -48,6 +49,7 @@ struct SlotState {
 int g_dev = -1;         // /dev/strata, opened on first use, kept
 int g_kabi = 0;         // the module's kabi version (REGISTER's answer)
 bool g_no_keep = false; // the module refused STRATA_KABI_SET_KEEP (older)
+bool g_no_tree = false; // the module refused STRATA_KABI_TARGET_TREE (older)
 // The module's boot slot (kmod/strata_ctl.c, strata_ctl_boot).
 constexpr uint32_t kBootSlot = STRATA_KABI_MAX_SLOTS - 1;
 SlotState g_slots[proto::kMaxSlots];
@@ -165,8 +167,10 @@ int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
 			  channel.subbuf_size <= UINT32_MAX;
 	if (!grant || g_kabi < 2 || grant->sock_path.empty() || grant->sock_path[0] != '/' ||
 	    grant->sock_path.size() >= STRATA_KABI_SOCK_MAX || grant->channel.name.empty() ||
-	    grant->channel.name.size() >= STRATA_KABI_NAME_MAX || n != rules.size())
+	    grant->channel.name.size() >= STRATA_KABI_NAME_MAX || n != rules.size()) {
+		g_slots[slot].tree = false;
 		return set_rules_only(slot, target_uid, kr, n, channel, geom, gen);
+	}
 	static strata_kabi_rule_target tg[STRATA_KABI_MAX_RULES]; // main thread only
 	const bool any = rule_targets(slot, *grant, n, tg);
 	strata_kmod_session ks;
@@ -190,12 +194,26 @@ int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
 	// takes it over with its kernel buffer (docs/crash.md); an older
 	// module refuses the flag: then without.
 	ks.flags = g_no_keep || !grant->keep ? 0 : STRATA_KABI_SET_KEEP;
+	// A process-tree session: the module grants the tree alone.  A module
+	// without TARGET_TREE grants every process of the user; the tree is
+	// then kept at BUFFER (processes.cpp: a buffer from outside refused).
+	ks.tree = g_no_tree || grant->tree <= 0 ? 0 : static_cast<uint32_t>(grant->tree);
 	int r = strata_kmod_set_session(g_dev, slot, &ks, kr, n, target_uid, gen, nullptr);
+	if (r == -EINVAL && ks.tree) {
+		ks.tree = 0;
+		r = strata_kmod_set_session(g_dev, slot, &ks, kr, n, target_uid, gen, nullptr);
+		g_no_tree = r == 0;
+		if (g_no_tree)
+			say(slot, "the kernel module has no process-tree grants (an older strata.ko): it "
+				  "offers the session to every process of the user; the daemon takes "
+				  "buffers from the tree alone");
+	}
 	if (r == -EINVAL && ks.flags) {
 		ks.flags = 0;
 		r = strata_kmod_set_session(g_dev, slot, &ks, kr, n, target_uid, gen, nullptr);
 		g_no_keep = r == 0;
 	}
+	g_slots[slot].tree = r == 0 && ks.tree != 0;
 	return r;
 }
 
@@ -443,6 +461,11 @@ uint64_t kernel_stop(uint32_t slot)
 bool kernel_grants(uint32_t slot)
 {
 	return slot < proto::kMaxSlots && g_slots[slot].grants;
+}
+
+bool kernel_tree_grants(uint32_t slot)
+{
+	return kernel_grants(slot) && g_slots[slot].tree;
 }
 
 uint32_t kernel_busy_slots()

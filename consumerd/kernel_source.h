@@ -60,6 +60,10 @@ struct KmodGrant {
 	// The module keeps the slot for a restarted daemon (STRATA_KABI_SET_KEEP):
 	// for a session that daemon takes up (persistence.cpp, kept()).
 	bool keep = false;
+	// A process-tree session's root (Session::tree): the module grants only
+	// that process and its descendants (TARGET_TREE); 0: every process of
+	// the session's user.
+	pid_t tree = 0;
 };
 
 // The session `slot` started, or its rules changed while it is active:
@@ -105,6 +109,8 @@ uint64_t kernel_stop(uint32_t slot);
 // Whether the module answers the state query for `slot` (kabi 2, our
 // session with its grant is set there).
 bool kernel_grants(uint32_t slot);
+// ... and grants it to the session's process tree alone (TARGET_TREE).
+bool kernel_tree_grants(uint32_t slot);
 // Module slots set by someone else (another daemon): bit n = slot n.
 uint32_t kernel_busy_slots();
 // Whether `pid` still holds /dev/strata open (its registration): a program

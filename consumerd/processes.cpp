@@ -56,6 +56,15 @@ TraceEnv trace_env(const Proc &p, const std::string &hostname)
 	env.hostname = hostname;
 	return env;
 }
+
+// A process of the session's user that the module's tree grant vouches for
+// (kernel_tree_grants) and that is gone: its parent chain was the module's
+// to look at, while it lived.
+bool tree_vouched(const Conn &c, const Session &s, const Proc &p)
+{
+	return p.kmod && kernel_tree_grants(s.slot) && c.cred.uid == s.uid && kill(c.cred.pid, 0) != 0 &&
+	       errno == ESRCH;
+}
 } // namespace
 
 void Processes::do_register(Conn &c, const proto::Message &msg)
@@ -371,8 +380,11 @@ void Processes::do_buffer(Conn &c, const proto::Message &msg)
 		return;
 	}
 	// A process-tree session takes no buffer from outside its tree, however
-	// the process learnt of it (the module's answer names only the user).
-	if (!reaches(*s, *p)) {
+	// the process learnt of it.  A process reaped before its hand-off was
+	// read has no parent chain left to look at: its buffer is taken when
+	// the module granted the session to the tree alone (it looked while
+	// the process lived) and the process is the session user's.
+	if (!reaches(*s, *p) && !tree_vouched(c, *s, *p)) {
 		close(fd);
 		VLOG("pid %d (%s): not in session %s's process tree: its buffer refused", c.cred.pid,
 		     p->comm.c_str(), s->name.c_str());

@@ -628,6 +628,7 @@ KmodGrant SessionTable::grant_of(const Session &s) const
 	g.channel = s.channel;
 	g.sock_path = cfg_.socket_path;
 	g.keep = !s.streamed() && !s.companion_of; // what a restarted daemon takes up
+	g.tree = s.tree;
 	for (const Target &t : s.targets)
 		g.targets.emplace_back(t.pids, t.names);
 	return g;

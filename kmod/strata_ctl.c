@@ -166,6 +166,36 @@ static bool strata_ident_of(struct pid *pid, struct strata_ident *id)
 	return true;
 }
 
+/* Is the thread group of pid root's, or does it descend from root's by
+ * its parent chain as it stands now?  Under RCU: a task's real_parent is
+ * RCU-protected, and a chain is at most as long as there are tasks.
+ */
+static bool strata_descends(struct pid *pid, struct pid *root)
+{
+	struct task_struct *t;
+	bool in = false;
+	int depth;
+
+	if (!root)
+		return false;
+	rcu_read_lock();
+	t = pid_task(pid, PIDTYPE_TGID);
+	for (depth = 0; t && depth < PID_MAX_LIMIT; depth++) {
+		struct task_struct *up;
+
+		if (task_tgid(t) == root) {
+			in = true;
+			break;
+		}
+		up = rcu_dereference(t->real_parent);
+		if (up == t || is_global_init(t))
+			break;
+		t = up;
+	}
+	rcu_read_unlock();
+	return in;
+}
+
 static bool strata_slot_matches(const struct strata_slot *s,
 				const struct strata_ident *id)
 {
@@ -178,6 +208,9 @@ static bool strata_slot_matches(const struct strata_slot *s,
 	switch (s->kind) {
 	case STRATA_KABI_TARGET_UID:
 		return s->uid_any || uid_eq(s->uid, id->euid);
+	case STRATA_KABI_TARGET_TREE:
+		return (s->uid_any || uid_eq(s->uid, id->euid)) &&
+		       strata_descends(id->tgid, s->pids[0]);
 	case STRATA_KABI_TARGET_PIDS:
 		for (i = 0; i < s->n_targets; i++)
 			if (s->pids[i] == id->tgid)
@@ -672,8 +705,52 @@ out:
 	return ret;
 }
 
-/* The slot's targets (a uid, pids or comms) from user memory; on error
- * the caller frees what was taken (strata_slot_free).
+/* TARGET_UID's and TARGET_TREE's user: the caller's own without
+ * CAP_SYS_ADMIN (-EPERM).
+ */
+static int strata_target_uid(const struct strata_kabi_set_rules *a,
+			     struct strata_slot *s)
+{
+	if (a->target_uid == STRATA_KABI_UID_ANY) {
+		s->uid_any = true;
+	} else {
+		s->uid = make_kuid(current_user_ns(), a->target_uid);
+		if (!uid_valid(s->uid))
+			return -EINVAL;
+	}
+	if (!s->owner_admin && (s->uid_any || !uid_eq(s->uid, s->owner)))
+		return -EPERM;
+	return 0;
+}
+
+/* TARGET_TREE: the user, and the tree's root as a reference in pids[0]
+ * (NULL when it is gone: the tree is then empty).
+ */
+static int strata_target_tree(const struct strata_kabi_set_rules *a,
+			      struct strata_slot *s)
+{
+	u32 nr;
+	int ret;
+
+	if (a->n_targets != 1 || !a->targets_ptr)
+		return -EINVAL;
+	if (copy_from_user(&nr, u64_to_user_ptr(a->targets_ptr), sizeof(nr)))
+		return -EFAULT;
+	if (!nr || nr > PID_MAX_LIMIT)
+		return -EINVAL;
+	ret = strata_target_uid(a, s);
+	if (ret)
+		return ret;
+	s->pids = strata_alloc(sizeof(*s->pids));
+	if (!s->pids)
+		return -ENOMEM;
+	s->n_targets = 1;
+	s->pids[0] = find_get_pid(nr);
+	return 0;
+}
+
+/* The slot's targets (a uid, a process tree, pids or comms) from user
+ * memory; on error the caller frees what was taken (strata_slot_free).
  */
 static int strata_slot_targets(const struct strata_kabi_set_rules *a,
 			       struct strata_slot *s)
@@ -684,16 +761,9 @@ static int strata_slot_targets(const struct strata_kabi_set_rules *a,
 	case STRATA_KABI_TARGET_UID:
 		if (a->n_targets || a->targets_ptr)
 			return -EINVAL;
-		if (a->target_uid == STRATA_KABI_UID_ANY) {
-			s->uid_any = true;
-		} else {
-			s->uid = make_kuid(current_user_ns(), a->target_uid);
-			if (!uid_valid(s->uid))
-				return -EINVAL;
-		}
-		if (!s->owner_admin && (s->uid_any || !uid_eq(s->uid, s->owner)))
-			return -EPERM;
-		return 0;
+		return strata_target_uid(a, s);
+	case STRATA_KABI_TARGET_TREE:
+		return strata_target_tree(a, s);
 	case STRATA_KABI_TARGET_PIDS: {
 		u32 *nrs;
 

@@ -1432,5 +1432,33 @@ TEST(Svc, WaitTimeoutExitsOneNamingTheProcess)
 	std::string text;
 	EXPECT_EQ(svc.finish(text), 0) << text;
 }
+
+// `strata record -- CMD` holds CMD's process tree alone while the daemon
+// serves another traced program of the same user, which serves requests
+// (svc:request) all through the recording.  With the kernel module too:
+// kinteg runs this file in the VM, where the module grants the session
+// to the tree alone (TARGET_TREE).
+TEST(Record, HoldsOnlyItsTree)
+{
+	Daemon d;
+	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE));
+	Svc svc;
+	ASSERT_TRUE(svc.start(d.dir + "/counter", "200"));
+	ASSERT_TRUE(svc.reach(2)); // registered: it registers before main
+	setenv("STRATA_CONSUMERD", "/nonexistent/strata-consumerd", 1); // the running daemon only
+	const uint64_t c0 = svc.count();
+	EXPECT_EQ(run_cli({"record", "-o", d.dir + "/t", "--", STRATA_TRACED_APP, "2", "1000"}), 0);
+	unsetenv("STRATA_CONSUMERD");
+	ASSERT_TRUE(svc.reach(svc.count() + 2));
+	const uint64_t c1 = svc.count();
+	std::string text;
+	EXPECT_EQ(svc.finish(text), 0) << text;
+	EXPECT_GT(c1, c0 + 1) << "the bystander served nothing while record ran";
+	Scan s;
+	scan_dir(d.dir + "/t", s);
+	expect_exact(s, 2, 1000);
+	EXPECT_EQ(s.subtraces, 1u) << "a process outside record's tree joined its session";
+	EXPECT_TRUE(svc_ids(d.dir + "/t").empty());
+}
 #endif
 #endif

@@ -658,6 +658,73 @@ out:
 	return ret;
 }
 
+/* ---- tree: a pid and its descendants (TARGET_TREE) ------------------- */
+static int t_tree(void)
+{
+	int ctl = kt_open(), ret = -1, rd = -1, ord = -1, p[2] = {-1, -1};
+	pid_t mid = -1, outside = -1;
+	uint64_t gen;
+	uint32_t nsig, root, two[2] = {1, 1}, zero = 0;
+
+	block_update_signal();
+	CHECK(ctl >= 0, "open");
+	CHECK(pipe(p) == 0, "pipe");
+	/* mid, the tree's root, registers nothing; its child G (our
+	 * grandchild) is a waiter, whose two characters mid passes on. */
+	mid = fork();
+	if (mid == 0) {
+		int grd;
+		pid_t g = spawn_waiter("kt-grand", &grd);
+		char c;
+
+		close(p[0]);
+		for (int i = 0; i < 2; i++) {
+			c = g > 0 ? read_char(grd) : 'e';
+			if (write(p[1], &c, 1) != 1)
+				_exit(3);
+		}
+		waitpid(g, NULL, 0);
+		_exit(0);
+	}
+	close(p[1]);
+	rd = p[0];
+	outside = spawn_waiter("kt-outside", &ord); /* our child: outside mid's tree */
+	CHECK(read_char(rd) == 'r' && read_char(ord) == 'r', "waiters did not register");
+	root = (uint32_t)mid;
+	CHECK(set_rules_targets(ctl, 7, STRATA_KABI_TARGET_TREE, &root, 1, "t:*", &gen, &nsig) == 0,
+	      "set tree: %s", strerror(errno));
+	CHECK(nsig == 1, "tree: signalled %u, want 1 (the grandchild)", nsig);
+	CHECK(read_char(rd) == 's', "the root's child's child not signalled");
+	kill(outside, SIGUSR1);
+	CHECK(read_char(ord) == 'n', "a process outside the tree signalled");
+	CHECK(kt_set_rules_uid(ctl, 7, 0, NULL, NULL, NULL) == 0, "clear");
+	/* One pid, never 0, readable. */
+	CHECK(set_rules_targets(ctl, 7, STRATA_KABI_TARGET_TREE, two, 2, "t:*", &gen, &nsig) < 0 &&
+		      errno == EINVAL,
+	      "two roots refused");
+	CHECK(set_rules_targets(ctl, 7, STRATA_KABI_TARGET_TREE, &zero, 1, "t:*", &gen, &nsig) < 0 &&
+		      errno == EINVAL,
+	      "root 0 refused");
+	CHECK(set_rules_targets(ctl, 7, STRATA_KABI_TARGET_TREE, NULL, 1, "t:*", &gen, &nsig) < 0 &&
+		      errno == EINVAL,
+	      "no root refused");
+	CHECK(set_rules_targets(ctl, 7, STRATA_KABI_TARGET_TREE, (void *)8, 1, "t:*", &gen, &nsig) < 0 &&
+		      errno == EFAULT,
+	      "unreadable root refused");
+	ret = 0;
+out:
+	if (mid > 0)
+		waitpid(mid, NULL, 0);
+	if (outside > 0)
+		waitpid(outside, NULL, 0);
+	if (rd >= 0)
+		close(rd);
+	if (ord >= 0)
+		close(ord);
+	close(ctl);
+	return ret;
+}
+
 /* ---- perm: two unprivileged uids ------------------------------------- */
 static void drop_to(uid_t uid)
 {
@@ -1309,6 +1376,7 @@ static const struct kt_test tests[] = {
 	{"control", t_control},
 	{"session", t_session},
 	{"targets", t_targets},
+	{"tree", t_tree},
 	{"perm", t_perm},
 	{"share", t_share},
 	{"leak", t_leak},

@@ -9,7 +9,9 @@
 #  4. the installed tools record the bundled example (strata-demo) and a
 #     pthread program (`strata record --preload pthread`, `strata analyze
 #     mutex`); babeltrace2 reads both traces; `man -w strata-record` finds
-#     the page; the SQLite extension loads by its bare name;
+#     the page; the SQLite extension loads by its bare name; dkms built
+#     and installed strata.ko for the kernel headers installed before the
+#     packages, and again for a kernel's headers installed after them;
 #  5. `apt purge` of the packages; the file list is taken again and must
 #     equal the first: nothing of theirs is left.
 # Exit 77 (skipped) only where the machine cannot: not root (mmdebstrap

@@ -12,7 +12,14 @@ debs=$(ls /debs/*.deb)
 # before and after compare our packages alone.
 deps=$(apt-get install -s --no-install-recommends $debs 2> /dev/null | sed -n 's/^Inst \([^ ]*\) .*/\1/p' |
 	grep -vxE "$(echo $ours | tr ' ' '|')")
-apt-get install -y -qq --no-install-recommends $deps > /tmp/deps.log 2>&1 || { cat /tmp/deps.log; fail "the dependencies install"; }
+# Kernel headers for DKMS: the second newest Debian kernel ABI goes in
+# with the dependencies (a machine's installed kernel); the newest comes
+# after the packages, as a kernel upgrade does.  amd64 only.
+hdrs=$(apt-cache search --names-only '^linux-headers-[0-9.]+-[0-9]+-amd64$' 2> /dev/null | cut -d' ' -f1 | sort -V)
+kold=$(echo "$hdrs" | tail -n 2 | head -n 1) knew=$(echo "$hdrs" | tail -n 1)
+[ "$kold" = "$knew" ] && knew=""
+apt-get install -y -qq --no-install-recommends $deps $kold > /tmp/deps.log 2>&1 || { cat /tmp/deps.log; fail "the dependencies install"; }
+kold=${kold#linux-headers-} knew=${knew#linux-headers-}
 files() {
 	find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /tmp -o -path /run -o -path /check \
 		-o -path /debs -o -path /var/cache -o -path /var/lib/apt -o -path /var/lib/dpkg -o -path /var/log \) -prune \
@@ -61,8 +68,26 @@ got=$(printf '.load libstrata-sqlite\nSELECT strata_open(%s) > 0;\n%s\n' "'/tmp/
 	"SELECT count(*) FROM events WHERE name IN ('demo:ints', 'demo:mix');" | sqlite3 2>&1 | tail -n 1)
 [ "$got" = 200 ] && ok "sqlite3 .load libstrata-sqlite (bare name): the 200 demo events" \
 	|| fail "sqlite3 .load libstrata-sqlite: 200 demo events (got '$got')"
-[ -f /usr/src/strata-*/dkms.conf ] && dkms status 2> /dev/null | grep -q '^strata' \
-	&& ok "strata-dkms: the module is added to dkms ($(dkms status | grep strata))" || fail "strata-dkms added to dkms"
+# DKMS built and installed the module for the installed kernel's headers,
+# and builds it again when another kernel's headers arrive (its
+# header_postinst.d hook), as a kernel upgrade does.
+dkms_has() { # KVER: strata.ko installed for KVER, for that kernel
+	dkms status -k "$1" strata 2> /dev/null | grep -q ': installed' &&
+		modinfo -F vermagic "/lib/modules/$1/updates/dkms/strata.ko" 2> /dev/null | grep -q "^$1 "
+}
+if [ -z "$kold" ]; then
+	fail "no linux-headers-*-amd64 in the apt sources: dkms not checked"
+elif dkms_has "$kold"; then
+	ok "strata-dkms: dkms built and installed strata.ko for $kold ($(dkms status strata | head -n 1))"
+else
+	dkms status; ls /var/lib/dkms/strata/*/build/make.log > /dev/null 2>&1 && tail -n 20 /var/lib/dkms/strata/*/build/make.log
+	fail "strata-dkms: strata.ko built and installed for $kold by apt install"
+fi
+if [ -n "$knew" ]; then
+	apt-get install -y -qq --no-install-recommends "linux-headers-$knew" > /tmp/knew.log 2>&1 || cat /tmp/knew.log
+	dkms_has "$knew" && ok "a new kernel's headers (apt install linux-headers-$knew): strata.ko built for it too" ||
+		{ dkms status; fail "strata.ko built by dkms for a kernel installed later ($knew)"; }
+fi
 
 # Purge: nothing of ours is left.
 if apt-get purge -y -qq $(for p in $ours; do dpkg -s "$p" > /dev/null 2>&1 && echo "$p"; done) > /tmp/purge.log 2>&1; then
@@ -70,11 +95,25 @@ if apt-get purge -y -qq $(for p in $ours; do dpkg -s "$p" > /dev/null 2>&1 && ec
 else
 	cat /tmp/purge.log; fail "apt purge"
 fi
+for k in $kold $knew; do
+	[ ! -e "/lib/modules/$k/updates/dkms/strata.ko" ] && ok "purged: no strata.ko left for $k" ||
+		fail "purged: strata.ko still in /lib/modules/$k"
+done
+# The later kernel's headers go as they came (not ours, not in the first list).
+[ -n "$knew" ] && apt-get purge -y -qq "linux-headers-$knew" "linux-headers-${knew%-amd64}-common" > /tmp/kpurge.log 2>&1
 files > /check/after.txt
-if diff /check/before.txt /check/after.txt > /tmp/left.diff; then
-	ok "after purge, the file list is the one before install"
+# Not ours, and kept by design: depmod's indexes in a kernel's module tree
+# (dkms runs depmod at each install and removal; a kernel image owns them)
+# and dkms's own signing key (made at its first build, kept for every
+# module it signs).  Said, not hidden.
+theirs='^/usr/lib/modules/[^/]+(/modules\.[a-z.]+)?$|^/var/lib/dkms/mok\.(key|pub)$'
+diff /check/before.txt /check/after.txt > /tmp/left.diff
+grep -E "^> " /tmp/left.diff | cut -c3- | grep -E "$theirs" > /tmp/theirs.txt
+{ grep -E "^< " /tmp/left.diff; grep -E "^> " /tmp/left.diff | cut -c3- | grep -vE "$theirs" | sed 's/^/> /'; } > /tmp/ours.txt
+if [ ! -s /tmp/ours.txt ]; then
+	ok "after purge, the file list is the one before install (and $(wc -l < /tmp/theirs.txt) paths of depmod's and dkms's own)"
 else
-	cat /tmp/left.diff; fail "files left or lost by install + purge"
+	cat /tmp/ours.txt; fail "files left or lost by install + purge"
 fi
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]
