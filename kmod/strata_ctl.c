@@ -749,11 +749,68 @@ static int strata_target_tree(const struct strata_kabi_set_rules *a,
 	return 0;
 }
 
+/* The slot's targets (a uid, a process tree, pids or comms) from user
+ * memory; on error the caller frees what was taken (strata_slot_free).
+ */
+static int strata_slot_targets(const struct strata_kabi_set_rules *a,
+			       struct strata_slot *s)
+{
+	u32 i;
+
+	switch (a->target_kind) {
+	case STRATA_KABI_TARGET_UID:
+		if (a->n_targets || a->targets_ptr)
+			return -EINVAL;
+		return strata_target_uid(a, s);
+	case STRATA_KABI_TARGET_TREE:
+		return strata_target_tree(a, s);
+	case STRATA_KABI_TARGET_PIDS: {
+		u32 *nrs;
+
+		if (!a->n_targets || a->n_targets > STRATA_KABI_MAX_TARGETS)
+			return -EINVAL;
+		nrs = strata_alloc(a->n_targets * sizeof(*nrs));
+		s->pids = strata_alloc(a->n_targets * sizeof(*s->pids));
+		if (!nrs || !s->pids) {
+			strata_free(nrs);
+			return -ENOMEM;
+		}
+		if (copy_from_user(nrs, u64_to_user_ptr(a->targets_ptr),
+				   a->n_targets * sizeof(*nrs))) {
+			strata_free(nrs);
+			return -EFAULT;
+		}
+		s->n_targets = a->n_targets;
+		for (i = 0; i < a->n_targets; i++)
+			s->pids[i] = nrs[i] && nrs[i] <= PID_MAX_LIMIT ?
+				find_get_pid(nrs[i]) : NULL;
+		strata_free(nrs);
+		return 0;
+	}
+	case STRATA_KABI_TARGET_COMMS:
+		if (!a->n_targets || a->n_targets > STRATA_KABI_MAX_TARGETS)
+			return -EINVAL;
+		s->comms = strata_alloc(a->n_targets * sizeof(*s->comms));
+		if (!s->comms)
+			return -ENOMEM;
+		if (copy_from_user(s->comms, u64_to_user_ptr(a->targets_ptr),
+				   a->n_targets * sizeof(*s->comms)))
+			return -EFAULT;
+		s->n_targets = a->n_targets;
+		for (i = 0; i < a->n_targets; i++) {
+			if (!memchr(s->comms[i], 0, STRATA_KABI_COMM_MAX) ||
+			    !s->comms[i][0])
+				return -EINVAL;
+		}
+		return 0;
+	}
+	return -EINVAL;
+}
+
 /* Build the new slot content from user memory (no lock held). */
 static int strata_slot_build(const struct strata_kabi_set_rules *a,
 			     struct strata_slot *s)
 {
-	u32 i;
 	int ret = -EINVAL;
 
 	memset(s, 0, sizeof(*s));
@@ -786,67 +843,10 @@ static int strata_slot_build(const struct strata_kabi_set_rules *a,
 	ret = a->n_rules ? strata_rtargets_build(a, s) : (a->rule_targets_ptr ? -EINVAL : 0);
 	if (ret)
 		goto err;
-	ret = -EINVAL;
-
-	switch (a->target_kind) {
-	case STRATA_KABI_TARGET_UID:
-		if (a->n_targets || a->targets_ptr)
-			goto err;
-		ret = strata_target_uid(a, s);
-		if (ret)
-			goto err;
-		return 0;
-	case STRATA_KABI_TARGET_TREE:
-		ret = strata_target_tree(a, s);
-		if (ret)
-			goto err;
-		return 0;
-	case STRATA_KABI_TARGET_PIDS: {
-		u32 *nrs;
-
-		if (!a->n_targets || a->n_targets > STRATA_KABI_MAX_TARGETS)
-			goto err;
-		nrs = strata_alloc(a->n_targets * sizeof(*nrs));
-		s->pids = strata_alloc(a->n_targets * sizeof(*s->pids));
-		if (!nrs || !s->pids) {
-			strata_free(nrs);
-			ret = -ENOMEM;
-			goto err;
-		}
-		if (copy_from_user(nrs, u64_to_user_ptr(a->targets_ptr),
-				   a->n_targets * sizeof(*nrs))) {
-			strata_free(nrs);
-			ret = -EFAULT;
-			goto err;
-		}
-		s->n_targets = a->n_targets;
-		for (i = 0; i < a->n_targets; i++)
-			s->pids[i] = nrs[i] && nrs[i] <= PID_MAX_LIMIT ?
-				find_get_pid(nrs[i]) : NULL;
-		strata_free(nrs);
-		return 0;
-	}
-	case STRATA_KABI_TARGET_COMMS:
-		if (!a->n_targets || a->n_targets > STRATA_KABI_MAX_TARGETS)
-			goto err;
-		s->comms = strata_alloc(a->n_targets * sizeof(*s->comms));
-		if (!s->comms) {
-			ret = -ENOMEM;
-			goto err;
-		}
-		if (copy_from_user(s->comms, u64_to_user_ptr(a->targets_ptr),
-				   a->n_targets * sizeof(*s->comms))) {
-			ret = -EFAULT;
-			goto err;
-		}
-		s->n_targets = a->n_targets;
-		for (i = 0; i < a->n_targets; i++) {
-			if (!memchr(s->comms[i], 0, STRATA_KABI_COMM_MAX) ||
-			    !s->comms[i][0])
-				goto err;
-		}
-		return 0;
-	}
+	ret = strata_slot_targets(a, s);
+	if (ret)
+		goto err;
+	return 0;
 err:
 	strata_slot_free(s);
 	return ret;

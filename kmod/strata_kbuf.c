@@ -1245,26 +1245,11 @@ bool strata_kbuf_geometry_ok(u32 subbuf_size, u32 n_subbuf)
 	       (!n_subbuf && strata_geometry_valid(subbuf_size, kbuf_n_subbuf));
 }
 
-static struct strata_kbuf *strata_kbuf_alloc(unsigned int slot, u32 subbuf_size, u32 n_subbuf)
+/* A new buffer's lanes and sub-buffers: the session's geometry (0: the
+ * module's defaults) within the module's bound on pinned bytes per CPU.
+ */
+static void strata_kbuf_size(struct strata_kbuf *kb, u32 subbuf_size, u32 n_subbuf)
 {
-	struct strata_kbuf *kb;
-	u64 lanes_off, data_off, desc_used = 0;
-	u32 i, n;
-
-	kb = kzalloc(sizeof(*kb), GFP_KERNEL);
-	if (!kb)
-		return NULL;
-	kb->kw = kzalloc(sizeof(*kb->kw), GFP_KERNEL);
-	if (!kb->kw) {
-		kfree(kb);
-		return NULL;
-	}
-	atomic_long_inc(&strata_nr_objects);
-	kref_init(&kb->kw->ref);
-	init_waitqueue_head(&kb->kw->wq);
-	spin_lock_init(&kb->kw->lock);
-	init_irq_work(&kb->wake_work, strata_kbuf_wake);
-	kb->slot = slot;
 	kb->n_lanes = min_t(u32, nr_cpu_ids, STRATA_MAX_LANES);
 	kb->n_subbuf = n_subbuf ? n_subbuf : kbuf_n_subbuf;
 	kb->subbuf_size = subbuf_size ? subbuf_size : kbuf_subbuf_size;
@@ -1277,28 +1262,13 @@ static struct strata_kbuf *strata_kbuf_alloc(unsigned int slot, u32 subbuf_size,
 	       kb->subbuf_size > STRATA_MIN_SUBBUF_SIZE)
 		kb->subbuf_size /= 2;
 	kb->lane_stride = (u64)kb->n_subbuf * kb->subbuf_size;
-	lanes_off = PAGE_ALIGN(sizeof(struct strata_buffer_header)) + strata_desc_capacity;
-	data_off = PAGE_ALIGN(lanes_off + kb->n_lanes * sizeof(struct strata_lane_ctl));
-	kb->total_size = data_off + kb->n_lanes * kb->lane_stride;
-	if (strata_kbuf_map(kb)) {
-		strata_kbuf_unmap(kb);
-		kref_put(&kb->kw->ref, strata_kwait_free);
-		kfree(kb);
-		return NULL;
-	}
-	atomic_long_inc(&strata_nr_objects);
-	generate_random_uuid(kb->uuid);
-	kb->hdr = kb->mem;
-	kb->lanes = kb->mem + lanes_off;
-	kb->data = kb->mem + data_off;
+}
 
-	for (i = 0; i < strata_n_all_events(); i++) {
-		n = strata_put_desc(kb->mem + PAGE_ALIGN(sizeof(*kb->hdr)), desc_used,
-				    strata_desc_capacity, i, strata_kev(i));
-		WARN_ON_ONCE(!n);
-		desc_used += n;
-	}
-	kb->desc_used = desc_used;
+/* The buffer header a consumer validates (strata_abi.h), but desc_used:
+ * stored last, with release, by the caller.
+ */
+static void strata_kbuf_fill_header(struct strata_kbuf *kb, u64 lanes_off, u64 data_off)
+{
 	kb->hdr->magic = STRATA_ABI_MAGIC;
 	kb->hdr->abi_major = STRATA_ABI_MAJOR;
 	kb->hdr->abi_minor = STRATA_ABI_MINOR;
@@ -1324,6 +1294,52 @@ static struct strata_kbuf *strata_kbuf_alloc(unsigned int slot, u32 subbuf_size,
 	kb->hdr->lanes_claimed = kb->n_lanes;
 	kb->hdr->record_format = STRATA_REC_WIDE; /* one lane per CPU, no sharing */
 	kb->hdr->n_shared_lanes = 0;
+}
+
+static struct strata_kbuf *strata_kbuf_alloc(unsigned int slot, u32 subbuf_size, u32 n_subbuf)
+{
+	struct strata_kbuf *kb;
+	u64 lanes_off, data_off, desc_used = 0;
+	u32 i, n;
+
+	kb = kzalloc(sizeof(*kb), GFP_KERNEL);
+	if (!kb)
+		return NULL;
+	kb->kw = kzalloc(sizeof(*kb->kw), GFP_KERNEL);
+	if (!kb->kw) {
+		kfree(kb);
+		return NULL;
+	}
+	atomic_long_inc(&strata_nr_objects);
+	kref_init(&kb->kw->ref);
+	init_waitqueue_head(&kb->kw->wq);
+	spin_lock_init(&kb->kw->lock);
+	init_irq_work(&kb->wake_work, strata_kbuf_wake);
+	kb->slot = slot;
+	strata_kbuf_size(kb, subbuf_size, n_subbuf);
+	lanes_off = PAGE_ALIGN(sizeof(struct strata_buffer_header)) + strata_desc_capacity;
+	data_off = PAGE_ALIGN(lanes_off + kb->n_lanes * sizeof(struct strata_lane_ctl));
+	kb->total_size = data_off + kb->n_lanes * kb->lane_stride;
+	if (strata_kbuf_map(kb)) {
+		strata_kbuf_unmap(kb);
+		kref_put(&kb->kw->ref, strata_kwait_free);
+		kfree(kb);
+		return NULL;
+	}
+	atomic_long_inc(&strata_nr_objects);
+	generate_random_uuid(kb->uuid);
+	kb->hdr = kb->mem;
+	kb->lanes = kb->mem + lanes_off;
+	kb->data = kb->mem + data_off;
+
+	for (i = 0; i < strata_n_all_events(); i++) {
+		n = strata_put_desc(kb->mem + PAGE_ALIGN(sizeof(*kb->hdr)), desc_used,
+				    strata_desc_capacity, i, strata_kev(i));
+		WARN_ON_ONCE(!n);
+		desc_used += n;
+	}
+	kb->desc_used = desc_used;
+	strata_kbuf_fill_header(kb, lanes_off, data_off);
 	/* Release: the table is complete before a consumer sees its size;
 	 * pairs with the consumer's acquire load of desc_used.
 	 */

@@ -873,63 +873,58 @@ bool Reader::cut_pending(uint32_t lane, std::string *msg)
 	return stats_.cut_short != before;
 }
 
-FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std::string *msg)
+namespace {
+
+// flush()'s wait between two looks at an external process's progress (it
+// has a deadline).
+void flush_pause()
 {
-	if (lane >= info_.n_lanes) {
-		*msg = "no such lane";
-		return FlushStatus::kDone;
+	struct timespec ts = {0, 200000};
+	nanosleep(&ts, nullptr);
+}
+
+} // namespace
+
+// A FAST_OWNER owned lane: its owner changes head with unlocked cmpxchg
+// unless close_req is set.  Raise it, make the owner's CPU see it (or make
+// its busy window visible to us: asymmetric Dekker, the membarrier is the
+// owner's missing fence), then wait for the window to close; from then on
+// the owner locks, as we do (docs/ring-buffer.md).  False (close_req
+// lowered again, *msg why) when that cannot be done by the deadline.
+bool Reader::owner_handshake(uint32_t lane, strata_lane_ctl *lc, uint64_t deadline, std::string *msg)
+{
+	__atomic_add_fetch(&lc->close_req, 1, __ATOMIC_SEQ_CST);
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0) {
+		__atomic_sub_fetch(&lc->close_req, 1, __ATOMIC_RELEASE);
+		*msg = "lane " + std::to_string(lane) + ": membarrier: " + strerror(errno) + "; not closed";
+		return false;
 	}
-	LaneState &ls = lanes_[lane];
-	ls.producer_dead = ls.producer_dead || producer_dead;
-	strata_lane_ctl *lc = lane_ctl(lane);
-	const uint64_t S = info_.subbuf_size, stride = info_.lane_stride;
-	const uint64_t deadline = monotonic_now() + (uint64_t)std::max(timeout_ms, 0) * 1000000u;
-	auto pause = [] {
-		struct timespec ts = {0, 200000}; // polling an external process, with a deadline
-		nanosleep(&ts, nullptr);
-	};
-	// An earlier close of ours still waiting for its writers comes first:
-	// one pending close per lane.
-	while (!finish_close(lane, ls.producer_dead, msg)) {
+	// Acquire: the owner's head update before its dec (program order,
+	// stores in order) is visible once we see the window closed.
+	while (__atomic_load_n(&lc->owner_busy, __ATOMIC_ACQUIRE) != 0) {
 		if (monotonic_now() >= deadline) {
-			*msg = "lane " + std::to_string(lane) + ": an earlier close still waits for commits";
-			return FlushStatus::kPending;
+			__atomic_sub_fetch(&lc->close_req, 1, __ATOMIC_RELEASE);
+			*msg = "lane " + std::to_string(lane) +
+			       ": its owner stayed inside a reservation; not closed";
+			return false;
 		}
-		pause();
+		flush_pause();
 	}
+	return true;
+}
+
+// Closes the lane's open packet, if any, by moving head to the next
+// sub-buffer: the close is then ours (ls.close_*), finished by
+// finish_close once its writers have committed.  The head seen last.
+uint64_t Reader::close_open_packet(LaneState &ls, strata_lane_ctl *lc)
+{
+	const uint64_t S = info_.subbuf_size;
 	// Acquire (and on CAS failure): pairs with the writers' acq_rel CAS.
 	// Our close takes no clock: finish_close stamps it with the packet's
 	// own last timestamp.  A writer that reserves after it loaded the
 	// head our CAS stored, and read its clock after that load (writer.cpp,
 	// kmod/strata_kbuf.c), so its timestamp is >= that of every record
 	// reserved before our CAS: packets stay ordered.
-	// A FAST_OWNER owned lane: its owner changes head with unlocked
-	// cmpxchg unless close_req is set.  Raise it, make the owner's CPU see
-	// it (or make its busy window visible to us: asymmetric Dekker, the
-	// membarrier is the owner's missing fence), then wait for the window
-	// to close; from then on the owner locks, as we do.  A dead producer
-	// writes nothing: no wait.  (docs/ring-buffer.md)
-	const bool handshake = fast_owner_ && lane < info_.first_shared && !ls.producer_dead;
-	if (handshake) {
-		__atomic_add_fetch(&lc->close_req, 1, __ATOMIC_SEQ_CST);
-		if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0) {
-			__atomic_sub_fetch(&lc->close_req, 1, __ATOMIC_RELEASE);
-			*msg = "lane " + std::to_string(lane) + ": membarrier: " + strerror(errno) +
-			       "; not closed";
-			return FlushStatus::kPending;
-		}
-		// Acquire: the owner's head update before its dec (program order,
-		// stores in order) is visible once we see the window closed.
-		while (__atomic_load_n(&lc->owner_busy, __ATOMIC_ACQUIRE) != 0) {
-			if (monotonic_now() >= deadline) {
-				__atomic_sub_fetch(&lc->close_req, 1, __ATOMIC_RELEASE);
-				*msg = "lane " + std::to_string(lane) +
-				       ": its owner stayed inside a reservation; not closed";
-				return FlushStatus::kPending;
-			}
-			pause();
-		}
-	}
 	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
 	for (int i = 0; i < kMaxCloseAttempts; i++) {
 		uint64_t off = head & (S - 1);
@@ -960,6 +955,57 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 			break;
 		}
 	}
+	return head;
+}
+
+// Which packet in [from, head) still waits for commits, and for how many
+// bytes (" (packet at byte ...)"), or empty: a writer stalled inside its
+// reservation, or a commit that never comes, read the same here.
+std::string Reader::waiting_packet(const LaneState &ls, const strata_lane_ctl *lc, uint64_t from,
+				   uint64_t head) const
+{
+	const uint64_t S = info_.subbuf_size, stride = info_.lane_stride;
+	for (uint64_t p = from; p < head; p += S) {
+		const uint64_t expected = (p / stride + 1) * S;
+		const uint64_t got = committed(lc, (p / S) & (info_.n_subbuf - 1));
+		if (got >= expected)
+			continue;
+		// This lap's bytes in: the writers' (and, once theirs are all in,
+		// the closer's rest; a close of ours waits for them).
+		const uint64_t lap0 = expected - S, in = got > lap0 ? got - lap0 : 0;
+		const bool ours = ls.close_pending && ls.close_start == p;
+		return " (packet at byte " + std::to_string(p) + ": " + std::to_string(in) + " of " +
+		       std::to_string(ours ? ls.close_off : S) + " bytes committed" +
+		       (ours ? ", the rest closed by us" : "") + ")";
+	}
+	return std::string();
+}
+
+FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std::string *msg)
+{
+	if (lane >= info_.n_lanes) {
+		*msg = "no such lane";
+		return FlushStatus::kDone;
+	}
+	LaneState &ls = lanes_[lane];
+	ls.producer_dead = ls.producer_dead || producer_dead;
+	strata_lane_ctl *lc = lane_ctl(lane);
+	const uint64_t S = info_.subbuf_size, stride = info_.lane_stride;
+	const uint64_t deadline = monotonic_now() + (uint64_t)std::max(timeout_ms, 0) * 1000000u;
+	// An earlier close of ours still waiting for its writers comes first:
+	// one pending close per lane.
+	while (!finish_close(lane, ls.producer_dead, msg)) {
+		if (monotonic_now() >= deadline) {
+			*msg = "lane " + std::to_string(lane) + ": an earlier close still waits for commits";
+			return FlushStatus::kPending;
+		}
+		flush_pause();
+	}
+	// A dead producer writes nothing: no handshake.
+	const bool handshake = fast_owner_ && lane < info_.first_shared && !ls.producer_dead;
+	if (handshake && !owner_handshake(lane, lc, deadline, msg))
+		return FlushStatus::kPending;
+	const uint64_t head = close_open_packet(ls, lc);
 	// Release: our CAS before the owner's next unlocked one.
 	if (handshake)
 		__atomic_sub_fetch(&lc->close_req, 1, __ATOMIC_RELEASE);
@@ -980,7 +1026,7 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 			return FlushStatus::kDone;
 		if (monotonic_now() >= deadline)
 			break;
-		pause();
+		flush_pause();
 	}
 	if (ls.producer_dead) {
 		if (cut_pending(lane, msg))
@@ -990,24 +1036,8 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 		       "dropped";
 		return FlushStatus::kDropped;
 	}
-	// Which packet waits, and for how many bytes: a writer stalled inside
-	// its reservation, or a commit that never comes, read the same here.
-	std::string where;
-	for (uint64_t p = from; p < head; p += S) {
-		const uint64_t expected = (p / stride + 1) * S;
-		const uint64_t got = committed(lc, (p / S) & (info_.n_subbuf - 1));
-		if (got >= expected)
-			continue;
-		// This lap's bytes in: the writers' (and, once theirs are all in,
-		// the closer's rest; a close of ours waits for them).
-		const uint64_t lap0 = expected - S, in = got > lap0 ? got - lap0 : 0;
-		const bool ours = ls.close_pending && ls.close_start == p;
-		where = " (packet at byte " + std::to_string(p) + ": " + std::to_string(in) + " of " +
-			std::to_string(ours ? ls.close_off : S) + " bytes committed" +
-			(ours ? ", the rest closed by us" : "") + ")";
-		break;
-	}
-	*msg = "lane " + std::to_string(lane) + ": commits still in flight at the deadline" + where;
+	*msg = "lane " + std::to_string(lane) + ": commits still in flight at the deadline" +
+	       waiting_packet(ls, lc, from, head);
 	return FlushStatus::kPending;
 }
 
@@ -1211,6 +1241,59 @@ void Reader::set_snapshot()
 	}
 }
 
+namespace {
+
+// An enumeration's labels (df.n_labels at df.labels_off of the record) into
+// f->labels, a RANGE_END label closing the range its predecessor opened;
+// false when they do not check.
+bool parse_enum_labels(const uint8_t *rec, uint32_t size, const strata_desc_field &df, FieldInfo *f)
+{
+	bool ok = df.n_labels >= 1 && df.labels_off % 8 == 0 &&
+		  df.n_labels <= size / sizeof(strata_desc_enum_label) && df.labels_off <= size &&
+		  (uint64_t)df.n_labels * sizeof(strata_desc_enum_label) <= size - df.labels_off;
+	for (uint32_t l = 0; ok && l < df.n_labels; l++) {
+		strata_desc_enum_label el;
+		memcpy(&el, rec + df.labels_off + l * sizeof el, sizeof el);
+		if (el.flags == STRATA_DESC_LABEL_RANGE_END) {
+			ok = !f->labels.empty() && f->labels.back().first == f->labels.back().last &&
+			     el.value > f->labels.back().first;
+			if (ok)
+				f->labels.back().last = el.value;
+			continue;
+		}
+		const char *lab = record_str(rec, size, el.label_off);
+		ok = el.flags == 0 && lab && valid_label(lab, size - el.label_off);
+		if (ok)
+			f->labels.push_back(EnumLabel{lab, el.value, el.value});
+	}
+	return ok;
+}
+
+// Whether field df's type, element bits, base and length (or labels)
+// describe a field this reader can walk; f takes its length and labels.
+bool parse_field_type(const uint8_t *rec, uint32_t size, const strata_desc_field &df, FieldInfo *f)
+{
+	const bool ints = valid_int_bits(df.elem_bits) && df.is_signed <= 1;
+	switch (df.type) {
+	case STRATA_FT_INTEGER:
+	case STRATA_FT_SEQUENCE:
+		return ints && valid_base(df.base);
+	case STRATA_FT_ARRAY:
+		f->length = df.length;
+		return ints && valid_base(df.base) && df.length >= 1 && df.length <= kMaxArrayLength;
+	case STRATA_FT_FLOAT:
+		return df.elem_bits == 32 || df.elem_bits == 64;
+	case STRATA_FT_STRING:
+		return df.elem_bits == 8;
+	case STRATA_FT_ENUM:
+		return ints && parse_enum_labels(rec, size, df, f);
+	default:
+		return false;
+	}
+}
+
+} // namespace
+
 bool Reader::parse_descriptor(const uint8_t *rec, uint32_t size, EventInfo *ev, std::string *err)
 {
 	strata_desc_event de;
@@ -1257,49 +1340,7 @@ bool Reader::parse_descriptor(const uint8_t *rec, uint32_t size, EventInfo *ev, 
 				*err = fw + "duplicate field name";
 				return false;
 			}
-		bool ints = valid_int_bits(df.elem_bits) && df.is_signed <= 1;
-		bool ok;
-		switch (df.type) {
-		case STRATA_FT_INTEGER:
-		case STRATA_FT_SEQUENCE:
-			ok = ints && valid_base(df.base);
-			break;
-		case STRATA_FT_ARRAY:
-			ok = ints && valid_base(df.base) && df.length >= 1 && df.length <= kMaxArrayLength;
-			f.length = df.length;
-			break;
-		case STRATA_FT_FLOAT:
-			ok = df.elem_bits == 32 || df.elem_bits == 64;
-			break;
-		case STRATA_FT_STRING:
-			ok = df.elem_bits == 8;
-			break;
-		case STRATA_FT_ENUM: {
-			ok = ints && df.n_labels >= 1 && df.labels_off % 8 == 0 &&
-			     df.n_labels <= size / sizeof(strata_desc_enum_label) && df.labels_off <= size &&
-			     (uint64_t)df.n_labels * sizeof(strata_desc_enum_label) <= size - df.labels_off;
-			for (uint32_t l = 0; ok && l < df.n_labels; l++) {
-				strata_desc_enum_label el;
-				memcpy(&el, rec + df.labels_off + l * sizeof el, sizeof el);
-				if (el.flags == STRATA_DESC_LABEL_RANGE_END) {
-					ok = !f.labels.empty() &&
-					     f.labels.back().first == f.labels.back().last &&
-					     el.value > f.labels.back().first;
-					if (ok)
-						f.labels.back().last = el.value;
-					continue;
-				}
-				const char *lab = record_str(rec, size, el.label_off);
-				ok = el.flags == 0 && lab && valid_label(lab, size - el.label_off);
-				if (ok)
-					f.labels.push_back(EnumLabel{lab, el.value, el.value});
-			}
-			break;
-		}
-		default:
-			ok = false;
-		}
-		if (!ok) {
+		if (!parse_field_type(rec, size, df, &f)) {
 			*err = fw + "bad type description (type " + std::to_string(df.type) + ")";
 			return false;
 		}

@@ -343,6 +343,11 @@ private:
 	bool parse_descriptor(const uint8_t *rec, uint32_t size, EventInfo *ev, std::string *err);
 	bool absorb_descriptors();
 	bool finish_close(uint32_t lane, bool give_up, std::string *msg);
+	// flush()'s steps.
+	bool owner_handshake(uint32_t lane, strata_lane_ctl *lc, uint64_t deadline, std::string *msg);
+	uint64_t close_open_packet(LaneState &ls, strata_lane_ctl *lc);
+	std::string waiting_packet(const LaneState &ls, const strata_lane_ctl *lc, uint64_t from,
+				   uint64_t head) const;
 	bool cut_short(uint32_t lane, uint64_t in, std::string *msg);
 	bool close_hole(uint32_t lane, uint64_t in, std::vector<uint8_t> *pkt, uint64_t *ts);
 	uint64_t count_records(uint32_t lane, const uint8_t *pkt, size_t len); // validate.cpp

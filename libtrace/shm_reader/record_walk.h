@@ -142,6 +142,11 @@ private:
 	template <bool kCompact, bool kShared, class Visit>
 	uint64_t walk_as(const uint8_t *pkt, uint64_t end, uint64_t ts_max, uint64_t *ts, const char **why,
 			 Visit &v);
+	template <bool kShared, class Visit>
+	static void compact_run(const uint8_t *pkt, uint64_t end, uint64_t ts_max, uint64_t last_id,
+				uint32_t last_size, uint64_t &o, uint64_t &prev, uint64_t &good, Visit &v);
+	template <class Visit>
+	uint32_t size_of(uint32_t id, bool &asked, const uint32_t *&lay, uint64_t &n_lay, Visit &v);
 
 	uint32_t format_;
 	// By event id: fixed_payload() of its event, kVariablePayload, or
@@ -207,6 +212,86 @@ RecordWalk::read_header(const uint8_t *pkt, uint64_t end, uint64_t prev, uint64_
 	return nullptr;
 }
 
+// A run of compact records of the last one's id (last_id, fixed size
+// last_size, a compact header): each whole inside the content (one
+// compare), in time; they pass every check of walk_as, made here in fewer
+// steps.  The first that may not is left to the general walk, which checks
+// it as any other.  o, prev and good as walk_as keeps them.
+template <bool kShared, class Visit>
+__attribute__((always_inline)) inline void
+RecordWalk::compact_run(const uint8_t *pkt, uint64_t end, uint64_t ts_max, uint64_t last_id,
+			uint32_t last_size, uint64_t &o, uint64_t &prev, uint64_t &good, Visit &v)
+{
+	const uint64_t mask = (1ull << STRATA_REC_COMPACT_TS_BITS) - 1;
+	const uint64_t head = STRATA_REC_COMPACT_SIZE + (kShared ? STRATA_REC_SHARED_CTX_SIZE : 0);
+	const uint64_t step = head + last_size;
+	// o <= last: a whole record of step bytes fits (o <= end).
+	const uint64_t last = end >= step ? end - step : 0;
+	// The timestamp's high bits, the same until its low bits wrap: a
+	// record that wraps is left to the general walk.
+	const uint64_t hi = prev & ~mask;
+	// The run's records up to `stop`, each handed to `hand`.
+	auto run = [&](uint64_t stop, auto hand) {
+		while (end >= step && o <= stop) {
+			uint32_t w;
+			memcpy(&w, pkt + o, sizeof w);
+			if ((w & 31u) != last_id)
+				break;
+			const uint64_t t = hi | (w >> 5);
+			if (t < prev || t > ts_max)
+				break;
+			WalkedRecord r;
+			r.id = (uint32_t)last_id;
+			r.ts = t;
+			r.start = o;
+			if (kShared)
+				memcpy(&r.tid, pkt + o + STRATA_REC_COMPACT_SIZE, sizeof r.tid);
+			r.payload = o + head;
+			r.end = o + step;
+			o += step;
+			prev = t;
+			good = o;
+			hand(r);
+		}
+	};
+	if constexpr (kHasRoom<Visit>) {
+		// The records the visitor keeps, then (room used up) those it
+		// does not want, still checked.  No overflow: room() <= 2^30,
+		// step < 2^33, o < 2^62.
+		const uint64_t n = v.room();
+		if (__builtin_expect(n != 0, 1)) {
+			const uint64_t to = o + (n - 1) * step; // the last record start kept
+			run(to < last ? to : last, [&](const WalkedRecord &r) { v.take(r); });
+			if (__builtin_expect(o > to, 0))
+				run(last, [](const WalkedRecord &) {});
+		} else {
+			run(last, [](const WalkedRecord &) {});
+		}
+	} else {
+		run(last, [&](const WalkedRecord &r) { v.record(r); });
+	}
+}
+
+// The payload size of a record of an id other than the last one's, from
+// layout_ (lay, n_lay): described after the caller's last look (a producer
+// publishes a descriptor before any record of it), the visitor is asked
+// once (asked) and the table looked at again.
+template <class Visit>
+__attribute__((always_inline)) inline uint32_t
+RecordWalk::size_of(uint32_t id, bool &asked, const uint32_t *&lay, uint64_t &n_lay, Visit &v)
+{
+	uint32_t size = id < n_lay ? lay[id] : kUndescribed;
+	if (__builtin_expect(size == kUndescribed, 0) && !asked) {
+		asked = true;
+		if (v.undescribed()) {
+			lay = layout_.data();
+			n_lay = layout_.size();
+			size = id < n_lay ? lay[id] : kUndescribed;
+		}
+	}
+	return size;
+}
+
 // The per-record work is a few loads, compares and one table look-up
 // (layout_) for events of fixed size.
 template <bool kCompact, bool kShared, class Visit>
@@ -229,61 +314,7 @@ uint64_t RecordWalk::walk_as(const uint8_t *pkt, uint64_t end, uint64_t ts_max, 
 	};
 	while (o < end) { // each round advances by >= 4 bytes or returns
 		if (kCompact && last_id < STRATA_REC_EXTENDED_ID) {
-			// A run of compact records of the last one's id (fixed
-			// size, a compact header): each whole inside the content
-			// (one compare), in time; they pass every check below,
-			// made here in fewer steps.  The first that may not is
-			// left to the general walk, which checks it as any other.
-			const uint64_t mask = (1ull << STRATA_REC_COMPACT_TS_BITS) - 1;
-			const uint64_t head =
-				STRATA_REC_COMPACT_SIZE + (kShared ? STRATA_REC_SHARED_CTX_SIZE : 0);
-			const uint64_t step = head + last_size;
-			// o <= last: a whole record of step bytes fits (o <= end).
-			const uint64_t last = end >= step ? end - step : 0;
-			// The timestamp's high bits, the same until its low bits
-			// wrap: a record that wraps is left to the general walk.
-			const uint64_t hi = prev & ~mask;
-			// The run's records up to `stop`, each handed to `hand`.
-			auto run = [&](uint64_t stop, auto hand) {
-				while (end >= step && o <= stop) {
-					uint32_t w;
-					memcpy(&w, pkt + o, sizeof w);
-					if ((w & 31u) != last_id)
-						break;
-					const uint64_t t = hi | (w >> 5);
-					if (t < prev || t > ts_max)
-						break;
-					WalkedRecord r;
-					r.id = (uint32_t)last_id;
-					r.ts = t;
-					r.start = o;
-					if (kShared)
-						memcpy(&r.tid, pkt + o + STRATA_REC_COMPACT_SIZE,
-						       sizeof r.tid);
-					r.payload = o + head;
-					r.end = o + step;
-					o += step;
-					prev = t;
-					good = o;
-					hand(r);
-				}
-			};
-			if constexpr (kHasRoom<Visit>) {
-				// The records the visitor keeps, then (room used up)
-				// those it does not want, still checked.  No overflow:
-				// room() <= 2^30, step < 2^33, o < 2^62.
-				const uint64_t n = v.room();
-				if (__builtin_expect(n != 0, 1)) {
-					const uint64_t to = o + (n - 1) * step; // the last record start kept
-					run(to < last ? to : last, [&](const WalkedRecord &r) { v.take(r); });
-					if (__builtin_expect(o > to, 0))
-						run(last, [](const WalkedRecord &) {});
-				} else {
-					run(last, [](const WalkedRecord &) {});
-				}
-			} else {
-				run(last, [&](const WalkedRecord &r) { v.record(r); });
-			}
+			compact_run<kShared>(pkt, end, ts_max, last_id, last_size, o, prev, good, v);
 			if (o >= end)
 				break;
 		}
@@ -306,17 +337,7 @@ uint64_t RecordWalk::walk_as(const uint8_t *pkt, uint64_t end, uint64_t ts_max, 
 				return stop("record beyond the packet's content");
 			o += last_size;
 		} else {
-			uint32_t size = r.id < n_lay ? lay[r.id] : kUndescribed;
-			if (__builtin_expect(size == kUndescribed, 0) && !asked) {
-				// Described after the caller's last look: a producer
-				// publishes a descriptor before any record of it.
-				asked = true;
-				if (v.undescribed()) {
-					lay = layout_.data();
-					n_lay = layout_.size();
-					size = r.id < n_lay ? lay[r.id] : kUndescribed;
-				}
-			}
+			const uint32_t size = size_of(r.id, asked, lay, n_lay, v);
 			if (size == kUndescribed)
 				return stop("undescribed event id");
 			if (__builtin_expect(size != kVariablePayload, 1)) {

@@ -103,50 +103,38 @@ uint64_t ClockMap::piece_end(size_t i) const
 	return i + 1 < pieces.size() ? static_cast<uint64_t>(pieces[i + 1].from) : UINT64_MAX;
 }
 
-bool parse_clock_map(const std::string &text, const std::string &link, ClockMap *out, std::string *why)
+namespace {
+
+// The follower link named `link` of a clocks.json document; null with
+// *why when the document is not one or names no such link.
+const JVal *follower_link(const JVal &root, const std::string &link, std::string *why)
 {
-	JVal root;
-	if (!parse_json(text, &root, why))
-		return false;
 	const JVal *links = root.get("links");
 	int64_t version = 0;
 	if (root.kind != JVal::Obj || !is_str(root.get("format"), "strata-clocks") ||
 	    !as_int(root.get("version"), &version) || version != 1 || !links || links->kind != JVal::Arr) {
 		*why = "not a strata-clocks file of version 1 with links";
-		return false;
+		return nullptr;
 	}
 	const JVal *lk = nullptr;
 	for (const JVal &l : links->arr)
 		if (l.kind == JVal::Obj && is_str(l.get("name"), link.c_str()) &&
 		    is_str(l.get("role"), "follower"))
 			lk = &l;
-	if (!lk) {
+	if (!lk)
 		*why = "no follower link named '" + link + "' (the metadata's sync_peer)";
-		return false;
-	}
-	const JVal *segs = lk->get("segments");
-	if (!as_int(lk->get("peer_clock_offset_ns"), &out->offset_ns) || !segs || segs->kind != JVal::Arr) {
-		*why = "link '" + link + "' lacks peer_clock_offset_ns or segments";
-		return false;
-	}
-	out->link = link;
-	out->pieces.clear();
-	out->lines.clear();
-	out->n_segments = segs->arr.size();
-	out->names = MapNames();
-	out->names.link = link;
-	out->names.peer_offset_ns = out->offset_ns;
-	if (const JVal *v = root.get("machine"); v && v->kind == JVal::Str)
-		out->names.hostname = v->text;
-	if (const JVal *v = lk->get("peer_hostname"); v && v->kind == JVal::Str)
-		out->names.peer_hostname = v->text;
-	if (const JVal *v = lk->get("peer_boot_id"); v && v->kind == JVal::Str)
-		out->names.peer_boot_id = v->text;
+	return lk;
+}
+
+// The link's segments into out's pieces and lines, each piece from its
+// handover; false with *why on a malformed segment or one out of order.
+bool read_segments(const JVal &segs, const std::string &link, ClockMap *out, std::string *why)
+{
 	int64_t prev_last = 0;
-	for (const JVal &s : segs->arr) {
+	for (const JVal &s : segs.arr) {
 		ClockPiece piece;
 		SegmentLine line;
-		line.index = static_cast<size_t>(&s - segs->arr.data());
+		line.index = static_cast<size_t>(&s - segs.arr.data());
 		int64_t last = 0;
 		why->clear();
 		if (s.kind != JVal::Obj || !piece_of(s, &piece, &last, &line, why)) {
@@ -177,6 +165,39 @@ bool parse_clock_map(const std::string &text, const std::string &link, ClockMap 
 		out->pieces.push_back(piece);
 		out->lines.push_back(line);
 	}
+	return true;
+}
+
+} // namespace
+
+bool parse_clock_map(const std::string &text, const std::string &link, ClockMap *out, std::string *why)
+{
+	JVal root;
+	if (!parse_json(text, &root, why))
+		return false;
+	const JVal *lk = follower_link(root, link, why);
+	if (!lk)
+		return false;
+	const JVal *segs = lk->get("segments");
+	if (!as_int(lk->get("peer_clock_offset_ns"), &out->offset_ns) || !segs || segs->kind != JVal::Arr) {
+		*why = "link '" + link + "' lacks peer_clock_offset_ns or segments";
+		return false;
+	}
+	out->link = link;
+	out->pieces.clear();
+	out->lines.clear();
+	out->n_segments = segs->arr.size();
+	out->names = MapNames();
+	out->names.link = link;
+	out->names.peer_offset_ns = out->offset_ns;
+	if (const JVal *v = root.get("machine"); v && v->kind == JVal::Str)
+		out->names.hostname = v->text;
+	if (const JVal *v = lk->get("peer_hostname"); v && v->kind == JVal::Str)
+		out->names.peer_hostname = v->text;
+	if (const JVal *v = lk->get("peer_boot_id"); v && v->kind == JVal::Str)
+		out->names.peer_boot_id = v->text;
+	if (!read_segments(*segs, link, out, why))
+		return false;
 	if (out->pieces.empty()) {
 		*why = "link '" + link + "' has no bounded segment";
 		return false;

@@ -707,6 +707,145 @@ template <class C> __attribute__((always_inline)) inline bool has_record(const C
 	return c.rp < c.rq || c.ro < c.rend;
 }
 
+namespace {
+
+// The walk's visitor of load_packet(): each good record into the
+// cursor's recs, up to their room.
+struct DecodeInto : RecordWalk::NoVisit {
+	DecodedRecord *p, *full; // the next place, the end of recs
+	// The walk's runs hand take() at most room() records;
+	// record() gets the others.
+	uint64_t room() const { return (uint64_t)(full - p); }
+	void record(const WalkedRecord &r)
+	{
+		if (__builtin_expect(p != full, 1))
+			take(r);
+	}
+	void take(const WalkedRecord &r)
+	{
+		// Three 8-byte stores (DecodedRecord's layout, little-
+		// endian; offsets below 2^32: a packet is at most
+		// 64 MiB): in a run of one id the last word is the
+		// same for every record of an owned lane; the middle
+		// one is a sum, not an or (the same bits), which the
+		// compiler keeps across a run, one add a record.
+		const uint64_t at = r.payload + (r.end << 32);
+		const uint64_t who = (uint32_t)r.tid | (uint64_t)(uint16_t)r.id << 32 | (uint64_t)r.cpu << 48;
+		char *d = reinterpret_cast<char *>(p);
+		memcpy(d, &r.ts, 8);
+		memcpy(d + offsetof(DecodedRecord, payload), &at, 8);
+		memcpy(d + offsetof(DecodedRecord, tid), &who, 8);
+		p++;
+	}
+};
+
+} // namespace
+
+// Packet e's content into the cursor's buffer (kTraceEventSlack zero
+// bytes after it); false, named as damage, when it cannot be read.
+bool TraceReader::read_packet(Cursor &c, const PacketEntry &e)
+{
+	const int fd = ::open(c.s->path.c_str(), O_RDONLY | O_CLOEXEC);
+	if (c.buf_cap < e.content + kTraceEventSlack) {
+		c.buf_cap = e.content + kTraceEventSlack;
+		c.buf.reset(new uint8_t[c.buf_cap]);
+	}
+	memset(c.buf.get() + e.content, 0, kTraceEventSlack);
+	const bool ok = fd >= 0 && read_at(fd, c.buf.get(), e.content, e.offset);
+	if (fd >= 0)
+		close(fd);
+	if (!ok)
+		damage(*c.s, e.offset, e.size, "cannot read the packet (file changed?)");
+	return ok;
+}
+
+// What every record of packet e shares, set once (take_record() sets the
+// rest): the event given before is done with by now.
+void TraceReader::begin_packet(Cursor &c, const PacketEntry &e)
+{
+	c.prev = &e;
+	c.pe = &e;
+	c.packet_tid = c.compact && !c.s->shared ? e.vtid : INT32_MIN;
+	c.run.tid = c.packet_tid == INT32_MIN;
+	c.run.cpu = c.run.tid && !c.compact;
+	c.ev.pkt = c.buf.get();
+	c.ev.packet = &e;
+	c.ev.cpu = -1;
+	if (c.packet_tid != INT32_MIN)
+		c.ev.tid = c.packet_tid;
+	if (c.map) {
+		c.piece = c.map->piece_at(e.ts_begin);
+		if (c.map->piece_end(c.piece) <= e.ts_end)
+			c.piece = SIZE_MAX;
+	}
+	stats_.packets++;
+	stats_.bytes += e.content;
+}
+
+// The records, by the consumer's walk: checked and decoded in one pass
+// (the first kMaxDecoded kept, the rest stepped through later by
+// refill()).  *ts the walk's last time, *why what stopped it (null at the
+// content's end); the end of the last good record.
+uint64_t TraceReader::decode_packet(Cursor &c, const PacketEntry &e, uint64_t *ts, const char **why)
+{
+	// Room for every record the content can hold (each takes 4 bytes
+	// or more), up to kMaxDecoded: grown to the largest packet's, left
+	// uninitialised (pages touched as records fill them).
+	const size_t cap = std::min<size_t>(kMaxDecoded, e.content > kHdr ? (e.content - kHdr) / 4 : 0);
+	if (c.recs_cap < cap) {
+		c.recs.reset(new DecodedRecord[cap]);
+		c.recs_cap = cap;
+	}
+	DecodeInto v;
+	v.p = c.recs.get();
+	v.full = v.p + cap;
+	*ts = e.ts_begin;
+	const uint64_t good = c.walk->walk(c.buf.get(), e.content, c.s->shared, e.ts_end, ts, why, v);
+	c.rp = c.recs.get();
+	c.rq = v.p;
+	c.rend = good;
+	// Past the records kept (all of them unless recs is full): where
+	// refill() goes on from.
+	const bool any = c.rq != c.rp;
+	c.ro = any ? c.rq[-1].end : good;
+	c.rprev = any ? c.rq[-1].ts : e.ts_begin;
+	return good;
+}
+
+// Across packets, a stream's records never go back in time: the leading
+// run of records before the last one delivered (timestamps never go back
+// within a walk), skipped; how many.
+uint64_t TraceReader::skip_stale(Cursor &c)
+{
+	uint64_t first = 0;
+	if (c.rq != c.rp && c.rp->ts < c.last_ts)
+		while (has_record(c)) {
+			if (c.rp == c.rq)
+				refill(c);
+			if (c.rp->ts >= c.last_ts)
+				break;
+			c.rp++;
+			first++;
+		}
+	return first;
+}
+
+// Damage in packet e (records skipped at its start, or the walk stopped
+// at byte good): named, and queued as a message at time ts.
+void TraceReader::packet_damage(Cursor &c, const PacketEntry &e, uint64_t good, uint64_t ts, bool first,
+				const char *why)
+{
+	damage(*c.s, e.offset + (first ? 0 : good), 0,
+	       std::string(why) + (first ? "" : " (packet cut there; the rest of it skipped)"));
+	TraceMsg msg;
+	msg.kind = TraceMsgKind::Damage;
+	msg.stream = c.s;
+	msg.begin_ns = msg.end_ns = c.s->trace->meta.ns_from_origin(has_record(c) ? ts : e.ts_begin);
+	msg.damage = nullptr; // resolved in read(): damages_ may grow meanwhile
+	msg.count = damages_.size() - 1;
+	c.pending.push_back(msg);
+}
+
 // Loads the cursor's next packet in the window and walks its records;
 // queues the loss the packet reveals.  False at the stream's end.
 bool TraceReader::load_packet(Cursor &c)
@@ -718,122 +857,18 @@ bool TraceReader::load_packet(Cursor &c)
 			c.prev = &e;
 			continue;
 		}
-		const int fd = ::open(c.s->path.c_str(), O_RDONLY | O_CLOEXEC);
-		if (c.buf_cap < e.content + kTraceEventSlack) {
-			c.buf_cap = e.content + kTraceEventSlack;
-			c.buf.reset(new uint8_t[c.buf_cap]);
-		}
-		memset(c.buf.get() + e.content, 0, kTraceEventSlack);
-		const bool ok = fd >= 0 && read_at(fd, c.buf.get(), e.content, e.offset);
-		if (fd >= 0)
-			close(fd);
-		if (!ok) {
-			damage(*c.s, e.offset, e.size, "cannot read the packet (file changed?)");
+		if (!read_packet(c, e))
 			continue;
-		}
 		queue_loss(c, e);
-		c.prev = &e;
-		c.pe = &e;
-		c.packet_tid = c.compact && !c.s->shared ? e.vtid : INT32_MIN;
-		c.run.tid = c.packet_tid == INT32_MIN;
-		c.run.cpu = c.run.tid && !c.compact;
-		// What every record of the packet shares, set once (take_record()
-		// sets the rest): the event given before is done with by now.
-		c.ev.pkt = c.buf.get();
-		c.ev.packet = &e;
-		c.ev.cpu = -1;
-		if (c.packet_tid != INT32_MIN)
-			c.ev.tid = c.packet_tid;
-		if (c.map) {
-			c.piece = c.map->piece_at(e.ts_begin);
-			if (c.map->piece_end(c.piece) <= e.ts_end)
-				c.piece = SIZE_MAX;
-		}
-		stats_.packets++;
-		stats_.bytes += e.content;
-		// The records, by the consumer's walk: checked and decoded in
-		// one pass (the first kMaxDecoded kept, the rest stepped through
-		// later by refill()), delivered one at a time.  Across packets,
-		// a stream's records never go back in time: those before the
-		// last one delivered are dropped.
-		// Room for every record the content can hold (each takes 4
-		// bytes or more), up to kMaxDecoded: grown to the largest
-		// packet's, left uninitialised (pages touched as records fill
-		// them).
-		const size_t cap =
-			std::min<size_t>(kMaxDecoded, e.content > kHdr ? (e.content - kHdr) / 4 : 0);
-		if (c.recs_cap < cap) {
-			c.recs.reset(new DecodedRecord[cap]);
-			c.recs_cap = cap;
-		}
-		struct Decode : RecordWalk::NoVisit {
-			DecodedRecord *p, *full; // the next place, the end of recs
-			// The walk's runs hand take() at most room() records;
-			// record() gets the others.
-			uint64_t room() const { return (uint64_t)(full - p); }
-			void record(const WalkedRecord &r)
-			{
-				if (__builtin_expect(p != full, 1))
-					take(r);
-			}
-			void take(const WalkedRecord &r)
-			{
-				// Three 8-byte stores (DecodedRecord's layout, little-
-				// endian; offsets below 2^32: a packet is at most
-				// 64 MiB): in a run of one id the last word is the
-				// same for every record of an owned lane; the middle
-				// one is a sum, not an or (the same bits), which the
-				// compiler keeps across a run, one add a record.
-				const uint64_t at = r.payload + (r.end << 32);
-				const uint64_t who = (uint32_t)r.tid | (uint64_t)(uint16_t)r.id << 32 |
-						     (uint64_t)r.cpu << 48;
-				char *d = reinterpret_cast<char *>(p);
-				memcpy(d, &r.ts, 8);
-				memcpy(d + offsetof(DecodedRecord, payload), &at, 8);
-				memcpy(d + offsetof(DecodedRecord, tid), &who, 8);
-				p++;
-			}
-		} v;
-		v.p = c.recs.get();
-		v.full = v.p + cap;
-		uint64_t ts = e.ts_begin;
+		begin_packet(c, e);
+		uint64_t ts;
 		const char *why = nullptr;
-		const uint64_t good =
-			c.walk->walk(c.buf.get(), e.content, c.s->shared, e.ts_end, &ts, &why, v);
-		c.rp = c.recs.get();
-		c.rq = v.p;
-		c.rend = good;
-		// Past the records kept (all of them unless recs is full):
-		// where refill() goes on from.
-		const bool any = c.rq != c.rp;
-		c.ro = any ? c.rq[-1].end : good;
-		c.rprev = any ? c.rq[-1].ts : e.ts_begin;
-		// The leading run of records before the last one delivered
-		// (timestamps never go back within a walk), skipped.
-		uint64_t first = 0;
-		if (any && c.rp->ts < c.last_ts)
-			while (has_record(c)) {
-				if (c.rp == c.rq)
-					refill(c);
-				if (c.rp->ts >= c.last_ts)
-					break;
-				c.rp++;
-				first++;
-			}
+		const uint64_t good = decode_packet(c, e, &ts, &why);
+		const uint64_t first = skip_stale(c);
 		if (first)
 			why = "records before the previous packet's last";
-		if (why) {
-			damage(*c.s, e.offset + (first ? 0 : good), 0,
-			       std::string(why) +
-				       (first ? "" : " (packet cut there; the rest of it skipped)"));
-			TraceMsg msg;
-			msg.kind = TraceMsgKind::Damage;
-			msg.stream = c.s;
-			msg.begin_ns = msg.end_ns = m.ns_from_origin(has_record(c) ? ts : e.ts_begin);
-			msg.damage = nullptr; // resolved in read(): damages_ may grow meanwhile
-			msg.count = damages_.size() - 1;
-			c.pending.push_back(msg);
-		}
+		if (why)
+			packet_damage(c, e, good, ts, first != 0, why);
 		return true;
 	}
 	return false;
@@ -1005,45 +1040,83 @@ __attribute__((always_inline)) inline void TraceReader::sync_run()
 	run_p_ = run_end_ = nullptr;
 }
 
+// Event message of cursor t, its run started: t is advance_ and first.
+__attribute__((always_inline)) inline void TraceReader::give_event(Cursor &t, TraceMsg *out)
+{
+	stats_.events++;
+	*out = TraceMsg();
+	out->kind = TraceMsgKind::Event;
+	out->stream = t.s;
+	out->event = &t.ev;
+	start_run(t);
+}
+
+// The run stopped at a record of advance_'s packet: one past the rival's
+// time (most often: another stream's event comes next), or of an id no
+// class describes.  Taken, and advance_ moved down the heap when the
+// rival (the first of the others: they did not move meanwhile) now comes
+// first.  (What sync_run() would set of the records given before is set
+// again by take_record().)  True with the new first's event in *out;
+// false with advance_ cleared: next_slow() goes on.
+__attribute__((always_inline)) inline bool TraceReader::take_stopped_run(TraceMsg *out)
+{
+	Cursor &c = *advance_;
+	c.rp = run_p_;
+	run_p_ = run_end_ = nullptr;
+	take_record(c);
+	const Cursor *o = rival_;
+	if (o && (o->key < c.key || (o->key == c.key && o->order < c.order))) {
+		heap_down(0);
+		// Most often the new first has its record taken and nothing
+		// pending: given at once (as next_slow()'s loop would give it).
+		Cursor &t = *heap_[0];
+		if (__builtin_expect(t.pi >= t.pending.size() && t.ev.cls, 1)) {
+			advance_ = &t;
+			const size_t n = heap_.size();
+			rival_ = n < 3 || heap_[1]->key < heap_[2]->key ||
+						 (heap_[1]->key == heap_[2]->key &&
+						  heap_[1]->order < heap_[2]->order)
+					 ? heap_[1]
+					 : heap_[2];
+			give_event(t, out);
+			return true;
+		}
+	}
+	advance_ = nullptr;
+	return false;
+}
+
+// Moves on from what the previous call gave (advance_, then cleared).
+__attribute__((always_inline)) inline void TraceReader::move_on()
+{
+	Cursor &c = *advance_;
+	advance_ = nullptr;
+	// Most often the packet's next record (inlined); else what is
+	// pending, the next packet, or the stream's end.
+	if (__builtin_expect(c.pending.empty() && has_record(c), 1))
+		take_record(c);
+	else if (!next_record(c)) {
+		heap_[0] = heap_.back();
+		heap_.pop_back();
+	}
+	// Most often the cursor moved on stays the first (a run of one
+	// stream's events): two compares, no sift.
+	const size_t n = heap_.size();
+	if (n > 1) {
+		const Cursor *t = heap_[0];
+		auto before = [t](const Cursor *o) {
+			return o->key < t->key || (o->key == t->key && o->order < t->order);
+		};
+		if (before(heap_[1]) || (n > 2 && before(heap_[2])))
+			heap_down(0);
+	}
+}
+
 bool TraceReader::next_slow(TraceMsg *out)
 {
 	if (run_p_ != run_end_) {
-		// The run stopped at a record of advance_'s packet: one past the
-		// rival's time (most often: another stream's event comes
-		// next), or of an id no class describes.  Taken, and advance_
-		// moved down the heap when the rival (the first of the others:
-		// they did not move meanwhile) now comes first.
-		// (What sync_run() would set of the records given before is
-		// set again by take_record().)
-		Cursor &c = *advance_;
-		c.rp = run_p_;
-		run_p_ = run_end_ = nullptr;
-		take_record(c);
-		const Cursor *o = rival_;
-		if (o && (o->key < c.key || (o->key == c.key && o->order < c.order))) {
-			heap_down(0);
-			// Most often the new first has its record taken and
-			// nothing pending: given at once (as the loop below
-			// would give it).
-			Cursor &t = *heap_[0];
-			if (__builtin_expect(t.pi >= t.pending.size() && t.ev.cls, 1)) {
-				advance_ = &t;
-				const size_t n = heap_.size();
-				rival_ = n < 3 || heap_[1]->key < heap_[2]->key ||
-							 (heap_[1]->key == heap_[2]->key &&
-							  heap_[1]->order < heap_[2]->order)
-						 ? heap_[1]
-						 : heap_[2];
-				stats_.events++;
-				*out = TraceMsg();
-				out->kind = TraceMsgKind::Event;
-				out->stream = t.s;
-				out->event = &t.ev;
-				start_run(t);
-				return true;
-			}
-		}
-		advance_ = nullptr;
+		if (take_stopped_run(out))
+			return true;
 	} else if (run_p_) {
 		sync_run();
 	}
@@ -1056,30 +1129,8 @@ bool TraceReader::next_slow(TraceMsg *out)
 		return true;
 	}
 	for (;;) {
-		// Move on from what the previous call gave.
-		if (advance_) {
-			Cursor &c = *advance_;
-			advance_ = nullptr;
-			// Most often the packet's next record (inlined); else
-			// what is pending, the next packet, or the stream's end.
-			if (__builtin_expect(c.pending.empty() && has_record(c), 1))
-				take_record(c);
-			else if (!next_record(c)) {
-				heap_[0] = heap_.back();
-				heap_.pop_back();
-			}
-			// Most often the cursor moved on stays the first (a run of
-			// one stream's events): two compares, no sift.
-			const size_t n = heap_.size();
-			if (n > 1) {
-				const Cursor *t = heap_[0];
-				auto before = [t](const Cursor *o) {
-					return o->key < t->key || (o->key == t->key && o->order < t->order);
-				};
-				if (before(heap_[1]) || (n > 2 && before(heap_[2])))
-					heap_down(0);
-			}
-		}
+		if (advance_)
+			move_on();
 		if (heap_.empty())
 			return false;
 		Cursor &c = *heap_[0];
@@ -1099,12 +1150,7 @@ bool TraceReader::next_slow(TraceMsg *out)
 		}
 		if (!c.ev.cls)
 			continue; // an id no class describes (the walk let it through)
-		stats_.events++;
-		*out = TraceMsg();
-		out->kind = TraceMsgKind::Event;
-		out->stream = c.s;
-		out->event = &c.ev;
-		start_run(c);
+		give_event(c, out);
 		return true;
 	}
 }

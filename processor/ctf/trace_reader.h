@@ -414,6 +414,12 @@ private:
 	void accept_packet(StreamInfo *s, uint64_t off, const strata_packet_header &h, HeaderContext *ctx);
 	std::unique_ptr<Cursor> make_cursor(StreamInfo *s, size_t i);
 	bool load_packet(Cursor &c);
+	bool read_packet(Cursor &c, const PacketEntry &e);
+	void begin_packet(Cursor &c, const PacketEntry &e);
+	uint64_t decode_packet(Cursor &c, const PacketEntry &e, uint64_t *ts, const char **why);
+	uint64_t skip_stale(Cursor &c);
+	void packet_damage(Cursor &c, const PacketEntry &e, uint64_t good, uint64_t ts, bool first,
+			   const char *why);
 	void queue_loss(Cursor &c, const PacketEntry &e);
 	bool next_record(Cursor &c);
 	void damage(const StreamInfo &s, uint64_t offset, uint64_t bytes, std::string why);
@@ -441,6 +447,9 @@ private:
 	bool sorted_ = false;
 	void heap_down(size_t i);
 	bool next_slow(TraceMsg *out);
+	bool take_stopped_run(TraceMsg *out);
+	void move_on();
+	void give_event(Cursor &t, TraceMsg *out);
 	// read_each()'s step when its run stopped at a record of a class
 	// because another stream's comes first (most stops on a trace of
 	// threads that take turns): the record taken, the rival made the
@@ -449,6 +458,7 @@ private:
 	// False for any other stop of run_take(), or when the rival has a
 	// message pending or no class: next_slow() goes on from there.
 	bool switch_run(TraceMsg *out);
+	void promote_rival(Cursor &c, Cursor *o);
 
 	// The run: after next_slow() gave an event of advance_, the records
 	// of its packet decoded and not yet given, [run_p_, run_end_) (empty
@@ -626,6 +636,33 @@ __attribute__((always_inline)) inline void TraceReader::start_run(Cursor &c)
 	run_ = c.run;
 }
 
+// The rival o (heap_[1] or heap_[2], a child of c's place, c first) up to
+// the first place, c (its key just set) down from the rival's.
+__attribute__((always_inline)) inline void TraceReader::promote_rival(Cursor &c, Cursor *o)
+{
+	Cursor **h = heap_.data();
+	const size_t n = heap_.size();
+	const int64_t ns = c.key;
+	if (sorted_) {
+		// o is heap_[1]: up to the first place, c down past those now
+		// before it (the rival being the first of them, one compare).
+		h[0] = o;
+		size_t i = 1;
+		for (; i + 1 < n; i++) {
+			const Cursor *y = h[i + 1];
+			if (!(y->key < ns || (y->key == ns && y->order < c.order)))
+				break;
+			h[i] = h[i + 1];
+		}
+		h[i] = &c;
+	} else {
+		const size_t j = h[1] == o ? 1 : 2;
+		h[0] = o;
+		h[j] = &c;
+		heap_down(j);
+	}
+}
+
 __attribute__((always_inline)) inline bool TraceReader::switch_run(TraceMsg *out)
 {
 	if (!run_.fast)
@@ -655,28 +692,9 @@ __attribute__((always_inline)) inline bool TraceReader::switch_run(TraceMsg *out
 	c.rp = run_p_ + 1;
 	c.last_ts = r.ts;
 	c.key = ns;
-	// The rival (heap_[1] or heap_[2], a child of c's place) up to the
-	// first place, c down from the rival's.
+	promote_rival(c, o);
 	Cursor **h = heap_.data();
 	const size_t n = heap_.size();
-	if (sorted_) {
-		// o is heap_[1]: up to the first place, c down past those now
-		// before it (the rival being the first of them, one compare).
-		h[0] = o;
-		size_t i = 1;
-		for (; i + 1 < n; i++) {
-			const Cursor *y = h[i + 1];
-			if (!(y->key < ns || (y->key == ns && y->order < c.order)))
-				break;
-			h[i] = h[i + 1];
-		}
-		h[i] = &c;
-	} else {
-		const size_t j = h[1] == o ? 1 : 2;
-		h[0] = o;
-		h[j] = &c;
-		heap_down(j);
-	}
 	if (__builtin_expect(!o->pending.empty() || !o->ev.cls, 0)) {
 		advance_ = nullptr;
 		run_p_ = run_end_ = nullptr;

@@ -100,6 +100,88 @@ size_t piece_of(const std::vector<CtfPiece> &p, uint64_t x)
 	return i;
 }
 
+// Whether the packet header h at off checks (size the file's size,
+// prev_begin the previous packet's timestamp_begin).
+bool header_checks(const strata_packet_header &h, uint64_t off, uint64_t size, uint64_t prev_begin,
+		   const TraceMeta &m)
+{
+	return h.magic == STRATA_CTF_MAGIC && h.packet_size % 8 == 0 && h.content_size % 8 == 0 &&
+	       h.content_size <= h.packet_size && h.content_size / 8 >= kHdr - 4 &&
+	       h.packet_size / 8 <= STRATA_MAX_SUBBUF_SIZE && h.packet_size / 8 <= size - off &&
+	       h.timestamp_begin <= h.timestamp_end && h.timestamp_begin >= prev_begin &&
+	       m.known_stream(h.stream_id);
+}
+
+// A packet's records by piece, as the walk gives them: each run's first
+// record, its piece and its last time.
+struct PieceRuns {
+	const std::vector<CtfPiece> &pieces;
+	std::vector<WalkedRecord> firsts; // each run's first record
+	std::vector<size_t> run_piece;
+	uint64_t last_ts = 0;
+	std::vector<uint64_t> run_last_ts;
+	void record(const WalkedRecord &r)
+	{
+		const size_t p = piece_of(pieces, r.ts);
+		if (run_piece.empty() || run_piece.back() != p) {
+			if (!run_piece.empty())
+				run_last_ts.push_back(last_ts);
+			firsts.push_back(r);
+			run_piece.push_back(p);
+		}
+		last_ts = r.ts;
+	}
+	bool undescribed() { return false; }
+};
+
+// A packet not walked to its end, or in one piece after all: whole, in
+// the piece of its first record.  Opened before that piece began (a
+// packet open across the step whose records all came after it), it gets
+// that record's value as its timestamp_begin, so that it begins inside
+// its piece's range (a reader skips a packet outside it).
+Part one_piece_part(Part whole, const PieceRuns &runs, const strata_packet_header &h, uint64_t content,
+		    SplitStats *st)
+{
+	const size_t pa = whole.piece;
+	if (!runs.run_piece.empty())
+		whole.piece = runs.run_piece.front();
+	if (whole.piece != pa) {
+		whole.cut = true;
+		whole.off += kHdr;
+		whole.len = content - kHdr;
+		whole.h = h;
+		whole.h.timestamp_begin = runs.firsts.front().ts;
+		whole.h.content_size = content * 8;
+		whole.h.packet_size = whole.h.content_size;
+		whole.ts_begin = whole.h.timestamp_begin;
+		st->packets_cut++;
+	}
+	return whole;
+}
+
+// A packet at off whose runs lie in two pieces or more: a part per run,
+// each under a header of its own.
+void cut_parts(const PieceRuns &runs, const strata_packet_header &h, uint64_t off, uint64_t content,
+	       FilePlan *plan)
+{
+	for (size_t i = 0; i < runs.run_piece.size(); i++) {
+		Part p;
+		p.piece = runs.run_piece[i];
+		p.cut = true;
+		const uint64_t b = i == 0 ? kHdr : runs.firsts[i].start;
+		const uint64_t e = i + 1 < runs.run_piece.size() ? runs.firsts[i + 1].start : content;
+		p.off = off + b;
+		p.len = e - b;
+		p.h = h;
+		p.h.timestamp_begin = i == 0 ? h.timestamp_begin : runs.firsts[i].ts;
+		p.h.timestamp_end = i + 1 < runs.run_piece.size() ? runs.run_last_ts[i] : h.timestamp_end;
+		p.h.content_size = (kHdr + p.len) * 8;
+		p.h.packet_size = p.h.content_size;
+		p.ts_begin = p.h.timestamp_begin;
+		plan->parts.push_back(p);
+	}
+}
+
 // The parts of one stream file; false (plan->whole) when a header does not
 // check: the file then stays as it is.
 void plan_file(int fd, uint64_t size, const TraceMeta &m, RecordWalk &walk,
@@ -109,11 +191,8 @@ void plan_file(int fd, uint64_t size, const TraceMeta &m, RecordWalk &walk,
 	uint64_t prev_begin = 0;
 	for (uint64_t off = 0; off < size;) {
 		strata_packet_header h;
-		if (size - off < kHdr || !read_at(fd, &h, sizeof h, off) || h.magic != STRATA_CTF_MAGIC ||
-		    h.packet_size % 8 || h.content_size % 8 || h.content_size > h.packet_size ||
-		    h.content_size / 8 < kHdr - 4 || h.packet_size / 8 > STRATA_MAX_SUBBUF_SIZE ||
-		    h.packet_size / 8 > size - off || h.timestamp_begin > h.timestamp_end ||
-		    h.timestamp_begin < prev_begin || !m.known_stream(h.stream_id)) {
+		if (size - off < kHdr || !read_at(fd, &h, sizeof h, off) ||
+		    !header_checks(h, off, size, prev_begin, m)) {
 			plan->whole = true;
 			plan->parts.clear();
 			return;
@@ -126,86 +205,30 @@ void plan_file(int fd, uint64_t size, const TraceMeta &m, RecordWalk &walk,
 		whole.ts_begin = h.timestamp_begin;
 		whole.off = off;
 		whole.len = psize;
+		off += psize;
 		if (pa == pb || content <= kHdr) {
 			plan->parts.push_back(whole);
-			off += psize;
 			continue;
 		}
 		// Records in two pieces or more: the record boundaries by the
 		// consumer's walk, cut where the piece changes.
 		buf.resize(content);
-		if (!read_at(fd, buf.data(), content, off)) {
+		if (!read_at(fd, buf.data(), content, whole.off)) {
 			plan->parts.push_back(whole);
-			off += psize;
 			continue;
 		}
-		struct Runs {
-			const std::vector<CtfPiece> &pieces;
-			std::vector<WalkedRecord> firsts; // each run's first record
-			std::vector<size_t> run_piece;
-			uint64_t last_ts = 0;
-			std::vector<uint64_t> run_last_ts;
-			void record(const WalkedRecord &r)
-			{
-				const size_t p = piece_of(pieces, r.ts);
-				if (run_piece.empty() || run_piece.back() != p) {
-					if (!run_piece.empty())
-						run_last_ts.push_back(last_ts);
-					firsts.push_back(r);
-					run_piece.push_back(p);
-				}
-				last_ts = r.ts;
-			}
-			bool undescribed() { return false; }
-		} runs{pieces, {}, {}, 0, {}};
+		PieceRuns runs{pieces, {}, {}, 0, {}};
 		uint64_t ts = h.timestamp_begin;
 		const char *why = nullptr;
 		const uint64_t end = walk.walk(buf.data(), content, m.shared_stream(h.stream_id),
 					       h.timestamp_end, &ts, &why, runs);
 		if (end != content || runs.run_piece.size() < 2) {
-			// Not walked to its end, or in one piece after all: the
-			// piece of its first record.  Opened before that piece
-			// began (a packet open across the step whose records all
-			// came after it), it gets that record's value as its
-			// timestamp_begin, so that it begins inside its piece's
-			// range (a reader skips a packet outside it).
-			if (!runs.run_piece.empty())
-				whole.piece = runs.run_piece.front();
-			if (whole.piece != pa) {
-				whole.cut = true;
-				whole.off = off + kHdr;
-				whole.len = content - kHdr;
-				whole.h = h;
-				whole.h.timestamp_begin = runs.firsts.front().ts;
-				whole.h.content_size = content * 8;
-				whole.h.packet_size = whole.h.content_size;
-				whole.ts_begin = whole.h.timestamp_begin;
-				st->packets_cut++;
-			}
-			plan->parts.push_back(whole);
-			off += psize;
-			continue;
+			plan->parts.push_back(one_piece_part(whole, runs, h, content, st));
+		} else {
+			runs.run_last_ts.push_back(runs.last_ts);
+			st->packets_cut++;
+			cut_parts(runs, h, whole.off, content, plan);
 		}
-		runs.run_last_ts.push_back(runs.last_ts);
-		st->packets_cut++;
-		for (size_t i = 0; i < runs.run_piece.size(); i++) {
-			Part p;
-			p.piece = runs.run_piece[i];
-			p.cut = true;
-			const uint64_t b = i == 0 ? kHdr : runs.firsts[i].start;
-			const uint64_t e = i + 1 < runs.run_piece.size() ? runs.firsts[i + 1].start : content;
-			p.off = off + b;
-			p.len = e - b;
-			p.h = h;
-			p.h.timestamp_begin = i == 0 ? h.timestamp_begin : runs.firsts[i].ts;
-			p.h.timestamp_end =
-				i + 1 < runs.run_piece.size() ? runs.run_last_ts[i] : h.timestamp_end;
-			p.h.content_size = (kHdr + p.len) * 8;
-			p.h.packet_size = p.h.content_size;
-			p.ts_begin = p.h.timestamp_begin;
-			plan->parts.push_back(p);
-		}
-		off += psize;
 	}
 }
 
@@ -290,154 +313,229 @@ std::string drop_trace_uuid(const std::string &text)
 	return text.substr(0, u) + text.substr(ue);
 }
 
-bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces, SplitStats *st,
-		    std::string *err, const SplitOwner &own, bool reline)
+namespace {
+
+// A sub-trace being split: its directory and its parent's, open; its
+// metadata's text and parse.
+struct SubDirs {
+	std::string parent, leaf;
+	Fd pfd{-1}, dfd{-1};
+	std::string text;
+	TraceMeta m;
+};
+
+bool open_subtrace(const std::string &dir, SubDirs *d, std::string *err)
 {
-	if (pieces.empty())
-		return true;
 	const fs::path base(dir);
-	const std::string parent = base.parent_path().string(), leaf = base.filename().string();
+	d->parent = base.parent_path().string();
+	d->leaf = base.filename().string();
 	struct stat dst;
 	if (lstat(dir.c_str(), &dst) != 0 || !S_ISDIR(dst.st_mode)) {
 		*err = dir + ": not a directory";
 		return false;
 	}
-	Fd pfd(open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-	Fd dfd(pfd.fd >= 0 ? openat(pfd.fd, leaf.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
-			   : -1);
-	if (dfd.fd < 0) {
+	d->pfd.fd = open(d->parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	d->dfd.fd = d->pfd.fd >= 0 ? openat(d->pfd.fd, d->leaf.c_str(),
+					    O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
+				   : -1;
+	if (d->dfd.fd < 0) {
 		*err = "cannot open " + dir + ": " + strerror(errno);
 		return false;
 	}
-	std::string text, why;
-	TraceMeta m;
-	if (!read_text(dfd.fd, "metadata", &text) || !parse_trace_meta(text, &m, &why)) {
+	std::string why;
+	if (!read_text(d->dfd.fd, "metadata", &d->text) || !parse_trace_meta(d->text, &d->m, &why)) {
 		*err = dir + "/metadata: " + (why.empty() ? "cannot read it" : why);
 		return false;
 	}
-	RecordWalk walk(m.record_format);
-	if (auto cls = m.events.find(m.stream_id); cls != m.events.end())
+	return true;
+}
+
+// The plan: every stream file's parts, by piece (sorted by name); the
+// base's piece, the latest that has a packet.
+size_t plan_files(const std::string &dir, const SubDirs &d, const std::vector<CtfPiece> &pieces,
+		  std::vector<FilePlan> *plans, SplitStats *st)
+{
+	RecordWalk walk(d.m.record_format);
+	if (auto cls = d.m.events.find(d.m.stream_id); cls != d.m.events.end())
 		for (const auto &kv : cls->second)
 			walk.add(kv.second.info);
-
-	// The plan: every stream file's parts, by piece.
-	std::vector<FilePlan> plans;
 	std::error_code ec;
-	for (fs::directory_iterator it(base, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+	for (fs::directory_iterator it(fs::path(dir), ec); !ec && it != fs::directory_iterator();
+	     it.increment(ec)) {
 		const std::string name = it->path().filename().string();
 		if (name == "metadata" || name.empty() || name[0] == '.' || !it->is_regular_file(ec))
 			continue;
-		plans.push_back(FilePlan{name, {}, false});
+		plans->push_back(FilePlan{name, {}, false});
 	}
-	std::sort(plans.begin(), plans.end(),
+	std::sort(plans->begin(), plans->end(),
 		  [](const FilePlan &a, const FilePlan &b) { return a.name < b.name; });
-	size_t keep = 0; // the base's piece: the latest that has a packet
+	size_t keep = 0;
 	bool any = false;
-	for (FilePlan &f : plans) {
-		Fd fd(openat(dfd.fd, f.name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+	for (FilePlan &f : *plans) {
+		Fd fd(openat(d.dfd.fd, f.name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
 		struct stat fst;
 		if (fd.fd < 0 || fstat(fd.fd, &fst) != 0) {
 			f.whole = true;
 			continue;
 		}
-		plan_file(fd.fd, static_cast<uint64_t>(fst.st_size), m, walk, pieces, &f, st);
+		plan_file(fd.fd, static_cast<uint64_t>(fst.st_size), d.m, walk, pieces, &f, st);
 		if (f.whole)
 			st->whole_files.push_back(dir + "/" + f.name);
 		for (const Part &p : f.parts)
 			keep = std::max(keep, p.piece), any = true;
 	}
-	if (!any)
-		keep = pieces.size() - 1; // nothing recorded yet: later appends are the latest piece's
+	return any ? keep : pieces.size() - 1; // nothing recorded yet: later appends are the latest piece's
+}
 
-	// Each earlier piece's directory: its stream files, then its metadata.
-	std::vector<uint8_t> buf;
-	const std::string nouuid = drop_trace_uuid(text);
-	for (size_t k = 0; k < keep; k++) {
-		bool has = false;
-		for (const FilePlan &f : plans)
-			for (const Part &p : f.parts)
-				has |= p.piece == k;
-		const std::string pname = leaf + "~seg" + std::to_string(pieces[k].segment);
-		if (!has && !reline)
+// Piece k's directory pname, split before and given no packet now: its
+// metadata onto the piece's line as the map gives it now (a refined map:
+// `strata align`, which keeps the handovers, so the ranges stay).  Its own
+// text (its event classes are those of its packets), only the clock block
+// and env lines changed.
+bool reline_piece_dir(const SubDirs &d, const std::string &pname, const std::vector<CtfPiece> &pieces,
+		      size_t k, const SplitOwner &own, std::string *err)
+{
+	Fd kfd(openat(d.pfd.fd, pname.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+	std::string old;
+	if (kfd.fd < 0 || !read_text(kfd.fd, "metadata", &old))
+		return true;
+	const std::string mt =
+		rewrite_metadata_clock(old, pieces[k].clock, pieces[k].env + range_env(pieces, k, false));
+	if (mt != old && !put_text(kfd.fd, "metadata", mt, own, err)) {
+		*err = d.parent + "/" + pname + ": " + *err;
+		return false;
+	}
+	return true;
+}
+
+// Piece k's parts of file f appended to its copy in piece directory kfd
+// (pname), those it holds already skipped.
+bool append_parts(const SubDirs &d, int kfd, const std::string &pname, const FilePlan &f, size_t k,
+		  const SplitOwner &own, std::vector<uint8_t> *buf, SplitStats *st, std::string *err)
+{
+	Fd in(openat(d.dfd.fd, f.name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+	Fd out(-1);
+	uint64_t held = 0;
+	for (const Part &p : f.parts) {
+		if (p.piece != k)
 			continue;
-		if (!has) {
-			// Split before: its metadata onto the piece's line as the
-			// map gives it now (a refined map: `strata align`, which
-			// keeps the handovers, so the ranges stay).
-			Fd kfd(openat(pfd.fd, pname.c_str(),
-				      O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
-			std::string old;
-			if (kfd.fd < 0 || !read_text(kfd.fd, "metadata", &old))
-				continue;
-			// Its own text (its event classes are those of its
-			// packets), only the clock block and env lines changed.
-			const std::string mt = rewrite_metadata_clock(
-				old, pieces[k].clock, pieces[k].env + range_env(pieces, k, false));
-			if (mt != old && !put_text(kfd.fd, "metadata", mt, own, err)) {
-				*err = parent + "/" + pname + ": " + *err;
+		if (out.fd < 0) {
+			out.fd = openat(kfd, f.name.c_str(),
+					O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+			if (out.fd < 0 || in.fd < 0) {
+				*err = "cannot create " + d.parent + "/" + pname + "/" + f.name + ": " +
+				       strerror(errno);
 				return false;
 			}
-			continue;
+			own.apply(out.fd);
+			held = last_begin(out.fd);
 		}
-		if (mkdirat(pfd.fd, pname.c_str(), 0750) != 0 && errno != EEXIST) {
-			*err = "cannot create " + parent + "/" + pname + ": " + strerror(errno);
+		if (held && p.ts_begin <= held)
+			continue; // there already
+		if (!write_part(in.fd, p, out.fd, buf)) {
+			*err = "cannot write " + d.parent + "/" + pname + "/" + f.name + ": " +
+			       strerror(errno);
 			return false;
 		}
-		Fd kfd(openat(pfd.fd, pname.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
-		if (kfd.fd < 0) {
-			*err = "cannot open " + parent + "/" + pname + ": " + strerror(errno);
-			return false;
-		}
-		for (const FilePlan &f : plans) {
-			Fd in(openat(dfd.fd, f.name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-			Fd out(-1);
-			uint64_t held = 0;
-			for (const Part &p : f.parts) {
-				if (p.piece != k)
-					continue;
-				if (out.fd < 0) {
-					out.fd = openat(kfd.fd, f.name.c_str(),
-							O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
-							0640);
-					if (out.fd < 0 || in.fd < 0) {
-						*err = "cannot create " + parent + "/" + pname + "/" +
-						       f.name + ": " + strerror(errno);
-						return false;
-					}
-					own.apply(out.fd);
-					held = last_begin(out.fd);
-				}
-				if (held && p.ts_begin <= held)
-					continue; // there already
-				if (!write_part(in.fd, p, out.fd, &buf)) {
-					*err = "cannot write " + parent + "/" + pname + "/" + f.name + ": " +
-					       strerror(errno);
-					return false;
-				}
-				st->packets_moved++;
-				st->bytes_moved += p.len;
-			}
-		}
-		const std::string mt = rewrite_metadata_clock(nouuid, pieces[k].clock,
-							      pieces[k].env + range_env(pieces, k, false));
-		if (!put_text(kfd.fd, "metadata", mt, own, err)) {
-			*err = parent + "/" + pname + ": " + *err;
-			return false;
-		}
-		st->dirs_made++;
+		st->packets_moved++;
+		st->bytes_moved += p.len;
 	}
+	return true;
+}
 
-	// The base: its metadata onto its piece's line (from then on a reader
-	// skips what moved), then each stream file cut to its piece's parts.
-	// A damaged file stayed whole: no range then (its earlier packets are
-	// still here).
+// Piece k's directory pname (made, or appended to): its stream files,
+// then its metadata (the base's, its uuid dropped, on the piece's line).
+bool write_piece_dir(const SubDirs &d, const std::string &pname, const std::vector<FilePlan> &plans,
+		     const std::vector<CtfPiece> &pieces, size_t k, const SplitOwner &own,
+		     std::vector<uint8_t> *buf, SplitStats *st, std::string *err)
+{
+	if (mkdirat(d.pfd.fd, pname.c_str(), 0750) != 0 && errno != EEXIST) {
+		*err = "cannot create " + d.parent + "/" + pname + ": " + strerror(errno);
+		return false;
+	}
+	Fd kfd(openat(d.pfd.fd, pname.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+	if (kfd.fd < 0) {
+		*err = "cannot open " + d.parent + "/" + pname + ": " + strerror(errno);
+		return false;
+	}
+	for (const FilePlan &f : plans)
+		if (!append_parts(d, kfd.fd, pname, f, k, own, buf, st, err))
+			return false;
+	const std::string mt = rewrite_metadata_clock(drop_trace_uuid(d.text), pieces[k].clock,
+						      pieces[k].env + range_env(pieces, k, false));
+	if (!put_text(kfd.fd, "metadata", mt, own, err)) {
+		*err = d.parent + "/" + pname + ": " + *err;
+		return false;
+	}
+	st->dirs_made++;
+	return true;
+}
+
+// Stream file f of the base cut to piece keep's parts (removed when it has
+// none).  Its index (index/<name>.idx, the consumer's or a relayd's, which
+// babeltrace2 trusts over a scan) no longer matches: gone before the file
+// changes, made again from the new file's headers after (ctf_index.h).
+bool cut_base_file(const std::string &dir, const SubDirs &d, const FilePlan &f, size_t keep,
+		   const SplitOwner &own, std::vector<uint8_t> *buf, std::string *err)
+{
+	const int dfd = d.dfd.fd;
+	Fd in(openat(dfd, f.name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+	bool left = false;
+	for (const Part &p : f.parts)
+		left |= p.piece == keep;
+	const std::string idx = "index/" + f.name + ".idx";
+	const bool indexed = faccessat(dfd, idx.c_str(), F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+	if (!left) {
+		unlinkat(dfd, idx.c_str(), 0);
+		unlinkat(dfd, f.name.c_str(), 0);
+		return true;
+	}
+	const std::string tmp = "." + f.name + ".split";
+	Fd out(openat(dfd, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640));
+	bool ok = in.fd >= 0 && out.fd >= 0;
+	for (const Part &p : f.parts)
+		if (ok && p.piece == keep)
+			ok = write_part(in.fd, p, out.fd, buf);
+	if (ok)
+		own.apply(out.fd);
+	if (ok)
+		unlinkat(dfd, idx.c_str(), 0);
+	if (!ok || renameat(dfd, tmp.c_str(), dfd, f.name.c_str()) != 0) {
+		*err = "cannot rewrite " + dir + "/" + f.name + ": " + strerror(errno);
+		unlinkat(dfd, tmp.c_str(), 0);
+		return false;
+	}
+	struct stat st;
+	const int r = indexed && fstatat(dfd, f.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0
+			      ? rebuild_ctf_index(dir + "/" + f.name, static_cast<uint64_t>(st.st_size))
+			      : 0;
+	if (r < 0) {
+		*err = "cannot write the index of " + dir + "/" + f.name + ": " + strerror(-r);
+		return false;
+	}
+	if (indexed) {
+		Fd ifd(openat(dfd, idx.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+		if (ifd.fd >= 0)
+			own.apply(ifd.fd);
+	}
+	return true;
+}
+
+// The base: its metadata onto its piece's line (from then on a reader
+// skips what moved), then each stream file cut to its piece's parts.  A
+// damaged file stayed whole: no range then (its earlier packets are still
+// here).
+bool cut_base(const std::string &dir, const SubDirs &d, const std::vector<FilePlan> &plans,
+	      const std::vector<CtfPiece> &pieces, size_t keep, const SplitOwner &own,
+	      std::vector<uint8_t> *buf, std::string *err)
+{
 	bool damaged = false;
 	for (const FilePlan &f : plans)
 		damaged |= f.whole;
 	const std::string bt = rewrite_metadata_clock(
-		text, pieces[keep].clock,
+		d.text, pieces[keep].clock,
 		pieces[keep].env + (damaged ? std::string() : range_env(pieces, keep, true)));
-	if (bt != text && !put_text(dfd.fd, "metadata", bt, own, err)) {
+	if (bt != d.text && !put_text(d.dfd.fd, "metadata", bt, own, err)) {
 		*err = dir + ": " + *err;
 		return false;
 	}
@@ -445,55 +543,38 @@ bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces,
 		bool moves = false;
 		for (const Part &p : f.parts)
 			moves |= p.piece != keep || p.cut; // a cut part that stays: its new header
-		if (f.whole || !moves)
-			continue;
-		Fd in(openat(dfd.fd, f.name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-		bool left = false;
-		for (const Part &p : f.parts)
-			left |= p.piece == keep;
-		// The file's index (index/<name>.idx, the consumer's or a
-		// relayd's, which babeltrace2 trusts over a scan) no longer
-		// matches: gone before the file changes, made again from the
-		// new file's headers after (ctf_index.h).
-		const std::string idx = "index/" + f.name + ".idx";
-		const bool indexed = faccessat(dfd.fd, idx.c_str(), F_OK, AT_SYMLINK_NOFOLLOW) == 0;
-		if (!left) {
-			unlinkat(dfd.fd, idx.c_str(), 0);
-			unlinkat(dfd.fd, f.name.c_str(), 0);
-			continue;
-		}
-		const std::string tmp = "." + f.name + ".split";
-		Fd out(openat(dfd.fd, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-			      0640));
-		bool ok = in.fd >= 0 && out.fd >= 0;
-		for (const Part &p : f.parts)
-			if (ok && p.piece == keep)
-				ok = write_part(in.fd, p, out.fd, &buf);
-		if (ok)
-			own.apply(out.fd);
-		if (ok)
-			unlinkat(dfd.fd, idx.c_str(), 0);
-		if (!ok || renameat(dfd.fd, tmp.c_str(), dfd.fd, f.name.c_str()) != 0) {
-			*err = "cannot rewrite " + dir + "/" + f.name + ": " + strerror(errno);
-			unlinkat(dfd.fd, tmp.c_str(), 0);
+		if (!f.whole && moves && !cut_base_file(dir, d, f, keep, own, buf, err))
 			return false;
-		}
-		struct stat st;
-		const int r =
-			indexed && fstatat(dfd.fd, f.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0
-				? rebuild_ctf_index(dir + "/" + f.name, static_cast<uint64_t>(st.st_size))
-				: 0;
-		if (r < 0) {
-			*err = "cannot write the index of " + dir + "/" + f.name + ": " + strerror(-r);
-			return false;
-		}
-		if (indexed) {
-			Fd ifd(openat(dfd.fd, idx.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-			if (ifd.fd >= 0)
-				own.apply(ifd.fd);
-		}
 	}
 	return true;
+}
+
+} // namespace
+
+bool split_subtrace(const std::string &dir, const std::vector<CtfPiece> &pieces, SplitStats *st,
+		    std::string *err, const SplitOwner &own, bool reline)
+{
+	if (pieces.empty())
+		return true;
+	SubDirs d;
+	if (!open_subtrace(dir, &d, err))
+		return false;
+	std::vector<FilePlan> plans;
+	const size_t keep = plan_files(dir, d, pieces, &plans, st);
+	// Each earlier piece's directory: its stream files, then its metadata.
+	std::vector<uint8_t> buf;
+	for (size_t k = 0; k < keep; k++) {
+		bool has = false;
+		for (const FilePlan &f : plans)
+			for (const Part &p : f.parts)
+				has |= p.piece == k;
+		const std::string pname = d.leaf + "~seg" + std::to_string(pieces[k].segment);
+		if (!has && reline && !reline_piece_dir(d, pname, pieces, k, own, err))
+			return false;
+		if (has && !write_piece_dir(d, pname, plans, pieces, k, own, &buf, st, err))
+			return false;
+	}
+	return cut_base(dir, d, plans, pieces, keep, own, &buf, err);
 }
 
 } // namespace strata
@@ -529,18 +610,19 @@ std::vector<CtfPiece> ctf_pieces(const std::vector<SegmentLine> &segs, size_t n_
 	return v;
 }
 
-bool split_tree(const std::string &root, TreeSplit *out, std::string *err,
-		const std::vector<std::string> *only, bool reline)
+namespace {
+
+// The sub-trace directories under top (piece dirs aside), those of `only`
+// alone when given, sorted; listed first: a split makes directories.
+bool subtrace_dirs(const std::filesystem::path &top, const std::string &root,
+		   const std::vector<std::string> *only, std::vector<std::string> *dirs, std::string *err)
 {
-	namespace fs = std::filesystem;
 	std::error_code ec;
-	const fs::path top = fs::absolute(fs::path(root), ec).lexically_normal();
-	std::vector<std::string> dirs; // listed first: a split makes directories
 	for (auto it = fs::recursive_directory_iterator(top, ec);
 	     !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
 		if (it->path().filename() == "metadata" && it->is_regular_file(ec) &&
 		    !is_piece_dir(it->path().parent_path().string()))
-			dirs.push_back(it->path().parent_path().string());
+			dirs->push_back(it->path().parent_path().string());
 	if (ec) {
 		*err = "cannot list " + root + ": " + ec.message();
 		return false;
@@ -550,19 +632,128 @@ bool split_tree(const std::string &root, TreeSplit *out, std::string *err,
 		for (const std::string &o : *only)
 			mine.push_back(fs::absolute(fs::path(o), ec).lexically_normal().string());
 		std::sort(mine.begin(), mine.end());
-		dirs.erase(std::remove_if(dirs.begin(), dirs.end(),
-					  [&](const std::string &d) {
-						  return !std::binary_search(mine.begin(), mine.end(), d);
-					  }),
-			   dirs.end());
+		dirs->erase(std::remove_if(dirs->begin(), dirs->end(),
+					   [&](const std::string &d) {
+						   return !std::binary_search(mine.begin(), mine.end(), d);
+					   }),
+			    dirs->end());
 	}
-	std::sort(dirs.begin(), dirs.end());
-	struct Map {
-		bool ok = false;
-		std::string why;
-		std::vector<CtfPiece> pieces;
-	};
-	std::map<std::pair<std::string, std::string>, Map> maps; // by (clocks.json, link)
+	std::sort(dirs->begin(), dirs->end());
+	return true;
+}
+
+// A clocks.json's map of one link, as pieces; why when it cannot be used.
+struct TreeMap {
+	bool ok = false;
+	std::string why;
+	std::vector<CtfPiece> pieces;
+};
+
+void load_tree_map(const std::string &cj, const std::string &link, TreeMap *mp)
+{
+	std::string jtext;
+	ClockMap cm;
+	Fd jfd(open(cj.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+	struct stat jst;
+	if (jfd.fd < 0 || fstat(jfd.fd, &jst) != 0 || static_cast<uint64_t>(jst.st_size) > kMaxMetadata) {
+		mp->why = "cannot read it";
+		return;
+	}
+	jtext.resize(static_cast<size_t>(jst.st_size));
+	if (!jtext.empty() && !read_at(jfd.fd, &jtext[0], jtext.size(), 0))
+		mp->why = "cannot read it";
+	else if (parse_clock_map(jtext, link, &cm, &mp->why))
+		mp->pieces = ctf_pieces(cm.lines, cm.n_segments, cm.names, ClockInfo());
+	if (mp->why.empty() && mp->pieces.empty())
+		mp->why = "it names no reference boot id";
+	mp->ok = mp->why.empty();
+}
+
+// Sub-trace d's map: null (said in out's notes) when it is not a
+// follower's, is on its own clock, or has no usable clocks.json in the
+// trace.
+const TreeMap *map_of(const std::string &d, const std::filesystem::path &top, const TraceMeta &m,
+		      std::map<std::pair<std::string, std::string>, TreeMap> &maps, TreeSplit *out)
+{
+	const std::string link = m.env_string("sync_peer");
+	if (link.empty())
+		return nullptr; // not a follower's sub-trace (a reference's, or no link)
+	if (m.env_string("sync_state") != "correlated") {
+		out->skipped++;
+		out->notes.push_back(d + ": on its own clock (sync_state \"" + m.env_string("sync_state") +
+				     "\": the follower's rewrite never came): left as it is");
+		return nullptr;
+	}
+	// The clocks.json of the trace (within root: one above it is
+	// another trace's).
+	const std::string cj = find_clocks_json(d);
+	const std::string rel = cj.empty() ? std::string() : fs::path(cj).lexically_relative(top).string();
+	if (cj.empty() || rel.empty() || rel.rfind("..", 0) == 0) {
+		out->skipped++;
+		out->notes.push_back(d + ": no clocks.json in the trace: left on its metadata's one line");
+		return nullptr;
+	}
+	TreeMap &mp = maps[{cj, link}];
+	if (!mp.ok && mp.why.empty())
+		load_tree_map(cj, link, &mp);
+	if (!mp.ok) {
+		out->skipped++;
+		out->notes.push_back(d + ": " + cj + ": " + mp.why + ": left on its metadata's one line");
+		return nullptr;
+	}
+	return &mp;
+}
+
+// Sub-trace d (its metadata fd and text) by its map: onto the one line of
+// a one-piece map (when reline asks), else split; false with *err (the
+// first failure's) when it could not be.
+bool split_by_map(const std::string &d, int dfd, const std::string &text, const TreeMap &mp, bool reline,
+		  TreeSplit *out, std::string *err, bool first)
+{
+	std::string e;
+	if (mp.pieces.size() < 2) {
+		out->one_piece++;
+		// Its metadata onto the one line the map gives now (a refined
+		// map), when asked.
+		const std::string nt = rewrite_metadata_clock(text, mp.pieces[0].clock, mp.pieces[0].env);
+		if (!reline || nt == text)
+			return true;
+		if (!put_text(dfd, "metadata", nt, SplitOwner(), &e)) {
+			out->notes.push_back(d + ": " + e);
+			if (first)
+				*err = d + ": " + e;
+			return false;
+		}
+		out->relined++;
+		return true;
+	}
+	const size_t whole = out->st.whole_files.size();
+	const bool done = split_subtrace(d, mp.pieces, &out->st, &e, SplitOwner(), reline);
+	for (size_t i = whole; i < out->st.whole_files.size(); i++)
+		out->notes.push_back(
+			out->st.whole_files[i] +
+			": a packet header does not check; the file stays whole (on one clock line)");
+	if (!done) {
+		out->notes.push_back(d + ": cannot split it by clock piece: " + e);
+		if (first)
+			*err = e;
+		return false;
+	}
+	out->split++;
+	return true;
+}
+
+} // namespace
+
+bool split_tree(const std::string &root, TreeSplit *out, std::string *err,
+		const std::vector<std::string> *only, bool reline)
+{
+	std::error_code ec;
+	const fs::path top = fs::absolute(fs::path(root), ec).lexically_normal();
+	std::vector<std::string> dirs;
+	if (!subtrace_dirs(top, root, only, &dirs, err))
+		return false;
+	std::map<std::pair<std::string, std::string>, TreeMap> maps; // by (clocks.json, link)
 	bool ok = true;
 	for (const std::string &d : dirs) {
 		out->subtraces++;
@@ -577,88 +768,9 @@ bool split_tree(const std::string &root, TreeSplit *out, std::string *err,
 					     "): left as it is");
 			continue;
 		}
-		const std::string link = m.env_string("sync_peer");
-		if (link.empty())
-			continue; // not a follower's sub-trace (a reference's, or no link)
-		if (m.env_string("sync_state") != "correlated") {
-			out->skipped++;
-			out->notes.push_back(d + ": on its own clock (sync_state \"" +
-					     m.env_string("sync_state") +
-					     "\": the follower's rewrite never came): left as it is");
-			continue;
-		}
-		// The clocks.json of the trace (within root: one above it is
-		// another trace's).
-		const std::string cj = find_clocks_json(d);
-		const std::string rel =
-			cj.empty() ? std::string() : fs::path(cj).lexically_relative(top).string();
-		if (cj.empty() || rel.empty() || rel.rfind("..", 0) == 0) {
-			out->skipped++;
-			out->notes.push_back(
-				d + ": no clocks.json in the trace: left on its metadata's one line");
-			continue;
-		}
-		Map &mp = maps[{cj, link}];
-		if (!mp.ok && mp.why.empty()) {
-			std::string jtext;
-			ClockMap cm;
-			Fd jfd(open(cj.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-			struct stat jst;
-			if (jfd.fd < 0 || fstat(jfd.fd, &jst) != 0 ||
-			    static_cast<uint64_t>(jst.st_size) > kMaxMetadata) {
-				mp.why = "cannot read it";
-			} else {
-				jtext.resize(static_cast<size_t>(jst.st_size));
-				if (!jtext.empty() && !read_at(jfd.fd, &jtext[0], jtext.size(), 0))
-					mp.why = "cannot read it";
-				else if (parse_clock_map(jtext, link, &cm, &mp.why))
-					mp.pieces =
-						ctf_pieces(cm.lines, cm.n_segments, cm.names, ClockInfo());
-				if (mp.why.empty() && mp.pieces.empty())
-					mp.why = "it names no reference boot id";
-				mp.ok = mp.why.empty();
-			}
-		}
-		if (!mp.ok) {
-			out->skipped++;
-			out->notes.push_back(d + ": " + cj + ": " + mp.why +
-					     ": left on its metadata's one line");
-			continue;
-		}
-		if (mp.pieces.size() < 2) {
-			out->one_piece++;
-			// Its metadata onto the one line the map gives now (a
-			// refined map), when asked.
-			const std::string nt =
-				rewrite_metadata_clock(text, mp.pieces[0].clock, mp.pieces[0].env);
-			std::string e;
-			if (reline && nt != text) {
-				if (!put_text(dfd.fd, "metadata", nt, SplitOwner(), &e)) {
-					out->notes.push_back(d + ": " + e);
-					if (ok)
-						*err = d + ": " + e;
-					ok = false;
-					continue;
-				}
-				out->relined++;
-			}
-			continue;
-		}
-		std::string e;
-		const size_t whole = out->st.whole_files.size();
-		const bool done = split_subtrace(d, mp.pieces, &out->st, &e, SplitOwner(), reline);
-		for (size_t i = whole; i < out->st.whole_files.size(); i++)
-			out->notes.push_back(out->st.whole_files[i] +
-					     ": a packet header does not check; the file stays whole (on one "
-					     "clock line)");
-		if (!done) {
-			out->notes.push_back(d + ": cannot split it by clock piece: " + e);
-			if (ok)
-				*err = e;
+		const TreeMap *mp = map_of(d, top, m, maps, out);
+		if (mp && !split_by_map(d, dfd.fd, text, *mp, reline, out, err, ok))
 			ok = false;
-			continue;
-		}
-		out->split++;
 	}
 	return ok;
 }

@@ -2171,36 +2171,38 @@ std::vector<std::pair<int, int>> naming_fields(const MetaEvent &me)
 	return out;
 }
 
-// Threads: owned lanes' from the index; shared lanes' and the kernel's
-// from their records (those streams only are read).  A kernel thread has a
-// row per name it went by, in time order (a rename starts a row): its names
-// come from the kernel's events that name threads (naming_fields), each of
-// its events belongs to the name it last went by (its first name before
-// any), and a row spans the first to the last of its events and namings.
-// Tid 0 (the idle tasks, one per CPU: swapper/N) keeps no name.
-void fill_threads(Cur *cur, Vtab *v)
+// A thread's row being made: its span, its owned packets, its name.
+struct ThreadRun {
+	int64_t b = INT64_MAX, e = INT64_MIN;
+	uint64_t packets = 0;
+	std::string name;
+	bool named = false;
+};
+// Each thread's rows (a rename starts one), by (sub-trace, tid).
+using ThreadRuns = std::map<std::tuple<const SubTrace *, int64_t>, std::vector<ThreadRun>>;
+
+// Thread tid of sub seen at ns, named (name, len) by a kernel event that
+// names threads, or by none (null).
+void thread_seen(ThreadRuns &th, const SubTrace *sub, int64_t tid, int64_t ns, const char *name, size_t len)
 {
-	struct T {
-		int64_t b = INT64_MAX, e = INT64_MIN;
-		uint64_t packets = 0;
-		std::string name;
-		bool named = false;
-	};
-	std::map<std::tuple<const SubTrace *, int64_t>, std::vector<T>> th;
-	auto seen = [&](const SubTrace *sub, int64_t tid, int64_t ns, const char *name, size_t len) {
-		std::vector<T> &runs = th[{sub, tid}];
-		const bool naming = name && len && tid != 0;
-		if (runs.empty() || (naming && runs.back().named &&
-				     runs.back().name.compare(0, std::string::npos, name, len) != 0))
-			runs.emplace_back();
-		T &t = runs.back();
-		if (naming && !t.named) {
-			t.name.assign(name, len);
-			t.named = true;
-		}
-		t.b = std::min(t.b, ns);
-		t.e = std::max(t.e, ns);
-	};
+	std::vector<ThreadRun> &runs = th[{sub, tid}];
+	const bool naming = name && len && tid != 0;
+	if (runs.empty() ||
+	    (naming && runs.back().named && runs.back().name.compare(0, std::string::npos, name, len) != 0))
+		runs.emplace_back();
+	ThreadRun &t = runs.back();
+	if (naming && !t.named) {
+		t.name.assign(name, len);
+		t.named = true;
+	}
+	t.b = std::min(t.b, ns);
+	t.e = std::max(t.e, ns);
+}
+
+// The owned lanes' threads, from the index; whether some stream must be
+// read (shared lanes, the kernel's).
+bool threads_from_index(Vtab *v, ThreadRuns &th)
+{
 	bool read = false;
 	for (const auto &s : v->t->index.streams()) {
 		const SubTrace *sub = s->trace;
@@ -2211,52 +2213,71 @@ void fill_threads(Cur *cur, Vtab *v)
 		for (const PacketEntry &p : s->packets) {
 			if (p.content <= STRATA_PACKET_HEADER_SIZE)
 				continue; // no record (a packet closed empty: only its counts)
-			std::vector<T> &runs = th[{&whole_of(*sub), p.vtid}];
+			std::vector<ThreadRun> &runs = th[{&whole_of(*sub), p.vtid}];
 			if (runs.empty())
 				runs.emplace_back();
-			T &t = runs.back();
+			ThreadRun &t = runs.back();
 			t.packets++;
 			t.b = std::min(t.b, sub->meta.ns_from_origin(p.ts_begin));
 			t.e = std::max(t.e, sub->meta.ns_from_origin(p.ts_end));
 		}
 	}
-	if (read) {
-		TraceReader r;
-		r.share_index(v->t->index);
-		r.set_stream_filter([](const StreamInfo &s) {
-			return s.shared || s.trace->meta.record_format != STRATA_REC_COMPACT;
-		});
-		std::unordered_map<const MetaEvent *, std::vector<std::pair<int, int>>> naming;
-		std::vector<FieldValue> fv;
-		TraceMsg m;
-		while (r.next(&m)) {
-			if (m.kind != TraceMsgKind::Event)
-				continue;
-			const TraceEvent &e = *m.event;
-			const SubTrace *sub = &whole_of(*m.stream->trace);
-			if (e.tid >= 0)
-				seen(sub, e.tid, e.ns, nullptr, 0);
-			if (!sub->kernel)
-				continue;
-			auto it = naming.find(e.cls);
-			if (it == naming.end())
-				it = naming.emplace(e.cls, naming_fields(*e.cls)).first;
-			if (it->second.empty())
-				continue;
-			e.decode(&fv);
-			for (const auto &ct : it->second) {
-				const FieldValue &c = fv[(size_t)ct.first], &t = fv[(size_t)ct.second];
-				const int64_t tid = t.info->is_signed ? t.i : (int64_t)t.u;
-				if (tid >= 0)
-					seen(sub, tid, e.ns, c.str, c.len);
-			}
+	return read;
+}
+
+// The shared lanes' and the kernel's threads, from their records (those
+// streams only are read).
+void threads_from_records(Vtab *v, ThreadRuns &th)
+{
+	TraceReader r;
+	r.share_index(v->t->index);
+	r.set_stream_filter([](const StreamInfo &s) {
+		return s.shared || s.trace->meta.record_format != STRATA_REC_COMPACT;
+	});
+	std::unordered_map<const MetaEvent *, std::vector<std::pair<int, int>>> naming;
+	std::vector<FieldValue> fv;
+	TraceMsg m;
+	while (r.next(&m)) {
+		if (m.kind != TraceMsgKind::Event)
+			continue;
+		const TraceEvent &e = *m.event;
+		const SubTrace *sub = &whole_of(*m.stream->trace);
+		if (e.tid >= 0)
+			thread_seen(th, sub, e.tid, e.ns, nullptr, 0);
+		if (!sub->kernel)
+			continue;
+		auto it = naming.find(e.cls);
+		if (it == naming.end())
+			it = naming.emplace(e.cls, naming_fields(*e.cls)).first;
+		if (it->second.empty())
+			continue;
+		e.decode(&fv);
+		for (const auto &ct : it->second) {
+			const FieldValue &c = fv[(size_t)ct.first], &t = fv[(size_t)ct.second];
+			const int64_t tid = t.info->is_signed ? t.i : (int64_t)t.u;
+			if (tid >= 0)
+				thread_seen(th, sub, tid, e.ns, c.str, c.len);
 		}
-		v->reg->bytes += r.stats().bytes;
 	}
+	v->reg->bytes += r.stats().bytes;
+}
+
+// Threads: owned lanes' from the index; shared lanes' and the kernel's
+// from their records.  A kernel thread has a row per name it went by, in
+// time order (a rename starts a row): its names come from the kernel's
+// events that name threads (naming_fields), each of its events belongs to
+// the name it last went by (its first name before any), and a row spans
+// the first to the last of its events and namings.  Tid 0 (the idle
+// tasks, one per CPU: swapper/N) keeps no name.
+void fill_threads(Cur *cur, Vtab *v)
+{
+	ThreadRuns th;
+	if (threads_from_index(v, th))
+		threads_from_records(v, th);
 	for (const auto &kv : th) {
 		const SubTrace *sub = std::get<0>(kv.first);
 		const int64_t tid = std::get<1>(kv.first);
-		for (const T &t : kv.second) {
+		for (const ThreadRun &t : kv.second) {
 			std::vector<Cell> r;
 			r.push_back(ctext(sub->hostname));
 			r.push_back(sub->kernel ? Cell() : cint(sub->vpid));
@@ -2419,10 +2440,9 @@ unsigned slice_kinds_of(sqlite3_value *a)
 				      : 0u;
 }
 
-int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sqlite3_value **argv)
+// A new scan on the cursor: what the last one left, dropped.
+void reset_cursor(Cur *cur, Vtab *v)
 {
-	auto *cur = static_cast<Cur *>(c);
-	auto *v = static_cast<Vtab *>(c->pVtab);
 	if (cur->r)
 		v->reg->bytes += cur->r->stats().bytes - cur->bytes_before;
 	cur->r.reset();
@@ -2434,6 +2454,121 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 	cur->cm_cls = cur->other_cls = nullptr;
 	cur->running.clear();
 	cur->sched_done = false;
+}
+
+// The constraints x_best_index chose (idx: a letter each, argv their
+// values): bounds on ts (cur->lo, cur->hi) and on a slice's ts_end, the
+// slices' kinds, pid and tid.
+struct ScanBounds {
+	int64_t elo = INT64_MIN, ehi = INT64_MAX; // slices: bounds on ts_end
+	unsigned kinds = kSlAll;                  // slices: the kinds asked for
+	bool none = false;                        // a bound no row can meet (NULL, text)
+};
+
+// One numeric constraint `op` (a..e: = > >= < <=; p pid; t tid) into
+// [lo, hi] or the cursor's pid and tid.
+void apply_bound(Cur *cur, char op, sqlite3_value *a, int t, int64_t &lo, int64_t &hi)
+{
+	const double d = sqlite3_value_double(a);
+	const bool is_int = t == SQLITE_INTEGER;
+	const int64_t iv = sqlite3_value_int64(a);
+	// Conservative bounds for REAL values: SQLite checks every row again.
+	auto floor64 = [&] {
+		return is_int         ? iv
+		       : d <= -9.2e18 ? INT64_MIN
+		       : d >= 9.2e18  ? INT64_MAX
+				      : (int64_t)std::floor(d);
+	};
+	auto ceil64 = [&] {
+		return is_int         ? iv
+		       : d <= -9.2e18 ? INT64_MIN
+		       : d >= 9.2e18  ? INT64_MAX
+				      : (int64_t)std::ceil(d);
+	};
+	switch (op) {
+	case 'a':
+		lo = std::max(lo, floor64());
+		hi = std::min(hi, ceil64());
+		break;
+	case 'b':
+		lo = std::max(lo, is_int && iv < INT64_MAX ? iv + 1 : floor64());
+		break;
+	case 'c':
+		lo = std::max(lo, floor64());
+		break;
+	case 'd':
+		hi = std::min(hi, is_int && iv > INT64_MIN ? iv - 1 : ceil64());
+		break;
+	case 'e':
+		hi = std::min(hi, ceil64());
+		break;
+	case 'p':
+		if (is_int) {
+			cur->want_pid = true;
+			cur->pid = iv;
+		}
+		break;
+	case 't':
+		if (is_int) {
+			cur->want_tid = true;
+			cur->tid = iv;
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+ScanBounds read_bounds(Cur *cur, const char *idx, int argc, sqlite3_value **argv)
+{
+	ScanBounds b;
+	cur->lo = INT64_MIN;
+	cur->hi = INT64_MAX;
+	cur->want_pid = cur->want_tid = false;
+	for (int i = 0; i < argc && idx && idx[i]; i++) {
+		sqlite3_value *a = argv[i];
+		if (idx[i] == 'k') {
+			b.kinds &= slice_kinds_of(a);
+			continue;
+		}
+		const bool end = idx[i] >= 'f' && idx[i] <= 'j'; // ts_end's, as ts's a..e
+		const int t = sqlite3_value_numeric_type(a);
+		if (t != SQLITE_INTEGER && t != SQLITE_FLOAT) {
+			b.none |= t == SQLITE_NULL;
+			continue; // SQLite checks it (text compares above every number)
+		}
+		apply_bound(cur, end ? (char)(idx[i] - 5) : idx[i], a, t, end ? b.elo : cur->lo,
+			    end ? b.ehi : cur->hi);
+	}
+	return b;
+}
+
+// The event tables' scan: in time order, or a pass per thread or per
+// group of sub-traces (x_best_index's idx_num).
+void start_events(Cur *cur, Vtab *v, int idx_num)
+{
+	cur->by_thread = (idx_num & 2) && !cur->want_tid;
+	cur->pass_k = 0;
+	cur->groups.clear();
+	if (cur->by_thread) { // a pass per thread, in tid order: the first
+		cur->want_tid = true;
+		cur->tid = pass_tids(v).empty() ? -1 : pass_tids(v)[0];
+	} else if (idx_num >> kKeyShift) { // a pass per group of sub-traces: the first
+		cur->groups = key_passes(*v->t, idx_num);
+		if (cur->groups.empty()) {
+			cur->eof = true;
+			return;
+		}
+	}
+	events_pass(cur, v);
+	next_event(cur, v);
+}
+
+int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sqlite3_value **argv)
+{
+	auto *cur = static_cast<Cur *>(c);
+	auto *v = static_cast<Vtab *>(c->pVtab);
+	reset_cursor(cur, v);
 	if (!event_table(v) && v->kind != Kind::Sched && v->kind != Kind::Slices) {
 		if (v->kind == Kind::Processes)
 			fill_processes(cur, v);
@@ -2444,76 +2579,8 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 		cur->eof = cur->rows.empty();
 		return SQLITE_OK;
 	}
-	cur->lo = INT64_MIN;
-	cur->hi = INT64_MAX;
-	int64_t elo = INT64_MIN, ehi = INT64_MAX; // slices: bounds on ts_end
-	unsigned kinds = kSlAll;                  // slices: the kinds asked for
-	cur->want_pid = cur->want_tid = false;
-	bool none = false; // a bound no row can meet (NULL, text)
-	for (int i = 0; i < argc && idx && idx[i]; i++) {
-		sqlite3_value *a = argv[i];
-		if (idx[i] == 'k') {
-			kinds &= slice_kinds_of(a);
-			continue;
-		}
-		int64_t &lo = idx[i] >= 'f' && idx[i] <= 'j' ? elo : cur->lo;
-		int64_t &hi = idx[i] >= 'f' && idx[i] <= 'j' ? ehi : cur->hi;
-		const char op = idx[i] >= 'f' && idx[i] <= 'j' ? (char)(idx[i] - 5) : idx[i];
-		const int t = sqlite3_value_numeric_type(a);
-		if (t != SQLITE_INTEGER && t != SQLITE_FLOAT) {
-			none |= t == SQLITE_NULL;
-			continue; // SQLite checks it (text compares above every number)
-		}
-		const double d = sqlite3_value_double(a);
-		const bool is_int = t == SQLITE_INTEGER;
-		const int64_t iv = sqlite3_value_int64(a);
-		// Conservative bounds for REAL values: SQLite checks every row again.
-		auto floor64 = [&] {
-			return is_int         ? iv
-			       : d <= -9.2e18 ? INT64_MIN
-			       : d >= 9.2e18  ? INT64_MAX
-					      : (int64_t)std::floor(d);
-		};
-		auto ceil64 = [&] {
-			return is_int         ? iv
-			       : d <= -9.2e18 ? INT64_MIN
-			       : d >= 9.2e18  ? INT64_MAX
-					      : (int64_t)std::ceil(d);
-		};
-		switch (op) {
-		case 'a':
-			lo = std::max(lo, floor64());
-			hi = std::min(hi, ceil64());
-			break;
-		case 'b':
-			lo = std::max(lo, is_int && iv < INT64_MAX ? iv + 1 : floor64());
-			break;
-		case 'c':
-			lo = std::max(lo, floor64());
-			break;
-		case 'd':
-			hi = std::min(hi, is_int && iv > INT64_MIN ? iv - 1 : ceil64());
-			break;
-		case 'e':
-			hi = std::min(hi, ceil64());
-			break;
-		case 'p':
-			if (is_int) {
-				cur->want_pid = true;
-				cur->pid = iv;
-			}
-			break;
-		case 't':
-			if (is_int) {
-				cur->want_tid = true;
-				cur->tid = iv;
-			}
-			break;
-		default:
-			break;
-		}
-	}
-	if (none || cur->lo > cur->hi || elo > ehi || !kinds) {
+	const ScanBounds b = read_bounds(cur, idx, argc, argv);
+	if (b.none || cur->lo > cur->hi || b.elo > b.ehi || !b.kinds) {
 		cur->eof = true;
 		return SQLITE_OK;
 	}
@@ -2521,7 +2588,7 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 	cur->r->share_index(v->t->index);
 	cur->bytes_before = 0;
 	if (v->kind == Kind::Slices) {
-		slices_start(cur, v, kinds, elo, ehi);
+		slices_start(cur, v, b.kinds, b.elo, b.ehi);
 		slices_advance(cur, v);
 		return SQLITE_OK;
 	}
@@ -2537,21 +2604,7 @@ int x_filter(sqlite3_vtab_cursor *c, int idx_num, const char *idx, int argc, sql
 		sched_advance(cur, v);
 		return SQLITE_OK;
 	}
-	cur->by_thread = (idx_num & 2) && !cur->want_tid;
-	cur->pass_k = 0;
-	cur->groups.clear();
-	if (cur->by_thread) { // a pass per thread, in tid order: the first
-		cur->want_tid = true;
-		cur->tid = pass_tids(v).empty() ? -1 : pass_tids(v)[0];
-	} else if (idx_num >> kKeyShift) { // a pass per group of sub-traces: the first
-		cur->groups = key_passes(*v->t, idx_num);
-		if (cur->groups.empty()) {
-			cur->eof = true;
-			return SQLITE_OK;
-		}
-	}
-	events_pass(cur, v);
-	next_event(cur, v);
+	start_events(cur, v, idx_num);
 	return SQLITE_OK;
 }
 
@@ -2626,6 +2679,73 @@ void decode_to(Cur *cur, const TraceEvent &e, int want)
 	cur->decoded = n;
 }
 
+// A typed table's field column: the class's plan for it (docs/query.md
+// "Memory"): a number at a fixed offset is loaded, nothing else decoded.
+void typed_column(Cur *cur, const TraceEvent &e, sqlite3_context *ctx, int col)
+{
+	const ColPlan &p = cur->cm->plan[(size_t)(col - kCommon)];
+	const uint8_t *at = e.pkt + e.payload + p.off;
+	switch (p.kind) {
+	case ColPlan::Int:
+		sqlite3_result_int64(ctx, load_int(at, p.bytes, true));
+		return;
+	case ColPlan::Uint:
+		if (p.bytes == 8)
+			result_u64(ctx, (uint64_t)load_int(at, 8, false));
+		else
+			sqlite3_result_int64(ctx, load_int(at, p.bytes, false));
+		return;
+	case ColPlan::Scalar: {
+		FieldValue fv;
+		fv.info = &e.cls->info.fields[(size_t)p.field];
+		read_scalar(*fv.info, at, &fv);
+		result_field(ctx, fv, p.label);
+		return;
+	}
+	case ColPlan::Decode:
+		decode_to(cur, e, p.field);
+		if (p.field < cur->decoded)
+			result_field(ctx, cur->fv[(size_t)p.field], p.label);
+		else
+			sqlite3_result_null(ctx);
+		return;
+	default:
+		sqlite3_result_null(ctx); // a field this class lacks
+		return;
+	}
+}
+
+// The names of an event's sub-trace and class (machine, process, thread,
+// provider, name): the trace's kept texts when it has them.
+void name_column(Cur *cur, Vtab *v, const TraceEvent &e, sqlite3_context *ctx, int col)
+{
+	const SubTrace &sub = e.trace();
+	if (col == kMachine) {
+		if (const SubText *st = sub_text(cur, v, &sub))
+			result_kept(ctx, st->machine);
+		else
+			result_text(ctx, sub.hostname.data(), sub.hostname.size());
+	} else if (col == kProcess || col == kThread) {
+		if (sub.kernel || (col == kThread && e.tid != sub.vpid))
+			sqlite3_result_null(ctx);
+		else if (const SubText *st = sub_text(cur, v, &sub))
+			result_kept(ctx, st->process);
+		else
+			result_text(ctx, sub.procname.data(), sub.procname.size());
+	} else if (col == kProvider) {
+		if (cur->cm) {
+			result_kept(ctx, cur->cm->provider);
+		} else {
+			const std::string &p = sub.kernel ? std::string("kernel") : e.cls->info.provider;
+			result_text(ctx, p.data(), p.size());
+		}
+	} else if (cur->cm) { // kName
+		result_kept(ctx, cur->cm->name);
+	} else {
+		result_text(ctx, e.cls->full_name.data(), e.cls->full_name.size());
+	}
+}
+
 __attribute__((noinline)) int column_other(Cur *cur, Vtab *v, sqlite3_context *ctx, int col)
 {
 	if (!event_table(v)) {
@@ -2637,49 +2757,13 @@ __attribute__((noinline)) int column_other(Cur *cur, Vtab *v, sqlite3_context *c
 	}
 	const TraceEvent &e = *cur->m.event;
 	if (v->kind == Kind::Typed && col >= kCommon) {
-		// The class's plan for the column (docs/query.md "Memory"):
-		// a number at a fixed offset is loaded, nothing else decoded.
-		const ColPlan &p = cur->cm->plan[(size_t)(col - kCommon)];
-		const uint8_t *at = e.pkt + e.payload + p.off;
-		switch (p.kind) {
-		case ColPlan::Int:
-			sqlite3_result_int64(ctx, load_int(at, p.bytes, true));
-			return SQLITE_OK;
-		case ColPlan::Uint:
-			if (p.bytes == 8)
-				result_u64(ctx, (uint64_t)load_int(at, 8, false));
-			else
-				sqlite3_result_int64(ctx, load_int(at, p.bytes, false));
-			return SQLITE_OK;
-		case ColPlan::Scalar: {
-			FieldValue fv;
-			fv.info = &e.cls->info.fields[(size_t)p.field];
-			read_scalar(*fv.info, at, &fv);
-			result_field(ctx, fv, p.label);
-			return SQLITE_OK;
-		}
-		case ColPlan::Decode:
-			decode_to(cur, e, p.field);
-			if (p.field < cur->decoded)
-				result_field(ctx, cur->fv[(size_t)p.field], p.label);
-			else
-				sqlite3_result_null(ctx);
-			return SQLITE_OK;
-		default:
-			sqlite3_result_null(ctx); // a field this class lacks
-			return SQLITE_OK;
-		}
+		typed_column(cur, e, ctx, col);
+		return SQLITE_OK;
 	}
 	const SubTrace &sub = e.trace();
 	switch (col) {
 	case kTs:
 		sqlite3_result_int64(ctx, e.ns);
-		return SQLITE_OK;
-	case kMachine:
-		if (const SubText *st = sub_text(cur, v, &sub))
-			result_kept(ctx, st->machine);
-		else
-			result_text(ctx, sub.hostname.data(), sub.hostname.size());
 		return SQLITE_OK;
 	case kPid:
 		if (sub.kernel)
@@ -2693,34 +2777,18 @@ __attribute__((noinline)) int column_other(Cur *cur, Vtab *v, sqlite3_context *c
 		else
 			sqlite3_result_int64(ctx, e.tid);
 		return SQLITE_OK;
-	case kProcess:
-	case kThread:
-		if (sub.kernel || (col == kThread && e.tid != sub.vpid))
-			sqlite3_result_null(ctx);
-		else if (const SubText *st = sub_text(cur, v, &sub))
-			result_kept(ctx, st->process);
-		else
-			result_text(ctx, sub.procname.data(), sub.procname.size());
-		return SQLITE_OK;
 	case kCpu:
 		if (e.cpu < 0)
 			sqlite3_result_null(ctx);
 		else
 			sqlite3_result_int64(ctx, e.cpu);
 		return SQLITE_OK;
+	case kMachine:
+	case kProcess:
+	case kThread:
 	case kProvider:
-		if (cur->cm) {
-			result_kept(ctx, cur->cm->provider);
-		} else {
-			const std::string &p = sub.kernel ? std::string("kernel") : e.cls->info.provider;
-			result_text(ctx, p.data(), p.size());
-		}
-		return SQLITE_OK;
 	case kName:
-		if (cur->cm)
-			result_kept(ctx, cur->cm->name);
-		else
-			result_text(ctx, e.cls->full_name.data(), e.cls->full_name.size());
+		name_column(cur, v, e, ctx, col);
 		return SQLITE_OK;
 	default:
 		break;
