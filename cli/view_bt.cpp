@@ -128,7 +128,8 @@ void append_field(LineBuf &out, const bt_field *field, bool is_root, const Namer
 		for (uint64_t i = 0; i < n; i++) {
 			if (i)
 				out += ", ";
-			append_field(out, bt_field_array_borrow_element_field_by_index_const(field, i));
+			append_field(out, bt_field_array_borrow_element_field_by_index_const(field, i), false,
+				     nm);
 		}
 		out += n ? " ]" : "]";
 	} else if (bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_OPTION)) {

@@ -186,7 +186,9 @@ const TraceWho &native_trace_who(ViewSink &s, const SubTrace &t)
 }
 
 // A field as append_field prints babeltrace2's: the same text.
-void append_value(LineBuf &out, const FieldValue &v)
+// A field's value; with `syms`, the hex elements of an array or sequence
+// (a pthread event's `stack`) named as the scalar ones are by the caller.
+void append_value(LineBuf &out, const FieldValue &v, ViewSymbols *syms = nullptr, const void *trace = nullptr)
 {
 	const FieldInfo &f = *v.info;
 	auto base_of = [](unsigned b) {
@@ -240,6 +242,8 @@ void append_value(LineBuf &out, const FieldValue &v)
 			if (k)
 				out += ", ";
 			append_int(v.elem_u(k), v.elem_i(k), f.base);
+			if (syms && f.base == 16)
+				out += syms->beside(trace, f.is_signed ? (uint64_t)v.elem_i(k) : v.elem_u(k));
 		}
 		out += v.count ? " ]" : "]";
 		break;
@@ -284,7 +288,7 @@ __attribute__((always_inline)) inline void append_native_fields(ViewSink &s, con
 	const bool named = s.syms.any();
 	e.for_each_field([&](const FieldValue &v) {
 		s.line += *label++;
-		append_value(s.line, v);
+		append_value(s.line, v, named ? &s.syms : nullptr, &e.trace());
 		if (named && v.info->type == STRATA_FT_INTEGER && v.info->base == 16)
 			s.line += s.syms.beside(&e.trace(), v.info->is_signed ? (uint64_t)v.i : v.u);
 	});

@@ -34,6 +34,7 @@
  *   strata_string(name)                NUL-terminated string (NULL is "(null)")
  *   strata_array(ctype, name, len)     fixed array of integers: const ctype *
  *   strata_sequence(ctype, name)       const ctype *name, size_t name_len
+ *   strata_sequence_hex(ctype, name)   the same, its elements shown in hexadecimal
  *   strata_bytes(name)                 const void *name, size_t name_len
  */
 #ifndef STRATA_TRACEPOINT_H
@@ -186,7 +187,7 @@ void strata_unregister_tracepoints(struct strata_tracepoint *const *start,
 #define strata_string(name) (STRING, name, const char *, 10)
 #define strata_array(ctype, name, len) (ARRAY, name, ctype, len)
 #define strata_sequence(ctype, name) (SEQ, name, ctype, 10)
-#define strata_sequence_hex(ctype, name) (SEQ, name, ctype, 16) /* elements shown in hex */
+#define strata_sequence_hex(ctype, name) (SEQ, name, ctype, 16)
 #define strata_bytes(name) (BYTES, name, uint8_t, 16)
 
 #define STRATA__UNPAREN(...) __VA_ARGS__

@@ -336,6 +336,20 @@ def main():
                       "stack recorded from the caller (%d frames)" % len(st))
                 check(any("start_thread" in f.get("function", "") for f in st),
                       "stack reaches start_thread")
+                # `strata view` names the stack's addresses as it names the
+                # caller, through either reader, identically.
+                views = []
+                for reader in ("strata", "babeltrace2"):
+                    env_r = dict(os.environ, STRATA_READER=reader)
+                    r = subprocess.run([a.strata, "view", "-e", "pthread:mutex_lock", "--limit", "200", trace],
+                                       capture_output=True, text=True, env=env_r, timeout=120)
+                    views.append(r.stdout)
+                    named = [ln for ln in r.stdout.splitlines()
+                             if re.search(r"stack = \[ 0x[0-9a-f]+ take_hot\+0x[0-9a-f]+, ", ln)]
+                    check(r.returncode == 0 and named and all(" start_thread+" in ln for ln in named),
+                          "view (%s reader) names the stack's frames: take_hot+... first, start_thread+... "
+                          "(%d lines)" % (reader, len(named)))
+                check(views[0] == views[1], "both readers print the same lines")
         check(rw is None or rw["kind"] == "rwlock", "rwlock kind")
     elif sc == "basic":
         expect("errorcheck", "ec", prog_out["ec_acq"])
