@@ -122,7 +122,8 @@ int strata_cmd_stop(int argc, char **argv)
 		argc, argv,
 		"Stop recording: flush every buffer of the session and complete its trace.\n"
 		"Returns once the trace on disk is complete (with --wait, also once the\n"
-		"running tp-async processes have left the session).");
+		"running tp-async processes have left the session).  The answer names what\n"
+		"the trace lacks (\"problems\"), such as a process that did not join.");
 }
 
 int strata_cmd_destroy(int argc, char **argv)

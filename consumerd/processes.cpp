@@ -122,6 +122,7 @@ void Processes::do_register(Conn &c, const proto::Message &msg)
 	n_queries_++;
 	proto::RegisterReply rr;
 	grant_sessions(c, *p, rr);
+	c.asked = true; // until it sends more: did the answer reach it (Conn::answer_lost)?
 	// The clock page travels with the answer (SCM_RIGHTS), read-only.
 	p_.conns.send(c, seq, rr, host_.clock_page_fd());
 }
@@ -519,6 +520,7 @@ void Processes::attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const
 	d->start();
 	p.drains.push_back(d.get());
 	s.drains.push_back(std::move(d));
+	note_rejoined(s, p.pid);
 	p_.persist.changed(); // persistence.h: a buffer to keep
 	VLOG("pid %d: draining slot %u into %s", p.pid, slot, dir.c_str());
 }
@@ -529,10 +531,17 @@ void Processes::attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const
 void Processes::closed(const Connections::Host::Ended &e)
 {
 	Proc *p = e.registered ? p_.procs.find(e.pid) : nullptr;
-	if (e.registered && !e.kmod) { // a module process acknowledges to the module
-		if (p)
+	if (e.answer_lost && p)
+		missed_answer(e, *p);
+	else if (e.registered && !e.kmod) { // a module process acknowledges to the module
+		if (p) {
 			p->acked = std::max(p->acked, e.registered_at);
+			p->retries = 0;
+		}
 		p_.acks.acknowledge(e.pid, e.registered_at);
+		for (uint64_t run : e.granted) // what it was granted it applied
+			if (Session *s = p_.sessions.by_run(run))
+				note_rejoined(*s, e.pid);
 	}
 	const int gone_pidfd =
 		p && p->gone ? p->pidfd : 0; // a process that exited before we read it: its exit is now
@@ -542,6 +551,33 @@ void Processes::closed(const Connections::Host::Ended &e)
 	// The sessions this connection owned (CREATE with kCreateOwned) end
 	// with it, whatever ended it; nobody is left to answer.
 	host_.end_owned(e.id, e.pid);
+}
+
+// A round trip whose answer never reached the process (Conn::answer_lost):
+// its state query missed its deadline (STRATA_REGISTER_TIMEOUT_MS, a
+// loaded machine) and it gave up, having applied nothing.  Its close
+// acknowledges nothing; the sessions it was granted name it until it
+// joins; a process that catches its update signal is asked again, up to
+// kMaxRetries times in a row (each try is bounded by its own deadline).
+void Processes::missed_answer(const Connections::Host::Ended &e, Proc &p)
+{
+	const bool retry = p.signo && p.pidfd >= 0 && p.retries < kMaxRetries && catches(p.pid, p.signo);
+	const std::string why = std::string("its state query missed its deadline (") +
+				(retry     ? "asked again"
+				 : p.signo ? "asked again, in vain"
+					   : "a tp-sync process asks once") +
+				")";
+	for (uint64_t run : e.granted)
+		if (Session *s = p_.sessions.by_run(run))
+			if (s->state == proto::SessionState::Active && !s->stopping)
+				note_unjoined(*s, p.pid, p.comm, why);
+	logf("pid %d (%s): its state query missed its deadline: the answer went unread%s", p.pid,
+	     p.comm.c_str(), retry ? "; signalled to ask again" : "");
+	if (!retry)
+		return;
+	p.retries++;
+	if (syscall(SYS_pidfd_send_signal, p.pidfd, p.signo, nullptr, 0) != 0)
+		VLOG("pid %d: cannot signal: %s", p.pid, strerror(errno));
 }
 
 void Processes::on_exit(int pidfd)
@@ -615,6 +651,7 @@ void Processes::integrate(AttachJob &j)
 		p_.conns.flush_out(*c);
 	}
 	p->drains.push_back(j.drain.get());
+	note_rejoined(*s, p->pid);
 	p_.persist.changed(); // persistence.h: a buffer to keep
 	VLOG("pid %d: draining into %s", static_cast<int>(j.pid), j.drain->dir().c_str());
 	s->drains.push_back(std::move(j.drain));

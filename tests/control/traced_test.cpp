@@ -727,6 +727,104 @@ TEST_F(GrantTable, ProcessGoneBeforeItsRegisterIsReadIsDrainedExactly)
 	EXPECT_EQ(log.find("exit detection off"), std::string::npos) << log;
 }
 
+// A state query that misses its deadline: the daemon is stopped while the
+// app starts, so the app's constructor gives up (a 200 ms deadline) and its
+// answer comes after it closed.  The daemon sees that answer unread: the
+// close acknowledges nothing, the session names the app, and an app that
+// catches the update signal is asked again.
+namespace missed {
+
+// A session whose rule targets `comm`: no grant table answers for it
+// (kTableAsk), so the app asks by a round trip.
+void targeted_session(CtlClient &c, const std::string &out, const std::string &comm)
+{
+	std::string t;
+	ASSERT_EQ(c.command(proto::Create{"s", out, {}}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::TargetRule{"s", {"*", -1, 1, ""}, {}, {comm}}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::Start{"s"}, t), 0) << t;
+}
+
+// Session s's buffers and problems (STATUS).
+bool status(CtlClient &c, uint32_t &buffers, std::string &problems)
+{
+	proto::Message m;
+	std::string err;
+	if (c.call(proto::Status{"s"}, m, err) != 0 || m.type() != proto::Type::StatusReply)
+		return false;
+	const auto &s = std::get<proto::StatusReply>(m.body).sessions.at(0);
+	buffers = s.n_buffers;
+	problems = s.problems;
+	return true;
+}
+
+// The app started with the daemon stopped; true once its constructor gave
+// up and it served one batch (not recorded: it joined nothing).
+bool start_unanswered(ServeApp &app, const char *exe, pid_t daemon)
+{
+	setenv("STRATA_REGISTER_TIMEOUT_MS", "200", 1);
+	if (kill(daemon, SIGSTOP) != 0)
+		return false;
+	const bool served = app.start(exe, "2", "1000") && app.batch();
+	unsetenv("STRATA_REGISTER_TIMEOUT_MS");
+	return kill(daemon, SIGCONT) == 0 && served;
+}
+
+} // namespace missed
+
+TEST_F(Traced, MissedStateQueryIsAskedAgainAndJoins)
+{
+	missed::targeted_session(c, out, "control_async_app");
+	ServeApp app;
+	ASSERT_TRUE(missed::start_unanswered(app, STRATA_ASYNC_APP, d.pid));
+	// Asked again, it joins: its buffer comes, the problem goes.
+	uint32_t buffers = 0;
+	std::string problems = "?";
+	for (int64_t end = proto::now_ms() + 20000;
+	     proto::now_ms() < end && (buffers != 1 || !problems.empty());) {
+		ASSERT_TRUE(missed::status(c, buffers, problems));
+		struct pollfd none;
+		poll(&none, 0, 10); // polling a condition with a deadline
+	}
+	ASSERT_EQ(buffers, 1u) << problems << d.log_text();
+	EXPECT_EQ(problems, "");
+	ASSERT_TRUE(app.batch());
+	ASSERT_TRUE(app.batch());
+	EXPECT_EQ(app.finish(), 0);
+	const Scan s = stop_and_scan();
+	for (auto &e : s.errors)
+		ADD_FAILURE() << e;
+	// Every event of the two batches after the join (seqs 1000..2999),
+	// none of the one before.
+	EXPECT_EQ(s.records + s.discarded, 2u * 2000u) << "recorded " << s.records;
+	for (auto &kv : s.seqs)
+		EXPECT_GE(*kv.second.begin(), 1000u);
+}
+
+TEST_F(Traced, MissedStateQueryOfASyncProcessIsNamed)
+{
+	missed::targeted_session(c, out, "control_traced_app");
+	ServeApp app;
+	ASSERT_TRUE(missed::start_unanswered(app, STRATA_TRACED_APP, d.pid));
+	// It never asks again (tp-sync): the session names it, STATUS and STOP.
+	const std::string named = "control_traced_ (pid " + std::to_string(app.pid) +
+				  ") did not join: its state query missed its deadline";
+	uint32_t buffers = 0;
+	std::string problems;
+	for (int64_t end = proto::now_ms() + 20000;
+	     proto::now_ms() < end && problems.find(named) == std::string::npos;) {
+		ASSERT_TRUE(missed::status(c, buffers, problems));
+		struct pollfd none;
+		poll(&none, 0, 10); // polling a condition with a deadline
+	}
+	EXPECT_NE(problems.find(named), std::string::npos) << problems << d.log_text();
+	EXPECT_EQ(buffers, 0u);
+	ASSERT_TRUE(app.batch());
+	EXPECT_EQ(app.finish(), 0);
+	const Scan s = stop_and_scan();
+	EXPECT_NE(t.find(named), std::string::npos) << t;
+	EXPECT_EQ(s.records + s.discarded, 0u);
+}
+
 TEST(NoDaemon, NoDelay)
 {
 	setenv("STRATA_CONSUMERD_SOCKET", "/tmp/strata-no-such-dir/consumerd.sock", 1);
