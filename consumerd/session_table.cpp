@@ -412,6 +412,13 @@ std::string session_problems(const Session &s)
 			break;
 		}
 		const uint64_t bad = d->counters().malformed.load(std::memory_order_relaxed);
+		if (const uint64_t n = d->counters().block_timeouts.load(std::memory_order_relaxed))
+			out += "process " + d->comm() + " (pid " + std::to_string(d->pid()) +
+			       "): " + std::to_string(n) +
+			       " blocking wait(s) ran to the --blocking timeout (" +
+			       std::to_string(STRATA_MODE_BLOCK_MS(s.channel.mode)) +
+			       " ms: the daemon did not drain in time); its writers discarded from each "
+			       "until a sub-buffer was free again\n";
 		if (bad)
 			out += "process " + d->comm() + " (pid " + std::to_string(d->pid()) +
 			       ") wrote malformed data into its buffer: " + std::to_string(bad) +

@@ -825,6 +825,44 @@ TEST_F(Traced, MissedStateQueryOfASyncProcessIsNamed)
 	EXPECT_EQ(s.records + s.discarded, 0u);
 }
 
+// Blocking mode loses nothing while the daemon drains; what it discards
+// comes after a wait that ran to its timeout, and the session says so: the
+// daemon stopped while the app fills its ring (2 x 4 KiB, 200 ms).
+TEST_F(Traced, BlockingTimeoutIsNamedWithItsDiscards)
+{
+	proto::ChannelConfig ch;
+	ch.mode = STRATA_MODE_DISCARD | (200u << STRATA_MODE_BLOCK_SHIFT);
+	ch.n_lanes = 1;
+	ch.n_subbuf = 2;
+	ch.subbuf_size = 4096;
+	session(c, "s", out, ch);
+	ServeApp app;
+	ASSERT_TRUE(app.start(STRATA_TRACED_APP, "1", "2000"));
+	ASSERT_TRUE(app.batch()); // its buffer handed over at the first event
+	uint32_t buffers = 0;
+	std::string problems;
+	for (int64_t end = proto::now_ms() + 20000; proto::now_ms() < end && buffers != 1;) {
+		ASSERT_TRUE(missed::status(c, buffers, problems));
+		struct pollfd none;
+		poll(&none, 0, 10); // polling a condition with a deadline
+	}
+	ASSERT_EQ(buffers, 1u);
+	ASSERT_EQ(kill(d.pid, SIGSTOP), 0);
+	const bool served = app.batch(); // waits 200 ms once, then discards
+	ASSERT_EQ(kill(d.pid, SIGCONT), 0);
+	ASSERT_TRUE(served);
+	EXPECT_EQ(app.finish(), 0);
+	const Scan s = stop_and_scan();
+	for (auto &e : s.errors)
+		ADD_FAILURE() << e;
+	EXPECT_EQ(s.records + s.discarded, 2u * 2000u) << "recorded " << s.records;
+	EXPECT_GT(s.discarded, 0u);
+	EXPECT_NE(t.find("(pid " + std::to_string(app.pid) +
+			 "): 1 blocking wait(s) ran to the --blocking timeout (200 ms"),
+		  std::string::npos)
+		<< t;
+}
+
 TEST(NoDaemon, NoDelay)
 {
 	setenv("STRATA_CONSUMERD_SOCKET", "/tmp/strata-no-such-dir/consumerd.sock", 1);
