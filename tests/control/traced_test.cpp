@@ -825,6 +825,37 @@ TEST_F(Traced, MissedStateQueryOfASyncProcessIsNamed)
 	EXPECT_EQ(s.records + s.discarded, 0u);
 }
 
+// A process signalled at START that cannot apply it (stopped) is named
+// until it joins: STATUS says so while it is stopped, and nothing once it
+// ran the update and handed its buffer over.
+TEST_F(Traced, ProcessSignalledAtStartIsNamedUntilItJoins)
+{
+	ServeApp app;
+	ASSERT_TRUE(app.start(STRATA_ASYNC_APP, "1", "100"));
+	ASSERT_TRUE(app.batch()); // running, past its constructor: no session yet
+	ASSERT_EQ(kill(app.pid, SIGSTOP), 0);
+	session(c, "s", out);
+	const std::string named = "control_async_a (pid " + std::to_string(app.pid) +
+				  ") did not join: signalled when the session started";
+	uint32_t buffers = 0;
+	std::string problems;
+	ASSERT_TRUE(missed::status(c, buffers, problems));
+	EXPECT_NE(problems.find(named), std::string::npos) << problems;
+	ASSERT_EQ(kill(app.pid, SIGCONT), 0);
+	for (int64_t end = proto::now_ms() + 20000;
+	     proto::now_ms() < end && (buffers != 1 || !problems.empty());) {
+		ASSERT_TRUE(missed::status(c, buffers, problems));
+		struct pollfd none;
+		poll(&none, 0, 10); // polling a condition with a deadline
+	}
+	EXPECT_EQ(buffers, 1u);
+	EXPECT_EQ(problems, "");
+	ASSERT_TRUE(app.batch());
+	EXPECT_EQ(app.finish(), 0);
+	const Scan s = stop_and_scan();
+	EXPECT_EQ(s.records + s.discarded, 100u) << "recorded " << s.records;
+}
+
 // Blocking mode loses nothing while the daemon drains; what it discards
 // comes after a wait that ran to its timeout, and the session says so: the
 // daemon stopped while the app fills its ring (2 x 4 KiB, 200 ms).
