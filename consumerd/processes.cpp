@@ -561,18 +561,24 @@ void Processes::closed(const Connections::Host::Ended &e)
 // kMaxRetries times in a row (each try is bounded by its own deadline).
 void Processes::missed_answer(const Connections::Host::Ended &e, Proc &p)
 {
-	const bool retry = p.signo && p.pidfd >= 0 && p.retries < kMaxRetries && catches(p.pid, p.signo);
-	const std::string why = std::string("its state query missed its deadline (") +
-				(retry     ? "asked again"
-				 : p.signo ? "asked again, in vain"
-					   : "a tp-sync process asks once") +
-				")";
+	// A process killed or exiting in the middle of its query also leaves
+	// its answer unread: it is named for what it is.
+	const bool alive = p.pidfd >= 0 && syscall(SYS_pidfd_send_signal, p.pidfd, 0, nullptr, 0) == 0;
+	const bool retry = alive && p.signo && p.retries < kMaxRetries && catches(p.pid, p.signo);
+	std::string why = "it exited during its state query";
+	if (alive)
+		why = std::string("its state query missed its deadline (") +
+		      (retry     ? "asked again"
+		       : p.signo ? "asked again, in vain"
+				 : "a tp-sync process asks once") +
+		      ")";
 	for (uint64_t run : e.granted)
 		if (Session *s = p_.sessions.by_run(run))
 			if (s->state == proto::SessionState::Active && !s->stopping)
 				note_unjoined(*s, p.pid, p.comm, why);
-	logf("pid %d (%s): its state query missed its deadline: the answer went unread%s", p.pid,
-	     p.comm.c_str(), retry ? "; signalled to ask again" : "");
+	logf("pid %d (%s): %s: the answer went unread%s", p.pid, p.comm.c_str(),
+	     alive ? "its state query missed its deadline" : "it exited during its state query",
+	     retry ? "; signalled to ask again" : "");
 	if (!retry)
 		return;
 	p.retries++;
