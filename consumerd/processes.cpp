@@ -539,8 +539,10 @@ void Processes::closed(const Connections::Host::Ended &e)
 			p->retries = 0;
 		}
 		p_.acks.acknowledge(e.pid, e.registered_at);
-		for (uint64_t run : e.granted) // what it was granted it applied
-			if (Session *s = p_.sessions.by_run(run))
+		// A round trip's join hands its buffer over at once (attach:
+		// joined); an aggregation may be joined with no buffer at all.
+		for (uint64_t run : e.granted)
+			if (Session *s = p_.sessions.by_run(run); s && !s->aggregate.empty())
 				note_rejoined(*s, e.pid);
 	}
 	const int gone_pidfd =

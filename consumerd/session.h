@@ -127,8 +127,9 @@ struct Session : Audience {
 	// "COMM (pid N): why" (STATUS and STOP name them: session_problems).
 	// A process enters when its answer went unread (its state query missed
 	// its deadline) or when it was signalled at START; it leaves when its
-	// buffer for this run is attached or it acknowledges a query that
-	// granted this run.  Bounded (kMaxUnjoined, the rest counted).
+	// buffer for this run is attached (or, an aggregation, it acknowledges
+	// a query that granted this run).  Bounded (kMaxUnjoined, the rest
+	// counted).
 	std::map<pid_t, std::string> unjoined;
 	size_t unjoined_more = 0;
 	// An aggregation session (CREATE version 6): what its processes
