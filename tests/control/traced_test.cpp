@@ -728,7 +728,7 @@ TEST_F(GrantTable, ProcessGoneBeforeItsRegisterIsReadIsDrainedExactly)
 }
 
 // A state query that misses its deadline: the daemon is stopped while the
-// app starts, so the app's constructor gives up (a 200 ms deadline) and its
+// app starts, so the app's constructor gives up (its 1 s deadline) and its
 // answer comes after it closed.  The daemon sees that answer unread: the
 // close acknowledges nothing, the session names the app, and an app that
 // catches the update signal is asked again.
@@ -761,7 +761,7 @@ bool status(CtlClient &c, uint32_t &buffers, std::string &problems)
 // up and it served one batch (not recorded: it joined nothing).
 bool start_unanswered(ServeApp &app, const char *exe, pid_t daemon)
 {
-	setenv("STRATA_REGISTER_TIMEOUT_MS", "200", 1);
+	setenv("STRATA_REGISTER_TIMEOUT_MS", "1000", 1); // the default, said: its retries use it too
 	if (kill(daemon, SIGSTOP) != 0)
 		return false;
 	const bool served = app.start(exe, "2", "1000") && app.batch();
@@ -879,7 +879,7 @@ TEST_F(Traced, BlockingTimeoutIsNamedWithItsDiscards)
 	}
 	ASSERT_EQ(buffers, 1u);
 	ASSERT_EQ(kill(d.pid, SIGSTOP), 0);
-	const bool served = app.batch(); // waits 200 ms once, then discards
+	const bool served = app.batch(); // waits 200 ms, then discards
 	ASSERT_EQ(kill(d.pid, SIGCONT), 0);
 	ASSERT_TRUE(served);
 	EXPECT_EQ(app.finish(), 0);
@@ -888,10 +888,10 @@ TEST_F(Traced, BlockingTimeoutIsNamedWithItsDiscards)
 		ADD_FAILURE() << e;
 	EXPECT_EQ(s.records + s.discarded, 2u * 2000u) << "recorded " << s.records;
 	EXPECT_GT(s.discarded, 0u);
-	EXPECT_NE(t.find("(pid " + std::to_string(app.pid) +
-			 "): 1 blocking wait(s) ran to the --blocking timeout (200 ms"),
-		  std::string::npos)
-		<< t;
+	// One wait while the daemon was stopped (more if a loaded machine
+	// kept it from draining 200 ms during the first batch too).
+	EXPECT_NE(t.find(" blocking wait(s) ran to the --blocking timeout (200 ms"), std::string::npos) << t;
+	EXPECT_NE(t.find("(pid " + std::to_string(app.pid) + "): "), std::string::npos) << t;
 }
 
 TEST(NoDaemon, NoDelay)
