@@ -61,8 +61,9 @@ typedef int64_t strata_s64;
 	3u /* 2: compact user records (STRATA_REC_COMPACT), owned/shared lanes;
 			     3: the consumer's own commit counters (ccommit) */
 #define STRATA_ABI_MINOR \
-	2u /* 3.1: block_timeout_ms in the buffer header;
-	      3.2: a lane's `records` count in overwrite mode */
+	3u /* 3.1: block_timeout_ms in the buffer header;
+	      3.2: a lane's `records` count in overwrite mode;
+	      3.3: block_timeouts in the buffer header */
 
 /* ---- CTF packet and event layout (little-endian) -------------------------
  * Every sub-buffer is a complete CTF 1.8 packet.  Offsets from packet start. */
@@ -208,7 +209,12 @@ struct strata_buffer_header {
 	/* ABI 3.1: writers wait up to this for a full ring (0: discard at
 	 * once; discard mode only).  3.0 producers leave it 0. */
 	strata_u32 block_timeout_ms;
-	strata_u32 reserved0;
+	/* ABI 3.3: writers' blocking waits that ran to block_timeout_ms (the
+	 * consumer did not free a sub-buffer in time); writers add (relaxed
+	 * atomic add, the wait's cold path), the consumer reports it: the
+	 * events a process discarded in blocking mode came after such a wait
+	 * (docs/ring-buffer.md, "Blocking mode").  Older producers leave 0. */
+	strata_u32 block_timeouts;
 	strata_u64 reserved[6];
 };
 

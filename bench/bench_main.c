@@ -23,6 +23,9 @@
  *                   microseconds for MS milliseconds (enablement latency).
  *   hold T N        T threads each emit N "ints" events, then stay alive;
  *                   prints "ready=1" and waits for EOF on stdin (memory).
+ *   spin T          T threads (up to 1024) emit "ints" events as fast as
+ *                   they can until EOF on stdin; prints "ready=1" once each
+ *                   emitted one (stop_live.py: a stop with T live writers).
  *   wake MS         the machine's wake-up tail, no tracer: one thread spins
  *                   (a producer's stand-in) while another sleeps 0.5 ms at a
  *                   time for MS milliseconds, as a drain waits for its next
@@ -261,6 +264,51 @@ static int run_rate(bench_loop_fn fn, uint64_t rate, uint64_t ms)
 	uint64_t wall = now_ns() - t0;
 	printf("side=%s\nemitted=%llu\nwall_ms=%.1f\nachieved_rate=%.0f\n", BENCH_SIDE,
 	       (unsigned long long)emitted, (double)wall / 1e6, (double)emitted * 1e9 / (double)wall);
+	return 0;
+}
+
+/* spin mode: the writers run until main sets this (relaxed: a flag polled
+ * between events; the join orders the rest). */
+static int spin_stop;
+static uint64_t spin_count[1024];
+
+static void *spin_main(void *arg)
+{
+	uint64_t *count = arg, i = 0;
+	while (!__atomic_load_n(&spin_stop, __ATOMIC_RELAXED)) {
+		EMIT_INTS((uint32_t)i, i);
+		/* release: pairs with main's acquire poll for the first event */
+		__atomic_store_n(count, ++i, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+static int run_spin(unsigned nthreads)
+{
+	static pthread_t th[1024];
+	for (unsigned i = 0; i < nthreads; i++)
+		if (pthread_create(&th[i], NULL, spin_main, &spin_count[i])) {
+			fprintf(stderr, "pthread_create failed at thread %u\n", i);
+			exit(1);
+		}
+	uint64_t deadline = now_ns() + 120ull * 1000000000u;
+	for (unsigned i = 0; i < nthreads && now_ns() < deadline;)
+		if (__atomic_load_n(&spin_count[i], __ATOMIC_ACQUIRE)) /* pairs with the release above */
+			i++;
+		else
+			usleep(1000); /* polling a condition, with a deadline */
+	printf("ready=1\npid=%d\n", (int)getpid());
+	fflush(stdout);
+	char buf[64];
+	while (read(0, buf, sizeof buf) > 0)
+		;
+	__atomic_store_n(&spin_stop, 1, __ATOMIC_RELAXED);
+	uint64_t emitted = 0;
+	for (unsigned i = 0; i < nthreads; i++) {
+		pthread_join(th[i], NULL);
+		emitted += spin_count[i];
+	}
+	printf("side=%s\nthreads=%u\nemitted=%llu\n", BENCH_SIDE, nthreads, (unsigned long long)emitted);
 	return 0;
 }
 
@@ -555,7 +603,8 @@ static uint64_t arg_u64(const char *s)
 static int usage(void)
 {
 	fprintf(stderr, "usage: strata-bench{,-lttng,-plain} MODE ...\n"
-			"  loop W T N [WU] | rate W R MS | tick US MS | hold T N | noop | one | costs |\n"
+			"  loop W T N [WU] | rate W R MS | tick US MS | hold T N | spin T | noop | one |\n"
+			"  costs |\n"
 			"  wake MS |\n"
 			"  spawn N PROG...\n"
 			"  W: ints, str, mixed\n");
@@ -593,6 +642,12 @@ int main(int argc, char **argv)
 		if (t < 1 || t > BENCH_MAX_THREADS)
 			return usage();
 		return run_threads(bench_loop_ints, (unsigned)t, arg_u64(argv[3]), 0, 1);
+	}
+	if (!strcmp(mode, "spin") && argc == 3) {
+		uint64_t t = arg_u64(argv[2]);
+		if (t < 1 || t > 1024)
+			return usage();
+		return run_spin((unsigned)t);
 	}
 	if (!strcmp(mode, "rate") && argc == 5)
 		return run_rate(loop_by_name(argv[2]), arg_u64(argv[3]), arg_u64(argv[4]));

@@ -288,6 +288,12 @@ int change_command(const char *cmd, const std::vector<proto::Body> &bodies, uint
 		fprintf(stderr, "strata %s: %s\n", cmd, err.c_str());
 		return kFail;
 	}
+	return change_command(cmd, cl, bodies, wait_ms);
+}
+
+int change_command(const char *cmd, CtlClient &cl, const std::vector<proto::Body> &bodies, uint32_t wait_ms)
+{
+	std::string err;
 	for (const proto::Body &b : bodies) {
 		int r = cl.command(b, err);
 		if (r < 0) {

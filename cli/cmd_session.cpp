@@ -75,14 +75,17 @@ template <class Msg> int session_command(int argc, char **argv, const char *what
 	m.session = session;
 	// What a STOP or DESTROY ends: the session's trace, whose loss is told
 	// once it is complete (on disk; a streamed one is the relay's).
+	// One connection for both (a stop among busy writers pays for each
+	// connection in CPU it waits for: docs/consumerd.md).
 	std::string out;
-	bool counts = false;
+	bool counts = false, open = false;
+	CtlClient cl;
 	if (!std::is_same<Msg, proto::Start>::value) {
-		CtlClient cl;
 		std::string err;
 		proto::Message ans;
-		if (cl.open("", err) == 0 && cl.call(proto::Status{session}, ans, err) == 0 &&
-		    ans.type() == proto::Type::StatusReply) {
+		// Kept only if STATUS went through (an error answer leaves it usable).
+		open = cl.open("", err) == 0 && cl.call(proto::Status{session}, ans, err) == 0;
+		if (open && ans.type() == proto::Type::StatusReply) {
 			for (const proto::SessionStatus &s :
 			     std::get<proto::StatusReply>(ans.body).sessions) {
 				if (s.name != session ||
@@ -95,7 +98,8 @@ template <class Msg> int session_command(int argc, char **argv, const char *what
 		}
 	}
 	counts = counts && cli::flush_counts("", session); // an older daemon's stop
-	const int r = cli::change_command(cmd, {m}, wait_ms);
+	const int r =
+		open ? cli::change_command(cmd, cl, {m}, wait_ms) : cli::change_command(cmd, {m}, wait_ms);
 	if (counts && std::is_same<Msg, proto::Stop>::value)
 		cli::counts_back_on(session);
 	if (r == cli::kOk && !out.empty())
@@ -122,7 +126,8 @@ int strata_cmd_stop(int argc, char **argv)
 		argc, argv,
 		"Stop recording: flush every buffer of the session and complete its trace.\n"
 		"Returns once the trace on disk is complete (with --wait, also once the\n"
-		"running tp-async processes have left the session).");
+		"running tp-async processes have left the session).  The answer names what\n"
+		"the trace lacks (\"problems\"), such as a process that did not join.");
 }
 
 int strata_cmd_destroy(int argc, char **argv)

@@ -124,8 +124,11 @@ void print_session(const proto::SessionStatus &s, bool links)
 int strata_cmd_status(int argc, char **argv)
 {
 	const char *cmd = "status";
-	static const cli::Command kStatus = {"status", "[SESSION]",
-					     "Show your sessions (every session for root), or one."};
+	static const cli::Command kStatus = {
+		"status", "[SESSION]",
+		"Show your sessions (every session for root), or one.  Under\n"
+		"\"problems\": what the trace lacks, such as a process that did not\n"
+		"join (its state query missed its deadline)."};
 	proto::Status m;
 	std::vector<char *> operands;
 	if (const int r = cli::parse(kStatus, {}, argc, argv, operands); r != cli::kParsed)

@@ -102,6 +102,9 @@ int simple_command(const char *cmd, proto::Body body, bool print_text = true);
 // wait_ms > 0, by a WAIT on the same connection: returns once every process
 // the change signalled acknowledged it; kFail naming those that did not.
 int change_command(const char *cmd, const std::vector<proto::Body> &bodies, uint32_t wait_ms);
+// The same on a connection already open (`cl`): a stop among busy writers
+// pays for each connection in CPU it waits for (docs/consumerd.md).
+int change_command(const char *cmd, CtlClient &cl, const std::vector<proto::Body> &bodies, uint32_t wait_ms);
 
 // The pthread preload's counting mode before a stop by a daemon older than
 // protocol version 8 (docs/pthread.md, "Counting mode"; a newer daemon's

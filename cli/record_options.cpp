@@ -307,7 +307,8 @@ int parse_args(int argc, char **argv, Record &r)
 		"; docs/ring-buffer.md, \"record's default buffers\").\n\n"
 		"When CMD ends, the last lines (stderr) give the trace directory and what was\n"
 		"discarded: \"N event(s) and M packet(s) discarded\" with the processes that lost\n"
-		"most, or \"nothing discarded\".";
+		"most, or \"nothing discarded\"; before them, each process that did not join the\n"
+		"session (its state query missed its deadline: its events are not in the trace).";
 	cli::Command c = {kCmd,
 			  "[-o DIR] [-e PATTERN]... [OPTIONS] -- CMD [ARGS]",
 			  "Run CMD and record its tracepoints: CMD's and those of every process it starts\n"

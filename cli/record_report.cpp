@@ -101,7 +101,7 @@ bool has_subtrace(const std::string &out)
 // why.  A process-tree session's processes join by a round trip, which
 // hands their buffers over at once, fired or not (a grant table's join
 // hands a buffer over at its first event): the trace tells.
-void tell_nothing_joined(CtlClient &cl, const Record &rec, const Child &c)
+void tell_nothing_joined(CtlClient &cl, const Record &rec, const Child &c, bool unjoined)
 {
 	proto::Message st;
 	std::string err;
@@ -122,6 +122,10 @@ void tell_nothing_joined(CtlClient &cl, const Record &rec, const Child &c)
 			"nothing recorded (the dynamic loader or a shell could not start it: see "
 			"its message above)\n",
 			name);
+	else if (unjoined)
+		fprintf(stderr,
+			"strata record: nothing recorded: the process(es) named above did not join the "
+			"session\n");
 	else if (rec.is_static)
 		fprintf(stderr,
 			"strata record: nothing recorded: %s is statically linked (see the warning "
@@ -134,6 +138,32 @@ void tell_nothing_joined(CtlClient &cl, const Record &rec, const Child &c)
 			"strata record: %s did not join the session: nothing recorded "
 			"(does it link libstrata and Strata::tp_sync?)\n",
 			name);
+}
+
+// The problems the daemon's STOP answer names ("...; problems: A; B (generation
+// G, ...)"), one line each: a process that did not join the session (its
+// events are not in the trace), a producer's malformed data, a file that
+// could not be written.  Never silent: the trace lacks what they name.
+// True if one of them is a process that did not join.
+bool tell_problems(const std::string &stopped)
+{
+	const std::string lead = "; problems: ";
+	size_t b = stopped.find(lead);
+	if (b == std::string::npos)
+		return false;
+	b += lead.size();
+	const size_t first = b;
+	size_t end = stopped.rfind(" (generation ");
+	if (end == std::string::npos || end < b)
+		end = stopped.size();
+	while (b < end) {
+		size_t e = stopped.find("; ", b);
+		if (e == std::string::npos || e > end)
+			e = end;
+		fprintf(stderr, "strata record: %s\n", stopped.substr(b, e - b).c_str());
+		b = e + 2;
+	}
+	return stopped.find(") did not join: ", first) != std::string::npos;
 }
 
 // Step 6b: where the trace went.  A buffer that never held an event leaves
@@ -202,8 +232,9 @@ int finish(CtlClient &cl, PrivateDaemon &priv, const Record &rec, const Child &c
 	else if (create.relay.compare(0, 7, "serial:") == 0)
 		fprintf(stderr, "strata record: %s\n",
 			err.c_str()); // the line's load against the session's rate
+	const bool unjoined = r == 0 && tell_problems(stopped);
 	if (r == 0 && !child.early_signal)
-		tell_nothing_joined(cl, rec, child);
+		tell_nothing_joined(cl, rec, child, unjoined);
 	if (cl.command(proto::Destroy{create.session}, err) < 0)
 		fprintf(stderr, "strata record: destroy: %s\n", err.c_str());
 	priv.stop();

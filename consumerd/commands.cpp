@@ -76,6 +76,13 @@ void Commands::answer(Conn &c, uint32_t seq, const Answer &a)
 		return;
 	}
 	PendingReply p = p_.acks.signal(a.who, a.rule, a.kgen);
+	if (Session *s = a.started_run ? p_.sessions.by_run(a.started_run) : nullptr)
+		for (auto &w : p.waiting) { // joined when its buffer comes (the module's: at its first event)
+			const Proc *pr = p_.procs.find(w.first);
+			if (pr && !pr->kmod)
+				note_unjoined(*s, w.first, pr->comm,
+					      "signalled when the session started, it has not applied it");
+		}
 	p.conn_id = c.id;
 	p.seq = seq;
 	p.text = a.text;

@@ -47,6 +47,8 @@ void Connections::send(Conn &c, uint32_t seq, proto::Body body, int pass_fd)
 	int r = proto::send_message(c.fd, m, pass_fd, proto::now_ms() + kReplyTimeoutMs);
 	if (r < 0)
 		VLOG("send to pid %d failed: %s", c.cred.pid, strerror(-r));
+	if (r < 0 && c.asked)
+		c.answer_lost = true;
 }
 
 void Connections::flush_out(Conn &c)
@@ -62,6 +64,8 @@ void Connections::flush_out(Conn &c)
 	c.out.clear();
 	if (r < 0)
 		VLOG("send to pid %d failed: %s", c.cred.pid, strerror(-r));
+	if (r < 0 && c.asked)
+		c.answer_lost = true;
 }
 
 void Connections::reply(Conn &c, uint32_t seq, int status, const std::string &text)
@@ -86,6 +90,9 @@ void Connections::drop(int fd)
 	e.registered = c.registered;
 	e.kmod = c.kmod;
 	e.registered_at = c.registered_at;
+	e.answer_lost = c.answer_lost;
+	for (auto &g : c.grants)
+		e.granted.push_back(g.second.session_id);
 	conns_.erase(it);
 	host_.closed(e);
 }
@@ -163,6 +170,9 @@ void Connections::on_readable(Conn &c)
 				close(got);
 		}
 		if (r <= 0) { // EOF or error: the peer is gone
+			// It closed with our answer unread (af_unix: ECONNRESET).
+			if (r == -ECONNRESET && c.asked)
+				c.answer_lost = true;
 			drop(fd);
 			return;
 		}
@@ -291,8 +301,10 @@ void Connections::read_process(pid_t pid)
 // Returns false to close the connection.
 bool Connections::handle(Conn &c, const proto::Message &m)
 {
-	if (c.hello)
+	if (c.hello) {
+		c.asked = false; // it read the answer and went on (REGISTER sets it again)
 		return host_.dispatch(c, m);
+	}
 	if (m.type() != proto::Type::Hello) {
 		reply(c, m.seq, -EPROTO, "HELLO expected first");
 		return false;

@@ -90,6 +90,13 @@ struct Conn {
 	bool table = false; // REGISTER with kRegisterTable (grant_tables.h)
 	bool quiet = false; // accepted from the quiet socket (listener.h)
 	std::map<uint32_t, Grant> grants;
+	// A round-trip REGISTER was answered and the process has sent nothing
+	// since (asked), and that answer never reached it (answer_lost): the
+	// send failed (it had closed), or its close found the answer unread
+	// in its socket (ECONNRESET).  Its state query missed its deadline:
+	// its close acknowledges nothing (Ended::answer_lost).
+	bool asked = false;
+	bool answer_lost = false;
 	// Its BUFFERs at the attacher: true while this connection is open (an
 	// answer may be awaited); see attacher.h.
 	std::vector<std::shared_ptr<std::atomic<bool>>> attaching;
@@ -127,6 +134,9 @@ public:
 			pid_t pid = 0;
 			bool registered = false, kmod = false;
 			uint64_t registered_at = 0;
+			// Conn::answer_lost, and the run ids its answer granted.
+			bool answer_lost = false;
+			std::vector<uint64_t> granted;
 		};
 		virtual void closed(const Ended &e) = 0;
 	};

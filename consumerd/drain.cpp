@@ -488,6 +488,7 @@ StepResult Drain::step(StepWait *w)
 	}
 	const uint32_t seq = reader_->prepare_wait();
 	share_events();
+	counters_.block_timeouts.store(reader_->block_timeouts(), std::memory_order_relaxed);
 	if (stream_start_ns_)
 		take_scheduling();
 	// A busy writer's next pages before its packets: in its first lap

@@ -48,6 +48,9 @@ struct DrainCounters {
 	std::atomic<uint64_t> bytes{0};
 	std::atomic<uint64_t> errors{0};
 	std::atomic<uint64_t> malformed{0}; // packets cut or skipped as malformed (Drain::malformed)
+	// The producers' blocking waits that ran to their timeout (strata_abi.h,
+	// block_timeouts), as the drain last read them.
+	std::atomic<uint64_t> block_timeouts{0};
 };
 
 class Drain : private PoolJob {

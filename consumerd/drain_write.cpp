@@ -269,6 +269,7 @@ void Drain::final_drain()
 	const bool dead = producer_dead_.load(std::memory_order_relaxed);
 	std::string msg;
 	update_metadata();
+	counters_.block_timeouts.store(reader_->block_timeouts(), std::memory_order_relaxed);
 	if (overwrite_) {
 		std::vector<std::vector<uint8_t>> pkts;
 		for (uint32_t lane = 0; lane < n_lanes_; lane++) {

@@ -31,6 +31,8 @@ namespace daemon_impl {
 
 struct Session;
 
+constexpr unsigned kMaxRetries = 5;
+
 struct Proc {
 	pid_t pid = 0;  // as the daemon sees it (SO_PEERCRED): the trace names it by this
 	pid_t vpid = 0; // as the process sees it (REGISTER's pid; differs in a container), 0: unknown
@@ -42,6 +44,9 @@ struct Proc {
 	int signo = 0;      // asynchronous enablement: signal it on changes
 	bool kmod = false;  // signalled by the module, acknowledges to it
 	uint64_t acked = 0; // highest generation it acknowledged
+	// Its state queries in a row whose answer went unread, each followed by
+	// a signal to ask again (Processes::missed_answer), up to kMaxRetries.
+	unsigned retries = 0;
 	// It exited before its REGISTER was read (pidfd_open: ESRCH; it waits
 	// for no answer): its drains end when its connection does (drop).
 	bool gone = false;

@@ -131,6 +131,7 @@ void Processes::do_register(Conn &c, const proto::Message &msg)
 	n_queries_++;
 	proto::RegisterReply rr;
 	grant_sessions(c, *p, rr);
+	c.asked = true; // until it sends more: did the answer reach it (Conn::answer_lost)?
 	// The clock page travels with the answer (SCM_RIGHTS), read-only.
 	p_.conns.send(c, seq, rr, host_.clock_page_fd());
 }
@@ -531,6 +532,7 @@ void Processes::attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const
 	d->start();
 	p.drains.push_back(d.get());
 	s.drains.push_back(std::move(d));
+	note_rejoined(s, p.pid);
 	p_.persist.changed(); // persistence.h: a buffer to keep
 	VLOG("pid %d: draining slot %u into %s", p.pid, slot, dir.c_str());
 }
@@ -541,10 +543,19 @@ void Processes::attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const
 void Processes::closed(const Connections::Host::Ended &e)
 {
 	Proc *p = e.registered ? p_.procs.find(e.pid) : nullptr;
-	if (e.registered && !e.kmod) { // a module process acknowledges to the module
-		if (p)
+	if (e.answer_lost && p)
+		missed_answer(e, *p);
+	else if (e.registered && !e.kmod) { // a module process acknowledges to the module
+		if (p) {
 			p->acked = std::max(p->acked, e.registered_at);
+			p->retries = 0;
+		}
 		p_.acks.acknowledge(e.pid, e.registered_at);
+		// A round trip's join hands its buffer over at once (attach:
+		// joined); an aggregation may be joined with no buffer at all.
+		for (uint64_t run : e.granted)
+			if (Session *s = p_.sessions.by_run(run); s && !s->aggregate.empty())
+				note_rejoined(*s, e.pid);
 	}
 	const int gone_pidfd =
 		p && p->gone ? p->pidfd : 0; // a process that exited before we read it: its exit is now
@@ -554,6 +565,39 @@ void Processes::closed(const Connections::Host::Ended &e)
 	// The sessions this connection owned (CREATE with kCreateOwned) end
 	// with it, whatever ended it; nobody is left to answer.
 	host_.end_owned(e.id, e.pid);
+}
+
+// A round trip whose answer never reached the process (Conn::answer_lost):
+// its state query missed its deadline (STRATA_REGISTER_TIMEOUT_MS, a
+// loaded machine) and it gave up, having applied nothing.  Its close
+// acknowledges nothing; the sessions it was granted name it until it
+// joins; a process that catches its update signal is asked again, up to
+// kMaxRetries times in a row (each try is bounded by its own deadline).
+void Processes::missed_answer(const Connections::Host::Ended &e, Proc &p)
+{
+	// A process killed or exiting in the middle of its query also leaves
+	// its answer unread: it is named for what it is.
+	const bool alive = p.pidfd >= 0 && syscall(SYS_pidfd_send_signal, p.pidfd, 0, nullptr, 0) == 0;
+	const bool retry = alive && p.signo && p.retries < kMaxRetries && catches(p.pid, p.signo);
+	std::string why = "it exited during its state query";
+	if (alive)
+		why = std::string("its state query missed its deadline (") +
+		      (retry     ? "asked again"
+		       : p.signo ? "asked again, in vain"
+				 : "a tp-sync process asks once") +
+		      ")";
+	for (uint64_t run : e.granted)
+		if (Session *s = p_.sessions.by_run(run))
+			if (s->state == proto::SessionState::Active && !s->stopping)
+				note_unjoined(*s, p.pid, p.comm, why);
+	logf("pid %d (%s): %s: the answer went unread%s", p.pid, p.comm.c_str(),
+	     alive ? "its state query missed its deadline" : "it exited during its state query",
+	     retry ? "; signalled to ask again" : "");
+	if (!retry)
+		return;
+	p.retries++;
+	if (syscall(SYS_pidfd_send_signal, p.pidfd, p.signo, nullptr, 0) != 0)
+		VLOG("pid %d: cannot signal: %s", p.pid, strerror(errno));
 }
 
 void Processes::on_exit(int pidfd)
@@ -627,6 +671,7 @@ void Processes::integrate(AttachJob &j)
 		p_.conns.flush_out(*c);
 	}
 	p->drains.push_back(j.drain.get());
+	note_rejoined(*s, p->pid);
 	p_.persist.changed(); // persistence.h: a buffer to keep
 	VLOG("pid %d: draining into %s", static_cast<int>(j.pid), j.drain->dir().c_str());
 	s->drains.push_back(std::move(j.drain));

@@ -110,6 +110,7 @@ public:
 
 private:
 	void note_probes(Conn &c, const proto::Register &m);
+	void missed_answer(const Connections::Host::Ended &e, Proc &p);
 	void grant_sessions(Conn &c, const Proc &p, proto::RegisterReply &rr);
 	void table_registered(Conn &c, Proc &p, uint64_t gen);
 	bool find_grant(Conn &c, uint32_t seq, const proto::Buffer &m, int fd, Grant &grant);

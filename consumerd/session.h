@@ -11,6 +11,7 @@
 #ifndef STRATA_CONSUMERD_SESSION_H
 #define STRATA_CONSUMERD_SESSION_H
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -122,6 +123,15 @@ struct Session : Audience {
 	// target, and the events they declared (STATUS_REPLY version 5).
 	uint32_t joined = 0;
 	std::set<std::string> declared;
+	// Processes granted this run that have not joined it (yet), by pid:
+	// "COMM (pid N): why" (STATUS and STOP name them: session_problems).
+	// A process enters when its answer went unread (its state query missed
+	// its deadline) or when it was signalled at START; it leaves when its
+	// buffer for this run is attached (or, an aggregation, it acknowledges
+	// a query that granted this run).  Bounded (kMaxUnjoined, the rest
+	// counted).
+	std::map<pid_t, std::string> unjoined;
+	size_t unjoined_more = 0;
 	// An aggregation session (CREATE version 6): what its processes
 	// aggregate, under which filter ("" none), and the regions of this
 	// run, in the order they arrived (AGG_FETCH's indexes).
@@ -143,6 +153,10 @@ std::string trace_place(const Session &s);
 // What went wrong with the session's sub-traces, one line each (STATUS,
 // STOP): malformed producers, output failures.  "" if nothing.
 std::string session_problems(const Session &s);
+// `pid` (comm) has not joined run `s` (yet), for `why`; and it has.
+constexpr size_t kMaxUnjoined = 64;
+void note_unjoined(Session &s, pid_t pid, const std::string &comm, const std::string &why);
+void note_rejoined(Session &s, pid_t pid);
 // A drain of a streamed session gets its relay or serial output (before
 // d.start()); a disk session's drain keeps its own.
 void attach_output(Session &s, Drain &d);

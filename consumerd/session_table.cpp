@@ -325,7 +325,9 @@ Answer SessionTable::start(const Caller &c, const std::string &name)
 					       s->lost + "): destroy it and create it again");
 	s->state = proto::SessionState::Active;
 	s->run_id = next_run_id_++;
-	s->regions.clear(); // a new run aggregates from zero
+	s->regions.clear();  // a new run aggregates from zero
+	s->unjoined.clear(); // and is joined from zero
+	s->unjoined_more = 0;
 	move_off_busy_slot(*s);
 	INFO("session %s started (slot %u)", s->name.c_str(), s->slot);
 	apply_kernel(*s);
@@ -334,7 +336,9 @@ Answer SessionTable::start(const Caller &c, const std::string &name)
 	if (s->trigger && !start_trigger(*s, err))
 		text += "; no snapshots on " + s->trigger->pattern + ": " + err;
 	save_active();
-	return changed(*s, text);
+	Answer started = changed(*s, text);
+	started.started_run = s->run_id;
+	return started;
 }
 
 Session *SessionTable::by_id(uint64_t id)
@@ -408,6 +412,13 @@ std::string session_problems(const Session &s)
 			break;
 		}
 		const uint64_t bad = d->counters().malformed.load(std::memory_order_relaxed);
+		if (const uint64_t n = d->counters().block_timeouts.load(std::memory_order_relaxed))
+			out += "process " + d->comm() + " (pid " + std::to_string(d->pid()) +
+			       "): " + std::to_string(n) +
+			       " blocking wait(s) ran to the --blocking timeout (" +
+			       std::to_string(STRATA_MODE_BLOCK_MS(s.channel.mode)) +
+			       " ms: the daemon did not drain in time); its writers discarded from each "
+			       "until a sub-buffer was free again\n";
 		if (bad)
 			out += "process " + d->comm() + " (pid " + std::to_string(d->pid()) +
 			       ") wrote malformed data into its buffer: " + std::to_string(bad) +
@@ -418,9 +429,33 @@ std::string session_problems(const Session &s)
 	}
 	for (const std::string &l : s.restart_losses)
 		out += l + "\n";
+	for (auto &u : s.unjoined)
+		out += "process " + u.second + "\n";
+	if (s.unjoined_more)
+		out += "and " + std::to_string(s.unjoined_more) +
+		       " more process(es) that did not join (daemon log)\n";
 	if (!s.lost.empty())
 		out += "not taken up after a daemon restart: " + s.lost + "\n";
 	return out + filter_problems(s);
+}
+
+void note_unjoined(Session &s, pid_t pid, const std::string &comm, const std::string &why)
+{
+	auto it = s.unjoined.find(pid);
+	const std::string line = comm + " (pid " + std::to_string(pid) + ") did not join: " + why;
+	if (it != s.unjoined.end())
+		it->second = line;
+	else if (s.unjoined.size() < kMaxUnjoined)
+		s.unjoined.emplace(pid, line);
+	else
+		s.unjoined_more++;
+	VLOG("session %s: %s", s.name.c_str(), line.c_str());
+}
+
+void note_rejoined(Session &s, pid_t pid)
+{
+	if (s.unjoined.erase(pid))
+		INFO("session %s: pid %d joined it after all", s.name.c_str(), pid);
 }
 
 void SessionTable::note_joined(const Proc &p)

@@ -55,6 +55,9 @@ struct Answer {
 	Audience who;
 	int rule = -1;
 	uint64_t kgen = 0; // the module generation of the change (0: the module took none)
+	// A START: the run id, whose processes signalled have not joined it
+	// until they do (Session::unjoined).
+	uint64_t started_run = 0;
 	// Told with it, each with its module generation: a stopping session's
 	// trigger companion (SessionTable::begin_stop).
 	std::vector<std::pair<Audience, uint64_t>> also;

@@ -1034,7 +1034,11 @@ int hello_register(int fd, bool list_events, int64_t dl, uint16_t *version_out, 
 			close(page_fd);
 		}
 	}
-	if (r < 0)
+	if (r == -ETIMEDOUT) // the daemon finds its answer unread (control-protocol.md)
+		say_as("state query missed its deadline (STRATA_REGISTER_TIMEOUT_MS): not joined; ",
+		       s.signo ? "the daemon asks again"
+			       : "the daemon names this process in its sessions' status");
+	else if (r < 0)
 		say("state query failed: ", text[0] ? text : err_text(r));
 	return r;
 }

@@ -755,6 +755,8 @@ __attribute__((noinline, cold)) bool block_wait(Channel *ch, unsigned slot, stra
 		if (waited >= ch->block_ns) {
 			// Relaxed: a hint (see Channel::block_stalled).
 			ch->block_stalled.store(1, std::memory_order_relaxed);
+			// Relaxed: a count the consumer reports, ordering nothing.
+			__atomic_fetch_add(&ch->hdr->block_timeouts, 1u, __ATOMIC_RELAXED);
 			return false;
 		}
 		const uint64_t left = ch->block_ns - waited;

@@ -250,6 +250,13 @@ uint64_t Reader::lane_discarded(uint32_t lane) const
 	return __atomic_load_n(&lane_ctl(lane)->events_discarded, __ATOMIC_ACQUIRE);
 }
 
+uint32_t Reader::block_timeouts() const
+{
+	const auto *h = reinterpret_cast<const strata_buffer_header *>(base_);
+	// Relaxed: a count, ordering nothing (the writers' relaxed add).
+	return h ? __atomic_load_n(&h->block_timeouts, __ATOMIC_RELAXED) : 0;
+}
+
 uint64_t Reader::lane_position(uint32_t lane) const
 {
 	if (lane >= info_.n_lanes)

@@ -252,6 +252,9 @@ public:
 	// reader.cpp): statistics and snapshot triggers.  Safe to call from
 	// another thread than the one reading packets.
 	uint64_t lane_position(uint32_t lane) const;
+	// The producers' blocking waits that ran to their timeout so far
+	// (strata_abi.h, block_timeouts; 0 from a producer before ABI 3.3).
+	uint32_t block_timeouts() const;
 	bool producer_exited() const;
 
 	// The first lap of a busy lane: the shared memory's pages allocated

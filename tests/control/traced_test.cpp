@@ -727,6 +727,173 @@ TEST_F(GrantTable, ProcessGoneBeforeItsRegisterIsReadIsDrainedExactly)
 	EXPECT_EQ(log.find("exit detection off"), std::string::npos) << log;
 }
 
+// A state query that misses its deadline: the daemon is stopped while the
+// app starts, so the app's constructor gives up (its 1 s deadline) and its
+// answer comes after it closed.  The daemon sees that answer unread: the
+// close acknowledges nothing, the session names the app, and an app that
+// catches the update signal is asked again.
+namespace missed {
+
+// A session whose rule targets `comm`: no grant table answers for it
+// (kTableAsk), so the app asks by a round trip.
+void targeted_session(CtlClient &c, const std::string &out, const std::string &comm)
+{
+	std::string t;
+	ASSERT_EQ(c.command(proto::Create{"s", out, {}}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::TargetRule{"s", {"*", -1, 1, ""}, {}, {comm}}, t), 0) << t;
+	ASSERT_EQ(c.command(proto::Start{"s"}, t), 0) << t;
+}
+
+// Session s's buffers and problems (STATUS).
+bool status(CtlClient &c, uint32_t &buffers, std::string &problems)
+{
+	proto::Message m;
+	std::string err;
+	if (c.call(proto::Status{"s"}, m, err) != 0 || m.type() != proto::Type::StatusReply)
+		return false;
+	const auto &s = std::get<proto::StatusReply>(m.body).sessions.at(0);
+	buffers = s.n_buffers;
+	problems = s.problems;
+	return true;
+}
+
+// The app started with the daemon stopped; true once its constructor gave
+// up and it served one batch (not recorded: it joined nothing).
+bool start_unanswered(ServeApp &app, const char *exe, pid_t daemon)
+{
+	setenv("STRATA_REGISTER_TIMEOUT_MS", "1000", 1); // the default, said: its retries use it too
+	if (kill(daemon, SIGSTOP) != 0)
+		return false;
+	const bool served = app.start(exe, "2", "1000") && app.batch();
+	unsetenv("STRATA_REGISTER_TIMEOUT_MS");
+	return kill(daemon, SIGCONT) == 0 && served;
+}
+
+} // namespace missed
+
+TEST_F(Traced, MissedStateQueryIsAskedAgainAndJoins)
+{
+	missed::targeted_session(c, out, "control_async_app");
+	ServeApp app;
+	ASSERT_TRUE(missed::start_unanswered(app, STRATA_ASYNC_APP, d.pid));
+	// Asked again, it joins: its buffer comes, the problem goes.
+	uint32_t buffers = 0;
+	std::string problems = "?";
+	for (int64_t end = proto::now_ms() + 20000;
+	     proto::now_ms() < end && (buffers != 1 || !problems.empty());) {
+		ASSERT_TRUE(missed::status(c, buffers, problems));
+		struct pollfd none;
+		poll(&none, 0, 10); // polling a condition with a deadline
+	}
+	ASSERT_EQ(buffers, 1u) << problems << d.log_text();
+	EXPECT_EQ(problems, "");
+	ASSERT_TRUE(app.batch());
+	ASSERT_TRUE(app.batch());
+	EXPECT_EQ(app.finish(), 0);
+	const Scan s = stop_and_scan();
+	for (auto &e : s.errors)
+		ADD_FAILURE() << e;
+	// Every event of the two batches after the join (seqs 1000..2999),
+	// none of the one before.
+	EXPECT_EQ(s.records + s.discarded, 2u * 2000u) << "recorded " << s.records;
+	for (auto &kv : s.seqs)
+		EXPECT_GE(*kv.second.begin(), 1000u);
+}
+
+TEST_F(Traced, MissedStateQueryOfASyncProcessIsNamed)
+{
+	missed::targeted_session(c, out, "control_traced_app");
+	ServeApp app;
+	ASSERT_TRUE(missed::start_unanswered(app, STRATA_TRACED_APP, d.pid));
+	// It never asks again (tp-sync): the session names it, STATUS and STOP.
+	const std::string named = "control_traced_ (pid " + std::to_string(app.pid) +
+				  ") did not join: its state query missed its deadline";
+	uint32_t buffers = 0;
+	std::string problems;
+	for (int64_t end = proto::now_ms() + 20000;
+	     proto::now_ms() < end && problems.find(named) == std::string::npos;) {
+		ASSERT_TRUE(missed::status(c, buffers, problems));
+		struct pollfd none;
+		poll(&none, 0, 10); // polling a condition with a deadline
+	}
+	EXPECT_NE(problems.find(named), std::string::npos) << problems << d.log_text();
+	EXPECT_EQ(buffers, 0u);
+	ASSERT_TRUE(app.batch());
+	EXPECT_EQ(app.finish(), 0);
+	const Scan s = stop_and_scan();
+	EXPECT_NE(t.find(named), std::string::npos) << t;
+	EXPECT_EQ(s.records + s.discarded, 0u);
+}
+
+// A process signalled at START that cannot apply it (stopped) is named
+// until it joins: STATUS says so while it is stopped, and nothing once it
+// ran the update and handed its buffer over.
+TEST_F(Traced, ProcessSignalledAtStartIsNamedUntilItJoins)
+{
+	ServeApp app;
+	ASSERT_TRUE(app.start(STRATA_ASYNC_APP, "1", "100"));
+	ASSERT_TRUE(app.batch()); // running, past its constructor: no session yet
+	ASSERT_EQ(kill(app.pid, SIGSTOP), 0);
+	session(c, "s", out);
+	const std::string named = "control_async_a (pid " + std::to_string(app.pid) +
+				  ") did not join: signalled when the session started";
+	uint32_t buffers = 0;
+	std::string problems;
+	ASSERT_TRUE(missed::status(c, buffers, problems));
+	EXPECT_NE(problems.find(named), std::string::npos) << problems;
+	ASSERT_EQ(kill(app.pid, SIGCONT), 0);
+	for (int64_t end = proto::now_ms() + 20000;
+	     proto::now_ms() < end && (buffers != 1 || !problems.empty());) {
+		ASSERT_TRUE(missed::status(c, buffers, problems));
+		struct pollfd none;
+		poll(&none, 0, 10); // polling a condition with a deadline
+	}
+	EXPECT_EQ(buffers, 1u);
+	EXPECT_EQ(problems, "");
+	ASSERT_TRUE(app.batch());
+	EXPECT_EQ(app.finish(), 0);
+	const Scan s = stop_and_scan();
+	EXPECT_EQ(s.records + s.discarded, 100u) << "recorded " << s.records;
+}
+
+// Blocking mode loses nothing while the daemon drains; what it discards
+// comes after a wait that ran to its timeout, and the session says so: the
+// daemon stopped while the app fills its ring (2 x 4 KiB, 200 ms).
+TEST_F(Traced, BlockingTimeoutIsNamedWithItsDiscards)
+{
+	proto::ChannelConfig ch;
+	ch.mode = STRATA_MODE_DISCARD | (200u << STRATA_MODE_BLOCK_SHIFT);
+	ch.n_lanes = 1;
+	ch.n_subbuf = 2;
+	ch.subbuf_size = 4096;
+	session(c, "s", out, ch);
+	ServeApp app;
+	ASSERT_TRUE(app.start(STRATA_TRACED_APP, "1", "2000"));
+	ASSERT_TRUE(app.batch()); // its buffer handed over at the first event
+	uint32_t buffers = 0;
+	std::string problems;
+	for (int64_t end = proto::now_ms() + 20000; proto::now_ms() < end && buffers != 1;) {
+		ASSERT_TRUE(missed::status(c, buffers, problems));
+		struct pollfd none;
+		poll(&none, 0, 10); // polling a condition with a deadline
+	}
+	ASSERT_EQ(buffers, 1u);
+	ASSERT_EQ(kill(d.pid, SIGSTOP), 0);
+	const bool served = app.batch(); // waits 200 ms, then discards
+	ASSERT_EQ(kill(d.pid, SIGCONT), 0);
+	ASSERT_TRUE(served);
+	EXPECT_EQ(app.finish(), 0);
+	const Scan s = stop_and_scan();
+	for (auto &e : s.errors)
+		ADD_FAILURE() << e;
+	EXPECT_EQ(s.records + s.discarded, 2u * 2000u) << "recorded " << s.records;
+	EXPECT_GT(s.discarded, 0u);
+	// One wait while the daemon was stopped (more if a loaded machine
+	// kept it from draining 200 ms during the first batch too).
+	EXPECT_NE(t.find(" blocking wait(s) ran to the --blocking timeout (200 ms"), std::string::npos) << t;
+	EXPECT_NE(t.find("(pid " + std::to_string(app.pid) + "): "), std::string::npos) << t;
+}
+
 TEST(NoDaemon, NoDelay)
 {
 	setenv("STRATA_CONSUMERD_SOCKET", "/tmp/strata-no-such-dir/consumerd.sock", 1);
