@@ -153,6 +153,37 @@ bool rule_targets(uint32_t slot, const KmodGrant &grant, uint32_t n,
 	return any;
 }
 
+// SET_RULES with a session.  An older module refuses (-EINVAL) what it does
+// not know; what is left out, newest first, is said once: the process-tree
+// target, the keep flag, the blocking timeout of the processes' channel.
+int send_session(uint32_t slot, strata_kmod_session &ks, const strata_kabi_rule *kr, uint32_t n,
+		 uint32_t target_uid, uint64_t *gen)
+{
+	int r = strata_kmod_set_session(g_dev, slot, &ks, kr, n, target_uid, gen, nullptr);
+	if (r == -EINVAL && ks.tree) {
+		ks.tree = 0;
+		r = strata_kmod_set_session(g_dev, slot, &ks, kr, n, target_uid, gen, nullptr);
+		g_no_tree = r == 0;
+		if (g_no_tree)
+			say(slot, "the kernel module has no process-tree grants (an older strata.ko): it "
+				  "offers the session to every process of the user; the daemon takes "
+				  "buffers from the tree alone");
+	}
+	if (r == -EINVAL && ks.flags) {
+		ks.flags = 0;
+		r = strata_kmod_set_session(g_dev, slot, &ks, kr, n, target_uid, gen, nullptr);
+		g_no_keep = r == 0;
+	}
+	if (r == -EINVAL && STRATA_MODE_BLOCK_MS(ks.channel.mode)) {
+		ks.channel.mode &= STRATA_MODE_MASK;
+		r = strata_kmod_set_session(g_dev, slot, &ks, kr, n, target_uid, gen, nullptr);
+		if (r == 0)
+			say(slot, "the kernel module refuses a blocking channel (an older strata.ko): the "
+				  "processes it answers discard at a full ring without waiting");
+	}
+	return r;
+}
+
 // channel: the session's sub-buffer size and count, for the kernel buffer
 // this SET_RULES may create (0: the module's defaults; it bounds them).
 int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
@@ -178,9 +209,9 @@ int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
 	ks.session_id = grant->session_id;
 	memcpy(ks.channel.name, grant->channel.name.data(), grant->channel.name.size());
 	ks.channel.stream_id = grant->channel.stream_id;
-	// The kernel's writers never block (they may run in any context): the
-	// mode alone, without a blocking timeout (strata_abi.h, the mode word).
-	ks.channel.mode = grant->channel.mode & STRATA_MODE_MASK;
+	// The processes' channel, its blocking timeout included (the kernel's
+	// own buffer never blocks: the module makes it a discard one).
+	ks.channel.mode = grant->channel.mode;
 	ks.channel.n_lanes = grant->channel.n_lanes;
 	ks.channel.n_subbuf = grant->channel.n_subbuf;
 	ks.channel.subbuf_size = grant->channel.subbuf_size;
@@ -198,21 +229,7 @@ int set_slot(uint32_t slot, uid_t uid, const std::vector<proto::Rule> &rules,
 	// without TARGET_TREE grants every process of the user; the tree is
 	// then kept at BUFFER (processes.cpp: a buffer from outside refused).
 	ks.tree = g_no_tree || grant->tree <= 0 ? 0 : static_cast<uint32_t>(grant->tree);
-	int r = strata_kmod_set_session(g_dev, slot, &ks, kr, n, target_uid, gen, nullptr);
-	if (r == -EINVAL && ks.tree) {
-		ks.tree = 0;
-		r = strata_kmod_set_session(g_dev, slot, &ks, kr, n, target_uid, gen, nullptr);
-		g_no_tree = r == 0;
-		if (g_no_tree)
-			say(slot, "the kernel module has no process-tree grants (an older strata.ko): it "
-				  "offers the session to every process of the user; the daemon takes "
-				  "buffers from the tree alone");
-	}
-	if (r == -EINVAL && ks.flags) {
-		ks.flags = 0;
-		r = strata_kmod_set_session(g_dev, slot, &ks, kr, n, target_uid, gen, nullptr);
-		g_no_keep = r == 0;
-	}
+	const int r = send_session(slot, ks, kr, n, target_uid, gen);
 	g_slots[slot].tree = r == 0 && ks.tree != 0;
 	return r;
 }
