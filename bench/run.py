@@ -940,6 +940,22 @@ class Bench:
             log("start-up, strata record (median us): %s; daemon's CPU per start %s ms; one event %s" %
                 (t, cpu, t1))
             shutil.rmtree(out, ignore_errors=True)
+            # record's session holds CMD's tree only: each process joins by a
+            # round trip and the daemon reads its parent chain once
+            # (docs/control-protocol.md, "Process-tree sessions"); with
+            # --all-processes it joins from the grant table.  The difference
+            # is the tree's cost per process start.
+            ta, cpua = self.spawn_daemon_cpu(
+                [self.plain, self.sbench], self.env_nodaemon,
+                (self.strata, "record", "--all-processes", "-o", out, "-e", "bench:*", "--"),
+                lambda root: find_procs(lambda pid, comm, ppid: comm.startswith("strata-consume") and
+                                        pid_in_tree(pid, root)))
+            self.results[("start_d_all", "strata")] = ta[1] - ta[0]
+            if cpua is not None:
+                self.results[("start_dcpu_all", "strata")] = cpua
+            log("start-up, strata record --all-processes (median us): %s; daemon's CPU per start %s ms" %
+                (ta, cpua))
+            shutil.rmtree(out, ignore_errors=True)
 
     @staticmethod
     def env_one(env):
@@ -1852,6 +1868,9 @@ def table(b):
     dcs, dcl = r.get(("start_dcpu", "strata")), r.get(("start_dcpu", "lttng"))
     if dcs is not None or dcl is not None:
         row("  daemons' CPU per process start, during the spawn loop (ms)", dcs, dcl)
+    if r.get(("start_d_all", "strata")) is not None:
+        row("  the same with record --all-processes (no tree to look at): start-up / daemon's CPU per start (ms)",
+            "%s / %s" % (fmt(ms(r.get(("start_d_all", "strata")))), fmt(r.get(("start_dcpu_all", "strata")))), None)
     own = r.get(("start_own",))
     if own is not None:
         row("  floor: own buffer, recording, no round trip (STRATA_EARLY, no daemon; ms)", ms(own), None)
