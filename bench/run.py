@@ -328,13 +328,16 @@ class Lttng:
                 self.proc.wait()
         self.proc = None
 
-    def create(self, out, subbuf=None, nsub=None, start=True, events="bench:*"):
+    def create(self, out, subbuf=None, nsub=None, start=True, events="bench:*", blocking=False):
         self.n += 1
         name = "strata-bench-%d-%d" % (os.getpid(), self.n)
         run(["lttng", "--no-sessiond", "create", name, "--output", out])
         if subbuf:
+            # blocking: the application waits for room (as long as it takes)
+            # once it also sets LTTNG_UST_ALLOW_BLOCKING (Bench.traced)
             run(["lttng", "--no-sessiond", "enable-channel", "-s", name, "-u",
-                 "--subbuf-size=%s" % subbuf, "--num-subbuf=%d" % nsub, "ch"])
+                 "--subbuf-size=%s" % subbuf, "--num-subbuf=%d" % nsub]
+                + (["--blocking-timeout=inf"] if blocking else []) + ["ch"])
             run(["lttng", "--no-sessiond", "enable-event", "-s", name, "-u", "-c", "ch", events])
         else:
             run(["lttng", "--no-sessiond", "enable-event", "-s", name, "-u", events])
@@ -450,18 +453,20 @@ class Bench:
         log("  file write rate (%s, fresh %d MiB file): %.2f GB/s" % (tag, mib, gbs))
 
     # One enabled or rate run under tracing; returns (program kv, accounting).
-    def traced(self, side, args, subbuf, nsub, tag):
+    def traced(self, side, args, subbuf, nsub, tag, blocking=False):
         out = self.tmpdir(tag)
         if side == "lttng":
-            name = self.lttng.create(out, subbuf, nsub)
+            name = self.lttng.create(out, subbuf, nsub, blocking=blocking)
+            env = dict(os.environ, LTTNG_UST_ALLOW_BLOCKING="1") if blocking else None
             try:
-                kv = parse_kv(run([self.lbench] + args).stdout)
+                kv = parse_kv(run([self.lbench] + args, env=env).stdout)
             finally:
                 self.lttng.destroy(name)
         else:
-            p = run([self.strata, "record", "-o", out, "-e", "bench:*", "--mode", "discard",
-                     "--subbuf-size", str(subbuf_bytes(subbuf)), "--subbuf-count", str(nsub),
-                     "--", self.sbench] + args, env=self.env_nodaemon)
+            p = run([self.strata, "record", "-o", out, "-e", "bench:*", "--mode", "discard"]
+                    + (["--blocking"] if blocking else [])
+                    + ["--subbuf-size", str(subbuf_bytes(subbuf)), "--subbuf-count", str(nsub),
+                       "--", self.sbench] + args, env=self.env_nodaemon)
             kv = parse_kv(p.stdout)
         if "emitted" not in kv:
             raise BenchError("%s %s: no result" % (side, args))
@@ -710,6 +715,26 @@ class Bench:
             # No lossless rate found: the figure is below the lowest rate tried.
             self.results[("tput", side)] = (lo, "") if lo else (hi, "<")
             log("throughput %s: zero-loss %s ev/s" % (side, lo))
+        self.throughput_blocking()
+
+    # 3b. the same buffers in each side's blocking mode: the writer waits
+    # for room instead of dropping, so the rate it reaches unthrottled,
+    # with nothing lost, is what the pipeline sustains losslessly.
+    def throughput_blocking(self):
+        for _ in range(self.p["lat_reps"]):
+            for side in self.sides():
+                kv, acc = self.traced(side, ["rate", "ints", "0", str(self.p["rate_ms"])], "256K", 4,
+                                      "tpb-%s" % side, blocking=True)
+                self.check("blocking throughput %s" % side, acc, kv)
+                rate = float(kv["achieved_rate"])
+                self.results.setdefault(("tput_block_reps", side), []).append(rate)
+                if not acc["lossless"]:
+                    self.results[("tput_block_lost", side)] = True
+                log("throughput %s, blocking: %.0f ev/s, lossless %s" % (side, rate, acc["lossless"]))
+        for side in self.sides():
+            reps = self.results.get(("tput_block_reps", side))
+            if reps:
+                self.results[("tput_block", side)] = statistics.median(reps)
 
     # 4. enablement latency on a running process
     def latency(self):
@@ -1846,6 +1871,12 @@ def table(b):
         tr = None
     row(name, (ts[1] + fmt(tsv / 1e6)) if ts else None, (tl[1] + fmt(tlv / 1e6)) if tl else None,
         ">= 2", lambda x: x >= 2, ratio=tr)
+    bks, bkl = r.get(("tput_block", "strata")), r.get(("tput_block", "lttng"))
+    if bks is not None or bkl is not None:
+        lost = [s for s in ("strata", "lttng") if r.get(("tput_block_lost", s))]
+        row("zero-loss throughput in each side's blocking mode, ints unthrottled, 4x256KiB/lane (Mev/s)%s" %
+            ("; LOST in a run: " + ", ".join(lost) if lost else ""),
+            bks / 1e6 if bks else None, bkl / 1e6 if bkl else None, ">= 2", lambda x: x >= 2)
     bs, bl = r.get(("bytes", "ints", "strata")), r.get(("bytes", "ints", "lttng"))
     if (tsv and bs) or (tlv and bl):
         row("  the same in MB/s of trace (x bytes/event)", tsv * bs / 1e6 if tsv and bs else None,
