@@ -58,6 +58,15 @@ struct strata_rule {
 /* These limits are the protocol's and the module's too: strata_limits.h. */
 
 /*
+ * How many records a thread writes in a slot's shared lanes before it
+ * claims an owned lane of its own (default 64, at most 254; 0: at its first
+ * record).  For tests that reason about which lane a record lands in; set
+ * it before the threads it concerns write (docs/ring-buffer.md, "Lanes:
+ * per thread, not per CPU").
+ */
+void strata_rt_set_own_after(unsigned n);
+
+/*
  * [AS-safe] Create the shared-memory buffer of a session slot (memfd,
  * sized and initialised per strata_abi.h, the current event descriptors
  * written in).  Returns the memfd (kept open by the runtime until

@@ -70,6 +70,11 @@ struct ThreadState {
 	uint32_t depth;     // reservations in progress on this thread
 	bool key_set;       // thread-exit destructor registered
 	uint16_t exclusive; // bit s: lane[s] is owned (released at thread exit)
+	// Records left before this thread claims an owned lane in slot s
+	// (kOwnAfter at its first event there; 0: owned, or no owned lane
+	// was free).  Until then it writes the shared lanes: a thread that
+	// emits a few events and exits takes no packet of its own.
+	uint8_t until_own[STRATA_MAX_SLOTS];
 	// Owned: the lane.  Not owned: the shared lane used when the CPU is
 	// unknown (no rseq); otherwise shared_lane() picks one per record.
 	uint16_t lane[STRATA_MAX_SLOTS];
@@ -409,13 +414,72 @@ void close_foreign_packet(Channel *ch, strata_lane_ctl *lc, char *lane_data, uin
 	}
 }
 
+// Events that could not wait for the buffer to be made (a signal handler
+// of its maker): they join the lane's discarded count, so that recorded +
+// discarded == emitted.  Relaxed: counters, as discard().
+inline void take_pending_discards(Channel *ch, uint32_t lane)
+{
+	if (__builtin_expect(ch->pending_discards.load(std::memory_order_relaxed) != 0, 0))
+		__atomic_fetch_add(&ch->lanes[lane].events_discarded,
+				   ch->pending_discards.exchange(0, std::memory_order_relaxed),
+				   __ATOMIC_RELAXED);
+}
+
+// A thread's first kOwnAfter records in a slot go to the shared lanes; its
+// next one claims an owned lane (docs/ring-buffer.md, "Lanes: per thread,
+// not per CPU").  An owned lane costs a packet per owner: the claim closes
+// the previous owner's open packet and opens one of its own, which takes a
+// sub-buffer of the ring and a drain of the consumer's, however few
+// records it holds; threads that emit a few events each and exit would
+// take a sub-buffer apiece and fill the ring at a low event rate.  A
+// shared-lane record costs a locked CAS and add and 4 bytes of context:
+// kOwnAfter of them cost less than one such packet.
+constexpr uint8_t kOwnAfter = 64;
+// kOwnAfter unless strata_rt_set_own_after changed it (relaxed: set before
+// the threads it concerns start, read at their claims).
+std::atomic<uint8_t> g_own_after{kOwnAfter};
+
+// The shared lane a thread without an owned lane keeps when its CPU is
+// unknown (shared_lane's fallback).
+uint32_t pick_shared(Channel *ch)
+{
+	return ch->first_shared +
+	       ch->shared_rr.fetch_add(1, std::memory_order_relaxed) % (ch->n_lanes - ch->first_shared);
+}
+
+bool claim_owned(Channel *ch, unsigned slot, ThreadState &t);
+
 // A thread's first event in this open of the slot.  False when the slot's
 // buffer is pending and could not be made now (channel_materialize): the
-// event is not recorded.
+// event is not recorded.  The thread starts on the shared lanes
+// (kOwnAfter); with no shared lane it claims an owned one at once.
 bool claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 {
 	if (__builtin_expect(channel_materialize(ch) != 0, 0))
 		return false;
+	const uint8_t own_after = g_own_after.load(std::memory_order_relaxed);
+	if (ch->n_lanes == ch->first_shared || own_after == 0)
+		return claim_owned(ch, slot, t);
+	const uint32_t lane = pick_shared(ch);
+	t.lane[slot] = (uint16_t)lane;
+	t.ch[slot] = ch;
+	t.exclusive = (uint16_t)(t.exclusive & ~(1u << slot));
+	// +1: this record counts down too (promote_lane), and is one of them.
+	t.until_own[slot] = ch->first_shared ? (uint8_t)(own_after + 1) : 0;
+	__atomic_store_n(&t.last_ts[slot], 0, __ATOMIC_RELAXED); // no record of ours there yet
+	// A sharer writes every shared lane sooner or later (shared_lane).
+	for (uint32_t i = ch->first_shared; i < ch->n_lanes; i++)
+		if (__atomic_load_n(&ch->lanes[i].head, __ATOMIC_RELAXED) == 0)
+			prefault_first(ch, ch->data + (uint64_t)i * ch->lane_stride);
+	take_pending_discards(ch, lane);
+	return true;
+}
+
+// The claim of an owned lane: at a thread's first event where no lane is
+// shared, or after its kOwnAfter shared-lane records (promote_lane).  When
+// every owned lane is taken the thread stays on the shared lanes.
+bool claim_owned(Channel *ch, unsigned slot, ThreadState &t)
+{
 	uint32_t lane = UINT32_MAX;
 	// Relaxed on the counters: they only hand out indexes.  The bitmap
 	// orders owners (acquire here, release in thread_exit): an owner's
@@ -439,8 +503,8 @@ bool claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 	}
 	bool exclusive = lane != UINT32_MAX;
 	if (!exclusive) // every owned lane taken: share one of the shared lanes
-		lane = n_owned +
-		       ch->shared_rr.fetch_add(1, std::memory_order_relaxed) % (ch->n_lanes - n_owned);
+		lane = pick_shared(ch);
+	t.until_own[slot] = 0;
 	t.lane[slot] = (uint16_t)lane;
 	t.ch[slot] = ch;
 	__atomic_store_n(&t.last_ts[slot], 0, __ATOMIC_RELAXED); // no record of ours there yet
@@ -466,18 +530,30 @@ bool claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 	for (uint32_t i = ch->first_shared; !exclusive && i < ch->n_lanes; i++)
 		if (i != lane)
 			prefault_fresh(i);
-	if (!t.key_set && g_exit_key_ok) {
+	if (exclusive && !t.key_set && g_exit_key_ok) {
 		t.key_set = true;
 		pthread_setspecific(g_exit_key, &t);
 	}
-	// Events that could not wait for the buffer to be made (a signal
-	// handler of its maker): they join this lane's discarded count, so that
-	// recorded + discarded == emitted.  Relaxed: counters, as discard().
-	if (__builtin_expect(ch->pending_discards.load(std::memory_order_relaxed) != 0, 0))
-		__atomic_fetch_add(&ch->lanes[lane].events_discarded,
-				   ch->pending_discards.exchange(0, std::memory_order_relaxed),
-				   __ATOMIC_RELAXED);
+	take_pending_discards(ch, lane);
 	return true;
+}
+
+// A sharer's record at depth 0 counts down to its owned lane's claim.
+// Signal handlers: one that runs before the depth is raised promotes (or
+// counts) in full before we resume, and we then see its count; one that
+// runs while it is raised leaves the count alone.  A reservation in
+// progress keeps the lane it took (its CommitCtx); the thread's next
+// record in the new lane takes the wide header (last_lane differs).
+inline void promote_lane(Channel *ch, unsigned slot, ThreadState &t)
+{
+	if (__builtin_expect(t.until_own[slot] == 0 || t.depth != 0, 1))
+		return;
+	t.depth++;
+	std::atomic_signal_fence(std::memory_order_seq_cst);
+	if (t.until_own[slot] != 0 && --t.until_own[slot] == 0)
+		claim_owned(ch, slot, t);
+	std::atomic_signal_fence(std::memory_order_seq_cst);
+	t.depth--;
 }
 
 // Thread exit: hand our exclusive lanes back.  Channels are never freed,
@@ -1019,6 +1095,7 @@ int reserve_general(struct strata_reservation *r, struct strata_tracepoint *tp, 
 	Channel *ch = slot_channel(slot, t);
 	if (__builtin_expect(ch == nullptr, 0))
 		return 0;
+	promote_lane(ch, slot, t);
 	const bool owned = t.exclusive & (1u << slot);
 	const uint32_t lane = owned ? t.lane[slot] : shared_lane(ch, t.lane[slot]);
 	strata_lane_ctl *lc = &ch->lanes[lane];
@@ -1084,6 +1161,11 @@ int reserve_general(struct strata_reservation *r, struct strata_tracepoint *tp, 
 }
 } // namespace
 } // namespace strata
+
+extern "C" STRATA_EXPORT void strata_rt_set_own_after(unsigned n)
+{
+	strata::g_own_after.store((uint8_t)(n > 254 ? 254 : n), std::memory_order_relaxed);
+}
 
 extern "C" STRATA_EXPORT void strata_commit(struct strata_reservation *r)
 {

@@ -267,6 +267,111 @@ TEST(RingBuffer, SharersWriteTheirCpusLane)
 	EXPECT_GT(back.ts - where[99].second.ts, (uint64_t)150000000); // the lane's previous one
 }
 
+// Every packet of every lane of `s`, drained (the writers have finished).
+std::vector<Packets> drain_lanes(Slot &s)
+{
+	std::vector<Packets> lanes(s.reader->info().n_lanes);
+	for (uint32_t l = 0; l < lanes.size(); l++) {
+		std::string msg;
+		EXPECT_EQ(s.reader->flush(l, false, 5000, &msg), strata::FlushStatus::kDone) << msg;
+		std::vector<uint8_t> pkt;
+		std::string err;
+		strata::ReadStatus st;
+		while ((st = s.reader->next_packet(l, &pkt, &err)) != strata::ReadStatus::kEmpty) {
+			EXPECT_EQ(st, strata::ReadStatus::kPacket) << err;
+			if (st != strata::ReadStatus::kPacket)
+				break;
+			lanes[l].push_back(pkt);
+		}
+	}
+	return lanes;
+}
+
+// Records of thread `who` (field 0) per lane.
+std::map<uint32_t, uint64_t> records_of(Slot &s, const std::vector<Packets> &lanes, uint32_t who)
+{
+	std::map<uint32_t, uint64_t> n;
+	for (uint32_t l = 0; l < lanes.size(); l++)
+		for (const auto &p : lanes[l]) {
+			std::vector<Record> recs;
+			std::string err;
+			EXPECT_TRUE(decode_packet(p, s.events, &recs, &err)) << err;
+			for (const Record &r : recs)
+				if (r.fields.at(0).u == who)
+					n[l]++;
+		}
+	return n;
+}
+
+// The default: a thread's first 64 records in a slot go to the shared
+// lanes, the rest to the owned lane it then claims, in program order.
+TEST(RingBuffer, AThreadClaimsItsOwnLaneAfterItsFirstRecords)
+{
+	strata_rt_set_own_after(64);
+	Slot s(0, config(STRATA_MODE_DISCARD, 4, 8, 65536), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	const uint32_t first_shared = s.reader->info().first_shared;
+	std::thread w([] {
+		for (uint64_t i = 0; i < 200; i++)
+			strata_tracepoint(rbtest, rec, 7u, i, checksum(7, i));
+	});
+	w.join();
+	strata_rt_set_own_after(0);
+	const std::vector<Packets> lanes = drain_lanes(s);
+	Tally t;
+	check_lanes(
+		s, [&](uint32_t l) -> const Packets & { return lanes[l]; }, true, &t);
+	EXPECT_EQ(t.discarded, 0u);
+	EXPECT_EQ(t.seqs[std::make_pair(std::string("rbtest:rec"), 7u)].size(), 200u); // all, in order
+	uint64_t shared = 0, owned = 0;
+	for (const auto &[l, n] : records_of(s, lanes, 7))
+		(l >= first_shared ? shared : owned) += n;
+	EXPECT_EQ(shared, 64u);
+	EXPECT_EQ(owned, 136u);
+}
+
+// Threads that emit a few records and exit take no packet of their own: a
+// thousand of them, five records each, fit a ring of 2 x 128 KiB per lane
+// with no consumer running.  Claiming an owned lane at the first record,
+// each would close its predecessor's packet and open one, and the ring
+// would be full after a few threads.
+TEST(RingBuffer, ShortLivedThreadsTakeNoPacketOfTheirOwn)
+{
+	for (const unsigned own_after : {64u, 0u}) {
+		strata_rt_set_own_after(own_after);
+		Slot s(0, config(STRATA_MODE_DISCARD, 4, 2, 131072), {rule("rbtest:rec")});
+		ASSERT_TRUE(s.reader);
+		for (uint32_t th = 0; th < 1000; th++)
+			std::thread([th] {
+				for (uint64_t i = 0; i < 5; i++)
+					strata_tracepoint(rbtest, rec, 100 + th, i, checksum(100 + th, i));
+			}).join();
+		strata_rt_set_own_after(0);
+		const std::vector<Packets> lanes = drain_lanes(s);
+		uint64_t recorded = 0, discarded = 0;
+		for (uint32_t l = 0; l < lanes.size(); l++) {
+			discarded += s.reader->lane_discarded(l);
+			for (const auto &p : lanes[l]) {
+				std::vector<Record> recs;
+				std::string err;
+				ASSERT_TRUE(decode_packet(p, s.events, &recs, &err)) << err;
+				recorded += recs.size();
+			}
+		}
+		EXPECT_EQ(recorded + discarded, 5000u) << "own after " << own_after;
+		if (own_after) {
+			EXPECT_EQ(discarded, 0u) << "a thousand short threads in the shared lanes";
+			Tally t;
+			check_lanes(
+				s, [&](uint32_t l) -> const Packets & { return lanes[l]; }, true, &t);
+			EXPECT_EQ(t.records, 5000u);
+		} else {
+			EXPECT_GT(discarded, 0u)
+				<< "a packet per thread fills the ring (the oracle's premise)";
+		}
+	}
+}
+
 namespace {
 std::atomic<uint64_t> g_sig_count[2];
 pthread_t g_victim;

@@ -60,6 +60,10 @@ inline bool offer_test_clock_page()
 	return true;
 }
 static const bool g_test_clock_page = offer_test_clock_page();
+// These tests reason about which lane a record lands in: a thread claims
+// its owned lane at its first record (the shared-lane start has tests of
+// its own, RingBuffer.ShortLivedThreads*).
+static const bool g_test_own_at_once = (strata_rt_set_own_after(0), true);
 
 inline uint64_t checksum(uint32_t thread, uint64_t seq)
 {
