@@ -32,6 +32,11 @@
  *                   packet; prints how often and by how much the sleeper
  *                   woke late.  A ring lapping in less than the tail's
  *                   longest delay loses events whatever the drain does.
+ *   burst N K C     short-lived threads: N threads, each emitting K "ints"
+ *                   events and exiting, C alive at a time (created in
+ *                   rounds of C, each round joined before the next); prints
+ *                   the process's CPU ns (every thread's, the exited ones'
+ *                   too) and wall ns per thread.
  *   noop            returns at once (start-up cost).
  *   one             emits one "ints" event and returns (start-up with a
  *                   first event: where a tracer makes its buffer then).
@@ -309,6 +314,45 @@ static int run_spin(unsigned nthreads)
 		emitted += spin_count[i];
 	}
 	printf("side=%s\nthreads=%u\nemitted=%llu\n", BENCH_SIDE, nthreads, (unsigned long long)emitted);
+	return 0;
+}
+
+/* burst mode: each thread emits its K events and exits. */
+static uint64_t burst_k;
+
+static void *burst_main(void *arg)
+{
+	(void)arg;
+	bench_loop_ints(burst_k);
+	return NULL;
+}
+
+static int run_burst(uint64_t n, uint64_t k, unsigned c)
+{
+	static pthread_t th[BENCH_MAX_THREADS];
+	struct timespec a, b;
+	burst_k = k;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+	const uint64_t w0 = now_ns();
+	for (uint64_t done = 0; done < n;) {
+		const unsigned r = n - done < c ? (unsigned)(n - done) : c;
+		for (unsigned i = 0; i < r; i++)
+			if (pthread_create(&th[i], NULL, burst_main, NULL)) {
+				fprintf(stderr, "pthread_create failed after %llu threads\n",
+					(unsigned long long)done);
+				exit(1);
+			}
+		for (unsigned i = 0; i < r; i++)
+			pthread_join(th[i], NULL);
+		done += r;
+	}
+	const uint64_t wall = now_ns() - w0;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+	const uint64_t cpu =
+		(uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u + (uint64_t)b.tv_nsec - (uint64_t)a.tv_nsec;
+	printf("side=%s\nthreads=%llu\nemitted=%llu\ncpu_ns_per_thread=%.1f\nwall_ns_per_thread=%.1f\n",
+	       BENCH_SIDE, (unsigned long long)n, (unsigned long long)(n * k), (double)cpu / (double)n,
+	       (double)wall / (double)n);
 	return 0;
 }
 
@@ -603,7 +647,8 @@ static uint64_t arg_u64(const char *s)
 static int usage(void)
 {
 	fprintf(stderr, "usage: strata-bench{,-lttng,-plain} MODE ...\n"
-			"  loop W T N [WU] | rate W R MS | tick US MS | hold T N | spin T | noop | one |\n"
+			"  loop W T N [WU] | rate W R MS | tick US MS | hold T N | spin T | burst N K C |\n"
+			"  noop | one |\n"
 			"  costs |\n"
 			"  wake MS |\n"
 			"  spawn N PROG...\n"
@@ -648,6 +693,12 @@ int main(int argc, char **argv)
 		if (t < 1 || t > 1024)
 			return usage();
 		return run_spin((unsigned)t);
+	}
+	if (!strcmp(mode, "burst") && argc == 5) {
+		uint64_t c = arg_u64(argv[4]);
+		if (c < 1 || c > BENCH_MAX_THREADS)
+			return usage();
+		return run_burst(arg_u64(argv[2]), arg_u64(argv[3]), (unsigned)c);
 	}
 	if (!strcmp(mode, "rate") && argc == 5)
 		return run_rate(loop_by_name(argv[2]), arg_u64(argv[3]), arg_u64(argv[4]));

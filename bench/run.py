@@ -385,7 +385,7 @@ class Bench:
             self.p = dict(n_enabled=20000, warmup=0, n_cold=20000, reps=1, n_disabled=200000,
                           rate_ms=200, steps=1, lat_reps=1, spawn=10, mem_threads=(1, 4),
                           mem_events=2000, callgrind=False, file_rate_mib=16, n_whole=50000,
-                          whole_reps=1, n_short=20000)
+                          whole_reps=1, n_short=20000, n_burst=2000)
         else:
             # warmup: every thread laps its 16 x 1 MiB ring once before it
             # is timed (16 MiB of 16-byte records is 1.05 M; 700 k did for
@@ -401,7 +401,7 @@ class Bench:
                           n_disabled=100000000, rate_ms=1000, steps=6, lat_reps=3, spawn=200,
                           mem_threads=(1, 64), mem_events=20000,
                           callgrind=shutil.which("valgrind") is not None, file_rate_mib=256,
-                          n_whole=4000000, whole_reps=3, n_short=200000)
+                          n_whole=4000000, whole_reps=3, n_short=200000, n_burst=200000)
 
     def tmpdir(self, tag):
         self.n += 1
@@ -542,6 +542,25 @@ class Bench:
             self.results[("enabled_reps",) + k] = list(v)
             self.results[("enabled_wall",) + k] = statistics.median(wall[k])
             log("enabled %s %s %dT: cpu %s wall %s ns/event" % (k[2], k[0], k[1], v, wall[k]))
+
+    # Short-lived threads: `burst N 5 2`, N threads that each emit 5 `ints`
+    # events and exit, two alive at a time, untraced and under each side's
+    # session (8 x 1 MiB); the process's CPU per thread, median of 3.  The
+    # tracer's share is the traced figure minus the untraced one.
+    def short_threads(self):
+        args = ["burst", str(self.p["n_burst"]), "5", "2"]
+        for _ in range(3):
+            kv = parse_kv(run([self.plain] + args).stdout)
+            self.results.setdefault(("burst_reps", "plain"), []).append(float(kv["cpu_ns_per_thread"]))
+            for side in self.sides():
+                kv, acc = self.traced(side, args, "1M", 8, "burst-%s" % side)
+                self.check("short threads %s" % side, acc, kv)
+                self.results.setdefault(("burst_reps", side), []).append(float(kv["cpu_ns_per_thread"]))
+        for side in ("plain", "strata", "lttng"):
+            reps = self.results.get(("burst_reps", side))
+            if reps:
+                self.results[("burst", side)] = statistics.median(reps)
+                log("short threads %s: CPU ns per thread %s" % (side, reps))
 
     # Aggregation beside recording (issue 35): `loop ints 1 N WU` under an
     # aggregation session (`strata record --aggregate`: count, sum, min, max
@@ -1534,7 +1553,7 @@ class Bench:
 
     def all(self):
         steps_nodaemon = [self.costs, self.disabled, self.startup_nodaemon]
-        steps_daemon = [self.enabled, self.aggregate, self.whole, self.throughput, self.latency,
+        steps_daemon = [self.enabled, self.short_threads, self.aggregate, self.whole, self.throughput, self.latency,
                         self.startup_daemon, self.memory, self.preload, self.processes, self.reading,
                         self.reading_large, self.query_sched]
         if self.p["callgrind"]:
@@ -1797,6 +1816,13 @@ def table(b):
         "<= 0.4", lambda x: x <= 0.4)
     row("short run: the same, CPU ns/event",
         r.get(("enabled", "short", 1, "strata")), r.get(("enabled", "short", 1, "lttng")))
+    bp, bs, bl = r.get(("burst", "plain")), r.get(("burst", "strata")), r.get(("burst", "lttng"))
+    if bp and (bs or bl):
+        row("short threads: %s threads x 5 ints, CPU us per thread (untraced %.1f)" % (
+            "{:,}".format(b.p["n_burst"]), bp / 1e3), bs / 1e3 if bs else None, bl / 1e3 if bl else None)
+        row("  the tracer's share: traced minus untraced, CPU us per thread",
+            (bs - bp) / 1e3 if bs else None, (bl - bp) / 1e3 if bl else None, "<= 0.35",
+            lambda x: x <= 0.35)
     # two threads beside the daemon: wall per event per thread, 2 threads
     # over 1, each side against its own 1-thread figure
     two = {}
@@ -2176,8 +2202,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="tiny counts (< 60 s), for CI")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
-    ap.add_argument("--only", help="comma-separated steps: costs,disabled,startup_nodaemon,enabled,"
-                    "aggregate,whole,throughput,latency,startup_daemon,memory,preload,processes,reading,reading_large,query_sched,callgrind; and jvm, never run by default")
+    ap.add_argument("--only", help="comma-separated steps: costs,disabled,startup_nodaemon,enabled,short_threads,"
+                    "aggregate,whole,throughput,throughput_blocking,latency,startup_daemon,memory,preload,processes,reading,reading_large,query_sched,callgrind; and jvm, never run by default")
     ap.add_argument("--json", help="where to write the results as data (default BUILD/bench/results.json)")
     ap.add_argument("--large-rows", type=int, default=6300000,
                     help="reading_large's sqlite3 inserts (default 6300000: about 45 M events; 1000000: about 7 M)")
