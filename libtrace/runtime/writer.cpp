@@ -425,15 +425,19 @@ inline void take_pending_discards(Channel *ch, uint32_t lane)
 				   __ATOMIC_RELAXED);
 }
 
-// A thread's first kOwnAfter records in a slot go to the shared lanes; its
-// next one claims an owned lane (docs/ring-buffer.md, "Lanes: per thread,
-// not per CPU").  An owned lane costs a packet per owner: the claim closes
-// the previous owner's open packet and opens one of its own, which takes a
-// sub-buffer of the ring and a drain of the consumer's, however few
-// records it holds; threads that emit a few events each and exit would
-// take a sub-buffer apiece and fill the ring at a low event rate.  A
-// shared-lane record costs a locked CAS and add and 4 bytes of context:
-// kOwnAfter of them cost less than one such packet.
+// An owned lane costs a packet per owner: a claim closes the previous
+// owner's open packet (owned-lane records carry no thread, so a packet has
+// one writer) and opens one of its own, which takes a sub-buffer of the
+// ring and a drain of the consumer's however few records it holds.  So a
+// thread's first event claims a free owned lane only where no packet is
+// open (a lane never written, or one whose last packet was closed);
+// where every free lane holds an exited owner's open packet, the thread
+// writes its first kOwnAfter records to the shared lanes and claims after
+// (docs/ring-buffer.md, "Lanes: per thread, not per CPU").  Threads that
+// emit a few events each and exit thus take no sub-buffer apiece, which
+// filled the ring at a low event rate; a shared-lane record costs a locked
+// CAS and add and 4 bytes of context: kOwnAfter of them cost less than
+// one such packet.
 constexpr uint8_t kOwnAfter = 64;
 // kOwnAfter unless strata_rt_set_own_after changed it (relaxed: set before
 // the threads it concerns start, read at their claims).
@@ -447,60 +451,70 @@ uint32_t pick_shared(Channel *ch)
 	       ch->shared_rr.fetch_add(1, std::memory_order_relaxed) % (ch->n_lanes - ch->first_shared);
 }
 
-bool claim_owned(Channel *ch, unsigned slot, ThreadState &t);
-
-// A thread's first event in this open of the slot.  False when the slot's
-// buffer is pending and could not be made now (channel_materialize): the
-// event is not recorded.  The thread starts on the shared lanes
-// (kOwnAfter); with no shared lane it claims an owned one at once.
-bool claim_lane(Channel *ch, unsigned slot, ThreadState &t)
+// Takes a free owned lane (clean: only one with no packet open), or
+// returns UINT32_MAX.  Claims start at a rotating cursor.  Relaxed on the
+// counters: they only hand out indexes.  The bitmap orders owners
+// (acquire here, release in thread_exit): an owner's unlocked commits need
+// its predecessor's to be done.  A free lane's head moves only by a
+// consumer's close, to a boundary: one seen clean stays clean.
+uint32_t take_owned_lane(Channel *ch, bool clean)
 {
-	if (__builtin_expect(channel_materialize(ch) != 0, 0))
-		return false;
-	const uint8_t own_after = g_own_after.load(std::memory_order_relaxed);
-	if (ch->n_lanes == ch->first_shared || own_after == 0)
-		return claim_owned(ch, slot, t);
-	const uint32_t lane = pick_shared(ch);
-	t.lane[slot] = (uint16_t)lane;
-	t.ch[slot] = ch;
-	t.exclusive = (uint16_t)(t.exclusive & ~(1u << slot));
-	// +1: this record counts down too (promote_lane), and is one of them.
-	t.until_own[slot] = ch->first_shared ? (uint8_t)(own_after + 1) : 0;
-	__atomic_store_n(&t.last_ts[slot], 0, __ATOMIC_RELAXED); // no record of ours there yet
-	// A sharer writes every shared lane sooner or later (shared_lane).
-	for (uint32_t i = ch->first_shared; i < ch->n_lanes; i++)
-		if (__atomic_load_n(&ch->lanes[i].head, __ATOMIC_RELAXED) == 0)
-			prefault_first(ch, ch->data + (uint64_t)i * ch->lane_stride);
-	take_pending_discards(ch, lane);
-	return true;
-}
-
-// The claim of an owned lane: at a thread's first event where no lane is
-// shared, or after its kOwnAfter shared-lane records (promote_lane).  When
-// every owned lane is taken the thread stays on the shared lanes.
-bool claim_owned(Channel *ch, unsigned slot, ThreadState &t)
-{
-	uint32_t lane = UINT32_MAX;
-	// Relaxed on the counters: they only hand out indexes.  The bitmap
-	// orders owners (acquire here, release in thread_exit): an owner's
-	// unlocked commits need its predecessor's to be done.
 	const uint32_t n_owned = ch->first_shared;
 	const uint32_t start = n_owned ? ch->claim_next.fetch_add(1, std::memory_order_relaxed) % n_owned : 0;
-	for (uint32_t k = 0; k < n_owned && lane == UINT32_MAX; k++) {
+	for (uint32_t k = 0; k < n_owned; k++) {
 		const uint32_t i = (start + k) % n_owned;
 		const uint64_t bit = 1ull << (i % 64);
 		uint64_t v = ch->lane_bits[i / 64].load(std::memory_order_relaxed);
+		if (clean && (v & bit) == 0 &&
+		    (__atomic_load_n(&ch->lanes[i].head, __ATOMIC_RELAXED) & (ch->subbuf_size - 1)) != 0)
+			continue;
 		while (!(v & bit)) {
 			// Acquire: pairs with the release in thread_exit, so that
 			// the previous owner's last unlocked commit happens
 			// before our first (commit_bytes).
 			if (ch->lane_bits[i / 64].compare_exchange_weak(v, v | bit, std::memory_order_acquire,
-									std::memory_order_relaxed)) {
-				lane = i;
-				break;
-			}
+									std::memory_order_relaxed))
+				return i;
 		}
 	}
+	return UINT32_MAX;
+}
+
+bool own_lane(Channel *ch, unsigned slot, ThreadState &t, uint32_t lane);
+
+// A thread's first event in this open of the slot.  False when the slot's
+// buffer is pending and could not be made now (channel_materialize): the
+// event is not recorded.
+bool claim_lane(Channel *ch, unsigned slot, ThreadState &t)
+{
+	if (__builtin_expect(channel_materialize(ch) != 0, 0))
+		return false;
+	const uint8_t own_after = g_own_after.load(std::memory_order_relaxed);
+	const bool sharing = ch->n_lanes > ch->first_shared && own_after != 0;
+	const uint32_t lane = take_owned_lane(ch, sharing);
+	if (lane != UINT32_MAX || !sharing)
+		return own_lane(ch, slot, t, lane);
+	// Every free owned lane holds an open packet: the shared lanes first.
+	const uint32_t shared = pick_shared(ch);
+	t.lane[slot] = (uint16_t)shared;
+	t.ch[slot] = ch;
+	t.exclusive = (uint16_t)(t.exclusive & ~(1u << slot));
+	// +1: this record counts down too (promote_lane), and is one of them.
+	t.until_own[slot] = (uint8_t)(own_after + 1);
+	__atomic_store_n(&t.last_ts[slot], 0, __ATOMIC_RELAXED); // no record of ours there yet
+	// A sharer writes every shared lane sooner or later (shared_lane).
+	for (uint32_t i = ch->first_shared; i < ch->n_lanes; i++)
+		if (__atomic_load_n(&ch->lanes[i].head, __ATOMIC_RELAXED) == 0)
+			prefault_first(ch, ch->data + (uint64_t)i * ch->lane_stride);
+	take_pending_discards(ch, shared);
+	return true;
+}
+
+// Sets the thread up in owned lane `lane` (taken by take_owned_lane), or
+// in the shared lanes when there is none (UINT32_MAX: every owned lane
+// taken), for good.
+bool own_lane(Channel *ch, unsigned slot, ThreadState &t, uint32_t lane)
+{
 	bool exclusive = lane != UINT32_MAX;
 	if (!exclusive) // every owned lane taken: share one of the shared lanes
 		lane = pick_shared(ch);
@@ -551,7 +565,7 @@ inline void promote_lane(Channel *ch, unsigned slot, ThreadState &t)
 	t.depth++;
 	std::atomic_signal_fence(std::memory_order_seq_cst);
 	if (t.until_own[slot] != 0 && --t.until_own[slot] == 0)
-		claim_owned(ch, slot, t);
+		own_lane(ch, slot, t, take_owned_lane(ch, false));
 	std::atomic_signal_fence(std::memory_order_seq_cst);
 	t.depth--;
 }

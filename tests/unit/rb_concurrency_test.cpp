@@ -303,14 +303,22 @@ std::map<uint32_t, uint64_t> records_of(Slot &s, const std::vector<Packets> &lan
 	return n;
 }
 
-// The default: a thread's first 64 records in a slot go to the shared
-// lanes, the rest to the owned lane it then claims, in program order.
+// The default: a thread's first event claims a free owned lane with no
+// packet open; where every free lane holds an exited owner's open packet,
+// its first 64 records go to the shared lanes and the rest to the owned
+// lane it then claims, in program order.
 TEST(RingBuffer, AThreadClaimsItsOwnLaneAfterItsFirstRecords)
 {
 	strata_rt_set_own_after(64);
 	Slot s(0, config(STRATA_MODE_DISCARD, 4, 8, 65536), {rule("rbtest:rec")});
 	ASSERT_TRUE(s.reader);
 	const uint32_t first_shared = s.reader->info().first_shared;
+	// Four threads of one record each: each takes a lane never written,
+	// and leaves its packet open there.
+	for (uint32_t th = 0; th < first_shared; th++)
+		std::thread([th] {
+			strata_tracepoint(rbtest, rec, 50 + th, 0u, checksum(50 + th, 0));
+		}).join();
 	std::thread w([] {
 		for (uint64_t i = 0; i < 200; i++)
 			strata_tracepoint(rbtest, rec, 7u, i, checksum(7, i));
@@ -328,20 +336,22 @@ TEST(RingBuffer, AThreadClaimsItsOwnLaneAfterItsFirstRecords)
 		(l >= first_shared ? shared : owned) += n;
 	EXPECT_EQ(shared, 64u);
 	EXPECT_EQ(owned, 136u);
+	for (uint32_t th = 0; th < first_shared; th++) // each in a lane of its own
+		EXPECT_EQ(records_of(s, lanes, 50 + th).begin()->first, th) << "thread " << 50 + th;
 }
 
-// Threads that emit a few records and exit take no packet of their own: a
-// thousand of them, five records each, fit a ring of 2 x 128 KiB per lane
-// with no consumer running.  Claiming an owned lane at the first record,
+// Threads that emit a few records and exit take no packet of their own:
+// 300 of them, five records each, fit a ring of 2 x 64 KiB per lane with
+// no consumer running.  Claiming an owned lane at the first record,
 // each would close its predecessor's packet and open one, and the ring
 // would be full after a few threads.
 TEST(RingBuffer, ShortLivedThreadsTakeNoPacketOfTheirOwn)
 {
 	for (const unsigned own_after : {64u, 0u}) {
 		strata_rt_set_own_after(own_after);
-		Slot s(0, config(STRATA_MODE_DISCARD, 4, 2, 131072), {rule("rbtest:rec")});
+		Slot s(0, config(STRATA_MODE_DISCARD, 4, 2, 65536), {rule("rbtest:rec")});
 		ASSERT_TRUE(s.reader);
-		for (uint32_t th = 0; th < 1000; th++)
+		for (uint32_t th = 0; th < 300; th++)
 			std::thread([th] {
 				for (uint64_t i = 0; i < 5; i++)
 					strata_tracepoint(rbtest, rec, 100 + th, i, checksum(100 + th, i));
@@ -358,13 +368,13 @@ TEST(RingBuffer, ShortLivedThreadsTakeNoPacketOfTheirOwn)
 				recorded += recs.size();
 			}
 		}
-		EXPECT_EQ(recorded + discarded, 5000u) << "own after " << own_after;
+		EXPECT_EQ(recorded + discarded, 1500u) << "own after " << own_after;
 		if (own_after) {
-			EXPECT_EQ(discarded, 0u) << "a thousand short threads in the shared lanes";
+			EXPECT_EQ(discarded, 0u) << "300 short threads in the shared lanes";
 			Tally t;
 			check_lanes(
 				s, [&](uint32_t l) -> const Packets & { return lanes[l]; }, true, &t);
-			EXPECT_EQ(t.records, 5000u);
+			EXPECT_EQ(t.records, 1500u);
 		} else {
 			EXPECT_GT(discarded, 0u)
 				<< "a packet per thread fills the ring (the oracle's premise)";
