@@ -453,27 +453,11 @@ inline void result_u64(sqlite3_context *ctx, uint64_t v)
 		result_u64_text(ctx, v); // past INT64_MAX: its exact digits, as TEXT
 }
 
-void json_number_u(std::string *o, uint64_t v)
+// A u64's decimal digits (a value past INT64_MAX, exact, as TEXT).
+void append_decimal(std::string *o, uint64_t v)
 {
 	char b[24];
 	o->append(b, (size_t)(std::to_chars(b, b + sizeof b, v).ptr - b));
-}
-
-void json_number_i(std::string *o, int64_t v)
-{
-	char b[24];
-	o->append(b, (size_t)(std::to_chars(b, b + sizeof b, v).ptr - b));
-}
-
-void json_double(std::string *o, double d)
-{
-	if (!std::isfinite(d)) {
-		o->append("null"); // JSON has no NaN or infinity
-		return;
-	}
-	char b[32];
-	const int n = snprintf(b, sizeof b, "%.17g", d);
-	o->append(b, (size_t)n);
 }
 
 const char *enum_label(const FieldInfo &f, int64_t v)
@@ -489,70 +473,68 @@ int64_t int_value(const FieldValue &v)
 	return v.info->is_signed ? v.i : (int64_t)v.u;
 }
 
-void json_elems(std::string *o, const FieldValue &v)
+// An array's or a sequence's elements as a JSON array (its column's text).
+void json_elems(JsonWriter &w, const FieldValue &v)
 {
-	o->push_back('[');
-	for (uint32_t k = 0; k < v.count; k++) {
-		if (k)
-			o->push_back(',');
+	w.begin_array();
+	for (uint32_t k = 0; k < v.count; k++)
 		if (v.info->is_signed)
-			json_number_i(o, v.elem_i(k));
+			w.i64(v.elem_i(k));
 		else
-			json_number_u(o, v.elem_u(k));
-	}
-	o->push_back(']');
+			w.u64(v.elem_u(k));
+	w.end_array();
 }
 
-// A field's value as JSON (an enum's value only: its label is a key of its own).
-void json_value(std::string *o, const FieldValue &v)
+void json_elems_text(std::string *o, const FieldValue &v)
+{
+	JsonWriter w(*o, JsonWriter::Style::kCompact);
+	json_elems(w, v);
+}
+
+// A field's value as JSON (an enum's value only: its label is a key of its
+// own); a float as `--json` writes a REAL (JsonWriter::real).
+void json_value(JsonWriter &w, const FieldValue &v)
 {
 	switch (v.info->type) {
 	case STRATA_FT_INTEGER:
 	case STRATA_FT_ENUM:
 		if (v.info->is_signed)
-			json_number_i(o, v.i);
+			w.i64(v.i);
 		else
-			json_number_u(o, v.u);
+			w.u64(v.u);
 		break;
 	case STRATA_FT_FLOAT:
-		json_double(o, v.d);
+		w.real(v.d);
 		break;
 	case STRATA_FT_STRING:
-		json_quote(*o, std::string_view(v.str, v.len));
+		w.str(std::string_view(v.str, v.len));
 		break;
 	case STRATA_FT_ARRAY:
 	case STRATA_FT_SEQUENCE:
-		json_elems(o, v);
+		json_elems(w, v);
 		break;
 	default:
-		o->append("null");
+		w.null();
 	}
 }
 
 void json_fields(std::string *o, const std::vector<FieldValue> &fv)
 {
-	o->push_back('{');
-	bool first = true;
+	JsonWriter w(*o, JsonWriter::Style::kCompact);
+	w.begin_object();
 	for (const FieldValue &v : fv) {
-		if (!first)
-			o->push_back(',');
-		first = false;
-		json_quote(*o, std::string_view(v.info->name.data(), v.info->name.size()));
-		o->push_back(':');
-		json_value(o, v);
+		w.key(std::string_view(v.info->name.data(), v.info->name.size()));
+		json_value(w, v);
 		if (v.info->type == STRATA_FT_ENUM) {
-			const std::string k = v.info->name + "_label";
-			o->push_back(',');
-			json_quote(*o, std::string_view(k.data(), k.size()));
-			o->push_back(':');
+			w.key(v.info->name + "_label");
 			const char *l = enum_label(*v.info, int_value(v));
 			if (l)
-				json_quote(*o, std::string_view(l, strlen(l)));
+				w.str(l);
 			else
-				o->append("null");
+				w.null();
 		}
 	}
-	o->push_back('}');
+	w.end_object();
 }
 
 void result_field(sqlite3_context *ctx, const FieldValue &v, bool label)
@@ -583,7 +565,7 @@ void result_field(sqlite3_context *ctx, const FieldValue &v, bool label)
 	case STRATA_FT_ARRAY:
 	case STRATA_FT_SEQUENCE: {
 		std::string o;
-		json_elems(&o, v);
+		json_elems_text(&o, v);
 		sqlite3_result_text(ctx, o.data(), (int)o.size(), SQLITE_TRANSIENT);
 		return;
 	}
@@ -843,7 +825,7 @@ Cell cell_of(const FieldValue &v)
 		if (v.info->is_signed || v.u <= (uint64_t)INT64_MAX)
 			return cint(v.info->is_signed ? v.i : (int64_t)v.u);
 		c.type = Cell::Text;
-		json_number_u(&c.s, v.u);
+		append_decimal(&c.s, v.u);
 		return c;
 	case STRATA_FT_FLOAT:
 		if (std::isnan(v.d))
@@ -861,7 +843,7 @@ Cell cell_of(const FieldValue &v)
 	case STRATA_FT_ARRAY:
 	case STRATA_FT_SEQUENCE:
 		c.type = Cell::Text;
-		json_elems(&c.s, v);
+		json_elems_text(&c.s, v);
 		return c;
 	default:
 		return c;
@@ -1117,7 +1099,7 @@ struct SliceState {
 			r.object = k.lock <= (uint64_t)INT64_MAX ? cint((int64_t)k.lock) : Cell();
 			if (k.lock > (uint64_t)INT64_MAX) {
 				r.object.type = Cell::Text;
-				json_number_u(&r.object.s, k.lock);
+				append_decimal(&r.object.s, k.lock);
 			}
 			r.caller = a.caller;
 			r.sub = a.sub;

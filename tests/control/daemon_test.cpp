@@ -173,43 +173,51 @@ TEST(Daemon, OtherUsersSessionsAreOffLimits)
 	EXPECT_NE(stat((d.dir + "/not-mine").c_str(), &st), 0);
 }
 
+namespace {
+
+// A connection that sends garbage instead of a header: an error reply, then EOF.
+void expect_garbage_refused(const std::string &socket)
+{
+	std::string err;
+	int fd = proto::connect_unix(socket, proto::now_ms() + 2000);
+	ASSERT_GE(fd, 0);
+	const char junk[] = "GET / HTTP/1.0\r\n\r\n";
+	ASSERT_EQ(write(fd, junk, sizeof(junk)), static_cast<ssize_t>(sizeof(junk)));
+	proto::Message m;
+	ASSERT_EQ(proto::recv_message(fd, m, nullptr, proto::now_ms() + 2000, err), 0) << err;
+	ASSERT_EQ(m.type(), proto::Type::Reply);
+	EXPECT_EQ(std::get<proto::Reply>(m.body).status, -EPROTO);
+	EXPECT_EQ(proto::recv_message(fd, m, nullptr, proto::now_ms() + 2000, err), -ECONNRESET);
+	close(fd);
+}
+
+// `req` as a new connection's first message: a REPLY of `status`.
+void expect_answer(const std::string &socket, const proto::Message &req, int status)
+{
+	std::string err;
+	int fd = proto::connect_unix(socket, proto::now_ms() + 2000);
+	ASSERT_GE(fd, 0);
+	proto::Message ans;
+	ASSERT_EQ(proto::request(fd, req, ans, proto::now_ms() + 2000, err), 0) << err;
+	EXPECT_EQ(std::get<proto::Reply>(ans.body).status, status);
+	close(fd);
+}
+
+} // namespace
+
 TEST(Daemon, HostilePeersAreAnsweredAndDropped)
 {
 	Daemon d;
 	ASSERT_TRUE(d.start(STRATA_CONSUMERD_EXE));
 	std::string err;
 	// 1. garbage instead of a header: an error reply, then EOF.
-	{
-		int fd = proto::connect_unix(d.socket, proto::now_ms() + 2000);
-		ASSERT_GE(fd, 0);
-		const char junk[] = "GET / HTTP/1.0\r\n\r\n";
-		ASSERT_EQ(write(fd, junk, sizeof(junk)), static_cast<ssize_t>(sizeof(junk)));
-		proto::Message m;
-		ASSERT_EQ(proto::recv_message(fd, m, nullptr, proto::now_ms() + 2000, err), 0) << err;
-		ASSERT_EQ(m.type(), proto::Type::Reply);
-		EXPECT_EQ(std::get<proto::Reply>(m.body).status, -EPROTO);
-		EXPECT_EQ(proto::recv_message(fd, m, nullptr, proto::now_ms() + 2000, err), -ECONNRESET);
-		close(fd);
-	}
+	ASSERT_NO_FATAL_FAILURE(expect_garbage_refused(d.socket));
 	// 2. a command before HELLO.
-	{
-		int fd = proto::connect_unix(d.socket, proto::now_ms() + 2000);
-		ASSERT_GE(fd, 0);
-		proto::Message req{1, proto::Start{"x"}}, ans;
-		ASSERT_EQ(proto::request(fd, req, ans, proto::now_ms() + 2000, err), 0) << err;
-		EXPECT_EQ(std::get<proto::Reply>(ans.body).status, -EPROTO);
-		close(fd);
-	}
+	ASSERT_NO_FATAL_FAILURE(expect_answer(d.socket, {1, proto::Start{"x"}}, -EPROTO));
 	// 3. no common version.
-	{
-		int fd = proto::connect_unix(d.socket, proto::now_ms() + 2000);
-		ASSERT_GE(fd, 0);
-		proto::Message req{1, proto::Hello{proto::kVersion + 1, proto::kVersion + 3, 2, "future"}},
-			ans;
-		ASSERT_EQ(proto::request(fd, req, ans, proto::now_ms() + 2000, err), 0) << err;
-		EXPECT_EQ(std::get<proto::Reply>(ans.body).status, -EPROTONOSUPPORT);
-		close(fd);
-	}
+	ASSERT_NO_FATAL_FAILURE(expect_answer(
+		d.socket, {1, proto::Hello{proto::kVersion + 1, proto::kVersion + 3, 2, "future"}},
+		-EPROTONOSUPPORT));
 	// 4. a process: controller messages refused; BUFFER without fd, for a
 	//    slot not granted, and with a memfd that is not a strata buffer.
 	CtlClient ctl;
@@ -527,6 +535,43 @@ void say(const std::string &sock, uint16_t min, uint16_t max, uint16_t header, u
 	}
 	close(fd);
 }
+
+// A note (kRegisterNote | kRegisterProbes) in a version 6 header: refused
+// with -EPROTO.
+void expect_old_note_refused(const std::string &sock)
+{
+	const uint16_t v7 = proto::kMarksVersion;
+	const int64_t dl = proto::now_ms() + 5000;
+	std::string err;
+	int fd = proto::connect_unix(sock, dl);
+	ASSERT_GE(fd, 0);
+	proto::Message ans;
+	ASSERT_EQ(proto::request(fd, {1, proto::Hello{1, v7, 1, "fake"}, 1}, ans, dl, err), 0) << err;
+	proto::Register reg;
+	reg.abi_major = STRATA_ABI_MAJOR;
+	reg.comm = "fake";
+	reg.flags = proto::kRegisterNote | proto::kRegisterProbes;
+	ASSERT_EQ(proto::request(fd, {2, reg, uint16_t(v7 - 1)}, ans, dl, err), 0) << err;
+	ASSERT_EQ(ans.type(), proto::Type::Reply);
+	EXPECT_EQ(std::get<proto::Reply>(ans.body).status, -EPROTO);
+	close(fd);
+}
+
+// A version 6 controller's LIST: every entry's mark unknown.
+void expect_old_controller_unmarked(const std::string &sock)
+{
+	const int64_t dl = proto::now_ms() + 5000;
+	std::string err;
+	int fd = proto::connect_unix(sock, dl);
+	ASSERT_GE(fd, 0);
+	proto::Message ans;
+	ASSERT_EQ(proto::request(fd, {1, proto::Hello{1, 6, 2, "old"}, 1}, ans, dl, err), 0) << err;
+	ASSERT_EQ(proto::request(fd, {2, proto::List{}, 6}, ans, dl, err), 0) << err;
+	ASSERT_EQ(ans.version, 6);
+	for (const proto::ListEntry &e : std::get<proto::ListReply>(ans.body).entries)
+		EXPECT_EQ(e.probes, proto::kProbesUnknown);
+	close(fd);
+}
 } // namespace
 
 // Protocol version 7 (docs/control-protocol.md, "Probe marks"): LIST says
@@ -558,21 +603,7 @@ TEST(Daemon, ProbeMarksFollowWhatEachProcessSays)
 	EXPECT_EQ(mark_of(ctl, me), static_cast<int>(proto::kProbesMarked));
 
 	// A note in a version 6 header: refused, the connection closed.
-	{
-		const int64_t dl = proto::now_ms() + 5000;
-		int fd = proto::connect_unix(d.socket, dl);
-		ASSERT_GE(fd, 0);
-		proto::Message ans;
-		ASSERT_EQ(proto::request(fd, {1, proto::Hello{1, v7, 1, "fake"}, 1}, ans, dl, err), 0) << err;
-		proto::Register reg;
-		reg.abi_major = STRATA_ABI_MAJOR;
-		reg.comm = "fake";
-		reg.flags = proto::kRegisterNote | proto::kRegisterProbes;
-		ASSERT_EQ(proto::request(fd, {2, reg, uint16_t(v7 - 1)}, ans, dl, err), 0) << err;
-		ASSERT_EQ(ans.type(), proto::Type::Reply);
-		EXPECT_EQ(std::get<proto::Reply>(ans.body).status, -EPROTO);
-		close(fd);
-	}
+	ASSERT_NO_FATAL_FAILURE(expect_old_note_refused(d.socket));
 
 	// Another process: its note read before its REGISTER (its record made
 	// by the note, not listed: no events), then a join from a version 7
@@ -610,18 +641,7 @@ TEST(Daemon, ProbeMarksFollowWhatEachProcessSays)
 	ASSERT_EQ(read(done[0], b, 1), 1);
 	EXPECT_EQ(mark_of(ctl, kids[0]), static_cast<int>(proto::kProbesMarked));
 	// A version 6 controller gets no mark: every entry reads as unknown.
-	{
-		const int64_t dl = proto::now_ms() + 5000;
-		int fd = proto::connect_unix(d.socket, dl);
-		ASSERT_GE(fd, 0);
-		proto::Message ans;
-		ASSERT_EQ(proto::request(fd, {1, proto::Hello{1, 6, 2, "old"}, 1}, ans, dl, err), 0) << err;
-		ASSERT_EQ(proto::request(fd, {2, proto::List{}, 6}, ans, dl, err), 0) << err;
-		ASSERT_EQ(ans.version, 6);
-		for (const proto::ListEntry &e : std::get<proto::ListReply>(ans.body).entries)
-			EXPECT_EQ(e.probes, proto::kProbesUnknown);
-		close(fd);
-	}
+	ASSERT_NO_FATAL_FAILURE(expect_old_controller_unmarked(d.socket));
 	ASSERT_EQ(write(go[0][1], "g", 1), 1);
 	ASSERT_EQ(write(go[1][1], "g", 1), 1);
 	for (pid_t k : kids) {

@@ -55,6 +55,76 @@ static void batch(unsigned long n)
 	g_base += g_events;
 }
 
+/* forkwait: fork, then both wait for EOF on stdin and write a batch; the
+ * parent returns the child's status. */
+static int forkwait(unsigned long n)
+{
+	pid_t kid = fork();
+	char c;
+	struct pollfd pf = {0, POLLIN, 0};
+	for (;;) { /* EINTR (our signal) and data: keep waiting for EOF */
+		if (poll(&pf, 1, -1) < 0)
+			continue;
+		if (read(0, &c, 1) == 0)
+			break;
+	}
+	batch(n);
+	if (kid > 0) {
+		int st;
+		waitpid(kid, &st, 0);
+		return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+	}
+	return kid == 0 ? 0 : 1;
+}
+
+/* serve: a batch per line on stdin, answered "ok"; with lib_path (dlserve),
+ * 'o' dlopens the library, 'e' emits through it, 'c' dlcloses it. */
+static int serve(unsigned long n, const char *lib_path)
+{
+	void *lib = NULL;
+	uint64_t lib_base = 0;
+	/* poll(2) then read(2), not stdio: ThreadSanitizer delivers
+	 * signals at once only inside blocking calls it knows (poll). */
+	char c;
+	struct pollfd pf = {0, POLLIN, 0};
+	for (;;) {
+		if (poll(&pf, 1, -1) < 0) /* EINTR: our signal */
+			continue;
+		ssize_t r = read(0, &c, 1);
+		if (r == 0)
+			break;
+		if (r < 0)
+			continue;
+		if (lib_path && c == 'o') {
+			lib = dlopen(lib_path, RTLD_NOW);
+			if (!lib)
+				return 5;
+		} else if (lib_path && c == 'e') {
+			void (*emit)(uint64_t, uint64_t) =
+				lib ? (void (*)(uint64_t, uint64_t))dlsym(lib, "ctllib_emit") : NULL;
+			if (!emit)
+				return 6;
+			emit(g_events, lib_base);
+			lib_base += g_events;
+		} else if (lib_path && c == 'c') {
+			if (!lib || dlclose(lib) != 0)
+				return 7;
+			lib = NULL;
+		} else if (c == '\n' && lib_path) {
+			/* a bare line in dlserve mode: just answer */
+		} else if (c == '\n') {
+			batch(n);
+		} else {
+			continue;
+		}
+		if (lib_path && c != '\n')
+			continue;
+		if (write(1, "ok\n", 3) != 3)
+			return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -79,31 +149,13 @@ int main(int argc, char **argv)
 			return 1;
 		mode = "serve";
 	}
-	if (!strcmp(mode, "forkwait")) {
-		pid_t kid = fork();
-		char c;
-		struct pollfd pf = {0, POLLIN, 0};
-		for (;;) { /* EINTR (our signal) and data: keep waiting for EOF */
-			if (poll(&pf, 1, -1) < 0)
-				continue;
-			if (read(0, &c, 1) == 0)
-				break;
-		}
-		batch(n);
-		if (kid > 0) {
-			int st;
-			waitpid(kid, &st, 0);
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-		}
-		return kid == 0 ? 0 : 1;
-	}
+	if (!strcmp(mode, "forkwait"))
+		return forkwait(n);
 	if (!strcmp(mode, "execserve")) {
 		batch(n);
 		execl("/proc/self/exe", argv[0], argv[1], argv[2], "serve", (char *)NULL);
 		return 127;
 	}
-	void *lib = NULL;
-	uint64_t lib_base = 0;
 	const char *lib_path = NULL;
 	if (!strcmp(mode, "dlserve")) {
 		if (argc < 5)
@@ -111,48 +163,8 @@ int main(int argc, char **argv)
 		lib_path = argv[4];
 		mode = "serve";
 	}
-	if (!strcmp(mode, "serve")) {
-		/* poll(2) then read(2), not stdio: ThreadSanitizer delivers
-		 * signals at once only inside blocking calls it knows (poll). */
-		char c;
-		struct pollfd pf = {0, POLLIN, 0};
-		for (;;) {
-			if (poll(&pf, 1, -1) < 0) /* EINTR: our signal */
-				continue;
-			ssize_t r = read(0, &c, 1);
-			if (r == 0)
-				break;
-			if (r < 0)
-				continue;
-			if (lib_path && c == 'o') {
-				lib = dlopen(lib_path, RTLD_NOW);
-				if (!lib)
-					return 5;
-			} else if (lib_path && c == 'e') {
-				void (*emit)(uint64_t, uint64_t) =
-					lib ? (void (*)(uint64_t, uint64_t))dlsym(lib, "ctllib_emit") : NULL;
-				if (!emit)
-					return 6;
-				emit(g_events, lib_base);
-				lib_base += g_events;
-			} else if (lib_path && c == 'c') {
-				if (!lib || dlclose(lib) != 0)
-					return 7;
-				lib = NULL;
-			} else if (c == '\n' && lib_path) {
-				/* a bare line in dlserve mode: just answer */
-			} else if (c == '\n') {
-				batch(n);
-			} else {
-				continue;
-			}
-			if (lib_path && c != '\n')
-				continue;
-			if (write(1, "ok\n", 3) != 3)
-				return 1;
-		}
-		return 0;
-	}
+	if (!strcmp(mode, "serve"))
+		return serve(n, lib_path);
 	pid_t child = -1;
 	if (!strcmp(mode, "fork"))
 		child = fork();

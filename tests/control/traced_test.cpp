@@ -608,6 +608,22 @@ protected:
 		ASSERT_EQ(c.open("", err), 0) << err;
 		out = d.dir + "/out";
 	}
+	// The table before any session: no grant, owned by us, 0400; *gen its
+	// generation.
+	static void expect_empty_table(const std::string &table, uint64_t *gen)
+	{
+		static proto::pc::Grants g;
+		proto::pc::TableInfo info;
+		std::vector<uint8_t> bytes;
+		ASSERT_TRUE(read_file(table, bytes));
+		ASSERT_TRUE(proto::pc::parse_table(bytes.data(), bytes.size(), &info, &g));
+		EXPECT_EQ(g.n, 0u);
+		struct stat st;
+		ASSERT_EQ(stat(table.c_str(), &st), 0);
+		EXPECT_EQ(st.st_mode & 0777, 0400u);
+		EXPECT_EQ(st.st_uid, geteuid());
+		*gen = info.gen;
+	}
 };
 
 TEST_F(GrantTable, ProcessesJoinFromItAndTheDaemonChecksWhatTheyClaim)
@@ -618,14 +634,8 @@ TEST_F(GrantTable, ProcessesJoinFromItAndTheDaemonChecksWhatTheyClaim)
 	std::vector<uint8_t> bytes;
 
 	// Before any session: a table with no grant, owned by us, 0400.
-	ASSERT_TRUE(read_file(table, bytes));
-	ASSERT_TRUE(proto::pc::parse_table(bytes.data(), bytes.size(), &info, &g));
-	EXPECT_EQ(g.n, 0u);
-	struct stat st;
-	ASSERT_EQ(stat(table.c_str(), &st), 0);
-	EXPECT_EQ(st.st_mode & 0777, 0400u);
-	EXPECT_EQ(st.st_uid, geteuid());
-	const uint64_t gen0 = info.gen;
+	uint64_t gen0 = 0;
+	ASSERT_NO_FATAL_FAILURE(expect_empty_table(table, &gen0));
 
 	// START publishes the session before its answer.
 	session(c, "s", out);

@@ -114,30 +114,10 @@ std::string run(const std::string &cmd, std::string *err)
 	return out;
 }
 
-} // namespace
-
-TEST(Metadata, HandEncodedPacketReadsBackInBabeltrace2)
+// The packet of HandEncodedPacketReadsBackInBabeltrace2: its header, then
+// two demo:all records and a demo:tick, padded between records.
+std::vector<uint8_t> two_records_and_a_tick(const uint8_t uuid[16])
 {
-	char tmpl[] = "/tmp/strata-metadata-XXXXXX";
-	ASSERT_NE(mkdtemp(tmpl), nullptr);
-	const std::string dir = tmpl;
-	uint8_t uuid[16];
-	for (int i = 0; i < 16; i++)
-		uuid[i] = static_cast<uint8_t>(i * 17 + 1);
-	ClockInfo clock = measure_session_clock();
-	ASSERT_EQ(clock.uuid.size(), 36u);
-	TraceEnv env;
-	env.procname = "demo";
-	env.pid = 4242;
-	env.hostname = "host";
-	std::vector<EventInfo> evs = events();
-	{
-		std::ofstream m(dir + "/metadata");
-		m << ctf_metadata(uuid, clock, env, 0, {evs[0]});
-		m << ctf_metadata_events(0, {evs[1]}, env); // appended later, as after a dlopen
-	}
-
-	// Packet: header, then two records and a tick.
 	std::vector<uint8_t> pkt(STRATA_PACKET_HEADER_SIZE, 0);
 	for (uint64_t n = 0; n < 2; n++) {
 		Rec r = record_header(0, 1000 + n, 77, 1);
@@ -182,6 +162,33 @@ TEST(Metadata, HandEncodedPacketReadsBackInBabeltrace2)
 	h.events_discarded = 0;
 	h.lane_id = 0;
 	std::memcpy(pkt.data(), &h, sizeof h);
+	return pkt;
+}
+
+} // namespace
+
+TEST(Metadata, HandEncodedPacketReadsBackInBabeltrace2)
+{
+	char tmpl[] = "/tmp/strata-metadata-XXXXXX";
+	ASSERT_NE(mkdtemp(tmpl), nullptr);
+	const std::string dir = tmpl;
+	uint8_t uuid[16];
+	for (int i = 0; i < 16; i++)
+		uuid[i] = static_cast<uint8_t>(i * 17 + 1);
+	ClockInfo clock = measure_session_clock();
+	ASSERT_EQ(clock.uuid.size(), 36u);
+	TraceEnv env;
+	env.procname = "demo";
+	env.pid = 4242;
+	env.hostname = "host";
+	std::vector<EventInfo> evs = events();
+	{
+		std::ofstream m(dir + "/metadata");
+		m << ctf_metadata(uuid, clock, env, 0, {evs[0]});
+		m << ctf_metadata_events(0, {evs[1]}, env); // appended later, as after a dlopen
+	}
+
+	const std::vector<uint8_t> pkt = two_records_and_a_tick(uuid);
 	{
 		std::ofstream s(dir + "/channel0_0", std::ios::binary);
 		s.write(reinterpret_cast<const char *>(pkt.data()), pkt.size());

@@ -316,6 +316,39 @@ static void *signaller(void *arg)
 	return NULL;
 }
 
+/* mode_basic's condvar: a timed wait that times out, then a signalled wait */
+static void basic_condvar(void)
+{
+	struct timespec soon;
+	CHECK(pthread_mutex_lock(&cv_mutex), 0);
+	clock_gettime(CLOCK_REALTIME, &soon);
+	CHECK(pthread_cond_timedwait(&cv, &cv_mutex, &soon), ETIMEDOUT);
+	pthread_t s;
+	CHECK(pthread_create(&s, NULL, signaller, NULL), 0);
+	while (!cv_flag)
+		CHECK(pthread_cond_wait(&cv, &cv_mutex), 0);
+	CHECK(pthread_mutex_unlock(&cv_mutex), 0);
+	CHECK(pthread_join(s, NULL), 0);
+	CHECK(pthread_cond_broadcast(&cv), 0);
+}
+
+/* mode_basic's rwlock: shared twice, then exclusive, each refusing the
+ * other.  The lock is the caller's: it lives as long as mode_basic's other
+ * locks, so that no other lock of the run takes its address. */
+static void basic_rwlock(pthread_rwlock_t *rw)
+{
+	CHECK(pthread_rwlock_rdlock(rw), 0);
+	CHECK(pthread_rwlock_tryrdlock(rw), 0);
+	CHECK(pthread_rwlock_trywrlock(rw), EBUSY);
+	CHECK(pthread_rwlock_unlock(rw), 0);
+	CHECK(pthread_rwlock_unlock(rw), 0);
+	CHECK(pthread_rwlock_wrlock(rw), 0);
+	CHECK(pthread_rwlock_tryrdlock(rw), EBUSY);
+	CHECK(pthread_rwlock_unlock(rw), 0);
+	CHECK(pthread_rwlock_trywrlock(rw), 0);
+	CHECK(pthread_rwlock_unlock(rw), 0);
+}
+
 static int mode_basic(FILE *out)
 {
 	pthread_mutexattr_t a;
@@ -364,30 +397,9 @@ static int mode_basic(FILE *out)
 	CHECK(pthread_mutex_timedlock(&held_by_other, &soon), 0);
 	CHECK(pthread_mutex_unlock(&held_by_other), 0);
 
-	/* condvar: a timed wait that times out, then a signalled wait */
-	CHECK(pthread_mutex_lock(&cv_mutex), 0);
-	clock_gettime(CLOCK_REALTIME, &soon);
-	CHECK(pthread_cond_timedwait(&cv, &cv_mutex, &soon), ETIMEDOUT);
-	pthread_t s;
-	CHECK(pthread_create(&s, NULL, signaller, NULL), 0);
-	while (!cv_flag)
-		CHECK(pthread_cond_wait(&cv, &cv_mutex), 0);
-	CHECK(pthread_mutex_unlock(&cv_mutex), 0);
-	CHECK(pthread_join(s, NULL), 0);
-	CHECK(pthread_cond_broadcast(&cv), 0);
-
-	/* rwlock */
+	basic_condvar();
 	pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
-	CHECK(pthread_rwlock_rdlock(&rw), 0);
-	CHECK(pthread_rwlock_tryrdlock(&rw), 0);
-	CHECK(pthread_rwlock_trywrlock(&rw), EBUSY);
-	CHECK(pthread_rwlock_unlock(&rw), 0);
-	CHECK(pthread_rwlock_unlock(&rw), 0);
-	CHECK(pthread_rwlock_wrlock(&rw), 0);
-	CHECK(pthread_rwlock_tryrdlock(&rw), EBUSY);
-	CHECK(pthread_rwlock_unlock(&rw), 0);
-	CHECK(pthread_rwlock_trywrlock(&rw), 0);
-	CHECK(pthread_rwlock_unlock(&rw), 0);
+	basic_rwlock(&rw);
 	CHECK(pthread_mutex_lock(&m), 0);
 	CHECK(pthread_mutex_unlock(&m), 0);
 

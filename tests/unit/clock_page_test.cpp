@@ -278,6 +278,13 @@ int fake_page(const strata_kclock &k, off_t size, bool seal)
 	return fd;
 }
 
+// A sealed page of `good` with one field broken by `mutate`.
+template <class F> int broken_page(strata_kclock good, F mutate)
+{
+	mutate(good);
+	return fake_page(good, 4096, true);
+}
+
 // The process side (libtrace/runtime/clock.cpp): a page from the daemon is hostile.
 // One test, in order: the clock is chosen once per process.
 TEST(ClockOffer, ValidatesThenChoosesTheConsumerPage)
@@ -303,48 +310,14 @@ TEST(ClockOffer, ValidatesThenChoosesTheConsumerPage)
 	} bad[] = {
 		{"unsealed", fake_page(good, 4096, false), -EPERM},
 		{"too small", fake_page(good, 64, true), -EINVAL},
-		{"bad magic",
-		 [&] {
-			 strata_kclock k = good;
-			 k.magic ^= 1;
-			 return fake_page(k, 4096, true);
-		 }(),
-		 -EINVAL},
-		{"bad version",
-		 [&] {
-			 strata_kclock k = good;
-			 k.version = 2;
-			 return fake_page(k, 4096, true);
-		 }(),
-		 -EINVAL},
+		{"bad magic", broken_page(good, [](strata_kclock &k) { k.magic ^= 1; }), -EINVAL},
+		{"bad version", broken_page(good, [](strata_kclock &k) { k.version = 2; }), -EINVAL},
 		{"not user-calibrated",
-		 [&] {
-			 strata_kclock k = good;
-			 k.flags = STRATA_KCLOCK_VALID;
-			 return fake_page(k, 4096, true);
-		 }(),
+		 broken_page(good, [](strata_kclock &k) { k.flags = STRATA_KCLOCK_VALID; }), -EINVAL},
+		{"not valid", broken_page(good, [](strata_kclock &k) { k.flags = STRATA_KCLOCK_USER; }),
 		 -EINVAL},
-		{"not valid",
-		 [&] {
-			 strata_kclock k = good;
-			 k.flags = STRATA_KCLOCK_USER;
-			 return fake_page(k, 4096, true);
-		 }(),
-		 -EINVAL},
-		{"shift out of range",
-		 [&] {
-			 strata_kclock k = good;
-			 k.shift = 64;
-			 return fake_page(k, 4096, true);
-		 }(),
-		 -EINVAL},
-		{"always busy",
-		 [&] {
-			 strata_kclock k = good;
-			 k.seq = 1;
-			 return fake_page(k, 4096, true);
-		 }(),
-		 -EINVAL},
+		{"shift out of range", broken_page(good, [](strata_kclock &k) { k.shift = 64; }), -EINVAL},
+		{"always busy", broken_page(good, [](strata_kclock &k) { k.seq = 1; }), -EINVAL},
 	};
 	for (auto &b : bad) {
 		ASSERT_GE(b.fd, 0) << b.what;

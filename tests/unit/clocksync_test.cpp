@@ -524,6 +524,30 @@ size_t inverted(const Segment &s, const FastMessages &f)
 	return n;
 }
 
+// r's bound (probes' refined by f) holds for every message of f and for
+// the truth, and is no wider than the probes' alone.
+void expect_refined_bound(const Segment &r, const Segment &probes, const FastMessages &f, const Truth &tr)
+{
+	for (const Point &p : f.upper) {
+		int64_t lo, hi;
+		ASSERT_TRUE(segment_bound(r, p.x, &lo, &hi));
+		EXPECT_LT(lo, p.y);
+	}
+	for (const Point &p : f.lower) {
+		int64_t lo, hi;
+		ASSERT_TRUE(segment_bound(r, p.x, &lo, &hi));
+		EXPECT_GT(hi, p.y);
+	}
+	for (const Knot &k : r.knots) {
+		const double t = tr.a * static_cast<double>(k.x) + tr.b;
+		EXPECT_LE(k.lo, t);
+		EXPECT_GE(k.hi, t);
+		int64_t lo, hi;
+		ASSERT_TRUE(segment_bound(probes, k.x, &lo, &hi));
+		EXPECT_LE(k.hi - k.lo, hi - lo + 2);
+	}
+}
+
 TEST(ClockRefine, AMessageFasterThanAnyProbeGetsOrdered)
 {
 	Truth tr;
@@ -553,24 +577,7 @@ TEST(ClockRefine, AMessageFasterThanAnyProbeGetsOrdered)
 	EXPECT_EQ(r.probes[0].slope, segs[0].slope);
 	// The refined bound holds for every message and for the truth, and
 	// is no wider than the probes'.
-	for (const Point &p : f.upper) {
-		int64_t lo, hi;
-		ASSERT_TRUE(segment_bound(r, p.x, &lo, &hi));
-		EXPECT_LT(lo, p.y);
-	}
-	for (const Point &p : f.lower) {
-		int64_t lo, hi;
-		ASSERT_TRUE(segment_bound(r, p.x, &lo, &hi));
-		EXPECT_GT(hi, p.y);
-	}
-	for (const Knot &k : r.knots) {
-		const double t = tr.a * static_cast<double>(k.x) + tr.b;
-		EXPECT_LE(k.lo, t);
-		EXPECT_GE(k.hi, t);
-		int64_t lo, hi;
-		ASSERT_TRUE(segment_bound(segs[0], k.x, &lo, &hi));
-		EXPECT_LE(k.hi - k.lo, hi - lo + 2);
-	}
+	ASSERT_NO_FATAL_FAILURE(expect_refined_bound(r, segs[0], f, tr));
 	EXPECT_EQ(check(tr, run, {r}).inversions, 0u); // the probes too
 	printf("refined by 200 messages of 2-5 us: %zu inverted by the probes' map, 0 after; width "
 	       "%" PRId64 " -> %" PRId64 " ns at the first knot\n",

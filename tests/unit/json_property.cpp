@@ -1,7 +1,7 @@
 /*
  * json_property.cpp - random bytes through the JSON writer and through each
  * JSON output a test can drive without a trace: `strata export --format
- * json`'s sink (processor/export/export_sink.cpp), `strata analyze mutex --format json`
+ * json`'s sink (processor/export/json_sink.cpp), `strata analyze mutex --format json`
  * (processor/analyze/analyze_report.cpp) and `strata top --json` (cli/top_json.cpp), and
  * the repair of text for SQL (utf8_append_repaired, utf8_well_formed).
  * The strings are random bytes: NULs, control characters, quotes,

@@ -169,6 +169,33 @@ bool pin_to(int cpu)
 	// Returns once the thread runs on `cpu` (the kernel migrates it first).
 	return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0 && sched_getcpu() == cpu;
 }
+
+// The first n CPUs of `set`.
+std::vector<int> first_cpus(const cpu_set_t &set, size_t n)
+{
+	std::vector<int> cpus;
+	for (int c = 0; c < CPU_SETSIZE && cpus.size() < n; c++)
+		if (CPU_ISSET(c, &set))
+			cpus.push_back(c);
+	return cpus;
+}
+
+// Every lane flushed (the writers stopped) and its packets read, lane by lane.
+void flush_and_read(Slot &s, std::vector<Packets> *lanes)
+{
+	lanes->assign(s.reader->info().n_lanes, Packets());
+	for (uint32_t l = 0; l < lanes->size(); l++) {
+		std::string msg;
+		ASSERT_EQ(s.reader->flush(l, false, 5000, &msg), strata::FlushStatus::kDone) << msg;
+		std::vector<uint8_t> pkt;
+		std::string err;
+		strata::ReadStatus st;
+		while ((st = s.reader->next_packet(l, &pkt, &err)) != strata::ReadStatus::kEmpty) {
+			ASSERT_EQ(st, strata::ReadStatus::kPacket) << err;
+			(*lanes)[l].push_back(pkt);
+		}
+	}
+}
 } // namespace
 
 // A thread without an owned lane writes the shared lane of the CPU it runs
@@ -179,10 +206,7 @@ TEST(RingBuffer, SharersWriteTheirCpusLane)
 {
 	cpu_set_t orig;
 	ASSERT_EQ(0, pthread_getaffinity_np(pthread_self(), sizeof orig, &orig));
-	std::vector<int> cpus;
-	for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; c++)
-		if (CPU_ISSET(c, &orig))
-			cpus.push_back(c);
+	const std::vector<int> cpus = first_cpus(orig, 2);
 	if (cpus.size() < 2 || __rseq_size == 0)
 		GTEST_SKIP() << "needs 2 CPUs and glibc's rseq registration";
 	// 4 owned lanes, 2 shared; ring large enough that nothing is discarded.
@@ -227,18 +251,8 @@ TEST(RingBuffer, SharersWriteTheirCpusLane)
 	for (auto &th : owners)
 		th.join();
 	ASSERT_EQ(0, pthread_setaffinity_np(pthread_self(), sizeof orig, &orig));
-	std::vector<Packets> lanes(s.reader->info().n_lanes);
-	for (uint32_t l = 0; l < lanes.size(); l++) {
-		std::string msg;
-		ASSERT_EQ(s.reader->flush(l, false, 5000, &msg), strata::FlushStatus::kDone) << msg;
-		std::vector<uint8_t> pkt;
-		std::string err;
-		strata::ReadStatus st;
-		while ((st = s.reader->next_packet(l, &pkt, &err)) != strata::ReadStatus::kEmpty) {
-			ASSERT_EQ(st, strata::ReadStatus::kPacket) << err;
-			lanes[l].push_back(pkt);
-		}
-	}
+	std::vector<Packets> lanes;
+	ASSERT_NO_FATAL_FAILURE(flush_and_read(s, &lanes));
 	Tally t;
 	check_lanes(
 		s, [&](uint32_t l) -> const Packets & { return lanes[l]; }, true, &t);

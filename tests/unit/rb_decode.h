@@ -42,6 +42,57 @@ inline uint64_t load_le(const uint8_t *p, unsigned bytes)
 	return v;
 }
 
+// One field's value at *o (before `end`) into *v, *o past it; false when
+// it runs past `end`.
+inline bool decode_field(const std::vector<uint8_t> &pkt, size_t end, size_t *o, const strata::FieldInfo &f,
+			 Value *v)
+{
+	const unsigned b = f.elem_bits / 8;
+	switch (f.type) {
+	case STRATA_FT_INTEGER:
+	case STRATA_FT_ENUM:
+	case STRATA_FT_FLOAT:
+		if (*o + b > end)
+			return false;
+		v->u = load_le(&pkt[*o], b);
+		if (f.type == STRATA_FT_FLOAT) {
+			if (b == 4) {
+				float x;
+				memcpy(&x, &pkt[*o], 4);
+				v->f = x;
+			} else {
+				memcpy(&v->f, &pkt[*o], 8);
+			}
+		}
+		*o += b;
+		return true;
+	case STRATA_FT_STRING: {
+		const void *nul = memchr(&pkt[*o], 0, end - *o);
+		if (!nul)
+			return false;
+		v->s = std::string((const char *)&pkt[*o]);
+		*o += v->s.size() + 1;
+		return true;
+	}
+	case STRATA_FT_ARRAY:
+	case STRATA_FT_SEQUENCE: {
+		uint64_t n = f.length;
+		if (f.type == STRATA_FT_SEQUENCE) {
+			if (*o + 4 > end)
+				return false;
+			n = load_le(&pkt[*o], 4);
+			*o += 4;
+		}
+		if (*o + n * b > end)
+			return false;
+		for (uint64_t k = 0; k < n; k++, *o += b)
+			v->elems.push_back(load_le(&pkt[*o], b));
+		return true;
+	}
+	}
+	return true;
+}
+
 // Decodes every record of a validated packet (strata_abi.h,
 // STRATA_REC_COMPACT: byte-packed, compact or extended header, the thread
 // context in shared lanes); false (with *err) on any inconsistency: unknown
@@ -114,48 +165,9 @@ inline bool decode_packet(const std::vector<uint8_t> &pkt,
 		r.name = it->second.provider + ":" + it->second.name;
 		for (const auto &f : it->second.fields) {
 			Value v;
-			unsigned b = f.elem_bits / 8;
-			switch (f.type) {
-			case STRATA_FT_INTEGER:
-			case STRATA_FT_ENUM:
-			case STRATA_FT_FLOAT:
-				if (o + b > end)
-					goto overrun;
-				v.u = load_le(&pkt[o], b);
-				if (f.type == STRATA_FT_FLOAT) {
-					if (b == 4) {
-						float x;
-						memcpy(&x, &pkt[o], 4);
-						v.f = x;
-					} else {
-						memcpy(&v.f, &pkt[o], 8);
-					}
-				}
-				o += b;
-				break;
-			case STRATA_FT_STRING: {
-				const void *nul = memchr(&pkt[o], 0, end - o);
-				if (!nul)
-					goto overrun;
-				v.s = std::string((const char *)&pkt[o]);
-				o += v.s.size() + 1;
-				break;
-			}
-			case STRATA_FT_ARRAY:
-			case STRATA_FT_SEQUENCE: {
-				uint64_t n = f.length;
-				if (f.type == STRATA_FT_SEQUENCE) {
-					if (o + 4 > end)
-						goto overrun;
-					n = load_le(&pkt[o], 4);
-					o += 4;
-				}
-				if (o + n * b > end)
-					goto overrun;
-				for (uint64_t k = 0; k < n; k++, o += b)
-					v.elems.push_back(load_le(&pkt[o], b));
-				break;
-			}
+			if (!decode_field(pkt, end, &o, f, &v)) {
+				*err = "field runs past content_size";
+				return false;
 			}
 			r.fields.push_back(v);
 		}
@@ -166,9 +178,6 @@ inline bool decode_packet(const std::vector<uint8_t> &pkt,
 		return false;
 	}
 	return true;
-overrun:
-	*err = "field runs past content_size";
-	return false;
 }
 
 } // namespace rbtest

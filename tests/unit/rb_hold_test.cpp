@@ -35,6 +35,20 @@ std::vector<Record> read_all(Slot &s)
 	return all;
 }
 
+// Whether the slot's buffer has an unlocked owner (STRATA_BUF_FAST_OWNER).
+bool fast_owner(const Slot &s)
+{
+	const size_t size = (size_t)lseek(s.fd, 0, SEEK_END);
+	void *m = mmap(nullptr, size, PROT_READ, MAP_SHARED, s.fd, 0);
+	if (m == MAP_FAILED) {
+		ADD_FAILURE() << "mmap of the buffer";
+		return false;
+	}
+	const bool fast = ((const strata_buffer_header *)m)->flags & STRATA_BUF_FAST_OWNER;
+	munmap(m, size);
+	return fast;
+}
+
 } // namespace
 
 TEST(ReserveHold, ShortHoldsTimedAtTheRecordLongOnesLeftUntouched)
@@ -69,12 +83,7 @@ TEST(ReserveHold, ShortHoldsTimedAtTheRecordLongOnesLeftUntouched)
 
 	// No unlocked owner (no MEMBARRIER_CMD_GLOBAL_EXPEDITED here, or a TSan
 	// build): no fast path, so never a record, the head unchanged.
-	const size_t size = (size_t)lseek(s.fd, 0, SEEK_END);
-	void *m = mmap(nullptr, size, PROT_READ, MAP_SHARED, s.fd, 0);
-	ASSERT_NE(m, MAP_FAILED);
-	const bool fast = ((const strata_buffer_header *)m)->flags & STRATA_BUF_FAST_OWNER;
-	munmap(m, size);
-	if (!fast) {
+	if (!fast_owner(s)) {
 		EXPECT_EQ(0, strata_pt_held_at_record(tp, 0x1234u, 7u, strata_kclock_rdtsc()));
 		EXPECT_EQ(head, s.reader->lane_position(0));
 		GTEST_SKIP() << "no FAST_OWNER buffer: every hold takes the preload's own clock read";

@@ -219,35 +219,45 @@ TEST(SerialFrame, AnotherVersionIsRecognised)
 	EXPECT_EQ(d.stats().frames, 0u);
 }
 
-// The corrupter: random damage at a known rate on a stream of frames of
-// several streams, with the set of frames each damage touches recorded.
-TEST(SerialFrame, RandomCorruptionLosesExactlyTheTouchedFrames)
+// A frame of random_frames() and where it is in the clean wire.
+struct CleanFrame {
+	uint16_t trace, stream;
+	uint32_t seq;
+	size_t start, end; // [start, end) in the clean wire, end includes the delimiter
+	std::vector<uint8_t> payload;
+};
+
+// n packet frames of 2 traces x 3 streams, each stream numbered from 0,
+// payloads of 0..599 random bytes (one in 8 a 0), encoded into *clean.
+std::vector<CleanFrame> random_frames(std::mt19937 &rng, int n, std::vector<uint8_t> *clean)
 {
-	std::mt19937 rng(12345);
-	constexpr int kFrames = 3000;
-	struct Meta {
-		uint16_t trace, stream;
-		uint32_t seq;
-		size_t start, end; // [start, end) in the clean wire, end includes the delimiter
-		std::vector<uint8_t> payload;
-	};
-	std::vector<Meta> meta;
-	std::vector<uint8_t> clean;
+	std::vector<CleanFrame> meta;
 	uint32_t next_seq[2][3] = {};
-	for (int i = 0; i < kFrames; i++) {
-		Meta m;
+	for (int i = 0; i < n; i++) {
+		CleanFrame m;
 		m.trace = static_cast<uint16_t>(rng() % 2);
 		m.stream = static_cast<uint16_t>(rng() % 3);
 		m.seq = next_seq[m.trace][m.stream]++;
 		m.payload.resize(rng() % 600);
 		for (auto &b : m.payload)
 			b = (rng() % 8 == 0) ? 0 : static_cast<uint8_t>(rng());
-		m.start = clean.size();
+		m.start = clean->size();
 		encode_frame(kPacket, m.trace, m.stream, m.seq, m.payload.data(), m.payload.size(), nullptr,
-			     0, clean);
-		m.end = clean.size();
+			     0, *clean);
+		m.end = clean->size();
 		meta.push_back(std::move(m));
 	}
+	return meta;
+}
+
+// The corrupter: random damage at a known rate on a stream of frames of
+// several streams, with the set of frames each damage touches recorded.
+TEST(SerialFrame, RandomCorruptionLosesExactlyTheTouchedFrames)
+{
+	std::mt19937 rng(12345);
+	constexpr int kFrames = 3000;
+	std::vector<uint8_t> clean;
+	const std::vector<CleanFrame> meta = random_frames(rng, kFrames, &clean);
 	// Which frame holds clean byte b.
 	std::vector<int> frame_of(clean.size());
 	for (int i = 0; i < kFrames; i++)
@@ -294,7 +304,7 @@ TEST(SerialFrame, RandomCorruptionLosesExactlyTheTouchedFrames)
 	ASSERT_LT(n_touched, 1000u);
 	ASSERT_EQ(got.size(), expect.size());
 	for (size_t k = 0; k < got.size(); k++) {
-		const Meta &m = meta[expect[k]];
+		const CleanFrame &m = meta[expect[k]];
 		ASSERT_EQ(got[k].trace, m.trace) << k;
 		ASSERT_EQ(got[k].stream, m.stream) << k;
 		ASSERT_EQ(got[k].seq, m.seq) << k;

@@ -191,6 +191,73 @@ TEST(SyncMetadata, RelayPendingEnvThenRewritten)
 	EXPECT_NE(fin.find("freq = 999940000;"), std::string::npos);
 }
 
+// What a serial line's frames carry: the metadata stream's text and the
+// rewrites and files assembled (generation -> (text, chunks seen)).
+struct LineSeen {
+	std::string meta;
+	std::map<uint32_t, std::pair<std::string, int>> rewrites, files;
+	uint64_t damaged = 0, lost = 0; // frames with a bad CRC or malformed; lost by sequence
+};
+
+// A little-endian u32 of a frame's payload at o.
+uint32_t payload32(const serial::Frame &fr, size_t o)
+{
+	return static_cast<uint32_t>(fr.payload[o] | fr.payload[o + 1] << 8 | fr.payload[o + 2] << 16 |
+				     static_cast<uint32_t>(fr.payload[o + 3]) << 24);
+}
+
+// A chunk of fr (its bytes from `pre`; offset at 0, total at 4, the
+// generation at gen_at) into its generation's text.
+void assemble(const serial::Frame &fr, size_t pre, size_t gen_at,
+	      std::map<uint32_t, std::pair<std::string, int>> *out)
+{
+	auto &r = (*out)[payload32(fr, gen_at)];
+	r.first.resize(payload32(fr, 4));
+	r.first.replace(payload32(fr, 0), fr.len - pre, reinterpret_cast<const char *>(fr.payload + pre),
+			fr.len - pre);
+	r.second++;
+}
+
+// The frames of `wire` decoded into *out; each rewrite replaces a text of
+// sent_size bytes.
+void read_line(const std::string &wire, size_t sent_size, LineSeen *out)
+{
+	serial::FrameDecoder dec;
+	serial::SeqTracker seq;
+	dec.feed(reinterpret_cast<const uint8_t *>(wire.data()), wire.size(), [&](const serial::Frame &fr) {
+		EXPECT_EQ(seq.see(fr.trace, fr.stream, fr.seq), 0u);
+		if (fr.type == serial::kMetadata && payload32(fr, 0) == out->meta.size())
+			out->meta.append(reinterpret_cast<const char *>(fr.payload + 8), fr.len - 8);
+		if (fr.type == serial::kRewrite) {
+			ASSERT_EQ(fr.trace, 0u);
+			ASSERT_GE(fr.len, serial::kRewritePrefix);
+			EXPECT_EQ(payload32(fr, 8), sent_size); // the text it replaces
+			EXPECT_EQ(payload32(fr, 0) % serial::kRewriteChunk, 0u);
+			assemble(fr, serial::kRewritePrefix, 12, &out->rewrites);
+		}
+		if (fr.type == serial::kFile) {
+			ASSERT_EQ(fr.trace, serial::kMetaStream);
+			ASSERT_GE(fr.len, serial::kFilePrefix + 11u);
+			EXPECT_EQ(
+				std::string(reinterpret_cast<const char *>(fr.payload + serial::kFilePrefix),
+					    fr.payload[12]),
+				"clocks.json");
+			assemble(fr, serial::kFilePrefix + fr.payload[12], 8, &out->files);
+		}
+	});
+	out->damaged = dec.stats().bad_crc + dec.stats().malformed;
+	out->lost = seq.lost_total();
+}
+
+// A file's bytes.
+std::string file_text(const char *path)
+{
+	std::ifstream f(path, std::ios::binary);
+	std::stringstream ss;
+	ss << f.rdbuf();
+	return ss.str();
+}
+
 // A serial follower's line (docs/clocks.md, "Serial followers"): its first
 // metadata text goes out through the opening filter, the lengths its
 // packets need count the text as sent, and a stop's clock rewrite puts
@@ -236,55 +303,16 @@ TEST(SerialRewrite, FramesOnTheLine)
 			<< err; // a reference's
 		EXPECT_EQ(n, 0u);
 	} // flushed and closed
-	std::ifstream f(path, std::ios::binary);
-	std::stringstream ss;
-	ss << f.rdbuf();
-	const std::string wire = ss.str();
+	const std::string wire = file_text(path);
 	unlink(path);
-	serial::FrameDecoder dec;
-	serial::SeqTracker seq;
 	const std::string sent = rewrite_metadata_env(text, pending) + more;
-	// generation -> (text assembled, chunks seen)
-	std::map<uint32_t, std::pair<std::string, int>> rewrites, files;
-	std::string meta;
-	dec.feed(reinterpret_cast<const uint8_t *>(wire.data()), wire.size(), [&](const serial::Frame &fr) {
-		EXPECT_EQ(seq.see(fr.trace, fr.stream, fr.seq), 0u);
-		const auto get32 = [&](size_t o) {
-			return static_cast<uint32_t>(fr.payload[o] | fr.payload[o + 1] << 8 |
-						     fr.payload[o + 2] << 16 |
-						     static_cast<uint32_t>(fr.payload[o + 3]) << 24);
-		};
-		if (fr.type == serial::kMetadata && get32(0) == meta.size())
-			meta.append(reinterpret_cast<const char *>(fr.payload + 8), fr.len - 8);
-		if (fr.type == serial::kRewrite) {
-			ASSERT_EQ(fr.trace, 0u);
-			ASSERT_GE(fr.len, serial::kRewritePrefix);
-			EXPECT_EQ(get32(8), sent.size()); // the text it replaces
-			auto &r = rewrites[get32(12)];
-			r.first.resize(get32(4));
-			EXPECT_EQ(get32(0) % serial::kRewriteChunk, 0u);
-			r.first.replace(get32(0), fr.len - serial::kRewritePrefix,
-					reinterpret_cast<const char *>(fr.payload + serial::kRewritePrefix),
-					fr.len - serial::kRewritePrefix);
-			r.second++;
-		}
-		if (fr.type == serial::kFile) {
-			ASSERT_EQ(fr.trace, serial::kMetaStream);
-			ASSERT_GE(fr.len, serial::kFilePrefix + 11u);
-			EXPECT_EQ(
-				std::string(reinterpret_cast<const char *>(fr.payload + serial::kFilePrefix),
-					    fr.payload[12]),
-				"clocks.json");
-			const size_t pre = serial::kFilePrefix + fr.payload[12];
-			auto &r = files[get32(8)];
-			r.first.resize(get32(4));
-			r.first.replace(get32(0), fr.len - pre,
-					reinterpret_cast<const char *>(fr.payload + pre), fr.len - pre);
-			r.second++;
-		}
-	});
-	EXPECT_EQ(dec.stats().bad_crc + dec.stats().malformed, 0u);
-	EXPECT_EQ(seq.lost_total(), 0u);
+	LineSeen got;
+	read_line(wire, sent.size(), &got);
+	const auto &rewrites = got.rewrites;
+	const auto &files = got.files;
+	const std::string &meta = got.meta;
+	EXPECT_EQ(got.damaged, 0u);
+	EXPECT_EQ(got.lost, 0u);
 	EXPECT_EQ(meta.substr(0, sent.size()), sent);
 	ASSERT_EQ(rewrites.size(), 1u);
 	EXPECT_EQ(rewrites.begin()->first, 1u); // the first stop's generation
