@@ -18,9 +18,9 @@ guest kernel's read that returns it.  `two`: two VMs at once, each
 following the host over its own port and exchanging with its own host
 program: the three traces merge in one order.  `defaults`: docs/clocks.md's
 Usage as written: two vCPUs, no --sync-period on either daemon (the
-link's own adaptive probe rate); prints how many messages the probes' map
-alone inverts (the target is none: a figure of the host's load as much as
-of the link, so printed as the other modes' are, not required), and the
+link's own adaptive probe rate); requires the probes' map alone to invert
+none of the messages (nor bring one within 1 us of an inversion), and
+prints the
 bound's width against the fastest round trip of the program's own
 messages in the same run, and whether it is within TARGET_WIDTH_RATIO of
 it (printed, not required).  `defaults_tcp`: the same with the link over
@@ -34,8 +34,8 @@ message; the maps' inversions within a segment are counted and printed
 (under TCG, and more so on a loaded host, the program's host->guest
 messages can cross faster than the probes' fastest legs, the guest's
 spinning for its answers notwithstanding, and no line can order those:
-docs/clocks.md, "Measured here"; the loopback checks, e2e.clock_*,
-require none); in the
+docs/clocks.md, "What the measurements say"; the loopback checks, e2e.clock_*,
+and the `defaults` modes require none); in the
 gap around a step they are counted and printed too; babeltrace2's merge
 inverts nothing the guest's map does not (with a pause: the guest's
 daemon split each sub-trace into one CTF trace per clock piece at its
@@ -296,7 +296,7 @@ def main():
         links.append((v, vms[v][3], glink[0], hlink[0]))
     # The maps' lines cannot order a message that crossed faster than
     # the probes' fastest legs in its direction (docs/clocks.md,
-    # "Measured here": under TCG the program's host->guest messages can):
+    # "What the measurements say": under TCG the program's host->guest messages can):
     # the maps' inversions within a segment are counted, every stated
     # bound must hold, and every reader must invert nothing the guest's
     # map does not (babeltrace2 on the metadata's line, on the split
@@ -334,8 +334,8 @@ def main():
     if mode == "kernel":
         kernel_order(check, host_out, os.path.join(vm, "guest-trace"), n, widest)
     if defaults:
-        print("defaults: the probes' map alone inverts %d of %d messages (target: none)" %
-              (len(map_inv), len(sends)))
+        check(not map_inv, "defaults: the probes' map alone inverts none of the %d messages (%d)" %
+              (len(sends), len(map_inv)))
     aligned(check, strata, work, host_out, names, vms, links, sends, raw, in_gaps, n, mode)
     check.finish()
 

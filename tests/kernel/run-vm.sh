@@ -25,7 +25,7 @@
 # PID 1's program, with the kernel command line's strata.NAME=VALUE words as
 # its parameters (as modprobe would), then execs PROGRAM as PID 1.
 # --mem MB: guest memory (default 2048).  --smp N: guest CPUs (default 2;
-# the clock checks take 1, docs/clocks.md "Measured here").  --crash-dump FILE: the guest is
+# the clock checks take 1, docs/clocks.md "What the measurements say").  --crash-dump FILE: the guest is
 # expected to panic (tests/kernel/test-crash.sh): it gets a pvpanic device
 # (driver loaded by the initramfs) and panic=0, qemu pauses on the panic
 # (-action panic=pause) and qmp-dump.py, on qemu's QMP socket, waits for
