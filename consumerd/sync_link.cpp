@@ -404,9 +404,8 @@ bool SyncLink::probe(Serve &sv, int64_t t)
 		out_seq_ = 0;
 	}
 	// The rate first: from the ping's write to its answer's read this
-	// thread does nothing else (under TCG the estimator's work there
-	// delayed the answer's receive stamp by up to a hundred us: the
-	// probes' host->guest legs stayed slower than a program's messages).
+	// thread does nothing else (under TCG the estimator's work there can
+	// hold an answer that has arrived back from its receive stamp).
 	rate_update(t);
 	// The peer may be paused, and a ping sent during the pause is the
 	// one whose receive, read at the resume, shows the step at once
