@@ -403,13 +403,20 @@ bool SyncLink::probe(Serve &sv, int64_t t)
 		state_ = "lost (no answer for " + std::to_string((t - out_since_) / 1000000) + " ms)";
 		out_seq_ = 0;
 	}
+	// The rate first: from the ping's write to its answer's read this
+	// thread does nothing else (under TCG the estimator's work there can
+	// hold an answer that has arrived back from its receive stamp).
+	rate_update(t);
 	// The peer may be paused, and a ping sent during the pause is the
 	// one whose receive, read at the resume, shows the step at once
 	// (take_probe).
 	if (!out_seq_ || (sv.hello_seen && t - out_t1_ >= kReprobePeriods * rate_.period())) {
 		// Spin only on a live link (the last probe answered): a lost
 		// peer costs no CPU.
-		const bool live = !out_seq_ && sv.hello_seen;
+		const bool spin = spec_.spin && !out_seq_ && sv.hello_seen;
+		const int64_t cap = spin ? spin_cap() : 0;
+		if (spin)
+			sv.spin_cpu0 = thread_cpu_ns();
 		SyncFrame p;
 		p.type = kSyncPing;
 		p.seq = next_seq_++;
@@ -419,16 +426,12 @@ bool SyncLink::probe(Serve &sv, int64_t t)
 			out_since_ = p.t1;
 		out_seq_ = p.seq;
 		out_t1_ = p.t1;
-		const bool spin = spec_.spin && live;
-		if (spin) {
-			sv.spin_cpu0 = thread_cpu_ns();
-			sv.spin_until = p.t1 + spin_cap();
-		}
+		if (spin)
+			sv.spin_until = p.t1 + cap;
 		std::lock_guard<std::mutex> g(mu_);
 		probes_++;
 		spun_for_ += spin;
 	}
-	rate_update(t);
 	sv.next_probe += rate_.period();
 	if (sv.next_probe <= t)
 		sv.next_probe = t + rate_.period();

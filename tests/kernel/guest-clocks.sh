@@ -1,14 +1,15 @@
 #!/bin/sh
-# guest-clocks.sh STRATA CONSUMERD PINGPONG N [plain|kernel [KBASE [PERIOD]]] - the guest's half of
+# guest-clocks.sh STRATA CONSUMERD PINGPONG N [plain|kernel [KBASE [PERIOD [LINK]]]] - the guest's half of
 # check_clock_vm.py (run by run-vm.sh in the guest): a daemon that follows
-# the host's clock over the virtio-serial port org.strata.sync (probing
-# every PERIOD ms, default 4; `default`: no --sync-period, the daemon's own
-# adaptive rate), a session
+# the host's clock over the virtio-serial port org.strata.sync (LINK
+# `virtio`, the default) or over TCP (LINK `tcp:HOST:PORT`: run-vm.sh's
+# --net) (probing every PERIOD ms, default 4; `default`: no --sync-period,
+# the daemon's own adaptive rate), a session
 # recording syncpp:* (`kernel`: also the guest kernel's read and write
 # system calls, the module loaded by run-vm.sh) into $STRATA_VM_OUT/guest-trace (the folder shared with
 # the host), and the ping-pong's client on the port org.strata.app.
 set -u
-strata=$1 consumerd=$2 prog=$3 n=$4 kernel=${5:-} kbase=${6:-0} period=${7:-4}
+strata=$1 consumerd=$2 prog=$3 n=$4 kernel=${5:-} kbase=${6:-0} period=${7:-4} link=${8:-virtio}
 out=$STRATA_VM_OUT
 port() { # the device of the virtio-serial port named $1 (no udev here)
 	for d in /sys/class/virtio-ports/*; do
@@ -24,13 +25,18 @@ wait_for() {
 	done
 }
 answered() { "$strata" status G 2>/dev/null | sed -n 's/.* \([0-9]*\) of [0-9]* probe(s) answered.*/\1/p'; }
-sync=$(port org.strata.sync) app=$(port org.strata.app)
-[ -n "$sync" ] && [ -n "$app" ] || { echo "guest: no virtio ports"; ls /sys/class/virtio-ports; exit 1; }
+app=$(port org.strata.app)
+if [ "$link" = virtio ]; then
+	sync=$(port org.strata.sync)
+	link=virtio:$sync
+	[ -n "$sync" ] || app=""
+fi
+[ -n "$app" ] || { echo "guest: no virtio ports"; ls /sys/class/virtio-ports; exit 1; }
 export STRATA_CONSUMERD_SOCKET=/tmp/g.sock
 if [ "$period" = default ]; then
-	"$consumerd" --socket /tmp/g.sock --sync "host=virtio:$sync" -q &
+	"$consumerd" --socket /tmp/g.sock --sync "host=$link" -q &
 else
-	"$consumerd" --socket /tmp/g.sock --sync "host=virtio:$sync" --sync-period "$period" -q &
+	"$consumerd" --socket /tmp/g.sock --sync "host=$link" --sync-period "$period" -q &
 fi
 dpid=$!
 wait_for 30 test -S /tmp/g.sock || { echo "guest: no daemon"; exit 1; }

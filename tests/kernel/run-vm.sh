@@ -7,6 +7,7 @@
 #   run-vm.sh --out DIR [--module KO | --build-module | --dkms-module] [--kver KVER]
 #             [--timeout SECONDS] [--append "kernel args"] [--build-root DIR]
 #             [--init PROGRAM [--init-lib LIB]... [--early-module]] [--disk MB]
+#             [--mem MB] [--smp N] [--port NAME=SOCK]... [--net]
 #             -- COMMAND...
 #
 # --dkms-module: the module built as the strata-dkms package builds it, by
@@ -24,7 +25,7 @@
 # PID 1's program, with the kernel command line's strata.NAME=VALUE words as
 # its parameters (as modprobe would), then execs PROGRAM as PID 1.
 # --mem MB: guest memory (default 2048).  --smp N: guest CPUs (default 2;
-# the clock checks take 1, docs/clocks.md "Measured here").  --crash-dump FILE: the guest is
+# the clock checks take 1, docs/clocks.md "What the measurements say").  --crash-dump FILE: the guest is
 # expected to panic (tests/kernel/test-crash.sh): it gets a pvpanic device
 # (driver loaded by the initramfs) and panic=0, qemu pauses on the panic
 # (-action panic=pause) and qmp-dump.py, on qemu's QMP socket, waits for
@@ -35,6 +36,10 @@
 # (/sys/class/virtio-ports/*/name; no udev, so no /dev/virtio-ports link),
 # whose host end is the unix socket SOCK, qemu listening (docs/clocks.md:
 # clock links and the VM clock checks).
+# --net: the guest also gets a virtio-net card on qemu's user networking
+# (slirp: no host network set up, nothing but qemu's own sockets), eth0 at
+# 10.0.2.15, whose gateway 10.0.2.2 reaches the host's loopback: a guest's
+# TCP connection to 10.0.2.2:PORT arrives at the host's 127.0.0.1:PORT.
 # --disk MB: the guest also gets a virtio disk of MB MiB (a sparse raw
 # image, DIR/disk.img, zeros), /dev/vda: a block device for the block
 # request events (the root is shared over 9p, which has none).
@@ -56,7 +61,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 src_root=$(cd "$here/../.." && pwd)
 out="" module="" build_module=0 dkms_module=0 kver="" tmo=600 append="" build_root_opt="" init_prog="" init_libs="" early_module=0
-disk_mb=0 mem_mb=2048 smp=2 crash_dump="" ports=()
+disk_mb=0 mem_mb=2048 smp=2 crash_dump="" ports=() net=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=$2; shift 2 ;;
@@ -75,6 +80,7 @@ while [ $# -gt 0 ]; do
 	--smp) smp=$2; shift 2 ;;
 	--crash-dump) crash_dump=$2; shift 2 ;;
 	--port) ports+=("$2"); shift 2 ;;
+	--net) net=1; shift ;;
 	--) shift; break ;;
 	*) echo "run-vm.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -147,6 +153,7 @@ wanted="virtio_pci 9pnet_virtio 9p"
 [ "$disk_mb" = 0 ] || wanted="$wanted virtio_blk"
 [ -z "$crash_dump" ] || wanted="$wanted pvpanic-pci"
 [ ${#ports[@]} = 0 ] || wanted="$wanted virtio_console"
+[ "$net" = 0 ] || wanted="$wanted virtio_net"
 for want in $wanted; do
 	rel=$(grep -m1 -E "/$want\.ko(\.[a-z]+)?:" "$moddir/modules.dep" | cut -d: -f1)
 	[ -n "$rel" ] || skip "module $want not found for kernel $kver"
@@ -182,6 +189,10 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 for m in \$(cat /modules.list); do insmod /mod/\$m || echo "init: insmod \$m failed"; done
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 hostroot /mnt || { echo "init: no hostroot"; poweroff -f; }
+if [ "$net" = 1 ]; then
+	ip link set lo up && ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && ip route add default via 10.0.2.2 ||
+		echo "init: no network"
+fi
 mount -t proc proc /mnt/proc
 mount -t sysfs sys /mnt/sys
 mount -t devtmpfs dev /mnt/dev
@@ -255,6 +266,8 @@ if [ "$disk_mb" != 0 ]; then
 	truncate -s "${disk_mb}M" "$out/disk.img" || exit 1
 	disk_opt=(-drive "file=$out/disk.img,if=virtio,format=raw")
 fi
+net_opt=()
+[ "$net" = 0 ] || net_opt=(-netdev user,id=net0 -device virtio-net-pci,netdev=net0)
 crash_opt=()
 qmp_pid=""
 if [ -n "$crash_dump" ]; then
@@ -308,7 +321,7 @@ timeout --kill-after=10 "$tmo" "$qemu" -accel tcg,thread=single -smp "$smp" -m "
 	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 	-virtfs local,path="$src_root",mount_tag=src,security_model=none,readonly=on,multidevs=remap \
 	-virtfs local,path="$build_root",mount_tag=bld,security_model=none,multidevs=remap \
-	-virtfs local,path="$out",mount_tag=out,security_model=none "${disk_opt[@]}" "${crash_opt[@]}" "${port_opt[@]}" \
+	-virtfs local,path="$out",mount_tag=out,security_model=none "${disk_opt[@]}" "${crash_opt[@]}" "${port_opt[@]}" "${net_opt[@]}" \
 	-serial stdio -serial "file:$out/ttyS1.bin" -serial "file:$out/ttyS2.bin" \
 	< /dev/null > "$out/console.log" 2>&1 &
 q_pid=$!
