@@ -618,6 +618,8 @@ void TraceReader::check_gone_streams(const std::string &dir)
 	}
 }
 
+static void push_packet(StreamInfo *s, PacketEntry e);
+
 // The stream's packets from its packet index alone, without a header
 // read: when the index is whole (it parses), has each packet's thread
 // (Strata's 80-byte entries), adds up to the file's size exactly, and
@@ -655,22 +657,21 @@ bool TraceReader::packets_from_index(StreamInfo *s)
 		s->shared = m.shared_stream(s->stream_class);
 	}
 	s->packets.reserve(es.size());
-	for (const CtfIndexEntry &x : es) {
-		if (x.ts_begin < s->trace->piece_from || x.ts_begin >= s->trace->piece_to)
-			continue; // a sibling piece's (SubTrace::piece_from)
-		PacketEntry e;
-		e.offset = x.offset;
-		e.size = x.packet_size / 8;
-		e.content = x.content_size / 8;
-		e.ts_begin = x.ts_begin;
-		e.ts_end = x.ts_end;
-		e.seq = x.seq;
-		e.discarded = x.discarded;
-		e.lane = x.lane;
-		e.vtid = m.record_format == STRATA_REC_COMPACT ? x.vtid : -1;
-		s->packets.push_back(e);
-	}
+	for (const CtfIndexEntry &x : es)
+		push_packet(s, PacketEntry{x.offset, x.packet_size / 8, x.content_size / 8, x.ts_begin,
+					   x.ts_end, x.seq, x.discarded, x.lane, x.vtid});
 	return true;
+}
+
+// Packet e (its vtid as its header has it) into the stream's index,
+// unless a sibling piece's (SubTrace::piece_from).
+static void push_packet(StreamInfo *s, PacketEntry e)
+{
+	if (e.ts_begin < s->trace->piece_from || e.ts_begin >= s->trace->piece_to)
+		return;
+	if (s->trace->meta.record_format != STRATA_REC_COMPACT)
+		e.vtid = -1; // the kernel's: its records name their threads
+	s->packets.push_back(e);
 }
 
 // A valid header at `off`: the stream's next index entry.
@@ -687,19 +688,8 @@ void TraceReader::accept_packet(StreamInfo *s, uint64_t off, const strata_packet
 		s->shared = m.shared_stream(h.stream_id);
 	}
 	ctx->ts_begin = h.timestamp_begin;
-	if (h.timestamp_begin < s->trace->piece_from || h.timestamp_begin >= s->trace->piece_to)
-		return; // a sibling piece's (SubTrace::piece_from)
-	PacketEntry e;
-	e.offset = off;
-	e.size = h.packet_size / 8;
-	e.content = h.content_size / 8;
-	e.ts_begin = h.timestamp_begin;
-	e.ts_end = h.timestamp_end;
-	e.seq = h.packet_seq_num;
-	e.discarded = h.events_discarded;
-	e.lane = h.lane_id;
-	e.vtid = m.record_format == STRATA_REC_COMPACT ? h.vtid : -1;
-	s->packets.push_back(e);
+	push_packet(s, PacketEntry{off, h.packet_size / 8, h.content_size / 8, h.timestamp_begin,
+				   h.timestamp_end, h.packet_seq_num, h.events_discarded, h.lane_id, h.vtid});
 }
 
 void TraceReader::set_window(int64_t begin_ns, int64_t end_ns)
