@@ -94,16 +94,25 @@ TEST(CtfIndex, EntriesReadBackExactly)
 	EXPECT_EQ(es[2].vtid, 1002);
 }
 
+// A two-packet index with entries cut to `len` bytes, of minor version
+// `minor`, parsed (asserted valid).
+std::vector<CtfIndexEntry> shorter_entries(uint32_t len, char minor)
+{
+	const std::string s = index_of({4096, 4096});
+	std::string v = s.substr(0, 16);
+	v[11] = minor;
+	v[15] = static_cast<char>(len);
+	v += s.substr(16, len) + s.substr(16 + strata::kCtfIndexEntrySize, len);
+	std::vector<CtfIndexEntry> es;
+	std::string why;
+	EXPECT_TRUE(strata::parse_ctf_index(v, &es, &why)) << why;
+	return es;
+}
+
 // LTTng's own 1.1 entries (72 bytes): read, without the threads.
 TEST(CtfIndex, LttngEntriesHaveNoThread)
 {
-	std::string s = index_of({4096, 4096});
-	std::string v11 = s.substr(0, 16);
-	v11[15] = 72;
-	v11 += s.substr(16, 72) + s.substr(16 + 80, 72);
-	std::vector<CtfIndexEntry> es;
-	std::string why;
-	ASSERT_TRUE(strata::parse_ctf_index(v11, &es, &why)) << why;
+	const std::vector<CtfIndexEntry> es = shorter_entries(72, 1);
 	ASSERT_EQ(es.size(), 2u);
 	EXPECT_EQ(es[1].seq, 1u);
 	EXPECT_FALSE(es[1].has_thread);
@@ -111,14 +120,7 @@ TEST(CtfIndex, LttngEntriesHaveNoThread)
 
 TEST(CtfIndex, Version10Entries)
 {
-	std::string s = index_of({4096, 4096});
-	std::string v10 = s.substr(0, 16);
-	v10[11] = 0; // minor 0
-	v10[15] = 56;
-	v10 += s.substr(16, 56) + s.substr(16 + 80, 56);
-	std::vector<CtfIndexEntry> es;
-	std::string why;
-	ASSERT_TRUE(strata::parse_ctf_index(v10, &es, &why)) << why;
+	const std::vector<CtfIndexEntry> es = shorter_entries(56, 0);
 	ASSERT_EQ(es.size(), 2u);
 	EXPECT_EQ(es[1].offset, 4096u);
 	EXPECT_EQ(es[1].seq, 0u); // not in 1.0
