@@ -23,8 +23,10 @@ Oracles:
     used); a copy without index/ at all: check exits 0, "no damage";
   - readers that take the packets from a valid index (no header read at
     open) check each header when they read its packet: a header scribbled
-    under an intact index is named and its packet skipped (view prints
-    every other event, as check's clean copy holds them); an entry whose
+    under an intact index is not read by a window that excludes its packet
+    (view --since exits 0, nothing named), and is named with its packet
+    skipped by a whole view (which prints every other event, as check's
+    clean copy holds them); an entry whose
     thread disagrees with its header names the index, the header's thread
     used (view prints every event as before);
   - a stream file torn by a half packet appended, then repaired by
@@ -244,6 +246,11 @@ def main():
     line = ("damaged: %s at byte %d (%d bytes skipped): bad magic "
             "(a header its packet index placed; the packet skipped)" % (s, entries[1][0], entries[1][1] // 8))
     check(rc == 1 and line in err, "hdrbad: view names the scribbled header in place", err[-500:])
+    # No header is read at open: with the window past packet 1, its
+    # scribbled header is never read (exit 0, nothing named).
+    rc, got_w, err_w = run([strata, "view", "--since", arg, d])
+    check(rc == 0 and got_w == tail and err_w == "",
+          "hdrbad: view --since %s reads no header outside the window (exit %d)" % (arg, rc), err_w[-500:])
     rc, _, _ = run([strata, "check", "--clean-copy", d + ".clean", d])
     b = subprocess.run(["babeltrace2", d + ".clean"], capture_output=True, timeout=120)
     kept = sum(1 for x in got.splitlines() if "discarded" not in x)
