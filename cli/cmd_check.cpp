@@ -103,6 +103,7 @@ int open_trace(const std::vector<std::string> &roots, TraceReader &r)
 		}
 	std::vector<std::string> dirs;
 	std::string why;
+	r.walk_headers(true); // the index checked against every header, not trusted
 	if (!find_trace_dirs(roots, &dirs, &why) ||
 	    (!strata_wrote(dirs) && (why = "'" + roots_label(roots) +
 					   "' holds traces Strata did not write (their metadata "

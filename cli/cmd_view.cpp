@@ -80,22 +80,52 @@ void learn_threads(ViewSink &s, const std::vector<std::string> &dirs, bool nativ
 		&why, &warnings);
 }
 
+// The mappings recorded before `since` (pthread:mapping, of the sub-traces
+// in `maps`), in the order the whole read gives them: what names an
+// address from the window's first line on.  A pass of its own over those
+// sub-traces' packets before the window, nothing printed; the main pass
+// takes again those it reads (a straddling packet's), which changes no
+// name: a mapping of an object already mapped is ignored (the first one
+// places it, analyze_symbols.h).
+void learn_mappings_before(ViewSink &s, const TraceReader &r, const std::set<const SubTrace *> &maps,
+			   int64_t since)
+{
+	TraceReader pre;
+	pre.share_index(r);
+	pre.set_stream_filter([&maps](const StreamInfo &st) { return maps.count(st.trace) != 0; });
+	pre.set_window(INT64_MIN, since - 1);
+	const MetaEvent *cls = nullptr;
+	bool mapping = false;
+	pre.read_each([&](const TraceMsg &m) {
+		if (m.kind != TraceMsgKind::Event || m.event->ns >= since)
+			return true;
+		if (m.event->cls != cls) {
+			cls = m.event->cls;
+			mapping = cls->full_name == "pthread:mapping";
+		}
+		if (mapping)
+			learn_mapping(s, *m.event);
+		return true;
+	});
+}
+
 // --since/--until as the reader's window (docs/reading.md, "Merging and
 // messages"): the packets wholly outside are not read.  The bounds are
 // resolved first from the trace's first event, as filter_event() would
 // resolve them (a pass of its own, which reads one packet per stream).
 // Not with --pid (the threads' processes are learnt from the events read
-// before), nor when a sub-trace records mappings (an address's symbol
-// needs the mappings recorded before the window).
+// before).  Where a sub-trace records mappings, those before the window
+// are read first (learn_mappings_before): an address's symbol needs them.
 void window_pushdown(ViewSink &s, TraceReader &r)
 {
 	if ((!s.since.set && !s.until.set) || !s.pids.empty())
 		return;
+	std::set<const SubTrace *> maps;
 	for (const auto &t : r.traces())
 		for (const auto &cls : t->meta.events)
 			for (const auto &kv : cls.second)
 				if (kv.second.full_name == "pthread:mapping")
-					return;
+					maps.insert(t.get());
 	TraceReader first;
 	first.share_index(r);
 	first.start();
@@ -106,6 +136,8 @@ void window_pushdown(ViewSink &s, TraceReader &r)
 		s.first_seen = true;
 		resolve(s.since, m.event->ns);
 		resolve(s.until, m.event->ns);
+		if (s.since.set && s.since.at > INT64_MIN && !maps.empty())
+			learn_mappings_before(s, r, maps, s.since.at);
 		r.set_window(s.since.set ? s.since.at : INT64_MIN, s.until.set ? s.until.at : INT64_MAX);
 		return;
 	}

@@ -369,5 +369,10 @@ bool read_native(TraceReader &r, ViewSink &s)
 	return r.read_each([&s](const TraceMsg &m) { return on_native(s, m); });
 }
 
+void learn_mapping(ViewSink &s, const TraceEvent &e)
+{
+	native_mapping(s, e);
+}
+
 } // namespace view
 } // namespace strata

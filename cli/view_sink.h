@@ -181,6 +181,9 @@ bool on_bt_message(ViewSink &s, const bt_message *msg);
 // Every message of Strata's reader printed (r opened); false when the
 // read failed.
 bool read_native(TraceReader &r, ViewSink &s);
+// A pthread:mapping event of Strata's reader into s.syms, as read_native()
+// takes one (shown or not).
+void learn_mapping(ViewSink &s, const TraceEvent &e);
 
 } // namespace view
 } // namespace strata

@@ -103,6 +103,8 @@ void ctf_index_entry(const strata_packet_header &h, uint64_t offset, uint8_t out
 			       h.packet_seq_num};
 	for (int i = 0; i < 9; i++)
 		put_be64(out + 8 * i, v[i]);
+	put_be32(out + 72, h.lane_id);
+	put_be32(out + 76, static_cast<uint32_t>(h.vtid));
 }
 
 bool parse_ctf_index(const std::string &bytes, std::vector<CtfIndexEntry> *out, std::string *why)
@@ -119,7 +121,7 @@ bool parse_ctf_index(const std::string &bytes, std::vector<CtfIndexEntry> *out, 
 		*why = "bad magic";
 		return false;
 	}
-	if (major != 1 || len < kCtfIndexEntry10Size || (minor >= 1 && len < kCtfIndexEntrySize)) {
+	if (major != 1 || len < kCtfIndexEntry10Size || (minor >= 1 && len < kCtfIndexEntry11Size)) {
 		*why = "unknown version " + std::to_string(major) + "." + std::to_string(minor) +
 		       " or entry length " + std::to_string(len);
 		return false;
@@ -144,6 +146,11 @@ bool parse_ctf_index(const std::string &bytes, std::vector<CtfIndexEntry> *out, 
 		if (minor >= 1) {
 			e.instance = get_be64(q + 56);
 			e.seq = get_be64(q + 64);
+		}
+		if (minor == 1 && len == kCtfIndexEntrySize) { // Strata's
+			e.lane = get_be32(q + 72);
+			e.vtid = static_cast<int32_t>(get_be32(q + 76));
+			e.has_thread = true;
 		}
 		const size_t k = out->size();
 		if (e.packet_size == 0 || e.packet_size % 8 || e.content_size > e.packet_size ||

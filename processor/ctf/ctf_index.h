@@ -7,13 +7,19 @@
  *
  * Format (lttng-tools src/common/index/ctf-index.h, version 1.1), all
  * big-endian: a 16-byte header of four u32 (magic 0xC1F1DCC1, major 1,
- * minor 1, entry length 72), then one 72-byte entry per packet, in file
+ * minor 1, entry length), then one entry per packet, in file
  * order: offset (bytes), packet_size and content_size (bits),
  * timestamp_begin, timestamp_end, events_discarded, stream_id,
  * stream_instance_id, packet_seq_num (u64 each, copied from the packet's
- * header).  babeltrace2 uses an index whose packets add up to the file's
- * size and walks the headers otherwise; an index of entries 1.0 (56 bytes)
- * or longer ones (a later minor version) is read too.
+ * header).  Strata's entries are 80 bytes: LTTng's 72, then the packet's
+ * lane_id (u32) and vtid (s32), big-endian too, so that a reader can find
+ * each packet's thread without its header.  The header's entry length
+ * says where each entry starts: babeltrace2 and lttng-tools step by it
+ * and read the fields they know.  babeltrace2 uses an index whose packets
+ * add up to the file's size and walks the headers otherwise; an index of
+ * entries 1.0 (56 bytes), LTTng's 1.1 (72) or longer ones (a later minor
+ * version) is read too; only a 1.1 index of 80-byte entries gives the
+ * threads.
  *
  * The index is never trusted: parse_ctf_index() checks every entry (sizes,
  * offsets contiguous from 0), and the reader compares it with the headers
@@ -33,7 +39,8 @@ namespace strata {
 
 constexpr uint32_t kCtfIndexMagic = 0xC1F1DCC1u;
 constexpr size_t kCtfIndexHeaderSize = 16;
-constexpr size_t kCtfIndexEntrySize = 72;   // version 1.1
+constexpr size_t kCtfIndexEntrySize = 80;   // version 1.1 with Strata's lane and thread
+constexpr size_t kCtfIndexEntry11Size = 72; // LTTng's version 1.1
 constexpr size_t kCtfIndexEntry10Size = 56; // version 1.0: no instance id, no sequence number
 
 struct CtfIndexEntry {
@@ -43,6 +50,9 @@ struct CtfIndexEntry {
 	uint64_t ts_begin = 0, ts_end = 0;     // the stream's clock
 	uint64_t discarded = 0, stream_id = 0; //
 	uint64_t instance = 0, seq = 0;        // 1.1 only (0 in a 1.0 index)
+	uint32_t lane = 0;                     // Strata's 80-byte entries only
+	int32_t vtid = 0;                      // (has_thread)
+	bool has_thread = false;
 };
 
 // The stream file `stream_path`'s index path: <its dir>/index/<its name>.idx.

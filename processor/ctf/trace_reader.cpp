@@ -30,7 +30,7 @@ namespace {
 
 constexpr uint64_t kHdr = STRATA_PACKET_HEADER_SIZE;
 constexpr uint64_t kMaxMetadata = 64u << 20;
-constexpr uint64_t kMaxIndex = 1ull << 30; // 72 bytes a packet: 15 M packets
+constexpr uint64_t kMaxIndex = 1ull << 30; // 80 bytes a packet: 13 M packets
 constexpr uint64_t kScanChunk = 1u << 20;
 const uint8_t kMagic[4] = {0xC1, 0x1F, 0xFC, 0xC1}; // STRATA_CTF_MAGIC, little-endian
 
@@ -343,9 +343,11 @@ bool TraceReader::add_trace(const std::string &dir)
 		s->trace = tp;
 		s->path = f;
 		s->index = (uint32_t)streams_.size();
-		index_stream(s.get());
-		if (indexed)
-			check_index(s.get());
+		if (!indexed || walk_headers_ || !packets_from_index(s.get())) {
+			index_stream(s.get());
+			if (indexed)
+				check_index(s.get());
+		}
 		streams_.push_back(std::move(s));
 	}
 	if (indexed)
@@ -616,6 +618,62 @@ void TraceReader::check_gone_streams(const std::string &dir)
 	}
 }
 
+static void push_packet(StreamInfo *s, PacketEntry e);
+
+// The stream's packets from its packet index alone, without a header
+// read: when the index is whole (it parses), has each packet's thread
+// (Strata's 80-byte entries), adds up to the file's size exactly, and
+// names one stream of a class the metadata knows, in time order.  Else
+// false, nothing changed: the headers are walked and the index checked
+// against them (check_index), which names what is wrong with it.
+bool TraceReader::packets_from_index(StreamInfo *s)
+{
+	const TraceMeta &m = s->trace->meta;
+	struct stat st {};
+	std::string bytes, why;
+	std::vector<CtfIndexEntry> es;
+	if (stat(s->path.c_str(), &st) != 0 || !read_file(ctf_index_path(s->path), &bytes, kMaxIndex) ||
+	    !parse_ctf_index(bytes, &es, &why))
+		return false;
+	const uint64_t size = (uint64_t)st.st_size;
+	const uint64_t min_content =
+		m.record_format == STRATA_REC_COMPACT ? kHdr : offsetof(strata_packet_header, vtid);
+	uint64_t end = 0, ts = 0;
+	for (const CtfIndexEntry &e : es) {
+		if (!e.has_thread || e.stream_id != es[0].stream_id || e.instance != es[0].instance ||
+		    e.packet_size / 8 < kHdr || e.content_size / 8 < min_content || e.ts_begin < ts)
+			return false;
+		ts = e.ts_begin;
+		end = e.offset + e.packet_size / 8;
+	}
+	if (end != size ||
+	    (!es.empty() && (es[0].stream_id > UINT32_MAX || !m.known_stream((uint32_t)es[0].stream_id))))
+		return false;
+	s->size = size;
+	s->from_index = true;
+	if (!es.empty()) {
+		s->stream_class = (uint32_t)es[0].stream_id;
+		s->instance = es[0].instance;
+		s->shared = m.shared_stream(s->stream_class);
+	}
+	s->packets.reserve(es.size());
+	for (const CtfIndexEntry &x : es)
+		push_packet(s, PacketEntry{x.offset, x.packet_size / 8, x.content_size / 8, x.ts_begin,
+					   x.ts_end, x.seq, x.discarded, x.lane, x.vtid});
+	return true;
+}
+
+// Packet e (its vtid as its header has it) into the stream's index,
+// unless a sibling piece's (SubTrace::piece_from).
+static void push_packet(StreamInfo *s, PacketEntry e)
+{
+	if (e.ts_begin < s->trace->piece_from || e.ts_begin >= s->trace->piece_to)
+		return;
+	if (s->trace->meta.record_format != STRATA_REC_COMPACT)
+		e.vtid = -1; // the kernel's: its records name their threads
+	s->packets.push_back(e);
+}
+
 // A valid header at `off`: the stream's next index entry.
 void TraceReader::accept_packet(StreamInfo *s, uint64_t off, const strata_packet_header &h,
 				HeaderContext *ctx)
@@ -630,19 +688,8 @@ void TraceReader::accept_packet(StreamInfo *s, uint64_t off, const strata_packet
 		s->shared = m.shared_stream(h.stream_id);
 	}
 	ctx->ts_begin = h.timestamp_begin;
-	if (h.timestamp_begin < s->trace->piece_from || h.timestamp_begin >= s->trace->piece_to)
-		return; // a sibling piece's (SubTrace::piece_from)
-	PacketEntry e;
-	e.offset = off;
-	e.size = h.packet_size / 8;
-	e.content = h.content_size / 8;
-	e.ts_begin = h.timestamp_begin;
-	e.ts_end = h.timestamp_end;
-	e.seq = h.packet_seq_num;
-	e.discarded = h.events_discarded;
-	e.lane = h.lane_id;
-	e.vtid = m.record_format == STRATA_REC_COMPACT ? h.vtid : -1;
-	s->packets.push_back(e);
+	push_packet(s, PacketEntry{off, h.packet_size / 8, h.content_size / 8, h.timestamp_begin,
+				   h.timestamp_end, h.packet_seq_num, h.events_discarded, h.lane_id, h.vtid});
 }
 
 void TraceReader::set_window(int64_t begin_ns, int64_t end_ns)
@@ -741,9 +788,66 @@ struct DecodeInto : RecordWalk::NoVisit {
 
 } // namespace
 
+// The header of packet e, read from the packet index (the stream's
+// from_index): checked as the walk at open checks one, and against the
+// entry.  A header that is not a packet of the stream, or whose sizes are
+// not the entry's: the packet is skipped, named as damage in place.  One
+// whose other values (times, counts, thread) differ: the index is named
+// and the header's values are used, as a walk would have found them.
+bool TraceReader::indexed_header_ok(Cursor &c, PacketEntry &e)
+{
+	const TraceMeta &m = c.s->trace->meta;
+	strata_packet_header h;
+	memcpy(&h, c.buf.get(), sizeof h); // content >= 84 bytes, then the zeroed slack
+	HeaderContext ctx;
+	ctx.have = true;
+	ctx.stream_id = c.s->stream_class;
+	ctx.instance = c.s->instance;
+	const char *why = check_header(h, m, ctx, e.offset, c.s->size);
+	if (!why && (h.packet_size / 8 != e.size || h.content_size / 8 != e.content))
+		why = "sizes not those of its packet index entry";
+	// The damage named last, as a message in place (resolved in
+	// next_slow()), spanning [begin, end].
+	auto in_place = [&](uint64_t begin, uint64_t end) {
+		TraceMsg msg;
+		msg.kind = TraceMsgKind::Damage;
+		msg.stream = c.s;
+		msg.begin_ns = m.ns_from_origin(begin);
+		msg.end_ns = m.ns_from_origin(end);
+		msg.count = damages_.size() - 1;
+		c.pending.push_back(msg);
+	};
+	if (why) {
+		damage(*c.s, e.offset, e.size,
+		       std::string(why) + " (a header its packet index placed; the packet skipped)");
+		// As a span the walk skips: from the packet before's end to the
+		// one after's beginning.
+		const size_t k = (size_t)(&e - c.s->packets.data());
+		in_place(c.prev ? c.prev->ts_end : e.ts_begin,
+			 k + 1 < c.s->packets.size() ? c.s->packets[k + 1].ts_begin : e.ts_end);
+		return false;
+	}
+	const int32_t vtid = m.record_format == STRATA_REC_COMPACT ? h.vtid : -1;
+	if (h.timestamp_begin != e.ts_begin || h.timestamp_end != e.ts_end || h.packet_seq_num != e.seq ||
+	    h.events_discarded != e.discarded || h.lane_id != e.lane || vtid != e.vtid) {
+		index_damage(ctf_index_path(c.s->path),
+			     "the entry of the packet at byte " + std::to_string(e.offset) + " of " +
+				     base_name(c.s->path) +
+				     " differs from its header; the header's values used");
+		in_place(h.timestamp_begin, h.timestamp_begin);
+		e.ts_begin = h.timestamp_begin;
+		e.ts_end = h.timestamp_end;
+		e.seq = h.packet_seq_num;
+		e.discarded = h.events_discarded;
+		e.lane = h.lane_id;
+		e.vtid = vtid;
+	}
+	return true;
+}
+
 // Packet e's content into the cursor's buffer (kTraceEventSlack zero
 // bytes after it); false, named as damage, when it cannot be read.
-bool TraceReader::read_packet(Cursor &c, const PacketEntry &e)
+bool TraceReader::read_packet(Cursor &c, PacketEntry &e)
 {
 	const int fd = ::open(c.s->path.c_str(), O_RDONLY | O_CLOEXEC);
 	if (c.buf_cap < e.content + kTraceEventSlack) {
@@ -756,7 +860,7 @@ bool TraceReader::read_packet(Cursor &c, const PacketEntry &e)
 		close(fd);
 	if (!ok)
 		damage(*c.s, e.offset, e.size, "cannot read the packet (file changed?)");
-	return ok;
+	return ok && (!c.s->from_index || indexed_header_ok(c, e));
 }
 
 // What every record of packet e shares, set once (take_record() sets the
@@ -852,13 +956,16 @@ bool TraceReader::load_packet(Cursor &c)
 {
 	const TraceMeta &m = c.s->trace->meta;
 	while (c.next < c.s->packets.size()) {
-		const PacketEntry &e = c.s->packets[c.next++];
+		PacketEntry &e = c.s->packets[c.next++];
 		if (m.ns_from_origin(e.ts_end) < win_begin_ || m.ns_from_origin(e.ts_begin) > win_end_) {
 			c.prev = &e;
 			continue;
 		}
-		if (!read_packet(c, e))
+		if (!read_packet(c, e)) {
+			if (c.pi < c.pending.size())
+				return true; // its damage first (no record of it)
 			continue;
+		}
 		queue_loss(c, e);
 		begin_packet(c, e);
 		uint64_t ts;

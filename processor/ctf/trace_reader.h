@@ -11,9 +11,12 @@
  *              damage: a packet that fails its checks is skipped whole, a
  *              packet whose records stop decoding is cut after its last good
  *              record.
- *   index      a stream's packets, found by reading their headers only;
+ *   index      a stream's packets, found by reading their headers only,
  *              checked against the packet index the consumer wrote
- *              (index/<stream>.idx, ctf_index.h) when the sub-trace has one.
+ *              (index/<stream>.idx, ctf_index.h) when the sub-trace has one;
+ *              or taken from that packet index when it can stand for them
+ *              (StreamInfo::from_index), each header then checked when its
+ *              packet is read.
  *   damage     a span of a stream file that is not a valid packet (or the
  *              records cut off one), named by file, offset and reason.
  *
@@ -115,6 +118,10 @@ struct StreamInfo {
 	uint32_t index = 0;               // its place in TraceReader::streams()
 	uint64_t size = 0;                // the file's bytes when opened
 	std::vector<PacketEntry> packets; // the index (valid headers only)
+	// The packets are the packet index's (index/<file>.idx, whole, adding
+	// up to the file, each entry with its thread): no header was read at
+	// open; each is checked against its entry when its packet is read.
+	bool from_index = false;
 };
 
 // A decoded field value; pointers into the packet being read.
@@ -330,6 +337,10 @@ public:
 	// sub-trace.  Sub-traces whose metadata is unreadable are kept with
 	// their reason (readable false) and counted.
 	bool open(const std::string &root, std::string *why);
+	// Walk every stream file's headers at open even where its packet
+	// index could stand for them (`strata check`: the index is checked
+	// against the headers, not trusted).  Before open().
+	void walk_headers(bool always) { walk_headers_ = always; }
 	bool open_dirs(const std::vector<std::string> &dirs, std::string *why);
 
 	const std::vector<std::shared_ptr<SubTrace>> &traces() const { return traces_; }
@@ -408,13 +419,15 @@ private:
 	bool add_trace(const std::string &dir);
 	void load_clock_map(SubTrace *t);
 	void index_stream(StreamInfo *s);
+	bool packets_from_index(StreamInfo *s);
+	bool indexed_header_ok(Cursor &c, PacketEntry &e);
 	void check_index(StreamInfo *s);
 	void check_gone_streams(const std::string &dir);
 	void index_damage(const std::string &idx, std::string why);
 	void accept_packet(StreamInfo *s, uint64_t off, const strata_packet_header &h, HeaderContext *ctx);
 	std::unique_ptr<Cursor> make_cursor(StreamInfo *s, size_t i);
 	bool load_packet(Cursor &c);
-	bool read_packet(Cursor &c, const PacketEntry &e);
+	bool read_packet(Cursor &c, PacketEntry &e);
 	void begin_packet(Cursor &c, const PacketEntry &e);
 	uint64_t decode_packet(Cursor &c, const PacketEntry &e, uint64_t *ts, const char **why);
 	uint64_t skip_stale(Cursor &c);
@@ -432,6 +445,7 @@ private:
 	// time, the cursor to move on before the next message.
 	std::vector<std::unique_ptr<Cursor>> cursors_;
 	std::vector<Cursor *> heap_;
+	bool walk_headers_ = false;
 	size_t index_damages_ = 0; // damages_ found by open (the index's)
 	size_t index_damage_next_ = 0, index_damage_end_ = 0;
 	bool started_ = false;

@@ -4,11 +4,11 @@ writes (index/<stream>.idx, LTTng's CTF index 1.1; docs/reading.md, "The
 packet index") and what the readers make of it.
 
 Oracles:
-  - every stream file has an index whose header is LTTng's (magic
-    0xC1F1DCC1, 1.1, 72-byte entries) and whose entries are, in order, the
-    packets of the file as this script reads their headers (offset, sizes,
-    timestamps, discarded, stream id, instance, sequence number), adding
-    up to the file's size;
+  - every stream file has an index whose header is LTTng's 1.1 (magic
+    0xC1F1DCC1) with Strata's 80-byte entries and whose entries are, in
+    order, the packets of the file as this script reads their headers
+    (offset, sizes, timestamps, discarded, stream id, instance, sequence
+    number, then lane and thread), adding up to the file's size;
   - babeltrace2 builds its packet index from these files (its log says so,
     and warns of none) and prints exactly what it prints with index/ removed;
   - a copy whose stream file is emptied, cut inside its first packet, cut
@@ -21,6 +21,14 @@ Oracles:
     last packet: check exits 1 naming
     the index, and view prints every event of the trace (the index is not
     used); a copy without index/ at all: check exits 0, "no damage";
+  - readers that take the packets from a valid index (no header read at
+    open) check each header when they read its packet: a header scribbled
+    under an intact index is not read by a window that excludes its packet
+    (view --since exits 0, nothing named), and is named with its packet
+    skipped by a whole view (which prints every other event, as check's
+    clean copy holds them); an entry whose
+    thread disagrees with its header names the index, the header's thread
+    used (view prints every event as before);
   - a stream file torn by a half packet appended, then repaired by
     strata-consumerd --repair: its index again adds up to the file, and
     check exits 0.
@@ -45,23 +53,26 @@ def run(cmd):
 
 
 def read_index(path):
+    """The header, the entries (LTTng's nine fields, then Strata's lane and
+    thread) and the bytes past the last whole entry."""
     b = open(path, "rb").read()
     hdr = struct.unpack(">4I", b[:16])
-    entries = [struct.unpack(">9Q", b[i:i + 72]) for i in range(16, len(b) - 71, 72)]
-    return hdr, entries, (len(b) - 16) % 72
+    n = hdr[3]
+    entries = [struct.unpack(">9QIi", b[i:i + 80]) for i in range(16, len(b) - n + 1, n)]
+    return hdr, entries, (len(b) - 16) % n
 
 
 def packets(path):
     """(offset, packet_size, content_size, ts_begin, ts_end, discarded,
-    stream_id, instance, seq) of each packet, from its header."""
+    stream_id, instance, seq, lane, vtid) of each packet, from its header."""
     b = open(path, "rb").read()
     out, off = [], 0
     while off + 88 <= len(b):
         magic, = struct.unpack_from("<I", b, off)
-        sid, inst, tb, te, content, size, seq, disc = struct.unpack_from("<IQQQQQQQ", b, off + 20)
+        sid, inst, tb, te, content, size, seq, disc, lane, vtid = struct.unpack_from("<IQQQQQQQIi", b, off + 20)
         if magic != 0xC1FC1FC1 or size == 0:
             break
-        out.append((off, size, content, tb, te, disc, sid, inst, seq))
+        out.append((off, size, content, tb, te, disc, sid, inst, seq, lane, vtid))
         off += size // 8
     return out
 
@@ -108,7 +119,7 @@ def main():
             continue
         hdr, entries, rest = read_index(ip)
         idx[s] = entries
-        check(hdr == (0xC1F1DCC1, 1, 1, 72) and rest == 0, "%s: LTTng's index header, whole entries (%r)" %
+        check(hdr == (0xC1F1DCC1, 1, 1, 80) and rest == 0, "%s: LTTng's index header, whole entries (%r)" %
               (os.path.basename(ip), hdr))
         check(entries == packets(s), "%s: one entry per packet, each its header's values" % os.path.basename(ip))
         end = entries[-1][0] + entries[-1][1] // 8 if entries else 0
@@ -203,7 +214,7 @@ def main():
 
     # The index itself removed, corrupted, torn: named, not used.
     for name, harm, why in (("noidx", "rm", "missing or unreadable"), ("badidx", "magic", "bad magic; not used"),
-                            ("tornidx", "tear", "not a whole number of 72-byte entries (torn)"),
+                            ("tornidx", "tear", "not a whole number of 80-byte entries (torn)"),
                             ("lagidx", "lag", "left behind its file")):
         d, s = copy(name)
         ip = os.path.join(os.path.dirname(s), "index", os.path.basename(s) + ".idx")
@@ -215,13 +226,48 @@ def main():
         elif harm == "tear":
             os.truncate(ip, os.path.getsize(ip) - 30)
         else:  # its last entry gone: the index names fewer bytes than the file holds
-            os.truncate(ip, os.path.getsize(ip) - 72)
+            os.truncate(ip, os.path.getsize(ip) - 80)
         rc, out, _ = run([strata, "check", d])
         check(rc == 1 and ("index: %s: packet index: " % ip) in out and why in out,
               "%s: strata check exits 1 and names the index (%s)" % (name, why), out)
         rc, got, err = run([strata, "view", d])
         check(got == want and "packet index: " in err, "%s: strata view prints every event and names the index" %
               name, err[-500:])
+
+    # The packets taken from the index, each header checked as its packet
+    # is read: a header scribbled under an intact index (packet 1's magic)
+    # is named and the packet skipped; view prints every other event, as
+    # check (which walks every header) puts them in its clean copy.
+    d, s = copy("hdrbad")
+    with open(s, "r+b") as f:
+        f.seek(entries[1][0])
+        f.write(b"XXXX")
+    rc, got, err = run([strata, "view", d])
+    line = ("damaged: %s at byte %d (%d bytes skipped): bad magic "
+            "(a header its packet index placed; the packet skipped)" % (s, entries[1][0], entries[1][1] // 8))
+    check(rc == 1 and line in err, "hdrbad: view names the scribbled header in place", err[-500:])
+    # No header is read at open: with the window past packet 1, its
+    # scribbled header is never read (exit 0, nothing named).
+    rc, got_w, err_w = run([strata, "view", "--since", arg, d])
+    check(rc == 0 and got_w == tail and err_w == "",
+          "hdrbad: view --since %s reads no header outside the window (exit %d)" % (arg, rc), err_w[-500:])
+    rc, _, _ = run([strata, "check", "--clean-copy", d + ".clean", d])
+    b = subprocess.run(["babeltrace2", d + ".clean"], capture_output=True, timeout=120)
+    kept = sum(1 for x in got.splitlines() if "discarded" not in x)
+    check(rc == 1 and b.returncode == 0 and b.stdout.count(b"\n") == kept and 0 < kept < 6001,
+          "hdrbad: view prints the %d events check's clean copy holds" % kept, got[-300:])
+
+    # An entry whose thread is not its header's: the index named, the
+    # header's thread used, every event printed as before.
+    d, s = copy("tididx")
+    ip = os.path.join(os.path.dirname(s), "index", os.path.basename(s) + ".idx")
+    with open(ip, "r+b") as f:
+        f.seek(16 + 80 + 76)  # entry 1's vtid
+        f.write(struct.pack(">i", 999999))
+    rc, got, err = run([strata, "view", d])
+    named = "%s at byte 0: packet index: the entry of the packet at byte %d" % (ip, entries[1][0])
+    check(rc == 1 and got == want and named in err, "tididx: view names the index and prints every event as before",
+          err[-500:])
 
     # A torn stream file repaired: its index follows the packets kept.
     d, s = copy("repaired")

@@ -196,6 +196,36 @@ def lock_of(report, pid, addr):
     return None
 
 
+def window_checks(a, env, prog):
+    """`strata view --since` over a trace that records pthread:mapping: the
+    reader's window applies (4 KiB packets, so that the packets holding the
+    mappings lie before it and are not read by the window's pass), and the
+    lines are exactly the whole view's from that time on, their addresses
+    named by the mappings recorded before it."""
+    trace = os.path.join(a.work, "trace-4k")
+    rc, _, se = run([a.strata, "record", "-o", trace, "--preload", "pthread", "--subbuf-size", "4k",
+                     "--subbuf-count", "64", "--"] + prog[:2] + [prog[2] + ".4k"] + prog[3:], env=env)
+    if not check(rc == 0, "window: strata record with 4 KiB sub-buffers exits 0", se[-300:]):
+        return
+    env_utc = dict(os.environ, TZ="UTC")
+    whole = subprocess.run([a.strata, "view", trace], capture_output=True, text=True, env=env_utc,
+                           timeout=120).stdout.splitlines()
+
+    def tod(line):
+        h, m, sec = line[1:19].split(":")
+        return (int(h) * 3600 + int(m) * 60) * 10**9 + int(sec.replace(".", ""))
+
+    for frac in (0.5, 0.95):
+        at = whole[int(len(whole) * frac)][1:19] if whole else "00:00:00.000000000"
+        tail = [ln for ln in whole if tod(ln) >= tod("[" + at)]
+        r = subprocess.run([a.strata, "view", "--since", at, trace], capture_output=True, text=True,
+                           env=env_utc, timeout=120)
+        named = sum(1 for ln in tail if re.search(r" [A-Za-z_][\w.]*\+0x[0-9a-f]+", ln))
+        check(r.returncode == 0 and named and r.stdout.splitlines() == tail,
+              "window: view --since %s prints the whole view's %d lines from there, %d naming symbols" %
+              (at, len(tail), named), r.stderr[-300:])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario")
@@ -350,6 +380,7 @@ def main():
                           "view (%s reader) names the stack's frames: take_hot+... first, start_thread+... "
                           "(%d lines)" % (reader, len(named)))
                 check(views[0] == views[1], "both readers print the same lines")
+                window_checks(a, env, prog)
         check(rw is None or rw["kind"] == "rwlock", "rwlock kind")
     elif sc == "basic":
         expect("errorcheck", "ec", prog_out["ec_acq"])

@@ -31,10 +31,12 @@ strata_packet_header header(uint64_t bytes, uint64_t seq, uint64_t ts)
 	h.packet_size = bytes * 8;
 	h.packet_seq_num = seq;
 	h.events_discarded = seq * 2;
+	h.lane_id = 5;
+	h.vtid = static_cast<int32_t>(1000 + seq);
 	return h;
 }
 
-// A 1.1 index of packets of these sizes, back to back.
+// A Strata 1.1 index (80-byte entries) of packets of these sizes, back to back.
 std::string index_of(const std::vector<uint64_t> &sizes)
 {
 	std::string s(strata::kCtfIndexHeaderSize, '\0');
@@ -66,7 +68,7 @@ std::string why_not(const std::string &bytes)
 TEST(CtfIndex, HeaderIsLttngs)
 {
 	const std::string s = index_of({});
-	const unsigned char want[16] = {0xC1, 0xF1, 0xDC, 0xC1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 72};
+	const unsigned char want[16] = {0xC1, 0xF1, 0xDC, 0xC1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 80};
 	ASSERT_EQ(s.size(), 16u);
 	EXPECT_EQ(memcmp(s.data(), want, 16), 0);
 }
@@ -87,18 +89,38 @@ TEST(CtfIndex, EntriesReadBackExactly)
 	EXPECT_EQ(es[2].stream_id, 3u);
 	EXPECT_EQ(es[2].instance, 7u);
 	EXPECT_EQ(es[2].seq, 2u);
+	EXPECT_TRUE(es[2].has_thread);
+	EXPECT_EQ(es[2].lane, 5u);
+	EXPECT_EQ(es[2].vtid, 1002);
+}
+
+// A two-packet index with entries cut to `len` bytes, of minor version
+// `minor`, parsed (asserted valid).
+std::vector<CtfIndexEntry> shorter_entries(uint32_t len, char minor)
+{
+	const std::string s = index_of({4096, 4096});
+	std::string v = s.substr(0, 16);
+	v[11] = minor;
+	v[15] = static_cast<char>(len);
+	v += s.substr(16, len) + s.substr(16 + strata::kCtfIndexEntrySize, len);
+	std::vector<CtfIndexEntry> es;
+	std::string why;
+	EXPECT_TRUE(strata::parse_ctf_index(v, &es, &why)) << why;
+	return es;
+}
+
+// LTTng's own 1.1 entries (72 bytes): read, without the threads.
+TEST(CtfIndex, LttngEntriesHaveNoThread)
+{
+	const std::vector<CtfIndexEntry> es = shorter_entries(72, 1);
+	ASSERT_EQ(es.size(), 2u);
+	EXPECT_EQ(es[1].seq, 1u);
+	EXPECT_FALSE(es[1].has_thread);
 }
 
 TEST(CtfIndex, Version10Entries)
 {
-	std::string s = index_of({4096, 4096});
-	std::string v10 = s.substr(0, 16);
-	v10[11] = 0; // minor 0
-	v10[15] = 56;
-	v10 += s.substr(16, 56) + s.substr(16 + 72, 56);
-	std::vector<CtfIndexEntry> es;
-	std::string why;
-	ASSERT_TRUE(strata::parse_ctf_index(v10, &es, &why)) << why;
+	const std::vector<CtfIndexEntry> es = shorter_entries(56, 0);
 	ASSERT_EQ(es.size(), 2u);
 	EXPECT_EQ(es[1].offset, 4096u);
 	EXPECT_EQ(es[1].seq, 0u); // not in 1.0
@@ -113,11 +135,11 @@ TEST(CtfIndex, MalformedRefusedWithReason)
 	EXPECT_EQ(why_not(s), "bad magic");
 	s = good;
 	s[7] = 2; // major 2
-	EXPECT_EQ(why_not(s), "unknown version 2.1 or entry length 72");
+	EXPECT_EQ(why_not(s), "unknown version 2.1 or entry length 80");
 	EXPECT_EQ(why_not(good.substr(0, good.size() - 30)),
-		  "its 114 bytes of entries are not a whole number of 72-byte entries (torn)");
+		  "its 130 bytes of entries are not a whole number of 80-byte entries (torn)");
 	s = good;
-	put_be64(s, 16 + 72, 4000); // the second entry's offset
+	put_be64(s, 16 + 80, 4000); // the second entry's offset
 	EXPECT_EQ(why_not(s), "entry 1: offset 4000 where the entries before end at 4096");
 	s = good;
 	put_be64(s, 16 + 8, 4095); // packet size not whole bytes
