@@ -15,7 +15,9 @@ two CPUs with N writers: each part is mostly waiting for a CPU.  The load
 average before the stop is printed: N = 1000 drives it to several hundred
 for the minute the run takes, so run that by hand on a machine nobody else
 is using.  Builds nothing: strata-consumerd, strata and strata-bench-async
-from BUILD_DIR (docs/consumerd.md, "Stopping a session").
+from BUILD_DIR (docs/consumerd.md, "Stopping a session").  `bench/run.py
+--only stop_live BUILD_DIR` runs it with N = 1,000 as a row of the
+benchmark table (100 with --smoke).
 """
 import os
 import subprocess
