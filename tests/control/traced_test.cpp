@@ -262,6 +262,20 @@ protected:
 		scan_dir(out, s);
 		return s;
 	}
+	// `app` did not join session s: `named` in its problems (as of
+	// `problems`) and in STOP's answer, no buffer, nothing recorded of the
+	// batch it serves now.
+	void expect_named_unrecorded(ServeApp &app, const std::string &named, const std::string &problems,
+				     uint32_t buffers)
+	{
+		EXPECT_NE(problems.find(named), std::string::npos) << problems << d.log_text();
+		EXPECT_EQ(buffers, 0u);
+		ASSERT_TRUE(app.batch());
+		EXPECT_EQ(app.finish(), 0);
+		const Scan s = stop_and_scan();
+		EXPECT_NE(t.find(named), std::string::npos) << t;
+		EXPECT_EQ(s.records + s.discarded, 0u);
+	}
 };
 
 TEST_F(Traced, EventsOfARegisteredProcessAreDrainedExactly)
@@ -825,13 +839,7 @@ TEST_F(Traced, MissedStateQueryOfASyncProcessIsNamed)
 		struct pollfd none;
 		poll(&none, 0, 10); // polling a condition with a deadline
 	}
-	EXPECT_NE(problems.find(named), std::string::npos) << problems << d.log_text();
-	EXPECT_EQ(buffers, 0u);
-	ASSERT_TRUE(app.batch());
-	EXPECT_EQ(app.finish(), 0);
-	const Scan s = stop_and_scan();
-	EXPECT_NE(t.find(named), std::string::npos) << t;
-	EXPECT_EQ(s.records + s.discarded, 0u);
+	expect_named_unrecorded(app, named, problems, buffers);
 }
 
 // A daemon that read a tp-sync process's state query and answers after
@@ -928,13 +936,7 @@ TEST_F(Traced, ProcessThatCannotConnectIsNamed)
 	uint32_t buffers = 0;
 	std::string problems;
 	ASSERT_TRUE(missed::status(c, buffers, problems));
-	EXPECT_NE(problems.find(named), std::string::npos) << problems << d.log_text();
-	EXPECT_EQ(buffers, 0u);
-	ASSERT_TRUE(app.batch());
-	EXPECT_EQ(app.finish(), 0);
-	const Scan s = stop_and_scan();
-	EXPECT_NE(t.find(named), std::string::npos) << t;
-	EXPECT_EQ(s.records + s.discarded, 0u);
+	expect_named_unrecorded(app, named, problems, buffers);
 }
 
 // A process signalled at START that cannot apply it (stopped) is named

@@ -230,6 +230,23 @@ void probe_hook(strata_writer_step step)
 	g_probe.req_after = __atomic_load_n(&g_probe.lane->close_req, __ATOMIC_RELAXED);
 }
 
+// Lane 0's packets, flushed already, decoded: lane 0's records in order,
+// checked to be rbtest:sig with seqs 0..n-1, and nothing discarded.
+void expect_lane0_records(Slot &s, uint64_t n)
+{
+	std::vector<uint8_t> pkt;
+	std::string err;
+	std::vector<Record> recs;
+	while (s.reader->next_packet(0, &pkt, &err) == strata::ReadStatus::kPacket) {
+		s.refresh_events();
+		ASSERT_TRUE(decode_packet(pkt, s.events, &recs, &err)) << err;
+	}
+	ASSERT_EQ(recs.size(), n);
+	for (uint64_t i = 0; i < n; i++)
+		EXPECT_EQ(recs[i].fields[1].u, i);
+	EXPECT_EQ(s.reader->lane_discarded(0), 0u);
+}
+
 TEST(FastOwner, ConsumerWaitsForTheOwnersWindow)
 {
 	Slot s(1, config(STRATA_MODE_DISCARD, 1, 4, 4096), {rule("rbtest:*")});
@@ -259,17 +276,7 @@ TEST(FastOwner, ConsumerWaitsForTheOwnersWindow)
 	EXPECT_EQ(__atomic_load_n(&g_probe.lane->owner_busy, __ATOMIC_RELAXED), 0u);
 	std::string msg;
 	ASSERT_EQ(s.reader->flush(0, false, 1000, &msg), strata::FlushStatus::kDone) << msg;
-	std::vector<uint8_t> pkt;
-	std::string err;
-	std::vector<Record> recs;
-	while (s.reader->next_packet(0, &pkt, &err) == strata::ReadStatus::kPacket) {
-		s.refresh_events();
-		ASSERT_TRUE(decode_packet(pkt, s.events, &recs, &err)) << err;
-	}
-	ASSERT_EQ(recs.size(), 4u);
-	for (uint64_t i = 0; i < 4; i++)
-		EXPECT_EQ(recs[i].fields[1].u, i);
-	EXPECT_EQ(s.reader->lane_discarded(0), 0u);
+	expect_lane0_records(s, 4);
 	munmap(m, size);
 }
 
@@ -310,17 +317,7 @@ TEST(FastOwner, RetiredBufferIsFlushedWithoutWaitingForTheOwner)
 	msg.clear();
 	ASSERT_EQ(s.reader->flush(0, false, 20000, &msg), strata::FlushStatus::kDone) << msg;
 	EXPECT_LT(now_ms() - t0, 10000) << "the flush waited for the owner's window";
-	std::vector<uint8_t> pkt;
-	std::string err;
-	std::vector<Record> recs;
-	while (s.reader->next_packet(0, &pkt, &err) == strata::ReadStatus::kPacket) {
-		s.refresh_events();
-		ASSERT_TRUE(decode_packet(pkt, s.events, &recs, &err)) << err;
-	}
-	ASSERT_EQ(recs.size(), 3u);
-	for (uint64_t i = 0; i < 3; i++)
-		EXPECT_EQ(recs[i].fields[1].u, i);
-	EXPECT_EQ(s.reader->lane_discarded(0), 0u);
+	expect_lane0_records(s, 3);
 	munmap(m, size);
 }
 
