@@ -271,7 +271,7 @@ void knock(int i)
 			close(fd);
 	}
 	say_as("cannot connect to the consumer daemon within STRATA_REGISTER_TIMEOUT_MS (its queue is "
-	       "full: a burst of starts, or a daemon that stopped reading): not traced; ",
+	       "full: a burst of starts, or a daemon that stopped reading): not joined; ",
 	       r == 0 ? "the daemon names this process in its sessions' status"
 		      : "nor could the daemon be told (its knock socket: ",
 	       r == 0 ? "" : err_text(r), r == 0 ? "" : ")");
