@@ -1279,13 +1279,14 @@ class Bench:
         n = 100 if self.smoke else 1000
         here = os.path.dirname(os.path.abspath(__file__))
         p = run(["/usr/bin/python3", os.path.join(here, "stop_live.py"), build, str(n)], timeout=1800)
-        m = re.search(r"stop with (\d+) live writers: (\d+) ms \(before the daemon's stop (\d+) ms, "
-                      r"its stop (\d+) ms, after its answer (\d+) ms; load average ([0-9.]+)", p.stdout)
+        m = re.search(r"stop with (\d+) live writers: (\d+) ms \(before the daemon's stop (\d+|n/a) ms, "
+                      r"its stop (\d+|n/a) ms, after its answer (\d+|n/a) ms; load average ([0-9.]+)", p.stdout)
         if not m:
             raise BenchError("stop_live: no figure in %r" % p.stdout[-300:])
+        part = lambda g: None if g == "n/a" else int(g)  # noqa: E731 (a stamp missing from the log)
         self.results[("stop_live",)] = {
-            "writers": int(m.group(1)), "total_ms": int(m.group(2)), "before_ms": int(m.group(3)),
-            "daemon_ms": int(m.group(4)), "after_ms": int(m.group(5)), "load": float(m.group(6))}
+            "writers": int(m.group(1)), "total_ms": int(m.group(2)), "before_ms": part(m.group(3)),
+            "daemon_ms": part(m.group(4)), "after_ms": part(m.group(5)), "load": float(m.group(6))}
         log("  " + p.stdout.strip())
 
     def reading(self):

@@ -78,12 +78,13 @@ def one(build, n, keep):
     strata("destroy", "s")
     d.terminate()
     d.wait(timeout=60)
-    pumper.join(timeout=10)
-    begin = stamps.get("stopping: its processes are told first", t1 - t0)
-    end = stamps.get("stopped: ", begin)
-    print("stop with %d live writers: %.0f ms (before the daemon's stop %.0f ms, its stop %.0f ms, "
-          "after its answer %.0f ms; load average %.1f before)" %
-          (n, (t2 - t1) * 1e3, (begin - (t1 - t0)) * 1e3, (end - begin) * 1e3, (t2 - t0 - end) * 1e3, load))
+    pumper.join()  # the daemon is gone: its log ends
+    begin = stamps.get("stopping: its processes are told first")
+    end = stamps.get("stopped: ")
+    ms = lambda a, b: "%.0f" % ((b - a) * 1e3) if a is not None and b is not None else "n/a"  # noqa: E731
+    print("stop with %d live writers: %.0f ms (before the daemon's stop %s ms, its stop %s ms, "
+          "after its answer %s ms; load average %.1f before)" %
+          (n, (t2 - t1) * 1e3, ms(t1 - t0, begin), ms(begin, end), ms(end, t2 - t0), load))
     if keep:
         print("  kept: " + work)
     else:
