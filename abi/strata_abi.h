@@ -61,9 +61,10 @@ typedef int64_t strata_s64;
 	3u /* 2: compact user records (STRATA_REC_COMPACT), owned/shared lanes;
 			     3: the consumer's own commit counters (ccommit) */
 #define STRATA_ABI_MINOR \
-	3u /* 3.1: block_timeout_ms in the buffer header;
+	4u /* 3.1: block_timeout_ms in the buffer header;
 	      3.2: a lane's `records` count in overwrite mode;
-	      3.3: block_timeouts in the buffer header */
+	      3.3: block_timeouts in the buffer header;
+	      3.4: STRATA_BUF_RETIRED */
 
 /* ---- CTF packet and event layout (little-endian) -------------------------
  * Every sub-buffer is a complete CTF 1.8 packet.  Offsets from packet start. */
@@ -232,6 +233,14 @@ struct strata_buffer_header {
  * `close_req`, issues that membarrier and waits for `owner_busy` == 0
  * (docs/ring-buffer.md, "Unlocked reserve on owned lanes"). */
 #define STRATA_BUF_FAST_OWNER 0x4u
+/* ABI 3.4: set by the producer (release) when it closed the buffer's slot
+ * and replaced its mapping of everything past the header page by private
+ * pages: no access of its writers to a lane's control words or data
+ * reaches the shared buffer any more, so a consumer that sees it (acquire)
+ * waits for no writer: no owner window, no commit still in flight (a
+ * reservation never committed is cut, docs/ring-buffer.md "A retired
+ * buffer").  Older producers never set it. */
+#define STRATA_BUF_RETIRED 0x8u
 
 enum strata_clock_id {
 	STRATA_CLOCK_MONOTONIC = 0,     /* CLOCK_MONOTONIC via the vDSO */

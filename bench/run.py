@@ -1328,6 +1328,27 @@ class Bench:
                 self.results[("jvm", m.group(1).strip())] = float(m.group(2))
                 log("  " + line)
 
+    def stop_live(self):
+        """How long `strata stop` takes with 1,000 live writers (100 with
+        --smoke): bench/stop_live.py, its parts from the daemon's log.  It
+        drives the load average to hundreds for about a minute: optional,
+        only with --only stop_live, on a machine nobody else is using."""
+        if not self.have_strata:
+            raise BenchError("stop_live: strata not built")
+        build = os.path.dirname(os.path.dirname(self.plain))
+        n = 100 if self.smoke else 1000
+        here = os.path.dirname(os.path.abspath(__file__))
+        p = run(["/usr/bin/python3", os.path.join(here, "stop_live.py"), build, str(n)], timeout=1800)
+        m = re.search(r"stop with (\d+) live writers: (\d+) ms \(before the daemon's stop (\d+|n/a) ms, "
+                      r"its stop (\d+|n/a) ms, after its answer (\d+|n/a) ms; load average ([0-9.]+)", p.stdout)
+        if not m:
+            raise BenchError("stop_live: no figure in %r" % p.stdout[-300:])
+        part = lambda g: None if g == "n/a" else int(g)  # noqa: E731 (a stamp missing from the log)
+        self.results[("stop_live",)] = {
+            "writers": int(m.group(1)), "total_ms": int(m.group(2)), "before_ms": part(m.group(3)),
+            "daemon_ms": part(m.group(4)), "after_ms": part(m.group(5)), "load": float(m.group(6))}
+        log("  " + p.stdout.strip())
+
     def reading(self):
         """Reading a trace back (issue 49): `strata view > /dev/null` (Strata's
         own reader) against babeltrace2 printing the same trace, CPU time of
@@ -1991,6 +2012,11 @@ def table(b):
     row("ints, 1 thread, aggregated (strata create --aggregate '%s'; CPU ns/event)" % Bench.AGG_SPEC, ag, None,
         "<= recorded (%s)" % fmt(rc), lambda x: rc is not None and x <= rc, strata_only=True)
     row("  the same events recorded, same runs interleaved (CPU ns/event)", rc, None)
+    sl = r.get(("stop_live",))
+    if sl:
+        row("strata stop with %d live writers (wall ms; load average %.0f before)" % (sl["writers"], sl["load"]),
+            sl["total_ms"], None)
+        row("  of which the daemon's stop (its processes told, every buffer flushed; ms)", sl["daemon_ms"], None)
     jv = lambda k: r.get(("jvm", k))
     if any(k[0] == "jvm" for k in r):
         row("Java API enabled, string + 2 ints (CPU ns/event)", jv("strata Java API, enabled"),
@@ -2203,7 +2229,7 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="tiny counts (< 60 s), for CI")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--only", help="comma-separated steps: costs,disabled,startup_nodaemon,enabled,short_threads,"
-                    "aggregate,whole,throughput,throughput_blocking,latency,startup_daemon,memory,preload,processes,reading,reading_large,query_sched,callgrind; and jvm, never run by default")
+                    "aggregate,whole,throughput,throughput_blocking,latency,startup_daemon,memory,preload,processes,reading,reading_large,query_sched,callgrind; and jvm and stop_live, never run by default")
     ap.add_argument("--json", help="where to write the results as data (default BUILD/bench/results.json)")
     ap.add_argument("--large-rows", type=int, default=6300000,
                     help="reading_large's sqlite3 inserts (default 6300000: about 45 M events; 1000000: about 7 M)")
@@ -2225,7 +2251,8 @@ def main():
         if a.only:
             names = a.only.split(",")
             # jvm: jvm_bench.py runs its own private lttng-sessiond.
-            need_daemon = any(n not in ("costs", "disabled", "startup_nodaemon", "aggregate", "jvm") for n in names)
+            need_daemon = any(n not in ("costs", "disabled", "startup_nodaemon", "aggregate", "jvm", "stop_live")
+                              for n in names)
             if need_daemon and b.have_lttng:
                 b.lttng.start_daemon()
             try:

@@ -15,7 +15,9 @@ two CPUs with N writers: each part is mostly waiting for a CPU.  The load
 average before the stop is printed: N = 1000 drives it to several hundred
 for the minute the run takes, so run that by hand on a machine nobody else
 is using.  Builds nothing: strata-consumerd, strata and strata-bench-async
-from BUILD_DIR (docs/consumerd.md, "Stopping a session").
+from BUILD_DIR (docs/consumerd.md, "Stopping a session").  `bench/run.py
+--only stop_live BUILD_DIR` runs it with N = 1,000 as a row of the
+benchmark table (100 with --smoke).
 """
 import os
 import subprocess
@@ -76,12 +78,13 @@ def one(build, n, keep):
     strata("destroy", "s")
     d.terminate()
     d.wait(timeout=60)
-    pumper.join(timeout=10)
-    begin = stamps.get("stopping: its processes are told first", t1 - t0)
-    end = stamps.get("stopped: ", begin)
-    print("stop with %d live writers: %.0f ms (before the daemon's stop %.0f ms, its stop %.0f ms, "
-          "after its answer %.0f ms; load average %.1f before)" %
-          (n, (t2 - t1) * 1e3, (begin - (t1 - t0)) * 1e3, (end - begin) * 1e3, (t2 - t0 - end) * 1e3, load))
+    pumper.join()  # the daemon is gone: its log ends
+    begin = stamps.get("stopping: its processes are told first")
+    end = stamps.get("stopped: ")
+    ms = lambda a, b: "%.0f" % ((b - a) * 1e3) if a is not None and b is not None else "n/a"  # noqa: E731
+    print("stop with %d live writers: %.0f ms (before the daemon's stop %s ms, its stop %s ms, "
+          "after its answer %s ms; load average %.1f before)" %
+          (n, (t2 - t1) * 1e3, ms(t1 - t0, begin), ms(begin, end), ms(end, t2 - t0), load))
     if keep:
         print("  kept: " + work)
     else:

@@ -144,6 +144,7 @@ bool Connections::take_conn(int fd, bool quiet)
 // processes that joined from the table before it.
 void Connections::serve_quiet()
 {
+	listener_.read_knocks();
 	std::vector<int> fds;
 	listener_.accept(true, &fds);
 	for (int fd : fds) {

@@ -139,6 +139,8 @@ public:
 			std::vector<uint64_t> granted;
 		};
 		virtual void closed(const Ended &e) = 0;
+		// A process could not connect (Listener::Host::knocked).
+		virtual void knocked(pid_t pid, uid_t uid, const std::string &comm) = 0;
 	};
 
 	// `listener` may be made after this (only used once serving).
@@ -153,9 +155,14 @@ public:
 	// socket); false: refused and closed (logged).
 	bool take_conn(int fd, bool quiet) override;
 	// Listener::Host: every queued quiet connection taken and what it sent
-	// read now, so that a command or a stop sees the processes that joined
-	// from the table before it.
+	// read now, and every knock, so that a command or a stop sees the
+	// processes that joined from the table, or could not connect, before it.
 	void serve_quiet() override;
+	// Listener::Host: to the host.
+	void knocked(pid_t pid, uid_t uid, const std::string &comm) override
+	{
+		host_.knocked(pid, uid, comm);
+	}
 	// Every process message already sent, read and handled now (before a
 	// session stops: a process does not wait for BUFFER's answer).  Not
 	// nested.

@@ -102,7 +102,86 @@ bool Listener::open()
 		return false;
 	}
 	open_quiet();
+	open_knock();
 	return true;
+}
+
+void Listener::open_knock()
+{
+	const std::string path = path_ + proto::kKnockSuffix;
+	struct sockaddr_un sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	const int one = 1;
+	kfd_ = path.size() < sizeof(sa.sun_path)
+		       ? socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)
+		       : -1;
+	if (kfd_ >= 0) {
+		memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+		unlink(path.c_str()); // a stale one: the socket's own check found no daemon
+		mode_t old = umask(0077);
+		const bool bound = bind(kfd_, reinterpret_cast<struct sockaddr *>(&sa), sizeof(sa)) == 0;
+		umask(old);
+		if (bound && chmod(path.c_str(), socket_mode()) == 0 &&
+		    setsockopt(kfd_, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) == 0 &&
+		    loop_.add(kfd_, EPOLLIN, [this] { read_knocks(); }))
+			return;
+		unlink(path.c_str());
+	}
+	logf("no knock socket (%s): a process that cannot connect is not named", strerror(errno));
+	if (kfd_ >= 0)
+		::close(kfd_);
+	kfd_ = -1;
+}
+
+void Listener::read_knocks()
+{
+	for (int n = 0; kfd_ >= 0 && n < 4096; n++) { // bounded: a flood waits for the next turn
+		uint8_t buf[proto::kKnockSize + 1];
+		union {
+			struct cmsghdr h;
+			char space[CMSG_SPACE(sizeof(struct ucred))];
+		} ctl;
+		struct iovec iov = {buf, sizeof buf};
+		struct msghdr mh;
+		memset(&mh, 0, sizeof mh);
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = ctl.space;
+		mh.msg_controllen = sizeof ctl.space;
+		const ssize_t r = recvmsg(kfd_, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (r < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				logf("knock socket: %s", strerror(errno));
+			return;
+		}
+		const struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		struct ucred cred = {};
+		const bool has_cred = c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS;
+		if (has_cred)
+			memcpy(&cred, CMSG_DATA(c), sizeof cred);
+		if (r != static_cast<ssize_t>(proto::kKnockSize) || !has_cred || cred.pid <= 0 ||
+		    proto::load_le(buf, 4) != proto::kKnockMagic) {
+			static unsigned said; // a hostile peer's flood is not the log's
+			if (said < 10 && ++said)
+				logf("knock socket: a malformed datagram dropped (%zd bytes)", r);
+			continue;
+		}
+		std::string comm;
+		for (size_t i = 8; i < proto::kKnockSize && buf[i]; i++)
+			comm += buf[i] >= 0x20 && buf[i] < 0x7f ? static_cast<char>(buf[i]) : '?';
+		host_.knocked(cred.pid, cred.uid, comm.substr(0, 15));
+	}
+}
+
+void Listener::close_knock()
+{
+	if (kfd_ < 0)
+		return;
+	loop_.remove(kfd_);
+	unlink((path_ + proto::kKnockSuffix).c_str());
+	::close(kfd_);
+	kfd_ = -1;
 }
 
 void Listener::open_quiet()
@@ -191,6 +270,7 @@ void Listener::close()
 		lfd_ = -1;
 	}
 	close_quiet();
+	close_knock();
 	// The directory this daemon made for its socket ($XDG_RUNTIME_DIR/strata)
 	// goes too, once empty: it may hold another daemon's socket, or the
 	// sessions a killed daemon kept (<socket>.state), and then stays.

@@ -21,6 +21,11 @@
  *   - the quiet socket is one-shot in the event loop: after its timer
  *     fires the host serves the queue (Host::serve_quiet), then the socket
  *     is armed again;
+ *   - the knock socket (proto.h, kKnockSuffix) takes datagrams from
+ *     processes whose connect() timed out; read as they come and before
+ *     every command and stop (Connections::serve_quiet), each handed to
+ *     Host::knocked; without it (logged) such a process is only told on
+ *     its own stderr;
  *   - what it cannot watch is never kept unwatched: the socket -> open()
  *     fails (the daemon does not start); the quiet socket, its timer, or
  *     its re-arming -> the quiet socket is closed and unlinked, which the
@@ -31,6 +36,7 @@
 #define STRATA_CONSUMERD_LISTENER_H
 
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 #include "event_loop.h"
@@ -51,6 +57,10 @@ public:
 		// The quiet socket's delay passed: the host accepts its queue
 		// (accept(true, ...)) and reads what each connection sent.
 		virtual void serve_quiet() = 0;
+		// A process whose connect() timed out knocked (proto.h,
+		// kKnockSuffix): its pid and uid from the datagram's
+		// credentials, its comm from the payload (printable, <= 15).
+		virtual void knocked(pid_t pid, uid_t uid, const std::string &comm) = 0;
 	};
 
 	Listener(EventLoop &loop, Host &host, std::string path)
@@ -67,6 +77,9 @@ public:
 	// Every connection queued on the socket (quiet: the quiet socket)
 	// handed to Host::take_conn; those it took appended to `taken`.
 	void accept(bool quiet, std::vector<int> *taken = nullptr);
+	// Every knock queued on the knock socket handed to Host::knocked
+	// (malformed ones and those without credentials dropped, logged).
+	void read_knocks();
 	// Both sockets unwatched, closed and unlinked (again: nothing); the
 	// socket's directory removed if open() made it and it is empty.
 	void close();
@@ -76,6 +89,8 @@ public:
 private:
 	void open_quiet();
 	void close_quiet();
+	void open_knock();
+	void close_knock();
 	void on_quiet(bool on_socket);
 
 	EventLoop &loop_;
@@ -83,6 +98,7 @@ private:
 	const std::string path_;
 	int lfd_ = -1;
 	int qfd_ = -1, quiet_tfd_ = -1; // the quiet socket (one-shot) and its delay
+	int kfd_ = -1;                  // the knock socket (datagrams)
 	std::string made_dir_;          // the socket's directory, when open() created it
 };
 

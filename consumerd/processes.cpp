@@ -14,7 +14,9 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <dirent.h>
 #include <fcntl.h>
 #include <memory>
@@ -64,6 +66,21 @@ bool tree_vouched(const Conn &c, const Session &s, const Proc &p)
 {
 	return p.kmod && kernel_tree_grants(s.slot) && c.cred.uid == s.uid && kill(c.cred.pid, 0) != 0 &&
 	       errno == ESRCH;
+}
+// STRATA_TEST_ANSWER_DELAY_MS (tests only): the main thread sleeps that
+// long before each state query's answer, a daemon that read the query and
+// answers late, as on a loaded machine (Traced.StateQueryReadLate...).
+void answer_late_for_tests()
+{
+	static const long ms = [] {
+		const char *e = getenv("STRATA_TEST_ANSWER_DELAY_MS");
+		return e && *e ? strtol(e, nullptr, 10) : 0L;
+	}();
+	if (ms <= 0 || ms > 60000)
+		return;
+	struct timespec ts = {ms / 1000, ms % 1000 * 1000000L};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+	}
 }
 } // namespace
 
@@ -131,6 +148,7 @@ void Processes::do_register(Conn &c, const proto::Message &msg)
 	n_queries_++;
 	proto::RegisterReply rr;
 	grant_sessions(c, *p, rr);
+	answer_late_for_tests();
 	c.asked = true; // until it sends more: did the answer reach it (Conn::answer_lost)?
 	// The clock page travels with the answer (SCM_RIGHTS), read-only.
 	p_.conns.send(c, seq, rr, host_.clock_page_fd());
@@ -584,7 +602,8 @@ void Processes::missed_answer(const Connections::Host::Ended &e, Proc &p)
 		why = std::string("its state query missed its deadline (") +
 		      (retry     ? "asked again"
 		       : p.signo ? "asked again, in vain"
-				 : "a tp-sync process asks once") +
+				 : "a tp-sync process asks at its start only: none of its events are "
+				   "recorded") +
 		      ")";
 	for (uint64_t run : e.granted)
 		if (Session *s = p_.sessions.by_run(run))
@@ -598,6 +617,30 @@ void Processes::missed_answer(const Connections::Host::Ended &e, Proc &p)
 	p.retries++;
 	if (syscall(SYS_pidfd_send_signal, p.pidfd, p.signo, nullptr, 0) != 0)
 		VLOG("pid %d: cannot signal: %s", p.pid, strerror(errno));
+}
+
+// A knock (proto.h, kKnockSuffix): the process's connect() timed out, our
+// socket's queue full until its deadline.  It joined nothing and never asks
+// again by itself; each session that would have granted it names it, as a
+// missed answer does.  A forged comm costs only a wrong name: the pid and
+// uid are the kernel's.
+void Processes::knocked(pid_t pid, uid_t uid, const std::string &comm)
+{
+	Proc probe;
+	probe.pid = pid;
+	probe.uid = uid;
+	probe.comm = comm;
+	const std::string why = "it could not connect to the daemon within its deadline "
+				"(STRATA_REGISTER_TIMEOUT_MS: the daemon's queue was full)";
+	unsigned named = 0;
+	for (auto &s : p_.sessions.all())
+		if (s->state == proto::SessionState::Active && !s->stopping &&
+		    (s->uid == 0 || s->uid == uid) && reaches(*s, probe) &&
+		    (s->rules.empty() || !rules_for(*s, probe).empty())) {
+			note_unjoined(*s, pid, comm, why);
+			named++;
+		}
+	logf("pid %d (%s): %s; named in %u session(s)", pid, comm.c_str(), why.c_str(), named);
 }
 
 void Processes::on_exit(int pidfd)

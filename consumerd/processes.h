@@ -94,6 +94,9 @@ public:
 	void closed(const Connections::Host::Ended &e);
 	// The process of `pidfd` exited: its drains finish.
 	void on_exit(int pidfd);
+	// A process knocked: its connect() timed out, so it joined nothing;
+	// every active session it would have joined names it.
+	void knocked(pid_t pid, uid_t uid, const std::string &comm);
 	// The attacher's results so far (woken: its eventfd fired), or all of
 	// them, waited for (settle_attaches).
 	void collect_attaches(bool woken = false);

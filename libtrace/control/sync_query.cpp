@@ -88,8 +88,10 @@
 #include <linux/futex.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -232,9 +234,47 @@ int connect_quiet_first(int i, int64_t dl)
 	if (n + k < sizeof quiet) {
 		memcpy(quiet, s.paths[i], n);
 		memcpy(quiet + n, proto::kQuietSuffix, k + 1);
-		fd = proto::connect_unix(quiet, dl);
+		// One try (a deadline already past): a full quiet queue sends
+		// us to the socket at once, whose queue is served as it fills.
+		fd = proto::connect_unix(quiet, 0);
 	}
 	return fd >= 0 ? fd : proto::connect_unix(s.paths[i], dl);
+}
+
+// Path i's daemon did not take our connection by the deadline (its
+// socket's queue full: a burst of starts, or a daemon that stopped
+// reading): one datagram on its knock socket (proto.h, kKnockSuffix), never
+// waited for, tells it which process tried (our credentials travel with
+// it), and our stderr says what happened.  Async-signal-safe.
+void knock(int i)
+{
+	const State &s = g_state;
+	struct sockaddr_un sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	const size_t n = strlen(s.paths[i]), k = strlen(proto::kKnockSuffix);
+	int r = -ENAMETOOLONG;
+	if (n + k < sizeof sa.sun_path) {
+		memcpy(sa.sun_path, s.paths[i], n);
+		memcpy(sa.sun_path + n, proto::kKnockSuffix, k + 1);
+		uint8_t msg[proto::kKnockSize] = {};
+		const uint32_t words[2] = {proto::kKnockMagic, s.signo ? 1u : 0u};
+		for (unsigned b = 0; b < 8; b++) // little-endian
+			msg[b] = static_cast<uint8_t>(words[b / 4] >> (8 * (b % 4)));
+		memcpy(msg + 8, s.comm, strnlen(s.comm, 15));
+		const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		r = fd < 0 ? -errno : 0;
+		if (fd >= 0 && sendto(fd, msg, sizeof msg, MSG_DONTWAIT | MSG_NOSIGNAL,
+				      reinterpret_cast<const struct sockaddr *>(&sa), sizeof sa) < 0)
+			r = -errno;
+		if (fd >= 0)
+			close(fd);
+	}
+	say_as("cannot connect to the consumer daemon within STRATA_REGISTER_TIMEOUT_MS (its queue is "
+	       "full: a burst of starts, or a daemon that stopped reading): not joined; ",
+	       r == 0 ? "the daemon names this process in its sessions' status"
+		      : "nor could the daemon be told (its knock socket: ",
+	       r == 0 ? "" : err_text(r), r == 0 ? "" : ")");
 }
 
 // The note: HELLO(7..7) and REGISTER(kRegisterNote | kRegisterProbes), one
@@ -972,8 +1012,9 @@ void agg_helper_start()
 // when it publishes a grant table that answers (no round trip), sent to its
 // quiet socket (proto.h, kQuietSuffix: the daemon reads it in batches
 // instead of waking for each process start).  True with *joined set if the
-// table served; false: ask over the socket.
-bool join_from_table(int i, bool list_events, int64_t dl, int *joined)
+// table served; false: ask over the socket, unless *conn_err says that
+// neither socket took our connection (then it is not asked again).
+bool join_from_table(int i, bool list_events, int64_t dl, int *joined, int *conn_err)
 {
 	State &s = g_state;
 	proto::pc::TableInfo table;
@@ -984,6 +1025,7 @@ bool join_from_table(int i, bool list_events, int64_t dl, int *joined)
 		g_daemon_agg.store(true, std::memory_order_relaxed);
 	int fd = connect_quiet_first(i, dl);
 	stage("connect");
+	*conn_err = fd < 0 ? fd : 0;
 	if (fd >= 0 && table_clock(table)) {
 		g_no_daemon = false;
 		stage("clock page");
@@ -995,6 +1037,25 @@ bool join_from_table(int i, bool list_events, int64_t dl, int *joined)
 	if (fd >= 0) // the clock page needs the round trip, on the socket itself
 		close(fd);
 	return false;
+}
+
+// Wait for the answers to a state query sent on fd, until *dl.  A process
+// that the daemon cannot ask again (no update signal: tp-sync) and whose
+// query the daemon has read by then (nothing we sent is left unread in
+// the socket) waits once more as long, *dl moved: that daemon is alive and
+// answering late (a loaded machine), and this is the process's only chance
+// to join.  A daemon that has not read the query is taken for hung, and
+// costs one deadline only (docs/control-protocol.md, "A state query that
+// misses its deadline").  True if the wait was extended.
+bool await_answer(int fd, int64_t *dl)
+{
+	const State &s = g_state;
+	if (s.signo || s.timeout_ms <= 0 || proto::wait_readable(fd, *dl) != 0 ||
+	    proto::unread_by_peer(fd) != 0)
+		return false;
+	*dl = proto::now_ms() + s.timeout_ms;
+	stage("read late");
+	return true;
 }
 
 // HELLO and REGISTER over fd, their answers read (s.grants, the clock
@@ -1011,14 +1072,19 @@ int hello_register(int fd, bool list_events, int64_t dl, uint16_t *version_out, 
 	const bool register_ok = encode_hello_register(w, s.signo ? proto::kRegisterAsync : 0, list_events);
 	const uint32_t register_seq = s.seq;
 	s.seq = register_seq - 1; // the first answer is HELLO's
-	int r = exchange(fd, w, -1, proto::Type::HelloReply, dl, &len, text, sizeof(text));
+	bool late = false;
+	int r = proto::send_all(fd, s.out, w.len, -1, dl);
+	if (r == 0)
+		late = await_answer(fd, &dl);
+	w.len = 0; // sent: only receive
+	if (r == 0)
+		r = exchange(fd, w, -1, proto::Type::HelloReply, dl, &len, text, sizeof(text));
 	uint16_t version = 0;
 	if (r > 0 && !proto::pc::parse_hello_reply(s.in + proto::kHeaderSize, len, &version, daemon_pid))
 		r = -EPROTO;
 	*version_out = version;
 	s.seq = register_seq;
 	if (r > 0) {
-		w.len = 0;        // sent already: only receive
 		int page_fd = -1; // the daemon's clock page (control-protocol.md)
 		r = register_ok ? exchange(fd, w, -1, proto::Type::RegisterReply, dl, &len, text,
 					   sizeof(text), &page_fd)
@@ -1037,7 +1103,11 @@ int hello_register(int fd, bool list_events, int64_t dl, uint16_t *version_out, 
 	if (r == -ETIMEDOUT) // the daemon finds its answer unread (control-protocol.md)
 		say_as("state query missed its deadline (STRATA_REGISTER_TIMEOUT_MS): not joined; ",
 		       s.signo ? "the daemon asks again"
-			       : "the daemon names this process in its sessions' status");
+		       : late  ? "the daemon read it but did not answer in twice the deadline; it names "
+				 "this process in its sessions' status (a tp-sync process asks at its "
+				 "start only)"
+			       : "the daemon had not read it (taken for hung); it names this process in "
+				 "its sessions' status (a tp-sync process asks at its start only)");
 	else if (r < 0)
 		say("state query failed: ", text[0] ? text : err_text(r));
 	return r;
@@ -1093,14 +1163,17 @@ int query_once(bool list_events)
 	for (int i = 0; i < s.n_paths && fd < 0; i++) {
 		if (access(s.paths[i], F_OK) != 0 && errno == ENOENT)
 			continue;
-		if (fresh && join_from_table(i, list_events, dl, &joined))
+		int err = 0;
+		if (fresh && join_from_table(i, list_events, dl, &joined, &err))
 			return joined;
-		fd = proto::connect_unix(s.paths[i], dl);
+		fd = err < 0 ? err : proto::connect_unix(s.paths[i], dl);
 		path = i;
+		if (fd == -ETIMEDOUT) // a daemon is there, and did not take us: it is told
+			knock(i);
 	}
 	g_no_daemon = fd < 0;
-	if (fd < 0)
-		return 0; // no daemon: tracing stays off, silently (or early, below)
+	if (fd < 0)       // no daemon: tracing stays off, silently (or early, below); one
+		return 0; // that did not take us was told (knock), and so is the user
 	stage("connect");
 	dl = proto::resolve_deadline(dl); // the round trip: one bound for the whole exchange
 	uint16_t version = 0;

@@ -239,6 +239,18 @@ constexpr const char *kTableSuffix = ".grants.";
 // connection is accepted and read in one go (docs/control-protocol.md,
 // "The quiet socket").  A process that cannot connect there uses the socket.
 constexpr const char *kQuietSuffix = ".quiet";
+// The knock socket, <socket>.knock (a datagram socket): where a process
+// whose connect() to the socket timed out (its queue full until the
+// process's deadline: a burst of starts, or a daemon that stopped reading)
+// leaves one datagram, never waiting, so that the daemon can name it in the
+// sessions it would have joined (docs/control-protocol.md, "A process that
+// cannot connect").  The payload: magic u32 ("STKN"), flags u32 (bit 0: it
+// catches the update signal), comm (16 bytes, NUL-padded); the daemon takes
+// the pid and uid from the datagram's credentials (SO_PASSCRED), never from
+// the payload.
+constexpr const char *kKnockSuffix = ".knock";
+constexpr uint32_t kKnockMagic = 0x4e4b5453u; // "STKN"
+constexpr size_t kKnockSize = 24;
 struct Register {
 	uint32_t pid = 0, uid = 0;
 	uint32_t abi_major = 0, abi_minor = 0;

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -297,6 +299,17 @@ int recv_all(int fd, void *data, size_t n, int *pass_fd, int64_t deadline_ms)
 		off += static_cast<size_t>(r);
 	}
 	return 0;
+}
+
+int wait_readable(int fd, int64_t deadline_ms)
+{
+	return wait_fd(fd, POLLIN, deadline_ms);
+}
+
+long unread_by_peer(int fd)
+{
+	int n = 0;
+	return ioctl(fd, SIOCOUTQ, &n) == 0 ? n : -errno;
 }
 
 int recv_message(int fd, Message &m, int *pass_fd, int64_t deadline_ms, std::string &err)

@@ -61,6 +61,13 @@ int send_all(int fd, const void *data, size_t n, int pass_fd, int64_t deadline_m
 int recv_all(int fd, void *data, size_t n, int *pass_fd, int64_t deadline_ms);
 constexpr size_t kMaxFdsPerRecv = 8;
 long recv_some(int fd, void *buf, size_t len, int fds[kMaxFdsPerRecv], size_t *n_fds);
+// Wait until fd has something to read (or its peer closed): 1, 0 at the
+// deadline, or -errno.
+int wait_readable(int fd, int64_t deadline_ms);
+// The bytes this end sent that its peer has not read yet (SIOCOUTQ: on a
+// Unix stream socket what we sent is charged to us until the peer's read
+// consumes it), or -errno.  0: the peer read everything we sent.
+long unread_by_peer(int fd);
 // -----------------------------------------------------------------------------
 
 // One non-blocking recvmsg: bytes read (0 at EOF) or -errno (-EAGAIN when

@@ -268,12 +268,31 @@ void fill_header(strata_buffer_header *h, const strata_channel_config *cfg, cons
 	h->block_timeout_ms = g.block_ms;
 }
 
-// Replace the shared pages by private zero pages (see the file comment).
+// Replace the shared pages by private zero pages (see the file comment):
+// everything past the header page first, then STRATA_BUF_RETIRED in the
+// header, then the header page.  A consumer that sees the flag knows that
+// no access of ours to a lane or its data reaches the shared pages any
+// more (the mmap returned before the flag's store, every thread's view of
+// the mapping changed), so its last flush waits for no writer (a late
+// writer's wake_seq or block_timeouts add may still land in the header
+// page meanwhile: counters, harmless).  A split the kernel refuses (pages
+// larger than kPage): the whole mapping at once, without the flag.
 void retire_mapping(Channel *ch)
 {
 	crash_unregister(ch->base);
-	void *p = mmap(ch->base, ch->total_size, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+	constexpr int kProt = PROT_READ | PROT_WRITE;
+	constexpr int kFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE;
+	void *p = ch->total_size > kPage
+			  ? mmap(ch->base + kPage, ch->total_size - kPage, kProt, kFlags, -1, 0)
+			  : MAP_FAILED;
+	if (p != MAP_FAILED) {
+		// Release: orders nothing of ours before it that the consumer
+		// reads; the mmap above is what the flag says happened.
+		__atomic_fetch_or(&ch->hdr->flags, STRATA_BUF_RETIRED, __ATOMIC_RELEASE);
+		p = mmap(ch->base, kPage, kProt, kFlags, -1, 0);
+	} else {
+		p = mmap(ch->base, ch->total_size, kProt, kFlags, -1, 0);
+	}
 	if (p == MAP_FAILED)
 		count_invariant_error("could not retire a closed buffer mapping");
 	close(ch->fd);

@@ -238,6 +238,14 @@ uint64_t Reader::lane_position(uint32_t lane) const
 	return __atomic_load_n(&lane_ctl(lane)->head, __ATOMIC_ACQUIRE);
 }
 
+bool Reader::producer_retired() const
+{
+	auto *h = (strata_buffer_header *)base_;
+	// Acquire: pairs with the producer's release fetch_or in
+	// retire_mapping, after which none of its writers reaches a lane.
+	return __atomic_load_n(&h->flags, __ATOMIC_ACQUIRE) & STRATA_BUF_RETIRED;
+}
+
 bool Reader::producer_exited() const
 {
 	auto *h = (strata_buffer_header *)base_;

@@ -256,6 +256,9 @@ public:
 	// (strata_abi.h, block_timeouts; 0 from a producer before ABI 3.3).
 	uint32_t block_timeouts() const;
 	bool producer_exited() const;
+	// STRATA_BUF_RETIRED: the producer closed the slot and none of its
+	// writers reaches a lane any more (flush() then waits for none).
+	bool producer_retired() const;
 
 	// The first lap of a busy lane: the shared memory's pages allocated
 	// ahead of its writer (docs/ring-buffer.md, "A busy writer's first

@@ -360,7 +360,9 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 		return FlushStatus::kDone;
 	}
 	LaneState &ls = lanes_[lane];
-	ls.producer_dead = ls.producer_dead || producer_dead;
+	// A retired buffer (its slot closed, its mapping private) is written
+	// no more, as a dead producer's: nothing to wait for.
+	ls.producer_dead = ls.producer_dead || producer_dead || producer_retired();
 	strata_lane_ctl *lc = lane_ctl(lane);
 	const uint64_t S = info_.subbuf_size, stride = info_.lane_stride;
 	const uint64_t deadline = monotonic_now() + (uint64_t)std::max(timeout_ms, 0) * 1000000u;
@@ -404,7 +406,7 @@ FlushStatus Reader::flush(uint32_t lane, bool producer_dead, int timeout_ms, std
 		if (cut_pending(lane, msg))
 			return FlushStatus::kDone; // what was committed is kept; *msg says the cut
 		*msg = "lane " + std::to_string(lane) +
-		       ": a packet never completed (producer killed between reserve and commit); it is "
+		       ": a packet never completed (its producer gone between reserve and commit); it is "
 		       "dropped";
 		return FlushStatus::kDropped;
 	}

@@ -21,6 +21,9 @@
 #include <set>
 #include <sstream>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "strata_abi.h"
 #include "tsan.h"
@@ -258,6 +261,20 @@ protected:
 		Scan s;
 		scan_dir(out, s);
 		return s;
+	}
+	// `app` did not join session s: `named` in its problems (as of
+	// `problems`) and in STOP's answer, no buffer, nothing recorded of the
+	// batch it serves now.
+	void expect_named_unrecorded(ServeApp &app, const std::string &named, const std::string &problems,
+				     uint32_t buffers)
+	{
+		EXPECT_NE(problems.find(named), std::string::npos) << problems << d.log_text();
+		EXPECT_EQ(buffers, 0u);
+		ASSERT_TRUE(app.batch());
+		EXPECT_EQ(app.finish(), 0);
+		const Scan s = stop_and_scan();
+		EXPECT_NE(t.find(named), std::string::npos) << t;
+		EXPECT_EQ(s.records + s.discarded, 0u);
 	}
 };
 
@@ -832,13 +849,104 @@ TEST_F(Traced, MissedStateQueryOfASyncProcessIsNamed)
 		struct pollfd none;
 		poll(&none, 0, 10); // polling a condition with a deadline
 	}
-	EXPECT_NE(problems.find(named), std::string::npos) << problems << d.log_text();
-	EXPECT_EQ(buffers, 0u);
+	expect_named_unrecorded(app, named, problems, buffers);
+}
+
+// A daemon that read a tp-sync process's state query and answers after
+// the process's deadline (STRATA_TEST_ANSWER_DELAY_MS: 3 s against 2 s):
+// the process, which nothing asks again, waits once more as long, since
+// the daemon is alive, and joins.  Every event it emits is recorded or
+// counted, and nobody is named.  (With one deadline it joined nothing.)
+TEST_F(Traced, StateQueryReadLateJoinsASyncProcess)
+{
+	if (access("/dev/strata", F_OK) == 0) // kinteg runs this file in the VM
+		GTEST_SKIP() << "the kernel module answers state queries here, not the daemon";
+	Daemon slow;
+	setenv("STRATA_TEST_ANSWER_DELAY_MS", "3000", 1);
+	const bool started = slow.start(STRATA_CONSUMERD_EXE, true);
+	unsetenv("STRATA_TEST_ANSWER_DELAY_MS");
+	ASSERT_TRUE(started);
+	CtlClient sc;
+	std::string err;
+	ASSERT_EQ(sc.open("", err), 0) << err;
+	const std::string sout = slow.dir + "/out";
+	missed::targeted_session(sc, sout, "control_traced_app");
+	ServeApp app;
+	setenv("STRATA_REGISTER_TIMEOUT_MS", "2000", 1);
+	const bool ok = app.start(STRATA_TRACED_APP, "2", "1000");
+	unsetenv("STRATA_REGISTER_TIMEOUT_MS");
+	ASSERT_TRUE(ok);
+	ASSERT_TRUE(app.batch()); // past its constructor: joined by now
 	ASSERT_TRUE(app.batch());
 	EXPECT_EQ(app.finish(), 0);
-	const Scan s = stop_and_scan();
-	EXPECT_NE(t.find(named), std::string::npos) << t;
-	EXPECT_EQ(s.records + s.discarded, 0u);
+	uint32_t buffers = 0;
+	std::string problems = "?";
+	ASSERT_TRUE(missed::status(sc, buffers, problems));
+	EXPECT_EQ(problems, "") << slow.log_text();
+	EXPECT_EQ(buffers, 1u);
+	ASSERT_EQ(sc.command(proto::Stop{"s"}, t), 0) << t;
+	Scan s;
+	scan_dir(sout, s);
+	for (auto &e : s.errors)
+		ADD_FAILURE() << e;
+	EXPECT_EQ(s.records + s.discarded, 2u * 2000u) << "recorded " << s.records << "\n" << slow.log_text();
+	EXPECT_EQ(slow.stop(), 0);
+}
+
+// A process whose connect() times out (the daemon's socket's queue full:
+// here the daemon is stopped and the test fills its queue) knocks on the
+// knock socket; the daemon names it in the session it would have joined,
+// in STATUS and in STOP's answer.  (It used to pass for "no daemon".)
+TEST_F(Traced, ProcessThatCannotConnectIsNamed)
+{
+	if (access("/dev/strata", F_OK) == 0) // kinteg runs this file in the VM
+		GTEST_SKIP() << "the kernel module answers state queries here, not the daemon";
+	missed::targeted_session(c, out, "control_traced_app");
+	struct rlimit rl;
+	ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	const rlim_t want = std::min<rlim_t>(rl.rlim_max, 10000);
+	if (rl.rlim_cur < want) {
+		struct rlimit up = {want, rl.rlim_max};
+		setrlimit(RLIMIT_NOFILE, &up);
+	}
+	struct sockaddr_un sa = {};
+	sa.sun_family = AF_UNIX;
+	ASSERT_LT(d.socket.size(), sizeof(sa.sun_path));
+	memcpy(sa.sun_path, d.socket.c_str(), d.socket.size() + 1);
+	ASSERT_EQ(kill(d.pid, SIGSTOP), 0);
+	std::vector<int> queued; // connections the stopped daemon has not accepted
+	bool full = false;
+	while (!full && queued.size() < 9000) {
+		const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			break;
+		if (connect(fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof sa) == 0) {
+			queued.push_back(fd);
+			continue;
+		}
+		full = errno == EAGAIN;
+		close(fd);
+	}
+	ServeApp app;
+	bool served = false;
+	if (full) {
+		setenv("STRATA_REGISTER_TIMEOUT_MS", "300", 1);
+		served = app.start(STRATA_TRACED_APP, "1", "500") && app.batch();
+		unsetenv("STRATA_REGISTER_TIMEOUT_MS");
+	}
+	for (int fd : queued)
+		close(fd);
+	ASSERT_EQ(kill(d.pid, SIGCONT), 0);
+	setrlimit(RLIMIT_NOFILE, &rl);
+	if (!full)
+		GTEST_SKIP() << "the socket's queue did not fill with " << queued.size() << " connections";
+	ASSERT_TRUE(served);
+	const std::string named = "control_traced_ (pid " + std::to_string(app.pid) +
+				  ") did not join: it could not connect to the daemon";
+	uint32_t buffers = 0;
+	std::string problems;
+	ASSERT_TRUE(missed::status(c, buffers, problems));
+	expect_named_unrecorded(app, named, problems, buffers);
 }
 
 // A process signalled at START that cannot apply it (stopped) is named

@@ -254,6 +254,10 @@ private:
 		if (to_processes)
 			processes.closed(e);
 	}
+	void knocked(pid_t pid, uid_t uid, const std::string &comm) override
+	{
+		processes.knocked(pid, uid, comm);
+	}
 	// Commands::Host: a process's messages answered "process", a stop
 	// "stopping" at once.
 	void do_register(Conn &c, const strata::proto::Message &m) override { process(c, m); }

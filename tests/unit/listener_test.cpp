@@ -8,6 +8,7 @@
 #include <string>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <vector>
 
@@ -41,6 +42,12 @@ struct FakeHost : Listener::Host {
 	{
 		batches++;
 		listener->accept(true);
+	}
+	std::vector<std::pair<pid_t, std::string>> knocks; // pid, comm
+	void knocked(pid_t pid, uid_t uid, const std::string &comm) override
+	{
+		EXPECT_EQ(uid, geteuid());
+		knocks.push_back({pid, comm});
 	}
 	~FakeHost()
 	{
@@ -102,6 +109,7 @@ TEST_F(ListenerTest, ItsFilesLiveFromOpenToClose)
 	EXPECT_TRUE(listener_->has_quiet());
 	EXPECT_TRUE(exists(path_));
 	EXPECT_TRUE(exists(quiet_));
+	EXPECT_TRUE(exists(path_ + proto::kKnockSuffix));
 	// A second daemon on the same path: refused, the first one's files kept.
 	{
 		EventLoop other_loop;
@@ -115,7 +123,37 @@ TEST_F(ListenerTest, ItsFilesLiveFromOpenToClose)
 	EXPECT_FALSE(listener_->listening());
 	EXPECT_FALSE(exists(path_));
 	EXPECT_FALSE(exists(quiet_));
+	EXPECT_FALSE(exists(path_ + proto::kKnockSuffix));
 	listener_->close(); // again: nothing
+}
+
+// A knock (proto.h, kKnockSuffix) names its sender by the kernel's
+// credentials, its comm from the payload; a malformed one is dropped.
+TEST_F(ListenerTest, TheKnockSocketNamesItsSenderByItsCredentials)
+{
+	ASSERT_TRUE(listener_->open());
+	struct sockaddr_un sa = {};
+	sa.sun_family = AF_UNIX;
+	const std::string knock = path_ + proto::kKnockSuffix;
+	ASSERT_LT(knock.size(), sizeof sa.sun_path);
+	memcpy(sa.sun_path, knock.c_str(), knock.size() + 1);
+	const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	ASSERT_GE(fd, 0);
+	uint8_t msg[proto::kKnockSize] = {};
+	for (unsigned b = 0; b < 4; b++)
+		msg[b] = static_cast<uint8_t>(proto::kKnockMagic >> (8 * b));
+	memcpy(msg + 8, "knocker\x01", 8);
+	const auto to = reinterpret_cast<const struct sockaddr *>(&sa);
+	ASSERT_EQ(sendto(fd, msg, sizeof msg - 1, 0, to, sizeof sa), (ssize_t)sizeof msg - 1); // short
+	ASSERT_EQ(sendto(fd, msg, sizeof msg, 0, to, sizeof sa), (ssize_t)sizeof msg);
+	msg[0] ^= 1; // not the magic
+	ASSERT_EQ(sendto(fd, msg, sizeof msg, 0, to, sizeof sa), (ssize_t)sizeof msg);
+	close(fd);
+	EXPECT_TRUE(turn_until([&] { return !host_.knocks.empty(); }));
+	listener_->read_knocks(); // what the loop has not read yet: the malformed ones
+	ASSERT_EQ(host_.knocks.size(), 1u);
+	EXPECT_EQ(host_.knocks[0].first, getpid());
+	EXPECT_EQ(host_.knocks[0].second, "knocker?"); // a control byte shown as '?'
 }
 
 TEST_F(ListenerTest, TheSocketHandsEachConnectionOverAtOnce)
