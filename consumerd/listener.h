@@ -30,7 +30,7 @@
  *     fails (the daemon does not start); the quiet socket, its timer, or
  *     its re-arming -> the quiet socket is closed and unlinked, which the
  *     log says, and processes connect to the socket instead
- *     (libtrace/control/sync_query.cpp, connect_quiet_first).
+ *     (libtrace/control/sync_marks.cpp, connect_quiet_first).
  */
 #ifndef STRATA_CONSUMERD_LISTENER_H
 #define STRATA_CONSUMERD_LISTENER_H

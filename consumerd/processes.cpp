@@ -155,7 +155,7 @@ void Processes::do_register(Conn &c, const proto::Message &msg)
 }
 
 // REGISTER(kRegisterNote | kRegisterProbes): the process made its probe
-// report after it registered (libtrace/control/sync_query.cpp, note_probes).
+// report after it registered (libtrace/control/sync_marks.cpp).
 // The peer's credentials name the process, which only marks itself; its
 // record is made if this note was read before its REGISTER (they travel on
 // different connections), and nothing else is answered, joined or counted.
@@ -243,7 +243,7 @@ Proc &Processes::proc_for(pid_t pid, uid_t uid)
 
 // Early buffers: a process that found no daemon at start and had
 // STRATA_EARLY set records into a buffer of its own (slot 15, memfd
-// "strata-slot-15", see libtrace/control/sync_query.cpp).  With
+// "strata-slot-15", see libtrace/control/sync_join.cpp).  With
 // --adopt-early, a session that starts adopts the early buffers of the
 // processes it may trace (its owner's, or all for root) that no drain reads
 // yet: the buffer is opened through

@@ -17,8 +17,11 @@ set(_strata_proto_sources
 
 foreach(_rt strata strata_hooked)
   if(TARGET ${_rt})
-    target_sources(${_rt} PRIVATE ${_strata_ctl_dir}/sync_query.cpp ${_strata_ctl_dir}/kmod_link.cpp
-        ${_strata_proto_sources})
+    # The state query by role (sync_shared.h): the query, the exchange and
+    # joins, the lazy hand-off, probe marks, aggregation, the module's answer.
+    target_sources(${_rt} PRIVATE ${_strata_ctl_dir}/sync_query.cpp ${_strata_ctl_dir}/sync_join.cpp
+        ${_strata_ctl_dir}/sync_lazy.cpp ${_strata_ctl_dir}/sync_marks.cpp ${_strata_ctl_dir}/sync_agg.cpp
+        ${_strata_ctl_dir}/sync_kmod.cpp ${_strata_ctl_dir}/kmod_link.cpp ${_strata_proto_sources})
     target_include_directories(${_rt} PRIVATE ${_strata_lt_dir})
   endif()
 endforeach()
