@@ -281,26 +281,6 @@ TEST(RingBuffer, SharersWriteTheirCpusLane)
 	EXPECT_GT(back.ts - where[99].second.ts, (uint64_t)150000000); // the lane's previous one
 }
 
-// Every packet of every lane of `s`, drained (the writers have finished).
-std::vector<Packets> drain_lanes(Slot &s)
-{
-	std::vector<Packets> lanes(s.reader->info().n_lanes);
-	for (uint32_t l = 0; l < lanes.size(); l++) {
-		std::string msg;
-		EXPECT_EQ(s.reader->flush(l, false, 5000, &msg), strata::FlushStatus::kDone) << msg;
-		std::vector<uint8_t> pkt;
-		std::string err;
-		strata::ReadStatus st;
-		while ((st = s.reader->next_packet(l, &pkt, &err)) != strata::ReadStatus::kEmpty) {
-			EXPECT_EQ(st, strata::ReadStatus::kPacket) << err;
-			if (st != strata::ReadStatus::kPacket)
-				break;
-			lanes[l].push_back(pkt);
-		}
-	}
-	return lanes;
-}
-
 // Records of thread `who` (field 0) per lane.
 std::map<uint32_t, uint64_t> records_of(Slot &s, const std::vector<Packets> &lanes, uint32_t who)
 {
@@ -339,7 +319,8 @@ TEST(RingBuffer, AThreadClaimsItsOwnLaneAfterItsFirstRecords)
 	});
 	w.join();
 	strata_rt_set_own_after(0);
-	const std::vector<Packets> lanes = drain_lanes(s);
+	std::vector<Packets> lanes;
+	flush_and_read(s, &lanes);
 	Tally t;
 	check_lanes(
 		s, [&](uint32_t l) -> const Packets & { return lanes[l]; }, true, &t);
@@ -371,7 +352,8 @@ TEST(RingBuffer, ShortLivedThreadsTakeNoPacketOfTheirOwn)
 					strata_tracepoint(rbtest, rec, 100 + th, i, checksum(100 + th, i));
 			}).join();
 		strata_rt_set_own_after(0);
-		const std::vector<Packets> lanes = drain_lanes(s);
+		std::vector<Packets> lanes;
+		flush_and_read(s, &lanes);
 		uint64_t recorded = 0, discarded = 0;
 		for (uint32_t l = 0; l < lanes.size(); l++) {
 			discarded += s.reader->lane_discarded(l);
