@@ -1,15 +1,13 @@
 #!/usr/bin/env python3
-"""check-function-length.py [--max N] [--all] [FILE...] - list the functions
-longer than N lines (default 80) in every C and C++ file of the tree (or the
-FILEs given), and exit 1 if there is any.
+"""check-function-length.py [--max N] [FILE...] - list the functions longer
+than N lines (default 80) in every C and C++ file of the tree (or the FILEs
+given), and exit 1 if there is any.
 
-Every function of the runtime, the daemon, the trace processor, the
-command line, the kernel module and the preloads is held to the limit: a
-long one is split into named steps, each a role (CONTRIBUTING.md,
-"Style").  Test programs (tests/) are listed by --all but not checked: a
-test reads as one scenario top to bottom.  Build trees and hidden
-directories are skipped.  --all lists the long functions of every file,
-tests included, and exits 0.
+Every function of the tree is held to the limit: the runtime, the daemon,
+the trace processor, the command line, the kernel module, the preloads and
+the test programs (tests/) alike.  A long one is split into named steps,
+each a role (CONTRIBUTING.md, "Style").  Build trees and hidden directories
+are skipped.
 
 A function is counted from the line of its name to its closing brace.  The
 scanner is a brace counter for this tree's style, not a C++ parser: comments,
@@ -24,9 +22,6 @@ too long, 1 some (listed as FILE:LINE: NAME is N lines), 2 usage.
 import os
 import re
 import sys
-
-# Folders whose files are not checked (listed by --all): the test programs.
-NOT_CHECKED = ["tests"]
 
 CONTAINER = re.compile(r'(^|[\s;}])(namespace(\s+[\w:]+)?|extern\s+"C"|(class|struct|union|enum(\s+class)?)\b[^()]*)\s*$')
 CONTROL = re.compile(r'^\s*(if|for|while|switch|catch|do|else|return|case)\b')
@@ -162,13 +157,11 @@ def match_brace(text, i):
 
 
 def main(argv):
-    limit, show_all, files = 80, False, []
+    limit, files = 80, []
     args = iter(argv)
     for a in args:
         if a == '--max':
             limit = int(next(args, '80'))
-        elif a == '--all':
-            show_all = True
         elif a.startswith('-'):
             print(__doc__.strip(), file=sys.stderr)
             return 2
@@ -177,8 +170,7 @@ def main(argv):
     top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if not files:
         for d, dirs, names in os.walk(top):
-            dirs[:] = sorted(x for x in dirs if not x.startswith(('.', 'build', 'Testing')) and
-                             (show_all or os.path.relpath(os.path.join(d, x), top) not in NOT_CHECKED))
+            dirs[:] = sorted(x for x in dirs if not x.startswith(('.', 'build', 'Testing')))
             files += [os.path.join(d, x) for x in sorted(names) if x.endswith(('.c', '.cpp', '.h'))]
     bad = 0
     for path in files:
@@ -188,10 +180,10 @@ def main(argv):
                 print('%s:%d: %s is %d lines (at most %d)' % (os.path.relpath(path, top), first, name,
                                                               lines, limit))
                 bad += 1
-    if bad and not show_all:
+    if bad:
         print('%d function(s) longer than %d lines: split them into named steps (CONTRIBUTING.md, "Style")' %
               (bad, limit))
-    return 1 if bad and not show_all else 0
+    return 1 if bad else 0
 
 
 if __name__ == '__main__':

@@ -188,18 +188,17 @@ out:
 }
 
 /* ---- control: register, set rules, signal, query, ack, wait ---------- */
-static int t_control(void)
+/* Rules set, signalled, read back (also through too small a buffer),
+ * acknowledged; *genp: their generation. */
+static int control_set_query_ack(int fd, int ctl, uint64_t *genp)
 {
-	int fd = kt_open(), ctl = kt_open(), ret = -1, n;
+	int n;
 	uint64_t gen, qgen;
 	uint32_t nsig, size, missing[4], n_missing = 0;
 	char buf[8192];
 	struct strata_kabi_slot_rules *h = (void *)buf;
 	struct strata_kabi_rule *r = (void *)(h + 1);
 
-	block_update_signal();
-	CHECK(fd >= 0 && ctl >= 0, "open %s: %s", STRATA_KABI_DEVICE, strerror(errno));
-	CHECK(kt_register(fd, SIG_UPDATE) == 0, "register: %s", strerror(errno));
 	size = sizeof(buf);
 	n = query(fd, buf, &size, &qgen);
 	CHECK(n == 0 && size == 0, "query before any rule: n=%d size=%u", n, size);
@@ -232,8 +231,20 @@ static int t_control(void)
 	CHECK(strata_kmod_ack(fd, gen) == 0, "ack: %s", strerror(errno));
 	n = strata_kmod_wait(ctl, gen, 1000, missing, 4, &n_missing);
 	CHECK(n == 0 && n_missing == 0, "wait after ack: ret %d n_missing %u", n, n_missing);
+	*genp = gen;
+	return 0;
+out:
+	return -1;
+}
 
-	/* A WAIT that a later ACK releases (from another process). */
+/* A WAIT that a later ACK releases (from another process); *genp: the new
+ * rules' generation. */
+static int control_ack_other_group(int fd, int ctl, uint64_t *genp)
+{
+	int n, st;
+	uint64_t gen;
+	uint32_t nsig, missing[4], n_missing = 0;
+
 	CHECK(kt_set_rules_uid(ctl, 3, getuid(), "app:other", &gen, &nsig) == 0 && nsig == 1,
 	      "second set_rules");
 	pid_t child = fork();
@@ -243,43 +254,64 @@ static int t_control(void)
 	/* The child shares fd but is another thread group: its ACK must fail
 	 * (-ENOENT), so the parent's WAIT times out naming the parent. */
 	n = strata_kmod_wait(ctl, gen, 300, missing, 4, &n_missing);
-	int st;
 	waitpid(child, &st, 0);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1, "inherited fd could ack");
 	CHECK(n == -ETIMEDOUT && n_missing == 1, "wait: ret %d n_missing %u", n, n_missing);
 	CHECK(got_signal(1000), "no second signal");
 	CHECK(strata_kmod_ack(fd, gen) == 0, "second ack");
 	CHECK(strata_kmod_wait(ctl, gen, 1000, NULL, 0, &n_missing) == 0, "second wait");
+	*genp = gen;
+	return 0;
+out:
+	return -1;
+}
 
-	/* An inherited registration: busy while its group lives, taken over
-	 * once the group is gone.
-	 */
-	{
-		int fd2 = kt_open(), go[2], done[2];
+/* An inherited registration: busy while its group lives, taken over once
+ * the group is gone. */
+static int control_takeover(uint64_t gen)
+{
+	int fd2 = kt_open(), go[2], done[2], st;
 
-		CHECK(fd2 >= 0 && pipe(go) == 0 && pipe(done) == 0, "open/pipe");
-		pid_t x = fork();
-		if (x == 0) {
-			char w = kt_register(fd2, SIGUSR2) == 0 ? 'r' : 'e';
+	CHECK(fd2 >= 0 && pipe(go) == 0 && pipe(done) == 0, "open/pipe");
+	pid_t x = fork();
+	if (x == 0) {
+		char w = kt_register(fd2, SIGUSR2) == 0 ? 'r' : 'e';
 
-			close(go[0]);
-			close(done[1]);
-			if (write(go[1], &w, 1) != 1 || read(done[0], &w, 1) != 0)
-				_exit(1);
-			_exit(0);
-		}
-		close(go[1]);
-		close(done[0]);
-		CHECK(read_char(go[0]) == 'r', "child could not register");
-		CHECK(kt_register(fd2, SIG_UPDATE) == -EBUSY, "took over a live group's registration");
-		close(done[1]);
-		waitpid(x, &st, 0);
 		close(go[0]);
-		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed");
-		CHECK(kt_register(fd2, SIG_UPDATE) == 0, "could not take over a dead group's registration");
-		CHECK(strata_kmod_ack(fd2, gen) == 0, "ack after takeover");
-		close(fd2);
+		close(done[1]);
+		if (write(go[1], &w, 1) != 1 || read(done[0], &w, 1) != 0)
+			_exit(1);
+		_exit(0);
 	}
+	close(go[1]);
+	close(done[0]);
+	CHECK(read_char(go[0]) == 'r', "child could not register");
+	CHECK(kt_register(fd2, SIG_UPDATE) == -EBUSY, "took over a live group's registration");
+	close(done[1]);
+	waitpid(x, &st, 0);
+	close(go[0]);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed");
+	CHECK(kt_register(fd2, SIG_UPDATE) == 0, "could not take over a dead group's registration");
+	CHECK(strata_kmod_ack(fd2, gen) == 0, "ack after takeover");
+	close(fd2);
+	return 0;
+out:
+	return -1;
+}
+
+static int t_control(void)
+{
+	int fd = kt_open(), ctl = kt_open(), ret = -1;
+	uint64_t gen, qgen;
+	uint32_t nsig, size;
+	char buf[8192];
+
+	block_update_signal();
+	CHECK(fd >= 0 && ctl >= 0, "open %s: %s", STRATA_KABI_DEVICE, strerror(errno));
+	CHECK(kt_register(fd, SIG_UPDATE) == 0, "register: %s", strerror(errno));
+	if (control_set_query_ack(fd, ctl, &gen) || control_ack_other_group(fd, ctl, &gen) ||
+	    control_takeover(gen))
+		goto out;
 
 	/* Clearing the slot signals the process it targeted. */
 	CHECK(kt_set_rules_uid(ctl, 3, 0, NULL, &gen, &nsig) == 0 && nsig == 1, "clear slot: n_signalled %u",
@@ -306,34 +338,26 @@ static void a_session(struct strata_kmod_session *ss, uint64_t id)
 	strcpy(ss->sock_path, "/run/strata/test.sock");
 }
 
-static int t_session(void)
+/* The grant of a session whose second rule targets another process:
+ * session, channel, socket, and only the rule that targets us. */
+static int session_grant(int fd, int ctl, struct strata_kmod_session *ss, struct strata_kabi_rule *rules,
+			 struct strata_kabi_rule_target *tg)
 {
-	int fd = kt_open(), ctl = kt_open(), ctl2 = kt_open(), ret = -1, n;
-	static struct strata_kabi_rule_target tg[2];
-	struct strata_kabi_rule rules[2];
-	struct strata_kmod_session ss;
-	struct strata_kabi_stats st;
+	int n;
 	uint64_t gen, qgen;
-	uint32_t nsig, size, n_missing;
+	uint32_t nsig = 0, size, ne = 0;
 	char buf[8192];
 	struct strata_kabi_grant *g = (void *)buf;
 	struct strata_kabi_rule *r = (void *)(g + 1);
-	uint32_t ne = 0;
 
-	block_update_signal();
-	while (got_signal(0))
-		;
-	CHECK(fd >= 0 && ctl >= 0 && ctl2 >= 0, "open");
-	n = strata_kmod_register_v(fd, SIG_UPDATE, NULL);
-	CHECK(n == STRATA_KABI_VERSION, "register: kabi version %d", n);
 	one_rule(&rules[0], "all:*");
 	one_rule(&rules[1], "mine:*");
-	memset(tg, 0, sizeof(tg));
+	memset(tg, 0, 2 * sizeof(*tg));
 	tg[1].n_pids = 1;
 	tg[1].pids[0] = 1; /* init: not us */
-	a_session(&ss, 77);
-	ss.rule_targets = tg;
-	CHECK(strata_kmod_set_session(ctl, 4, &ss, rules, 2, getuid(), &gen, &nsig) == 0, "set_session: %s",
+	a_session(ss, 77);
+	ss->rule_targets = tg;
+	CHECK(strata_kmod_set_session(ctl, 4, ss, rules, 2, getuid(), &gen, &nsig) == 0, "set_session: %s",
 	      strerror(errno));
 	CHECK(nsig == 1 && got_signal(2000), "set_session: signalled %u", nsig);
 	/* The grant: session, channel, socket, and only the rule that targets us. */
@@ -349,16 +373,32 @@ static int t_session(void)
 	n = strata_kmod_query_grants(fd, buf, &size, &qgen, &ne);
 	CHECK(n == -EMSGSIZE && size == sizeof(*g) + sizeof(*r), "small grants: %d %u", n, size);
 	CHECK(strata_kmod_ack(fd, qgen) == 0, "ack");
+	return 0;
+out:
+	return -1;
+}
+
+/* Changes of the session's targets: signalled and owed only when they
+ * change our answer. */
+static int session_retarget(int fd, int ctl, struct strata_kmod_session *ss, struct strata_kabi_rule *rules,
+			    struct strata_kabi_rule_target *tg)
+{
+	uint64_t gen, qgen;
+	uint32_t nsig = 0, size, n_missing, ne = 0;
+	char buf[8192];
+	struct strata_kabi_grant *g = (void *)buf;
+	struct strata_kabi_rule *r = (void *)(g + 1);
+
 	/* A change that leaves our answer alone: not signalled, not owed. */
 	tg[1].pids[0] = 2;
-	CHECK(strata_kmod_set_session(ctl, 4, &ss, rules, 2, getuid(), &gen, &nsig) == 0 && nsig == 0,
+	CHECK(strata_kmod_set_session(ctl, 4, ss, rules, 2, getuid(), &gen, &nsig) == 0 && nsig == 0,
 	      "unrelated change signalled %u", nsig);
 	CHECK(strata_kmod_wait(ctl, gen, 0, NULL, 0, &n_missing) == 0, "unrelated change owed");
 	/* The second rule by name: now both rules, in order. */
 	memset(&tg[1], 0, sizeof(tg[1]));
 	tg[1].n_comms = 1;
 	CHECK(prctl(PR_GET_NAME, tg[1].comms[0]) == 0, "comm");
-	CHECK(strata_kmod_set_session(ctl, 4, &ss, rules, 2, getuid(), &gen, &nsig) == 0 && nsig == 1 &&
+	CHECK(strata_kmod_set_session(ctl, 4, ss, rules, 2, getuid(), &gen, &nsig) == 0 && nsig == 1 &&
 		      got_signal(2000),
 	      "comm target: signalled %u", nsig);
 	size = sizeof(buf);
@@ -371,8 +411,8 @@ static int t_session(void)
 	      "v1 query after session");
 	CHECK(strata_kmod_ack(fd, qgen) == 0, "ack 2");
 	/* A session without rules grants everyone its slot targets. */
-	ss.rule_targets = NULL;
-	CHECK(strata_kmod_set_session(ctl, 4, &ss, NULL, 0, getuid(), &gen, &nsig) == 0 && nsig == 1 &&
+	ss->rule_targets = NULL;
+	CHECK(strata_kmod_set_session(ctl, 4, ss, NULL, 0, getuid(), &gen, &nsig) == 0 && nsig == 1 &&
 		      got_signal(2000),
 	      "session without rules");
 	size = sizeof(buf);
@@ -380,29 +420,47 @@ static int t_session(void)
 		      g->session_id == 77,
 	      "grant without rules: %u", ne);
 	CHECK(strata_kmod_ack(fd, qgen) == 0, "ack 3");
+	return 0;
+out:
+	return -1;
+}
 
-	/* Ownership: another open file gets -EBUSY, the owner's close clears
-	 * the slot and signals its processes. */
-	ss.rule_targets = tg;
-	CHECK(strata_kmod_set_session(ctl2, 4, &ss, rules, 1, getuid(), NULL, NULL) == -EBUSY,
+/* Ownership: another open file gets -EBUSY, the owner's close (of *ctl,
+ * then -1) clears the slot and signals its processes. */
+static int session_ownership(int fd, int *ctl, int ctl2, struct strata_kmod_session *ss,
+			     struct strata_kabi_rule *rules, struct strata_kabi_rule_target *tg)
+{
+	struct strata_kabi_stats st;
+	uint64_t qgen;
+	uint32_t size, ne = 0;
+	char buf[8192];
+
+	ss->rule_targets = tg;
+	CHECK(strata_kmod_set_session(ctl2, 4, ss, rules, 1, getuid(), NULL, NULL) == -EBUSY,
 	      "another file took an owned slot");
 	CHECK(kt_stats(fd, &st) == 0 && (st.slots_busy & (1u << 4)), "slots_busy 0x%llx",
 	      (unsigned long long)st.slots_busy);
-	close(ctl);
-	ctl = -1;
+	close(*ctl);
+	*ctl = -1;
 	CHECK(got_signal(2000), "no signal when the owner closed");
 	size = sizeof(buf);
 	CHECK(strata_kmod_query_grants(fd, buf, &size, &qgen, &ne) == 0 && ne == 0,
 	      "slot left after the owner closed: %u", ne);
 	CHECK(kt_stats(fd, &st) == 0 && !(st.slots_busy & (1u << 4)), "slots_busy after close");
-	CHECK(strata_kmod_set_session(ctl2, 4, &ss, rules, 1, getuid(), NULL, NULL) == 0,
+	CHECK(strata_kmod_set_session(ctl2, 4, ss, rules, 1, getuid(), NULL, NULL) == 0,
 	      "free slot not taken: %s", strerror(errno));
 	CHECK(got_signal(2000), "ctl2's set not signalled");
+	return 0;
+out:
+	return -1;
+}
 
-	/* Validation of every V2 field. */
-	{
-		struct strata_kabi_set_rules a;
-		struct strata_kabi_query q;
+/* Validation of every V2 field. */
+static int session_validation(int fd, int ctl2, const struct strata_kmod_session *ss,
+			      struct strata_kabi_rule *rules, struct strata_kabi_rule_target *tg)
+{
+	struct strata_kabi_set_rules a;
+	struct strata_kabi_query q;
 
 #define BAD(errv, what, ...)                                                                              \
 	do {                                                                                              \
@@ -414,70 +472,97 @@ static int t_session(void)
 		a.target_uid = getuid();                                                                  \
 		a.rules_ptr = (uintptr_t)rules;                                                           \
 		a.session_id = 9;                                                                         \
-		a.channel = ss.channel;                                                                   \
-		memcpy(a.sock_path, ss.sock_path, sizeof(a.sock_path));                                   \
+		a.channel = ss->channel;                                                                  \
+		memcpy(a.sock_path, ss->sock_path, sizeof(a.sock_path));                                  \
 		__VA_ARGS__;                                                                              \
 		CHECK(ioctl(ctl2, STRATA_IOC_SET_RULES, &a) < 0 && errno == (errv), "%s: errno %d", what, \
 		      errno);                                                                             \
 	} while (0)
-		memset(tg, 0, sizeof(tg));
-		BAD(EINVAL, "mode 2", a.channel.mode = 2);
-		BAD(EINVAL, "n_subbuf 3", a.channel.n_subbuf = 3);
-		BAD(EINVAL, "subbuf_size 1000", a.channel.subbuf_size = 1000);
-		BAD(EINVAL, "empty channel name", a.channel.name[0] = 0);
-		BAD(EINVAL, "unterminated channel name", memset(a.channel.name, 'c', sizeof(a.channel.name)));
-		BAD(EINVAL, "relative socket", strcpy(a.sock_path, "run/x.sock"));
-		BAD(EINVAL, "unterminated socket", memset(a.sock_path, '/', sizeof(a.sock_path)));
-		BAD(EINVAL, "channel without session", a.session_id = 0);
-		BAD(EINVAL, "reserved2", a.reserved2 = 1);
-		BAD(EFAULT, "bad rule_targets_ptr", a.rule_targets_ptr = 16);
-		tg[0].n_pids = STRATA_KABI_RULE_PIDS + 1;
-		BAD(EINVAL, "65 pids", a.rule_targets_ptr = (uintptr_t)tg);
-		tg[0].n_pids = 1;
-		tg[0].pids[0] = 1;
-		tg[0].pids[1] = 2;
-		BAD(EINVAL, "pid past n_pids", a.rule_targets_ptr = (uintptr_t)tg);
-		tg[0].pids[1] = 0;
-		tg[0].pids[0] = 0;
-		BAD(EINVAL, "pid 0", a.rule_targets_ptr = (uintptr_t)tg);
-		memset(tg, 0, sizeof(tg));
-		tg[0].n_comms = 1;
-		BAD(EINVAL, "empty name", a.rule_targets_ptr = (uintptr_t)tg);
-		memset(tg[0].comms[0], 'n', STRATA_KABI_COMM_MAX);
-		BAD(EINVAL, "unterminated name", a.rule_targets_ptr = (uintptr_t)tg);
-		memset(tg, 0, sizeof(tg));
-		tg[0].comms[3][0] = 'x';
-		BAD(EINVAL, "name past n_comms", a.rule_targets_ptr = (uintptr_t)tg);
-		BAD(EINVAL, "targets when clearing", a.session_id = 0;
-		    memset(&a.channel, 0, sizeof(a.channel)); memset(a.sock_path, 0, sizeof(a.sock_path));
-		    a.n_rules = 0; a.rule_targets_ptr = (uintptr_t)tg);
+	memset(tg, 0, 2 * sizeof(*tg));
+	BAD(EINVAL, "mode 2", a.channel.mode = 2);
+	BAD(EINVAL, "n_subbuf 3", a.channel.n_subbuf = 3);
+	BAD(EINVAL, "subbuf_size 1000", a.channel.subbuf_size = 1000);
+	BAD(EINVAL, "empty channel name", a.channel.name[0] = 0);
+	BAD(EINVAL, "unterminated channel name", memset(a.channel.name, 'c', sizeof(a.channel.name)));
+	BAD(EINVAL, "relative socket", strcpy(a.sock_path, "run/x.sock"));
+	BAD(EINVAL, "unterminated socket", memset(a.sock_path, '/', sizeof(a.sock_path)));
+	BAD(EINVAL, "channel without session", a.session_id = 0);
+	BAD(EINVAL, "reserved2", a.reserved2 = 1);
+	BAD(EFAULT, "bad rule_targets_ptr", a.rule_targets_ptr = 16);
+	tg[0].n_pids = STRATA_KABI_RULE_PIDS + 1;
+	BAD(EINVAL, "65 pids", a.rule_targets_ptr = (uintptr_t)tg);
+	tg[0].n_pids = 1;
+	tg[0].pids[0] = 1;
+	tg[0].pids[1] = 2;
+	BAD(EINVAL, "pid past n_pids", a.rule_targets_ptr = (uintptr_t)tg);
+	tg[0].pids[1] = 0;
+	tg[0].pids[0] = 0;
+	BAD(EINVAL, "pid 0", a.rule_targets_ptr = (uintptr_t)tg);
+	memset(tg, 0, 2 * sizeof(*tg));
+	tg[0].n_comms = 1;
+	BAD(EINVAL, "empty name", a.rule_targets_ptr = (uintptr_t)tg);
+	memset(tg[0].comms[0], 'n', STRATA_KABI_COMM_MAX);
+	BAD(EINVAL, "unterminated name", a.rule_targets_ptr = (uintptr_t)tg);
+	memset(tg, 0, 2 * sizeof(*tg));
+	tg[0].comms[3][0] = 'x';
+	BAD(EINVAL, "name past n_comms", a.rule_targets_ptr = (uintptr_t)tg);
+	BAD(EINVAL, "targets when clearing", a.session_id = 0; memset(&a.channel, 0, sizeof(a.channel));
+	    memset(a.sock_path, 0, sizeof(a.sock_path)); a.n_rules = 0; a.rule_targets_ptr = (uintptr_t)tg);
 #undef BAD
-		memset(tg, 0, sizeof(tg));
-		memset(&q, 0, sizeof(q));
-		q.size = sizeof(q);
-		q.format = 1;
-		CHECK(ioctl(fd, STRATA_IOC_QUERY, &q) < 0 && errno == EINVAL, "query format 1");
-		q.format = STRATA_KABI_QUERY_GRANTS;
-		q.reserved2 = 1;
-		CHECK(ioctl(fd, STRATA_IOC_QUERY, &q) < 0 && errno == EINVAL, "query reserved2");
-	}
-	/* A registration with signo 0 (tp-sync) is never signalled nor owed. */
-	{
-		int z = kt_open();
+	memset(tg, 0, 2 * sizeof(*tg));
+	memset(&q, 0, sizeof(q));
+	q.size = sizeof(q);
+	q.format = 1;
+	CHECK(ioctl(fd, STRATA_IOC_QUERY, &q) < 0 && errno == EINVAL, "query format 1");
+	q.format = STRATA_KABI_QUERY_GRANTS;
+	q.reserved2 = 1;
+	CHECK(ioctl(fd, STRATA_IOC_QUERY, &q) < 0 && errno == EINVAL, "query reserved2");
+	return 0;
+out:
+	return -1;
+}
 
-		CHECK(z >= 0 && fd >= 0, "open");
-		close(fd); /* our own registration: out of the count below */
-		fd = -1;
-		CHECK(kt_register(z, 0) == 0, "register signo 0");
-		CHECK(strata_kmod_set_session(ctl2, 4, &ss, rules, 2, getuid(), &gen, &nsig) == 0 &&
-			      nsig == 0,
-		      "signo 0 signalled: %u", nsig);
-		CHECK(strata_kmod_wait(ctl2, gen, 0, NULL, 0, &n_missing) == 0, "signo 0 owed an ack");
-		size = sizeof(buf);
-		CHECK(strata_kmod_query_grants(z, buf, &size, &qgen, &ne) == 0 && ne == 1,
-		      "signo 0 query: %u", ne);
-		close(z);
-	}
+/* A registration with signo 0 (tp-sync) is never signalled nor owed; our
+ * own registration (*fd, closed and then -1) is left out of the count. */
+static int session_signo0(int *fd, int ctl2, struct strata_kmod_session *ss, struct strata_kabi_rule *rules)
+{
+	int z = kt_open();
+	uint64_t gen, qgen;
+	uint32_t nsig = 0, size, n_missing, ne = 0;
+	char buf[8192];
+
+	CHECK(z >= 0 && *fd >= 0, "open");
+	close(*fd); /* our own registration: out of the count below */
+	*fd = -1;
+	CHECK(kt_register(z, 0) == 0, "register signo 0");
+	CHECK(strata_kmod_set_session(ctl2, 4, ss, rules, 2, getuid(), &gen, &nsig) == 0 && nsig == 0,
+	      "signo 0 signalled: %u", nsig);
+	CHECK(strata_kmod_wait(ctl2, gen, 0, NULL, 0, &n_missing) == 0, "signo 0 owed an ack");
+	size = sizeof(buf);
+	CHECK(strata_kmod_query_grants(z, buf, &size, &qgen, &ne) == 0 && ne == 1, "signo 0 query: %u", ne);
+	close(z);
+	return 0;
+out:
+	return -1;
+}
+
+static int t_session(void)
+{
+	int fd = kt_open(), ctl = kt_open(), ctl2 = kt_open(), ret = -1, n;
+	static struct strata_kabi_rule_target tg[2];
+	struct strata_kabi_rule rules[2];
+	struct strata_kmod_session ss;
+
+	block_update_signal();
+	while (got_signal(0))
+		;
+	CHECK(fd >= 0 && ctl >= 0 && ctl2 >= 0, "open");
+	n = strata_kmod_register_v(fd, SIG_UPDATE, NULL);
+	CHECK(n == STRATA_KABI_VERSION, "register: kabi version %d", n);
+	if (session_grant(fd, ctl, &ss, rules, tg) || session_retarget(fd, ctl, &ss, rules, tg) ||
+	    session_ownership(fd, &ctl, ctl2, &ss, rules, tg) ||
+	    session_validation(fd, ctl2, &ss, rules, tg) || session_signo0(&fd, ctl2, &ss, rules))
+		goto out;
 	CHECK(strata_kmod_set_rules(ctl2, 4, NULL, 0, STRATA_KABI_TARGET_UID, 0, NULL, 0, NULL, NULL) == 0,
 	      "clear");
 	ret = 0;
@@ -493,14 +578,14 @@ out:
 }
 
 /* ---- errors: every ioctl validates its input ------------------------- */
-static int t_errors(void)
+/* Unknown commands, bad pointers and sizes, a struct straddling the end of
+ * a mapping: STATS as the example. */
+static int errors_stats(int fd)
 {
-	int fd = kt_open(), ret = -1, n;
 	unsigned char big[256];
 	struct strata_kabi_stats *st = (void *)big;
 	void *bad = (void *)16;
 
-	CHECK(fd >= 0, "open");
 	CHECK(ioctl(fd, _IO(STRATA_KABI_IOC_MAGIC, 99), big) < 0 && errno == ENOTTY, "unknown nr: errno %d",
 	      errno);
 	CHECK(ioctl(fd, _IO('T', 1), big) < 0 && errno == ENOTTY, "foreign magic: errno %d", errno);
@@ -526,6 +611,19 @@ static int t_errors(void)
 	edge->size = sizeof(*edge);
 	CHECK(ioctl(fd, STRATA_IOC_STATS, edge) < 0 && errno == EFAULT, "straddling: errno %d", errno);
 	munmap(page, 4096);
+	return 0;
+out:
+	return -1;
+}
+
+static int t_errors(void)
+{
+	int fd = kt_open(), ret = -1, n;
+	void *bad = (void *)16;
+
+	CHECK(fd >= 0, "open");
+	if (errors_stats(fd))
+		goto out;
 
 	struct strata_kabi_register r = {.size = sizeof(r), .signo = SIGKILL};
 	CHECK(ioctl(fd, STRATA_IOC_REGISTER, &r) < 0 && errno == EINVAL, "SIGKILL accepted");
@@ -732,19 +830,20 @@ static void drop_to(uid_t uid)
 		_exit(90);
 }
 
-static int t_perm(void)
-{
-	const uid_t ua = 40001, ub = 40002;
-	int ret = -1, rd = -1, p[2] = {-1, -1}, bp[2] = {-1, -1}, hold[2] = {-1, -1};
-	int fd = -1;
-	pid_t a = -1, b = -1, keep = -1;
-	int st;
+/* The processes of t_perm and their pipes, -1 once gone. */
+struct perm_procs {
+	int rd, bp[2], hold[2];
+	pid_t a, b, keep;
+};
 
-	block_update_signal();
-	/* A: uid ua, registered, reports whether it was signalled. */
+/* A: uid ua, registered, reports whether it was signalled (on pp->rd). */
+static int perm_start_a(struct perm_procs *pp, uid_t ua)
+{
+	int p[2] = {-1, -1};
+
 	CHECK(pipe(p) == 0, "pipe");
-	a = fork();
-	if (a == 0) {
+	pp->a = fork();
+	if (pp->a == 0) {
 		char c = 'r';
 		int fd;
 
@@ -762,56 +861,82 @@ static int t_perm(void)
 		_exit(0);
 	}
 	close(p[1]);
-	rd = p[0];
-	CHECK(read_char(rd) == 'r', "A did not register");
+	pp->rd = p[0];
+	CHECK(read_char(pp->rd) == 'r', "A did not register");
+	return 0;
+out:
+	return -1;
+}
 
-	/* B: uid ub may not reach A in any way.  B stays alive (its fd owns
-	 * slots 7 and 8) until `hold` closes. */
-	CHECK(pipe(bp) == 0 && pipe(hold) == 0, "pipe");
-	b = fork();
-	if (b == 0) {
-		int fd, n;
-		uint64_t gen;
-		uint32_t nsig, pid = (uint32_t)a, missing[2], n_missing;
+/* B's steps as a controller of uid ub: its exit code, 0 if all held. */
+static int perm_b_steps(int fd, uid_t ua, uid_t ub, pid_t a)
+{
+	int n;
+	uint64_t gen;
+	uint32_t nsig, pid = (uint32_t)a, missing[2], n_missing;
+
+	if (kt_set_rules_uid(fd, 7, ua, "x:*", NULL, NULL) != -EPERM)
+		return 11;
+	if (kt_set_rules_uid(fd, 7, STRATA_KABI_UID_ANY, "x:*", NULL, NULL) != -EPERM)
+		return 12;
+	if (kt_set_rules_uid(fd, 7, ub, "x:*", NULL, &nsig) || nsig != 0)
+		return 13;
+	if (set_rules_targets(fd, 8, STRATA_KABI_TARGET_PIDS, &pid, 1, "x:*", &gen, &nsig) || nsig != 0)
+		return 14;
+	/* A's missing ack is not B's business. */
+	n = strata_kmod_wait(fd, gen, 0, missing, 2, &n_missing);
+	if (n != 0 || n_missing != 0)
+		return 15;
+	return 0;
+}
+
+/* B: uid ub may not reach A in any way.  B stays alive (its fd owns
+ * slots 7 and 8) until `hold` closes; then pp->keep is B. */
+static int perm_controller_b(struct perm_procs *pp, uid_t ua, uid_t ub)
+{
+	int st;
+
+	CHECK(pipe(pp->bp) == 0 && pipe(pp->hold) == 0, "pipe");
+	pp->b = fork();
+	if (pp->b == 0) {
+		int fd, e;
 		char w;
 
 		drop_to(ub);
 		fd = kt_open();
 		if (fd < 0)
 			_exit(10);
-		if (kt_set_rules_uid(fd, 7, ua, "x:*", NULL, NULL) != -EPERM)
-			_exit(11);
-		if (kt_set_rules_uid(fd, 7, STRATA_KABI_UID_ANY, "x:*", NULL, NULL) != -EPERM)
-			_exit(12);
-		if (kt_set_rules_uid(fd, 7, ub, "x:*", NULL, &nsig) || nsig != 0)
-			_exit(13);
-		if (set_rules_targets(fd, 8, STRATA_KABI_TARGET_PIDS, &pid, 1, "x:*", &gen, &nsig) ||
-		    nsig != 0)
-			_exit(14);
-		/* A's missing ack is not B's business. */
-		n = strata_kmod_wait(fd, gen, 0, missing, 2, &n_missing);
-		if (n != 0 || n_missing != 0)
-			_exit(15);
-		close(bp[0]);
-		close(hold[1]);
-		if (write(bp[1], "k", 1) != 1 || read(hold[0], &w, 1) != 0)
+		e = perm_b_steps(fd, ua, ub, pp->a);
+		if (e)
+			_exit(e);
+		close(pp->bp[0]);
+		close(pp->hold[1]);
+		if (write(pp->bp[1], "k", 1) != 1 || read(pp->hold[0], &w, 1) != 0)
 			_exit(16);
 		_exit(0);
 	}
-	close(bp[1]);
-	close(hold[0]);
-	bp[1] = hold[0] = -1;
-	if (read_char(bp[0]) != 'k') {
-		waitpid(b, &st, 0);
-		b = -1;
+	close(pp->bp[1]);
+	close(pp->hold[0]);
+	pp->bp[1] = pp->hold[0] = -1;
+	if (read_char(pp->bp[0]) != 'k') {
+		waitpid(pp->b, &st, 0);
+		pp->b = -1;
 		CHECK(0, "controller B (other uid): step %d failed", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	}
-	keep = b;
-	b = -1;
+	pp->keep = pp->b;
+	pp->b = -1;
+	return 0;
+out:
+	return -1;
+}
 
-	/* A ua controller may not take B's slot 7, but reaches A. */
-	b = fork();
-	if (b == 0) {
+/* A ua controller may not take B's slot 7, but reaches A. */
+static int perm_controller_a2(struct perm_procs *pp, uid_t ua)
+{
+	int st;
+
+	pp->b = fork();
+	if (pp->b == 0) {
 		int fd;
 		uint32_t nsig;
 
@@ -827,11 +952,25 @@ static int t_perm(void)
 			_exit(23);
 		_exit(0);
 	}
-	waitpid(b, &st, 0);
-	b = -1;
+	waitpid(pp->b, &st, 0);
+	pp->b = -1;
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "controller A' (same uid): step %d failed",
 	      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-	CHECK(read_char(rd) == 's', "A was not signalled by its own uid");
+	CHECK(read_char(pp->rd) == 's', "A was not signalled by its own uid");
+	return 0;
+out:
+	return -1;
+}
+
+static int t_perm(void)
+{
+	const uid_t ua = 40001, ub = 40002;
+	struct perm_procs pp = {.rd = -1, .bp = {-1, -1}, .hold = {-1, -1}, .a = -1, .b = -1, .keep = -1};
+	int ret = -1, fd = -1, st;
+
+	block_update_signal();
+	if (perm_start_a(&pp, ua) || perm_controller_b(&pp, ua, ub) || perm_controller_a2(&pp, ua))
+		goto out;
 
 	/* Root (CAP_SYS_ADMIN) may not set a slot B's open file owns (-EBUSY),
 	 * but may clear it; then the slot is root's file's, and B's release
@@ -844,10 +983,10 @@ static int t_perm(void)
 		      kt_set_rules_uid(fd, 8, 0, NULL, NULL, NULL) == 0,
 	      "root could not clear");
 	CHECK(kt_set_rules_uid(fd, 8, STRATA_KABI_UID_ANY, "z:*", NULL, NULL) == 0, "root set 8");
-	close(hold[1]);
-	hold[1] = -1;
-	waitpid(keep, &st, 0);
-	keep = -1;
+	close(pp.hold[1]);
+	pp.hold[1] = -1;
+	waitpid(pp.keep, &st, 0);
+	pp.keep = -1;
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "controller B ended with %d", st);
 	{
 		struct strata_kabi_stats sst;
@@ -861,19 +1000,19 @@ out:
 	if (fd >= 0)
 		close(fd);
 	for (int i = 0; i < 2; i++) {
-		if (bp[i] >= 0)
-			close(bp[i]);
-		if (hold[i] >= 0)
-			close(hold[i]);
+		if (pp.bp[i] >= 0)
+			close(pp.bp[i]);
+		if (pp.hold[i] >= 0)
+			close(pp.hold[i]);
 	}
-	if (a > 0)
-		waitpid(a, NULL, 0);
-	if (b > 0)
-		waitpid(b, NULL, 0);
-	if (keep > 0)
-		waitpid(keep, NULL, 0); /* hold closed above: B returns */
-	if (rd >= 0)
-		close(rd);
+	if (pp.a > 0)
+		waitpid(pp.a, NULL, 0);
+	if (pp.b > 0)
+		waitpid(pp.b, NULL, 0);
+	if (pp.keep > 0)
+		waitpid(pp.keep, NULL, 0); /* hold closed above: B returns */
+	if (pp.rd >= 0)
+		close(pp.rd);
 	return ret;
 }
 
@@ -1068,6 +1207,55 @@ struct fuzz_arg {
 	unsigned long iters;
 };
 
+/* The argument area's first 128 words at random: sizes mostly plausible,
+ * pointers inside NULL, this buffer, unmapped or kernel-half. */
+static void fuzz_fill(unsigned char *buf, unsigned r, unsigned *s)
+{
+	uint32_t *u = (uint32_t *)buf;
+
+	for (size_t j = 0; j < 128; j++)
+		u[j] = rand_r(s) % 5 == 0 ? (uint32_t)rand_r(s) : rand_r(s) % 2 ? 0 : (uint32_t)rand_r(s) % 4;
+	/* Sizes: mostly plausible, sometimes anything. */
+	u[0] = r % 3 ? 16u + 8u * ((uint32_t)rand_r(s) % 8) : (uint32_t)rand_r(s) % 8192;
+	/* Pointers inside: NULL, this buffer, unmapped, kernel-half. */
+	for (size_t j = 1; j < 8; j++) {
+		unsigned k = rand_r(s) % 6;
+		uint64_t v = k == 0   ? 0
+			     : k == 1 ? (uintptr_t)(buf + 512)
+			     : k == 2 ? 0x1000
+			     : k == 3 ? 0xffff888000000000ull
+			     : k == 4 ? (uintptr_t)(buf + 4090)
+				      : (uint64_t)rand_r(s);
+		if (rand_r(s) % 3 == 0)
+			memcpy(buf + 8 * j, &v, 8);
+	}
+}
+
+/* Well-formed calls too, so that state changes: kernel rules (buffers
+ * allocated, probes armed and disarmed under load), buffer fds mapped and
+ * dropped. */
+static void fuzz_well_formed(int fd, unsigned *s)
+{
+	static const char *const pats[] = {"kernel:sched_*", "kernel:sys_e*", "kernel:*", "app:*"};
+	unsigned sl = (unsigned)rand_r(s) % 4;
+
+	if (rand_r(s) % 3)
+		kt_set_rules_uid(fd, sl, STRATA_KABI_UID_ANY, pats[rand_r(s) % 4], NULL, NULL);
+	else
+		kt_set_rules_uid(fd, sl, 0, NULL, NULL, NULL);
+	struct strata_kabi_kbuf_open ko = {.size = sizeof(ko), .slot = sl};
+	int kfd = ioctl(fd, STRATA_IOC_KBUF_OPEN, &ko);
+	if (kfd >= 0) {
+		void *m = mmap(NULL, ko.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, kfd, 0);
+		close(kfd);
+		if (m != MAP_FAILED) {
+			/* A hostile consumer: scribble on the lanes. */
+			memset((char *)m + 4096 * 5, rand_r(s) & 0xff, 4096);
+			munmap(m, ko.total_size);
+		}
+	}
+}
+
 static void *fuzz_thread(void *p)
 {
 	struct fuzz_arg *fa = p;
@@ -1087,58 +1275,17 @@ static void *fuzz_thread(void *p)
 		unsigned r = rand_r(&s);
 		unsigned cmd = cmds[r % 6];
 		void *arg = buf;
-		uint32_t *u = (uint32_t *)buf;
 
 		if (r % 97 == 0)
 			cmd = (unsigned)rand_r(&s); /* any command */
 		else if (r % 89 == 0)
 			cmd = _IOC(_IOC_READ | _IOC_WRITE, STRATA_KABI_IOC_MAGIC, rand_r(&s) % 16,
 				   rand_r(&s) % 512);
-		for (size_t j = 0; j < 128; j++)
-			u[j] = rand_r(&s) % 5 == 0 ? (uint32_t)rand_r(&s)
-			       : rand_r(&s) % 2    ? 0
-						   : (uint32_t)rand_r(&s) % 4;
-		/* Sizes: mostly plausible, sometimes anything. */
-		u[0] = r % 3 ? 16u + 8u * ((uint32_t)rand_r(&s) % 8) : (uint32_t)rand_r(&s) % 8192;
-		/* Pointers inside: NULL, this buffer, unmapped, kernel-half. */
-		for (size_t j = 1; j < 8; j++) {
-			unsigned k = rand_r(&s) % 6;
-			uint64_t v = k == 0   ? 0
-				     : k == 1 ? (uintptr_t)(buf + 512)
-				     : k == 2 ? 0x1000
-				     : k == 3 ? 0xffff888000000000ull
-				     : k == 4 ? (uintptr_t)(buf + 4090)
-					      : (uint64_t)rand_r(&s);
-			if (rand_r(&s) % 3 == 0)
-				memcpy(buf + 8 * j, &v, 8);
-		}
+		fuzz_fill(buf, r, &s);
 		if (cmd == STRATA_IOC_WAIT)
 			((struct strata_kabi_wait *)buf)->timeout_ms = rand_r(&s) % 3;
 		if (r % 37 == 0) {
-			/* Well-formed calls too, so that state changes: kernel
-			 * rules (buffers allocated, probes armed and disarmed
-			 * under load), buffer fds mapped and dropped. */
-			static const char *const pats[] = {"kernel:sched_*", "kernel:sys_e*", "kernel:*",
-							   "app:*"};
-			unsigned sl = (unsigned)rand_r(&s) % 4;
-
-			if (rand_r(&s) % 3)
-				kt_set_rules_uid(fa->fd, sl, STRATA_KABI_UID_ANY, pats[rand_r(&s) % 4], NULL,
-						 NULL);
-			else
-				kt_set_rules_uid(fa->fd, sl, 0, NULL, NULL, NULL);
-			struct strata_kabi_kbuf_open ko = {.size = sizeof(ko), .slot = sl};
-			int kfd = ioctl(fa->fd, STRATA_IOC_KBUF_OPEN, &ko);
-			if (kfd >= 0) {
-				void *m =
-					mmap(NULL, ko.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, kfd, 0);
-				close(kfd);
-				if (m != MAP_FAILED) {
-					/* A hostile consumer: scribble on the lanes. */
-					memset((char *)m + 4096 * 5, rand_r(&s) & 0xff, 4096);
-					munmap(m, ko.total_size);
-				}
-			}
+			fuzz_well_formed(fa->fd, &s);
 			continue;
 		}
 		switch (rand_r(&s) % 20) {

@@ -390,53 +390,37 @@ BtResult babeltrace(const Drained &d)
 	return b;
 }
 
-void run()
+// The workload of kevents: a child that execs /bin/true, three getppid
+// calls and a context switch of ours.
+struct Workload {
+	pid_t me, child;
+	long ppid;
+};
+
+Workload run_workload()
 {
-	const unsigned slot = 1;
-	int dev = kt_open();
-	if (dev < 0)
-		fail("open device");
-	strata_kabi_stats s0, s1;
-	if (kt_stats(dev, &s0))
-		fail("stats");
-
-	strata_kabi_kbuf_open ko = {};
-	if (set_kernel_rules(dev, slot, {}))
-		fail("clear slot before the test");
-	if (strata_kmod_kbuf_open(dev, slot, nullptr, nullptr) != -ENOENT)
-		fail("KBUF_OPEN of a slot without kernel rules did not fail with ENOENT");
-	if (set_kernel_rules(dev, slot, {"kernel:sched_switch", "kernel:sched_process_*", "kernel:sys_e*"}))
-		fail(std::string("set kernel rules: ") + strerror(errno));
-	int kfd = open_kbuf(dev, slot, &ko);
-
-	// ---- the workload
-	const pid_t me = getpid();
-	pid_t child = fork();
-	if (child == 0) {
+	Workload w;
+	w.me = getpid();
+	w.child = fork();
+	if (w.child == 0) {
 		execl("/bin/true", "true", (char *)nullptr);
 		_exit(127);
 	}
 	int st;
-	waitpid(child, &st, 0);
-	long ppid = 0;
+	waitpid(w.child, &st, 0);
+	w.ppid = 0;
 	for (int i = 0; i < 3; i++)
-		ppid = syscall(SYS_getppid);
+		w.ppid = syscall(SYS_getppid);
 	usleep(2000); // a context switch of ours with prev_state != 0 (not a sync)
+	return w;
+}
 
-	// ---- stop recording: clearing the slot stops the writers
-	if (set_kernel_rules(dev, slot, {}))
-		fail("clear slot");
-	if (kt_stats(dev, &s1))
-		fail("stats");
-	Drained d = drain(kfd, ko);
-
-	// ---- oracles
-	uint64_t written = s1.kevents_written - s0.kevents_written;
-	if (d.events.size() != written)
-		fail("read " + std::to_string(d.events.size()) + " events, module wrote " +
-		     std::to_string(written));
-	if (d.discarded || s1.kevents_lost != s0.kevents_lost)
-		fail("events lost: " + std::to_string(d.discarded));
+// The workload's events are all there, with their fields; returns the
+// number of sched_switch events read.
+size_t check_workload_events(const Drained &d, const Workload &w)
+{
+	const pid_t me = w.me, child = w.child;
+	const long ppid = w.ppid;
 	bool fork_ok = false, exec_ok = false, exit_ok = false, switch_ok = false;
 	int getppid_enter = 0, getppid_exit = 0;
 	size_t want_switch = 0;
@@ -465,6 +449,46 @@ void run()
 	if (getppid_enter < 3 || getppid_exit < 3)
 		fail("getppid: " + std::to_string(getppid_enter) + " enters, " +
 		     std::to_string(getppid_exit) + " exits with the right value");
+	return want_switch;
+}
+
+void run()
+{
+	const unsigned slot = 1;
+	int dev = kt_open();
+	if (dev < 0)
+		fail("open device");
+	strata_kabi_stats s0, s1;
+	if (kt_stats(dev, &s0))
+		fail("stats");
+
+	strata_kabi_kbuf_open ko = {};
+	if (set_kernel_rules(dev, slot, {}))
+		fail("clear slot before the test");
+	if (strata_kmod_kbuf_open(dev, slot, nullptr, nullptr) != -ENOENT)
+		fail("KBUF_OPEN of a slot without kernel rules did not fail with ENOENT");
+	if (set_kernel_rules(dev, slot, {"kernel:sched_switch", "kernel:sched_process_*", "kernel:sys_e*"}))
+		fail(std::string("set kernel rules: ") + strerror(errno));
+	int kfd = open_kbuf(dev, slot, &ko);
+
+	// ---- the workload
+	const Workload w = run_workload();
+
+	// ---- stop recording: clearing the slot stops the writers
+	if (set_kernel_rules(dev, slot, {}))
+		fail("clear slot");
+	if (kt_stats(dev, &s1))
+		fail("stats");
+	Drained d = drain(kfd, ko);
+
+	// ---- oracles
+	uint64_t written = s1.kevents_written - s0.kevents_written;
+	if (d.events.size() != written)
+		fail("read " + std::to_string(d.events.size()) + " events, module wrote " +
+		     std::to_string(written));
+	if (d.discarded || s1.kevents_lost != s0.kevents_lost)
+		fail("events lost: " + std::to_string(d.discarded));
+	size_t want_switch = check_workload_events(d, w);
 
 	BtResult b = babeltrace(d);
 	if (b.rc != 0 || b.lines != d.events.size() || b.switches != want_switch || b.discarded)
@@ -549,6 +573,31 @@ void run_loss()
 // closes packets itself while the writers run (issue 4: such a close is
 // stamped with the packet's last record, so the packet after it, begun
 // by a probe on the module's clock, is never refused).
+// A child making getppid calls, pausing 1 ms every 128, until it has made
+// `calls` and reads a byte from stop_pipe[1] (kept open here; [0] closed).
+pid_t spawn_paced_caller(uint64_t calls, int stop_pipe[2])
+{
+	if (pipe(stop_pipe))
+		fail("pipe");
+	pid_t child = fork();
+	if (child == 0) {
+		close(stop_pipe[1]);
+		fcntl(stop_pipe[0], F_SETFL, O_NONBLOCK);
+		for (uint64_t i = 0;; i++) {
+			syscall(SYS_getppid);
+			char c;
+			if (i % 128 == 127) {
+				usleep(1000);
+				if (i >= calls && read(stop_pipe[0], &c, 1) == 1)
+					break;
+			}
+		}
+		_exit(0);
+	}
+	close(stop_pipe[0]);
+	return child;
+}
+
 void run_stream()
 {
 	const unsigned slot = 3;
@@ -572,24 +621,7 @@ void run_stream()
 	const uint64_t calls = ko.total_size / 64;
 	const uint64_t ring_packets = (uint64_t)d.info.n_lanes * d.info.n_subbuf;
 	int stop_pipe[2];
-	if (pipe(stop_pipe))
-		fail("pipe");
-	pid_t child = fork();
-	if (child == 0) {
-		close(stop_pipe[1]);
-		fcntl(stop_pipe[0], F_SETFL, O_NONBLOCK);
-		for (uint64_t i = 0;; i++) {
-			syscall(SYS_getppid);
-			char c;
-			if (i % 128 == 127) {
-				usleep(1000);
-				if (i >= calls && read(stop_pipe[0], &c, 1) == 1)
-					break;
-			}
-		}
-		_exit(0);
-	}
-	close(stop_pipe[0]);
+	pid_t child = spawn_paced_caller(calls, stop_pipe);
 	// The wakeup itself, independent of how busy the machine is: the
 	// child fills a sub-buffer long before 30 s, and only a completed
 	// sub-buffer makes the wait fd readable.
