@@ -2,7 +2,7 @@
  * pthread_tp.h - the `pthread` tracepoint provider written by
  * libstrata-pthread.so (LD_PRELOAD wrappers of pthread mutexes, condition
  * variables, read-write locks and POSIX semaphores).  The field names below are read by
- * `strata analyze mutex` (processor/analyze/*.cpp): change both together.
+ * `strata analyze mutex` (processor/analyze/): change both together.
  *
  * Common fields:
  *   lock       address of the pthread_mutex_t / pthread_rwlock_t
