@@ -2,7 +2,7 @@
  * processes.cpp - a process's messages and life (processes.h): REGISTER
  * answers its state query, BUFFER attaches its ring to a session's drain
  * (on the attacher thread, attacher.h, whose results join here), its exit
- * ends its drains, its connection's end is its acknowledgement; and early
+ * ends its drains (process_ends.cpp, with its connection's end); and early
  * adoption at START.
  *
  * Contract: processes.h's.  Main thread only.  A process is known by its
@@ -553,120 +553,6 @@ void Processes::attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const
 	note_rejoined(s, p.pid);
 	p_.persist.changed(); // persistence.h: a buffer to keep
 	VLOG("pid %d: draining slot %u into %s", p.pid, slot, dir.c_str());
-}
-
-// Connections::Host: a connection ended.  A process closes its connection
-// after applying what it was granted (and quiescing): that is its
-// acknowledgement.
-void Processes::closed(const Connections::Host::Ended &e)
-{
-	Proc *p = e.registered ? p_.procs.find(e.pid) : nullptr;
-	if (e.answer_lost && p)
-		missed_answer(e, *p);
-	else if (e.registered && !e.kmod) { // a module process acknowledges to the module
-		if (p) {
-			p->acked = std::max(p->acked, e.registered_at);
-			p->retries = 0;
-		}
-		p_.acks.acknowledge(e.pid, e.registered_at);
-		// A round trip's join hands its buffer over at once (attach:
-		// joined); an aggregation may be joined with no buffer at all.
-		for (uint64_t run : e.granted)
-			if (Session *s = p_.sessions.by_run(run); s && !s->aggregate.empty())
-				note_rejoined(*s, e.pid);
-	}
-	const int gone_pidfd =
-		p && p->gone ? p->pidfd : 0; // a process that exited before we read it: its exit is now
-	p_.acks.forget(e.id);
-	if (gone_pidfd)
-		on_exit(gone_pidfd);
-	// The sessions this connection owned (CREATE with kCreateOwned) end
-	// with it, whatever ended it; nobody is left to answer.
-	host_.end_owned(e.id, e.pid);
-}
-
-// A round trip whose answer never reached the process (Conn::answer_lost):
-// its state query missed its deadline (STRATA_REGISTER_TIMEOUT_MS, a
-// loaded machine) and it gave up, having applied nothing.  Its close
-// acknowledges nothing; the sessions it was granted name it until it
-// joins; a process that catches its update signal is asked again, up to
-// kMaxRetries times in a row (each try is bounded by its own deadline).
-void Processes::missed_answer(const Connections::Host::Ended &e, Proc &p)
-{
-	// A process killed or exiting in the middle of its query also leaves
-	// its answer unread: it is named for what it is.
-	const bool alive = p.pidfd >= 0 && syscall(SYS_pidfd_send_signal, p.pidfd, 0, nullptr, 0) == 0;
-	const bool retry = alive && p.signo && p.retries < kMaxRetries && catches(p.pid, p.signo);
-	std::string why = "it exited during its state query";
-	if (alive)
-		why = std::string("its state query missed its deadline (") +
-		      (retry     ? "asked again"
-		       : p.signo ? "asked again, in vain"
-				 : "a tp-sync process asks at its start only: none of its events are "
-				   "recorded") +
-		      ")";
-	for (uint64_t run : e.granted)
-		if (Session *s = p_.sessions.by_run(run))
-			if (s->state == proto::SessionState::Active && !s->stopping)
-				note_unjoined(*s, p.pid, p.comm, why);
-	logf("pid %d (%s): %s: the answer went unread%s", p.pid, p.comm.c_str(),
-	     alive ? "its state query missed its deadline" : "it exited during its state query",
-	     retry ? "; signalled to ask again" : "");
-	if (!retry)
-		return;
-	p.retries++;
-	if (syscall(SYS_pidfd_send_signal, p.pidfd, p.signo, nullptr, 0) != 0)
-		VLOG("pid %d: cannot signal: %s", p.pid, strerror(errno));
-}
-
-// A knock (proto.h, kKnockSuffix): the process's connect() timed out, our
-// socket's queue full until its deadline.  It joined nothing and never asks
-// again by itself; each session that would have granted it names it, as a
-// missed answer does.  A forged comm costs only a wrong name: the pid and
-// uid are the kernel's.
-void Processes::knocked(pid_t pid, uid_t uid, const std::string &comm)
-{
-	Proc probe;
-	probe.pid = pid;
-	probe.uid = uid;
-	probe.comm = comm;
-	const std::string why = "it could not connect to the daemon within its deadline "
-				"(STRATA_REGISTER_TIMEOUT_MS: the daemon's queue was full)";
-	unsigned named = 0;
-	for (auto &s : p_.sessions.all())
-		if (s->state == proto::SessionState::Active && !s->stopping &&
-		    (s->uid == 0 || s->uid == uid) && reaches(*s, probe) &&
-		    (s->rules.empty() || !rules_for(*s, probe).empty())) {
-			note_unjoined(*s, pid, comm, why);
-			named++;
-		}
-	logf("pid %d (%s): %s; named in %u session(s)", pid, comm.c_str(), why.c_str(), named);
-}
-
-void Processes::on_exit(int pidfd)
-{
-	Proc *p = p_.procs.by_pidfd(pidfd);
-	if (!p)
-		return;
-	// What the process sent before it died comes first: a BUFFER still
-	// unread on its connection (epoll may list the pidfd first) is adopted
-	// and drained with the rest, and needs its Proc to be found.
-	const pid_t pid = p->pid;
-	p_.conns.read_process(pid);
-	settle_attaches(); // its drains, all of them, before they are told it died
-	p = p_.procs.by_pidfd(pidfd);
-	if (!p)
-		return;
-	VLOG("pid %d (%s) exited", p->pid, p->comm.c_str());
-	p_.acks.acknowledge(p->pid, UINT64_MAX); // nothing left to apply
-	for (auto &s : p_.sessions.all())        // its regions keep their last values
-		for (auto &r : s->regions)
-			if (r->pid == p->pid)
-				r->alive = false;
-	for (Drain *d : p->drains)
-		d->finish(true); // the drain flushes and closes on its own thread
-	p_.procs.erase(pidfd);
-	p_.persist.owner_exited(pid); // a restored session's owner; the books changed
 }
 
 // SessionTable::Host: buffers already sent, or being attached, join now.
