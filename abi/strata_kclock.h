@@ -116,17 +116,30 @@ static inline uint64_t strata_kclock_convert(uint64_t tsc, uint64_t cycle_last, 
  * clamps, masks, and multiplies, adds and shifts in 128 bits.  The general form takes a TSC before cycle_last
  * (flat: delta 0), a page left old (its writer died), a narrower mask.
  */
-STRATA_KCLOCK_HOT static inline uint64_t strata_kclock_scale(uint64_t tsc, uint32_t lo, uint64_t last,
-							     uint64_t mask, uint64_t xn, uint32_t mult,
-							     uint32_t shift)
+STRATA_KCLOCK_HOT static inline int strata_kclock_scale_common(uint64_t tsc, uint32_t lo, uint64_t last,
+							       uint64_t mask, uint64_t xn, uint32_t mult,
+							       uint32_t shift, uint64_t *ns)
 {
 	uint64_t delta = tsc - last, v;
 
 	if (__builtin_expect(
 		    ((delta >> 32) | (delta & ~mask)) == 0 &&
 			    !__builtin_add_overflow((uint64_t)(uint32_t)(lo - (uint32_t)last) * mult, xn, &v),
-		    1))
-		return v >> shift;
+		    1)) {
+		*ns = v >> shift;
+		return 1;
+	}
+	return 0;
+}
+
+STRATA_KCLOCK_HOT static inline uint64_t strata_kclock_scale(uint64_t tsc, uint32_t lo, uint64_t last,
+							     uint64_t mask, uint64_t xn, uint32_t mult,
+							     uint32_t shift)
+{
+	uint64_t v;
+
+	if (strata_kclock_scale_common(tsc, lo, last, mask, xn, mult, shift, &v))
+		return v;
 	return strata_kclock_convert(tsc, last, mask, xn, 0, mult, shift);
 }
 
@@ -150,8 +163,10 @@ STRATA_KCLOCK_HOT static inline uint64_t strata_kclock_begin(const struct strata
 	return strata_kclock_rdtsc_lo(lo);
 }
 
-STRATA_KCLOCK_HOT static inline int strata_kclock_end(const struct strata_kclock *k, uint32_t seq,
-						      uint64_t tsc, uint32_t lo, uint64_t *ns)
+/* general 0: the common case's conversion only; where the general form
+ * would be needed, 1 as for a busy page (strata_kclock_end_common). */
+STRATA_KCLOCK_HOT static inline int strata_kclock_end_(const struct strata_kclock *k, uint32_t seq,
+						       uint64_t tsc, uint32_t lo, uint64_t *ns, int general)
 {
 #if defined(__x86_64__)
 	if (seq & 1)
@@ -165,8 +180,12 @@ STRATA_KCLOCK_HOT static inline int strata_kclock_end(const struct strata_kclock
 	uint32_t mult = __atomic_load_n(&k->mult, __ATOMIC_RELAXED);
 	uint64_t xn = __atomic_load_n(&k->xtime_nsec, __ATOMIC_RELAXED);
 	uint32_t shift = __atomic_load_n(&k->shift, __ATOMIC_RELAXED);
-	uint64_t v = strata_kclock_scale(tsc, lo, last, mask, xn, mult, shift & 63);
+	uint64_t v;
 
+	if (general)
+		v = strata_kclock_scale(tsc, lo, last, mask, xn, mult, shift & 63);
+	else if (!strata_kclock_scale_common(tsc, lo, last, mask, xn, mult, shift & 63, &v))
+		return 1;
 	v += __atomic_load_n(&k->base_ns, __ATOMIC_RELAXED);
 	uint32_t flags = __atomic_load_n(&k->flags, __ATOMIC_RELAXED);
 
@@ -183,9 +202,27 @@ STRATA_KCLOCK_HOT static inline int strata_kclock_end(const struct strata_kclock
 	(void)k;
 	(void)seq;
 	(void)tsc;
+	(void)lo;
 	(void)ns;
+	(void)general;
 	return -1;
 #endif
+}
+
+STRATA_KCLOCK_HOT static inline int strata_kclock_end(const struct strata_kclock *k, uint32_t seq,
+						      uint64_t tsc, uint32_t lo, uint64_t *ns)
+{
+	return strata_kclock_end_(k, seq, tsc, lo, ns, 1);
+}
+
+/* strata_kclock_end without the general form's code (a TSC before
+ * cycle_last, 2^32 ticks or more past it, a narrower mask, a sum that
+ * carries): 1 for those, as for a busy page, so that a caller whose slow
+ * path reads the clock again in full keeps no register for them. */
+STRATA_KCLOCK_HOT static inline int strata_kclock_end_common(const struct strata_kclock *k, uint32_t seq,
+							     uint64_t tsc, uint32_t lo, uint64_t *ns)
+{
+	return strata_kclock_end_(k, seq, tsc, lo, ns, 0);
 }
 
 /*

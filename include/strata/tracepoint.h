@@ -131,7 +131,7 @@ struct strata_tracepoint {
 struct strata_reservation {
 	char *rec;     /* where the payload goes (after the record's header) */
 	void *lane;    /* runtime-private */
-	uint64_t size; /* bytes reserved */
+	uint64_t size; /* runtime-private (the record's bytes, and where it lies) */
 };
 
 /* Runtime entry points (libstrata).  Not for direct use. */

@@ -89,6 +89,10 @@ struct Channel {
 	uint32_t mode;
 	uint32_t stream_id;
 	bool fast_owner; // STRATA_BUF_FAST_OWNER: owners update head unlocked (writer.cpp)
+	// What a fast-path reservation tags its channel pointer with in
+	// strata_reservation::lane (writer.cpp, kFastCommit | kFastRecords in
+	// overwrite mode); set with mode.
+	uint32_t fast_commit_tag;
 	// Blocking mode (strata_abi.h): how long a writer waits for a full ring
 	// to drain before it discards; 0: never waits.
 	uint64_t block_ns;
@@ -136,6 +140,17 @@ struct Channel {
 	std::atomic<uint64_t> handoff_next_ns;
 	uint32_t handoff_tries; // failed tries: the wait doubles (lock holder's)
 };
+
+// A fast-path reservation's strata_reservation::lane: its Channel's address
+// (page-aligned: slots.cpp maps each Channel on its own pages) with these
+// bits set, and its size word packs the record's bytes, lane and
+// sub-buffer (writer.cpp, "strata_commit").  The general path's lane is a
+// CommitCtx (no bit set).
+constexpr uintptr_t kFastCommit = 1, kFastRecords = 2, kFastTagMask = 3;
+inline uint32_t fast_commit_tag(uint32_t mode)
+{
+	return (uint32_t)(kFastCommit | (mode == STRATA_MODE_OVERWRITE ? kFastRecords : 0));
+}
 constexpr uint32_t kChReady = 0, kChPending = 1, kChDead = 2;
 
 // A pending Channel's buffer made and handed off (slots.cpp), from a

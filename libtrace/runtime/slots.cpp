@@ -575,6 +575,7 @@ int make_buffer(Channel *ch, const strata_channel_config *cfg)
 	ch->n_lanes = g.n_lanes;
 	ch->first_shared = g.n_lanes - g.n_shared;
 	ch->mode = g.mode;
+	ch->fast_commit_tag = fast_commit_tag(g.mode);
 	ch->block_ns = (uint64_t)g.block_ms * 1000000u;
 	ch->block_stalled.store(0, std::memory_order_relaxed);
 	ch->stream_id = cfg->stream_id;

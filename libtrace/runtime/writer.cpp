@@ -363,16 +363,19 @@ __attribute__((noinline)) Reserved reserve_slow(Channel *ch, uint32_t lane, Thre
 
 // After a reservation of `taken` bytes at `pos`: remember our timestamp,
 // write the record header (compact, or extended: also every id >= 31,
-// where narrow == wide; then a shared lane's thread context) and the
-// commit context.  Returns where the payload goes.
-inline char *record_begin(const LaneRef &l, unsigned slot, ThreadState &t, uint32_t depth, uint32_t id,
-			  uint64_t pos, uint64_t now, bool extended)
+// where narrow == wide; then a shared lane's thread context).  Returns
+// where the payload goes.  StoreLane false: the fast path's owned lane,
+// where last_lane[slot] is the lane already (ThreadState::fast).
+template <bool StoreLane = true>
+inline char *record_header(const LaneRef &l, unsigned slot, ThreadState &t, uint32_t id, uint64_t pos,
+			   uint64_t now, bool extended)
 {
 	// Relaxed: see ThreadState::last_ts.  The lane first: a handler that
 	// runs between the two stores sees our lane with an older timestamp,
 	// still a lower bound there, since our record precedes its own; with
 	// the timestamp first it could take ours for another lane's.
-	__atomic_store_n(&t.last_lane[slot], (uint16_t)l.index, __ATOMIC_RELAXED);
+	if (StoreLane)
+		__atomic_store_n(&t.last_lane[slot], (uint16_t)l.index, __ATOMIC_RELAXED);
 	std::atomic_signal_fence(std::memory_order_seq_cst);
 	__atomic_store_n(&t.last_ts[slot], now, __ATOMIC_RELAXED);
 	char *rec = l.data + ring_off(l.ch, pos);
@@ -392,18 +395,56 @@ inline char *record_begin(const LaneRef &l, unsigned slot, ThreadState &t, uint3
 		memcpy(rec + hdr, &tid, sizeof tid);
 		hdr += STRATA_REC_SHARED_CTX_SIZE;
 	}
+	return rec + hdr;
+}
+
+// The general path's record: its header, and the commit context at its
+// depth (strata_commit's untagged case).
+inline char *record_begin(const LaneRef &l, unsigned slot, ThreadState &t, uint32_t depth, uint32_t id,
+			  uint64_t pos, uint64_t now, bool extended)
+{
+	char *rec = record_header(l, slot, t, id, pos, now, extended);
 	CommitCtx &c = t.ctx[depth];
 	c.ch = l.ch;
 	c.commit = commit_of(l.ch, l.lc, pos);
 	c.records = l.ch->mode == STRATA_MODE_OVERWRITE ? &l.lc->records : nullptr;
 	c.owned = l.owned;
-	return rec + hdr;
+	return rec;
+}
+
+// The fast path's size word: the record's bytes (< 2^32: a sub-buffer is at
+// most STRATA_MAX_SUBBUF_SIZE), where its sub-buffer's commit counter lies
+// past ch->lanes (bytes), and its lane (< STRATA_MAX_LANES), which
+// strata_commit unpacks.
+constexpr unsigned kFastCommitShift = 32, kFastLaneShift = 56;
+static_assert(STRATA_MAX_SUBBUF_SIZE <= (1ull << kFastCommitShift) &&
+		      STRATA_MAX_LANES * sizeof(strata_lane_ctl) <=
+			      (1ull << (kFastLaneShift - kFastCommitShift)) &&
+		      STRATA_MAX_LANES <= (1u << (64 - kFastLaneShift)),
+	      "the fast path's size word holds bytes, commit counter and lane");
+inline uint64_t fast_size_word(const Channel *ch, strata_lane_ctl *lc, uint32_t lane, uint64_t pos,
+			       uint64_t bytes)
+{
+	const uint64_t commit = (uint64_t)((char *)commit_of(ch, lc, pos) - (char *)ch->lanes);
+	return bytes | commit << kFastCommitShift | (uint64_t)lane << kFastLaneShift;
+}
+
+// The fast path's record, reserved at `pos`: its header, and no CommitCtx:
+// what strata_commit needs rides in r.
+inline void fast_reserved(struct strata_reservation *r, Channel *ch, strata_lane_ctl *lc, uint32_t lane,
+			  unsigned slot, ThreadState &t, uint32_t id, uint64_t pos, uint64_t now,
+			  uint64_t bytes)
+{
+	const LaneRef l{ch, lc, ch->data + (uint64_t)lane * ch->lane_stride, lane, true, false};
+	r->rec = record_header<false>(l, slot, t, id, pos, now, false);
+	r->lane = (void *)((uintptr_t)ch | ch->fast_commit_tag);
+	r->size = fast_size_word(ch, lc, lane, pos, bytes);
 }
 
 // Every reservation the fast path below does not take: the general path
 // (any lane, any record, packet switches, retries, discards).
-__attribute__((noinline)) int reserve_general(struct strata_reservation *r, struct strata_tracepoint *tp,
-					      unsigned slot, size_t size);
+__attribute__((noinline)) int reserve_general(struct strata_reservation *r, uint32_t id, unsigned slot,
+					      size_t size);
 
 // The common case: an owned FAST_OWNER lane already claimed, a compact
 // record that fits the open packet, the clock page readable, the unlocked
@@ -442,23 +483,25 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	ThreadState &t = t_state;
 	if (__builtin_expect(slot >= STRATA_MAX_SLOTS, 0))
 		return 0;
+	// The id now: the general path takes it, not tp.
+	const uint32_t id = tp->id;
+	// Not owned here, not FAST_OWNER, or no page: general (see above).
+	Channel *const fast = t.fast[slot];
+	if (__builtin_expect(fast == nullptr, 0))
+		return Hold ? 0 : reserve_general(r, id, slot, size);
 	// Acquire: as clock_now's (the page's mapping before the pointer).
+	// Not null: t.fast[slot] is set only once a page is (ThreadState::fast).
 	const strata_kclock *k = g_clock_page.load(std::memory_order_acquire);
-	// No page, no owned lane here, no FAST_OWNER buffers: general (see above).
-	if (__builtin_expect(!k || !(t.exclusive & (1u << slot)) || !g_membarrier_global, 0))
-		return Hold ? 0 : reserve_general(r, tp, slot, size);
 	uint32_t seq, tsc_lo;
 	const uint64_t tsc = strata_kclock_begin(k, &seq, &tsc_lo);
 	STRATA_WHOOK(STRATA_W_TSC_READ);
-	// Acquire: as slot_channel's.
+	// Acquire: as slot_channel's.  The slot still holds the channel whose
+	// lane we own (a close or reopen since: general).  No size check here:
+	// a record that does not fit the open packet (off + narrow < S below)
+	// goes to the general path, which refuses one too large for any.
 	Channel *ch = g_slots[slot].load(std::memory_order_acquire);
-	const uint64_t id = tp->id;
-	if (__builtin_expect(!ch || t.ch[slot] != ch || !ch->fast_owner || t.depth >= kMaxDepth ||
-				     id >= STRATA_REC_EXTENDED_ID ||
-				     size > ch->subbuf_size - STRATA_PACKET_HEADER_SIZE - 1 -
-						     STRATA_REC_EXTENDED_SIZE - STRATA_REC_SHARED_CTX_SIZE,
-			     0))
-		return Hold ? 0 : reserve_general(r, tp, slot, size);
+	if (__builtin_expect(ch != fast || t.depth >= kMaxDepth || id >= STRATA_REC_EXTENDED_ID, 0))
+		return Hold ? 0 : reserve_general(r, id, slot, size);
 	const uint32_t lane = t.lane[slot]; // owned: below first_shared, no thread context
 	strata_lane_ctl *lc = &ch->lanes[lane];
 	const uint32_t depth = t.depth++;
@@ -467,7 +510,7 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 		busy_add(lc, false);
 		std::atomic_signal_fence(std::memory_order_seq_cst);
 		t.depth = depth;
-		return Hold ? 0 : reserve_general(r, tp, slot, size);
+		return Hold ? 0 : reserve_general(r, id, slot, size);
 	}
 	const uint64_t S = ch->subbuf_size, narrow = STRATA_REC_COMPACT_SIZE + size;
 	// Acquire: as reserve_general's (timestamps follow positions).
@@ -478,13 +521,18 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	// across the code since the TSC read (it would be spilled, and its
 	// reload would lengthen the chain it was to shorten).
 	(void)tsc_lo;
-	const int clk = strata_kclock_end(k, seq, tsc, (uint32_t)tsc, &now);
+	// The common case's conversion only: the rest (rare) takes the general
+	// path, whose clock read converts in full.
+	const int clk = strata_kclock_end_common(k, seq, tsc, (uint32_t)tsc, &now);
 	if (__builtin_expect(clk == 0, 1)) {
 		STRATA_WHOOK(STRATA_W_CLOCK_READ);
 		const uint64_t off = head & (S - 1);
 		const uint64_t d = (int64_t)(tsc - t0) > 0 ? tsc - t0 : 0; // Hold only
+		// Compact header: our last record in this lane (last_lane[slot] ==
+		// lane while owned: ThreadState::fast) within 2^27 ns.
+		const uint64_t low = __atomic_load_n(&t.last_ts[slot], __ATOMIC_RELAXED);
 		if (__builtin_expect(off != 0 && off + narrow < S &&
-					     record_size(t, slot, lane, now, narrow, narrow + 1) == narrow &&
+					     ((now - low) >> STRATA_REC_COMPACT_TS_BITS) == 0 &&
 					     (!Hold || d <= max_ticks),
 				     1)) {
 			STRATA_WHOOK(STRATA_W_BEFORE_RESERVE_CAS);
@@ -492,11 +540,7 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 				busy_add(lc, false);
 				std::atomic_thread_fence(std::memory_order_release); // as reserve_general's
 				STRATA_WHOOK(STRATA_W_RESERVED);
-				const LaneRef l{ch,   lc,   ch->data + (uint64_t)lane * ch->lane_stride,
-						lane, true, false};
-				r->rec = record_begin(l, slot, t, depth, (uint32_t)id, head, now, false);
-				r->lane = &t.ctx[depth];
-				r->size = narrow;
+				fast_reserved(r, ch, lc, lane, slot, t, id, head, now, narrow);
 				if (Hold)
 					*ticks = d;
 				return 1;
@@ -507,7 +551,7 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	busy_add(lc, false);
 	std::atomic_signal_fence(std::memory_order_seq_cst);
 	t.depth = depth;
-	return Hold ? 0 : reserve_general(r, tp, slot, size);
+	return Hold ? 0 : reserve_general(r, id, slot, size);
 }
 
 } // namespace
@@ -528,7 +572,7 @@ extern "C" STRATA_EXPORT int strata_rt_reserve_hold(struct strata_reservation *r
 
 namespace strata {
 namespace {
-int reserve_general(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot, size_t size)
+int reserve_general(struct strata_reservation *r, uint32_t id, unsigned slot, size_t size)
 {
 	STRATA_WHOOK(STRATA_W_TSC_READ); // the fast path's step, so that every writer passes it
 	ThreadState &t = t_state;
@@ -551,7 +595,7 @@ int reserve_general(struct strata_reservation *r, struct strata_tracepoint *tp, 
 	// only ever finished by a close, never filled to its last byte.
 	const LaneRef l{ch,   lc,    ch->data + (uint64_t)lane * ch->lane_stride,
 			lane, owned, lane >= ch->first_shared};
-	const uint64_t S = ch->subbuf_size, id = tp->id;
+	const uint64_t S = ch->subbuf_size;
 	const uint64_t ctx = l.shared ? STRATA_REC_SHARED_CTX_SIZE : 0;
 	const uint64_t wide = STRATA_REC_EXTENDED_SIZE + ctx + size;
 	if (__builtin_expect(size > S - STRATA_PACKET_HEADER_SIZE - 1 - STRATA_REC_EXTENDED_SIZE -
@@ -602,9 +646,26 @@ int reserve_general(struct strata_reservation *r, struct strata_tracepoint *tp, 
 } // namespace
 } // namespace strata
 
+// A fast-path reservation (lane tagged, kFastCommit): an owned lane's
+// commit, from the channel and the packed size word alone; else the
+// CommitCtx the general path left at its depth.
 extern "C" STRATA_EXPORT void strata_commit(struct strata_reservation *r)
 {
-	const CommitCtx *c = (const CommitCtx *)r->lane;
+	const uintptr_t lane = (uintptr_t)r->lane;
+	if (__builtin_expect(lane & kFastCommit, 1)) {
+		Channel *ch = (Channel *)(lane & ~kFastTagMask);
+		const uint64_t w = r->size;
+		STRATA_WHOOK(STRATA_W_BEFORE_COMMIT);
+		if (lane & kFastRecords)
+			count_record(&ch->lanes[w >> kFastLaneShift].records, true);
+		const uint64_t at =
+			(w >> kFastCommitShift) & ((1ull << (kFastLaneShift - kFastCommitShift)) - 1);
+		commit_bytes(ch, (strata_u64 *)((char *)ch->lanes + at), (uint32_t)w, true);
+		std::atomic_signal_fence(std::memory_order_seq_cst); // compiler-only, see reserve
+		t_state.depth--;
+		return;
+	}
+	const CommitCtx *c = (const CommitCtx *)lane;
 	STRATA_WHOOK(STRATA_W_BEFORE_COMMIT);
 	if (c->records)
 		count_record(c->records, c->owned);

@@ -58,6 +58,14 @@ struct ThreadState {
 	// handlers only (relaxed atomics: a handler may run between any two
 	// instructions; an older value is still a lower bound).
 	uint64_t last_ts[STRATA_MAX_SLOTS];
+	// The channel whose lane[s] this thread owns, when the fast path may
+	// take it (FAST_OWNER buffer and a clock page: g_clock_page, once set,
+	// is never unset); else null.  One load and compare in strata_reserve
+	// stand for "owned, this channel, FAST_OWNER, a page".  Set last by
+	// own_lane (after lane, ch, last_lane, exclusive), cleared first
+	// wherever those change, so that a signal handler that finds it set
+	// finds them set too.  While it is set, last_lane[s] == lane[s].
+	Channel *fast[STRATA_MAX_SLOTS];
 	CommitCtx ctx[kMaxDepth];
 };
 
