@@ -504,12 +504,12 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 		return Hold ? 0 : reserve_general(r, id, slot, size);
 	const uint32_t lane = t.lane[slot]; // owned: below first_shared, no thread context
 	strata_lane_ctl *lc = &ch->lanes[lane];
-	const uint32_t depth = t.depth++;
+	t.depth++; // undone by a decrement on every way out but the record's
 	std::atomic_signal_fence(std::memory_order_seq_cst); // as reserve_general's
 	if (__builtin_expect(!open_busy_window(lc), 0)) {    // a consumer closes the lane: locked path
 		busy_add(lc, false);
 		std::atomic_signal_fence(std::memory_order_seq_cst);
-		t.depth = depth;
+		t.depth--;
 		return Hold ? 0 : reserve_general(r, id, slot, size);
 	}
 	const uint64_t S = ch->subbuf_size, narrow = STRATA_REC_COMPACT_SIZE + size;
@@ -550,7 +550,7 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	// Nothing of the lane changed: leave the window, start over in full.
 	busy_add(lc, false);
 	std::atomic_signal_fence(std::memory_order_seq_cst);
-	t.depth = depth;
+	t.depth--;
 	return Hold ? 0 : reserve_general(r, id, slot, size);
 }
 
