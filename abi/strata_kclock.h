@@ -163,10 +163,8 @@ STRATA_KCLOCK_HOT static inline uint64_t strata_kclock_begin(const struct strata
 	return strata_kclock_rdtsc_lo(lo);
 }
 
-/* general 0: the common case's conversion only; where the general form
- * would be needed, 1 as for a busy page (strata_kclock_end_common). */
-STRATA_KCLOCK_HOT static inline int strata_kclock_end_(const struct strata_kclock *k, uint32_t seq,
-						       uint64_t tsc, uint32_t lo, uint64_t *ns, int general)
+STRATA_KCLOCK_HOT static inline int strata_kclock_end(const struct strata_kclock *k, uint32_t seq,
+						      uint64_t tsc, uint32_t lo, uint64_t *ns)
 {
 #if defined(__x86_64__)
 	if (seq & 1)
@@ -180,12 +178,8 @@ STRATA_KCLOCK_HOT static inline int strata_kclock_end_(const struct strata_kcloc
 	uint32_t mult = __atomic_load_n(&k->mult, __ATOMIC_RELAXED);
 	uint64_t xn = __atomic_load_n(&k->xtime_nsec, __ATOMIC_RELAXED);
 	uint32_t shift = __atomic_load_n(&k->shift, __ATOMIC_RELAXED);
-	uint64_t v;
+	uint64_t v = strata_kclock_scale(tsc, lo, last, mask, xn, mult, shift & 63);
 
-	if (general)
-		v = strata_kclock_scale(tsc, lo, last, mask, xn, mult, shift & 63);
-	else if (!strata_kclock_scale_common(tsc, lo, last, mask, xn, mult, shift & 63, &v))
-		return 1;
 	v += __atomic_load_n(&k->base_ns, __ATOMIC_RELAXED);
 	uint32_t flags = __atomic_load_n(&k->flags, __ATOMIC_RELAXED);
 
@@ -204,25 +198,59 @@ STRATA_KCLOCK_HOT static inline int strata_kclock_end_(const struct strata_kcloc
 	(void)tsc;
 	(void)lo;
 	(void)ns;
-	(void)general;
 	return -1;
 #endif
 }
 
-STRATA_KCLOCK_HOT static inline int strata_kclock_end(const struct strata_kclock *k, uint32_t seq,
-						      uint64_t tsc, uint32_t lo, uint64_t *ns)
-{
-	return strata_kclock_end_(k, seq, tsc, lo, ns, 1);
-}
-
-/* strata_kclock_end without the general form's code (a TSC before
- * cycle_last, 2^32 ticks or more past it, a narrower mask, a sum that
- * carries): 1 for those, as for a busy page, so that a caller whose slow
- * path reads the clock again in full keeps no register for them. */
+/*
+ * strata_kclock_end's common case alone, for a caller whose slow path reads
+ * the clock again in full: 0 and *ns as strata_kclock_end's; 1 for
+ * everything else (a busy or changed page, and where the general form or
+ * a refusal would be needed: a TSC before cycle_last or 2^32 ticks past
+ * it, a narrower mask, a sum that carries, a bad shift, an invalid page).
+ * Each parameter is loaded where it is first used, so that few values are
+ * live at once (the loads are volatile to the compiler, which keeps their
+ * order: loaded together, they were spilled and reloaded); their order
+ * among themselves is free, all of them between the two loads of seq.
+ */
 STRATA_KCLOCK_HOT static inline int strata_kclock_end_common(const struct strata_kclock *k, uint32_t seq,
 							     uint64_t tsc, uint32_t lo, uint64_t *ns)
 {
-	return strata_kclock_end_(k, seq, tsc, lo, ns, 0);
+#if defined(__x86_64__)
+	if (seq & 1)
+		return 1;
+	const uint64_t last = __atomic_load_n(&k->cycle_last, __ATOMIC_RELAXED);
+	const uint64_t delta = tsc - last;
+	uint64_t v;
+
+	if (__builtin_expect(((delta >> 32) | (delta & ~__atomic_load_n(&k->mask, __ATOMIC_RELAXED))) != 0,
+			     0))
+		return 1;
+	const uint64_t scaled =
+		(uint64_t)(uint32_t)(lo - (uint32_t)last) * __atomic_load_n(&k->mult, __ATOMIC_RELAXED);
+	if (__builtin_expect(
+		    __builtin_add_overflow(scaled, __atomic_load_n(&k->xtime_nsec, __ATOMIC_RELAXED), &v), 0))
+		return 1;
+	const uint32_t shift = __atomic_load_n(&k->shift, __ATOMIC_RELAXED);
+	if (__builtin_expect(shift > 63, 0))
+		return 1;
+	v = (v >> shift) + __atomic_load_n(&k->base_ns, __ATOMIC_RELAXED);
+	const uint32_t flags = __atomic_load_n(&k->flags, __ATOMIC_RELAXED);
+
+	/* Acquire fence: as strata_kclock_end's. */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&k->seq, __ATOMIC_RELAXED) != seq || !(flags & STRATA_KCLOCK_VALID))
+		return 1;
+	*ns = v;
+	return 0;
+#else
+	(void)k;
+	(void)seq;
+	(void)tsc;
+	(void)lo;
+	(void)ns;
+	return 1;
+#endif
 }
 
 /*

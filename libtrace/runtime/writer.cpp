@@ -475,12 +475,24 @@ __attribute__((noinline)) int reserve_general(struct strata_reservation *r, uint
 // a time before theirs leaves for the general path), and consumers'
 // closes, which take no clock and leave head at a packet boundary, where
 // this path does not go (docs/ring-buffer.md, "The fast path").
+// This thread's state through its linear address, taken once: the
+// compiler then reaches every field from one base register, where through
+// t_state it mixes %fs-relative accesses with a linear address rebuilt
+// (a load of %fs:0 and adds) for each atomic one.  The empty asm only
+// hides where the pointer came from; it is the same object.
+__attribute__((always_inline)) inline ThreadState &thread_state_linear()
+{
+	ThreadState *p = &t_state;
+	asm("" : "+r"(p));
+	return *p;
+}
+
 template <bool Hold>
 __attribute__((always_inline)) inline int
 reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot, size_t size,
 	     uint64_t t0, uint64_t max_ticks, uint64_t *ticks)
 {
-	ThreadState &t = t_state;
+	ThreadState &t = thread_state_linear();
 	if (__builtin_expect(slot >= STRATA_MAX_SLOTS, 0))
 		return 0;
 	// The id now: the general path takes it, not tp.

@@ -88,6 +88,61 @@ TEST(ClockMath, CommonCaseEqualsTheGeneralForm)
 	}
 }
 
+// The writer's fast path reads the page with strata_kclock_end_common: where
+// it answers (0) it gives strata_kclock_end's value to the ns; it declines
+// (1) exactly where the general form or a refusal is needed, so that its
+// caller's full read decides.
+TEST(ClockMath, CommonReadAnswersAsTheFullReadOrDeclines)
+{
+	struct strata_kclock k = {};
+	k.magic = STRATA_KCLOCK_MAGIC;
+	k.version = 1;
+	k.flags = STRATA_KCLOCK_VALID;
+	const auto check = [&k](uint64_t tsc, uint32_t seq, bool common) {
+		uint64_t full = 0, fast = 0;
+		const int rf = strata_kclock_end(&k, seq, tsc, static_cast<uint32_t>(tsc), &full);
+		const int rc = strata_kclock_end_common(&k, seq, tsc, static_cast<uint32_t>(tsc), &fast);
+		if (common) {
+			ASSERT_EQ(0, rf);
+			ASSERT_EQ(0, rc) << "tsc " << tsc << " last " << k.cycle_last;
+			ASSERT_EQ(full, fast) << "tsc " << tsc << " last " << k.cycle_last;
+		} else {
+			ASSERT_EQ(1, rc) << "tsc " << tsc << " last " << k.cycle_last << " full read " << rf;
+		}
+	};
+	std::mt19937_64 rng(65);
+	for (int i = 0; i < 200000; i++) {
+		k.seq = 2 * static_cast<uint32_t>(rng() % 1000);
+		k.cycle_last = rng() >> 2;
+		k.mask = ~0ull;
+		k.xtime_nsec = rng() >> (32 + rng() % 32);
+		k.base_ns = rng() >> 2;
+		k.mult = static_cast<uint32_t>(rng());
+		k.shift = static_cast<uint32_t>(rng() % 32);
+		k.flags = STRATA_KCLOCK_VALID;
+		const uint64_t d = rng() % (1ull << 32); // the common case: < 2^32 ticks past
+		unsigned __int128 sum = static_cast<unsigned __int128>(d) * k.mult + k.xtime_nsec;
+		check(k.cycle_last + d, k.seq, sum >> 64 == 0);
+		check(k.cycle_last + d, k.seq + 1, false);            // being written
+		check(k.cycle_last + (1ull << 32) + d, k.seq, false); // 2^32 ticks past or more
+		check(k.cycle_last - 1 - d % 1000, k.seq, false);     // before cycle_last
+		k.mask = (1ull << 31) - 1;                            // a narrower mask
+		check(k.cycle_last + (1ull << 31) + d % (1ull << 31), k.seq, false);
+		k.mask = ~0ull;
+		k.shift = 64 + static_cast<uint32_t>(rng() % 100); // a bad shift: the full read refuses
+		check(k.cycle_last + d, k.seq, false);
+		k.shift = 24;
+		k.flags = 0; // not valid: the full read refuses
+		check(k.cycle_last + d, k.seq, false);
+	}
+	k.flags = STRATA_KCLOCK_VALID; // a sum that carries
+	k.cycle_last = 1000;
+	k.mult = 0xffffffffu;
+	k.xtime_nsec = ~0ull - 5;
+	k.shift = 24;
+	check(k.cycle_last + 10, k.seq, false);
+}
+
 // The simulated world: a TSC at ~3 GHz whose true rate (ns per cycle)
 // wanders by a random walk; the publisher sees the truth through noisy
 // samples and measures the rate with an error.  Every refresh must keep the
