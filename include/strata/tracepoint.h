@@ -224,29 +224,29 @@ void strata_unregister_tracepoints(struct strata_tracepoint *const *start,
 
 /* op WRITE: store at rec + o */
 #define STRATA__WRITE(t, i) STRATA__DISPATCH(STRATA__WRITE, t, i)
-#define STRATA__WRITE_INT(n, c, x, i)                \
-	{                                            \
-		c v_ = (n);                          \
-		memcpy(r_.rec + o_, &v_, sizeof(c)); \
-		o_ += sizeof(c);                     \
+#define STRATA__WRITE_INT(n, c, x, i)              \
+	{                                          \
+		c v_ = (n);                        \
+		memcpy(rec_ + o_, &v_, sizeof(c)); \
+		o_ += sizeof(c);                   \
 	}
 #define STRATA__WRITE_FLOAT STRATA__WRITE_INT
 #define STRATA__WRITE_ENUM STRATA__WRITE_INT
-#define STRATA__WRITE_STRING(n, c, x, i)   \
-	memcpy(r_.rec + o_, s_##n, l_##n); \
+#define STRATA__WRITE_STRING(n, c, x, i) \
+	memcpy(rec_ + o_, s_##n, l_##n); \
 	o_ += l_##n;
-#define STRATA__WRITE_ARRAY(n, c, x, i)                    \
-	memcpy(r_.rec + o_, (n), sizeof(c) * (size_t)(x)); \
+#define STRATA__WRITE_ARRAY(n, c, x, i)                  \
+	memcpy(rec_ + o_, (n), sizeof(c) * (size_t)(x)); \
 	o_ += sizeof(c) * (size_t)(x);
-#define STRATA__WRITE_SEQ(n, c, x, i)                        \
-	{                                                    \
-		uint32_t len_ = (uint32_t)l_##n;             \
-		memcpy(r_.rec + o_, &len_, 4);               \
-		o_ += 4;                                     \
-	}                                                    \
-	if (l_##n) {                                         \
-		memcpy(r_.rec + o_, (n), sizeof(c) * l_##n); \
-		o_ += sizeof(c) * l_##n;                     \
+#define STRATA__WRITE_SEQ(n, c, x, i)                      \
+	{                                                  \
+		uint32_t len_ = (uint32_t)l_##n;           \
+		memcpy(rec_ + o_, &len_, 4);               \
+		o_ += 4;                                   \
+	}                                                  \
+	if (l_##n) {                                       \
+		memcpy(rec_ + o_, (n), sizeof(c) * l_##n); \
+		o_ += sizeof(c) * l_##n;                   \
 	}
 #define STRATA__WRITE_BYTES STRATA__WRITE_SEQ
 
@@ -361,6 +361,7 @@ extern "C" {
 	while (m_) {                                                                              \
 		unsigned slot_ = (unsigned)__builtin_ctz(m_);                                     \
 		struct strata_reservation r_;                                                     \
+		char *rec_;                                                                       \
 		m_ &= m_ - 1;                                                                     \
 		if (st_ & STRATA_TP_FILTERED) {                                                   \
 			const void *const argv_[] = {STRATA__FE(STRATA__ARGV, __VA_ARGS__) NULL}; \
@@ -369,6 +370,7 @@ extern "C" {
 		}                                                                                 \
 		if (!strata_reserve(&r_, tp_, slot_, size_))                                      \
 			continue;                                                                 \
+		rec_ = r_.rec; /* a copy: a store through it cannot change it */                  \
 		o_ = 0;                                                                           \
 		STRATA__FE(STRATA__WRITE, __VA_ARGS__)                                            \
 		strata_commit(&r_);                                                               \

@@ -413,20 +413,17 @@ inline char *record_begin(const LaneRef &l, unsigned slot, ThreadState &t, uint3
 }
 
 // The fast path's size word: the record's bytes (< 2^32: a sub-buffer is at
-// most STRATA_MAX_SUBBUF_SIZE), where its sub-buffer's commit counter lies
-// past ch->lanes (bytes), and its lane (< STRATA_MAX_LANES), which
-// strata_commit unpacks.
-constexpr unsigned kFastCommitShift = 32, kFastLaneShift = 56;
+// most STRATA_MAX_SUBBUF_SIZE) and, above them, where its sub-buffer's
+// commit counter lies past ch->lanes (bytes; its lane is that over the
+// size of a lane's control), which strata_commit unpacks.
+constexpr unsigned kFastCommitShift = 32;
 static_assert(STRATA_MAX_SUBBUF_SIZE <= (1ull << kFastCommitShift) &&
-		      STRATA_MAX_LANES * sizeof(strata_lane_ctl) <=
-			      (1ull << (kFastLaneShift - kFastCommitShift)) &&
-		      STRATA_MAX_LANES <= (1u << (64 - kFastLaneShift)),
-	      "the fast path's size word holds bytes, commit counter and lane");
-inline uint64_t fast_size_word(const Channel *ch, strata_lane_ctl *lc, uint32_t lane, uint64_t pos,
-			       uint64_t bytes)
+		      STRATA_MAX_LANES * sizeof(strata_lane_ctl) <= (1ull << (64 - kFastCommitShift)),
+	      "the fast path's size word holds bytes and commit counter");
+inline uint64_t fast_size_word(const Channel *ch, strata_lane_ctl *lc, uint64_t pos, uint64_t bytes)
 {
 	const uint64_t commit = (uint64_t)((char *)commit_of(ch, lc, pos) - (char *)ch->lanes);
-	return bytes | commit << kFastCommitShift | (uint64_t)lane << kFastLaneShift;
+	return bytes | commit << kFastCommitShift;
 }
 
 // The fast path's record, reserved at `pos`: its header, and no CommitCtx:
@@ -438,7 +435,7 @@ inline void fast_reserved(struct strata_reservation *r, Channel *ch, strata_lane
 	const LaneRef l{ch, lc, ch->data + (uint64_t)lane * ch->lane_stride, lane, true, false};
 	r->rec = record_header<false>(l, slot, t, id, pos, now, false);
 	r->lane = (void *)((uintptr_t)ch | ch->fast_commit_tag);
-	r->size = fast_size_word(ch, lc, lane, pos, bytes);
+	r->size = fast_size_word(ch, lc, pos, bytes);
 }
 
 // Every reservation the fast path below does not take: the general path
@@ -666,15 +663,16 @@ extern "C" STRATA_EXPORT void strata_commit(struct strata_reservation *r)
 	const uintptr_t lane = (uintptr_t)r->lane;
 	if (__builtin_expect(lane & kFastCommit, 1)) {
 		Channel *ch = (Channel *)(lane & ~kFastTagMask);
-		const uint64_t w = r->size;
+		const uint64_t w = r->size, at = w >> kFastCommitShift;
 		STRATA_WHOOK(STRATA_W_BEFORE_COMMIT);
 		if (lane & kFastRecords)
-			count_record(&ch->lanes[w >> kFastLaneShift].records, true);
-		const uint64_t at =
-			(w >> kFastCommitShift) & ((1ull << (kFastLaneShift - kFastCommitShift)) - 1);
-		commit_bytes(ch, (strata_u64 *)((char *)ch->lanes + at), (uint32_t)w, true);
+			count_record(&ch->lanes[at / sizeof(strata_lane_ctl)].records, true);
+		const bool complete =
+			commit_add(ch, (strata_u64 *)((char *)ch->lanes + at), (uint32_t)w, true);
 		std::atomic_signal_fence(std::memory_order_seq_cst); // compiler-only, see reserve
-		t_state.depth--;
+		t_state.depth--; // the record is in: the wake below is no part of it
+		if (__builtin_expect(complete, 0))
+			wake_consumer(ch->hdr);
 		return;
 	}
 	const CommitCtx *c = (const CommitCtx *)lane;

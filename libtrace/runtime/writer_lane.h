@@ -144,7 +144,9 @@ inline strata_u64 *ccommit_of(strata_u64 *commit)
 // TSan and other architectures: the atomic add (TSan does not see asm).
 // STRATA_UNLOCKED_COMMIT: rt_internal.h.
 
-inline void commit_bytes(Channel *ch, strata_u64 *commit, uint64_t n, bool owned)
+// commit_bytes' add alone: whether the sub-buffer is now complete (the
+// caller wakes the consumer).
+inline bool commit_add(Channel *ch, strata_u64 *commit, uint64_t n, bool owned)
 {
 	uint64_t v;
 #ifdef STRATA_UNLOCKED_COMMIT
@@ -167,7 +169,12 @@ inline void commit_bytes(Channel *ch, strata_u64 *commit, uint64_t n, bool owned
 	// Complete when both counters reach the lap's end.  Relaxed: a hint
 	// to wake the consumer; it re-reads both with acquire loads.
 	v += __atomic_load_n(ccommit_of(commit), __ATOMIC_RELAXED);
-	if ((v & (ch->subbuf_size - 1)) == 0)
+	return (v & (ch->subbuf_size - 1)) == 0;
+}
+
+inline void commit_bytes(Channel *ch, strata_u64 *commit, uint64_t n, bool owned)
+{
+	if (commit_add(ch, commit, n, owned))
 		wake_consumer(ch->hdr);
 }
 
