@@ -289,9 +289,12 @@ void Drain::final_drain()
 		}
 	}
 	std::vector<uint8_t> pkt;
-	for (uint32_t lane = 0; lane < n_lanes_; lane++)
+	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
+		if (reader_->lead_loss_packet(lane, &pkt))
+			write_packet(lane, pkt);
 		if (reader_->trailing_loss_packet(lane, &pkt))
 			write_packet(lane, pkt);
+	}
 }
 
 } // namespace strata

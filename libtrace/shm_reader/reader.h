@@ -193,6 +193,10 @@ public:
 	// cumulative count, so that recorded + discarded == emitted holds in
 	// babeltrace2.  Call last.
 	bool trailing_loss_packet(uint32_t lane, std::vector<uint8_t> *out);
+	// Before trailing_loss_packet: the zero-count packet that lets
+	// babeltrace2 count a lane's loss when the trailing packet would be its
+	// stream's first (reader_flush.cpp).
+	bool lead_loss_packet(uint32_t lane, std::vector<uint8_t> *out);
 	// The header of a packet of `lane` without records, as
 	// trailing_loss_packet makes it, stamped ts (begin and end), sequence
 	// number 0, no discarded count; the reader's state is untouched.  For
@@ -359,8 +363,10 @@ private:
 	uint64_t count_records(uint32_t lane, const uint8_t *pkt, size_t len); // validate.cpp
 	uint64_t walk_starts(const uint8_t *pkt, uint64_t end, bool shared, uint64_t *ts,
 			     std::vector<uint64_t> *at); // validate.cpp
+	void copy_laps(uint32_t lane, uint64_t from, uint64_t end, std::vector<std::vector<uint8_t>> *out,
+		       std::string *msg);
 	void count_overwritten(uint32_t lane, uint64_t records, std::vector<std::vector<uint8_t>> *out,
-			       size_t first, uint64_t cuts, bool lead);
+			       size_t first, uint64_t cuts, bool lead, uint64_t expect_seq);
 	bool snapshot_ = false;   // set_snapshot()
 	bool fast_owner_ = false; // STRATA_BUF_FAST_OWNER at attach: flush() shakes hands with owners
 	// validate.cpp: the record walk of check_records and finish_close

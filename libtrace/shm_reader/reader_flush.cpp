@@ -487,26 +487,14 @@ bool Reader::stream_overwrite(bool producer_dead)
 	return true;
 }
 
-size_t Reader::collect_overwrite(uint32_t lane, int timeout_ms, std::vector<std::vector<uint8_t>> *out,
-				 std::string *msg)
+// The complete packets of [from, end) that no writer lapped while they were
+// copied, validated and accepted, onto *out.
+void Reader::copy_laps(uint32_t lane, uint64_t from, uint64_t end, std::vector<std::vector<uint8_t>> *out,
+		       std::string *msg)
 {
-	if (lane >= info_.n_lanes)
-		return 0;
 	strata_lane_ctl *lc = lane_ctl(lane);
-	// Before our close (count_overwritten).  Acquire: with the writers'
-	// release adds of the commits that follow their adds to it.
-	const uint64_t records = __atomic_load_n(&lc->records, __ATOMIC_ACQUIRE);
-	flush(lane, false, timeout_ms, msg);
 	LaneState &ls = lanes_[lane];
 	const uint64_t S = info_.subbuf_size, stride = info_.lane_stride;
-	// Acquire: pairs with the writers' acq_rel CAS on head.
-	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
-	uint64_t end = head & ~(S - 1); // a packet still open at `end` is not taken
-	uint64_t from = end >= stride ? end - stride : 0;
-	from = std::max(from, ls.rpos);
-	const size_t first = out->size();
-	const uint64_t cuts = stats_.cut_packets;
-	const bool lead = !ls.have_packet; // the lane's first packets
 	std::vector<uint8_t> pkt;
 	for (uint64_t p = from; p < end; p += S) { // at most n_subbuf iterations
 		const uint64_t expected = (p / stride + 1) * S;
@@ -538,12 +526,75 @@ size_t Reader::collect_overwrite(uint32_t lane, int timeout_ms, std::vector<std:
 			*msg = err;
 		out->push_back(pkt);
 	}
+}
+
+size_t Reader::collect_overwrite(uint32_t lane, int timeout_ms, std::vector<std::vector<uint8_t>> *out,
+				 std::string *msg)
+{
+	if (lane >= info_.n_lanes)
+		return 0;
+	strata_lane_ctl *lc = lane_ctl(lane);
+	// Before our close (count_overwritten).  Acquire: with the writers'
+	// release adds of the commits that follow their adds to it.
+	const uint64_t records = __atomic_load_n(&lc->records, __ATOMIC_ACQUIRE);
+	flush(lane, false, timeout_ms, msg);
+	LaneState &ls = lanes_[lane];
+	const uint64_t S = info_.subbuf_size, stride = info_.lane_stride;
+	const size_t first = out->size();
+	const uint64_t cuts = stats_.cut_packets;
+	const bool lead = !ls.have_packet;       // the lane's first packets
+	const uint64_t expect_seq = ls.next_seq; // the first packet's, if nothing before it is lost
+	uint64_t end = ls.rpos;
+	// Writers still writing (a snapshot) may lap every packet while we copy
+	// (a slow or preempted consumer): then again from their new head, a
+	// few times, so that the lane's newest packets are kept where they can.
+	for (int tries = 0; tries < 3 && out->size() == first; tries++) {
+		const uint64_t lapped = stats_.lapped_packets;
+		// Acquire: pairs with the writers' acq_rel CAS on head.
+		end = std::max(end,
+			       __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE) & ~(S - 1)); // open: not taken
+		copy_laps(lane, std::max(end >= stride ? end - stride : 0, ls.rpos), end, out, msg);
+		if (stats_.lapped_packets == lapped)
+			break; // nothing lapped: what there was is kept
+	}
 	ls.rpos = std::max(ls.rpos, end);
-	count_overwritten(lane, records, out, first, stats_.cut_packets - cuts, lead);
+	count_overwritten(lane, records, out, first, stats_.cut_packets - cuts, lead, expect_seq);
 	// Release: informational for overwrite mode (writers do not read it).
 	if (!snapshot_)
 		__atomic_store_n(&lc->consumed, ls.rpos, __ATOMIC_RELEASE);
 	return out->size() - first; // with a leading packet (count_overwritten)
+}
+
+// A lane whose first packet would be the trailing one (every packet lost,
+// the loss counted: trailing_loss_packet): babeltrace2 gives no count for
+// a loss before a stream's first packet, so a header-only packet before
+// it, one before in sequence with nothing discarded, makes the trailing
+// packet's count a difference it reports (as count_overwritten's leading
+// packet).  Call it right before trailing_loss_packet.
+bool Reader::lead_loss_packet(uint32_t lane, std::vector<uint8_t> *out)
+{
+	if (lane >= info_.n_lanes)
+		return false;
+	LaneState &ls = lanes_[lane];
+	const uint64_t seq = std::max(ls.next_seq, ls.rpos / info_.subbuf_size);
+	if (ls.have_packet || seq == 0 ||
+	    (!ls.overwritten_unsaid && ls.cut_events == 0 && lane_discarded(lane) <= ls.last_discarded))
+		return false;
+	strata_packet_header ph = empty_header(lane, now());
+	ph.packet_seq_num = seq - 1;
+	ph.events_discarded = ls.last_discarded;
+	accept_packet(ls, ph);
+	out->resize(kHdr);
+	memcpy(out->data(), &ph, kHdr);
+	return true;
+}
+
+static void add_discarded(std::vector<uint8_t> &pkt, uint64_t n)
+{
+	strata_packet_header ph;
+	memcpy(&ph, pkt.data(), sizeof ph);
+	ph.events_discarded += n;
+	memcpy(pkt.data(), &ph, sizeof ph);
 }
 
 // What the ring overwrote in `lane` up to the packets collect_overwrite
@@ -558,8 +609,31 @@ size_t Reader::collect_overwrite(uint32_t lane, int timeout_ms, std::vector<std:
 // producer's: one beyond a record per 4 bytes written (the smallest
 // record) or going backwards is ignored (bad_loss_counts), as a scribbled
 // events_discarded is.
+// Where `lost` lies among out[first..]: before the first packet when its
+// sequence number is past expect_seq (the ring lapped what came before);
+// else at the first gap among them (packets the writers lapped while they
+// were being copied); else after the last (out->size(): a trailing packet
+// says it).  Counted before a packet it follows, babeltrace2 would read
+// the stream's first packet's count as a loss it cannot size ("may have
+// discarded") and the packets after the gap as lost ones of no events.
+static size_t loss_at(const std::vector<std::vector<uint8_t>> &out, size_t first, uint64_t lost,
+		      uint64_t expect_seq)
+{
+	const auto seq = [&out](size_t i) {
+		strata_packet_header ph;
+		memcpy(&ph, out[i].data(), sizeof ph);
+		return ph.packet_seq_num;
+	};
+	if (lost == 0 || first == out.size() || seq(first) != expect_seq)
+		return first;
+	for (size_t i = first + 1; i < out.size(); i++)
+		if (seq(i) != seq(i - 1) + 1)
+			return i;
+	return out.size();
+}
+
 void Reader::count_overwritten(uint32_t lane, uint64_t records, std::vector<std::vector<uint8_t>> *out,
-			       size_t first, uint64_t cuts, bool lead)
+			       size_t first, uint64_t cuts, bool lead, uint64_t expect_seq)
 {
 	if (info_.record_format != STRATA_REC_COMPACT || info_.abi_minor < 2)
 		return;
@@ -580,17 +654,16 @@ void Reader::count_overwritten(uint32_t lane, uint64_t records, std::vector<std:
 		ls.records_seen = std::max(records, ls.records_seen + kept);
 	}
 	ls.overwritten += lost;
-	if (first == out->size()) {
+	const size_t at = loss_at(*out, first, lost, expect_seq);
+	if (at == out->size()) { // also first == out->size(): no packet says it yet
 		ls.overwritten_unsaid = ls.overwritten_unsaid || lost != 0;
+		for (size_t i = first; i < out->size(); i++)
+			add_discarded((*out)[i], ls.overwritten - lost);
 		return;
 	}
 	ls.overwritten_unsaid = false;
-	for (size_t i = first; i < out->size(); i++) {
-		strata_packet_header ph;
-		memcpy(&ph, (*out)[i].data(), sizeof ph);
-		ph.events_discarded += ls.overwritten;
-		memcpy((*out)[i].data(), &ph, sizeof ph);
-	}
+	for (size_t i = first; i < out->size(); i++)
+		add_discarded((*out)[i], i < at ? ls.overwritten - lost : ls.overwritten);
 	// babeltrace2 gives no count for a loss before a stream's first
 	// packet ("may have discarded"): a header-only packet before it, the
 	// one before in sequence, with nothing discarded, makes the first

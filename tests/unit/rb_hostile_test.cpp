@@ -630,6 +630,66 @@ TEST(Packets, SkippedLastPacketsShowInTheTrailingPacket)
 	EXPECT_FALSE(s.reader->trailing_loss_packet(0, &p)); // once
 }
 
+// A snapshot copies while the writers write: a packet they lap meanwhile
+// is lost (a gap in the sequence numbers), and the records it held are
+// counted at the packet after the gap, not on the packets before it: on a
+// stream's first packet babeltrace2 reads a count as a loss it cannot size
+// ("may have discarded"), and the count would precede the loss.
+TEST(Packets, OverwriteLossLappedDuringTheCopyIsCountedAfterTheGap)
+{
+	constexpr uint64_t S = 4096, kEvents = 167 * 3 + 80; // packets 0-2 complete, 3 open
+	Slot s(0, config(STRATA_MODE_OVERWRITE, 1, 4, S), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	s.reader->set_snapshot();
+	emit_recs(kEvents);
+	ASSERT_LT(s.reader->lane_position(0), 4 * S); // no lap
+	// Packet 1's commit count as of its next lap: the copy finds it
+	// lapped, as when the writers overwrote it while it was copied.
+	Scribbler sc(s.fd);
+	sc.lane(0)->commit[1] += S;
+	std::vector<std::vector<uint8_t>> pk;
+	std::string msg;
+	ASSERT_EQ(3u, s.reader->collect_overwrite(0, 1000, &pk, &msg)) << msg;
+	uint64_t kept[3] = {};
+	for (size_t i = 0; i < 3; i++)
+		kept[i] = (header_of(pk[i]).content_size / 8 - STRATA_PACKET_HEADER_SIZE) / 24;
+	EXPECT_EQ(header_of(pk[0]).packet_seq_num, 0u); // no header-only packet before seq 0
+	EXPECT_EQ(header_of(pk[0]).events_discarded, 0u);
+	EXPECT_EQ(header_of(pk[1]).packet_seq_num, 2u); // 1 lost
+	EXPECT_EQ(header_of(pk[1]).events_discarded, kEvents - kept[0] - kept[1] - kept[2]);
+	EXPECT_EQ(header_of(pk[2]).events_discarded, header_of(pk[1]).events_discarded);
+	EXPECT_GT(header_of(pk[1]).events_discarded, 100u); // packet 1's records, about 167
+	EXPECT_EQ(s.reader->lane_overwritten(0), header_of(pk[1]).events_discarded);
+	std::vector<uint8_t> trailing;
+	EXPECT_FALSE(s.reader->trailing_loss_packet(0, &trailing)); // said already
+}
+
+// Every packet lapped while it was copied: nothing kept, and the loss said
+// by the trailing packet, after a zero-count one so that babeltrace2 can
+// size it (on a stream's first packet it reads a count as "may have
+// discarded").
+TEST(Packets, OverwriteLaneWhollyLappedSaysItsLossCountably)
+{
+	constexpr uint64_t S = 4096, kEvents = 167 * 3 + 80;
+	Slot s(0, config(STRATA_MODE_OVERWRITE, 1, 4, S), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	s.reader->set_snapshot();
+	emit_recs(kEvents);
+	Scribbler sc(s.fd);
+	for (int i = 0; i < 4; i++)
+		sc.lane(0)->commit[i] += S; // each a lap ahead, the open one's close included
+	std::vector<std::vector<uint8_t>> pk;
+	std::string msg;
+	EXPECT_EQ(0u, s.reader->collect_overwrite(0, 1000, &pk, &msg)) << msg;
+	std::vector<uint8_t> lead, trailing;
+	ASSERT_TRUE(s.reader->lead_loss_packet(0, &lead));
+	ASSERT_TRUE(s.reader->trailing_loss_packet(0, &trailing));
+	EXPECT_EQ(header_of(lead).events_discarded, 0u);
+	EXPECT_EQ(header_of(lead).packet_seq_num + 1, header_of(trailing).packet_seq_num);
+	EXPECT_EQ(header_of(trailing).events_discarded, kEvents); // every record, counted
+	EXPECT_FALSE(s.reader->lead_loss_packet(0, &lead));       // once
+}
+
 namespace {
 // Pages of [off, off + len) of the buffer resident in the memfd (mincore
 // on the test's mapping: shmem pages count whoever made them).
