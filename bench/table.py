@@ -17,6 +17,14 @@ under the table).  In a document a table made from a file sits between
 
 (the path relative to the repository), so that the document's figures are
 the file's and tests/style/check_docs_shape.py can check them (--check).
+Prose that cites a figure printed under a run's table takes it the same way:
+
+    <!-- bench-lines: bench/results/NAME.json PREFIX -->
+    ...
+    <!-- end bench-lines -->
+
+writes, as list items indented as the marker is, every line of the file's
+`lines` that begins with PREFIX (none is an error: the figure went away).
 """
 import json
 import os
@@ -27,6 +35,8 @@ HEAD = ("workload", "Strata", "LTTng-UST", "ratio", "target", "met?")
 KEYS = ("workload", "strata", "lttng", "ratio", "target", "met")
 BEGIN = re.compile(r"^<!-- bench-table: (\S+) -->$")
 END = "<!-- end bench-table -->"
+LINES_BEGIN = re.compile(r"^(\s*)<!-- bench-lines: (\S+) (.+) -->$")
+LINES_END = "<!-- end bench-lines -->"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -59,6 +69,18 @@ def render(path):
     return out
 
 
+def render_lines(path, prefix, indent):
+    """The `lines` of one results file that begin with prefix, as list
+    items."""
+    with open(path) as f:
+        r = json.load(f)
+    out = [indent + "- " + ln.replace("\n", "\n" + indent + "  ") for ln in r.get("lines", [])
+           if ln.startswith(prefix)]
+    if not out:
+        raise ValueError("%s: no line begins with %r" % (path, prefix))
+    return out
+
+
 def rebuild(doc):
     """(the document's lines with every table made again, [files named])."""
     lines = open(doc).read().split("\n")
@@ -66,7 +88,18 @@ def rebuild(doc):
     while k < len(lines):
         out.append(lines[k])
         m = BEGIN.match(lines[k])
+        ml = LINES_BEGIN.match(lines[k])
         k += 1
+        if ml:
+            files.append(ml.group(2))
+            while k < len(lines) and lines[k].strip() != LINES_END:
+                k += 1
+            if k == len(lines):
+                raise ValueError("%s: %s has no %s" % (doc, ml.group(0).strip(), LINES_END))
+            out.extend(render_lines(os.path.join(ROOT, ml.group(2)), ml.group(3), ml.group(1)))
+            out.append(lines[k])
+            k += 1
+            continue
         if not m:
             continue
         files.append(m.group(1))

@@ -277,7 +277,7 @@ protected:
 // The same, streaming: `feed` calls its argument with each event in time
 // order (the reader decodes them one at a time), and none is kept; memory
 // is bounded by the locks, threads and call sites, not by the events
-// (see analyze_model.cpp, "Memory"); `meta`
+// (see lock_model.h, "Memory"); `meta`
 // (procs, discarded, other_events) is read once feed has returned, so the
 // reader may fill it meanwhile.  Input::events is not used.
 using EventFeed = std::function<void(EventSink &)>;

@@ -302,7 +302,7 @@ struct TraceReadStats {
 	uint64_t unreadable_traces = 0;
 };
 
-struct HeaderContext; // trace_reader.cpp: what one header tells the next
+struct HeaderContext; // packet_file.h: what one header tells the next
 
 // One good record as the walk decoded it: what next() delivers of it.
 // Offsets fit 32 bits (a packet is at most 64 MiB, strata_abi.h), ids 16

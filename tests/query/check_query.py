@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import sqlite3
+import struct
 import subprocess
 import sys
 
@@ -440,6 +441,45 @@ def fixture_checks(strata, work):
           "the shell reads statements ending in ';' and .tables (%r)" % r.stdout)
 
 
+def float_spelling_checks(strata, work):
+    """Floats in the `fields` column, read back through `strata query --json`
+    as text (docs/query.md, "Types"): written as `--json` writes a REAL, the
+    shortest text that reads back as the same double, with a `.` or an
+    exponent; NaN null, an infinity 1e999 or -1e999.  One fixture trace per
+    pair of values (its one demo:mix event's f32 and f64)."""
+    import demo_oracle
+    import make_fixture_trace
+
+    def f32(x):
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    nan, inf = float("nan"), float("inf")
+    cases = [((nan, 0.1 + 0.2), ("null", "0.30000000000000004")),
+             ((inf, -inf), ("1e999", "-1e999")),
+             ((f32(0.1), 1.0), ("0.10000000149011612", "1.0")),
+             ((-0.0, 1.7976931348623157e308), ("-0.0", "1.7976931348623157e+308")),
+             ((16777216.0, 5e-324), ("16777216.0", "5e-324")),
+             ((-inf, 1e20), ("-1e999", "1e+20"))]
+    orig = demo_oracle.mix
+    for k, ((a, b), (sa, sb)) in enumerate(cases):
+        def mix(t, i, a=a, b=b):
+            v = orig(t, i)
+            v["f32"], v["f64"] = a, b
+            return v
+        demo_oracle.mix = mix
+        trace = os.path.join(work, "floats-%d" % k)
+        sys.argv = ["make_fixture_trace.py", os.path.join(trace, "ust", "pid", "floats-4242")]
+        make_fixture_trace.main()
+        demo_oracle.mix = orig
+        r = run([strata, "query", "--json", trace, "SELECT fields, f32, f64 FROM events JOIN \"demo:mix\" "
+                 "USING (ts)"])
+        m = re.search(r'\\"f32\\":([^,]*),\\"f64\\":([^,]*),', r.stdout)
+        check(r.returncode == 0 and m and m.groups() == (sa, sb),
+              "fields spells f32 %r and f64 %r as %s and %s (%r)" % (a, b, sa, sb, r.stdout))
+        # The typed columns are REALs (NaN NULL), through the same writer.
+        check(r.returncode == 0 and '"f32":%s,"f64":%s}' % (sa, sb) in r.stdout,
+              "the typed columns f32 and f64 of %r and %r are %s and %s in --json (%r)" % (a, b, sa, sb, r.stdout))
+
+
 def lost_owner_checks(strata, trace, work):
     """A packet damaged in the middle of one thread's stream: its `lost` row
     names the machine, process, thread and stream it belongs to, and the
@@ -776,6 +816,7 @@ def main():
         counting_checks(strata, cnt_trace)
     sched_checks(strata, work, ext)
     fixture_checks(strata, work)
+    float_spelling_checks(strata, work)
     check.finish()
 
 
