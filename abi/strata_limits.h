@@ -26,5 +26,9 @@
 #define STRATA_LIMIT_TARGET_PIDS 64
 #define STRATA_LIMIT_TARGET_NAMES 16
 #define STRATA_LIMIT_COMM 16 /* = TASK_COMM_LEN */
+/* The largest event id a process registers: ids index the runtime's
+ * per-event tables and fit the descriptor records' and the wide record
+ * header's 16 bits, 0xffff left unused. */
+#define STRATA_LIMIT_EVENT_ID 0xfffe
 
 #endif

@@ -55,8 +55,8 @@ inline void prefault(const void *p, size_t len)
 	madvise(reinterpret_cast<void *>(a), e - a, kMadvPopulateWrite);
 }
 
-constexpr unsigned kMaxDepth = 4;        // nested reservations per thread
-constexpr uint32_t kMaxEventId = 0xfffe; // event ids fit the descriptor tables' u16 masks
+constexpr unsigned kMaxDepth = 4;                       // nested reservations per thread
+constexpr uint32_t kMaxEventId = STRATA_LIMIT_EVENT_ID; // strata_limits.h
 
 /*
  * One open slot buffer, as the writer sees it.  Lives in its own private

@@ -84,7 +84,8 @@ bool Reader::parse_descriptor(const uint8_t *rec, uint32_t size, EventInfo *ev, 
 		return false;
 	}
 	std::string where = std::string(prov) + ":" + name + ": ";
-	if (de.id > 0xfffe || std::find(seen_ids_.begin(), seen_ids_.end(), de.id) != seen_ids_.end()) {
+	if (de.id > STRATA_LIMIT_EVENT_ID ||
+	    std::find(seen_ids_.begin(), seen_ids_.end(), de.id) != seen_ids_.end()) {
 		*err = where + "bad or duplicate event id " + std::to_string(de.id);
 		return false;
 	}
@@ -163,7 +164,7 @@ bool Reader::absorb_descriptors()
 		EventInfo ev;
 		std::string err;
 		if (parse_descriptor(rec.data(), size, &ev, &err)) {
-			if (by_id_.size() <= ev.id) // ids are <= 0xfffe (parse_descriptor)
+			if (by_id_.size() <= ev.id) // ids are <= STRATA_LIMIT_EVENT_ID (parse_descriptor)
 				by_id_.resize(ev.id + 1, -1);
 			by_id_[ev.id] = (int32_t)known_.size();
 			walk_.add(ev);

@@ -20,8 +20,8 @@ namespace strata {
 namespace tsdl {
 namespace {
 
-constexpr size_t kMaxEventsPerClass = 65535; // ids fit the WIDE header's u16
-constexpr uint32_t kMaxEventId = 0xfffe;
+constexpr uint32_t kMaxEventId = STRATA_LIMIT_EVENT_ID; // strata_limits.h
+constexpr size_t kMaxEventsPerClass = kMaxEventId + 1;  // ids fit the WIDE header's u16
 
 int64_t as_i64(const Token &v)
 {

@@ -409,7 +409,7 @@ std::unique_ptr<TraceReader::Cursor> TraceReader::make_cursor(StreamInfo *s, siz
 	auto it = ev.find(s->trace->meta.stream_id);
 	c->classes = it == ev.end() ? &kNone : &it->second;
 	// The sub-trace's classes by id, made once: ids of 16 bits (what a
-	// DecodedRecord holds; a described id is at most 0xfffe).
+	// DecodedRecord holds; a described id is at most STRATA_LIMIT_EVENT_ID).
 	if (cls_tabs_.size() < traces_.size())
 		cls_tabs_.resize(traces_.size());
 	std::vector<const MetaEvent *> &tab = cls_tabs_[ti];
