@@ -244,12 +244,7 @@ STRATA_KCLOCK_HOT static inline int strata_kclock_end_common(const struct strata
 	*ns = v;
 	return 0;
 #else
-	(void)k;
-	(void)seq;
-	(void)tsc;
-	(void)lo;
-	(void)ns;
-	return 1;
+	return strata_kclock_end(k, seq, tsc, lo, ns) ? 1 : 0; /* no page there: 1 */
 #endif
 }
 
