@@ -61,10 +61,11 @@ typedef int64_t strata_s64;
 	3u /* 2: compact user records (STRATA_REC_COMPACT), owned/shared lanes;
 			     3: the consumer's own commit counters (ccommit) */
 #define STRATA_ABI_MINOR \
-	4u /* 3.1: block_timeout_ms in the buffer header;
+	5u /* 3.1: block_timeout_ms in the buffer header;
 	      3.2: a lane's `records` count in overwrite mode;
 	      3.3: block_timeouts in the buffer header;
-	      3.4: STRATA_BUF_RETIRED */
+	      3.4: STRATA_BUF_RETIRED;
+	      3.5: a lane's writers_waiting */
 
 /* ---- CTF packet and event layout (little-endian) -------------------------
  * Every sub-buffer is a complete CTF 1.8 packet.  Offsets from packet start. */
@@ -269,7 +270,16 @@ struct strata_lane_ctl {
 	strata_u64 records;
 	strata_u64 pad0[2];
 	strata_u64 consumed; /* consumer: next position to read */
-	strata_u64 pad1[7];
+	/* ABI 3.5, blocking mode: writers sleeping on the low 32 bits of
+	 * `consumed` (FUTEX_WAIT, shared) for a sub-buffer; each adds 1 before
+	 * its last look at `consumed` and takes it back after (seq_cst RMWs).
+	 * A consumer that sees it non-zero after its store of `consumed`
+	 * (seq_cst fence between) FUTEX_WAKEs that word.  Older peers: never
+	 * set, never looked at; the waits are bounded either way
+	 * (docs/ring-buffer.md, "Blocking mode"). */
+	strata_u32 writers_waiting;
+	strata_u32 pad_w;
+	strata_u64 pad1[6];
 	strata_u64 commit[STRATA_MAX_SUBBUF];  /* cumulative bytes producers committed */
 	strata_u64 ccommit[STRATA_MAX_SUBBUF]; /* cumulative bytes the consumer committed */
 };
@@ -339,6 +349,8 @@ STRATA_ABI_ASSERT(sizeof(struct strata_packet_header) == STRATA_PACKET_HEADER_SI
 		  "packet header size is ABI");
 STRATA_ABI_ASSERT(sizeof(struct strata_buffer_header) == 336, "buffer header size is ABI");
 STRATA_ABI_ASSERT(sizeof(struct strata_lane_ctl) == 128 + 16 * STRATA_MAX_SUBBUF, "lane control size is ABI");
+STRATA_ABI_ASSERT(__builtin_offsetof(struct strata_lane_ctl, writers_waiting) == 72,
+		  "writers_waiting shares the consumer's line, after consumed");
 STRATA_ABI_ASSERT(sizeof(struct strata_desc_field) == 24, "field descriptor size is ABI");
 STRATA_ABI_ASSERT(sizeof(struct strata_desc_event) == 24, "event descriptor size is ABI");
 STRATA_ABI_ASSERT(sizeof(struct strata_desc_enum_label) == 16, "enum label size is ABI");

@@ -241,13 +241,13 @@ inline SwitchResult switch_packet(Channel *ch, uint32_t lane, uint64_t head, uin
 // when the wait gave up: the timeout passed (the channel is then marked
 // stalled, so that the writers after us discard at once instead of each
 // waiting the timeout for a consumer that is gone), or the slot was closed
-// (session stopped, the process left the daemon).  Short sleeps, not a
-// futex: `consumed` is 64 bits and written by another process that would
-// have to wake us on every release (a system call in its drain loop, and a
-// waiter protocol), and a dead consumer wakes no one; a sleep sees the
-// deadline by itself.  The sleep doubles from 20 us to 1 ms: a waiter is
-// at most 1 ms late after a release, and only while its ring is full.  No
-// lock, no allocation; clock_gettime (vDSO) and nanosleep are
+// (session stopped, the process left the daemon).  Each step sleeps on
+// the low half of `consumed` (FUTEX_WAIT, shared: the consumer's process
+// wakes it, Reader::release, only when writers_waiting says someone
+// sleeps), for at most 20 us doubling to 1 ms: a consumer that never
+// wakes (older, dead, or the sub-buffer still waits for a writer's
+// commit) leaves each step a bounded sleep that sees the deadline by
+// itself.  No lock, no allocation; clock_gettime (vDSO) and futex are
 // async-signal-safe.
 __attribute__((noinline, cold)) bool block_wait(Channel *ch, unsigned slot, strata_lane_ctl *lc,
 						uint64_t head)
@@ -255,20 +255,35 @@ __attribute__((noinline, cold)) bool block_wait(Channel *ch, unsigned slot, stra
 	timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	long step_ns = 20000;
+	// The word the consumer's release changes: the low half of `consumed`.
+	uint32_t *const word = reinterpret_cast<uint32_t *>(&lc->consumed) +
+			       (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 1 : 0);
 	for (;;) {
 		STRATA_WHOOK(STRATA_W_BLOCK_WAIT);
 		// Acquire: pairs with the release store in strata_rt_slot_close's
 		// path (g_slots); the Channel stays mapped, its slot closed.
 		if (g_slots[slot].load(std::memory_order_acquire) != ch)
 			return false;
+		// Seq_cst RMW, then our last look at `consumed` (subbuf_free),
+		// against the consumer's store of `consumed`, seq_cst fence, load
+		// of writers_waiting (Dekker): either that look sees the release,
+		// or the consumer sees us counted and wakes the word.
+		__atomic_add_fetch(&lc->writers_waiting, 1u, __ATOMIC_SEQ_CST);
+		__atomic_thread_fence(__ATOMIC_SEQ_CST); // pairs with Reader::release's
+		// Relaxed: the futex's expected value; the kernel compares it
+		// again under its own lock, and subbuf_free below decides.
+		const uint32_t seen = __atomic_load_n(word, __ATOMIC_RELAXED);
 		// Acquire: as the loads of head in reserve_fast and reserve_general.
-		if (__atomic_load_n(&lc->head, __ATOMIC_ACQUIRE) != head || subbuf_free(ch, lc, head))
+		if (__atomic_load_n(&lc->head, __ATOMIC_ACQUIRE) != head || subbuf_free(ch, lc, head)) {
+			__atomic_sub_fetch(&lc->writers_waiting, 1u, __ATOMIC_SEQ_CST);
 			return true;
+		}
 		timespec t;
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		const uint64_t waited = (uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t.tv_nsec -
 					(uint64_t)t0.tv_nsec;
 		if (waited >= ch->block_ns) {
+			__atomic_sub_fetch(&lc->writers_waiting, 1u, __ATOMIC_SEQ_CST);
 			// Relaxed: a hint (see Channel::block_stalled).
 			ch->block_stalled.store(1, std::memory_order_relaxed);
 			// Relaxed: a count the consumer reports, ordering nothing.
@@ -277,7 +292,10 @@ __attribute__((noinline, cold)) bool block_wait(Channel *ch, unsigned slot, stra
 		}
 		const uint64_t left = ch->block_ns - waited;
 		const timespec d{0, (long)((uint64_t)step_ns < left ? (uint64_t)step_ns : left)};
-		nanosleep(&d, nullptr); // EINTR: one check sooner
+		// EAGAIN (released since `seen`), EINTR, a timeout: look again.
+		if (syscall(SYS_futex, word, FUTEX_WAIT, seen, &d, nullptr, 0) == 0)
+			STRATA_WHOOK(STRATA_W_BLOCK_WOKEN);
+		__atomic_sub_fetch(&lc->writers_waiting, 1u, __ATOMIC_SEQ_CST);
 		if (step_ns < 1000000)
 			step_ns *= 2;
 	}

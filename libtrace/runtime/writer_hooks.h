@@ -31,7 +31,10 @@ enum strata_writer_step {
 	STRATA_W_N_STEPS,            /* the steps above: every writer may pass them */
 	/* Blocking mode only, ring full: each check of the wait (not among the
 	 * steps rb_nesting_test interrupts one by one). */
-	STRATA_W_BLOCK_WAIT = STRATA_W_N_STEPS + 1
+	STRATA_W_BLOCK_WAIT = STRATA_W_N_STEPS + 1,
+	/* Blocking mode: a wait's sleep ended by the consumer's FUTEX_WAKE
+	 * (not its timeout, not a signal). */
+	STRATA_W_BLOCK_WOKEN
 };
 
 #ifdef STRATA_WRITER_HOOKS

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <atomic>
 #include <cstring>
@@ -635,7 +636,19 @@ void Reader::release(uint32_t lane)
 	// Release: everything we read of the sub-buffers up to rpos (copies,
 	// write(2) from the mapping) is done before a writer may reuse them;
 	// pairs with the writer's acquire load in subbuf_free().
-	__atomic_store_n(&lane_ctl(lane)->consumed, lanes_[lane].rpos, __ATOMIC_RELEASE);
+	strata_lane_ctl *lc = lane_ctl(lane);
+	__atomic_store_n(&lc->consumed, lanes_[lane].rpos, __ATOMIC_RELEASE);
+	// Blocking mode's sleepers (ABI 3.5): our store, a seq_cst fence, then
+	// their count, against a writer's seq_cst add to the count, fence, and
+	// last look at `consumed` (block_wait, writer.cpp): either it sees our
+	// store or we see it counted.  A count a hostile producer left set
+	// costs a wake-up call per release, nothing more.
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	// Relaxed: ordered by the fence above.
+	if (__builtin_expect(__atomic_load_n(&lc->writers_waiting, __ATOMIC_RELAXED) != 0, 0))
+		syscall(SYS_futex, reinterpret_cast<uint32_t *>(&lc->consumed) +
+					   (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 1 : 0),
+			FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
 } // namespace strata

@@ -10,15 +10,19 @@
  * that interrupted a waiting writer) never waits: it is discarded and
  * counted (recorded + discarded == emitted, discarded == nested); with no
  * consumer, one wait gives up at its timeout, the writers after it discard
- * without waiting until the consumer releases a sub-buffer again.
+ * without waiting until the consumer releases a sub-buffer again; a writer
+ * asleep in its wait is woken by the consumer's release itself.
  */
 #define STRATA_DEFINE_PROVIDERS
 #include "test_tp.h"
 
 #include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "rb_test_util.h"
@@ -205,4 +209,62 @@ TEST(Blocking, GivesUpAtTheTimeoutThenDiscardsUntilTheConsumerReturns)
 	EXPECT_EQ(t.records + t.discarded, 2 * kEvents + g_nested);
 	EXPECT_GT(t.discarded, kEvents / 2 + g_nested);
 	EXPECT_EQ(t.records + t.discarded - g_nested, 2 * kEvents);
+}
+
+namespace {
+std::atomic<uint64_t> g_woken; // waits the consumer's release ended
+void count_woken(strata_writer_step step)
+{
+	if (step == STRATA_W_BLOCK_WOKEN)
+		g_woken.fetch_add(1, std::memory_order_relaxed); // a count, read after join
+}
+
+// Is thread `tid` of this process inside futex(2) now
+// (/proc/self/task/TID/syscall: the number of the call it sleeps in)?
+bool in_futex(pid_t tid)
+{
+	std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/syscall");
+	long nr = -1;
+	return (f >> nr) && nr == SYS_futex;
+}
+} // namespace
+
+// The release wakes a sleeping writer (ABI 3.5, writers_waiting): one
+// writer thread into a two-sub-buffer ring; the test, as the consumer,
+// waits until the writer sleeps in its wait (its thread inside futex(2)),
+// then releases a sub-buffer.  Woken by that release, not by its sleep's
+// end: without the consumer's FUTEX_WAKE every sleep runs to its timeout
+// and none counts.
+TEST(Blocking, TheReleaseWakesASleepingWriter)
+{
+	constexpr uint64_t kEvents = 6000; // ~20 fills of two 4 KiB sub-buffers
+	Slot s(0, blocking(10000, 1, 2), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	g_woken = 0;
+	strata_test_writer_hook = count_woken;
+	std::atomic<pid_t> tid{0};
+	std::atomic<bool> done{false};
+	std::thread w([&] {
+		tid.store((pid_t)syscall(SYS_gettid), std::memory_order_release); // read by the consumer
+		for (uint64_t i = 0; i < kEvents; i++)
+			strata_tracepoint(rbtest, rec, 0u, i, checksum(0, i));
+		done.store(true, std::memory_order_release); // pairs with the loop's acquire
+	});
+	Packets pk;
+	while (tid.load(std::memory_order_acquire) == 0)
+		std::this_thread::yield();
+	while (!done.load(std::memory_order_acquire)) {
+		if (in_futex(tid.load(std::memory_order_relaxed)))
+			drain(s, &pk);
+		std::this_thread::yield();
+	}
+	w.join();
+	strata_test_writer_hook = nullptr;
+	finish(s, &pk);
+	Tally t;
+	check_lanes(
+		s, [&](uint32_t l) -> const Packets & { return l == 0 ? pk : kNoPackets; }, false, &t);
+	EXPECT_EQ(t.discarded, 0u);
+	EXPECT_EQ(t.records, kEvents);
+	EXPECT_GT(g_woken.load(), 0u) << "no wait of the writer ended by the release";
 }
