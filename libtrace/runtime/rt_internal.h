@@ -82,6 +82,8 @@ struct Channel {
 	uint64_t subbuf_size;  // S, power of two
 	uint64_t n_subbuf;     // N, power of two
 	uint64_t lane_stride;  // N * S
+	uint64_t stride_mask;  // N * S - 1: a position's offset in its lane
+	uint64_t nsub_mask;    // N - 1: a position's sub-buffer, after subbuf_shift
 	unsigned subbuf_shift; // log2(S)
 	unsigned ring_shift;   // log2(N * S)
 	uint32_t n_lanes;      // owned lanes, then shared ones

@@ -570,6 +570,8 @@ int make_buffer(Channel *ch, const strata_channel_config *cfg)
 	ch->subbuf_size = g.subbuf_size;
 	ch->n_subbuf = g.n_subbuf;
 	ch->lane_stride = (uint64_t)g.n_subbuf * g.subbuf_size;
+	ch->stride_mask = ch->lane_stride - 1;
+	ch->nsub_mask = g.n_subbuf - 1;
 	ch->subbuf_shift = log2_of(g.subbuf_size);
 	ch->ring_shift = log2_of(ch->lane_stride);
 	ch->n_lanes = g.n_lanes;

@@ -450,7 +450,7 @@ inline void fast_reserved(struct strata_reservation *r, Channel *ch, strata_lane
 			  unsigned slot, ThreadState &t, uint32_t id, uint64_t pos, uint64_t now,
 			  uint64_t bytes)
 {
-	const LaneRef l{ch, lc, ch->data + (uint64_t)lane * ch->lane_stride, lane, true, false};
+	const LaneRef l{ch, lc, t.fast_data[slot], lane, true, false};
 	r->rec = record_header<false>(l, slot, t, id, pos, now, false);
 	r->lane = (void *)((uintptr_t)ch | ch->fast_commit_tag);
 	r->size = fast_size_word(ch, lc, pos, bytes);
@@ -530,7 +530,7 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	if (__builtin_expect(ch != fast || t.depth >= kMaxDepth || id >= STRATA_REC_EXTENDED_ID, 0))
 		return Hold ? 0 : reserve_general(r, id, slot, size);
 	const uint32_t lane = t.lane[slot]; // owned: below first_shared, no thread context
-	strata_lane_ctl *lc = &ch->lanes[lane];
+	strata_lane_ctl *lc = t.fast_lc[slot]; // &ch->lanes[lane] (ThreadState::fast)
 	t.depth++; // undone by a decrement on every way out but the record's
 	std::atomic_signal_fence(std::memory_order_seq_cst); // as reserve_general's
 	if (__builtin_expect(!open_busy_window(lc), 0)) {    // a consumer closes the lane: locked path

@@ -64,8 +64,13 @@ struct ThreadState {
 	// stand for "owned, this channel, FAST_OWNER, a page".  Set last by
 	// own_lane (after lane, ch, last_lane, exclusive), cleared first
 	// wherever those change, so that a signal handler that finds it set
-	// finds them set too.  While it is set, last_lane[s] == lane[s].
+	// finds them set too.  While it is set, last_lane[s] == lane[s], and
+	// fast_lc[s] and fast_data[s] are that lane's control and data (set
+	// with it, read only through it: the fast path's lane without the
+	// multiplications).
 	Channel *fast[STRATA_MAX_SLOTS];
+	strata_lane_ctl *fast_lc[STRATA_MAX_SLOTS];
+	char *fast_data[STRATA_MAX_SLOTS];
 	CommitCtx ctx[kMaxDepth];
 };
 
@@ -235,12 +240,12 @@ inline void busy_add(strata_lane_ctl *lc, bool in)
 
 inline uint64_t ring_off(const Channel *ch, uint64_t pos)
 {
-	return pos & (ch->lane_stride - 1);
+	return pos & ch->stride_mask;
 }
 
 inline strata_u64 *commit_of(const Channel *ch, strata_lane_ctl *lc, uint64_t pos)
 {
-	return &lc->commit[(pos >> ch->subbuf_shift) & (ch->n_subbuf - 1)];
+	return &lc->commit[(pos >> ch->subbuf_shift) & ch->nsub_mask];
 }
 
 // May the sub-buffer at `head` (a boundary) be opened?  Both modes: only

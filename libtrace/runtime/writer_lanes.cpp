@@ -143,8 +143,12 @@ bool own_lane(Channel *ch, unsigned slot, ThreadState &t, uint32_t lane)
 		t.exclusive = (uint16_t)(t.exclusive | (1u << slot));
 		// Acquire: as clock_now's.  Last: see ThreadState::fast.
 		std::atomic_signal_fence(std::memory_order_seq_cst);
-		if (ch->fast_owner && g_clock_page.load(std::memory_order_acquire) != nullptr)
+		if (ch->fast_owner && g_clock_page.load(std::memory_order_acquire) != nullptr) {
+			t.fast_lc[slot] = &ch->lanes[lane];
+			t.fast_data[slot] = ch->data + (uint64_t)lane * ch->lane_stride;
+			std::atomic_signal_fence(std::memory_order_seq_cst); // before fast: as above
 			t.fast[slot] = ch;
+		}
 	} else {
 		t.exclusive = (uint16_t)(t.exclusive & ~(1u << slot));
 	}
