@@ -529,9 +529,9 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	Channel *ch = g_slots[slot].load(std::memory_order_acquire);
 	if (__builtin_expect(ch != fast || t.depth >= kMaxDepth || id >= STRATA_REC_EXTENDED_ID, 0))
 		return Hold ? 0 : reserve_general(r, id, slot, size);
-	const uint32_t lane = t.lane[slot]; // owned: below first_shared, no thread context
+	const uint32_t lane = t.lane[slot];    // owned: below first_shared, no thread context
 	strata_lane_ctl *lc = t.fast_lc[slot]; // &ch->lanes[lane] (ThreadState::fast)
-	t.depth++; // undone by a decrement on every way out but the record's
+	t.depth++;                             // undone by a decrement on every way out but the record's
 	std::atomic_signal_fence(std::memory_order_seq_cst); // as reserve_general's
 	if (__builtin_expect(!open_busy_window(lc), 0)) {    // a consumer closes the lane: locked path
 		busy_add(lc, false);

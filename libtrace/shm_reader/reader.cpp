@@ -646,8 +646,9 @@ void Reader::release(uint32_t lane)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	// Relaxed: ordered by the fence above.
 	if (__builtin_expect(__atomic_load_n(&lc->writers_waiting, __ATOMIC_RELAXED) != 0, 0))
-		syscall(SYS_futex, reinterpret_cast<uint32_t *>(&lc->consumed) +
-					   (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 1 : 0),
+		syscall(SYS_futex,
+			reinterpret_cast<uint32_t *>(&lc->consumed) +
+				(__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 1 : 0),
 			FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
