@@ -134,9 +134,17 @@ struct strata_reservation {
 	uint64_t size; /* runtime-private (the record's bytes, and where it lies) */
 };
 
-/* Runtime entry points (libstrata).  Not for direct use. */
-int strata_reserve(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot, size_t size);
-void strata_commit(struct strata_reservation *r);
+/* Runtime entry points (libstrata).  Not for direct use.  The two of every
+ * record are called through the GOT (GCC's noplt), not a PLT stub: one
+ * indirect jump fewer per call, the address bound when libstrata loads. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define STRATA__NOPLT __attribute__((noplt))
+#else
+#define STRATA__NOPLT
+#endif
+STRATA__NOPLT int strata_reserve(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot,
+				 size_t size);
+STRATA__NOPLT void strata_commit(struct strata_reservation *r);
 /* argv[i] points at argument i (for sequences, the pointer, then the length). */
 int strata_filter_pass(struct strata_tracepoint *tp, unsigned slot, const void *const *argv);
 /* Calls the probes on tp (strata/probe.h); argv as for strata_filter_pass. */
