@@ -42,6 +42,8 @@ constexpr int kReprobePeriods = 3;
 // Pings a probe train (docs/clocks.md, "Trains"): each sent when the
 // previous one's answer arrives, while the path it took is still awake.
 constexpr int kTrainLen = 4;
+// Pings replaced unanswered whose answers are still taken (late_answer).
+constexpr int kLateKeep = 8;
 // A probe whose round trip exceeds this multiple of the least one seen (plus
 // kRttSlackNs) is not fed to the estimator: it is valid but loose, and the
 // hulls would drop it anyway (docs/clocks.md, "RTT filter").
@@ -350,7 +352,15 @@ struct SyncLink::Serve {
 		bool caught; // came while this end spun for it
 	};
 	int train_left = 0, train_n = 0;
-	Answered train[kTrainLen];
+	Answered train[kTrainLen + kLateKeep];
+	// The latest pings replaced unanswered (kReprobePeriods): an answer to
+	// one is late, not wrong (late_answer).
+	struct Replaced {
+		uint32_t seq; // 0: answered, or none
+		int64_t t1;
+	};
+	Replaced replaced[kLateKeep] = {};
+	unsigned replaced_n = 0;
 	bool train_spin = false;
 	int64_t train_spin_end = 0;
 };
@@ -409,7 +419,7 @@ void SyncLink::serve(int fd)
 // serve()'s probe, due at t: the link declared lost after lost_ns with no
 // answer; a new train unless a ping is out (or one unanswered for
 // kReprobePeriods once the peer said hello, replaced by a new train: its
-// late answer ignored, what its train had answered fed), with its spin; the
+// late answer still taken, what its train had answered fed), with its spin; the
 // next one's time.  False: the link failed.
 bool SyncLink::probe(Serve &sv, int64_t t)
 {
@@ -421,6 +431,8 @@ bool SyncLink::probe(Serve &sv, int64_t t)
 		breaks_++;
 		state_ = "lost (no answer for " + std::to_string((t - out_since_) / 1000000) + " ms)";
 		out_seq_ = 0;
+		for (Serve::Replaced &r : sv.replaced)
+			r.seq = 0; // an answer from across the gap is no exchange of this segment's
 	}
 	// The rate first: from the ping's write to its answer's read this
 	// thread does nothing else (under TCG the estimator's work there can
@@ -431,8 +443,10 @@ bool SyncLink::probe(Serve &sv, int64_t t)
 	// (take_probe).
 	const bool fresh = !out_seq_;
 	if (fresh || (sv.hello_seen && t - out_t1_ >= kReprobePeriods * rate_.period())) {
-		if (!fresh)
+		if (!fresh) {
 			end_train(sv);
+			sv.replaced[sv.replaced_n++ % kLateKeep] = {out_seq_, out_t1_};
+		}
 		end_spin(sv);
 		// Spin only on a live link (the last probe answered): a lost
 		// peer costs no CPU.
@@ -500,6 +514,30 @@ bool SyncLink::end_train(Serve &sv)
 	sv.train_n = 0;
 	sv.train_left = 0;
 	return slow;
+}
+
+// A PONG that answers a ping replaced unanswered (one of the latest
+// kLateKeep): the peer is there, only slower than kReprobePeriods periods
+// (a loaded host, a TCG guest's halted vCPU, a long path), so the time
+// without an answer counts from a later ping, and the exchange is one like
+// any other (the RTT filter judges it), fed with the train's.  Ignored, such
+// answers left a link whose every answer came that late lost after lost_ns,
+// each ping replaced before its answer came.  Anything else (an unknown
+// seq, a stamp not ours) is ignored.
+void SyncLink::late_answer(Serve &sv, const SyncFrame &f, int64_t t_recv)
+{
+	for (Serve::Replaced &r : sv.replaced) {
+		if (!r.seq || r.seq != f.seq || r.t1 != f.t1)
+			continue;
+		r.seq = 0;
+		if (out_seq_)
+			out_since_ = std::max(out_since_, f.t1);
+		if (sv.train_n < kTrainLen + kLateKeep)
+			sv.train[sv.train_n++] = {f.seq, f.t1, f.t2, f.t3, t_recv, false};
+		std::lock_guard<std::mutex> g(mu_);
+		late_++;
+		return;
+	}
 }
 
 // The spin over (its answer, its bound, a new train): its CPU counted.
@@ -592,8 +630,10 @@ bool SyncLink::on_frame(Serve &sv, const SyncFrame &f, int64_t t_recv)
 	if (f.type == kSyncPong) {
 		// Ours if it answers the ping in flight; the train's next
 		// ping goes at once, the exchange kept for the train's end.
-		if (f.seq != out_seq_ || f.t1 != out_t1_)
+		if (f.seq != out_seq_ || f.t1 != out_t1_) {
+			late_answer(sv, f, t_recv);
 			return false;
+		}
 		out_seq_ = 0;
 		sv.train[sv.train_n++] = {f.seq, f.t1,   f.t2,
 					  f.t3,  t_recv, sv.spin_until && t_recv <= sv.spin_until};

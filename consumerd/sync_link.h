@@ -146,6 +146,7 @@ private:
 	bool send_ping(Serve &sv);
 	bool end_train(Serve &sv); // true: a slow probe in it, probe now
 	void end_spin(Serve &sv);
+	void late_answer(Serve &sv, const SyncFrame &f, int64_t t_recv);
 	int wait_ms(Serve &sv);
 	bool read_frames(Serve &sv);
 	bool on_frame(Serve &sv, const SyncFrame &f, int64_t t_recv); // true: probe now
@@ -189,6 +190,7 @@ private:
 	uint64_t peer_nonce_ = 0;
 	uint64_t probes_ = 0, answered_ = 0, used_ = 0, garbage_ = 0, dropped_ = 0;
 	int64_t min_rtt_ = -1;
+	uint64_t late_ = 0; // answers to pings replaced meanwhile (late_answer)
 	uint64_t breaks_ = 0;
 	uint64_t kernel_stamps_ = 0; // receives stamped by the kernel (SO_TIMESTAMPNS)
 	int64_t spun_ns_ = 0;        // CPU spent polling for answers (SyncSpec::spin)

@@ -4,7 +4,8 @@
  * words), the frame codec against every cut, garbage and random bytes, the
  * metadata clock rewrite (babeltrace2-visible text, done twice = once), the
  * adaptive probe rate (sync_rate.h) through its phases; and two links
- * talking through a relay: probes in trains.
+ * talking through a relay that delays one direction: probes in trains, and
+ * a link whose answers come later than a probe's replacement still up.
  */
 #include <gtest/gtest.h>
 
@@ -579,6 +580,23 @@ TEST(SyncLinkTrains, FourPingsAPeriodEachOnTheLastAnswer)
 		EXPECT_LE(am.second, 8 * 16) << *s; // a slow probe brings the next train forward
 		EXPECT_GE(am.first, am.second - 4) << *s;
 		EXPECT_NE(s->find("bound width"), std::string::npos) << *s;
+	}
+	EXPECT_EQ(p.ref_segments, 1u) << p.ref_status;
+	EXPECT_EQ(p.fol_segments, 1u) << p.fol_status;
+}
+
+// Every answer comes 20 ms late (each of the reference's bytes held that
+// long), past a probe's replacement (3 periods of 4 ms): the link is slow,
+// not lost.  Each late answer proves the peer there; the link stays up, in
+// one segment, through 3 s (more than the 2 s without an answer that
+// declares it lost), both ends mapped.
+TEST(SyncLinkTrains, AnswersLaterThanTheReplacementKeepTheLinkUp)
+{
+	const LinkPair p = run_pair(20000000, 4, 3000);
+	for (const std::string *s : {&p.ref_status, &p.fol_status}) {
+		EXPECT_EQ(s->find("lost"), std::string::npos) << *s;
+		EXPECT_NE(s->find("bound width"), std::string::npos) << *s;
+		EXPECT_GT(answered_of(*s).first, 20) << *s;
 	}
 	EXPECT_EQ(p.ref_segments, 1u) << p.ref_status;
 	EXPECT_EQ(p.fol_segments, 1u) << p.fol_status;
