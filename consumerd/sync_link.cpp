@@ -350,6 +350,8 @@ struct SyncLink::Serve {
 		uint32_t seq;
 		int64_t t1, t2, t3, t4;
 		bool caught; // came while this end spun for it
+		bool late;   // late_answer's
+		bool unfit;  // late, and not late_fits: neither fed nor told
 	};
 	int train_left = 0, train_n = 0;
 	Answered train[kTrainLen + kLateKeep];
@@ -492,8 +494,25 @@ bool SyncLink::send_ping(Serve &sv)
 // every probe) and fed to the estimator.  True if one was slow.
 bool SyncLink::end_train(Serve &sv)
 {
+	bool slow = false;
+	{
+		std::lock_guard<std::mutex> g(mu_);
+		for (int i = 0; i < sv.train_n; i++) {
+			Serve::Answered &a = sv.train[i];
+			answered_++;
+			caught_ += a.caught;
+			if (a.t4 >= a.t1 && (min_wait_ < 0 || a.t4 - a.t1 < min_wait_))
+				min_wait_ = a.t4 - a.t1;
+			if (a.late && !late_fits(a.t1, a.t2, a.t3, a.t4))
+				a.unfit = true;
+			else
+				slow |= take_probe(a.t1, a.t2, a.t3, a.t4, true);
+		}
+	}
 	for (int i = 0; i < sv.train_n; i++) {
 		const Serve::Answered &a = sv.train[i];
+		if (a.unfit)
+			continue;
 		SyncFrame r;
 		r.type = kSyncResult;
 		r.seq = a.seq;
@@ -501,26 +520,35 @@ bool SyncLink::end_train(Serve &sv)
 		r.aux = a.t4;
 		send_frame(sv.fd, r);
 	}
-	bool slow = false;
-	std::lock_guard<std::mutex> g(mu_);
-	for (int i = 0; i < sv.train_n; i++) {
-		const Serve::Answered &a = sv.train[i];
-		answered_++;
-		caught_ += a.caught;
-		if (a.t4 >= a.t1 && (min_wait_ < 0 || a.t4 - a.t1 < min_wait_))
-			min_wait_ = a.t4 - a.t1;
-		slow |= take_probe(a.t1, a.t2, a.t3, a.t4, true);
-	}
 	sv.train_n = 0;
 	sv.train_left = 0;
 	return slow;
 }
 
+// A late answer's exchange (mu_ held): fed only if it is fast (the RTT
+// filter's, when a least round trip is known) and fits the current
+// segment.  Its ping was sent up to kLateKeep replacements earlier, so a
+// step it saw would begin a segment before exchanges already fed (the
+// segments out of time order: measured once in kernel.clock_vm_pause);
+// steps are the current ping's to see.
+bool SyncLink::late_fits(int64_t t1, int64_t t2, int64_t t3, int64_t t4) const
+{
+	constexpr int64_t kMax = int64_t{1} << 61; // as take_probe's
+	for (int64_t t : {t1, t2, t3, t4})
+		if (t <= -kMax || t >= kMax)
+			return false;
+	const int64_t rtt = (t4 - t1) - (t3 - t2);
+	if (rtt < 0 || (min_rtt_ >= 0 && rtt > kRttFactor * min_rtt_ + kRttSlackNs))
+		return false;
+	const bool src = spec_.follower; // this end's probe: src = (follower == ours)
+	return !est_.contradicts(src, t1, t2) && !est_.contradicts(!src, t3, t4);
+}
+
 // A PONG that answers a ping replaced unanswered (one of the latest
 // kLateKeep): the peer is there, only slower than kReprobePeriods periods
 // (a loaded host, a TCG guest's halted vCPU, a long path), so the time
-// without an answer counts from a later ping, and the exchange is one like
-// any other (the RTT filter judges it), fed with the train's.  Ignored, such
+// without an answer counts from a later ping, and the exchange is fed with
+// the train's if it fits (late_fits).  Ignored, such
 // answers left a link whose every answer came that late lost after lost_ns,
 // each ping replaced before its answer came.  Anything else (an unknown
 // seq, a stamp not ours) is ignored.
@@ -533,7 +561,7 @@ void SyncLink::late_answer(Serve &sv, const SyncFrame &f, int64_t t_recv)
 		if (out_seq_)
 			out_since_ = std::max(out_since_, f.t1);
 		if (sv.train_n < kTrainLen + kLateKeep)
-			sv.train[sv.train_n++] = {f.seq, f.t1, f.t2, f.t3, t_recv, false};
+			sv.train[sv.train_n++] = {f.seq, f.t1, f.t2, f.t3, t_recv, false, true, false};
 		std::lock_guard<std::mutex> g(mu_);
 		late_++;
 		return;
@@ -635,8 +663,8 @@ bool SyncLink::on_frame(Serve &sv, const SyncFrame &f, int64_t t_recv)
 			return false;
 		}
 		out_seq_ = 0;
-		sv.train[sv.train_n++] = {f.seq, f.t1,   f.t2,
-					  f.t3,  t_recv, sv.spin_until && t_recv <= sv.spin_until};
+		const bool caught = sv.spin_until && t_recv <= sv.spin_until;
+		sv.train[sv.train_n++] = {f.seq, f.t1, f.t2, f.t3, t_recv, caught, false, false};
 		if (sv.train_left == 0)
 			return end_train(sv);
 		send_ping(sv); // a write that failed: the next probe's fails too

@@ -147,6 +147,7 @@ private:
 	bool end_train(Serve &sv); // true: a slow probe in it, probe now
 	void end_spin(Serve &sv);
 	void late_answer(Serve &sv, const SyncFrame &f, int64_t t_recv);
+	bool late_fits(int64_t t1, int64_t t2, int64_t t3, int64_t t4) const; // mu_ held
 	int wait_ms(Serve &sv);
 	bool read_frames(Serve &sv);
 	bool on_frame(Serve &sv, const SyncFrame &f, int64_t t_recv); // true: probe now
