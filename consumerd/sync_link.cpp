@@ -575,8 +575,9 @@ void SyncLink::end_spin(Serve &sv)
 	if (!sv.spin_until)
 		return;
 	sv.spin_until = 0;
+	const int64_t spun = thread_cpu_ns() - sv.spin_cpu0; // a system call: outside the lock
 	std::lock_guard<std::mutex> g(mu_);
-	spun_ns_ += thread_cpu_ns() - sv.spin_cpu0;
+	spun_ns_ += spun;
 }
 
 // How long serve()'s poll may sleep: until the next thing to send; 0 while
