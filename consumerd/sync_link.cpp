@@ -39,6 +39,11 @@ constexpr int64_t kLostNs = 2000000000;
 constexpr int kLostPeriods = 5;
 // A probe unanswered for this many periods is replaced by a new one.
 constexpr int kReprobePeriods = 3;
+// Pings a probe train (docs/clocks.md, "Trains"): each sent when the
+// previous one's answer arrives, while the path it took is still awake.
+constexpr int kTrainLen = 4;
+// Pings replaced unanswered whose answers are still taken (late_answer).
+constexpr int kLateKeep = 8;
 // A probe whose round trip exceeds this multiple of the least one seen (plus
 // kRttSlackNs) is not fed to the estimator: it is valid but loose, and the
 // hulls would drop it anyway (docs/clocks.md, "RTT filter").
@@ -336,6 +341,30 @@ struct SyncLink::Serve {
 	// thread's CPU time when it began (the status reports CPU, not the
 	// time a preempted spin spent off the CPU).
 	int64_t spin_cpu0 = 0, spin_until = 0;
+	// The train under way: pings still to send (each when the previous
+	// answer arrives), the exchanges answered so far (fed to the
+	// estimator and told to the peer at its end, so that nothing but the
+	// next ping's write lies between an answer's read and that write),
+	// whether it spins and until when at the latest.
+	struct Answered {
+		uint32_t seq;
+		int64_t t1, t2, t3, t4;
+		bool caught; // came while this end spun for it
+		bool late;   // late_answer's
+		bool unfit;  // late, and not late_fits: neither fed nor told
+	};
+	int train_left = 0, train_n = 0;
+	Answered train[kTrainLen + kLateKeep];
+	// The latest pings replaced unanswered (kReprobePeriods): an answer to
+	// one is late, not wrong (late_answer).
+	struct Replaced {
+		uint32_t seq; // 0: answered, or none
+		int64_t t1;
+	};
+	Replaced replaced[kLateKeep] = {};
+	unsigned replaced_n = 0;
+	bool train_spin = false;
+	int64_t train_spin_end = 0;
 };
 
 void SyncLink::serve(int fd)
@@ -390,18 +419,22 @@ void SyncLink::serve(int fd)
 }
 
 // serve()'s probe, due at t: the link declared lost after lost_ns with no
-// answer; a new probe unless one is out (or one unanswered for
-// kReprobePeriods once the peer said hello, replaced: its late answer
-// ignored), with its spin; the next one's time.  False: the link failed.
+// answer; a new train unless a ping is out (or one unanswered for
+// kReprobePeriods once the peer said hello, replaced by a new train: its
+// late answer still taken, what its train had answered fed), with its spin; the
+// next one's time.  False: the link failed.
 bool SyncLink::probe(Serve &sv, int64_t t)
 {
 	if (out_seq_ && t - out_since_ > sv.lost_ns) {
+		end_train(sv); // what was answered before counts
 		std::lock_guard<std::mutex> g(mu_);
 		est_.break_segment(clocksync::Start::LinkLost,
 				   "no answer for " + std::to_string((t - out_since_) / 1000000) + " ms");
 		breaks_++;
 		state_ = "lost (no answer for " + std::to_string((t - out_since_) / 1000000) + " ms)";
 		out_seq_ = 0;
+		for (Serve::Replaced &r : sv.replaced)
+			r.seq = 0; // an answer from across the gap is no exchange of this segment's
 	}
 	// The rate first: from the ping's write to its answer's read this
 	// thread does nothing else (under TCG the estimator's work there can
@@ -410,32 +443,141 @@ bool SyncLink::probe(Serve &sv, int64_t t)
 	// The peer may be paused, and a ping sent during the pause is the
 	// one whose receive, read at the resume, shows the step at once
 	// (take_probe).
-	if (!out_seq_ || (sv.hello_seen && t - out_t1_ >= kReprobePeriods * rate_.period())) {
+	const bool fresh = !out_seq_;
+	if (fresh || (sv.hello_seen && t - out_t1_ >= kReprobePeriods * rate_.period())) {
+		if (!fresh) {
+			end_train(sv);
+			sv.replaced[sv.replaced_n++ % kLateKeep] = {out_seq_, out_t1_};
+		}
+		end_spin(sv);
 		// Spin only on a live link (the last probe answered): a lost
 		// peer costs no CPU.
-		const bool spin = spec_.spin && !out_seq_ && sv.hello_seen;
-		const int64_t cap = spin ? spin_cap() : 0;
-		if (spin)
+		sv.train_spin = spec_.spin && fresh && sv.hello_seen;
+		if (sv.train_spin)
 			sv.spin_cpu0 = thread_cpu_ns();
-		SyncFrame p;
-		p.type = kSyncPing;
-		p.seq = next_seq_++;
-		if (!send_frame(sv.fd, p, &p.t1)) // t1 stamped right before the write
+		sv.train_left = kTrainLen;
+		if (!send_ping(sv))
 			return false;
-		if (!out_seq_)
-			out_since_ = p.t1;
-		out_seq_ = p.seq;
-		out_t1_ = p.t1;
-		if (spin)
-			sv.spin_until = p.t1 + cap;
-		std::lock_guard<std::mutex> g(mu_);
-		probes_++;
-		spun_for_ += spin;
 	}
 	sv.next_probe += rate_.period();
 	if (sv.next_probe <= t)
 		sv.next_probe = t + rate_.period();
 	return true;
+}
+
+// The train's next ping, its send stamp last before the write; with the
+// train's spin, polled for until its own cap or the train's, whichever
+// comes first.  False: the link failed.
+bool SyncLink::send_ping(Serve &sv)
+{
+	SyncFrame p;
+	p.type = kSyncPing;
+	p.seq = next_seq_++;
+	if (!send_frame(sv.fd, p, &p.t1)) // t1 stamped right before the write
+		return false;
+	if (!out_seq_)
+		out_since_ = p.t1;
+	out_seq_ = p.seq;
+	out_t1_ = p.t1;
+	if (sv.train_left-- == kTrainLen)
+		sv.train_spin_end = p.t1 + train_spin_cap();
+	if (sv.train_spin)
+		sv.spin_until = std::min(p.t1 + spin_cap(), sv.train_spin_end);
+	std::lock_guard<std::mutex> g(mu_);
+	probes_++;
+	spun_for_ += sv.train_spin;
+	return true;
+}
+
+// The train ends (its last answer, a ping replaced, the link lost): each
+// answered exchange told to the peer (RESULT, so that both ends' maps use
+// every probe) and fed to the estimator.  True if one was slow.
+bool SyncLink::end_train(Serve &sv)
+{
+	bool slow = false;
+	{
+		std::lock_guard<std::mutex> g(mu_);
+		for (int i = 0; i < sv.train_n; i++) {
+			Serve::Answered &a = sv.train[i];
+			answered_++;
+			caught_ += a.caught;
+			if (a.t4 >= a.t1 && (min_wait_ < 0 || a.t4 - a.t1 < min_wait_))
+				min_wait_ = a.t4 - a.t1;
+			if (a.late && !late_fits(a.t1, a.t2, a.t3, a.t4))
+				a.unfit = true;
+			else
+				slow |= take_probe(a.t1, a.t2, a.t3, a.t4, true);
+		}
+	}
+	for (int i = 0; i < sv.train_n; i++) {
+		const Serve::Answered &a = sv.train[i];
+		if (a.unfit)
+			continue;
+		SyncFrame r;
+		r.type = kSyncResult;
+		r.seq = a.seq;
+		r.t1 = a.t1, r.t2 = a.t2, r.t3 = a.t3;
+		r.aux = a.t4;
+		send_frame(sv.fd, r);
+	}
+	sv.train_n = 0;
+	sv.train_left = 0;
+	return slow;
+}
+
+// A late answer's exchange (mu_ held): fed only if it is fast (the RTT
+// filter's, when a least round trip is known) and fits the current
+// segment.  Its ping was sent up to kLateKeep replacements earlier, so a
+// step it saw would begin a segment before exchanges already fed (the
+// segments out of time order: measured once in kernel.clock_vm_pause);
+// steps are the current ping's to see.
+bool SyncLink::late_fits(int64_t t1, int64_t t2, int64_t t3, int64_t t4) const
+{
+	constexpr int64_t kMax = int64_t{1} << 61; // as take_probe's
+	for (int64_t t : {t1, t2, t3, t4})
+		if (t <= -kMax || t >= kMax)
+			return false;
+	const int64_t rtt = (t4 - t1) - (t3 - t2);
+	if (rtt < 0 || (min_rtt_ >= 0 && rtt > kRttFactor * min_rtt_ + kRttSlackNs))
+		return false;
+	const bool src = spec_.follower; // this end's probe: src = (follower == ours)
+	return !est_.contradicts(src, t1, t2) && !est_.contradicts(!src, t3, t4);
+}
+
+// A PONG that answers a ping replaced unanswered (one of the latest
+// kLateKeep): the peer is there, only slower than kReprobePeriods periods
+// (a loaded host, a TCG guest's halted vCPU, a long path), so the time
+// without an answer counts from a later ping, and the exchange is fed with
+// the train's if it fits (late_fits).  Ignored, such
+// answers left a link whose every answer came that late lost after lost_ns,
+// each ping replaced before its answer came.  Anything else (an unknown
+// seq, a stamp not ours) is ignored.
+void SyncLink::late_answer(Serve &sv, const SyncFrame &f, int64_t t_recv)
+{
+	for (Serve::Replaced &r : sv.replaced) {
+		if (!r.seq || r.seq != f.seq || r.t1 != f.t1)
+			continue;
+		r.seq = 0;
+		if (out_seq_)
+			out_since_ = std::max(out_since_, f.t1);
+		if (sv.train_n < kTrainLen + kLateKeep)
+			sv.train[sv.train_n++] = {f.seq, f.t1, f.t2, f.t3, t_recv, false, true, false};
+		std::lock_guard<std::mutex> g(mu_);
+		late_++;
+		return;
+	}
+}
+
+// The spin over (its answer, its bound, a new train): its CPU counted.
+void SyncLink::end_spin(Serve &sv)
+{
+	sv.train_spin = false;
+	if (!sv.spin_until)
+		return;
+	sv.spin_until = 0;
+	const int64_t spun = thread_cpu_ns() - sv.spin_cpu0; // a system call: outside the lock
+	std::lock_guard<std::mutex> g(mu_);
+	spun_ns_ += spun;
 }
 
 // How long serve()'s poll may sleep: until the next thing to send; 0 while
@@ -447,14 +589,10 @@ int SyncLink::wait_ms(Serve &sv)
 			     static_cast<int64_t>(now_());
 	int ms = wait <= 0 ? 0 : static_cast<int>((wait + 999999) / 1000000);
 	if (sv.spin_until) {
-		const int64_t now = static_cast<int64_t>(now_());
-		if (out_seq_ && now < sv.spin_until) {
+		if (out_seq_ && static_cast<int64_t>(now_()) < sv.spin_until)
 			ms = 0;
-		} else {
-			std::lock_guard<std::mutex> g(mu_);
-			spun_ns_ += thread_cpu_ns() - sv.spin_cpu0;
-			sv.spin_until = 0;
-		}
+		else
+			end_spin(sv); // the rest of the train, if any, sleeps
 	}
 	return ms;
 }
@@ -495,15 +633,10 @@ bool SyncLink::read_frames(Serve &sv)
 		off += static_cast<size_t>(r);
 		if (f.type == kSyncHello)
 			sv.hello_seen = true;
-		if (on_frame(sv.fd, f, t_recv) && t_recv - sv.last_quick >= rate_.period()) {
+		if (on_frame(sv, f, t_recv) && t_recv - sv.last_quick >= rate_.period()) {
 			sv.next_probe = std::min(sv.next_probe, t_recv);
 			sv.last_quick = t_recv;
 		}
-		if (answer_at_ && sv.spin_until && answer_at_ <= sv.spin_until) {
-			std::lock_guard<std::mutex> g(mu_);
-			caught_++; // the answer came while this end spun for it
-		}
-		answer_at_ = 0;
 	}
 	in.erase(in.begin(), in.begin() + static_cast<long>(off));
 	if (in.size() > 2 * kSyncMaxFrame)
@@ -511,8 +644,9 @@ bool SyncLink::read_frames(Serve &sv)
 	return true;
 }
 
-bool SyncLink::on_frame(int fd, const SyncFrame &f, int64_t t_recv)
+bool SyncLink::on_frame(Serve &sv, const SyncFrame &f, int64_t t_recv)
 {
+	const int fd = sv.fd;
 	if (f.type == kSyncPing) {
 		SyncFrame r;
 		r.type = kSyncPong;
@@ -523,22 +657,19 @@ bool SyncLink::on_frame(int fd, const SyncFrame &f, int64_t t_recv)
 		return false;
 	}
 	if (f.type == kSyncPong) {
-		// Ours if it answers the probe in flight.
-		if (f.seq != out_seq_ || f.t1 != out_t1_)
+		// Ours if it answers the ping in flight; the train's next
+		// ping goes at once, the exchange kept for the train's end.
+		if (f.seq != out_seq_ || f.t1 != out_t1_) {
+			late_answer(sv, f, t_recv);
 			return false;
+		}
 		out_seq_ = 0;
-		// The peer is told the whole probe (RESULT), so that both
-		// ends' maps use every probe.
-		SyncFrame r = f;
-		r.type = kSyncResult;
-		r.aux = t_recv;
-		send_frame(fd, r);
-		answer_at_ = t_recv;
-		std::lock_guard<std::mutex> g(mu_);
-		answered_++;
-		if (t_recv >= f.t1 && (min_wait_ < 0 || t_recv - f.t1 < min_wait_))
-			min_wait_ = t_recv - f.t1;
-		return take_probe(f.t1, f.t2, f.t3, t_recv, true);
+		const bool caught = sv.spin_until && t_recv <= sv.spin_until;
+		sv.train[sv.train_n++] = {f.seq, f.t1, f.t2, f.t3, t_recv, caught, false, false};
+		if (sv.train_left == 0)
+			return end_train(sv);
+		send_ping(sv); // a write that failed: the next probe's fails too
+		return false;
 	}
 	std::lock_guard<std::mutex> g(mu_);
 	if (f.type == kSyncResult)

@@ -1,8 +1,8 @@
 /*
  * sync_link.h - the daemon's clock links to other machines' daemons
- * (docs/clocks.md): periodic timestamp exchanges over a byte stream, the
- * map between the two trace clocks with its bound (libtrace/clocksync),
- * and what is written with a session's trace.
+ * (docs/clocks.md): periodic trains of timestamp exchanges over a byte
+ * stream, the map between the two trace clocks with its bound
+ * (libtrace/clocksync), and what is written with a session's trace.
  *
  * Roles.  `--sync NAME=SPEC` makes this daemon the follower of the link
  * (a guest): its traces are put onto the peer's clock (the estimator maps
@@ -143,15 +143,21 @@ private:
 	void serve(int fd);
 	struct Serve;
 	bool probe(Serve &sv, int64_t t);
+	bool send_ping(Serve &sv);
+	bool end_train(Serve &sv); // true: a slow probe in it, probe now
+	void end_spin(Serve &sv);
+	void late_answer(Serve &sv, const SyncFrame &f, int64_t t_recv);
+	bool late_fits(int64_t t1, int64_t t2, int64_t t3, int64_t t4) const; // mu_ held
 	int wait_ms(Serve &sv);
 	bool read_frames(Serve &sv);
-	bool on_frame(int fd, const SyncFrame &f, int64_t t_recv); // true: probe now
+	bool on_frame(Serve &sv, const SyncFrame &f, int64_t t_recv); // true: probe now
 	bool take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool ours);
 	void step_seen(const char *what);
 	bool send_second(int fd);
 	void rate_update(int64_t t);     // after a probe: the next period, the target said
 	std::string stuck_words() const; // mu_ held: why the bound stays above its target
-	int64_t spin_cap() const;        // how long this end polls for its probe's answer
+	int64_t spin_cap() const;        // how long this end polls for a ping's answer
+	int64_t train_spin_cap() const;  // and for a whole train's
 	std::string kvm_checked() const; // mu_ held: the summary after a fresh check
 	bool ctf_clock_of(const std::vector<clocksync::Segment> &segs, const ClockInfo &local, ClockInfo *out,
 			  std::string *env) const; // mu_ held
@@ -185,6 +191,7 @@ private:
 	uint64_t peer_nonce_ = 0;
 	uint64_t probes_ = 0, answered_ = 0, used_ = 0, garbage_ = 0, dropped_ = 0;
 	int64_t min_rtt_ = -1;
+	uint64_t late_ = 0; // answers to pings replaced meanwhile (late_answer)
 	uint64_t breaks_ = 0;
 	uint64_t kernel_stamps_ = 0; // receives stamped by the kernel (SO_TIMESTAMPNS)
 	int64_t spun_ns_ = 0;        // CPU spent polling for answers (SyncSpec::spin)
@@ -193,11 +200,10 @@ private:
 	// many came while this end spun, of those it spun for.
 	int64_t min_wait_ = -1;
 	uint64_t spun_for_ = 0, caught_ = 0;
-	int64_t answer_at_ = 0; // thread: the last answer's receive, for read_frames
 	ProbeRate rate_;
 	std::string stuck_; // the words said when the bound could not reach its target
-	// Probe in flight: its seq and send stamp, and since when probes have
-	// gone unanswered (thread only).
+	// The ping in flight (of a train: serve()'s state): its seq and send
+	// stamp, and since when pings have gone unanswered (thread only).
 	uint32_t next_seq_ = 1, out_seq_ = 0;
 	int64_t out_t1_ = 0, out_since_ = 0;
 };

@@ -54,7 +54,8 @@ std::string SyncLink::status_line() const
 			"): " + state_;
 	if (!peer_hostname_.empty())
 		s += ", peer host " + peer_hostname_;
-	s += "; " + std::to_string(answered_) + " of " + std::to_string(probes_) + " probe(s) answered, " +
+	s += "; " + std::to_string(answered_) + " of " + std::to_string(probes_) + " probe(s) answered" +
+	     (late_ ? " (" + std::to_string(late_) + " late: after a new ping)" : "") + ", " +
 	     std::to_string(used_) + " of both ends' used";
 	if (min_rtt_ >= 0)
 		s += ", min RTT " + us(min_rtt_);

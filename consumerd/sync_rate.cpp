@@ -69,15 +69,23 @@ namespace {
 constexpr int64_t kSpinMaxNs = 1000000;
 } // namespace
 
-// Until the answer, at most 4 least waits for one + 50 us (the peer's
-// turnaround is part of the wait, and on a loaded machine it varies: a
-// spin that ends before the answer leaves its leg to a halted vCPU's
-// wake-up), kSpinMaxNs before one is known, never more than kSpinMaxNs nor
-// a quarter period.  min_wait_ is written by the link's thread only.
+// A ping's: until its answer, at most 4 least waits for one + 50 us (the
+// peer's turnaround is part of the wait, and on a loaded machine it varies:
+// a spin that ends before the answer leaves its leg to a halted vCPU's
+// wake-up), kSpinMaxNs before one is known.  min_wait_ is written by the
+// link's thread only, as is rate_.
 int64_t SyncLink::spin_cap() const
 {
 	const int64_t want = min_wait_ < 0 ? kSpinMaxNs : 4 * min_wait_ + 50000;
-	return std::min({want, kSpinMaxNs, rate_.period() / 4});
+	return std::min(want, kSpinMaxNs);
+}
+
+// A train's, from its first ping: never more than kSpinMaxNs nor a quarter
+// period, as one probe's was before trains, so that a train costs no more
+// CPU than that probe did (its later pings sleep for their answers).
+int64_t SyncLink::train_spin_cap() const
+{
+	return std::min(kSpinMaxNs, rate_.period() / 4);
 }
 
 void SyncLink::rate_update(int64_t t)

@@ -30,7 +30,8 @@ host's 127.0.0.1:PORT); the program's messages still cross their own
 virtio-serial port.
 
 Oracles (check_clock_link.py's): every stated bound holds against every
-message; the maps' inversions within a segment are counted and printed
+message; without a pause, no segment of either end's map begins with a
+lost link; the maps' inversions within a segment are counted and printed
 (under TCG, and more so on a loaded host, the program's host->guest
 messages can cross faster than the probes' fastest legs, the guest's
 spinning for its answers notwithstanding, and no line can order those:
@@ -293,6 +294,14 @@ def main():
         check(len(hlink) == 1 and hlink[0]["correlated"], v + ": the host's link is correlated")
         if not glink or not hlink:
             check.finish()
+        if mode != "pause":
+            # No pause, no lost link: answers that come late (a loaded
+            # host, a halted vCPU) are still answers (docs/clocks.md,
+            # "Early sight of a step"); a link-lost segment here is a link
+            # that stopped believing its peer while the peer answered.
+            lost = [(name, s["note"]) for name, lk in (("guest", glink[0]), ("host", hlink[0]))
+                    for s in lk["segments"] if s["start"] == "link-lost"]
+            check(not lost, "%s: neither end's map lost the link (%s)" % (v, lost or "none"))
         links.append((v, vms[v][3], glink[0], hlink[0]))
     # The maps' lines cannot order a message that crossed faster than
     # the probes' fastest legs in its direction (docs/clocks.md,

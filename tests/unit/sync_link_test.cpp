@@ -2,17 +2,28 @@
  * strata-consumerd's clock links (consumerd/sync_link.h, docs/clocks.md)
  * without a peer: the SPEC table (accepted and refused, with the error's
  * words), the frame codec against every cut, garbage and random bytes, the
- * metadata clock rewrite (babeltrace2-visible text, done twice = once), and
- * the adaptive probe rate (sync_rate.h) through its phases.
+ * metadata clock rewrite (babeltrace2-visible text, done twice = once), the
+ * adaptive probe rate (sync_rate.h) through its phases; and two links
+ * talking through a relay that delays one direction: probes in trains, and
+ * a link whose answers come later than a probe's replacement still up.
  */
 #include <gtest/gtest.h>
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdio>
+#include <cstring>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <random>
 #include <sstream>
-#include <unistd.h>
+#include <thread>
 
 #include "metadata.h"
 #include "proto/serial_frame.h"
@@ -404,6 +415,191 @@ TEST(ProbeRate, DenseWhileLearntSparseOnceHeldSaidOnceWhenStuck)
 		EXPECT_EQ(f.period(), 20000000);
 	}
 	EXPECT_EQ(said_f, 1);
+}
+
+uint64_t mono_ns()
+{
+	timespec ts{};
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// A relay between a follower's unix: link and a reference's listen:unix:
+// one, holding each byte from the reference for `delay_ns` (so that every
+// answer to the follower's pings, and every ping of the reference, comes
+// that late), the other direction at once.  Bounded: it ends with stop().
+class DelayRelay {
+public:
+	DelayRelay(const std::string &listen_path, const std::string &peer_path, int64_t delay_ns)
+	    : peer_(peer_path), delay_(delay_ns)
+	{
+		lfd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		sockaddr_un a{};
+		a.sun_family = AF_UNIX;
+		snprintf(a.sun_path, sizeof a.sun_path, "%s", listen_path.c_str());
+		unlink(listen_path.c_str());
+		ok_ = lfd_ >= 0 && bind(lfd_, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0 &&
+		      listen(lfd_, 1) == 0;
+		if (ok_)
+			thread_ = std::thread([this] { run(); });
+	}
+	~DelayRelay()
+	{
+		stop_.store(true, std::memory_order_relaxed); // polled within 1 ms
+		if (thread_.joinable())
+			thread_.join();
+		if (lfd_ >= 0)
+			close(lfd_);
+	}
+	bool ok() const { return ok_; }
+
+private:
+	int connect_peer() const
+	{
+		const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		sockaddr_un a{};
+		a.sun_family = AF_UNIX;
+		snprintf(a.sun_path, sizeof a.sun_path, "%s", peer_.c_str());
+		if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0)
+			return fd;
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	void run()
+	{
+		int f = -1, r = -1; // the follower's end, the reference's
+		std::deque<std::pair<int64_t, std::vector<uint8_t>>> held; // from the reference
+		while (!stop_.load(std::memory_order_relaxed)) {
+			if (f < 0) {
+				pollfd p{lfd_, POLLIN, 0};
+				if (poll(&p, 1, 1) > 0)
+					f = accept(lfd_, nullptr, nullptr);
+				continue;
+			}
+			if (r < 0 && (r = connect_peer()) < 0) {
+				usleep(1000);
+				continue;
+			}
+			const int64_t now = static_cast<int64_t>(mono_ns());
+			while (!held.empty() && held.front().first <= now) {
+				if (write(f, held.front().second.data(), held.front().second.size()) < 0)
+					return;
+				held.pop_front();
+			}
+			pollfd p[2] = {{f, POLLIN, 0}, {r, POLLIN, 0}};
+			if (poll(p, 2, 1) <= 0)
+				continue;
+			uint8_t buf[4096];
+			if (p[0].revents) {
+				const ssize_t n = read(f, buf, sizeof buf);
+				if (n <= 0 || write(r, buf, static_cast<size_t>(n)) != n)
+					break;
+			}
+			if (p[1].revents) {
+				const ssize_t n = read(r, buf, sizeof buf);
+				if (n <= 0)
+					break;
+				held.emplace_back(static_cast<int64_t>(mono_ns()) + delay_,
+						  std::vector<uint8_t>(buf, buf + n));
+			}
+		}
+		if (f >= 0)
+			close(f);
+		if (r >= 0)
+			close(r);
+	}
+
+	const std::string peer_;
+	const int64_t delay_;
+	int lfd_ = -1;
+	bool ok_ = false;
+	std::atomic<bool> stop_{false}; // relaxed: joined right after
+	std::thread thread_;
+};
+
+// Two daemons' links through a DelayRelay, probing every period_ms, for
+// run_ms; their status lines and segment counts at the end.
+struct LinkPair {
+	std::string ref_status, fol_status;
+	size_t ref_segments = 0, fol_segments = 0;
+};
+LinkPair run_pair(int64_t delay_ns, uint64_t period_ms, int run_ms)
+{
+	char dir[] = "/tmp/strata-synclink-XXXXXX";
+	EXPECT_NE(mkdtemp(dir), nullptr);
+	const std::string ref_path = std::string(dir) + "/ref.sock",
+			  relay_path = std::string(dir) + "/relay.sock";
+	SyncSpec rs, fs;
+	std::string err;
+	EXPECT_TRUE(parse_sync("vm1=listen:unix:" + ref_path, false, &rs, &err)) << err;
+	EXPECT_TRUE(parse_sync("host=unix:" + relay_path, true, &fs, &err)) << err;
+	ClockInfo ci;
+	ci.uuid = "00000000-0000-0000-0000-000000000001";
+	LinkPair out;
+	{
+		DelayRelay relay(relay_path, ref_path, delay_ns);
+		EXPECT_TRUE(relay.ok());
+		SyncLink ref(rs, "host", ci, period_ms * 1000000, mono_ns);
+		ci.uuid = "00000000-0000-0000-0000-000000000002";
+		SyncLink fol(fs, "guest", ci, period_ms * 1000000, mono_ns);
+		EXPECT_TRUE(ref.start(&err)) << err;
+		EXPECT_TRUE(fol.start(&err)) << err;
+		usleep(static_cast<useconds_t>(run_ms) * 1000);
+		out.ref_status = ref.status_line();
+		out.fol_status = fol.status_line();
+		out.ref_segments = ref.record().segments.size();
+		out.fol_segments = fol.record().segments.size();
+	} // the links, then the relay, ended
+	unlink(relay_path.c_str());
+	rmdir(dir);
+	return out;
+}
+
+// "N of M probe(s) answered": {N, M}.
+std::pair<long, long> answered_of(const std::string &status)
+{
+	long a = -1, m = -1;
+	const size_t at = status.find(" probe(s) answered");
+	if (at != std::string::npos) {
+		size_t b = status.rfind("; ", at);
+		sscanf(status.c_str() + (b == std::string::npos ? 0 : b + 2), "%ld of %ld", &a, &m);
+	}
+	return {a, m};
+}
+
+// Probes go in trains of 4 pings, each sent when the previous answer
+// arrives: over 1.5 s at a 100 ms period, each end sends 4 pings a period
+// (a period's 1 without trains), and all but the last train's are answered.
+TEST(SyncLinkTrains, FourPingsAPeriodEachOnTheLastAnswer)
+{
+	const LinkPair p = run_pair(0, 100, 1500);
+	for (const std::string *s : {&p.ref_status, &p.fol_status}) {
+		const auto am = answered_of(*s);
+		EXPECT_GE(am.second, 4 * 14) << *s;
+		EXPECT_LE(am.second, 8 * 16) << *s; // a slow probe brings the next train forward
+		EXPECT_GE(am.first, am.second - 4) << *s;
+		EXPECT_NE(s->find("bound width"), std::string::npos) << *s;
+	}
+	EXPECT_EQ(p.ref_segments, 1u) << p.ref_status;
+	EXPECT_EQ(p.fol_segments, 1u) << p.fol_status;
+}
+
+// Every answer comes 20 ms late (each of the reference's bytes held that
+// long), past a probe's replacement (3 periods of 4 ms): the link is slow,
+// not lost.  Each late answer proves the peer there; the link stays up, in
+// one segment, through 3 s (more than the 2 s without an answer that
+// declares it lost), both ends mapped.
+TEST(SyncLinkTrains, AnswersLaterThanTheReplacementKeepTheLinkUp)
+{
+	const LinkPair p = run_pair(20000000, 4, 3000);
+	for (const std::string *s : {&p.ref_status, &p.fol_status}) {
+		EXPECT_EQ(s->find("lost"), std::string::npos) << *s;
+		EXPECT_NE(s->find("bound width"), std::string::npos) << *s;
+		EXPECT_GT(answered_of(*s).first, 20) << *s;
+	}
+	EXPECT_EQ(p.ref_segments, 1u) << p.ref_status;
+	EXPECT_EQ(p.fol_segments, 1u) << p.fol_status;
 }
 
 } // namespace
