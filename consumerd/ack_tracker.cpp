@@ -263,8 +263,8 @@ void AckTracker::resignal(int64_t now)
 			if (pending(pr->pid, pr->signo) || !catches(pr->pid, pr->signo))
 				continue; // on its way (a stopped process), or it cannot take one
 			if (syscall(SYS_pidfd_send_signal, pr->pidfd, pr->signo, nullptr, 0) == 0)
-				logf("pid %d (%s): change %llu not acknowledged after %lld ms of waiting, and no "
-				     "signal pending: signalled again",
+				logf("pid %d (%s): change %llu not acknowledged after %lld ms of waiting, "
+				     "and no signal pending: signalled again",
 				     pr->pid, pr->comm.c_str(), static_cast<unsigned long long>(w.second),
 				     static_cast<long long>(kResignalMs));
 			else

@@ -100,9 +100,8 @@ void knock(int i)
 		memcpy(sa.sun_path, s.paths[i], n);
 		memcpy(sa.sun_path + n, proto::kKnockSuffix, k + 1);
 		uint8_t msg[proto::kKnockSize] = {};
-		const uint32_t async = s.signo ? proto::kKnockAsync | static_cast<uint32_t>(s.signo)
-									     << proto::kKnockSignoShift
-					       : 0u;
+		const uint32_t signo = static_cast<uint32_t>(s.signo);
+		const uint32_t async = signo ? proto::kKnockAsync | signo << proto::kKnockSignoShift : 0u;
 		const uint32_t words[2] = {proto::kKnockMagic, async};
 		for (unsigned b = 0; b < 8; b++) // little-endian
 			msg[b] = static_cast<uint8_t>(words[b / 4] >> (8 * (b % 4)));
@@ -117,7 +116,8 @@ void knock(int i)
 	}
 	say_as("cannot connect to the consumer daemon within STRATA_REGISTER_TIMEOUT_MS (its queue is "
 	       "full: a burst of starts, or a daemon that stopped reading): not joined; ",
-	       r == 0 ? (s.signo ? "the daemon asks again" : "the daemon names this process in its sessions' status")
+	       r == 0 ? (s.signo ? "the daemon asks again"
+				 : "the daemon names this process in its sessions' status")
 		      : "nor could the daemon be told (its knock socket: ",
 	       r == 0 ? "" : err_text(r), r == 0 ? "" : ")");
 }
