@@ -21,10 +21,10 @@
 namespace strata {
 namespace daemon_impl {
 
-// Does `pid` catch `signo` right now?  A process that exec'd since it
-// registered has its handlers reset, and a real-time signal's default
-// action would kill it: never send one it does not catch.
-bool catches(pid_t pid, int signo)
+namespace {
+// The bit of `signo` in the mask `key` ("SigCgt:", "ShdPnd:") of
+// /proc/PID/status; false if the process is gone.
+bool status_bit(pid_t pid, const char *key, int signo)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/status", static_cast<int>(pid));
@@ -32,12 +32,28 @@ bool catches(pid_t pid, int signo)
 	if (!f)
 		return false;
 	char line[256];
+	char fmt[32];
+	snprintf(fmt, sizeof(fmt), "%s %%llx", key);
 	unsigned long long mask = 0;
 	bool found = false;
 	while (!found && fgets(line, sizeof(line), f))
-		found = sscanf(line, "SigCgt: %llx", &mask) == 1;
+		found = sscanf(line, fmt, &mask) == 1;
 	fclose(f);
 	return found && signo >= 1 && signo <= 64 && (mask >> (signo - 1)) & 1;
+}
+} // namespace
+
+// Does `pid` catch `signo` right now?  A process that exec'd since it
+// registered has its handlers reset, and a real-time signal's default
+// action would kill it: never send one it does not catch.
+bool catches(pid_t pid, int signo)
+{
+	return status_bit(pid, "SigCgt:", signo);
+}
+
+bool pending(pid_t pid, int signo)
+{
+	return status_bit(pid, "ShdPnd:", signo);
 }
 
 bool AckTracker::start()
@@ -108,6 +124,7 @@ PendingReply AckTracker::signal(const Audience &a, int rule, uint64_t kgen)
 
 void AckTracker::hold(PendingReply p)
 {
+	p.resignal_at = proto::now_ms() + kResignalMs;
 	start_kwait(p);
 	pending_.push_back(std::move(p));
 }
@@ -200,6 +217,8 @@ std::vector<DueReply> AckTracker::due(bool all)
 {
 	std::vector<DueReply> out;
 	const int64_t now = proto::now_ms();
+	if (!all)
+		resignal(now);
 	for (size_t i = 0; i < pending_.size();) {
 		PendingReply &p = pending_[i];
 		if (!all && !p.waiting.empty() && (now < p.deadline || p.kwait_id)) {
@@ -219,11 +238,39 @@ int AckTracker::timeout_ms() const
 	int64_t first = INT64_MAX;
 	for (const PendingReply &p : pending_)
 		if (!p.kwait_id) // those are answered when their module WAIT ends
-			first = std::min(first, p.deadline);
+			first = std::min({first, p.deadline, p.waiting.empty() ? INT64_MAX : p.resignal_at});
 	if (first == INT64_MAX)
 		return -1;
 	int64_t left = first - proto::now_ms();
 	return left < 0 ? 0 : static_cast<int>(left);
+}
+
+// The processes the held answers have waited for kResignalMs since their
+// last signal, signalled again (ack_tracker.h): each once, those we signal
+// (not the module's), that still catch the signal and have none pending.
+void AckTracker::resignal(int64_t now)
+{
+	std::set<pid_t> done;
+	for (PendingReply &p : pending_) {
+		if (p.waiting.empty() || now < p.resignal_at)
+			continue;
+		p.resignal_at = now + kResignalMs;
+		for (const auto &w : p.waiting) {
+			Proc *pr = procs_.find(w.first);
+			if (!pr || pr->kmod || !pr->signo || pr->pidfd < 0 || pr->acked >= w.second ||
+			    !done.insert(w.first).second)
+				continue;
+			if (pending(pr->pid, pr->signo) || !catches(pr->pid, pr->signo))
+				continue; // on its way (a stopped process), or it cannot take one
+			if (syscall(SYS_pidfd_send_signal, pr->pidfd, pr->signo, nullptr, 0) == 0)
+				logf("pid %d (%s): change %llu not acknowledged after %lld ms of waiting, "
+				     "and no signal pending: signalled again",
+				     pr->pid, pr->comm.c_str(), static_cast<unsigned long long>(w.second),
+				     static_cast<long long>(kResignalMs));
+			else
+				VLOG("pid %d: cannot signal: %s", pr->pid, strerror(errno));
+		}
+	}
 }
 
 // If `p` waits for processes the module signalled: WAIT on the module, on a

@@ -14,6 +14,14 @@
  * us, and acknowledges to the module.  A WAIT or a version-1 answer that
  * waits for such processes runs the module's WAIT on a thread of its own.
  *
+ * A signal can be lost on its way (ThreadSanitizer's runtime drops one that
+ * lands on a thread that is exiting; a handler's query may miss it): while
+ * an answer waits for a process we signalled, a process that has not
+ * acknowledged kResignalMs after its last signal, and that has no signal of
+ * that number pending (a stopped process keeps it pending: it gets none
+ * more), is signalled again (resignal).  An extra signal costs the process
+ * one more state query.
+ *
  * Contract:
  *   - owns the generation counter, the held answers (pending), each
  *     version-2 controller's unacknowledged processes and module
@@ -67,6 +75,9 @@ struct PendingReply {
 	// A gate (a two-phase stop, Stopping::stop): nobody is answered;
 	// when due, the Daemon goes on with the stop whose id this is.
 	uint64_t gate = 0;
+	// When the processes still waited for are signalled again (hold()
+	// sets it; kResignalMs apart).
+	int64_t resignal_at = 0;
 };
 
 // An answer due now, for the connection `conn_id` if it is still open.
@@ -81,6 +92,14 @@ struct DueReply {
 
 // Does `pid` catch `signo` right now?
 bool catches(pid_t pid, int signo);
+// Is a `signo` sent to the process `pid` still pending, not yet taken by
+// one of its threads (its shared pending set)?
+bool pending(pid_t pid, int signo);
+
+// How long an answer waits for a process we signalled before it is
+// signalled again (see above): the default state query deadline
+// (STRATA_REGISTER_TIMEOUT_MS) has passed by then.
+constexpr int64_t kResignalMs = 1000;
 
 class AckTracker {
 public:
@@ -114,15 +133,17 @@ public:
 	void forget(uint64_t conn_id);
 	// `pid` applied every change up to `registered_at`.
 	void acknowledge(pid_t pid, uint64_t registered_at);
-	// The answers due now (all: every held one, at exit).
+	// The answers due now (all: every held one, at exit); the processes
+	// an answer has waited for kResignalMs signalled again.
 	std::vector<DueReply> due(bool all);
-	// Until the next deadline, for epoll_wait (-1: none).
+	// Until the next deadline or signal again, for epoll_wait (-1: none).
 	int timeout_ms() const;
 	// Main thread, after efd() fired: finished module WAITs.
 	void on_wait_done();
 
 private:
 	void start_kwait(PendingReply &p);
+	void resignal(int64_t now);
 
 	struct Owed { // a version-2 controller's changes since its last WAIT
 		std::map<pid_t, uint64_t> unacked;

@@ -140,7 +140,7 @@ public:
 		};
 		virtual void closed(const Ended &e) = 0;
 		// A process could not connect (Listener::Host::knocked).
-		virtual void knocked(pid_t pid, uid_t uid, const std::string &comm) = 0;
+		virtual void knocked(pid_t pid, uid_t uid, const std::string &comm, int signo) = 0;
 	};
 
 	// `listener` may be made after this (only used once serving).
@@ -159,9 +159,9 @@ public:
 	// processes that joined from the table, or could not connect, before it.
 	void serve_quiet() override;
 	// Listener::Host: to the host.
-	void knocked(pid_t pid, uid_t uid, const std::string &comm) override
+	void knocked(pid_t pid, uid_t uid, const std::string &comm, int signo) override
 	{
-		host_.knocked(pid, uid, comm);
+		host_.knocked(pid, uid, comm, signo);
 	}
 	// Every process message already sent, read and handled now (before a
 	// session stops: a process does not wait for BUFFER's answer).  Not

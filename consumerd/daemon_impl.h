@@ -107,9 +107,9 @@ private:
 	void before_answers() override { publish_tables(); }
 	void before_controller_answer() override { persist_.save_if_changed(); }
 	void closed(const Ended &e) override { processes_.closed(e); }
-	void knocked(pid_t pid, uid_t uid, const std::string &comm) override
+	void knocked(pid_t pid, uid_t uid, const std::string &comm, int signo) override
 	{
-		processes_.knocked(pid, uid, comm);
+		processes_.knocked(pid, uid, comm, signo);
 	}
 	pid_t conn_pid(uint64_t id) override { return conns_.pid_of(id); } // Persistence::Host
 

@@ -170,7 +170,11 @@ void Listener::read_knocks()
 		std::string comm;
 		for (size_t i = 8; i < proto::kKnockSize && buf[i]; i++)
 			comm += buf[i] >= 0x20 && buf[i] < 0x7f ? static_cast<char>(buf[i]) : '?';
-		host_.knocked(cred.pid, cred.uid, comm.substr(0, 15));
+		const uint32_t flags = static_cast<uint32_t>(proto::load_le(buf + 4, 4));
+		const int signo = flags & proto::kKnockAsync
+					  ? static_cast<int>(flags >> proto::kKnockSignoShift & 0xff)
+					  : 0;
+		host_.knocked(cred.pid, cred.uid, comm.substr(0, 15), signo);
 	}
 }
 

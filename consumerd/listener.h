@@ -59,8 +59,9 @@ public:
 		virtual void serve_quiet() = 0;
 		// A process whose connect() timed out knocked (proto.h,
 		// kKnockSuffix): its pid and uid from the datagram's
-		// credentials, its comm from the payload (printable, <= 15).
-		virtual void knocked(pid_t pid, uid_t uid, const std::string &comm) = 0;
+		// credentials, its comm and update signal (0: none, or an
+		// older library) from the payload (printable, <= 15; 1-255).
+		virtual void knocked(pid_t pid, uid_t uid, const std::string &comm, int signo) = 0;
 	};
 
 	Listener(EventLoop &loop, Host &host, std::string path)

@@ -58,7 +58,7 @@ void Processes::missed_answer(const Connections::Host::Ended &e, Proc &p)
 	// A process killed or exiting in the middle of its query also leaves
 	// its answer unread: it is named for what it is.
 	const bool alive = p.pidfd >= 0 && syscall(SYS_pidfd_send_signal, p.pidfd, 0, nullptr, 0) == 0;
-	const bool retry = alive && p.signo && p.retries < kMaxRetries && catches(p.pid, p.signo);
+	const bool retry = alive && may_ask_again(p);
 	std::string why = "it exited during its state query";
 	if (alive)
 		why = std::string("its state query missed its deadline (") +
@@ -74,8 +74,21 @@ void Processes::missed_answer(const Connections::Host::Ended &e, Proc &p)
 	logf("pid %d (%s): %s: the answer went unread%s", p.pid, p.comm.c_str(),
 	     alive ? "its state query missed its deadline" : "it exited during its state query",
 	     retry ? "; signalled to ask again" : "");
-	if (!retry)
-		return;
+	if (retry)
+		ask_again(p);
+}
+
+// Whether `p` may be signalled to ask again: it catches its update signal
+// now (an exec resets it), with a pidfd to send it to, and has not been
+// asked kMaxRetries times in a row in vain (its acknowledgement, closed(),
+// resets the count).
+bool Processes::may_ask_again(const Proc &p) const
+{
+	return p.pidfd >= 0 && p.signo && p.retries < kMaxRetries && catches(p.pid, p.signo);
+}
+
+void Processes::ask_again(Proc &p)
+{
 	p.retries++;
 	if (syscall(SYS_pidfd_send_signal, p.pidfd, p.signo, nullptr, 0) != 0)
 		VLOG("pid %d: cannot signal: %s", p.pid, strerror(errno));
@@ -84,9 +97,12 @@ void Processes::missed_answer(const Connections::Host::Ended &e, Proc &p)
 // A knock (proto.h, kKnockSuffix): the process's connect() timed out, our
 // socket's queue full until its deadline.  It joined nothing and never asks
 // again by itself; each session that would have granted it names it, as a
-// missed answer does.  A forged comm costs only a wrong name: the pid and
-// uid are the kernel's.
-void Processes::knocked(pid_t pid, uid_t uid, const std::string &comm)
+// missed answer does, and one that catches its update signal (said by the
+// knock, or by an earlier REGISTER) is signalled to ask again, as a missed
+// answer is, up to kMaxRetries times in a row.  A forged comm costs only a
+// wrong name, a forged signal one the sender catches sent to itself: the
+// pid and uid are the kernel's.
+void Processes::knocked(pid_t pid, uid_t uid, const std::string &comm, int signo)
 {
 	Proc probe;
 	probe.pid = pid;
@@ -102,7 +118,25 @@ void Processes::knocked(pid_t pid, uid_t uid, const std::string &comm)
 			note_unjoined(*s, pid, comm, why);
 			named++;
 		}
-	logf("pid %d (%s): %s; named in %u session(s)", pid, comm.c_str(), why.c_str(), named);
+	// Its record counts the tries and holds the pidfd the signal goes to
+	// (made here if it never registered: gone already, none is kept).
+	Proc *p = p_.procs.find(pid);
+	if (!p && signo > 0 && signo <= 64) {
+		p = &proc_for(pid, uid);
+		if (p->comm.empty())
+			p->comm = comm;
+		if (p->gone) {
+			p_.procs.erase(p->pidfd);
+			p = nullptr;
+		}
+	}
+	if (p && !p->signo && signo > 0 && signo <= 64)
+		p->signo = signo; // only ever set, as at REGISTER
+	const bool retry = p && may_ask_again(*p);
+	logf("pid %d (%s): %s; named in %u session(s)%s", pid, comm.c_str(), why.c_str(), named,
+	     retry ? "; signalled to ask again" : "");
+	if (retry)
+		ask_again(*p);
 }
 
 void Processes::on_exit(int pidfd)

@@ -95,8 +95,9 @@ public:
 	// The process of `pidfd` exited: its drains finish.
 	void on_exit(int pidfd);
 	// A process knocked: its connect() timed out, so it joined nothing;
-	// every active session it would have joined names it.
-	void knocked(pid_t pid, uid_t uid, const std::string &comm);
+	// every active session it would have joined names it, and one that
+	// catches its update signal `signo` is signalled to ask again.
+	void knocked(pid_t pid, uid_t uid, const std::string &comm, int signo);
 	// The attacher's results so far (woken: its eventfd fired), or all of
 	// them, waited for (settle_attaches).
 	void collect_attaches(bool woken = false);
@@ -114,6 +115,8 @@ public:
 private:
 	void note_probes(Conn &c, const proto::Register &m);
 	void missed_answer(const Connections::Host::Ended &e, Proc &p);
+	bool may_ask_again(const Proc &p) const;
+	void ask_again(Proc &p);
 	void grant_sessions(Conn &c, const Proc &p, proto::RegisterReply &rr);
 	void table_registered(Conn &c, Proc &p, uint64_t gen);
 	bool find_grant(Conn &c, uint32_t seq, const proto::Buffer &m, int fd, Grant &grant);

@@ -86,7 +86,8 @@ int connect_quiet_first(int i, int64_t dl)
 // socket's queue full: a burst of starts, or a daemon that stopped
 // reading): one datagram on its knock socket (proto.h, kKnockSuffix), never
 // waited for, tells it which process tried (our credentials travel with
-// it), and our stderr says what happened.  Async-signal-safe.
+// it) and which signal asks us again, and our stderr says what happened.
+// Async-signal-safe.
 void knock(int i)
 {
 	const State &s = g_state;
@@ -99,7 +100,9 @@ void knock(int i)
 		memcpy(sa.sun_path, s.paths[i], n);
 		memcpy(sa.sun_path + n, proto::kKnockSuffix, k + 1);
 		uint8_t msg[proto::kKnockSize] = {};
-		const uint32_t words[2] = {proto::kKnockMagic, s.signo ? 1u : 0u};
+		const uint32_t signo = static_cast<uint32_t>(s.signo);
+		const uint32_t async = signo ? proto::kKnockAsync | signo << proto::kKnockSignoShift : 0u;
+		const uint32_t words[2] = {proto::kKnockMagic, async};
 		for (unsigned b = 0; b < 8; b++) // little-endian
 			msg[b] = static_cast<uint8_t>(words[b / 4] >> (8 * (b % 4)));
 		memcpy(msg + 8, s.comm, strnlen(s.comm, 15));
@@ -113,7 +116,8 @@ void knock(int i)
 	}
 	say_as("cannot connect to the consumer daemon within STRATA_REGISTER_TIMEOUT_MS (its queue is "
 	       "full: a burst of starts, or a daemon that stopped reading): not joined; ",
-	       r == 0 ? "the daemon names this process in its sessions' status"
+	       r == 0 ? (s.signo ? "the daemon asks again"
+				 : "the daemon names this process in its sessions' status")
 		      : "nor could the daemon be told (its knock socket: ",
 	       r == 0 ? "" : err_text(r), r == 0 ? "" : ")");
 }

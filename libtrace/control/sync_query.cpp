@@ -107,11 +107,23 @@ namespace strata {
 namespace syncq {
 
 State g_state;
-// Acquire on take, release on give: the State written by one query is
-// visible to the next one, on whatever thread it runs.
+// The token: the State written by one query is visible to the next one, on
+// whatever thread it runs (the exchange that takes it pairs with the store
+// that gives it back).  Seq_cst, with g_again's store and loads: a signal
+// finds the token taken and sets g_again, while its holder gives the token
+// back and then looks at g_again (run_queries).  That is a store then a load
+// on each side, of different words; with release/acquire and relaxed both
+// could miss the other's store (store-to-load reordering, which x86 does),
+// and the signal would go unserved.  In a single total order one of the two
+// sees the other.
 std::atomic<int> g_busy{0};
-// A signal that came while busy (relaxed: read after the exchange on g_busy).
+// A signal that came while busy (seq_cst: see g_busy).
 std::atomic<int> g_again{0};
+// STRATA_TEST_DROP_SIGNALS (tests only): how many update signals the
+// handler ignores, as ThreadSanitizer's runtime loses one that lands on a
+// thread that is exiting (the daemon's re-signal, ack_tracker.h, is then
+// what serves it).  Set in thread context before the handler is installed.
+std::atomic<int> g_drop_signals{0};
 std::atomic<int> g_ready{0}; // g_state's paths and comm are filled in
 
 Stages g_stages;
@@ -180,6 +192,8 @@ void init()
 		if (v >= 0 && v <= 60000)
 			s.timeout_ms = v;
 	}
+	if (const char *d = getenv("STRATA_TEST_DROP_SIGNALS"); d && *d)
+		g_drop_signals.store(atoi(d), std::memory_order_relaxed); // read by the handler after g_ready
 	g_ready.store(1, std::memory_order_release);
 	if (strata_rt_set_probe_report_hook(on_report_made))
 		g_has_report.store(true, std::memory_order_seq_cst); // made before we were here
@@ -376,9 +390,9 @@ int query_once(bool list_events)
 // helper asks for the token without asking for another round (-EBUSY).
 int run_queries(bool list_events, bool thread_ctx)
 {
-	if (g_busy.exchange(1, std::memory_order_acquire)) {
+	if (g_busy.exchange(1, std::memory_order_seq_cst)) {
 		if (!thread_ctx || list_events)
-			g_again.store(1, std::memory_order_relaxed);
+			g_again.store(1, std::memory_order_seq_cst); // pairs with the holder's loads
 		return -EBUSY;
 	}
 	g_thread_ctx = thread_ctx;
@@ -388,7 +402,7 @@ int run_queries(bool list_events, bool thread_ctx)
 	g_ack_fd = -1;
 	int first = 0;
 	for (bool once = true;; once = false) {
-		g_again.store(0, std::memory_order_relaxed);
+		g_again.store(0, std::memory_order_seq_cst); // a signal from here on: another round
 		uint64_t kgen = 0; // kabi 1: the module's generation before the query (kmod_link.h)
 		const bool grants = kmod_link_grants();
 		const bool kmod = !grants && kmod_link_generation(&kgen);
@@ -400,23 +414,32 @@ int run_queries(bool list_events, bool thread_ctx)
 		if (once && held_ack >= 0) // applied above, or held back again (g_ack_fd)
 			close(held_ack);
 		list_events = false;
-		if (g_again.load(std::memory_order_relaxed))
+		if (g_again.load(std::memory_order_seq_cst))
 			continue;
 		g_thread_ctx = false;
-		g_busy.store(0, std::memory_order_release);
+		g_busy.store(0, std::memory_order_seq_cst); // pairs with the exchanges that take it
 		// A signal between the check and the release found us busy:
-		// take the token back and serve it.
-		if (!g_again.load(std::memory_order_relaxed) || g_busy.exchange(1, std::memory_order_acquire))
+		// take the token back and serve it.  (The store above and this
+		// load: see g_busy.)
+		if (!g_again.load(std::memory_order_seq_cst) || g_busy.exchange(1, std::memory_order_seq_cst))
 			break;
 	}
 	return first;
 }
 
+// The update signal.  A test may have asked that the first few be lost
+// (g_drop_signals).
 void on_signal(int)
 {
 	const int saved = errno;
-	if (g_ready.load(std::memory_order_acquire))
-		run_queries(false, false);
+	if (g_ready.load(std::memory_order_acquire)) {
+		int drop = g_drop_signals.load(std::memory_order_relaxed); // a count only
+		while (drop > 0 &&
+		       !g_drop_signals.compare_exchange_weak(drop, drop - 1, std::memory_order_relaxed))
+			;
+		if (drop <= 0)
+			run_queries(false, false);
+	}
 	errno = saved;
 }
 
@@ -473,7 +496,7 @@ extern "C" int strata_ctl_fork_child(void)
 	// The runtime has forgotten the parent's slots; so do we.  A query the
 	// parent was running on another thread does not exist in the child.
 	memset(g_state.joined, 0, sizeof(g_state.joined));
-	g_busy.store(0, std::memory_order_relaxed);
+	g_busy.store(0, std::memory_order_relaxed); // one thread in the child: no pair
 	g_again.store(0, std::memory_order_relaxed);
 	for (AggSlot &a : g_agg) // the regions are the child's (agg.cpp), unknown to the daemon
 		a.session_id = 0;

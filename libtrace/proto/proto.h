@@ -245,11 +245,14 @@ constexpr const char *kQuietSuffix = ".quiet";
 // leaves one datagram, never waiting, so that the daemon can name it in the
 // sessions it would have joined (docs/control-protocol.md, "A process that
 // cannot connect").  The payload: magic u32 ("STKN"), flags u32 (bit 0: it
-// catches the update signal), comm (16 bytes, NUL-padded); the daemon takes
-// the pid and uid from the datagram's credentials (SO_PASSCRED), never from
-// the payload.
+// catches the update signal; bits 8-15: which, 0 from an older library),
+// comm (16 bytes, NUL-padded); the daemon takes the pid and uid from the
+// datagram's credentials (SO_PASSCRED), never from the payload, and signals
+// a process that catches the signal it names to ask again.
 constexpr const char *kKnockSuffix = ".knock";
 constexpr uint32_t kKnockMagic = 0x4e4b5453u; // "STKN"
+constexpr uint32_t kKnockAsync = 1u;          // flags: it catches the update signal
+constexpr unsigned kKnockSignoShift = 8;      // flags: the signal's number, 8 bits
 constexpr size_t kKnockSize = 24;
 struct Register {
 	uint32_t pid = 0, uid = 0;

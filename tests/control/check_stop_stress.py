@@ -2,7 +2,7 @@
 """Stops during heavy tracing lose nothing they do not count.
 
 usage: check_stop_stress.py --strata S --consumerd D --app stop_stress_app
-       [--cycles N] [--threads T] [--shorts K] [--rest-us U]
+       [--cycles N] [--threads T] [--shorts K] [--rest-us U] [--progress]
 
 One long-lived process (stop_stress_app long: T writing threads, and
 short-lived threads started one after the other) runs through N sessions,
@@ -205,6 +205,7 @@ def main():
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--shorts", type=int, default=2)
     ap.add_argument("--rest-us", type=int, default=500)
+    ap.add_argument("--progress", action="store_true", help="a line per cycle (long runs by hand)")
     a = ap.parse_args()
     work = work_dir("strata-stop-stress-")
     env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock"))
@@ -221,6 +222,9 @@ def main():
         for cycle in range(a.cycles):
             gen = one_cycle(a, strata, ctl, check, cycle, os.path.join(work, "trace%d" % cycle), gen,
                             long_proc.pid, env)
+            if a.progress:
+                print("cycle %d done at %.0f s (load %.1f)" % (cycle, time.monotonic() - t0, os.getloadavg()[0]),
+                      flush=True)
             if check.failures:
                 break
     finally:

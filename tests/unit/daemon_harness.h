@@ -254,9 +254,9 @@ private:
 		if (to_processes)
 			processes.closed(e);
 	}
-	void knocked(pid_t pid, uid_t uid, const std::string &comm) override
+	void knocked(pid_t pid, uid_t uid, const std::string &comm, int signo) override
 	{
-		processes.knocked(pid, uid, comm);
+		processes.knocked(pid, uid, comm, signo);
 	}
 	// Commands::Host: a process's messages answered "process", a stop
 	// "stopping" at once.

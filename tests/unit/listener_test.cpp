@@ -43,11 +43,16 @@ struct FakeHost : Listener::Host {
 		batches++;
 		listener->accept(true);
 	}
-	std::vector<std::pair<pid_t, std::string>> knocks; // pid, comm
-	void knocked(pid_t pid, uid_t uid, const std::string &comm) override
+	struct Knock {
+		pid_t pid;
+		std::string comm;
+		int signo;
+	};
+	std::vector<Knock> knocks;
+	void knocked(pid_t pid, uid_t uid, const std::string &comm, int signo) override
 	{
 		EXPECT_EQ(uid, geteuid());
-		knocks.push_back({pid, comm});
+		knocks.push_back({pid, comm, signo});
 	}
 	~FakeHost()
 	{
@@ -128,7 +133,9 @@ TEST_F(ListenerTest, ItsFilesLiveFromOpenToClose)
 }
 
 // A knock (proto.h, kKnockSuffix) names its sender by the kernel's
-// credentials, its comm from the payload; a malformed one is dropped.
+// credentials, its comm and update signal from the payload (the signal only
+// with the flag that says it catches one: an older library sends the flag
+// alone); a malformed one is dropped.
 TEST_F(ListenerTest, TheKnockSocketNamesItsSenderByItsCredentials)
 {
 	ASSERT_TRUE(listener_->open());
@@ -146,14 +153,27 @@ TEST_F(ListenerTest, TheKnockSocketNamesItsSenderByItsCredentials)
 	const auto to = reinterpret_cast<const struct sockaddr *>(&sa);
 	ASSERT_EQ(sendto(fd, msg, sizeof msg - 1, 0, to, sizeof sa), (ssize_t)sizeof msg - 1); // short
 	ASSERT_EQ(sendto(fd, msg, sizeof msg, 0, to, sizeof sa), (ssize_t)sizeof msg);
+	const uint32_t flags[3] = {proto::kKnockAsync | 34u << proto::kKnockSignoShift, proto::kKnockAsync,
+				   34u << proto::kKnockSignoShift};
+	for (uint32_t f : flags) {
+		for (unsigned b = 0; b < 4; b++)
+			msg[4 + b] = static_cast<uint8_t>(f >> (8 * b));
+		ASSERT_EQ(sendto(fd, msg, sizeof msg, 0, to, sizeof sa), (ssize_t)sizeof msg);
+	}
 	msg[0] ^= 1; // not the magic
 	ASSERT_EQ(sendto(fd, msg, sizeof msg, 0, to, sizeof sa), (ssize_t)sizeof msg);
 	close(fd);
-	EXPECT_TRUE(turn_until([&] { return !host_.knocks.empty(); }));
+	EXPECT_TRUE(turn_until([&] { return host_.knocks.size() == 4; }));
 	listener_->read_knocks(); // what the loop has not read yet: the malformed ones
-	ASSERT_EQ(host_.knocks.size(), 1u);
-	EXPECT_EQ(host_.knocks[0].first, getpid());
-	EXPECT_EQ(host_.knocks[0].second, "knocker?"); // a control byte shown as '?'
+	ASSERT_EQ(host_.knocks.size(), 4u);
+	for (const FakeHost::Knock &k : host_.knocks) {
+		EXPECT_EQ(k.pid, getpid());
+		EXPECT_EQ(k.comm, "knocker?"); // a control byte shown as '?'
+	}
+	EXPECT_EQ(host_.knocks[0].signo, 0);  // no flags
+	EXPECT_EQ(host_.knocks[1].signo, 34); // catches signal 34
+	EXPECT_EQ(host_.knocks[2].signo, 0);  // an older library: which one is not said
+	EXPECT_EQ(host_.knocks[3].signo, 0);  // a number without the flag
 }
 
 TEST_F(ListenerTest, TheSocketHandsEachConnectionOverAtOnce)
