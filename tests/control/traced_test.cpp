@@ -34,6 +34,39 @@ using strata_test::Daemon;
 
 namespace {
 
+// SIGSTOP to `pid`, then until every thread of it is stopped (/proc: state
+// T or t), 20 s at most: kill() only queues the signal, and a thread
+// running on another CPU (a drain mid-copy; slow to stop under TCG) goes
+// on meanwhile.
+bool stop_all_threads(pid_t pid)
+{
+	if (kill(pid, SIGSTOP) != 0)
+		return false;
+	const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+	for (int64_t end = proto::now_ms() + 20000; proto::now_ms() < end;) {
+		bool all = true;
+		if (DIR *d = opendir(dir.c_str())) {
+			while (struct dirent *e = readdir(d)) {
+				if (e->d_name[0] == '.')
+					continue;
+				std::ifstream f(dir + "/" + e->d_name + "/stat");
+				std::string line;
+				std::getline(f, line);
+				const size_t p = line.rfind(')'); // comm may hold spaces
+				if (p != std::string::npos && p + 2 < line.size() && line[p + 2] != 'T' &&
+				    line[p + 2] != 't')
+					all = false;
+			}
+			closedir(d);
+		}
+		if (all)
+			return true;
+		struct pollfd none;
+		poll(&none, 0, 1); // polling a condition with a deadline
+	}
+	return false;
+}
+
 struct Scan {
 	uint64_t records = 0, discarded = 0, packets = 0;
 	size_t subtraces = 0, streams = 0;
@@ -1064,8 +1097,8 @@ TEST_F(Traced, BlockingTimeoutIsNamedWithItsDiscards)
 		poll(&none, 0, 10); // polling a condition with a deadline
 	}
 	ASSERT_EQ(buffers, 1u);
-	ASSERT_EQ(kill(d.pid, SIGSTOP), 0);
-	const bool served = app.batch(); // waits 200 ms, then discards
+	ASSERT_TRUE(stop_all_threads(d.pid)); // its drain too, before the batch
+	const bool served = app.batch();      // waits 200 ms, then discards
 	ASSERT_EQ(kill(d.pid, SIGCONT), 0);
 	ASSERT_TRUE(served);
 	EXPECT_EQ(app.finish(), 0);
