@@ -15,6 +15,7 @@ STRATA_PACKAGES=(
   socat
   sqlite3 libsqlite3-dev time
   memcached libmemcached-tools
+  debhelper devscripts dh-dkms groff-base
 )
 strata_install_deps() {
   local missing=()
