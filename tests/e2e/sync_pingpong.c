@@ -11,7 +11,9 @@
  *
  * ENDPOINT: listen:PATH (a unix socket this program listens on), unix:PATH
  * (one it connects to, retrying for 60 s: qemu's chardev), dev:PATH (a
- * character device: a virtio-serial port).  The client first says hello
+ * character device: a virtio-serial port), listen:tcp:ADDR:PORT and
+ * tcp:ADDR:PORT (IPv4, TCP_NODELAY: the messages of a link kind that is
+ * TCP cross TCP too, kernel.clock_vm_defaults_tcp).  The client first says hello
  * (HELLO words, every 10 ms until the server answers GO: what a guest
  * writes before the host end is connected is lost), then sends 2k and
  * receives 2k+1.  The server prints "half" on stdout after N/2 messages
@@ -29,6 +31,9 @@ STRATA_EVENT(syncpp, recv, STRATA_LOGLEVEL_INFO, strata_int(uint64_t, k), strata
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,6 +75,56 @@ static int io_word(int fd, uint64_t *v, int out)
 	return 0;
 }
 
+/* listen:tcp:ADDR:PORT or tcp:ADDR:PORT: a TCP connection, Nagle off (a
+ * message is one word, sent at once). */
+static int open_tcp(const char *spec, int listening)
+{
+	char host[64];
+	const char *colon = strrchr(spec, ':');
+	struct sockaddr_in a;
+	int fd, one = 1;
+
+	if (!colon || (size_t)(colon - spec) >= sizeof host)
+		return -1;
+	memcpy(host, spec, (size_t)(colon - spec));
+	host[colon - spec] = 0;
+	memset(&a, 0, sizeof a);
+	a.sin_family = AF_INET;
+	a.sin_port = htons((uint16_t)atoi(colon + 1));
+	if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
+		return -1;
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0)
+		return -1;
+	if (listening) {
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 1) < 0)
+			return -1;
+		int c = accept(fd, NULL, NULL);
+		close(fd);
+		fd = c;
+	} else {
+		int i;
+		for (i = 0; i < 6000; i++) { /* the listener may not be up yet */
+			if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0)
+				break;
+			close(fd);
+			fd = socket(AF_INET, SOCK_STREAM, 0);
+			if (fd < 0)
+				return -1;
+			struct timespec ts = {0, 10000000};
+			nanosleep(&ts, NULL);
+		}
+		if (i == 6000) {
+			close(fd);
+			return -1;
+		}
+	}
+	if (fd >= 0)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	return fd;
+}
+
 static int open_endpoint(const char *ep)
 {
 	struct sockaddr_un a;
@@ -77,6 +132,10 @@ static int open_endpoint(const char *ep)
 
 	if (!strncmp(ep, "dev:", 4))
 		return open(ep + 4, O_RDWR | O_NOCTTY);
+	if (!strncmp(ep, "listen:tcp:", 11))
+		return open_tcp(ep + 11, 1);
+	if (!strncmp(ep, "tcp:", 4))
+		return open_tcp(ep + 4, 0);
 	memset(&a, 0, sizeof a);
 	a.sun_family = AF_UNIX;
 	const char *path = strchr(ep, ':') ? strchr(ep, ':') + 1 : ep;
@@ -112,7 +171,8 @@ int main(int argc, char **argv)
 	int pause_at_half = 0;
 
 	if (argc < 4 || (strcmp(argv[1], "serve") && strcmp(argv[1], "client"))) {
-		fprintf(stderr, "usage: %s serve|client listen:PATH|unix:PATH|dev:PATH N [pause]\n", argv[0]);
+		fprintf(stderr, "usage: %s serve|client listen:PATH|unix:PATH|dev:PATH|"
+				"listen:tcp:ADDR:PORT|tcp:ADDR:PORT N [pause]\n", argv[0]);
 		return 2;
 	}
 	serve = !strcmp(argv[1], "serve");

@@ -26,8 +26,10 @@ messages in the same run, and whether it is within TARGET_WIDTH_RATIO of
 it (printed, not required).  `defaults_tcp`: the same with the link over
 TCP (the Usage's `listen:tcp:` on the host, `tcp:` in the guest), through
 qemu's user networking (run-vm.sh --net: the guest's 10.0.2.2:PORT is the
-host's 127.0.0.1:PORT); the program's messages still cross their own
-virtio-serial port.
+host's 127.0.0.1:PORT); the program's messages cross TCP too, by the same
+path (the server listens on the host's 127.0.0.1, the guest's client
+connects to 10.0.2.2), so that the bound is judged against the fastest
+message of its own link kind.
 
 Oracles (check_clock_link.py's): every stated bound holds against every
 message; without a pause, no segment of either end's map begins with a
@@ -85,12 +87,17 @@ def monitor(path, cmd):
         time.sleep(0.2)  # the reply echoes; nothing waits on it
 
 
-def free_tcp_port():
-    """A port of the host's loopback that nothing listens on now (the
-    host's daemon listens there next)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_tcp_ports(count):
+    """`count` distinct ports of the host's loopback that nothing listens on
+    now (the host's daemon and program listen there next)."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def kernel_order(check, host_out, guest_out, n, width):
@@ -202,7 +209,7 @@ def main():
     defaults = mode in ("defaults", "defaults_tcp")
     tcp = mode == "defaults_tcp"
     args = [] if defaults else ["--sync-period", "4"]
-    tcp_port = free_tcp_port() if tcp else 0
+    tcp_port, app_port = free_tcp_ports(2) if tcp else (0, 0)
     for v in names:
         args += ["--sync-guest", "%s=listen:tcp:127.0.0.1:%d" % (v, tcp_port) if tcp else
                  "%s=unix:%s" % (v, vms[v][1])]
@@ -213,19 +220,21 @@ def main():
     servers, guests = {}, {}
     for v in names:
         out, sync_sock, app_sock, kbase = vms[v]
-        servers[v] = subprocess.Popen([prog, "serve", "unix:" + app_sock, str(n)] +
+        app_ep = "listen:tcp:127.0.0.1:%d" % app_port if tcp else "unix:" + app_sock
+        servers[v] = subprocess.Popen([prog, "serve", app_ep, str(n)] +
                                       (["pause"] if mode == "pause" else []),
                                       env=dict(env, SYNCPP_KBASE=str(kbase)), stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, text=True)
         guests[v] = subprocess.Popen([os.path.join(HERE, "run-vm.sh"), "--out", out, "--build-root", build_root,
                                       "--timeout", "300", "--smp", "2" if defaults else "1"]
-                                     + (["--net"] if tcp else ["--port", "org.strata.sync=" + sync_sock])
-                                     + ["--port", "org.strata.app=" + app_sock]
+                                     + (["--net"] if tcp else ["--port", "org.strata.sync=" + sync_sock,
+                                                               "--port", "org.strata.app=" + app_sock])
                                      + (["--build-module"] if mode == "kernel" else [])
                                      + ["--", os.path.join(HERE, "guest-clocks.sh"), strata, consumerd, prog, str(n),
                                         "kernel" if mode == "kernel" else "plain", str(kbase),
                                         "default" if defaults else "4"]
-                                     + (["tcp:10.0.2.2:%d" % tcp_port] if tcp else []),
+                                     + (["tcp:10.0.2.2:%d" % tcp_port, "tcp:10.0.2.2:%d" % app_port] if tcp
+                                        else []),
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     vm = vms["vm1"][0]
     half = servers["vm1"].stdout.readline().strip()

@@ -1,5 +1,5 @@
 #!/bin/sh
-# guest-clocks.sh STRATA CONSUMERD PINGPONG N [plain|kernel [KBASE [PERIOD [LINK]]]] - the guest's half of
+# guest-clocks.sh STRATA CONSUMERD PINGPONG N [plain|kernel [KBASE [PERIOD [LINK [APP]]]]] - the guest's half of
 # check_clock_vm.py (run by run-vm.sh in the guest): a daemon that follows
 # the host's clock over the virtio-serial port org.strata.sync (LINK
 # `virtio`, the default) or over TCP (LINK `tcp:HOST:PORT`: run-vm.sh's
@@ -7,9 +7,10 @@
 # the daemon's own adaptive rate), a session
 # recording syncpp:* (`kernel`: also the guest kernel's read and write
 # system calls, the module loaded by run-vm.sh) into $STRATA_VM_OUT/guest-trace (the folder shared with
-# the host), and the ping-pong's client on the port org.strata.app.
+# the host), and the ping-pong's client on the port org.strata.app (APP `virtio`, the default) or
+# over TCP (APP `tcp:HOST:PORT`, the link kind's own path).
 set -u
-strata=$1 consumerd=$2 prog=$3 n=$4 kernel=${5:-} kbase=${6:-0} period=${7:-4} link=${8:-virtio}
+strata=$1 consumerd=$2 prog=$3 n=$4 kernel=${5:-} kbase=${6:-0} period=${7:-4} link=${8:-virtio} appl=${9:-virtio}
 out=$STRATA_VM_OUT
 port() { # the device of the virtio-serial port named $1 (no udev here)
 	for d in /sys/class/virtio-ports/*; do
@@ -25,7 +26,12 @@ wait_for() {
 	done
 }
 answered() { "$strata" status G 2>/dev/null | sed -n 's/.* \([0-9]*\) of [0-9]* probe(s) answered.*/\1/p'; }
-app=$(port org.strata.app)
+if [ "$appl" = virtio ]; then
+	app=$(port org.strata.app)
+	[ -z "$app" ] || app=dev:$app
+else
+	app=$appl
+fi
 if [ "$link" = virtio ]; then
 	sync=$(port org.strata.sync)
 	link=virtio:$sync
@@ -46,7 +52,7 @@ if [ "$kernel" = kernel ]; then
 fi
 "$strata" start G || exit 1
 wait_for 60 sh -c "'$strata' status G | grep -q 'bound width'" || { echo "guest: the link never came up"; "$strata" status G; exit 1; }
-SYNCPP_KBASE=$kbase "$prog" client "dev:$app" "$n" || { echo "guest: the ping-pong failed"; exit 1; }
+SYNCPP_KBASE=$kbase "$prog" client "$app" "$n" || { echo "guest: the ping-pong failed"; exit 1; }
 # Probes after the last message, so that its time lies inside the map.
 a0=$(answered)
 wait_for 30 sh -c "[ \$('$strata' status G | sed -n 's/.* \([0-9]*\) of [0-9]* probe(s) answered.*/\1/p') -ge $((a0 + 10)) ]" ||
