@@ -16,14 +16,20 @@ else
 	files=$(find . -path ./kmod -prune -o -path './build*' -prune -o \
 		\( -name '*.c' -o -name '*.h' -o -name '*.cpp' -o -name '*.hpp' \) -type f -print | sed 's|^\./||' | sort)
 fi
+files=$(for f in $files; do [ -f "$f" ] && echo "$f"; done) # tracked, not deleted
+# One clang-format for all the files (a process per file took 30-110 s
+# on a loaded 2-CPU machine, past the test's budget): --dry-run names each
+# file that differs, then each of those is shown as a diff.
+if [ "${1:-}" = --fix ]; then
+	echo "$files" | xargs -r clang-format -i
+	exit 0
+fi
+bad=$(echo "$files" | xargs -r clang-format --dry-run 2>&1 |
+	sed -n 's/^\(.*\):[0-9]*:[0-9]*: warning: code should be clang-formatted.*/\1/p' | sort -u)
 fail=0
-for f in $files; do
-	[ -f "$f" ] || continue
-	if [ "${1:-}" = --fix ]; then
-		clang-format -i "$f"
-	elif ! clang-format "$f" | diff -u --label "$f" --label "$f (clang-format)" "$f" -; then
-		fail=1
-	fi
+for f in $bad; do
+	clang-format "$f" | diff -u --label "$f" --label "$f (clang-format)" "$f" -
+	fail=1
 done
 [ "$fail" = 0 ] && echo "format: $(echo $files | wc -w) files clean"
 exit $fail

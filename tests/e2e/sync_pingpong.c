@@ -171,8 +171,10 @@ int main(int argc, char **argv)
 	int pause_at_half = 0;
 
 	if (argc < 4 || (strcmp(argv[1], "serve") && strcmp(argv[1], "client"))) {
-		fprintf(stderr, "usage: %s serve|client listen:PATH|unix:PATH|dev:PATH|"
-				"listen:tcp:ADDR:PORT|tcp:ADDR:PORT N [pause]\n", argv[0]);
+		fprintf(stderr,
+			"usage: %s serve|client listen:PATH|unix:PATH|dev:PATH|"
+			"listen:tcp:ADDR:PORT|tcp:ADDR:PORT N [pause]\n",
+			argv[0]);
 		return 2;
 	}
 	serve = !strcmp(argv[1], "serve");
