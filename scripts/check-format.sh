@@ -24,8 +24,10 @@ if [ "${1:-}" = --fix ]; then
 	echo "$files" | xargs -r clang-format -i
 	exit 0
 fi
-bad=$(echo "$files" | xargs -r clang-format --dry-run 2>&1 |
-	sed -n 's/^\(.*\):[0-9]*:[0-9]*: warning: code should be clang-formatted.*/\1/p' | sort -u)
+# clang-format's own failure (a file it cannot read or parse) fails the
+# check too: without it no file would be named and the check would pass.
+out=$(echo "$files" | xargs -r clang-format --dry-run 2>&1) || { echo "$out"; echo "format: clang-format failed"; exit 1; }
+bad=$(echo "$out" | sed -n 's/^\(.*\):[0-9]*:[0-9]*: warning: code should be clang-formatted.*/\1/p' | sort -u)
 fail=0
 for f in $bad; do
 	clang-format "$f" | diff -u --label "$f" --label "$f (clang-format)" "$f" -

@@ -98,8 +98,10 @@ static int open_tcp(const char *spec, int listening)
 		return -1;
 	if (listening) {
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-		if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 1) < 0)
+		if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 1) < 0) {
+			close(fd);
 			return -1;
+		}
 		int c = accept(fd, NULL, NULL);
 		close(fd);
 		fd = c;
