@@ -44,6 +44,9 @@ constexpr int kReprobePeriods = 3;
 constexpr int kTrainLen = 4;
 // Pings replaced unanswered whose answers are still taken (late_answer).
 constexpr int kLateKeep = 8;
+// Answers to the peer's pings remembered for its RESULTs (Serve::pongs): a
+// train's 4 and the replaced pings', with room to spare.
+constexpr int kPongKeep = 32;
 // A probe whose round trip exceeds this multiple of the least one seen (plus
 // kRttSlackNs) is not fed to the estimator: it is valid but loose, and the
 // hulls would drop it anyway (docs/clocks.md, "RTT filter").
@@ -317,7 +320,12 @@ bool SyncLink::send_frame(int fd, const SyncFrame &f, int64_t *stamp)
 		for (size_t i = 0; i < 8; i++)
 			b[at + i] = static_cast<uint8_t>(static_cast<uint64_t>(*stamp) >> (8 * i));
 	}
-	const ssize_t n = write(fd, b.data(), b.size());
+	// A socket's peer gone is an error here, never a SIGPIPE (the link
+	// may run in a process that does not ignore it: the unit tests); a
+	// virtio port or a serial line is not a socket.
+	ssize_t n = send(fd, b.data(), b.size(), MSG_NOSIGNAL);
+	if (n < 0 && errno == ENOTSOCK)
+		n = write(fd, b.data(), b.size());
 	if (n == static_cast<ssize_t>(b.size()))
 		return true;
 	// A full pipe drops the frame (a probe lost is a probe not made); a
@@ -363,6 +371,16 @@ struct SyncLink::Serve {
 	};
 	Replaced replaced[kLateKeep] = {};
 	unsigned replaced_n = 0;
+	// Our latest answers to the peer's pings: the send stamp (t3) and the
+	// count of segment breaks then.  The peer's RESULT for that probe
+	// comes at its train's end, after this end may have seen a step; a
+	// probe answered before the latest break is stale (fresh_result).
+	struct Pong {
+		int64_t t3;
+		uint64_t breaks;
+	};
+	Pong pongs[kPongKeep] = {};
+	unsigned pongs_n = 0;
 	bool train_spin = false;
 	int64_t train_spin_end = 0;
 };
@@ -503,7 +521,7 @@ bool SyncLink::end_train(Serve &sv)
 			caught_ += a.caught;
 			if (a.t4 >= a.t1 && (min_wait_ < 0 || a.t4 - a.t1 < min_wait_))
 				min_wait_ = a.t4 - a.t1;
-			if (a.late && !late_fits(a.t1, a.t2, a.t3, a.t4))
+			if (a.late && !late_fits(true, a.t1, a.t2, a.t3, a.t4))
 				a.unfit = true;
 			else
 				slow |= take_probe(a.t1, a.t2, a.t3, a.t4, true);
@@ -531,7 +549,7 @@ bool SyncLink::end_train(Serve &sv)
 // step it saw would begin a segment before exchanges already fed (the
 // segments out of time order: measured once in kernel.clock_vm_pause);
 // steps are the current ping's to see.
-bool SyncLink::late_fits(int64_t t1, int64_t t2, int64_t t3, int64_t t4) const
+bool SyncLink::late_fits(bool ours, int64_t t1, int64_t t2, int64_t t3, int64_t t4) const
 {
 	constexpr int64_t kMax = int64_t{1} << 61; // as take_probe's
 	for (int64_t t : {t1, t2, t3, t4})
@@ -540,8 +558,23 @@ bool SyncLink::late_fits(int64_t t1, int64_t t2, int64_t t3, int64_t t4) const
 	const int64_t rtt = (t4 - t1) - (t3 - t2);
 	if (rtt < 0 || (min_rtt_ >= 0 && rtt > kRttFactor * min_rtt_ + kRttSlackNs))
 		return false;
-	const bool src = spec_.follower; // this end's probe: src = (follower == ours)
+	const bool src = spec_.follower == ours; // as take_probe's
 	return !est_.contradicts(src, t1, t2) && !est_.contradicts(!src, t3, t4);
+}
+
+// A RESULT (the peer's probe, told at its train's end) may see a step only
+// if this end answered the probe after the latest segment break: one
+// answered before, told after this end's own probe saw a step, is from the
+// old clock and would begin a segment going back, then the next probe one
+// going forward again (three breaks for one step, measured under TSan in
+// e2e.clock_step_relay).  Such a RESULT is fed only if it fits (late_fits).
+// A RESULT whose answer is not among the latest kPongKeep is stale too.
+bool SyncLink::fresh_result(const Serve &sv, const SyncFrame &f) const
+{
+	for (const Serve::Pong &p : sv.pongs)
+		if (p.t3 == f.t3 && p.t3 != 0)
+			return p.breaks == breaks_;
+	return false;
 }
 
 // A PONG that answers a ping replaced unanswered (one of the latest
@@ -654,6 +687,8 @@ bool SyncLink::on_frame(Serve &sv, const SyncFrame &f, int64_t t_recv)
 		r.t1 = f.t1;
 		r.t2 = t_recv;
 		send_frame(fd, r, &r.t3); // t3 stamped right before the write
+		std::lock_guard<std::mutex> g(mu_);
+		sv.pongs[sv.pongs_n++ % kPongKeep] = {r.t3, breaks_};
 		return false;
 	}
 	if (f.type == kSyncPong) {
@@ -672,8 +707,15 @@ bool SyncLink::on_frame(Serve &sv, const SyncFrame &f, int64_t t_recv)
 		return false;
 	}
 	std::lock_guard<std::mutex> g(mu_);
-	if (f.type == kSyncResult)
-		return take_probe(f.t1, f.t2, f.t3, f.aux, false);
+	if (f.type == kSyncResult) {
+		if (fresh_result(sv, f))
+			return take_probe(f.t1, f.t2, f.t3, f.aux, false);
+		if (late_fits(false, f.t1, f.t2, f.t3, f.aux))
+			take_probe(f.t1, f.t2, f.t3, f.aux, false); // fits: starts nothing
+		else
+			stale_++;
+		return false;
+	}
 	if (f.type == kSyncTsc) {
 		// Untrusted: a rate far from any TSC's is not believed.
 		const double npc = static_cast<double>(f.aux) / 4294967296.0;

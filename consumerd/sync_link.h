@@ -147,7 +147,9 @@ private:
 	bool end_train(Serve &sv); // true: a slow probe in it, probe now
 	void end_spin(Serve &sv);
 	void late_answer(Serve &sv, const SyncFrame &f, int64_t t_recv);
-	bool late_fits(int64_t t1, int64_t t2, int64_t t3, int64_t t4) const; // mu_ held
+	// ours: this end's probe, as take_probe's
+	bool late_fits(bool ours, int64_t t1, int64_t t2, int64_t t3, int64_t t4) const; // mu_ held
+	bool fresh_result(const Serve &sv, const SyncFrame &f) const;                    // mu_ held
 	int wait_ms(Serve &sv);
 	bool read_frames(Serve &sv);
 	bool on_frame(Serve &sv, const SyncFrame &f, int64_t t_recv); // true: probe now
@@ -193,6 +195,7 @@ private:
 	int64_t min_rtt_ = -1;
 	uint64_t late_ = 0; // answers to pings replaced meanwhile (late_answer)
 	uint64_t breaks_ = 0;
+	uint64_t stale_ = 0;         // RESULTs answered before the latest break, not fitting: dropped
 	uint64_t kernel_stamps_ = 0; // receives stamped by the kernel (SO_TIMESTAMPNS)
 	int64_t spun_ns_ = 0;        // CPU spent polling for answers (SyncSpec::spin)
 	// Answers to this end's probes: the least wait from send to answer

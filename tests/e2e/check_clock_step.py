@@ -267,7 +267,17 @@ def main():
                               stderr=subprocess.STDOUT, text=True)
     check(server.stdout.readline().strip() == "half", "the exchange is half-way")
     open(step_file, "w").close()
-    wait_for(lambda: "2 segments" in status_of(strata, envs["guest"], "S"), "the guest's link to see the step", 20)
+    seen = {}
+
+    def segments():
+        seen["status"] = status_of(strata, envs["guest"], "S")
+        m = re.search(r", (\d+) segments", seen["status"])
+        return int(m.group(1)) if m else 1
+
+    wait_for(lambda: segments() >= 2, "the guest's link to see the step", 20)
+    # One step, one new segment: a probe from before the step, told after
+    # it, starts none (sync_link_test's SyncLinkResults).
+    check(segments() == 2, "the guest's link sees one step as one new segment (%s)" % seen["status"].strip())
     server.stdin.write("go on\n")
     server.stdin.flush()
     client_out = client.communicate(timeout=120)[0]

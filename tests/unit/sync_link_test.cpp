@@ -5,7 +5,9 @@
  * metadata clock rewrite (babeltrace2-visible text, done twice = once), the
  * adaptive probe rate (sync_rate.h) through its phases; and two links
  * talking through a relay that delays one direction: probes in trains, and
- * a link whose answers come later than a probe's replacement still up.
+ * a link whose answers come later than a probe's replacement still up;
+ * and a scripted reference whose probe, answered before a step and told
+ * after it, starts no segment.
  */
 #include <gtest/gtest.h>
 
@@ -424,6 +426,32 @@ uint64_t mono_ns()
 	return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// A listening unix socket at path (anything there first removed), or -1.
+int listen_unix(const std::string &path)
+{
+	const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	sockaddr_un a{};
+	a.sun_family = AF_UNIX;
+	snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+	unlink(path.c_str());
+	if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0 && listen(fd, 1) == 0)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+// A test peer's thread told to stop (relaxed: it polls the flag within
+// 1 ms and is joined right after), joined, its listening socket closed.
+void end_thread(std::atomic<bool> &stop, std::thread &t, int lfd)
+{
+	stop.store(true, std::memory_order_relaxed);
+	if (t.joinable())
+		t.join();
+	if (lfd >= 0)
+		close(lfd);
+}
+
 // A relay between a follower's unix: link and a reference's listen:unix:
 // one, holding each byte from the reference for `delay_ns` (so that every
 // answer to the follower's pings, and every ping of the reference, comes
@@ -433,24 +461,11 @@ public:
 	DelayRelay(const std::string &listen_path, const std::string &peer_path, int64_t delay_ns)
 	    : peer_(peer_path), delay_(delay_ns)
 	{
-		lfd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		sockaddr_un a{};
-		a.sun_family = AF_UNIX;
-		snprintf(a.sun_path, sizeof a.sun_path, "%s", listen_path.c_str());
-		unlink(listen_path.c_str());
-		ok_ = lfd_ >= 0 && bind(lfd_, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0 &&
-		      listen(lfd_, 1) == 0;
+		ok_ = (lfd_ = listen_unix(listen_path)) >= 0;
 		if (ok_)
 			thread_ = std::thread([this] { run(); });
 	}
-	~DelayRelay()
-	{
-		stop_.store(true, std::memory_order_relaxed); // polled within 1 ms
-		if (thread_.joinable())
-			thread_.join();
-		if (lfd_ >= 0)
-			close(lfd_);
-	}
+	~DelayRelay() { end_thread(stop_, thread_, lfd_); }
 	bool ok() const { return ok_; }
 
 private:
@@ -483,7 +498,8 @@ private:
 			}
 			const int64_t now = static_cast<int64_t>(mono_ns());
 			while (!held.empty() && held.front().first <= now) {
-				if (write(f, held.front().second.data(), held.front().second.size()) < 0)
+				if (send(f, held.front().second.data(), held.front().second.size(),
+					 MSG_NOSIGNAL) < 0)
 					return;
 				held.pop_front();
 			}
@@ -493,7 +509,7 @@ private:
 			uint8_t buf[4096];
 			if (p[0].revents) {
 				const ssize_t n = read(f, buf, sizeof buf);
-				if (n <= 0 || write(r, buf, static_cast<size_t>(n)) != n)
+				if (n <= 0 || send(r, buf, static_cast<size_t>(n), MSG_NOSIGNAL) != n)
 					break;
 			}
 			if (p[1].revents) {
@@ -600,6 +616,186 @@ TEST(SyncLinkTrains, AnswersLaterThanTheReplacementKeepTheLinkUp)
 	}
 	EXPECT_EQ(p.ref_segments, 1u) << p.ref_status;
 	EXPECT_EQ(p.fol_segments, 1u) << p.fol_status;
+}
+
+// A scripted reference at the other end of a follower's unix: link: it
+// answers the link's pings at once, and on the test's word sends one ping
+// of its own and, later, that probe's RESULT (as a reference's train end
+// does).  Its stamps are CLOCK_MONOTONIC; the link's are g_step ahead.
+std::atomic<int64_t> g_step{0}; // relaxed: a clock offset read by the link
+uint64_t stepped_ns()
+{
+	return mono_ns() + static_cast<uint64_t>(g_step.load(std::memory_order_relaxed));
+}
+
+class ScriptedReference {
+public:
+	explicit ScriptedReference(const std::string &path)
+	{
+		ok_ = (lfd_ = listen_unix(path)) >= 0;
+		if (ok_)
+			thread_ = std::thread([this] { run(); });
+	}
+	~ScriptedReference() { end_thread(stop_, thread_, lfd_); }
+	bool ok() const { return ok_; }
+	// Release: pairs with run()'s acquire loads.
+	void ping() { want_ping_.store(true, std::memory_order_release); }
+	void result() { want_result_.store(true, std::memory_order_release); }
+	// Acquire: pairs with run()'s release store once the answer came.
+	bool answered() const { return answered_.load(std::memory_order_acquire); }
+
+private:
+	void put(int fd, const SyncFrame &f)
+	{
+		const std::vector<uint8_t> b = encode_sync(f);
+		if (send(fd, b.data(), b.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(b.size()))
+			broken_ = true;
+	}
+	void run()
+	{
+		int fd = -1;
+		std::vector<uint8_t> in;
+		SyncFrame mine; // this end's probe: t1..t3 and, in aux, t4
+		while (!stop_.load(std::memory_order_relaxed) && !broken_) {
+			if (fd < 0) {
+				pollfd p{lfd_, POLLIN, 0};
+				if (poll(&p, 1, 1) > 0)
+					fd = accept(lfd_, nullptr, nullptr);
+				continue;
+			}
+			if (want_ping_.exchange(false, std::memory_order_acquire)) {
+				mine.type = kSyncPing;
+				mine.seq = 7777;
+				mine.t1 = static_cast<int64_t>(mono_ns());
+				put(fd, mine);
+			}
+			if (want_result_.exchange(false, std::memory_order_acquire)) {
+				SyncFrame r = mine;
+				r.type = kSyncResult;
+				put(fd, r);
+			}
+			pollfd p{fd, POLLIN, 0};
+			if (poll(&p, 1, 1) <= 0)
+				continue;
+			uint8_t buf[4096];
+			const ssize_t n = read(fd, buf, sizeof buf);
+			const int64_t t_recv = static_cast<int64_t>(mono_ns());
+			if (n <= 0)
+				break;
+			in.insert(in.end(), buf, buf + n);
+			size_t off = 0;
+			SyncFrame f;
+			for (long r;
+			     off < in.size() && (r = decode_sync(in.data() + off, in.size() - off, &f)) != 0;
+			     off += static_cast<size_t>(r < 0 ? 1 : r)) {
+				if (r < 0)
+					continue;
+				if (f.type == kSyncHello) {
+					SyncFrame h;
+					h.type = kSyncHello;
+					h.seq = 1;
+					h.hostname = "ref";
+					h.boot_id = "00000000-0000-0000-0000-00000000000a";
+					put(fd, h);
+				} else if (f.type == kSyncPing) {
+					SyncFrame a;
+					a.type = kSyncPong;
+					a.seq = f.seq;
+					a.t1 = f.t1;
+					a.t2 = t_recv;
+					a.t3 = static_cast<int64_t>(mono_ns());
+					put(fd, a);
+				} else if (f.type == kSyncPong && f.seq == mine.seq && f.t1 == mine.t1) {
+					mine.t2 = f.t2;
+					mine.t3 = f.t3;
+					mine.aux = t_recv;
+					answered_.store(true, std::memory_order_release);
+				}
+			}
+			in.erase(in.begin(), in.begin() + static_cast<long>(off));
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+
+	int lfd_ = -1;
+	bool ok_ = false, broken_ = false;
+	std::atomic<bool> stop_{false}; // relaxed: joined right after
+	std::atomic<bool> want_ping_{false}, want_result_{false}, answered_{false};
+	std::thread thread_;
+};
+
+// Until pred holds (polled every ms; the link's own threads move it), or
+// 20 s: whether it held.
+template <typename Pred> bool eventually(Pred pred)
+{
+	for (int i = 0; i < 20000; i++) {
+		if (pred())
+			return true;
+		usleep(1000);
+	}
+	return pred();
+}
+
+// "N of both ends' used": N.
+long used_of(const std::string &status)
+{
+	const size_t at = status.find(" of both ends' used");
+	if (at == std::string::npos)
+		return -1;
+	const size_t b = status.rfind(", ", at);
+	return strtol(status.c_str() + (b == std::string::npos ? 0 : b + 2), nullptr, 10);
+}
+
+// The follower's clock steps 1 s forward while the reference's probe is
+// answered but not yet told (its RESULT comes at its train's end).  The
+// follower's own next probe sees the step: 2 segments.  Then the RESULT
+// comes, its follower stamps from before the step: dropped, said in the
+// status, not a segment going back (and the next probe's going forward
+// again: 4 segments for one step, seen under TSan in e2e.clock_step_relay).
+TEST(SyncLinkResults, OneAnsweredBeforeAStepStartsNoSegment)
+{
+	char dir[] = "/tmp/strata-synclink-XXXXXX";
+	ASSERT_NE(mkdtemp(dir), nullptr);
+	const std::string path = std::string(dir) + "/ref.sock";
+	SyncSpec fs;
+	std::string err;
+	ASSERT_TRUE(parse_sync("host=unix:" + path, true, &fs, &err)) << err;
+	ClockInfo ci;
+	ci.uuid = "00000000-0000-0000-0000-000000000002";
+	std::string status;
+	size_t segments = 0;
+	{
+		ScriptedReference ref(path);
+		ASSERT_TRUE(ref.ok());
+		SyncLink fol(fs, "guest", ci, 10 * 1000000, stepped_ns);
+		ASSERT_TRUE(fol.start(&err)) << err;
+		EXPECT_TRUE(eventually([&] {
+			const std::string s = fol.status_line();
+			return used_of(s) >= 20 && s.find("bound width") != std::string::npos;
+		})) << fol.status_line();
+		ref.ping();
+		EXPECT_TRUE(eventually([&] { return ref.answered(); }));
+		g_step.store(1000000000, std::memory_order_relaxed);
+		EXPECT_TRUE(eventually([&] {
+			return fol.status_line().find(", 2 segments") != std::string::npos;
+		})) << fol.status_line();
+		ref.result();
+		EXPECT_TRUE(eventually([&] {
+			return fol.status_line().find("1 of the peer's from before a step: dropped") !=
+			       std::string::npos;
+		})) << fol.status_line();
+		const long used = used_of(fol.status_line());
+		EXPECT_TRUE(eventually([&] { return used_of(fol.status_line()) >= used + 8; }))
+			<< fol.status_line();
+		status = fol.status_line();
+		segments = fol.record().segments.size();
+	}
+	g_step.store(0, std::memory_order_relaxed);
+	unlink(path.c_str());
+	rmdir(dir);
+	EXPECT_NE(status.find(", 2 segments"), std::string::npos) << status;
+	EXPECT_EQ(segments, 2u) << status;
 }
 
 } // namespace
