@@ -17,7 +17,8 @@ guest's spin (answers caught of those spun for, CPU ms a probe).  Every
 figure is read from the check's own output and files: nothing is typed
 by hand.  Prints each row as it is written.  --consumerd: another
 daemon than BUILD's for both ends (an older build's, to compare; its
-commit column then says "other daemon").
+commit column then says "other daemon"), not under /tmp or /run (the
+guest's are its own: refused, where the guest's daemon would never start).
 """
 import argparse
 import json
@@ -102,6 +103,14 @@ def main():
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     work = os.path.join(build, "bench-clock-vm", a.mode)
+    # The guest sees the host's root, but /tmp and /run are its own: only
+    # the source and build trees are shared at their host paths there.
+    if a.consumerd:
+        d = os.path.realpath(a.consumerd)
+        if not any(d.startswith(os.path.realpath(t) + os.sep) for t in (SRC, build)) and \
+                any(d.startswith(t + os.sep) for t in ("/tmp", "/run")):
+            ap.error("--consumerd %s: under /tmp or /run, which the guest does not share (its own tmpfs): "
+                     "put it in the source or the build tree" % a.consumerd)
     if not os.path.exists(a.out):
         with open(a.out, "w") as f:
             f.write("# Clock link rows (bench/clock_vm.py)\n\nOne row a run of a VM clock check, written by "
