@@ -765,6 +765,20 @@ bool SyncLink::take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool o
 	// The map's source is this clock for a follower, the peer's for a
 	// reference; the probe's first message is sent by its initiator.
 	const bool src = spec_.follower == ours;
+	// Exchanges are fed out of time order: a train's at its end, the
+	// peer's at its train's end (RESULT).  One begun before the current
+	// segment's first message (its earliest target stamp, t2 or t1, lower:
+	// the target's clock runs forward) that the segment does not fit is
+	// from before that segment's step: fed, it would begin a segment
+	// going back and the next probe one going forward again (three breaks
+	// for one step, measured under TSan in e2e.clock_step_serial: this
+	// end's own exchange answered before the step, fed after the peer's
+	// RESULT had shown it).  Dropped and counted.
+	if ((src ? t2 : t1) < est_.first_target() &&
+	    (est_.contradicts(src, t1, t2) || est_.contradicts(!src, t3, t4))) {
+		stale_++;
+		return false;
+	}
 	if (rtt > kRttFactor * min_rtt_ + kRttSlackNs) {
 		// A slow probe is not fed: it is loose, and it may straddle a
 		// step (its ping sent before a pause, received after) while

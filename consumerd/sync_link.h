@@ -195,7 +195,7 @@ private:
 	int64_t min_rtt_ = -1;
 	uint64_t late_ = 0; // answers to pings replaced meanwhile (late_answer)
 	uint64_t breaks_ = 0;
-	uint64_t stale_ = 0;         // RESULTs answered before the latest break, not fitting: dropped
+	uint64_t stale_ = 0;         // exchanges from before the latest break, not fitting: dropped
 	uint64_t kernel_stamps_ = 0; // receives stamped by the kernel (SO_TIMESTAMPNS)
 	int64_t spun_ns_ = 0;        // CPU spent polling for answers (SyncSpec::spin)
 	// Answers to this end's probes: the least wait from send to answer

@@ -56,7 +56,7 @@ std::string SyncLink::status_line() const
 		s += ", peer host " + peer_hostname_;
 	s += "; " + std::to_string(answered_) + " of " + std::to_string(probes_) + " probe(s) answered" +
 	     (late_ ? " (" + std::to_string(late_) + " late: after a new ping)" : "") +
-	     (stale_ ? " (" + std::to_string(stale_) + " of the peer's from before a step: dropped)" : "") +
+	     (stale_ ? " (" + std::to_string(stale_) + " exchange(s) from before a step: dropped)" : "") +
 	     ", " + std::to_string(used_) + " of both ends' used";
 	if (min_rtt_ >= 0)
 		s += ", min RTT " + us(min_rtt_);

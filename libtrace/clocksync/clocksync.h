@@ -112,6 +112,12 @@ public:
 	bool contradicts(bool source_sent, int64_t send, int64_t recv) const;
 	// The next message starts a new segment (link lost, a known fault).
 	void break_segment(Start why, const std::string &note = "");
+	// The target time of the current segment's first message (INT64_MIN
+	// with none, or a break pending).  The target's clock runs forward,
+	// so an exchange begun before it (its earliest target stamp lower)
+	// that no line of the segment fits is from before the segment's step,
+	// fed late: it must not begin a segment going back (SyncLink).
+	int64_t first_target() const { return cur_.n && !pending_break_ ? cur_.org.y : INT64_MIN; }
 
 	// The finished segments, then the current one (its knots computed now).
 	std::vector<Segment> segments() const;
