@@ -44,7 +44,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "export"))
-from strata_testlib import end_daemon, e2e_setup, start_daemon, trace_messages, clock_link_env, poll, wait_for  # noqa: E402
+from strata_testlib import (end_daemon, e2e_setup, kill_at_exit, start_daemon, trace_messages,  # noqa: E402
+                            clock_link_env, poll, wait_for)
 
 SKEW_NS = 2700000000
 SKEW_PPM = 80
@@ -229,8 +230,8 @@ def status_of(strata, env, name):
 
 def run_pair(check, prog, n, server_env, client_env, app, kbase):
     """The ping-pong between a server and a client program, k from kbase."""
-    server = subprocess.Popen([prog, "serve", "listen:" + app, str(n)], env=dict(server_env, SYNCPP_KBASE=str(kbase)),
-                              stdout=subprocess.PIPE, text=True)
+    server = kill_at_exit(subprocess.Popen([prog, "serve", "listen:" + app, str(n)], env=dict(server_env, SYNCPP_KBASE=str(kbase)),
+                              stdout=subprocess.PIPE, text=True))
     check(server.stdout.readline().strip() == "listening", "the server listens")
     client = subprocess.run([prog, "client", "unix:" + app, str(n)], env=dict(client_env, SYNCPP_KBASE=str(kbase)),
                             capture_output=True, text=True, timeout=120)

@@ -42,7 +42,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from strata_testlib import end_daemon, e2e_setup, start_daemon, trace_messages, clock_link_env, wait_for  # noqa: E402
+from strata_testlib import (end_daemon, e2e_setup, kill_at_exit, start_daemon, trace_messages,  # noqa: E402
+                            clock_link_env, wait_for)
 from check_clock_link import bounds, in_gap, status_of, timeline  # noqa: E402
 
 SKEW_NS = 2700000000
@@ -260,11 +261,11 @@ def main():
 
     # The guest's server pauses half-way; the guest's clock steps there.
     app = os.path.join(work, "app.sock")
-    server = subprocess.Popen([prog, "serve", "listen:" + app, str(n), "pause"], env=envs["guest"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    server = kill_at_exit(subprocess.Popen([prog, "serve", "listen:" + app, str(n), "pause"], env=envs["guest"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
     check(server.stdout.readline().strip() == "listening", "the server listens")
-    client = subprocess.Popen([prog, "client", "unix:" + app, str(n)], env=envs["host"], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+    client = kill_at_exit(subprocess.Popen([prog, "client", "unix:" + app, str(n)], env=envs["host"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True))
     check(server.stdout.readline().strip() == "half", "the exchange is half-way")
     open(step_file, "w").close()
     seen = {}

@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 import check_clock_link as ccl  # noqa: E402
 import check_clock_link_relay as ccr  # noqa: E402
 from check_clock_step import STEP_NS, bt2_check, cli_check, tree_bytes  # noqa: E402
-from strata_testlib import (end_daemon, e2e_setup, free_ports, listening, start_daemon,  # noqa: E402
+from strata_testlib import (end_daemon, e2e_setup, free_ports, kill_at_exit, listening, start_daemon,  # noqa: E402
                             strata_checked, trace_messages, clock_link_env, wait_for)
 
 BAUD = 3000000
@@ -168,11 +168,11 @@ def main():
     # Half a second of probes before the exchange (check_clock_step.py).
     wait_for(lambda: used() >= 50, "half a second of probes on the link", 30)
     app = os.path.join(work, "app.sock")
-    server = subprocess.Popen([prog, "serve", "listen:" + app, str(n), "pause"], env=envs["guest"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    server = kill_at_exit(subprocess.Popen([prog, "serve", "listen:" + app, str(n), "pause"], env=envs["guest"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
     check(server.stdout.readline().strip() == "listening", "the server listens")
-    client = subprocess.Popen([prog, "client", "unix:" + app, str(n)], env=envs["host"], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+    client = kill_at_exit(subprocess.Popen([prog, "client", "unix:" + app, str(n)], env=envs["host"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True))
     check(server.stdout.readline().strip() == "half", "the exchange is half-way")
     open(step_file, "w").close()
     wait_for(lambda: "2 segments" in ccl.status_of(strata, envs["guest"], "S"), "the guest's link to see the step", 20)

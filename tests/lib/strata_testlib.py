@@ -89,6 +89,14 @@ def listening(port):
         return False
 
 
+def kill_at_exit(p):
+    """p, killed when the check ends if it still runs (a failure, an
+    exception): a program waiting for a peer that is gone would hold
+    ctest's output pipe, or linger after the test."""
+    atexit.register(lambda: p.poll() is None and p.kill())
+    return p
+
+
 def start_daemon(consumerd, socket, env, extra=(), stderr=None):
     """strata-consumerd on `socket`, returned once it says it listens
     (stderr: where its log goes, the test's own by default)."""
