@@ -8,9 +8,9 @@ cd "$(dirname "$0")/.."
 source scripts/deps.sh
 strata_install_deps
 jobs=$(nproc)
-status=0 passed=0 failed=0 skipped=0 why=""
+status=0 passed=0 failed=0 skipped=0 why="" times=""
 run_suite() { # name, cmake args, ctest args
-  local name=$1 cmake_args=$2 ctest_args=$3 dir="build-test-$1"
+  local name=$1 cmake_args=$2 ctest_args=$3 dir="build-test-$1" t0=$SECONDS t1
   echo "==== $name: configure + build"
   if ! { cmake -S . -B "$dir" $cmake_args >"$dir.log" 2>&1 &&
          cmake --build "$dir" -j"$jobs" >>"$dir.log" 2>&1; }; then
@@ -19,7 +19,8 @@ run_suite() { # name, cmake args, ctest args
     status=1 failed=$((failed + 1))
     return
   fi
-  echo "==== $name: ctest"
+  t1=$SECONDS
+  echo "==== $name: ctest (built in $((t1 - t0)) s)"
   local junit="$PWD/$dir.junit.xml"
   rm -f "$junit"
   # What the tests leave in /tmp, /run, /dev/shm and XDG_RUNTIME_DIR: listed
@@ -45,6 +46,8 @@ run_suite() { # name, cmake args, ctest args
   why+=$(sed '$d' <<<"$sum" | awk -v n="$name" '/^FAILED: /{print n ": " $0; f=1; next} /^    /&&f{print; next} {f=0}')$'\n'
   read -r p f s <<<"$(tail -n 1 <<<"$sum")"
   echo "==== $name: $p passed, $f failed, $s skipped"
+  # Where the suite's time goes (a CI run shows only its log's ends).
+  times+="$name: built in $((t1 - t0)) s, tested in $((SECONDS - t1)) s; "
   passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
   [ "$f" = 0 ] || status=1
 }
@@ -59,5 +62,6 @@ run_suite asan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=address" "-LE no-sani
 run_suite tsan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=thread" "-LE no-sanitizer|no-tsan"
 echo "==== test suite (normal, asan+ubsan, tsan):"
 [ -z "${why//$'\n'/}" ] || printf '%s' "$why" | sed '/^$/d'
+echo "${times}whole run ${SECONDS} s"
 echo "$passed passed, $failed failed, $skipped skipped"
 exit $status
