@@ -106,6 +106,7 @@ def bt2_check(check, dirs, n, link, sends_raw):
           "distinct, of %d)" % (total, len(seen), 4 * n))
     check(ordered, "babeltrace2's merged order is by time")
     out_gap, in_gap_n, inv_out, inv_in = 0, 0, 0, 0
+    inv_at = []  # (guest's raw value, direction) of each inverted message in the gap
     for (name, k) in list(at):
         if name != "syncpp:send" or ("syncpp:recv", k) not in at:
             continue
@@ -115,12 +116,26 @@ def bt2_check(check, dirs, n, link, sends_raw):
         if in_gap(link, s_val if g_send else r_val):
             in_gap_n += 1
             inv_in += bad
+            if bad:
+                inv_at.append((s_val if g_send else r_val, "guest->host" if g_send else "host->guest"))
         else:
             out_gap += 1
             inv_out += bad
     check(inv_out == 0, "babeltrace2 (one CTF trace per clock piece): %d of %d messages outside the step's gap "
           "inverted" % (inv_out, out_gap))
     print("babeltrace2 in the step's gap: %d of %d messages inverted" % (inv_in, in_gap_n))
+    if inv_at:
+        # Where they lie (the guest's raw ns, from the gap's start), against
+        # the segments (and a stored handover): what placed them wrong.
+        segs = [sg for sg in link["segments"] if sg["bounded"]]
+        x0 = max((sg["x_last"] for sg in segs if sg["x_last"] < min(x for x, _ in inv_at)), default=0)
+        print("  segments (start, x_first, x_last, messages, piece_from; ms from the gap's start): " +
+              "; ".join("%s %.3f %.3f %d %s" % (sg["start"], (sg["x_first"] - x0) / 1e6, (sg["x_last"] - x0) / 1e6,
+                                                 sg["messages"], sg.get("piece_from", "-")) for sg in segs))
+        for d in ("guest->host", "host->guest"):
+            xs = sorted((x - x0) / 1e6 for x, dd in inv_at if dd == d)
+            if xs:
+                print("  inverted %s: %d, from %.3f to %.3f ms" % (d, len(xs), xs[0], xs[-1]))
 
 
 def cli_check(check, dirs, n):
