@@ -662,13 +662,18 @@ private:
 		if (send(fd, b.data(), b.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(b.size()))
 			broken_ = true;
 	}
+	// This end's probe, sent now.
+	void probe_now(int fd)
+	{
+		mine_.type = kSyncPing;
+		mine_.seq = 7777;
+		mine_.t1 = static_cast<int64_t>(mono_ns());
+		put(fd, mine_);
+	}
 	void run()
 	{
 		int fd = -1;
 		std::vector<uint8_t> in;
-		SyncFrame mine; // this end's probe: t1..t3 and, in aux, t4
-		int64_t last_ping = 0;
-		int stepping = 0; // step_mid_train: 1 its ping answered, 2 stepped
 		while (!stop_.load(std::memory_order_relaxed) && !broken_) {
 			if (fd < 0) {
 				pollfd p{lfd_, POLLIN, 0};
@@ -676,14 +681,10 @@ private:
 					fd = accept(lfd_, nullptr, nullptr);
 				continue;
 			}
-			if (want_ping_.exchange(false, std::memory_order_acquire)) {
-				mine.type = kSyncPing;
-				mine.seq = 7777;
-				mine.t1 = static_cast<int64_t>(mono_ns());
-				put(fd, mine);
-			}
+			if (want_ping_.exchange(false, std::memory_order_acquire))
+				probe_now(fd);
 			if (want_result_.exchange(false, std::memory_order_acquire)) {
-				SyncFrame r = mine;
+				SyncFrame r = mine_;
 				r.type = kSyncResult;
 				put(fd, r);
 			}
@@ -700,63 +701,68 @@ private:
 			SyncFrame f;
 			for (long r;
 			     off < in.size() && (r = decode_sync(in.data() + off, in.size() - off, &f)) != 0;
-			     off += static_cast<size_t>(r < 0 ? 1 : r)) {
-				if (r < 0)
-					continue;
-				if (f.type == kSyncHello) {
-					SyncFrame h;
-					h.type = kSyncHello;
-					h.seq = 1;
-					h.hostname = "ref";
-					h.boot_id = "00000000-0000-0000-0000-00000000000a";
-					put(fd, h);
-				} else if (f.type == kSyncPing && stepping == 1) {
-					// The train's next ping: held; the step.
-					stepping = 2;
-					g_step.store(step_ns_, std::memory_order_relaxed);
-					mine.type = kSyncPing;
-					mine.seq = 7777;
-					mine.t1 = static_cast<int64_t>(mono_ns());
-					put(fd, mine);
-					tell_result_ = true;
-				} else if (f.type == kSyncPing) {
-					const bool first = t_recv - last_ping >= 50000000;
-					last_ping = t_recv;
-					if (first && stepping == 0 &&
-					    want_step_.exchange(false, std::memory_order_acquire))
-						stepping = 1;
-					SyncFrame a;
-					a.type = kSyncPong;
-					a.seq = f.seq;
-					a.t1 = f.t1;
-					a.t2 = t_recv;
-					a.t3 = static_cast<int64_t>(mono_ns());
-					put(fd, a);
-				} else if (f.type == kSyncPong && f.seq == mine.seq && f.t1 == mine.t1) {
-					mine.t2 = f.t2;
-					mine.t3 = f.t3;
-					mine.aux = t_recv;
-					if (tell_result_) {
-						SyncFrame r = mine;
-						r.type = kSyncResult;
-						put(fd, r);
-						tell_result_ = false;
-					}
-					answered_.store(true, std::memory_order_release);
-				}
-			}
+			     off += static_cast<size_t>(r < 0 ? 1 : r))
+				if (r > 0)
+					on_frame(fd, f, t_recv);
 			in.erase(in.begin(), in.begin() + static_cast<long>(off));
 		}
 		if (fd >= 0)
 			close(fd);
+	}
+	// run()'s: one frame from the link, received at t_recv.
+	void on_frame(int fd, const SyncFrame &f, int64_t t_recv)
+	{
+		if (f.type == kSyncHello) {
+			SyncFrame h;
+			h.type = kSyncHello;
+			h.seq = 1;
+			h.hostname = "ref";
+			h.boot_id = "00000000-0000-0000-0000-00000000000a";
+			put(fd, h);
+		} else if (f.type == kSyncPing && stepping_ == 1) {
+			// The train's next ping: held; the step.
+			stepping_ = 2;
+			g_step.store(step_ns_, std::memory_order_relaxed);
+			probe_now(fd);
+			tell_result_ = true;
+		} else if (f.type == kSyncPing) {
+			const bool first = t_recv - last_ping_ >= 50000000;
+			last_ping_ = t_recv;
+			if (first && stepping_ == 0 && want_step_.exchange(false, std::memory_order_acquire))
+				stepping_ = 1;
+			SyncFrame a;
+			a.type = kSyncPong;
+			a.seq = f.seq;
+			a.t1 = f.t1;
+			a.t2 = t_recv;
+			a.t3 = static_cast<int64_t>(mono_ns());
+			put(fd, a);
+		} else if (f.type == kSyncPong && f.seq == mine_.seq && f.t1 == mine_.t1) {
+			mine_.t2 = f.t2;
+			mine_.t3 = f.t3;
+			mine_.aux = t_recv;
+			if (tell_result_) {
+				SyncFrame r = mine_;
+				r.type = kSyncResult;
+				put(fd, r);
+				tell_result_ = false;
+			}
+			answered_.store(true, std::memory_order_release);
+		}
 	}
 
 	int lfd_ = -1;
 	bool ok_ = false, broken_ = false;
 	std::atomic<bool> stop_{false}; // relaxed: joined right after
 	std::atomic<bool> want_ping_{false}, want_result_{false}, answered_{false}, want_step_{false};
-	int64_t step_ns_ = 0;     // written before want_step_'s release store
-	bool tell_result_ = false; // run()'s own
+	int64_t step_ns_ = 0; // written before want_step_'s release store
+	// run()'s own: this end's probe (t1..t3 and, in aux, t4), the last
+	// ping's receive, step_mid_train's progress (1: its ping answered, 2:
+	// stepped), a RESULT due on the probe's answer.
+	SyncFrame mine_;
+	int64_t last_ping_ = 0;
+	int stepping_ = 0;
+	bool tell_result_ = false;
 	std::thread thread_;
 };
 
