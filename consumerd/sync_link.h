@@ -99,6 +99,28 @@ std::vector<uint8_t> encode_sync(const SyncFrame &f);
 // bytes are needed, -1 if the first byte cannot start a frame (skip it).
 long decode_sync(const uint8_t *buf, size_t n, SyncFrame *f);
 
+// A kernel receive time (REALTIME) put on the trace clock: `now` (the trace
+// clock read after REALTIME `rt`) less the data's age.  That carries the
+// trace clock's offset from REALTIME now back to the arrival, wrong by a
+// step of the trace clock between them (a written TSC; the tests' step):
+// data that came before a step and was read after it would be stamped as
+// if it came after.  So each call notes the offset; one that changed by
+// more than kJumpNs since the last call marks a jump somewhere between
+// them, and data that arrived before this call's REALTIME takes `now` (late
+// by its age: a late receive weakens a constraint, never breaks it).  Also
+// `now` for an age below 0 or over a second (REALTIME stepped).  Per link,
+// its thread only.
+class KernelStamps {
+public:
+	static constexpr int64_t kJumpNs = 1000000; // 1 ms: far above two clock reads' skew
+	int64_t stamp(int64_t kernel_rt, int64_t rt, int64_t now);
+
+private:
+	bool have_ = false;
+	int64_t offset_ = 0;          // now - rt at the last call
+	int64_t jump_rt_ = INT64_MIN; // REALTIME of the last call that saw a jump
+};
+
 class SyncLink {
 public:
 	using Clock = uint64_t (*)();
@@ -171,6 +193,7 @@ private:
 	bool send_frame(int fd, const SyncFrame &f, int64_t *stamp = nullptr);
 	bool sleep_ns(uint64_t ns); // false: stop asked
 	ssize_t read_stamped(int fd, uint8_t *buf, size_t len, int64_t *t_recv);
+	KernelStamps kstamps_; // read_stamped's: the link's thread only
 
 	const SyncSpec spec_;
 	const std::string hostname_;

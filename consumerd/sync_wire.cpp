@@ -258,17 +258,14 @@ ssize_t SyncLink::read_stamped(int fd, uint8_t *buf, size_t len, int64_t *t_recv
 	*t_recv = 0;
 	if (n <= 0)
 		return n;
+	const int64_t rt_ns = rt.tv_sec * 1000000000LL + rt.tv_nsec;
 	for (cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS &&
 		    c->cmsg_len >= CMSG_LEN(sizeof(timespec))) {
 			timespec ts;
 			memcpy(&ts, CMSG_DATA(c), sizeof ts);
-			const int64_t age =
-				(rt.tv_sec - ts.tv_sec) * 1000000000LL + (rt.tv_nsec - ts.tv_nsec);
-			// A time in the future or older than a second is not
-			// believed (the realtime clock stepped between).
-			if (age >= 0 && age < 1000000000LL) {
-				*t_recv = now - age;
+			*t_recv = kstamps_.stamp(ts.tv_sec * 1000000000LL + ts.tv_nsec, rt_ns, now);
+			if (*t_recv != now) {
 				std::lock_guard<std::mutex> g(mu_);
 				kernel_stamps_++;
 			}
@@ -276,6 +273,19 @@ ssize_t SyncLink::read_stamped(int fd, uint8_t *buf, size_t len, int64_t *t_recv
 	if (!*t_recv)
 		*t_recv = now;
 	return n;
+}
+
+int64_t KernelStamps::stamp(int64_t kernel_rt, int64_t rt, int64_t now)
+{
+	const int64_t offset = now - rt;
+	if (have_ && (offset - offset_ > kJumpNs || offset_ - offset > kJumpNs))
+		jump_rt_ = rt; // the trace clock (or REALTIME) jumped since the last call
+	have_ = true;
+	offset_ = offset;
+	const int64_t age = rt - kernel_rt;
+	if (age < 0 || age >= 1000000000LL || kernel_rt <= jump_rt_)
+		return now;
+	return now - age;
 }
 
 } // namespace daemon_impl

@@ -277,6 +277,37 @@ std::string file_text(const char *path)
 // clocks.json then the rewritten text on the line in CRC'd chunks of one
 // generation, twice when short, numbered on the sub-trace's metadata
 // stream without a gap.
+// A kernel receive time goes onto the trace clock by its age, unless the
+// trace clock jumped since the last read: then whatever arrived before the
+// read that saw the jump takes the read's own time (late, on the right side
+// of the step), as in e2e.clock_step_serial under TSan, where a ping that
+// came 1-2 ms before the step was read after it and began the new segment
+// 1-2 ms early (7 of 133 messages in the gap inverted).
+TEST(KernelStampsTest, AgeUnlessTheClockJumpedSince)
+{
+	KernelStamps k;
+	const int64_t off = 5000000000LL; // the trace clock's offset from REALTIME
+	int64_t rt = 1700000000000000000LL;
+	EXPECT_EQ(k.stamp(rt - 100000, rt, rt + off), rt + off - 100000);
+	rt += 10000000;
+	EXPECT_EQ(k.stamp(rt - 2000000, rt, rt + off + 300000), rt + off + 300000 - 2000000); // a 0.3 ms skew
+	// The trace clock steps 1.5 s forward; data 2 ms old, read after it.
+	const int64_t step = 1500000000LL;
+	const int64_t before = rt + 1000000; // arrived just before the step
+	rt += 3000000;
+	EXPECT_EQ(k.stamp(before, rt, rt + off + step), rt + off + step);
+	// Later reads: what arrived after the read that saw the jump by its
+	// age again; what arrived before it (held in the socket) the read's time.
+	const int64_t seen = rt;
+	rt += 5000000;
+	EXPECT_EQ(k.stamp(rt - 1000000, rt, rt + off + step), rt + off + step - 1000000);
+	rt += 5000000;
+	EXPECT_EQ(k.stamp(seen - 10, rt, rt + off + step), rt + off + step);
+	// A stamp from the future or over a second old: the read's time.
+	EXPECT_EQ(k.stamp(rt + 5, rt, rt + off + step), rt + off + step);
+	EXPECT_EQ(k.stamp(rt - 1000000000LL, rt, rt + off + step), rt + off + step);
+}
+
 TEST(SerialRewrite, FramesOnTheLine)
 {
 	char path[] = "/tmp/strata-serial-rewrite-XXXXXX";
