@@ -43,7 +43,12 @@
  *   costs           CPU ns of the fast path's building blocks on this
  *                   machine: rdtsc, rdtscp, lfence+rdtsc (an ordered TSC
  *                   read), clock_gettime(CLOCK_MONOTONIC), an uncontended
- *                   lock cmpxchg and lock xadd.
+ *                   lock cmpxchg and lock xadd; and what a fresh page of
+ *                   shared memory costs (page_*_us: a ring's first lap
+ *                   writes each page once, the writer's and the daemon's
+ *                   mapping alike): its first write, and
+ *                   MADV_POPULATE_WRITE then the first write after it (a
+ *                   VM with shadow page tables traps at both).
  *   clock N         (strata-bench only) CPU ns of the clock read that stamps
  *                   Strata's events in this process (strata_rt_clock_now:
  *                   the module's page, the consumer's page or
@@ -68,6 +73,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -416,6 +422,39 @@ static int run_wake(uint64_t ms)
 	return 0;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 uapi; glibc 2.36 headers lack it */
+#endif
+
+/* CPU us per page of a fresh 8 MiB memfd mapping: t[0] the first write of
+ * each page; with `populate`, t[1] MADV_POPULATE_WRITE of the whole range
+ * and t[0] the first write after it.  -1 where the kernel refuses. */
+static void fresh_pages(int populate, double t[2])
+{
+	const size_t size = 8u << 20, page = 4096;
+	t[0] = t[1] = -1;
+	int fd = memfd_create("bench-pages", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	volatile char *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return;
+	uint64_t c = cpu_ns();
+	if (populate && madvise((void *)p, size, MADV_POPULATE_WRITE) != 0)
+		goto out;
+	t[1] = populate ? (double)(cpu_ns() - c) / (size / page) / 1e3 : 0;
+	c = cpu_ns();
+	for (size_t o = 0; o < size; o += page)
+		p[o] = 1;
+	t[0] = (double)(cpu_ns() - c) / (size / page) / 1e3;
+out:
+	munmap((void *)p, size);
+}
+
 static int run_costs(void)
 {
 	const int n = 10000000;
@@ -464,6 +503,11 @@ static int run_costs(void)
 	       "lock_cmpxchg_ns=%.1f\nlock_xadd_ns=%.1f\n",
 	       (t[1] - t[0]) / n, (t[2] - t[1]) / n, (t[6] - t[2]) / n, (t[3] - t[6]) / n, (t[4] - t[3]) / n,
 	       (t[5] - t[4]) / n);
+	double touch[2], pop[2];
+	fresh_pages(0, touch);
+	fresh_pages(1, pop);
+	printf("page_touch_us=%.2f\npage_populate_us=%.2f\npage_after_populate_us=%.2f\n", touch[0], pop[1],
+	       pop[0]);
 	return sink == 42; /* never: keeps `sink` alive */
 }
 

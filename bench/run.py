@@ -2176,12 +2176,34 @@ def print_table(rows, f):
         print("| " + " | ".join(r) + " |", file=f)
 
 
+def fresh_page_line(c, r):
+    """What a ring's first lap pays per page on this machine: the probe's
+    fresh memfd pages, and each side's short run (fresh buffers) over its
+    steady run, per 4 KiB of trace (bytes per event from the untimed run)."""
+    line = ("a fresh page of shared memory (CPU us per 4 KiB page): first write %s; "
+            "MADV_POPULATE_WRITE %s + first write after it %s" % (
+                c["page_touch_us"], c.get("page_populate_us", "n/a"), c.get("page_after_populate_us", "n/a")))
+    lap = []
+    for side, name in (("strata", "Strata"), ("lttng", "LTTng-UST")):
+        short, steady = r.get(("enabled_wall", "short", 1, side)), r.get(("enabled_wall", "ints", 1, side))
+        nbytes = r.get(("bytes", "ints", side))
+        if short and steady and nbytes:
+            lap.append("%s %.1f" % (name, (short - steady) * 4096 / nbytes / 1e3))
+    if lap:
+        line += ("; the short run over the steady one, us per 4 KiB of trace written: " + ", ".join(lap)
+                 + " (the first lap's pages, which both sides write)")
+    return line
+
+
 def report_lines(b, work):
     """The lines printed under the table (and kept in the results file)."""
     out = []
     if ("costs",) in b.results:
+        c = b.results[("costs",)]
         out.append("building blocks (CPU ns each): " + ", ".join(
-            "%s %s" % (k[:-3], v) for k, v in b.results[("costs",)].items()))
+            "%s %s" % (k[:-3], v) for k, v in c.items() if k.endswith("_ns")))
+        if "page_touch_us" in c:
+            out.append(fresh_page_line(c, b.results))
     parts = b.results.get(("clock_parts",))
     if parts and "fenced_tsc" in parts:
         f = parts["fenced_tsc"]
