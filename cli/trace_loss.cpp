@@ -22,6 +22,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
+#include <memory>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -34,9 +35,27 @@ namespace cli {
 
 namespace {
 
+// The window the headers are read through, shared by a walk's stream
+// files: grown to what a file needs (at most 1 MiB), never zero-filled (a
+// 1 MiB zero fill a stream cost `strata record -- true` a quarter of its
+// CPU on a VM, where each fresh page traps: pread writes only what it reads).
+struct Window {
+	std::unique_ptr<uint8_t[]> buf;
+	uint64_t cap = 0;
+	uint8_t *reserve(uint64_t n)
+	{
+		if (n > cap) {
+			buf.reset(new uint8_t[n]);
+			cap = n;
+		}
+		return buf.get();
+	}
+};
+
 // One stream file's loss; a damaged header's offset in *damaged_at (else
 // UINT64_MAX).
-void scan_stream(int dfd, const char *name, uint64_t &events, uint64_t &packets, uint64_t *damaged_at)
+void scan_stream(int dfd, const char *name, Window &w, uint64_t &events, uint64_t &packets,
+		 uint64_t *damaged_at)
 {
 	*damaged_at = UINT64_MAX;
 	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -53,20 +72,20 @@ void scan_stream(int dfd, const char *name, uint64_t &events, uint64_t &packets,
 	// packets: their headers through a 1 MiB window, not a pread each;
 	// large ones (above kHeaderOnly): the header alone, not the payloads
 	// (copying a 215 MiB trace through the window took 49 of a 57 s stop).
-	constexpr uint64_t kHeaderOnly = 16 * 1024;
-	std::vector<uint8_t> win(1u << 20);
+	constexpr uint64_t kHeaderOnly = 16 * 1024, kWindow = 1u << 20;
+	uint8_t *const win = w.reserve(std::max<uint64_t>(sizeof h, std::min(kWindow, size)));
 	uint64_t win_off = 0, win_len = 0, last_bytes = 0;
 	while (size - off >= sizeof h) {
 		if (off + sizeof h > win_off + win_len) {
-			const uint64_t want = last_bytes > kHeaderOnly ? sizeof h : win.size();
-			const ssize_t n = pread(fd, win.data(), std::min<uint64_t>(want, size - off),
-						static_cast<off_t>(off));
+			const uint64_t want = last_bytes > kHeaderOnly ? sizeof h : kWindow;
+			const ssize_t n =
+				pread(fd, win, std::min<uint64_t>(want, size - off), static_cast<off_t>(off));
 			if (n < (ssize_t)sizeof h)
 				break;
 			win_off = off;
 			win_len = static_cast<uint64_t>(n);
 		}
-		memcpy(&h, win.data() + (off - win_off), sizeof h);
+		memcpy(&h, win + (off - win_off), sizeof h);
 		const uint64_t bytes = h.packet_size / 8;
 		if (h.magic != STRATA_CTF_MAGIC || h.packet_size % 8 || bytes < sizeof h - 4 ||
 		    bytes > STRATA_MAX_SUBBUF_SIZE) {
@@ -87,7 +106,7 @@ void scan_stream(int dfd, const char *name, uint64_t &events, uint64_t &packets,
 	close(fd);
 }
 
-void walk(const std::string &dir, const std::string &rel, TraceLoss &loss, int depth)
+void walk(const std::string &dir, const std::string &rel, TraceLoss &loss, Window &w, int depth)
 {
 	if (depth > 8)
 		return;
@@ -105,10 +124,10 @@ void walk(const std::string &dir, const std::string &rel, TraceLoss &loss, int d
 		if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0)
 			continue;
 		if (S_ISDIR(st.st_mode))
-			walk(dir + "/" + n, rel.empty() ? n : rel + "/" + n, loss, depth + 1);
+			walk(dir + "/" + n, rel.empty() ? n : rel + "/" + n, loss, w, depth + 1);
 		else if (is_trace && S_ISREG(st.st_mode) && strcmp(n, "metadata") != 0) {
 			uint64_t at;
-			scan_stream(dirfd(d), n, sub.events, sub.packets, &at);
+			scan_stream(dirfd(d), n, w, sub.events, sub.packets, &at);
 			if (at != UINT64_MAX) {
 				if (loss.damaged.empty())
 					loss.damaged = (rel.empty() ? std::string(n) : rel + "/" + n) +
@@ -132,7 +151,8 @@ void walk(const std::string &dir, const std::string &rel, TraceLoss &loss, int d
 TraceLoss trace_loss(const std::string &dir)
 {
 	TraceLoss loss;
-	walk(dir, "", loss, 0);
+	Window w;
+	walk(dir, "", loss, w, 0);
 	std::sort(loss.subs.begin(), loss.subs.end(), [](const TraceLoss::Sub &a, const TraceLoss::Sub &b) {
 		return a.events != b.events ? a.events > b.events : a.packets > b.packets;
 	});
