@@ -629,6 +629,17 @@ class Bench:
                 self.results[("whole_" + k, t, side)] = statistics.median(v)
             log("whole cost %s %dT: ns/event %s, daemons' %s, wake-ups/1000 events %s" % (
                 side, t, r["tot"], r["daemon"], r["wake"]))
+        # What does not grow with the events: the same run with 10 events
+        # (tools, daemons' start and stop, the program's own start), so
+        # that the note can say which part of "outside the loop" is fixed.
+        fixed = {}
+        for _ in range(self.p["whole_reps"]):
+            for side in self.sides():
+                fixed.setdefault(side, []).append(self.whole_run(side, 1, 10)[0])
+        for side, v in fixed.items():
+            self.results[("whole_fixed", side)] = statistics.median(v)
+        self.results[("whole_n",)] = n
+        log("whole cost's fixed part (10 events, CPU ns): %s" % fixed)
 
     def whole_run(self, side, t, n):
         """(whole CPU ns, the program's loop CPU ns, daemons' voluntary switches)"""
@@ -1768,6 +1779,12 @@ def daemon_arithmetic(r):
             line += ("\nwhole cost, %d thread(s): Strata's loop %.1f + outside it %.1f ns per event; "
                      "0.35 of LTTng-UST's %.1f leaves %.1f ns outside Strata's loop" % (
                          t, st - sd, sd, lt, 0.35 * lt - (st - sd)))
+    sf, lf, n = r.get(("whole_fixed", "strata")), r.get(("whole_fixed", "lttng")), r.get(("whole_n",))
+    if sf and lf and n:
+        line += ("\nwhole cost's fixed part, the same run with 10 events: Strata %.1f ms of CPU, "
+                 "LTTng-UST %.1f ms (tools, daemons' start and stop, the program's start); over the "
+                 "rows' %d events a thread, %.1f and %.1f ns per event of 'outside it'" % (
+                     sf / 1e6, lf / 1e6, n, sf / n, lf / n))
     return line
 
 
