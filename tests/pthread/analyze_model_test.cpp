@@ -749,8 +749,14 @@ TEST(AnalyzeSymbols, StrippedBinaryByBuildId)
 	std::fclose(f);
 	uint64_t entry;
 	std::memcpy(&entry, eh + 24, 8); // e_entry: _start
-	const uint64_t base = 0x7f0000000000;
-	const std::vector<Mapping> maps = {{0, base, base + 0x100000, 0, PT_STRIPPED}};
+	uint16_t type;
+	std::memcpy(&type, eh + 16, 2); // e_type
+	// A position-independent binary (ET_DYN) mapped where the loader would
+	// put it; one that is not (ET_EXEC: the ASan build links executables so)
+	// where its addresses say, its entry an address already.
+	const uint64_t base = type == 2 ? 0 : 0x7f0000000000;
+	const uint64_t start = type == 2 ? (entry & ~0xfffffull) : base;
+	const std::vector<Mapping> maps = {{0, start, start + 0x100000, 0, PT_STRIPPED}};
 	std::string id;
 	{
 		unsetenv("STRATA_DEBUGINFO_PATH");
