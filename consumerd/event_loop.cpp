@@ -23,22 +23,35 @@ EventLoop::~EventLoop()
 		close(epfd_);
 }
 
+// An event carries its watch's token: the descriptor and the watch's
+// generation (event_loop.h: a number reused within one batch).
+static uint64_t token(int fd, uint32_t gen)
+{
+	return (uint64_t)gen << 32 | (uint32_t)fd;
+}
+
 bool EventLoop::add(int fd, uint32_t events, Handler h)
 {
+	const uint32_t gen = ++next_gen_;
 	struct epoll_event ev = {};
 	ev.events = events;
-	ev.data.fd = fd;
+	ev.data.u64 = token(fd, gen);
 	if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) < 0)
 		return false;
-	handlers_[fd] = std::move(h);
+	handlers_[fd] = Watch{gen, std::move(h)};
 	return true;
 }
 
 bool EventLoop::rearm(int fd, uint32_t events)
 {
+	auto it = handlers_.find(fd);
+	if (it == handlers_.end()) {
+		errno = ENOENT;
+		return false;
+	}
 	struct epoll_event ev = {};
 	ev.events = events;
-	ev.data.fd = fd;
+	ev.data.u64 = token(fd, it->second.gen);
 	return epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev) == 0;
 }
 
@@ -86,10 +99,14 @@ int EventLoop::turn(int timeout_ms)
 	if (n < 0)
 		return errno == EINTR ? 0 : -errno;
 	for (int i = 0; i < n; i++) {
-		auto it = handlers_.find(evs[i].data.fd);
-		if (it == handlers_.end())
-			continue;       // removed by an earlier handler of this batch
-		Handler h = it->second; // a copy: the handler may remove itself
+		const int fd = (int)(uint32_t)evs[i].data.u64;
+		const uint32_t gen = (uint32_t)(evs[i].data.u64 >> 32);
+		auto it = handlers_.find(fd);
+		// Removed by an earlier handler of this batch, or removed and its
+		// number reused by a new watch since: this event is not the new one's.
+		if (it == handlers_.end() || it->second.gen != gen)
+			continue;
+		Handler h = it->second.h; // a copy: the handler may remove itself
 		h();
 	}
 	return 0;

@@ -10,7 +10,13 @@
  *     every handler runs there, one at a time;
  *   - a handler may add or remove any descriptor, itself included: turn()
  *     looks each ready descriptor up when its turn comes, so one removed
- *     by an earlier handler of the same batch is skipped.
+ *     by an earlier handler of the same batch is skipped;
+ *   - each watch has a generation, carried in its events with the
+ *     descriptor: a descriptor closed by an earlier handler of a batch and
+ *     its number given to a new watch (a process's pidfd closed at its
+ *     exit, the next process's pidfd opened) does not run the new watch's
+ *     handler for the old one's event (a connection's or a pidfd's event
+ *     would run a live process's exit handler and end its drains).
  */
 #ifndef STRATA_CONSUMERD_EVENT_LOOP_H
 #define STRATA_CONSUMERD_EVENT_LOOP_H
@@ -51,8 +57,13 @@ public:
 	int turn(int timeout_ms);
 
 private:
+	struct Watch {
+		uint32_t gen; // add()'s count when it was made
+		Handler h;
+	};
 	int epfd_ = -1;
-	std::map<int, Handler> handlers_;
+	uint32_t next_gen_ = 0;
+	std::map<int, Watch> handlers_;
 	std::map<int, bool> timers_; // fds this loop made and closes
 };
 

@@ -285,6 +285,11 @@ def main():
         n = n_buffers(a.strata, env, session)
         if n != procs - len(dead) + kbuf:
             check(False, "kill %d: the new daemon re-attached %d of %d buffers" % (k + 1, n, procs + kbuf))
+            # What the new daemon holds, and the app processes' pids, for
+            # the one who reads a failure of a VM run whose trace is gone.
+            print("strata status said:\n" + n_buffers.last)
+            print("app pids: %s; sub-traces: %s" % ([p.pid for p in apps], sorted(
+                os.path.relpath(r, out) for r, _, fs in os.walk(out) if "metadata" in fs)))
         kernel_marks()
         for s in states:
             s.allow(k + 1)

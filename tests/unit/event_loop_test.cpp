@@ -60,6 +60,46 @@ TEST(EventLoop, ADescriptorItCannotWatchIsRefusedAndNeverRun)
 	close(efd);
 }
 
+// A descriptor closed by an earlier handler of a batch, its number given
+// to a new watch in the same batch (a pidfd made for the next process): the
+// old descriptor's event of that batch is not the new watch's, whose
+// handler (a process's exit) must not run for it.  Ready in the order
+// written: epoll lists descriptors in the order they became ready.
+TEST(EventLoop, AnEventOfAClosedDescriptorDoesNotRunTheWatchThatReusedItsNumber)
+{
+	EventLoop loop;
+	ASSERT_TRUE(loop.ok());
+	const int first = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+	const int old = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+	ASSERT_GE(first, 0);
+	ASSERT_GE(old, 0);
+	int old_runs = 0, new_runs = 0, reused = -1;
+	ASSERT_TRUE(loop.add(first, EPOLLIN, [&] {
+		uint64_t v;
+		(void)!read(first, &v, sizeof v);
+		loop.remove(old);
+		close(old);
+		reused = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); // not ready: nothing of its own
+		ASSERT_TRUE(loop.add(reused, EPOLLIN, [&] { new_runs++; }));
+	}));
+	ASSERT_TRUE(loop.add(old, EPOLLIN, [&] { old_runs++; }));
+	// Ready in this order: `first`, then `old` (both counters at 1 since
+	// their creation; EPOLL_CTL_ADD of a ready descriptor queues it).
+	EXPECT_EQ(loop.turn(1000), 0);
+	ASSERT_EQ(reused, old) << "the lowest free number is the one just closed";
+	EXPECT_EQ(old_runs, 0);
+	EXPECT_EQ(new_runs, 0) << "the closed descriptor's event ran the new watch's handler";
+	// The new watch still runs for its own events.
+	const uint64_t one = 1;
+	ASSERT_EQ(write(reused, &one, sizeof one), (ssize_t)sizeof one);
+	EXPECT_EQ(loop.turn(1000), 0);
+	EXPECT_EQ(new_runs, 1);
+	loop.remove(first);
+	loop.remove(reused);
+	close(first);
+	close(reused);
+}
+
 TEST(ProcessRegistry, AProcessWhosePidfdCannotBeWatchedHasNoExitDetection)
 {
 	std::vector<int> watched, unwatched;
