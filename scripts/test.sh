@@ -9,6 +9,8 @@ source scripts/deps.sh
 strata_install_deps
 jobs=$(nproc)
 status=0 passed=0 failed=0 skipped=0 why="" times=""
+# Busy CPU seconds of the whole machine so far (/proc/stat: user, nice, system, irq, softirq).
+busy_s() { awk -v hz="$(getconf CLK_TCK)" '/^cpu /{print int(($2 + $3 + $4 + $7 + $8) / hz); exit}' /proc/stat; }
 run_suite() { # name, cmake args, ctest args
   local name=$1 cmake_args=$2 ctest_args=$3 dir="build-test-$1" t0=$SECONDS t1
   echo "==== $name: configure + build"
@@ -19,7 +21,7 @@ run_suite() { # name, cmake args, ctest args
     status=1 failed=$((failed + 1))
     return
   fi
-  t1=$SECONDS
+  t1=$SECONDS c1=$(busy_s)
   echo "==== $name: ctest (built in $((t1 - t0)) s)"
   local junit="$PWD/$dir.junit.xml"
   rm -f "$junit"
@@ -47,7 +49,9 @@ run_suite() { # name, cmake args, ctest args
   read -r p f s <<<"$(tail -n 1 <<<"$sum")"
   echo "==== $name: $p passed, $f failed, $s skipped"
   # Where the suite's time goes (a CI run shows only its log's ends).
-  times+="$name: built in $((t1 - t0)) s, tested in $((SECONDS - t1)) s; "
+  # The machine's busy CPU seconds beside the wall: a phase that waits
+  # (sleeps, timeouts) shows as less than nproc x its wall.
+  times+="$name: built in $((t1 - t0)) s, tested in $((SECONDS - t1)) s ($(($(busy_s) - c1)) CPU-s busy); "
   passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
   [ "$f" = 0 ] || status=1
 }
@@ -57,7 +61,14 @@ run_suite normal "-DCMAKE_BUILD_TYPE=RelWithDebInfo" ""
 # tests that TSan only slows carry no-tsan (ASan still runs them).
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # scripts/tsan.supp: the races Strata makes on purpose, each with its reason.
-export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp
+# atexit_sleep_ms: TSan's main thread sleeps before a process with live
+# threads exits, so that they race with its teardown; its default, 1 s,
+# was much of the TSan phase's wall (a daemon, a `strata record`, a traced
+# program with tp-async's thread: each exit waited 1 s on an idle CPU;
+# control.traced alone took 92 s of wall for about 30 s of CPU, 39 s at
+# 100 ms).  100 ms still leaves running threads millions of instructions
+# against the exit's teardown.
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:atexit_sleep_ms=100:suppressions=$PWD/scripts/tsan.supp
 run_suite asan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=address" "-LE no-sanitizer"
 run_suite tsan "-DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=thread" "-LE no-sanitizer|no-tsan"
 echo "==== test suite (normal, asan+ubsan, tsan):"
