@@ -34,8 +34,13 @@ build_debs() {
 	if command -v ccache > /dev/null; then
 		export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
 	fi
+	# -g0: dh_strip takes the debug information out of every binary and,
+	# with noddebs, nothing keeps it; the code is the same without it (-g
+	# never changes what GCC generates), and making it was about a fifth
+	# of the compile time.
 	echo "+ dpkg-buildpackage -b -us -uc (log: $work/build.log)"
-	if ! (cd "$work/src/strata" && DEB_BUILD_OPTIONS="nocheck noddebs parallel=2" dpkg-buildpackage -b -us -uc) \
+	if ! (cd "$work/src/strata" && DEB_BUILD_OPTIONS="nocheck noddebs parallel=2" \
+		DEB_CFLAGS_APPEND=-g0 DEB_CXXFLAGS_APPEND=-g0 dpkg-buildpackage -b -us -uc) \
 		> "$work/build.log" 2>&1; then
 		tail -n 40 "$work/build.log"
 		echo "FAIL dpkg-buildpackage"
