@@ -38,8 +38,7 @@ template <class E> inline __attribute__((always_inline)) TraceInfo &Converter::t
 	return trace_of_slow(ev, s);
 }
 
-template <class E>
-inline __attribute__((noinline)) TraceInfo &Converter::trace_of_slow(const E &ev, StreamSlot &s)
+template <class E> __attribute__((noinline)) TraceInfo &Converter::trace_of_slow(const E &ev, StreamSlot &s)
 {
 	TraceInfo &t = trace_info(ev.trace());
 	s = StreamSlot{ev.stream_key(), &t};
@@ -63,8 +62,7 @@ template <class E> inline ClassInfo &Converter::class_of(const E &ev, const Trac
 }
 
 template <class E>
-inline __attribute__((noinline)) ClassInfo &Converter::class_of_slow(const E &ev, const TraceInfo &tr,
-								     ClassSlot &cs)
+__attribute__((noinline)) ClassInfo &Converter::class_of_slow(const E &ev, const TraceInfo &tr, ClassSlot &cs)
 {
 	const void *key = ev.class_key();
 	auto it = classes_.find(key);
@@ -391,8 +389,8 @@ template <class E> inline uint32_t Converter::cpu_of(const E &ev)
 }
 
 template <class E>
-inline __attribute__((noinline)) void Converter::pthread_event(int64_t ts, int64_t tid, const TraceInfo &tr,
-							       ClassInfo &c, const E &pl)
+__attribute__((noinline)) void Converter::pthread_event(int64_t ts, int64_t tid, const TraceInfo &tr,
+							ClassInfo &c, const E &pl)
 {
 	using analyze::Op;
 	const uint64_t lock = pl.u64(op_slot(c, pl, c.s_lock, "lock"));
