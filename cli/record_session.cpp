@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <string>
@@ -67,11 +68,19 @@ std::string PrivateDaemon::start()
 }
 
 // Its directory, which holds its socket: in $XDG_RUNTIME_DIR, else
-// $TMPDIR, else /tmp; removed, empty, by stop().
+// $TMPDIR, else /tmp, the first whose socket path fits a sockaddr_un (a
+// deep TMPDIR, such as a build tree's, would leave the daemon unable to
+// bind); removed, empty, by stop().
 std::string PrivateDaemon::make_dir()
 {
-	const char *rt = getenv("XDG_RUNTIME_DIR"), *tmp = getenv("TMPDIR");
-	const char *base = rt && *rt == '/' ? rt : tmp && *tmp == '/' ? tmp : "/tmp";
+	static const char kLeaf[] = "/strata-record-XXXXXX/consumerd.sock";
+	const char *bases[] = {getenv("XDG_RUNTIME_DIR"), getenv("TMPDIR"), "/tmp"};
+	const char *base = "/tmp";
+	for (const char *b : bases)
+		if (b && *b == '/' && strlen(b) + sizeof(kLeaf) <= sizeof(sockaddr_un::sun_path)) {
+			base = b;
+			break;
+		}
 	std::string tmpl = std::string(base) + "/strata-record-XXXXXX";
 	std::vector<char> t(tmpl.begin(), tmpl.end());
 	t.push_back(0);
