@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""ctest-summary.py JUNIT_XML...: one phase's ctest runs' totals, skips with their reasons.
+"""ctest-summary.py JUNIT_XML: one ctest run's totals, skips with their reasons.
 
 scripts/test.sh runs ctest with --output-junit and reads this script's last
 line, "PASSED FAILED SKIPPED".  A skipped test (its SKIP_RETURN_CODE) is
@@ -30,18 +30,16 @@ def why_failed(case, most=12):
 
 
 def main(argv):
-    if len(argv) < 2:
+    if len(argv) != 2:
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    cases = []
-    for path in argv[1:]:
-        try:
-            cases += ET.parse(path).getroot().iter("testcase")
-        except (OSError, ET.ParseError) as e:
-            print("ctest-summary: %s: %s" % (path, e), file=sys.stderr)
-            return 1
+    try:
+        root = ET.parse(argv[1]).getroot()
+    except (OSError, ET.ParseError) as e:
+        print("ctest-summary: %s: %s" % (argv[1], e), file=sys.stderr)
+        return 1
     passed = failed = skipped = 0
-    for case in cases:
+    for case in root.iter("testcase"):
         name, status = case.get("name"), case.get("status")
         if status == "run":
             passed += 1
