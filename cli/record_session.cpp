@@ -15,7 +15,6 @@
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <string>
@@ -77,7 +76,7 @@ std::string PrivateDaemon::make_dir()
 	const char *bases[] = {getenv("XDG_RUNTIME_DIR"), getenv("TMPDIR"), "/tmp"};
 	const char *base = "/tmp";
 	for (const char *b : bases)
-		if (b && *b == '/' && strlen(b) + sizeof(kLeaf) <= sizeof(sockaddr_un::sun_path)) {
+		if (b && *b == '/' && strlen(b) + sizeof(kLeaf) <= proto::kSockPathMax) {
 			base = b;
 			break;
 		}
