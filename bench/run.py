@@ -504,9 +504,7 @@ class Bench:
             for w in WORKLOADS:
                 for t in (1, 2):
                     for side in self.sides():
-                        kv, acc = self.traced(side, ["loop", w, str(t), str(self.p["n_enabled"]),
-                                                     str(self.p["warmup"])],
-                                              EN_SUBBUF, EN_NSUB, "en-%s-%s-%d" % (side, w, t))
+                        kv, acc = self.enabled_run(side, w, t, "en")
                         self.check("enabled %s %s %dT" % (side, w, t), acc, kv)
                         lost.setdefault((w, t, side), []).append((acc["emitted"], acc["discarded"]))
                         cpu.setdefault((w, t, side), []).append(float(kv["cpu_ns_per_event"]))
@@ -549,6 +547,12 @@ class Bench:
             self.results[("enabled_wall",) + k] = statistics.median(wall[k])
             log("enabled %s %s %dT: cpu %s wall %s ns/event" % (k[2], k[0], k[1], v, wall[k]))
 
+    # One run of the enabled step's loop: W events on T threads after the
+    # warm-up, 16 x 1 MiB (also its zero-loss runs, in blocking mode).
+    def enabled_run(self, side, w, t, tag, blocking=False):
+        return self.traced(side, ["loop", w, str(t), str(self.p["n_enabled"]), str(self.p["warmup"])],
+                           EN_SUBBUF, EN_NSUB, "%s-%s-%s-%d" % (tag, side, w, t), blocking=blocking)
+
     # The enabled rows run in discard mode: a writer faster than its drain
     # loses events there (Strata's str rows on a 2-CPU VM: its 1.7 GB/s of
     # trace outruns the daemon's file writes), and a discarded event may
@@ -565,9 +569,7 @@ class Bench:
                 continue
             v = []
             for _ in range(3):
-                kv, acc = self.traced(side, ["loop", w, str(t), str(self.p["n_enabled"]),
-                                             str(self.p["warmup"])],
-                                      EN_SUBBUF, EN_NSUB, "zl-%s-%s-%d" % (side, w, t), blocking=True)
+                kv, acc = self.enabled_run(side, w, t, "zl", blocking=True)
                 self.check("enabled zero-loss %s %s %dT" % (side, w, t), acc, kv)
                 v.append(float(kv["cpu_ns_per_event"]))
             self.results[("enabled_zero_loss", w, t)] = (statistics.median(v), 100.0 * disc / em)
