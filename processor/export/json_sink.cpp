@@ -252,7 +252,7 @@ public:
 			flow("f", flow_in, t, ts);
 		const int64_t dur = end - ts < 0 ? 0 : end - ts;
 		// Its head (up to the time) made once per name, in one of the
-		// track's 2 (a thread's waits and the releases it gives).
+		// track's kXHeads (x_head()).
 		const Track::Head &h = x_head(t, name);
 		seen(ts);
 		if (!put_line(h.text, ts, args, &dur)) {
@@ -329,6 +329,7 @@ public:
 	}
 
 private:
+	static constexpr uint8_t kXHeads = 4;
 	struct Track {
 		int64_t pid = 0, tid = 0;
 		std::string name;
@@ -358,27 +359,25 @@ private:
 			}
 		};
 		mutable Head heads[3]; // and an instant's (2)
-		// An X's (complete()), for 2 names; xmru: the one used last.
-		mutable Head xheads[2];
-		mutable uint8_t xmru = 0;
+		// An X's (complete()), for kXHeads names (a thread's waits and
+		// the releases it gives, of two locks: with 2, a pthread trace's
+		// export made a head for 1 X in 3); xnext: the one made next.
+		mutable Head xheads[kXHeads];
+		mutable uint8_t xnext = 0;
 	};
 	// complete()'s head of t for name: {"ph":"X","name":NAME,"pid":P,"tid":T,"ts":
-	// made when neither of t's 2 is for it.
+	// made when none of t's kXHeads is for it, in place of the oldest made.
 	__attribute__((always_inline)) const Track::Head &x_head(const Track &t, const std::string &name)
 	{
-		for (uint8_t k = 0; k < 2; k++) {
-			const Track::Head &h = t.xheads[k];
-			if (h.made && h.name.size() == name.size() && same(h.name.data(), name)) {
-				t.xmru = k;
+		for (const Track::Head &h : t.xheads)
+			if (h.made && h.name.size() == name.size() && same(h.name.data(), name))
 				return h;
-			}
-		}
 		return make_x_head(t, name);
 	}
 	__attribute__((noinline)) const Track::Head &make_x_head(const Track &t, const std::string &name)
 	{
-		t.xmru ^= 1;
-		Track::Head &h = t.xheads[t.xmru];
+		Track::Head &h = t.xheads[t.xnext];
+		t.xnext = static_cast<uint8_t>((t.xnext + 1) % kXHeads);
 		h.set(name, head_text(t, 0, "X", nullptr, name, false));
 		return h;
 	}
@@ -753,8 +752,9 @@ private:
 			return __builtin_expect(at.ok, 1) && put_line_known(head, ts, args, at, dur);
 		}
 		const ArgsText *at = &kNoArgs;
-		if (!args.empty()) { // names of no class (a handover's): made for this event
-			make_args_text(args_scratch_, args);
+		if (!args.empty()) { // names of no class (a handover's): made again when others
+			if (!scratch_fits(args))
+				make_scratch(args);
 			at = &args_scratch_;
 		}
 		return at->ok && put_line_known(head, ts, args, *at, dur);
@@ -777,7 +777,26 @@ private:
 		char pre[kArgsKnown][kArgPre];
 	};
 	ArgsText args_texts_[64];
-	ArgsText args_scratch_;                                       // an Args of no layout's
+	ArgsText args_scratch_; // an Args of no layout's, of these names and kinds:
+	std::vector<std::pair<std::string, Arg::Kind>> scratch_of_;
+	// Whether args_scratch_ was made for the names and kinds of args (a
+	// handover's "to", every time: made once, not per event).
+	bool scratch_fits(const Args &args) const
+	{
+		if (scratch_of_.size() != args.size())
+			return false;
+		for (size_t k = 0; k < args.size(); k++)
+			if (scratch_of_[k].second != args[k].kind || scratch_of_[k].first != args[k].name)
+				return false;
+		return true;
+	}
+	__attribute__((noinline)) void make_scratch(const Args &args)
+	{
+		make_args_text(args_scratch_, args);
+		scratch_of_.clear();
+		for (const Arg &a : args)
+			scratch_of_.emplace_back(std::string(a.name), a.kind);
+	}
 	static constexpr ArgsText kNoArgs{0, 0, true, false, {}, {}}; // an empty one's
 	const ArgsText &args_text(const Args &args)
 	{
