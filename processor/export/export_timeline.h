@@ -129,9 +129,13 @@ private:
 	{
 		return name_hosts_ && id > 0 ? id & ((int64_t(1) << exp::kMachineShift) - 1) : id;
 	}
+	// "NAME (tid N)", or "tid N" for a thread of no known name (a user
+	// space trace names none of its threads).
 	std::string tid_label(int64_t tid)
 	{
-		return threads[tid].name() + " (tid " + std::to_string(real_id(tid)) + ")";
+		const std::string &name = threads[tid].name();
+		const std::string id = "tid " + std::to_string(real_id(tid));
+		return name.empty() ? id : name + " (" + id + ")";
 	}
 	// tid_label(), kept while no thread was renamed (names_gen_): the
 	// label of a lock handover's receiver, per contended acquisition.

@@ -97,9 +97,7 @@ __attribute__((noinline)) uint64_t Converter::thread_track_slow(int64_t tid, con
 			pname = t.name();
 		ensure_process(pid, pname);
 		sink_.thread(uuid, kProcTrack | static_cast<uint64_t>(pid), pid, tid,
-			     !name_hosts_       ? t.name()
-			     : t.name().empty() ? "tid " + std::to_string(real_id(tid))
-						: tid_label(tid));
+			     name_hosts_ ? tid_label(tid) : t.name());
 		t.emitted = true;
 		t.emitted_name = t.name();
 	}

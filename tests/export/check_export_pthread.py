@@ -106,6 +106,13 @@ def main():
     x = sum(1 for e in evs if e["ph"] == "X" and e["name"].startswith(tuple("wait " + k for k in KINDS)))
     if x != sum(v[1] for v in per_lock.values()):
         fail("JSON waits %d, Perfetto %d" % (x, sum(v[1] for v in per_lock.values())))
+    # A release names the thread it gave the lock to: "tid N" here, a
+    # user space trace knows no thread's name (another thread's tid).
+    for e in evs:
+        if e["ph"] == "X" and e["name"].startswith("release "):
+            m = re.match(r"^tid (\d+)$", e.get("args", {}).get("to", ""))
+            if not m or int(m.group(1)) == e["tid"]:
+                fail("a release's receiver: %r" % e)
     s_, f_ = (sorted(e["id"] for e in evs if e["ph"] == ph) for ph in "sf")
     if s_ != f_ or len(f_) != len(flows_in):
         fail("JSON flows: %d starts, %d ends, Perfetto %d" % (len(s_), len(f_), len(flows_in)))
