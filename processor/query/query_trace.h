@@ -47,8 +47,25 @@ struct TypedTable {
 	// (over these sub-traces' streams alone: a user class's table has them
 	// when the trace has a kernel stream too).
 	std::vector<const SubTrace *> subs;
-	std::vector<int32_t> thread_ids;
 	bool key_orders = false;
+	// Trace::thread_ids' of these sub-traces, made on first use.
+	bool tids_made = false;
+	std::vector<int32_t> thread_ids;
+};
+
+// What the thread and key orders need of one sub-trace's streams, found
+// in one look at every packet: whether its records each name their thread
+// (COMPACT, not the kernel's: an owned lane's packets name their thread,
+// a shared lane's records theirs), the threads of its owned lanes, its
+// packets (plus one a stream) and its bytes, all and its shared lanes'.
+// The threads of its shared lanes are read from their records once, when
+// an order by thread is first asked for and the passes would be worth it
+// (thread_ids()).
+struct SubOrder {
+	bool lanes = true, kernel = false;
+	std::set<int32_t> tids;
+	double packets = 0, bytes = 0, shared_bytes = 0;
+	bool shared_read = false;
 };
 
 // How x_column gives a typed table's column for one class: a number at a
@@ -119,11 +136,14 @@ struct Trace {
 	// row twice only when it is the same row.
 	std::vector<int64_t> stream_base;
 	Sizes sizes;
-	// When every stream is a thread's own lane (COMPACT, not shared: each
-	// packet names its thread, and every record is that thread's): the
-	// threads, in tid order.  An event table can then give its rows in tid
-	// order (then ts), a pass per thread, for GROUP BY tid and ORDER BY tid
-	// without SQLite's sorter.  Empty otherwise.
+	// When every record names its thread (SubOrder): the threads, in tid
+	// order.  An event table can then give its rows in tid order (then ts),
+	// a pass per thread, for GROUP BY tid and ORDER BY tid without SQLite's
+	// sorter.  Empty otherwise, or when the passes would cost more than the
+	// sorter.  Made on first use (pass_tids()): a shared lane's threads are
+	// known only by reading its records.
+	std::map<const SubTrace *, SubOrder> orders;
+	bool tids_made = false;
 	std::vector<int32_t> thread_ids;
 	// When no stream is the kernel's, every sub-trace has one machine, pid
 	// and process name: an event table can give its rows grouped by any of
@@ -167,11 +187,9 @@ inline bool event_table(const Vtab *v)
 	return v->kind == Kind::Events || v->kind == Kind::Typed;
 }
 
-// The threads of an event table's passes in tid order (empty: none).
-inline const std::vector<int32_t> &pass_tids(const Vtab *v)
-{
-	return v->kind == Kind::Typed ? v->t->typed[v->typed].thread_ids : v->t->thread_ids;
-}
+// The threads of an event table's passes in tid order (empty: none),
+// made on the first call for the table's trace or typed table.
+const std::vector<int32_t> &pass_tids(const Vtab *v);
 
 // Whether an event table's rows come grouped by sub-trace keys.
 inline bool pass_keys(const Vtab *v)

@@ -240,7 +240,7 @@ int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 	if (event_table(v) && info->nOrderBy == 1 && info->aOrderBy[0].iColumn == kTs &&
 	    !info->aOrderBy[0].desc)
 		info->orderByConsumed = 1;
-	else if (event_table(v) && !pass_tids(v).empty() && thread_order(info))
+	else if (event_table(v) && thread_order(info) && !pass_tids(v).empty())
 		info->orderByConsumed = 1, info->idxNum |= 2; // a pass per thread
 	else if (event_table(v) && pass_keys(v) && key_order(info))
 		info->orderByConsumed = 1, info->idxNum |= key_order(info); // a pass per group

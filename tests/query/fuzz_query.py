@@ -71,7 +71,9 @@ def build_trace(work, record):
             env.pop(v, None)
         for sub, args in (("demo", ["--subbuf-size", "4k", "--blocking", "--", demo, "--threads", "3",
                                     "--events", "1500"]),
-                          ("pthread", ["--preload", "pthread", "--", workload, "contend", "-", "3", "60", "20"])):
+                          ("pthread", ["--preload", "pthread", "--", workload, "contend", "-", "3", "60", "20"]),
+                          # 8 threads, 4 owned lanes: records in the shared lanes too
+                          ("shared", ["--lanes", "4", "--", demo, "--threads", "8", "--events", "300"])):
             r = subprocess.run([strata, "record", "-o", os.path.join(root, sub)] + args, env=env,
                                capture_output=True, text=True, timeout=120)
             if r.returncode != 0:
@@ -324,6 +326,21 @@ TYPED_ORDERS = tuple(q % '"pthread:mutex_held"' for q in (
     "SELECT pid, sum(hold_ns) FROM %s GROUP BY pid", "SELECT process, count(*) FROM %s GROUP BY 1"))
 
 
+# A trace whose shared lanes hold records (their records each name their
+# thread): by tid still without a sorter, the threads of the shared lanes
+# read from their records.
+SHARED_ORDERS = ("SELECT tid, count(*) FROM events GROUP BY tid", "SELECT tid, ts FROM events ORDER BY tid, ts")
+
+
+def shared_lanes_check(trace, fail):
+    """The `shared` recording has records in its shared lanes (lanes 4 and
+    5 of its 4 owned ones), or SHARED_ORDERS would check nothing new."""
+    sizes = [os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(trace) for f in fs
+             if f in ("channel0_4", "channel0_5")]
+    if not sum(sizes):
+        fail("(the shared recording)", "no record in a shared lane: %r" % sizes)
+
+
 def check(a, b, sql, ordered):
     """None when the strata tables answer as the copy, else what differs."""
     ka, ra = run(a, sql)
@@ -388,6 +405,7 @@ def main():
         for sub in ("demo", "pthread", "fixture"):
             shutil.copytree(os.path.join(trace, sub), os.path.join(users, sub))
         traces.append(users)
+        traces.append(os.path.join(trace, "shared"))  # shared lanes too: by tid still by passes
     pairs = [open_pair(args.ext, t) for t in traces]
     a, b, tables = pairs[0]
     fails = []
@@ -399,6 +417,8 @@ def main():
     if len(pairs) > 2:
         plan_checks(pairs[2][0], fail)
         plan_checks(a, fail, TYPED_ORDERS)
+        shared_lanes_check(traces[3], fail)
+        plan_checks(pairs[3][0], fail, SHARED_ORDERS)
     n_corpus = 0
     for sql in corpus(args.corpus) if os.path.exists(args.corpus) else []:
         n_corpus += 1
