@@ -521,10 +521,7 @@ inline void Converter::acquisition(int64_t ts, int64_t tid, const TraceInfo &tr,
 	const int64_t wait = static_cast<int64_t>(pl.u64(op_slot(c, pl, c.s_wait, "wait_ns")));
 	const bool acquired = ret == 0 || ret == 130; // EOWNERDEAD: acquired
 	if (wait > 0) {
-		std::string &name = name_;
-		name.assign(acquired ? "wait " : "wait (failed) ");
-		name += kind;
-		append_hex(name, lock);
+		const WaitNames &wn = wait_names(kind, lock, acquired);
 		// The waiter received the lock from the last release if that
 		// came while it waited.  (A release stamped after the
 		// acquisition, its thread preempted before the event,
@@ -540,15 +537,13 @@ inline void Converter::acquisition(int64_t ts, int64_t tid, const TraceInfo &tr,
 			label_.assign(cached_label(tid));
 			to.s = label_;
 			args_.push_back(to);
-			release_.assign("release ");
-			release_.append(name, 5, std::string::npos);
 			sink_.complete(ls.release_ts, ls.release_ts, thread_track(ls.released_by, &tr),
-				       release_, args_, 0, flow);
+				       wn.release, args_, 0, flow);
 		}
 		clear_args();
 		if (ret) // only a failure's: speedscope shows a slice's args in its name
 			args_.push_back(int_arg("ret", ret));
-		sink_.complete(nested_begin(tid, ts - wait), ts, thread_track(tid, &tr), name, args_, flow,
+		sink_.complete(nested_begin(tid, ts - wait), ts, thread_track(tid, &tr), wn.wait, args_, flow,
 			       0);
 		clear_args();
 	}

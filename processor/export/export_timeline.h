@@ -154,7 +154,33 @@ private:
 		}
 		return l.text;
 	}
-	std::string release_; // a release's slice name (its buffer kept)
+	// The names of a wait on a lock and of the release to its waiter
+	// ("wait KIND 0xADDR", "release KIND 0xADDR"; a failed wait's "wait
+	// (failed) KIND 0xADDR"), kept for the locks waited on last: made once
+	// per lock, not per contended acquisition (a tenth of a contended
+	// pthread trace's JSON export).  kind: a literal (compared by address).
+	struct WaitNames {
+		uint64_t lock = 0;
+		const char *kind = nullptr;
+		bool acquired = false;
+		std::string wait, release;
+	};
+	const WaitNames &wait_names(const char *kind, uint64_t lock, bool acquired)
+	{
+		WaitNames &w = wait_names_[analyze::cache_place(lock, acquired)];
+		if (w.kind != kind || w.lock != lock || w.acquired != acquired) {
+			w.wait.assign(acquired ? "wait " : "wait (failed) ");
+			w.wait += kind;
+			append_hex(w.wait, lock);
+			w.release.assign("release ");
+			w.release.append(w.wait, 5, std::string::npos);
+			w.lock = lock;
+			w.kind = kind;
+			w.acquired = acquired;
+		}
+		return w;
+	}
+	WaitNames wait_names_[analyze::kCachePlaces];
 	std::unordered_map<uint64_t, LockState> locks_;
 	// The locks looked up, by key (analyze::cache_place()): locks_'s
 	// elements, never erased, do not move.
