@@ -51,7 +51,10 @@ def record(strata, demo, out, record_opts, demo_opts, expect_ok=True):
     shutil.rmtree(out, ignore_errors=True)
     cmd = [strata, "record", "-o", out] + record_opts + ["--", demo] + demo_opts
     print("+", " ".join(cmd), flush=True)
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    # No daemon of the machine's (an installed one running): record starts
+    # its own, whose reports on stderr the scenarios read (hermetic).
+    env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(os.path.dirname(out), "no-daemon.sock"))
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     sys.stdout.write(r.stdout)
     sys.stderr.write(r.stderr)
     if expect_ok:
