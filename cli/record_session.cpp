@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -42,6 +44,39 @@ bool go_private(CtlClient &cl, PrivateDaemon &priv)
 	return true;
 }
 
+// The directories of private daemons that ended without their record's
+// stop(): a record killed by SIGKILL leaves its directory (its daemon,
+// told by PR_SET_PDEATHSIG, removes only its socket and `.state/`), and
+// a daemon killed with it leaves its empty `.state/` too.  No daemon takes
+// a private one's sessions up (docs/crash.md), so such a directory of
+// ours (not a link) is removed when it has no socket and nothing but an
+// empty `.state/`, and was last changed over a minute ago: a live record's
+// daemon binds within 10 s of the directory's making (wait_ready) or is
+// given up.  rmdir removes only what is empty; a kept session's file or a
+// socket leaves the directory as it is.
+void sweep_stale_dirs(const char *base)
+{
+	constexpr time_t kStaleS = 60;
+	static const char kPrefix[] = "strata-record-";
+	DIR *d = opendir(base);
+	if (!d)
+		return;
+	const time_t now = time(nullptr);
+	while (const struct dirent *e = readdir(d)) {
+		if (strncmp(e->d_name, kPrefix, sizeof kPrefix - 1) != 0 ||
+		    strlen(e->d_name) != sizeof kPrefix - 1 + 6) // mkdtemp's XXXXXX
+			continue;
+		const std::string dir = std::string(base) + "/" + e->d_name;
+		struct stat st, sock;
+		if (lstat(dir.c_str(), &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+		    now - st.st_mtime < kStaleS || lstat((dir + "/consumerd.sock").c_str(), &sock) == 0)
+			continue;
+		rmdir((dir + "/consumerd.sock.state").c_str());
+		rmdir(dir.c_str());
+	}
+	closedir(d);
+}
+
 } // namespace
 
 // Start it and wait (bounded) until it listens.  "" or an error text.
@@ -69,7 +104,8 @@ std::string PrivateDaemon::start()
 // Its directory, which holds its socket: in $XDG_RUNTIME_DIR, else
 // $TMPDIR, else /tmp, the first whose socket path fits a sockaddr_un (a
 // deep TMPDIR, such as a build tree's, would leave the daemon unable to
-// bind); removed, empty, by stop().
+// bind); removed, empty, by stop().  Earlier records' stale ones there
+// go first (sweep_stale_dirs).
 std::string PrivateDaemon::make_dir()
 {
 	static const char kLeaf[] = "/strata-record-XXXXXX/consumerd.sock";
@@ -80,6 +116,7 @@ std::string PrivateDaemon::make_dir()
 			base = b;
 			break;
 		}
+	sweep_stale_dirs(base);
 	std::string tmpl = std::string(base) + "/strata-record-XXXXXX";
 	std::vector<char> t(tmpl.begin(), tmpl.end());
 	t.push_back(0);

@@ -23,16 +23,23 @@ is the daemon's socket directory; each is listed before and after:
     after), no socket named: `strata record` with no daemon there (its own
     daemon lives under XDG_RUNTIME_DIR), then a daemon at the default socket
     ($XDG_RUNTIME_DIR/strata/consumerd.sock, whose directory it makes) that
-    serves a record and exits cleanly: XDG_RUNTIME_DIR is as it was.
+    serves a record and exits cleanly: XDG_RUNTIME_DIR is as it was;
+  - a record killed by SIGKILL leaves its empty `strata-record-XXXXXX` (its
+    daemon, told, ends and removes its socket and `.state/`): the next
+    record with its own daemon removes it and every such directory of
+    ours untouched for a minute with no socket and nothing but an empty
+    `.state/`, and leaves the rest (a kept session, a socket, a fresh one,
+    other names, a link).
 """
 import os
 import signal
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from strata_testlib import e2e_setup, start_daemon, strata_cli  # noqa: E402
+from strata_testlib import e2e_setup, start_daemon, strata_cli, wait_for  # noqa: E402
 
 
 def listing(d):
@@ -109,7 +116,58 @@ def main():
     check(d.wait(timeout=60) == 0 and listing(run) == [],
           "taken up and destroyed, then a clean exit: nothing beside the socket (%r)" % listing(run))
     xdg_runtime_part(strata, loop, consumerd, check, env, work, cwd, traces)
+    stale_part(strata, loop, check, env, work, cwd, traces)
     check.finish()
+
+
+def pids_naming(path):
+    found = []
+    for p in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                if p.isdigit() and path.encode() in f.read():
+                    found.append(p)
+        except OSError:
+            pass
+    return found
+
+
+def stale_part(strata, loop, check, env, work, cwd, traces):
+    """5. What killed records leave in TMPDIR goes with the next record."""
+    tmp = env["TMPDIR"]
+    p = subprocess.Popen([strata, "record", "-o", os.path.join(traces, "killed"), "--", loop, "60000"], env=env,
+                         cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: any(os.path.exists(os.path.join(tmp, n, "consumerd.sock")) for n in os.listdir(tmp)),
+             "the killed record's daemon listening")
+    (killed,) = os.listdir(tmp)
+    p.kill()
+    p.wait()
+    wait_for(lambda: not pids_naming(os.path.join(tmp, killed)), "the killed record's daemon gone", timeout=60)
+    check(listing(tmp) == [killed], "a record killed by SIGKILL leaves its directory, empty (%r)" % listing(tmp))
+    # Beside it, what other ends leave, and what is not ours to take.
+    made = {"strata-record-aaaaaa": [], "strata-record-bbbbbb": ["consumerd.sock.state/"],
+            "strata-record-cccccc": ["consumerd.sock.state/", "consumerd.sock.state/s.session"],
+            "strata-record-dddddd": ["consumerd.sock"], "strata-record-eeeeee": [], "strata-record-fff": []}
+    for d, files in made.items():
+        os.mkdir(os.path.join(tmp, d))
+        for f in files:
+            (os.mkdir if f.endswith("/") else lambda x: open(x, "w").close())(os.path.join(tmp, d, f))
+    os.mkdir(os.path.join(work, "elsewhere"))
+    os.symlink(os.path.join(work, "elsewhere"), os.path.join(tmp, "strata-record-gggggg"))
+    old = time.time() - 120
+    for d in [killed, "strata-record-bbbbbb/consumerd.sock.state"] + sorted(made):
+        if d != "strata-record-eeeeee":
+            os.utime(os.path.join(tmp, d), (old, old))
+    os.utime(os.path.join(work, "elsewhere"), (old, old))
+    r = subprocess.run([strata, "record", "-o", os.path.join(traces, "after"), "--", loop, "1"], env=env, cwd=cwd,
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "the next record exits 0 (%s)" % r.stderr[-300:])
+    kept = sorted(n for n in os.listdir(tmp))
+    check(kept == ["strata-record-cccccc", "strata-record-dddddd", "strata-record-eeeeee", "strata-record-fff",
+                   "strata-record-gggggg"],
+          "it removed the killed record's directory and the stale empty one with an empty .state/, "
+          "and left a kept session, a socket, a fresh one, another name and a link (%r)" % kept)
+    check(os.path.isdir(os.path.join(work, "elsewhere")), "the link's target stays")
 
 
 def xdg_runtime_part(strata, loop, consumerd, check, env, work, cwd, traces):
