@@ -39,7 +39,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from strata_testlib import e2e_setup, start_daemon, strata_cli, wait_for  # noqa: E402
+from strata_testlib import e2e_setup, procs_under, start_daemon, strata_cli, wait_for  # noqa: E402
 
 
 def listing(d):
@@ -120,18 +120,6 @@ def main():
     check.finish()
 
 
-def pids_naming(path):
-    found = []
-    for p in os.listdir("/proc"):
-        try:
-            with open("/proc/%s/cmdline" % p, "rb") as f:
-                if p.isdigit() and path.encode() in f.read():
-                    found.append(p)
-        except OSError:
-            pass
-    return found
-
-
 def stale_part(strata, loop, check, env, work, cwd, traces):
     """5. What killed records leave in TMPDIR goes with the next record."""
     tmp = env["TMPDIR"]
@@ -142,7 +130,7 @@ def stale_part(strata, loop, check, env, work, cwd, traces):
     (killed,) = os.listdir(tmp)
     p.kill()
     p.wait()
-    wait_for(lambda: not pids_naming(os.path.join(tmp, killed)), "the killed record's daemon gone", timeout=60)
+    wait_for(lambda: not procs_under(os.path.join(tmp, killed)), "the killed record's daemon gone", timeout=60)
     check(listing(tmp) == [killed], "a record killed by SIGKILL leaves its directory, empty (%r)" % listing(tmp))
     # Beside it, what other ends leave, and what is not ours to take.
     made = {"strata-record-aaaaaa": [], "strata-record-bbbbbb": ["consumerd.sock.state/"],

@@ -33,7 +33,7 @@ import termios
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from strata_testlib import e2e_setup, poll, start_daemon  # noqa: E402
+from strata_testlib import e2e_setup, poll, procs_under, start_daemon  # noqa: E402
 
 RUNS = 40
 MODES = ["term", "term2", "hup", "kill", "pty"]
@@ -42,21 +42,6 @@ MODES = ["term", "term2", "hup", "kill", "pty"]
 def status(strata, env):
     r = subprocess.run([strata, "status"], env=env, capture_output=True, text=True, timeout=60)
     return r.stdout + r.stderr
-
-
-def procs_under(path):
-    """Pids of the processes whose command line names `path`."""
-    found = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % p, "rb") as f:
-                if path.encode() in f.read():
-                    found.append(int(p))
-        except OSError:
-            pass
-    return found
 
 
 def has_subtrace(out):

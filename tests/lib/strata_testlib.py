@@ -50,6 +50,21 @@ def wait_for(cond, what, timeout=30.0):
         time.sleep(0.01)
 
 
+def procs_under(path):
+    """Pids of the processes whose command line names `path`."""
+    found = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                if path.encode() in f.read():
+                    found.append(int(p))
+        except OSError:
+            pass
+    return found
+
+
 def poll(cond, timeout, step=0.01):
     """Poll an external condition with a deadline: whether it came true
     (the caller says what failed, with what it saw)."""
