@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -104,6 +105,16 @@ bool write_all(int fd, const void *p, size_t n)
 		n -= static_cast<size_t>(w);
 	}
 	return true;
+}
+
+int replace_file(const std::string &tmp, const std::string &path)
+{
+	if (renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) == 0) {
+		unlink(tmp.c_str()); // the old text (a kill before this leaves it there)
+		return 0;
+	}
+	// ENOENT: no path yet; EINVAL: a file system that cannot swap.
+	return rename(tmp.c_str(), path.c_str());
 }
 
 } // namespace strata

@@ -58,5 +58,19 @@ int make_dirs(const std::string &path, unsigned mode, const Owner &owner = Owner
 // (ENOSPC for a write that stored nothing and said nothing: a full disk).
 bool write_all(int fd, const void *p, size_t n);
 
+// rename(tmp, path) for a small file the daemon rewrites while it runs
+// (its session files, its grant tables, <socket>.active): what must
+// survive is the daemon's death, not a power loss.  Where path exists
+// the two names are swapped (RENAME_EXCHANGE) and the old file, now at
+// tmp, removed: a rename over an existing file makes ext4 start writing
+// the new file's data out at once (auto_da_alloc), and the replaced file,
+// written out by the last one, is then freed (a discard on a disk mounted
+// so): 125 against 61 us of CPU a save on the test VM, 213 against 62 us
+// of wall (docs/crash.md).  Killed between the two steps, the daemon
+// leaves the old text at tmp, as a kill before the rename leaves the new
+// one.  A plain rename where path does not exist or the file system
+// cannot swap.  0 or -1 with errno set.
+int replace_file(const std::string &tmp, const std::string &path);
+
 } // namespace strata
 #endif

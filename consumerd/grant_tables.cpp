@@ -118,7 +118,7 @@ void GrantTables::publish(const SessionTable &sessions, const ProcessRegistry &p
 			  write_all(fd, file.data(), file.size());
 		if (fd >= 0)
 			close(fd);
-		ok = ok && rename(tmp.c_str(), path.c_str()) == 0;
+		ok = ok && replace_file(tmp, path) == 0;
 		if (!ok) {
 			// Processes of this uid ask with a round trip instead.
 			logf("cannot publish the grant table %s: %s", path.c_str(), strerror(errno));

@@ -24,6 +24,7 @@
 
 #include "access.h"
 #include "filter_check.h"
+#include "fs.h"
 #include "log.h"
 #include "process_registry.h"
 #include "repair.h"
@@ -526,7 +527,7 @@ void SessionTable::save_active()
 		return;
 	const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
 	close(fd);
-	if (!ok || rename(tmp.c_str(), file.c_str()) != 0)
+	if (!ok || replace_file(tmp, file) != 0)
 		unlink(tmp.c_str());
 }
 

@@ -33,6 +33,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs.h"
+
 namespace strata {
 
 namespace {
@@ -201,7 +203,7 @@ bool write_file(const std::string &dir, const std::string &name, const std::stri
 	// ms per save on the ext4 of the test VM (0.14 ms without).
 	const bool ok = done == text.size();
 	close(fd);
-	if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+	if (!ok || replace_file(tmp, path) != 0) {
 		const int e = errno;
 		unlink(tmp.c_str());
 		errno = e;

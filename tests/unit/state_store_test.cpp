@@ -3,6 +3,7 @@
 // dies".  The state files are read back as hostile text.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fs.h"
 #include "reattach.h"
 #include "state_store.h"
 #include "strata_abi.h"
@@ -201,9 +203,10 @@ TEST(StateStore, SaveLoadRemove)
 	ASSERT_EQ(0, stat(file.c_str(), &b));
 	EXPECT_EQ(a.st_ino, b.st_ino);
 	r.buffers.clear();
-	ASSERT_TRUE(st.save(r)); // changed: a new file renamed over it
+	ASSERT_TRUE(st.save(r)); // changed: a new file put in its place
 	ASSERT_EQ(0, stat(file.c_str(), &b));
 	EXPECT_NE(a.st_ino, b.st_ino);
+	EXPECT_NE(0, access((file + ".tmp").c_str(), F_OK)); // the old one gone
 	// A torn file and a foreign one beside it.
 	FILE *f = fopen((dir + "/t.session").c_str(), "w");
 	fputs("strata-session 1\nsession t 1 2 3", f);
@@ -219,6 +222,51 @@ TEST(StateStore, SaveLoadRemove)
 	EXPECT_EQ(again.names(), std::vector<std::string>{"s-1"});
 	again.remove("s-1");
 	EXPECT_NE(0, access(file.c_str(), F_OK));
+}
+
+static std::string slurp(const std::string &path)
+{
+	std::string s;
+	if (FILE *f = fopen(path.c_str(), "re")) {
+		char buf[256];
+		size_t n;
+		while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+			s.append(buf, n);
+		fclose(f);
+	}
+	return s;
+}
+
+// replace_file (fs.h): a rename where nothing is in the way, a swap of
+// the names and the old file removed where something is; a reader that
+// opened the old file keeps reading the old text.
+TEST(StateStore, ReplaceFileSwapsAndRemovesTheOld)
+{
+	const std::string dir = tmpdir(), path = dir + "/f", tmp = path + ".tmp";
+	auto put = [](const std::string &p, const char *text) {
+		FILE *f = fopen(p.c_str(), "we");
+		ASSERT_NE(f, nullptr);
+		fputs(text, f);
+		fclose(f);
+	};
+	put(tmp, "one");
+	ASSERT_EQ(0, replace_file(tmp, path)); // nothing there yet
+	EXPECT_EQ(slurp(path), "one");
+	EXPECT_NE(0, access(tmp.c_str(), F_OK));
+	const int old = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+	ASSERT_GE(old, 0);
+	put(tmp, "two");
+	ASSERT_EQ(0, replace_file(tmp, path));
+	EXPECT_EQ(slurp(path), "two");
+	EXPECT_NE(0, access(tmp.c_str(), F_OK)); // the old text not left behind
+	char buf[8] = {};
+	EXPECT_EQ(3, pread(old, buf, sizeof buf, 0));
+	EXPECT_STREQ(buf, "one");
+	close(old);
+	errno = 0;
+	EXPECT_EQ(-1, replace_file(dir + "/none.tmp", path)); // no new file: nothing changes
+	EXPECT_EQ(errno, ENOENT);
+	EXPECT_EQ(slurp(path), "two");
 }
 
 // A child holds a memfd; we take it back by (dev, ino), and refuse
