@@ -181,7 +181,7 @@ private:
 	bool open_waits(); // under mu_, once: waits_ set, or false
 	void mux_worker();
 	void mux_reaper();
-	void mux_ready(PoolJob *d);                                  // under mu_
+	void mux_ready(PoolJob *d, bool notify = true);              // under mu_
 	void mux_after(PoolJob *d, StepResult r, const StepWait &w); // under mu_
 	void mux_completed(PoolJob *d);                              // under mu_
 	void mux_disarm(PoolJob *d);                                 // under mu_
