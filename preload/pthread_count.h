@@ -191,6 +191,20 @@ static void strata_pt_count_clear(struct strata_pt_centry *e)
 
 /* This pair of `lock` at `site` (a try: try_) goes untimed (sampling, see
  * "Timing").  A handler moving count_skip or `hot` only shifts the sample. */
+/* Has table `t` (the calling thread's own) an entry for (lock, site,
+ * try_)?  A read, no update. */
+static inline int strata_pt_count_known(const struct strata_pt_ctable *t, uint64_t lock, uint32_t site,
+					uint8_t try_)
+{
+	const uint32_t h = strata_pt_count_hash(lock);
+	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {
+		const struct strata_pt_centry *e = &t->e[(h + i) & (STRATA_PT_CENTRIES - 1)];
+		if (e->lock == lock && e->site == site && e->try_ == try_)
+			return 1;
+	}
+	return 0;
+}
+
 static inline int strata_pt_count_untimed_turn(const void *lock, uint32_t site, uint8_t try_)
 {
 	const uint32_t every = __atomic_load_n(&count_every, __ATOMIC_RELAXED); /* a setting */
@@ -209,15 +223,7 @@ static inline int strata_pt_count_untimed_turn(const void *lock, uint32_t site, 
 	 * is not met again (memcached's item locks: an entry, then a 49-byte
 	 * record, for one pair, where a mutex_held is 20). */
 	const struct strata_pt_ctable *t = ctab;
-	if (!t)
-		return 0;
-	const uint32_t h = strata_pt_count_hash(U64(lock));
-	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {
-		const struct strata_pt_centry *e = &t->e[(h + i) & (STRATA_PT_CENTRIES - 1)];
-		if (e->lock == U64(lock) && e->site == site && e->try_ == try_)
-			return 1;
-	}
-	return 0;
+	return t && strata_pt_count_known(t, U64(lock), site, try_);
 }
 
 /* An unlock of `lock` found waiters: time its next pairs. */
@@ -325,9 +331,9 @@ static inline uint64_t strata_pt_count_age(uint8_t tsc)
  * nothing else to become; its counts written first), or that entry for a
  * timed pair if it is older than the age limit; else the timed pair stays
  * a mutex_held. */
-static inline struct strata_pt_centry *strata_pt_count_entry(struct strata_pt_ctable *t, uint64_t lock,
-							     uint32_t site, uint8_t try_, int timed,
-							     uint64_t now, uint8_t tsc, int *made)
+static inline __attribute__((always_inline)) struct strata_pt_centry *
+strata_pt_count_entry(struct strata_pt_ctable *t, uint64_t lock, uint32_t site, uint8_t try_, int timed,
+		      uint64_t now, uint8_t tsc, int *made)
 {
 	const uint32_t h = strata_pt_count_hash(lock);
 	struct strata_pt_centry *free_e = NULL, *idle = NULL;
@@ -390,22 +396,43 @@ static inline int strata_pt_count_add(struct strata_pt_centry *e, uint64_t hold,
  * handler inside its thread's update, the thread or process exiting, no
  * table, no entry).
  */
-static int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold, uint64_t now, int timed,
-			   int waited)
+/* The calling thread's table, unless counting cannot touch it now (a
+ * handler inside its thread's update, the thread exiting, no table). */
+static inline __attribute__((always_inline)) struct strata_pt_ctable *strata_pt_count_mine(void)
 {
 	struct strata_pt_ctable *t = ctab;
 	if (__builtin_expect(!t, 0) && (ctab_closed || !(t = strata_pt_count_register())))
-		return 0;
+		return NULL;
 	if (RELAXED_LOAD(&t->busy) || ctab_closed)
-		return 0;
+		return NULL;
+	return t;
+}
+
+/* Table `t` (strata_pt_count_mine) marked busy, and pair p's entry in it
+ * (strata_pt_count_entry; NULL once counting closed).  The caller clears
+ * busy. */
+static inline __attribute__((always_inline)) struct strata_pt_centry *
+strata_pt_count_begin(struct strata_pt_ctable *t, const struct strata_pt_pending *p, int timed, uint64_t now,
+		      int *made)
+{
 	ORDERED_STORE(&t->busy, 1);
 	SIGNAL_FENCE();
-	struct strata_pt_centry *e = NULL;
-	int made = 0;
+	*made = 0;
 	/* relaxed: the exit's membarrier orders this load after the busy
 	 * store against the exiting thread (see the contract). */
-	if (!__atomic_load_n(&counts_closed, __ATOMIC_RELAXED))
-		e = strata_pt_count_entry(t, p->lock, p->site, p->try_, timed, now, p->tsc, &made);
+	if (__atomic_load_n(&counts_closed, __ATOMIC_RELAXED))
+		return NULL;
+	return strata_pt_count_entry(t, p->lock, p->site, p->try_, timed, now, p->tsc, made);
+}
+
+static int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold, uint64_t now, int timed,
+			   int waited)
+{
+	struct strata_pt_ctable *t = strata_pt_count_mine();
+	if (!t)
+		return 0;
+	int made;
+	struct strata_pt_centry *e = strata_pt_count_begin(t, p, timed, now, &made);
 	/* A lock's first timed pair here stays a mutex_held and leaves an
 	 * empty entry: its next pairs are counted.  A lock met once (memcached's
 	 * item locks) so costs what it costs without counting; an empty entry
@@ -422,6 +449,36 @@ static int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold, uin
 	SIGNAL_FENCE();
 	ORDERED_STORE(&t->busy, 0);
 	return 1;
+}
+
+/*
+ * A timed pair `p` (p->tsc 1: timed by the TSC) at its unlock, before any
+ * clock read there: 1 if counted (its (lock, site, kind) has an entry: the
+ * hold is read now, as strata_pt_count counts it), 0 if it is to stay a
+ * mutex_held: it has none (one is made empty now, as strata_pt_count makes
+ * it, so that the next pairs are counted), or the table cannot be used now.
+ * The caller then writes the record with the hold ending at the record's
+ * own clock read (pt_hold.h), where strata_pt_count needed a read of its
+ * own first: a lock met once (memcached's item locks, thousands of them
+ * through a 32-entry table) cost three clock reads, not two.  The
+ * eviction's age test takes the pair's start for `now`: an entry a little
+ * younger than it is, kept a little longer.
+ */
+static __attribute__((noinline)) int strata_pt_count_timed(const struct strata_pt_pending *p)
+{
+	struct strata_pt_ctable *t = strata_pt_count_mine();
+	if (!t)
+		return 0;
+	if (!strata_pt_count_known(t, p->lock, p->site, p->try_)) {
+		int made;
+		(void)strata_pt_count_begin(t, p, 1, p->t0, &made);
+		SIGNAL_FENCE();
+		ORDERED_STORE(&t->busy, 0);
+		return 0;
+	}
+	uint64_t now;
+	const uint64_t hold = strata_pt_since_at(p, &now);
+	return hold <= UINT32_MAX && strata_pt_count(p, hold, now, 1, 0);
 }
 
 /* One entry of table `t` (its flush lock held) written from a consistent

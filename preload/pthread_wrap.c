@@ -931,17 +931,22 @@ static __attribute__((noinline)) int strata_pt_mutex_unlock(pthread_mutex_t *m, 
 			strata_pt_count_untimed(&p, count == STRATA_PT_COUNT_WAITERS);
 			return ret;
 		}
+		/* Counting: the pair counted, or it stays a record (a lock's
+		 * first timed pair here: below too, if that record cannot be
+		 * written so; its entry is made now). */
+		const int first = p.tsc == 1 && count == STRATA_PT_COUNT_ON;
+		if (first && strata_pt_count_timed(&p))
+			return ret;
 		/* The common case: the hold ends at the record's clock read
 		 * (pt_hold.h, strata_pt_held_at_record). */
-		if (p.tsc == 1 && count != STRATA_PT_COUNT_ON &&
-		    strata_pt_held_at_record(p.try_ ? &STRATA__TP(pthread, mutex_tryheld)
-						    : &STRATA__TP(pthread, mutex_held),
-					     p.lock, p.site, p.t0))
+		if (p.tsc == 1 && strata_pt_held_at_record(p.try_ ? &STRATA__TP(pthread, mutex_tryheld)
+								  : &STRATA__TP(pthread, mutex_held),
+							   p.lock, p.site, p.t0))
 			return ret;
 		uint64_t now;
 		uint64_t hold = strata_pt_since_at(&p, &now);
 		if (__builtin_expect(hold <= UINT32_MAX, 1)) {
-			if (count == STRATA_PT_COUNT_ON && strata_pt_count(&p, hold, now, 1, 0))
+			if (count == STRATA_PT_COUNT_ON && !first && strata_pt_count(&p, hold, now, 1, 0))
 				return ret;
 			if (p.try_)
 				strata_tracepoint(pthread, mutex_tryheld, p.lock, p.site, (uint32_t)hold);
