@@ -2060,10 +2060,14 @@ def table(b):
         ws, wl = r.get(("pre_wall", name, "strata")), r.get(("pre_wall", name, "lttng"))
         row("preload %s: trace bytes per lock+unlock pair" % name, r.get(("pre_bytes", name, "strata")),
             r.get(("pre_bytes", name, "lttng")), "<= 0.5", lambda x: x <= 0.5)
+        cb, cs, cl = (r.get(("pre_cpu", name, k)) for k in ("plain", "strata", "lttng"))
+        # A server measured by its CPU (issue 64: memcached's wall time is
+        # noise here) has its target on the CPU rows; its wall rows are
+        # printed for what they are.
+        wall_target = (None, None) if cb is not None else ("<= 0.2", lambda x: x <= 0.2)
         row("preload %s: added wall time of the program (s; untraced %s s)" % (name, fmt(base)),
             ws - base if ws is not None and base else None, wl - base if wl is not None and base else None,
-            "<= 0.2", lambda x: x <= 0.2)
-        cb, cs, cl = (r.get(("pre_cpu", name, k)) for k in ("plain", "strata", "lttng"))
+            *wall_target)
         if cb is not None:
             row("preload %s: added CPU of the traced server (s; untraced %s s)" % (name, fmt(cb)),
                 cs - cb if cs is not None else None, cl - cb if cl is not None else None,
@@ -2079,7 +2083,13 @@ def table(b):
             row("preload %s (%s): trace bytes per lock+unlock pair" % (name, how), r.get(("pre_bytes", name, side)),
                 r.get(("pre_bytes", name, "lttng")))
             row("preload %s (%s): added wall time (s)" % (name, how), wc - base if wc is not None and base else None,
-                wl - base if wl is not None and base else None, "<= 0.25", lambda x: x <= 0.25)
+                wl - base if wl is not None and base else None,
+                *((None, None) if cb is not None else ("<= 0.25", lambda x: x <= 0.25)))
+            cc = r.get(("pre_cpu", name, side))
+            if cb is not None:
+                row("preload %s (%s): added CPU of the traced server (s)" % (name, how),
+                    cc - cb if cc is not None else None, cl - cb if cl is not None else None,
+                    "<= 0.25", lambda x: x <= 0.25)
             row("preload %s (%s): slowdown vs untraced (x)" % (name, how), wc / base if wc and base else None,
                 wl / base if wl and base else None, "sqlite3: Strata <= 1.3" if name == "sqlite3" else None,
                 lambda x: x <= 1.3, strata_only=True)
