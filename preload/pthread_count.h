@@ -189,8 +189,6 @@ static void strata_pt_count_clear(struct strata_pt_centry *e)
 	RELAXED_STORE(&e->fwaited, 0);
 }
 
-/* This pair of `lock` at `site` (a try: try_) goes untimed (sampling, see
- * "Timing").  A handler moving count_skip or `hot` only shifts the sample. */
 /* Has table `t` (the calling thread's own) an entry for (lock, site,
  * try_)?  A read, no update. */
 static inline int strata_pt_count_known(const struct strata_pt_ctable *t, uint64_t lock, uint32_t site,
@@ -205,6 +203,8 @@ static inline int strata_pt_count_known(const struct strata_pt_ctable *t, uint64
 	return 0;
 }
 
+/* This pair of `lock` at `site` (a try: try_) goes untimed (sampling, see
+ * "Timing").  A handler moving count_skip or `hot` only shifts the sample. */
 static inline int strata_pt_count_untimed_turn(const void *lock, uint32_t site, uint8_t try_)
 {
 	const uint32_t every = __atomic_load_n(&count_every, __ATOMIC_RELAXED); /* a setting */
@@ -390,12 +390,6 @@ static inline int strata_pt_count_add(struct strata_pt_centry *e, uint64_t hold,
 	return c + 1 - fc >= STRATA_PT_CMAX || now - e->first >= strata_pt_count_age(tsc);
 }
 
-/*
- * Count an uncontended pair `p` held `hold` ns, its unlock at clock value
- * `now` (p's units): 1, or 0 when it must be written as mutex_held (a
- * handler inside its thread's update, the thread or process exiting, no
- * table, no entry).
- */
 /* The calling thread's table, unless counting cannot touch it now (a
  * handler inside its thread's update, the thread exiting, no table). */
 static inline __attribute__((always_inline)) struct strata_pt_ctable *strata_pt_count_mine(void)
@@ -425,6 +419,12 @@ strata_pt_count_begin(struct strata_pt_ctable *t, const struct strata_pt_pending
 	return strata_pt_count_entry(t, p->lock, p->site, p->try_, timed, now, p->tsc, made);
 }
 
+/*
+ * Count an uncontended pair `p` held `hold` ns, its unlock at clock value
+ * `now` (p's units): 1, or 0 when it must be written as mutex_held (a
+ * handler inside its thread's update, the thread or process exiting, no
+ * table, no entry).
+ */
 static int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold, uint64_t now, int timed,
 			   int waited)
 {
