@@ -46,7 +46,12 @@
  *     progresses).  flush_all skips a table whose update or flush lock its
  *     own thread holds, interrupted (a handler cannot wait for the code it
  *     interrupted): those counts go in that entry's next record, and no
- *     mutex_counts_done follows that flush.
+ *     mutex_counts_done follows that flush.  So that the control plane's
+ *     changes never meet that case, tp-async's update handler asks first
+ *     (strata_rt_state_ready, strata_pt_count_ready): a handler that
+ *     interrupted its thread's update or flush serves nothing and sets
+ *     the table's `owed` (owner and its handlers only); the owner, out of
+ *     its window (strata_pt_count_idle), raises the signal again.
  *   - A flusher on another thread reads an entry with a sequence check:
  *     gen (counted at the end of each update) unchanged and busy 0 before
  *     and after the entry's fields: the fields are one update's.
@@ -96,6 +101,7 @@ struct strata_pt_centry {
 struct strata_pt_ctable {
 	uint32_t owned;    /* a thread has it */
 	uint32_t busy;     /* owner's update or flush in progress (see above) */
+	uint32_t owed;     /* an update signal waits for busy's end (see above) */
 	uint64_t gen;      /* updates done (the sequence check) */
 	uintptr_t flusher; /* the flush lock: 0 or the holder's thread mark */
 	struct strata_pt_centry e[STRATA_PT_CENTRIES];
@@ -262,6 +268,35 @@ static int strata_pt_count_lock(struct strata_pt_ctable *t)
 static inline void strata_pt_count_unlock(struct strata_pt_ctable *t)
 {
 	__atomic_store_n(&t->flusher, 0, __ATOMIC_RELEASE); /* pairs with the lock's acquire */
+}
+
+/* tp-async's update handler asks (strata_rt_state_ready): 0 when it
+ * interrupted this thread's update or flush of its table, which the
+ * change's flush could not write (see the contract); the owner raises the
+ * signal again at the end of that window (strata_pt_count_idle). */
+static int strata_pt_count_ready(void)
+{
+	struct strata_pt_ctable *t = ctab;
+	/* relaxed: this thread's own stores, read by its handler */
+	if (!t || (!RELAXED_LOAD(&t->busy) &&
+		   __atomic_load_n(&t->flusher, __ATOMIC_RELAXED) != (uintptr_t)&ctab_mark))
+		return 1;
+	RELAXED_STORE(&t->owed, 1);
+	return 0;
+}
+
+/* The owner leaves its update (busy 0); an update signal it held off is
+ * raised again now (a handler between the two stores found it not busy
+ * and served itself: the raise only costs another query). */
+static inline __attribute__((always_inline)) void strata_pt_count_idle(struct strata_pt_ctable *t)
+{
+	SIGNAL_FENCE();
+	ORDERED_STORE(&t->busy, 0);
+	SIGNAL_FENCE();
+	if (__builtin_expect(RELAXED_LOAD(&t->owed), 0)) {
+		RELAXED_STORE(&t->owed, 0);
+		strata_rt_state_retry();
+	}
 }
 
 /* The owner flushes its entry (inside busy). */
@@ -438,7 +473,7 @@ static int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold, uin
 	 * item locks) so costs what it costs without counting; an empty entry
 	 * is evicted for free. */
 	if (!e || (made && timed)) {
-		ORDERED_STORE(&t->busy, 0);
+		strata_pt_count_idle(t);
 		return 0;
 	}
 	const int flush = strata_pt_count_add(e, hold, now, p->tsc, timed, waited);
@@ -446,8 +481,7 @@ static int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold, uin
 	ORDERED_STORE(&t->gen, t->gen + 1);
 	if (__builtin_expect(flush, 0))
 		strata_pt_count_flush_own(t, e);
-	SIGNAL_FENCE();
-	ORDERED_STORE(&t->busy, 0);
+	strata_pt_count_idle(t);
 	return 1;
 }
 
@@ -472,8 +506,7 @@ static __attribute__((noinline)) int strata_pt_count_timed(const struct strata_p
 	if (!strata_pt_count_known(t, p->lock, p->site, p->try_)) {
 		int made;
 		(void)strata_pt_count_begin(t, p, 1, p->t0, &made);
-		SIGNAL_FENCE();
-		ORDERED_STORE(&t->busy, 0);
+		strata_pt_count_idle(t);
 		return 0;
 	}
 	uint64_t now;
@@ -603,9 +636,14 @@ static void strata_pt_count_thread_exit(void *arg)
 			strata_pt_count_emit(e, &s);
 		strata_pt_count_clear(e);
 	}
-	ctab = NULL;
 	strata_pt_count_unlock(t);
+	ctab = NULL; /* after the unlock: a handler that finds ctab holds no lock of its thread */
+	SIGNAL_FENCE();
+	const uint32_t owed = RELAXED_LOAD(&t->owed);
+	RELAXED_STORE(&t->owed, 0);
 	__atomic_store_n(&t->owned, 0, __ATOMIC_RELEASE); /* pairs with the register's acquire */
+	if (owed)
+		strata_rt_state_retry(); /* an update signal that came while we held the lock */
 }
 
 /* Process exit: close counting, order that against every thread (see the
@@ -671,6 +709,7 @@ static void strata_pt_count_init(void)
 		__atomic_store_n(&count_key_ok, 1, __ATOMIC_RELAXED); /* a setting */
 	__atomic_store_n(&count_mode, 1, __ATOMIC_RELAXED);           /* a setting */
 	__atomic_store_n(&count_pid, getpid(), __ATOMIC_RELAXED);     /* a setting */
+	strata_rt_set_ready_hook(strata_pt_count_ready);
 	strata_rt_set_state_hooks(strata_pt_count_before_change, strata_pt_count_after_change);
 }
 
@@ -683,6 +722,7 @@ static void strata_pt_count_atfork_child(void)
 	if (ctab) {                                          /* ours keeps its table and key, emptied */
 		memset(ctab->e, 0, sizeof ctab->e);
 		ctab->busy = 0;
+		ctab->owed = 0; /* the parent's signal: its own to serve */
 		ctab->flusher = 0;
 	}
 	RELAXED_STORE(&counts_closed, 0);

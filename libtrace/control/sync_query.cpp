@@ -68,7 +68,11 @@
  *   - one query at a time: g_busy is taken with an atomic exchange; a
  *     signal that finds it taken sets g_again and returns, and the running
  *     query goes round once more.  The static State is touched only by the
- *     holder of g_busy.
+ *     holder of g_busy;
+ *   - the handler first asks the runtime whether the code it interrupted
+ *     lets a change happen now (strata_rt_state_ready: the pthread
+ *     preload's update of its own count table does not); if not it returns
+ *     at once, and that code raises the signal again when it is done.
  * The daemon's answers are validated like anything else; a daemon that lies
  * can at worst make this process trace into a buffer nobody reads, which
  * costs memory bounded by the channel configuration.
@@ -437,7 +441,9 @@ void on_signal(int)
 		while (drop > 0 &&
 		       !g_drop_signals.compare_exchange_weak(drop, drop - 1, std::memory_order_relaxed))
 			;
-		if (drop <= 0)
+		// Not ready: the code we interrupted raises the signal again once
+		// out of its window (strata_rt_state_retry).
+		if (drop <= 0 && strata_rt_state_ready())
 			run_queries(false, false);
 	}
 	errno = saved;
@@ -551,6 +557,8 @@ extern "C" int strata_ctl_async_init(int signo)
 			sa.sa_handler = on_signal;
 			sa.sa_flags = SA_RESTART;
 			sigfillset(&sa.sa_mask); // one query at a time per thread, no nesting
+			// The signal a deferred handler raises again: before one can run.
+			strata_rt_set_update_signal(signo);
 			if (sigaction(signo, &sa, nullptr) == 0) {
 				g_state.signo = signo;
 				kmod_link_register(signo); // when /dev/strata exists

@@ -182,6 +182,19 @@ void strata_rt_set_change_hook(strata_rt_change_hook hook);
 void strata_rt_set_state_hooks(strata_rt_change_hook before, strata_rt_change_hook after);
 void strata_rt_state_changing(void);
 void strata_rt_state_settled(void);
+/* The update signal's handler (tp-async) asks strata_rt_state_ready() first:
+ * 0 when the code it interrupted on its thread must finish before any change
+ * (the pthread preload inside an update of its own count table, which a
+ * flush cannot read from the handler that interrupted it).  The handler then
+ * serves nothing, and that code, once out of its window, calls
+ * strata_rt_state_retry(): the update signal (strata_rt_set_update_signal,
+ * by whoever installed its handler) is raised again on this thread.  One
+ * hook, the last one set wins; none: always ready.  [AS-safe] */
+typedef int (*strata_rt_ready_hook)(void);
+void strata_rt_set_ready_hook(strata_rt_ready_hook hook);
+int strata_rt_state_ready(void);
+void strata_rt_set_update_signal(int signo);
+void strata_rt_state_retry(void);
 
 /*
  * The probe report (abi/strata_probe_report.h): `hook` runs once per

@@ -20,7 +20,14 @@ variable in the program's environment only.)  --disable-first: the user does tha
 stop.  --kill: the program is killed (SIGKILL) while it counts, before the
 stop: its last counts cannot reach the trace, and the oracle is that the
 analysis SAYS so (the process in counts_unfinished, "COUNTS INCOMPLETE" in
-the text), with never more acquisitions than were made.
+the text), with never more acquisitions than were made.  --tight (with
+--disable-first): the program locks without pausing, and 16 sessions in turn
+record the mutex events only and are disabled (all of them at once), so that the update signal that disables them now and then
+lands on the counting thread inside an update of its table: the handler
+waits for the update's end (strata_rt_state_ready), and each session's
+counts are complete: a mutex_counts_done after the last mutex_counts, and every pair
+from start's ack to the disable's issue recorded, at most those from start's
+issue to the disable's ack.
 """
 import json
 import os
@@ -36,7 +43,7 @@ from strata_testlib import Checks, control_setup, counter, start_daemon, wait_fo
 
 def main():
     def flags(ap):
-        for flag in ("--count", "--disable-first", "--kill"):
+        for flag in ("--count", "--disable-first", "--kill", "--tight"):
             ap.add_argument(flag, action="store_true")
 
     a, work, env, strata = control_setup("strata-live-", "preload", "prog", more=flags)
@@ -52,27 +59,16 @@ def main():
     penv = dict(env, LD_PRELOAD=a.preload)
     if a.count:
         penv["STRATA_PTHREAD_COUNT"] = "1"
-    prog = subprocess.Popen([a.prog, cnt, "100000000", "200"], env=penv)
+    prog = subprocess.Popen([a.prog, cnt, "100000000000", "0" if a.tight else "200"], env=penv)
     out = os.path.join(work, "trace")
     try:
         wait_for(lambda: os.path.exists(cnt) and pairs() >= 200, "the program to run untraced")
-        strata("create", "s", "-o", out)
-        strata("enable-event", "s", "pthread:*")
-        c0 = pairs()
-        strata("start", "s", "--wait=20")
-        c1 = pairs()
-        wait_for(lambda: pairs() >= c1 + 500, "500 pairs while traced")
-        if a.disable_first:
-            strata("disable-event", "s", "pthread:mutex_counts", "--wait=20")
-            cd = pairs()
-            wait_for(lambda: pairs() >= cd + 200, "200 pairs more, not counted")
-        c2 = pairs()
-        if a.kill:
-            prog.kill()
-            prog.wait(timeout=30)
-        strata("stop", "s", "--wait=20")
-        c3 = pairs()
-        strata("destroy", "s")
+        if a.tight:
+            rounds = tight_rounds(strata, work, pairs)
+        else:
+            strata("create", "s", "-o", out)
+            strata("enable-event", "s", "pthread:*")
+            c0, c1, cd0, cd, c2, c3 = live_round(a, strata, pairs, prog)
     finally:
         with open(cnt, "r+b") as f:  # ask the program to end
             f.seek(8)
@@ -81,10 +77,90 @@ def main():
         d.send_signal(signal.SIGTERM)
         d.wait(timeout=30)
     check = Checks()
-
-
     check(prog.returncode == (-9 if a.kill else 0),
           "the program ran to its end under the preload (status %s)" % prog.returncode)
+    if a.tight:
+        for i, (tout, c0, c1, cd0, cd) in enumerate(rounds):
+            check_tight(check, a, i, tout, c0, c1, cd0, cd)
+        check.finish()
+        return
+    check_round(check, a, out, c0, c1, cd0, cd, c2, c3)
+
+
+def live_round(a, strata, pairs, prog):
+    """Session s (created, events enabled) started, then (--disable-first)
+    counting disabled, (--kill) the program killed, stopped, destroyed: the
+    program's pair counts at each step."""
+    cd0 = cd = 0
+    c0 = pairs()
+    strata("start", "s", "--wait=20")
+    c1 = pairs()
+    wait_for(lambda: pairs() >= c1 + 500, "500 pairs while traced")
+    if a.disable_first:
+        cd0 = pairs()
+        strata("disable-event", "s", "pthread:mutex_counts", "--wait=20")
+        cd = pairs()
+        wait_for(lambda: pairs() >= cd + 200, "200 pairs more, not counted")
+    c2 = pairs()
+    if a.kill:
+        prog.kill()
+        prog.wait(timeout=30)
+    strata("stop", "s", "--wait=20")
+    c3 = pairs()
+    strata("destroy", "s")
+    return c0, c1, cd0, cd, c2, c3
+
+
+# --tight: the mutex events (a pair is a mutex_held or counted), the call
+# sites and the mappings (the lock's name); the disable takes every mutex
+# event in one change.  Each round's signal lands inside an update of the
+# table now and then (a few percent of rounds without the wait).
+TIGHT = ("pthread:mutex_*", "pthread:site", "pthread:mapping")
+TIGHT_ROUNDS = 16
+
+
+def tight_rounds(strata, work, pairs):
+    """TIGHT_ROUNDS sessions, each started, its mutex events disabled while
+    the program locks without pausing, then stopped: (trace, pair counts)."""
+    rounds = []
+    for i in range(TIGHT_ROUNDS):
+        tout = os.path.join(work, "trace%d" % i)
+        strata("create", "t", "-o", tout)
+        strata("enable-event", "t", *TIGHT)
+        c0 = pairs()
+        strata("start", "t", "--wait=20")
+        c1 = pairs()
+        wait_for(lambda: pairs() >= c1 + 500, "500 pairs while traced")
+        cd0 = pairs()
+        strata("disable-event", "t", "pthread:mutex_*", "--wait=20")
+        cd = pairs()
+        strata("stop", "t", "--wait=20")
+        strata("destroy", "t")
+        rounds.append((tout, c0, c1, cd0, cd))
+    return rounds
+
+
+def check_tight(check, a, i, out, c0, c1, cd0, cd):
+    """Round i's trace: its counts complete, every pair from start's ack to
+    the disable's issue recorded, none made after the disable's ack."""
+    res = subprocess.run([a.strata, "analyze", "mutex", out, "--format=json"], capture_output=True, text=True)
+    check(res.returncode == 0, "round %d: strata analyze exits 0 (%s)" % (i, res.stderr.strip()[:200]))
+    rep = json.loads(res.stdout) if res.returncode == 0 else {}
+    # one lock (named in the first session only: the mappings are told once)
+    locks = rep.get("locks", [])
+    n = locks[0].get("acquisitions", -1) if len(locks) == 1 else -1
+    check(rep.get("counted_pairs", 0) > 0 and rep.get("counts_unfinished") == [],
+          "round %d: %d pairs counted, complete though the change's signal may interrupt a count (%r)" %
+          (i, rep.get("counted_pairs", 0), rep.get("counts_unfinished")))
+    check(cd0 - c1 <= n <= cd - c0,
+          "round %d: acquisitions %d within [%d pairs from start's ack to the disable, %d from start to "
+          "the disable's ack]" % (i, n, cd0 - c1, cd - c0))
+    bt = subprocess.run(["babeltrace2", out], capture_output=True, text=True)
+    check(bt.returncode == 0 and bt.stderr == "", "round %d: babeltrace2 reads the trace with nothing on stderr" % i)
+
+
+def check_round(check, a, out, c0, c1, cd0, cd, c2, c3):
+    """The trace of live_round."""
     res = subprocess.run([a.strata, "analyze", "mutex", out, "--format=json"], capture_output=True, text=True)
     check(res.returncode == 0, "strata analyze exits 0 (%s)" % res.stderr.strip()[:200])
     locks = json.loads(res.stdout).get("locks", []) if res.returncode == 0 else []
