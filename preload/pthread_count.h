@@ -78,10 +78,13 @@
  * Nothing here allocates or takes a lock but the flush lock.
  */
 
-#define STRATA_PT_CENTRIES 32u      /* entries per thread table */
-#define STRATA_PT_CPROBES 4u        /* probed entries per key */
-#define STRATA_PT_CTABLES 256u      /* threads with a table at once */
-#define STRATA_PT_CMAX (1ull << 20) /* pairs an entry counts before it is flushed */
+#ifndef STRATA_PT_CBITS
+#define STRATA_PT_CBITS 5u /* log2 of the entries per thread table */
+#endif
+#define STRATA_PT_CENTRIES (1u << STRATA_PT_CBITS) /* entries per thread table */
+#define STRATA_PT_CPROBES 4u                       /* probed entries per key */
+#define STRATA_PT_CTABLES 256u                     /* threads with a table at once */
+#define STRATA_PT_CMAX (1ull << 20)                /* pairs an entry counts before it is flushed */
 #define STRATA_PT_CAGE_NS 20000000u /* age of an entry's first unflushed pair that flushes it */
 #define STRATA_PT_UNTIMED 2         /* strata_pt_pending.tsc: no clock read for this pair */
 #define STRATA_PT_COUNT_ON 1        /* strata_pt_count_on: count this unlock's pair */
@@ -133,10 +136,16 @@ static int count_key_ok;
 #define ORDERED_STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
 #endif
 
-/* The window of `lock`'s entries: STRATA_PT_CPROBES from here. */
-static inline uint32_t strata_pt_count_hash(uint64_t lock)
+/* The window of (lock, site, kind)'s entry: STRATA_PT_CPROBES from here.
+ * The site and kind are hashed too: a lock taken at many sites (memcached's
+ * per-thread stats lock, at 8) would otherwise have all of them compete for
+ * one window of 4, each new entry evicting another while still empty, and
+ * every pair of that lock stay a record of its own.  (A user-space address
+ * stays below bit 47; the site's bits above it, the kind in the top bit.) */
+static inline uint32_t strata_pt_count_hash(uint64_t lock, uint32_t site, uint8_t try_)
 {
-	return (uint32_t)((lock * 0x9e3779b97f4a7c15ull) >> 59);
+	const uint64_t k = lock ^ ((uint64_t)site << 47) ^ ((uint64_t)try_ << 63);
+	return (uint32_t)((k * 0x9e3779b97f4a7c15ull) >> (64 - STRATA_PT_CBITS));
 }
 
 /* One entry's figures, as a flusher read them. */
@@ -200,7 +209,7 @@ static void strata_pt_count_clear(struct strata_pt_centry *e)
 static inline int strata_pt_count_known(const struct strata_pt_ctable *t, uint64_t lock, uint32_t site,
 					uint8_t try_)
 {
-	const uint32_t h = strata_pt_count_hash(lock);
+	const uint32_t h = strata_pt_count_hash(lock, site, try_);
 	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {
 		const struct strata_pt_centry *e = &t->e[(h + i) & (STRATA_PT_CENTRIES - 1)];
 		if (e->lock == lock && e->site == site && e->try_ == try_)
@@ -370,7 +379,7 @@ static inline __attribute__((always_inline)) struct strata_pt_centry *
 strata_pt_count_entry(struct strata_pt_ctable *t, uint64_t lock, uint32_t site, uint8_t try_, int timed,
 		      uint64_t now, uint8_t tsc, int *made)
 {
-	const uint32_t h = strata_pt_count_hash(lock);
+	const uint32_t h = strata_pt_count_hash(lock, site, try_);
 	struct strata_pt_centry *free_e = NULL, *idle = NULL;
 	*made = 1;
 	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {

@@ -114,12 +114,12 @@ def check_nest(rep, prog_out, pid, trace, lost, monotonic):
 
 
 def check_count(rep, prog_out, pid, trace, lost, sampled):
-    """Counting mode (docs/pthread.md): the uncontended pairs of four locks,
-    made by main (locks and tries), by a thread that then idles until the
-    process exits, by a thread that exits, by a fork child that leaves by
-    _exit, each exactly accounted for: the first pair of each (thread, lock,
-    site, lock-or-try) is a mutex_held (mutex_tryheld) and every later one
-    counted in mutex_counts records.  The blocker rounds' waits and blockers
+    """Counting mode (docs/pthread.md): the uncontended pairs of five locks,
+    made by main (locks and tries; one lock at 8 sites), by a thread that
+    then idles until the process exits, by a thread that exits, by a fork
+    child that leaves by _exit, each exactly accounted for: the first pair
+    of each (thread, lock, site, lock-or-try) is a mutex_held
+    (mutex_tryheld) and every later one counted in mutex_counts records.  The blocker rounds' waits and blockers
     as without counting; `sampled` (one hold in 16 timed): the hold of a
     lock's first wait may be untimed, and is then said so."""
     if not check(lost == 0, "nothing lost (the oracles below are exact)"):
@@ -132,9 +132,10 @@ def check_count(rep, prog_out, pid, trace, lost, sampled):
     for m in re.finditer(r"pthread:mutex_counts: .*?lock = (0x[0-9A-Fa-f]+), .*?count = (\d+)", bt.stdout):
         total[int(m.group(1), 16)] = total.get(int(m.group(1), 16), 0) + int(m.group(2))
     counted = 0
-    # first pairs: main's lock and trylock sites, one site for the others
+    # first pairs: main's lock and trylock sites, one site for the others,
+    # 8 for main's lock taken at 8 sites in turn (each its own entry)
     for name, who, first in (("main", pid, 2), ("idle", pid, 1), ("exit", pid, 1),
-                             ("child_lock", prog_out["child"], 1)):
+                             ("child_lock", prog_out["child"], 1), ("sites", pid, 8)):
         addr = int(prog_out[name], 16)
         lk = lock_of(rep, who, addr)
         want = prog_out[name.split("_")[0] + "_acq"]

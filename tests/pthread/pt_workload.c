@@ -43,6 +43,7 @@ pthread_mutex_t strata_count_main = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t strata_count_idle = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t strata_count_exit = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t strata_count_child = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t strata_count_sites = PTHREAD_MUTEX_INITIALIZER;
 /* A one-letter name: "m" is also the mangled code of `unsigned long`, and
  * must be reported as the variable it is. */
 pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
@@ -209,11 +210,11 @@ static int mode_blocker(FILE *out, int rounds)
 }
 
 /* ---- count: counting mode's oracles (STRATA_PTHREAD_COUNT=1) ---------- */
-/* Uncontended pairs of four locks, each made by one party that then stops
- * locking: main (locks and tries), a thread that then idles until the
- * process exits (its counts are written by the exit's flush), a thread
- * that exits (its own flush), a fork child that leaves by _exit; and the
- * blocker rounds on the hot lock, whose waits stay exact. */
+/* Uncontended pairs of five locks, each made by one party that then stops
+ * locking: main (locks and tries; and one lock at 8 sites), a thread that
+ * then idles until the process exits (its counts are written by the exit's
+ * flush), a thread that exits (its own flush), a fork child that leaves by
+ * _exit; and the blocker rounds on the hot lock, whose waits stay exact. */
 static int count_n;
 static _Atomic int idle_counted;
 static int idle_pipe[2];
@@ -223,6 +224,28 @@ static void count_pairs(pthread_mutex_t *m, int n)
 	for (int i = 0; i < n; i++) {
 		CHECK(pthread_mutex_lock(m), 0);
 		CHECK(pthread_mutex_unlock(m), 0);
+	}
+}
+
+/* One lock at 8 call sites in turn, n/8 rounds: each (lock, site) its own
+ * entry (a lock's sites once shared one window of 4 entries, and all of
+ * its pairs stayed records). */
+#define COUNT_SITE(m)                              \
+	do {                                       \
+		CHECK(pthread_mutex_lock(m), 0);   \
+		CHECK(pthread_mutex_unlock(m), 0); \
+	} while (0)
+static void count_sites(pthread_mutex_t *m, int n)
+{
+	for (int i = 0; i < n / 8; i++) {
+		COUNT_SITE(m);
+		COUNT_SITE(m);
+		COUNT_SITE(m);
+		COUNT_SITE(m);
+		COUNT_SITE(m);
+		COUNT_SITE(m);
+		COUNT_SITE(m);
+		COUNT_SITE(m);
 	}
 }
 
@@ -249,6 +272,7 @@ static int mode_count(FILE *out, int n, int rounds)
 	pthread_t idler, exiter, worker;
 	count_n = n;
 	count_pairs(&strata_count_main, n);
+	count_sites(&strata_count_sites, n);
 	for (int i = 0; i < n / 2; i++) {
 		CHECK(pthread_mutex_trylock(&strata_count_main), 0);
 		CHECK(pthread_mutex_unlock(&strata_count_main), 0);
@@ -280,11 +304,12 @@ static int mode_count(FILE *out, int n, int rounds)
 	CHECK(pthread_join(worker, NULL), 0);
 	fprintf(out,
 		"{\"pid\": %d, \"child\": %d, \"main\": \"%p\", \"idle\": \"%p\", \"exit\": \"%p\", "
-		"\"child_lock\": \"%p\", \"hot\": \"%p\", \"main_acq\": %d, \"idle_acq\": %d, "
-		"\"exit_acq\": %d, \"child_acq\": %d, \"hot_acq\": %d}\n",
+		"\"child_lock\": \"%p\", \"hot\": \"%p\", \"sites\": \"%p\", \"main_acq\": %d, "
+		"\"idle_acq\": %d, \"exit_acq\": %d, \"child_acq\": %d, \"hot_acq\": %d, \"sites_acq\": "
+		"%d}\n",
 		(int)getpid(), (int)child, (void *)&strata_count_main, (void *)&strata_count_idle,
-		(void *)&strata_count_exit, (void *)&strata_count_child, (void *)&strata_hot_lock, n + n / 2,
-		n, n, n, 2 * rounds);
+		(void *)&strata_count_exit, (void *)&strata_count_child, (void *)&strata_hot_lock,
+		(void *)&strata_count_sites, n + n / 2, n, n, n, 2 * rounds, n / 8 * 8);
 	return 0; /* the idler is still blocked in read: the exit's flush writes its counts */
 }
 
