@@ -79,7 +79,7 @@
  */
 
 #ifndef STRATA_PT_CBITS
-#define STRATA_PT_CBITS 5u /* log2 of the entries per thread table */
+#define STRATA_PT_CBITS 8u /* log2 of the entries per thread table */
 #endif
 #define STRATA_PT_CENTRIES (1u << STRATA_PT_CBITS) /* entries per thread table */
 #define STRATA_PT_CPROBES 4u                       /* probed entries per key */
@@ -107,6 +107,11 @@ struct strata_pt_ctable {
 	uint32_t owed;     /* an update signal waits for busy's end (see above) */
 	uint64_t gen;      /* updates done (the sequence check) */
 	uintptr_t flusher; /* the flush lock: 0 or the holder's thread mark */
+	/* Each entry's fingerprint (strata_pt_count_fp), 0: free; owner only.
+	 * A window's 4 are 8 bytes, one cache line where the entries are 4:
+	 * a probe that misses (most of a server's locks, met too rarely to
+	 * stay in the table) reads no entry. */
+	uint16_t fp[STRATA_PT_CENTRIES] __attribute__((aligned(64)));
 	struct strata_pt_centry e[STRATA_PT_CENTRIES];
 };
 
@@ -136,16 +141,30 @@ static int count_key_ok;
 #define ORDERED_STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
 #endif
 
-/* The window of (lock, site, kind)'s entry: STRATA_PT_CPROBES from here.
- * The site and kind are hashed too: a lock taken at many sites (memcached's
- * per-thread stats lock, at 8) would otherwise have all of them compete for
- * one window of 4, each new entry evicting another while still empty, and
- * every pair of that lock stay a record of its own.  (A user-space address
+/* The hash of (lock, site, kind): its entry's window (STRATA_PT_CPROBES
+ * from strata_pt_count_slot) and fingerprint.  The site and kind are hashed
+ * too: a lock taken at many sites (memcached's per-thread stats lock, at 8)
+ * would otherwise have all of them compete for one window of 4, each new
+ * entry evicting another while still empty, and every pair of that lock
+ * stay a record of its own.  (A user-space address
  * stays below bit 47; the site's bits above it, the kind in the top bit.) */
-static inline uint32_t strata_pt_count_hash(uint64_t lock, uint32_t site, uint8_t try_)
+static inline uint64_t strata_pt_count_hash(uint64_t lock, uint32_t site, uint8_t try_)
 {
 	const uint64_t k = lock ^ ((uint64_t)site << 47) ^ ((uint64_t)try_ << 63);
-	return (uint32_t)((k * 0x9e3779b97f4a7c15ull) >> (64 - STRATA_PT_CBITS));
+	return k * 0x9e3779b97f4a7c15ull;
+}
+
+/* The window's first entry: the hash's top bits. */
+static inline uint32_t strata_pt_count_slot(uint64_t hk)
+{
+	return (uint32_t)(hk >> (64 - STRATA_PT_CBITS));
+}
+
+/* The fingerprint: the 16 bits below those (never 0, which says free). */
+static inline uint16_t strata_pt_count_fp(uint64_t hk)
+{
+	const uint16_t f = (uint16_t)(hk >> (48 - STRATA_PT_CBITS));
+	return f ? f : 1;
 }
 
 /* One entry's figures, as a flusher read them. */
@@ -209,10 +228,13 @@ static void strata_pt_count_clear(struct strata_pt_centry *e)
 static inline int strata_pt_count_known(const struct strata_pt_ctable *t, uint64_t lock, uint32_t site,
 					uint8_t try_)
 {
-	const uint32_t h = strata_pt_count_hash(lock, site, try_);
+	const uint64_t hk = strata_pt_count_hash(lock, site, try_);
+	const uint32_t h = strata_pt_count_slot(hk);
+	const uint16_t f = strata_pt_count_fp(hk);
 	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {
-		const struct strata_pt_centry *e = &t->e[(h + i) & (STRATA_PT_CENTRIES - 1)];
-		if (e->lock == lock && e->site == site && e->try_ == try_)
+		const uint32_t j = (h + i) & (STRATA_PT_CENTRIES - 1);
+		const struct strata_pt_centry *e = &t->e[j];
+		if (t->fp[j] == f && e->lock == lock && e->site == site && e->try_ == try_)
 			return 1;
 	}
 	return 0;
@@ -379,22 +401,36 @@ static inline __attribute__((always_inline)) struct strata_pt_centry *
 strata_pt_count_entry(struct strata_pt_ctable *t, uint64_t lock, uint32_t site, uint8_t try_, int timed,
 		      uint64_t now, uint8_t tsc, int *made)
 {
-	const uint32_t h = strata_pt_count_hash(lock, site, try_);
+	const uint64_t hk = strata_pt_count_hash(lock, site, try_);
+	const uint32_t h = strata_pt_count_slot(hk);
+	const uint16_t f = strata_pt_count_fp(hk);
 	struct strata_pt_centry *free_e = NULL, *idle = NULL;
+	uint32_t at = h; /* free_e's index */
 	*made = 1;
 	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {
-		struct strata_pt_centry *e = &t->e[(h + i) & (STRATA_PT_CENTRIES - 1)];
-		if (e->lock == lock && e->site == site && e->try_ == try_) {
+		const uint32_t j = (h + i) & (STRATA_PT_CENTRIES - 1);
+		struct strata_pt_centry *e = &t->e[j];
+		const uint16_t g = t->fp[j];
+		if (g == f && e->lock == lock && e->site == site && e->try_ == try_) {
 			*made = 0;
 			return e;
 		}
-		if (!e->lock && !free_e)
+		if (!g && !free_e) {
 			free_e = e;
-		if (e->lock && e->count == RELAXED_LOAD(&e->fcount) && !idle)
-			idle = e;
+			at = j;
+		}
 	}
 	if (!free_e) {
-		free_e = idle ? idle : &t->e[h & (STRATA_PT_CENTRIES - 1)];
+		/* Every entry of the window taken: read them for one with nothing
+		 * unwritten only now. */
+		for (uint32_t i = 0; i < STRATA_PT_CPROBES && !idle; i++) {
+			const uint32_t j = (h + i) & (STRATA_PT_CENTRIES - 1);
+			if (t->e[j].count == RELAXED_LOAD(&t->e[j].fcount)) {
+				idle = &t->e[j];
+				at = j;
+			}
+		}
+		free_e = idle ? idle : &t->e[h];
 		if (!idle && timed && !(free_e->first && now - free_e->first >= strata_pt_count_age(tsc)))
 			return NULL;
 		if (!strata_pt_count_trylock(t))
@@ -408,6 +444,7 @@ strata_pt_count_entry(struct strata_pt_ctable *t, uint64_t lock, uint32_t site, 
 	ORDERED_STORE(&free_e->site, site);
 	ORDERED_STORE(&free_e->try_, try_);
 	ORDERED_STORE(&free_e->lock, lock);
+	t->fp[at] = f;
 	return free_e;
 }
 
@@ -503,7 +540,7 @@ static int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold, uin
  * The caller then writes the record with the hold ending at the record's
  * own clock read (pt_hold.h), where strata_pt_count needed a read of its
  * own first: a lock met once (memcached's item locks, thousands of them
- * through a 32-entry table) cost three clock reads, not two.  The
+ * through a table of 32 entries then) cost three clock reads, not two.  The
  * eviction's age test takes the pair's start for `now`: an entry a little
  * younger than it is, kept a little longer.
  */
@@ -639,12 +676,15 @@ static void strata_pt_count_thread_exit(void *arg)
 	(void)strata_pt_count_lock(t); /* thread context: never held by this thread */
 	for (uint32_t i = 0; i < STRATA_PT_CENTRIES; i++) {
 		struct strata_pt_centry *e = &t->e[i];
+		if (!t->fp[i])
+			continue; /* free, and empty */
 		struct strata_pt_csnap s;
 		strata_pt_count_own_snap(e, &s);
 		if (s.lock)
 			strata_pt_count_emit(e, &s);
 		strata_pt_count_clear(e);
 	}
+	memset(t->fp, 0, sizeof t->fp);
 	strata_pt_count_unlock(t);
 	ctab = NULL; /* after the unlock: a handler that finds ctab holds no lock of its thread */
 	SIGNAL_FENCE();
@@ -730,6 +770,7 @@ static void strata_pt_count_atfork_child(void)
 			memset(&pool[i], 0, sizeof pool[i]); /* a parent thread's: not ours */
 	if (ctab) {                                          /* ours keeps its table and key, emptied */
 		memset(ctab->e, 0, sizeof ctab->e);
+		memset(ctab->fp, 0, sizeof ctab->fp);
 		ctab->busy = 0;
 		ctab->owed = 0; /* the parent's signal: its own to serve */
 		ctab->flusher = 0;
