@@ -68,17 +68,16 @@ void take_pending_discards(Channel *ch, uint32_t lane)
 // An owned lane costs a packet per owner: a claim closes the previous
 // owner's open packet (owned-lane records carry no thread, so a packet has
 // one writer) and opens one of its own, which takes a sub-buffer of the
-// ring and a drain of the consumer's however few records it holds.  And
-// an owner keeps its lane until it exits.  So a thread writes its first
-// kOwnAfter records to the shared lanes and claims a free owned lane after
-// them (docs/ring-buffer.md, "Lanes: per thread, not per CPU"): threads
-// that emit a few events each and exit take no sub-buffer apiece, which
-// filled the ring at a low event rate, and the owned lanes go to threads
-// that write, not to the first ones that wrote at all (memcached's main
-// thread and a helper held two of four with 129 records between them,
-// while its LRU maintainer wrote 970,000 to the shared lanes).  A
-// shared-lane record costs a locked CAS and add and 4 bytes of context:
-// kOwnAfter of them cost less than one such packet.
+// ring and a drain of the consumer's however few records it holds.  So a
+// thread's first event claims a free owned lane only where no packet is
+// open (a lane never written, or one whose last packet was closed);
+// where every free lane holds an exited owner's open packet, the thread
+// writes its first kOwnAfter records to the shared lanes and claims after
+// (docs/ring-buffer.md, "Lanes: per thread, not per CPU").  Threads that
+// emit a few events each and exit thus take no sub-buffer apiece, which
+// filled the ring at a low event rate; a shared-lane record costs a locked
+// CAS and add and 4 bytes of context: kOwnAfter of them cost less than
+// one such packet.
 constexpr uint8_t kOwnAfter = 64;
 // kOwnAfter unless strata_rt_set_own_after changed it (relaxed: set before
 // the threads it concerns start, read at their claims).
@@ -92,11 +91,13 @@ uint32_t pick_shared(Channel *ch)
 	       ch->shared_rr.fetch_add(1, std::memory_order_relaxed) % (ch->n_lanes - ch->first_shared);
 }
 
-// Takes a free owned lane, or returns UINT32_MAX.  Claims start at a
-// rotating cursor.  Relaxed on the counters: they only hand out indexes.
-// The bitmap orders owners (acquire here, release in thread_exit): an
-// owner's unlocked commits need its predecessor's to be done.
-uint32_t take_owned_lane(Channel *ch)
+// Takes a free owned lane (clean: only one with no packet open), or
+// returns UINT32_MAX.  Claims start at a rotating cursor.  Relaxed on the
+// counters: they only hand out indexes.  The bitmap orders owners
+// (acquire here, release in thread_exit): an owner's unlocked commits need
+// its predecessor's to be done.  A free lane's head moves only by a
+// consumer's close, to a boundary: one seen clean stays clean.
+uint32_t take_owned_lane(Channel *ch, bool clean)
 {
 	const uint32_t n_owned = ch->first_shared;
 	const uint32_t start = n_owned ? ch->claim_next.fetch_add(1, std::memory_order_relaxed) % n_owned : 0;
@@ -104,6 +105,9 @@ uint32_t take_owned_lane(Channel *ch)
 		const uint32_t i = (start + k) % n_owned;
 		const uint64_t bit = 1ull << (i % 64);
 		uint64_t v = ch->lane_bits[i / 64].load(std::memory_order_relaxed);
+		if (clean && (v & bit) == 0 &&
+		    (__atomic_load_n(&ch->lanes[i].head, __ATOMIC_RELAXED) & (ch->subbuf_size - 1)) != 0)
+			continue;
 		while (!(v & bit)) {
 			// Acquire: pairs with the release in thread_exit, so that
 			// the previous owner's last unlocked commit happens
@@ -181,9 +185,11 @@ bool claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 	if (__builtin_expect(channel_materialize(ch) != 0, 0))
 		return false;
 	const uint8_t own_after = g_own_after.load(std::memory_order_relaxed);
-	if (ch->n_lanes == ch->first_shared || own_after == 0) // no shared lanes, or owned at once
-		return own_lane(ch, slot, t, take_owned_lane(ch));
-	// The shared lanes first (see kOwnAfter).
+	const bool sharing = ch->n_lanes > ch->first_shared && own_after != 0;
+	const uint32_t lane = take_owned_lane(ch, sharing);
+	if (lane != UINT32_MAX || !sharing)
+		return own_lane(ch, slot, t, lane);
+	// Every free owned lane holds an open packet: the shared lanes first.
 	const uint32_t shared = pick_shared(ch);
 	t.fast[slot] = nullptr; // first: see ThreadState::fast
 	std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -212,7 +218,7 @@ void promote_lane_slow(Channel *ch, unsigned slot, ThreadState &t)
 	t.depth++;
 	std::atomic_signal_fence(std::memory_order_seq_cst);
 	if (t.until_own[slot] != 0 && --t.until_own[slot] == 0)
-		own_lane(ch, slot, t, take_owned_lane(ch));
+		own_lane(ch, slot, t, take_owned_lane(ch, false));
 	std::atomic_signal_fence(std::memory_order_seq_cst);
 	t.depth--;
 }

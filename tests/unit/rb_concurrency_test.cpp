@@ -297,16 +297,18 @@ std::map<uint32_t, uint64_t> records_of(Slot &s, const std::vector<Packets> &lan
 	return n;
 }
 
-// The default: a thread's first 64 records go to the shared lanes and the
-// rest to the owned lane it then claims, in program order; threads that
-// write fewer never take one (their lanes stay free for threads that write).
+// The default: a thread's first event claims a free owned lane with no
+// packet open; where every free lane holds an exited owner's open packet,
+// its first 64 records go to the shared lanes and the rest to the owned
+// lane it then claims, in program order.
 TEST(RingBuffer, AThreadClaimsItsOwnLaneAfterItsFirstRecords)
 {
 	strata_rt_set_own_after(64);
 	Slot s(0, config(STRATA_MODE_DISCARD, 4, 8, 65536), {rule("rbtest:rec")});
 	ASSERT_TRUE(s.reader);
 	const uint32_t first_shared = s.reader->info().first_shared;
-	// As many threads of one record each as there are owned lanes.
+	// Four threads of one record each: each takes a lane never written,
+	// and leaves its packet open there.
 	for (uint32_t th = 0; th < first_shared; th++)
 		std::thread([th] {
 			strata_tracepoint(rbtest, rec, 50 + th, 0u, checksum(50 + th, 0));
@@ -329,8 +331,8 @@ TEST(RingBuffer, AThreadClaimsItsOwnLaneAfterItsFirstRecords)
 		(l >= first_shared ? shared : owned) += n;
 	EXPECT_EQ(shared, 64u);
 	EXPECT_EQ(owned, 136u);
-	for (uint32_t th = 0; th < first_shared; th++) // none took an owned lane
-		EXPECT_GE(records_of(s, lanes, 50 + th).begin()->first, first_shared) << "thread " << 50 + th;
+	for (uint32_t th = 0; th < first_shared; th++) // each in a lane of its own
+		EXPECT_EQ(records_of(s, lanes, 50 + th).begin()->first, th) << "thread " << 50 + th;
 }
 
 // Threads that emit a few records and exit take no packet of their own:
