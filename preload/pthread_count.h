@@ -146,8 +146,8 @@ static int count_key_ok;
  * too: a lock taken at many sites (memcached's per-thread stats lock, at 8)
  * would otherwise have all of them compete for one window of 4, each new
  * entry evicting another while still empty, and every pair of that lock
- * stay a record of its own.  (A user-space address
- * stays below bit 47; the site's bits above it, the kind in the top bit.) */
+ * stay a record of its own.  (A user-space address stays below bit 47; the
+ * site's bits above it, the kind in the top bit.) */
 static inline uint64_t strata_pt_count_hash(uint64_t lock, uint32_t site, uint8_t try_)
 {
 	const uint64_t k = lock ^ ((uint64_t)site << 47) ^ ((uint64_t)try_ << 63);
@@ -165,6 +165,17 @@ static inline uint16_t strata_pt_count_fp(uint64_t hk)
 {
 	const uint16_t f = (uint16_t)(hk >> (48 - STRATA_PT_CBITS));
 	return f ? f : 1;
+}
+
+/* A key's window and fingerprint, as both the probe and the lookup use them. */
+struct strata_pt_ckey {
+	uint32_t h;
+	uint16_t f;
+};
+static inline struct strata_pt_ckey strata_pt_count_key(uint64_t lock, uint32_t site, uint8_t try_)
+{
+	const uint64_t hk = strata_pt_count_hash(lock, site, try_);
+	return (struct strata_pt_ckey){strata_pt_count_slot(hk), strata_pt_count_fp(hk)};
 }
 
 /* One entry's figures, as a flusher read them. */
@@ -228,9 +239,9 @@ static void strata_pt_count_clear(struct strata_pt_centry *e)
 static inline int strata_pt_count_known(const struct strata_pt_ctable *t, uint64_t lock, uint32_t site,
 					uint8_t try_)
 {
-	const uint64_t hk = strata_pt_count_hash(lock, site, try_);
-	const uint32_t h = strata_pt_count_slot(hk);
-	const uint16_t f = strata_pt_count_fp(hk);
+	const struct strata_pt_ckey k = strata_pt_count_key(lock, site, try_);
+	const uint32_t h = k.h;
+	const uint16_t f = k.f;
 	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {
 		const uint32_t j = (h + i) & (STRATA_PT_CENTRIES - 1);
 		const struct strata_pt_centry *e = &t->e[j];
@@ -401,9 +412,9 @@ static inline __attribute__((always_inline)) struct strata_pt_centry *
 strata_pt_count_entry(struct strata_pt_ctable *t, uint64_t lock, uint32_t site, uint8_t try_, int timed,
 		      uint64_t now, uint8_t tsc, int *made)
 {
-	const uint64_t hk = strata_pt_count_hash(lock, site, try_);
-	const uint32_t h = strata_pt_count_slot(hk);
-	const uint16_t f = strata_pt_count_fp(hk);
+	const struct strata_pt_ckey k = strata_pt_count_key(lock, site, try_);
+	const uint32_t h = k.h;
+	const uint16_t f = k.f;
 	struct strata_pt_centry *free_e = NULL, *idle = NULL;
 	uint32_t at = h; /* free_e's index */
 	*made = 1;
