@@ -90,15 +90,25 @@
 #define STRATA_PT_COUNT_ON 1        /* strata_pt_count_on: count this unlock's pair */
 #define STRATA_PT_COUNT_WAITERS 2   /* the same, but it has waiters: a timed pair keeps its record */
 
+/* An entry: what a pair's update reads and writes, one cache line (a
+ * server's tables miss the cache: 96 bytes were two lines an update). */
 struct strata_pt_centry {
 	uint64_t lock; /* 0: free */
 	uint32_t site;
+	uint32_t max;    /* the longest timed hold (ns; a counted hold fits 32 bits) */
+	uint32_t waited; /* untimed pairs whose unlock had waiters (mod 2^32, as its field) */
 	uint8_t try_;
-	uint64_t count, sum, max;      /* since the entry was made: owner-written */
-	uint64_t timed, waited;        /* of them: timed; untimed whose unlock had waiters */
-	uint64_t fcount, fsum, ftimed; /* flushed marks: written under the flush lock */
-	uint64_t fwaited;              /* (the same) */
-	uint64_t first;                /* clock value of the first timed pair after the marks, 0: none */
+	uint64_t count, sum, timed; /* since the entry was made: owner-written */
+	uint64_t fcount;            /* count's flushed mark (written under the flush lock) */
+	uint64_t first;             /* clock value of the first timed pair after the marks, 0: none */
+} __attribute__((aligned(64)));
+_Static_assert(sizeof(struct strata_pt_centry) == 64, "an entry is one cache line");
+
+/* The other flushed marks, read and written by flushes only (under the
+ * flush lock): beside the entries, not in their line. */
+struct strata_pt_cmarks {
+	uint64_t fsum, ftimed;
+	uint32_t fwaited;
 };
 
 struct strata_pt_ctable {
@@ -113,7 +123,15 @@ struct strata_pt_ctable {
 	 * stay in the table) reads no entry. */
 	uint16_t fp[STRATA_PT_CENTRIES] __attribute__((aligned(64)));
 	struct strata_pt_centry e[STRATA_PT_CENTRIES];
+	struct strata_pt_cmarks m[STRATA_PT_CENTRIES]; /* e[i]'s marks */
 };
+
+/* Entry e's marks, in table t. */
+static inline struct strata_pt_cmarks *strata_pt_count_marks(struct strata_pt_ctable *t,
+							     const struct strata_pt_centry *e)
+{
+	return &t->m[e - t->e];
+}
 
 static struct strata_pt_ctable pool[STRATA_PT_CTABLES];
 static STRATA_PT_TLS struct strata_pt_ctable *ctab; /* this thread's, or NULL */
@@ -180,28 +198,30 @@ static inline struct strata_pt_ckey strata_pt_count_key(uint64_t lock, uint32_t 
 
 /* One entry's figures, as a flusher read them. */
 struct strata_pt_csnap {
-	uint64_t lock, count, sum, max, timed, waited;
-	uint32_t site;
+	uint64_t lock, count, sum, timed;
+	uint32_t site, max, waited;
 	uint8_t try_;
 };
 
 /* The record of what `e` counted since its marks (up to the snapshot
  * `s`), then the marks advanced.  Under the flush lock. */
-static void strata_pt_count_emit(struct strata_pt_centry *e, const struct strata_pt_csnap *s)
+static void strata_pt_count_emit(struct strata_pt_ctable *t, struct strata_pt_centry *e,
+				 const struct strata_pt_csnap *s)
 {
+	struct strata_pt_cmarks *m = strata_pt_count_marks(t, e);
 	const uint64_t n = s->count - RELAXED_LOAD(&e->fcount);
 	if (!n)
 		return;
 	strata_tracepoint(pthread, mutex_counts, s->lock, s->site, s->try_, n,
-			  s->timed - RELAXED_LOAD(&e->ftimed), s->sum - RELAXED_LOAD(&e->fsum),
-			  (uint32_t)s->max, (uint32_t)(s->waited - RELAXED_LOAD(&e->fwaited)));
+			  s->timed - RELAXED_LOAD(&m->ftimed), s->sum - RELAXED_LOAD(&m->fsum), s->max,
+			  s->waited - RELAXED_LOAD(&m->fwaited));
 	/* release: the record before the flag (strata_pt_count_done's acquire) */
 	if (!__atomic_load_n(&counts_written, __ATOMIC_RELAXED))
 		__atomic_store_n(&counts_written, 1, __ATOMIC_RELEASE);
 	RELAXED_STORE(&e->fcount, s->count);
-	RELAXED_STORE(&e->fsum, s->sum);
-	RELAXED_STORE(&e->ftimed, s->timed);
-	RELAXED_STORE(&e->fwaited, s->waited);
+	RELAXED_STORE(&m->fsum, s->sum);
+	RELAXED_STORE(&m->ftimed, s->timed);
+	RELAXED_STORE(&m->fwaited, s->waited);
 }
 
 /* The owner's view of `e` (or a flush-lock holder's while the owner
@@ -219,8 +239,9 @@ static inline void strata_pt_count_own_snap(const struct strata_pt_centry *e, st
 }
 
 /* Empty `e` (under the flush lock). */
-static void strata_pt_count_clear(struct strata_pt_centry *e)
+static void strata_pt_count_clear(struct strata_pt_ctable *t, struct strata_pt_centry *e)
 {
+	struct strata_pt_cmarks *m = strata_pt_count_marks(t, e);
 	ORDERED_STORE(&e->lock, 0);
 	ORDERED_STORE(&e->count, 0);
 	ORDERED_STORE(&e->sum, 0);
@@ -229,9 +250,9 @@ static void strata_pt_count_clear(struct strata_pt_centry *e)
 	ORDERED_STORE(&e->waited, 0);
 	ORDERED_STORE(&e->first, 0);
 	RELAXED_STORE(&e->fcount, 0); /* the marks: under the lock */
-	RELAXED_STORE(&e->fsum, 0);
-	RELAXED_STORE(&e->ftimed, 0);
-	RELAXED_STORE(&e->fwaited, 0);
+	RELAXED_STORE(&m->fsum, 0);
+	RELAXED_STORE(&m->ftimed, 0);
+	RELAXED_STORE(&m->fwaited, 0);
 }
 
 /* Has table `t` (the calling thread's own) an entry for (lock, site,
@@ -348,7 +369,7 @@ static void strata_pt_count_flush_own(struct strata_pt_ctable *t, struct strata_
 		return; /* flush_all has it, and writes this entry */
 	struct strata_pt_csnap s;
 	strata_pt_count_own_snap(e, &s);
-	strata_pt_count_emit(e, &s);
+	strata_pt_count_emit(t, e, &s);
 	strata_pt_count_unlock(t);
 }
 
@@ -448,8 +469,8 @@ strata_pt_count_entry(struct strata_pt_ctable *t, uint64_t lock, uint32_t site, 
 			return NULL;
 		struct strata_pt_csnap s;
 		strata_pt_count_own_snap(free_e, &s);
-		strata_pt_count_emit(free_e, &s); /* nothing for an idle one */
-		strata_pt_count_clear(free_e);
+		strata_pt_count_emit(t, free_e, &s); /* nothing for an idle one */
+		strata_pt_count_clear(t, free_e);
 		strata_pt_count_unlock(t);
 	}
 	ORDERED_STORE(&free_e->site, site);
@@ -475,8 +496,8 @@ static inline int strata_pt_count_add(struct strata_pt_centry *e, uint64_t hold,
 	}
 	ORDERED_STORE(&e->timed, e->timed + 1);
 	ORDERED_STORE(&e->sum, e->sum + hold);
-	if (hold > e->max)
-		ORDERED_STORE(&e->max, hold);
+	if (hold > e->max) /* a counted hold fits (strata_pt_count's callers) */
+		ORDERED_STORE(&e->max, (uint32_t)hold);
 	if (!e->first)
 		ORDERED_STORE(&e->first, now + !now); /* 0 stays "none" */
 	return c + 1 - fc >= STRATA_PT_CMAX || now - e->first >= strata_pt_count_age(tsc);
@@ -595,7 +616,7 @@ static int strata_pt_count_flush_entry(struct strata_pt_ctable *t, struct strata
 		if (ORDERED_LOAD(&t->busy) || ORDERED_LOAD(&t->gen) != g)
 			continue;
 		if (s.lock)
-			strata_pt_count_emit(e, &s);
+			strata_pt_count_emit(t, e, &s);
 		return 1;
 	}
 	return 0;
@@ -692,8 +713,8 @@ static void strata_pt_count_thread_exit(void *arg)
 		struct strata_pt_csnap s;
 		strata_pt_count_own_snap(e, &s);
 		if (s.lock)
-			strata_pt_count_emit(e, &s);
-		strata_pt_count_clear(e);
+			strata_pt_count_emit(t, e, &s);
+		strata_pt_count_clear(t, e);
 	}
 	memset(t->fp, 0, sizeof t->fp);
 	strata_pt_count_unlock(t);
@@ -781,6 +802,7 @@ static void strata_pt_count_atfork_child(void)
 			memset(&pool[i], 0, sizeof pool[i]); /* a parent thread's: not ours */
 	if (ctab) {                                          /* ours keeps its table and key, emptied */
 		memset(ctab->e, 0, sizeof ctab->e);
+		memset(ctab->m, 0, sizeof ctab->m);
 		memset(ctab->fp, 0, sizeof ctab->fp);
 		ctab->busy = 0;
 		ctab->owed = 0; /* the parent's signal: its own to serve */
