@@ -211,6 +211,9 @@ PRELOAD_TIMER = ("import subprocess, sys, time\n"
 # ns from /proc/PID/task/*/schedstat, read before and after): six threads
 # on two CPUs make the wall move by a factor of two between runs, while
 # the CPU the server spends on the same requests is what its tracing adds.
+# And its user and system CPU over its whole life (os.wait4's rusage: its
+# start and exit too): the system part moves by +-0.3 s between runs,
+# traced or not (the kernel's socket work), the user part is the tracer's.
 MEMCACHED_DRIVER = ("import os, socket, subprocess, sys, time\n"
                     "mc, slap, sock, n = sys.argv[1:5]\n"
                     "srv = subprocess.Popen([mc, '-t', '2', '-s', sock] + (['-u', 'root'] if os.getuid() == 0 else []))\n"
@@ -237,7 +240,9 @@ MEMCACHED_DRIVER = ("import os, socket, subprocess, sys, time\n"
                     "print('preload_wall_s=%.6f' % (time.monotonic() - t), file=sys.stderr)\n"
                     "print('preload_cpu_s=%.6f' % ((cpu() - c0) / 1e9), file=sys.stderr)\n"
                     "srv.terminate()\n"
-                    "srv.wait()\n"
+                    "ru = os.wait4(srv.pid, 0)[2]\n"
+                    "print('preload_ucpu_s=%.6f' % ru.ru_utime, file=sys.stderr)\n"
+                    "print('preload_scpu_s=%.6f' % ru.ru_stime, file=sys.stderr)\n"
                     "sys.exit(r)\n")
 
 
@@ -1194,20 +1199,33 @@ class Bench:
                 for side in sides:
                     wall, out, cpu = self.preload_run(side, name, cmd, stdin, lwrap, True, selftimed)
                     walls.setdefault(side, []).append(wall)
-                    if cpu is not None:
-                        cpus.setdefault(side, []).append(cpu)
+                    for k, x in cpu.items():
+                        cpus.setdefault(k, {}).setdefault(side, []).append(x)
                     shutil.rmtree(out, ignore_errors=True)
-            for side, v in walls.items():
-                self.results[("pre_wall", name, side)] = statistics.median(v)
-            for side, v in cpus.items():
-                self.results[("pre_cpu", name, side)] = statistics.median(v)
+            self.preload_medians(name, "pre_wall", walls)
+            for k, v in cpus.items():
+                self.preload_medians(name, k, v)
+            cpus = cpus.get("pre_cpu", {})
             if cpus:
                 log("  preload %s server CPU (median s): %s" % (name, {k: statistics.median(v) for k, v in cpus.items()}))
             log("  preload %s wall (median s): %s" % (name, {k: statistics.median(v) for k, v in walls.items()}))
 
+    def preload_medians(self, name, key, runs):
+        """runs: side -> figures of the repetitions (sides interleaved in
+        each).  (key, name, side): their median; (key + "_add", ...): the
+        median of each repetition's figure less the untraced one of the
+        same repetition, steadier than a difference of medians when the
+        machine drifts between repetitions."""
+        for side, v in runs.items():
+            self.results[(key, name, side)] = statistics.median(v)
+            base = runs.get("plain")
+            if side != "plain" and base and len(base) == len(v):
+                self.results[(key + "_add", name, side)] = statistics.median(a - b for a, b in zip(v, base))
+
     def preload_run(self, side, name, cmd, stdin, lwrap, timed, selftimed=False):
         """One run of a preload workload: (wall s or None, trace dir, the
-        server's CPU s where the workload prints it, else None)."""
+        server's CPU figures where the workload prints them: pre_cpu (s,
+        while driven), pre_ucpu and pre_scpu (user and system s, its life))."""
         db = os.path.join(self.work, "preload.db")
         if os.path.exists(db):
             os.unlink(db)
@@ -1236,8 +1254,12 @@ class Bench:
         m = re.search(r"^preload_wall_s=([0-9.]+)$", p.stderr, re.M)
         if p.returncode != 0 or (timed and not m):
             raise BenchError("preload %s %s failed: %s" % (side, name, p.stderr.strip()[-500:]))
-        c = re.search(r"^preload_cpu_s=([0-9.]+)$", p.stderr, re.M)
-        return (float(m.group(1)) if m else None), out, (float(c.group(1)) if c else None)
+        cpu = {}
+        for k in ("cpu", "ucpu", "scpu"):
+            c = re.search(r"^preload_%s_s=([0-9.]+)$" % k, p.stderr, re.M)
+            if c:
+                cpu["pre_" + k] = float(c.group(1))
+        return (float(m.group(1)) if m else None), out, cpu
 
     # 8. many live processes (issue 38): N processes of `hold 1 100` (one
     # thread, 100 `ints` events, then alive until stdin's EOF) in one
@@ -2053,6 +2075,16 @@ def table(b):
         l = buffer_kib("lttng", l) if l is not None else None
         row("buffer memory, %d thread(s), Rss (KiB)" % t, s[0] if s else None, l[0] if l else None)
         row("buffer memory, %d thread(s), Pss (KiB)" % t, s[1] if s else None, l[1] if l else None)
+
+    def added(key, name, side):
+        """What `side` adds to (key, name) over untraced: the median of the
+        repetitions' paired differences (older files: the medians')."""
+        a = r.get((key + "_add", name, side))
+        if a is not None:
+            return a
+        x, base = r.get((key, name, side)), r.get((key, name, "plain"))
+        return x - base if x is not None and base else None
+
     for name in ("lockloop", "contend", "sqlite3", "memcached"):
         if not any(k[0] == "pre_wall" and k[1] == name for k in r):
             continue
@@ -2060,18 +2092,20 @@ def table(b):
         ws, wl = r.get(("pre_wall", name, "strata")), r.get(("pre_wall", name, "lttng"))
         row("preload %s: trace bytes per lock+unlock pair" % name, r.get(("pre_bytes", name, "strata")),
             r.get(("pre_bytes", name, "lttng")), "<= 0.5", lambda x: x <= 0.5)
-        cb, cs, cl = (r.get(("pre_cpu", name, k)) for k in ("plain", "strata", "lttng"))
+        cb = r.get(("pre_cpu", name, "plain"))
         # A server measured by its CPU (issue 64: memcached's wall time is
         # noise here) has its target on the CPU rows; its wall rows are
         # printed for what they are.
         wall_target = (None, None) if cb is not None else ("<= 0.2", lambda x: x <= 0.2)
         row("preload %s: added wall time of the program (s; untraced %s s)" % (name, fmt(base)),
-            ws - base if ws is not None and base else None, wl - base if wl is not None and base else None,
-            *wall_target)
+            added("pre_wall", name, "strata"), added("pre_wall", name, "lttng"), *wall_target)
         if cb is not None:
             row("preload %s: added CPU of the traced server (s; untraced %s s)" % (name, fmt(cb)),
-                cs - cb if cs is not None else None, cl - cb if cl is not None else None,
-                "<= 0.2", lambda x: x <= 0.2)
+                added("pre_cpu", name, "strata"), added("pre_cpu", name, "lttng"), "<= 0.2", lambda x: x <= 0.2)
+        for k, what in (("pre_ucpu", "user"), ("pre_scpu", "system")):
+            if r.get((k, name, "plain")) is not None:
+                row("  of which %s CPU, the server's whole life (s; untraced %s s)" % (what, fmt(r.get((k, name, "plain")))),
+                    added(k, name, "strata"), added(k, name, "lttng"))
         row("preload %s: slowdown vs untraced (x)" % name, ws / base if ws and base else None,
             wl / base if wl and base else None, "sqlite3: Strata <= 1.3" if name == "sqlite3" else None,
             lambda x: x <= 1.3, strata_only=True)
@@ -2082,14 +2116,11 @@ def table(b):
             wc = r.get(("pre_wall", name, side))
             row("preload %s (%s): trace bytes per lock+unlock pair" % (name, how), r.get(("pre_bytes", name, side)),
                 r.get(("pre_bytes", name, "lttng")))
-            row("preload %s (%s): added wall time (s)" % (name, how), wc - base if wc is not None and base else None,
-                wl - base if wl is not None and base else None,
-                *((None, None) if cb is not None else ("<= 0.25", lambda x: x <= 0.25)))
-            cc = r.get(("pre_cpu", name, side))
+            row("preload %s (%s): added wall time (s)" % (name, how), added("pre_wall", name, side),
+                added("pre_wall", name, "lttng"), *((None, None) if cb is not None else ("<= 0.25", lambda x: x <= 0.25)))
             if cb is not None:
                 row("preload %s (%s): added CPU of the traced server (s)" % (name, how),
-                    cc - cb if cc is not None else None, cl - cb if cl is not None else None,
-                    "<= 0.25", lambda x: x <= 0.25)
+                    added("pre_cpu", name, side), added("pre_cpu", name, "lttng"), "<= 0.25", lambda x: x <= 0.25)
             row("preload %s (%s): slowdown vs untraced (x)" % (name, how), wc / base if wc and base else None,
                 wl / base if wl and base else None, "sqlite3: Strata <= 1.3" if name == "sqlite3" else None,
                 lambda x: x <= 1.3, strata_only=True)
