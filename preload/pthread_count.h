@@ -24,6 +24,16 @@
  * timed: pthread_count_env.h);
  * STRATA_PTHREAD_COUNT=0 writes every pair as its own record.
  *
+ * Spilling: a thread whose (lock, site, kind) keys do not fit its table
+ * (a server's helper walking thousands of item locks) pays a cache miss or
+ * two on the table for every pair, found or not, and a record for most of
+ * them anyway: more than a record alone costs (memcached, pt_lockloop over
+ * 1024 locks: docs/pthread.md, "Spilling").  So each thread judges its own
+ * table every STRATA_PT_CWINDOW pairs: when more than one in
+ * STRATA_PT_CCHURN missed it, the thread writes its table out and its next
+ * STRATA_PT_CSPILL pairs are records of their own, all timed, with no
+ * lookup; then it counts again for a window and judges again.
+ *
  * Contract (who touches what):
  *   - A thread's table (one of `pool`, static memory, so that a flusher
  *     never reads freed memory; the thread's `ctab` points to it) is
@@ -39,8 +49,8 @@
  *     its marks fcount/fsum, then the marks advanced) only by the holder
  *     of the table's flush lock `flusher` (0 or the holder's thread mark;
  *     a lock-prefixed CAS, once per flush): the owner when an entry is
- *     old, full or evicted, and at its exit (thread-specific data
- *     destructor); any thread at the process' exit and before the control
+ *     old, full or evicted, every entry when it starts spilling, and at
+ *     its exit (thread-specific data destructor); any thread at the process' exit and before the control
  *     plane changes tracepoint states (flush_all).  The owner only tries
  *     the lock; the others spin for it (the holder is another thread, which
  *     progresses).  flush_all skips a table whose update or flush lock its
@@ -89,6 +99,9 @@
 #define STRATA_PT_UNTIMED 2         /* strata_pt_pending.tsc: no clock read for this pair */
 #define STRATA_PT_COUNT_ON 1        /* strata_pt_count_on: count this unlock's pair */
 #define STRATA_PT_COUNT_WAITERS 2   /* the same, but it has waiters: a timed pair keeps its record */
+#define STRATA_PT_CWINDOW 4096u     /* pairs a thread's table is judged over (spilling) */
+#define STRATA_PT_CCHURN 3u         /* it spills when more than 1 pair in this many missed it */
+#define STRATA_PT_CSPILL 65536u     /* pairs a spilling thread then writes as records */
 
 /* An entry: what a pair's update reads and writes, one cache line (a
  * server's tables miss the cache: 96 bytes were two lines an update). */
@@ -148,6 +161,12 @@ static STRATA_PT_TLS uint32_t count_skip; /* untimed pairs before the next timed
 #define STRATA_PT_HOT 4u
 static STRATA_PT_TLS uint64_t hot[STRATA_PT_HOT]; /* locks lately unlocked with waiters: hints */
 static STRATA_PT_TLS uint32_t hot_next;
+/* Spilling (above).  Plain values: a handler that moves one (its pair
+ * judged, or spilled, in the middle of its thread's update) only shifts a
+ * judgement by a pair. */
+static STRATA_PT_TLS uint32_t spill_left; /* pairs still written as records, no lookup */
+static STRATA_PT_TLS uint32_t win_pairs;  /* pairs this window (admitted to counting) */
+static STRATA_PT_TLS uint32_t win_missed; /* of which looked up and not found */
 static pthread_key_t count_key;
 static int count_key_ok;
 
@@ -278,6 +297,8 @@ static inline int strata_pt_count_untimed_turn(const void *lock, uint32_t site, 
 {
 	const uint32_t every = __atomic_load_n(&count_every, __ATOMIC_RELAXED); /* a setting */
 	if (__builtin_expect(every <= 1, 1) || !strata_tracepoint_enabled(pthread, mutex_counts))
+		return 0;
+	if (spill_left) /* spilling: every pair a record, which needs its interval */
 		return 0;
 	if (!count_skip) {
 		count_skip = every - 1;
@@ -452,6 +473,7 @@ strata_pt_count_entry(struct strata_pt_ctable *t, uint64_t lock, uint32_t site, 
 			at = j;
 		}
 	}
+	win_missed++;
 	if (!free_e) {
 		/* Every entry of the window taken: read them for one with nothing
 		 * unwritten only now. */
@@ -836,4 +858,52 @@ static void strata_pt_count_untimed(const struct strata_pt_pending *p, int waite
 	if (!strata_pt_count(p, 0, 0, 0, waited))
 		strata_tracepoint(pthread, mutex_counts, p->lock, p->site, p->try_, 1, 0, 0, 0,
 				  (uint32_t)waited);
+}
+
+/* The end of a window (spilling, above): when more than one pair in
+ * STRATA_PT_CCHURN missed the table, the next STRATA_PT_CSPILL pairs are
+ * records, and what the table counted is written now rather than when the
+ * thread counts again (inside busy, as the owner's other flushes; the
+ * flush lock only tried: flush_all, which holds it, writes every entry). */
+static __attribute__((noinline)) void strata_pt_count_judge(void)
+{
+	const uint32_t pairs = win_pairs, missed = win_missed;
+	win_pairs = 0;
+	win_missed = 0;
+	if ((uint64_t)missed * STRATA_PT_CCHURN <= pairs)
+		return;
+	spill_left = STRATA_PT_CSPILL;
+	struct strata_pt_ctable *t = strata_pt_count_mine();
+	if (!t)
+		return;
+	ORDERED_STORE(&t->busy, 1);
+	SIGNAL_FENCE();
+	if (strata_pt_count_trylock(t)) {
+		for (uint32_t i = 0; i < STRATA_PT_CENTRIES; i++) {
+			if (!t->fp[i])
+				continue; /* free, and empty */
+			struct strata_pt_csnap s;
+			strata_pt_count_own_snap(&t->e[i], &s);
+			if (s.lock)
+				strata_pt_count_emit(t, &t->e[i], &s);
+		}
+		strata_pt_count_unlock(t);
+	}
+	strata_pt_count_idle(t);
+}
+
+/* Counting applies to this uncontended pair (`count`: strata_pt_count_on's
+ * answer at its unlock): 0 while its thread spills; a pair admitted
+ * counts toward the window's judgement. */
+static inline int strata_pt_count_admit(int count)
+{
+	if (count != STRATA_PT_COUNT_ON)
+		return count;
+	if (__builtin_expect(spill_left != 0, 0)) {
+		spill_left--;
+		return 0;
+	}
+	if (__builtin_expect(++win_pairs >= STRATA_PT_CWINDOW, 0))
+		strata_pt_count_judge();
+	return count;
 }

@@ -927,14 +927,17 @@ static __attribute__((noinline)) int strata_pt_mutex_unlock(pthread_mutex_t *m, 
 	int ret = REAL(mutex_unlock)(m);
 	struct strata_pt_pending p;
 	if (RELAXED_LOAD(&pending) && strata_pt_stash_pop(m, &p)) {
+		/* 0 while the thread spills (an untimed pair, stashed before, is
+		 * still counted) */
+		const int on = strata_pt_count_admit(count);
 		if (p.tsc == STRATA_PT_UNTIMED) {
 			strata_pt_count_untimed(&p, count == STRATA_PT_COUNT_WAITERS);
 			return ret;
 		}
 		/* Counting: the pair counted, or it stays a record (a lock's
 		 * first timed pair here: below too, if that record cannot be
-		 * written so; its entry is made now). */
-		const int first = p.tsc == 1 && count == STRATA_PT_COUNT_ON;
+		 * written so; its entry is made now; or its thread spills). */
+		const int first = p.tsc == 1 && on == STRATA_PT_COUNT_ON;
 		if (first && strata_pt_count_timed(&p))
 			return ret;
 		/* The common case: the hold ends at the record's clock read
@@ -946,7 +949,7 @@ static __attribute__((noinline)) int strata_pt_mutex_unlock(pthread_mutex_t *m, 
 		uint64_t now;
 		uint64_t hold = strata_pt_since_at(&p, &now);
 		if (__builtin_expect(hold <= UINT32_MAX, 1)) {
-			if (count == STRATA_PT_COUNT_ON && !first && strata_pt_count(&p, hold, now, 1, 0))
+			if (on == STRATA_PT_COUNT_ON && !first && strata_pt_count(&p, hold, now, 1, 0))
 				return ret;
 			if (p.try_)
 				strata_tracepoint(pthread, mutex_tryheld, p.lock, p.site, (uint32_t)hold);

@@ -16,6 +16,8 @@
  *   pt_workload blocker OUT [rounds]
  *   pt_workload ctor OUT
  *   pt_workload nest OUT [rounds]
+ *   pt_workload count OUT [pairs rounds]
+ *   pt_workload spill OUT [churn pairs]
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -311,6 +313,43 @@ static int mode_count(FILE *out, int n, int rounds)
 		(void *)&strata_count_exit, (void *)&strata_count_child, (void *)&strata_hot_lock,
 		(void *)&strata_count_sites, n + n / 2, n, n, n, 2 * rounds, n / 8 * 8);
 	return 0; /* the idler is still blocked in read: the exit's flush writes its counts */
+}
+
+/* ---- spill: a thread whose locks do not fit its counting table -------- */
+/* `churn` pairs over SPILL_LOCKS locks in a fixed pseudo-random order (a
+ * table of 256 entries misses most of them: the thread spills, and writes
+ * its pairs as records for a while), then n pairs of one lock: the first
+ * of them records while the spill lasts, the rest counted again
+ * (docs/pthread.md, "Spilling"). */
+#define SPILL_LOCKS 2048
+static pthread_mutex_t spill_locks[SPILL_LOCKS];
+static int spill_acq[SPILL_LOCKS];
+pthread_mutex_t strata_spill_one = PTHREAD_MUTEX_INITIALIZER;
+
+static int mode_spill(FILE *out, int churn, int n)
+{
+	uint32_t x = 12345;
+	for (int i = 0; i < SPILL_LOCKS; i++)
+		CHECK(pthread_mutex_init(&spill_locks[i], NULL), 0);
+	for (int i = 0; i < churn; i++) {
+		x = x * 1664525u + 1013904223u;
+		const uint32_t k = (x >> 8) % SPILL_LOCKS;
+		CHECK(pthread_mutex_lock(&spill_locks[k]), 0);
+		CHECK(pthread_mutex_unlock(&spill_locks[k]), 0);
+		spill_acq[k]++;
+	}
+	count_pairs(&strata_spill_one, n);
+	fprintf(out, "{\"pid\": %d, \"one\": \"%p\", \"one_acq\": %d, \"churn\": [", (int)getpid(),
+		(void *)&strata_spill_one, n);
+	const char *sep = "";
+	for (int i = 0; i < SPILL_LOCKS; i++) {
+		if (!spill_acq[i])
+			continue;
+		fprintf(out, "%s[\"%p\", %d]", sep, (void *)&spill_locks[i], spill_acq[i]);
+		sep = ", ";
+	}
+	fprintf(out, "]}\n");
+	return 0;
 }
 
 /* ---- basic: every wrapped call's return codes ------------------------- */
@@ -727,6 +766,8 @@ int main(int argc, char **argv)
 		rc = mode_sigstorm(out, argc > 3 ? atoi(argv[3]) : 4, argc > 4 ? atoi(argv[4]) : 2000);
 	else if (!strcmp(m, "nest"))
 		rc = mode_nest(out, argc > 3 ? atoi(argv[3]) : 100);
+	else if (!strcmp(m, "spill"))
+		rc = mode_spill(out, argc > 3 ? atoi(argv[3]) : 40960, argc > 4 ? atoi(argv[4]) : 200000);
 	else if (!strcmp(m, "count"))
 		rc = mode_count(out, argc > 3 ? atoi(argv[3]) : 5000, argc > 4 ? atoi(argv[4]) : 10);
 	else if (!strcmp(m, "ctor")) {
