@@ -102,12 +102,30 @@ static void __attribute__((constructor)) early_locks(void)
 static int n_iters;
 static uint64_t hold_ns;
 static _Atomic uint64_t self_wait_hot;
+static int n_contenders;
+static _Atomic int gate_taken;
+
+/* The first contender to hold the hot lock keeps it until another sleeps
+ * on it, so every run has a contended acquisition: on a loaded machine the
+ * threads could otherwise run one after another, and the oracles that need
+ * a wait (flows from a release to a waiter) would find none.  glibc's
+ * normal mutex reads 2 once a waiter sleeps in the kernel, which under the
+ * preload is after its trylock failed: a contended acquisition.  Every
+ * other contender has its first take_hot ahead of it, so the wait ends. */
+static void hold_until_waited_for(void)
+{
+	if (n_contenders < 2 || atomic_exchange(&gate_taken, 1))
+		return;
+	while (__atomic_load_n(&strata_hot_lock.__data.__lock, __ATOMIC_ACQUIRE) != 2)
+		sched_yield();
+}
 
 static __attribute__((noinline)) uint64_t take_hot(uint64_t hold)
 {
 	uint64_t t0 = now_ns();
 	CHECK(pthread_mutex_lock(&strata_hot_lock), 0);
 	uint64_t waited = now_ns() - t0;
+	hold_until_waited_for();
 	spin_ns(hold);
 	CHECK(pthread_mutex_unlock(&strata_hot_lock), 0);
 	return waited;
@@ -140,6 +158,7 @@ static int mode_contend(FILE *out, int threads, int iters, int hold_us)
 	pthread_t t[64];
 	n_iters = iters;
 	hold_ns = (uint64_t)hold_us * 1000u;
+	n_contenders = threads;
 	if (threads < 1 || threads > 64)
 		return 2;
 	for (int i = 0; i < threads; i++)
