@@ -583,21 +583,27 @@ class Bench:
 
     # Short-lived threads: `burst N 5 2`, N threads that each emit 5 `ints`
     # events and exit, two alive at a time, untraced and under each side's
-    # session (8 x 1 MiB); the process's CPU per thread, median of 3.  The
-    # tracer's share is the traced figure minus the untraced one.
+    # session (8 x 1 MiB); the process's CPU per thread, median of 5.  The
+    # tracer's share is the median of each repetition's traced figure less
+    # its untraced one: the untraced figure alone moves by 5 us between
+    # runs (49 to 55 of 50), more than Strata's whole share (1-2 us), so a
+    # difference of medians of 3 read 0.1 to 6.3 us in two runs of one day.
     def short_threads(self):
         args = ["burst", str(self.p["n_burst"]), "5", "2"]
-        for _ in range(3):
+        for _ in range(self.p["reps"]):
             kv = parse_kv(run([self.plain] + args).stdout)
             self.results.setdefault(("burst_reps", "plain"), []).append(float(kv["cpu_ns_per_thread"]))
             for side in self.sides():
                 kv, acc = self.traced(side, args, "1M", 8, "burst-%s" % side)
                 self.check("short threads %s" % side, acc, kv)
                 self.results.setdefault(("burst_reps", side), []).append(float(kv["cpu_ns_per_thread"]))
+        base = self.results.get(("burst_reps", "plain"))
         for side in ("plain", "strata", "lttng"):
             reps = self.results.get(("burst_reps", side))
             if reps:
                 self.results[("burst", side)] = statistics.median(reps)
+                if side != "plain" and base and len(base) == len(reps):
+                    self.results[("burst_add", side)] = statistics.median(a - b for a, b in zip(reps, base))
                 log("short threads %s: CPU ns per thread %s" % (side, reps))
 
     # Aggregation beside recording (issue 35): `loop ints 1 N WU` under an
@@ -1195,7 +1201,14 @@ class Bench:
                 self.results[("pre_lost", name, side)] = disc
                 log("  preload %s %s: %d bytes, %d lock+unlock pairs, %d lost" % (side, name, content, pairs, disc))
                 shutil.rmtree(out, ignore_errors=True)
-            for _ in range(self.p["reps"]):
+            # A server measured by its CPU (selftimed: memcached) gets
+            # 2 x reps - 1 repetitions: its system CPU moves by +-0.2 s a
+            # run traced or not (the kernel's socket work), as large as
+            # the tracer's whole share: with 5 repetitions the last seven
+            # results files (across commits) read 0.19 to 0.30, LTTng-UST's
+            # own added CPU 0.56 to 1.3 s.
+            reps = 2 * self.p["reps"] - 1 if selftimed else self.p["reps"]
+            for _ in range(reps):
                 for side in sides:
                     wall, out, cpu = self.preload_run(side, name, cmd, stdin, lwrap, True, selftimed)
                     walls.setdefault(side, []).append(wall)
@@ -1950,9 +1963,11 @@ def table(b):
     if bp and (bs or bl):
         row("short threads: %s threads x 5 ints, CPU us per thread (untraced %.1f)" % (
             "{:,}".format(b.p["n_burst"]), bp / 1e3), bs / 1e3 if bs else None, bl / 1e3 if bl else None)
-        row("  the tracer's share: traced minus untraced, CPU us per thread",
-            (bs - bp) / 1e3 if bs else None, (bl - bp) / 1e3 if bl else None, "<= 0.35",
-            lambda x: x <= 0.35)
+        def share(side, x):  # paired (burst_add); older files: the medians' difference
+            a = r.get(("burst_add", side))
+            return (a if a is not None else x - bp) / 1e3 if x else None
+        row("  the tracer's share: traced minus untraced (median of paired runs), CPU us per thread",
+            share("strata", bs), share("lttng", bl), "<= 0.35", lambda x: x <= 0.35)
     if r.get(("ir_burst", "strata")) or r.get(("ir_burst", "lttng")):
         row("  the same in instructions: traced minus untraced a thread, 5 ints each (callgrind, slope "
             "over {:,} and {:,} threads)".format(*r[("ir_burst_n",)]), r.get(("ir_burst", "strata")),
