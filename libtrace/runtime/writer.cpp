@@ -339,6 +339,8 @@ __attribute__((noinline)) Reserved reserve_slow(Channel *ch, uint32_t lane, Thre
 				// Relaxed: a hint; the consumer released a sub-buffer.
 				if (__builtin_expect(ch->block_stalled.load(std::memory_order_relaxed), 0))
 					ch->block_stalled.store(0, std::memory_order_relaxed);
+				if (!owned)
+					arm_claim_retry(ch, slot, t);
 				return {head + STRATA_PACKET_HEADER_SIZE, now, narrow};
 			}
 			if (sw.what == Switch::kFull) {

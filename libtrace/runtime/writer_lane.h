@@ -40,7 +40,8 @@ struct ThreadState {
 	uint16_t exclusive; // bit s: lane[s] is owned (released at thread exit)
 	// Records left before this thread claims an owned lane in slot s
 	// (64 + 1 at a first event that found no clean free lane:
-	// writer_lanes.cpp; 0: owned, or for good in the shared lanes).
+	// writer_lanes.cpp; 1 once a sharer opened a packet of a shared lane,
+	// arm_claim_retry; 0: owned, or in the shared lanes until then).
 	uint8_t until_own[STRATA_MAX_SLOTS];
 	// Owned: the lane.  Not owned: the shared lane used when the CPU is
 	// unknown (no rseq); otherwise shared_lane() picks one per record.
@@ -89,6 +90,21 @@ inline void promote_lane(Channel *ch, unsigned slot, ThreadState &t)
 	if (__builtin_expect(t.until_own[slot] == 0 || t.depth != 0, 1))
 		return;
 	promote_lane_slow(ch, slot, t);
+}
+
+// A thread in the shared lanes that opened a packet there (busy enough to
+// fill one, a packet switch being where the slow path already is) tries
+// to claim an owned lane again at its next record at depth 0, so that a
+// lane handed back at an owner's exit goes to a thread that writes, not
+// only to threads started after it (docs/ring-buffer.md, "Lanes: per
+// thread, not per CPU").  Only a sharer whose count is done: one in its
+// first records claims when that count ends.  Any depth may arm it: the
+// claim itself waits for depth 0 (promote_lane).  Thread-local state only.
+inline void arm_claim_retry(const Channel *ch, unsigned slot, ThreadState &t)
+{
+	if (t.until_own[slot] == 0 && !(t.exclusive & (1u << slot)) && t.ch[slot] == ch &&
+	    ch->first_shared != 0)
+		t.until_own[slot] = 1;
 }
 
 namespace {

@@ -207,7 +207,8 @@ bool claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 	return true;
 }
 
-// A sharer's record at depth 0 counts down to its owned lane's claim.
+// A sharer's record at depth 0 counts down to its owned lane's claim, which
+// takes any free owned lane (an exited owner's open packet is closed).
 // Signal handlers: one that runs before the depth is raised promotes (or
 // counts) in full before we resume, and we then see its count; one that
 // runs while it is raised leaves the count alone.  A reservation in
@@ -217,8 +218,14 @@ void promote_lane_slow(Channel *ch, unsigned slot, ThreadState &t)
 {
 	t.depth++;
 	std::atomic_signal_fence(std::memory_order_seq_cst);
-	if (t.until_own[slot] != 0 && --t.until_own[slot] == 0)
-		own_lane(ch, slot, t, take_owned_lane(ch, false));
+	if (t.until_own[slot] != 0 && --t.until_own[slot] == 0) {
+		const uint32_t lane = take_owned_lane(ch, false);
+		// None free: the thread stays where it writes, in the shared
+		// lanes, until a packet it opens there arms another try
+		// (arm_claim_retry).
+		if (lane != UINT32_MAX)
+			own_lane(ch, slot, t, lane);
+	}
 	std::atomic_signal_fence(std::memory_order_seq_cst);
 	t.depth--;
 }

@@ -16,6 +16,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "rb_test_util.h"
@@ -297,6 +299,18 @@ std::map<uint32_t, uint64_t> records_of(Slot &s, const std::vector<Packets> &lan
 	return n;
 }
 
+// Flushes and reads every lane, checks each (order, checksums): the
+// records of thread 7 ("rbtest:rec" with a = 7), none discarded.
+uint64_t writer7_records(Slot &s, std::vector<Packets> *lanes)
+{
+	flush_and_read(s, lanes);
+	Tally t;
+	check_lanes(
+		s, [&](uint32_t l) -> const Packets & { return (*lanes)[l]; }, true, &t);
+	EXPECT_EQ(t.discarded, 0u);
+	return t.seqs[std::make_pair(std::string("rbtest:rec"), 7u)].size();
+}
+
 // The default: a thread's first event claims a free owned lane with no
 // packet open; where every free lane holds an exited owner's open packet,
 // its first 64 records go to the shared lanes and the rest to the owned
@@ -320,12 +334,7 @@ TEST(RingBuffer, AThreadClaimsItsOwnLaneAfterItsFirstRecords)
 	w.join();
 	strata_rt_set_own_after(0);
 	std::vector<Packets> lanes;
-	flush_and_read(s, &lanes);
-	Tally t;
-	check_lanes(
-		s, [&](uint32_t l) -> const Packets & { return lanes[l]; }, true, &t);
-	EXPECT_EQ(t.discarded, 0u);
-	EXPECT_EQ(t.seqs[std::make_pair(std::string("rbtest:rec"), 7u)].size(), 200u); // all, in order
+	EXPECT_EQ(writer7_records(s, &lanes), 200u); // all, in order
 	uint64_t shared = 0, owned = 0;
 	for (const auto &[l, n] : records_of(s, lanes, 7))
 		(l >= first_shared ? shared : owned) += n;
@@ -333,6 +342,70 @@ TEST(RingBuffer, AThreadClaimsItsOwnLaneAfterItsFirstRecords)
 	EXPECT_EQ(owned, 136u);
 	for (uint32_t th = 0; th < first_shared; th++) // each in a lane of its own
 		EXPECT_EQ(records_of(s, lanes, 50 + th).begin()->first, th) << "thread " << 50 + th;
+}
+
+// A thread that found every owned lane taken writes the shared lanes, and
+// claims a lane its owner handed back at exit once it opens a packet
+// there: four live owners, then a writer in the shared lanes; the first
+// owner exits, and the writer's later records go to that owner's lane.
+// Without the retry they all stayed in the shared lanes (owned == 0).
+TEST(RingBuffer, ASharerClaimsALaneHandedBackAtExit)
+{
+	strata_rt_set_own_after(64);
+	Slot s(0, config(STRATA_MODE_DISCARD, 4, 8, 4096), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	const uint32_t first_shared = s.reader->info().first_shared;
+	std::mutex m;
+	std::condition_variable cv;
+	uint32_t ready = 0, released = 0; // holders with a record; holders told to exit
+	std::vector<std::thread> holders;
+	for (uint32_t th = 0; th < first_shared; th++)
+		holders.emplace_back([&, th] {
+			strata_tracepoint(rbtest, rec, 50 + th, 0u, checksum(50 + th, 0));
+			std::unique_lock<std::mutex> lk(m);
+			ready++;
+			cv.notify_all();
+			cv.wait(lk, [&] { return released > th; });
+		});
+	{
+		std::unique_lock<std::mutex> lk(m);
+		cv.wait(lk, [&] { return ready == first_shared; });
+	}
+	constexpr uint64_t kBefore = 300, kAfter = 600;
+	std::thread w([&] {
+		for (uint64_t i = 0; i < kBefore; i++) // every owned lane taken
+			strata_tracepoint(rbtest, rec, 7u, i, checksum(7, i));
+		{
+			std::lock_guard<std::mutex> lk(m);
+			released = 1; // the first holder exits ...
+			cv.notify_all();
+		}
+		holders[0].join(); // ... and has handed its lane back
+		for (uint64_t i = kBefore; i < kBefore + kAfter; i++)
+			strata_tracepoint(rbtest, rec, 7u, i, checksum(7, i));
+	});
+	w.join();
+	{
+		std::lock_guard<std::mutex> lk(m);
+		released = first_shared;
+		cv.notify_all();
+	}
+	for (uint32_t th = 1; th < first_shared; th++)
+		holders[th].join();
+	strata_rt_set_own_after(0);
+	std::vector<Packets> lanes;
+	EXPECT_EQ(writer7_records(s, &lanes), kBefore + kAfter);
+	const uint32_t freed = records_of(s, lanes, 50).begin()->first;
+	uint64_t owned = 0;
+	for (const auto &[l, n] : records_of(s, lanes, 7))
+		if (l < first_shared) {
+			EXPECT_EQ(l, freed) << "only the lane handed back, no live owner's";
+			owned += n;
+		}
+	// At most a shared packet or two after the exit (one per shared lane
+	// the writer's CPU picks) before the claim.
+	EXPECT_GT(owned, kAfter / 2);
+	EXPECT_LE(owned, kAfter);
 }
 
 // Threads that emit a few records and exit take no packet of their own:
