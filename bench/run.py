@@ -602,8 +602,9 @@ class Bench:
             reps = self.results.get(("burst_reps", side))
             if reps:
                 self.results[("burst", side)] = statistics.median(reps)
-                if side != "plain" and base and len(base) == len(reps):
-                    self.results[("burst_add", side)] = statistics.median(a - b for a, b in zip(reps, base))
+                add = paired_median(reps, base) if side != "plain" else None
+                if add is not None:
+                    self.results[("burst_add", side)] = add
                 log("short threads %s: CPU ns per thread %s" % (side, reps))
 
     # Aggregation beside recording (issue 35): `loop ints 1 N WU` under an
@@ -1234,9 +1235,9 @@ class Bench:
         machine drifts between repetitions."""
         for side, v in runs.items():
             self.results[(key, name, side)] = statistics.median(v)
-            base = runs.get("plain")
-            if side != "plain" and base and len(base) == len(v):
-                self.results[(key + "_add", name, side)] = statistics.median(a - b for a, b in zip(v, base))
+            add = paired_median(v, runs.get("plain")) if side != "plain" else None
+            if add is not None:
+                self.results[(key + "_add", name, side)] = add
 
     def preload_run(self, side, name, cmd, stdin, lwrap, timed, selftimed=False):
         """One run of a preload workload: (wall s or None, trace dir, the
@@ -2295,6 +2296,16 @@ def fs_type(path):
 
 def ms(us):
     return None if us is None else us / 1e3
+
+
+def paired_median(reps, base):
+    """The median of each repetition's figure less the untraced (base) one
+    of the same repetition, or None without a base of the same length: on
+    a machine that drifts between repetitions, steadier than a difference of
+    medians (the preload rows, the short threads' share)."""
+    if not base or len(base) != len(reps):
+        return None
+    return statistics.median(a - b for a, b in zip(reps, base))
 
 
 def paired_ratios(results):
