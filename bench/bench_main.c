@@ -523,12 +523,13 @@ const struct strata_kclock *strata_rt_clock_page(void);
  * iteration's fence waits for the whole chain from the TSC to the result.
  * The page's parameters are loaded as the reader loads them. */
 enum clock_part {
-	CP_FENCED_TSC, /* lfence; rdtsc */
+	CP_FENCED_TSC, /* the ordered TSC as the events read it: rdtscp where the
+			* CPU has it (libtrace/runtime/clock.cpp), else lfence; rdtsc */
 	CP_GENERAL,    /* + the general conversion (clamp, mask, 128 bits) */
 	CP_CONVERT,    /* + the reader's conversion (64-bit common case) */
 	CP_SEQ,        /* + the seqcount: the reader's whole inline read */
-	CP_UNFENCED,   /* the same without the lfence */
-	CP_SEQ_AFTER,  /* the same, the seq load after the fenced TSC */
+	CP_UNFENCED,   /* the same without the fence (plain rdtsc) */
+	CP_SEQ_AFTER,  /* the same, the seq load after the ordered TSC */
 	CP_N
 };
 
@@ -550,30 +551,30 @@ static inline struct clock_params clock_params_load(const struct strata_kclock *
 }
 
 static inline __attribute__((always_inline)) uint64_t clock_part_once(const struct strata_kclock *k,
-								      enum clock_part part)
+								      enum clock_part part, int rdtscp)
 {
 	uint64_t tsc, ns = 0;
 	uint32_t seq, lo;
 	struct clock_params p;
 	switch (part) {
 	case CP_FENCED_TSC:
-		return strata_kclock_rdtsc();
+		return strata_kclock_ordered_lo(&lo, rdtscp);
 	case CP_GENERAL:
-		tsc = strata_kclock_rdtsc();
+		tsc = strata_kclock_ordered_lo(&lo, rdtscp);
 		p = clock_params_load(k);
 		return strata_kclock_convert(tsc, p.last, p.mask, p.xn, p.base, p.mult, p.shift);
 	case CP_CONVERT:
-		tsc = strata_kclock_rdtsc_lo(&lo);
+		tsc = strata_kclock_ordered_lo(&lo, rdtscp);
 		p = clock_params_load(k);
 		return strata_kclock_scale(tsc, lo, p.last, p.mask, p.xn, p.mult, p.shift) + p.base;
 	case CP_SEQ:
-		return strata_kclock_try(k, &ns) == 0 ? ns : 0;
+		return strata_kclock_try_how(k, &ns, rdtscp) == 0 ? ns : 0;
 	case CP_UNFENCED:
 		seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
 		tsc = strata_kclock_rdtsc_unordered();
 		return strata_kclock_end(k, seq, tsc, (uint32_t)tsc, &ns) == 0 ? ns : 0;
 	case CP_SEQ_AFTER:
-		tsc = strata_kclock_rdtsc_lo(&lo);
+		tsc = strata_kclock_ordered_lo(&lo, rdtscp);
 		seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
 		return strata_kclock_end(k, seq, tsc, lo, &ns) == 0 ? ns : 0;
 	default:
@@ -581,15 +582,38 @@ static inline __attribute__((always_inline)) uint64_t clock_part_once(const stru
 	}
 }
 
-/* CPU ns per read of one part; the switch is on a constant (inlined per part). */
-#define CLOCK_PART_LOOP(k, part, n, out)                        \
-	do {                                                    \
-		volatile uint64_t sink_ = 0;                    \
-		double c0_ = (double)cpu_ns();                  \
-		for (uint64_t i_ = 0; i_ < (n); i_++)           \
-			sink_ += clock_part_once((k), (part));  \
-		(out) = ((double)cpu_ns() - c0_) / (double)(n); \
+/* CPU ns per read of one part; the switch is on constants (inlined per part). */
+#define CLOCK_PART_LOOP(k, part, rdtscp, n, out)                         \
+	do {                                                             \
+		volatile uint64_t sink_ = 0;                             \
+		double c0_ = (double)cpu_ns();                           \
+		for (uint64_t i_ = 0; i_ < (n); i_++)                    \
+			sink_ += clock_part_once((k), (part), (rdtscp)); \
+		(out) = ((double)cpu_ns() - c0_) / (double)(n);          \
 	} while (0)
+
+/* One part's loop, a constant part and instruction per loop. */
+#define CLOCK_PART_CASES(k, p, rdtscp, m, out)                     \
+	switch (p) {                                               \
+	case CP_FENCED_TSC:                                        \
+		CLOCK_PART_LOOP(k, CP_FENCED_TSC, rdtscp, m, out); \
+		break;                                             \
+	case CP_GENERAL:                                           \
+		CLOCK_PART_LOOP(k, CP_GENERAL, rdtscp, m, out);    \
+		break;                                             \
+	case CP_CONVERT:                                           \
+		CLOCK_PART_LOOP(k, CP_CONVERT, rdtscp, m, out);    \
+		break;                                             \
+	case CP_SEQ:                                               \
+		CLOCK_PART_LOOP(k, CP_SEQ, rdtscp, m, out);        \
+		break;                                             \
+	case CP_UNFENCED:                                          \
+		CLOCK_PART_LOOP(k, CP_UNFENCED, rdtscp, m, out);   \
+		break;                                             \
+	default:                                                   \
+		CLOCK_PART_LOOP(k, CP_SEQ_AFTER, rdtscp, m, out);  \
+		break;                                             \
+	}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -602,7 +626,8 @@ static int cmp_double(const void *a, const void *b)
  * of a shared machine falls on every part alike; each part's figure is its
  * median round, and the whole read over the fenced TSC (the issue's "clock
  * read at most the ordered TSC + 2 ns") is the median of the rounds' paired
- * differences: one sample each, as before, moved by 3 ns between runs. */
+ * differences: one sample each, as before, moved by 3 ns between runs.  The
+ * ordered TSC is the runtime's: RDTSCP where the CPU has it. */
 #define CLOCK_ROUNDS 15
 static void run_clock_parts(const struct strata_kclock *k, uint64_t n)
 {
@@ -610,28 +635,14 @@ static void run_clock_parts(const struct strata_kclock *k, uint64_t n)
 						"seqcount",   "unfenced",        "seq_after_tsc"};
 	double t[CP_N][CLOCK_ROUNDS], over[CLOCK_ROUNDS];
 	uint64_t m = n / CLOCK_ROUNDS ? n / CLOCK_ROUNDS : 1;
+	const int rdtscp = strata_kclock_has_rdtscp();
 	for (int r = 0; r < CLOCK_ROUNDS; r++) {
 		for (int i = 0; i < CP_N; i++) {
 			int p = (r + i) % CP_N;
-			switch (p) { /* a constant part per loop: each is inlined */
-			case CP_FENCED_TSC:
-				CLOCK_PART_LOOP(k, CP_FENCED_TSC, m, t[p][r]);
-				break;
-			case CP_GENERAL:
-				CLOCK_PART_LOOP(k, CP_GENERAL, m, t[p][r]);
-				break;
-			case CP_CONVERT:
-				CLOCK_PART_LOOP(k, CP_CONVERT, m, t[p][r]);
-				break;
-			case CP_SEQ:
-				CLOCK_PART_LOOP(k, CP_SEQ, m, t[p][r]);
-				break;
-			case CP_UNFENCED:
-				CLOCK_PART_LOOP(k, CP_UNFENCED, m, t[p][r]);
-				break;
-			default:
-				CLOCK_PART_LOOP(k, CP_SEQ_AFTER, m, t[p][r]);
-				break;
+			if (rdtscp) {
+				CLOCK_PART_CASES(k, p, 1, m, t[p][r]);
+			} else {
+				CLOCK_PART_CASES(k, p, 0, m, t[p][r]);
 			}
 		}
 		over[r] = t[CP_SEQ][r] - t[CP_FENCED_TSC][r];
@@ -641,7 +652,8 @@ static void run_clock_parts(const struct strata_kclock *k, uint64_t n)
 		printf("part_%s_ns=%.1f\n", names[p], t[p][CLOCK_ROUNDS / 2]);
 	}
 	qsort(over, CLOCK_ROUNDS, sizeof over[0], cmp_double);
-	printf("seqcount_over_fenced_ns=%.2f\nclock_part_rounds=%d\n", over[CLOCK_ROUNDS / 2], CLOCK_ROUNDS);
+	printf("seqcount_over_fenced_ns=%.2f\nclock_part_rounds=%d\nclock_ordered_tsc=%s\n",
+	       over[CLOCK_ROUNDS / 2], CLOCK_ROUNDS, rdtscp ? "rdtscp" : "lfence_rdtsc");
 }
 
 static int run_clock(uint64_t n)

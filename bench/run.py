@@ -977,6 +977,8 @@ class Bench:
                 parts["over_fenced"] = float(kv["seqcount_over_fenced_ns"])
             if parts:
                 self.results[("clock_parts",)] = parts
+                # the ordered TSC read the events take (older builds: lfence)
+                self.results[("clock_ordered",)] = kv.get("clock_ordered_tsc", "lfence_rdtsc")
 
     def startup_nodaemon(self):
         progs = [self.plain]
@@ -2001,8 +2003,8 @@ def table(b):
     parts = r.get(("clock_parts",))
     if parts and "seqcount" in parts and "fenced_tsc" in parts:
         paired = "over_fenced" in parts  # older results files: the difference of single loops
-        row("clock page's inline read over the fenced TSC (lfence; rdtsc: %.1f CPU ns%s)" % (
-            parts["fenced_tsc"], "; median of paired rounds" if paired else ""),
+        row("clock page's inline read over the fenced TSC (%s: %.1f CPU ns%s)" % (
+            ordered_tsc_name(r), parts["fenced_tsc"], "; median of paired rounds" if paired else ""),
             parts["over_fenced"] if paired else parts["seqcount"] - parts["fenced_tsc"], None, "<= 2 ns",
             lambda x: x <= 2, strata_only=True)
     for w in WORKLOADS:
@@ -2298,6 +2300,12 @@ def ms(us):
     return None if us is None else us / 1e3
 
 
+def ordered_tsc_name(results):
+    """The ordered TSC read the events took: RDTSCP where the CPU has it
+    (abi/strata_kclock.h), else lfence; rdtsc (and in older results files)."""
+    return "rdtscp" if results.get(("clock_ordered",)) == "rdtscp" else "lfence; rdtsc"
+
+
 def paired_median(reps, base):
     """The median of each repetition's figure less the untraced (base) one
     of the same repetition, or None without a base of the same length: on
@@ -2368,10 +2376,10 @@ def report_lines(b, work):
     parts = b.results.get(("clock_parts",))
     if parts and "fenced_tsc" in parts:
         f = parts["fenced_tsc"]
-        out.append("the clock page's read part by part (CPU ns; docs/benchmarks.md): fenced TSC %.1f; "
+        out.append("the clock page's read part by part (CPU ns; docs/benchmarks.md): fenced TSC (%s) %.1f; "
                    "+ conversion %.1f (+%.1f; the general 128-bit form +%.1f); + seqcount, the whole "
                    "inline read %.1f (+%.1f); without the fence %.1f; seq loaded after the TSC %.1f%s" % (
-                       f, parts.get("convert", 0), parts.get("convert", 0) - f,
+                       ordered_tsc_name(b.results), f, parts.get("convert", 0), parts.get("convert", 0) - f,
                        parts.get("general_convert", 0) - f, parts.get("seqcount", 0),
                        parts.get("seqcount", 0) - f, parts.get("unfenced", 0),
                        parts.get("seq_after_tsc", 0),

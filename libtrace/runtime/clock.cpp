@@ -64,6 +64,7 @@ static std::atomic<const strata_kclock *> g_upage_offered{nullptr};
 static std::atomic<const strata_kclock *> g_upage{nullptr};
 // The chosen page (g_kclock or g_upage), for clock_now()'s inline first
 // try (rt_internal.h); stored by the thread whose choice won, after it.
+// Tagged kClockLfence on a CPU without RDTSCP (rt_internal.h).
 // Null (not yet stored, or clock_gettime chosen): every read takes
 // clock_now_slow(), which switches on g_clock_id, so both are correct.
 std::atomic<const strata_kclock *> g_clock_page{nullptr};
@@ -201,6 +202,17 @@ void count_invariant_error(const char *msg)
 	warn(msg);
 }
 
+// The page a choice fixed (the kernel module's or the consumer's), or null.
+static const strata_kclock *chosen_page(uint32_t id)
+{
+	// Relaxed: stored before the id, which the caller acquired (or chose).
+	if (id == STRATA_CLOCK_PAGE)
+		return g_kclock.load(std::memory_order_relaxed);
+	if (id == STRATA_CLOCK_CONSUMER_PAGE)
+		return g_upage.load(std::memory_order_relaxed);
+	return nullptr;
+}
+
 } // namespace strata
 
 extern "C" STRATA_EXPORT uint32_t strata_rt_clock_id(void)
@@ -217,11 +229,14 @@ extern "C" STRATA_EXPORT uint32_t strata_rt_clock_id(void)
 						std::memory_order_acquire))
 		return id;
 	// Release: the page's mapping before the pointer; pairs with the
-	// acquire load in clock_now().
-	if (chosen == STRATA_CLOCK_PAGE)
-		g_clock_page.store(g_kclock.load(std::memory_order_relaxed), std::memory_order_release);
-	else if (chosen == STRATA_CLOCK_CONSUMER_PAGE)
-		g_clock_page.store(g_upage.load(std::memory_order_relaxed), std::memory_order_release);
+	// acquire load in clock_page_ref().  Tagged kClockLfence on a CPU
+	// without RDTSCP (STRATA_TEST_NO_RDTSCP=1, tests: as on one).
+	const char *no = getenv("STRATA_TEST_NO_RDTSCP");
+	const bool rdtscp = strata_kclock_has_rdtscp() && !(no && strcmp(no, "1") == 0);
+	if (const strata_kclock *k = chosen_page(chosen))
+		g_clock_page.store(reinterpret_cast<const strata_kclock *>(reinterpret_cast<uintptr_t>(k) |
+									   (rdtscp ? 0 : kClockLfence)),
+				   std::memory_order_release);
 	return chosen;
 }
 
@@ -268,8 +283,9 @@ extern "C" STRATA_EXPORT uint64_t strata_rt_clock_now(void)
 	// choice), read it as the event path does, without the call to
 	// strata_rt_clock_id (through the PLT: it is exported).  Acquire: as
 	// clock_now()'s.
-	const strata_kclock *k = g_clock_page.load(std::memory_order_acquire);
-	if (__builtin_expect(k != nullptr, 1) && __builtin_expect(strata_kclock_try(k, &ns) == 0, 1))
+	const ClockPageRef p = clock_page_ref();
+	if (__builtin_expect(p.k != nullptr, 1) &&
+	    __builtin_expect(strata_kclock_try_how(p.k, &ns, p.rdtscp) == 0, 1))
 		return ns;
 	strata_rt_clock_id(); // decide the clock first if nobody has yet
 	return clock_now();
@@ -277,10 +293,10 @@ extern "C" STRATA_EXPORT uint64_t strata_rt_clock_now(void)
 
 extern "C" STRATA_EXPORT const strata_kclock *strata_rt_clock_page(void)
 {
-	strata_rt_clock_id(); // decide the clock first if nobody has yet
-	// Acquire: pairs with the release store of the chosen page (its mapping
-	// complete before the pointer), as clock_now()'s load.
-	return strata::g_clock_page.load(std::memory_order_acquire);
+	// Untagged (g_clock_page carries kClockLfence); strata_rt_clock_id
+	// acquires the id, after which the page's pointer and mapping are
+	// visible (chosen_page).
+	return strata::chosen_page(strata_rt_clock_id());
 }
 
 extern "C" STRATA_EXPORT void strata_rt_get_stats(struct strata_rt_stats *out)

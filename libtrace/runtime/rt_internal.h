@@ -223,13 +223,28 @@ bool writer_lanes_settled(Channel *ch);
 // clock_now_slow(), which retries, waits for a busy consumer page, or falls
 // back to clock_gettime exactly as the clock's contract says.
 uint64_t clock_now_slow();
+// The chosen page, its low bit set (kClockLfence) on a CPU without RDTSCP:
+// page-aligned, so the bit is free, and the readers learn which
+// instruction takes the TSC from the value they load anyway (no second
+// load on the event's path).  Read it through clock_page_ref.
 extern std::atomic<const strata_kclock *> g_clock_page;
+constexpr uintptr_t kClockLfence = 1;
+struct ClockPageRef {
+	const strata_kclock *k; // null: no page chosen (yet)
+	bool rdtscp;            // read its TSC with RDTSCP, else lfence; rdtsc
+};
+__attribute__((always_inline)) inline ClockPageRef clock_page_ref()
+{
+	// Acquire: pairs with the release store in strata_rt_clock_id.
+	const uintptr_t v = reinterpret_cast<uintptr_t>(g_clock_page.load(std::memory_order_acquire));
+	return {reinterpret_cast<const strata_kclock *>(v & ~kClockLfence), (v & kClockLfence) == 0};
+}
 __attribute__((always_inline)) inline uint64_t clock_now()
 {
 	uint64_t ns;
-	// Acquire: pairs with the release store in strata_rt_clock_id.
-	const strata_kclock *k = g_clock_page.load(std::memory_order_acquire);
-	if (__builtin_expect(k != nullptr, 1) && __builtin_expect(strata_kclock_try(k, &ns) == 0, 1))
+	const ClockPageRef p = clock_page_ref();
+	if (__builtin_expect(p.k != nullptr, 1) &&
+	    __builtin_expect(strata_kclock_try_how(p.k, &ns, p.rdtscp) == 0, 1))
 		return ns;
 	return clock_now_slow();
 }

@@ -520,9 +520,10 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 		return Hold ? 0 : reserve_general(r, id, slot, size);
 	// Acquire: as clock_now's (the page's mapping before the pointer).
 	// Not null: t.fast[slot] is set only once a page is (ThreadState::fast).
-	const strata_kclock *k = g_clock_page.load(std::memory_order_acquire);
+	const ClockPageRef page = clock_page_ref();
+	const strata_kclock *k = page.k;
 	uint32_t seq, tsc_lo;
-	const uint64_t tsc = strata_kclock_begin(k, &seq, &tsc_lo);
+	const uint64_t tsc = strata_kclock_begin_how(k, &seq, &tsc_lo, page.rdtscp);
 	STRATA_WHOOK(STRATA_W_TSC_READ);
 	// Acquire: as slot_channel's.  The slot still holds the channel whose
 	// lane we own (a close or reopen since: general).  No size check here:

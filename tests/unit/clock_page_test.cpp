@@ -279,16 +279,37 @@ TEST(ClockPageLive, MonotonicAcrossThreadsWhileRefreshed)
 		GTEST_SKIP() << "no clock page here: " << why;
 	// Each reader: its own reads non-decreasing, and each read at or after
 	// the largest value any reader published before it (acquire/release on
-	// `latest` orders the reads).
+	// `latest` orders the reads).  One reader takes the TSC with `lfence;
+	// rdtsc` (consumer_page_now), the other, where the CPU has it, with
+	// RDTSCP as the processes' events do (strata_kclock_try_how), so
+	// that reads of the two kinds are ordered against each other too.
+	const strata_kclock *page = nullptr;
+	{
+		const int fd = dup(p->fd());
+		page = fd >= 0 ? strata_kclock_map(fd) : nullptr;
+		if (fd >= 0)
+			close(fd);
+	}
+	ASSERT_NE(page, nullptr);
+	const bool rdtscp = strata_kclock_has_rdtscp();
 	std::atomic<uint64_t> latest{0};
 	std::atomic<bool> stop{false};
 	std::atomic<uint64_t> bad{0}, reads{0};
-	auto reader = [&] {
+	auto reader = [&](bool with_rdtscp) {
 		uint64_t mine = 0, n = 0;
 		while (!stop.load(std::memory_order_relaxed)) {
 			// Acquire: pairs with the release CAS below (another reader's).
 			const uint64_t seen = latest.load(std::memory_order_acquire);
-			const uint64_t v = consumer_page_now();
+			uint64_t v = 0;
+			if (with_rdtscp) {
+				int rc;
+				while ((rc = strata_kclock_try_how(page, &v, 1)) == 1) // busy: again
+					;
+				if (rc != 0)
+					bad.fetch_add(1, std::memory_order_relaxed);
+			} else {
+				v = consumer_page_now();
+			}
 			if (v < seen || v < mine)
 				bad.fetch_add(1, std::memory_order_relaxed);
 			mine = v;
@@ -300,7 +321,7 @@ TEST(ClockPageLive, MonotonicAcrossThreadsWhileRefreshed)
 				reads.fetch_add(1024, std::memory_order_relaxed);
 		}
 	};
-	std::thread r1(reader), r2(reader);
+	std::thread r1(reader, false), r2(reader, rdtscp);
 	// Refresh back to back (each one a switch under the readers) until both
 	// readers did many reads across many refreshes (deadline: 20 s).
 	const uint64_t deadline = mono_ns() + 20000000000ull;
@@ -318,6 +339,8 @@ TEST(ClockPageLive, MonotonicAcrossThreadsWhileRefreshed)
 	EXPECT_GE(n, 3000u);
 	EXPECT_GE(reads.load(), 1000000u);
 	EXPECT_EQ(bad.load(), 0u);
+	printf("the second reader read the TSC with %s\n", rdtscp ? "rdtscp" : "lfence; rdtsc");
+	munmap(const_cast<strata_kclock *>(page), 4096);
 }
 
 // A memfd holding a page-sized strata_kclock (fields from `k`), sealed
