@@ -111,7 +111,7 @@ std::vector<Option> channel_options(proto::ChannelConfig &c)
 				   ch->n_subbuf = u;
 				   return checked(*ch);
 			   }));
-	v.push_back(custom("lanes", 0, "N", "a count", "lanes per process (default 2 x CPUs, at least 4)",
+	v.push_back(custom("lanes", 0, "N", "a count", "lanes per process (default 2 x CPUs, at least 8)",
 			   [ch](const char *s) {
 				   uint32_t u = 0;
 				   if (!parse_u32(s, u) || u == 0)

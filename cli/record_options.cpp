@@ -110,11 +110,14 @@ bool dir_empty(const std::string &dir)
 }
 
 // record's sub-buffer size when the user chose none (docs/ring-buffer.md,
-// "record's default buffers"): a process's rings together get at most
-// 1/256 of the machine's memory, spread over its lanes (2 x CPUs, at
-// least 4, plus half as many shared: the runtime's default) and n_subbuf
-// sub-buffers each; a power of two between the runtime's default
-// (128 KiB) and 1 MiB.
+// "record's default buffers"): a process's rings together get about
+// 1/256 of the machine's memory, spread over the lanes two writing
+// threads a CPU use (2 x CPUs, at least 4, plus half as many shared) and
+// n_subbuf sub-buffers each; a power of two between the runtime's default
+// (128 KiB) and 1 MiB.  The runtime's default owns at least 8 lanes
+// (slots.cpp): on 1 to 3 CPUs a process with more writing threads than
+// 2 x CPUs may take up to twice that, rather than every thread's ring
+// halved for it.
 uint64_t default_subbuf_size(const proto::ChannelConfig &c)
 {
 	const long cpus = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES),

@@ -40,7 +40,7 @@ struct strata_channel_config {
 	char name[STRATA_NAME_MAX]; /* "channel0" by default */
 	uint32_t stream_id;         /* CTF stream class id */
 	uint32_t mode;              /* enum strata_channel_mode */
-	uint32_t n_lanes;           /* 0: default (2 x online CPUs, at least 4) */
+	uint32_t n_lanes;           /* 0: default (2 x online CPUs, at least 8) */
 	uint32_t n_subbuf;          /* 0: default (8) */
 	uint64_t subbuf_size;       /* 0: default (128 KiB) */
 };

@@ -82,8 +82,8 @@ TEST(Slots, GeometryIsValidated)
 	ASSERT_TRUE(s.reader);
 	const strata::BufferInfo &i = s.reader->info();
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	// Owned lanes (2 per CPU, at least 4) and half as many shared ones.
-	const long owned = std::max<long>(4, 2 * ncpu);
+	// Owned lanes (2 per CPU, at least 8) and half as many shared ones.
+	const long owned = std::max<long>(8, 2 * ncpu);
 	EXPECT_EQ(i.n_lanes,
 		  (uint32_t)std::min<long>(owned + std::max<long>(1, owned / 2), STRATA_MAX_LANES));
 	EXPECT_EQ(i.first_shared, (uint32_t)(i.n_lanes - std::max<long>(1, owned / 2)));
