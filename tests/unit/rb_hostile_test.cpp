@@ -605,6 +605,48 @@ TEST(Packets, VariableRecordsAreWalkedFieldByField)
 	EXPECT_EQ(hdr().events_discarded, 3u);
 }
 
+// A string field of every length from 0 to 40 (the walk scans sixteen
+// bytes a step while they lie inside the content, then byte by byte:
+// validate.cpp, find_nul) is walked to its NUL, its record read back
+// whole; a last string whose NUL and every byte after it to the content's
+// end were overwritten (37 bytes, then the rest of its record: no step of
+// sixteen lands on the end) is cut with its record, nothing read past it.
+TEST(Packets, StringsOfEveryLengthAreWalkedToTheirNul)
+{
+	Slot s(0, config(STRATA_MODE_DISCARD, 1, 8, 4096), {rule("rbtest:all")});
+	ASSERT_TRUE(s.reader);
+	const int16_t h[3] = {1, 2, 3};
+	const uint32_t seq[1] = {7};
+	const uint8_t bytes[1] = {9};
+	std::vector<std::string> strs;
+	for (size_t n = 0; n <= 40; n++)
+		strs.push_back(std::string(n, (char)('a' + n % 26)));
+	strs.push_back(std::string(37, 'Z'));
+	for (const std::string &g : strs)
+		strata_tracepoint(rbtest, all, 1, 2, 3, 4.0, 5.0f, 1, g.c_str(), h, seq, 1, bytes, 1);
+	Scribbler sc(s.fd);
+	uint8_t *pkt = sc.base + sc.hdr()->data_offset;
+	const uint64_t content = sc.lane(0)->head; // one packet, still open
+	ASSERT_LT(content, sc.hdr()->subbuf_size);
+	uint8_t *last = std::search(pkt, pkt + content, strs.back().begin(), strs.back().end());
+	ASSERT_NE(last, pkt + content);
+	memset(last, 'y', (size_t)(pkt + content - last));
+	std::string msg, err;
+	std::vector<uint8_t> p;
+	ASSERT_EQ(strata::FlushStatus::kDone, s.reader->flush(0, false, 1000, &msg)) << msg;
+	ASSERT_EQ(strata::ReadStatus::kPacket, s.reader->next_packet(0, &p, &err)) << err;
+	EXPECT_NE(err.find("a field beyond the packet's content"), std::string::npos) << err;
+	EXPECT_EQ(header_of(p).events_discarded, 1u);
+	// Cut at the last record's start: its compact header and the 27
+	// bytes of fields a to f before its string.
+	EXPECT_EQ(p.size(), (uint64_t)(last - pkt) - 27 - STRATA_REC_COMPACT_SIZE);
+	std::vector<Record> recs;
+	ASSERT_TRUE(decode_packet(p, s.events, &recs, &err)) << err;
+	ASSERT_EQ(recs.size(), strs.size() - 1);
+	for (size_t i = 0; i + 1 < strs.size(); i++)
+		EXPECT_EQ(recs[i].fields[6].s, strs[i]) << i;
+}
+
 // The trailing-loss packet shows packets skipped at the end of a lane as a
 // gap in the sequence numbers, whatever the loss counter says.
 TEST(Packets, SkippedLastPacketsShowInTheTrailingPacket)
