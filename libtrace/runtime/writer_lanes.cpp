@@ -91,6 +91,20 @@ uint32_t pick_shared(Channel *ch)
 	       ch->shared_rr.fetch_add(1, std::memory_order_relaxed) % (ch->n_lanes - ch->first_shared);
 }
 
+// Lane i's first page, if nobody wrote the lane yet: the page its first
+// record takes (prefault_first).  Only the lane about to be written: a
+// sharer's other lanes, a page each, are made by whoever writes them
+// first.  Making every unwritten shared lane at each claim cost each
+// short-lived thread two system calls for good where CPUs are fewer than
+// shared lanes (2 CPUs: 4 shared lanes, those of CPUs 2 and 3 never
+// written).  Relaxed: a hint; a stale 0 costs one redundant populate of
+// mapped pages.
+void prefault_fresh(Channel *ch, uint32_t i)
+{
+	if (__atomic_load_n(&ch->lanes[i].head, __ATOMIC_RELAXED) == 0)
+		prefault_first(ch, ch->data + (uint64_t)i * ch->lane_stride);
+}
+
 // Takes a free owned lane (clean: only one with no packet open), or
 // returns UINT32_MAX.  Claims start at a rotating cursor.  Relaxed on the
 // counters: they only hand out indexes.  The bitmap orders owners
@@ -156,17 +170,9 @@ bool own_lane(Channel *ch, unsigned slot, ThreadState &t, uint32_t lane)
 	__atomic_store_n(&ch->lanes[lane].owner_tid, tid_of(t), __ATOMIC_RELAXED);
 	__atomic_fetch_add(&ch->hdr->lanes_claimed, 1, __ATOMIC_RELAXED);
 	// A lane nobody wrote yet: the start of its first sub-buffer now, the
-	// rest as packets are opened (prefault_open).  Relaxed: a hint; a
-	// stale 0 costs one redundant populate of mapped pages.
-	const auto prefault_fresh = [ch](uint32_t i) {
-		if (__atomic_load_n(&ch->lanes[i].head, __ATOMIC_RELAXED) == 0)
-			prefault_first(ch, ch->data + (uint64_t)i * ch->lane_stride);
-	};
-	prefault_fresh(lane);
-	// A sharer writes every shared lane sooner or later (shared_lane).
-	for (uint32_t i = ch->first_shared; !exclusive && i < ch->n_lanes; i++)
-		if (i != lane)
-			prefault_fresh(i);
+	// rest as packets are opened (prefault_open); a sharer's, the lane of
+	// its CPU, which its first record takes.
+	prefault_fresh(ch, exclusive ? lane : shared_lane(ch, lane));
 	if (exclusive && !t.key_set && g_exit_key_ok) {
 		t.key_set = true;
 		pthread_setspecific(g_exit_key, &t);
@@ -199,10 +205,8 @@ bool claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 	// +1: this record counts down too (promote_lane), and is one of them.
 	t.until_own[slot] = (uint8_t)(own_after + 1);
 	__atomic_store_n(&t.last_ts[slot], 0, __ATOMIC_RELAXED); // no record of ours there yet
-	// A sharer writes every shared lane sooner or later (shared_lane).
-	for (uint32_t i = ch->first_shared; i < ch->n_lanes; i++)
-		if (__atomic_load_n(&ch->lanes[i].head, __ATOMIC_RELAXED) == 0)
-			prefault_first(ch, ch->data + (uint64_t)i * ch->lane_stride);
+	// The lane of its CPU, which its first record takes (as own_lane).
+	prefault_fresh(ch, shared_lane(ch, shared));
 	take_pending_discards(ch, shared);
 	return true;
 }
