@@ -605,21 +605,22 @@ TEST(Packets, VariableRecordsAreWalkedFieldByField)
 	EXPECT_EQ(hdr().events_discarded, 3u);
 }
 
-// A string field of every length from 0 to 40 (the walk scans sixteen
-// bytes a step while they lie inside the content, then byte by byte:
-// validate.cpp, find_nul) is walked to its NUL, its record read back
-// whole; a last string whose NUL and every byte after it to the content's
-// end were overwritten (37 bytes, then the rest of its record: no step of
-// sixteen lands on the end) is cut with its record, nothing read past it.
+// A string field of every length from 0 to 160 (the walk scans sixteen
+// bytes a step while they lie inside the content, past 128 by memchr, the
+// last ones byte by byte: validate.cpp, find_nul) is walked to its NUL,
+// its record read back whole; a last string whose NUL and every byte
+// after it to the content's end were overwritten (37 bytes, then the rest
+// of its record: no step of sixteen lands on the end) is cut with its
+// record, nothing read past it.
 TEST(Packets, StringsOfEveryLengthAreWalkedToTheirNul)
 {
-	Slot s(0, config(STRATA_MODE_DISCARD, 1, 8, 4096), {rule("rbtest:all")});
+	Slot s(0, config(STRATA_MODE_DISCARD, 1, 8, 65536), {rule("rbtest:all")});
 	ASSERT_TRUE(s.reader);
 	const int16_t h[3] = {1, 2, 3};
 	const uint32_t seq[1] = {7};
 	const uint8_t bytes[1] = {9};
 	std::vector<std::string> strs;
-	for (size_t n = 0; n <= 40; n++)
+	for (size_t n = 0; n <= 160; n++)
 		strs.push_back(std::string(n, (char)('a' + n % 26)));
 	strs.push_back(std::string(37, 'Z'));
 	for (const std::string &g : strs)
