@@ -191,12 +191,19 @@ unsigned log2_of(uint64_t v)
 // writes it (docs/ring-buffer.md, "Lanes: per thread, not per CPU").
 constexpr uint32_t kMinDefaultLanes = 8;
 
-uint32_t default_lanes()
+// The CPUs the process may run on (at least 1).
+uint32_t affinity_cpus()
 {
 	cpu_set_t set;
 	uint32_t ncpu = 1;
-	if (sched_getaffinity(0, sizeof set, &set) == 0)
+	if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
 		ncpu = (uint32_t)CPU_COUNT(&set);
+	return ncpu;
+}
+
+uint32_t default_lanes()
+{
+	const uint32_t ncpu = affinity_cpus();
 	uint32_t n = 2 * ncpu < kMinDefaultLanes ? kMinDefaultLanes : 2 * ncpu;
 	return n > STRATA_MAX_LANES ? STRATA_MAX_LANES : n;
 }
@@ -213,9 +220,14 @@ int compute_geometry(const strata_channel_config *cfg, Geometry *g)
 	// beyond them (half as many, at least one: 8 threads on 4 owned lanes
 	// put 2 on each shared lane, as many as lanes shared before): records in a shared
 	// lane carry their thread, those of an owned lane do not (strata_abi.h).
-	// Pages of a lane nobody claimed are never touched.
+	// By default, at most one shared lane a CPU: a sharer writes its CPU's
+	// (shared_lane), so that on fewer than 4 CPUs (8 owned lanes) half the
+	// owned lanes' count would leave lanes no CPU ever writes.  Pages of a
+	// lane nobody claimed are never touched.
 	const uint32_t owned = cfg->n_lanes ? cfg->n_lanes : default_lanes();
 	g->n_shared = owned / 2 ? owned / 2 : 1;
+	if (!cfg->n_lanes && g->n_shared > affinity_cpus())
+		g->n_shared = affinity_cpus();
 	g->n_lanes = owned + g->n_shared;
 	if (owned > STRATA_MAX_LANES)
 		return -EINVAL;

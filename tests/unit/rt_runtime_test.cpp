@@ -82,11 +82,12 @@ TEST(Slots, GeometryIsValidated)
 	ASSERT_TRUE(s.reader);
 	const strata::BufferInfo &i = s.reader->info();
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	// Owned lanes (2 per CPU, at least 8) and half as many shared ones.
+	// Owned lanes (2 per CPU, at least 8) and half as many shared ones,
+	// at most one a CPU.
 	const long owned = std::max<long>(8, 2 * ncpu);
-	EXPECT_EQ(i.n_lanes,
-		  (uint32_t)std::min<long>(owned + std::max<long>(1, owned / 2), STRATA_MAX_LANES));
-	EXPECT_EQ(i.first_shared, (uint32_t)(i.n_lanes - std::max<long>(1, owned / 2)));
+	const long shared = std::min<long>(std::max<long>(1, owned / 2), ncpu);
+	EXPECT_EQ(i.n_lanes, (uint32_t)std::min<long>(owned + shared, STRATA_MAX_LANES));
+	EXPECT_EQ(i.first_shared, (uint32_t)(i.n_lanes - shared));
 	EXPECT_EQ(i.record_format, STRATA_REC_COMPACT);
 	EXPECT_EQ(i.n_subbuf, 8u);
 	EXPECT_EQ(i.subbuf_size, 128u * 1024);
