@@ -94,11 +94,10 @@ uint32_t pick_shared(Channel *ch)
 // Lane i's first page, if nobody wrote the lane yet: the page its first
 // record takes (prefault_first).  Only the lane about to be written: a
 // sharer's other lanes, a page each, are made by whoever writes them
-// first.  Making every unwritten shared lane at each claim cost each
-// short-lived thread two system calls for good where CPUs are fewer than
-// shared lanes (2 CPUs: 4 shared lanes, those of CPUs 2 and 3 never
-// written).  Relaxed: a hint; a stale 0 costs one redundant populate of
-// mapped pages.
+// first.  Every unwritten shared lane's at each claim would cost each
+// short-lived thread a system call for good per shared lane no CPU maps
+// to (more shared lanes than CPUs: `--lanes`), never written.  Relaxed: a
+// hint; a stale 0 costs one redundant populate of mapped pages.
 void prefault_fresh(Channel *ch, uint32_t i)
 {
 	if (__atomic_load_n(&ch->lanes[i].head, __ATOMIC_RELAXED) == 0)
