@@ -29,9 +29,14 @@
  * two on the table for every pair, found or not, and a record for most of
  * them anyway: more than a record alone costs (memcached, pt_lockloop over
  * 1024 locks: docs/pthread.md, "Spilling").  So each thread judges its own
- * table every STRATA_PT_CWINDOW pairs: when more than one in
- * STRATA_PT_CCHURN missed it, the thread writes its table out and its next
- * STRATA_PT_CSPILL pairs are records of their own, all timed, with no
+ * table every window (STRATA_PT_CWINDOW pairs): when more than one in
+ * STRATA_PT_CCHURN missed it, the thread first trades its table for a big
+ * one (`big`, STRATA_PT_CBIG_BITS: thousands of keys, memcached's LRU
+ * maintainer's 3,148) if one is free, and counts on, judged over longer
+ * windows (STRATA_PT_CWINDOW_BIG: a big table's first pairs miss it while
+ * they fill it); a thread whose big table churns too, or that found none
+ * free, writes its table out and its next 16 windows' pairs
+ * (STRATA_PT_CSPILL_WINDOWS) are records of their own, all timed, with no
  * lookup; then it counts again for a window and judges again.
  *
  * Contract (who touches what):
@@ -78,10 +83,16 @@
  *     window are records of their own in the sessions still armed.
  *   - A thread takes a free table of the pool at its first count (CAS of
  *     `owned` 0 -> 1); its exit destructor, holding the flush lock, writes
- *     it, empties it and frees it.  flush_all looks at every owned table;
- *     one freed or taken again meanwhile holds nothing written already.
- *     Past STRATA_PT_CTABLES threads at once a thread counts nothing (its
- *     pairs stay mutex_held records).
+ *     it, empties it and frees it.  flush_all looks at every owned table
+ *     of both pools; one freed or taken again meanwhile holds nothing
+ *     written already.  Past STRATA_PT_CTABLES threads at once a thread
+ *     counts nothing (its pairs stay mutex_held records).
+ *   - A trade for a big table (the owner, at a window's end, inside its
+ *     small table's busy and holding its flush lock, every entry written):
+ *     the big table is taken as a first one is, marked busy, made the
+ *     thread's (TSD, then ctab: a handler finds either table busy), then
+ *     the small one emptied, unlocked and freed as at exit.  A thread keeps
+ *     its big table until it exits.
  *   - fork child: one thread; every table (copies of the parent's) is
  *     emptied, the other threads' freed: the parent's counts are the
  *     parent's to write, the child starts from zero.
@@ -94,14 +105,18 @@
 #define STRATA_PT_CENTRIES (1u << STRATA_PT_CBITS) /* entries per thread table */
 #define STRATA_PT_CPROBES 4u                       /* probed entries per key */
 #define STRATA_PT_CTABLES 256u                     /* threads with a table at once */
-#define STRATA_PT_CMAX (1ull << 20)                /* pairs an entry counts before it is flushed */
-#define STRATA_PT_CAGE_NS 20000000u /* age of an entry's first unflushed pair that flushes it */
-#define STRATA_PT_UNTIMED 2         /* strata_pt_pending.tsc: no clock read for this pair */
-#define STRATA_PT_COUNT_ON 1        /* strata_pt_count_on: count this unlock's pair */
-#define STRATA_PT_COUNT_WAITERS 2   /* the same, but it has waiters: a timed pair keeps its record */
-#define STRATA_PT_CWINDOW 4096u     /* pairs a thread's table is judged over (spilling) */
-#define STRATA_PT_CCHURN 3u         /* it spills when more than 1 pair in this many missed it */
-#define STRATA_PT_CSPILL 65536u     /* pairs a spilling thread then writes as records */
+#define STRATA_PT_CBIG_BITS 13u                    /* log2 of a big table's entries */
+#define STRATA_PT_CBIG_ENTRIES (1u << STRATA_PT_CBIG_BITS)
+#define STRATA_PT_CBIGS 8u           /* threads with a big table at once */
+#define STRATA_PT_CMAX (1ull << 20)  /* pairs an entry counts before it is flushed */
+#define STRATA_PT_CAGE_NS 20000000u  /* age of an entry's first unflushed pair that flushes it */
+#define STRATA_PT_UNTIMED 2          /* strata_pt_pending.tsc: no clock read for this pair */
+#define STRATA_PT_COUNT_ON 1         /* strata_pt_count_on: count this unlock's pair */
+#define STRATA_PT_COUNT_WAITERS 2    /* the same, but it has waiters: a timed pair keeps its record */
+#define STRATA_PT_CWINDOW 4096u      /* pairs a thread's table is judged over (spilling) */
+#define STRATA_PT_CWINDOW_BIG 32768u /* the same for a big table: 4 x its entries */
+#define STRATA_PT_CCHURN 3u          /* it spills when more than 1 pair in this many missed it */
+#define STRATA_PT_CSPILL_WINDOWS 16u /* windows' pairs a spilling thread then writes as records */
 
 /* An entry: what a pair's update reads and writes, one cache line (a
  * server's tables miss the cache: 96 bytes were two lines an update). */
@@ -124,20 +139,29 @@ struct strata_pt_cmarks {
 	uint32_t fwaited;
 };
 
+/* A table; its arrays (of 2^bits each) lie in the pool's static storage
+ * (strata_pt_count_pools, at the constructor: a setting, as bits). */
 struct strata_pt_ctable {
 	uint32_t owned;    /* a thread has it */
 	uint32_t busy;     /* owner's update or flush in progress (see above) */
 	uint32_t owed;     /* an update signal waits for busy's end (see above) */
+	uint32_t bits;     /* log2 of its entries */
 	uint64_t gen;      /* updates done (the sequence check) */
 	uintptr_t flusher; /* the flush lock: 0 or the holder's thread mark */
 	/* Each entry's fingerprint (strata_pt_count_fp), 0: free; owner only.
 	 * A window's 4 are 8 bytes, one cache line where the entries are 4:
 	 * a probe that misses (most of a server's locks, met too rarely to
 	 * stay in the table) reads no entry. */
-	uint16_t fp[STRATA_PT_CENTRIES] __attribute__((aligned(64)));
-	struct strata_pt_centry e[STRATA_PT_CENTRIES];
-	struct strata_pt_cmarks m[STRATA_PT_CENTRIES]; /* e[i]'s marks */
+	uint16_t *fp;
+	struct strata_pt_centry *e;
+	struct strata_pt_cmarks *m; /* e[i]'s marks */
 };
+
+/* Table t's entries. */
+static inline uint32_t strata_pt_count_n(const struct strata_pt_ctable *t)
+{
+	return 1u << t->bits;
+}
 
 /* Entry e's marks, in table t. */
 static inline struct strata_pt_cmarks *strata_pt_count_marks(struct strata_pt_ctable *t,
@@ -147,9 +171,19 @@ static inline struct strata_pt_cmarks *strata_pt_count_marks(struct strata_pt_ct
 }
 
 static struct strata_pt_ctable pool[STRATA_PT_CTABLES];
+static struct strata_pt_ctable big[STRATA_PT_CBIGS];
+static uint16_t pool_fp[STRATA_PT_CTABLES][STRATA_PT_CENTRIES] __attribute__((aligned(64)));
+static struct strata_pt_centry pool_e[STRATA_PT_CTABLES][STRATA_PT_CENTRIES];
+static struct strata_pt_cmarks pool_m[STRATA_PT_CTABLES][STRATA_PT_CENTRIES];
+static uint16_t big_fp[STRATA_PT_CBIGS][STRATA_PT_CBIG_ENTRIES] __attribute__((aligned(64)));
+static struct strata_pt_centry big_e[STRATA_PT_CBIGS][STRATA_PT_CBIG_ENTRIES];
+static struct strata_pt_cmarks big_m[STRATA_PT_CBIGS][STRATA_PT_CBIG_ENTRIES];
 static STRATA_PT_TLS struct strata_pt_ctable *ctab; /* this thread's, or NULL */
-static STRATA_PT_TLS uint8_t ctab_closed;           /* exiting, or no table: count nothing */
-static STRATA_PT_TLS uint8_t ctab_mark;             /* its address: the thread's flush-lock mark */
+/* Its small table, kept (empty) once traded for a big one: an update the
+ * trade interrupted (a handler's) may still land there (see the contract). */
+static STRATA_PT_TLS struct strata_pt_ctable *ctab_small;
+static STRATA_PT_TLS uint8_t ctab_closed; /* exiting, or no table: count nothing */
+static STRATA_PT_TLS uint8_t ctab_mark;   /* its address: the thread's flush-lock mark */
 static uint32_t counts_closed;            /* STRATA_PT_CEXIT | STRATA_PT_CSUSPENDED: count nothing */
 #define STRATA_PT_CEXIT 1u                /* the process' final flush began */
 #define STRATA_PT_CSUSPENDED 2u           /* the control plane is applying a change */
@@ -167,6 +201,7 @@ static STRATA_PT_TLS uint32_t hot_next;
 static STRATA_PT_TLS uint32_t spill_left; /* pairs still written as records, no lookup */
 static STRATA_PT_TLS uint32_t win_pairs;  /* pairs this window (admitted to counting) */
 static STRATA_PT_TLS uint32_t win_missed; /* of which looked up and not found */
+static STRATA_PT_TLS uint8_t win_big;     /* the thread's table is a big one */
 static pthread_key_t count_key;
 static int count_key_ok;
 
@@ -191,16 +226,16 @@ static inline uint64_t strata_pt_count_hash(uint64_t lock, uint32_t site, uint8_
 	return k * 0x9e3779b97f4a7c15ull;
 }
 
-/* The window's first entry: the hash's top bits. */
-static inline uint32_t strata_pt_count_slot(uint64_t hk)
+/* The window's first entry in a table of 2^bits: the hash's top bits. */
+static inline uint32_t strata_pt_count_slot(uint64_t hk, uint32_t bits)
 {
-	return (uint32_t)(hk >> (64 - STRATA_PT_CBITS));
+	return (uint32_t)(hk >> (64 - bits));
 }
 
 /* The fingerprint: the 16 bits below those (never 0, which says free). */
-static inline uint16_t strata_pt_count_fp(uint64_t hk)
+static inline uint16_t strata_pt_count_fp(uint64_t hk, uint32_t bits)
 {
-	const uint16_t f = (uint16_t)(hk >> (48 - STRATA_PT_CBITS));
+	const uint16_t f = (uint16_t)(hk >> (48 - bits));
 	return f ? f : 1;
 }
 
@@ -209,10 +244,12 @@ struct strata_pt_ckey {
 	uint32_t h;
 	uint16_t f;
 };
-static inline struct strata_pt_ckey strata_pt_count_key(uint64_t lock, uint32_t site, uint8_t try_)
+static inline struct strata_pt_ckey strata_pt_count_key(const struct strata_pt_ctable *t, uint64_t lock,
+							uint32_t site, uint8_t try_)
 {
 	const uint64_t hk = strata_pt_count_hash(lock, site, try_);
-	return (struct strata_pt_ckey){strata_pt_count_slot(hk), strata_pt_count_fp(hk)};
+	const uint32_t bits = t->bits;
+	return (struct strata_pt_ckey){strata_pt_count_slot(hk, bits), strata_pt_count_fp(hk, bits)};
 }
 
 /* One entry's figures, as a flusher read them. */
@@ -279,14 +316,37 @@ static void strata_pt_count_clear(struct strata_pt_ctable *t, struct strata_pt_c
 static inline int strata_pt_count_known(const struct strata_pt_ctable *t, uint64_t lock, uint32_t site,
 					uint8_t try_)
 {
-	const struct strata_pt_ckey k = strata_pt_count_key(lock, site, try_);
-	const uint32_t h = k.h;
+	const struct strata_pt_ckey k = strata_pt_count_key(t, lock, site, try_);
+	const uint32_t h = k.h, mask = strata_pt_count_n(t) - 1;
 	const uint16_t f = k.f;
 	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {
-		const uint32_t j = (h + i) & (STRATA_PT_CENTRIES - 1);
+		const uint32_t j = (h + i) & mask;
 		const struct strata_pt_centry *e = &t->e[j];
 		if (t->fp[j] == f && e->lock == lock && e->site == site && e->try_ == try_)
 			return 1;
+	}
+	return 0;
+}
+
+/* Has table `t` (the calling thread's own) an entry for (lock, site,
+ * try_), by the fingerprints alone?  Its entry's line is fetched meanwhile
+ * for the update at the unlock: at the lock only the fingerprints' line is
+ * waited for (a server's big table misses the cache: memcached's LRU
+ * maintainer waited there a third of its tracing time).  A false match
+ * (one in 2^16 a probe) only makes an untimed pair the first of a new
+ * entry, counted: exact, in a mutex_counts record where a mutex_held would
+ * have been. */
+static inline int strata_pt_count_hinted(const struct strata_pt_ctable *t, uint64_t lock, uint32_t site,
+					 uint8_t try_)
+{
+	const struct strata_pt_ckey k = strata_pt_count_key(t, lock, site, try_);
+	const uint32_t mask = strata_pt_count_n(t) - 1;
+	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {
+		const uint32_t j = (k.h + i) & mask;
+		if (t->fp[j] == k.f) {
+			__builtin_prefetch(&t->e[j], 1);
+			return 1;
+		}
 	}
 	return 0;
 }
@@ -313,7 +373,7 @@ static inline int strata_pt_count_untimed_turn(const void *lock, uint32_t site, 
 	 * is not met again (memcached's item locks: an entry, then a 49-byte
 	 * record, for one pair, where a mutex_held is 20). */
 	const struct strata_pt_ctable *t = ctab;
-	return t && strata_pt_count_known(t, U64(lock), site, try_);
+	return t && strata_pt_count_hinted(t, U64(lock), site, try_);
 }
 
 /* An unlock of `lock` found waiters: time its next pairs. */
@@ -360,10 +420,12 @@ static inline void strata_pt_count_unlock(struct strata_pt_ctable *t)
  * signal again at the end of that window (strata_pt_count_idle). */
 static int strata_pt_count_ready(void)
 {
-	struct strata_pt_ctable *t = ctab;
-	/* relaxed: this thread's own stores, read by its handler */
+	struct strata_pt_ctable *t = ctab, *small = ctab_small;
+	/* relaxed: this thread's own stores, read by its handler.  Its small
+	 * table too, once traded (an update there the trade interrupted). */
 	if (!t || (!RELAXED_LOAD(&t->busy) &&
-		   __atomic_load_n(&t->flusher, __ATOMIC_RELAXED) != (uintptr_t)&ctab_mark))
+		   __atomic_load_n(&t->flusher, __ATOMIC_RELAXED) != (uintptr_t)&ctab_mark &&
+		   !(small && RELAXED_LOAD(&small->busy))))
 		return 1;
 	RELAXED_STORE(&t->owed, 1);
 	return 0;
@@ -394,6 +456,32 @@ static void strata_pt_count_flush_own(struct strata_pt_ctable *t, struct strata_
 	strata_pt_count_unlock(t);
 }
 
+/* A free table of the n in `p`, now owned; NULL if every one is. */
+static struct strata_pt_ctable *strata_pt_count_take(struct strata_pt_ctable *p, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t expected = 0;
+		/* acquire: the emptying by its previous owner (the release in
+		 * strata_pt_count_free). */
+		if (RELAXED_LOAD(&p[i].owned) == 0 &&
+		    __atomic_compare_exchange_n(&p[i].owned, &expected, 1, 0, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			return &p[i];
+	}
+	return NULL;
+}
+
+/* Make `t` this thread's table: its exit destructor's argument, then ctab. */
+static void strata_pt_count_adopt(struct strata_pt_ctable *t)
+{
+	int was_busy = strata_pt_busy;
+	strata_pt_busy = 1; /* glibc's TSD code: no traced locks */
+	pthread_setspecific(count_key, t);
+	strata_pt_busy = was_busy;
+	ctab = t;
+	SIGNAL_FENCE();
+}
+
 /* Take a table of the pool for this thread and arm its exit destructor;
  * NULL when there is none (no key, every table owned): the thread then
  * counts nothing. */
@@ -402,23 +490,12 @@ static __attribute__((noinline)) struct strata_pt_ctable *strata_pt_count_regist
 	ctab_closed = 1;                                       /* until it has one */
 	if (!__atomic_load_n(&count_key_ok, __ATOMIC_RELAXED)) /* a setting */
 		return NULL;
-	for (uint32_t i = 0; i < STRATA_PT_CTABLES; i++) {
-		uint32_t expected = 0;
-		/* acquire: the emptying by its previous owner (the release in
-		 * strata_pt_count_thread_exit). */
-		if (RELAXED_LOAD(&pool[i].owned) == 0 &&
-		    __atomic_compare_exchange_n(&pool[i].owned, &expected, 1, 0, __ATOMIC_ACQUIRE,
-						__ATOMIC_RELAXED)) {
-			int was_busy = strata_pt_busy;
-			strata_pt_busy = 1; /* glibc's TSD code: no traced locks */
-			pthread_setspecific(count_key, &pool[i]);
-			strata_pt_busy = was_busy;
-			ctab = &pool[i];
-			ctab_closed = 0;
-			return ctab;
-		}
-	}
-	return NULL;
+	struct strata_pt_ctable *t = strata_pt_count_take(pool, STRATA_PT_CTABLES);
+	if (!t)
+		return NULL;
+	strata_pt_count_adopt(t);
+	ctab_closed = 0;
+	return t;
 }
 
 /* Age limit of an entry in the clock's units (TSC ticks or ns).  The
@@ -454,14 +531,14 @@ static inline __attribute__((always_inline)) struct strata_pt_centry *
 strata_pt_count_entry(struct strata_pt_ctable *t, uint64_t lock, uint32_t site, uint8_t try_, int timed,
 		      uint64_t now, uint8_t tsc, int *made)
 {
-	const struct strata_pt_ckey k = strata_pt_count_key(lock, site, try_);
-	const uint32_t h = k.h;
+	const struct strata_pt_ckey k = strata_pt_count_key(t, lock, site, try_);
+	const uint32_t h = k.h, mask = strata_pt_count_n(t) - 1;
 	const uint16_t f = k.f;
 	struct strata_pt_centry *free_e = NULL, *idle = NULL;
 	uint32_t at = h; /* free_e's index */
 	*made = 1;
 	for (uint32_t i = 0; i < STRATA_PT_CPROBES; i++) {
-		const uint32_t j = (h + i) & (STRATA_PT_CENTRIES - 1);
+		const uint32_t j = (h + i) & mask;
 		struct strata_pt_centry *e = &t->e[j];
 		const uint16_t g = t->fp[j];
 		if (g == f && e->lock == lock && e->site == site && e->try_ == try_) {
@@ -478,7 +555,7 @@ strata_pt_count_entry(struct strata_pt_ctable *t, uint64_t lock, uint32_t site, 
 		/* Every entry of the window taken: read them for one with nothing
 		 * unwritten only now. */
 		for (uint32_t i = 0; i < STRATA_PT_CPROBES && !idle; i++) {
-			const uint32_t j = (h + i) & (STRATA_PT_CENTRIES - 1);
+			const uint32_t j = (h + i) & mask;
 			if (t->e[j].count == RELAXED_LOAD(&t->e[j].fcount)) {
 				idle = &t->e[j];
 				at = j;
@@ -647,30 +724,38 @@ static int strata_pt_count_flush_entry(struct strata_pt_ctable *t, struct strata
 /* Every entry of `t`.  1 if all were written (see the contract). */
 static int strata_pt_count_flush_table(struct strata_pt_ctable *t)
 {
-	if ((t == ctab && RELAXED_LOAD(&t->busy)) || !strata_pt_count_lock(t))
+	if (((t == ctab || t == ctab_small) && RELAXED_LOAD(&t->busy)) || !strata_pt_count_lock(t))
 		return 0; /* we interrupted our own thread's update or flush */
 	int ok = 1;
-	for (uint32_t i = 0; i < STRATA_PT_CENTRIES; i++)
+	for (uint32_t i = 0; i < strata_pt_count_n(t); i++)
 		ok &= strata_pt_count_flush_entry(t, &t->e[i]);
 	strata_pt_count_unlock(t);
 	return ok;
 }
 
-/* Every owned table (see the contract).  How many were written whole;
+/* Every owned table of the n in `p` (see the contract); how many were
+ * written whole, *whole cleared if one was not. */
+static uint32_t strata_pt_count_flush_pool(struct strata_pt_ctable *p, uint32_t n, int *whole)
+{
+	uint32_t done = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		/* relaxed: the flush lock orders what is read (its acquire). */
+		if (!__atomic_load_n(&p[i].owned, __ATOMIC_RELAXED))
+			continue;
+		const int ok = strata_pt_count_flush_table(&p[i]);
+		done += (uint32_t)ok;
+		*whole &= ok;
+	}
+	return done;
+}
+
+/* Every owned table, small and big.  How many were written whole;
  * *whole: all of them were. */
 static uint32_t strata_pt_count_flush_all(int *whole)
 {
-	uint32_t n = 0;
 	*whole = 1;
-	for (uint32_t i = 0; i < STRATA_PT_CTABLES; i++) {
-		/* relaxed: the flush lock orders what is read (its acquire). */
-		if (!__atomic_load_n(&pool[i].owned, __ATOMIC_RELAXED))
-			continue;
-		const int ok = strata_pt_count_flush_table(&pool[i]);
-		n += (uint32_t)ok;
-		*whole &= ok;
-	}
-	return n;
+	return strata_pt_count_flush_pool(pool, STRATA_PT_CTABLES, whole) +
+	       strata_pt_count_flush_pool(big, STRATA_PT_CBIGS, whole);
 }
 
 /* After a flush of every table (`whole`: all written, n of them): say that
@@ -720,15 +805,10 @@ static void strata_pt_count_after_change(void)
 	__atomic_fetch_and(&counts_closed, ~STRATA_PT_CSUSPENDED, __ATOMIC_RELAXED);
 }
 
-/* Thread exit (thread-specific data destructor): write the table, empty
- * and free it, holding its flush lock. */
-static void strata_pt_count_thread_exit(void *arg)
+/* Write every entry of `t` and empty it (its flush lock held). */
+static void strata_pt_count_write_empty(struct strata_pt_ctable *t)
 {
-	struct strata_pt_ctable *t = arg;
-	ctab_closed = 1; /* later destructors' pairs: mutex_held */
-	SIGNAL_FENCE();
-	(void)strata_pt_count_lock(t); /* thread context: never held by this thread */
-	for (uint32_t i = 0; i < STRATA_PT_CENTRIES; i++) {
+	for (uint32_t i = 0; i < strata_pt_count_n(t); i++) {
 		struct strata_pt_centry *e = &t->e[i];
 		if (!t->fp[i])
 			continue; /* free, and empty */
@@ -738,13 +818,40 @@ static void strata_pt_count_thread_exit(void *arg)
 			strata_pt_count_emit(t, e, &s);
 		strata_pt_count_clear(t, e);
 	}
-	memset(t->fp, 0, sizeof t->fp);
-	strata_pt_count_unlock(t);
-	ctab = NULL; /* after the unlock: a handler that finds ctab holds no lock of its thread */
-	SIGNAL_FENCE();
+	memset(t->fp, 0, strata_pt_count_n(t) * sizeof t->fp[0]);
+}
+
+/* Give `t` (emptied, no longer ctab) back to its pool; 1 if an update
+ * signal waits (its `owed`). */
+static int strata_pt_count_free(struct strata_pt_ctable *t)
+{
 	const uint32_t owed = RELAXED_LOAD(&t->owed);
 	RELAXED_STORE(&t->owed, 0);
-	__atomic_store_n(&t->owned, 0, __ATOMIC_RELEASE); /* pairs with the register's acquire */
+	__atomic_store_n(&t->owned, 0, __ATOMIC_RELEASE); /* pairs with the take's acquire */
+	return owed != 0;
+}
+
+/* Thread exit (thread-specific data destructor): write the table (and a
+ * small one it was traded for), empty and free it, holding its flush lock. */
+static void strata_pt_count_thread_exit(void *arg)
+{
+	struct strata_pt_ctable *t = arg, *small = ctab_small;
+	ctab_closed = 1; /* later destructors' pairs: mutex_held */
+	SIGNAL_FENCE();
+	(void)strata_pt_count_lock(t); /* thread context: never held by this thread */
+	strata_pt_count_write_empty(t);
+	strata_pt_count_unlock(t);
+	if (small) {
+		(void)strata_pt_count_lock(small);
+		strata_pt_count_write_empty(small);
+		strata_pt_count_unlock(small);
+	}
+	ctab = NULL; /* after the unlock: a handler that finds ctab holds no lock of its thread */
+	ctab_small = NULL;
+	SIGNAL_FENCE();
+	int owed = strata_pt_count_free(t);
+	if (small)
+		owed |= strata_pt_count_free(small);
 	if (owed)
 		strata_rt_state_retry(); /* an update signal that came while we held the lock */
 }
@@ -797,9 +904,21 @@ static long strata_pt_count_setting(const char *c)
 	return STRATA_PTHREAD_COUNT_DEFAULT;
 }
 
+/* Each table's arrays in its pool's storage (before any thread counts). */
+static void strata_pt_count_pools(void)
+{
+	for (uint32_t i = 0; i < STRATA_PT_CTABLES; i++)
+		pool[i] = (struct strata_pt_ctable){
+			.bits = STRATA_PT_CBITS, .fp = pool_fp[i], .e = pool_e[i], .m = pool_m[i]};
+	for (uint32_t i = 0; i < STRATA_PT_CBIGS; i++)
+		big[i] = (struct strata_pt_ctable){
+			.bits = STRATA_PT_CBIG_BITS, .fp = big_fp[i], .e = big_e[i], .m = big_m[i]};
+}
+
 /* Constructor: the setting and the thread-exit key. */
 static void strata_pt_count_init(void)
 {
+	strata_pt_count_pools();
 	int was_busy = strata_pt_busy;
 	strata_pt_busy = 1; /* dlsym may lock */
 	__atomic_store_n(&next_exit, (void (*)(int))dlsym(RTLD_NEXT, "_exit"), __ATOMIC_RELAXED);
@@ -816,19 +935,29 @@ static void strata_pt_count_init(void)
 	strata_rt_set_state_hooks(strata_pt_count_before_change, strata_pt_count_after_change);
 }
 
+/* Empty table `t` in a fork child: its arrays and its state; `own`: the
+ * child's thread keeps it, else it is free. */
+static void strata_pt_count_wipe(struct strata_pt_ctable *t, int own)
+{
+	const uint32_t n = strata_pt_count_n(t);
+	memset(t->e, 0, n * sizeof t->e[0]);
+	memset(t->m, 0, n * sizeof t->m[0]);
+	memset(t->fp, 0, n * sizeof t->fp[0]);
+	t->busy = 0;
+	t->owed = 0; /* the parent's signal: its own to serve */
+	t->gen = 0;
+	t->flusher = 0;
+	t->owned = (uint32_t)own;
+}
+
 /* fork child (one thread): the parent's counts stay the parent's. */
 static void strata_pt_count_atfork_child(void)
 {
-	for (uint32_t i = 0; i < STRATA_PT_CTABLES; i++)
-		if (RELAXED_LOAD(&pool[i].owned) && &pool[i] != ctab)
-			memset(&pool[i], 0, sizeof pool[i]); /* a parent thread's: not ours */
-	if (ctab) {                                          /* ours keeps its table and key, emptied */
-		memset(ctab->e, 0, sizeof ctab->e);
-		memset(ctab->m, 0, sizeof ctab->m);
-		memset(ctab->fp, 0, sizeof ctab->fp);
-		ctab->busy = 0;
-		ctab->owed = 0; /* the parent's signal: its own to serve */
-		ctab->flusher = 0;
+	for (uint32_t i = 0; i < STRATA_PT_CTABLES + STRATA_PT_CBIGS; i++) {
+		struct strata_pt_ctable *t = i < STRATA_PT_CTABLES ? &pool[i] : &big[i - STRATA_PT_CTABLES];
+		/* ours keep their key, emptied; a parent thread's are not ours */
+		if (RELAXED_LOAD(&t->owned))
+			strata_pt_count_wipe(t, t == ctab || t == ctab_small);
 	}
 	RELAXED_STORE(&counts_closed, 0);
 	RELAXED_STORE(&counts_written, 0); /* the parent's records are not the child's */
@@ -860,8 +989,39 @@ static void strata_pt_count_untimed(const struct strata_pt_pending *p, int waite
 				  (uint32_t)waited);
 }
 
+/* The pairs of this thread's window (spilling, above). */
+static inline uint32_t strata_pt_count_window(void)
+{
+	return win_big ? STRATA_PT_CWINDOW_BIG : STRATA_PT_CWINDOW;
+}
+
+/* Trade the thread's small table `t` (inside its busy, its flush lock
+ * held) for a big one, if one is free (see the contract): 1 if traded,
+ * `t` written, emptied, unlocked and idle, kept as ctab_small. */
+static int strata_pt_count_trade(struct strata_pt_ctable *t)
+{
+	struct strata_pt_ctable *b = strata_pt_count_take(big, STRATA_PT_CBIGS);
+	if (!b)
+		return 0;
+	ORDERED_STORE(&b->busy, 1);
+	SIGNAL_FENCE();
+	ctab_small = t;
+	strata_pt_count_adopt(b);
+	win_big = 1;
+	strata_pt_count_write_empty(t);
+	strata_pt_count_unlock(t);
+	if (RELAXED_LOAD(&t->owed)) { /* a handler found t busy: b serves it */
+		RELAXED_STORE(&t->owed, 0);
+		RELAXED_STORE(&b->owed, 1);
+	}
+	strata_pt_count_idle(t);
+	strata_pt_count_idle(b);
+	return 1;
+}
+
 /* The end of a window (spilling, above): when more than one pair in
- * STRATA_PT_CCHURN missed the table, the next STRATA_PT_CSPILL pairs are
+ * STRATA_PT_CCHURN missed the table, a small one is traded for a big one;
+ * failing that, the next STRATA_PT_CSPILL_WINDOWS windows' pairs are
  * records, and what the table counted is written now rather than when the
  * thread counts again (inside busy, as the owner's other flushes; the
  * flush lock only tried: flush_all, which holds it, writes every entry). */
@@ -872,14 +1032,18 @@ static __attribute__((noinline)) void strata_pt_count_judge(void)
 	win_missed = 0;
 	if ((uint64_t)missed * STRATA_PT_CCHURN <= pairs)
 		return;
-	spill_left = STRATA_PT_CSPILL;
+	const uint32_t spill = strata_pt_count_window() * STRATA_PT_CSPILL_WINDOWS;
 	struct strata_pt_ctable *t = strata_pt_count_mine();
-	if (!t)
+	if (!t) {
+		spill_left = spill;
 		return;
+	}
 	ORDERED_STORE(&t->busy, 1);
 	SIGNAL_FENCE();
 	if (strata_pt_count_trylock(t)) {
-		for (uint32_t i = 0; i < STRATA_PT_CENTRIES; i++) {
+		if (!win_big && strata_pt_count_trade(t))
+			return;
+		for (uint32_t i = 0; i < strata_pt_count_n(t); i++) {
 			if (!t->fp[i])
 				continue; /* free, and empty */
 			struct strata_pt_csnap s;
@@ -889,6 +1053,7 @@ static __attribute__((noinline)) void strata_pt_count_judge(void)
 		}
 		strata_pt_count_unlock(t);
 	}
+	spill_left = spill;
 	strata_pt_count_idle(t);
 }
 
@@ -903,7 +1068,7 @@ static inline int strata_pt_count_admit(int count)
 		spill_left--;
 		return 0;
 	}
-	if (__builtin_expect(++win_pairs >= STRATA_PT_CWINDOW, 0))
+	if (__builtin_expect(++win_pairs >= strata_pt_count_window(), 0))
 		strata_pt_count_judge();
 	return count;
 }

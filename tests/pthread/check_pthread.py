@@ -7,7 +7,7 @@ pt_cxx write JSON: lock addresses, exact acquisition counts, own wait measure).
 
 usage: check_pthread.py SCENARIO --strata S --workload W --cxx C --dllib L --work DIR
 SCENARIO: contend basic fork fork_agg dlopen signal sigstorm blocker ctor cxx stack pylock nest nest_monotonic
-          count count16 count_default, or any of them + "_count" (in counting mode,
+          count count16 count_default count_spill count_trade, or any of them + "_count" (in counting mode,
           STRATA_PTHREAD_COUNT=16); the others with STRATA_PTHREAD_COUNT=0 (every pair a record)
 """
 import argparse
@@ -182,44 +182,63 @@ def check_count(rep, prog_out, pid, trace, lost, sampled):
     check(rep["counted_pairs"] >= counted, "counted_pairs %d covers the locks' %d" % (rep["counted_pairs"], counted))
 
 
-# preload/pthread_count.h: a window's pairs, and the pairs a spill writes as records
-CWINDOW, CSPILL = 4096, 65536
+# preload/pthread_count.h: a small table's window, a big table's (and its
+# entries), and how many windows' pairs a spill writes as records
+CWINDOW, CWINDOW_BIG, BIG_ENTRIES, CSPILL_WINDOWS = 4096, 32768, 8192, 16
 
 
-def check_spill(rep, prog_out, pid, trace, lost):
-    """Spilling (docs/pthread.md): a thread's pairs over 2,048 locks miss
-    its table of 256, so it writes its pairs as records for CSPILL pairs;
-    the one lock it then takes has its first pairs recorded while the spill
+def check_spill(rep, prog_out, pid, trace, lost, traded):
+    """Spilling (docs/pthread.md): a thread's pairs over many locks miss
+    its table of 256, which it trades for a big one (8,192 entries).
+    traded (2,048 locks): they fit there, and are counted but for each
+    lock's first pairs.  Else (32,768 locks) the big table churns too: the
+    thread writes its pairs as records for CSPILL_WINDOWS big windows; the
+    one lock it then takes has its first pairs recorded while the spill
     lasts, the rest counted.  Every pair of every lock accounted for."""
     if not check(lost == 0, "nothing lost (the oracles below are exact)"):
         return
     bt = subprocess.run(["babeltrace2", trace], capture_output=True, text=True)
     check(bt.returncode == 0 and bt.stderr == "", "babeltrace2 reads the trace silently (%r)" % bt.stderr[:200])
+    records = {}
+    for m in re.finditer(r"pthread:mutex_held: .*?lock = 0x([0-9A-F]+),", bt.stdout, re.I):
+        records[int(m.group(1), 16)] = records.get(int(m.group(1), 16), 0) + 1
     one = int(prog_out["one"], 16)
-    held = len(re.findall(r"pthread:mutex_held: .*?lock = 0x0*%X," % one, bt.stdout, re.I))
+    held = records.get(one, 0)
     counted = sum(int(m.group(1)) for m in re.finditer(
         r"pthread:mutex_counts: .*?lock = 0x0*%X, .*?count = (\d+)" % one, bt.stdout, re.I))
     n = prog_out["one_acq"]
     check(held + counted == n, "one lock: %d records + %d counted == %d pairs" % (held, counted, n))
-    # The churn's first window missed the table (2,048 locks, 256 entries):
-    # its thread spilled for CSPILL pairs, the churn's other pairs and the
-    # one lock's first ones, whose first pair after the spill is a record
-    # too (it has no entry), the rest counted.  Give or take the pairs the
-    # program's start made before main (the first window's).  Without
-    # spilling, the one lock's pairs stay records only until the churn's
-    # entries, young and unwritten, age (94,204 of them in a run here).
     churn = sum(acq for _, acq in prog_out["churn"])
-    want = CSPILL - (churn - CWINDOW) + 1
-    check(abs(held - want) <= CWINDOW // 8 and counted == n - held,
-          "one lock: %d of its first pairs records (the spill's rest: %d expected), %d counted after" %
-          (held, want, counted))
-    lk = lock_of(rep, pid, one)
+    if traded:
+        # The big table holds every lock: each one's first pair is a record
+        # (timed, it makes the entry), a few more where a window of 4 was
+        # full; nothing like a spill's CSPILL_WINDOWS * CWINDOW records.
+        locks = len(prog_out["churn"])
+        churn_records = sum(records.get(int(addr, 16), 0) for addr, _ in prog_out["churn"])
+        check(locks * 2 < BIG_ENTRIES and churn_records < CWINDOW + 2 * locks,
+              "traded: %d of the churn's %d pairs over %d locks are records (< %d)" %
+              (churn_records, churn, locks, CWINDOW + 2 * locks))
+        check(held <= 2, "traded: the one lock's first pair a record, the rest counted (%d records)" % held)
+    else:
+        # The first window missed the small table, the next (a big table's)
+        # the big one (32,768 locks, 8,192 entries): its thread spilled for
+        # CSPILL_WINDOWS big windows, the churn's other pairs and the one
+        # lock's first ones, whose first pair after the spill is a record
+        # too (it has no entry), the rest counted.  Give or take the pairs
+        # the program's start made before main (the first window's).
+        want = CSPILL_WINDOWS * CWINDOW_BIG - (churn - CWINDOW - CWINDOW_BIG) + 1
+        check(abs(held - want) <= CWINDOW // 8 and counted == n - held,
+              "one lock: %d of its first pairs records (the spill's rest: %d expected), %d counted after" %
+              (held, want, counted))
+    procs = [p["index"] for p in rep["processes"] if p["pid"] == pid]
+    by_addr = {int(lk["address"], 16): lk for lk in rep["locks"] if lk["process"] in procs}
+    lk = by_addr.get(one)
     check(lk is not None and lk["acquisitions"] == n and lk["holds"] == n and lk["counted"] == counted,
           "analyze: the one lock's %d pairs, %d counted (%r)" %
           (n, counted, lk and {k: lk[k] for k in ("acquisitions", "holds", "counted")}))
     bad = []
     for addr, acq in prog_out["churn"]:
-        lk = lock_of(rep, pid, int(addr, 16))
+        lk = by_addr.get(int(addr, 16))
         if lk is None or lk["acquisitions"] != acq or lk["holds"] != acq:
             bad.append((addr, acq, lk and (lk["acquisitions"], lk["holds"])))
     check(not bad, "the %d churned locks: every pair accounted for (%d wrong: %r)" %
@@ -309,8 +328,11 @@ def main():
         prog = [a.workload, "blocker", out, "10"]
     elif sc.startswith("nest"):
         prog = [a.workload, "nest", out, "100"]
-    elif sc == "count_spill":  # the default: one hold in 16 timed
-        prog = [a.workload, "spill", out, "40960", "200000"]
+    elif sc == "count_spill":  # the default: one hold in 16 timed; beyond a big table
+        prog = [a.workload, "spill", out, "40960", "600000", "32768"]
+        env.pop("STRATA_PTHREAD_COUNT")
+    elif sc == "count_trade":  # the same over 2,048 locks: a big table holds them
+        prog = [a.workload, "spill", out, "200000", "200000", "2048"]
         env.pop("STRATA_PTHREAD_COUNT")
     elif sc.startswith("count"):
         prog = [a.workload, "count", out, "5000", "10"]
@@ -521,8 +543,8 @@ def main():
                   (lk["wait_total_ns"], lk["wait_p99_ns"]))
     elif sc.startswith("nest"):
         check_nest(rep, prog_out, pid, trace, lost, sc == "nest_monotonic")
-    elif sc == "count_spill":
-        check_spill(rep, prog_out, pid, trace, lost)
+    elif sc in ("count_spill", "count_trade"):
+        check_spill(rep, prog_out, pid, trace, lost, sc == "count_trade")
     elif sc.startswith("count"):
         check_count(rep, prog_out, pid, trace, lost, sc in ("count16", "count_default"))
     else:

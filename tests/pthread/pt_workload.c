@@ -17,7 +17,7 @@
  *   pt_workload ctor OUT
  *   pt_workload nest OUT [rounds]
  *   pt_workload count OUT [pairs rounds]
- *   pt_workload spill OUT [churn pairs]
+ *   pt_workload spill OUT [churn pairs locks]
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -335,24 +335,27 @@ static int mode_count(FILE *out, int n, int rounds)
 }
 
 /* ---- spill: a thread whose locks do not fit its counting table -------- */
-/* `churn` pairs over SPILL_LOCKS locks in a fixed pseudo-random order (a
- * table of 256 entries misses most of them: the thread spills, and writes
- * its pairs as records for a while), then n pairs of one lock: the first
- * of them records while the spill lasts, the rest counted again
- * (docs/pthread.md, "Spilling"). */
-#define SPILL_LOCKS 2048
+/* `churn` pairs over `locks` locks (at most SPILL_LOCKS) in a fixed
+ * pseudo-random order, then n pairs of one lock (docs/pthread.md,
+ * "Spilling").  A thread's first table (256 entries) misses most of 2,048
+ * locks: it trades it for a big one (8,192), where they fit, and counts
+ * them; 32,768 miss that too: the thread spills, and writes its pairs as
+ * records for a while, the one lock's first ones too, the rest counted. */
+#define SPILL_LOCKS 32768
 static pthread_mutex_t spill_locks[SPILL_LOCKS];
 static int spill_acq[SPILL_LOCKS];
 pthread_mutex_t strata_spill_one = PTHREAD_MUTEX_INITIALIZER;
 
-static int mode_spill(FILE *out, int churn, int n)
+static int mode_spill(FILE *out, int churn, int n, int locks)
 {
 	uint32_t x = 12345;
-	for (int i = 0; i < SPILL_LOCKS; i++)
+	if (locks < 1 || locks > SPILL_LOCKS)
+		locks = SPILL_LOCKS;
+	for (int i = 0; i < locks; i++)
 		CHECK(pthread_mutex_init(&spill_locks[i], NULL), 0);
 	for (int i = 0; i < churn; i++) {
 		x = x * 1664525u + 1013904223u;
-		const uint32_t k = (x >> 8) % SPILL_LOCKS;
+		const uint32_t k = (x >> 8) % (uint32_t)locks;
 		CHECK(pthread_mutex_lock(&spill_locks[k]), 0);
 		CHECK(pthread_mutex_unlock(&spill_locks[k]), 0);
 		spill_acq[k]++;
@@ -361,7 +364,7 @@ static int mode_spill(FILE *out, int churn, int n)
 	fprintf(out, "{\"pid\": %d, \"one\": \"%p\", \"one_acq\": %d, \"churn\": [", (int)getpid(),
 		(void *)&strata_spill_one, n);
 	const char *sep = "";
-	for (int i = 0; i < SPILL_LOCKS; i++) {
+	for (int i = 0; i < locks; i++) {
 		if (!spill_acq[i])
 			continue;
 		fprintf(out, "%s[\"%p\", %d]", sep, (void *)&spill_locks[i], spill_acq[i]);
@@ -786,7 +789,8 @@ int main(int argc, char **argv)
 	else if (!strcmp(m, "nest"))
 		rc = mode_nest(out, argc > 3 ? atoi(argv[3]) : 100);
 	else if (!strcmp(m, "spill"))
-		rc = mode_spill(out, argc > 3 ? atoi(argv[3]) : 40960, argc > 4 ? atoi(argv[4]) : 200000);
+		rc = mode_spill(out, argc > 3 ? atoi(argv[3]) : 40960, argc > 4 ? atoi(argv[4]) : 200000,
+				argc > 5 ? atoi(argv[5]) : 2048);
 	else if (!strcmp(m, "count"))
 		rc = mode_count(out, argc > 3 ? atoi(argv[3]) : 5000, argc > 4 ? atoi(argv[4]) : 10);
 	else if (!strcmp(m, "ctor")) {
