@@ -30,11 +30,12 @@
  * them anyway: more than a record alone costs (memcached, pt_lockloop over
  * 1024 locks: docs/pthread.md, "Spilling").  So each thread judges its own
  * table every window (STRATA_PT_CWINDOW pairs): when more than one in
- * STRATA_PT_CCHURN missed it, the thread first trades its table for a big
+ * STRATA_PT_CTRADE missed it, the thread trades its table for a big
  * one (`big`, STRATA_PT_CBIG_BITS: thousands of keys, memcached's LRU
  * maintainer's 3,148) if one is free, and counts on, judged over longer
  * windows (STRATA_PT_CWINDOW_BIG: a big table's first pairs miss it while
- * they fill it); a thread whose big table churns too, or that found none
+ * they fill it); a thread whose big table churns too (more than one in
+ * STRATA_PT_CCHURN missed it), or whose small one did and found no big one
  * free, writes its table out and its next 16 windows' pairs
  * (STRATA_PT_CSPILL_WINDOWS) are records of their own, all timed, with no
  * lookup; then it counts again for a window and judges again.
@@ -116,6 +117,7 @@
 #define STRATA_PT_CWINDOW 4096u      /* pairs a thread's table is judged over (spilling) */
 #define STRATA_PT_CWINDOW_BIG 32768u /* the same for a big table: 4 x its entries */
 #define STRATA_PT_CCHURN 3u          /* it spills when more than 1 pair in this many missed it */
+#define STRATA_PT_CTRADE 8u          /* a small one is traded when more than 1 in this many did */
 #define STRATA_PT_CSPILL_WINDOWS 16u /* windows' pairs a spilling thread then writes as records */
 
 /* An entry: what a pair's update reads and writes, one cache line (a
@@ -1019,41 +1021,56 @@ static int strata_pt_count_trade(struct strata_pt_ctable *t)
 	return 1;
 }
 
+/* Table `t` (inside its busy, its flush lock held) written out for a
+ * spill, the lock released. */
+static void strata_pt_count_spill_out(struct strata_pt_ctable *t)
+{
+	for (uint32_t i = 0; i < strata_pt_count_n(t); i++) {
+		if (!t->fp[i])
+			continue; /* free, and empty */
+		struct strata_pt_csnap s;
+		strata_pt_count_own_snap(&t->e[i], &s);
+		if (s.lock)
+			strata_pt_count_emit(t, &t->e[i], &s);
+	}
+	strata_pt_count_unlock(t);
+}
+
 /* The end of a window (spilling, above): when more than one pair in
- * STRATA_PT_CCHURN missed the table, a small one is traded for a big one;
- * failing that, the next STRATA_PT_CSPILL_WINDOWS windows' pairs are
- * records, and what the table counted is written now rather than when the
- * thread counts again (inside busy, as the owner's other flushes; the
- * flush lock only tried: flush_all, which holds it, writes every entry). */
+ * STRATA_PT_CTRADE missed a small table, it is traded for a big one;
+ * failing that, or when more than one in STRATA_PT_CCHURN missed a big
+ * one, the next STRATA_PT_CSPILL_WINDOWS windows' pairs are records, and
+ * what the table counted is written now rather than when the thread counts
+ * again (inside busy, as the owner's other flushes; the flush lock only
+ * tried: flush_all, which holds it, writes every entry). */
 static __attribute__((noinline)) void strata_pt_count_judge(void)
 {
-	const uint32_t pairs = win_pairs, missed = win_missed;
+	const uint64_t pairs = win_pairs, missed = win_missed;
 	win_pairs = 0;
 	win_missed = 0;
-	if ((uint64_t)missed * STRATA_PT_CCHURN <= pairs)
+	const int churned = missed * STRATA_PT_CCHURN > pairs;
+	const int trade = !win_big && missed * STRATA_PT_CTRADE > pairs;
+	if (!churned && !trade)
 		return;
 	const uint32_t spill = strata_pt_count_window() * STRATA_PT_CSPILL_WINDOWS;
 	struct strata_pt_ctable *t = strata_pt_count_mine();
 	if (!t) {
-		spill_left = spill;
+		if (churned)
+			spill_left = spill;
 		return;
 	}
 	ORDERED_STORE(&t->busy, 1);
 	SIGNAL_FENCE();
 	if (strata_pt_count_trylock(t)) {
-		if (!win_big && strata_pt_count_trade(t))
+		if (trade && strata_pt_count_trade(t))
 			return;
-		for (uint32_t i = 0; i < strata_pt_count_n(t); i++) {
-			if (!t->fp[i])
-				continue; /* free, and empty */
-			struct strata_pt_csnap s;
-			strata_pt_count_own_snap(&t->e[i], &s);
-			if (s.lock)
-				strata_pt_count_emit(t, &t->e[i], &s);
-		}
-		strata_pt_count_unlock(t);
+		if (churned)
+			strata_pt_count_spill_out(t);
+		else
+			strata_pt_count_unlock(t);
 	}
-	spill_left = spill;
+	if (churned)
+		spill_left = spill;
 	strata_pt_count_idle(t);
 }
 

@@ -17,7 +17,7 @@
  *   pt_workload ctor OUT
  *   pt_workload nest OUT [rounds]
  *   pt_workload count OUT [pairs rounds]
- *   pt_workload spill OUT [churn pairs locks]
+ *   pt_workload spill OUT [churn pairs locks every]
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -336,7 +336,8 @@ static int mode_count(FILE *out, int n, int rounds)
 
 /* ---- spill: a thread whose locks do not fit its counting table -------- */
 /* `churn` pairs over `locks` locks (at most SPILL_LOCKS) in a fixed
- * pseudo-random order, then n pairs of one lock (docs/pthread.md,
+ * pseudo-random order (with `every` > 1, only one pair in `every`, the
+ * others on one lock), then n pairs of that one lock (docs/pthread.md,
  * "Spilling").  A thread's first table (256 entries) misses most of 2,048
  * locks: it trades it for a big one (8,192), where they fit, and counts
  * them; 32,768 miss that too: the thread spills, and writes its pairs as
@@ -346,14 +347,20 @@ static pthread_mutex_t spill_locks[SPILL_LOCKS];
 static int spill_acq[SPILL_LOCKS];
 pthread_mutex_t strata_spill_one = PTHREAD_MUTEX_INITIALIZER;
 
-static int mode_spill(FILE *out, int churn, int n, int locks)
+static int mode_spill(FILE *out, int churn, int n, int locks, int every)
 {
+	int one_acq = n;
 	uint32_t x = 12345;
 	if (locks < 1 || locks > SPILL_LOCKS)
 		locks = SPILL_LOCKS;
 	for (int i = 0; i < locks; i++)
 		CHECK(pthread_mutex_init(&spill_locks[i], NULL), 0);
 	for (int i = 0; i < churn; i++) {
+		if (every > 1 && i % every != 0) {
+			count_pairs(&strata_spill_one, 1);
+			one_acq++;
+			continue;
+		}
 		x = x * 1664525u + 1013904223u;
 		const uint32_t k = (x >> 8) % (uint32_t)locks;
 		CHECK(pthread_mutex_lock(&spill_locks[k]), 0);
@@ -362,7 +369,7 @@ static int mode_spill(FILE *out, int churn, int n, int locks)
 	}
 	count_pairs(&strata_spill_one, n);
 	fprintf(out, "{\"pid\": %d, \"one\": \"%p\", \"one_acq\": %d, \"churn\": [", (int)getpid(),
-		(void *)&strata_spill_one, n);
+		(void *)&strata_spill_one, one_acq);
 	const char *sep = "";
 	for (int i = 0; i < locks; i++) {
 		if (!spill_acq[i])
@@ -790,7 +797,7 @@ int main(int argc, char **argv)
 		rc = mode_nest(out, argc > 3 ? atoi(argv[3]) : 100);
 	else if (!strcmp(m, "spill"))
 		rc = mode_spill(out, argc > 3 ? atoi(argv[3]) : 40960, argc > 4 ? atoi(argv[4]) : 200000,
-				argc > 5 ? atoi(argv[5]) : 2048);
+				argc > 5 ? atoi(argv[5]) : 2048, argc > 6 ? atoi(argv[6]) : 1);
 	else if (!strcmp(m, "count"))
 		rc = mode_count(out, argc > 3 ? atoi(argv[3]) : 5000, argc > 4 ? atoi(argv[4]) : 10);
 	else if (!strcmp(m, "ctor")) {
