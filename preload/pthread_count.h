@@ -94,9 +94,10 @@
  *     thread's (TSD, then ctab: a handler finds either table busy), then
  *     the small one emptied, unlocked and freed as at exit.  A thread keeps
  *     its big table until it exits.
- *   - fork child: one thread; every table (copies of the parent's) is
- *     emptied, the other threads' freed: the parent's counts are the
- *     parent's to write, the child starts from zero.
+ *   - fork child: one thread; its own tables (copies of the parent's) are
+ *     emptied, the other threads' freed and marked stale, emptied by the
+ *     thread that takes one next (strata_pt_count_take): the parent's
+ *     counts are the parent's to write, the child starts from zero.
  * Nothing here allocates or takes a lock but the flush lock.
  */
 
@@ -148,6 +149,7 @@ struct strata_pt_ctable {
 	uint32_t busy;     /* owner's update or flush in progress (see above) */
 	uint32_t owed;     /* an update signal waits for busy's end (see above) */
 	uint32_t bits;     /* log2 of its entries */
+	uint32_t stale;    /* a fork child's copy of a parent thread's: emptied when taken */
 	uint64_t gen;      /* updates done (the sequence check) */
 	uintptr_t flusher; /* the flush lock: 0 or the holder's thread mark */
 	/* Each entry's fingerprint (strata_pt_count_fp), 0: free; owner only.
@@ -458,7 +460,10 @@ static void strata_pt_count_flush_own(struct strata_pt_ctable *t, struct strata_
 	strata_pt_count_unlock(t);
 }
 
-/* A free table of the n in `p`, now owned; NULL if every one is. */
+/* A free table of the n in `p`, now owned; NULL if every one is.  One a
+ * fork child's parent thread owned (stale) is emptied now, not at the fork:
+ * a fork then touches no page of the tables it does not keep (a big one is
+ * 720 KiB). */
 static struct strata_pt_ctable *strata_pt_count_take(struct strata_pt_ctable *p, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
@@ -467,8 +472,17 @@ static struct strata_pt_ctable *strata_pt_count_take(struct strata_pt_ctable *p,
 		 * strata_pt_count_free). */
 		if (RELAXED_LOAD(&p[i].owned) == 0 &&
 		    __atomic_compare_exchange_n(&p[i].owned, &expected, 1, 0, __ATOMIC_ACQUIRE,
-						__ATOMIC_RELAXED))
-			return &p[i];
+						__ATOMIC_RELAXED)) {
+			struct strata_pt_ctable *t = &p[i];
+			if (t->stale) { /* owner only now; set by the fork child alone */
+				const uint32_t m = strata_pt_count_n(t);
+				memset(t->e, 0, m * sizeof t->e[0]);
+				memset(t->m, 0, m * sizeof t->m[0]);
+				memset(t->fp, 0, m * sizeof t->fp[0]);
+				t->stale = 0;
+			}
+			return t;
+		}
 	}
 	return NULL;
 }
@@ -937,14 +951,27 @@ static void strata_pt_count_init(void)
 	strata_rt_set_state_hooks(strata_pt_count_before_change, strata_pt_count_after_change);
 }
 
-/* Empty table `t` in a fork child: its arrays and its state; `own`: the
- * child's thread keeps it, else it is free. */
+/* Table `t` in a fork child: `own`, the child's thread keeps it, emptied
+ * (its entries in use only, unless the fork came from a handler inside an
+ * update of it: an entry without a fingerprint is empty otherwise); else
+ * free, and stale (emptied when taken: a parent thread may have been inside
+ * an update, so every entry then). */
 static void strata_pt_count_wipe(struct strata_pt_ctable *t, int own)
 {
 	const uint32_t n = strata_pt_count_n(t);
-	memset(t->e, 0, n * sizeof t->e[0]);
-	memset(t->m, 0, n * sizeof t->m[0]);
-	memset(t->fp, 0, n * sizeof t->fp[0]);
+	if (own && RELAXED_LOAD(&t->busy)) {
+		memset(t->e, 0, n * sizeof t->e[0]);
+		memset(t->m, 0, n * sizeof t->m[0]);
+		memset(t->fp, 0, n * sizeof t->fp[0]);
+	} else if (own) {
+		for (uint32_t i = 0; i < n; i++)
+			if (t->fp[i]) {
+				memset(&t->e[i], 0, sizeof t->e[i]);
+				memset(&t->m[i], 0, sizeof t->m[i]);
+			}
+		memset(t->fp, 0, n * sizeof t->fp[0]);
+	} else
+		t->stale = 1;
 	t->busy = 0;
 	t->owed = 0; /* the parent's signal: its own to serve */
 	t->gen = 0;

@@ -288,6 +288,12 @@ static void *count_exiter(void *arg)
 	return NULL;
 }
 
+static void *count_child_half(void *arg)
+{
+	count_pairs(&strata_count_child, (int)(intptr_t)arg);
+	return NULL;
+}
+
 static int mode_count(FILE *out, int n, int rounds)
 {
 	pthread_t idler, exiter, worker;
@@ -310,7 +316,12 @@ static int mode_count(FILE *out, int n, int rounds)
 	if (child < 0)
 		return 1;
 	if (child == 0) {
-		count_pairs(&strata_count_child, n);
+		/* half in a thread of the child's own: it takes the table the
+		 * idler holds in the parent, whose counts are not the child's */
+		pthread_t half;
+		count_pairs(&strata_count_child, n - n / 2);
+		CHECK(pthread_create(&half, NULL, count_child_half, (void *)(intptr_t)(n / 2)), 0);
+		CHECK(pthread_join(half, NULL), 0);
 		_exit(0);
 	}
 	int st = 0;
