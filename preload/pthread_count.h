@@ -821,8 +821,9 @@ static void strata_pt_count_after_change(void)
 	__atomic_fetch_and(&counts_closed, ~STRATA_PT_CSUSPENDED, __ATOMIC_RELAXED);
 }
 
-/* Write every entry of `t` and empty it (its flush lock held). */
-static void strata_pt_count_write_empty(struct strata_pt_ctable *t)
+/* Write every entry of `t` (its flush lock held, by its owner: a spill,
+ * a trade, the exit), and `empty` it too. */
+static void strata_pt_count_write(struct strata_pt_ctable *t, int empty)
 {
 	for (uint32_t i = 0; i < strata_pt_count_n(t); i++) {
 		struct strata_pt_centry *e = &t->e[i];
@@ -832,9 +833,11 @@ static void strata_pt_count_write_empty(struct strata_pt_ctable *t)
 		strata_pt_count_own_snap(e, &s);
 		if (s.lock)
 			strata_pt_count_emit(t, e, &s);
-		strata_pt_count_clear(t, e);
+		if (empty)
+			strata_pt_count_clear(t, e);
 	}
-	memset(t->fp, 0, strata_pt_count_n(t) * sizeof t->fp[0]);
+	if (empty)
+		memset(t->fp, 0, strata_pt_count_n(t) * sizeof t->fp[0]);
 }
 
 /* Give `t` (emptied, no longer ctab) back to its pool; 1 if an update
@@ -855,11 +858,11 @@ static void strata_pt_count_thread_exit(void *arg)
 	ctab_closed = 1; /* later destructors' pairs: mutex_held */
 	SIGNAL_FENCE();
 	(void)strata_pt_count_lock(t); /* thread context: never held by this thread */
-	strata_pt_count_write_empty(t);
+	strata_pt_count_write(t, 1);
 	strata_pt_count_unlock(t);
 	if (small) {
 		(void)strata_pt_count_lock(small);
-		strata_pt_count_write_empty(small);
+		strata_pt_count_write(small, 1);
 		strata_pt_count_unlock(small);
 	}
 	ctab = NULL; /* after the unlock: a handler that finds ctab holds no lock of its thread */
@@ -1037,7 +1040,7 @@ static int strata_pt_count_trade(struct strata_pt_ctable *t)
 	ctab_small = t;
 	strata_pt_count_adopt(b);
 	win_big = 1;
-	strata_pt_count_write_empty(t);
+	strata_pt_count_write(t, 1);
 	strata_pt_count_unlock(t);
 	if (RELAXED_LOAD(&t->owed)) { /* a handler found t busy: b serves it */
 		RELAXED_STORE(&t->owed, 0);
@@ -1046,21 +1049,6 @@ static int strata_pt_count_trade(struct strata_pt_ctable *t)
 	strata_pt_count_idle(t);
 	strata_pt_count_idle(b);
 	return 1;
-}
-
-/* Table `t` (inside its busy, its flush lock held) written out for a
- * spill, the lock released. */
-static void strata_pt_count_spill_out(struct strata_pt_ctable *t)
-{
-	for (uint32_t i = 0; i < strata_pt_count_n(t); i++) {
-		if (!t->fp[i])
-			continue; /* free, and empty */
-		struct strata_pt_csnap s;
-		strata_pt_count_own_snap(&t->e[i], &s);
-		if (s.lock)
-			strata_pt_count_emit(t, &t->e[i], &s);
-	}
-	strata_pt_count_unlock(t);
 }
 
 /* The end of a window (spilling, above): when more than one pair in
@@ -1092,9 +1080,8 @@ static __attribute__((noinline)) void strata_pt_count_judge(void)
 		if (trade && strata_pt_count_trade(t))
 			return;
 		if (churned)
-			strata_pt_count_spill_out(t);
-		else
-			strata_pt_count_unlock(t);
+			strata_pt_count_write(t, 0);
+		strata_pt_count_unlock(t);
 	}
 	if (churned)
 		spill_left = spill;
