@@ -460,6 +460,16 @@ static void strata_pt_count_flush_own(struct strata_pt_ctable *t, struct strata_
 	strata_pt_count_unlock(t);
 }
 
+/* Every entry, mark and fingerprint of `t` zeroed (whatever state an
+ * interrupted update left them in). */
+static void strata_pt_count_zero(struct strata_pt_ctable *t)
+{
+	const uint32_t n = strata_pt_count_n(t);
+	memset(t->e, 0, n * sizeof t->e[0]);
+	memset(t->m, 0, n * sizeof t->m[0]);
+	memset(t->fp, 0, n * sizeof t->fp[0]);
+}
+
 /* A free table of the n in `p`, now owned; NULL if every one is.  One a
  * fork child's parent thread owned (stale) is emptied now, not at the fork:
  * a fork then touches no page of the tables it does not keep (a big one is
@@ -475,10 +485,7 @@ static struct strata_pt_ctable *strata_pt_count_take(struct strata_pt_ctable *p,
 						__ATOMIC_RELAXED)) {
 			struct strata_pt_ctable *t = &p[i];
 			if (t->stale) { /* owner only now; set by the fork child alone */
-				const uint32_t m = strata_pt_count_n(t);
-				memset(t->e, 0, m * sizeof t->e[0]);
-				memset(t->m, 0, m * sizeof t->m[0]);
-				memset(t->fp, 0, m * sizeof t->fp[0]);
+				strata_pt_count_zero(t);
 				t->stale = 0;
 			}
 			return t;
@@ -963,9 +970,7 @@ static void strata_pt_count_wipe(struct strata_pt_ctable *t, int own)
 {
 	const uint32_t n = strata_pt_count_n(t);
 	if (own && RELAXED_LOAD(&t->busy)) {
-		memset(t->e, 0, n * sizeof t->e[0]);
-		memset(t->m, 0, n * sizeof t->m[0]);
-		memset(t->fp, 0, n * sizeof t->fp[0]);
+		strata_pt_count_zero(t);
 	} else if (own) {
 		for (uint32_t i = 0; i < n; i++)
 			if (t->fp[i]) {
