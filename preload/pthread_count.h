@@ -81,7 +81,11 @@
  *     change the control plane applies (strata_rt_set_state_hooks): the
  *     flag STRATA_PT_CSUSPENDED and the barrier before it flushes, the
  *     flag cleared once the change is applied, so that the pairs of that
- *     window are records of their own in the sessions still armed.
+ *     window are records of their own in the sessions still armed.  An
+ *     update reads mutex_counts' state again inside busy: an unlock that
+ *     decided to count before a change that disabled counting (its
+ *     handler may interrupt that very unlock) writes its own record too,
+ *     never a count left in the table for a later session.
  *   - A thread takes a free table of the pool at its first count (CAS of
  *     `owned` 0 -> 1); its exit destructor, holding the flush lock, writes
  *     it, empties it and frees it.  flush_all looks at every owned table
@@ -647,9 +651,19 @@ strata_pt_count_begin(struct strata_pt_ctable *t, const struct strata_pt_pending
 	ORDERED_STORE(&t->busy, 1);
 	SIGNAL_FENCE();
 	*made = 0;
-	/* relaxed: the exit's membarrier orders this load after the busy
-	 * store against the exiting thread (see the contract). */
-	if (__atomic_load_n(&counts_closed, __ATOMIC_RELAXED))
+	/* acquire: pairs with the release that clears STRATA_PT_CSUSPENDED
+	 * (strata_pt_count_after_change): the flag seen cleared, the states
+	 * that change applied are seen below.  The exit's membarrier orders
+	 * this load after the busy store against the exiting thread (see the
+	 * contract).  mutex_counts read again here, inside busy: the unlock
+	 * read it before its real unlock, and a change applied since (its
+	 * handler may have interrupted this very unlock) flushed the table
+	 * already: a pair counted now would wait, unwritten, for a session
+	 * that counts again, and go into that one's trace (a pair made before
+	 * it started).  It is a record of its own instead, where one is
+	 * still enabled. */
+	if (__atomic_load_n(&counts_closed, __ATOMIC_ACQUIRE) ||
+	    !strata_tracepoint_enabled(pthread, mutex_counts))
 		return NULL;
 	return strata_pt_count_entry(t, p->lock, p->site, p->try_, timed, now, p->tsc, made);
 }
@@ -821,11 +835,13 @@ static void strata_pt_count_before_change(void)
 	strata_pt_count_done(whole, n);
 }
 
-/* The change is applied: counting resumes where it is enabled.  (relaxed:
- * a pair that still sees the flag writes its own record, exact either way.) */
+/* The change is applied: counting resumes where it is enabled.  (release:
+ * pairs with the acquire in strata_pt_count_begin, which then sees the
+ * change's states; a pair that still sees the flag writes its own record,
+ * exact either way.) */
 static void strata_pt_count_after_change(void)
 {
-	__atomic_fetch_and(&counts_closed, ~STRATA_PT_CSUSPENDED, __ATOMIC_RELAXED);
+	__atomic_fetch_and(&counts_closed, ~STRATA_PT_CSUSPENDED, __ATOMIC_RELEASE);
 }
 
 /* Write every entry of `t` (its flush lock held, by its owner: a spill,

@@ -924,6 +924,13 @@ static __attribute__((noinline)) int strata_pt_mutex_unlock(pthread_mutex_t *m, 
 	const int count = strata_pt_count_on(m);
 	if (__builtin_expect(count == STRATA_PT_COUNT_WAITERS, 0))
 		strata_pt_count_hot(U64(m));
+#ifdef STRATA_PT_TEST_UNLOCK_WINDOW_US
+	/* A test's build only (tests/pthread, live_count_window): the control
+	 * plane's update signal lands between counting's decision and the
+	 * count. */
+	if (count)
+		usleep(STRATA_PT_TEST_UNLOCK_WINDOW_US);
+#endif
 	int ret = REAL(mutex_unlock)(m);
 	struct strata_pt_pending p;
 	if (RELAXED_LOAD(&pending) && strata_pt_stash_pop(m, &p)) {

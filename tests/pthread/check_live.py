@@ -28,7 +28,12 @@ lands on the counting thread inside an update of its table: the handler
 waits for the update's end (strata_rt_state_ready), and each session's
 counts are complete: a mutex_counts_done after the last mutex_counts, and every pair
 from start's ack to the disable's issue recorded, at most those from start's
-issue to the disable's ack.
+issue to the disable's ack.  --window (with --count): the same rounds, four
+of them, with a build of the preload that waits 50 us in each counted unlock
+between counting's decision and the count, so that the disable's change
+lands there; then the program idles and a quiet session starts and stops:
+it holds no pair (a pair the table counted after the disable's flush would
+go into it).
 """
 import json
 import os
@@ -44,7 +49,7 @@ from strata_testlib import Checks, control_setup, counter, start_daemon, wait_fo
 
 def main():
     def flags(ap):
-        for flag in ("--count", "--disable-first", "--kill", "--tight"):
+        for flag in ("--count", "--disable-first", "--kill", "--tight", "--window"):
             ap.add_argument(flag, action="store_true")
 
     a, work, env, strata = control_setup("strata-live-", "preload", "prog", more=flags)
@@ -60,11 +65,13 @@ def main():
     penv = dict(env, LD_PRELOAD=a.preload)
     if a.count:
         penv["STRATA_PTHREAD_COUNT"] = "1"
-    prog = subprocess.Popen([a.prog, cnt, "100000000000", "0" if a.tight else "200"], env=penv)
+    prog = subprocess.Popen([a.prog, cnt, "100000000000", "0" if a.tight or a.window else "200"], env=penv)
     out = os.path.join(work, "trace")
     try:
         wait_for(lambda: os.path.exists(cnt) and pairs() >= 200, "the program to run untraced")
-        if a.tight:
+        if a.window:
+            rounds = window_rounds(strata, work, pairs, cnt)
+        elif a.tight:
             rounds = tight_rounds(strata, work, pairs)
         else:
             strata("create", "s", "-o", out)
@@ -80,6 +87,12 @@ def main():
     check = Checks()
     check(prog.returncode == (-9 if a.kill else 0),
           "the program ran to its end under the preload (status %s)" % prog.returncode)
+    if a.window:
+        for i, (tout, c0, c1, cd0, cd, qout) in enumerate(rounds):
+            check_tight(check, a, i, tout, c0, c1, cd0, cd)
+            check_quiet(check, a, i, qout)
+        check.finish()
+        return
     if a.tight:
         for i, (tout, c0, c1, cd0, cd) in enumerate(rounds):
             check_tight(check, a, i, tout, c0, c1, cd0, cd)
@@ -133,25 +146,71 @@ TIGHT = ("pthread:mutex_*", "pthread:site", "pthread:mapping")
 TIGHT_ROUNDS = 16
 
 
+def disabled_round(strata, tout, pairs, made):
+    """One session (trace tout) started, its mutex events disabled once
+    `made` pairs were made while it traced, then stopped: its pair counts."""
+    strata("create", "t", "-o", tout)
+    strata("enable-event", "t", *TIGHT)
+    c0 = pairs()
+    strata("start", "t", "--wait=20")
+    c1 = pairs()
+    wait_for(lambda: pairs() >= c1 + made, "%d pairs while traced" % made)
+    cd0 = pairs()
+    strata("disable-event", "t", "pthread:mutex_*", "--wait=20")
+    cd = pairs()
+    strata("stop", "t", "--wait=20")
+    strata("destroy", "t")
+    return c0, c1, cd0, cd
+
+
 def tight_rounds(strata, work, pairs):
     """TIGHT_ROUNDS sessions, each started, its mutex events disabled while
     the program locks without pausing, then stopped: (trace, pair counts)."""
     rounds = []
     for i in range(TIGHT_ROUNDS):
         tout = os.path.join(work, "trace%d" % i)
-        strata("create", "t", "-o", tout)
-        strata("enable-event", "t", *TIGHT)
-        c0 = pairs()
-        strata("start", "t", "--wait=20")
-        c1 = pairs()
-        wait_for(lambda: pairs() >= c1 + 500, "500 pairs while traced")
-        cd0 = pairs()
-        strata("disable-event", "t", "pthread:mutex_*", "--wait=20")
-        cd = pairs()
-        strata("stop", "t", "--wait=20")
-        strata("destroy", "t")
-        rounds.append((tout, c0, c1, cd0, cd))
+        rounds.append((tout,) + disabled_round(strata, tout, pairs, 500))
     return rounds
+
+
+WINDOW_ROUNDS = 4
+
+
+def set_word(cnt, word, value):
+    """pt_live.c's control word `word` (2: the allowance)."""
+    with open(cnt, "r+b") as f:
+        f.seek(8 * word)
+        f.write(struct.pack("<Q", value))
+
+
+def window_rounds(strata, work, pairs, cnt):
+    """WINDOW_ROUNDS sessions as tight_rounds', each followed, the program
+    idle, by a quiet session: (trace, pair counts, quiet trace)."""
+    rounds = []
+    for i in range(WINDOW_ROUNDS):
+        tout, qout = os.path.join(work, "trace%d" % i), os.path.join(work, "quiet%d" % i)
+        counts = disabled_round(strata, tout, pairs, 200)
+        set_word(cnt, 2, 1)  # an allowance used up: the program idles, its last pair counted
+        wait_for(lambda: counter(cnt, 3) == 1, "the program to idle")
+        strata("create", "q", "-o", qout)
+        strata("enable-event", "q", *TIGHT)
+        strata("start", "q", "--wait=20")
+        strata("stop", "q", "--wait=20")
+        strata("destroy", "q")
+        set_word(cnt, 2, 0)
+        wait_for(lambda: counter(cnt, 3) == 0, "the program to lock again")
+        rounds.append((tout,) + counts + (qout,))
+    return rounds
+
+
+def check_quiet(check, a, i, out):
+    """Round i's quiet session: the program made no pair while it was armed."""
+    res = subprocess.run([a.strata, "analyze", "mutex", out, "--format=json"], capture_output=True, text=True)
+    rep = json.loads(res.stdout) if res.returncode == 0 else {}
+    n = sum(l.get("acquisitions", 0) for l in rep.get("locks", []))
+    check(res.returncode == 0 and n == 0 and rep.get("counted_pairs", 0) == 0,
+          "round %d: the quiet session, the program idle throughout, holds no pair (%d acquisitions, %d "
+          "counted; %s)" % (i, n, rep.get("counted_pairs", 0), res.stderr.strip()[:200]))
 
 
 def check_tight(check, a, i, out, c0, c1, cd0, cd):

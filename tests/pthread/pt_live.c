@@ -6,7 +6,8 @@
  * is switched on and off while it runs.  A non-zero third word is an
  * allowance: pairs stop (the program idles, locking nothing) while the
  * count has reached it, so that a test knows exactly how many pairs were
- * made while it traced (check_stop_counts.py).
+ * made while it traced (check_stop_counts.py).  The fourth word is 1 while
+ * it idles so, its last pair complete and counted (check_live.py --window).
  *
  *   pt_live FILE [ITERS] [INTERVAL_US]
  */
@@ -37,8 +38,12 @@ int main(int argc, char **argv)
 	if (w == MAP_FAILED)
 		return 1;
 	for (long i = 0; i < iters && !atomic_load(&w[1]); i++) {
-		while (atomic_load(&w[2]) && atomic_load(&w[0]) >= atomic_load(&w[2]) && !atomic_load(&w[1]))
+		while (atomic_load(&w[2]) && atomic_load(&w[0]) >= atomic_load(&w[2]) &&
+		       !atomic_load(&w[1])) {
+			atomic_store(&w[3], 1);
 			usleep(500); /* the allowance is used up: idle until raised or ended */
+		}
+		atomic_store(&w[3], 0);
 		if (atomic_load(&w[1]))
 			break;
 		if (pthread_mutex_lock(&live_lock) != 0 || pthread_mutex_unlock(&live_lock) != 0)
