@@ -1164,10 +1164,14 @@ class Bench:
         build = os.path.dirname(os.path.dirname(self.plain))
         pt = os.path.join(build, "tests", "pthread")
         n = 10000 if self.smoke else 200000
-        # name: (command, stdin, whether the command prints its own time)
-        w = {"lockloop": ([os.path.join(pt, "pt_lockloop"), str(n), "1"], None, False),
+        # name: (command, stdin, whether the command prints its own time).
+        # The lock loop's 2 M pairs and the contended workload's 4 x 50,000
+        # holds take 12 ms and 0.35 s untraced: at 200,000 and 4 x 10,000
+        # (0.001 and 0.07 s) the tracers' added times were 0.01 and 0.03 s,
+        # under the few ms a run's start moves on these machines.
+        w = {"lockloop": ([os.path.join(pt, "pt_lockloop"), str(n * 10), "1"], None, False),
              "contend": ([os.path.join(pt, "pt_workload"), "contend", "/dev/null", "4",
-                          str(n // 20), "1"], None, False)}
+                          str(n // 4), "1"], None, False)}
         if shutil.which("sqlite3"):
             sql = os.path.join(self.work, "preload.sql")
             with open(sql, "w") as f:
