@@ -104,6 +104,12 @@ void prefault_fresh(Channel *ch, uint32_t i)
 		prefault_first(ch, ch->data + (uint64_t)i * ch->lane_stride);
 }
 
+// Lane i's head at a sub-buffer boundary: no packet open there.
+inline bool lane_at_boundary(const Channel *ch, uint32_t i)
+{
+	return (__atomic_load_n(&ch->lanes[i].head, __ATOMIC_RELAXED) & (ch->subbuf_size - 1)) == 0;
+}
+
 // Takes a free owned lane (clean: only one with no packet open), or
 // returns UINT32_MAX.  Claims start at a rotating cursor.  Relaxed on the
 // counters: they only hand out indexes.  The bitmap orders owners
@@ -113,20 +119,26 @@ void prefault_fresh(Channel *ch, uint32_t i)
 uint32_t take_owned_lane(Channel *ch, bool clean)
 {
 	const uint32_t n_owned = ch->first_shared;
-	const uint32_t start = n_owned ? ch->claim_next.fetch_add(1, std::memory_order_relaxed) % n_owned : 0;
-	for (uint32_t k = 0; k < n_owned; k++) {
-		const uint32_t i = (start + k) % n_owned;
+	if (n_owned == 0)
+		return UINT32_MAX;
+	// One division, at the cursor; the scan wraps by a compare (a short
+	// thread's first event scans every lane: with 8, a division each was
+	// 8 of them a thread, some 25 cycles each).
+	uint32_t i = ch->claim_next.fetch_add(1, std::memory_order_relaxed) % n_owned;
+	for (uint32_t k = 0; k < n_owned; k++, i = i + 1 == n_owned ? 0 : i + 1) {
+		std::atomic<uint64_t> &word = ch->lane_bits[i / 64];
 		const uint64_t bit = 1ull << (i % 64);
-		uint64_t v = ch->lane_bits[i / 64].load(std::memory_order_relaxed);
-		if (clean && (v & bit) == 0 &&
-		    (__atomic_load_n(&ch->lanes[i].head, __ATOMIC_RELAXED) & (ch->subbuf_size - 1)) != 0)
+		uint64_t v = word.load(std::memory_order_relaxed);
+		if ((v & bit) != 0)
+			continue;
+		if (clean && !lane_at_boundary(ch, i))
 			continue;
 		while (!(v & bit)) {
 			// Acquire: pairs with the release in thread_exit, so that
 			// the previous owner's last unlocked commit happens
 			// before our first (commit_bytes).
-			if (ch->lane_bits[i / 64].compare_exchange_weak(v, v | bit, std::memory_order_acquire,
-									std::memory_order_relaxed))
+			if (word.compare_exchange_weak(v, v | bit, std::memory_order_acquire,
+						       std::memory_order_relaxed))
 				return i;
 		}
 	}
