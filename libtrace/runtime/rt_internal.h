@@ -113,6 +113,11 @@ struct Channel {
 	// lane a thread released at exit is reused last and, in overwrite mode,
 	// keeps that thread's newest events as long as possible.
 	std::atomic<uint32_t> claim_next;
+	// 1 + the claim_next ticket of the last scan for a clean free lane
+	// that found none (0: none yet): the next kCleanSkip such claims share
+	// at once (a hint, beside claim_next: its line is ours at the claim;
+	// writer_lanes.cpp, take_owned_lane).  Relaxed.
+	std::atomic<uint32_t> clean_miss;
 
 	// A buffer made at the slot's first event (strata_rt_slot_open_lazy,
 	// docs/ring-buffer.md "A buffer at the first event"): until `state` is
