@@ -451,6 +451,38 @@ TEST(RingBuffer, ShortLivedThreadsTakeNoPacketOfTheirOwn)
 	}
 }
 
+// A first event takes a free owned lane with no packet open, if there is
+// one; after a look that found none, the next 15 first events share
+// without looking (take_owned_lane's hint) and the 16th looks again: a
+// lane the consumer's close made clean meanwhile is claimed then, not
+// never.
+TEST(RingBuffer, AFirstEventLooksForACleanLaneAgainAfterAMiss)
+{
+	strata_rt_set_own_after(0); // each thread claims at its first record
+	Slot s(0, config(STRATA_MODE_DISCARD, 4, 4, 65536), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	const uint32_t first_shared = s.reader->info().first_shared;
+	const auto one = [](uint32_t who) {
+		std::thread([who] { strata_tracepoint(rbtest, rec, who, 0, checksum(who, 0)); }).join();
+	};
+	for (uint32_t th = 0; th < first_shared; th++)
+		one(th); // every owned lane handed back with its packet open
+	strata_rt_set_own_after(64);
+	one(100); // looks, finds none clean: shares
+	std::vector<Packets> before, lanes;
+	ASSERT_NO_FATAL_FAILURE(flush_and_read(s, &before)); // the consumer closes them: all clean
+	for (uint32_t th = 101; th <= 116; th++)
+		one(th);
+	strata_rt_set_own_after(0);
+	ASSERT_NO_FATAL_FAILURE(flush_and_read(s, &lanes));
+	for (uint32_t th = 100; th <= 116; th++) {
+		const std::map<uint32_t, uint64_t> in = records_of(s, th == 100 ? before : lanes, th);
+		ASSERT_EQ(in.size(), 1u) << "thread " << th;
+		EXPECT_EQ(in.begin()->first < first_shared, th == 116)
+			<< "thread " << th << " in lane " << in.begin()->first;
+	}
+}
+
 namespace {
 std::atomic<uint64_t> g_sig_count[2];
 pthread_t g_victim;
