@@ -114,8 +114,8 @@ struct Channel {
 	// keeps that thread's newest events as long as possible.
 	std::atomic<uint32_t> claim_next;
 	// 1 + the claim_next ticket of the last scan for a clean free lane
-	// that found none (0: none yet): the next kCleanSkip such claims share
-	// at once (a hint, beside claim_next: its line is ours at the claim;
+	// that found none (0: none yet): the clean claims among the next
+	// kCleanSkip - 1 share at once (a hint, beside claim_next: its line is ours at the claim;
 	// writer_lanes.cpp, take_owned_lane).  Relaxed.
 	std::atomic<uint32_t> clean_miss;
 

@@ -123,8 +123,9 @@ constexpr uint32_t kCleanSkip = 16;
 // A clean claim is a new thread's first event (claim_lane); where threads
 // come and go, every free lane holds an exited owner's open packet and the
 // scan finds none: `burst 2000 5 2` looked at all 8 lanes for each thread,
-// 228 instructions of its 2,156.  So after a scan that found none the next
-// kCleanSkip - 1 clean claims share at once.  A lane a consumer's close
+// 228 instructions of its 2,156.  So after a scan that found none, the
+// clean ones among the next kCleanSkip - 1 claims (claim_next's tickets,
+// which every claim takes) share at once.  A lane a consumer's close
 // made clean meanwhile is missed by them: they write their first records
 // to the shared lanes and then claim (promote_lane_slow), as where none is
 // clean; none is taken that a scan would not take.
