@@ -75,6 +75,10 @@ void scan_stream(int dfd, const char *name, Window &w, uint64_t &events, uint64_
 	constexpr uint64_t kHeaderOnly = 16 * 1024, kWindow = 1u << 20;
 	uint8_t *const win = w.reserve(std::max<uint64_t>(sizeof h, std::min(kWindow, size)));
 	uint64_t win_off = 0, win_len = 0, last_bytes = 0;
+	// No readahead: what is read is what is asked (a window, a header; a
+	// file the daemon wrote around the page cache comes from the disk, and
+	// the kernel's window would read the payloads between the headers).
+	posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
 	while (size - off >= sizeof h) {
 		if (off + sizeof h > win_off + win_len) {
 			const uint64_t want = last_bytes > kHeaderOnly ? sizeof h : kWindow;

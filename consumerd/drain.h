@@ -224,6 +224,13 @@ private:
 	uint8_t *batch_ = nullptr; // packets copied out of the ring, one write's worth: the
 				   // drain thread's buffer (prepare_batch)
 	size_t batch_cap_ = 0;
+	size_t align_ = 0; // out_->packet_align() once opened (0: not yet; drain thread)
+	void learn_align();
+	bool behind() const;
+	void skipped(uint32_t lane, const std::string &err, bool died);
+	bool write_batch(uint32_t lane, size_t *ends, size_t n, size_t len);
+	size_t pad_packet(uint8_t *pkt, size_t len) const;
+	size_t repad(size_t *ends, size_t n);
 	SchedChange sched_; // run(): what it took for sched_taken_ (undone by the pool)
 	bool nothing_recorded() const;
 	// known_: appended by the drain thread (share_events), copied out by

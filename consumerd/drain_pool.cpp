@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <sys/mman.h>
 #include <system_error>
@@ -32,8 +33,11 @@ constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
 // the starting processes.  Kept while the worker lives; remade when a
 // drain needs more, or much less (sub-buffers of another size).  Drain
 // thread only (thread_local).
+struct FreeAligned {
+	void operator()(uint8_t *p) const { free(p); }
+};
 struct BatchCache {
-	std::unique_ptr<uint8_t[]> buf;
+	std::unique_ptr<uint8_t, FreeAligned> buf;
 	size_t cap = 0;
 	bool populated = false;
 };
@@ -46,10 +50,15 @@ CopyBuffer ready_batch(size_t need, bool populate, bool may_shrink)
 	BatchCache &c = t_batch;
 	if (c.cap < need || (may_shrink && c.cap - need > kBatchSlack)) {
 		c.buf.reset();
-		// Never zeroed (new[] of a plain type): every byte is copied
-		// in before it is written out.
-		c.buf.reset(new uint8_t[need]);
-		c.cap = need;
+		// Never zeroed: every byte is copied in (or zeroed as a
+		// packet's padding) before it is written out.  Whole pages:
+		// aligned_alloc's size is a multiple of its alignment.
+		const size_t cap = (need + 4095) & ~static_cast<size_t>(4095);
+		c.buf.reset(static_cast<uint8_t *>(aligned_alloc(4096, cap)));
+		c.cap = 0;
+		if (!c.buf)
+			throw std::bad_alloc(); // as new[] did
+		c.cap = cap;
 		c.populated = false;
 	}
 	if (populate && !c.populated) {
@@ -106,7 +115,7 @@ void DrainPool::warm(uint64_t subbuf_size)
 	if (idle_ > jobs_.size() || warming_)
 		return;
 	warming_ = true;
-	const size_t need = kBatchBytes + static_cast<size_t>(subbuf_size);
+	const size_t need = batch_need(subbuf_size);
 	try {
 		std::thread([this, need] {
 			ready_batch(need, true);

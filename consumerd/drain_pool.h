@@ -142,8 +142,16 @@ private:
 };
 
 // Bytes of whole packets gathered for one write (one packet at least): the
-// copy buffer is this plus one sub-buffer.
+// copy buffer is this plus one sub-buffer, plus room for each packet of a
+// write (at most 16, drain_internal.h) to grow to the output's alignment
+// (Output::packet_align, at most kMaxPacketAlign).
 constexpr size_t kBatchBytes = 1u << 20;
+constexpr size_t kMaxPacketAlign = 4096;
+constexpr size_t kBatchPad = 16 * kMaxPacketAlign;
+inline size_t batch_need(uint64_t subbuf_size)
+{
+	return kBatchBytes + static_cast<size_t>(subbuf_size) + kBatchPad;
+}
 
 // The calling worker's copy buffer, kept from one drain to the next.
 struct CopyBuffer {
@@ -151,9 +159,9 @@ struct CopyBuffer {
 	size_t cap = 0;
 };
 // Makes the calling thread's copy buffer ready for `need` bytes: made anew
-// if it has less (or, with `may_shrink`, much more); with `populate`, its
-// pages mapped in one system call (else they fault in as packets are
-// copied).
+// if it has less (or, with `may_shrink`, much more), page-aligned (an
+// O_DIRECT write's memory, output_disk.cpp); with `populate`, its pages
+// mapped in one system call (else they fault in as packets are copied).
 CopyBuffer ready_batch(size_t need, bool populate, bool may_shrink = true);
 
 class DrainPool {

@@ -8,6 +8,7 @@
 #include "drain.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -72,9 +73,76 @@ void Drain::malformed(const std::string &what)
 
 void Drain::write_packet(uint32_t lane, const std::vector<uint8_t> &pkt)
 {
-	struct iovec iov = {const_cast<uint8_t *>(pkt.data()), pkt.size()};
-	const size_t end = pkt.size();
+	learn_align();
+	std::vector<uint8_t> padded;
+	const std::vector<uint8_t> *p = &pkt;
+	if (align_ > 1 && pkt.size() % align_) {
+		padded.resize(pkt.size() + align_);
+		memcpy(padded.data(), pkt.data(), pkt.size());
+		padded.resize(pad_packet(padded.data(), pkt.size()));
+		p = &padded;
+	}
+	struct iovec iov = {const_cast<uint8_t *>(p->data()), p->size()};
+	const size_t end = p->size();
 	write_packets(lane, &iov, 1, &end, 1);
+}
+
+// Whether any lane's writers are a whole sub-buffer or more ahead of this
+// drain (beyond the batch it took): it is falling behind somewhere, and a
+// write that waits on the disk would let that lane's ring fill while the
+// round is elsewhere (Output::set_behind).  A load of each lane's head.
+bool Drain::behind() const
+{
+	const uint64_t s = reader_->info().subbuf_size;
+	for (uint32_t lane = 0; lane < n_lanes_; lane++)
+		if (reader_->lane_backlog(lane) > s)
+			return true;
+	return false;
+}
+
+// The output's packet alignment, once it is open (Output::packet_align).
+void Drain::learn_align()
+{
+	if (!align_ && opened())
+		align_ = out_ ? std::min(kMaxPacketAlign, std::max<size_t>(1, out_->packet_align())) : 1;
+}
+
+// A packet of `len` bytes at pkt, grown to the output's alignment: zeros
+// after it, its packet_size the new length (content_size as it was, so
+// that readers skip the zeros as any packet's padding).  The room after
+// it is the caller's (kBatchPad).  Returns the new length.
+size_t Drain::pad_packet(uint8_t *pkt, size_t len) const
+{
+	if (align_ <= 1 || len < sizeof(strata_packet_header) || len % align_ == 0)
+		return len;
+	const size_t to = (len + align_ - 1) / align_ * align_;
+	memset(pkt + len, 0, to - len);
+	const uint64_t bits = static_cast<uint64_t>(to) * 8;
+	memcpy(pkt + offsetof(strata_packet_header, packet_size), &bits, sizeof bits);
+	return to;
+}
+
+// The first batch of a disk sub-trace is copied before the output opens
+// (drain_once) and so before its alignment is known: its n packets padded
+// now, moved up from the last (each starts at or after where it was).
+// Returns the batch's new length; ends[] follow.
+size_t Drain::repad(size_t *ends, size_t n)
+{
+	if (align_ <= 1 || n == 0)
+		return n ? ends[n - 1] : 0;
+	size_t to[kBatch];
+	size_t at = 0;
+	for (size_t i = 0; i < n; i++) {
+		const size_t len = ends[i] - (i ? ends[i - 1] : 0);
+		to[i] = at;
+		at += len < sizeof(strata_packet_header) ? len : (len + align_ - 1) / align_ * align_;
+	}
+	for (size_t i = n; i-- > 0;) {
+		const size_t from = i ? ends[i - 1] : 0, len = ends[i] - from;
+		memmove(batch_ + to[i], batch_ + from, len);
+		ends[i] = to[i] + pad_packet(batch_ + to[i], len);
+	}
+	return ends[n - 1];
 }
 
 // The copy buffer of one write (batch_), taken from the thread's cache at
@@ -89,7 +157,7 @@ void Drain::prepare_batch(bool refresh)
 {
 	// A packet is at most one sub-buffer, and one more is added only
 	// below kBatchBytes (drain_once).  finish_: a hint only (drain thread).
-	const CopyBuffer b = ready_batch(kBatchBytes + reader_->info().subbuf_size,
+	const CopyBuffer b = ready_batch(batch_need(reader_->info().subbuf_size),
 					 !finish_.load(std::memory_order_relaxed), !refresh);
 	batch_ = b.buf;
 	batch_cap_ = b.cap;
@@ -108,6 +176,36 @@ void Drain::begin_stream()
 	prepare_batch(false);
 }
 
+// A packet drain_once could not take: counted, and said (each time where
+// its process died, else once per buffer as malformed).
+void Drain::skipped(uint32_t lane, const std::string &err, bool died)
+{
+	counters_.errors.fetch_add(1, std::memory_order_relaxed);
+	if (died)
+		warn(dir_, "lane " + std::to_string(lane) + ": packet skipped: " + err);
+	else
+		malformed("lane " + std::to_string(lane) + ": packet skipped: " + err);
+}
+
+// drain_once's batch of n packets of `lane` (len bytes in batch_) written,
+// the sub-trace opened first if it is not yet (its first batch then padded
+// to the output's alignment).  False if it cannot be opened (said and
+// counted: Done).
+bool Drain::write_batch(uint32_t lane, size_t *ends, size_t n, size_t len)
+{
+	if (!opened()) {
+		if (!open_once())
+			return false;
+		learn_align();
+		len = repad(ends, n);
+	}
+	if (out_)
+		out_->set_behind(behind());
+	struct iovec iov = {batch_, len};
+	write_packets(lane, &iov, 1, ends, n);
+	return true;
+}
+
 // One round over every lane.  True if anything was written.  Each packet
 // is copied out of the ring (validated header, then body); up to
 // kBatchBytes of whole packets then leave in one write, and only then are
@@ -116,7 +214,8 @@ void Drain::begin_stream()
 // the next daemon finds it (docs/crash.md, "The daemon dies"): released
 // before the write, the writers of a process whose daemon is dead would
 // overwrite packets that were never on disk, an uncounted gap.  The ring
-// is held for the copy and one write (to the page cache): the cost is in
+// is held for the copy and one write (to the page cache, or to the disk
+// where it writes around it: docs/consumerd.md): the cost is in
 // docs/crash.md.  (Writing straight from the mapping held it as long.)
 // A streamed output (relay, serial; its write may wait on a network),
 // which a restarted daemon does not continue, releases after the copy.
@@ -127,6 +226,7 @@ bool Drain::drain_once()
 		update_metadata();
 	if (overwrite_)
 		return false; // the ring is collected at the end
+	learn_align();
 	bool any = false;
 	std::string err;
 	size_t ends[kBatch];
@@ -158,19 +258,13 @@ bool Drain::drain_once()
 				begin_stream();
 				// validate_header bounds a packet by its sub-buffer; the
 				// check keeps batch_ safe whatever a future reader allows.
-				if (st == ReadStatus::kPacket && len_now + sizeof hdr + len > batch_cap_) {
+				if (st == ReadStatus::kPacket &&
+				    len_now + sizeof hdr + len > batch_cap_ - kBatchPad) {
 					st = ReadStatus::kSkipped;
 					err = "packet larger than its sub-buffer";
 				}
 				if (st != ReadStatus::kPacket) {
-					counters_.errors.fetch_add(1, std::memory_order_relaxed);
-					if (reader_->stats().incomplete_dropped !=
-					    dropped) // its process died: said each time
-						warn(dir_, "lane " + std::to_string(lane) +
-								   ": packet skipped: " + err);
-					else
-						malformed("lane " + std::to_string(lane) +
-							  ": packet skipped: " + err);
+					skipped(lane, err, reader_->stats().incomplete_dropped != dropped);
 					continue;
 				}
 				memcpy(batch_ + len_now, &hdr, sizeof hdr);
@@ -179,21 +273,18 @@ bool Drain::drain_once()
 					reader_->release(lane);
 				// The records, on our copy: what the producer changes in
 				// the ring from now on cannot reach the trace.
-				len_now += reader_->check_records(lane, batch_ + len_now, sizeof hdr + len,
-								  &err);
+				len_now += pad_packet(batch_ + len_now,
+						      reader_->check_records(lane, batch_ + len_now,
+									     sizeof hdr + len, &err));
 				if (!err.empty()) {
 					counters_.errors.fetch_add(1, std::memory_order_relaxed);
 					malformed(err);
 				}
 				ends[n++] = len_now;
 			}
-			if (n && !opened() && !open_once())
+			if (n && !write_batch(lane, ends, n, len_now))
 				return false; // said and counted (Done): run() leaves the buffer
-			if (n) {
-				struct iovec iov = {batch_, len_now};
-				write_packets(lane, &iov, 1, ends, n);
-			}
-			if (peeked) // written (or counted lost), or skipped
+			if (peeked)           // written (or counted lost), or skipped
 				reader_->release(lane);
 			if (!more)
 				break;

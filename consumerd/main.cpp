@@ -29,7 +29,12 @@ const cli::Command kDaemon = {"",
 			      "--recover IMAGE -o DIR [--at PADDR]\n"
 			      "--version",
 			      "Receives traced processes' buffers and writes CTF traces.",
-			      "SIGTERM or SIGINT: flush every session and exit.",
+			      "SIGTERM or SIGINT: flush every session and exit.\n"
+			      "\n"
+			      "Environment: STRATA_DIRECT_IO=0 writes the stream files through the page\n"
+			      "cache; by default they are written around it (O_DIRECT, each packet padded\n"
+			      "to the file system's alignment) where the file system takes it and while\n"
+			      "the daemon keeps up with the writers.",
 			      "Exit status: 0 ok, 1 failure, 2 usage error, 3 torn files (--check).",
 			      false,
 			      "strata-consumerd"};

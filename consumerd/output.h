@@ -47,6 +47,16 @@ public:
 	// Returns how many were stored whole (a prefix); err says why not all.
 	virtual size_t write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends,
 				     size_t n_pkts, std::string &err) = 0;
+	// After open(): every packet's length a multiple of this (the drain
+	// pads it, packet_size over zeros after content_size), so that the
+	// output can write around the page cache (the disk: O_DIRECT,
+	// docs/consumerd.md, "Writing around the page cache").  1: as they come.
+	virtual size_t packet_align() const { return 1; }
+	// Before each write_packets: whether the writers of any of the
+	// drain's lanes are a whole sub-buffer or more ahead of it (it is
+	// falling behind): the disk then writes to the page cache, whose rate
+	// absorbs a burst.
+	virtual void set_behind(bool behind) { (void)behind; }
 	// Live outputs (relay): every live_period_ns() the drain closes the
 	// lanes' open packets (consumer-side close, as lttng's live timer
 	// flushes), sends what that completed, and calls beacon() for each lane

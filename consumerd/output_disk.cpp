@@ -9,6 +9,18 @@
  *                       short write is cut back to the last whole packet,
  *                       so a file always ends on a packet boundary while we
  *                       run (repair.h covers a killed consumer).
+ *                       Where the file system takes O_DIRECT (statx's
+ *                       STATX_DIOALIGN on the metadata file, Linux 6.1),
+ *                       every packet is padded to its alignment (the
+ *                       drain, packet_align) and a drain that keeps up
+ *                       writes around the page cache: no copy into it,
+ *                       no writeback later, the traced system's cache
+ *                       left alone.  A drain falling behind (set_behind:
+ *                       a lane's writers a sub-buffer ahead), a file
+ *                       that does not end aligned (a resumed one), or
+ *                       STRATA_DIRECT_IO=0 in the daemon's environment:
+ *                       the page cache, as before (docs/consumerd.md,
+ *                       "Writing around the page cache").
  *   index/<channel>_<lane>.idx
  *                       each stream file's packet index (ctf_index.h, the
  *                       format lttng-consumerd writes): created with the
@@ -39,6 +51,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 #include <fcntl.h>
@@ -48,6 +61,7 @@
 
 #include "ctf_index.h"
 #include "drain.h"
+#include "drain_pool.h"
 #include "fs.h"
 
 namespace strata {
@@ -58,8 +72,8 @@ class DiskOutput : public Output {
 public:
 	DiskOutput(const std::string &dir, const std::string &channel, uint32_t n_lanes, const Owner &owner,
 		   bool resume)
-	    : dir_(dir), channel_(channel), owner_(owner), fds_(n_lanes, -1), idx_fds_(n_lanes, -1),
-	      sizes_(n_lanes, 0), resume_(resume)
+	    : dir_(dir), channel_(channel), owner_(owner), fds_(n_lanes, -1), dfds_(n_lanes, -1),
+	      idx_fds_(n_lanes, -1), sizes_(n_lanes, 0), resume_(resume)
 	{
 	}
 	~DiskOutput() override { close(); }
@@ -81,8 +95,11 @@ public:
 			return false;
 		}
 		const std::string path = dir_ + "/metadata";
-		if (resume_)
-			return replace_metadata(text, err);
+		if (resume_) {
+			const bool ok = replace_metadata(text, err);
+			align_ = ok ? direct_align(path) : 1;
+			return ok;
+		}
 		metadata_fd_ = ::open(path.c_str(),
 				      O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
 		if (metadata_fd_ < 0) {
@@ -103,8 +120,12 @@ public:
 		}
 		metadata_size_ = text.size();
 		metadata_text_ = text;
+		align_ = direct_align(path);
 		return true;
 	}
+
+	size_t packet_align() const override { return align_; }
+	void set_behind(bool behind) override { behind_ = behind; }
 
 	bool append_metadata(const std::string &text, std::string &err) override
 	{
@@ -145,10 +166,19 @@ public:
 			sizes_[lane] = fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
 			open_index(lane, path);
 		}
+		const int wfd = direct_fd(lane, path, iov, n_iov, ends[n_pkts - 1]);
 		ssize_t w;
 		do
-			w = writev(fd, iov, n_iov);
+			w = writev(wfd, iov, n_iov);
 		while (w < 0 && errno == EINTR);
+		if (w < 0 && wfd != fd && errno == EINVAL) {
+			// The file system took the open but not the write: the
+			// page cache from now on, this write included.
+			direct_off_ = true;
+			do
+				w = writev(fd, iov, n_iov);
+			while (w < 0 && errno == EINTR);
+		}
 		int e = w == 0 ? ENOSPC : errno;
 		const size_t total = ends[n_pkts - 1];
 		if (w > 0 && static_cast<size_t>(w) < total) {
@@ -183,6 +213,11 @@ public:
 				::close(fd);
 				fd = -1;
 			}
+		for (int &fd : dfds_)
+			if (fd >= 0) {
+				::close(fd);
+				fd = -1;
+			}
 		for (int &fd : idx_fds_)
 			if (fd >= 0) {
 				::close(fd);
@@ -195,6 +230,51 @@ public:
 	}
 
 private:
+	// The alignment an O_DIRECT write needs on the file system of `path`
+	// (offset, length and memory: the largest of the two statx gives),
+	// or 1 where it has none (tmpfs before Linux 6.6, a kernel before
+	// 6.1) or STRATA_DIRECT_IO=0 asks for the page cache.
+	static size_t direct_align(const std::string &path)
+	{
+		const char *env = getenv("STRATA_DIRECT_IO");
+		if (env && strcmp(env, "0") == 0)
+			return 1;
+		struct statx sx;
+		memset(&sx, 0, sizeof sx);
+		if (statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, STATX_DIOALIGN, &sx) != 0 ||
+		    !(sx.stx_mask & STATX_DIOALIGN) || sx.stx_dio_offset_align == 0)
+			return 1;
+		const size_t a = std::max(sx.stx_dio_offset_align, sx.stx_dio_mem_align);
+		return a <= kMaxPacketAlign && (a & (a - 1)) == 0 ? a : 1;
+	}
+
+	// The descriptor for one write of `total` bytes to the lane's file:
+	// its O_DIRECT one (opened on first use) where the file ends aligned,
+	// every piece is aligned in memory and length, and the lane keeps up;
+	// else the page cache's.
+	int direct_fd(uint32_t lane, const std::string &path, const struct iovec *iov, int n_iov,
+		      size_t total)
+	{
+		const int fd = fds_[lane];
+		if (align_ <= 1 || direct_off_ || behind_ || sizes_[lane] % align_ || total % align_)
+			return fd;
+		for (int i = 0; i < n_iov; i++)
+			if ((reinterpret_cast<uintptr_t>(iov[i].iov_base) | iov[i].iov_len) % align_)
+				return fd;
+		int &d = dfds_[lane];
+		if (d < 0) {
+			AsOwner as(owner_);
+			d = as.ok() ? ::open(path.c_str(),
+					     O_WRONLY | O_APPEND | O_DIRECT | O_CLOEXEC | O_NOFOLLOW)
+				    : -1;
+			if (d < 0) {
+				direct_off_ = true; // said nowhere: the page cache works as well
+				return fd;
+			}
+		}
+		return d;
+	}
+
 	// The index of the stream file `path` just opened (already created
 	// with the owner's rights): a new one for an empty file, else made
 	// again from the file's headers, then opened to append.
@@ -359,6 +439,10 @@ private:
 	Owner owner_;
 	int metadata_fd_ = -1;
 	std::vector<int> fds_;
+	std::vector<int> dfds_;    // the same files opened O_DIRECT (direct_fd), -1: not yet
+	size_t align_ = 1;         // packet_align(): 1, or the O_DIRECT alignment (direct_align)
+	bool behind_ = false;      // set_behind's, for the next write
+	bool direct_off_ = false;  // O_DIRECT refused once: the page cache from then on
 	std::vector<int> idx_fds_; // index/<stream>.idx, -1: none (not yet, or dropped)
 	std::vector<uint64_t> sizes_;
 	std::vector<uint8_t> idx_buf_; // one writev's entries
