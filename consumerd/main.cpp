@@ -22,22 +22,24 @@ namespace {
 
 using namespace strata;
 
-const cli::Command kDaemon = {"",
-			      "[--socket PATH] [--ready-fd N] [--adopt-early] [-q] [-v]\n"
-			      " [--sync NAME=SPEC]... [--sync-guest NAME=SPEC]... [--sync-period MS]\n"
-			      "--repair DIR | --check DIR\n"
-			      "--recover IMAGE -o DIR [--at PADDR]\n"
-			      "--version",
-			      "Receives traced processes' buffers and writes CTF traces.",
-			      "SIGTERM or SIGINT: flush every session and exit.\n"
-			      "\n"
-			      "Environment: STRATA_DIRECT_IO=0 writes the stream files through the page\n"
-			      "cache; by default they are written around it (O_DIRECT, each packet padded\n"
-			      "to the file system's alignment) where the file system takes it and while\n"
-			      "the daemon keeps up with the writers.",
-			      "Exit status: 0 ok, 1 failure, 2 usage error, 3 torn files (--check).",
-			      false,
-			      "strata-consumerd"};
+const cli::Command kDaemon = {
+	"",
+	"[--socket PATH] [--ready-fd N] [--adopt-early] [-q] [-v]\n"
+	" [--sync NAME=SPEC]... [--sync-guest NAME=SPEC]... [--sync-period MS]\n"
+	"--repair DIR | --check DIR\n"
+	"--recover IMAGE -o DIR [--at PADDR]\n"
+	"--version",
+	"Receives traced processes' buffers and writes CTF traces.",
+	"SIGTERM or SIGINT: flush every session and exit.\n"
+	"\n"
+	"Environment: STRATA_DIRECT_IO=1 writes the stream files around the page\n"
+	"cache (O_DIRECT, each packet padded to the file system's alignment) where the\n"
+	"file system takes it and while the daemon keeps up with the writers: less CPU\n"
+	"and the traced system's cache left alone, but a write the disk makes wait\n"
+	"longer than the ring lasts loses a burst the page cache would have taken.",
+	"Exit status: 0 ok, 1 failure, 2 usage error, 3 torn files (--check).",
+	false,
+	"strata-consumerd"};
 
 struct Args {
 	DaemonOptions opt;

@@ -9,18 +9,20 @@
  *                       short write is cut back to the last whole packet,
  *                       so a file always ends on a packet boundary while we
  *                       run (repair.h covers a killed consumer).
- *                       Where the file system takes O_DIRECT (statx's
- *                       STATX_DIOALIGN on the metadata file, Linux 6.1),
- *                       every packet is padded to its alignment (the
- *                       drain, packet_align) and a drain that keeps up
- *                       writes around the page cache: no copy into it,
- *                       no writeback later, the traced system's cache
- *                       left alone.  A drain falling behind (set_behind:
- *                       a lane's writers a sub-buffer ahead), a file
- *                       that does not end aligned (a resumed one), or
- *                       STRATA_DIRECT_IO=0 in the daemon's environment:
- *                       the page cache, as before (docs/consumerd.md,
- *                       "Writing around the page cache").
+ *                       With STRATA_DIRECT_IO=1 in the daemon's
+ *                       environment, where the file system takes O_DIRECT
+ *                       (statx's STATX_DIOALIGN on the metadata file,
+ *                       Linux 6.1), every packet is padded to its
+ *                       alignment (the drain, packet_align) and a drain
+ *                       that keeps up writes around the page cache: no
+ *                       copy into it, no writeback later, the traced
+ *                       system's cache left alone.  A drain falling
+ *                       behind (set_behind: a lane's writers a sub-buffer
+ *                       ahead) or a file that does not end aligned (a
+ *                       resumed one): the page cache (docs/consumerd.md,
+ *                       "Writing around the page cache").  Not the
+ *                       default: a direct write waits for the disk while
+ *                       its sub-buffers are held.
  *   index/<channel>_<lane>.idx
  *                       each stream file's packet index (ctf_index.h, the
  *                       format lttng-consumerd writes): created with the
@@ -231,13 +233,13 @@ public:
 
 private:
 	// The alignment an O_DIRECT write needs on the file system of `path`
-	// (offset, length and memory: the largest of the two statx gives),
-	// or 1 where it has none (tmpfs before Linux 6.6, a kernel before
-	// 6.1) or STRATA_DIRECT_IO=0 asks for the page cache.
+	// (offset, length and memory: the largest of the two statx gives)
+	// when STRATA_DIRECT_IO=1 asks for direct writes; else 1, as where
+	// the file system has none (tmpfs, a kernel before 6.1).
 	static size_t direct_align(const std::string &path)
 	{
 		const char *env = getenv("STRATA_DIRECT_IO");
-		if (env && strcmp(env, "0") == 0)
+		if (!env || strcmp(env, "1") != 0)
 			return 1;
 		struct statx sx;
 		memset(&sx, 0, sizeof sx);

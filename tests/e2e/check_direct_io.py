@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""The daemon writes stream files around the page cache where the file
-system takes O_DIRECT (docs/consumerd.md, "Writing around the page cache").
+"""With STRATA_DIRECT_IO=1 the daemon writes stream files around the page
+cache where the file system takes O_DIRECT (docs/consumerd.md, "Writing
+around the page cache"); by default, through it.
 
 usage: check_direct_io.py STRATA LOOP WORKDIR   ($STRATA_TEST_CONSUMERD: the daemon)
 
@@ -11,16 +12,17 @@ bursts of 1,000 rloop:tick events a millisecond apart, each a sequence
 number; 256 KiB sub-buffers: about two dozen packets a lane, a disk write
 each), its own daemon, twice:
 
-  - as it comes: every packet of every stream file has a packet_size that
-    is a multiple of the alignment, a content_size within it and zeros
-    between; the file ends aligned and is its packets exactly; at most
+  - with STRATA_DIRECT_IO=1 in the daemon's environment: every packet of
+    every stream file has a packet_size that is a multiple of the
+    alignment, a content_size within it and zeros between; the file ends
+    aligned and is its packets exactly; at most
     half of the file's pages are in the page cache once record has
     returned (record's loss count reads a header a packet and its first
     MiB; a drain that fell behind writes a batch through the cache);
-  - with STRATA_DIRECT_IO=0 in the daemon's environment: the packets as
-    the writers closed them (some not a multiple of the alignment) and
-    nine tenths of the pages or more in the page cache: the switch works,
-    and the first run's figure says what the page cache holds;
+  - by default (no STRATA_DIRECT_IO): the packets as the writers closed
+    them (some not a multiple of the alignment) and nine tenths of the
+    pages or more in the page cache: the first run's figure says what the
+    page cache holds;
 
 and in both, exactly: 300,000 events recorded, none discarded, their
 sequence numbers 0..299,999 in order (babeltrace2), `strata check` says
@@ -91,8 +93,8 @@ def record(strata, loop, consumerd, work, name, check, direct):
     env = dict(os.environ, STRATA_CONSUMERD=consumerd,
                STRATA_CONSUMERD_SOCKET=os.path.join(work, "no-daemon.sock"))
     env.pop("STRATA_DIRECT_IO", None)
-    if not direct:
-        env["STRATA_DIRECT_IO"] = "0"
+    if direct:
+        env["STRATA_DIRECT_IO"] = "1"
     cmd = [strata, "record", "-o", out, "--subbuf-size", "262144", "--subbuf-count", "16", "--",
            loop, str(BURSTS), str(BURST)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
@@ -154,7 +156,7 @@ def main():
         print("skip: the file system of %s takes no O_DIRECT (statx STATX_DIOALIGN)" % work)
         sys.exit(77)
     print("O_DIRECT alignment of %s: %d bytes" % (work, align))
-    for name, direct in (("direct", True), ("cached", False)):
+    for name, direct in (("direct", True), ("default", False)):
         out = record(strata, loop, consumerd, work, name, check, direct)
         check_files(out, name, align, check, direct)
         check_events(strata, out, name, check)
