@@ -199,7 +199,7 @@ bool Drain::write_batch(uint32_t lane, size_t *ends, size_t n, size_t len)
 		learn_align();
 		len = repad(ends, n);
 	}
-	if (out_)
+	if (out_ && align_ > 1) // an output that may write around the page cache
 		out_->set_behind(behind());
 	struct iovec iov = {batch_, len};
 	write_packets(lane, &iov, 1, ends, n);

@@ -52,7 +52,8 @@ public:
 	// output can write around the page cache (the disk: O_DIRECT,
 	// docs/consumerd.md, "Writing around the page cache").  1: as they come.
 	virtual size_t packet_align() const { return 1; }
-	// Before each write_packets: whether the writers of any of the
+	// Before each write_packets (to an output whose packet_align() is
+	// above 1): whether the writers of any of the
 	// drain's lanes are a whole sub-buffer or more ahead of it (it is
 	// falling behind): the disk then writes to the page cache, whose rate
 	// absorbs a burst.
