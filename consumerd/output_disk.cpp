@@ -53,6 +53,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -176,7 +177,7 @@ public:
 		if (w < 0 && wfd != fd && errno == EINVAL) {
 			// The file system took the open but not the write: the
 			// page cache from now on, this write included.
-			direct_off_ = true;
+			direct_refused(path, EINVAL);
 			do
 				w = writev(fd, iov, n_iov);
 			while (w < 0 && errno == EINTR);
@@ -235,7 +236,8 @@ private:
 	// The alignment an O_DIRECT write needs on the file system of `path`
 	// (offset, length and memory: the largest of the two statx gives)
 	// when STRATA_DIRECT_IO=1 asks for direct writes; else 1, as where
-	// the file system has none (tmpfs, a kernel before 6.1).
+	// the file system has none (tmpfs, a kernel before 6.1), which the
+	// log says (once per daemon: the user asked for direct writes).
 	static size_t direct_align(const std::string &path)
 	{
 		const char *env = getenv("STRATA_DIRECT_IO");
@@ -243,11 +245,33 @@ private:
 			return 1;
 		struct statx sx;
 		memset(&sx, 0, sizeof sx);
-		if (statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, STATX_DIOALIGN, &sx) != 0 ||
-		    !(sx.stx_mask & STATX_DIOALIGN) || sx.stx_dio_offset_align == 0)
-			return 1;
-		const size_t a = std::max(sx.stx_dio_offset_align, sx.stx_dio_mem_align);
-		return a <= kMaxPacketAlign && (a & (a - 1)) == 0 ? a : 1;
+		size_t a = 0;
+		if (statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, STATX_DIOALIGN, &sx) == 0 &&
+		    (sx.stx_mask & STATX_DIOALIGN) && sx.stx_dio_offset_align != 0)
+			a = std::max(sx.stx_dio_offset_align, sx.stx_dio_mem_align);
+		if (a && a <= kMaxPacketAlign && (a & (a - 1)) == 0)
+			return a;
+		static std::atomic<bool> said{false};
+		if (!said.exchange(true, std::memory_order_relaxed)) // a flag alone: orders nothing
+			fprintf(stderr,
+				"strata-consumerd: STRATA_DIRECT_IO=1: the file system of %s takes no "
+				"O_DIRECT "
+				"writes (statx gives no alignment up to %zu bytes): written through the page "
+				"cache\n",
+				path.c_str(), kMaxPacketAlign);
+		return 1;
+	}
+
+	// Direct writes refused after all (the open, or a write's EINVAL):
+	// the page cache from now on, said once for this sub-trace.
+	void direct_refused(const std::string &path, int err)
+	{
+		direct_off_ = true;
+		fprintf(stderr,
+			"strata-consumerd: STRATA_DIRECT_IO=1: %s: O_DIRECT refused (%s): written through "
+			"the "
+			"page cache\n",
+			path.c_str(), strerror(err));
 	}
 
 	// The descriptor for one write of `total` bytes to the lane's file:
@@ -270,7 +294,7 @@ private:
 					     O_WRONLY | O_APPEND | O_DIRECT | O_CLOEXEC | O_NOFOLLOW)
 				    : -1;
 			if (d < 0) {
-				direct_off_ = true; // said nowhere: the page cache works as well
+				direct_refused(path, errno);
 				return fd;
 			}
 		}

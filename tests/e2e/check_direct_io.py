@@ -26,13 +26,18 @@ each), its own daemon, twice:
 
 and in both, exactly: 300,000 events recorded, none discarded, their
 sequence numbers 0..299,999 in order (babeltrace2), `strata check` says
-no damage, babeltrace2 says nothing on stderr.
+no damage, babeltrace2 says nothing on stderr.  Then, where /dev/shm is a
+file system without an alignment (tmpfs), with STRATA_DIRECT_IO=1 and the
+trace there: the daemon says it writes through the page cache, the
+packets as the writers closed them, the events exact as above.
 """
 import ctypes
 import os
+import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
@@ -100,7 +105,7 @@ def record(strata, loop, consumerd, work, name, check, direct):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     check(r.returncode == 0, "%s: strata record exits 0 (got %d)" % (name, r.returncode), r.stderr)
     check("nothing discarded" in r.stderr, "%s: record says nothing was discarded" % name, r.stderr)
-    return out
+    return out, r.stderr
 
 
 def check_files(out, name, align, check, direct):
@@ -157,9 +162,23 @@ def main():
         sys.exit(77)
     print("O_DIRECT alignment of %s: %d bytes" % (work, align))
     for name, direct in (("direct", True), ("default", False)):
-        out = record(strata, loop, consumerd, work, name, check, direct)
+        out, _ = record(strata, loop, consumerd, work, name, check, direct)
         check_files(out, name, align, check, direct)
         check_events(strata, out, name, check)
+    shm = tempfile.mkdtemp(prefix="strata-direct-", dir="/dev/shm") if os.path.isdir("/dev/shm") else None
+    if shm:
+        try:
+            open(os.path.join(shm, "probe"), "w").close()
+            if dio_align(os.path.join(shm, "probe")) == 0:
+                out, err = record(strata, loop, consumerd, shm, "tmpfs", check, True)
+                check("takes no O_DIRECT writes" in err and "written through the page cache" in err,
+                      "tmpfs: the daemon says it writes through the page cache", err)
+                check_files(out, "tmpfs", align, check, False)
+                check_events(strata, out, "tmpfs", check)
+            else:
+                print("not checked: /dev/shm gives an O_DIRECT alignment")
+        finally:
+            shutil.rmtree(shm, ignore_errors=True)
     check.finish()
 
 
