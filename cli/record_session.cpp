@@ -139,17 +139,24 @@ void PrivateDaemon::exec_daemon(const std::string &exe, pid_t parent, const int 
 	int w = fcntl(p[1], F_DUPFD, 3); // without close-on-exec
 	std::string fd = std::to_string(w);
 	setpgid(0, 0); // the terminal's ^C is for CMD, not the daemon
+	// Record's handlers (a copy of them runs here until exec) would
+	// swallow the SIGTERM below: every signal held while the default
+	// actions come back, so that one arriving meanwhile waits, then
+	// takes its default action at the unblock (a SIGKILLed record at
+	// 2 ms left its daemon running for good: e2e.record_kill).
+	sigset_t all, none;
+	sigfillset(&all);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &all, nullptr);
+	for (int sig : kCaught) // ignored or caught in record
+		signal(sig, SIG_DFL);
+	signal(SIGPIPE, SIG_DFL);
 	// ... but `record`'s end is its end, even by SIGKILL: it
 	// flushes every session and exits (a SIGTERM, sent when the
 	// thread that forked it, record's only one, exits).
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	if (getppid() != parent)
-		_exit(0);       // record is gone already
-	for (int sig : kCaught) // ignored or caught in record
-		signal(sig, SIG_DFL);
-	signal(SIGPIPE, SIG_DFL);
-	sigset_t none;
-	sigemptyset(&none);
+		_exit(0); // record is gone already
 	sigprocmask(SIG_SETMASK, &none, nullptr);
 	execl(exe.c_str(), exe.c_str(), "--socket", socket.c_str(), "--ready-fd", fd.c_str(), "--quiet",
 	      static_cast<char *>(nullptr));
