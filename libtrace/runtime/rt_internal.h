@@ -33,6 +33,9 @@
 
 #define STRATA_EXPORT __attribute__((visibility("default")))
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 // Linux 5.14 uapi; glibc 2.36 headers lack it
+#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 // Linux 5.14 uapi; glibc 2.36 headers lack it
 #endif
@@ -43,6 +46,7 @@ namespace strata {
 // fault costs 12 us on the VM of docs/benchmarks.md, a populated page 1 us.
 // An older kernel refuses it, which only leaves the faults where they were.
 constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
+constexpr int kMadvPopulateRead = MADV_POPULATE_READ;
 
 // The pages of [p, p + len) mapped now in one call: for data a starting
 // process writes for the first time, spread over a few pages of .bss.

@@ -41,10 +41,6 @@
 // slot count.
 static_assert(STRATA_MAX_SLOTS == STRATA_LIMIT_SLOTS, "tracepoint.h and strata_limits.h: slots");
 
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22 // Linux 5.14 uapi; glibc 2.36 headers lack it
-#endif
-
 // This object's ELF header (defined by the linker; map_code_ahead), then
 // its program headers and the rest of its first segment: declared as bytes
 // of unknown extent, since they are read past the header's size (as an
@@ -404,7 +400,7 @@ __attribute__((constructor(101))) void map_code_ahead()
 		const uintptr_t base = reinterpret_cast<uintptr_t>(eh) - first->p_vaddr;
 		const uintptr_t a = (base + ph[i].p_vaddr) & ~static_cast<uintptr_t>(kPage - 1);
 		const uintptr_t e = base + ph[i].p_vaddr + ph[i].p_memsz;
-		madvise(reinterpret_cast<void *>(a), e - a, MADV_POPULATE_READ);
+		madvise(reinterpret_cast<void *>(a), e - a, kMadvPopulateRead);
 	}
 }
 
