@@ -3,6 +3,7 @@
  * (drain_pool.h).
  */
 #include "drain_pool.h"
+#include "output.h"
 
 #include <algorithm>
 #include <chrono>
@@ -20,6 +21,11 @@
 #include "strata_abi.h"
 
 namespace strata {
+
+size_t batch_pad()
+{
+	return direct_io_asked() ? 16 * kMaxPacketAlign : 0;
+}
 
 namespace {
 #ifndef MADV_POPULATE_WRITE

@@ -142,15 +142,18 @@ private:
 };
 
 // Bytes of whole packets gathered for one write (one packet at least): the
-// copy buffer is this plus one sub-buffer, plus room for each packet of a
-// write (at most 16, drain_internal.h) to grow to the output's alignment
-// (Output::packet_align, at most kMaxPacketAlign).
+// copy buffer is this plus one sub-buffer, plus batch_pad().
 constexpr size_t kBatchBytes = 1u << 20;
 constexpr size_t kMaxPacketAlign = 4096;
-constexpr size_t kBatchPad = 16 * kMaxPacketAlign;
+// Room for each packet of a write (at most 16, drain_internal.h) to grow
+// to the output's alignment (Output::packet_align, at most
+// kMaxPacketAlign): only in a daemon asked for direct writes
+// (STRATA_DIRECT_IO=1, output_disk.cpp), the one case an output aligns
+// packets; else 0, and no worker's buffer carries 64 KiB it never uses.
+size_t batch_pad();
 inline size_t batch_need(uint64_t subbuf_size)
 {
-	return kBatchBytes + static_cast<size_t>(subbuf_size) + kBatchPad;
+	return kBatchBytes + static_cast<size_t>(subbuf_size) + batch_pad();
 }
 
 // The calling worker's copy buffer, kept from one drain to the next.

@@ -110,7 +110,7 @@ void Drain::learn_align()
 // A packet of `len` bytes at pkt, grown to the output's alignment: zeros
 // after it, its packet_size the new length (content_size as it was, so
 // that readers skip the zeros as any packet's padding).  The room after
-// it is the caller's (kBatchPad).  Returns the new length.
+// it is the caller's (batch_pad).  Returns the new length.
 size_t Drain::pad_packet(uint8_t *pkt, size_t len) const
 {
 	if (align_ <= 1 || len < sizeof(strata_packet_header) || len % align_ == 0)
@@ -259,7 +259,7 @@ bool Drain::drain_once()
 				// validate_header bounds a packet by its sub-buffer; the
 				// check keeps batch_ safe whatever a future reader allows.
 				if (st == ReadStatus::kPacket &&
-				    len_now + sizeof hdr + len > batch_cap_ - kBatchPad) {
+				    len_now + sizeof hdr + len > batch_cap_ - batch_pad()) {
 					st = ReadStatus::kSkipped;
 					err = "packet larger than its sub-buffer";
 				}

@@ -97,5 +97,9 @@ public:
 std::unique_ptr<Output> disk_output(const std::string &dir, const std::string &channel, uint32_t n_lanes,
 				    const Owner &owner, bool resume = false);
 
+// STRATA_DIRECT_IO=1 in the daemon's environment (read once): disk outputs
+// write around the page cache where they can, packets aligned.
+bool direct_io_asked();
+
 } // namespace strata
 #endif

@@ -240,8 +240,7 @@ private:
 	// log says (once per daemon: the user asked for direct writes).
 	static size_t direct_align(const std::string &path)
 	{
-		const char *env = getenv("STRATA_DIRECT_IO");
-		if (!env || strcmp(env, "1") != 0)
+		if (!direct_io_asked())
 			return 1;
 		struct statx sx;
 		memset(&sx, 0, sizeof sx);
@@ -481,6 +480,15 @@ std::unique_ptr<Output> disk_output(const std::string &dir, const std::string &c
 				    const Owner &owner, bool resume)
 {
 	return std::make_unique<DiskOutput>(dir, channel, n_lanes, owner, resume);
+}
+
+bool direct_io_asked()
+{
+	static const bool asked = [] {
+		const char *env = getenv("STRATA_DIRECT_IO");
+		return env && strcmp(env, "1") == 0;
+	}();
+	return asked;
 }
 
 } // namespace strata
