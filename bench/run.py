@@ -2020,6 +2020,14 @@ def table(b):
         row("enabled %s minus clock read, 1 thread (CPU ns/event)" % w,
             s - cs if s is not None and cs is not None else None,
             l - cl if l is not None and cl is not None else None)
+    # issue 64's stretch: an enabled event at most the ordered TSC read
+    # (the clock parts' fenced TSC, the events' own instruction) + 8 ns
+    fenced = parts.get("fenced_tsc") if parts else None
+    for w in WORKLOADS:
+        s = r.get(("enabled", w, 1, "strata"))
+        row("stretch: enabled %s, 1 thread, over the ordered TSC read (%s: %s CPU ns), CPU ns/event" % (
+            w, ordered_tsc_name(r), fmt(fenced)), s - fenced if s is not None and fenced else None, None,
+            "<= 8 ns", lambda x: x <= 8, strata_only=True)
     for t in SCALE_THREADS:
         row("enabled ints, %d threads on %d CPUs (CPU ns/event/thread)" % (t, os.cpu_count()),
             r.get(("enabled", "ints", t, "strata")), r.get(("enabled", "ints", t, "lttng")),
