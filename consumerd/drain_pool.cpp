@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "log.h"
+#include "madv_populate.h"
 #include "sched_policy.h"
 #include "strata_abi.h"
 
@@ -28,10 +29,6 @@ size_t batch_pad()
 }
 
 namespace {
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 // Linux 5.14 uapi; glibc 2.36 headers lack it
-#endif
-constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
 
 // The copy buffer a thread keeps from one drain to the next: a pooled
 // worker runs drains one after another, and a fresh buffer per drain would

@@ -29,25 +29,17 @@
 #include "strata_abi.h"
 #include "strata_kclock.h"
 #include "runtime.h"
+#include "madv_populate.h"
 #include "tsan.h"
 
 #define STRATA_EXPORT __attribute__((visibility("default")))
 
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22 // Linux 5.14 uapi; glibc 2.36 headers lack it
-#endif
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 // Linux 5.14 uapi; glibc 2.36 headers lack it
-#endif
-
 namespace strata {
 
-// Map pages ahead in one system call (madvise) instead of a fault each: a
-// fault costs 12 us on the VM of docs/benchmarks.md, a populated page 1 us.
-// An older kernel refuses it, which only leaves the faults where they were.
-constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
-constexpr int kMadvPopulateRead = MADV_POPULATE_READ;
-
+// Map pages ahead in one system call (madvise, kMadvPopulateWrite and
+// kMadvPopulateRead of madv_populate.h) instead of a fault each: a fault
+// costs 12 us on the VM of docs/benchmarks.md, a populated page 1 us.
+//
 // The pages of [p, p + len) mapped now in one call: for data a starting
 // process writes for the first time, spread over a few pages of .bss.
 inline void prefault(const void *p, size_t len)

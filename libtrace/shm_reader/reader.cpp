@@ -4,6 +4,7 @@
  * listed in docs/ring-buffer.md.
  */
 #include "reader.h"
+#include "madv_populate.h"
 #include "tsan.h"
 
 #include <errno.h>
@@ -23,15 +24,9 @@
 
 #include "reader_lane.h"
 
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22 // Linux 5.14 uapi; glibc 2.36 headers lack it
-#endif
-
 namespace strata {
 using namespace reader_lane;
 namespace {
-
-constexpr int kMadvPopulateRead = MADV_POPULATE_READ;
 
 // How far a producer's timestamps may be ahead of the reader's clock (the
 // same clock, or the producers' own: set_clock): a clock page read a few
