@@ -332,6 +332,11 @@ void DrainPool::mux_after(PoolJob *d, StepResult r, const StepWait &w)
 				waitv_.capacity());
 		}
 	}
+	if (w.first_poll_us) { // a first lap's look: its own wait, not backed off
+		d->timer_at_ = steady_ns() + static_cast<uint64_t>(w.first_poll_us) * 1000u;
+		timers_.insert({d->timer_at_, d});
+		return;
+	}
 	int ms = w.timeout_ms;
 	if (d->wait_out_) { // woken by its writers: the timer is only a safety net
 		for (unsigned i = 0; i < d->idle_turns_ && ms < kMaxIdleWaitMs; i++)

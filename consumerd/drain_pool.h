@@ -96,11 +96,15 @@ enum class StepResult : uint8_t {
 };
 // kWait: until the shared 32-bit word `word` (the buffer's wake_seq, in
 // the producer's memory) no longer holds `val` or a writer wakes it, or
-// `timeout_ms`, or the job's finish.
+// `timeout_ms`, or the job's finish.  first_poll_us, when not 0: a first
+// lap's look (Drain::step), that many microseconds, which the pool takes
+// as it is (no back-off of its own); the thread driver, whose waits are
+// in milliseconds, takes timeout_ms.
 struct StepWait {
 	const uint32_t *word = nullptr;
 	uint32_t val = 0;
 	int timeout_ms = 0;
+	int first_poll_us = 0;
 };
 
 // What a worker runs: one drain, from start to end (drain.h).
