@@ -68,10 +68,11 @@ constexpr uint64_t kAheadPerTurn = 1u << 20;
 // busy or at most kFirstPolls times; then it waits as usual.  A fast
 // writer is busy (Reader::kBusyBytes) 0.2-0.3 ms after its first event:
 // looked at after 1 ms, it had faulted half of its first sub-buffer's
-// pages itself (2.3 us each here, against 0.5-1 for one the daemon made);
-// looked at after 100 us, the daemon makes most of them (paired short runs
-// of 200,000 events: 1.3 ns an event less, 19 of 30 lower).  An idle
-// process's drain costs one more turn (the pool's timer thread, a few us).
+// pages itself (2.3 us a fresh page here; mapping one the daemon made,
+// 0.3-0.8); looked at after 100 us, the daemon makes most of them (30
+// paired short runs of 200,000 events: the median pair 0.9 ns an event
+// less).  An idle process's drain costs one more turn (the pool's timer
+// thread, a few us).
 constexpr int kFirstPollUs = 100;
 constexpr uint8_t kFirstPolls = 9;
 

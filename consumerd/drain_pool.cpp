@@ -29,7 +29,6 @@ size_t batch_pad()
 }
 
 namespace {
-
 // The copy buffer a thread keeps from one drain to the next: a pooled
 // worker runs drains one after another, and a fresh buffer per drain would
 // cost each traced process's drain about 1 MiB of page population beside
