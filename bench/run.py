@@ -524,11 +524,9 @@ class Bench:
             # outnumber them), ints only, the same total work as 2 threads
             for t in SCALE_THREADS:
                 for side in self.sides():
-                    n = max(self.p["n_enabled"] * 2 // t, 1000)
-                    kv, acc = self.traced(side, ["loop", "ints", str(t), str(n),
-                                                 str(self.p["warmup"])],
-                                          EN_SUBBUF, EN_NSUB, "en-%s-ints-%d" % (side, t))
+                    kv, acc = self.scale_run(side, t, "en")
                     self.check("enabled %s ints %dT" % (side, t), acc, kv)
+                    lost.setdefault(("ints", t, side), []).append((acc["emitted"], acc["discarded"]))
                     cpu.setdefault(("ints", t, side), []).append(float(kv["cpu_ns_per_event"]))
                     wall.setdefault(("ints", t, side), []).append(float(kv["ns_per_event"]))
             # cold: the first lap of fresh buffers (page faults included)
@@ -562,12 +560,20 @@ class Bench:
         return self.traced(side, ["loop", w, str(t), str(self.p["n_enabled"]), str(self.p["warmup"])],
                            EN_SUBBUF, EN_NSUB, "%s-%s-%s-%d" % (tag, side, w, t), blocking=blocking)
 
+    # One scaling run: T threads, the same total work as 2 threads (each
+    # thread n_enabled * 2 / T events after the same warm-up).
+    def scale_run(self, side, t, tag, blocking=False):
+        n = max(self.p["n_enabled"] * 2 // t, 1000)
+        return self.traced(side, ["loop", "ints", str(t), str(n), str(self.p["warmup"])],
+                           EN_SUBBUF, EN_NSUB, "%s-%s-ints-%d" % (tag, side, t), blocking=blocking)
+
     # The enabled rows run in discard mode: a writer faster than its drain
     # loses events there (Strata's str rows on a 2-CPU VM: its 1.7 GB/s of
     # trace outruns the daemon's file writes), and a discarded event may
-    # cost the writer less than a recorded one.  So every workload whose
-    # Strata runs lost events is measured again with nothing lost: the
-    # same runs in blocking mode (the writer waits for the drain), 3 of
+    # cost the writer less than a recorded one.  So every workload and
+    # thread count (the scaling runs' too) whose Strata runs lost events is
+    # measured again with nothing lost: the same runs in blocking mode (the
+    # writer waits for the drain), 3 of
     # them, their median printed as a "zero loss" row beside the row it
     # checks, against the same LTTng-UST figure (which lost nothing, or
     # says so in its own note) and the same target.
@@ -578,7 +584,10 @@ class Bench:
                 continue
             v = []
             for _ in range(3):
-                kv, acc = self.enabled_run(side, w, t, "zl", blocking=True)
+                if t in SCALE_THREADS:
+                    kv, acc = self.scale_run(side, t, "zl", blocking=True)
+                else:
+                    kv, acc = self.enabled_run(side, w, t, "zl", blocking=True)
                 self.check("enabled zero-loss %s %s %dT" % (side, w, t), acc, kv)
                 v.append(float(kv["cpu_ns_per_event"]))
             self.results[("enabled_zero_loss", w, t)] = (statistics.median(v), 100.0 * disc / em)
@@ -2032,6 +2041,7 @@ def table(b):
         row("enabled ints, %d threads on %d CPUs (CPU ns/event/thread)" % (t, os.cpu_count()),
             r.get(("enabled", "ints", t, "strata")), r.get(("enabled", "ints", t, "lttng")),
             "<= 0.5", lambda x: x <= 0.5)
+        zero_loss_row("ints", t, "<= 0.5", lambda x: x <= 0.5)
     if (os.cpu_count() or 0) < MANY_CPUS:
         row("enabled ints, one thread per CPU on %d or more CPUs (CPU ns/event/thread)" % MANY_CPUS,
             None, None, "<= 0.5 (not run: %d CPUs here)" % os.cpu_count(), lambda x: x <= 0.5)
