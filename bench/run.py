@@ -573,10 +573,10 @@ class Bench:
     # cost the writer less than a recorded one.  So every workload and
     # thread count (the scaling runs' too) whose Strata runs lost events is
     # measured again with nothing lost: the same runs in blocking mode (the
-    # writer waits for the drain), 3 of
-    # them, their median printed as a "zero loss" row beside the row it
-    # checks, against the same LTTng-UST figure (which lost nothing, or
-    # says so in its own note) and the same target.
+    # writer waits for the drain), 3 of them, their median printed as a
+    # "zero loss" row beside the row it checks, against the same LTTng-UST
+    # figure (which lost nothing, or says so in its own note) and the same
+    # target.
     def zero_loss(self, lost):
         for (w, t, side), runs in sorted(lost.items()):
             em, disc = sum(e for e, _ in runs), sum(d for _, d in runs)
