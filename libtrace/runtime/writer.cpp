@@ -448,11 +448,12 @@ inline uint64_t fast_size_word(const Channel *ch, strata_lane_ctl *lc, uint64_t 
 
 // The fast path's record, reserved at `pos`: its header, and no CommitCtx:
 // what strata_commit needs rides in r.
-inline void fast_reserved(struct strata_reservation *r, Channel *ch, strata_lane_ctl *lc, uint32_t lane,
-			  unsigned slot, ThreadState &t, uint32_t id, uint64_t pos, uint64_t now,
-			  uint64_t bytes)
+inline void fast_reserved(struct strata_reservation *r, Channel *ch, strata_lane_ctl *lc, unsigned slot,
+			  ThreadState &t, uint32_t id, uint64_t pos, uint64_t now, uint64_t bytes)
 {
-	const LaneRef l{ch, lc, t.fast_data[slot], lane, true, false};
+	// The lane's index is not needed: record_header<false> stores no
+	// last_lane (ThreadState::fast), and an owned lane has no thread context.
+	const LaneRef l{ch, lc, t.fast_data[slot], 0, true, false};
 	r->rec = record_header<false>(l, slot, t, id, pos, now, false);
 	r->lane = (void *)((uintptr_t)ch | ch->fast_commit_tag);
 	r->size = fast_size_word(ch, lc, pos, bytes);
@@ -479,9 +480,9 @@ __attribute__((noinline)) int reserve_general(struct strata_reservation *r, uint
 // before the CAS, so 0 always means nothing of the lane changed.  On
 // success *ticks is the record's TSC - t0 (skew: 0).
 //
-// The ordered TSC is read first, so that the fence waits only for the
-// caller's loads and the three checks before it, and everything up to the
-// CAS runs while the TSC is read.  Those checks send to the general path,
+// The ordered TSC is read first, after the checks that need no load of
+// the channel (slot, `fast`, a compact id) and the lane's control loaded.
+// Those checks send to the general path,
 // before the read it could not use (it reads the clock after its load of
 // head), what would leave the fast path anyway: no clock page, no owned
 // lane in this slot (a thread beyond the owned lanes, or one yet to
@@ -492,16 +493,37 @@ __attribute__((noinline)) int reserve_general(struct strata_reservation *r, uint
 // a time before theirs leaves for the general path), and consumers'
 // closes, which take no clock and leave head at a packet boundary, where
 // this path does not go (docs/ring-buffer.md, "The fast path").
-// This thread's state through its linear address, taken once: the
-// compiler then reaches every field from one base register, where through
+// Few values live across the TSC read (RDTSCP takes three registers):
+// the caller's arguments parked in r (reserve_general_parked), `depth`
+// through t_state (%fs-relative, no register held), and every per-slot
+// field through the thread's state at its linear address, taken once: the
+// compiler then reaches them from one base register, where through
 // t_state it mixes %fs-relative accesses with a linear address rebuilt
 // (a load of %fs:0 and adds) for each atomic one.  The empty asm only
-// hides where the pointer came from; it is the same object.
+// hides where the pointer came from; it is the same object.  Each value
+// fewer is a callee-saved register fewer to push and pop: on the Intel
+// Xeon measured, an event's instructions around the fence do not overlap
+// it, so each one counts (docs/benchmarks.md).
 __attribute__((always_inline)) inline ThreadState &thread_state_linear()
 {
 	ThreadState *p = &t_state;
 	asm("" : "+r"(p));
 	return *p;
+}
+
+// The general path for a fast path that left: the caller's arguments,
+// parked in r's own fields at entry (an out-parameter, read by the caller
+// only after a 1), so that the fast path need not keep them in registers.
+inline void park_args(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot, size_t size)
+{
+	r->rec = (char *)tp;
+	r->lane = (void *)(uintptr_t)slot;
+	r->size = size;
+}
+__attribute__((noinline)) int reserve_general_parked(struct strata_reservation *r)
+{
+	const auto *tp = (const struct strata_tracepoint *)r->rec;
+	return reserve_general(r, tp->id, (unsigned)(uintptr_t)r->lane, r->size);
 }
 
 template <bool Hold>
@@ -512,50 +534,48 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	ThreadState &t = thread_state_linear();
 	if (__builtin_expect(slot >= STRATA_MAX_SLOTS, 0))
 		return 0;
-	// The id now: the general path takes it, not tp.
-	const uint32_t id = tp->id;
+	if (!Hold)
+		park_args(r, tp, slot, size);
 	// Not owned here, not FAST_OWNER, or no page: general (see above).
 	Channel *const fast = t.fast[slot];
-	if (__builtin_expect(fast == nullptr, 0))
-		return Hold ? 0 : reserve_general(r, id, slot, size);
+	if (__builtin_expect(fast == nullptr || tp->id >= STRATA_REC_EXTENDED_ID, 0))
+		return Hold ? 0 : reserve_general_parked(r);
+	strata_lane_ctl *lc = t.fast_lc[slot]; // &ch->lanes[lane] (ThreadState::fast)
 	// Acquire: as clock_now's (the page's mapping before the pointer).
 	// Not null: t.fast[slot] is set only once a page is (ThreadState::fast).
 	const ClockPageRef page = clock_page_ref();
 	const strata_kclock *k = page.k;
-	uint32_t seq, tsc_lo;
-	const uint64_t tsc = strata_kclock_begin_how(k, &seq, &tsc_lo, page.rdtscp);
+	uint32_t seq;
+	const uint64_t tsc = strata_kclock_begin_tsc(k, &seq, page.rdtscp);
 	STRATA_WHOOK(STRATA_W_TSC_READ);
 	// Acquire: as slot_channel's.  The slot still holds the channel whose
 	// lane we own (a close or reopen since: general).  No size check here:
 	// a record that does not fit the open packet (off + narrow < S below)
 	// goes to the general path, which refuses one too large for any.
-	Channel *ch = g_slots[slot].load(std::memory_order_acquire);
-	if (__builtin_expect(ch != fast || t.depth >= kMaxDepth || id >= STRATA_REC_EXTENDED_ID, 0))
-		return Hold ? 0 : reserve_general(r, id, slot, size);
-	const uint32_t lane = t.lane[slot];    // owned: below first_shared, no thread context
-	strata_lane_ctl *lc = t.fast_lc[slot]; // &ch->lanes[lane] (ThreadState::fast)
-	t.depth++;                             // undone by a decrement on every way out but the record's
+	// From here on `fast` is that channel.
+	if (__builtin_expect(
+		    g_slots[slot].load(std::memory_order_acquire) != fast || t_state.depth >= kMaxDepth, 0))
+		return Hold ? 0 : reserve_general_parked(r);
+	Channel *const ch = fast;
+	t_state.depth++; // undone by a decrement on every way out but the record's
 	std::atomic_signal_fence(std::memory_order_seq_cst); // as reserve_general's
 	if (__builtin_expect(!open_busy_window(lc), 0)) {    // a consumer closes the lane: locked path
 		busy_add(lc, false);
 		std::atomic_signal_fence(std::memory_order_seq_cst);
-		t.depth--;
-		return Hold ? 0 : reserve_general(r, id, slot, size);
+		t_state.depth--;
+		return Hold ? 0 : reserve_general_parked(r);
 	}
-	const uint64_t S = ch->subbuf_size, narrow = STRATA_REC_COMPACT_SIZE + size;
 	// Acquire: as reserve_general's (timestamps follow positions).
 	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
 	STRATA_WHOOK(STRATA_W_HEAD_LOADED);
 	uint64_t now;
-	// The TSC's low half taken from tsc, not tsc_lo: one value fewer live
-	// across the code since the TSC read (it would be spilled, and its
-	// reload would lengthen the chain it was to shorten).
-	(void)tsc_lo;
 	// The common case's conversion only: the rest (rare) takes the general
 	// path, whose clock read converts in full.
 	const int clk = strata_kclock_end_common(k, seq, tsc, (uint32_t)tsc, &now);
 	if (__builtin_expect(clk == 0, 1)) {
 		STRATA_WHOOK(STRATA_W_CLOCK_READ);
+		const uint64_t S = ch->subbuf_size,
+			       narrow = STRATA_REC_COMPACT_SIZE + (Hold ? size : r->size);
 		const uint64_t off = head & (S - 1);
 		const uint64_t d = (int64_t)(tsc - t0) > 0 ? tsc - t0 : 0; // Hold only
 		// Compact header: our last record in this lane (last_lane[slot] ==
@@ -570,7 +590,9 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 				busy_add(lc, false);
 				std::atomic_thread_fence(std::memory_order_release); // as reserve_general's
 				STRATA_WHOOK(STRATA_W_RESERVED);
-				fast_reserved(r, ch, lc, lane, slot, t, id, head, now, narrow);
+				const uint32_t id =
+					Hold ? tp->id : ((const struct strata_tracepoint *)r->rec)->id;
+				fast_reserved(r, ch, lc, slot, t, id, head, now, narrow);
 				if (Hold)
 					*ticks = d;
 				return 1;
@@ -580,8 +602,8 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	// Nothing of the lane changed: leave the window, start over in full.
 	busy_add(lc, false);
 	std::atomic_signal_fence(std::memory_order_seq_cst);
-	t.depth--;
-	return Hold ? 0 : reserve_general(r, id, slot, size);
+	t_state.depth--;
+	return Hold ? 0 : reserve_general_parked(r);
 }
 
 } // namespace
