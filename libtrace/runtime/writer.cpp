@@ -160,7 +160,7 @@ inline bool open_busy_window(strata_lane_ctl *lc)
 inline uint64_t record_size(ThreadState &t, unsigned slot, uint32_t lane, uint64_t now, uint64_t narrow,
 			    uint64_t wide)
 {
-	uint64_t low = __atomic_load_n(&t.last_ts[slot], __ATOMIC_RELAXED);
+	uint64_t low = __atomic_load_n(&t.per_slot[slot].last_ts, __ATOMIC_RELAXED);
 	std::atomic_signal_fence(std::memory_order_seq_cst);
 	if (__atomic_load_n(&t.last_lane[slot], __ATOMIC_RELAXED) != lane)
 		low = 0;
@@ -384,20 +384,17 @@ __attribute__((noinline)) Reserved reserve_slow(Channel *ch, uint32_t lane, Thre
 // After a reservation of `taken` bytes at `pos`: remember our timestamp,
 // write the record header (compact, or extended: also every id >= 31,
 // where narrow == wide; then a shared lane's thread context).  Returns
-// where the payload goes.  StoreLane false: the fast path's owned lane,
-// where last_lane[slot] is the lane already (ThreadState::fast).
-template <bool StoreLane = true>
+// where the payload goes.  The fast path's owned lane: fast_reserved.
 inline char *record_header(const LaneRef &l, unsigned slot, ThreadState &t, uint32_t id, uint64_t pos,
 			   uint64_t now, bool extended)
 {
-	// Relaxed: see ThreadState::last_ts.  The lane first: a handler that
+	// Relaxed: see ThreadState::PerSlot.  The lane first: a handler that
 	// runs between the two stores sees our lane with an older timestamp,
 	// still a lower bound there, since our record precedes its own; with
 	// the timestamp first it could take ours for another lane's.
-	if (StoreLane)
-		__atomic_store_n(&t.last_lane[slot], (uint16_t)l.index, __ATOMIC_RELAXED);
+	__atomic_store_n(&t.last_lane[slot], (uint16_t)l.index, __ATOMIC_RELAXED);
 	std::atomic_signal_fence(std::memory_order_seq_cst);
-	__atomic_store_n(&t.last_ts[slot], now, __ATOMIC_RELAXED);
+	__atomic_store_n(&t.per_slot[slot].last_ts, now, __ATOMIC_RELAXED);
 	char *rec = l.data + ring_off(l.ch, pos);
 	uint64_t hdr;
 	if (__builtin_expect(extended, 0)) {
@@ -447,14 +444,18 @@ inline uint64_t fast_size_word(const Channel *ch, strata_lane_ctl *lc, uint64_t 
 }
 
 // The fast path's record, reserved at `pos`: its header, and no CommitCtx:
-// what strata_commit needs rides in r.
-inline void fast_reserved(struct strata_reservation *r, Channel *ch, strata_lane_ctl *lc, unsigned slot,
-			  ThreadState &t, uint32_t id, uint64_t pos, uint64_t now, uint64_t bytes)
+// what strata_commit needs rides in r.  record_header's compact case on an
+// owned lane, where last_lane[slot] is the lane already (ThreadState::
+// PerSlot), and no thread context: everything through the slot's block.
+inline void fast_reserved(struct strata_reservation *r, Channel *ch, strata_lane_ctl *lc,
+			  ThreadState::PerSlot &ps, uint32_t id, uint64_t pos, uint64_t now, uint64_t bytes)
 {
-	// The lane's index is not needed: record_header<false> stores no
-	// last_lane (ThreadState::fast), and an owned lane has no thread context.
-	const LaneRef l{ch, lc, t.fast_data[slot], 0, true, false};
-	r->rec = record_header<false>(l, slot, t, id, pos, now, false);
+	std::atomic_signal_fence(std::memory_order_seq_cst);  // as record_header's
+	__atomic_store_n(&ps.last_ts, now, __ATOMIC_RELAXED); // see ThreadState::PerSlot
+	char *rec = ps.data + ring_off(ch, pos);
+	const uint32_t w = id | (uint32_t)(now << 5);
+	memcpy(rec, &w, sizeof w);
+	r->rec = rec + STRATA_REC_COMPACT_SIZE;
 	r->lane = (void *)((uintptr_t)ch | ch->fast_commit_tag);
 	r->size = fast_size_word(ch, lc, pos, bytes);
 }
@@ -480,30 +481,32 @@ __attribute__((noinline)) int reserve_general(struct strata_reservation *r, uint
 // before the CAS, so 0 always means nothing of the lane changed.  On
 // success *ticks is the record's TSC - t0 (skew: 0).
 //
-// The ordered TSC is read first, after the checks that need no load of
-// the channel (slot, `fast`, a compact id) and the lane's control loaded.
-// Those checks send to the general path,
-// before the read it could not use (it reads the clock after its load of
-// head), what would leave the fast path anyway: no clock page, no owned
-// lane in this slot (a thread beyond the owned lanes, or one yet to
-// claim), no FAST_OWNER buffers in this process (no membarrier).  The
-// TSC before the load of head, unlike the general path: on an owned lane
-// the only other writers of head are this thread's signal handlers, whose
-// records the last_ts check sees (record_size: a record that would stamp
-// a time before theirs leaves for the general path), and consumers'
-// closes, which take no clock and leave head at a packet boundary, where
-// this path does not go (docs/ring-buffer.md, "The fast path").
-// Few values live across the TSC read (RDTSCP takes three registers):
-// the caller's arguments parked in r (reserve_general_parked), `depth`
-// through t_state (%fs-relative, no register held), and every per-slot
-// field through the thread's state at its linear address, taken once: the
-// compiler then reaches them from one base register, where through
-// t_state it mixes %fs-relative accesses with a linear address rebuilt
-// (a load of %fs:0 and adds) for each atomic one.  The empty asm only
-// hides where the pointer came from; it is the same object.  Each value
-// fewer is a callee-saved register fewer to push and pop: on the Intel
-// Xeon measured, an event's instructions around the fence do not overlap
-// it, so each one counts (docs/benchmarks.md).
+// The ordered TSC is read after the checks that need nothing of the lane
+// (slot, `fast`, a compact id, the slot still holding that channel, a
+// depth left) and the nesting level taken.  Those checks send to the
+// general path, before the read it could not use (it reads the clock after
+// its load of head), what would leave the fast path anyway: no clock
+// page, no owned lane in this slot (a thread beyond the owned lanes, or
+// one yet to claim), no FAST_OWNER buffers in this process (no
+// membarrier), a closed or reopened slot.  The TSC before the load of
+// head, unlike the general path: on an owned lane the only other writers
+// of head are this thread's signal handlers, whose records the last_ts
+// check sees (record_size: a record that would stamp a time before theirs
+// leaves for the general path), and consumers' closes, which take no clock
+// and leave head at a packet boundary, where this path does not go
+// (docs/ring-buffer.md, "The fast path").
+//
+// Few values live across the TSC read (RDTSCP takes three registers): the
+// caller's arguments parked in r (reserve_general_parked), `depth` through
+// t_state (%fs-relative) and only before the read (an exit after it undoes
+// it out of line: leave_window), the slot's block (ThreadState::PerSlot)
+// as one value.  Each value fewer is a callee-saved register fewer to push
+// and pop: on the Intel Xeon measured, an event's instructions around the
+// fence do not overlap it, so each one counts (docs/benchmarks.md).  The
+// thread's state is reached at its linear address, taken once (the empty
+// asm only hides where the pointer came from; it is the same object):
+// through t_state the compiler mixes %fs-relative accesses with a linear
+// address rebuilt (a load of %fs:0 and adds) for each atomic one.
 __attribute__((always_inline)) inline ThreadState &thread_state_linear()
 {
 	ThreadState *p = &t_state;
@@ -526,6 +529,18 @@ __attribute__((noinline)) int reserve_general_parked(struct strata_reservation *
 	return reserve_general(r, tp->id, (unsigned)(uintptr_t)r->lane, r->size);
 }
 
+// A fast path that left after opening its busy window (nothing of the lane
+// changed): close the window, undo the depth, then the general path with
+// the parked arguments (r null: strata_rt_reserve_hold's 0).  Out of line,
+// so that the fast path keeps no value for it across the TSC read.
+__attribute__((noinline)) int leave_window(strata_lane_ctl *lc, struct strata_reservation *r)
+{
+	busy_add(lc, false);
+	std::atomic_signal_fence(std::memory_order_seq_cst);
+	t_state.depth--;
+	return r ? reserve_general_parked(r) : 0;
+}
+
 template <bool Hold>
 __attribute__((always_inline)) inline int
 reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot, size_t size,
@@ -536,18 +551,16 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 		return 0;
 	if (!Hold)
 		park_args(r, tp, slot, size);
+	// The slot's block as a value of its own (the empty asm, as in
+	// thread_state_linear): kept in one register, not rebuilt from the
+	// state and the slot where the TSC read took the register it was in.
+	ThreadState::PerSlot *psp = &t.per_slot[slot];
+	asm("" : "+r"(psp));
+	ThreadState::PerSlot &ps = *psp;
 	// Not owned here, not FAST_OWNER, or no page: general (see above).
-	Channel *const fast = t.fast[slot];
+	Channel *const fast = ps.fast;
 	if (__builtin_expect(fast == nullptr || tp->id >= STRATA_REC_EXTENDED_ID, 0))
 		return Hold ? 0 : reserve_general_parked(r);
-	strata_lane_ctl *lc = t.fast_lc[slot]; // &ch->lanes[lane] (ThreadState::fast)
-	// Acquire: as clock_now's (the page's mapping before the pointer).
-	// Not null: t.fast[slot] is set only once a page is (ThreadState::fast).
-	const ClockPageRef page = clock_page_ref();
-	const strata_kclock *k = page.k;
-	uint32_t seq;
-	const uint64_t tsc = strata_kclock_begin_tsc(k, &seq, page.rdtscp);
-	STRATA_WHOOK(STRATA_W_TSC_READ);
 	// Acquire: as slot_channel's.  The slot still holds the channel whose
 	// lane we own (a close or reopen since: general).  No size check here:
 	// a record that does not fit the open packet (off + narrow < S below)
@@ -557,14 +570,18 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 		    g_slots[slot].load(std::memory_order_acquire) != fast || t_state.depth >= kMaxDepth, 0))
 		return Hold ? 0 : reserve_general_parked(r);
 	Channel *const ch = fast;
-	t_state.depth++; // undone by a decrement on every way out but the record's
+	strata_lane_ctl *lc = ps.lc; // &ch->lanes[lane] (ThreadState::PerSlot)
+	t_state.depth++;             // undone by a decrement on every way out but the record's
 	std::atomic_signal_fence(std::memory_order_seq_cst); // as reserve_general's
-	if (__builtin_expect(!open_busy_window(lc), 0)) {    // a consumer closes the lane: locked path
-		busy_add(lc, false);
-		std::atomic_signal_fence(std::memory_order_seq_cst);
-		t_state.depth--;
-		return Hold ? 0 : reserve_general_parked(r);
-	}
+	// Acquire: as clock_now's (the page's mapping before the pointer).
+	// Not null: `fast` is set only once a page is (ThreadState::PerSlot).
+	const ClockPageRef page = clock_page_ref();
+	const strata_kclock *k = page.k;
+	uint32_t seq;
+	const uint64_t tsc = strata_kclock_begin_tsc(k, &seq, page.rdtscp);
+	STRATA_WHOOK(STRATA_W_TSC_READ);
+	if (__builtin_expect(!open_busy_window(lc), 0)) // a consumer closes the lane: locked path
+		return leave_window(lc, Hold ? nullptr : r);
 	// Acquire: as reserve_general's (timestamps follow positions).
 	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
 	STRATA_WHOOK(STRATA_W_HEAD_LOADED);
@@ -579,8 +596,8 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 		const uint64_t off = head & (S - 1);
 		const uint64_t d = (int64_t)(tsc - t0) > 0 ? tsc - t0 : 0; // Hold only
 		// Compact header: our last record in this lane (last_lane[slot] ==
-		// lane while owned: ThreadState::fast) within 2^27 ns.
-		const uint64_t low = __atomic_load_n(&t.last_ts[slot], __ATOMIC_RELAXED);
+		// lane while owned: ThreadState::PerSlot) within 2^27 ns.
+		const uint64_t low = __atomic_load_n(&ps.last_ts, __ATOMIC_RELAXED);
 		if (__builtin_expect(off != 0 && off + narrow < S &&
 					     ((now - low) >> STRATA_REC_COMPACT_TS_BITS) == 0 &&
 					     (!Hold || d <= max_ticks),
@@ -592,7 +609,7 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 				STRATA_WHOOK(STRATA_W_RESERVED);
 				const uint32_t id =
 					Hold ? tp->id : ((const struct strata_tracepoint *)r->rec)->id;
-				fast_reserved(r, ch, lc, slot, t, id, head, now, narrow);
+				fast_reserved(r, ch, lc, ps, id, head, now, narrow);
 				if (Hold)
 					*ticks = d;
 				return 1;
@@ -600,10 +617,7 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 		}
 	}
 	// Nothing of the lane changed: leave the window, start over in full.
-	busy_add(lc, false);
-	std::atomic_signal_fence(std::memory_order_seq_cst);
-	t_state.depth--;
-	return Hold ? 0 : reserve_general_parked(r);
+	return leave_window(lc, Hold ? nullptr : r);
 }
 
 } // namespace
@@ -626,7 +640,6 @@ namespace strata {
 namespace {
 int reserve_general(struct strata_reservation *r, uint32_t id, unsigned slot, size_t size)
 {
-	STRATA_WHOOK(STRATA_W_TSC_READ); // the fast path's step, so that every writer passes it
 	ThreadState &t = t_state;
 	Channel *ch = slot_channel(slot, t);
 	if (__builtin_expect(ch == nullptr, 0))
@@ -641,6 +654,9 @@ int reserve_general(struct strata_reservation *r, uint32_t id, unsigned slot, si
 	// Compiler-only: a signal handler on this thread sees depth+1 before we
 	// touch the lane.
 	std::atomic_signal_fence(std::memory_order_seq_cst);
+	// The fast path's step (its TSC read, after its nesting level), so that
+	// every writer that takes a level passes it.
+	STRATA_WHOOK(STRATA_W_TSC_READ);
 	// `size` is the payload; the record adds a header of 4 (compact) or 13
 	// (extended) bytes and, in a shared lane, the 4-byte thread context.
 	// A record must fit in an empty packet with room to spare: a packet is

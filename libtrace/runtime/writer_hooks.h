@@ -13,8 +13,8 @@
 #define STRATA_WRITER_HOOKS_H
 
 enum strata_writer_step {
-	STRATA_W_TSC_READ,           /* the fast path read the TSC, before it loaded the lane;
-					* the general path: its start */
+	STRATA_W_TSC_READ,           /* the fast path read the TSC (its nesting level taken),
+					* before it loaded head; the general path: its level taken */
 	STRATA_W_HEAD_LOADED,        /* strata_reserve loaded head, before the first try */
 	STRATA_W_CLOCK_READ,         /* clock read: the first try, or a retry (reserve_slow) */
 	STRATA_W_BEFORE_RESERVE_CAS, /* the record fits the open packet */

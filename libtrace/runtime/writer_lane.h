@@ -46,32 +46,37 @@ struct ThreadState {
 	// Owned: the lane.  Not owned: the shared lane used when the CPU is
 	// unknown (no rseq); otherwise shared_lane() picks one per record.
 	uint16_t lane[STRATA_MAX_SLOTS];
-	// The lane last_ts[s] belongs to (a thread without an owned lane
+	// The lane per_slot[s].last_ts belongs to (a thread without an owned lane
 	// moves between shared lanes with its CPU).  Stored before last_ts,
 	// see strata_reserve.
 	uint16_t last_lane[STRATA_MAX_SLOTS];
 	Channel *ch[STRATA_MAX_SLOTS]; // channel the lane cache belongs to
-	// The timestamp of this thread's last record in lane[s] (0 after a
-	// claim): a lower bound of the timestamp of whatever record precedes
-	// a new one in the lane, since timestamps follow positions.  Decides
-	// whether a record may use the compact header (strata_abi.h).  Written
-	// after a reservation, read before one, by this thread and its signal
-	// handlers only (relaxed atomics: a handler may run between any two
-	// instructions; an older value is still a lower bound).
-	uint64_t last_ts[STRATA_MAX_SLOTS];
-	// The channel whose lane[s] this thread owns, when the fast path may
-	// take it (FAST_OWNER buffer and a clock page: g_clock_page, once set,
-	// is never unset); else null.  One load and compare in strata_reserve
-	// stand for "owned, this channel, FAST_OWNER, a page".  Set last by
-	// own_lane (after lane, ch, last_lane, exclusive), cleared first
-	// wherever those change, so that a signal handler that finds it set
-	// finds them set too.  While it is set, last_lane[s] == lane[s], and
-	// fast_lc[s] and fast_data[s] are that lane's control and data (set
-	// with it, read only through it: the fast path's lane without the
-	// multiplications).
-	Channel *fast[STRATA_MAX_SLOTS];
-	strata_lane_ctl *fast_lc[STRATA_MAX_SLOTS];
-	char *fast_data[STRATA_MAX_SLOTS];
+	// What the fast path reads of slot s, in one block (PerSlot), so that
+	// it reaches all of it from one register.
+	struct PerSlot {
+		// The channel whose lane[s] this thread owns, when the fast path
+		// may take it (FAST_OWNER buffer and a clock page: g_clock_page,
+		// once set, is never unset); else null.  One load and compare in
+		// strata_reserve stand for "owned, this channel, FAST_OWNER, a
+		// page".  Set last by own_lane (after lane, ch, last_lane,
+		// exclusive), cleared first wherever those change, so that a
+		// signal handler that finds it set finds them set too.  While it
+		// is set, last_lane[s] == lane[s], and lc and data are that lane's
+		// control and data (set with it, read only through it: the fast
+		// path's lane without the multiplications).
+		Channel *fast;
+		strata_lane_ctl *lc;
+		char *data;
+		// The timestamp of this thread's last record in lane[s] (0 after
+		// a claim): a lower bound of the timestamp of whatever record
+		// precedes a new one in the lane, since timestamps follow
+		// positions.  Decides whether a record may use the compact header
+		// (strata_abi.h).  Written after a reservation, read before one,
+		// by this thread and its signal handlers only (relaxed atomics: a
+		// handler may run between any two instructions; an older value is
+		// still a lower bound).
+		uint64_t last_ts;
+	} per_slot[STRATA_MAX_SLOTS];
 	CommitCtx ctx[kMaxDepth];
 };
 

@@ -172,26 +172,26 @@ bool own_lane(Channel *ch, unsigned slot, ThreadState &t, uint32_t lane)
 	bool exclusive = lane != UINT32_MAX;
 	if (!exclusive) // every owned lane taken: share one of the shared lanes
 		lane = pick_shared(ch);
-	t.fast[slot] = nullptr; // first: see ThreadState::fast
+	t.per_slot[slot].fast = nullptr; // first: see ThreadState::PerSlot
 	std::atomic_signal_fence(std::memory_order_seq_cst);
 	t.until_own[slot] = 0;
 	t.lane[slot] = (uint16_t)lane;
 	t.ch[slot] = ch;
-	// Relaxed: see ThreadState::last_ts; the lane first, as record_begin.
+	// Relaxed: see ThreadState::PerSlot; the lane first, as record_begin.
 	__atomic_store_n(&t.last_lane[slot], (uint16_t)lane, __ATOMIC_RELAXED);
 	std::atomic_signal_fence(std::memory_order_seq_cst);
-	__atomic_store_n(&t.last_ts[slot], 0, __ATOMIC_RELAXED); // no record of ours there yet
+	__atomic_store_n(&t.per_slot[slot].last_ts, 0, __ATOMIC_RELAXED); // no record of ours there yet
 	if (exclusive) {
 		close_foreign_packet(ch, &ch->lanes[lane], ch->data + (uint64_t)lane * ch->lane_stride,
 				     tid_of(t));
 		t.exclusive = (uint16_t)(t.exclusive | (1u << slot));
-		// Acquire: as clock_now's.  Last: see ThreadState::fast.
+		// Acquire: as clock_now's.  Last: see ThreadState::PerSlot.
 		std::atomic_signal_fence(std::memory_order_seq_cst);
 		if (ch->fast_owner && g_clock_page.load(std::memory_order_acquire) != nullptr) {
-			t.fast_lc[slot] = &ch->lanes[lane];
-			t.fast_data[slot] = ch->data + (uint64_t)lane * ch->lane_stride;
+			t.per_slot[slot].lc = &ch->lanes[lane];
+			t.per_slot[slot].data = ch->data + (uint64_t)lane * ch->lane_stride;
 			std::atomic_signal_fence(std::memory_order_seq_cst); // before fast: as above
-			t.fast[slot] = ch;
+			t.per_slot[slot].fast = ch;
 		}
 	} else {
 		t.exclusive = (uint16_t)(t.exclusive & ~(1u << slot));
@@ -227,14 +227,14 @@ bool claim_lane(Channel *ch, unsigned slot, ThreadState &t)
 		return own_lane(ch, slot, t, lane);
 	// Every free owned lane holds an open packet: the shared lanes first.
 	const uint32_t shared = pick_shared(ch);
-	t.fast[slot] = nullptr; // first: see ThreadState::fast
+	t.per_slot[slot].fast = nullptr; // first: see ThreadState::PerSlot
 	std::atomic_signal_fence(std::memory_order_seq_cst);
 	t.lane[slot] = (uint16_t)shared;
 	t.ch[slot] = ch;
 	t.exclusive = (uint16_t)(t.exclusive & ~(1u << slot));
 	// +1: this record counts down too (promote_lane), and is one of them.
 	t.until_own[slot] = (uint8_t)(own_after + 1);
-	__atomic_store_n(&t.last_ts[slot], 0, __ATOMIC_RELAXED); // no record of ours there yet
+	__atomic_store_n(&t.per_slot[slot].last_ts, 0, __ATOMIC_RELAXED); // no record of ours there yet
 	// The lane of its CPU, which its first record takes (as own_lane).
 	prefault_fresh(ch, shared_lane(ch, shared));
 	take_pending_discards(ch, shared);
@@ -272,7 +272,7 @@ void thread_exit(void *)
 {
 	ThreadState &t = t_state;
 	for (unsigned s = 0; s < STRATA_MAX_SLOTS; s++) {
-		t.fast[s] = nullptr; // first: see ThreadState::fast
+		t.per_slot[s].fast = nullptr; // first: see ThreadState::PerSlot
 		std::atomic_signal_fence(std::memory_order_seq_cst);
 		if (!(t.exclusive & (1u << s)) || !t.ch[s])
 			continue;
@@ -347,7 +347,7 @@ void writer_forget_thread_state_in_child()
 	ThreadState &t = t_state;
 	t.tid = 0;
 	for (unsigned s = 0; s < STRATA_MAX_SLOTS; s++)
-		t.fast[s] = nullptr; // first: see ThreadState::fast
+		t.per_slot[s].fast = nullptr; // first: see ThreadState::PerSlot
 	std::atomic_signal_fence(std::memory_order_seq_cst);
 	t.exclusive = 0;
 	for (unsigned s = 0; s < STRATA_MAX_SLOTS; s++)
