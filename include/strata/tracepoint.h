@@ -356,7 +356,10 @@ extern "C" {
  * filters, more than one session: argument addresses taken, a loop) and
  * the common one (one session, no probe, no filter: no loop, so that it
  * keeps fewer values across its two calls), which hands over to the full
- * one by a tail call, so that its arguments stay in registers. */
+ * one by a tail call, so that its arguments stay in registers.  The common
+ * one's test: the state is one slot bit (flags lie above them); anything
+ * else, none included (disabled since the call site looked), is the full
+ * one's. */
 #define STRATA__EMIT_FULL(p, e) strata__emitf__##p##__##e
 #define STRATA__NAME(t, i) STRATA__DISPATCH(STRATA__NAME, t, i)
 #define STRATA__NAME_INT(n, c, x, i) , n
@@ -402,19 +405,14 @@ extern "C" {
 	{                                                                                            \
 		size_t o_ = 0;                                                                       \
 		const uint32_t st_ = __atomic_load_n(&tp_->state, __ATOMIC_RELAXED);                 \
-		const uint32_t m_ = st_ & STRATA_TP_SLOTS_MASK;                                      \
 		struct strata_reservation r_;                                                        \
 		char *rec_;                                                                          \
-		if (__builtin_expect((st_ & (STRATA_TP_PROBED | STRATA_TP_FILTERED)) != 0 ||         \
-					     (m_ & (m_ - 1)) != 0,                                   \
-				     0)) {                                                           \
+		if (__builtin_expect(st_ - 1u >= STRATA_TP_SLOTS_MASK || (st_ & (st_ - 1u)), 0)) {   \
 			STRATA__EMIT_FULL(prov, ev)(tp_, st_ STRATA__FE(STRATA__NAME, __VA_ARGS__)); \
 			return;                                                                      \
 		}                                                                                    \
-		if (__builtin_expect(m_ == 0, 0)) /* disabled since the call site looked */          \
-			return;                                                                      \
 		STRATA__FE(STRATA__SIZE, __VA_ARGS__)                                                \
-		if (!strata_reserve(&r_, tp_, (unsigned)__builtin_ctz(m_), o_))                      \
+		if (!strata_reserve(&r_, tp_, (unsigned)__builtin_ctz(st_), o_))                     \
 			return;                                                                      \
 		rec_ = r_.rec; /* a copy: a store through it cannot change it */                     \
 		o_ = 0;                                                                              \
