@@ -88,8 +88,16 @@ exec "$APP" 1 %d wait
 
     subs = [os.path.join(rt, x) for rt, ds, _ in os.walk(out) for x in ds if "-%d-" % host_pid in x]
     check(len(subs) == 1, "one sub-trace named by the host pid %d: %s" % (host_pid, subs))
-    rc, _, _, stderr = bt_text(out)
-    check(rc == 0 and not stderr.strip(), "babeltrace2 reads the session (%d, %s)" % (rc, stderr.strip()[-300:]))
+    rc, _, errors, stderr = bt_text(out)
+    if rc != 0 or stderr.strip():
+        # The whole of it, and what the directory held then: a TSan
+        # pre-flight failed here once with the cause cut off.
+        print("  babeltrace2's stderr:\n" + "\n".join("    " + x for x in stderr.splitlines()[:80]))
+        for rt, _, fs in os.walk(out):
+            for f in fs:
+                print("  %s: %d bytes" % (os.path.join(rt, f), os.path.getsize(os.path.join(rt, f))))
+    check(rc == 0 and not stderr.strip(),
+          "babeltrace2 reads the session (%d, %s)" % (rc, (errors[0] if errors else stderr.strip())[-300:]))
     n, envs = 0, set()
     for m in trace_messages(out):
         if m.kind == "event" and m.name == "ctltest:tick":
