@@ -340,6 +340,10 @@ struct strata_kabi_kbuf_open {
 #define STRATA_KCLOCK_MAGIC 0x4b434c4bu /* "KCLK" */
 #define STRATA_KCLOCK_VALID 0x1u
 #define STRATA_KCLOCK_USER 0x2u /* published by strata-consumerd, calibrated in user space */
+/* The writer's CPU has no RDTSCP (its CPUID, or the kernel's feature
+ * bits): readers order the TSC with lfence even where their own CPUID
+ * claims it (valgrind's on such a CPU does, then faults on it). */
+#define STRATA_KCLOCK_NO_RDTSCP 0x4u
 
 struct strata_kclock {
 	__u32 magic;

@@ -65,7 +65,8 @@ static inline uint64_t strata_kclock_rdtsc(void)
  * exist (so the vDSO's clock_gettime uses it).  It waits, as the lfence
  * does, until every load before it is globally visible; it does not keep
  * later instructions from starting before it, nor does `lfence; rdtsc`.
- * One CPUID: a caller asks once (the runtime, when it chooses its clock).
+ * One CPUID: a caller asks once (the runtime, when it chooses its clock),
+ * through strata_kclock_use_rdtscp below.
  */
 static inline int strata_kclock_has_rdtscp(void)
 {
@@ -80,6 +81,21 @@ static inline int strata_kclock_has_rdtscp(void)
 #else
 	return 0;
 #endif
+}
+
+/*
+ * Whether to read this page's TSC with RDTSCP: this process's CPUID says
+ * the CPU has it and the page's writer did not find it missing
+ * (STRATA_KCLOCK_NO_RDTSCP).  A process's CPUID can claim what the CPU
+ * lacks: valgrind shows a canned Intel CPUID with RDTSCP on an AMD EPYC
+ * guest without it, and its decoder then kills the process at the first
+ * RDTSCP (SIGILL).  The writer's verdict is native: the daemon's own
+ * CPUID, or the kernel's feature bits.
+ */
+static inline int strata_kclock_use_rdtscp(const struct strata_kclock *k)
+{
+	return strata_kclock_has_rdtscp() &&
+	       !(__atomic_load_n(&k->flags, __ATOMIC_RELAXED) & STRATA_KCLOCK_NO_RDTSCP);
 }
 
 /*

@@ -635,7 +635,7 @@ static void run_clock_parts(const struct strata_kclock *k, uint64_t n)
 						"seqcount",   "unfenced",        "seq_after_tsc"};
 	double t[CP_N][CLOCK_ROUNDS], over[CLOCK_ROUNDS];
 	uint64_t m = n / CLOCK_ROUNDS ? n / CLOCK_ROUNDS : 1;
-	const int rdtscp = strata_kclock_has_rdtscp();
+	const int rdtscp = strata_kclock_use_rdtscp(k);
 	for (int r = 0; r < CLOCK_ROUNDS; r++) {
 		for (int i = 0; i < CP_N; i++) {
 			int p = (r + i) % CP_N;

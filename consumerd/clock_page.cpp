@@ -410,7 +410,9 @@ void ClockPage::publish_first(const TscMapping &m)
 	k->magic = STRATA_KCLOCK_MAGIC;
 	k->version = 1;
 	k->seq = 0;
-	k->flags = STRATA_KCLOCK_VALID | STRATA_KCLOCK_USER;
+	// NO_RDTSCP: our CPUID is native; a process's may not be (valgrind's).
+	k->flags = STRATA_KCLOCK_VALID | STRATA_KCLOCK_USER |
+		   (strata_kclock_has_rdtscp() ? 0 : STRATA_KCLOCK_NO_RDTSCP);
 	k->cycle_last = m.cycle_last;
 	k->mask = ~0ull;
 	k->xtime_nsec = m.xtime_nsec;

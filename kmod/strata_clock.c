@@ -18,6 +18,7 @@
 #define pr_fmt(fmt) "strata: " fmt
 
 #include <linux/clocksource.h>
+#include <asm/cpufeature.h>
 #include <linux/gfp.h>
 #include <linux/mm.h>
 #include <linux/notifier.h>
@@ -27,6 +28,13 @@
 #include "strata_internal.h"
 
 static struct strata_kclock *strata_kclock;
+
+/* A process's CPUID can claim RDTSCP where it faults (valgrind's does):
+ * the page says what the kernel found (strata_kabi.h). */
+static u32 strata_clock_no_rdtscp(void)
+{
+	return boot_cpu_has(X86_FEATURE_RDTSCP) ? 0 : STRATA_KCLOCK_NO_RDTSCP;
+}
 
 static int strata_clock_notify(struct notifier_block *nb, unsigned long was_set,
 			       void *priv)
@@ -43,7 +51,7 @@ static int strata_clock_notify(struct notifier_block *nb, unsigned long was_set,
 	 */
 	WRITE_ONCE(k->seq, k->seq + 1);
 	smp_wmb(); /* odd seq before the fields; pairs with the reader's fence */
-	WRITE_ONCE(k->flags, tsc ? STRATA_KCLOCK_VALID : 0);
+	WRITE_ONCE(k->flags, (tsc ? STRATA_KCLOCK_VALID : 0) | strata_clock_no_rdtscp());
 	WRITE_ONCE(k->cycle_last, tkr->cycle_last);
 	WRITE_ONCE(k->mask, tkr->mask);
 	WRITE_ONCE(k->xtime_nsec, tkr->xtime_nsec);
