@@ -1966,9 +1966,9 @@ def table(b):
             row("  the same with nothing lost (Strata in blocking mode; its discard-mode runs lost %.1f %% "
                 "of their events)" % zl[1], zl[0], r.get(("enabled", w, t, "lttng")), target, cmp)
 
-    # <= 0.30 for every shape where the TSC is the clock source, <= 0.45 on
-    # kvm-clock (whose vDSO read makes LTTng-UST's events dearer)
-    lim = 0.30 if current_clocksource() == "tsc" else 0.45
+    # <= 0.30 on every clock source (issue 64; issue 38 allowed 0.45 on
+    # kvm-clock, whose vDSO read makes LTTng-UST's events dearer)
+    lim = 0.30
     for w in WORKLOADS:
         row("enabled %s, 1 thread (CPU ns/event)" % w, r.get(("enabled", w, 1, "strata")),
             r.get(("enabled", w, 1, "lttng")), "<= %.2f (%s)" % (lim, current_clocksource()),
