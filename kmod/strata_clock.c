@@ -18,12 +18,12 @@
 #define pr_fmt(fmt) "strata: " fmt
 
 #include <linux/clocksource.h>
-#include <asm/cpufeature.h>
 #include <linux/gfp.h>
 #include <linux/mm.h>
 #include <linux/notifier.h>
 #include <linux/pvclock_gtod.h>
 #include <linux/timekeeper_internal.h>
+#include <asm/cpufeature.h>
 
 #include "strata_internal.h"
 
