@@ -408,34 +408,41 @@ std::string SerialLink::stats()
 	return s;
 }
 
+void SerialLink::resend_meta_if_due(uint64_t now)
+{
+	// Metadata again, at most about a tenth of the line's time.
+	size_t meta = 0;
+	for (const Trace &t : traces_)
+		meta += t.text.size();
+	const uint64_t period = std::max<uint64_t>(
+		kMinResendNs, meta * 10 * 1000000000ull / std::max<uint64_t>(1, line_bytes_per_s()));
+	if (!traces_.empty() && now - resent_ns_ >= period) {
+		for (size_t i = 0; i < traces_.size(); i++)
+			queue_meta(static_cast<uint16_t>(i), 0);
+		meta_resends_++;
+		resent_ns_ = now;
+	}
+}
+
 void SerialLink::run()
 {
 	std::unique_lock<std::mutex> lk(mu_);
-	uint64_t flush_until = 0;
+	// At DESTROY: until the queue's bytes would pass at the line's rate,
+	// plus a second, and a second past each frame the device took since
+	// (a device slower than its baud, a UART emulated under qemu, keeps
+	// draining while it moves), never past kMaxFlushNs after the stop.
+	uint64_t flush_until = 0, flush_cap = 0;
 	for (;;) {
 		const uint64_t now = now_ns();
-		if (!stop_ && !broken()) {
-			// Metadata again, at most about a tenth of the line's time.
-			size_t meta = 0;
-			for (const Trace &t : traces_)
-				meta += t.text.size();
-			const uint64_t period = std::max<uint64_t>(
-				kMinResendNs,
-				meta * 10 * 1000000000ull / std::max<uint64_t>(1, line_bytes_per_s()));
-			if (!traces_.empty() && now - resent_ns_ >= period) {
-				for (size_t i = 0; i < traces_.size(); i++)
-					queue_meta(static_cast<uint16_t>(i), 0);
-				meta_resends_++;
-				resent_ns_ = now;
-			}
+		if (!stop_ && !broken())
+			resend_meta_if_due(now);
+		if (stop_ && !flush_until) {
+			flush_cap = now + kMaxFlushNs;
+			flush_until = std::min<uint64_t>(
+				flush_cap,
+				now + 1000000000ull +
+					queued_ * 1000000000ull / std::max<uint64_t>(1, line_bytes_per_s()));
 		}
-		if (stop_ && !flush_until)
-			flush_until =
-				now +
-				std::min<uint64_t>(kMaxFlushNs,
-						   1000000000ull +
-							   queued_ * 1000000000ull /
-								   std::max<uint64_t>(1, line_bytes_per_s()));
 		if (queue_.empty() || broken()) {
 			if (stop_)
 				return;
@@ -478,6 +485,9 @@ void SerialLink::run()
 		lk.lock();
 		queued_ -= f.size();
 		wire_bytes_ += done;
+		if (flush_until && done == f.size()) // stopping, and the device moves
+			flush_until = std::max(flush_until,
+					       std::min<uint64_t>(flush_cap, now_ns() + 1000000000ull));
 		if (!why.empty()) {
 			why_ = why;
 			broken_.store(true, std::memory_order_release);

@@ -120,6 +120,7 @@ private:
 	void run();
 	void refill(uint64_t now_ns);                 // mu_ held
 	void queue_meta(uint16_t trace, size_t from); // mu_ held: announce + text[from..]
+	void resend_meta_if_due(uint64_t now);        // mu_ held: every sub-trace's metadata again
 	void push(std::vector<uint8_t> &&frame);      // mu_ held
 	// mu_ held: kFile or kRewrite frames of `text` (prefix: the payload's
 	// fixed part before the chunk, its offset filled in per chunk).
