@@ -298,7 +298,8 @@ void Model::held(const Event &acq, int64_t unlock_ts)
 	// push_closed<true>() below pushes on `recent` with no test for room.
 	// It relies on an invariant that only the assert after the test
 	// checks (debug builds; none in release): recent's last chunk is full
-	// only when n is a multiple of Ring's chunk size.  For the ring's
+	// only when n is a multiple of Ring's chunk size (of its first
+	// chunk's, while that one grows).  For the ring's
 	// front is at base's place in a chunk: both start at 0 and move only
 	// together (evict_holds(): drop_front(n) and base += n; nothing else
 	// pops `recent` before finish()), so its next free place is n's.  A
@@ -307,7 +308,8 @@ void Model::held(const Event &acq, int64_t unlock_ts)
 	// (A test of full() in the condition below cost 0.7 to 0.9 % of
 	// analyze mutex's instructions on the preload's traces: callgrind.)
 	const uint64_t n = w.base + w.recent.size();
-	static_assert(Ring<Done>::chunk() % kBlock == 0, "a chunk is whole blocks");
+	static_assert(Ring<Done>::chunk() % kBlock == 0 && Ring<Done>::first_chunk() % kBlock == 0,
+		      "a chunk is whole blocks");
 	if (__builtin_expect(
 		    now >= w.settle_at || w.open_n != 0 || n % kBlock == 0 || ts < w.block_start.back(), 0))
 		return held_slow(l, acq, unlock_ts);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <functional>
+#include <deque>
 #include <cerrno>
 #include <cstdio>
 #include <string>
@@ -17,6 +18,7 @@
 #include "analyze_model.h"
 #include "analyze_report.h"
 #include "analyze_symbols.h"
+#include "lock_model.h"
 
 using namespace strata::analyze;
 
@@ -688,6 +690,61 @@ TEST(AnalyzeModel, CountedPairs)
 	EXPECT_NE(text.str().find("COUNTS INCOMPLETE: child"), std::string::npos) << text.str();
 	EXPECT_NE(json.str().find("\"counts_unfinished\": [1]"), std::string::npos);
 	EXPECT_NE(json.str().find("\"counted\": 1160, \"untimed\": 150"), std::string::npos);
+}
+
+// The lock model's FIFO (lock_model.h's Ring): its first chunk grows in
+// place from first_chunk() elements to a whole chunk, then chunks are
+// added; through every step it answers as a deque does, and its last chunk
+// is full exactly at the sizes the lock model's held() relies on.
+TEST(AnalyzeRing, GrowsInPlaceThenByChunksLikeADeque)
+{
+	using strata::analyze::model::Ring;
+	Ring<int64_t> ring;
+	std::deque<int64_t> want;
+	uint64_t pushed = 0, state = 12345;
+	auto rnd = [&state](uint64_t n) {
+		state = state * 6364136223846793005ull + 1442695040888963407ull;
+		return (state >> 33) % n;
+	};
+	const size_t first = Ring<int64_t>::first_chunk(), chunk = Ring<int64_t>::chunk();
+	ASSERT_LT(first, chunk);
+	for (int step = 0; step < 200000; step++) {
+		const uint64_t r = rnd(100);
+		if (r < 70 || want.empty()) { // pushes outrun pops: the ring grows through its sizes
+			// Full only where the pushes so far (counted from the first,
+			// as held()'s n is) reach a size the chunks can end at (or
+			// before the first push); and full there unless emptied.
+			const bool at_end = pushed >= chunk ? pushed % chunk == 0
+							    : pushed >= first && (pushed & (pushed - 1)) == 0;
+			ASSERT_TRUE(!ring.full() || at_end || pushed == 0) << pushed;
+			ASSERT_TRUE(!at_end || ring.empty() || ring.full()) << pushed;
+			ring.push_back(static_cast<int64_t>(pushed));
+			want.push_back(static_cast<int64_t>(pushed));
+			pushed++;
+		} else if (r < 90) {
+			ring.pop_front();
+			want.pop_front();
+		} else if (r < 97) {
+			const size_t n = rnd(want.size() + 1);
+			ring.drop_front(n);
+			want.erase(want.begin(), want.begin() + static_cast<ptrdiff_t>(n));
+		} else {
+			size_t run = 0;
+			const size_t i = rnd(want.size());
+			const int64_t *p = ring.run(i, &run);
+			ASSERT_GE(run, 1u);
+			for (size_t k = 0; k < run; k++)
+				ASSERT_EQ(p[k], want[i + k]);
+		}
+		ASSERT_EQ(ring.size(), want.size());
+		if (!want.empty()) {
+			ASSERT_EQ(ring.front(), want.front());
+			ASSERT_EQ(ring.back(), want.back());
+			const size_t i = rnd(want.size());
+			ASSERT_EQ(ring[i], want[i]);
+		}
+	}
+	EXPECT_GT(pushed, 8 * chunk); // the run went past the first chunk's growth
 }
 
 TEST(AnalyzeSymbols, OwnFunctionDataAndLine)
