@@ -469,6 +469,7 @@ void Model::finish(const Symbolizer &sym)
 	rep_.events = events_;
 	rep_.first_ts = events_ ? first_ts_ : 0;
 	rep_.last_ts = events_ ? now_ : 0;
+	rep_.locks.reserve(rep_.locks.size() + locks_.size()); // no regrowth: a lock's stats are large
 	for (auto &kv : locks_) {
 		Work &w = kv.second;
 		LockStats &st = w.st;
