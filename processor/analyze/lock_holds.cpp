@@ -474,8 +474,8 @@ void Model::finish(const Symbolizer &sym)
 		Work &w = kv.second;
 		LockStats &st = w.st;
 		// Open holds never end; the rest are final now.
-		for (const Span &wt : w.unblamed)
-			blame(w, wt);
+		for (size_t i = 0; i < w.unblamed.size(); i++)
+			blame(w, w.unblamed[i]);
 		w.unblamed.clear();
 		arm(w);
 		for (size_t i = 0; i < w.recent.size(); i++)

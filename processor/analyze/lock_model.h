@@ -450,7 +450,7 @@ struct Work {
 	// ends near the last one, and its search starts there.
 	uint64_t lows_dropped = 0, lows_hint = 0;
 	size_t evict_at = kEvictBatch;
-	std::deque<Span> unblamed; // contended waits, by end
+	Ring<Span> unblamed; // contended waits, by end (a Ring: nothing allocated for a lock without one)
 	// Before this time (now_) settle_waits() blames none of them (arm()).
 	int64_t settle_at = std::numeric_limits<int64_t>::max();
 	int64_t hold_longest = 0;          // of the holds closed so far
