@@ -6,7 +6,8 @@
  *   - application threads (and signal handlers interrupting them, nested up
  *     to kMaxDepth) run strata_reserve/strata_commit: lock-free, no
  *     allocation, a system call only when a sub-buffer completes (futex
- *     wake) or on a thread's first event in a slot (gettid);
+ *     wake) or, where glibc does not describe its thread descriptor, on
+ *     a thread's first event (gettid: tid_slow);
  *   - the control plane (slot open/close, rules, registration) is serialised
  *     by ControlLock, a try-lock that reports re-entry from a signal handler
  *     as STRATA_RT_EBUSY instead of deadlocking;

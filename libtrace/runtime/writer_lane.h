@@ -13,7 +13,6 @@
 
 #include <sys/mman.h>
 #include <sys/rseq.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -86,6 +85,9 @@ extern __thread ThreadState t_state __attribute__((tls_model("initial-exec")));
 
 // A thread's first event in this open of the slot (writer_lanes.cpp).
 bool claim_lane(Channel *ch, unsigned slot, ThreadState &t);
+// The calling thread's kernel id, cached in t (writer_lanes.cpp: without a
+// system call where glibc's thread descriptor has it).
+uint32_t tid_slow(ThreadState &t);
 void promote_lane_slow(Channel *ch, unsigned slot, ThreadState &t);
 
 // A sharer's record at depth 0 counts down to its owned lane's claim
@@ -135,10 +137,11 @@ inline uint32_t shared_lane(const Channel *ch, uint32_t fallback)
 	return ch->first_shared + k;
 }
 
+// The calling thread's kernel id, asked once per thread: tid_slow.
 inline uint32_t tid_of(ThreadState &t)
 {
 	if (__builtin_expect(t.tid == 0, 0))
-		t.tid = (uint32_t)syscall(SYS_gettid);
+		return tid_slow(t);
 	return t.tid;
 }
 

@@ -6,8 +6,11 @@
  * writers (whether every reservation is committed, the wake-up).  The
  * per-event path: writer.cpp; the contract: its head comment.
  */
+#include <dlfcn.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <climits>
 
@@ -266,6 +269,46 @@ void promote_lane_slow(Channel *ch, unsigned slot, ThreadState &t)
 
 namespace {
 
+// Where the calling thread's kernel id sits in glibc's thread descriptor
+// (pthread_self()), so that a thread's first event costs no gettid: one
+// system call, 1.0 us of CPU in a PVM guest, where a short-lived thread's
+// whole share of Strata is 3.7 us (docs/benchmarks.md, short threads).
+// glibc describes the field to debuggers as `_thread_db_pthread_tid`
+// (libthread_db's descriptor of struct pthread's `tid`: its size in bits,
+// its count, its offset), read from the running libc, so never a guess at
+// its layout; the kernel writes it before the thread runs
+// (CLONE_PARENT_SETTID) and glibc again in a fork's child.  Without it (an
+// other libc, a static build) or when it disagrees once with gettid, the
+// system call.
+//   kTidProbe: not yet checked against gettid (the first tid_slow checks);
+//   >= 0: the offset, checked; kTidSyscall: gettid for good.
+// Acquire loads of g_tid_state pair with the constructor's release store
+// of kTidProbe (g_tid_off before it); a checked state is the offset itself.
+// Every thread that checks computes the same verdict; two at once both
+// store it (relaxed: the value carries what a reader needs).
+constexpr int32_t kTidProbe = -2, kTidSyscall = -1;
+std::atomic<int32_t> g_tid_state{kTidSyscall};
+int32_t g_tid_off = -1; // written once, by the constructor, before kTidProbe
+
+void tid_offset_init()
+{
+	// RTLD_DEFAULT: the libc this process runs, whatever its version.
+	const auto *d = (const uint32_t *)dlsym(RTLD_DEFAULT, "_thread_db_pthread_tid");
+	if (d == nullptr || d[0] != 32 || d[1] != 1 || d[2] > 4096 - sizeof(uint32_t) || d[2] % 4 != 0)
+		return;
+	g_tid_off = (int32_t)d[2];
+	g_tid_state.store(kTidProbe, std::memory_order_release);
+}
+
+inline uint32_t descriptor_tid(int32_t off)
+{
+	return *(const volatile uint32_t *)((const char *)pthread_self() + off);
+}
+
+} // namespace
+
+namespace {
+
 // Thread exit: hand our exclusive lanes back.  Channels are never freed,
 // so a stale pointer (slot closed since) is still safe to touch.
 void thread_exit(void *)
@@ -289,9 +332,28 @@ void thread_exit(void *)
 __attribute__((constructor)) void writer_init()
 {
 	g_exit_key_ok = pthread_key_create(&g_exit_key, thread_exit) == 0;
+	tid_offset_init();
 }
 
 } // namespace
+
+uint32_t tid_slow(ThreadState &t)
+{
+	const int32_t state = g_tid_state.load(std::memory_order_acquire);
+	uint32_t tid;
+	if (state >= 0) {
+		tid = descriptor_tid(state);
+	} else {
+		tid = (uint32_t)syscall(SYS_gettid);
+		if (state == kTidProbe)
+			g_tid_state.store(descriptor_tid(g_tid_off) == tid ? g_tid_off : kTidSyscall,
+					  std::memory_order_relaxed);
+	}
+	if (__builtin_expect(tid == 0, 0)) // never from either source; not cached
+		return (uint32_t)syscall(SYS_gettid);
+	t.tid = tid;
+	return tid;
+}
 
 uint32_t current_tid()
 {

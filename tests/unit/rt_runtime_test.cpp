@@ -3,14 +3,18 @@
  * rules (globs, loglevels, last rule wins), registration (dedup, late
  * modules, unregister, rejected tracepoints), nesting depth overflow,
  * oversized records, flush with an in-flight or dead writer, trailing loss,
- * fork.
+ * fork, the thread id each record names.
  */
 #define STRATA_DEFINE_PROVIDERS
 #include "test_tp.h"
 
 #include <fcntl.h>
+#include <sched.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <thread>
 
 #include "rb_test_util.h"
 
@@ -48,6 +52,37 @@ std::vector<uint8_t> one_packet(Slot &s, uint32_t lane = 0)
 	std::vector<uint8_t> pkt;
 	EXPECT_EQ(strata::ReadStatus::kPacket, s.reader->next_packet(lane, &pkt, &msg)) << msg;
 	return pkt;
+}
+
+// Every record of every lane, flushed: (the rec event's `thread`, the
+// kernel id the record names) in the order the lanes hold them.
+std::vector<std::pair<uint32_t, uint32_t>> thread_ids(Slot &s)
+{
+	std::vector<std::pair<uint32_t, uint32_t>> out;
+	std::string msg;
+	for (uint32_t l = 0; l < s.reader->info().n_lanes; l++) {
+		EXPECT_EQ(strata::FlushStatus::kDone, s.reader->flush(l, false, 1000, &msg)) << msg;
+		std::vector<uint8_t> pkt;
+		strata::ReadStatus st;
+		while ((st = s.reader->next_packet(l, &pkt, &msg)) != strata::ReadStatus::kEmpty) {
+			EXPECT_EQ(st, strata::ReadStatus::kPacket) << msg;
+			std::vector<Record> recs;
+			EXPECT_TRUE(decode_packet(pkt, s.events, &recs, &msg)) << msg;
+			for (const Record &r : recs)
+				out.emplace_back((uint32_t)r.fields[0].u, r.tid);
+		}
+	}
+	return out;
+}
+
+// A forked child exited 0; `bits` names the bits of its exit code.
+void expect_child_exits_0(pid_t pid, const char *bits)
+{
+	ASSERT_GT(pid, 0);
+	int status = 0;
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(WEXITSTATUS(status), 0) << bits;
 }
 
 size_t count_records(Slot &s, const std::vector<uint8_t> &pkt)
@@ -365,14 +400,65 @@ TEST(Fork, TheChildNeverWritesIntoTheParentsBuffers)
 			bad |= 8;
 		_exit(bad);
 	}
-	ASSERT_GT(pid, 0);
-	int status = 0;
-	ASSERT_EQ(pid, waitpid(pid, &status, 0));
-	ASSERT_TRUE(WIFEXITED(status));
-	EXPECT_EQ(WEXITSTATUS(status), 0) << "bits: 1 hook, 2 state, 4 reserve, 8 own slot";
+	expect_child_exits_0(pid, "bits: 1 hook, 2 state, 4 reserve, 8 own slot");
 	strata_rt_set_fork_child_hook(nullptr);
 	// The parent's buffer holds exactly its own single event.
 	std::vector<uint8_t> pkt = one_packet(s);
 	EXPECT_EQ(count_records(s, pkt), 1u);
 	EXPECT_NE(state_of(TP(rec)), 0u); // and the parent still traces
+}
+
+// Each record names the kernel id (gettid) of the thread that wrote it, in
+// an owned lane (the packet's vtid) and in a shared one (the record's own):
+// six threads alive at once on two lanes, then one that takes a lane an
+// exited thread left open, then a fork's child in a slot of its own.  The
+// writer reads the id from glibc's thread descriptor, not gettid
+// (writer_lanes.cpp, tid_slow); a child keeps its parent's descriptor,
+// which glibc updates.
+TEST(Writer, RecordsNameTheirThreadsKernelId)
+{
+	Slot s(9, config(STRATA_MODE_DISCARD, 2, 4, 4096), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	constexpr uint32_t kThreads = 6;
+	std::vector<uint32_t> tids(kThreads + 1);
+	std::atomic<uint32_t> wrote{0};
+	auto writer = [&](uint32_t i, uint32_t wait_for) {
+		tids[i] = (uint32_t)syscall(SYS_gettid);
+		strata_tracepoint(rbtest, rec, i, 0u, checksum(i, 0));
+		// Acq_rel/acquire: a counter that keeps every thread alive until
+		// all wrote once, so that more threads than lanes write at once.
+		wrote.fetch_add(1, std::memory_order_acq_rel);
+		while (wrote.load(std::memory_order_acquire) < wait_for)
+			sched_yield();
+		strata_tracepoint(rbtest, rec, i, 1u, checksum(i, 1));
+	};
+	std::vector<std::thread> th;
+	for (uint32_t i = 0; i < kThreads; i++)
+		th.emplace_back(writer, i, kThreads);
+	for (auto &t : th)
+		t.join();
+	std::thread(writer, kThreads, 0).join();
+	std::map<uint32_t, std::vector<uint32_t>> got;
+	for (const auto &[thread, tid] : thread_ids(s))
+		got[thread].push_back(tid);
+	ASSERT_EQ(got.size(), kThreads + 1);
+	for (uint32_t i = 0; i <= kThreads; i++)
+		EXPECT_EQ(got[i], std::vector<uint32_t>(2, tids[i])) << "thread " << i;
+
+	// The child: its first record after the fork, in a slot of its own.
+	const uint32_t parent_tid = (uint32_t)syscall(SYS_gettid);
+	strata_tracepoint(rbtest, rec, 100u, 0u, checksum(100, 0)); // the parent's id cached
+	pid_t pid = fork();
+	if (pid == 0) {
+		int bad = 0;
+		Slot c(10, config(STRATA_MODE_DISCARD, 1, 2, 4096), {rule("rbtest:rec")});
+		strata_tracepoint(rbtest, rec, 7u, 0u, checksum(7, 0));
+		const auto ids = c.reader ? thread_ids(c) : decltype(thread_ids(c)){};
+		if (ids.size() != 1 || ids[0].first != 7)
+			bad |= 1;
+		else if (ids[0].second != (uint32_t)syscall(SYS_gettid) || ids[0].second == parent_tid)
+			bad |= 2;
+		_exit(bad);
+	}
+	expect_child_exits_0(pid, "bits: 1 the child's record, 2 its id");
 }
