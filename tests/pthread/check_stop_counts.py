@@ -71,7 +71,11 @@ def main():
         dt = time.monotonic() - t0
         check("0 running process(es) signalled" in text and "not acknowledged" not in text,
               "a session without processes: its stop tells nobody (%r)" % text.strip()[-120:])
-        check(dt < 1.0, "... and does not wait (%.3f s, the bound is 2 s)" % dt)
+        # Under the bound, not a guess at the machine's speed: a stop that
+        # waited would take all of it; one that did not takes a CLI's start
+        # and a round trip, which a sanitizer build on a loaded 2-CPU
+        # machine can stretch past a second.
+        check(dt < 2.0, "... and does not wait (%.3f s, the bound is 2 s)" % dt)
     with open(cnt, "wb") as f:  # made before the program maps it: the allowance is set
         f.write(b"\0" * 4096)
     allow(200)
