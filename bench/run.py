@@ -1902,6 +1902,8 @@ def table(b):
     def row(name, s, l, target=None, cmp=None, ratio=None, sfmt="", strata_only=False):
         if ratio is None and isinstance(s, (int, float)) and isinstance(l, (int, float)) and l:
             ratio = s / l
+        if ratio is False:  # the caller's "no ratio"
+            ratio = None
         met = ""
         if target is not None:
             x = s if strata_only else ratio
@@ -1997,8 +1999,12 @@ def table(b):
         def share(side, x):  # paired (burst_add); older files: the medians' difference
             a = r.get(("burst_add", side))
             return (a if a is not None else x - bp) / 1e3 if x else None
+        # A ratio only over a share LTTng-UST's runs showed (> 0): over a
+        # negative one (noise) it would read as met whatever Strata's.
+        ss, sl = share("strata", bs), share("lttng", bl)
         row("  the tracer's share: traced minus untraced (median of paired runs), CPU us per thread",
-            share("strata", bs), share("lttng", bl), "<= 0.35", lambda x: x <= 0.35)
+            ss, sl, "<= 0.35", lambda x: x <= 0.35,
+            ratio=ss / sl if ss is not None and sl is not None and sl > 0 else False)
     if r.get(("ir_burst", "strata")) or r.get(("ir_burst", "lttng")):
         row("  the same in instructions: traced minus untraced a thread, 5 ints each (callgrind, slope "
             "over {:,} and {:,} threads)".format(*r[("ir_burst_n",)]), r.get(("ir_burst", "strata")),
