@@ -305,10 +305,6 @@ inline uint32_t descriptor_tid(int32_t off)
 	return *(const volatile uint32_t *)((const char *)pthread_self() + off);
 }
 
-} // namespace
-
-namespace {
-
 // Thread exit: hand our exclusive lanes back.  Channels are never freed,
 // so a stale pointer (slot closed since) is still safe to touch.
 void thread_exit(void *)
