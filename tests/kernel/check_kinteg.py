@@ -808,8 +808,12 @@ def check_relay(d):
     rc = read_file(os.path.join(d, "relay-live.rc")).strip()
     bad = [line for line in read_file(os.path.join(d, "relay-live.err")).splitlines()
            if re.search(r" [WEF] [A-Z]", line)]
-    check(rc == "0" and not bad, "live: the reader ended by itself (rc %s), no warning or error (%r)" %
-          (rc, bad[:3]))
+    if not check(rc == "0" and not bad, "live: the reader ended by itself (rc %s), no warning or error (%r)" %
+                 (rc, bad[:3])):
+        # What its lttng-live source and the relay said last, for the next time.
+        said = [ln for ln in read_file(os.path.join(d, "relay-live.err")).splitlines() if "LTTNG-LIVE" in ln][-15:]
+        said += read_file(os.path.join(d, "relayd.err")).splitlines()[-10:]
+        print("the live reader's last lttng-live lines and lttng-relayd's:\n  " + "\n  ".join(said))
     return None
 
 
