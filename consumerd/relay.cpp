@@ -219,10 +219,42 @@ std::shared_ptr<RelayLink> RelayLink::open(const RelayTarget &t, const std::stri
 
 RelayLink::~RelayLink()
 {
+	close_streams();
 	if (ctrl_ >= 0)
 		close(ctrl_);
 	if (data_ >= 0)
 		close(data_);
+}
+
+// Each stream closed on the relay before the connections are (DESTROY).
+// lttng-relayd 2.13.9, when a control connection closes, marks the session
+// closed first and then closes its streams one at a time; a live reader
+// asking in between is told HUP for a stream it has read to the end (the
+// session is closed) while that stream is still published, and its next
+// GET_NEW_STREAMS makes the stream anew, read from its start: the reader
+// then asks for new streams forever (the kernel VM test's reader, still
+// running 120 s after destroy, lttng-relayd's debug log showing the
+// stream sent anew).  A stream closed by CLOSE_STREAM is unpublished as it
+// closes.  Its last packet is the last one sent (a stop waited until the
+// relay stored it); a stream without packets, and a metadata stream, say
+// none (-1).  Data streams first: a reader reads no metadata after them.
+void RelayLink::close_streams()
+{
+	std::lock_guard<std::mutex> g(mu_);
+	std::string err;
+	for (const bool metadata : {false, true})
+		for (const auto &a : added_) {
+			if (a.second != metadata)
+				continue;
+			const auto it = streams_.find(a.first);
+			const uint64_t sent = it == streams_.end() ? 0 : it->second.next_seq;
+			std::string p;
+			put64(p, a.first);
+			put64(p, sent ? sent - 1 : UINT64_MAX);
+			uint8_t r[4];
+			if (!command(kCloseStream, p, r, sizeof r, err))
+				return; // the link broke: closing the connections closes the rest
+		}
 }
 
 std::string RelayLink::why_broken()
@@ -351,6 +383,7 @@ bool RelayLink::add_stream_locked(const std::string &channel, const std::string 
 		return false;
 	}
 	id = get64(r);
+	added_.emplace_back(id, channel == "metadata");
 	return true;
 }
 

@@ -145,6 +145,7 @@ public:
 private:
 	RelayLink() = default;
 	bool fail(const std::string &why, std::string &err); // mu_ held
+	void close_streams();                                // at the link's end, before the connections
 	// What the link knows of a data stream, for nudge() and for the
 	// stream's owner (RelayOutput) alike.
 	struct Stream {
@@ -178,10 +179,11 @@ private:
 	uint32_t minor_ = 0;
 	uint64_t relay_session_ = 0;
 	std::mutex mu_;
-	int ctrl_ = -1, data_ = -1;          // guarded by mu_
-	std::string why_;                    // guarded by mu_
-	std::map<uint64_t, Stream> streams_; // guarded by mu_: data streams by id
-	std::vector<Retired> retired_;       // guarded by mu_
+	int ctrl_ = -1, data_ = -1;                    // guarded by mu_
+	std::string why_;                              // guarded by mu_
+	std::map<uint64_t, Stream> streams_;           // guarded by mu_: data streams by id
+	std::vector<std::pair<uint64_t, bool>> added_; // guarded by mu_: every stream, metadata or not
+	std::vector<Retired> retired_;                 // guarded by mu_
 	// keep_metadata: metadata streams by id, their path and whole text.
 	struct Kept {
 		std::string path, text;

@@ -22,6 +22,7 @@ enum : uint32_t {
 	kCreateSession = 2,
 	kVersion = 5,
 	kSendMetadata = 6,
+	kCloseStream = 7,
 	kDataPending = 8,
 	kSendIndex = 13,
 	kStreamsSent = 16,
