@@ -156,13 +156,11 @@ bool Drain::open_trace(std::string &err)
 	// and its reservation for a whole period, not for a few milliseconds.
 	const uint64_t opened_ns = producer_now_ ? producer_now_() : mono_ns();
 	last_live_ns_ = mono_ns();
-	if (!out_->open(text, err))
-		return false;
 	std::vector<strata_packet_header> empty(n_lanes_);
 	for (uint32_t lane = 0; lane < n_lanes_; lane++)
 		empty[lane] = reader_->empty_header(lane, 0);
 	out_->set_empty_packets(std::move(empty), opened_ns);
-	return true;
+	return out_->open(text, err);
 }
 
 bool Drain::resume(std::string &err)

@@ -65,7 +65,7 @@ public:
 	// CLOCK_MONOTONIC ns), so live readers move on.  0: not live.
 	virtual uint64_t live_period_ns() const { return 0; }
 	virtual void beacon(uint32_t lane, uint64_t ts_ns) { (void)lane, (void)ts_ns; }
-	// Live outputs, right after open(): for each lane, the header of a
+	// Live outputs, right before open(): for each lane, the header of a
 	// packet without records (the drain's reader makes it), and the
 	// producers' clock when the sub-trace opened.  The relay output shows
 	// every lane's stream at open() and, for a lane still without packets

@@ -350,47 +350,68 @@ bool RelayLink::command(uint32_t cmd, const std::string &payload, void *reply, s
 	return reply_len == 0 || recv_bytes(ctrl_, reply, reply_len, what.c_str(), err);
 }
 
-bool RelayLink::add_stream(const std::string &channel, const std::string &path, uint64_t &id,
-			   std::string &err)
-{
-	std::lock_guard<std::mutex> g(mu_);
-	if (!add_stream_locked(channel, path, id, err))
-		return false;
-	if (keep_ && channel == "metadata")
-		kept_[id].path = path;
-	return true;
-}
-
 // mu_ held.
 bool RelayLink::add_stream_locked(const std::string &channel, const std::string &path, uint64_t &id,
 				  std::string &err)
 {
-	if (path.size() >= kPathMax || channel.size() >= kChannelNameLen) {
-		err = "relay: stream path too long for the relay (" + path + ")";
+	std::vector<uint64_t> ids;
+	if (!add_streams_locked({channel}, path, ids, err))
 		return false;
-	}
-	std::string p;
-	put_name(p, channel, kChannelNameLen);
-	put_name(p, path, kPathLen);
-	put64(p, 0); // no tracefile rotation
-	put64(p, 0);
-	uint8_t r[12];
-	if (!command(kAddStream, p, r, sizeof r, err))
-		return false;
-	if (get32(r + 8) != kLttngOk) {
-		err = "relay refused stream " + path + "/" + channel + " (code " +
-		      std::to_string(get32(r + 8)) + ")";
-		return false;
-	}
-	id = get64(r);
-	added_.emplace_back(id, channel == "metadata");
+	id = ids[0];
 	return true;
 }
 
-bool RelayLink::streams_sent(std::string &err)
+// mu_ held.  One ADD_STREAM per channel, written at once, then their
+// answers read (the relay answers a connection's commands in order).
+bool RelayLink::add_streams_locked(const std::vector<std::string> &channels, const std::string &path,
+				   std::vector<uint64_t> &ids, std::string &err)
+{
+	ids.clear();
+	std::string m;
+	for (const std::string &channel : channels) {
+		if (path.size() >= kPathMax || channel.size() >= kChannelNameLen) {
+			err = "relay: stream path too long for the relay (" + path + ")";
+			return false;
+		}
+		std::string p;
+		put_name(p, channel, kChannelNameLen);
+		put_name(p, path, kPathLen);
+		put64(p, 0); // no tracefile rotation
+		put64(p, 0);
+		put64(m, 0);
+		put64(m, p.size());
+		put32(m, kAddStream);
+		put32(m, 0);
+		m += p;
+	}
+	if (broken_.load(std::memory_order_relaxed)) // under mu_, which fail() holds
+		return fail(why_, err);
+	if (!send_bytes(ctrl_, m.data(), m.size(), "streams", err))
+		return false;
+	std::string refused; // the first refusal; every answer is read still
+	for (const std::string &channel : channels) {
+		uint8_t r[12];
+		if (!recv_bytes(ctrl_, r, sizeof r, "streams", err))
+			return false;
+		if (get32(r + 8) != kLttngOk) {
+			if (refused.empty())
+				refused = "relay refused stream " + path + "/" + channel + " (code " +
+					  std::to_string(get32(r + 8)) + ")";
+			continue;
+		}
+		ids.push_back(get64(r));
+		added_.emplace_back(ids.back(), channel == "metadata");
+	}
+	if (refused.empty())
+		return true;
+	err = refused;
+	return false;
+}
+
+// mu_ held.
+bool RelayLink::streams_sent_locked(std::string &err)
 {
 	uint8_t r[4];
-	std::lock_guard<std::mutex> g(mu_);
 	if (!command(kStreamsSent, std::string(), r, sizeof r, err))
 		return false;
 	if (get32(r) != kLttngOk) {
@@ -400,9 +421,40 @@ bool RelayLink::streams_sent(std::string &err)
 	return true;
 }
 
+bool RelayLink::publish(Publication &p, std::string &err)
+{
+	std::lock_guard<std::mutex> g(mu_);
+	std::vector<std::string> names{"metadata"};
+	names.insert(names.end(), p.channels.begin(), p.channels.end());
+	std::vector<uint64_t> ids;
+	if (!add_streams_locked(names, p.path, ids, err))
+		return false;
+	p.meta_id = ids[0];
+	p.ids.assign(ids.begin() + 1, ids.end());
+	if (keep_)
+		kept_[p.meta_id].path = p.path;
+	if (!send_kept_metadata_locked(p.meta_id, p.metadata, err) || !streams_sent_locked(err))
+		return false;
+	if (p.empty.size() != p.ids.size()) // not live
+		return true;
+	for (size_t i = 0; i < p.ids.size(); i++) {
+		Stream &st = streams_[p.ids[i]];
+		st.empty = p.empty[i];
+		st.has_empty = true;
+	}
+	nudge_locked(p.retired_ts, p.period_ns);
+	return true;
+}
+
 bool RelayLink::send_metadata(uint64_t id, const std::string &text, std::string &err)
 {
 	std::lock_guard<std::mutex> g(mu_);
+	return send_kept_metadata_locked(id, text, err);
+}
+
+// mu_ held.  A kept stream's text (keep_metadata) is kept as sent.
+bool RelayLink::send_kept_metadata_locked(uint64_t id, const std::string &text, std::string &err)
+{
 	auto k = kept_.find(id);
 	if (k == kept_.end())
 		return send_metadata_locked(id, text, err);

@@ -15,7 +15,7 @@
  *     every exchange, so a packet's data and its index leave in that order
  *     and answers are read by the thread that asked, and guards what the
  *     link keeps per stream (packets sent, latest stamps): a drain's
- *     stream also gets packets from other drains' threads (nudge()).
+ *     stream also gets packets from other drains' threads (the nudge).
  *   - nothing blocks without bound: every send and every answer has a
  *     deadline (kIoTimeoutMs); a failure or timeout breaks the link for
  *     good (both sockets closed, the reason kept).  After that every call
@@ -67,8 +67,27 @@ public:
 	const std::string &base() const { return base_; }
 	const RelayTarget &target() const { return target_; }
 
-	bool add_stream(const std::string &channel, const std::string &path, uint64_t &id, std::string &err);
-	bool streams_sent(std::string &err);
+	// A sub-trace shown whole, under the link's lock from its first
+	// command to its last (no other drain's packet or beacon in between):
+	// its metadata stream and text, one stream per entry of `channels`
+	// (the ADD_STREAMs pipelined: one round trip), STREAMS_SENT, then, for
+	// a live one (`empty` has a header per channel), each stream's packet
+	// without records (set_empty) and the nudge at retired_ts.  A live
+	// reader hears of the new streams with the first packet index it reads
+	// after STREAMS_SENT (lttng-relayd 2.13.9), so everything it may have
+	// read before is older than this call: other drains' packets sent while
+	// the streams were being added one by one went past records the new
+	// streams held, and babeltrace2 2.0.4 fails on such a late record
+	// (docs/relay.md, "Live").
+	struct Publication {
+		std::string path, metadata;
+		std::vector<std::string> channels;
+		std::vector<strata_packet_header> empty; // live: one per channel, else none
+		uint64_t retired_ts = 0, period_ns = 0;  // live: nudge(retired_ts, period_ns)
+		uint64_t meta_id = 0;                    // out: the metadata stream
+		std::vector<uint64_t> ids;               // out: the channels' streams
+	};
+	bool publish(Publication &p, std::string &err);
 	bool send_metadata(uint64_t id, const std::string &text, std::string &err);
 	// One whole packet (header first) on the data connection, then its
 	// index on the control connection; the link numbers a stream's
@@ -84,19 +103,16 @@ public:
 	bool wait_stored(uint64_t id, uint64_t last_seq, std::string &err);
 
 	// Live readers hear of new streams only with a packet of a stream they
-	// read (lttng-relayd 2.13.9, docs/relay.md "Live").  set_empty gives
-	// the header of a packet without records of stream `id`; nudge(),
-	// called once a sub-trace's streams are published, first beacons the
-	// retired streams forward to about retired_ts (below every record of
-	// the new sub-trace: babeltrace2 2.0.4 reads no further stream of a
-	// trace while one's inactivity time stands still) unless that was done
-	// less than period_ns ago (beacon_retired), then sends such a
-	// packet on the session's oldest stream that has packets, stamped at
-	// that stream's latest packet end or beacon (every later record of it
-	// is at or after that) with its latest sequence number and discarded
-	// count.
-	void set_empty(uint64_t id, const strata_packet_header &h);
-	void nudge(uint64_t retired_ts, uint64_t period_ns);
+	// read (lttng-relayd 2.13.9, docs/relay.md "Live").  A published
+	// stream's packet without records is its Publication's `empty`; the
+	// nudge that ends a publication first beacons the retired streams
+	// forward to about retired_ts (below every record of the new
+	// sub-trace: babeltrace2 2.0.4 reads no further stream of a trace
+	// while one's inactivity time stands still) unless that was done less
+	// than period_ns ago (beacon_retired), then sends such a packet on the
+	// session's oldest stream that has packets, stamped at that stream's
+	// latest packet end or beacon (every later record of it is at or after
+	// that) with its latest sequence number and discarded count.
 	// Stream id's empty packet stamped ts (its first packet, when a lane
 	// has none at its first beacon: RelayOutput::beacon).
 	bool send_empty(uint64_t id, uint64_t ts, std::string &err);
@@ -146,7 +162,7 @@ private:
 	RelayLink() = default;
 	bool fail(const std::string &why, std::string &err); // mu_ held
 	void close_streams();                                // at the link's end, before the connections
-	// What the link knows of a data stream, for nudge() and for the
+	// What the link knows of a data stream, for the nudge and for the
 	// stream's owner (RelayOutput) alike.
 	struct Stream {
 		uint64_t next_seq = 0;            // packets sent
@@ -166,9 +182,14 @@ private:
 	std::vector<Retired> advance_retired_locked(uint64_t ts);                           // mu_ held
 	bool send_packet_locked(uint64_t id, const uint8_t *p, size_t n, std::string &err); // mu_ held
 	bool add_stream_locked(const std::string &channel, const std::string &path, uint64_t &id,
-			       std::string &err);                                             // mu_ held
-	bool send_metadata_locked(uint64_t id, const std::string &text, std::string &err);    // mu_ held
-	bool send_empty_locked(uint64_t id, const Stream &st, uint64_t ts, std::string &err); // mu_ held
+			       std::string &err); // mu_ held
+	bool add_streams_locked(const std::vector<std::string> &channels, const std::string &path,
+				std::vector<uint64_t> &ids, std::string &err);                  // mu_ held
+	bool send_kept_metadata_locked(uint64_t id, const std::string &text, std::string &err); // mu_ held
+	bool streams_sent_locked(std::string &err);                                             // mu_ held
+	void nudge_locked(uint64_t retired_ts, uint64_t period_ns);                             // mu_ held
+	bool send_metadata_locked(uint64_t id, const std::string &text, std::string &err);      // mu_ held
+	bool send_empty_locked(uint64_t id, const Stream &st, uint64_t ts, std::string &err);   // mu_ held
 	bool command(uint32_t cmd, const std::string &payload, void *reply, size_t reply_len,
 		     std::string &err);
 	bool send_bytes(int fd, const void *p, size_t n, const char *what, std::string &err);

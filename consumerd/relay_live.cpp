@@ -3,9 +3,9 @@
  * what tells a live reader that a stream has nothing new up to a time.  A
  * beacon (a SEND_INDEX of no packet) for a stream that has sent packets;
  * an empty packet (a header without records) to make a reader look at a
- * new sub-trace's streams (nudge()); the retired streams, whose drains
- * ended, beaconed forward at most once per live period for the whole
- * link.  Every exchange under the link's mutex (relay.cpp's contract).
+ * new sub-trace's streams (the nudge that ends publish()); the retired
+ * streams, whose drains ended, beaconed forward at most once per live
+ * period for the whole link.  Every exchange under the link's mutex (relay.cpp's contract).
  */
 #include <algorithm>
 #include <chrono>
@@ -20,17 +20,9 @@ namespace strata {
 
 using namespace relay_wire;
 
-void RelayLink::set_empty(uint64_t id, const strata_packet_header &h)
+// mu_ held.
+void RelayLink::nudge_locked(uint64_t retired_ts, uint64_t period_ns)
 {
-	std::lock_guard<std::mutex> g(mu_);
-	Stream &st = streams_[id];
-	st.empty = h;
-	st.has_empty = true;
-}
-
-void RelayLink::nudge(uint64_t retired_ts, uint64_t period_ns)
-{
-	std::lock_guard<std::mutex> g(mu_);
 	// Relaxed: under mu_, which fail() holds when it sets broken_.
 	if (broken_.load(std::memory_order_relaxed))
 		return;

@@ -40,19 +40,32 @@ public:
 	// ("Message's timestamp is less than lttng-live's message iterator's
 	// last returned timestamp", reported by babeltrace2 2.0.4 as a clock
 	// value of 2^63 that overflows).  A stream it knows and that has no
-	// packet yet makes it wait instead (docs/relay.md, "Live").
+	// packet yet makes it wait instead (docs/relay.md, "Live").  For the
+	// same reason in one exchange that no other drain's packet or beacon
+	// interleaves (RelayLink::publish), with the nudge that makes readers
+	// look.
 	bool open(const std::string &text, std::string &err) override
 	{
 		if (link_->broken())
 			return fail_broken(err);
-		if (!link_->add_stream("metadata", path_, meta_id_, err) ||
-		    !link_->send_metadata(meta_id_, text, err))
-			return false;
+		RelayLink::Publication p;
+		p.path = path_;
+		p.metadata = text;
 		for (size_t lane = 0; lane < lanes_.size(); lane++)
-			if (!link_->add_stream(channel_ + "_" + std::to_string(lane), path_, lanes_[lane].id,
-					       err))
-				return false;
-		return link_->streams_sent(err); // the nudge: set_empty_packets
+			p.channels.push_back(channel_ + "_" + std::to_string(lane));
+		if (has_empty_) {
+			p.empty = std::move(empty_);
+			// The retired streams' beacons go up to just below this
+			// sub-trace's empty packets (opened_ns less the lane).
+			p.retired_ts = opened_ns_ > lanes_.size() ? opened_ns_ - lanes_.size() : 0;
+			p.period_ns = period_ns_;
+		}
+		if (!link_->publish(p, err))
+			return false;
+		meta_id_ = p.meta_id;
+		for (size_t lane = 0; lane < lanes_.size(); lane++)
+			lanes_[lane].id = p.ids[lane];
+		return true;
 	}
 
 	bool append_metadata(const std::string &text, std::string &err) override
@@ -60,17 +73,13 @@ public:
 		return link_->send_metadata(meta_id_, text, err);
 	}
 
+	// Before open(), which publishes them with the streams.
 	void set_empty_packets(std::vector<strata_packet_header> headers, uint64_t opened_ns) override
 	{
-		for (size_t lane = 0; lane < headers.size() && lane < lanes_.size(); lane++)
-			link_->set_empty(lanes_[lane].id, headers[lane]);
+		headers.resize(lanes_.size());
+		empty_ = std::move(headers);
 		has_empty_ = true;
 		opened_ns_ = opened_ns;
-		// Live readers hear of the streams just published with the nudge;
-		// the retired streams' beacons go up to just below this
-		// sub-trace's empty packets (opened_ns less the lane).
-		const uint64_t below = opened_ns > lanes_.size() ? opened_ns - lanes_.size() : 0;
-		link_->nudge(below, period_ns_);
 	}
 
 	size_t write_packets(uint32_t lane, const struct iovec *iov, int n_iov, const size_t *ends,
@@ -176,7 +185,8 @@ private:
 	std::string path_, channel_;
 	std::vector<Lane> lanes_;
 	std::vector<uint8_t> flat_;
-	bool has_empty_ = false; // set_empty_packets
+	bool has_empty_ = false;                  // set_empty_packets
+	std::vector<strata_packet_header> empty_; // until open()
 	uint64_t opened_ns_ = 0;
 	uint64_t meta_id_ = 0;
 	bool closed_ = false; // close() waited; beacons may still follow (drain.cpp)
