@@ -181,11 +181,68 @@ bool Daemon::watch_triggers(bool on)
 // texts, which go out first saying their clock is not mapped yet.
 void Daemon::relay_opened(Session &s)
 {
-	if (!sync_.follows() || !s.aggregate.empty())
+	if (sync_.follows() && s.aggregate.empty())
+		s.relay->keep_metadata([env = sync_.relay_pending_env()](const std::string &t) {
+			return rewrite_metadata_env(t, env);
+		});
+	if (s.live_timer_us)
+		open_gate(s);
+}
+
+// A live session's gate (relay.h, docs/relay.md "The gate"): a sub-trace of
+// no events on the session's clock, its first packet stamped now, and the
+// barriers that move it, every kGateMs while a gated link exists.  Without
+// it (the relay refused it) live readers are not held back: said, not fatal.
+void Daemon::open_gate(Session &s)
+{
+	uint8_t uuid[16];
+	if (getrandom(uuid, sizeof uuid, 0) != sizeof uuid)
+		return logf("session %s: no gate for live readers: no random uuid", s.name.c_str());
+	TraceEnv env;
+	env.procname = "strata-live-gate";
+	env.hostname = hostname_;
+	env.record_format = STRATA_REC_WIDE;
+	strata_packet_header h{};
+	h.magic = STRATA_CTF_MAGIC;
+	memcpy(h.uuid, uuid, sizeof uuid);
+	// WIDE leaves the header's last word unnamed: the content ends at
+	// lane_id (as Reader::header_only_content says of kernel packets).
+	h.content_size = (STRATA_PACKET_HEADER_SIZE - 4) * 8;
+	h.packet_size = STRATA_PACKET_HEADER_SIZE * 8;
+	std::string err;
+	if (!s.relay->open_gate(ctf_metadata(uuid, s.clock, env, 0, {}), h, gate_now(), err))
+		return logf("session %s: no gate for live readers: %s", s.name.c_str(), err.c_str());
+	if (gate_tfd_ < 0)
+		gate_tfd_ = loop_.add_timer(kGateMs * 1000000ull, kGateMs * 1000000ull,
+					    [this] { gate_barrier(); });
+}
+
+// The records' clock: the daemon's clock page when it has one (what its
+// processes stamp with), else CLOCK_MONOTONIC (what the others' clocks
+// give), less a margin for their conversions.
+uint64_t Daemon::gate_now()
+{
+	const uint64_t ns = consumer_page_now();
+	return ns > kGateMarginNs ? ns - kGateMarginNs : 0;
+}
+
+// The clock read, then every hand-over already sent read (its output made:
+// a publication begun), then each gated link's barrier at that reading.
+void Daemon::gate_barrier()
+{
+	const uint64_t ts = gate_now();
+	bool any = false;
+	for (const auto &s : sessions_.all())
+		any = any || (s->relay && s->relay->gated());
+	if (!any) {
+		loop_.close_timer(gate_tfd_);
+		gate_tfd_ = -1;
 		return;
-	s.relay->keep_metadata([env = sync_.relay_pending_env()](const std::string &t) {
-		return rewrite_metadata_env(t, env);
-	});
+	}
+	processes_.settle();
+	for (const auto &s : sessions_.all())
+		if (s->relay && s->relay->gated())
+			s->relay->barrier(ts);
 }
 
 // ... and at its end they go out again onto the reference's clock, with

@@ -139,6 +139,11 @@ private:
 	void adopt_early(Session &s) override { processes_.adopt_early(s); }
 	bool watch_triggers(bool on) override;
 	void relay_opened(Session &s) override;
+	void open_gate(Session &s);
+	void gate_barrier();
+	static uint64_t gate_now();
+	static constexpr uint64_t kGateMs = 100;           // barriers of the live gates
+	static constexpr uint64_t kGateMarginNs = 1000000; // as the live beacons' (docs/relay.md)
 	void relay_ending(Session &s) override;
 	void serial_opened(Session &s) override;
 	void serial_stopped(Session &s) override;
@@ -162,6 +167,7 @@ private:
 	Processes processes_;                   // a process's messages, its exit
 	int sigfd_ = -1;
 	int trigger_tfd_ = -1; // the session table's trigger timer (loop_'s)
+	int gate_tfd_ = -1;    // the live gates' barrier timer (loop_'s)
 	bool quit_ = false;
 	bool leaving_ = false; // quit_ seen: Stopping::leave told every session's processes
 };

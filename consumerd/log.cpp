@@ -3,8 +3,11 @@
  */
 #include "log.h"
 
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 
 namespace strata {
 namespace daemon_impl {
@@ -20,6 +23,17 @@ void logf(const char *fmt, ...)
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "strata-consumerd: %s\n", buf);
+}
+
+void delay_for_tests(const char *name)
+{
+	const char *e = getenv(name);
+	const long ms = e && *e ? strtol(e, nullptr, 10) : 0L;
+	if (ms <= 0 || ms > 60000)
+		return;
+	struct timespec ts = {ms / 1000, ms % 1000 * 1000000L};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+	}
 }
 
 } // namespace daemon_impl

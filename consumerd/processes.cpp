@@ -72,15 +72,7 @@ bool tree_vouched(const Conn &c, const Session &s, const Proc &p)
 // answers late, as on a loaded machine (Traced.StateQueryReadLate...).
 void answer_late_for_tests()
 {
-	static const long ms = [] {
-		const char *e = getenv("STRATA_TEST_ANSWER_DELAY_MS");
-		return e && *e ? strtol(e, nullptr, 10) : 0L;
-	}();
-	if (ms <= 0 || ms > 60000)
-		return;
-	struct timespec ts = {ms / 1000, ms % 1000 * 1000000L};
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-	}
+	delay_for_tests("STRATA_TEST_ANSWER_DELAY_MS");
 }
 } // namespace
 

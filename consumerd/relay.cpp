@@ -219,6 +219,7 @@ std::shared_ptr<RelayLink> RelayLink::open(const RelayTarget &t, const std::stri
 
 RelayLink::~RelayLink()
 {
+	close_gate();
 	close_streams();
 	if (ctrl_ >= 0)
 		close(ctrl_);

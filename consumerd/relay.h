@@ -15,7 +15,9 @@
  *     every exchange, so a packet's data and its index leave in that order
  *     and answers are read by the thread that asked, and guards what the
  *     link keeps per stream (packets sent, latest stamps): a drain's
- *     stream also gets packets from other drains' threads (the nudge).
+ *     stream also gets packets from other drains' threads (the nudge).  A
+ *     live link's gate has a thread of its own that sends under the same
+ *     mutex, and its bookkeeping a mutex of its own (relay_gate.cpp).
  *   - nothing blocks without bound: every send and every answer has a
  *     deadline (kIoTimeoutMs); a failure or timeout breaks the link for
  *     good (both sockets closed, the reason kept).  After that every call
@@ -36,6 +38,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "output.h"
@@ -133,6 +137,29 @@ public:
 	// limit rather than skip).
 	void beacon_retired_by(uint64_t ts, uint64_t period_ns);
 
+	// The gate (live links; docs/relay.md, "The gate"): a stream of no
+	// events that every live reader knows from its attach, stamped only up
+	// to a time W before which every record of the session is on a
+	// published stream.  A reader shows nothing past a stream's latest
+	// stamp, so it shows nothing past W, and it cannot have gone past a
+	// process's first records before it heard of that process's streams
+	// (babeltrace2 2.0.4 fails on such a late record).
+	//   open_gate: main thread, once, at the session's creation: the gate's
+	//   sub-trace (`metadata`, one stream) published, its first packet
+	//   (`empty`) stamped ts, and its thread started.
+	//   begin_publication: main thread, as each output of the link is made
+	//   (before the producer's hand-over is read any further): an epoch, for
+	//   end_publication once its streams are published, or it never will be.
+	//   barrier: main thread, after reading every hand-over sent before ts
+	//   was read (the records' clock): W may go to ts once every output
+	//   begun up to now ended its publication.  The gate's thread stamps it.
+	bool open_gate(const std::string &metadata, const strata_packet_header &empty, uint64_t ts,
+		       std::string &err);
+	uint64_t begin_publication();
+	void end_publication(uint64_t epoch);
+	void barrier(uint64_t ts);
+	bool gated() const { return gate_thread_.joinable(); }
+
 	bool broken() const { return broken_.load(std::memory_order_acquire); }
 	std::string why_broken();
 	// What the streams sent so far lost, as their packets say (what a disk
@@ -221,6 +248,21 @@ private:
 	// Set under mu_ (release) when the link breaks; read without it
 	// (acquire) so a broken link fails fast.
 	std::atomic<bool> broken_{false};
+
+	// The gate (relay_gate.cpp).  gate_mu_ is never held across I/O and
+	// never taken under mu_'s I/O: the main thread only ever waits for it.
+	void gate_run();                                   // the gate's thread
+	void close_gate();                                 // main thread, at the link's end: the thread ended
+	void gate_ready_locked();                          // gate_mu_ held: candidates now allowed
+	uint64_t gate_id_ = 0;                             // the gate's stream (set before the thread starts)
+	std::thread gate_thread_;                          // main thread: started and joined
+	std::mutex gate_mu_;                               // guards the fields below
+	std::condition_variable gate_cv_;                  // with gate_mu_: W may move, or quit
+	uint64_t epoch_ = 0;                               // the epoch outputs begun now get
+	std::map<uint64_t, uint64_t> open_;                // epoch -> outputs not yet published
+	std::vector<std::pair<uint64_t, uint64_t>> cands_; // (epoch, ts) of barriers, oldest first
+	uint64_t allowed_ = 0;                             // the latest W allowed (ts of a barrier)
+	bool gate_quit_ = false;
 };
 
 // The relay output of one sub-trace: its streams ("metadata" and one per

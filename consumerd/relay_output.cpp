@@ -13,6 +13,7 @@
 #include <vector>
 #include <sys/uio.h>
 
+#include "log.h"
 #include "relay.h"
 #include "strata_abi.h"
 
@@ -27,8 +28,19 @@ public:
 	    : link_(std::move(link)), path_(path), channel_(channel), lanes_(n_lanes),
 	      period_ns_(static_cast<uint64_t>(live_timer_us) * 1000)
 	{
+		// Made on the main thread, as the producer's hand-over is read:
+		// the gate stays below this sub-trace's records until open()
+		// published it (relay_gate.cpp).
+		if (link_->gated()) {
+			epoch_ = link_->begin_publication();
+			gating_ = true;
+		}
 	}
-	~RelayOutput() override { close(); }
+	~RelayOutput() override
+	{
+		close();
+		published();
+	}
 
 	// The relay hears of the whole sub-trace at once: its metadata stream
 	// and every lane's stream in one STREAMS_SENT, then the metadata text.
@@ -46,6 +58,16 @@ public:
 	// look.
 	bool open(const std::string &text, std::string &err) override
 	{
+		const bool ok = publish(text, err);
+		published(); // or never will be: the gate goes on without it
+		return ok;
+	}
+
+	bool publish(const std::string &text, std::string &err)
+	{
+		// Tests only: each sub-trace's publication held up, as a drain's
+		// on a loaded machine (control.relay_live, session S).
+		daemon_impl::delay_for_tests("STRATA_TEST_PUBLISH_DELAY_MS");
 		if (link_->broken())
 			return fail_broken(err);
 		RelayLink::Publication p;
@@ -171,6 +193,13 @@ public:
 	}
 
 private:
+	void published()
+	{
+		if (gating_)
+			link_->end_publication(epoch_);
+		gating_ = false;
+	}
+
 	struct Lane {
 		uint64_t id = 0; // the relay's stream (its packets are counted by the link)
 	};
@@ -191,6 +220,8 @@ private:
 	uint64_t meta_id_ = 0;
 	bool closed_ = false; // close() waited; beacons may still follow (drain.cpp)
 	uint64_t period_ns_;
+	uint64_t epoch_ = 0;  // of the gate's publications (relay.h)
+	bool gating_ = false; // begun, not ended yet
 };
 
 } // namespace

@@ -112,27 +112,23 @@ int joined_or_not(unsigned slot, uint64_t session_id, int memfd, int r)
 	return 0;
 }
 
-// Open `slot` with its rules armed: its buffer's memfd, or -errno (the slot
-// closed again).
-int open_armed(unsigned slot, const struct strata_channel_config *cfg, const uint8_t uuid[16],
-	       const struct strata_rule *rules, uint32_t n_rules)
-{
-	int memfd = strata_rt_slot_open(slot, cfg, uuid);
-	if (memfd >= 0) {
-		int r = strata_rt_slot_set_rules(slot, rules, n_rules);
-		if (r < 0) {
-			strata_rt_slot_close(slot);
-			memfd = r;
-		}
-	}
-	return memfd;
-}
-
-// Open one granted slot and hand its buffer over.  0 if joined.
+// Open one granted slot, hand its buffer over, then arm its rules: every
+// record of the buffer is read from the clock after its hand-over reached
+// the daemon's socket, as a buffer made at its first event (sync_lazy.cpp).
+// A live session's gate counts on it (consumerd/relay_gate.cpp).  0 if
+// joined.
 int join(int fd, const proto::pc::Grant &g, int64_t dl)
 {
-	const int memfd = open_armed(g.slot, &g.cfg, g.uuid, g.rules, g.n_rules);
-	return joined_or_not(g.slot, g.session_id, memfd, send_buffer(fd, g.slot, memfd, dl));
+	int memfd = strata_rt_slot_open(g.slot, &g.cfg, g.uuid);
+	const int r = send_buffer(fd, g.slot, memfd, dl);
+	if (memfd >= 0 && r >= 0) {
+		const int armed = strata_rt_slot_set_rules(g.slot, g.rules, g.n_rules);
+		if (armed < 0) {
+			strata_rt_slot_close(g.slot); // the daemon drains what it got: nothing
+			memfd = armed;
+		}
+	}
+	return joined_or_not(g.slot, g.session_id, memfd, r);
 }
 
 // The last query found no daemon at all.

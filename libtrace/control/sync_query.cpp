@@ -11,8 +11,9 @@
  *       flags,signo,events) ---->   (opens a pidfd on the peer)
  *                           <----   HELLO_REPLY
  *                           <----   REGISTER_REPLY(active sessions)
- *     per granted session not joined yet: slot_open, set_rules,
- *       BUFFER(slot) + memfd ---->  (its REPLY is not waited for)
+ *     per granted session not joined yet: slot_open,
+ *       BUFFER(slot) + memfd ---->  (its REPLY is not waited for),
+ *       then set_rules (armed after the hand-over: sync_join.cpp)
  *     per session already joined: set_rules (rules may have changed)
  *     per joined slot no longer granted: slot_close (session stopped)
  *     quiesce; close(socket)        (the close is the acknowledgement)

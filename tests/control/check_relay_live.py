@@ -21,8 +21,19 @@ Oracles:
     start: docs/relay.md): it ends by itself after destroy, exit 0, no
     warning or error, and the relay's output directory holds the session's
     100 events (what such a reader is told to read instead).
+  - session S, on a second daemon whose every sub-trace is published 1.5 s
+    late (STRATA_TEST_PUBLISH_DELAY_MS, a drain held up on a loaded
+    machine), a reader attached before anything records: process A emits 10
+    and stays, process B emits 100 and exits (its records are then 1.5 s
+    older than its streams on the relay, while A's drain beacons its lanes
+    every second), then A emits 10 more.  The reader shows all 120 while
+    the session records, and after stop and destroy it ends by itself, exit
+    0, with seq 0..9, 0..99, 10..19 in that order, no warning or error.
+    Without the live gate (docs/relay.md, "The gate") babeltrace2 2.0.4
+    went past B's records on A's beacons and failed on them, exit 1
+    ("cycles=9223372036854775808"; 3 runs of 3).
 Each wait is a bounded poll of what the reader printed; the check takes
-about 10 s.
+about 20 s.
 """
 import os
 import re
@@ -68,7 +79,7 @@ def main():
             with open(out_f.name) as f:
                 return [int(m) for m in re.findall(r"snap:tick: .*seq = (\d+)", f.read())]
         if attached:
-            wait_for(lambda: "Getting 0 new streams" in log() or proc.poll() is not None,
+            wait_for(lambda: re.search(r"Getting \d+ new streams", log()) or proc.poll() is not None,
                      "%s: the live reader attached" % tag)
         return proc, log, seqs
 
@@ -132,6 +143,42 @@ def main():
               "(%d events shown; %r)" % (len(r_seqs()), bad_lines(r_log)[:3]))
         sr = [f["seq"] for _, f in payload_ints(os.path.join(out, "hostR"), "seq", names={"snap:tick"})[0]]
         check(sr == list(range(100)), "R: the relay's output holds the session's 100 events (%d)" % len(sr))
+        # S: a process's streams published long after its first records.
+        env_s = dict(env, STRATA_CONSUMERD_SOCKET=os.path.join(work, "sock-s"), STRATA_TEST_PUBLISH_DELAY_MS="1500")
+        d_s = start_daemon(a.consumerd, env_s["STRATA_CONSUMERD_SOCKET"], env_s)
+        strata_s = strata_cli(a.strata, env_s, timeout=60)
+        strata_s("create", "ss", "--relay", relay, "--hostname", "hostS")
+        strata_s("enable-event", "ss", "snap:*")
+        strata_s("start", "ss")
+        sreader, s_log, s_seqs = reader("hostS", "ss", "S")
+        app = subprocess.Popen([a.app], env=env_s, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        check(app.stdout.readline().strip() == "ready", "S: process A started")
+
+        def emit(n):
+            app.stdin.write("%d\n" % n)
+            app.stdin.flush()
+            app.stdout.readline()
+        emit(10)
+        poll(lambda: len(s_seqs()) >= 10 or sreader.poll() is not None, 15)
+        check(len(s_seqs()) == 10, "S: A's first 10 events shown (%d)" % len(s_seqs()))
+        r = subprocess.run([a.app], env=env_s, input="100\n", capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0, "S: process B ran and exited")
+        emit(10)
+        poll(lambda: len(s_seqs()) >= 120 or sreader.poll() is not None, 15)
+        check(len(s_seqs()) == 120 and sreader.poll() is None,
+              "S: B's 100 and A's next 10 shown while the session records, the reader still running (%d)" %
+              len(s_seqs()))
+        app.stdin.close()
+        check(app.wait(timeout=30) == 0, "S: process A exited normally")
+        strata_s("stop", "ss")
+        strata_s("destroy", "ss")
+        check(sreader.wait(timeout=60) == 0, "S: the live reader ended by itself (exit %s)" % sreader.poll())
+        want = list(range(10)) + list(range(100)) + list(range(10, 20))
+        bad = bad_lines(s_log)
+        check(s_seqs() == want and not bad,
+              "S: the reader's whole output is seq 0..9, 0..99, 10..19 (%d events), no warning or error (%r)" %
+              (len(s_seqs()), bad[:3]))
+        stop_all([], d_s)
     finally:
         stop_all(readers + [relayd], d)
     check.finish()

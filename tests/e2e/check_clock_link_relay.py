@@ -91,7 +91,7 @@ def live_reader(work, live):
     session is created, before any stream: it reads every stream from its
     start.  A reader attaching to streams that have packets starts at their
     newest (docs/relay.md), so this returns once the reader says it is
-    attached (at log level INFO, "Getting 0 new streams"), however long it
+    attached (at log level INFO, "Getting N new streams": the live gate's two), however long it
     takes to start; its output is line-buffered, so that each event is in
     the file once printed."""
     out, err = (open(os.path.join(work, "live." + x), "w+") for x in ("out", "err"))
@@ -100,7 +100,7 @@ def live_reader(work, live):
                               stdout=out, stderr=err, env=dict(os.environ, TZ="UTC"))
     atexit.register(lambda: reader.poll() is None and reader.kill())
     reader.out, reader.err = out.name, err.name
-    wait_for(lambda: "Getting 0 new streams" in open(reader.err).read() or reader.poll() is not None,
+    wait_for(lambda: re.search(r"Getting \d+ new streams", open(reader.err).read()) or reader.poll() is not None,
              "the live reader to attach to guest2's session", 60)
     return reader
 

@@ -778,8 +778,10 @@ def check_relay(d):
             traces.append(os.path.relpath(root, out))
     kern = [t for t in traces if re.fullmatch(r"vmk/kr-\d{8}-\d{6}/kernel", t)]
     ust = [t for t in traces if re.fullmatch(r"vmk/kr-\d{8}-\d{6}/ust/pid/strata-demo-\d+-[0-9-]+", t)]
-    check(len(kern) == 1 and len(ust) == 1 and len(traces) == 2,
-          "the relayd wrote one kernel and one user sub-trace of the session (%s)" % sorted(traces))
+    gate = [t for t in traces if re.fullmatch(r"vmk/kr-\d{8}-\d{6}/live-gate", t)]
+    check(len(kern) == 1 and len(ust) == 1 and len(gate) == 1 and len(traces) == 3,
+          "the relayd wrote one kernel and one user sub-trace of the session, and its live gate (%s)" %
+          sorted(traces))
     if check.failures:
         return None
     lines = babeltrace2_silent(out)
