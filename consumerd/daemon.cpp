@@ -239,7 +239,7 @@ void Daemon::gate_barrier()
 		gate_tfd_ = -1;
 		return;
 	}
-	processes_.settle();
+	processes_.serve_pending();
 	for (const auto &s : sessions_.all())
 		if (s->relay && s->relay->gated())
 			s->relay->barrier(ts);

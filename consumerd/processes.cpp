@@ -550,8 +550,13 @@ void Processes::attach(Conn &c, uint32_t seq, Session &s, Proc &p, int fd, const
 // SessionTable::Host: buffers already sent, or being attached, join now.
 void Processes::settle()
 {
-	p_.conns.serve_pending();
+	serve_pending();
 	settle_attaches();
+}
+
+void Processes::serve_pending()
+{
+	p_.conns.serve_pending();
 }
 
 // Main thread: the attacher's results so far (woken: its eventfd fired).

@@ -104,6 +104,11 @@ public:
 	void settle_attaches();
 	// Buffers already sent, or being attached, join now (SessionTable::Host).
 	void settle();
+	// The messages already in the processes' sockets, read and answered:
+	// a streamed session's buffers attach here, on this thread (attach), so
+	// its outputs are made by the return; a disk session's queue on the
+	// attacher, not waited for (the live gate's barrier, Daemon::gate_barrier).
+	void serve_pending();
 	// A session starts: with --adopt-early, the early buffers it may
 	// trace are adopted (SessionTable::Host).
 	void adopt_early(Session &s);

@@ -5,9 +5,10 @@
  * record of the session is on a stream the relay has published.
  *
  * W moves by barriers.  The main thread reads the records' clock (ts),
- * then reads every process hand-over already sent (Processes::settle: a
- * hand-over sent before ts is in a socket by then), making each one's
- * output, which begins a publication in the current epoch; then it calls
+ * then reads every process hand-over already sent (Processes::serve_pending:
+ * a hand-over sent before ts is in a socket by then; a streamed session's
+ * buffer attaches on the main thread, not the attacher's), making each
+ * one's output, which begins a publication in the current epoch; then it calls
  * barrier(ts), which closes the epoch.  A process's records are all read
  * from its clock after its hand-over was sent (the runtime hands a buffer
  * over before the first event that made it reads the clock), so a record
