@@ -145,6 +145,14 @@ struct strata_reservation {
 STRATA__NOPLT int strata_reserve(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot,
 				 size_t size);
 STRATA__NOPLT void strata_commit(struct strata_reservation *r);
+/* A record whose payload the caller built whole (an event of fixed-size
+ * fields, at most STRATA_WRITE_MAX bytes), at r->rec: reserve, copy and
+ * commit in one call, so that the runtime's fast path hands nothing back
+ * and is not entered twice.  r's other fields are the runtime's.  Returns
+ * 1 if recorded, 0 if not (as strata_reserve's 0). */
+#define STRATA_WRITE_MAX 64
+STRATA__NOPLT int strata_write(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot,
+			       size_t size);
 /* argv[i] points at argument i (for sequences, the pointer, then the length). */
 int strata_filter_pass(struct strata_tracepoint *tp, unsigned slot, const void *const *argv);
 /* Calls the probes on tp (strata/probe.h); argv as for strata_filter_pass. */
@@ -258,6 +266,18 @@ void strata_unregister_tracepoints(struct strata_tracepoint *const *start,
 	}
 #define STRATA__WRITE_BYTES STRATA__WRITE_SEQ
 
+/* op FIXED: "* 1" for a field whose size the type gives, "* 0" otherwise:
+ * an event whose product is 1 builds its payload before it reserves
+ * (strata_write) */
+#define STRATA__FIXED(t, i) STRATA__DISPATCH(STRATA__FIXED, t, i)
+#define STRATA__FIXED_INT(n, c, x, i) *1
+#define STRATA__FIXED_FLOAT STRATA__FIXED_INT
+#define STRATA__FIXED_ENUM STRATA__FIXED_INT
+#define STRATA__FIXED_ARRAY STRATA__FIXED_INT
+#define STRATA__FIXED_STRING(n, c, x, i) *0
+#define STRATA__FIXED_SEQ STRATA__FIXED_STRING
+#define STRATA__FIXED_BYTES STRATA__FIXED_STRING
+
 /* op ARGV: pointers to the arguments, for field filters */
 #define STRATA__ARGV(t, i) STRATA__DISPATCH(STRATA__ARGV, t, i)
 #define STRATA__ARGV_INT(n, c, x, i) (const void *)&n,
@@ -359,7 +379,11 @@ extern "C" {
  * one by a tail call, so that its arguments stay in registers.  The common
  * one's test: the state is one slot bit (flags lie above them); anything
  * else, none included (disabled since the call site looked), is the full
- * one's. */
+ * one's.  An event of fixed-size fields (STRATA__FIXED) whose payload fits
+ * STRATA_WRITE_MAX: the common one writes it on its stack first, then one
+ * call (strata_write) records it, which keeps the runtime's fast path
+ * from packing the record's place into the reservation and unpacking it
+ * again at the commit. */
 #define STRATA__EMIT_FULL(p, e) strata__emitf__##p##__##e
 #define STRATA__NAME(t, i) STRATA__DISPATCH(STRATA__NAME, t, i)
 #define STRATA__NAME_INT(n, c, x, i) , n
@@ -412,6 +436,15 @@ extern "C" {
 			return;                                                                      \
 		}                                                                                    \
 		STRATA__FE(STRATA__SIZE, __VA_ARGS__)                                                \
+		if ((1 STRATA__FE(STRATA__FIXED, __VA_ARGS__)) == 1 && o_ <= STRATA_WRITE_MAX) {     \
+			char buf_[STRATA_WRITE_MAX];                                                 \
+			const size_t size_ = o_;                                                     \
+			r_.rec = rec_ = buf_;                                                        \
+			o_ = 0;                                                                      \
+			STRATA__FE(STRATA__WRITE, __VA_ARGS__)                                       \
+			strata_write(&r_, tp_, (unsigned)__builtin_ctz(st_), size_);                 \
+			return;                                                                      \
+		}                                                                                    \
 		if (!strata_reserve(&r_, tp_, (unsigned)__builtin_ctz(st_), o_))                     \
 			return;                                                                      \
 		rec_ = r_.rec; /* a copy: a store through it cannot change it */                     \

@@ -1,5 +1,6 @@
 /*
- * writer.cpp - strata_reserve / strata_commit: the per-event fast path.
+ * writer.cpp - strata_reserve / strata_commit, and strata_write (both in
+ * one call, for a payload the caller built): the per-event fast path.
  *
  * Concurrency contract.  Roles: writers (application threads, and signal
  * handlers that interrupt them, up to kMaxDepth nested reservations per
@@ -476,6 +477,75 @@ inline void fast_reserved(struct strata_reservation *r, Channel *ch, strata_lane
 	r->size = fast_size_word(ch, lc, pos, bytes);
 }
 
+// strata_write's payload into the record: n bytes copied exactly, never
+// past the record's end (a signal handler's record may follow it), in
+// overlapping moves of n's size class, so that one call site's constant n
+// takes the same branches every time.  No call (a memcpy would make every
+// value the commit needs live across it): beyond 32 bytes, 16 at a time.
+struct Bytes16 {
+	char b[16];
+};
+// Bytes [0, sizeof W) and [n - sizeof W, n) of s into d (they overlap when
+// n < 2 * sizeof W), both loaded before either is stored.
+template <typename W> inline void copy_ends(char *d, const char *s, size_t n)
+{
+	W a, b;
+	memcpy(&a, s, sizeof a);
+	memcpy(&b, s + n - sizeof b, sizeof b);
+	memcpy(d, &a, sizeof a);
+	memcpy(d + n - sizeof b, &b, sizeof b);
+}
+inline void copy_payload(char *d, const char *s, size_t n)
+{
+	if (n >= 16) {
+		size_t o = 0;
+		for (; __builtin_expect(n - o > 32, 0); o += 16)
+			copy_ends<Bytes16>(d + o, s + o, 16);
+		copy_ends<Bytes16>(d + o, s + o, n - o);
+	} else if (n >= 8) {
+		copy_ends<uint64_t>(d, s, n);
+	} else if (n >= 4) {
+		copy_ends<uint32_t>(d, s, n);
+	} else if (n) {
+		d[0] = s[0];
+		d[n / 2] = s[n / 2];
+		d[n - 1] = s[n - 1];
+	}
+}
+
+// strata_write's record, reserved at `pos`: fast_reserved's header, the
+// payload, and strata_commit's fast case in place, from the values at hand
+// (the lane's control, the position) rather than from a packed
+// reservation.  Same order as a reserve, the caller's writes, a commit:
+// the same hooks, the same pairs (commit_add's release).  True if the
+// sub-buffer is now complete: the caller wakes the consumer, by a tail
+// call (wake_done), so that no value here lives across a call.
+inline bool fast_write(Channel *ch, strata_lane_ctl *lc, ThreadState::PerSlot &ps, uint32_t id, uint64_t pos,
+		       uint64_t now, uint64_t bytes, const char *payload)
+{
+	std::atomic_signal_fence(std::memory_order_seq_cst);  // as record_header's
+	__atomic_store_n(&ps.last_ts, now, __ATOMIC_RELAXED); // see ThreadState::PerSlot
+	char *rec = ps.data + ring_off(ch, pos);
+	const uint32_t w = id | (uint32_t)(now << 5);
+	memcpy(rec, &w, sizeof w);
+	copy_payload(rec + STRATA_REC_COMPACT_SIZE, payload, bytes - STRATA_REC_COMPACT_SIZE);
+	STRATA_WHOOK(STRATA_W_BEFORE_COMMIT);
+	if (ch->fast_commit_tag & kFastRecords)
+		count_record(&lc->records, true);
+	const bool complete = commit_add(ch, commit_of(ch, lc, pos), bytes, true);
+	std::atomic_signal_fence(std::memory_order_seq_cst); // compiler-only, as strata_commit's
+	t_state.depth--;
+	return complete;
+}
+
+// strata_write's record completed its sub-buffer: wake the consumer, and
+// the record is in (1).
+__attribute__((noinline)) int wake_done(strata_buffer_header *hdr)
+{
+	wake_consumer(hdr);
+	return 1;
+}
+
 // Every reservation the fast path below does not take: the general path
 // (any lane, any record, packet switches, retries, discards).
 __attribute__((noinline)) int reserve_general(struct strata_reservation *r, uint32_t id, unsigned slot,
@@ -545,28 +615,94 @@ __attribute__((noinline)) int reserve_general_parked(struct strata_reservation *
 	return reserve_general(r, tp->id, (unsigned)(uintptr_t)r->lane, r->size);
 }
 
+// strata_write's arguments, parked as strata_reserve's (park_args) but
+// that r->rec is the caller's payload already, and tp is not kept: its id
+// rides above the slot (the general path takes the id, not tp).
+inline void park_write(struct strata_reservation *r, const struct strata_tracepoint *tp, unsigned slot,
+		       size_t size)
+{
+	r->lane = (void *)((uintptr_t)slot | (uintptr_t)tp->id << 32);
+	r->size = size;
+}
+inline uint32_t parked_write_id(const struct strata_reservation *r)
+{
+	return (uint32_t)((uintptr_t)r->lane >> 32);
+}
+
+// strata_write's general path: a reservation of the general path, the
+// copy, a commit.
+__attribute__((noinline)) int write_general_parked(struct strata_reservation *r)
+{
+	const char *payload = r->rec;
+	const size_t size = r->size;
+	struct strata_reservation out;
+	if (!reserve_general(&out, parked_write_id(r), (unsigned)(uintptr_t)r->lane & 0xffffffffu, size))
+		return 0;
+	memcpy(out.rec, payload, size);
+	strata_commit(&out);
+	return 1;
+}
+
+// The general path of a fast path that left, for each kind of caller:
+// strata_reserve's, strata_write's, strata_rt_reserve_hold's (none: 0).
+enum FastKind { kFastReserve, kFastHold, kFastWrite };
+template <int Kind> inline int fast_leave(struct strata_reservation *r)
+{
+	if (Kind == kFastHold)
+		return 0;
+	return Kind == kFastWrite ? write_general_parked(r) : reserve_general_parked(r);
+}
+
 // A fast path that left after opening its busy window (nothing of the lane
 // changed): close the window, undo the depth, then the general path with
 // the parked arguments (r null: strata_rt_reserve_hold's 0).  Out of line,
 // so that the fast path keeps no value for it across the TSC read.
+template <int Kind>
 __attribute__((noinline)) int leave_window(strata_lane_ctl *lc, struct strata_reservation *r)
 {
 	busy_add(lc, false);
 	std::atomic_signal_fence(std::memory_order_seq_cst);
 	t_state.depth--;
-	return r ? reserve_general_parked(r) : 0;
+	return fast_leave<Kind>(r);
 }
 
-template <bool Hold>
+// The fast path's record, reserved at `head` (the CAS won, the window
+// closed): for strata_write the whole record and its commit; else the
+// header, and the reservation handed back (with the hold's ticks).
+template <int Kind>
+__attribute__((always_inline)) inline int
+fast_won(struct strata_reservation *r, struct strata_tracepoint *tp, Channel *ch, strata_lane_ctl *lc,
+	 ThreadState::PerSlot &ps, uint64_t head, uint64_t now, uint64_t narrow, uint64_t d, uint64_t *ticks)
+{
+	if (Kind == kFastWrite) {
+		if (__builtin_expect(fast_write(ch, lc, ps, parked_write_id(r), head, now, narrow, r->rec),
+				     0))
+			return wake_done(ch->hdr);
+		return 1;
+	}
+	const uint32_t id = Kind == kFastHold ? tp->id : ((const struct strata_tracepoint *)r->rec)->id;
+	fast_reserved(r, ch, lc, ps, id, head, now, narrow);
+	if (Kind == kFastHold)
+		*ticks = d;
+	return 1;
+}
+
+// Kind: kFastReserve (strata_reserve: the arguments parked in r),
+// kFastWrite (strata_write: parked in r beside the payload; the record is
+// written and committed here) or kFastHold (below).
+template <int Kind>
 __attribute__((always_inline)) inline int
 reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot, size_t size,
 	     uint64_t t0, uint64_t max_ticks, uint64_t *ticks)
 {
+	constexpr bool Hold = Kind == kFastHold;
 	ThreadState &t = thread_state_linear();
 	if (__builtin_expect(slot >= STRATA_MAX_SLOTS, 0))
 		return 0;
-	if (!Hold)
+	if (Kind == kFastReserve)
 		park_args(r, tp, slot, size);
+	else if (Kind == kFastWrite)
+		park_write(r, tp, slot, size);
 	// The slot's block as a value of its own (the empty asm, as in
 	// thread_state_linear): kept in one register, not rebuilt from the
 	// state and the slot where the TSC read took the register it was in.
@@ -576,7 +712,7 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	// Not owned here, not FAST_OWNER, or no page: general (see above).
 	Channel *const fast = ps.fast;
 	if (__builtin_expect(fast == nullptr || tp->id >= STRATA_REC_EXTENDED_ID, 0))
-		return Hold ? 0 : reserve_general_parked(r);
+		return fast_leave<Kind>(r);
 	// Acquire: as slot_channel's.  The slot still holds the channel whose
 	// lane we own (a close or reopen since: general).  No size check here:
 	// a record that does not fit the open packet (off + narrow < S below)
@@ -584,7 +720,7 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	// From here on `fast` is that channel.
 	if (__builtin_expect(
 		    g_slots[slot].load(std::memory_order_acquire) != fast || t_state.depth >= kMaxDepth, 0))
-		return Hold ? 0 : reserve_general_parked(r);
+		return fast_leave<Kind>(r);
 	Channel *const ch = fast;
 	strata_lane_ctl *lc = ps.lc; // &ch->lanes[lane] (ThreadState::PerSlot)
 	t_state.depth++;             // undone by a decrement on every way out but the record's
@@ -597,7 +733,7 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	const uint64_t tsc = strata_kclock_begin_tsc(k, &seq, page.rdtscp);
 	STRATA_WHOOK(STRATA_W_TSC_READ);
 	if (__builtin_expect(!open_busy_window(lc), 0)) // a consumer closes the lane: locked path
-		return leave_window(lc, Hold ? nullptr : r);
+		return leave_window<Kind>(lc, r);
 	// Acquire: as reserve_general's (timestamps follow positions).
 	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
 	STRATA_WHOOK(STRATA_W_HEAD_LOADED);
@@ -623,17 +759,12 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 				busy_add(lc, false);
 				std::atomic_thread_fence(std::memory_order_release); // as reserve_general's
 				STRATA_WHOOK(STRATA_W_RESERVED);
-				const uint32_t id =
-					Hold ? tp->id : ((const struct strata_tracepoint *)r->rec)->id;
-				fast_reserved(r, ch, lc, ps, id, head, now, narrow);
-				if (Hold)
-					*ticks = d;
-				return 1;
+				return fast_won<Kind>(r, tp, ch, lc, ps, head, now, narrow, d, ticks);
 			}
 		}
 	}
 	// Nothing of the lane changed: leave the window, start over in full.
-	return leave_window(lc, Hold ? nullptr : r);
+	return leave_window<Kind>(lc, r);
 }
 
 } // namespace
@@ -642,14 +773,20 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 extern "C" STRATA_EXPORT int strata_reserve(struct strata_reservation *r, struct strata_tracepoint *tp,
 					    unsigned slot, size_t size)
 {
-	return reserve_fast<false>(r, tp, slot, size, 0, 0, nullptr);
+	return reserve_fast<kFastReserve>(r, tp, slot, size, 0, 0, nullptr);
+}
+
+extern "C" STRATA_EXPORT int strata_write(struct strata_reservation *r, struct strata_tracepoint *tp,
+					  unsigned slot, size_t size)
+{
+	return reserve_fast<kFastWrite>(r, tp, slot, size, 0, 0, nullptr);
 }
 
 extern "C" STRATA_EXPORT int strata_rt_reserve_hold(struct strata_reservation *r,
 						    struct strata_tracepoint *tp, unsigned slot, size_t size,
 						    uint64_t t0, uint64_t max_ticks, uint64_t *ticks)
 {
-	return reserve_fast<true>(r, tp, slot, size, t0, max_ticks, ticks);
+	return reserve_fast<kFastHold>(r, tp, slot, size, t0, max_ticks, ticks);
 }
 
 namespace strata {

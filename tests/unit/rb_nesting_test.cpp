@@ -16,7 +16,10 @@
  * back decoded with its checksum, per-writer sequences have no gap, and
  * packets and timestamps are in order (check_lanes).  Up to the nesting
  * limit (4 reservations per thread) nothing is lost; one level deeper,
- * exactly the too-deep reservations are counted as discarded.
+ * exactly the too-deep reservations are counted as discarded.  Both ways
+ * a record is written are interrupted, as outer and as nested writers:
+ * strata_reserve + strata_commit (rbtest:big) and strata_write (rbtest:sig,
+ * an event of fixed-size fields).
  */
 #define STRATA_DEFINE_PROVIDERS
 #include "test_tp.h"
@@ -121,11 +124,10 @@ void run_plan(const Plan &plan, Outcome *out)
 	};
 	strata_test_writer_hook = hook;
 	for (uint64_t i = 0; i < kOuter; i++) {
-		// The outer writer: thread 0 in the records; its own size varies.
-		uint64_t seq = g_seq[0]++;
-		g_emitted[0]++;
-		g_armed[0] = true;
-		strata_tracepoint(rbtest, big, 0u, seq, checksum(0, seq), g_tail, tail_len(seq, 0));
+		// The outer writer: thread 0 in the records; as the nested ones,
+		// rbtest:big (reserve, write, commit) of varying size and
+		// rbtest:sig (fixed fields: strata_write's one call) in turn.
+		emit(0);
 		drain();
 	}
 	strata_test_writer_hook = nullptr;
@@ -237,6 +239,57 @@ void expect_lane0_records(Slot &s, uint64_t n)
 	for (uint64_t i = 0; i < n; i++)
 		EXPECT_EQ(recs[i].fields[1].u, i);
 	EXPECT_EQ(s.reader->lane_discarded(0), 0u);
+}
+
+// strata_write copies the caller's payload by size class (overlapping
+// moves, writer.cpp's copy_payload): every size from 0 to past
+// STRATA_WRITE_MAX lands byte for byte, and not one byte past its record
+// (each next record's header is where the walk expects it).  Read raw (the
+// payloads are not rbtest:noargs' fields, which next_packet's record check
+// would cut).
+TEST(Write, PayloadsOfEverySizeLandExactly)
+{
+	constexpr unsigned kMax = STRATA_WRITE_MAX + 40;
+	Slot s(2, config(STRATA_MODE_DISCARD, 1, 2, 16384), {rule("rbtest:*")});
+	ASSERT_TRUE(s.reader);
+	auto byte = [](unsigned n, unsigned j) { return (uint8_t)(n * 37u + j * 11u + 1u); };
+	for (unsigned n = 0; n <= kMax; n++) {
+		uint8_t payload[kMax];
+		for (unsigned j = 0; j < n; j++)
+			payload[j] = byte(n, j);
+		strata_reservation r;
+		r.rec = (char *)payload;
+		ASSERT_EQ(1, strata_write(&r, &strata__tp__rbtest__noargs, 2, n)) << n;
+	}
+	std::string msg;
+	ASSERT_EQ(strata::FlushStatus::kDone, s.reader->flush(0, false, 1000, &msg)) << msg;
+	strata_packet_header ph;
+	const uint8_t *body = nullptr;
+	size_t len = 0;
+	ASSERT_EQ(strata::ReadStatus::kPacket, s.reader->peek_packet(0, &ph, &body, &len, &msg)) << msg;
+	std::vector<uint8_t> b(body, body + len);
+	s.reader->release(0);
+	ASSERT_EQ(ph.events_discarded, 0u);
+	const size_t end = ph.content_size / 8 - STRATA_PACKET_HEADER_SIZE;
+	ASSERT_LE(end, b.size());
+	size_t at = 0;
+	for (unsigned n = 0; n <= kMax; n++) {
+		ASSERT_LE(at + STRATA_REC_COMPACT_SIZE, end) << n;
+		uint32_t w;
+		memcpy(&w, &b[at], sizeof w);
+		const uint32_t id = w & 31u;
+		if (id == STRATA_REC_EXTENDED_ID) {
+			at += STRATA_REC_EXTENDED_SIZE;
+		} else {
+			ASSERT_EQ(id, strata__tp__rbtest__noargs.id) << "record " << n << " at " << at;
+			at += STRATA_REC_COMPACT_SIZE;
+		}
+		ASSERT_LE(at + n, end) << n;
+		for (unsigned j = 0; j < n; j++)
+			ASSERT_EQ(b[at + j], byte(n, j)) << "size " << n << " byte " << j;
+		at += n;
+	}
+	EXPECT_EQ(at, end); // the packet ends with the last record
 }
 
 TEST(FastOwner, ConsumerWaitsForTheOwnersWindow)
