@@ -243,50 +243,78 @@ void expect_lane0_records(Slot &s, uint64_t n)
 
 // strata_write copies the caller's payload by size class (overlapping
 // moves, writer.cpp's copy_payload): every size from 0 to past
-// STRATA_WRITE_MAX lands byte for byte, and not one byte past its record
-// (each next record's header is where the walk expects it).  Read raw (the
-// payloads are not rbtest:noargs' fields, which next_packet's record check
-// would cut).
+// STRATA_WRITE_MAX lands byte for byte, and not one byte past its record.
+// Each record is interrupted once it is reserved, before its copy (the
+// hook at STRATA_W_RESERVED, as a signal handler there), by a nested
+// strata_write whose record lies right after it: a copy past the outer
+// record's end would overwrite that record's header or payload.  Read raw
+// (the payloads are not rbtest:noargs' fields, which next_packet's record
+// check would cut).
+constexpr unsigned kWriteMax = STRATA_WRITE_MAX + 40;
+uint8_t write_byte(unsigned key, unsigned j)
+{
+	return (uint8_t)(key * 37u + j * 11u + 1u);
+}
+int write_pattern(unsigned key, unsigned n)
+{
+	uint8_t payload[kWriteMax];
+	for (unsigned j = 0; j < n; j++)
+		payload[j] = write_byte(key, j);
+	strata_reservation r;
+	r.rec = (char *)payload;
+	return strata_write(&r, &strata__tp__rbtest__noargs, 2, n);
+}
+struct WriteNest {
+	bool armed = false;
+	unsigned key = 0, n = 0;
+	int written = 0;
+};
+WriteNest g_wnest;
+void write_nest_hook(strata_writer_step step)
+{
+	if (step != STRATA_W_RESERVED || !g_wnest.armed)
+		return;
+	g_wnest.armed = false;
+	g_wnest.written = write_pattern(g_wnest.key, g_wnest.n);
+}
+
 TEST(Write, PayloadsOfEverySizeLandExactly)
 {
-	constexpr unsigned kMax = STRATA_WRITE_MAX + 40;
 	Slot s(2, config(STRATA_MODE_DISCARD, 1, 2, 16384), {rule("rbtest:*")});
 	ASSERT_TRUE(s.reader);
-	auto byte = [](unsigned n, unsigned j) { return (uint8_t)(n * 37u + j * 11u + 1u); };
-	for (unsigned n = 0; n <= kMax; n++) {
-		uint8_t payload[kMax];
-		for (unsigned j = 0; j < n; j++)
-			payload[j] = byte(n, j);
-		strata_reservation r;
-		r.rec = (char *)payload;
-		ASSERT_EQ(1, strata_write(&r, &strata__tp__rbtest__noargs, 2, n)) << n;
+	std::vector<std::pair<unsigned, unsigned>> want; // (key, size), in the lane's order
+	strata_test_writer_hook = write_nest_hook;
+	for (unsigned n = 0; n <= kWriteMax; n++) {
+		const unsigned nested = (n * 29u + 7u) % (kWriteMax + 1);
+		g_wnest = {true, 1000 + n, nested, 0};
+		ASSERT_EQ(1, write_pattern(n, n)) << n;
+		ASSERT_EQ(1, g_wnest.written) << "the nested record inside " << n;
+		want.emplace_back(n, n);
+		want.emplace_back(1000 + n, nested);
 	}
-	std::string msg;
-	ASSERT_EQ(strata::FlushStatus::kDone, s.reader->flush(0, false, 1000, &msg)) << msg;
+	strata_test_writer_hook = nullptr;
 	strata_packet_header ph;
-	const uint8_t *body = nullptr;
-	size_t len = 0;
-	ASSERT_EQ(strata::ReadStatus::kPacket, s.reader->peek_packet(0, &ph, &body, &len, &msg)) << msg;
-	std::vector<uint8_t> b(body, body + len);
-	s.reader->release(0);
+	std::vector<uint8_t> b;
+	ASSERT_TRUE(raw_packet(s, 0, &ph, &b));
 	ASSERT_EQ(ph.events_discarded, 0u);
 	const size_t end = ph.content_size / 8 - STRATA_PACKET_HEADER_SIZE;
 	ASSERT_LE(end, b.size());
 	size_t at = 0;
-	for (unsigned n = 0; n <= kMax; n++) {
-		ASSERT_LE(at + STRATA_REC_COMPACT_SIZE, end) << n;
+	for (const auto &[key, n] : want) {
+		ASSERT_LE(at + STRATA_REC_COMPACT_SIZE, end) << key;
 		uint32_t w;
 		memcpy(&w, &b[at], sizeof w);
 		const uint32_t id = w & 31u;
 		if (id == STRATA_REC_EXTENDED_ID) {
 			at += STRATA_REC_EXTENDED_SIZE;
 		} else {
-			ASSERT_EQ(id, strata__tp__rbtest__noargs.id) << "record " << n << " at " << at;
+			ASSERT_EQ(id, strata__tp__rbtest__noargs.id) << "record " << key << " at " << at;
 			at += STRATA_REC_COMPACT_SIZE;
 		}
-		ASSERT_LE(at + n, end) << n;
+		ASSERT_LE(at + n, end) << key;
 		for (unsigned j = 0; j < n; j++)
-			ASSERT_EQ(b[at + j], byte(n, j)) << "size " << n << " byte " << j;
+			ASSERT_EQ(b[at + j], write_byte(key, j))
+				<< "record " << key << " (" << n << " bytes), byte " << j;
 		at += n;
 	}
 	EXPECT_EQ(at, end); // the packet ends with the last record

@@ -152,6 +152,24 @@ inline strata_packet_header packet_header(const std::vector<uint8_t> &pkt)
 	return ph;
 }
 
+// Lane `lane` flushed and its first packet taken raw (peek_packet: the
+// header as the writer closed it, the body as written, before any record
+// check), then released.  False, after a failure said, if there is none.
+inline bool raw_packet(Slot &s, uint32_t lane, strata_packet_header *ph, std::vector<uint8_t> *body)
+{
+	std::string msg;
+	EXPECT_EQ(strata::FlushStatus::kDone, s.reader->flush(lane, false, 1000, &msg)) << msg;
+	const uint8_t *b = nullptr;
+	size_t len = 0;
+	const strata::ReadStatus st = s.reader->peek_packet(lane, ph, &b, &len, &msg);
+	EXPECT_EQ(strata::ReadStatus::kPacket, st) << msg;
+	if (st != strata::ReadStatus::kPacket)
+		return false;
+	body->assign(b, b + len);
+	s.reader->release(lane);
+	return true;
+}
+
 using Packets = std::vector<std::vector<uint8_t>>;
 
 // What check_lanes found in one slot.
