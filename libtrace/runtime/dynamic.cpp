@@ -285,8 +285,13 @@ inline uint32_t recording(const strata_dyn_event *ev)
 // filter passes: argv_of(argv, scalar) fills the filter's arguments as the
 // static emitter builds them (a pointer per field; for a sequence, the
 // pointer then a pointer to its size_t length), write(rec) the payload.
+// `whole`: the payload already as the record's bytes (a packed event), or
+// null; one of at most STRATA_WRITE_MAX bytes goes through strata_write, one
+// call as a static event of fixed-size fields (docs/ring-buffer.md, "One
+// call for fixed-size events"), not reserve, copy and commit.
 template <class ArgvOf, class Write>
-void emit_to_slots(strata_dyn_event *ev, uint32_t st, size_t size, ArgvOf &&argv_of, Write &&write)
+void emit_to_slots(strata_dyn_event *ev, uint32_t st, size_t size, ArgvOf &&argv_of, Write &&write,
+		   const void *whole = nullptr)
 {
 	if (__builtin_expect(st & STRATA_TP_PROBED, 0)) { // probes first, as the static emitter
 		const void *argv[2 * STRATA_DESC_MAX_FIELDS + 1];
@@ -306,6 +311,12 @@ void emit_to_slots(strata_dyn_event *ev, uint32_t st, size_t size, ArgvOf &&argv
 				continue;
 		}
 		strata_reservation r;
+		if (whole && size <= STRATA_WRITE_MAX) {
+			// strata_write reads the payload at r.rec; it never writes there
+			r.rec = const_cast<char *>(static_cast<const char *>(whole));
+			strata_write(&r, ev, slot, size);
+			continue;
+		}
 		if (!strata_reserve(&r, ev, slot, size))
 			continue;
 		write(r.rec);
@@ -523,5 +534,6 @@ extern "C" STRATA_EXPORT void strata_dyn_emit_packed(strata_dyn_event *ev, const
 		}
 		argv[k] = nullptr;
 	};
-	emit_to_slots(ev, st, len, argv_of, [&](char *w) { memcpy(w, p, len); });
+	auto copy = [&](char *w) { memcpy(w, p, len); };
+	emit_to_slots(ev, st, len, argv_of, copy, p);
 }

@@ -204,8 +204,14 @@ TEST(Dynamic, PackedPayloadRecordsTheSameAndBadLayoutsNothing)
 	strata_dyn_event *ev = nullptr;
 	ASSERT_EQ(0, strata_dyn_declare("dynp", "all", STRATA_LOGLEVEL_INFO, kAll, kNAll, &ev));
 	constexpr uint32_t kN = 100;
+	// Payloads of 41 to 57 bytes (one call, strata_write) and, with the
+	// long string, 76 to 92 (reserve, copy, commit).
+	static const char kLong[] = "a string that takes the payload past 64 b";
+	auto what_of = [](uint32_t i) -> const char * {
+		return i % 3 ? (i % 4 == 1 ? kLong : "packed") : nullptr;
+	};
 	for (uint32_t i = 0; i < kN; i++) {
-		const char *what = i % 3 ? "packed" : nullptr;
+		const char *what = what_of(i);
 		if (i % 2) {
 			std::vector<char> b = packed_all(i, what);
 			strata_dyn_emit_packed(ev, b.data(), b.size());
@@ -230,7 +236,8 @@ TEST(Dynamic, PackedPayloadRecordsTheSameAndBadLayoutsNothing)
 	memcpy(bad.data() + str_at + 2 + 3, &huge, 4);
 	strata_dyn_emit_packed(ev, bad.data(), bad.size());
 	strata_dyn_emit_packed(ev, nullptr, good.size());
-	expect_all(drain_records(s), "dynp:all", kN, [](uint32_t i) { return i % 3 ? "packed" : "(null)"; });
+	expect_all(drain_records(s), "dynp:all", kN,
+		   [&](uint32_t i) { return what_of(i) ? what_of(i) : "(null)"; });
 	strata_dyn_release(ev);
 }
 
