@@ -145,8 +145,8 @@ struct strata_reservation {
 STRATA__NOPLT int strata_reserve(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot,
 				 size_t size);
 STRATA__NOPLT void strata_commit(struct strata_reservation *r);
-/* A record whose payload the caller built whole (an event of fixed-size
- * fields, at most STRATA_WRITE_MAX bytes), at r->rec: reserve, copy and
+/* A record whose payload the caller built whole (an event whose payload
+ * is at most STRATA_WRITE_MAX bytes), at r->rec: reserve, copy and
  * commit in one call, so that the runtime's fast path hands nothing back
  * and is not entered twice.  r's other fields are the runtime's.  Returns
  * 1 if recorded, 0 if not (as strata_reserve's 0). */
@@ -266,18 +266,6 @@ void strata_unregister_tracepoints(struct strata_tracepoint *const *start,
 	}
 #define STRATA__WRITE_BYTES STRATA__WRITE_SEQ
 
-/* op FIXED: "* 1" for a field whose size the type gives, "* 0" otherwise:
- * an event whose product is 1 builds its payload before it reserves
- * (strata_write) */
-#define STRATA__FIXED(t, i) STRATA__DISPATCH(STRATA__FIXED, t, i)
-#define STRATA__FIXED_INT(n, c, x, i) *1
-#define STRATA__FIXED_FLOAT STRATA__FIXED_INT
-#define STRATA__FIXED_ENUM STRATA__FIXED_INT
-#define STRATA__FIXED_ARRAY STRATA__FIXED_INT
-#define STRATA__FIXED_STRING(n, c, x, i) *0
-#define STRATA__FIXED_SEQ STRATA__FIXED_STRING
-#define STRATA__FIXED_BYTES STRATA__FIXED_STRING
-
 /* op ARGV: pointers to the arguments, for field filters */
 #define STRATA__ARGV(t, i) STRATA__DISPATCH(STRATA__ARGV, t, i)
 #define STRATA__ARGV_INT(n, c, x, i) (const void *)&n,
@@ -379,11 +367,14 @@ extern "C" {
  * one by a tail call, so that its arguments stay in registers.  The common
  * one's test: the state is one slot bit (flags lie above them); anything
  * else, none included (disabled since the call site looked), is the full
- * one's.  An event of fixed-size fields (STRATA__FIXED) whose payload fits
- * STRATA_WRITE_MAX: the common one writes it on its stack first, then one
- * call (strata_write) records it, which keeps the runtime's fast path
- * from packing the record's place into the reservation and unpacking it
- * again at the commit. */
+ * one's.  An event whose payload fits STRATA_WRITE_MAX: the common one
+ * writes it on its stack first, then one call (strata_write) records it,
+ * which keeps the runtime's fast path from packing the record's place into
+ * the reservation and unpacking it again at the commit.  For fields whose
+ * sizes the types give the test is the compiler's; with strings or
+ * sequences it is made at run time on the size just computed, which also
+ * bounds every copy into the stack buffer (a string is copied for the
+ * length its size counted, as in the ring). */
 #define STRATA__EMIT_FULL(p, e) strata__emitf__##p##__##e
 #define STRATA__NAME(t, i) STRATA__DISPATCH(STRATA__NAME, t, i)
 #define STRATA__NAME_INT(n, c, x, i) , n
@@ -436,7 +427,7 @@ extern "C" {
 			return;                                                                      \
 		}                                                                                    \
 		STRATA__FE(STRATA__SIZE, __VA_ARGS__)                                                \
-		if ((1 STRATA__FE(STRATA__FIXED, __VA_ARGS__)) == 1 && o_ <= STRATA_WRITE_MAX) {     \
+		if (o_ <= STRATA_WRITE_MAX) {                                                        \
 			char buf_[STRATA_WRITE_MAX];                                                 \
 			const size_t size_ = o_;                                                     \
 			r_.rec = rec_ = buf_;                                                        \

@@ -287,8 +287,8 @@ inline uint32_t recording(const strata_dyn_event *ev)
 // pointer then a pointer to its size_t length), write(rec) the payload.
 // `whole`: the payload already as the record's bytes (a packed event), or
 // null; one of at most STRATA_WRITE_MAX bytes goes through strata_write, one
-// call as a static event of fixed-size fields (docs/ring-buffer.md, "One
-// call for fixed-size events"), not reserve, copy and commit.
+// call as a small static event (docs/ring-buffer.md, "One call for small
+// events"), not reserve, copy and commit.
 template <class ArgvOf, class Write>
 void emit_to_slots(strata_dyn_event *ev, uint32_t st, size_t size, ArgvOf &&argv_of, Write &&write,
 		   const void *whole = nullptr)

@@ -611,7 +611,10 @@ TEST(Packets, VariableRecordsAreWalkedFieldByField)
 // its record read back whole; a last string whose NUL and every byte
 // after it to the content's end were overwritten (37 bytes, then the rest
 // of its record: no step of sixteen lands on the end) is cut with its
-// record, nothing read past it.
+// record, nothing read past it.  The records of strings up to 17 bytes
+// (payloads up to STRATA_WRITE_MAX) are written by strata_write from the
+// emitter's stack, the longer ones reserved and written in place: both
+// paths' records read back field by field.
 TEST(Packets, StringsOfEveryLengthAreWalkedToTheirNul)
 {
 	Slot s(0, config(STRATA_MODE_DISCARD, 1, 8, 65536), {rule("rbtest:all")});
