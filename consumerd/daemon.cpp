@@ -148,6 +148,13 @@ bool Daemon::start_sync_links()
 				      : "its clock mapped onto this one");
 			sync_.add(std::move(l));
 		}
+	// The links' HELLO tells each peer `me`'s offset, with which a follower
+	// puts its traces on this machine's REALTIME; this machine's own traces
+	// must use the same one, else a wall clock stepped between the daemon's
+	// start and a session's (NTP, a VM's resume) shifts one side against
+	// the other (docs/clocks.md, "One offset per daemon").
+	if (!sync_.empty())
+		sessions_.use_clock(me);
 	return true;
 }
 

@@ -4,9 +4,11 @@
 #include <sys/utsname.h>
 #include <time.h>
 
+#include <atomic>
 #include <cctype>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -274,6 +276,22 @@ std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const T
 	return o.str();
 }
 
+namespace {
+// Tests only: STRATA_TEST_REALTIME_STEP_NS=N makes the wall clock look
+// stepped N ns ahead before each measurement after the first (as NTP or a
+// VM's resume steps it), for check_clock_link.py's `stepped`.
+int64_t test_realtime_step()
+{
+	static const int64_t step = [] {
+		const char *e = getenv("STRATA_TEST_REALTIME_STEP_NS");
+		return e && *e ? strtoll(e, nullptr, 10) : 0;
+	}();
+	static std::atomic<int64_t> calls{0};
+	// Relaxed: a count, read by no one else.
+	return step ? step * calls.fetch_add(1, std::memory_order_relaxed) : 0;
+}
+} // namespace
+
 ClockInfo measure_session_clock()
 {
 	ClockInfo c;
@@ -297,6 +315,7 @@ ClockInfo measure_session_clock()
 			best_off = rt - (a + (b - a) / 2);
 		}
 	}
+	best_off += test_realtime_step();
 	c.offset_s = best_off / 1000000000LL;
 	c.offset_ns = best_off % 1000000000LL;
 	if (c.offset_ns < 0) {

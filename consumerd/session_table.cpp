@@ -201,7 +201,7 @@ Answer SessionTable::create(const Caller &c, const proto::Create &m)
 	s->channel = m.channel;
 	if (line && !s->channel.subbuf_size)
 		s->channel.subbuf_size = serial_subbuf_size(line->target());
-	s->clock = measure_session_clock();
+	s->clock = have_clock_ ? clock_ : measure_session_clock();
 	s->owner = owner;
 	if (m.flags & proto::kCreateOwned)
 		s->owner_conn = c.conn_id;

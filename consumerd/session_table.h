@@ -120,6 +120,15 @@ public:
 	static bool visible(const Caller &c, const Session &s) { return c.uid == 0 || c.uid == s.uid; }
 
 	Answer create(const Caller &c, const proto::Create &m);
+	// Every session made from now on takes `c` as its clock (its boot id
+	// and REALTIME - MONOTONIC) instead of measuring its own: a daemon
+	// with clock links gives its traces the offset its links tell their
+	// peers (docs/clocks.md, "One offset per daemon").
+	void use_clock(const ClockInfo &c)
+	{
+		clock_ = c;
+		have_clock_ = true;
+	}
 	Answer rule(const Caller &c, const std::string &name, proto::Rule r, Target t = {});
 	Answer start(const Caller &c, const std::string &name);
 	Answer stop(const Caller &c, const std::string &name);
@@ -206,6 +215,8 @@ private:
 	uint64_t next_run_id_ = 1;
 	uint64_t kgen_ = 0;     // the module generation of the change being made (0: none)
 	bool watching_ = false; // the trigger timer runs
+	ClockInfo clock_;       // use_clock's, if have_clock_
+	bool have_clock_ = false;
 };
 
 } // namespace daemon_impl

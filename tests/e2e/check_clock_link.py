@@ -11,8 +11,11 @@ guest=listen:tcp:...`).  A client traced by the host and a server traced by
 the guest exchange MESSAGES messages each way over a unix socket, each
 recording syncpp:send before writing and syncpp:recv after reading.
 
+The host's wall clock is made to step 5 ms between its daemon's start
+and its session's (STRATA_TEST_REALTIME_STEP_NS).
 Oracles: babeltrace2 merging the two sessions' traces puts every receive
-after its send (0 inversions); the stored map's bound (clocks.json, read
+after its send (0 inversions); the host's trace keeps the REALTIME offset
+its link told the guest; the stored map's bound (clocks.json, read
 here as a reader would, docs/clocks.md "Stored format") holds against every
 one of those messages, which the link never saw; the guest's metadata says
 it is correlated and names the host; `strata status` shows the link with
@@ -377,6 +380,10 @@ def guest_between(check, strata, traces):
            "" if got == want else " (first rows %s vs %s)" % ((got or [])[:3], want[:3])))
 
 
+# STRATA_TEST_REALTIME_STEP_NS on the host: far above a message's latency.
+REALTIME_STEP_NS = 5000000
+
+
 def main():
     strata, prog, work, consumerd, check = e2e_setup()
     n = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
@@ -400,6 +407,11 @@ def main():
         envs[who]["STRATA_TEST_HOSTNAME"] = "sim-" + who
         if who in guests:
             envs[who]["STRATA_TEST_CLOCK_SKEW"] = "%d,%d" % guests[who]
+        else:
+            # The host's wall clock stepped 5 ms between its daemon's
+            # start and its session (NTP, a VM's resume): its trace must
+            # keep the offset its links told the guests.
+            envs[who]["STRATA_TEST_REALTIME_STEP_NS"] = str(REALTIME_STEP_NS)
         outs[who] = os.path.join(work, who + "-trace")
     link = [] if defaults else ["--sync-period", str(PERIOD_MS)]
     hargs = link[:]
@@ -460,6 +472,10 @@ def main():
     check(len(hlink) == 1 and hlink[0]["correlated"], "the host's link is correlated")
     if not glink or not hlink:
         check.finish()
+    check(glink[0]["peer_clock_offset_ns"] == clocks["host"]["clock_offset_ns"],
+          "the host's trace has the REALTIME offset its link told the guest (%d), its wall clock stepped "
+          "%d ns meanwhile (%d)" % (glink[0]["peer_clock_offset_ns"], REALTIME_STEP_NS,
+                                    clocks["host"]["clock_offset_ns"]))
 
     if two:
         uncorrelated(check, strata, prog, consumerd, work, base)
