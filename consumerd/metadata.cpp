@@ -279,7 +279,7 @@ std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const T
 namespace {
 // Tests only: STRATA_TEST_REALTIME_STEP_NS=N makes the wall clock look
 // stepped N ns ahead before each measurement after the first (as NTP or a
-// VM's resume steps it), for check_clock_link.py's `stepped`.
+// VM's resume steps it), for check_clock_link.py (the host's daemon).
 int64_t test_realtime_step()
 {
 	static const int64_t step = [] {

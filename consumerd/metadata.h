@@ -53,7 +53,8 @@ std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const T
 std::string ctf_metadata_events(uint32_t stream_id, const std::vector<EventInfo> &events,
 				const TraceEnv &env);
 
-// Boot id and REALTIME - MONOTONIC, measured now (call once per session).
+// Boot id and REALTIME - MONOTONIC, measured now: once per session, or once
+// per daemon where it has clock links (SessionTable::use_clock).
 ClockInfo measure_session_clock();
 
 // "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
