@@ -8,6 +8,7 @@
 #include "tsan.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -139,6 +140,7 @@ std::unique_ptr<Reader> Reader::attach(int fd, std::string *err)
 	std::unique_ptr<Reader> r(new Reader());
 	r->base_ = (uint8_t *)p;
 	r->map_size_ = size;
+	r->make_fd_ = fcntl(fd, F_DUPFD_CLOEXEC, 0); // -1: populate_ahead's read populate
 	BufferInfo &i = r->info_;
 	i.abi_major = h.abi_major;
 	i.abi_minor = h.abi_minor;
@@ -187,6 +189,8 @@ Reader::~Reader()
 		munmap(base_, map_size_);
 	if (wait_fd_ >= 0)
 		close(wait_fd_);
+	if (make_fd_ >= 0)
+		close(make_fd_);
 }
 
 strata_lane_ctl *Reader::lane_ctl(uint32_t lane) const
@@ -503,12 +507,28 @@ uint64_t Reader::populate_ahead(uint32_t lane, uint64_t *budget, bool *busy)
 	const uint64_t n = std::min(end - from, *budget & ~(kPage - 1));
 	if (n == 0)
 		return end - from;
-	// Lap 0: positions are offsets into the lane's data.  A read populate
-	// of a shared memfd mapping allocates the pages (shmem has no shared
-	// zero page) and maps them in our read-only mapping, where map_ahead
-	// finds them when the packets are read.
+	// Lap 0: positions are offsets into the lane's data.  The pages are
+	// allocated in the buffer's file and mapped in our mapping, where
+	// map_ahead finds them when the packets are read: fallocate then a
+	// write populate (our mapping is writable; shmem pages are dirty
+	// anyway), 1.8-1.9 us a page on the AMD EPYC VM measured, against
+	// 2.3-2.6 for a read populate of the hole, which allocates them too
+	// (shmem has no shared zero page) one fault at a time.  The read
+	// populate stays the fallback: a file fallocate refuses (then never
+	// asked again), or a write populate refused.
 	uint8_t *p = const_cast<uint8_t *>(subbuf_at(lane, 0)) + from;
-	madvise(p, n, kMadvPopulateRead);
+	bool made = false;
+	if (make_fd_ >= 0) {
+		if (fallocate(make_fd_, 0, (off_t)(p - base_), (off_t)n) == 0) {
+			stats_.ahead_allocated += n;
+			made = madvise(p, n, kMadvPopulateWrite) == 0;
+		} else {
+			close(make_fd_);
+			make_fd_ = -1;
+		}
+	}
+	if (!made)
+		madvise(p, n, kMadvPopulateRead);
 	*budget -= n;
 	ls.ahead = from + n;
 	return end - ls.ahead;

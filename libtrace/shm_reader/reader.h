@@ -90,6 +90,7 @@ struct ReaderStats {
 	uint64_t cut_packets = 0;        // cut at a bad record (check_records)
 	uint64_t cut_short = 0;          // our closes cut at the last committed record (cut_short)
 	uint64_t bad_loss_counts = 0;    // a lane's final events_discarded out of bounds: ignored
+	uint64_t ahead_allocated = 0;    // bytes populate_ahead allocated with fallocate
 };
 
 class Reader {
@@ -275,7 +276,11 @@ public:
 	// the validated geometry bounds the range), at most *budget bytes now
 	// (decreased by what was done).  Returns the bytes still to do (0:
 	// caught up, or nothing to do: not busy, past lap 0); *busy says
-	// whether the lane proved busy.
+	// whether the lane proved busy.  The pages are allocated by
+	// fallocate(2) on the buffer's file and mapped by a write populate:
+	// 1.8-1.9 us a page on the AMD EPYC VM measured, against 2.3-2.6 for
+	// the read populate that allocates them one fault at a time (its
+	// fallback: a file that cannot be allocated so).
 	static constexpr uint64_t kBusyBytes = 64u << 10;
 	uint64_t populate_ahead(uint32_t lane, uint64_t *budget, bool *busy);
 	// Bytes the writers of `lane` are ahead of this reader (`head`, hostile,
@@ -403,6 +408,9 @@ private:
 	uint64_t (*clock_)() = nullptr;
 	bool no_future_check_ = false;
 	int wait_fd_ = -1;
+	// The buffer's file, for populate_ahead's fallocate (a descriptor of
+	// our own: attach's caller may close its); -1 once it failed there.
+	int make_fd_ = -1;
 };
 
 } // namespace strata

@@ -797,6 +797,9 @@ TEST_F(FirstLap, PagesAheadOfBusyLanesOnly)
 	EXPECT_EQ(0u, budget);
 	EXPECT_GT(left, 0u);
 	EXPECT_EQ((head + kPage - 1) / kPage + 16, resident(sc, data, stride));
+	// Allocated in the memfd by fallocate (the cheaper way: reader.h),
+	// the 16 pages exactly.
+	EXPECT_EQ(16 * kPage, s.reader->stats().ahead_allocated);
 	budget = UINT64_MAX;
 	EXPECT_EQ(0u, s.reader->populate_ahead(0, &budget, &busy));
 	// Everything up to the end of the next sub-buffer now, but the margin
