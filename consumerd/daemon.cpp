@@ -128,7 +128,12 @@ void Daemon::start_clock_page()
 // clock the daemon's processes use (the page just started, if any).
 bool Daemon::start_sync_links()
 {
-	const ClockInfo me = measure_session_clock();
+	ClockInfo me = measure_session_clock();
+	// Restarted over a crashed daemon's sessions: the offset they keep
+	// (Persistence::kept_clock), so that a guest that joins now and the
+	// host's sessions still agree.
+	if (!opt_.sync.empty() || !opt_.sync_guest.empty())
+		persist_.kept_clock(me.uuid, &me);
 	for (int follower = 1; follower >= 0; follower--)
 		for (const std::string &a : follower ? opt_.sync : opt_.sync_guest) {
 			SyncSpec spec;
@@ -290,6 +295,7 @@ bool Daemon::start()
 		return false;
 	}
 	start_clock_page();
+	persist_.load(); // kept_clock, for the links
 	if (!start_sync_links())
 		return false;
 	// Else BUFFERs are attached on the main thread.

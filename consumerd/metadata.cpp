@@ -279,16 +279,21 @@ std::string ctf_metadata(const uint8_t uuid[16], const ClockInfo &clock, const T
 namespace {
 // Tests only: STRATA_TEST_REALTIME_STEP_NS=N makes the wall clock look
 // stepped N ns ahead before each measurement after the first (as NTP or a
-// VM's resume steps it), for check_clock_link.py (the host's daemon).
+// VM's resume steps it), for check_clock_link.py (the host's daemon);
+// STRATA_TEST_REALTIME_SHIFT_NS=N N ns ahead at every measurement, for
+// check_clock_link_restart.py (a daemon started after such a step).
+int64_t test_env_ns(const char *name)
+{
+	const char *e = getenv(name);
+	return e && *e ? strtoll(e, nullptr, 10) : 0;
+}
 int64_t test_realtime_step()
 {
-	static const int64_t step = [] {
-		const char *e = getenv("STRATA_TEST_REALTIME_STEP_NS");
-		return e && *e ? strtoll(e, nullptr, 10) : 0;
-	}();
+	static const int64_t step = test_env_ns("STRATA_TEST_REALTIME_STEP_NS");
+	static const int64_t shift = test_env_ns("STRATA_TEST_REALTIME_SHIFT_NS");
 	static std::atomic<int64_t> calls{0};
 	// Relaxed: a count, read by no one else.
-	return step ? step * calls.fetch_add(1, std::memory_order_relaxed) : 0;
+	return shift + (step ? step * calls.fetch_add(1, std::memory_order_relaxed) : 0);
 }
 } // namespace
 

@@ -249,9 +249,31 @@ bool Persistence::restore_buffer(Session &s, const BufferRecord &b)
 	return true;
 }
 
+void Persistence::load()
+{
+	if (store_)
+		return;
+	store_ = std::make_unique<StateStore>(cfg_.socket_path + ".state");
+	std::vector<std::string> errors;
+	loaded_ = store_->load(errors);
+	for (const std::string &e : errors)
+		logf("previous daemon's state: %s: ignored", e.c_str());
+}
+
+bool Persistence::kept_clock(const std::string &boot_id, ClockInfo *c) const
+{
+	for (const SessionRecord &r : loaded_)
+		if (r.unkept.empty() && !boot_id.empty() && r.clock.uuid == boot_id &&
+		    r.clock.name == "monotonic" && r.clock.freq == 1000000000u) {
+			*c = r.clock;
+			return true;
+		}
+	return false;
+}
+
 void Persistence::restore()
 {
-	store_ = std::make_unique<StateStore>(cfg_.socket_path + ".state");
+	load();
 	timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (timer_fd_ >= 0 && !loop_.add(timer_fd_, EPOLLIN, [this] {
 		    uint64_t n;
@@ -265,10 +287,8 @@ void Persistence::restore()
 		close(timer_fd_);
 		timer_fd_ = -1; // then save_later saves at once
 	}
-	std::vector<std::string> errors;
-	std::vector<SessionRecord> recs = store_->load(errors);
-	for (const std::string &e : errors)
-		logf("previous daemon's state: %s: ignored", e.c_str());
+	const std::vector<SessionRecord> recs = std::move(loaded_);
+	loaded_.clear();
 	std::vector<std::pair<uint32_t, uid_t>> owners;
 	for (const SessionRecord &r : recs) {
 		auto s = std::make_unique<Session>();

@@ -46,6 +46,7 @@
 #include <memory>
 #include <string>
 #include <sys/types.h>
+#include <vector>
 
 #include "event_loop.h"
 #include "process_registry.h"
@@ -79,8 +80,22 @@ public:
 	Persistence(const Persistence &) = delete;
 	Persistence &operator=(const Persistence &) = delete;
 
-	// The store opened, the save timer watched (else every save is at
-	// once), a dead predecessor's sessions taken up.
+	// The store opened and read: what restore() takes up.  Before the
+	// clock links start, which announce kept_clock's offset.  restore()
+	// loads it itself if this was not called.
+	void load();
+	// The REALTIME - MONOTONIC offset of the first session restore() will
+	// take up, where it was measured on this boot (`boot_id`): true and *c
+	// set.  A daemon restarted over a crashed one's sessions keeps their
+	// offsets (their traces began with them); its clock links must tell
+	// the guests the same one, not a new measurement, which a wall clock
+	// stepped since the crash would set apart (docs/crash.md, "The daemon
+	// dies").  Sessions of a daemon with links share one offset
+	// (SessionTable::use_clock); without links each measured its own, and
+	// the first stands for all.
+	bool kept_clock(const std::string &boot_id, ClockInfo *c) const;
+	// The save timer watched (else every save is at once), a dead
+	// predecessor's sessions taken up.
 	void restore();
 	// What the store keeps may have changed.
 	void changed() { changed_ = true; }
@@ -113,6 +128,7 @@ private:
 	ProcessRegistry &procs_;
 	const Config cfg_;
 	std::unique_ptr<StateStore> store_;
+	std::vector<SessionRecord> loaded_; // load()'s, until restore() takes them
 	bool changed_ = false;
 	int timer_fd_ = -1;  // one-shot: save_later's delay
 	bool armed_ = false; // it runs
