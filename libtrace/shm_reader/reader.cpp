@@ -113,6 +113,36 @@ const char *check_header(const strata_buffer_header &h, uint64_t size)
 
 } // namespace
 
+namespace {
+// The descriptors Readers keep for populate_ahead's fallocate, at most
+// kMaxMakeFds in a process at once: a daemon with a buffer per process for
+// thousands of processes must not spend a descriptor more on each (its
+// limit is budgeted per connection, docs/consumerd.md); a buffer attached
+// beyond them makes its pages the older way.  Relaxed: a count.
+constexpr int kMaxMakeFds = 256;
+std::atomic<int> g_make_fds{0};
+
+int take_make_fd(int fd)
+{
+	if (g_make_fds.fetch_add(1, std::memory_order_relaxed) < kMaxMakeFds) {
+		const int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		if (d >= 0)
+			return d;
+	}
+	g_make_fds.fetch_sub(1, std::memory_order_relaxed);
+	return -1;
+}
+
+void drop_make_fd(int *fd)
+{
+	if (*fd < 0)
+		return;
+	close(*fd);
+	*fd = -1;
+	g_make_fds.fetch_sub(1, std::memory_order_relaxed);
+}
+} // namespace
+
 std::unique_ptr<Reader> Reader::attach(int fd, std::string *err)
 {
 	struct stat st;
@@ -140,7 +170,7 @@ std::unique_ptr<Reader> Reader::attach(int fd, std::string *err)
 	std::unique_ptr<Reader> r(new Reader());
 	r->base_ = (uint8_t *)p;
 	r->map_size_ = size;
-	r->make_fd_ = fcntl(fd, F_DUPFD_CLOEXEC, 0); // -1: populate_ahead's read populate
+	r->make_fd_ = take_make_fd(fd); // -1: populate_ahead's read populate
 	BufferInfo &i = r->info_;
 	i.abi_major = h.abi_major;
 	i.abi_minor = h.abi_minor;
@@ -189,8 +219,7 @@ Reader::~Reader()
 		munmap(base_, map_size_);
 	if (wait_fd_ >= 0)
 		close(wait_fd_);
-	if (make_fd_ >= 0)
-		close(make_fd_);
+	drop_make_fd(&make_fd_);
 }
 
 strata_lane_ctl *Reader::lane_ctl(uint32_t lane) const
@@ -523,8 +552,7 @@ uint64_t Reader::populate_ahead(uint32_t lane, uint64_t *budget, bool *busy)
 			stats_.ahead_allocated += n;
 			made = madvise(p, n, kMadvPopulateWrite) == 0;
 		} else {
-			close(make_fd_);
-			make_fd_ = -1;
+			drop_make_fd(&make_fd_);
 		}
 	}
 	if (!made)

@@ -409,7 +409,8 @@ private:
 	bool no_future_check_ = false;
 	int wait_fd_ = -1;
 	// The buffer's file, for populate_ahead's fallocate (a descriptor of
-	// our own: attach's caller may close its); -1 once it failed there.
+	// our own: attach's caller may close its); -1 once it failed there, or
+	// where kMaxMakeFds Readers of this process held one (reader.cpp).
 	int make_fd_ = -1;
 };
 
