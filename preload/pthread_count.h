@@ -252,8 +252,8 @@ struct strata_pt_ckey {
 	uint32_t h;
 	uint16_t f;
 };
-static inline struct strata_pt_ckey strata_pt_count_key(const struct strata_pt_ctable *t, uint64_t lock,
-							uint32_t site, uint8_t try_)
+static inline __attribute__((always_inline)) struct strata_pt_ckey
+strata_pt_count_key(const struct strata_pt_ctable *t, uint64_t lock, uint32_t site, uint8_t try_)
 {
 	const uint64_t hk = strata_pt_count_hash(lock, site, try_);
 	const uint32_t bits = t->bits;
@@ -343,9 +343,10 @@ static inline int strata_pt_count_known(const struct strata_pt_ctable *t, uint64
  * maintainer waited there a third of its tracing time).  A false match
  * (one in 2^16 a probe) only makes an untimed pair the first of a new
  * entry, counted: exact, in a mutex_counts record where a mutex_held would
- * have been. */
-static inline int strata_pt_count_hinted(const struct strata_pt_ctable *t, uint64_t lock, uint32_t site,
-					 uint8_t try_)
+ * have been.  Returns that entry's address (the hint the stash carries to
+ * the unlock, strata_pt_count_entry), 0 if none matched. */
+static inline uint64_t strata_pt_count_hinted(const struct strata_pt_ctable *t, uint64_t lock, uint32_t site,
+					      uint8_t try_)
 {
 	const struct strata_pt_ckey k = strata_pt_count_key(t, lock, site, try_);
 	const uint32_t mask = strata_pt_count_n(t) - 1;
@@ -353,15 +354,16 @@ static inline int strata_pt_count_hinted(const struct strata_pt_ctable *t, uint6
 		const uint32_t j = (k.h + i) & mask;
 		if (t->fp[j] == k.f) {
 			__builtin_prefetch(&t->e[j], 1);
-			return 1;
+			return U64(&t->e[j]);
 		}
 	}
 	return 0;
 }
 
 /* This pair of `lock` at `site` (a try: try_) goes untimed (sampling, see
- * "Timing").  A handler moving count_skip or `hot` only shifts the sample. */
-static inline int strata_pt_count_untimed_turn(const void *lock, uint32_t site, uint8_t try_)
+ * "Timing"): its entry's hint (strata_pt_count_hinted), else 0.  A handler
+ * moving count_skip or `hot` only shifts the sample. */
+static inline uint64_t strata_pt_count_untimed_turn(const void *lock, uint32_t site, uint8_t try_)
 {
 	const uint32_t every = __atomic_load_n(&count_every, __ATOMIC_RELAXED); /* a setting */
 	if (__builtin_expect(every <= 1, 1) || !strata_tracepoint_enabled(pthread, mutex_counts))
@@ -373,7 +375,7 @@ static inline int strata_pt_count_untimed_turn(const void *lock, uint32_t site, 
 		return 0;
 	}
 	count_skip--;
-	for (uint32_t i = 0; i < STRATA_PT_HOT; i++)
+	for (uint32_t i = 0; hot_next && i < STRATA_PT_HOT; i++) /* hot_next 0: none yet */
 		if (hot[i] == U64(lock))
 			return 0;
 	/* Untimed only where its entry exists already: the first pair of a
@@ -381,7 +383,7 @@ static inline int strata_pt_count_untimed_turn(const void *lock, uint32_t site, 
 	 * is not met again (memcached's item locks: an entry, then a 49-byte
 	 * record, for one pair, where a mutex_held is 20). */
 	const struct strata_pt_ctable *t = ctab;
-	return t && strata_pt_count_hinted(t, U64(lock), site, try_);
+	return t ? strata_pt_count_hinted(t, U64(lock), site, try_) : 0;
 }
 
 /* An unlock of `lock` found waiters: time its next pairs. */
@@ -548,16 +550,36 @@ static inline uint64_t strata_pt_count_age(uint8_t tsc)
 	return t;
 }
 
+/* The entry an untimed pair's lock found (its hint, from
+ * strata_pt_count_hinted), if it still is (lock, site, try_)'s in `t`: a
+ * key has one entry at most, so a match is it, found without the hash and
+ * the probe.  NULL: no hint (0), an address outside t's entries (the
+ * thread's small table, traded since), or an entry evicted meanwhile. */
+static inline __attribute__((always_inline)) struct strata_pt_centry *
+strata_pt_count_hint(const struct strata_pt_ctable *t, uint64_t hint, uint64_t lock, uint32_t site,
+		     uint8_t try_)
+{
+	if (hint - U64(t->e) >= (uint64_t)strata_pt_count_n(t) * sizeof t->e[0])
+		return NULL;
+	struct strata_pt_centry *e = (struct strata_pt_centry *)(uintptr_t)hint;
+	return e->lock == lock && e->site == site && e->try_ == try_ ? e : NULL;
+}
+
 /* The entry of (lock, site, try_), made if needed (*made: it was); NULL:
- * count nothing.  A full window evicts, in that order: an entry with
- * nothing unwritten (free), its first entry for an untimed pair (which has
- * nothing else to become; its counts written first), or that entry for a
- * timed pair if it is older than the age limit; else the timed pair stays
- * a mutex_held. */
+ * count nothing.  `hint`: strata_pt_count_hint's.  A full window evicts,
+ * in that order: an entry with nothing unwritten (free), its first entry
+ * for an untimed pair (which has nothing else to become; its counts
+ * written first), or that entry for a timed pair if it is older than the
+ * age limit; else the timed pair stays a mutex_held. */
 static inline __attribute__((always_inline)) struct strata_pt_centry *
 strata_pt_count_entry(struct strata_pt_ctable *t, uint64_t lock, uint32_t site, uint8_t try_, int timed,
-		      uint64_t now, uint8_t tsc, int *made)
+		      uint64_t now, uint8_t tsc, uint64_t hint, int *made)
 {
+	struct strata_pt_centry *const hinted = strata_pt_count_hint(t, hint, lock, site, try_);
+	if (hinted) {
+		*made = 0;
+		return hinted;
+	}
 	const struct strata_pt_ckey k = strata_pt_count_key(t, lock, site, try_);
 	const uint32_t h = k.h, mask = strata_pt_count_n(t) - 1;
 	const uint16_t f = k.f;
@@ -665,7 +687,9 @@ strata_pt_count_begin(struct strata_pt_ctable *t, const struct strata_pt_pending
 	if (__atomic_load_n(&counts_closed, __ATOMIC_ACQUIRE) ||
 	    !strata_tracepoint_enabled(pthread, mutex_counts))
 		return NULL;
-	return strata_pt_count_entry(t, p->lock, p->site, p->try_, timed, now, p->tsc, made);
+	/* An untimed pair's t0 is its lock's hint (strata_pt_stash_push). */
+	return strata_pt_count_entry(t, p->lock, p->site, p->try_, timed, now, p->tsc,
+				     p->tsc == STRATA_PT_UNTIMED ? p->t0 : 0, made);
 }
 
 /*
@@ -674,8 +698,8 @@ strata_pt_count_begin(struct strata_pt_ctable *t, const struct strata_pt_pending
  * handler inside its thread's update, the thread or process exiting, no
  * table, no entry).
  */
-static int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold, uint64_t now, int timed,
-			   int waited)
+static inline __attribute__((always_inline)) int
+strata_pt_count_in(const struct strata_pt_pending *p, uint64_t hold, uint64_t now, int timed, int waited)
 {
 	struct strata_pt_ctable *t = strata_pt_count_mine();
 	if (!t)
@@ -697,6 +721,14 @@ static int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold, uin
 		strata_pt_count_flush_own(t, e);
 	strata_pt_count_idle(t);
 	return 1;
+}
+
+/* strata_pt_count_in out of line, for the timed pairs (one in 16 by
+ * default); the untimed ones inline it (strata_pt_count_untimed). */
+static __attribute__((noinline)) int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold,
+						     uint64_t now, int timed, int waited)
+{
+	return strata_pt_count_in(p, hold, now, timed, waited);
 }
 
 /*
@@ -1035,9 +1067,10 @@ static inline int strata_pt_count_on(const pthread_mutex_t *m)
 /* An untimed pair (sampling): counted, or when it cannot be (a handler
  * inside its thread's update, exiting, no table) written alone: it has no
  * interval for a mutex_held. */
-static void strata_pt_count_untimed(const struct strata_pt_pending *p, int waited)
+static inline __attribute__((always_inline)) void strata_pt_count_untimed(const struct strata_pt_pending *p,
+									  int waited)
 {
-	if (!strata_pt_count(p, 0, 0, 0, waited))
+	if (!strata_pt_count_in(p, 0, 0, 0, waited))
 		strata_tracepoint(pthread, mutex_counts, p->lock, p->site, p->try_, 1, 0, 0, 0,
 				  (uint32_t)waited);
 }

@@ -535,7 +535,10 @@ struct strata_pt_pending {
 	uint64_t lock, t0, seq;
 	uint32_t site;
 	uint8_t try_; /* 1: a pthread_mutex_trylock (mutex_tryheld), 0: a lock */
-	uint8_t tsc;  /* t0 is a TSC value (1), CLOCK_MONOTONIC ns (0), not read (STRATA_PT_UNTIMED) */
+	/* t0 is a TSC value (1), CLOCK_MONOTONIC ns (0), or no clock was read
+	 * (STRATA_PT_UNTIMED) and t0 is the hint of its count entry
+	 * (strata_pt_count_hint) */
+	uint8_t tsc;
 };
 static STRATA_PT_TLS struct strata_pt_pending stash[STRATA_PT_STASH];
 static STRATA_PT_TLS uint64_t stash_seq; /* push order: a recursive mutex pops LIFO */
@@ -650,8 +653,8 @@ static inline __attribute__((always_inline)) int strata_pt_stash_push(const void
 	uint32_t site = strata_pt_site_id(caller);
 	if (site == STRATA_PT_NO_SITE)
 		return 0;
-	const uint8_t tsc = strata_pt_count_untimed_turn(lock, site, try_) ? STRATA_PT_UNTIMED
-									   : (uint8_t)strata_pt_hold_tsc();
+	const uint64_t hint = strata_pt_count_untimed_turn(lock, site, try_);
+	const uint8_t tsc = hint ? STRATA_PT_UNTIMED : (uint8_t)strata_pt_hold_tsc();
 	for (uint32_t i = 0; i < STRATA_PT_STASH; i++) {
 		if (RELAXED_LOAD(&stash[i].lock) != 0 || !strata_pt_local_cas(&stash[i].lock, 0, 1))
 			continue;
@@ -660,7 +663,7 @@ static inline __attribute__((always_inline)) int strata_pt_stash_push(const void
 		RELAXED_STORE(&stash[i].try_, try_);
 		RELAXED_STORE(&stash[i].seq, strata_pt_local_xadd(&stash_seq, 1) + 1);
 		RELAXED_STORE(&stash[i].tsc, tsc);
-		RELAXED_STORE(&stash[i].t0, tsc == 1 ? strata_pt_tsc() : tsc ? 0 : strata_pt_now());
+		RELAXED_STORE(&stash[i].t0, tsc == 1 ? strata_pt_tsc() : tsc ? hint : strata_pt_now());
 		SIGNAL_FENCE(); /* the fields before the lock that publishes them */
 		RELAXED_STORE(&stash[i].lock, U64(lock));
 		return 1;

@@ -7,7 +7,7 @@ pt_cxx write JSON: lock addresses, exact acquisition counts, own wait measure).
 
 usage: check_pthread.py SCENARIO --strata S --workload W --cxx C --dllib L --work DIR
 SCENARIO: contend basic fork fork_agg dlopen signal sigstorm blocker ctor cxx stack pylock nest nest_monotonic
-          count count16 count_default count_spill count_trade count_trade_mixed, or any of them + "_count" (in counting mode,
+          count count16 count_default count_spill count_trade count_trade_mixed count_trade_nested, or any of them + "_count" (in counting mode,
           STRATA_PTHREAD_COUNT=16); the others with STRATA_PTHREAD_COUNT=0 (every pair a record)
 """
 import argparse
@@ -193,7 +193,9 @@ def check_spill(rep, prog_out, pid, trace, lost, traded):
     """Spilling (docs/pthread.md): a thread's pairs over many locks miss
     its table of 256, which it trades for a big one (8,192 entries), also
     when only one pair in 5 is on them (count_trade_mixed: over 1 in 8
-    missed).  traded (2,048 locks): they fit there, and are counted but for
+    missed), and when each is inside a hold of the one lock
+    (count_trade_nested: the trade comes while it is held).  traded (2,048
+    locks): they fit there, and are counted but for
     each lock's first pairs.  Else (32,768 locks) the big table churns too: the
     thread writes its pairs as records for CSPILL_WINDOWS big windows; the
     one lock it then takes has its first pairs recorded while the spill
@@ -339,6 +341,9 @@ def main():
         env.pop("STRATA_PTHREAD_COUNT")
     elif sc == "count_trade_mixed":  # one pair in 5 on them: a fifth missed, traded too
         prog = [a.workload, "spill", out, "200000", "1000", "2048", "5"]
+        env.pop("STRATA_PTHREAD_COUNT")
+    elif sc == "count_trade_nested":  # each inside a hold of the one lock: traded while it is held
+        prog = [a.workload, "spill", out, "200000", "1000", "2048", "-1"]
         env.pop("STRATA_PTHREAD_COUNT")
     elif sc.startswith("count"):
         prog = [a.workload, "count", out, "5000", "10"]
@@ -549,7 +554,7 @@ def main():
                   (lk["wait_total_ns"], lk["wait_p99_ns"]))
     elif sc.startswith("nest"):
         check_nest(rep, prog_out, pid, trace, lost, sc == "nest_monotonic")
-    elif sc in ("count_spill", "count_trade", "count_trade_mixed"):
+    elif sc in ("count_spill", "count_trade", "count_trade_mixed", "count_trade_nested"):
         check_spill(rep, prog_out, pid, trace, lost, sc != "count_spill")
     elif sc.startswith("count"):
         check_count(rep, prog_out, pid, trace, lost, sc in ("count16", "count_default"))

@@ -354,7 +354,10 @@ static int mode_count(FILE *out, int n, int rounds)
 /* ---- spill: a thread whose locks do not fit its counting table -------- */
 /* `churn` pairs over `locks` locks (at most SPILL_LOCKS) in a fixed
  * pseudo-random order (with `every` > 1, only one pair in `every`, the
- * others on one lock), then n pairs of that one lock (docs/pthread.md,
+ * others on one lock; with `every` -1, each inside a hold of that one lock,
+ * so that the thread's table is traded while the one lock is held: its
+ * unlock finds the entry its lock saw in the small table no longer there,
+ * preload/pthread_count.h's hint), then n pairs of that one lock (docs/pthread.md,
  * "Spilling").  A thread's first table (256 entries) misses most of 2,048
  * locks: it trades it for a big one (8,192), where they fit, and counts
  * them; 32,768 miss that too: the thread spills, and writes its pairs as
@@ -380,9 +383,15 @@ static int mode_spill(FILE *out, int churn, int n, int locks, int every)
 		}
 		x = x * 1664525u + 1013904223u;
 		const uint32_t k = (x >> 8) % (uint32_t)locks;
+		if (every == -1) {
+			CHECK(pthread_mutex_lock(&strata_spill_one), 0);
+			one_acq++;
+		}
 		CHECK(pthread_mutex_lock(&spill_locks[k]), 0);
 		CHECK(pthread_mutex_unlock(&spill_locks[k]), 0);
 		spill_acq[k]++;
+		if (every == -1)
+			CHECK(pthread_mutex_unlock(&strata_spill_one), 0);
 	}
 	count_pairs(&strata_spill_one, n);
 	fprintf(out, "{\"pid\": %d, \"one\": \"%p\", \"one_acq\": %d, \"churn\": [", (int)getpid(),
