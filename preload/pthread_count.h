@@ -319,10 +319,11 @@ static void strata_pt_count_clear(struct strata_pt_ctable *t, struct strata_pt_c
 	RELAXED_STORE(&m->fwaited, 0);
 }
 
-/* Has table `t` (the calling thread's own) an entry for (lock, site,
- * try_)?  A read, no update. */
-static inline int strata_pt_count_known(const struct strata_pt_ctable *t, uint64_t lock, uint32_t site,
-					uint8_t try_)
+/* Table `t`'s (the calling thread's own) entry for (lock, site, try_):
+ * its address (a hint for strata_pt_count_hint), 0 if none.  A read, no
+ * update. */
+static inline uint64_t strata_pt_count_known(const struct strata_pt_ctable *t, uint64_t lock, uint32_t site,
+					     uint8_t try_)
 {
 	const struct strata_pt_ckey k = strata_pt_count_key(t, lock, site, try_);
 	const uint32_t h = k.h, mask = strata_pt_count_n(t) - 1;
@@ -331,7 +332,7 @@ static inline int strata_pt_count_known(const struct strata_pt_ctable *t, uint64
 		const uint32_t j = (h + i) & mask;
 		const struct strata_pt_centry *e = &t->e[j];
 		if (t->fp[j] == f && e->lock == lock && e->site == site && e->try_ == try_)
-			return 1;
+			return U64(e);
 	}
 	return 0;
 }
@@ -664,11 +665,12 @@ static inline __attribute__((always_inline)) struct strata_pt_ctable *strata_pt_
 }
 
 /* Table `t` (strata_pt_count_mine) marked busy, and pair p's entry in it
- * (strata_pt_count_entry; NULL once counting closed).  The caller clears
- * busy. */
+ * (strata_pt_count_entry, `hint` its address if known: an untimed pair's
+ * t0, from its lock's probe, or strata_pt_count_known's; NULL once
+ * counting closed).  The caller clears busy. */
 static inline __attribute__((always_inline)) struct strata_pt_centry *
 strata_pt_count_begin(struct strata_pt_ctable *t, const struct strata_pt_pending *p, int timed, uint64_t now,
-		      int *made)
+		      uint64_t hint, int *made)
 {
 	ORDERED_STORE(&t->busy, 1);
 	SIGNAL_FENCE();
@@ -687,25 +689,24 @@ strata_pt_count_begin(struct strata_pt_ctable *t, const struct strata_pt_pending
 	if (__atomic_load_n(&counts_closed, __ATOMIC_ACQUIRE) ||
 	    !strata_tracepoint_enabled(pthread, mutex_counts))
 		return NULL;
-	/* An untimed pair's t0 is its lock's hint (strata_pt_stash_push). */
-	return strata_pt_count_entry(t, p->lock, p->site, p->try_, timed, now, p->tsc,
-				     p->tsc == STRATA_PT_UNTIMED ? p->t0 : 0, made);
+	return strata_pt_count_entry(t, p->lock, p->site, p->try_, timed, now, p->tsc, hint, made);
 }
 
 /*
  * Count an uncontended pair `p` held `hold` ns, its unlock at clock value
  * `now` (p's units): 1, or 0 when it must be written as mutex_held (a
  * handler inside its thread's update, the thread or process exiting, no
- * table, no entry).
+ * table, no entry).  `hint`: strata_pt_count_begin's.
  */
-static inline __attribute__((always_inline)) int
-strata_pt_count_in(const struct strata_pt_pending *p, uint64_t hold, uint64_t now, int timed, int waited)
+static inline __attribute__((always_inline)) int strata_pt_count_in(const struct strata_pt_pending *p,
+								    uint64_t hold, uint64_t now, int timed,
+								    int waited, uint64_t hint)
 {
 	struct strata_pt_ctable *t = strata_pt_count_mine();
 	if (!t)
 		return 0;
 	int made;
-	struct strata_pt_centry *e = strata_pt_count_begin(t, p, timed, now, &made);
+	struct strata_pt_centry *e = strata_pt_count_begin(t, p, timed, now, hint, &made);
 	/* A lock's first timed pair here stays a mutex_held and leaves an
 	 * empty entry: its next pairs are counted.  A lock met once (memcached's
 	 * item locks) so costs what it costs without counting; an empty entry
@@ -726,9 +727,9 @@ strata_pt_count_in(const struct strata_pt_pending *p, uint64_t hold, uint64_t no
 /* strata_pt_count_in out of line, for the timed pairs (one in 16 by
  * default); the untimed ones inline it (strata_pt_count_untimed). */
 static __attribute__((noinline)) int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold,
-						     uint64_t now, int timed, int waited)
+						     uint64_t now, int timed, int waited, uint64_t hint)
 {
-	return strata_pt_count_in(p, hold, now, timed, waited);
+	return strata_pt_count_in(p, hold, now, timed, waited, hint);
 }
 
 /*
@@ -749,15 +750,16 @@ static __attribute__((noinline)) int strata_pt_count_timed(const struct strata_p
 	struct strata_pt_ctable *t = strata_pt_count_mine();
 	if (!t)
 		return 0;
-	if (!strata_pt_count_known(t, p->lock, p->site, p->try_)) {
+	const uint64_t known = strata_pt_count_known(t, p->lock, p->site, p->try_);
+	if (!known) {
 		int made;
-		(void)strata_pt_count_begin(t, p, 1, p->t0, &made);
+		(void)strata_pt_count_begin(t, p, 1, p->t0, 0, &made);
 		strata_pt_count_idle(t);
 		return 0;
 	}
 	uint64_t now;
 	const uint64_t hold = strata_pt_since_at(p, &now);
-	return hold <= UINT32_MAX && strata_pt_count(p, hold, now, 1, 0);
+	return hold <= UINT32_MAX && strata_pt_count(p, hold, now, 1, 0, known);
 }
 
 /* One entry of table `t` (its flush lock held) written from a consistent
@@ -1070,7 +1072,7 @@ static inline int strata_pt_count_on(const pthread_mutex_t *m)
 static inline __attribute__((always_inline)) void strata_pt_count_untimed(const struct strata_pt_pending *p,
 									  int waited)
 {
-	if (!strata_pt_count_in(p, 0, 0, 0, waited))
+	if (!strata_pt_count_in(p, 0, 0, 0, waited, p->t0)) /* its t0: the lock's hint */
 		strata_tracepoint(pthread, mutex_counts, p->lock, p->site, p->try_, 1, 0, 0, 0,
 				  (uint32_t)waited);
 }

@@ -959,7 +959,7 @@ static __attribute__((noinline)) int strata_pt_mutex_unlock(pthread_mutex_t *m, 
 		uint64_t now;
 		uint64_t hold = strata_pt_since_at(&p, &now);
 		if (__builtin_expect(hold <= UINT32_MAX, 1)) {
-			if (on == STRATA_PT_COUNT_ON && !first && strata_pt_count(&p, hold, now, 1, 0))
+			if (on == STRATA_PT_COUNT_ON && !first && strata_pt_count(&p, hold, now, 1, 0, 0))
 				return ret;
 			if (p.try_)
 				strata_tracepoint(pthread, mutex_tryheld, p.lock, p.site, (uint32_t)hold);
