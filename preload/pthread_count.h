@@ -631,8 +631,9 @@ strata_pt_count_entry(struct strata_pt_ctable *t, uint64_t lock, uint32_t site, 
 
 /* The update of entry `e` by one pair (inside busy); 1 if it is to be
  * flushed now (old or full).  Untimed (timed 0): no hold, no clock. */
-static inline int strata_pt_count_add(struct strata_pt_centry *e, uint64_t hold, uint64_t now, uint8_t tsc,
-				      int timed, int waited)
+static inline __attribute__((always_inline)) int strata_pt_count_add(struct strata_pt_centry *e,
+								     uint64_t hold, uint64_t now, uint8_t tsc,
+								     int timed, int waited)
 {
 	const uint64_t c = e->count, fc = RELAXED_LOAD(&e->fcount);
 	if (c == fc)
@@ -724,8 +725,9 @@ static inline __attribute__((always_inline)) int strata_pt_count_in(const struct
 	return 1;
 }
 
-/* strata_pt_count_in out of line, for the timed pairs (one in 16 by
- * default); the untimed ones inline it (strata_pt_count_untimed). */
+/* strata_pt_count_in out of line, for the pairs timed by CLOCK_MONOTONIC
+ * (no TSC); the untimed and the TSC-timed ones inline it
+ * (strata_pt_count_untimed, strata_pt_count_timed). */
 static __attribute__((noinline)) int strata_pt_count(const struct strata_pt_pending *p, uint64_t hold,
 						     uint64_t now, int timed, int waited, uint64_t hint)
 {
@@ -759,7 +761,7 @@ static __attribute__((noinline)) int strata_pt_count_timed(const struct strata_p
 	}
 	uint64_t now;
 	const uint64_t hold = strata_pt_since_at(p, &now);
-	return hold <= UINT32_MAX && strata_pt_count(p, hold, now, 1, 0, known);
+	return hold <= UINT32_MAX && strata_pt_count_in(p, hold, now, 1, 0, known);
 }
 
 /* One entry of table `t` (its flush lock held) written from a consistent
