@@ -71,6 +71,13 @@
  *   - A flusher on another thread reads an entry with a sequence check:
  *     gen (counted at the end of each update) unchanged and busy 0 before
  *     and after the entry's fields: the fields are one update's.
+ *   - A hint (an entry's address found before the update: by the lock's
+ *     probe, carried in the stash, or by strata_pt_count_known) is a guess
+ *     made outside busy: a handler, or the thread's own pairs between its
+ *     lock and unlock, may evict that entry or trade the table meanwhile.
+ *     The update takes it only inside busy, if it lies in the thread's
+ *     current table and still holds the pair's key (one entry a key);
+ *     else it probes (strata_pt_count_hint).
  *   - Exit (the library's destructor, one thread): counts_closed is set,
  *     then a process-wide memory barrier (membarrier): an update that set
  *     busy before the barrier is seen busy by flush_all, which waits for it;
