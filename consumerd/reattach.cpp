@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "ctf_index.h"
 #include "repair.h"
 #include "strata_abi.h"
 
@@ -214,6 +215,16 @@ unsigned mark_lost_tail(const std::string &dir, const uint8_t uuid[16], std::str
 			ok = end >= 0 && pwrite(fd, &ph, sizeof ph, end) == static_cast<ssize_t>(sizeof ph);
 			if (!ok && end >= 0 && ftruncate(fd, end) != 0)
 				ok = false; // torn: the next repair cuts it
+			// Its index entry too: an index that ends short of the
+			// file is one babeltrace2 calls invalid.
+			if (ok) {
+				const int r = sync_ctf_index(path, static_cast<uint64_t>(end) + sizeof ph);
+				if (r < 0)
+					fprintf(stderr,
+						"strata-consumerd: cannot bring the index of %s up to date: "
+						"%s\n",
+						path.c_str(), strerror(-r));
+			}
 		}
 		if (!ok)
 			err = "cannot mark " + path + ": " + strerror(errno);
