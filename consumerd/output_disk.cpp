@@ -23,6 +23,17 @@
  *                       "Writing around the page cache").  Not the
  *                       default: a direct write waits for the disk while
  *                       its sub-buffers are held.
+ *                       Blocks are allocated ahead of each stream file's
+ *                       end (fallocate, FALLOC_FL_KEEP_SIZE: the size
+ *                       stays the bytes written), as much again as the
+ *                       file holds, from 1 to 16 MiB, so that an append
+ *                       lands in allocated blocks rather than reserving
+ *                       and allocating them one page at a time; the close
+ *                       gives back what was not used (a truncation to the
+ *                       file's size).  A file system that refuses it: no
+ *                       allocation ahead for this sub-trace; no room: the
+ *                       writes go on without (docs/consumerd.md, "Blocks
+ *                       ahead of the stream files").
  *   index/<channel>_<lane>.idx
  *                       each stream file's packet index (ctf_index.h, the
  *                       format lttng-consumerd writes): created with the
@@ -76,7 +87,7 @@ public:
 	DiskOutput(const std::string &dir, const std::string &channel, uint32_t n_lanes, const Owner &owner,
 		   bool resume)
 	    : dir_(dir), channel_(channel), owner_(owner), fds_(n_lanes, -1), dfds_(n_lanes, -1),
-	      idx_fds_(n_lanes, -1), sizes_(n_lanes, 0), resume_(resume)
+	      idx_fds_(n_lanes, -1), sizes_(n_lanes, 0), ahead_(n_lanes, 0), resume_(resume)
 	{
 	}
 	~DiskOutput() override { close(); }
@@ -167,8 +178,10 @@ public:
 			}
 			owner_.apply(fd);
 			sizes_[lane] = fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+			ahead_[lane] = sizes_[lane];
 			open_index(lane, path);
 		}
+		allocate_ahead(lane, fd, ends[n_pkts - 1]);
 		const int wfd = direct_fd(lane, path, iov, n_iov, ends[n_pkts - 1]);
 		ssize_t w;
 		do
@@ -205,17 +218,21 @@ public:
 		if (w > 0 && static_cast<size_t>(w) > done &&
 		    ftruncate(fd, static_cast<off_t>(sizes_[lane])) < 0)
 			cut = std::string(" (cannot cut the torn packet: ") + strerror(errno) + ")";
+		ahead_[lane] = std::min(ahead_[lane], sizes_[lane]); // a cut gives the blocks back
 		err = "cannot write " + path + ": " + strerror(e) + cut;
 		return whole;
 	}
 
 	void close() override
 	{
-		for (int &fd : fds_)
-			if (fd >= 0) {
-				::close(fd);
-				fd = -1;
-			}
+		for (size_t lane = 0; lane < fds_.size(); lane++) {
+			int &fd = fds_[lane];
+			if (fd < 0)
+				continue;
+			give_back(lane, fd);
+			::close(fd);
+			fd = -1;
+		}
 		for (int &fd : dfds_)
 			if (fd >= 0) {
 				::close(fd);
@@ -298,6 +315,42 @@ private:
 			}
 		}
 		return d;
+	}
+
+	// Blocks allocated past the lane's end before a write of `total`
+	// bytes that would reach beyond those allocated already: the write's
+	// own and as many again as the file holds, 1 to 16 MiB (a lane that
+	// writes little reserves little).  The size is left alone (KEEP_SIZE):
+	// a reader, a killed daemon's repair and a crash see only packets.
+	// Refused (EOPNOTSUPP: a file system without it, as NFS before 4.2)
+	// turns it off for this sub-trace; any other failure (ENOSPC: blocks
+	// the writes themselves may still find) is left to the write.
+	void allocate_ahead(uint32_t lane, int fd, size_t total)
+	{
+		constexpr uint64_t kMin = 1 << 20, kMax = 16 << 20;
+		const uint64_t end = sizes_[lane] + total;
+		if (ahead_off_ || end <= ahead_[lane])
+			return;
+		const uint64_t from = std::max(ahead_[lane], sizes_[lane]);
+		const uint64_t more = std::min(kMax, std::max(kMin, sizes_[lane]));
+		if (fallocate(fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(from),
+			      static_cast<off_t>(end - from + more)) == 0)
+			ahead_[lane] = end + more;
+		else if (errno == EOPNOTSUPP || errno == ENOSYS)
+			ahead_off_ = true;
+		else
+			ahead_[lane] = end; // not again before this write's end
+	}
+
+	// The blocks allocated past the file's end given back (a truncation
+	// to its size: the size as the file system has it, not ours, so that
+	// a file cut or emptied under us is never lengthened).
+	void give_back(uint32_t lane, int fd)
+	{
+		struct stat st;
+		if (ahead_[lane] > sizes_[lane] && fstat(fd, &st) == 0 && st.st_nlink > 0)
+			(void)ftruncate(fd, st.st_size); // nothing to say: only space
+		ahead_[lane] = 0;
 	}
 
 	// The index of the stream file `path` just opened (already created
@@ -470,6 +523,8 @@ private:
 	bool direct_off_ = false;  // O_DIRECT refused once: the page cache from then on
 	std::vector<int> idx_fds_; // index/<stream>.idx, -1: none (not yet, or dropped)
 	std::vector<uint64_t> sizes_;
+	std::vector<uint64_t> ahead_;  // the end of the blocks allocated (allocate_ahead)
+	bool ahead_off_ = false;       // fallocate refused: none ahead from then on
 	std::vector<uint8_t> idx_buf_; // one writev's entries
 	bool resume_ = false;
 };

@@ -99,6 +99,14 @@ uint64_t whole_packets(int fd, uint64_t size, uint8_t uuid[16], std::string &why
 
 } // namespace
 
+// More blocks than the file's bytes take, by more than an extent tree's
+// few (64 KiB): blocks allocated past its end (FALLOC_FL_KEEP_SIZE).
+static bool blocks_past_end(const struct stat &st)
+{
+	const uint64_t bytes = static_cast<uint64_t>(st.st_size);
+	return static_cast<uint64_t>(st.st_blocks) * 512 > ((bytes + 4095) & ~uint64_t{4095}) + (64 << 10);
+}
+
 int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string &why, bool check_only)
 {
 	bytes_cut = 0;
@@ -136,6 +144,10 @@ int repair_stream_file(const std::string &path, uint64_t &bytes_cut, std::string
 			bytes_cut = size - off;
 			ret = 1;
 		}
+	} else if (!check_only && blocks_past_end(st)) {
+		// Whole, but with the blocks a killed daemon had allocated
+		// ahead of it (output_disk.cpp): given back, the size kept.
+		(void)ftruncate(fd, static_cast<off_t>(size)); // nothing to say: only space
 	}
 	close(fd);
 	// Its index (when it has one) to the packets kept: an entry past the

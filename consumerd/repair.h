@@ -9,7 +9,9 @@
  * unless a whole packet of the same trace follows the bad bytes: damage
  * inside a file (a flipped bit, a zeroed run) is left as it is, since
  * cutting there would lose every packet after it, and Strata's readers
- * skip it (docs/reading.md).
+ * skip it (docs/reading.md).  A whole file with blocks allocated past its
+ * end (a killed daemon's, output_disk.cpp) has them given back: truncated
+ * to its own size, its bytes unchanged.
  */
 #ifndef STRATA_CONSUMERD_REPAIR_H
 #define STRATA_CONSUMERD_REPAIR_H

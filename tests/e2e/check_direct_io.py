@@ -41,7 +41,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from strata_testlib import TraceScan, bt_clean, e2e_setup  # noqa: E402
+from strata_testlib import TraceScan, bt_clean, e2e_setup, stream_files  # noqa: E402
 
 BURSTS, BURST = 300, 1000
 N = BURSTS * BURST
@@ -58,14 +58,6 @@ def dio_align(path):
     mask, = struct.unpack_from("<I", buf, 0)
     mem, off = struct.unpack_from("<II", buf, 152)  # stx_dio_mem_align, stx_dio_offset_align
     return max(mem, off) if mask & STATX_DIOALIGN and off else 0
-
-
-def stream_files(out):
-    for root, _, files in os.walk(out):
-        if "metadata" in files:
-            for f in sorted(files):
-                if f != "metadata" and not f.startswith("."):
-                    yield os.path.join(root, f)
 
 
 def packets(path):

@@ -308,6 +308,16 @@ def private_daemon(work, consumerd):
     return env, start_daemon(consumerd, sock, env)
 
 
+def stream_files(out):
+    """The stream files of every sub-trace under `out` (a directory with a
+    metadata file: its other files but hidden ones), sorted by sub-trace."""
+    for root, _, files in os.walk(out):
+        if "metadata" in files:
+            for f in sorted(files):
+                if f != "metadata" and not f.startswith("."):
+                    yield os.path.join(root, f)
+
+
 def e2e_setup():
     """The arguments of a check run as `check_X.py STRATA PROG WORKDIR` with
     the daemon in $STRATA_TEST_CONSUMERD: (strata, prog, workdir emptied,
