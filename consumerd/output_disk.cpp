@@ -87,7 +87,8 @@ public:
 	DiskOutput(const std::string &dir, const std::string &channel, uint32_t n_lanes, const Owner &owner,
 		   bool resume)
 	    : dir_(dir), channel_(channel), owner_(owner), fds_(n_lanes, -1), dfds_(n_lanes, -1),
-	      idx_fds_(n_lanes, -1), sizes_(n_lanes, 0), ahead_(n_lanes, 0), resume_(resume)
+	      idx_fds_(n_lanes, -1), sizes_(n_lanes, 0), ahead_(n_lanes, 0), tried_(n_lanes, false),
+	      resume_(resume)
 	{
 	}
 	~DiskOutput() override { close(); }
@@ -333,6 +334,7 @@ private:
 			return;
 		const uint64_t from = std::max(ahead_[lane], sizes_[lane]);
 		const uint64_t more = std::min(kMax, std::max(kMin, sizes_[lane]));
+		tried_[lane] = true;
 		if (fallocate(fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(from),
 			      static_cast<off_t>(end - from + more)) == 0)
 			ahead_[lane] = end + more;
@@ -344,13 +346,15 @@ private:
 
 	// The blocks allocated past the file's end given back (a truncation
 	// to its size: the size as the file system has it, not ours, so that
-	// a file cut or emptied under us is never lengthened).
+	// a file cut or emptied under us is never lengthened).  After any
+	// fallocate, even a refused one: ext4 keeps what it allocated before
+	// running out of room.
 	void give_back(uint32_t lane, int fd)
 	{
 		struct stat st;
-		if (ahead_[lane] > sizes_[lane] && fstat(fd, &st) == 0 && st.st_nlink > 0)
+		if (tried_[lane] && fstat(fd, &st) == 0 && st.st_nlink > 0)
 			(void)ftruncate(fd, st.st_size); // nothing to say: only space
-		ahead_[lane] = 0;
+		tried_[lane] = false;
 	}
 
 	// The index of the stream file `path` just opened (already created
@@ -524,6 +528,7 @@ private:
 	std::vector<int> idx_fds_; // index/<stream>.idx, -1: none (not yet, or dropped)
 	std::vector<uint64_t> sizes_;
 	std::vector<uint64_t> ahead_;  // the end of the blocks allocated (allocate_ahead)
+	std::vector<bool> tried_;      // a fallocate made since the file opened (give_back)
 	bool ahead_off_ = false;       // fallocate refused: none ahead from then on
 	std::vector<uint8_t> idx_buf_; // one writev's entries
 	bool resume_ = false;
