@@ -26,7 +26,9 @@
  *                       Blocks are allocated ahead of each stream file's
  *                       end (fallocate, FALLOC_FL_KEEP_SIZE: the size
  *                       stays the bytes written), as much again as the
- *                       file holds, from 1 to 16 MiB, so that an append
+ *                       file holds, up to 16 MiB (none for a file's first
+ *                       write: a small file never holds more than twice
+ *                       its bytes in blocks), so that an append
  *                       lands in allocated blocks rather than reserving
  *                       and allocating them one page at a time; the close
  *                       gives back what was not used (a truncation to the
@@ -320,20 +322,23 @@ private:
 
 	// Blocks allocated past the lane's end before a write of `total`
 	// bytes that would reach beyond those allocated already: the write's
-	// own and as many again as the file holds, 1 to 16 MiB (a lane that
-	// writes little reserves little).  The size is left alone (KEEP_SIZE):
-	// a reader, a killed daemon's repair and a crash see only packets.
-	// Refused (EOPNOTSUPP: a file system without it, as NFS before 4.2)
-	// turns it off for this sub-trace; any other failure (ENOSPC: blocks
-	// the writes themselves may still find) is left to the write.
+	// own and as many again as the file holds, at most 16 MiB; none
+	// before a file holds anything.  So a file never has more blocks than
+	// twice its bytes, or its bytes and 16 MiB: a thousand processes
+	// that each write a packet reserve nothing ahead.  The size is left
+	// alone (KEEP_SIZE): a reader, a killed daemon's repair and a crash
+	// see only packets.  Refused (EOPNOTSUPP: a file system without it,
+	// as NFS before 4.2) turns it off for this sub-trace; any other
+	// failure (ENOSPC: blocks the writes themselves may still find) is
+	// left to the write.
 	void allocate_ahead(uint32_t lane, int fd, size_t total)
 	{
-		constexpr uint64_t kMin = 1 << 20, kMax = 16 << 20;
+		constexpr uint64_t kMax = 16 << 20;
 		const uint64_t end = sizes_[lane] + total;
-		if (ahead_off_ || end <= ahead_[lane])
+		const uint64_t more = std::min(kMax, sizes_[lane]);
+		if (ahead_off_ || end <= ahead_[lane] || more == 0)
 			return;
 		const uint64_t from = std::max(ahead_[lane], sizes_[lane]);
-		const uint64_t more = std::min(kMax, std::max(kMin, sizes_[lane]));
 		tried_[lane] = true;
 		if (fallocate(fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(from),
 			      static_cast<off_t>(end - from + more)) == 0)
